@@ -1,0 +1,1 @@
+"""wheelq: delayed jobs on Redis that fire on time."""

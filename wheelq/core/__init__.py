@@ -1,0 +1,1 @@
+"""Pure building blocks: no Redis, no asyncio, no environment, no clock reads."""

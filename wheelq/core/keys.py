@@ -1,0 +1,145 @@
+"""Key names, hash tags and shard placement: the one place Redis key strings are made.
+
+Every key of one shard carries the hash tag ``{topic:shard}``, so each Lua
+script touches exactly one Redis Cluster slot:
+
+```
+{emails:3}:delayed   ZSET    job id -> due time (ms, Redis clock)
+{emails:3}:jobs      HASH    job id -> msgpack envelope
+{emails:3}:ready     STREAM  fired jobs, read by consumer groups
+{emails:3}:lease     STRING  token of the scheduler node leading the shard
+{emails:3}:horizon   STRING  ms up to which the leader has preloaded (expires with the lease)
+{emails:3}:inbox     LIST    "due:id" of jobs written at or below the horizon
+{emails:3}:wake      channel the same "due:id", published for a prompt pick-up
+wheelq:topics        HASH    topic -> shard count (the topic registry)
+wheelq:nodes         ZSET    scheduler node id -> membership expiry (ms)
+```
+
+A job's shard is ``crc32(job id) % shards``: stable, and easy to compute in
+any language.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+from wheelq.errors import InvalidArgumentError, InvalidJobIdError, InvalidTopicError
+
+TOPICS_KEY = "wheelq:topics"
+NODES_KEY = "wheelq:nodes"
+
+MAX_TOPIC_LENGTH = 100
+MAX_JOB_ID_BYTES = 256
+MAX_SHARDS = 1024
+
+_TOPIC_RE = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_TOPIC_LENGTH)
+
+
+def validate_topic(topic: object) -> str:
+    """Return `topic` if it is a valid topic name.
+
+    Raises:
+        InvalidTopicError: Not a str of 1-100 characters from [A-Za-z0-9_.-].
+    """
+    if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic):
+        raise InvalidTopicError(
+            "topic",
+            f"topic must be 1-{MAX_TOPIC_LENGTH} characters from [A-Za-z0-9_.-], got {topic!r}",
+        )
+    return topic
+
+
+def validate_job_id(job_id: object) -> str:
+    """Return `job_id` if it can be used as a job id.
+
+    Raises:
+        InvalidJobIdError: Not a non-empty str of at most 256 UTF-8 bytes
+            without control characters.
+    """
+    if (
+        not isinstance(job_id, str)
+        or not job_id
+        or len(job_id.encode("utf-8", "surrogatepass")) > MAX_JOB_ID_BYTES
+        or not job_id.isprintable()
+    ):
+        raise InvalidJobIdError(
+            "job_id",
+            f"job_id must be a non-empty printable str of at most {MAX_JOB_ID_BYTES} "
+            f"UTF-8 bytes, got {job_id!r}",
+        )
+    return job_id
+
+
+def validate_shards(shards: object) -> int:
+    """Return `shards` if it is a valid shard count.
+
+    Raises:
+        InvalidArgumentError: Not an int in [1, 1024].
+    """
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise InvalidArgumentError(
+            "shards", f"shards must be an int in [1, {MAX_SHARDS}], got {shards!r}"
+        )
+    return shards
+
+
+def shard_of(job_id: str, shards: int) -> int:
+    """The shard a job id lives in: ``crc32(utf-8 id) % shards``."""
+    return zlib.crc32(job_id.encode("utf-8", "surrogatepass")) % shards
+
+
+@dataclass(frozen=True, slots=True)
+class ShardKeys:
+    """The Redis names of one shard of one topic."""
+
+    topic: str
+    shard: int
+
+    @property
+    def tag(self) -> str:
+        return f"{{{self.topic}:{self.shard}}}"
+
+    @property
+    def delayed(self) -> str:
+        return f"{self.tag}:delayed"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.tag}:jobs"
+
+    @property
+    def ready(self) -> str:
+        return f"{self.tag}:ready"
+
+    @property
+    def lease(self) -> str:
+        return f"{self.tag}:lease"
+
+    @property
+    def horizon(self) -> str:
+        return f"{self.tag}:horizon"
+
+    @property
+    def inbox(self) -> str:
+        return f"{self.tag}:inbox"
+
+    @property
+    def wake_channel(self) -> str:
+        return f"{self.tag}:wake"
+
+    @classmethod
+    def from_wake_channel(cls, channel: str) -> ShardKeys | None:
+        """Parse a wake channel name back into its shard, or None if it is not one."""
+        if not (channel.startswith("{") and channel.endswith("}:wake")):
+            return None
+        topic, sep, shard = channel[1:-6].rpartition(":")
+        if not sep or not shard.isdigit():
+            return None
+        return cls(topic, int(shard))
+
+
+def all_shards(topic: str, shards: int) -> list[ShardKeys]:
+    """Every shard of a topic, in shard order."""
+    return [ShardKeys(topic, s) for s in range(shards)]

@@ -1,0 +1,96 @@
+"""Turning the caller's `delay=` / `at=` into a due time the scripts understand.
+
+Scripts compute due times on the Redis clock: a relative delay is added to
+``TIME`` inside the script, an absolute time is used as given. So this
+module only validates and converts units; it never reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from wheelq.errors import InvalidDelayError
+
+MAX_DELAY_S = 10 * 365 * 86_400  # ten years
+MAX_AT_MS = 2**53 - 1  # exact in a sorted-set score (a double)
+
+Delay = float | int | timedelta
+At = float | int | datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DueSpec:
+    """When a job is due: `value_ms` after the script's ``TIME``, or at `value_ms`."""
+
+    kind: Literal["delay", "at"]
+    value_ms: int
+
+    @property
+    def wire(self) -> tuple[str, str]:
+        """(mode, value) as the scripts take them: ``("d", ms)`` or ``("a", ms)``."""
+        return ("d" if self.kind == "delay" else "a", str(self.value_ms))
+
+
+NOW = DueSpec("delay", 0)
+
+
+def due_spec(delay: Delay | None = None, at: At | None = None) -> DueSpec:
+    """Validate `delay` / `at` and convert them to a `DueSpec`.
+
+    Args:
+        delay: Seconds from now (int, float or timedelta), 0 to ten years.
+        at: Absolute due time: epoch seconds (int or float) or an aware datetime.
+            A time in the past means "now".
+
+    Raises:
+        InvalidDelayError: Both given, a wrong type, NaN, infinite, negative
+            or too large.
+    """
+    if delay is not None and at is not None:
+        raise InvalidDelayError("delay", "pass delay or at, not both")
+    if at is not None:
+        return DueSpec("at", _at_ms(at))
+    if delay is None:
+        return NOW
+    return DueSpec("delay", _delay_ms(delay))
+
+
+def _delay_ms(delay: object) -> int:
+    if isinstance(delay, timedelta):
+        seconds: float = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = float(delay)
+    else:
+        raise InvalidDelayError(
+            "delay", f"delay must be seconds (int, float) or a timedelta, got {delay!r}"
+        )
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_S:
+        raise InvalidDelayError(
+            "delay",
+            f"delay must be a finite number of seconds >= 0 and <= {MAX_DELAY_S}, got {delay!r}",
+        )
+    return round(seconds * 1000)
+
+
+def _at_ms(at: object) -> int:
+    if isinstance(at, datetime):
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise InvalidDelayError(
+                "at", f"at must be an aware datetime (with tzinfo), got naive {at!r}"
+            )
+        seconds = at.timestamp()
+    elif isinstance(at, int | float) and not isinstance(at, bool):
+        seconds = float(at)
+    else:
+        raise InvalidDelayError(
+            "at", f"at must be epoch seconds (int, float) or an aware datetime, got {at!r}"
+        )
+    if not math.isfinite(seconds) or not 0 <= seconds * 1000 <= MAX_AT_MS:
+        raise InvalidDelayError(
+            "at",
+            f"at must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}",
+        )
+    return math.ceil(seconds * 1000)

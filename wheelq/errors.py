@@ -1,0 +1,98 @@
+"""Every error wheelq raises, under one root.
+
+```
+WheelqError
+├── InvalidArgumentError (also ValueError)  a caller passed a bad value; nothing was changed
+│   ├── InvalidTopicError                   topic name outside [A-Za-z0-9_.-]{1,100}
+│   ├── InvalidDelayError                   delay / at not a finite time >= 0, or both given
+│   ├── InvalidJobIdError                   job_id empty, too long or with forbidden characters
+│   └── PayloadTooLargeError                encoded payload over the configured limit
+├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
+├── DuplicateJobError                       a job with that id is already pending (replace=False)
+├── TopicConfigError                        create_topic() with a shard count that differs
+├── LeaseLostError                          a scheduler node no longer holds a shard's lease
+├── ScriptError                             a Lua script answered with a status it should not
+└── EmbeddedServerError                     the embedded server binary failed to start
+```
+
+Caller errors subclass the built-in a caller would expect (`ValueError`,
+`TypeError`) so generic handlers keep working. Messages name the parameter
+and the accepted range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class WheelqError(Exception):
+    """Root of every error raised by wheelq."""
+
+
+class InvalidArgumentError(WheelqError, ValueError):
+    """A caller passed a value outside the accepted range; nothing was changed.
+
+    Attributes:
+        parameter: Name of the offending parameter, as the caller wrote it.
+    """
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class InvalidTopicError(InvalidArgumentError):
+    """A topic name is empty, too long, or has characters outside [A-Za-z0-9_.-]."""
+
+
+class InvalidDelayError(InvalidArgumentError):
+    """A delay or due time is not a finite, non-negative time (or both were given)."""
+
+
+class InvalidJobIdError(InvalidArgumentError):
+    """A job id is empty, too long, or has characters that are not allowed."""
+
+
+class PayloadTooLargeError(InvalidArgumentError):
+    """A payload's msgpack encoding is larger than the configured limit."""
+
+
+class PayloadTypeError(WheelqError, TypeError):
+    """A payload holds a value msgpack cannot serialise; nothing was changed."""
+
+
+class DuplicateJobError(WheelqError):
+    """A job with this id is already pending on the topic and `replace` was False.
+
+    Attributes:
+        topic: The topic.
+        job_ids: The ids that were already pending (not enqueued again).
+        enqueued: For a batch, the ids that were enqueued all the same.
+    """
+
+    def __init__(self, topic: str, job_ids: Sequence[str], enqueued: Sequence[str] = ()) -> None:
+        shown = ", ".join(repr(j) for j in list(job_ids)[:5])
+        more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
+        super().__init__(
+            f"job_id {shown}{more} already pending on topic {topic!r}; "
+            "pass replace=True to replace it"
+        )
+        self.topic = topic
+        self.job_ids = list(job_ids)
+        self.enqueued = list(enqueued)
+
+
+class TopicConfigError(WheelqError):
+    """A topic exists with a different shard count than the one asked for."""
+
+
+class LeaseLostError(WheelqError):
+    """This scheduler node no longer holds the lease of a shard it acted on."""
+
+
+class ScriptError(WheelqError):
+    """A Lua script returned a status code the caller does not expect."""
+
+
+class EmbeddedServerError(WheelqError):
+    """The embedded Redis-protocol server could not be started or stopped."""

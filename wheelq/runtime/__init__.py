@@ -1,0 +1,1 @@
+"""Services that do I/O: the producer clients, the scheduler node and its parts."""

@@ -1,0 +1,222 @@
+"""The producer API: `Client` (blocking) and `AsyncClient` (asyncio).
+
+Both expose the same methods with the same arguments; the logic lives once
+in `wheelq.runtime.producer` and each client only sends its calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import redis
+import redis.asyncio
+
+from wheelq.core.job import JobInfo
+from wheelq.core.schedule import At, Delay
+from wheelq.core.settings import ClientSettings
+from wheelq.runtime.producer import EnqueueItem, Op, Producer, TopicStats
+from wheelq.store.calls import AsyncExecutor, SyncExecutor
+
+T = TypeVar("T")
+
+_ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (neither: now).
+
+        Args:
+            topic: Topic name, 1-100 characters from [A-Za-z0-9_.-]; created on first use.
+            payload: Any msgpack-serialisable value (at most `max_payload_bytes` encoded).
+            delay: Seconds from now (int, float or timedelta), 0 to ten years.
+            at: Absolute due time: epoch seconds or an aware datetime (past = now).
+            job_id: Your own id, which makes the call idempotent while the job is
+                pending; default a generated, time-sortable, URL-safe id.
+            max_attempts: Runs allowed before the job is dead-lettered (1-1000);
+                default `default_max_attempts`.
+            replace: With `job_id`, replace a pending job of that id instead of failing.
+
+        Returns:
+            The job id.
+
+        Raises:
+            InvalidArgumentError: A bad topic, delay, at, job_id or max_attempts
+                (also a ValueError); nothing was written.
+            PayloadTypeError: The payload cannot be serialised (also a TypeError).
+            DuplicateJobError: `job_id` is pending already and `replace` is False.
+        """
+
+
+class Client:
+    """Blocking producer client. Thread-safe (redis-py pools connections)."""
+
+    def __init__(self, connection: redis.Redis, settings: ClientSettings | None = None) -> None:
+        self.redis = connection
+        self._producer = Producer(settings or ClientSettings())
+        self._executor = SyncExecutor(connection)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, redis_options: Mapping[str, Any] | None = None, **settings: Any
+    ) -> Self:
+        """Connect to `url` (``redis://``, ``rediss://`` for TLS, with ``user:password@``).
+
+        Args:
+            url: The Redis URL.
+            redis_options: Extra keyword arguments for `redis.Redis.from_url`
+                (for example ``ssl_ca_certs``).
+            **settings: Fields of `ClientSettings`.
+        """
+        connection = redis.Redis.from_url(url, **dict(redis_options or {}))
+        return cls(connection, ClientSettings.from_kwargs(settings))
+
+    def _run(self, op: Op[T]) -> T:
+        try:
+            calls = next(op)
+            while True:
+                calls = op.send(self._executor.run(calls))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    def enqueue(
+        self, topic: str, payload: Any, *, delay: Delay | None = None, at: At | None = None,
+        job_id: str | None = None, max_attempts: int | None = None, replace: bool = False,
+    ) -> str:
+        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
+        return self._run(self._producer.enqueue(topic, item))
+
+    enqueue.__doc__ = _ENQUEUE_DOC
+
+    def enqueue_many(
+        self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]
+    ) -> list[str]:
+        """Enqueue many jobs in pipelined, bounded batches; returns their ids in order.
+
+        Each item is an `EnqueueItem` or a mapping with its fields (``payload``
+        required). Every item is validated before anything is written.
+
+        Raises:
+            DuplicateJobError: Some ids were pending already; all other jobs
+                were enqueued (see its `enqueued`).
+        """
+        return self._run(self._producer.enqueue_many(topic, items))
+
+    def cancel(self, topic: str, job_id: str) -> bool:
+        """Cancel a pending job; False when it is not pending (fired, cancelled, unknown)."""
+        return self._run(self._producer.cancel(topic, job_id))
+
+    def reschedule(
+        self, topic: str, job_id: str, *, delay: Delay | None = None, at: At | None = None
+    ) -> bool:
+        """Move a pending job to a new due time; False when it is not pending."""
+        return self._run(self._producer.reschedule(topic, job_id, delay, at))
+
+    def get(self, topic: str, job_id: str) -> JobInfo | None:
+        """A pending job's state, due time, attempt and payload; None when not pending."""
+        return self._run(self._producer.get(topic, job_id))
+
+    def create_topic(self, topic: str, shards: int | None = None) -> int:
+        """Create a topic (idempotent); returns its shard count.
+
+        Raises:
+            TopicConfigError: It exists with another shard count.
+        """
+        return self._run(self._producer.create_topic(topic, shards))
+
+    def topics(self) -> dict[str, int]:
+        """Every topic with its shard count."""
+        return self._run(self._producer.topics())
+
+    def stats(self, topic: str) -> TopicStats | None:
+        """Pending and ready counts per shard; None for an unknown topic."""
+        return self._run(self._producer.stats(topic))
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """Asyncio producer client; the same methods as `Client`, awaitable."""
+
+    def __init__(
+        self, connection: redis.asyncio.Redis, settings: ClientSettings | None = None
+    ) -> None:
+        self.redis = connection
+        self._producer = Producer(settings or ClientSettings())
+        self._executor = AsyncExecutor(connection)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, redis_options: Mapping[str, Any] | None = None, **settings: Any
+    ) -> Self:
+        """Connect to `url`; see `Client.from_url`."""
+        connection = redis.asyncio.Redis.from_url(url, **dict(redis_options or {}))
+        return cls(connection, ClientSettings.from_kwargs(settings))
+
+    async def _run(self, op: Op[T]) -> T:
+        try:
+            calls = next(op)
+            while True:
+                calls = op.send(await self._executor.run(calls))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def enqueue(
+        self, topic: str, payload: Any, *, delay: Delay | None = None, at: At | None = None,
+        job_id: str | None = None, max_attempts: int | None = None, replace: bool = False,
+    ) -> str:
+        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
+        return await self._run(self._producer.enqueue(topic, item))
+
+    enqueue.__doc__ = _ENQUEUE_DOC
+
+    async def enqueue_many(
+        self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]
+    ) -> list[str]:
+        """See `Client.enqueue_many`."""
+        return await self._run(self._producer.enqueue_many(topic, items))
+
+    async def cancel(self, topic: str, job_id: str) -> bool:
+        """See `Client.cancel`."""
+        return await self._run(self._producer.cancel(topic, job_id))
+
+    async def reschedule(
+        self, topic: str, job_id: str, *, delay: Delay | None = None, at: At | None = None
+    ) -> bool:
+        """See `Client.reschedule`."""
+        return await self._run(self._producer.reschedule(topic, job_id, delay, at))
+
+    async def get(self, topic: str, job_id: str) -> JobInfo | None:
+        """See `Client.get`."""
+        return await self._run(self._producer.get(topic, job_id))
+
+    async def create_topic(self, topic: str, shards: int | None = None) -> int:
+        """See `Client.create_topic`."""
+        return await self._run(self._producer.create_topic(topic, shards))
+
+    async def topics(self) -> dict[str, int]:
+        """See `Client.topics`."""
+        return await self._run(self._producer.topics())
+
+    async def stats(self, topic: str) -> TopicStats | None:
+        """See `Client.stats`."""
+        return await self._run(self._producer.stats(topic))
+
+    async def aclose(self) -> None:
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,236 @@
+"""The producer's logic, written once for the sync and the async client.
+
+Each operation is a generator ("sans-I/O"): it validates its input, then
+yields lists of `Call`s to send together and receives their parsed
+replies, and finally returns its result. `Client` drives these generators
+with a blocking executor, `AsyncClient` with an awaiting one, so the two
+clients cannot drift apart. All validation happens before the first
+yield: bad input raises before anything is sent.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import defaultdict
+from collections.abc import Generator, Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from wheelq.core import keys as k
+from wheelq.core.ids import make_job_id
+from wheelq.core.job import (
+    Envelope,
+    JobInfo,
+    JobState,
+    decode_payload,
+    encode_payload,
+    validate_max_attempts,
+)
+from wheelq.core.schedule import At, Delay, due_spec
+from wheelq.core.settings import ClientSettings
+from wheelq.errors import DuplicateJobError, InvalidArgumentError, InvalidJobIdError, TopicConfigError
+from wheelq.runtime.clock import WallClock
+from wheelq.store import ops
+from wheelq.store.calls import Call
+
+T = TypeVar("T")
+Op = Generator[list[Call[Any]], list[Any], T]
+
+PIPELINE_CALLS = 16  # script calls per round trip in enqueue_many
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueItem:
+    """One job for `enqueue_many`; the fields mean what `enqueue`'s arguments mean."""
+
+    payload: Any
+    delay: Delay | None = None
+    at: At | None = None
+    job_id: str | None = None
+    max_attempts: int | None = None
+    replace: bool = False
+
+
+_ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStats:
+    shard: int
+    pending: int
+    """Jobs waiting for their due time (sorted set size)."""
+    ready: int
+    """Entries in the shard's stream (fired jobs not yet trimmed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    topic: str
+    shards: list[ShardStats]
+
+    @property
+    def pending(self) -> int:
+        return sum(s.pending for s in self.shards)
+
+    @property
+    def ready(self) -> int:
+        return sum(s.ready for s in self.shards)
+
+
+class Producer:
+    """Validation, placement and batching shared by `Client` and `AsyncClient`."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._shards: dict[str, int] = {}
+        self._clock = WallClock()
+
+    # --- topics ---------------------------------------------------------------------------
+
+    def create_topic(self, topic: str, shards: int | None = None) -> Op[int]:
+        k.validate_topic(topic)
+        want = k.validate_shards(self.settings.default_shards if shards is None else shards)
+        _, have = yield [ops.register_topic(topic, want), ops.topic_shards(topic)]
+        if shards is not None and have != want:
+            raise TopicConfigError(
+                f"topic {topic!r} exists with {have} shards; shards={want} cannot change it"
+            )
+        self._shards[topic] = have
+        return int(have)
+
+    def shard_count(self, topic: str, *, create: bool) -> Op[int | None]:
+        """The topic's shard count (cached); creates the topic first when `create`."""
+        k.validate_topic(topic)
+        if topic in self._shards:
+            return self._shards[topic]
+        if create:
+            return (yield from self.create_topic(topic))
+        (have,) = yield [ops.topic_shards(topic)]
+        if have is not None:
+            self._shards[topic] = have
+        return have  # type: ignore[no-any-return]
+
+    def topics(self) -> Op[dict[str, int]]:
+        (found,) = yield [ops.all_topics()]
+        self._shards.update(found)
+        return dict(found)
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    def enqueue(self, topic: str, item: EnqueueItem) -> Op[str]:
+        ids = yield from self.enqueue_many(topic, [item])
+        return ids[0]
+
+    def enqueue_many(self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]) -> Op[list[str]]:
+        k.validate_topic(topic)
+        writes = self._validate_batch(items)
+        shards = yield from self.shard_count(topic, create=True)
+        assert shards is not None
+        by_shard: dict[int, list[ops.JobWrite]] = defaultdict(list)
+        for w in writes:
+            by_shard[k.shard_of(w.id, shards)].append(w)
+        calls: list[tuple[list[ops.JobWrite], Call[list[ops.Placed]]]] = []
+        size = self.settings.batch_size
+        for shard, jobs in by_shard.items():
+            keys = k.ShardKeys(topic, shard)
+            for i in range(0, len(jobs), size):
+                chunk = jobs[i : i + size]
+                calls.append((chunk, ops.enqueue(keys, chunk)))
+        duplicates: list[str] = []
+        for i in range(0, len(calls), PIPELINE_CALLS):
+            round_ = calls[i : i + PIPELINE_CALLS]
+            replies = yield [call for _, call in round_]
+            for (chunk, _), outcomes in zip(round_, replies, strict=True):
+                duplicates += [w.id for w, o in zip(chunk, outcomes, strict=True) if o == ops.Placed.DUPLICATE]
+        ids = [w.id for w in writes]
+        if duplicates:
+            dup = set(duplicates)
+            raise DuplicateJobError(topic, duplicates, [i for i in ids if i not in dup])
+        return ids
+
+    def cancel(self, topic: str, job_id: str) -> Op[bool]:
+        keys = yield from self._job_keys(topic, job_id)
+        if keys is None:
+            return False
+        (done,) = yield [ops.cancel(keys, job_id)]
+        return bool(done)
+
+    def reschedule(self, topic: str, job_id: str, delay: Delay | None, at: At | None) -> Op[bool]:
+        due = due_spec(delay, at)
+        keys = yield from self._job_keys(topic, job_id)
+        if keys is None:
+            return False
+        (placed,) = yield [ops.reschedule(keys, job_id, due)]
+        return placed is not None
+
+    def get(self, topic: str, job_id: str) -> Op[JobInfo | None]:
+        keys = yield from self._job_keys(topic, job_id)
+        if keys is None:
+            return None
+        due, raw = yield [ops.job_score(keys, job_id), ops.job_envelope(keys, job_id)]
+        if due is None or raw is None:
+            return None  # fired or cancelled between the two reads
+        env = Envelope.unpack(raw)
+        return JobInfo(
+            job_id, topic, JobState.PENDING, due, env.attempt, env.max_attempts,
+            env.enqueued_ms, decode_payload(env.payload),
+        )
+
+    def stats(self, topic: str) -> Op[TopicStats | None]:
+        shards = yield from self.shard_count(topic, create=False)
+        if shards is None:
+            return None
+        calls: list[Call[Any]] = []
+        for keys in k.all_shards(topic, shards):
+            calls += [ops.pending_count(keys), ops.ready_count(keys)]
+        counts = yield calls
+        return TopicStats(
+            topic,
+            [ShardStats(s, counts[2 * s], counts[2 * s + 1]) for s in range(shards)],
+        )
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _job_keys(self, topic: str, job_id: str) -> Op[k.ShardKeys | None]:
+        k.validate_job_id(job_id)
+        shards = yield from self.shard_count(topic, create=False)
+        return None if shards is None else k.ShardKeys(topic, k.shard_of(job_id, shards))
+
+    def _validate_batch(self, items: Iterable[EnqueueItem | Mapping[str, Any]]) -> list[ops.JobWrite]:
+        writes: list[ops.JobWrite] = []
+        seen: set[str] = set()
+        now_ms = self._clock.now_ms()
+        for item in items:
+            job = item if isinstance(item, EnqueueItem) else _item_from_mapping(item)
+            due = due_spec(job.delay, job.at)
+            attempts = validate_max_attempts(
+                self.settings.default_max_attempts if job.max_attempts is None else job.max_attempts
+            )
+            if not isinstance(job.replace, bool):
+                raise InvalidArgumentError("replace", f"replace must be a bool, got {job.replace!r}")
+            payload = encode_payload(job.payload, self.settings.max_payload_bytes)
+            if job.job_id is None:
+                job_id = make_job_id(now_ms, secrets.token_bytes(10))
+            else:
+                job_id = k.validate_job_id(job.job_id)
+                if job_id in seen:
+                    raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
+            seen.add(job_id)
+            envelope = Envelope(payload, 1, attempts, now_ms).pack()
+            writes.append(ops.JobWrite(job_id, due, job.replace, envelope))
+        return writes
+
+
+def _item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
+    if not isinstance(item, Mapping):
+        raise InvalidArgumentError(
+            "items", f"items must be EnqueueItem or mappings, got {type(item).__name__}"
+        )
+    unknown = sorted(set(item) - _ITEM_FIELDS)
+    if unknown:
+        raise InvalidArgumentError(
+            unknown[0], f"unknown item key {unknown[0]!r}; known: {', '.join(sorted(_ITEM_FIELDS))}"
+        )
+    if "payload" not in item:
+        raise InvalidArgumentError("payload", "each item needs a 'payload'")
+    return EnqueueItem(**item)

@@ -1,0 +1,36 @@
+--[[ reschedule.lua — move a pending job to a new due time (earlier or later); fire it if due.
+KEYS[1]  {T:s}:delayed   ZSET
+KEYS[2]  {T:s}:jobs      HASH
+KEYS[3]  {T:s}:ready     STREAM
+KEYS[4]  {T:s}:horizon   STRING (may be absent)
+KEYS[5]  {T:s}:inbox     LIST
+ARGV[1]  topic
+ARGV[2]  wake channel
+ARGV[3]  job id
+ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms)
+ARGV[5]  value ms
+Returns: {0, 0} not pending (nothing written)   {0, 1} rescheduled   {0, 2} fired now
+         {-1, key} wrong type
+]]
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list')
+if bad then
+  return {-1, bad}
+end
+local id = ARGV[3]
+local envelope = redis.call('HGET', KEYS[2], id)
+if not envelope or not redis.call('ZSCORE', KEYS[1], id) then
+  return {0, 0}
+end
+local now = wq_now_ms()
+local due = tonumber(ARGV[5])
+if ARGV[4] == 'd' then
+  due = now + due
+end
+if due <= now then
+  wq_fire(KEYS[3], ARGV[1], id, due, envelope)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  return {0, 2}
+end
+wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], tonumber(redis.call('GET', KEYS[4])), id, due, envelope)
+return {0, 1}
