@@ -51,12 +51,17 @@ def _noscript(reply: Any) -> bool:
     return isinstance(reply, NoScriptError)
 
 
-def _finish(calls: Sequence[Call[Any]], replies: list[Any]) -> list[Any]:
-    out = []
+def _finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bool) -> list[Any]:
+    out: list[Any] = []
     for call, reply in zip(calls, replies, strict=True):
-        if isinstance(reply, Exception):
-            raise reply
-        out.append(call.parse(reply))
+        try:
+            if isinstance(reply, Exception):
+                raise reply
+            out.append(call.parse(reply))
+        except Exception as exc:
+            if not return_exceptions:
+                raise
+            out.append(exc)
     return out
 
 
@@ -66,8 +71,12 @@ class SyncExecutor:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
-    def run(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """Send `calls` in one round trip (two on NOSCRIPT); return parsed replies."""
+    def run(self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
+        """Send `calls` in one round trip (two on NOSCRIPT); return parsed replies.
+
+        With `return_exceptions`, a call that failed (or whose reply parsed to
+        an error) has its exception in its place instead of raising.
+        """
         replies = self._send(calls)
         retry = [i for i, r in enumerate(replies) if _noscript(r)]
         if retry:
@@ -75,7 +84,7 @@ class SyncExecutor:
                 self.client.script_load(script(name or "").source)
             for i, reply in zip(retry, self._send([calls[i] for i in retry]), strict=True):
                 replies[i] = reply
-        return _finish(calls, replies)
+        return _finish(calls, replies, return_exceptions)
 
     def _send(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
@@ -95,8 +104,10 @@ class AsyncExecutor:
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
 
-    async def run(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """Send `calls` in one round trip (two on NOSCRIPT); return parsed replies."""
+    async def run(
+        self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Send `calls` in one round trip (two on NOSCRIPT); see `SyncExecutor.run`."""
         replies = await self._send(calls)
         retry = [i for i, r in enumerate(replies) if _noscript(r)]
         if retry:
@@ -104,7 +115,7 @@ class AsyncExecutor:
                 await self.client.script_load(script(name or "").source)
             for i, reply in zip(retry, await self._send([calls[i] for i in retry]), strict=True):
                 replies[i] = reply
-        return _finish(calls, replies)
+        return _finish(calls, replies, return_exceptions)
 
     async def run_one(self, call: Call[T]) -> T:
         """Send a single call; return its parsed reply."""

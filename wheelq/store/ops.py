@@ -143,7 +143,9 @@ def lease_acquire(keys: ShardKeys, token: str, ttl_ms: int) -> Call[LeaseAttempt
             return LeaseAttempt(False, False, 0, reply[1].decode())
         return LeaseAttempt(True, reply[0] == 1, int(reply[1]), token)
 
-    return Call("lease_acquire", [keys.lease, keys.horizon, keys.inbox], [token, ttl_ms], parse)
+    return Call(
+        "lease_acquire", [keys.lease, keys.horizon, keys.inbox], [token, ttl_ms], parse=parse
+    )
 
 
 def lease_renew(keys: ShardKeys, token: str, ttl_ms: int) -> Call[bool]:
@@ -242,12 +244,11 @@ def leave(node_id: str) -> Call[int]:
 
 
 def server_config(name: str) -> Call[dict[str, str]]:
-    return Call(
-        command=("CONFIG", "GET", name),
-        parse=lambda r: {
-            (r[i].decode() if isinstance(r[i], bytes) else r[i]): (
-                r[i + 1].decode() if isinstance(r[i + 1], bytes) else r[i + 1]
-            )
-            for i in range(0, len(r), 2)
-        },
-    )
+    def text(v: Any) -> str:
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def parse(reply: Any) -> dict[str, str]:
+        pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2])
+        return {text(k): text(v) for k, v in pairs}
+
+    return Call(command=("CONFIG", "GET", name), parse=parse)

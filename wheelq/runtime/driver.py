@@ -1,0 +1,121 @@
+"""The wheel driver: sleeps until the next due bucket, then emits what expired.
+
+It owns the node's `TimingWheel` and its clock reads. Each round it
+advances the wheel to now, groups the expired ids by shard, and sends one
+fenced `emit_due` call per shard and batch, all in one pipeline. The
+script decides: a cancelled id is skipped, a rescheduled-later one comes
+back with its new due time and is put back in the wheel, and a shard
+whose lease is gone answers LEASE_LOST, which drops the lead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from wheelq.core.clock import Clock
+from wheelq.core.settings import SchedulerSettings
+from wheelq.core.wheel import TimingWheel
+from wheelq.errors import LeaseLostError
+from wheelq.runtime.leads import EventHook, Lead, Leads, NodeEvent
+from wheelq.runtime.service import Service
+from wheelq.store import ops
+from wheelq.store.calls import AsyncExecutor, Call
+
+log = logging.getLogger("wheelq.driver")
+
+WheelKey = tuple[int, str]  # (lead slot, job id)
+
+
+class WheelDriver(Service):
+    """Fires preloaded jobs at their due millisecond."""
+
+    name = "driver"
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        clock: Clock,
+        leads: Leads,
+        settings: SchedulerSettings,
+        on_lost: Callable[[Lead], None],
+        on_event: EventHook | None = None,
+    ) -> None:
+        super().__init__()
+        self._executor = executor
+        self._clock = clock
+        self._leads = leads
+        self._settings = settings
+        self._on_lost = on_lost
+        self._on_event = on_event
+        self.wheel: TimingWheel[WheelKey] = TimingWheel(
+            tick_ms=settings.tick_ms, wheel_size=settings.wheel_size, start_ms=clock.now_ms()
+        )
+
+    def schedule(self, lead: Lead, jobs: list[tuple[str, int]]) -> None:
+        """Put (job id, due ms) pairs of `lead` in the wheel; wakes the driver if earlier."""
+        if not jobs or not lead.active:
+            return
+        before = self.wheel.next_expiry_ms()
+        add = self.wheel.add
+        slot = lead.slot
+        for job_id, due_ms in jobs:
+            add((slot, job_id), due_ms)
+        after = self.wheel.next_expiry_ms()
+        if before is None or (after is not None and after < before):
+            self.wake()
+
+    async def _run(self) -> None:
+        while not self.stopping:
+            now_ms = self._clock.now_ms()
+            next_ms = self.wheel.next_expiry_ms()
+            if next_ms is None or next_ms > now_ms:
+                await self.sleep(None if next_ms is None else (next_ms - now_ms) / 1000)
+                continue
+            expired = self.wheel.advance_to(now_ms)
+            if expired:
+                await self._emit(expired, now_ms)
+
+    async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
+        by_slot: dict[int, list[str]] = defaultdict(list)
+        for (slot, job_id), _due in expired:
+            by_slot[slot].append(job_id)
+        batch = self._settings.emit_batch
+        calls: list[Call[Any]] = []
+        targets: list[Lead] = []
+        for slot, ids in by_slot.items():
+            lead = self._leads.by_slot.get(slot)
+            if lead is None or not lead.active:
+                continue  # the shard was lost or released: its new leader fires these
+            for i in range(0, len(ids), batch):
+                calls.append(
+                    ops.emit_due(lead.keys, self._leads.token, now_ms, ids[i : i + batch])
+                )
+                targets.append(lead)
+        if not calls:
+            return
+        try:
+            results = await self._executor.run(calls, return_exceptions=True)
+        except Exception as exc:  # connection trouble: the jobs are still in Redis
+            log.warning("emit failed (%s); the sweep will retry these jobs", exc)
+            return
+        for lead, result in zip(targets, results, strict=True):
+            self._settle(lead, result, now_ms)
+
+    def _settle(self, lead: Lead, result: ops.EmitResult | Exception, now_ms: int) -> None:
+        if isinstance(result, LeaseLostError):
+            if lead.active:
+                log.warning("lost the lease of %s while emitting", lead.keys.tag)
+                self._on_lost(lead)
+            return
+        if isinstance(result, Exception):
+            log.error("emit on %s failed: %s", lead.keys.tag, result)
+            return
+        lead.emitted += result.emitted
+        if result.emitted and self._on_event is not None:
+            self._on_event(NodeEvent("emitted", lead.keys.topic, lead.keys.shard, result.emitted))
+        if result.not_yet_due:
+            # Rescheduled later (or our clock ran ahead of Redis): fire at the new time.
+            self.schedule(lead, [(i, max(due, now_ms + 1)) for i, due in result.not_yet_due])

@@ -1,0 +1,75 @@
+"""The shards this node leads right now, shared by its services.
+
+The lease keeper adds and removes leads; the preloader, the wheel driver
+and the wake listener only read them. Wheel entries are keyed by
+``(lead.slot, job id)``; a slot number is never reused, so entries left in
+the wheel by a lost lead are recognised and dropped when they expire.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from wheelq.core.keys import ShardKeys
+
+
+@dataclass(eq=False, slots=True)
+class Lead:
+    """One led shard: its keys, the lease token, and how far it has been preloaded."""
+
+    keys: ShardKeys
+    slot: int
+    acquired_ms: int
+    """Redis time at acquisition; everything due by then is backlog for the sweep."""
+    cursor_ms: int
+    """Jobs due up to here (exclusive of later) have been read into the wheel."""
+    active: bool = True
+    emitted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """What a node did, for logs, metrics and tests: kind is one of
+    ``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``."""
+
+    kind: str
+    topic: str
+    shard: int
+    count: int = 0
+
+
+EventHook = Callable[[NodeEvent], None]
+
+
+@dataclass(slots=True)
+class Leads:
+    """Registry of current leads by slot, by shard and by wake channel."""
+
+    token: str
+    _slots: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    by_slot: dict[int, Lead] = field(default_factory=dict)
+    by_keys: dict[ShardKeys, Lead] = field(default_factory=dict)
+    by_channel: dict[str, Lead] = field(default_factory=dict)
+
+    def add(self, keys: ShardKeys, acquired_ms: int) -> Lead:
+        lead = Lead(keys, next(self._slots), acquired_ms, acquired_ms)
+        self.by_slot[lead.slot] = lead
+        self.by_keys[keys] = lead
+        self.by_channel[keys.wake_channel] = lead
+        return lead
+
+    def remove(self, keys: ShardKeys) -> Lead | None:
+        lead = self.by_keys.pop(keys, None)
+        if lead is not None:
+            lead.active = False
+            self.by_slot.pop(lead.slot, None)
+            self.by_channel.pop(keys.wake_channel, None)
+        return lead
+
+    def __len__(self) -> int:
+        return len(self.by_keys)
+
+    def all(self) -> list[Lead]:
+        return list(self.by_keys.values())

@@ -1,0 +1,150 @@
+"""The lease keeper: which shards this node leads, and for how long.
+
+Every check interval it heartbeats into the node registry, reads the live
+nodes and the topics, and computes its quota (`wheelq.core.shares`). Below
+quota it takes free leases (SET NX PX) in its rendezvous order; above it,
+it releases its least preferred ones so a joining node gets its share.
+Held leases are renewed by compare-and-extend three times per TTL; a lease
+found taken is dropped at once. A graceful stop releases every lease.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from wheelq.core.clock import Clock
+from wheelq.core.keys import ShardKeys, all_shards
+from wheelq.core.settings import SchedulerSettings
+from wheelq.core.shares import quota, rank
+from wheelq.runtime.clock import monotonic_ms
+from wheelq.runtime.leads import EventHook, Lead, Leads, NodeEvent
+from wheelq.runtime.service import Service
+from wheelq.store import ops
+from wheelq.store.calls import AsyncExecutor, Call
+
+log = logging.getLogger("wheelq.leases")
+
+CHECK_INTERVAL_MS = 250  # membership / quota check; bounds failover past the lease TTL
+
+
+class LeaseKeeper(Service):
+    """Takes, renews, hands over and releases shard leases for one node."""
+
+    name = "leases"
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        clock: Clock,
+        leads: Leads,
+        settings: SchedulerSettings,
+        node_id: str,
+        topics: frozenset[str] | None,
+        on_change: Callable[[], None],
+        on_event: EventHook | None = None,
+    ) -> None:
+        super().__init__()
+        self._executor = executor
+        self._clock = clock
+        self._leads = leads
+        self._settings = settings
+        self.node_id = node_id
+        self._topics = topics
+        self._on_change = on_change
+        self._on_event = on_event
+        self._next_renew_ms = 0.0
+
+    async def _run(self) -> None:
+        while not self.stopping:
+            try:
+                if monotonic_ms() >= self._next_renew_ms:
+                    self._next_renew_ms = monotonic_ms() + self._settings.renew_interval_ms
+                    await self.renew()
+                await self.balance()
+            except Exception as exc:  # Redis down: keep trying; emits stay fenced meanwhile
+                log.warning("lease upkeep failed: %s", exc)
+            await self.sleep(min(CHECK_INTERVAL_MS, self._settings.renew_interval_ms) / 1000)
+
+    async def renew(self) -> None:
+        leads = self._leads.all()
+        ttl = self._settings.lease_ttl_ms
+        calls = [ops.lease_renew(lead.keys, self._leads.token, ttl) for lead in leads]
+        for lead, renewed in zip(leads, await self._executor.run(calls), strict=True):
+            if not renewed:
+                log.warning("lease of %s was taken over", lead.keys.tag)
+                self.drop(lead, "lost")
+
+    async def balance(self) -> None:
+        now_ms = self._clock.now_ms()
+        ttl = self._settings.lease_ttl_ms
+        _, _, live, topics = await self._executor.run([
+            ops.heartbeat(self.node_id, now_ms + ttl),
+            ops.forget_dead_nodes(now_ms - 10 * ttl),
+            ops.live_nodes(now_ms),
+            ops.all_topics(),
+        ])
+        universe = [
+            keys
+            for topic in sorted(topics)
+            if self._topics is None or topic in self._topics
+            for keys in all_shards(topic, topics[topic])
+        ]
+        names = {keys: keys.tag for keys in universe}
+        wanted = quota(self.node_id, live, len(universe))
+        for lead in self._leads.all():
+            if lead.keys not in names:
+                await self._release([lead])  # topic gone or filtered out
+        held = self._leads.all()
+        if len(held) > wanted:
+            by_pref = rank(self.node_id, [lead.keys for lead in held], names)
+            extra = set(by_pref[wanted:])
+            await self._release([lead for lead in held if lead.keys in extra])
+        elif len(held) < wanted:
+            free = [keys for keys in rank(self.node_id, universe, names)
+                    if keys not in self._leads.by_keys]
+            await self._acquire(free, wanted - len(held))
+
+    async def _acquire(self, candidates: list[ShardKeys], needed: int) -> None:
+        if not candidates:
+            return
+        holders = await self._executor.run(
+            [Call(command=("GET", keys.lease)) for keys in candidates]
+        )
+        free = [keys for keys, holder in zip(candidates, holders, strict=True) if holder is None]
+        calls = [ops.lease_acquire(keys, self._leads.token, self._settings.lease_ttl_ms)
+                 for keys in free[:needed]]
+        if not calls:
+            return
+        for keys, attempt in zip(free, await self._executor.run(calls), strict=False):
+            if attempt.held and keys not in self._leads.by_keys:
+                self._leads.add(keys, attempt.server_now_ms)
+                log.info("leading %s", keys.tag)
+                self._event("acquired", keys)
+        self._on_change()
+
+    async def _release(self, leads: list[Lead]) -> None:
+        if not leads:
+            return
+        calls: list[Call[Any]] = [ops.lease_release(lead.keys, self._leads.token) for lead in leads]
+        for lead in leads:
+            self.drop(lead, "released")
+        await self._executor.run(calls, return_exceptions=True)
+
+    async def release_all(self) -> int:
+        """Release every held lease (graceful stop); returns how many."""
+        leads = self._leads.all()
+        await self._release(leads)
+        await self._executor.run([ops.leave(self.node_id)], return_exceptions=True)
+        return len(leads)
+
+    def drop(self, lead: Lead, why: str) -> None:
+        """Forget a lead (lost or released); its wheel entries die with its slot."""
+        if self._leads.remove(lead.keys) is not None:
+            self._event(why, lead.keys)
+            self._on_change()
+
+    def _event(self, kind: str, keys: ShardKeys) -> None:
+        if self._on_event is not None:
+            self._on_event(NodeEvent(kind, keys.topic, keys.shard))

@@ -1,0 +1,123 @@
+"""The preloader: keeps each led shard's near-due jobs in the wheel.
+
+Every `preload_interval_ms`, for all led shards in one pipeline, it
+1. drains the shard's inbox (notes of jobs written inside the already
+   preloaded window: the durable half of DESIGN invariant 4),
+2. reads the next page of jobs due before Redis time + `window_ms`, and
+3. sweeps: emits, oldest first and `sweep_batch` at a time, jobs that are
+   overdue (the backlog from before this node took the shard, or anything
+   the wheel missed by more than `sweep_grace_ms`).
+Shards whose page was full or whose sweep left more behind go round again
+at once; the event loop runs the wheel driver in between, so a backlog is
+drained in bounded steps without starving jobs that are due now.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from wheelq.core.clock import Clock
+from wheelq.core.settings import SchedulerSettings
+from wheelq.errors import LeaseLostError
+from wheelq.runtime.driver import WheelDriver
+from wheelq.runtime.leads import EventHook, Lead, Leads, NodeEvent
+from wheelq.runtime.service import Service
+from wheelq.store import ops
+from wheelq.store.calls import AsyncExecutor, Call
+
+log = logging.getLogger("wheelq.preloader")
+
+INBOX_BATCH = 1000
+
+
+class Preloader(Service):
+    """Tops up the wheel from Redis and sweeps overdue jobs."""
+
+    name = "preloader"
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        clock: Clock,
+        leads: Leads,
+        settings: SchedulerSettings,
+        driver: WheelDriver,
+        on_lost: Callable[[Lead], None],
+        on_event: EventHook | None = None,
+    ) -> None:
+        super().__init__()
+        self._executor = executor
+        self._clock = clock
+        self._leads = leads
+        self._settings = settings
+        self._driver = driver
+        self._on_lost = on_lost
+        self._on_event = on_event
+
+    async def _run(self) -> None:
+        while not self.stopping:
+            busy = await self.cycle(self._leads.all())
+            while busy and not self.stopping:
+                busy = await self.cycle(busy)
+            await self.sleep(self._settings.preload_interval_ms / 1000)
+
+    async def cycle(self, leads: list[Lead]) -> list[Lead]:
+        """One round over `leads`; returns those that have more to read or sweep."""
+        s = self._settings
+        token = self._leads.token
+        now_ms = self._clock.now_ms()
+        calls: list[Call[Any]] = []
+        for lead in leads:
+            bound_ms = max(lead.acquired_ms, now_ms - s.sweep_grace_ms)
+            calls += [
+                ops.drain_inbox(lead.keys, INBOX_BATCH),
+                ops.preload(lead.keys, token, lead.cursor_ms, s.window_ms, s.preload_batch,
+                            s.lease_ttl_ms),
+                ops.emit_due(lead.keys, token, bound_ms, limit=s.sweep_batch),
+            ]
+        if not calls:
+            return []
+        try:
+            results = await self._executor.run(calls, return_exceptions=True)
+        except Exception as exc:
+            log.warning("preload round failed (%s); retrying next round", exc)
+            return []
+        busy = []
+        for i, lead in enumerate(leads):
+            inbox, page, sweep = results[3 * i : 3 * i + 3]
+            if self._settle(lead, inbox, page, sweep):
+                busy.append(lead)
+        return busy
+
+    def _settle(self, lead: Lead, inbox: Any, page: Any, sweep: Any) -> bool:
+        if not lead.active:
+            return False
+        if isinstance(page, LeaseLostError) or isinstance(sweep, LeaseLostError):
+            log.warning("lost the lease of %s while preloading", lead.keys.tag)
+            self._on_lost(lead)
+            return False
+        busy = False
+        if isinstance(inbox, list):
+            self._driver.schedule(lead, inbox)
+            busy = len(inbox) >= INBOX_BATCH
+        if isinstance(page, ops.PreloadPage):
+            self._driver.schedule(lead, page.jobs)
+            lead.cursor_ms = max(lead.cursor_ms, page.cursor_ms)
+            busy = busy or page.full
+        if isinstance(sweep, ops.EmitResult):
+            lead.emitted += sweep.emitted
+            if sweep.emitted and self._on_event is not None:
+                self._on_event(NodeEvent("emitted", lead.keys.topic, lead.keys.shard, sweep.emitted))
+            if sweep.orphans:
+                log.error("%s: %d job ids had no envelope and were dropped", lead.keys.tag,
+                          sweep.orphans)
+                if self._on_event is not None:
+                    self._on_event(NodeEvent("orphans", lead.keys.topic, lead.keys.shard,
+                                             sweep.orphans))
+            busy = busy or sweep.more
+        for result in (inbox, page, sweep):
+            if isinstance(result, Exception) and not isinstance(result, LeaseLostError):
+                log.error("preload of %s failed: %s", lead.keys.tag, result)
+        return busy

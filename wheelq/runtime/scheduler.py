@@ -1,0 +1,218 @@
+"""A scheduler node: leads shards, preloads near-due jobs, fires them on time.
+
+```
+LeaseKeeper ──leads──▶ Preloader ──(id, due)──▶ WheelDriver ──emit_due.lua──▶ ready streams
+     ▲                 WakeListener ──(id, due)──┘
+     └── ClockKeeper keeps the offset to the Redis clock that all of them read
+```
+Any number of nodes can run against one Redis: leases decide who fires
+which shard, and the fenced emit script makes a deposed leader harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import socket
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import redis.asyncio
+from redis.exceptions import RedisError
+
+from wheelq.core.keys import validate_topic
+from wheelq.core.settings import SchedulerSettings
+from wheelq.runtime.clock import RedisClock, monotonic_ms
+from wheelq.runtime.driver import WheelDriver
+from wheelq.runtime.leads import EventHook, Lead, Leads
+from wheelq.runtime.leases import LeaseKeeper
+from wheelq.runtime.preloader import Preloader
+from wheelq.runtime.service import Service
+from wheelq.runtime.wake import WakeListener
+from wheelq.store import ops
+from wheelq.store.calls import AsyncExecutor
+
+log = logging.getLogger("wheelq.scheduler")
+
+CLOCK_SAMPLES_AT_START = 5
+
+
+@dataclass(frozen=True, slots=True)
+class StopReport:
+    """What a stop left undone: leases handed back and preloaded jobs not fired here.
+    Those jobs are still in Redis; the shards' next leaders fire them."""
+
+    released_leases: int
+    unfired_preloaded: int
+
+
+class ClockKeeper(Service):
+    """Measures the offset to the Redis clock now and then (DESIGN invariant 6)."""
+
+    name = "clock"
+
+    def __init__(self, executor: AsyncExecutor, clock: RedisClock, interval_ms: int) -> None:
+        super().__init__()
+        self._executor = executor
+        self._clock = clock
+        self._interval_ms = interval_ms
+
+    async def sample(self) -> None:
+        before = monotonic_ms()
+        (server_ms,) = await self._executor.run([ops.server_time()])
+        self._clock.add_sample(before, server_ms, monotonic_ms())
+
+    async def _run(self) -> None:
+        while not self.stopping:
+            await self.sleep(self._interval_ms / 1000)
+            try:
+                await self.sample()
+            except (RedisError, OSError) as exc:
+                log.warning("clock sample failed: %s", exc)
+
+
+class Scheduler:
+    """A scheduler node. `serve()` runs it until `stop()`; `run()` blocks (CLI)."""
+
+    def __init__(
+        self,
+        connection: redis.asyncio.Redis,
+        topics: Iterable[str] | None = None,
+        settings: SchedulerSettings | None = None,
+        *,
+        node_id: str | None = None,
+        on_event: EventHook | None = None,
+    ) -> None:
+        self.settings = settings or SchedulerSettings()
+        self.redis = connection
+        self.topics = None if topics is None else frozenset(validate_topic(t) for t in topics)
+        self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.clock = RedisClock()
+        self.leads = Leads(token=self.node_id)
+        executor = AsyncExecutor(connection)
+        s = self.settings
+        self._clock_keeper = ClockKeeper(executor, self.clock, s.clock_sync_interval_ms)
+        self.leases = LeaseKeeper(executor, self.clock, self.leads, s, self.node_id, self.topics,
+                                  self._leads_changed, on_event)
+        self.driver = WheelDriver(executor, self.clock, self.leads, s, self._lost, on_event)
+        self._preloader = Preloader(executor, self.clock, self.leads, s, self.driver, self._lost,
+                                    on_event)
+        self._wake = WakeListener(connection, self.leads, self.driver)
+        self._stopped: asyncio.Event | None = None
+        self._started = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        topics: Iterable[str] | None = None,
+        *,
+        redis_options: Mapping[str, Any] | None = None,
+        node_id: str | None = None,
+        on_event: EventHook | None = None,
+        **settings: Any,
+    ) -> Self:
+        """A node for the Redis at `url`, leading shards of `topics` (None: all topics,
+        including ones created later). `settings` are `SchedulerSettings` fields."""
+        connection = redis.asyncio.Redis.from_url(url, **dict(redis_options or {}))
+        return cls(connection, topics, SchedulerSettings.from_kwargs(settings),
+                   node_id=node_id, on_event=on_event)
+
+    def _lost(self, lead: Lead) -> None:
+        self.leases.drop(lead, "lost")
+
+    def _leads_changed(self) -> None:
+        self._preloader.wake()
+        self._wake.wake()
+
+    async def start(self) -> None:
+        """Sync the clock, check the server, and start every part."""
+        if self._started:
+            return
+        self._started = True
+        self._stopped = asyncio.Event()
+        for _ in range(CLOCK_SAMPLES_AT_START):
+            await self._clock_keeper.sample()
+        await warn_if_unsafe(self.redis)
+        for service in (self._clock_keeper, self.driver, self._preloader, self._wake, self.leases):
+            await service.start()
+        log.info("scheduler node %s started (clock offset error <= %.2f ms)",
+                 self.node_id, self.clock.error_bound_ms)
+
+    async def stop(self) -> StopReport:
+        """Release every lease, stop every part, and report what was left undone."""
+        if not self._started:
+            return StopReport(0, 0)
+        self._started = False
+        await self.leases.stop()
+        released = await self.leases.release_all()
+        for service in (self._wake, self._preloader, self.driver, self._clock_keeper):
+            await service.stop()
+        report = StopReport(released, len(self.driver.wheel))
+        if self._stopped is not None:
+            self._stopped.set()
+        log.info("scheduler node %s stopped: %s", self.node_id, report)
+        return report
+
+    async def serve(self) -> None:
+        """Start and run until `stop()` is called (from another task or a signal)."""
+        await self.start()
+        assert self._stopped is not None
+        await self._stopped.wait()
+
+    def run(self) -> None:
+        """Run in the foreground until SIGINT or SIGTERM, then stop gracefully."""
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
+            try:
+                await self.serve()
+            finally:
+                await self.stop()
+                await self.redis.aclose()
+
+        asyncio.run(main())
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+async def warn_if_unsafe(connection: redis.asyncio.Redis) -> list[str]:
+    """Log (and return) warnings about server settings that can lose jobs."""
+    executor = AsyncExecutor(connection)
+    try:
+        aof, policy = await executor.run(
+            [ops.server_config("appendonly"), ops.server_config("maxmemory-policy")]
+        )
+    except RedisError as exc:
+        log.info("could not read the server's persistence settings (%s)", exc)
+        return []
+    warnings = []
+    if aof.get("appendonly") != "yes":
+        warnings.append(
+            "appendonly is off: jobs written since the last snapshot are lost if Redis "
+            "restarts; set appendonly yes (appendfsync everysec or always)"
+        )
+    policy_name = policy.get("maxmemory-policy", "noeviction")
+    if policy_name != "noeviction":
+        warnings.append(
+            f"maxmemory-policy is {policy_name}: Redis may evict pending jobs under memory "
+            "pressure; set maxmemory-policy noeviction"
+        )
+    for text in warnings:
+        log.warning(text)
+    return warnings
