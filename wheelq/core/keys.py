@@ -12,7 +12,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:inbox     LIST    "due:id" of jobs written at or below the horizon
 {emails:3}:wake      channel the same "due:id", published for a prompt pick-up
 wheelq:topics        HASH    topic -> shard count (the topic registry)
-wheelq:nodes         ZSET    scheduler node id -> membership expiry (ms)
+wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per topic
 ```
 
 A job's shard is ``crc32(job id) % shards``: stable, and easy to compute in
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, InvalidTopicError
 
 TOPICS_KEY = "wheelq:topics"
-NODES_KEY = "wheelq:nodes"
 
 MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256
@@ -138,6 +137,11 @@ class ShardKeys:
         if not sep or not shard.isdigit():
             return None
         return cls(topic, int(shard))
+
+
+def nodes_key(topic: str) -> str:
+    """The sorted set of scheduler nodes serving `topic` (member: node id, score: expiry ms)."""
+    return f"wheelq:nodes:{topic}"
 
 
 def all_shards(topic: str, shards: int) -> list[ShardKeys]:

@@ -28,7 +28,7 @@ _RANGES: dict[str, tuple[int, int]] = {
     "sweep_batch": (1, 10_000),
     "tick_ms": (1, 1000),
     "wheel_size": (2, 65_536),
-    "topics_refresh_ms": (50, 600_000),
+    "check_interval_ms": (10, 600_000),
     "clock_sync_interval_ms": (100, 3_600_000),
 }
 
@@ -99,8 +99,9 @@ class SchedulerSettings(_Validated):
     """Resolution of the timing wheel."""
     wheel_size: int = 512
     """Buckets per wheel level."""
-    topics_refresh_ms: int = 1000
-    """How often the node looks for new topics and re-balances shards."""
+    check_interval_ms: int = 250
+    """How often the node heartbeats, looks for new topics and nodes, and re-balances.
+    A dead node's shards are taken over within lease_ttl_ms + this (+ one preload)."""
     clock_sync_interval_ms: int = 5000
     """How often the offset to the Redis clock is re-measured."""
 

@@ -26,8 +26,6 @@ from wheelq.store.calls import AsyncExecutor, Call
 
 log = logging.getLogger("wheelq.leases")
 
-CHECK_INTERVAL_MS = 250  # membership / quota check; bounds failover past the lease TTL
-
 
 class LeaseKeeper(Service):
     """Takes, renews, hands over and releases shard leases for one node."""
@@ -55,6 +53,7 @@ class LeaseKeeper(Service):
         self._on_change = on_change
         self._on_event = on_event
         self._next_renew_ms = 0.0
+        self._served: dict[str, int] = {}
 
     async def _run(self) -> None:
         while not self.stopping:
@@ -65,7 +64,7 @@ class LeaseKeeper(Service):
                 await self.balance()
             except Exception as exc:  # Redis down: keep trying; emits stay fenced meanwhile
                 log.warning("lease upkeep failed: %s", exc)
-            await self.sleep(min(CHECK_INTERVAL_MS, self._settings.renew_interval_ms) / 1000)
+            await self.sleep(min(self._settings.check_interval_ms, self._settings.renew_interval_ms) / 1000)
 
     async def renew(self) -> None:
         leads = self._leads.all()
@@ -77,47 +76,56 @@ class LeaseKeeper(Service):
                 self.drop(lead, "lost")
 
     async def balance(self) -> None:
+        """Heartbeat into each served topic's node set and move towards this node's quota."""
+        (registry,) = await self._executor.run([ops.all_topics()])
+        topics = sorted(
+            (t, n) for t, n in registry.items() if self._topics is None or t in self._topics
+        )
+        self._served = dict(topics)
+        for lead in self._leads.all():
+            if lead.keys.topic not in self._served:
+                await self._release([lead])  # topic gone or filtered out
+        if not topics:
+            return
         now_ms = self._clock.now_ms()
         ttl = self._settings.lease_ttl_ms
-        _, _, live, topics = await self._executor.run([
-            ops.heartbeat(self.node_id, now_ms + ttl),
-            ops.forget_dead_nodes(now_ms - 10 * ttl),
-            ops.live_nodes(now_ms),
-            ops.all_topics(),
-        ])
-        universe = [
-            keys
-            for topic in sorted(topics)
-            if self._topics is None or topic in self._topics
-            for keys in all_shards(topic, topics[topic])
-        ]
-        names = {keys: keys.tag for keys in universe}
-        wanted = quota(self.node_id, live, len(universe))
-        for lead in self._leads.all():
-            if lead.keys not in names:
-                await self._release([lead])  # topic gone or filtered out
-        held = self._leads.all()
-        if len(held) > wanted:
-            by_pref = rank(self.node_id, [lead.keys for lead in held], names)
-            extra = set(by_pref[wanted:])
-            await self._release([lead for lead in held if lead.keys in extra])
-        elif len(held) < wanted:
-            free = [keys for keys in rank(self.node_id, universe, names)
-                    if keys not in self._leads.by_keys]
-            await self._acquire(free, wanted - len(held))
+        calls: list[Call[Any]] = []
+        for topic, _ in topics:
+            calls += [
+                ops.heartbeat(topic, self.node_id, now_ms + ttl),
+                ops.forget_dead_nodes(topic, now_ms - 10 * ttl),
+                ops.live_nodes(topic, now_ms),
+            ]
+        replies = await self._executor.run(calls)
+        to_take: list[tuple[list[ShardKeys], int]] = []
+        for i, (topic, shards) in enumerate(topics):
+            universe = all_shards(topic, shards)
+            names = {keys: keys.tag for keys in universe}
+            share = quota(self.node_id, replies[3 * i + 2], shards)
+            held = [lead for lead in self._leads.all() if lead.keys.topic == topic]
+            if len(held) > share:
+                extra = set(rank(self.node_id, [lead.keys for lead in held], names)[share:])
+                await self._release([lead for lead in held if lead.keys in extra])
+            elif len(held) < share:
+                others = [k for k in rank(self.node_id, universe, names)
+                          if k not in self._leads.by_keys]
+                to_take.append((others, share - len(held)))
+        if to_take:
+            await self._acquire(to_take)
 
-    async def _acquire(self, candidates: list[ShardKeys], needed: int) -> None:
-        if not candidates:
-            return
+    async def _acquire(self, wants: list[tuple[list[ShardKeys], int]]) -> None:
+        """For each (candidates in preference order, how many): take the first free ones."""
+        candidates = [keys for others, _ in wants for keys in others]
         holders = await self._executor.run(
             [Call(command=("GET", keys.lease)) for keys in candidates]
         )
-        free = [keys for keys, holder in zip(candidates, holders, strict=True) if holder is None]
-        calls = [ops.lease_acquire(keys, self._leads.token, self._settings.lease_ttl_ms)
-                 for keys in free[:needed]]
-        if not calls:
+        free = {keys for keys, holder in zip(candidates, holders, strict=True) if holder is None}
+        chosen = [keys for others, n in wants for keys in [k for k in others if k in free][:n]]
+        if not chosen:
             return
-        for keys, attempt in zip(free, await self._executor.run(calls), strict=False):
+        ttl = self._settings.lease_ttl_ms
+        calls = [ops.lease_acquire(keys, self._leads.token, ttl) for keys in chosen]
+        for keys, attempt in zip(chosen, await self._executor.run(calls), strict=True):
             if attempt.held and keys not in self._leads.by_keys:
                 self._leads.add(keys, attempt.server_now_ms)
                 log.info("leading %s", keys.tag)
@@ -136,7 +144,9 @@ class LeaseKeeper(Service):
         """Release every held lease (graceful stop); returns how many."""
         leads = self._leads.all()
         await self._release(leads)
-        await self._executor.run([ops.leave(self.node_id)], return_exceptions=True)
+        calls = [ops.leave(topic, self.node_id) for topic in self._served]
+        if calls:
+            await self._executor.run(calls, return_exceptions=True)
         return len(leads)
 
     def drop(self, lead: Lead, why: str) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from wheelq.core.keys import NODES_KEY, TOPICS_KEY, ShardKeys
+from wheelq.core.keys import TOPICS_KEY, ShardKeys, nodes_key
 from wheelq.core.schedule import DueSpec
 from wheelq.store.calls import Call
 from wheelq.store.scripts import LEASE_LOST, check
@@ -224,23 +224,23 @@ def server_time() -> Call[float]:
     return Call(command=("TIME",), parse=lambda r: int(r[0]) * 1000 + int(r[1]) / 1000)
 
 
-def heartbeat(node_id: str, expires_ms: int) -> Call[int]:
-    return Call(command=("ZADD", NODES_KEY, expires_ms, node_id), parse=int)
+def heartbeat(topic: str, node_id: str, expires_ms: int) -> Call[int]:
+    return Call(command=("ZADD", nodes_key(topic), expires_ms, node_id), parse=int)
 
 
-def live_nodes(now_ms: int) -> Call[list[str]]:
+def live_nodes(topic: str, now_ms: int) -> Call[list[str]]:
     return Call(
-        command=("ZRANGE", NODES_KEY, f"({now_ms}", "+inf", "BYSCORE"),
+        command=("ZRANGE", nodes_key(topic), f"({now_ms}", "+inf", "BYSCORE"),
         parse=lambda r: [m.decode() for m in r],
     )
 
 
-def forget_dead_nodes(now_ms: int) -> Call[int]:
-    return Call(command=("ZREMRANGEBYSCORE", NODES_KEY, "-inf", now_ms), parse=int)
+def forget_dead_nodes(topic: str, before_ms: int) -> Call[int]:
+    return Call(command=("ZREMRANGEBYSCORE", nodes_key(topic), "-inf", before_ms), parse=int)
 
 
-def leave(node_id: str) -> Call[int]:
-    return Call(command=("ZREM", NODES_KEY, node_id), parse=int)
+def leave(topic: str, node_id: str) -> Call[int]:
+    return Call(command=("ZREM", nodes_key(topic), node_id), parse=int)
 
 
 def server_config(name: str) -> Call[dict[str, str]]:

@@ -1,0 +1,5 @@
+import sys
+
+from wheelq.cli import main
+
+sys.exit(main())

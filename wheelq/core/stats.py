@@ -1,0 +1,53 @@
+"""Summaries of firing records: lateness percentiles, duplicates, early and missing jobs."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """One stream entry: which job, when it was due, when it entered the stream (ms)."""
+
+    job_id: str
+    due_ms: int
+    entry_ms: int
+
+    @property
+    def lateness_ms(self) -> int:
+        return self.entry_ms - self.due_ms
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in [0, 100]) of already sorted values; nan when empty."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return float(sorted_values[rank - 1])
+
+
+def summarize(records: Iterable[Fired], expected_ids: Iterable[str]) -> dict[str, Any]:
+    """Counts and lateness percentiles of `records` against the ids that should have fired."""
+    records = list(records)
+    expected = set(expected_ids)
+    counts = Counter(r.job_id for r in records)
+    lateness = sorted(r.lateness_ms for r in records if r.job_id in expected)
+    return {
+        "expected": len(expected),
+        "fired": len(expected & counts.keys()),
+        "missing": len(expected - counts.keys()),
+        "duplicates": sum(n - 1 for n in counts.values() if n > 1),
+        "early": sum(1 for r in records if r.lateness_ms < 0),
+        "unexpected": len(counts.keys() - expected),
+        "lateness_ms": {
+            "p50": percentile(lateness, 50),
+            "p90": percentile(lateness, 90),
+            "p99": percentile(lateness, 99),
+            "p99.9": percentile(lateness, 99.9),
+            "max": float(lateness[-1]) if lateness else math.nan,
+        },
+    }

@@ -1,0 +1,35 @@
+"""Reading back what fired: the records the demo, the tests and the load tests check."""
+
+from __future__ import annotations
+
+import redis.asyncio
+
+from wheelq.core.keys import all_shards
+from wheelq.core.stats import Fired
+
+PAGE = 10_000
+
+
+async def read_fired(
+    connection: redis.asyncio.Redis, topic: str, shards: int, after: dict[int, bytes] | None = None
+) -> list[Fired]:
+    """Every entry of the topic's ready streams (after the ids in `after`, per shard).
+
+    `after` is updated in place to the last id read, so repeated calls read
+    only new entries.
+    """
+    cursor = after if after is not None else {}
+    out: list[Fired] = []
+    for keys in all_shards(topic, shards):
+        while True:
+            start = b"(" + cursor[keys.shard] if keys.shard in cursor else b"-"
+            page = await connection.xrange(keys.ready, start, "+", count=PAGE)
+            for entry_id, fields in page:
+                out.append(
+                    Fired(fields[b"id"].decode(), int(fields[b"due"]), int(entry_id.split(b"-")[0]))
+                )
+            if page:
+                cursor[keys.shard] = page[-1][0]
+            if len(page) < PAGE:
+                break
+    return out
