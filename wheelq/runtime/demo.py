@@ -63,7 +63,6 @@ async def run_demo(
         await scheduler.stop()
         await _drop_topic(client, topic, shards)
         await client.aclose()
-        await scheduler.redis.aclose()
 
 
 async def _drop_topic(client: AsyncClient, topic: str, shards: int) -> None:

@@ -77,7 +77,11 @@ class ClockKeeper(Service):
 
 
 class Scheduler:
-    """A scheduler node. `serve()` runs it until `stop()`; `run()` blocks (CLI)."""
+    """A scheduler node. `serve()` runs it until `stop()`; `run()` blocks (CLI).
+
+    A node made by `from_url` owns its connection and closes it on `stop()`;
+    one given a connection leaves it open.
+    """
 
     def __init__(
         self,
@@ -87,12 +91,13 @@ class Scheduler:
         *,
         node_id: str | None = None,
         on_event: EventHook | None = None,
+        clock: RedisClock | None = None,
     ) -> None:
         self.settings = settings or SchedulerSettings()
         self.redis = connection
         self.topics = None if topics is None else frozenset(validate_topic(t) for t in topics)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-        self.clock = RedisClock()
+        self.clock = clock or RedisClock()
         self.leads = Leads(token=self.node_id)
         executor = AsyncExecutor(connection)
         s = self.settings
@@ -105,6 +110,7 @@ class Scheduler:
         self._wake = WakeListener(connection, self.leads, self.driver)
         self._stopped: asyncio.Event | None = None
         self._started = False
+        self._owns_connection = False
 
     @classmethod
     def from_url(
@@ -119,9 +125,12 @@ class Scheduler:
     ) -> Self:
         """A node for the Redis at `url`, leading shards of `topics` (None: all topics,
         including ones created later). `settings` are `SchedulerSettings` fields."""
-        connection = redis.asyncio.Redis.from_url(url, **dict(redis_options or {}))
-        return cls(connection, topics, SchedulerSettings.from_kwargs(settings),
-                   node_id=node_id, on_event=on_event)
+        node = cls(
+            redis.asyncio.Redis.from_url(url, **dict(redis_options or {})),
+            topics, SchedulerSettings.from_kwargs(settings), node_id=node_id, on_event=on_event,
+        )
+        node._owns_connection = True  # closed by stop()
+        return node
 
     def _lost(self, lead: Lead) -> None:
         self.leases.drop(lead, "lost")
@@ -154,6 +163,8 @@ class Scheduler:
         for service in (self._wake, self._preloader, self.driver, self._clock_keeper):
             await service.stop()
         report = StopReport(released, len(self.driver.wheel))
+        if self._owns_connection:
+            await self.redis.aclose()
         if self._stopped is not None:
             self._stopped.set()
         log.info("scheduler node %s stopped: %s", self.node_id, report)
@@ -176,7 +187,6 @@ class Scheduler:
                 await self.serve()
             finally:
                 await self.stop()
-                await self.redis.aclose()
 
         asyncio.run(main())
 

@@ -1,0 +1,18 @@
+"""Fixtures for every suite. Server fixtures live in tests/integration/conftest.py,
+so unit tests never start a server."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import pytest
+
+_NOT_TOPIC_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A topic name of its own for each test: ``t-<test name>-<8 hex>``, at most 52 chars."""
+    name = _NOT_TOPIC_CHARS.sub("-", request.node.name).strip("-")[:40]
+    return f"t-{name}-{secrets.token_hex(4)}"

@@ -1,0 +1,268 @@
+"""A scheduler node in this process against a real server: firing, edits inside a
+preloaded window (DESIGN invariant 4), backlog, clock skew, graceful stop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+from tests.support.waiting import eventually
+from wheelq import AsyncClient, EnqueueItem, Scheduler, SchedulerSettings
+from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.stats import Fired, summarize
+from wheelq.embedded import ServerBinary
+from wheelq.runtime.clock import RedisClock
+from wheelq.runtime.observe import read_fired
+from wheelq.runtime.scheduler import warn_if_unsafe
+from tests.support.servers import dedicated_server
+
+SHARDS = 4
+# A sweep grace far above any on-time path, so a job that only the sweep could have
+# fired shows up as >= 3 s late.
+FAST = {"window_ms": 5000, "preload_interval_ms": 200, "lease_ttl_ms": 2000,
+        "sweep_grace_ms": 3000}
+ON_TIME_MS = 1000  # far below the sweep grace and every "fired at the old time" failure
+
+
+@pytest.fixture
+async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, SHARDS)
+        yield c
+
+
+async def start_node(url: str, topic: str, **settings: Any) -> Scheduler:
+    node = Scheduler.from_url(url, [topic], **{**FAST, **settings})
+    await node.start()
+    await eventually(lambda: _value(len(node.leads) == SHARDS), timeout_s=10,
+                     what="the node to lead every shard")
+    return node
+
+
+async def _value(v: Any) -> Any:
+    return v
+
+
+async def redis_ms(r: redis.asyncio.Redis) -> int:
+    sec, usec = await r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+async def fired(r: redis.asyncio.Redis, topic: str) -> list[Fired]:
+    return await read_fired(r, topic, SHARDS)
+
+
+async def wait_fired(r: redis.asyncio.Redis, topic: str, job_ids: set[str], timeout_s: float) -> list[Fired]:
+    async def check() -> list[Fired] | None:
+        records = await fired(r, topic)
+        return records if job_ids <= {f.job_id for f in records} else None
+
+    return await eventually(check, timeout_s=timeout_s, what=f"{len(job_ids)} jobs to fire")
+
+
+def in_wheel(node: Scheduler, topic: str, job_id: str) -> bool:
+    lead = node.leads.by_keys.get(ShardKeys(topic, shard_of(job_id, SHARDS)))
+    return lead is not None and (lead.slot, job_id) in node.driver.wheel
+
+
+async def preloaded(node: Scheduler, topic: str, job_id: str) -> None:
+    await eventually(lambda: _value(in_wheel(node, topic, job_id)), timeout_s=5,
+                     what=f"{job_id} in the wheel")
+
+
+async def test_5000_jobs_over_5s_fire_once_none_early_none_missing(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    node = await start_node(redis_url, topic)
+    try:
+        n = 5000
+        ids = await client.enqueue_many(
+            topic, [EnqueueItem({"n": i}, delay=0.5 + 5.0 * i / n) for i in range(n)]
+        )
+        records = await wait_fired(client.redis, topic, set(ids), timeout_s=30)
+    finally:
+        await node.stop()
+    summary = summarize(records, ids)
+    assert summary["fired"] == n
+    assert summary["missing"] == 0
+    assert summary["duplicates"] == 0
+    assert summary["early"] == 0, "a job entered its stream before its due time"
+    assert summary["unexpected"] == 0
+
+
+async def test_cancel_inside_preloaded_window_never_fires(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    node = await start_node(redis_url, topic)
+    try:
+        victim = await client.enqueue(topic, "victim", delay=1.5)
+        sentinel = await client.enqueue(topic, "sentinel", delay=2.0)
+        await preloaded(node, topic, victim)
+        assert await client.cancel(topic, victim) is True
+        records = await wait_fired(client.redis, topic, {sentinel}, timeout_s=10)
+    finally:
+        await node.stop()
+    assert victim not in {f.job_id for f in records}
+    assert await client.get(topic, victim) is None
+
+
+async def test_reschedule_later_inside_window_fires_once_at_new_time(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    node = await start_node(redis_url, topic)
+    try:
+        job = await client.enqueue(topic, "x", delay=1.0)
+        await preloaded(node, topic, job)
+        assert await client.reschedule(topic, job, delay=2.5) is True
+        info = await client.get(topic, job)
+        assert info is not None
+        new_due = info.due_ms
+        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15)
+                     if f.job_id == job]
+    finally:
+        await node.stop()
+    assert record.due_ms == new_due
+    assert record.entry_ms >= new_due, "fired at the old due time"
+    assert record.entry_ms - new_due < ON_TIME_MS
+
+
+@pytest.mark.parametrize("pubsub", [True, False], ids=["pubsub", "inbox-only"])
+async def test_reschedule_earlier_inside_window_fires_at_new_time(
+    client: AsyncClient, redis_url: str, topic: str, pubsub: bool
+) -> None:
+    node = await start_node(redis_url, topic)
+    try:
+        if not pubsub:
+            await node._wake.stop()  # pub/sub lost: the inbox alone must carry it
+        job = await client.enqueue(topic, "x", delay=4.5)
+        await preloaded(node, topic, job)
+        assert await client.reschedule(topic, job, delay=0.5) is True
+        info = await client.get(topic, job)
+        assert info is not None
+        new_due = info.due_ms
+        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15)
+                     if f.job_id == job]
+    finally:
+        await node.stop()
+    assert record.entry_ms >= new_due
+    assert record.entry_ms - new_due < ON_TIME_MS, "not fired at its new, earlier time"
+
+
+@pytest.mark.parametrize("pubsub", [True, False], ids=["pubsub", "inbox-only"])
+async def test_enqueue_into_preloaded_window_fires_on_time(
+    client: AsyncClient, redis_url: str, topic: str, pubsub: bool
+) -> None:
+    node = await start_node(redis_url, topic)
+    try:
+        if not pubsub:
+            await node._wake.stop()
+        early_bird = await client.enqueue(topic, "first", delay=3.0)
+        await preloaded(node, topic, early_bird)  # the window is preloaded past now + 0.3 s
+        job = await client.enqueue(topic, "late", delay=0.3)
+        keys = ShardKeys(topic, shard_of(job, SHARDS))
+        info = await client.get(topic, job)
+        assert info is not None
+        horizon = await client.redis.get(keys.horizon)
+        assert horizon is not None and int(horizon) >= info.due_ms, "window not preloaded yet"
+        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 10)
+                     if f.job_id == job]
+    finally:
+        await node.stop()
+    assert 0 <= record.entry_ms - info.due_ms < ON_TIME_MS
+
+
+async def test_backlog_fires_in_due_order_without_starving_jobs_due_now(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    n = 20_000
+    backlog = await client.enqueue_many(topic, [EnqueueItem(i, delay=0.2) for i in range(n)])
+    last_due = max((await client.get(topic, backlog[-1])).due_ms, 0)  # type: ignore[union-attr]
+    await eventually(lambda: _gt(redis_ms(client.redis), last_due), timeout_s=5,
+                     what="the backlog to be overdue")
+    node = await start_node(redis_url, topic, sweep_batch=100, sweep_grace_ms=1000)
+    try:
+        on_time = await client.enqueue(topic, "now", delay=0.3)
+        records = await wait_fired(client.redis, topic, {*backlog, on_time}, timeout_s=60)
+    finally:
+        await node.stop()
+    by_id = {f.job_id: f for f in records}
+    assert summarize(records, [*backlog, on_time])["duplicates"] == 0
+    last_backlog_entry = max(by_id[j].entry_ms for j in backlog)
+    assert by_id[on_time].entry_ms - by_id[on_time].due_ms < ON_TIME_MS
+    assert by_id[on_time].entry_ms <= last_backlog_entry, (
+        "the on-time job waited for the whole backlog (no interleaving)"
+    )
+    for keys in all_shards(topic, SHARDS):
+        dues = [int(fields[b"due"]) for _, fields in await client.redis.xrange(keys.ready)
+                if fields[b"id"].decode() != on_time]
+        assert dues == sorted(dues), f"{keys.tag}: backlog not emitted in due order"
+
+
+async def _gt(value: Any, than: int) -> bool:
+    return bool(await value > than)
+
+
+class SkewedClock(RedisClock):
+    """A node whose idea of Redis time runs `skew_ms` ahead (a bad offset estimate)."""
+
+    def __init__(self, skew_ms: float) -> None:
+        super().__init__()
+        self.skew_ms = skew_ms
+
+    def now_ms_float(self) -> float:
+        return super().now_ms_float() + self.skew_ms
+
+
+async def test_node_clock_running_ahead_never_fires_early(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    connection = redis.asyncio.Redis.from_url(redis_url)
+    node = Scheduler(connection, [topic], SchedulerSettings(**FAST), clock=SkewedClock(250))
+    await node.start()
+    try:
+        ids = await client.enqueue_many(
+            topic, [EnqueueItem(i, delay=0.5 + i / 1000) for i in range(1000)]
+        )
+        records = await wait_fired(client.redis, topic, set(ids), timeout_s=20)
+    finally:
+        await node.stop()
+        await connection.aclose()
+    summary = summarize(records, ids)
+    assert summary["early"] == 0
+    assert summary["missing"] == 0 and summary["duplicates"] == 0
+
+
+async def test_graceful_stop_releases_every_lease_and_reports(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    node = await start_node(redis_url, topic)
+    await client.enqueue(topic, "later", delay=3)
+    await eventually(lambda: _value(len(node.driver.wheel) == 1), timeout_s=5,
+                     what="the job preloaded")
+    report = await node.stop()
+    assert report.released_leases == SHARDS
+    assert report.unfired_preloaded == 1
+    for keys in all_shards(topic, SHARDS):
+        assert await client.redis.get(keys.lease) is None
+    stats = await client.stats(topic)
+    assert stats is not None and stats.pending == 1, "stopping must leave the job in Redis"
+
+
+async def test_startup_warns_about_lossy_persistence(
+    server_binary: ServerBinary, caplog: pytest.LogCaptureFixture
+) -> None:
+    with dedicated_server(server_binary, extra_args=["--maxmemory-policy", "allkeys-lru"]) as srv:
+        r = redis.asyncio.Redis.from_url(srv.url)
+        try:
+            warnings = await warn_if_unsafe(r)
+            await r.config_set("appendonly", "yes")
+            await r.config_set("maxmemory-policy", "noeviction")
+            safe = await warn_if_unsafe(r)
+        finally:
+            await r.aclose()
+    assert any("appendonly" in w for w in warnings)
+    assert any("maxmemory-policy is allkeys-lru" in w for w in warnings)
+    assert safe == []

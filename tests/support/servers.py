@@ -1,0 +1,96 @@
+"""Servers for tests that need one of their own, and the guard that keeps tests off 6379.
+
+The shared session server (fixture ``server`` in tests/integration/conftest.py)
+must stay up and unconfigured; a test that restarts, kills, pauses or
+reconfigures a server, or needs AUTH or TLS, starts its own with
+`dedicated_server`.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from wheelq.embedded import EmbeddedServer, ServerBinary
+from wheelq.errors import EmbeddedServerError
+
+FORBIDDEN_PORTS = frozenset({6379})  # the developer's own Redis lives there
+
+
+@contextmanager
+def dedicated_server(binary: ServerBinary, **kwargs: Any) -> Iterator[EmbeddedServer]:
+    """Start a server of its own for one test and stop it afterwards.
+
+    Args:
+        binary: Usually the ``server_binary`` fixture, so the test runs on each kind.
+        **kwargs: Passed to `EmbeddedServer` (port, password, appendonly, tls, ...).
+
+    Yields:
+        The running server.
+    """
+    if kwargs.get("port") in FORBIDDEN_PORTS:
+        raise ValueError(f"port must not be one of {sorted(FORBIDDEN_PORTS)}, got {kwargs['port']}")
+    with EmbeddedServer(binary, **kwargs) as server:
+        yield server
+
+
+@functools.cache
+def tls_supported(binary: ServerBinary) -> bool:
+    """Whether `binary` can serve TLS: starts one TLS server per binary per session.
+
+    Raises:
+        EmbeddedServerError: The TLS server failed for another reason (no trustme, ...).
+    """
+    try:
+        with EmbeddedServer(binary, tls=True):
+            return True
+    except EmbeddedServerError as exc:
+        if "no TLS support" in str(exc):
+            return False
+        raise
+
+
+class PortGuard:
+    """Refuses connections to forbidden ports and remembers every attempt.
+
+    Installed by patching ``socket.socket.connect``/``connect_ex``, which both
+    redis-py and asyncio's ``sock_connect`` go through. The attempt fails with
+    ConnectionRefusedError before anything is sent, and is recorded in
+    `attempts` so a caller that swallows the error is still caught.
+    """
+
+    def __init__(self, ports: frozenset[int] = FORBIDDEN_PORTS) -> None:
+        self.ports = set(ports)
+        self.attempts: list[tuple[Any, ...]] = []
+
+    def _forbidden(self, address: object) -> bool:
+        if isinstance(address, tuple) and len(address) >= 2 and address[1] in self.ports:
+            self.attempts.append(address)
+            return True
+        return False
+
+    def wrap_connect(self, connect: Callable[..., None]) -> Callable[..., None]:
+        """Return a ``socket.connect`` replacement that refuses forbidden ports."""
+
+        def guarded(sock: socket.socket, address: Any) -> None:
+            if self._forbidden(address):
+                raise ConnectionRefusedError(
+                    errno.ECONNREFUSED, f"test guard: port {address[1]} is off limits to tests"
+                )
+            connect(sock, address)
+
+        return guarded
+
+    def wrap_connect_ex(self, connect_ex: Callable[..., int]) -> Callable[..., int]:
+        """Return a ``socket.connect_ex`` replacement that refuses forbidden ports."""
+
+        def guarded(sock: socket.socket, address: Any) -> int:
+            if self._forbidden(address):
+                return errno.ECONNREFUSED
+            return connect_ex(sock, address)
+
+        return guarded

