@@ -1,0 +1,210 @@
+"""Two scheduler processes on one 4-shard topic: sharing, kill -9, SIGSTOP past the lease.
+
+Invariant 2: whatever happens to nodes, each job is emitted at most once,
+and (invariant 1) none is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.waiting import eventually_sync
+from wheelq import Client, EnqueueItem
+from wheelq.core.keys import all_shards, shard_of
+from wheelq.core.stats import Fired, summarize
+
+SHARDS = 4
+TTL_MS = 1500
+JITTER_MS = 100  # ordinary firing lateness allowed once a shard has a leader again
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = {
+    "lease_ttl_ms": TTL_MS, "window_ms": 5000, "preload_interval_ms": 200,
+    "check_interval_ms": 100, "sweep_grace_ms": 3000,
+}
+
+pytestmark = pytest.mark.slow
+
+
+class Node:
+    def __init__(self, url: str, topic: str, node_id: str, out: Path) -> None:
+        self.node_id = node_id
+        self.out = out
+        self._file = out.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.node_proc", url, topic, node_id,
+             json.dumps(SETTINGS)],
+            cwd=ROOT, stdout=self._file, stderr=subprocess.DEVNULL,
+        )
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def finish(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._file.close()
+
+    def events(self) -> list[dict[str, int | str]]:
+        return [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def nodes(redis_url: str, topic: str, tmp_path: Path) -> Iterator[tuple[Node, Node]]:
+    Client.from_url(redis_url).create_topic(topic, SHARDS)
+    a = Node(redis_url, topic, "node-a", tmp_path / "a.jsonl")
+    b = Node(redis_url, topic, "node-b", tmp_path / "b.jsonl")
+    try:
+        yield a, b
+    finally:
+        a.finish()
+        b.finish()
+
+
+def holders(r: redis.Redis, topic: str) -> dict[int, str | None]:
+    values = [r.get(k.lease) for k in all_shards(topic, SHARDS)]
+    return {s: (v.decode() if v else None) for s, v in enumerate(values)}
+
+
+def redis_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def fired(r: redis.Redis, topic: str) -> list[Fired]:
+    out = []
+    for keys in all_shards(topic, SHARDS):
+        for entry_id, f in r.xrange(keys.ready):
+            out.append(Fired(f[b"id"].decode(), int(f[b"due"]), int(entry_id.split(b"-")[0])))
+    return out
+
+
+def wait_split(r: redis.Redis, topic: str) -> dict[int, str | None]:
+    def split() -> dict[int, str | None] | None:
+        h = holders(r, topic)
+        return h if sorted(Counter(h.values()).values()) == [2, 2] and None not in h.values() else None
+
+    return eventually_sync(split, timeout_s=20, what="the two nodes to split the shards 2/2")
+
+
+def enqueue_spread(url: str, topic: str, n: int, start_s: float, span_s: float) -> list[str]:
+    with Client.from_url(url) as c:
+        return c.enqueue_many(topic, [EnqueueItem(i, delay=start_s + span_s * i / n) for i in range(n)])
+
+
+def wait_all_fired(r: redis.Redis, topic: str, ids: list[str]) -> list[Fired]:
+    want = set(ids)
+
+    def check() -> list[Fired] | None:
+        records = fired(r, topic)
+        return records if want <= {f.job_id for f in records} else None
+
+    return eventually_sync(check, timeout_s=40, what="every job to fire")
+
+
+def test_kill_9_of_a_leader_moves_its_shards_within_ttl_plus_1s(
+    nodes: tuple[Node, Node], redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    a, b = nodes
+    split = wait_split(redis_sync, topic)
+    ids = enqueue_spread(redis_url, topic, 3000, start_s=0.5, span_s=6.0)
+    start = redis_ms(redis_sync)
+    eventually_sync(lambda: redis_ms(redis_sync) > start + 2000, timeout_s=10, what="2 s")
+    killed_ms = redis_ms(redis_sync)
+    a.signal(signal.SIGKILL)
+    a.proc.wait()
+    records = wait_all_fired(redis_sync, topic, ids)
+
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+    a_shards = {s for s, holder in split.items() if holder == a.node_id}
+    late = [
+        f for f in records
+        if shard_of(f.job_id, SHARDS) in a_shards and f.due_ms >= killed_ms
+        and f.entry_ms > max(f.due_ms + JITTER_MS, killed_ms + TTL_MS + 1000)
+    ]
+    assert not late, f"{len(late)} jobs of the dead node's shards fired later than TTL + 1 s"
+    assert set(holders(redis_sync, topic).values()) == {b.node_id}
+
+
+def test_sigstopped_leader_emits_nothing_for_the_shards_it_lost(
+    nodes: tuple[Node, Node], redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    a, b = nodes
+    split = wait_split(redis_sync, topic)
+    a_shards = {s for s, holder in split.items() if holder == a.node_id}
+    ids = enqueue_spread(redis_url, topic, 4000, start_s=0.5, span_s=7.0)
+    start = redis_ms(redis_sync)
+    eventually_sync(lambda: redis_ms(redis_sync) > start + 1500, timeout_s=10, what="1.5 s")
+    a.signal(signal.SIGSTOP)
+    stopped_ms = redis_ms(redis_sync)
+    eventually_sync(lambda: set(holders(redis_sync, topic).values()) == {b.node_id},
+                    timeout_s=20, what="node b to take every shard")
+    a.signal(signal.SIGCONT)
+    records = wait_all_fired(redis_sync, topic, ids)
+    a.finish()
+    b.finish()
+
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+    after = [e for e in a.events() if int(e["t"]) > stopped_ms]
+    for shard in a_shards:
+        mine = [e["kind"] for e in after if e["shard"] == shard]
+        assert "lost" in mine, f"node a never noticed it lost shard {shard}: {mine}"
+        before_reacquired = mine[: mine.index("acquired")] if "acquired" in mine else mine
+        assert "emitted" not in before_reacquired, (
+            f"node a emitted on shard {shard} after losing its lease: {mine}"
+        )
+
+
+def test_sigstopped_leader_cannot_emit_once_its_leases_are_taken(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    """The fence itself: after SIGCONT the node's wheel holds overdue jobs nobody has
+    emitted, and the leases belong to someone else. It must emit none of them."""
+    Client.from_url(redis_url).create_topic(topic, SHARDS)
+    node = Node(redis_url, topic, "node-a", tmp_path / "a.jsonl")
+    try:
+        eventually_sync(lambda: set(holders(redis_sync, topic).values()) == {"node-a"},
+                        timeout_s=20, what="the node to lead every shard")
+        ids = enqueue_spread(redis_url, topic, 1000, start_s=1.5, span_s=2.0)
+        eventually_sync(lambda: len(node.events()) == SHARDS, timeout_s=5, what="start events")
+        eventually_sync(lambda: all(redis_sync.get(k.horizon) for k in all_shards(topic, SHARDS)),
+                        timeout_s=5, what="the window to be preloaded")
+        node.signal(signal.SIGSTOP)
+        stopped_ms = redis_ms(redis_sync)
+        eventually_sync(lambda: set(holders(redis_sync, topic).values()) == {None},
+                        timeout_s=10, what="the stopped node's leases to expire")
+        for keys in all_shards(topic, SHARDS):  # another leader takes over (and is slow)
+            assert redis_sync.set(keys.lease, "thief", px=60_000, nx=True)
+        eventually_sync(lambda: redis_ms(redis_sync) > stopped_ms + 4000, timeout_s=10,
+                        what="every job to be overdue")
+        node.signal(signal.SIGCONT)
+        eventually_sync(lambda: sum(e["kind"] == "lost" for e in node.events()) == SHARDS,
+                        timeout_s=10, what="the node to notice it lost every shard")
+        after_stop = [f for f in fired(redis_sync, topic) if f.entry_ms >= stopped_ms]
+        assert after_stop == [], f"the deposed leader emitted {len(after_stop)} jobs"
+        assert [e for e in node.events() if e["kind"] == "emitted"] == []
+
+        for keys in all_shards(topic, SHARDS):  # the slow leader goes away: all fire, once
+            redis_sync.delete(keys.lease)
+        records = wait_all_fired(redis_sync, topic, ids)
+    finally:
+        node.finish()
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
