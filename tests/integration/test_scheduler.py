@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, EnqueueItem, Scheduler, SchedulerSettings
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
@@ -17,13 +18,11 @@ from wheelq.embedded import ServerBinary
 from wheelq.runtime.clock import RedisClock
 from wheelq.runtime.observe import read_fired
 from wheelq.runtime.scheduler import warn_if_unsafe
-from tests.support.servers import dedicated_server
 
 SHARDS = 4
 # A sweep grace far above any on-time path, so a job that only the sweep could have
 # fired shows up as >= 3 s late.
-FAST = {"window_ms": 5000, "preload_interval_ms": 200, "lease_ttl_ms": 2000,
-        "sweep_grace_ms": 3000}
+FAST = {"window_ms": 5000, "preload_interval_ms": 200, "lease_ttl_ms": 2000, "sweep_grace_ms": 3000}
 ON_TIME_MS = 1000  # far below the sweep grace and every "fired at the old time" failure
 
 
@@ -37,8 +36,9 @@ async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
 async def start_node(url: str, topic: str, **settings: Any) -> Scheduler:
     node = Scheduler.from_url(url, [topic], **{**FAST, **settings})
     await node.start()
-    await eventually(lambda: _value(len(node.leads) == SHARDS), timeout_s=10,
-                     what="the node to lead every shard")
+    await eventually(
+        lambda: _value(len(node.leads) == SHARDS), timeout_s=10, what="the node to lead every shard"
+    )
     return node
 
 
@@ -55,7 +55,9 @@ async def fired(r: redis.asyncio.Redis, topic: str) -> list[Fired]:
     return await read_fired(r, topic, SHARDS)
 
 
-async def wait_fired(r: redis.asyncio.Redis, topic: str, job_ids: set[str], timeout_s: float) -> list[Fired]:
+async def wait_fired(
+    r: redis.asyncio.Redis, topic: str, job_ids: set[str], timeout_s: float
+) -> list[Fired]:
     async def check() -> list[Fired] | None:
         records = await fired(r, topic)
         return records if job_ids <= {f.job_id for f in records} else None
@@ -69,8 +71,9 @@ def in_wheel(node: Scheduler, topic: str, job_id: str) -> bool:
 
 
 async def preloaded(node: Scheduler, topic: str, job_id: str) -> None:
-    await eventually(lambda: _value(in_wheel(node, topic, job_id)), timeout_s=5,
-                     what=f"{job_id} in the wheel")
+    await eventually(
+        lambda: _value(in_wheel(node, topic, job_id)), timeout_s=5, what=f"{job_id} in the wheel"
+    )
 
 
 async def test_5000_jobs_over_5s_fire_once_none_early_none_missing(
@@ -120,8 +123,7 @@ async def test_reschedule_later_inside_window_fires_once_at_new_time(
         info = await client.get(topic, job)
         assert info is not None
         new_due = info.due_ms
-        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15)
-                     if f.job_id == job]
+        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15) if f.job_id == job]
     finally:
         await node.stop()
     assert record.due_ms == new_due
@@ -143,8 +145,7 @@ async def test_reschedule_earlier_inside_window_fires_at_new_time(
         info = await client.get(topic, job)
         assert info is not None
         new_due = info.due_ms
-        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15)
-                     if f.job_id == job]
+        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15) if f.job_id == job]
     finally:
         await node.stop()
     assert record.entry_ms >= new_due
@@ -167,8 +168,7 @@ async def test_enqueue_into_preloaded_window_fires_on_time(
         assert info is not None
         horizon = await client.redis.get(keys.horizon)
         assert horizon is not None and int(horizon) >= info.due_ms, "window not preloaded yet"
-        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 10)
-                     if f.job_id == job]
+        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 10) if f.job_id == job]
     finally:
         await node.stop()
     assert 0 <= record.entry_ms - info.due_ms < ON_TIME_MS
@@ -183,8 +183,9 @@ async def test_backlog_fires_in_due_order_without_starving_jobs_due_now(
     for keys in all_shards(topic, SHARDS):
         ((_, score),) = await client.redis.zrange(keys.delayed, -1, -1, withscores=True)
         last_due = max(last_due, int(score))
-    await eventually(lambda: _gt(redis_ms(client.redis), last_due), timeout_s=5,
-                     what="the backlog to be overdue")
+    await eventually(
+        lambda: _gt(redis_ms(client.redis), last_due), timeout_s=5, what="the backlog to be overdue"
+    )
     node = await start_node(redis_url, topic, sweep_batch=100, sweep_grace_ms=1000)
     try:
         on_time = await client.enqueue(topic, "now", delay=0.3)
@@ -199,8 +200,11 @@ async def test_backlog_fires_in_due_order_without_starving_jobs_due_now(
         "the on-time job waited for the whole backlog (no interleaving)"
     )
     for keys in all_shards(topic, SHARDS):
-        dues = [int(fields[b"due"]) for _, fields in await client.redis.xrange(keys.ready)
-                if fields[b"id"].decode() != on_time]
+        dues = [
+            int(fields[b"due"])
+            for _, fields in await client.redis.xrange(keys.ready)
+            if fields[b"id"].decode() != on_time
+        ]
         assert dues == sorted(dues), f"{keys.tag}: backlog not emitted in due order"
 
 
@@ -243,8 +247,9 @@ async def test_graceful_stop_releases_every_lease_and_reports(
 ) -> None:
     node = await start_node(redis_url, topic)
     await client.enqueue(topic, "later", delay=3)
-    await eventually(lambda: _value(len(node.driver.wheel) == 1), timeout_s=5,
-                     what="the job preloaded")
+    await eventually(
+        lambda: _value(len(node.driver.wheel) == 1), timeout_s=5, what="the job preloaded"
+    )
     report = await node.stop()
     assert report.released_leases == SHARDS
     assert report.unfired_preloaded == 1

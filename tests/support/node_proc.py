@@ -20,8 +20,12 @@ def main() -> None:
     node: Scheduler
 
     def on_event(event: NodeEvent) -> None:
-        line = {"t": node.clock.now_ms(), "kind": event.kind, "shard": event.shard,
-                "count": event.count}
+        line = {
+            "t": node.clock.now_ms(),
+            "kind": event.kind,
+            "shard": event.shard,
+            "count": event.count,
+        }
         print(json.dumps(line), flush=True)
 
     node = Scheduler.from_url(url, [topic], node_id=node_id, on_event=on_event, **settings)

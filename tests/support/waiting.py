@@ -12,9 +12,7 @@ T = TypeVar("T")
 POLL_S = 0.02
 
 
-async def eventually(
-    check: Callable[[], Awaitable[T]], *, timeout_s: float, what: str
-) -> T:
+async def eventually(check: Callable[[], Awaitable[T]], *, timeout_s: float, what: str) -> T:
     """Poll `check` until it returns a truthy value; fail the test after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:

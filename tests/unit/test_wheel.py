@@ -113,6 +113,14 @@ def test_batch_sorted_by_due_then_insertion_order() -> None:
     ]
 
 
+def test_cascaded_entry_keeps_its_place_before_a_later_direct_insert() -> None:
+    wheel = tiny()
+    wheel.add("early", 30)  # level 2 now; cascades to level 1 at 16, to level 0 at 28
+    wheel.advance_to(27)
+    wheel.add("late", 30)  # straight into level 0, ahead of "early" in the bucket
+    assert wheel.advance_to(30) == [("early", 30), ("late", 30)]
+
+
 def test_tick_larger_than_1_never_fires_inside_a_partly_elapsed_tick() -> None:
     wheel: TimingWheel[str] = TimingWheel(tick_ms=10, wheel_size=4)
     for key, due in [("a", 15), ("b", 12), ("c", 19), ("d", 95)]:
@@ -250,7 +258,9 @@ def test_default_size_matches_heap() -> None:
     rng = random.Random(11)
     heap: list[tuple[int, int]] = []
     for key in range(20_000):
-        due = rng.choice([rng.randrange(0, 600), rng.randrange(0, 300_000), rng.randrange(0, 10**9)])
+        due = rng.choice(
+            [rng.randrange(0, 600), rng.randrange(0, 300_000), rng.randrange(0, 10**9)]
+        )
         wheel.add(key, due)
         heapq.heappush(heap, (due, key))
     now = 0
@@ -327,7 +337,9 @@ class WheelVsModel(RuleBasedStateMachine):
             assert fired == []
             assert self.wheel.now_ms == before_ms
             return
-        expected = sorted((due, seq, key) for key, (due, seq) in self.model.items() if due <= now_ms)
+        expected = sorted(
+            (due, seq, key) for key, (due, seq) in self.model.items() if due <= now_ms
+        )
         assert fired == [(key, due) for due, _, key in expected]
         for key, due in fired:
             if key not in self.late:  # scheduled in the future: strictly after the last batch

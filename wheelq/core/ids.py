@@ -43,4 +43,6 @@ def job_id_time_ms(job_id: str) -> int | None:
         if digit < 0:
             return None
         value = value * 32 + digit
+    if value >> 128:
+        return None  # 26 characters hold 130 bits; an id uses 128
     return value >> 80

@@ -113,7 +113,12 @@ class Envelope:
         if not isinstance(fields, list) or len(fields) < 5 or fields[0] != ENVELOPE_VERSION:
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         _, payload, attempt, max_attempts, enqueued_ms = fields[:5]
-        return cls(bytes(payload), int(attempt), int(max_attempts), int(enqueued_ms))
+        numbers = (attempt, max_attempts, enqueued_ms)
+        if not isinstance(payload, bytes) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in numbers
+        ):
+            raise ValueError(f"unknown envelope layout: {fields!r:.80}")
+        return cls(payload, attempt, max_attempts, enqueued_ms)
 
 
 class JobState(StrEnum):
@@ -163,5 +168,5 @@ class StreamJob:
                 max_attempts=int(fields.get(b"max_attempts", b"1")),
                 payload=decode_payload(fields[b"payload"]),
             )
-        except (KeyError, ValueError, UnicodeDecodeError, msgpack.ExtraData) as exc:
+        except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc

@@ -33,7 +33,7 @@ MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256
 MAX_SHARDS = 1024
 
-_TOPIC_RE = re.compile(r"[A-Za-z0-9_.\-]{1,%d}" % MAX_TOPIC_LENGTH)
+_TOPIC_RE = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_TOPIC_LENGTH}}}")
 
 
 def validate_topic(topic: object) -> str:
@@ -127,16 +127,6 @@ class ShardKeys:
     @property
     def wake_channel(self) -> str:
         return f"{self.tag}:wake"
-
-    @classmethod
-    def from_wake_channel(cls, channel: str) -> ShardKeys | None:
-        """Parse a wake channel name back into its shard, or None if it is not one."""
-        if not (channel.startswith("{") and channel.endswith("}:wake")):
-            return None
-        topic, sep, shard = channel[1:-6].rpartition(":")
-        if not sep or not shard.isdigit():
-            return None
-        return cls(topic, int(shard))
 
 
 def nodes_key(topic: str) -> str:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from wheelq.errors import InvalidDelayError
 
 MAX_DELAY_S = 10 * 365 * 86_400  # ten years
 MAX_AT_MS = 2**53 - 1  # exact in a sorted-set score (a double)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Delay = float | int | timedelta
 At = float | int | datetime
@@ -58,11 +60,25 @@ def due_spec(delay: Delay | None = None, at: At | None = None) -> DueSpec:
     return DueSpec("delay", _delay_ms(delay))
 
 
+def _ceil_ms(seconds: float) -> int:
+    """Seconds to whole ms, rounded up (never early) after dropping float noise below 1 ns,
+    so 0.3 s is 300 ms, not 301."""
+    return math.ceil(round(seconds * 1000, 6))
+
+
+def _finite_float(value: float) -> float:
+    """float(value), with ints too large for a float mapped to inf (rejected by the range check)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 def _delay_ms(delay: object) -> int:
     if isinstance(delay, timedelta):
         seconds: float = delay.total_seconds()
     elif isinstance(delay, int | float) and not isinstance(delay, bool):
-        seconds = float(delay)
+        seconds = _finite_float(delay)
     else:
         raise InvalidDelayError(
             "delay", f"delay must be seconds (int, float) or a timedelta, got {delay!r}"
@@ -72,7 +88,9 @@ def _delay_ms(delay: object) -> int:
             "delay",
             f"delay must be a finite number of seconds >= 0 and <= {MAX_DELAY_S}, got {delay!r}",
         )
-    return round(seconds * 1000)
+    if isinstance(delay, timedelta):
+        return -(-(delay // timedelta(microseconds=1)) // 1000)  # exact, rounded up
+    return _ceil_ms(seconds)
 
 
 def _at_ms(at: object) -> int:
@@ -81,9 +99,14 @@ def _at_ms(at: object) -> int:
             raise InvalidDelayError(
                 "at", f"at must be an aware datetime (with tzinfo), got naive {at!r}"
             )
-        seconds = at.timestamp()
+        micros = (at - _EPOCH) // timedelta(microseconds=1)  # exact: no float detour
+        if not 0 <= micros <= MAX_AT_MS * 1000:
+            raise InvalidDelayError(
+                "at", f"at must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}"
+            )
+        return -(-micros // 1000)
     elif isinstance(at, int | float) and not isinstance(at, bool):
-        seconds = float(at)
+        seconds = _finite_float(at)
     else:
         raise InvalidDelayError(
             "at", f"at must be epoch seconds (int, float) or an aware datetime, got {at!r}"
@@ -93,4 +116,4 @@ def _at_ms(at: object) -> int:
             "at",
             f"at must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}",
         )
-    return math.ceil(seconds * 1000)
+    return _ceil_ms(seconds)

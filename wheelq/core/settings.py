@@ -41,7 +41,11 @@ class _Validated:
             value = getattr(self, f.name)
             if f.name in _RANGES:
                 low, high = _RANGES[f.name]
-                if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int)
+                    or not low <= value <= high
+                ):
                     raise InvalidArgumentError(
                         f.name, f"{f.name} must be an int in [{low}, {high}], got {value!r}"
                     )
@@ -58,7 +62,8 @@ class _Validated:
         if unknown:
             raise InvalidArgumentError(
                 unknown[0],
-                f"unknown setting {unknown[0]!r} for {cls.__name__}; known: {', '.join(sorted(known))}",
+                f"unknown setting {unknown[0]!r} for {cls.__name__}; "
+                f"known: {', '.join(sorted(known))}",
             )
         return cls(**settings)
 
@@ -87,7 +92,7 @@ class SchedulerSettings(_Validated):
     """Jobs due within this much of now are preloaded into the in-memory wheel."""
     preload_interval_ms: int = 500
     """How often each led shard's window is topped up (and its inbox drained)."""
-    preload_batch: int = 2000
+    preload_batch: int = 250
     """Jobs read per preload call."""
     emit_batch: int = 500
     """Job ids moved into the stream per emit call."""

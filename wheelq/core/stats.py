@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 
@@ -26,7 +27,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in [0, 100]) of already sorted values; nan when empty."""
     if not sorted_values:
         return math.nan
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    # Exact arithmetic: in floats 99.9 / 100 * 1000 is 999.0000000000001, one rank too high.
+    rank = max(1, math.ceil(Fraction(str(q)) * len(sorted_values) / 100))
     return float(sorted_values[rank - 1])
 
 

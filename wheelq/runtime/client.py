@@ -77,8 +77,15 @@ class Client:
             return done.value  # type: ignore[no-any-return]
 
     def enqueue(
-        self, topic: str, payload: Any, *, delay: Delay | None = None, at: At | None = None,
-        job_id: str | None = None, max_attempts: int | None = None, replace: bool = False,
+        self,
+        topic: str,
+        payload: Any,
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        job_id: str | None = None,
+        max_attempts: int | None = None,
+        replace: bool = False,
     ) -> str:
         item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
         return self._run(self._producer.enqueue(topic, item))
@@ -136,7 +143,9 @@ class Client:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.close()
@@ -169,8 +178,15 @@ class AsyncClient:
             return done.value  # type: ignore[no-any-return]
 
     async def enqueue(
-        self, topic: str, payload: Any, *, delay: Delay | None = None, at: At | None = None,
-        job_id: str | None = None, max_attempts: int | None = None, replace: bool = False,
+        self,
+        topic: str,
+        payload: Any,
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        job_id: str | None = None,
+        max_attempts: int | None = None,
+        replace: bool = False,
     ) -> str:
         item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
         return await self._run(self._producer.enqueue(topic, item))
@@ -216,7 +232,9 @@ class AsyncClient:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()

@@ -37,9 +37,7 @@ class RedisClock:
         return int(self.now_ms_float())
 
     def now_ms_float(self) -> float:
-        offset = (
-            self._estimator.offset_ms() if self._estimator.ready else self._fallback_offset_ms
-        )
+        offset = self._estimator.offset_ms() if self._estimator.ready else self._fallback_offset_ms
         return monotonic_ms() + offset
 
     def add_sample(self, before_ms: float, server_ms: float, after_ms: float) -> None:

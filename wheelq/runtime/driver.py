@@ -90,9 +90,7 @@ class WheelDriver(Service):
             if lead is None or not lead.active:
                 continue  # the shard was lost or released: its new leader fires these
             for i in range(0, len(ids), batch):
-                calls.append(
-                    ops.emit_due(lead.keys, self._leads.token, now_ms, ids[i : i + batch])
-                )
+                calls.append(ops.emit_due(lead.keys, self._leads.token, now_ms, ids[i : i + batch]))
                 targets.append(lead)
         if not calls:
             return

@@ -64,7 +64,9 @@ class LeaseKeeper(Service):
                 await self.balance()
             except Exception as exc:  # Redis down: keep trying; emits stay fenced meanwhile
                 log.warning("lease upkeep failed: %s", exc)
-            await self.sleep(min(self._settings.check_interval_ms, self._settings.renew_interval_ms) / 1000)
+            await self.sleep(
+                min(self._settings.check_interval_ms, self._settings.renew_interval_ms) / 1000
+            )
 
     async def renew(self) -> None:
         leads = self._leads.all()
@@ -107,8 +109,9 @@ class LeaseKeeper(Service):
                 extra = set(rank(self.node_id, [lead.keys for lead in held], names)[share:])
                 await self._release([lead for lead in held if lead.keys in extra])
             elif len(held) < share:
-                others = [k for k in rank(self.node_id, universe, names)
-                          if k not in self._leads.by_keys]
+                others = [
+                    k for k in rank(self.node_id, universe, names) if k not in self._leads.by_keys
+                ]
                 to_take.append((others, share - len(held)))
         if to_take:
             await self._acquire(to_take)

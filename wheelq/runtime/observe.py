@@ -23,7 +23,9 @@ async def read_fired(
     for keys in all_shards(topic, shards):
         while True:
             start = b"(" + cursor[keys.shard] if keys.shard in cursor else b"-"
-            page = await connection.xrange(keys.ready, start, "+", count=PAGE)
+            page: list[tuple[bytes, dict[bytes, bytes]]] = await connection.xrange(  # type: ignore[assignment]
+                keys.ready, start, "+", count=PAGE
+            )
             for entry_id, fields in page:
                 out.append(
                     Fired(fields[b"id"].decode(), int(fields[b"due"]), int(entry_id.split(b"-")[0]))

@@ -73,8 +73,9 @@ class Preloader(Service):
             bound_ms = max(lead.acquired_ms, now_ms - s.sweep_grace_ms)
             calls += [
                 ops.drain_inbox(lead.keys, INBOX_BATCH),
-                ops.preload(lead.keys, token, lead.cursor_ms, s.window_ms, s.preload_batch,
-                            s.lease_ttl_ms),
+                ops.preload(
+                    lead.keys, token, lead.cursor_ms, s.window_ms, s.preload_batch, s.lease_ttl_ms
+                ),
                 ops.emit_due(lead.keys, token, bound_ms, limit=s.sweep_batch),
             ]
         if not calls:
@@ -109,13 +110,17 @@ class Preloader(Service):
         if isinstance(sweep, ops.EmitResult):
             lead.emitted += sweep.emitted
             if sweep.emitted and self._on_event is not None:
-                self._on_event(NodeEvent("emitted", lead.keys.topic, lead.keys.shard, sweep.emitted))
+                self._on_event(
+                    NodeEvent("emitted", lead.keys.topic, lead.keys.shard, sweep.emitted)
+                )
             if sweep.orphans:
-                log.error("%s: %d job ids had no envelope and were dropped", lead.keys.tag,
-                          sweep.orphans)
+                log.error(
+                    "%s: %d job ids had no envelope and were dropped", lead.keys.tag, sweep.orphans
+                )
                 if self._on_event is not None:
-                    self._on_event(NodeEvent("orphans", lead.keys.topic, lead.keys.shard,
-                                             sweep.orphans))
+                    self._on_event(
+                        NodeEvent("orphans", lead.keys.topic, lead.keys.shard, sweep.orphans)
+                    )
             busy = busy or sweep.more
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):

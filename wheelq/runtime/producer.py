@@ -28,7 +28,14 @@ from wheelq.core.job import (
 )
 from wheelq.core.schedule import At, Delay, due_spec
 from wheelq.core.settings import ClientSettings
-from wheelq.errors import DuplicateJobError, InvalidArgumentError, InvalidJobIdError, TopicConfigError
+from wheelq.errors import (
+    DuplicateJobError,
+    InvalidArgumentError,
+    InvalidDelayError,
+    InvalidJobIdError,
+    PayloadTypeError,
+    TopicConfigError,
+)
 from wheelq.runtime.clock import WallClock
 from wheelq.store import ops
 from wheelq.store.calls import Call
@@ -118,12 +125,22 @@ class Producer:
     # --- jobs -----------------------------------------------------------------------------
 
     def enqueue(self, topic: str, item: EnqueueItem) -> Op[str]:
-        ids = yield from self.enqueue_many(topic, [item])
+        k.validate_topic(topic)
+        write = self._validate_item(item, self._clock.now_ms(), set())
+        ids = yield from self._write(topic, [write])
         return ids[0]
 
-    def enqueue_many(self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]) -> Op[list[str]]:
+    def enqueue_many(
+        self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]
+    ) -> Op[list[str]]:
         k.validate_topic(topic)
         writes = self._validate_batch(items)
+        if not writes:
+            return []
+        return (yield from self._write(topic, writes))
+
+    def _write(self, topic: str, writes: list[ops.JobWrite]) -> Op[list[str]]:
+        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined."""
         shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
         by_shard: dict[int, list[ops.JobWrite]] = defaultdict(list)
@@ -141,7 +158,9 @@ class Producer:
             round_ = calls[i : i + PIPELINE_CALLS]
             replies = yield [call for _, call in round_]
             for (chunk, _), outcomes in zip(round_, replies, strict=True):
-                duplicates += [w.id for w, o in zip(chunk, outcomes, strict=True) if o == ops.Placed.DUPLICATE]
+                duplicates += [
+                    w.id for w, o in zip(chunk, outcomes, strict=True) if o == ops.Placed.DUPLICATE
+                ]
         ids = [w.id for w in writes]
         if duplicates:
             dup = set(duplicates)
@@ -156,6 +175,8 @@ class Producer:
         return bool(done)
 
     def reschedule(self, topic: str, job_id: str, delay: Delay | None, at: At | None) -> Op[bool]:
+        if delay is None and at is None:
+            raise InvalidDelayError("delay", "reschedule needs delay or at (use delay=0 for now)")
         due = due_spec(delay, at)
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
@@ -172,8 +193,14 @@ class Producer:
             return None  # fired or cancelled between the two reads
         env = Envelope.unpack(raw)
         return JobInfo(
-            job_id, topic, JobState.PENDING, due, env.attempt, env.max_attempts,
-            env.enqueued_ms, decode_payload(env.payload),
+            job_id,
+            topic,
+            JobState.PENDING,
+            due,
+            env.attempt,
+            env.max_attempts,
+            env.enqueued_ms,
+            decode_payload(env.payload),
         )
 
     def stats(self, topic: str) -> Op[TopicStats | None]:
@@ -196,29 +223,45 @@ class Producer:
         shards = yield from self.shard_count(topic, create=False)
         return None if shards is None else k.ShardKeys(topic, k.shard_of(job_id, shards))
 
-    def _validate_batch(self, items: Iterable[EnqueueItem | Mapping[str, Any]]) -> list[ops.JobWrite]:
+    def _validate_batch(
+        self, items: Iterable[EnqueueItem | Mapping[str, Any]]
+    ) -> list[ops.JobWrite]:
         writes: list[ops.JobWrite] = []
         seen: set[str] = set()
         now_ms = self._clock.now_ms()
-        for item in items:
-            job = item if isinstance(item, EnqueueItem) else _item_from_mapping(item)
-            due = due_spec(job.delay, job.at)
-            attempts = validate_max_attempts(
-                self.settings.default_max_attempts if job.max_attempts is None else job.max_attempts
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise InvalidArgumentError(
+                "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
             )
-            if not isinstance(job.replace, bool):
-                raise InvalidArgumentError("replace", f"replace must be a bool, got {job.replace!r}")
-            payload = encode_payload(job.payload, self.settings.max_payload_bytes)
-            if job.job_id is None:
-                job_id = make_job_id(now_ms, secrets.token_bytes(10))
-            else:
-                job_id = k.validate_job_id(job.job_id)
-                if job_id in seen:
-                    raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
-            seen.add(job_id)
-            envelope = Envelope(payload, 1, attempts, now_ms).pack()
-            writes.append(ops.JobWrite(job_id, due, job.replace, envelope))
+        for index, item in enumerate(items):
+            try:
+                writes.append(self._validate_item(item, now_ms, seen))
+            except InvalidArgumentError as exc:
+                raise type(exc)(exc.parameter, f"items[{index}]: {exc}") from exc
+            except PayloadTypeError as exc:
+                raise PayloadTypeError(f"items[{index}]: {exc}") from exc
         return writes
+
+    def _validate_item(
+        self, item: EnqueueItem | Mapping[str, Any], now_ms: int, seen: set[str]
+    ) -> ops.JobWrite:
+        job = item if isinstance(item, EnqueueItem) else _item_from_mapping(item)
+        due = due_spec(job.delay, job.at)
+        attempts = validate_max_attempts(
+            self.settings.default_max_attempts if job.max_attempts is None else job.max_attempts
+        )
+        if not isinstance(job.replace, bool):
+            raise InvalidArgumentError("replace", f"replace must be a bool, got {job.replace!r}")
+        payload = encode_payload(job.payload, self.settings.max_payload_bytes)
+        if job.job_id is None:
+            job_id = make_job_id(now_ms, secrets.token_bytes(10))
+        else:
+            job_id = k.validate_job_id(job.job_id)
+            if job_id in seen:
+                raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
+        seen.add(job_id)
+        envelope = Envelope(payload, 1, attempts, now_ms).pack()
+        return ops.JobWrite(job_id, due, job.replace, envelope)
 
 
 def _item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
@@ -226,7 +269,7 @@ def _item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
         raise InvalidArgumentError(
             "items", f"items must be EnqueueItem or mappings, got {type(item).__name__}"
         )
-    unknown = sorted(set(item) - _ITEM_FIELDS)
+    unknown = sorted(set(item) - _ITEM_FIELDS, key=repr)
     if unknown:
         raise InvalidArgumentError(
             unknown[0], f"unknown item key {unknown[0]!r}; known: {', '.join(sorted(_ITEM_FIELDS))}"

@@ -102,11 +102,20 @@ class Scheduler:
         executor = AsyncExecutor(connection)
         s = self.settings
         self._clock_keeper = ClockKeeper(executor, self.clock, s.clock_sync_interval_ms)
-        self.leases = LeaseKeeper(executor, self.clock, self.leads, s, self.node_id, self.topics,
-                                  self._leads_changed, on_event)
+        self.leases = LeaseKeeper(
+            executor,
+            self.clock,
+            self.leads,
+            s,
+            self.node_id,
+            self.topics,
+            self._leads_changed,
+            on_event,
+        )
         self.driver = WheelDriver(executor, self.clock, self.leads, s, self._lost, on_event)
-        self._preloader = Preloader(executor, self.clock, self.leads, s, self.driver, self._lost,
-                                    on_event)
+        self._preloader = Preloader(
+            executor, self.clock, self.leads, s, self.driver, self._lost, on_event
+        )
         self._wake = WakeListener(connection, self.leads, self.driver)
         self._stopped: asyncio.Event | None = None
         self._started = False
@@ -127,7 +136,10 @@ class Scheduler:
         including ones created later). `settings` are `SchedulerSettings` fields."""
         node = cls(
             redis.asyncio.Redis.from_url(url, **dict(redis_options or {})),
-            topics, SchedulerSettings.from_kwargs(settings), node_id=node_id, on_event=on_event,
+            topics,
+            SchedulerSettings.from_kwargs(settings),
+            node_id=node_id,
+            on_event=on_event,
         )
         node._owns_connection = True  # closed by stop()
         return node
@@ -150,8 +162,11 @@ class Scheduler:
         await warn_if_unsafe(self.redis)
         for service in (self._clock_keeper, self.driver, self._preloader, self._wake, self.leases):
             await service.start()
-        log.info("scheduler node %s started (clock offset error <= %.2f ms)",
-                 self.node_id, self.clock.error_bound_ms)
+        log.info(
+            "scheduler node %s started (clock offset error <= %.2f ms)",
+            self.node_id,
+            self.clock.error_bound_ms,
+        )
 
     async def stop(self) -> StopReport:
         """Release every lease, stop every part, and report what was left undone."""
@@ -195,7 +210,9 @@ class Scheduler:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.stop()

@@ -45,7 +45,7 @@ class WakeListener(Service):
                 log.warning("wake channel connection failed (%s); reconnecting", exc)
                 await self.sleep(0.5)
             finally:
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def _listen(self, pubsub: redis.asyncio.client.PubSub) -> None:
         subscribed: set[str] = set()

@@ -89,12 +89,12 @@ class SyncExecutor:
     def _send(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
             try:
-                return [self.client.execute_command(*calls[0].wire())]
+                return [self.client.execute_command(*calls[0].wire())]  # type: ignore[no-untyped-call]
             except NoScriptError as exc:
                 return [exc]
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
-            pipe.execute_command(*call.wire())
+            pipe.execute_command(*call.wire())  # type: ignore[no-untyped-call]
         return list(pipe.execute(raise_on_error=False))
 
 
@@ -117,15 +117,10 @@ class AsyncExecutor:
                 replies[i] = reply
         return _finish(calls, replies, return_exceptions)
 
-    async def run_one(self, call: Call[T]) -> T:
-        """Send a single call; return its parsed reply."""
-        result: T = (await self.run([call]))[0]
-        return result
-
     async def _send(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
             try:
-                return [await self.client.execute_command(*calls[0].wire())]
+                return [await self.client.execute_command(*calls[0].wire())]  # type: ignore[no-untyped-call]
             except NoScriptError as exc:
                 return [exc]
         pipe = self.client.pipeline(transaction=False)

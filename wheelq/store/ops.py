@@ -109,6 +109,8 @@ def emit_due(
     keys: ShardKeys, token: str, now_ms: int, ids: Sequence[str] = (), limit: int = 0
 ) -> Call[EmitResult]:
     """Wheel mode with `ids`; sweep mode (oldest `limit` jobs due by `now_ms`) without."""
+    if not ids and limit < 1:
+        raise ValueError(f"limit must be >= 1 in sweep mode, got {limit}")
 
     def parse(reply: Any) -> EmitResult:
         r = check("emit_due", reply)
@@ -125,6 +127,9 @@ def emit_due(
 def preload(
     keys: ShardKeys, token: str, cursor_ms: int, window_ms: int, limit: int, ttl_ms: int
 ) -> Call[PreloadPage]:
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+
     def parse(reply: Any) -> PreloadPage:
         r = check("preload", reply)
         return PreloadPage(int(r[1]), int(r[2]), bool(r[3]), _pairs(r[4:]))
@@ -248,7 +253,9 @@ def server_config(name: str) -> Call[dict[str, str]]:
         return v.decode() if isinstance(v, bytes) else str(v)
 
     def parse(reply: Any) -> dict[str, str]:
-        pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2])
+        pairs = (
+            reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+        )
         return {text(k): text(v) for k, v in pairs}
 
     return Call(command=("CONFIG", "GET", name), parse=parse)

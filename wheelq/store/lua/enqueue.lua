@@ -12,7 +12,8 @@ Returns: {0, code_1, ..., code_n}, code 0 = scheduled, 1 = fired now (due <= TIM
            2 = duplicate: pending already and replace = '0' (not written)
          {-1, key} a key has the wrong type (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list')
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
+  KEYS[5], 'list')
 if bad then
   return {-1, bad}
 end

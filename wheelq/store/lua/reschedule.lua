@@ -12,7 +12,8 @@ ARGV[5]  value ms
 Returns: {0, 0} not pending (nothing written)   {0, 1} rescheduled   {0, 2} fired now
          {-1, key} wrong type
 ]]
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list')
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
+  KEYS[5], 'list')
 if bad then
   return {-1, bad}
 end

@@ -1,0 +1,174 @@
+"""Firing accuracy: N jobs due at a steady rate, fired by a real scheduler node.
+
+    python loadtest/fire_accuracy.py --rate 20000 --duration 10
+
+Starts a Valkey server (or uses --redis-url), a scheduler node in a process
+of its own (`wheelq scheduler`), enqueues rate x duration jobs whose due
+times are spread evenly over `duration` seconds, waits until all have
+fired, and prints one JSON object: lateness percentiles (stream entry time
+minus due time, both on the Redis clock), fired / missing / duplicates /
+early counts, and the enqueue rate. It is a benchmark, not a test: it
+asserts nothing, and it exits 1 only if a job is missing, duplicated or
+early.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import redis
+
+from wheelq import Client, EnqueueItem
+from wheelq.core.keys import all_shards
+from wheelq.core.stats import Fired, summarize
+from wheelq.embedded import EmbeddedServer, find_server_binaries
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rate", type=float, default=20_000, help="due jobs per second")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds the due times span")
+    p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--redis-url", help="use this server instead of an embedded one")
+    p.add_argument(
+        "--server",
+        choices=["valkey", "redis"],
+        default="valkey",
+        help="embedded server kind (redis needs redis-server on PATH)",
+    )
+    p.add_argument("--payload-bytes", type=int, default=100)
+    p.add_argument(
+        "--config", help="TOML settings file for the scheduler node (config/wheelq.toml)"
+    )
+    return p.parse_args()
+
+
+def redis_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def read_fired(r: redis.Redis, topic: str, shards: int) -> list[Fired]:
+    out = []
+    for keys in all_shards(topic, shards):
+        last = "-"
+        while True:
+            page = r.xrange(keys.ready, last, "+", count=10_000)
+            for entry_id, f in page:
+                out.append(Fired(f[b"id"].decode(), int(f[b"due"]), int(entry_id.split(b"-")[0])))
+            if len(page) < 10_000:
+                break
+            last = "(" + page[-1][0].decode()
+    return out
+
+
+def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    topic = f"fire-{os.getpid()}-{int(time.time())}"
+    n = int(args.rate * args.duration)
+    r = redis.Redis.from_url(url)
+    client = Client.from_url(url)
+    client.create_topic(topic, args.shards)
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wheelq",
+            "--log-level",
+            "WARNING",
+            "scheduler",
+            "--redis-url",
+            url,
+            "--topics",
+            topic,
+            *(["--config", args.config] if args.config else []),
+        ],
+    )
+    try:
+        while any(r.get(k.lease) is None for k in all_shards(topic, args.shards)):
+            time.sleep(0.05)
+        # Every job is enqueued before the first one is due, so the producer's CPU
+        # does not compete with the node while it fires.
+        lead_s = 2.0 + n / 50_000
+        start_ms = redis_ms(r) + int(lead_s * 1000)
+        payload = b"x" * args.payload_bytes
+        t0 = time.perf_counter()
+        ids: list[str] = []
+        step = 20_000
+        for i in range(0, n, step):
+            ids += client.enqueue_many(
+                topic,
+                [
+                    EnqueueItem(payload, at=(start_ms + (j * 1000.0 / args.rate)) / 1000)
+                    for j in range(i, min(n, i + step))
+                ],
+            )
+        enqueue_s = time.perf_counter() - t0
+        cpu_before = cpu_seconds(node.pid)
+        deadline = time.monotonic() + lead_s + args.duration + 60
+        while time.monotonic() < deadline:
+            ready = sum(r.xlen(k.ready) for k in all_shards(topic, args.shards))
+            if ready >= n:
+                break
+            time.sleep(0.2)
+        node_cpu_s = cpu_seconds(node.pid) - cpu_before
+        late_start = redis_ms(r) < start_ms
+        records = read_fired(r, topic, args.shards)
+    finally:
+        node.send_signal(signal.SIGTERM)
+        node.wait(timeout=30)
+        for keys in all_shards(topic, args.shards):
+            r.delete(keys.delayed, keys.jobs, keys.ready, keys.lease, keys.horizon, keys.inbox)
+        r.hdel("wheelq:topics", topic)
+        r.delete(f"wheelq:nodes:{topic}")
+    summary = summarize(records, ids)
+    info = r.info("server")
+    return {
+        "scenario": "fire_accuracy",
+        "server": f"{info.get('server_name', 'redis')} "
+        f"{info.get('valkey_version') or info['redis_version']}",
+        "rate_per_s": args.rate,
+        "duration_s": args.duration,
+        "jobs": n,
+        "shards": args.shards,
+        "enqueue_jobs_per_s": round(n / enqueue_s),
+        "enqueue_finished_before_first_due": not late_start,
+        "scheduler_cpu_s_while_firing": round(node_cpu_s, 2),
+        **summary,
+    }
+
+
+def main() -> int:
+    args = parse_args()
+    server = None
+    url = args.redis_url
+    if url is None:
+        binary = next(b for b in find_server_binaries() if b.kind == args.server)
+        server = EmbeddedServer(binary)
+        server.start()
+        url = server.url
+    try:
+        result = run(args, url)
+    finally:
+        if server is not None:
+            server.stop()
+    print(json.dumps(result, indent=2))
+    ok = result["missing"] == 0 and result["duplicates"] == 0 and result["early"] == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1165 @@
+"""Each Lua script called directly on a real server: edge-case KEYS/ARGV and every status code.
+
+Calls go through the `ops` wrappers and `SyncExecutor`, as the library sends them; raw
+EVALSHA only where the ARGV must be malformed. Due times are read off the server's TIME,
+with margins of seconds where the script reads TIME again, so no test depends on timing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+import pytest
+import redis
+from redis.client import PubSub
+
+from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually_sync
+from wheelq.core.job import Envelope
+from wheelq.core.keys import ShardKeys
+from wheelq.core.schedule import DueSpec
+from wheelq.embedded import ServerBinary
+from wheelq.errors import LeaseLostError, ScriptError
+from wheelq.store import ops
+from wheelq.store.calls import Call, SyncExecutor
+from wheelq.store.ops import EmitResult, JobWrite, Placed
+from wheelq.store.scripts import script
+
+T = TypeVar("T")
+
+TOKEN = "node-a:1"
+OTHER = "node-b:1"
+TTL_MS = 30_000
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+# Not valid UTF-8, with a NUL and a byte that looks like a msgpack header: must arrive unchanged.
+RAW_PAYLOAD = b"\xff\x00\xfe\x80\xc4\x01binary\xed\xa0\x80"
+
+
+class Runner:
+    """Runs one call through a `SyncExecutor` and returns its parsed reply."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.executor = SyncExecutor(client)
+
+    def __call__(self, call: Call[T]) -> T:
+        result: T = self.executor.run([call])[0]
+        return result
+
+
+@pytest.fixture
+def keys(topic: str) -> ShardKeys:
+    return ShardKeys(topic, 3)
+
+
+@pytest.fixture
+def run(redis_sync: redis.Redis) -> Runner:
+    return Runner(redis_sync)
+
+
+@pytest.fixture
+def leader(run: Runner, keys: ShardKeys) -> ops.LeaseAttempt:
+    """TOKEN holds the shard's lease (horizon set to TIME by the acquire)."""
+    attempt = run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    assert attempt.held and attempt.new
+    return attempt
+
+
+@pytest.fixture
+def wake(redis_sync: redis.Redis, keys: ShardKeys) -> Iterator[PubSub]:
+    """A subscription to the shard's wake channel, confirmed before the test runs."""
+    pubsub = redis_sync.pubsub()
+    pubsub.subscribe(keys.wake_channel)
+    confirmation = pubsub.get_message(timeout=5)
+    assert confirmation is not None and confirmation["type"] == "subscribe"
+    yield pubsub
+    pubsub.close()
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def server_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def env(payload: bytes = b"p", attempt: int = 1, max_attempts: int = 5) -> bytes:
+    return Envelope(payload, attempt, max_attempts, 1_700_000_000_000).pack()
+
+
+def at(ms: int) -> DueSpec:
+    return DueSpec("at", ms)
+
+
+def job(
+    job_id: str, due: DueSpec, envelope: bytes | None = None, replace: bool = False
+) -> JobWrite:
+    return JobWrite(job_id, due, replace, env() if envelope is None else envelope)
+
+
+def seed_pending(
+    r: redis.Redis, keys: ShardKeys, job_id: str, due_ms: int, envelope: bytes
+) -> None:
+    """Write a pending job as enqueue.lua would, with any due time (even a past one)."""
+    r.hset(keys.jobs, job_id, envelope)
+    r.zadd(keys.delayed, {job_id: due_ms})
+
+
+def score(r: redis.Redis, keys: ShardKeys, job_id: str) -> int | None:
+    value = r.zscore(keys.delayed, job_id)
+    return None if value is None else int(value)
+
+
+def entries(r: redis.Redis, keys: ShardKeys) -> list[tuple[int, dict[bytes, bytes]]]:
+    """The ready stream as (entry id ms, fields), oldest first."""
+    return [(int(eid.split(b"-")[0]), fields) for eid, fields in r.xrange(keys.ready)]
+
+
+def fired_ids(r: redis.Redis, keys: ShardKeys) -> list[str]:
+    return [fields[b"id"].decode() for _, fields in entries(r, keys)]
+
+
+def entry_fields(
+    topic: str, job_id: str, due_ms: int, payload: bytes, attempt: int = 1, max_attempts: int = 5
+) -> dict[bytes, bytes]:
+    return {
+        b"id": job_id.encode(),
+        b"topic": topic.encode(),
+        b"due": str(due_ms).encode(),
+        b"attempt": str(attempt).encode(),
+        b"max_attempts": str(max_attempts).encode(),
+        b"payload": payload,
+    }
+
+
+def shard_state(r: redis.Redis, keys: ShardKeys) -> dict[str, tuple[bytes, Any]]:
+    """Type and full content of every key of the shard, for "nothing changed" checks."""
+    state: dict[str, tuple[bytes, Any]] = {}
+    for name in ("delayed", "jobs", "ready", "lease", "horizon", "inbox"):
+        key = getattr(keys, name)
+        kind = r.type(key)
+        content: Any = {
+            b"zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+            b"hash": r.hgetall,
+            b"stream": r.xrange,
+            b"list": lambda k: r.lrange(k, 0, -1),
+            b"string": r.get,
+        }.get(kind, lambda k: None)(key)
+        state[name] = (kind, content)
+    return state
+
+
+def next_published(pubsub: PubSub) -> bytes:
+    message = pubsub.get_message(timeout=5)
+    assert message is not None, "nothing published on the wake channel within 5 s"
+    data: bytes = message["data"]
+    return data
+
+
+def assert_nothing_published(r: redis.Redis, pubsub: PubSub, keys: ShardKeys) -> None:
+    """A marker published now must be the next message: the script published nothing before it."""
+    r.publish(keys.wake_channel, b"marker")
+    assert next_published(pubsub) == b"marker"
+
+
+# --- enqueue --------------------------------------------------------------------------------
+
+
+def test_enqueue_future_at_is_scheduled_with_its_score_and_envelope(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    due = server_ms(redis_sync) + MINUTE_MS
+    envelope = env(RAW_PAYLOAD, attempt=2, max_attempts=7)
+
+    assert run(ops.enqueue(keys, [job("j1", at(due), envelope)])) == [Placed.SCHEDULED]
+
+    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == [(b"j1", due)]
+    assert redis_sync.hgetall(keys.jobs) == {b"j1": envelope}
+    assert redis_sync.exists(keys.ready, keys.inbox) == 0
+
+
+def test_enqueue_delay_is_added_to_server_time(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    before = server_ms(redis_sync)
+    assert run(ops.enqueue(keys, [job("j1", DueSpec("delay", MINUTE_MS))])) == [Placed.SCHEDULED]
+    after = server_ms(redis_sync)
+
+    due = score(redis_sync, keys, "j1")
+    assert due is not None and before + MINUTE_MS <= due <= after + MINUTE_MS
+    assert redis_sync.xlen(keys.ready) == 0
+
+
+@pytest.mark.parametrize("when", ["delay 0", "at now", "at 10 s ago", "at epoch 1"])
+def test_enqueue_due_now_or_past_goes_straight_to_the_stream(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str, when: str
+) -> None:
+    before = server_ms(redis_sync)
+    due_spec = {
+        "delay 0": DueSpec("delay", 0),
+        "at now": at(before),
+        "at 10 s ago": at(before - 10_000),
+        "at epoch 1": at(1),
+    }[when]
+
+    placed = run(ops.enqueue(keys, [job("j1", due_spec, env(RAW_PAYLOAD, 3, 7))]))
+    after = server_ms(redis_sync)
+
+    assert placed == [Placed.FIRED]
+    [(entry_ms, fields)] = entries(redis_sync, keys)
+    due = int(fields[b"due"])
+    if due_spec.kind == "delay":
+        assert before <= due <= after
+    else:
+        assert due == due_spec.value_ms
+    assert fields == entry_fields(topic, "j1", due, RAW_PAYLOAD, attempt=3, max_attempts=7)
+    assert entry_ms >= due
+    assert redis_sync.exists(keys.delayed, keys.jobs, keys.inbox) == 0
+
+
+@pytest.mark.parametrize(
+    "size", [0, 31, 32, 300, 70_000], ids=["empty", "fixstr", "str16-min", "str16", "str32"]
+)
+def test_enqueue_fired_payload_bytes_are_intact_at_every_msgpack_size(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, size: int
+) -> None:
+    payload = bytes(i % 256 for i in range(size))  # every byte value, so not UTF-8
+    assert run(ops.enqueue(keys, [job("j1", DueSpec("delay", 0), env(payload))])) == [Placed.FIRED]
+    [(_, fields)] = entries(redis_sync, keys)
+    assert fields[b"payload"] == payload
+
+
+def test_enqueue_nothing_returns_no_codes_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    assert run(ops.enqueue(keys, [])) == []
+    assert redis_sync.exists(keys.delayed, keys.jobs, keys.ready, keys.inbox) == 0
+
+
+@pytest.mark.parametrize("second_due", ["later", "past"])
+def test_enqueue_duplicate_without_replace_is_code_2_and_changes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, second_due: str
+) -> None:
+    now = server_ms(redis_sync)
+    first = env(b"first")
+    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS), first)]))
+    redis_sync.set(keys.horizon, now + HOUR_MS)  # a write would also leave an inbox note
+    before = shard_state(redis_sync, keys)
+
+    due = now + 2 * MINUTE_MS if second_due == "later" else now - 1000
+    placed = run(ops.enqueue(keys, [job("j1", at(due), env(b"second"))]))
+
+    assert placed == [Placed.DUPLICATE]
+    assert shard_state(redis_sync, keys) == before
+    assert score(redis_sync, keys, "j1") == now + MINUTE_MS
+    assert redis_sync.hget(keys.jobs, "j1") == first
+
+
+def test_enqueue_replace_writes_the_new_score_and_envelope(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
+
+    placed = run(ops.enqueue(keys, [job("j1", at(now + HOUR_MS), env(b"second"), replace=True)]))
+
+    assert placed == [Placed.SCHEDULED]
+    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == [(b"j1", now + HOUR_MS)]
+    assert redis_sync.hgetall(keys.jobs) == {b"j1": env(b"second")}
+    assert redis_sync.exists(keys.ready) == 0
+
+
+def test_enqueue_replace_with_a_past_due_fires_and_removes_the_pending_copy(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str
+) -> None:
+    now = server_ms(redis_sync)
+    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
+
+    placed = run(ops.enqueue(keys, [job("j1", at(now - 5000), env(b"second"), replace=True)]))
+
+    assert placed == [Placed.FIRED]
+    assert [f for _, f in entries(redis_sync, keys)] == [
+        entry_fields(topic, "j1", now - 5000, b"second")
+    ]
+    assert redis_sync.exists(keys.delayed, keys.jobs) == 0
+
+
+def test_enqueue_replace_of_a_job_not_pending_is_a_plain_enqueue(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    due = server_ms(redis_sync) + MINUTE_MS
+    assert run(ops.enqueue(keys, [job("j1", at(due), replace=True)])) == [Placed.SCHEDULED]
+    assert score(redis_sync, keys, "j1") == due
+
+
+def test_enqueue_batch_returns_each_outcome_in_order(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    batch = [
+        job("a", at(now + MINUTE_MS), env(b"a1")),  # scheduled
+        job("b", at(now - 1000), env(b"b1")),  # fired
+        job("a", at(now + HOUR_MS), env(b"a2")),  # duplicate: a is pending since this call
+        job("c", at(now + MINUTE_MS), env(b"c1")),  # scheduled
+        job("c", DueSpec("delay", 0), env(b"c2"), replace=True),  # fired, pending c removed
+        job("b", at(now + MINUTE_MS), env(b"b2")),  # scheduled: b fired, so not pending
+        job("d", at(now + 2 * MINUTE_MS), env(b"d1")),  # scheduled
+        job("d", at(now + 3 * MINUTE_MS), env(b"d2"), replace=True),  # scheduled again
+    ]
+
+    placed = run(ops.enqueue(keys, batch))
+
+    assert placed == [
+        Placed.SCHEDULED,
+        Placed.FIRED,
+        Placed.DUPLICATE,
+        Placed.SCHEDULED,
+        Placed.FIRED,
+        Placed.SCHEDULED,
+        Placed.SCHEDULED,
+        Placed.SCHEDULED,
+    ]
+    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == [
+        (b"a", now + MINUTE_MS),
+        (b"b", now + MINUTE_MS),
+        (b"d", now + 3 * MINUTE_MS),
+    ]
+    assert redis_sync.hgetall(keys.jobs) == {b"a": env(b"a1"), b"b": env(b"b2"), b"d": env(b"d2")}
+    assert [(f[b"id"], f[b"payload"]) for _, f in entries(redis_sync, keys)] == [
+        (b"b", b"b1"),
+        (b"c", b"c2"),
+    ]
+
+
+@pytest.mark.parametrize("offset_ms", [-30_000, 0], ids=["below", "at"])
+def test_enqueue_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub, offset_ms: int
+) -> None:
+    horizon = server_ms(redis_sync) + MINUTE_MS
+    redis_sync.set(keys.horizon, horizon)
+    due = horizon + offset_ms
+
+    assert run(ops.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
+
+    note = f"{due}:j1".encode()
+    assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
+    assert next_published(wake) == note
+    assert run(ops.drain_inbox(keys, 10)) == [("j1", due)]
+
+
+@pytest.mark.parametrize("horizon", ["below due", "absent", "not a number"])
+def test_enqueue_above_the_horizon_or_without_one_leaves_no_note(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub, horizon: str
+) -> None:
+    due = server_ms(redis_sync) + MINUTE_MS
+    if horizon == "below due":
+        redis_sync.set(keys.horizon, due - 1)
+    elif horizon == "not a number":
+        redis_sync.set(keys.horizon, "soon")
+
+    assert run(ops.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
+
+    assert score(redis_sync, keys, "j1") == due
+    assert redis_sync.exists(keys.inbox) == 0
+    assert_nothing_published(redis_sync, wake, keys)
+
+
+def test_enqueue_fired_job_leaves_no_inbox_note_even_below_the_horizon(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
+) -> None:
+    now = server_ms(redis_sync)
+    redis_sync.set(keys.horizon, now + MINUTE_MS)
+
+    assert run(ops.enqueue(keys, [job("j1", at(now - 1000))])) == [Placed.FIRED]
+
+    assert redis_sync.exists(keys.inbox) == 0
+    assert_nothing_published(redis_sync, wake, keys)
+
+
+SHARD_WRITE_KEYS = ["delayed", "jobs", "ready", "inbox", "horizon"]
+
+
+def plant_wrong_type(r: redis.Redis, keys: ShardKeys, name: str) -> str:
+    """Put a value of the wrong type at `name`; seed every other shard key with valid data."""
+    now = server_ms(r)
+    bad = getattr(keys, name)
+    if name == "horizon":
+        r.rpush(bad, "not a string")
+    else:
+        r.set(bad, "not a " + name)
+    if name != "delayed":
+        r.zadd(keys.delayed, {"old": now + MINUTE_MS})
+    if name != "jobs":
+        r.hset(keys.jobs, "old", env(b"old"))
+    if name != "ready":
+        r.xadd(keys.ready, {"id": "earlier"})
+    if name != "inbox":
+        r.rpush(keys.inbox, f"{now}:earlier")
+    if name != "horizon":
+        r.set(keys.horizon, now + HOUR_MS)
+    return bad
+
+
+@pytest.mark.parametrize("name", SHARD_WRITE_KEYS)
+def test_enqueue_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    bad = plant_wrong_type(redis_sync, keys, name)
+    now = server_ms(redis_sync)
+    before = shard_state(redis_sync, keys)
+    batch = [
+        job("new", at(now + MINUTE_MS)),  # scheduled, below the horizon: ZSET, HASH, inbox
+        job("now", DueSpec("delay", 0)),  # fired: stream
+        job("old", at(now - 1000), replace=True),  # fired, pending copy removed
+    ]
+
+    with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
+        run(ops.enqueue(keys, batch))
+
+    assert shard_state(redis_sync, keys) == before
+
+
+# --- reschedule -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "state", ["never enqueued", "fired", "cancelled", "no envelope", "no score"]
+)
+def test_reschedule_of_a_job_not_pending_is_none_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, state: str
+) -> None:
+    now = server_ms(redis_sync)
+    redis_sync.set(keys.horizon, now + HOUR_MS)
+    if state == "fired":
+        run(ops.enqueue(keys, [job("j1", DueSpec("delay", 0))]))
+    elif state == "cancelled":
+        run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS))]))
+        run(ops.cancel(keys, "j1"))
+    elif state == "no envelope":
+        redis_sync.zadd(keys.delayed, {"j1": now + MINUTE_MS})
+    elif state == "no score":
+        redis_sync.hset(keys.jobs, "j1", env())
+    before = shard_state(redis_sync, keys)
+
+    for due in (at(now + 30_000), at(now - 1000)):
+        assert run(ops.reschedule(keys, "j1", due)) is None
+
+    assert shard_state(redis_sync, keys) == before
+
+
+@pytest.mark.parametrize("move_ms", [HOUR_MS, 30_000], ids=["later", "earlier"])
+def test_reschedule_moves_a_pending_job_and_keeps_its_envelope(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, move_ms: int
+) -> None:
+    now = server_ms(redis_sync)
+    envelope = env(RAW_PAYLOAD, 2, 3)
+    run(
+        ops.enqueue(
+            keys, [job("j1", at(now + MINUTE_MS), envelope), job("other", at(now + 2 * HOUR_MS))]
+        )
+    )
+
+    assert run(ops.reschedule(keys, "j1", at(now + move_ms))) == Placed.SCHEDULED
+
+    assert score(redis_sync, keys, "j1") == now + move_ms
+    assert redis_sync.hget(keys.jobs, "j1") == envelope
+    assert score(redis_sync, keys, "other") == now + 2 * HOUR_MS
+    assert redis_sync.exists(keys.ready) == 0
+
+
+def test_reschedule_delay_is_added_to_server_time(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    seed_pending(redis_sync, keys, "j1", server_ms(redis_sync) + HOUR_MS, env())
+    before = server_ms(redis_sync)
+    assert run(ops.reschedule(keys, "j1", DueSpec("delay", MINUTE_MS))) == Placed.SCHEDULED
+    after = server_ms(redis_sync)
+
+    due = score(redis_sync, keys, "j1")
+    assert due is not None and before + MINUTE_MS <= due <= after + MINUTE_MS
+
+
+@pytest.mark.parametrize("when", ["delay 0", "at 5 s ago"])
+def test_reschedule_to_now_or_past_fires_and_removes_the_pending_job(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str, when: str
+) -> None:
+    before = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "j1", before + MINUTE_MS, env(RAW_PAYLOAD, 4, 6))
+    redis_sync.set(keys.horizon, before + HOUR_MS)
+    due_spec = DueSpec("delay", 0) if when == "delay 0" else at(before - 5000)
+
+    assert run(ops.reschedule(keys, "j1", due_spec)) == Placed.FIRED
+    after = server_ms(redis_sync)
+
+    [(entry_ms, fields)] = entries(redis_sync, keys)
+    due = int(fields[b"due"])
+    assert (before <= due <= after) if when == "delay 0" else due == before - 5000
+    assert fields == entry_fields(topic, "j1", due, RAW_PAYLOAD, 4, 6)
+    assert entry_ms >= due
+    assert redis_sync.exists(keys.delayed, keys.jobs, keys.inbox) == 0
+
+
+@pytest.mark.parametrize("offset_ms", [-30_000, 0], ids=["below", "at"])
+def test_reschedule_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub, offset_ms: int
+) -> None:
+    now = server_ms(redis_sync)
+    horizon = now + MINUTE_MS
+    seed_pending(redis_sync, keys, "j1", now + HOUR_MS, env())
+    redis_sync.set(keys.horizon, horizon)
+
+    assert run(ops.reschedule(keys, "j1", at(horizon + offset_ms))) == Placed.SCHEDULED
+
+    note = f"{horizon + offset_ms}:j1".encode()
+    assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
+    assert next_published(wake) == note
+
+
+@pytest.mark.parametrize("horizon", ["below due", "absent"])
+def test_reschedule_above_the_horizon_or_without_one_leaves_no_note(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub, horizon: str
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "j1", now + HOUR_MS, env())
+    if horizon == "below due":
+        redis_sync.set(keys.horizon, now + MINUTE_MS - 1)
+
+    assert run(ops.reschedule(keys, "j1", at(now + MINUTE_MS))) == Placed.SCHEDULED
+
+    assert score(redis_sync, keys, "j1") == now + MINUTE_MS
+    assert redis_sync.exists(keys.inbox) == 0
+    assert_nothing_published(redis_sync, wake, keys)
+
+
+@pytest.mark.parametrize(
+    ("name", "when"),
+    # Firing does not read the horizon, so only a scheduling reschedule meets a bad one.
+    [(name, when) for name in SHARD_WRITE_KEYS for when in ("later", "past")][:-1],
+)
+def test_reschedule_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str, when: str
+) -> None:
+    bad = plant_wrong_type(redis_sync, keys, name)
+    now = server_ms(redis_sync)
+    before = shard_state(redis_sync, keys)
+    due = at(now + 30_000) if when == "later" else at(now - 1000)
+
+    with pytest.raises(ScriptError, match=re.escape(f"reschedule.lua: key '{bad}' holds a value")):
+        run(ops.reschedule(keys, "old", due))
+
+    assert shard_state(redis_sync, keys) == before
+
+
+# --- cancel ---------------------------------------------------------------------------------
+
+
+def test_cancel_removes_a_pending_job_once(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS)), job("j2", at(now + MINUTE_MS))]))
+
+    assert run(ops.cancel(keys, "j1")) is True
+    assert score(redis_sync, keys, "j1") is None
+    assert redis_sync.hexists(keys.jobs, "j1") is False
+    assert score(redis_sync, keys, "j2") == now + MINUTE_MS
+    assert redis_sync.hexists(keys.jobs, "j2") is True
+
+    assert run(ops.cancel(keys, "j1")) is False
+    assert redis_sync.zcard(keys.delayed) == 1
+
+
+def test_cancel_of_an_unknown_or_fired_job_is_false_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(ops.enqueue(keys, [job("fired", DueSpec("delay", 0))]))
+    seed_pending(redis_sync, keys, "kept", server_ms(redis_sync) + MINUTE_MS, env())
+    before = shard_state(redis_sync, keys)
+
+    assert run(ops.cancel(keys, "unknown")) is False
+    assert run(ops.cancel(keys, "fired")) is False
+
+    assert shard_state(redis_sync, keys) == before
+
+
+def test_cancel_of_an_envelope_without_a_score_removes_it_but_reports_false(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    redis_sync.hset(keys.jobs, "half", env())
+    assert run(ops.cancel(keys, "half")) is False
+    assert redis_sync.hexists(keys.jobs, "half") is False
+
+
+@pytest.mark.parametrize("name", ["delayed", "jobs"])
+def test_cancel_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    bad = plant_wrong_type(redis_sync, keys, name)
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"cancel.lua: key '{bad}' holds a value")):
+        run(ops.cancel(keys, "old"))
+
+    assert shard_state(redis_sync, keys) == before
+
+
+# --- emit_due -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lease", ["absent", "held by another", "empty token"])
+def test_emit_due_without_the_lease_raises_and_changes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "due", now - 1000, env())
+    token = TOKEN
+    if lease == "held by another":
+        redis_sync.set(keys.lease, OTHER, px=TTL_MS)
+    elif lease == "empty token":
+        token = ""  # GET of an absent lease must not equal an empty token
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(LeaseLostError, match=r"emit_due\.lua"):
+        run(ops.emit_due(keys, token, now, ["due"]))
+    with pytest.raises(LeaseLostError, match=r"emit_due\.lua"):
+        run(ops.emit_due(keys, token, now, limit=10))
+
+    assert shard_state(redis_sync, keys) == before
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_moves_due_ids_to_the_stream_exactly_once(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "a", now - 5000, env(b"pa", 1, 3))
+    seed_pending(redis_sync, keys, "b", now - 4000, env(RAW_PAYLOAD, 2, 9))
+    seed_pending(redis_sync, keys, "later", now + MINUTE_MS, env())
+
+    first = run(ops.emit_due(keys, TOKEN, now, ["b", "a"]))
+    second = run(ops.emit_due(keys, TOKEN, now, ["b", "a"]))
+
+    assert first == EmitResult(2, False, 0, [])
+    assert second == EmitResult(0, False, 0, [])
+    stream = entries(redis_sync, keys)
+    assert [fields for _, fields in stream] == [
+        entry_fields(topic, "b", now - 4000, RAW_PAYLOAD, 2, 9),
+        entry_fields(topic, "a", now - 5000, b"pa", 1, 3),
+    ]
+    assert all(entry_ms >= int(fields[b"due"]) for entry_ms, fields in stream)
+    assert redis_sync.zrange(keys.delayed, 0, -1) == [b"later"]
+    assert list(redis_sync.hgetall(keys.jobs)) == [b"later"]
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_same_id_twice_in_one_call_emits_it_once(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "a", now - 1000, env())
+
+    assert run(ops.emit_due(keys, TOKEN, now, ["a", "a"])) == EmitResult(1, False, 0, [])
+    assert fired_ids(redis_sync, keys) == ["a"]
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_skips_cancelled_and_unknown_ids(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "a", now - 2000, env())
+    seed_pending(redis_sync, keys, "b", now - 1000, env())
+    assert run(ops.cancel(keys, "a")) is True
+
+    result = run(ops.emit_due(keys, TOKEN, now, ["a", "b", "never"]))
+
+    assert result == EmitResult(1, False, 0, [])
+    assert fired_ids(redis_sync, keys) == ["b"]
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_returns_ids_not_yet_due_with_their_score(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "due", now - 1000, env())
+    seed_pending(redis_sync, keys, "moved", now + MINUTE_MS, env(b"moved"))
+    seed_pending(redis_sync, keys, "just-after", now + 1, env())
+
+    result = run(ops.emit_due(keys, TOKEN, now, ["moved", "due", "just-after"]))
+
+    assert result == EmitResult(1, False, 0, [("moved", now + MINUTE_MS), ("just-after", now + 1)])
+    assert fired_ids(redis_sync, keys) == ["due"]
+    assert score(redis_sync, keys, "moved") == now + MINUTE_MS
+    assert redis_sync.hget(keys.jobs, "moved") == env(b"moved")
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_never_fires_after_server_time_whatever_argv_now_says(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "j1", now + MINUTE_MS, env())
+    caller_now = now + 2 * MINUTE_MS  # a caller clock two minutes ahead of the server
+
+    wheel = run(ops.emit_due(keys, TOKEN, caller_now, ["j1"]))
+    sweep = run(ops.emit_due(keys, TOKEN, caller_now, limit=10))
+
+    assert wheel == EmitResult(0, False, 0, [("j1", now + MINUTE_MS)])
+    assert sweep == EmitResult(0, False, 0, [])
+    assert redis_sync.exists(keys.ready) == 0
+    assert score(redis_sync, keys, "j1") == now + MINUTE_MS
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_uses_argv_now_when_it_is_earlier_than_server_time(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "j1", now - 1000, env())
+    caller_now = now - 2000  # the sweep's bound (now - grace) is behind TIME on purpose
+
+    wheel = run(ops.emit_due(keys, TOKEN, caller_now, ["j1"]))
+    sweep = run(ops.emit_due(keys, TOKEN, caller_now, limit=10))
+
+    assert wheel == EmitResult(0, False, 0, [("j1", now - 1000)])
+    assert sweep == EmitResult(0, False, 0, [])
+    assert redis_sync.exists(keys.ready) == 0
+    assert run(ops.emit_due(keys, TOKEN, now - 1000, limit=10)) == EmitResult(1, False, 0, [])
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_sweep_emits_oldest_first_at_most_limit_and_flags_more(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    for i in (3, 1, 5, 2, 4):  # inserted out of order
+        seed_pending(redis_sync, keys, f"d{i}", now - 1000 * (6 - i), env())
+    seed_pending(redis_sync, keys, "future", now + MINUTE_MS, env())
+
+    first = run(ops.emit_due(keys, TOKEN, now, limit=3))
+    assert first == EmitResult(3, True, 0, [])
+    assert fired_ids(redis_sync, keys) == ["d1", "d2", "d3"]
+
+    second = run(ops.emit_due(keys, TOKEN, now, limit=3))
+    assert second == EmitResult(2, False, 0, [])
+    assert fired_ids(redis_sync, keys) == ["d1", "d2", "d3", "d4", "d5"]
+
+    assert run(ops.emit_due(keys, TOKEN, now, limit=3)) == EmitResult(0, False, 0, [])
+    assert redis_sync.zrange(keys.delayed, 0, -1) == [b"future"]
+    assert [int(f[b"due"]) for _, f in entries(redis_sync, keys)] == [
+        now - 5000,
+        now - 4000,
+        now - 3000,
+        now - 2000,
+        now - 1000,
+    ]
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_sweep_of_exactly_limit_jobs_has_no_more(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    for i in range(3):
+        seed_pending(redis_sync, keys, f"d{i}", now - 1000 - i, env())
+
+    assert run(ops.emit_due(keys, TOKEN, now, limit=3)) == EmitResult(3, False, 0, [])
+    assert redis_sync.exists(keys.delayed, keys.jobs) == 0
+
+
+@pytest.mark.usefixtures("leader")
+@pytest.mark.parametrize("mode", ["wheel", "sweep"])
+def test_emit_due_counts_and_removes_orphans(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, mode: str
+) -> None:
+    now = server_ms(redis_sync)
+    redis_sync.zadd(keys.delayed, {"orphan": now - 2000})  # a score without an envelope
+    seed_pending(redis_sync, keys, "good", now - 1000, env())
+
+    ids = ["orphan", "good"] if mode == "wheel" else []
+    result = run(ops.emit_due(keys, TOKEN, now, ids, limit=10))
+
+    assert result == EmitResult(1, False, 1, [])
+    assert fired_ids(redis_sync, keys) == ["good"]
+    assert redis_sync.exists(keys.delayed, keys.jobs) == 0
+
+
+@pytest.mark.usefixtures("leader")
+@pytest.mark.parametrize("name", ["delayed", "jobs", "ready"])
+def test_emit_due_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    bad = plant_wrong_type(redis_sync, keys, name)
+    now = server_ms(redis_sync)
+    if name != "delayed":
+        redis_sync.zadd(keys.delayed, {"old": now - 1000})  # due, so a write would show
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"emit_due.lua: key '{bad}' holds a value")):
+        run(ops.emit_due(keys, TOKEN, now, ["old"]))
+    with pytest.raises(ScriptError, match=re.escape(f"emit_due.lua: key '{bad}' holds a value")):
+        run(ops.emit_due(keys, TOKEN, now, limit=10))
+
+    assert shard_state(redis_sync, keys) == before
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_with_a_non_numeric_now_errors_before_writing(
+    redis_sync: redis.Redis, keys: ShardKeys, topic: str
+) -> None:
+    seed_pending(redis_sync, keys, "due", server_ms(redis_sync) - 1000, env())
+    redis_sync.script_load(script("emit_due").source)
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(redis.ResponseError):
+        redis_sync.evalsha(
+            script("emit_due").sha,
+            4,
+            keys.delayed,
+            keys.jobs,
+            keys.ready,
+            keys.lease,
+            TOKEN,
+            topic,
+            "soon",
+            10,
+            "due",
+        )
+
+    assert shard_state(redis_sync, keys) == before
+
+
+@pytest.mark.usefixtures("leader")
+@pytest.mark.parametrize("mode", ["wheel", "sweep"])
+def test_emitted_entries_never_precede_their_due_on_the_server_clock(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, mode: str
+) -> None:
+    """Jobs due a few ms from now, emitted as soon as the script lets them go."""
+    ids = [f"j{i}" for i in range(20)]
+    run(ops.enqueue(keys, [job(j, DueSpec("delay", 20 + 10 * i)) for i, j in enumerate(ids)]))
+    dues = {j: score(redis_sync, keys, j) for j in ids}
+    far_future = server_ms(redis_sync) + HOUR_MS  # the caller's now: only TIME holds jobs back
+
+    def all_emitted() -> bool:
+        run(ops.emit_due(keys, TOKEN, far_future, ids if mode == "wheel" else (), limit=100))
+        return redis_sync.zcard(keys.delayed) == 0
+
+    eventually_sync(all_emitted, timeout_s=10, what="every job to be emitted")
+
+    stream = entries(redis_sync, keys)
+    assert sorted(f[b"id"].decode() for _, f in stream) == sorted(ids)
+    for entry_ms, fields in stream:
+        assert int(fields[b"due"]) == dues[fields[b"id"].decode()]
+        assert entry_ms >= int(fields[b"due"]), f"{fields[b'id']!r} entered the stream early"
+
+
+# --- preload --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lease", ["absent", "held by another"])
+def test_preload_without_the_lease_raises_and_leaves_the_horizon(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
+) -> None:
+    if lease == "held by another":
+        redis_sync.set(keys.lease, OTHER, px=TTL_MS)
+    redis_sync.set(keys.horizon, "123")
+    seed_pending(redis_sync, keys, "j1", server_ms(redis_sync) + 1000, env())
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(LeaseLostError, match=r"preload\.lua"):
+        run(ops.preload(keys, TOKEN, 0, MINUTE_MS, 100, TTL_MS))
+
+    assert shard_state(redis_sync, keys) == before
+    assert redis_sync.pttl(keys.horizon) == -1
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_returns_the_jobs_after_the_cursor_up_to_time_plus_window(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    t0 = server_ms(redis_sync)
+    cursor = t0 - 10_000
+    window = MINUTE_MS
+    for job_id, due in {
+        "before-cursor": cursor - 5,
+        "at-cursor": cursor,
+        "after-cursor": cursor + 1,
+        "soon": t0 + 30_000,
+        "at-window-edge": t0 + window,
+        "beyond-window": t0 + window + HOUR_MS,
+    }.items():
+        seed_pending(redis_sync, keys, job_id, due, env())
+
+    page = run(ops.preload(keys, TOKEN, cursor, window, 100, TTL_MS))
+    t1 = server_ms(redis_sync)
+
+    assert t0 <= page.server_now_ms <= t1
+    assert page.full is False
+    assert page.cursor_ms == page.server_now_ms + window
+    assert page.jobs == [
+        ("after-cursor", cursor + 1),
+        ("soon", t0 + 30_000),
+        ("at-window-edge", t0 + window),
+    ]
+    assert int(redis_sync.get(keys.horizon)) == page.cursor_ms
+    assert 0 < redis_sync.pttl(keys.horizon) <= TTL_MS
+    assert redis_sync.zcard(keys.delayed) == 6  # preload only reads
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_of_an_empty_shard_moves_the_cursor_to_the_window_end(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    page = run(ops.preload(keys, TOKEN, 0, MINUTE_MS, 10, TTL_MS))
+
+    assert page.jobs == []
+    assert page.full is False
+    assert page.cursor_ms == page.server_now_ms + MINUTE_MS
+    assert int(redis_sync.get(keys.horizon)) == page.cursor_ms
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_full_page_ends_at_its_last_score(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    t0 = server_ms(redis_sync)
+    dues = [t0 + 1000 * i for i in range(1, 6)]
+    for i, due in enumerate(dues):
+        seed_pending(redis_sync, keys, f"j{i}", due, env())
+
+    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 3, TTL_MS))
+
+    assert page.full is True
+    assert page.cursor_ms == dues[2]
+    assert page.jobs == [("j0", dues[0]), ("j1", dues[1]), ("j2", dues[2])]
+    assert int(redis_sync.get(keys.horizon)) == dues[2]
+
+    rest = run(ops.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 3, TTL_MS))
+    assert rest.full is False
+    assert rest.jobs == [("j3", dues[3]), ("j4", dues[4])]
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_full_page_keeps_every_job_of_its_last_millisecond(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    t0 = server_ms(redis_sync)
+    crowded = t0 + 20_000
+    expected_first: dict[str, int] = {}
+    for i in range(1, 6):
+        seed_pending(redis_sync, keys, f"early{i}", crowded - i, env())
+        expected_first[f"early{i}"] = crowded - i
+    for i in range(50):
+        seed_pending(redis_sync, keys, f"same{i:02}", crowded, env())
+        expected_first[f"same{i:02}"] = crowded
+    for i in range(3):
+        seed_pending(redis_sync, keys, f"next{i}", crowded + 1, env())
+
+    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 10, TTL_MS))
+
+    assert page.full is True
+    assert page.cursor_ms == crowded
+    assert len(page.jobs) == 55
+    assert dict(page.jobs) == expected_first
+    assert [due for _, due in page.jobs] == sorted(due for _, due in page.jobs)
+    assert int(redis_sync.get(keys.horizon)) == crowded
+
+    rest = run(ops.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 10, TTL_MS))
+    assert rest.full is False
+    assert rest.jobs == [("next0", crowded + 1), ("next1", crowded + 1), ("next2", crowded + 1)]
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_page_of_one_crowded_millisecond_only(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    crowded = server_ms(redis_sync) + 20_000
+    for i in range(25):
+        seed_pending(redis_sync, keys, f"same{i:02}", crowded, env())
+
+    page = run(ops.preload(keys, TOKEN, 0, MINUTE_MS, 10, TTL_MS))
+    assert page.full is True
+    assert page.cursor_ms == crowded
+    assert sorted(page.jobs) == [(f"same{i:02}", crowded) for i in range(25)]
+
+    rest = run(ops.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 10, TTL_MS))
+    assert (rest.full, rest.jobs) == (False, [])
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_never_lowers_the_horizon(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    t0 = server_ms(redis_sync)
+    high = t0 + HOUR_MS
+    redis_sync.set(keys.horizon, high)  # no TTL: the preload must give it one
+    for i in range(3):
+        seed_pending(redis_sync, keys, f"j{i}", t0 + 1000 + i, env())
+
+    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 100, TTL_MS))
+    assert page.cursor_ms < high
+    assert int(redis_sync.get(keys.horizon)) == high
+    assert 0 < redis_sync.pttl(keys.horizon) <= TTL_MS
+
+    full = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 2, TTL_MS))  # a page ending at t0 + 1001
+    assert full.full is True and full.cursor_ms == t0 + 1001
+    assert int(redis_sync.get(keys.horizon)) == high
+
+
+# --- leases ---------------------------------------------------------------------------------
+
+
+def test_lease_acquire_of_a_free_lease_takes_it_sets_the_horizon_and_clears_the_inbox(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    redis_sync.rpush(keys.inbox, "1:stale", "2:stale")
+    redis_sync.set(keys.horizon, "1")  # left by an earlier leader; replaced by TIME
+    t0 = server_ms(redis_sync)
+
+    attempt = run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    t1 = server_ms(redis_sync)
+
+    assert attempt.held is True and attempt.new is True and attempt.holder == TOKEN
+    assert t0 <= attempt.server_now_ms <= t1
+    assert redis_sync.get(keys.lease) == TOKEN.encode()
+    assert 0 < redis_sync.pttl(keys.lease) <= TTL_MS
+    assert int(redis_sync.get(keys.horizon)) == attempt.server_now_ms
+    assert 0 < redis_sync.pttl(keys.horizon) <= TTL_MS
+    assert redis_sync.exists(keys.inbox) == 0
+
+
+def test_lease_acquire_of_our_own_lease_renews_it_and_keeps_horizon_and_inbox(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    redis_sync.set(keys.horizon, "12345", px=TTL_MS)
+    redis_sync.rpush(keys.inbox, "12345:j1")
+    t0 = server_ms(redis_sync)
+
+    attempt = run(ops.lease_acquire(keys, TOKEN, 10 * TTL_MS))
+
+    assert attempt.held is True and attempt.new is False and attempt.holder == TOKEN
+    assert t0 <= attempt.server_now_ms <= server_ms(redis_sync)
+    assert TTL_MS < redis_sync.pttl(keys.lease) <= 10 * TTL_MS
+    assert TTL_MS < redis_sync.pttl(keys.horizon) <= 10 * TTL_MS
+    assert redis_sync.get(keys.horizon) == b"12345"
+    assert redis_sync.lrange(keys.inbox, 0, -1) == [b"12345:j1"]
+
+
+def test_lease_acquire_of_a_lease_held_by_another_reports_the_holder_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(ops.lease_acquire(keys, OTHER, TTL_MS))
+    redis_sync.rpush(keys.inbox, "12345:j1")
+    before = shard_state(redis_sync, keys)
+
+    attempt = run(ops.lease_acquire(keys, TOKEN, 10 * TTL_MS))
+
+    assert attempt.held is False and attempt.new is False and attempt.holder == OTHER
+    assert shard_state(redis_sync, keys) == before
+    assert redis_sync.pttl(keys.lease) <= TTL_MS
+
+
+def test_lease_renew_of_our_lease_resets_lease_and_horizon_ttl(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+
+    assert run(ops.lease_renew(keys, TOKEN, 10 * TTL_MS)) is True
+
+    assert TTL_MS < redis_sync.pttl(keys.lease) <= 10 * TTL_MS
+    assert TTL_MS < redis_sync.pttl(keys.horizon) <= 10 * TTL_MS
+    assert redis_sync.get(keys.lease) == TOKEN.encode()
+
+
+@pytest.mark.parametrize("lease", ["held by another", "expired"])
+def test_lease_renew_of_a_lease_not_ours_is_false_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
+) -> None:
+    if lease == "held by another":
+        run(ops.lease_acquire(keys, OTHER, TTL_MS))
+    before = shard_state(redis_sync, keys)
+
+    assert run(ops.lease_renew(keys, TOKEN, 10 * TTL_MS)) is False
+
+    assert shard_state(redis_sync, keys) == before
+    if lease == "held by another":
+        assert redis_sync.pttl(keys.lease) <= TTL_MS
+        assert redis_sync.pttl(keys.horizon) <= TTL_MS
+
+
+def test_lease_release_of_our_lease_drops_lease_and_horizon(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    seed_pending(redis_sync, keys, "j1", server_ms(redis_sync) + MINUTE_MS, env())
+
+    assert run(ops.lease_release(keys, TOKEN)) is True
+
+    assert redis_sync.exists(keys.lease, keys.horizon) == 0
+    assert score(redis_sync, keys, "j1") is not None  # jobs stay for the next leader
+    assert run(ops.lease_acquire(keys, OTHER, TTL_MS)).new is True
+
+
+@pytest.mark.parametrize("lease", ["held by another", "absent"])
+def test_lease_release_of_a_lease_not_ours_is_false_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
+) -> None:
+    if lease == "held by another":
+        run(ops.lease_acquire(keys, OTHER, TTL_MS))
+    else:
+        redis_sync.set(keys.horizon, "12345")  # a horizon without a lease is left alone too
+    before = shard_state(redis_sync, keys)
+
+    assert run(ops.lease_release(keys, TOKEN)) is False
+
+    assert shard_state(redis_sync, keys) == before
+
+
+# --- NOSCRIPT recovery ----------------------------------------------------------------------
+
+
+def test_executor_reloads_scripts_after_script_flush(
+    server_binary: ServerBinary, topic: str
+) -> None:
+    keys = ShardKeys(topic, 0)
+    with dedicated_server(server_binary) as server:
+        client = redis.Redis.from_url(server.url)
+        try:
+            executor = SyncExecutor(client)
+            sha = script("enqueue").sha
+            due = server_ms(client) + MINUTE_MS
+
+            # First use on a fresh server: NOSCRIPT, load, send again.
+            assert client.script_exists(sha) == [False]
+            assert executor.run([ops.enqueue(keys, [job("a", at(due))])]) == [[Placed.SCHEDULED]]
+
+            client.script_flush()
+            assert client.script_exists(sha) == [False]
+            assert executor.run([ops.enqueue(keys, [job("b", at(due))])]) == [[Placed.SCHEDULED]]
+            assert client.script_exists(sha) == [True]
+
+            # A pipeline of scripts and a plain command after a flush: only the scripts are
+            # sent again, each exactly once.
+            client.script_flush()
+            replies = executor.run(
+                [
+                    ops.cancel(keys, "a"),
+                    ops.pending_count(keys),
+                    ops.enqueue(keys, [job("c", DueSpec("delay", 0))]),
+                    ops.lease_acquire(keys, TOKEN, TTL_MS),
+                ]
+            )
+            assert replies[0] is True
+            # The plain command ran in the first round trip, before the retried cancel.
+            assert replies[1] == 2
+            assert replies[2] == [Placed.FIRED]
+            assert replies[3].held is True and replies[3].new is True
+            assert client.zrange(keys.delayed, 0, -1) == [b"b"]
+            assert client.xlen(keys.ready) == 1
+        finally:
+            client.close()

@@ -1,0 +1,280 @@
+"""core.job: payload codec, the stored envelope (and its wire format, which Lua cmsgpack
+must read), stream entries and max_attempts validation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wheelq.core.job import (
+    ENVELOPE_VERSION,
+    MAX_ATTEMPTS_LIMIT,
+    Envelope,
+    StreamJob,
+    decode_payload,
+    encode_payload,
+    validate_max_attempts,
+)
+from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
+
+BIG = 1 << 30
+STR_FAMILY = {*range(0xA0, 0xC0), 0xD9, 0xDA, 0xDB}  # fixstr, str 8, str 16, str 32
+BIN_FAMILY = {0xC4, 0xC5, 0xC6}
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20)
+    | st.binary(max_size=20)
+)
+payloads = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text(max_size=8) | st.integers(-1000, 1000), inner, max_size=5)
+    ),
+    max_leaves=12,
+)
+
+
+# --- payload codec ----------------------------------------------------------------------------
+
+
+@settings(max_examples=200)
+@given(payloads)
+def test_payload_round_trips(payload: Any) -> None:
+    assert decode_payload(encode_payload(payload, BIG)) == payload
+
+
+@pytest.mark.parametrize(
+    ("payload", "encoded"),
+    [
+        (None, b"\xc0"),
+        ({"a": 1}, b"\x81\xa1a\x01"),
+        ("é", b"\xa2\xc3\xa9"),
+        (b"\x00", b"\xc4\x01\x00"),  # bytes stay bytes: bin type inside the payload
+        ((1, 2), b"\x92\x01\x02"),
+        (2**64 - 1, b"\xcf" + b"\xff" * 8),
+        (-(2**63), b"\xd3\x80" + b"\x00" * 7),
+    ],
+)
+def test_payload_encoding_is_plain_msgpack(payload: Any, encoded: bytes) -> None:
+    assert encode_payload(payload, BIG) == encoded
+
+
+def test_tuples_decode_as_lists_and_int_keys_survive() -> None:
+    assert decode_payload(encode_payload({1: (1, "a"), "b": b"x"}, BIG)) == {1: [1, "a"], "b": b"x"}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        object(),
+        {1, 2},
+        2**64,
+        -(2**63) - 1,
+        1j,
+        Decimal("1.5"),
+        datetime(2024, 1, 1, tzinfo=UTC),
+        [1, [object()]],
+        {"a": {"b": {3}}},
+    ],
+)
+def test_unserialisable_payloads_raise_payload_type_error(payload: object) -> None:
+    with pytest.raises(PayloadTypeError) as info:
+        encode_payload(payload, BIG)
+    assert isinstance(info.value, TypeError)
+    assert str(info.value).startswith("payload must be msgpack-serialisable")
+
+
+@settings(max_examples=100)
+@given(payloads)
+def test_payload_size_limit_is_inclusive(payload: Any) -> None:
+    size = len(encode_payload(payload, BIG))
+    assert len(encode_payload(payload, size)) == size
+    with pytest.raises(PayloadTooLargeError) as info:
+        encode_payload(payload, size - 1)
+    assert info.value.parameter == "payload"
+    assert isinstance(info.value, ValueError)
+    assert str(info.value) == (
+        f"payload must encode to at most {size - 1} bytes of msgpack, got {size}"
+    )
+
+
+# --- envelope ---------------------------------------------------------------------------------
+
+
+def test_envelope_defaults() -> None:
+    assert Envelope(b"p") == Envelope(b"p", attempt=1, max_attempts=5, enqueued_ms=0)
+
+
+def test_envelope_wire_format() -> None:
+    # fixarray(5), version 1, fixstr "hi", 2, 5, uint16 1234
+    assert Envelope(b"hi", 2, 5, 1234).pack() == b"\x95\x01\xa2hi\x02\x05\xcd\x04\xd2"
+    assert ENVELOPE_VERSION == 1
+
+
+@pytest.mark.parametrize("size", [0, 1, 31, 32, 255, 256, 65_535, 65_536])
+def test_envelope_payload_is_in_the_str_family_lua_can_read(size: int) -> None:
+    data = Envelope(b"x" * size).pack()
+    assert data[0] == 0x95  # fixarray of 5
+    assert data[1] == ENVELOPE_VERSION
+    assert data[2] in STR_FAMILY
+    assert data[2] not in BIN_FAMILY
+
+
+@settings(max_examples=200)
+@given(
+    st.binary(max_size=300),
+    st.integers(1, MAX_ATTEMPTS_LIMIT),
+    st.integers(1, MAX_ATTEMPTS_LIMIT),
+    st.integers(0, 2**53 - 1),
+)
+def test_envelope_round_trips_with_a_str_payload(
+    payload: bytes, attempt: int, max_attempts: int, enqueued_ms: int
+) -> None:
+    envelope = Envelope(payload, attempt, max_attempts, enqueued_ms)
+    data = envelope.pack()
+    assert data[2] in STR_FAMILY
+    assert Envelope.unpack(data) == envelope
+
+
+def test_envelope_unpack_accepts_a_bin_payload_and_extra_fields() -> None:
+    data = msgpack.packb([1, b"p", 2, 3, 4, "added later"], use_bin_type=True)
+    assert Envelope.unpack(data) == Envelope(b"p", 2, 3, 4)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\xc1",  # never-used msgpack byte
+        b"\x95\x01",  # truncated
+        Envelope(b"p").pack() + b"\x00",  # trailing bytes
+        msgpack.packb([2, b"p", 1, 5, 0]),  # unknown version
+        msgpack.packb([1, b"p", 1, 5]),  # too short
+        msgpack.packb([]),
+        msgpack.packb({"v": 1}),
+        msgpack.packb(b"p"),
+        msgpack.packb([1, b"p", b"one", 5, 0]),
+    ],
+)
+def test_envelope_unpack_rejects_non_envelopes(data: bytes) -> None:
+    with pytest.raises(
+        ValueError, match=r"^(not a msgpack envelope|unknown envelope layout|invalid)"
+    ):
+        Envelope.unpack(data)
+
+
+# BUG (reported): `Envelope.unpack` converts fields with bytes()/int() unchecked. A nil payload
+# escapes as TypeError (the docstring promises ValueError), and an integer payload is turned
+# into that many zero bytes, bytes(5) == b"\x00" * 5, silently.
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [1, None, 1, 5, 0],
+        [1, 5, 1, 5, 0],
+    ],
+)
+def test_envelope_unpack_rejects_a_payload_that_is_not_a_string(fields: list[Any]) -> None:
+    with pytest.raises(ValueError, match="envelope"):
+        Envelope.unpack(msgpack.packb(fields, use_bin_type=False))
+
+
+# --- stream entries ---------------------------------------------------------------------------
+
+GOOD = {
+    b"id": b"job-1",
+    b"topic": b"emails",
+    b"due": b"1700000000123",
+    b"attempt": b"2",
+    b"max_attempts": b"5",
+    b"payload": b"\x81\xa2to\xa3ada",
+}
+
+
+def test_stream_job_from_fields() -> None:
+    assert StreamJob.from_fields(GOOD) == StreamJob(
+        id="job-1",
+        topic="emails",
+        due_ms=1_700_000_000_123,
+        attempt=2,
+        max_attempts=5,
+        payload={"to": "ada"},
+    )
+
+
+def test_stream_job_ignores_unknown_fields_and_defaults_max_attempts() -> None:
+    fields = {k: v for k, v in GOOD.items() if k != b"max_attempts"} | {b"trace": b"xyz"}
+    assert StreamJob.from_fields(fields) == StreamJob(
+        "job-1", "emails", 1_700_000_000_123, 2, 1, {"to": "ada"}
+    )
+
+
+@settings(max_examples=100)
+@given(payloads)
+def test_stream_job_payload_round_trips(payload: Any) -> None:
+    fields = GOOD | {b"payload": encode_payload(payload, BIG)}
+    assert StreamJob.from_fields(fields).payload == payload
+
+
+@pytest.mark.parametrize("missing", [b"id", b"topic", b"due", b"attempt", b"payload"])
+def test_stream_job_rejects_a_missing_field(missing: bytes) -> None:
+    fields = {k: v for k, v in GOOD.items() if k != missing}
+    with pytest.raises(ValueError, match=rf"^malformed stream entry: KeyError\({missing!r}\)"):
+        StreamJob.from_fields(fields)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (b"id", b"\xff"),  # not UTF-8
+        (b"topic", b"\xc3"),  # truncated UTF-8
+        (b"due", b"soon"),
+        (b"due", b""),
+        (b"due", b"1.5"),
+        (b"attempt", b"x"),
+        (b"max_attempts", b"many"),
+        (b"payload", b""),
+        (b"payload", b"\xc1"),
+        (b"payload", b"\x92\x01"),  # truncated array
+        (b"payload", b"\x01\x01"),  # trailing bytes
+    ],
+)
+def test_stream_job_rejects_a_malformed_field(field: bytes, value: bytes) -> None:
+    with pytest.raises(ValueError, match=r"^malformed stream entry: "):
+        StreamJob.from_fields(GOOD | {field: value})
+
+
+# BUG (reported): a payload map with an array key ({[1]: 1}) makes msgpack raise TypeError
+# (unhashable list), which `from_fields` does not catch, so it escapes instead of the
+# documented ValueError. A worker catching ValueError for poison entries would crash on it.
+def test_stream_job_rejects_a_payload_with_an_unhashable_map_key() -> None:
+    with pytest.raises(ValueError, match=r"^malformed stream entry: "):
+        StreamJob.from_fields(GOOD | {b"payload": b"\x81\x91\x01\x01"})
+
+
+# --- max_attempts -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [1, 2, MAX_ATTEMPTS_LIMIT])
+def test_validate_max_attempts_accepts(value: int) -> None:
+    assert validate_max_attempts(value) == value
+
+
+@pytest.mark.parametrize(
+    "value", [0, -1, MAX_ATTEMPTS_LIMIT + 1, True, False, 3.0, "3", None, 2**64]
+)
+def test_validate_max_attempts_rejects(value: object) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        validate_max_attempts(value)
+    assert info.value.parameter == "max_attempts"
+    assert str(info.value) == f"max_attempts must be an int in [1, 1000], got {value!r}"
