@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
-from wheelq.core.clock import Clock
-from wheelq.core.settings import SchedulerSettings
 from wheelq.core.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
-from wheelq.runtime.leads import EventHook, Lead, Leads, NodeEvent
+from wheelq.runtime.leads import Lead, NodeContext
 from wheelq.runtime.service import Service
 from wheelq.store import ops
-from wheelq.store.calls import AsyncExecutor, Call
+from wheelq.store.calls import Call
 
 log = logging.getLogger("wheelq.driver")
 
@@ -34,24 +31,12 @@ class WheelDriver(Service):
 
     name = "driver"
 
-    def __init__(
-        self,
-        executor: AsyncExecutor,
-        clock: Clock,
-        leads: Leads,
-        settings: SchedulerSettings,
-        on_lost: Callable[[Lead], None],
-        on_event: EventHook | None = None,
-    ) -> None:
+    def __init__(self, ctx: NodeContext) -> None:
         super().__init__()
-        self._executor = executor
-        self._clock = clock
-        self._leads = leads
-        self._settings = settings
-        self._on_lost = on_lost
-        self._on_event = on_event
+        self._ctx = ctx
+        s = ctx.settings
         self.wheel: TimingWheel[WheelKey] = TimingWheel(
-            tick_ms=settings.tick_ms, wheel_size=settings.wheel_size, start_ms=clock.now_ms()
+            tick_ms=s.tick_ms, wheel_size=s.wheel_size, start_ms=ctx.clock.now_ms()
         )
 
     def schedule(self, lead: Lead, jobs: list[tuple[str, int]]) -> None:
@@ -69,7 +54,7 @@ class WheelDriver(Service):
 
     async def _run(self) -> None:
         while not self.stopping:
-            now_ms = self._clock.now_ms()
+            now_ms = self._ctx.clock.now_ms()
             next_ms = self.wheel.next_expiry_ms()
             if next_ms is None or next_ms > now_ms:
                 await self.sleep(None if next_ms is None else (next_ms - now_ms) / 1000)
@@ -82,20 +67,22 @@ class WheelDriver(Service):
         by_slot: dict[int, list[str]] = defaultdict(list)
         for (slot, job_id), _due in expired:
             by_slot[slot].append(job_id)
-        batch = self._settings.emit_batch
+        batch = self._ctx.settings.emit_batch
         calls: list[Call[Any]] = []
         targets: list[Lead] = []
         for slot, ids in by_slot.items():
-            lead = self._leads.by_slot.get(slot)
+            lead = self._ctx.leads.by_slot.get(slot)
             if lead is None or not lead.active:
                 continue  # the shard was lost or released: its new leader fires these
             for i in range(0, len(ids), batch):
-                calls.append(ops.emit_due(lead.keys, self._leads.token, now_ms, ids[i : i + batch]))
+                calls.append(
+                    ops.emit_due(lead.keys, self._ctx.leads.token, now_ms, ids[i : i + batch])
+                )
                 targets.append(lead)
         if not calls:
             return
         try:
-            results = await self._executor.run(calls, return_exceptions=True)
+            results = await self._ctx.executor.run(calls, return_exceptions=True)
         except Exception as exc:  # connection trouble: the jobs are still in Redis
             log.warning("emit failed (%s); the sweep will retry these jobs", exc)
             return
@@ -106,14 +93,14 @@ class WheelDriver(Service):
         if isinstance(result, LeaseLostError):
             if lead.active:
                 log.warning("lost the lease of %s while emitting", lead.keys.tag)
-                self._on_lost(lead)
+                self._ctx.lost(lead)
             return
         if isinstance(result, Exception):
             log.error("emit on %s failed: %s", lead.keys.tag, result)
             return
         lead.emitted += result.emitted
-        if result.emitted and self._on_event is not None:
-            self._on_event(NodeEvent("emitted", lead.keys.topic, lead.keys.shard, result.emitted))
+        if result.emitted:
+            self._ctx.event("emitted", lead.keys, result.emitted)
         if result.not_yet_due:
             # Rescheduled later (or our clock ran ahead of Redis): fire at the new time.
             self.schedule(lead, [(i, max(due, now_ms + 1)) for i, due in result.not_yet_due])

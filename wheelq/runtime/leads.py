@@ -1,4 +1,4 @@
-"""The shards this node leads right now, shared by its services.
+"""A node's shared state: the shards it leads, and the context its services share.
 
 The lease keeper adds and removes leads; the preloader, the wheel driver
 and the wake listener only read them. Wheel entries are keyed by
@@ -12,7 +12,10 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
+from wheelq.core.settings import SchedulerSettings
+from wheelq.store.calls import AsyncExecutor
 
 
 @dataclass(eq=False, slots=True)
@@ -73,3 +76,20 @@ class Leads:
 
     def all(self) -> list[Lead]:
         return list(self.by_keys.values())
+
+
+@dataclass(frozen=True, slots=True)
+class NodeContext:
+    """What every service of one node shares."""
+
+    executor: AsyncExecutor
+    clock: Clock
+    leads: Leads
+    settings: SchedulerSettings
+    lost: Callable[[Lead], None]
+    """Called when a service finds a lease gone: the node forgets the lead."""
+    on_event: EventHook | None = None
+
+    def event(self, kind: str, keys: ShardKeys, count: int = 0) -> None:
+        if self.on_event is not None:
+            self.on_event(NodeEvent(kind, keys.topic, keys.shard, count))

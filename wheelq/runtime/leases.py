@@ -14,15 +14,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys, all_shards
-from wheelq.core.settings import SchedulerSettings
 from wheelq.core.shares import quota, rank
 from wheelq.runtime.clock import monotonic_ms
-from wheelq.runtime.leads import EventHook, Lead, Leads, NodeEvent
+from wheelq.runtime.leads import Lead, NodeContext
 from wheelq.runtime.service import Service
 from wheelq.store import ops
-from wheelq.store.calls import AsyncExecutor, Call
+from wheelq.store.calls import Call
 
 log = logging.getLogger("wheelq.leases")
 
@@ -34,24 +32,16 @@ class LeaseKeeper(Service):
 
     def __init__(
         self,
-        executor: AsyncExecutor,
-        clock: Clock,
-        leads: Leads,
-        settings: SchedulerSettings,
+        ctx: NodeContext,
         node_id: str,
         topics: frozenset[str] | None,
         on_change: Callable[[], None],
-        on_event: EventHook | None = None,
     ) -> None:
         super().__init__()
-        self._executor = executor
-        self._clock = clock
-        self._leads = leads
-        self._settings = settings
+        self._ctx = ctx
         self.node_id = node_id
         self._topics = topics
         self._on_change = on_change
-        self._on_event = on_event
         self._next_renew_ms = 0.0
         self._served: dict[str, int] = {}
 
@@ -59,38 +49,39 @@ class LeaseKeeper(Service):
         while not self.stopping:
             try:
                 if monotonic_ms() >= self._next_renew_ms:
-                    self._next_renew_ms = monotonic_ms() + self._settings.renew_interval_ms
+                    self._next_renew_ms = monotonic_ms() + self._ctx.settings.renew_interval_ms
                     await self.renew()
                 await self.balance()
             except Exception as exc:  # Redis down: keep trying; emits stay fenced meanwhile
                 log.warning("lease upkeep failed: %s", exc)
             await self.sleep(
-                min(self._settings.check_interval_ms, self._settings.renew_interval_ms) / 1000
+                min(self._ctx.settings.check_interval_ms, self._ctx.settings.renew_interval_ms)
+                / 1000
             )
 
     async def renew(self) -> None:
-        leads = self._leads.all()
-        ttl = self._settings.lease_ttl_ms
-        calls = [ops.lease_renew(lead.keys, self._leads.token, ttl) for lead in leads]
-        for lead, renewed in zip(leads, await self._executor.run(calls), strict=True):
+        leads = self._ctx.leads.all()
+        ttl = self._ctx.settings.lease_ttl_ms
+        calls = [ops.lease_renew(lead.keys, self._ctx.leads.token, ttl) for lead in leads]
+        for lead, renewed in zip(leads, await self._ctx.executor.run(calls), strict=True):
             if not renewed:
                 log.warning("lease of %s was taken over", lead.keys.tag)
                 self.drop(lead, "lost")
 
     async def balance(self) -> None:
         """Heartbeat into each served topic's node set and move towards this node's quota."""
-        (registry,) = await self._executor.run([ops.all_topics()])
+        (registry,) = await self._ctx.executor.run([ops.all_topics()])
         topics = sorted(
             (t, n) for t, n in registry.items() if self._topics is None or t in self._topics
         )
         self._served = dict(topics)
-        for lead in self._leads.all():
+        for lead in self._ctx.leads.all():
             if lead.keys.topic not in self._served:
                 await self._release([lead])  # topic gone or filtered out
         if not topics:
             return
-        now_ms = self._clock.now_ms()
-        ttl = self._settings.lease_ttl_ms
+        now_ms = self._ctx.clock.now_ms()
+        ttl = self._ctx.settings.lease_ttl_ms
         calls: list[Call[Any]] = []
         for topic, _ in topics:
             calls += [
@@ -98,19 +89,21 @@ class LeaseKeeper(Service):
                 ops.forget_dead_nodes(topic, now_ms - 10 * ttl),
                 ops.live_nodes(topic, now_ms),
             ]
-        replies = await self._executor.run(calls)
+        replies = await self._ctx.executor.run(calls)
         to_take: list[tuple[list[ShardKeys], int]] = []
         for i, (topic, shards) in enumerate(topics):
             universe = all_shards(topic, shards)
             names = {keys: keys.tag for keys in universe}
             share = quota(self.node_id, replies[3 * i + 2], shards)
-            held = [lead for lead in self._leads.all() if lead.keys.topic == topic]
+            held = [lead for lead in self._ctx.leads.all() if lead.keys.topic == topic]
             if len(held) > share:
                 extra = set(rank(self.node_id, [lead.keys for lead in held], names)[share:])
                 await self._release([lead for lead in held if lead.keys in extra])
             elif len(held) < share:
                 others = [
-                    k for k in rank(self.node_id, universe, names) if k not in self._leads.by_keys
+                    k
+                    for k in rank(self.node_id, universe, names)
+                    if k not in self._ctx.leads.by_keys
                 ]
                 to_take.append((others, share - len(held)))
         if to_take:
@@ -119,45 +112,43 @@ class LeaseKeeper(Service):
     async def _acquire(self, wants: list[tuple[list[ShardKeys], int]]) -> None:
         """For each (candidates in preference order, how many): take the first free ones."""
         candidates = [keys for others, _ in wants for keys in others]
-        holders = await self._executor.run(
+        holders = await self._ctx.executor.run(
             [Call(command=("GET", keys.lease)) for keys in candidates]
         )
         free = {keys for keys, holder in zip(candidates, holders, strict=True) if holder is None}
         chosen = [keys for others, n in wants for keys in [k for k in others if k in free][:n]]
         if not chosen:
             return
-        ttl = self._settings.lease_ttl_ms
-        calls = [ops.lease_acquire(keys, self._leads.token, ttl) for keys in chosen]
-        for keys, attempt in zip(chosen, await self._executor.run(calls), strict=True):
-            if attempt.held and keys not in self._leads.by_keys:
-                self._leads.add(keys, attempt.server_now_ms)
+        ttl = self._ctx.settings.lease_ttl_ms
+        calls = [ops.lease_acquire(keys, self._ctx.leads.token, ttl) for keys in chosen]
+        for keys, attempt in zip(chosen, await self._ctx.executor.run(calls), strict=True):
+            if attempt.held and keys not in self._ctx.leads.by_keys:
+                self._ctx.leads.add(keys, attempt.server_now_ms)
                 log.info("leading %s", keys.tag)
-                self._event("acquired", keys)
+                self._ctx.event("acquired", keys)
         self._on_change()
 
     async def _release(self, leads: list[Lead]) -> None:
         if not leads:
             return
-        calls: list[Call[Any]] = [ops.lease_release(lead.keys, self._leads.token) for lead in leads]
+        calls: list[Call[Any]] = [
+            ops.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
+        ]
         for lead in leads:
             self.drop(lead, "released")
-        await self._executor.run(calls, return_exceptions=True)
+        await self._ctx.executor.run(calls, return_exceptions=True)
 
     async def release_all(self) -> int:
         """Release every held lease (graceful stop); returns how many."""
-        leads = self._leads.all()
+        leads = self._ctx.leads.all()
         await self._release(leads)
         calls = [ops.leave(topic, self.node_id) for topic in self._served]
         if calls:
-            await self._executor.run(calls, return_exceptions=True)
+            await self._ctx.executor.run(calls, return_exceptions=True)
         return len(leads)
 
     def drop(self, lead: Lead, why: str) -> None:
         """Forget a lead (lost or released); its wheel entries die with its slot."""
-        if self._leads.remove(lead.keys) is not None:
-            self._event(why, lead.keys)
+        if self._ctx.leads.remove(lead.keys) is not None:
+            self._ctx.event(why, lead.keys)
             self._on_change()
-
-    def _event(self, kind: str, keys: ShardKeys) -> None:
-        if self._on_event is not None:
-            self._on_event(NodeEvent(kind, keys.topic, keys.shard))

@@ -15,17 +15,14 @@ drained in bounded steps without starving jobs that are due now.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from wheelq.core.clock import Clock
-from wheelq.core.settings import SchedulerSettings
 from wheelq.errors import LeaseLostError
 from wheelq.runtime.driver import WheelDriver
-from wheelq.runtime.leads import EventHook, Lead, Leads, NodeEvent
+from wheelq.runtime.leads import Lead, NodeContext
 from wheelq.runtime.service import Service
 from wheelq.store import ops
-from wheelq.store.calls import AsyncExecutor, Call
+from wheelq.store.calls import Call
 
 log = logging.getLogger("wheelq.preloader")
 
@@ -39,35 +36,25 @@ class Preloader(Service):
 
     def __init__(
         self,
-        executor: AsyncExecutor,
-        clock: Clock,
-        leads: Leads,
-        settings: SchedulerSettings,
+        ctx: NodeContext,
         driver: WheelDriver,
-        on_lost: Callable[[Lead], None],
-        on_event: EventHook | None = None,
     ) -> None:
         super().__init__()
-        self._executor = executor
-        self._clock = clock
-        self._leads = leads
-        self._settings = settings
+        self._ctx = ctx
         self._driver = driver
-        self._on_lost = on_lost
-        self._on_event = on_event
 
     async def _run(self) -> None:
         while not self.stopping:
-            busy = await self.cycle(self._leads.all())
+            busy = await self.cycle(self._ctx.leads.all())
             while busy and not self.stopping:
                 busy = await self.cycle(busy)
-            await self.sleep(self._settings.preload_interval_ms / 1000)
+            await self.sleep(self._ctx.settings.preload_interval_ms / 1000)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
         """One round over `leads`; returns those that have more to read or sweep."""
-        s = self._settings
-        token = self._leads.token
-        now_ms = self._clock.now_ms()
+        s = self._ctx.settings
+        token = self._ctx.leads.token
+        now_ms = self._ctx.clock.now_ms()
         calls: list[Call[Any]] = []
         for lead in leads:
             bound_ms = max(lead.acquired_ms, now_ms - s.sweep_grace_ms)
@@ -81,7 +68,7 @@ class Preloader(Service):
         if not calls:
             return []
         try:
-            results = await self._executor.run(calls, return_exceptions=True)
+            results = await self._ctx.executor.run(calls, return_exceptions=True)
         except Exception as exc:
             log.warning("preload round failed (%s); retrying next round", exc)
             return []
@@ -97,7 +84,7 @@ class Preloader(Service):
             return False
         if isinstance(page, LeaseLostError) or isinstance(sweep, LeaseLostError):
             log.warning("lost the lease of %s while preloading", lead.keys.tag)
-            self._on_lost(lead)
+            self._ctx.lost(lead)
             return False
         busy = False
         if isinstance(inbox, list):
@@ -109,18 +96,13 @@ class Preloader(Service):
             busy = busy or page.full
         if isinstance(sweep, ops.EmitResult):
             lead.emitted += sweep.emitted
-            if sweep.emitted and self._on_event is not None:
-                self._on_event(
-                    NodeEvent("emitted", lead.keys.topic, lead.keys.shard, sweep.emitted)
-                )
+            if sweep.emitted:
+                self._ctx.event("emitted", lead.keys, sweep.emitted)
             if sweep.orphans:
                 log.error(
                     "%s: %d job ids had no envelope and were dropped", lead.keys.tag, sweep.orphans
                 )
-                if self._on_event is not None:
-                    self._on_event(
-                        NodeEvent("orphans", lead.keys.topic, lead.keys.shard, sweep.orphans)
-                    )
+                self._ctx.event("orphans", lead.keys, sweep.orphans)
             busy = busy or sweep.more
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):

@@ -29,7 +29,7 @@ from wheelq.core.keys import validate_topic
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import RedisClock, monotonic_ms
 from wheelq.runtime.driver import WheelDriver
-from wheelq.runtime.leads import EventHook, Lead, Leads
+from wheelq.runtime.leads import EventHook, Lead, Leads, NodeContext
 from wheelq.runtime.leases import LeaseKeeper
 from wheelq.runtime.preloader import Preloader
 from wheelq.runtime.service import Service
@@ -100,22 +100,11 @@ class Scheduler:
         self.clock = clock or RedisClock()
         self.leads = Leads(token=self.node_id)
         executor = AsyncExecutor(connection)
-        s = self.settings
-        self._clock_keeper = ClockKeeper(executor, self.clock, s.clock_sync_interval_ms)
-        self.leases = LeaseKeeper(
-            executor,
-            self.clock,
-            self.leads,
-            s,
-            self.node_id,
-            self.topics,
-            self._leads_changed,
-            on_event,
-        )
-        self.driver = WheelDriver(executor, self.clock, self.leads, s, self._lost, on_event)
-        self._preloader = Preloader(
-            executor, self.clock, self.leads, s, self.driver, self._lost, on_event
-        )
+        ctx = NodeContext(executor, self.clock, self.leads, self.settings, self._lost, on_event)
+        self._clock_keeper = ClockKeeper(executor, self.clock, self.settings.clock_sync_interval_ms)
+        self.leases = LeaseKeeper(ctx, self.node_id, self.topics, self._leads_changed)
+        self.driver = WheelDriver(ctx)
+        self._preloader = Preloader(ctx, self.driver)
         self._wake = WakeListener(connection, self.leads, self.driver)
         self._stopped: asyncio.Event | None = None
         self._started = False
