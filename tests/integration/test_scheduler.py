@@ -274,3 +274,29 @@ async def test_startup_warns_about_lossy_persistence(
     assert any("appendonly" in w for w in warnings)
     assert any("maxmemory-policy is allkeys-lru" in w for w in warnings)
     assert safe == []
+
+
+async def test_a_joining_node_gets_its_share_handed_over_without_loss(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    first = await start_node(redis_url, topic)
+    second = Scheduler.from_url(redis_url, [topic], **FAST)
+    try:
+        ids = await client.enqueue_many(
+            topic, [EnqueueItem(i, delay=0.3 + 3.0 * i / 3000) for i in range(3000)]
+        )
+        await second.start()
+        await eventually(
+            lambda: _value(len(first.leads) == 2 and len(second.leads) == 2),
+            timeout_s=10,
+            what="the shards to split 2/2",
+        )
+        records = await wait_fired(client.redis, topic, set(ids), timeout_s=20)
+    finally:
+        await second.stop()
+        await first.stop()
+    assert {lead.keys for lead in first.leads.all()}.isdisjoint(
+        lead.keys for lead in second.leads.all()
+    )
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
