@@ -34,9 +34,8 @@ class TimingWheel(Generic[K]):
         ``[t0, t0 + tick_ms * wheel_size)``, where ``t0`` is the wheel's time rounded down to
         ``tick_ms``. An entry due beyond that goes to an overflow wheel whose tick is the whole
         span of the level below; overflow levels are created lazily, so the number of levels is
-        ``ceil(log_wheel_size(horizon / tick_ms))``. A bucket of level ``i`` holds the entries due
-        in
-        ``[v * tick_i, (v + 1) * tick_i)`` for one virtual id ``v``, and its slot is
+        ``ceil(log_wheel_size(horizon / tick_ms))``. A bucket of level ``i`` holds the entries
+        due in ``[v * tick_i, (v + 1) * tick_i)`` for one virtual id ``v``; its slot is
         ``v % wheel_size``. Every non-empty bucket sits in one ordered index (a ``SortedList``)
         keyed by its expiration: ``v * tick_i`` for an overflow bucket, the earliest due time in it
         for a level-0 bucket. ``advance_to(now_ms)`` pops buckets from the index while their key is
