@@ -250,6 +250,11 @@ async def test_graceful_stop_releases_every_lease_and_reports(
     await eventually(
         lambda: _value(len(node.driver.wheel) == 1), timeout_s=5, what="the job preloaded"
     )
+    status = node.status()
+    assert [(x["topic"], x["shard"]) for x in status["leads"]] == [
+        (topic, s) for s in range(SHARDS)
+    ]
+    assert status["preloaded"] == 1
     report = await node.stop()
     assert report.released_leases == SHARDS
     assert report.unfired_preloaded == 1

@@ -115,10 +115,11 @@ def test_batch_sorted_by_due_then_insertion_order() -> None:
 
 def test_cascaded_entry_keeps_its_place_before_a_later_direct_insert() -> None:
     wheel = tiny()
-    wheel.add("early", 30)  # level 2 now; cascades to level 1 at 16, to level 0 at 28
+    wheel.add("early", 29)  # level 2 now; cascades to level 1 at 16, to level 0 at 28
     wheel.advance_to(27)
-    wheel.add("late", 30)  # straight into level 0, ahead of "early" in the bucket
-    assert wheel.advance_to(30) == [("early", 30), ("late", 30)]
+    wheel.add("late", 29)  # level 0 spans [27, 31): straight into the bucket for 29
+    assert wheel.advance_to(28) == []  # "early" joins that bucket, after "late"
+    assert wheel.advance_to(29) == [("early", 29), ("late", 29)]
 
 
 def test_tick_larger_than_1_never_fires_inside_a_partly_elapsed_tick() -> None:
@@ -311,6 +312,13 @@ class WheelVsModel(RuleBasedStateMachine):
             self.late.add(key)
         else:
             self.late.discard(key)
+
+    @precondition(lambda self: len(self.model) > 0)
+    @rule(key=KEYS, pick=st.integers(0, 15))
+    def add_tied(self, key: int, pick: int) -> None:
+        """Reuse a held due time, so insertion order decides between entries."""
+        dues = sorted(due for due, _ in self.model.values())
+        self.add(key, dues[pick % len(dues)] - self.wheel.now_ms)
 
     @rule(key=KEYS)
     def cancel(self, key: int) -> None:

@@ -45,10 +45,6 @@ class RedisClock:
         self._estimator.add(ClockSample(before_ms, server_ms, after_ms))
 
     @property
-    def synced(self) -> bool:
-        return self._estimator.ready
-
-    @property
     def error_bound_ms(self) -> float:
         return self._estimator.error_bound_ms()
 

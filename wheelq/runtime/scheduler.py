@@ -174,6 +174,18 @@ class Scheduler:
         log.info("scheduler node %s stopped: %s", self.node_id, report)
         return report
 
+    def status(self) -> dict[str, Any]:
+        """What this node leads and has done, for logs, health checks and dashboards."""
+        return {
+            "node_id": self.node_id,
+            "leads": [
+                {"topic": lead.keys.topic, "shard": lead.keys.shard, "emitted": lead.emitted}
+                for lead in sorted(self.leads.all(), key=lambda x: (x.keys.topic, x.keys.shard))
+            ],
+            "preloaded": len(self.driver.wheel),
+            "clock_error_bound_ms": round(self.clock.error_bound_ms, 3),
+        }
+
     async def serve(self) -> None:
         """Start and run until `stop()` is called (from another task or a signal)."""
         await self.start()
