@@ -86,10 +86,12 @@ async def test_5000_jobs_over_5s_fire_once_none_early_none_missing(
             topic, [EnqueueItem({"n": i}, delay=0.5 + 5.0 * i / n) for i in range(n)]
         )
         records = await wait_fired(client.redis, topic, set(ids), timeout_s=30)
+        emitted = sum(lead["emitted"] for lead in node.status()["leads"])
     finally:
         await node.stop()
     summary = summarize(records, ids)
     assert summary["fired"] == n
+    assert emitted == n, "the node's counters disagree with the streams"
     assert summary["missing"] == 0
     assert summary["duplicates"] == 0
     assert summary["early"] == 0, "a job entered its stream before its due time"
