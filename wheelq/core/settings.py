@@ -102,8 +102,10 @@ class SchedulerSettings(_Validated):
     """Overdue jobs emitted per sweep call, so a backlog never starves on-time jobs."""
     tick_ms: int = 1
     """Resolution of the timing wheel."""
-    wheel_size: int = 512
-    """Buckets per wheel level."""
+    wheel_size: int = 8192
+    """Buckets per wheel level. Keep wheel_size x tick_ms >= window_ms: then every preloaded
+    job sits in the first level and none waits behind a cascade from an overflow level
+    (measured at 20k jobs/s: p99.9 lateness 16 ms at 512, 10 ms at 8192)."""
     check_interval_ms: int = 250
     """How often the node heartbeats, looks for new topics and nodes, and re-balances.
     A dead node's shards are taken over within lease_ttl_ms + this (+ one preload)."""

@@ -51,33 +51,35 @@ class Preloader(Service):
             await self.sleep(self._ctx.settings.preload_interval_ms / 1000)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
-        """One round over `leads`; returns those that have more to read or sweep."""
-        s = self._ctx.settings
-        token = self._ctx.leads.token
-        now_ms = self._ctx.clock.now_ms()
-        calls: list[Call[Any]] = []
-        for lead in leads:
-            bound_ms = max(lead.acquired_ms, now_ms - s.sweep_grace_ms)
-            calls += [
-                ops.drain_inbox(lead.keys, INBOX_BATCH),
-                ops.preload(
-                    lead.keys, token, lead.cursor_ms, s.window_ms, s.preload_batch, s.lease_ttl_ms
-                ),
-                ops.emit_due(lead.keys, token, bound_ms, limit=s.sweep_batch),
-            ]
-        if not calls:
-            return []
-        try:
-            results = await self._ctx.executor.run(calls, return_exceptions=True)
-        except Exception as exc:
-            log.warning("preload round failed (%s); retrying next round", exc)
-            return []
+        """One round over `leads`; returns those that have more to read or sweep.
+
+        One round trip per shard, not one for all: each reply is parsed and
+        put in the wheel in its own event-loop step, so the wheel driver gets
+        the loop between shards and no step holds it for long.
+        """
         busy = []
-        for i, lead in enumerate(leads):
-            inbox, page, sweep = results[3 * i : 3 * i + 3]
-            if self._settle(lead, inbox, page, sweep):
+        for lead in leads:
+            if lead.active and not self.stopping and await self._round(lead):
                 busy.append(lead)
         return busy
+
+    async def _round(self, lead: Lead) -> bool:
+        s = self._ctx.settings
+        token = self._ctx.leads.token
+        bound_ms = max(lead.acquired_ms, self._ctx.clock.now_ms() - s.sweep_grace_ms)
+        calls: list[Call[Any]] = [
+            ops.drain_inbox(lead.keys, INBOX_BATCH),
+            ops.preload(
+                lead.keys, token, lead.cursor_ms, s.window_ms, s.preload_batch, s.lease_ttl_ms
+            ),
+            ops.emit_due(lead.keys, token, bound_ms, limit=s.sweep_batch),
+        ]
+        try:
+            inbox, page, sweep = await self._ctx.executor.run(calls, return_exceptions=True)
+        except Exception as exc:
+            log.warning("preload of %s failed (%s); retrying next round", lead.keys.tag, exc)
+            return False
+        return self._settle(lead, inbox, page, sweep)
 
     def _settle(self, lead: Lead, inbox: Any, page: Any, sweep: Any) -> bool:
         if not lead.active:

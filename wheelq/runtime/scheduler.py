@@ -149,6 +149,14 @@ class Scheduler:
         for _ in range(CLOCK_SAMPLES_AT_START):
             await self._clock_keeper.sample()
         await warn_if_unsafe(self.redis)
+        s = self.settings
+        if s.wheel_size * s.tick_ms < s.window_ms:
+            log.warning(
+                "wheel_size x tick_ms (%d ms) < window_ms (%d ms): preloaded jobs will cascade "
+                "from an overflow level, which adds lateness spikes under load",
+                s.wheel_size * s.tick_ms,
+                s.window_ms,
+            )
         for service in (self._clock_keeper, self.driver, self._preloader, self._wake, self.leases):
             await service.start()
         log.info(
