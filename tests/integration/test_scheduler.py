@@ -65,6 +65,19 @@ async def wait_fired(
     return await eventually(check, timeout_s=timeout_s, what=f"{len(job_ids)} jobs to fire")
 
 
+async def fired_once(r: redis.asyncio.Redis, topic: str, job_id: str) -> Fired:
+    """Wait for `job_id` to fire; its one stream record (fails on a duplicate)."""
+    records = await wait_fired(r, topic, {job_id}, timeout_s=15)
+    (record,) = [f for f in records if f.job_id == job_id]
+    return record
+
+
+async def due_of(client: AsyncClient, topic: str, job_id: str) -> int:
+    info = await client.get(topic, job_id)
+    assert info is not None, f"{job_id} is not pending"
+    return info.due_ms
+
+
 def in_wheel(node: Scheduler, topic: str, job_id: str) -> bool:
     lead = node.leads.by_keys.get(ShardKeys(topic, shard_of(job_id, SHARDS)))
     return lead is not None and (lead.slot, job_id) in node.driver.wheel
@@ -122,10 +135,8 @@ async def test_reschedule_later_inside_window_fires_once_at_new_time(
         job = await client.enqueue(topic, "x", delay=1.0)
         await preloaded(node, topic, job)
         assert await client.reschedule(topic, job, delay=2.5) is True
-        info = await client.get(topic, job)
-        assert info is not None
-        new_due = info.due_ms
-        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15) if f.job_id == job]
+        new_due = await due_of(client, topic, job)
+        record = await fired_once(client.redis, topic, job)
     finally:
         await node.stop()
     assert record.due_ms == new_due
@@ -144,10 +155,8 @@ async def test_reschedule_earlier_inside_window_fires_at_new_time(
         job = await client.enqueue(topic, "x", delay=4.5)
         await preloaded(node, topic, job)
         assert await client.reschedule(topic, job, delay=0.5) is True
-        info = await client.get(topic, job)
-        assert info is not None
-        new_due = info.due_ms
-        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 15) if f.job_id == job]
+        new_due = await due_of(client, topic, job)
+        record = await fired_once(client.redis, topic, job)
     finally:
         await node.stop()
     assert record.entry_ms >= new_due
@@ -166,14 +175,13 @@ async def test_enqueue_into_preloaded_window_fires_on_time(
         await preloaded(node, topic, early_bird)  # the window is preloaded past now + 0.3 s
         job = await client.enqueue(topic, "late", delay=0.3)
         keys = ShardKeys(topic, shard_of(job, SHARDS))
-        info = await client.get(topic, job)
-        assert info is not None
+        due = await due_of(client, topic, job)
         horizon = await client.redis.get(keys.horizon)
-        assert horizon is not None and int(horizon) >= info.due_ms, "window not preloaded yet"
-        (record,) = [f for f in await wait_fired(client.redis, topic, {job}, 10) if f.job_id == job]
+        assert horizon is not None and int(horizon) >= due, "window not preloaded yet"
+        record = await fired_once(client.redis, topic, job)
     finally:
         await node.stop()
-    assert 0 <= record.entry_ms - info.due_ms < ON_TIME_MS
+    assert 0 <= record.entry_ms - due < ON_TIME_MS
 
 
 async def test_backlog_fires_in_due_order_without_starving_jobs_due_now(
