@@ -15,6 +15,7 @@ early.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -24,11 +25,13 @@ import time
 from typing import Any
 
 import redis
+import redis.asyncio
 
 from wheelq import Client, EnqueueItem
 from wheelq.core.keys import all_shards
 from wheelq.core.stats import Fired, summarize
 from wheelq.embedded import EmbeddedServer, find_server_binaries
+from wheelq.runtime.observe import read_fired
 
 
 def parse_args() -> argparse.Namespace:
@@ -62,18 +65,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def read_fired(r: redis.Redis, topic: str, shards: int) -> list[Fired]:
-    out = []
-    for keys in all_shards(topic, shards):
-        last = "-"
-        while True:
-            page = r.xrange(keys.ready, last, "+", count=10_000)
-            for entry_id, f in page:
-                out.append(Fired(f[b"id"].decode(), int(f[b"due"]), int(entry_id.split(b"-")[0])))
-            if len(page) < 10_000:
-                break
-            last = "(" + page[-1][0].decode()
-    return out
+async def _read_fired(url: str, topic: str, shards: int) -> list[Fired]:
+    connection = redis.asyncio.Redis.from_url(url)
+    try:
+        return await read_fired(connection, topic, shards)
+    finally:
+        await connection.aclose()
 
 
 def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
@@ -126,12 +123,12 @@ def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             time.sleep(0.2)
         node_cpu_s = cpu_seconds(node.pid) - cpu_before
         late_start = redis_ms(r) < start_ms
-        records = read_fired(r, topic, args.shards)
+        records = asyncio.run(_read_fired(url, topic, args.shards))
     finally:
         node.send_signal(signal.SIGTERM)
         node.wait(timeout=30)
         for keys in all_shards(topic, args.shards):
-            r.delete(keys.delayed, keys.jobs, keys.ready, keys.lease, keys.horizon, keys.inbox)
+            r.delete(*keys.data_keys)
         r.hdel("wheelq:topics", topic)
         r.delete(f"wheelq:nodes:{topic}")
     summary = summarize(records, ids)

@@ -104,8 +104,7 @@ def redis_ms(r: redis.Redis) -> int:
 def fired(r: redis.Redis, topic: str) -> list[Fired]:
     out = []
     for keys in all_shards(topic, SHARDS):
-        for entry_id, f in r.xrange(keys.ready):
-            out.append(Fired(f[b"id"].decode(), int(f[b"due"]), int(entry_id.split(b"-")[0])))
+        out += [Fired.from_entry(entry_id, f) for entry_id, f in r.xrange(keys.ready)]
     return out
 
 

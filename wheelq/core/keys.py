@@ -125,6 +125,11 @@ class ShardKeys:
         return f"{self.tag}:inbox"
 
     @property
+    def data_keys(self) -> tuple[str, ...]:
+        """Every key the shard stores (to drop a topic: one slot, so one DEL)."""
+        return (self.delayed, self.jobs, self.ready, self.lease, self.horizon, self.inbox)
+
+    @property
     def wake_channel(self) -> str:
         return f"{self.tag}:wake"
 

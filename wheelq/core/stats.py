@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -17,6 +17,11 @@ class Fired:
     job_id: str
     due_ms: int
     entry_ms: int
+
+    @classmethod
+    def from_entry(cls, entry_id: bytes, fields: Mapping[bytes, bytes]) -> Fired:
+        """From a ready-stream entry: the entry id's ms part is when it fired (Redis clock)."""
+        return cls(fields[b"id"].decode(), int(fields[b"due"]), int(entry_id.split(b"-")[0]))
 
     @property
     def lateness_ms(self) -> int:

@@ -68,6 +68,6 @@ async def run_demo(
 async def _drop_topic(client: AsyncClient, topic: str, shards: int) -> None:
     """Remove the demo's keys, one slot per DEL (so it works on Redis Cluster too)."""
     for k in all_shards(topic, shards):
-        await client.redis.delete(k.delayed, k.jobs, k.ready, k.lease, k.horizon, k.inbox)
+        await client.redis.delete(*k.data_keys)
     await client.redis.delete(nodes_key(topic))
     await client.redis.hdel(TOPICS_KEY, topic)

@@ -26,10 +26,7 @@ async def read_fired(
             page: list[tuple[bytes, dict[bytes, bytes]]] = await connection.xrange(  # type: ignore[assignment]
                 keys.ready, start, "+", count=PAGE
             )
-            for entry_id, fields in page:
-                out.append(
-                    Fired(fields[b"id"].decode(), int(fields[b"due"]), int(entry_id.split(b"-")[0]))
-                )
+            out += [Fired.from_entry(entry_id, fields) for entry_id, fields in page]
             if page:
                 cursor[keys.shard] = page[-1][0]
             if len(page) < PAGE:
