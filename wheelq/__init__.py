@@ -1,14 +1,18 @@
 """wheelq: delayed jobs on Redis that fire on time.
 
 Producers enqueue with `Client` / `AsyncClient`; `Scheduler` nodes move due
-jobs into per-shard Redis Streams at their due millisecond.
+jobs into per-shard Redis Streams at their due millisecond; `Worker`s run a
+handler on each, with retries, dead letters and crash recovery.
 """
 
-from wheelq.core.job import JobInfo, JobState, StreamJob
-from wheelq.core.settings import ClientSettings, SchedulerSettings
+from wheelq.core.dead import DeadLetter
+from wheelq.core.job import Job, JobInfo, JobState
+from wheelq.core.retry import Retry
+from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import (
     DuplicateJobError,
     EmbeddedServerError,
+    HandlerTimeoutError,
     InvalidArgumentError,
     InvalidDelayError,
     InvalidJobIdError,
@@ -24,6 +28,7 @@ from wheelq.runtime.client import AsyncClient, Client
 from wheelq.runtime.leads import NodeEvent
 from wheelq.runtime.producer import EnqueueItem, ShardStats, TopicStats
 from wheelq.runtime.scheduler import Scheduler, StopReport
+from wheelq.runtime.worker import Worker, WorkerStopReport
 
 __version__ = "0.1.0"
 
@@ -37,16 +42,23 @@ __all__ = [
     "JobInfo",
     "JobState",
     "ShardStats",
-    "StreamJob",
     "TopicStats",
     # scheduling
     "NodeEvent",
     "Scheduler",
     "SchedulerSettings",
     "StopReport",
+    # consuming
+    "Job",
+    "Retry",
+    "Worker",
+    "WorkerSettings",
+    "WorkerStopReport",
+    "DeadLetter",
     # errors
     "DuplicateJobError",
     "EmbeddedServerError",
+    "HandlerTimeoutError",
     "InvalidArgumentError",
     "InvalidDelayError",
     "InvalidJobIdError",

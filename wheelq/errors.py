@@ -12,6 +12,7 @@ WheelqError
 ├── TopicConfigError                        create_topic() with a shard count that differs
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
 ├── ScriptError                             a Lua script answered with a status it should not
+├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
 └── EmbeddedServerError                     the embedded server binary failed to start
 ```
 
@@ -92,6 +93,10 @@ class LeaseLostError(WheelqError):
 
 class ScriptError(WheelqError):
     """A Lua script returned a status code the caller does not expect."""
+
+
+class HandlerTimeoutError(WheelqError, TimeoutError):
+    """A handler ran longer than `handler_timeout_ms`; the run counts as failed."""
 
 
 class EmbeddedServerError(WheelqError):

@@ -16,7 +16,8 @@ from wheelq.core.job import (
     ENVELOPE_VERSION,
     MAX_ATTEMPTS_LIMIT,
     Envelope,
-    StreamJob,
+    Job,
+    entry_ms,
     decode_payload,
     encode_payload,
     validate_max_attempts,
@@ -148,8 +149,14 @@ def test_envelope_round_trips_with_a_str_payload(
 
 
 def test_envelope_unpack_accepts_a_bin_payload_and_extra_fields() -> None:
-    data = msgpack.packb([1, b"p", 2, 3, 4, "added later"], use_bin_type=True)
+    data = msgpack.packb([1, b"p", 2, 3, 4, "", "", "added later"], use_bin_type=True)
     assert Envelope.unpack(data) == Envelope(b"p", 2, 3, 4)
+
+
+def test_a_retry_envelope_round_trips_its_group_and_job_id() -> None:
+    envelope = Envelope(b"p", 3, 5, 9, group="billing", job_id="job-1")
+    assert Envelope.unpack(envelope.pack()) == envelope
+    assert len(msgpack.unpackb(Envelope(b"p").pack())) == 5  # first runs stay five fields
 
 
 @pytest.mark.parametrize(
@@ -165,6 +172,8 @@ def test_envelope_unpack_accepts_a_bin_payload_and_extra_fields() -> None:
         msgpack.packb({"v": 1}),
         msgpack.packb(b"p"),
         msgpack.packb([1, b"p", b"one", 5, 0]),
+        msgpack.packb([1, b"p", 1, 5, 0, 7, ""]),  # group not a string
+        msgpack.packb([1, b"p", 1, 5, 0, "", b"\xff"], use_bin_type=False),  # id not UTF-8
     ],
 )
 def test_envelope_unpack_rejects_non_envelopes(data: bytes) -> None:
@@ -201,36 +210,51 @@ GOOD = {
 }
 
 
-def test_stream_job_from_fields() -> None:
-    assert StreamJob.from_fields(GOOD) == StreamJob(
+def test_job_from_entry() -> None:
+    job = Job.from_entry("1700000000125-3", GOOD, shard=2)
+    assert job == Job(
         id="job-1",
         topic="emails",
+        payload={"to": "ada"},
         due_ms=1_700_000_000_123,
         attempt=2,
         max_attempts=5,
-        payload={"to": "ada"},
+        group=None,
+        entry_id="1700000000125-3",
+        shard=2,
     )
+    assert job.fired_ms == 1_700_000_000_125
+    assert job.due.timestamp() == 1_700_000_000.123
 
 
-def test_stream_job_ignores_unknown_fields_and_defaults_max_attempts() -> None:
+def test_job_from_entry_reads_the_target_group_of_a_retry() -> None:
+    assert Job.from_entry("1-0", GOOD | {b"group": b"billing"}).group == "billing"
+
+
+@pytest.mark.parametrize(("entry_id", "ms"), [("1700000000125-3", 1_700_000_000_125), (b"7-0", 7)])
+def test_entry_ms(entry_id: str | bytes, ms: int) -> None:
+    assert entry_ms(entry_id) == ms
+
+
+def test_job_ignores_unknown_fields_and_defaults_max_attempts() -> None:
     fields = {k: v for k, v in GOOD.items() if k != b"max_attempts"} | {b"trace": b"xyz"}
-    assert StreamJob.from_fields(fields) == StreamJob(
-        "job-1", "emails", 1_700_000_000_123, 2, 1, {"to": "ada"}
+    assert Job.from_entry("1-0", fields) == Job(
+        "job-1", "emails", {"to": "ada"}, 1_700_000_000_123, 2, 1, entry_id="1-0"
     )
 
 
 @settings(max_examples=100)
 @given(payloads)
-def test_stream_job_payload_round_trips(payload: Any) -> None:
+def test_job_payload_round_trips(payload: Any) -> None:
     fields = GOOD | {b"payload": encode_payload(payload, BIG)}
-    assert StreamJob.from_fields(fields).payload == payload
+    assert Job.from_entry("1-0", fields).payload == payload
 
 
 @pytest.mark.parametrize("missing", [b"id", b"topic", b"due", b"attempt", b"payload"])
-def test_stream_job_rejects_a_missing_field(missing: bytes) -> None:
+def test_job_rejects_a_missing_field(missing: bytes) -> None:
     fields = {k: v for k, v in GOOD.items() if k != missing}
     with pytest.raises(ValueError, match=rf"^malformed stream entry: KeyError\({missing!r}\)"):
-        StreamJob.from_fields(fields)
+        Job.from_entry("1-0", fields)
 
 
 @pytest.mark.parametrize(
@@ -249,17 +273,17 @@ def test_stream_job_rejects_a_missing_field(missing: bytes) -> None:
         (b"payload", b"\x01\x01"),  # trailing bytes
     ],
 )
-def test_stream_job_rejects_a_malformed_field(field: bytes, value: bytes) -> None:
+def test_job_rejects_a_malformed_field(field: bytes, value: bytes) -> None:
     with pytest.raises(ValueError, match=r"^malformed stream entry: "):
-        StreamJob.from_fields(GOOD | {field: value})
+        Job.from_entry("1-0", GOOD | {field: value})
 
 
 # BUG (reported): a payload map with an array key ({[1]: 1}) makes msgpack raise TypeError
 # (unhashable list), which `from_fields` does not catch, so it escapes instead of the
 # documented ValueError. A worker catching ValueError for poison entries would crash on it.
-def test_stream_job_rejects_a_payload_with_an_unhashable_map_key() -> None:
+def test_job_rejects_a_payload_with_an_unhashable_map_key() -> None:
     with pytest.raises(ValueError, match=r"^malformed stream entry: "):
-        StreamJob.from_fields(GOOD | {b"payload": b"\x81\x91\x01\x01"})
+        Job.from_entry("1-0", GOOD | {b"payload": b"\x81\x91\x01\x01"})
 
 
 # --- max_attempts -----------------------------------------------------------------------------

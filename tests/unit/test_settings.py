@@ -12,10 +12,10 @@ import pytest
 
 from wheelq.core.job import validate_max_attempts
 from wheelq.core.keys import validate_shards
-from wheelq.core.settings import ClientSettings, SchedulerSettings
+from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import InvalidArgumentError
 
-Settings = type[ClientSettings] | type[SchedulerSettings]
+Settings = type[ClientSettings] | type[SchedulerSettings] | type[WorkerSettings]
 
 RANGES: list[tuple[Settings, str, int, int]] = [
     (ClientSettings, "default_shards", 1, 1024),
@@ -33,6 +33,20 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "wheel_size", 2, 65_536),
     (SchedulerSettings, "check_interval_ms", 10, 600_000),
     (SchedulerSettings, "clock_sync_interval_ms", 100, 3_600_000),
+    (SchedulerSettings, "retention_ms", 0, 365 * 86_400_000),
+    (SchedulerSettings, "trim_interval_ms", 100, 86_400_000),
+    (SchedulerSettings, "trim_batch", 1, 100_000),
+    (WorkerSettings, "concurrency", 1, 10_000),
+    (WorkerSettings, "block_ms", 10, 60_000),
+    (WorkerSettings, "visibility_timeout_ms", 100, 86_400_000),
+    (WorkerSettings, "claim_interval_ms", 10, 600_000),
+    (WorkerSettings, "max_deliveries", 1, 1000),
+    (WorkerSettings, "retry_base_ms", 0, 86_400_000),
+    (WorkerSettings, "retry_max_ms", 0, 30 * 86_400_000),
+    (WorkerSettings, "retry_jitter_pct", 0, 100),
+    (WorkerSettings, "handler_timeout_ms", 0, 86_400_000),
+    (WorkerSettings, "shutdown_grace_ms", 0, 3_600_000),
+    (WorkerSettings, "default_shards", 1, 1024),
 ]
 IDS = [name for _, name, _, _ in RANGES]
 
@@ -42,11 +56,16 @@ def test_example_config_documents_every_setting_with_its_real_default() -> None:
     root = Path(__file__).resolve().parents[2]
     text = (root / "config" / "wheelq.toml").read_text()
     config = tomllib.loads(text)
-    for section, cls in (("client", ClientSettings), ("scheduler", SchedulerSettings)):
+    sections = (
+        ("client", ClientSettings),
+        ("scheduler", SchedulerSettings),
+        ("worker", WorkerSettings),
+    )
+    for section, cls in sections:
         assert config[section] == dataclasses.asdict(cls()), section
 
 
-@pytest.mark.parametrize("cls", [ClientSettings, SchedulerSettings])
+@pytest.mark.parametrize("cls", [ClientSettings, SchedulerSettings, WorkerSettings])
 def test_every_field_has_a_boundary_row(cls: Settings) -> None:
     assert [f.name for f in dataclasses.fields(cls)] == [
         name for owner, name, _, _ in RANGES if owner is cls
@@ -113,7 +132,7 @@ def test_from_kwargs_rejects_unknown_names(
     assert message.endswith(", ".join(sorted(f.name for f in dataclasses.fields(cls))))
 
 
-@pytest.mark.parametrize("cls", [ClientSettings, SchedulerSettings])
+@pytest.mark.parametrize("cls", [ClientSettings, SchedulerSettings, WorkerSettings])
 def test_settings_are_frozen(cls: Settings) -> None:
     s = cls()
     name = dataclasses.fields(cls)[0].name

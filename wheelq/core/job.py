@@ -1,4 +1,4 @@
-"""Jobs at rest and on the wire: payload codec, envelope, stream entry.
+"""Jobs at rest and on the wire: payload codec, envelope, stream entry, the handler's `Job`.
 
 A job's payload is any msgpack-serialisable value. It is encoded once, by
 the producer, and travels as opaque msgpack bytes from then on.
@@ -6,6 +6,11 @@ the producer, and travels as opaque msgpack bytes from then on.
 Envelope (the value in ``{T:s}:jobs``), a msgpack array::
 
     [1, payload: raw, attempt: int, max_attempts: int, enqueued_ms: int]
+    [1, payload, attempt, max_attempts, enqueued_ms, group: str, job_id: str]   (a retry)
+
+A retry is meant for one consumer group only (the one whose handler
+failed), and carries the job id because it may be stored under another
+sorted-set member while a job of the same id is pending again.
 
 The payload bytes sit in msgpack's raw ``str`` family, not ``bin``: the Lua
 ``cmsgpack`` built into Redis and Valkey cannot read ``bin``, and the emit
@@ -19,6 +24,7 @@ Stream entry (``{T:s}:ready``), flat string fields any language can read::
     attempt      1 on the first run
     max_attempts attempts allowed before the job is dead-lettered
     payload      msgpack bytes of the payload
+    group        only on retries and replays: the one consumer group meant to run it
 
 Readers must ignore fields they do not know: more may be added.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -91,12 +98,22 @@ class Envelope:
     attempt: int = 1
     max_attempts: int = 5
     enqueued_ms: int = 0
+    group: str = ""
+    """A retry's consumer group ("" = every group)."""
+    job_id: str = ""
+    """A retry's job id ("" = the sorted-set member is the id)."""
 
     def pack(self) -> bytes:
-        packed: bytes = msgpack.packb(
-            [ENVELOPE_VERSION, self.payload, self.attempt, self.max_attempts, self.enqueued_ms],
-            use_bin_type=False,
-        )
+        fields: list[Any] = [
+            ENVELOPE_VERSION,
+            self.payload,
+            self.attempt,
+            self.max_attempts,
+            self.enqueued_ms,
+        ]
+        if self.group or self.job_id:
+            fields += [self.group, self.job_id]
+        packed: bytes = msgpack.packb(fields, use_bin_type=False)
         return packed
 
     @classmethod
@@ -113,12 +130,19 @@ class Envelope:
         if not isinstance(fields, list) or len(fields) < 5 or fields[0] != ENVELOPE_VERSION:
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         _, payload, attempt, max_attempts, enqueued_ms = fields[:5]
+        group, job_id = [*fields[5:7], b"", b""][:2]
         numbers = (attempt, max_attempts, enqueued_ms)
-        if not isinstance(payload, bytes) or not all(
-            isinstance(n, int) and not isinstance(n, bool) for n in numbers
+        if (
+            not isinstance(payload, bytes)
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
+            or not isinstance(group, bytes)
+            or not isinstance(job_id, bytes)
         ):
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
-        return cls(payload, attempt, max_attempts, enqueued_ms)
+        try:
+            return cls(payload, attempt, max_attempts, enqueued_ms, group.decode(), job_id.decode())
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"unknown envelope layout: {exc}") from exc
 
 
 class JobState(StrEnum):
@@ -142,31 +166,58 @@ class JobInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamJob:
-    """A fired job as read back from a ready stream."""
+class Job:
+    """A fired job, as a handler receives it (and as read back from a ready stream)."""
 
     id: str
     topic: str
-    due_ms: int
-    attempt: int
-    max_attempts: int
     payload: Any
+    due_ms: int
+    """When it was due: ms since the epoch on the Redis clock."""
+    attempt: int
+    """1 on the first run, 2 on the first retry, ..."""
+    max_attempts: int
+    group: str | None = None
+    """The one consumer group this entry is for (retries, replays); None: every group."""
+    entry_id: str = ""
+    """The stream entry id (``ms-seq``; ms is when it fired, on the Redis clock)."""
+    shard: int = 0
+
+    @property
+    def due(self) -> datetime:
+        """`due_ms` as an aware UTC datetime."""
+        return datetime.fromtimestamp(self.due_ms / 1000, tz=UTC)
+
+    @property
+    def fired_ms(self) -> int:
+        """When it entered the stream (ms, Redis clock): the entry id's time part."""
+        return entry_ms(self.entry_id)
 
     @classmethod
-    def from_fields(cls, fields: Mapping[bytes, bytes]) -> StreamJob:
-        """Decode the fields of a stream entry.
+    def from_entry(cls, entry_id: str, fields: Mapping[bytes, bytes], shard: int = 0) -> Job:
+        """Decode a ready-stream entry.
 
         Raises:
-            ValueError: A field is missing or malformed.
+            ValueError: A field is missing or malformed (the entry is dead-lettered).
         """
         try:
+            group = fields.get(b"group")
             return cls(
                 id=fields[b"id"].decode(),
                 topic=fields[b"topic"].decode(),
+                payload=decode_payload(fields[b"payload"]),
                 due_ms=int(fields[b"due"]),
                 attempt=int(fields[b"attempt"]),
                 max_attempts=int(fields.get(b"max_attempts", b"1")),
-                payload=decode_payload(fields[b"payload"]),
+                group=group.decode() if group else None,
+                entry_id=entry_id,
+                shard=shard,
             )
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc
+
+
+def entry_ms(entry_id: str | bytes) -> int:
+    """The ms part of a stream entry id (``"1700000000123-0"`` -> 1700000000123)."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.partition("-")[0])

@@ -7,6 +7,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:delayed   ZSET    job id -> due time (ms, Redis clock)
 {emails:3}:jobs      HASH    job id -> msgpack envelope
 {emails:3}:ready     STREAM  fired jobs, read by consumer groups
+{emails:3}:dead      STREAM  dead letters: jobs out of attempts or deliveries, malformed entries
 {emails:3}:lease     STRING  token of the scheduler node leading the shard
 {emails:3}:horizon   STRING  ms up to which the leader has preloaded (expires with the lease)
 {emails:3}:inbox     LIST    "due:id" of jobs written at or below the horizon
@@ -113,6 +114,10 @@ class ShardKeys:
         return f"{self.tag}:ready"
 
     @property
+    def dead(self) -> str:
+        return f"{self.tag}:dead"
+
+    @property
     def lease(self) -> str:
         return f"{self.tag}:lease"
 
@@ -127,7 +132,15 @@ class ShardKeys:
     @property
     def data_keys(self) -> tuple[str, ...]:
         """Every key the shard stores (to drop a topic: one slot, so one DEL)."""
-        return (self.delayed, self.jobs, self.ready, self.lease, self.horizon, self.inbox)
+        return (
+            self.delayed,
+            self.jobs,
+            self.ready,
+            self.dead,
+            self.lease,
+            self.horizon,
+            self.inbox,
+        )
 
     @property
     def wake_channel(self) -> str:

@@ -30,6 +30,19 @@ _RANGES: dict[str, tuple[int, int]] = {
     "wheel_size": (2, 65_536),
     "check_interval_ms": (10, 600_000),
     "clock_sync_interval_ms": (100, 3_600_000),
+    "retention_ms": (0, 365 * 86_400_000),
+    "trim_interval_ms": (100, 86_400_000),
+    "trim_batch": (1, 100_000),
+    "concurrency": (1, 10_000),
+    "block_ms": (10, 60_000),
+    "visibility_timeout_ms": (100, 86_400_000),
+    "claim_interval_ms": (10, 600_000),
+    "max_deliveries": (1, 1000),
+    "retry_base_ms": (0, 86_400_000),
+    "retry_max_ms": (0, 30 * 86_400_000),
+    "retry_jitter_pct": (0, 100),
+    "handler_timeout_ms": (0, 86_400_000),
+    "shutdown_grace_ms": (0, 3_600_000),
 }
 
 
@@ -111,8 +124,54 @@ class SchedulerSettings(_Validated):
     A dead node's shards are taken over within lease_ttl_ms + this (+ one preload)."""
     clock_sync_interval_ms: int = 5000
     """How often the offset to the Redis clock is re-measured."""
+    retention_ms: int = 3 * 86_400_000
+    """Ready-stream entries every group has acked are trimmed once older than this (3 days).
+    An entry some group has not acked is never trimmed, however old; nor is any entry of a
+    stream no group reads yet."""
+    trim_interval_ms: int = 60_000
+    """How often the leader of a shard trims its ready stream."""
+    trim_batch: int = 1000
+    """Most entries removed per trim call (the call is repeated while more are due)."""
 
     @property
     def renew_interval_ms(self) -> int:
         """Leases are renewed three times per TTL."""
         return max(100, self.lease_ttl_ms // 3)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings(_Validated):
+    """Worker settings. The visibility timeout is the one to think about: a crashed
+    worker's jobs wait this long before another worker takes them over."""
+
+    concurrency: int = 10
+    """Handlers running at once (threads for sync handlers, tasks for async ones)."""
+    block_ms: int = 2000
+    """Longest wait of one blocking read (stop() does not wait for it)."""
+    visibility_timeout_ms: int = 30_000
+    """An entry unacked and untouched this long is taken over by another worker. Running
+    handlers keep their entries' claims alive (every third of this), so a long job is not
+    taken over while its worker lives."""
+    claim_interval_ms: int = 5000
+    """How often a worker looks for entries to take over."""
+    max_deliveries: int = 5
+    """An entry delivered more often than this (its workers died or stalled running it)
+    is dead-lettered instead of being run again."""
+    retry_base_ms: int = 1000
+    """First retry delay; it doubles with each attempt."""
+    retry_max_ms: int = 3_600_000
+    """Longest retry delay (1 h); it caps retry_base_ms too."""
+    retry_jitter_pct: int = 20
+    """Each retry delay is shortened by a random 0 to this percent."""
+    handler_timeout_ms: int = 0
+    """A run longer than this counts as failed (0: no limit). An async handler is
+    cancelled; a sync one cannot be, and runs on in its thread with its result ignored."""
+    shutdown_grace_ms: int = 20_000
+    """On stop, running handlers get this long to finish; the rest is left for others."""
+    default_shards: int = 4
+    """Shards of the topic if the worker is the first to use it."""
+
+    @property
+    def keepalive_interval_ms(self) -> int:
+        """Claims of held entries are refreshed three times per visibility timeout."""
+        return max(30, self.visibility_timeout_ms // 3)

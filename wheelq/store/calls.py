@@ -13,7 +13,7 @@ SCRIPT EXISTS round trip on every execute.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -39,6 +39,8 @@ class Call(Generic[T]):
     args: Sequence[str | bytes | int] = ()
     command: Sequence[str | bytes | int] = ()
     parse: Callable[[Any], T] = field(default=_identity)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword options for redis-py's reply callback (e.g. XPENDING's ``parse_detail``)."""
 
     def wire(self) -> tuple[str | bytes | int, ...]:
         """The command as sent."""
@@ -89,12 +91,12 @@ class SyncExecutor:
     def _send(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
             try:
-                return [self.client.execute_command(*calls[0].wire())]  # type: ignore[no-untyped-call]
+                return [self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
             except NoScriptError as exc:
                 return [exc]
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
-            pipe.execute_command(*call.wire())  # type: ignore[no-untyped-call]
+            pipe.execute_command(*call.wire(), **call.options)  # type: ignore[no-untyped-call]
         return list(pipe.execute(raise_on_error=False))
 
 
@@ -120,10 +122,10 @@ class AsyncExecutor:
     async def _send(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
             try:
-                return [await self.client.execute_command(*calls[0].wire())]  # type: ignore[no-untyped-call]
+                return [await self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
             except NoScriptError as exc:
                 return [exc]
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
-            pipe.execute_command(*call.wire())
+            pipe.execute_command(*call.wire(), **call.options)
         return list(await pipe.execute(raise_on_error=False))

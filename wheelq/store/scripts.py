@@ -25,6 +25,12 @@ NAMES = (
     "lease_acquire",
     "lease_renew",
     "lease_release",
+    "retry",
+    "dead_letter",
+    "claim",
+    "touch",
+    "trim",
+    "replay",
 )
 
 OK = 0

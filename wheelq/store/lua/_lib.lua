@@ -26,11 +26,48 @@ local function wq_bad_type(...)
   return nil
 end
 
--- XADD a job to the ready stream from its envelope [1, payload, attempt, max_attempts, enqueued_ms].
-local function wq_fire(ready, topic, id, due, envelope)
+-- XADD a job to the ready stream from its envelope
+-- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id)]: a retry's envelope names
+-- the one group meant to run it, and the job id when it is stored under another member.
+local function wq_fire(ready, topic, member, due, envelope)
   local env = cmsgpack.unpack(envelope)
-  return redis.call('XADD', ready, '*', 'id', id, 'topic', topic, 'due', wq_fmt(due),
-    'attempt', wq_fmt(env[3]), 'max_attempts', wq_fmt(env[4]), 'payload', env[2])
+  local id = member
+  if type(env[7]) == 'string' and env[7] ~= '' then
+    id = env[7]
+  end
+  local args = {ready, '*', 'id', id, 'topic', topic, 'due', wq_fmt(due),
+    'attempt', wq_fmt(env[3]), 'max_attempts', wq_fmt(env[4]), 'payload', env[2]}
+  if type(env[6]) == 'string' and env[6] ~= '' then
+    args[#args + 1] = 'group'
+    args[#args + 1] = env[6]
+  end
+  return redis.call('XADD', unpack(args))
+end
+
+-- A stream entry's fields as a flat list, followed by the dead-letter annotations.
+local function wq_dead(ready, dead, group, entry, reason, err)
+  local found = redis.call('XRANGE', ready, entry, entry)
+  local args = {dead, '*'}
+  if found[1] then
+    for _, v in ipairs(found[1][2]) do
+      args[#args + 1] = v
+    end
+  end
+  for _, v in ipairs({'reason', reason, 'error', err, 'group', group, 'entry', entry}) do
+    args[#args + 1] = v
+  end
+  return redis.call('XADD', unpack(args))
+end
+
+-- Stream ids "ms-seq" as {ms, seq}, and their order.
+local function wq_id(s)
+  local ms, seq = string.match(s, '^(%d+)-(%d+)$')
+  return {tonumber(ms), tonumber(seq)}
+end
+
+local function wq_id_lt(a, b)
+  local x, y = wq_id(a), wq_id(b)
+  return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2])
 end
 
 -- Store a job for later and, when its due time is inside the window the leader has already

@@ -1,0 +1,109 @@
+"""Dead letters: what the dead-letter stream ``{T:s}:dead`` holds, and how to read it.
+
+An entry there is the original ready-stream entry's fields (whatever they
+were, even undecodable ones) followed by four fields the worker adds::
+
+    reason   failed | deliveries | malformed   (see `wheelq.core.retry.Reason`)
+    error    the exception and its traceback, or why the entry could not be run
+    group    the consumer group it failed in (a replay runs only there)
+    entry    the ready-stream entry id it came from
+
+Dead letters stay until replayed or purged; they are never trimmed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wheelq.core.job import decode_payload, entry_ms
+from wheelq.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One entry of a topic's dead-letter streams."""
+
+    ref: str
+    """``"shard/entry-id"``: what `replay` and `purge_dead` take."""
+    topic: str
+    job_id: str | None
+    """None when the entry was too malformed to name its job."""
+    payload: Any
+    """The decoded payload; the raw bytes (or None) when it cannot be decoded."""
+    attempt: int | None
+    max_attempts: int | None
+    reason: str
+    error: str
+    group: str
+    source_entry: str
+    dead_ms: int
+    """When it was dead-lettered (ms, Redis clock)."""
+    fields: dict[str, bytes]
+    """Every field as stored, for entries written by someone else."""
+
+    @property
+    def shard(self) -> int:
+        return parse_ref(self.ref)[0]
+
+    @property
+    def entry_id(self) -> str:
+        return parse_ref(self.ref)[1]
+
+    @classmethod
+    def from_entry(
+        cls, topic: str, shard: int, entry_id: str, raw: Mapping[bytes, bytes]
+    ) -> DeadLetter:
+        fields = {k.decode("utf-8", "replace"): v for k, v in raw.items()}
+
+        def text(name: str) -> str | None:
+            value = fields.get(name)
+            return None if value is None else value.decode("utf-8", "replace")
+
+        def number(name: str) -> int | None:
+            try:
+                return int(fields[name])
+            except (KeyError, ValueError):
+                return None
+
+        payload: Any = fields.get("payload")
+        if payload is not None:
+            with contextlib.suppress(Exception):  # a foreign payload stays raw bytes
+                payload = decode_payload(payload)
+        return cls(
+            ref=f"{shard}/{entry_id}",
+            topic=topic,
+            job_id=text("id"),
+            payload=payload,
+            attempt=number("attempt"),
+            max_attempts=number("max_attempts"),
+            reason=text("reason") or "",
+            error=text("error") or "",
+            group=text("group") or "",
+            source_entry=text("entry") or "",
+            dead_ms=entry_ms(entry_id),
+            fields=fields,
+        )
+
+
+def parse_ref(ref: object) -> tuple[int, str]:
+    """Split a dead-letter ref ``"shard/ms-seq"``.
+
+    Raises:
+        InvalidArgumentError: Not of that form.
+    """
+    try:
+        assert isinstance(ref, str)
+        shard_text, _, entry_id = ref.partition("/")
+        ms, _, seq = entry_id.partition("-")
+        shard = int(shard_text)
+        if shard < 0 or int(ms) < 0 or int(seq) < 0 or not shard_text.isdigit():
+            raise ValueError(ref)
+        return shard, f"{int(ms)}-{int(seq)}"
+    except (AssertionError, ValueError):
+        raise InvalidArgumentError(
+            "refs",
+            f"a dead-letter ref must be 'shard/ms-seq' like '2/1700000000123-0', got {ref!r}",
+        ) from None

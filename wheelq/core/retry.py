@@ -1,0 +1,95 @@
+"""What happens to a job after its handler: retry with backoff, or dead-letter.
+
+Pure policy, no I/O. A handler that raises is retried after an exponential
+backoff with jitter (``retry_base_ms * 2**(attempt-1)``, capped at
+``retry_max_ms``, each delay shortened by up to ``retry_jitter_pct`` so
+failures of many jobs at once do not retry in lockstep). A handler may
+raise `Retry(delay=...)` to choose the delay itself. Either way the retry
+is an attempt: after attempt `max_attempts` the job is dead-lettered with
+the error text, so no job loops forever.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from wheelq.core.schedule import due_spec
+
+MAX_ERROR_CHARS = 8000
+
+
+class Retry(Exception):
+    """Raise from a handler to run the job again after `delay` seconds (int, float or
+    timedelta; None: the usual backoff). It counts as an attempt.
+
+    Raises:
+        InvalidDelayError: `delay` is not a finite number of seconds >= 0.
+    """
+
+    def __init__(self, delay: float | timedelta | None = None, reason: str = "") -> None:
+        self.delay_ms = None if delay is None else due_spec(delay, None).value_ms
+        super().__init__(reason or "retry requested")
+
+
+class Reason(StrEnum):
+    """Why a job ended in the dead-letter stream (its ``reason`` field)."""
+
+    FAILED = "failed"
+    """The handler raised (or timed out) on the job's last attempt."""
+    DELIVERIES = "deliveries"
+    """Delivered more than `max_deliveries` times without an ack: it keeps killing workers."""
+    MALFORMED = "malformed"
+    """The stream entry could not be decoded as a job."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    base_ms: int = 1000
+    max_ms: int = 3_600_000
+    jitter_pct: int = 20
+
+    def backoff_ms(self, attempt: int, rand: float) -> int:
+        """Delay before attempt ``attempt + 1``; `rand` is uniform in [0, 1)."""
+        exponent = min(max(attempt, 1) - 1, 62)
+        full = min(self.max_ms, self.base_ms * (1 << exponent))
+        return int(full - full * self.jitter_pct * rand / 100)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """After a failed run: retry after `delay_ms`, or (`delay_ms` None) dead-letter."""
+
+    error: str
+    delay_ms: int | None
+
+    @property
+    def dead(self) -> bool:
+        return self.delay_ms is None
+
+
+def after_failure(
+    attempt: int, max_attempts: int, exc: BaseException, policy: RetryPolicy, rand: float
+) -> Outcome:
+    """Decide a failed run's fate from the job's attempt and the exception it raised."""
+    error = describe(exc)
+    if attempt >= max_attempts:
+        return Outcome(f"attempt {attempt} of {max_attempts}: {error}", None)
+    if isinstance(exc, Retry) and exc.delay_ms is not None:
+        return Outcome(error, exc.delay_ms)
+    return Outcome(error, policy.backoff_ms(attempt, rand))
+
+
+def describe(exc: BaseException) -> str:
+    """The exception's one-line summary, then its traceback, as stored in a dead letter.
+
+    At most 8,000 characters: the summary and the innermost frames are kept.
+    """
+    summary = "".join(traceback.format_exception_only(exc)).strip()[:1000]
+    trace = "".join(traceback.format_exception(exc)).strip()
+    room = MAX_ERROR_CHARS - len(summary) - 1
+    if len(trace) > room:
+        trace = "...\n" + trace[-(room - 4) :]
+    return f"{summary}\n{trace}"

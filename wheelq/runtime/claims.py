@@ -1,0 +1,135 @@
+"""A worker's claims: keep its own entries alive, take over the idle entries of dead workers.
+
+Two duties on one timer:
+
+- **keep-alive**, every third of the visibility timeout: every entry this
+  worker holds (running or waiting for a slot) has its idle time reset, so
+  a long handler is never taken over while its worker lives;
+- **take-over**, every `claim_interval_ms` while there are free slots:
+  XAUTOCLAIM entries idle longer than the visibility timeout (their worker
+  died, stalled, or handed them back on stop). An entry already delivered
+  more than `max_deliveries` times is dead-lettered by the same script
+  instead of being run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from redis.exceptions import RedisError
+
+from wheelq.core.keys import ShardKeys
+from wheelq.core.settings import WorkerSettings
+from wheelq.runtime.service import Service
+from wheelq.store import consume
+from wheelq.store.calls import AsyncExecutor
+
+log = logging.getLogger("wheelq.worker")
+
+IDS_PER_TOUCH = 500
+
+
+class ClaimKeeper(Service):
+    name = "claims"
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        shards: Sequence[ShardKeys],
+        group: str,
+        consumer: str,
+        settings: WorkerSettings,
+        *,
+        held: Callable[[], dict[int, list[str]]],
+        free: Callable[[], int],
+        accept: Callable[[int, list[consume.Entry]], None],
+        lost: Callable[[int, list[str]], None],
+    ) -> None:
+        super().__init__()
+        self._executor = executor
+        self._shards = list(shards)
+        self._group = group
+        self._consumer = consumer
+        self._settings = settings
+        self._held = held
+        self._free = free
+        self._accept = accept
+        self._lost = lost
+        self._cursors = {keys.shard: consume.ZERO_ID for keys in self._shards}
+        self.claiming = True
+        """Cleared when the worker stops taking new work; keep-alive goes on."""
+        self.dead_lettered = 0
+        self.taken_over = 0
+
+    async def _run(self) -> None:
+        s = self._settings
+        now = time.monotonic()
+        next_touch = now + s.keepalive_interval_ms / 1000
+        next_claim = now + s.claim_interval_ms / 1000
+        while not self.stopping:
+            await self.sleep(max(0.0, min(next_touch, next_claim) - time.monotonic()))
+            if self.stopping:
+                return
+            now = time.monotonic()
+            try:
+                if now >= next_touch:
+                    next_touch = now + s.keepalive_interval_ms / 1000
+                    await self.keep_alive()
+                if now >= next_claim:
+                    next_claim = now + s.claim_interval_ms / 1000
+                    if self.claiming:
+                        await self.take_over()
+            except (RedisError, OSError) as exc:
+                log.warning("claim upkeep failed (will retry): %s", exc)
+
+    async def keep_alive(self, idle_ms: int = 0) -> int:
+        """Reset the idle time of every held entry (or set it to `idle_ms`); returns how many
+        are still this worker's."""
+        calls = []
+        for shard, ids in self._held().items():
+            keys = ShardKeys(self._shards[0].topic, shard)
+            for i in range(0, len(ids), IDS_PER_TOUCH):
+                chunk = ids[i : i + IDS_PER_TOUCH]
+                calls.append(
+                    (
+                        shard,
+                        len(chunk),
+                        consume.touch(keys, self._group, self._consumer, idle_ms, chunk),
+                    )
+                )
+        if not calls:
+            return 0
+        kept = 0
+        replies = await self._executor.run([c for _, _, c in calls])
+        for (shard, n, _), lost in zip(calls, replies, strict=True):
+            kept += n - len(lost)
+            if lost:
+                self._lost(shard, lost)
+        return kept
+
+    async def take_over(self) -> int:
+        """Claim idle entries of other workers into free slots; returns how many."""
+        claimed = 0
+        for keys in self._shards:
+            free = self._free()
+            if free <= 0:
+                break
+            call = consume.claim(
+                keys,
+                self._group,
+                self._consumer,
+                self._settings.visibility_timeout_ms,
+                self._cursors[keys.shard],
+                free,
+                self._settings.max_deliveries,
+            )
+            (result,) = await self._executor.run([call])
+            self._cursors[keys.shard] = result.cursor
+            self.dead_lettered += result.dead_lettered
+            if result.entries:
+                claimed += len(result.entries)
+                self._accept(keys.shard, result.entries)
+        self.taken_over += claimed
+        return claimed

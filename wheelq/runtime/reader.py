@@ -1,0 +1,92 @@
+"""The stream reader: XREADGROUP over every shard of a topic, as much as there is room for.
+
+It reads only when the worker has free slots, and asks for at most that
+many entries per shard, so a worker never hoards entries another could run.
+`stop()` cancels a blocked read at once (the connection is dropped, and any
+entries it had delivered stay pending: the worker hands them on when it
+stops). A group that has vanished (its stream was deleted) is made again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from redis.exceptions import RedisError, ResponseError
+
+from wheelq.core.keys import ShardKeys
+from wheelq.runtime.service import Service
+from wheelq.store import consume
+from wheelq.store.calls import AsyncExecutor
+
+log = logging.getLogger("wheelq.worker")
+
+ERROR_PAUSE_S = 0.5
+
+
+class StreamReader(Service):
+    name = "reader"
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        shards: Sequence[ShardKeys],
+        group: str,
+        consumer: str,
+        block_ms: int,
+        *,
+        free: Callable[[], int],
+        room: asyncio.Event,
+        accept: Callable[[int, list[consume.Entry]], None],
+        ensure_groups: Callable[[], Awaitable[None]],
+    ) -> None:
+        super().__init__()
+        self._executor = executor
+        self._shards = list(shards)
+        self._group = group
+        self._consumer = consumer
+        self._block_ms = block_ms
+        self._free = free
+        self._room = room
+        self._accept = accept
+        self._ensure_groups = ensure_groups
+        self.read = 0
+
+    async def stop(self) -> None:
+        """Stop now: a read blocked in Redis is cancelled, not waited out."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+        await super().stop()
+
+    async def _run(self) -> None:
+        while not self.stopping:
+            free = self._free()
+            if free <= 0:
+                self._room.clear()
+                await self._room.wait()
+                continue
+            call = consume.read_group(
+                self._shards, self._group, self._consumer, free, self._block_ms
+            )
+            try:
+                (got,) = await self._executor.run([call])
+            except ResponseError as exc:
+                if "NOGROUP" in str(exc):
+                    log.warning("consumer group %s is gone; creating it again", self._group)
+                    await self._ensure_groups()
+                else:
+                    log.error("reading %s refused: %s", self._shards[0].topic, exc)
+                    await self.sleep(ERROR_PAUSE_S)
+                continue
+            except (RedisError, OSError) as exc:
+                log.warning("reading %s failed (will retry): %s", self._shards[0].topic, exc)
+                await self.sleep(ERROR_PAUSE_S)
+                continue
+            by_shard: dict[int, list[consume.Entry]] = {}
+            for shard, entry in got:
+                by_shard.setdefault(shard, []).append(entry)
+            for shard, entries in by_shard.items():
+                self.read += len(entries)
+                self._accept(shard, entries)

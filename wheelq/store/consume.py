@@ -1,0 +1,227 @@
+"""The consuming side's Redis transitions: group setup, read, ack, retry, dead letters, claims,
+trimming. Like `wheelq.store.ops`, each function only builds a `Call`; executors send it.
+
+Stream replies are parsed into ``(entry_id, fields)`` pairs: ``entry_id`` a str, ``fields``
+a dict of bytes (the last value wins when a field repeats).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wheelq.core.keys import ShardKeys
+from wheelq.store.calls import Call
+from wheelq.store.scripts import check
+
+Entry = tuple[str, dict[bytes, bytes]]
+
+ZERO_ID = "0-0"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _fields(flat: Any) -> dict[bytes, bytes]:
+    if isinstance(flat, dict):
+        return dict(flat)
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat or ()), 2)}
+
+
+def _entries(raw: Any) -> list[Entry]:
+    return [(_text(entry_id), _fields(fields)) for entry_id, fields in raw or ()]
+
+
+def create_group(keys: ShardKeys, group: str) -> Call[Any]:
+    """XGROUP CREATE ... 0 MKSTREAM: a new group starts with every entry still in the stream,
+    so jobs fired before the first worker started are not skipped. Raises BUSYGROUP (a
+    ResponseError) when it exists."""
+    return Call(command=("XGROUP", "CREATE", keys.ready, group, "0", "MKSTREAM"))
+
+
+def read_group(
+    streams: Sequence[ShardKeys], group: str, consumer: str, count: int, block_ms: int | None
+) -> Call[list[tuple[int, Entry]]]:
+    """XREADGROUP of new entries of several shard streams; parses to (shard, entry) pairs."""
+    by_key = {keys.ready: keys.shard for keys in streams}
+    block = () if block_ms is None else ("BLOCK", block_ms)
+
+    def parse(reply: Any) -> list[tuple[int, Entry]]:
+        if isinstance(reply, dict):  # RESP3
+            reply = list(reply.items())
+        out: list[tuple[int, Entry]] = []
+        for key, raw in reply or ():
+            shard = by_key[_text(key)]
+            out += [(shard, e) for e in _entries(raw[0] if _nested(raw) else raw)]
+        return out
+
+    return Call(
+        command=(
+            "XREADGROUP",
+            "GROUP",
+            group,
+            consumer,
+            "COUNT",
+            count,
+            *block,
+            "STREAMS",
+            *by_key,
+            *([">"] * len(by_key)),
+        ),
+        parse=parse,
+    )
+
+
+def _nested(raw: Any) -> bool:
+    return bool(raw) and isinstance(raw[0], list) and bool(raw[0]) and isinstance(raw[0][0], list)
+
+
+def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
+    return Call(command=("XACK", keys.ready, group, *entry_ids), parse=int)
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    done: bool
+    """False when the entry was no longer pending in the group (someone else settled it)."""
+    due_ms: int = 0
+    member: str = ""
+
+
+def retry(
+    keys: ShardKeys, group: str, entry_id: str, job_id: str, delay_ms: int, envelope: bytes
+) -> Call[Retried]:
+    def parse(reply: Any) -> Retried:
+        r = check("retry", reply)
+        return Retried(True, int(r[2]), _text(r[3])) if r[1] else Retried(False)
+
+    return Call(
+        "retry",
+        [keys.delayed, keys.jobs, keys.ready, keys.horizon, keys.inbox],
+        [group, entry_id, job_id, delay_ms, envelope, keys.wake_channel],
+        parse=parse,
+    )
+
+
+def dead_letter(keys: ShardKeys, group: str, entries: Sequence[tuple[str, str, str]]) -> Call[int]:
+    """Dead-letter (entry id, reason, error) triples; parses to how many were."""
+    args: list[str | bytes | int] = [group]
+    for entry_id, reason, error in entries:
+        args += [entry_id, reason, error]
+    return Call(
+        "dead_letter",
+        [keys.ready, keys.dead],
+        args,
+        parse=lambda r: int(check("dead_letter", r)[1]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    cursor: str
+    dead_lettered: int
+    entries: list[Entry]
+
+
+def claim(
+    keys: ShardKeys,
+    group: str,
+    consumer: str,
+    min_idle_ms: int,
+    cursor: str,
+    count: int,
+    max_deliveries: int,
+) -> Call[Claimed]:
+    def parse(reply: Any) -> Claimed:
+        r = check("claim", reply)
+        flat = r[3:]
+        entries = [(_text(flat[i]), _fields(flat[i + 1])) for i in range(0, len(flat), 2)]
+        return Claimed(_text(r[1]), int(r[2]), entries)
+
+    return Call(
+        "claim",
+        [keys.ready, keys.dead],
+        [group, consumer, min_idle_ms, cursor, count, max_deliveries],
+        parse=parse,
+    )
+
+
+def touch(
+    keys: ShardKeys, group: str, consumer: str, idle_ms: int, entry_ids: Sequence[str]
+) -> Call[list[str]]:
+    """Refresh claims (idle 0) or hand entries on (idle = visibility timeout); parses to the
+    ids this consumer no longer holds."""
+    return Call(
+        "touch",
+        [keys.ready],
+        [group, consumer, idle_ms, *entry_ids],
+        parse=lambda r: [_text(x) for x in check("touch", r)[1:]],
+    )
+
+
+def pending_of(keys: ShardKeys, group: str, consumer: str, count: int) -> Call[list[str]]:
+    """Ids pending for one consumer (XPENDING extended form)."""
+    return Call(
+        command=("XPENDING", keys.ready, group, "-", "+", count, consumer),
+        parse=lambda r: [_text(row["message_id"]) for row in r or ()],
+        options={"parse_detail": True},
+    )
+
+
+def delete_consumer(keys: ShardKeys, group: str, consumer: str) -> Call[int]:
+    return Call(command=("XGROUP", "DELCONSUMER", keys.ready, group, consumer), parse=int)
+
+
+@dataclass(frozen=True, slots=True)
+class Trimmed:
+    trimmed: int
+    more: bool
+    consumers_deleted: int
+
+
+def trim(keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int) -> Call[Trimmed]:
+    def parse(reply: Any) -> Trimmed:
+        r = check("trim", reply)
+        return Trimmed(int(r[1]), bool(r[2]), int(r[3]))
+
+    return Call("trim", [keys.ready], [retention_ms, limit, consumer_idle_ms], parse=parse)
+
+
+# --- dead letters ---------------------------------------------------------------------------
+
+
+def read_dead(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
+    """Dead letters from `start` (inclusive; ``"-"`` for the oldest)."""
+    return Call(command=("XRANGE", keys.dead, start, "+", "COUNT", count), parse=_entries)
+
+
+def dead_count(keys: ShardKeys) -> Call[int]:
+    return Call(command=("XLEN", keys.dead), parse=int)
+
+
+def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, list[str]]]:
+    """Parses to (replayed, ids that cannot be replayed)."""
+
+    def parse(reply: Any) -> tuple[int, list[str]]:
+        r = check("replay", reply)
+        return int(r[1]), [_text(x) for x in r[2:]]
+
+    return Call("replay", [keys.dead, keys.ready], [keys.topic, *entry_ids], parse=parse)
+
+
+def purge_dead(keys: ShardKeys, entry_ids: Sequence[str] | None) -> Call[int]:
+    """XDEL the given dead letters, or (None) delete the shard's dead-letter stream; parses to
+    how many entries went."""
+    if entry_ids is None:
+        return Call(
+            command=(
+                "EVAL",
+                "local n = redis.call('XLEN', KEYS[1]) redis.call('DEL', KEYS[1]) return n",
+                1,
+                keys.dead,
+            ),
+            parse=int,
+        )
+    return Call(command=("XDEL", keys.dead, *entry_ids), parse=int)

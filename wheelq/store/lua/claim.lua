@@ -1,0 +1,39 @@
+--[[ claim.lua — take over entries idle longer than the visibility timeout (XAUTOCLAIM).
+An entry already delivered more than max_deliveries times is not handed out again: it is
+acked and dead-lettered (reason "deliveries"), so a job that kills its workers cannot loop.
+KEYS[1]  {T:s}:ready     STREAM
+KEYS[2]  {T:s}:dead      STREAM
+ARGV[1]  consumer group
+ARGV[2]  consumer (the claiming worker)
+ARGV[3]  min idle, ms (the visibility timeout)
+ARGV[4]  cursor: the entry id to scan from ("0-0" to start)
+ARGV[5]  most entries to claim
+ARGV[6]  max deliveries
+Returns: {0, next_cursor, dead_lettered, entry_id_1, fields_1, entry_id_2, fields_2, ...}
+           next_cursor "0-0" when the scan is complete; fields are flat field/value lists
+         {-1, key} wrong type (nothing written)
+]]
+local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream')
+if bad then
+  return {-1, bad}
+end
+local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
+  'COUNT', ARGV[5])
+local out = {0, claimed[1], 0}
+local max_deliveries = tonumber(ARGV[6])
+for _, entry in ipairs(claimed[2]) do
+  local id = entry[1]
+  local info = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)[1]
+  local deliveries = info and tonumber(info[4]) or 0
+  if deliveries > max_deliveries then
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    wq_dead(KEYS[1], KEYS[2], ARGV[1], id, 'deliveries',
+      'delivered ' .. deliveries .. ' times (max_deliveries ' .. ARGV[6] .. ') without an ack: ' ..
+      'its workers died or stalled while running it')
+    out[3] = out[3] + 1
+  else
+    out[#out + 1] = id
+    out[#out + 1] = entry[2]
+  end
+end
+return out

@@ -1,0 +1,21 @@
+--[[ dead_letter.lua — ack entries and copy them, with why, into the dead-letter stream.
+An entry no longer pending in the group (someone else settled it) is skipped.
+KEYS[1]  {T:s}:ready     STREAM
+KEYS[2]  {T:s}:dead      STREAM
+ARGV[1]  consumer group
+ARGV[2..] three per entry: entry id, reason (failed | deliveries | malformed), error text
+Returns: {0, dead_lettered}
+         {-1, key} wrong type (nothing written)
+]]
+local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream')
+if bad then
+  return {-1, bad}
+end
+local n = 0
+for i = 2, #ARGV, 3 do
+  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+    wq_dead(KEYS[1], KEYS[2], ARGV[1], ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    n = n + 1
+  end
+end
+return {0, n}
