@@ -13,9 +13,11 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
+from wheelq.core.dead import DeadLetter
 from wheelq.core.job import JobInfo
 from wheelq.core.schedule import At, Delay
 from wheelq.core.settings import ClientSettings
+from wheelq.runtime import dead_letters as dl
 from wheelq.runtime.producer import EnqueueItem, Op, Producer, TopicStats
 from wheelq.store.calls import AsyncExecutor, SyncExecutor
 
@@ -136,6 +138,24 @@ class Client:
         """Pending and ready counts per shard; None for an unknown topic."""
         return self._run(self._producer.stats(topic))
 
+    def dead_letters(self, topic: str, limit: int = 100) -> list[DeadLetter]:
+        """The topic's oldest `limit` dead letters (1-100000), oldest first."""
+        return self._run(dl.dead_letters(self._producer, topic, limit))
+
+    def replay(self, topic: str, refs: dl.Refs = None) -> int:
+        """Run dead letters again: each goes back to its stream as attempt 1, due now, for
+        the group it failed in. `refs`: DeadLetters or their refs; None = all. Returns how
+        many were replayed (malformed entries cannot be and stay).
+
+        Raises:
+            InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic.
+        """
+        return self._run(dl.replay(self._producer, topic, refs))
+
+    def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
+        """Delete dead letters (`refs` as in `replay`; None = all); returns how many went."""
+        return self._run(dl.purge_dead(self._producer, topic, refs))
+
     def close(self) -> None:
         self.redis.close()
 
@@ -224,6 +244,18 @@ class AsyncClient:
     async def stats(self, topic: str) -> TopicStats | None:
         """See `Client.stats`."""
         return await self._run(self._producer.stats(topic))
+
+    async def dead_letters(self, topic: str, limit: int = 100) -> list[DeadLetter]:
+        """See `Client.dead_letters`."""
+        return await self._run(dl.dead_letters(self._producer, topic, limit))
+
+    async def replay(self, topic: str, refs: dl.Refs = None) -> int:
+        """See `Client.replay`."""
+        return await self._run(dl.replay(self._producer, topic, refs))
+
+    async def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
+        """See `Client.purge_dead`."""
+        return await self._run(dl.purge_dead(self._producer, topic, refs))
 
     async def aclose(self) -> None:
         await self.redis.aclose()

@@ -35,7 +35,7 @@ class Lead:
 @dataclass(frozen=True, slots=True)
 class NodeEvent:
     """What a node did, for logs, metrics and tests: kind is one of
-    ``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``."""
+    ``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``, ``trimmed``."""
 
     kind: str
     topic: str

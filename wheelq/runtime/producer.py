@@ -68,6 +68,8 @@ class ShardStats:
     """Jobs waiting for their due time (sorted set size)."""
     ready: int
     """Entries in the shard's stream (fired jobs not yet trimmed)."""
+    dead: int = 0
+    """Entries in the shard's dead-letter stream."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,10 @@ class TopicStats:
     @property
     def ready(self) -> int:
         return sum(s.ready for s in self.shards)
+
+    @property
+    def dead(self) -> int:
+        return sum(s.dead for s in self.shards)
 
 
 class Producer:
@@ -209,11 +215,10 @@ class Producer:
             return None
         calls: list[Call[Any]] = []
         for keys in k.all_shards(topic, shards):
-            calls += [ops.pending_count(keys), ops.ready_count(keys)]
-        counts = yield calls
+            calls += [ops.pending_count(keys), ops.ready_count(keys), ops.dead_count(keys)]
+        c = yield calls
         return TopicStats(
-            topic,
-            [ShardStats(s, counts[2 * s], counts[2 * s + 1]) for s in range(shards)],
+            topic, [ShardStats(s, c[3 * s], c[3 * s + 1], c[3 * s + 2]) for s in range(shards)]
         )
 
     # --- helpers --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 ```
 LeaseKeeper ──leads──▶ Preloader ──(id, due)──▶ WheelDriver ──emit_due.lua──▶ ready streams
-     ▲                 WakeListener ──(id, due)──┘
+     ▲                 WakeListener ──(id, due)──┘                 Trimmer ──trim.lua──┘
      └── ClockKeeper keeps the offset to the Redis clock that all of them read
 ```
 Any number of nodes can run against one Redis: leases decide who fires
@@ -33,6 +33,7 @@ from wheelq.runtime.leads import EventHook, Lead, Leads, NodeContext
 from wheelq.runtime.leases import LeaseKeeper
 from wheelq.runtime.preloader import Preloader
 from wheelq.runtime.service import Service
+from wheelq.runtime.trimmer import Trimmer
 from wheelq.runtime.wake import WakeListener
 from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor
@@ -106,6 +107,7 @@ class Scheduler:
         self.driver = WheelDriver(ctx)
         self._preloader = Preloader(ctx, self.driver)
         self._wake = WakeListener(connection, self.leads, self.driver)
+        self.trimmer = Trimmer(ctx)
         self._stopped: asyncio.Event | None = None
         self._started = False
         self._owns_connection = False
@@ -157,7 +159,14 @@ class Scheduler:
                 s.wheel_size * s.tick_ms,
                 s.window_ms,
             )
-        for service in (self._clock_keeper, self.driver, self._preloader, self._wake, self.leases):
+        for service in (
+            self._clock_keeper,
+            self.driver,
+            self._preloader,
+            self._wake,
+            self.leases,
+            self.trimmer,
+        ):
             await service.start()
         log.info(
             "scheduler node %s started (clock offset error <= %.2f ms)",
@@ -172,7 +181,7 @@ class Scheduler:
         self._started = False
         await self.leases.stop()
         released = await self.leases.release_all()
-        for service in (self._wake, self._preloader, self.driver, self._clock_keeper):
+        for service in (self.trimmer, self._wake, self._preloader, self.driver, self._clock_keeper):
             await service.stop()
         report = StopReport(released, len(self.driver.wheel))
         if self._owns_connection:
@@ -191,6 +200,7 @@ class Scheduler:
                 for lead in sorted(self.leads.all(), key=lambda x: (x.keys.topic, x.keys.shard))
             ],
             "preloaded": len(self.driver.wheel),
+            "trimmed": self.trimmer.trimmed,
             "clock_error_bound_ms": round(self.clock.error_bound_ms, 3),
         }
 

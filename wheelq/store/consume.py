@@ -197,10 +197,6 @@ def read_dead(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
     return Call(command=("XRANGE", keys.dead, start, "+", "COUNT", count), parse=_entries)
 
 
-def dead_count(keys: ShardKeys) -> Call[int]:
-    return Call(command=("XLEN", keys.dead), parse=int)
-
-
 def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, list[str]]]:
     """Parses to (replayed, ids that cannot be replayed)."""
 

@@ -195,6 +195,10 @@ def ready_count(keys: ShardKeys) -> Call[int]:
     return Call(command=("XLEN", keys.ready), parse=int)
 
 
+def dead_count(keys: ShardKeys) -> Call[int]:
+    return Call(command=("XLEN", keys.dead), parse=int)
+
+
 def drain_inbox(keys: ShardKeys, count: int) -> Call[list[tuple[str, int]]]:
     """Pop up to `count` "due:id" notes; parses to (id, due_ms) pairs."""
 

@@ -1,0 +1,142 @@
+"""The entries a worker holds, and running each through the handler in a bounded slot.
+
+An entry is *held* from the moment it is read (or claimed) until its outcome
+is handed to the settler: first *waiting* for one of `concurrency` slots,
+then *running*. The reader and the claim keeper ask `free()` before taking
+more, so a worker never holds more than it can start soon.
+
+Decoding happens here too: an entry that is not a job is dead-lettered as
+malformed; a retry or replay meant for another group is acked and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+
+from wheelq.core.job import Job
+from wheelq.core.retry import Reason, RetryPolicy, after_failure
+from wheelq.runtime.clock import WallClock
+from wheelq.runtime.handler import HandlerRunner
+from wheelq.runtime.settler import Settler
+from wheelq.store.consume import Entry
+
+log = logging.getLogger("wheelq.worker")
+
+
+@dataclass(slots=True)
+class Held:
+    job: Job
+    payload: bytes
+    """The payload as encoded, for a retry's envelope."""
+    task: asyncio.Task[None] | None = None
+    started: bool = False
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        topic: str,
+        group: str,
+        concurrency: int,
+        runner: HandlerRunner,
+        settler: Settler,
+        policy: RetryPolicy,
+    ) -> None:
+        self.topic = topic
+        self.group = group
+        self.concurrency = concurrency
+        self.runner = runner
+        self.settler = settler
+        self.policy = policy
+        self.held: dict[tuple[int, str], Held] = {}
+        self.room = asyncio.Event()
+        """Set whenever a slot frees up."""
+        self.closing = False
+        """Set on stop: nothing new starts, and free() is 0."""
+        self._slots = asyncio.Semaphore(concurrency)
+        self._clock = WallClock()
+        self.handled = 0
+        self.failed = 0
+        self.skipped = 0
+
+    def free(self) -> int:
+        return 0 if self.closing else self.concurrency - len(self.held)
+
+    def held_ids(self) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for shard, entry_id in self.held:
+            out.setdefault(shard, []).append(entry_id)
+        return out
+
+    def running(self) -> list[asyncio.Task[None]]:
+        return [h.task for h in self.held.values() if h.started and h.task is not None]
+
+    def drop_waiting(self) -> dict[int, list[str]]:
+        """Cancel the entries not started yet; returns their ids by shard (to hand on)."""
+        out: dict[int, list[str]] = {}
+        for key, held in list(self.held.items()):
+            if not held.started:
+                if held.task is not None:
+                    held.task.cancel()
+                del self.held[key]
+                out.setdefault(key[0], []).append(key[1])
+        return out
+
+    def accept(self, shard: int, entries: list[Entry]) -> None:
+        for entry_id, fields in entries:
+            if (shard, entry_id) in self.held:
+                continue  # our own entry, claimed back after a missed keep-alive
+            try:
+                job = Job.from_entry(entry_id, fields, shard)
+            except ValueError as exc:
+                log.error("dead-lettering entry %s of %s/%d: %s", entry_id, self.topic, shard, exc)
+                self.settler.dead(shard, entry_id, Reason.MALFORMED, str(exc))
+                continue
+            if job.group is not None and job.group != self.group:
+                self.skipped += 1  # a retry or replay meant for another group
+                self.settler.ack(shard, entry_id)
+                continue
+            held = Held(job, fields[b"payload"])
+            self.held[(shard, entry_id)] = held
+            held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
+
+    async def _run(self, held: Held) -> None:
+        job = held.job
+        try:
+            async with self._slots:
+                if self.closing:
+                    return
+                held.started = True
+                error = await self.runner.run(job)
+            if error is None:
+                self.handled += 1
+                self.settler.ack(job.shard, job.entry_id)
+            else:
+                self.failed += 1
+                self._failed(held, error)
+        finally:
+            if self.held.get((job.shard, job.entry_id)) is held:
+                del self.held[(job.shard, job.entry_id)]
+            self.room.set()
+
+    def _failed(self, held: Held, error: Exception) -> None:
+        job = held.job
+        outcome = after_failure(job.attempt, job.max_attempts, error, self.policy, random.random())
+        summary = outcome.error.splitlines()[0]
+        if outcome.delay_ms is None:
+            log.warning("job %s of %s dead-lettered: %s", job.id, self.topic, summary)
+            self.settler.dead(job.shard, job.entry_id, Reason.FAILED, outcome.error)
+        else:
+            log.info(
+                "job %s of %s failed (attempt %d of %d), retry in %d ms: %s",
+                job.id,
+                self.topic,
+                job.attempt,
+                job.max_attempts,
+                outcome.delay_ms,
+                summary,
+            )
+            self.settler.retry(job, held.payload, outcome.delay_ms, self._clock.now_ms())

@@ -1,0 +1,81 @@
+"""A worker's standing in its consumer group: joining, handing entries on, leaving.
+
+- `join` creates the group on every shard stream when missing (at id 0, so
+  jobs fired before the first worker started are not skipped);
+- `hand_on` gives up entries this worker will not run by setting their idle
+  time past the visibility timeout: the next worker to scan takes them over
+  at once, instead of after a full timeout;
+- `leave` deletes the consumer from the group when it holds nothing, so
+  stopped workers leave no trace (the trimmer forgets crashed ones later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from redis.exceptions import ResponseError
+
+from wheelq.core.keys import ShardKeys
+from wheelq.store import consume
+from wheelq.store.calls import AsyncExecutor
+
+PENDING_PAGE = 1000
+
+
+class Membership:
+    def __init__(
+        self, executor: AsyncExecutor, shards: Sequence[ShardKeys], group: str, consumer: str
+    ) -> None:
+        self._executor = executor
+        self._shards = {keys.shard: keys for keys in shards}
+        self.group = group
+        self.consumer = consumer
+
+    async def join(self) -> None:
+        """Create the group where missing (BUSYGROUP: it exists, fine)."""
+        calls = [consume.create_group(keys, self.group) for keys in self._shards.values()]
+        for reply in await self._executor.run(calls, return_exceptions=True):
+            if isinstance(reply, Exception) and not (
+                isinstance(reply, ResponseError) and "BUSYGROUP" in str(reply)
+            ):
+                raise reply
+
+    async def hand_on(self, by_shard: dict[int, list[str]], idle_ms: int) -> int:
+        """Make these entries look idle for `idle_ms`; returns how many were still ours."""
+        calls = [
+            consume.touch(self._shards[shard], self.group, self.consumer, idle_ms, ids)
+            for shard, ids in by_shard.items()
+        ]
+        if not calls:
+            return 0
+        replies = await self._executor.run(calls, return_exceptions=True)
+        return sum(
+            len(ids) - len(lost)
+            for ids, lost in zip(by_shard.values(), replies, strict=True)
+            if isinstance(lost, list)
+        )
+
+    async def still_pending(self) -> dict[int, list[str]]:
+        """Entries pending for this consumer (up to a page per shard), including any a
+        cancelled read had delivered."""
+        calls = [
+            consume.pending_of(keys, self.group, self.consumer, PENDING_PAGE)
+            for keys in self._shards.values()
+        ]
+        pages = await self._executor.run(calls, return_exceptions=True)
+        return {
+            shard: ids
+            for shard, ids in zip(self._shards, pages, strict=True)
+            if isinstance(ids, list) and ids
+        }
+
+    async def leave(self) -> bool:
+        """Delete this consumer from the group if it holds nothing; True when it did."""
+        if await self.still_pending():
+            return False
+        calls = [
+            consume.delete_consumer(keys, self.group, self.consumer)
+            for keys in self._shards.values()
+        ]
+        await self._executor.run(calls, return_exceptions=True)
+        return True

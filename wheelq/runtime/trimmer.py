@@ -1,0 +1,66 @@
+"""Trimming the ready streams a node leads (DESIGN invariant 5).
+
+Every `trim_interval_ms` the leader of a shard removes the entries of its
+ready stream that every consumer group has acked and that are older than
+`retention_ms`. `trim.lua` computes the bound atomically from the groups'
+pending lists and delivery positions, so an entry some group has not acked
+(or not yet received) is never removed, and a stream no group reads yet is
+left whole. One node trims each shard: the one holding its lease.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from redis.exceptions import RedisError
+
+from wheelq.runtime.leads import NodeContext
+from wheelq.runtime.service import Service
+from wheelq.store import consume
+
+log = logging.getLogger("wheelq.scheduler")
+
+CONSUMER_IDLE_MS = 86_400_000
+"""Consumers holding nothing and idle for a day are forgotten (crashed workers' names)."""
+MAX_CALLS_PER_ROUND = 50
+"""Calls per shard per round: a huge backlog is trimmed over several rounds."""
+
+
+class Trimmer(Service):
+    name = "trimmer"
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__()
+        self._ctx = ctx
+        self.trimmed = 0
+
+    async def _run(self) -> None:
+        while not self.stopping:
+            await self.sleep(self._ctx.settings.trim_interval_ms / 1000)
+            if self.stopping:
+                return
+            try:
+                await self.trim_once()
+            except (RedisError, OSError) as exc:
+                log.warning("trimming failed (will retry): %s", exc)
+
+    async def trim_once(self) -> int:
+        """One round over every led shard; returns how many entries went."""
+        s = self._ctx.settings
+        total = 0
+        pending = {lead.keys: 0 for lead in self._ctx.leads.all()}
+        while pending:
+            calls = [
+                consume.trim(keys, s.retention_ms, s.trim_batch, CONSUMER_IDLE_MS)
+                for keys in pending
+            ]
+            replies = await self._ctx.executor.run(calls)
+            for keys, result in zip(list(pending), replies, strict=True):
+                total += result.trimmed
+                if result.trimmed:
+                    self._ctx.event("trimmed", keys, result.trimmed)
+                pending[keys] += 1
+                if not result.more or pending[keys] >= MAX_CALLS_PER_ROUND:
+                    del pending[keys]
+        self.trimmed += total
+        return total
