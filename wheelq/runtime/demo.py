@@ -1,9 +1,12 @@
-"""`wheelq demo`: enqueue jobs spread over a few seconds, fire them, and check the result.
+"""`wheelq demo`: enqueue jobs spread over a few seconds, fire them, handle them, and check.
 
-It runs a scheduler node in this process against the given Redis, enqueues
-`jobs` jobs due uniformly over `spread_s` seconds (starting `lead_s`
-from now), waits until every one is in the streams, and summarises: fired
-/ expected, duplicates, early, and entry lateness percentiles.
+It runs a scheduler node and a worker in this process against the given
+Redis, enqueues `jobs` jobs due uniformly over `spread_s` seconds (starting
+`lead_s` from now), waits until a handler has run every one, and
+summarises: fired / expected, duplicates, early, missing, and two
+lateness distributions — stream entry time minus due time (both on the
+Redis clock), and handler start minus due time (the start read on this
+process's clock corrected to the Redis clock).
 """
 
 from __future__ import annotations
@@ -13,14 +16,21 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from wheelq.core.job import Job
 from wheelq.core.keys import TOPICS_KEY, all_shards, nodes_key
-from wheelq.core.stats import summarize
+from wheelq.core.stats import Fired, summarize
 from wheelq.runtime.client import AsyncClient
+from wheelq.runtime.clock import RedisClock
 from wheelq.runtime.observe import read_fired
 from wheelq.runtime.producer import EnqueueItem
-from wheelq.runtime.scheduler import Scheduler
+from wheelq.runtime.scheduler import ClockKeeper, Scheduler
+from wheelq.runtime.worker import Worker
+from wheelq.store.calls import AsyncExecutor
 
-Progress = Callable[[int, int], None]
+Progress = Callable[[int, int, int], None]
+"""progress(fired, handled, total)"""
+
+CLOCK_SAMPLES = 5
 
 
 async def run_demo(
@@ -30,17 +40,33 @@ async def run_demo(
     spread_s: float = 3.0,
     lead_s: float = 1.0,
     shards: int = 4,
+    concurrency: int = 100,
     timeout_s: float = 30.0,
     progress: Progress | None = None,
     redis_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo; returns the summary (see `wheelq.core.stats.summarize`)."""
+    """Run the demo; returns the summary of the firing (see `wheelq.core.stats.summarize`)
+    with the handlers' own summary under ``"handled"``."""
     topic = f"demo-{secrets.token_hex(4)}"
     client = AsyncClient.from_url(url, redis_options=redis_options)
+    clock = RedisClock()
+    keeper = ClockKeeper(AsyncExecutor(client.redis), clock, 5000)
+    started: list[Fired] = []
+
+    async def handler(job: Job) -> None:
+        started.append(Fired(job.id, job.due_ms, round(clock.now_ms())))
+
     scheduler = Scheduler.from_url(url, [topic], redis_options=redis_options)
+    worker = Worker.from_url(
+        url, topic, handler, concurrency=concurrency, redis_options=redis_options
+    )
     try:
+        for _ in range(CLOCK_SAMPLES):
+            await keeper.sample()
         await client.create_topic(topic, shards)
         await scheduler.start()
+        await worker.start()
+        await keeper.start()
         items = [
             EnqueueItem({"n": i}, delay=lead_s + spread_s * i / max(1, jobs - 1))
             for i in range(jobs)
@@ -48,18 +74,19 @@ async def run_demo(
         ids = await client.enqueue_many(topic, items)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + lead_s + spread_s + timeout_s
-        fired = 0
-        while fired < jobs and loop.time() < deadline:
+        while len(started) < jobs and loop.time() < deadline:
             await asyncio.sleep(0.1)
             stats = await client.stats(topic)
-            fired = stats.ready if stats else 0
             if progress is not None:
-                progress(fired, jobs)
-        records = await read_fired(client.redis, topic, shards)
-        summary = summarize(records, ids)
+                progress(stats.ready if stats else 0, len(started), jobs)
+        await worker.stop()
+        summary = summarize(await read_fired(client.redis, topic, shards), ids)
+        summary["handled"] = summarize(started, ids)
         summary["topic"] = topic
         return summary
     finally:
+        await keeper.stop()
+        await worker.stop()
         await scheduler.stop()
         await _drop_topic(client, topic, shards)
         await client.aclose()
