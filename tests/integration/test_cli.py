@@ -1,8 +1,10 @@
-"""The `wheelq` command as a user runs it: a scheduler node from flags + a TOML file, and
-the demo."""
+"""The `wheelq` command as a user runs it: a scheduler node from flags + a TOML file, a
+worker running a handler from a module, the dead-letter commands, and the demo."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,7 +14,8 @@ import redis
 
 from tests.support.waiting import eventually_sync
 from wheelq import Client
-from wheelq.core.keys import all_shards, nodes_key
+from wheelq.core.job import encode_payload
+from wheelq.core.keys import ShardKeys, all_shards, nodes_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,3 +91,118 @@ def test_demo_against_a_given_server_fires_every_job_once(redis_url: str) -> Non
     out = done.stdout.decode()
     assert done.returncode == 0, out + done.stderr.decode()
     assert "fired 2000/2000  duplicates 0  early 0  missing 0" in out
+    assert "handled 2000/2000  run twice 0  missing 0" in out
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["handled"]["fired"] == 2000
+    assert summary["handled"]["lateness_ms"]["p50"] >= 0
+
+
+HANDLER = """
+import os
+
+def record(job):
+    with open(os.environ["WHEELQ_TEST_OUT"], "a") as f:
+        f.write(f"{job.id} {job.attempt} {job.payload['n']}\\n")
+"""
+
+
+def test_worker_command_runs_a_module_handler_and_stops_cleanly_on_sigterm(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    (tmp_path / "handlers.py").write_text(HANDLER)
+    out = tmp_path / "handled.txt"
+    out.touch()
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 2)
+        ids = [client.enqueue(topic, {"n": n}) for n in range(20)]  # due now: fired at once
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wheelq",
+                "worker",
+                "handlers:record",
+                "--topic",
+                topic,
+                "--group",
+                "cli",
+                "--concurrency",
+                "3",
+                "--redis-url",
+                redis_url,
+            ],
+            cwd=tmp_path,
+            env={**os.environ, "WHEELQ_TEST_OUT": str(out)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            eventually_sync(
+                lambda: len(out.read_text().splitlines()) >= len(ids),
+                timeout_s=15,
+                what="the worker to handle every job",
+            )
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=15)
+    assert worker.returncode == 0, err.decode()
+    lines = [line.split() for line in out.read_text().splitlines()]
+    assert sorted(job_id for job_id, _, _ in lines) == sorted(ids)
+    assert {attempt for _, attempt, _ in lines} == {"1"}
+    for keys in all_shards(topic, 2):
+        groups = redis_sync.xinfo_groups(keys.ready)
+        assert [(g["name"], g["pending"], g["consumers"]) for g in groups] == [(b"cli", 0, 0)]
+
+
+def _wheelq(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "wheelq", *args],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_dlq_commands_list_replay_and_purge(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 1)
+    keys = ShardKeys(topic, 0)
+    for n in range(3):
+        redis_sync.xadd(
+            keys.dead,
+            {
+                "id": f"job-{n}",
+                "topic": topic,
+                "due": "1",
+                "attempt": "5",
+                "max_attempts": "5",
+                "payload": encode_payload({"n": n}, 1000),
+                "reason": "failed",
+                "error": f"ValueError: boom {n}\nTraceback ...",
+                "group": "g",
+                "entry": "1-0",
+            },
+        )
+    listed = _wheelq("dlq", "list", topic, "--json", "--redis-url", redis_url)
+    assert listed.returncode == 0, listed.stderr.decode()
+    rows = [json.loads(line) for line in listed.stdout.decode().splitlines()]
+    assert [(r["job_id"], r["reason"], r["group"]) for r in rows] == [
+        (f"job-{n}", "failed", "g") for n in range(3)
+    ]
+    assert rows[0]["error"].startswith("ValueError: boom 0")
+
+    replayed = _wheelq("dlq", "replay", topic, rows[1]["ref"], "--redis-url", redis_url)
+    assert replayed.returncode == 0, replayed.stderr.decode()
+    assert replayed.stdout.decode().strip() == "replayed 1"
+    ((_, fields),) = redis_sync.xrange(keys.ready)
+    assert (fields[b"id"], fields[b"attempt"], fields[b"group"]) == (b"job-1", b"1", b"g")
+
+    refused = _wheelq("dlq", "purge", topic, "--redis-url", redis_url)
+    assert refused.returncode == 2  # neither refs nor --all: nothing purged
+    assert redis_sync.xlen(keys.dead) == 2
+    purged = _wheelq("dlq", "purge", topic, "--all", "--redis-url", redis_url)
+    assert purged.stdout.decode().strip() == "purged 2"
+    assert redis_sync.xlen(keys.dead) == 0
