@@ -28,6 +28,17 @@ def _load_config(path: str | None) -> dict[str, Any]:
         return tomllib.load(f)
 
 
+class _UsageError(Exception):
+    """A command line that cannot run; main() prints it and exits 2."""
+
+
+def _required_url(args: argparse.Namespace, config: dict[str, Any]) -> str:
+    url = _redis_url(args, config)
+    if url is None:
+        raise _UsageError("--redis-url (or WHEELQ_REDIS_URL) is required")
+    return url
+
+
 def _redis_url(args: argparse.Namespace, config: dict[str, Any]) -> str | None:
     url = args.redis_url or os.environ.get("WHEELQ_REDIS_URL") or config.get("redis", {}).get("url")
     return str(url) if url else None
@@ -37,10 +48,7 @@ def _cmd_scheduler(args: argparse.Namespace) -> int:
     from wheelq.runtime.scheduler import Scheduler
 
     config = _load_config(args.config)
-    url = _redis_url(args, config)
-    if url is None:
-        print("wheelq scheduler: --redis-url (or WHEELQ_REDIS_URL) is required", file=sys.stderr)
-        return 2
+    url = _required_url(args, config)
     topics_text = (
         args.topics or os.environ.get("WHEELQ_TOPICS") or config.get("scheduler", {}).get("topics")
     )
@@ -58,7 +66,7 @@ def _load_handler(spec: str) -> Any:
 
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise SystemExit(f"wheelq worker: handler must be module:function, got {spec!r}")
+        raise _UsageError(f"handler must be module:function, got {spec!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     target: Any = importlib.import_module(module_name)
@@ -71,10 +79,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from wheelq.runtime.worker import Worker
 
     config = _load_config(args.config)
-    url = _redis_url(args, config)
-    if url is None:
-        print("wheelq worker: --redis-url (or WHEELQ_REDIS_URL) is required", file=sys.stderr)
-        return 2
+    url = _required_url(args, config)
     settings = dict(config.get("worker", {}))
     if args.concurrency is not None:
         settings["concurrency"] = args.concurrency
@@ -87,10 +92,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_dlq(args: argparse.Namespace) -> int:
     from wheelq.runtime.client import Client
 
-    url = _redis_url(args, _load_config(args.config))
-    if url is None:
-        print("wheelq dlq: --redis-url (or WHEELQ_REDIS_URL) is required", file=sys.stderr)
-        return 2
+    url = _required_url(args, _load_config(args.config))
     with Client.from_url(url) as client:
         if args.action == "list":
             for dead in client.dead_letters(args.topic, args.limit):
@@ -115,8 +117,7 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
                     )
             return 0
         if not args.refs and not args.all:
-            print(f"wheelq dlq {args.action}: give refs or --all", file=sys.stderr)
-            return 2
+            raise _UsageError(f"{args.action} needs refs (from 'wheelq dlq list') or --all")
         refs = None if args.all else args.refs
         if args.action == "replay":
             print(f"replayed {client.replay(args.topic, refs)}")
@@ -194,10 +195,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_stats(args: argparse.Namespace) -> int:
     from wheelq.runtime.client import Client
 
-    url = _redis_url(args, _load_config(args.config))
-    if url is None:
-        print("wheelq stats: --redis-url (or WHEELQ_REDIS_URL) is required", file=sys.stderr)
-        return 2
+    url = _required_url(args, _load_config(args.config))
     with Client.from_url(url) as client:
         topics = [args.topic] if args.topic else sorted(client.topics())
         for topic in topics:
@@ -272,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("wheelq").setLevel(logging.ERROR)
     try:
         return int(args.func(args))
-    except WheelqError as exc:
+    except (WheelqError, _UsageError) as exc:
         print(f"wheelq {args.command}: {exc}", file=sys.stderr)
         return 2
 

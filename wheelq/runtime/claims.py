@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
-from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
+from wheelq.runtime.membership import Consumer
 from wheelq.runtime.service import Service
 from wheelq.store import consume
-from wheelq.store.calls import AsyncExecutor
 
 log = logging.getLogger("wheelq.worker")
 
@@ -36,10 +35,7 @@ class ClaimKeeper(Service):
 
     def __init__(
         self,
-        executor: AsyncExecutor,
-        shards: Sequence[ShardKeys],
-        group: str,
-        consumer: str,
+        me: Consumer,
         settings: WorkerSettings,
         *,
         held: Callable[[], dict[int, list[str]]],
@@ -48,10 +44,11 @@ class ClaimKeeper(Service):
         lost: Callable[[int, list[str]], None],
     ) -> None:
         super().__init__()
-        self._executor = executor
-        self._shards = list(shards)
-        self._group = group
-        self._consumer = consumer
+        self._executor = me.executor
+        self._shards = list(me.shards)
+        self._by_shard = me.by_shard
+        self._group = me.group
+        self._consumer = me.name
         self._settings = settings
         self._held = held
         self._free = free
@@ -89,7 +86,7 @@ class ClaimKeeper(Service):
         are still this worker's."""
         calls = []
         for shard, ids in self._held().items():
-            keys = ShardKeys(self._shards[0].topic, shard)
+            keys = self._by_shard[shard]
             for i in range(0, len(ids), IDS_PER_TOUCH):
                 chunk = ids[i : i + IDS_PER_TOUCH]
                 calls.append(

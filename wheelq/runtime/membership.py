@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from redis.exceptions import ResponseError
 
@@ -22,14 +23,27 @@ from wheelq.store.calls import AsyncExecutor
 PENDING_PAGE = 1000
 
 
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """Who a worker is in Redis, shared by its reader, claim keeper and membership."""
+
+    executor: AsyncExecutor
+    topic: str
+    shards: Sequence[ShardKeys]
+    group: str
+    name: str
+    by_shard: dict[int, ShardKeys] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_shard", {keys.shard: keys for keys in self.shards})
+
+
 class Membership:
-    def __init__(
-        self, executor: AsyncExecutor, shards: Sequence[ShardKeys], group: str, consumer: str
-    ) -> None:
-        self._executor = executor
-        self._shards = {keys.shard: keys for keys in shards}
-        self.group = group
-        self.consumer = consumer
+    def __init__(self, me: Consumer) -> None:
+        self._executor = me.executor
+        self._shards = me.by_shard
+        self.group = me.group
+        self.consumer = me.name
 
     async def join(self) -> None:
         """Create the group where missing (BUSYGROUP: it exists, fine)."""

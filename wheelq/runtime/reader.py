@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError, ResponseError
 
-from wheelq.core.keys import ShardKeys
+from wheelq.runtime.membership import Consumer
 from wheelq.runtime.service import Service
 from wheelq.store import consume
-from wheelq.store.calls import AsyncExecutor
 
 log = logging.getLogger("wheelq.worker")
 
@@ -30,10 +29,7 @@ class StreamReader(Service):
 
     def __init__(
         self,
-        executor: AsyncExecutor,
-        shards: Sequence[ShardKeys],
-        group: str,
-        consumer: str,
+        me: Consumer,
         block_ms: int,
         *,
         free: Callable[[], int],
@@ -42,10 +38,10 @@ class StreamReader(Service):
         ensure_groups: Callable[[], Awaitable[None]],
     ) -> None:
         super().__init__()
-        self._executor = executor
-        self._shards = list(shards)
-        self._group = group
-        self._consumer = consumer
+        self._executor = me.executor
+        self._shards = list(me.shards)
+        self._group = me.group
+        self._consumer = me.name
         self._block_ms = block_ms
         self._free = free
         self._room = room

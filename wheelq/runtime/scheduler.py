@@ -19,7 +19,6 @@ import signal
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 import redis.asyncio
@@ -32,7 +31,7 @@ from wheelq.runtime.driver import WheelDriver
 from wheelq.runtime.leads import EventHook, Lead, Leads, NodeContext
 from wheelq.runtime.leases import LeaseKeeper
 from wheelq.runtime.preloader import Preloader
-from wheelq.runtime.service import Service
+from wheelq.runtime.service import Lifecycle, Service
 from wheelq.runtime.trimmer import Trimmer
 from wheelq.runtime.wake import WakeListener
 from wheelq.store import ops
@@ -77,7 +76,7 @@ class ClockKeeper(Service):
                 log.warning("clock sample failed: %s", exc)
 
 
-class Scheduler:
+class Scheduler(Lifecycle):
     """A scheduler node. `serve()` runs it until `stop()`; `run()` blocks (CLI).
 
     A node made by `from_url` owns its connection and closes it on `stop()`;
@@ -223,18 +222,6 @@ class Scheduler:
                 await self.stop()
 
         asyncio.run(main())
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 async def warn_if_unsafe(connection: redis.asyncio.Redis) -> list[str]:

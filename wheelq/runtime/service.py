@@ -15,7 +15,29 @@ from typing import Self
 log = logging.getLogger("wheelq")
 
 
-class Service:
+class Lifecycle:
+    """``async with`` for anything with `start()` and `stop()`."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> object:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+class Service(Lifecycle):
     """Base class: subclasses implement `_run()` and call `await self.sleep(s)` to wait."""
 
     name = "service"
@@ -79,18 +101,6 @@ class Service:
 
     async def _run(self) -> None:
         raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

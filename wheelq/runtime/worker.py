@@ -21,7 +21,6 @@ import signal
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 import redis.asyncio
@@ -34,8 +33,9 @@ from wheelq.runtime.claims import ClaimKeeper
 from wheelq.runtime.client import AsyncClient
 from wheelq.runtime.dispatch import Dispatcher
 from wheelq.runtime.handler import Handler, HandlerRunner
-from wheelq.runtime.membership import Membership
+from wheelq.runtime.membership import Consumer, Membership
 from wheelq.runtime.reader import StreamReader
+from wheelq.runtime.service import Lifecycle
 from wheelq.runtime.settler import Settler
 from wheelq.store.calls import AsyncExecutor
 
@@ -54,7 +54,7 @@ class WorkerStopReport:
     """Handlers still running at the end of the grace (their entries were handed on)."""
 
 
-class Worker:
+class Worker(Lifecycle):
     """Runs `handler` on the jobs of `topic` for consumer group `group`.
 
     `serve()` runs it until `stop()`; `run()` blocks and stops on SIGINT/SIGTERM (a second
@@ -88,7 +88,7 @@ class Worker:
         self._executor = AsyncExecutor(connection)
         self._hurry = asyncio.Event()
         self._shards: list[ShardKeys] = []
-        self._members = Membership(self._executor, [], group, self.consumer)
+        self._members = Membership(Consumer(self._executor, self.topic, [], group, self.consumer))
         self.settler = Settler(self._executor, self.topic, group)
         s = self.settings
         self._work = Dispatcher(
@@ -147,14 +147,12 @@ class Worker:
         )
         shards = await client.create_topic(self.topic)
         self._shards = all_shards(self.topic, shards)
-        self._members = Membership(self._executor, self._shards, self.group, self.consumer)
+        me = Consumer(self._executor, self.topic, self._shards, self.group, self.consumer)
+        self._members = Membership(me)
         await self._members.join()
         s = self.settings
         self._claims = ClaimKeeper(
-            self._executor,
-            self._shards,
-            self.group,
-            self.consumer,
+            me,
             s,
             held=self._work.held_ids,
             free=self._work.free,
@@ -162,10 +160,7 @@ class Worker:
             lost=self._lost,
         )
         self._reader = StreamReader(
-            self._executor,
-            self._shards,
-            self.group,
-            self.consumer,
+            me,
             s.block_ms,
             free=self._work.free,
             room=self._work.room,
@@ -291,18 +286,6 @@ class Worker:
             "dead_lettered": c.dead_lettered + (self._claims.dead_lettered if self._claims else 0),
             "taken_over": self._claims.taken_over if self._claims else 0,
         }
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # --- the work -------------------------------------------------------------------------
 
