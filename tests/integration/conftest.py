@@ -16,6 +16,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
 from wheelq.embedded import EmbeddedServer, ServerBinary, find_server_binaries
 

@@ -8,13 +8,13 @@ with margins of seconds where the script reads TIME again, so no test depends on
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import redis
 from redis.client import PubSub
 
+from tests.support.scripts import RAW_PAYLOAD, Runner
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq.core.job import Envelope
@@ -23,40 +23,15 @@ from wheelq.core.schedule import DueSpec
 from wheelq.embedded import ServerBinary
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.store import ops
-from wheelq.store.calls import Call, SyncExecutor
+from wheelq.store.calls import SyncExecutor
 from wheelq.store.ops import EmitResult, JobWrite, Placed
 from wheelq.store.scripts import script
-
-T = TypeVar("T")
 
 TOKEN = "node-a:1"
 OTHER = "node-b:1"
 TTL_MS = 30_000
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
-# Not valid UTF-8, with a NUL and a byte that looks like a msgpack header: must arrive unchanged.
-RAW_PAYLOAD = b"\xff\x00\xfe\x80\xc4\x01binary\xed\xa0\x80"
-
-
-class Runner:
-    """Runs one call through a `SyncExecutor` and returns its parsed reply."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.executor = SyncExecutor(client)
-
-    def __call__(self, call: Call[T]) -> T:
-        result: T = self.executor.run([call])[0]
-        return result
-
-
-@pytest.fixture
-def keys(topic: str) -> ShardKeys:
-    return ShardKeys(topic, 3)
-
-
-@pytest.fixture
-def run(redis_sync: redis.Redis) -> Runner:
-    return Runner(redis_sync)
 
 
 @pytest.fixture
@@ -65,17 +40,6 @@ def leader(run: Runner, keys: ShardKeys) -> ops.LeaseAttempt:
     attempt = run(ops.lease_acquire(keys, TOKEN, TTL_MS))
     assert attempt.held and attempt.new
     return attempt
-
-
-@pytest.fixture
-def wake(redis_sync: redis.Redis, keys: ShardKeys) -> Iterator[PubSub]:
-    """A subscription to the shard's wake channel, confirmed before the test runs."""
-    pubsub = redis_sync.pubsub()
-    pubsub.subscribe(keys.wake_channel)
-    confirmation = pubsub.get_message(timeout=5)
-    assert confirmation is not None and confirmation["type"] == "subscribe"
-    yield pubsub
-    pubsub.close()
 
 
 # --- helpers --------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from wheelq.core.job import (
     MAX_ATTEMPTS_LIMIT,
     Envelope,
     Job,
-    entry_ms,
     decode_payload,
     encode_payload,
+    entry_ms,
     validate_max_attempts,
 )
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError

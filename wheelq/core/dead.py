@@ -14,6 +14,7 @@ Dead letters stay until replayed or purged; they are never trimmed.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,22 +89,20 @@ class DeadLetter:
         )
 
 
+_REF = re.compile(r"(\d{1,4})/(\d{1,20})-(\d{1,20})", re.ASCII)
+MAX_ID_PART = 2**64 - 1
+
+
 def parse_ref(ref: object) -> tuple[int, str]:
     """Split a dead-letter ref ``"shard/ms-seq"``.
 
     Raises:
-        InvalidArgumentError: Not of that form.
+        InvalidArgumentError: Not of that form, or an id part beyond 2**64 - 1.
     """
-    try:
-        assert isinstance(ref, str)
-        shard_text, _, entry_id = ref.partition("/")
-        ms, _, seq = entry_id.partition("-")
-        shard = int(shard_text)
-        if shard < 0 or int(ms) < 0 or int(seq) < 0 or not shard_text.isdigit():
-            raise ValueError(ref)
-        return shard, f"{int(ms)}-{int(seq)}"
-    except (AssertionError, ValueError):
+    match = _REF.fullmatch(ref) if isinstance(ref, str) else None
+    if match is None or max(int(match[2]), int(match[3])) > MAX_ID_PART:
         raise InvalidArgumentError(
             "refs",
             f"a dead-letter ref must be 'shard/ms-seq' like '2/1700000000123-0', got {ref!r}",
-        ) from None
+        )
+    return int(match[1]), f"{int(match[2])}-{int(match[3])}"

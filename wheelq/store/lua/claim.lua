@@ -1,6 +1,7 @@
 --[[ claim.lua — take over entries idle longer than the visibility timeout (XAUTOCLAIM).
-An entry already delivered more than max_deliveries times is not handed out again: it is
-acked and dead-lettered (reason "deliveries"), so a job that kills its workers cannot loop.
+An entry already delivered max_deliveries times is not handed out again (XAUTOCLAIM has just
+counted one more delivery, so the test is count > max): it is acked and dead-lettered
+(reason "deliveries"), so a job that kills its workers runs at most max_deliveries times.
 KEYS[1]  {T:s}:ready     STREAM
 KEYS[2]  {T:s}:dead      STREAM
 ARGV[1]  consumer group
@@ -28,8 +29,8 @@ for _, entry in ipairs(claimed[2]) do
   if deliveries > max_deliveries then
     redis.call('XACK', KEYS[1], ARGV[1], id)
     wq_dead(KEYS[1], KEYS[2], ARGV[1], id, 'deliveries',
-      'delivered ' .. deliveries .. ' times (max_deliveries ' .. ARGV[6] .. ') without an ack: ' ..
-      'its workers died or stalled while running it')
+      'delivered ' .. (deliveries - 1) .. ' times (max_deliveries ' .. ARGV[6] ..
+      ') without an ack: its workers died or stalled while running it')
     out[3] = out[3] + 1
   else
     out[#out + 1] = id

@@ -31,9 +31,15 @@ end
 local forgotten = 0
 for _, flat in ipairs(groups) do
   local g = fields(flat)
-  -- entries after last-delivered-id are not delivered to this group yet
-  if wq_id_lt(g['last-delivered-id'], bound) then
-    bound = g['last-delivered-id']
+  -- entries after last-delivered-id are not delivered to this group yet: the bound is the
+  -- next possible id (kept one lower when seq is too large for a Lua number to add 1 exactly)
+  local last = wq_id(g['last-delivered-id'])
+  local after = g['last-delivered-id']
+  if last[2] < 2 ^ 53 then
+    after = wq_fmt(last[1]) .. '-' .. wq_fmt(last[2] + 1)
+  end
+  if wq_id_lt(after, bound) then
+    bound = after
   end
   if tonumber(g['pending']) > 0 then
     local oldest = redis.call('XPENDING', KEYS[1], g['name'])[2]

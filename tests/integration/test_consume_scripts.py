@@ -1,0 +1,920 @@
+"""The consuming side's Lua scripts called directly on a real server: retry, dead_letter, claim,
+touch, trim and replay, plus purge_dead.
+
+Calls go through the typed wrappers of `wheelq.store.consume` and `SyncExecutor`, as a worker
+sends them; setup (entries, deliveries, acks) is raw Redis. Idle times and delivery counts are
+set with XCLAIM ... IDLE / RETRYCOUNT, and entries to trim carry explicit ids in the past, so
+no test sleeps or depends on timing. Due times are checked against the server's TIME read
+before and after the call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from redis.client import PubSub
+
+from tests.support.scripts import RAW_PAYLOAD, Runner
+from wheelq.core.job import Envelope
+from wheelq.core.keys import ShardKeys
+from wheelq.errors import ScriptError
+from wheelq.store import consume, ops
+
+GROUP = "g"
+OTHER_GROUP = "h"
+WORKER = "worker-1"
+OTHER_WORKER = "worker-2"
+TOKEN = "node-a:1"
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+TEN_YEARS_MS = 10 * 365 * 86_400_000
+ENQUEUED_MS = 1_700_000_000_000
+US = "\x1f"
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def server_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def ready_fields(
+    keys: ShardKeys,
+    job_id: str = "j1",
+    *,
+    attempt: int = 1,
+    max_attempts: int = 5,
+    payload: bytes = b"p",
+    due_ms: int = ENQUEUED_MS,
+) -> dict[bytes, bytes]:
+    """A ready-stream entry as emit_due writes it."""
+    return {
+        b"id": job_id.encode(),
+        b"topic": keys.topic.encode(),
+        b"due": str(due_ms).encode(),
+        b"attempt": str(attempt).encode(),
+        b"max_attempts": str(max_attempts).encode(),
+        b"payload": payload,
+    }
+
+
+def add(r: redis.Redis, keys: ShardKeys, fields: dict[bytes, bytes], entry_id: str = "*") -> str:
+    return r.xadd(keys.ready, fields, id=entry_id).decode()
+
+
+def deliver(
+    r: redis.Redis, keys: ShardKeys, group: str, consumer: str, count: int = 1000
+) -> list[str]:
+    """XREADGROUP new entries to `consumer`; their ids."""
+    reply = r.xreadgroup(group, consumer, {keys.ready: ">"}, count=count)
+    return [eid.decode() for _, batch in reply for eid, _ in batch]
+
+
+def pending(r: redis.Redis, keys: ShardKeys, group: str) -> dict[str, dict[str, Any]]:
+    """The group's pending entries: id -> XPENDING row (consumer, idle, delivery count)."""
+    rows = r.xpending_range(keys.ready, group, "-", "+", 10_000)
+    return {row["message_id"].decode(): row for row in rows}
+
+
+def set_pending(
+    r: redis.Redis,
+    keys: ShardKeys,
+    entry_id: str,
+    consumer: str,
+    idle_ms: int = 0,
+    deliveries: int | None = None,
+) -> None:
+    """Give a pending entry an owner, an idle time and (optionally) a delivery count."""
+    r.xclaim(
+        keys.ready, GROUP, consumer, 0, [entry_id], idle=idle_ms, retrycount=deliveries, justid=True
+    )
+
+
+def ids_of(r: redis.Redis, key: str) -> list[str]:
+    return [eid.decode() for eid, _ in r.xrange(key)]
+
+
+def old_entries(r: redis.Redis, keys: ShardKeys, n: int, age_ms: int = HOUR_MS) -> list[str]:
+    """`n` entries with explicit ids `age_ms` ago (so retention 0 covers them)."""
+    base = server_ms(r) - age_ms
+    return [add(r, keys, ready_fields(keys, f"j{i}"), f"{base + i}-0") for i in range(n)]
+
+
+def snapshot(r: redis.Redis, keys: ShardKeys) -> dict[str, Any]:
+    """Type and content of every shard key, and each group's pending entries (without idle
+    times), for "nothing changed" checks."""
+    readers: dict[bytes, Any] = {
+        b"zset": lambda k: r.zrange(k, 0, -1, withscores=True),
+        b"hash": r.hgetall,
+        b"stream": r.xrange,
+        b"list": lambda k: r.lrange(k, 0, -1),
+        b"string": r.get,
+    }
+    state: dict[str, Any] = {}
+    for key in keys.data_keys:
+        kind = r.type(key)
+        state[key] = (kind, readers.get(kind, lambda k: None)(key))
+    if r.type(keys.ready) == b"stream":
+        for group in r.xinfo_groups(keys.ready):
+            name = group["name"].decode()
+            state[f"pending {name}"] = {
+                eid: (row["consumer"], row["times_delivered"])
+                for eid, row in pending(r, keys, name).items()
+            }
+    return state
+
+
+def plant_wrong_type(r: redis.Redis, key: str) -> None:
+    if r.type(key) == b"string":
+        r.delete(key)
+        r.rpush(key, "not a string")
+    else:
+        r.set(key, "wrong type")
+
+
+# --- retry ----------------------------------------------------------------------------------
+
+
+def next_attempt(job_id: str = "j1", payload: bytes = b"p", attempt: int = 2) -> Envelope:
+    """The envelope a worker sends with a retry: next attempt, its group, the job id."""
+    return Envelope(payload, attempt, 5, ENQUEUED_MS, GROUP, job_id)
+
+
+@pytest.fixture
+def delivered(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> str:
+    """Job j1's entry (attempt 1), delivered to WORKER in GROUP and pending there."""
+    run(consume.create_group(keys, GROUP))
+    entry = add(redis_sync, keys, ready_fields(keys, "j1", payload=RAW_PAYLOAD))
+    assert deliver(redis_sync, keys, GROUP, WORKER) == [entry]
+    return entry
+
+
+def test_retry_acks_the_entry_and_schedules_the_job_at_time_plus_delay(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
+) -> None:
+    before = server_ms(redis_sync)
+    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+    after = server_ms(redis_sync)
+
+    assert retried.done and retried.member == "j1"
+    assert before + MINUTE_MS <= retried.due_ms <= after + MINUTE_MS
+    assert redis_sync.zscore(keys.delayed, "j1") == retried.due_ms
+    assert pending(redis_sync, keys, GROUP) == {}
+    assert ids_of(redis_sync, keys.ready) == [delivered]  # acked, not deleted
+
+
+def test_retry_stores_the_envelope_of_the_next_attempt(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
+) -> None:
+    envelope = next_attempt(payload=RAW_PAYLOAD, attempt=2)
+    run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, envelope.pack()))
+
+    stored = Envelope.unpack(redis_sync.hget(keys.jobs, "j1"))
+    assert (stored.attempt, stored.group, stored.job_id) == (2, GROUP, "j1")
+    assert stored.payload == RAW_PAYLOAD
+
+
+@pytest.mark.parametrize("state", ["acked", "never delivered", "pending in another group"])
+def test_retry_of_an_entry_not_pending_in_the_group_is_not_done_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, state: str
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    run(consume.create_group(keys, OTHER_GROUP))
+    entry = add(redis_sync, keys, ready_fields(keys, "j1"))
+    redis_sync.set(keys.horizon, server_ms(redis_sync) + HOUR_MS)  # a write would leave a note
+    if state == "acked":
+        deliver(redis_sync, keys, GROUP, WORKER)
+        redis_sync.xack(keys.ready, GROUP, entry)
+    elif state == "pending in another group":
+        deliver(redis_sync, keys, OTHER_GROUP, WORKER)
+    before = snapshot(redis_sync, keys)
+
+    retried = run(consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, next_attempt().pack()))
+
+    assert retried == consume.Retried(False)
+    assert snapshot(redis_sync, keys) == before
+
+
+def test_retry_while_the_job_id_is_pending_again_uses_a_member_of_its_own(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
+) -> None:
+    later = server_ms(redis_sync) + HOUR_MS
+    pending_envelope = Envelope(b"enqueued again", 1, 5, ENQUEUED_MS).pack()
+    redis_sync.hset(keys.jobs, "j1", pending_envelope)
+    redis_sync.zadd(keys.delayed, {"j1": later})
+
+    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+
+    member = f"j1{US}{GROUP}{US}{delivered}"
+    assert retried.done and retried.member == member
+    assert redis_sync.zscore(keys.delayed, member) == retried.due_ms
+    assert Envelope.unpack(redis_sync.hget(keys.jobs, member)).job_id == "j1"
+    assert redis_sync.zscore(keys.delayed, "j1") == later
+    assert redis_sync.hget(keys.jobs, "j1") == pending_envelope
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["own member", "fallback member"])
+def test_retry_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
+    redis_sync: redis.Redis,
+    run: Runner,
+    keys: ShardKeys,
+    wake: PubSub,
+    delivered: str,
+    fallback: bool,
+) -> None:
+    redis_sync.set(keys.horizon, server_ms(redis_sync) + HOUR_MS)
+    if fallback:
+        redis_sync.hset(keys.jobs, "j1", Envelope(b"again", 1, 5, ENQUEUED_MS).pack())
+
+    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+
+    note = f"{retried.due_ms}:{retried.member}".encode()
+    assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
+    message = wake.get_message(timeout=5)
+    assert message is not None and message["data"] == note
+
+
+@pytest.mark.parametrize("horizon", ["below due", "absent"])
+def test_retry_above_the_horizon_or_without_one_leaves_no_note(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str, horizon: str
+) -> None:
+    if horizon == "below due":
+        redis_sync.set(keys.horizon, server_ms(redis_sync) + MINUTE_MS // 2)
+
+    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+
+    assert retried.done
+    assert redis_sync.exists(keys.inbox) == 0
+
+
+@pytest.mark.parametrize("name", ["delayed", "jobs", "ready", "horizon", "inbox"])
+def test_retry_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    entry = "1-0"
+    if name != "ready":
+        run(consume.create_group(keys, GROUP))
+        entry = add(redis_sync, keys, ready_fields(keys, "j1"))
+        deliver(redis_sync, keys, GROUP, WORKER)
+        redis_sync.set(keys.horizon, server_ms(redis_sync) + HOUR_MS)
+    bad = getattr(keys, name)
+    plant_wrong_type(redis_sync, bad)
+    before = snapshot(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"retry.lua: key '{bad}' holds a value")):
+        run(consume.retry(keys, GROUP, entry, "j1", 0, next_attempt().pack()))
+
+    assert snapshot(redis_sync, keys) == before
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["own member", "fallback member"])
+def test_retried_job_is_emitted_with_its_original_id_attempt_and_group(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str, fallback: bool
+) -> None:
+    if fallback:
+        redis_sync.hset(keys.jobs, "j1", Envelope(b"again", 1, 5, ENQUEUED_MS).pack())
+        redis_sync.zadd(keys.delayed, {"j1": server_ms(redis_sync) + HOUR_MS})
+    retried = run(
+        consume.retry(keys, GROUP, delivered, "j1", 0, next_attempt(payload=RAW_PAYLOAD).pack())
+    )
+    redis_sync.set(keys.lease, TOKEN)
+
+    emitted = run(ops.emit_due(keys, TOKEN, server_ms(redis_sync), [retried.member]))
+
+    assert emitted.emitted == 1
+    _, fields = redis_sync.xrange(keys.ready)[-1]
+    assert fields == {
+        **ready_fields(
+            keys, "j1", attempt=2, max_attempts=5, payload=RAW_PAYLOAD, due_ms=retried.due_ms
+        ),
+        b"group": GROUP.encode(),
+    }
+    assert redis_sync.zscore(keys.delayed, retried.member) is None
+    assert (redis_sync.zscore(keys.delayed, "j1") is not None) == fallback
+
+
+# --- dead_letter ----------------------------------------------------------------------------
+
+
+def annotations(reason: str, error: str, entry: str, group: str = GROUP) -> dict[bytes, bytes]:
+    return {
+        b"reason": reason.encode(),
+        b"error": error.encode(),
+        b"group": group.encode(),
+        b"entry": entry.encode(),
+    }
+
+
+def dead_entries(r: redis.Redis, keys: ShardKeys) -> list[dict[bytes, bytes]]:
+    return [fields for _, fields in r.xrange(keys.dead)]
+
+
+def test_dead_letter_copies_the_entry_with_why_and_acks_it(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
+) -> None:
+    assert run(consume.dead_letter(keys, GROUP, [(delivered, "failed", "boom\ntrace")])) == 1
+
+    [dead] = dead_entries(redis_sync, keys)
+    original = ready_fields(keys, "j1", payload=RAW_PAYLOAD)
+    assert dead == {**original, **annotations("failed", "boom\ntrace", delivered)}
+    assert list(dead)[: len(original)] == list(original)  # original fields first, in order
+    assert pending(redis_sync, keys, GROUP) == {}
+
+
+@pytest.mark.parametrize("state", ["acked", "never delivered"])
+def test_dead_letter_skips_entries_not_pending_in_the_group(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, state: str
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    entry = add(redis_sync, keys, ready_fields(keys))
+    if state == "acked":
+        deliver(redis_sync, keys, GROUP, WORKER)
+        redis_sync.xack(keys.ready, GROUP, entry)
+    before = snapshot(redis_sync, keys)
+
+    assert run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 0
+
+    assert snapshot(redis_sync, keys) == before
+    assert redis_sync.exists(keys.dead) == 0
+
+
+def test_dead_letter_handles_several_entries_in_one_call(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(4)]
+    deliver(redis_sync, keys, GROUP, WORKER)
+    redis_sync.xack(keys.ready, GROUP, entries[1])  # settled by someone else: skipped
+
+    count = run(
+        consume.dead_letter(
+            keys,
+            GROUP,
+            [
+                (entries[0], "failed", "e0"),
+                (entries[1], "failed", "e1"),
+                (entries[2], "malformed", "e2"),
+                (entries[3], "deliveries", "e3"),
+            ],
+        )
+    )
+
+    assert count == 3
+    assert dead_entries(redis_sync, keys) == [
+        {**ready_fields(keys, "j0"), **annotations("failed", "e0", entries[0])},
+        {**ready_fields(keys, "j2"), **annotations("malformed", "e2", entries[2])},
+        {**ready_fields(keys, "j3"), **annotations("deliveries", "e3", entries[3])},
+    ]
+    assert pending(redis_sync, keys, GROUP) == {}
+
+
+@pytest.mark.parametrize("kind", ["arbitrary fields", "deleted after delivery"])
+def test_dead_letter_copies_a_foreign_entry_whatever_its_fields(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, kind: str
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    foreign = {b"\xffkey": b"\x00\xc1value", b"payload": b"not msgpack \xc1"}
+    entry = add(redis_sync, keys, foreign)
+    deliver(redis_sync, keys, GROUP, WORKER)
+    if kind == "deleted after delivery":
+        redis_sync.xdel(keys.ready, entry)  # still pending, but no fields left to copy
+        foreign = {}
+
+    assert run(consume.dead_letter(keys, GROUP, [(entry, "malformed", "no id")])) == 1
+
+    assert dead_entries(redis_sync, keys) == [
+        {**foreign, **annotations("malformed", "no id", entry)}
+    ]
+    assert pending(redis_sync, keys, GROUP) == {}
+
+
+@pytest.mark.parametrize("name", ["ready", "dead"])
+def test_dead_letter_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    entry = "1-0"
+    if name != "ready":
+        run(consume.create_group(keys, GROUP))
+        entry = add(redis_sync, keys, ready_fields(keys))
+        deliver(redis_sync, keys, GROUP, WORKER)
+    bad = getattr(keys, name)
+    plant_wrong_type(redis_sync, bad)
+    before = snapshot(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"dead_letter.lua: key '{bad}' holds")):
+        run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")]))
+
+    assert snapshot(redis_sync, keys) == before
+
+
+# --- claim ----------------------------------------------------------------------------------
+
+
+def delivered_entries(r: redis.Redis, run: Runner, keys: ShardKeys, n: int) -> list[str]:
+    """`n` entries (jobs j0..), delivered to WORKER in GROUP."""
+    run(consume.create_group(keys, GROUP))
+    entries = [add(r, keys, ready_fields(keys, f"j{i}")) for i in range(n)]
+    assert deliver(r, keys, GROUP, WORKER) == entries
+    return entries
+
+
+def claim(
+    run: Runner,
+    keys: ShardKeys,
+    min_idle_ms: int,
+    max_deliveries: int = 5,
+    cursor: str = consume.ZERO_ID,
+    count: int = 100,
+) -> consume.Claimed:
+    return run(consume.claim(keys, GROUP, OTHER_WORKER, min_idle_ms, cursor, count, max_deliveries))
+
+
+def test_claim_takes_only_entries_idle_at_least_min_idle(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    stalled, fresh = delivered_entries(redis_sync, run, keys, 2)
+    set_pending(redis_sync, keys, stalled, WORKER, idle_ms=HOUR_MS)
+
+    claimed = claim(run, keys, min_idle_ms=MINUTE_MS)
+
+    assert [eid for eid, _ in claimed.entries] == [stalled]
+    assert run(consume.pending_of(keys, GROUP, OTHER_WORKER, 10)) == [stalled]
+    assert run(consume.pending_of(keys, GROUP, WORKER, 10)) == [fresh]
+
+
+def test_claim_returns_the_claimed_entries_fields(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    entries = delivered_entries(redis_sync, run, keys, 2)
+
+    claimed = claim(run, keys, min_idle_ms=0)
+
+    assert claimed.entries == [
+        (entries[0], ready_fields(keys, "j0")),
+        (entries[1], ready_fields(keys, "j1")),
+    ]
+    assert claimed.cursor == consume.ZERO_ID and claimed.dead_lettered == 0
+
+
+def test_claim_dead_letters_an_entry_delivered_more_than_max_deliveries_times(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    poison, healthy = delivered_entries(redis_sync, run, keys, 2)
+    set_pending(redis_sync, keys, poison, WORKER, deliveries=7)
+    set_pending(redis_sync, keys, healthy, WORKER, deliveries=1)
+
+    claimed = claim(run, keys, min_idle_ms=0, max_deliveries=3)
+
+    assert claimed.dead_lettered == 1
+    assert [eid for eid, _ in claimed.entries] == [healthy]
+    assert set(pending(redis_sync, keys, GROUP)) == {healthy}
+    [dead] = dead_entries(redis_sync, keys)
+    assert dead.items() >= {**ready_fields(keys, "j0"), b"reason": b"deliveries"}.items()
+    assert (dead[b"group"], dead[b"entry"]) == (GROUP.encode(), poison.encode())
+    assert b"max_deliveries 3" in dead[b"error"]
+
+
+@pytest.mark.parametrize(
+    ("deliveries", "handed_out"), [(2, True), (3, False)], ids=["max-1", "max"]
+)
+def test_claim_never_hands_an_entry_out_more_than_max_deliveries_times(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, deliveries: int, handed_out: bool
+) -> None:
+    [entry] = delivered_entries(redis_sync, run, keys, 1)
+    set_pending(redis_sync, keys, entry, WORKER, deliveries=deliveries)
+
+    claimed = claim(run, keys, min_idle_ms=0, max_deliveries=3)
+
+    assert bool(claimed.entries) == handed_out
+    assert claimed.dead_lettered == (0 if handed_out else 1)
+    if handed_out:
+        assert pending(redis_sync, keys, GROUP)[entry]["times_delivered"] == 3
+
+
+def test_claim_cursor_iterates_over_every_idle_entry(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    entries = delivered_entries(redis_sync, run, keys, 5)
+    seen: list[str] = []
+    cursor, calls = consume.ZERO_ID, 0
+    while True:
+        page = claim(run, keys, min_idle_ms=0, cursor=cursor, count=2)
+        calls += 1
+        assert len(page.entries) <= 2
+        seen += [eid for eid, _ in page.entries]
+        cursor = page.cursor
+        if cursor == consume.ZERO_ID or calls > 10:
+            break
+
+    assert seen == entries
+    assert calls >= 3
+    assert run(consume.pending_of(keys, GROUP, OTHER_WORKER, 10)) == entries
+
+
+@pytest.mark.parametrize("name", ["ready", "dead"])
+def test_claim_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    if name != "ready":
+        [entry] = delivered_entries(redis_sync, run, keys, 1)
+        set_pending(redis_sync, keys, entry, WORKER, deliveries=9)  # would be dead-lettered
+    bad = getattr(keys, name)
+    plant_wrong_type(redis_sync, bad)
+    before = snapshot(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"claim.lua: key '{bad}' holds")):
+        claim(run, keys, min_idle_ms=0, max_deliveries=3)
+
+    assert snapshot(redis_sync, keys) == before
+
+
+# --- touch ----------------------------------------------------------------------------------
+
+
+def test_touch_idle_0_resets_the_idle_time_of_this_consumers_entries(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    mine_a, mine_b, theirs = delivered_entries(redis_sync, run, keys, 3)
+    for entry in (mine_a, mine_b):
+        set_pending(redis_sync, keys, entry, WORKER, idle_ms=HOUR_MS)
+    set_pending(redis_sync, keys, theirs, OTHER_WORKER, idle_ms=HOUR_MS)
+
+    assert run(consume.touch(keys, GROUP, WORKER, 0, [mine_a, mine_b])) == []
+
+    rows = pending(redis_sync, keys, GROUP)
+    assert rows[mine_a]["time_since_delivered"] < MINUTE_MS
+    assert rows[mine_b]["time_since_delivered"] < MINUTE_MS
+    assert rows[theirs]["time_since_delivered"] >= HOUR_MS
+
+
+def test_touch_reports_entries_held_elsewhere_as_lost_and_leaves_them(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    mine, taken, acked = delivered_entries(redis_sync, run, keys, 3)
+    set_pending(redis_sync, keys, taken, OTHER_WORKER, idle_ms=HOUR_MS)
+    redis_sync.xack(keys.ready, GROUP, acked)
+
+    lost = run(consume.touch(keys, GROUP, WORKER, 0, [mine, taken, acked, "1-0"]))
+
+    assert lost == [taken, acked, "1-0"]
+    assert run(consume.pending_of(keys, GROUP, WORKER, 10)) == [mine]
+    row = pending(redis_sync, keys, GROUP)[taken]
+    assert row["consumer"] == OTHER_WORKER.encode()
+    assert row["time_since_delivered"] >= HOUR_MS  # not refreshed either
+    assert acked not in pending(redis_sync, keys, GROUP)
+
+
+def test_touch_with_the_visibility_timeout_hands_entries_to_the_next_claim(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    handed_on, kept = delivered_entries(redis_sync, run, keys, 2)
+    assert claim(run, keys, min_idle_ms=MINUTE_MS).entries == []  # both freshly delivered
+
+    assert run(consume.touch(keys, GROUP, WORKER, MINUTE_MS, [handed_on])) == []
+
+    assert pending(redis_sync, keys, GROUP)[handed_on]["time_since_delivered"] >= MINUTE_MS
+    assert [eid for eid, _ in claim(run, keys, min_idle_ms=MINUTE_MS).entries] == [handed_on]
+    assert run(consume.pending_of(keys, GROUP, WORKER, 10)) == [kept]
+
+
+@pytest.mark.parametrize("idle_ms", [0, MINUTE_MS])
+def test_touch_does_not_change_delivery_counts(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, idle_ms: int
+) -> None:
+    [entry] = delivered_entries(redis_sync, run, keys, 1)
+    set_pending(redis_sync, keys, entry, WORKER, deliveries=2)
+
+    run(consume.touch(keys, GROUP, WORKER, idle_ms, [entry]))
+    run(consume.touch(keys, GROUP, WORKER, idle_ms, [entry]))
+
+    assert pending(redis_sync, keys, GROUP)[entry]["times_delivered"] == 2
+
+
+# --- trim -----------------------------------------------------------------------------------
+
+
+def trim(
+    run: Runner,
+    keys: ShardKeys,
+    retention_ms: int = 0,
+    limit: int = 1000,
+    consumer_idle_ms: int = TEN_YEARS_MS,
+) -> consume.Trimmed:
+    return run(consume.trim(keys, retention_ms, limit, consumer_idle_ms))
+
+
+def read_and_ack(r: redis.Redis, keys: ShardKeys, group: str, read: int, ack: list[str]) -> None:
+    deliver(r, keys, group, WORKER, count=read)
+    if ack:
+        r.xack(keys.ready, group, *ack)
+
+
+def test_trim_never_trims_a_stream_no_group_reads(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    entries = old_entries(redis_sync, keys, 3)
+
+    assert trim(run, keys) == consume.Trimmed(0, False, 0)
+    assert ids_of(redis_sync, keys.ready) == entries
+
+
+def test_trim_of_a_missing_stream_does_nothing(run: Runner, keys: ShardKeys) -> None:
+    assert trim(run, keys) == consume.Trimmed(0, False, 0)
+
+
+def test_trim_removes_acked_entries_and_keeps_pending_ones(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    e = old_entries(redis_sync, keys, 6)
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(redis_sync, keys, GROUP, 6, [e[0], e[1], e[2], e[4]])  # e3, e5 pending
+
+    assert trim(run, keys) == consume.Trimmed(3, False, 0)
+    assert ids_of(redis_sync, keys.ready) == e[3:]
+
+
+def test_trim_keeps_entries_not_yet_delivered_to_a_group(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    e = old_entries(redis_sync, keys, 6)
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(redis_sync, keys, GROUP, 3, e[:3])  # e3..e5 never delivered
+
+    trim(run, keys)
+
+    remaining = ids_of(redis_sync, keys.ready)
+    assert remaining[-3:] == e[3:]
+    # e2, the last delivered, is left out here: see the "including the last delivered" test.
+    assert e[0] not in remaining and e[1] not in remaining
+
+
+@pytest.mark.parametrize("slower", ["has them pending", "was not delivered them"])
+def test_trim_with_two_groups_keeps_the_slower_groups_unacked_entries(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, slower: str
+) -> None:
+    e = old_entries(redis_sync, keys, 6)
+    run(consume.create_group(keys, GROUP))
+    run(consume.create_group(keys, OTHER_GROUP))
+    read_and_ack(redis_sync, keys, GROUP, 6, e)  # the fast group acked everything
+    read = 6 if slower == "has them pending" else 2
+    read_and_ack(redis_sync, keys, OTHER_GROUP, read, e[:2])
+
+    trim(run, keys)
+
+    remaining = ids_of(redis_sync, keys.ready)
+    assert remaining[-4:] == e[2:]
+    assert e[0] not in remaining  # e1 (the slower group's last delivered) is left out
+
+
+def test_trim_removes_every_entry_all_groups_acked_including_the_last_delivered(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    """Each of these entries was delivered to and acked by the only group, long past
+    retention: none is needed any more (trim.lua's own header: "drop entries every group has
+    acked once past retention")."""
+    e = old_entries(redis_sync, keys, 3)
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(redis_sync, keys, GROUP, 3, e)
+
+    trimmed = trim(run, keys)
+
+    assert ids_of(redis_sync, keys.ready) == []
+    assert trimmed == consume.Trimmed(3, False, 0)
+
+
+def test_trim_keeps_entries_younger_than_retention(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    older = old_entries(redis_sync, keys, 3, age_ms=3 * HOUR_MS)
+    younger = old_entries(redis_sync, keys, 3, age_ms=HOUR_MS)
+    last = add(redis_sync, keys, ready_fields(keys))
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(redis_sync, keys, GROUP, 7, [*older, *younger])  # only `last` pending
+
+    assert trim(run, keys, retention_ms=TEN_YEARS_MS).trimmed == 0
+    assert ids_of(redis_sync, keys.ready) == [*older, *younger, last]
+
+    assert trim(run, keys, retention_ms=2 * HOUR_MS) == consume.Trimmed(3, False, 0)
+    assert ids_of(redis_sync, keys.ready) == [*younger, last]
+
+
+def test_trim_limit_bounds_one_call_and_reports_more(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    e = old_entries(redis_sync, keys, 11)
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(redis_sync, keys, GROUP, 11, e[:10])  # e10 pending: e0..e9 trimmable
+
+    calls = [trim(run, keys, limit=4) for _ in range(4)]
+
+    assert [(c.trimmed, c.more) for c in calls] == [(4, True), (4, True), (2, False), (0, False)]
+    assert ids_of(redis_sync, keys.ready) == [e[10]]
+
+
+def test_trim_deletes_idle_consumers_that_hold_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    e = old_entries(redis_sync, keys, 2)
+    run(consume.create_group(keys, GROUP))
+    deliver(redis_sync, keys, GROUP, WORKER, count=1)  # WORKER holds e0
+    redis_sync.xgroup_createconsumer(keys.ready, GROUP, OTHER_WORKER)  # holds nothing
+
+    # Every consumer has been idle longer than -1 ms: only holding entries keeps one.
+    assert trim(run, keys, consumer_idle_ms=-1).consumers_deleted == 1
+
+    consumers = [c["name"] for c in redis_sync.xinfo_consumers(keys.ready, GROUP)]
+    assert consumers == [WORKER.encode()]
+    assert set(pending(redis_sync, keys, GROUP)) == {e[0]}
+
+
+def test_trim_keeps_consumers_idle_less_than_the_threshold(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    old_entries(redis_sync, keys, 1)
+    run(consume.create_group(keys, GROUP))
+    redis_sync.xgroup_createconsumer(keys.ready, GROUP, OTHER_WORKER)
+
+    assert trim(run, keys, consumer_idle_ms=HOUR_MS).consumers_deleted == 0
+    assert [c["name"] for c in redis_sync.xinfo_consumers(keys.ready, GROUP)] == [
+        OTHER_WORKER.encode()
+    ]
+
+
+def test_trim_key_of_wrong_type_is_a_script_error(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    redis_sync.set(keys.ready, "wrong type")
+
+    with pytest.raises(ScriptError, match=re.escape(f"trim.lua: key '{keys.ready}' holds")):
+        trim(run, keys)
+
+    assert redis_sync.get(keys.ready) == b"wrong type"
+
+
+_example_shards = itertools.count()
+# Weighted towards reads and acks, so unacked entries older than acked ones are common.
+trim_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "add", "read", "read", "ack", "ack", "ack", "trim"]),
+        st.integers(0, 1),
+        st.integers(1, 4),
+    ),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=trim_steps, limit=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
+def test_trim_never_deletes_an_entry_some_group_has_not_acked(
+    redis_sync: redis.Redis, topic: str, steps: list[tuple[str, int, int]], limit: int, seed: int
+) -> None:
+    """DESIGN invariant 5 under random reads, acks and trims by two groups: after every trim
+    (retention 0), each entry pending in or not yet delivered to either group still exists."""
+    keys = ShardKeys(topic, next(_example_shards))  # fresh keys for each example
+    run = Runner(redis_sync)
+    rnd = random.Random(seed)
+    groups = (GROUP, OTHER_GROUP)
+    for group in groups:
+        run(consume.create_group(keys, group))
+    next_ms = server_ms(redis_sync) - HOUR_MS
+    added: list[str] = []
+    acked: dict[str, set[str]] = {g: set() for g in groups}
+    delivered: dict[str, list[str]] = {g: [] for g in groups}
+
+    def check_after_trim() -> None:
+        trimmed = trim(run, keys, limit=limit)
+        assert trimmed.trimmed <= limit
+        remaining = set(ids_of(redis_sync, keys.ready))
+        unacked = {e for e in added if any(e not in acked[g] for g in groups)}
+        assert unacked <= remaining, f"trimmed unacked entries {sorted(unacked - remaining)}"
+
+    for kind, g, n in [*steps, ("trim", 0, 0)]:
+        group = groups[g]
+        if kind == "add":
+            for _ in range(n):
+                added.append(add(redis_sync, keys, ready_fields(keys), f"{next_ms}-0"))
+                next_ms += 1
+        elif kind == "read":
+            delivered[group] += deliver(redis_sync, keys, group, f"c{n % 2}", count=n)
+        elif kind == "ack":
+            unsettled = [e for e in delivered[group] if e not in acked[group]]
+            chosen = rnd.sample(unsettled, min(n, len(unsettled)))
+            if chosen:
+                redis_sync.xack(keys.ready, group, *chosen)
+                acked[group].update(chosen)
+        else:
+            check_after_trim()
+
+
+# --- replay ---------------------------------------------------------------------------------
+
+
+def dead_letter_of(r: redis.Redis, run: Runner, keys: ShardKeys, fields: dict[bytes, bytes]) -> str:
+    """Deliver an entry with `fields` to GROUP and dead-letter it; the dead letter's id."""
+    run(consume.create_group(keys, GROUP))
+    entry = add(r, keys, fields)
+    deliver(r, keys, GROUP, WORKER)
+    assert run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
+    return ids_of(r, keys.dead)[-1]
+
+
+def test_replay_puts_a_dead_letter_back_as_a_first_attempt_for_its_group(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    died = ready_fields(keys, "j1", attempt=4, max_attempts=4, payload=RAW_PAYLOAD)
+    dead_id = dead_letter_of(redis_sync, run, keys, died)
+    before = server_ms(redis_sync)
+
+    assert run(consume.replay(keys, [dead_id])) == (1, [])
+    after = server_ms(redis_sync)
+
+    entry_id, fields = redis_sync.xrange(keys.ready)[-1]
+    due = int(fields[b"due"])
+    assert before <= due <= after
+    assert int(entry_id.split(b"-")[0]) >= due
+    assert fields == {
+        **ready_fields(keys, "j1", attempt=1, max_attempts=4, payload=RAW_PAYLOAD, due_ms=due),
+        b"group": GROUP.encode(),
+    }
+    assert redis_sync.xlen(keys.dead) == 0
+
+
+@pytest.mark.parametrize("missing", [b"id", b"payload"])
+def test_replay_leaves_a_dead_letter_without_id_or_payload(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, missing: bytes
+) -> None:
+    fields = ready_fields(keys)
+    del fields[missing]
+    dead_id = dead_letter_of(redis_sync, run, keys, fields)
+    ready_before = redis_sync.xlen(keys.ready)
+
+    assert run(consume.replay(keys, [dead_id])) == (0, [dead_id])
+
+    assert ids_of(redis_sync, keys.dead) == [dead_id]
+    assert redis_sync.xlen(keys.ready) == ready_before
+
+
+def test_replay_ignores_unknown_ids(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> None:
+    dead_id = dead_letter_of(redis_sync, run, keys, ready_fields(keys))
+    before = snapshot(redis_sync, keys)
+
+    assert run(consume.replay(keys, ["1-0", "99999999999999-0"])) == (0, [])
+
+    assert snapshot(redis_sync, keys) == before
+    assert ids_of(redis_sync, keys.dead) == [dead_id]
+
+
+@pytest.mark.parametrize("name", ["dead", "ready"])
+def test_replay_key_of_wrong_type_is_a_script_error_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    dead_id = "1-0"
+    if name != "dead":
+        dead_id = redis_sync.xadd(keys.dead, ready_fields(keys)).decode()
+    bad = getattr(keys, name)
+    plant_wrong_type(redis_sync, bad)
+    before = snapshot(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"replay.lua: key '{bad}' holds")):
+        run(consume.replay(keys, [dead_id]))
+
+    assert snapshot(redis_sync, keys) == before
+
+
+# --- purge_dead -----------------------------------------------------------------------------
+
+
+def test_purge_dead_deletes_the_given_dead_letters(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    dead = [redis_sync.xadd(keys.dead, {"n": str(i)}).decode() for i in range(3)]
+
+    assert run(consume.purge_dead(keys, [dead[0], dead[2], "1-0"])) == 2
+
+    assert ids_of(redis_sync, keys.dead) == [dead[1]]
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_purge_dead_of_all_deletes_the_stream_and_counts(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, n: int
+) -> None:
+    for i in range(n):
+        redis_sync.xadd(keys.dead, {"n": str(i)})
+    other = ShardKeys(keys.topic, keys.shard + 1)
+    redis_sync.xadd(other.dead, {"n": "kept"})
+
+    assert run(consume.purge_dead(keys, None)) == n
+
+    assert redis_sync.exists(keys.dead) == 0
+    assert redis_sync.xlen(other.dead) == 1
