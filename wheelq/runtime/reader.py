@@ -1,7 +1,8 @@
 """The stream reader: XREADGROUP over every shard of a topic, as much as there is room for.
 
-It reads only when the worker has free slots, and asks for at most that
-many entries per shard, so a worker never hoards entries another could run.
+It reads only when the worker has free slots, and asks each shard for its
+share of them (at least one), so a worker holds at most about `concurrency`
+entries plus one per shard, and does not hoard entries another could run.
 `stop()` cancels a blocked read at once (the connection is dropped, and any
 entries it had delivered stay pending: the worker hands them on when it
 stops). A group that has vanished (its stream was deleted) is made again.

@@ -102,6 +102,7 @@ class Worker(Lifecycle):
         self._reader: StreamReader | None = None
         self._claims: ClaimKeeper | None = None
         self._stopped: asyncio.Event | None = None
+        self._ready = asyncio.Event()
         self._started = False
         self._owns_connection = False
 
@@ -142,6 +143,16 @@ class Worker(Lifecycle):
         self._work.closing = False
         self._hurry = asyncio.Event()
         self._stopped = asyncio.Event()
+        self._ready = asyncio.Event()
+        try:
+            await self._start()
+        except BaseException:
+            self._started = False
+            raise
+        finally:
+            self._ready.set()
+
+    async def _start(self) -> None:
         client = AsyncClient(
             self.redis, ClientSettings(default_shards=self.settings.default_shards)
         )
@@ -181,19 +192,24 @@ class Worker(Lifecycle):
     async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
         """Stop taking work, let running handlers finish within the grace (default
         `shutdown_grace_ms`), and hand every entry not finished on to other workers.
-        Called again while stopping, it cuts the grace short."""
+        Called again while stopping, it cuts the grace short; called while starting, it
+        waits for the start to end first."""
+        if not self._started:
+            return WorkerStopReport(0, 0, 0)
         if self._work.closing:
             self._hurry.set()
             return WorkerStopReport(0, 0, 0)
-        if not self._started:
-            return WorkerStopReport(0, 0, 0)
         self._work.closing = True
+        await self._ready.wait()
+        if not self._started:  # the start failed: nothing runs
+            return WorkerStopReport(0, 0, 0)
         assert self._reader is not None and self._claims is not None
         await self._reader.stop()
         self._claims.claiming = False
         running = self._work.running()
         idle_ms = self.settings.visibility_timeout_ms
-        handed_on = await self._members.hand_on(self._work.drop_waiting(), idle_ms)
+        waiting = self._work.drop_waiting()
+        handed_on = await self._members.hand_on(waiting, idle_ms)
         grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
         finished = await self._finish(running, grace_s)
         abandoned = len(running) - finished
@@ -201,7 +217,12 @@ class Worker(Lifecycle):
             task.cancel()
         await self._claims.stop()
         await self.settler.stop()
-        handed_on += await self._members.hand_on(await self._members.still_pending(), idle_ms)
+        done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
+        rest = {
+            shard: [i for i in ids if (shard, i) not in done]
+            for shard, ids in (await self._members.still_pending()).items()
+        }
+        handed_on += await self._members.hand_on({k: v for k, v in rest.items() if v}, idle_ms)
         await self._members.leave()
         self.runner.close()
         if self._owns_connection:

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import redis
 import redis.asyncio
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from wheelq.store.scripts import script
 
@@ -92,7 +92,7 @@ class SyncExecutor:
         if len(calls) == 1:
             try:
                 return [self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
-            except NoScriptError as exc:
+            except ResponseError as exc:  # NOSCRIPT too: like the pipeline, errors go in place
                 return [exc]
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
@@ -123,7 +123,7 @@ class AsyncExecutor:
         if len(calls) == 1:
             try:
                 return [await self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
-            except NoScriptError as exc:
+            except ResponseError as exc:  # NOSCRIPT too: like the pipeline, errors go in place
                 return [exc]
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
