@@ -15,6 +15,7 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from wheelq.core.job import Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
@@ -84,6 +85,27 @@ class Dispatcher:
                 del self.held[key]
                 out.setdefault(key[0], []).append(key[1])
         return out
+
+    async def finish(
+        self, running: list[asyncio.Task[None]], grace_s: float, hurry: asyncio.Event
+    ) -> int:
+        """Wait for `running` handlers until the grace ends or `hurry` is set; returns how
+        many finished."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        hurried = asyncio.ensure_future(hurry.wait())
+        pending: set[asyncio.Future[Any]] = set(running)
+        try:
+            while pending and not hurry.is_set() and loop.time() < deadline:
+                _, pending = await asyncio.wait(
+                    pending | {hurried},
+                    timeout=deadline - loop.time(),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                pending.discard(hurried)
+        finally:
+            hurried.cancel()
+        return sum(1 for t in running if t.done() and not t.cancelled())
 
     def accept(self, shard: int, entries: list[Entry]) -> None:
         for entry_id, fields in entries:

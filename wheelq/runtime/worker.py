@@ -211,7 +211,7 @@ class Worker(Lifecycle):
         waiting = self._work.drop_waiting()
         handed_on = await self._members.hand_on(waiting, idle_ms)
         grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
-        finished = await self._finish(running, grace_s)
+        finished = await self._work.finish(running, grace_s, self._hurry)
         abandoned = len(running) - finished
         for task in running:
             task.cancel()
@@ -233,22 +233,6 @@ class Worker(Lifecycle):
         report = WorkerStopReport(finished, handed_on, abandoned)
         log.info("worker %s stopped: %s", self.consumer, report)
         return report
-
-    async def _finish(self, running: list[asyncio.Task[None]], grace_s: float) -> int:
-        """Wait for running handlers until the grace ends or `_hurry` is set."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace_s
-        hurry = asyncio.ensure_future(self._hurry.wait())
-        pending: set[asyncio.Future[Any]] = set(running)
-        try:
-            while pending and not self._hurry.is_set() and loop.time() < deadline:
-                _, pending = await asyncio.wait(
-                    pending | {hurry}, timeout=deadline - loop.time(), return_when="FIRST_COMPLETED"
-                )
-                pending.discard(hurry)
-        finally:
-            hurry.cancel()
-        return sum(1 for t in running if t.done() and not t.cancelled())
 
     async def serve(self) -> None:
         """Start and run until `stop()`."""
