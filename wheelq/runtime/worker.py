@@ -19,6 +19,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
@@ -264,14 +265,12 @@ class Worker(Lifecycle):
                 report = await stopping[0]
 
         asyncio.run(main())
-        if (
-            report.abandoned
-            and self.runner.stuck_threads + report.abandoned
-            and not self.runner.is_async
-        ):
-            # Threads running sync handlers cannot be stopped; do not wait for them at exit.
+        if not self.runner.is_async and (report.abandoned or self.runner.stuck_threads):
+            # Threads still running sync handlers cannot be stopped, and the interpreter
+            # would wait for them at exit: leave now (their entries were handed on).
             logging.shutdown()
-            os._exit(1)
+            sys.stdout.flush()
+            os._exit(1 if report.abandoned else 0)
         return report
 
     def status(self) -> dict[str, Any]:
