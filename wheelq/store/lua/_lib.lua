@@ -7,6 +7,26 @@ local function wq_fmt(n)
   return string.format('%.0f', n)
 end
 
+-- redis.call(cmd, key, args...) in slices of at most 4000 arguments (Lua's unpack() limit is
+-- about 8000; an even slice size keeps field/value pairs together). Returns the replies joined
+-- when each is a list (HMGET), else the last reply.
+local function wq_multi(cmd, key, args)
+  local out = {}
+  local last
+  for i = 1, #args, 4000 do
+    last = redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+    if type(last) == 'table' then
+      for _, v in ipairs(last) do
+        out[#out + 1] = v
+      end
+    end
+  end
+  if type(last) == 'table' then
+    return out
+  end
+  return last
+end
+
 -- The Redis server's clock in ms: the one clock due times live on.
 local function wq_now_ms()
   local t = redis.call('TIME')

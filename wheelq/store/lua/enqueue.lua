@@ -1,4 +1,6 @@
 --[[ enqueue.lua — add jobs to one shard: fire each now if due, else schedule it.
+Batched: one HMGET finds the pending ids, one HSET and one ZADD store every scheduled job, so
+the cost per job is a few table operations rather than several Redis calls.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM
@@ -19,26 +21,65 @@ if bad then
 end
 local now = wq_now_ms()
 local horizon = tonumber(redis.call('GET', KEYS[4]))
-local out = {0}
+local ids = {}
 for i = 3, #ARGV, 5 do
-  local id, mode, value, replace, envelope = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
+  ids[#ids + 1] = ARGV[i]
+end
+if #ids == 0 then
+  return {0}
+end
+-- Jobs are applied in order, as if one by one; the writes are gathered and made at the end.
+local pending, final, order = {}, {}, {}
+for n, flag in ipairs(wq_multi('HMGET', KEYS[2], ids)) do
+  pending[ids[n]] = flag ~= false
+end
+local out, notes = {0}, {}
+for n = 1, #ids do
+  local i = 3 + (n - 1) * 5
+  local id, value, envelope = ARGV[i], tonumber(ARGV[i + 2]), ARGV[i + 4]
   local due = value
-  if mode == 'd' then
+  if ARGV[i + 1] == 'd' then
     due = now + value
   end
-  local pending = redis.call('HEXISTS', KEYS[2], id) == 1
-  if pending and replace ~= '1' then
+  if final[id] == nil then
+    order[#order + 1] = id
+  end
+  if pending[id] and ARGV[i + 3] ~= '1' then
     out[#out + 1] = 2
   elseif due <= now then
     wq_fire(KEYS[3], ARGV[1], id, due, envelope)
-    if pending then
-      redis.call('ZREM', KEYS[1], id)
-      redis.call('HDEL', KEYS[2], id)
-    end
+    pending[id], final[id] = false, false
     out[#out + 1] = 1
   else
-    wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, id, due, envelope)
+    pending[id], final[id] = true, {due, envelope}
+    if horizon and due <= horizon then
+      notes[#notes + 1] = wq_fmt(due) .. ':' .. id
+    end
     out[#out + 1] = 0
+  end
+end
+local hset, zadd, gone = {}, {}, {}
+for _, id in ipairs(order) do
+  local f = final[id]
+  if f then
+    hset[#hset + 1], hset[#hset + 2] = id, f[2]
+    zadd[#zadd + 1], zadd[#zadd + 2] = wq_fmt(f[1]), id
+  elseif f == false then
+    gone[#gone + 1] = id
+  end
+end
+if #gone > 0 then
+  wq_multi('ZREM', KEYS[1], gone)
+  wq_multi('HDEL', KEYS[2], gone)
+end
+if #hset > 0 then
+  wq_multi('HSET', KEYS[2], hset)
+  wq_multi('ZADD', KEYS[1], zadd)
+end
+if #notes > 0 then
+  wq_multi('RPUSH', KEYS[5], notes)
+  for _, note in ipairs(notes) do
+    redis.call('PUBLISH', ARGV[2], note)
   end
 end
 return out
