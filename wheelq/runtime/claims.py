@@ -100,10 +100,12 @@ class ClaimKeeper(Service):
             return 0
         kept = 0
         replies = await self._executor.run([c for _, _, c in calls])
+        still_held = self._held()  # an entry settled while the touch was in flight is not lost
         for (shard, n, _), lost in zip(calls, replies, strict=True):
             kept += n - len(lost)
-            if lost:
-                self._lost(shard, lost)
+            taken = set(lost) & set(still_held.get(shard, ()))
+            if taken:
+                self._lost(shard, sorted(taken))
         return kept
 
     async def take_over(self) -> int:
