@@ -10,11 +10,16 @@ end
 -- redis.call(cmd, key, args...) in slices of at most 4000 arguments (Lua's unpack() limit is
 -- about 8000; an even slice size keeps field/value pairs together). Returns the replies joined
 -- when each is a list (HMGET), else the last reply.
-local function wq_multi(cmd, key, args)
+-- With call = redis.pcall, an error reply (a table with .err) is returned as it comes.
+local function wq_multi(cmd, key, args, call)
+  call = call or redis.call
   local out = {}
   local last
   for i = 1, #args, 4000 do
-    last = redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+    last = call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+    if type(last) == 'table' and last.err then
+      return last
+    end
     if type(last) == 'table' then
       for _, v in ipairs(last) do
         out[#out + 1] = v

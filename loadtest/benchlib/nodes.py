@@ -1,0 +1,107 @@
+"""wheelq processes for the bench: scheduler nodes (`wheelq scheduler`) and worker processes
+that record when each handler started.
+
+A worker process (this file run as a script) runs `wheelq.Worker` with a no-op async
+handler that appends (job id, due ms, start ms) to memory, the start read on a clock
+corrected to the Redis server's (`RedisClock`, min-RTT offset). On SIGTERM it stops the
+worker and writes the records to a JSON file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+if __package__ in (None, ""):  # run as a script: make `benchlib` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchlib.common import Bench, wheelq_cmd
+
+
+def start_scheduler(bench: Bench, topic: str, *settings: str) -> subprocess.Popen[bytes]:
+    """A scheduler node for `topic`; `settings` are TOML lines for its [scheduler] section."""
+    args = ["scheduler", "--redis-url", bench.url, "--topics", topic]
+    if settings:
+        fd, path = tempfile.mkstemp(suffix=".toml", prefix="bench-")
+        with os.fdopen(fd, "w") as f:
+            f.write("[scheduler]\n" + "\n".join(settings) + "\n")
+        args += ["--config", path]
+    return bench.spawn(wheelq_cmd(*args))
+
+
+@dataclass
+class Workers:
+    """Worker processes recording handler starts; `records()` after `stop()`."""
+
+    bench: Bench
+    topic: str
+    count: int = 1
+    concurrency: int = 200
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    tmp: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="bench-workers-"))
+
+    def start(self) -> Workers:
+        for i in range(self.count):
+            out = os.path.join(self.tmp, f"worker-{i}.json")
+            cmd = [sys.executable, os.path.abspath(__file__), self.bench.url, self.topic, out]
+            self.procs.append(
+                self.bench.spawn([*cmd, str(self.concurrency)], stdout=subprocess.PIPE)
+            )
+        for proc in self.procs:
+            assert proc.stdout is not None
+            proc.stdout.readline()  # "ready": clock synced, group joined
+        return self
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            self.bench.stop(proc, timeout_s=60)
+
+    def records(self) -> list[tuple[str, int, float]]:
+        """(job id, due ms, handler start ms) of every handler run."""
+        out: list[tuple[str, int, float]] = []
+        for i in range(self.count):
+            with open(os.path.join(self.tmp, f"worker-{i}.json")) as f:
+                out += [(job_id, due, start) for job_id, due, start in json.load(f)]
+        return out
+
+
+async def _worker_main(url: str, topic: str, out: str, concurrency: int) -> None:
+    import redis.asyncio
+
+    from wheelq import Job, Worker
+    from wheelq.runtime.clock import RedisClock
+    from wheelq.runtime.scheduler import ClockKeeper
+    from wheelq.store.calls import AsyncExecutor
+
+    connection = redis.asyncio.Redis.from_url(url)
+    clock = RedisClock()
+    keeper = ClockKeeper(AsyncExecutor(connection), clock, 5000)
+    for _ in range(5):
+        await keeper.sample()
+    records: list[tuple[str, int, float]] = []
+
+    async def handler(job: Job) -> None:
+        records.append((job.id, job.due_ms, clock.now_ms()))
+
+    worker = Worker.from_url(url, topic, handler, concurrency=concurrency)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await keeper.start()
+    await worker.start()
+    print("ready", flush=True)
+    await stop.wait()
+    await worker.stop()
+    await keeper.stop()
+    await connection.aclose()
+    with open(out, "w") as f:
+        json.dump(records, f)
+
+
+if __name__ == "__main__":
+    asyncio.run(_worker_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
