@@ -61,9 +61,15 @@ def due_spec(delay: Delay | None = None, at: At | None = None) -> DueSpec:
 
 
 def _ceil_ms(seconds: float) -> int:
-    """Seconds to whole ms, rounded up (never early) after dropping float noise below 1 ns,
-    so 0.3 s is 300 ms, not 301."""
-    return math.ceil(round(seconds * 1000, 6))
+    """Seconds to whole ms, rounded up (never early), float noise aside: the float nearest to
+    a whole number of ms means that many ms (0.3 s is 300 ms, and 270491049.679 s is
+    270491049679 ms, though its float product with 1000 is 270491049679.00003); any other
+    value is rounded up after dropping noise below 1 ns."""
+    product = seconds * 1000
+    nearest = round(product)
+    if nearest / 1000 == seconds:
+        return nearest
+    return math.ceil(round(product, 6))
 
 
 def _finite_float(value: float) -> float:
