@@ -22,6 +22,7 @@ from benchlib.common import (
     drop_topic,
     lateness,
     redis_ms,
+    rss_bytes,
     wait_until,
 )
 from benchlib.nodes import Workers, start_scheduler
@@ -45,6 +46,32 @@ def all_handled(r: redis.Redis, topic: str, shards: int, n: int) -> bool:
         if groups[0]["pending"] or (last and groups[0]["last-delivered-id"] != last[0][0]):
             return False
     return True
+
+
+def _fill_backlog(
+    bench: Bench, client: Client, topic: str, n: int, payload: bytes
+) -> dict[str, Any]:
+    """Enqueue n jobs due an hour or more from now; Redis memory per job."""
+    r = bench.redis()
+    before = int(r.info("memory")["used_memory"])
+    bench.log(f"backlog: enqueueing {n} jobs due in an hour or more")
+    t0 = time.perf_counter()
+    for i in range(0, n, ENQUEUE_CHUNK):
+        client.enqueue_many(
+            topic,
+            [
+                EnqueueItem(payload, delay=3600 + j / 1000)
+                for j in range(i, min(n, i + ENQUEUE_CHUNK))
+            ],
+        )
+    seconds = time.perf_counter() - t0
+    after = int(r.info("memory")["used_memory"])
+    return {
+        "backlog_jobs": n,
+        "backlog_enqueue_jobs_per_s": round(n / seconds),
+        "redis_bytes_per_pending_job": round((after - before) / n, 1),
+        "redis_used_memory_mb": round(after / 2**20, 1),
+    }
 
 
 def enqueue_spread(
@@ -82,14 +109,20 @@ def run_accuracy(
     payload_bytes: int = 100,
     scheduler_settings: tuple[str, ...] = (),
     keep_values: bool = False,
+    backlog: int = 0,
 ) -> dict[str, Any]:
     """Run one accuracy measurement; with `keep_values`, raw lateness lists are returned
-    under ``_entry_values`` / ``_handler_values`` (for plots; strip before writing JSON)."""
+    under ``_entry_values`` / ``_handler_values`` (for plots; strip before writing JSON).
+    With `backlog`, that many jobs due in an hour or more are enqueued on the topic first,
+    and Redis memory per pending job and the node's RSS are reported."""
     topic = bench.topic(f"acc{int(rate)}")
     n = int(rate * duration_s)
     r = bench.redis()
     client = Client.from_url(bench.url)
     client.create_topic(topic, shards)
+    extra: dict[str, Any] = {}
+    if backlog:
+        extra = _fill_backlog(bench, client, topic, backlog, b"x" * payload_bytes)
     node = start_scheduler(bench, topic, *scheduler_settings)
     pool = Workers(bench, topic, workers, concurrency).start() if workers else None
     try:
@@ -110,6 +143,7 @@ def run_accuracy(
 
         finished = wait_until(done, duration_s + 60, poll_s=0.1)
         load = ServerLoad.read(r).since(load0)
+        extra["scheduler_rss_mb"] = round(rss_bytes(node.pid) / 2**20, 1)
         node_cpu = cpu_seconds(node.pid) - node_cpu0
         workers_cpu = sum(cpu_seconds(p.pid) for p in pool.procs) - workers_cpu0 if pool else 0
         records = asyncio.run(_fired(bench.url, topic, shards))
@@ -138,6 +172,7 @@ def run_accuracy(
         "redis_commands_per_1000_fired": round(load["commands"] * 1000 / max(1, n), 1),
         "redis_cpu_ms_per_1000_fired": round(load["redis_cpu_s"] * 1e6 / max(1, n), 2),
     }
+    out.update(extra)
     if keep_values:
         out["_entry_values"] = entry_values
     if pool:

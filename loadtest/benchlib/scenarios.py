@@ -1,0 +1,219 @@
+"""The wheelq scenarios besides accuracy: enqueue rates, a burst, failover, idle load."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Any
+
+from benchlib.accuracy import all_handled, enqueue_spread
+from benchlib.common import (
+    Bench,
+    ServerLoad,
+    cpu_seconds,
+    drop_topic,
+    lateness,
+    redis_ms,
+    wait_until,
+)
+from benchlib.nodes import Workers, start_scheduler
+from wheelq import AsyncClient, Client, EnqueueItem
+from wheelq.core.keys import all_shards
+from wheelq.runtime.observe import read_fired
+
+PAYLOAD = b"x" * 100
+
+
+def run_enqueue(bench: Bench, *, single_n: int, many_n: int, concurrency: int = 64) -> dict:
+    """Single sync calls (latency and rate), async calls with `concurrency` in flight, and
+    `enqueue_many`, each on a topic of its own, 100-byte payloads due in an hour."""
+    r = bench.redis()
+    out: dict[str, Any] = {}
+    topics = [bench.topic("enq1"), bench.topic("enqn"), bench.topic("enqa")]
+    try:
+        with Client.from_url(bench.url) as client:
+            client.create_topic(topics[0], 4)
+            times = []
+            for _ in range(single_n):
+                t = time.perf_counter()
+                client.enqueue(topics[0], PAYLOAD, delay=3600)
+                times.append((time.perf_counter() - t) * 1000)
+            out["single_sync"] = {
+                "calls": single_n,
+                "calls_per_s": round(single_n / (sum(times) / 1000)),
+                "latency_ms": lateness(times),
+            }
+            client.create_topic(topics[1], 4)
+            t = time.perf_counter()
+            for i in range(0, many_n, 20_000):
+                chunk = min(20_000, many_n - i)
+                client.enqueue_many(
+                    topics[1], [EnqueueItem(PAYLOAD, delay=3600) for _ in range(chunk)]
+                )
+            seconds = time.perf_counter() - t
+            out["enqueue_many"] = {"jobs": many_n, "jobs_per_s": round(many_n / seconds)}
+        out["async"] = asyncio.run(_async_enqueue(bench, topics[2], single_n * 2, concurrency))
+    finally:
+        for topic in topics:
+            drop_topic(r, topic)
+    return out
+
+
+async def _async_enqueue(bench: Bench, topic: str, n: int, concurrency: int) -> dict[str, Any]:
+    async with AsyncClient.from_url(bench.url) as client:
+        await client.create_topic(topic, 4)
+        left = n
+
+        async def producer() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                await client.enqueue(topic, PAYLOAD, delay=3600)
+
+        t = time.perf_counter()
+        await asyncio.gather(*(producer() for _ in range(concurrency)))
+        seconds = time.perf_counter() - t
+    return {"calls": n, "concurrency": concurrency, "calls_per_s": round(n / seconds)}
+
+
+def run_burst(bench: Bench, *, n: int, workers: int = 1, shards: int = 4) -> dict[str, Any]:
+    """n jobs due at one instant T: time from T until all are in the streams, and until every
+    handler has started."""
+    topic = bench.topic("burst")
+    r = bench.redis()
+    client = Client.from_url(bench.url)
+    client.create_topic(topic, shards)
+    node = start_scheduler(bench, topic)
+    pool = Workers(bench, topic, workers, 500).start()
+    try:
+        wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)
+        due_ms = redis_ms(r) + 3000 + n // 30
+        ids = client.enqueue_many(topic, [EnqueueItem(PAYLOAD, at=due_ms / 1000) for _ in range(n)])
+        left_s = (due_ms - redis_ms(r)) / 1000
+        in_stream = wait_until(
+            lambda: sum(r.xlen(k.ready) for k in all_shards(topic, shards)) >= n,
+            left_s + 60,
+            poll_s=0.01,
+        )
+        last_entry_ms = max(
+            int(r.xrevrange(k.ready, count=1)[0][0].split(b"-")[0])
+            for k in all_shards(topic, shards)
+            if r.xlen(k.ready)
+        )
+        wait_until(lambda: all_handled(r, topic, shards, n), 120, poll_s=0.05)
+    finally:
+        pool.stop()
+        bench.stop(node)
+        drop_topic(r, topic)
+        client.close()
+    records = pool.records()
+    starts = [start for _, _, start in records]
+    return {
+        "jobs": n,
+        "enqueued_before_due_s": round(left_s, 2),
+        "all_in_stream": in_stream,
+        "all_in_stream_after_s": round((last_entry_ms - due_ms) / 1000, 3),
+        "all_handlers_started_after_s": round((max(starts) - due_ms) / 1000, 3) if starts else None,
+        "handled": len({job_id for job_id, _, _ in records} & set(ids)),
+    }
+
+
+def run_failover(
+    bench: Bench, *, rate: int, duration_s: float, shards: int = 4, bucket_ms: int = 100
+) -> dict[str, Any]:
+    """Two nodes share the shards; a third into the run the leader of shard 0 is killed with
+    SIGKILL. Entry lateness by due-time bucket shows the spike and when it is over."""
+    topic = bench.topic("failover")
+    r = bench.redis()
+    client = Client.from_url(bench.url)
+    client.create_topic(topic, shards)
+    nodes = [start_scheduler(bench, topic) for _ in range(2)]
+    try:
+        wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)
+        n = int(rate * duration_s)
+        start_ms = redis_ms(r) + 2000 + n // 40
+        ids = enqueue_spread(client, topic, start_ms, n, rate, PAYLOAD)
+        kill_ms = start_ms + int(duration_s * 1000 / 3)
+        wait_until(lambda: redis_ms(r) >= kill_ms, (kill_ms - redis_ms(r)) / 1000 + 5, 0.002)
+        holder = r.get(all_shards(topic, shards)[0].lease).decode()
+        pid = int(holder.split(":")[1])  # node ids are host:pid:random
+        os.kill(pid, signal.SIGKILL)
+        killed_ms = redis_ms(r)
+        wait_until(
+            lambda: sum(r.xlen(k.ready) for k in all_shards(topic, shards)) >= n,
+            duration_s + 30,
+            poll_s=0.1,
+        )
+        records = asyncio.run(_read(bench, topic, shards))
+    finally:
+        for node in nodes:
+            bench.stop(node)
+        drop_topic(r, topic)
+        client.close()
+    before = [x.lateness_ms for x in records if x.due_ms < killed_ms]
+    normal_ms = max(10.0, 2 * float(lateness(before)["p99.9"])) if before else 10.0
+    buckets: dict[int, float] = {}
+    for x in records:
+        b = (x.due_ms - killed_ms) // bucket_ms
+        buckets[b] = max(buckets.get(b, 0), x.lateness_ms)
+    late = [b for b, worst in buckets.items() if b >= 0 and worst > normal_ms]
+    recovered_bucket = max(late) + 1 if late else 0
+    fired = {x.job_id for x in records}
+    return {
+        "rate_per_s": rate,
+        "jobs": n,
+        "missing": len(set(ids) - fired),
+        "duplicates": len(records) - len(fired),
+        "lateness_before_kill_ms": lateness(before),
+        "spike_max_lateness_ms": max((x.lateness_ms for x in records), default=0),
+        "normal_threshold_ms": normal_ms,
+        "back_to_normal_after_kill_s": round(recovered_bucket * bucket_ms / 1000, 2),
+        "lease_ttl_ms": 5000,
+        "_series": sorted(
+            ((x.due_ms - killed_ms) / 1000, x.lateness_ms) for x in records[:: max(1, n // 5000)]
+        ),
+    }
+
+
+async def _read(bench: Bench, topic: str, shards: int) -> list[Any]:
+    import redis.asyncio
+
+    connection = redis.asyncio.Redis.from_url(bench.url)
+    try:
+        return await read_fired(connection, topic, shards)
+    finally:
+        await connection.aclose()
+
+
+def run_idle(bench: Bench, *, topics: int, shards: int, idle_s: float) -> dict[str, Any]:
+    """One node leading `topics` x `shards` shards with nothing due: what it costs Redis."""
+    r = bench.redis()
+    names = [bench.topic(f"idle{i}") for i in range(topics)]
+    with Client.from_url(bench.url) as client:
+        for name in names:
+            client.create_topic(name, shards)
+    node = start_scheduler(bench, ",".join(names))
+    try:
+        leases = [k.lease for name in names for k in all_shards(name, shards)]
+        led = wait_until(lambda: all(r.mget(leases)), 60, poll_s=0.2)
+        time.sleep(1.0)  # let start-up work settle before measuring
+        load0, cpu0 = ServerLoad.read(r), cpu_seconds(node.pid)
+        time.sleep(idle_s)
+        load = ServerLoad.read(r).since(load0)
+        node_cpu = cpu_seconds(node.pid) - cpu0
+    finally:
+        bench.stop(node)
+        for name in names:
+            drop_topic(r, name)
+    return {
+        "topics": topics,
+        "shards_per_topic": shards,
+        "all_led": led,
+        "redis_commands_per_s": load["commands_per_s"],
+        "redis_commands_per_s_per_shard": round(load["commands_per_s"] / (topics * shards), 2),
+        "redis_cpu_s_per_s": round(load["redis_cpu_s"] / load["seconds"], 4),
+        "node_cpu_s_per_s": round(node_cpu / load["seconds"], 4),
+        "top_commands": load["top_commands"],
+    }
