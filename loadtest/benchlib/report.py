@@ -275,7 +275,7 @@ def _peers(res: dict[str, Any]) -> list[str]:
         f"{_num(_get(res, 'burst', 'jobs'))} all started after {ours_burst} s.",
         "",
         "| peer | setting | enqueue jobs/s (wheelq / peer) | handler start - due at 1k/s, "
-        "p50 / p99 ms (peer / wheelq) | burst: all started after s, jobs | missing / dup |",
+        "p50 / p99 ms (peer / wheelq) | burst: all started after | not run in time / dup / early |",
         "|---|---|---|---|---|---|",
     ]
     for name, modes in peers.items():
@@ -295,10 +295,17 @@ def _peers(res: dict[str, Any]) -> list[str]:
                 f"| {name} {m.get('version', '')} | {m.get('setting', mode)} | {_num(enq)} "
                 f"({_ratio(ours_enq, enq)}) | {_num(lat.get('p50'), 0)} / {_num(lat.get('p99'), 0)}"
                 f" ({_ratio(lat.get('p50'), ours_p50)} / {_ratio(lat.get('p99'), ours_p99)}) | "
-                f"{_get(m, 'burst', 'all_started_s')} s, {_num(_get(m, 'burst', 'jobs'))} | "
-                f"{_get(m, 'accuracy', 'missing')} / {_get(m, 'accuracy', 'duplicates')} |"
+                f"{_burst_cell(m.get('burst') or {})} | "
+                f"{_get(m, 'accuracy', 'missing')} / {_get(m, 'accuracy', 'duplicates')} / "
+                f"{_get(m, 'accuracy', 'early')} |"
             )
     return lines
+
+
+def _burst_cell(b: dict[str, Any]) -> str:
+    if b.get("all_started_s") is not None:
+        return f"{b['all_started_s']} s ({_num(b.get('jobs'))} jobs)"
+    return f"not all: {_num(b.get('handled'))} of {_num(b.get('jobs'))} by the deadline"
 
 
 def plot(res: dict[str, Any], path: str) -> bool:
