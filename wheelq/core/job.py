@@ -45,15 +45,24 @@ ENVELOPE_VERSION = 1
 MAX_ATTEMPTS_LIMIT = 1000
 
 
-def encode_payload(payload: Any, max_bytes: int) -> bytes:
+def encode_payload(payload: Any, max_bytes: int, packer: msgpack.Packer | None = None) -> bytes:
     """Encode `payload` with msgpack and check its size.
+
+    Args:
+        payload: The value.
+        max_bytes: The largest encoding accepted.
+        packer: A ``msgpack.Packer(use_bin_type=True)`` to reuse across a batch (several
+            times faster than a new one per value); not thread-safe.
 
     Raises:
         PayloadTypeError: The value (or something inside it) cannot be serialised.
         PayloadTooLargeError: The encoding is longer than `max_bytes`.
     """
     try:
-        data: bytes = msgpack.packb(payload, use_bin_type=True, strict_types=False)
+        if packer is None:
+            data: bytes = msgpack.packb(payload, use_bin_type=True)
+        else:
+            data = packer.pack(payload)
     except (TypeError, ValueError, OverflowError) as exc:
         raise PayloadTypeError(
             f"payload must be msgpack-serialisable (None, bool, int, float, str, bytes, "
@@ -90,6 +99,22 @@ def validate_max_attempts(max_attempts: object) -> int:
     return max_attempts
 
 
+def pack_envelope(
+    payload: bytes,
+    attempt: int,
+    max_attempts: int,
+    enqueued_ms: int,
+    packer: msgpack.Packer | None = None,
+) -> bytes:
+    """The five-field envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``;
+    `packer` (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
+    fields = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
+    if packer is None:
+        packed: bytes = msgpack.packb(fields, use_bin_type=False)
+        return packed
+    return packer.pack(fields)  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """What is stored for a pending job besides its due time."""
@@ -104,17 +129,19 @@ class Envelope:
     """A retry's job id ("" = the sorted-set member is the id)."""
 
     def pack(self) -> bytes:
-        fields: list[Any] = [
-            ENVELOPE_VERSION,
-            self.payload,
-            self.attempt,
-            self.max_attempts,
-            self.enqueued_ms,
-        ]
         if self.group or self.job_id:
-            fields += [self.group, self.job_id]
-        packed: bytes = msgpack.packb(fields, use_bin_type=False)
-        return packed
+            fields: list[Any] = [
+                ENVELOPE_VERSION,
+                self.payload,
+                self.attempt,
+                self.max_attempts,
+                self.enqueued_ms,
+                self.group,
+                self.job_id,
+            ]
+            packed: bytes = msgpack.packb(fields, use_bin_type=False)
+            return packed
+        return pack_envelope(self.payload, self.attempt, self.max_attempts, self.enqueued_ms)
 
     @classmethod
     def unpack(cls, data: bytes) -> Envelope:

@@ -25,7 +25,7 @@ from wheelq.runtime.observe import read_fired
 from wheelq.runtime.producer import EnqueueItem
 from wheelq.runtime.scheduler import ClockKeeper, Scheduler
 from wheelq.runtime.worker import Worker
-from wheelq.store.calls import AsyncExecutor
+from wheelq.store.calls import AsyncExecutor, Call
 
 Progress = Callable[[int, int, int], None]
 """progress(fired, handled, total)"""
@@ -94,7 +94,8 @@ async def run_demo(
 
 async def _drop_topic(client: AsyncClient, topic: str, shards: int) -> None:
     """Remove the demo's keys, one slot per DEL (so it works on Redis Cluster too)."""
-    for k in all_shards(topic, shards):
-        await client.redis.delete(*k.data_keys)
-    await client.redis.delete(nodes_key(topic))
-    await client.redis.hdel(TOPICS_KEY, topic)
+    calls: list[Call[Any]] = [
+        Call(command=("DEL", *k.data_keys)) for k in all_shards(topic, shards)
+    ]
+    calls += [Call(command=("DEL", nodes_key(topic))), Call(command=("HDEL", TOPICS_KEY, topic))]
+    await AsyncExecutor(client.redis).run(calls)

@@ -6,6 +6,7 @@ import redis.asyncio
 
 from wheelq.core.keys import all_shards
 from wheelq.core.stats import Fired
+from wheelq.store.calls import AsyncExecutor, Call
 
 PAGE = 10_000
 
@@ -18,13 +19,14 @@ async def read_fired(
     `after` is updated in place to the last id read, so repeated calls read
     only new entries.
     """
+    executor = AsyncExecutor(connection)
     cursor = after if after is not None else {}
     out: list[Fired] = []
     for keys in all_shards(topic, shards):
         while True:
             start = b"(" + cursor[keys.shard] if keys.shard in cursor else b"-"
-            page: list[tuple[bytes, dict[bytes, bytes]]] = await connection.xrange(  # type: ignore[assignment]
-                keys.ready, start, "+", count=PAGE
+            (page,) = await executor.run(
+                [Call(command=("XRANGE", keys.ready, start, "+", "COUNT", PAGE))]
             )
             out += [Fired.from_entry(entry_id, fields) for entry_id, fields in page]
             if page:
