@@ -11,6 +11,7 @@ yield: bad input raises before anything is sent.
 from __future__ import annotations
 
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -150,7 +151,9 @@ class Producer:
 
     def _write(self, topic: str, writes: list[ops.JobWrite]) -> Op[list[str]]:
         """Place validated jobs: by shard, in script calls of `batch_size`, pipelined."""
-        shards = yield from self.shard_count(topic, create=True)
+        shards = self._shards.get(topic)  # the topic name was validated by the caller
+        if shards is None:
+            shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
         by_shard: dict[int, list[ops.JobWrite]] = defaultdict(list)
         for w in writes:
@@ -271,25 +274,38 @@ class Producer:
 
 class _Batch:
     """What validating one call's items shares: the time, the ids seen, msgpack packers and
-    random bytes for ids, drawn in bulk (reused objects are several times faster than new
-    ones per job; each call has its own, so clients stay thread-safe)."""
+    random bytes for ids drawn in growing blocks (reused objects are several times faster
+    than new ones per job). Packers are per thread, so clients stay thread-safe."""
 
-    ENTROPY_IDS = 1024
+    MAX_ENTROPY_IDS = 1024
 
     def __init__(self, now_ms: int) -> None:
         self.now_ms = now_ms
         self.seen: set[str] = set()
-        self.payloads = msgpack.Packer(use_bin_type=True)
-        self.envelopes = msgpack.Packer(use_bin_type=False)
+        self.payloads, self.envelopes = _packers()
         self._random = b""
         self._at = 0
+        self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
 
     def entropy(self) -> bytes:
         """10 fresh random bytes."""
         if self._at >= len(self._random):
-            self._random, self._at = os.urandom(10 * self.ENTROPY_IDS), 0
+            self._random, self._at = os.urandom(10 * self._block_ids), 0
+            self._block_ids = min(self._block_ids * 2, self.MAX_ENTROPY_IDS)
         self._at += 10
         return self._random[self._at - 10 : self._at]
+
+
+_local = threading.local()
+
+
+def _packers() -> tuple[msgpack.Packer, msgpack.Packer]:
+    """This thread's (payload, envelope) packers."""
+    pair: tuple[msgpack.Packer, msgpack.Packer] | None = getattr(_local, "packers", None)
+    if pair is None:
+        pair = (msgpack.Packer(use_bin_type=True), msgpack.Packer(use_bin_type=False))
+        _local.packers = pair
+    return pair
 
 
 def _item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

@@ -8,6 +8,7 @@ async client and the scheduler node.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -169,8 +170,14 @@ def lease_release(keys: ShardKeys, token: str) -> Call[bool]:
     )
 
 
-def _shard_write_keys(keys: ShardKeys) -> list[str]:
-    return [keys.delayed, keys.jobs, keys.ready, keys.horizon, keys.inbox]
+@functools.lru_cache(maxsize=4096)
+def _write_keys(keys: ShardKeys) -> tuple[str, ...]:
+    return (keys.delayed, keys.jobs, keys.ready, keys.horizon, keys.inbox)
+
+
+def _shard_write_keys(keys: ShardKeys) -> tuple[str, ...]:
+    """The five keys enqueue, reschedule and retry write (built once per shard)."""
+    return _write_keys(keys)
 
 
 # --- plain commands -------------------------------------------------------------------------

@@ -54,19 +54,26 @@ end
 -- XADD a job to the ready stream from its envelope
 -- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id)]: a retry's envelope names
 -- the one group meant to run it, and the job id when it is stored under another member.
+-- `due` is a number, or already a decimal string (a sorted-set score read back). The call is
+-- redis.pcall: a wrong-typed stream fails the first XADD, before anything is written, and the
+-- error is returned for the caller to report.
 local function wq_fire(ready, topic, member, due, envelope)
   local env = cmsgpack.unpack(envelope)
   local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
     id = env[7]
   end
-  local args = {ready, '*', 'id', id, 'topic', topic, 'due', wq_fmt(due),
-    'attempt', wq_fmt(env[3]), 'max_attempts', wq_fmt(env[4]), 'payload', env[2]}
-  if type(env[6]) == 'string' and env[6] ~= '' then
-    args[#args + 1] = 'group'
-    args[#args + 1] = env[6]
+  if type(due) == 'number' then
+    due = wq_fmt(due)
   end
-  return redis.call('XADD', unpack(args))
+  -- attempt and max_attempts are small ints: tostring() writes them without exponent
+  if type(env[6]) == 'string' and env[6] ~= '' then
+    return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
+      'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
+      'group', env[6])
+  end
+  return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
+    'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
 end
 
 -- A stream entry's fields as a flat list, followed by the dead-letter annotations.

@@ -20,12 +20,8 @@ Returns: {0, emitted, more, orphans, id_1, due_1, id_2, due_2, ...}
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {-2}
 end
--- Type checks: the stream's here; the sorted set's and the hash's come free from their first
--- read below (a read of the wrong type fails before anything is written).
-local bad = wq_bad_type(KEYS[3], 'stream')
-if bad then
-  return {-1, bad}
-end
+-- No TYPE calls: a wrong-typed sorted set or hash fails its first read, a wrong-typed stream
+-- its first XADD, each before anything is written (pcall turns the failure into a status).
 local now = math.min(tonumber(ARGV[3]), wq_now_ms())
 local ids = {}
 if #ARGV > 4 then
@@ -52,14 +48,17 @@ local envelopes = wq_multi('HMGET', KEYS[2], ids, redis.pcall)
 if envelopes.err then
   return {-1, KEYS[2]}
 end
-local gone, seen = {}, {}
+local gone, seen, failed = {}, {}, nil
 for i, id in ipairs(ids) do
   if scores[i] and not seen[id] then
     seen[id] = true
-    local due = tonumber(scores[i])
-    if due <= now then
+    if tonumber(scores[i]) <= now then
       if envelopes[i] then
-        wq_fire(KEYS[3], ARGV[2], id, due, envelopes[i])
+        local added = wq_fire(KEYS[3], ARGV[2], id, scores[i], envelopes[i])
+        if type(added) == 'table' and added.err then
+          failed = added.err
+          break
+        end
         out[2] = out[2] + 1
       else
         out[4] = out[4] + 1
@@ -71,9 +70,16 @@ for i, id in ipairs(ids) do
     end
   end
 end
+-- Jobs appended so far leave the sorted set even if a later XADD failed: never twice.
 if #gone > 0 then
   wq_multi('ZREM', KEYS[1], gone)
   wq_multi('HDEL', KEYS[2], gone)
+end
+if failed then
+  if out[2] == 0 and string.find(failed, 'WRONGTYPE', 1, true) then
+    return {-1, KEYS[3]}
+  end
+  return redis.error_reply(failed)
 end
 if #ARGV <= 4 and redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0 then
   out[3] = 1

@@ -14,13 +14,18 @@ Returns: {0, code_1, ..., code_n}, code 0 = scheduled, 1 = fired now (due <= TIM
            2 = duplicate: pending already and replace = '0' (not written)
          {-1, key} a key has the wrong type (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
-  KEYS[5], 'list')
+-- Type checks: the sorted set, the stream and the inbox by TYPE (a job must not be scheduled
+-- into a shard it could never fire from); the horizon and the hash by their first read.
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')
 if bad then
   return {-1, bad}
 end
+local horizon = redis.pcall('GET', KEYS[4])
+if type(horizon) == 'table' and horizon.err then
+  return {-1, KEYS[4]}
+end
+horizon = tonumber(horizon)
 local now = wq_now_ms()
-local horizon = tonumber(redis.call('GET', KEYS[4]))
 local ids = {}
 for i = 3, #ARGV, 5 do
   ids[#ids + 1] = ARGV[i]
@@ -30,7 +35,11 @@ if #ids == 0 then
 end
 -- Jobs are applied in order, as if one by one; the writes are gathered and made at the end.
 local pending, final, order = {}, {}, {}
-for n, flag in ipairs(wq_multi('HMGET', KEYS[2], ids)) do
+local flags = wq_multi('HMGET', KEYS[2], ids, redis.pcall)
+if flags.err then
+  return {-1, KEYS[2]}
+end
+for n, flag in ipairs(flags) do
   pending[ids[n]] = flag ~= false
 end
 local out, notes = {0}, {}
@@ -47,7 +56,10 @@ for n = 1, #ids do
   if pending[id] and ARGV[i + 3] ~= '1' then
     out[#out + 1] = 2
   elseif due <= now then
-    wq_fire(KEYS[3], ARGV[1], id, due, envelope)
+    local added = wq_fire(KEYS[3], ARGV[1], id, due, envelope)
+    if type(added) == 'table' and added.err then
+      return redis.error_reply(added.err)
+    end
     pending[id], final[id] = false, false
     out[#out + 1] = 1
   else

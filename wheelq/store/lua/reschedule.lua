@@ -28,7 +28,10 @@ if ARGV[4] == 'd' then
   due = now + due
 end
 if due <= now then
-  wq_fire(KEYS[3], ARGV[1], id, due, envelope)
+  local added = wq_fire(KEYS[3], ARGV[1], id, due, envelope)
+  if type(added) == 'table' and added.err then
+    return redis.error_reply(added.err)
+  end
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
   return {0, 2}
