@@ -110,6 +110,7 @@ def run_accuracy(
     scheduler_settings: tuple[str, ...] = (),
     keep_values: bool = False,
     backlog: int = 0,
+    scheduler_config: str | None = None,
 ) -> dict[str, Any]:
     """Run one accuracy measurement; with `keep_values`, raw lateness lists are returned
     under ``_entry_values`` / ``_handler_values`` (for plots; strip before writing JSON).
@@ -123,7 +124,7 @@ def run_accuracy(
     extra: dict[str, Any] = {}
     if backlog:
         extra = _fill_backlog(bench, client, topic, backlog, b"x" * payload_bytes)
-    node = start_scheduler(bench, topic, *scheduler_settings)
+    node = start_scheduler(bench, topic, *scheduler_settings, config=scheduler_config)
     pool = Workers(bench, topic, workers, concurrency).start() if workers else None
     try:
         wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)

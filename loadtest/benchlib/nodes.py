@@ -24,10 +24,15 @@ if __package__ in (None, ""):  # run as a script: make `benchlib` importable
 from benchlib.common import Bench, wheelq_cmd
 
 
-def start_scheduler(bench: Bench, topic: str, *settings: str) -> subprocess.Popen[bytes]:
-    """A scheduler node for `topic`; `settings` are TOML lines for its [scheduler] section."""
+def start_scheduler(
+    bench: Bench, topic: str, *settings: str, config: str | None = None
+) -> subprocess.Popen[bytes]:
+    """A scheduler node for `topic`; `settings` are TOML lines for its [scheduler] section,
+    or `config` a TOML file of its own."""
     args = ["scheduler", "--redis-url", bench.url, "--topics", topic]
-    if settings:
+    if config:
+        args += ["--config", config]
+    elif settings:
         fd, path = tempfile.mkstemp(suffix=".toml", prefix="bench-")
         with os.fdopen(fd, "w") as f:
             f.write("[scheduler]\n" + "\n".join(settings) + "\n")
@@ -87,7 +92,7 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int) -> None
     records: list[tuple[str, int, float]] = []
 
     async def handler(job: Job) -> None:
-        records.append((job.id, job.due_ms, clock.now_ms()))
+        records.append((job.id, job.due_ms, clock.now_ms_float()))
 
     worker = Worker.from_url(url, topic, handler, concurrency=concurrency)
     stop = asyncio.Event()
