@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib.accuracy import run_accuracy
 from benchlib.common import Bench
 from benchlib.report import markdown, plot, strip_private, targets
-from benchlib.scenarios import run_burst, run_enqueue, run_failover, run_idle
+from benchlib.scenarios import run_burst, run_enqueue, run_failover, run_idle, run_worker
 
 from wheelq.embedded import EmbeddedServer, find_server_binaries
 
@@ -39,6 +39,7 @@ SCENARIOS = (
     "accuracy",
     "efficiency",
     "burst",
+    "worker",
     "backlog",
     "failover",
     "idle",
@@ -111,6 +112,7 @@ def run(bench: Bench, only: set[str]) -> dict[str, Any]:
     )
     step("efficiency", lambda: run_accuracy(bench, rate=10_000, duration_s=z["duration_s"]))
     step("burst", lambda: run_burst(bench, n=z["burst"]))
+    step("worker", lambda: run_worker(bench, n=z["burst"]))
     step(
         "backlog",
         lambda: run_accuracy(

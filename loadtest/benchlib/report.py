@@ -82,6 +82,14 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     if burst.get("all_in_stream_after_s") is not None:
         s = burst["all_in_stream_after_s"]
         add(f"burst of {_num(burst['jobs'])} in the stream within 2 s", s, s <= 2, f"{s} s")
+    per_worker = _get(res, "worker", "jobs_per_s")
+    if per_worker:
+        add(
+            "a worker process runs >= 20,000 no-op jobs/s",
+            per_worker,
+            per_worker >= 20_000,
+            f"{_num(per_worker)} jobs/s",
+        )
     many = _get(res, "enqueue", "enqueue_many", "jobs_per_s")
     if many:
         add("enqueue_many >= 100,000 jobs/s", many, many >= 100_000, f"{_num(many)} jobs/s")
@@ -191,6 +199,18 @@ def markdown(res: dict[str, Any]) -> str:
             f"{burst['all_handlers_started_after_s']} s (raw Lua firing limit: "
             f"{_num(lim.get('fire_jobs_per_s'))} jobs/s, raw XREADGROUP+XACK: "
             f"{_num(lim.get('consume_jobs_per_s'))} jobs/s).",
+        ]
+    worker = res.get("worker") or {}
+    if worker.get("jobs_per_s"):
+        raw = lim.get("consume_jobs_per_s")
+        lines += [
+            "",
+            "## Worker",
+            "",
+            f"One worker process, no-op async handler, concurrency {worker['concurrency']}: "
+            f"{_num(worker['jobs_per_s'])} jobs/s ({worker['worker_cpu_us_per_job']} us of CPU "
+            f"per job) draining {_num(worker['jobs'])} entries; raw XREADGROUP+XACK: "
+            f"{_num(raw)} jobs/s ({_ratio(worker['jobs_per_s'], raw)}).",
         ]
     backlog = res.get("backlog") or {}
     if backlog:

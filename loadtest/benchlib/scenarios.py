@@ -236,3 +236,33 @@ def run_idle(bench: Bench, *, topics: int, shards: int, idle_s: float) -> dict[s
         "node_cpu_s_per_s": round(node_cpu / load["seconds"], 4),
         "top_commands": load["top_commands"],
     }
+
+
+def run_worker(bench: Bench, *, n: int, concurrency: int = 200, shards: int = 4) -> dict:
+    """One worker process (no-op async handler) draining `n` entries already in the streams:
+    jobs/s from the moment it is ready until every entry is acked."""
+    topic = bench.topic("worker")
+    r = bench.redis()
+    client = Client.from_url(bench.url)
+    client.create_topic(topic, shards)
+    try:
+        for i in range(0, n, 20_000):  # due now: the enqueue script appends them at once
+            client.enqueue_many(topic, [EnqueueItem(PAYLOAD) for _ in range(min(20_000, n - i))])
+        pool = Workers(bench, topic, 1, concurrency)
+        pool.start()
+        t0 = time.perf_counter()
+        cpu0 = cpu_seconds(pool.procs[0].pid)
+        done = wait_until(lambda: all_handled(r, topic, shards, n), 120, poll_s=0.02)
+        seconds = time.perf_counter() - t0
+        cpu = cpu_seconds(pool.procs[0].pid) - cpu0
+        pool.stop()
+    finally:
+        drop_topic(r, topic)
+        client.close()
+    return {
+        "jobs": n,
+        "concurrency": concurrency,
+        "all_acked": done,
+        "jobs_per_s": round(n / seconds),
+        "worker_cpu_us_per_job": round(cpu / n * 1e6, 1),
+    }
