@@ -10,14 +10,10 @@ yield: bad input raises before anything is sent.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
-
-import msgpack
 
 from wheelq.core import keys as k
 from wheelq.core.ids import make_job_id
@@ -40,6 +36,7 @@ from wheelq.errors import (
     PayloadTypeError,
     TopicConfigError,
 )
+from wheelq.runtime.batch import EncodeBatch
 from wheelq.runtime.clock import WallClock
 from wheelq.store import ops
 from wheelq.store.calls import Call
@@ -136,7 +133,7 @@ class Producer:
 
     def enqueue(self, topic: str, item: EnqueueItem) -> Op[str]:
         k.validate_topic(topic)
-        write = self._validate_item(item, _Batch(self._clock.now_ms()))
+        write = self._validate_item(item, EncodeBatch(self._clock.now_ms()))
         ids = yield from self._write(topic, [write])
         return ids[0]
 
@@ -242,7 +239,7 @@ class Producer:
                 "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
             )
         writes: list[ops.JobWrite] = []
-        batch = _Batch(self._clock.now_ms())
+        batch = EncodeBatch(self._clock.now_ms())
         for index, item in enumerate(items):
             try:
                 writes.append(self._validate_item(item, batch))
@@ -252,7 +249,9 @@ class Producer:
                 raise PayloadTypeError(f"items[{index}]: {exc}") from exc
         return writes
 
-    def _validate_item(self, item: EnqueueItem | Mapping[str, Any], batch: _Batch) -> ops.JobWrite:
+    def _validate_item(
+        self, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
+    ) -> ops.JobWrite:
         job = item if isinstance(item, EnqueueItem) else _item_from_mapping(item)
         due = due_spec(job.delay, job.at)
         attempts = validate_max_attempts(
@@ -270,42 +269,6 @@ class Producer:
         batch.seen.add(job_id)
         envelope = pack_envelope(payload, 1, attempts, batch.now_ms, batch.envelopes)
         return ops.JobWrite(job_id, due, job.replace, envelope)
-
-
-class _Batch:
-    """What validating one call's items shares: the time, the ids seen, msgpack packers and
-    random bytes for ids drawn in growing blocks (reused objects are several times faster
-    than new ones per job). Packers are per thread, so clients stay thread-safe."""
-
-    MAX_ENTROPY_IDS = 1024
-
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-        self.seen: set[str] = set()
-        self.payloads, self.envelopes = _packers()
-        self._random = b""
-        self._at = 0
-        self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
-
-    def entropy(self) -> bytes:
-        """10 fresh random bytes."""
-        if self._at >= len(self._random):
-            self._random, self._at = os.urandom(10 * self._block_ids), 0
-            self._block_ids = min(self._block_ids * 2, self.MAX_ENTROPY_IDS)
-        self._at += 10
-        return self._random[self._at - 10 : self._at]
-
-
-_local = threading.local()
-
-
-def _packers() -> tuple[msgpack.Packer, msgpack.Packer]:
-    """This thread's (payload, envelope) packers."""
-    pair: tuple[msgpack.Packer, msgpack.Packer] | None = getattr(_local, "packers", None)
-    if pair is None:
-        pair = (msgpack.Packer(use_bin_type=True), msgpack.Packer(use_bin_type=False))
-        _local.packers = pair
-    return pair
 
 
 def _item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
