@@ -1,5 +1,6 @@
-"""A worker under a real server fault: kill -9 of Redis itself (AOF, fsync always) while the
-worker is handling jobs, then a restart on the same port and data."""
+"""The consuming side under real faults: kill -9 of Redis itself (AOF, fsync always) while a
+worker handles jobs, then a restart; and a proxy that cuts every connection of a scheduler
+node and a worker while jobs fire and run."""
 
 from __future__ import annotations
 
@@ -7,13 +8,22 @@ import asyncio
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from tests.support.proxy import CuttingProxy
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Job, Worker
+from wheelq import AsyncClient, Job, Scheduler, Worker
 from wheelq.core.keys import all_shards
 from wheelq.embedded import ServerBinary
 
 SHARDS = 2
+
+
+async def _all_acked(client: AsyncClient, topic: str) -> bool:
+    """Nothing pending in the default group on any shard."""
+    for keys in all_shards(topic, SHARDS):
+        if (await client.redis.xpending(keys.ready, "default"))["pending"]:
+            return False
+    return True
 
 
 async def _enqueue_when_up(client: AsyncClient, topic: str, payload: int) -> str | None:
@@ -74,14 +84,71 @@ async def test_worker_keeps_serving_across_a_server_crash_and_restart(
 
                 await eventually(all_handled, timeout_s=30, what="every job to be handled")
 
-                async def all_acked() -> bool:
-                    pending = [
-                        await client.redis.xpending(k.ready, "default")
-                        for k in all_shards(topic, SHARDS)
-                    ]
-                    return all(p["pending"] == 0 for p in pending)
-
-                await eventually(all_acked, timeout_s=30, what="every entry to be acked")
+                await eventually(
+                    lambda: _all_acked(client, topic), timeout_s=30, what="every entry acked"
+                )
             finally:
                 await worker.stop()
         assert set(before) | set(after) <= seen
+
+
+async def test_worker_and_scheduler_ride_out_cut_connections(redis_url: str, topic: str) -> None:
+    """Every connection of a scheduler node and a worker is cut, twice, while jobs are due and
+    in flight: each reconnects, every job fires once and is handled, every entry is acked."""
+    port = int(redis_url.rsplit(":", 1)[1])
+    seen: list[str] = []
+
+    async def handler(job: Job) -> None:
+        await asyncio.sleep(0.002)
+        seen.append(job.id)
+
+    async with CuttingProxy(port) as proxy, AsyncClient.from_url(redis_url) as client:
+        url = f"redis://127.0.0.1:{proxy.port}"
+        await client.create_topic(topic, SHARDS)
+        node = Scheduler.from_url(url, [topic], preload_interval_ms=100, sweep_grace_ms=300)
+        worker = Worker.from_url(
+            url,
+            topic,
+            handler,
+            concurrency=8,
+            block_ms=200,
+            claim_interval_ms=200,
+            visibility_timeout_ms=1000,
+        )
+        await node.start()
+        await worker.start()
+        try:
+            ids = await client.enqueue_many(
+                topic, [{"payload": i, "delay": 0.2 + i / 1000} for i in range(2000)]
+            )
+
+            async def handled(count: int) -> bool:
+                return len(set(seen)) >= count
+
+            for count in (300, 900):  # cut while jobs are firing and being handled
+                await eventually(lambda c=count: handled(c), timeout_s=20, what="progress")
+                assert proxy.cut() > 0
+
+            async def all_handled() -> bool:
+                return set(ids) <= set(seen)
+
+            await eventually(all_handled, timeout_s=30, what="every job to be handled")
+
+            await eventually(
+                lambda: _all_acked(client, topic), timeout_s=30, what="every entry acked"
+            )
+        finally:
+            await worker.stop()
+            await node.stop()
+    fired = [
+        fields[b"id"].decode()
+        for k in all_shards(topic, SHARDS)
+        for _, fields in await _entries(redis_url, k.ready)
+    ]
+    assert sorted(fired) == sorted(ids), "a job was fired twice or not at all"
+    assert proxy.cuts == 3  # two in the run, one on close
+
+
+async def _entries(url: str, key: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    async with AsyncClient.from_url(url) as client:
+        return await client.redis.xrange(key)  # type: ignore[no-any-return]
