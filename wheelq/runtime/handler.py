@@ -11,11 +11,11 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wheelq.core.job import Job
 from wheelq.errors import HandlerTimeoutError
+from wheelq.runtime.threads import HandlerThreads
 
 log = logging.getLogger("wheelq.worker")
 
@@ -39,9 +39,7 @@ class HandlerRunner:
         self.is_async = is_async(handler)
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self._pool = (
-            None
-            if self.is_async
-            else ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wheelq-handler")
+            None if self.is_async else HandlerThreads(self._call, threads, "wheelq-handler")
         )
         self.stuck_threads = 0
         """Sync handler runs that timed out and are still running in their thread."""
@@ -54,9 +52,8 @@ class HandlerRunner:
                 if self._pool is None:
                     await self.handler(job)
                 else:
-                    loop = asyncio.get_running_loop()
-                    # shield: on a timeout the thread cannot be stopped; let it run on
-                    await asyncio.shield(loop.run_in_executor(self._pool, self._call, job))
+                    # on a timeout the thread cannot be stopped: it runs on, its outcome dropped
+                    await self._pool.submit(job)
             return None
         except asyncio.CancelledError:
             raise
@@ -75,9 +72,9 @@ class HandlerRunner:
             asyncio.run(_await(result))
 
     def close(self) -> None:
-        """Let the pool's threads go; a stuck sync handler keeps its thread until it returns."""
+        """Let the threads go; a stuck sync handler keeps its thread until it returns."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.close()
 
 
 async def _await(awaitable: Awaitable[Any]) -> None:
