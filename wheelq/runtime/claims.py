@@ -44,17 +44,13 @@ class ClaimKeeper(Service):
         lost: Callable[[int, list[str]], None],
     ) -> None:
         super().__init__()
-        self._executor = me.executor
-        self._shards = list(me.shards)
-        self._by_shard = me.by_shard
-        self._group = me.group
-        self._consumer = me.name
+        self._me = me
         self._settings = settings
         self._held = held
         self._free = free
         self._accept = accept
         self._lost = lost
-        self._cursors = {keys.shard: consume.ZERO_ID for keys in self._shards}
+        self._cursors = {keys.shard: consume.ZERO_ID for keys in me.shards}
         self.claiming = True
         """Cleared when the worker stops taking new work; keep-alive goes on."""
         self.dead_lettered = 0
@@ -86,20 +82,20 @@ class ClaimKeeper(Service):
         are still this worker's."""
         calls = []
         for shard, ids in self._held().items():
-            keys = self._by_shard[shard]
+            keys = self._me.by_shard[shard]
             for i in range(0, len(ids), IDS_PER_TOUCH):
                 chunk = ids[i : i + IDS_PER_TOUCH]
                 calls.append(
                     (
                         shard,
                         len(chunk),
-                        consume.touch(keys, self._group, self._consumer, idle_ms, chunk),
+                        consume.touch(keys, self._me.group, self._me.name, idle_ms, chunk),
                     )
                 )
         if not calls:
             return 0
         kept = 0
-        replies = await self._executor.run([c for _, _, c in calls])
+        replies = await self._me.executor.run([c for _, _, c in calls])
         still_held = self._held()  # an entry settled while the touch was in flight is not lost
         for (shard, n, _), lost in zip(calls, replies, strict=True):
             kept += n - len(lost)
@@ -111,20 +107,20 @@ class ClaimKeeper(Service):
     async def take_over(self) -> int:
         """Claim idle entries of other workers into free slots; returns how many."""
         claimed = 0
-        for keys in self._shards:
+        for keys in self._me.shards:
             free = self._free()
             if free <= 0:
                 break
             call = consume.claim(
                 keys,
-                self._group,
-                self._consumer,
+                self._me.group,
+                self._me.name,
                 self._settings.visibility_timeout_ms,
                 self._cursors[keys.shard],
                 free,
                 self._settings.max_deliveries,
             )
-            (result,) = await self._executor.run([call])
+            (result,) = await self._me.executor.run([call])
             self._cursors[keys.shard] = result.cursor
             self.dead_lettered += result.dead_lettered
             if result.entries:

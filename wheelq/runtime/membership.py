@@ -40,15 +40,12 @@ class Consumer:
 
 class Membership:
     def __init__(self, me: Consumer) -> None:
-        self._executor = me.executor
-        self._shards = me.by_shard
-        self.group = me.group
-        self.consumer = me.name
+        self.me = me
 
     async def join(self) -> None:
         """Create the group where missing (BUSYGROUP: it exists, fine)."""
-        calls = [consume.create_group(keys, self.group) for keys in self._shards.values()]
-        for reply in await self._executor.run(calls, return_exceptions=True):
+        calls = [consume.create_group(keys, self.me.group) for keys in self.me.shards]
+        for reply in await self.me.executor.run(calls, return_exceptions=True):
             if isinstance(reply, Exception) and not (
                 isinstance(reply, ResponseError) and "BUSYGROUP" in str(reply)
             ):
@@ -57,12 +54,12 @@ class Membership:
     async def hand_on(self, by_shard: dict[int, list[str]], idle_ms: int) -> int:
         """Make these entries look idle for `idle_ms`; returns how many were still ours."""
         calls = [
-            consume.touch(self._shards[shard], self.group, self.consumer, idle_ms, ids)
+            consume.touch(self.me.by_shard[shard], self.me.group, self.me.name, idle_ms, ids)
             for shard, ids in by_shard.items()
         ]
         if not calls:
             return 0
-        replies = await self._executor.run(calls, return_exceptions=True)
+        replies = await self.me.executor.run(calls, return_exceptions=True)
         return sum(
             len(ids) - len(lost)
             for ids, lost in zip(by_shard.values(), replies, strict=True)
@@ -73,23 +70,19 @@ class Membership:
         """Entries pending for this consumer (up to a page per shard), including any a
         cancelled read had delivered."""
         calls = [
-            consume.pending_of(keys, self.group, self.consumer, PENDING_PAGE)
-            for keys in self._shards.values()
+            consume.pending_of(keys, self.me.group, self.me.name, PENDING_PAGE)
+            for keys in self.me.shards
         ]
-        pages = await self._executor.run(calls, return_exceptions=True)
+        pages = await self.me.executor.run(calls, return_exceptions=True)
         return {
             shard: ids
-            for shard, ids in zip(self._shards, pages, strict=True)
+            for shard, ids in zip(self.me.by_shard, pages, strict=True)
             if isinstance(ids, list) and ids
         }
 
-    async def leave(self) -> bool:
-        """Delete this consumer from the group if it holds nothing; True when it did."""
-        if await self.still_pending():
-            return False
-        calls = [
-            consume.delete_consumer(keys, self.group, self.consumer)
-            for keys in self._shards.values()
-        ]
-        await self._executor.run(calls, return_exceptions=True)
-        return True
+    async def leave(self) -> None:
+        """Delete this consumer from the group: only when it holds nothing (`still_pending`
+        came back empty), or its pending entries would become unclaimable."""
+        me = self.me
+        calls = [consume.delete_consumer(keys, me.group, me.name) for keys in me.shards]
+        await me.executor.run(calls, return_exceptions=True)

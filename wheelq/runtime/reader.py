@@ -39,10 +39,7 @@ class StreamReader(Service):
         ensure_groups: Callable[[], Awaitable[None]],
     ) -> None:
         super().__init__()
-        self._executor = me.executor
-        self._shards = list(me.shards)
-        self._group = me.group
-        self._consumer = me.name
+        self._me = me
         self._block_ms = block_ms
         self._free = free
         self._room = room
@@ -65,20 +62,20 @@ class StreamReader(Service):
                 await self._room.wait()
                 continue
             call = consume.read_group(
-                self._shards, self._group, self._consumer, free, self._block_ms
+                self._me.shards, self._me.group, self._me.name, free, self._block_ms
             )
             try:
-                (got,) = await self._executor.run([call])
+                (got,) = await self._me.executor.run([call])
             except ResponseError as exc:
                 if "NOGROUP" in str(exc):
-                    log.warning("consumer group %s is gone; creating it again", self._group)
+                    log.warning("consumer group %s is gone; creating it again", self._me.group)
                     await self._ensure_groups()
                 else:
-                    log.error("reading %s refused: %s", self._shards[0].topic, exc)
+                    log.error("reading %s refused: %s", self._me.topic, exc)
                     await self.sleep(ERROR_PAUSE_S)
                 continue
             except (RedisError, OSError) as exc:
-                log.warning("reading %s failed (will retry): %s", self._shards[0].topic, exc)
+                log.warning("reading %s failed (will retry): %s", self._me.topic, exc)
                 await self.sleep(ERROR_PAUSE_S)
                 continue
             by_shard: dict[int, list[consume.Entry]] = {}

@@ -218,13 +218,12 @@ class Worker(Lifecycle):
             task.cancel()
         await self._claims.stop()
         await self.settler.stop()
+        pending = await self._members.still_pending()  # incl. what a cancelled read delivered
         done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
-        rest = {
-            shard: [i for i in ids if (shard, i) not in done]
-            for shard, ids in (await self._members.still_pending()).items()
-        }
+        rest = {shard: [i for i in ids if (shard, i) not in done] for shard, ids in pending.items()}
         handed_on += await self._members.hand_on({k: v for k, v in rest.items() if v}, idle_ms)
-        await self._members.leave()
+        if not pending:
+            await self._members.leave()  # it holds nothing: leave no trace in the group
         self.runner.close()
         if self._owns_connection:
             await self.redis.aclose()
