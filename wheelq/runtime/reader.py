@@ -61,8 +61,9 @@ class StreamReader(Service):
                 self._room.clear()
                 await self._room.wait()
                 continue
+            per_shard = max(1, free // len(self._me.shards))  # COUNT applies to each stream
             call = consume.read_group(
-                self._me.shards, self._me.group, self._me.name, free, self._block_ms
+                self._me.shards, self._me.group, self._me.name, per_shard, self._block_ms
             )
             try:
                 (got,) = await self._me.executor.run([call])
