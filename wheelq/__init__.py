@@ -12,9 +12,11 @@ from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettin
 from wheelq.errors import (
     DuplicateJobError,
     EmbeddedServerError,
+    HandlerExitError,
     HandlerTimeoutError,
     InvalidArgumentError,
     InvalidDelayError,
+    InvalidHandlerError,
     InvalidJobIdError,
     InvalidTopicError,
     LeaseLostError,
@@ -58,9 +60,11 @@ __all__ = [
     # errors
     "DuplicateJobError",
     "EmbeddedServerError",
+    "HandlerExitError",
     "HandlerTimeoutError",
     "InvalidArgumentError",
     "InvalidDelayError",
+    "InvalidHandlerError",
     "InvalidJobIdError",
     "InvalidTopicError",
     "LeaseLostError",

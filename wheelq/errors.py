@@ -6,13 +6,15 @@ WheelqError
 │   ├── InvalidTopicError                   topic name outside [A-Za-z0-9_.-]{1,100}
 │   ├── InvalidDelayError                   delay / at not a finite time >= 0, or both given
 │   ├── InvalidJobIdError                   job_id empty, too long or with forbidden characters
-│   └── PayloadTooLargeError                encoded payload over the configured limit
+│   ├── PayloadTooLargeError                encoded payload over the configured limit
+│   └── InvalidHandlerError                 not a function of one Job (also TypeError)
 ├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
 ├── DuplicateJobError                       a job with that id is already pending (replace=False)
 ├── TopicConfigError                        create_topic() with a shard count that differs
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
 ├── ScriptError                             a Lua script answered with a status it should not
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
+├── HandlerExitError                        a handler raised SystemExit etc. (its run failed)
 └── EmbeddedServerError                     the embedded server binary failed to start
 ```
 
@@ -58,6 +60,12 @@ class PayloadTooLargeError(InvalidArgumentError):
     """A payload's msgpack encoding is larger than the configured limit."""
 
 
+class InvalidHandlerError(InvalidArgumentError, TypeError):
+    """A handler is not a function taking one `wheelq.Job` (``def`` or ``async def``) that
+    returns None: not callable, a generator function, or taking other arguments (raised when
+    the worker is made). A sync handler that returns a generator fails its run with it."""
+
+
 class PayloadTypeError(WheelqError, TypeError):
     """A payload holds a value msgpack cannot serialise; nothing was changed."""
 
@@ -97,6 +105,12 @@ class ScriptError(WheelqError):
 
 class HandlerTimeoutError(WheelqError, TimeoutError):
     """A handler ran longer than `handler_timeout_ms`; the run counts as failed."""
+
+
+class HandlerExitError(WheelqError):
+    """A handler raised `SystemExit`, `KeyboardInterrupt` (or another `BaseException` that is
+    not an `Exception`): the run counts as failed, like any other exception, and the worker
+    goes on. The original exception is its ``__cause__``."""
 
 
 class EmbeddedServerError(WheelqError):

@@ -463,6 +463,23 @@ def test_claim_returns_the_claimed_entries_fields(
         (entries[1], ready_fields(keys, "j1")),
     ]
     assert claimed.cursor == consume.ZERO_ID and claimed.dead_lettered == 0
+    assert claimed.deliveries == [2, 2]  # read once, now claimed
+
+
+def test_claim_returns_each_entrys_delivery_count_this_one_included(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    once, thrice, poison = delivered_entries(redis_sync, run, keys, 3)
+    set_pending(redis_sync, keys, thrice, WORKER, deliveries=3)
+    set_pending(redis_sync, keys, poison, WORKER, deliveries=5)
+
+    claimed = claim(run, keys, min_idle_ms=0, max_deliveries=5)
+
+    assert [eid for eid, _ in claimed.entries] == [once, thrice]
+    assert claimed.deliveries == [2, 4]
+    assert claimed.dead_lettered == 1
+    rows = pending(redis_sync, keys, GROUP)
+    assert [rows[e]["times_delivered"] for e in (once, thrice)] == claimed.deliveries
 
 
 def test_claim_dead_letters_an_entry_delivered_more_than_max_deliveries_times(
@@ -498,6 +515,7 @@ def test_claim_never_hands_an_entry_out_more_than_max_deliveries_times(
     assert claimed.dead_lettered == (0 if handed_out else 1)
     if handed_out:
         assert pending(redis_sync, keys, GROUP)[entry]["times_delivered"] == 3
+        assert claimed.deliveries == [3]
 
 
 def test_claim_cursor_iterates_over_every_idle_entry(

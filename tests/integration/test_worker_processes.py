@@ -117,6 +117,11 @@ def test_kill_9_with_jobs_in_flight_loses_nothing(
         what="every entry to be acked",
     )
     assert lost_with_a <= set(b.jobs("finish")), "b did not take over a's jobs in flight"
+    rerun = [x for x in b.lines() if x["event"] == "start" and x["job"] in lost_with_a]
+    assert {(x["attempt"], x["deliveries"]) for x in rerun} == {(1, 2)}, (
+        "a job taken over from a killed worker must reach the handler as the same attempt, "
+        "on its second delivery"
+    )
     twice = {job for job, n in procs.jobs("finish").items() if n > 1}
     assert twice <= set(a.jobs("start")), f"jobs run twice without a crash: {twice}"
     assert client.dead_letters(topic) == []

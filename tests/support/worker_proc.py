@@ -12,7 +12,8 @@ The process runs ``Worker.from_url(URL, TOPIC, handler, consumer=CONSUMER,
 It logs to stderr (INFO) and prints one JSON line to stdout per handler start and finish, and
 one when `run()` returns::
 
-    {"event": "start", "job": "…", "attempt": 1, "entry": "1700…-0", "shard": 2, "pid": 123}
+    {"event": "start", "job": "…", "attempt": 1, "deliveries": 1, "entry": "1700…-0",
+     "shard": 2, "pid": 123}
     {"event": "finish", ...the same fields}
     {"event": "stopped", "finished": 2, "handed_on": 6, "abandoned": 0, "pid": 123}
 
@@ -45,7 +46,13 @@ def _handler(behaviour: dict[str, Any]) -> Any:
     poison = behaviour.get("poison")
 
     async def handle(job: Job) -> None:
-        line = {"job": job.id, "attempt": job.attempt, "entry": job.entry_id, "shard": job.shard}
+        line = {
+            "job": job.id,
+            "attempt": job.attempt,
+            "deliveries": job.deliveries,
+            "entry": job.entry_id,
+            "shard": job.shard,
+        }
         _say("start", **line)
         if poison is not None and job.payload == poison:
             os.kill(os.getpid(), signal.SIGKILL)

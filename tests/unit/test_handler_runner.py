@@ -5,12 +5,29 @@ exception is returned, not raised. Threads are coordinated with events, never sl
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 
-from wheelq import HandlerTimeoutError, Job
+from tests.support.waiting import eventually
+from wheelq import (
+    HandlerExitError,
+    HandlerTimeoutError,
+    InvalidArgumentError,
+    InvalidHandlerError,
+    Job,
+)
 from wheelq.runtime.handler import HandlerRunner
+
+
+def holds(predicate: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return predicate()
+
+    return check
 
 
 def job(n: int) -> Job:
@@ -54,7 +71,7 @@ async def test_a_timed_out_sync_handler_runs_on_without_blocking_the_other_threa
         stuck = await runner.run(job(0))
         assert isinstance(stuck, HandlerTimeoutError)
         assert "handler_timeout_ms=100" in str(stuck)
-        assert runner.stuck_threads == 1
+        assert runner.wedged == 1
         assert not finished.is_set()  # its thread runs on
         # the other thread still serves jobs, one after another
         assert await asyncio.gather(*(runner.run(job(n)) for n in range(1, 6))) == [None] * 5
@@ -88,3 +105,227 @@ async def test_a_cancelled_run_drops_its_outcome_quietly() -> None:
         release.set()
         runner.close()
     assert errors == []  # the dropped outcome did not blow up in the event loop
+
+
+# --- timeouts start when the handler starts; wedged threads are replaced (issue 8, defect 1)
+
+
+def new_handler_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """Live handler threads started since `before` was taken."""
+    return [
+        t for t in threading.enumerate() if t not in before and t.name.startswith("wheelq-handler")
+    ]
+
+
+async def test_timed_out_threads_are_replaced_so_later_jobs_run_and_retire_when_they_return(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The issue's scenario without Redis: concurrency 2, two handlers hang past the timeout,
+    then five normal jobs. The five run (on replacement threads) instead of timing out in the
+    queue; once the hung handlers return, their threads retire."""
+    before = set(threading.enumerate())
+    release = threading.Event()
+    hung = threading.Semaphore(0)
+
+    def handler(j: Job) -> None:
+        if j.payload < 0:
+            hung.release()
+            release.wait(timeout=30)
+
+    runner = HandlerRunner(handler, timeout_ms=200, threads=2)
+    try:
+        stuck = await asyncio.gather(runner.run(job(-1)), runner.run(job(-2)))
+        assert [type(e) for e in stuck] == [HandlerTimeoutError] * 2
+        assert runner.wedged == 2
+        assert await asyncio.gather(*(runner.run(job(n)) for n in range(5))) == [None] * 5
+        assert len(new_handler_threads(before)) == 4, "2 wedged threads + 2 replacements"
+        assert "2 handler threads wedged" in caplog.text
+    finally:
+        release.set()
+    try:
+        await eventually(
+            holds(lambda: runner.wedged == 0 and len(new_handler_threads(before)) == 2),
+            timeout_s=10,
+            what="the wedged threads to return and retire (back to concurrency 2)",
+        )
+        assert await runner.run(job(9)) is None
+    finally:
+        runner.close()
+
+
+async def test_a_job_queued_behind_wedged_threads_is_not_charged_a_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Past the bound (as many wedged threads as `threads`), no more threads are started: a
+    job waits for a thread to come free, and its time limit only starts when it starts."""
+    release = threading.Event()
+
+    def handler(j: Job) -> None:
+        if j.payload < 0:
+            release.wait(timeout=30)
+
+    runner = HandlerRunner(handler, timeout_ms=100, threads=1)
+    try:
+        assert isinstance(await runner.run(job(-1)), HandlerTimeoutError)
+        assert isinstance(await runner.run(job(-2)), HandlerTimeoutError)  # on the replacement
+        assert runner.wedged == 2
+        assert "more than the 1 the pool replaces" in caplog.text
+        queued = asyncio.create_task(runner.run(job(1)))
+        done, _ = await asyncio.wait({queued}, timeout=0.4)  # 4x the limit, spent queued
+        assert not done, f"a job that never started ended with {queued.result()!r}"
+        release.set()
+        assert await queued is None
+        await eventually(holds(lambda: runner.wedged == 0), timeout_s=10, what="wedged -> 0")
+    finally:
+        release.set()
+        runner.close()
+
+
+async def test_threads_start_on_demand_not_all_at_once() -> None:
+    before = set(threading.enumerate())
+    runner = HandlerRunner(lambda j: None, timeout_ms=0, threads=10_000)
+    try:
+        assert await runner.run(job(1)) is None
+        assert await runner.run(job(2)) is None
+        assert len(new_handler_threads(before)) == 1
+        assert await asyncio.gather(*(runner.run(job(n)) for n in range(3, 8))) == [None] * 5
+        assert 1 <= len(new_handler_threads(before)) <= 5
+    finally:
+        runner.close()
+
+
+# --- SystemExit / KeyboardInterrupt from a handler (defect 4) -------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()], ids=["exit", "interrupt"])
+async def test_a_handler_raising_systemexit_or_keyboardinterrupt_fails_its_run(
+    kind: str, exc: BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    def sync_handler(j: Job) -> None:
+        if j.payload == 1:
+            raise exc
+
+    async def async_handler(j: Job) -> None:
+        sync_handler(j)
+
+    runner = HandlerRunner(
+        sync_handler if kind == "sync" else async_handler, timeout_ms=0, threads=1
+    )
+    try:
+        error = await runner.run(job(1))
+        assert isinstance(error, HandlerExitError)
+        assert error.__cause__ is exc
+        assert type(exc).__name__ in str(error) and "failed attempt" in str(error)
+        assert f"handler raised {type(exc).__name__}" in caplog.text
+        assert await runner.run(job(2)) is None  # the runner goes on
+    finally:
+        runner.close()
+
+
+# --- what a handler may be and return (defect 5) ----------------------------------------------
+
+
+async def _agen(j: Job) -> AsyncIterator[None]:
+    yield None
+
+
+def _gen(j: Job) -> Iterator[None]:
+    yield None
+
+
+class _AsyncGenCall:
+    async def __call__(self, j: Job) -> AsyncIterator[None]:
+        yield None
+
+
+class _GenCall:
+    def __call__(self, j: Job) -> Iterator[None]:
+        yield None
+
+
+def _no_args() -> None:
+    pass
+
+
+def _two_args(j: Job, other: int) -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (None, "callable"),
+        ("module:function", "callable"),
+        (_agen, "async generator"),
+        (_gen, "generator"),
+        (_AsyncGenCall(), "async generator"),
+        (_GenCall(), "generator"),
+        (_no_args, "one argument"),
+        (_two_args, "one argument"),
+    ],
+    ids=["none", "str", "async-gen", "gen", "async-gen-call", "gen-call", "no-args", "two-args"],
+)
+def test_handlers_that_would_never_run_are_refused_at_construction(handler: Any, says: str) -> None:
+    with pytest.raises(InvalidHandlerError, match=says) as caught:
+        HandlerRunner(handler, timeout_ms=0, threads=1)
+    assert caught.value.parameter == "handler"
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, InvalidArgumentError)
+    assert "a function taking one wheelq.Job" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        lambda j: None,
+        lambda j, extra=1: None,
+        lambda *args: None,
+        print,
+        functools.partial(_two_args, other=1),
+    ],
+    ids=["lambda", "defaulted", "varargs", "builtin", "partial"],
+)
+def test_plain_handlers_are_accepted(handler: Any) -> None:
+    HandlerRunner(handler, timeout_ms=0, threads=1).close()
+
+
+@pytest.mark.parametrize("made", [_gen, _agen], ids=["generator", "async-generator"])
+async def test_a_sync_handler_returning_a_generator_fails_its_run(made: Any) -> None:
+    def handler(j: Job) -> Any:  # a plain function, so it passes the check at construction
+        return made(j)
+
+    runner = HandlerRunner(handler, timeout_ms=0, threads=1)
+    try:
+        error = await runner.run(job(1))
+    finally:
+        runner.close()
+    assert isinstance(error, InvalidHandlerError)
+    assert "its body never ran" in str(error)
+
+
+async def test_a_sync_handler_returning_a_value_succeeds_and_the_value_is_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runner = HandlerRunner(lambda j: j.payload * 2, timeout_ms=0, threads=1)
+    try:
+        assert await asyncio.gather(runner.run(job(1)), runner.run(job(2))) == [None, None]
+    finally:
+        runner.close()
+    assert caplog.text.count("return value is ignored") == 1
+
+
+async def test_a_sync_handler_returning_a_coroutine_has_it_run() -> None:
+    ran: list[int] = []
+
+    async def body(j: Job) -> None:
+        ran.append(j.payload)
+
+    def handler(j: Job) -> Awaitable[None]:
+        return body(j)
+
+    runner = HandlerRunner(handler, timeout_ms=0, threads=1)
+    try:
+        assert await runner.run(job(7)) is None
+    finally:
+        runner.close()
+    assert ran == [7]

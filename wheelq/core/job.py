@@ -209,6 +209,10 @@ class Job:
     entry_id: str = ""
     """The stream entry id (``ms-seq``; ms is when it fired, on the Redis clock)."""
     shard: int = 0
+    deliveries: int = 1
+    """How often this stream entry has been delivered to the group: 1 the first time, N
+    after it was taken over from N-1 workers that died or stalled running it. The same
+    `attempt` with ``deliveries > 1`` is a re-run of a run whose outcome was never settled."""
 
     @property
     def due(self) -> datetime:
@@ -221,8 +225,10 @@ class Job:
         return entry_ms(self.entry_id)
 
     @classmethod
-    def from_entry(cls, entry_id: str, fields: Mapping[bytes, bytes], shard: int = 0) -> Job:
-        """Decode a ready-stream entry.
+    def from_entry(
+        cls, entry_id: str, fields: Mapping[bytes, bytes], shard: int = 0, deliveries: int = 1
+    ) -> Job:
+        """Decode a ready-stream entry (delivered `deliveries` times).
 
         Raises:
             ValueError: A field is missing or malformed (the entry is dead-lettered).
@@ -239,6 +245,7 @@ class Job:
                 group=group.decode() if group else None,
                 entry_id=entry_id,
                 shard=shard,
+                deliveries=deliveries,
             )
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc

@@ -145,7 +145,9 @@ class WorkerSettings(_Validated):
     worker's jobs wait this long before another worker takes them over."""
 
     concurrency: int = 10
-    """Handlers running at once (threads for sync handlers, tasks for async ones)."""
+    """Handlers running at once (threads for sync handlers, tasks for async ones). Threads
+    are started on demand, when a job finds every thread taken, never more than this (plus
+    the replacements of wedged ones, see handler_timeout_ms)."""
     block_ms: int = 2000
     """Longest wait of one blocking read (stop() does not wait for it)."""
     visibility_timeout_ms: int = 30_000
@@ -164,8 +166,12 @@ class WorkerSettings(_Validated):
     retry_jitter_pct: int = 20
     """Each retry delay is shortened by a random 0 to this percent."""
     handler_timeout_ms: int = 0
-    """A run longer than this counts as failed (0: no limit). An async handler is
-    cancelled; a sync one cannot be, and runs on in its thread with its result ignored."""
+    """A run longer than this counts as failed (0: no limit); the time counts from when the
+    handler starts, never while a job waits for a slot. An async handler is cancelled; a
+    sync one cannot be, and runs on in its thread, *wedged*, with its result ignored. A new
+    thread takes each wedged one's place (up to `concurrency` wedged threads are replaced:
+    at most 2 x concurrency threads), and retires once it returns. `Worker.status()`
+    reports the wedged count; past the bound, fewer handlers run and an error is logged."""
     shutdown_grace_ms: int = 20_000
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: int = 4

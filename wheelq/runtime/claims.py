@@ -9,14 +9,15 @@ Two duties on one timer:
   XAUTOCLAIM entries idle longer than the visibility timeout (their worker
   died, stalled, or handed them back on stop). An entry already delivered
   more than `max_deliveries` times is dead-lettered by the same script
-  instead of being run again.
+  instead of being run again. The handler sees how often an entry was delivered
+  (`Job.deliveries`), and each take-over and dead letter is logged at INFO.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from redis.exceptions import RedisError
 
@@ -40,7 +41,7 @@ class ClaimKeeper(Service):
         *,
         held: Callable[[], dict[int, list[str]]],
         free: Callable[[], int],
-        accept: Callable[[int, list[consume.Entry]], None],
+        accept: Callable[[int, list[consume.Entry], Sequence[int]], None],
         lost: Callable[[int, list[str]], None],
     ) -> None:
         super().__init__()
@@ -122,9 +123,18 @@ class ClaimKeeper(Service):
             )
             (result,) = await self._me.executor.run([call])
             self._cursors[keys.shard] = result.cursor
-            self.dead_lettered += result.dead_lettered
+            where = f"{self._me.topic}/{keys.shard}"
+            if result.dead_lettered:
+                self.dead_lettered += result.dead_lettered
+                log.info(
+                    "dead-lettered %d entries of %s after more than max_deliveries=%d deliveries",
+                    result.dead_lettered,
+                    where,
+                    self._settings.max_deliveries,
+                )
             if result.entries:
                 claimed += len(result.entries)
-                self._accept(keys.shard, result.entries)
+                log.info("took over %d entries of %s from idle workers", len(result.entries), where)
+                self._accept(keys.shard, result.entries, result.deliveries)
         self.taken_over += claimed
         return claimed

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,12 +108,13 @@ class Dispatcher:
             hurried.cancel()
         return sum(1 for t in running if t.done() and not t.cancelled())
 
-    def accept(self, shard: int, entries: list[Entry]) -> None:
-        for entry_id, fields in entries:
+    def accept(self, shard: int, entries: list[Entry], deliveries: Sequence[int] = ()) -> None:
+        """Take entries read (first deliveries) or claimed (`deliveries`: each one's count)."""
+        for i, (entry_id, fields) in enumerate(entries):
             if (shard, entry_id) in self.held:
                 continue  # our own entry, claimed back after a missed keep-alive
             try:
-                job = Job.from_entry(entry_id, fields, shard)
+                job = Job.from_entry(entry_id, fields, shard, deliveries[i] if deliveries else 1)
             except ValueError as exc:
                 log.error("dead-lettering entry %s of %s/%d: %s", entry_id, self.topic, shard, exc)
                 self.settler.dead(shard, entry_id, Reason.MALFORMED, str(exc))

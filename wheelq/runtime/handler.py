@@ -1,8 +1,19 @@
-"""Running a user's handler: sync in a thread pool, async as a task, with an optional timeout.
+"""Running a user's handler: sync on threads, async as a task, with an optional time limit.
 
-`HandlerRunner.run(job)` never raises the handler's exception: it returns
-it (or None on success), so the worker decides retry or dead letter in one
-place. Cancellation (a worker stopping at once) does propagate.
+A handler is a function taking one `wheelq.Job`, ``def`` or ``async def``; its return
+value is ignored (a sync one may return an awaitable, which is run to its end). Handlers
+that would never run their body (generator and async generator functions) or that take
+other arguments are refused when the worker is made (`check_handler`).
+
+`HandlerRunner.run(job)` never raises the handler's exception: it returns it (or None on
+success), so the worker decides retry or dead letter in one place. `SystemExit`,
+`KeyboardInterrupt` and other `BaseException`s from a handler come back as a
+`HandlerExitError`: a failed attempt like any other, and the worker goes on. Cancellation
+(a worker stopping at once) does propagate.
+
+Time limits start when the handler starts. An async handler that runs over is cancelled; a
+sync one cannot be, so its thread runs on *wedged* and the pool starts a replacement, up to
+as many wedged threads as `threads` (see `wheelq.runtime.threads`).
 """
 
 from __future__ import annotations
@@ -11,15 +22,17 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from wheelq.core.job import Job
-from wheelq.errors import HandlerTimeoutError
-from wheelq.runtime.threads import HandlerThreads
+from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError
+from wheelq.runtime.threads import HandlerThreads, RanOver
 
 log = logging.getLogger("wheelq.worker")
 
 Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
+
+ACCEPTED = "a function taking one wheelq.Job (def or async def) and returning None"
 
 
 def is_async(handler: Handler) -> bool:
@@ -29,52 +42,162 @@ def is_async(handler: Handler) -> bool:
     )
 
 
+def check_handler(handler: object) -> Handler:
+    """Return `handler` if it can run jobs.
+
+    Raises:
+        InvalidHandlerError: It is not callable, is a generator or async generator function
+            (its body would never run), or cannot be called with one argument.
+    """
+    if not callable(handler):
+        _refuse(f"got {handler!r}, which is not callable")
+    call = getattr(handler, "__call__", None)  # noqa: B004 (a callable object's method)
+    for fn in (handler, call):
+        if inspect.isasyncgenfunction(fn):
+            _refuse(f"got the async generator function {handler!r}: its body would never run")
+        if inspect.isgeneratorfunction(fn):
+            _refuse(f"got the generator function {handler!r}: its body would never run")
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # some builtins have none: let them be
+        return handler
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        _refuse(f"got {handler!r}, which cannot be called with one argument ({exc})")
+    return handler
+
+
+def _refuse(why: str) -> NoReturn:
+    raise InvalidHandlerError("handler", f"handler must be {ACCEPTED}; {why}")
+
+
 class HandlerRunner:
-    """Runs one handler; `threads` sizes the pool of a sync handler."""
+    """Runs one handler; `threads` is a sync handler's concurrency."""
 
     def __init__(self, handler: Handler, *, timeout_ms: int, threads: int) -> None:
-        if not callable(handler):
-            raise TypeError(f"handler must be callable, got {handler!r}")
-        self.handler = handler
+        self.handler = check_handler(handler)
         self.is_async = is_async(handler)
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self._pool = (
-            None if self.is_async else HandlerThreads(self._call, threads, "wheelq-handler")
+            None
+            if self.is_async
+            else HandlerThreads(
+                self._call,
+                threads,
+                "wheelq-handler",
+                timeout_s=self.timeout_s,
+                limit=2 * threads,  # at most `threads` wedged ones are replaced
+            )
         )
-        self.stuck_threads = 0
-        """Sync handler runs that timed out and are still running in their thread."""
+        self._warned_result = False
+
+    @property
+    def wedged(self) -> int:
+        """Threads still running a sync handler that ran over its time limit."""
+        return 0 if self._pool is None else self._pool.wedged
+
+    @property
+    def stuck_threads(self) -> int:
+        """The same as `wedged`."""
+        return self.wedged
 
     async def run(self, job: Job) -> Exception | None:
         """Run the handler on `job`; returns the exception it raised (None: success)."""
+        if self._pool is not None:
+            try:
+                await self._pool.submit(job)
+            except RanOver:
+                return self._ran_over(job)
+            except Exception as exc:
+                return exc
+            return None
         deadline = asyncio.timeout(self.timeout_s)
         try:
             async with deadline:
-                if self._pool is None:
-                    await self.handler(job)
-                else:
-                    # on a timeout the thread cannot be stopped: it runs on, its outcome dropped
-                    await self._pool.submit(job)
+                await self.handler(job)
             return None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             if not (isinstance(exc, TimeoutError) and deadline.expired()):
                 return exc
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...
+            return _exited(exc, job)
+        return self._ran_over(job)
+
+    def _ran_over(self, job: Job) -> HandlerTimeoutError:
         ms = (self.timeout_s or 0) * 1000
-        if self._pool is not None:
-            self.stuck_threads += 1
-            log.warning("handler ran over %.0f ms on job %s; its thread runs on", ms, job.id)
+        pool = self._pool
+        if pool is None:
+            log.warning("handler ran over %.0f ms on job %s; it was cancelled", ms, job.id)
+        else:
+            log.warning(
+                "handler ran over %.0f ms on job %s; its thread runs on (%d handler threads "
+                "wedged; up to %d are replaced)",
+                ms,
+                job.id,
+                pool.wedged,
+                pool.limit - pool.count,
+            )
+            if pool.wedged > pool.limit - pool.count:
+                log.error(
+                    "%d handler threads are wedged in handlers that ran over %.0f ms, more than "
+                    "the %d the pool replaces: only %d handlers can run at once (concurrency "
+                    "%d) until they return",
+                    pool.wedged,
+                    ms,
+                    pool.limit - pool.count,
+                    max(0, pool.limit - pool.wedged),
+                    pool.count,
+                )
         return HandlerTimeoutError(f"handler ran over handler_timeout_ms={ms:.0f}")
 
     def _call(self, job: Job) -> None:
-        result = self.handler(job)
-        if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
-            asyncio.run(_await(result))
+        """A sync handler's run, on its thread."""
+        try:
+            result = self.handler(job)
+            if result is None:
+                return
+            if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
+                asyncio.run(_await(result))
+            elif inspect.isgenerator(result) or inspect.isasyncgen(result):
+                raise InvalidHandlerError(
+                    "handler",
+                    f"handler must be {ACCEPTED}; it returned {result!r}, so its body never ran",
+                )
+            elif not self._warned_result:
+                self._warned_result = True
+                log.warning(
+                    "handler returned %.80r; its return value is ignored (this is said once)",
+                    result,
+                )
+        except Exception:
+            raise
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...
+            raise _exited(exc, job) from exc
 
     def close(self) -> None:
-        """Let the threads go; a stuck sync handler keeps its thread until it returns."""
+        """Let the threads go; a wedged sync handler keeps its thread until it returns."""
         if self._pool is not None:
             self._pool.close()
+
+
+def _exited(exc: BaseException, job: Job) -> HandlerExitError:
+    log.warning(
+        "handler raised %s on job %s: counted as a failed attempt; the worker goes on",
+        _name(exc),
+        job.id,
+    )
+    error = HandlerExitError(
+        f"handler raised {_name(exc)}; it counts as a failed attempt (the worker goes on)"
+    )
+    error.__cause__ = exc
+    return error
+
+
+def _name(exc: BaseException) -> str:
+    return f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
 
 
 async def _await(awaitable: Awaitable[Any]) -> None:

@@ -1,7 +1,10 @@
 """A worker's standing in its consumer group: joining, handing entries on, leaving.
 
-- `join` creates the group on every shard stream when missing (at id 0, so
-  jobs fired before the first worker started are not skipped);
+- `join` creates the group on every shard stream when missing: at id 0
+  ("earliest", the default, so jobs fired before the first worker started
+  are not skipped) or at "$" ("now": only jobs fired from then on). An
+  existing group is never moved; a group that vanished with its stream is
+  made again at 0 (every entry of the new stream came after it);
 - `hand_on` gives up entries this worker will not run by setting their idle
   time past the visibility timeout: the next worker to scan takes them over
   at once, instead of after a full timeout;
@@ -42,9 +45,9 @@ class Membership:
     def __init__(self, me: Consumer) -> None:
         self.me = me
 
-    async def join(self) -> None:
-        """Create the group where missing (BUSYGROUP: it exists, fine)."""
-        calls = [consume.create_group(keys, self.me.group) for keys in self.me.shards]
+    async def join(self, start_id: str = "0") -> None:
+        """Create the group where missing, at `start_id` (BUSYGROUP: it exists, fine)."""
+        calls = [consume.create_group(keys, self.me.group, start_id) for keys in self.me.shards]
         for reply in await self.me.executor.run(calls, return_exceptions=True):
             if isinstance(reply, Exception) and not (
                 isinstance(reply, ResponseError) and "BUSYGROUP" in str(reply)

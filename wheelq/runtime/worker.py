@@ -8,7 +8,8 @@ ClaimKeeper ──XAUTOCLAIM──▶      ▲                                  
 Delivery is at-least-once: an entry is acked only after its handler
 returned, so a worker that dies mid-job leaves the entry pending, and a
 live worker takes it over after the visibility timeout. Handlers should be
-idempotent (or use the job id to make them so).
+idempotent (or use the job id to make them so); `Job.deliveries` > 1 tells
+a re-run of a taken-over entry.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from wheelq.store.calls import AsyncExecutor
 
 log = logging.getLogger("wheelq.worker")
 
+STARTS = {"earliest": "0", "now": "$"}
+"""Where a consumer group that does not exist yet starts reading (`Worker(start=)`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerStopReport:
@@ -60,6 +64,26 @@ class Worker(Lifecycle):
 
     `serve()` runs it until `stop()`; `run()` blocks and stops on SIGINT/SIGTERM (a second
     signal stops at once). A worker made by `from_url` owns its connection.
+
+    Args:
+        connection: The Redis client (not closed by the worker).
+        topic: The topic to consume.
+        handler: A function taking one `wheelq.Job`, ``def`` (run on threads, at most
+            `concurrency` at once) or ``async def``; its return value is ignored. A handler
+            that raises (`SystemExit` and `KeyboardInterrupt` included) or runs over
+            `handler_timeout_ms` fails that attempt: the job is retried with backoff, or
+            dead-lettered after its last attempt.
+        group: The consumer group; several groups on one topic each get every job.
+        settings: `WorkerSettings` (defaults when None).
+        consumer: This worker's name in the group (default: host:pid:random).
+        start: Where `group` starts if it does not exist yet on a shard: "earliest" (every
+            job still in the stream, including ones fired before it existed) or "now"
+            (only jobs fired from then on). An existing group is never moved.
+
+    Raises:
+        InvalidHandlerError: `handler` is not callable, is a generator or async generator
+            function, or cannot take one argument.
+        InvalidArgumentError: `topic`, `group` or `start` is not valid.
     """
 
     def __init__(
@@ -71,8 +95,12 @@ class Worker(Lifecycle):
         group: str = "default",
         settings: WorkerSettings | None = None,
         consumer: str | None = None,
+        start: str = "earliest",
     ) -> None:
         self.topic = validate_topic(topic)
+        if not isinstance(start, str) or start not in STARTS:
+            raise InvalidArgumentError("start", f"start must be 'earliest' or 'now', got {start!r}")
+        self.start_from = start
         if not isinstance(group, str) or not group or not group.isprintable() or len(group) > 200:
             raise InvalidArgumentError(
                 "group", f"group must be a printable str of 1-200 characters, got {group!r}"
@@ -118,9 +146,11 @@ class Worker(Lifecycle):
         concurrency: int | None = None,
         redis_options: Mapping[str, Any] | None = None,
         consumer: str | None = None,
+        start: str = "earliest",
         **settings: Any,
     ) -> Self:
-        """A worker for the Redis at `url`. `settings` are `WorkerSettings` fields."""
+        """A worker for the Redis at `url`. `settings` are `WorkerSettings` fields; the
+        other arguments are as in `Worker`."""
         if concurrency is not None:
             settings["concurrency"] = concurrency
         worker = cls(
@@ -130,6 +160,7 @@ class Worker(Lifecycle):
             group=group,
             settings=WorkerSettings.from_kwargs(settings),
             consumer=consumer,
+            start=start,
         )
         worker._owns_connection = True
         return worker
@@ -161,7 +192,7 @@ class Worker(Lifecycle):
         self._shards = all_shards(self.topic, shards)
         me = Consumer(self._executor, self.topic, self._shards, self.group, self.consumer)
         self._members = Membership(me)
-        await self._members.join()
+        await self._members.join(STARTS[self.start_from])
         s = self.settings
         self._claims = ClaimKeeper(
             me,
@@ -273,7 +304,9 @@ class Worker(Lifecycle):
         return report
 
     def status(self) -> dict[str, Any]:
-        """Counters for logs and health checks."""
+        """Counters for logs and health checks. ``wedged``: threads still running sync
+        handlers that ran over `handler_timeout_ms` (each replaced by a new thread, up to
+        `concurrency` of them)."""
         c, w = self.settler.counts, self._work
         return {
             "consumer": self.consumer,
@@ -288,6 +321,7 @@ class Worker(Lifecycle):
             "retried": c.retried,
             "dead_lettered": c.dead_lettered + (self._claims.dead_lettered if self._claims else 0),
             "taken_over": self._claims.taken_over if self._claims else 0,
+            "wedged": self.runner.wedged,
         }
 
     # --- the work -------------------------------------------------------------------------

@@ -34,11 +34,12 @@ def _entries(raw: Any) -> list[Entry]:
     return [(_text(entry_id), _fields(fields)) for entry_id, fields in raw or ()]
 
 
-def create_group(keys: ShardKeys, group: str) -> Call[Any]:
-    """XGROUP CREATE ... 0 MKSTREAM: a new group starts with every entry still in the stream,
-    so jobs fired before the first worker started are not skipped. Raises BUSYGROUP (a
-    ResponseError) when it exists."""
-    return Call(command=("XGROUP", "CREATE", keys.ready, group, "0", "MKSTREAM"))
+def create_group(keys: ShardKeys, group: str, start_id: str = "0") -> Call[Any]:
+    """XGROUP CREATE ... MKSTREAM. At `start_id` "0" a new group starts with every entry
+    still in the stream, so jobs fired before the first worker started are not skipped; at
+    "$" it starts with the entries added from now on. Raises BUSYGROUP (a ResponseError)
+    when it exists (an existing group is never moved)."""
+    return Call(command=("XGROUP", "CREATE", keys.ready, group, start_id, "MKSTREAM"))
 
 
 def read_group(
@@ -123,6 +124,8 @@ class Claimed:
     cursor: str
     dead_lettered: int
     entries: list[Entry]
+    deliveries: list[int]
+    """How often each entry has been delivered, this delivery included."""
 
 
 def claim(
@@ -137,8 +140,9 @@ def claim(
     def parse(reply: Any) -> Claimed:
         r = check("claim", reply)
         flat = r[3:]
-        entries = [(_text(flat[i]), _fields(flat[i + 1])) for i in range(0, len(flat), 2)]
-        return Claimed(_text(r[1]), int(r[2]), entries)
+        entries = [(_text(flat[i]), _fields(flat[i + 2])) for i in range(0, len(flat), 3)]
+        deliveries = [int(flat[i + 1]) for i in range(0, len(flat), 3)]
+        return Claimed(_text(r[1]), int(r[2]), entries, deliveries)
 
     return Call(
         "claim",

@@ -10,8 +10,9 @@ ARGV[3]  min idle, ms (the visibility timeout)
 ARGV[4]  cursor: the entry id to scan from ("0-0" to start)
 ARGV[5]  most entries to claim
 ARGV[6]  max deliveries
-Returns: {0, next_cursor, dead_lettered, entry_id_1, fields_1, entry_id_2, fields_2, ...}
-           next_cursor "0-0" when the scan is complete; fields are flat field/value lists
+Returns: {0, next_cursor, dead_lettered, entry_id_1, deliveries_1, fields_1, entry_id_2, ...}
+           next_cursor "0-0" when the scan is complete; deliveries counts this one (2 for an
+           entry taken over once); fields are flat field/value lists
          {-1, key} wrong type (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream')
@@ -34,6 +35,7 @@ for _, entry in ipairs(claimed[2]) do
     out[3] = out[3] + 1
   else
     out[#out + 1] = id
+    out[#out + 1] = deliveries
     out[#out + 1] = entry[2]
   end
 end

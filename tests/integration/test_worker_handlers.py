@@ -1,0 +1,165 @@
+"""Workers against a real server, on what handlers do to them (issue 8): sync handlers that
+hang past `handler_timeout_ms` (the pool replaces their threads, later jobs are not charged
+a timeout), handlers that raise SystemExit or KeyboardInterrupt, handlers refused at
+construction or failed for returning a generator, and threads started on demand.
+
+Hanging sync handlers wait on a `threading.Event` the test sets at its end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+from tests.integration import test_worker
+from tests.integration.test_worker import FAST, Workers, holds, pending
+from tests.support.waiting import eventually
+from wheelq import AsyncClient, InvalidHandlerError, Job, Worker
+
+# The fixtures of test_worker.py: a client with the topic made, and workers stopped at teardown.
+client = test_worker.client
+workers = test_worker.workers
+
+
+def handler_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("wheelq-handler")}
+
+
+# --- defect 1: hanging sync handlers and handler_timeout_ms ---------------------------------
+
+
+async def test_jobs_after_hanging_sync_handlers_run_instead_of_timing_out_in_the_queue(
+    client: AsyncClient,
+    workers: Workers,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The issue's scenario: concurrency 2, handler_timeout_ms 500, two jobs that hang, then
+    five normal ones. The five used to wait behind the stuck threads and be dead-lettered as
+    timeouts without ever starting."""
+    before = handler_threads()
+    release = threading.Event()
+    hanging: list[str] = []
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def handler(job: Job) -> None:
+        with lock:
+            (hanging if job.payload == "hang" else ran).append(job.id)
+        if job.payload == "hang":
+            release.wait(timeout=60)
+
+    worker = await workers.start(handler, concurrency=2, handler_timeout_ms=500)
+    try:
+        hang = [await client.enqueue(topic, "hang", max_attempts=1) for _ in range(2)]
+        await eventually(holds(lambda: len(hanging) == 2), timeout_s=10, what="2 hung handlers")
+        normal = [await client.enqueue(topic, i, max_attempts=1) for i in range(5)]
+
+        await eventually(
+            holds(lambda: worker.status()["acked"] == 5), timeout_s=10, what="the 5 normal jobs"
+        )
+        dead = await eventually(
+            lambda: client.dead_letters(topic), timeout_s=10, what="the hung jobs' dead letters"
+        )
+        assert sorted(ran) == sorted(normal)
+        assert sorted(d.job_id or "" for d in dead) == sorted(hang), "a normal job timed out"
+        assert all("HandlerTimeoutError" in d.error for d in dead)
+        status = worker.status()
+        assert (status["handled"], status["failed"], status["wedged"]) == (5, 2, 2)
+        assert len(handler_threads() - before) == 4, "2 wedged threads and 2 replacements"
+        assert "2 handler threads wedged" in caplog.text
+    finally:
+        release.set()
+    await eventually(
+        holds(lambda: worker.status()["wedged"] == 0 and len(handler_threads() - before) == 2),
+        timeout_s=10,
+        what="the wedged threads to return and retire",
+    )
+    assert await pending(redis_async, topic) == 0
+
+
+async def test_a_worker_starts_handler_threads_on_demand(
+    client: AsyncClient, workers: Workers, topic: str
+) -> None:
+    before = handler_threads()
+    worker = await workers.start(lambda job: None, concurrency=10_000)
+    await client.enqueue(topic, "one")
+    await eventually(holds(lambda: worker.status()["acked"] == 1), timeout_s=10, what="the job")
+    assert len(handler_threads() - before) == 1
+
+
+# --- defect 4: SystemExit and KeyboardInterrupt from a handler ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt], ids=["exit", "interrupt"])
+async def test_a_handler_raising_systemexit_or_keyboardinterrupt_fails_that_attempt(
+    client: AsyncClient,
+    workers: Workers,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+    kind: str,
+    raised: type[BaseException],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[Any] = []
+
+    def body(job: Job) -> None:
+        seen.append(job.payload)
+        if job.payload == "exit":
+            raise raised(3)
+
+    async def async_body(job: Job) -> None:
+        body(job)
+
+    worker = await workers.start(body if kind == "sync" else async_body)
+    job_id = await client.enqueue(topic, "exit", max_attempts=1)
+    (letter,) = await eventually(
+        lambda: client.dead_letters(topic), timeout_s=10, what="the job's dead letter"
+    )
+    assert letter.job_id == job_id and letter.reason == "failed"
+    assert f"HandlerExitError: handler raised {raised.__name__}(3)" in letter.error
+
+    after = await client.enqueue(topic, "fine")
+    await eventually(holds(lambda: worker.status()["acked"] == 1), timeout_s=10, what="the next")
+    status = worker.status()
+    assert (status["failed"], status["handled"], status["running"]) == (1, 1, 0)
+    assert seen == ["exit", "fine"] and after
+    assert f"handler raised {raised.__name__}(3) on job {job_id}" in caplog.text
+    assert "never retrieved" not in caplog.text
+    assert await pending(redis_async, topic) == 0
+
+
+# --- defect 5: handlers refused when the worker is made ----------------------------------------
+
+
+async def _agen(job: Job) -> AsyncIterator[None]:
+    yield None
+
+
+async def test_an_async_generator_handler_is_refused_when_the_worker_is_made(
+    redis_url: str, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    with pytest.raises(InvalidHandlerError, match="async generator function") as caught:
+        Worker.from_url(redis_url, topic, _agen, **FAST)
+    assert caught.value.parameter == "handler"
+    assert await redis_async.keys(f"*{topic}*") == []
+
+
+async def test_a_handler_returning_a_generator_fails_its_attempt(
+    client: AsyncClient, workers: Workers, topic: str
+) -> None:
+    def handler(job: Job) -> Any:
+        return _agen(job)
+
+    await workers.start(handler)
+    await client.enqueue(topic, "x", max_attempts=1)
+    (letter,) = await eventually(
+        lambda: client.dead_letters(topic), timeout_s=10, what="the job's dead letter"
+    )
+    assert "InvalidHandlerError" in letter.error and "its body never ran" in letter.error
