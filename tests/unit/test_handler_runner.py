@@ -329,3 +329,20 @@ async def test_a_sync_handler_returning_a_coroutine_has_it_run() -> None:
     finally:
         runner.close()
     assert ran == [7]
+
+
+async def test_a_closed_runner_runs_jobs_again_on_new_threads() -> None:
+    """A worker can be stopped (which closes its runner) and started again."""
+    before = set(threading.enumerate())
+    runner = HandlerRunner(lambda j: None, timeout_ms=0, threads=2)
+    try:
+        assert await asyncio.gather(runner.run(job(1)), runner.run(job(2))) == [None, None]
+        runner.close()
+        assert await asyncio.gather(runner.run(job(3)), runner.run(job(4))) == [None, None]
+        await eventually(
+            holds(lambda: len(new_handler_threads(before)) <= 2),
+            timeout_s=10,
+            what="the first threads to end",
+        )
+    finally:
+        runner.close()

@@ -105,8 +105,11 @@ class HandlerThreads:
         return run.future
 
     def close(self) -> None:
-        """Let the threads end once the queue is empty (a running job finishes first)."""
-        for _ in range(self.threads):
+        """Let the threads end once the queue is empty (a running job finishes first). Jobs
+        submitted afterwards get new threads (a worker may be started again)."""
+        with self._lock:
+            closing, self.threads = self.threads, 0
+        for _ in range(closing):
             self._queue.put(None)
 
     def _start_thread(self) -> None:
