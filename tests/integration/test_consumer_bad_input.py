@@ -66,8 +66,10 @@ def test_worker_rejects_bad_arguments_before_touching_redis(
 
 
 def test_worker_rejects_a_handler_that_is_not_callable(redis_url: str, topic: str) -> None:
-    with pytest.raises(TypeError, match="handler must be callable, got 'not a function'"):
+    with pytest.raises(TypeError, match="got 'not a function', which is not callable") as info:
         Worker.from_url(redis_url, topic, "not a function")  # type: ignore[arg-type]
+    assert isinstance(info.value, InvalidArgumentError) and info.value.parameter == "handler"
+    assert str(info.value).startswith("handler must be a function taking one wheelq.Job")
 
 
 @pytest.mark.parametrize("delay", [-1, float("nan"), float("inf"), "soon"])
