@@ -8,6 +8,7 @@ import ipaddress
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,16 @@ def _one_line(exc: EmbeddedServerError) -> str:
     return f"{head}: {lines[-1]}" if len(lines) > 1 else head
 
 
+def _check_free(host: str, port: int) -> None:
+    """Refuse a port some server listens on (its PONG would pass for the new server's)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
 def server(ctx: Context) -> int:
     """Run the server until SIGINT/SIGTERM; exit 1 if it stops on its own."""
     from wheelq.embedded import EmbeddedServer
@@ -85,6 +96,7 @@ def server(ctx: Context) -> int:
         raise usage_error(f"--bind must be an IP address, got {args.bind!r}") from exc
     if not loopback and args.password is None:
         raise usage_error(f"--bind {args.bind} lets other machines in: add --password")
+    _check_free(args.bind, args.port)
     srv = EmbeddedServer(
         server_binary(),
         port=args.port,
