@@ -115,11 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         return _fail(name, str(exc), exc.code)
     except Exception as exc:
-        return _fail(name, *_describe(exc, ctx))
+        described = _describe(exc, ctx)
+        if described is None:
+            raise  # a bug, not a mistake: its traceback is what a report needs
+        return _fail(name, *described)
 
 
-def _describe(exc: Exception, ctx: Context) -> tuple[str, int]:
-    """One line and an exit status for an error a user can cause; re-raise anything else."""
+def _describe(exc: Exception, ctx: Context) -> tuple[str, int] | None:
+    """One line and an exit status for an error a user can cause; None for anything else."""
     from redis.exceptions import AuthenticationError, RedisError
 
     from wheelq.errors import InvalidArgumentError, PayloadTypeError, WheelqError
@@ -130,7 +133,7 @@ def _describe(exc: Exception, ctx: Context) -> tuple[str, int]:
         return str(exc), 1
     if isinstance(exc, RedisError | ConnectionError | TimeoutError):
         try:
-            url = ctx.redis_url(required=False)
+            url = ctx.given_redis_url()
         except CliError:
             url = None
         where = f"Redis at {redacted(url)}" if url else "Redis"
@@ -139,14 +142,10 @@ def _describe(exc: Exception, ctx: Context) -> tuple[str, int]:
         return f"{where}: {exc}{url_hint(url)}", 1
     if isinstance(exc, OSError):
         return str(exc), 1
-    raise exc
+    return None
 
 
 def _fail(name: str, message: str, code: int) -> int:
     lines = message.strip().splitlines() or ["failed"]
     print(f"{name}: {lines[0]}", file=sys.stderr)
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

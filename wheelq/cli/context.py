@@ -71,27 +71,38 @@ class Context:
         """A copy of one section of the config file (empty when absent)."""
         return dict(self.config.get(name, {}))
 
-    def redis_url(self, *, required: bool = True) -> str | None:
-        """``--redis-url``, else ``$WHEELQ_REDIS_URL``, else ``[redis] url``."""
+    def given_redis_url(self) -> str | None:
+        """``--redis-url``, else ``$WHEELQ_REDIS_URL``, else ``[redis] url``, else None.
+
+        Raises:
+            CliError: (exit 2) A URL redis-py cannot parse (see `check_url`).
+        """
         url = (
             getattr(self.args, "redis_url", None)
             or os.environ.get("WHEELQ_REDIS_URL")
             or self.section("redis").get("url")
         )
-        if not url and required:
-            raise usage_error("--redis-url (or WHEELQ_REDIS_URL, or [redis] url) is required")
         if url and not isinstance(url, str):
             raise usage_error(f"[redis] url must be a string, got {url!r}")
         return check_url(url) if url else None
+
+    def redis_url(self) -> str:
+        """`given_redis_url`, required.
+
+        Raises:
+            CliError: (exit 2) No URL given, or a bad one.
+        """
+        url = self.given_redis_url()
+        if url is None:
+            raise usage_error("--redis-url (or WHEELQ_REDIS_URL, or [redis] url) is required")
+        return url
 
     @contextmanager
     def client(self) -> Iterator[Client]:
         """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards."""
         from wheelq.runtime.client import Client
 
-        url = self.redis_url()
-        assert url is not None
-        with Client.from_url(url, **self.section("client")) as client:
+        with Client.from_url(self.redis_url(), **self.section("client")) as client:
             yield client
 
 

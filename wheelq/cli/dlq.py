@@ -42,6 +42,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def list_dead(ctx: Context) -> int:
+    """Print a page of dead letters; "showing a-b of N" goes to stderr when there are more."""
     args = ctx.args
     if args.limit < 1 or args.offset < 0 or args.offset + args.limit > MAX_LISTED:
         raise usage_error(

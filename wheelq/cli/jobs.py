@@ -61,6 +61,7 @@ def _when(text: str) -> float | datetime:
 
 
 def enqueue(ctx: Context) -> int:
+    """Enqueue one job and print its id; exit 1 when its --id is pending (without --replace)."""
     from wheelq.errors import DuplicateJobError
 
     args = ctx.args
@@ -92,6 +93,7 @@ def enqueue(ctx: Context) -> int:
 
 
 def cancel(ctx: Context) -> int:
+    """Cancel a pending job; exit 1 when it is not pending."""
     with ctx.client() as client:
         if not client.cancel(ctx.args.topic, ctx.args.job_id):
             raise CliError(
@@ -102,6 +104,7 @@ def cancel(ctx: Context) -> int:
 
 
 def reschedule(ctx: Context) -> int:
+    """Move a pending job to --delay / --at; exit 1 when it is not pending."""
     args = ctx.args
     with ctx.client() as client:
         if not client.reschedule(args.topic, args.job_id, delay=args.delay, at=args.at):

@@ -121,6 +121,7 @@ def server(ctx: Context) -> int:
 
 
 def demo(ctx: Context) -> int:
+    """Run `wheelq.runtime.demo` (on an embedded server without a URL); exit 1 on a miss."""
     from wheelq.embedded import EmbeddedServer
     from wheelq.runtime.demo import run_demo
 
@@ -128,7 +129,7 @@ def demo(ctx: Context) -> int:
     if logging.getLogger().getEffectiveLevel() == logging.INFO:
         # The embedded server keeps nothing on disk by design; its warning would only confuse.
         logging.getLogger("wheelq").setLevel(logging.ERROR)
-    url = ctx.redis_url(required=False)
+    url = ctx.given_redis_url()
     srv = None
     if url is None:
         srv = EmbeddedServer(server_binary())

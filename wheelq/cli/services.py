@@ -45,7 +45,6 @@ def scheduler(ctx: Context) -> int:
     from wheelq.runtime.scheduler import Scheduler
 
     url = ctx.redis_url()
-    assert url is not None
     settings = ctx.section("scheduler")
     config_topics = settings.pop("topics", None)
     topics = None
@@ -64,7 +63,6 @@ def worker(ctx: Context) -> int:
     from wheelq.runtime.worker import Worker
 
     url = ctx.redis_url()
-    assert url is not None
     args, settings = ctx.args, ctx.section("worker")
     group = args.group or settings.pop("group", None) or "default"
     settings.pop("group", None)

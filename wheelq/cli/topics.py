@@ -49,6 +49,7 @@ def every_topic(client: Client) -> list[TopicStats]:
 
 
 def list_topics(ctx: Context) -> int:
+    """Print a table: topic, shards, pending, ready, dead."""
     with ctx.client() as client:
         found = every_topic(client)
     if not found:
@@ -62,6 +63,7 @@ def list_topics(ctx: Context) -> int:
 
 
 def drop_topic(ctx: Context) -> int:
+    """Drop a topic (see `Client.drop_topic`); exit 1 when there is no such topic."""
     with ctx.client() as client:
         # Client.drop_topic comes with the producer branch; drop the ignore once merged.
         if not client.drop_topic(ctx.args.name, force=ctx.args.force):  # type: ignore[attr-defined, unused-ignore]
@@ -71,6 +73,7 @@ def drop_topic(ctx: Context) -> int:
 
 
 def stats(ctx: Context) -> int:
+    """Print each topic's pending / ready / dead, per shard; exit 1 for an unknown topic."""
     with ctx.client() as client:
         found = [topic_stats(client, ctx.args.topic)] if ctx.args.topic else every_topic(client)
     for s in found:
