@@ -106,12 +106,17 @@ def test_redis_down_is_one_line_and_exit_1(down_url: str, command: list[str]) ->
 
 
 def _fast_start_config(tmp_path: Path) -> list[str]:
-    """``--config`` turning start-up retries off, where the settings have them."""
-    names = {f.name for cls in (SchedulerSettings, WorkerSettings) for f in fields(cls)}
-    if "start_timeout_ms" not in names:
+    """``--config`` turning start-up retries off, in the sections whose settings have them."""
+    sections = {"scheduler": SchedulerSettings, "worker": WorkerSettings}
+    text = "".join(
+        f"[{name}]\nstart_timeout_ms = 0\n"
+        for name, cls in sections.items()
+        if "start_timeout_ms" in {f.name for f in fields(cls)}
+    )
+    if not text:
         return []
     path = tmp_path / "fast.toml"
-    path.write_text("[scheduler]\nstart_timeout_ms = 0\n[worker]\nstart_timeout_ms = 0\n")
+    path.write_text(text)
     return ["--config", str(path)]
 
 
