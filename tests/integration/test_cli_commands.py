@@ -1,0 +1,219 @@
+"""The everyday commands: --version and --help, enqueue / cancel / reschedule, topics, stats,
+the config file's [client] and [worker] group, --topics with spaces, worker --from."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
+from tests.support.waiting import eventually_sync
+from wheelq import Client
+from wheelq.core.job import encode_payload
+from wheelq.core.keys import TOPICS_KEY, ShardKeys
+
+RECORDER = """
+import os
+
+def record(job):
+    with open(os.environ["WHEELQ_TEST_OUT"], "a") as f:
+        f.write(f"{job.id}\\n")
+"""
+
+
+def test_version_and_help() -> None:
+    shown = run_wheelq("--version")
+    assert (shown.returncode, shown.stdout.strip()) == (0, f"wheelq {version('wheelq')}")
+    helped = run_wheelq("--help")
+    assert helped.returncode == 0
+    assert "Delayed jobs on Redis that fire on time" in helped.stdout
+    for name in ("WHEELQ_REDIS_URL", "WHEELQ_CONFIG", "WHEELQ_TOPICS", "WHEELQ_LOG_LEVEL"):
+        assert name in helped.stdout
+    for command in ("enqueue", "cancel", "reschedule", "topics", "server"):
+        assert command in helped.stdout
+
+
+def test_enqueue_reschedule_cancel(redis_url: str, topic: str) -> None:
+    url = ["--redis-url", redis_url]
+    args = ["--delay", "100", "--id", "j1", "--max-attempts", "3", *url]
+    done = run_wheelq("enqueue", topic, '{"to": "ada"}', *args)
+    assert (done.returncode, done.stdout.strip()) == (0, "j1"), done.stderr
+    with Client.from_url(redis_url) as client:
+        info = client.get(topic, "j1")
+        assert info is not None
+        assert (info.payload, info.max_attempts) == ({"to": "ada"}, 3)
+
+        again = run_wheelq("enqueue", topic, "{}", "--id", "j1", "--delay", "100", *url)
+        assert_one_line_error(again, 1, "'j1' is already pending", "--replace")
+        replaced = run_wheelq("enqueue", topic, "-", "--id", "j1", "--replace", "--at",
+                              "2100-01-01T00:00:00Z", *url, stdin='[1, "two"]')  # fmt: skip
+        assert replaced.returncode == 0, replaced.stderr
+        info = client.get(topic, "j1")
+        assert info is not None
+        assert (info.payload, info.due_ms) == ([1, "two"], 4_102_444_800_000)
+
+        generated = run_wheelq("enqueue", topic, '"hi"', "--at", "4102444800.5", *url)
+        new_id = generated.stdout.strip()
+        assert client.get(topic, new_id).due_ms == 4_102_444_800_500
+
+        moved = run_wheelq("reschedule", topic, "j1", "--delay", "50", *url)
+        assert (moved.returncode, moved.stdout.strip()) == (0, "rescheduled j1")
+        assert client.get(topic, "j1").due_ms < 4_102_444_800_000
+        cancelled = run_wheelq("cancel", topic, "j1", *url)
+        assert (cancelled.returncode, cancelled.stdout.strip()) == (0, "cancelled j1")
+        assert client.get(topic, "j1") is None
+
+    for command in (["cancel", topic, "j1"], ["reschedule", topic, "j1", "--delay", "1"]):
+        assert_one_line_error(run_wheelq(*command, *url), 1, "'j1' is not pending")
+    assert_one_line_error(run_wheelq("enqueue", topic, "hello", *url), 2, "not valid JSON")
+    naive = run_wheelq("enqueue", topic, "1", "--at", "2100-01-01T00:00:00", *url)
+    assert_one_line_error(naive, 2, "needs a UTC offset")
+    both = run_wheelq("reschedule", topic, "x", "--delay", "1", "--at", "1", *url)
+    assert_one_line_error(both, 2, "not allowed with argument")
+
+
+def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(
+    redis_url: str, topic: str
+) -> None:
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 3)
+        client.enqueue(topic, 1, delay=100)
+        client.enqueue(topic, 2, delay=100)
+    listed = run_wheelq("topics", "--redis-url", redis_url)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0].split() == ["TOPIC", "SHARDS", "PENDING", "READY", "DEAD"]
+    rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[1:]}
+    assert rows[topic] == ["3", "2", "0", "0"]
+    assert run_wheelq("topics", "list", "--redis-url", redis_url).stdout == listed.stdout
+
+    stats = run_wheelq("stats", topic, "--redis-url", redis_url)
+    assert stats.stdout.startswith(f"{topic}: pending 2 ready 0 dead 0"), stats.stderr
+    assert_one_line_error(
+        run_wheelq("stats", "nope-" + topic, "--redis-url", redis_url), 1, "no such topic"
+    )
+
+
+@pytest.mark.skipif(not hasattr(Client, "drop_topic"), reason="Client.drop_topic not merged yet")
+def test_topics_drop_refuses_pending_jobs_unless_forced(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as client:
+        client.enqueue(topic, 1, delay=100)
+    refused = run_wheelq("topics", "drop", topic, "--redis-url", redis_url)
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr
+    with Client.from_url(redis_url) as client:
+        assert topic in client.topics()
+    dropped = run_wheelq("topics", "drop", topic, "--force", "--redis-url", redis_url)
+    assert (dropped.returncode, dropped.stdout.strip()) == (0, f"dropped {topic}")
+    with Client.from_url(redis_url) as client:
+        assert topic not in client.topics()
+    assert_one_line_error(
+        run_wheelq("topics", "drop", topic, "--redis-url", redis_url), 1, "no such topic"
+    )
+
+
+def test_client_section_of_the_config_file_is_used(
+    redis_url: str, topic: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "wheelq.toml"
+    config.write_text(f'[redis]\nurl = "{redis_url}"\n[client]\ndefault_shards = 3\n')
+    done = run_wheelq("enqueue", topic, "{}", "--delay", "100", env={"WHEELQ_CONFIG": str(config)})
+    assert done.returncode == 0, done.stderr
+    with Client.from_url(redis_url) as client:
+        assert client.topics()[topic] == 3
+
+
+def test_scheduler_topics_may_have_spaces(redis_url: str, redis_sync: redis.Redis) -> None:
+    a, b = f"a-{time.monotonic_ns()}", f"b-{time.monotonic_ns()}"
+    with Client.from_url(redis_url) as client:
+        client.create_topic(a, 1)
+        client.create_topic(b, 1)
+    node = start_wheelq("scheduler", "--topics", f" {a} , {b} ,", "--redis-url", redis_url)
+    try:
+        eventually_sync(
+            lambda: redis_sync.get(ShardKeys(a, 0).lease) and redis_sync.get(ShardKeys(b, 0).lease),
+            timeout_s=15,
+            what="the node to lead both topics",
+        )
+    finally:
+        _, err = stop(node)
+    assert node.returncode == 0, err
+
+
+def _run_worker_until(
+    redis_url: str,
+    topic: str,
+    tmp_path: Path,
+    args: list[str],
+    ready: Callable[[], bool],
+    done: Callable[[list[str]], bool],
+) -> list[str]:
+    """Start `wheelq worker handlers:record`; once `ready()` call `done()` until true; stop it.
+    Returns the ids it handled."""
+    (tmp_path / "handlers.py").write_text(RECORDER)
+    out = tmp_path / "handled.txt"
+    out.touch()
+    worker = start_wheelq(
+        "worker", "handlers:record", "--topic", topic, "--redis-url", redis_url, *args,
+        cwd=tmp_path,
+        env={"WHEELQ_TEST_OUT": str(out)},
+    )  # fmt: skip
+    try:
+        eventually_sync(ready, timeout_s=15, what="the worker to be ready")
+        eventually_sync(
+            lambda: done(out.read_text().split()),
+            timeout_s=15,
+            what="the worker to handle the jobs",
+        )
+    finally:
+        _, err = stop(worker)
+    assert worker.returncode == 0, err
+    return out.read_text().split()
+
+
+def _put_ready(redis_sync: redis.Redis, topic: str, job_id: str) -> None:
+    """A fired job in the stream of a one-shard topic, as the scheduler writes it."""
+    redis_sync.hsetnx(TOPICS_KEY, topic, 1)  # created with one shard, as create_topic does
+    redis_sync.xadd(
+        ShardKeys(topic, 0).ready,
+        {"id": job_id, "topic": topic, "due": "1", "attempt": "1", "max_attempts": "1",
+         "payload": encode_payload({}, 100)},
+    )  # fmt: skip
+
+
+def _groups(redis_sync: redis.Redis, topic: str) -> list[bytes]:
+    return [g["name"] for g in redis_sync.xinfo_groups(ShardKeys(topic, 0).ready)]
+
+
+def test_worker_group_can_come_from_the_config_file(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    _put_ready(redis_sync, topic, "j1")
+    config = tmp_path / "wheelq.toml"
+    config.write_text('[worker]\ngroup = "from-config"\nconcurrency = 2\n')
+    handled = _run_worker_until(
+        redis_url, topic, tmp_path, ["--config", str(config)], lambda: True, bool
+    )
+    assert handled == ["j1"]
+    assert _groups(redis_sync, topic) == [b"from-config"]
+
+
+def test_worker_from_now_skips_jobs_fired_before_it_started(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    _put_ready(redis_sync, topic, "before")
+
+    def ready() -> bool:
+        if b"default" not in (groups := _groups(redis_sync, topic)):
+            return False
+        _put_ready(redis_sync, topic, "after")
+        return bool(groups)
+
+    handled = _run_worker_until(
+        redis_url, topic, tmp_path, ["--from", "now"], ready, lambda ids: "after" in ids
+    )
+    assert handled == ["after"]

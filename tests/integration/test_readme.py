@@ -1,0 +1,166 @@
+"""The README's Quickstart runs as written: every snippet, in order, against one server.
+
+The fenced blocks of the Quickstart section are taken from README.md as they are; only
+the Redis URL is swapped for a server of the test's own. Python blocks starting with a
+``# NAME.py`` line are written to files; each line of a bash block is a command: `wheelq
+server` is left out (the test's server stands in for it), `wheelq scheduler` and `wheelq
+worker` start in the background (stopped with SIGTERM at the end), everything else runs to
+completion and must exit 0. Then every job must have been handled by both groups, and none
+may be a dead letter.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO
+
+import redis
+
+from tests.support.cli import ROOT, clean_env, wheelq_argv
+from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually_sync
+from wheelq.core.keys import all_shards
+from wheelq.embedded import ServerBinary
+
+README_URL = re.compile(r"redis://localhost:\d+/0")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+SERVICES = ("scheduler", "worker")
+
+
+def quickstart(url: str) -> tuple[dict[str, str], list[list[str]]]:
+    """The Quickstart's files (name -> text) and commands, with `url` for the README's."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Quickstart\n", 1)[1].split("\n## ", 1)[0]
+    files: dict[str, str] = {}
+    commands: list[list[str]] = []
+    for language, body in FENCE.findall(README_URL.sub(url, section)):
+        assert "localhost:" not in body, body  # a URL the substitution missed
+        if language == "python":
+            name = re.match(r"# (\w+\.py)\n", body)
+            assert name, f"a Quickstart python block must start with '# NAME.py':\n{body}"
+            files[name[1]] = body
+        elif language == "bash":
+            commands += [argv for line in body.splitlines() if (argv := shlex.split(line, True))]
+    return files, commands
+
+
+def _argv(command: list[str]) -> list[str]:
+    if command[0] == "wheelq":
+        return wheelq_argv(*command[1:])
+    assert command[0] == "python", command
+    return [sys.executable, *command[1:]]
+
+
+def _handled_by(redis_sync: redis.Redis, topic: str, groups: set[bytes]) -> bool:
+    """Nothing pending on `topic`, and each of `groups` has read and acked every entry."""
+    shards = redis_sync.hget("wheelq:topics", topic)
+    if shards is None:
+        return False
+    for keys in all_shards(topic, int(shards)):
+        if redis_sync.zcard(keys.delayed) or not redis_sync.exists(keys.ready):
+            return False
+        info = redis_sync.xinfo_groups(keys.ready)
+        if {g["name"] for g in info} != groups or any(g["pending"] or g["lag"] for g in info):
+            return False
+    return True
+
+
+def _count(redis_sync: redis.Redis, topic: str, key: str) -> int:
+    """Entries in `topic`'s `key` stream (``ready``, ``dead``) or sorted set (``delayed``)."""
+    shards = int(redis_sync.hget("wheelq:topics", topic) or 0)
+    size = redis_sync.zcard if key == "delayed" else redis_sync.xlen
+    return sum(size(getattr(k, key)) for k in all_shards(topic, shards))
+
+
+class Services:
+    """The background commands, each with its stdout and stderr in a file of its own."""
+
+    def __init__(self, cwd: Path, stack: ExitStack) -> None:
+        self.cwd, self.stack = cwd, stack
+        self.running: list[tuple[list[str], subprocess.Popen[str], IO[str], IO[str]]] = []
+
+    def start(self, command: list[str]) -> None:
+        n = len(self.running)
+        out, err = (self.stack.enter_context((self.cwd / f"{n}.{x}").open("w+")) for x in "oe")
+        proc = subprocess.Popen(
+            _argv(command), cwd=self.cwd, env=clean_env(), stdout=out, stderr=err, text=True
+        )
+        self.stack.callback(proc.kill)  # a no-op once it has exited
+        self.running.append((command, proc, out, err))
+
+    def alive(self) -> bool:
+        """True; fails the test at once if one of them has exited."""
+        for command, proc, _, err in self.running:
+            if proc.poll() is not None:
+                err.seek(0)
+                raise AssertionError(f"{command} exited with {proc.returncode}: {err.read()}")
+        return True
+
+    def stop(self) -> dict[str, str]:
+        """SIGTERM each; each must exit 0 without a traceback. Returns stdout by handler spec
+        (or command name)."""
+        for _, proc, _, _ in self.running:
+            proc.terminate()
+        printed = {}
+        for command, proc, out, err in self.running:
+            proc.wait(timeout=30)
+            out.seek(0)
+            err.seek(0)
+            log = err.read()
+            assert proc.returncode == 0, (command, log)
+            assert "Traceback" not in log, log
+            printed[command[2] if command[1] == "worker" else command[1]] = out.read()
+        return printed
+
+
+def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        server = stack.enter_context(dedicated_server(server_binary))
+        url = f"{server.url}/0"
+        files, commands = quickstart(url)
+        assert {"handlers.py", "producer.py", "app.py"} <= files.keys()
+        for name, body in files.items():
+            (tmp_path / name).write_text(body)
+        services = Services(tmp_path, stack)
+        ran: dict[str, str] = {}
+        for command in commands:
+            if command[:2] == ["wheelq", "server"]:
+                continue
+            if command[0] == "wheelq" and command[1] in SERVICES:
+                services.start(command)
+                continue
+            done = subprocess.run(
+                _argv(command), cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+                timeout=60, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, (command, done.stdout, done.stderr)
+            assert "Traceback" not in done.stderr, (command, done.stderr)
+            ran[" ".join(command[:2])] = done.stdout
+        redis_sync = stack.enter_context(redis.Redis.from_url(url))
+        eventually_sync(
+            lambda: services.alive() and _handled_by(redis_sync, "emails", {b"default", b"audit"}),
+            timeout_s=60,
+            what="both groups to handle every email",
+        )
+        printed = services.stop()
+        fired = [
+            fields[b"id"].decode()
+            for k in all_shards("emails", 4)
+            for _, fields in redis_sync.xrange(k.ready)
+        ]
+        assert _count(redis_sync, "emails", "dead") == _count(redis_sync, "welcome", "dead") == 0
+        assert _count(redis_sync, "reports", "delayed") == 0  # cancelled
+    # Handler threads print at once: a message is one write, but newlines may interleave.
+    sent = dict(re.findall(r"sending to (\S+): job (\w+),", printed["handlers:send_email"]))
+    audited = re.findall(r"audit: emails job (\w+) ", printed["handlers:audit"])
+    assert sorted(sent.values()) == sorted(audited) == sorted(fired)
+    assert len(fired) >= 1004
+    for name in ("ada", "bob", "eve", "joe", "user999"):
+        assert f"{name}@example.com" in sent, name
+    assert "TopicStats(" in ran["python producer.py"]
+    assert "welcome, Ada!" in ran["python app.py"]

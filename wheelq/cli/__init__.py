@@ -1,0 +1,151 @@
+"""The `wheelq` command: the only place that reads env vars, config files and signals.
+
+One module per group of commands (services, jobs, topics, dlq, server); each
+adds its subcommands with ``register`` and lazy-imports what it runs, so
+``wheelq --help`` stays fast. Settings come from, in rising precedence:
+defaults, the TOML file (``--config`` or ``$WHEELQ_CONFIG``), environment
+variables, flags (see `wheelq.cli.context`). Every error a user can cause
+prints one line on stderr and exits 2 (usage) or 1 (runtime).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import NoReturn
+
+from wheelq.cli import dlq, jobs, server, services, topics
+from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
+
+DESCRIPTION = """\
+Delayed jobs on Redis that fire on time. Run scheduler nodes and workers, enqueue,
+cancel and reschedule jobs, inspect topics, and list, replay or purge dead letters."""
+
+EXAMPLE = """\
+first steps (see README.md):
+  wheelq server                                   a local Valkey on 127.0.0.1:6379
+  wheelq scheduler --redis-url redis://127.0.0.1:6379/0
+  wheelq worker handlers:send_email --topic emails --redis-url redis://127.0.0.1:6379/0
+  wheelq enqueue emails '{"to": "ada@example.com"}' --delay 5 --redis-url redis://127.0.0.1:6379/0
+"""
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one line: ``wheelq worker: error: ... (see 'wheelq worker --help')``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _log_level(text: str) -> str:
+    if text.upper() not in LEVELS:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(LEVELS)}, got {text!r}")
+    return text.upper()
+
+
+def _version() -> str:
+    try:
+        return version("wheelq")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; options shared by every command also work after it."""
+    logs = _Parser(add_help=False)
+    logs.add_argument(
+        "--log-level", type=_log_level, default=argparse.SUPPRESS, help=f"{'/'.join(LEVELS)}"
+    )
+    connects = _Parser(add_help=False, parents=[logs])
+    connects.add_argument(
+        "--redis-url",
+        default=argparse.SUPPRESS,
+        help="redis://[user:password@]host:port/db or rediss:// (percent-encode @ / : in them)",
+    )
+    connects.add_argument(
+        "--config", default=argparse.SUPPRESS, help="TOML settings file (see config/wheelq.toml)"
+    )
+    env = "\n".join(f"  {name:<18} {text}" for name, text in ENVIRONMENT.items())
+    parser = _Parser(
+        prog="wheelq",
+        description=DESCRIPTION,
+        epilog=f"environment:\n{env}\n\n{EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[logs],
+    )
+    parser.add_argument("--version", action="version", version=f"wheelq {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    services.register(sub, [connects])
+    jobs.register(sub, [connects])
+    topics.register(sub, [connects])
+    dlq.register(sub, [connects])
+    server.register(sub, [connects], logs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit status."""
+    args = build_parser().parse_args(argv)
+    name, ctx = f"wheelq {args.command}", Context(args)
+    try:
+        try:
+            level = getattr(args, "log_level", None) or _log_level(
+                os.environ.get("WHEELQ_LOG_LEVEL", "INFO")
+            )
+        except argparse.ArgumentTypeError as exc:
+            raise usage_error(f"WHEELQ_LOG_LEVEL {exc}") from exc
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        ctx = Context.load(args)
+        status = int(args.func(ctx))
+        sys.stdout.flush()  # here, so a closed pipe is caught below
+        return status
+    except BrokenPipeError:
+        # The reader went away (`wheelq dlq list t | head`): stop quietly, as `cat` would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        return 130
+    except CliError as exc:
+        return _fail(name, str(exc), exc.code)
+    except Exception as exc:
+        described = _describe(exc, ctx)
+        if described is None:
+            raise  # a bug, not a mistake: its traceback is what a report needs
+        return _fail(name, *described)
+
+
+def _describe(exc: Exception, ctx: Context) -> tuple[str, int] | None:
+    """One line and an exit status for an error a user can cause; None for anything else."""
+    from redis.exceptions import AuthenticationError, RedisError
+
+    from wheelq.errors import InvalidArgumentError, PayloadTypeError, WheelqError
+
+    if isinstance(exc, InvalidArgumentError | PayloadTypeError):
+        return str(exc), 2
+    if isinstance(exc, WheelqError):
+        return str(exc), 1
+    if isinstance(exc, RedisError | ConnectionError | TimeoutError):
+        try:
+            url = ctx.given_redis_url()
+        except CliError:
+            url = None
+        where = f"Redis at {redacted(url)}" if url else "Redis"
+        if isinstance(exc, AuthenticationError):
+            return f"{where} refused the credentials: {exc}{url_hint(url)}", 1
+        return f"{where}: {exc}{url_hint(url)}", 1
+    if isinstance(exc, OSError):
+        return str(exc), 1
+    return None
+
+
+def _fail(name: str, message: str, code: int) -> int:
+    lines = message.strip().splitlines() or ["failed"]
+    print(f"{name}: {lines[0]}", file=sys.stderr)
+    return code

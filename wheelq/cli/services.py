@@ -1,0 +1,113 @@
+"""`wheelq scheduler` and `wheelq worker`: the long-running roles, in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import sys
+import traceback
+from typing import Any
+
+from wheelq.cli.context import CliError, Context, split_topics, usage_error
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add the ``scheduler`` and ``worker`` commands."""
+    p = sub.add_parser(
+        "scheduler", parents=parents, help="run a scheduler node until SIGINT/SIGTERM"
+    )
+    p.add_argument(
+        "--topics", help="comma-separated topics to serve (default: all, incl. new ones)"
+    )
+    p.set_defaults(func=scheduler)
+
+    p = sub.add_parser(
+        "worker", parents=parents, help="run a handler on a topic's jobs until SIGINT/SIGTERM"
+    )
+    p.add_argument("handler", help="module:function, a def or async def taking a wheelq.Job")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--group", help="consumer group (default: [worker] group, else 'default')")
+    p.add_argument("--concurrency", type=int, help="handlers at once (default 10)")
+    p.add_argument(
+        "--from",
+        dest="start",
+        choices=["earliest", "now"],
+        help="where a new group starts: every entry still in the stream (earliest, the "
+        "default) or only jobs fired from now on",
+    )
+    p.set_defaults(func=worker)
+
+
+def scheduler(ctx: Context) -> int:
+    """Run a node on the topics of ``--topics``, ``$WHEELQ_TOPICS`` or ``[scheduler] topics``."""
+    from wheelq.runtime.scheduler import Scheduler
+
+    url = ctx.redis_url()
+    settings = ctx.section("scheduler")
+    config_topics = settings.pop("topics", None)
+    topics = None
+    if ctx.args.topics is not None:
+        topics = split_topics(ctx.args.topics, "--topics")
+    elif "WHEELQ_TOPICS" in os.environ:
+        topics = split_topics(os.environ["WHEELQ_TOPICS"], "WHEELQ_TOPICS")
+    elif config_topics is not None:
+        topics = split_topics(config_topics, "[scheduler] topics")
+    Scheduler.from_url(url, topics, **settings).run()
+    return 0
+
+
+def worker(ctx: Context) -> int:
+    """Run a worker; exits 1 when it abandoned entries on the way out."""
+    from wheelq.runtime.worker import Worker
+
+    url = ctx.redis_url()
+    args, settings = ctx.args, ctx.section("worker")
+    group = args.group or settings.pop("group", None) or "default"
+    settings.pop("group", None)
+    if args.concurrency is not None:
+        settings["concurrency"] = args.concurrency
+    if args.start is not None:
+        settings["start"] = args.start
+    handler = load_handler(args.handler)
+    report = Worker.from_url(url, args.topic, handler, group=group, **settings).run()
+    return 0 if report.abandoned == 0 else 1
+
+
+def load_handler(spec: str) -> Any:
+    """Import ``module:function`` (the current directory is importable, as with uvicorn).
+
+    Raises:
+        CliError: (exit 2) A malformed spec, no such module or attribute, or not callable;
+            (exit 1) the module raised while importing (its traceback is printed first).
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise usage_error(f"handler must be module:function, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+            traceback.print_exc()
+            raise CliError(f"importing handler module {module_name!r} failed: {exc}") from exc
+        raise usage_error(
+            f"no module named {exc.name!r} (handler {spec!r}; looked in {os.getcwd()} and sys.path)"
+        ) from exc
+    except Exception as exc:
+        traceback.print_exc()
+        raise CliError(f"importing handler module {module_name!r} failed: {exc!r}") from exc
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise usage_error(f"module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise usage_error(
+            f"handler {spec!r} is not callable (type {type(target).__name__}): "
+            "it must be a def or async def taking a wheelq.Job"
+        )
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        raise usage_error(f"handler {spec!r} is a generator; make it a plain def or async def")
+    return target
