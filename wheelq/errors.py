@@ -13,6 +13,7 @@ WheelqError
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
 ├── ScriptError                             a Lua script answered with a status it should not
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
+├── RedisUnavailableError                   start(): redis unreachable for all of start_timeout_ms
 └── EmbeddedServerError                     the embedded server binary failed to start
 ```
 
@@ -97,6 +98,13 @@ class ScriptError(WheelqError):
 
 class HandlerTimeoutError(WheelqError, TimeoutError):
     """A handler ran longer than `handler_timeout_ms`; the run counts as failed."""
+
+
+class RedisUnavailableError(WheelqError):
+    """A scheduler node or worker could not reach Redis within ``start_timeout_ms`` when
+    starting: only transient errors (refused, reset, timed out, still loading) for that
+    long. The last of them is chained as ``__cause__``; an error that waiting cannot fix
+    (wrong password, bad certificate) is raised at once instead, as it is."""
 
 
 class EmbeddedServerError(WheelqError):
