@@ -197,29 +197,27 @@ class Scheduler(Lifecycle):
             return StopReport(0, 0)
         self._gate.started = False  # a second stop() returns at once
         self._budget = budget = StopBudget(self.settings.stop_timeout_ms / 1000)
+        try:
+            report = await self._stop(budget)
+        finally:  # whatever happened, no connection outlives the node
+            if self._owns_connection:
+                await close(self.redis)
+            self._gate.stopped.set()
+        budget.log_end(
+            log,
+            f"scheduler node {self.node_id} stopped: {report}",
+            f"leases not released expire after lease_ttl_ms ({self.settings.lease_ttl_ms} ms), "
+            "then other nodes take their shards",
+        )
+        return report
+
+    async def _stop(self, budget: StopBudget) -> StopReport:
         await self.leases.stop(budget)
         held = len(self.leads)
-        released = await budget.attempt(
-            f"release {held} leases", self.leases.release_all, default=0
-        )
-        for service in (self.trimmer, self._wake, self._preloader, self.driver, self._clock_keeper):
-            await service.stop(budget)
-        report = StopReport(released, len(self.driver.wheel), held - released)
-        if self._owns_connection:
-            await close(self.redis)
-        self._gate.stopped.set()
-        if budget.undone:
-            log.warning(
-                "scheduler node %s stopped: %s; left undone: %s; leases not released expire "
-                "after lease_ttl_ms (%d ms), then other nodes take their shards",
-                self.node_id,
-                report,
-                budget.summary(),
-                self.settings.lease_ttl_ms,
-            )
-        else:
-            log.info("scheduler node %s stopped: %s", self.node_id, report)
-        return report
+        released = await budget.attempt(f"release {held} leases", self.leases.release_all, 0)
+        for part in (self.trimmer, self._wake, self._preloader, self.driver, self._clock_keeper):
+            await part.stop(budget)
+        return StopReport(released, len(self.driver.wheel), held - released)
 
     def status(self) -> dict[str, Any]:
         """What this node leads and has done, for logs, health checks and dashboards."""

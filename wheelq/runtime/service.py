@@ -199,6 +199,14 @@ class StopBudget:
                 log.error("could not %s: %s: %s", what, type(exc).__name__, exc)
         return default
 
+    def log_end(self, logger: logging.Logger, stopped: str, consequence: str) -> None:
+        """Log the end of a stop: INFO `stopped` when nothing was left undone; else a
+        WARNING that adds what was left undone, why, and its `consequence`."""
+        if self.undone:
+            logger.warning("%s; left undone: %s; %s", stopped, self.summary(), consequence)
+        else:
+            logger.info("%s", stopped)
+
     def summary(self) -> str:
         """``"release 4 leases, ... (why)"``, or ``""`` when nothing was left undone."""
         if not self.undone:

@@ -211,14 +211,30 @@ class Worker(Lifecycle):
         self._work.closing = True
         if not await self._gate.abort():  # the start failed or was aborted: nothing runs
             return WorkerStopReport(0, 0, 0)
-        assert self._reader is not None and self._claims is not None
         self._budget = budget = StopBudget(self.settings.stop_timeout_ms / 1000)
         if self._hurry.is_set():
             budget.cut()
+        try:
+            report = await self._stop(budget, grace_ms)
+        finally:  # whatever happened, no connection outlives the worker
+            self.runner.close()
+            if self._owns_connection:
+                await close(self.redis)
+            self._gate.started = False
+            self._gate.stopped.set()
+        budget.log_end(
+            log,
+            f"worker {self.consumer} stopped: {report}",
+            "entries not handed on are taken over after visibility_timeout_ms "
+            f"({self.settings.visibility_timeout_ms} ms), and those not settled run again",
+        )
+        return report
+
+    async def _stop(self, budget: StopBudget, grace_ms: int | None) -> WorkerStopReport:
+        assert self._reader is not None and self._claims is not None
         await self._reader.stop()
         self._claims.claiming = False
         running = self._work.running()
-        idle_ms = self.settings.visibility_timeout_ms
         waiting = self._work.drop_waiting()
         handed_on, not_handed_on = await self._hand_on(budget, waiting, "waiting")
         grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
@@ -243,26 +259,9 @@ class Worker(Lifecycle):
             not_handed_on += not_more
             if not pending:  # it holds nothing: leave no trace in the group
                 await budget.attempt("leave the group", self._members.leave, default=None)
-        self.runner.close()
-        if self._owns_connection:
-            await close(self.redis)
-        self._gate.started = False
-        self._gate.stopped.set()
-        report = WorkerStopReport(
+        return WorkerStopReport(
             finished, handed_on, abandoned, not_handed_on, unsettled=self.settler.queued
         )
-        if budget.undone:
-            log.warning(
-                "worker %s stopped: %s; left undone: %s; entries not handed on are taken "
-                "over after visibility_timeout_ms (%d ms), and those not settled run again",
-                self.consumer,
-                report,
-                budget.summary(),
-                idle_ms,
-            )
-        else:
-            log.info("worker %s stopped: %s", self.consumer, report)
-        return report
 
     async def _hand_on(
         self, budget: StopBudget, by_shard: dict[int, list[str]], what: str
