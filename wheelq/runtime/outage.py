@@ -265,7 +265,7 @@ class StartGate:
             if not waited:
                 waited = True
                 self._log.warning(
-                    "redis at %s not reachable (%s), retrying for up to %.0f s",
+                    "redis at %s not reachable (%s), retrying for up to %g s",
                     where,
                     exc,
                     self._timeout_s,

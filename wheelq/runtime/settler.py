@@ -73,7 +73,7 @@ class Settler(Service):
         self._group = group
         self._queued = _Queued()
         self.counts = Counts()
-        self._outage = Outage(log, "worker settler")
+        self._outage = Outage(log, f"worker settler of {topic}")
 
     @property
     def queued(self) -> int:
