@@ -15,6 +15,7 @@ WheelqError
 ├── ScriptError                             a Lua script answered with a status it should not
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
 ├── HandlerExitError                        a handler raised SystemExit etc. (its run failed)
+├── RedisUnavailableError                   start(): redis unreachable for all of start_timeout_ms
 └── EmbeddedServerError                     the embedded server binary failed to start
 ```
 
@@ -111,6 +112,13 @@ class HandlerExitError(WheelqError):
     """A handler raised `SystemExit`, `KeyboardInterrupt` (or another `BaseException` that is
     not an `Exception`): the run counts as failed, like any other exception, and the worker
     goes on. The original exception is its ``__cause__``."""
+
+
+class RedisUnavailableError(WheelqError):
+    """A scheduler node or worker could not reach Redis within ``start_timeout_ms`` when
+    starting: only transient errors (refused, reset, timed out, still loading) for that
+    long. The last of them is chained as ``__cause__``; an error that waiting cannot fix
+    (wrong password, bad certificate) is raised at once instead, as it is."""
 
 
 class EmbeddedServerError(WheelqError):

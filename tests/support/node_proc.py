@@ -1,22 +1,30 @@
-"""A scheduler node in a process of its own, for fault injection (kill -9, SIGSTOP).
+"""A scheduler node in a process of its own, for fault injection (kill -9, SIGSTOP, SIGTERM).
 
 Usage: python -m tests.support.node_proc URL TOPIC NODE_ID SETTINGS_JSON
 
 Prints one JSON line per node event, with ``t`` the node's Redis-clock ms:
-``{"t": 1795..., "kind": "emitted", "shard": 2, "count": 17}``. SIGTERM stops
-it gracefully.
+``{"t": 1795..., "kind": "emitted", "shard": 2, "count": 17}``, and logs to stderr (INFO).
+SIGTERM stops it gracefully (a second one exits at once). `NodeProcess` starts one from a
+test and reads those lines back.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
+from pathlib import Path
+from typing import Any
 
+from tests.support.child import ChildProcess
 from wheelq import NodeEvent, Scheduler
 
 
 def main() -> None:
     url, topic, node_id, settings = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
     node: Scheduler
 
     def on_event(event: NodeEvent) -> None:
@@ -30,6 +38,21 @@ def main() -> None:
 
     node = Scheduler.from_url(url, [topic], node_id=node_id, on_event=on_event, **settings)
     node.run()
+
+
+class NodeProcess(ChildProcess):
+    """One node process; its stdout goes to ``OUT_DIR/NODE_ID.jsonl``, its log (stderr) to
+    ``OUT_DIR/NODE_ID.log``. Always call `finish()` (it kills the process if alive)."""
+
+    def __init__(
+        self, url: str, topic: str, node_id: str, out_dir: Path, settings: dict[str, Any]
+    ) -> None:
+        args = [url, topic, node_id, json.dumps(settings)]
+        super().__init__("tests.support.node_proc", args, node_id, out_dir)
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        """The event lines of `kind` printed so far."""
+        return [e for e in self.lines() if e["kind"] == kind]
 
 
 if __name__ == "__main__":

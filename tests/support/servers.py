@@ -38,6 +38,16 @@ def dedicated_server(binary: ServerBinary, **kwargs: Any) -> Iterator[EmbeddedSe
         yield server
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (for a server a test starts later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    if port in FORBIDDEN_PORTS:
+        return free_port()
+    return port
+
+
 @functools.cache
 def tls_supported(binary: ServerBinary) -> bool:
     """Whether `binary` can serve TLS: starts one TLS server per binary per session.

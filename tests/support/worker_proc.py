@@ -8,6 +8,7 @@ The process runs ``Worker.from_url(URL, TOPIC, handler, consumer=CONSUMER,
 
     {"sleep_s": 0.5}        sleep this long per job (simulated work; default 0)
     {"poison": "poison"}    SIGKILL its own process when the payload equals this
+    {"sync": true}          a sync handler (time.sleep in its thread) instead of an async one
 
 It logs to stderr (INFO) and prints one JSON line to stdout per handler start and finish, and
 one when `run()` returns::
@@ -15,7 +16,8 @@ one when `run()` returns::
     {"event": "start", "job": "…", "attempt": 1, "deliveries": 1, "entry": "1700…-0",
      "shard": 2, "pid": 123}
     {"event": "finish", ...the same fields}
-    {"event": "stopped", "finished": 2, "handed_on": 6, "abandoned": 0, "pid": 123}
+    {"event": "stopped", "finished": 2, "handed_on": 6, "abandoned": 0, "not_handed_on": 0,
+     "unsettled": 0, "pid": 123}
 
 `WorkerProcess` starts one from a test and reads those lines back.
 """
@@ -27,18 +29,22 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.child import ChildProcess
 from wheelq import Job, Worker
 
-ROOT = Path(__file__).resolve().parents[2]
+_PRINTING = threading.Lock()  # sync handlers print from their threads: one line at a time
 
 
 def _say(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, **fields, "pid": os.getpid()}), flush=True)
+    line = json.dumps({"event": event, **fields, "pid": os.getpid()})
+    with _PRINTING:
+        print(line, flush=True)
 
 
 def _handler(behaviour: dict[str, Any]) -> Any:
@@ -60,7 +66,13 @@ def _handler(behaviour: dict[str, Any]) -> Any:
             await asyncio.sleep(sleep_s)
         _say("finish", **line)
 
-    return handle
+    def handle_sync(job: Job) -> None:
+        line = {"job": job.id, "attempt": job.attempt, "entry": job.entry_id, "shard": job.shard}
+        _say("start", **line)
+        time.sleep(sleep_s)  # a sync handler that cannot be interrupted
+        _say("finish", **line)
+
+    return handle_sync if behaviour.get("sync") else handle
 
 
 def main() -> None:
@@ -76,10 +88,12 @@ def main() -> None:
         finished=report.finished,
         handed_on=report.handed_on,
         abandoned=report.abandoned,
+        not_handed_on=report.not_handed_on,
+        unsettled=report.unsettled,
     )
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """One worker process; its stdout goes to ``OUT_DIR/CONSUMER.jsonl``, its log (stderr)
     to ``OUT_DIR/CONSUMER.log``. Always call `finish()` (it kills the process if alive)."""
 
@@ -93,40 +107,8 @@ class WorkerProcess:
         settings: dict[str, Any],
     ) -> None:
         self.consumer = consumer
-        self.out = out_dir / f"{consumer}.jsonl"
-        self.log = out_dir / f"{consumer}.log"
-        self._out = self.out.open("w")
-        self._log = self.log.open("w")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.worker_proc",
-                url,
-                topic,
-                consumer,
-                json.dumps(behaviour),
-                json.dumps(settings),
-            ],
-            cwd=ROOT,
-            stdout=self._out,
-            stderr=self._log,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def signal(self, sig: int) -> None:
-        os.kill(self.proc.pid, sig)
-
-    def lines(self) -> list[dict[str, Any]]:
-        """Every complete line printed so far."""
-        text = self.out.read_text()
-        return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+        args = [url, topic, consumer, json.dumps(behaviour), json.dumps(settings)]
+        super().__init__("tests.support.worker_proc", args, consumer, out_dir)
 
     def jobs(self, event: str) -> list[str]:
         """Job ids of the `event` ("start" / "finish") lines, in order, repeats kept."""
@@ -135,17 +117,6 @@ class WorkerProcess:
     def report(self) -> dict[str, Any] | None:
         """The "stopped" line, once `run()` returned."""
         return next((x for x in self.lines() if x["event"] == "stopped"), None)
-
-    def finish(self) -> None:
-        """Kill the process if it still runs, reap it, close its files."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        self._out.close()
-        self._log.close()
-
-    def log_tail(self, chars: int = 3000) -> str:
-        return self.log.read_text()[-chars:]
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "retention_ms", 0, 365 * 86_400_000),
     (SchedulerSettings, "trim_interval_ms", 100, 86_400_000),
     (SchedulerSettings, "trim_batch", 1, 100_000),
+    (SchedulerSettings, "start_timeout_ms", 0, 3_600_000),
+    (SchedulerSettings, "stop_timeout_ms", 0, 600_000),
     (WorkerSettings, "concurrency", 1, 10_000),
     (WorkerSettings, "block_ms", 10, 60_000),
     (WorkerSettings, "visibility_timeout_ms", 100, 86_400_000),
@@ -47,6 +49,8 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (WorkerSettings, "handler_timeout_ms", 0, 86_400_000),
     (WorkerSettings, "shutdown_grace_ms", 0, 3_600_000),
     (WorkerSettings, "default_shards", 1, 1024),
+    (WorkerSettings, "start_timeout_ms", 0, 3_600_000),
+    (WorkerSettings, "stop_timeout_ms", 0, 600_000),
 ]
 IDS = [name for _, name, _, _ in RANGES]
 

@@ -43,6 +43,8 @@ _RANGES: dict[str, tuple[int, int]] = {
     "retry_jitter_pct": (0, 100),
     "handler_timeout_ms": (0, 86_400_000),
     "shutdown_grace_ms": (0, 3_600_000),
+    "start_timeout_ms": (0, 3_600_000),
+    "stop_timeout_ms": (0, 600_000),
 }
 
 
@@ -132,6 +134,14 @@ class SchedulerSettings(_Validated):
     """How often the leader of a shard trims its ready stream."""
     trim_batch: int = 1000
     """Most entries removed per trim call (the call is repeated while more are due)."""
+    start_timeout_ms: int = 60_000
+    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
+    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
+    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
+    stop_timeout_ms: int = 5000
+    """How long `stop()` may wait for Redis to release leases and leave; past it (or once
+    Redis is found unreachable) the rest is skipped and the leases expire by themselves
+    after lease_ttl_ms. 0: do not wait for Redis at all."""
 
     @property
     def renew_interval_ms(self) -> int:
@@ -176,6 +186,15 @@ class WorkerSettings(_Validated):
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: int = 4
     """Shards of the topic if the worker is the first to use it."""
+    start_timeout_ms: int = 60_000
+    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
+    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
+    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
+    stop_timeout_ms: int = 5000
+    """How long `stop()` may wait for Redis, on top of the grace, to hand entries on,
+    write settlements and leave the group; past it (or once Redis is found unreachable)
+    the rest is skipped: entries not handed on are taken over after the visibility
+    timeout, and those whose settlement was not written run again. 0: do not wait."""
 
     @property
     def keepalive_interval_ms(self) -> int:

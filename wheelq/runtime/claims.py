@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from wheelq.core.settings import WorkerSettings
 from wheelq.runtime.membership import Consumer
+from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
 from wheelq.store import consume
 
@@ -56,6 +57,7 @@ class ClaimKeeper(Service):
         """Cleared when the worker stops taking new work; keep-alive goes on."""
         self.dead_lettered = 0
         self.taken_over = 0
+        self._outage = Outage(log, f"worker claim keeper of {me.topic}")
 
     async def _run(self) -> None:
         s = self._settings
@@ -75,8 +77,11 @@ class ClaimKeeper(Service):
                     next_claim = now + s.claim_interval_ms / 1000
                     if self.claiming:
                         await self.take_over()
-            except (RedisError, OSError) as exc:
-                log.warning("claim upkeep failed (will retry): %s", exc)
+            except (RedisError, OSError) as exc:  # next tries: on the timers, backed off
+                retry_at = now + self._outage.failed(exc)
+                next_touch, next_claim = max(next_touch, retry_at), max(next_claim, retry_at)
+            else:
+                self._outage.ok()
 
     async def keep_alive(self, idle_ms: int = 0) -> int:
         """Reset the idle time of every held entry (or set it to `idle_ms`); returns how many

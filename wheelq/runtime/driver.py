@@ -5,18 +5,22 @@ advances the wheel to now, groups the expired ids by shard, and sends one
 fenced `emit_due` call per shard and batch, all in one pipeline. The
 script decides: a cancelled id is skipped, a rescheduled-later one comes
 back with its new due time and is put back in the wheel, and a shard
-whose lease is gone answers LEASE_LOST, which drops the lead.
+whose lease is gone answers LEASE_LOST, which drops the lead. While Redis
+is unreachable it pauses with backoff between emits: what expires meanwhile
+goes out in one round when the pause ends (or is swept later, if it fails).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from typing import Any
 
 from wheelq.core.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
 from wheelq.runtime.leads import Lead, NodeContext
+from wheelq.runtime.outage import Outage, is_transient
 from wheelq.runtime.service import Service
 from wheelq.store import ops
 from wheelq.store.calls import Call
@@ -38,6 +42,9 @@ class WheelDriver(Service):
         self.wheel: TimingWheel[WheelKey] = TimingWheel(
             tick_ms=s.tick_ms, wheel_size=s.wheel_size, start_ms=ctx.clock.now_ms()
         )
+        self._outage = Outage(log, "wheel driver")
+        self._paused_until = 0.0
+        """time.monotonic() before which no emit is tried (backoff during an outage)."""
 
     def schedule(self, lead: Lead, jobs: list[tuple[str, int]]) -> None:
         """Put (job id, due ms) pairs of `lead` in the wheel; wakes the driver if earlier."""
@@ -58,6 +65,9 @@ class WheelDriver(Service):
             next_ms = self.wheel.next_expiry_ms()
             if next_ms is None or next_ms > now_ms:
                 await self.sleep(None if next_ms is None else (next_ms - now_ms) / 1000)
+                continue
+            if self._paused_until and (pause_s := self._paused_until - time.monotonic()) > 0:
+                await self.sleep(pause_s)  # woken early by new jobs: this check comes again
                 continue
             expired = self.wheel.advance_to(now_ms)
             if expired:
@@ -84,10 +94,17 @@ class WheelDriver(Service):
         try:
             results = await self._ctx.executor.run(calls, return_exceptions=True)
         except Exception as exc:  # connection trouble: the jobs are still in Redis
-            log.warning("emit failed (%s); the sweep will retry these jobs", exc)
+            self._failed(exc)
             return
+        if self._paused_until:
+            self._paused_until = 0.0
+            self._outage.ok()
         for lead, result in zip(targets, results, strict=True):
             self._settle(lead, result, now_ms)
+
+    def _failed(self, exc: BaseException) -> None:
+        """An emit round failed: the sweep retries its jobs; pause the next ones."""
+        self._paused_until = time.monotonic() + self._outage.failed(exc)
 
     def _settle(self, lead: Lead, result: ops.EmitResult | Exception, now_ms: int) -> None:
         if isinstance(result, LeaseLostError):
@@ -96,7 +113,10 @@ class WheelDriver(Service):
                 self._ctx.lost(lead)
             return
         if isinstance(result, Exception):
-            log.error("emit on %s failed: %s", lead.keys.tag, result)
+            if is_transient(result):  # LOADING and the like: an outage
+                self._failed(result)
+            else:
+                log.error("emit on %s failed: %s", lead.keys.tag, result)
             return
         lead.emitted += result.emitted
         if result.emitted:

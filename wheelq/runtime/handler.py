@@ -97,11 +97,6 @@ class HandlerRunner:
         """Threads still running a sync handler that ran over its time limit."""
         return 0 if self._pool is None else self._pool.wedged
 
-    @property
-    def stuck_threads(self) -> int:
-        """The same as `wedged`."""
-        return self.wedged
-
     async def run(self, job: Job) -> Exception | None:
         """Run the handler on `job`; returns the exception it raised (None: success)."""
         if self._pool is not None:

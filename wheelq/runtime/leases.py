@@ -6,6 +6,8 @@ quota it takes free leases (SET NX PX) in its rendezvous order; above it,
 it releases its least preferred ones so a joining node gets its share.
 Held leases are renewed by compare-and-extend three times per TTL; a lease
 found taken is dropped at once. A graceful stop releases every lease.
+While Redis is unreachable it retries with backoff, capped at the renew
+interval so leases are renewed as soon as it is back.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.shares import quota, rank
 from wheelq.runtime.clock import monotonic_ms
 from wheelq.runtime.leads import Lead, NodeContext
+from wheelq.runtime.outage import CAP_S, Outage
 from wheelq.runtime.service import Service
 from wheelq.store import ops
 from wheelq.store.calls import Call
@@ -44,20 +47,23 @@ class LeaseKeeper(Service):
         self._on_change = on_change
         self._next_renew_ms = 0.0
         self._served: dict[str, int] = {}
+        s = ctx.settings
+        self._interval_s = min(s.check_interval_ms, s.renew_interval_ms) / 1000
+        self._outage = Outage(log, "lease keeper", cap_s=min(CAP_S, s.renew_interval_ms / 1000))
 
     async def _run(self) -> None:
         while not self.stopping:
+            pause_s = self._interval_s
             try:
                 if monotonic_ms() >= self._next_renew_ms:
                     self._next_renew_ms = monotonic_ms() + self._ctx.settings.renew_interval_ms
                     await self.renew()
                 await self.balance()
+                self._outage.ok()
             except Exception as exc:  # Redis down: keep trying; emits stay fenced meanwhile
-                log.warning("lease upkeep failed: %s", exc)
-            await self.sleep(
-                min(self._ctx.settings.check_interval_ms, self._ctx.settings.renew_interval_ms)
-                / 1000
-            )
+                self._next_renew_ms = 0.0  # renew first when Redis is back
+                pause_s = self._outage.failed(exc, self._interval_s)
+            await self.sleep(pause_s)
 
     async def renew(self) -> None:
         leads = self._ctx.leads.all()
@@ -139,10 +145,16 @@ class LeaseKeeper(Service):
         await self._ctx.executor.run(calls, return_exceptions=True)
 
     async def release_all(self) -> int:
-        """Release every held lease (graceful stop); returns how many."""
+        """Release every held lease and leave the node sets (graceful stop), in one round
+        trip; returns how many leases. The leads are forgotten here even if the call fails
+        (Redis unreachable): the leases then expire after lease_ttl_ms."""
         leads = self._ctx.leads.all()
-        await self._release(leads)
-        calls = [ops.leave(topic, self.node_id) for topic in self._served]
+        calls: list[Call[Any]] = [
+            ops.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
+        ]
+        calls += [ops.leave(topic, self.node_id) for topic in self._served]
+        for lead in leads:
+            self.drop(lead, "released")
         if calls:
             await self._ctx.executor.run(calls, return_exceptions=True)
         return len(leads)

@@ -10,6 +10,8 @@ Every `preload_interval_ms`, for all led shards in one pipeline, it
 Shards whose page was full or whose sweep left more behind go round again
 at once; the event loop runs the wheel driver in between, so a backlog is
 drained in bounded steps without starving jobs that are due now.
+While Redis is unreachable a round ends at the first failure and the next
+one waits with backoff.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from wheelq.errors import LeaseLostError
 from wheelq.runtime.driver import WheelDriver
 from wheelq.runtime.leads import Lead, NodeContext
+from wheelq.runtime.outage import Outage, is_transient
 from wheelq.runtime.service import Service
 from wheelq.store import ops
 from wheelq.store.calls import Call
@@ -42,13 +45,19 @@ class Preloader(Service):
         super().__init__()
         self._ctx = ctx
         self._driver = driver
+        self._outage = Outage(log, "preloader")
 
     async def _run(self) -> None:
+        interval_s = self._ctx.settings.preload_interval_ms / 1000
         while not self.stopping:
-            busy = await self.cycle(self._ctx.leads.all())
-            while busy and not self.stopping:
-                busy = await self.cycle(busy)
-            await self.sleep(self._ctx.settings.preload_interval_ms / 1000)
+            pause_s = interval_s
+            try:
+                busy = await self.cycle(self._ctx.leads.all())
+                while busy and not self.stopping:
+                    busy = await self.cycle(busy)
+            except Exception as exc:  # Redis unreachable (or a bug): try again later
+                pause_s = self._outage.failed(exc, interval_s)
+            await self.sleep(pause_s)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
         """One round over `leads`; returns those that have more to read or sweep.
@@ -74,11 +83,12 @@ class Preloader(Service):
             ),
             ops.emit_due(lead.keys, token, bound_ms, limit=s.sweep_batch),
         ]
-        try:
-            inbox, page, sweep = await self._ctx.executor.run(calls, return_exceptions=True)
-        except Exception as exc:
-            log.warning("preload of %s failed (%s); retrying next round", lead.keys.tag, exc)
-            return False
+        replies = await self._ctx.executor.run(calls, return_exceptions=True)
+        for reply in replies:
+            if is_transient(reply):  # e.g. LOADING: an outage, not this shard's problem
+                raise reply
+        self._outage.ok()
+        inbox, page, sweep = replies
         return self._settle(lead, inbox, page, sweep)
 
     def _settle(self, lead: Lead, inbox: Any, page: Any, sweep: Any) -> bool:

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 from redis.exceptions import RedisError, ResponseError
 
 from wheelq.runtime.membership import Consumer
-from wheelq.runtime.service import Service
+from wheelq.runtime.outage import Outage
+from wheelq.runtime.service import Service, StopBudget
 from wheelq.store import consume
 
 log = logging.getLogger("wheelq.worker")
@@ -46,13 +47,14 @@ class StreamReader(Service):
         self._accept = accept
         self._ensure_groups = ensure_groups
         self.read = 0
+        self._outage = Outage(log, f"worker reader of {me.topic}")
 
-    async def stop(self) -> None:
+    async def stop(self, budget: StopBudget | None = None) -> None:
         """Stop now: a read blocked in Redis is cancelled, not waited out."""
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
-        await super().stop()
+        await super().stop(budget)
 
     async def _run(self) -> None:
         while not self.stopping:
@@ -76,9 +78,10 @@ class StreamReader(Service):
                     await self.sleep(ERROR_PAUSE_S)
                 continue
             except (RedisError, OSError) as exc:
-                log.warning("reading %s failed (will retry): %s", self._me.topic, exc)
-                await self.sleep(ERROR_PAUSE_S)
+                await self.sleep(self._outage.failed(exc))
                 continue
+            if self._outage.failures:
+                self._outage.ok()
             by_shard: dict[int, list[consume.Entry]] = {}
             for shard, entry in got:
                 by_shard.setdefault(shard, []).append(entry)

@@ -15,7 +15,6 @@ import asyncio
 import logging
 import os
 import secrets
-import signal
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ from wheelq.runtime.clock import RedisClock, monotonic_ms
 from wheelq.runtime.driver import WheelDriver
 from wheelq.runtime.leads import EventHook, Lead, Leads, NodeContext
 from wheelq.runtime.leases import LeaseKeeper
+from wheelq.runtime.outage import Outage, StartGate
 from wheelq.runtime.preloader import Preloader
-from wheelq.runtime.service import Lifecycle, Service
+from wheelq.runtime.service import Lifecycle, Service, SignalStop, StopBudget, close
 from wheelq.runtime.trimmer import Trimmer
 from wheelq.runtime.wake import WakeListener
 from wheelq.store import ops
@@ -44,11 +44,14 @@ CLOCK_SAMPLES_AT_START = 5
 
 @dataclass(frozen=True, slots=True)
 class StopReport:
-    """What a stop left undone: leases handed back and preloaded jobs not fired here.
-    Those jobs are still in Redis; the shards' next leaders fire them."""
+    """What a stop did and left undone. Nothing left undone is lost: preloaded jobs are
+    still in Redis and the shards' next leaders fire them; leases not released expire
+    after lease_ttl_ms, and then other nodes take the shards."""
 
     released_leases: int
     unfired_preloaded: int
+    unreleased_leases: int = 0
+    """Leases not released (Redis unreachable, or stop_timeout_ms ran out)."""
 
 
 class ClockKeeper(Service):
@@ -68,12 +71,14 @@ class ClockKeeper(Service):
         self._clock.add_sample(before, server_ms, monotonic_ms())
 
     async def _run(self) -> None:
+        outage = Outage(log, "clock keeper")
         while not self.stopping:
             await self.sleep(self._interval_ms / 1000)
             try:
                 await self.sample()
+                outage.ok()
             except (RedisError, OSError) as exc:
-                log.warning("clock sample failed: %s", exc)
+                outage.failed(exc)  # logged once per outage; the next try is an interval later
 
 
 class Scheduler(Lifecycle):
@@ -107,8 +112,8 @@ class Scheduler(Lifecycle):
         self._preloader = Preloader(ctx, self.driver)
         self._wake = WakeListener(connection, self.leads, self.driver)
         self.trimmer = Trimmer(ctx)
-        self._stopped: asyncio.Event | None = None
-        self._started = False
+        self._gate = StartGate(connection, self.settings.start_timeout_ms, log)
+        self._budget: StopBudget | None = None
         self._owns_connection = False
 
     @classmethod
@@ -142,11 +147,18 @@ class Scheduler(Lifecycle):
         self._wake.wake()
 
     async def start(self) -> None:
-        """Sync the clock, check the server, and start every part."""
-        if self._started:
-            return
-        self._started = True
-        self._stopped = asyncio.Event()
+        """Wait for Redis, sync the clock, check the server, and start every part.
+
+        A Redis not up yet is waited for up to ``start_timeout_ms`` (see `StartGate`);
+        a `stop()` meanwhile makes `start()` return at once without starting anything.
+
+        Raises:
+            RedisUnavailableError: Redis was unreachable for all of ``start_timeout_ms``.
+            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
+        """
+        await self._gate.run(self._start)
+
+    async def _start(self) -> None:
         for _ in range(CLOCK_SAMPLES_AT_START):
             await self._clock_keeper.sample()
         await warn_if_unsafe(self.redis)
@@ -174,21 +186,38 @@ class Scheduler(Lifecycle):
         )
 
     async def stop(self) -> StopReport:
-        """Release every lease, stop every part, and report what was left undone."""
-        if not self._started:
+        """Release every lease, stop every part, and report what was left undone.
+
+        Bounded even when Redis does not answer: it waits for Redis at most
+        ``stop_timeout_ms`` in all, and skips the rest once Redis is found unreachable
+        (the leases then expire by themselves). Called while `start()` waits for Redis,
+        it ends that wait. Safe to call twice.
+        """
+        if not await self._gate.abort():
             return StopReport(0, 0)
-        self._started = False
-        await self.leases.stop()
-        released = await self.leases.release_all()
-        for service in (self.trimmer, self._wake, self._preloader, self.driver, self._clock_keeper):
-            await service.stop()
-        report = StopReport(released, len(self.driver.wheel))
-        if self._owns_connection:
-            await self.redis.aclose()
-        if self._stopped is not None:
-            self._stopped.set()
-        log.info("scheduler node %s stopped: %s", self.node_id, report)
+        self._gate.started = False  # a second stop() returns at once
+        self._budget = budget = StopBudget(self.settings.stop_timeout_ms / 1000)
+        try:
+            report = await self._stop(budget)
+        finally:  # whatever happened, no connection outlives the node
+            if self._owns_connection:
+                await close(self.redis)
+            self._gate.stopped.set()
+        budget.log_end(
+            log,
+            f"scheduler node {self.node_id} stopped: {report}",
+            f"leases not released expire after lease_ttl_ms ({self.settings.lease_ttl_ms} ms), "
+            "then other nodes take their shards",
+        )
         return report
+
+    async def _stop(self, budget: StopBudget) -> StopReport:
+        await self.leases.stop(budget)
+        held = len(self.leads)
+        released = await budget.attempt(f"release {held} leases", self.leases.release_all, 0)
+        for part in (self.trimmer, self._wake, self._preloader, self.driver, self._clock_keeper):
+            await part.stop(budget)
+        return StopReport(released, len(self.driver.wheel), held - released)
 
     def status(self) -> dict[str, Any]:
         """What this node leads and has done, for logs, health checks and dashboards."""
@@ -206,22 +235,26 @@ class Scheduler(Lifecycle):
     async def serve(self) -> None:
         """Start and run until `stop()` is called (from another task or a signal)."""
         await self.start()
-        assert self._stopped is not None
-        await self._stopped.wait()
+        await self._gate.stopped.wait()
 
     def run(self) -> None:
-        """Run in the foreground until SIGINT or SIGTERM, then stop gracefully."""
+        """Run in the foreground until SIGINT or SIGTERM, then stop gracefully (within
+        ``stop_timeout_ms``); a second signal exits at once."""
 
         async def main() -> None:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
+            on_signal = SignalStop(self.stop, self._exit_now, log)
+            on_signal.install()
             try:
                 await self.serve()
             finally:
                 await self.stop()
 
         asyncio.run(main())
+
+    def _exit_now(self) -> None:
+        """A second signal: whatever the stop still waits for, it waits no longer."""
+        if self._budget is not None:
+            self._budget.cut()
 
 
 async def warn_if_unsafe(connection: redis.asyncio.Redis) -> list[str]:

@@ -5,8 +5,9 @@ it together (one XACK per shard for all successes, one script call per retry
 and per shard of dead letters). Every settlement is fenced by XACK inside
 its script, so sending one twice (after a connection error, or when two
 workers raced on a taken-over entry) has no second effect. Settlements that
-failed on a connection error are kept and sent again; the entries stay
-pending meanwhile, so a crash here only means they run again elsewhere.
+failed on a connection error are kept and sent again, with backoff while
+Redis is unreachable; the entries stay pending meanwhile, so a crash here
+only means they run again elsewhere.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from wheelq.core.job import Envelope, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason
-from wheelq.runtime.service import Service
+from wheelq.runtime.outage import Outage
+from wheelq.runtime.service import Service, StopBudget
 from wheelq.store import consume
 from wheelq.store.calls import AsyncExecutor, Call
 
 log = logging.getLogger("wheelq.worker")
 
 ACKS_PER_CALL = 1000
-RETRY_PAUSE_S = 0.2
+STOP_S = 2.0
+"""How long `stop()` tries to write what is queued when the worker gives no budget."""
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
@@ -70,6 +73,7 @@ class Settler(Service):
         self._group = group
         self._queued = _Queued()
         self.counts = Counts()
+        self._outage = Outage(log, f"worker settler of {topic}")
 
     @property
     def queued(self) -> int:
@@ -92,23 +96,35 @@ class Settler(Service):
         self.wake()
 
     async def _run(self) -> None:
+        paused_until = 0.0  # backoff while Redis is unreachable (new settlements wake us)
         while not self.stopping:
             if not self._queued:
                 await self.sleep(None)
-            if self._queued and not await self.flush():
-                await self.sleep(RETRY_PAUSE_S)
+            elif paused_until and (pause_s := paused_until - time.monotonic()) > 0:
+                await self.sleep(pause_s)
+            elif (error := await self.flush()) is None:
+                paused_until = 0.0
+                self._outage.ok()
+            else:
+                paused_until = time.monotonic() + self._outage.failed(error)
 
-    async def stop(self) -> None:
-        await super().stop()
-        deadline = time.monotonic() + 2.0
-        while self._queued and time.monotonic() < deadline:
-            if not await self.flush():
-                await asyncio.sleep(RETRY_PAUSE_S)
+    async def stop(self, budget: StopBudget | None = None) -> None:
+        """Stop, then write what is still queued within `budget` (default `STOP_S`)."""
+        await super().stop(budget)
+        if self._queued:
+            budget = budget or StopBudget(STOP_S)
+            await budget.attempt(f"write {self.queued} settlements", self._flush_all, None)
         if self._queued:
             log.warning("%d settlements not written; their entries stay pending", self.queued)
 
-    async def flush(self) -> bool:
-        """Send everything queued; False when a connection error left some of it queued."""
+    async def _flush_all(self) -> None:
+        while self._queued:
+            if (error := await self.flush()) is not None:
+                raise error
+
+    async def flush(self) -> BaseException | None:
+        """Send everything queued; returns the connection error that left some of it
+        queued (None: all sent)."""
         batch, self._queued = self._queued, _Queued()
         calls: list[tuple[str, Any, Call[Any]]] = []
         for shard, ids in batch.acks.items():
@@ -139,11 +155,15 @@ class Settler(Service):
             replies = await self._executor.run([c for _, _, c in calls], return_exceptions=True)
         except _TRANSIENT as exc:
             replies = [exc] * len(calls)
-        ok = True
+        except asyncio.CancelledError:  # a stop that could not wait: keep them counted
+            for kind, item, _ in calls:
+                self._requeue(kind, item)
+            raise
+        error: BaseException | None = None
         for (kind, item, _), reply in zip(calls, replies, strict=True):
             if isinstance(reply, _TRANSIENT):
                 self._requeue(kind, item)
-                ok = False
+                error = reply
             elif isinstance(reply, Exception):
                 log.error("%s of %s refused by Redis: %s", kind, self._topic, reply)
                 self.counts.dropped += 1
@@ -153,9 +173,7 @@ class Settler(Service):
                 self.counts.retried += int(reply.done)
             else:
                 self.counts.dead_lettered += int(reply)
-        if not ok:
-            log.warning("settling on %s failed on a connection error; will resend", self._topic)
-        return ok
+        return error
 
     def _requeue(self, kind: str, item: Any) -> None:
         if kind == "ack":

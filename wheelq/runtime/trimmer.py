@@ -15,6 +15,7 @@ import logging
 from redis.exceptions import RedisError
 
 from wheelq.runtime.leads import NodeContext
+from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
 from wheelq.store import consume
 
@@ -33,6 +34,7 @@ class Trimmer(Service):
         super().__init__()
         self._ctx = ctx
         self.trimmed = 0
+        self._outage = Outage(log, "trimmer")
 
     async def _run(self) -> None:
         while not self.stopping:
@@ -41,8 +43,9 @@ class Trimmer(Service):
                 return
             try:
                 await self.trim_once()
+                self._outage.ok()
             except (RedisError, OSError) as exc:
-                log.warning("trimming failed (will retry): %s", exc)
+                self._outage.failed(exc)  # logged once per outage; the next try is a round later
 
     async def trim_once(self) -> int:
         """One round over every led shard; returns how many entries went."""

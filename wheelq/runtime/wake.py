@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 
 from wheelq.runtime.driver import WheelDriver
 from wheelq.runtime.leads import Leads
+from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
 
 log = logging.getLogger("wheelq.wake")
@@ -35,17 +36,19 @@ class WakeListener(Service):
         self._redis = connection
         self._leads = leads
         self._driver = driver
+        self._outage = Outage(log, "wake listener")
 
     async def _run(self) -> None:
         while not self.stopping:
             pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            pause_s = 0.0
             try:
                 await self._listen(pubsub)
             except (RedisError, OSError) as exc:
-                log.warning("wake channel connection failed (%s); reconnecting", exc)
-                await self.sleep(0.5)
+                pause_s = self._outage.failed(exc, POLL_S)
             finally:
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await self.sleep(pause_s)
 
     async def _listen(self, pubsub: redis.asyncio.client.PubSub) -> None:
         subscribed: set[str] = set()
@@ -60,6 +63,7 @@ class WakeListener(Service):
                 await self.sleep(POLL_S)
                 continue
             message = await pubsub.get_message(timeout=POLL_S)
+            self._outage.ok()
             while message is not None:
                 self._deliver(message)
                 message = await pubsub.get_message(timeout=0)

@@ -18,7 +18,6 @@ import asyncio
 import logging
 import os
 import secrets
-import signal
 import socket
 import sys
 from collections.abc import Mapping
@@ -36,8 +35,9 @@ from wheelq.runtime.client import AsyncClient
 from wheelq.runtime.dispatch import Dispatcher
 from wheelq.runtime.handler import Handler, HandlerRunner
 from wheelq.runtime.membership import Consumer, Membership
+from wheelq.runtime.outage import StartGate
 from wheelq.runtime.reader import StreamReader
-from wheelq.runtime.service import Lifecycle
+from wheelq.runtime.service import Lifecycle, SignalStop, StopBudget, close
 from wheelq.runtime.settler import Settler
 from wheelq.store.calls import AsyncExecutor
 
@@ -49,7 +49,9 @@ STARTS = {"earliest": "0", "now": "$"}
 
 @dataclass(frozen=True, slots=True)
 class WorkerStopReport:
-    """What a stop left: entries handed on to other workers, handlers abandoned running."""
+    """What a stop left: entries handed on to other workers, handlers abandoned running,
+    and what Redis could not be told (it was unreachable): nothing is lost, it only
+    takes longer."""
 
     finished: int
     """Handlers that were running when the stop began and finished within the grace."""
@@ -57,6 +59,12 @@ class WorkerStopReport:
     """Entries still pending for this worker, made idle so others take them over at once."""
     abandoned: int
     """Handlers still running at the end of the grace (their entries were handed on)."""
+    not_handed_on: int = 0
+    """Entries this worker knew it held but could not hand on: others take them over
+    after the visibility timeout."""
+    unsettled: int = 0
+    """Acks, retries and dead letters not written: their entries stay pending and run
+    again elsewhere after the visibility timeout."""
 
 
 class Worker(Lifecycle):
@@ -130,9 +138,8 @@ class Worker(Lifecycle):
         )
         self._reader: StreamReader | None = None
         self._claims: ClaimKeeper | None = None
-        self._stopped: asyncio.Event | None = None
-        self._ready = asyncio.Event()
-        self._started = False
+        self._gate = StartGate(connection, self.settings.start_timeout_ms, log)
+        self._budget: StopBudget | None = None
         self._owns_connection = False
 
     @classmethod
@@ -168,21 +175,18 @@ class Worker(Lifecycle):
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create the topic and the group if missing, and start reading."""
-        if self._started:
+        """Wait for Redis (up to ``start_timeout_ms``, ended by `stop()`: see `StartGate`),
+        create the topic and the group if missing, and start reading.
+
+        Raises:
+            RedisUnavailableError: Redis stayed unreachable for ``start_timeout_ms``.
+            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
+        """
+        if self._gate.started:
             return
-        self._started = True
         self._work.closing = False
         self._hurry = asyncio.Event()
-        self._stopped = asyncio.Event()
-        self._ready = asyncio.Event()
-        try:
-            await self._start()
-        except BaseException:
-            self._started = False
-            raise
-        finally:
-            self._ready.set()
+        await self._gate.run(self._start)
 
     async def _start(self) -> None:
         client = AsyncClient(
@@ -224,84 +228,125 @@ class Worker(Lifecycle):
     async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
         """Stop taking work, let running handlers finish within the grace (default
         `shutdown_grace_ms`), and hand every entry not finished on to other workers.
-        Called again while stopping, it cuts the grace short; called while starting, it
-        waits for the start to end first."""
-        if not self._started:
+
+        Bounded even when Redis does not answer: besides the grace it waits for Redis at
+        most ``stop_timeout_ms`` in all, and skips the rest once Redis is found
+        unreachable; the report says what was left undone. Called again while stopping,
+        it cuts the grace short; called while starting, it ends a wait for Redis, or
+        waits for the start to end."""
+        if not self._gate.started:
             return WorkerStopReport(0, 0, 0)
         if self._work.closing:
             self._hurry.set()
             return WorkerStopReport(0, 0, 0)
         self._work.closing = True
-        await self._ready.wait()
-        if not self._started:  # the start failed: nothing runs
+        if not await self._gate.abort():  # the start failed or was aborted: nothing runs
             return WorkerStopReport(0, 0, 0)
+        self._budget = budget = StopBudget(self.settings.stop_timeout_ms / 1000)
+        if self._hurry.is_set():
+            budget.cut()
+        try:
+            report = await self._stop(budget, grace_ms)
+        finally:  # whatever happened, no connection outlives the worker
+            self.runner.close()
+            if self._owns_connection:
+                await close(self.redis)
+            self._gate.started = False
+            self._gate.stopped.set()
+        budget.log_end(
+            log,
+            f"worker {self.consumer} stopped: {report}",
+            "entries not handed on are taken over after visibility_timeout_ms "
+            f"({self.settings.visibility_timeout_ms} ms), and those not settled run again",
+        )
+        return report
+
+    async def _stop(self, budget: StopBudget, grace_ms: int | None) -> WorkerStopReport:
         assert self._reader is not None and self._claims is not None
         await self._reader.stop()
         self._claims.claiming = False
         running = self._work.running()
-        idle_ms = self.settings.visibility_timeout_ms
         waiting = self._work.drop_waiting()
-        handed_on = await self._members.hand_on(waiting, idle_ms)
+        handed_on, not_handed_on = await self._hand_on(budget, waiting, "waiting")
         grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
         finished = await self._work.finish(running, grace_s, self._hurry)
         abandoned = len(running) - finished
         for task in running:
             task.cancel()
-        await self._claims.stop()
-        await self.settler.stop()
-        pending = await self._members.still_pending()  # incl. what a cancelled read delivered
-        done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
-        rest = {shard: [i for i in ids if (shard, i) not in done] for shard, ids in pending.items()}
-        handed_on += await self._members.hand_on({k: v for k, v in rest.items() if v}, idle_ms)
-        if not pending:
-            await self._members.leave()  # it holds nothing: leave no trace in the group
-        self.runner.close()
-        if self._owns_connection:
-            await self.redis.aclose()
-        self._started = False
-        if self._stopped is not None:
-            self._stopped.set()
-        report = WorkerStopReport(finished, handed_on, abandoned)
-        log.info("worker %s stopped: %s", self.consumer, report)
-        return report
+        await self._claims.stop(budget)
+        await self.settler.stop(budget)
+        pending: dict[int, list[str]] | None = await budget.attempt(
+            "read the entries still pending here",  # incl. what a cancelled read delivered
+            self._members.still_pending,
+            default=None,
+        )
+        if pending is None:
+            not_handed_on += abandoned  # known held, not handed on (the unsettled too)
+        else:
+            done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
+            rest = {k: [i for i in ids if (k, i) not in done] for k, ids in pending.items()}
+            more, not_more = await self._hand_on(budget, rest, "pending")
+            handed_on += more
+            not_handed_on += not_more
+            if not pending:  # it holds nothing: leave no trace in the group
+                await budget.attempt("leave the group", self._members.leave, default=None)
+        return WorkerStopReport(
+            finished, handed_on, abandoned, not_handed_on, unsettled=self.settler.queued
+        )
+
+    async def _hand_on(
+        self, budget: StopBudget, by_shard: dict[int, list[str]], what: str
+    ) -> tuple[int, int]:
+        """Hand entries on within `budget`; returns (handed on, not handed on)."""
+        count = sum(map(len, by_shard.values()))
+        if not count:
+            return 0, 0
+        idle_ms = self.settings.visibility_timeout_ms
+        done = await budget.attempt(
+            f"hand on {count} {what} entries",
+            lambda: self._members.hand_on({k: v for k, v in by_shard.items() if v}, idle_ms),
+            default=-1,
+        )
+        return (0, count) if done < 0 else (done, 0)
 
     async def serve(self) -> None:
         """Start and run until `stop()`."""
         await self.start()
-        assert self._stopped is not None
-        await self._stopped.wait()
+        await self._gate.stopped.wait()
 
     def run(self) -> WorkerStopReport:
-        """Run in the foreground; SIGINT/SIGTERM stop gracefully, a second one at once."""
+        """Run in the foreground; SIGINT/SIGTERM stop gracefully, a second one exits at
+        once (running handlers are abandoned and Redis gets a last moment to take the
+        hand-over)."""
         report = WorkerStopReport(0, 0, 0)
 
         async def main() -> None:
             nonlocal report
-            loop = asyncio.get_running_loop()
-            stopping: list[asyncio.Task[WorkerStopReport]] = []
-
-            def on_signal() -> None:
-                if stopping:
-                    log.warning("second signal: stopping at once")
-                    self._hurry.set()
-                else:
-                    log.info("signal: finishing running jobs (a second signal stops at once)")
-                    stopping.append(asyncio.ensure_future(self.stop()))
-
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, on_signal)
+            on_signal = SignalStop(
+                self.stop,
+                self._exit_now,
+                log,
+                "signal: finishing running jobs (a second signal exits at once)",
+            )
+            on_signal.install()
             await self.serve()
-            if stopping:
-                report = await stopping[0]
+            if on_signal.stopping is not None:
+                report = await on_signal.stopping
 
         asyncio.run(main())
-        if not self.runner.is_async and (report.abandoned or self.runner.stuck_threads):
+        if not self.runner.is_async and (report.abandoned or self.runner.wedged):
             # Threads still running sync handlers cannot be stopped, and the interpreter
             # would wait for them at exit: leave now (their entries were handed on).
             logging.shutdown()
             sys.stdout.flush()
             os._exit(1 if report.abandoned else 0)
         return report
+
+    def _exit_now(self) -> None:
+        """A second signal: stop waiting for handlers, and for Redis all but a moment."""
+        self._hurry.set()
+        if self._budget is not None:
+            self._budget.cut()
 
     def status(self) -> dict[str, Any]:
         """Counters for logs and health checks. ``wedged``: threads still running sync
