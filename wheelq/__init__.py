@@ -18,10 +18,12 @@ from wheelq.errors import (
     InvalidJobIdError,
     InvalidTopicError,
     LeaseLostError,
+    MalformedJobError,
     PayloadTooLargeError,
     PayloadTypeError,
     ScriptError,
     TopicConfigError,
+    TopicNotEmptyError,
     WheelqError,
 )
 from wheelq.runtime.client import AsyncClient, Client
@@ -64,9 +66,11 @@ __all__ = [
     "InvalidJobIdError",
     "InvalidTopicError",
     "LeaseLostError",
+    "MalformedJobError",
     "PayloadTooLargeError",
     "PayloadTypeError",
     "ScriptError",
     "TopicConfigError",
+    "TopicNotEmptyError",
     "WheelqError",
 ]
