@@ -17,7 +17,9 @@ wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per to
 ```
 
 A job's shard is ``crc32(job id) % shards``: stable, and easy to compute in
-any language.
+any language. Registry entries are checked when read (`parse_shard_count`,
+`parse_registry`): anything but a topic name with a count in [1, 1024] is a
+`TopicConfigError`, never a shard count used as found.
 """
 
 from __future__ import annotations
