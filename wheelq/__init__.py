@@ -20,11 +20,13 @@ from wheelq.errors import (
     InvalidJobIdError,
     InvalidTopicError,
     LeaseLostError,
+    MalformedJobError,
     PayloadTooLargeError,
     PayloadTypeError,
     RedisUnavailableError,
     ScriptError,
     TopicConfigError,
+    TopicNotEmptyError,
     WheelqError,
 )
 from wheelq.runtime.client import AsyncClient, Client
@@ -69,10 +71,12 @@ __all__ = [
     "InvalidJobIdError",
     "InvalidTopicError",
     "LeaseLostError",
+    "MalformedJobError",
     "PayloadTooLargeError",
     "PayloadTypeError",
     "RedisUnavailableError",
     "ScriptError",
     "TopicConfigError",
+    "TopicNotEmptyError",
     "WheelqError",
 ]

@@ -10,7 +10,10 @@ WheelqError
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)
 ├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
 ├── DuplicateJobError                       a job with that id is already pending (replace=False)
-├── TopicConfigError                        create_topic() with a shard count that differs
+├── TopicConfigError                        create_topic() with a shard count that differs, or
+│                                           a registry entry that is not a count in [1, 1024]
+├── TopicNotEmptyError                      drop_topic() of a topic with jobs still to run
+├── MalformedJobError                       a stored job cannot be decoded (get() names it)
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
 ├── ScriptError                             a Lua script answered with a status it should not
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
@@ -93,7 +96,44 @@ class DuplicateJobError(WheelqError):
 
 
 class TopicConfigError(WheelqError):
-    """A topic exists with a different shard count than the one asked for."""
+    """A topic exists with a different shard count than the one asked for, or the topic
+    registry holds something that is not a shard count in [1, 1024] for it."""
+
+
+class TopicNotEmptyError(WheelqError):
+    """`drop_topic` without `force` found jobs still to run; nothing was deleted.
+
+    Attributes:
+        topic: The topic.
+        pending: Jobs waiting for their due time.
+        unacked: Ready-stream entries some consumer group has not acked (an entry
+            counts once per group that has yet to ack it).
+    """
+
+    def __init__(self, topic: str, pending: int, unacked: int) -> None:
+        super().__init__(
+            f"topic {topic!r} has {pending} pending jobs and {unacked} ready-stream entries "
+            "not yet acked; pass force=True to drop it anyway"
+        )
+        self.topic = topic
+        self.pending = pending
+        self.unacked = unacked
+
+
+class MalformedJobError(WheelqError):
+    """A stored job's envelope or payload cannot be decoded (written by something other
+    than wheelq, or corrupted). The scheduler dead-letters such a job as ``malformed``
+    when it comes due.
+
+    Attributes:
+        topic: The topic.
+        job_id: The job.
+    """
+
+    def __init__(self, topic: str, job_id: str, why: str) -> None:
+        super().__init__(f"job {job_id!r} on topic {topic!r} cannot be decoded: {why}")
+        self.topic = topic
+        self.job_id = job_id
 
 
 class LeaseLostError(WheelqError):

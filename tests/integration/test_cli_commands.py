@@ -8,7 +8,6 @@ from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
-import pytest
 import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
@@ -98,7 +97,6 @@ def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(
     )
 
 
-@pytest.mark.skipif(not hasattr(Client, "drop_topic"), reason="Client.drop_topic not merged yet")
 def test_topics_drop_refuses_pending_jobs_unless_forced(redis_url: str, topic: str) -> None:
     with Client.from_url(redis_url) as client:
         client.enqueue(topic, 1, delay=100)

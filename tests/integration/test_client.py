@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
@@ -19,15 +18,17 @@ import msgpack
 import pytest
 import redis
 
+from tests.support.clients import MakeClient
 from wheelq import (
     AsyncClient,
-    Client,
     DuplicateJobError,
     EnqueueItem,
     JobState,
+    MalformedJobError,
     TopicStats,
 )
 from wheelq.core.ids import job_id_time_ms
+from wheelq.core.job import Envelope
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 
 GENERATED_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # Crockford base32, 26 chars
@@ -41,46 +42,6 @@ PAYLOAD = {
     "flag": True,
     "nested": {"list": [{"a": []}]},
 }
-
-
-class SyncAsAsync:
-    """A blocking `Client` behind `AsyncClient`'s awaitable interface."""
-
-    def __init__(self, client: Client) -> None:
-        self.sync = client
-        self.redis = client.redis
-
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        method = getattr(self.sync, name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return method(*args, **kwargs)
-
-        return call
-
-
-MakeClient = Callable[..., Any]
-
-
-@pytest.fixture(params=["sync", "async"])
-async def make_client(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[MakeClient]:
-    """A factory of clients of the kind under test (``**settings``), closed after the test."""
-    made: list[Any] = []
-
-    def make(**settings: Any) -> Any:
-        if request.param == "sync":
-            c: Any = SyncAsAsync(Client.from_url(redis_url, **settings))
-        else:
-            c = AsyncClient.from_url(redis_url, **settings)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        if isinstance(c, SyncAsAsync):
-            c.sync.close()
-        else:
-            await c.aclose()
 
 
 @pytest.fixture
@@ -175,6 +136,34 @@ async def test_get_returns_payload_due_attempt_and_max_attempts(
     assert other is not None
     assert other.payload == {1: "int key"}
     assert other.max_attempts == 7, "default_max_attempts setting not applied"
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        pytest.param(b"\xc1 not msgpack", id="envelope-not-msgpack"),
+        pytest.param(msgpack.packb([1, "p"]), id="envelope-too-short"),
+        pytest.param(Envelope(b"\xc1").pack(), id="payload-not-msgpack"),
+        pytest.param(
+            Envelope(msgpack.packb({(1, 2): "x"}, use_bin_type=True)).pack(),
+            id="payload-with-a-tuple-key",
+        ),
+    ],
+)
+async def test_get_of_a_job_that_cannot_be_decoded_raises_malformed_job_error(
+    client: Any, redis_sync: redis.Redis, topic: str, stored: bytes
+) -> None:
+    await client.create_topic(topic, 4)
+    keys = ShardKeys(topic, shard_of("bad", 4))
+    redis_sync.hset(keys.jobs, "bad", stored)  # written by something other than wheelq
+    redis_sync.zadd(keys.delayed, {"bad": redis_ms(redis_sync) + HOUR_MS})
+
+    with pytest.raises(MalformedJobError) as caught:
+        await client.get(topic, "bad")
+
+    assert (caught.value.topic, caught.value.job_id) == (topic, "bad")
+    assert f"job 'bad' on topic {topic!r} cannot be decoded" in str(caught.value)
+    assert redis_sync.hget(keys.jobs, "bad") == stored
 
 
 async def test_same_job_id_is_enqueued_once(

@@ -3,6 +3,7 @@ preloaded window (DESIGN invariant 4), backlog, clock skew, graceful stop."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +12,7 @@ import redis.asyncio
 
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, EnqueueItem, Scheduler, SchedulerSettings
+from wheelq import AsyncClient, EnqueueItem, NodeEvent, Scheduler, SchedulerSettings
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.stats import Fired, summarize
 from wheelq.embedded import ServerBinary
@@ -315,3 +316,82 @@ async def test_a_joining_node_gets_its_share_handed_over_without_loss(
     )
     summary = summarize(records, ids)
     assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+
+
+def ids_in_shard(prefix: str, shard: int, n: int) -> list[str]:
+    """`n` job ids starting with `prefix` that land in `shard` (of SHARDS)."""
+    ids = (f"{prefix}-{i}" for i in range(10_000))
+    return [j for j in ids if shard_of(j, SHARDS) == shard][:n]
+
+
+async def test_a_malformed_envelope_is_dead_lettered_once_and_its_shard_keeps_firing(
+    client: AsyncClient, redis_url: str, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Garbage in the jobs hash, met by the sweep (overdue at start) and by the wheel."""
+    r = client.redis
+    keys = ShardKeys(topic, 0)
+    bad_sweep, bad_wheel = ids_in_shard("bad", 0, 2)
+    good_sweep = ids_in_shard("good-sweep", 0, 3)
+    good_wheel = ids_in_shard("good-wheel", 0, 3)
+    (last,) = ids_in_shard("last", 0, 1)
+    now = await redis_ms(r)
+    for job_id in (*good_sweep, bad_sweep):  # pending and overdue: the sweep's
+        await client.enqueue(topic, job_id, job_id=job_id, delay=60)
+        await r.zadd(keys.delayed, {job_id: now - 5000})
+    for job_id in (*good_wheel, bad_wheel):  # due in a second: preloaded, fired by the wheel
+        await client.enqueue(topic, job_id, job_id=job_id, at=(now + 1000) / 1000)
+    await client.enqueue(topic, last, job_id=last, at=(now + 2500) / 1000)
+    await r.hset(keys.jobs, bad_sweep, b"\xc1 not msgpack")
+    await r.hset(keys.jobs, bad_wheel, b"\x92\x01\xa1p")  # [1, "p"]: too short
+    caplog.set_level(logging.INFO, logger="wheelq")
+
+    node = await start_node(redis_url, topic)
+    try:
+        records = await wait_fired(r, topic, {*good_sweep, *good_wheel, last}, timeout_s=15)
+    finally:
+        await node.stop()
+
+    assert sorted(f.job_id for f in records) == sorted([*good_sweep, *good_wheel, last])
+    dead = await r.xrange(keys.dead)
+    assert sorted(fields[b"id"].decode() for _, fields in dead) == sorted([bad_sweep, bad_wheel])
+    assert {fields[b"reason"] for _, fields in dead} == {b"malformed"}
+    assert await r.exists(keys.delayed, keys.jobs) == 0
+    for bad in (bad_sweep, bad_wheel):
+        lines = [x for x in caplog.records if bad in x.getMessage()]
+        assert len(lines) == 1, [x.getMessage() for x in lines]
+        assert "dead-letter" in lines[0].getMessage()
+    errors = [x.getMessage() for x in caplog.records if x.levelno >= logging.ERROR]
+    assert len(errors) == 2, errors
+    letters = await client.dead_letters(topic)
+    assert sorted((d.job_id, d.reason) for d in letters) == sorted(
+        [(bad_sweep, "malformed"), (bad_wheel, "malformed")]
+    )
+    assert await client.replay(topic, letters) == 0, "a malformed job was replayed"
+    assert len(await client.dead_letters(topic)) == 2
+
+
+async def test_large_payloads_due_together_go_over_several_calls_and_hold_no_small_job(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    one = f"{topic}.one"  # one shard: one stream shows the order of every emit
+    await client.create_topic(one, 1)
+    events: list[NodeEvent] = []
+    node = Scheduler.from_url(
+        redis_url, [one], emit_batch_bytes=256 * 1024, on_event=events.append, **FAST
+    )
+    await node.start()
+    try:
+        await eventually(lambda: _value(len(node.leads) == 1), timeout_s=10, what="the lead")
+        at = (await redis_ms(client.redis) + 1500) / 1000
+        big = await client.enqueue_many(one, [EnqueueItem(b"x" * 200_000, at=at)] * 12)
+        small = await client.enqueue_many(one, [EnqueueItem(i, at=at) for i in range(50)])
+        await wait_fired(client.redis, one, {*big, *small}, timeout_s=15)
+    finally:
+        await node.stop()
+    entries = await client.redis.xrange(ShardKeys(one, 0).ready)
+    stream = [fields[b"id"].decode() for _, fields in entries]
+    assert sorted(stream) == sorted([*big, *small])
+    bigs_before = [i for i in stream[: max(stream.index(s) for s in small)] if i in set(big)]
+    assert len(bigs_before) <= 2, f"small jobs waited behind {len(bigs_before)} large ones"
+    calls = [e.count for e in events if e.kind == "emitted"]
+    assert len(calls) >= 6, f"12 large jobs of 200 KB went in {len(calls)} calls of 256 KiB"

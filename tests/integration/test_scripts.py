@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgpack
 import pytest
 import redis
 from redis.client import PubSub
@@ -21,7 +22,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.embedded import ServerBinary
-from wheelq.errors import LeaseLostError, ScriptError
+from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import ops
 from wheelq.store.calls import SyncExecutor
 from wheelq.store.ops import EmitResult, JobWrite, Placed
@@ -498,6 +499,21 @@ def test_reschedule_above_the_horizon_or_without_one_leaves_no_note(
     assert_nothing_published(redis_sync, wake, keys)
 
 
+def test_reschedule_to_now_of_a_malformed_envelope_raises_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "bad", now + MINUTE_MS, b"\xc1")
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(MalformedJobError, match=r"job 'bad' on topic .* cannot be decoded"):
+        run(ops.reschedule(keys, "bad", DueSpec("delay", 0)))
+
+    assert shard_state(redis_sync, keys) == before
+    assert run(ops.reschedule(keys, "bad", at(now + HOUR_MS))) == Placed.SCHEDULED
+    assert score(redis_sync, keys, "bad") == now + HOUR_MS
+
+
 @pytest.mark.parametrize(
     ("name", "when"),
     # Firing does not read the horizon, so only a scheduling reschedule meets a bad one.
@@ -782,15 +798,17 @@ def test_emit_due_with_a_non_numeric_now_errors_before_writing(
     with pytest.raises(redis.ResponseError):
         redis_sync.evalsha(
             script("emit_due").sha,
-            4,
+            5,
             keys.delayed,
             keys.jobs,
             keys.ready,
             keys.lease,
+            keys.dead,
             TOKEN,
             topic,
             "soon",
             10,
+            1_000_000,
             "due",
         )
 
@@ -819,6 +837,220 @@ def test_emitted_entries_never_precede_their_due_on_the_server_clock(
     for entry_ms, fields in stream:
         assert int(fields[b"due"]) == dues[fields[b"id"].decode()]
         assert entry_ms >= int(fields[b"due"]), f"{fields[b'id']!r} entered the stream early"
+
+
+MALFORMED_ENVELOPES = [
+    pytest.param(b"\xc1 never a msgpack byte", id="not-msgpack"),
+    pytest.param(b"\x95\x01", id="truncated"),
+    pytest.param(b"", id="empty"),
+    pytest.param(msgpack.packb("just a string"), id="a-string"),
+    pytest.param(msgpack.packb({"a": 1}), id="a-map"),
+    pytest.param(msgpack.packb([2, "p", 1, 5, 0]), id="unknown-version"),
+    pytest.param(msgpack.packb([1, 5, 1, 5, 0]), id="payload-not-a-string"),
+    pytest.param(msgpack.packb([1, "p", 1.5, 5, 0]), id="attempt-not-an-int"),
+    pytest.param(msgpack.packb([1, "p", 1, -5, 0]), id="negative-max-attempts"),
+    pytest.param(msgpack.packb([1, "p", 1, 5, 0, 7, ""]), id="group-not-a-string"),
+    pytest.param(msgpack.packb([1, "p"]), id="too-short"),
+]
+
+
+@pytest.mark.usefixtures("leader")
+@pytest.mark.parametrize("mode", ["wheel", "sweep"])
+@pytest.mark.parametrize("garbage", MALFORMED_ENVELOPES)
+def test_emit_due_dead_letters_a_malformed_envelope_once_and_fires_the_others(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str, mode: str, garbage: bytes
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "a", now - 3000, env(b"pa"))
+    seed_pending(redis_sync, keys, "bad", now - 2000, garbage)
+    seed_pending(redis_sync, keys, "c", now - 1000, env(b"pc"))
+    ids = ["a", "bad", "c"] if mode == "wheel" else []
+
+    first = run(ops.emit_due(keys, TOKEN, now, ids, limit=10))
+    second = run(ops.emit_due(keys, TOKEN, now, ids, limit=10))
+
+    assert first == EmitResult(2, False, 0, [], malformed=["bad"])
+    assert second == EmitResult(0, False, 0, [])
+    assert fired_ids(redis_sync, keys) == ["a", "c"]
+    assert redis_sync.exists(keys.delayed, keys.jobs) == 0
+    ((_, dead),) = redis_sync.xrange(keys.dead)
+    assert dead[b"id"] == b"bad"
+    assert dead[b"topic"] == topic.encode()
+    assert dead[b"due"] == str(now - 2000).encode()
+    assert dead[b"reason"] == b"malformed"
+    assert dead[b"error"].startswith(b"malformed envelope: ")
+    assert dead[b"envelope"] == garbage
+    assert b"payload" not in dead, "a payload field would make the entry replayable"
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_malformed_envelope_into_a_dead_stream_of_wrong_type_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "bad", now - 2000, b"\xc1")
+    redis_sync.set(keys.dead, "not a stream")
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"key '{keys.dead}' holds a value")):
+        run(ops.emit_due(keys, TOKEN, now, ["bad"]))
+
+    assert shard_state(redis_sync, keys) == before
+
+
+def sized(n: int) -> bytes:
+    """An envelope of about `n` bytes (within a few)."""
+    return env(b"x" * (n - len(env(b""))))
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_byte_budget_moves_what_fits_plus_one_and_holds_the_rest(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    for name in ("b1", "b2", "b3"):
+        seed_pending(redis_sync, keys, name, now - 1000, sized(300))
+    for name in ("s1", "s2", "s3"):
+        seed_pending(redis_sync, keys, name, now - 1000, sized(50))
+    ids = ["b1", "b2", "b3", "s1", "s2", "s3"]
+
+    first = run(ops.emit_due(keys, TOKEN, now, ids, max_bytes=256))
+
+    # b1 alone is over the budget and goes as the one extra; the small ones fit after it
+    assert first == EmitResult(4, False, 0, [], held=["b2", "b3"])
+    assert fired_ids(redis_sync, keys) == ["b1", "s1", "s2", "s3"]
+    assert redis_sync.zrange(keys.delayed, 0, -1) == [b"b2", b"b3"]
+    assert run(ops.emit_due(keys, TOKEN, now, ["b2", "b3"], max_bytes=256)) == EmitResult(
+        1, False, 0, [], held=["b3"]
+    )
+    assert run(ops.emit_due(keys, TOKEN, now, ["b3"], max_bytes=256)) == EmitResult(1, False, 0, [])
+    assert redis_sync.exists(keys.delayed, keys.jobs) == 0
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_byte_budget_stops_once_reached(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    ids = [f"s{i}" for i in range(6)]
+    for name in ids:
+        seed_pending(redis_sync, keys, name, now - 1000, sized(50))
+
+    result = run(ops.emit_due(keys, TOKEN, now, ids, max_bytes=110))
+
+    assert result == EmitResult(3, False, 0, [], held=["s3", "s4", "s5"])  # 2 fit, 1 extra
+    assert run(ops.emit_due(keys, TOKEN, now, ids)) == EmitResult(3, False, 0, [])  # no bound
+
+
+@pytest.mark.usefixtures("leader")
+def test_emit_due_sweep_byte_budget_flags_more_and_goes_on_next_call(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "b1", now - 3000, sized(300))
+    seed_pending(redis_sync, keys, "b2", now - 2000, sized(300))
+    seed_pending(redis_sync, keys, "s1", now - 1000, sized(50))
+
+    first = run(ops.emit_due(keys, TOKEN, now, limit=10, max_bytes=256))
+    second = run(ops.emit_due(keys, TOKEN, now, limit=10, max_bytes=256))
+
+    assert first == EmitResult(2, True, 0, [], held=["b2"])
+    assert second == EmitResult(1, False, 0, [])
+    assert fired_ids(redis_sync, keys) == ["b1", "s1", "b2"]
+
+
+# --- drop_shard -----------------------------------------------------------------------------
+
+
+def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
+    """Something in every key of the shard but the sorted set: no job to run."""
+    now = server_ms(r)
+    r.hset(keys.jobs, "orphan", env())
+    r.xadd(keys.dead, {"id": "dead"})
+    r.set(keys.lease, OTHER, px=TTL_MS)
+    r.set(keys.horizon, now, px=TTL_MS)
+    r.rpush(keys.inbox, f"{now}:x")
+    r.xadd(keys.ready, {"id": "acked"})
+    r.xgroup_create(keys.ready, "g1", id="0")
+    r.xgroup_create(keys.ready, "g2", id="0")
+    for group in ("g1", "g2"):
+        for entry_id, _ in r.xreadgroup(group, "c", {keys.ready: ">"})[0][1]:
+            r.xack(keys.ready, group, entry_id)
+
+
+def test_drop_shard_deletes_every_key_of_a_shard_with_nothing_to_run(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    fill_shard(redis_sync, keys)
+    before = shard_state(redis_sync, keys)
+    assert redis_sync.exists(*keys.data_keys) == len(keys.data_keys) - 1  # all but :delayed
+
+    assert run(ops.drop_shard(keys, "check")) == ops.ShardDrop(False, 0, 0)
+    assert shard_state(redis_sync, keys) == before, "check changed something"
+    assert run(ops.drop_shard(keys, "drop")) == ops.ShardDrop(True, 0, 0)
+
+    assert redis_sync.exists(*keys.data_keys) == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "pending", "unacked"),
+    [
+        ("pending job", 1, 0),
+        ("entry pending in a group", 0, 1),
+        ("entry not yet delivered to a group", 0, 1),
+        ("entry in a stream no group reads", 0, 2),
+        ("entry deleted after delivery (lag unknown)", 0, 1),
+    ],
+)
+def test_drop_shard_refuses_while_a_job_is_left_to_run_and_force_drops_it(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, kind: str, pending: int, unacked: int
+) -> None:
+    fill_shard(redis_sync, keys)
+    if kind == "pending job":
+        seed_pending(redis_sync, keys, "p", server_ms(redis_sync) + MINUTE_MS, env())
+    elif kind == "entry pending in a group":
+        redis_sync.xadd(keys.ready, {"id": "read-not-acked"})
+        redis_sync.xreadgroup("g1", "c", {keys.ready: ">"})
+        redis_sync.xreadgroup("g2", "c", {keys.ready: ">"})
+        redis_sync.xack(keys.ready, "g2", redis_sync.xrange(keys.ready)[-1][0])
+    elif kind == "entry not yet delivered to a group":
+        redis_sync.xadd(keys.ready, {"id": "new"})
+        for entry_id, _ in redis_sync.xreadgroup("g1", "c", {keys.ready: ">"})[0][1]:
+            redis_sync.xack(keys.ready, "g1", entry_id)
+    elif kind == "entry in a stream no group reads":
+        redis_sync.xgroup_destroy(keys.ready, "g1")
+        redis_sync.xgroup_destroy(keys.ready, "g2")
+        redis_sync.xadd(keys.ready, {"id": "second"})
+    else:
+        gone = redis_sync.xadd(keys.ready, {"id": "deleted"})
+        redis_sync.xadd(keys.ready, {"id": "undelivered"})
+        redis_sync.xreadgroup("g1", "c", {keys.ready: ">"}, count=1)
+        redis_sync.xack(keys.ready, "g1", gone)
+        redis_sync.xdel(keys.ready, gone)
+        for entry_id, _ in redis_sync.xreadgroup("g2", "c", {keys.ready: ">"})[0][1]:
+            redis_sync.xack(keys.ready, "g2", entry_id)
+    before = shard_state(redis_sync, keys)
+
+    assert run(ops.drop_shard(keys, "check")) == ops.ShardDrop(False, pending, unacked)
+    assert run(ops.drop_shard(keys, "drop")) == ops.ShardDrop(False, pending, unacked)
+    assert shard_state(redis_sync, keys) == before
+    assert redis_sync.exists(keys.dead) == 1
+    assert run(ops.drop_shard(keys, "force")) == ops.ShardDrop(True, 0, 0)
+    assert redis_sync.exists(*keys.data_keys) == 0
+
+
+@pytest.mark.parametrize("name", ["delayed", "ready"])
+def test_drop_shard_with_a_key_of_wrong_type_refuses_unless_forced(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    bad = plant_wrong_type(redis_sync, keys, name)
+    before = shard_state(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"drop_shard.lua: key '{bad}'")):
+        run(ops.drop_shard(keys, "drop"))
+    assert shard_state(redis_sync, keys) == before
+    assert run(ops.drop_shard(keys, "force")).dropped
+    assert redis_sync.exists(*keys.data_keys) == 0
 
 
 # --- preload --------------------------------------------------------------------------------

@@ -3,8 +3,10 @@ must read), stream entries and max_attempts validation."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from datetime import UTC, datetime
 from decimal import Decimal
+from enum import IntEnum
 from typing import Any
 
 import msgpack
@@ -20,6 +22,7 @@ from wheelq.core.job import (
     decode_payload,
     encode_payload,
     entry_ms,
+    payload_packer,
     validate_max_attempts,
 )
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
@@ -94,6 +97,65 @@ def test_unserialisable_payloads_raise_payload_type_error(payload: object) -> No
         encode_payload(payload, BIG)
     assert isinstance(info.value, TypeError)
     assert str(info.value).startswith("payload must be msgpack-serialisable")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {(1, 2): "x"},
+        {"a": [{(1,): 2}]},
+        [{"k": {("a", "b"): 1}}],
+        {"outer": {(): None}},
+        ({(1, 2): "x"},),  # inside a tuple: the careful path all the way down
+    ],
+)
+def test_payloads_that_would_not_decode_back_raise_payload_type_error(payload: object) -> None:
+    with pytest.raises(PayloadTypeError) as info:
+        encode_payload(payload, BIG)
+    assert isinstance(info.value, TypeError)
+    assert str(info.value).startswith("payload must decode back from msgpack")
+    assert "dict keys" in str(info.value)
+
+
+class Color(IntEnum):
+    RED = 1
+
+
+class Tagged(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("payload", "decoded"),
+    [
+        ((1, "a"), [1, "a"]),
+        ({"a": (1, (2, 3))}, {"a": [1, [2, 3]]}),
+        ({1: (1, "a"), "b": b"x"}, {1: [1, "a"], "b": b"x"}),
+        (Color.RED, 1),
+        ({Color.RED: Tagged("t")}, {1: "t"}),
+        (OrderedDict(a=1), {"a": 1}),
+        (bytearray(b"ab"), b"ab"),
+        ({None: 1, 1.5: 2, b"k": 3, True: 4}, {None: 1, 1.5: 2, b"k": 3, True: 4}),
+    ],
+)
+def test_payloads_beyond_exact_plain_types_encode_as_before_and_read_back(
+    payload: object, decoded: object
+) -> None:
+    data = encode_payload(payload, BIG)
+    assert data == msgpack.packb(payload, use_bin_type=True)
+    assert decode_payload(data) == decoded
+    assert encode_payload(payload, BIG, payload_packer()) == data
+
+
+@settings(max_examples=200)
+@given(payloads)
+def test_a_reused_packer_encodes_as_a_fresh_one(payload: Any) -> None:
+    packer = payload_packer()
+    for _ in range(2):  # also after a first use
+        assert encode_payload(payload, BIG, packer) == msgpack.packb(payload, use_bin_type=True)
+    with pytest.raises(PayloadTypeError):
+        encode_payload({(1,): payload}, BIG, packer)
+    assert encode_payload(payload, BIG, packer) == msgpack.packb(payload, use_bin_type=True)
 
 
 @settings(max_examples=100)

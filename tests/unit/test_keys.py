@@ -15,12 +15,20 @@ from wheelq.core.keys import (
     ShardKeys,
     all_shards,
     nodes_key,
+    parse_registry,
+    parse_shard_count,
     shard_of,
+    topic_set,
     validate_job_id,
     validate_shards,
     validate_topic,
 )
-from wheelq.errors import InvalidArgumentError, InvalidJobIdError, InvalidTopicError
+from wheelq.errors import (
+    InvalidArgumentError,
+    InvalidJobIdError,
+    InvalidTopicError,
+    TopicConfigError,
+)
 
 TOPIC_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 topics = st.text(alphabet=TOPIC_ALPHABET, min_size=1, max_size=MAX_TOPIC_LENGTH)
@@ -98,6 +106,41 @@ def test_validate_topic_accepts_every_name_of_the_alphabet(topic: str) -> None:
     assert validate_topic(topic) == topic
 
 
+# --- topic_set ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("topics", "expected"),
+    [
+        ("emails", {"emails"}),  # one topic, not the letters e, m, a, i, l, s
+        ("a", {"a"}),
+        (["emails", "billing"], {"emails", "billing"}),
+        (("emails", "emails"), {"emails"}),
+        (frozenset({"x"}), {"x"}),
+        ((t for t in ["g1", "g2"]), {"g1", "g2"}),
+    ],
+)
+def test_topic_set_takes_one_name_or_an_iterable_of_names(
+    topics: object, expected: set[str]
+) -> None:
+    assert topic_set(topics) == frozenset(expected)
+
+
+@pytest.mark.parametrize("topics", [b"emails", bytearray(b"e"), 5, None, {"emails": 1}, []])
+def test_topic_set_rejects_what_is_not_names(topics: object) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        topic_set(topics)
+    assert info.value.parameter == "topics"
+    assert "topics must" in str(info.value)
+
+
+@pytest.mark.parametrize("topics", ["a:b", "", ["good", "a{b"], ["good", 5]])
+def test_topic_set_rejects_bad_names_as_topic_errors(topics: object) -> None:
+    with pytest.raises(InvalidTopicError) as info:
+        topic_set(topics)
+    assert info.value.parameter == "topic"
+
+
 # --- validate_job_id --------------------------------------------------------------------------
 
 
@@ -158,6 +201,62 @@ def test_validate_shards_rejects(shards: object) -> None:
         validate_shards(shards)
     assert info.value.parameter == "shards"
     assert str(info.value) == f"shards must be an int in [1, {MAX_SHARDS}], got {shards!r}"
+
+
+# --- registry values ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(b"1", 1), (b"4", 4), (b"1024", MAX_SHARDS), ("16", 16)],
+)
+def test_parse_shard_count_accepts_counts_in_range(value: object, expected: int) -> None:
+    assert parse_shard_count("emails", value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"0",
+        b"-3",
+        b"abc",
+        b"",
+        b"1025",
+        b"99999999999999999999999999",
+        b"4.0",
+        b" 4",
+        b"04",
+        b"+4",
+        "\u0664",  # ARABIC-INDIC DIGIT FOUR: int() would take it
+        b"\xff",
+        None,
+        4,
+    ],
+)
+def test_parse_shard_count_rejects_anything_else_naming_topic_value_and_range(
+    value: object,
+) -> None:
+    with pytest.raises(TopicConfigError) as info:
+        parse_shard_count("emails", value)
+    message = str(info.value)
+    assert "'emails'" in message
+    assert repr(value)[:40] in message
+    assert f"[1, {MAX_SHARDS}]" in message
+    assert TOPICS_KEY in message
+
+
+def test_parse_registry_keeps_valid_entries_and_the_errors_of_the_others() -> None:
+    registry = parse_registry(
+        {b"a": b"4", b"b": b"0", b"c": b"abc", b"d": b"1024", b"e{x}": b"2", b"f": b"-3"}
+    )
+    assert registry.shards == {"a": 4, "d": 1024}
+    assert set(registry.invalid) == {"b", "c", "e{x}", "f"}
+    assert all(isinstance(e, TopicConfigError) for e in registry.invalid.values())
+    assert "not a topic name" in str(registry.invalid["e{x}"])
+    with pytest.raises(TopicConfigError) as info:
+        registry.check()
+    assert info.value is registry.invalid["b"]  # the first by name
+    assert parse_registry({b"a": b"4"}).check() == {"a": 4}
 
 
 # --- shard_of ---------------------------------------------------------------------------------

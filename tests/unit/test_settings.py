@@ -27,6 +27,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "preload_interval_ms", 10, 600_000),
     (SchedulerSettings, "preload_batch", 1, 100_000),
     (SchedulerSettings, "emit_batch", 1, 10_000),
+    (SchedulerSettings, "emit_batch_bytes", 1, 1024 * 1024 * 1024),
     (SchedulerSettings, "sweep_grace_ms", 0, 600_000),
     (SchedulerSettings, "sweep_batch", 1, 10_000),
     (SchedulerSettings, "tick_ms", 1, 1000),

@@ -65,8 +65,7 @@ def list_topics(ctx: Context) -> int:
 def drop_topic(ctx: Context) -> int:
     """Drop a topic (see `Client.drop_topic`); exit 1 when there is no such topic."""
     with ctx.client() as client:
-        # Client.drop_topic comes with the producer branch; drop the ignore once merged.
-        if not client.drop_topic(ctx.args.name, force=ctx.args.force):  # type: ignore[attr-defined, unused-ignore]
+        if not client.drop_topic(ctx.args.name, force=ctx.args.force):
             raise CliError(f"no such topic {ctx.args.name!r}")
     print(f"dropped {ctx.args.name}")
     return 0

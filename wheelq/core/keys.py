@@ -17,16 +17,24 @@ wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per to
 ```
 
 A job's shard is ``crc32(job id) % shards``: stable, and easy to compute in
-any language.
+any language. Registry entries are checked when read (`parse_shard_count`,
+`parse_registry`): anything but a topic name with a count in [1, 1024] is a
+`TopicConfigError`, never a shard count used as found.
 """
 
 from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from wheelq.errors import InvalidArgumentError, InvalidJobIdError, InvalidTopicError
+from wheelq.errors import (
+    InvalidArgumentError,
+    InvalidJobIdError,
+    InvalidTopicError,
+    TopicConfigError,
+)
 
 TOPICS_KEY = "wheelq:topics"
 
@@ -35,6 +43,7 @@ MAX_JOB_ID_BYTES = 256
 MAX_SHARDS = 1024
 
 _TOPIC_RE = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_TOPIC_LENGTH}}}")
+_COUNT_RE = re.compile(rb"[1-9][0-9]{0,3}")
 
 
 def validate_topic(topic: object) -> str:
@@ -49,6 +58,30 @@ def validate_topic(topic: object) -> str:
             f"topic must be 1-{MAX_TOPIC_LENGTH} characters from [A-Za-z0-9_.-], got {topic!r}",
         )
     return topic
+
+
+def topic_set(topics: object) -> frozenset[str]:
+    """Validate one topic name (a str) or an iterable of them, as a set.
+
+    A str is one topic, never the characters of its name.
+
+    Raises:
+        InvalidTopicError: A name is not a valid topic name.
+        InvalidArgumentError: `topics` is neither a str nor an iterable of them, or is empty.
+    """
+    if isinstance(topics, str):
+        return frozenset((validate_topic(topics),))
+    if isinstance(topics, bytes | bytearray | Mapping) or not isinstance(topics, Iterable):
+        raise InvalidArgumentError(
+            "topics",
+            f"topics must be a topic name or an iterable of topic names, got {topics!r:.60}",
+        )
+    names = frozenset(validate_topic(t) for t in topics)
+    if not names:
+        raise InvalidArgumentError(
+            "topics", "topics must name at least one topic (None: every topic), got none"
+        )
+    return names
 
 
 def validate_job_id(job_id: object) -> str:
@@ -83,6 +116,60 @@ def validate_shards(shards: object) -> int:
             "shards", f"shards must be an int in [1, {MAX_SHARDS}], got {shards!r}"
         )
     return shards
+
+
+def parse_shard_count(topic: str, value: object) -> int:
+    """A shard count read from the topic registry, checked: a decimal int in [1, 1024].
+
+    Raises:
+        TopicConfigError: The stored value is anything else (the registry was written by
+            hand or by something other than wheelq).
+    """
+    raw = value.encode() if isinstance(value, str) else value
+    if isinstance(raw, bytes) and _COUNT_RE.fullmatch(raw) and int(raw) <= MAX_SHARDS:
+        return int(raw)
+    raise TopicConfigError(
+        f"topic {topic!r} has shard count {value!r:.40} in {TOPICS_KEY}; a shard count must "
+        f"be an int in [1, {MAX_SHARDS}] (fix or delete the registry entry)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """The topic registry as read: valid entries, and the errors of invalid ones."""
+
+    shards: dict[str, int]
+    """Topic -> shard count, for every valid entry."""
+    invalid: dict[str, TopicConfigError]
+    """Topic -> why its entry cannot be used."""
+
+    def check(self) -> dict[str, int]:
+        """Every topic's shard count.
+
+        Raises:
+            TopicConfigError: Some entry is invalid (the first, by topic name).
+        """
+        if self.invalid:
+            raise self.invalid[min(self.invalid)]
+        return dict(self.shards)
+
+
+def parse_registry(raw: Mapping[bytes, bytes]) -> Registry:
+    """Parse the registry hash (HGETALL of ``wheelq:topics``) entry by entry."""
+    shards: dict[str, int] = {}
+    invalid: dict[str, TopicConfigError] = {}
+    for name, value in raw.items():
+        topic = name.decode("utf-8", "replace")
+        try:
+            if not _TOPIC_RE.fullmatch(topic):
+                raise TopicConfigError(
+                    f"{TOPICS_KEY} has an entry {topic!r:.120}, which is not a topic name "
+                    f"(1-{MAX_TOPIC_LENGTH} characters from [A-Za-z0-9_.-])"
+                )
+            shards[topic] = parse_shard_count(topic, value)
+        except TopicConfigError as exc:
+            invalid[topic] = exc
+    return Registry(shards, invalid)
 
 
 def shard_of(job_id: str, shards: int) -> int:

@@ -24,6 +24,7 @@ _RANGES: dict[str, tuple[int, int]] = {
     "preload_interval_ms": (10, 600_000),
     "preload_batch": (1, 100_000),
     "emit_batch": (1, 10_000),
+    "emit_batch_bytes": (1, 1024 * 1024 * 1024),
     "sweep_grace_ms": (0, 600_000),
     "sweep_batch": (1, 10_000),
     "tick_ms": (1, 1000),
@@ -111,6 +112,11 @@ class SchedulerSettings(_Validated):
     """Jobs read per preload call."""
     emit_batch: int = 500
     """Job ids moved into the stream per emit call."""
+    emit_batch_bytes: int = 1024 * 1024
+    """Envelope bytes moved per emit call (1 MiB), by the wheel and by the sweep. A job that
+    does not fit waits for the next call, right after; one per call goes even if larger,
+    so large payloads due together are spread over calls and small jobs due with them are
+    not held behind one long call."""
     sweep_grace_ms: int = 1000
     """The safety sweep emits jobs overdue by more than this that the wheel missed."""
     sweep_batch: int = 200

@@ -13,6 +13,8 @@ import threading
 
 import msgpack
 
+from wheelq.core.job import payload_packer
+
 
 class EncodeBatch:
     """What validating one call's items shares: the time, the ids seen, msgpack packers and
@@ -45,6 +47,6 @@ def _packers() -> tuple[msgpack.Packer, msgpack.Packer]:
     """This thread's (payload, envelope) packers."""
     pair: tuple[msgpack.Packer, msgpack.Packer] | None = getattr(_local, "packers", None)
     if pair is None:
-        pair = (msgpack.Packer(use_bin_type=True), msgpack.Packer(use_bin_type=False))
+        pair = (payload_packer(), msgpack.Packer(use_bin_type=False))
         _local.packers = pair
     return pair

@@ -42,7 +42,8 @@ _ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (ne
         Raises:
             InvalidArgumentError: A bad topic, delay, at, job_id or max_attempts
                 (also a ValueError); nothing was written.
-            PayloadTypeError: The payload cannot be serialised (also a TypeError).
+            PayloadTypeError: The payload cannot be serialised, or would not decode back
+                (a tuple as a dict key); also a TypeError.
             DuplicateJobError: `job_id` is pending already and `replace` is False.
         """
 
@@ -119,7 +120,11 @@ class Client:
         return self._run(self._producer.reschedule(topic, job_id, delay, at))
 
     def get(self, topic: str, job_id: str) -> JobInfo | None:
-        """A pending job's state, due time, attempt and payload; None when not pending."""
+        """A pending job's state, due time, attempt and payload; None when not pending.
+
+        Raises:
+            MalformedJobError: The stored job cannot be decoded (not written by wheelq).
+        """
         return self._run(self._producer.get(topic, job_id))
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
@@ -131,8 +136,28 @@ class Client:
         return self._run(self._producer.create_topic(topic, shards))
 
     def topics(self) -> dict[str, int]:
-        """Every topic with its shard count."""
+        """Every topic with its shard count.
+
+        Raises:
+            TopicConfigError: A registry entry is not a shard count in [1, 1024].
+        """
         return self._run(self._producer.topics())
+
+    def drop_topic(self, topic: str, *, force: bool = False) -> bool:
+        """Delete a topic: every key of every shard (pending jobs, stream, dead letters,
+        leases) and its registry entry. Returns False when the topic does not exist.
+
+        Each shard is deleted atomically by one script; without `force` nothing is
+        deleted while a job is pending or a ready-stream entry is not acked by every
+        consumer group (dead letters do not count). Schedulers serving the topic let it
+        go; a running worker of the topic should be stopped first (it would recreate
+        empty streams for its group).
+
+        Raises:
+            TopicNotEmptyError: Jobs are still to run and `force` is False.
+            TopicConfigError: The registry entry is not a shard count in [1, 1024].
+        """
+        return self._run(self._producer.drop_topic(topic, force))
 
     def stats(self, topic: str) -> TopicStats | None:
         """Pending and ready counts per shard; None for an unknown topic."""
@@ -240,6 +265,10 @@ class AsyncClient:
     async def topics(self) -> dict[str, int]:
         """See `Client.topics`."""
         return await self._run(self._producer.topics())
+
+    async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
+        """See `Client.drop_topic`."""
+        return await self._run(self._producer.drop_topic(topic, force))
 
     async def stats(self, topic: str) -> TopicStats | None:
         """See `Client.stats`."""

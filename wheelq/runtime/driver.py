@@ -86,7 +86,13 @@ class WheelDriver(Service):
                 continue  # the shard was lost or released: its new leader fires these
             for i in range(0, len(ids), batch):
                 calls.append(
-                    ops.emit_due(lead.keys, self._ctx.leads.token, now_ms, ids[i : i + batch])
+                    ops.emit_due(
+                        lead.keys,
+                        self._ctx.leads.token,
+                        now_ms,
+                        ids[i : i + batch],
+                        max_bytes=self._ctx.settings.emit_batch_bytes,
+                    )
                 )
                 targets.append(lead)
         if not calls:
@@ -118,9 +124,29 @@ class WheelDriver(Service):
             else:
                 log.error("emit on %s failed: %s", lead.keys.tag, result)
             return
-        lead.emitted += result.emitted
-        if result.emitted:
-            self._ctx.event("emitted", lead.keys, result.emitted)
+        record_emit(self._ctx, lead, result)
         if result.not_yet_due:
             # Rescheduled later (or our clock ran ahead of Redis): fire at the new time.
             self.schedule(lead, [(i, max(due, now_ms + 1)) for i, due in result.not_yet_due])
+        if result.held:
+            # Over the call's byte budget: next round, right after this one.
+            self.schedule(lead, [(i, now_ms) for i in result.held])
+
+
+def record_emit(ctx: NodeContext, lead: Lead, result: ops.EmitResult) -> None:
+    """Count what an emit call (wheel or sweep) did; log each job it could not emit."""
+    lead.emitted += result.emitted
+    if result.emitted:
+        ctx.event("emitted", lead.keys, result.emitted)
+    if result.orphans:
+        log.error("%s: %d job ids had no envelope and were dropped", lead.keys.tag, result.orphans)
+        ctx.event("orphans", lead.keys, result.orphans)
+    for job_id in result.malformed:
+        log.error(
+            "%s: job %r has an envelope that cannot be decoded; moved to the dead-letter "
+            "stream as malformed",
+            lead.keys.tag,
+            job_id,
+        )
+    if result.malformed:
+        ctx.event("malformed", lead.keys, len(result.malformed))

@@ -35,7 +35,8 @@ class Lead:
 @dataclass(frozen=True, slots=True)
 class NodeEvent:
     """What a node did, for logs, metrics and tests: kind is one of
-    ``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``, ``trimmed``."""
+    ``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``, ``malformed``
+    (jobs dead-lettered because their envelope cannot be decoded), ``trimmed``."""
 
     kind: str
     topic: str

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from wheelq.core.keys import ShardKeys, all_shards
+from wheelq.core.keys import Registry, ShardKeys, all_shards
 from wheelq.core.shares import quota, rank
 from wheelq.runtime.clock import monotonic_ms
 from wheelq.runtime.leads import Lead, NodeContext
@@ -50,6 +50,7 @@ class LeaseKeeper(Service):
         s = ctx.settings
         self._interval_s = min(s.check_interval_ms, s.renew_interval_ms) / 1000
         self._outage = Outage(log, "lease keeper", cap_s=min(CAP_S, s.renew_interval_ms / 1000))
+        self._invalid: dict[str, str] = {}
 
     async def _run(self) -> None:
         while not self.stopping:
@@ -77,10 +78,19 @@ class LeaseKeeper(Service):
     async def balance(self) -> None:
         """Heartbeat into each served topic's node set and move towards this node's quota."""
         (registry,) = await self._ctx.executor.run([ops.all_topics()])
-        topics = sorted(
-            (t, n) for t, n in registry.items() if self._topics is None or t in self._topics
-        )
-        self._served = dict(topics)
+        self._skip_invalid(registry)
+        served = {
+            t: n
+            for t, n in sorted(registry.shards.items())
+            if self._topics is None or t in self._topics
+        }
+        gone = [t for t in self._served if t not in served]
+        self._served = served
+        topics = list(served.items())
+        if gone:  # dropped or filtered out: stop heartbeating there, leave no member behind
+            await self._ctx.executor.run(
+                [ops.leave(topic, self.node_id) for topic in gone], return_exceptions=True
+            )
         for lead in self._ctx.leads.all():
             if lead.keys.topic not in self._served:
                 await self._release([lead])  # topic gone or filtered out
@@ -114,6 +124,19 @@ class LeaseKeeper(Service):
                 to_take.append((others, share - len(held)))
         if to_take:
             await self._acquire(to_take)
+
+    def _skip_invalid(self, registry: Registry) -> None:
+        """Log each served topic whose registry entry is invalid, once until it changes;
+        such a topic is not served (its shard count is unknown)."""
+        invalid = {
+            topic: str(err)
+            for topic, err in registry.invalid.items()
+            if self._topics is None or topic in self._topics
+        }
+        for topic, why in sorted(invalid.items()):
+            if self._invalid.get(topic) != why:
+                log.error("not serving topic %r: %s", topic, why)
+        self._invalid = invalid
 
     async def _acquire(self, wants: list[tuple[list[ShardKeys], int]]) -> None:
         """For each (candidates in preference order, how many): take the first free ones."""

@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from wheelq.errors import LeaseLostError
-from wheelq.runtime.driver import WheelDriver
+from wheelq.runtime.driver import WheelDriver, record_emit
 from wheelq.runtime.leads import Lead, NodeContext
 from wheelq.runtime.outage import Outage, is_transient
 from wheelq.runtime.service import Service
@@ -81,7 +81,9 @@ class Preloader(Service):
             ops.preload(
                 lead.keys, token, lead.cursor_ms, s.window_ms, s.preload_batch, s.lease_ttl_ms
             ),
-            ops.emit_due(lead.keys, token, bound_ms, limit=s.sweep_batch),
+            ops.emit_due(
+                lead.keys, token, bound_ms, limit=s.sweep_batch, max_bytes=s.emit_batch_bytes
+            ),
         ]
         replies = await self._ctx.executor.run(calls, return_exceptions=True)
         for reply in replies:
@@ -107,14 +109,7 @@ class Preloader(Service):
             lead.cursor_ms = max(lead.cursor_ms, page.cursor_ms)
             busy = busy or page.full
         if isinstance(sweep, ops.EmitResult):
-            lead.emitted += sweep.emitted
-            if sweep.emitted:
-                self._ctx.event("emitted", lead.keys, sweep.emitted)
-            if sweep.orphans:
-                log.error(
-                    "%s: %d job ids had no envelope and were dropped", lead.keys.tag, sweep.orphans
-                )
-                self._ctx.event("orphans", lead.keys, sweep.orphans)
+            record_emit(self._ctx, lead, sweep)
             busy = busy or sweep.more
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):

@@ -33,8 +33,10 @@ from wheelq.errors import (
     InvalidArgumentError,
     InvalidDelayError,
     InvalidJobIdError,
+    MalformedJobError,
     PayloadTypeError,
     TopicConfigError,
+    TopicNotEmptyError,
 )
 from wheelq.runtime.batch import EncodeBatch
 from wheelq.runtime.clock import WallClock
@@ -125,9 +127,33 @@ class Producer:
         return have  # type: ignore[no-any-return]
 
     def topics(self) -> Op[dict[str, int]]:
-        (found,) = yield [ops.all_topics()]
-        self._shards.update(found)
-        return dict(found)
+        (registry,) = yield [ops.all_topics()]
+        assert isinstance(registry, k.Registry)
+        self._shards.update(registry.shards)
+        return registry.check()
+
+    def drop_topic(self, topic: str, force: bool) -> Op[bool]:
+        """Delete every key of every shard and the registry entry; False when unknown.
+
+        Without `force` the shards are checked first (one round trip, nothing deleted
+        when any has jobs to run) and again inside each shard's drop script, so a job
+        written in between is not deleted silently.
+        """
+        k.validate_topic(topic)
+        if not isinstance(force, bool):
+            raise InvalidArgumentError("force", f"force must be a bool, got {force!r}")
+        self._shards.pop(topic, None)
+        (shards,) = yield [ops.topic_shards(topic)]
+        if shards is None:
+            return False
+        universe = k.all_shards(topic, shards)
+        if not force:
+            _raise_if_busy(topic, (yield [ops.drop_shard(keys, "check") for keys in universe]))
+        mode = "force" if force else "drop"
+        _raise_if_busy(topic, (yield [ops.drop_shard(keys, mode) for keys in universe]))
+        yield [ops.unregister_topic(topic), ops.forget_nodes(topic)]
+        self._shards.pop(topic, None)
+        return True
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -200,7 +226,11 @@ class Producer:
         due, raw = yield [ops.job_score(keys, job_id), ops.job_envelope(keys, job_id)]
         if due is None or raw is None:
             return None  # fired or cancelled between the two reads
-        env = Envelope.unpack(raw)
+        try:
+            env = Envelope.unpack(raw)
+            payload = decode_payload(env.payload)
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise MalformedJobError(topic, job_id, str(exc)) from exc
         return JobInfo(
             job_id,
             topic,
@@ -209,7 +239,7 @@ class Producer:
             env.attempt,
             env.max_attempts,
             env.enqueued_ms,
-            decode_payload(env.payload),
+            payload,
         )
 
     def stats(self, topic: str) -> Op[TopicStats | None]:
@@ -269,6 +299,13 @@ class Producer:
         batch.seen.add(job_id)
         envelope = pack_envelope(payload, 1, attempts, batch.now_ms, batch.envelopes)
         return ops.JobWrite(job_id, due, job.replace, envelope)
+
+
+def _raise_if_busy(topic: str, outcomes: list[ops.ShardDrop]) -> None:
+    pending = sum(o.pending for o in outcomes)
+    unacked = sum(o.unacked for o in outcomes)
+    if pending or unacked:
+        raise TopicNotEmptyError(topic, pending, unacked)
 
 
 def _item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

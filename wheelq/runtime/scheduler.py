@@ -23,7 +23,7 @@ from typing import Any, Self
 import redis.asyncio
 from redis.exceptions import RedisError
 
-from wheelq.core.keys import validate_topic
+from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import RedisClock, monotonic_ms
 from wheelq.runtime.driver import WheelDriver
@@ -91,7 +91,7 @@ class Scheduler(Lifecycle):
     def __init__(
         self,
         connection: redis.asyncio.Redis,
-        topics: Iterable[str] | None = None,
+        topics: str | Iterable[str] | None = None,
         settings: SchedulerSettings | None = None,
         *,
         node_id: str | None = None,
@@ -100,7 +100,7 @@ class Scheduler(Lifecycle):
     ) -> None:
         self.settings = settings or SchedulerSettings()
         self.redis = connection
-        self.topics = None if topics is None else frozenset(validate_topic(t) for t in topics)
+        self.topics = None if topics is None else topic_set(topics)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.clock = clock or RedisClock()
         self.leads = Leads(token=self.node_id)
@@ -120,15 +120,22 @@ class Scheduler(Lifecycle):
     def from_url(
         cls,
         url: str,
-        topics: Iterable[str] | None = None,
+        topics: str | Iterable[str] | None = None,
         *,
         redis_options: Mapping[str, Any] | None = None,
         node_id: str | None = None,
         on_event: EventHook | None = None,
         **settings: Any,
     ) -> Self:
-        """A node for the Redis at `url`, leading shards of `topics` (None: all topics,
-        including ones created later). `settings` are `SchedulerSettings` fields."""
+        """A node for the Redis at `url`, leading shards of `topics`: one topic name, an
+        iterable of them, or None for all topics, including ones created later.
+        `settings` are `SchedulerSettings` fields.
+
+        Raises:
+            InvalidTopicError: A topic name is not valid.
+            InvalidArgumentError: `topics` is empty, or neither a str nor an iterable of
+                str; or a setting is unknown or out of range.
+        """
         node = cls(
             redis.asyncio.Redis.from_url(url, **dict(redis_options or {})),
             topics,

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from wheelq.core.keys import TOPICS_KEY, ShardKeys, nodes_key
+from wheelq.core.keys import (
+    TOPICS_KEY,
+    Registry,
+    ShardKeys,
+    nodes_key,
+    parse_registry,
+    parse_shard_count,
+)
 from wheelq.core.schedule import DueSpec
+from wheelq.errors import MalformedJobError
 from wheelq.store.calls import Call
 from wheelq.store.scripts import LEASE_LOST, check
 
@@ -44,6 +52,10 @@ class EmitResult:
     more: bool
     orphans: int
     not_yet_due: list[tuple[str, int]]
+    malformed: list[str] = field(default_factory=list)
+    """Ids whose envelope could not be decoded: moved to the dead-letter stream."""
+    held: list[str] = field(default_factory=list)
+    """Ids due but held back by the byte budget: still pending, to emit next."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +94,15 @@ def enqueue(keys: ShardKeys, jobs: Sequence[JobWrite]) -> Call[list[Placed]]:
 
 
 def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None]:
-    """Parses to the outcome, or None when the job is not pending."""
+    """Parses to the outcome, or None when the job is not pending; raises
+    `MalformedJobError` when it is due now but its envelope cannot be decoded."""
     mode, value = due.wire
 
     def parse(reply: Any) -> Placed | None:
-        code = check("reschedule", reply)[1]
-        return None if code == 0 else (Placed.SCHEDULED if code == 1 else Placed.FIRED)
+        r = check("reschedule", reply)
+        if r[1] == 3:
+            raise MalformedJobError(keys.topic, job_id, r[2].decode("utf-8", "replace"))
+        return None if r[1] == 0 else (Placed.SCHEDULED if r[1] == 1 else Placed.FIRED)
 
     return Call(
         "reschedule",
@@ -106,21 +121,39 @@ def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
     )
 
 
+NO_BYTE_BOUND = 2**52  # what "no byte bound" sends: more than any server holds
+
+
 def emit_due(
-    keys: ShardKeys, token: str, now_ms: int, ids: Sequence[str] = (), limit: int = 0
+    keys: ShardKeys,
+    token: str,
+    now_ms: int,
+    ids: Sequence[str] = (),
+    limit: int = 0,
+    *,
+    max_bytes: int | None = None,
 ) -> Call[EmitResult]:
-    """Wheel mode with `ids`; sweep mode (oldest `limit` jobs due by `now_ms`) without."""
+    """Wheel mode with `ids`; sweep mode (oldest `limit` jobs due by `now_ms`) without.
+    `max_bytes`: the envelope bytes one call moves (plus one envelope that does not fit);
+    None: no byte bound."""
     if not ids and limit < 1:
         raise ValueError(f"limit must be >= 1 in sweep mode, got {limit}")
 
     def parse(reply: Any) -> EmitResult:
         r = check("emit_due", reply)
-        return EmitResult(r[1], bool(r[2]), r[3], _pairs(r[4:]))
+        return EmitResult(
+            r[1],
+            bool(r[2]),
+            r[3],
+            _pairs(r[4]),
+            [m.decode() for m in r[5]],
+            [h.decode() for h in r[6]],
+        )
 
     return Call(
         "emit_due",
-        [keys.delayed, keys.jobs, keys.ready, keys.lease],
-        [token, keys.topic, now_ms, limit, *ids],
+        [keys.delayed, keys.jobs, keys.ready, keys.lease, keys.dead],
+        [token, keys.topic, now_ms, limit, NO_BYTE_BOUND if max_bytes is None else max_bytes, *ids],
         parse=parse,
     )
 
@@ -168,6 +201,28 @@ def lease_release(keys: ShardKeys, token: str) -> Call[bool]:
     return Call(
         "lease_release", [keys.lease, keys.horizon], [token], parse=lambda r: r[0] != LEASE_LOST
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ShardDrop:
+    dropped: bool
+    pending: int
+    """Jobs in the sorted set (0 in force mode: not counted)."""
+    unacked: int
+    """Ready-stream entries not yet acked, once per group (0 in force mode)."""
+
+
+def drop_shard(keys: ShardKeys, mode: str) -> Call[ShardDrop]:
+    """`mode`: ``check`` (count only), ``drop`` (delete when nothing is left to run) or
+    ``force`` (delete whatever is there)."""
+    if mode not in ("check", "drop", "force"):
+        raise ValueError(f"mode must be check, drop or force, got {mode!r}")
+
+    def parse(reply: Any) -> ShardDrop:
+        r = check("drop_shard", reply)
+        return ShardDrop(bool(r[1]), int(r[2]), int(r[3]))
+
+    return Call("drop_shard", keys.data_keys, [mode], parse=parse)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -225,14 +280,27 @@ def register_topic(topic: str, shards: int) -> Call[bool]:
 
 
 def topic_shards(topic: str) -> Call[int | None]:
-    return Call(command=("HGET", TOPICS_KEY, topic), parse=lambda r: None if r is None else int(r))
-
-
-def all_topics() -> Call[dict[str, int]]:
+    """Parses to the topic's shard count, None when it is not registered; raises
+    `TopicConfigError` when the registry holds something else than a valid count."""
     return Call(
-        command=("HGETALL", TOPICS_KEY),
-        parse=lambda r: {k.decode(): int(v) for k, v in dict(r).items()},
+        command=("HGET", TOPICS_KEY, topic),
+        parse=lambda r: None if r is None else parse_shard_count(topic, r),
     )
+
+
+def all_topics() -> Call[Registry]:
+    """Parses to the registry: valid entries and the errors of invalid ones."""
+    return Call(command=("HGETALL", TOPICS_KEY), parse=lambda r: parse_registry(dict(r)))
+
+
+def unregister_topic(topic: str) -> Call[bool]:
+    """HDEL from the registry; parses to True when the entry was there."""
+    return Call(command=("HDEL", TOPICS_KEY, topic), parse=bool)
+
+
+def forget_nodes(topic: str) -> Call[int]:
+    """Delete the topic's node set (a topic being dropped)."""
+    return Call(command=("UNLINK", nodes_key(topic)), parse=int)
 
 
 def server_time() -> Call[float]:

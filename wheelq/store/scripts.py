@@ -31,6 +31,7 @@ NAMES = (
     "touch",
     "trim",
     "replay",
+    "drop_shard",
 )
 
 OK = 0

@@ -51,14 +51,44 @@ local function wq_bad_type(...)
   return nil
 end
 
--- XADD a job to the ready stream from its envelope
--- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id)]: a retry's envelope names
--- the one group meant to run it, and the job id when it is stored under another member.
+-- Decode an envelope [1, payload, attempt, max_attempts, enqueued_ms(, group, job id)].
+-- Returns the table, or nil and why it is not one (written by something else, or corrupted):
+-- never raises, so one bad envelope cannot fail a whole call.
+local function wq_envelope(envelope)
+  local ok, env = pcall(cmsgpack.unpack, envelope)
+  if not ok then
+    return nil, 'not msgpack (' .. tostring(env) .. ')'
+  end
+  if type(env) ~= 'table' then
+    return nil, 'not a msgpack array but a ' .. type(env)
+  end
+  if env[1] ~= 1 then
+    return nil, 'unknown envelope version ' .. tostring(env[1])
+  end
+  if type(env[2]) ~= 'string' then
+    return nil, 'payload is a ' .. type(env[2]) .. ', not a string'
+  end
+  for i = 3, 5 do
+    local n = env[i]
+    if type(n) ~= 'number' or n ~= math.floor(n) or n < 0 or (i < 5 and n > 2147483647) then
+      return nil, 'field ' .. i .. ' is ' .. tostring(n) .. ', not an integer in range'
+    end
+  end
+  for i = 6, 7 do
+    if env[i] ~= nil and type(env[i]) ~= 'string' then
+      return nil, 'field ' .. i .. ' is a ' .. type(env[i]) .. ', not a string'
+    end
+  end
+  return env
+end
+
+-- XADD a job to the ready stream from its decoded envelope (see wq_envelope): a retry's
+-- envelope names the one group meant to run it, and the job id when it is stored under
+-- another member.
 -- `due` is a number, or already a decimal string (a sorted-set score read back). The call is
 -- redis.pcall: a wrong-typed stream fails the first XADD, before anything is written, and the
 -- error is returned for the caller to report.
-local function wq_fire(ready, topic, member, due, envelope)
-  local env = cmsgpack.unpack(envelope)
+local function wq_fire(ready, topic, member, due, env)
   local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
     id = env[7]
@@ -76,6 +106,17 @@ local function wq_fire(ready, topic, member, due, envelope)
     'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
 end
 
+-- Move a job whose envelope cannot be decoded to the dead-letter stream as 'malformed',
+-- with the raw bytes in 'envelope' (no 'payload' field: replay refuses it). redis.pcall, as
+-- wq_fire.
+local function wq_bury(dead, topic, member, due, envelope, why)
+  if type(due) == 'number' then
+    due = wq_fmt(due)
+  end
+  return redis.pcall('XADD', dead, '*', 'id', member, 'topic', topic, 'due', due,
+    'reason', 'malformed', 'error', 'malformed envelope: ' .. why, 'envelope', envelope)
+end
+
 -- A stream entry's fields as a flat list, followed by the dead-letter annotations.
 local function wq_dead(ready, dead, group, entry, reason, err)
   local found = redis.call('XRANGE', ready, entry, entry)
@@ -89,6 +130,15 @@ local function wq_dead(ready, dead, group, entry, reason, err)
     args[#args + 1] = v
   end
   return redis.call('XADD', unpack(args))
+end
+
+-- A flat reply {name_1, value_1, ...} (XINFO) as a table name -> value.
+local function wq_fields(flat)
+  local t = {}
+  for i = 1, #flat, 2 do
+    t[flat[i]] = flat[i + 1]
+  end
+  return t
 end
 
 -- Stream ids "ms-seq" as {ms, seq}, and their order.

@@ -1,19 +1,29 @@
 --[[ emit_due.lua — fenced, atomic move of due jobs from the sorted set into the ready stream.
 Only the lease holder may emit; a job is emitted only while it is still in the sorted set with a
 due time <= now, and is removed in the same call, so no job is ever emitted twice.
+A job whose envelope cannot be decoded goes to the dead-letter stream instead (reason
+'malformed', the raw bytes in its 'envelope' field), removed in the same call: never retried.
+One call moves envelopes while their total stays within ARGV[5] bytes, plus the first one that
+does not fit (so every call makes progress and a large job is not starved by small ones); the
+others that do not fit are held back for the next call, and small jobs are not held behind
+large ones.
 KEYS[1]  {T:s}:delayed   ZSET
 KEYS[2]  {T:s}:jobs      HASH
 KEYS[3]  {T:s}:ready     STREAM
 KEYS[4]  {T:s}:lease     STRING  token of the leader
+KEYS[5]  {T:s}:dead      STREAM
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
 ARGV[4]  limit: most jobs to emit in sweep mode
-ARGV[5..] job ids to emit (wheel mode); none given = sweep mode: the oldest jobs due by now
-Returns: {0, emitted, more, orphans, id_1, due_1, id_2, due_2, ...}
-           more    1 when jobs due by now remain after this call (sweep mode), else 0
-           orphans ids found in the sorted set without an envelope (removed; cannot be emitted)
-           pairs   ids still pending but not yet due (rescheduled later), with their due ms
+ARGV[5]  byte budget: envelope bytes one call moves (see above)
+ARGV[6..] job ids to emit (wheel mode); none given = sweep mode: the oldest jobs due by now
+Returns: {0, emitted, more, orphans, not_yet_due, malformed, held}
+           more        1 when jobs due by now remain after this call (sweep mode), else 0
+           orphans     ids found in the sorted set without an envelope (removed; cannot be emitted)
+           not_yet_due {id_1, due_1, ...}: ids still pending but not yet due (rescheduled later)
+           malformed   {id, ...}: moved to the dead-letter stream
+           held        {id, ...}: due, but held back by the byte budget (still pending)
          {-2} the caller does not hold the lease (nothing written)
          {-1, key} wrong type (nothing written)
 ]]
@@ -24,8 +34,8 @@ end
 -- its first XADD, each before anything is written (pcall turns the failure into a status).
 local now = math.min(tonumber(ARGV[3]), wq_now_ms())
 local ids = {}
-if #ARGV > 4 then
-  for i = 5, #ARGV do
+if #ARGV > 5 then
+  for i = 6, #ARGV do
     ids[#ids + 1] = ARGV[i]
   end
 else
@@ -35,7 +45,8 @@ else
     return {-1, KEYS[1]}
   end
 end
-local out = {0, 0, 0, 0}
+local later, malformed, held = {}, {}, {}
+local out = {0, 0, 0, 0, later, malformed, held}
 if #ids == 0 then
   return out
 end
@@ -48,25 +59,43 @@ local envelopes = wq_multi('HMGET', KEYS[2], ids, redis.pcall)
 if envelopes.err then
   return {-1, KEYS[2]}
 end
-local gone, seen, failed = {}, {}, nil
+local budget, extra = tonumber(ARGV[5]), true
+local gone, seen, failed, failed_key = {}, {}, nil, nil
 for i, id in ipairs(ids) do
   if scores[i] and not seen[id] then
     seen[id] = true
-    if tonumber(scores[i]) <= now then
-      if envelopes[i] then
-        local added = wq_fire(KEYS[3], ARGV[2], id, scores[i], envelopes[i])
-        if type(added) == 'table' and added.err then
-          failed = added.err
-          break
-        end
+    local envelope = envelopes[i]
+    if tonumber(scores[i]) > now then
+      later[#later + 1] = id
+      later[#later + 1] = scores[i]
+    elseif not envelope then
+      out[4] = out[4] + 1
+      gone[#gone + 1] = id
+    elseif #envelope > budget and not extra then
+      held[#held + 1] = id
+    else
+      if #envelope > budget then
+        extra = false
+      else
+        budget = budget - #envelope
+      end
+      local env, why = wq_envelope(envelope)
+      local added
+      if env then
+        added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env)
+      else
+        added = wq_bury(KEYS[5], ARGV[2], id, scores[i], envelope, why)
+      end
+      if type(added) == 'table' and added.err then
+        failed, failed_key = added.err, env and KEYS[3] or KEYS[5]
+        break
+      end
+      if env then
         out[2] = out[2] + 1
       else
-        out[4] = out[4] + 1
+        malformed[#malformed + 1] = id
       end
       gone[#gone + 1] = id
-    else
-      out[#out + 1] = id
-      out[#out + 1] = scores[i]
     end
   end
 end
@@ -76,12 +105,12 @@ if #gone > 0 then
   wq_multi('HDEL', KEYS[2], gone)
 end
 if failed then
-  if out[2] == 0 and string.find(failed, 'WRONGTYPE', 1, true) then
-    return {-1, KEYS[3]}
+  if #gone == out[4] and string.find(failed, 'WRONGTYPE', 1, true) then
+    return {-1, failed_key}
   end
   return redis.error_reply(failed)
 end
-if #ARGV <= 4 and redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0 then
+if #ARGV <= 5 and (#held > 0 or redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0) then
   out[3] = 1
 end
 return out

@@ -13,6 +13,8 @@ ARGV[3..] five per job: id, mode ('d': value ms after TIME | 'a': value is the d
 Returns: {0, code_1, ..., code_n}, code 0 = scheduled, 1 = fired now (due <= TIME),
            2 = duplicate: pending already and replace = '0' (not written)
          {-1, key} a key has the wrong type (nothing written)
+         an error reply when an envelope due now cannot be decoded (a caller's bug: wheelq
+           writes none)
 ]]
 -- Type checks: the sorted set, the stream and the inbox by TYPE (a job must not be scheduled
 -- into a shard it could never fire from); the horizon and the hash by their first read.
@@ -56,7 +58,11 @@ for n = 1, #ids do
   if pending[id] and ARGV[i + 3] ~= '1' then
     out[#out + 1] = 2
   elseif due <= now then
-    local added = wq_fire(KEYS[3], ARGV[1], id, due, envelope)
+    local env, why = wq_envelope(envelope)
+    if not env then
+      return redis.error_reply('job ' .. id .. ': malformed envelope: ' .. why)
+    end
+    local added = wq_fire(KEYS[3], ARGV[1], id, due, env)
     if type(added) == 'table' and added.err then
       return redis.error_reply(added.err)
     end

@@ -10,6 +10,8 @@ ARGV[3]  job id
 ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms)
 ARGV[5]  value ms
 Returns: {0, 0} not pending (nothing written)   {0, 1} rescheduled   {0, 2} fired now
+         {0, 3, why} due now, but its envelope cannot be decoded (nothing written; the
+           scheduler dead-letters it as malformed)
          {-1, key} wrong type
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
@@ -28,7 +30,11 @@ if ARGV[4] == 'd' then
   due = now + due
 end
 if due <= now then
-  local added = wq_fire(KEYS[3], ARGV[1], id, due, envelope)
+  local env, why = wq_envelope(envelope)
+  if not env then
+    return {0, 3, why}
+  end
+  local added = wq_fire(KEYS[3], ARGV[1], id, due, env)
   if type(added) == 'table' and added.err then
     return redis.error_reply(added.err)
   end

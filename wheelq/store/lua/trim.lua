@@ -16,13 +16,6 @@ end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, 0, 0, 0}
 end
-local function fields(flat)
-  local t = {}
-  for i = 1, #flat, 2 do
-    t[flat[i]] = flat[i + 1]
-  end
-  return t
-end
 local bound = wq_fmt(wq_now_ms() - tonumber(ARGV[1])) .. '-0'
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
 if #groups == 0 then
@@ -30,7 +23,7 @@ if #groups == 0 then
 end
 local forgotten = 0
 for _, flat in ipairs(groups) do
-  local g = fields(flat)
+  local g = wq_fields(flat)
   -- entries after last-delivered-id are not delivered to this group yet: the bound is the
   -- next possible id (kept one lower when seq is too large for a Lua number to add 1 exactly)
   local last = wq_id(g['last-delivered-id'])
@@ -48,7 +41,7 @@ for _, flat in ipairs(groups) do
     end
   end
   for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], g['name'])) do
-    local consumer = fields(c)
+    local consumer = wq_fields(c)
     if tonumber(consumer['pending']) == 0 and tonumber(consumer['idle']) > tonumber(ARGV[3]) then
       redis.call('XGROUP', 'DELCONSUMER', KEYS[1], g['name'], consumer['name'])
       forgotten = forgotten + 1

@@ -1,0 +1,52 @@
+"""Clients of both kinds behind one interface: every client test body runs through `Client`
+and `AsyncClient`, the blocking one wrapped so that the same ``await client.method(...)``
+lines drive both. `make_client` is registered in tests/integration/conftest.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from wheelq import AsyncClient, Client
+
+
+class SyncAsAsync:
+    """A blocking `Client` behind `AsyncClient`'s awaitable interface."""
+
+    def __init__(self, client: Client) -> None:
+        self.sync = client
+        self.redis = client.redis
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        method = getattr(self.sync, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return method(*args, **kwargs)
+
+        return call
+
+
+MakeClient = Callable[..., Any]
+
+
+@pytest.fixture(params=["sync", "async"])
+async def make_client(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[MakeClient]:
+    """A factory of clients of the kind under test (``**settings``), closed after the test."""
+    made: list[Any] = []
+
+    def make(**settings: Any) -> Any:
+        if request.param == "sync":
+            c: Any = SyncAsAsync(Client.from_url(redis_url, **settings))
+        else:
+            c = AsyncClient.from_url(redis_url, **settings)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        if isinstance(c, SyncAsAsync):
+            c.sync.close()
+        else:
+            await c.aclose()

@@ -1,0 +1,45 @@
+--[[ drop_shard.lua — delete every key of one shard of a topic, unless it still has jobs to run.
+"Jobs to run": members of the sorted set, and ready-stream entries some consumer group has not
+acked (pending in the group, or not yet delivered to it; with no group at all, every entry).
+KEYS[1]  {T:s}:delayed   ZSET
+KEYS[2]  {T:s}:jobs      HASH
+KEYS[3]  {T:s}:ready     STREAM
+KEYS[4..] every other key of the shard ({T:s}:dead, :lease, :horizon, :inbox)
+ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
+         | 'force' (delete whatever the shard holds, no counting)
+Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)
+         {-1, key} wrong type (check and drop modes; nothing deleted)
+]]
+local mode = ARGV[1]
+local pending, unacked = 0, 0
+if mode ~= 'force' then
+  local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream')
+  if bad then
+    return {-1, bad}
+  end
+  pending = redis.call('ZCARD', KEYS[1])
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    local groups = redis.call('XINFO', 'GROUPS', KEYS[3])
+    if #groups == 0 then
+      unacked = redis.call('XLEN', KEYS[3])
+    end
+    for _, flat in ipairs(groups) do
+      local g = wq_fields(flat)
+      -- Entries after the last delivered one: whether any exist is read off the stream; how
+      -- many is the server's lag, an estimate (absent or off after deletions), at least 1.
+      local undelivered = 0
+      if #redis.call('XRANGE', KEYS[3], '(' .. g['last-delivered-id'], '+', 'COUNT', 1) > 0 then
+        undelivered = 1
+        if type(g['lag']) == 'number' and g['lag'] > 1 then
+          undelivered = g['lag']
+        end
+      end
+      unacked = unacked + tonumber(g['pending']) + undelivered
+    end
+  end
+end
+if mode == 'check' or (mode ~= 'force' and pending + unacked > 0) then
+  return {0, 0, pending, unacked}
+end
+redis.call('UNLINK', unpack(KEYS))
+return {0, 1, pending, unacked}
