@@ -395,3 +395,6 @@ async def test_large_payloads_due_together_go_over_several_calls_and_hold_no_sma
     assert len(bigs_before) <= 2, f"small jobs waited behind {len(bigs_before)} large ones"
     calls = [e.count for e in events if e.kind == "emitted"]
     assert len(calls) >= 6, f"12 large jobs of 200 KB went in {len(calls)} calls of 256 KiB"
+    sent = [e.sent_ms for e in events if e.kind == "emitted"]
+    assert None not in sent, "an emitted event without the time its call was sent"
+    assert min(s for s in sent if s is not None) >= round(at * 1000), "sent before due"

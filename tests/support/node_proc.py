@@ -2,7 +2,8 @@
 
 Usage: python -m tests.support.node_proc URL TOPIC NODE_ID SETTINGS_JSON
 
-Prints one JSON line per node event, with ``t`` the node's Redis-clock ms:
+Prints one JSON line per node event, with ``t`` the node's Redis-clock ms (for ``emitted``,
+when the emit call was sent: a reply that arrives after a pause is not a late emit):
 ``{"t": 1795..., "kind": "emitted", "shard": 2, "count": 17}``, and logs to stderr (INFO).
 SIGTERM stops it gracefully (a second one exits at once). `NodeProcess` starts one from a
 test and reads those lines back.
@@ -29,7 +30,7 @@ def main() -> None:
 
     def on_event(event: NodeEvent) -> None:
         line = {
-            "t": node.clock.now_ms(),
+            "t": node.clock.now_ms() if event.sent_ms is None else event.sent_ms,
             "kind": event.kind,
             "shard": event.shard,
             "count": event.count,

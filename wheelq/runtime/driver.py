@@ -124,7 +124,7 @@ class WheelDriver(Service):
             else:
                 log.error("emit on %s failed: %s", lead.keys.tag, result)
             return
-        record_emit(self._ctx, lead, result)
+        record_emit(self._ctx, lead, result, now_ms)
         if result.not_yet_due:
             # Rescheduled later (or our clock ran ahead of Redis): fire at the new time.
             self.schedule(lead, [(i, max(due, now_ms + 1)) for i, due in result.not_yet_due])
@@ -133,11 +133,12 @@ class WheelDriver(Service):
             self.schedule(lead, [(i, now_ms) for i in result.held])
 
 
-def record_emit(ctx: NodeContext, lead: Lead, result: ops.EmitResult) -> None:
-    """Count what an emit call (wheel or sweep) did; log each job it could not emit."""
+def record_emit(ctx: NodeContext, lead: Lead, result: ops.EmitResult, sent_ms: int) -> None:
+    """Count what an emit call (wheel or sweep) sent at `sent_ms` did; log each job it could
+    not emit."""
     lead.emitted += result.emitted
     if result.emitted:
-        ctx.event("emitted", lead.keys, result.emitted)
+        ctx.event("emitted", lead.keys, result.emitted, sent_ms)
     if result.orphans:
         log.error("%s: %d job ids had no envelope and were dropped", lead.keys.tag, result.orphans)
         ctx.event("orphans", lead.keys, result.orphans)

@@ -42,6 +42,9 @@ class NodeEvent:
     topic: str
     shard: int
     count: int = 0
+    sent_ms: int | None = None
+    """For ``emitted``: the node's clock (Redis time, ms) when the emit call was sent. The
+    reply, and so the event, can come much later (a node paused with a call in flight)."""
 
 
 EventHook = Callable[[NodeEvent], None]
@@ -91,6 +94,6 @@ class NodeContext:
     """Called when a service finds a lease gone: the node forgets the lead."""
     on_event: EventHook | None = None
 
-    def event(self, kind: str, keys: ShardKeys, count: int = 0) -> None:
+    def event(self, kind: str, keys: ShardKeys, count: int = 0, sent_ms: int | None = None) -> None:
         if self.on_event is not None:
-            self.on_event(NodeEvent(kind, keys.topic, keys.shard, count))
+            self.on_event(NodeEvent(kind, keys.topic, keys.shard, count, sent_ms))

@@ -75,7 +75,8 @@ class Preloader(Service):
     async def _round(self, lead: Lead) -> bool:
         s = self._ctx.settings
         token = self._ctx.leads.token
-        bound_ms = max(lead.acquired_ms, self._ctx.clock.now_ms() - s.sweep_grace_ms)
+        sent_ms = self._ctx.clock.now_ms()
+        bound_ms = max(lead.acquired_ms, sent_ms - s.sweep_grace_ms)
         calls: list[Call[Any]] = [
             ops.drain_inbox(lead.keys, INBOX_BATCH),
             ops.preload(
@@ -91,9 +92,9 @@ class Preloader(Service):
                 raise reply
         self._outage.ok()
         inbox, page, sweep = replies
-        return self._settle(lead, inbox, page, sweep)
+        return self._settle(lead, inbox, page, sweep, sent_ms)
 
-    def _settle(self, lead: Lead, inbox: Any, page: Any, sweep: Any) -> bool:
+    def _settle(self, lead: Lead, inbox: Any, page: Any, sweep: Any, sent_ms: int) -> bool:
         if not lead.active:
             return False
         if isinstance(page, LeaseLostError) or isinstance(sweep, LeaseLostError):
@@ -109,7 +110,7 @@ class Preloader(Service):
             lead.cursor_ms = max(lead.cursor_ms, page.cursor_ms)
             busy = busy or page.full
         if isinstance(sweep, ops.EmitResult):
-            record_emit(self._ctx, lead, sweep)
+            record_emit(self._ctx, lead, sweep, sent_ms)
             busy = busy or sweep.more
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):
