@@ -50,52 +50,85 @@ local out = {0, 0, 0, 0, later, malformed, held}
 if #ids == 0 then
   return out
 end
--- Batched: one ZMSCORE and one HMGET read every id, one ZREM and one HDEL remove the emitted.
+-- Batched: one ZMSCORE reads every id, one ZREM and one HDEL remove the emitted.
 local scores = wq_multi('ZMSCORE', KEYS[1], ids, redis.pcall)
 if scores.err then
   return {-1, KEYS[1]}
 end
-local envelopes = wq_multi('HMGET', KEYS[2], ids, redis.pcall)
-if envelopes.err then
-  return {-1, KEYS[2]}
-end
+-- Envelopes are read as the loop reaches them: in HMGET chunks sized from the bytes left in the
+-- budget and the sizes read so far, until a chunk overdraws the budget; from then on each id's
+-- size is asked first (HSTRLEN) and only envelopes that will move are read. Ids held back by
+-- the budget are not read, so a call never copies a backlog of large envelopes.
 local budget, extra = tonumber(ARGV[5]), true
 local gone, seen, failed, failed_key = {}, {}, nil, nil
+local envelopes, read_upto, chunk, probe = {}, 0, 4, false
+local HELD = {} -- an envelope left unread: it does not fit the budget
 for i, id in ipairs(ids) do
   if scores[i] and not seen[id] then
     seen[id] = true
-    local envelope = envelopes[i]
     if tonumber(scores[i]) > now then
       later[#later + 1] = id
       later[#later + 1] = scores[i]
-    elseif not envelope then
-      out[4] = out[4] + 1
-      gone[#gone + 1] = id
-    elseif #envelope > budget and not extra then
+    elseif budget <= 0 and not extra then
       held[#held + 1] = id
     else
-      if #envelope > budget then
-        extra = false
+      if i > read_upto and probe then
+        read_upto = i
+        local size = redis.call('HSTRLEN', KEYS[2], id)
+        if size > budget and not extra then
+          envelopes[i] = HELD
+        else
+          envelopes[i] = redis.call('HGET', KEYS[2], id)
+        end
+      elseif i > read_upto then
+        read_upto = math.min(i + chunk - 1, #ids)
+        local got = redis.pcall('HMGET', KEYS[2], unpack(ids, i, read_upto))
+        if got.err then
+          failed, failed_key = got.err, KEYS[2]
+          break
+        end
+        local bytes = 0
+        for j = 1, #got do
+          envelopes[i + j - 1] = got[j]
+          if got[j] then
+            bytes = bytes + #got[j]
+          end
+        end
+        probe = bytes > budget
+        chunk = math.min(64, math.floor((budget - bytes) * #got / math.max(bytes, 1)) + 1)
+      end
+      local envelope = envelopes[i]
+      if envelope == HELD then
+        held[#held + 1] = id
+      elseif not envelope then
+        out[4] = out[4] + 1
+        gone[#gone + 1] = id
+      elseif #envelope > budget and not extra then
+        held[#held + 1] = id
       else
-        budget = budget - #envelope
+        if #envelope > budget then
+          extra = false
+        else
+          budget = budget - #envelope
+        end
+        local env, why = wq_envelope(envelope)
+        local added
+        if env then
+          added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env)
+        else
+          added = wq_bury(KEYS[5], ARGV[2], id, scores[i], envelope, why)
+        end
+        if type(added) == 'table' and added.err then
+          failed, failed_key = added.err, env and KEYS[3] or KEYS[5]
+          break
+        end
+        if env then
+          out[2] = out[2] + 1
+        else
+          malformed[#malformed + 1] = id
+        end
+        gone[#gone + 1] = id
       end
-      local env, why = wq_envelope(envelope)
-      local added
-      if env then
-        added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env)
-      else
-        added = wq_bury(KEYS[5], ARGV[2], id, scores[i], envelope, why)
-      end
-      if type(added) == 'table' and added.err then
-        failed, failed_key = added.err, env and KEYS[3] or KEYS[5]
-        break
-      end
-      if env then
-        out[2] = out[2] + 1
-      else
-        malformed[#malformed + 1] = id
-      end
-      gone[#gone + 1] = id
     end
   end
 end
