@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import os
 import sys
 import traceback
@@ -108,6 +107,10 @@ def load_handler(spec: str) -> Any:
             f"handler {spec!r} is not callable (type {type(target).__name__}): "
             "it must be a def or async def taking a wheelq.Job"
         )
-    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
-        raise usage_error(f"handler {spec!r} is a generator; make it a plain def or async def")
-    return target
+    from wheelq.errors import InvalidHandlerError
+    from wheelq.runtime.handler import check_handler
+
+    try:
+        return check_handler(target)  # the worker's own rules (generators, signature)
+    except InvalidHandlerError as exc:
+        raise usage_error(f"handler {spec!r}: {exc}") from exc

@@ -142,7 +142,6 @@ class Producer:
         k.validate_topic(topic)
         if not isinstance(force, bool):
             raise InvalidArgumentError("force", f"force must be a bool, got {force!r}")
-        self._shards.pop(topic, None)
         (shards,) = yield [ops.topic_shards(topic)]
         if shards is None:
             return False
