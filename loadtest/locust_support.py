@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 
 from wheelq import Job, Worker
 from wheelq.runtime.clock import RedisClock
-from wheelq.runtime.scheduler import ClockKeeper
+from wheelq.scheduler.scheduler import ClockKeeper
 from wheelq.store.calls import AsyncExecutor
 
 log = logging.getLogger("wheelq.locust.worker")

@@ -29,11 +29,11 @@ from wheelq.errors import (
     TopicNotEmptyError,
     WheelqError,
 )
-from wheelq.runtime.client import AsyncClient, Client
-from wheelq.runtime.leads import NodeEvent
-from wheelq.runtime.producer import EnqueueItem, ShardStats, TopicStats
-from wheelq.runtime.scheduler import Scheduler, StopReport
-from wheelq.runtime.worker import Worker, WorkerStopReport
+from wheelq.producer.client import AsyncClient, Client
+from wheelq.producer.operations import EnqueueItem, ShardStats, TopicStats
+from wheelq.scheduler.led_shards import NodeEvent
+from wheelq.scheduler.scheduler import Scheduler, StopReport
+from wheelq.worker.worker import Worker, WorkerStopReport
 
 __version__ = "0.1.0"
 

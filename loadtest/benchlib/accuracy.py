@@ -29,7 +29,7 @@ from benchlib.nodes import Workers, start_scheduler
 from wheelq import Client, EnqueueItem
 from wheelq.core.keys import all_shards
 from wheelq.core.stats import summarize
-from wheelq.runtime.observe import read_fired
+from wheelq.testing.fired import read_fired
 
 ENQUEUE_CHUNK = 20_000
 

@@ -13,8 +13,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tests.support.servers import PortGuard, dedicated_server, tls_supported
-from wheelq.embedded import EmbeddedServer, ServerBinary
 from wheelq.errors import EmbeddedServerError
+from wheelq.testing.embedded import EmbeddedServer, ServerBinary
 
 
 def _client(url: str, **kwargs: object) -> redis.Redis:

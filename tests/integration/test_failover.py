@@ -24,7 +24,7 @@ from tests.support.waiting import eventually_sync
 from wheelq import AsyncClient, Client, EnqueueItem, Scheduler
 from wheelq.core.keys import all_shards, shard_of
 from wheelq.core.stats import Fired, summarize
-from wheelq.embedded import ServerBinary
+from wheelq.testing.embedded import ServerBinary
 
 SHARDS = 4
 TTL_MS = 1500

@@ -25,7 +25,7 @@ from tests.support.cli import ROOT, clean_env, wheelq_argv
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq.core.keys import all_shards
-from wheelq.embedded import ServerBinary
+from wheelq.testing.embedded import ServerBinary
 
 README_URL = re.compile(r"redis://localhost:\d+/0")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)

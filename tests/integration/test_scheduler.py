@@ -15,10 +15,10 @@ from tests.support.waiting import eventually
 from wheelq import AsyncClient, EnqueueItem, NodeEvent, Scheduler, SchedulerSettings
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.stats import Fired, summarize
-from wheelq.embedded import ServerBinary
 from wheelq.runtime.clock import RedisClock
-from wheelq.runtime.observe import read_fired
-from wheelq.runtime.scheduler import warn_if_unsafe
+from wheelq.scheduler.scheduler import warn_if_unsafe
+from wheelq.testing.embedded import ServerBinary
+from wheelq.testing.fired import read_fired
 
 SHARDS = 4
 # A sweep grace far above any on-time path, so a job that only the sweep could have

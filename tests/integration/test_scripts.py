@@ -21,12 +21,12 @@ from tests.support.waiting import eventually_sync
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
-from wheelq.embedded import ServerBinary
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import ops
 from wheelq.store.calls import SyncExecutor
 from wheelq.store.ops import EmitResult, JobWrite, Placed
 from wheelq.store.scripts import script
+from wheelq.testing.embedded import ServerBinary
 
 TOKEN = "node-a:1"
 OTHER = "node-b:1"

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from wheelq.embedded import EmbeddedServer, ServerBinary
 from wheelq.errors import EmbeddedServerError
+from wheelq.testing.embedded import EmbeddedServer, ServerBinary
 
 FORBIDDEN_PORTS = frozenset({6379})  # the developer's own Redis lives there
 

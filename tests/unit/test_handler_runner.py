@@ -20,7 +20,7 @@ from wheelq import (
     InvalidHandlerError,
     Job,
 )
-from wheelq.runtime.handler import HandlerRunner
+from wheelq.worker.handler_runner import HandlerRunner
 
 
 def holds(predicate: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 
 if TYPE_CHECKING:
-    from wheelq.runtime.client import Client
+    from wheelq.producer.client import Client
 
 ENVIRONMENT = {
     "WHEELQ_REDIS_URL": "the Redis URL when --redis-url is not given",
@@ -100,7 +100,7 @@ class Context:
     @contextmanager
     def client(self) -> Iterator[Client]:
         """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards."""
-        from wheelq.runtime.client import Client
+        from wheelq.producer.client import Client
 
         with Client.from_url(self.redis_url(), **self.section("client")) as client:
             yield client

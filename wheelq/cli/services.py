@@ -41,7 +41,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def scheduler(ctx: Context) -> int:
     """Run a node on the topics of ``--topics``, ``$WHEELQ_TOPICS`` or ``[scheduler] topics``."""
-    from wheelq.runtime.scheduler import Scheduler
+    from wheelq.scheduler.scheduler import Scheduler
 
     url = ctx.redis_url()
     settings = ctx.section("scheduler")
@@ -59,7 +59,7 @@ def scheduler(ctx: Context) -> int:
 
 def worker(ctx: Context) -> int:
     """Run a worker; exits 1 when it abandoned entries on the way out."""
-    from wheelq.runtime.worker import Worker
+    from wheelq.worker.worker import Worker
 
     url = ctx.redis_url()
     args, settings = ctx.args, ctx.section("worker")
@@ -108,7 +108,7 @@ def load_handler(spec: str) -> Any:
             "it must be a def or async def taking a wheelq.Job"
         )
     from wheelq.errors import InvalidHandlerError
-    from wheelq.runtime.handler import check_handler
+    from wheelq.worker.handler_runner import check_handler
 
     try:
         return check_handler(target)  # the worker's own rules (generators, signature)

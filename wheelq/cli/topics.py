@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from wheelq.cli.context import CliError, Context
 
 if TYPE_CHECKING:
-    from wheelq.runtime.client import Client
-    from wheelq.runtime.producer import TopicStats
+    from wheelq.producer.client import Client
+    from wheelq.producer.operations import TopicStats
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:

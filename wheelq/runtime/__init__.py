@@ -1,1 +1,1 @@
-"""Services that do I/O: the producer clients, the scheduler node and its parts."""
+"""What every role runs on: the supervised service base, riding out outages, the clocks."""

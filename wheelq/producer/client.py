@@ -1,7 +1,7 @@
 """The producer API: `Client` (blocking) and `AsyncClient` (asyncio).
 
 Both expose the same methods with the same arguments; the logic lives once
-in `wheelq.runtime.producer` and each client only sends its calls.
+in `wheelq.producer.operations` and each client only sends its calls.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from wheelq.core.dead import DeadLetter
 from wheelq.core.job import JobInfo
 from wheelq.core.schedule import At, Delay
 from wheelq.core.settings import ClientSettings
-from wheelq.runtime import dead_letters as dl
-from wheelq.runtime.producer import EnqueueItem, Op, Producer, TopicStats
+from wheelq.producer import dead_letters as dl
+from wheelq.producer.operations import EnqueueItem, Op, Producer, TopicStats
 from wheelq.store.calls import AsyncExecutor, SyncExecutor
 
 T = TypeVar("T")

@@ -20,10 +20,10 @@ import logging
 from typing import Any
 
 from wheelq.errors import LeaseLostError
-from wheelq.runtime.driver import WheelDriver, record_emit
-from wheelq.runtime.leads import Lead, NodeContext
 from wheelq.runtime.outage import Outage, is_transient
 from wheelq.runtime.service import Service
+from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
 from wheelq.store import ops
 from wheelq.store.calls import Call
 

@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError, ResponseError
 
-from wheelq.runtime.membership import Consumer
 from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service, StopBudget
 from wheelq.store import consume
+from wheelq.worker.membership import Consumer
 
 log = logging.getLogger("wheelq.worker")
 

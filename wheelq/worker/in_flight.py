@@ -21,9 +21,9 @@ from typing import Any
 from wheelq.core.job import Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime.clock import WallClock
-from wheelq.runtime.handler import HandlerRunner
-from wheelq.runtime.settler import Settler
 from wheelq.store.consume import Entry
+from wheelq.worker.handler_runner import HandlerRunner
+from wheelq.worker.settler import Settler
 
 log = logging.getLogger("wheelq.worker")
 

@@ -19,13 +19,14 @@ from typing import Any
 from wheelq.core.job import Job
 from wheelq.core.keys import TOPICS_KEY, all_shards, nodes_key
 from wheelq.core.stats import Fired, summarize
-from wheelq.runtime.client import AsyncClient
+from wheelq.producer.client import AsyncClient
+from wheelq.producer.operations import EnqueueItem
 from wheelq.runtime.clock import RedisClock
-from wheelq.runtime.observe import read_fired
-from wheelq.runtime.producer import EnqueueItem
-from wheelq.runtime.scheduler import ClockKeeper, Scheduler
-from wheelq.runtime.worker import Worker
+from wheelq.scheduler.clock_keeper import ClockKeeper
+from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store.calls import AsyncExecutor, Call
+from wheelq.testing.fired import read_fired
+from wheelq.worker.worker import Worker
 
 Progress = Callable[[int, int, int], None]
 """progress(fired, handled, total)"""

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from redis.exceptions import RedisError
 
 from wheelq.core.settings import WorkerSettings
-from wheelq.runtime.membership import Consumer
 from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
 from wheelq.store import consume
+from wheelq.worker.membership import Consumer
 
 log = logging.getLogger("wheelq.worker")
 

@@ -25,15 +25,16 @@ from redis.exceptions import RedisError
 
 from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
-from wheelq.runtime.clock import RedisClock, monotonic_ms
-from wheelq.runtime.driver import WheelDriver
-from wheelq.runtime.leads import EventHook, Lead, Leads, NodeContext
-from wheelq.runtime.leases import LeaseKeeper
-from wheelq.runtime.outage import Outage, StartGate
-from wheelq.runtime.preloader import Preloader
-from wheelq.runtime.service import Lifecycle, Service, SignalStop, StopBudget, close
-from wheelq.runtime.trimmer import Trimmer
-from wheelq.runtime.wake import WakeListener
+from wheelq.runtime.clock import RedisClock
+from wheelq.runtime.outage import StartGate
+from wheelq.runtime.service import Lifecycle, SignalStop, StopBudget, close
+from wheelq.scheduler.clock_keeper import ClockKeeper
+from wheelq.scheduler.lease_keeper import LeaseKeeper
+from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
+from wheelq.scheduler.preloader import Preloader
+from wheelq.scheduler.trimmer import Trimmer
+from wheelq.scheduler.wake_listener import WakeListener
+from wheelq.scheduler.wheel_driver import WheelDriver
 from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor
 
@@ -52,33 +53,6 @@ class StopReport:
     unfired_preloaded: int
     unreleased_leases: int = 0
     """Leases not released (Redis unreachable, or stop_timeout_ms ran out)."""
-
-
-class ClockKeeper(Service):
-    """Measures the offset to the Redis clock now and then (DESIGN invariant 6)."""
-
-    name = "clock"
-
-    def __init__(self, executor: AsyncExecutor, clock: RedisClock, interval_ms: int) -> None:
-        super().__init__()
-        self._executor = executor
-        self._clock = clock
-        self._interval_ms = interval_ms
-
-    async def sample(self) -> None:
-        before = monotonic_ms()
-        (server_ms,) = await self._executor.run([ops.server_time()])
-        self._clock.add_sample(before, server_ms, monotonic_ms())
-
-    async def _run(self) -> None:
-        outage = Outage(log, "clock keeper")
-        while not self.stopping:
-            await self.sleep(self._interval_ms / 1000)
-            try:
-                await self.sample()
-                outage.ok()
-            except (RedisError, OSError) as exc:
-                outage.failed(exc)  # logged once per outage; the next try is an interval later
 
 
 class Scheduler(Lifecycle):

@@ -38,7 +38,7 @@ from wheelq.errors import (
     TopicConfigError,
     TopicNotEmptyError,
 )
-from wheelq.runtime.batch import EncodeBatch
+from wheelq.producer.encode_batch import EncodeBatch
 from wheelq.runtime.clock import WallClock
 from wheelq.store import ops
 from wheelq.store.calls import Call

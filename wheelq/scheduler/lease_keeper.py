@@ -19,9 +19,9 @@ from typing import Any
 from wheelq.core.keys import Registry, ShardKeys, all_shards
 from wheelq.core.shares import quota, rank
 from wheelq.runtime.clock import monotonic_ms
-from wheelq.runtime.leads import Lead, NodeContext
 from wheelq.runtime.outage import CAP_S, Outage
 from wheelq.runtime.service import Service
+from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import ops
 from wheelq.store.calls import Call
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from wheelq.core.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
-from wheelq.runtime.leads import Lead, NodeContext
 from wheelq.runtime.outage import Outage, is_transient
 from wheelq.runtime.service import Service
+from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import ops
 from wheelq.store.calls import Call
 

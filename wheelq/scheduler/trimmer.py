@@ -14,9 +14,9 @@ import logging
 
 from redis.exceptions import RedisError
 
-from wheelq.runtime.leads import NodeContext
 from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
+from wheelq.scheduler.led_shards import NodeContext
 from wheelq.store import consume
 
 log = logging.getLogger("wheelq.scheduler")

@@ -16,10 +16,10 @@ import logging
 import redis.asyncio
 from redis.exceptions import RedisError
 
-from wheelq.runtime.driver import WheelDriver
-from wheelq.runtime.leads import Leads
 from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
+from wheelq.scheduler.led_shards import Leads
+from wheelq.scheduler.wheel_driver import WheelDriver
 
 log = logging.getLogger("wheelq.wake")
 

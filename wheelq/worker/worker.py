@@ -28,18 +28,18 @@ import redis.asyncio
 
 from wheelq.core.keys import ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import RetryPolicy
-from wheelq.core.settings import ClientSettings, WorkerSettings
+from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
-from wheelq.runtime.claims import ClaimKeeper
-from wheelq.runtime.client import AsyncClient
-from wheelq.runtime.dispatch import Dispatcher
-from wheelq.runtime.handler import Handler, HandlerRunner
-from wheelq.runtime.membership import Consumer, Membership
 from wheelq.runtime.outage import StartGate
-from wheelq.runtime.reader import StreamReader
 from wheelq.runtime.service import Lifecycle, SignalStop, StopBudget, close
-from wheelq.runtime.settler import Settler
+from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor
+from wheelq.worker.claim_keeper import ClaimKeeper
+from wheelq.worker.handler_runner import Handler, HandlerRunner
+from wheelq.worker.in_flight import Dispatcher
+from wheelq.worker.membership import Consumer, Membership
+from wheelq.worker.settler import Settler
+from wheelq.worker.stream_reader import StreamReader
 
 log = logging.getLogger("wheelq.worker")
 
@@ -189,10 +189,12 @@ class Worker(Lifecycle):
         await self._gate.run(self._start)
 
     async def _start(self) -> None:
-        client = AsyncClient(
-            self.redis, ClientSettings(default_shards=self.settings.default_shards)
+        _, shards = await self._executor.run(  # the topic is created on first use
+            [
+                ops.register_topic(self.topic, self.settings.default_shards),
+                ops.topic_shards(self.topic),
+            ]
         )
-        shards = await client.create_topic(self.topic)
         self._shards = all_shards(self.topic, shards)
         me = Consumer(self._executor, self.topic, self._shards, self.group, self.consumer)
         self._members = Membership(me)

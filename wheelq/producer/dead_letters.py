@@ -1,6 +1,6 @@
 """Dead-letter operations for the clients: list, replay, purge — written once, sans-I/O.
 
-Like `wheelq.runtime.producer`, each operation is a generator that yields
+Like `wheelq.producer.operations`, each operation is a generator that yields
 lists of `Call`s and returns its result; `Client` and `AsyncClient` drive
 them. A dead letter is addressed by its ref ``"shard/entry-id"``.
 """
@@ -15,7 +15,7 @@ from wheelq.core.dead import DeadLetter, parse_ref
 from wheelq.core.job import entry_ms
 from wheelq.core.keys import ShardKeys, all_shards, validate_shards
 from wheelq.errors import InvalidArgumentError
-from wheelq.runtime.producer import Op, Producer
+from wheelq.producer.operations import Op, Producer
 from wheelq.store import consume
 
 Refs = Iterable[str | DeadLetter] | None

@@ -13,7 +13,7 @@ success), so the worker decides retry or dead letter in one place. `SystemExit`,
 
 Time limits start when the handler starts. An async handler that runs over is cancelled; a
 sync one cannot be, so its thread runs on *wedged* and the pool starts a replacement, up to
-as many wedged threads as `threads` (see `wheelq.runtime.threads`).
+as many wedged threads as `threads` (see `wheelq.worker.handler_threads`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from wheelq.core.job import Job
 from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError
-from wheelq.runtime.threads import HandlerThreads, RanOver
+from wheelq.worker.handler_threads import HandlerThreads, RanOver
 
 log = logging.getLogger("wheelq.worker")
 
