@@ -40,8 +40,13 @@ class RedisClock:
         offset = self._estimator.offset_ms() if self._estimator.ready else self._fallback_offset_ms
         return monotonic_ms() + offset
 
+    def local_ms(self) -> float:
+        """The local clock this clock adds its offset to (monotonic, ms, arbitrary origin):
+        what the two ends of a round trip given to `add_sample` must be read from."""
+        return monotonic_ms()
+
     def add_sample(self, before_ms: float, server_ms: float, after_ms: float) -> None:
-        """Record one TIME round trip (local monotonic ms before/after, server ms)."""
+        """Record one TIME round trip (`local_ms` before and after, server ms between)."""
         self._estimator.add(ClockSample(before_ms, server_ms, after_ms))
 
     @property

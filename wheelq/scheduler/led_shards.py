@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import SchedulerSettings
-from wheelq.store.calls import AsyncExecutor
+from wheelq.store.calls import Executor
 
 
 @dataclass(eq=False, slots=True)
@@ -86,7 +86,7 @@ class Leads:
 class NodeContext:
     """What every service of one node shares."""
 
-    executor: AsyncExecutor
+    executor: Executor
     clock: Clock
     leads: Leads
     settings: SchedulerSettings

@@ -38,7 +38,7 @@ from wheelq.scheduler.wheel_driver import WheelDriver
 from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor
 
-log = logging.getLogger("wheelq.scheduler")
+log = logging.getLogger(__name__)
 
 CLOCK_SAMPLES_AT_START = 5
 
