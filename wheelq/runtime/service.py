@@ -10,7 +10,9 @@ The loop around it belongs here, so every part fails the same way:
   not cut that pause short, `stop()` does;
 - the next step that returns resets the count, unless it reported a failure it
   caught itself with `failed()` (one shard of several refused, say): then the
-  count goes on and no pause is taken, so the other shards are not held up;
+  count goes on and no pause is taken, so the other shards are not held up; a
+  step that did not try the refused work again says so with `still_failing()`,
+  and the count stands until a step that did returns;
 - cancellation passes through; nothing else ends the loop but `stop()`.
 
 A part that raises once is therefore never gone for good, and `status()` shows
@@ -204,6 +206,12 @@ class Service(Lifecycle):
         self._reported = True
         self.last_error = f"{type(exc).__name__}: {exc}"[:500]
         return self._outage.failed(exc)
+
+    def still_failing(self) -> None:
+        """Keep the count through this step without counting it: the step did not try
+        again what failed (a shard refused earlier whose retry is not due yet), so its
+        returning is no sign that the failure is over."""
+        self._reported = True
 
     def succeeded(self) -> None:
         """Note a round that worked: ends the count (and an outage, with one INFO line)."""

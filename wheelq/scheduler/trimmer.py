@@ -6,12 +6,17 @@ ready stream that every consumer group has acked and that are older than
 pending lists and delivery positions, so an entry some group has not acked
 (or not yet received) is never removed, and a stream no group reads yet is
 left whole. One node trims each shard: the one holding its lease.
+
+A shard whose trim is refused (its ready key holds something else than a stream)
+is reported with `Service.failed` and skipped for the round; the other shards are
+trimmed as usual. An outage (Redis unreachable, still loading) fails the whole round.
 """
 
 from __future__ import annotations
 
 import logging
 
+from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import NodeContext
 from wheelq.store import consume
@@ -25,7 +30,11 @@ MAX_CALLS_PER_ROUND = 50
 
 
 class Trimmer(Service):
-    """Every ``trim_interval_ms``, trims the ready streams of the shards this node leads."""
+    """Every ``trim_interval_ms``, trims the ready streams of the shards this node leads.
+
+    Args:
+        ctx: The node's shared context (executor, clock, leads, settings).
+    """
 
     name = "trimmer"
     title = "trimmer"
@@ -43,7 +52,12 @@ class Trimmer(Service):
         return self._ctx.settings.trim_interval_ms / 1000
 
     async def trim_once(self) -> int:
-        """One round over every led shard; returns how many entries went."""
+        """One round over every led shard, each shard called again while it has `more`
+        (at most `MAX_CALLS_PER_ROUND` times); returns how many entries went.
+
+        Raises:
+            Exception: A transient one (Redis unreachable): the round is cut short.
+        """
         s = self._ctx.settings
         total = 0
         pending = {lead.keys: 0 for lead in self._ctx.leads.all()}
@@ -52,13 +66,20 @@ class Trimmer(Service):
                 consume.trim(keys, s.retention_ms, s.trim_batch, CONSUMER_IDLE_MS)
                 for keys in pending
             ]
-            replies = await self._ctx.executor.run(calls)
+            replies = await self._ctx.executor.run(calls, return_exceptions=True)
+            for reply in replies:
+                if is_transient(reply):
+                    raise reply
             for keys, result in zip(list(pending), replies, strict=True):
+                if isinstance(result, Exception):
+                    self.failed(result)  # this shard only: the others are trimmed
+                    del pending[keys]
+                    continue
                 total += result.trimmed
+                self.trimmed += result.trimmed
                 if result.trimmed:
                     self._ctx.event("trimmed", keys, result.trimmed)
                 pending[keys] += 1
                 if not result.more or pending[keys] >= MAX_CALLS_PER_ROUND:
                     del pending[keys]
-        self.trimmed += total
         return total

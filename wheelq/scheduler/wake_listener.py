@@ -26,7 +26,15 @@ POLL_S = 0.1  # how soon a new subscription (or stop) takes effect
 
 
 class WakeListener(Service):
-    """Feeds pub/sub wake notes of led shards into the wheel."""
+    """Feeds pub/sub wake notes of led shards into the wheel.
+
+    Args:
+        connection: The client whose pub/sub connection it subscribes with.
+        leads: The node's leads: whose channels to follow, and whose notes to take.
+        driver: Where announced jobs go.
+        clock: This part's clock (the base logs pauses on it).
+        max_pause_ms: Longest pause after failed subscriptions (``failure_pause_max_ms``).
+    """
 
     name = "wake"
     title = "wake listener"
@@ -78,7 +86,7 @@ class WakeListener(Service):
         channel, data = message.get("channel"), message.get("data")
         if not isinstance(channel, bytes) or not isinstance(data, bytes):
             return
-        lead = self._leads.by_channel.get(channel.decode())
-        due, _, job_id = data.decode().partition(":")
+        lead = self._leads.by_channel.get(channel.decode("utf-8", "replace"))
+        due, _, job_id = data.decode("utf-8", "replace").partition(":")  # not a note: ignored
         if lead is not None and due.isdigit() and job_id:
             self._driver.schedule(lead, [(job_id, int(due))])

@@ -8,6 +8,12 @@ back with its new due time and is put back in the wheel, and a shard
 whose lease is gone answers LEASE_LOST, which drops the lead. While Redis
 is unreachable it pauses with backoff between emits: what expires meanwhile
 goes out in one round when the pause ends (or is swept later, if it fails).
+
+A shard whose emit is refused (a key of the wrong type, say) is reported
+with `failed()` and its ids go back in the wheel for a retry after the
+backoff pause, while the other shards fire on time. Until a retry gets
+through, the steps between retries keep the count (`still_failing()`), so
+``status()`` shows the sick shard for as long as it is sick.
 """
 
 from __future__ import annotations
@@ -30,7 +36,11 @@ WheelKey = tuple[int, str]  # (lead slot, job id)
 
 
 class WheelDriver(Service):
-    """Fires preloaded jobs at their due millisecond."""
+    """Fires preloaded jobs at their due millisecond.
+
+    Args:
+        ctx: The node's shared context (executor, clock, leads, settings).
+    """
 
     name = "driver"
     title = "wheel driver"
@@ -42,6 +52,8 @@ class WheelDriver(Service):
         self.wheel: TimingWheel[WheelKey] = TimingWheel(
             tick_ms=s.tick_ms, wheel_size=s.wheel_size, start_ms=ctx.clock.now_ms()
         )
+        self._refused: set[int] = set()
+        """Slots of leads whose last emit was refused and is to be retried."""
 
     def schedule(self, lead: Lead, jobs: list[tuple[str, int]]) -> None:
         """Put (job id, due ms) pairs of `lead` in the wheel; wakes the driver if earlier."""
@@ -63,11 +75,21 @@ class WheelDriver(Service):
         now_ms = self.clock.now_ms()
         next_ms = self.wheel.next_expiry_ms()
         if next_ms is None or next_ms > now_ms:
+            if self._refused:
+                self._keep_count()
             return None if next_ms is None else (next_ms - now_ms) / 1000
         expired = self.wheel.advance_to(now_ms)
         if expired:
             await self._emit(expired, now_ms)
+        if self._refused:
+            self._keep_count()
         return 0.0
+
+    def _keep_count(self) -> None:
+        """A refused shard's retry is still to come: this step is no sign it is well."""
+        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
+        if self._refused:
+            self.still_failing()
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
         by_slot: dict[int, list[str]] = defaultdict(list)
@@ -75,44 +97,54 @@ class WheelDriver(Service):
             by_slot[slot].append(job_id)
         batch = self._ctx.settings.emit_batch
         calls: list[Call[Any]] = []
-        targets: list[Lead] = []
+        targets: list[tuple[Lead, list[str]]] = []
         for slot, ids in by_slot.items():
             lead = self._ctx.leads.by_slot.get(slot)
             if lead is None or not lead.active:
                 continue  # the shard was lost or released: its new leader fires these
             for i in range(0, len(ids), batch):
+                chunk = ids[i : i + batch]
                 calls.append(
                     ops.emit_due(
                         lead.keys,
                         self._ctx.leads.token,
                         now_ms,
-                        ids[i : i + batch],
+                        chunk,
                         max_bytes=self._ctx.settings.emit_batch_bytes,
                     )
                 )
-                targets.append(lead)
+                targets.append((lead, chunk))
         if not calls:
             return
         # A connection error raises here: the jobs are still in Redis, the sweep emits them.
         results = await self._ctx.executor.run(calls, return_exceptions=True)
         outage = None
-        for lead, result in zip(targets, results, strict=True):
+        for (lead, chunk), result in zip(targets, results, strict=True):
             if isinstance(result, Exception) and is_transient(result):
                 outage = result  # LOADING and the like: pause once every shard is settled
             else:
-                self._settle(lead, result, now_ms)
+                self._settle(lead, chunk, result, now_ms)
         if outage is not None:
             raise outage
 
-    def _settle(self, lead: Lead, result: ops.EmitResult | Exception, now_ms: int) -> None:
+    def _settle(
+        self, lead: Lead, ids: list[str], result: ops.EmitResult | Exception, now_ms: int
+    ) -> None:
         if isinstance(result, LeaseLostError):
+            self._refused.discard(lead.slot)
             if lead.active:
                 log.warning("lost the lease of %s while emitting", lead.keys.tag)
                 self._ctx.lost(lead)
             return
         if isinstance(result, Exception):
-            self.failed(result)  # this shard only (a wrong-type key): no pause for the others
+            # This shard only (a wrong-type key, say): no pause for the others; its ids
+            # are tried again after the backoff pause (the script never emits one twice).
+            retry_ms = now_ms + max(1, round(self.failed(result) * 1000))
+            self._refused.add(lead.slot)
+            self.schedule(lead, [(job_id, retry_ms) for job_id in ids])
             return
+        if self._refused:
+            self._refused.discard(lead.slot)
         record_emit(self._ctx, lead, result, now_ms)
         if result.not_yet_due:
             # Rescheduled later (or our clock ran ahead of Redis): fire at the new time.
