@@ -34,3 +34,12 @@ def eventually_sync(check: Callable[[], T], *, timeout_s: float, what: str) -> T
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(POLL_S)
+
+
+async def until(predicate: Callable[[], object], *, timeout_s: float = 5, what: str) -> None:
+    """`eventually` for a plain (not awaitable) condition on state the test can read."""
+
+    async def check() -> bool:
+        return bool(predicate())
+
+    await eventually(check, timeout_s=timeout_s, what=what)

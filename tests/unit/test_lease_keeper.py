@@ -1,0 +1,173 @@
+"""The lease keeper's step against scripted replies and a manual clock: it takes its share,
+renews on the renew interval (and first of all after a failed step), drops a lease found
+taken, hands shards over to a joining node, and leaves when stopped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from tests.support.node_context import START_MS, TOKEN, TOPIC, NodeParts, keys
+from tests.support.waiting import until
+from wheelq.core.keys import Registry
+from wheelq.scheduler.lease_keeper import LeaseKeeper
+from wheelq.store.calls import Call
+from wheelq.store.ops import LeaseAttempt
+
+SHARDS = 2
+TTL_MS = 3000  # renewed every 1000 ms; checked every 250 ms
+
+
+def acquired(call: Call[Any]) -> LeaseAttempt:
+    return LeaseAttempt(True, True, START_MS, TOKEN)
+
+
+class Cluster:
+    """The replies of a Redis in which `nodes` are alive and `taken` leases are others'."""
+
+    def __init__(self, parts: NodeParts) -> None:
+        self.nodes = [TOKEN]
+        self.taken: set[str] = set()
+        self.renewed: dict[str, bool] = {}
+        parts.executor.answer("HGETALL", lambda call: Registry({TOPIC: SHARDS}, {}))
+        parts.executor.answer("ZADD", lambda call: 1)
+        parts.executor.answer("ZREMRANGEBYSCORE", lambda call: 0)
+        parts.executor.answer("ZRANGE", lambda call: list(self.nodes))
+        parts.executor.answer("ZREM", lambda call: 1)
+        parts.executor.answer(
+            "GET", lambda call: b"other" if call.command[1] in self.taken else None
+        )
+        parts.executor.answer("lease_acquire", acquired)
+        parts.executor.answer("lease_renew", lambda call: self.renewed.get(call.keys[0], True))
+        parts.executor.answer("lease_release", lambda call: True)
+
+
+@pytest.fixture
+def parts() -> NodeParts:
+    return NodeParts.make({"lease_ttl_ms": TTL_MS})
+
+
+def names(round_: list[Call[Any]]) -> list[str]:
+    return [c.script or str(c.command[0]) for c in round_]
+
+
+def keeper(parts: NodeParts, changes: list[int] | None = None) -> LeaseKeeper:
+    return LeaseKeeper(
+        parts.ctx, TOKEN, None, (lambda: changes.append(1)) if changes is not None else lambda: None
+    )
+
+
+async def test_takes_every_shard_when_alone_and_renews_each_renew_interval(
+    parts: NodeParts,
+) -> None:
+    Cluster(parts)
+    changes: list[int] = []
+    leases = keeper(parts, changes)
+    assert await leases.step() == pytest.approx(0.25)
+    assert sorted(lead.keys.shard for lead in parts.leads.all()) == [0, 1]
+    assert parts.kinds() == ["acquired", "acquired"] and changes
+    assert [c.keys[0] for c in parts.executor.sent("lease_acquire")] == [
+        keys(0).lease,
+        keys(1).lease,
+    ]
+    (heartbeat,) = parts.executor.sent("ZADD")
+    assert heartbeat.command[2:] == (START_MS + TTL_MS, TOKEN)
+
+    parts.clock.advance(250)
+    await leases.step()
+    assert parts.executor.sent("lease_renew") == [], "not due before the renew interval"
+    parts.clock.advance(750)
+    await leases.step()
+    assert [c.keys[0] for c in parts.executor.sent("lease_renew")] == [
+        keys(0).lease,
+        keys(1).lease,
+    ]
+
+
+async def test_renews_first_after_a_failed_step(parts: NodeParts) -> None:
+    Cluster(parts)
+    leases = keeper(parts)
+    await leases.step()
+    parts.clock.advance(250)
+    parts.executor.fail_next(RedisConnectionError("Connection refused"))
+    with pytest.raises(RedisConnectionError):
+        await leases.step()
+    parts.clock.advance(10)  # far from the next renew interval
+    before = len(parts.executor.rounds)
+    await leases.step()
+    assert names(parts.executor.rounds[before]) == ["lease_renew", "lease_renew"]
+    assert len(parts.leads) == SHARDS
+
+
+async def test_a_failure_after_the_renewal_still_renews_first_next_time(parts: NodeParts) -> None:
+    Cluster(parts)
+    leases = keeper(parts)
+    await leases.step()
+    parts.clock.advance(1000)
+    parts.executor.answer("HGETALL", lambda call: RedisConnectionError("Connection reset"))
+    with pytest.raises(RedisConnectionError):
+        await leases.step()
+    renewals = len(parts.executor.sent("lease_renew"))
+    Cluster(parts)
+    parts.clock.advance(10)
+    await leases.step()
+    assert len(parts.executor.sent("lease_renew")) == renewals + SHARDS
+
+
+async def test_a_lease_found_taken_is_dropped_at_once(parts: NodeParts) -> None:
+    cluster = Cluster(parts)
+    changes: list[int] = []
+    leases = keeper(parts, changes)
+    await leases.step()
+    cluster.renewed[keys(1).lease] = False
+    cluster.taken.add(keys(1).lease)
+    parts.clock.advance(1000)
+    await leases.step()
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]
+    assert parts.kinds()[-1] == "lost"
+
+
+async def test_hands_over_its_least_preferred_shards_when_a_node_joins(parts: NodeParts) -> None:
+    cluster = Cluster(parts)
+    leases = keeper(parts)
+    await leases.step()
+    cluster.nodes.append("node-2")
+    parts.clock.advance(250)
+    await leases.step()
+    assert len(parts.leads) == 1
+    (release,) = parts.executor.sent("lease_release")
+    assert release.keys[0] not in {lead.keys.lease for lead in parts.leads.all()}
+    assert parts.kinds()[-1] == "released"
+
+
+async def test_release_all_releases_every_lease_and_leaves(parts: NodeParts) -> None:
+    Cluster(parts)
+    leases = keeper(parts)
+    await leases.step()
+    assert await leases.release_all() == SHARDS
+    assert len(parts.leads) == 0
+    assert names(parts.executor.rounds[-1]) == ["lease_release", "lease_release", "ZREM"]
+
+
+async def test_a_failing_keeper_shows_it_and_recovers_holding_its_leases(
+    parts: NodeParts,
+) -> None:
+    Cluster(parts)
+    leases = keeper(parts)
+    await leases.start()
+    try:
+        await until(lambda: len(parts.leads) == SHARDS, what="both leases")
+        slots = {lead.slot for lead in parts.leads.all()}
+        parts.executor.answer("HGETALL", lambda call: RedisConnectionError("Connection reset"))
+        parts.clock.advance(250)
+        leases.wake()
+        await until(lambda: leases.failures >= 2, what="failed steps")
+        assert leases.status()["last_error"] == "ConnectionError: Connection reset"
+        Cluster(parts)
+        await until(lambda: leases.failures == 0, what="a step that got through")
+        assert {lead.slot for lead in parts.leads.all()} == slots, "the same leads throughout"
+        assert "lost" not in parts.kinds()
+    finally:
+        await leases.stop()

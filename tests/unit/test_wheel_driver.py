@@ -1,0 +1,285 @@
+"""The wheel driver's step against scripted emit replies and a manual clock: what it sends
+when, what it does with each kind of reply, and how a failure reaches the base."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from redis.exceptions import BusyLoadingError
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from tests.support.node_context import START_MS, NodeParts, keys
+from tests.support.waiting import until
+from wheelq.errors import LeaseLostError, ScriptError
+from wheelq.scheduler.led_shards import Lead
+from wheelq.scheduler.wheel_driver import WheelDriver
+from wheelq.store.calls import Call
+from wheelq.store.ops import EmitResult
+
+
+def ids_of(call: Call[Any]) -> list[str]:
+    """The job ids of a wheel-mode emit_due call."""
+    return [str(i) for i in call.args[5:]]
+
+
+def emit_all(call: Call[Any]) -> EmitResult:
+    return EmitResult(len(ids_of(call)), False, 0, [])
+
+
+def wrong_type(shard: int) -> ScriptError:
+    return ScriptError(
+        f"emit_due.lua: key '{keys(shard).ready}' holds a value of the wrong type; "
+        "nothing was written"
+    )
+
+
+def two_due_jobs(parts: NodeParts, driver: WheelDriver, errors: dict[int, Exception]) -> list[Lead]:
+    """Lead shards 0 and 1, each with one job due now ("a", "b"); emits of a shard in
+    `errors` answer its error."""
+    parts.executor.answer(
+        "emit_due",
+        lambda call: (
+            next(
+                (e for shard, e in errors.items() if call.keys[0] == keys(shard).delayed),
+                None,
+            )
+            or emit_all(call)
+        ),
+    )
+    leads = [parts.lead(0), parts.lead(1)]
+    driver.schedule(leads[0], [("a", START_MS)])
+    driver.schedule(leads[1], [("b", START_MS)])
+    return leads
+
+
+@pytest.fixture
+def parts() -> NodeParts:
+    parts = NodeParts.make({"emit_batch": 2})
+    parts.executor.answer("emit_due", emit_all)
+    return parts
+
+
+async def turns(n: int = 20) -> None:
+    """Let the event loop run `n` rounds of ready callbacks (no time passes)."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def in_wheel(driver: WheelDriver, lead: Lead, job_id: str) -> int | None:
+    return driver.wheel.due_of((lead.slot, job_id))
+
+
+async def test_emits_exactly_the_ids_due_at_the_manual_time(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    driver.schedule(lead, [("a", START_MS + 5), ("b", START_MS + 5), ("c", START_MS + 7)])
+
+    assert await driver.step() == pytest.approx(0.005)
+    assert parts.executor.rounds == [], "nothing is due yet"
+
+    parts.clock.set(START_MS + 5)
+    assert await driver.step() == 0.0
+    (call,) = parts.executor.sent("emit_due")
+    assert sorted(ids_of(call)) == ["a", "b"]
+    assert call.keys[0] == keys(0).delayed
+    assert call.args[0] == "node-1" and call.args[2] == START_MS + 5
+    assert await driver.step() == pytest.approx(0.002)
+    assert len(parts.executor.rounds) == 1
+
+    parts.clock.set(START_MS + 9)
+    await driver.step()
+    assert [ids_of(c) for c in parts.executor.sent("emit_due")] == [["a", "b"], ["c"]]
+    assert await driver.step() is None, "an empty wheel waits for a wake"
+    assert [(e.kind, e.count, e.sent_ms) for e in parts.events] == [
+        ("emitted", 2, START_MS + 5),
+        ("emitted", 1, START_MS + 9),
+    ]
+    assert lead.emitted == 3
+
+
+async def test_one_round_sends_one_call_per_shard_and_batch(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    first, second = parts.lead(0), parts.lead(1)
+    driver.schedule(first, [(f"a{i}", START_MS) for i in range(5)])
+    driver.schedule(second, [("b0", START_MS)])
+    await driver.step()
+    (round_,) = parts.executor.rounds
+    assert [(c.keys[0], ids_of(c)) for c in round_] == [
+        (keys(0).delayed, ["a0", "a1"]),
+        (keys(0).delayed, ["a2", "a3"]),
+        (keys(0).delayed, ["a4"]),
+        (keys(1).delayed, ["b0"]),
+    ]
+
+
+async def test_puts_back_what_was_rescheduled_later_or_held_back(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    parts.executor.answer(
+        "emit_due",
+        lambda call: EmitResult(
+            0, False, 0, [("a", START_MS + 500), ("b", START_MS - 3)], held=["c"]
+        ),
+    )
+    driver.schedule(lead, [("a", START_MS), ("b", START_MS), ("c", START_MS)])
+    await driver.step()
+    assert in_wheel(driver, lead, "a") == START_MS + 500, "rescheduled later: its new time"
+    assert in_wheel(driver, lead, "b") == START_MS + 1, "redis clock behind ours: next ms"
+    assert in_wheel(driver, lead, "c") == START_MS, "held back by the byte budget: at once"
+
+    parts.executor.answer("emit_due", emit_all)
+    await driver.step()
+    assert ids_of(parts.executor.sent("emit_due")[-1]) == ["c"]
+    parts.clock.set(START_MS + 500)
+    await driver.step()
+    assert sorted(ids_of(parts.executor.sent("emit_due")[-1])) == ["a", "b"]
+
+
+async def test_a_lost_lease_drops_the_lead_and_the_other_shards_still_fire(
+    parts: NodeParts,
+) -> None:
+    driver = WheelDriver(parts.ctx)
+    lost = LeaseLostError("emit_due.lua: this node does not hold the shard's lease")
+    first, second = two_due_jobs(parts, driver, {0: lost})
+    await driver.step()
+    assert parts.lost == [first]
+    assert second.emitted == 1 and first.emitted == 0
+    assert driver.failures == 0, "a lost lease is not a failure of the driver"
+
+
+async def test_ids_of_a_lead_no_longer_held_are_not_sent(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    driver.schedule(lead, [("a", START_MS)])
+    parts.leads.remove(lead.keys)
+    await driver.step()
+    assert parts.executor.rounds == []
+    assert len(driver.wheel) == 0
+
+
+async def test_a_refused_shard_is_reported_with_failed_and_the_others_still_fire(
+    parts: NodeParts,
+) -> None:
+    driver = WheelDriver(parts.ctx)
+    first, second = two_due_jobs(parts, driver, {1: wrong_type(1)})
+    assert await driver.step() == 0.0, "one shard refused: no pause for the others"
+    assert first.emitted == 1
+    assert driver.failures == 1
+    assert driver.last_error is not None and keys(1).ready in driver.last_error
+    assert driver.last_error.startswith("ScriptError: ")
+    assert parts.lost == []
+    retry_ms = in_wheel(driver, second, "b")
+    assert retry_ms is not None and START_MS < retry_ms <= START_MS + 10, "after the pause"
+
+
+async def test_a_connection_error_raises_so_the_base_pauses(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    driver.schedule(lead, [("a", START_MS)])
+    parts.executor.fail_next(RedisConnectionError("Connection reset by peer"))
+    with pytest.raises(RedisConnectionError):
+        await driver.step()
+    assert len(driver.wheel) == 0, "the round's jobs are left to the sweep"
+    assert lead.emitted == 0 and parts.lost == []
+
+
+async def test_a_loading_reply_settles_the_other_shards_then_raises(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    loading = BusyLoadingError("Redis is loading the dataset in memory")
+    _, second = two_due_jobs(parts, driver, {0: loading})
+    with pytest.raises(BusyLoadingError):
+        await driver.step()
+    assert second.emitted == 1
+    assert driver.failures == 0, "counted once, by the base, not also per shard"
+
+
+async def test_a_job_scheduled_earlier_wakes_a_driver_waiting_for_a_later_one(
+    parts: NodeParts,
+) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    driver.schedule(lead, [("later", START_MS + 3_600_000)])
+    await driver.start()
+    try:
+        await turns()  # the driver waits an hour for "later"
+        driver.schedule(lead, [("now", START_MS)])
+        await until(lambda: parts.executor.sent("emit_due"), what="the emit of the new job")
+        assert [ids_of(c) for c in parts.executor.sent("emit_due")] == [["now"]]
+    finally:
+        await driver.stop()
+
+
+async def test_a_refused_shard_stays_failed_until_its_retry_gets_through(
+    parts: NodeParts,
+) -> None:
+    driver = WheelDriver(parts.ctx)
+    first, second = parts.lead(0), parts.lead(1)
+    refused = {keys(1).delayed}
+    parts.executor.answer(
+        "emit_due",
+        lambda call: wrong_type(1) if call.keys[0] in refused else emit_all(call),
+    )
+    driver.schedule(second, [("b", START_MS)])
+    await driver.start()
+    try:
+        await until(lambda: driver.failures == 1, what="the refused emit")
+        assert in_wheel(driver, second, "b") is not None, "kept for a retry"
+        for n in (1, 2, 3):  # steps that fire shard 0 but retry nothing: the count stands
+            driver.schedule(first, [(f"a{n}", parts.clock.now_ms())])
+            await until(lambda n=n: first.emitted == n, what="shard 0 to fire")
+            await turns()
+            assert driver.status()["failures"] == 1
+            parts.clock.advance(1)
+
+        parts.clock.advance(60_000)  # the retry is due: still refused
+        driver.wake()
+        await until(lambda: driver.failures == 2, what="the refused retry")
+
+        refused.clear()  # the key is fixed
+        parts.clock.advance(60_000)
+        driver.wake()
+        await until(lambda: second.emitted == 1, what="the retry to get through")
+        await until(lambda: driver.failures == 0, what="the count to reset")
+        assert driver.status() == {"running": True, "failures": 0, "last_error": None}
+        assert [
+            ids_of(c) for c in parts.executor.sent("emit_due") if c.keys[0] == keys(1).delayed
+        ] == [
+            ["b"],
+            ["b"],
+            ["b"],
+        ]
+    finally:
+        await driver.stop()
+
+
+async def test_a_refused_shard_that_is_lost_no_longer_holds_the_count(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    parts.executor.answer("emit_due", lambda call: wrong_type(0))
+    driver.schedule(lead, [("a", START_MS)])
+    await driver.start()
+    try:
+        await until(lambda: driver.failures == 1, what="the refused emit")
+        parts.leads.remove(lead.keys)
+        driver.wake()
+        await until(lambda: driver.failures == 0, what="the count to reset")
+    finally:
+        await driver.stop()
+
+
+async def test_after_a_failed_round_the_driver_fires_again_and_is_well(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    parts.executor.fail_next(RedisConnectionError("Connection reset by peer"))
+    await driver.start()
+    try:
+        driver.schedule(lead, [("a", START_MS)])
+        await until(lambda: len(parts.executor.rounds) == 1, what="the failed round")
+        driver.schedule(lead, [("b", START_MS)])
+        await until(lambda: lead.emitted == 1, what="the next round")
+        await until(lambda: driver.failures == 0, what="the count to reset")
+        assert [ids_of(c) for c in parts.executor.sent("emit_due")] == [["a"], ["b"]]
+    finally:
+        await driver.stop()
