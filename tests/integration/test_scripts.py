@@ -24,8 +24,8 @@ from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import ops
 from wheelq.store.calls import SyncExecutor
-from wheelq.store.ops import EmitResult, JobWrite, Placed
-from wheelq.store.scripts import script
+from wheelq.store.ops import EmitResult, JobWrite
+from wheelq.store.scripts import Placed, script
 from wheelq.testing.embedded import ServerBinary
 
 TOKEN = "node-a:1"

@@ -37,6 +37,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wheelq.errors import RedisUnavailableError
+from wheelq.store import ops
+from wheelq.store.calls import AsyncExecutor
 
 FIRST_PAUSE_S = 0.1
 CAP_S = 2.0
@@ -188,6 +190,7 @@ class StartGate:
 
     def __init__(self, connection: redis.asyncio.Redis, timeout_ms: int, log: logging.Logger):
         self._redis = connection
+        self._executor = AsyncExecutor(connection)
         self._timeout_s = timeout_ms / 1000
         self._log = log
         self._aborted = asyncio.Event()
@@ -241,7 +244,7 @@ class StartGate:
         where = address(self._redis)
         waited = False
         while True:
-            ping: asyncio.Future[Any] = asyncio.ensure_future(self._redis.ping())
+            ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([ops.ping()]))
             timeout_s = max(MIN_PING_WAIT_S, deadline - loop.time())
             await wait_for_either(ping, self._aborted, timeout_s)
             if not ping.done() or self._aborted.is_set():
