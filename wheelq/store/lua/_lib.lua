@@ -94,8 +94,6 @@ local function wq_envelope(envelope)
   return env
 end
 
-local WQ_EVERY_GROUP = {}
-
 -- XADD a job to the ready stream from its decoded envelope (see wq_envelope). This is the one
 -- place a ready-stream entry's fields are spelled (wheelq.core.wire names them for readers):
 -- emit_due, enqueue, reschedule and replay all fire through it.
@@ -105,20 +103,23 @@ local WQ_EVERY_GROUP = {}
 -- redis.pcall: a wrong-typed stream fails the first XADD, before anything is written, and the
 -- error is returned for the caller to report.
 local function wq_fire(ready, topic, member, due, env)
-  local id, group = member, WQ_EVERY_GROUP
+  local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
     id = env[7]
-  end
-  if type(env[6]) == 'string' and env[6] ~= '' then
-    group = {'group', env[6]}
   end
   if type(due) == 'number' then
     due = wq_fmt(due)
   end
-  -- attempt and max_attempts are small ints: tostring() writes them without exponent
+  -- attempt and max_attempts are small ints: tostring() writes them without exponent.
+  -- Two calls that differ only by the trailing group: building the arguments in a table
+  -- instead costs the emit a table per retried job.
+  if type(env[6]) == 'string' and env[6] ~= '' then
+    return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
+      'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
+      'group', env[6])
+  end
   return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-    'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
-    unpack(group))
+    'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
 end
 
 -- Move a job whose envelope cannot be decoded to the dead-letter stream as 'malformed',
