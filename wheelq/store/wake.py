@@ -12,17 +12,15 @@ the same notes durably.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis.asyncio
 
 from wheelq.core.wire import parse_note
 
 
-@dataclass(frozen=True, slots=True)
-class WakeNote:
-    """A job announced on a wake channel."""
+class WakeNote(NamedTuple):
+    """A job announced on a wake channel (a tuple: cheap to make, one per message)."""
 
     channel: str
     job_id: str
