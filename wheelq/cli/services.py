@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import CliError, Context, split_topics, usage_error
+from wheelq.cli.signals import exit_now, run_until_signal
+
+if TYPE_CHECKING:
+    from wheelq.worker.worker import Worker, WorkerStopReport
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -53,7 +60,7 @@ def scheduler(ctx: Context) -> int:
         topics = split_topics(os.environ["WHEELQ_TOPICS"], "WHEELQ_TOPICS")
     elif config_topics is not None:
         topics = split_topics(config_topics, "[scheduler] topics")
-    Scheduler.from_url(url, topics, **settings).run()
+    run_until_signal(Scheduler.from_url(url, topics, **settings), log)
     return 0
 
 
@@ -70,8 +77,21 @@ def worker(ctx: Context) -> int:
     if args.start is not None:
         settings["start"] = args.start
     handler = load_handler(args.handler)
-    report = Worker.from_url(url, args.topic, handler, group=group, **settings).run()
+    report = run_worker(Worker.from_url(url, args.topic, handler, group=group, **settings))
     return 0 if report.abandoned == 0 else 1
+
+
+def run_worker(node: Worker) -> WorkerStopReport:
+    """Run `node` until SIGINT/SIGTERM (a second one hurries the stop); returns its report,
+    or leaves the process at once when threads still run sync handlers."""
+    report = run_until_signal(
+        node, log, "signal: finishing running jobs (a second signal exits at once)"
+    )
+    if not node.runner.is_async and (report.abandoned or node.runner.wedged):
+        # Threads still running sync handlers cannot be stopped, and the interpreter would
+        # wait for them at exit: leave now (their entries were handed on).
+        exit_now(0 if report.abandoned == 0 else 1)
+    return report
 
 
 def load_handler(spec: str) -> Any:

@@ -46,6 +46,7 @@ _RANGES: dict[str, tuple[int, int]] = {
     "shutdown_grace_ms": (0, 3_600_000),
     "start_timeout_ms": (0, 3_600_000),
     "stop_timeout_ms": (0, 600_000),
+    "failure_pause_max_ms": (10, 600_000),
 }
 
 
@@ -148,6 +149,10 @@ class SchedulerSettings(_Validated):
     """How long `stop()` may wait for Redis to release leases and leave; past it (or once
     Redis is found unreachable) the rest is skipped and the leases expire by themselves
     after lease_ttl_ms. 0: do not wait for Redis at all."""
+    failure_pause_max_ms: int = 2000
+    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
+    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
+    shows its failures in ``status()["parts"]``."""
 
     @property
     def renew_interval_ms(self) -> int:
@@ -201,6 +206,10 @@ class WorkerSettings(_Validated):
     write settlements and leave the group; past it (or once Redis is found unreachable)
     the rest is skipped: entries not handed on are taken over after the visibility
     timeout, and those whose settlement was not written run again. 0: do not wait."""
+    failure_pause_max_ms: int = 2000
+    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
+    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
+    shows its failures in ``status()["parts"]``."""
 
     @property
     def keepalive_interval_ms(self) -> int:
