@@ -659,7 +659,7 @@ async def test_stop_while_starting_stops_the_worker(
     redis_async: redis.asyncio.Redis,
     topic: str,
 ) -> None:
-    """Worker.run() calls stop() on SIGTERM, which may come while start() is still talking
+    """`wheelq worker` calls stop() on SIGTERM, which may come while start() is still talking
     to Redis: stop() must still stop the worker (and serve() must return)."""
     worker = workers.make(Recorder(redis_async))
     serving = asyncio.create_task(worker.serve())

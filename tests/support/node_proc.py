@@ -5,8 +5,8 @@ Usage: python -m tests.support.node_proc URL TOPIC NODE_ID SETTINGS_JSON
 Prints one JSON line per node event, with ``t`` the node's Redis-clock ms (for ``emitted``,
 when the emit call was sent: a reply that arrives after a pause is not a late emit):
 ``{"t": 1795..., "kind": "emitted", "shard": 2, "count": 17}``, and logs to stderr (INFO).
-SIGTERM stops it gracefully (a second one exits at once). `NodeProcess` starts one from a
-test and reads those lines back.
+SIGTERM stops it gracefully, as in `wheelq scheduler` (a second one exits at once).
+`NodeProcess` starts one from a test and reads those lines back.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from tests.support.child import ChildProcess
 from wheelq import NodeEvent, Scheduler
+from wheelq.cli.signals import run_until_signal
 
 
 def main() -> None:
@@ -38,7 +39,7 @@ def main() -> None:
         print(json.dumps(line), flush=True)
 
     node = Scheduler.from_url(url, [topic], node_id=node_id, on_event=on_event, **settings)
-    node.run()
+    run_until_signal(node, logging.getLogger("node_proc"))
 
 
 class NodeProcess(ChildProcess):

@@ -2,8 +2,9 @@
 
 Usage: python -m tests.support.worker_proc URL TOPIC CONSUMER BEHAVIOUR_JSON SETTINGS_JSON
 
-The process runs ``Worker.from_url(URL, TOPIC, handler, consumer=CONSUMER,
-**SETTINGS).run()``, so SIGINT/SIGTERM stop it gracefully. BEHAVIOUR picks what the
+The process runs ``Worker.from_url(URL, TOPIC, handler, consumer=CONSUMER, **SETTINGS)``
+as the `wheelq worker` command does (`wheelq.cli.services.run_worker`), so SIGINT/SIGTERM
+stop it gracefully. BEHAVIOUR picks what the
 (async) handler does with each job:
 
     {"sleep_s": 0.5}        sleep this long per job (simulated work; default 0)
@@ -37,6 +38,7 @@ from typing import Any
 
 from tests.support.child import ChildProcess
 from wheelq import Job, Worker
+from wheelq.cli.services import run_worker
 
 _PRINTING = threading.Lock()  # sync handlers print from their threads: one line at a time
 
@@ -82,7 +84,7 @@ def main() -> None:
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
     )
     worker = Worker.from_url(url, topic, _handler(behaviour), consumer=consumer, **settings)
-    report = worker.run()
+    report = run_worker(worker)
     _say(
         "stopped",
         finished=report.finished,

@@ -1,4 +1,4 @@
-"""runtime.outage and runtime.service's StopBudget without a server: which errors are
+"""runtime.outage and runtime.lifecycle's StopBudget without a server: which errors are
 transient, the backoff's growth and cap, one log line per state change (with a fake clock),
 and a stop budget that bounds waits, skips steps once Redis is gone, and can be cut short."""
 
@@ -19,8 +19,10 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from wheelq.core.clock import ManualClock
+from wheelq.runtime.lifecycle import StopBudget
 from wheelq.runtime.outage import CAP_S, REMIND_S, Backoff, Outage, is_transient
-from wheelq.runtime.service import Service, StopBudget
+from wheelq.runtime.service import Service
 
 REFUSED = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
 
@@ -135,15 +137,16 @@ class Stuck(Service):
     name = "stuck"
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(ManualClock(), logging.getLogger("wheelq.test"))
         self.cancelled = False
 
-    async def _run(self) -> None:
+    async def step(self) -> float:
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             self.cancelled = True
             raise
+        return 0.0
 
 
 async def test_a_stop_budget_cancels_a_part_stuck_past_it_and_skips_the_rest() -> None:
@@ -151,8 +154,9 @@ async def test_a_stop_budget_cancels_a_part_stuck_past_it_and_skips_the_rest() -
     part = Stuck()
     await part.start()
     await asyncio.sleep(0)  # let it block
-    await part.stop(budget)
+    stopped = await part.stop(budget)
     assert part.cancelled and not part.running
+    assert not stopped.in_time
     assert budget.problem == "no answer from redis within stop_timeout_ms"
 
     called = []

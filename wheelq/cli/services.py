@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.config import split_topics
 from wheelq.cli.context import Context
 from wheelq.cli.errors import CliError, usage_error
+from wheelq.cli.signals import exit_now, run_until_signal
+
+if TYPE_CHECKING:
+    from wheelq.worker.worker import Worker, WorkerStopReport
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -52,7 +59,7 @@ def scheduler(ctx: Context) -> int:
     topics = settings.pop("topics", None)
     if topics is not None:  # from the file unless checked already (the flag, the environment)
         topics = split_topics(topics, "[scheduler] topics")
-    Scheduler.from_url(url, topics, **settings).run()
+    run_until_signal(Scheduler.from_url(url, topics, **settings), log)
     return 0
 
 
@@ -67,8 +74,21 @@ def worker(ctx: Context) -> int:
     )
     group = settings.pop("group", None) or "default"
     handler = load_handler(args.handler)
-    report = Worker.from_url(url, args.topic, handler, group=group, **settings).run()
+    report = run_worker(Worker.from_url(url, args.topic, handler, group=group, **settings))
     return 0 if report.abandoned == 0 else 1
+
+
+def run_worker(node: Worker) -> WorkerStopReport:
+    """Run `node` until SIGINT/SIGTERM (a second one hurries the stop); returns its report,
+    or leaves the process at once when threads still run sync handlers."""
+    report = run_until_signal(
+        node, log, "signal: finishing running jobs (a second signal exits at once)"
+    )
+    if not node.runner.is_async and (report.abandoned or node.runner.wedged):
+        # Threads still running sync handlers cannot be stopped, and the interpreter would
+        # wait for them at exit: leave now (their entries were handed on).
+        exit_now(0 if report.abandoned == 0 else 1)
+    return report
 
 
 def load_handler(spec: str) -> Any:

@@ -157,6 +157,10 @@ class SchedulerSettings(_Validated):
     """How long `stop()` may wait for Redis to release leases and leave; past it (or once
     Redis is found unreachable) the rest is skipped and the leases expire by themselves
     after lease_ttl_ms. 0: do not wait for Redis at all."""
+    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
+    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
+    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
+    shows its failures in ``status()["parts"]``."""
 
     @property
     def renew_interval_ms(self) -> int:
@@ -210,6 +214,10 @@ class WorkerSettings(_Validated):
     write settlements and leave the group; past it (or once Redis is found unreachable)
     the rest is skipped: entries not handed on are taken over after the visibility
     timeout, and those whose settlement was not written run again. 0: do not wait."""
+    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
+    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
+    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
+    shows its failures in ``status()["parts"]``."""
 
     @property
     def keepalive_interval_ms(self) -> int:

@@ -49,6 +49,17 @@ class RedisClock:
         return self._estimator.error_bound_ms()
 
 
+class LocalClock:
+    """Epoch ms read from the local monotonic clock: monotone, it never steps with the wall
+    clock. A worker's parts time their intervals on it."""
+
+    def __init__(self) -> None:
+        self._offset_ms = wall_ms() - monotonic_ms()
+
+    def now_ms(self) -> int:
+        return int(monotonic_ms() + self._offset_ms)
+
+
 class WallClock:
     """The local wall clock in epoch ms."""
 

@@ -10,9 +10,6 @@ row); then the part stays quiet but for a reminder every `REMIND_S` with the
 count of failed tries, and logs one INFO when a call succeeds again. Any
 other failure (a refused command, a bug) is logged as an ERROR each time, at
 most once per pause.
-
-`StartGate` is `start()`'s version: PING with the same backoff until Redis
-answers, `start_timeout_ms` runs out, or `stop()` aborts the wait.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio
@@ -36,13 +33,11 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from wheelq.errors import RedisUnavailableError
+from wheelq.core.retry import RetryPolicy
 
 FIRST_PAUSE_S = 0.1
 CAP_S = 2.0
 REMIND_S = 30.0
-MIN_PING_WAIT_S = 1.0
-"""start(): each PING may take this long even when less of start_timeout_ms is left."""
 
 _NOT_TRANSIENT = (AuthenticationError, AuthorizationError, ExternalAuthProviderError)
 _BAD_CONFIG = (socket.gaierror, ssl.SSLCertVerificationError)
@@ -70,18 +65,20 @@ def is_transient(exc: BaseException) -> bool:
 
 class Backoff:
     """Pauses between tries: `first_s` doubling to `cap_s`, each shortened by up to half
-    at random so many clients do not retry in step."""
+    at random so many clients do not retry in step (the jobs' `RetryPolicy`, in seconds)."""
 
     def __init__(self, first_s: float = FIRST_PAUSE_S, cap_s: float = CAP_S) -> None:
         self.first_s = first_s
         self.cap_s = cap_s
+        self._policy = RetryPolicy(
+            base_ms=max(1, round(first_s * 1000)), max_ms=round(cap_s * 1000), jitter_pct=50
+        )
         self.failures = 0
 
     def next_s(self) -> float:
         """The pause after one more failure."""
-        full = min(self.cap_s, self.first_s * 2.0 ** min(self.failures, 30))
         self.failures += 1
-        return full * (0.5 + random.random() / 2)
+        return self._policy.backoff_ms(self.failures, random.random()) / 1000
 
     def reset(self) -> None:
         self.failures = 0
@@ -170,112 +167,6 @@ def address(connection: redis.asyncio.Redis) -> str:
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
-class StartGate:
-    """What `start()` and `stop()` of a scheduler node or a worker share.
-
-    `run(start)` waits for Redis (PING with backoff, logging once when it begins to
-    wait and once when it got through), then runs `start`. Only transient errors
-    (refused, reset, timed out, still loading) are waited out, for up to
-    ``start_timeout_ms``; any other fails at once. `abort()`, from `stop()`,
-    ends a wait under way at once and waits for a start under way to end. `stopped` is
-    set when the start failed or was aborted, and by the owner when it has stopped.
-
-    Args:
-        connection: The client whose server is waited for.
-        timeout_ms: Longest wait (``start_timeout_ms``); 0: one try, failing at once.
-        log: Where the two log lines go.
-    """
-
-    def __init__(self, connection: redis.asyncio.Redis, timeout_ms: int, log: logging.Logger):
-        self._redis = connection
-        self._timeout_s = timeout_ms / 1000
-        self._log = log
-        self._aborted = asyncio.Event()
-        self._ready: asyncio.Event | None = None
-        self.started = False
-        """True from `run()` on; back to False when the start fails or is aborted, and
-        when the owner begins to stop."""
-        self.stopped = asyncio.Event()
-
-    async def run(self, start: Callable[[], Awaitable[None]]) -> None:
-        """Wait for Redis, then `start()`; nothing if started already, and nothing more
-        when `abort()` ends the wait.
-
-        Raises:
-            RedisUnavailableError: Only transient errors for ``start_timeout_ms``; the
-                last one is its cause.
-            redis.exceptions.RedisError: Any other error (wrong password, ...), at once.
-        """
-        if self.started:
-            return
-        self.started = True
-        self.stopped = asyncio.Event()
-        self._ready = asyncio.Event()
-        self._aborted.clear()
-        try:
-            if await self._wait():
-                await start()
-                return
-            self.started = False
-            self.stopped.set()
-        except BaseException:
-            self.started = False
-            self.stopped.set()
-            raise
-        finally:
-            self._ready.set()
-
-    async def abort(self) -> bool:
-        """End a wait for Redis under way at once, and wait for the start to end; returns
-        `started`."""
-        self._aborted.set()
-        if self._ready is not None:
-            await self._ready.wait()
-        return self.started
-
-    async def _wait(self) -> bool:
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        deadline = began + self._timeout_s
-        backoff = Backoff()
-        where = address(self._redis)
-        waited = False
-        while True:
-            ping: asyncio.Future[Any] = asyncio.ensure_future(self._redis.ping())
-            timeout_s = max(MIN_PING_WAIT_S, deadline - loop.time())
-            await wait_for_either(ping, self._aborted, timeout_s)
-            if not ping.done() or self._aborted.is_set():
-                ping.cancel()
-                await asyncio.gather(ping, return_exceptions=True)
-                if self._aborted.is_set():
-                    return False
-            if not ping.cancelled() and ping.exception() is None:
-                if waited:
-                    self._log.info("redis at %s reachable after %.1f s", where, loop.time() - began)
-                return True
-            exc = _failure(ping)
-            if not is_transient(exc):
-                raise exc
-            left_s = deadline - loop.time()
-            if left_s <= 0:
-                raise RedisUnavailableError(
-                    f"redis at {where} not reachable within start_timeout_ms="
-                    f"{self._timeout_s * 1000:.0f} ({exc})"
-                ) from exc
-            if not waited:
-                waited = True
-                self._log.warning(
-                    "redis at %s not reachable (%s), retrying for up to %g s",
-                    where,
-                    exc,
-                    self._timeout_s,
-                )
-            never = loop.create_future()  # the pause: only the time or abort() ends it
-            await wait_for_either(never, self._aborted, min(left_s, backoff.next_s()))
-            if self._aborted.is_set():
-                return False
-
-
 async def wait_for_either(
     future: asyncio.Future[Any], event: asyncio.Event, timeout_s: float | None
 ) -> None:
@@ -287,11 +178,3 @@ async def wait_for_either(
         await asyncio.wait({future, woken}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     finally:
         woken.cancel()
-
-
-def _failure(ping: asyncio.Future[Any]) -> BaseException:
-    if ping.cancelled():  # it took longer than the time that was left
-        return TimeoutError("no answer to PING in time")
-    exc = ping.exception()
-    assert exc is not None
-    return exc

@@ -1,39 +1,44 @@
-"""The lifecycle every long-running piece shares: start(), stop(), async with.
+"""The supervised base every long-running part of a scheduler node or a worker shares.
 
-A service runs one asyncio task (`_run`). `stop()` sets the stopping flag,
-wakes any wait made with `sleep`, and waits for the task to end, so a
-shutdown never waits out a tick or a poll interval. Given a `StopBudget`,
-it waits only as long as the budget allows, then cancels the task (a call
-to a Redis that does not answer would hold it forever).
+A part (the lease keeper, the wheel driver, a worker's reader, ...) writes one
+`step()`: do one round of its work and say how long to wait before the next.
+The loop around it belongs here, so every part fails the same way:
+
+- a step that raises is logged (`Outage`: a Redis outage once, anything else
+  each time as an ERROR), counted, and tried again after a pause that starts at
+  100 ms and doubles with jitter up to ``failure_pause_max_ms``; `wake()` does
+  not cut that pause short, `stop()` does;
+- the next step that returns resets the count, unless it reported a failure it
+  caught itself with `failed()` (one shard of several refused, say): then the
+  count goes on and no pause is taken, so the other shards are not held up;
+- cancellation passes through; nothing else ends the loop but `stop()`.
+
+A part that raises once is therefore never gone for good, and `status()` shows
+a sick one: ``{"running": bool, "failures": int, "last_error": str | None}``,
+where ``failures`` counts the failed steps since the last one that returned.
+
+    t=0     step() raises WRONGTYPE   -> ERROR logged, failures=1, pause ~100 ms
+    t=0.1   step() raises again       -> failures=2, pause ~200 ms
+    t=0.3   step() returns 0.5        -> failures=0, last_error=None, next step at 0.8
+
+`stop()` wakes any wait made with `sleep`, so a shutdown never waits out a
+tick or a poll interval; given a `StopBudget` it waits only as long as the
+budget allows, then cancels the task. It returns a `PartStopped`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import signal
-import sys
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self
 
-import redis.asyncio
-from redis.exceptions import RedisError
+from wheelq.core.clock import Clock
+from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import Outage
 
-from wheelq.runtime.outage import is_transient, wait_for_either
-
-log = logging.getLogger("wheelq")
-
-T = TypeVar("T")
-
-CUT_S = 0.25
-"""What a stop's budget shrinks to on a second signal: a last chance for calls that
-answer at once (a healthy Redis), nothing for one that does not."""
-HARD_EXIT_S = 1.0
-"""After a second signal, `run()` leaves with os._exit if it is still there this much later."""
-CLOSE_S = 1.0
-"""Longest wait for a client's connections to close at the end of a stop."""
+DEFAULT_MAX_PAUSE_MS = 2000
 
 
 class Lifecycle:
@@ -58,15 +63,67 @@ class Lifecycle:
         await self.stop()
 
 
+@dataclass(frozen=True, slots=True)
+class PartStopped:
+    """What `Service.stop()` stopped.
+
+    Attributes:
+        name: The part ("driver", "claims", ...).
+        in_time: False when the stop budget ran out and the task was cancelled.
+        failures: Failed steps since the last one that returned (0: it ended healthy).
+        last_error: The last of those failures, as ``"Type: message"``.
+    """
+
+    name: str
+    in_time: bool
+    failures: int
+    last_error: str | None
+
+
 class Service(Lifecycle):
-    """Base class: subclasses implement `_run()` and call `await self.sleep(s)` to wait."""
+    """Base class of a part: subclasses implement `step()`.
+
+    Args:
+        clock: What the part reads the time from (monotone; tests pass a `ManualClock`).
+        log: The part's logger.
+        max_pause_ms: Longest pause after failed steps (``failure_pause_max_ms``).
+        title: How log lines name this part (default: the class's `title`).
+    """
 
     name = "service"
+    """Short name, the key of this part in ``status()["parts"]``."""
+    title = "service"
+    """How log lines name the part ("worker claim keeper of emails")."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        log: logging.Logger,
+        *,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+        title: str | None = None,
+    ) -> None:
+        self.clock = clock
+        self.log = log
+        if title is not None:
+            self.title = title
+        self._outage = Outage(
+            log,
+            self.title,
+            cap_s=max_pause_ms / 1000,
+            clock=lambda: clock.now_ms() / 1000,
+        )
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._waiter: asyncio.Future[None] | None = None
+        self._pausing = False
+        self._woken = False
+        """A `wake()` came while no `sleep` was under way: the next one returns at once."""
+        self._reported = False
+        """Set by `failed()`: a step that reported a failure it caught does not reset the count."""
+        self.failures = 0
+        """Failed steps since the last one that returned."""
+        self.last_error: str | None = None
 
     @property
     def stopping(self) -> bool:
@@ -76,31 +133,56 @@ class Service(Lifecycle):
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    def status(self) -> dict[str, object]:
+        """``{"running", "failures", "last_error"}``: what a health check looks at."""
+        return {"running": self.running, "failures": self.failures, "last_error": self.last_error}
+
     async def start(self) -> None:
         if self._task is None:
             self._stopping = False
-            self._task = asyncio.create_task(self._guarded(), name=f"wheelq-{self.name}")
+            self._task = asyncio.create_task(self._loop(), name=f"wheelq-{self.name}")
 
-    async def stop(self, budget: StopBudget | None = None) -> None:
+    async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         """Stop the task promptly and wait for it (within `budget`, then cancel it); safe to
         call twice."""
         self._stopping = True
-        self.wake()
+        self._resolve_waiter()
         task = self._task
+        in_time = True
         if task is not None:
             if budget is not None and not await budget.wait(task):
                 task.cancel()
+                in_time = False
             await asyncio.gather(task, return_exceptions=True)
             self._task = None
+        return PartStopped(self.name, in_time, self.failures, self.last_error)
+
+    async def step(self) -> float | None:
+        """One round of work; returns seconds until the next round (None: until `wake()`).
+
+        Raise to report a failure: the base logs and counts it and tries again after a
+        pause. Catch only what the step handles itself (a lost lease, a NOGROUP).
+        """
+        raise NotImplementedError
+
+    async def first_wait(self) -> float | None:
+        """Seconds before the first step (default 0: at once)."""
+        return 0.0
 
     def wake(self) -> None:
-        """End the current `sleep` early (new work, or stop)."""
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        """End the current `sleep` early (new work); a wake while a step runs ends the next
+        `sleep` at once instead. A pause after a failure goes on."""
+        if self._pausing:
+            return
+        if self._waiter is None:
+            self._woken = True
+        else:
+            self._resolve_waiter()
 
     async def sleep(self, seconds: float | None) -> None:
         """Wait `seconds` (None: until woken); returns early on `wake()` or `stop()`."""
-        if self._stopping:
+        if self._stopping or self._woken:
+            self._woken = False
             return
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
@@ -115,155 +197,55 @@ class Service(Lifecycle):
                 handle.cancel()
             self._waiter = None
 
-    async def _guarded(self) -> None:
-        try:
-            await self._run()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("wheelq %s stopped on an unexpected error", self.name)
-            raise
+    def failed(self, exc: BaseException) -> float:
+        """Count and log a failure (a raising step, or one the step caught and reports
+        itself); returns the pause before the next try."""
+        self.failures += 1
+        self._reported = True
+        self.last_error = f"{type(exc).__name__}: {exc}"[:500]
+        return self._outage.failed(exc)
 
-    async def _run(self) -> None:
-        raise NotImplementedError
+    def succeeded(self) -> None:
+        """Note a round that worked: ends the count (and an outage, with one INFO line)."""
+        if self.failures:
+            self.failures = 0
+            self.last_error = None
+        self._outage.ok()
 
-
-class StopBudget:
-    """How long a stop may still wait for Redis (``stop_timeout_ms``), shared by its steps.
-
-    Each step that needs Redis (release leases, hand entries on, write settlements,
-    leave) is an `attempt` and gets what is left; time between steps (a worker's grace
-    for running handlers) is not counted. Once a step finds Redis unreachable or the
-    budget spent, later steps are skipped instead of waited for: what they would have
-    done times out in Redis by itself (leases expire; pending entries are taken over
-    after the visibility timeout). `undone` lists the skipped or failed steps and
-    `problem` says why. `cut()` (a second signal) shrinks what is left to a moment.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self._left_s = max(0.0, seconds)
-        self._end: float | None = None
-        self._changed = asyncio.Event()
-        self._cut = False
-        self.problem: str | None = None
-        self.undone: list[str] = []
-
-    def cut(self, seconds: float = CUT_S) -> None:
-        """Leave at most `seconds` for the rest of the stop (a wait under way included)."""
-        self._left_s = min(self._left_s, seconds)
-        if self._end is not None:
-            self._end = min(self._end, asyncio.get_running_loop().time() + seconds)
-        self._cut = True
-        self._changed.set()
-
-    async def wait(self, future: asyncio.Future[Any]) -> bool:
-        """Wait for `future` within the budget; True when it is done (`problem` set if not)."""
-        loop = asyncio.get_running_loop()
-        self._end = loop.time() + self._left_s
-        try:
-            while not future.done() and (left_s := self._end - loop.time()) > 0:
-                self._changed.clear()
-                await wait_for_either(future, self._changed, left_s)
-        finally:
-            self._left_s = max(0.0, self._end - loop.time())
-            self._end = None
-        if not future.done() and self.problem is None:
-            self.problem = (
-                "cut short by a second signal"
-                if self._cut
-                else "no answer from redis within stop_timeout_ms"
-            )
-        return future.done()
-
-    async def attempt(self, what: str, step: Callable[[], Awaitable[T]], default: T) -> T:
-        """Run `step()` within the budget; on failure, time-out or skip, note `what` in
-        `undone` and return `default`."""
-        if self.problem is not None:
-            self.undone.append(what)
-            return default
-        task = asyncio.ensure_future(step())
-        try:
-            done = await self.wait(task)
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        if done and task.exception() is None:
-            return task.result()
-        self.undone.append(what)
-        exc = task.exception() if done else None
-        if exc is not None:
-            if is_transient(exc):
-                self.problem = f"redis unreachable ({exc})"
+    async def _loop(self) -> None:
+        wait_s = await self.first_wait()
+        while not self._stopping:
+            if wait_s == 0:
+                await asyncio.sleep(0)  # a step with nothing to await must not starve the loop
             else:
-                log.error("could not %s: %s: %s", what, type(exc).__name__, exc)
-        return default
+                await self.sleep(wait_s)
+                if self._stopping:
+                    return
+            self._reported = False
+            try:
+                wait_s = await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the part lives on: see the module docstring
+                await self._pause(self.failed(exc))
+                wait_s = 0
+            else:
+                if not self._reported and (self.failures or self._outage.failures):
+                    self.succeeded()
 
-    def log_end(self, logger: logging.Logger, stopped: str, consequence: str) -> None:
-        """Log the end of a stop: INFO `stopped` when nothing was left undone; else a
-        WARNING that adds what was left undone, why, and its `consequence`."""
-        if self.undone:
-            logger.warning("%s; left undone: %s; %s", stopped, self.summary(), consequence)
-        else:
-            logger.info("%s", stopped)
+    async def _pause(self, seconds: float) -> None:
+        self._pausing = True
+        self._woken = False
+        try:
+            await self.sleep(seconds)
+        finally:
+            self._pausing = False
 
-    def summary(self) -> str:
-        """``"release 4 leases, ... (why)"``, or ``""`` when nothing was left undone."""
-        if not self.undone:
-            return ""
-        return f"{', '.join(self.undone)} ({self.problem or 'refused by redis'})"
+    def _resolve_waiter(self) -> None:
+        if self._waiter is not None:
+            _resolve(self._waiter)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-async def close(connection: redis.asyncio.Redis) -> None:
-    """Close a client's connections, waiting at most `CLOSE_S` (the server may not answer)."""
-    try:
-        await asyncio.wait_for(connection.aclose(), CLOSE_S)
-    except (TimeoutError, RedisError, OSError) as exc:
-        log.warning("closing the redis connections did not finish: %r", exc)
-
-
-class SignalStop:
-    """SIGINT/SIGTERM in `run()`: the first signal starts `stop()`; a second one calls
-    `hurry()` (cut the stop short: handlers abandoned, Redis given `CUT_S` more) and logs
-    "second signal: exiting now"; if the process is still there `HARD_EXIT_S` later, it
-    leaves with os._exit(1)."""
-
-    def __init__(
-        self,
-        stop: Callable[[], Awaitable[object]],
-        hurry: Callable[[], None],
-        logger: logging.Logger,
-        first_message: str = "signal: stopping (a second signal exits at once)",
-    ) -> None:
-        self._stop = stop
-        self._hurry = hurry
-        self._log = logger
-        self._first_message = first_message
-        self.stopping: asyncio.Future[Any] | None = None
-        """The stop the first signal started."""
-
-    def install(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self)
-
-    def __call__(self) -> None:
-        if self.stopping is None:
-            self._log.info(self._first_message)
-            self.stopping = asyncio.ensure_future(self._stop())
-            return
-        self._log.warning("second signal: exiting now")
-        self._hurry()
-        asyncio.get_running_loop().call_later(HARD_EXIT_S, _hard_exit, self._log)
-
-
-def _hard_exit(logger: logging.Logger) -> None:
-    logger.error("still not stopped %.1f s after the second signal: exiting", HARD_EXIT_S)
-    logging.shutdown()
-    sys.stdout.flush()
-    os._exit(1)

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from redis.exceptions import RedisError
-
 from wheelq.runtime.clock import RedisClock, monotonic_ms
-from wheelq.runtime.outage import Outage
-from wheelq.runtime.service import Service
+from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.store import ops
-from wheelq.store.calls import AsyncExecutor
+from wheelq.store.calls import Executor
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +20,17 @@ class ClockKeeper(Service):
     """Measures the offset to the Redis clock now and then (DESIGN invariant 6)."""
 
     name = "clock"
+    title = "clock keeper"
 
-    def __init__(self, executor: AsyncExecutor, clock: RedisClock, interval_ms: int) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        executor: Executor,
+        clock: RedisClock,
+        interval_ms: int,
+        *,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+    ) -> None:
+        super().__init__(clock, log, max_pause_ms=max_pause_ms)
         self._executor = executor
         self._clock = clock
         self._interval_ms = interval_ms
@@ -35,12 +40,9 @@ class ClockKeeper(Service):
         (server_ms,) = await self._executor.run([ops.server_time()])
         self._clock.add_sample(before, server_ms, monotonic_ms())
 
-    async def _run(self) -> None:
-        outage = Outage(log, "clock keeper")
-        while not self.stopping:
-            await self.sleep(self._interval_ms / 1000)
-            try:
-                await self.sample()
-                outage.ok()
-            except (RedisError, OSError) as exc:
-                outage.failed(exc)  # logged once per outage; the next try is an interval later
+    async def first_wait(self) -> float:
+        return self._interval_ms / 1000
+
+    async def step(self) -> float:
+        await self.sample()
+        return self._interval_ms / 1000

@@ -18,20 +18,19 @@ from typing import Any
 
 from wheelq.core.keys import Registry, ShardKeys, all_shards
 from wheelq.core.shares import quota, rank
-from wheelq.runtime.clock import monotonic_ms
-from wheelq.runtime.outage import CAP_S, Outage
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import ops
 from wheelq.store.calls import Call
 
-log = logging.getLogger("wheelq.leases")
+log = logging.getLogger(__name__)
 
 
 class LeaseKeeper(Service):
     """Takes, renews, hands over and releases shard leases for one node."""
 
     name = "leases"
+    title = "lease keeper"
 
     def __init__(
         self,
@@ -40,31 +39,32 @@ class LeaseKeeper(Service):
         topics: frozenset[str] | None,
         on_change: Callable[[], None],
     ) -> None:
-        super().__init__()
+        s = ctx.settings
+        # Paused no longer than a renew interval: leases are renewed as soon as Redis is back.
+        pause_ms = min(s.failure_pause_max_ms, s.renew_interval_ms)
+        super().__init__(ctx.clock, log, max_pause_ms=pause_ms)
         self._ctx = ctx
         self.node_id = node_id
         self._topics = topics
         self._on_change = on_change
         self._next_renew_ms = 0.0
         self._served: dict[str, int] = {}
-        s = ctx.settings
         self._interval_s = min(s.check_interval_ms, s.renew_interval_ms) / 1000
-        self._outage = Outage(log, "lease keeper", cap_s=min(CAP_S, s.renew_interval_ms / 1000))
         self._invalid: dict[str, str] = {}
 
-    async def _run(self) -> None:
-        while not self.stopping:
-            pause_s = self._interval_s
-            try:
-                if monotonic_ms() >= self._next_renew_ms:
-                    self._next_renew_ms = monotonic_ms() + self._ctx.settings.renew_interval_ms
-                    await self.renew()
-                await self.balance()
-                self._outage.ok()
-            except Exception as exc:  # Redis down: keep trying; emits stay fenced meanwhile
-                self._next_renew_ms = 0.0  # renew first when Redis is back
-                pause_s = self._outage.failed(exc, self._interval_s)
-            await self.sleep(pause_s)
+    async def step(self) -> float:
+        """Renew when due, then heartbeat and balance. While a step fails (Redis down),
+        emits stay fenced by the leases, and the next step that runs renews first."""
+        now_ms = self.clock.now_ms()
+        try:
+            if now_ms >= self._next_renew_ms:
+                self._next_renew_ms = now_ms + self._ctx.settings.renew_interval_ms
+                await self.renew()
+            await self.balance()
+        except BaseException:
+            self._next_renew_ms = 0.0  # renew first when Redis is back
+            raise
+        return self._interval_s
 
     async def renew(self) -> None:
         leads = self._ctx.leads.all()

@@ -20,14 +20,14 @@ import logging
 from typing import Any
 
 from wheelq.errors import LeaseLostError
-from wheelq.runtime.outage import Outage, is_transient
+from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
 from wheelq.store import ops
 from wheelq.store.calls import Call
 
-log = logging.getLogger("wheelq.preloader")
+log = logging.getLogger(__name__)
 
 INBOX_BATCH = 1000
 
@@ -36,28 +36,23 @@ class Preloader(Service):
     """Tops up the wheel from Redis and sweeps overdue jobs."""
 
     name = "preloader"
+    title = "preloader"
 
     def __init__(
         self,
         ctx: NodeContext,
         driver: WheelDriver,
     ) -> None:
-        super().__init__()
+        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
         self._ctx = ctx
         self._driver = driver
-        self._outage = Outage(log, "preloader")
 
-    async def _run(self) -> None:
-        interval_s = self._ctx.settings.preload_interval_ms / 1000
-        while not self.stopping:
-            pause_s = interval_s
-            try:
-                busy = await self.cycle(self._ctx.leads.all())
-                while busy and not self.stopping:
-                    busy = await self.cycle(busy)
-            except Exception as exc:  # Redis unreachable (or a bug): try again later
-                pause_s = self._outage.failed(exc, interval_s)
-            await self.sleep(pause_s)
+    async def step(self) -> float:
+        """Rounds over the led shards until none has more to read or sweep."""
+        busy = await self.cycle(self._ctx.leads.all())
+        while busy and not self.stopping:
+            busy = await self.cycle(busy)
+        return self._ctx.settings.preload_interval_ms / 1000
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
         """One round over `leads`; returns those that have more to read or sweep.
@@ -90,7 +85,6 @@ class Preloader(Service):
         for reply in replies:
             if is_transient(reply):  # e.g. LOADING: an outage, not this shard's problem
                 raise reply
-        self._outage.ok()
         inbox, page, sweep = replies
         return self._settle(lead, inbox, page, sweep, sent_ms)
 
@@ -114,5 +108,5 @@ class Preloader(Service):
             busy = busy or sweep.more
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):
-                log.error("preload of %s failed: %s", lead.keys.tag, result)
+                self.failed(result)  # this shard only: the others go on without a pause
         return busy

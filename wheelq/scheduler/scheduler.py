@@ -26,8 +26,8 @@ from redis.exceptions import RedisError
 from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import RedisClock
-from wheelq.runtime.outage import StartGate
-from wheelq.runtime.service import Lifecycle, SignalStop, StopBudget, close
+from wheelq.runtime.lifecycle import StartGate, StopBudget, close, serve_until_stopped
+from wheelq.runtime.service import Lifecycle, Service
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
@@ -80,11 +80,16 @@ class Scheduler(Lifecycle):
         self.leads = Leads(token=self.node_id)
         executor = AsyncExecutor(connection)
         ctx = NodeContext(executor, self.clock, self.leads, self.settings, self._lost, on_event)
-        self._clock_keeper = ClockKeeper(executor, self.clock, self.settings.clock_sync_interval_ms)
+        pause_ms = self.settings.failure_pause_max_ms
+        self._clock_keeper = ClockKeeper(
+            executor, self.clock, self.settings.clock_sync_interval_ms, max_pause_ms=pause_ms
+        )
         self.leases = LeaseKeeper(ctx, self.node_id, self.topics, self._leads_changed)
         self.driver = WheelDriver(ctx)
         self._preloader = Preloader(ctx, self.driver)
-        self._wake = WakeListener(connection, self.leads, self.driver)
+        self._wake = WakeListener(
+            connection, self.leads, self.driver, self.clock, max_pause_ms=pause_ms
+        )
         self.trimmer = Trimmer(ctx)
         self._gate = StartGate(connection, self.settings.start_timeout_ms, log)
         self._budget: StopBudget | None = None
@@ -151,15 +156,8 @@ class Scheduler(Lifecycle):
                 s.wheel_size * s.tick_ms,
                 s.window_ms,
             )
-        for service in (
-            self._clock_keeper,
-            self.driver,
-            self._preloader,
-            self._wake,
-            self.leases,
-            self.trimmer,
-        ):
-            await service.start()
+        for part in self._parts():
+            await part.start()
         log.info(
             "scheduler node %s started (clock offset error <= %.2f ms)",
             self.node_id,
@@ -211,29 +209,32 @@ class Scheduler(Lifecycle):
             "preloaded": len(self.driver.wheel),
             "trimmed": self.trimmer.trimmed,
             "clock_error_bound_ms": round(self.clock.error_bound_ms, 3),
+            "parts": {part.name: part.status() for part in self._parts()},
         }
+
+    def _parts(self) -> tuple[Service, ...]:
+        return (
+            self._clock_keeper,
+            self.driver,
+            self._preloader,
+            self._wake,
+            self.leases,
+            self.trimmer,
+        )
 
     async def serve(self) -> None:
         """Start and run until `stop()` is called (from another task or a signal)."""
         await self.start()
         await self._gate.stopped.wait()
 
-    def run(self) -> None:
-        """Run in the foreground until SIGINT or SIGTERM, then stop gracefully (within
-        ``stop_timeout_ms``); a second signal exits at once."""
+    def run(self) -> StopReport:
+        """Run in the foreground until `stop()` or Ctrl-C, then stop gracefully (within
+        ``stop_timeout_ms``) and return the report; after a Ctrl-C, KeyboardInterrupt is
+        raised once stopped. The `wheelq scheduler` command also stops on SIGTERM."""
+        return asyncio.run(serve_until_stopped(self))
 
-        async def main() -> None:
-            on_signal = SignalStop(self.stop, self._exit_now, log)
-            on_signal.install()
-            try:
-                await self.serve()
-            finally:
-                await self.stop()
-
-        asyncio.run(main())
-
-    def _exit_now(self) -> None:
-        """A second signal: whatever the stop still waits for, it waits no longer."""
+    def hurry(self) -> None:
+        """Cut a stop under way short: whatever it still waits for, it waits no longer."""
         if self._budget is not None:
             self._budget.cut()
 

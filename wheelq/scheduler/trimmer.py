@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import logging
 
-from redis.exceptions import RedisError
-
-from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import NodeContext
 from wheelq.store import consume
 
-log = logging.getLogger("wheelq.scheduler")
+log = logging.getLogger(__name__)
 
 CONSUMER_IDLE_MS = 86_400_000
 """Consumers holding nothing and idle for a day are forgotten (crashed workers' names)."""
@@ -28,24 +25,22 @@ MAX_CALLS_PER_ROUND = 50
 
 
 class Trimmer(Service):
+    """Every ``trim_interval_ms``, trims the ready streams of the shards this node leads."""
+
     name = "trimmer"
+    title = "trimmer"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__()
+        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
         self._ctx = ctx
         self.trimmed = 0
-        self._outage = Outage(log, "trimmer")
 
-    async def _run(self) -> None:
-        while not self.stopping:
-            await self.sleep(self._ctx.settings.trim_interval_ms / 1000)
-            if self.stopping:
-                return
-            try:
-                await self.trim_once()
-                self._outage.ok()
-            except (RedisError, OSError) as exc:
-                self._outage.failed(exc)  # logged once per outage; the next try is a round later
+    async def first_wait(self) -> float:
+        return self._ctx.settings.trim_interval_ms / 1000
+
+    async def step(self) -> float:
+        await self.trim_once()
+        return self._ctx.settings.trim_interval_ms / 1000
 
     async def trim_once(self) -> int:
         """One round over every led shard; returns how many entries went."""

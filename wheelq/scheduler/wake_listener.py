@@ -14,14 +14,13 @@ import asyncio
 import logging
 
 import redis.asyncio
-from redis.exceptions import RedisError
 
-from wheelq.runtime.outage import Outage
-from wheelq.runtime.service import Service
+from wheelq.core.clock import Clock
+from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.scheduler.led_shards import Leads
 from wheelq.scheduler.wheel_driver import WheelDriver
 
-log = logging.getLogger("wheelq.wake")
+log = logging.getLogger(__name__)
 
 POLL_S = 0.1  # how soon a new subscription (or stop) takes effect
 
@@ -30,25 +29,30 @@ class WakeListener(Service):
     """Feeds pub/sub wake notes of led shards into the wheel."""
 
     name = "wake"
+    title = "wake listener"
 
-    def __init__(self, connection: redis.asyncio.Redis, leads: Leads, driver: WheelDriver) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        connection: redis.asyncio.Redis,
+        leads: Leads,
+        driver: WheelDriver,
+        clock: Clock,
+        *,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+    ) -> None:
+        super().__init__(clock, log, max_pause_ms=max_pause_ms)
         self._redis = connection
         self._leads = leads
         self._driver = driver
-        self._outage = Outage(log, "wake listener")
 
-    async def _run(self) -> None:
-        while not self.stopping:
-            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-            pause_s = 0.0
-            try:
-                await self._listen(pubsub)
-            except (RedisError, OSError) as exc:
-                pause_s = self._outage.failed(exc, POLL_S)
-            finally:
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
-            await self.sleep(pause_s)
+    async def step(self) -> float:
+        """One subscription: listen until stopped or the connection fails (it raises)."""
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await self._listen(pubsub)
+        finally:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
+        return 0.0
 
     async def _listen(self, pubsub: redis.asyncio.client.PubSub) -> None:
         subscribed: set[str] = set()
@@ -63,7 +67,8 @@ class WakeListener(Service):
                 await self.sleep(POLL_S)
                 continue
             message = await pubsub.get_message(timeout=POLL_S)
-            self._outage.ok()
+            if self.failures:
+                self.succeeded()  # the subscription is back: this step does not return
             while message is not None:
                 self._deliver(message)
                 message = await pubsub.get_message(timeout=0)

@@ -13,19 +13,18 @@ goes out in one round when the pause ends (or is swept later, if it fails).
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from typing import Any
 
 from wheelq.core.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
-from wheelq.runtime.outage import Outage, is_transient
+from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import ops
 from wheelq.store.calls import Call
 
-log = logging.getLogger("wheelq.driver")
+log = logging.getLogger(__name__)
 
 WheelKey = tuple[int, str]  # (lead slot, job id)
 
@@ -34,17 +33,15 @@ class WheelDriver(Service):
     """Fires preloaded jobs at their due millisecond."""
 
     name = "driver"
+    title = "wheel driver"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__()
+        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
         self._ctx = ctx
         s = ctx.settings
         self.wheel: TimingWheel[WheelKey] = TimingWheel(
             tick_ms=s.tick_ms, wheel_size=s.wheel_size, start_ms=ctx.clock.now_ms()
         )
-        self._outage = Outage(log, "wheel driver")
-        self._paused_until = 0.0
-        """time.monotonic() before which no emit is tried (backoff during an outage)."""
 
     def schedule(self, lead: Lead, jobs: list[tuple[str, int]]) -> None:
         """Put (job id, due ms) pairs of `lead` in the wheel; wakes the driver if earlier."""
@@ -59,19 +56,18 @@ class WheelDriver(Service):
         if before is None or (after is not None and after < before):
             self.wake()
 
-    async def _run(self) -> None:
-        while not self.stopping:
-            now_ms = self._ctx.clock.now_ms()
-            next_ms = self.wheel.next_expiry_ms()
-            if next_ms is None or next_ms > now_ms:
-                await self.sleep(None if next_ms is None else (next_ms - now_ms) / 1000)
-                continue
-            if self._paused_until and (pause_s := self._paused_until - time.monotonic()) > 0:
-                await self.sleep(pause_s)  # woken early by new jobs: this check comes again
-                continue
-            expired = self.wheel.advance_to(now_ms)
-            if expired:
-                await self._emit(expired, now_ms)
+    async def step(self) -> float | None:
+        """Emit what is due; returns the wait until the next bucket (None: the wheel is
+        empty). A round that fails on the connection raises: the base pauses with backoff
+        (new jobs do not cut the pause short), and the sweep re-emits that round's jobs."""
+        now_ms = self.clock.now_ms()
+        next_ms = self.wheel.next_expiry_ms()
+        if next_ms is None or next_ms > now_ms:
+            return None if next_ms is None else (next_ms - now_ms) / 1000
+        expired = self.wheel.advance_to(now_ms)
+        if expired:
+            await self._emit(expired, now_ms)
+        return 0.0
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
         by_slot: dict[int, list[str]] = defaultdict(list)
@@ -97,20 +93,16 @@ class WheelDriver(Service):
                 targets.append(lead)
         if not calls:
             return
-        try:
-            results = await self._ctx.executor.run(calls, return_exceptions=True)
-        except Exception as exc:  # connection trouble: the jobs are still in Redis
-            self._failed(exc)
-            return
-        if self._paused_until:
-            self._paused_until = 0.0
-            self._outage.ok()
+        # A connection error raises here: the jobs are still in Redis, the sweep emits them.
+        results = await self._ctx.executor.run(calls, return_exceptions=True)
+        outage = None
         for lead, result in zip(targets, results, strict=True):
-            self._settle(lead, result, now_ms)
-
-    def _failed(self, exc: BaseException) -> None:
-        """An emit round failed: the sweep retries its jobs; pause the next ones."""
-        self._paused_until = time.monotonic() + self._outage.failed(exc)
+            if isinstance(result, Exception) and is_transient(result):
+                outage = result  # LOADING and the like: pause once every shard is settled
+            else:
+                self._settle(lead, result, now_ms)
+        if outage is not None:
+            raise outage
 
     def _settle(self, lead: Lead, result: ops.EmitResult | Exception, now_ms: int) -> None:
         if isinstance(result, LeaseLostError):
@@ -119,10 +111,7 @@ class WheelDriver(Service):
                 self._ctx.lost(lead)
             return
         if isinstance(result, Exception):
-            if is_transient(result):  # LOADING and the like: an outage
-                self._failed(result)
-            else:
-                log.error("emit on %s failed: %s", lead.keys.tag, result)
+            self.failed(result)  # this shard only (a wrong-type key): no pause for the others
             return
         record_emit(self._ctx, lead, result, now_ms)
         if result.not_yet_due:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import redis
 import redis.asyncio
@@ -65,6 +65,15 @@ def _finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: b
                 raise
             out.append(exc)
     return out
+
+
+class Executor(Protocol):
+    """What the services send their calls through (`AsyncExecutor`, or a scripted fake in
+    tests)."""
+
+    async def run(
+        self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
+    ) -> list[Any]: ...
 
 
 class SyncExecutor:

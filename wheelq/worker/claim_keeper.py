@@ -16,23 +16,22 @@ Two duties on one timer:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 
-from redis.exceptions import RedisError
-
+from wheelq.core.clock import Clock
 from wheelq.core.settings import WorkerSettings
-from wheelq.runtime.outage import Outage
 from wheelq.runtime.service import Service
 from wheelq.store import consume
 from wheelq.worker.membership import Consumer
 
-log = logging.getLogger("wheelq.worker")
+log = logging.getLogger(__name__)
 
 IDS_PER_TOUCH = 500
 
 
 class ClaimKeeper(Service):
+    """Keeps this worker's entries alive and takes over the idle entries of dead workers."""
+
     name = "claims"
 
     def __init__(
@@ -44,8 +43,10 @@ class ClaimKeeper(Service):
         free: Callable[[], int],
         accept: Callable[[int, list[consume.Entry], Sequence[int]], None],
         lost: Callable[[int, list[str]], None],
+        clock: Clock,
     ) -> None:
-        super().__init__()
+        title = f"worker claim keeper of {me.topic}"
+        super().__init__(clock, log, max_pause_ms=settings.failure_pause_max_ms, title=title)
         self._me = me
         self._settings = settings
         self._held = held
@@ -57,31 +58,29 @@ class ClaimKeeper(Service):
         """Cleared when the worker stops taking new work; keep-alive goes on."""
         self.dead_lettered = 0
         self.taken_over = 0
-        self._outage = Outage(log, f"worker claim keeper of {me.topic}")
+        now_ms = clock.now_ms()
+        self._next_touch_ms = now_ms + settings.keepalive_interval_ms
+        self._next_claim_ms = now_ms + settings.claim_interval_ms
 
-    async def _run(self) -> None:
-        s = self._settings
-        now = time.monotonic()
-        next_touch = now + s.keepalive_interval_ms / 1000
-        next_claim = now + s.claim_interval_ms / 1000
-        while not self.stopping:
-            await self.sleep(max(0.0, min(next_touch, next_claim) - time.monotonic()))
-            if self.stopping:
-                return
-            now = time.monotonic()
-            try:
-                if now >= next_touch:
-                    next_touch = now + s.keepalive_interval_ms / 1000
-                    await self.keep_alive()
-                if now >= next_claim:
-                    next_claim = now + s.claim_interval_ms / 1000
-                    if self.claiming:
-                        await self.take_over()
-            except (RedisError, OSError) as exc:  # next tries: on the timers, backed off
-                retry_at = now + self._outage.failed(exc)
-                next_touch, next_claim = max(next_touch, retry_at), max(next_claim, retry_at)
-            else:
-                self._outage.ok()
+    async def first_wait(self) -> float:
+        return self._wait_s()
+
+    async def step(self) -> float:
+        """Keep-alive and take-over when each is due. A timer moves on only once its call
+        worked, so after a failure (and the base's pause) the failed duty comes first."""
+        s, now_ms = self._settings, self.clock.now_ms()
+        if now_ms >= self._next_touch_ms:
+            await self.keep_alive()
+            self._next_touch_ms = now_ms + s.keepalive_interval_ms
+        if now_ms >= self._next_claim_ms:
+            if self.claiming:
+                await self.take_over()
+            self._next_claim_ms = now_ms + s.claim_interval_ms
+        return self._wait_s()
+
+    def _wait_s(self) -> float:
+        next_ms = min(self._next_touch_ms, self._next_claim_ms)
+        return max(0.0, next_ms - self.clock.now_ms()) / 1000
 
     async def keep_alive(self, idle_ms: int = 0) -> int:
         """Reset the idle time of every held entry (or set it to `idle_ms`); returns how many

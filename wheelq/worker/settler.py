@@ -14,28 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
+from wheelq.core.clock import Clock
 from wheelq.core.job import Envelope, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason
-from wheelq.runtime.outage import Outage
-from wheelq.runtime.service import Service, StopBudget
+from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import is_transient
+from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume
-from wheelq.store.calls import AsyncExecutor, Call
+from wheelq.store.calls import Call, Executor
 
-log = logging.getLogger("wheelq.worker")
+log = logging.getLogger(__name__)
 
 ACKS_PER_CALL = 1000
 STOP_S = 2.0
 """How long `stop()` tries to write what is queued when the worker gives no budget."""
-_TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 @dataclass(slots=True)
@@ -64,16 +61,26 @@ class _Queued:
 
 
 class Settler(Service):
+    """Writes the outcomes handlers asked for, batched; keeps them while Redis is away."""
+
     name = "settler"
 
-    def __init__(self, executor: AsyncExecutor, topic: str, group: str) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        executor: Executor,
+        topic: str,
+        group: str,
+        clock: Clock,
+        *,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+    ) -> None:
+        title = f"worker settler of {topic}"
+        super().__init__(clock, log, max_pause_ms=max_pause_ms, title=title)
         self._executor = executor
         self._topic = topic
         self._group = group
         self._queued = _Queued()
         self.counts = Counts()
-        self._outage = Outage(log, f"worker settler of {topic}")
 
     @property
     def queued(self) -> int:
@@ -95,27 +102,22 @@ class Settler(Service):
         self._queued.dead[shard].append((entry_id, reason.value, error))
         self.wake()
 
-    async def _run(self) -> None:
-        paused_until = 0.0  # backoff while Redis is unreachable (new settlements wake us)
-        while not self.stopping:
-            if not self._queued:
-                await self.sleep(None)
-            elif paused_until and (pause_s := paused_until - time.monotonic()) > 0:
-                await self.sleep(pause_s)
-            elif (error := await self.flush()) is None:
-                paused_until = 0.0
-                self._outage.ok()
-            else:
-                paused_until = time.monotonic() + self._outage.failed(error)
+    async def step(self) -> float | None:
+        """Send what is queued; raises the connection error that kept some of it (the base
+        pauses with backoff, and new settlements do not cut the pause short)."""
+        if self._queued and (error := await self.flush()) is not None:
+            raise error
+        return 0.0 if self._queued else None
 
-    async def stop(self, budget: StopBudget | None = None) -> None:
+    async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         """Stop, then write what is still queued within `budget` (default `STOP_S`)."""
-        await super().stop(budget)
+        stopped = await super().stop(budget)
         if self._queued:
             budget = budget or StopBudget(STOP_S)
             await budget.attempt(f"write {self.queued} settlements", self._flush_all, None)
         if self._queued:
             log.warning("%d settlements not written; their entries stay pending", self.queued)
+        return stopped
 
     async def _flush_all(self) -> None:
         while self._queued:
@@ -153,7 +155,9 @@ class Settler(Service):
             )
         try:
             replies = await self._executor.run([c for _, _, c in calls], return_exceptions=True)
-        except _TRANSIENT as exc:
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             replies = [exc] * len(calls)
         except asyncio.CancelledError:  # a stop that could not wait: keep them counted
             for kind, item, _ in calls:
@@ -161,11 +165,13 @@ class Settler(Service):
             raise
         error: BaseException | None = None
         for (kind, item, _), reply in zip(calls, replies, strict=True):
-            if isinstance(reply, _TRANSIENT):
+            if isinstance(reply, Exception) and is_transient(reply):
                 self._requeue(kind, item)
                 error = reply
             elif isinstance(reply, Exception):
-                log.error("%s of %s refused by Redis: %s", kind, self._topic, reply)
+                # Refused (a wrong-type key): the entry stays pending, runs again after the
+                # visibility timeout, and is settled then. Counted in status(), no pause.
+                self.failed(reply)
                 self.counts.dropped += 1
             elif kind == "ack":
                 self.counts.acked += int(reply)

@@ -14,19 +14,20 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
-from wheelq.runtime.outage import Outage
-from wheelq.runtime.service import Service, StopBudget
+from wheelq.core.clock import Clock
+from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume
 from wheelq.worker.membership import Consumer
 
-log = logging.getLogger("wheelq.worker")
-
-ERROR_PAUSE_S = 0.5
+log = logging.getLogger(__name__)
 
 
 class StreamReader(Service):
+    """Reads new entries of every shard stream into the worker's free slots."""
+
     name = "reader"
 
     def __init__(
@@ -38,8 +39,11 @@ class StreamReader(Service):
         room: asyncio.Event,
         accept: Callable[[int, list[consume.Entry]], None],
         ensure_groups: Callable[[], Awaitable[None]],
+        clock: Clock,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
     ) -> None:
-        super().__init__()
+        title = f"worker reader of {me.topic}"
+        super().__init__(clock, log, max_pause_ms=max_pause_ms, title=title)
         self._me = me
         self._block_ms = block_ms
         self._free = free
@@ -47,44 +51,37 @@ class StreamReader(Service):
         self._accept = accept
         self._ensure_groups = ensure_groups
         self.read = 0
-        self._outage = Outage(log, f"worker reader of {me.topic}")
 
-    async def stop(self, budget: StopBudget | None = None) -> None:
+    async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         """Stop now: a read blocked in Redis is cancelled, not waited out."""
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
-        await super().stop(budget)
+        return await super().stop(budget)
 
-    async def _run(self) -> None:
-        while not self.stopping:
-            free = self._free()
-            if free <= 0:
-                self._room.clear()
-                await self._room.wait()
-                continue
-            per_shard = max(1, free // len(self._me.shards))  # COUNT applies to each stream
-            call = consume.read_group(
-                self._me.shards, self._me.group, self._me.name, per_shard, self._block_ms
-            )
-            try:
-                (got,) = await self._me.executor.run([call])
-            except ResponseError as exc:
-                if "NOGROUP" in str(exc):
-                    log.warning("consumer group %s is gone; creating it again", self._me.group)
-                    await self._ensure_groups()
-                else:
-                    log.error("reading %s refused: %s", self._me.topic, exc)
-                    await self.sleep(ERROR_PAUSE_S)
-                continue
-            except (RedisError, OSError) as exc:
-                await self.sleep(self._outage.failed(exc))
-                continue
-            if self._outage.failures:
-                self._outage.ok()
-            by_shard: dict[int, list[consume.Entry]] = {}
-            for shard, entry in got:
-                by_shard.setdefault(shard, []).append(entry)
-            for shard, entries in by_shard.items():
-                self.read += len(entries)
-                self._accept(shard, entries)
+    async def step(self) -> float:
+        """One read into the free slots (or a wait for one to free up)."""
+        free = self._free()
+        if free <= 0:
+            self._room.clear()
+            await self._room.wait()
+            return 0.0
+        per_shard = max(1, free // len(self._me.shards))  # COUNT applies to each stream
+        call = consume.read_group(
+            self._me.shards, self._me.group, self._me.name, per_shard, self._block_ms
+        )
+        try:
+            (got,) = await self._me.executor.run([call])
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            log.warning("consumer group %s is gone; creating it again", self._me.group)
+            await self._ensure_groups()
+            return 0.0
+        by_shard: dict[int, list[consume.Entry]] = {}
+        for shard, entry in got:
+            by_shard.setdefault(shard, []).append(entry)
+        for shard, entries in by_shard.items():
+            self.read += len(entries)
+            self._accept(shard, entries)
+        return 0.0

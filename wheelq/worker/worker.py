@@ -19,7 +19,6 @@ import logging
 import os
 import secrets
 import socket
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
@@ -30,8 +29,9 @@ from wheelq.core.keys import ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
-from wheelq.runtime.outage import StartGate
-from wheelq.runtime.service import Lifecycle, SignalStop, StopBudget, close
+from wheelq.runtime.clock import LocalClock
+from wheelq.runtime.lifecycle import StartGate, StopBudget, close, serve_until_stopped
+from wheelq.runtime.service import Lifecycle
 from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor
 from wheelq.worker.claim_keeper import ClaimKeeper
@@ -45,6 +45,10 @@ log = logging.getLogger("wheelq.worker")
 
 STARTS = {"earliest": "0", "now": "$"}
 """Where a consumer group that does not exist yet starts reading (`Worker(start=)`)."""
+
+
+NOT_STARTED = {"running": False, "failures": 0, "last_error": None}
+"""A part's status before `start()` made it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +130,14 @@ class Worker(Lifecycle):
         self._hurry = asyncio.Event()
         self._shards: list[ShardKeys] = []
         self._members = Membership(Consumer(self._executor, self.topic, [], group, self.consumer))
-        self.settler = Settler(self._executor, self.topic, group)
+        self.clock = LocalClock()
+        self.settler = Settler(
+            self._executor,
+            self.topic,
+            group,
+            self.clock,
+            max_pause_ms=self.settings.failure_pause_max_ms,
+        )
         s = self.settings
         self._work = Dispatcher(
             self.topic,
@@ -207,6 +218,7 @@ class Worker(Lifecycle):
             free=self._work.free,
             accept=self._work.accept,
             lost=self._lost,
+            clock=self.clock,
         )
         self._reader = StreamReader(
             me,
@@ -215,6 +227,8 @@ class Worker(Lifecycle):
             room=self._work.room,
             accept=self._work.accept,
             ensure_groups=self._members.join,
+            clock=self.clock,
+            max_pause_ms=s.failure_pause_max_ms,
         )
         for service in (self.settler, self._claims, self._reader):
             await service.start()
@@ -317,35 +331,14 @@ class Worker(Lifecycle):
         await self._gate.stopped.wait()
 
     def run(self) -> WorkerStopReport:
-        """Run in the foreground; SIGINT/SIGTERM stop gracefully, a second one exits at
-        once (running handlers are abandoned and Redis gets a last moment to take the
-        hand-over)."""
-        report = WorkerStopReport(0, 0, 0)
+        """Run in the foreground until `stop()` or Ctrl-C, then stop gracefully and return
+        the report; after a Ctrl-C, KeyboardInterrupt is raised once stopped. The
+        `wheelq worker` command also stops on SIGTERM, and a second signal hurries."""
+        return asyncio.run(serve_until_stopped(self))
 
-        async def main() -> None:
-            nonlocal report
-            on_signal = SignalStop(
-                self.stop,
-                self._exit_now,
-                log,
-                "signal: finishing running jobs (a second signal exits at once)",
-            )
-            on_signal.install()
-            await self.serve()
-            if on_signal.stopping is not None:
-                report = await on_signal.stopping
-
-        asyncio.run(main())
-        if not self.runner.is_async and (report.abandoned or self.runner.wedged):
-            # Threads still running sync handlers cannot be stopped, and the interpreter
-            # would wait for them at exit: leave now (their entries were handed on).
-            logging.shutdown()
-            sys.stdout.flush()
-            os._exit(1 if report.abandoned else 0)
-        return report
-
-    def _exit_now(self) -> None:
-        """A second signal: stop waiting for handlers, and for Redis all but a moment."""
+    def hurry(self) -> None:
+        """Cut a stop under way short: stop waiting for handlers (they are abandoned and
+        handed on), and for Redis all but a moment."""
         self._hurry.set()
         if self._budget is not None:
             self._budget.cut()
@@ -369,6 +362,11 @@ class Worker(Lifecycle):
             "dead_lettered": c.dead_lettered + (self._claims.dead_lettered if self._claims else 0),
             "taken_over": self._claims.taken_over if self._claims else 0,
             "wedged": self.runner.wedged,
+            "parts": {
+                "settler": self.settler.status(),
+                "claims": self._claims.status() if self._claims else NOT_STARTED,
+                "reader": self._reader.status() if self._reader else NOT_STARTED,
+            },
         }
 
     # --- the work -------------------------------------------------------------------------
