@@ -32,7 +32,7 @@ from benchlib.common import Bench
 from benchlib.report import markdown, plot, strip_private, targets
 from benchlib.scenarios import run_burst, run_enqueue, run_failover, run_idle, run_worker
 
-from wheelq.testing.embedded import EmbeddedServer, find_server_binaries
+from wheelq.testing import EmbeddedServer, find_server_binaries
 
 SCENARIOS = (
     "enqueue",

@@ -26,7 +26,7 @@ from wheelq.store import ops
 from wheelq.store.calls import SyncExecutor
 from wheelq.store.ops import EmitResult, JobWrite
 from wheelq.store.scripts import Placed, script
-from wheelq.testing.embedded import ServerBinary
+from wheelq.testing import ServerBinary
 
 TOKEN = "node-a:1"
 OTHER = "node-b:1"

@@ -18,7 +18,7 @@ from tests.support.servers import dedicated_server, tls_supported
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, Client, Scheduler
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, shard_of
-from wheelq.testing.embedded import EmbeddedServer, ServerBinary
+from wheelq.testing import EmbeddedServer, ServerBinary
 
 PASSWORD = "s3cr:t/@x"
 SHARDS = 2

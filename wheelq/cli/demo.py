@@ -18,7 +18,6 @@ from typing import Any
 
 from wheelq.core.job import Job
 from wheelq.core.keys import all_shards
-from wheelq.core.stats import Fired, summarize
 from wheelq.producer.client import AsyncClient
 from wheelq.producer.operations import EnqueueItem
 from wheelq.runtime.clock import RedisClock
@@ -27,6 +26,7 @@ from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor, Call
 from wheelq.testing.fired import read_fired
+from wheelq.testing.stats import Fired, summarize
 from wheelq.worker.worker import Worker
 
 Progress = Callable[[int, int, int], None]
@@ -47,7 +47,7 @@ async def run_demo(
     progress: Progress | None = None,
     redis_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo; returns the summary of the firing (see `wheelq.core.stats.summarize`)
+    """Run the demo; returns the summary of the firing (see `wheelq.testing.stats.summarize`)
     with the handlers' own summary under ``"handled"``."""
     topic = f"demo-{secrets.token_hex(4)}"
     client = AsyncClient.from_url(url, redis_options=redis_options)

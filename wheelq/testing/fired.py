@@ -5,9 +5,9 @@ from __future__ import annotations
 import redis.asyncio
 
 from wheelq.core.keys import all_shards
-from wheelq.core.stats import Fired
 from wheelq.store import consume
 from wheelq.store.calls import AsyncExecutor
+from wheelq.testing.stats import Fired
 
 PAGE = 10_000
 

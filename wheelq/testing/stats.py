@@ -1,4 +1,5 @@
-"""Summaries of firing records: lateness percentiles, duplicates, early and missing jobs."""
+"""Summaries of firing records for tests and benchmarks: lateness percentiles, duplicates, early
+and missing jobs."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Fired:
 
     @property
     def lateness_ms(self) -> int:
+        """How long after its due time it fired (negative: early)."""
         return self.entry_ms - self.due_ms
 
 
