@@ -936,3 +936,15 @@ def test_purge_dead_of_all_deletes_the_stream_and_counts(
 
     assert redis_sync.exists(keys.dead) == 0
     assert redis_sync.xlen(other.dead) == 1
+
+
+def test_purge_dead_of_all_with_a_dead_key_of_wrong_type_is_a_script_error_and_deletes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    plant_wrong_type(redis_sync, keys.dead)
+    before = snapshot(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"purge_dead.lua: key '{keys.dead}' holds")):
+        run(consume.purge_dead(keys, None))
+
+    assert snapshot(redis_sync, keys) == before

@@ -71,8 +71,8 @@ async def test_keep_alive_runs_when_the_manual_clock_says_it_is_due() -> None:
     k.clock.advance(1)
     assert await k.keeper.step() == 1.0  # next keep-alive at 2000, take-over at 5000
     (touch,) = k.executor.sent("touch")
-    assert touch.keys == [ShardKeys(TOPIC, 0).ready]
-    assert touch.args == [GROUP, "me", 0, "1-0", "2-0"]  # idle time reset to 0
+    assert list(touch.keys) == [ShardKeys(TOPIC, 0).ready]
+    assert list(touch.args) == [GROUP, "me", 0, "1-0", "2-0"]  # idle time reset to 0
     assert k.sent() == (1, 0)
 
 
@@ -95,7 +95,7 @@ async def test_take_over_claims_into_free_slots_and_counts_dead_letters() -> Non
 
     assert await k.keeper.step() == 1.0  # keep-alive due at 6000 (held nothing at 5000)
     first, second = k.executor.sent("claim")
-    assert first.args == [GROUP, "me", 3000, ZERO_ID, 3, 4]  # idle > visibility, free slots
+    assert list(first.args) == [GROUP, "me", 3000, ZERO_ID, 3, 4]  # idle > visibility, free slots
     assert second.keys[0] == ShardKeys(TOPIC, 1).ready
     assert k.accepted == [(0, claimed, [2])]
     assert (k.keeper.taken_over, k.keeper.dead_lettered) == (1, 3)

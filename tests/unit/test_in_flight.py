@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.fakes import ScriptedExecutor
 from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, HeldHandler, entry
+from wheelq.core import wire
 from wheelq.core.clock import ManualClock
 from wheelq.core.job import Envelope
 from wheelq.core.retry import RetryPolicy
@@ -100,7 +101,7 @@ async def test_free_is_zero_once_closing(parts: Parts) -> None:
 
 
 async def test_accept_dead_letters_malformed_entries_and_skips_other_groups(parts: Parts) -> None:
-    malformed = ("5-0", {b"id": b"x"})
+    malformed = ("5-0", {wire.ID: b"x"})  # no payload, no due time
     parts.in_flight.accept(
         1, [entry("b1"), malformed, entry("b2", group="other"), entry("b3", group=GROUP)]
     )
@@ -110,7 +111,7 @@ async def test_accept_dead_letters_malformed_entries_and_skips_other_groups(part
 
     await parts.settle()
     (dead,) = parts.executor.sent("dead_letter")
-    assert dead.args[:3] == [GROUP, "5-0", "malformed"]
+    assert list(dead.args[:3]) == [GROUP, "5-0", "malformed"]
     assert [c.command[3:] for c in parts.executor.sent("XACK")] == [("2-0",)]  # the skipped one
 
 
@@ -152,13 +153,13 @@ async def test_a_failed_handler_is_retried_stamped_by_the_clock_then_dead_letter
     await parts.settle()
 
     (retry,) = parts.executor.sent("retry")
-    assert retry.args[1:4] == ["1-0", "e1", 1000]  # retry_base_ms at attempt 1, no jitter
+    assert list(retry.args[1:4]) == ["1-0", "e1", 1000]  # retry_base_ms at attempt 1, no jitter
     packed = retry.args[4]
     assert isinstance(packed, bytes)
     envelope = Envelope.unpack(packed)
     assert (envelope.attempt, envelope.enqueued_ms, envelope.group) == (2, NOW_MS, GROUP)
     (dead,) = parts.executor.sent("dead_letter")
-    assert dead.args[1:3] == ["2-0", "failed"]
+    assert list(dead.args[1:3]) == ["2-0", "failed"]
     assert "ValueError: e2 failed" in str(dead.args[3])
     assert parts.in_flight.failed == 2
 

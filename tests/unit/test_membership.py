@@ -57,7 +57,7 @@ async def test_hand_on_sets_the_idle_time_and_counts_the_entries_still_held() ->
     members = Membership(consumer(executor, shards=3))
     handed = await members.hand_on({0: ["1-0", "2-0"], 1: ["3-0"], 2: ["4-0"]}, 30_000)
     assert handed == 2  # 1-0 and 3-0: 2-0 was no longer ours, shard 2 failed
-    assert [c.args for c in executor.sent("touch")] == [
+    assert [list(c.args) for c in executor.sent("touch")] == [
         [GROUP, "me", 30_000, "1-0", "2-0"],
         [GROUP, "me", 30_000, "3-0"],
         [GROUP, "me", 30_000, "4-0"],

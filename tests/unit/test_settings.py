@@ -39,6 +39,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "trim_batch", 1, 100_000),
     (SchedulerSettings, "start_timeout_ms", 0, 3_600_000),
     (SchedulerSettings, "stop_timeout_ms", 0, 600_000),
+    (SchedulerSettings, "failure_pause_max_ms", 10, 600_000),
     (WorkerSettings, "concurrency", 1, 10_000),
     (WorkerSettings, "block_ms", 10, 60_000),
     (WorkerSettings, "visibility_timeout_ms", 100, 86_400_000),
@@ -52,6 +53,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (WorkerSettings, "default_shards", 1, 1024),
     (WorkerSettings, "start_timeout_ms", 0, 3_600_000),
     (WorkerSettings, "stop_timeout_ms", 0, 600_000),
+    (WorkerSettings, "failure_pause_max_ms", 10, 600_000),
 ]
 IDS = [name for _, name, _, _ in RANGES]
 

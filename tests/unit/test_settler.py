@@ -79,7 +79,7 @@ async def test_retries_and_dead_letters_are_sent_with_what_the_handler_asked_for
 
     await settler.step()
     (retry,) = executor.sent("retry")
-    assert retry.args[:4] == [GROUP, "7-0", "j7", 1500]
+    assert list(retry.args[:4]) == [GROUP, "7-0", "j7", 1500]
     packed = retry.args[4]
     assert isinstance(packed, bytes)
     envelope = Envelope.unpack(packed)
@@ -90,7 +90,7 @@ async def test_retries_and_dead_letters_are_sent_with_what_the_handler_asked_for
     )
     assert (envelope.group, envelope.job_id, envelope.payload) == (GROUP, "j7", b"\xa1x")
     (dead,) = executor.sent("dead_letter")  # one call for the shard's dead letters
-    assert dead.args == [GROUP, "8-0", "failed", "boom", "9-0", "malformed", "bad"]
+    assert list(dead.args) == [GROUP, "8-0", "failed", "boom", "9-0", "malformed", "bad"]
     assert (settler.counts.retried, settler.counts.dead_lettered) == (1, 2)
 
 

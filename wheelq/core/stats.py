@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from wheelq.core import wire
+from wheelq.core.job import entry_ms
+
 
 @dataclass(frozen=True, slots=True)
 class Fired:
@@ -19,9 +22,9 @@ class Fired:
     entry_ms: int
 
     @classmethod
-    def from_entry(cls, entry_id: bytes, fields: Mapping[bytes, bytes]) -> Fired:
+    def from_entry(cls, entry_id: str | bytes, fields: Mapping[bytes, bytes]) -> Fired:
         """From a ready-stream entry: the entry id's ms part is when it fired (Redis clock)."""
-        return cls(fields[b"id"].decode(), int(fields[b"due"]), int(entry_id.split(b"-")[0]))
+        return cls(fields[wire.ID].decode(), int(fields[wire.DUE]), entry_ms(entry_id))
 
     @property
     def lateness_ms(self) -> int:

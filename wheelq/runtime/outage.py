@@ -33,6 +33,8 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from wheelq.core.retry import RetryPolicy
+
 FIRST_PAUSE_S = 0.1
 CAP_S = 2.0
 REMIND_S = 30.0
@@ -63,18 +65,20 @@ def is_transient(exc: BaseException) -> bool:
 
 class Backoff:
     """Pauses between tries: `first_s` doubling to `cap_s`, each shortened by up to half
-    at random so many clients do not retry in step."""
+    at random so many clients do not retry in step (the jobs' `RetryPolicy`, in seconds)."""
 
     def __init__(self, first_s: float = FIRST_PAUSE_S, cap_s: float = CAP_S) -> None:
         self.first_s = first_s
         self.cap_s = cap_s
+        self._policy = RetryPolicy(
+            base_ms=max(1, round(first_s * 1000)), max_ms=round(cap_s * 1000), jitter_pct=50
+        )
         self.failures = 0
 
     def next_s(self) -> float:
         """The pause after one more failure."""
-        full = min(self.cap_s, self.first_s * 2.0 ** min(self.failures, 30))
         self.failures += 1
-        return full * (0.5 + random.random() / 2)
+        return self._policy.backoff_ms(self.failures, random.random()) / 1000
 
     def reset(self) -> None:
         self.failures = 0

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wheelq.core import wire
 from wheelq.core.clock import Clock
 from wheelq.core.job import Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
@@ -146,7 +147,7 @@ class InFlightSet:
                 self.skipped += 1  # a retry or replay meant for another group
                 self.settler.ack(shard, entry_id)
                 continue
-            held = Held(job, fields[b"payload"])
+            held = Held(job, fields[wire.PAYLOAD])
             self.held[(shard, entry_id)] = held
             held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
 
