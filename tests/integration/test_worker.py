@@ -149,11 +149,11 @@ class Workers:
             with contextlib.suppress(Exception):  # a test may have failed half-way
                 await worker.stop(grace_ms=0)
             # A stop() that failed half-way leaves the worker's services running (see
-            # test_stop_while_starting_stops_the_worker): stop them, whatever they are called.
-            for name in ("_reader", "_claims", "settler"):
-                service = getattr(worker, name, None)
-                if service is not None:
-                    await service.stop()
+            # test_stop_while_starting_stops_the_worker): stop them.
+            parts = worker._parts
+            for service in (parts.reader, parts.claims) if parts is not None else ():
+                await service.stop()
+            await worker.settler.stop()
             await worker.redis.aclose()
 
 

@@ -4,6 +4,7 @@ async with CuttingProxy(target_port) as proxy:
     url = f"redis://127.0.0.1:{proxy.port}"
     ...
     proxy.cut()   # every open connection is closed, both sides; new ones are accepted
+    proxy.refusing = True   # from now on new connections are closed at once (Redis "down")
 
 Every transport the proxy opens is tracked from the moment it exists: a client connection
 whose upstream connection is still being made when `cut()` runs is closed too (its handler
@@ -29,6 +30,8 @@ class CuttingProxy:
         self._handlers: set[asyncio.Task[None]] = set()
         self.cuts = 0
         self.accepted = 0
+        self.refusing = False
+        """While set, each new connection is closed as soon as it is accepted."""
 
     @property
     def port(self) -> int:
@@ -54,6 +57,9 @@ class CuttingProxy:
         writer.transport.abort()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            writer.transport.abort()
+            return
         self.accepted += 1
         task = asyncio.current_task()
         assert task is not None
