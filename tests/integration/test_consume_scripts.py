@@ -797,8 +797,9 @@ trim_steps = st.lists(
 def test_trim_never_deletes_an_entry_some_group_has_not_acked(
     redis_sync: redis.Redis, topic: str, steps: list[tuple[str, int, int]], limit: int, seed: int
 ) -> None:
-    """DESIGN invariant 5 under random reads, acks and trims by two groups: after every trim
-    (retention 0), each entry pending in or not yet delivered to either group still exists."""
+    """docs/architecture.md, invariant 5, under random reads, acks and trims by two groups:
+    after every trim (retention 0), each entry pending in or not yet delivered to either group
+    still exists."""
     keys = ShardKeys(topic, next(_example_shards))  # fresh keys for each example
     run = Runner(redis_sync)
     rnd = random.Random(seed)

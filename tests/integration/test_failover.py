@@ -1,6 +1,6 @@
 """Two scheduler processes on one 4-shard topic: sharing, kill -9, SIGSTOP past the lease.
 
-Invariant 2: whatever happens to nodes, each job is emitted at most once,
+docs/architecture.md, invariant 2: whatever happens to nodes, each job is emitted at most once,
 and (invariant 1) none is lost.
 """
 

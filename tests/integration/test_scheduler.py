@@ -1,5 +1,5 @@
 """A scheduler node in this process against a real server: firing, edits inside a
-preloaded window (DESIGN invariant 4), backlog, clock skew, graceful stop."""
+preloaded window (docs/architecture.md, invariant 4), backlog, clock skew, graceful stop."""
 
 from __future__ import annotations
 

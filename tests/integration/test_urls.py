@@ -1,5 +1,5 @@
-"""DESIGN invariant 8: Redis AUTH, ACL users and TLS (``rediss://``) URLs work for the
-clients and the scheduler node; wrong credentials fail with redis-py's own error."""
+"""docs/architecture.md, invariant 9: Redis AUTH, ACL users and TLS (``rediss://``) URLs work
+for the clients and the scheduler node; wrong credentials fail with redis-py's own error."""
 
 from __future__ import annotations
 

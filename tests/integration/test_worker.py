@@ -2,10 +2,10 @@
 letters and replay, malformed and poison entries, fan-out, keep-alive of long handlers,
 handler timeouts, graceful stop and hand-on, sync handlers.
 
-DESIGN invariants 1 (nothing lost: handled, or in the dead-letter stream), 2 (delivery is
-at-least-once, duplicates only from crashes and visibility timeouts) and 7 (a malformed entry
-goes to the dead-letter stream and never crashes a worker). Times are compared on the Redis
-clock (stream `due` fields, entry ids, TIME), never on wall-clock sleeps.
+docs/architecture.md, invariants 1 (nothing lost: handled, or in the dead-letter stream), 2
+(delivery is at-least-once, duplicates only from crashes and visibility timeouts) and 7 (a
+malformed entry goes to the dead-letter stream and never crashes a worker). Times are compared
+on the Redis clock (stream `due` fields, entry ids, TIME), never on wall-clock sleeps.
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ async def test_retry_exception_sets_the_delay(
     assert await client.dead_letters(topic) == []
 
 
-# --- malformed and poison entries (invariant 7) -----------------------------------------------
+# --- malformed and poison entries (docs/architecture.md, invariant 7) -------------------------
 
 
 async def test_malformed_and_poison_entries_are_dead_lettered_while_good_jobs_run(

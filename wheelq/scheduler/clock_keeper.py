@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class ClockKeeper(Service):
-    """Measures the offset to the Redis clock now and then (DESIGN invariant 6)."""
+    """Measures the offset to the Redis clock now and then (docs/architecture.md, invariant 6)."""
 
     name = "clock"
     title = "clock keeper"

@@ -1,4 +1,4 @@
-"""The wake listener: the prompt half of DESIGN invariant 4.
+"""The wake listener: the prompt half of docs/architecture.md, invariant 4.
 
 A job written inside a window the leader has already preloaded is noted
 in the shard's inbox (durable) and published on its wake channel (fast).

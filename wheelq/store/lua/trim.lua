@@ -1,7 +1,8 @@
 --[[ trim.lua — trim a ready stream: drop entries every group has acked once past retention.
 An entry is kept while any group has it pending or has not been delivered it yet, so trimming
-never deletes an entry some group has not acked (DESIGN invariant 5). A stream no group reads
-yet is not trimmed at all. Also forgets consumers that hold nothing and have been idle long.
+never deletes an entry some group has not acked (docs/architecture.md, invariant 5). A stream
+no group reads yet is not trimmed at all. Also forgets consumers that hold nothing and have
+been idle long.
 KEYS[1]  {T:s}:ready     STREAM  fired jobs
 ARGV[1]  retention, ms: only entries older than TIME - this are trimmed
 ARGV[2]  most entries to trim in this call
