@@ -122,6 +122,28 @@ local function wq_fire(ready, topic, member, due, env)
     'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
 end
 
+-- Fire a job due now from its stored envelope (enqueue and reschedule): nil once appended,
+-- else the reply the script returns as it is (MALFORMED, or the XADD's error).
+local function wq_fire_now(ready, topic, id, due, envelope)
+  local env, why = wq_envelope(envelope)
+  if not env then
+    return {WQ_MALFORMED, topic, id, why}
+  end
+  local added = wq_fire(ready, topic, id, due, env)
+  if type(added) == 'table' and added.err then
+    return redis.error_reply(added.err)
+  end
+  return nil
+end
+
+-- Forget jobs (a table of ids): out of the shard's sorted set and its envelope hash.
+local function wq_forget(delayed, jobs, ids)
+  if #ids > 0 then
+    wq_multi('ZREM', delayed, ids)
+    wq_multi('HDEL', jobs, ids)
+  end
+end
+
 -- Move a job whose envelope cannot be decoded to the dead-letter stream as 'malformed',
 -- with the raw bytes in 'envelope' (no 'payload' field: replay refuses it). redis.pcall, as
 -- wq_fire. With wq_dead, the one place dead-letter fields are spelled (wheelq.core.wire).

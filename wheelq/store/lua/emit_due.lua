@@ -133,10 +133,7 @@ for i, id in ipairs(ids) do
   end
 end
 -- Jobs appended so far leave the sorted set even if a later XADD failed: never twice.
-if #gone > 0 then
-  wq_multi('ZREM', KEYS[1], gone)
-  wq_multi('HDEL', KEYS[2], gone)
-end
+wq_forget(KEYS[1], KEYS[2], gone)
 if failed then
   if #gone == out[4] and string.find(failed, 'WRONGTYPE', 1, true) then
     return {WQ_WRONG_TYPE, failed_key}

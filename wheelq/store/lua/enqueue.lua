@@ -59,13 +59,9 @@ for n = 1, #ids do
   if pending[id] and ARGV[i + 3] ~= '1' then
     out[#out + 1] = WQ_DUPLICATE
   elseif due <= now then
-    local env, why = wq_envelope(envelope)
-    if not env then
-      return {WQ_MALFORMED, ARGV[1], id, why}
-    end
-    local added = wq_fire(KEYS[3], ARGV[1], id, due, env)
-    if type(added) == 'table' and added.err then
-      return redis.error_reply(added.err)
+    local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
+    if refused then
+      return refused
     end
     pending[id], final[id] = false, false
     out[#out + 1] = WQ_FIRED
@@ -87,10 +83,7 @@ for _, id in ipairs(order) do
     gone[#gone + 1] = id
   end
 end
-if #gone > 0 then
-  wq_multi('ZREM', KEYS[1], gone)
-  wq_multi('HDEL', KEYS[2], gone)
-end
+wq_forget(KEYS[1], KEYS[2], gone)
 if #hset > 0 then
   wq_multi('HSET', KEYS[2], hset)
   wq_multi('ZADD', KEYS[1], zadd)

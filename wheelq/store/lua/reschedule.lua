@@ -30,16 +30,11 @@ if ARGV[4] == 'd' then
   due = now + due
 end
 if due <= now then
-  local env, why = wq_envelope(envelope)
-  if not env then
-    return {WQ_MALFORMED, ARGV[1], id, why}
+  local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
+  if refused then
+    return refused
   end
-  local added = wq_fire(KEYS[3], ARGV[1], id, due, env)
-  if type(added) == 'table' and added.err then
-    return redis.error_reply(added.err)
-  end
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('HDEL', KEYS[2], id)
+  wq_forget(KEYS[1], KEYS[2], {id})
   return {WQ_OK, WQ_FIRED}
 end
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], tonumber(redis.call('GET', KEYS[4])), id, due, envelope)
