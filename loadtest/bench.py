@@ -7,7 +7,7 @@
 It starts an embedded Valkey (or uses --redis-url; --server redis picks redis-server from
 PATH), runs the scenarios in turn with progress on stderr, and writes into --out:
 results.json (every figure), results.md (the tables, with ratios to the raw-Redis limit and
-to the peers, and the DESIGN targets met or not) and lateness.png (the lateness
+to the peers, and the targets of docs/architecture.md met or not) and lateness.png (the lateness
 distributions and the failover series; needs the `bench` extra). Peers need the `peers`
 extra; a peer that is not installed is reported as such. Figures are measured, never
 asserted: compare runs on a quiet machine.
@@ -32,7 +32,7 @@ from benchlib.common import Bench
 from benchlib.report import markdown, plot, strip_private, targets
 from benchlib.scenarios import run_burst, run_enqueue, run_failover, run_idle, run_worker
 
-from wheelq.testing.embedded import EmbeddedServer, find_server_binaries
+from wheelq.testing import EmbeddedServer, find_server_binaries
 
 SCENARIOS = (
     "enqueue",

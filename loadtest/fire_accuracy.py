@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib.accuracy import run_accuracy
 from benchlib.common import Bench
 
-from wheelq.testing.embedded import EmbeddedServer, find_server_binaries
+from wheelq.testing import EmbeddedServer, find_server_binaries
 
 
 def main() -> int:

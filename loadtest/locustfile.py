@@ -47,7 +47,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from wheelq import Client
 from wheelq.core.keys import TOPICS_KEY, all_shards, nodes_key
-from wheelq.testing.embedded import EmbeddedServer, find_server_binaries
+from wheelq.testing import EmbeddedServer, find_server_binaries
 
 log = logging.getLogger("wheelq.locust")
 

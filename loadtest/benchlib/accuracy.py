@@ -28,8 +28,7 @@ from benchlib.common import (
 from benchlib.nodes import Workers, start_scheduler
 from wheelq import Client, EnqueueItem
 from wheelq.core.keys import all_shards
-from wheelq.core.stats import summarize
-from wheelq.testing.fired import read_fired
+from wheelq.testing import read_fired, summarize
 
 ENQUEUE_CHUNK = 20_000
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from wheelq.core.stats import percentile
+from wheelq.testing import percentile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

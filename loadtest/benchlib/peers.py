@@ -163,7 +163,7 @@ def main() -> int:
     import argparse
     import json
 
-    from wheelq.testing.embedded import EmbeddedServer, find_server_binaries
+    from wheelq.testing import EmbeddedServer, find_server_binaries
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--redis-url", help="use this server instead of an embedded one")

@@ -3,7 +3,7 @@
 Scenarios may return raw series under keys starting with ``_`` (lateness lists for the
 plot); `strip_private` removes them before the JSON is written. The Markdown has one table
 per scenario family, each figure with its ratio to the raw-Redis limit or to the peers
-where the bench measured one, and the DESIGN targets with met / not met.
+where the bench measured one, and the targets of docs/architecture.md with met / not met.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def poller_cpu_ms_per_1000(loaded: dict[str, Any]) -> float | None:
 
 
 def targets(res: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met) for each DESIGN figure the bench measures."""
+    """(target, measured, met) for each target of docs/architecture.md the bench measures."""
     acc = {int(a["rate_per_s"]): a for a in res.get("accuracy", []) if isinstance(a, dict)}
     lim = res.get("limit") or {}
     out: list[tuple[str, str, bool | None]] = []
@@ -152,7 +152,12 @@ def markdown(res: dict[str, Any]) -> str:
     meta = res.get("meta", {})
     lines += [f"- {k}: {v}" for k, v in meta.items()] + [""]
     lim = res.get("limit") or {}
-    lines += ["## Targets (DESIGN.md)", "", "| target | measured | met |", "|---|---|---|"]
+    lines += [
+        "## Targets (docs/architecture.md)",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
     for name, shown, ok in targets(res):
         lines.append(f"| {name} | {shown} | {'met' if ok else 'not met'} |")
     lines += ["", "## Enqueue", "", "| how | wheelq | raw redis-py | wheelq / raw |"]

@@ -21,7 +21,7 @@ from benchlib.common import (
 from benchlib.nodes import Workers, start_scheduler
 from wheelq import AsyncClient, Client, EnqueueItem
 from wheelq.core.keys import all_shards
-from wheelq.testing.fired import read_fired
+from wheelq.testing import read_fired
 
 PAYLOAD = b"x" * 100
 

@@ -19,7 +19,7 @@ import redis.asyncio
 from tests.support.clients import make_client  # noqa: F401 (the client tests' fixture)
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
-from wheelq.testing.embedded import EmbeddedServer, ServerBinary, find_server_binaries
+from wheelq.testing import EmbeddedServer, ServerBinary, find_server_binaries
 
 _BINARIES = find_server_binaries()
 

@@ -1,5 +1,5 @@
-"""DESIGN invariant 7: bad input raises a typed error at the call site, its message names
-the parameter and the accepted range, and Redis is left exactly as it was.
+"""docs/architecture.md, invariant 7: bad input raises a typed error at the call site, its
+message names the parameter and the accepted range, and Redis is left exactly as it was.
 
 Each case runs through `Client` and `AsyncClient` against a topic that already holds
 a pending job and a fired one; the topic's keys (DUMP + PTTL), its node set and the

@@ -31,7 +31,14 @@ def test_version_and_help() -> None:
     helped = run_wheelq("--help")
     assert helped.returncode == 0
     assert "Delayed jobs on Redis that fire on time" in helped.stdout
-    for name in ("WHEELQ_REDIS_URL", "WHEELQ_CONFIG", "WHEELQ_TOPICS", "WHEELQ_LOG_LEVEL"):
+    for name in (
+        "WHEELQ_REDIS_URL",
+        "WHEELQ_CONFIG",
+        "WHEELQ_SCHEDULER_TOPICS",
+        "WHEELQ_TOPICS",
+        "WHEELQ_LOG_LEVEL",
+        "WHEELQ_<SECTION>_<KEY>",
+    ):
         assert name in helped.stdout
     for command in ("enqueue", "cancel", "reschedule", "topics", "server"):
         assert command in helped.stdout

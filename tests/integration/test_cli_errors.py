@@ -18,7 +18,7 @@ from tests.support.cli import (
 from tests.support.servers import dedicated_server
 from wheelq import Client
 from wheelq.core.keys import ShardKeys
-from wheelq.testing.embedded import ServerBinary
+from wheelq.testing import ServerBinary
 
 HANDLERS = "def handle(job):\n    pass\n\nNOT_CALLABLE = 3\n"
 

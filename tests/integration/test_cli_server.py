@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.support.cli import assert_one_line_error, free_port, run_wheelq, start_wheelq, stop
-from wheelq.testing.embedded import EmbeddedServer
+from wheelq.testing import EmbeddedServer
 
 
 def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:

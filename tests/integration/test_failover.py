@@ -1,6 +1,6 @@
 """Two scheduler processes on one 4-shard topic: sharing, kill -9, SIGSTOP past the lease.
 
-Invariant 2: whatever happens to nodes, each job is emitted at most once,
+docs/architecture.md, invariant 2: whatever happens to nodes, each job is emitted at most once,
 and (invariant 1) none is lost.
 """
 
@@ -23,8 +23,7 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq import AsyncClient, Client, EnqueueItem, Scheduler
 from wheelq.core.keys import all_shards, shard_of
-from wheelq.core.stats import Fired, summarize
-from wheelq.testing.embedded import ServerBinary
+from wheelq.testing import Fired, ServerBinary, summarize
 
 SHARDS = 4
 TTL_MS = 1500

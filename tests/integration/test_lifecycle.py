@@ -30,7 +30,7 @@ from tests.support.servers import dedicated_server, free_port
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, Job, RedisUnavailableError, Scheduler, Worker
 from wheelq.core.keys import all_shards
-from wheelq.testing.embedded import ServerBinary
+from wheelq.testing import ServerBinary
 
 SHARDS = 2
 WAITING = "not reachable"  # start()'s one line when it begins to wait

@@ -1,12 +1,13 @@
-"""The README's Quickstart runs as written: every snippet, in order, against one server.
+"""The README's examples run as written: the Quickstart, and "Testing your own code".
 
-The fenced blocks of the Quickstart section are taken from README.md as they are; only
-the Redis URL is swapped for a server of the test's own. Python blocks starting with a
-``# NAME.py`` line are written to files; each line of a bash block is a command: `wheelq
-server` is left out (the test's server stands in for it), `wheelq scheduler` and `wheelq
-worker` start in the background (stopped with SIGTERM at the end), everything else runs to
-completion and must exit 0. Then every job must have been handled by both groups, and none
-may be a dead letter.
+The fenced blocks of those sections are taken from README.md as they are; only the Redis
+URL is swapped for a server of the test's own. Python blocks starting with a ``# NAME.py``
+line are written to files; each line of a bash block is a command. In the Quickstart,
+`wheelq server` is left out (the test's server stands in for it), `wheelq scheduler` and
+`wheelq worker` start in the background (stopped with SIGTERM at the end), everything
+else runs to completion and must exit 0. Then every job must have been handled by both
+groups, and none may be a dead letter. The testing section's test file is run by the
+pytest command it shows, and must pass.
 """
 
 from __future__ import annotations
@@ -25,24 +26,25 @@ from tests.support.cli import ROOT, clean_env, wheelq_argv
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq.core.keys import all_shards
-from wheelq.testing.embedded import ServerBinary
+from wheelq.testing import ServerBinary
 
 README_URL = re.compile(r"redis://localhost:\d+/0")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 SERVICES = ("scheduler", "worker")
 
 
-def quickstart(url: str) -> tuple[dict[str, str], list[list[str]]]:
-    """The Quickstart's files (name -> text) and commands, with `url` for the README's."""
+def snippets(title: str, url: str = "") -> tuple[dict[str, str], list[list[str]]]:
+    """The files (name -> text) and commands of the README section `title`, with `url` for
+    the README's Redis URL."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Quickstart\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
     files: dict[str, str] = {}
     commands: list[list[str]] = []
     for language, body in FENCE.findall(README_URL.sub(url, section)):
         assert "localhost:" not in body, body  # a URL the substitution missed
         if language == "python":
             name = re.match(r"# (\w+\.py)\n", body)
-            assert name, f"a Quickstart python block must start with '# NAME.py':\n{body}"
+            assert name, f"a python block of {title!r} must start with '# NAME.py':\n{body}"
             files[name[1]] = body
         elif language == "bash":
             commands += [argv for line in body.splitlines() if (argv := shlex.split(line, True))]
@@ -122,7 +124,7 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
     with ExitStack() as stack:
         server = stack.enter_context(dedicated_server(server_binary))
         url = f"{server.url}/0"
-        files, commands = quickstart(url)
+        files, commands = snippets("Quickstart", url)
         assert {"handlers.py", "producer.py", "app.py"} <= files.keys()
         for name, body in files.items():
             (tmp_path / name).write_text(body)
@@ -164,3 +166,16 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
         assert f"{name}@example.com" in sent, name
     assert "TopicStats(" in ran["python producer.py"]
     assert "welcome, Ada!" in ran["python app.py"]
+
+
+def test_readme_testing_example_passes_as_written(tmp_path: Path) -> None:
+    files, commands = snippets("Testing your own code with wheelq.testing")
+    assert list(files) == ["test_reminders.py"]
+    assert commands == [["python", "-m", "pytest", "-q", "test_reminders.py"]]
+    (tmp_path / "test_reminders.py").write_text(files["test_reminders.py"])
+    done = subprocess.run(
+        _argv(commands[0]), cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "1 passed" in done.stdout, done.stdout

@@ -1,5 +1,5 @@
 """A scheduler node in this process against a real server: firing, edits inside a
-preloaded window (DESIGN invariant 4), backlog, clock skew, graceful stop."""
+preloaded window (docs/architecture.md, invariant 4), backlog, clock skew, graceful stop."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, EnqueueItem, NodeEvent, Scheduler, SchedulerSettings
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.core.stats import Fired, summarize
 from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.scheduler import warn_if_unsafe
-from wheelq.testing.embedded import ServerBinary
-from wheelq.testing.fired import read_fired
+from wheelq.testing import Fired, ServerBinary, read_fired, summarize
 
 SHARDS = 4
 # A sweep grace far above any on-time path, so a job that only the sweep could have

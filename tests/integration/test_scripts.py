@@ -24,9 +24,9 @@ from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import ops
 from wheelq.store.calls import SyncExecutor
-from wheelq.store.ops import EmitResult, JobWrite, Placed
-from wheelq.store.scripts import script
-from wheelq.testing.embedded import ServerBinary
+from wheelq.store.ops import EmitResult, JobWrite
+from wheelq.store.scripts import Placed, script
+from wheelq.testing import ServerBinary
 
 TOKEN = "node-a:1"
 OTHER = "node-b:1"
@@ -512,6 +512,21 @@ def test_reschedule_to_now_of_a_malformed_envelope_raises_and_writes_nothing(
     assert shard_state(redis_sync, keys) == before
     assert run(ops.reschedule(keys, "bad", at(now + HOUR_MS))) == Placed.SCHEDULED
     assert score(redis_sync, keys, "bad") == now + HOUR_MS
+
+
+def test_enqueue_of_a_malformed_envelope_due_now_raises_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str
+) -> None:
+    now = server_ms(redis_sync)
+    redis_sync.set(keys.horizon, now + HOUR_MS)
+    before = shard_state(redis_sync, keys)
+    batch = [job("later", at(now + MINUTE_MS)), job("bad", DueSpec("delay", 0), b"\xc1")]
+
+    with pytest.raises(MalformedJobError) as caught:
+        run(ops.enqueue(keys, batch))
+
+    assert (caught.value.topic, caught.value.job_id) == (topic, "bad")
+    assert shard_state(redis_sync, keys) == before
 
 
 @pytest.mark.parametrize(

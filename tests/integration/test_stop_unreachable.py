@@ -24,7 +24,7 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from tests.support.worker_proc import WorkerProcess
 from wheelq import Client
-from wheelq.testing.embedded import EmbeddedServer, ServerBinary
+from wheelq.testing import EmbeddedServer, ServerBinary
 
 SHARDS = 2
 STOP_TIMEOUT_MS = 1000

@@ -6,7 +6,7 @@ Two kinds of fault, each as a user could meet it:
 - a key of the wrong type in one shard (a ready stream or a delayed set holding a string,
   written by hand or by another program): the trimmer, the wheel driver and the preloader
   report that shard while the other shard goes on, until the key is deleted;
-- Redis unreachable (`CuttingProxy.go_down`: every connection cut, new ones closed at once):
+- Redis unreachable (`CuttingProxy`: every connection cut, new ones refused):
   the lease keeper, the clock keeper and the wake listener fail until the proxy comes up.
 
 The node's client gives up on a dropped connection at once (no redis-py retries), so a fault
@@ -191,9 +191,10 @@ async def proxied(redis_url: str) -> AsyncIterator[tuple[CuttingProxy, str]]:
 async def outage(proxy: CuttingProxy, node: Scheduler, name: str) -> None:
     """Take Redis away until part `name` shows it, then bring it back and wait for the part
     to recover."""
-    proxy.go_down()
+    proxy.refusing = True
+    proxy.cut()
     await sick_until_fixed(node, name, UNREACHABLE)
-    proxy.come_up()
+    proxy.refusing = False
     await well_again(node, name)
 
 

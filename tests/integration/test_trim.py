@@ -1,5 +1,5 @@
-"""Stream trimming by the scheduler node (DESIGN invariant 5: trimming never deletes an
-entry some group has not acked), driven through the node's own `Trimmer`.
+"""Stream trimming by the scheduler node (docs/architecture.md, invariant 5: trimming never
+deletes an entry some group has not acked), driven through the node's own `Trimmer`.
 
 Group positions are set up with raw XREADGROUP/XACK so each case is exact; the node's
 background trim interval is an hour and each test calls `trim_once()` itself.

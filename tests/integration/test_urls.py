@@ -1,5 +1,5 @@
-"""DESIGN invariant 8: Redis AUTH, ACL users and TLS (``rediss://``) URLs work for the
-clients and the scheduler node; wrong credentials fail with redis-py's own error."""
+"""docs/architecture.md, invariant 9: Redis AUTH, ACL users and TLS (``rediss://``) URLs work
+for the clients and the scheduler node; wrong credentials fail with redis-py's own error."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.support.servers import dedicated_server, tls_supported
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, Client, Scheduler
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, shard_of
-from wheelq.testing.embedded import EmbeddedServer, ServerBinary
+from wheelq.testing import EmbeddedServer, ServerBinary
 
 PASSWORD = "s3cr:t/@x"
 SHARDS = 2

@@ -2,10 +2,10 @@
 letters and replay, malformed and poison entries, fan-out, keep-alive of long handlers,
 handler timeouts, graceful stop and hand-on, sync handlers.
 
-DESIGN invariants 1 (nothing lost: handled, or in the dead-letter stream), 2 (delivery is
-at-least-once, duplicates only from crashes and visibility timeouts) and 7 (a malformed entry
-goes to the dead-letter stream and never crashes a worker). Times are compared on the Redis
-clock (stream `due` fields, entry ids, TIME), never on wall-clock sleeps.
+docs/architecture.md, invariants 1 (nothing lost: handled, or in the dead-letter stream), 2
+(delivery is at-least-once, duplicates only from crashes and visibility timeouts) and 7 (a
+malformed entry goes to the dead-letter stream and never crashes a worker). Times are compared
+on the Redis clock (stream `due` fields, entry ids, TIME), never on wall-clock sleeps.
 """
 
 from __future__ import annotations
@@ -149,11 +149,11 @@ class Workers:
             with contextlib.suppress(Exception):  # a test may have failed half-way
                 await worker.stop(grace_ms=0)
             # A stop() that failed half-way leaves the worker's services running (see
-            # test_stop_while_starting_stops_the_worker): stop them, whatever they are called.
-            for name in ("_reader", "_claims", "settler"):
-                service = getattr(worker, name, None)
-                if service is not None:
-                    await service.stop()
+            # test_stop_while_starting_stops_the_worker): stop them.
+            parts = worker._parts
+            for service in (parts.reader, parts.claims) if parts is not None else ():
+                await service.stop()
+            await worker.settler.stop()
             await worker.redis.aclose()
 
 
@@ -289,7 +289,7 @@ async def test_retry_exception_sets_the_delay(
     assert await client.dead_letters(topic) == []
 
 
-# --- malformed and poison entries (invariant 7) -----------------------------------------------
+# --- malformed and poison entries (docs/architecture.md, invariant 7) -------------------------
 
 
 async def test_malformed_and_poison_entries_are_dead_lettered_while_good_jobs_run(

@@ -13,7 +13,7 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, Job, Scheduler, Worker
 from wheelq.core.keys import all_shards
-from wheelq.testing.embedded import ServerBinary
+from wheelq.testing import ServerBinary
 
 SHARDS = 2
 

@@ -1,8 +1,9 @@
 """Workers as real processes (tests/support/worker_proc.py): kill -9 with jobs in flight, a
 poison job that kills its worker every time, SIGTERM.
 
-DESIGN invariants 1 and 2: whatever happens to worker processes, every job is handled (at
-least once) or dead-lettered, and ends acked; duplicates come only from a crashed worker.
+docs/architecture.md, invariants 1 and 2: whatever happens to worker processes, every job is
+handled (at least once) or dead-lettered, and ends acked; duplicates come only from a crashed
+worker.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ async with CuttingProxy(target_port) as proxy:
     url = f"redis://127.0.0.1:{proxy.port}"
     ...
     proxy.cut()   # every open connection is closed, both sides; new ones are accepted
-    proxy.go_down()   # cut, and every new connection is closed at once too ...
-    proxy.come_up()   # ... until this: a server or network that is down for a while
+    proxy.refusing = True   # from now on new connections are closed at once (Redis "down")
 
 Every transport the proxy opens is tracked from the moment it exists: a client connection
 whose upstream connection is still being made when `cut()` runs is closed too (its handler
@@ -31,8 +30,8 @@ class CuttingProxy:
         self._handlers: set[asyncio.Task[None]] = set()
         self.cuts = 0
         self.accepted = 0
-        self.down = False
-        """Set by `go_down()`: new connections are closed as soon as they are accepted."""
+        self.refusing = False
+        """While set, each new connection is closed as soon as it is accepted."""
 
     @property
     def port(self) -> int:
@@ -50,16 +49,6 @@ class CuttingProxy:
         self.cuts += 1
         return len(self._handlers)
 
-    def go_down(self) -> int:
-        """Cut every open connection and close each new one at once until `come_up()`;
-        returns how many client connections were cut."""
-        self.down = True
-        return self.cut()
-
-    def come_up(self) -> None:
-        """Pipe new connections to the target again."""
-        self.down = False
-
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, OSError):
             while data := await reader.read(65536):
@@ -68,10 +57,10 @@ class CuttingProxy:
         writer.transport.abort()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.accepted += 1
-        if self.down:
+        if self.refusing:
             writer.transport.abort()
             return
+        self.accepted += 1
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)

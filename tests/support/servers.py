@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from wheelq.errors import EmbeddedServerError
-from wheelq.testing.embedded import EmbeddedServer, ServerBinary
+from wheelq.testing import EmbeddedServer, ServerBinary
 
 FORBIDDEN_PORTS = frozenset({6379})  # the developer's own Redis lives there
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from wheelq.cli.context import CliError, load_config, redacted, split_topics
+from wheelq.cli.config import load_config, split_topics
+from wheelq.cli.context import redacted
 from wheelq.cli.dlq import jsonable
+from wheelq.cli.errors import CliError
 
 ROOT = Path(__file__).resolve().parents[2]
 

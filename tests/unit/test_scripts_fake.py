@@ -22,7 +22,8 @@ from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.store import ops
 from wheelq.store.calls import Call, SyncExecutor
-from wheelq.store.ops import EmitResult, JobWrite, Placed
+from wheelq.store.ops import EmitResult, JobWrite
+from wheelq.store.scripts import Placed
 
 T = TypeVar("T")
 

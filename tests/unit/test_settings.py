@@ -7,12 +7,19 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 
 from wheelq.core.job import validate_max_attempts
 from wheelq.core.keys import validate_shards
-from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
+from wheelq.core.settings import (
+    ClientSettings,
+    Range,
+    SchedulerSettings,
+    WorkerSettings,
+    setting_ranges,
+)
 from wheelq.errors import InvalidArgumentError
 
 Settings = type[ClientSettings] | type[SchedulerSettings] | type[WorkerSettings]
@@ -168,3 +175,20 @@ def test_settings_ranges_agree_with_the_call_site_validators(value: int) -> None
     assert accepted(lambda v: ClientSettings(default_max_attempts=v)) == accepted(
         validate_max_attempts
     )
+
+
+def test_a_setting_without_a_declared_range_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Unranged:
+        bounded: Annotated[int, Range(1, 2)] = 1
+        forgotten: int = 3
+
+    with pytest.raises(TypeError, match=r"Unranged.forgotten must be Annotated\[int, Range"):
+        setting_ranges(Unranged)
+
+
+@pytest.mark.parametrize(("cls", "name", "low", "high"), RANGES, ids=IDS)
+def test_each_range_is_the_one_declared_beside_its_field(
+    cls: Settings, name: str, low: int, high: int
+) -> None:
+    assert setting_ranges(cls)[name] == Range(low, high)

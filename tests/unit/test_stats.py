@@ -1,4 +1,4 @@
-"""core.stats: nearest-rank percentiles and the firing summary (missing, duplicates, early,
+"""testing.stats: nearest-rank percentiles and the firing summary (missing, duplicates, early,
 unexpected, lateness)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.core.stats import Fired, percentile, summarize
+from wheelq.testing import Fired, percentile, summarize
 
 
 def nearest_rank(n: int, q: Fraction) -> int:

@@ -19,7 +19,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
 from wheelq.cli import dlq, jobs, server, services, topics
-from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
+from wheelq.cli.context import ENVIRONMENT, Context, redacted, url_hint
+from wheelq.cli.errors import CliError, usage_error
 
 DESCRIPTION = """\
 Delayed jobs on Redis that fire on time. Run scheduler nodes and workers, enqueue,
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     connects.add_argument(
         "--config", default=argparse.SUPPRESS, help="TOML settings file (see config/wheelq.toml)"
     )
-    env = "\n".join(f"  {name:<18} {text}" for name, text in ENVIRONMENT.items())
+    env = "\n".join(f"  {name:<24} {text}" for name, text in ENVIRONMENT.items())
     parser = _Parser(
         prog="wheelq",
         description=DESCRIPTION,

@@ -1,75 +1,77 @@
-"""What every command shares: its settings (file + env + flags), its errors, its client.
+"""What every command shares: its settings (file + env + flags), its Redis URL, its client.
 
 Settings come from, in rising precedence: defaults, the TOML file
-(``--config`` or ``$WHEELQ_CONFIG``), environment variables, flags. The
-file's sections and keys are checked against the settings dataclasses, so a
-setting added there is accepted here without a change.
+(``--config`` or ``$WHEELQ_CONFIG``), environment variables
+(``WHEELQ_<SECTION>_<KEY>``), flags; see `wheelq.cli.config`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
+from wheelq.cli.config import check_environment, from_environment, load_config
+from wheelq.cli.errors import usage_error
 
 if TYPE_CHECKING:
     from wheelq.producer.client import Client
 
 ENVIRONMENT = {
-    "WHEELQ_REDIS_URL": "the Redis URL when --redis-url is not given",
     "WHEELQ_CONFIG": "the TOML settings file when --config is not given",
-    "WHEELQ_TOPICS": "the scheduler's topics when --topics is not given (comma-separated)",
     "WHEELQ_LOG_LEVEL": "the log level when --log-level is not given (default INFO)",
+    "WHEELQ_REDIS_URL": "the Redis URL when --redis-url is not given",
+    "WHEELQ_SCHEDULER_TOPICS": "the scheduler's topics, comma-separated (or WHEELQ_TOPICS)",
+    "WHEELQ_<SECTION>_<KEY>": "any key of the config file, e.g. WHEELQ_WORKER_CONCURRENCY=20",
 }
-
-# Keys the CLI itself reads, beside the fields of each section's settings class.
-_CLI_KEYS = {"redis": {"url"}, "scheduler": {"topics"}, "worker": {"group", "start"}}
-_SETTINGS = {"client": ClientSettings, "scheduler": SchedulerSettings, "worker": WorkerSettings}
-SECTIONS: dict[str, frozenset[str]] = {
-    "redis": frozenset(_CLI_KEYS["redis"]),
-    **{
-        name: frozenset(_CLI_KEYS.get(name, set()) | {f.name for f in fields(cls)})
-        for name, cls in _SETTINGS.items()
-    },
-}
-
-
-class CliError(Exception):
-    """A command that cannot go on: main() prints the message on one line, exits `code`."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def usage_error(message: str) -> CliError:
-    """A command line or config that cannot run (exit status 2)."""
-    return CliError(message, 2)
 
 
 @dataclass
 class Context:
-    """The parsed command line with its config file: what a command reads its settings from."""
+    """The parsed command line with its config file and environment: what a command reads
+    its settings from."""
 
     args: argparse.Namespace
     config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
 
     @classmethod
-    def load(cls, args: argparse.Namespace) -> Context:
-        """Read and check the config file named by ``--config`` or ``$WHEELQ_CONFIG``."""
-        path = getattr(args, "config", None) or os.environ.get("WHEELQ_CONFIG")
-        return cls(args, load_config(path) if path else {})
+    def load(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Context:
+        """Check the environment's ``WHEELQ_*`` names, then read and check the config file
+        named by ``--config`` or ``$WHEELQ_CONFIG``.
 
-    def section(self, name: str) -> dict[str, Any]:
-        """A copy of one section of the config file (empty when absent)."""
-        return dict(self.config.get(name, {}))
+        Args:
+            args: The parsed command line.
+            environ: Default `os.environ`.
+
+        Raises:
+            CliError: (exit 2) An unknown ``WHEELQ_<SECTION>_*`` variable, or a config file
+                that cannot be read or names an unknown section or key.
+        """
+        environ = os.environ if environ is None else environ
+        check_environment(environ)
+        path = getattr(args, "config", None) or environ.get("WHEELQ_CONFIG")
+        return cls(args, load_config(path) if path else {}, environ)
+
+    def section(self, name: str, **flags: Any) -> dict[str, Any]:
+        """The values of one section: the file's, then the environment's over them, then
+        `flags` (the command's options; None means not given) over both.
+
+        Only the values that win are parsed: a variable a flag overrides is not read.
+
+        Raises:
+            InvalidArgumentError: (exit 2) A variable's value is not an int in its range.
+            CliError: (exit 2) A variable's value is not valid for its key.
+        """
+        given = {key: value for key, value in flags.items() if value is not None}
+        values = dict(self.config.get(name, {}))
+        values.update(from_environment(self.environ, name, skip=given.keys()))
+        values.update(given)
+        return values
 
     def given_redis_url(self) -> str | None:
         """``--redis-url``, else ``$WHEELQ_REDIS_URL``, else ``[redis] url``, else None.
@@ -77,11 +79,7 @@ class Context:
         Raises:
             CliError: (exit 2) A URL redis-py cannot parse (see `check_url`).
         """
-        url = (
-            getattr(self.args, "redis_url", None)
-            or os.environ.get("WHEELQ_REDIS_URL")
-            or self.section("redis").get("url")
-        )
+        url = self.section("redis", url=getattr(self.args, "redis_url", None) or None).get("url")
         if url and not isinstance(url, str):
             raise usage_error(f"[redis] url must be a string, got {url!r}")
         return check_url(url) if url else None
@@ -99,55 +97,15 @@ class Context:
 
     @contextmanager
     def client(self) -> Iterator[Client]:
-        """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards."""
+        """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards.
+
+        The settings are resolved before it connects, so a bad one starts nothing.
+        """
         from wheelq.producer.client import Client
 
-        with Client.from_url(self.redis_url(), **self.section("client")) as client:
+        url, settings = self.redis_url(), self.section("client")
+        with Client.from_url(url, **settings) as client:
             yield client
-
-
-def load_config(path: str) -> dict[str, dict[str, Any]]:
-    """Read a TOML settings file and check its sections and keys.
-
-    Raises:
-        CliError: (exit 2) The file cannot be read, is not TOML, or has a section or
-            key wheelq does not know; the message names the file, section and key.
-    """
-    try:
-        with open(path, "rb") as f:
-            config = tomllib.load(f)
-    except OSError as exc:
-        raise usage_error(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise usage_error(f"config file {path} is not valid TOML: {exc}") from exc
-    known = ", ".join(f"[{name}]" for name in SECTIONS)
-    for name, section in config.items():
-        if not isinstance(section, dict):
-            raise usage_error(f"{path}: key {name!r} is outside any section; sections: {known}")
-        if name not in SECTIONS:
-            raise usage_error(f"{path}: unknown section [{name}]; known: {known}")
-        for key in section:
-            if key not in SECTIONS[name]:
-                raise usage_error(
-                    f"{path}: unknown key {key!r} in [{name}]; "
-                    f"known: {', '.join(sorted(SECTIONS[name]))}"
-                )
-    return config
-
-
-def split_topics(value: object, source: str) -> list[str]:
-    """Topics from ``"a, b"`` or ``["a", "b"]``: spaces trimmed, empty entries dropped.
-
-    Raises:
-        CliError: (exit 2) Not a string or a list of strings, or no topic at all.
-    """
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
-        raise usage_error(f"{source} must be comma-separated topics or a list, got {value!r}")
-    topics = [t.strip() for t in items if t.strip()]
-    if not topics:
-        raise usage_error(f"{source} names no topic (leave it out to serve every topic)")
-    return topics
 
 
 def redacted(url: str) -> str:

@@ -17,15 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 from wheelq.core.job import Job
-from wheelq.core.keys import TOPICS_KEY, all_shards, nodes_key
-from wheelq.core.stats import Fired, summarize
+from wheelq.core.keys import all_shards
 from wheelq.producer.client import AsyncClient
 from wheelq.producer.operations import EnqueueItem
 from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.scheduler import Scheduler
+from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor, Call
 from wheelq.testing.fired import read_fired
+from wheelq.testing.stats import Fired, summarize
 from wheelq.worker.worker import Worker
 
 Progress = Callable[[int, int, int], None]
@@ -46,7 +47,7 @@ async def run_demo(
     progress: Progress | None = None,
     redis_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo; returns the summary of the firing (see `wheelq.core.stats.summarize`)
+    """Run the demo; returns the summary of the firing (see `wheelq.testing.stats.summarize`)
     with the handlers' own summary under ``"handled"``."""
     topic = f"demo-{secrets.token_hex(4)}"
     client = AsyncClient.from_url(url, redis_options=redis_options)
@@ -94,9 +95,7 @@ async def run_demo(
 
 
 async def _drop_topic(client: AsyncClient, topic: str, shards: int) -> None:
-    """Remove the demo's keys, one slot per DEL (so it works on Redis Cluster too)."""
-    calls: list[Call[Any]] = [
-        Call(command=("DEL", *k.data_keys)) for k in all_shards(topic, shards)
-    ]
-    calls += [Call(command=("DEL", nodes_key(topic))), Call(command=("HDEL", TOPICS_KEY, topic))]
+    """Remove the demo's keys, one slot per call (so it works on Redis Cluster too)."""
+    calls: list[Call[Any]] = [ops.drop_shard(k, "force") for k in all_shards(topic, shards)]
+    calls += [ops.forget_nodes(topic), ops.unregister_topic(topic)]
     await AsyncExecutor(client.redis).run(calls)

@@ -14,7 +14,8 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CliError, Context, usage_error
+from wheelq.cli.context import Context
+from wheelq.cli.errors import CliError, usage_error
 from wheelq.cli.topics import topic_stats
 
 if TYPE_CHECKING:

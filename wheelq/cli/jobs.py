@@ -8,7 +8,8 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from wheelq.cli.context import CliError, Context, usage_error
+from wheelq.cli.context import Context
+from wheelq.cli.errors import CliError, usage_error
 
 _NOT_PENDING = "it fired, was cancelled, or never existed (a retry waiting its turn is pending)"
 

@@ -10,7 +10,9 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CliError, Context, split_topics, usage_error
+from wheelq.cli.config import split_topics
+from wheelq.cli.context import Context
+from wheelq.cli.errors import CliError, usage_error
 from wheelq.cli.signals import exit_now, run_until_signal
 
 if TYPE_CHECKING:
@@ -47,35 +49,30 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def scheduler(ctx: Context) -> int:
-    """Run a node on the topics of ``--topics``, ``$WHEELQ_TOPICS`` or ``[scheduler] topics``."""
+    """Run a node on the topics of ``--topics``, ``$WHEELQ_SCHEDULER_TOPICS`` or
+    ``[scheduler] topics`` (default: every topic), with the ``[scheduler]`` settings."""
     from wheelq.scheduler.scheduler import Scheduler
 
     url = ctx.redis_url()
-    settings = ctx.section("scheduler")
-    config_topics = settings.pop("topics", None)
-    topics = None
-    if ctx.args.topics is not None:
-        topics = split_topics(ctx.args.topics, "--topics")
-    elif "WHEELQ_TOPICS" in os.environ:
-        topics = split_topics(os.environ["WHEELQ_TOPICS"], "WHEELQ_TOPICS")
-    elif config_topics is not None:
-        topics = split_topics(config_topics, "[scheduler] topics")
+    flag = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
+    settings = ctx.section("scheduler", topics=flag)
+    topics = settings.pop("topics", None)
+    if topics is not None:  # from the file unless checked already (the flag, the environment)
+        topics = split_topics(topics, "[scheduler] topics")
     run_until_signal(Scheduler.from_url(url, topics, **settings), log)
     return 0
 
 
 def worker(ctx: Context) -> int:
-    """Run a worker; exits 1 when it abandoned entries on the way out."""
+    """Run a worker with the ``[worker]`` settings; exits 1 when it abandoned entries on the
+    way out."""
     from wheelq.worker.worker import Worker
 
-    url = ctx.redis_url()
-    args, settings = ctx.args, ctx.section("worker")
-    group = args.group or settings.pop("group", None) or "default"
-    settings.pop("group", None)
-    if args.concurrency is not None:
-        settings["concurrency"] = args.concurrency
-    if args.start is not None:
-        settings["start"] = args.start
+    url, args = ctx.redis_url(), ctx.args
+    settings = ctx.section(
+        "worker", group=args.group, concurrency=args.concurrency, start=args.start
+    )
+    group = settings.pop("group", None) or "default"
     handler = load_handler(args.handler)
     report = run_worker(Worker.from_url(url, args.topic, handler, group=group, **settings))
     return 0 if report.abandoned == 0 else 1

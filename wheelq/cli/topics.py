@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CliError, Context
+from wheelq.cli.context import Context
+from wheelq.cli.errors import CliError
 
 if TYPE_CHECKING:
     from wheelq.producer.client import Client

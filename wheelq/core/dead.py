@@ -1,12 +1,8 @@
 """Dead letters: what the dead-letter stream ``{T:s}:dead`` holds, and how to read it.
 
 An entry there is the original ready-stream entry's fields (whatever they
-were, even undecodable ones) followed by four fields the worker adds::
-
-    reason   failed | deliveries | malformed   (see `wheelq.core.retry.Reason`)
-    error    the exception and its traceback, or why the entry could not be run
-    group    the consumer group it failed in (a replay runs only there)
-    entry    the ready-stream entry id it came from
+were, even undecodable ones) followed by the annotations `wheelq.core.wire`
+names (reason, error, group, entry).
 
 Dead letters stay until replayed or purged; they are never trimmed.
 """
@@ -19,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from wheelq.core import wire
 from wheelq.core.job import decode_payload, entry_ms
 from wheelq.errors import InvalidArgumentError
 
@@ -59,31 +56,31 @@ class DeadLetter:
     ) -> DeadLetter:
         fields = {k.decode("utf-8", "replace"): v for k, v in raw.items()}
 
-        def text(name: str) -> str | None:
-            value = fields.get(name)
+        def text(name: bytes) -> str | None:
+            value = raw.get(name)
             return None if value is None else value.decode("utf-8", "replace")
 
-        def number(name: str) -> int | None:
+        def number(name: bytes) -> int | None:
             try:
-                return int(fields[name])
+                return int(raw[name])
             except (KeyError, ValueError):
                 return None
 
-        payload: Any = fields.get("payload")
+        payload: Any = raw.get(wire.PAYLOAD)
         if payload is not None:
             with contextlib.suppress(Exception):  # a foreign payload stays raw bytes
                 payload = decode_payload(payload)
         return cls(
             ref=f"{shard}/{entry_id}",
             topic=topic,
-            job_id=text("id"),
+            job_id=text(wire.ID),
             payload=payload,
-            attempt=number("attempt"),
-            max_attempts=number("max_attempts"),
-            reason=text("reason") or "",
-            error=text("error") or "",
-            group=text("group") or "",
-            source_entry=text("entry") or "",
+            attempt=number(wire.ATTEMPT),
+            max_attempts=number(wire.MAX_ATTEMPTS),
+            reason=text(wire.REASON) or "",
+            error=text(wire.ERROR) or "",
+            group=text(wire.GROUP) or "",
+            source_entry=text(wire.ENTRY) or "",
             dead_ms=entry_ms(entry_id),
             fields=fields,
         )

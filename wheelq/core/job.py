@@ -16,17 +16,8 @@ The payload bytes sit in msgpack's raw ``str`` family, not ``bin``: the Lua
 ``cmsgpack`` built into Redis and Valkey cannot read ``bin``, and the emit
 script unpacks envelopes. Readers decode envelopes with ``raw=True``.
 
-Stream entry (``{T:s}:ready``), flat string fields any language can read::
-
-    id           job id
-    topic        topic name
-    due          due time, integer ms on the Redis clock
-    attempt      1 on the first run
-    max_attempts attempts allowed before the job is dead-lettered
-    payload      msgpack bytes of the payload
-    group        only on retries and replays: the one consumer group meant to run it
-
-Readers must ignore fields they do not know: more may be added.
+A fired job is a ready-stream entry, whose fields `wheelq.core.wire` names;
+`Job.from_entry` decodes one.
 """
 
 from __future__ import annotations
@@ -39,6 +30,7 @@ from typing import Any
 
 import msgpack
 
+from wheelq.core import wire
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 
 ENVELOPE_VERSION = 1
@@ -149,10 +141,15 @@ def pack_envelope(
     max_attempts: int,
     enqueued_ms: int,
     packer: msgpack.Packer | None = None,
+    group: str = "",
+    job_id: str = "",
 ) -> bytes:
-    """The five-field envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``;
-    `packer` (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
-    fields = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
+    """The envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``, with
+    ``group, job_id`` after it when either is set (a retry); `packer`
+    (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
+    fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
+    if group or job_id:
+        fields += [group, job_id]
     if packer is None:
         packed: bytes = msgpack.packb(fields, use_bin_type=False)
         return packed
@@ -173,19 +170,14 @@ class Envelope:
     """A retry's job id ("" = the sorted-set member is the id)."""
 
     def pack(self) -> bytes:
-        if self.group or self.job_id:
-            fields: list[Any] = [
-                ENVELOPE_VERSION,
-                self.payload,
-                self.attempt,
-                self.max_attempts,
-                self.enqueued_ms,
-                self.group,
-                self.job_id,
-            ]
-            packed: bytes = msgpack.packb(fields, use_bin_type=False)
-            return packed
-        return pack_envelope(self.payload, self.attempt, self.max_attempts, self.enqueued_ms)
+        return pack_envelope(
+            self.payload,
+            self.attempt,
+            self.max_attempts,
+            self.enqueued_ms,
+            group=self.group,
+            job_id=self.job_id,
+        )
 
     @classmethod
     def unpack(cls, data: bytes) -> Envelope:
@@ -278,14 +270,14 @@ class Job:
             ValueError: A field is missing or malformed (the entry is dead-lettered).
         """
         try:
-            group = fields.get(b"group")
+            group = fields.get(wire.GROUP)
             return cls(
-                id=fields[b"id"].decode(),
-                topic=fields[b"topic"].decode(),
-                payload=decode_payload(fields[b"payload"]),
-                due_ms=int(fields[b"due"]),
-                attempt=int(fields[b"attempt"]),
-                max_attempts=int(fields.get(b"max_attempts", b"1")),
+                id=fields[wire.ID].decode(),
+                topic=fields[wire.TOPIC].decode(),
+                payload=decode_payload(fields[wire.PAYLOAD]),
+                due_ms=int(fields[wire.DUE]),
+                attempt=int(fields[wire.ATTEMPT]),
+                max_attempts=int(fields.get(wire.MAX_ATTEMPTS, b"1")),
                 group=group.decode() if group else None,
                 entry_id=entry_id,
                 shard=shard,

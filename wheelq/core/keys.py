@@ -42,6 +42,9 @@ MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256
 MAX_SHARDS = 1024
 
+DATA_KEY_NAMES = ("delayed", "jobs", "ready", "dead", "lease", "horizon", "inbox")
+"""The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
+
 _TOPIC_RE = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_TOPIC_LENGTH}}}")
 _COUNT_RE = re.compile(rb"[1-9][0-9]{0,3}")
 
@@ -219,15 +222,7 @@ class ShardKeys:
     @property
     def data_keys(self) -> tuple[str, ...]:
         """Every key the shard stores (to drop a topic: one slot, so one DEL)."""
-        return (
-            self.delayed,
-            self.jobs,
-            self.ready,
-            self.dead,
-            self.lease,
-            self.horizon,
-            self.inbox,
-        )
+        return tuple(getattr(self, name) for name in DATA_KEY_NAMES)
 
     @property
     def wake_channel(self) -> str:

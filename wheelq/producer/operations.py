@@ -42,6 +42,7 @@ from wheelq.producer.encode_batch import EncodeBatch
 from wheelq.runtime.clock import WallClock
 from wheelq.store import ops
 from wheelq.store.calls import Call
+from wheelq.store.scripts import Placed
 
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
@@ -180,7 +181,7 @@ class Producer:
         by_shard: dict[int, list[ops.JobWrite]] = defaultdict(list)
         for w in writes:
             by_shard[k.shard_of(w.id, shards)].append(w)
-        calls: list[tuple[list[ops.JobWrite], Call[list[ops.Placed]]]] = []
+        calls: list[tuple[list[ops.JobWrite], Call[list[Placed]]]] = []
         size = self.settings.batch_size
         for shard, jobs in by_shard.items():
             keys = k.ShardKeys(topic, shard)
@@ -193,7 +194,7 @@ class Producer:
             replies = yield [call for _, call in round_]
             for (chunk, _), outcomes in zip(round_, replies, strict=True):
                 duplicates += [
-                    w.id for w, o in zip(chunk, outcomes, strict=True) if o == ops.Placed.DUPLICATE
+                    w.id for w, o in zip(chunk, outcomes, strict=True) if o == Placed.DUPLICATE
                 ]
         ids = [w.id for w in writes]
         if duplicates:

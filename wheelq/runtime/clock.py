@@ -1,7 +1,7 @@
 """The production clocks: the only place wheelq reads the machine's clocks.
 
 `RedisClock` is the local monotonic clock plus a measured offset to the
-Redis server's ``TIME`` (DESIGN invariant 6): it never jumps with NTP
+Redis server's ``TIME`` (docs/architecture.md, invariant 6): it never jumps with NTP
 steps of the local wall clock, and due times computed on the server agree
 with it to within half the best measured round trip.
 """

@@ -19,6 +19,8 @@ from redis.exceptions import RedisError
 
 from wheelq.errors import RedisUnavailableError
 from wheelq.runtime.outage import Backoff, address, is_transient, wait_for_either
+from wheelq.store import ops
+from wheelq.store.calls import AsyncExecutor
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class StartGate:
 
     def __init__(self, connection: redis.asyncio.Redis, timeout_ms: int, log: logging.Logger):
         self._redis = connection
+        self._executor = AsyncExecutor(connection)
         self._timeout_s = timeout_ms / 1000
         self._log = log
         self._aborted = asyncio.Event()
@@ -104,7 +107,7 @@ class StartGate:
         where = address(self._redis)
         waited = False
         while True:
-            ping: asyncio.Future[Any] = asyncio.ensure_future(self._redis.ping())
+            ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([ops.ping()]))
             timeout_s = max(MIN_PING_WAIT_S, deadline - loop.time())
             await wait_for_either(ping, self._aborted, timeout_s)
             if not ping.done() or self._aborted.is_set():

@@ -31,7 +31,7 @@ class SyncedClock(Protocol):
 
 
 class ClockKeeper(Service):
-    """Measures the offset to the Redis clock now and then (DESIGN invariant 6).
+    """Measures the offset to the Redis clock now and then (docs/architecture.md, invariant 6).
 
     A sample is a round trip timed on the local monotonic clock, not on the corrected
     clock (which is what is being measured). It reads that local clock from the clock

@@ -141,9 +141,7 @@ class LeaseKeeper(Service):
     async def _acquire(self, wants: list[tuple[list[ShardKeys], int]]) -> None:
         """For each (candidates in preference order, how many): take the first free ones."""
         candidates = [keys for others, _ in wants for keys in others]
-        holders = await self._ctx.executor.run(
-            [Call(command=("GET", keys.lease)) for keys in candidates]
-        )
+        holders = await self._ctx.executor.run([ops.lease_holder(keys) for keys in candidates])
         free = {keys for keys, holder in zip(candidates, holders, strict=True) if holder is None}
         chosen = [keys for others, n in wants for keys in [k for k in others if k in free][:n]]
         if not chosen:

@@ -2,7 +2,7 @@
 
 Every `preload_interval_ms`, for all led shards in one pipeline, it
 1. drains the shard's inbox (notes of jobs written inside the already
-   preloaded window: the durable half of DESIGN invariant 4),
+   preloaded window: the durable half of docs/architecture.md, invariant 4),
 2. reads the next page of jobs due before Redis time + `window_ms`, and
 3. sweeps: emits, oldest first and `sweep_batch` at a time, jobs that are
    overdue (the backlog from before this node took the shard, or anything

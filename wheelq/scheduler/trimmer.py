@@ -1,4 +1,4 @@
-"""Trimming the ready streams a node leads (DESIGN invariant 5).
+"""Trimming the ready streams a node leads (docs/architecture.md, invariant 5).
 
 Every `trim_interval_ms` the leader of a shard removes the entries of its
 ready stream that every consumer group has acked and that are older than

@@ -1,4 +1,4 @@
-"""The wake listener: the prompt half of DESIGN invariant 4.
+"""The wake listener: the prompt half of docs/architecture.md, invariant 4.
 
 A job written inside a window the leader has already preloaded is noted
 in the shard's inbox (durable) and published on its wake channel (fast).
@@ -19,6 +19,7 @@ from wheelq.core.clock import Clock
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.scheduler.led_shards import Leads
 from wheelq.scheduler.wheel_driver import WheelDriver
+from wheelq.store.wake import WakeNote, WakeSubscription
 
 log = logging.getLogger(__name__)
 
@@ -55,38 +56,27 @@ class WakeListener(Service):
 
     async def step(self) -> float:
         """One subscription: listen until stopped or the connection fails (it raises)."""
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        subscription = WakeSubscription(self._redis)
         try:
-            await self._listen(pubsub)
+            await self._listen(subscription)
         finally:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await subscription.aclose()
         return 0.0
 
-    async def _listen(self, pubsub: redis.asyncio.client.PubSub) -> None:
-        subscribed: set[str] = set()
+    async def _listen(self, subscription: WakeSubscription) -> None:
         while not self.stopping:
-            wanted = set(self._leads.by_channel)
-            if wanted - subscribed:
-                await pubsub.subscribe(*(wanted - subscribed))
-            if subscribed - wanted:
-                await pubsub.unsubscribe(*(subscribed - wanted))
-            subscribed = wanted
-            if not subscribed:
+            await subscription.follow(self._leads.by_channel.keys())
+            if not subscription.channels:
                 await self.sleep(POLL_S)
                 continue
-            message = await pubsub.get_message(timeout=POLL_S)
+            notes = await subscription.receive(POLL_S)
             if self.failures:
                 self.succeeded()  # the subscription is back: this step does not return
-            while message is not None:
-                self._deliver(message)
-                message = await pubsub.get_message(timeout=0)
+            for note in notes:
+                self._deliver(note)
             await asyncio.sleep(0)
 
-    def _deliver(self, message: dict[str, object]) -> None:
-        channel, data = message.get("channel"), message.get("data")
-        if not isinstance(channel, bytes) or not isinstance(data, bytes):
-            return
-        lead = self._leads.by_channel.get(channel.decode("utf-8", "replace"))
-        due, _, job_id = data.decode("utf-8", "replace").partition(":")  # not a note: ignored
-        if lead is not None and due.isdigit() and job_id:
-            self._driver.schedule(lead, [(job_id, int(due))])
+    def _deliver(self, note: WakeNote) -> None:
+        lead = self._leads.by_channel.get(note.channel)
+        if lead is not None:
+            self._driver.schedule(lead, [(note.job_id, note.due_ms)])

@@ -21,7 +21,8 @@ import redis
 import redis.asyncio
 from redis.exceptions import NoScriptError, ResponseError
 
-from wheelq.store.scripts import script
+from wheelq.core.keys import ShardKeys
+from wheelq.store.scripts import script, script_keys
 
 T = TypeVar("T")
 
@@ -47,6 +48,16 @@ class Call(Generic[T]):
         if self.script is None:
             return tuple(self.command)
         return ("EVALSHA", script(self.script).sha, len(self.keys), *self.keys, *self.args)
+
+
+def script_call(
+    name: str, keys: ShardKeys, args: Sequence[str | bytes | int], parse: Callable[[Any], T]
+) -> Call[T]:
+    """A call of script `name` on one shard: its KEYS as `scripts.SCRIPT_KEYS` lists them.
+
+    `parse` gets the raw reply and should pass it through `scripts.check` first.
+    """
+    return Call(name, script_keys(name, keys), args, parse=parse)
 
 
 def _noscript(reply: Any) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wheelq.core.keys import ShardKeys
-from wheelq.store.calls import Call
+from wheelq.store.calls import Call, script_call
 from wheelq.store.scripts import check
 
 Entry = tuple[str, dict[bytes, bytes]]
@@ -98,11 +98,8 @@ def retry(
         r = check("retry", reply)
         return Retried(True, int(r[2]), _text(r[3])) if r[1] else Retried(False)
 
-    return Call(
-        "retry",
-        [keys.delayed, keys.jobs, keys.ready, keys.horizon, keys.inbox],
-        [group, entry_id, job_id, delay_ms, envelope, keys.wake_channel],
-        parse=parse,
+    return script_call(
+        "retry", keys, [group, entry_id, job_id, delay_ms, envelope, keys.wake_channel], parse
     )
 
 
@@ -111,12 +108,7 @@ def dead_letter(keys: ShardKeys, group: str, entries: Sequence[tuple[str, str, s
     args: list[str | bytes | int] = [group]
     for entry_id, reason, error in entries:
         args += [entry_id, reason, error]
-    return Call(
-        "dead_letter",
-        [keys.ready, keys.dead],
-        args,
-        parse=lambda r: int(check("dead_letter", r)[1]),
-    )
+    return script_call("dead_letter", keys, args, lambda r: int(check("dead_letter", r)[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +136,8 @@ def claim(
         deliveries = [int(flat[i + 1]) for i in range(0, len(flat), 3)]
         return Claimed(_text(r[1]), int(r[2]), entries, deliveries)
 
-    return Call(
-        "claim",
-        [keys.ready, keys.dead],
-        [group, consumer, min_idle_ms, cursor, count, max_deliveries],
-        parse=parse,
+    return script_call(
+        "claim", keys, [group, consumer, min_idle_ms, cursor, count, max_deliveries], parse
     )
 
 
@@ -157,11 +146,11 @@ def touch(
 ) -> Call[list[str]]:
     """Refresh claims (idle 0) or hand entries on (idle = visibility timeout); parses to the
     ids this consumer no longer holds."""
-    return Call(
+    return script_call(
         "touch",
-        [keys.ready],
+        keys,
         [group, consumer, idle_ms, *entry_ids],
-        parse=lambda r: [_text(x) for x in check("touch", r)[1:]],
+        lambda r: [_text(x) for x in check("touch", r)[1:]],
     )
 
 
@@ -190,7 +179,17 @@ def trim(keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int) 
         r = check("trim", reply)
         return Trimmed(int(r[1]), bool(r[2]), int(r[3]))
 
-    return Call("trim", [keys.ready], [retention_ms, limit, consumer_idle_ms], parse=parse)
+    return script_call("trim", keys, [retention_ms, limit, consumer_idle_ms], parse)
+
+
+def _range(key: str, start: str, count: int) -> Call[list[Entry]]:
+    return Call(command=("XRANGE", key, start, "+", "COUNT", count), parse=_entries)
+
+
+def read_ready(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
+    """Ready-stream entries from `start` (``"-"`` for the oldest, ``"(id"`` for after one),
+    as they are: without a group, nothing is delivered or acked."""
+    return _range(keys.ready, start, count)
 
 
 # --- dead letters ---------------------------------------------------------------------------
@@ -198,7 +197,7 @@ def trim(keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int) 
 
 def read_dead(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
     """Dead letters from `start` (inclusive; ``"-"`` for the oldest)."""
-    return Call(command=("XRANGE", keys.dead, start, "+", "COUNT", count), parse=_entries)
+    return _range(keys.dead, start, count)
 
 
 def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, list[str]]]:
@@ -208,20 +207,12 @@ def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, list[st
         r = check("replay", reply)
         return int(r[1]), [_text(x) for x in r[2:]]
 
-    return Call("replay", [keys.dead, keys.ready], [keys.topic, *entry_ids], parse=parse)
+    return script_call("replay", keys, [keys.topic, *entry_ids], parse)
 
 
 def purge_dead(keys: ShardKeys, entry_ids: Sequence[str] | None) -> Call[int]:
     """XDEL the given dead letters, or (None) delete the shard's dead-letter stream; parses to
     how many entries went."""
     if entry_ids is None:
-        return Call(
-            command=(
-                "EVAL",
-                "local n = redis.call('XLEN', KEYS[1]) redis.call('DEL', KEYS[1]) return n",
-                1,
-                keys.dead,
-            ),
-            parse=int,
-        )
+        return script_call("purge_dead", keys, (), lambda r: int(check("purge_dead", r)[1]))
     return Call(command=("XDEL", keys.dead, *entry_ids), parse=int)

@@ -8,10 +8,8 @@ async client and the scheduler node.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 from wheelq.core.keys import (
@@ -23,17 +21,10 @@ from wheelq.core.keys import (
     parse_shard_count,
 )
 from wheelq.core.schedule import DueSpec
-from wheelq.errors import MalformedJobError
-from wheelq.store.calls import Call
-from wheelq.store.scripts import LEASE_LOST, check
-
-
-class Placed(IntEnum):
-    """What enqueue / reschedule did with a job."""
-
-    SCHEDULED = 0
-    FIRED = 1
-    DUPLICATE = 2
+from wheelq.core.wire import parse_note
+from wheelq.errors import LeaseLostError
+from wheelq.store.calls import Call, script_call
+from wheelq.store.scripts import NOT_PENDING, Placed, check  # Placed: enqueue's outcomes
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,45 +71,36 @@ def _pairs(flat: Sequence[Any]) -> list[tuple[str, int]]:
     return [(flat[i].decode(), int(float(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
 
+def _placed(reply: Any) -> list[Placed]:
+    return [Placed(c) for c in check("enqueue", reply)[1:]]
+
+
 def enqueue(keys: ShardKeys, jobs: Sequence[JobWrite]) -> Call[list[Placed]]:
+    """Parses to each job's outcome, in order; raises `MalformedJobError` when an envelope
+    due now cannot be decoded (wheelq's clients write none)."""
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel]
     for job in jobs:
         mode, value = job.due.wire
         args += [job.id, mode, value, "1" if job.replace else "0", job.envelope]
-    return Call(
-        "enqueue",
-        _shard_write_keys(keys),
-        args,
-        parse=lambda r: [Placed(c) for c in check("enqueue", r)[1:]],
-    )
+    return script_call("enqueue", keys, args, _placed)
+
+
+def _rescheduled(reply: Any) -> Placed | None:
+    outcome = check("reschedule", reply)[1]
+    return None if outcome == NOT_PENDING else Placed(outcome)
 
 
 def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None]:
     """Parses to the outcome, or None when the job is not pending; raises
     `MalformedJobError` when it is due now but its envelope cannot be decoded."""
     mode, value = due.wire
-
-    def parse(reply: Any) -> Placed | None:
-        r = check("reschedule", reply)
-        if r[1] == 3:
-            raise MalformedJobError(keys.topic, job_id, r[2].decode("utf-8", "replace"))
-        return None if r[1] == 0 else (Placed.SCHEDULED if r[1] == 1 else Placed.FIRED)
-
-    return Call(
-        "reschedule",
-        _shard_write_keys(keys),
-        [keys.topic, keys.wake_channel, job_id, mode, value],
-        parse=parse,
+    return script_call(
+        "reschedule", keys, [keys.topic, keys.wake_channel, job_id, mode, value], _rescheduled
     )
 
 
 def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
-    return Call(
-        "cancel",
-        [keys.delayed, keys.jobs],
-        [job_id],
-        parse=lambda r: bool(check("cancel", r)[1]),
-    )
+    return script_call("cancel", keys, [job_id], lambda r: bool(check("cancel", r)[1]))
 
 
 NO_BYTE_BOUND = 2**52  # what "no byte bound" sends: more than any server holds
@@ -150,11 +132,11 @@ def emit_due(
             [h.decode() for h in r[6]],
         )
 
-    return Call(
+    return script_call(
         "emit_due",
-        [keys.delayed, keys.jobs, keys.ready, keys.lease, keys.dead],
+        keys,
         [token, keys.topic, now_ms, limit, NO_BYTE_BOUND if max_bytes is None else max_bytes, *ids],
-        parse=parse,
+        parse,
     )
 
 
@@ -168,39 +150,48 @@ def preload(
         r = check("preload", reply)
         return PreloadPage(int(r[1]), int(r[2]), bool(r[3]), _pairs(r[4:]))
 
-    return Call(
-        "preload",
-        [keys.delayed, keys.lease, keys.horizon],
-        [token, cursor_ms, window_ms, limit, ttl_ms],
-        parse=parse,
-    )
+    return script_call("preload", keys, [token, cursor_ms, window_ms, limit, ttl_ms], parse)
+
+
+def _lease_attempt(reply: Any) -> LeaseAttempt:
+    r = check("lease_acquire", reply)
+    return LeaseAttempt(bool(r[1]), bool(r[2]), int(r[3]), r[4].decode())
 
 
 def lease_acquire(keys: ShardKeys, token: str, ttl_ms: int) -> Call[LeaseAttempt]:
-    def parse(reply: Any) -> LeaseAttempt:
-        if reply[0] == 0:
-            return LeaseAttempt(False, False, 0, reply[1].decode())
-        return LeaseAttempt(True, reply[0] == 1, int(reply[1]), token)
+    return script_call("lease_acquire", keys, [token, ttl_ms], _lease_attempt)
 
-    return Call(
-        "lease_acquire", [keys.lease, keys.horizon, keys.inbox], [token, ttl_ms], parse=parse
-    )
+
+def _still_held(name: str) -> Callable[[Any], bool]:
+    """A parser for LEASE_LOST as False: losing the lease is an answer here, not an error."""
+
+    def parse(reply: Any) -> bool:
+        try:
+            check(name, reply)
+        except LeaseLostError:
+            return False
+        return True
+
+    return parse
+
+
+_RENEWED = _still_held("lease_renew")
+_RELEASED = _still_held("lease_release")
 
 
 def lease_renew(keys: ShardKeys, token: str, ttl_ms: int) -> Call[bool]:
     """Parses to True when renewed, False when the lease is no longer the caller's."""
-    return Call(
-        "lease_renew",
-        [keys.lease, keys.horizon],
-        [token, ttl_ms],
-        parse=lambda r: r[0] != LEASE_LOST,
-    )
+    return script_call("lease_renew", keys, [token, ttl_ms], _RENEWED)
 
 
 def lease_release(keys: ShardKeys, token: str) -> Call[bool]:
-    return Call(
-        "lease_release", [keys.lease, keys.horizon], [token], parse=lambda r: r[0] != LEASE_LOST
-    )
+    """Parses to True when released, False when the lease was not the caller's."""
+    return script_call("lease_release", keys, [token], _RELEASED)
+
+
+def lease_holder(keys: ShardKeys) -> Call[str | None]:
+    """The token of the node holding the shard's lease, None when it is free."""
+    return Call(command=("GET", keys.lease), parse=lambda r: None if r is None else r.decode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,17 +213,7 @@ def drop_shard(keys: ShardKeys, mode: str) -> Call[ShardDrop]:
         r = check("drop_shard", reply)
         return ShardDrop(bool(r[1]), int(r[2]), int(r[3]))
 
-    return Call("drop_shard", keys.data_keys, [mode], parse=parse)
-
-
-@functools.lru_cache(maxsize=4096)
-def _write_keys(keys: ShardKeys) -> tuple[str, ...]:
-    return (keys.delayed, keys.jobs, keys.ready, keys.horizon, keys.inbox)
-
-
-def _shard_write_keys(keys: ShardKeys) -> tuple[str, ...]:
-    """The five keys enqueue, reschedule and retry write (built once per shard)."""
-    return _write_keys(keys)
+    return script_call("drop_shard", keys, [mode], parse)
 
 
 # --- plain commands -------------------------------------------------------------------------
@@ -265,11 +246,7 @@ def drain_inbox(keys: ShardKeys, count: int) -> Call[list[tuple[str, int]]]:
     """Pop up to `count` "due:id" notes; parses to (id, due_ms) pairs."""
 
     def parse(reply: Any) -> list[tuple[str, int]]:
-        out = []
-        for note in reply or ():
-            due, _, job_id = note.decode().partition(":")
-            out.append((job_id, int(due)))
-        return out
+        return [note for raw in reply or () if (note := parse_note(raw)) is not None]
 
     return Call(command=("LPOP", keys.inbox, count), parse=parse)
 
@@ -301,6 +278,11 @@ def unregister_topic(topic: str) -> Call[bool]:
 def forget_nodes(topic: str) -> Call[int]:
     """Delete the topic's node set (a topic being dropped)."""
     return Call(command=("UNLINK", nodes_key(topic)), parse=int)
+
+
+def ping() -> Call[bool]:
+    """PING: whether the server answers (raises what a failed call raises)."""
+    return Call(command=("PING",), parse=bool)
 
 
 def server_time() -> Call[float]:

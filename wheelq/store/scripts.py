@@ -1,42 +1,90 @@
-"""The Lua scripts: loading, hashing, and the one table of status codes.
+"""The Lua scripts: loading, hashing, the keys each takes, and the one table of outcomes.
 
 Each transition is one file in ``lua/``; ``_lib.lua`` (shared helpers) is
-prepended to every script, so the SHA1 is of the full text sent. Replies
-start with a status code; `check` turns a non-zero one into the same typed
-exception wherever it comes from.
+prepended to every script, so the SHA1 is of the full text sent.
+
+Every reply is a list whose first element is a `Status`, with the same
+meaning in every script; `check` is the one place a reply is judged, so the
+same status always raises the same error:
+
+```
+ 0  OK          {0, outcome fields...}: what each script's header documents
+-1  WRONG_TYPE  {-1, key}: a key holds another type; nothing written -> ScriptError naming it
+-2  LEASE_LOST  {-2}: the caller does not hold the shard's lease; nothing written
+                -> LeaseLostError
+-3  MALFORMED   {-3, topic, job id, why}: a job due now whose envelope cannot be decoded;
+                nothing written for it -> MalformedJobError
+other           -> ScriptError naming the script
+```
+
+A command that fails inside a script (out of memory, ...) comes back as a
+Redis error reply, raised by the executor as a `ResponseError` like any
+failed command. The job outcomes enqueue and reschedule report (`Placed`,
+plus ``NOT_PENDING``) are one table too. ``_lib.lua`` names the same numbers
+(``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds the two together.
+
+`SCRIPT_KEYS` says which keys of a shard each script takes, in order: call
+sites take them from `script_keys`, never list them again.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
-from functools import cache
+from enum import IntEnum
 from importlib import resources
 from typing import Any
 
-from wheelq.errors import LeaseLostError, ScriptError
+from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
+from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 
-NAMES = (
-    "enqueue",
-    "reschedule",
-    "cancel",
-    "emit_due",
-    "preload",
-    "lease_acquire",
-    "lease_renew",
-    "lease_release",
-    "retry",
-    "dead_letter",
-    "claim",
-    "touch",
-    "trim",
-    "replay",
-    "drop_shard",
-)
 
-OK = 0
-WRONG_TYPE = -1
-LEASE_LOST = -2
+class Status(IntEnum):
+    """The first element of every script's reply."""
+
+    OK = 0
+    WRONG_TYPE = -1
+    LEASE_LOST = -2
+    MALFORMED = -3
+
+
+class Placed(IntEnum):
+    """What enqueue / reschedule did with a job (an outcome field after `Status.OK`)."""
+
+    SCHEDULED = 0
+    FIRED = 1
+    DUPLICATE = 2
+    """enqueue only: pending already and replace not asked for (not written)."""
+
+
+NOT_PENDING = 3
+"""reschedule's outcome when the job is not pending (nothing written)."""
+
+_WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
+_LEASE = ("lease", "horizon")
+
+SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
+    "enqueue": _WRITE,
+    "reschedule": _WRITE,
+    "cancel": ("delayed", "jobs"),
+    "emit_due": ("delayed", "jobs", "ready", "lease", "dead"),
+    "preload": ("delayed", "lease", "horizon"),
+    "lease_acquire": (*_LEASE, "inbox"),
+    "lease_renew": _LEASE,
+    "lease_release": _LEASE,
+    "retry": _WRITE,
+    "dead_letter": ("ready", "dead"),
+    "claim": ("ready", "dead"),
+    "touch": ("ready",),
+    "trim": ("ready",),
+    "replay": ("dead", "ready"),
+    "purge_dead": ("dead",),
+    "drop_shard": DATA_KEY_NAMES,
+}
+"""Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
+
+NAMES = tuple(SCRIPT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,34 +96,47 @@ class Script:
     sha: str
 
 
-@cache
+@functools.cache
 def script(name: str) -> Script:
     """Load a script by name (cached)."""
-    if name not in NAMES:
+    if name not in SCRIPT_KEYS:
         raise KeyError(f"no script named {name!r}")
     lua = resources.files("wheelq.store") / "lua"
     source = (lua / "_lib.lua").read_text("utf-8") + "\n" + (lua / f"{name}.lua").read_text("utf-8")
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324 (Redis's hash)
 
 
+@functools.lru_cache(maxsize=8192)
+def script_keys(name: str, keys: ShardKeys) -> tuple[str, ...]:
+    """The KEYS `name` takes for one shard, in order (built once per script and shard)."""
+    return tuple(getattr(keys, attr) for attr in SCRIPT_KEYS[name])
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def check(name: str, reply: Any) -> list[Any]:
-    """Return a script's reply if its status is OK (or a positive outcome code).
+    """Return script `name`'s reply (status first) if its status is `Status.OK`.
 
     Raises:
-        LeaseLostError: Status -2: the caller's lease is gone; nothing was written.
-        ScriptError: Status -1 (a key has the wrong type; nothing was written) or
-            a reply that is not a status list.
+        ScriptError: Status WRONG_TYPE (naming the key; nothing was written), a status
+            not in the table, or a reply that is not a status list.
+        LeaseLostError: Status LEASE_LOST: the caller's lease is gone; nothing was written.
+        MalformedJobError: Status MALFORMED: a job due now cannot be decoded.
     """
     if not isinstance(reply, list) or not reply or not isinstance(reply[0], int):
         raise ScriptError(f"{name}.lua returned {reply!r:.200}, expected a status list")
     status = reply[0]
-    if status == LEASE_LOST:
+    if status == Status.OK:
+        return reply
+    if status == Status.LEASE_LOST:
         raise LeaseLostError(f"{name}.lua: this node does not hold the shard's lease")
-    if status == WRONG_TYPE:
-        key = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
+    if status == Status.WRONG_TYPE and len(reply) == 2:
         raise ScriptError(
-            f"{name}.lua: key {key!r} holds a value of the wrong type; nothing was written"
+            f"{name}.lua: key {_text(reply[1])!r} holds a value of the wrong type; "
+            "nothing was written"
         )
-    if status < 0:
-        raise ScriptError(f"{name}.lua returned unknown status {status}")
-    return reply
+    if status == Status.MALFORMED and len(reply) == 4:
+        raise MalformedJobError(_text(reply[1]), _text(reply[2]), _text(reply[3]))
+    raise ScriptError(f"{name}.lua returned unknown status {status} ({reply!r:.200})")

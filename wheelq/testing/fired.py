@@ -5,8 +5,9 @@ from __future__ import annotations
 import redis.asyncio
 
 from wheelq.core.keys import all_shards
-from wheelq.core.stats import Fired
-from wheelq.store.calls import AsyncExecutor, Call
+from wheelq.store import consume
+from wheelq.store.calls import AsyncExecutor
+from wheelq.testing.stats import Fired
 
 PAGE = 10_000
 
@@ -24,13 +25,11 @@ async def read_fired(
     out: list[Fired] = []
     for keys in all_shards(topic, shards):
         while True:
-            start = b"(" + cursor[keys.shard] if keys.shard in cursor else b"-"
-            (page,) = await executor.run(
-                [Call(command=("XRANGE", keys.ready, start, "+", "COUNT", PAGE))]
-            )
+            start = "(" + cursor[keys.shard].decode() if keys.shard in cursor else "-"
+            (page,) = await executor.run([consume.read_ready(keys, start, PAGE)])
             out += [Fired.from_entry(entry_id, fields) for entry_id, fields in page]
             if page:
-                cursor[keys.shard] = page[-1][0]
+                cursor[keys.shard] = page[-1][0].encode()
             if len(page) < PAGE:
                 break
     return out

@@ -28,7 +28,7 @@ from wheelq.core.job import Job
 from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError
 from wheelq.worker.handler_threads import HandlerThreads, RanOver
 
-log = logging.getLogger("wheelq.worker")
+log = logging.getLogger(__name__)
 
 Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
 

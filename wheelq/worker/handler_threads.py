@@ -27,7 +27,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from time import monotonic
+from time import monotonic  # see _Run.started: why not the worker's Clock
 from typing import Any
 
 
@@ -45,6 +45,11 @@ class _Run:
         self.future = future
         self.arg = arg
         self.started: float | None = None
+        """`time.monotonic()` when its thread took it up. Time limits are measured on the
+        clock the event loop's timers (`call_later`) run on, which is `time.monotonic`:
+        the thread stamps the start and the loop's timer compares against it, so both
+        must read that clock, not the worker's injected `Clock` (a test's `ManualClock`
+        cannot drive a running thread or a loop timer)."""
         self.ended = False
         self.waiting = False
         """Its limit came due before it started: its thread arms the limit when it starts."""

@@ -1,4 +1,4 @@
-"""The entries a worker holds, and running each through the handler in a bounded slot.
+"""The in-flight set: the entries a worker holds, each run through the handler in a slot.
 
 An entry is *held* from the moment it is read (or claimed) until its outcome
 is handed to the settler: first *waiting* for one of `concurrency` slots,
@@ -7,6 +7,9 @@ more, so a worker never holds more than it can start soon.
 
 Decoding happens here too: an entry that is not a job is dead-lettered as
 malformed; a retry or replay meant for another group is acked and skipped.
+
+This is the hot path (tens of thousands of entries a second): one task per
+entry, one semaphore for the slots, and the settler batches the outcomes.
 """
 
 from __future__ import annotations
@@ -18,18 +21,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wheelq.core import wire
+from wheelq.core.clock import Clock
 from wheelq.core.job import Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
-from wheelq.runtime.clock import WallClock
 from wheelq.store.consume import Entry
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.settler import Settler
 
-log = logging.getLogger("wheelq.worker")
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class Held:
+    """One held entry: its job, and its task once accepted (`started` once in a slot)."""
+
     job: Job
     payload: bytes
     """The payload as encoded, for a retry's envelope."""
@@ -37,7 +43,20 @@ class Held:
     started: bool = False
 
 
-class Dispatcher:
+class InFlightSet:
+    """The entries a worker holds, keyed by (shard, entry id), and their bounded slots.
+
+    Args:
+        topic: The topic (for log lines).
+        group: The worker's group: entries meant for another group are acked and skipped.
+        concurrency: How many handlers run at once (the slots).
+        runner: Runs the handler on one job.
+        settler: Where each outcome goes (ack, retry, dead letter).
+        policy: The backoff of retries.
+        clock: Stamps a retry's envelope with the time it was enqueued again (epoch ms; the
+            worker passes the wall clock, which the producer stamps first enqueues with).
+    """
+
     def __init__(
         self,
         topic: str,
@@ -46,6 +65,7 @@ class Dispatcher:
         runner: HandlerRunner,
         settler: Settler,
         policy: RetryPolicy,
+        clock: Clock,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -59,21 +79,25 @@ class Dispatcher:
         self.closing = False
         """Set on stop: nothing new starts, and free() is 0."""
         self._slots = asyncio.Semaphore(concurrency)
-        self._clock = WallClock()
+        self._clock = clock
         self.handled = 0
         self.failed = 0
         self.skipped = 0
 
     def free(self) -> int:
+        """How many more entries to take: slots not held (0 once closing; below 0 when
+        claims brought in more than there are slots)."""
         return 0 if self.closing else self.concurrency - len(self.held)
 
     def held_ids(self) -> dict[int, list[str]]:
+        """Every held entry's id, by shard (what keep-alive touches)."""
         out: dict[int, list[str]] = {}
         for shard, entry_id in self.held:
             out.setdefault(shard, []).append(entry_id)
         return out
 
     def running(self) -> list[asyncio.Task[None]]:
+        """The tasks of the entries whose handler has started."""
         return [h.task for h in self.held.values() if h.started and h.task is not None]
 
     def drop_waiting(self) -> dict[int, list[str]]:
@@ -123,7 +147,7 @@ class Dispatcher:
                 self.skipped += 1  # a retry or replay meant for another group
                 self.settler.ack(shard, entry_id)
                 continue
-            held = Held(job, fields[b"payload"])
+            held = Held(job, fields[wire.PAYLOAD])
             self.held[(shard, entry_id)] = held
             held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
 

@@ -21,7 +21,7 @@ from redis.exceptions import ResponseError
 
 from wheelq.core.keys import ShardKeys
 from wheelq.store import consume
-from wheelq.store.calls import AsyncExecutor
+from wheelq.store.calls import Executor
 
 PENDING_PAGE = 1000
 
@@ -30,7 +30,8 @@ PENDING_PAGE = 1000
 class Consumer:
     """Who a worker is in Redis, shared by its reader, claim keeper and membership."""
 
-    executor: AsyncExecutor
+    executor: Executor
+    """What its calls go through (`AsyncExecutor`; a scripted fake in unit tests)."""
     topic: str
     shards: Sequence[ShardKeys]
     group: str
@@ -42,6 +43,10 @@ class Consumer:
 
 
 class Membership:
+    """Joins `me`'s group on every shard, hands entries on and leaves (see the module
+    docstring). Not a service: the worker calls it when it starts and stops, and the reader
+    calls `join` when a group has vanished."""
+
     def __init__(self, me: Consumer) -> None:
         self.me = me
 

@@ -48,6 +48,8 @@ class Counts:
 
 @dataclass(slots=True)
 class _Queued:
+    """Outcomes not written yet: acks and dead letters by shard, retries one by one."""
+
     acks: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
     retries: list[tuple[int, str, str, int, bytes]] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
@@ -61,7 +63,20 @@ class _Queued:
 
 
 class Settler(Service):
-    """Writes the outcomes handlers asked for, batched; keeps them while Redis is away."""
+    """Writes the outcomes handlers asked for, batched; keeps them while Redis is away.
+
+    `ack`, `retry` and `dead` queue an outcome and wake the step, which sends everything
+    queued in one round trip. A connection error puts what it kept back in the queue and
+    raises (the base pauses with backoff); a settlement Redis refused is reported with
+    `failed()` and counted in ``counts.dropped``, and the other settlements go on.
+
+    Args:
+        executor: Sends the calls (`AsyncExecutor`; a scripted fake in unit tests).
+        topic: The topic whose entries are settled.
+        group: The worker's consumer group.
+        clock: The base's clock (pauses after failures).
+        max_pause_ms: Longest pause after failed writes (``failure_pause_max_ms``).
+    """
 
     name = "settler"
 

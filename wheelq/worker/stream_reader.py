@@ -26,7 +26,18 @@ log = logging.getLogger(__name__)
 
 
 class StreamReader(Service):
-    """Reads new entries of every shard stream into the worker's free slots."""
+    """Reads new entries of every shard stream into the worker's free slots.
+
+    Args:
+        me: This worker in Redis (its executor sends the reads).
+        block_ms: How long one XREADGROUP blocks when there is nothing to read.
+        free: How many more entries the worker can take (the in-flight set's `free`).
+        room: Set when a slot frees up; the reader waits on it while `free()` is 0.
+        accept: Takes the entries read from one shard.
+        ensure_groups: Makes the group again where it vanished (`Membership.join`).
+        clock: The base's clock (pauses after failures).
+        max_pause_ms: Longest pause after failed reads (``failure_pause_max_ms``).
+    """
 
     name = "reader"
 

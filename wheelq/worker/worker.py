@@ -1,15 +1,5 @@
-"""A worker: runs a handler on every job of a topic, for one consumer group.
-
-```
-StreamReader ──XREADGROUP──▶ held entries ──slots──▶ HandlerRunner ──▶ Settler ──XACK / retry.lua /
-ClaimKeeper ──XAUTOCLAIM──▶      ▲                                                 dead_letter.lua
-            ──touch.lua (keep-alive)┘
-```
-Delivery is at-least-once: an entry is acked only after its handler
-returned, so a worker that dies mid-job leaves the entry pending, and a
-live worker takes it over after the visibility timeout. Handlers should be
-idempotent (or use the job id to make them so); `Job.deliveries` > 1 tells
-a re-run of a taken-over entry.
+"""`Worker`, the worker role's public face: validates its arguments, waits for Redis,
+starts the parts (see the package docstring) and stops them (`wheelq.worker.shutdown`).
 """
 
 from __future__ import annotations
@@ -20,28 +10,30 @@ import os
 import secrets
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Self
 
 import redis.asyncio
 
-from wheelq.core.keys import ShardKeys, all_shards, validate_topic
+from wheelq.core.keys import all_shards, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
-from wheelq.runtime.clock import LocalClock
+from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.lifecycle import StartGate, StopBudget, close, serve_until_stopped
 from wheelq.runtime.service import Lifecycle
 from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor
 from wheelq.worker.claim_keeper import ClaimKeeper
 from wheelq.worker.handler_runner import Handler, HandlerRunner
-from wheelq.worker.in_flight import Dispatcher
+from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.membership import Consumer, Membership
 from wheelq.worker.settler import Settler
+from wheelq.worker.shutdown import NOTHING_RAN, RunningParts, WorkerStopReport
 from wheelq.worker.stream_reader import StreamReader
 
-log = logging.getLogger("wheelq.worker")
+__all__ = ["STARTS", "Worker", "WorkerStopReport"]
+
+log = logging.getLogger(__name__)
 
 STARTS = {"earliest": "0", "now": "$"}
 """Where a consumer group that does not exist yet starts reading (`Worker(start=)`)."""
@@ -49,26 +41,6 @@ STARTS = {"earliest": "0", "now": "$"}
 
 NOT_STARTED = {"running": False, "failures": 0, "last_error": None}
 """A part's status before `start()` made it."""
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerStopReport:
-    """What a stop left: entries handed on to other workers, handlers abandoned running,
-    and what Redis could not be told (it was unreachable): nothing is lost, it only
-    takes longer."""
-
-    finished: int
-    """Handlers that were running when the stop began and finished within the grace."""
-    handed_on: int
-    """Entries still pending for this worker, made idle so others take them over at once."""
-    abandoned: int
-    """Handlers still running at the end of the grace (their entries were handed on)."""
-    not_handed_on: int = 0
-    """Entries this worker knew it held but could not hand on: others take them over
-    after the visibility timeout."""
-    unsettled: int = 0
-    """Acks, retries and dead letters not written: their entries stay pending and run
-    again elsewhere after the visibility timeout."""
 
 
 class Worker(Lifecycle):
@@ -128,7 +100,6 @@ class Worker(Lifecycle):
         )
         self._executor = AsyncExecutor(connection)
         self._hurry = asyncio.Event()
-        self._shards: list[ShardKeys] = []
         self._members = Membership(Consumer(self._executor, self.topic, [], group, self.consumer))
         self.clock = LocalClock()
         self.settler = Settler(
@@ -139,16 +110,16 @@ class Worker(Lifecycle):
             max_pause_ms=self.settings.failure_pause_max_ms,
         )
         s = self.settings
-        self._work = Dispatcher(
+        self._in_flight = InFlightSet(
             self.topic,
             group,
             s.concurrency,
             self.runner,
             self.settler,
             RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
+            WallClock(),
         )
-        self._reader: StreamReader | None = None
-        self._claims: ClaimKeeper | None = None
+        self._parts: RunningParts | None = None
         self._gate = StartGate(connection, self.settings.start_timeout_ms, log)
         self._budget: StopBudget | None = None
         self._owns_connection = False
@@ -195,7 +166,7 @@ class Worker(Lifecycle):
         """
         if self._gate.started:
             return
-        self._work.closing = False
+        self._in_flight.closing = False
         self._hurry = asyncio.Event()
         await self._gate.run(self._start)
 
@@ -206,31 +177,34 @@ class Worker(Lifecycle):
                 ops.topic_shards(self.topic),
             ]
         )
-        self._shards = all_shards(self.topic, shards)
-        me = Consumer(self._executor, self.topic, self._shards, self.group, self.consumer)
+        me = Consumer(
+            self._executor, self.topic, all_shards(self.topic, shards), self.group, self.consumer
+        )
         self._members = Membership(me)
         await self._members.join(STARTS[self.start_from])
-        s = self.settings
-        self._claims = ClaimKeeper(
+        s, in_flight = self.settings, self._in_flight
+        claims = ClaimKeeper(
             me,
             s,
-            held=self._work.held_ids,
-            free=self._work.free,
-            accept=self._work.accept,
-            lost=self._lost,
+            held=in_flight.held_ids,
+            free=in_flight.free,
+            accept=in_flight.accept,
             clock=self.clock,
         )
-        self._reader = StreamReader(
+        reader = StreamReader(
             me,
             s.block_ms,
-            free=self._work.free,
-            room=self._work.room,
-            accept=self._work.accept,
+            free=in_flight.free,
+            room=in_flight.room,
+            accept=in_flight.accept,
             ensure_groups=self._members.join,
             clock=self.clock,
             max_pause_ms=s.failure_pause_max_ms,
         )
-        for service in (self.settler, self._claims, self._reader):
+        self._parts = RunningParts(
+            reader, claims, self.settler, in_flight, self._members, s.visibility_timeout_ms
+        )
+        for service in (self.settler, claims, reader):
             await service.start()
         log.info(
             "worker %s started on %s (group %s, %d shards, concurrency %d)",
@@ -251,18 +225,20 @@ class Worker(Lifecycle):
         it cuts the grace short; called while starting, it ends a wait for Redis, or
         waits for the start to end."""
         if not self._gate.started:
-            return WorkerStopReport(0, 0, 0)
-        if self._work.closing:
+            return NOTHING_RAN
+        if self._in_flight.closing:
             self._hurry.set()
-            return WorkerStopReport(0, 0, 0)
-        self._work.closing = True
+            return NOTHING_RAN
+        self._in_flight.closing = True
         if not await self._gate.abort():  # the start failed or was aborted: nothing runs
-            return WorkerStopReport(0, 0, 0)
+            return NOTHING_RAN
         self._budget = budget = StopBudget(self.settings.stop_timeout_ms / 1000)
         if self._hurry.is_set():
             budget.cut()
+        assert self._parts is not None  # made by the start that `abort()` saw through
+        grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
         try:
-            report = await self._stop(budget, grace_ms)
+            report = await self._parts.shut_down(budget, grace_s, self._hurry)
         finally:  # whatever happened, no connection outlives the worker
             self.runner.close()
             if self._owns_connection:
@@ -276,54 +252,6 @@ class Worker(Lifecycle):
             f"({self.settings.visibility_timeout_ms} ms), and those not settled run again",
         )
         return report
-
-    async def _stop(self, budget: StopBudget, grace_ms: int | None) -> WorkerStopReport:
-        assert self._reader is not None and self._claims is not None
-        await self._reader.stop()
-        self._claims.claiming = False
-        running = self._work.running()
-        waiting = self._work.drop_waiting()
-        handed_on, not_handed_on = await self._hand_on(budget, waiting, "waiting")
-        grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
-        finished = await self._work.finish(running, grace_s, self._hurry)
-        abandoned = len(running) - finished
-        for task in running:
-            task.cancel()
-        await self._claims.stop(budget)
-        await self.settler.stop(budget)
-        pending: dict[int, list[str]] | None = await budget.attempt(
-            "read the entries still pending here",  # incl. what a cancelled read delivered
-            self._members.still_pending,
-            default=None,
-        )
-        if pending is None:
-            not_handed_on += abandoned  # known held, not handed on (the unsettled too)
-        else:
-            done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
-            rest = {k: [i for i in ids if (k, i) not in done] for k, ids in pending.items()}
-            more, not_more = await self._hand_on(budget, rest, "pending")
-            handed_on += more
-            not_handed_on += not_more
-            if not pending:  # it holds nothing: leave no trace in the group
-                await budget.attempt("leave the group", self._members.leave, default=None)
-        return WorkerStopReport(
-            finished, handed_on, abandoned, not_handed_on, unsettled=self.settler.queued
-        )
-
-    async def _hand_on(
-        self, budget: StopBudget, by_shard: dict[int, list[str]], what: str
-    ) -> tuple[int, int]:
-        """Hand entries on within `budget`; returns (handed on, not handed on)."""
-        count = sum(map(len, by_shard.values()))
-        if not count:
-            return 0, 0
-        idle_ms = self.settings.visibility_timeout_ms
-        done = await budget.attempt(
-            f"hand on {count} {what} entries",
-            lambda: self._members.hand_on({k: v for k, v in by_shard.items() if v}, idle_ms),
-            default=-1,
-        )
-        return (0, count) if done < 0 else (done, 0)
 
     async def serve(self) -> None:
         """Start and run until `stop()`."""
@@ -347,7 +275,7 @@ class Worker(Lifecycle):
         """Counters for logs and health checks. ``wedged``: threads still running sync
         handlers that ran over `handler_timeout_ms` (each replaced by a new thread, up to
         `concurrency` of them)."""
-        c, w = self.settler.counts, self._work
+        c, w, parts = self.settler.counts, self._in_flight, self._parts
         return {
             "consumer": self.consumer,
             "topic": self.topic,
@@ -359,23 +287,12 @@ class Worker(Lifecycle):
             "skipped": w.skipped,
             "acked": c.acked,
             "retried": c.retried,
-            "dead_lettered": c.dead_lettered + (self._claims.dead_lettered if self._claims else 0),
-            "taken_over": self._claims.taken_over if self._claims else 0,
+            "dead_lettered": c.dead_lettered + (parts.claims.dead_lettered if parts else 0),
+            "taken_over": parts.claims.taken_over if parts else 0,
             "wedged": self.runner.wedged,
             "parts": {
                 "settler": self.settler.status(),
-                "claims": self._claims.status() if self._claims else NOT_STARTED,
-                "reader": self._reader.status() if self._reader else NOT_STARTED,
+                "claims": parts.claims.status() if parts else NOT_STARTED,
+                "reader": parts.reader.status() if parts else NOT_STARTED,
             },
         }
-
-    # --- the work -------------------------------------------------------------------------
-
-    def _lost(self, shard: int, entry_ids: list[str]) -> None:
-        log.warning(
-            "%d entries of %s shard %d were taken over by another worker while held here "
-            "(this worker stalled past the visibility timeout); only the first to finish counts",
-            len(entry_ids),
-            self.topic,
-            shard,
-        )

@@ -1,8 +1,20 @@
 --[[ _lib.lua — helpers prepended to every wheelq script by wheelq.store.scripts.
-Status codes shared by all scripts (first element of the reply):
-   0 ok   -1 wrong type (second element: the key)   -2 lease not held by the caller
 Numbers are written with '%.0f': Lua's tostring() turns 13-digit ms into exponent notation.
 ]]
+
+-- Reply status: the first element of every reply, the same in every script
+-- (wheelq.store.scripts.Status; a unit test holds the two tables together).
+local WQ_OK = 0           -- {0, outcome fields...}: as each script's header says
+local WQ_WRONG_TYPE = -1  -- {-1, key}: the key holds another type; nothing written
+local WQ_LEASE_LOST = -2  -- {-2}: the caller does not hold the shard's lease; nothing written
+local WQ_MALFORMED = -3   -- {-3, topic, job id, why}: a job due now cannot be decoded
+
+-- What enqueue and reschedule did with a job (wheelq.store.scripts.Placed, NOT_PENDING).
+local WQ_SCHEDULED = 0
+local WQ_FIRED = 1
+local WQ_DUPLICATE = 2    -- enqueue: pending already, replace not asked for (not written)
+local WQ_NOT_PENDING = 3  -- reschedule: no such pending job (nothing written)
+
 local function wq_fmt(n)
   return string.format('%.0f', n)
 end
@@ -82,9 +94,11 @@ local function wq_envelope(envelope)
   return env
 end
 
--- XADD a job to the ready stream from its decoded envelope (see wq_envelope): a retry's
--- envelope names the one group meant to run it, and the job id when it is stored under
--- another member.
+-- XADD a job to the ready stream from its decoded envelope (see wq_envelope). This is the one
+-- place a ready-stream entry's fields are spelled (wheelq.core.wire names them for readers):
+-- emit_due, enqueue, reschedule and replay all fire through it.
+-- A retry's envelope names the one group meant to run it (env[6]), and the job id (env[7])
+-- when it is stored under another member.
 -- `due` is a number, or already a decimal string (a sorted-set score read back). The call is
 -- redis.pcall: a wrong-typed stream fails the first XADD, before anything is written, and the
 -- error is returned for the caller to report.
@@ -96,7 +110,9 @@ local function wq_fire(ready, topic, member, due, env)
   if type(due) == 'number' then
     due = wq_fmt(due)
   end
-  -- attempt and max_attempts are small ints: tostring() writes them without exponent
+  -- attempt and max_attempts are small ints: tostring() writes them without exponent.
+  -- Two calls that differ only by the trailing group: building the arguments in a table
+  -- instead costs the emit a table per retried job.
   if type(env[6]) == 'string' and env[6] ~= '' then
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
       'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
@@ -106,9 +122,31 @@ local function wq_fire(ready, topic, member, due, env)
     'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
 end
 
+-- Fire a job due now from its stored envelope (enqueue and reschedule): nil once appended,
+-- else the reply the script returns as it is (MALFORMED, or the XADD's error).
+local function wq_fire_now(ready, topic, id, due, envelope)
+  local env, why = wq_envelope(envelope)
+  if not env then
+    return {WQ_MALFORMED, topic, id, why}
+  end
+  local added = wq_fire(ready, topic, id, due, env)
+  if type(added) == 'table' and added.err then
+    return redis.error_reply(added.err)
+  end
+  return nil
+end
+
+-- Forget jobs (a table of ids): out of the shard's sorted set and its envelope hash.
+local function wq_forget(delayed, jobs, ids)
+  if #ids > 0 then
+    wq_multi('ZREM', delayed, ids)
+    wq_multi('HDEL', jobs, ids)
+  end
+end
+
 -- Move a job whose envelope cannot be decoded to the dead-letter stream as 'malformed',
 -- with the raw bytes in 'envelope' (no 'payload' field: replay refuses it). redis.pcall, as
--- wq_fire.
+-- wq_fire. With wq_dead, the one place dead-letter fields are spelled (wheelq.core.wire).
 local function wq_bury(dead, topic, member, due, envelope, why)
   if type(due) == 'number' then
     due = wq_fmt(due)
@@ -117,7 +155,8 @@ local function wq_bury(dead, topic, member, due, envelope, why)
     'reason', 'malformed', 'error', 'malformed envelope: ' .. why, 'envelope', envelope)
 end
 
--- A stream entry's fields as a flat list, followed by the dead-letter annotations.
+-- Copy a ready-stream entry into the dead-letter stream: its fields as they are, followed by
+-- the dead-letter annotations (wheelq.core.wire).
 local function wq_dead(ready, dead, group, entry, reason, err)
   local found = redis.call('XRANGE', ready, entry, entry)
   local args = {dead, '*'}
@@ -152,6 +191,11 @@ local function wq_id_lt(a, b)
   return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2])
 end
 
+-- An inbox / wake note: "due:id" (wheelq.core.wire.parse_note reads it).
+local function wq_note(due, id)
+  return wq_fmt(due) .. ':' .. id
+end
+
 -- Store a job for later and, when its due time is inside the window the leader has already
 -- preloaded (due <= horizon), tell the leader: the inbox list is the durable record, the
 -- publish only makes the pick-up prompt.
@@ -159,7 +203,7 @@ local function wq_schedule(delayed, jobs, inbox, channel, horizon, id, due, enve
   redis.call('HSET', jobs, id, envelope)
   redis.call('ZADD', delayed, wq_fmt(due), id)
   if horizon and due <= horizon then
-    local note = wq_fmt(due) .. ':' .. id
+    local note = wq_note(due, id)
     redis.call('RPUSH', inbox, note)
     redis.call('PUBLISH', channel, note)
   end

@@ -2,8 +2,8 @@
 An entry already delivered max_deliveries times is not handed out again (XAUTOCLAIM has just
 counted one more delivery, so the test is count > max): it is acked and dead-lettered
 (reason "deliveries"), so a job that kills its workers runs at most max_deliveries times.
-KEYS[1]  {T:s}:ready     STREAM
-KEYS[2]  {T:s}:dead      STREAM
+KEYS[1]  {T:s}:ready     STREAM  fired jobs
+KEYS[2]  {T:s}:dead      STREAM  dead letters
 ARGV[1]  consumer group
 ARGV[2]  consumer (the claiming worker)
 ARGV[3]  min idle, ms (the visibility timeout)
@@ -13,15 +13,15 @@ ARGV[6]  max deliveries
 Returns: {0, next_cursor, dead_lettered, entry_id_1, deliveries_1, fields_1, entry_id_2, ...}
            next_cursor "0-0" when the scan is complete; deliveries counts this one (2 for an
            entry taken over once); fields are flat field/value lists
-         {-1, key} wrong type (nothing written)
+         {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream')
 if bad then
-  return {-1, bad}
+  return {WQ_WRONG_TYPE, bad}
 end
 local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
   'COUNT', ARGV[5])
-local out = {0, claimed[1], 0}
+local out = {WQ_OK, claimed[1], 0}
 local max_deliveries = tonumber(ARGV[6])
 for _, entry in ipairs(claimed[2]) do
   local id = entry[1]

@@ -1,15 +1,15 @@
 --[[ dead_letter.lua — ack entries and copy them, with why, into the dead-letter stream.
 An entry no longer pending in the group (someone else settled it) is skipped.
-KEYS[1]  {T:s}:ready     STREAM
-KEYS[2]  {T:s}:dead      STREAM
+KEYS[1]  {T:s}:ready     STREAM  fired jobs
+KEYS[2]  {T:s}:dead      STREAM  dead letters
 ARGV[1]  consumer group
 ARGV[2..] three per entry: entry id, reason (failed | deliveries | malformed), error text
 Returns: {0, dead_lettered}
-         {-1, key} wrong type (nothing written)
+         {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream')
 if bad then
-  return {-1, bad}
+  return {WQ_WRONG_TYPE, bad}
 end
 local n = 0
 for i = 2, #ARGV, 3 do
@@ -18,4 +18,4 @@ for i = 2, #ARGV, 3 do
     n = n + 1
   end
 end
-return {0, n}
+return {WQ_OK, n}

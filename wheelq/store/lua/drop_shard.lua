@@ -1,21 +1,25 @@
 --[[ drop_shard.lua — delete every key of one shard of a topic, unless it still has jobs to run.
 "Jobs to run": members of the sorted set, and ready-stream entries some consumer group has not
 acked (pending in the group, or not yet delivered to it; with no group at all, every entry).
-KEYS[1]  {T:s}:delayed   ZSET
-KEYS[2]  {T:s}:jobs      HASH
-KEYS[3]  {T:s}:ready     STREAM
-KEYS[4..] every other key of the shard ({T:s}:dead, :lease, :horizon, :inbox)
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
+KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
+KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[4]  {T:s}:dead      STREAM  dead letters
+KEYS[5]  {T:s}:lease     STRING  token of the leader
+KEYS[6]  {T:s}:horizon   STRING  ms the leader has preloaded up to
+KEYS[7]  {T:s}:inbox     LIST    "due:id" notes for the leader
+         (KEYS[4..7] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
 Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)
-         {-1, key} wrong type (check and drop modes; nothing deleted)
+         {-1, key}   WRONG_TYPE (check and drop modes; nothing deleted)
 ]]
 local mode = ARGV[1]
 local pending, unacked = 0, 0
 if mode ~= 'force' then
   local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream')
   if bad then
-    return {-1, bad}
+    return {WQ_WRONG_TYPE, bad}
   end
   pending = redis.call('ZCARD', KEYS[1])
   if redis.call('EXISTS', KEYS[3]) == 1 then
@@ -39,7 +43,7 @@ if mode ~= 'force' then
   end
 end
 if mode == 'check' or (mode ~= 'force' and pending + unacked > 0) then
-  return {0, 0, pending, unacked}
+  return {WQ_OK, 0, pending, unacked}
 end
 redis.call('UNLINK', unpack(KEYS))
-return {0, 1, pending, unacked}
+return {WQ_OK, 1, pending, unacked}

@@ -7,16 +7,16 @@ One call moves envelopes while their total stays within ARGV[5] bytes, plus the 
 does not fit (so every call makes progress and a large job is not starved by small ones); the
 others that do not fit are held back for the next call, and small jobs are not held behind
 large ones.
-KEYS[1]  {T:s}:delayed   ZSET
-KEYS[2]  {T:s}:jobs      HASH
-KEYS[3]  {T:s}:ready     STREAM
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
+KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
+KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:lease     STRING  token of the leader
-KEYS[5]  {T:s}:dead      STREAM
+KEYS[5]  {T:s}:dead      STREAM  dead letters (malformed envelopes)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
 ARGV[4]  limit: most jobs to emit in sweep mode
-ARGV[5]  byte budget: envelope bytes one call moves (see above)
+ARGV[5]  byte budget, bytes: envelope bytes one call moves (see above)
 ARGV[6..] job ids to emit (wheel mode); none given = sweep mode: the oldest jobs due by now
 Returns: {0, emitted, more, orphans, not_yet_due, malformed, held}
            more        1 when jobs due by now remain after this call (sweep mode), else 0
@@ -24,11 +24,11 @@ Returns: {0, emitted, more, orphans, not_yet_due, malformed, held}
            not_yet_due {id_1, due_1, ...}: ids still pending but not yet due (rescheduled later)
            malformed   {id, ...}: moved to the dead-letter stream
            held        {id, ...}: due, but held back by the byte budget (still pending)
-         {-2} the caller does not hold the lease (nothing written)
-         {-1, key} wrong type (nothing written)
+         {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
+         {-1, key}   WRONG_TYPE (nothing written)
 ]]
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
-  return {-2}
+  return {WQ_LEASE_LOST}
 end
 -- No TYPE calls: a wrong-typed sorted set or hash fails its first read, a wrong-typed stream
 -- its first XADD, each before anything is written (pcall turns the failure into a status).
@@ -42,18 +42,18 @@ else
   ids = redis.pcall('ZRANGE', KEYS[1], '-inf', wq_fmt(now), 'BYSCORE', 'LIMIT', 0,
     tonumber(ARGV[4]))
   if ids.err then
-    return {-1, KEYS[1]}
+    return {WQ_WRONG_TYPE, KEYS[1]}
   end
 end
 local later, malformed, held = {}, {}, {}
-local out = {0, 0, 0, 0, later, malformed, held}
+local out = {WQ_OK, 0, 0, 0, later, malformed, held}
 if #ids == 0 then
   return out
 end
 -- Batched: one ZMSCORE reads every id, one ZREM and one HDEL remove the emitted.
 local scores = wq_multi('ZMSCORE', KEYS[1], ids, redis.pcall)
 if scores.err then
-  return {-1, KEYS[1]}
+  return {WQ_WRONG_TYPE, KEYS[1]}
 end
 -- Envelopes are read as the loop reaches them: in HMGET chunks sized from the bytes left in the
 -- budget and the sizes read so far, until a chunk overdraws the budget; from then on each id's
@@ -133,13 +133,10 @@ for i, id in ipairs(ids) do
   end
 end
 -- Jobs appended so far leave the sorted set even if a later XADD failed: never twice.
-if #gone > 0 then
-  wq_multi('ZREM', KEYS[1], gone)
-  wq_multi('HDEL', KEYS[2], gone)
-end
+wq_forget(KEYS[1], KEYS[2], gone)
 if failed then
   if #gone == out[4] and string.find(failed, 'WRONGTYPE', 1, true) then
-    return {-1, failed_key}
+    return {WQ_WRONG_TYPE, failed_key}
   end
   return redis.error_reply(failed)
 end

@@ -3,28 +3,29 @@ Batched: one HMGET finds the pending ids, one HSET and one ZADD store every sche
 the cost per job is a few table operations rather than several Redis calls.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
-KEYS[3]  {T:s}:ready     STREAM
+KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
-KEYS[5]  {T:s}:inbox     LIST
+KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3..] five per job: id, mode ('d': value ms after TIME | 'a': value is the due ms),
           value ms, replace ('1' | '0'), envelope (msgpack)
-Returns: {0, code_1, ..., code_n}, code 0 = scheduled, 1 = fired now (due <= TIME),
-           2 = duplicate: pending already and replace = '0' (not written)
-         {-1, key} a key has the wrong type (nothing written)
-         an error reply when an envelope due now cannot be decoded (a caller's bug: wheelq
-           writes none)
+Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED now
+           (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written)
+         {-1, key}   WRONG_TYPE (nothing written)
+         {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded (a caller's
+           bug: wheelq writes none); jobs before it that fired are in the stream, nothing
+           else is written
 ]]
 -- Type checks: the sorted set, the stream and the inbox by TYPE (a job must not be scheduled
 -- into a shard it could never fire from); the horizon and the hash by their first read.
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')
 if bad then
-  return {-1, bad}
+  return {WQ_WRONG_TYPE, bad}
 end
 local horizon = redis.pcall('GET', KEYS[4])
 if type(horizon) == 'table' and horizon.err then
-  return {-1, KEYS[4]}
+  return {WQ_WRONG_TYPE, KEYS[4]}
 end
 horizon = tonumber(horizon)
 local now = wq_now_ms()
@@ -33,18 +34,18 @@ for i = 3, #ARGV, 5 do
   ids[#ids + 1] = ARGV[i]
 end
 if #ids == 0 then
-  return {0}
+  return {WQ_OK}
 end
 -- Jobs are applied in order, as if one by one; the writes are gathered and made at the end.
 local pending, final, order = {}, {}, {}
 local flags = wq_multi('HMGET', KEYS[2], ids, redis.pcall)
 if flags.err then
-  return {-1, KEYS[2]}
+  return {WQ_WRONG_TYPE, KEYS[2]}
 end
 for n, flag in ipairs(flags) do
   pending[ids[n]] = flag ~= false
 end
-local out, notes = {0}, {}
+local out, notes = {WQ_OK}, {}
 for n = 1, #ids do
   local i = 3 + (n - 1) * 5
   local id, value, envelope = ARGV[i], tonumber(ARGV[i + 2]), ARGV[i + 4]
@@ -56,24 +57,20 @@ for n = 1, #ids do
     order[#order + 1] = id
   end
   if pending[id] and ARGV[i + 3] ~= '1' then
-    out[#out + 1] = 2
+    out[#out + 1] = WQ_DUPLICATE
   elseif due <= now then
-    local env, why = wq_envelope(envelope)
-    if not env then
-      return redis.error_reply('job ' .. id .. ': malformed envelope: ' .. why)
-    end
-    local added = wq_fire(KEYS[3], ARGV[1], id, due, env)
-    if type(added) == 'table' and added.err then
-      return redis.error_reply(added.err)
+    local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
+    if refused then
+      return refused
     end
     pending[id], final[id] = false, false
-    out[#out + 1] = 1
+    out[#out + 1] = WQ_FIRED
   else
     pending[id], final[id] = true, {due, envelope}
     if horizon and due <= horizon then
-      notes[#notes + 1] = wq_fmt(due) .. ':' .. id
+      notes[#notes + 1] = wq_note(due, id)
     end
-    out[#out + 1] = 0
+    out[#out + 1] = WQ_SCHEDULED
   end
 end
 local hset, zadd, gone = {}, {}, {}
@@ -86,10 +83,7 @@ for _, id in ipairs(order) do
     gone[#gone + 1] = id
   end
 end
-if #gone > 0 then
-  wq_multi('ZREM', KEYS[1], gone)
-  wq_multi('HDEL', KEYS[2], gone)
-end
+wq_forget(KEYS[1], KEYS[2], gone)
 if #hset > 0 then
   wq_multi('HSET', KEYS[2], hset)
   wq_multi('ZADD', KEYS[1], zadd)

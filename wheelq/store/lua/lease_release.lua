@@ -1,12 +1,13 @@
 --[[ lease_release.lua — give a shard up (graceful stop, hand-over) if the caller holds it.
 Dropping the horizon with the lease stops producers writing inbox notes nobody reads.
-KEYS[1]  {T:s}:lease     STRING
-KEYS[2]  {T:s}:horizon   STRING
+KEYS[1]  {T:s}:lease     STRING  token of the leader
+KEYS[2]  {T:s}:horizon   STRING  ms the leader has preloaded up to
 ARGV[1]  the caller's lease token
-Returns: {1} released   {-2} not held by the caller
+Returns: {0}    released
+         {-2}   LEASE_LOST: not held by the caller (nothing written)
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return {-2}
+  return {WQ_LEASE_LOST}
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-return {1}
+return {WQ_OK}

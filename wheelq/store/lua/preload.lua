@@ -3,19 +3,19 @@ Everything with due <= horizon that is written after this call is also pushed to
 (enqueue.lua, reschedule.lua), so together the pages and the inbox miss nothing.
 A full page is extended to the end of its last millisecond, so a page boundary never splits
 one millisecond's jobs (the next page starts after it).
-KEYS[1]  {T:s}:delayed   ZSET
-KEYS[2]  {T:s}:lease     STRING
-KEYS[3]  {T:s}:horizon   STRING
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
+KEYS[2]  {T:s}:lease     STRING  token of the leader
+KEYS[3]  {T:s}:horizon   STRING  ms the leader has preloaded up to
 ARGV[1]  the caller's lease token
 ARGV[2]  cursor: ms already read up to (exclusive lower bound of this page)
-ARGV[3]  window ms: read up to TIME + window
+ARGV[3]  window, ms: read up to TIME + window
 ARGV[4]  limit: jobs per page (before the last-millisecond extension)
-ARGV[5]  horizon ttl ms (the lease ttl: no leader, no horizon)
+ARGV[5]  horizon ttl, ms (the lease ttl: no leader, no horizon)
 Returns: {0, new_cursor, server_now_ms, full, id_1, due_1, ...}   full = 1 when the page was full
-         {-2} the caller does not hold the lease
+         {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
 ]]
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then
-  return {-2}
+  return {WQ_LEASE_LOST}
 end
 local now = wq_now_ms()
 local upper = now + tonumber(ARGV[3])
@@ -41,7 +41,7 @@ if not horizon or cursor > horizon then
   horizon = cursor
 end
 redis.call('SET', KEYS[3], wq_fmt(horizon), 'PX', ARGV[5])
-local out = {0, wq_fmt(cursor), wq_fmt(now), full}
+local out = {WQ_OK, wq_fmt(cursor), wq_fmt(now), full}
 for i = 1, #page do
   out[#out + 1] = page[i]
 end

@@ -1,28 +1,28 @@
 --[[ reschedule.lua — move a pending job to a new due time (earlier or later); fire it if due.
-KEYS[1]  {T:s}:delayed   ZSET
-KEYS[2]  {T:s}:jobs      HASH
-KEYS[3]  {T:s}:ready     STREAM
-KEYS[4]  {T:s}:horizon   STRING (may be absent)
-KEYS[5]  {T:s}:inbox     LIST
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
+KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
+KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
+KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
 ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms)
-ARGV[5]  value ms
-Returns: {0, 0} not pending (nothing written)   {0, 1} rescheduled   {0, 2} fired now
-         {0, 3, why} due now, but its envelope cannot be decoded (nothing written; the
-           scheduler dead-letters it as malformed)
-         {-1, key} wrong type
+ARGV[5]  value, ms
+Returns: {0, placed}   0 SCHEDULED (moved), 1 FIRED now, 3 NOT_PENDING (nothing written)
+         {-1, key}   WRONG_TYPE (nothing written)
+         {-3, topic, id, why}   MALFORMED: due now, but its envelope cannot be decoded (nothing
+           written; the scheduler dead-letters it when it comes due)
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list')
 if bad then
-  return {-1, bad}
+  return {WQ_WRONG_TYPE, bad}
 end
 local id = ARGV[3]
 local envelope = redis.call('HGET', KEYS[2], id)
 if not envelope or not redis.call('ZSCORE', KEYS[1], id) then
-  return {0, 0}
+  return {WQ_OK, WQ_NOT_PENDING}
 end
 local now = wq_now_ms()
 local due = tonumber(ARGV[5])
@@ -30,17 +30,12 @@ if ARGV[4] == 'd' then
   due = now + due
 end
 if due <= now then
-  local env, why = wq_envelope(envelope)
-  if not env then
-    return {0, 3, why}
+  local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
+  if refused then
+    return refused
   end
-  local added = wq_fire(KEYS[3], ARGV[1], id, due, env)
-  if type(added) == 'table' and added.err then
-    return redis.error_reply(added.err)
-  end
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('HDEL', KEYS[2], id)
-  return {0, 2}
+  wq_forget(KEYS[1], KEYS[2], {id})
+  return {WQ_OK, WQ_FIRED}
 end
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], tonumber(redis.call('GET', KEYS[4])), id, due, envelope)
-return {0, 1}
+return {WQ_OK, WQ_SCHEDULED}

@@ -1,11 +1,11 @@
 --[[ retry.lua — a failed run: ack its entry and put the job back in the sorted set, in one step.
 Only the first settlement of an entry counts: if the entry is no longer pending in the group (it
 was acked or retried by a worker that took it over), nothing is written.
-KEYS[1]  {T:s}:delayed   ZSET
-KEYS[2]  {T:s}:jobs      HASH
-KEYS[3]  {T:s}:ready     STREAM
-KEYS[4]  {T:s}:horizon   STRING (may be absent)
-KEYS[5]  {T:s}:inbox     LIST
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
+KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
+KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
+KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
@@ -15,15 +15,15 @@ ARGV[6]  wake channel
 Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>group<US>entry"
            when a job of that id is pending again (<US> = \31, never in a job id)
          {0, 0} the entry was not pending in the group (nothing written)
-         {-1, key} wrong type (nothing written)
+         {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list')
 if bad then
-  return {-1, bad}
+  return {WQ_WRONG_TYPE, bad}
 end
 if redis.call('XACK', KEYS[3], ARGV[1], ARGV[2]) == 0 then
-  return {0, 0}
+  return {WQ_OK, 0}
 end
 local member = ARGV[3]
 if redis.call('HEXISTS', KEYS[2], member) == 1 then
@@ -32,4 +32,4 @@ end
 local due = wq_now_ms() + tonumber(ARGV[4])
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[6], tonumber(redis.call('GET', KEYS[4])), member, due,
   ARGV[5])
-return {0, 1, wq_fmt(due), member}
+return {WQ_OK, 1, wq_fmt(due), member}

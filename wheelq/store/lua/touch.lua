@@ -3,14 +3,15 @@ For each id still pending for this consumer, XCLAIM it to itself with the given 
 0 keeps a running handler's entry from being taken over; the visibility timeout hands an
 entry this worker will not run to the next worker that scans for idle entries. Entries some
 other worker has taken over meanwhile are left alone. JUSTID: delivery counts do not change.
-KEYS[1]  {T:s}:ready     STREAM
+KEYS[1]  {T:s}:ready     STREAM  fired jobs
 ARGV[1]  consumer group
 ARGV[2]  consumer
 ARGV[3]  idle time to set, ms
 ARGV[4..] entry ids
-Returns: {0, lost_1, lost_2, ...} ids no longer pending for this consumer
+Returns: {0, lost_1, lost_2, ...}   ids no longer pending for this consumer
+         a WRONGTYPE error reply when the stream key holds another type (nothing written)
 ]]
-local mine, out = {}, {0}
+local mine, out = {}, {WQ_OK}
 for i = 4, #ARGV do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2])
   if p[1] then

@@ -1,25 +1,26 @@
 --[[ trim.lua — trim a ready stream: drop entries every group has acked once past retention.
 An entry is kept while any group has it pending or has not been delivered it yet, so trimming
-never deletes an entry some group has not acked (DESIGN invariant 5). A stream no group reads
-yet is not trimmed at all. Also forgets consumers that hold nothing and have been idle long.
-KEYS[1]  {T:s}:ready     STREAM
+never deletes an entry some group has not acked (docs/architecture.md, invariant 5). A stream
+no group reads yet is not trimmed at all. Also forgets consumers that hold nothing and have
+been idle long.
+KEYS[1]  {T:s}:ready     STREAM  fired jobs
 ARGV[1]  retention, ms: only entries older than TIME - this are trimmed
 ARGV[2]  most entries to trim in this call
-ARGV[3]  consumers idle longer than this (ms) with nothing pending are deleted
+ARGV[3]  consumer idle, ms: consumers idle longer than this with nothing pending are deleted
 Returns: {0, trimmed, more, consumers_deleted}   more = 1 when trimmable entries remain
-         {-1, key} wrong type (nothing written)
+         {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'stream')
 if bad then
-  return {-1, bad}
+  return {WQ_WRONG_TYPE, bad}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0, 0, 0, 0}
+  return {WQ_OK, 0, 0, 0}
 end
 local bound = wq_fmt(wq_now_ms() - tonumber(ARGV[1])) .. '-0'
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
 if #groups == 0 then
-  return {0, 0, 0, 0}
+  return {WQ_OK, 0, 0, 0}
 end
 local forgotten = 0
 for _, flat in ipairs(groups) do
@@ -49,17 +50,17 @@ for _, flat in ipairs(groups) do
   end
 end
 if bound == '0-0' then
-  return {0, 0, 0, forgotten}
+  return {WQ_OK, 0, 0, forgotten}
 end
 -- XTRIM MINID removes ids < the threshold: at most ARGV[2] of them per call.
 local limit = tonumber(ARGV[2])
 local page = redis.call('XRANGE', KEYS[1], '-', '(' .. bound, 'COUNT', limit + 1)
 if #page == 0 then
-  return {0, 0, 0, forgotten}
+  return {WQ_OK, 0, 0, forgotten}
 end
 local threshold, more = bound, 0
 if #page > limit then
   threshold, more = page[#page][1], 1
 end
 local trimmed = redis.call('XTRIM', KEYS[1], 'MINID', threshold)
-return {0, trimmed, more, forgotten}
+return {WQ_OK, trimmed, more, forgotten}

@@ -1,4 +1,5 @@
-"""Summaries of firing records: lateness percentiles, duplicates, early and missing jobs."""
+"""Summaries of firing records for tests and benchmarks: lateness percentiles, duplicates, early
+and missing jobs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+
+from wheelq.core import wire
+from wheelq.core.job import entry_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,12 +23,13 @@ class Fired:
     entry_ms: int
 
     @classmethod
-    def from_entry(cls, entry_id: bytes, fields: Mapping[bytes, bytes]) -> Fired:
+    def from_entry(cls, entry_id: str | bytes, fields: Mapping[bytes, bytes]) -> Fired:
         """From a ready-stream entry: the entry id's ms part is when it fired (Redis clock)."""
-        return cls(fields[b"id"].decode(), int(fields[b"due"]), int(entry_id.split(b"-")[0]))
+        return cls(fields[wire.ID].decode(), int(fields[wire.DUE]), entry_ms(entry_id))
 
     @property
     def lateness_ms(self) -> int:
+        """How long after its due time it fired (negative: early)."""
         return self.entry_ms - self.due_ms
 
 

@@ -1,0 +1,140 @@
+"""The stream-entry wire format on a real server: every way a job enters a ready stream
+(emit, a retry's emit, enqueue and reschedule due now, replay) writes the same fields, in the
+order `wheelq.core.wire` names them, and the readers decode what the scripts wrote."""
+
+from __future__ import annotations
+
+import msgpack
+import redis
+
+from tests.support.scripts import Runner
+from wheelq.core import wire
+from wheelq.core.dead import DeadLetter
+from wheelq.core.job import Envelope, Job
+from wheelq.core.keys import ShardKeys
+from wheelq.core.schedule import DueSpec
+from wheelq.store import consume, ops
+
+TOKEN = "node-a:1"
+GROUP = "g"
+WORKER = "worker-1"
+TTL_MS = 30_000
+ENQUEUED_MS = 1_700_000_000_000
+PAYLOAD = {"to": "ada@example.com", "raw": b"\xff\x00"}
+RAW_PAYLOAD = msgpack.packb(PAYLOAD, use_bin_type=True)
+
+
+def server_ms(r: redis.Redis) -> int:
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def field_names(r: redis.Redis, key: str) -> dict[str, list[bytes]]:
+    """Each entry's field names in stream order, by the job id it names."""
+    return {fields[b"id"].decode(): list(fields) for _, fields in r.xrange(key)}
+
+
+def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys) -> None:
+    """Put jobs into the ready stream by each path a job takes there: emitted, retried and
+    emitted again, enqueued due now, rescheduled to now, and replayed from the dead letters."""
+    assert run(ops.lease_acquire(keys, TOKEN, TTL_MS)).held
+    run(consume.create_group(keys, GROUP))
+    now = server_ms(r)
+    for job_id in ("emitted", "retried", "died"):
+        r.hset(keys.jobs, job_id, Envelope(RAW_PAYLOAD, 1, 3, ENQUEUED_MS).pack())
+        r.zadd(keys.delayed, {job_id: now - 1000})
+    r.hset(keys.jobs, "broken", b"\xc1")
+    r.zadd(keys.delayed, {"broken": now - 1000})
+    emitted = run(ops.emit_due(keys, TOKEN, now, ["emitted", "retried", "died", "broken"]))
+    assert (emitted.emitted, emitted.malformed) == (3, ["broken"])
+
+    read = run(consume.read_group([keys], GROUP, WORKER, 10, None))
+    by_id = {fields[wire.ID].decode(): entry_id for _, (entry_id, fields) in read}
+    retry_envelope = Envelope(RAW_PAYLOAD, 2, 3, ENQUEUED_MS, GROUP, "retried").pack()
+    retry = run(consume.retry(keys, GROUP, by_id["retried"], "retried", 0, retry_envelope))
+    assert retry.done
+    assert run(consume.dead_letter(keys, GROUP, [(by_id["died"], "failed", "boom")])) == 1
+    assert run(ops.emit_due(keys, TOKEN, server_ms(r), limit=10)).emitted == 1
+
+    later = server_ms(r) + 60_000
+    r.hset(keys.jobs, "rescheduled", Envelope(RAW_PAYLOAD, 1, 3, ENQUEUED_MS).pack())
+    r.zadd(keys.delayed, {"rescheduled": later})
+    assert run(ops.reschedule(keys, "rescheduled", DueSpec("delay", 0))) == ops.Placed.FIRED
+    fired_now = ops.JobWrite(
+        "enqueued", DueSpec("delay", 0), False, Envelope(RAW_PAYLOAD, 1, 3, ENQUEUED_MS).pack()
+    )
+    assert run(ops.enqueue(keys, [fired_now])) == [ops.Placed.FIRED]
+
+    dead_id = next(eid.decode() for eid, f in r.xrange(keys.dead) if f[wire.ID] == b"died")
+    assert run(consume.replay(keys, [dead_id])) == (1, [])
+
+
+def test_every_way_into_the_ready_stream_writes_the_same_fields(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    fire_every_way(redis_sync, run, keys)
+
+    names = field_names(redis_sync, keys.ready)
+    first_runs = [names["emitted"], names["enqueued"], names["rescheduled"]]
+    assert first_runs == [list(wire.READY_FIELDS)] * 3
+    # a retry fired by emit_due and a replay both name their one group after the same fields
+    # emitted, retried, died; the retry emitted; rescheduled, enqueued; the replay of died
+    assert redis_sync.xlen(keys.ready) == 7
+    group_entries = [
+        list(fields) for _, fields in redis_sync.xrange(keys.ready) if wire.GROUP in fields
+    ]
+    assert group_entries == [[*wire.READY_FIELDS, wire.GROUP]] * 2
+
+
+def test_readers_decode_every_entry_the_scripts_write(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    fire_every_way(redis_sync, run, keys)
+
+    jobs = [Job.from_entry(eid.decode(), f) for eid, f in redis_sync.xrange(keys.ready)]
+    assert {job.id for job in jobs} == {"emitted", "retried", "died", "rescheduled", "enqueued"}
+    assert all((job.payload, job.topic) == (PAYLOAD, keys.topic) for job in jobs)
+    assert {(job.id, job.attempt, job.group) for job in jobs if job.group} == {
+        ("retried", 2, GROUP),
+        ("died", 1, GROUP),
+    }
+    [broken] = [
+        DeadLetter.from_entry(keys.topic, keys.shard, eid.decode(), f)
+        for eid, f in redis_sync.xrange(keys.dead)
+    ]
+    assert (broken.job_id, broken.reason) == ("broken", "malformed")
+    assert list(broken.fields) == [
+        n.decode() for n in (wire.ID, wire.TOPIC, wire.DUE, wire.REASON, wire.ERROR, wire.ENVELOPE)
+    ]
+
+
+def test_a_dead_letter_is_the_entry_followed_by_the_annotations(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    entry = redis_sync.xadd(
+        keys.ready,
+        {
+            b"id": b"j",
+            b"topic": keys.topic.encode(),
+            b"due": b"1",
+            b"attempt": b"3",
+            b"max_attempts": b"3",
+            b"payload": RAW_PAYLOAD,
+        },
+    ).decode()
+    run(consume.read_group([keys], GROUP, WORKER, 10, None))
+
+    assert run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
+
+    [(dead_id, fields)] = redis_sync.xrange(keys.dead)
+    assert list(fields) == [*wire.READY_FIELDS, *wire.DEAD_FIELDS]
+    dead = DeadLetter.from_entry(keys.topic, keys.shard, dead_id.decode(), fields)
+    assert (dead.job_id, dead.attempt, dead.reason, dead.error, dead.group, dead.source_entry) == (
+        "j",
+        3,
+        "failed",
+        "boom",
+        GROUP,
+        entry,
+    )

@@ -1,0 +1,55 @@
+"""Citations of docs/architecture.md point at invariants it has, and nothing cites the design
+briefs kept outside the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "architecture.md"
+SCANNED = ("wheelq", "tests", "loadtest", "config", "docs")
+SUFFIXES = {".py", ".lua", ".md", ".toml", ".txt"}
+
+HEADING = re.compile(r"^### (\d+)\. ", re.MULTILINE)
+CITATION = re.compile(
+    r"docs/architecture\.md,[\s#]*invariants?\s+(\d+(?:\s*,\s*\d+)*(?:\s+and\s+\d+)?)"
+)
+BRIEF = re.compile(r"\b(?:DESIGN|STYLE)\b")
+
+
+def sources() -> list[Path]:
+    files = [ROOT / "README.md"]
+    for top in SCANNED:
+        files += [p for p in sorted((ROOT / top).rglob("*")) if p.suffix in SUFFIXES]
+    return [p for p in files if p.resolve() != Path(__file__).resolve()]
+
+
+def invariants() -> list[int]:
+    return [int(n) for n in HEADING.findall(DOC.read_text("utf-8"))]
+
+
+def test_invariants_are_numbered_from_1_without_gaps() -> None:
+    numbers = invariants()
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert len(numbers) >= 8
+
+
+def test_every_citation_names_an_invariant_the_document_has() -> None:
+    known = set(invariants())
+    cited: list[tuple[str, int]] = []
+    for path in sources():
+        for match in CITATION.finditer(path.read_text("utf-8")):
+            cited += [(str(path.relative_to(ROOT)), int(n)) for n in re.findall(r"\d+", match[1])]
+    assert cited, "no citation of docs/architecture.md found: the pattern is out of date"
+    assert [c for c in cited if c[1] not in known] == []
+
+
+def test_nothing_cites_the_briefs_outside_the_repository() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sources()
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if BRIEF.search(line)
+    ]
+    assert found == []

@@ -1,0 +1,178 @@
+"""The in-flight set without Redis: a handler the test releases job by job, a real settler
+on a scripted executor (its step sends what the set asked for), a manual clock.
+
+Entries wait for one of `concurrency` slots, then run; free() tells the reader and the claim
+keeper how many more to take; accept() decodes, skips and dead-letters; drop_waiting() gives
+up the entries not started (a stop hands them on) and leaves the running ones alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.support.fakes import ScriptedExecutor
+from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, HeldHandler, entry
+from wheelq.core import wire
+from wheelq.core.clock import ManualClock
+from wheelq.core.job import Envelope
+from wheelq.core.retry import RetryPolicy
+from wheelq.store.consume import Retried
+from wheelq.worker.handler_runner import HandlerRunner
+from wheelq.worker.in_flight import InFlightSet
+from wheelq.worker.settler import Settler
+
+NOW_MS = 1_700_000_123_456
+
+
+class Parts:
+    def __init__(self, concurrency: int, failing: set[str] | None = None) -> None:
+        self.handler = HeldHandler(failing)
+        self.executor = ScriptedExecutor()
+        self.executor.answer("XACK", lambda call: len(call.command) - 3)
+        self.executor.answer("retry", lambda call: Retried(True, 1, "m"))
+        self.executor.answer("dead_letter", lambda call: (len(call.args) - 1) // 3)
+        self.settler = Settler(self.executor, TOPIC, GROUP, ManualClock())
+        self.runner = HandlerRunner(self.handler, timeout_ms=0, threads=concurrency)
+        self.in_flight = InFlightSet(
+            TOPIC,
+            GROUP,
+            concurrency,
+            self.runner,
+            self.settler,
+            RetryPolicy(base_ms=1000, max_ms=60_000, jitter_pct=0),
+            ManualClock(NOW_MS),
+        )
+
+    def waiting(self) -> list[str]:
+        return sorted(h.job.id for h in self.in_flight.held.values() if not h.started)
+
+    def running(self) -> list[str]:
+        return sorted(h.job.id for h in self.in_flight.held.values() if h.started)
+
+    async def settle(self) -> None:
+        """What the settler's task would do: send the outcomes queued so far."""
+        await self.settler.step()
+
+    async def done(self, *job_ids: str) -> None:
+        """Release `job_ids` and wait until they are no longer held."""
+        tasks = [h.task for h in self.in_flight.held.values() if h.job.id in job_ids]
+        self.handler.release(*job_ids)
+        await asyncio.wait_for(asyncio.gather(*(t for t in tasks if t is not None)), WAIT_S)
+
+
+@pytest.fixture
+async def parts() -> AsyncIterator[Parts]:
+    made = Parts(concurrency=2)
+    yield made
+    for held in list(made.in_flight.held.values()):
+        if held.task is not None:
+            held.task.cancel()
+            await asyncio.gather(held.task, return_exceptions=True)
+
+
+async def test_entries_wait_for_a_slot_and_a_freed_slot_goes_to_the_next(parts: Parts) -> None:
+    assert parts.in_flight.free() == 2
+    parts.in_flight.accept(0, [entry("a1"), entry("a2"), entry("a3")])
+    assert parts.in_flight.free() == -1  # held, though one waits: the reader takes no more
+    await parts.handler.started_by("a1", "a2")
+    assert (parts.running(), parts.waiting()) == (["a1", "a2"], ["a3"])
+    assert len(parts.in_flight.running()) == 2
+    assert not parts.handler.started("a3")
+
+    parts.in_flight.room.clear()
+    await parts.done("a1")
+    assert parts.in_flight.room.is_set()  # the reader's wait ends
+    await parts.handler.started_by("a3")
+    assert (parts.running(), parts.waiting()) == (["a2", "a3"], [])
+    assert parts.in_flight.free() == 0
+    assert parts.in_flight.held_ids() == {0: ["2-0", "3-0"]}
+
+    await parts.settle()
+    assert [c.command[3:] for c in parts.executor.sent("XACK")] == [("1-0",)]
+    assert parts.in_flight.handled == 1
+
+
+async def test_free_is_zero_once_closing(parts: Parts) -> None:
+    parts.in_flight.closing = True
+    assert parts.in_flight.free() == 0
+
+
+async def test_accept_dead_letters_malformed_entries_and_skips_other_groups(parts: Parts) -> None:
+    malformed = ("5-0", {wire.ID: b"x"})  # no payload, no due time
+    parts.in_flight.accept(
+        1, [entry("b1"), malformed, entry("b2", group="other"), entry("b3", group=GROUP)]
+    )
+    await parts.handler.started_by("b1", "b3")
+    assert sorted(parts.in_flight.held) == [(1, "1-0"), (1, "3-0")]
+    assert parts.in_flight.skipped == 1
+
+    await parts.settle()
+    (dead,) = parts.executor.sent("dead_letter")
+    assert list(dead.args[:3]) == [GROUP, "5-0", "malformed"]
+    assert [c.command[3:] for c in parts.executor.sent("XACK")] == [("2-0",)]  # the skipped one
+
+
+async def test_accept_ignores_an_entry_already_held_and_keeps_claimed_delivery_counts(
+    parts: Parts,
+) -> None:
+    parts.in_flight.accept(0, [entry("c1")], [3])
+    await parts.handler.started_by("c1")
+    parts.in_flight.accept(0, [entry("c1")], [4])  # our own entry, claimed back
+    assert [(j.id, j.deliveries) for j in parts.handler.seen] == [("c1", 3)]
+    assert len(parts.in_flight.held) == 1
+
+
+async def test_drop_waiting_gives_up_the_entries_not_started_and_leaves_running_ones(
+    parts: Parts,
+) -> None:
+    parts.in_flight.accept(0, [entry("d1"), entry("d2"), entry("d3")])
+    parts.in_flight.accept(1, [entry("d4")])
+    await parts.handler.started_by("d1", "d2")
+    waiting_tasks = [h.task for h in parts.in_flight.held.values() if not h.started]
+
+    assert parts.in_flight.drop_waiting() == {0: ["3-0"], 1: ["4-0"]}
+    assert (parts.running(), parts.waiting()) == (["d1", "d2"], [])
+    await asyncio.gather(*(t for t in waiting_tasks if t is not None), return_exceptions=True)
+    assert all(t is not None and t.cancelled() for t in waiting_tasks)
+
+    parts.in_flight.closing = True
+    await parts.done("d1", "d2")  # running handlers still finish and are acked
+    assert not parts.handler.started("d3") and not parts.handler.started("d4")
+    await parts.settle()
+    assert [c.command[3:] for c in parts.executor.sent("XACK")] == [("1-0", "2-0")]
+
+
+async def test_a_failed_handler_is_retried_stamped_by_the_clock_then_dead_lettered() -> None:
+    parts = Parts(concurrency=2, failing={"e1", "e2"})
+    parts.in_flight.accept(0, [entry("e1", attempt=1, max_attempts=2)])
+    parts.in_flight.accept(0, [entry("e2", attempt=2, max_attempts=2)])
+    await parts.done("e1", "e2")
+    await parts.settle()
+
+    (retry,) = parts.executor.sent("retry")
+    assert list(retry.args[1:4]) == ["1-0", "e1", 1000]  # retry_base_ms at attempt 1, no jitter
+    packed = retry.args[4]
+    assert isinstance(packed, bytes)
+    envelope = Envelope.unpack(packed)
+    assert (envelope.attempt, envelope.enqueued_ms, envelope.group) == (2, NOW_MS, GROUP)
+    (dead,) = parts.executor.sent("dead_letter")
+    assert list(dead.args[1:3]) == ["2-0", "failed"]
+    assert "ValueError: e2 failed" in str(dead.args[3])
+    assert parts.in_flight.failed == 2
+
+
+async def test_finish_waits_for_running_handlers_until_hurried(parts: Parts) -> None:
+    parts.in_flight.accept(0, [entry("f1"), entry("f2")])
+    await parts.handler.started_by("f1", "f2")
+    running = parts.in_flight.running()
+    hurry = asyncio.Event()
+
+    parts.handler.release("f1")
+    finishing = asyncio.ensure_future(parts.in_flight.finish(running, 60.0, hurry))
+    await asyncio.wait_for(asyncio.shield(running[0]), WAIT_S)
+    assert not finishing.done()  # f2 still runs, and the grace is long
+    hurry.set()
+    assert await asyncio.wait_for(finishing, WAIT_S) == 1

@@ -1,0 +1,254 @@
+"""The scripts' contract with Python, without a server: one status table, every wrapper's
+parser through `check`, the Lua names of the table, the KEYS each script takes and the header
+each script opens with."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from wheelq.core.job import Envelope
+from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
+from wheelq.core.schedule import DueSpec
+from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
+from wheelq.store import consume, ops
+from wheelq.store.calls import Call
+from wheelq.store.scripts import (
+    NAMES,
+    NOT_PENDING,
+    SCRIPT_KEYS,
+    Placed,
+    Status,
+    check,
+    script,
+    script_keys,
+)
+
+KEYS = ShardKeys("emails", 3)
+LUA = resources.files("wheelq.store") / "lua"
+KEY_TYPES = {
+    "delayed": "ZSET",
+    "jobs": "HASH",
+    "ready": "STREAM",
+    "dead": "STREAM",
+    "lease": "STRING",
+    "horizon": "STRING",
+    "inbox": "LIST",
+}
+
+# One call of every script wrapper: what each script's reply goes through.
+WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
+    "enqueue": lambda: ops.enqueue(
+        KEYS, [ops.JobWrite("j", DueSpec("at", 1), False, Envelope(b"p").pack())]
+    ),
+    "reschedule": lambda: ops.reschedule(KEYS, "j", DueSpec("at", 1)),
+    "cancel": lambda: ops.cancel(KEYS, "j"),
+    "emit_due": lambda: ops.emit_due(KEYS, "t", 1, ["j"]),
+    "preload": lambda: ops.preload(KEYS, "t", 0, 1000, 10, 30_000),
+    "lease_acquire": lambda: ops.lease_acquire(KEYS, "t", 30_000),
+    "lease_renew": lambda: ops.lease_renew(KEYS, "t", 30_000),
+    "lease_release": lambda: ops.lease_release(KEYS, "t"),
+    "retry": lambda: consume.retry(KEYS, "g", "1-0", "j", 10, b"e"),
+    "dead_letter": lambda: consume.dead_letter(KEYS, "g", [("1-0", "failed", "boom")]),
+    "claim": lambda: consume.claim(KEYS, "g", "w", 1000, "0-0", 10, 5),
+    "touch": lambda: consume.touch(KEYS, "g", "w", 0, ["1-0"]),
+    "trim": lambda: consume.trim(KEYS, 1000, 10, 1000),
+    "replay": lambda: consume.replay(KEYS, ["1-0"]),
+    "purge_dead": lambda: consume.purge_dead(KEYS, None),
+    "drop_shard": lambda: ops.drop_shard(KEYS, "check"),
+}
+
+
+def header(name: str) -> str:
+    text = (LUA / f"{name}.lua").read_text("utf-8")
+    assert text.startswith(f"--[[ {name}.lua — "), f"{name}.lua does not open with its header"
+    return text[: text.index("\n]]\n")]
+
+
+def body(name: str) -> str:
+    text = (LUA / f"{name}.lua").read_text("utf-8")
+    return text[text.index("\n]]\n") + 4 :]
+
+
+# --- check ----------------------------------------------------------------------------------
+
+
+def test_check_returns_an_ok_reply_whole() -> None:
+    assert check("trim", [0, 5, 1, 0]) == [0, 5, 1, 0]
+
+
+@pytest.mark.parametrize("reply", [[1], [2, b"x"], [-9], [-1], [-3, b"t", b"j"], [99, 1, 2]])
+def test_check_of_a_status_not_in_the_table_is_a_script_error_naming_the_script(
+    reply: list[Any],
+) -> None:
+    with pytest.raises(ScriptError, match=r"^emit_due\.lua returned unknown status"):
+        check("emit_due", reply)
+
+
+@pytest.mark.parametrize("reply", [None, [], b"OK", 3, [b"0", 1], ["0"]])
+def test_check_of_a_reply_that_is_not_a_status_list_is_a_script_error(reply: Any) -> None:
+    with pytest.raises(ScriptError, match=r"^preload\.lua returned .* expected a status list"):
+        check("preload", reply)
+
+
+def test_check_wrong_type_names_the_script_and_the_key() -> None:
+    with pytest.raises(ScriptError, match=r"^cancel\.lua: key '\{emails:3\}:jobs' holds"):
+        check("cancel", [Status.WRONG_TYPE, b"{emails:3}:jobs"])
+
+
+def test_check_lease_lost_is_a_lease_lost_error() -> None:
+    with pytest.raises(LeaseLostError, match=r"^emit_due\.lua"):
+        check("emit_due", [Status.LEASE_LOST])
+
+
+def test_check_malformed_is_a_malformed_job_error_naming_topic_and_job() -> None:
+    with pytest.raises(MalformedJobError) as caught:
+        check("reschedule", [Status.MALFORMED, b"emails", b"j7", b"not msgpack"])
+
+    assert (caught.value.topic, caught.value.job_id) == ("emails", "j7")
+    assert "not msgpack" in str(caught.value)
+
+
+# --- every wrapper parses through check -----------------------------------------------------
+
+
+def test_every_script_has_a_wrapper_here() -> None:
+    assert set(WRAPPERS) == set(NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPERS))
+def test_every_wrapper_sends_its_script_with_the_keys_of_the_table(name: str) -> None:
+    call = WRAPPERS[name]()
+
+    assert call.script == name
+    assert tuple(call.keys) == tuple(getattr(KEYS, attr) for attr in SCRIPT_KEYS[name])
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPERS))
+def test_every_wrapper_raises_script_error_naming_its_script_on_an_unknown_status(
+    name: str,
+) -> None:
+    with pytest.raises(ScriptError, match=rf"^{name}\.lua returned unknown status 7"):
+        WRAPPERS[name]().parse([7, 1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPERS))
+def test_every_wrapper_raises_script_error_naming_the_key_on_wrong_type(name: str) -> None:
+    with pytest.raises(ScriptError, match=rf"^{name}\.lua: key 'k' holds"):
+        WRAPPERS[name]().parse([Status.WRONG_TYPE, b"k"])
+
+
+@pytest.mark.parametrize("name", ["emit_due", "preload"])
+def test_fenced_wrappers_raise_lease_lost(name: str) -> None:
+    with pytest.raises(LeaseLostError):
+        WRAPPERS[name]().parse([Status.LEASE_LOST])
+
+
+@pytest.mark.parametrize("name", ["lease_renew", "lease_release"])
+def test_lease_renew_and_release_parse_lease_lost_to_false_and_ok_to_true(name: str) -> None:
+    assert WRAPPERS[name]().parse([Status.LEASE_LOST]) is False
+    assert WRAPPERS[name]().parse([Status.OK]) is True
+
+
+def test_lease_acquire_parses_its_outcome_fields() -> None:
+    parse = WRAPPERS["lease_acquire"]().parse
+
+    assert parse([0, 1, 1, b"1700000000123", b"t"]) == ops.LeaseAttempt(
+        True, True, 1_700_000_000_123, "t"
+    )
+    assert parse([0, 0, 0, b"1700000000123", b"other"]) == ops.LeaseAttempt(
+        False, False, 1_700_000_000_123, "other"
+    )
+
+
+def test_reschedule_parses_the_placement_table() -> None:
+    parse = WRAPPERS["reschedule"]().parse
+
+    assert parse([0, Placed.SCHEDULED]) is Placed.SCHEDULED
+    assert parse([0, Placed.FIRED]) is Placed.FIRED
+    assert parse([0, NOT_PENDING]) is None
+
+
+# --- the Lua side of the tables -------------------------------------------------------------
+
+
+def lua_constants() -> dict[str, int]:
+    text = (LUA / "_lib.lua").read_text("utf-8")
+    return {m[1]: int(m[2]) for m in re.finditer(r"^local WQ_(\w+) = (-?\d+)", text, re.M)}
+
+
+def test_lib_lua_names_the_same_statuses_and_outcomes_as_python() -> None:
+    expected = {s.name: s.value for s in Status}
+    expected |= {p.name: p.value for p in Placed} | {"NOT_PENDING": NOT_PENDING}
+
+    assert lua_constants() == expected
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scripts_return_statuses_by_name_only(name: str) -> None:
+    literal = re.findall(r"return \{\s*-?\d", body(name))
+
+    assert literal == [], f"{name}.lua returns a status by number, not by its WQ_ name"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_error_status_a_script_returns_is_in_its_header(name: str) -> None:
+    returns = header(name)[header(name).index("Returns:") :]
+    for status in (Status.WRONG_TYPE, Status.LEASE_LOST, Status.MALFORMED):
+        if re.search(rf"return \{{WQ_{status.name}\b", body(name)):
+            assert f"{{{status.value}" in returns and status.name in returns, (
+                f"{name}.lua returns {status.name} without documenting it"
+            )
+
+
+def test_the_lua_folder_holds_exactly_the_scripts_of_the_table() -> None:
+    files = {p.name[:-4] for p in LUA.iterdir() if p.name.endswith(".lua")}
+
+    assert files == {*NAMES, "_lib"}
+
+
+# --- headers and keys -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_header_lists_the_keys_of_the_table_with_pattern_and_type(name: str) -> None:
+    found = re.findall(r"^KEYS\[(\d+)\]  \{T:s\}:(\w+) +([A-Z]+)\b", header(name), re.M)
+    key_lines = re.findall(r"^KEYS", header(name), re.M)
+
+    assert len(found) == len(key_lines), f"{name}.lua: a KEYS line without pattern and type"
+    assert [int(i) for i, _, _ in found] == list(range(1, len(found) + 1))
+    assert tuple(attr for _, attr, _ in found) == SCRIPT_KEYS[name]
+    assert [kind for _, _, kind in found] == [KEY_TYPES[attr] for _, attr, _ in found]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_header_numbers_argv_from_one_and_states_returns(name: str) -> None:
+    text = header(name)
+    numbers = [int(n) for n in re.findall(r"^ARGV\[(\d+)(?:\.\.)?\] ", text, re.M)]
+
+    assert numbers == list(range(1, len(numbers) + 1)), f"{name}.lua: ARGV lines {numbers}"
+    assert numbers or re.search(r"^ARGV +none$", text, re.M), f"{name}.lua: no ARGV line"
+    assert re.search(r"^Returns: \{0\b", text, re.M), f"{name}.lua: no Returns: {{0, ...}}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scripts_use_no_key_beyond_their_header(name: str) -> None:
+    used = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body(name))}
+
+    assert used <= set(range(1, len(SCRIPT_KEYS[name]) + 1))
+
+
+def test_drop_shard_takes_every_key_of_the_shard() -> None:
+    assert SCRIPT_KEYS["drop_shard"] == DATA_KEY_NAMES
+    assert script_keys("drop_shard", KEYS) == KEYS.data_keys
+
+
+def test_every_script_is_prepended_with_the_lib() -> None:
+    lib = (LUA / "_lib.lua").read_text("utf-8")
+
+    for name in NAMES:
+        assert script(name).source.startswith(lib)

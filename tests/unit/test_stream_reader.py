@@ -1,0 +1,134 @@
+"""The stream reader without Redis: its step against a scripted executor.
+
+It reads only when there are free slots (else it waits for one), asks each shard for its
+share of them, recreates a vanished group on NOGROUP, and raises any other error for the
+base to count and pause on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from tests.support.fakes import ScriptedExecutor
+from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, consumer, entry
+from wheelq.core.clock import ManualClock
+from wheelq.core.keys import ShardKeys
+from wheelq.store.calls import Call
+from wheelq.store.consume import Entry
+from wheelq.worker.stream_reader import StreamReader
+
+BLOCK_MS = 2000
+
+
+class Reader:
+    def __init__(self, shards: int, free: int) -> None:
+        self.executor = ScriptedExecutor()
+        self.free = free
+        self.room = asyncio.Event()
+        self.accepted: list[tuple[int, list[Entry]]] = []
+        self.joins = 0
+        self.reader = StreamReader(
+            consumer(self.executor, shards=shards),
+            BLOCK_MS,
+            free=lambda: self.free,
+            room=self.room,
+            accept=lambda shard, entries: self.accepted.append((shard, entries)),
+            ensure_groups=self.join,
+            clock=ManualClock(),
+        )
+
+    async def join(self) -> None:
+        self.joins += 1
+
+    def answer(self, reply: Any) -> None:
+        self.executor.answer("XREADGROUP", lambda call: reply)
+
+    def counts(self) -> list[int]:
+        """The COUNT of each read sent."""
+        out = []
+        for call in self.executor.sent("XREADGROUP"):
+            command = list(call.command)
+            out.append(int(command[command.index("COUNT") + 1]))
+        return out
+
+
+async def test_it_reads_only_into_free_slots() -> None:
+    r = Reader(shards=2, free=0)
+    r.answer([])
+    step = asyncio.ensure_future(r.reader.step())
+    await asyncio.sleep(0)  # one turn of the loop: the step reaches its wait for room
+    assert not step.done()
+    assert r.executor.rounds == []
+
+    r.free = 4
+    r.room.set()  # a slot freed up
+    assert await asyncio.wait_for(step, WAIT_S) == 0.0
+    assert r.executor.rounds == []  # that step only waited; the next one reads
+    await r.reader.step()
+    assert r.counts() == [2]
+
+
+@pytest.mark.parametrize(("shards", "free", "count"), [(4, 10, 2), (4, 3, 1), (1, 7, 7)])
+async def test_each_shard_is_asked_for_its_share_of_the_free_slots(
+    shards: int, free: int, count: int
+) -> None:
+    r = Reader(shards=shards, free=free)
+    r.answer([])
+    await r.reader.step()
+    (read,) = r.executor.sent("XREADGROUP")
+    keys = [ShardKeys(TOPIC, s).ready for s in range(shards)]
+    assert list(read.command) == [
+        "XREADGROUP",
+        "GROUP",
+        GROUP,
+        "me",
+        "COUNT",
+        count,
+        "BLOCK",
+        BLOCK_MS,
+        "STREAMS",
+        *keys,
+        *[">"] * shards,
+    ]
+
+
+async def test_entries_read_are_accepted_by_shard() -> None:
+    r = Reader(shards=2, free=10)
+    a, b, c = entry("a1"), entry("b2"), entry("c3")
+    r.answer([(0, a), (1, b), (0, c)])
+    assert await r.reader.step() == 0.0
+    assert r.accepted == [(0, [a, c]), (1, [b])]
+    assert r.reader.read == 3
+
+
+async def test_nogroup_makes_the_group_again() -> None:
+    r = Reader(shards=2, free=10)
+    r.answer(ResponseError("NOGROUP No such key or consumer group"))
+    assert await r.reader.step() == 0.0
+    assert r.joins == 1
+    assert r.accepted == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        RedisConnectionError("Connection reset by peer"),
+    ],
+    ids=["refused", "connection"],
+)
+async def test_other_errors_raise_for_the_base_to_count(error: Exception) -> None:
+    r = Reader(shards=2, free=10)
+
+    def fail(call: Call[Any]) -> Exception:
+        return error
+
+    r.executor.answer("XREADGROUP", fail)
+    with pytest.raises(type(error)):
+        await r.reader.step()
+    assert r.joins == 0

@@ -1,0 +1,31 @@
+"""core.wire: the note format and the field names readers use."""
+
+from __future__ import annotations
+
+import pytest
+
+from wheelq.core import wire
+
+
+@pytest.mark.parametrize(
+    ("note", "parsed"),
+    [
+        (b"1700000000123:j1", ("j1", 1_700_000_000_123)),
+        (b"0:a:b", ("a:b", 0)),  # a job id may hold colons: the first one ends the due time
+        ("5:é".encode(), ("é", 5)),
+    ],
+)
+def test_parse_note_reads_due_and_job_id(note: bytes, parsed: tuple[str, int]) -> None:
+    assert wire.parse_note(note) == parsed
+
+
+@pytest.mark.parametrize(
+    "note", [b"", b"marker", b"12:", b":j1", b"-5:j1", b"1.5:j1", b"\xd9\xa3:j1", b"5:\xff"]
+)
+def test_parse_note_of_anything_else_is_none(note: bytes) -> None:
+    assert wire.parse_note(note) is None
+
+
+def test_field_tables_have_no_name_twice() -> None:
+    assert len(set(wire.READY_FIELDS)) == len(wire.READY_FIELDS)
+    assert not set(wire.DEAD_FIELDS) & set(wire.READY_FIELDS)

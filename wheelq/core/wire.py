@@ -1,0 +1,72 @@
+"""What wheelq writes into Redis streams and notes, named once for Python readers.
+
+The scripts write these formats, each in one Lua helper of
+``wheelq/store/lua/_lib.lua``; the names below are the Python side, which
+every reader uses (`wheelq.core.job.Job.from_entry`,
+`wheelq.core.dead.DeadLetter.from_entry`, `wheelq.testing.stats.Fired`), and a
+real-server test compares them with what the scripts write. The job
+envelope (the value in ``{T:s}:jobs``) is `wheelq.core.job.Envelope`.
+
+Ready-stream entry (``{T:s}:ready``, written by ``wq_fire`` for emit,
+enqueue, reschedule and replay alike), flat string fields any language can
+read::
+
+    id           job id
+    topic        topic name
+    due          due time, integer ms on the Redis clock
+    attempt      1 on the first run
+    max_attempts attempts allowed before the job is dead-lettered
+    payload      msgpack bytes of the payload
+    group        only on retries and replays: the one consumer group meant to run it
+
+Readers must ignore fields they do not know: more may be added.
+
+Dead letter (``{T:s}:dead``, written by ``wq_dead``): the ready-stream entry's
+fields as they were (even undecodable ones), followed by::
+
+    reason   failed | deliveries | malformed   (see `wheelq.core.retry.Reason`)
+    error    the exception and its traceback, or why the entry could not be run
+    group    the consumer group it failed in (a replay runs only there)
+    entry    the ready-stream entry id it came from
+
+A pending job whose envelope cannot be decoded is dead-lettered as it comes
+due (``wq_bury``) with ``id``, ``topic``, ``due``, ``reason`` (malformed),
+``error`` and the raw bytes in ``envelope``: no ``payload``, so it cannot be
+replayed.
+
+Inbox and wake note (``{T:s}:inbox`` list items, ``{T:s}:wake`` messages,
+written by ``wq_note``): ``"<due ms>:<job id>"``, read by `parse_note`.
+"""
+
+from __future__ import annotations
+
+ID = b"id"
+TOPIC = b"topic"
+DUE = b"due"
+ATTEMPT = b"attempt"
+MAX_ATTEMPTS = b"max_attempts"
+PAYLOAD = b"payload"
+GROUP = b"group"
+
+READY_FIELDS = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD)
+"""The fields of every ready-stream entry, in the order written; `GROUP` follows on retries
+and replays."""
+
+REASON = b"reason"
+ERROR = b"error"
+ENTRY = b"entry"
+ENVELOPE = b"envelope"
+
+DEAD_FIELDS = (REASON, ERROR, GROUP, ENTRY)
+"""The annotations a dead letter adds after the ready-stream entry's fields, in order."""
+
+
+def parse_note(note: bytes) -> tuple[str, int] | None:
+    """``b"<due ms>:<job id>"`` as ``(job id, due ms)``; None when it is not a note."""
+    try:
+        due, _, job_id = note.decode().partition(":")
+    except UnicodeDecodeError:
+        return None
+    if not (due.isascii() and due.isdigit()) or not job_id:
+        return None
+    return job_id, int(due)
