@@ -11,7 +11,6 @@ which shard, and the fenced emit script makes a deposed leader harmless.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import secrets
@@ -26,8 +25,9 @@ from redis.exceptions import RedisError
 from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import RedisClock
-from wheelq.runtime.lifecycle import StartGate, StopBudget, close, serve_until_stopped
-from wheelq.runtime.service import Lifecycle, Service
+from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.role import Role
+from wheelq.runtime.service import Service
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
@@ -55,7 +55,7 @@ class StopReport:
     """Leases not released (Redis unreachable, or stop_timeout_ms ran out)."""
 
 
-class Scheduler(Lifecycle):
+class Scheduler(Role[StopReport]):
     """A scheduler node. `serve()` runs it until `stop()`; `run()` blocks (CLI).
 
     A node made by `from_url` owns its connection and closes it on `stop()`;
@@ -73,7 +73,8 @@ class Scheduler(Lifecycle):
         clock: RedisClock | None = None,
     ) -> None:
         self.settings = settings or SchedulerSettings()
-        self.redis = connection
+        s = self.settings
+        super().__init__(connection, s.start_timeout_ms, s.stop_timeout_ms, log)
         self.topics = None if topics is None else topic_set(topics)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.clock = clock or RedisClock()
@@ -91,9 +92,6 @@ class Scheduler(Lifecycle):
             connection, self.leads, self.driver, self.clock, max_pause_ms=pause_ms
         )
         self.trimmer = Trimmer(ctx)
-        self._gate = StartGate(connection, self.settings.start_timeout_ms, log)
-        self._budget: StopBudget | None = None
-        self._owns_connection = False
 
     @classmethod
     def from_url(
@@ -122,7 +120,7 @@ class Scheduler(Lifecycle):
             node_id=node_id,
             on_event=on_event,
         )
-        node._owns_connection = True  # closed by stop()
+        node.owns_connection = True  # closed by stop()
         return node
 
     def _lost(self, lead: Lead) -> None:
@@ -175,13 +173,11 @@ class Scheduler(Lifecycle):
         if not await self._gate.abort():
             return StopReport(0, 0)
         self._gate.started = False  # a second stop() returns at once
-        self._budget = budget = StopBudget(self.settings.stop_timeout_ms / 1000)
+        budget = self._stop_budget()
         try:
             report = await self._stop(budget)
-        finally:  # whatever happened, no connection outlives the node
-            if self._owns_connection:
-                await close(self.redis)
-            self._gate.stopped.set()
+        finally:
+            await self._stopped()
         budget.log_end(
             log,
             f"scheduler node {self.node_id} stopped: {report}",
@@ -221,22 +217,6 @@ class Scheduler(Lifecycle):
             self.leases,
             self.trimmer,
         )
-
-    async def serve(self) -> None:
-        """Start and run until `stop()` is called (from another task or a signal)."""
-        await self.start()
-        await self._gate.stopped.wait()
-
-    def run(self) -> StopReport:
-        """Run in the foreground until `stop()` or Ctrl-C, then stop gracefully (within
-        ``stop_timeout_ms``) and return the report; after a Ctrl-C, KeyboardInterrupt is
-        raised once stopped. The `wheelq scheduler` command also stops on SIGTERM."""
-        return asyncio.run(serve_until_stopped(self))
-
-    def hurry(self) -> None:
-        """Cut a stop under way short: whatever it still waits for, it waits no longer."""
-        if self._budget is not None:
-            self._budget.cut()
 
 
 async def warn_if_unsafe(connection: redis.asyncio.Redis) -> list[str]:

@@ -19,8 +19,7 @@ from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
 from wheelq.runtime.clock import LocalClock, WallClock
-from wheelq.runtime.lifecycle import StartGate, StopBudget, close, serve_until_stopped
-from wheelq.runtime.service import Lifecycle
+from wheelq.runtime.role import Role
 from wheelq.store import ops
 from wheelq.store.calls import AsyncExecutor
 from wheelq.worker.claim_keeper import ClaimKeeper
@@ -43,7 +42,7 @@ NOT_STARTED = {"running": False, "failures": 0, "last_error": None}
 """A part's status before `start()` made it."""
 
 
-class Worker(Lifecycle):
+class Worker(Role[WorkerStopReport]):
     """Runs `handler` on the jobs of `topic` for consumer group `group`.
 
     `serve()` runs it until `stop()`; `run()` blocks and stops on SIGINT/SIGTERM (a second
@@ -91,7 +90,8 @@ class Worker(Lifecycle):
             )
         self.group = group
         self.settings = settings or WorkerSettings()
-        self.redis = connection
+        s = self.settings
+        super().__init__(connection, s.start_timeout_ms, s.stop_timeout_ms, log)
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.runner = HandlerRunner(
             handler,
@@ -120,9 +120,6 @@ class Worker(Lifecycle):
             WallClock(),
         )
         self._parts: RunningParts | None = None
-        self._gate = StartGate(connection, self.settings.start_timeout_ms, log)
-        self._budget: StopBudget | None = None
-        self._owns_connection = False
 
     @classmethod
     def from_url(
@@ -151,7 +148,7 @@ class Worker(Lifecycle):
             consumer=consumer,
             start=start,
         )
-        worker._owns_connection = True
+        worker.owns_connection = True  # closed by stop()
         return worker
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -232,19 +229,16 @@ class Worker(Lifecycle):
         self._in_flight.closing = True
         if not await self._gate.abort():  # the start failed or was aborted: nothing runs
             return NOTHING_RAN
-        self._budget = budget = StopBudget(self.settings.stop_timeout_ms / 1000)
+        budget = self._stop_budget()
         if self._hurry.is_set():
             budget.cut()
         assert self._parts is not None  # made by the start that `abort()` saw through
         grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
         try:
             report = await self._parts.shut_down(budget, grace_s, self._hurry)
-        finally:  # whatever happened, no connection outlives the worker
+        finally:
             self.runner.close()
-            if self._owns_connection:
-                await close(self.redis)
-            self._gate.started = False
-            self._gate.stopped.set()
+            await self._stopped()
         budget.log_end(
             log,
             f"worker {self.consumer} stopped: {report}",
@@ -253,23 +247,11 @@ class Worker(Lifecycle):
         )
         return report
 
-    async def serve(self) -> None:
-        """Start and run until `stop()`."""
-        await self.start()
-        await self._gate.stopped.wait()
-
-    def run(self) -> WorkerStopReport:
-        """Run in the foreground until `stop()` or Ctrl-C, then stop gracefully and return
-        the report; after a Ctrl-C, KeyboardInterrupt is raised once stopped. The
-        `wheelq worker` command also stops on SIGTERM, and a second signal hurries."""
-        return asyncio.run(serve_until_stopped(self))
-
     def hurry(self) -> None:
         """Cut a stop under way short: stop waiting for handlers (they are abandoned and
         handed on), and for Redis all but a moment."""
         self._hurry.set()
-        if self._budget is not None:
-            self._budget.cut()
+        super().hurry()
 
     def status(self) -> dict[str, Any]:
         """Counters for logs and health checks. ``wedged``: threads still running sync
