@@ -1,3 +1,5 @@
+"""``python -m wheelq``: the `wheelq` command."""
+
 import sys
 
 from wheelq.cli import main

@@ -47,6 +47,8 @@ class Reason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
+    """Retry delays: `base_ms` doubling per attempt up to `max_ms`, less up to `jitter_pct`."""
+
     base_ms: int = 1000
     max_ms: int = 3_600_000
     jitter_pct: int = 20

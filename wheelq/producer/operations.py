@@ -67,6 +67,8 @@ _ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
 
 @dataclass(frozen=True, slots=True)
 class ShardStats:
+    """One shard of `TopicStats`: its backlog, stream and dead letters."""
+
     shard: int
     pending: int
     """Jobs waiting for their due time (sorted set size)."""
@@ -78,6 +80,8 @@ class ShardStats:
 
 @dataclass(frozen=True, slots=True)
 class TopicStats:
+    """What `stats()` returns: a topic's shards, with totals over them."""
+
     topic: str
     shards: list[ShardStats]
 

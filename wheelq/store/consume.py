@@ -85,6 +85,8 @@ def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
 
 @dataclass(frozen=True, slots=True)
 class Retried:
+    """What `retry.lua` did: the job is back in the sorted set (as `member`, due at `due_ms`)."""
+
     done: bool
     """False when the entry was no longer pending in the group (someone else settled it)."""
     due_ms: int = 0
@@ -113,6 +115,8 @@ def dead_letter(keys: ShardKeys, group: str, entries: Sequence[tuple[str, str, s
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
+    """What one `claim.lua` call took over, dead-lettered, and where its scan goes on."""
+
     cursor: str
     dead_lettered: int
     entries: list[Entry]
@@ -169,6 +173,8 @@ def delete_consumer(keys: ShardKeys, group: str, consumer: str) -> Call[int]:
 
 @dataclass(frozen=True, slots=True)
 class Trimmed:
+    """What one `trim.lua` call removed, and whether more is due for removal."""
+
     trimmed: int
     more: bool
     consumers_deleted: int

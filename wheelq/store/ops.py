@@ -39,6 +39,8 @@ class JobWrite:
 
 @dataclass(frozen=True, slots=True)
 class EmitResult:
+    """What one `emit_due.lua` call fired, skipped and left for later."""
+
     emitted: int
     more: bool
     orphans: int
@@ -51,6 +53,8 @@ class EmitResult:
 
 @dataclass(frozen=True, slots=True)
 class PreloadPage:
+    """One page of `preload.lua`: near-due jobs, and where the next page starts."""
+
     cursor_ms: int
     server_now_ms: int
     full: bool
@@ -59,6 +63,8 @@ class PreloadPage:
 
 @dataclass(frozen=True, slots=True)
 class LeaseAttempt:
+    """The outcome of `lease_acquire.lua`."""
+
     held: bool
     """True when the caller holds the lease after the call."""
     new: bool
@@ -196,6 +202,8 @@ def lease_holder(keys: ShardKeys) -> Call[str | None]:
 
 @dataclass(frozen=True, slots=True)
 class ShardDrop:
+    """The outcome of `drop_shard.lua`: dropped, or refused for what is still there."""
+
     dropped: bool
     pending: int
     """Jobs in the sorted set (0 in force mode: not counted)."""
