@@ -227,8 +227,8 @@ class Service(Lifecycle):
                 await asyncio.sleep(0)  # a step with nothing to await must not starve the loop
             else:
                 await self.sleep(wait_s)
-                if self._stopping:
-                    return
+            if self._stopping:
+                return
             self._reported = False
             try:
                 wait_s = await self.step()
