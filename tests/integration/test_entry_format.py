@@ -13,7 +13,7 @@ from wheelq.core.dead import DeadLetter
 from wheelq.core.job import Envelope, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
-from wheelq.store import consume, ops
+from wheelq.store import consume, nodes, ops
 
 TOKEN = "node-a:1"
 GROUP = "g"
@@ -37,7 +37,7 @@ def field_names(r: redis.Redis, key: str) -> dict[str, list[bytes]]:
 def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys) -> None:
     """Put jobs into the ready stream by each path a job takes there: emitted, retried and
     emitted again, enqueued due now, rescheduled to now, and replayed from the dead letters."""
-    assert run(ops.lease_acquire(keys, TOKEN, TTL_MS)).held
+    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
     run(consume.create_group(keys, GROUP))
     now = server_ms(r)
     for job_id in ("emitted", "retried", "died"):

@@ -22,7 +22,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import ops
+from wheelq.store import nodes, ops
 from wheelq.store.calls import SyncExecutor
 from wheelq.store.ops import EmitResult, JobWrite
 from wheelq.store.scripts import Placed, script
@@ -36,9 +36,9 @@ HOUR_MS = 3_600_000
 
 
 @pytest.fixture
-def leader(run: Runner, keys: ShardKeys) -> ops.LeaseAttempt:
+def leader(run: Runner, keys: ShardKeys) -> nodes.LeaseAttempt:
     """TOKEN holds the shard's lease (horizon set to TIME by the acquire)."""
-    attempt = run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    attempt = run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
     assert attempt.held and attempt.new
     return attempt
 
@@ -1231,7 +1231,7 @@ def test_lease_acquire_of_a_free_lease_takes_it_sets_the_horizon_and_clears_the_
     redis_sync.set(keys.horizon, "1")  # left by an earlier leader; replaced by TIME
     t0 = server_ms(redis_sync)
 
-    attempt = run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    attempt = run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
     t1 = server_ms(redis_sync)
 
     assert attempt.held is True and attempt.new is True and attempt.holder == TOKEN
@@ -1246,12 +1246,12 @@ def test_lease_acquire_of_a_free_lease_takes_it_sets_the_horizon_and_clears_the_
 def test_lease_acquire_of_our_own_lease_renews_it_and_keeps_horizon_and_inbox(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
     redis_sync.set(keys.horizon, "12345", px=TTL_MS)
     redis_sync.rpush(keys.inbox, "12345:j1")
     t0 = server_ms(redis_sync)
 
-    attempt = run(ops.lease_acquire(keys, TOKEN, 10 * TTL_MS))
+    attempt = run(nodes.lease_acquire(keys, TOKEN, 10 * TTL_MS))
 
     assert attempt.held is True and attempt.new is False and attempt.holder == TOKEN
     assert t0 <= attempt.server_now_ms <= server_ms(redis_sync)
@@ -1264,11 +1264,11 @@ def test_lease_acquire_of_our_own_lease_renews_it_and_keeps_horizon_and_inbox(
 def test_lease_acquire_of_a_lease_held_by_another_reports_the_holder_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(ops.lease_acquire(keys, OTHER, TTL_MS))
+    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
     redis_sync.rpush(keys.inbox, "12345:j1")
     before = shard_state(redis_sync, keys)
 
-    attempt = run(ops.lease_acquire(keys, TOKEN, 10 * TTL_MS))
+    attempt = run(nodes.lease_acquire(keys, TOKEN, 10 * TTL_MS))
 
     assert attempt.held is False and attempt.new is False and attempt.holder == OTHER
     assert shard_state(redis_sync, keys) == before
@@ -1278,9 +1278,9 @@ def test_lease_acquire_of_a_lease_held_by_another_reports_the_holder_and_writes_
 def test_lease_renew_of_our_lease_resets_lease_and_horizon_ttl(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
 
-    assert run(ops.lease_renew(keys, TOKEN, 10 * TTL_MS)) is True
+    assert run(nodes.lease_renew(keys, TOKEN, 10 * TTL_MS)) is True
 
     assert TTL_MS < redis_sync.pttl(keys.lease) <= 10 * TTL_MS
     assert TTL_MS < redis_sync.pttl(keys.horizon) <= 10 * TTL_MS
@@ -1292,10 +1292,10 @@ def test_lease_renew_of_a_lease_not_ours_is_false_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
 ) -> None:
     if lease == "held by another":
-        run(ops.lease_acquire(keys, OTHER, TTL_MS))
+        run(nodes.lease_acquire(keys, OTHER, TTL_MS))
     before = shard_state(redis_sync, keys)
 
-    assert run(ops.lease_renew(keys, TOKEN, 10 * TTL_MS)) is False
+    assert run(nodes.lease_renew(keys, TOKEN, 10 * TTL_MS)) is False
 
     assert shard_state(redis_sync, keys) == before
     if lease == "held by another":
@@ -1306,14 +1306,14 @@ def test_lease_renew_of_a_lease_not_ours_is_false_and_writes_nothing(
 def test_lease_release_of_our_lease_drops_lease_and_horizon(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(ops.lease_acquire(keys, TOKEN, TTL_MS))
+    run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
     seed_pending(redis_sync, keys, "j1", server_ms(redis_sync) + MINUTE_MS, env())
 
-    assert run(ops.lease_release(keys, TOKEN)) is True
+    assert run(nodes.lease_release(keys, TOKEN)) is True
 
     assert redis_sync.exists(keys.lease, keys.horizon) == 0
     assert score(redis_sync, keys, "j1") is not None  # jobs stay for the next leader
-    assert run(ops.lease_acquire(keys, OTHER, TTL_MS)).new is True
+    assert run(nodes.lease_acquire(keys, OTHER, TTL_MS)).new is True
 
 
 @pytest.mark.parametrize("lease", ["held by another", "absent"])
@@ -1321,12 +1321,12 @@ def test_lease_release_of_a_lease_not_ours_is_false_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
 ) -> None:
     if lease == "held by another":
-        run(ops.lease_acquire(keys, OTHER, TTL_MS))
+        run(nodes.lease_acquire(keys, OTHER, TTL_MS))
     else:
         redis_sync.set(keys.horizon, "12345")  # a horizon without a lease is left alone too
     before = shard_state(redis_sync, keys)
 
-    assert run(ops.lease_release(keys, TOKEN)) is False
+    assert run(nodes.lease_release(keys, TOKEN)) is False
 
     assert shard_state(redis_sync, keys) == before
 
@@ -1362,7 +1362,7 @@ def test_executor_reloads_scripts_after_script_flush(
                     ops.cancel(keys, "a"),
                     ops.pending_count(keys),
                     ops.enqueue(keys, [job("c", DueSpec("delay", 0))]),
-                    ops.lease_acquire(keys, TOKEN, TTL_MS),
+                    nodes.lease_acquire(keys, TOKEN, TTL_MS),
                 ]
             )
             assert replies[0] is True

@@ -14,7 +14,7 @@ from tests.support.waiting import until
 from wheelq.core.keys import Registry
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.store.calls import Call
-from wheelq.store.ops import LeaseAttempt
+from wheelq.store.nodes import LeaseAttempt
 
 SHARDS = 2
 TTL_MS = 3000  # renewed every 1000 ms; checked every 250 ms

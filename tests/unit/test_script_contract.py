@@ -15,7 +15,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, ops
+from wheelq.store import consume, nodes, ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import (
     NAMES,
@@ -49,9 +49,9 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "cancel": lambda: ops.cancel(KEYS, "j"),
     "emit_due": lambda: ops.emit_due(KEYS, "t", 1, ["j"]),
     "preload": lambda: ops.preload(KEYS, "t", 0, 1000, 10, 30_000),
-    "lease_acquire": lambda: ops.lease_acquire(KEYS, "t", 30_000),
-    "lease_renew": lambda: ops.lease_renew(KEYS, "t", 30_000),
-    "lease_release": lambda: ops.lease_release(KEYS, "t"),
+    "lease_acquire": lambda: nodes.lease_acquire(KEYS, "t", 30_000),
+    "lease_renew": lambda: nodes.lease_renew(KEYS, "t", 30_000),
+    "lease_release": lambda: nodes.lease_release(KEYS, "t"),
     "retry": lambda: consume.retry(KEYS, "g", "1-0", "j", 10, b"e"),
     "dead_letter": lambda: consume.dead_letter(KEYS, "g", [("1-0", "failed", "boom")]),
     "claim": lambda: consume.claim(KEYS, "g", "w", 1000, "0-0", 10, 5),
@@ -157,10 +157,10 @@ def test_lease_renew_and_release_parse_lease_lost_to_false_and_ok_to_true(name: 
 def test_lease_acquire_parses_its_outcome_fields() -> None:
     parse = WRAPPERS["lease_acquire"]().parse
 
-    assert parse([0, 1, 1, b"1700000000123", b"t"]) == ops.LeaseAttempt(
+    assert parse([0, 1, 1, b"1700000000123", b"t"]) == nodes.LeaseAttempt(
         True, True, 1_700_000_000_123, "t"
     )
-    assert parse([0, 0, 0, b"1700000000123", b"other"]) == ops.LeaseAttempt(
+    assert parse([0, 0, 0, b"1700000000123", b"other"]) == nodes.LeaseAttempt(
         False, False, 1_700_000_000_123, "other"
     )
 

@@ -20,7 +20,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, ScriptError
-from wheelq.store import ops
+from wheelq.store import nodes, ops
 from wheelq.store.calls import Call, SyncExecutor
 from wheelq.store.ops import EmitResult, JobWrite
 from wheelq.store.scripts import Placed
@@ -128,7 +128,7 @@ def test_emit_due_is_fenced_by_the_lease(fake: Fake) -> None:
 
 
 def test_emit_due_returns_not_yet_due_by_server_time_and_drops_orphans(fake: Fake) -> None:
-    fake(ops.lease_acquire(KEYS, TOKEN, TTL_MS))
+    fake(nodes.lease_acquire(KEYS, TOKEN, TTL_MS))
     now = fake.now_ms()
     fake.r.zadd(KEYS.delayed, {"orphan": now - 1000, "future": now + MINUTE_MS})
     fake.r.hset(KEYS.jobs, "future", ENVELOPE)
@@ -140,7 +140,7 @@ def test_emit_due_returns_not_yet_due_by_server_time_and_drops_orphans(fake: Fak
 
 
 def test_preload_full_page_keeps_its_last_millisecond_whole(fake: Fake) -> None:
-    fake(ops.lease_acquire(KEYS, TOKEN, TTL_MS))
+    fake(nodes.lease_acquire(KEYS, TOKEN, TTL_MS))
     crowded = fake.now_ms() + 20_000
     fake.r.zadd(KEYS.delayed, {f"s{i:02}": crowded for i in range(50)})
     fake.r.zadd(KEYS.delayed, {"next": crowded + 1})
@@ -155,7 +155,7 @@ def test_preload_full_page_keeps_its_last_millisecond_whole(fake: Fake) -> None:
 
 
 def test_preload_never_lowers_the_horizon(fake: Fake) -> None:
-    fake(ops.lease_acquire(KEYS, TOKEN, TTL_MS))
+    fake(nodes.lease_acquire(KEYS, TOKEN, TTL_MS))
     high = fake.now_ms() + 10 * MINUTE_MS
     fake.r.set(KEYS.horizon, high)
 
@@ -169,19 +169,19 @@ def test_preload_never_lowers_the_horizon(fake: Fake) -> None:
 def test_lease_acquire_renew_release(fake: Fake) -> None:
     fake.r.rpush(KEYS.inbox, "1:stale")
 
-    first = fake(ops.lease_acquire(KEYS, TOKEN, TTL_MS))
+    first = fake(nodes.lease_acquire(KEYS, TOKEN, TTL_MS))
     assert (first.held, first.new) == (True, True)
     assert fake.r.exists(KEYS.inbox) == 0
     assert int(fake.r.get(KEYS.horizon)) == first.server_now_ms
 
-    other = fake(ops.lease_acquire(KEYS, OTHER, TTL_MS))
+    other = fake(nodes.lease_acquire(KEYS, OTHER, TTL_MS))
     assert (other.held, other.holder) == (False, TOKEN)
-    assert fake(ops.lease_renew(KEYS, OTHER, TTL_MS)) is False
-    assert fake(ops.lease_release(KEYS, OTHER)) is False
+    assert fake(nodes.lease_renew(KEYS, OTHER, TTL_MS)) is False
+    assert fake(nodes.lease_release(KEYS, OTHER)) is False
     assert fake.r.get(KEYS.lease) == TOKEN.encode()
 
-    assert fake(ops.lease_acquire(KEYS, TOKEN, TTL_MS)).new is False
-    assert fake(ops.lease_renew(KEYS, TOKEN, 10 * TTL_MS)) is True
+    assert fake(nodes.lease_acquire(KEYS, TOKEN, TTL_MS)).new is False
+    assert fake(nodes.lease_renew(KEYS, TOKEN, 10 * TTL_MS)) is True
     assert fake.r.pttl(KEYS.lease) > TTL_MS
-    assert fake(ops.lease_release(KEYS, TOKEN)) is True
+    assert fake(nodes.lease_release(KEYS, TOKEN)) is True
     assert fake.r.exists(KEYS.lease, KEYS.horizon) == 0

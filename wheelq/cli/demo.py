@@ -23,7 +23,7 @@ from wheelq.producer.operations import EnqueueItem
 from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.scheduler import Scheduler
-from wheelq.store import ops
+from wheelq.store import nodes, ops
 from wheelq.store.calls import AsyncExecutor, Call
 from wheelq.testing.fired import read_fired
 from wheelq.testing.stats import Fired, summarize
@@ -97,5 +97,5 @@ async def run_demo(
 async def _drop_topic(client: AsyncClient, topic: str, shards: int) -> None:
     """Remove the demo's keys, one slot per call (so it works on Redis Cluster too)."""
     calls: list[Call[Any]] = [ops.drop_shard(k, "force") for k in all_shards(topic, shards)]
-    calls += [ops.forget_nodes(topic), ops.unregister_topic(topic)]
+    calls += [nodes.forget_nodes(topic), ops.unregister_topic(topic)]
     await AsyncExecutor(client.redis).run(calls)

@@ -40,7 +40,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.encode_batch import EncodeBatch
 from wheelq.runtime.clock import WallClock
-from wheelq.store import ops
+from wheelq.store import nodes, ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
@@ -155,7 +155,7 @@ class Producer:
             _raise_if_busy(topic, (yield [ops.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
         _raise_if_busy(topic, (yield [ops.drop_shard(keys, mode) for keys in universe]))
-        yield [ops.unregister_topic(topic), ops.forget_nodes(topic)]
+        yield [ops.unregister_topic(topic), nodes.forget_nodes(topic)]
         self._shards.pop(topic, None)
         return True
 

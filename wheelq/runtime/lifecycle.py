@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from wheelq.errors import RedisUnavailableError
 from wheelq.runtime.outage import Backoff, address, is_transient, wait_for_either
-from wheelq.store import ops
+from wheelq.store import nodes
 from wheelq.store.calls import AsyncExecutor
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class StartGate:
         where = address(self._redis)
         waited = False
         while True:
-            ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([ops.ping()]))
+            ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([nodes.ping()]))
             timeout_s = max(MIN_PING_WAIT_S, deadline - loop.time())
             await wait_for_either(ping, self._aborted, timeout_s)
             if not ping.done() or self._aborted.is_set():

@@ -222,13 +222,9 @@ class Service(Lifecycle):
 
     async def _loop(self) -> None:
         wait_s = await self.first_wait()
+        if wait_s != 0:
+            await self.sleep(wait_s)
         while not self._stopping:
-            if wait_s == 0:
-                await asyncio.sleep(0)  # a step with nothing to await must not starve the loop
-            else:
-                await self.sleep(wait_s)
-            if self._stopping:
-                return
             self._reported = False
             try:
                 wait_s = await self.step()
@@ -240,6 +236,10 @@ class Service(Lifecycle):
             else:
                 if not self._reported and (self.failures or self._outage.failures):
                     self.succeeded()
+            if wait_s == 0:
+                await asyncio.sleep(0)  # a step with nothing to await must not starve the loop
+            else:
+                await self.sleep(wait_s)
 
     async def _pause(self, seconds: float) -> None:
         self._pausing = True

@@ -10,7 +10,7 @@ import logging
 from typing import Protocol
 
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
-from wheelq.store import ops
+from wheelq.store import nodes
 from wheelq.store.calls import Executor
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class ClockKeeper(Service):
     async def sample(self) -> None:
         """Read TIME once and give the clock the round trip."""
         before = self._clock.local_ms()
-        (server_ms,) = await self._executor.run([ops.server_time()])
+        (server_ms,) = await self._executor.run([nodes.server_time()])
         self._clock.add_sample(before, server_ms, self._clock.local_ms())
 
     async def first_wait(self) -> float:

@@ -20,7 +20,7 @@ from wheelq.core.keys import Registry, ShardKeys, all_shards
 from wheelq.core.shares import quota, rank
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
-from wheelq.store import ops
+from wheelq.store import nodes, ops
 from wheelq.store.calls import Call
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class LeaseKeeper(Service):
     async def renew(self) -> None:
         leads = self._ctx.leads.all()
         ttl = self._ctx.settings.lease_ttl_ms
-        calls = [ops.lease_renew(lead.keys, self._ctx.leads.token, ttl) for lead in leads]
+        calls = [nodes.lease_renew(lead.keys, self._ctx.leads.token, ttl) for lead in leads]
         for lead, renewed in zip(leads, await self._ctx.executor.run(calls), strict=True):
             if not renewed:
                 log.warning("lease of %s was taken over", lead.keys.tag)
@@ -89,7 +89,7 @@ class LeaseKeeper(Service):
         topics = list(served.items())
         if gone:  # dropped or filtered out: stop heartbeating there, leave no member behind
             await self._ctx.executor.run(
-                [ops.leave(topic, self.node_id) for topic in gone], return_exceptions=True
+                [nodes.leave(topic, self.node_id) for topic in gone], return_exceptions=True
             )
         for lead in self._ctx.leads.all():
             if lead.keys.topic not in self._served:
@@ -101,9 +101,9 @@ class LeaseKeeper(Service):
         calls: list[Call[Any]] = []
         for topic, _ in topics:
             calls += [
-                ops.heartbeat(topic, self.node_id, now_ms + ttl),
-                ops.forget_dead_nodes(topic, now_ms - 10 * ttl),
-                ops.live_nodes(topic, now_ms),
+                nodes.heartbeat(topic, self.node_id, now_ms + ttl),
+                nodes.forget_dead_nodes(topic, now_ms - 10 * ttl),
+                nodes.live_nodes(topic, now_ms),
             ]
         replies = await self._ctx.executor.run(calls)
         to_take: list[tuple[list[ShardKeys], int]] = []
@@ -141,13 +141,13 @@ class LeaseKeeper(Service):
     async def _acquire(self, wants: list[tuple[list[ShardKeys], int]]) -> None:
         """For each (candidates in preference order, how many): take the first free ones."""
         candidates = [keys for others, _ in wants for keys in others]
-        holders = await self._ctx.executor.run([ops.lease_holder(keys) for keys in candidates])
+        holders = await self._ctx.executor.run([nodes.lease_holder(keys) for keys in candidates])
         free = {keys for keys, holder in zip(candidates, holders, strict=True) if holder is None}
         chosen = [keys for others, n in wants for keys in [k for k in others if k in free][:n]]
         if not chosen:
             return
         ttl = self._ctx.settings.lease_ttl_ms
-        calls = [ops.lease_acquire(keys, self._ctx.leads.token, ttl) for keys in chosen]
+        calls = [nodes.lease_acquire(keys, self._ctx.leads.token, ttl) for keys in chosen]
         for keys, attempt in zip(chosen, await self._ctx.executor.run(calls), strict=True):
             if attempt.held and keys not in self._ctx.leads.by_keys:
                 self._ctx.leads.add(keys, attempt.server_now_ms)
@@ -159,7 +159,7 @@ class LeaseKeeper(Service):
         if not leads:
             return
         calls: list[Call[Any]] = [
-            ops.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
+            nodes.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
         ]
         for lead in leads:
             self.drop(lead, "released")
@@ -171,9 +171,9 @@ class LeaseKeeper(Service):
         (Redis unreachable): the leases then expire after lease_ttl_ms."""
         leads = self._ctx.leads.all()
         calls: list[Call[Any]] = [
-            ops.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
+            nodes.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
         ]
-        calls += [ops.leave(topic, self.node_id) for topic in self._served]
+        calls += [nodes.leave(topic, self.node_id) for topic in self._served]
         for lead in leads:
             self.drop(lead, "released")
         if calls:

@@ -35,7 +35,7 @@ from wheelq.scheduler.preloader import Preloader
 from wheelq.scheduler.trimmer import Trimmer
 from wheelq.scheduler.wake_listener import WakeListener
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store import ops
+from wheelq.store import nodes
 from wheelq.store.calls import AsyncExecutor
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ async def warn_if_unsafe(connection: redis.asyncio.Redis) -> list[str]:
     executor = AsyncExecutor(connection)
     try:
         aof, policy = await executor.run(
-            [ops.server_config("appendonly"), ops.server_config("maxmemory-policy")]
+            [nodes.server_config("appendonly"), nodes.server_config("maxmemory-policy")]
         )
     except RedisError as exc:
         log.info("could not read the server's persistence settings (%s)", exc)

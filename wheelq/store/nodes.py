@@ -1,0 +1,114 @@
+"""What a scheduler node sends about itself: shard leases, the node registry, and the
+server's clock and settings. Like `wheelq.store.ops`, each function only builds a `Call`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from wheelq.core.keys import ShardKeys, nodes_key
+from wheelq.errors import LeaseLostError
+from wheelq.store.calls import Call, script_call
+from wheelq.store.scripts import check
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseAttempt:
+    """The outcome of `lease_acquire.lua`."""
+
+    held: bool
+    """True when the caller holds the lease after the call."""
+    new: bool
+    """True when it was just acquired (not renewed)."""
+    server_now_ms: int
+    holder: str | None
+
+
+def _lease_attempt(reply: Any) -> LeaseAttempt:
+    r = check("lease_acquire", reply)
+    return LeaseAttempt(bool(r[1]), bool(r[2]), int(r[3]), r[4].decode())
+
+
+def lease_acquire(keys: ShardKeys, token: str, ttl_ms: int) -> Call[LeaseAttempt]:
+    return script_call("lease_acquire", keys, [token, ttl_ms], _lease_attempt)
+
+
+def _still_held(name: str) -> Callable[[Any], bool]:
+    """A parser for LEASE_LOST as False: losing the lease is an answer here, not an error."""
+
+    def parse(reply: Any) -> bool:
+        try:
+            check(name, reply)
+        except LeaseLostError:
+            return False
+        return True
+
+    return parse
+
+
+_RENEWED = _still_held("lease_renew")
+_RELEASED = _still_held("lease_release")
+
+
+def lease_renew(keys: ShardKeys, token: str, ttl_ms: int) -> Call[bool]:
+    """Parses to True when renewed, False when the lease is no longer the caller's."""
+    return script_call("lease_renew", keys, [token, ttl_ms], _RENEWED)
+
+
+def lease_release(keys: ShardKeys, token: str) -> Call[bool]:
+    """Parses to True when released, False when the lease was not the caller's."""
+    return script_call("lease_release", keys, [token], _RELEASED)
+
+
+def lease_holder(keys: ShardKeys) -> Call[str | None]:
+    """The token of the node holding the shard's lease, None when it is free."""
+    return Call(command=("GET", keys.lease), parse=lambda r: None if r is None else r.decode())
+
+
+def forget_nodes(topic: str) -> Call[int]:
+    """Delete the topic's node set (a topic being dropped)."""
+    return Call(command=("UNLINK", nodes_key(topic)), parse=int)
+
+
+def ping() -> Call[bool]:
+    """PING: whether the server answers (raises what a failed call raises)."""
+    return Call(command=("PING",), parse=bool)
+
+
+def server_time() -> Call[float]:
+    """Parses TIME to ms (float, µs precision)."""
+    return Call(command=("TIME",), parse=lambda r: int(r[0]) * 1000 + int(r[1]) / 1000)
+
+
+def heartbeat(topic: str, node_id: str, expires_ms: int) -> Call[int]:
+    return Call(command=("ZADD", nodes_key(topic), expires_ms, node_id), parse=int)
+
+
+def live_nodes(topic: str, now_ms: int) -> Call[list[str]]:
+    return Call(
+        command=("ZRANGE", nodes_key(topic), f"({now_ms}", "+inf", "BYSCORE"),
+        parse=lambda r: [m.decode() for m in r],
+    )
+
+
+def forget_dead_nodes(topic: str, before_ms: int) -> Call[int]:
+    return Call(command=("ZREMRANGEBYSCORE", nodes_key(topic), "-inf", before_ms), parse=int)
+
+
+def leave(topic: str, node_id: str) -> Call[int]:
+    return Call(command=("ZREM", nodes_key(topic), node_id), parse=int)
+
+
+def server_config(name: str) -> Call[dict[str, str]]:
+    def text(v: Any) -> str:
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def parse(reply: Any) -> dict[str, str]:
+        pairs = (
+            reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+        )
+        return {text(k): text(v) for k, v in pairs}
+
+    return Call(command=("CONFIG", "GET", name), parse=parse)
