@@ -18,7 +18,8 @@ from wheelq.cli.errors import CliError, usage_error
 
 if TYPE_CHECKING:
     from wheelq.errors import EmbeddedServerError
-    from wheelq.testing.embedded import EmbeddedServer, ServerBinary
+    from wheelq.testing.binaries import ServerBinary
+    from wheelq.testing.embedded import EmbeddedServer
 
 
 def register(
@@ -46,7 +47,7 @@ def register(
 
 def server_binary() -> ServerBinary:
     """The first server binary found, or exit 2 saying how to get one."""
-    from wheelq.testing.embedded import find_server_binaries
+    from wheelq.testing.binaries import find_server_binaries
 
     binaries = find_server_binaries()
     if not binaries:

@@ -24,7 +24,8 @@ Example (the README's "Testing your own code with wheelq.testing" runs a whole o
     assert summary["missing"] == summary["duplicates"] == summary["early"] == 0
 """
 
-from wheelq.testing.embedded import EmbeddedServer, ServerBinary, find_server_binaries
+from wheelq.testing.binaries import ServerBinary, find_server_binaries
+from wheelq.testing.embedded import EmbeddedServer
 from wheelq.testing.fired import read_fired
 from wheelq.testing.stats import Fired, percentile, summarize
 

