@@ -10,6 +10,8 @@ tests can do the same (as dramatiq's ``StubBroker`` is for dramatiq):
   It raises `wheelq.EmbeddedServerError` when no binary is found or the server fails
   to start. `find_server_binaries` lists the binaries it can use (`ServerBinary`),
   to run a test once per server kind.
+- `EmbeddedCluster`: a real Redis Cluster of such servers (3 primaries by default,
+  optionally with replicas), formed without redis-cli in a few seconds.
 - `read_fired`: every entry a topic's shards have fired into their streams, as `Fired`
   records (job id, due time, time it fired, both on the Redis clock).
 - `summarize`: those records checked against the ids you enqueued: fired, missing,
@@ -25,6 +27,7 @@ Example (the README's "Testing your own code with wheelq.testing" runs a whole o
 """
 
 from wheelq.testing.binaries import ServerBinary, find_server_binaries
+from wheelq.testing.cluster import EmbeddedCluster
 from wheelq.testing.embedded import EmbeddedServer
 from wheelq.testing.fired import read_fired
 from wheelq.testing.stats import Fired, percentile, summarize
@@ -32,6 +35,7 @@ from wheelq.testing.stats import Fired, percentile, summarize
 __all__ = [
     # a real server
     "EmbeddedServer",
+    "EmbeddedCluster",
     "ServerBinary",
     "find_server_binaries",
     # what fired

@@ -38,7 +38,8 @@ _TLS_FILES = {
 }
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (another process may take it before use)."""
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
@@ -91,7 +92,7 @@ class EmbeddedServer:
             binary = binaries[0]
         self._binary = binary
         self._auto_port = port is None
-        self._port = _free_port() if port is None else port
+        self._port = free_port() if port is None else port
         self._password = password
         self._appendonly = appendonly
         self._extra_args = tuple(extra_args)
@@ -164,7 +165,7 @@ class EmbeddedServer:
             except EmbeddedServerError as exc:
                 if not (self._auto_port and attempt < _START_ATTEMPTS and "in use" in str(exc)):
                     raise
-                self._port = _free_port()
+                self._port = free_port()
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, SIGKILL after 10 s) and delete a temporary data dir.
