@@ -1,5 +1,8 @@
 """Real-server fixtures: every test here runs once per server kind found.
 
+``cluster`` is a 3-primary Redis Cluster per kind for the whole session, shared like
+``server``.
+
 ``server_binary`` is parametrized over `find_server_binaries()` (ids
 ``valkey`` and ``redis``), so with redis-server on PATH each test that uses a
 server runs against both. ``server`` is one server per kind for the whole
@@ -19,7 +22,7 @@ import redis.asyncio
 from tests.support.clients import make_client  # noqa: F401 (the client tests' fixture)
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
-from wheelq.testing import EmbeddedServer, ServerBinary, find_server_binaries
+from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary, find_server_binaries
 
 _BINARIES = find_server_binaries()
 
@@ -41,6 +44,13 @@ def server_binary(request: pytest.FixtureRequest) -> ServerBinary:
 def server(server_binary: ServerBinary) -> Iterator[EmbeddedServer]:
     """The session's shared server of this kind."""
     with EmbeddedServer(server_binary) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="session")
+def cluster(server_binary: ServerBinary) -> Iterator[EmbeddedCluster]:
+    """The session's shared 3-primary cluster of this kind (isolate data by topic)."""
+    with EmbeddedCluster(server_binary, primaries=3) as shared:
         yield shared
 
 

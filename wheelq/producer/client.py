@@ -19,6 +19,7 @@ from wheelq.core.schedule import At, Delay
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer.operations import EnqueueItem, Op, Producer, TopicStats
+from wheelq.store import connect
 from wheelq.store.calls import AsyncExecutor, SyncExecutor
 
 T = TypeVar("T")
@@ -52,24 +53,42 @@ class Client:
     """Blocking producer client. Thread-safe (redis-py pools connections)."""
 
     def __init__(self, connection: redis.Redis, settings: ClientSettings | None = None) -> None:
-        self.redis = connection
         self._producer = Producer(settings or ClientSettings())
         self._executor = SyncExecutor(connection)
 
+    @property
+    def redis(self) -> redis.Redis:
+        """The redis-py client the calls go through (a cluster client on a cluster)."""
+        return self._executor.client
+
     @classmethod
     def from_url(
-        cls, url: str, *, redis_options: Mapping[str, Any] | None = None, **settings: Any
+        cls,
+        url: str,
+        *,
+        redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
+        **settings: Any,
     ) -> Self:
         """Connect to `url` (``redis://``, ``rediss://`` for TLS, with ``user:password@``).
 
         Args:
-            url: The Redis URL.
+            url: The Redis URL: one server, or any node of a Redis Cluster.
             redis_options: Extra keyword arguments for `redis.Redis.from_url`
                 (for example ``ssl_ca_certs``).
+            cluster: None: find out (a cluster node's first MOVED reply switches to
+                redis-py's cluster client); True or False: say so.
             **settings: Fields of `ClientSettings`.
+
+        Raises:
+            InvalidArgumentError: A setting unknown or out of range, or `cluster` not a
+                bool or None.
         """
-        connection = redis.Redis.from_url(url, **dict(redis_options or {}))
-        return cls(connection, ClientSettings.from_kwargs(settings))
+        client_settings = ClientSettings.from_kwargs(settings)
+        executor = connect.sync_executor(url, redis_options or {}, cluster)
+        client = cls(executor.client, client_settings)
+        client._executor = executor
+        return client
 
     def _run(self, op: Op[T]) -> T:
         try:
@@ -202,17 +221,29 @@ class AsyncClient:
     def __init__(
         self, connection: redis.asyncio.Redis, settings: ClientSettings | None = None
     ) -> None:
-        self.redis = connection
         self._producer = Producer(settings or ClientSettings())
         self._executor = AsyncExecutor(connection)
 
+    @property
+    def redis(self) -> redis.asyncio.Redis:
+        """The redis-py client the calls go through (a cluster client on a cluster)."""
+        return self._executor.client
+
     @classmethod
     def from_url(
-        cls, url: str, *, redis_options: Mapping[str, Any] | None = None, **settings: Any
+        cls,
+        url: str,
+        *,
+        redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
+        **settings: Any,
     ) -> Self:
         """Connect to `url`; see `Client.from_url`."""
-        connection = redis.asyncio.Redis.from_url(url, **dict(redis_options or {}))
-        return cls(connection, ClientSettings.from_kwargs(settings))
+        client_settings = ClientSettings.from_kwargs(settings)
+        executor = connect.async_executor(url, redis_options or {}, cluster)
+        client = cls(executor.client, client_settings)
+        client._executor = executor
+        return client
 
     async def _run(self, op: Op[T]) -> T:
         try:

@@ -19,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import redis
 import redis.asyncio
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 from wheelq.core.keys import ShardKeys
 from wheelq.store.scripts import script, script_keys
@@ -64,6 +64,14 @@ def _noscript(reply: Any) -> bool:
     return isinstance(reply, NoScriptError)
 
 
+def _moved(reply: Any) -> bool:
+    return isinstance(reply, MovedError)
+
+
+def _to_redo(replies: list[Any], which: Callable[[Any], bool]) -> list[int]:
+    return [i for i, r in enumerate(replies) if which(r)]
+
+
 def _finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bool) -> list[Any]:
     out: list[Any] = []
     for call, reply in zip(calls, replies, strict=True):
@@ -88,10 +96,21 @@ class Executor(Protocol):
 
 
 class SyncExecutor:
-    """Runs calls on a `redis.Redis` client."""
+    """Runs calls on a `redis.Redis` client (or a `redis.cluster.RedisCluster`).
 
-    def __init__(self, client: redis.Redis) -> None:
+    Args:
+        client: The client.
+        to_cluster: Given when the URL may name a cluster node: on the first MOVED
+            reply it makes the cluster client that replaces `client` (which is
+            closed), and the calls that were moved are sent again through it (a
+            MOVED command did not run, so this never runs one twice).
+    """
+
+    def __init__(
+        self, client: redis.Redis, *, to_cluster: Callable[[], redis.Redis] | None = None
+    ) -> None:
         self.client = client
+        self._to_cluster = to_cluster
 
     def run(self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
         """Send `calls` in one round trip (two on NOSCRIPT); return parsed replies.
@@ -100,13 +119,19 @@ class SyncExecutor:
         an error) has its exception in its place instead of raising.
         """
         replies = self._send(calls)
-        retry = [i for i, r in enumerate(replies) if _noscript(r)]
-        if retry:
+        if self._to_cluster is not None and (moved := _to_redo(replies, _moved)):
+            plain, self.client, self._to_cluster = self.client, self._to_cluster(), None
+            plain.close()
+            self._redo(calls, replies, moved)
+        if retry := _to_redo(replies, _noscript):
             for name in {calls[i].script for i in retry}:
                 self.client.script_load(script(name or "").source)
-            for i, reply in zip(retry, self._send([calls[i] for i in retry]), strict=True):
-                replies[i] = reply
+            self._redo(calls, replies, retry)
         return _finish(calls, replies, return_exceptions)
+
+    def _redo(self, calls: Sequence[Call[Any]], replies: list[Any], which: list[int]) -> None:
+        for i, reply in zip(which, self._send([calls[i] for i in which]), strict=True):
+            replies[i] = reply
 
     def _send(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
@@ -121,23 +146,36 @@ class SyncExecutor:
 
 
 class AsyncExecutor:
-    """Runs calls on a `redis.asyncio.Redis` client."""
+    """Runs calls on a `redis.asyncio.Redis` client (or its cluster client); `to_cluster`
+    as for `SyncExecutor`."""
 
-    def __init__(self, client: redis.asyncio.Redis) -> None:
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        *,
+        to_cluster: Callable[[], redis.asyncio.Redis] | None = None,
+    ) -> None:
         self.client = client
+        self._to_cluster = to_cluster
 
     async def run(
         self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
     ) -> list[Any]:
         """Send `calls` in one round trip (two on NOSCRIPT); see `SyncExecutor.run`."""
         replies = await self._send(calls)
-        retry = [i for i, r in enumerate(replies) if _noscript(r)]
-        if retry:
+        if self._to_cluster is not None and (moved := _to_redo(replies, _moved)):
+            plain, self.client, self._to_cluster = self.client, self._to_cluster(), None
+            await plain.aclose()
+            await self._redo(calls, replies, moved)
+        if retry := _to_redo(replies, _noscript):
             for name in {calls[i].script for i in retry}:
                 await self.client.script_load(script(name or "").source)
-            for i, reply in zip(retry, await self._send([calls[i] for i in retry]), strict=True):
-                replies[i] = reply
+            await self._redo(calls, replies, retry)
         return _finish(calls, replies, return_exceptions)
+
+    async def _redo(self, calls: Sequence[Call[Any]], replies: list[Any], which: list[int]) -> None:
+        for i, reply in zip(which, await self._send([calls[i] for i in which]), strict=True):
+            replies[i] = reply
 
     async def _send(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:

@@ -1,0 +1,97 @@
+"""The producer clients on a Redis Cluster: the URL of any node works unchanged.
+
+Before, `Client.from_url(url_of_a_cluster_node).enqueue(...)` raised redis-py's raw
+MovedError for every key the node did not own. Now the first MOVED reply switches the
+client to redis-py's cluster client, and a topic's shards spread over every primary.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+import redis.cluster
+
+from wheelq import AsyncClient, Client, InvalidArgumentError, JobState
+from wheelq.core.keys import all_shards
+from wheelq.testing import EmbeddedCluster, EmbeddedServer
+
+SHARDS = 8
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    return f"c-{request.node.name[:40]}".replace("[", "-").replace("]", "")
+
+
+def _primary_ports_holding(cluster: EmbeddedCluster, topic: str) -> set[int]:
+    """The ports of the primaries whose delayed sets of `topic` hold jobs."""
+    ports = set()
+    for node in cluster.primaries:
+        with cluster.client(node) as c:
+            for keys in all_shards(topic, SHARDS):
+                try:
+                    if c.zcard(keys.delayed):
+                        ports.add(node.port)
+                except redis.exceptions.ResponseError:  # MOVED: another node's slot
+                    pass
+    return ports
+
+
+@pytest.mark.parametrize("node", [0, 2])
+def test_any_nodes_url_enqueues_onto_every_primary_and_manages_the_jobs(
+    cluster: EmbeddedCluster, topic: str, node: int
+) -> None:
+    with Client.from_url(cluster.primaries[node].url) as client:
+        assert client.create_topic(topic, SHARDS) == SHARDS
+        ids = client.enqueue_many(topic, [{"payload": i, "delay": 600} for i in range(200)])
+        assert isinstance(client.redis, redis.cluster.RedisCluster)
+        assert client.stats(topic).pending == 200
+        assert _primary_ports_holding(cluster, topic) == {n.port for n in cluster.primaries}
+
+        info = client.get(topic, ids[0])
+        assert info is not None and info.state is JobState.PENDING and info.payload == 0
+        assert client.cancel(topic, ids[1]) is True
+        assert client.get(topic, ids[1]) is None
+        assert client.reschedule(topic, ids[2], delay=900) is True
+        client.enqueue(topic, "now")  # due now: straight into its shard's ready stream
+        assert client.stats(topic).ready == 1
+        assert client.topics()[topic] == SHARDS
+        assert client.drop_topic(topic, force=True) is True
+        assert topic not in client.topics()
+
+
+async def test_the_async_client_on_a_cluster_nodes_url(
+    cluster: EmbeddedCluster, topic: str
+) -> None:
+    async with AsyncClient.from_url(cluster.primaries[1].url) as client:
+        await client.create_topic(topic, SHARDS)
+        ids = await client.enqueue_many(topic, [{"payload": i, "delay": 600} for i in range(50)])
+        assert (await client.stats(topic)).pending == 50
+        assert all([(await client.get(topic, i)) is not None for i in ids])
+        assert await client.cancel(topic, ids[0]) is True
+        assert await client.drop_topic(topic, force=True) is True
+
+
+def test_cluster_true_makes_the_cluster_client_at_once(
+    cluster: EmbeddedCluster, topic: str
+) -> None:
+    with Client.from_url(cluster.url, cluster=True) as client:
+        assert isinstance(client.redis, redis.cluster.RedisCluster)
+        client.enqueue(topic, 1, delay=60)
+        assert client.stats(topic).pending == 1
+        client.drop_topic(topic, force=True)
+
+
+def test_a_single_server_keeps_its_plain_client(server: EmbeddedServer, topic: str) -> None:
+    with Client.from_url(server.url) as client:
+        client.enqueue_many(topic, [{"payload": i, "delay": 60} for i in range(20)])
+        assert type(client.redis) is redis.Redis
+        client.drop_topic(topic, force=True)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, 0])
+def test_cluster_must_be_a_bool_or_none(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        Client.from_url("redis://127.0.0.1:1", cluster=bad)  # type: ignore[arg-type]
+    assert info.value.parameter == "cluster"
+    assert "True, False or None" in str(info.value)

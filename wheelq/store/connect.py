@@ -1,0 +1,64 @@
+"""Clients for a URL: one server, or any node of a Redis Cluster.
+
+A ``redis://`` or ``rediss://`` URL of a cluster node works unchanged. With
+``cluster=None`` (the default) the client starts as a plain one, which is all
+a single server needs and costs nothing to find out; the first MOVED reply
+shows the server is a cluster node, and the executor switches to redis-py's
+cluster client made from the same URL and options (see `SyncExecutor`).
+``cluster=True`` makes the cluster client at once; ``cluster=False`` never
+switches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+
+from wheelq.errors import InvalidArgumentError
+from wheelq.store.calls import AsyncExecutor, SyncExecutor
+
+
+def check_cluster(cluster: object) -> bool | None:
+    """Validate ``from_url``'s `cluster` argument.
+
+    Raises:
+        InvalidArgumentError: Not True, False or None.
+    """
+    if cluster is not None and not isinstance(cluster, bool):
+        raise InvalidArgumentError(
+            "cluster", f"cluster must be True, False or None (find out), got {cluster!r}"
+        )
+    return cluster
+
+
+def sync_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> SyncExecutor:
+    """An executor for `url`: see the module docstring for `cluster`."""
+    opts = dict(options)
+    if check_cluster(cluster):
+        return SyncExecutor(redis.cluster.RedisCluster.from_url(url, **opts))  # type: ignore[arg-type]
+    plain = redis.Redis.from_url(url, **opts)
+    if cluster is False:
+        return SyncExecutor(plain)
+    return SyncExecutor(
+        plain,
+        to_cluster=lambda: redis.cluster.RedisCluster.from_url(url, **opts),  # type: ignore[arg-type,return-value]
+    )
+
+
+def async_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> AsyncExecutor:
+    """The asyncio version of `sync_executor`."""
+    opts = dict(options)
+    if check_cluster(cluster):
+        return AsyncExecutor(redis.asyncio.cluster.RedisCluster.from_url(url, **opts))  # type: ignore[arg-type]
+    plain = redis.asyncio.Redis.from_url(url, **opts)
+    if cluster is False:
+        return AsyncExecutor(plain)
+    return AsyncExecutor(
+        plain,
+        to_cluster=lambda: redis.asyncio.cluster.RedisCluster.from_url(url, **opts),  # type: ignore[arg-type,return-value]
+    )
