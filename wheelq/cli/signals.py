@@ -13,12 +13,11 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-log = logging.getLogger(__name__)
+from wheelq.runtime.role import Role
 
 R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
 
 FIRST_MESSAGE = "signal: stopping (a second signal exits at once)"
 HARD_EXIT_S = 1.0
@@ -72,18 +71,8 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-class Stoppable(Protocol[R_co]):
-    """What `run_until_signal` needs: a scheduler node or a worker."""
-
-    async def serve(self) -> None: ...
-
-    async def stop(self) -> R_co: ...
-
-    def hurry(self) -> None: ...
-
-
 def run_until_signal(
-    node: Stoppable[R], logger: logging.Logger, first_message: str = FIRST_MESSAGE
+    node: Role[R], logger: logging.Logger, first_message: str = FIRST_MESSAGE
 ) -> R:
     """Run `node` in the foreground until SIGINT or SIGTERM, then stop it gracefully; a
     second signal calls `hurry()`. Returns the stop's report."""
@@ -91,12 +80,9 @@ def run_until_signal(
     async def main() -> R:
         on_signal = SignalStop(node.stop, node.hurry, logger, first_message)
         on_signal.install()
-        try:
-            await node.serve()
-        finally:
-            stopping = on_signal.stopping
-        if stopping is not None:
-            return await stopping  # type: ignore[no-any-return]
+        await node.serve()
+        if on_signal.stopping is not None:
+            return await on_signal.stopping  # type: ignore[no-any-return]
         return await node.stop()
 
     return asyncio.run(main())

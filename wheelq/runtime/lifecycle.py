@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import redis.asyncio
 from redis.exceptions import RedisError
@@ -242,29 +242,3 @@ def _failure(ping: asyncio.Future[Any]) -> BaseException:
     exc = ping.exception()
     assert exc is not None
     return exc
-
-
-R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
-
-
-class Node(Protocol[R_co]):
-    """A scheduler node or a worker, as `serve_until_stopped` runs it."""
-
-    async def serve(self) -> None: ...
-
-    async def stop(self) -> R_co: ...
-
-
-async def serve_until_stopped(node: Node[R]) -> R:
-    """Serve until `stop()` (from another task) or until cancelled, then stop and return
-    the stop's report. Under ``asyncio.run`` a Ctrl-C cancels the main task: the node stops
-    gracefully, and ``asyncio.run`` raises KeyboardInterrupt once it has."""
-    try:
-        await node.serve()
-    except asyncio.CancelledError:
-        pass  # Ctrl-C: the graceful stop below, then asyncio.run raises KeyboardInterrupt
-    except BaseException:
-        await node.stop()
-        raise
-    return await node.stop()

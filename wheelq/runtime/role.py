@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 import redis.asyncio
 
-from wheelq.runtime.lifecycle import StartGate, StopBudget, close, serve_until_stopped
+from wheelq.runtime.lifecycle import StartGate, StopBudget, close
 from wheelq.runtime.service import Lifecycle
 
 R = TypeVar("R")
@@ -70,7 +70,17 @@ class Role(Lifecycle, Generic[R]):
         ``stop_timeout_ms``) and return the stop's report; after a Ctrl-C,
         KeyboardInterrupt is raised once stopped. The library installs no signal
         handlers: the `wheelq` commands also stop on SIGTERM."""
-        return asyncio.run(serve_until_stopped(self))
+        return asyncio.run(self._serve_then_stop())
+
+    async def _serve_then_stop(self) -> R:
+        try:
+            await self.serve()
+        except asyncio.CancelledError:
+            pass  # Ctrl-C: the graceful stop below, then asyncio.run raises KeyboardInterrupt
+        except BaseException:
+            await self.stop()
+            raise
+        return await self.stop()
 
     def hurry(self) -> None:
         """Cut a stop under way short: whatever it still waits for Redis for, it waits no
