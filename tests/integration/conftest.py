@@ -1,7 +1,10 @@
 """Real-server fixtures: every test here runs once per server kind found.
 
 ``cluster`` is a 3-primary Redis Cluster per kind for the whole session, shared like
-``server``.
+``server``. A module (or test) marked ``cluster_too`` runs each of its tests that use
+``redis_url`` twice per kind: on the single server (``deployment`` "single") and on the
+cluster ("cluster"), where ``redis_url`` is a cluster node's URL and ``redis_sync`` /
+``redis_async`` are redis-py's cluster clients.
 
 ``server_binary`` is parametrized over `find_server_binaries()` (ids
 ``valkey`` and ``redis``), so with redis-server on PATH each test that uses a
@@ -18,10 +21,16 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 
-from tests.support.clients import make_client  # noqa: F401 (the client tests' fixture)
+from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
+    make_client,
+    make_client_at,
+)
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
+from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' fixture)
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary, find_server_binaries
 
 _BINARIES = find_server_binaries()
@@ -54,9 +63,30 @@ def cluster(server_binary: ServerBinary) -> Iterator[EmbeddedCluster]:
         yield shared
 
 
+DEPLOYMENTS = ("single", "cluster")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``cluster_too`` run on the single server and on the cluster."""
+    if metafunc.definition.get_closest_marker("cluster_too") and (
+        "deployment" in metafunc.fixturenames
+    ):
+        metafunc.parametrize("deployment", DEPLOYMENTS)
+
+
 @pytest.fixture
-def redis_url(server: EmbeddedServer) -> str:
-    """The shared server's URL (``redis://127.0.0.1:PORT``)."""
+def deployment() -> str:
+    """What ``redis_url`` points at: "single" unless the test is marked ``cluster_too``."""
+    return "single"
+
+
+@pytest.fixture
+def redis_url(request: pytest.FixtureRequest, deployment: str, server: EmbeddedServer) -> str:
+    """The shared server's URL (``redis://127.0.0.1:PORT``), or on the cluster deployment
+    the URL of one of the shared cluster's nodes."""
+    if deployment == "cluster":
+        shared: EmbeddedCluster = request.getfixturevalue("cluster")
+        return shared.url
     assert server.pid is not None, (
         f"the shared {server.kind} server is down: an earlier test killed or stopped it "
         "(use dedicated_server for that)"
@@ -65,17 +95,23 @@ def redis_url(server: EmbeddedServer) -> str:
 
 
 @pytest.fixture
-def redis_sync(redis_url: str) -> Iterator[redis.Redis]:
-    """A sync client of the shared server (bytes replies), closed after the test."""
-    client = redis.Redis.from_url(redis_url, decode_responses=False)
+def redis_sync(deployment: str, redis_url: str) -> Iterator[redis.Redis]:
+    """A sync client of the shared server or cluster (bytes replies), closed after the test."""
+    if deployment == "cluster":
+        client: redis.Redis = redis.cluster.RedisCluster.from_url(redis_url)  # type: ignore[assignment]
+    else:
+        client = redis.Redis.from_url(redis_url, decode_responses=False)
     yield client
     client.close()
 
 
 @pytest.fixture
-async def redis_async(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
-    """An asyncio client of the shared server (bytes replies), closed after the test."""
-    client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+async def redis_async(deployment: str, redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
+    """An asyncio client of the shared server or cluster (bytes replies), closed after."""
+    if deployment == "cluster":
+        client: redis.asyncio.Redis = redis.asyncio.cluster.RedisCluster.from_url(redis_url)  # type: ignore[assignment]
+    else:
+        client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
     yield client
     await client.aclose()
 

@@ -36,6 +36,8 @@ from wheelq import (
 )
 from wheelq.core.keys import TOPICS_KEY
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 PENDING_ID = "pending-1"
 SHARDS = 4
 MAX_PAYLOAD_BYTES = 100

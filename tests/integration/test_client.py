@@ -32,6 +32,8 @@ from wheelq.core.ids import job_id_time_ms
 from wheelq.core.job import Envelope
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 GENERATED_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # Crockford base32, 26 chars
 HOUR_MS = 3_600_000
 PAYLOAD = {

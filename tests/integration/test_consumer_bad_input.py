@@ -12,6 +12,8 @@ import redis
 from wheelq import Client, InvalidArgumentError, InvalidDelayError, Job, Retry, Worker
 from wheelq.core.keys import TOPICS_KEY, ShardKeys
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 
 def _noop(job: Job) -> None:
     pass

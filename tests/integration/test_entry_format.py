@@ -5,6 +5,7 @@ order `wheelq.core.wire` names them, and the readers decode what the scripts wro
 from __future__ import annotations
 
 import msgpack
+import pytest
 import redis
 
 from tests.support.scripts import Runner
@@ -14,6 +15,8 @@ from wheelq.core.job import Envelope, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.store import consume, nodes, ops
+
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
 TOKEN = "node-a:1"
 GROUP = "g"

@@ -18,6 +18,8 @@ from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.scheduler import warn_if_unsafe
 from wheelq.testing import Fired, ServerBinary, read_fired, summarize
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 SHARDS = 4
 # A sweep grace far above any on-time path, so a job that only the sweep could have
 # fired shows up as >= 3 s late.
@@ -233,10 +235,9 @@ class SkewedClock(RedisClock):
 
 
 async def test_node_clock_running_ahead_never_fires_early(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
-    connection = redis.asyncio.Redis.from_url(redis_url)
-    node = Scheduler(connection, [topic], SchedulerSettings(**FAST), clock=SkewedClock(250))
+    node = Scheduler(redis_async, [topic], SchedulerSettings(**FAST), clock=SkewedClock(250))
     await node.start()
     try:
         ids = await client.enqueue_many(
@@ -245,7 +246,6 @@ async def test_node_clock_running_ahead_never_fires_early(
         records = await wait_fired(client.redis, topic, set(ids), timeout_s=20)
     finally:
         await node.stop()
-        await connection.aclose()
     summary = summarize(records, ids)
     assert summary["early"] == 0
     assert summary["missing"] == 0 and summary["duplicates"] == 0

@@ -103,7 +103,7 @@ def entry_fields(
 def shard_state(r: redis.Redis, keys: ShardKeys) -> dict[str, tuple[bytes, Any]]:
     """Type and full content of every key of the shard, for "nothing changed" checks."""
     state: dict[str, tuple[bytes, Any]] = {}
-    for name in ("delayed", "jobs", "ready", "lease", "horizon", "inbox"):
+    for name in ("delayed", "jobs", "ready", "lease", "horizon", "inbox", "spooled"):
         key = getattr(keys, name)
         kind = r.type(key)
         content: Any = {
@@ -126,7 +126,7 @@ def next_published(pubsub: PubSub) -> bytes:
 
 def assert_nothing_published(r: redis.Redis, pubsub: PubSub, keys: ShardKeys) -> None:
     """A marker published now must be the next message: the script published nothing before it."""
-    r.publish(keys.wake_channel, b"marker")
+    r.spublish(keys.wake_channel, b"marker")
     assert next_published(pubsub) == b"marker"
 
 
@@ -985,6 +985,7 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.set(keys.lease, OTHER, px=TTL_MS)
     r.set(keys.horizon, now, px=TTL_MS)
     r.rpush(keys.inbox, f"{now}:x")
+    r.zadd(keys.spooled, {"spool:1": now})
     r.xadd(keys.ready, {"id": "acked"})
     r.xgroup_create(keys.ready, "g1", id="0")
     r.xgroup_create(keys.ready, "g2", id="0")

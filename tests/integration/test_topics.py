@@ -31,6 +31,8 @@ from wheelq import (
 from wheelq.core.job import Job
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, nodes_key, shard_of
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 SHARDS = 4
 FAST = {"preload_interval_ms": 50, "check_interval_ms": 50, "lease_ttl_ms": 1000}
 
@@ -311,8 +313,7 @@ async def test_a_worker_of_a_topic_with_a_bad_registry_entry_fails_to_start(
         with pytest.raises(TopicConfigError, match="must be an int in"):
             await worker.start()
     finally:
-        await worker.stop()
-        await worker.redis.aclose()
+        await worker.stop()  # nothing to stop: the failed start closed its clients
     assert topic_keys(redis_sync, topic) == set()
 
 

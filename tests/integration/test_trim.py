@@ -16,6 +16,8 @@ from tests.support.waiting import eventually
 from wheelq import AsyncClient, Scheduler
 from wheelq.core.keys import ShardKeys
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 HOUR_MS = 3_600_000
 
 

@@ -17,7 +17,7 @@ MINUTE_MS = 60_000
 
 
 async def subscribers(r: redis.asyncio.Redis, channel: str) -> int:
-    [(_, count)] = await r.pubsub_numsub(channel)
+    [(_, count)] = await r.pubsub_shardnumsub(channel)
     return int(count)
 
 
@@ -34,8 +34,8 @@ async def test_receives_the_notes_enqueue_publishes_and_ignores_other_messages(
         sec, _ = await redis_async.time()
         due = int(sec) * 1000 + MINUTE_MS
         await redis_async.set(keys.horizon, due + MINUTE_MS)
-        await redis_async.publish(keys.wake_channel, b"not a note")
-        await redis_async.publish(keys.wake_channel, b"12x:id")
+        await redis_async.spublish(keys.wake_channel, b"not a note")
+        await redis_async.spublish(keys.wake_channel, b"12x:id")
         write = ops.JobWrite("j1", DueSpec("at", due), False, Envelope(b"\xa1p").pack())
         await AsyncExecutor(redis_async).run([ops.enqueue(keys, [write])])
 

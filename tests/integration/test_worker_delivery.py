@@ -19,6 +19,8 @@ from tests.support.waiting import eventually
 from wheelq import AsyncClient, InvalidArgumentError, Job, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 # The fixtures of test_worker.py: a client with the topic made, and workers stopped at teardown.
 client = test_worker.client
 workers = test_worker.workers

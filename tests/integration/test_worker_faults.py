@@ -11,7 +11,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from tests.support.proxy import CuttingProxy
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Job, Scheduler, Worker
+from wheelq import AsyncClient, Job, RedisUnavailableError, Scheduler, Worker
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 
@@ -29,7 +29,7 @@ async def _all_acked(client: AsyncClient, topic: str) -> bool:
 async def _enqueue_when_up(client: AsyncClient, topic: str, payload: int) -> str | None:
     try:
         return await client.enqueue(topic, payload)  # due now: appended to the stream at once
-    except (RedisConnectionError, OSError):
+    except (RedisUnavailableError, RedisConnectionError, OSError):
         return None  # the server is still coming back; the caller tries again
 
 

@@ -20,6 +20,8 @@ from tests.integration.test_worker import FAST, Workers, holds, pending
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, InvalidHandlerError, Job, Worker
 
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
 # The fixtures of test_worker.py: a client with the topic made, and workers stopped at teardown.
 client = test_worker.client
 workers = test_worker.workers
@@ -63,15 +65,20 @@ async def test_jobs_after_hanging_sync_handlers_run_instead_of_timing_out_in_the
         await eventually(
             holds(lambda: worker.status()["acked"] == 5), timeout_s=10, what="the 5 normal jobs"
         )
-        dead = await eventually(
-            lambda: client.dead_letters(topic), timeout_s=10, what="the hung jobs' dead letters"
-        )
+
+        async def both_dead() -> list[Any] | None:
+            letters = await client.dead_letters(topic)
+            return letters if len(letters) >= 2 else None
+
+        dead = await eventually(both_dead, timeout_s=10, what="the hung jobs' dead letters")
         assert sorted(ran) == sorted(normal)
         assert sorted(d.job_id or "" for d in dead) == sorted(hang), "a normal job timed out"
         assert all("HandlerTimeoutError" in d.error for d in dead)
         status = worker.status()
         assert (status["handled"], status["failed"], status["wedged"]) == (5, 2, 2)
-        assert len(handler_threads() - before) == 4, "2 wedged threads and 2 replacements"
+        # Threads start as needed: one replacement may have run all five normal jobs.
+        new_threads = len(handler_threads() - before)
+        assert 3 <= new_threads <= 4, "2 wedged threads and 1 or 2 replacements"
         assert "2 handler threads wedged" in caplog.text
     finally:
         release.set()

@@ -1,6 +1,7 @@
 """Clients of both kinds behind one interface: every client test body runs through `Client`
 and `AsyncClient`, the blocking one wrapped so that the same ``await client.method(...)``
-lines drive both. `make_client` is registered in tests/integration/conftest.py."""
+lines drive both. `make_client` and `make_client_at` are registered in
+tests/integration/conftest.py."""
 
 from __future__ import annotations
 
@@ -32,15 +33,16 @@ MakeClient = Callable[..., Any]
 
 
 @pytest.fixture(params=["sync", "async"])
-async def make_client(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[MakeClient]:
-    """A factory of clients of the kind under test (``**settings``), closed after the test."""
+async def make_client_at(request: pytest.FixtureRequest) -> AsyncIterator[MakeClient]:
+    """A factory of clients of the kind under test for any server: ``make(url, **settings)``;
+    each is closed after the test."""
     made: list[Any] = []
 
-    def make(**settings: Any) -> Any:
+    def make(url: str, **settings: Any) -> Any:
         if request.param == "sync":
-            c: Any = SyncAsAsync(Client.from_url(redis_url, **settings))
+            c: Any = SyncAsAsync(Client.from_url(url, **settings))
         else:
-            c = AsyncClient.from_url(redis_url, **settings)
+            c = AsyncClient.from_url(url, **settings)
         made.append(c)
         return c
 
@@ -50,3 +52,9 @@ async def make_client(request: pytest.FixtureRequest, redis_url: str) -> AsyncIt
             c.sync.close()
         else:
             await c.aclose()
+
+
+@pytest.fixture
+def make_client(make_client_at: MakeClient, redis_url: str) -> MakeClient:
+    """`make_client_at` for the shared server: ``make(**settings)``."""
+    return lambda **settings: make_client_at(redis_url, **settings)

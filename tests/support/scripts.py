@@ -46,8 +46,8 @@ def run(redis_sync: redis.Redis) -> Runner:
 def wake(redis_sync: redis.Redis, keys: ShardKeys) -> Iterator[PubSub]:
     """A subscription to the shard's wake channel, confirmed before the test runs."""
     pubsub = redis_sync.pubsub()
-    pubsub.subscribe(keys.wake_channel)
+    pubsub.ssubscribe(keys.wake_channel)  # the scripts SPUBLISH: sharded pub/sub
     confirmation = pubsub.get_message(timeout=5)
-    assert confirmation is not None and confirmation["type"] == "subscribe"
+    assert confirmation is not None and confirmation["type"] == "ssubscribe"
     yield pubsub
     pubsub.close()

@@ -55,6 +55,7 @@ def shard_key_names(keys: ShardKeys) -> dict[str, str]:
         "lease": keys.lease,
         "horizon": keys.horizon,
         "inbox": keys.inbox,
+        "spooled": keys.spooled,
         "wake_channel": keys.wake_channel,
     }
 
@@ -302,6 +303,7 @@ def test_shard_key_names() -> None:
         "lease": "{emails:3}:lease",
         "horizon": "{emails:3}:horizon",
         "inbox": "{emails:3}:inbox",
+        "spooled": "{emails:3}:spooled",
         "wake_channel": "{emails:3}:wake",
     }
 

@@ -13,15 +13,30 @@ import pytest
 from redis.exceptions import (
     AuthenticationError,
     BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
     DataError,
+    MasterDownError,
+    MovedError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
     ResponseError,
+    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wheelq.core.clock import ManualClock
 from wheelq.runtime.lifecycle import StopBudget
-from wheelq.runtime.outage import CAP_S, REMIND_S, Backoff, Outage, is_transient
+from wheelq.runtime.outage import (
+    CAP_S,
+    REMIND_S,
+    Backoff,
+    Outage,
+    is_transient,
+    unavailable_reason,
+)
 from wheelq.runtime.service import Service
 
 REFUSED = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
@@ -44,6 +59,11 @@ def _wrapped(cause: BaseException) -> RedisConnectionError:
         (REFUSED, True),
         (RedisTimeoutError("Timeout reading"), True),
         (BusyLoadingError("Redis is loading the dataset in memory"), True),
+        (TryAgainError("Multiple keys request during rehashing of slot"), True),
+        (ClusterError("TTL exhausted."), True),
+        (ClusterDownError("The cluster is down"), True),
+        (MovedError("3999 127.0.0.1:6381"), True),
+        (ResponseError("ERR unknown command 'FOO'"), False),
         (ConnectionResetError(104, "reset"), True),
         (TimeoutError("no answer"), True),
         (_wrapped(ConnectionRefusedError(111, "refused")), True),
@@ -221,3 +241,30 @@ async def test_a_zero_budget_waits_for_nothing() -> None:
 
     assert await budget.attempt("release 1 leases", fine, default=0) == 0
     assert budget.undone == ["release 1 leases"]
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (REFUSED, "unreachable"),
+        (RedisTimeoutError("Timeout reading from socket"), "unreachable"),
+        (BusyLoadingError("Redis is loading the dataset in memory"), "loading"),
+        (ReadOnlyError("You can't write against a read only replica."), "readonly"),
+        (OutOfMemoryError("command not allowed when used memory > 'maxmemory'."), "oom"),
+        (ClusterDownError("The cluster is down"), "clusterdown"),
+        (
+            MasterDownError("Link with MASTER is down and replica-serve-stale-data is no"),
+            "masterdown",
+        ),
+        (TryAgainError("Multiple keys request during rehashing of slot"), "tryagain"),
+        (ResponseError("ERR unknown command"), None),
+        (NoPermissionError("this user has no permissions"), None),
+        (AuthenticationError("invalid username-password pair"), None),
+        (_wrapped(ssl.SSLCertVerificationError("certificate verify failed")), None),
+        (DataError("Invalid input"), None),
+    ],
+)
+def test_unavailable_reason_names_what_keeps_redis_from_taking_calls_now(
+    exc: Exception, reason: str | None
+) -> None:
+    assert unavailable_reason(exc) == reason

@@ -38,6 +38,7 @@ KEY_TYPES = {
     "lease": "STRING",
     "horizon": "STRING",
     "inbox": "LIST",
+    "spooled": "ZSET",
 }
 
 # One call of every script wrapper: what each script's reply goes through.
@@ -252,3 +253,25 @@ def test_every_script_is_prepended_with_the_lib() -> None:
 
     for name in NAMES:
         assert script(name).source.startswith(lib)
+
+
+# --- one slot per call (Redis Cluster) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPERS))
+def test_every_key_and_channel_a_script_is_given_carry_the_shards_hash_tag(name: str) -> None:
+    call = WRAPPERS[name]()
+    named = [a for a in call.args if isinstance(a, str) and "{" in a]  # the wake channel
+
+    assert call.keys, "a script without KEYS cannot be routed to its shard's node"
+    assert all(key.startswith(KEYS.tag + ":") for key in call.keys)
+    assert all(arg.startswith(KEYS.tag + ":") for arg in named)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scripts_make_no_key_name_of_their_own(name: str) -> None:
+    # A name built inside a script could hash to another slot: every key comes through KEYS.
+    code = re.sub(r"--[^\n]*", "", script(name).source)
+    literals = re.findall(r"'[^'\n]*'" + r'|"[^"\n]*"', code)
+    assert literals, "the pattern finds the script's string literals"
+    assert not [text for text in literals if "{" in text or "}" in text]

@@ -20,7 +20,7 @@ from wheelq.core.clock import ManualClock
 from wheelq.core.keys import ShardKeys
 from wheelq.store.calls import Call
 from wheelq.store.consume import Entry
-from wheelq.worker.stream_reader import StreamReader
+from wheelq.worker.stream_reader import SHARED_BLOCK_MS, ReadSlots, StreamReader
 
 BLOCK_MS = 2000
 
@@ -35,8 +35,7 @@ class Reader:
         self.reader = StreamReader(
             consumer(self.executor, shards=shards),
             BLOCK_MS,
-            free=lambda: self.free,
-            room=self.room,
+            slots=ReadSlots(lambda: self.free, self.room, shards),
             accept=lambda shard, entries: self.accepted.append((shard, entries)),
             ensure_groups=self.join,
             clock=ManualClock(),
@@ -66,10 +65,8 @@ async def test_it_reads_only_into_free_slots() -> None:
     assert r.executor.rounds == []
 
     r.free = 4
-    r.room.set()  # a slot freed up
+    r.room.set()  # a slot freed up: the step reads at once
     assert await asyncio.wait_for(step, WAIT_S) == 0.0
-    assert r.executor.rounds == []  # that step only waited; the next one reads
-    await r.reader.step()
     assert r.counts() == [2]
 
 
@@ -132,3 +129,51 @@ async def test_other_errors_raise_for_the_base_to_count(error: Exception) -> Non
     with pytest.raises(type(error)):
         await r.reader.step()
     assert r.joins == 0
+
+
+# --- slots shared by the per-shard readers of a cluster ---------------------------------------
+
+
+def test_reads_together_never_take_more_than_the_free_slots() -> None:
+    free = 3
+    slots = ReadSlots(lambda: free, asyncio.Event(), shards=4)
+    assert [slots.take() for _ in range(5)] == [1, 1, 1, 0, 0]
+    assert slots.reserved == 3
+    slots.give_back(1)
+    free = 2  # the two other reads came back with one entry each, now held
+    slots.give_back(1)
+    slots.give_back(1)
+    assert slots.reserved == 0
+    assert slots.take() == 1  # a share of the 2 free over 4 shards is still one
+
+
+def test_a_read_takes_its_shards_share_of_what_is_left() -> None:
+    slots = ReadSlots(lambda: 40, asyncio.Event(), shards=4)
+    assert [slots.take() for _ in range(4)] == [10, 7, 5, 4]
+    assert slots.reserved == 26
+
+
+async def test_a_waiting_reader_wakes_when_a_read_gives_its_slot_back() -> None:
+    room = asyncio.Event()
+    slots = ReadSlots(lambda: 1, room, shards=2)
+    assert slots.take() == 1
+    waiter = asyncio.ensure_future(slots.wait())
+    await asyncio.sleep(0)
+    assert slots.waiting == 1 and not waiter.done()
+    slots.give_back(1)
+    await asyncio.wait_for(waiter, timeout=1)
+    assert slots.waiting == 0 and slots.take() == 1
+
+
+async def test_reads_block_briefly_while_another_reader_has_no_slot() -> None:
+    r = Reader(shards=3, free=2)
+    r.answer([])
+    await r.reader.step()  # the worker's only reader: it blocks as long as it likes
+    r.reader._slots = slots = ReadSlots(lambda: r.free, r.room, shards=3, readers=3)
+    assert slots.take() == 1  # a second reader reads with one slot
+    await r.reader.step()  # this one takes the last: the third reader has none
+    blocks = [
+        int(list(c.command)[list(c.command).index("BLOCK") + 1])
+        for c in r.executor.sent("XREADGROUP")
+    ]
+    assert blocks == [BLOCK_MS, SHARED_BLOCK_MS]

@@ -17,6 +17,7 @@ from tests.support.node_context import START_MS, NodeParts, keys
 from tests.support.waiting import until
 from wheelq.scheduler.wake_listener import WakeListener
 from wheelq.scheduler.wheel_driver import WheelDriver
+from wheelq.store.calls import AsyncExecutor
 
 Message = dict[str, Any] | BaseException
 
@@ -30,11 +31,11 @@ class FakePubSub:
         self.closed = False
         self._ready = ready
 
-    async def subscribe(self, *channels: str) -> None:
+    async def ssubscribe(self, *channels: str) -> None:
         await self._ready.wait()
         self.channels.update(channels)
 
-    async def unsubscribe(self, *channels: str) -> None:
+    async def sunsubscribe(self, *channels: str) -> None:
         self.channels.difference_update(channels)
 
     async def get_message(self, timeout: float | None = None) -> dict[str, Any] | None:
@@ -51,7 +52,7 @@ class FakePubSub:
 
 
 class FakeConnection:
-    """Hands out a new `FakePubSub` per subscription; `ready` holds SUBSCRIBE back."""
+    """Hands out a new `FakePubSub` per subscription; `ready` holds SSUBSCRIBE back."""
 
     def __init__(self) -> None:
         self.subscriptions: list[FakePubSub] = []
@@ -69,7 +70,7 @@ class FakeConnection:
 
 
 def note(channel: str, data: bytes) -> dict[str, Any]:
-    return {"type": "message", "pattern": None, "channel": channel.encode(), "data": data}
+    return {"type": "smessage", "pattern": None, "channel": channel.encode(), "data": data}
 
 
 @pytest.fixture
@@ -85,11 +86,17 @@ async def listening(
     connection = FakeConnection()
     driver = WheelDriver(parts.ctx)
     wake = WakeListener(
-        cast(redis.asyncio.Redis, connection), parts.leads, driver, parts.clock, max_pause_ms=10
+        AsyncExecutor(cast(redis.asyncio.Redis, connection)),
+        parts.leads,
+        driver,
+        parts.clock,
+        max_pause_ms=10,
     )
     await wake.start()
     try:
-        await until(lambda: connection.subscriptions and connection.current.channels, what="SUB")
+        await until(
+            lambda: connection.subscriptions and connection.current.channels, what="SSUBSCRIBE"
+        )
         yield connection, wake, driver
     finally:
         await wake.stop()
@@ -121,7 +128,7 @@ async def test_follows_the_leads_as_they_change(parts: NodeParts) -> None:
         await until(lambda: len(connection.current.channels) == 2, what="a second channel")
         parts.leads.remove(first.keys)
         await until(
-            lambda: connection.current.channels == {keys(1).wake_channel}, what="UNSUBSCRIBE"
+            lambda: connection.current.channels == {keys(1).wake_channel}, what="SUNSUBSCRIBE"
         )
         assert len(connection.subscriptions) == 1, "one subscription throughout"
 

@@ -126,13 +126,19 @@ def _describe(exc: Exception, ctx: Context) -> tuple[str, int] | None:
     """One line and an exit status for an error a user can cause; None for anything else."""
     from redis.exceptions import AuthenticationError, RedisError
 
-    from wheelq.errors import InvalidArgumentError, PayloadTypeError, WheelqError
+    from wheelq.errors import (
+        InvalidArgumentError,
+        PayloadTypeError,
+        RedisUnavailableError,
+        WheelqError,
+    )
 
     if isinstance(exc, InvalidArgumentError | PayloadTypeError):
         return str(exc), 2
-    if isinstance(exc, WheelqError):
+    # A role's start names the address it waited for; a client call's error does not.
+    if isinstance(exc, WheelqError) and not _client_unavailable(exc):
         return str(exc), 1
-    if isinstance(exc, RedisError | ConnectionError | TimeoutError):
+    if isinstance(exc, RedisError | ConnectionError | TimeoutError | RedisUnavailableError):
         try:
             url = ctx.given_redis_url()
         except CliError:
@@ -144,6 +150,12 @@ def _describe(exc: Exception, ctx: Context) -> tuple[str, int] | None:
     if isinstance(exc, OSError):
         return str(exc), 1
     return None
+
+
+def _client_unavailable(exc: Exception) -> bool:
+    from wheelq.errors import RedisUnavailableError
+
+    return isinstance(exc, RedisUnavailableError) and not str(exc).startswith("redis at ")
 
 
 def _fail(name: str, message: str, code: int) -> int:

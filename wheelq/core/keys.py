@@ -12,6 +12,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:horizon   STRING  ms up to which the leader has preloaded (expires with the lease)
 {emails:3}:inbox     LIST    "due:id" of jobs written at or below the horizon
 {emails:3}:wake      channel the same "due:id", published for a prompt pick-up
+{emails:3}:spooled   ZSET    token of a spooled write replayed here -> Redis ms it was applied
 wheelq:topics        HASH    topic -> shard count (the topic registry)
 wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per topic
 ```
@@ -42,7 +43,7 @@ MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256
 MAX_SHARDS = 1024
 
-DATA_KEY_NAMES = ("delayed", "jobs", "ready", "dead", "lease", "horizon", "inbox")
+DATA_KEY_NAMES = ("delayed", "jobs", "ready", "dead", "lease", "horizon", "inbox", "spooled")
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
 _TOPIC_RE = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_TOPIC_LENGTH}}}")
@@ -218,6 +219,11 @@ class ShardKeys:
     @property
     def inbox(self) -> str:
         return f"{self.tag}:inbox"
+
+    @property
+    def spooled(self) -> str:
+        """Tokens of the producer spool's writes this shard applied (replayed exactly once)."""
+        return f"{self.tag}:spooled"
 
     @property
     def data_keys(self) -> tuple[str, ...]:

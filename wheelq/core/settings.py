@@ -105,6 +105,24 @@ class ClientSettings(_Validated):
     """Attempts a job gets when `enqueue(max_attempts=None)`."""
     batch_size: Annotated[int, Range(1, 10_000)] = 500
     """Jobs per script call in `enqueue_many` (bounds how long one call holds Redis)."""
+    breaker_open_ms: Annotated[int, Range(0, 600_000)] = 1000
+    """After a call fails for want of a connection (refused, reset, timed out, loading),
+    every call fails at once with `RedisUnavailableError` for this long (with a spool:
+    enqueues go to the spool) instead of each waiting out its own timeouts; then one call
+    is let through as a probe, and its success closes the breaker. 0: no breaker."""
+    spool_record_ms: Annotated[int, Range(60_000, 30 * 86_400_000)] = 86_400_000
+    """How long a shard remembers a spooled write it applied (1 day), so the spool's drain
+    can replay a batch whose reply was lost without writing a job twice. The drain forgets
+    each token once it has deleted the row; this bounds what a client that died first
+    leaves behind, and how long after such a death a replay is still exactly once."""
+    ack_replicas: Annotated[int, Range(0, 100)] = 1
+    """Replicas that must confirm a write made with ``ack="replicated"`` (WAIT) or
+    ``ack="persisted"`` (WAITAOF: fsynced by the primary and by this many replicas; 0:
+    the primary's disk only). ``"replicated"`` needs at least 1."""
+    ack_timeout_ms: Annotated[int, Range(1, 600_000)] = 2000
+    """How long a write with ``ack="replicated"`` or ``"persisted"`` waits for its
+    confirmations before it raises `DurabilityError`. WAITAOF with ``appendfsync
+    everysec`` waits for the next fsync, up to a second, hence 2 s."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,6 @@
-"""The producer API: `Client` (blocking) and `AsyncClient` (asyncio).
-
-Both expose the same methods with the same arguments; the logic lives once
-in `wheelq.producer.operations` and each client only sends its calls.
+"""The blocking producer client, `Client`; `AsyncClient` (asyncio) has the same methods
+with the same arguments, in `wheelq.producer.async_client`. The logic lives once in
+`wheelq.producer.operations`; each client only sends its calls.
 """
 
 from __future__ import annotations
@@ -18,43 +17,51 @@ from wheelq.core.job import JobInfo
 from wheelq.core.schedule import At, Delay
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
+from wheelq.producer.breaker import Breaker, guarded
+from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
+from wheelq.producer.drain_runner import DrainThread, attach_spool
+from wheelq.producer.drive import drive_sync
+from wheelq.producer.durability import Durability
 from wheelq.producer.operations import EnqueueItem, Op, Producer, TopicStats
+from wheelq.producer.spool import SpoolStats
+from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
-from wheelq.store.calls import AsyncExecutor, SyncExecutor
+from wheelq.store.acked import Wait
+from wheelq.store.calls import Call, SyncExecutor
 
 T = TypeVar("T")
 
-_ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (neither: now).
-
-        Args:
-            topic: Topic name, 1-100 characters from [A-Za-z0-9_.-]; created on first use.
-            payload: Any msgpack-serialisable value (at most `max_payload_bytes` encoded).
-            delay: Seconds from now (int, float or timedelta), 0 to ten years.
-            at: Absolute due time: epoch seconds or an aware datetime (past = now).
-            job_id: Your own id, which makes the call idempotent while the job is
-                pending; default a generated, time-sortable, URL-safe id.
-            max_attempts: Runs allowed before the job is dead-lettered (1-1000);
-                default `default_max_attempts`.
-            replace: With `job_id`, replace a pending job of that id instead of failing.
-
-        Returns:
-            The job id.
-
-        Raises:
-            InvalidArgumentError: A bad topic, delay, at, job_id or max_attempts
-                (also a ValueError); nothing was written.
-            PayloadTypeError: The payload cannot be serialised, or would not decode back
-                (a tuple as a dict key); also a TypeError.
-            DuplicateJobError: `job_id` is pending already and `replace` is False.
-        """
-
 
 class Client:
-    """Blocking producer client. Thread-safe (redis-py pools connections)."""
+    """Blocking producer client. Thread-safe (redis-py pools connections).
 
-    def __init__(self, connection: redis.Redis, settings: ClientSettings | None = None) -> None:
+    With `spool` (a file path), enqueues Redis cannot take go to that local SQLite file
+    and a background thread replays them once Redis is back (see the README's "Producer
+    spool"); without, such calls raise `RedisUnavailableError`.
+
+    Raises:
+        SpoolLockedError: Another client has the spool file open.
+        SpoolError: The file cannot be used as a spool.
+    """
+
+    def __init__(
+        self,
+        connection: redis.Redis,
+        settings: ClientSettings | None = None,
+        *,
+        spool: Path | None = None,
+        ack: str = "primary",
+    ) -> None:
         self._producer = Producer(settings or ClientSettings())
         self._executor = SyncExecutor(connection)
+        self._durability = Durability(ack, self._producer.settings)
+        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
+        self._drain = attach_spool(
+            self._producer, self._breaker, spool, lambda d: DrainThread(d, self._send_all)
+        )
+
+    def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
+        return self._executor.run(calls, return_exceptions=True)
 
     @property
     def redis(self) -> redis.Redis:
@@ -68,6 +75,8 @@ class Client:
         *,
         redis_options: Mapping[str, Any] | None = None,
         cluster: bool | None = None,
+        spool: Path | None = None,
+        ack: str = "primary",
         **settings: Any,
     ) -> Self:
         """Connect to `url` (``redis://``, ``rediss://`` for TLS, with ``user:password@``).
@@ -78,25 +87,32 @@ class Client:
                 (for example ``ssl_ca_certs``).
             cluster: None: find out (a cluster node's first MOVED reply switches to
                 redis-py's cluster client); True or False: say so.
+            spool: A file for the enqueues Redis cannot take (see the class); jobs a
+                previous client left in it are replayed at once.
+            ack: The ack level of writes that pass none: ``"primary"``,
+                ``"replicated"`` or ``"persisted"`` (see `enqueue`).
             **settings: Fields of `ClientSettings`.
 
         Raises:
-            InvalidArgumentError: A setting unknown or out of range, or `cluster` not a
-                bool or None.
+            InvalidArgumentError: A setting unknown or out of range, `cluster` not a
+                bool or None, or `ack` not a level.
+            SpoolLockedError: Another client has the spool file open.
         """
         client_settings = ClientSettings.from_kwargs(settings)
         executor = connect.sync_executor(url, redis_options or {}, cluster)
-        client = cls(executor.client, client_settings)
+        client = cls(executor.client, client_settings, spool=spool, ack=ack)
         client._executor = executor
         return client
 
-    def _run(self, op: Op[T]) -> T:
-        try:
-            calls = next(op)
-            while True:
-                calls = op.send(self._executor.run(calls))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    def _run(self, op: Op[T], wait: Wait | None = None) -> T:
+        if wait is None:
+            return drive_sync(guarded(self._breaker, op), self._executor.run)
+        return drive_sync(
+            guarded(self._breaker, op), lambda calls: self._executor.run_acked(calls, wait)
+        )
+
+    def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
+        return self._run(*self._durability.plan(self._producer, topic, op, ack))
 
     def enqueue(
         self,
@@ -108,35 +124,51 @@ class Client:
         job_id: str | None = None,
         max_attempts: int | None = None,
         replace: bool = False,
+        ack: str | None = None,
     ) -> str:
         item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
-        return self._run(self._producer.enqueue(topic, item))
+        return self._write(topic, self._producer.enqueue(topic, item), ack)
 
-    enqueue.__doc__ = _ENQUEUE_DOC
+    enqueue.__doc__ = ENQUEUE_DOC
 
     def enqueue_many(
-        self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]
+        self,
+        topic: str,
+        items: Iterable[EnqueueItem | Mapping[str, Any]],
+        *,
+        ack: str | None = None,
     ) -> list[str]:
         """Enqueue many jobs in pipelined, bounded batches; returns their ids in order.
 
         Each item is an `EnqueueItem` or a mapping with its fields (``payload``
-        required). Every item is validated before anything is written.
+        required). Every item is validated before anything is written. `ack` as for
+        `enqueue`: every round of the batch is confirmed on each node it wrote to.
 
         Raises:
             DuplicateJobError: Some ids were pending already; all other jobs
                 were enqueued (see its `enqueued`).
+            DurabilityError: All were written, but some not confirmed at `ack` (named).
         """
-        return self._run(self._producer.enqueue_many(topic, items))
+        return self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
-    def cancel(self, topic: str, job_id: str) -> bool:
-        """Cancel a pending job; False when it is not pending (fired, cancelled, unknown)."""
-        return self._run(self._producer.cancel(topic, job_id))
+    def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
+        """Cancel a pending job; False when it is not pending (fired, cancelled, unknown).
+        `ack` as for `enqueue` (`DurabilityError`: not confirmed; its ``result`` is this
+        call's answer on the primary)."""
+        return self._write(topic, self._producer.cancel(topic, job_id), ack)
 
     def reschedule(
-        self, topic: str, job_id: str, *, delay: Delay | None = None, at: At | None = None
+        self,
+        topic: str,
+        job_id: str,
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        ack: str | None = None,
     ) -> bool:
-        """Move a pending job to a new due time; False when it is not pending."""
-        return self._run(self._producer.reschedule(topic, job_id, delay, at))
+        """Move a pending job to a new due time; False when it is not pending. `ack` as
+        for `cancel`."""
+        return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
 
     def get(self, topic: str, job_id: str) -> JobInfo | None:
         """A pending job's state, due time, attempt and payload; None when not pending.
@@ -148,6 +180,16 @@ class Client:
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
         """Create a topic (idempotent); returns its shard count.
+
+        The shard count is fixed for the topic's life. Each shard is one sorted set, one
+        stream and one lease: one scheduler node fires a shard at a time, and on a Redis
+        Cluster each shard lives on the primary that owns the slot of its tag
+        ``{topic:shard}`` (CRC16, so the spread over the primaries is only as even as the
+        hashes fall). So pick at least as many shards as scheduler nodes you want busy and,
+        on a cluster, several per primary (2-4, or 16 on 3 primaries) so every primary gets
+        a share; more shards cost one blocking read per shard per worker on a cluster and a
+        lease each. The default (`default_shards`, 4) suits one server. README, "Redis
+        Cluster", shows how to see where a topic's shards landed.
 
         Raises:
             TopicConfigError: It exists with another shard count.
@@ -179,8 +221,14 @@ class Client:
         return self._run(self._producer.drop_topic(topic, force))
 
     def stats(self, topic: str) -> TopicStats | None:
-        """Pending and ready counts per shard; None for an unknown topic."""
-        return self._run(self._producer.stats(topic))
+        """Pending and ready counts per shard, and the spool's (`TopicStats.spool`); None
+        for an unknown topic."""
+        return with_spool(self._run(self._producer.stats(topic)), self.spool_stats())
+
+    def spool_stats(self) -> SpoolStats | None:
+        """The spool's depth (jobs waiting in it) and age (ms since the oldest was spooled),
+        read without Redis; None without a spool."""
+        return None if self._drain is None else self._drain.drain.stats()
 
     def dead_letters(self, topic: str, limit: int = 100) -> list[DeadLetter]:
         """The topic's oldest `limit` dead letters (1-100000), oldest first."""
@@ -201,7 +249,11 @@ class Client:
         return self._run(dl.purge_dead(self._producer, topic, refs))
 
     def close(self) -> None:
-        self.redis.close()
+        """Close the connections; with a spool, stop its drain first (what it has not
+        replayed stays in the file, for the next client on it)."""
+        if self._drain is not None:
+            self._drain.close(self._executor.close)
+        self._executor.close()
 
     def __enter__(self) -> Self:
         return self
@@ -213,120 +265,3 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class AsyncClient:
-    """Asyncio producer client; the same methods as `Client`, awaitable."""
-
-    def __init__(
-        self, connection: redis.asyncio.Redis, settings: ClientSettings | None = None
-    ) -> None:
-        self._producer = Producer(settings or ClientSettings())
-        self._executor = AsyncExecutor(connection)
-
-    @property
-    def redis(self) -> redis.asyncio.Redis:
-        """The redis-py client the calls go through (a cluster client on a cluster)."""
-        return self._executor.client
-
-    @classmethod
-    def from_url(
-        cls,
-        url: str,
-        *,
-        redis_options: Mapping[str, Any] | None = None,
-        cluster: bool | None = None,
-        **settings: Any,
-    ) -> Self:
-        """Connect to `url`; see `Client.from_url`."""
-        client_settings = ClientSettings.from_kwargs(settings)
-        executor = connect.async_executor(url, redis_options or {}, cluster)
-        client = cls(executor.client, client_settings)
-        client._executor = executor
-        return client
-
-    async def _run(self, op: Op[T]) -> T:
-        try:
-            calls = next(op)
-            while True:
-                calls = op.send(await self._executor.run(calls))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-
-    async def enqueue(
-        self,
-        topic: str,
-        payload: Any,
-        *,
-        delay: Delay | None = None,
-        at: At | None = None,
-        job_id: str | None = None,
-        max_attempts: int | None = None,
-        replace: bool = False,
-    ) -> str:
-        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
-        return await self._run(self._producer.enqueue(topic, item))
-
-    enqueue.__doc__ = _ENQUEUE_DOC
-
-    async def enqueue_many(
-        self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]
-    ) -> list[str]:
-        """See `Client.enqueue_many`."""
-        return await self._run(self._producer.enqueue_many(topic, items))
-
-    async def cancel(self, topic: str, job_id: str) -> bool:
-        """See `Client.cancel`."""
-        return await self._run(self._producer.cancel(topic, job_id))
-
-    async def reschedule(
-        self, topic: str, job_id: str, *, delay: Delay | None = None, at: At | None = None
-    ) -> bool:
-        """See `Client.reschedule`."""
-        return await self._run(self._producer.reschedule(topic, job_id, delay, at))
-
-    async def get(self, topic: str, job_id: str) -> JobInfo | None:
-        """See `Client.get`."""
-        return await self._run(self._producer.get(topic, job_id))
-
-    async def create_topic(self, topic: str, shards: int | None = None) -> int:
-        """See `Client.create_topic`."""
-        return await self._run(self._producer.create_topic(topic, shards))
-
-    async def topics(self) -> dict[str, int]:
-        """See `Client.topics`."""
-        return await self._run(self._producer.topics())
-
-    async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
-        """See `Client.drop_topic`."""
-        return await self._run(self._producer.drop_topic(topic, force))
-
-    async def stats(self, topic: str) -> TopicStats | None:
-        """See `Client.stats`."""
-        return await self._run(self._producer.stats(topic))
-
-    async def dead_letters(self, topic: str, limit: int = 100) -> list[DeadLetter]:
-        """See `Client.dead_letters`."""
-        return await self._run(dl.dead_letters(self._producer, topic, limit))
-
-    async def replay(self, topic: str, refs: dl.Refs = None) -> int:
-        """See `Client.replay`."""
-        return await self._run(dl.replay(self._producer, topic, refs))
-
-    async def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
-        """See `Client.purge_dead`."""
-        return await self._run(dl.purge_dead(self._producer, topic, refs))
-
-    async def aclose(self) -> None:
-        await self.redis.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core import keys as k
 from wheelq.core.ids import make_job_id
@@ -43,6 +43,10 @@ from wheelq.runtime.clock import WallClock
 from wheelq.store import nodes, ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
+
+if TYPE_CHECKING:
+    from wheelq.producer.spool import SpoolStats
+    from wheelq.producer.spooler import Spooler
 
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
@@ -84,6 +88,9 @@ class TopicStats:
 
     topic: str
     shards: list[ShardStats]
+    spool: SpoolStats | None = None
+    """The client's spool (all its topics), None without one; `Client.spool_stats()` reads
+    it without Redis."""
 
     @property
     def pending(self) -> int:
@@ -105,6 +112,8 @@ class Producer:
         self.settings = settings
         self._shards: dict[str, int] = {}
         self._clock = WallClock()
+        self.spooler: Spooler | None = None
+        """Set by a client with a spool: enqueues go through it (`wheelq.producer.spooler`)."""
 
     # --- topics ---------------------------------------------------------------------------
 
@@ -130,6 +139,10 @@ class Producer:
         if have is not None:
             self._shards[topic] = have
         return have  # type: ignore[no-any-return]
+
+    def forget(self, topic: str) -> None:
+        """Drop the cached shard count, so the next write registers the topic again."""
+        self._shards.pop(topic, None)
 
     def topics(self) -> Op[dict[str, int]]:
         (registry,) = yield [ops.all_topics()]
@@ -176,8 +189,15 @@ class Producer:
             return []
         return (yield from self._write(topic, writes))
 
-    def _write(self, topic: str, writes: list[ops.JobWrite]) -> Op[list[str]]:
-        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined."""
+    def _write(
+        self, topic: str, writes: list[ops.JobWrite], applied: list[str] | None = None
+    ) -> Op[list[str]]:
+        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined.
+
+        With a spooler, it decides (and calls back with `applied`, a list this appends the
+        ids of each round Redis confirmed to)."""
+        if self.spooler is not None and applied is None:
+            return (yield from self.spooler.write(topic, writes, self._write))
         shards = self._shards.get(topic)  # the topic name was validated by the caller
         if shards is None:
             shards = yield from self.shard_count(topic, create=True)
@@ -200,6 +220,8 @@ class Producer:
                 duplicates += [
                     w.id for w, o in zip(chunk, outcomes, strict=True) if o == Placed.DUPLICATE
                 ]
+                if applied is not None:
+                    applied += [w.id for w in chunk]
         ids = [w.id for w in writes]
         if duplicates:
             dup = set(duplicates)

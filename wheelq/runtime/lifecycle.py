@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import redis.asyncio
 from redis.exceptions import RedisError
 
-from wheelq.errors import RedisUnavailableError
+from wheelq.errors import RedisUnavailableError, UnsupportedServerError
 from wheelq.runtime.outage import Backoff, address, is_transient, wait_for_either
 from wheelq.store import nodes
 from wheelq.store.calls import AsyncExecutor
@@ -25,6 +25,9 @@ from wheelq.store.calls import AsyncExecutor
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+MIN_REDIS = (7, 0)
+"""The oldest server a role starts on: its scripts use SPUBLISH (Redis 7.0, Valkey 7.2)."""
 
 MIN_PING_WAIT_S = 1.0
 """start(): each PING may take this long even when less of start_timeout_ms is left."""
@@ -45,15 +48,18 @@ class StartGate:
     ends a wait under way at once and waits for a start under way to end. `stopped` is
     set when the start failed or was aborted, and by the owner when it has stopped.
 
+    Once Redis answers, it asks the executor to find out whether the server is a
+    cluster node (`AsyncExecutor.resolve`), so the start sees the client it will use, and
+    refuses a server older than `MIN_REDIS` with `UnsupportedServerError`.
+
     Args:
-        connection: The client whose server is waited for.
+        executor: What the PINGs go through; its client's server is waited for.
         timeout_ms: Longest wait (``start_timeout_ms``); 0: one try, failing at once.
         log: Where the two log lines go.
     """
 
-    def __init__(self, connection: redis.asyncio.Redis, timeout_ms: int, log: logging.Logger):
-        self._redis = connection
-        self._executor = AsyncExecutor(connection)
+    def __init__(self, executor: AsyncExecutor, timeout_ms: int, log: logging.Logger):
+        self._executor = executor
         self._timeout_s = timeout_ms / 1000
         self._log = log
         self._aborted = asyncio.Event()
@@ -70,6 +76,8 @@ class StartGate:
         Raises:
             RedisUnavailableError: Only transient errors for ``start_timeout_ms``; the
                 last one is its cause.
+            UnsupportedServerError: The server is older than `MIN_REDIS`.
+            InvalidArgumentError: A plain client was given for a cluster node.
             redis.exceptions.RedisError: Any other error (wrong password, ...), at once.
         """
         if self.started:
@@ -80,6 +88,8 @@ class StartGate:
         self._aborted.clear()
         try:
             if await self._wait():
+                await self._executor.resolve()
+                await self._check_version()
                 await start()
                 return
             self.started = False
@@ -90,6 +100,15 @@ class StartGate:
             raise
         finally:
             self._ready.set()
+
+    async def _check_version(self) -> None:
+        (version,) = await self._executor.run([nodes.server_version()])
+        if version < MIN_REDIS:
+            where = address(self._executor.client)
+            raise UnsupportedServerError(
+                f"the server at {where} is Redis {'.'.join(map(str, version))}; wheelq needs "
+                f"Redis >= {'.'.join(map(str, MIN_REDIS))} or Valkey >= 7.2 (sharded pub/sub)"
+            )
 
     async def abort(self) -> bool:
         """End a wait for Redis under way at once, and wait for the start to end; returns
@@ -104,7 +123,7 @@ class StartGate:
         began = loop.time()
         deadline = began + self._timeout_s
         backoff = Backoff()
-        where = address(self._redis)
+        where = address(self._executor.client)
         waited = False
         while True:
             ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([nodes.ping()]))
@@ -228,8 +247,9 @@ class StopBudget:
         return f"{', '.join(self.undone)} ({self.problem or 'refused by redis'})"
 
 
-async def close(connection: redis.asyncio.Redis) -> None:
-    """Close a client's connections, waiting at most `CLOSE_S` (the server may not answer)."""
+async def close(connection: redis.asyncio.Redis | AsyncExecutor) -> None:
+    """Close a client's (or an executor's clients') connections, waiting at most `CLOSE_S`
+    (the server may not answer)."""
     try:
         await asyncio.wait_for(connection.aclose(), CLOSE_S)
     except (TimeoutError, RedisError, OSError) as exc:

@@ -25,10 +25,19 @@ from typing import Any
 
 import redis.asyncio
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     AuthorizationError,
     BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
     ExternalAuthProviderError,
+    MasterDownError,
+    MovedError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    SlotNotCoveredError,
+    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -41,12 +50,29 @@ REMIND_S = 30.0
 
 _NOT_TRANSIENT = (AuthenticationError, AuthorizationError, ExternalAuthProviderError)
 _BAD_CONFIG = (socket.gaierror, ssl.SSLCertVerificationError)
+# A Redis Cluster moving a slot or failing over: redirects and retries redis-py gave up on
+# (ClusterError "TTL exhausted"), a slot half moved (TRYAGAIN), no primary for a slot yet.
+_CLUSTER_MOVING = (
+    ClusterError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    AskError,
+    TryAgainError,
+    SlotNotCoveredError,
+)
 
 
 def is_transient(exc: BaseException) -> bool:
     """True when `exc` says Redis is not there yet or not now (down, restarting, loading,
-    unreachable, too slow), so the same call may work later; False for wrong credentials,
-    a certificate or host name that will not work, and every refused command."""
+    unreachable, too slow, a cluster moving a slot or failing over), so the same call may
+    work later; False for wrong credentials, a certificate or host name that will not work,
+    and every refused command."""
+    return is_unreachable(exc) or isinstance(exc, _CLUSTER_MOVING)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """The connection-level part of `is_transient`: refused, reset, timed out, loading."""
     if isinstance(exc, _NOT_TRANSIENT):
         return False
     if isinstance(exc, BusyLoadingError):
@@ -61,6 +87,35 @@ def is_transient(exc: BaseException) -> bool:
         ):
             return False  # a TLS handshake that cannot work (wrong port, protocol)
     return True
+
+
+_REFUSALS: tuple[tuple[type[Exception], str], ...] = (
+    (ReadOnlyError, "readonly"),
+    (OutOfMemoryError, "oom"),
+    (MasterDownError, "masterdown"),  # before ClusterDownError, its base class
+    (ClusterDownError, "clusterdown"),
+    (TryAgainError, "tryagain"),
+)
+
+
+def unavailable_reason(exc: BaseException) -> str | None:
+    """Why `exc` says Redis cannot take calls now, or None when it says something else.
+
+    ``"loading"`` and ``"unreachable"`` for the transient failures of `is_transient`; and
+    the refusals of a server that answers but takes no writes now: ``"readonly"`` (a
+    replica), ``"oom"`` (over ``maxmemory`` with ``noeviction``), ``"masterdown"``,
+    ``"clusterdown"`` and ``"tryagain"``. A refused command was not run.
+    """
+    if isinstance(exc, BusyLoadingError):
+        return "loading"
+    if is_unreachable(exc):
+        return "unreachable"
+    for kind, reason in _REFUSALS:
+        if isinstance(exc, kind):
+            return reason
+    if isinstance(exc, _CLUSTER_MOVING):  # redirects redis-py gave up on: a slot moving
+        return "tryagain"
+    return None
 
 
 class Backoff:
@@ -160,8 +215,13 @@ class Outage:
 
 
 def address(connection: redis.asyncio.Redis) -> str:
-    """``host:port`` (or the socket path) a client connects to, for log lines."""
-    kwargs = connection.connection_pool.connection_kwargs
+    """``host:port`` (or the socket path) a client connects to, for log lines; for a
+    cluster client, the node it started from."""
+    pool = getattr(connection, "connection_pool", None)
+    if pool is None:
+        startup = connection.nodes_manager.startup_nodes  # type: ignore[attr-defined]
+        return ", ".join(startup) or "a redis cluster"
+    kwargs = pool.connection_kwargs
     if "path" in kwargs:
         return str(kwargs["path"])
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"

@@ -9,22 +9,36 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 import redis.asyncio
+import redis.asyncio.cluster
 
 from wheelq.runtime.lifecycle import StartGate, StopBudget, close
 from wheelq.runtime.service import Lifecycle
+from wheelq.store.calls import AsyncExecutor
 
 R = TypeVar("R")
+
+Connection = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | AsyncExecutor
+"""What a role is given: a redis-py asyncio client, plain or cluster (``from_url`` gives the
+executor it made, which may switch to the cluster client when the role starts)."""
+
+
+def executor_of(connection: Connection) -> AsyncExecutor:
+    """The executor a role sends its calls through."""
+    if isinstance(connection, AsyncExecutor):
+        return connection
+    return AsyncExecutor(connection)  # type: ignore[arg-type]
 
 
 class Role(Lifecycle, Generic[R]):
     """Base of `Scheduler` and `Worker`: `stop()` returns their report type `R`.
 
     Args:
-        connection: The Redis client; closed by `stop()` only when `owns_connection`
-            (``from_url`` made it).
+        executor: What the role's calls go through; its client is closed by `stop()` only
+            when `owns_connection` (``from_url`` made it).
         start_timeout_ms: How long `start()` waits for a Redis not up yet.
         stop_timeout_ms: How long a stop may wait for Redis in all.
         log: The role's logger.
@@ -32,20 +46,41 @@ class Role(Lifecycle, Generic[R]):
 
     def __init__(
         self,
-        connection: redis.asyncio.Redis,
+        executor: AsyncExecutor,
         start_timeout_ms: int,
         stop_timeout_ms: int,
         log: logging.Logger,
     ) -> None:
-        self.redis = connection
-        self._gate = StartGate(connection, start_timeout_ms, log)
+        self._executor = executor
+        self._gate = StartGate(executor, start_timeout_ms, log)
         self._stop_timeout_s = stop_timeout_ms / 1000
         self._budget: StopBudget | None = None
         self.owns_connection = False
         """Set by ``from_url``: the client is this role's, and `stop()` closes it."""
 
+    @property
+    def redis(self) -> redis.asyncio.Redis:
+        """The redis-py client the role's calls go through (the cluster client on a
+        cluster, once started)."""
+        return self._executor.client
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the server is a Redis Cluster (known once started)."""
+        return self._executor.cluster
+
     async def stop(self) -> R:
         raise NotImplementedError
+
+    async def _start_through_gate(self, start: Callable[[], Awaitable[None]]) -> None:
+        """`StartGate.run(start)`; when it fails, a role that owns its client closes it (and
+        the plain one a cluster client replaced): nothing is left open by a failed start."""
+        try:
+            await self._gate.run(start)
+        except BaseException:
+            if self.owns_connection:
+                await close(self._executor)
+            raise
 
     def _stop_budget(self) -> StopBudget:
         """The budget of the stop that begins now (`hurry()` cuts it)."""
@@ -56,7 +91,7 @@ class Role(Lifecycle, Generic[R]):
         """The end of every stop, whatever happened: no connection outlives the role, and
         `serve()` returns."""
         if self.owns_connection:
-            await close(self.redis)
+            await close(self._executor)
         self._gate.started = False
         self._gate.stopped.set()
 

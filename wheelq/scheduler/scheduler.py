@@ -19,14 +19,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-import redis.asyncio
 from redis.exceptions import RedisError
 
 from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import RedisClock
 from wheelq.runtime.lifecycle import StopBudget
-from wheelq.runtime.role import Role
+from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.runtime.service import Service
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.lease_keeper import LeaseKeeper
@@ -35,8 +34,7 @@ from wheelq.scheduler.preloader import Preloader
 from wheelq.scheduler.trimmer import Trimmer
 from wheelq.scheduler.wake_listener import WakeListener
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store import nodes
-from wheelq.store.calls import AsyncExecutor
+from wheelq.store import connect, nodes
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +57,14 @@ class Scheduler(Role[StopReport]):
     """A scheduler node. `serve()` runs it until `stop()`; `run()` blocks (CLI).
 
     A node made by `from_url` owns its connection and closes it on `stop()`;
-    one given a connection leaves it open.
+    one given a connection (a redis-py asyncio client, plain or cluster) leaves it open.
+    On a Redis Cluster it works unchanged: every call touches one shard's slot, and wake
+    notes come by sharded pub/sub from the node that owns each shard.
     """
 
     def __init__(
         self,
-        connection: redis.asyncio.Redis,
+        connection: Connection,
         topics: str | Iterable[str] | None = None,
         settings: SchedulerSettings | None = None,
         *,
@@ -74,12 +74,12 @@ class Scheduler(Role[StopReport]):
     ) -> None:
         self.settings = settings or SchedulerSettings()
         s = self.settings
-        super().__init__(connection, s.start_timeout_ms, s.stop_timeout_ms, log)
+        executor = executor_of(connection)
+        super().__init__(executor, s.start_timeout_ms, s.stop_timeout_ms, log)
         self.topics = None if topics is None else topic_set(topics)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.clock = clock or RedisClock()
         self.leads = Leads(token=self.node_id)
-        executor = AsyncExecutor(connection)
         ctx = NodeContext(executor, self.clock, self.leads, self.settings, self._lost, on_event)
         pause_ms = self.settings.failure_pause_max_ms
         self._clock_keeper = ClockKeeper(
@@ -89,7 +89,7 @@ class Scheduler(Role[StopReport]):
         self.driver = WheelDriver(ctx)
         self._preloader = Preloader(ctx, self.driver)
         self._wake = WakeListener(
-            connection, self.leads, self.driver, self.clock, max_pause_ms=pause_ms
+            executor, self.leads, self.driver, self.clock, max_pause_ms=pause_ms
         )
         self.trimmer = Trimmer(ctx)
 
@@ -100,21 +100,25 @@ class Scheduler(Role[StopReport]):
         topics: str | Iterable[str] | None = None,
         *,
         redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
         node_id: str | None = None,
         on_event: EventHook | None = None,
         **settings: Any,
     ) -> Self:
         """A node for the Redis at `url`, leading shards of `topics`: one topic name, an
         iterable of them, or None for all topics, including ones created later.
-        `settings` are `SchedulerSettings` fields.
+        `settings` are `SchedulerSettings` fields. `url` may name any node of a Redis
+        Cluster: with `cluster` None the node finds out when it starts (INFO cluster);
+        True or False says so.
 
         Raises:
             InvalidTopicError: A topic name is not valid.
             InvalidArgumentError: `topics` is empty, or neither a str nor an iterable of
-                str; or a setting is unknown or out of range.
+                str; a setting is unknown or out of range; or `cluster` is not a bool or
+                None.
         """
         node = cls(
-            redis.asyncio.Redis.from_url(url, **dict(redis_options or {})),
+            connect.async_executor(url, redis_options or {}, cluster),
             topics,
             SchedulerSettings.from_kwargs(settings),
             node_id=node_id,
@@ -140,12 +144,12 @@ class Scheduler(Role[StopReport]):
             RedisUnavailableError: Redis was unreachable for all of ``start_timeout_ms``.
             redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
         """
-        await self._gate.run(self._start)
+        await self._start_through_gate(self._start)
 
     async def _start(self) -> None:
         for _ in range(CLOCK_SAMPLES_AT_START):
             await self._clock_keeper.sample()
-        await warn_if_unsafe(self.redis)
+        await warn_if_unsafe(self._executor)
         s = self.settings
         if s.wheel_size * s.tick_ms < s.window_ms:
             log.warning(
@@ -219,9 +223,10 @@ class Scheduler(Role[StopReport]):
         )
 
 
-async def warn_if_unsafe(connection: redis.asyncio.Redis) -> list[str]:
-    """Log (and return) warnings about server settings that can lose jobs."""
-    executor = AsyncExecutor(connection)
+async def warn_if_unsafe(connection: Connection) -> list[str]:
+    """Log (and return) warnings about server settings that can lose jobs (on a cluster,
+    those of the node the client sends keyless commands to)."""
+    executor = executor_of(connection)
     try:
         aof, policy = await executor.run(
             [nodes.server_config("appendonly"), nodes.server_config("maxmemory-policy")]

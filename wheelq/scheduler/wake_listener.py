@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import redis.asyncio
-
 from wheelq.core.clock import Clock
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.scheduler.led_shards import Leads
 from wheelq.scheduler.wheel_driver import WheelDriver
+from wheelq.store.calls import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription
 
 log = logging.getLogger(__name__)
@@ -30,7 +29,7 @@ class WakeListener(Service):
     """Feeds pub/sub wake notes of led shards into the wheel.
 
     Args:
-        connection: The client whose pub/sub connection it subscribes with.
+        executor: Its client's pub/sub connections subscribe (one per cluster node).
         leads: The node's leads: whose channels to follow, and whose notes to take.
         driver: Where announced jobs go.
         clock: This part's clock (the base logs pauses on it).
@@ -42,7 +41,7 @@ class WakeListener(Service):
 
     def __init__(
         self,
-        connection: redis.asyncio.Redis,
+        executor: AsyncExecutor,
         leads: Leads,
         driver: WheelDriver,
         clock: Clock,
@@ -50,13 +49,13 @@ class WakeListener(Service):
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
     ) -> None:
         super().__init__(clock, log, max_pause_ms=max_pause_ms)
-        self._redis = connection
+        self._executor = executor
         self._leads = leads
         self._driver = driver
 
     async def step(self) -> float:
         """One subscription: listen until stopped or the connection fails (it raises)."""
-        subscription = WakeSubscription(self._redis)
+        subscription = WakeSubscription(self._executor.client)
         try:
             await self._listen(subscription)
         finally:

@@ -11,7 +11,8 @@ switches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
@@ -62,3 +63,29 @@ def async_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -
         plain,
         to_cluster=lambda: redis.asyncio.cluster.RedisCluster.from_url(url, **opts),  # type: ignore[arg-type,return-value]
     )
+
+
+SPARE_CONNECTIONS = 4
+"""Connections of a node a worker keeps free of blocking reads: acks, claims, retries."""
+
+
+def check_blocking_reads(client: redis.asyncio.Redis, streams: Sequence[str]) -> None:
+    """On a cluster, check that one blocking read per stream leaves each node's connection
+    pool room for everything else (redis-py's cluster client allows `max_connections` per
+    node, 100 by default); a single server's reads take one connection in all.
+
+    Raises:
+        InvalidArgumentError: A node would lend every connection to blocking reads.
+    """
+    if not isinstance(client, redis.asyncio.cluster.RedisCluster):
+        return
+    reads = Counter(client.get_node_from_key(stream).name for stream in streams)
+    for name, count in reads.items():
+        node = client.get_node(node_name=name)
+        if node is not None and count + SPARE_CONNECTIONS > node.max_connections:
+            raise InvalidArgumentError(
+                "redis_options",
+                f"max_connections must be >= {count + SPARE_CONNECTIONS} for a worker whose "
+                f"topic has {count} shards on node {name} (one blocking read each, plus "
+                f"{SPARE_CONNECTIONS}), got {node.max_connections}",
+            )

@@ -74,12 +74,14 @@ def forget_nodes(topic: str) -> Call[int]:
 
 def ping() -> Call[bool]:
     """PING: whether the server answers (raises what a failed call raises)."""
-    return Call(command=("PING",), parse=bool)
+    return Call(command=("PING",), parse=bool, keyless=True)
 
 
 def server_time() -> Call[float]:
     """Parses TIME to ms (float, µs precision)."""
-    return Call(command=("TIME",), parse=lambda r: int(r[0]) * 1000 + int(r[1]) / 1000)
+    return Call(
+        command=("TIME",), parse=lambda r: int(r[0]) * 1000 + int(r[1]) / 1000, keyless=True
+    )
 
 
 def heartbeat(topic: str, node_id: str, expires_ms: int) -> Call[int]:
@@ -101,6 +103,17 @@ def leave(topic: str, node_id: str) -> Call[int]:
     return Call(command=("ZREM", nodes_key(topic), node_id), parse=int)
 
 
+def server_version() -> Call[tuple[int, ...]]:
+    """INFO server's ``redis_version`` as numbers (Valkey reports the Redis version it is
+    compatible with there)."""
+
+    def parse(reply: Any) -> tuple[int, ...]:
+        text = str(reply.get("redis_version", "0"))
+        return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+    return Call(command=("INFO", "server"), parse=parse, keyless=True)
+
+
 def server_config(name: str) -> Call[dict[str, str]]:
     def text(v: Any) -> str:
         return v.decode() if isinstance(v, bytes) else str(v)
@@ -111,4 +124,5 @@ def server_config(name: str) -> Call[dict[str, str]]:
         )
         return {text(k): text(v) for k, v in pairs}
 
-    return Call(command=("CONFIG", "GET", name), parse=parse)
+    # One word "CONFIG GET": how redis-py names it, so its cluster client routes it.
+    return Call(command=("CONFIG GET", name), parse=parse, keyless=True)

@@ -33,6 +33,8 @@ class JobWrite:
     due: DueSpec
     replace: bool
     envelope: bytes
+    token: str = ""
+    """A spool replay's token for this write (see `enqueue`'s `record_ms`); else unused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +69,25 @@ def _placed(reply: Any) -> list[Placed]:
     return [Placed(c) for c in check("enqueue", reply)[1:]]
 
 
-def enqueue(keys: ShardKeys, jobs: Sequence[JobWrite]) -> Call[list[Placed]]:
+def enqueue(keys: ShardKeys, jobs: Sequence[JobWrite], record_ms: int = 0) -> Call[list[Placed]]:
     """Parses to each job's outcome, in order; raises `MalformedJobError` when an envelope
-    due now cannot be decoded (wheelq's clients write none)."""
-    args: list[str | bytes | int] = [keys.topic, keys.wake_channel]
+    due now cannot be decoded (wheelq's clients write none).
+
+    `record_ms` > 0 makes it a spool replay: a job whose `token` the shard's record holds is
+    `Placed.APPLIED` and not written again; the others' tokens are kept that long."""
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms]
     for job in jobs:
         mode, value = job.due.wire
         args += [job.id, mode, value, "1" if job.replace else "0", job.envelope]
+        if record_ms:
+            args.append(job.token)
     return script_call("enqueue", keys, args, _placed)
+
+
+def forget_replayed(keys: ShardKeys, tokens: Sequence[str]) -> Call[int]:
+    """ZREM tokens the spool no longer holds from the shard's record; parses to how many
+    were there."""
+    return Call(command=("ZREM", keys.spooled, *tokens), parse=int)
 
 
 def _rescheduled(reply: Any) -> Placed | None:
@@ -93,6 +106,19 @@ def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None
 
 def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
     return script_call("cancel", keys, [job_id], lambda r: bool(check("cancel", r)[1]))
+
+
+def job_ids(call: Call[Any]) -> list[str]:
+    """The ids of the jobs an `enqueue`, `reschedule` or `cancel` call writes, read back
+    from its arguments as built above (an unconfirmed write names them); [] for others."""
+    if call.script == "enqueue":  # topic, channel, record_ms; 5 per job (6 with a record)
+        per_job = 6 if int(call.args[2]) else 5
+        return [str(a) for a in call.args[3::per_job]]
+    if call.script == "reschedule":
+        return [str(call.args[2])]
+    if call.script == "cancel":
+        return [str(call.args[0])]
+    return []
 
 
 NO_BYTE_BOUND = 2**52  # what "no byte bound" sends: more than any server holds

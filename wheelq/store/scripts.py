@@ -56,6 +56,9 @@ class Placed(IntEnum):
     FIRED = 1
     DUPLICATE = 2
     """enqueue only: pending already and replace not asked for (not written)."""
+    APPLIED = 4
+    """enqueue, a spool replay only: an earlier call applied this write (its token is in
+    ``{T:s}:spooled``); not written again."""
 
 
 NOT_PENDING = 3
@@ -65,7 +68,7 @@ _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
 _LEASE = ("lease", "horizon")
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": _WRITE,
+    "enqueue": (*_WRITE, "spooled"),
     "reschedule": _WRITE,
     "cancel": ("delayed", "jobs"),
     "emit_due": ("delayed", "jobs", "ready", "lease", "dead"),

@@ -4,8 +4,8 @@
 with ``--cluster-enabled yes``, spreads the 16,384 slots evenly over the
 primaries with CLUSTER ADDSLOTSRANGE, joins the nodes with CLUSTER MEET,
 attaches replicas with CLUSTER REPLICATE, and waits until every node reports
-``cluster_state:ok`` and knows every other node. No ``redis-cli`` is needed;
-three primaries take about two seconds. ``with`` starts and stops it.
+``cluster_state:ok``, knows every other node and the owner of every slot. No
+``redis-cli`` is needed; three primaries take about two seconds. ``with`` starts and stops it.
 """
 
 from __future__ import annotations
@@ -101,9 +101,128 @@ class EmbeddedCluster:
         for node in self.nodes:
             node.stop()
 
+    def kill_primary(self, index: int, timeout_s: float = 30.0) -> EmbeddedServer:
+        """SIGKILL primary `index`, as a crash would, and wait for its replica to take over.
+
+        The cluster fails the primary over by itself (after ``node_timeout_ms``); this
+        waits until one of its replicas is a primary and every live node says so.
+        ``primaries[index]`` stays in the list, dead (`stop` still cleans it up).
+
+        Returns:
+            The promoted replica.
+
+        Raises:
+            EmbeddedServerError: No replica of it, or none took over within `timeout_s`.
+        """
+        per = self._replicas_per_primary
+        if per < 1:
+            raise EmbeddedServerError("kill_primary needs replicas >= 1: none would take over")
+        candidates = self.replicas[index * per : (index + 1) * per]
+        ids = {id(node): self._myid(node) for node in candidates}
+        self.primaries[index].kill()
+        live = [node for node in self.nodes if node.pid is not None]
+        promoted: list[EmbeddedServer] = []
+
+        def taken_over() -> bool:
+            promoted[:] = [n for n in candidates if self._role(n) == "master"]
+            return bool(promoted) and all(self._sees_primary(n, ids[id(promoted[0])]) for n in live)
+
+        self._wait(time.monotonic() + timeout_s, "a replica to take over", taken_over)
+        return promoted[0]
+
     def client(self, node: EmbeddedServer) -> redis.Redis:
         """A plain (non-cluster) client of one node, for admin commands in tests."""
         return redis.Redis(host=node.host, port=node.port, socket_timeout=5)
+
+    # --- faults for tests: moving a slot, failing over -----------------------------------
+
+    def node_id(self, node: EmbeddedServer) -> str:
+        """A node's cluster id (CLUSTER MYID)."""
+        with self.client(node) as c:
+            return _text(c.execute_command("CLUSTER", "MYID"))
+
+    def owner(self, slot: int) -> EmbeddedServer:
+        """The primary serving `slot` now (as the first live primary's view has it)."""
+        with self.client(self._live_primary()) as c:
+            for low, high, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if int(low) <= slot <= int(high):
+                    port = int(primary[1])
+                    return next(n for n in self.nodes if n.port == port)
+        raise EmbeddedServerError(f"cluster: slot {slot} is not served")
+
+    def migrate_slot(
+        self, slot: int, to: EmbeddedServer, *, pause_s: float = 0.0, timeout_s: float = 30.0
+    ) -> int:
+        """Move `slot` to the primary `to` the way an operator does (SETSLOT IMPORTING and
+        MIGRATING, MIGRATE key by key, SETSLOT NODE everywhere); returns the keys moved.
+
+        Args:
+            slot: The slot.
+            to: Its new owner, a primary.
+            pause_s: A pause after each key, so a test's load meets the slot half moved
+                (clients get ASK and TRYAGAIN replies meanwhile).
+            timeout_s: How long to wait for every node to see the new owner.
+        """
+        source = self.owner(slot)
+        src_id, dst_id = self.node_id(source), self.node_id(to)
+        with self.client(to) as dst, self.client(source) as src:
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            moved = 0
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1):
+                src.execute_command("MIGRATE", to.host, to.port, "", 0, 5000, "KEYS", *keys)
+                moved += len(keys)
+                time.sleep(pause_s)
+            for node in (to, source, *self.primaries):
+                with self.client(node) as c:
+                    c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        self._wait(
+            time.monotonic() + timeout_s,
+            f"every node to see slot {slot} on {to.port}",
+            lambda: all(self._owner_seen_by(n, slot) == to.port for n in self._live()),
+        )
+        return moved
+
+    def failover(self, replica: EmbeddedServer, timeout_s: float = 30.0) -> EmbeddedServer:
+        """A coordinated failover (CLUSTER FAILOVER on `replica`: its primary stops taking
+        writes until the replica has them all, then they swap roles); returns the old
+        primary, a replica now. Waits until every node agrees and the cluster is ok."""
+        with self.client(replica) as c:
+            old = self._primary_of(c)
+            c.execute_command("CLUSTER", "FAILOVER")
+        self._settle(replica, old, timeout_s)
+        return old
+
+    def _settle(self, primary: EmbeddedServer, old: EmbeddedServer, timeout_s: float) -> None:
+        """Swap the two in the lists once `primary` is a primary everywhere and ok."""
+
+        def done() -> bool:
+            with self.client(primary) as c:
+                role = c.info("replication").get("role")
+            return role == "master" and all(
+                self._info(n).get("cluster_state") == "ok" for n in self._live()
+            )
+
+        self._wait(time.monotonic() + timeout_s, f"{primary.port} to be a primary", done)
+        i, j = self.primaries.index(old), self.replicas.index(primary)
+        self.primaries[i], self.replicas[j] = primary, old
+
+    def _primary_of(self, replica: redis.Redis) -> EmbeddedServer:
+        port = int(replica.info("replication")["master_port"])
+        return next(n for n in self.nodes if n.port == port)
+
+    def _owner_seen_by(self, node: EmbeddedServer, slot: int) -> int | None:
+        with self.client(node) as c:
+            for low, high, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if int(low) <= slot <= int(high):
+                    return int(primary[1])
+        return None
+
+    def _live(self) -> list[EmbeddedServer]:
+        return [n for n in self.nodes if n.pid is not None]
+
+    def _live_primary(self) -> EmbeddedServer:
+        return next(n for n in self.primaries if n.pid is not None)
 
     def _form(self, deadline: float) -> None:
         per = SLOTS // len(self.primaries)
@@ -133,14 +252,36 @@ class EmbeddedCluster:
         )
 
     def _all_ok(self) -> bool:
-        return all(self._info(node).get("cluster_state") == "ok" for node in self.nodes) and all(
-            self._replicating(node) for node in self.replicas
-        )
+        # cluster_state is ok before a node has heard of every slot's owner (full coverage is
+        # not required): wait until each has.
+        return all(
+            (info := self._info(node)).get("cluster_state") == "ok"
+            and info.get("cluster_slots_assigned") == str(SLOTS)
+            for node in self.nodes
+        ) and all(self._replicating(node) for node in self.replicas)
 
     def _replicating(self, node: EmbeddedServer) -> bool:
         with self.client(node) as c:
             info = c.info("replication")
         return bool(info.get("role") == "slave" and info.get("master_link_status") == "up")
+
+    def _role(self, node: EmbeddedServer) -> str:
+        with self.client(node) as c:
+            return str(c.info("replication").get("role"))
+
+    def _myid(self, node: EmbeddedServer) -> str:
+        with self.client(node) as c:
+            return _text(c.execute_command("CLUSTER", "MYID"))
+
+    def _sees_primary(self, node: EmbeddedServer, node_id: str) -> bool:
+        """Whether `node`'s view of the cluster has `node_id` as a primary."""
+        with self.client(node) as c:
+            raw = _text(c.execute_command("CLUSTER", "NODES"))
+        for line in raw.splitlines():
+            fields = line.split()  # id address flags ...
+            if fields and fields[0] == node_id:
+                return "master" in fields[2].split(",")
+        return False
 
     def _info(self, node: EmbeddedServer) -> dict[str, str]:
         with self.client(node) as c:

@@ -2,7 +2,7 @@
 
 In order, each step that needs Redis within the stop's shared `StopBudget`:
 
-1. the reader stops at once (a read blocked in Redis is cancelled) and the claim keeper
+1. the readers stop at once (a read blocked in Redis is cancelled) and the claim keeper
    stops taking over (its keep-alive goes on, so running handlers keep their entries);
 2. entries still waiting for a slot are dropped and *handed on*: their idle time is set to
    the visibility timeout, so the next worker to scan takes them over at once;
@@ -59,7 +59,7 @@ class RunningParts:
     """What `Worker.start()` made, and `shut_down` stops in the order of the module docstring.
 
     Attributes:
-        reader: The stream reader.
+        readers: The stream readers (one, or one per shard on a cluster).
         claims: The claim keeper.
         settler: The settler.
         in_flight: The entries the worker holds.
@@ -67,7 +67,7 @@ class RunningParts:
         visibility_timeout_ms: The idle time handed-on entries are given.
     """
 
-    reader: StreamReader
+    readers: tuple[StreamReader, ...]
     claims: ClaimKeeper
     settler: Settler
     in_flight: InFlightSet
@@ -79,7 +79,8 @@ class RunningParts:
     ) -> WorkerStopReport:
         """Stop every part within `budget`, giving running handlers `grace_s` (or until
         `hurry` is set); returns what was left."""
-        await self.reader.stop()
+        for reader in self.readers:
+            await reader.stop()
         self.claims.claiming = False
         running = self.in_flight.running()
         waiting = self.in_flight.drop_waiting()

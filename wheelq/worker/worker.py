@@ -12,23 +12,20 @@ import socket
 from collections.abc import Mapping
 from typing import Any, Self
 
-import redis.asyncio
-
 from wheelq.core.keys import all_shards, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
 from wheelq.runtime.clock import LocalClock, WallClock
-from wheelq.runtime.role import Role
-from wheelq.store import ops
-from wheelq.store.calls import AsyncExecutor
+from wheelq.runtime.role import Connection, Role, executor_of
+from wheelq.store import connect, ops
 from wheelq.worker.claim_keeper import ClaimKeeper
 from wheelq.worker.handler_runner import Handler, HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.membership import Consumer, Membership
 from wheelq.worker.settler import Settler
 from wheelq.worker.shutdown import NOTHING_RAN, RunningParts, WorkerStopReport
-from wheelq.worker.stream_reader import StreamReader
+from wheelq.worker.stream_reader import ReadSlots, StreamReader
 
 __all__ = ["STARTS", "Worker", "WorkerStopReport"]
 
@@ -49,7 +46,8 @@ class Worker(Role[WorkerStopReport]):
     signal stops at once). A worker made by `from_url` owns its connection.
 
     Args:
-        connection: The Redis client (not closed by the worker).
+        connection: The redis-py asyncio client, plain or cluster (not closed by the
+            worker).
         topic: The topic to consume.
         handler: A function taking one `wheelq.Job`, ``def`` (run on threads, at most
             `concurrency` at once) or ``async def``; its return value is ignored. A handler
@@ -71,7 +69,7 @@ class Worker(Role[WorkerStopReport]):
 
     def __init__(
         self,
-        connection: redis.asyncio.Redis,
+        connection: Connection,
         topic: str,
         handler: Handler,
         *,
@@ -91,14 +89,13 @@ class Worker(Role[WorkerStopReport]):
         self.group = group
         self.settings = settings or WorkerSettings()
         s = self.settings
-        super().__init__(connection, s.start_timeout_ms, s.stop_timeout_ms, log)
+        super().__init__(executor_of(connection), s.start_timeout_ms, s.stop_timeout_ms, log)
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.runner = HandlerRunner(
             handler,
             timeout_ms=self.settings.handler_timeout_ms,
             threads=self.settings.concurrency,
         )
-        self._executor = AsyncExecutor(connection)
         self._hurry = asyncio.Event()
         self._members = Membership(Consumer(self._executor, self.topic, [], group, self.consumer))
         self.clock = LocalClock()
@@ -131,16 +128,23 @@ class Worker(Role[WorkerStopReport]):
         group: str = "default",
         concurrency: int | None = None,
         redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
         consumer: str | None = None,
         start: str = "earliest",
         **settings: Any,
     ) -> Self:
-        """A worker for the Redis at `url`. `settings` are `WorkerSettings` fields; the
-        other arguments are as in `Worker`."""
+        """A worker for the Redis at `url`: one server, or any node of a Redis Cluster
+        (`cluster` None: found out at start; True or False: say so). `settings` are
+        `WorkerSettings` fields; the other arguments are as in `Worker`.
+
+        Raises:
+            InvalidArgumentError: A setting unknown or out of range, or `cluster` not a bool
+                or None; and as `Worker`.
+        """
         if concurrency is not None:
             settings["concurrency"] = concurrency
         worker = cls(
-            redis.asyncio.Redis.from_url(url, **dict(redis_options or {})),
+            connect.async_executor(url, redis_options or {}, cluster),
             topic,
             handler,
             group=group,
@@ -165,7 +169,7 @@ class Worker(Role[WorkerStopReport]):
             return
         self._in_flight.closing = False
         self._hurry = asyncio.Event()
-        await self._gate.run(self._start)
+        await self._start_through_gate(self._start)
 
     async def _start(self) -> None:
         _, shards = await self._executor.run(  # the topic is created on first use
@@ -177,6 +181,7 @@ class Worker(Role[WorkerStopReport]):
         me = Consumer(
             self._executor, self.topic, all_shards(self.topic, shards), self.group, self.consumer
         )
+        connect.check_blocking_reads(self.redis, [keys.ready for keys in me.shards])
         self._members = Membership(me)
         await self._members.join(STARTS[self.start_from])
         s, in_flight = self.settings, self._in_flight
@@ -188,20 +193,26 @@ class Worker(Role[WorkerStopReport]):
             accept=in_flight.accept,
             clock=self.clock,
         )
-        reader = StreamReader(
-            me,
-            s.block_ms,
-            free=in_flight.free,
-            room=in_flight.room,
-            accept=in_flight.accept,
-            ensure_groups=self._members.join,
-            clock=self.clock,
-            max_pause_ms=s.failure_pause_max_ms,
+        # A cluster serves a command from one slot only: there, one blocking read per shard.
+        groups = [[keys] for keys in me.shards] if self.cluster else [None]
+        slots = ReadSlots(in_flight.free, in_flight.room, len(me.shards), len(groups))
+        readers = tuple(
+            StreamReader(
+                me,
+                s.block_ms,
+                slots=slots,
+                accept=in_flight.accept,
+                ensure_groups=self._members.join,
+                clock=self.clock,
+                max_pause_ms=s.failure_pause_max_ms,
+                shards=shards,
+            )
+            for shards in groups
         )
         self._parts = RunningParts(
-            reader, claims, self.settler, in_flight, self._members, s.visibility_timeout_ms
+            readers, claims, self.settler, in_flight, self._members, s.visibility_timeout_ms
         )
-        for service in (self.settler, claims, reader):
+        for service in (self.settler, claims, *readers):
             await service.start()
         log.info(
             "worker %s started on %s (group %s, %d shards, concurrency %d)",
@@ -275,6 +286,19 @@ class Worker(Role[WorkerStopReport]):
             "parts": {
                 "settler": self.settler.status(),
                 "claims": parts.claims.status() if parts else NOT_STARTED,
-                "reader": parts.reader.status() if parts else NOT_STARTED,
+                "reader": combined([r.status() for r in parts.readers]) if parts else NOT_STARTED,
             },
         }
+
+
+def combined(statuses: list[dict[str, Any]]) -> dict[str, Any]:
+    """One status for several readers of one worker: running only if all are; the most
+    failures of any; the first last error."""
+    if len(statuses) == 1:
+        return statuses[0]
+    errors = [st["last_error"] for st in statuses if st["last_error"] is not None]
+    return {
+        "running": all(st["running"] for st in statuses),
+        "failures": max(st["failures"] for st in statuses),
+        "last_error": errors[0] if errors else None,
+    }

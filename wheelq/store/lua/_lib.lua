@@ -14,6 +14,7 @@ local WQ_SCHEDULED = 0
 local WQ_FIRED = 1
 local WQ_DUPLICATE = 2    -- enqueue: pending already, replace not asked for (not written)
 local WQ_NOT_PENDING = 3  -- reschedule: no such pending job (nothing written)
+local WQ_APPLIED = 4      -- enqueue, a spool replay: an earlier call applied it (not written)
 
 local function wq_fmt(n)
   return string.format('%.0f', n)
@@ -205,6 +206,6 @@ local function wq_schedule(delayed, jobs, inbox, channel, horizon, id, due, enve
   if horizon and due <= horizon then
     local note = wq_note(due, id)
     redis.call('RPUSH', inbox, note)
-    redis.call('PUBLISH', channel, note)
+    redis.call('SPUBLISH', channel, note)
   end
 end

@@ -8,7 +8,8 @@ KEYS[4]  {T:s}:dead      STREAM  dead letters
 KEYS[5]  {T:s}:lease     STRING  token of the leader
 KEYS[6]  {T:s}:horizon   STRING  ms the leader has preloaded up to
 KEYS[7]  {T:s}:inbox     LIST    "due:id" notes for the leader
-         (KEYS[4..7] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
+KEYS[8]  {T:s}:spooled   ZSET    tokens of replayed spool writes
+         (KEYS[4..8] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
 Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)

@@ -1,25 +1,45 @@
 --[[ enqueue.lua — add jobs to one shard: fire each now if due, else schedule it.
 Batched: one HMGET finds the pending ids, one HSET and one ZADD store every scheduled job, so
 the cost per job is a few table operations rather than several Redis calls.
+A producer spool's replay (ARGV[3] > 0) also passes each write's token: a token already in
+the record (KEYS[6]) is a write an earlier call applied (its reply was lost, or the producer
+died before it deleted the row), so it is skipped; every other token is added with this
+call's TIME, so replaying a batch twice applies each write once even if it fired between.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
+KEYS[6]  {T:s}:spooled   ZSET    token of a replayed spool write -> ms it was applied (replay
+         only; a plain enqueue does not touch it)
 ARGV[1]  topic
 ARGV[2]  wake channel
-ARGV[3..] five per job: id, mode ('d': value ms after TIME | 'a': value is the due ms),
-          value ms, replace ('1' | '0'), envelope (msgpack)
+ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay: tokens are kept in KEYS[6]
+         this long (the key expires that long after the last replay, and each call removes up
+         to twice as many expired tokens as it adds)
+ARGV[4..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
+          value ms, replace ('1' | '0'), envelope (msgpack), and with record ms > 0 its token
+          (six per job; five without)
 Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED now
-           (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written)
+           (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written),
+           4 APPLIED: replay only, its token is in KEYS[6] (not written again)
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded (a caller's
-           bug: wheelq writes none); jobs before it that fired are in the stream, nothing
-           else is written
+           bug: wheelq writes none); jobs before it that fired are in the stream (and their
+           tokens recorded), nothing else is written
 ]]
--- Type checks: the sorted set, the stream and the inbox by TYPE (a job must not be scheduled
--- into a shard it could never fire from); the horizon and the hash by their first read.
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')
+-- Type checks: the sorted set, the stream and the inbox (and a replay's record) by TYPE (a job
+-- must not be scheduled into a shard it could never fire from); the horizon and the hash by
+-- their first read.
+local record_ms = tonumber(ARGV[3])
+local stride = 5
+local bad
+if record_ms > 0 then
+  stride = 6
+  bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list', KEYS[6], 'zset')
+else
+  bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')
+end
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -29,12 +49,32 @@ if type(horizon) == 'table' and horizon.err then
 end
 horizon = tonumber(horizon)
 local now = wq_now_ms()
-local ids = {}
-for i = 3, #ARGV, 5 do
+local ids, tokens = {}, {}
+for i = 4, #ARGV, stride do
   ids[#ids + 1] = ARGV[i]
+  if stride == 6 then
+    tokens[#tokens + 1] = ARGV[i + 5]
+  end
 end
 if #ids == 0 then
   return {WQ_OK}
+end
+-- A replay: which writes an earlier call applied, and the tokens this call decides.
+local applied, decided = {}, {}
+if stride == 6 then
+  for n, score in ipairs(wq_multi('ZMSCORE', KEYS[6], tokens)) do
+    applied[n] = score ~= false
+  end
+end
+local function record()
+  if #decided == 0 then
+    return
+  end
+  wq_multi('ZADD', KEYS[6], decided)
+  local expired = redis.call('ZRANGE', KEYS[6], '-inf', '(' .. wq_fmt(now - record_ms),
+    'BYSCORE', 'LIMIT', 0, #decided)
+  wq_multi('ZREM', KEYS[6], expired)
+  redis.call('PEXPIRE', KEYS[6], record_ms)
 end
 -- Jobs are applied in order, as if one by one; the writes are gathered and made at the end.
 local pending, final, order = {}, {}, {}
@@ -47,30 +87,38 @@ for n, flag in ipairs(flags) do
 end
 local out, notes = {WQ_OK}, {}
 for n = 1, #ids do
-  local i = 3 + (n - 1) * 5
+  local i = 4 + (n - 1) * stride
   local id, value, envelope = ARGV[i], tonumber(ARGV[i + 2]), ARGV[i + 4]
   local due = value
   if ARGV[i + 1] == 'd' then
     due = now + value
   end
-  if final[id] == nil then
-    order[#order + 1] = id
-  end
-  if pending[id] and ARGV[i + 3] ~= '1' then
-    out[#out + 1] = WQ_DUPLICATE
-  elseif due <= now then
-    local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
-    if refused then
-      return refused
-    end
-    pending[id], final[id] = false, false
-    out[#out + 1] = WQ_FIRED
+  if applied[n] then
+    out[#out + 1] = WQ_APPLIED
   else
-    pending[id], final[id] = true, {due, envelope}
-    if horizon and due <= horizon then
-      notes[#notes + 1] = wq_note(due, id)
+    if final[id] == nil then
+      order[#order + 1] = id
     end
-    out[#out + 1] = WQ_SCHEDULED
+    if pending[id] and ARGV[i + 3] ~= '1' then
+      out[#out + 1] = WQ_DUPLICATE
+    elseif due <= now then
+      local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
+      if refused then
+        record()
+        return refused
+      end
+      pending[id], final[id] = false, false
+      out[#out + 1] = WQ_FIRED
+    else
+      pending[id], final[id] = true, {due, envelope}
+      if horizon and due <= horizon then
+        notes[#notes + 1] = wq_note(due, id)
+      end
+      out[#out + 1] = WQ_SCHEDULED
+    end
+    if stride == 6 then
+      decided[#decided + 1], decided[#decided + 2] = wq_fmt(now), tokens[n]
+    end
   end
 end
 local hset, zadd, gone = {}, {}, {}
@@ -91,7 +139,8 @@ end
 if #notes > 0 then
   wq_multi('RPUSH', KEYS[5], notes)
   for _, note in ipairs(notes) do
-    redis.call('PUBLISH', ARGV[2], note)
+    redis.call('SPUBLISH', ARGV[2], note)
   end
 end
+record()
 return out

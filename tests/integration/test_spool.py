@@ -1,0 +1,202 @@
+"""The producer spool on real servers with real faults: Redis killed and restarted while jobs
+are enqueued, a replay whose reply is lost after Redis applied it, and the producer itself
+killed with -9 while spooling. Every id a client returned is in Redis exactly once after the
+drain: pending in its shard's sorted set, or fired into its ready stream."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.support.servers import dedicated_server
+from tests.support.spool_proc import SpoolProducer
+from tests.support.spooling import (
+    DRAIN_S,
+    HOUR_S,
+    SHARDS,
+    EitherClient,
+    found_ids,
+)
+from tests.support.waiting import eventually_sync, until
+from wheelq import AsyncClient, Client, SpoolLockedError, SpoolStats
+from wheelq.core.clock import ManualClock
+from wheelq.core.job import Envelope
+from wheelq.core.keys import all_shards, shard_of
+from wheelq.core.schedule import DueSpec
+from wheelq.core.settings import ClientSettings
+from wheelq.producer.breaker import Breaker
+from wheelq.producer.drain import Drain
+from wheelq.producer.drive import drive_sync
+from wheelq.producer.operations import Producer
+from wheelq.producer.spool import Spool
+from wheelq.runtime.clock import WallClock, wall_ms
+from wheelq.store.calls import Call, SyncExecutor
+from wheelq.store.ops import JobWrite
+from wheelq.testing import EmbeddedServer, ServerBinary
+
+
+@pytest.fixture
+def srv(server_binary: ServerBinary) -> Iterator[EmbeddedServer]:
+    with dedicated_server(server_binary, appendonly=True) as server:
+        yield server
+
+
+async def test_jobs_enqueued_while_redis_is_down_are_spooled_then_each_replayed_once(
+    srv: EmbeddedServer, client_kind: str, topic: str, tmp_path: Path
+) -> None:
+    client = EitherClient(client_kind, srv.url, spool=tmp_path / "spool.db", default_shards=SHARDS)
+    try:
+        before = await client.call("enqueue", topic, "before the outage")
+        srv.kill()
+        ids = [
+            await client.call("enqueue", topic, {"n": n}, delay=0 if n % 2 else HOUR_S)
+            for n in range(40)
+        ]
+        ids += await client.call(
+            "enqueue_many", topic, [{"payload": n, "delay": n % 3 * HOUR_S} for n in range(60)]
+        )
+        spooled = client.spool_stats()
+        assert spooled.depth == 100
+        assert spooled.age_ms >= 0
+        srv.restart()
+
+        await until(lambda: client.spool_stats().depth == 0, timeout_s=DRAIN_S, what="drain")
+
+        assert found_ids(srv.url, topic) == Counter([before, *ids])
+        stats = await client.call("stats", topic)
+        assert stats.spool == SpoolStats(str(tmp_path / "spool.db"), 0, 0, 0, None)
+        assert stats.pending + stats.ready == 101
+    finally:
+        await client.close()
+
+
+async def test_a_spooled_delay_counts_from_the_call_not_from_the_replay(
+    srv: EmbeddedServer, client_kind: str, topic: str, tmp_path: Path
+) -> None:
+    client = EitherClient(client_kind, srv.url, spool=tmp_path / "spool.db", default_shards=SHARDS)
+    try:
+        await client.call("create_topic", topic)
+        srv.kill()
+        job_id = await client.call("enqueue", topic, "x", delay=HOUR_S)
+        returned_ms = wall_ms()
+        # Let the outage last, so a delay counted from the replay would be visibly late.
+        await until(lambda: wall_ms() > returned_ms + 300, what="300 ms of outage")
+        restarted_ms = wall_ms()
+        srv.restart()
+        await until(lambda: client.spool_stats().depth == 0, timeout_s=DRAIN_S, what="drain")
+
+        with redis.Redis.from_url(srv.url) as r:
+            keys = all_shards(topic, SHARDS)[shard_of(job_id, SHARDS)]
+            due = int(r.zscore(keys.delayed, job_id))
+            called_ms = Envelope.unpack(r.hget(keys.jobs, job_id)).enqueued_ms
+        assert called_ms + HOUR_S * 1000 <= due < restarted_ms + HOUR_S * 1000
+    finally:
+        await client.close()
+
+
+class LosingReplies:
+    """A real executor that loses the reply of the first replay round after Redis ran it."""
+
+    def __init__(self, executor: SyncExecutor) -> None:
+        self.executor = executor
+        self.lost = 0
+
+    def run(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        replies = self.executor.run(calls, return_exceptions=True)
+        if not self.lost and any(call.script == "enqueue" for call in calls):
+            self.lost += 1
+            raise redis.ConnectionError("Connection reset by peer (reply lost after it ran)")
+        return replies
+
+
+def test_a_replay_whose_reply_is_lost_after_redis_ran_it_fires_each_job_once(
+    redis_url: str, topic: str, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool.db")
+    producer = Producer(ClientSettings(default_shards=SHARDS))
+    drain = Drain(spool, producer, Breaker(1000, ManualClock()), WallClock())
+    now = wall_ms()
+    due_now = [
+        JobWrite(f"j{n}", DueSpec("delay", 0), False, Envelope(b"p", 1, 5, now).pack())
+        for n in range(30)
+    ]
+    spool.append(topic, due_now, now)
+    with redis.Redis.from_url(redis_url) as r:
+        losing = LosingReplies(SyncExecutor(r))
+
+        with pytest.raises(redis.ConnectionError, match="reply lost"):
+            drive_sync(drain.step(), losing.run)
+        assert spool.depth == 30  # not confirmed: kept
+        assert found_ids(redis_url, topic) == Counter(w.id for w in due_now)  # but applied
+
+        assert drive_sync(drain.step(), losing.run) == 30
+        assert drive_sync(drain.step(), losing.run) == 0  # forgets the tokens
+    spool.close()
+
+    assert found_ids(redis_url, topic) == Counter(w.id for w in due_now)  # each fired once
+    with redis.Redis.from_url(redis_url) as r:
+        assert not any(r.exists(keys.spooled) for keys in all_shards(topic, SHARDS))
+
+
+def test_a_producer_killed_9_while_spooling_loses_no_id_it_returned(
+    srv: EmbeddedServer, topic: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "spool.db"
+    srv.kill()
+    child = SpoolProducer(srv.url, topic, path, 100_000, tmp_path)
+    try:
+        eventually_sync(lambda: len(child.ids()) >= 200, timeout_s=60, what="200 ids printed")
+        child.signal(signal.SIGKILL)
+        child.proc.wait(timeout=10)
+    finally:
+        child.finish()
+    printed = child.ids()
+    srv.restart()
+
+    with Client.from_url(srv.url, spool=path, default_shards=SHARDS) as client:
+        eventually_sync(
+            lambda: client.spool_stats().depth == 0, timeout_s=DRAIN_S, what="the drain"
+        )
+    found = found_ids(srv.url, topic)
+
+    assert 200 <= len(printed) < 100_000
+    assert [job_id for job_id in printed if found[job_id] != 1] == []
+    assert len(set(found) - set(printed)) <= 1  # the call killed after its commit, if any
+    assert all(count == 1 for count in found.values())
+
+
+async def test_close_keeps_what_was_not_replayed_for_the_next_client_on_the_file(
+    srv: EmbeddedServer, client_kind: str, topic: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "spool.db"
+    client = EitherClient(client_kind, srv.url, spool=path, default_shards=SHARDS)
+    srv.kill()
+    ids = [await client.call("enqueue", topic, n, delay=HOUR_S) for n in range(10)]
+    await client.close()
+    srv.restart()
+
+    again = EitherClient(client_kind, srv.url, spool=path, default_shards=SHARDS)
+    try:
+        assert again.spool_stats().depth == 10
+        await again.call("topics")  # the async client's drain starts with its first call
+        await until(lambda: again.spool_stats().depth == 0, timeout_s=DRAIN_S, what="drain")
+        assert found_ids(srv.url, topic) == Counter(ids)
+    finally:
+        await again.close()
+
+
+def test_a_second_client_on_the_same_spool_file_is_refused(redis_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    with Client.from_url(redis_url, spool=path):
+        with pytest.raises(SpoolLockedError, match="one client per file"):
+            Client.from_url(redis_url, spool=path)
+        with pytest.raises(SpoolLockedError):
+            AsyncClient.from_url(redis_url, spool=path)
+    with Client.from_url(redis_url, spool=path) as after:
+        assert after.spool_stats() == SpoolStats(str(path), 0, 0)

@@ -1,0 +1,189 @@
+"""The asyncio producer client, `AsyncClient`: the methods of `wheelq.producer.client.Client`
+with the same arguments, awaitable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import redis
+import redis.asyncio
+
+from wheelq.core.dead import DeadLetter
+from wheelq.core.job import JobInfo
+from wheelq.core.schedule import At, Delay
+from wheelq.core.settings import ClientSettings
+from wheelq.producer import dead_letters as dl
+from wheelq.producer.breaker import Breaker, guarded
+from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
+from wheelq.producer.drain_runner import DrainTask, attach_spool
+from wheelq.producer.drive import drive_async
+from wheelq.producer.durability import Durability
+from wheelq.producer.operations import EnqueueItem, Op, Producer, TopicStats
+from wheelq.producer.spool import SpoolStats
+from wheelq.runtime.clock import LocalClock
+from wheelq.store import connect
+from wheelq.store.acked import Wait
+from wheelq.store.calls import AsyncExecutor, Call
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """Asyncio producer client; the same methods as `Client`, awaitable."""
+
+    def __init__(
+        self,
+        connection: redis.asyncio.Redis,
+        settings: ClientSettings | None = None,
+        *,
+        spool: Path | None = None,
+        ack: str = "primary",
+    ) -> None:
+        self._producer = Producer(settings or ClientSettings())
+        self._executor = AsyncExecutor(connection)
+        self._durability = Durability(ack, self._producer.settings)
+        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
+        self._drain = attach_spool(
+            self._producer, self._breaker, spool, lambda d: DrainTask(d, self._send_all)
+        )
+
+    async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
+        return await self._executor.run(calls, return_exceptions=True)
+
+    @property
+    def redis(self) -> redis.asyncio.Redis:
+        """The redis-py client the calls go through (a cluster client on a cluster)."""
+        return self._executor.client
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
+        spool: Path | None = None,
+        ack: str = "primary",
+        **settings: Any,
+    ) -> Self:
+        """Connect to `url`; see `Client.from_url`. The spool's drain is a task on the loop
+        the client is first used on (its first call, or ``async with``)."""
+        client_settings = ClientSettings.from_kwargs(settings)
+        executor = connect.async_executor(url, redis_options or {}, cluster)
+        client = cls(executor.client, client_settings, spool=spool, ack=ack)
+        client._executor = executor
+        return client
+
+    async def _run(self, op: Op[T], wait: Wait | None = None) -> T:
+        if self._drain is not None:
+            self._drain.start()
+        if wait is None:
+            return await drive_async(guarded(self._breaker, op), self._executor.run)
+        return await drive_async(
+            guarded(self._breaker, op), lambda calls: self._executor.run_acked(calls, wait)
+        )
+
+    async def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
+        return await self._run(*self._durability.plan(self._producer, topic, op, ack))
+
+    async def enqueue(
+        self,
+        topic: str,
+        payload: Any,
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        job_id: str | None = None,
+        max_attempts: int | None = None,
+        replace: bool = False,
+        ack: str | None = None,
+    ) -> str:
+        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
+        return await self._write(topic, self._producer.enqueue(topic, item), ack)
+
+    enqueue.__doc__ = ENQUEUE_DOC
+
+    async def enqueue_many(
+        self,
+        topic: str,
+        items: Iterable[EnqueueItem | Mapping[str, Any]],
+        *,
+        ack: str | None = None,
+    ) -> list[str]:
+        """See `Client.enqueue_many`."""
+        return await self._write(topic, self._producer.enqueue_many(topic, items), ack)
+
+    async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
+        """See `Client.cancel`."""
+        return await self._write(topic, self._producer.cancel(topic, job_id), ack)
+
+    async def reschedule(
+        self,
+        topic: str,
+        job_id: str,
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        ack: str | None = None,
+    ) -> bool:
+        """See `Client.reschedule`."""
+        op = self._producer.reschedule(topic, job_id, delay, at)
+        return await self._write(topic, op, ack)
+
+    async def get(self, topic: str, job_id: str) -> JobInfo | None:
+        """See `Client.get`."""
+        return await self._run(self._producer.get(topic, job_id))
+
+    async def create_topic(self, topic: str, shards: int | None = None) -> int:
+        """See `Client.create_topic`."""
+        return await self._run(self._producer.create_topic(topic, shards))
+
+    async def topics(self) -> dict[str, int]:
+        """See `Client.topics`."""
+        return await self._run(self._producer.topics())
+
+    async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
+        """See `Client.drop_topic`."""
+        return await self._run(self._producer.drop_topic(topic, force))
+
+    async def stats(self, topic: str) -> TopicStats | None:
+        """See `Client.stats`."""
+        return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())
+
+    def spool_stats(self) -> SpoolStats | None:
+        """See `Client.spool_stats` (not a coroutine: it reads no Redis)."""
+        return None if self._drain is None else self._drain.drain.stats()
+
+    async def dead_letters(self, topic: str, limit: int = 100) -> list[DeadLetter]:
+        """See `Client.dead_letters`."""
+        return await self._run(dl.dead_letters(self._producer, topic, limit))
+
+    async def replay(self, topic: str, refs: dl.Refs = None) -> int:
+        """See `Client.replay`."""
+        return await self._run(dl.replay(self._producer, topic, refs))
+
+    async def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
+        """See `Client.purge_dead`."""
+        return await self._run(dl.purge_dead(self._producer, topic, refs))
+
+    async def aclose(self) -> None:
+        """Close the connections; with a spool, stop its drain first (what it has not
+        replayed stays in the file, for the next client on it)."""
+        if self._drain is not None:
+            await self._drain.close()
+        await self._executor.aclose()
+
+    async def __aenter__(self) -> Self:
+        if self._drain is not None:
+            self._drain.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,50 @@
+"""What `Client` and `AsyncClient` share besides the operations: the enqueue docstring and
+how a topic's stats carry the spool's."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from wheelq.producer.operations import TopicStats
+from wheelq.producer.spool import SpoolStats
+
+Path = str | os.PathLike[str]
+
+ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (neither: now).
+
+        Args:
+            topic: Topic name, 1-100 characters from [A-Za-z0-9_.-]; created on first use.
+            payload: Any msgpack-serialisable value (at most `max_payload_bytes` encoded).
+            delay: Seconds from now (int, float or timedelta), 0 to ten years.
+            at: Absolute due time: epoch seconds or an aware datetime (past = now).
+            job_id: Your own id, which makes the call idempotent while the job is
+                pending; default a generated, time-sortable, URL-safe id.
+            max_attempts: Runs allowed before the job is dead-lettered (1-1000);
+                default `default_max_attempts`.
+            replace: With `job_id`, replace a pending job of that id instead of failing.
+            ack: ``"primary"`` (return once the primary has it), ``"replicated"`` (and
+                ``ack_replicas`` replicas: WAIT) or ``"persisted"`` (and fsynced by the
+                primary and ``ack_replicas`` replicas: WAITAOF); default the client's
+                ``ack`` (see README, "Acknowledged durability").
+
+        Returns:
+            The job id.
+
+        Raises:
+            InvalidArgumentError: A bad topic, delay, at, job_id or max_attempts
+                (also a ValueError); nothing was written.
+            PayloadTypeError: The payload cannot be serialised, or would not decode back
+                (a tuple as a dict key); also a TypeError.
+            DuplicateJobError: `job_id` is pending already and `replace` is False.
+            RedisUnavailableError: Redis cannot take the job now (its `reason` says why);
+                with a spool, the job is spooled and its id returned instead.
+            DurabilityError: Written, but `ack` was not reached within ``ack_timeout_ms``.
+            AckUnsupportedError: ``ack="persisted"`` on a server without WAITAOF or AOF;
+                nothing was written.
+        """
+
+
+def with_spool(stats: TopicStats | None, spool: SpoolStats | None) -> TopicStats | None:
+    """`stats` with the spool's depth and age, when both are there."""
+    return stats if stats is None or spool is None else dataclasses.replace(stats, spool=spool)

@@ -1,0 +1,138 @@
+"""The ``ack=`` levels of the producer's writes, and the check that a level was reached.
+
+``"primary"`` (the default): a call returns once the primary has applied it, as Redis
+acknowledges any write; a failover right after can lose it. ``"replicated"``: every
+round of the call is followed, on the connection of each node it wrote to, by WAIT for
+``ack_replicas`` replicas within ``ack_timeout_ms``. ``"persisted"``: WAITAOF instead,
+fsynced to the primary's AOF and to that of ``ack_replicas`` replicas.
+
+`Durability.plan` picks what a call waits for; at the default level it hands the
+operation back untouched, so those calls cost what they cost before. `confirmed` wraps
+an operation (`wheelq.producer.operations`): it passes each round through, notes the
+calls whose node fell short (`wheelq.store.acked.Acked`), and raises `DurabilityError`
+naming their jobs once the operation is done.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from wheelq.core.settings import ClientSettings
+from wheelq.errors import DuplicateJobError, DurabilityError, InvalidArgumentError
+from wheelq.producer.operations import Op, Producer
+from wheelq.store import ops
+from wheelq.store.acked import Acked, Wait
+
+T = TypeVar("T")
+
+PRIMARY, REPLICATED, PERSISTED = "primary", "replicated", "persisted"
+LEVELS = (PRIMARY, REPLICATED, PERSISTED)
+
+
+def check_ack(ack: object) -> str:
+    """Validate an ``ack=`` argument.
+
+    Raises:
+        InvalidArgumentError: Not one of `LEVELS`.
+    """
+    if not isinstance(ack, str) or ack not in LEVELS:
+        raise InvalidArgumentError(
+            "ack", f"ack must be 'primary', 'replicated' or 'persisted', got {ack!r}"
+        )
+    return ack
+
+
+class Durability:
+    """A client's default ack level and the settings that say what a level waits for.
+
+    Args:
+        default: The level of calls that pass no ``ack=``.
+        settings: ``ack_replicas`` and ``ack_timeout_ms``.
+
+    Raises:
+        InvalidArgumentError: `default` is not a level, or is ``"replicated"`` while
+            ``ack_replicas`` is 0.
+    """
+
+    def __init__(self, default: object, settings: ClientSettings) -> None:
+        self._settings = settings
+        self.default = check_ack(default)
+        self._waits = {level: self._wait(level) for level in (REPLICATED, PERSISTED)}
+        if self.default == REPLICATED:
+            self._check(REPLICATED)
+
+    def plan(
+        self, producer: Producer, topic: str, op: Op[T], ack: object
+    ) -> tuple[Op[T], Wait | None]:
+        """The operation to run and what each of its rounds waits for (None: nothing).
+
+        Raises:
+            InvalidArgumentError: A bad `ack` (None: the default); nothing was sent.
+        """
+        level = self.default if ack is None else check_ack(ack)
+        if level == PRIMARY:
+            return op, None
+        self._check(level)
+        wait = self._waits[level]
+        return confirmed(producer, topic, op, level, wait), wait
+
+    def _wait(self, level: str) -> Wait:
+        s = self._settings
+        return Wait(s.ack_replicas, s.ack_timeout_ms, aof=level == PERSISTED)
+
+    def _check(self, level: str) -> None:
+        if level == REPLICATED and self._settings.ack_replicas < 1:
+            raise InvalidArgumentError(
+                "ack_replicas", "ack='replicated' needs ack_replicas >= 1, got 0"
+            )
+
+
+def confirmed(producer: Producer, topic: str, op: Op[T], level: str, wait: Wait) -> Op[T]:
+    """Run `op`, whose rounds the client sends with `wait`, and check each was confirmed.
+
+    Returns:
+        What `op` returns, when every write was confirmed.
+
+    Raises:
+        DurabilityError: Some write was not: its jobs are named (every job of the call
+            when a call that names none fell short, such as the topic's registration;
+            the topic's cached shard count is then dropped, so a retry registers it
+            again). An error `op` raised as well is its ``__cause__``.
+    """
+    doubt: list[str] = []  # the ids of calls not confirmed
+    named: list[str] = []  # the ids of every call
+    unnamed = False  # a call naming no job was not confirmed
+    fewest = wait.replicas
+    result: Any = None
+    cause: Exception | None = None
+    try:
+        calls = next(op)
+        while True:
+            replies = yield calls
+            short = replies.short if isinstance(replies, Acked) else {}
+            for call in calls:
+                named += ops.job_ids(call)
+            for i, count in short.items():
+                fewest = min(fewest, count)
+                ids = ops.job_ids(calls[i])
+                doubt += ids
+                unnamed = unnamed or not ids
+            calls = op.send(replies)
+    except StopIteration as done:
+        result = done.value
+    except Exception as exc:
+        if not (doubt or unnamed):
+            raise
+        cause = exc
+    if unnamed:
+        producer.forget(topic)
+        doubt = named
+    if isinstance(cause, DuplicateJobError):  # not written: not in doubt
+        duplicates = set(cause.job_ids)
+        doubt = [i for i in doubt if i not in duplicates]
+    if not doubt:
+        if cause is not None:
+            raise cause
+        return result  # type: ignore[no-any-return]
+    unique = list(dict.fromkeys(doubt))
+    raise DurabilityError(level, topic, unique, wait.replicas, fewest, result) from cause

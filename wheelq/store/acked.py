@@ -1,0 +1,280 @@
+"""Writes confirmed where they were made: WAIT or WAITAOF after a batch, per owning node.
+
+WAIT answers how many replicas have every write made so far *on its own connection*,
+so a write and its WAIT must share a connection of the node that owns the write's
+keys. redis-py's cluster client sends a keyless WAIT to a default node, which confirms
+nothing about writes made elsewhere: a false confirmation. `plan` therefore groups a
+batch of calls by the node that owns each call's slot and asks for one pipeline per
+node: the node's calls, then WAIT (or WAITAOF). Each node's reply says how many
+replicas confirmed that node's calls.
+
+`plan` is sans-I/O, like the producer's operations: it yields requests and receives
+their raw replies, so the sync and the async executor share it (`SyncExecutor.run_acked`,
+`AsyncExecutor.run_acked` drive it with `node_of`, `send` and `send_async`). A request
+is a list of ``(node name, commands)`` to send, each as one pipeline on one connection
+of that node (the reply: each node's raw replies, errors in place), or `REFRESH`:
+reload the cluster's slot map, or switch a plain client to the cluster client (the
+reply: whether anything may have changed).
+
+Redirects are handled as `SyncExecutor.run` handles them: a MOVED call did not run, so
+it is sent again, after a refresh, to the node that owns it now, with that node's WAIT;
+an ASK call goes to the node named, after ASKING; a NOSCRIPT call goes again after a
+SCRIPT LOAD at the head of the same node's next pipeline. A write is confirmed by the
+WAIT of the pipeline it ran in.
+
+For WAITAOF, each node is probed before the first write to it (WAITAOF 0 0 0, and
+INFO persistence for ``aof_enabled``); a node without either raises
+`AckUnsupportedError` before anything is sent to it. A node that passed is remembered
+per executor; one that failed is asked again next time, and so is one whose WAITAOF
+later answers with an error (appendonly turned off meanwhile).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+from redis.exceptions import (
+    AskError,
+    ConnectionError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    SlotNotCoveredError,
+)
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from wheelq.errors import AckUnsupportedError
+from wheelq.store.scripts import script
+
+if TYPE_CHECKING:
+    from wheelq.store.calls import Call
+
+PLAIN = "server"
+"""The node name of a single server (a client that is not a cluster client)."""
+REFRESH = None
+"""The request to reload the slot map (or switch to the cluster client)."""
+MAX_ROUNDS = 5
+"""Sends per batch at most (the first, then redirects); a call still redirected after
+that has its redirect error as its reply."""
+
+Command = tuple[Sequence[Any], Mapping[str, Any]]
+"""One command as sent: its arguments and redis-py's reply-callback options."""
+Request = list[tuple[str, list[Command]]] | None
+Plan = Generator[Request, Any, tuple[list[Any], dict[int, int]]]
+
+_PROBE: list[Command] = [(("WAITAOF", 0, 0, 0), {}), (("INFO", "persistence"), {})]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """What a batch of writes waits for on each node it wrote to.
+
+    Attributes:
+        replicas: Replicas that must confirm (WAIT's numreplicas).
+        timeout_ms: How long a node may wait for them.
+        aof: WAITAOF 1 `replicas` instead: fsynced to the node's own AOF and to the AOF
+            of `replicas` replicas.
+    """
+
+    replicas: int
+    timeout_ms: int
+    aof: bool = False
+
+    @property
+    def command(self) -> tuple[str | int, ...]:
+        if self.aof:
+            return ("WAITAOF", 1, self.replicas, self.timeout_ms)
+        return ("WAIT", self.replicas, self.timeout_ms)
+
+    def confirmed(self, reply: Any) -> int:
+        """The replicas that confirmed, from the command's reply; -1 when the command
+        failed, or when WAITAOF found the node's own AOF not yet fsynced."""
+        if isinstance(reply, Exception):
+            return -1
+        if self.aof:
+            local, replicas = reply
+            return int(replicas) if int(local) >= 1 else -1
+        return int(reply)
+
+
+class Acked(list[Any]):
+    """The parsed replies of `run_acked`, in call order (a list, as `run` returns).
+
+    Attributes:
+        short: For each call (by index) whose node confirmed fewer replicas than asked
+            for: how many did (-1: the WAIT itself failed, or the node's own AOF was not
+            fsynced). Empty when every write was confirmed.
+    """
+
+    def __init__(self, replies: Sequence[Any], short: Mapping[int, int]) -> None:
+        super().__init__(replies)
+        self.short = dict(short)
+
+
+def routing_key(call: Call[Any]) -> str:
+    """The key that places `call` on a node: a script's first key, a command's first
+    argument (every keyed command the producer sends names its key first)."""
+    if call.script is not None:
+        return str(call.keys[0])
+    if len(call.command) < 2:
+        raise ValueError(f"{call.command!r} names no key to route it by")
+    key = call.command[1]
+    return key.decode() if isinstance(key, bytes) else str(key)
+
+
+def plan(
+    calls: Sequence[Call[Any]], wait: Wait, route: Callable[[str], str], probed: set[str]
+) -> Plan:
+    """Send `calls` with `wait` on each owning node; returns (raw replies, short).
+
+    Args:
+        calls: The calls, each touching one slot.
+        wait: What each node waits for after its calls.
+        route: The name of the node that owns a key now (`PLAIN` on a single server).
+        probed: Names of nodes known to have WAITAOF and appendonly yes (kept by the
+            executor between batches; updated here).
+
+    Raises:
+        AckUnsupportedError: `wait.aof` and a node to write to lacks WAITAOF or AOF;
+            nothing was sent to it (calls to nodes probed before may have been sent in
+            an earlier round of redirects).
+    """
+    replies: list[Any] = [None] * len(calls)
+    short: dict[int, int] = {}
+    todo: dict[int, str | None] = dict.fromkeys(range(len(calls)))  # index -> ASK target
+    loads: dict[str, set[str]] = defaultdict(set)  # node -> scripts to load first
+    for _ in range(MAX_ROUNDS):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, ask in todo.items():
+            groups[ask or route(routing_key(calls[i]))].append(i)
+        if wait.aof:
+            yield from _probe(list(groups), probed)
+        sent = [
+            _commands(calls, ids, todo, loads.pop(name, set()), wait)
+            for name, ids in groups.items()
+        ]
+        got = yield [(name, commands) for name, (commands, _) in zip(groups, sent, strict=True)]
+        redo: dict[int, str | None] = {}
+        moved = False
+        for (name, ids), (_, at), raw in zip(groups.items(), sent, got, strict=True):
+            count = wait.confirmed(raw[-1])
+            if count < 0 and wait.aof:
+                probed.discard(name)  # ask again before the next write (appendonly off now?)
+            for i, reply in zip(ids, [raw[p] for p in at], strict=True):
+                replies[i] = reply  # stays the reply if a redirected call cannot go again
+                if isinstance(reply, AskError):  # MovedError is one too
+                    asked = name != PLAIN and not isinstance(reply, MovedError)
+                    redo[i] = f"{reply.host}:{reply.port}" if asked else None
+                    moved = moved or not asked  # a plain client switches to the cluster one
+                elif isinstance(reply, NoScriptError):
+                    redo[i] = todo[i]
+                    loads[name].add(calls[i].script or "")
+                elif count < wait.replicas:
+                    short[i] = count
+        todo = redo
+        if not todo or (moved and not (yield REFRESH)):
+            break
+    return replies, short
+
+
+def _commands(
+    calls: Sequence[Call[Any]],
+    ids: list[int],
+    asks: Mapping[int, str | None],
+    loads: set[str],
+    wait: Wait,
+) -> tuple[list[Command], list[int]]:
+    """One node's pipeline: SCRIPT LOADs, its calls (ASKING before a redirected one), the
+    wait; and where each call's reply is in it."""
+    commands: list[Command] = [
+        (("SCRIPT", "LOAD", script(name).source), {}) for name in sorted(loads)
+    ]
+    at: list[int] = []
+    for i in ids:
+        if asks[i] is not None:
+            commands.append((("ASKING",), {}))
+        at.append(len(commands))
+        commands.append((calls[i].wire(), calls[i].options))
+    commands.append((wait.command, {}))
+    return commands, at
+
+
+def _probe(names: list[str], probed: set[str]) -> Generator[Request, Any, None]:
+    """Probe the nodes not known to support WAITAOF; raise for the first that does not."""
+    unknown = [name for name in names if name not in probed]
+    if not unknown:
+        return
+    got = yield [(name, _PROBE) for name in unknown]
+    for name, (waitaof, info) in zip(unknown, got, strict=True):
+        if isinstance(waitaof, Exception):
+            raise AckUnsupportedError(name, f"has no WAITAOF ({waitaof})")
+        if isinstance(info, Exception) or not int(info.get("aof_enabled", 0)):
+            raise AckUnsupportedError(name, "has appendonly no")
+        probed.add(name)
+
+
+# --- one node's pipeline --------------------------------------------------------------------
+
+
+def node_of(client: object, key: str) -> str:
+    """The name of the node of `client` that owns `key` now; `PLAIN` for a plain client."""
+    if not isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster):
+        return PLAIN
+    node = client.get_node_from_key(key)
+    if node is None:
+        raise SlotNotCoveredError(f"no node owns the slot of {key!r}")
+    return str(node.name)
+
+
+def send(client: redis.Redis, name: str, commands: list[Command]) -> list[Any]:
+    """Send `commands` as one pipeline on one connection of node `name`; errors in place.
+
+    On a lost connection the slot map is reloaded (a replica may be taking over) and the
+    error raised: whether the node ran the calls is not known.
+    """
+    cluster = client if isinstance(client, redis.cluster.RedisCluster) else None
+    target = client
+    if cluster is not None and name != PLAIN:
+        if (node := cluster.get_node(node_name=name)) is None:
+            raise ConnectionError(f"no cluster node {name} in the slot map")
+        target = cluster.get_redis_connection(node)
+    pipe = target.pipeline(transaction=False)
+    for args, options in commands:
+        pipe.execute_command(*args, **options)  # type: ignore[no-untyped-call]
+    try:
+        return list(pipe.execute(raise_on_error=False))
+    except (ConnectionError, RedisTimeoutError):
+        if cluster is not None:
+            with contextlib.suppress(RedisError):
+                cluster.nodes_manager.initialize(last_failed_node_name=name)
+        raise
+
+
+async def send_async(client: redis.asyncio.Redis, name: str, commands: list[Command]) -> list[Any]:
+    """The asyncio version of `send`."""
+    if not isinstance(client, redis.asyncio.cluster.RedisCluster) or name == PLAIN:
+        pipe = client.pipeline(transaction=False)
+        for args, options in commands:
+            pipe.execute_command(*args, **options)
+        return list(await pipe.execute(raise_on_error=False))
+    if (node := client.get_node(node_name=name)) is None:
+        raise ConnectionError(f"no cluster node {name} in the slot map")
+    sent = [
+        redis.asyncio.cluster.PipelineCommand(i, *args, **options)
+        for i, (args, options) in enumerate(commands)
+    ]
+    try:
+        await node.execute_pipeline(sent)
+    except (ConnectionError, RedisTimeoutError):
+        with contextlib.suppress(RedisError):
+            await client.nodes_manager.initialize(last_failed_node_name=name)
+        raise
+    return [command.result for command in sent]
