@@ -82,7 +82,7 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int) -> None
     from wheelq import Job, Worker
     from wheelq.runtime.clock import RedisClock
     from wheelq.scheduler.scheduler import ClockKeeper
-    from wheelq.store.calls import AsyncExecutor
+    from wheelq.store.async_executor import AsyncExecutor
 
     connection = redis.asyncio.Redis.from_url(url)
     clock = RedisClock()

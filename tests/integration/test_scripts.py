@@ -23,9 +23,9 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import nodes, ops
-from wheelq.store.calls import SyncExecutor
 from wheelq.store.ops import EmitResult, JobWrite
 from wheelq.store.scripts import Placed, script
+from wheelq.store.sync_executor import SyncExecutor
 from wheelq.testing import ServerBinary
 
 TOKEN = "node-a:1"

@@ -12,7 +12,8 @@ import redis
 from redis.client import PubSub
 
 from wheelq.core.keys import ShardKeys
-from wheelq.store.calls import Call, SyncExecutor
+from wheelq.store.calls import Call
+from wheelq.store.sync_executor import SyncExecutor
 
 T = TypeVar("T")
 

@@ -21,9 +21,10 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.store import nodes, ops
-from wheelq.store.calls import Call, SyncExecutor
+from wheelq.store.calls import Call
 from wheelq.store.ops import EmitResult, JobWrite
 from wheelq.store.scripts import Placed
+from wheelq.store.sync_executor import SyncExecutor
 
 T = TypeVar("T")
 

@@ -27,7 +27,8 @@ from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
-from wheelq.store.calls import Call, SyncExecutor
+from wheelq.store.calls import Call
+from wheelq.store.sync_executor import SyncExecutor
 
 T = TypeVar("T")
 

@@ -31,7 +31,6 @@ later answers with an error (appendonly turned off meanwhile).
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,10 +45,8 @@ from redis.exceptions import (
     ConnectionError,
     MovedError,
     NoScriptError,
-    RedisError,
     SlotNotCoveredError,
 )
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wheelq.errors import AckUnsupportedError
 from wheelq.store.scripts import script
@@ -237,8 +234,8 @@ def node_of(client: object, key: str) -> str:
 def send(client: redis.Redis, name: str, commands: list[Command]) -> list[Any]:
     """Send `commands` as one pipeline on one connection of node `name`; errors in place.
 
-    On a lost connection the slot map is reloaded (a replica may be taking over) and the
-    error raised: whether the node ran the calls is not known.
+    A lost connection raises (whether the node ran the calls is not known); the executor
+    reloads the slot map then, since a replica may be taking over.
     """
     cluster = client if isinstance(client, redis.cluster.RedisCluster) else None
     target = client
@@ -249,13 +246,7 @@ def send(client: redis.Redis, name: str, commands: list[Command]) -> list[Any]:
     pipe = target.pipeline(transaction=False)
     for args, options in commands:
         pipe.execute_command(*args, **options)  # type: ignore[no-untyped-call]
-    try:
-        return list(pipe.execute(raise_on_error=False))
-    except (ConnectionError, RedisTimeoutError):
-        if cluster is not None:
-            with contextlib.suppress(RedisError):
-                cluster.nodes_manager.initialize(last_failed_node_name=name)
-        raise
+    return list(pipe.execute(raise_on_error=False))
 
 
 async def send_async(client: redis.asyncio.Redis, name: str, commands: list[Command]) -> list[Any]:
@@ -271,10 +262,5 @@ async def send_async(client: redis.asyncio.Redis, name: str, commands: list[Comm
         redis.asyncio.cluster.PipelineCommand(i, *args, **options)
         for i, (args, options) in enumerate(commands)
     ]
-    try:
-        await node.execute_pipeline(sent)
-    except (ConnectionError, RedisTimeoutError):
-        with contextlib.suppress(RedisError):
-            await client.nodes_manager.initialize(last_failed_node_name=name)
-        raise
+    await node.execute_pipeline(sent)
     return [command.result for command in sent]

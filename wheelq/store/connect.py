@@ -7,6 +7,15 @@ shows the server is a cluster node, and the executor switches to redis-py's
 cluster client made from the same URL and options (see `SyncExecutor`).
 ``cluster=True`` makes the cluster client at once; ``cluster=False`` never
 switches.
+
+redis-py sends a command again when its connection breaks before the reply
+(ten times by default), and its cluster client closes every connection, the
+busy ones too, at every fifth MOVED reply. Either re-runs a script that may
+have run: an enqueue due now would fire twice. So the clients made here send
+each call once (``retry`` with no retries) and patch one slot per MOVED reply
+(``reinitialize_steps=0``); a broken call surfaces as a connection error,
+which the roles retry after a backoff (their scripts are safe to run again)
+and a producer reports as in doubt. Either option given in `options` wins.
 """
 
 from __future__ import annotations
@@ -18,10 +27,14 @@ from typing import Any
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.backoff
 import redis.cluster
+import redis.retry
 
 from wheelq.errors import InvalidArgumentError
-from wheelq.store.calls import AsyncExecutor, SyncExecutor
+from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.sync_executor import SyncExecutor
 
 
 def check_cluster(cluster: object) -> bool | None:
@@ -37,31 +50,37 @@ def check_cluster(cluster: object) -> bool | None:
     return cluster
 
 
+def _once(options: Mapping[str, Any], retry: object) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The options of the plain client and of the cluster client: see the module docstring."""
+    plain = {"retry": retry, **options}
+    return plain, {"reinitialize_steps": 0, **plain}
+
+
 def sync_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> SyncExecutor:
     """An executor for `url`: see the module docstring for `cluster`."""
-    opts = dict(options)
+    opts, cluster_opts = _once(options, redis.retry.Retry(redis.backoff.NoBackoff(), 0))
     if check_cluster(cluster):
-        return SyncExecutor(redis.cluster.RedisCluster.from_url(url, **opts))  # type: ignore[arg-type]
+        return SyncExecutor(redis.cluster.RedisCluster.from_url(url, **cluster_opts))  # type: ignore[arg-type]
     plain = redis.Redis.from_url(url, **opts)
     if cluster is False:
         return SyncExecutor(plain)
     return SyncExecutor(
         plain,
-        to_cluster=lambda: redis.cluster.RedisCluster.from_url(url, **opts),  # type: ignore[arg-type,return-value]
+        to_cluster=lambda: redis.cluster.RedisCluster.from_url(url, **cluster_opts),  # type: ignore[arg-type,return-value]
     )
 
 
 def async_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> AsyncExecutor:
     """The asyncio version of `sync_executor`."""
-    opts = dict(options)
+    opts, cluster_opts = _once(options, redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0))
     if check_cluster(cluster):
-        return AsyncExecutor(redis.asyncio.cluster.RedisCluster.from_url(url, **opts))  # type: ignore[arg-type]
+        return AsyncExecutor(redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts))  # type: ignore[arg-type]
     plain = redis.asyncio.Redis.from_url(url, **opts)
     if cluster is False:
         return AsyncExecutor(plain)
     return AsyncExecutor(
         plain,
-        to_cluster=lambda: redis.asyncio.cluster.RedisCluster.from_url(url, **opts),  # type: ignore[arg-type,return-value]
+        to_cluster=lambda: redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts),  # type: ignore[arg-type,return-value]
     )
 
 
