@@ -6,7 +6,8 @@ handler on each, with retries, dead letters and crash recovery.
 """
 
 from wheelq.core.dead import DeadLetter
-from wheelq.core.job import Job, JobInfo, JobState
+from wheelq.core.history import GroupInfo, JobInfo, JobState
+from wheelq.core.job import Job
 from wheelq.core.retry import Retry
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import (
@@ -51,6 +52,7 @@ __all__ = [
     "ClientSettings",
     "EnqueueItem",
     # inspecting
+    "GroupInfo",
     "JobInfo",
     "JobState",
     "ShardStats",

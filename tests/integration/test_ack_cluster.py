@@ -20,6 +20,7 @@ import redis.cluster
 from tests.support.clients import MakeClient
 from tests.support.waiting import eventually_sync
 from wheelq import DurabilityError
+from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary
 
@@ -114,7 +115,7 @@ async def test_cancel_and_reschedule_wait_on_the_node_of_their_job(
         assert (info.value.job_ids, info.value.result) == ([ours], True)
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert await client.get(topic, ours) is None
+    assert (await client.get(topic, ours)).state is JobState.CANCELLED
     eventually_sync(
         lambda: not replica_holds(replicated.replicas[2], topic, ours),
         timeout_s=10,

@@ -14,6 +14,7 @@ import redis
 
 from tests.support.waiting import eventually_sync
 from wheelq import Client
+from wheelq.core.history import JobState
 from wheelq.core.job import encode_payload
 from wheelq.core.keys import ShardKeys, all_shards, nodes_key
 
@@ -58,7 +59,7 @@ def test_scheduler_command_leads_fires_and_releases_on_sigterm(
                 timeout_s=10,
                 what="the job to fire",
             )
-            assert client.get(topic, job) is None
+            assert (client.get(topic, job)).state is JobState.READY
         finally:
             node.send_signal(signal.SIGTERM)
             _, err = node.communicate(timeout=15)

@@ -3,6 +3,7 @@ the config file's [client] and [worker] group, --topics with spaces, worker --fr
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from importlib.metadata import version
@@ -13,8 +14,9 @@ import redis
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
 from tests.support.waiting import eventually_sync
 from wheelq import Client
+from wheelq.core.history import JobState
 from wheelq.core.job import encode_payload
-from wheelq.core.keys import TOPICS_KEY, ShardKeys
+from wheelq.core.keys import TOPICS_KEY, ShardKeys, shard_of
 
 RECORDER = """
 import os
@@ -42,6 +44,22 @@ def test_version_and_help() -> None:
         assert name in helped.stdout
     for command in ("enqueue", "cancel", "reschedule", "topics", "server"):
         assert command in helped.stdout
+
+
+def test_enqueue_carries_a_traceparent_and_refuses_a_bad_one(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    url = ["--redis-url", redis_url]
+    given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    done = run_wheelq("enqueue", topic, "1", "--traceparent", given, "--id", "t1", *url)
+    assert done.returncode == 0, done.stderr
+    with Client.from_url(redis_url) as client:
+        shards = client.topics()[topic]
+    ready = ShardKeys(topic, shard_of("t1", shards)).ready
+    [(_, fields)] = redis_sync.xrange(ready)
+    assert fields[b"trace"] == given.encode()
+    bad = run_wheelq("enqueue", topic, "1", "--traceparent", "00-nope", *url)
+    assert_one_line_error(bad, 2, "traceparent must be a W3C traceparent")
 
 
 def test_enqueue_reschedule_cancel(redis_url: str, topic: str) -> None:
@@ -72,7 +90,7 @@ def test_enqueue_reschedule_cancel(redis_url: str, topic: str) -> None:
         assert client.get(topic, "j1").due_ms < 4_102_444_800_000
         cancelled = run_wheelq("cancel", topic, "j1", *url)
         assert (cancelled.returncode, cancelled.stdout.strip()) == (0, "cancelled j1")
-        assert client.get(topic, "j1") is None
+        assert (client.get(topic, "j1")).state is JobState.CANCELLED
 
     for command in (["cancel", topic, "j1"], ["reschedule", topic, "j1", "--delay", "1"]):
         assert_one_line_error(run_wheelq(*command, *url), 1, "'j1' is not pending")
@@ -81,6 +99,31 @@ def test_enqueue_reschedule_cancel(redis_url: str, topic: str) -> None:
     assert_one_line_error(naive, 2, "needs a UTC offset")
     both = run_wheelq("reschedule", topic, "x", "--delay", "1", "--at", "1", *url)
     assert_one_line_error(both, 2, "not allowed with argument")
+
+
+def test_job_shows_the_state_for_people_and_as_json(redis_url: str, topic: str) -> None:
+    url = ["--redis-url", redis_url]
+    assert (
+        run_wheelq("enqueue", topic, '{"to": "ada"}', "--id", "p", "--delay", "60", *url).returncode
+        == 0
+    )
+    assert run_wheelq("enqueue", topic, '"now"', "--id", "f", *url).returncode == 0
+    run_wheelq("enqueue", topic, "1", "--id", "c", "--delay", "60", *url)
+    run_wheelq("cancel", topic, "c", *url)
+
+    pending = run_wheelq("job", topic, "p", *url)
+    assert pending.returncode == 0, pending.stderr
+    lines = dict(line.split(None, 1) for line in pending.stdout.splitlines() if " " in line)
+    assert (lines["state"].strip(), lines["payload"].strip()) == ("pending", '{"to": "ada"}')
+    as_json = run_wheelq("job", topic, "f", "--json", *url)
+    info = json.loads(as_json.stdout)
+    assert (info["state"], info["id"], info["payload"]) == ("ready", "f", "now")
+    assert info["entry_id"] and info["fired_ms"] == int(info["entry_id"].split("-")[0])
+    cancelled = json.loads(run_wheelq("job", topic, "c", "--json", *url).stdout)
+    assert cancelled["state"] == "cancelled" and cancelled["cancelled_ms"] > 0
+    unknown = run_wheelq("job", topic, "nope", *url)
+    assert unknown.returncode == 1 and "state" in unknown.stdout and "unknown" in unknown.stdout
+    assert "nothing is known of job 'nope'" in unknown.stderr
 
 
 def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(
@@ -98,7 +141,12 @@ def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(
     assert run_wheelq("topics", "list", "--redis-url", redis_url).stdout == listed.stdout
 
     stats = run_wheelq("stats", topic, "--redis-url", redis_url)
-    assert stats.stdout.startswith(f"{topic}: pending 2 ready 0 dead 0"), stats.stderr
+    assert stats.stdout.startswith(topic), stats.stderr
+    assert "pending" in stats.stdout and "in flight" in stats.stdout
+    as_json = run_wheelq("stats", topic, "--json", "--redis-url", redis_url)
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert sum(row["pending"] for row in rows) == 2
+    assert {row["topic"] for row in rows} == {topic}
     assert_one_line_error(
         run_wheelq("stats", "nope-" + topic, "--redis-url", redis_url), 1, "no such topic"
     )
@@ -222,3 +270,20 @@ def test_worker_from_now_skips_jobs_fired_before_it_started(
         redis_url, topic, tmp_path, ["--from", "now"], ready, lambda ids: "after" in ids
     )
     assert handled == ["after"]
+
+
+def test_top_once_prints_one_frame_with_every_topic_and_its_backlog(
+    redis_url: str, topic: str
+) -> None:
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 2)
+        client.enqueue_many(topic, [{"payload": n, "delay": 3600} for n in range(3)])
+    done = run_wheelq(
+        "top", "--once", "--interval", "0.2", "--topics", topic, "--redis-url", redis_url
+    )
+    assert done.returncode == 0, done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if topic[:20] in line]
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert cells[0] == topic
+    assert cells[4] == "3"  # pending
+    assert cells[2] == "0"  # fired/s: a rate from the two reads, one interval apart

@@ -210,7 +210,7 @@ async def test_replace_true_with_a_past_due_fires_the_new_payload_once(
 ) -> None:
     await client.enqueue(topic, "old", delay=60, job_id="r")
     await client.enqueue(topic, "new", at=1.0, job_id="r", replace=True)
-    assert await client.get(topic, "r") is None
+    assert (await client.get(topic, "r")).state is JobState.READY
     entries = ready_entries(redis_sync, topic, 4)
     assert [msgpack.unpackb(f[b"payload"]) for _, f in entries] == ["new"]
     assert (await client.stats(topic)).pending == 0
@@ -271,7 +271,7 @@ async def test_a_job_due_now_or_in_the_past_goes_straight_to_the_stream(
     t0 = redis_ms(redis_sync)
     job = await client.enqueue(topic, PAYLOAD, max_attempts=4, **when)
     t1 = redis_ms(redis_sync)
-    assert await client.get(topic, job) is None
+    assert (await client.get(topic, job)).state is JobState.READY
     assert (await client.stats(topic)).pending == 0
     keys = ShardKeys(topic, shard_of(job, 4))
     entries = redis_sync.xrange(keys.ready, "-", "+")
@@ -307,7 +307,9 @@ async def test_due_is_computed_on_the_redis_clock_not_the_local_one(
     info = await client.get(topic, later)
     assert info is not None
     assert t0 + 10_000 <= info.due_ms <= t1 + 10_000
-    assert await client.get(topic, now) is None, "a job due now waited for the local clock"
+    assert (await client.get(topic, now)).state is JobState.READY, (
+        "a job due now waited for the local clock"
+    )
     (entry,) = redis_sync.xrange(ShardKeys(topic, shard_of(now, 4)).ready, "-", "+")
     assert t0 <= int(entry[1][b"due"]) <= t1
 
@@ -321,7 +323,7 @@ async def test_cancel_removes_a_pending_job_once(
     job = await client.enqueue(topic, "x", delay=60)
     keep = await client.enqueue(topic, "y", delay=60)
     assert await client.cancel(topic, job) is True
-    assert await client.get(topic, job) is None
+    assert (await client.get(topic, job)).state is JobState.CANCELLED
     assert await client.cancel(topic, job) is False
     assert await client.get(topic, keep) is not None
     keys = ShardKeys(topic, shard_of(job, 4))
@@ -358,7 +360,7 @@ async def test_reschedule_into_the_past_fires_now(
 ) -> None:
     job = await client.enqueue(topic, {"k": "v"}, delay=60)
     assert await client.reschedule(topic, job, at=datetime(2020, 1, 1, tzinfo=UTC)) is True
-    assert await client.get(topic, job) is None
+    assert (await client.get(topic, job)).state is JobState.READY
     (entry,) = ready_entries(redis_sync, topic, 4)
     assert entry[1][b"id"].decode() == job
     assert msgpack.unpackb(entry[1][b"payload"]) == {"k": "v"}
@@ -368,7 +370,7 @@ async def test_reschedule_into_the_past_fires_now(
 async def test_get_cancel_reschedule_stats_on_an_unknown_topic_create_nothing(
     client: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
-    assert await client.get(topic, "nope") is None
+    assert (await client.get(topic, "nope")).state is JobState.UNKNOWN
     assert await client.cancel(topic, "nope") is False
     assert await client.reschedule(topic, "nope", delay=5) is False
     assert await client.stats(topic) is None
@@ -382,7 +384,7 @@ async def test_get_cancel_reschedule_of_an_unknown_id_change_nothing(
 ) -> None:
     job = await client.enqueue(topic, "x", delay=60)
     before = {k: redis_sync.dump(k) for k in topic_keys(redis_sync, topic)}
-    assert await client.get(topic, "nope") is None
+    assert (await client.get(topic, "nope")).state is JobState.UNKNOWN
     assert await client.cancel(topic, "nope") is False
     assert await client.reschedule(topic, "nope", delay=5) is False
     assert await client.reschedule(topic, "nope", at=1) is False

@@ -51,7 +51,7 @@ def test_any_nodes_url_enqueues_onto_every_primary_and_manages_the_jobs(
         info = client.get(topic, ids[0])
         assert info is not None and info.state is JobState.PENDING and info.payload == 0
         assert client.cancel(topic, ids[1]) is True
-        assert client.get(topic, ids[1]) is None
+        assert (client.get(topic, ids[1])).state is JobState.CANCELLED
         assert client.reschedule(topic, ids[2], delay=900) is True
         client.enqueue(topic, "now")  # due now: straight into its shard's ready stream
         assert client.stats(topic).ready == 1

@@ -15,6 +15,7 @@ import random
 import re
 from typing import Any
 
+import msgpack
 import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
@@ -139,6 +140,73 @@ def plant_wrong_type(r: redis.Redis, key: str) -> None:
         r.rpush(key, "not a string")
     else:
         r.set(key, "wrong type")
+
+
+# --- ack (successes, with history records) -------------------------------------------------
+
+
+def record(r: redis.Redis, keys: ShardKeys, job_id: str, group: str = GROUP) -> list[Any] | None:
+    raw = r.hget(keys.history, f"{job_id}{US}{group}")
+    return None if raw is None else msgpack.unpackb(raw)
+
+
+def test_ack_acks_every_entry_and_records_each_success(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
+    deliver(redis_sync, keys, GROUP, WORKER)
+    runs = [(e, f"j{i}", 1000 + i, 10 * i) for i, e in enumerate(entries)]
+
+    assert run(consume.ack_done(keys, GROUP, [])) == 0  # nothing to ack: no error either
+    assert run(consume.ack_done(keys, GROUP, runs)) == 3
+
+    assert pending(redis_sync, keys, GROUP) == {}
+    for entry, job_id, ended, took in runs:
+        assert record(redis_sync, keys, job_id) == ["S", entry, ended, took, "", "", ""]
+
+
+def test_ack_records_run_times_of_every_size_in_whole_ms(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    # Success records are packed in Python (store.consume): they must read as wq_record's do.
+    took = [-5, 0, 127, 128, 70_000, 2**32 + 5]  # -5: the wall clock stepped back
+    kept = [0, 0, 127, 128, 70_000, 2**32 - 1]  # (2**32 ms: 49 days, the most a record holds)
+    ended = 1_763_000_000_123
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(len(took))]
+    deliver(redis_sync, keys, GROUP, WORKER)
+
+    runs = [(e, f"j{i}", ended, took[i]) for i, e in enumerate(entries)]
+    assert run(consume.ack_done(keys, GROUP, runs)) == len(took)
+
+    for i, entry in enumerate(entries):
+        rec = record(redis_sync, keys, f"j{i}")
+        assert rec == ["S", entry, ended, kept[i], "", "", ""]
+        assert type(rec[2]) is int and type(rec[3]) is int
+
+
+def test_ack_leaves_the_record_of_an_entry_someone_else_settled(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
+    deliver(redis_sync, keys, GROUP, WORKER)
+    # j1 was taken over and retried by another worker before this one's ack arrived.
+    retried = consume.retry(keys, GROUP, entries[1], "j1", MINUTE_MS, next_attempt().pack(), "boom")
+    assert run(retried).done
+    runs = [(e, f"j{i}", 1000, 5) for i, e in enumerate(entries)]
+
+    assert run(consume.ack_done(keys, GROUP, runs)) == 2
+
+    other = record(redis_sync, keys, "j1")
+    assert other is not None and other[:2] == ["R", entries[1]] and other[4] == "boom"
+    for i in (0, 2):
+        assert record(redis_sync, keys, f"j{i}") == ["S", entries[i], 1000, 5, "", "", ""]
+    # Sent again (its reply lost): nothing more is acked, the records stay as they are.
+    before = snapshot(redis_sync, keys)
+    assert run(consume.ack_done(keys, GROUP, runs)) == 0
+    assert snapshot(redis_sync, keys) == before
 
 
 # --- retry ----------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """The stream-entry wire format on a real server: every way a job enters a ready stream
 (emit, a retry's emit, enqueue and reschedule due now, replay) writes the same fields, in the
-order `wheelq.core.wire` names them, and the readers decode what the scripts wrote."""
+order `wheelq.core.wire` names them, and the readers decode what the scripts wrote. A job
+enqueued with a traceparent has it as its last field every way; one without has no such
+field."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ WORKER = "worker-1"
 TTL_MS = 30_000
 ENQUEUED_MS = 1_700_000_000_000
 PAYLOAD = {"to": "ada@example.com", "raw": b"\xff\x00"}
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 RAW_PAYLOAD = msgpack.packb(PAYLOAD, use_bin_type=True)
 
 
@@ -37,14 +40,19 @@ def field_names(r: redis.Redis, key: str) -> dict[str, list[bytes]]:
     return {fields[b"id"].decode(): list(fields) for _, fields in r.xrange(key)}
 
 
-def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys) -> None:
+def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys, traceparent: str = "") -> None:
     """Put jobs into the ready stream by each path a job takes there: emitted, retried and
-    emitted again, enqueued due now, rescheduled to now, and replayed from the dead letters."""
+    emitted again, enqueued due now, rescheduled to now, and replayed from the dead letters;
+    each enqueued with `traceparent` ("" = none)."""
+
+    def envelope(attempt: int = 1, group: str = "", job_id: str = "") -> bytes:
+        return Envelope(RAW_PAYLOAD, attempt, 3, ENQUEUED_MS, group, job_id, traceparent).pack()
+
     assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
     run(consume.create_group(keys, GROUP))
     now = server_ms(r)
     for job_id in ("emitted", "retried", "died"):
-        r.hset(keys.jobs, job_id, Envelope(RAW_PAYLOAD, 1, 3, ENQUEUED_MS).pack())
+        r.hset(keys.jobs, job_id, envelope())
         r.zadd(keys.delayed, {job_id: now - 1000})
     r.hset(keys.jobs, "broken", b"\xc1")
     r.zadd(keys.delayed, {"broken": now - 1000})
@@ -53,19 +61,17 @@ def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys) -> None:
 
     read = run(consume.read_group([keys], GROUP, WORKER, 10, None))
     by_id = {fields[wire.ID].decode(): entry_id for _, (entry_id, fields) in read}
-    retry_envelope = Envelope(RAW_PAYLOAD, 2, 3, ENQUEUED_MS, GROUP, "retried").pack()
+    retry_envelope = envelope(2, GROUP, "retried")
     retry = run(consume.retry(keys, GROUP, by_id["retried"], "retried", 0, retry_envelope))
     assert retry.done
     assert run(consume.dead_letter(keys, GROUP, [(by_id["died"], "failed", "boom")])) == 1
     assert run(ops.emit_due(keys, TOKEN, server_ms(r), limit=10)).emitted == 1
 
     later = server_ms(r) + 60_000
-    r.hset(keys.jobs, "rescheduled", Envelope(RAW_PAYLOAD, 1, 3, ENQUEUED_MS).pack())
+    r.hset(keys.jobs, "rescheduled", envelope())
     r.zadd(keys.delayed, {"rescheduled": later})
     assert run(ops.reschedule(keys, "rescheduled", DueSpec("delay", 0))) == ops.Placed.FIRED
-    fired_now = ops.JobWrite(
-        "enqueued", DueSpec("delay", 0), False, Envelope(RAW_PAYLOAD, 1, 3, ENQUEUED_MS).pack()
-    )
+    fired_now = ops.JobWrite("enqueued", DueSpec("delay", 0), False, envelope())
     assert run(ops.enqueue(keys, [fired_now])) == [ops.Placed.FIRED]
 
     dead_id = next(eid.decode() for eid, f in r.xrange(keys.dead) if f[wire.ID] == b"died")
@@ -87,6 +93,25 @@ def test_every_way_into_the_ready_stream_writes_the_same_fields(
         list(fields) for _, fields in redis_sync.xrange(keys.ready) if wire.GROUP in fields
     ]
     assert group_entries == [[*wire.READY_FIELDS, wire.GROUP]] * 2
+
+
+def test_a_traced_job_carries_its_trace_field_last_every_way(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    fire_every_way(redis_sync, run, keys, TRACEPARENT)
+
+    names = field_names(redis_sync, keys.ready)
+    first_runs = [names["emitted"], names["enqueued"], names["rescheduled"]]
+    assert first_runs == [[*wire.READY_FIELDS, wire.TRACE]] * 3
+    group_entries = [
+        list(fields) for _, fields in redis_sync.xrange(keys.ready) if wire.GROUP in fields
+    ]
+    # the retry (its envelope from the worker) and the replay (from the dead letter's fields)
+    assert group_entries == [[*wire.READY_FIELDS, wire.GROUP, wire.TRACE]] * 2
+    traces = {f[wire.TRACE] for _, f in redis_sync.xrange(keys.ready)}
+    assert traces == {TRACEPARENT.encode()}
+    jobs = [Job.from_entry(eid.decode(), f) for eid, f in redis_sync.xrange(keys.ready)]
+    assert {job.traceparent for job in jobs} == {TRACEPARENT}
 
 
 def test_readers_decode_every_entry_the_scripts_write(

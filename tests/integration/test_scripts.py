@@ -986,6 +986,8 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.set(keys.horizon, now, px=TTL_MS)
     r.rpush(keys.inbox, f"{now}:x")
     r.zadd(keys.spooled, {"spool:1": now})
+    r.hset(keys.history, "acked", "1-0")
+    r.zadd(keys.cancelled, {"gone": now})
     r.xadd(keys.ready, {"id": "acked"})
     r.xgroup_create(keys.ready, "g1", id="0")
     r.xgroup_create(keys.ready, "g2", id="0")

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Scheduler
+from wheelq import AsyncClient, EnqueueItem, JobState, Scheduler
 from wheelq.core.keys import ShardKeys
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -40,9 +40,15 @@ async def client(redis_url: str) -> AsyncIterator[AsyncClient]:
         yield c
 
 
-async def _leading_node(redis_url: str, topic: str, retention_ms: int) -> Scheduler:
+async def _leading_node(
+    redis_url: str, topic: str, retention_ms: int, history_max_bytes: int = 0
+) -> Scheduler:
     node = Scheduler.from_url(
-        redis_url, [topic], retention_ms=retention_ms, trim_interval_ms=HOUR_MS
+        redis_url,
+        [topic],
+        retention_ms=retention_ms,
+        trim_interval_ms=HOUR_MS,
+        history_max_bytes=history_max_bytes,
     )
     await node.start()
 
@@ -104,5 +110,50 @@ async def test_a_stream_no_group_reads_yet_is_never_trimmed(
     try:
         assert await node.trimmer.trim_once() == 0
         assert await client.redis.xlen(ShardKeys(topic, 0).ready) == 5
+    finally:
+        await node.stop()
+
+
+async def _history_bytes(r: redis.asyncio.Redis, keys: ShardKeys) -> int:
+    """What the byte budget counts: MEMORY USAGE of the stream, history and cancellations."""
+    return sum([await r.memory_usage(k) or 0 for k in (keys.ready, keys.history, keys.cancelled)])
+
+
+async def test_over_its_byte_budget_history_loses_the_oldest_acked_entries_and_their_records(
+    redis_url: str, client: AsyncClient, topic: str
+) -> None:
+    await client.create_topic(topic, 1)
+    await client.enqueue_many(topic, [EnqueueItem("x" * 200, job_id=f"j{i}") for i in range(2000)])
+    r, keys = client.redis, ShardKeys(topic, 0)
+    ids = [entry_id for entry_id, _ in await r.xrange(keys.ready)]
+    await r.xgroup_create(keys.ready, "a", "0")
+    assert await _read(r, keys.ready, "a", 2000) == ids
+    await r.xack(keys.ready, "a", *ids[:1500])  # the last 500 stay pending
+    for i in range(100):
+        await client.enqueue(topic, "c", delay=60, job_id=f"c{i}")
+        await client.cancel(topic, f"c{i}")
+    before = await _history_bytes(r, keys)
+    budget = before * 7 // 10
+    node = await _leading_node(redis_url, topic, HOUR_MS, history_max_bytes=budget)
+    try:
+        trimmed = await node.trimmer.trim_once()
+        after = await _history_bytes(r, keys)
+        kept = [entry_id for entry_id, _ in await r.xrange(keys.ready)]
+        # Within retention, so only the budget trims: the oldest acked entries went, enough
+        # to bring the history from over 90% of its budget to about 80%.
+        assert 0 < trimmed < 1500 and kept == ids[trimmed:]
+        assert budget * 0.6 <= after <= budget * 0.9, (before, budget, after)
+        assert await r.zcard(keys.cancelled) < 100
+        # Every record left names an entry still there; the trimmed jobs' records went.
+        pointers = {v for v in (await r.hgetall(keys.history)).values()}
+        assert pointers == set(kept)
+        assert (await client.get(topic, "j0")).state is JobState.UNKNOWN
+        assert (await client.get(topic, "j1999")).state is JobState.RUNNING
+
+        # A budget below what the unacked entries take trims every acked entry, never those.
+        await node.stop()
+        node = await _leading_node(redis_url, topic, HOUR_MS, history_max_bytes=1)
+        await node.trimmer.trim_once()
+        assert [entry_id for entry_id, _ in await r.xrange(keys.ready)] == ids[1500:]
     finally:
         await node.stop()

@@ -17,6 +17,7 @@ from redis.retry import Retry
 from tests.support.servers import dedicated_server, tls_supported
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, Client, Scheduler
+from wheelq.core.history import JobState
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, shard_of
 from wheelq.testing import EmbeddedServer, ServerBinary
 
@@ -45,7 +46,7 @@ def roundtrip(client: Client, topic: str) -> None:
     assert client.reschedule(topic, job, delay=120) is True
     assert client.cancel(topic, job) is True
     fired = client.enqueue(topic, b"now")
-    assert client.get(topic, fired) is None
+    assert (client.get(topic, fired)).state is JobState.READY
     assert client.topics()[topic] == SHARDS
     stats = client.stats(topic)
     assert stats is not None and (stats.pending, stats.ready) == (0, 1)
@@ -58,7 +59,7 @@ async def roundtrip_async(client: AsyncClient, topic: str) -> None:
     assert await client.reschedule(topic, job, delay=120) is True
     assert await client.cancel(topic, job) is True
     fired = await client.enqueue(topic, b"now")
-    assert await client.get(topic, fired) is None
+    assert (await client.get(topic, fired)).state is JobState.READY
     stats = await client.stats(topic)
     assert stats is not None and (stats.pending, stats.ready) == (0, 1)
 

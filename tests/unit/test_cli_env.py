@@ -35,6 +35,8 @@ CLI_KEYS = [  # keys only the CLI reads: (section, key, variable, value, parsed)
     ("scheduler", "topics", "WHEELQ_SCHEDULER_TOPICS", "a, b", ["a", "b"]),
     ("worker", "group", "WHEELQ_WORKER_GROUP", "audit", "audit"),
     ("worker", "start", "WHEELQ_WORKER_START", "now", "now"),
+    ("scheduler", "metrics_port", "WHEELQ_SCHEDULER_METRICS_PORT", "9100", 9100),
+    ("worker", "metrics_port", "WHEELQ_WORKER_METRICS_PORT", "9101", 9101),
 ]
 
 

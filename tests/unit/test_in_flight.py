@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
+import msgpack
 import pytest
 
 from tests.support.fakes import ScriptedExecutor
 from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, HeldHandler, entry
 from wheelq.core import wire
 from wheelq.core.clock import ManualClock
+from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import Envelope
 from wheelq.core.retry import RetryPolicy
+from wheelq.store.calls import Call
 from wheelq.store.consume import Retried
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
@@ -27,11 +31,25 @@ from wheelq.worker.settler import Settler
 NOW_MS = 1_700_000_123_456
 
 
+def runs(call: Call[Any]) -> list[tuple[Any, ...]]:
+    """The (entry, job, finished ms, duration ms) of each run an ack script call records."""
+    entries = msgpack.unpackb(call.args[1])
+    pairs = msgpack.unpackb(call.args[2], raw=True)
+    out: list[tuple[Any, ...]] = []
+    for entry_id, field, raw in zip(entries, pairs[0::2], pairs[1::2], strict=True):
+        record = read_record(raw)
+        assert record is not None and record.kind == "S" and record.entry == entry_id
+        job_id, _, _ = field.decode().partition(SEPARATOR)
+        out.append((entry_id, job_id, record.at_ms, record.duration_ms))
+    return out
+
+
 class Parts:
     def __init__(self, concurrency: int, failing: set[str] | None = None) -> None:
         self.handler = HeldHandler(failing)
         self.executor = ScriptedExecutor()
         self.executor.answer("XACK", lambda call: len(call.command) - 3)
+        self.executor.answer("ack", lambda call: len(runs(call)))
         self.executor.answer("retry", lambda call: Retried(True, 1, "m"))
         self.executor.answer("dead_letter", lambda call: (len(call.args) - 1) // 3)
         self.settler = Settler(self.executor, TOPIC, GROUP, ManualClock())
@@ -45,6 +63,10 @@ class Parts:
             RetryPolicy(base_ms=1000, max_ms=60_000, jitter_pct=0),
             ManualClock(NOW_MS),
         )
+
+    def succeeded(self) -> list[tuple[str, ...]]:
+        """The entry ids of each ack script call (runs that succeeded), in order."""
+        return [tuple(run[0] for run in runs(c)) for c in self.executor.sent("ack")]
 
     def waiting(self) -> list[str]:
         return sorted(h.job.id for h in self.in_flight.held.values() if not h.started)
@@ -91,7 +113,10 @@ async def test_entries_wait_for_a_slot_and_a_freed_slot_goes_to_the_next(parts: 
     assert parts.in_flight.held_ids() == {0: ["2-0", "3-0"]}
 
     await parts.settle()
-    assert [c.command[3:] for c in parts.executor.sent("XACK")] == [("1-0",)]
+    assert parts.succeeded() == [("1-0",)]
+    (ack,) = parts.executor.sent("ack")
+    assert ack.args[0] == GROUP
+    assert runs(ack) == [("1-0", "a1", NOW_MS, 0)]  # entry, job, finished, duration
     assert parts.in_flight.handled == 1
 
 
@@ -142,7 +167,7 @@ async def test_drop_waiting_gives_up_the_entries_not_started_and_leaves_running_
     await parts.done("d1", "d2")  # running handlers still finish and are acked
     assert not parts.handler.started("d3") and not parts.handler.started("d4")
     await parts.settle()
-    assert [c.command[3:] for c in parts.executor.sent("XACK")] == [("1-0", "2-0")]
+    assert parts.succeeded() == [("1-0", "2-0")]
 
 
 async def test_a_failed_handler_is_retried_stamped_by_the_clock_then_dead_lettered() -> None:

@@ -211,7 +211,7 @@ def test_envelope_round_trips_with_a_str_payload(
 
 
 def test_envelope_unpack_accepts_a_bin_payload_and_extra_fields() -> None:
-    data = msgpack.packb([1, b"p", 2, 3, 4, "", "", "added later"], use_bin_type=True)
+    data = msgpack.packb([1, b"p", 2, 3, 4, "", "", "", "added later"], use_bin_type=True)
     assert Envelope.unpack(data) == Envelope(b"p", 2, 3, 4)
 
 
@@ -219,6 +219,29 @@ def test_a_retry_envelope_round_trips_its_group_and_job_id() -> None:
     envelope = Envelope(b"p", 3, 5, 9, group="billing", job_id="job-1")
     assert Envelope.unpack(envelope.pack()) == envelope
     assert len(msgpack.unpackb(Envelope(b"p").pack())) == 5  # first runs stay five fields
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_a_traced_first_run_writes_empty_group_and_id_then_the_traceparent() -> None:
+    envelope = Envelope(b"p", 1, 5, 9, traceparent=TRACEPARENT)
+    fields = msgpack.unpackb(envelope.pack(), raw=False)
+    assert fields == [1, "p", 1, 5, 9, "", "", TRACEPARENT]  # "" = absent, for the scripts
+    assert Envelope.unpack(envelope.pack()) == envelope
+
+
+def test_a_traced_retry_envelope_round_trips_group_id_and_traceparent() -> None:
+    envelope = Envelope(b"p", 2, 5, 9, "billing", "job-1", TRACEPARENT)
+    assert len(msgpack.unpackb(envelope.pack())) == 8
+    assert Envelope.unpack(envelope.pack()) == envelope
+
+
+def test_envelopes_without_a_traceparent_are_unchanged_and_decode_as_before() -> None:
+    assert Envelope(b"hi", 2, 5, 1234).pack() == b"\x95\x01\xa2hi\x02\x05\xcd\x04\xd2"
+    retry = msgpack.packb([1, "p", 2, 5, 9, "g", "j"], use_bin_type=False)
+    assert Envelope.unpack(retry) == Envelope(b"p", 2, 5, 9, "g", "j", "")
+    assert Envelope(b"p", 2, 5, 9, "g", "j").pack() == retry
 
 
 @pytest.mark.parametrize(
@@ -236,6 +259,7 @@ def test_a_retry_envelope_round_trips_its_group_and_job_id() -> None:
         msgpack.packb([1, b"p", b"one", 5, 0]),
         msgpack.packb([1, b"p", 1, 5, 0, 7, ""]),  # group not a string
         msgpack.packb([1, b"p", 1, 5, 0, "", b"\xff"], use_bin_type=False),  # id not UTF-8
+        msgpack.packb([1, b"p", 1, 5, 0, "", "", 7]),  # traceparent not a string
     ],
 )
 def test_envelope_unpack_rejects_non_envelopes(data: bytes) -> None:
@@ -293,13 +317,26 @@ def test_job_from_entry_reads_the_target_group_of_a_retry() -> None:
     assert Job.from_entry("1-0", GOOD | {b"group": b"billing"}).group == "billing"
 
 
+def test_job_from_entry_reads_the_traceparent_and_none_without_one() -> None:
+    assert Job.from_entry("1-0", GOOD | {b"trace": TRACEPARENT.encode()}).traceparent == (
+        TRACEPARENT
+    )
+    assert Job.from_entry("1-0", GOOD).traceparent is None
+    assert Job.from_entry("1-0", GOOD | {b"trace": b""}).traceparent is None
+
+
+def test_a_garbled_trace_field_never_makes_an_entry_malformed() -> None:
+    job = Job.from_entry("1-0", GOOD | {b"trace": b"\xff not a traceparent"})
+    assert (job.id, job.traceparent) == ("job-1", "\ufffd not a traceparent")
+
+
 @pytest.mark.parametrize(("entry_id", "ms"), [("1700000000125-3", 1_700_000_000_125), (b"7-0", 7)])
 def test_entry_ms(entry_id: str | bytes, ms: int) -> None:
     assert entry_ms(entry_id) == ms
 
 
 def test_job_ignores_unknown_fields_and_defaults_max_attempts() -> None:
-    fields = {k: v for k, v in GOOD.items() if k != b"max_attempts"} | {b"trace": b"xyz"}
+    fields = {k: v for k, v in GOOD.items() if k != b"max_attempts"} | {b"added_later": b"xyz"}
     assert Job.from_entry("1-0", fields) == Job(
         "job-1", "emails", {"to": "ada"}, 1_700_000_000_123, 2, 1, entry_id="1-0"
     )

@@ -15,7 +15,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, nodes, ops
+from wheelq.store import consume, history, nodes, ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import (
     NAMES,
@@ -39,6 +39,8 @@ KEY_TYPES = {
     "horizon": "STRING",
     "inbox": "LIST",
     "spooled": "ZSET",
+    "history": "HASH",
+    "cancelled": "ZSET",
 }
 
 # One call of every script wrapper: what each script's reply goes through.
@@ -53,6 +55,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "lease_acquire": lambda: nodes.lease_acquire(KEYS, "t", 30_000),
     "lease_renew": lambda: nodes.lease_renew(KEYS, "t", 30_000),
     "lease_release": lambda: nodes.lease_release(KEYS, "t"),
+    "ack": lambda: consume.ack_done(KEYS, "g", [("1-0", "j", 5, 1)]),
     "retry": lambda: consume.retry(KEYS, "g", "1-0", "j", 10, b"e"),
     "dead_letter": lambda: consume.dead_letter(KEYS, "g", [("1-0", "failed", "boom")]),
     "claim": lambda: consume.claim(KEYS, "g", "w", 1000, "0-0", 10, 5),
@@ -61,6 +64,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "replay": lambda: consume.replay(KEYS, ["1-0"]),
     "purge_dead": lambda: consume.purge_dead(KEYS, None),
     "drop_shard": lambda: ops.drop_shard(KEYS, "check"),
+    "lookup": lambda: history.lookup(KEYS, "j"),
 }
 
 
@@ -217,7 +221,7 @@ def test_the_lua_folder_holds_exactly_the_scripts_of_the_table() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_header_lists_the_keys_of_the_table_with_pattern_and_type(name: str) -> None:
-    found = re.findall(r"^KEYS\[(\d+)\]  \{T:s\}:(\w+) +([A-Z]+)\b", header(name), re.M)
+    found = re.findall(r"^KEYS\[(\d+)\] +\{T:s\}:(\w+) +([A-Z]+)\b", header(name), re.M)
     key_lines = re.findall(r"^KEYS", header(name), re.M)
 
     assert len(found) == len(key_lines), f"{name}.lua: a KEYS line without pattern and type"

@@ -8,6 +8,7 @@ within its budget.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -92,6 +93,18 @@ async def test_retries_and_dead_letters_are_sent_with_what_the_handler_asked_for
     (dead,) = executor.sent("dead_letter")  # one call for the shard's dead letters
     assert list(dead.args) == [GROUP, "8-0", "failed", "boom", "9-0", "malformed", "bad"]
     assert (settler.counts.retried, settler.counts.dead_lettered) == (1, 2)
+
+
+async def test_a_retry_keeps_the_jobs_traceparent_in_its_envelope() -> None:
+    executor = ScriptedExecutor()
+    settler = settled(executor)
+    traced = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    settler.retry(dataclasses.replace(job(1), traceparent=traced), b"\xa1x", 10, 1)
+    settler.retry(job(2), b"\xa1x", 10, 1)
+
+    await settler.step()
+    envelopes = [Envelope.unpack(call.args[4]) for call in executor.sent("retry")]
+    assert [e.traceparent for e in envelopes] == [traced, ""]
 
 
 async def test_a_connection_error_keeps_every_settlement_queued_and_raises() -> None:

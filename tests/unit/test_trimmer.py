@@ -45,7 +45,7 @@ def replies(*results: Trimmed) -> Iterator[Trimmed]:
 
 async def test_repeats_a_shard_while_it_has_more(parts: NodeParts) -> None:
     trimmer = Trimmer(parts.ctx)
-    parts.lead(0)
+    parts.lead(0).shards = 4  # the topic's byte budget is split over its 4 shards
     parts.lead(1)
     busy = replies(Trimmed(10, True, 0), Trimmed(10, True, 1), Trimmed(3, False, 0))
     parts.executor.answer(
@@ -54,7 +54,8 @@ async def test_repeats_a_shard_while_it_has_more(parts: NodeParts) -> None:
     assert await trimmer.step() == INTERVAL_MS / 1000
     assert [[shard_of(c) for c in r] for r in parts.executor.rounds] == [[0, 1], [0], [0]]
     (call,) = parts.executor.rounds[0][:1]
-    assert list(call.args) == [0, 10, 86_400_000]
+    budget = parts.ctx.settings.history_max_bytes
+    assert list(call.args) == [0, 10, 86_400_000, budget // 4]
     assert trimmer.trimmed == 27
     assert [(e.kind, e.shard, e.count) for e in parts.events] == [
         ("trimmed", 0, 10),

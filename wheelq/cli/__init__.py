@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-from wheelq.cli import dlq, jobs, server, services, topics
+from wheelq.cli import dlq, job_info, jobs, server, services, top, topics
 from wheelq.cli.context import ENVIRONMENT, Context, redacted, url_hint
 from wheelq.cli.errors import CliError, usage_error
 
@@ -84,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     services.register(sub, [connects])
     jobs.register(sub, [connects])
+    job_info.register(sub, [connects])
     topics.register(sub, [connects])
+    top.register(sub, [connects])
     dlq.register(sub, [connects])
     server.register(sub, [connects], logs)
     return parser

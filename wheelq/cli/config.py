@@ -20,7 +20,13 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from wheelq.cli.errors import usage_error
-from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings, setting_ranges
+from wheelq.core.settings import (
+    ClientSettings,
+    Range,
+    SchedulerSettings,
+    WorkerSettings,
+    setting_ranges,
+)
 
 SETTINGS: dict[str, type] = {
     "client": ClientSettings,
@@ -29,9 +35,11 @@ SETTINGS: dict[str, type] = {
 }
 CLI_KEYS: dict[str, tuple[str, ...]] = {
     "redis": ("url",),
-    "scheduler": ("topics",),
-    "worker": ("group", "start"),
+    "scheduler": ("topics", "metrics_port"),
+    "worker": ("group", "start", "metrics_port"),
 }
+CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}
+"""The ranges of the integer keys only the CLI reads (0: no metrics server)."""
 SECTIONS: dict[str, tuple[str, ...]] = {
     "redis": CLI_KEYS["redis"],
     **{name: CLI_KEYS.get(name, ()) + tuple(setting_ranges(cls)) for name, cls in SETTINGS.items()},
@@ -75,7 +83,7 @@ def from_environment(
             the message names the variable and the range.
         CliError: (exit 2) ``topics`` names no topic, or ``start`` is something else.
     """
-    ranges = setting_ranges(SETTINGS[section]) if section in SETTINGS else {}
+    ranges = {**(setting_ranges(SETTINGS[section]) if section in SETTINGS else {}), **CLI_RANGES}
     out: dict[str, Any] = {}
     for key in SECTIONS[section]:
         if key in skip:

@@ -23,6 +23,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--id", dest="job_id", help="your own job id (unique while pending)")
     p.add_argument("--max-attempts", type=int, help="runs before it is dead-lettered (1-1000)")
     p.add_argument("--replace", action="store_true", help="replace a pending job of that --id")
+    p.add_argument(
+        "--traceparent", help="the W3C traceparent of the trace the job belongs to (00-...-...-..)"
+    )
     p.set_defaults(func=enqueue)
 
     p = sub.add_parser("cancel", parents=parents, help="cancel a pending job")
@@ -83,6 +86,7 @@ def enqueue(ctx: Context) -> int:
                 job_id=args.job_id,
                 max_attempts=args.max_attempts,
                 replace=args.replace,
+                traceparent=args.traceparent,
             )
         except DuplicateJobError as exc:
             raise CliError(

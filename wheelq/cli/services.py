@@ -29,6 +29,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--topics", help="comma-separated topics to serve (default: all, incl. new ones)"
     )
+    _metrics_flag(p)
     p.set_defaults(func=scheduler)
 
     p = sub.add_parser(
@@ -45,7 +46,35 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="where a new group starts: every entry still in the stream (earliest, the "
         "default) or only jobs fired from now on",
     )
+    _metrics_flag(p)
     p.set_defaults(func=worker)
+
+
+def _metrics_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default 0: off)",
+    )
+
+
+def metrics_beside(node: Any, section: str, settings: dict[str, Any]) -> Any:
+    """What `run_until_signal` runs beside `node`: a `MetricsServer` on the section's
+    ``metrics_port`` (popped from `settings`), or None for 0 or unset.
+
+    Raises:
+        InvalidArgumentError: (exit 2) A port not in [0, 65535].
+    """
+    from wheelq.cli.config import CLI_RANGES
+
+    port = settings.pop("metrics_port", None) or 0
+    CLI_RANGES["metrics_port"].check(f"[{section}] metrics_port", port)
+    if not port:
+        return None
+    from wheelq.metrics import MetricsServer
+
+    log.info("serving metrics on http://0.0.0.0:%d/metrics", port)
+    return lambda: MetricsServer(node, port=port)
 
 
 def scheduler(ctx: Context) -> int:
@@ -55,11 +84,13 @@ def scheduler(ctx: Context) -> int:
 
     url = ctx.redis_url()
     flag = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
-    settings = ctx.section("scheduler", topics=flag)
+    settings = ctx.section("scheduler", topics=flag, metrics_port=ctx.args.metrics_port)
     topics = settings.pop("topics", None)
     if topics is not None:  # from the file unless checked already (the flag, the environment)
         topics = split_topics(topics, "[scheduler] topics")
-    run_until_signal(Scheduler.from_url(url, topics, **settings), log)
+    port = settings.pop("metrics_port", None)
+    node = Scheduler.from_url(url, topics, **settings)
+    run_until_signal(node, log, beside=metrics_beside(node, "scheduler", {"metrics_port": port}))
     return 0
 
 
@@ -70,19 +101,25 @@ def worker(ctx: Context) -> int:
 
     url, args = ctx.redis_url(), ctx.args
     settings = ctx.section(
-        "worker", group=args.group, concurrency=args.concurrency, start=args.start
+        "worker",
+        group=args.group,
+        concurrency=args.concurrency,
+        start=args.start,
+        metrics_port=args.metrics_port,
     )
     group = settings.pop("group", None) or "default"
+    port = settings.pop("metrics_port", None)
     handler = load_handler(args.handler)
-    report = run_worker(Worker.from_url(url, args.topic, handler, group=group, **settings))
+    node = Worker.from_url(url, args.topic, handler, group=group, **settings)
+    report = run_worker(node, metrics_beside(node, "worker", {"metrics_port": port}))
     return 0 if report.abandoned == 0 else 1
 
 
-def run_worker(node: Worker) -> WorkerStopReport:
+def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
     """Run `node` until SIGINT/SIGTERM (a second one hurries the stop); returns its report,
     or leaves the process at once when threads still run sync handlers."""
     report = run_until_signal(
-        node, log, "signal: finishing running jobs (a second signal exits at once)"
+        node, log, "signal: finishing running jobs (a second signal exits at once)", beside
     )
     if not node.runner.is_async and (report.abandoned or node.runner.wedged):
         # Threads still running sync handlers cannot be stopped, and the interpreter would

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
 
 from wheelq.runtime.role import Role
@@ -72,17 +73,23 @@ def exit_now(code: int) -> None:
 
 
 def run_until_signal(
-    node: Role[R], logger: logging.Logger, first_message: str = FIRST_MESSAGE
+    node: Role[R],
+    logger: logging.Logger,
+    first_message: str = FIRST_MESSAGE,
+    beside: Callable[[], AbstractAsyncContextManager[object]] | None = None,
 ) -> R:
     """Run `node` in the foreground until SIGINT or SIGTERM, then stop it gracefully; a
-    second signal calls `hurry()`. Returns the stop's report."""
+    second signal calls `hurry()`. Returns the stop's report. `beside` makes what runs on
+    the same loop for as long as the node does, entered before it starts and left after
+    it stopped (the metrics server)."""
 
     async def main() -> R:
         on_signal = SignalStop(node.stop, node.hurry, logger, first_message)
         on_signal.install()
-        await node.serve()
-        if on_signal.stopping is not None:
-            return await on_signal.stopping  # type: ignore[no-any-return]
-        return await node.stop()
+        async with beside() if beside is not None else nullcontext():
+            await node.serve()
+            if on_signal.stopping is not None:
+                return await on_signal.stopping  # type: ignore[no-any-return]
+            return await node.stop()
 
     return asyncio.run(main())

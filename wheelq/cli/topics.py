@@ -1,4 +1,4 @@
-"""`wheelq topics` (list, drop) and `wheelq stats`: what is on the server."""
+"""`wheelq topics` (list, drop): what is on the server (`wheelq stats` is in `top.py`)."""
 
 from __future__ import annotations
 
@@ -29,19 +29,19 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     drop.add_argument("--force", action="store_true", help="drop it even with jobs pending")
     drop.set_defaults(func=drop_topic)
 
-    p = sub.add_parser("stats", parents=parents, help="pending, ready and dead per topic and shard")
-    p.add_argument("topic", nargs="?")
-    p.set_defaults(func=stats)
-
 
 def topic_stats(client: Client, topic: str) -> TopicStats:
     """`client.stats(topic)`, or exit 1 naming the topics there are."""
     found = client.stats(topic)
     if found is None:
-        names = sorted(client.topics())
-        known = f"topics: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
-        raise CliError(f"no such topic {topic!r} ({known if names else 'there are no topics'})")
+        raise no_such_topic(topic, sorted(client.topics()))
     return found
+
+
+def no_such_topic(topic: str, names: list[str]) -> CliError:
+    """The error (exit 1) for an unknown `topic`, naming some of the topics there are."""
+    known = f"topics: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
+    return CliError(f"no such topic {topic!r} ({known if names else 'there are no topics'})")
 
 
 def every_topic(client: Client) -> list[TopicStats]:
@@ -69,17 +69,4 @@ def drop_topic(ctx: Context) -> int:
         if not client.drop_topic(ctx.args.name, force=ctx.args.force):
             raise CliError(f"no such topic {ctx.args.name!r}")
     print(f"dropped {ctx.args.name}")
-    return 0
-
-
-def stats(ctx: Context) -> int:
-    """Print each topic's pending / ready / dead, per shard; exit 1 for an unknown topic."""
-    with ctx.client() as client:
-        found = [topic_stats(client, ctx.args.topic)] if ctx.args.topic else every_topic(client)
-    for s in found:
-        per_shard = " ".join(f"{x.shard}:{x.pending}/{x.ready}/{x.dead}" for x in s.shards)
-        print(
-            f"{s.topic}: pending {s.pending} ready {s.ready} dead {s.dead}  "
-            f"(shard:pending/ready/dead {per_shard})"
-        )
     return 0

@@ -7,10 +7,14 @@ Envelope (the value in ``{T:s}:jobs``), a msgpack array::
 
     [1, payload: raw, attempt: int, max_attempts: int, enqueued_ms: int]
     [1, payload, attempt, max_attempts, enqueued_ms, group: str, job_id: str]   (a retry)
+    [1, payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent: str]
 
 A retry is meant for one consumer group only (the one whose handler
 failed), and carries the job id because it may be stored under another
-sorted-set member while a job of the same id is pending again.
+sorted-set member while a job of the same id is pending again. A job enqueued
+with a trace context carries its W3C ``traceparent`` (`wheelq.core.trace`) as
+field 8, with ``""`` for group and job id when it has neither: the scripts read
+``""`` there as absent.
 
 The payload bytes sit in msgpack's raw ``str`` family, not ``bin``: the Lua
 ``cmsgpack`` built into Redis and Valkey cannot read ``bin``, and the emit
@@ -25,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 import msgpack
@@ -143,12 +146,16 @@ def pack_envelope(
     packer: msgpack.Packer | None = None,
     group: str = "",
     job_id: str = "",
+    traceparent: str | None = None,
 ) -> bytes:
     """The envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``, with
-    ``group, job_id`` after it when either is set (a retry); `packer`
-    (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
+    ``group, job_id`` after it when either is set (a retry), and ``traceparent`` after
+    those when set; `packer` (``msgpack.Packer(use_bin_type=False)``) as in
+    `encode_payload`."""
     fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
-    if group or job_id:
+    if traceparent:
+        fields += [group, job_id, traceparent]
+    elif group or job_id:
         fields += [group, job_id]
     if packer is None:
         packed: bytes = msgpack.packb(fields, use_bin_type=False)
@@ -168,6 +175,8 @@ class Envelope:
     """A retry's consumer group ("" = every group)."""
     job_id: str = ""
     """A retry's job id ("" = the sorted-set member is the id)."""
+    traceparent: str = ""
+    """The W3C traceparent the job was enqueued in ("" = none)."""
 
     def pack(self) -> bytes:
         return pack_envelope(
@@ -177,6 +186,7 @@ class Envelope:
             self.enqueued_ms,
             group=self.group,
             job_id=self.job_id,
+            traceparent=self.traceparent,
         )
 
     @classmethod
@@ -193,39 +203,19 @@ class Envelope:
         if not isinstance(fields, list) or len(fields) < 5 or fields[0] != ENVELOPE_VERSION:
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         _, payload, attempt, max_attempts, enqueued_ms = fields[:5]
-        group, job_id = [*fields[5:7], b"", b""][:2]
+        group, job_id, trace = [*fields[5:8], b"", b"", b""][:3]
         numbers = (attempt, max_attempts, enqueued_ms)
         if (
             not isinstance(payload, bytes)
             or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
-            or not isinstance(group, bytes)
-            or not isinstance(job_id, bytes)
+            or not all(isinstance(s, bytes) for s in (group, job_id, trace))
         ):
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         try:
-            return cls(payload, attempt, max_attempts, enqueued_ms, group.decode(), job_id.decode())
+            texts = group.decode(), job_id.decode(), trace.decode()
+            return cls(payload, attempt, max_attempts, enqueued_ms, *texts)
         except UnicodeDecodeError as exc:
             raise ValueError(f"unknown envelope layout: {exc}") from exc
-
-
-class JobState(StrEnum):
-    """Where a job is. Once fired, a job lives in its topic's stream, not in `get()`."""
-
-    PENDING = "pending"
-
-
-@dataclass(frozen=True, slots=True)
-class JobInfo:
-    """A pending job as `get()` reports it."""
-
-    id: str
-    topic: str
-    state: JobState
-    due_ms: int
-    attempt: int
-    max_attempts: int
-    enqueued_ms: int
-    payload: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +239,9 @@ class Job:
     """How often this stream entry has been delivered to the group: 1 the first time, N
     after it was taken over from N-1 workers that died or stalled running it. The same
     `attempt` with ``deliveries > 1`` is a re-run of a run whose outcome was never settled."""
+    traceparent: str | None = None
+    """The W3C traceparent it was enqueued in, as stored (`wheelq.core.trace` parses it);
+    None when it was enqueued without one. Retries and replays keep it."""
 
     @property
     def due(self) -> datetime:
@@ -271,6 +264,7 @@ class Job:
         """
         try:
             group = fields.get(wire.GROUP)
+            trace = fields.get(wire.TRACE)
             return cls(
                 id=fields[wire.ID].decode(),
                 topic=fields[wire.TOPIC].decode(),
@@ -282,6 +276,8 @@ class Job:
                 entry_id=entry_id,
                 shard=shard,
                 deliveries=deliveries,
+                # never a reason to dead-letter a job: readers parse it leniently
+                traceparent=trace.decode("ascii", "replace") if trace else None,
             )
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc

@@ -13,6 +13,8 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:inbox     LIST    "due:id" of jobs written at or below the horizon
 {emails:3}:wake      channel the same "due:id", published for a prompt pick-up
 {emails:3}:spooled   ZSET    token of a spooled write replayed here -> Redis ms it was applied
+{emails:3}:history   HASH    job id -> its latest entry; "id<US>group" -> that group's outcome
+{emails:3}:cancelled ZSET    job id -> Redis ms it was cancelled
 wheelq:topics        HASH    topic -> shard count (the topic registry)
 wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per topic
 ```
@@ -43,7 +45,18 @@ MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256
 MAX_SHARDS = 1024
 
-DATA_KEY_NAMES = ("delayed", "jobs", "ready", "dead", "lease", "horizon", "inbox", "spooled")
+DATA_KEY_NAMES = (
+    "delayed",
+    "jobs",
+    "ready",
+    "dead",
+    "lease",
+    "horizon",
+    "inbox",
+    "spooled",
+    "history",
+    "cancelled",
+)
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
 _TOPIC_RE = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_TOPIC_LENGTH}}}")
@@ -224,6 +237,16 @@ class ShardKeys:
     def spooled(self) -> str:
         """Tokens of the producer spool's writes this shard applied (replayed exactly once)."""
         return f"{self.tag}:spooled"
+
+    @property
+    def history(self) -> str:
+        """Where each job last fired and what each group made of it (`wheelq.core.history`)."""
+        return f"{self.tag}:history"
+
+    @property
+    def cancelled(self) -> str:
+        """Jobs cancelled while pending, with when (kept as long as the history)."""
+        return f"{self.tag}:cancelled"
 
     @property
     def data_keys(self) -> tuple[str, ...]:

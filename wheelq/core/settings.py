@@ -163,8 +163,13 @@ class SchedulerSettings(_Validated):
     """Ready-stream entries every group has acked are trimmed once older than this (3 days).
     An entry some group has not acked is never trimmed, however old; nor is any entry of a
     stream no group reads yet."""
+    history_max_bytes: Annotated[int, Range(0, 1 << 40)] = 256 << 20
+    """Byte budget of each topic's history (acked ready-stream entries, the job history
+    and cancellations, as MEMORY USAGE counts them; 0: none), split evenly over its shards.
+    Over it, the oldest acked entries are trimmed before `retention_ms` (256 MiB: about 18
+    hours of a topic firing 1M jobs/day; README, "A job's whole life")."""
     trim_interval_ms: Annotated[int, Range(100, 86_400_000)] = 60_000
-    """How often the leader of a shard trims its ready stream."""
+    """How often the leader of a shard trims its ready stream and history."""
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
     """Most entries removed per trim call (the call is repeated while more are due)."""
     start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000

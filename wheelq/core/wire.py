@@ -18,6 +18,9 @@ read::
     max_attempts attempts allowed before the job is dead-lettered
     payload      msgpack bytes of the payload
     group        only on retries and replays: the one consumer group meant to run it
+    trace        only for jobs enqueued with a trace context: their W3C traceparent
+                 (``00-<trace id>-<span id>-<flags>``, `wheelq.core.trace`); retries
+                 and replays keep it
 
 Readers must ignore fields they do not know: more may be added.
 
@@ -47,10 +50,11 @@ ATTEMPT = b"attempt"
 MAX_ATTEMPTS = b"max_attempts"
 PAYLOAD = b"payload"
 GROUP = b"group"
+TRACE = b"trace"
 
 READY_FIELDS = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD)
 """The fields of every ready-stream entry, in the order written; `GROUP` follows on retries
-and replays."""
+and replays, then `TRACE` on jobs enqueued with a trace context."""
 
 REASON = b"reason"
 ERROR = b"error"

@@ -11,7 +11,7 @@ import redis
 import redis.asyncio
 
 from wheelq.core.dead import DeadLetter
-from wheelq.core.job import JobInfo
+from wheelq.core.history import JobInfo
 from wheelq.core.schedule import At, Delay
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
@@ -20,7 +20,7 @@ from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
 from wheelq.producer.drain_runner import DrainTask, attach_spool
 from wheelq.producer.drive import drive_async
 from wheelq.producer.durability import Durability
-from wheelq.producer.operations import EnqueueItem, Op, Producer, TopicStats
+from wheelq.producer.operations import EnqueueItem, Op, Producer, ProducerCounts, TopicStats
 from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
@@ -100,8 +100,9 @@ class AsyncClient:
         max_attempts: int | None = None,
         replace: bool = False,
         ack: str | None = None,
+        traceparent: str | None = None,
     ) -> str:
-        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
+        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace, traceparent)
         return await self._write(topic, self._producer.enqueue(topic, item), ack)
 
     enqueue.__doc__ = ENQUEUE_DOC
@@ -133,7 +134,7 @@ class AsyncClient:
         op = self._producer.reschedule(topic, job_id, delay, at)
         return await self._write(topic, op, ack)
 
-    async def get(self, topic: str, job_id: str) -> JobInfo | None:
+    async def get(self, topic: str, job_id: str) -> JobInfo:
         """See `Client.get`."""
         return await self._run(self._producer.get(topic, job_id))
 
@@ -152,6 +153,11 @@ class AsyncClient:
     async def stats(self, topic: str) -> TopicStats | None:
         """See `Client.stats`."""
         return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())
+
+    @property
+    def counts(self) -> ProducerCounts:
+        """Jobs this client enqueued and cancelled (what `wheelq.metrics` exports)."""
+        return self._producer.counts
 
     def spool_stats(self) -> SpoolStats | None:
         """See `Client.spool_stats` (not a coroutine: it reads no Redis)."""

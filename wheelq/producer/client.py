@@ -13,7 +13,7 @@ import redis
 import redis.asyncio
 
 from wheelq.core.dead import DeadLetter
-from wheelq.core.job import JobInfo
+from wheelq.core.history import JobInfo
 from wheelq.core.schedule import At, Delay
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
@@ -22,7 +22,7 @@ from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
 from wheelq.producer.drain_runner import DrainThread, attach_spool
 from wheelq.producer.drive import drive_sync
 from wheelq.producer.durability import Durability
-from wheelq.producer.operations import EnqueueItem, Op, Producer, TopicStats
+from wheelq.producer.operations import EnqueueItem, Op, Producer, ProducerCounts, TopicStats
 from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
@@ -126,8 +126,9 @@ class Client:
         max_attempts: int | None = None,
         replace: bool = False,
         ack: str | None = None,
+        traceparent: str | None = None,
     ) -> str:
-        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace)
+        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace, traceparent)
         return self._write(topic, self._producer.enqueue(topic, item), ack)
 
     enqueue.__doc__ = ENQUEUE_DOC
@@ -171,11 +172,19 @@ class Client:
         for `cancel`."""
         return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
 
-    def get(self, topic: str, job_id: str) -> JobInfo | None:
-        """A pending job's state, due time, attempt and payload; None when not pending.
+    def get(self, topic: str, job_id: str) -> JobInfo:
+        """Where job `job_id` is in its life, whatever the state (`JobState`): pending or
+        retrying (due time, attempt, the last error), ready, running (per consumer group:
+        which worker, since when, deliveries), succeeded (when, how long), dead (why),
+        cancelled, or unknown (never enqueued, or past the history's retention).
+
+        One script call on the job's shard, O(1)-O(log n) work in Redis (times the topic's
+        consumer groups); README, "A job's whole life".
 
         Raises:
-            MalformedJobError: The stored job cannot be decoded (not written by wheelq).
+            InvalidJobIdError: `job_id` cannot be a job id.
+            MalformedJobError: The job is pending and its stored envelope cannot be decoded
+                (not written by wheelq).
         """
         return self._run(self._producer.get(topic, job_id))
 
@@ -225,6 +234,11 @@ class Client:
         """Pending and ready counts per shard, and the spool's (`TopicStats.spool`); None
         for an unknown topic."""
         return with_spool(self._run(self._producer.stats(topic)), self.spool_stats())
+
+    @property
+    def counts(self) -> ProducerCounts:
+        """Jobs this client enqueued and cancelled (what `wheelq.metrics` exports)."""
+        return self._producer.counts
 
     def spool_stats(self) -> SpoolStats | None:
         """The spool's depth (jobs waiting in it) and age (ms since the oldest was spooled),

@@ -27,13 +27,17 @@ ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (nei
                 ``ack_replicas`` replicas: WAIT) or ``"persisted"`` (and fsynced by the
                 primary and ``ack_replicas`` replicas: WAITAOF); default the client's
                 ``ack`` (see README, "Acknowledged durability").
+            traceparent: The W3C traceparent of the trace the job belongs to
+                (``00-<32 hex>-<16 hex>-<2 hex>``); its handler's span is a child of it.
+                Default: with the ``otel`` extra, this call's ``send`` span (a child of
+                the current span); without, none (see README, "Tracing").
 
         Returns:
             The job id.
 
         Raises:
-            InvalidArgumentError: A bad topic, delay, at, job_id or max_attempts
-                (also a ValueError); nothing was written.
+            InvalidArgumentError: A bad topic, delay, at, job_id, max_attempts or
+                traceparent (also a ValueError); nothing was written.
             PayloadTypeError: The payload cannot be serialised, or would not decode back
                 (a tuple as a dict key); also a TypeError.
             DuplicateJobError: `job_id` is pending already and `replace` is False.

@@ -1,5 +1,5 @@
 """What validating one enqueue call's items shares: the time, the ids seen, msgpack packers,
-and random bytes for generated ids.
+random bytes for generated ids, and the call's traceparent.
 
 Reused objects are several times cheaper than new ones per job (a msgpack ``Packer`` per
 value, or an ``os.urandom`` call per id, cost more than the rest of a job's validation).
@@ -23,8 +23,10 @@ class EncodeBatch:
 
     MAX_ENTROPY_IDS = 1024
 
-    def __init__(self, now_ms: int) -> None:
+    def __init__(self, now_ms: int, traceparent: str | None = None) -> None:
         self.now_ms = now_ms
+        self.traceparent = traceparent
+        """What a job without a traceparent of its own carries (the call's send span)."""
         self.seen: set[str] = set()
         self.payloads, self.envelopes = _packers()
         self._random = b""

@@ -13,34 +13,34 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core import keys as k
+from wheelq.core.history import JobInfo, JobState, job_info
 from wheelq.core.ids import make_job_id
 from wheelq.core.job import (
-    Envelope,
-    JobInfo,
-    JobState,
-    decode_payload,
     encode_payload,
     pack_envelope,
     validate_max_attempts,
 )
 from wheelq.core.schedule import At, Delay, due_spec
 from wheelq.core.settings import ClientSettings
+from wheelq.core.trace import validate_traceparent
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
     InvalidDelayError,
     InvalidJobIdError,
-    MalformedJobError,
     PayloadTypeError,
     TopicConfigError,
     TopicNotEmptyError,
 )
 from wheelq.producer.encode_batch import EncodeBatch
+from wheelq.producer.traced import sending
+from wheelq.runtime import tracing
 from wheelq.runtime.clock import WallClock
-from wheelq.store import nodes, ops
+from wheelq.store import history, nodes, ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
@@ -64,6 +64,7 @@ class EnqueueItem:
     job_id: str | None = None
     max_attempts: int | None = None
     replace: bool = False
+    traceparent: str | None = None
 
 
 _ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
@@ -105,6 +106,16 @@ class TopicStats:
         return sum(s.dead for s in self.shards)
 
 
+@dataclass(slots=True)
+class ProducerCounts:
+    """What a client did, for `wheelq.metrics` (plain ints: counted on the caller's thread)."""
+
+    enqueued: int = 0
+    """Jobs whose enqueue returned their id (spooled ones too)."""
+    cancelled: int = 0
+    """Cancels that removed a pending job."""
+
+
 class Producer:
     """Validation, placement and batching shared by `Client` and `AsyncClient`."""
 
@@ -114,6 +125,9 @@ class Producer:
         self._clock = WallClock()
         self.spooler: Spooler | None = None
         """Set by a client with a spool: enqueues go through it (`wheelq.producer.spooler`)."""
+        self.tracing = tracing.load()
+        """Spans around enqueues; None without the ``otel`` extra."""
+        self.counts = ProducerCounts()
 
     # --- topics ---------------------------------------------------------------------------
 
@@ -176,18 +190,38 @@ class Producer:
 
     def enqueue(self, topic: str, item: EnqueueItem) -> Op[str]:
         k.validate_topic(topic)
-        write = self._validate_item(item, EncodeBatch(self._clock.now_ms()))
-        ids = yield from self._write(topic, [write])
+        write = partial(self._enqueue, topic, item)
+        ids = yield from sending(self.tracing, topic, item.traceparent, write, batch=False)
         return ids[0]
+
+    def _enqueue(self, topic: str, item: EnqueueItem, traceparent: str | None) -> Op[list[str]]:
+        write = self._validate_item(item, EncodeBatch(self._clock.now_ms(), traceparent))
+        return (yield from self._counted(topic, [write]))
 
     def enqueue_many(
         self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]
     ) -> Op[list[str]]:
         k.validate_topic(topic)
-        writes = self._validate_batch(items)
+        write = partial(self._enqueue_many, topic, items)
+        return (yield from sending(self.tracing, topic, None, write, batch=True))
+
+    def _enqueue_many(
+        self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]], traceparent: str | None
+    ) -> Op[list[str]]:
+        writes = self._validate_batch(items, traceparent)
         if not writes:
             return []
-        return (yield from self._write(topic, writes))
+        return (yield from self._counted(topic, writes))
+
+    def _counted(self, topic: str, writes: list[ops.JobWrite]) -> Op[list[str]]:
+        """`_write`, counting the jobs it enqueued (a batch's too when some were duplicates)."""
+        try:
+            ids = yield from self._write(topic, writes)
+        except DuplicateJobError as exc:
+            self.counts.enqueued += len(exc.enqueued)
+            raise
+        self.counts.enqueued += len(ids)
+        return ids
 
     def _write(
         self, topic: str, writes: list[ops.JobWrite], applied: list[str] | None = None
@@ -233,6 +267,7 @@ class Producer:
         if keys is None:
             return False
         (done,) = yield [ops.cancel(keys, job_id)]
+        self.counts.cancelled += bool(done)
         return bool(done)
 
     def reschedule(self, topic: str, job_id: str, delay: Delay | None, at: At | None) -> Op[bool]:
@@ -245,28 +280,12 @@ class Producer:
         (placed,) = yield [ops.reschedule(keys, job_id, due)]
         return placed is not None
 
-    def get(self, topic: str, job_id: str) -> Op[JobInfo | None]:
+    def get(self, topic: str, job_id: str) -> Op[JobInfo]:
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
-            return None
-        due, raw = yield [ops.job_score(keys, job_id), ops.job_envelope(keys, job_id)]
-        if due is None or raw is None:
-            return None  # fired or cancelled between the two reads
-        try:
-            env = Envelope.unpack(raw)
-            payload = decode_payload(env.payload)
-        except Exception as exc:  # msgpack raises several unrelated types
-            raise MalformedJobError(topic, job_id, str(exc)) from exc
-        return JobInfo(
-            job_id,
-            topic,
-            JobState.PENDING,
-            due,
-            env.attempt,
-            env.max_attempts,
-            env.enqueued_ms,
-            payload,
-        )
+            return JobInfo(job_id, topic, JobState.UNKNOWN)
+        (raw,) = yield [history.lookup(keys, job_id)]
+        return job_info(topic, job_id, raw)
 
     def stats(self, topic: str) -> Op[TopicStats | None]:
         shards = yield from self.shard_count(topic, create=False)
@@ -288,14 +307,14 @@ class Producer:
         return None if shards is None else k.ShardKeys(topic, k.shard_of(job_id, shards))
 
     def _validate_batch(
-        self, items: Iterable[EnqueueItem | Mapping[str, Any]]
+        self, items: Iterable[EnqueueItem | Mapping[str, Any]], traceparent: str | None
     ) -> list[ops.JobWrite]:
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
             raise InvalidArgumentError(
                 "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
             )
         writes: list[ops.JobWrite] = []
-        batch = EncodeBatch(self._clock.now_ms())
+        batch = EncodeBatch(self._clock.now_ms(), traceparent)
         for index, item in enumerate(items):
             try:
                 writes.append(self._validate_item(item, batch))
@@ -323,7 +342,14 @@ class Producer:
             if job_id in batch.seen:
                 raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
         batch.seen.add(job_id)
-        envelope = pack_envelope(payload, 1, attempts, batch.now_ms, batch.envelopes)
+        trace = job.traceparent
+        if trace is None:
+            trace = batch.traceparent  # the call's send span's, or None
+        else:
+            validate_traceparent(trace)
+        envelope = pack_envelope(
+            payload, 1, attempts, batch.now_ms, batch.envelopes, traceparent=trace
+        )
         return ops.JobWrite(job_id, due, job.replace, envelope)
 
 

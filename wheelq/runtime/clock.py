@@ -68,5 +68,4 @@ class LocalClock:
 class WallClock:
     """The local wall clock in epoch ms."""
 
-    def now_ms(self) -> int:
-        return wall_ms()
+    now_ms = staticmethod(wall_ms)  # one call less: the worker reads it twice per job

@@ -65,6 +65,11 @@ class Role(Lifecycle, Generic[R]):
         return self._executor.client
 
     @property
+    def executor(self) -> AsyncExecutor:
+        """What the role's calls go through (for reads beside the role: `wheelq.metrics`)."""
+        return self._executor
+
+    @property
     def cluster(self) -> bool:
         """Whether the server is a Redis Cluster (known once started)."""
         return self._executor.cluster

@@ -150,7 +150,7 @@ class LeaseKeeper(Service):
         calls = [nodes.lease_acquire(keys, self._ctx.leads.token, ttl) for keys in chosen]
         for keys, attempt in zip(chosen, await self._ctx.executor.run(calls), strict=True):
             if attempt.held and keys not in self._ctx.leads.by_keys:
-                self._ctx.leads.add(keys, attempt.server_now_ms)
+                self._ctx.leads.add(keys, attempt.server_now_ms, self._served.get(keys.topic, 1))
                 log.info("leading %s", keys.tag)
                 self._ctx.event("acquired", keys)
         self._on_change()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import SchedulerSettings
+from wheelq.scheduler.node_metrics import NodeMetrics
 from wheelq.store.calls import Executor
 
 
@@ -30,6 +31,8 @@ class Lead:
     """Jobs due up to here (exclusive of later) have been read into the wheel."""
     active: bool = True
     emitted: int = 0
+    shards: int = 1
+    """The topic's shard count (its history byte budget is split evenly over them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +63,8 @@ class Leads:
     by_keys: dict[ShardKeys, Lead] = field(default_factory=dict)
     by_channel: dict[str, Lead] = field(default_factory=dict)
 
-    def add(self, keys: ShardKeys, acquired_ms: int) -> Lead:
-        lead = Lead(keys, next(self._slots), acquired_ms, acquired_ms)
+    def add(self, keys: ShardKeys, acquired_ms: int, shards: int = 1) -> Lead:
+        lead = Lead(keys, next(self._slots), acquired_ms, acquired_ms, shards=shards)
         self.by_slot[lead.slot] = lead
         self.by_keys[keys] = lead
         self.by_channel[keys.wake_channel] = lead
@@ -93,7 +96,10 @@ class NodeContext:
     lost: Callable[[Lead], None]
     """Called when a service finds a lease gone: the node forgets the lead."""
     on_event: EventHook | None = None
+    metrics: NodeMetrics = field(default_factory=NodeMetrics)
+    """Counted for `wheelq.metrics`: every event, and the fire lateness."""
 
     def event(self, kind: str, keys: ShardKeys, count: int = 0, sent_ms: int | None = None) -> None:
+        self.metrics.record(kind, keys.topic, keys.shard, count)
         if self.on_event is not None:
             self.on_event(NodeEvent(kind, keys.topic, keys.shard, count, sent_ms))

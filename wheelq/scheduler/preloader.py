@@ -86,9 +86,11 @@ class Preloader(Service):
             if is_transient(reply):  # e.g. LOADING: an outage, not this shard's problem
                 raise reply
         inbox, page, sweep = replies
-        return self._settle(lead, inbox, page, sweep, sent_ms)
+        return self._settle(lead, inbox, page, sweep, sent_ms, bound_ms)
 
-    def _settle(self, lead: Lead, inbox: Any, page: Any, sweep: Any, sent_ms: int) -> bool:
+    def _settle(
+        self, lead: Lead, inbox: Any, page: Any, sweep: Any, sent_ms: int, bound_ms: int
+    ) -> bool:
         if not lead.active:
             return False
         if isinstance(page, LeaseLostError) or isinstance(sweep, LeaseLostError):
@@ -105,6 +107,7 @@ class Preloader(Service):
             busy = busy or page.full
         if isinstance(sweep, ops.EmitResult):
             record_emit(self._ctx, lead, sweep, sent_ms)
+            self._ctx.metrics.fired_by_sweep(lead.keys.topic, sent_ms, bound_ms, sweep.emitted)
             busy = busy or sweep.more
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):

@@ -81,6 +81,8 @@ class Scheduler(Role[StopReport]):
         self.clock = clock or RedisClock()
         self.leads = Leads(token=self.node_id)
         ctx = NodeContext(executor, self.clock, self.leads, self.settings, self._lost, on_event)
+        self.node_metrics = ctx.metrics
+        """What the node counts (fired, lease changes, fire lateness): `wheelq.metrics`."""
         pause_ms = self.settings.failure_pause_max_ms
         self._clock_keeper = ClockKeeper(
             executor, self.clock, self.settings.clock_sync_interval_ms, max_pause_ms=pause_ms

@@ -1,11 +1,14 @@
-"""Trimming the ready streams a node leads (docs/architecture.md, invariant 5).
+"""Trimming the ready streams and job histories a node leads (docs/architecture.md,
+invariant 5, and "Job history").
 
 Every `trim_interval_ms` the leader of a shard removes the entries of its
 ready stream that every consumer group has acked and that are older than
-`retention_ms`. `trim.lua` computes the bound atomically from the groups'
-pending lists and delivery positions, so an entry some group has not acked
-(or not yet received) is never removed, and a stream no group reads yet is
-left whole. One node trims each shard: the one holding its lease.
+`retention_ms` (or, while the shard's history is over its share of
+`history_max_bytes`, the oldest acked ones), with the history records that
+name them, and cancellations past retention. `trim.lua` computes the bound
+atomically from the groups' pending lists and delivery positions, so an
+entry some group has not acked (or not yet received) is never removed, and a
+stream no group reads yet is left whole. One node trims each shard: the one holding its lease.
 
 A shard whose trim is refused (its ready key holds something else than a stream)
 is reported with `Service.failed` and skipped for the round; the other shards are
@@ -60,11 +63,18 @@ class Trimmer(Service):
         """
         s = self._ctx.settings
         total = 0
-        pending = {lead.keys: 0 for lead in self._ctx.leads.all()}
+        pending = {lead.keys: lead for lead in self._ctx.leads.all()}
+        calls_made = dict.fromkeys(pending, 0)
         while pending:
             calls = [
-                consume.trim(keys, s.retention_ms, s.trim_batch, CONSUMER_IDLE_MS)
-                for keys in pending
+                consume.trim(
+                    lead.keys,
+                    s.retention_ms,
+                    s.trim_batch,
+                    CONSUMER_IDLE_MS,
+                    s.history_max_bytes // lead.shards,
+                )
+                for lead in pending.values()
             ]
             replies = await self._ctx.executor.run(calls, return_exceptions=True)
             for reply in replies:
@@ -79,7 +89,7 @@ class Trimmer(Service):
                 self.trimmed += result.trimmed
                 if result.trimmed:
                     self._ctx.event("trimmed", keys, result.trimmed)
-                pending[keys] += 1
-                if not result.more or pending[keys] >= MAX_CALLS_PER_ROUND:
+                calls_made[keys] += 1
+                if not result.more or calls_made[keys] >= MAX_CALLS_PER_ROUND:
                     del pending[keys]
         return total

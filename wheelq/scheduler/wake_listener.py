@@ -29,7 +29,7 @@ class WakeListener(Service):
     """Feeds pub/sub wake notes of led shards into the wheel.
 
     Args:
-        executor: Its client's pub/sub connections subscribe (one per cluster node).
+        executor: The server to subscribe on (see `WakeSubscription.of`).
         leads: The node's leads: whose channels to follow, and whose notes to take.
         driver: Where announced jobs go.
         clock: This part's clock (the base logs pauses on it).
@@ -55,7 +55,7 @@ class WakeListener(Service):
 
     async def step(self) -> float:
         """One subscription: listen until stopped or the connection fails (it raises)."""
-        subscription = WakeSubscription(self._executor.client)
+        subscription = WakeSubscription.of(self._executor)
         try:
             await self._listen(subscription)
         finally:

@@ -93,11 +93,13 @@ class WheelDriver(Service):
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
         by_slot: dict[int, list[str]] = defaultdict(list)
-        for (slot, job_id), _due in expired:
+        dues: dict[int, list[int]] = defaultdict(list)  # for the fire lateness metric
+        for (slot, job_id), due in expired:
             by_slot[slot].append(job_id)
+            dues[slot].append(due)
         batch = self._ctx.settings.emit_batch
         calls: list[Call[Any]] = []
-        targets: list[tuple[Lead, list[str]]] = []
+        targets: list[tuple[Lead, list[str], list[int]]] = []
         for slot, ids in by_slot.items():
             lead = self._ctx.leads.by_slot.get(slot)
             if lead is None or not lead.active:
@@ -113,17 +115,21 @@ class WheelDriver(Service):
                         max_bytes=self._ctx.settings.emit_batch_bytes,
                     )
                 )
-                targets.append((lead, chunk))
+                targets.append((lead, chunk, dues[slot][i : i + batch]))
         if not calls:
             return
         # A connection error raises here: the jobs are still in Redis, the sweep emits them.
         results = await self._ctx.executor.run(calls, return_exceptions=True)
         outage = None
-        for (lead, chunk), result in zip(targets, results, strict=True):
+        for (lead, chunk, chunk_dues), result in zip(targets, results, strict=True):
             if isinstance(result, Exception) and is_transient(result):
                 outage = result  # LOADING and the like: pause once every shard is settled
             else:
                 self._settle(lead, chunk, result, now_ms)
+                if isinstance(result, ops.EmitResult):
+                    self._ctx.metrics.fired_by_wheel(
+                        lead.keys.topic, now_ms, chunk, chunk_dues, result
+                    )
         if outage is not None:
             raise outage
 

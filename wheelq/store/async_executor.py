@@ -20,30 +20,57 @@ from wheelq.store.calls import Call, finish, moved, noscript, to_redo
 from wheelq.store.scripts import script
 
 
+class SeenNodes:
+    """Every node of a cluster client seen: a slot-map reload drops a node that left the map
+    (a primary failed over, a node removed) without closing the connections that were busy
+    then; `close` closes them all."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, redis.asyncio.cluster.ClusterNode] = {}
+
+    def note(self, client: object) -> None:
+        """Remember the nodes `client` knows now (nothing when it is not a cluster client)."""
+        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+            self._nodes.update((id(n), n) for n in client.nodes_manager.nodes_cache.values())
+
+    async def close(self) -> None:
+        for node in self._nodes.values():
+            with contextlib.suppress(RedisError, OSError):
+                await node.disconnect()
+        self._nodes.clear()
+
+
 class AsyncExecutor:
     """Runs calls on a `redis.asyncio.Redis` client (or its cluster client); `to_cluster`
-    as for `SyncExecutor`."""
+    as for `SyncExecutor`. `make_cluster` makes another cluster client of the same URL
+    and options (`cluster_client`)."""
 
     def __init__(
         self,
         client: redis.asyncio.Redis,
         *,
         to_cluster: Callable[[], redis.asyncio.Redis] | None = None,
+        make_cluster: Callable[[], redis.asyncio.Redis] | None = None,
     ) -> None:
         self.client = client
         self._to_cluster = to_cluster
+        self._make_cluster = make_cluster
         self._retired: list[redis.asyncio.Redis] = []
         self._probed: set[str] = set()  # nodes fit for WAITAOF (see wheelq.store.acked)
         self._reloads = 0  # as in `SyncExecutor`
         self._reloading = asyncio.Lock()
-        self._nodes: dict[int, redis.asyncio.cluster.ClusterNode] = {}
-        """Every cluster node seen: a reload drops a node that left the slot map without
-        closing the connections that were busy then, so `aclose` does."""
+        self._nodes = SeenNodes()
 
     @property
     def cluster(self) -> bool:
         """Whether the calls go through redis-py's cluster client."""
         return isinstance(self.client, redis.asyncio.cluster.RedisCluster)
+
+    def cluster_client(self) -> redis.asyncio.Redis | None:
+        """A new cluster client of the same URL and options, for the caller to close; None
+        when not on a cluster or when the executor was made from a client. The wake
+        subscription takes one (see `wheelq.store.wake.WakeSubscription`)."""
+        return self._make_cluster() if self.cluster and self._make_cluster else None
 
     async def resolve(self) -> bool:
         """Find out now whether the server is a cluster node (INFO cluster says
@@ -124,27 +151,21 @@ class AsyncExecutor:
 
     async def _reload(self, cluster: redis.asyncio.cluster.RedisCluster) -> bool:
         """Reload the slot map of `cluster`; False if that failed too."""
-        self._note_nodes(cluster)
+        self._nodes.note(cluster)
         try:
             await cluster.nodes_manager.initialize()
         except Exception:  # the call's own error is what the caller gets
             return False
-        self._note_nodes(cluster)
+        self._nodes.note(cluster)
         return True
-
-    def _note_nodes(self, cluster: object) -> None:
-        if isinstance(cluster, redis.asyncio.cluster.RedisCluster):
-            self._nodes.update((id(n), n) for n in cluster.nodes_manager.nodes_cache.values())
 
     async def aclose(self) -> None:
         """Close the client, the plain one the cluster client replaced, and the
         connections of nodes that left the slot map."""
-        self._note_nodes(self.client)
+        self._nodes.note(self.client)
         for client in (*self._retired, self.client):
             await client.aclose()
-        for node in self._nodes.values():
-            with contextlib.suppress(RedisError, OSError):
-                await node.disconnect()
+        await self._nodes.close()
 
     async def _redo(self, calls: Sequence[Call[Any]], replies: list[Any], which: list[int]) -> None:
         for i, reply in zip(which, await self._send([calls[i] for i in which]), strict=True):

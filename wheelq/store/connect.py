@@ -73,15 +73,16 @@ def sync_executor(url: str, options: Mapping[str, Any], cluster: bool | None) ->
 def async_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> AsyncExecutor:
     """The asyncio version of `sync_executor`."""
     opts, cluster_opts = _once(options, redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0))
+
+    def make() -> redis.asyncio.Redis:
+        return redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts)  # type: ignore[return-value]
+
     if check_cluster(cluster):
-        return AsyncExecutor(redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts))  # type: ignore[arg-type]
+        return AsyncExecutor(make(), make_cluster=make)
     plain = redis.asyncio.Redis.from_url(url, **opts)
     if cluster is False:
         return AsyncExecutor(plain)
-    return AsyncExecutor(
-        plain,
-        to_cluster=lambda: redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts),  # type: ignore[arg-type,return-value]
-    )
+    return AsyncExecutor(plain, to_cluster=make, make_cluster=make)
 
 
 SPARE_CONNECTIONS = 4

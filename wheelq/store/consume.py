@@ -11,6 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
+from wheelq.core.history import SEPARATOR
 from wheelq.core.keys import ShardKeys
 from wheelq.store.calls import Call, script_call
 from wheelq.store.scripts import check
@@ -80,7 +83,41 @@ def _nested(raw: Any) -> bool:
 
 
 def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
+    """Plain XACK, no history record (entries meant for another group, malformed ones)."""
     return Call(command=("XACK", keys.ready, group, *entry_ids), parse=int)
+
+
+Done = tuple[str, str, int, int]
+"""A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms)."""
+
+
+def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
+    """Ack succeeded runs and record them in the job history; parses to how many were
+    acked (an entry someone else settled is skipped).
+
+    The records are made here, not in the script: every worker's acks go to one Redis,
+    and building a record in Lua cost it more than the XACK and HSET together. They go
+    as two msgpack arguments, the entry ids and the history's field/record pairs:
+    encoding arguments one by one cost the worker more than the rest of its ack.
+    """
+    suffix = SEPARATOR + group
+    entries: list[str] = []
+    pairs: list[str | bytes] = []
+    for entry, job_id, at_ms, took_ms in done:
+        entries.append(entry)
+        pairs.append(job_id + suffix)
+        pairs.append(_pack(("S", entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), "", "", "")))
+    args = [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
+    return script_call("ack", keys, args, lambda r: int(check("ack", r)[1]))
+
+
+_pack = msgpack.Packer().pack
+"""Packs a success record as ``wq_record`` in ``_lib.lua`` does (`wheelq.core.history.
+read_record` reads both): a str, not bin, for each text."""
+
+MAX_RUN_MS = 2**32 - 1
+"""The longest run time a success record holds (49 days); below 0 (the wall clock stepped
+back while the job ran) it holds 0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +131,27 @@ class Retried:
 
 
 def retry(
-    keys: ShardKeys, group: str, entry_id: str, job_id: str, delay_ms: int, envelope: bytes
+    keys: ShardKeys,
+    group: str,
+    entry_id: str,
+    job_id: str,
+    delay_ms: int,
+    envelope: bytes,
+    error: str = "",
+    ended_ms: int = 0,
 ) -> Call[Retried]:
+    """Ack a failed run and put the job back `delay_ms` from now, in `group` only; `error`
+    and `ended_ms` go to the group's history record."""
+
     def parse(reply: Any) -> Retried:
         r = check("retry", reply)
         return Retried(True, int(r[2]), _text(r[3])) if r[1] else Retried(False)
 
     return script_call(
-        "retry", keys, [group, entry_id, job_id, delay_ms, envelope, keys.wake_channel], parse
+        "retry",
+        keys,
+        [group, entry_id, job_id, delay_ms, envelope, keys.wake_channel, error, ended_ms],
+        parse,
     )
 
 
@@ -180,12 +230,17 @@ class Trimmed:
     consumers_deleted: int
 
 
-def trim(keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int) -> Call[Trimmed]:
+def trim(
+    keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int, max_bytes: int = 0
+) -> Call[Trimmed]:
+    """Trim the shard's acked entries past `retention_ms` (or over `max_bytes` of history,
+    0: no budget) with their history records, at most `limit` per call."""
+
     def parse(reply: Any) -> Trimmed:
         r = check("trim", reply)
         return Trimmed(int(r[1]), bool(r[2]), int(r[3]))
 
-    return script_call("trim", keys, [retention_ms, limit, consumer_idle_ms], parse)
+    return script_call("trim", keys, [retention_ms, limit, consumer_idle_ms, max_bytes], parse)
 
 
 def _range(key: str, start: str, count: int) -> Call[list[Entry]]:

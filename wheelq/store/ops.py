@@ -198,17 +198,6 @@ def drop_shard(keys: ShardKeys, mode: str) -> Call[ShardDrop]:
 # --- plain commands -------------------------------------------------------------------------
 
 
-def job_score(keys: ShardKeys, job_id: str) -> Call[int | None]:
-    return Call(
-        command=("ZSCORE", keys.delayed, job_id),
-        parse=lambda r: None if r is None else int(float(r)),
-    )
-
-
-def job_envelope(keys: ShardKeys, job_id: str) -> Call[bytes | None]:
-    return Call(command=("HGET", keys.jobs, job_id))
-
-
 def pending_count(keys: ShardKeys) -> Call[int]:
     return Call(command=("ZCARD", keys.delayed), parse=int)
 

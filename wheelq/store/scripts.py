@@ -68,22 +68,24 @@ _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
 _LEASE = ("lease", "horizon")
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": (*_WRITE, "spooled"),
-    "reschedule": _WRITE,
-    "cancel": ("delayed", "jobs"),
-    "emit_due": ("delayed", "jobs", "ready", "lease", "dead"),
+    "enqueue": (*_WRITE, "spooled", "history"),
+    "reschedule": (*_WRITE, "history"),
+    "cancel": ("delayed", "jobs", "cancelled"),
+    "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history"),
     "preload": ("delayed", "lease", "horizon"),
     "lease_acquire": (*_LEASE, "inbox"),
     "lease_renew": _LEASE,
     "lease_release": _LEASE,
-    "retry": _WRITE,
-    "dead_letter": ("ready", "dead"),
-    "claim": ("ready", "dead"),
+    "ack": ("ready", "history"),
+    "retry": (*_WRITE, "history"),
+    "dead_letter": ("ready", "dead", "history"),
+    "claim": ("ready", "dead", "history"),
     "touch": ("ready",),
-    "trim": ("ready",),
-    "replay": ("dead", "ready"),
+    "trim": ("ready", "history", "cancelled"),
+    "replay": ("dead", "ready", "history"),
     "purge_dead": ("dead",),
     "drop_shard": DATA_KEY_NAMES,
+    "lookup": ("delayed", "jobs", "ready", "history", "cancelled"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

@@ -13,7 +13,9 @@ notes durably.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, NamedTuple
 
@@ -21,8 +23,13 @@ import redis.asyncio
 import redis.asyncio.cluster
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub
+from redis.exceptions import RedisError
 
 from wheelq.core.wire import parse_note
+from wheelq.store.async_executor import AsyncExecutor, SeenNodes
+
+RESYNC_S = 0.1
+"""Least time between two slot-map reloads of a subscription missing channels."""
 
 
 class WakeNote(NamedTuple):
@@ -56,12 +63,41 @@ class WakeSubscription:
     channel and moves a subscription when its slot moves. `receive` listens on all
     of them at once, so a note waits for no other node's timeout.
 
+    On a cluster the subscription needs a client of its own (`of` makes one): redis-py's
+    cluster pub/sub lends a node's pooled connection to each per-node subscription and,
+    when a slot move leaves that subscription empty, gives the connection back to the
+    pool while a read may still wait on it, where the next command takes it and two
+    readers share one socket.
+
     Args:
         connection: The client to take the pub/sub connections from (plain or cluster;
             they are connections of their own while subscribed).
+        owned: Close `connection` too in `aclose`.
+        slot_map: On a cluster, the client whose slot map tells where each channel
+            lives now (default `connection`): the role's command client, which learns of
+            a moved slot from its own calls. A node that loses a slot does not always
+            end its subscriptions there; they fall silent, so `receive` compares.
     """
 
-    def __init__(self, connection: redis.asyncio.Redis) -> None:
+    @classmethod
+    def of(cls, executor: AsyncExecutor) -> WakeSubscription:
+        """The subscription for `executor`'s server: on a cluster, on a client of its own
+        when the executor can make one (it was made from a URL)."""
+        own = executor.cluster_client()
+        if own is None:
+            return cls(executor.client)
+        return cls(own, owned=True, slot_map=executor.client)
+
+    def __init__(
+        self,
+        connection: redis.asyncio.Redis,
+        *,
+        owned: bool = False,
+        slot_map: redis.asyncio.Redis | None = None,
+    ) -> None:
+        self._client = connection if owned else None
+        self._map = slot_map or connection
+        self._slots: dict[str, int] = {}
         self._cluster: ClusterPubSub | None = None
         if isinstance(connection, redis.asyncio.cluster.RedisCluster):
             self._cluster = connection.pubsub(ignore_subscribe_messages=True)
@@ -70,16 +106,26 @@ class WakeSubscription:
             self._pubsub = connection.pubsub(ignore_subscribe_messages=True)
         self.channels: frozenset[str] = frozenset()
         """The channels subscribed to."""
+        self._seen: set[PubSub] = set()
+        self._synced_at = -RESYNC_S
+        self._nodes = SeenNodes()  # of an own client: closed with it
+        self._connections: set[Any] = set()
 
     async def follow(self, channels: Collection[str]) -> None:
         """Subscribe to `channels` not subscribed yet, unsubscribe from the others. (When a
         slot moves, redis-py's cluster pub/sub moves its subscriptions to the new owner.)"""
         wanted = frozenset(channels)
+        if self._client is not None:
+            await self._client.initialize()  # the slot map (a no-op once loaded)
         if wanted - self.channels:
             await self._pubsub.ssubscribe(*(wanted - self.channels))
         if self.channels - wanted:
             await self._pubsub.sunsubscribe(*(self.channels - wanted))
         self.channels = wanted
+
+    def node_subscriptions(self) -> list[PubSub]:
+        """On a cluster, the per-node subscriptions held now (one connection each)."""
+        return [] if self._cluster is None else list(self._cluster.node_pubsub_mapping.values())
 
     async def receive(self, timeout_s: float) -> list[WakeNote]:
         """Wait up to `timeout_s` for a message; return the notes of it and of every message
@@ -87,8 +133,17 @@ class WakeSubscription:
         if self._cluster is None:
             return _notes(await _drain(self._pubsub.get_message, timeout_s))
         cluster = self._cluster
+        held: dict[str, str] = {}  # channel -> the node whose subscription holds it
+        for name, pubsub in list(cluster.node_pubsub_mapping.items()):
+            self._seen.add(pubsub)
+            if pubsub.connection is not None:
+                self._connections.add(pubsub.connection)
+            held.update((_text(c), name) for c in pubsub.shard_channels)
+        if any(held.get(c) != self._owner(c, held.get(c)) for c in self.channels):
+            await self._resync(cluster.cluster)
         nodes = [cluster.cluster.get_node(node_name=n) for n in list(cluster.node_pubsub_mapping)]
-        if not nodes:
+        if not any(nodes):
+            await asyncio.sleep(timeout_s)
             return []
         got = await asyncio.gather(
             *(
@@ -99,9 +154,51 @@ class WakeSubscription:
         )
         return _notes([m for messages in got for m in messages])
 
+    def _owner(self, channel: str, held_by: str | None) -> str | None:
+        """The node owning `channel` in `slot_map`; `held_by` when the map can't say."""
+        if not isinstance(self._map, redis.asyncio.cluster.RedisCluster):
+            return held_by
+        slot = self._slots.get(channel)
+        if slot is None:
+            slot = self._slots[channel] = self._map.keyslot(channel)
+        try:
+            return self._map.nodes_manager.get_node_from_slot(slot).name
+        except (RedisError, LookupError):  # the slot is not covered right now
+            return held_by
+
+    async def _resync(self, client: redis.asyncio.cluster.RedisCluster) -> None:
+        """Reload the slot map of the subscription's client when a channel is held by a
+        node other than its owner, or by none: redis-py's cluster pub/sub moves the
+        subscriptions when the map it reads changes. At most once per `RESYNC_S`: the
+        new owner may take a moment to show in every node's map."""
+        now = time.monotonic()
+        if now - self._synced_at < RESYNC_S:
+            return
+        self._synced_at = now
+        seen = self._nodes if self._client is not None else SeenNodes()  # shared: not ours
+        seen.note(client)
+        with contextlib.suppress(RedisError, OSError):  # tried again at the next receive
+            await client.nodes_manager.initialize()
+        seen.note(client)
+
     async def aclose(self) -> None:
-        """Close the pub/sub connections."""
-        await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        """Close the pub/sub connections, on a cluster those of every node seen too: when a
+        slot moves or a primary fails over, redis-py's cluster pub/sub drops a node's
+        pub/sub from its mapping, and its connection with it, without closing them."""
+        try:
+            for pubsub in (self._pubsub, *self._seen):
+                with contextlib.suppress(Exception):  # closing: a broken one is closed too
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            for connection in self._connections:
+                with contextlib.suppress(Exception):
+                    await connection.disconnect(nowait=True)
+        finally:  # a client of its own is closed even when the above was cancelled
+            self._seen.clear()
+            self._connections.clear()
+            self._nodes.note(self._client)
+            if self._client is not None:
+                await self._client.aclose()
+            await self._nodes.close()
 
 
 async def _drain(get: Callable[..., Awaitable[Any]], timeout_s: float) -> list[Any]:
@@ -112,6 +209,10 @@ async def _drain(get: Callable[..., Awaitable[Any]], timeout_s: float) -> list[A
         messages.append(message)
         message = await get(timeout=0)
     return messages
+
+
+def _text(channel: str | bytes) -> str:
+    return channel.decode("utf-8", "replace") if isinstance(channel, bytes) else channel
 
 
 def _notes(messages: list[Any]) -> list[WakeNote]:

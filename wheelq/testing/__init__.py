@@ -26,11 +26,12 @@ Example (the README's "Testing your own code with wheelq.testing" runs a whole o
     assert summary["missing"] == summary["duplicates"] == summary["early"] == 0
 """
 
+from wheelq.core.observe import percentile
 from wheelq.testing.binaries import ServerBinary, find_server_binaries
 from wheelq.testing.cluster import EmbeddedCluster
 from wheelq.testing.embedded import EmbeddedServer
 from wheelq.testing.fired import read_fired
-from wheelq.testing.stats import Fired, percentile, summarize
+from wheelq.testing.stats import Fired, summarize
 
 __all__ = [
     # a real server

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from wheelq.core import wire
 from wheelq.core.job import entry_ms
+from wheelq.core.observe import percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +31,6 @@ class Fired:
     def lateness_ms(self) -> int:
         """How long after its due time it fired (negative: early)."""
         return self.entry_ms - self.due_ms
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100]) of already sorted values; nan when empty."""
-    if not sorted_values:
-        return math.nan
-    # Exact arithmetic: in floats 99.9 / 100 * 1000 is 999.0000000000001, one rank too high.
-    rank = max(1, math.ceil(Fraction(str(q)) * len(sorted_values) / 100))
-    return float(sorted_values[rank - 1])
 
 
 def summarize(records: Iterable[Fired], expected_ids: Iterable[str]) -> dict[str, Any]:

@@ -11,6 +11,10 @@ success), so the worker decides retry or dead letter in one place. `SystemExit`,
 `HandlerExitError`: a failed attempt like any other, and the worker goes on. Cancellation
 (a worker stopping at once) does propagate.
 
+With tracing (`wheelq.runtime.tracing`, the ``otel`` extra), each run is inside a
+``process <topic>`` span, current in the task or on the thread that runs the handler; the
+runner picks the traced or the plain call once, when it is made.
+
 Time limits start when the handler starts. An async handler that runs over is cancelled; a
 sync one cannot be, so its thread runs on *wedged* and the pool starts a replacement, up to
 as many wedged threads as `threads` (see `wheelq.worker.handler_threads`).
@@ -26,6 +30,7 @@ from typing import Any, NoReturn
 
 from wheelq.core.job import Job
 from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError
+from wheelq.runtime.tracing import Tracing
 from wheelq.worker.handler_threads import HandlerThreads, RanOver
 
 log = logging.getLogger(__name__)
@@ -73,17 +78,31 @@ def _refuse(why: str) -> NoReturn:
 
 
 class HandlerRunner:
-    """Runs one handler; `threads` is a sync handler's concurrency."""
+    """Runs one handler; `threads` is a sync handler's concurrency; with `tracing`, each run
+    in a process span of consumer group `group`."""
 
-    def __init__(self, handler: Handler, *, timeout_ms: int, threads: int) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        timeout_ms: int,
+        threads: int,
+        tracing: Tracing | None = None,
+        group: str = "",
+    ) -> None:
         self.handler = check_handler(handler)
         self.is_async = is_async(handler)
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
+        self._tracing = tracing
+        self._group = group
+        self._await: Callable[[Job], Awaitable[Any]] = (
+            self.handler if tracing is None else self._await_traced
+        )
         self._pool = (
             None
             if self.is_async
             else HandlerThreads(
-                self._call,
+                self._call if tracing is None else self._call_traced,
                 threads,
                 "wheelq-handler",
                 timeout_s=self.timeout_s,
@@ -110,7 +129,7 @@ class HandlerRunner:
         deadline = asyncio.timeout(self.timeout_s)
         try:
             async with deadline:
-                await self.handler(job)
+                await self._await(job)
             return None
         except asyncio.CancelledError:
             raise
@@ -147,6 +166,16 @@ class HandlerRunner:
                     pool.count,
                 )
         return HandlerTimeoutError(f"handler ran over handler_timeout_ms={ms:.0f}")
+
+    async def _await_traced(self, job: Job) -> None:
+        assert self._tracing is not None
+        with self._tracing.process(job, self._group):
+            await self.handler(job)
+
+    def _call_traced(self, job: Job) -> None:
+        assert self._tracing is not None
+        with self._tracing.process(job, self._group):
+            self._call(job)
 
     def _call(self, job: Job) -> None:
         """A sync handler's run, on its thread."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from wheelq.core import wire
 from wheelq.core.clock import Clock
+from wheelq.core.histogram import Histogram
 from wheelq.core.job import Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.store.consume import Entry
@@ -30,6 +31,10 @@ from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.settler import Settler
 
 log = logging.getLogger(__name__)
+
+TIMINGS_BATCH = 1024
+"""Handler timings (two per run) kept before they are counted: one histogram update per
+batch instead of two per run, cheaper on the hot path; a scrape sees them at most this late."""
 
 
 @dataclass(slots=True)
@@ -54,7 +59,8 @@ class InFlightSet:
         settler: Where each outcome goes (ack, retry, dead letter).
         policy: The backoff of retries.
         clock: Stamps a retry's envelope with the time it was enqueued again (epoch ms; the
-            worker passes the wall clock, which the producer stamps first enqueues with).
+            worker passes the wall clock, which the producer stamps first enqueues with), and
+            times handler starts against due times.
     """
 
     def __init__(
@@ -80,9 +86,18 @@ class InFlightSet:
         """Set on stop: nothing new starts, and free() is 0."""
         self._slots = asyncio.Semaphore(concurrency)
         self._clock = clock
+        self._now_ms = clock.now_ms
         self.handled = 0
         self.failed = 0
         self.skipped = 0
+        self.start_lateness = Histogram()
+        """Handler start - due, ms, on `clock` (the worker's wall clock) against the Redis
+        clock's due time: it includes the skew between the two."""
+        self.run_time = Histogram()
+        """How long handlers ran, ms."""
+        self._timings: list[int] = []
+        """Start lateness and run time of each run not counted yet, in turn: they go into
+        the histograms `TIMINGS_BATCH` runs at a time, and whenever nothing is held."""
 
     def free(self) -> int:
         """How many more entries to take: slots not held (0 once closing; below 0 when
@@ -158,17 +173,28 @@ class InFlightSet:
                 if self.closing:
                     return
                 held.started = True
+                started_ms = self._now_ms()
                 error = await self.runner.run(job)
+                ended_ms = self._now_ms()
+                self._timings += (started_ms - job.due_ms, ended_ms - started_ms)
             if error is None:
                 self.handled += 1
-                self.settler.ack(job.shard, job.entry_id)
+                self.settler.done(job, ended_ms, ended_ms - started_ms)
             else:
                 self.failed += 1
                 self._failed(held, error)
         finally:
-            if self.held.get((job.shard, job.entry_id)) is held:
-                del self.held[(job.shard, job.entry_id)]
+            if self.held.get(key := (job.shard, job.entry_id)) is held:
+                del self.held[key]
+            if len(self._timings) >= TIMINGS_BATCH or not self.held:
+                self.count_timings()
             self.room.set()
+
+    def count_timings(self) -> None:
+        """Put the timings of the runs finished so far into the histograms."""
+        timings, self._timings = self._timings, []
+        self.start_lateness.observe_all(timings[0::2])
+        self.run_time.observe_all(timings[1::2])
 
     def _failed(self, held: Held, error: Exception) -> None:
         job = held.job
@@ -187,4 +213,6 @@ class InFlightSet:
                 outcome.delay_ms,
                 summary,
             )
-            self.settler.retry(job, held.payload, outcome.delay_ms, self._clock.now_ms())
+            self.settler.retry(
+                job, held.payload, outcome.delay_ms, self._clock.now_ms(), outcome.error
+            )

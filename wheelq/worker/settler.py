@@ -51,12 +51,14 @@ class _Queued:
     """Outcomes not written yet: acks and dead letters by shard, retries one by one."""
 
     acks: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
-    retries: list[tuple[int, str, str, int, bytes]] = field(default_factory=list)
+    done: dict[int, list[consume.Done]] = field(default_factory=lambda: defaultdict(list))
+    retries: list[tuple[int, str, str, int, bytes, str, int]] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
 
     def __len__(self) -> int:
         return (
             sum(map(len, self.acks.values()))
+            + sum(map(len, self.done.values()))
             + len(self.retries)
             + sum(map(len, self.dead.values()))
         )
@@ -102,15 +104,32 @@ class Settler(Service):
         return len(self._queued)
 
     def ack(self, shard: int, entry_id: str) -> None:
+        """Ack an entry this group does not run (meant for another group), unrecorded."""
         self._queued.acks[shard].append(entry_id)
         self.wake()
 
-    def retry(self, job: Job, payload: bytes, delay_ms: int, enqueued_ms: int) -> None:
-        """Run `job` again after `delay_ms`, in this group only; `payload` as it was encoded."""
+    def done(self, job: Job, finished_ms: int, duration_ms: int) -> None:
+        """Ack `job`'s entry and record the success in its history."""
+        self._queued.done[job.shard].append((job.entry_id, job.id, finished_ms, duration_ms))
+        self.wake()
+
+    def retry(
+        self, job: Job, payload: bytes, delay_ms: int, enqueued_ms: int, error: str = ""
+    ) -> None:
+        """Run `job` again after `delay_ms`, in this group only; `payload` as it was encoded;
+        `error` (the failed attempt's) goes to its history. The retry keeps the job's
+        traceparent: every attempt is in the trace it was enqueued in."""
         envelope = Envelope(
-            payload, job.attempt + 1, job.max_attempts, enqueued_ms, self._group, job.id
+            payload,
+            job.attempt + 1,
+            job.max_attempts,
+            enqueued_ms,
+            self._group,
+            job.id,
+            job.traceparent or "",
         ).pack()
-        self._queued.retries.append((job.shard, job.entry_id, job.id, delay_ms, envelope))
+        item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
+        self._queued.retries.append(item)
         self.wake()
 
     def dead(self, shard: int, entry_id: str, reason: Reason, error: str) -> None:
@@ -150,16 +169,19 @@ class Settler(Service):
                 calls.append(
                     ("ack", (shard, chunk), consume.ack(self._keys(shard), self._group, chunk))
                 )
-        for item in batch.retries:
-            shard, entry_id, job_id, delay_ms, envelope = item
-            keys = self._keys(shard)
-            calls.append(
-                (
-                    "retry",
-                    item,
-                    consume.retry(keys, self._group, entry_id, job_id, delay_ms, envelope),
+        for shard, done in batch.done.items():
+            for i in range(0, len(done), ACKS_PER_CALL):
+                part = done[i : i + ACKS_PER_CALL]
+                calls.append(
+                    ("done", (shard, part), consume.ack_done(self._keys(shard), self._group, part))
                 )
+        for item in batch.retries:
+            shard, entry_id, job_id, delay_ms, envelope, why, ended_ms = item
+            keys = self._keys(shard)
+            retried = consume.retry(
+                keys, self._group, entry_id, job_id, delay_ms, envelope, why, ended_ms
             )
+            calls.append(("retry", item, retried))
         for shard, triples in batch.dead.items():
             calls.append(
                 (
@@ -188,7 +210,7 @@ class Settler(Service):
                 # visibility timeout, and is settled then. Counted in status(), no pause.
                 self.failed(reply)
                 self.counts.dropped += 1
-            elif kind == "ack":
+            elif kind in ("ack", "done"):
                 self.counts.acked += int(reply)
             elif kind == "retry":
                 self.counts.retried += int(reply.done)
@@ -199,6 +221,8 @@ class Settler(Service):
     def _requeue(self, kind: str, item: Any) -> None:
         if kind == "ack":
             self._queued.acks[item[0]] += item[1]
+        elif kind == "done":
+            self._queued.done[item[0]] += item[1]
         elif kind == "retry":
             self._queued.retries.append(item)
         else:

@@ -16,6 +16,7 @@ from wheelq.core.keys import all_shards, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
+from wheelq.runtime import tracing
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.store import connect, ops
@@ -95,6 +96,8 @@ class Worker(Role[WorkerStopReport]):
             handler,
             timeout_ms=self.settings.handler_timeout_ms,
             threads=self.settings.concurrency,
+            tracing=tracing.load(),
+            group=group,
         )
         self._hurry = asyncio.Event()
         self._members = Membership(Consumer(self._executor, self.topic, [], group, self.consumer))
@@ -154,6 +157,11 @@ class Worker(Role[WorkerStopReport]):
         )
         worker.owns_connection = True  # closed by stop()
         return worker
+
+    @property
+    def in_flight(self) -> InFlightSet:
+        """The entries this worker holds, and its handler timings (`wheelq.metrics`)."""
+        return self._in_flight
 
     # --- lifecycle ------------------------------------------------------------------------
 

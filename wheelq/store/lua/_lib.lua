@@ -64,7 +64,7 @@ local function wq_bad_type(...)
   return nil
 end
 
--- Decode an envelope [1, payload, attempt, max_attempts, enqueued_ms(, group, job id)].
+-- Decode an envelope [1, payload, attempt, max_attempts, enqueued_ms(, group, job id(, trace))].
 -- Returns the table, or nil and why it is not one (written by something else, or corrupted):
 -- never raises, so one bad envelope cannot fail a whole call.
 local function wq_envelope(envelope)
@@ -87,7 +87,7 @@ local function wq_envelope(envelope)
       return nil, 'field ' .. i .. ' is ' .. tostring(n) .. ', not an integer in range'
     end
   end
-  for i = 6, 7 do
+  for i = 6, 8 do
     if env[i] ~= nil and type(env[i]) ~= 'string' then
       return nil, 'field ' .. i .. ' is a ' .. type(env[i]) .. ', not a string'
     end
@@ -112,9 +112,21 @@ local function wq_fire(ready, topic, member, due, env)
     due = wq_fmt(due)
   end
   -- attempt and max_attempts are small ints: tostring() writes them without exponent.
-  -- Two calls that differ only by the trailing group: building the arguments in a table
-  -- instead costs the emit a table per retried job.
-  if type(env[6]) == 'string' and env[6] ~= '' then
+  -- Calls that differ only by the trailing group and trace: building the arguments in a
+  -- table instead costs the emit a table per retried or traced job.
+  -- A traced job's envelope carries its W3C traceparent (env[8]), appended as 'trace'.
+  local grouped = type(env[6]) == 'string' and env[6] ~= ''
+  if type(env[8]) == 'string' and env[8] ~= '' then
+    if grouped then
+      return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
+        'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
+        'group', env[6], 'trace', env[8])
+    end
+    return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
+      'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
+      'trace', env[8])
+  end
+  if grouped then
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
       'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
       'group', env[6])
@@ -123,9 +135,61 @@ local function wq_fire(ready, topic, member, due, env)
     'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
 end
 
--- Fire a job due now from its stored envelope (enqueue and reschedule): nil once appended,
--- else the reply the script returns as it is (MALFORMED, or the XADD's error).
-local function wq_fire_now(ready, topic, id, due, envelope)
+-- Job history ({T:s}:history; wheelq.core.history reads it, docs/architecture.md "Job
+-- history"). Field <id> holds the entry id of the job's latest firing for every group; field
+-- <id><US><group> (<US> = \31, never in a job id) holds a msgpack record of what that group
+-- last did with it: {kind, entry, at ms, duration ms, error, reason, dead-letter entry}, kind
+-- 'F' fired for this group only (a retry or a replay; error: the last attempt's), 'S'
+-- succeeded, 'R' failed and put back to run again, 'D' dead-lettered. A record goes when the
+-- entry it names is trimmed from the stream (trim.lua).
+local WQ_US = '\31'
+
+local function wq_record(kind, entry, at, duration, err, reason, dead)
+  return cmsgpack.pack({kind, entry, at, duration, err or '', reason or '', dead or ''})
+end
+
+-- A group record decoded, or nil when the field holds something else.
+local function wq_read_record(raw)
+  if not raw then
+    return nil
+  end
+  local ok, r = pcall(cmsgpack.unpack, raw)
+  if ok and type(r) == 'table' and type(r[2]) == 'string' then
+    return r
+  end
+  return nil
+end
+
+-- Note in `rec` (flat field/value pairs, written by one wq_remember) that the job stored as
+-- `member`, decoded as `env`, fired as stream entry `entry`.
+local function wq_fired(rec, history, member, env, entry)
+  local id = member
+  if type(env[7]) == 'string' and env[7] ~= '' then
+    id = env[7]
+  end
+  if type(env[6]) == 'string' and env[6] ~= '' then
+    local field = id .. WQ_US .. env[6]
+    local last = wq_read_record(redis.call('HGET', history, field))
+    local err = ''
+    if last and last[1] == 'R' then
+      err = last[5]
+    end
+    rec[#rec + 1], rec[#rec + 2] = field, wq_record('F', entry, 0, 0, err)
+  else
+    rec[#rec + 1], rec[#rec + 2] = id, entry
+  end
+end
+
+local function wq_remember(history, rec)
+  if #rec > 0 then
+    wq_multi('HSET', history, rec)
+  end
+end
+
+-- Fire a job due now from its stored envelope (enqueue and reschedule) and note it in the
+-- history: nil once appended, else the reply the script returns as it is (MALFORMED, or the
+-- XADD's error).
+local function wq_fire_now(ready, history, topic, id, due, envelope)
   local env, why = wq_envelope(envelope)
   if not env then
     return {WQ_MALFORMED, topic, id, why}
@@ -134,6 +198,9 @@ local function wq_fire_now(ready, topic, id, due, envelope)
   if type(added) == 'table' and added.err then
     return redis.error_reply(added.err)
   end
+  local rec = {}
+  wq_fired(rec, history, id, env, added)
+  wq_remember(history, rec)
   return nil
 end
 
@@ -157,19 +224,29 @@ local function wq_bury(dead, topic, member, due, envelope, why)
 end
 
 -- Copy a ready-stream entry into the dead-letter stream: its fields as they are, followed by
--- the dead-letter annotations (wheelq.core.wire).
-local function wq_dead(ready, dead, group, entry, reason, err)
+-- the dead-letter annotations (wheelq.core.wire); the group's history record says so.
+local function wq_dead(ready, dead, history, group, entry, reason, err)
   local found = redis.call('XRANGE', ready, entry, entry)
   local args = {dead, '*'}
+  local id
   if found[1] then
-    for _, v in ipairs(found[1][2]) do
+    local fields = found[1][2]
+    for i, v in ipairs(fields) do
       args[#args + 1] = v
+      if i % 2 == 0 and fields[i - 1] == 'id' then
+        id = v
+      end
     end
   end
   for _, v in ipairs({'reason', reason, 'error', err, 'group', group, 'entry', entry}) do
     args[#args + 1] = v
   end
-  return redis.call('XADD', unpack(args))
+  local added = redis.call('XADD', unpack(args))
+  if id then
+    redis.call('HSET', history, id .. WQ_US .. group,
+      wq_record('D', entry, wq_now_ms(), 0, err, reason, added))
+  end
+  return added
 end
 
 -- A flat reply {name_1, value_1, ...} (XINFO) as a table name -> value.

@@ -4,6 +4,7 @@ counted one more delivery, so the test is count > max): it is acked and dead-let
 (reason "deliveries"), so a job that kills its workers runs at most max_deliveries times.
 KEYS[1]  {T:s}:ready     STREAM  fired jobs
 KEYS[2]  {T:s}:dead      STREAM  dead letters
+KEYS[3]  {T:s}:history   HASH    the group's record of a dead-lettered job becomes 'D'
 ARGV[1]  consumer group
 ARGV[2]  consumer (the claiming worker)
 ARGV[3]  min idle, ms (the visibility timeout)
@@ -15,7 +16,7 @@ Returns: {0, next_cursor, dead_lettered, entry_id_1, deliveries_1, fields_1, ent
            entry taken over once); fields are flat field/value lists
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream')
+local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -29,7 +30,7 @@ for _, entry in ipairs(claimed[2]) do
   local deliveries = info and tonumber(info[4]) or 0
   if deliveries > max_deliveries then
     redis.call('XACK', KEYS[1], ARGV[1], id)
-    wq_dead(KEYS[1], KEYS[2], ARGV[1], id, 'deliveries',
+    wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], id, 'deliveries',
       'delivered ' .. (deliveries - 1) .. ' times (max_deliveries ' .. ARGV[6] ..
       ') without an ack: its workers died or stalled while running it')
     out[3] = out[3] + 1

@@ -12,6 +12,7 @@ KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:lease     STRING  token of the leader
 KEYS[5]  {T:s}:dead      STREAM  dead letters (malformed envelopes)
+KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (wq_fired)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -60,7 +61,7 @@ end
 -- size is asked first (HSTRLEN) and only envelopes that will move are read. Ids held back by
 -- the budget are not read, so a call never copies a backlog of large envelopes.
 local budget, extra = tonumber(ARGV[5]), true
-local gone, seen, failed, failed_key = {}, {}, nil, nil
+local gone, seen, failed, failed_key, rec, n_rec = {}, {}, nil, nil, {}, 0
 local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
 for i, id in ipairs(ids) do
@@ -124,6 +125,13 @@ for i, id in ipairs(ids) do
         end
         if env then
           out[2] = out[2] + 1
+          if (env[6] == nil or env[6] == '') and (env[7] == nil or env[7] == '') then
+            n_rec = n_rec + 2 -- wq_fired's usual case, inline: this loop is the hot path
+            rec[n_rec - 1], rec[n_rec] = id, added
+          else
+            wq_fired(rec, KEYS[6], id, env, added)
+            n_rec = #rec
+          end
         else
           malformed[#malformed + 1] = id
         end
@@ -134,6 +142,7 @@ for i, id in ipairs(ids) do
 end
 -- Jobs appended so far leave the sorted set even if a later XADD failed: never twice.
 wq_forget(KEYS[1], KEYS[2], gone)
+wq_remember(KEYS[6], rec)
 if failed then
   if #gone == out[4] and string.find(failed, 'WRONGTYPE', 1, true) then
     return {WQ_WRONG_TYPE, failed_key}

@@ -12,6 +12,7 @@ KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no l
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:spooled   ZSET    token of a replayed spool write -> ms it was applied (replay
          only; a plain enqueue does not touch it)
+KEYS[7]  {T:s}:history   HASH    job id -> its latest entry (jobs fired now)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay: tokens are kept in KEYS[6]
@@ -102,7 +103,7 @@ for n = 1, #ids do
     if pending[id] and ARGV[i + 3] ~= '1' then
       out[#out + 1] = WQ_DUPLICATE
     elseif due <= now then
-      local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
+      local refused = wq_fire_now(KEYS[3], KEYS[7], ARGV[1], id, due, envelope)
       if refused then
         record()
         return refused

@@ -5,12 +5,13 @@ fields of an emitted one. An entry that does not name a job and its payload (a m
 cannot be replayed and is left where it is.
 KEYS[1]  {T:s}:dead      STREAM  dead letters
 KEYS[2]  {T:s}:ready     STREAM  fired jobs
+KEYS[3]  {T:s}:history   HASH    the replayed job's record in its group becomes 'F'
 ARGV[1]  topic
 ARGV[2..] dead-letter entry ids
 Returns: {0, replayed, unreplayable_id_1, ...}   ids not found are neither
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream')
+local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -21,12 +22,15 @@ for i = 2, #ARGV do
   if found then
     local f = wq_fields(found[2])
     if f['id'] and f['payload'] then
-      -- as an envelope: [version, payload, attempt, max_attempts, enqueued_ms, group]
-      local env = {1, f['payload'], 1, f['max_attempts'] or '1', 0, f['group']}
+      -- as an envelope: [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace]
+      local env = {1, f['payload'], 1, f['max_attempts'] or '1', 0, f['group'], '', f['trace']}
       local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env)
       if type(added) == 'table' and added.err then
         return redis.error_reply(added.err)
       end
+      local rec = {}
+      wq_fired(rec, KEYS[3], f['id'], env, added)
+      wq_remember(KEYS[3], rec)
       redis.call('XDEL', KEYS[1], ARGV[i])
       out[2] = out[2] + 1
     else

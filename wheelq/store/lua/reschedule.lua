@@ -4,6 +4,7 @@ KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
+KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -30,7 +31,7 @@ if ARGV[4] == 'd' then
   due = now + due
 end
 if due <= now then
-  local refused = wq_fire_now(KEYS[3], ARGV[1], id, due, envelope)
+  local refused = wq_fire_now(KEYS[3], KEYS[6], ARGV[1], id, due, envelope)
   if refused then
     return refused
   end

@@ -6,19 +6,22 @@ KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
+KEYS[6]  {T:s}:history   HASH    the group's record of the job becomes 'R' (wq_record)
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
 ARGV[4]  delay, ms after TIME
 ARGV[5]  envelope of the next attempt (names the group and the job id)
 ARGV[6]  wake channel
+ARGV[7]  the failed attempt's error (kept in the group's history record)
+ARGV[8]  when the attempt ended, ms
 Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>group<US>entry"
            when a job of that id is pending again (<US> = \31, never in a job id)
          {0, 0} the entry was not pending in the group (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
-  KEYS[5], 'list')
+  KEYS[5], 'list', KEYS[6], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -32,4 +35,6 @@ end
 local due = wq_now_ms() + tonumber(ARGV[4])
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[6], tonumber(redis.call('GET', KEYS[4])), member, due,
   ARGV[5])
+redis.call('HSET', KEYS[6], ARGV[3] .. WQ_US .. ARGV[1],
+  wq_record('R', ARGV[2], tonumber(ARGV[8]), 0, ARGV[7], '', ''))
 return {WQ_OK, 1, wq_fmt(due), member}

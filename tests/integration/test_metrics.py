@@ -1,0 +1,120 @@
+"""/metrics of a running scheduler node and worker, scraped over HTTP: the counters equal
+what the streams show, and the lateness histograms count every job."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import urllib.request
+from collections import defaultdict
+
+import redis.asyncio
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+import wheelq
+from tests.support.waiting import eventually, until
+from wheelq.core.keys import all_shards
+from wheelq.metrics import MetricsServer, registry_for
+
+SHARDS = 2
+JOBS = 300
+FAST = {"preload_interval_ms": 100, "check_interval_ms": 100, "lease_ttl_ms": 2000}
+
+
+def _scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    return _parse(text)
+
+
+def _parse(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    samples: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[s.name].append((s.labels, s.value))
+    return samples
+
+
+def _total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float:
+    assert name in samples, f"{name} not exported; got {sorted(samples)}"
+    return sum(value for _, value in samples[name])
+
+
+async def _streams(r: redis.asyncio.Redis, topic: str) -> tuple[int, int]:
+    """(entries ever added to the topic's ready streams, entries group 'default' settled)."""
+    added = settled = 0
+    for keys in all_shards(topic, SHARDS):
+        added += int((await r.xinfo_stream(keys.ready))["entries-added"])
+        for group in await r.xinfo_groups(keys.ready):
+            settled += int(group["entries-read"]) - int(group["pending"])
+    return added, settled
+
+
+async def test_scraped_counters_equal_the_streams_and_lateness_counts_every_fired_job(
+    redis_url: str, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    handled: list[str] = []
+
+    async def handler(job: wheelq.Job) -> None:
+        handled.append(job.id)
+
+    async with wheelq.AsyncClient.from_url(redis_url) as client:
+        await client.create_topic(topic, SHARDS)
+        node = wheelq.Scheduler.from_url(redis_url, [topic], **FAST)
+        worker = wheelq.Worker.from_url(redis_url, topic, handler, concurrency=50)
+        async with (
+            node,
+            worker,
+            MetricsServer(node, port=0, host="127.0.0.1") as node_metrics,
+            MetricsServer(worker, port=0, host="127.0.0.1") as worker_metrics,
+        ):
+            await until(lambda: len(node.leads) == SHARDS, timeout_s=10, what="leads")
+            items = [{"payload": n, "delay": 0.2 + n / 1000} for n in range(JOBS)]
+            await client.enqueue_many(topic, items)
+            await until(lambda: worker.settler.counts.acked == JOBS, timeout_s=30, what="all acked")
+            added, settled = await _streams(redis_async, topic)
+            assert added == settled == JOBS
+
+            sched = await asyncio.to_thread(_scrape, node_metrics.port)
+            assert _total(sched, "wheelq_scheduler_fired_total") == added
+            assert _total(sched, "wheelq_scheduler_fire_lateness_seconds_count") == added
+            shards = {labels["shard"] for labels, _ in sched["wheelq_scheduler_fired_total"]}
+            assert shards == {"0", "1"}
+            assert _total(sched, "wheelq_scheduler_shards_led") == SHARDS
+            assert _total(sched, "wheelq_scheduler_lease_changes_total") == SHARDS  # acquired
+
+            work = await asyncio.to_thread(_scrape, worker_metrics.port)
+            assert _total(work, "wheelq_worker_succeeded_total") == settled
+            assert _total(work, "wheelq_worker_handled_total") == settled == len(handled)
+            assert _total(work, "wheelq_worker_handler_start_lateness_seconds_count") == JOBS
+            assert _total(work, "wheelq_worker_handler_duration_seconds_count") == JOBS
+            assert _total(work, "wheelq_worker_retried_total") == 0
+            assert all(v == 1 for _, v in work["wheelq_part_up"])
+
+            # The shard gauges are read on the node's loop when a scrape asks: a later
+            # scrape shows them.
+            async def gauges() -> dict[str, list[tuple[dict[str, str], float]]] | None:
+                found = await asyncio.to_thread(_scrape, node_metrics.port)
+                return found if len(found["wheelq_stream_entries"]) == SHARDS else None
+
+            sched = await eventually(gauges, timeout_s=10, what="the shard gauges")
+            assert _total(sched, "wheelq_stream_entries") == JOBS
+            assert _total(sched, "wheelq_pending_jobs") == 0
+            assert _total(sched, "wheelq_in_flight_entries") == 0
+            assert _total(sched, "wheelq_ready_entries") == 0
+
+            local = _parse(generate_latest(registry_for(client)).decode())
+            assert _total(local, "wheelq_client_enqueued_total") == JOBS
+            port = node_metrics.port
+            assert len(_serving()) == 2
+    # Stopped: the port is closed and no server thread is left.
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+    assert _serving() == []
+
+
+def _serving() -> list[threading.Thread]:
+    """prometheus_client's HTTP server threads (named after their serve_forever target)."""
+    return [t for t in threading.enumerate() if "serve_forever" in t.name]

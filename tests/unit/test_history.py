@@ -1,0 +1,136 @@
+"""`job_info`: the state a lookup shows, decided without a server from `Lookup`s built by hand
+(what lookup.lua returns is checked on real servers in tests/integration/test_job_history.py).
+"""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from wheelq.core.history import GroupLookup, JobState, Lookup, job_info, read_record
+from wheelq.core.job import Envelope, encode_payload
+from wheelq.errors import MalformedJobError
+
+NOW = 1_700_000_010_000
+E1 = "1700000001000-0"
+E2 = "1700000002000-0"
+FIELDS = {
+    b"id": b"j",
+    b"topic": b"t",
+    b"due": b"1700000000900",
+    b"attempt": b"1",
+    b"max_attempts": b"3",
+    b"payload": encode_payload({"a": 1}, 1024),
+}
+
+
+def rec(kind: str, entry: str, at: int = 0, took: int = 0, err: str = "", why: str = "") -> bytes:
+    return msgpack.packb([kind, entry, at, took, err, why, "9-0" if kind == "D" else ""])
+
+
+def group(
+    name: str = "g",
+    *,
+    delivered: str = E1,
+    record: bytes | None = None,
+    latest: str | None = E1,
+    pending: tuple[str, int, int] | None = None,
+) -> GroupLookup:
+    return GroupLookup(name, delivered, record, latest, None, pending)
+
+
+def fired(*groups: GroupLookup, cancelled: int | None = None) -> Lookup:
+    return Lookup(NOW, None, None, cancelled, E1, FIELDS, list(groups))
+
+
+def test_pending_and_retrying_come_from_the_envelope() -> None:
+    first = Envelope(encode_payload("p", 64), 1, 3, 5).pack()
+    info = job_info("t", "j", Lookup(NOW, NOW + 60_000, first, None, None, None))
+    assert (info.state, info.due_ms, info.attempt, info.payload) == (
+        JobState.PENDING,
+        NOW + 60_000,
+        1,
+        "p",
+    )
+
+    retry = Envelope(encode_payload("p", 64), 2, 3, 5, "g", "j").pack()
+    failed = group(record=rec("R", E1, NOW - 5, 0, "boom"))
+    info = job_info("t", "j", Lookup(NOW, NOW + 1000, retry, None, E1, FIELDS, [failed]))
+    assert (info.state, info.attempt, info.last_error) == (JobState.RETRYING, 2, "boom")
+    assert [(g.group, g.state) for g in info.groups] == [("g", JobState.RETRYING)]
+
+
+def test_a_pending_envelope_that_does_not_decode_is_a_malformed_job_error() -> None:
+    with pytest.raises(MalformedJobError):
+        job_info("t", "j", Lookup(NOW, NOW, b"\xc1", None, None, None))
+
+
+@pytest.mark.parametrize(
+    ("g", "state"),
+    [
+        (group(delivered="0-0"), JobState.READY),
+        (group(pending=("w1", 250, 1)), JobState.RUNNING),
+        (group(record=rec("S", E1, NOW, 12)), JobState.SUCCEEDED),
+        (group(), JobState.SUCCEEDED),  # acked, no record (a plain XACK)
+        (group(record=rec("D", E1, NOW, 0, "boom", "failed")), JobState.DEAD),
+        (group(record=rec("R", E1, NOW, 0, "boom")), JobState.RETRYING),
+        (group(record=rec("S", "1-0", NOW, 12)), JobState.SUCCEEDED),  # a stale record
+    ],
+)
+def test_a_fired_jobs_group_state(g: GroupLookup, state: JobState) -> None:
+    info = job_info("t", "j", fired(g))
+    (only,) = info.groups
+    assert only.state is state and info.state is state
+    assert (info.entry_id, info.fired_ms, info.attempt, info.payload) == (
+        E1,
+        1_700_000_001_000,
+        1,
+        {"a": 1},
+    )
+
+
+def test_running_reports_consumer_since_and_deliveries_never_before_the_entry() -> None:
+    (g,) = job_info("t", "j", fired(group(pending=("w1", 250, 2)))).groups
+    assert (g.consumer, g.since_ms, g.deliveries) == ("w1", NOW - 250, 2)
+    (g,) = job_info("t", "j", fired(group(pending=("w1", 10**9, 1)))).groups
+    assert g.since_ms == 1_700_000_001_000
+
+
+def test_the_job_state_is_the_least_finished_of_its_groups() -> None:
+    done = group("a", record=rec("S", E1, NOW, 1))
+    dead = group("b", record=rec("D", E1, NOW, 0, "boom", "failed"))
+    ready = group("c", delivered="0-0")
+    running = group("d", pending=("w", 1, 1))
+    assert job_info("t", "j", fired(done, dead)).state is JobState.DEAD
+    assert job_info("t", "j", fired(done, dead, ready)).state is JobState.READY
+    assert job_info("t", "j", fired(done, ready, running)).state is JobState.RUNNING
+    assert job_info("t", "j", fired(done, done)).state is JobState.SUCCEEDED
+    assert job_info("t", "j", fired()).state is JobState.READY  # no group reads it yet
+
+
+def test_a_group_only_firing_later_than_the_jobs_entry_is_that_groups_view() -> None:
+    again = group(latest=E2, delivered=E2, pending=("w", 5, 1), record=rec("F", E2, 0, 0, "boom"))
+    info = job_info("t", "j", fired(again))
+    (g,) = info.groups
+    assert (info.state, g.entry_id, info.entry_id, info.last_error) == (
+        JobState.RUNNING,
+        E2,
+        E2,
+        "boom",
+    )
+
+
+def test_cancelled_after_its_last_firing_is_cancelled_and_before_it_is_not() -> None:
+    late, early = 1_700_000_005_000, 1_700_000_000_500
+    assert job_info("t", "j", fired(group(), cancelled=late)).state is JobState.CANCELLED
+    assert job_info("t", "j", fired(group(), cancelled=early)).state is JobState.SUCCEEDED
+    nothing = Lookup(NOW, None, None, None, None, None)
+    assert job_info("t", "j", nothing).state is JobState.UNKNOWN
+    only_cancelled = Lookup(NOW, None, None, early, None, None)
+    info = job_info("t", "j", only_cancelled)
+    assert (info.state, info.cancelled_ms) == (JobState.CANCELLED, early)
+
+
+def test_a_record_that_is_not_one_is_ignored() -> None:
+    assert read_record(b"\xc1") is None and read_record(msgpack.packb([1])) is None
+    assert job_info("t", "j", fired(group(record=b"junk"))).state is JobState.SUCCEEDED

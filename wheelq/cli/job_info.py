@@ -1,0 +1,91 @@
+"""`wheelq job TOPIC ID`: where one job is in its life (`Client.get`), for people or as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from wheelq.cli.context import Context
+from wheelq.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from wheelq.core.history import GroupInfo, JobInfo
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add the ``job`` command."""
+    p = sub.add_parser("job", parents=parents, help="show one job's state, whatever it is")
+    p.add_argument("topic")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true", help="print the JobInfo as one JSON object")
+    p.set_defaults(func=show)
+
+
+def show(ctx: Context) -> int:
+    """Print the job's state; exit 1 when nothing is known of it."""
+    from wheelq.core.history import JobState
+
+    with ctx.client() as client:
+        info = client.get(ctx.args.topic, ctx.args.job_id)
+    if ctx.args.json:
+        print(json.dumps(dataclasses.asdict(info), default=_jsonable, sort_keys=True))
+    else:
+        print(render(info))
+    if info.state is JobState.UNKNOWN:
+        raise CliError(
+            f"nothing is known of job {info.id!r} on {info.topic!r}: never enqueued there, "
+            "or its history is past retention"
+        )
+    return 0
+
+
+def _jsonable(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes) else repr(value)
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _first_line(text: str | None) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "-"  # a traceback's last line names the error
+
+
+def render(info: JobInfo) -> str:
+    """The JobInfo as aligned lines (only the fields its state has)."""
+    rows: list[tuple[str, str]] = [("job", f"{info.id} on {info.topic}"), ("state", info.state)]
+    if info.due_ms is not None:
+        rows.append(("due", _when(info.due_ms)))
+    if info.attempt is not None:
+        rows.append(("attempt", f"{info.attempt} of {info.max_attempts}"))
+    if info.fired_ms is not None:
+        rows.append(("fired", f"{_when(info.fired_ms)} (entry {info.entry_id})"))
+    if info.cancelled_ms is not None:
+        rows.append(("cancelled", _when(info.cancelled_ms)))
+    if info.last_error:
+        rows.append(("last error", _first_line(info.last_error)))
+    if info.payload is not None:
+        rows.append(("payload", json.dumps(info.payload, default=_jsonable)[:200]))
+    rows += [(f"group {g.group}", _group(g)) for g in info.groups]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def _group(g: GroupInfo) -> str:
+    parts = [str(g.state)]
+    if g.consumer is not None:
+        parts.append(f"on {g.consumer} since {_when(g.since_ms)}, delivery {g.deliveries}")
+    if g.finished_ms is not None:
+        parts.append(f"at {_when(g.finished_ms)}")
+    if g.duration_ms is not None:
+        parts.append(f"ran {g.duration_ms} ms")
+    if g.reason:
+        parts.append(f"({g.reason}: {_first_line(g.error)}; dead letter {g.dead_entry_id})")
+    return ", ".join(parts)

@@ -1,0 +1,220 @@
+"""`wheelq stats` (a table per topic and shard) and `wheelq top` (every topic, live).
+
+Both read the same bounded observation of each shard (`wheelq.store.observe`) and
+mean the same by each column (`wheelq.core.observe`): pending in the sorted set,
+ready (fired, not yet delivered to the group furthest behind), in flight (delivered,
+not settled), the age of the oldest one in flight, dead letters. `top` adds rates
+from one frame to the next (fired/s, handled/s), jobs due in the next second
+(due/s) and the fire lateness of the newest entries of each stream (p50/p99).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from wheelq.cli.config import split_topics
+from wheelq.cli.context import Context
+from wheelq.cli.errors import usage_error
+from wheelq.cli.topics import no_such_topic
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from wheelq.core.observe import ShardObservation, TopicRow
+    from wheelq.producer.client import Client
+
+INTERVAL_RANGE_S = (0.1, 3600.0)
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add the ``stats`` and ``top`` commands."""
+    p = sub.add_parser(
+        "stats", parents=parents, help="pending, ready, in flight and dead per topic and shard"
+    )
+    p.add_argument("topic", nargs="?")
+    p.add_argument("--json", action="store_true", help="one JSON object per shard and line")
+    p.set_defaults(func=stats)
+
+    p = sub.add_parser("top", parents=parents, help="every topic, live: rates, backlog, lateness")
+    p.add_argument("--topics", help="comma-separated topics to show (default: every topic)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between frames (default 1)")
+    p.add_argument("--once", action="store_true", help="print one frame after one interval")
+    p.set_defaults(func=top)
+
+
+def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
+    """Every shard of `topics` (a topic that is gone is left out), read now."""
+    from wheelq.core.keys import all_shards
+    from wheelq.producer.drive import drive_sync
+    from wheelq.store import nodes
+    from wheelq.store.observe import observe_shards
+    from wheelq.store.sync_executor import SyncExecutor
+
+    registry = client.topics()
+    shards = [keys for t in topics if t in registry for keys in all_shards(t, registry[t])]
+    executor = SyncExecutor(client.redis)
+    (now_ms,) = executor.run([nodes.server_time()])
+    return drive_sync(
+        observe_shards(shards, int(now_ms)),
+        lambda calls: executor.run(calls, return_exceptions=True),
+    )
+
+
+def stats(ctx: Context) -> int:
+    """Print a table per topic, a row per shard; exit 1 for an unknown topic."""
+    with ctx.client() as client:
+        names = sorted(client.topics())
+        if ctx.args.topic and ctx.args.topic not in names:
+            raise no_such_topic(ctx.args.topic, names)
+        found = observe(client, [ctx.args.topic] if ctx.args.topic else names)
+    if ctx.args.json:
+        for o in found:
+            print(json.dumps(_shard_dict(o)))
+        return 0
+    if not found:
+        print("no topics", file=sys.stderr)
+        return 0
+    console = _console()
+    for topic in dict.fromkeys(o.topic for o in found):
+        console.print(_stats_table(topic, [o for o in found if o.topic == topic]))
+    return 0
+
+
+def _shard_dict(o: ShardObservation) -> dict[str, Any]:
+    return {
+        "topic": o.topic,
+        "shard": o.shard,
+        "pending": o.pending,
+        "ready": o.ready,
+        "in_flight": o.in_flight,
+        "oldest_in_flight_ms": o.oldest_age_ms(),
+        "dead": o.dead,
+        "fired": o.entries_added,
+        "stream": o.length,
+    }
+
+
+def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
+    from rich.table import Table
+
+    table = Table(title=topic, title_justify="left")
+    for name in ("shard", "pending", "ready", "in flight", "oldest", "dead", "fired", "stream"):
+        table.add_column(name, justify="right")
+    rows = [_shard_dict(o) for o in shards]
+    for r in rows:
+        table.add_row(
+            str(r["shard"]),
+            *(f"{r[k]:,}" for k in ("pending", "ready", "in_flight")),
+            _age(r["oldest_in_flight_ms"]),
+            *(f"{r[k]:,}" for k in ("dead", "fired", "stream")),
+        )
+    ages = [r["oldest_in_flight_ms"] for r in rows if r["oldest_in_flight_ms"] is not None]
+    table.add_section()
+    table.add_row(
+        "all",
+        *(f"{sum(r[k] for r in rows):,}" for k in ("pending", "ready", "in_flight")),
+        _age(max(ages) if ages else None),
+        *(f"{sum(r[k] for r in rows):,}" for k in ("dead", "fired", "stream")),
+    )
+    return table
+
+
+def top(ctx: Context) -> int:
+    """Refresh a table of every topic each ``--interval`` until Ctrl-C (``--once``: one)."""
+    from rich.live import Live
+
+    from wheelq.core.observe import by_shard, topic_rows
+
+    interval = ctx.args.interval
+    low, high = INTERVAL_RANGE_S
+    if not (isinstance(interval, float) and low <= interval <= high):
+        raise usage_error(f"--interval must be seconds in [{low}, {high}], got {interval}")
+    wanted = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
+    console = _console()
+    with ctx.client() as client:
+
+        def frame() -> list[ShardObservation]:
+            names = sorted(client.topics()) if wanted is None else wanted
+            return observe(client, names)
+
+        previous = by_shard(frame())
+        if ctx.args.once:
+            time.sleep(interval)
+            console.print(_top_table(topic_rows(frame(), previous), interval))
+            return 0
+        try:
+            with Live(console=console, auto_refresh=False, screen=False) as live:
+                while True:
+                    time.sleep(interval)
+                    now = frame()
+                    live.update(_top_table(topic_rows(now, previous), interval), refresh=True)
+                    previous = by_shard(now)
+        except KeyboardInterrupt:
+            return 0
+
+
+def _top_table(rows: list[TopicRow], interval_s: float) -> Table:
+    from rich.table import Table
+
+    table = Table(
+        title=f"wheelq top  (every {interval_s:g} s; Ctrl-C to quit)", title_justify="left"
+    )
+    table.add_column("topic", no_wrap=True)
+    for name in (
+        "due/s",
+        "fired/s",
+        "handled/s",
+        "pending",
+        "ready",
+        "in flight",
+        "oldest",
+        "dead",
+        "late p50",
+        "late p99",
+    ):
+        table.add_column(name, justify="right")
+    for r in rows:
+        table.add_row(
+            r.topic,
+            _rate(r.due_per_s),
+            _rate(r.fired_per_s),
+            _rate(r.handled_per_s),
+            f"{r.pending:,}",
+            f"{r.ready:,}",
+            f"{r.in_flight:,}",
+            _age(r.oldest_in_flight_ms),
+            f"{r.dead:,}",
+            _ms(r.lateness_p50_ms),
+            _ms(r.lateness_p99_ms),
+        )
+    if not rows:
+        table.caption = "no topics"
+    return table
+
+
+def _console() -> Console:
+    """The terminal's width, or 200 columns when printing to a pipe or file."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _ms(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:,.0f} ms"
+
+
+def _age(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms} ms" if ms < 10_000 else f"{ms / 1000:,.0f} s"

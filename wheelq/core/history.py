@@ -1,0 +1,310 @@
+"""A job's whole life by id: the states `get()` reports and how they follow from one lookup.
+
+Each shard keeps a small history beside its sorted set and stream
+(docs/architecture.md, "Job history"), written by the scripts that already
+touch the job:
+
+```
+{T:s}:history    HASH  job id             -> entry id of its latest firing for every group
+                       job id<US>group    -> that group's record: msgpack
+                                             [kind, entry, at ms, duration ms, error, reason,
+                                              dead-letter entry]
+{T:s}:cancelled  ZSET  job id             -> ms it was cancelled
+```
+
+Record kinds: ``F`` fired for this group only (a retry or a replay; the
+error is the previous attempt's), ``S`` succeeded, ``R`` failed and put back
+to run again, ``D`` dead-lettered. A record goes when the entry it names is
+trimmed from the stream, so a job's history lasts as long as its entry
+(retention and the byte budget, `wheelq.core.settings.SchedulerSettings`).
+
+`lookup.lua` reads all of it for one id in one call; `job_info` turns that
+`Lookup` into a `JobInfo`:
+
+- in the sorted set: ``PENDING``, or ``RETRYING`` for a later attempt;
+- else fired: each consumer group's view of its latest entry is ``RUNNING``
+  (pending in the group), ``READY`` (not delivered to the group yet),
+  ``SUCCEEDED``, ``DEAD`` or ``RETRYING`` (its record says so); the job's
+  state is the least finished of them, in the order of `_PRECEDENCE`;
+- else ``CANCELLED`` if it was cancelled, and ``UNKNOWN`` when nothing is
+  known (never enqueued, or its history was trimmed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import msgpack
+
+from wheelq.core import wire
+from wheelq.core.job import Envelope, decode_payload, entry_ms
+from wheelq.errors import MalformedJobError
+
+SEPARATOR = "\x1f"
+"""Between job id and group in a history field (US: a job id never holds it)."""
+
+
+class JobState(StrEnum):
+    """Where a job is in its life (`JobInfo.state`)."""
+
+    PENDING = "pending"
+    """Waiting for its due time, first attempt."""
+    READY = "ready"
+    """In the stream, not delivered to a consumer group yet."""
+    RUNNING = "running"
+    """Delivered to a worker, not settled yet."""
+    RETRYING = "retrying"
+    """An attempt failed; the next one waits for its due time."""
+    SUCCEEDED = "succeeded"
+    """Every group's handler returned (for this firing)."""
+    DEAD = "dead"
+    """Out of attempts or deliveries, or malformed: in the dead-letter stream."""
+    CANCELLED = "cancelled"
+    """Cancelled while pending."""
+    UNKNOWN = "unknown"
+    """Never seen, or past the history's retention."""
+
+
+_PRECEDENCE = (JobState.RUNNING, JobState.READY, JobState.RETRYING, JobState.DEAD)
+"""A fired job's state is the first of these any group is in, else SUCCEEDED."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """One consumer group's view of a job's latest firing for it."""
+
+    group: str
+    state: JobState
+    entry_id: str
+    """The stream entry the group runs (``ms-seq``, ms = when it fired)."""
+    consumer: str | None = None
+    """RUNNING: the worker holding it."""
+    since_ms: int | None = None
+    """RUNNING: when it was last delivered (or its claim last refreshed), Redis clock."""
+    deliveries: int = 0
+    """RUNNING: how often the entry was delivered to the group (> 1: taken over)."""
+    finished_ms: int | None = None
+    """SUCCEEDED, DEAD, RETRYING: when the last attempt ended."""
+    duration_ms: int | None = None
+    """SUCCEEDED: how long the handler ran."""
+    error: str | None = None
+    """DEAD: why; RETRYING (and a later attempt RUNNING): the last attempt's error."""
+    reason: str | None = None
+    """DEAD: failed | deliveries | malformed."""
+    dead_entry_id: str | None = None
+    """DEAD: the dead-letter entry (for `replay_dead`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job's state as `get()` reports it, whatever the state.
+
+    Fields that do not apply to the state are None (and `groups` empty).
+    """
+
+    id: str
+    topic: str
+    state: JobState
+    due_ms: int | None = None
+    """PENDING/RETRYING: when it is due next; fired: when its latest firing was due."""
+    attempt: int | None = None
+    max_attempts: int | None = None
+    enqueued_ms: int | None = None
+    """PENDING/RETRYING: when the pending attempt was written."""
+    payload: Any = None
+    """Pending, or fired while its entry is in the stream (None once trimmed)."""
+    entry_id: str | None = None
+    """Fired: its latest stream entry."""
+    fired_ms: int | None = None
+    """Fired: when its latest entry went into the stream (Redis clock)."""
+    cancelled_ms: int | None = None
+    last_error: str | None = None
+    """RETRYING or a RUNNING later attempt: the failed attempt's error; DEAD: why."""
+    groups: tuple[GroupInfo, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLookup:
+    """What `lookup.lua` read for one consumer group."""
+
+    name: str
+    last_delivered: str
+    record: bytes | None
+    latest: str | None
+    fields: dict[bytes, bytes] | None
+    """The fields of `latest` when it is not the job's all-groups entry."""
+    pending: tuple[str, int, int] | None
+    """(consumer, idle ms, deliveries) while `latest` is pending in the group."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """What `lookup.lua` read for one job id."""
+
+    now_ms: int
+    due_ms: int | None
+    envelope: bytes | None
+    cancelled_ms: int | None
+    entry: str | None
+    fields: dict[bytes, bytes] | None
+    groups: Sequence[GroupLookup] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A group's history record, decoded."""
+
+    kind: str
+    entry: str
+    at_ms: int
+    duration_ms: int
+    error: str
+    reason: str
+    dead_entry: str
+
+
+def read_record(raw: bytes | None) -> Record | None:
+    """A history record as written by ``wq_record``; None when absent or unreadable."""
+    if raw is None:
+        return None
+    try:
+        r = msgpack.unpackb(raw, raw=False)
+        return Record(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]))
+    except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+        return None
+
+
+def _id_key(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _group(g: GroupLookup, now_ms: int) -> GroupInfo | None:
+    if g.latest is None:
+        return None
+    rec = read_record(g.record)
+    if rec is not None and rec.entry != g.latest:
+        rec = None  # it names an older firing
+    if g.pending is not None:
+        consumer, idle_ms, deliveries = g.pending
+        error = rec.error or None if rec is not None and rec.kind == "F" else None
+        # now and idle are whole ms: never report a delivery before the entry was added
+        since_ms = max(now_ms - idle_ms, entry_ms(g.latest))
+        return GroupInfo(
+            g.name, JobState.RUNNING, g.latest, consumer, since_ms, deliveries, error=error
+        )
+    if _id_key(g.latest) > _id_key(g.last_delivered):
+        return GroupInfo(g.name, JobState.READY, g.latest)
+    if rec is None or rec.kind == "F":
+        return GroupInfo(g.name, JobState.SUCCEEDED, g.latest)  # acked with no record
+    if rec.kind == "S":
+        return GroupInfo(
+            g.name, JobState.SUCCEEDED, g.latest, finished_ms=rec.at_ms, duration_ms=rec.duration_ms
+        )
+    if rec.kind == "D":
+        return GroupInfo(
+            g.name,
+            JobState.DEAD,
+            g.latest,
+            finished_ms=rec.at_ms,
+            error=rec.error,
+            reason=rec.reason,
+            dead_entry_id=rec.dead_entry or None,
+        )
+    return GroupInfo(g.name, JobState.RETRYING, g.latest, finished_ms=rec.at_ms, error=rec.error)
+
+
+def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
+    assert raw.envelope is not None and raw.due_ms is not None
+    try:
+        env = Envelope.unpack(raw.envelope)
+        payload = decode_payload(env.payload)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise MalformedJobError(topic, job_id, str(exc)) from exc
+    groups: list[GroupInfo] = []
+    last_error = None
+    for g in raw.groups:
+        rec = read_record(g.record)
+        if env.group and g.name == env.group:
+            last_error = rec.error if rec is not None and rec.kind == "R" else None
+            groups.append(
+                GroupInfo(
+                    g.name,
+                    JobState.RETRYING,
+                    rec.entry if rec is not None else "",
+                    finished_ms=rec.at_ms if rec is not None else None,
+                    error=last_error,
+                )
+            )
+    state = JobState.RETRYING if env.attempt > 1 else JobState.PENDING
+    return JobInfo(
+        job_id,
+        topic,
+        state,
+        raw.due_ms,
+        env.attempt,
+        env.max_attempts,
+        env.enqueued_ms,
+        payload,
+        last_error=last_error,
+        groups=tuple(groups),
+    )
+
+
+def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
+    """The `JobInfo` that `raw` shows.
+
+    Raises:
+        MalformedJobError: The job is pending and its envelope cannot be decoded.
+    """
+    if raw.due_ms is not None and raw.envelope is not None:
+        return _pending(topic, job_id, raw)
+    fired = [(g.latest, g.fields if g.latest != raw.entry else raw.fields) for g in raw.groups]
+    if raw.entry is not None:
+        fired.append((raw.entry, raw.fields))
+    known = [(entry, fields) for entry, fields in fired if entry is not None]
+    if not known or (
+        raw.cancelled_ms is not None
+        and raw.cancelled_ms >= max(entry_ms(entry) for entry, _ in known)
+    ):
+        state = JobState.UNKNOWN if raw.cancelled_ms is None else JobState.CANCELLED
+        return JobInfo(job_id, topic, state, cancelled_ms=raw.cancelled_ms)
+    entry, fields = max(known, key=lambda k: _id_key(k[0]))
+    groups = tuple(g for g in (_group(g, raw.now_ms) for g in raw.groups) if g is not None)
+    states = {g.state for g in groups}
+    state = next((s for s in _PRECEDENCE if s in states), JobState.SUCCEEDED)
+    if not groups:
+        state = JobState.READY  # no consumer group reads the topic yet
+    errors = [g.error for g in groups if g.error and g.state in (state, JobState.RUNNING)]
+    return JobInfo(
+        job_id,
+        topic,
+        state,
+        *_entry_facts(fields),
+        entry_id=entry,
+        fired_ms=entry_ms(entry),
+        cancelled_ms=raw.cancelled_ms,
+        last_error=errors[0] if errors else None,
+        groups=groups,
+    )
+
+
+def _entry_facts(
+    fields: dict[bytes, bytes] | None,
+) -> tuple[int | None, int | None, int | None, None, Any]:
+    """(due_ms, attempt, max_attempts, enqueued_ms, payload) from an entry's fields, as far as
+    they can be read (all None once the entry was trimmed)."""
+    if not fields:
+        return (None, None, None, None, None)
+    try:
+        payload = decode_payload(fields[wire.PAYLOAD])
+    except Exception:  # a malformed payload is reported by the worker, not by a lookup
+        payload = None
+    try:
+        due, attempt, most = (int(fields[k]) for k in (wire.DUE, wire.ATTEMPT, wire.MAX_ATTEMPTS))
+    except (KeyError, ValueError):
+        return (None, None, None, None, payload)
+    return (due, attempt, most, None, payload)

@@ -1,0 +1,187 @@
+"""What a shard holds, read at one moment, and the rates between two such moments.
+
+`wheelq.store.observe` reads a `ShardObservation` per shard with bounded calls;
+this module says what the numbers mean, for `wheelq stats`, `wheelq top` and the
+metrics gauges alike (one definition, three views):
+
+- pending: jobs in the sorted set (waiting for their due time);
+- ready: entries fired but not yet delivered, for the group furthest behind
+  (XINFO's ``lag``; the whole stream while no group reads it);
+- in flight: entries delivered to a worker and not yet settled (XPENDING), summed
+  over groups; its oldest one's age counts from when it entered the stream;
+- dead: dead letters;
+- fired: entries ever added to the ready stream (``entries-added``), and handled:
+  entries a group has read and settled (``entries-read - pending``), summed over
+  groups. Their rates come from two observations: (b - a) / (b.at - a.at).
+
+Example: a shard read at t=1000 ms with entries_added=100 and again at t=3000 ms with
+entries_added=300 fired (300 - 100) / 2 s = 100 jobs/s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """One consumer group of a ready stream (XINFO GROUPS, XPENDING).
+
+    Attributes:
+        name: The group.
+        pending: Entries delivered and not settled (in flight).
+        lag: Entries not yet delivered to it (None: the server cannot tell).
+        entries_read: Entries delivered to it so far (None: the server cannot tell).
+        oldest_pending_ms: Entry-id ms (Redis clock) of its oldest pending entry.
+    """
+
+    name: str
+    pending: int
+    lag: int | None
+    entries_read: int | None
+    oldest_pending_ms: int | None = None
+
+    @property
+    def handled(self) -> int | None:
+        """Entries delivered and settled (acked, retried or dead-lettered)."""
+        return None if self.entries_read is None else self.entries_read - self.pending
+
+
+@dataclass(frozen=True, slots=True)
+class ShardObservation:
+    """One shard at one moment (Redis clock ms `at_ms`)."""
+
+    topic: str
+    shard: int
+    at_ms: int
+    pending: int
+    due_soon: int
+    """Jobs due within the second after `at_ms`."""
+    length: int
+    """Entries in the ready stream (fired and not yet trimmed)."""
+    entries_added: int
+    """Entries ever added to the ready stream: jobs fired."""
+    dead: int
+    groups: tuple[GroupView, ...] = ()
+    lateness_ms: tuple[int, ...] = ()
+    """entry ms - due of the newest ready entries (Redis clock)."""
+
+    @property
+    def ready(self) -> int:
+        lags = [g.lag if g.lag is not None else self.length for g in self.groups]
+        return max(lags) if lags else self.length
+
+    @property
+    def in_flight(self) -> int:
+        return sum(g.pending for g in self.groups)
+
+    @property
+    def handled(self) -> int:
+        return sum(g.handled or 0 for g in self.groups)
+
+    @property
+    def oldest_in_flight_ms(self) -> int | None:
+        found = [g.oldest_pending_ms for g in self.groups if g.oldest_pending_ms is not None]
+        return min(found) if found else None
+
+    def oldest_age_ms(self) -> int | None:
+        """How long ago the oldest in-flight entry entered the stream (None: none in flight)."""
+        oldest = self.oldest_in_flight_ms
+        return None if oldest is None else max(0, self.at_ms - oldest)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRow:
+    """One topic: the shards' observations summed, and rates since the previous ones.
+
+    Rates are None when there is no earlier observation of the same shards to compare with.
+    """
+
+    topic: str
+    shards: int
+    due_per_s: float
+    fired_per_s: float | None
+    handled_per_s: float | None
+    pending: int
+    ready: int
+    in_flight: int
+    oldest_in_flight_ms: int | None
+    dead: int
+    lateness_p50_ms: float
+    lateness_p99_ms: float
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in [0, 100]) of already sorted values; nan when empty."""
+    if not sorted_values:
+        return math.nan
+    # Exact arithmetic: in floats 99.9 / 100 * 1000 is 999.0000000000001, one rank too high.
+    rank = max(1, math.ceil(Fraction(str(q)) * len(sorted_values) / 100))
+    return float(sorted_values[rank - 1])
+
+
+def rate(before: int, after: int, elapsed_ms: int) -> float | None:
+    """Per second from two counter readings; None when no time passed. A counter that went
+    down (a stream dropped and made again) counts from zero."""
+    if elapsed_ms <= 0:
+        return None
+    return (after - before if after >= before else after) * 1000 / elapsed_ms
+
+
+def topic_rows(
+    now: Iterable[ShardObservation],
+    before: Mapping[tuple[str, int], ShardObservation] | None = None,
+) -> list[TopicRow]:
+    """One row per topic of `now` (sorted by name), with rates against `before` (keyed by
+    (topic, shard), as `by_shard` makes it)."""
+    by_topic: dict[str, list[ShardObservation]] = {}
+    for obs in now:
+        by_topic.setdefault(obs.topic, []).append(obs)
+    return [_row(topic, shards, before or {}) for topic, shards in sorted(by_topic.items())]
+
+
+def by_shard(observations: Iterable[ShardObservation]) -> dict[tuple[str, int], ShardObservation]:
+    """`observations` keyed by (topic, shard): the `before` of the next `topic_rows`."""
+    return {(o.topic, o.shard): o for o in observations}
+
+
+def _row(
+    topic: str, shards: list[ShardObservation], before: Mapping[tuple[str, int], ShardObservation]
+) -> TopicRow:
+    fired: float | None = None
+    handled: float | None = None
+    earlier = [before.get((o.topic, o.shard)) for o in shards]
+    if all(e is not None for e in earlier):
+        pairs = [(e, o) for e, o in zip(earlier, shards, strict=True) if e is not None]
+        fired = _sum_rates(
+            rate(e.entries_added, o.entries_added, o.at_ms - e.at_ms) for e, o in pairs
+        )
+        handled = _sum_rates(rate(e.handled, o.handled, o.at_ms - e.at_ms) for e, o in pairs)
+    ages = [a for o in shards if (a := o.oldest_age_ms()) is not None]
+    lateness = sorted(v for o in shards for v in o.lateness_ms)
+    return TopicRow(
+        topic=topic,
+        shards=len(shards),
+        due_per_s=sum(o.due_soon for o in shards) * 1.0,
+        fired_per_s=fired,
+        handled_per_s=handled,
+        pending=sum(o.pending for o in shards),
+        ready=sum(o.ready for o in shards),
+        in_flight=sum(o.in_flight for o in shards),
+        oldest_in_flight_ms=max(ages) if ages else None,
+        dead=sum(o.dead for o in shards),
+        lateness_p50_ms=percentile(lateness, 50),
+        lateness_p99_ms=percentile(lateness, 99),
+    )
+
+
+def _sum_rates(rates: Iterable[float | None]) -> float | None:
+    total = 0.0
+    for r in rates:
+        if r is None:
+            return None
+        total += r
+    return total

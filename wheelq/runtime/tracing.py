@@ -1,0 +1,185 @@
+"""OpenTelemetry spans around enqueue and handlers, when the ``otel`` extra is installed.
+
+`load()` imports ``opentelemetry`` (the API only) the first time a client or worker is
+made, and returns a `Tracing` over the ``wheelq`` tracer, or None when the package is
+not installed. The roles keep what it returned and check it once per call: without the
+extra nothing is imported, no span is made, and a job costs one ``is None`` check.
+
+Spans, named and attributed after OpenTelemetry's messaging conventions (``messaging.system``
+is ``"wheelq"``: the conventions list well-known systems, and any other name is allowed):
+
+- ``send <topic>``, kind PRODUCER, around `enqueue` and `enqueue_many` (one span a call):
+  ``messaging.operation.type`` "send", ``messaging.destination.name`` the topic,
+  ``messaging.message.id`` (one job) or ``messaging.batch.message_count`` (a batch). Its
+  context is the traceparent each job of the call carries, unless the job names its own.
+- ``process <topic>``, kind CONSUMER, around the handler: a child of the job's traceparent
+  (and linked to it, as the conventions ask), so one trace runs from enqueue to handler;
+  ``messaging.operation.type`` "process", ``messaging.message.id``,
+  ``messaging.consumer.group.name``, ``messaging.destination.partition.id`` (the shard),
+  ``wheelq.job.attempt``, ``wheelq.job.deliveries``, ``wheelq.job.due_ms`` and
+  ``wheelq.job.fired_ms``. What the handler raises is recorded and sets the status to
+  ERROR. The span is current while the handler runs (on its thread for a ``def``
+  handler), so the handler's own spans are its children.
+
+No scheduler span: a scheduler node fires jobs inside a Lua script, by the batch, and never
+reads an envelope in Python; a span per fired job would make every emit return each job's
+traceparent. The process span's ``due_ms`` and ``fired_ms`` show the scheduling instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from wheelq.core.job import Job
+from wheelq.core.trace import format_traceparent, parse_traceparent
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
+
+SYSTEM = "wheelq"
+"""``messaging.system`` of every span."""
+TRACER_NAME = "wheelq"
+
+_UNLOADED: Any = object()
+_loaded: Tracing | None = _UNLOADED
+
+
+def load() -> Tracing | None:
+    """The process's `Tracing`; None when ``opentelemetry-api`` is not installed. Imports
+    it on the first call only."""
+    global _loaded  # noqa: PLW0603 (one import per process)
+    if _loaded is _UNLOADED:
+        try:
+            _loaded = Tracing()
+        except ImportError:
+            _loaded = None
+    return _loaded
+
+
+def inject() -> str | None:
+    """The current span's context as a W3C traceparent; None without ``opentelemetry-api``
+    or without a valid current span. What `enqueue` writes by default."""
+    tracing = load()
+    return None if tracing is None else tracing.inject()
+
+
+class Tracing:
+    """Opens wheelq's spans on the ``wheelq`` tracer.
+
+    Args:
+        provider: The tracer provider; None: the global one (a provider set later with
+            ``opentelemetry.trace.set_tracer_provider`` is used from then on).
+
+    Raises:
+        ImportError: ``opentelemetry-api`` is not installed.
+    """
+
+    def __init__(self, provider: TracerProvider | None = None) -> None:
+        from opentelemetry import context, trace  # noqa: PLC0415 (the optional extra)
+
+        self._trace = trace
+        self._context = context
+        self._tracer: Tracer = trace.get_tracer(TRACER_NAME, tracer_provider=provider)
+
+    def inject(self) -> str | None:
+        """The current span's context as a traceparent (None: no valid span)."""
+        return _traceparent(self._trace.get_current_span().get_span_context())
+
+    def traceparent(self, span: Span) -> str | None:
+        """`span`'s context as a traceparent (None: an invalid span)."""
+        return _traceparent(span.get_span_context())
+
+    def send(self, topic: str, parent: str | None) -> Span:
+        """Start a ``send <topic>`` span, a child of `parent` (a valid traceparent) or else
+        of the current span; `sent` or `failed` ends it."""
+        context = None if parent is None else self._remote(parent)[0]
+        return self._tracer.start_span(
+            f"send {topic}",
+            context=context,
+            kind=self._trace.SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": SYSTEM,
+                "messaging.operation.type": "send",
+                "messaging.operation.name": "send",
+                "messaging.destination.name": topic,
+            },
+        )
+
+    def sent(self, span: Span, ids: list[str], batch: bool) -> None:
+        """End a send span that wrote `ids` (`batch`: from `enqueue_many`)."""
+        if batch:
+            span.set_attribute("messaging.batch.message_count", len(ids))
+        elif ids:
+            span.set_attribute("messaging.message.id", ids[0])
+        span.end()
+
+    def failed(self, span: Span, error: BaseException) -> None:
+        """End a span whose operation raised `error`."""
+        _record(self._trace, span, error)
+        span.end()
+
+    @contextmanager
+    def process(self, job: Job, group: str) -> Iterator[None]:
+        """A ``process <topic>`` span around a handler's run of `job`, current inside the
+        ``with``; records what the handler raised."""
+        context, link = self._remote(job.traceparent)
+        span = self._tracer.start_span(
+            f"process {job.topic}",
+            context=context,
+            kind=self._trace.SpanKind.CONSUMER,
+            links=None if link is None else [self._trace.Link(link)],
+            attributes={
+                "messaging.system": SYSTEM,
+                "messaging.operation.type": "process",
+                "messaging.operation.name": "process",
+                "messaging.destination.name": job.topic,
+                "messaging.destination.partition.id": str(job.shard),
+                "messaging.message.id": job.id,
+                "messaging.consumer.group.name": group,
+                "wheelq.job.attempt": job.attempt,
+                "wheelq.job.deliveries": job.deliveries,
+                "wheelq.job.due_ms": job.due_ms,
+                "wheelq.job.fired_ms": job.fired_ms if job.entry_id else 0,
+            },
+        )
+        token = self._context.attach(self._trace.set_span_in_context(span))
+        try:
+            yield
+        except BaseException as exc:  # SystemExit in a sync handler, a timeout's cancel
+            _record(self._trace, span, exc)
+            raise
+        finally:
+            self._context.detach(token)
+            span.end()
+
+    def _remote(self, traceparent: str | None) -> tuple[Context, SpanContext | None]:
+        """The context whose current span is `traceparent`'s (remote) one, and that span
+        context; an empty context (a root span) and None when it is not a traceparent."""
+        parsed = parse_traceparent(traceparent)
+        if parsed is None:
+            return self._context.Context(), None
+        trace_id, span_id, flags = parsed
+        remote = self._trace.SpanContext(
+            trace_id, span_id, is_remote=True, trace_flags=self._trace.TraceFlags(flags)
+        )
+        span = self._trace.NonRecordingSpan(remote)
+        return self._trace.set_span_in_context(span, self._context.Context()), remote
+
+
+def _traceparent(context: SpanContext) -> str | None:
+    if not context.is_valid:
+        return None
+    return format_traceparent(context.trace_id, context.span_id, context.trace_flags)
+
+
+def _record(trace: Any, span: Span, error: BaseException) -> None:
+    if isinstance(error, asyncio.CancelledError):
+        why = "cancelled: the handler ran over handler_timeout_ms, or the worker stopped"
+    else:
+        why = f"{type(error).__name__}: {error}"
+        span.record_exception(error)
+    span.set_status(trace.Status(trace.StatusCode.ERROR, why))

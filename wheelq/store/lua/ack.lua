@@ -1,0 +1,43 @@
+--[[ ack.lua — runs that succeeded: ack their entries and note each success in the job's history.
+Only the first settlement of an entry counts: an entry no longer pending in the group (someone
+else settled it) is skipped, and its record is left as it is.
+KEYS[1]  {T:s}:ready     STREAM  fired jobs
+KEYS[2]  {T:s}:history   HASH    the group's record of each job becomes 'S'
+ARGV[1]  consumer group
+ARGV[2]  msgpack array of the entry ids
+ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
+         and its 'S' record (wq_record's layout, made by wheelq.store.consume.ack_done)
+Returns: {0, acked}
+         {-1, key}   WRONG_TYPE (nothing written)
+]]
+local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash')
+if bad then
+  return {WQ_WRONG_TYPE, bad}
+end
+local group = ARGV[1]
+local entries = cmsgpack.unpack(ARGV[2])
+if #entries == 0 then
+  return {WQ_OK, 0}
+end
+local pairs = cmsgpack.unpack(ARGV[3])
+-- One XACK for all (at most 1000: wheelq.worker.settler.ACKS_PER_CALL): when it acks every
+-- entry (the usual case) each gets its record. When it acks fewer, some were settled already:
+-- by another worker that took them over (a record naming the entry, or a later firing of the
+-- job, is left alone), or by this one, its reply lost (written again, the same).
+local acked = redis.call('XACK', KEYS[1], group, unpack(entries))
+if acked < #entries then
+  local rec, n = {}, 0
+  for i = 1, #entries do
+    local field = pairs[2 * i - 1]
+    local known = wq_read_record(redis.call('HGET', KEYS[2], field))
+    local keep = known ~= nil and (wq_id_lt(entries[i], known[2]) or
+      (known[2] == entries[i] and known[1] ~= 'S'))
+    if not keep then
+      rec[n + 1], rec[n + 2] = field, pairs[2 * i]
+      n = n + 2
+    end
+  end
+  pairs = rec
+end
+wq_remember(KEYS[2], pairs)
+return {WQ_OK, acked}

@@ -1,0 +1,64 @@
+--[[ lookup.lua — what one shard knows of one job id, read in one step (nothing written).
+wheelq.core.history turns the reply into a JobInfo; every read is O(1) or O(log n) in the
+shard's keys, times the number of consumer groups.
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
+KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
+KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[4]  {T:s}:history   HASH    job id -> latest entry; "id<US>group" -> the group's record
+KEYS[5]  {T:s}:cancelled ZSET    job id -> ms it was cancelled
+ARGV[1]  job id
+Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..., ...}
+           now        TIME, ms
+           due        the pending job's due ms (a string), or nil when it is not pending
+           envelope   the pending job's envelope, or nil
+           cancelled  ms it was last cancelled, or nil
+           entry      the entry of its latest firing for every group, or nil
+           fields     that entry's flat field list while it is in the stream, or nil
+           group_n    six per consumer group of the stream: name, last delivered id, the
+                      group's record (or nil), the group's latest entry (the later of entry
+                      and the record's), that entry's fields when it is not `entry` (or nil),
+                      and while it is pending in the group {consumer, idle ms, deliveries}
+                      (or nil)
+         {-1, key}   WRONG_TYPE
+]]
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash',
+  KEYS[5], 'zset')
+if bad then
+  return {WQ_WRONG_TYPE, bad}
+end
+local id = ARGV[1]
+local function fields_of(entry)
+  local found = redis.call('XRANGE', KEYS[3], entry, entry)[1]
+  return found and found[2] or false
+end
+local due = redis.call('ZSCORE', KEYS[1], id)
+local envelope = due and redis.call('HGET', KEYS[2], id) or false
+local entry = redis.call('HGET', KEYS[4], id)
+local out = {WQ_OK, wq_now_ms(), due, envelope, redis.call('ZSCORE', KEYS[5], id), entry,
+  entry and fields_of(entry) or false}
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  return out
+end
+for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
+  local g = wq_fields(flat)
+  local raw = redis.call('HGET', KEYS[4], id .. WQ_US .. g['name'])
+  local record = wq_read_record(raw)
+  local latest = entry
+  if record and (not latest or wq_id_lt(latest, record[2])) then
+    latest = record[2]
+  end
+  local fields, pending = false, false
+  if latest then
+    if latest ~= entry then
+      fields = fields_of(latest)
+    end
+    local p = redis.call('XPENDING', KEYS[3], g['name'], latest, latest, 1)[1]
+    if p then
+      pending = {p[2], p[3], p[4]}
+    end
+  end
+  for _, v in ipairs({g['name'], g['last-delivered-id'], raw, latest, fields, pending}) do
+    out[#out + 1] = v
+  end
+end
+return out

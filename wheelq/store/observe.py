@@ -1,0 +1,147 @@
+"""Bounded reads of what a shard holds, for `wheelq stats`, `wheelq top` and the metrics.
+
+`observe_shards` is a sans-I/O operation, like the producer's: it yields lists of
+calls and receives their replies (with ``return_exceptions``: a ready stream that
+does not exist yet answers "no such key", which reads as empty). Every read is
+bounded, whatever a shard holds (docs/architecture.md, invariant 15):
+
+- round 1, per shard: XINFO STREAM and XINFO GROUPS of the ready stream (O(1) per
+  group: ``entries-added``, each group's ``entries-read``, ``pending`` and ``lag``),
+  ZCARD and a ZCOUNT of the next second of the sorted set (O(log n)), XLEN of the
+  dead letters, and XREVRANGE of the newest `sample` ready entries (their lateness);
+- round 2, per group with entries pending: XPENDING's summary form, whose smallest id
+  dates the oldest entry in flight.
+
+What the replies mean is computed in `wheelq.core.observe`, which holds no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from wheelq.core import wire
+from wheelq.core.job import entry_ms
+from wheelq.core.keys import ShardKeys
+from wheelq.core.observe import GroupView, ShardObservation
+from wheelq.store.calls import Call
+from wheelq.store.ops import dead_count, pending_count
+
+ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
+
+DUE_SOON_MS = 1000
+"""ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
+ROUND_ONE = 6
+"""Calls per shard in round 1."""
+
+
+def _get(info: Any, name: str) -> Any:
+    """A field of a parsed XINFO reply, whatever type its keys came back as."""
+    if not isinstance(info, dict):
+        return None
+    found = info.get(name.encode())
+    return info.get(name) if found is None else found
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _no_stream(reply: Any) -> bool:
+    return isinstance(reply, ResponseError) and "no such key" in str(reply).lower()
+
+
+def _raise_others(replies: list[Any]) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception) and not _no_stream(reply):
+            raise reply
+
+
+def _lateness(entries: Any) -> tuple[int, ...]:
+    """entry ms - due of each sampled entry (entries without a readable due are skipped)."""
+    out = []
+    for entry_id, fields in entries or ():
+        due = fields.get(wire.DUE) if isinstance(fields, dict) else None
+        if due is not None and due.isdigit():
+            out.append(entry_ms(entry_id) - int(due))
+    return tuple(out)
+
+
+def observe_shards(shards: Sequence[ShardKeys], now_ms: int, sample: int = 100) -> ObserveOp:
+    """Read what each of `shards` holds; returns one `ShardObservation` per shard, in order.
+
+    Args:
+        shards: The shards to read.
+        now_ms: Now on the Redis clock (ZCOUNT's window starts here).
+        sample: How many of the newest ready entries to read per shard for lateness.
+
+    Raises:
+        redis.exceptions.RedisError: Any reply but a missing ready stream's.
+    """
+    calls: list[Call[Any]] = []
+    for keys in shards:
+        calls += [
+            Call(command=("XINFO", "STREAM", keys.ready)),
+            Call(command=("XINFO", "GROUPS", keys.ready)),
+            pending_count(keys),
+            Call(command=("ZCOUNT", keys.delayed, now_ms, f"({now_ms + DUE_SOON_MS}"), parse=int),
+            dead_count(keys),
+            Call(command=("XREVRANGE", keys.ready, "+", "-", "COUNT", sample)),
+        ]
+    replies = yield calls
+    _raise_others(replies)
+    oldest_calls: list[Call[Any]] = []
+    asked: list[tuple[int, str]] = []
+    for i, keys in enumerate(shards):
+        groups = replies[i * ROUND_ONE + 1]
+        for group in [] if _no_stream(groups) else groups or ():
+            if (_int(_get(group, "pending")) or 0) > 0:
+                name = _text(_get(group, "name"))
+                oldest_calls.append(Call(command=("XPENDING", keys.ready, name)))
+                asked.append((i, name))
+    oldest: dict[tuple[int, str], int] = {}
+    if oldest_calls:
+        summaries = yield oldest_calls
+        _raise_others(summaries)
+        for where, summary in zip(asked, summaries, strict=True):
+            smallest = _get(summary, "min")
+            if smallest:
+                oldest[where] = entry_ms(smallest)
+    return [
+        _shard(i, keys, replies[i * ROUND_ONE :], oldest, now_ms) for i, keys in enumerate(shards)
+    ]
+
+
+def _shard(
+    i: int, keys: ShardKeys, r: list[Any], oldest: dict[tuple[int, str], int], now_ms: int
+) -> ShardObservation:
+    stream, groups, pending, due_soon, dead, newest = r[:ROUND_ONE]
+    missing = _no_stream(stream)
+    views = tuple(
+        GroupView(
+            name=_text(_get(g, "name")),
+            pending=_int(_get(g, "pending")) or 0,
+            lag=_int(_get(g, "lag")),
+            entries_read=_int(_get(g, "entries-read")),
+            oldest_pending_ms=oldest.get((i, _text(_get(g, "name")))),
+        )
+        for g in ([] if _no_stream(groups) else groups or ())
+    )
+    return ShardObservation(
+        topic=keys.topic,
+        shard=keys.shard,
+        at_ms=now_ms,
+        pending=int(pending),
+        due_soon=int(due_soon),
+        length=0 if missing else int(_get(stream, "length") or 0),
+        entries_added=0 if missing else int(_get(stream, "entries-added") or 0),
+        dead=int(dead),
+        groups=views,
+        lateness_ms=() if _no_stream(newest) else _lateness(newest),
+    )
