@@ -109,7 +109,11 @@ def redis_sync(deployment: str, redis_url: str) -> Iterator[redis.Redis]:
 async def redis_async(deployment: str, redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
     """An asyncio client of the shared server or cluster (bytes replies), closed after."""
     if deployment == "cluster":
-        client: redis.asyncio.Redis = redis.asyncio.cluster.RedisCluster.from_url(redis_url)  # type: ignore[assignment]
+        cluster = redis.asyncio.cluster.RedisCluster.from_url(redis_url)
+        # Its first command loads the slot map and parses COMMAND (16-50 ms idle, far more on
+        # a loaded CI machine): done here, not inside a test's handler with a short timeout.
+        await cluster.initialize()
+        client: redis.asyncio.Redis = cluster  # type: ignore[assignment]
     else:
         client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
     yield client

@@ -611,7 +611,9 @@ async def test_stop_finishes_running_handlers_and_hands_the_waiting_entries_on(
 
     stopping = asyncio.create_task(wa.stop(grace_ms=10_000))
     await eventually(
-        holds(lambda: wa.status()["held"] == 2), timeout_s=5, what="a to drop its waiting entries"
+        holds(lambda: wa.status()["stopping"] and wa.status()["held"] == 2),
+        timeout_s=5,
+        what="a to begin its stop and drop its waiting entries",
     )
     assert not stopping.done(), "stop() did not wait for the running handlers"
     release.set()

@@ -111,6 +111,12 @@ class InFlightSet:
             out.setdefault(shard, []).append(entry_id)
         return out
 
+    def close(self) -> list[asyncio.Task[None]]:
+        """Start nothing new from now on; returns the handlers running at this instant
+        (the ones a stop gives its grace)."""
+        self.closing = True
+        return self.running()
+
     def running(self) -> list[asyncio.Task[None]]:
         """The tasks of the entries whose handler has started."""
         return [h.task for h in self.held.values() if h.started and h.task is not None]

@@ -6,8 +6,8 @@ In order, each step that needs Redis within the stop's shared `StopBudget`:
    stops taking over (its keep-alive goes on, so running handlers keep their entries);
 2. entries still waiting for a slot are dropped and *handed on*: their idle time is set to
    the visibility timeout, so the next worker to scan takes them over at once;
-3. running handlers get the grace (``shutdown_grace_ms``, cut short by `Worker.hurry`);
-   those still running then are cancelled (*abandoned*);
+3. the handlers running when the stop began get the grace (``shutdown_grace_ms``, cut
+   short by `Worker.hurry`); those still running then are cancelled (*abandoned*);
 4. the claim keeper stops, and the settler writes what is queued;
 5. whatever is still pending for this consumer (abandoned entries, entries a cancelled read
    had delivered, settlements not written) is handed on too, and a consumer that holds
@@ -75,14 +75,17 @@ class RunningParts:
     visibility_timeout_ms: int
 
     async def shut_down(
-        self, budget: StopBudget, grace_s: float, hurry: asyncio.Event
+        self,
+        budget: StopBudget,
+        running: list[asyncio.Task[None]],
+        grace_s: float,
+        hurry: asyncio.Event,
     ) -> WorkerStopReport:
-        """Stop every part within `budget`, giving running handlers `grace_s` (or until
-        `hurry` is set); returns what was left."""
+        """Stop every part within `budget`, giving the handlers `running` when the stop
+        began `grace_s` (or until `hurry` is set); returns what was left."""
         for reader in self.readers:
             await reader.stop()
         self.claims.claiming = False
-        running = self.in_flight.running()
         waiting = self.in_flight.drop_waiting()
         handed_on, not_handed_on = await self._hand_on(budget, waiting, "waiting")
         finished = await self.in_flight.finish(running, grace_s, hurry)

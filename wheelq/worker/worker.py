@@ -245,7 +245,7 @@ class Worker(Role[WorkerStopReport]):
         if self._in_flight.closing:
             self._hurry.set()
             return NOTHING_RAN
-        self._in_flight.closing = True
+        running = self._in_flight.close()
         if not await self._gate.abort():  # the start failed or was aborted: nothing runs
             return NOTHING_RAN
         budget = self._stop_budget()
@@ -254,7 +254,7 @@ class Worker(Role[WorkerStopReport]):
         assert self._parts is not None  # made by the start that `abort()` saw through
         grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
         try:
-            report = await self._parts.shut_down(budget, grace_s, self._hurry)
+            report = await self._parts.shut_down(budget, running, grace_s, self._hurry)
         finally:
             self.runner.close()
             await self._stopped()
@@ -281,6 +281,7 @@ class Worker(Role[WorkerStopReport]):
             "consumer": self.consumer,
             "topic": self.topic,
             "group": self.group,
+            "stopping": w.closing,
             "held": len(w.held),
             "running": len(w.running()),
             "handled": w.handled,
