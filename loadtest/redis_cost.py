@@ -1,0 +1,219 @@
+"""Redis work per job, counted in CPU instructions: a job's whole path (enqueue, fire, consume,
+trim) against a `redis-server` run under valgrind's callgrind, for a baseline revision and for
+this tree; prints the instructions per job of each phase and the ratios as JSON.
+
+    python loadtest/redis_cost.py --baseline da7e8d3 [--jobs 5000]
+
+Why instructions: on a shared 2-core VM the wall-clock figures of `feature_cost.py` move by up
+to 20% between identical runs, while the instructions the server executes for the same work
+move by well under 1%. What it does not show is the Python side (see `feature_cost.py`).
+
+Each phase runs the roles through their public API in one child process per tree (the
+baseline exported with `git archive`, as in `feature_cost.py`); the counter is zeroed before a
+phase and read after it, so setup is not counted. A first batch, not counted, brings the keys
+to their working size (a hash past its listpack encoding, as in production); the trim phase
+trims both batches and is halved. Timers (lease renewals, preload rounds) are counted with
+the phase they run in: a few percent at a few thousand jobs per phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from feature_cost import ROOT, export  # noqa: E402
+
+PHASES = ("enqueue", "fire", "consume", "trim")
+PAYLOAD = b"x" * 100
+SHARDS = 4
+
+
+class Counter:
+    """The instruction counter of a server process under callgrind."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.pid, self.out = str(pid), out
+
+    def zero(self) -> None:
+        subprocess.run(["callgrind_control", "-z", self.pid], check=True, capture_output=True)
+
+    def read(self) -> int:
+        """Instructions since the last zero (dumps a profile and reads its summary)."""
+        before = set(self.out.parent.glob(self.out.name + ".*"))
+        subprocess.run(["callgrind_control", "-d", self.pid], check=True, capture_output=True)
+        (dump,) = set(self.out.parent.glob(self.out.name + ".*")) - before
+        for line in dump.read_text().splitlines():
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+        raise RuntimeError(f"{dump}: no summary line")
+
+
+async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, int]:
+    """Runs in the tree under test (PYTHONPATH): each phase, counted."""
+    import redis.asyncio
+
+    from wheelq import AsyncClient, EnqueueItem, Scheduler, Worker
+
+    counter = Counter(pid, out)
+    topic = f"cost-{time.time_ns()}"
+    fast = {"preload_interval_ms": 200, "lease_ttl_ms": 10_000}
+    counts: dict[str, int] = {}
+
+    async def until(check: Any, what: str, timeout_s: float = 600) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not await check():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out waiting for {what}")
+            await asyncio.sleep(0.05)
+
+    async with AsyncClient.from_url(url) as client:
+        await client.create_topic(topic, SHARDS)
+        r = redis.asyncio.Redis.from_url(url)
+        shard_keys = [f"{{{topic}:{s}}}" for s in range(SHARDS)]
+
+        async def in_stream() -> int:
+            return sum([await r.xlen(f"{k}:ready") for k in shard_keys])
+
+        async def batch(count: bool) -> None:
+            """One batch of `jobs` enqueued, fired and consumed; counted if `count`."""
+            zero = counter.zero if count else (lambda: None)
+            zero()
+            due_s = time.time() + 3600
+            items = [EnqueueItem(PAYLOAD, at=due_s) for _ in range(jobs)]
+            for i in range(0, jobs, 1000):
+                await client.enqueue_many(topic, items[i : i + 1000])
+            if count:
+                counts["enqueue"] = counter.read()
+            now_ms = int(time.time() * 1000)
+            for k in shard_keys:  # due now: the scheduler fires them at its first preload
+                ids = await r.zrange(f"{k}:delayed", 0, -1)
+                if ids:
+                    await r.zadd(f"{k}:delayed", dict.fromkeys(ids, now_ms), xx=True)
+            zero()
+            node = Scheduler.from_url(url, [topic], **fast)
+            await node.start()
+            fired = jobs * (2 if count else 1)
+            await until(lambda: _ge(in_stream(), fired), "every job in the stream")
+            await node.stop()
+            if count:
+                counts["fire"] = counter.read()
+            zero()
+            worker = Worker.from_url(url, topic, noop, concurrency=200)
+            await worker.start()
+
+            async def all_acked() -> bool:
+                return int(worker.status()["acked"]) >= jobs
+
+            await until(all_acked, "every job acked")
+            await worker.stop()
+            if count:
+                counts["consume"] = counter.read()
+
+        async def noop(job: Any) -> None:
+            return None
+
+        await batch(count=False)  # the keys at their working size (hashes past listpack)
+        await batch(count=True)
+
+        counter.zero()
+        node = Scheduler.from_url(url, [topic], retention_ms=0, trim_interval_ms=100, **fast)
+        await node.start()
+        await until(lambda: _eq(in_stream(), 0), "the streams trimmed")
+        await node.stop()
+        counts["trim"] = counter.read() // 2  # it trims both batches
+    return counts
+
+
+async def _ge(count: Any, n: int) -> bool:
+    return int(await count) >= n
+
+
+async def _eq(count: Any, n: int) -> bool:
+    return int(await count) == n
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def measure(tree: Path, jobs: int, server: str, tmp: Path) -> dict[str, int]:
+    """One run of every phase with `tree`'s wheelq against a fresh server under callgrind."""
+    port = free_port()
+    out = tmp / f"cg-{port}.out"
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server]
+        + ["--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{server} under valgrind did not start") from None
+                time.sleep(0.2)
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        cmd = [sys.executable, __file__, "--child", f"redis://127.0.0.1:{port}"]
+        cmd += [str(proc.pid), str(out), str(jobs)]
+        done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the {tree} run failed:\n{done.stderr[-3000:]}")
+        counts: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+        return counts
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--baseline", help="git revision to compare against (required)")
+    p.add_argument("--jobs", type=int, default=5000)
+    p.add_argument("--server", default=shutil.which("redis-server") or "redis-server")
+    p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        url, pid, out, jobs = args.child
+        print(json.dumps(asyncio.run(child(url, int(pid), Path(out), int(jobs)))))
+        return
+    if not args.baseline:
+        p.error("--baseline is required")
+    if not shutil.which("valgrind"):
+        raise SystemExit("needs valgrind (apt-get install valgrind)")
+    with tempfile.TemporaryDirectory(prefix="wheelq-rcost-") as tmp:
+        trees = {"baseline": export(args.baseline, Path(tmp) / "base"), "this": ROOT}
+        runs = {
+            name: measure(tree, args.jobs, args.server, Path(tmp)) for name, tree in trees.items()
+        }
+    report: dict[str, Any] = {"baseline": args.baseline, "jobs": args.jobs, "server": args.server}
+    for phase in (*PHASES, "total"):
+        per_job = {
+            name: (sum(c.values()) if phase == "total" else c[phase]) / args.jobs
+            for name, c in runs.items()
+        }
+        report[phase] = {
+            "instructions_per_job": {name: round(v) for name, v in per_job.items()},
+            "ratio_this_to_baseline": round(per_job["this"] / per_job["baseline"], 3),
+        }
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
