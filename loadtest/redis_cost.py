@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from feature_cost import ROOT, export  # noqa: E402
+from feature_cost import ROOT, export
 
 PHASES = ("enqueue", "fire", "consume", "trim")
 PAYLOAD = b"x" * 100
@@ -153,9 +153,9 @@ def measure(tree: Path, jobs: int, server: str, tmp: Path) -> dict[str, int]:
     """One run of every phase with `tree`'s wheelq against a fresh server under callgrind."""
     port = free_port()
     out = tmp / f"cg-{port}.out"
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server]
-        + ["--port", str(port), "--save", "", "--appendonly", "no"],
+        [*valgrind, server, "--port", str(port), "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -172,7 +172,7 @@ def measure(tree: Path, jobs: int, server: str, tmp: Path) -> dict[str, int]:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         cmd = [sys.executable, __file__, "--child", f"redis://127.0.0.1:{port}"]
         cmd += [str(proc.pid), str(out), str(jobs)]
-        done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
+        done = subprocess.run(cmd, check=False, env=env, cwd=tree, capture_output=True, text=True)
         if done.returncode:
             raise SystemExit(f"the {tree} run failed:\n{done.stderr[-3000:]}")
         counts: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
