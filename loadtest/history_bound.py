@@ -6,9 +6,9 @@ One topic of 4 shards, one `wheelq scheduler` and one `wheelq worker` (no-op han
 processes, on an embedded Valkey (or --redis-url). The producer enqueues --jobs jobs due at
 --rate per second; the scheduler fires them and trims every second with
 `history_max_bytes` = --budget-mib, retention 3 days (so only the budget trims). Every
-second it samples what the budget counts (MEMORY USAGE of each shard's ready stream,
-history hash and cancellations, as trim.lua does), less the share of the entries no group
-has acked yet (a lagging worker's backlog: not history, and never trimmed), and at the end
+second it samples what the budget counts (MEMORY USAGE of each shard's ready stream, both
+history generations and cancellations, as trim.lua does), less the share of the entries no
+group has acked yet (a lagging worker's backlog: not history, and never trimmed), and at the end
 measures it exactly (SAMPLES 0). Prints one JSON object: the budget, the highest sample,
 the exact bytes per job the history costs (stream entry vs. the history records), and the
 checks: every job handled, every unacked entry kept, the newest jobs still known to get()
@@ -42,7 +42,7 @@ HANDLER = "async def handle(job):\n    pass\n"
 
 def history_bytes(r: redis.Redis, samples: int | None = None) -> dict[str, int]:
     """What the byte budget counts, per kind of key, over the topic's shards."""
-    out = {"ready": 0, "history": 0, "cancelled": 0}
+    out = {"ready": 0, "history": 0, "history_old": 0, "cancelled": 0}
     for keys in all_shards(TOPIC, SHARDS):
         for kind in out:
             key = getattr(keys, kind)
@@ -129,7 +129,10 @@ def run(url: str, jobs: int, rate: int, budget: int, tmp: Path) -> dict[str, Any
             samples.append(acked_history_bytes(r)[0])
             exact = history_bytes(r, 0)
             held = sum(r.xlen(k.ready) for k in all_shards(TOPIC, SHARDS))
-            records = sum(r.hlen(k.history) for k in all_shards(TOPIC, SHARDS))
+            records = sum(  # both generations, less the old one's upto marker
+                r.hlen(k.history) + max(0, r.hlen(k.history_old) - 1)
+                for k in all_shards(TOPIC, SHARDS)
+            )
             done = handled(r)
             pending = sum(
                 int(g["pending"])
@@ -163,11 +166,14 @@ def run(url: str, jobs: int, rate: int, budget: int, tmp: Path) -> dict[str, Any
         "samples_over_budget": len(over),
         "max_backlog_entries": max(backlogs, default=0),
         "end_exact_bytes": exact,
-        "jobs_in_history": held,
+        "jobs_in_stream": held,
         "history_records": records,
-        "bytes_per_job": round(sum(exact.values()) / max(held, 1), 1),
         "stream_bytes_per_job": round(exact["ready"] / max(held, 1), 1),
-        "history_record_bytes_per_job": round(exact["history"] / max(held, 1), 1),
+        # Two records per job here (its entry, its success); the generations keep a job's
+        # records for a while after its entry went, so they are counted per record.
+        "history_record_bytes_per_job": round(
+            2 * (exact["history"] + exact["history_old"]) / max(records, 1), 1
+        ),
         "checks": checks,
         "lost": jobs - done,
     }

@@ -806,6 +806,59 @@ def test_trim_limit_bounds_one_call_and_reports_more(
     assert ids_of(redis_sync, keys.ready) == [e[10]]
 
 
+def records(r: redis.Redis, key: str) -> dict[bytes, bytes]:
+    """A history generation's job records, without its \\x1f markers."""
+    return {f: v for f, v in r.hgetall(key).items() if not f.startswith(b"\x1f")}
+
+
+def test_trim_drops_a_history_generation_only_once_no_entry_it_can_name_is_left(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    e = old_entries(r, keys, 3)
+    r.hset(keys.history, mapping={f"j{i}": e[i] for i in range(3)})
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(r, keys, GROUP, 3, e[:2])  # e2 pending
+
+    # The first trim takes e0, e1; the records become the old generation, upto e2.
+    assert trim(run, keys).trimmed == 2
+    assert records(r, keys.history) == {}
+    assert records(r, keys.history_old) == {f"j{i}".encode(): e[i].encode() for i in range(3)}
+    assert r.hget(keys.history_old, "\x1fupto") == e[2].encode()
+    later = add(r, keys, ready_fields(keys, "j3"))
+    r.hset(keys.history, "j3", later)  # written after the turn: the current generation
+
+    # e2 is still there (pending): its generation stays, however often trim runs.
+    assert trim(run, keys).trimmed == 0
+    assert r.hget(keys.history_old, "j2") == e[2].encode()
+
+    # e2 acked and trimmed: nothing the old generation names is left, and it goes whole; the
+    # current one, naming e3 (still there), becomes the old one (retention 0 here).
+    read_and_ack(r, keys, GROUP, 1, [e[2]])
+    assert trim(run, keys).trimmed == 1
+    assert ids_of(r, keys.ready) == [later]
+    assert records(r, keys.history_old) == {b"j3": later.encode()}
+    assert r.hget(keys.history_old, "\x1fupto") == later.encode()
+    assert records(r, keys.history) == {}
+
+
+def test_trim_keeps_the_current_history_generation_for_the_retention(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    e = old_entries(r, keys, 2)
+    r.hset(keys.history, mapping={"j0": e[0], "j1": e[1]})
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(r, keys, GROUP, 2, e)
+
+    # Entries an hour old go at a retention of a minute; the records, current for less than
+    # a minute, stay current (no byte budget asks otherwise): a record outlives its entry
+    # by a retention at most, never the other way round.
+    assert trim(run, keys, retention_ms=60_000).trimmed == 2
+    assert r.exists(keys.history_old) == 0
+    assert records(r, keys.history) == {b"j0": e[0].encode(), b"j1": e[1].encode()}
+
+
 def test_trim_deletes_idle_consumers_that_hold_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:

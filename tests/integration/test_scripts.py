@@ -987,6 +987,7 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.rpush(keys.inbox, f"{now}:x")
     r.zadd(keys.spooled, {"spool:1": now})
     r.hset(keys.history, "acked", "1-0")
+    r.hset(keys.history_old, "older", "0-1")
     r.zadd(keys.cancelled, {"gone": now})
     r.xadd(keys.ready, {"id": "acked"})
     r.xgroup_create(keys.ready, "g1", id="0")

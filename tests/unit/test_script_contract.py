@@ -40,6 +40,7 @@ KEY_TYPES = {
     "inbox": "LIST",
     "spooled": "ZSET",
     "history": "HASH",
+    "history_old": "HASH",
     "cancelled": "ZSET",
 }
 

@@ -14,6 +14,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:wake      channel the same "due:id", published for a prompt pick-up
 {emails:3}:spooled   ZSET    token of a spooled write replayed here -> Redis ms it was applied
 {emails:3}:history   HASH    job id -> its latest entry; "id<US>group" -> that group's outcome
+{emails:3}:history_old HASH  the previous generation of the history (dropped whole, see trim)
 {emails:3}:cancelled ZSET    job id -> Redis ms it was cancelled
 wheelq:topics        HASH    topic -> shard count (the topic registry)
 wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per topic
@@ -55,6 +56,7 @@ DATA_KEY_NAMES = (
     "inbox",
     "spooled",
     "history",
+    "history_old",
     "cancelled",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
@@ -242,6 +244,12 @@ class ShardKeys:
     def history(self) -> str:
         """Where each job last fired and what each group made of it (`wheelq.core.history`)."""
         return f"{self.tag}:history"
+
+    @property
+    def history_old(self) -> str:
+        """The history's previous generation: read after `history`, dropped whole once the
+        stream is trimmed past every entry it can name."""
+        return f"{self.tag}:history_old"
 
     @property
     def cancelled(self) -> str:

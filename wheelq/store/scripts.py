@@ -68,24 +68,24 @@ _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
 _LEASE = ("lease", "horizon")
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": (*_WRITE, "spooled", "history"),
-    "reschedule": (*_WRITE, "history"),
+    "enqueue": (*_WRITE, "spooled", "history", "history_old"),
+    "reschedule": (*_WRITE, "history", "history_old"),
     "cancel": ("delayed", "jobs", "cancelled"),
-    "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history"),
+    "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history", "history_old"),
     "preload": ("delayed", "lease", "horizon"),
     "lease_acquire": (*_LEASE, "inbox"),
     "lease_renew": _LEASE,
     "lease_release": _LEASE,
-    "ack": ("ready", "history"),
+    "ack": ("ready", "history", "history_old"),
     "retry": (*_WRITE, "history"),
     "dead_letter": ("ready", "dead", "history"),
     "claim": ("ready", "dead", "history"),
     "touch": ("ready",),
-    "trim": ("ready", "history", "cancelled"),
-    "replay": ("dead", "ready", "history"),
+    "trim": ("ready", "history", "history_old", "cancelled"),
+    "replay": ("dead", "ready", "history", "history_old"),
     "purge_dead": ("dead",),
     "drop_shard": DATA_KEY_NAMES,
-    "lookup": ("delayed", "jobs", "ready", "history", "cancelled"),
+    "lookup": ("delayed", "jobs", "ready", "history", "history_old", "cancelled"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

@@ -135,14 +135,32 @@ local function wq_fire(ready, topic, member, due, env)
     'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
 end
 
--- Job history ({T:s}:history; wheelq.core.history reads it, docs/architecture.md "Job
--- history"). Field <id> holds the entry id of the job's latest firing for every group; field
--- <id><US><group> (<US> = \31, never in a job id) holds a msgpack record of what that group
--- last did with it: {kind, entry, at ms, duration ms, error, reason, dead-letter entry}, kind
--- 'F' fired for this group only (a retry or a replay; error: the last attempt's), 'S'
--- succeeded, 'R' failed and put back to run again, 'D' dead-lettered. A record goes when the
--- entry it names is trimmed from the stream (trim.lua).
+-- Job history ({T:s}:history and {T:s}:history_old; wheelq.core.history reads them,
+-- docs/architecture.md "Job history"). Field <id> holds the entry id of the job's latest firing
+-- for every group; field <id><US><group> (<US> = \31, never in a job id) holds a msgpack record
+-- of what that group last did with it: {kind, entry, at ms, duration ms, error, reason,
+-- dead-letter entry}, kind 'F' fired for this group only (a retry or a replay; error: the last
+-- attempt's), 'S' succeeded, 'R' failed and put back to run again, 'D' dead-lettered.
+-- Two generations: every write goes to {T:s}:history; trim.lua renames it to
+-- {T:s}:history_old, noting in field <US>upto the stream's last entry then, and drops the old
+-- generation whole once the stream is trimmed past that entry (no record in it names an
+-- entry still in the stream). A reader asks the current generation first, then the old one.
 local WQ_US = '\31'
+local WQ_UPTO = WQ_US .. 'upto' -- in the old generation: the stream's last entry at the rename
+local WQ_SINCE = WQ_US .. 'since' -- in the current generation: ms it became the current one
+
+-- A history field: from the current generation, else from the old one (false in neither, as
+-- HGET, or when a key holds another type: a read that never raises, so a script that has
+-- appended to the stream already cannot stop half-way on it).
+local function wq_hget(history, old, field)
+  for _, key in ipairs({history, old}) do
+    local v = redis.pcall('HGET', key, field)
+    if type(v) == 'string' then
+      return v
+    end
+  end
+  return false
+end
 
 local function wq_record(kind, entry, at, duration, err, reason, dead)
   return cmsgpack.pack({kind, entry, at, duration, err or '', reason or '', dead or ''})
@@ -162,14 +180,14 @@ end
 
 -- Note in `rec` (flat field/value pairs, written by one wq_remember) that the job stored as
 -- `member`, decoded as `env`, fired as stream entry `entry`.
-local function wq_fired(rec, history, member, env, entry)
+local function wq_fired(rec, history, old, member, env, entry)
   local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
     id = env[7]
   end
   if type(env[6]) == 'string' and env[6] ~= '' then
     local field = id .. WQ_US .. env[6]
-    local last = wq_read_record(redis.call('HGET', history, field))
+    local last = wq_read_record(wq_hget(history, old, field))
     local err = ''
     if last and last[1] == 'R' then
       err = last[5]
@@ -189,7 +207,7 @@ end
 -- Fire a job due now from its stored envelope (enqueue and reschedule) and note it in the
 -- history: nil once appended, else the reply the script returns as it is (MALFORMED, or the
 -- XADD's error).
-local function wq_fire_now(ready, history, topic, id, due, envelope)
+local function wq_fire_now(ready, history, old, topic, id, due, envelope)
   local env, why = wq_envelope(envelope)
   if not env then
     return {WQ_MALFORMED, topic, id, why}
@@ -199,7 +217,7 @@ local function wq_fire_now(ready, history, topic, id, due, envelope)
     return redis.error_reply(added.err)
   end
   local rec = {}
-  wq_fired(rec, history, id, env, added)
+  wq_fired(rec, history, old, id, env, added)
   wq_remember(history, rec)
   return nil
 end

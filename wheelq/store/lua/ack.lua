@@ -3,6 +3,7 @@ Only the first settlement of an entry counts: an entry no longer pending in the 
 else settled it) is skipped, and its record is left as it is.
 KEYS[1]  {T:s}:ready     STREAM  fired jobs
 KEYS[2]  {T:s}:history   HASH    the group's record of each job becomes 'S'
+KEYS[3]  {T:s}:history_old HASH  the previous generation (read when some were settled already)
 ARGV[1]  consumer group
 ARGV[2]  msgpack array of the entry ids
 ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
@@ -29,7 +30,7 @@ if acked < #entries then
   local rec, n = {}, 0
   for i = 1, #entries do
     local field = pairs[2 * i - 1]
-    local known = wq_read_record(redis.call('HGET', KEYS[2], field))
+    local known = wq_read_record(wq_hget(KEYS[2], KEYS[3], field))
     local keep = known ~= nil and (wq_id_lt(entries[i], known[2]) or
       (known[2] == entries[i] and known[1] ~= 'S'))
     if not keep then

@@ -10,8 +10,9 @@ KEYS[6]  {T:s}:horizon   STRING  ms the leader has preloaded up to
 KEYS[7]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[8]  {T:s}:spooled   ZSET    tokens of replayed spool writes
 KEYS[9]  {T:s}:history   HASH    where jobs fired and what groups made of them
-KEYS[10] {T:s}:cancelled ZSET    cancelled jobs
-         (KEYS[4..10] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
+KEYS[10] {T:s}:history_old HASH  the history's previous generation
+KEYS[11] {T:s}:cancelled ZSET    cancelled jobs
+         (KEYS[4..11] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
 Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)

@@ -13,6 +13,7 @@ KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:lease     STRING  token of the leader
 KEYS[5]  {T:s}:dead      STREAM  dead letters (malformed envelopes)
 KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (wq_fired)
+KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -129,7 +130,7 @@ for i, id in ipairs(ids) do
             n_rec = n_rec + 2 -- wq_fired's usual case, inline: this loop is the hot path
             rec[n_rec - 1], rec[n_rec] = id, added
           else
-            wq_fired(rec, KEYS[6], id, env, added)
+            wq_fired(rec, KEYS[6], KEYS[7], id, env, added)
             n_rec = #rec
           end
         else

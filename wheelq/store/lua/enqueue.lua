@@ -13,6 +13,7 @@ KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:spooled   ZSET    token of a replayed spool write -> ms it was applied (replay
          only; a plain enqueue does not touch it)
 KEYS[7]  {T:s}:history   HASH    job id -> its latest entry (jobs fired now)
+KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay: tokens are kept in KEYS[6]
@@ -103,7 +104,7 @@ for n = 1, #ids do
     if pending[id] and ARGV[i + 3] ~= '1' then
       out[#out + 1] = WQ_DUPLICATE
     elseif due <= now then
-      local refused = wq_fire_now(KEYS[3], KEYS[7], ARGV[1], id, due, envelope)
+      local refused = wq_fire_now(KEYS[3], KEYS[7], KEYS[8], ARGV[1], id, due, envelope)
       if refused then
         record()
         return refused

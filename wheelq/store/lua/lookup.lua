@@ -5,7 +5,8 @@ KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:history   HASH    job id -> latest entry; "id<US>group" -> the group's record
-KEYS[5]  {T:s}:cancelled ZSET    job id -> ms it was cancelled
+KEYS[5]  {T:s}:history_old HASH  the history's previous generation (asked after KEYS[4])
+KEYS[6]  {T:s}:cancelled ZSET    job id -> ms it was cancelled
 ARGV[1]  job id
 Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..., ...}
            now        TIME, ms
@@ -22,7 +23,7 @@ Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..
          {-1, key}   WRONG_TYPE
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash',
-  KEYS[5], 'zset')
+  KEYS[5], 'hash', KEYS[6], 'zset')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -33,15 +34,15 @@ local function fields_of(entry)
 end
 local due = redis.call('ZSCORE', KEYS[1], id)
 local envelope = due and redis.call('HGET', KEYS[2], id) or false
-local entry = redis.call('HGET', KEYS[4], id)
-local out = {WQ_OK, wq_now_ms(), due, envelope, redis.call('ZSCORE', KEYS[5], id), entry,
+local entry = wq_hget(KEYS[4], KEYS[5], id)
+local out = {WQ_OK, wq_now_ms(), due, envelope, redis.call('ZSCORE', KEYS[6], id), entry,
   entry and fields_of(entry) or false}
 if redis.call('EXISTS', KEYS[3]) == 0 then
   return out
 end
 for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
   local g = wq_fields(flat)
-  local raw = redis.call('HGET', KEYS[4], id .. WQ_US .. g['name'])
+  local raw = wq_hget(KEYS[4], KEYS[5], id .. WQ_US .. g['name'])
   local record = wq_read_record(raw)
   local latest = entry
   if record and (not latest or wq_id_lt(latest, record[2])) then

@@ -6,6 +6,7 @@ cannot be replayed and is left where it is.
 KEYS[1]  {T:s}:dead      STREAM  dead letters
 KEYS[2]  {T:s}:ready     STREAM  fired jobs
 KEYS[3]  {T:s}:history   HASH    the replayed job's record in its group becomes 'F'
+KEYS[4]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 ARGV[1]  topic
 ARGV[2..] dead-letter entry ids
 Returns: {0, replayed, unreplayable_id_1, ...}   ids not found are neither
@@ -29,7 +30,7 @@ for i = 2, #ARGV do
         return redis.error_reply(added.err)
       end
       local rec = {}
-      wq_fired(rec, KEYS[3], f['id'], env, added)
+      wq_fired(rec, KEYS[3], KEYS[4], f['id'], env, added)
       wq_remember(KEYS[3], rec)
       redis.call('XDEL', KEYS[1], ARGV[i])
       out[2] = out[2] + 1

@@ -5,6 +5,7 @@ KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
+KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -31,7 +32,7 @@ if ARGV[4] == 'd' then
   due = now + due
 end
 if due <= now then
-  local refused = wq_fire_now(KEYS[3], KEYS[6], ARGV[1], id, due, envelope)
+  local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope)
   if refused then
     return refused
   end

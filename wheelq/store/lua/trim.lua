@@ -1,17 +1,23 @@
 --[[ trim.lua — trim a shard's history: ready-stream entries every group has acked, once past
-retention or while the history is over its byte budget, with the records that name them, and
+retention or while the history is over its byte budget; the job records by generation; and
 cancellations past retention.
 An entry is kept while any group has it pending or has not been delivered it yet, so trimming
 never deletes an entry some group has not acked (docs/architecture.md, invariant 5). A stream
 no group reads yet is not trimmed at all. Also forgets consumers that hold nothing and have
 been idle long.
-Byte budget: when MEMORY USAGE of the stream, the history hash and the cancellations together
-is over 90% of ARGV[4], acked entries are trimmed oldest first whatever their age, as many as
-the excess over 80% of the budget is worth at the average size, and cancellations in the same
-proportion.
-KEYS[1]  {T:s}:ready     STREAM  fired jobs
-KEYS[2]  {T:s}:history   HASH    job id -> latest entry; "id<US>group" -> the group's record
-KEYS[3]  {T:s}:cancelled ZSET    job id -> ms it was cancelled
+Records are never deleted one by one (that meant reading every trimmed entry back): once the
+stream's oldest entry is past the old generation's <US>upto entry, no record in it can name an
+entry still in the stream, and it is dropped whole (UNLINK); the current generation then
+becomes the old one (RENAME), with the stream's last entry as its <US>upto. A record so lives
+at least as long as the entry it names, and about one retention longer at most.
+Byte budget: when MEMORY USAGE of the stream, both generations and the cancellations together
+is over 90% of ARGV[4], acked entries are trimmed oldest first whatever their age, up to the
+old generation's <US>upto (so that generation goes, about half of the records), and
+cancellations in proportion to the excess over 80% of the budget.
+KEYS[1]  {T:s}:ready       STREAM  fired jobs
+KEYS[2]  {T:s}:history     HASH    job id -> latest entry; "id<US>group" -> the group's record
+KEYS[3]  {T:s}:history_old HASH    the previous generation, and <US>upto
+KEYS[4]  {T:s}:cancelled   ZSET    job id -> ms it was cancelled
 ARGV[1]  retention, ms: only entries older than TIME - this are trimmed (byte budget aside)
 ARGV[2]  most entries (and most cancellations) to trim in this call
 ARGV[3]  consumer idle, ms: consumers idle longer than this with nothing pending are deleted
@@ -19,7 +25,7 @@ ARGV[4]  byte budget of the shard's history, bytes (0: none)
 Returns: {0, trimmed, more, consumers_deleted}   more = 1 when trimmable entries remain
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash', KEYS[3], 'zset')
+local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'zset')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -27,30 +33,59 @@ local now, limit, budget = wq_now_ms(), tonumber(ARGV[2]), tonumber(ARGV[4])
 local expired = wq_fmt(now - tonumber(ARGV[1]))
 local stream_len = redis.call('XLEN', KEYS[1])
 -- The byte budget: the share of the records to drop beyond what retention drops.
-local excess = 0
+local excess, usage = 0, 0
 if budget > 0 then
-  local usage = 0
-  for i = 1, 3 do
+  for i = 1, 4 do
     usage = usage + (redis.call('MEMORY', 'USAGE', KEYS[i]) or 0)
   end
-  -- From 90% of the budget down to 80%, so that it stays within the budget while it grows
-  -- until the next trim round (and a trimmed stream or hash returns less memory than the
-  -- entries' average size: deleted entries of a stream node are freed with the node).
+  -- From 90% of the budget (room for the growth until the next trim round); the excess over
+  -- 80% is the share of cancellations to drop (entries and records go by generation, below).
   if usage > 0.9 * budget then
     excess = (usage - 0.8 * budget) / usage
   end
 end
 local function forget_cancels(n)
   if n > 0 then
-    wq_multi('ZREM', KEYS[3], redis.call('ZRANGE', KEYS[3], 0, n - 1))
+    wq_multi('ZREM', KEYS[4], redis.call('ZRANGE', KEYS[4], 0, n - 1))
   end
 end
-forget_cancels(#redis.call('ZRANGE', KEYS[3], '-inf', '(' .. expired, 'BYSCORE', 'LIMIT', 0,
+forget_cancels(#redis.call('ZRANGE', KEYS[4], '-inf', '(' .. expired, 'BYSCORE', 'LIMIT', 0,
   limit))
 if excess > 0 then
-  forget_cancels(math.min(limit, math.ceil(excess * redis.call('ZCARD', KEYS[3]))))
+  forget_cancels(math.min(limit, math.ceil(excess * redis.call('ZCARD', KEYS[4]))))
+end
+-- Generations: drop the old one once the stream's oldest entry is past its upto. Then, with no
+-- old generation left, the current one takes its place (its upto: the stream's last entry)
+-- once it has been current for the retention, or holds enough of the byte budget to be worth
+-- dropping later (45%: half of the 90% that starts trimming for bytes), or when `force`d.
+local function turn_generations(force)
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    local upto = redis.call('HGET', KEYS[3], WQ_UPTO) or '0-0'
+    local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+    if first and not wq_id_lt(upto, first[1]) then
+      return
+    end
+    redis.call('UNLINK', KEYS[3])
+  end
+  local since = redis.call('HGET', KEYS[2], WQ_SINCE)
+  if redis.call('HLEN', KEYS[2]) <= (since and 1 or 0) then
+    return
+  end
+  if not since and not force then -- records written before any turn: current from now on
+    redis.call('HSET', KEYS[2], WQ_SINCE, wq_fmt(now))
+    since = wq_fmt(now)
+  end
+  if not force and now - tonumber(since) < tonumber(ARGV[1])
+      and not (budget > 0 and usage >= 0.45 * budget) then
+    return
+  end
+  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+  redis.call('RENAME', KEYS[2], KEYS[3])
+  redis.call('HSET', KEYS[3], WQ_UPTO, last and last[1] or '0-0')
+  redis.call('HSET', KEYS[2], WQ_SINCE, wq_fmt(now))
 end
 if stream_len == 0 then
+  turn_generations()
   return {WQ_OK, 0, 0, 0}
 end
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
@@ -59,10 +94,8 @@ if #groups == 0 then
 end
 local bound, acked = expired .. '-0', nil
 local forgotten = 0
-local names = {}
 for _, flat in ipairs(groups) do
   local g = wq_fields(flat)
-  names[#names + 1] = g['name']
   -- entries after last-delivered-id are not delivered to this group yet: the bound is the
   -- next possible id (kept one lower when seq is too large for a Lua number to add 1 exactly)
   local last = wq_id(g['last-delivered-id'])
@@ -89,44 +122,38 @@ for _, flat in ipairs(groups) do
 end
 local count = limit
 if excess > 0 then
-  bound = acked
-  count = math.min(limit, math.ceil(excess * stream_len))
-elseif wq_id_lt(acked, bound) then
+  -- Over the budget: every acked entry up to the old generation's upto (whatever its age),
+  -- so that generation can go (when there is none, the current one becomes it first).
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    turn_generations(true)
+  end
+  local upto = wq_id(redis.call('HGET', KEYS[3], WQ_UPTO) or '0-0')
+  bound = wq_fmt(upto[1]) .. '-' .. wq_fmt(upto[2] + 1)
+end
+if wq_id_lt(acked, bound) then
   bound = acked
 end
 if bound == '0-0' then
+  turn_generations()
   return {WQ_OK, 0, 0, forgotten}
 end
--- XTRIM MINID removes ids < the threshold: at most `count` of them per call.
-local page = redis.call('XRANGE', KEYS[1], '-', '(' .. bound, 'COUNT', count + 1)
-if #page == 0 then
-  return {WQ_OK, 0, 0, forgotten}
-end
-local threshold, more, last = bound, 0, #page
-if #page > count then
-  threshold, more, last = page[#page][1], 1, count
-end
--- The records naming a trimmed entry go with it (a later firing's records stay).
-local drop = {}
-local function forget_record(field, entry)
-  local raw = redis.call('HGET', KEYS[2], field)
-  if raw == entry or (raw and (wq_read_record(raw) or {})[2] == entry) then
-    drop[#drop + 1] = field
-  end
-end
-for i = 1, last do
-  local entry, f = page[i][1], wq_fields(page[i][2])
-  if f['id'] then
-    if f['group'] then
-      forget_record(f['id'] .. WQ_US .. f['group'], entry)
-    else
-      forget_record(f['id'], entry)
-      for _, name in ipairs(names) do
-        forget_record(f['id'] .. WQ_US .. name, entry)
-      end
+-- XTRIM MINID removes the ids < threshold. About `count` of them per call: the threshold is
+-- capped at the ms the stream's average rate reaches `count` entries past its first one
+-- (entries are not read back: their ids say when they were added).
+local trimmed, more = 0, 0
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+if first and wq_id_lt(first[1], bound) then
+  local threshold = bound
+  if stream_len > count then
+    local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+    local from = wq_id(first[1])[1]
+    local span = math.max(1, math.ceil((wq_id(last[1])[1] - from) * count / (stream_len - 1)))
+    local cap = wq_fmt(from + span) .. '-0'
+    if wq_id_lt(cap, threshold) then
+      threshold, more = cap, 1
     end
   end
+  trimmed = redis.call('XTRIM', KEYS[1], 'MINID', threshold)
 end
-wq_multi('HDEL', KEYS[2], drop)
-local trimmed = redis.call('XTRIM', KEYS[1], 'MINID', threshold)
+turn_generations()
 return {WQ_OK, trimmed, more, forgotten}
