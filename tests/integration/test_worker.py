@@ -729,17 +729,25 @@ async def test_sync_handlers_run_in_threads_at_most_concurrency_at_once(
     lock = threading.Lock()
     now_running = 0
     most = 0
+    calls = 0
     seen: list[str] = []
     threads: set[int] = set()
+    # The first three calls wait for each other: all three run at once whatever the order
+    # the shards' entries arrive in (with fewer slots the barrier breaks and they fail).
+    first_three = threading.Barrier(3, timeout=5)
 
     def handler(job: Job) -> None:
-        nonlocal now_running, most
+        nonlocal now_running, most, calls
         with lock:
             now_running += 1
             most = max(most, now_running)
             threads.add(threading.get_ident())
+            calls += 1
+            waits = calls <= 3
         try:
-            time.sleep(0.1)  # simulated work
+            if waits:
+                first_three.wait()
+            time.sleep(0.05)  # simulated work: a fourth at once would show in `most`
         finally:
             with lock:
                 now_running -= 1
