@@ -18,7 +18,6 @@ from redis.exceptions import ResponseError
 from tests.support.fakes import ScriptedExecutor
 from tests.support.worker_parts import GROUP, TOPIC
 from wheelq.core.clock import ManualClock
-from wheelq.core.history import read_record
 from wheelq.core.job import Envelope, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason
@@ -197,67 +196,3 @@ async def test_stop_with_its_budget_spent_sends_nothing() -> None:
     assert executor.rounds == []
     assert settler.queued == 1
     assert budget.undone == ["write 1 settlements"]
-
-
-# --- successes: the XACK, then their records -------------------------------------------------
-
-
-def succeeded(executor: ScriptedExecutor, *, acked_of: Any = acked) -> Settler:
-    """A settler whose XACKs take effect as `acked_of(call)` says; records are answered."""
-    settler = settled(executor)
-    executor.answer("XACK", acked_of)
-    executor.answer("HSET", lambda call: (len(call.command) - 2) // 2)
-    executor.answer("ack", lambda call: 0)  # its XACK: acked already
-    return settler
-
-
-async def test_successes_are_acked_then_recorded_with_one_plain_hset() -> None:
-    executor = ScriptedExecutor()
-    settler = succeeded(executor)
-    settler.done(job(1), 1_700_000_000_100, 7)
-    settler.done(job(2), 1_700_000_000_200, 9)
-
-    assert await settler.step() is None
-    keys = ShardKeys(TOPIC, 0)
-    assert [c.command for c in executor.sent("XACK")] == [("XACK", keys.ready, GROUP, "1-0", "2-0")]
-    (hset,) = executor.sent("HSET")
-    assert hset.command[:2] == ("HSET", keys.history)
-    fields = hset.command[2::2]
-    assert fields == (f"j1\x1f{GROUP}", f"j2\x1f{GROUP}")
-    records = [read_record(r) for r in hset.command[3::2]]
-    assert [(r.kind, r.entry, r.at_ms, r.duration_ms) for r in records if r] == [
-        ("S", "1-0", 1_700_000_000_100, 7),
-        ("S", "2-0", 1_700_000_000_200, 9),
-    ]
-    assert executor.sent("ack") == [], "the usual case runs no script"
-    assert len(executor.rounds) == 2  # the XACK's reply decides how the records go
-    assert (settler.counts.acked, settler.queued) == (2, 0)
-
-
-async def test_successes_some_settled_elsewhere_are_recorded_through_the_checking_script() -> None:
-    executor = ScriptedExecutor()
-    settler = succeeded(executor, acked_of=lambda call: 1)  # one of two was settled elsewhere
-    settler.done(job(1), 1_700_000_000_100, 7)
-    settler.done(job(2), 1_700_000_000_200, 9)
-
-    await settler.step()
-    assert executor.sent("HSET") == [], "a plain HSET could overwrite the other settlement"
-    (script,) = executor.sent("ack")
-    assert script.keys == (ShardKeys(TOPIC, 0).ready, *script.keys[1:])
-    assert settler.counts.acked == 1
-
-
-async def test_records_that_failed_to_go_are_written_again_through_the_script_only() -> None:
-    executor = ScriptedExecutor()
-    settler = succeeded(executor)
-    executor.answer("HSET", lambda call: RedisConnectionError("reset"))
-    settler.done(job(1), 1_700_000_000_100, 7)
-
-    with pytest.raises(RedisConnectionError):
-        await settler.step()
-    assert settler.queued == 1 and settler.counts.acked == 1
-
-    await settler.step()
-    assert len(executor.sent("XACK")) == 1, "an entry acked already was acked again"
-    assert len(executor.sent("ack")) == 1  # the records, checked against what is there
-    assert settler.queued == 0

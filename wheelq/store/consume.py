@@ -91,35 +91,22 @@ Done = tuple[str, str, int, int]
 """A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms)."""
 
 
-def success_records(group: str, done: Sequence[Done]) -> list[str | bytes]:
-    """The history's field/record pairs of runs that succeeded in `group`, each record laid
-    out as ``wq_record`` in ``_lib.lua`` (built here: in the script it cost Redis more than
-    the XACK and the HSET together)."""
+def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
+    """Ack succeeded runs and record them in the job history; parses to how many were
+    acked (an entry someone else settled is skipped).
+
+    The records are made here, not in the script: every worker's acks go to one Redis,
+    and building a record in Lua cost it more than the XACK and HSET together. They go
+    as two msgpack arguments, the entry ids and the history's field/record pairs:
+    encoding arguments one by one cost the worker more than the rest of its ack.
+    """
     suffix = SEPARATOR + group
+    entries: list[str] = []
     pairs: list[str | bytes] = []
     for entry, job_id, at_ms, took_ms in done:
+        entries.append(entry)
         pairs.append(job_id + suffix)
         pairs.append(_pack(("S", entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), "", "", "")))
-    return pairs
-
-
-def record_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
-    """Write the success records of runs whose entries this worker has just acked itself
-    (its XACK took effect for every one): a plain HSET, no script, for the usual case."""
-    return Call(command=("HSET", keys.history, *success_records(group, done)), parse=int)
-
-
-def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
-    """Ack succeeded runs and record them in the job history, in one script that keeps the
-    record of an entry someone else settled; parses to how many were acked. For runs some
-    of whose entries may have been settled elsewhere (an XACK that took effect for fewer
-    than all), and to write records again after a failure.
-
-    Arguments go as two msgpack blobs, the entry ids and the field/record pairs: encoding
-    them one by one cost the worker more than the rest of its ack.
-    """
-    pairs = success_records(group, done)
-    entries = [entry for entry, _, _, _ in done]
     args = [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
     return script_call("ack", keys, args, lambda r: int(check("ack", r)[1]))
 

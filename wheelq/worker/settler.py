@@ -1,23 +1,13 @@
-"""Writing outcomes back: acks, retries and dead letters, batched.
+"""Writing outcomes back: acks, retries and dead letters, batched into one round trip.
 
 Handlers finish one by one; the settler gathers what they ask for and sends
-it together: one XACK per shard for all successes, one script call per retry
-and per shard of dead letters. Every settlement is fenced by an XACK, so
-sending one twice (after a connection error, or when two workers raced on a
-taken-over entry) has no second effect.
-
-Successes take a second round trip for their history records: where the
-XACK took effect for every entry of a shard's batch (the usual case) this
-worker settled them all, and one plain HSET writes the records; where it
-took effect for fewer, some were settled elsewhere, and `ack.lua` writes
-only the records no other settlement superseded (it also takes the records
-to write again after a failure). No script on the usual path: it cost Redis
-more than the XACK and the HSET together (docs/architecture.md, Job history).
-
-Settlements that failed on a connection error are kept and sent again, with
-backoff while Redis is unreachable; the entries stay pending meanwhile, so a
-crash here only means they run again elsewhere (a crash between the XACK and
-the records leaves a job acked without a record: SUCCEEDED, without times).
+it together (one XACK per shard for all successes, one script call per retry
+and per shard of dead letters). Every settlement is fenced by XACK inside
+its script, so sending one twice (after a connection error, or when two
+workers raced on a taken-over entry) has no second effect. Settlements that
+failed on a connection error are kept and sent again, with backoff while
+Redis is unreachable; the entries stay pending meanwhile, so a crash here
+only means they run again elsewhere.
 """
 
 from __future__ import annotations
@@ -62,8 +52,6 @@ class _Queued:
 
     acks: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
     done: dict[int, list[consume.Done]] = field(default_factory=lambda: defaultdict(list))
-    recorded: dict[int, list[consume.Done]] = field(default_factory=lambda: defaultdict(list))
-    """Successes acked already whose records are still to write (through ack.lua)."""
     retries: list[tuple[int, str, str, int, bytes, str, int]] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
 
@@ -71,7 +59,6 @@ class _Queued:
         return (
             sum(map(len, self.acks.values()))
             + sum(map(len, self.done.values()))
-            + sum(map(len, self.recorded.values()))
             + len(self.retries)
             + sum(map(len, self.dead.values()))
         )
@@ -110,7 +97,6 @@ class Settler(Service):
         self._topic = topic
         self._group = group
         self._queued = _Queued()
-        self._records: list[tuple[str, Any, Call[Any]]] = []
         self.counts = Counts()
 
     @property
@@ -186,14 +172,9 @@ class Settler(Service):
         for shard, done in batch.done.items():
             for i in range(0, len(done), ACKS_PER_CALL):
                 part = done[i : i + ACKS_PER_CALL]
-                entries = [entry for entry, _, _, _ in part]
-                ack = consume.ack(self._keys(shard), self._group, entries)
-                calls.append(("done", (shard, part), ack))
-        for shard, done in batch.recorded.items():
-            for i in range(0, len(done), ACKS_PER_CALL):
-                part = done[i : i + ACKS_PER_CALL]
-                recheck = consume.ack_done(self._keys(shard), self._group, part)
-                calls.append(("recorded", (shard, part), recheck))
+                calls.append(
+                    ("done", (shard, part), consume.ack_done(self._keys(shard), self._group, part))
+                )
         for item in batch.retries:
             shard, entry_id, job_id, delay_ms, envelope, why, ended_ms = item
             keys = self._keys(shard)
@@ -209,15 +190,6 @@ class Settler(Service):
                     consume.dead_letter(self._keys(shard), self._group, triples),
                 )
             )
-        error = await self._send(calls)
-        records = self._records
-        self._records = []
-        if records:
-            error = await self._send(records) or error
-        return error
-
-    async def _send(self, calls: list[tuple[str, Any, Call[Any]]]) -> BaseException | None:
-        """One round trip; what a connection error kept goes back in the queue (returned)."""
         try:
             replies = await self._executor.run([c for _, _, c in calls], return_exceptions=True)
         except Exception as exc:
@@ -238,34 +210,19 @@ class Settler(Service):
                 # visibility timeout, and is settled then. Counted in status(), no pause.
                 self.failed(reply)
                 self.counts.dropped += 1
-            elif kind == "done":
-                self.counts.acked += int(reply)
-                self._record(item, int(reply))
-            elif kind in ("ack", "recorded"):
+            elif kind in ("ack", "done"):
                 self.counts.acked += int(reply)
             elif kind == "retry":
                 self.counts.retried += int(reply.done)
-            elif kind == "dead":
+            else:
                 self.counts.dead_lettered += int(reply)
         return error
-
-    def _record(self, item: tuple[int, list[consume.Done]], acked: int) -> None:
-        """The records of successes whose XACK just went through: a plain HSET when it took
-        effect for all of them (this worker settled each), else `ack.lua`'s check."""
-        shard, part = item
-        keys = self._keys(shard)
-        if acked == len(part):
-            self._records.append(("record", item, consume.record_done(keys, self._group, part)))
-        else:
-            self._records.append(("recorded", item, consume.ack_done(keys, self._group, part)))
 
     def _requeue(self, kind: str, item: Any) -> None:
         if kind == "ack":
             self._queued.acks[item[0]] += item[1]
         elif kind == "done":
             self._queued.done[item[0]] += item[1]
-        elif kind in ("record", "recorded"):  # acked already: the records, checked
-            self._queued.recorded[item[0]] += item[1]
         elif kind == "retry":
             self._queued.retries.append(item)
         else:
