@@ -4,16 +4,22 @@ this tree; prints the instructions per job of each phase and the ratios as JSON.
 
     python loadtest/redis_cost.py --baseline da7e8d3 [--jobs 5000]
 
+With --python the process running the roles (producer, scheduler, worker, in turn) is run
+under callgrind too, and its own instructions per job are counted the same way: the figure
+that wall-clock worker and burst runs only estimate. About 50 times slower; a few thousand
+jobs (--jobs 3000) are enough.
+
 Why instructions: on a shared 2-core VM the wall-clock figures of `feature_cost.py` move by up
 to 20% between identical runs, while the instructions the server executes for the same work
-move by well under 1%. What it does not show is the Python side (see `feature_cost.py`).
+move by well under 1%.
 
 Each phase runs the roles through their public API in one child process per tree (the
 baseline exported with `git archive`, as in `feature_cost.py`); the counter is zeroed before a
 phase and read after it, so setup is not counted. A first batch, not counted, brings the keys
 to their working size (a hash past its listpack encoding, as in production); the trim phase
 trims both batches and is halved. Timers (lease renewals, preload rounds) are counted with
-the phase they run in: a few percent at a few thousand jobs per phase.
+the phase they run in: a few percent at a few thousand jobs per phase, except the worker's
+under --python (consuming is counted less the same time idle).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from feature_cost import ROOT, export
 
 PHASES = ("enqueue", "fire", "consume", "trim")
+SIDES = ("redis", "python")
+SELF_OUT = "WHEELQ_COST_SELF_OUT"
+"""Set by the parent with --python: where this child's own callgrind profile goes."""
 PAYLOAD = b"x" * 100
 SHARDS = 4
 
@@ -59,16 +68,32 @@ class Counter:
         raise RuntimeError(f"{dump}: no summary line")
 
 
-async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, int]:
+class Counters:
+    """The server's counter and, with --python, this process's own (run under callgrind)."""
+
+    def __init__(self, server: Counter) -> None:
+        self.sides = {"redis": server}
+        if own := os.environ.get(SELF_OUT):
+            self.sides["python"] = Counter(os.getpid(), Path(own))
+
+    def zero(self) -> None:
+        for counter in self.sides.values():
+            counter.zero()
+
+    def read(self) -> dict[str, int]:
+        return {side: counter.read() for side, counter in self.sides.items()}
+
+
+async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, dict[str, int]]:
     """Runs in the tree under test (PYTHONPATH): each phase, counted."""
     import redis.asyncio
 
     from wheelq import AsyncClient, EnqueueItem, Scheduler, Worker
 
-    counter = Counter(pid, out)
+    counter = Counters(Counter(pid, out))
     topic = f"cost-{time.time_ns()}"
     fast = {"preload_interval_ms": 200, "lease_ttl_ms": 10_000}
-    counts: dict[str, int] = {}
+    counts: dict[str, dict[str, int]] = {}
 
     async def until(check: Any, what: str, timeout_s: float = 600) -> None:
         deadline = time.monotonic() + timeout_s
@@ -109,6 +134,7 @@ async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, int]:
             if count:
                 counts["fire"] = counter.read()
             zero()
+            started = time.monotonic()
             worker = Worker.from_url(url, topic, noop, concurrency=200)
             await worker.start()
 
@@ -116,9 +142,15 @@ async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, int]:
                 return int(worker.status()["acked"]) >= jobs
 
             await until(all_acked, "every job acked")
-            await worker.stop()
+            took_s = time.monotonic() - started
             if count:
                 counts["consume"] = counter.read()
+                # The same time idle: what the worker's timers cost while it consumed (under
+                # callgrind, 50 times slower, they weigh 50 times more per job).
+                counter.zero()
+                await asyncio.sleep(took_s)
+                counts["consume_idle"] = counter.read()
+            await worker.stop()
 
         async def noop(job: Any) -> None:
             return None
@@ -131,7 +163,7 @@ async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, int]:
         await node.start()
         await until(lambda: _eq(in_stream(), 0), "the streams trimmed")
         await node.stop()
-        counts["trim"] = counter.read() // 2  # it trims both batches
+        counts["trim"] = {k: v // 2 for k, v in counter.read().items()}  # both batches
     return counts
 
 
@@ -143,14 +175,23 @@ async def _eq(count: Any, n: int) -> bool:
     return int(await count) == n
 
 
+def net(counts: dict[str, dict[str, int]], phase: str, side: str) -> int:
+    """A phase's instructions on one side; consuming's less what the same time idle cost."""
+    idle = counts["consume_idle"][side] if phase == "consume" else 0
+    return max(0, counts[phase][side] - idle)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def measure(tree: Path, jobs: int, server: str, tmp: Path) -> dict[str, int]:
-    """One run of every phase with `tree`'s wheelq against a fresh server under callgrind."""
+def measure(
+    tree: Path, jobs: int, server: str, tmp: Path, python: bool
+) -> dict[str, dict[str, int]]:
+    """One run of every phase with `tree`'s wheelq against a fresh server under callgrind
+    (and, with `python`, the roles' process under callgrind too)."""
     port = free_port()
     out = tmp / f"cg-{port}.out"
     valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
@@ -172,10 +213,14 @@ def measure(tree: Path, jobs: int, server: str, tmp: Path) -> dict[str, int]:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         cmd = [sys.executable, __file__, "--child", f"redis://127.0.0.1:{port}"]
         cmd += [str(proc.pid), str(out), str(jobs)]
+        if python:
+            own = tmp / f"py-{port}.out"
+            env[SELF_OUT] = str(own)
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={own}", *cmd]
         done = subprocess.run(cmd, check=False, env=env, cwd=tree, capture_output=True, text=True)
         if done.returncode:
             raise SystemExit(f"the {tree} run failed:\n{done.stderr[-3000:]}")
-        counts: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+        counts: dict[str, dict[str, int]] = json.loads(done.stdout.strip().splitlines()[-1])
         return counts
     finally:
         proc.terminate()
@@ -187,6 +232,11 @@ def main() -> None:
     p.add_argument("--baseline", help="git revision to compare against (required)")
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--server", default=shutil.which("redis-server") or "redis-server")
+    p.add_argument(
+        "--python",
+        action="store_true",
+        help="count the roles' own instructions too (their process under callgrind: slow)",
+    )
     p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -200,18 +250,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="wheelq-rcost-") as tmp:
         trees = {"baseline": export(args.baseline, Path(tmp) / "base"), "this": ROOT}
         runs = {
-            name: measure(tree, args.jobs, args.server, Path(tmp)) for name, tree in trees.items()
+            name: measure(tree, args.jobs, args.server, Path(tmp), args.python)
+            for name, tree in trees.items()
         }
     report: dict[str, Any] = {"baseline": args.baseline, "jobs": args.jobs, "server": args.server}
-    for phase in (*PHASES, "total"):
-        per_job = {
-            name: (sum(c.values()) if phase == "total" else c[phase]) / args.jobs
-            for name, c in runs.items()
-        }
-        report[phase] = {
-            "instructions_per_job": {name: round(v) for name, v in per_job.items()},
-            "ratio_this_to_baseline": round(per_job["this"] / per_job["baseline"], 3),
-        }
+    for side in SIDES if args.python else SIDES[:1]:
+        report[side] = {}
+        for phase in (*PHASES, "total"):
+            per_job = {
+                name: sum(net(c, p, side) for p in (PHASES if phase == "total" else (phase,)))
+                / args.jobs
+                for name, c in runs.items()
+            }
+            report[side][phase] = {
+                "instructions_per_job": {name: round(v) for name, v in per_job.items()},
+                "ratio_this_to_baseline": round(per_job["this"] / per_job["baseline"], 3),
+            }
     print(json.dumps(report))
 
 

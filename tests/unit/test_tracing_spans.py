@@ -267,3 +267,69 @@ def test_importing_wheelq_loads_no_tracing_until_a_role_is_made() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert (out.returncode, out.stdout) == (0, "True\nTracing\n")
+
+
+# --- the extra installed, no tracer provider set ---------------------------------------------
+
+
+@pytest.fixture
+def api_default(monkeypatch: pytest.MonkeyPatch) -> tracing.Tracing:
+    """wheelq's tracing over the API's own default provider (it records nothing), with its
+    spans made to fail the test: none may be opened."""
+    loaded = tracing.Tracing()
+    monkeypatch.setattr(tracing, "_loaded", loaded)
+
+    def no_span(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a span was opened that nothing records")
+
+    monkeypatch.setattr(loaded, "send", no_span)
+    monkeypatch.setattr(loaded, "process", no_span)
+    return loaded
+
+
+def test_tracing_is_active_once_a_provider_that_records_is_given_or_set(
+    api_default: tracing.Tracing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    assert not api_default.active
+    assert tracing.Tracing(TracerProvider()).active
+    monkeypatch.setattr(trace, "get_tracer_provider", TracerProvider)  # set after the start
+    assert api_default.active
+
+
+def test_with_no_provider_an_enqueue_opens_no_span_and_still_writes_the_traceparent(
+    api_default: tracing.Tracing,
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    p = producer()
+    _, (plain,) = run_op(p.enqueue(TOPIC, EnqueueItem(1)))
+    _, (given,) = run_op(p.enqueue(TOPIC, EnqueueItem(1, traceparent=GIVEN)))
+    with TracerProvider().get_tracer("app").start_as_current_span("request") as request:
+        _, (inside,) = run_op(p.enqueue(TOPIC, EnqueueItem(1)))
+        _, many = run_op(p.enqueue_many(TOPIC, [{"payload": 1}, {"payload": 2}]))
+    current = span_traceparent(request)
+    assert (plain.traceparent, given.traceparent, inside.traceparent) == ("", GIVEN, current)
+    assert [e.traceparent for e in many] == [current, current]
+
+
+async def test_with_no_provider_a_handler_runs_without_a_span(
+    api_default: tracing.Tracing,
+) -> None:
+    ran: list[str] = []
+
+    async def handler(job: Job) -> None:
+        ran.append(job.id)
+
+    def sync_handler(job: Job) -> None:
+        ran.append(job.id)
+
+    for h in (handler, sync_handler):
+        runner = HandlerRunner(h, timeout_ms=0, threads=1, tracing=tracing.load(), group="g")
+        try:
+            assert await runner.run(job(GIVEN)) is None
+        finally:
+            runner.close()
+    assert ran == ["j1", "j1"]

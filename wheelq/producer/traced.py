@@ -44,6 +44,8 @@ def sending(
     """
     if tracing is None:
         return write(None)
+    if not tracing.active:  # no span to open: the traceparent a send span would have had
+        return write(validate_traceparent(parent) or tracing.inject())
     return _traced(tracing, topic, parent, write, batch)
 
 

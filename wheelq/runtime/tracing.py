@@ -3,7 +3,11 @@
 `load()` imports ``opentelemetry`` (the API only) the first time a client or worker is
 made, and returns a `Tracing` over the ``wheelq`` tracer, or None when the package is
 not installed. The roles keep what it returned and check it once per call: without the
-extra nothing is imported, no span is made, and a job costs one ``is None`` check.
+extra nothing is imported, no span is made, and a job costs one ``is None`` check. With
+the extra but no tracer provider set (the API's own default records nothing), `active` is
+False and no span is made either: a span the API would drop cost a worker a fifth of its
+time per job. The traceparent still travels: `enqueue` writes the caller's, or the current
+span's, as it would have been the send span's.
 
 Spans, named and attributed after OpenTelemetry's messaging conventions (``messaging.system``
 is ``"wheelq"``: the conventions list well-known systems, and any other name is allowed):
@@ -84,6 +88,16 @@ class Tracing:
         self._trace = trace
         self._context = context
         self._tracer: Tracer = trace.get_tracer(TRACER_NAME, tracer_provider=provider)
+        self._given = provider is not None
+        self._records_nothing = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+    @property
+    def active(self) -> bool:
+        """Whether spans are recorded: a provider was given, or one has been set globally
+        (``set_tracer_provider``, checked on each call: one set later counts from then)."""
+        return self._given or not isinstance(
+            self._trace.get_tracer_provider(), self._records_nothing
+        )
 
     def inject(self) -> str | None:
         """The current span's context as a traceparent (None: no valid span)."""

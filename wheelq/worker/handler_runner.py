@@ -169,11 +169,17 @@ class HandlerRunner:
 
     async def _await_traced(self, job: Job) -> None:
         assert self._tracing is not None
+        if not self._tracing.active:
+            await self.handler(job)
+            return
         with self._tracing.process(job, self._group):
             await self.handler(job)
 
     def _call_traced(self, job: Job) -> None:
         assert self._tracing is not None
+        if not self._tracing.active:
+            self._call(job)
+            return
         with self._tracing.process(job, self._group):
             self._call(job)
 
