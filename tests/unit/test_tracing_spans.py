@@ -296,6 +296,7 @@ def test_tracing_is_active_once_a_provider_that_records_is_given_or_set(
     assert not api_default.active
     assert tracing.Tracing(TracerProvider()).active
     monkeypatch.setattr(trace, "get_tracer_provider", TracerProvider)  # set after the start
+    monkeypatch.setattr(tracing, "RECHECK_S", 0.0)  # looked up again at once
     assert api_default.active
 
 

@@ -33,6 +33,7 @@ traceparent. The process span's ``due_ms`` and ``fired_ms`` show the scheduling 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 SYSTEM = "wheelq"
 """``messaging.system`` of every span."""
 TRACER_NAME = "wheelq"
+
+RECHECK_S = 1.0
+"""How often `Tracing.active` looks for a global tracer provider set since."""
 
 _UNLOADED: Any = object()
 _loaded: Tracing | None = _UNLOADED
@@ -90,14 +94,22 @@ class Tracing:
         self._tracer: Tracer = trace.get_tracer(TRACER_NAME, tracer_provider=provider)
         self._given = provider is not None
         self._records_nothing = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self._active = False
+        self._checked_s = -RECHECK_S
 
     @property
     def active(self) -> bool:
         """Whether spans are recorded: a provider was given, or one has been set globally
-        (``set_tracer_provider``, checked on each call: one set later counts from then)."""
-        return self._given or not isinstance(
-            self._trace.get_tracer_provider(), self._records_nothing
-        )
+        (``set_tracer_provider``; looked up at most every `RECHECK_S`, since the lookup
+        reads the environment: one set later counts from then on)."""
+        if self._given:
+            return True
+        now = time.monotonic()
+        if now - self._checked_s >= RECHECK_S:
+            provider = self._trace.get_tracer_provider()
+            self._active = not isinstance(provider, self._records_nothing)
+            self._checked_s = now
+        return self._active
 
     def inject(self) -> str | None:
         """The current span's context as a traceparent (None: no valid span)."""
