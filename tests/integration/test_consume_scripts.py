@@ -859,6 +859,22 @@ def test_trim_keeps_the_current_history_generation_for_the_retention(
     assert records(r, keys.history) == {b"j0": e[0].encode(), b"j1": e[1].encode()}
 
 
+def test_trim_over_the_byte_budget_trims_at_least_what_retention_does(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    e = old_entries(r, keys, 4)
+    r.hset(keys.history_old, mapping={"j0": e[0], "\x1fupto": e[0]})  # names e0 only
+    r.hset(keys.history, mapping={f"j{i}": e[i] for i in range(1, 4)})
+    run(consume.create_group(keys, GROUP))
+    read_and_ack(r, keys, GROUP, 4, e)
+
+    # Over the budget the trim goes up to the old generation's upto, and retention (0 here)
+    # takes every acked entry older than now: both apply, not just the first.
+    assert run(consume.trim(keys, 0, 1000, TEN_YEARS_MS, 1)).trimmed == 4
+    assert ids_of(r, keys.ready) == []
+
+
 def test_trim_deletes_idle_consumers_that_hold_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:

@@ -234,7 +234,8 @@ def trim(
     keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int, max_bytes: int = 0
 ) -> Call[Trimmed]:
     """Trim the shard's acked entries past `retention_ms` (or over `max_bytes` of history,
-    0: no budget) with their history records, at most `limit` per call."""
+    0: no budget), about `limit` per call; the history records go by generation
+    (``trim.lua``)."""
 
     def parse(reply: Any) -> Trimmed:
         r = check("trim", reply)

@@ -128,7 +128,10 @@ if excess > 0 then
     turn_generations(true)
   end
   local upto = wq_id(redis.call('HGET', KEYS[3], WQ_UPTO) or '0-0')
-  bound = wq_fmt(upto[1]) .. '-' .. wq_fmt(upto[2] + 1)
+  local past = wq_fmt(upto[1]) .. '-' .. wq_fmt(upto[2] + 1)
+  if wq_id_lt(bound, past) then -- and never less than retention trims
+    bound = past
+  end
 end
 if wq_id_lt(acked, bound) then
   bound = acked
