@@ -129,9 +129,10 @@ def run(url: str, jobs: int, rate: int, budget: int, tmp: Path) -> dict[str, Any
             samples.append(acked_history_bytes(r)[0])
             exact = history_bytes(r, 0)
             held = sum(r.xlen(k.ready) for k in all_shards(TOPIC, SHARDS))
-            records = sum(  # both generations, less the old one's upto marker
-                r.hlen(k.history) + max(0, r.hlen(k.history_old) - 1)
+            records = sum(  # both generations, less their \x1f markers
+                r.hlen(key) - sum(r.hexists(key, m) for m in ("\x1fsince", "\x1fupto"))
                 for k in all_shards(TOPIC, SHARDS)
+                for key in (k.history, k.history_old)
             )
             done = handled(r)
             pending = sum(

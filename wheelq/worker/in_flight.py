@@ -85,7 +85,6 @@ class InFlightSet:
         self.closing = False
         """Set on stop: nothing new starts, and free() is 0."""
         self._slots = asyncio.Semaphore(concurrency)
-        self._clock = clock
         self._now_ms = clock.now_ms
         self.handled = 0
         self.failed = 0
@@ -188,7 +187,7 @@ class InFlightSet:
                 self.settler.done(job, ended_ms, ended_ms - started_ms)
             else:
                 self.failed += 1
-                self._failed(held, error)
+                self._failed(held, error, ended_ms)
         finally:
             if self.held.get(key := (job.shard, job.entry_id)) is held:
                 del self.held[key]
@@ -202,7 +201,7 @@ class InFlightSet:
         self.start_lateness.observe_all(timings[0::2])
         self.run_time.observe_all(timings[1::2])
 
-    def _failed(self, held: Held, error: Exception) -> None:
+    def _failed(self, held: Held, error: Exception, ended_ms: int) -> None:
         job = held.job
         outcome = after_failure(job.attempt, job.max_attempts, error, self.policy, random.random())
         summary = outcome.error.splitlines()[0]
@@ -219,6 +218,4 @@ class InFlightSet:
                 outcome.delay_ms,
                 summary,
             )
-            self.settler.retry(
-                job, held.payload, outcome.delay_ms, self._clock.now_ms(), outcome.error
-            )
+            self.settler.retry(job, held.payload, outcome.delay_ms, ended_ms, outcome.error)

@@ -153,13 +153,11 @@ local WQ_SINCE = WQ_US .. 'since' -- in the current generation: ms it became the
 -- HGET, or when a key holds another type: a read that never raises, so a script that has
 -- appended to the stream already cannot stop half-way on it).
 local function wq_hget(history, old, field)
-  for _, key in ipairs({history, old}) do
-    local v = redis.pcall('HGET', key, field)
-    if type(v) == 'string' then
-      return v
-    end
+  local v = redis.pcall('HGET', history, field)
+  if type(v) ~= 'string' then
+    v = redis.pcall('HGET', old, field)
   end
-  return false
+  return type(v) == 'string' and v
 end
 
 local function wq_record(kind, entry, at, duration, err, reason, dead)
