@@ -5,10 +5,11 @@ jobs into per-shard Redis Streams at their due millisecond; `Worker`s run a
 handler on each, with retries, dead letters and crash recovery.
 """
 
+from wheelq.core.callback import Callback
 from wheelq.core.dead import DeadLetter
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import Job
-from wheelq.core.retry import Retry
+from wheelq.core.retry import Defer, Fail, Retry
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import (
     AckUnsupportedError,
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     # producing
     "AsyncClient",
+    "Callback",
     "Client",
     "ClientSettings",
     "EnqueueItem",
@@ -64,6 +66,8 @@ __all__ = [
     "SchedulerSettings",
     "StopReport",
     # consuming
+    "Defer",
+    "Fail",
     "Job",
     "Retry",
     "Worker",

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wheelq.core.callback import Callback
 from wheelq.core.job import (
     ENVELOPE_VERSION,
     MAX_ATTEMPTS_LIMIT,
@@ -211,8 +212,15 @@ def test_envelope_round_trips_with_a_str_payload(
 
 
 def test_envelope_unpack_accepts_a_bin_payload_and_extra_fields() -> None:
-    data = msgpack.packb([1, b"p", 2, 3, 4, "", "", "", "added later"], use_bin_type=True)
+    data = msgpack.packb([1, b"p", 2, 3, 4, "", "", "", "", "added later"], use_bin_type=True)
     assert Envelope.unpack(data) == Envelope(b"p", 2, 3, 4)
+
+
+def test_an_envelope_round_trips_its_callback_with_or_without_a_traceparent() -> None:
+    hook = Callback("https://example.com/h", {"X-A": "1"}, 5).pack()
+    for trace in ("", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"):
+        envelope = Envelope(b"p", 1, 5, 9, traceparent=trace, callback=hook)
+        assert Envelope.unpack(envelope.pack()) == envelope
 
 
 def test_a_retry_envelope_round_trips_its_group_and_job_id() -> None:

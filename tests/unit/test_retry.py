@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from wheelq.core.retry import (
     MAX_ERROR_CHARS,
+    Defer,
+    Fail,
     Outcome,
     Retry,
     RetryPolicy,
@@ -144,6 +146,25 @@ def test_retry_on_the_last_attempt_is_dead_all_the_same() -> None:
 
     assert outcome.dead
     assert outcome.error.splitlines()[0] == "attempt 3 of 3: wheelq.core.retry.Retry: not yet"
+
+
+def test_fail_dead_letters_at_once_whatever_attempts_are_left() -> None:
+    outcome = after_failure(1, 5, raised(Fail("410 Gone")), POLICY, 0.0)
+
+    assert outcome.dead
+    assert outcome.error.splitlines()[0] == (
+        "attempt 1 of 5, not retried: wheelq.core.retry.Fail: 410 Gone"
+    )
+
+
+@pytest.mark.parametrize("attempt", [1, 3, 7])
+def test_defer_puts_the_job_back_without_counting_even_past_the_last_attempt(
+    attempt: int,
+) -> None:
+    outcome = after_failure(attempt, 3, raised(Defer(0.25, "busy")), POLICY, 0.0)
+
+    assert outcome == Outcome(outcome.error, 250, counts=False)
+    assert not outcome.dead
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from typing import Any
 import msgpack
 
 from wheelq.core import wire
+from wheelq.core.callback import Callback
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 
 ENVELOPE_VERSION = 1
@@ -147,13 +148,16 @@ def pack_envelope(
     group: str = "",
     job_id: str = "",
     traceparent: str | None = None,
+    callback: bytes = b"",
 ) -> bytes:
     """The envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``, with
-    ``group, job_id`` after it when either is set (a retry), and ``traceparent`` after
-    those when set; `packer` (``msgpack.Packer(use_bin_type=False)``) as in
-    `encode_payload`."""
+    ``group, job_id`` after it when either is set (a retry), ``traceparent`` after
+    those when set, and the packed `wheelq.core.callback.Callback` after that when set;
+    `packer` (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
     fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
-    if traceparent:
+    if callback:
+        fields += [group, job_id, traceparent or "", callback]
+    elif traceparent:
         fields += [group, job_id, traceparent]
     elif group or job_id:
         fields += [group, job_id]
@@ -177,6 +181,8 @@ class Envelope:
     """A retry's job id ("" = the sorted-set member is the id)."""
     traceparent: str = ""
     """The W3C traceparent the job was enqueued in ("" = none)."""
+    callback: bytes = b""
+    """The packed `wheelq.core.callback.Callback` (b"" = none)."""
 
     def pack(self) -> bytes:
         return pack_envelope(
@@ -187,6 +193,7 @@ class Envelope:
             group=self.group,
             job_id=self.job_id,
             traceparent=self.traceparent,
+            callback=self.callback,
         )
 
     @classmethod
@@ -203,17 +210,17 @@ class Envelope:
         if not isinstance(fields, list) or len(fields) < 5 or fields[0] != ENVELOPE_VERSION:
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         _, payload, attempt, max_attempts, enqueued_ms = fields[:5]
-        group, job_id, trace = [*fields[5:8], b"", b"", b""][:3]
+        group, job_id, trace, callback = [*fields[5:9], b"", b"", b"", b""][:4]
         numbers = (attempt, max_attempts, enqueued_ms)
         if (
             not isinstance(payload, bytes)
             or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
-            or not all(isinstance(s, bytes) for s in (group, job_id, trace))
+            or not all(isinstance(s, bytes) for s in (group, job_id, trace, callback))
         ):
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         try:
             texts = group.decode(), job_id.decode(), trace.decode()
-            return cls(payload, attempt, max_attempts, enqueued_ms, *texts)
+            return cls(payload, attempt, max_attempts, enqueued_ms, *texts, callback)
         except UnicodeDecodeError as exc:
             raise ValueError(f"unknown envelope layout: {exc}") from exc
 
@@ -242,6 +249,8 @@ class Job:
     traceparent: str | None = None
     """The W3C traceparent it was enqueued in, as stored (`wheelq.core.trace` parses it);
     None when it was enqueued without one. Retries and replays keep it."""
+    callback: Callback | None = None
+    """Where `wheelq deliver` POSTs it; None for a job enqueued without one."""
 
     @property
     def due(self) -> datetime:
@@ -265,6 +274,7 @@ class Job:
         try:
             group = fields.get(wire.GROUP)
             trace = fields.get(wire.TRACE)
+            callback = fields.get(wire.CALLBACK)
             return cls(
                 id=fields[wire.ID].decode(),
                 topic=fields[wire.TOPIC].decode(),
@@ -278,6 +288,7 @@ class Job:
                 deliveries=deliveries,
                 # never a reason to dead-letter a job: readers parse it leniently
                 traceparent=trace.decode("ascii", "replace") if trace else None,
+                callback=Callback.unpack(callback) if callback else None,
             )
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc

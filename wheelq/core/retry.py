@@ -6,7 +6,9 @@ backoff with jitter (``retry_base_ms * 2**(attempt-1)``, capped at
 failures of many jobs at once do not retry in lockstep). A handler may
 raise `Retry(delay=...)` to choose the delay itself. Either way the retry
 is an attempt: after attempt `max_attempts` the job is dead-lettered with
-the error text, so no job loops forever.
+the error text, so no job loops forever. Two exceptions say otherwise:
+`Fail` dead-letters the job at once (it can never succeed), and `Defer` puts it
+back without counting an attempt (it waited for something, it did not fail).
 """
 
 from __future__ import annotations
@@ -32,6 +34,26 @@ class Retry(Exception):
     def __init__(self, delay: float | timedelta | None = None, reason: str = "") -> None:
         self.delay_ms = None if delay is None else due_spec(delay, None).value_ms
         super().__init__(reason or "retry requested")
+
+
+class Defer(Retry):
+    """Raise from a handler to run the job again after `delay` seconds without counting an
+    attempt: it waited for something (a busy endpoint, a rate limit) and did not fail. A
+    handler that defers a job forever runs it forever: defer only while something else
+    makes progress.
+
+    Raises:
+        InvalidDelayError: `delay` is not a finite number of seconds >= 0.
+    """
+
+    def __init__(self, delay: float | timedelta, reason: str = "") -> None:
+        super().__init__(delay, reason or "deferred")
+
+
+class Fail(Exception):
+    """Raise from a handler to dead-letter the job now, whatever attempts it has left: it
+    can never succeed (a request its endpoint refuses for good). The message is the dead
+    letter's error."""
 
 
 class Reason(StrEnum):
@@ -66,6 +88,8 @@ class Outcome:
 
     error: str
     delay_ms: int | None
+    counts: bool = True
+    """Whether the run counts as an attempt (False: `Defer`)."""
 
     @property
     def dead(self) -> bool:
@@ -77,6 +101,10 @@ def after_failure(
 ) -> Outcome:
     """Decide a failed run's fate from the job's attempt and the exception it raised."""
     error = describe(exc)
+    if isinstance(exc, Fail):
+        return Outcome(f"attempt {attempt} of {max_attempts}, not retried: {error}", None)
+    if isinstance(exc, Defer) and exc.delay_ms is not None:
+        return Outcome(error, exc.delay_ms, counts=False)
     if attempt >= max_attempts:
         return Outcome(f"attempt {attempt} of {max_attempts}: {error}", None)
     if isinstance(exc, Retry) and exc.delay_ms is not None:

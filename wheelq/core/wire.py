@@ -21,6 +21,8 @@ read::
     trace        only for jobs enqueued with a trace context: their W3C traceparent
                  (``00-<trace id>-<span id>-<flags>``, `wheelq.core.trace`); retries
                  and replays keep it
+    callback     only for jobs enqueued with a callback: msgpack map {url, headers,
+                 timeout_ms} (`wheelq.core.callback.Callback`); retries and replays keep it
 
 Readers must ignore fields they do not know: more may be added.
 
@@ -51,10 +53,12 @@ MAX_ATTEMPTS = b"max_attempts"
 PAYLOAD = b"payload"
 GROUP = b"group"
 TRACE = b"trace"
+CALLBACK = b"callback"
 
 READY_FIELDS = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD)
 """The fields of every ready-stream entry, in the order written; `GROUP` follows on retries
-and replays, then `TRACE` on jobs enqueued with a trace context."""
+and replays, then `TRACE` on jobs enqueued with a trace context, then `CALLBACK` on jobs
+enqueued with a callback."""
 
 REASON = b"reason"
 ERROR = b"error"

@@ -12,6 +12,7 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
+from wheelq.core.callback import Callback
 from wheelq.core.dead import DeadLetter
 from wheelq.core.history import JobInfo
 from wheelq.core.schedule import At, Delay
@@ -127,8 +128,9 @@ class Client:
         replace: bool = False,
         ack: str | None = None,
         traceparent: str | None = None,
+        callback: Callback | str | Mapping[str, Any] | None = None,
     ) -> str:
-        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace, traceparent)
+        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace, traceparent, callback)
         return self._write(topic, self._producer.enqueue(topic, item), ack)
 
     enqueue.__doc__ = ENQUEUE_DOC

@@ -31,13 +31,17 @@ ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (nei
                 (``00-<32 hex>-<16 hex>-<2 hex>``); its handler's span is a child of it.
                 Default: with the ``otel`` extra, this call's ``send`` span (a child of
                 the current span); without, none (see README, "Tracing").
+            callback: Where `wheelq deliver` POSTs the job when it is due: a URL, a
+                `Callback` or a mapping with ``url``, ``headers`` and ``timeout_ms``
+                (see README, "HTTP service"); other consumer groups see it as
+                `Job.callback`.
 
         Returns:
             The job id.
 
         Raises:
-            InvalidArgumentError: A bad topic, delay, at, job_id, max_attempts or
-                traceparent (also a ValueError); nothing was written.
+            InvalidArgumentError: A bad topic, delay, at, job_id, max_attempts,
+                traceparent or callback (also a ValueError); nothing was written.
             PayloadTypeError: The payload cannot be serialised, or would not decode back
                 (a tuple as a dict key); also a TypeError.
             DuplicateJobError: `job_id` is pending already and `replace` is False.

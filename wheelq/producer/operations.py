@@ -17,6 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core import keys as k
+from wheelq.core.callback import Callback, validate_callback
 from wheelq.core.history import JobInfo, JobState, job_info
 from wheelq.core.ids import make_job_id
 from wheelq.core.job import (
@@ -65,6 +66,7 @@ class EnqueueItem:
     max_attempts: int | None = None
     replace: bool = False
     traceparent: str | None = None
+    callback: Callback | str | Mapping[str, Any] | None = None
 
 
 _ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
@@ -347,8 +349,15 @@ class Producer:
             trace = batch.traceparent  # the call's send span's, or None
         else:
             validate_traceparent(trace)
+        callback = b"" if job.callback is None else validate_callback(job.callback).pack()
         envelope = pack_envelope(
-            payload, 1, attempts, batch.now_ms, batch.envelopes, traceparent=trace
+            payload,
+            1,
+            attempts,
+            batch.now_ms,
+            batch.envelopes,
+            traceparent=trace,
+            callback=callback,
         )
         return ops.JobWrite(job_id, due, job.replace, envelope)
 

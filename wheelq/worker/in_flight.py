@@ -88,6 +88,8 @@ class InFlightSet:
         self._now_ms = clock.now_ms
         self.handled = 0
         self.failed = 0
+        self.deferred = 0
+        """Runs that raised `wheelq.Defer` (not counted in `failed`)."""
         self.skipped = 0
         self.start_lateness = Histogram()
         """Handler start - due, ms, on `clock` (the worker's wall clock) against the Redis
@@ -208,7 +210,8 @@ class InFlightSet:
         if outcome.delay_ms is None:
             log.warning("job %s of %s dead-lettered: %s", job.id, self.topic, summary)
             self.settler.dead(job.shard, job.entry_id, Reason.FAILED, outcome.error)
-        else:
+            return
+        if outcome.counts:
             log.info(
                 "job %s of %s failed (attempt %d of %d), retry in %d ms: %s",
                 job.id,
@@ -218,4 +221,12 @@ class InFlightSet:
                 outcome.delay_ms,
                 summary,
             )
-            self.settler.retry(job, held.payload, outcome.delay_ms, ended_ms, outcome.error)
+        else:  # a deferral: the job waits, it did not fail
+            self.failed -= 1
+            self.deferred += 1
+            log.debug(
+                "job %s of %s deferred %d ms: %s", job.id, self.topic, outcome.delay_ms, summary
+            )
+        self.settler.retry(
+            job, held.payload, outcome.delay_ms, ended_ms, outcome.error, outcome.counts
+        )

@@ -114,19 +114,27 @@ class Settler(Service):
         self.wake()
 
     def retry(
-        self, job: Job, payload: bytes, delay_ms: int, enqueued_ms: int, error: str = ""
+        self,
+        job: Job,
+        payload: bytes,
+        delay_ms: int,
+        enqueued_ms: int,
+        error: str = "",
+        counts: bool = True,
     ) -> None:
         """Run `job` again after `delay_ms`, in this group only; `payload` as it was encoded;
-        `error` (the failed attempt's) goes to its history. The retry keeps the job's
-        traceparent: every attempt is in the trace it was enqueued in."""
+        `error` (the failed attempt's) goes to its history; `counts` False keeps the attempt
+        number (a deferral). The retry keeps the job's traceparent (every attempt is in the
+        trace it was enqueued in) and its callback."""
         envelope = Envelope(
             payload,
-            job.attempt + 1,
+            job.attempt + counts,
             job.max_attempts,
             enqueued_ms,
             self._group,
             job.id,
             job.traceparent or "",
+            b"" if job.callback is None else job.callback.pack(),
         ).pack()
         item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
         self._queued.retries.append(item)

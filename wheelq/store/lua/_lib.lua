@@ -64,7 +64,8 @@ local function wq_bad_type(...)
   return nil
 end
 
--- Decode an envelope [1, payload, attempt, max_attempts, enqueued_ms(, group, job id(, trace))].
+-- Decode an envelope
+-- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id(, trace(, callback)))].
 -- Returns the table, or nil and why it is not one (written by something else, or corrupted):
 -- never raises, so one bad envelope cannot fail a whole call.
 local function wq_envelope(envelope)
@@ -87,7 +88,7 @@ local function wq_envelope(envelope)
       return nil, 'field ' .. i .. ' is ' .. tostring(n) .. ', not an integer in range'
     end
   end
-  for i = 6, 8 do
+  for i = 6, 9 do
     if env[i] ~= nil and type(env[i]) ~= 'string' then
       return nil, 'field ' .. i .. ' is a ' .. type(env[i]) .. ', not a string'
     end
@@ -115,7 +116,23 @@ local function wq_fire(ready, topic, member, due, env)
   -- Calls that differ only by the trailing group and trace: building the arguments in a
   -- table instead costs the emit a table per retried or traced job.
   -- A traced job's envelope carries its W3C traceparent (env[8]), appended as 'trace'.
+  -- A job with a callback (env[9], msgpack) is rare enough to build its arguments in a table.
   local grouped = type(env[6]) == 'string' and env[6] ~= ''
+  if type(env[9]) == 'string' and env[9] ~= '' then
+    local args = {'XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
+      'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2]}
+    if grouped then
+      args[#args + 1] = 'group'
+      args[#args + 1] = env[6]
+    end
+    if type(env[8]) == 'string' and env[8] ~= '' then
+      args[#args + 1] = 'trace'
+      args[#args + 1] = env[8]
+    end
+    args[#args + 1] = 'callback'
+    args[#args + 1] = env[9]
+    return redis.pcall(unpack(args))
+  end
   if type(env[8]) == 'string' and env[8] ~= '' then
     if grouped then
       return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,

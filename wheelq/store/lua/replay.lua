@@ -23,8 +23,10 @@ for i = 2, #ARGV do
   if found then
     local f = wq_fields(found[2])
     if f['id'] and f['payload'] then
-      -- as an envelope: [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace]
-      local env = {1, f['payload'], 1, f['max_attempts'] or '1', 0, f['group'], '', f['trace']}
+      -- as an envelope:
+      -- [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace, callback]
+      local env = {1, f['payload'], 1, f['max_attempts'] or '1', 0, f['group'], '', f['trace'],
+        f['callback']}
       local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env)
       if type(added) == 'table' and added.err then
         return redis.error_reply(added.err)
