@@ -1,16 +1,13 @@
 """`wheelq dlq list|replay|purge`: a topic's dead letters from a shell.
 
 ``list --json`` prints one JSON object per line. The payload is JSON too:
-bytes (anywhere inside it) become ``{"$bytes": "<base64>"}``, a non-finite
-float ``{"$float": "nan"}``, map keys that are not strings their JSON text.
+spelled as `wheelq.core.jsonable` says (bytes become ``{"$bytes": "<base64>"}``).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +16,7 @@ from wheelq.cli.errors import CliError, usage_error
 from wheelq.cli.topics import topic_stats
 
 if TYPE_CHECKING:
-    from wheelq.core.dead import DeadLetter
+    pass
 
 MAX_LISTED = 100_000  # what Client.dead_letters reads at most
 
@@ -50,12 +47,14 @@ def list_dead(ctx: Context) -> int:
             f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LISTED}, "
             f"got --limit {args.limit} --offset {args.offset}"
         )
+    from wheelq.core.jsonable import dead_letter_json
+
     with ctx.client() as client:
         total = topic_stats(client, args.topic).dead
         rows = client.dead_letters(args.topic, args.offset + args.limit)[args.offset :]
     for dead in rows:
         if args.json:
-            print(json.dumps(_row(dead), allow_nan=False))
+            print(json.dumps(dead_letter_json(dead), allow_nan=False))
         else:
             first = dead.error.splitlines()[0] if dead.error else ""
             print(
@@ -92,37 +91,3 @@ def settle(ctx: Context) -> int:
         why = "" if verb == "purged" else " or are malformed entries that cannot be replayed"
         raise CliError(f"{missing} of {len(refs)} refs were not on {args.topic!r}{why}")
     return 0
-
-
-def _row(dead: DeadLetter) -> dict[str, Any]:
-    return {
-        "ref": dead.ref,
-        "topic": dead.topic,
-        "job_id": dead.job_id,
-        "reason": dead.reason,
-        "group": dead.group,
-        "attempt": dead.attempt,
-        "max_attempts": dead.max_attempts,
-        "dead_ms": dead.dead_ms,
-        "source_entry": dead.source_entry,
-        "error": dead.error,
-        "payload": jsonable(dead.payload),
-    }
-
-
-def jsonable(value: Any) -> Any:
-    """`value` (a decoded msgpack payload) as plain JSON types; see the module docstring."""
-    if isinstance(value, str | int | bool) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else {"$float": repr(value)}
-    if isinstance(value, bytes | bytearray):
-        return {"$bytes": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, dict):
-        return {
-            k if isinstance(k, str) else json.dumps(jsonable(k)): jsonable(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return {"$repr": repr(value)}

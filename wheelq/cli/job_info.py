@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import Context
 from wheelq.cli.errors import CliError
+from wheelq.core.jsonable import jsonable
 
 if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo
@@ -27,11 +27,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 def show(ctx: Context) -> int:
     """Print the job's state; exit 1 when nothing is known of it."""
     from wheelq.core.history import JobState
+    from wheelq.core.jsonable import job_info_json
 
     with ctx.client() as client:
         info = client.get(ctx.args.topic, ctx.args.job_id)
     if ctx.args.json:
-        print(json.dumps(dataclasses.asdict(info), default=_jsonable, sort_keys=True))
+        print(json.dumps(job_info_json(info), sort_keys=True))
     else:
         print(render(info))
     if info.state is JobState.UNKNOWN:
@@ -40,10 +41,6 @@ def show(ctx: Context) -> int:
             "or its history is past retention"
         )
     return 0
-
-
-def _jsonable(value: Any) -> Any:
-    return value.hex() if isinstance(value, bytes) else repr(value)
 
 
 def _when(ms: int | None) -> str:
@@ -72,7 +69,7 @@ def render(info: JobInfo) -> str:
     if info.last_error:
         rows.append(("last error", _first_line(info.last_error)))
     if info.payload is not None:
-        rows.append(("payload", json.dumps(info.payload, default=_jsonable)[:200]))
+        rows.append(("payload", json.dumps(jsonable(info.payload))[:200]))
     rows += [(f"group {g.group}", _group(g)) for g in info.groups]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)

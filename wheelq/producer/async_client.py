@@ -165,9 +165,11 @@ class AsyncClient:
         """See `Client.spool_stats` (not a coroutine: it reads no Redis)."""
         return None if self._drain is None else self._drain.drain.stats()
 
-    async def dead_letters(self, topic: str, limit: int = 100) -> list[DeadLetter]:
+    async def dead_letters(
+        self, topic: str, limit: int = 100, *, after: str | None = None
+    ) -> list[DeadLetter]:
         """See `Client.dead_letters`."""
-        return await self._run(dl.dead_letters(self._producer, topic, limit))
+        return await self._run(dl.dead_letters(self._producer, topic, limit, after))
 
     async def replay(self, topic: str, refs: dl.Refs = None) -> int:
         """See `Client.replay`."""

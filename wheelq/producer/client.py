@@ -247,9 +247,12 @@ class Client:
         read without Redis; None without a spool."""
         return None if self._drain is None else self._drain.drain.stats()
 
-    def dead_letters(self, topic: str, limit: int = 100) -> list[DeadLetter]:
-        """The topic's oldest `limit` dead letters (1-100000), oldest first."""
-        return self._run(dl.dead_letters(self._producer, topic, limit))
+    def dead_letters(
+        self, topic: str, limit: int = 100, *, after: str | None = None
+    ) -> list[DeadLetter]:
+        """The topic's oldest `limit` dead letters (1-100000), oldest first; with `after`
+        (a dead letter's ref), the next page: the ones after it."""
+        return self._run(dl.dead_letters(self._producer, topic, limit, after))
 
     def replay(self, topic: str, refs: dl.Refs = None) -> int:
         """Run dead letters again: each goes back to its stream as attempt 1, due now, for

@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from wheelq.core.dead import DeadLetter, parse_ref
-from wheelq.core.job import entry_ms
 from wheelq.core.keys import ShardKeys, all_shards, validate_shards
 from wheelq.errors import InvalidArgumentError
 from wheelq.producer.operations import Op, Producer
@@ -24,29 +23,52 @@ IDS_PER_CALL = 500
 MAX_LIMIT = 100_000
 
 
-def dead_letters(producer: Producer, topic: str, limit: int) -> Op[list[DeadLetter]]:
-    """The topic's oldest `limit` dead letters, oldest first, across shards."""
+def dead_letters(
+    producer: Producer, topic: str, limit: int, after: str | None = None
+) -> Op[list[DeadLetter]]:
+    """The topic's oldest `limit` dead letters, oldest first across shards; with `after` (a
+    ref), the ones that come after it in that order (the next page)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidArgumentError(
             "limit", f"limit must be an int in [1, {MAX_LIMIT}], got {limit!r}"
         )
+    cursor = None
+    if after is not None:
+        try:
+            cursor_shard, cursor_id = parse_ref(after)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError("after", str(exc).replace("refs", "after")) from None
+        cursor = (*_id_key(cursor_id), cursor_shard)
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         return []
-    pages = yield [consume.read_dead(k, "-", limit) for k in all_shards(topic, shards)]
+    starts = ["-"] * shards
+    if cursor is not None:
+        # A shard before the cursor's in the order starts after its entry id, one after it
+        # at that id (the key is (ms, seq, shard)); the cursor's own shard after it.
+        ms, seq, shard_at = cursor
+        for shard in range(shards):
+            starts[shard] = f"({ms}-{seq}" if shard <= shard_at else f"{ms}-{seq}"
+    pages = yield [consume.read_dead(k, starts[k.shard], limit) for k in all_shards(topic, shards)]
     merged = heapq.merge(
         *(
-            [(entry_ms(entry_id), shard, entry_id, fields) for entry_id, fields in page]
+            [(*_id_key(entry_id), shard, entry_id, fields) for entry_id, fields in page]
             for shard, page in enumerate(pages)
         ),
-        key=lambda row: (row[0], row[2], row[1]),
+        key=lambda row: row[:3],
     )
     out = []
-    for _, shard, entry_id, fields in merged:
+    for _, _, shard, entry_id, fields in merged:
         out.append(DeadLetter.from_entry(topic, shard, entry_id, fields))
         if len(out) == limit:
             break
     return out
+
+
+def _id_key(entry_id: str) -> tuple[int, int]:
+    """An entry id as numbers: ``"5-10"`` sorts after ``"5-9"``."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
