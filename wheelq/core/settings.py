@@ -246,3 +246,27 @@ class WorkerSettings(_Validated):
     def keepalive_interval_ms(self) -> int:
         """Claims of held entries are refreshed three times per visibility timeout."""
         return max(30, self.visibility_timeout_ms // 3)
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackSettings(_Validated):
+    """Callback delivery settings (`wheelq deliver`, and `wheelq serve` delivering). The
+    deliverer is a worker of group ``callbacks``: its retries, visibility timeout and
+    attempts are the `WorkerSettings`; these are the HTTP side's."""
+
+    concurrency: Annotated[int, Range(1, 10_000)] = 256
+    """Callbacks in flight at once over all hosts (the deliverer worker's concurrency)."""
+    per_host_concurrency: Annotated[int, Range(1, 10_000)] = 32
+    """Callbacks in flight at once to one host (scheme, host and port); as many more wait
+    for it, and past that a job is deferred (no attempt counted) to when the host, at the
+    pace it has been answering, should have room: one slow host takes at most twice this
+    many of the `concurrency` slots."""
+    breaker_failures: Annotated[int, Range(1, 10_000)] = 5
+    """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker.
+    While it is open, the host's jobs fail fast: each such attempt counts, and is retried no
+    earlier than the probe."""
+    breaker_open_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
+    """How long a breaker stays open before one job probes the host (half-open): success
+    closes it, failure opens it for this long again."""
+    max_retry_after_ms: Annotated[int, Range(0, 86_400_000)] = 3_600_000
+    """The longest ``Retry-After`` honoured (a 429 or 503 asking for more waits this)."""

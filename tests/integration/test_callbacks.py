@@ -1,0 +1,293 @@
+"""Callback delivery against a local HTTP server scripted to fail: 500s, timeouts, 429 with
+Retry-After, 410, connection refused, a slow host beside a healthy one, an endpoint down
+long enough to open the breaker. Every job ends delivered exactly once after its retries,
+or dead-lettered with the reason; every request's signature verifies."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+from tests.integration import test_worker
+from tests.integration.test_worker import FAST
+from tests.support.callback_server import Reply, ScriptedServer, free_port
+from tests.support.waiting import eventually, until
+from wheelq import AsyncClient, JobState, Scheduler, Worker
+from wheelq.callbacks.deliverer import Deliverer
+from wheelq.callbacks.delivery import delivery_worker
+from wheelq.callbacks.signing import verify
+from wheelq.core.settings import CallbackSettings, WorkerSettings
+from wheelq.runtime.clock import wall_ms
+
+client = test_worker.client
+scheduler = test_worker.scheduler
+
+SECRET = "s3cret"
+RETRY_FAST = {**FAST, "retry_base_ms": 20, "retry_max_ms": 20, "retry_jitter_pct": 0}
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+class Delivery:
+    """Starts a deliverer worker on the test's topic; stops it at teardown."""
+
+    def __init__(self, r: redis.asyncio.Redis, topic: str) -> None:
+        self.r, self.topic = r, topic
+        self.deliverer: Deliverer | None = None
+        self.worker: Worker | None = None
+
+    async def start(self, **settings: Any) -> Deliverer:
+        worker_settings = {**RETRY_FAST, **settings.pop("worker", {})}
+        self.deliverer = Deliverer(
+            CallbackSettings(**settings), signing_secret=SECRET, allow_private=True
+        )
+        self.worker = delivery_worker(
+            self.r, self.topic, self.deliverer, WorkerSettings(**worker_settings)
+        )
+        await self.worker.start()
+        return self.deliverer
+
+
+@pytest.fixture
+async def delivery(redis_async: redis.asyncio.Redis, topic: str) -> AsyncIterator[Delivery]:
+    d = Delivery(redis_async, topic)
+    yield d
+    if d.worker is not None:
+        await d.worker.stop()
+    if d.deliverer is not None:
+        await d.deliverer.aclose()
+
+
+async def settled(client: AsyncClient, topic: str, ids: list[str]) -> dict[str, Any]:
+    """Wait until every job has succeeded or died; returns each one's JobInfo."""
+
+    async def check() -> dict[str, Any] | None:
+        infos = {i: await client.get(topic, i) for i in ids}
+        done = all(
+            info.groups and info.groups[0].state in (JobState.SUCCEEDED, JobState.DEAD)
+            for info in infos.values()
+        )
+        return infos if done else None
+
+    return await eventually(check, timeout_s=30, what="every job delivered or dead")
+
+
+def assert_signed(server: ScriptedServer) -> None:
+    for hit in server.hits:
+        header = hit.headers["Wheelq-Signature"]
+        assert verify(SECRET, header, hit.body, wall_ms()), f"bad signature on {hit}"
+        assert not verify(SECRET, header, hit.body + b" ", wall_ms())
+
+
+async def test_a_job_is_posted_once_when_due_with_its_payload_headers_and_signature(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    delivery: Delivery,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    receiver.scripts["/hook"] = lambda n: Reply(204)
+    await delivery.start()
+    callback = {"url": receiver.url("/hook"), "headers": {"X-Tenant": "acme"}}
+    due_at = time.time() + 0.3
+    job_id = await client.enqueue(topic, {"a": [1, "x"]}, at=due_at, callback=callback)
+    await settled(client, topic, [job_id])
+
+    (hit,) = receiver.hits
+    assert hit.json == {
+        "id": job_id,
+        "topic": topic,
+        "payload": {"a": [1, "x"]},
+        "due_ms": hit.json["due_ms"],
+        "attempt": 1,
+    }
+    assert hit.json["due_ms"] == pytest.approx(due_at * 1000, abs=1)
+    assert hit.headers["X-Tenant"] == "acme"
+    assert hit.headers["Content-Type"] == "application/json"
+    assert (hit.headers["Wheelq-Id"], hit.headers["Wheelq-Attempt"]) == (job_id, "1")
+    assert_signed(receiver)
+
+
+async def test_500s_and_timeouts_are_retried_until_delivered_once(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    delivery: Delivery,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    receiver.scripts["/flaky"] = lambda n: Reply(500 if n % 3 else 200, body="oops")
+    receiver.scripts["/slow-once"] = lambda n: Reply(200, delay_s=1.0 if n == 1 else 0)
+    await delivery.start(breaker_failures=1000)
+    flaky = [
+        await client.enqueue(topic, i, callback=receiver.url("/flaky"), max_attempts=10)
+        for i in range(4)
+    ]
+    slow = await client.enqueue(
+        topic, "s", callback={"url": receiver.url("/slow-once"), "timeout_ms": 200}
+    )
+    infos = await settled(client, topic, [*flaky, slow])
+
+    assert all(i.groups[0].state is JobState.SUCCEEDED for i in infos.values())
+    assert receiver.delivered() == dict.fromkeys([*flaky, slow], 1)
+    assert [h.attempt for h in receiver.to("/slow-once")] == [1, 2]
+    flaky_attempts = sorted(h.attempt for h in receiver.to("/flaky"))
+    assert len(flaky_attempts) == 12, "each flaky job failed twice, then succeeded"
+    assert_signed(receiver)
+
+
+async def test_429_waits_for_retry_after(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    delivery: Delivery,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    receiver.scripts["/limited"] = lambda n: (
+        Reply(429, headers={"Retry-After": "1"}) if n == 1 else Reply(200)
+    )
+    await delivery.start()
+    job_id = await client.enqueue(topic, 1, callback=receiver.url("/limited"))
+    await settled(client, topic, [job_id])
+
+    first, second = receiver.to("/limited")
+    assert (first.status, second.status) == (429, 200)
+    # The backoff alone would have retried after 20 ms.
+    assert second.at_s - first.at_s >= 1.0
+
+
+async def test_410_and_redirects_are_dead_lettered_at_once_with_the_answer(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    delivery: Delivery,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    receiver.scripts["/gone"] = lambda n: Reply(410, body="subscription removed")
+    receiver.scripts["/moved"] = lambda n: Reply(301, headers={"Location": "http://x/"})
+    await delivery.start()
+    gone = await client.enqueue(topic, 1, callback=receiver.url("/gone"), max_attempts=5)
+    moved = await client.enqueue(topic, 2, callback=receiver.url("/moved"), max_attempts=5)
+    infos = await settled(client, topic, [gone, moved])
+
+    assert [h.attempt for h in receiver.to("/gone")] == [1]
+    assert [h.attempt for h in receiver.to("/moved")] == [1]
+    letters = {d.job_id: d for d in await client.dead_letters(topic)}
+    assert "HTTP 410: subscription removed" in letters[gone].error
+    assert "not retried" in letters[gone].error
+    assert "HTTP 301" in letters[moved].error
+    assert infos[gone].groups[0].state is JobState.DEAD
+
+
+async def test_connection_refused_is_retried_then_dead_lettered_with_the_reason(
+    client: AsyncClient, scheduler: Scheduler, delivery: Delivery, topic: str
+) -> None:
+    await delivery.start(breaker_failures=1000)
+    url = f"http://127.0.0.1:{free_port()}/nobody"
+    job_id = await client.enqueue(topic, 1, callback=url, max_attempts=3)
+    infos = await settled(client, topic, [job_id])
+
+    assert infos[job_id].groups[0].state is JobState.DEAD
+    (letter,) = await client.dead_letters(topic)
+    assert letter.attempt == 3
+    assert "attempt 3 of 3" in letter.error and "cannot connect" in letter.error
+
+
+async def test_a_slow_host_does_not_hold_up_a_healthy_one(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    delivery: Delivery,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    healthy = ScriptedServer()
+    await healthy.start()
+    try:
+        receiver.scripts["/slow"] = lambda n: Reply(200, delay_s=0.5)
+        healthy.scripts["/fast"] = lambda n: Reply(200)
+        # 16 slots in all, 2 per host: without the per-host cap the slow host's jobs,
+        # enqueued first, would take every slot for 4 s.
+        await delivery.start(concurrency=16, per_host_concurrency=2)
+        slow = [
+            await client.enqueue(topic, i, callback=receiver.url("/slow"), max_attempts=1)
+            for i in range(16)
+        ]
+        fast = [
+            await client.enqueue(topic, i, callback=healthy.url("/fast"), max_attempts=1)
+            for i in range(40)
+        ]
+        await until(lambda: len(healthy.delivered()) == 40, timeout_s=20, what="the fast jobs")
+        assert len(receiver.delivered()) < 16, "the healthy host waited for the slow one"
+        await settled(client, topic, [*slow, *fast])
+        assert receiver.delivered() == dict.fromkeys(slow, 1)
+        assert healthy.delivered() == dict.fromkeys(fast, 1)
+        assert await client.dead_letters(topic) == [], "a deferral counted as an attempt"
+    finally:
+        await healthy.stop()
+
+
+async def test_the_breaker_opens_on_failures_and_closes_on_a_good_probe(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    delivery: Delivery,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    up = False
+    receiver.scripts["/down"] = lambda n: Reply(200) if up else Reply(503, body="down")
+    deliverer = await delivery.start(
+        per_host_concurrency=1, breaker_failures=3, breaker_open_ms=400
+    )
+    ids = [
+        await client.enqueue(topic, i, callback=receiver.url("/down"), max_attempts=50)
+        for i in range(10)
+    ]
+    origin = f"http://127.0.0.1:{receiver.port}"
+    await until(lambda: deliverer.gate.refused_open > 0, timeout_s=10, what="the breaker open")
+    opened = time.monotonic()
+    assert len(receiver.hits) == 3, "requests went out past the breaker's threshold"
+    # While it stays down, only one probe per open period reaches it.
+    await until(lambda: len(receiver.hits) >= 5, timeout_s=10, what="two probes")
+    down_s = time.monotonic() - opened
+    assert len(receiver.hits) <= 3 + down_s / 0.4 + 1
+    up = True
+    infos = await settled(client, topic, ids)
+
+    assert deliverer.gate.hosts[origin].open_until_ms == 0, "the breaker did not close"
+    assert all(i.groups[0].state is JobState.SUCCEEDED for i in infos.values())
+    assert receiver.delivered() == dict.fromkeys(ids, 1)
+
+
+async def test_private_targets_are_refused_unless_allowed(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    redis_async: redis.asyncio.Redis,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    receiver.scripts["/internal"] = lambda n: Reply(200)
+    deliverer = Deliverer(CallbackSettings())  # allow_private off
+    worker = delivery_worker(redis_async, topic, deliverer, WorkerSettings(**RETRY_FAST))
+    await worker.start()
+    try:
+        by_ip = await client.enqueue(topic, 1, callback=receiver.url("/internal"))
+        by_name = await client.enqueue(
+            topic, 2, callback=receiver.url("/internal", host="localhost")
+        )
+        await settled(client, topic, [by_ip, by_name])
+    finally:
+        await worker.stop()
+        await deliverer.aclose()
+    assert receiver.hits == []
+    letters = {d.job_id: d.error for d in await client.dead_letters(topic)}
+    assert "private address" in letters[by_ip]
+    assert "private addresses" in letters[by_name] or "private address" in letters[by_name]

@@ -1,0 +1,165 @@
+"""Per-host flow control for callbacks: a concurrency cap and a circuit breaker per origin.
+
+One dead or slow endpoint must not starve the others. Each origin (scheme, host, port)
+gets `per_host_concurrency` requests in flight and as many waiting; a job past that is
+deferred, without counting an attempt, to the time the host should have room at the pace
+it has been answering (a virtual queue: the deferred jobs of a slow host come back spread
+out, not all at once). After `breaker_failures` consecutive failures the host's breaker
+opens: its jobs fail fast (the attempt counts) and come back no earlier than the probe;
+after `breaker_open_ms` one job is let through (half-open); its success closes the
+breaker, its failure opens it again. Jobs that arrive while the probe runs are deferred
+briefly.
+
+`enter` raises `wheelq.Retry` or `wheelq.Defer` for the deliverer to raise on: the
+worker turns them into the retry or deferral.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from wheelq.core.clock import Clock
+from wheelq.core.retry import Defer, Retry
+from wheelq.core.settings import CallbackSettings
+
+LATENCY_WEIGHT = 0.2
+"""Weight of the newest request in a host's mean answer time."""
+FIRST_LATENCY_MS = 100.0
+"""A host's mean answer time before it has answered."""
+PROBE_WAIT_MS = (50, 5000)
+"""How long a job waits for a running probe: twice the mean answer time, within these."""
+MAX_DEFER_MS = 3_600_000
+MAX_HOSTS = 10_000
+"""Idle hosts are forgotten past this many."""
+
+
+@dataclass(slots=True)
+class Host:
+    """One origin's flow-control state."""
+
+    in_flight: int = 0
+    waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
+    failures: int = 0
+    """Consecutive failures."""
+    open_until_ms: float = 0.0
+    """When the open breaker lets a probe through (0: closed)."""
+    probing: bool = False
+    latency_ms: float = FIRST_LATENCY_MS
+    defer_tail_ms: float = 0.0
+    """When the last deferred job was told to come back (the virtual queue's tail)."""
+
+    @property
+    def idle(self) -> bool:
+        return not (self.in_flight or self.waiters or self.failures or self.open_until_ms)
+
+
+class HostGate:
+    """The per-origin caps and breakers of one deliverer (see the module docstring)."""
+
+    def __init__(self, settings: CallbackSettings, clock: Clock) -> None:
+        self.settings = settings
+        self._clock = clock
+        self.hosts: dict[str, Host] = {}
+        self.deferred = 0
+        self.refused_open = 0
+
+    def host(self, origin: str) -> Host:
+        found = self.hosts.get(origin)
+        if found is None:
+            if len(self.hosts) >= MAX_HOSTS:
+                for name in [n for n, h in self.hosts.items() if h.idle]:
+                    del self.hosts[name]
+            found = self.hosts[origin] = Host()
+        return found
+
+    async def enter(self, origin: str) -> None:
+        """Take a slot of `origin`, waiting for one if few wait already.
+
+        Raises:
+            Retry: The breaker is open (the attempt counts); delay: until the probe.
+            Defer: The probe is running, or the host has as many waiting as in flight.
+        """
+        h = self.host(origin)
+        self._check_breaker(h, origin)
+        cap = self.settings.per_host_concurrency
+        if h.in_flight < cap and not h.waiters:
+            h.in_flight += 1
+            return
+        if len(h.waiters) >= cap:
+            self.deferred += 1
+            defer_ms = self._defer_ms(h, self._clock.now_ms())
+            raise Defer(defer_ms / 1000, f"{origin}: {cap} callbacks in flight")
+        waiter = asyncio.get_running_loop().create_future()
+        h.waiters.append(waiter)
+        try:
+            await waiter  # `leave` hands its slot over: in_flight stays counted
+        except BaseException:
+            if waiter in h.waiters:
+                h.waiters.remove(waiter)
+            elif waiter.done() and not waiter.cancelled():
+                self._release(h)  # handed a slot just as it was cancelled
+            raise
+        try:  # the breaker may have opened while it waited
+            self._check_breaker(h, origin)
+        except BaseException:
+            self._release(h)
+            raise
+
+    def _check_breaker(self, h: Host, origin: str) -> None:
+        """Raise what an open breaker says; let the first job after the open period through
+        as the probe."""
+        if not h.open_until_ms:
+            return
+        now = self._clock.now_ms()
+        if h.probing:
+            low, high = PROBE_WAIT_MS
+            wait_ms = min(max(2 * h.latency_ms, low), high)
+            self.deferred += 1
+            raise Defer(_jittered(wait_ms) / 1000, f"{origin}: waiting for the probe")
+        if now < h.open_until_ms:
+            self.refused_open += 1
+            raise Retry(
+                _jittered(h.open_until_ms - now) / 1000,
+                f"{origin}: circuit open after {h.failures} failures in a row",
+            )
+        h.probing = True  # half-open: this job is the probe
+
+    def leave(self, origin: str, took_ms: float, ok: bool | None) -> None:
+        """Give the slot back after a request that took `took_ms`: `ok` True (answered),
+        False (a failure the breaker counts), None (neither, e.g. a 429)."""
+        h = self.host(origin)
+        h.latency_ms += LATENCY_WEIGHT * (max(took_ms, 0.0) - h.latency_ms)
+        if ok:
+            h.failures, h.open_until_ms, h.probing = 0, 0.0, False
+        elif ok is False:
+            h.failures += 1
+            if h.probing or h.failures >= self.settings.breaker_failures:
+                h.open_until_ms = self._clock.now_ms() + self.settings.breaker_open_ms
+                h.probing = False
+        elif h.probing:  # the probe proved nothing: let the next job probe
+            h.probing = False
+        self._release(h)
+
+    def _release(self, h: Host) -> None:
+        while h.waiters:
+            waiter = h.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes to it
+                return
+        h.in_flight -= 1
+
+    def _defer_ms(self, h: Host, now: float) -> float:
+        """When a job deferred now should come back: behind the host's queue and the jobs
+        deferred before it, one slot's share of the mean answer time apart."""
+        step = h.latency_ms / self.settings.per_host_concurrency
+        start = max(now + len(h.waiters) * step, h.defer_tail_ms)
+        h.defer_tail_ms = start + step
+        return min(max(h.defer_tail_ms - now, 1.0), MAX_DEFER_MS)
+
+
+def _jittered(ms: float) -> float:
+    """`ms` plus up to a fifth more, so jobs sent back together do not return together."""
+    return max(ms, 1.0) * (1 + random.random() / 5)
