@@ -270,3 +270,18 @@ class CallbackSettings(_Validated):
     closes it, failure opens it for this long again."""
     max_retry_after_ms: Annotated[int, Range(0, 86_400_000)] = 3_600_000
     """The longest ``Retry-After`` honoured (a 429 or 503 asking for more waits this)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings(_Validated):
+    """HTTP service settings (`wheelq serve`). Pull consumers take their visibility
+    timeout, deliveries and retries from the `WorkerSettings`."""
+
+    port: Annotated[int, Range(0, 65535)] = 8080
+    """TCP port (0: any free one)."""
+    max_body_bytes: Annotated[int, Range(1024, 1024**3)] = 8 * 1024 * 1024
+    """Largest request body accepted (413 past it), before it is read whole."""
+    max_batch: Annotated[int, Range(1, 100_000)] = 10_000
+    """Most jobs in one batch request."""
+    page_limit: Annotated[int, Range(1, 10_000)] = 100
+    """Default page size of lists (topics, dead letters); a request may ask for up to 1000."""

@@ -55,6 +55,12 @@ class AsyncClient:
         return await self._executor.run(calls, return_exceptions=True)
 
     @property
+    def executor(self) -> AsyncExecutor:
+        """What the calls go through; a worker or service made beside the client can share
+        it (and its connections)."""
+        return self._executor
+
+    @property
     def redis(self) -> redis.asyncio.Redis:
         """The redis-py client the calls go through (a cluster client on a cluster)."""
         return self._executor.client

@@ -1,0 +1,363 @@
+"""The HTTP API against a real server, through uvicorn on a loopback port: every endpoint,
+and every error as a problem (RFC 9457) naming the field, with nothing changed by bad
+input."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.support.servers import dedicated_server
+from tests.support.web import Served, serving
+from wheelq.core.settings import ServeSettings
+from wheelq.testing.binaries import ServerBinary
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[Served]:
+    async with serving(redis_url, settings=ServeSettings(max_body_bytes=64 * 1024)) as served:
+        yield served
+
+
+async def pending(api: Served, topic: str) -> int:
+    status, body, _ = await api.call("GET", f"/v1/topics/{topic}")
+    return 0 if status == 404 else int(body["pending"]) + int(body["ready"])
+
+
+def assert_problem(got: tuple[int, object, dict[str, str]], status: int, field: str | None) -> None:
+    code, body, headers = got
+    assert code == status, body
+    assert headers["Content-Type"].startswith(PROBLEM)
+    assert isinstance(body, dict)
+    assert body["status"] == status and body["type"].startswith("urn:wheelq:problem:")
+    assert body["title"] and body["detail"]
+    if field is not None:
+        assert body["field"] == field, body
+        assert field.rsplit(".", 1)[-1].split("[")[0] in body["detail"] or body["errors"]
+
+
+# --- enqueue ---------------------------------------------------------------------------------
+
+
+async def test_enqueue_with_a_delay_answers_201_with_the_due_time_and_where_to_look(
+    api: Served, topic: str
+) -> None:
+    before = time.time() * 1000
+    status, body, headers = await api.call(
+        "POST", f"/v1/topics/{topic}/jobs", {"payload": {"to": "ada"}, "delay_ms": 60_000}
+    )
+    assert status == 201
+    assert body["topic"] == topic and body["id"]
+    assert before + 60_000 - 50 <= body["due_ms"] <= time.time() * 1000 + 60_000 + 50
+    assert headers["Location"] == f"/v1/topics/{topic}/jobs/{body['id']}"
+    status, job, _ = await api.call("GET", headers["Location"])
+    assert status == 200
+    assert (job["state"], job["payload"], job["due_ms"]) == (
+        "pending",
+        {"to": "ada"},
+        job["due_ms"],
+    )
+    assert abs(job["due_ms"] - body["due_ms"]) <= 5
+
+
+@pytest.mark.parametrize(
+    ("at", "expected_ms"),
+    [
+        ("2031-01-02T03:04:05.250Z", 1925089445250),
+        ("2031-01-02T04:04:05.250+01:00", 1925089445250),
+        (1925089445250, 1925089445250),
+    ],
+)
+async def test_enqueue_at_an_rfc3339_time_or_epoch_ms(
+    api: Served, topic: str, at: object, expected_ms: int
+) -> None:
+    status, body, _ = await api.call(
+        "POST", f"/v1/topics/{topic}/jobs", {"payload": 1, "at": at, "id": "a1"}
+    )
+    assert (status, body["id"], body["due_ms"]) == (201, "a1", expected_ms)
+    _, job, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/a1")
+    assert job["due_ms"] == expected_ms
+
+
+async def test_an_existing_id_is_409_unless_replaced(api: Served, topic: str) -> None:
+    path = f"/v1/topics/{topic}/jobs"
+    assert (await api.call("POST", path, {"payload": 1, "id": "x", "delay_ms": 9000}))[0] == 201
+    assert_problem(await api.call("POST", path, {"payload": 2, "id": "x"}), 409, "id")
+    status, _, _ = await api.call(
+        "POST", path, {"payload": 3, "id": "x", "replace": True, "delay_ms": 9000}
+    )
+    assert status == 201
+    _, job, _ = await api.call("GET", f"{path}/x")
+    assert job["payload"] == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"payload": 1, "delay_ms": -1}, "delay_ms"),
+        ({"payload": 1, "delay_ms": 1.5}, "delay_ms"),
+        ({"payload": 1, "delay_ms": 10**13}, "delay_ms"),
+        ({"payload": 1, "delay_ms": 5, "at": 5}, "at"),
+        ({"payload": 1, "at": "tomorrow"}, "at"),
+        ({"payload": 1, "at": "2031-01-02T03:04:05"}, "at"),
+        ({"payload": 1, "at": -5}, "at"),
+        ({"payload": 1, "id": ""}, "id"),
+        ({"payload": 1, "id": "a\nb"}, "id"),
+        ({"payload": 1, "id": "x" * 257}, "id"),
+        ({"payload": 1, "max_attempts": 0}, "max_attempts"),
+        ({"payload": 1, "max_attempts": 1001}, "max_attempts"),
+        ({"payload": 1, "priority": 3}, "priority"),
+        ({"delay_ms": 5}, "payload"),
+        ({"payload": 1, "callback": {"url": "ftp://x/"}}, "callback.url"),
+        ({"payload": 1, "callback": {"url": "http://127.0.0.1:9/"}}, "callback.url"),
+        ({"payload": 1, "callback": {"url": "http://10.0.0.1/"}}, "callback.url"),
+        (
+            {"payload": 1, "callback": {"url": "https://e.com/", "timeout_ms": 0}},
+            "callback.timeout_ms",
+        ),
+        (
+            {"payload": 1, "callback": {"url": "https://e.com/", "headers": {"Host": "x"}}},
+            "callback.headers",
+        ),
+        ({"payload": "x" * 40_000}, "payload"),
+    ],
+)
+async def test_bad_input_is_a_problem_naming_the_field_and_writes_nothing(
+    redis_url: str, topic: str, body: dict[str, object], field: str
+) -> None:
+    async with serving(redis_url, max_payload_bytes=30_000) as api:
+        assert (await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 0}))[0] == 201
+        assert_problem(await api.call("POST", f"/v1/topics/{topic}/jobs", body), 422, field)
+        assert await pending(api, topic) == 1
+
+
+async def test_a_bad_topic_name_a_non_json_body_and_a_huge_body_change_nothing(
+    api: Served, topic: str
+) -> None:
+    assert_problem(
+        await api.call("POST", "/v1/topics/bad%20name/jobs", {"payload": 1}), 422, "topic"
+    )
+    status, body, headers = await api.call(
+        "POST",
+        f"/v1/topics/{topic}/jobs",
+        data=b"{not json",
+        headers={"Content-Type": "application/json"},
+    )
+    assert_problem((status, body, headers), 422, None)
+    big = {"payload": "x" * (65 * 1024)}
+    assert_problem(await api.call("POST", f"/v1/topics/{topic}/jobs", big), 413, None)
+    chunked = await api.call(
+        "POST",
+        f"/v1/topics/{topic}/jobs",
+        data=_chunks(b'{"payload": "' + b"x" * (65 * 1024) + b'"}'),
+        headers={"Content-Type": "application/json"},
+    )
+    assert_problem(chunked, 413, None)
+    assert await pending(api, topic) == 0
+
+
+async def _chunks(data: bytes) -> AsyncIterator[bytes]:
+    for i in range(0, len(data), 8192):
+        yield data[i : i + 8192]
+
+
+# --- batch -----------------------------------------------------------------------------------
+
+
+async def test_a_batch_answers_each_job_duplicates_as_409(api: Served, topic: str) -> None:
+    path = f"/v1/topics/{topic}/jobs"
+    assert (await api.call("POST", path, {"payload": 0, "id": "taken", "delay_ms": 9000}))[0] == 201
+    jobs = [
+        {"payload": 1, "delay_ms": 9000},
+        {"payload": 2, "id": "taken"},
+        {"payload": 3, "id": "mine", "at": "2031-01-02T03:04:05Z"},
+    ]
+    status, body, _ = await api.call("POST", f"{path}/batch", {"jobs": jobs})
+    assert status == 200
+    first, dup, mine = body["results"]
+    assert first["status"] == 201 and first["id"] and first["due_ms"] > 0
+    assert (dup["status"], dup["id"]) == (409, "taken")
+    assert (mine["status"], mine["id"], mine["due_ms"]) == (201, "mine", 1925089445000)
+    assert await pending(api, topic) == 3
+
+
+async def test_a_bad_job_refuses_the_whole_batch(api: Served, topic: str) -> None:
+    jobs = [{"payload": 1}, {"payload": 2, "delay_ms": -5}]
+    got = await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
+    assert_problem(got, 422, "jobs[1].delay_ms")
+    bad_at = [{"payload": 1}, {"payload": 2, "at": "soon"}]
+    got = await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": bad_at})
+    assert_problem(got, 422, "jobs[1].at")
+    twice = [{"payload": 1, "id": "a"}, {"payload": 2, "id": "a"}]
+    got = await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": twice})
+    assert_problem(got, 422, "jobs[1].id")
+    assert_problem(
+        await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": []}), 422, "jobs"
+    )
+    assert await pending(api, topic) == 0
+
+
+async def test_a_batch_over_max_batch_is_refused(redis_url: str, topic: str) -> None:
+    async with serving(redis_url, settings=ServeSettings(max_batch=2)) as api:
+        jobs = [{"payload": i} for i in range(3)]
+        got = await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
+        assert_problem(got, 422, "jobs")
+        assert await pending(api, topic) == 0
+
+
+# --- look up, cancel, reschedule -------------------------------------------------------------
+
+
+async def test_cancel_is_204_then_409_and_an_unknown_job_is_404(api: Served, topic: str) -> None:
+    path = f"/v1/topics/{topic}/jobs"
+    await api.call("POST", path, {"payload": 1, "id": "c", "delay_ms": 60_000})
+    assert (await api.call("DELETE", f"{path}/c"))[:2] == (204, None)
+    assert_problem(await api.call("DELETE", f"{path}/c"), 409, None)
+    _, job, _ = await api.call("GET", f"{path}/c")
+    assert job["state"] == "cancelled"
+    assert_problem(await api.call("DELETE", f"{path}/nope"), 404, None)
+    assert_problem(await api.call("GET", f"{path}/nope"), 404, None)
+    assert_problem(await api.call("GET", "/v1/topics/never-made/jobs/x"), 404, None)
+
+
+async def test_reschedule_moves_a_pending_job_and_is_409_once_fired(
+    api: Served, topic: str
+) -> None:
+    path = f"/v1/topics/{topic}/jobs"
+    await api.call("POST", path, {"payload": 1, "id": "r", "delay_ms": 60_000})
+    status, body, _ = await api.call("PATCH", f"{path}/r", {"at": "2031-01-02T03:04:05Z"})
+    assert (status, body["due_ms"]) == (200, 1925089445000)
+    _, job, _ = await api.call("GET", f"{path}/r")
+    assert job["due_ms"] == 1925089445000
+    assert (await api.call("PATCH", f"{path}/r", {"delay_ms": 0}))[0] == 200  # fires now
+    _, job, _ = await api.call("GET", f"{path}/r")
+    assert job["state"] == "ready"
+    assert_problem(await api.call("PATCH", f"{path}/r", {"delay_ms": 5}), 409, None)
+    assert_problem(await api.call("PATCH", f"{path}/nope", {"delay_ms": 5}), 404, None)
+    assert_problem(await api.call("PATCH", f"{path}/r", {}), 422, "delay_ms")
+    assert_problem(await api.call("PATCH", f"{path}/r", {"delay_ms": 1, "at": 1}), 422, "at")
+
+
+# --- topics and dead letters -----------------------------------------------------------------
+
+
+async def test_topics_are_listed_a_page_at_a_time_and_stats_by_shard(
+    api: Served, topic: str
+) -> None:
+    for name in (f"{topic}-a", f"{topic}-b", f"{topic}-c"):
+        await api.call("POST", f"/v1/topics/{name}/jobs", {"payload": 1, "delay_ms": 60_000})
+    names: list[str] = []
+    after = f"{topic}-"
+    while True:
+        status, body, _ = await api.call("GET", "/v1/topics", params={"limit": "1", "after": after})
+        assert status == 200 and len(body["topics"]) <= 1
+        names += [t["topic"] for t in body["topics"] if t["topic"].startswith(topic)]
+        if body["next"] is None or not body["next"].startswith(topic):
+            break
+        after = body["next"]
+    assert names == [f"{topic}-a", f"{topic}-b", f"{topic}-c"]
+    status, stats, _ = await api.call("GET", f"/v1/topics/{topic}-a")
+    assert status == 200 and stats["pending"] == 1
+    assert sum(s["pending"] for s in stats["shards"]) == 1
+    assert_problem(await api.call("GET", f"/v1/topics/{topic}-zzz"), 404, None)
+    assert_problem(await api.call("GET", "/v1/topics", params={"limit": "0"}), 422, "limit")
+
+
+async def dead_letters(api: Served, topic: str, n: int) -> list[str]:
+    """Make `n` dead letters through a pull consumer's nacks (1 attempt each)."""
+    jobs = [{"payload": i, "id": f"d{i}", "max_attempts": 1} for i in range(n)]
+    await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
+    group = f"/v1/topics/{topic}/groups/g"
+    _, pulled, _ = await api.call("POST", f"{group}/pull", {"max": n})
+    receipts = [j["receipt"] for j in pulled["jobs"]]
+    assert len(receipts) == n
+    _, nacked, _ = await api.call("POST", f"{group}/nack", {"receipts": receipts})
+    assert nacked == {"retried": 0, "dead_lettered": n}
+    return [f"d{i}" for i in range(n)]
+
+
+async def test_dead_letters_are_listed_in_pages_replayed_and_purged(
+    api: Served, topic: str
+) -> None:
+    await dead_letters(api, topic, 5)
+    dead = f"/v1/topics/{topic}/dead"
+    refs: list[str] = []
+    after = None
+    while True:
+        params = {"limit": "2"} | ({"after": after} if after else {})
+        status, page, _ = await api.call("GET", dead, params=params)
+        assert status == 200
+        refs += [d["ref"] for d in page["dead"]]
+        assert all(d["reason"] == "failed" and d["group"] == "g" for d in page["dead"])
+        if page["next"] is None:
+            break
+        after = page["next"]
+    assert len(refs) == len(set(refs)) == 5
+    assert_problem(await api.call("POST", f"{dead}/replay", {}), 422, "refs")
+    assert_problem(
+        await api.call("POST", f"{dead}/replay", {"refs": refs, "all": True}), 422, "refs"
+    )
+    assert_problem(await api.call("POST", f"{dead}/replay", {"refs": ["nope"]}), 422, "refs")
+    assert (await api.call("POST", f"{dead}/replay", {"refs": refs[:2]}))[1] == {"count": 2}
+    status, body, _ = await api.call("DELETE", dead, params=[("ref", refs[2])])
+    assert (status, body) == (200, {"count": 1})
+    assert (await api.call("DELETE", dead, params={"all": "true"}))[1] == {"count": 2}
+    assert_problem(await api.call("DELETE", dead), 422, "refs")
+    assert (await api.call("GET", dead))[1]["dead"] == []
+
+
+# --- health, metrics, errors -----------------------------------------------------------------
+
+
+async def test_health_readiness_and_metrics(api: Served, topic: str) -> None:
+    assert (await api.call("GET", "/healthz"))[:2] == (200, {"status": "ok"})
+    assert (await api.call("GET", "/readyz"))[:2] == (200, {"status": "ready"})
+    await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 1})
+    status, text, headers = await api.call("GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert "wheelq_client_enqueued_total 1.0" in text
+    assert 'wheelq_http_requests_total{route="/v1/topics/{topic}/jobs",status="201"} 1.0' in text
+
+
+async def test_unknown_paths_and_methods_are_problems(api: Served) -> None:
+    assert_problem(await api.call("GET", "/v2/nothing"), 404, None)
+    assert_problem(await api.call("PUT", "/v1/topics"), 405, None)
+
+
+async def test_the_openapi_document_and_docs_are_served(api: Served) -> None:
+    status, doc, _ = await api.call("GET", "/openapi.json")
+    assert status == 200
+    paths = set(doc["paths"])
+    assert {
+        "/v1/topics/{topic}/jobs",
+        "/v1/topics/{topic}/jobs/batch",
+        "/v1/topics/{topic}/jobs/{job_id}",
+        "/v1/topics",
+        "/v1/topics/{topic}",
+        "/v1/topics/{topic}/dead",
+        "/v1/topics/{topic}/dead/replay",
+        "/v1/topics/{topic}/groups/{group}/pull",
+        "/v1/topics/{topic}/groups/{group}/ack",
+        "/v1/topics/{topic}/groups/{group}/nack",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    } <= paths
+    assert (await api.call("GET", "/docs"))[0] == 200
+
+
+async def test_readyz_is_503_while_redis_is_down_and_200_once_it_is_back(
+    server_binary: ServerBinary,
+) -> None:
+    with dedicated_server(server_binary) as server:
+        async with serving(server.url) as api:
+            assert (await api.call("GET", "/readyz"))[0] == 200
+            server.kill()
+            assert_problem(await api.call("GET", "/readyz"), 503, None)
+            assert (await api.call("GET", "/healthz"))[0] == 200, "the process itself is up"
+            server.restart()
+            assert (await api.call("GET", "/readyz"))[0] == 200

@@ -1,0 +1,82 @@
+"""The HTTP service on a free loopback port, in the test's event loop (uvicorn, for real),
+and an aiohttp session to talk to it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import uvicorn
+
+from tests.support.waiting import until
+from wheelq import AsyncClient
+from wheelq.callbacks.delivery import Deliveries
+from wheelq.core.settings import ServeSettings, WorkerSettings
+from wheelq.web.app import create_app
+from wheelq.web.auth import Token
+from wheelq.web.service import WebService
+
+
+@dataclass
+class Served:
+    base: str
+    service: WebService
+    http: aiohttp.ClientSession
+
+    async def call(
+        self, method: str, path: str, body: Any = None, **kwargs: Any
+    ) -> tuple[int, Any, dict[str, str]]:
+        """(status, JSON body or text or None, headers)."""
+        async with self.http.request(method, self.base + path, json=body, **kwargs) as r:
+            text = await r.text()
+            ctype = r.headers.get("Content-Type", "")
+            data: Any = text
+            if "json" in ctype and text:
+                data = json.loads(text)
+            elif not text:
+                data = None
+            return r.status, data, dict(r.headers)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    redis_url: str,
+    *,
+    settings: ServeSettings | None = None,
+    worker_settings: WorkerSettings | None = None,
+    tokens: tuple[Token, ...] = (),
+    deliveries: Any = None,
+    allow_private: bool = False,
+    **client_settings: Any,
+) -> AsyncIterator[Served]:
+    client = AsyncClient.from_url(redis_url, **client_settings)
+    delivery: Deliveries | None = deliveries(client) if callable(deliveries) else deliveries
+    service = WebService(
+        client,
+        settings=settings,
+        worker_settings=worker_settings,
+        tokens=tokens,
+        deliveries=delivery,
+        allow_private=allow_private,
+    )
+    service.owns_client = True
+    config = uvicorn.Config(
+        create_app(service), host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        await until(lambda: server.started or task.done(), timeout_s=20, what="uvicorn")
+        if task.done():
+            task.result()  # raises why it did not start
+        port = server.servers[0].sockets[0].getsockname()[1]
+        async with aiohttp.ClientSession() as http:
+            yield Served(f"http://127.0.0.1:{port}", service, http)
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,183 @@
+"""``/v1/topics/{topic}/jobs``: enqueue (one or a batch), look up, cancel, reschedule."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request, Response
+
+from wheelq.core.callback import private_address, validate_callback
+from wheelq.core.history import JobState
+from wheelq.core.jsonable import job_info_json
+from wheelq.core.schedule import due_spec
+from wheelq.errors import DuplicateJobError, InvalidArgumentError, PayloadTypeError
+from wheelq.producer.operations import EnqueueItem
+from wheelq.web.models import BatchIn, BatchOut, Due, Enqueued, JobIn, JobOut
+from wheelq.web.problems import RESPONSES, ProblemError, invalid
+from wheelq.web.service import WebService
+
+router = APIRouter(prefix="/v1/topics/{topic}/jobs", tags=["jobs"], responses=RESPONSES)
+
+
+def service(request: Request) -> WebService:
+    svc: WebService = request.app.state.service
+    return svc
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A JSON answer without a response model's second validation (the hot paths)."""
+    return Response(
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        status,
+        headers=headers,
+        media_type="application/json",
+    )
+
+
+def _item(svc: WebService, job: JobIn, prefix: str = "") -> EnqueueItem:
+    """The client's item for `job`, its callback checked against private targets."""
+    try:
+        item = job.item()
+        if item.callback is not None and not svc.allow_private:
+            callback = validate_callback(item.callback)
+            if private_address(callback.host):
+                raise InvalidArgumentError(
+                    "callback.url",
+                    f"callback.url {callback.url!r} targets a private address, "
+                    "which this service does not call ([callbacks] allow_private)",
+                )
+    except (InvalidArgumentError, PayloadTypeError) as exc:
+        raise invalid(exc, prefix) from None
+    return item
+
+
+def _due_ms(svc: WebService, item: EnqueueItem) -> int:
+    """When the job is due, on the Redis clock (a delay counts from about now)."""
+    due = due_spec(item.delay, item.at)
+    return due.value_ms if due.kind == "at" else svc.clock.now_ms() + due.value_ms
+
+
+@router.post("", status_code=201, response_model=Enqueued)
+async def enqueue(topic: str, job: JobIn, request: Request) -> Response:
+    """Enqueue one job; 409 when a job of that `id` is pending (unless `replace`)."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    item = _item(svc, job)
+    job_id = await svc.client.enqueue(
+        topic,
+        item.payload,
+        delay=item.delay,
+        at=item.at,
+        job_id=item.job_id,
+        max_attempts=item.max_attempts,
+        replace=item.replace,
+        callback=item.callback,
+    )
+    body = {"id": job_id, "topic": topic, "due_ms": _due_ms(svc, item)}
+    where = f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
+    return json_response(body, 201, {"Location": where})
+
+
+@router.post("/batch", response_model=BatchOut)
+async def enqueue_batch(topic: str, batch: BatchIn, request: Request) -> Response:
+    """Enqueue jobs together; each result has its own `status` (201, or 409 for an `id`
+    that is pending). A bad job refuses the whole batch (422 naming ``jobs[i].field``)."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    if len(batch.jobs) > svc.settings.max_batch:
+        raise ProblemError(
+            422,
+            "invalid-argument",
+            "Invalid argument",
+            f"jobs must hold at most {svc.settings.max_batch} jobs, got {len(batch.jobs)}",
+            field="jobs",
+        )
+    items = [_item(svc, job, f"jobs[{i}].") for i, job in enumerate(batch.jobs)]
+    duplicates: set[str] = set()
+    try:
+        ids = await svc.client.enqueue_many(topic, items)
+    except DuplicateJobError as exc:
+        duplicates = set(exc.job_ids)
+        ids = _ids_in_order(items, exc)
+    except (InvalidArgumentError, PayloadTypeError) as exc:
+        raise invalid(exc) from None
+    results = []
+    for job_id, item in zip(ids, items, strict=True):
+        if job_id in duplicates:
+            results.append({"status": 409, "id": job_id, "topic": topic, "detail": "pending"})
+        else:
+            due = _due_ms(svc, item)
+            results.append({"status": 201, "id": job_id, "topic": topic, "due_ms": due})
+    return json_response({"results": results})
+
+
+def _ids_in_order(items: list[EnqueueItem], exc: DuplicateJobError) -> list[str]:
+    """Each item's id after a batch with duplicates: only items with ids can be."""
+    enqueued = iter(exc.enqueued)
+    dup = set(exc.job_ids)
+    return [
+        item.job_id if item.job_id is not None and item.job_id in dup else next(enqueued)
+        for item in items
+    ]
+
+
+@router.get("/{job_id}", response_model=JobOut)
+async def get_job(topic: str, job_id: str, request: Request) -> Response:
+    """A job's state, whatever it is; 404 when nothing is known of it."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    info = await svc.client.get(topic, job_id)
+    if info.state is JobState.UNKNOWN:
+        raise _unknown(topic, job_id)
+    return json_response(job_info_json(info))
+
+
+@router.delete("/{job_id}", status_code=204)
+async def cancel_job(topic: str, job_id: str, request: Request) -> Response:
+    """Cancel a pending job; 409 once it has fired (or was cancelled), 404 if unknown."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    if await svc.client.cancel(topic, job_id):
+        return Response(status_code=204)
+    raise await _not_pending(svc, topic, job_id, "cancel")
+
+
+@router.patch("/{job_id}", response_model=Enqueued)
+async def reschedule_job(topic: str, job_id: str, due: Due, request: Request) -> Response:
+    """Move a pending job to `delay_ms` from now or to `at`; 409 once it has fired."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    try:
+        delay, at = due.due()
+        if delay is None and at is None:
+            raise InvalidArgumentError("delay_ms", "give delay_ms or at (delay_ms 0 for now)")
+    except InvalidArgumentError as exc:
+        raise invalid(exc) from None
+    if await svc.client.reschedule(topic, job_id, delay=delay, at=at):
+        item = EnqueueItem(None, delay, at)
+        return json_response({"id": job_id, "topic": topic, "due_ms": _due_ms(svc, item)})
+    raise await _not_pending(svc, topic, job_id, "reschedule")
+
+
+async def _not_pending(svc: WebService, topic: str, job_id: str, what: str) -> ProblemError:
+    info = await svc.client.get(topic, job_id)
+    if info.state is JobState.UNKNOWN:
+        return _unknown(topic, job_id)
+    return ProblemError(
+        409,
+        "not-pending",
+        "Job is not pending",
+        f"cannot {what} job {job_id!r}: it is {info.state.value}",
+    )
+
+
+def _unknown(topic: str, job_id: str) -> ProblemError:
+    return ProblemError(
+        404,
+        "not-found",
+        "Not found",
+        f"nothing is known of job {job_id!r} on topic {topic!r} (never enqueued there, or "
+        "its history is past retention)",
+    )

@@ -1,0 +1,70 @@
+"""``/v1/topics/{topic}/groups/{group}``: pull consumers (pull, ack, nack by receipt)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from wheelq.core.jsonable import jsonable
+from wheelq.web.api_jobs import json_response, service
+from wheelq.web.models import AckOut, NackIn, NackOut, PullIn, PullOut, ReceiptsIn
+from wheelq.web.problems import RESPONSES, ProblemError
+
+router = APIRouter(
+    prefix="/v1/topics/{topic}/groups/{group}", tags=["pull consumers"], responses=RESPONSES
+)
+
+
+def _check_group(group: str) -> None:
+    if not group or len(group) > 200 or not group.isprintable():
+        raise ProblemError(
+            422,
+            "invalid-argument",
+            "Invalid argument",
+            f"group must be a printable name of 1-200 characters, got {group!r:.80}",
+            field="group",
+        )
+
+
+@router.post("/pull", response_model=PullOut)
+async def pull(topic: str, group: str, body: PullIn, request: Request) -> Response:
+    """Up to `max` due jobs for the group, waiting up to `wait_ms` for one. Each comes with
+    a `receipt` to ack or nack it; one not acked within the visibility timeout goes to
+    the next pull (its `deliveries` then counts up)."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    _check_group(group)
+    got = await svc.puller.pull(topic, group, f"http:{body.consumer}", body.max, body.wait_ms)
+    jobs = [
+        {
+            "id": p.job.id,
+            "topic": p.job.topic,
+            "payload": jsonable(p.job.payload),
+            "due_ms": p.job.due_ms,
+            "attempt": p.job.attempt,
+            "max_attempts": p.job.max_attempts,
+            "deliveries": p.job.deliveries,
+            "receipt": p.receipt,
+        }
+        for p in got
+    ]
+    return json_response({"jobs": jobs})
+
+
+@router.post("/ack", response_model=AckOut)
+async def ack(topic: str, group: str, body: ReceiptsIn, request: Request) -> Response:
+    """Settle pulled jobs as done; `acked` counts those not settled before."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    _check_group(group)
+    return json_response({"acked": await svc.puller.ack(topic, group, body.receipts)})
+
+
+@router.post("/nack", response_model=NackOut)
+async def nack(topic: str, group: str, body: NackIn, request: Request) -> Response:
+    """Settle pulled jobs as failed: retried after `delay_ms` (default: the backoff), or
+    dead-lettered after their last attempt."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    _check_group(group)
+    retried, dead = await svc.puller.nack(topic, group, body.receipts, body.delay_ms)
+    return json_response({"retried": retried, "dead_lettered": dead})

@@ -1,0 +1,115 @@
+"""``/v1/topics``: the topics, one topic's stats, and its dead letters (list, replay, purge)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+
+from wheelq.core.jsonable import dead_letter_json
+from wheelq.web.api_jobs import json_response, service
+from wheelq.web.models import CountOut, DeadListOut, RefsIn, TopicsOut, TopicStatsOut
+from wheelq.web.problems import RESPONSES, ProblemError
+
+router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=RESPONSES)
+
+Limit = Annotated[int | None, Query(ge=1, le=1000, description="page size")]
+
+
+@router.get("", response_model=TopicsOut)
+async def list_topics(
+    request: Request,
+    limit: Limit = None,
+    after: Annotated[str | None, Query(max_length=100, description="the last topic seen")] = None,
+) -> Response:
+    """The topics the token covers, by name, a page at a time."""
+    svc = service(request)
+    token = svc.guard.check(request, "read")
+    page = limit or svc.settings.page_limit
+    names = sorted(
+        (name, shards)
+        for name, shards in (await svc.client.topics()).items()
+        if token is None or token.covers(name)
+    )
+    rows = [(n, s) for n, s in names if after is None or n > after][:page]
+    more = len(rows) == page and rows[-1][0] != names[-1][0]
+    return json_response(
+        {
+            "topics": [{"topic": n, "shards": s} for n, s in rows],
+            "next": rows[-1][0] if more else None,
+        }
+    )
+
+
+@router.get("/{topic}", response_model=TopicStatsOut)
+async def topic_stats(topic: str, request: Request) -> Response:
+    """The topic's backlog: pending (waiting for their time), ready (in the streams) and
+    dead, in all and by shard."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    stats = await svc.client.stats(topic)
+    if stats is None:
+        raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
+    return json_response(
+        {
+            "topic": topic,
+            "pending": stats.pending,
+            "ready": stats.ready,
+            "dead": stats.dead,
+            "shards": [
+                {"shard": s.shard, "pending": s.pending, "ready": s.ready, "dead": s.dead}
+                for s in stats.shards
+            ],
+        }
+    )
+
+
+@router.get("/{topic}/dead", response_model=DeadListOut)
+async def list_dead(
+    topic: str,
+    request: Request,
+    limit: Limit = None,
+    after: Annotated[str | None, Query(max_length=100, description="the last ref seen")] = None,
+) -> Response:
+    """Dead letters, oldest first, a page at a time (`next` is the following page's
+    `after`)."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    page = limit or svc.settings.page_limit
+    rows = await svc.client.dead_letters(topic, page, after=after)
+    body = [dead_letter_json(d) for d in rows]
+    return json_response({"dead": body, "next": rows[-1].ref if len(rows) == page else None})
+
+
+@router.post("/{topic}/dead/replay", response_model=CountOut)
+async def replay_dead(topic: str, body: RefsIn, request: Request) -> Response:
+    """Run dead letters again: the given `refs`, or `all`; the count replayed."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    refs = _refs(body.refs, body.all)
+    return json_response({"count": await svc.client.replay(topic, refs)})
+
+
+@router.delete("/{topic}/dead", response_model=CountOut)
+async def purge_dead(
+    topic: str,
+    request: Request,
+    ref: Annotated[list[str] | None, Query(max_length=1000, description="refs to purge")] = None,
+    every: Annotated[bool, Query(alias="all", description="purge every dead letter")] = False,
+) -> Response:
+    """Delete dead letters for good: the given `ref`s, or `all`; the count deleted."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    return json_response({"count": await svc.client.purge_dead(topic, _refs(ref, every))})
+
+
+def _refs(refs: list[str] | None, every: bool) -> list[str] | None:
+    if bool(refs) == every:
+        raise ProblemError(
+            422,
+            "invalid-argument",
+            "Invalid argument",
+            "give refs (a non-empty list) or all=true, not both",
+            field="refs",
+        )
+    return None if every else refs

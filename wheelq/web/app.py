@@ -1,0 +1,181 @@
+"""The ASGI app: `create_app(service)` mounts the API, the health endpoints, ``/metrics``
+and the dashboard on one FastAPI app whose lifespan starts and stops the service."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI, Request, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from wheelq.store import nodes
+from wheelq.web import api_jobs, api_pull, api_topics, problems, ui
+from wheelq.web.metrics import exposition
+from wheelq.web.problems import problem_response
+from wheelq.web.service import WebService
+
+DESCRIPTION = """\
+Delayed jobs on Redis that fire on time, over HTTP: enqueue with a delay or an absolute
+time, look jobs up, cancel and reschedule them, pull due jobs as a consumer group, have
+them POSTed to a callback URL when due, and list, replay or purge dead letters. Errors are
+`application/problem+json` (RFC 9457) naming the field at fault."""
+
+
+def create_app(service: WebService) -> FastAPI:
+    """The app over `service`, which its lifespan starts and stops."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(
+        title="wheelq",
+        version=_version(),
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        responses=problems.RESPONSES,
+    )
+    app.state.service = service
+    problems.install(app)
+    app.include_router(api_jobs.router)
+    app.include_router(api_topics.router)
+    app.include_router(api_pull.router)
+    app.include_router(ui.router)
+    app.mount("/ui/static", ui.static_files(), name="static")
+
+    @app.get("/healthz", tags=["health"], include_in_schema=True)
+    async def healthz() -> dict[str, str]:
+        """The process is up (it does not ask Redis)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], responses={503: problems.RESPONSES[503]})
+    async def readyz(request: Request) -> Response:
+        """Redis answers PING."""
+        try:
+            await service.client.executor.run([nodes.ping()])
+        except Exception as exc:
+            return problem_response(
+                request, 503, "unavailable", "Redis is unavailable", f"{type(exc).__name__}: {exc}"
+            )
+        return api_jobs.json_response({"status": "ready"})
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics (text format)."""
+        service.guard.check(request, "read")
+        return Response(exposition(service), media_type="text/plain; version=0.0.4")
+
+    app.add_middleware(Gatekeeper, service=service)
+    return app
+
+
+class Gatekeeper:
+    """Pure ASGI middleware: refuses bodies over ``max_body_bytes`` (413, before reading
+    more of them) and counts answers by route and status for ``/metrics``."""
+
+    def __init__(self, app: ASGIApp, service: WebService) -> None:
+        self.app = app
+        self._service = service
+        self._max = service.settings.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = _content_length(scope)
+        if length is None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
+            # No length given (chunked): read the body here, up to the limit.
+            body = await _read_up_to(receive, self._max)
+            if body is None:
+                await self._too_large(scope, send)
+                self._count(scope, 413)
+                return
+            receive = _replay(body)
+        elif length is not None and length > self._max:
+            await self._too_large(scope, send)
+            self._count(scope, 413)
+            return
+        status = 500
+
+        async def counted(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            self._count(scope, status)
+
+    def _count(self, scope: Scope, status: int) -> None:
+        key = (getattr(scope.get("route"), "path", "(none)"), status)
+        requests = self._service.requests
+        requests[key] = requests.get(key, 0) + 1
+
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        response = problem_response(
+            None,
+            413,
+            "too-large",
+            "Request body too large",
+            f"the body must be at most {self._max} bytes (max_body_bytes)",
+        )
+        await response(scope, _no_receive, send)
+
+
+async def _read_up_to(receive: Receive, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _version() -> str:
+    try:
+        return version("wheelq")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,230 @@
+"""The JSON bodies of the HTTP API, as pydantic models: what the OpenAPI document shows and
+what requests are checked against before anything is done (bad input changes nothing)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
+from wheelq.core.job import MAX_ATTEMPTS_LIMIT
+from wheelq.core.schedule import MAX_AT_MS, MAX_DELAY_S
+from wheelq.errors import InvalidDelayError
+from wheelq.producer.operations import EnqueueItem
+
+MAX_DELAY_MS = MAX_DELAY_S * 1000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CallbackIn(Strict):
+    """Where the deliverer POSTs the job when it is due."""
+
+    url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS)]
+    headers: dict[str, str] | None = None
+    timeout_ms: Annotated[int, Field(ge=TIMEOUT_MS_RANGE[0], le=TIMEOUT_MS_RANGE[1])] | None = None
+
+
+class Due(Strict):
+    """When: `delay_ms` from now or `at` (an RFC 3339 time with an offset, or epoch ms);
+    neither means now."""
+
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS)] | None = None
+    at: Annotated[int, Field(ge=0, le=MAX_AT_MS)] | Annotated[str, Field(max_length=64)] | None = (
+        None
+    )
+
+    def due(self) -> tuple[timedelta | None, datetime | None]:
+        """(delay, at) as the client takes them; exact to the ms.
+
+        Raises:
+            InvalidDelayError: Both given, or `at` not an RFC 3339 time with an offset.
+        """
+        if self.delay_ms is not None and self.at is not None:
+            raise InvalidDelayError("at", "give delay_ms or at, not both")
+        delay = None if self.delay_ms is None else timedelta(milliseconds=self.delay_ms)
+        if self.at is None:
+            return delay, None
+        if isinstance(self.at, int):
+            return None, _EPOCH + timedelta(milliseconds=self.at)
+        try:
+            at = datetime.fromisoformat(self.at)
+        except ValueError:
+            at = None
+        if at is None or at.tzinfo is None or "T" not in self.at.upper():
+            raise InvalidDelayError(
+                "at",
+                "at must be epoch ms or an RFC 3339 time with an offset like "
+                f"2026-11-23T12:00:00.250Z, got {self.at!r}",
+            )
+        return None, at
+
+
+class JobIn(Due):
+    """One job to enqueue."""
+
+    payload: JsonValue = Field(..., description="Any JSON value; the job's payload.")
+    id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] | None = None
+    replace: bool = False
+    callback: CallbackIn | None = None
+
+    def item(self) -> EnqueueItem:
+        delay, at = self.due()
+        callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
+        return EnqueueItem(
+            self.payload, delay, at, self.id, self.max_attempts, self.replace, None, callback
+        )
+
+
+class BatchIn(Strict):
+    jobs: Annotated[list[JobIn], Field(min_length=1)]
+
+
+class Enqueued(BaseModel):
+    id: str
+    topic: str
+    due_ms: int
+
+
+class BatchItemOut(BaseModel):
+    """One job of a batch: its `status` (201 enqueued, 409 an existing id)."""
+
+    status: int
+    id: str
+    topic: str
+    due_ms: int | None = None
+    detail: str | None = None
+
+
+class BatchOut(BaseModel):
+    results: list[BatchItemOut]
+
+
+class GroupOut(BaseModel):
+    group: str
+    state: str
+    entry_id: str
+    consumer: str | None = None
+    since_ms: int | None = None
+    deliveries: int = 0
+    finished_ms: int | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+    reason: str | None = None
+    dead_entry_id: str | None = None
+
+
+class JobOut(BaseModel):
+    """A job's state, whatever it is (the client's `get()`)."""
+
+    id: str
+    topic: str
+    state: str
+    due_ms: int | None = None
+    attempt: int | None = None
+    max_attempts: int | None = None
+    enqueued_ms: int | None = None
+    payload: Any = None
+    entry_id: str | None = None
+    fired_ms: int | None = None
+    cancelled_ms: int | None = None
+    last_error: str | None = None
+    groups: list[GroupOut] = []
+
+
+class ShardOut(BaseModel):
+    shard: int
+    pending: int
+    ready: int
+    dead: int
+
+
+class TopicOut(BaseModel):
+    topic: str
+    shards: int
+
+
+class TopicsOut(BaseModel):
+    topics: list[TopicOut]
+    next: str | None = None
+
+
+class TopicStatsOut(BaseModel):
+    topic: str
+    pending: int
+    ready: int
+    dead: int
+    shards: list[ShardOut]
+
+
+class DeadOut(BaseModel):
+    ref: str
+    topic: str
+    job_id: str | None
+    reason: str
+    group: str
+    attempt: int | None
+    max_attempts: int | None
+    dead_ms: int
+    source_entry: str
+    error: str
+    payload: Any = None
+
+
+class DeadListOut(BaseModel):
+    dead: list[DeadOut]
+    next: str | None = None
+    """The `after` of the next page; None on the last."""
+
+
+class RefsIn(Strict):
+    refs: list[str] | None = None
+    all: bool = False
+
+
+class CountOut(BaseModel):
+    count: int
+
+
+class PullIn(Strict):
+    max: Annotated[int, Field(ge=1, le=1000)] = 10
+    wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
+    consumer: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")] = "http"
+
+
+class PulledJob(BaseModel):
+    id: str
+    topic: str
+    payload: Any = None
+    due_ms: int
+    attempt: int
+    max_attempts: int
+    deliveries: int
+    receipt: str
+
+
+class PullOut(BaseModel):
+    jobs: list[PulledJob]
+
+
+class ReceiptsIn(Strict):
+    receipts: Annotated[list[str], Field(min_length=1, max_length=10_000)]
+
+
+class NackIn(ReceiptsIn):
+    delay_ms: Annotated[int, Field(ge=0, le=30 * 86_400_000)] | None = None
+
+
+class AckOut(BaseModel):
+    acked: int
+
+
+class NackOut(BaseModel):
+    retried: int
+    dead_lettered: int

@@ -1,0 +1,234 @@
+"""Errors as ``application/problem+json`` (RFC 9457), one spelling for every endpoint.
+
+A problem names its ``type`` (``urn:wheelq:problem:<slug>``), ``title``, ``status``,
+``detail`` and, for bad input, the ``field`` at fault (as the request spells it: ``id``,
+``delay_ms``, ``callback.url``, ``jobs[3].at``) with ``errors`` listing every field found
+wrong. Bad input never changes anything: validation runs before the first write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from wheelq.errors import (
+    DuplicateJobError,
+    InvalidArgumentError,
+    PayloadTypeError,
+    RedisUnavailableError,
+)
+from wheelq.worker.pull import UnknownTopicError
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPE = "application/problem+json"
+FIELDS = {"job_id": "id", "delay": "delay_ms", "items": "jobs"}
+"""The client's parameter names as the HTTP API spells them."""
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    field: str | None = None
+    errors: list[FieldError] | None = None
+
+
+class ProblemError(Exception):
+    """Raise from an endpoint to answer with a problem."""
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        *,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status, self.slug, self.title, self.detail = status, slug, title, detail
+        self.field = field
+        self.headers = headers or {}
+
+
+def problem_response(
+    request: Request | None,
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    *,
+    field: str | None = None,
+    errors: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    body: dict[str, Any] = {
+        "type": f"urn:wheelq:problem:{slug}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if request is not None:
+        body["instance"] = request.url.path
+    if field is not None:
+        body["field"] = field
+        body["errors"] = errors or [{"field": field, "message": detail}]
+    return Response(
+        json.dumps(body, ensure_ascii=False), status, headers=headers, media_type=MEDIA_TYPE
+    )
+
+
+def http_field(parameter: str, prefix: str = "") -> str:
+    """A client error's parameter as the request names it (``items[3]: ...`` keeps its
+    index through `prefix`)."""
+    head, dot, rest = parameter.partition(".")
+    return prefix + FIELDS.get(head, head) + dot + rest
+
+
+def invalid(exc: InvalidArgumentError | PayloadTypeError, prefix: str = "") -> ProblemError:
+    """The 422 problem of a client error (a batch item's ``items[i]: `` becomes the field's
+    ``jobs[i].``)."""
+    parameter = exc.parameter if isinstance(exc, InvalidArgumentError) else "payload"
+    detail = str(exc)
+    item = _ITEM.match(detail)
+    if item is not None:
+        prefix, detail = f"jobs[{item[1]}].", detail[item.end() :]
+    field = http_field(parameter, prefix)
+    return ProblemError(422, "invalid-argument", "Invalid argument", detail, field=field)
+
+
+_ITEM = re.compile(r"items\[(\d+)\]: ")
+
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": text}
+    for code, text in {
+        401: "No or unknown token",
+        403: "The token does not grant this",
+        404: "No such topic, job or path",
+        409: "Conflicts with the job's state",
+        413: "Request body too large",
+        422: "Invalid argument (the field is named)",
+        503: "Redis is unavailable",
+    }.items()
+}
+"""The problems any endpoint may answer with, for the OpenAPI document."""
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error with a problem."""
+
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> Response:
+        return problem_response(
+            request,
+            exc.status,
+            exc.slug,
+            exc.title,
+            exc.detail,
+            field=exc.field,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> Response:
+        errors = [
+            {"field": _loc(e.get("loc", ())), "message": str(e.get("msg", ""))}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"field": "body", "message": "invalid"}
+        return problem_response(
+            request,
+            422,
+            "invalid-argument",
+            "Invalid argument",
+            f"{first['field']}: {first['message']}",
+            field=first["field"],
+            errors=errors,
+        )
+
+    @app.exception_handler(InvalidArgumentError)
+    async def _invalid(request: Request, exc: InvalidArgumentError) -> Response:
+        status = 404 if isinstance(exc, UnknownTopicError) else 422
+        slug = "not-found" if status == 404 else "invalid-argument"
+        title = "Not found" if status == 404 else "Invalid argument"
+        return problem_response(
+            request, status, slug, title, str(exc), field=http_field(exc.parameter)
+        )
+
+    @app.exception_handler(PayloadTypeError)
+    async def _payload(request: Request, exc: PayloadTypeError) -> Response:
+        p = invalid(exc)
+        return problem_response(request, 422, p.slug, p.title, p.detail, field=p.field)
+
+    @app.exception_handler(DuplicateJobError)
+    async def _duplicate(request: Request, exc: DuplicateJobError) -> Response:
+        return problem_response(request, 409, "duplicate", "Job exists", str(exc), field="id")
+
+    @app.exception_handler(RedisUnavailableError)
+    async def _unavailable(request: Request, exc: RedisUnavailableError) -> Response:
+        return problem_response(
+            request,
+            503,
+            "unavailable",
+            "Redis is unavailable",
+            str(exc),
+            headers={"Retry-After": "1"},
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http")
+        return problem_response(
+            request,
+            exc.status_code,
+            slug,
+            str(exc.detail),
+            str(exc.detail),
+            headers=dict(exc.headers or {}),
+        )
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> Response:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return problem_response(
+            request, 500, "internal", "Internal error", f"{type(exc).__name__}: {exc}"
+        )
+
+
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    """A pydantic error location as a field path: ("body", "jobs", 3, "at") -> jobs[3].at."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path"):
+        parts = parts[1:]
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p in _UNION_TAGS or "[" in str(p) or str(p).startswith("constrained-"):
+            continue  # which member of a union failed: not a field
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "body"

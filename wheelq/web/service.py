@@ -1,0 +1,85 @@
+"""What the endpoints share: the client, the puller, the clock, the token guard, and the
+callback deliveries run beside them; started and stopped with the app (its lifespan)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from wheelq.callbacks.delivery import Deliveries
+from wheelq.core.retry import RetryPolicy
+from wheelq.core.settings import ServeSettings, WorkerSettings
+from wheelq.producer.async_client import AsyncClient
+from wheelq.runtime.clock import RedisClock, WallClock
+from wheelq.scheduler.clock_keeper import ClockKeeper
+from wheelq.web.auth import Guard, Token
+from wheelq.worker.pull import Puller
+
+log = logging.getLogger(__name__)
+
+CLOCK_SYNC_MS = 5000
+
+
+class WebService:
+    """The state behind the app (`wheelq.web.app.create_app`).
+
+    Args:
+        client: The producer client every endpoint goes through (closed with the service
+            when `owns_client`).
+        settings: `ServeSettings`.
+        worker_settings: Pull consumers' visibility timeout, deliveries and retries.
+        tokens: Who may do what (none: everyone, everything).
+        deliveries: Callback delivery to run beside the API (None: none here).
+        allow_private: Whether callbacks may target private addresses (checked when a job
+            is accepted, as the deliverer checks when it connects).
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        settings: ServeSettings | None = None,
+        worker_settings: WorkerSettings | None = None,
+        tokens: tuple[Token, ...] = (),
+        deliveries: Deliveries | None = None,
+        allow_private: bool = False,
+    ) -> None:
+        self.client = client
+        self.settings = settings or ServeSettings()
+        ws = worker_settings or WorkerSettings()
+        self.clock = RedisClock()
+        self.puller = Puller(
+            client.executor,
+            WallClock(),
+            visibility_timeout_ms=ws.visibility_timeout_ms,
+            max_deliveries=ws.max_deliveries,
+            policy=RetryPolicy(ws.retry_base_ms, ws.retry_max_ms, ws.retry_jitter_pct),
+            claim_interval_ms=ws.claim_interval_ms,
+        )
+        self.guard = Guard(tokens)
+        self.deliveries = deliveries
+        self.allow_private = allow_private
+        self.owns_client = False
+        self._keeper = ClockKeeper(client.executor, self.clock, CLOCK_SYNC_MS)
+        self.requests: dict[tuple[str, int], int] = {}
+        """(route, status) -> requests answered (``/metrics``)."""
+
+    async def start(self) -> None:
+        await self.client.executor.resolve()
+        await self._keeper.sample()  # due_ms in answers is on the Redis clock from the start
+        await self._keeper.start()
+        if self.deliveries is not None:
+            await self.deliveries.start()
+
+    async def stop(self) -> None:
+        if self.deliveries is not None:
+            await self.deliveries.stop()
+        await self._keeper.stop()
+        if self.owns_client:
+            await self.client.aclose()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "clock": self._keeper.status(),
+            "deliveries": None if self.deliveries is None else self.deliveries.status(),
+        }

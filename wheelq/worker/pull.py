@@ -1,0 +1,345 @@
+"""Pull consumers: jobs taken by request instead of pushed to a handler (the HTTP API's
+``pull``, ``ack`` and ``nack``), with a worker's guarantees.
+
+A pull reads a consumer group's new entries (XREADGROUP, creating the group at the
+stream's start the first time) and, at most every `claim_interval_ms` per group, takes over
+entries left unacked past the visibility timeout (the worker's ``claim.lua``, which
+dead-letters an entry delivered more than `max_deliveries` times). Each job comes with a
+*receipt* that names its entry; ``ack`` settles it as a worker's success does (recorded in
+the job's history), ``nack`` as a worker's failure (retried after a delay, or
+dead-lettered after its last attempt). A receipt acked late, after the entry was taken
+over, still settles it (at least once, as with workers); a second ack is a no-op.
+
+On a single server one pull reads every shard in one command and may block in Redis for
+up to ``wait_ms``; on a cluster each shard is read apart, blocking at most `CLUSTER_BLOCK_MS`
+a round, so a job fired on any shard is seen within that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from wheelq.core import wire
+from wheelq.core.clock import Clock
+from wheelq.core.job import Envelope, Job
+from wheelq.core.keys import ShardKeys, all_shards, validate_topic
+from wheelq.core.retry import Reason, RetryPolicy
+from wheelq.errors import InvalidArgumentError
+from wheelq.store import consume, ops
+from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.calls import Call
+from wheelq.worker.receipts import Receipt, parse_receipts
+
+MAX_PULL = 1000
+MAX_WAIT_MS = 30_000
+CLUSTER_BLOCK_MS = 100
+FILL_ROUNDS = 4
+
+
+class UnknownTopicError(InvalidArgumentError):
+    """The topic is not registered (nothing was ever enqueued on it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pulled:
+    """A pulled job and the receipt that acks or nacks it."""
+
+    job: Job
+    receipt: str
+
+
+class Puller:
+    """Pull, ack and nack for any topic and group (see the module docstring).
+
+    Args:
+        executor: Sends the calls (`resolve()`d already, so it knows a cluster).
+        clock: Stamps receipts and paces claim scans (the wall clock: a success record's
+            end time is on it, as a worker's is).
+        visibility_timeout_ms: An entry pulled and not acked this long is taken over.
+        max_deliveries: An entry delivered more often is dead-lettered instead.
+        policy: The backoff of a nack without a delay.
+        claim_interval_ms: Least time between two claim scans of one group.
+    """
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        clock: Clock,
+        *,
+        visibility_timeout_ms: int = 30_000,
+        max_deliveries: int = 5,
+        policy: RetryPolicy | None = None,
+        claim_interval_ms: int = 1000,
+    ) -> None:
+        self._executor = executor
+        self._clock = clock
+        self.visibility_timeout_ms = visibility_timeout_ms
+        self.max_deliveries = max_deliveries
+        self.policy = policy or RetryPolicy()
+        self.claim_interval_ms = claim_interval_ms
+        self._shards: dict[str, int] = {}
+        self._groups: set[tuple[str, str]] = set()
+        self._cursors: dict[tuple[str, str, int], str] = {}
+        self._claimed_at: dict[tuple[str, str], int] = {}
+        self._turn = 0
+        self.dead_lettered = 0
+
+    async def shards(self, topic: str) -> int:
+        """The topic's shard count.
+
+        Raises:
+            UnknownTopicError: The topic is not registered.
+        """
+        validate_topic(topic)
+        count = self._shards.get(topic)
+        if count is None:
+            (count,) = await self._executor.run([ops.topic_shards(topic)])
+            if count is None:
+                raise UnknownTopicError("topic", f"no topic {topic!r}")
+            self._shards[topic] = count
+        return count
+
+    async def pull(
+        self, topic: str, group: str, consumer: str, count: int, wait_ms: int = 0
+    ) -> list[Pulled]:
+        """Up to `count` jobs for `group`: taken-over ones first, then new ones, waiting up
+        to `wait_ms` for some to fire when there are none.
+
+        Raises:
+            InvalidArgumentError: `count` not in [1, 1000], `wait_ms` not in [0, 30000].
+            UnknownTopicError: The topic is not registered.
+        """
+        _check_int("max", count, 1, MAX_PULL)
+        _check_int("wait_ms", wait_ms, 0, MAX_WAIT_MS)
+        shards = await self.shards(topic)
+        keys = list(all_shards(topic, shards))
+        await self._join(topic, group, keys)
+        out = await self._claim(topic, group, consumer, keys, count)
+        deadline = self._clock.now_ms() + wait_ms
+        full: list[ShardKeys] = []
+        while not out:
+            left = deadline - self._clock.now_ms()
+            block = None if left <= 0 else left
+            chosen, share = self._shares(keys, count)
+            out, full = await self._read(topic, group, consumer, keys, chosen, share, block)
+            if block is None:
+                break
+        # A read asks each shard for a share of `count`: while shards gave a full share
+        # (they may have more), read on from them without blocking, so a pull of n
+        # returns n when n are there.
+        for _ in range(FILL_ROUNDS):
+            left_n = count - len(out)
+            if not full or left_n <= 0:
+                break
+            chosen = full[:left_n]
+            more, full = await self._read(
+                topic, group, consumer, keys, chosen, left_n // len(chosen), None
+            )
+            out += more
+        return out
+
+    async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
+        if (topic, group) in self._groups:
+            return
+        calls = [consume.create_group(k, group, "0") for k in keys]
+        for reply in await self._executor.run(calls, return_exceptions=True):
+            if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
+                raise reply
+        self._groups.add((topic, group))
+
+    async def _claim(
+        self, topic: str, group: str, consumer: str, keys: list[ShardKeys], count: int
+    ) -> list[Pulled]:
+        now = self._clock.now_ms()
+        if now - self._claimed_at.get((topic, group), -(10**15)) < self.claim_interval_ms:
+            return []
+        self._claimed_at[(topic, group)] = now
+        chosen, share = self._shares(keys, count)
+        calls = [
+            consume.claim(
+                k,
+                group,
+                consumer,
+                self.visibility_timeout_ms,
+                self._cursors.get((topic, group, k.shard), consume.ZERO_ID),
+                share,
+                self.max_deliveries,
+            )
+            for k in chosen
+        ]
+        out: list[Pulled] = []
+        for k, got in zip(chosen, await self._executor.run(calls), strict=True):
+            self._cursors[(topic, group, k.shard)] = got.cursor
+            self.dead_lettered += got.dead_lettered
+            out += await self._accept(group, k, got.entries, got.deliveries)
+        return out
+
+    def _shares(self, keys: list[ShardKeys], count: int) -> tuple[list[ShardKeys], int]:
+        """The shards to ask, in turn, and each one's COUNT: at most `count` in all."""
+        self._turn = (self._turn + 1) % len(keys)
+        order = keys[self._turn :] + keys[: self._turn]
+        chosen = order[: min(len(keys), count)]
+        return chosen, count // len(chosen)
+
+    async def _read(
+        self,
+        topic: str,
+        group: str,
+        consumer: str,
+        keys: list[ShardKeys],
+        chosen: list[ShardKeys],
+        share: int,
+        block_ms: int | None,
+    ) -> tuple[list[Pulled], list[ShardKeys]]:
+        """Read up to `share` entries of each shard of `chosen` (COUNT applies to each
+        stream); returns the jobs and the shards that gave their full share."""
+        if self._executor.cluster:
+            block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)
+            calls = [consume.read_group([k], group, consumer, share, block) for k in chosen]
+        else:
+            calls = [consume.read_group(chosen, group, consumer, share, block_ms)]
+        try:
+            replies = await asyncio.gather(*(self._executor.run([c]) for c in calls))
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            self._groups.discard((topic, group))  # the stream was deleted: make it again
+            await self._join(topic, group, keys)
+            return [], []
+        by_shard = {k.shard: k for k in keys}
+        out: list[Pulled] = []
+        full: list[ShardKeys] = []
+        for (got,) in replies:
+            entries: dict[int, list[consume.Entry]] = defaultdict(list)
+            for shard, entry in got:
+                entries[shard].append(entry)
+            for shard, found in entries.items():
+                out += await self._accept(group, by_shard[shard], found, ())
+                if len(found) >= share:
+                    full.append(by_shard[shard])
+        return out, full
+
+    async def _accept(
+        self, group: str, keys: ShardKeys, entries: list[consume.Entry], deliveries: Sequence[int]
+    ) -> list[Pulled]:
+        """Jobs with receipts; malformed entries are dead-lettered, another group's acked."""
+        now = self._clock.now_ms()
+        out: list[Pulled] = []
+        calls: list[Call[int]] = []
+        for i, (entry_id, fields) in enumerate(entries):
+            try:
+                job = Job.from_entry(
+                    entry_id, fields, keys.shard, deliveries[i] if deliveries else 1
+                )
+            except ValueError as exc:
+                calls.append(
+                    consume.dead_letter(keys, group, [(entry_id, Reason.MALFORMED, str(exc))])
+                )
+                continue
+            if job.group is not None and job.group != group:
+                calls.append(consume.ack(keys, group, [entry_id]))
+                continue
+            receipt = Receipt(keys.shard, entry_id, job.id, now).encode()
+            out.append(Pulled(job, receipt))
+        if calls:
+            await self._executor.run(calls)
+        return out
+
+    async def ack(self, topic: str, group: str, receipts: Sequence[object]) -> int:
+        """Settle pulled jobs as handled; returns how many were still unacked.
+
+        Raises:
+            InvalidArgumentError: A receipt this service did not give (nothing is acked).
+        """
+        parsed = parse_receipts(receipts)
+        await self.shards(topic)
+        now = self._clock.now_ms()
+        by_shard: dict[int, list[consume.Done]] = defaultdict(list)
+        for r in parsed:
+            by_shard[r.shard].append((r.entry_id, r.job_id, now, now - r.pulled_ms))
+        calls = [
+            consume.ack_done(ShardKeys(topic, shard), group, done)
+            for shard, done in by_shard.items()
+        ]
+        return sum(await self._executor.run(calls)) if calls else 0
+
+    async def nack(
+        self, topic: str, group: str, receipts: Sequence[object], delay_ms: int | None = None
+    ) -> tuple[int, int]:
+        """Settle pulled jobs as failed: each is retried after `delay_ms` (None: the
+        backoff of its attempt), or dead-lettered after its last attempt. Returns
+        (retried, dead-lettered) among those still unacked.
+
+        Raises:
+            InvalidArgumentError: A receipt this service did not give, or `delay_ms` not in
+                [0, 30 days] (nothing is changed).
+        """
+        parsed = parse_receipts(receipts)
+        if delay_ms is not None:
+            _check_int("delay_ms", delay_ms, 0, 30 * 86_400_000)
+        shards = await self.shards(topic)
+        reads = [
+            consume.read_ready(ShardKeys(topic, r.shard), r.entry_id, 1)
+            for r in parsed
+            if r.shard < shards
+        ]
+        found = await self._executor.run(reads) if reads else []
+        now = self._clock.now_ms()
+        calls: list[Call[Any]] = []
+        for r, rows in zip([r for r in parsed if r.shard < shards], found, strict=True):
+            if not rows or rows[0][0] != r.entry_id:
+                continue  # trimmed: it was acked long ago
+            keys = ShardKeys(topic, r.shard)
+            try:
+                job = Job.from_entry(r.entry_id, rows[0][1], r.shard)
+            except ValueError as exc:
+                calls.append(
+                    consume.dead_letter(keys, group, [(r.entry_id, Reason.MALFORMED, str(exc))])
+                )
+                continue
+            error = f"nacked by a pull consumer (attempt {job.attempt} of {job.max_attempts})"
+            if job.attempt >= job.max_attempts:
+                calls.append(consume.dead_letter(keys, group, [(r.entry_id, Reason.FAILED, error)]))
+                continue
+            wait = self.policy.backoff_ms(job.attempt, random.random())
+            envelope = Envelope(
+                rows[0][1][wire.PAYLOAD],
+                job.attempt + 1,
+                job.max_attempts,
+                now,
+                group,
+                job.id,
+                job.traceparent or "",
+                b"" if job.callback is None else job.callback.pack(),
+            ).pack()
+            calls.append(
+                consume.retry(
+                    keys,
+                    group,
+                    r.entry_id,
+                    job.id,
+                    wait if delay_ms is None else delay_ms,
+                    envelope,
+                    error,
+                    now,
+                )
+            )
+        retried = dead = 0
+        for reply in await self._executor.run(calls) if calls else []:
+            if isinstance(reply, consume.Retried):
+                retried += reply.done
+            else:
+                dead += int(reply)
+        return retried, dead
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(name, f"{name} must be an int in [{low}, {high}], got {value!r}")
