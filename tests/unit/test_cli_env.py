@@ -14,7 +14,14 @@ import pytest
 from wheelq.cli.config import SECTIONS
 from wheelq.cli.context import Context
 from wheelq.cli.errors import CliError
-from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings, setting_ranges
+from wheelq.core.settings import (
+    CallbackSettings,
+    ClientSettings,
+    SchedulerSettings,
+    ServeSettings,
+    WorkerSettings,
+    setting_ranges,
+)
 from wheelq.errors import InvalidArgumentError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +33,8 @@ SETTINGS = [
         ("client", ClientSettings),
         ("scheduler", SchedulerSettings),
         ("worker", WorkerSettings),
+        ("serve", ServeSettings),
+        ("callbacks", CallbackSettings),
     )
     for f in dataclasses.fields(cls)
 ]
@@ -37,6 +46,12 @@ CLI_KEYS = [  # keys only the CLI reads: (section, key, variable, value, parsed)
     ("worker", "start", "WHEELQ_WORKER_START", "now", "now"),
     ("scheduler", "metrics_port", "WHEELQ_SCHEDULER_METRICS_PORT", "9100", 9100),
     ("worker", "metrics_port", "WHEELQ_WORKER_METRICS_PORT", "9101", 9101),
+    ("serve", "host", "WHEELQ_SERVE_HOST", "0.0.0.0", "0.0.0.0"),
+    ("serve", "tokens", "WHEELQ_SERVE_TOKENS", "t" * 16, "t" * 16),
+    ("serve", "deliver", "WHEELQ_SERVE_DELIVER", "a,b", "a,b"),
+    ("callbacks", "signing_secret", "WHEELQ_CALLBACKS_SIGNING_SECRET", "k", "k"),
+    ("callbacks", "allow_private", "WHEELQ_CALLBACKS_ALLOW_PRIVATE", "true", "true"),
+    ("callbacks", "group", "WHEELQ_CALLBACKS_GROUP", "hooks", "hooks"),
 ]
 
 
@@ -140,7 +155,13 @@ def test_other_wheelq_variables_are_left_alone() -> None:
 
 def test_the_readme_table_has_each_variable_with_its_default_and_range() -> None:
     readme = (ROOT / "README.md").read_text()
-    classes = {"client": ClientSettings, "scheduler": SchedulerSettings, "worker": WorkerSettings}
+    classes = {
+        "client": ClientSettings,
+        "scheduler": SchedulerSettings,
+        "worker": WorkerSettings,
+        "serve": ServeSettings,
+        "callbacks": CallbackSettings,
+    }
     for section, name, var, bounds in SETTINGS:
         default = getattr(classes[section](), name)
         assert f"| `{var}` | {default} | [{bounds.low}, {bounds.high}] |" in readme, var

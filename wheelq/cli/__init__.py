@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-from wheelq.cli import dlq, job_info, jobs, server, services, top, topics
+from wheelq.cli import dlq, job_info, jobs, serve, server, services, top, topics
 from wheelq.cli.context import ENVIRONMENT, Context, redacted, url_hint
 from wheelq.cli.errors import CliError, usage_error
 
 DESCRIPTION = """\
 Delayed jobs on Redis that fire on time. Run scheduler nodes and workers, enqueue,
-cancel and reschedule jobs, inspect topics, and list, replay or purge dead letters."""
+cancel and reschedule jobs, inspect topics, list, replay or purge dead letters, and serve
+it all over HTTP with callbacks and a dashboard."""
 
 EXAMPLE = """\
 first steps (see README.md):
@@ -32,6 +33,7 @@ first steps (see README.md):
   wheelq scheduler --redis-url redis://127.0.0.1:6379/0
   wheelq worker handlers:send_email --topic emails --redis-url redis://127.0.0.1:6379/0
   wheelq enqueue emails '{"to": "ada@example.com"}' --delay 5 --redis-url redis://127.0.0.1:6379/0
+  wheelq serve --redis-url redis://127.0.0.1:6379/0        the HTTP API on 127.0.0.1:8080
 """
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -88,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(sub, [connects])
     top.register(sub, [connects])
     dlq.register(sub, [connects])
+    serve.register(sub, [connects])
     server.register(sub, [connects], logs)
     return parser
 

@@ -1,8 +1,8 @@
 """Where a command's settings come from: the TOML file and the environment.
 
 Precedence, rising: the settings' defaults, the file (``--config`` or
-``$WHEELQ_CONFIG``), the environment, flags. The file has the sections
-``[redis]``, ``[client]``, ``[scheduler]`` and ``[worker]``; their keys are the
+``$WHEELQ_CONFIG``), the environment, flags. The file has the sections ``[redis]``,
+``[client]``, ``[scheduler]``, ``[worker]``, ``[serve]`` and ``[callbacks]``; their keys are the
 fields of the settings dataclasses plus a few only the CLI reads (`CLI_KEYS`), so
 a field added to a dataclass is accepted here without a change. Every key also has
 an environment variable ``WHEELQ_<SECTION>_<KEY>`` (`env_name`), for example
@@ -21,9 +21,11 @@ from typing import Any
 
 from wheelq.cli.errors import usage_error
 from wheelq.core.settings import (
+    CallbackSettings,
     ClientSettings,
     Range,
     SchedulerSettings,
+    ServeSettings,
     WorkerSettings,
     setting_ranges,
 )
@@ -32,11 +34,15 @@ SETTINGS: dict[str, type] = {
     "client": ClientSettings,
     "scheduler": SchedulerSettings,
     "worker": WorkerSettings,
+    "serve": ServeSettings,
+    "callbacks": CallbackSettings,
 }
 CLI_KEYS: dict[str, tuple[str, ...]] = {
     "redis": ("url",),
     "scheduler": ("topics", "metrics_port"),
     "worker": ("group", "start", "metrics_port"),
+    "serve": ("host", "tokens", "deliver"),
+    "callbacks": ("signing_secret", "allow_private", "group"),
 }
 CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}
 """The ranges of the integer keys only the CLI reads (0: no metrics server)."""

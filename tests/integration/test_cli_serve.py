@@ -1,0 +1,129 @@
+"""`wheelq serve` and `wheelq deliver` as a user runs them: the service answers, delivers a
+callback (signed) to a receiver, stops cleanly on SIGTERM; tokens guard it; a public bind
+without tokens is refused."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.support.callback_server import Reply, ScriptedServer
+from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
+from tests.support.servers import free_port
+from tests.support.waiting import eventually_sync, until
+from wheelq import Scheduler
+from wheelq.callbacks.signing import verify
+
+SECRET = "cli-secret"
+
+
+def request(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data, headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+    except OSError:
+        return 0, None
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def test_serve_answers_delivers_a_signed_callback_and_stops_on_sigterm(
+    redis_url: str, topic: str, receiver: ScriptedServer
+) -> None:
+    receiver.scripts["/hook"] = lambda n: Reply(200)
+    port = free_port()
+    proc = start_wheelq(
+        "serve",
+        "--redis-url",
+        redis_url,
+        "--port",
+        str(port),
+        "--deliver",
+        topic,
+        env={
+            "WHEELQ_CALLBACKS_SIGNING_SECRET": SECRET,
+            "WHEELQ_CALLBACKS_ALLOW_PRIVATE": "true",
+            "WHEELQ_WORKER_CLAIM_INTERVAL_MS": "100",
+        },
+    )
+    base = f"http://127.0.0.1:{port}"
+    node = Scheduler.from_url(redis_url, [topic], lease_ttl_ms=2000)
+    await node.start()
+    try:
+        await until(lambda: request("GET", f"{base}/healthz")[0] == 200, timeout_s=30, what="serve")
+        status, body = request(
+            "POST",
+            f"{base}/v1/topics/{topic}/jobs",
+            {"payload": {"n": 1}, "delay_ms": 200, "callback": {"url": receiver.url("/hook")}},
+        )
+        assert status == 201, body
+        await until(lambda: receiver.delivered() == {body["id"]: 1}, timeout_s=20, what="callback")
+        (hit,) = receiver.hits
+        assert verify(SECRET, hit.headers["Wheelq-Signature"], hit.body, int(time.time() * 1000))
+    finally:
+        await node.stop()
+        _, err = stop(proc)
+    assert proc.returncode == 0, err
+    assert "no tokens configured" in err
+    assert "Traceback" not in err
+
+
+def test_tokens_guard_the_api_and_a_public_bind_needs_them(redis_url: str, topic: str) -> None:
+    done = run_wheelq("serve", "--redis-url", redis_url, "--host", "0.0.0.0", "--port", "0")
+    assert_one_line_error(done, 2, "--host 0.0.0.0 needs tokens")
+
+    port = free_port()
+    writer, reader = "w" * 20, "r" * 20
+    tokens = json.dumps(
+        [{"token": writer}, {"token": reader, "access": "read", "topics": [f"{topic}*"]}]
+    )
+    proc = start_wheelq(
+        "serve",
+        "--redis-url",
+        redis_url,
+        "--port",
+        str(port),
+        "--deliver",
+        "none",
+        env={"WHEELQ_SERVE_TOKENS": tokens},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        eventually_sync(
+            lambda: request("GET", f"{base}/healthz")[0] == 200, timeout_s=30, what="serve"
+        )
+        jobs = f"{base}/v1/topics/{topic}/jobs"
+        assert request("POST", jobs, {"payload": 1})[0] == 401
+        assert request("POST", jobs, {"payload": 1}, token="x" * 20)[0] == 401
+        assert request("POST", jobs, {"payload": 1}, token=reader)[0] == 403
+        status, made = request("POST", jobs, {"payload": 1, "delay_ms": 9000}, token=writer)
+        assert status == 201
+        assert request("GET", f"{jobs}/{made['id']}", token=reader)[0] == 200
+        assert request("GET", f"{base}/v1/topics/other/jobs/x", token=reader)[0] == 403
+        status, listed = request("GET", f"{base}/v1/topics", token=reader)
+        assert status == 200 and all(t["topic"].startswith(topic) for t in listed["topics"])
+        assert request("GET", f"{base}/healthz")[0] == 200, "probes need no token"
+        assert request("GET", f"{base}/metrics")[0] == 401
+    finally:
+        stop(proc)
+    assert proc.returncode == 0

@@ -1,0 +1,187 @@
+"""`wheelq serve` (the HTTP service) and `wheelq deliver` (callback delivery alone).
+
+``serve`` runs the API, pull consumers, ``/metrics`` and the dashboard on uvicorn, and
+delivers callbacks of every topic (``--deliver``: some topics, or ``none``) with the
+``[callbacks]`` settings. Without tokens it binds to loopback only, and says so; a
+non-loopback ``--host`` without tokens is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+from typing import Any
+
+from wheelq.cli.config import split_topics
+from wheelq.cli.context import Context
+from wheelq.cli.errors import usage_error
+
+log = logging.getLogger(__name__)
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off", "")
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add the ``serve`` and ``deliver`` commands."""
+    p = sub.add_parser(
+        "serve",
+        parents=parents,
+        help="run the HTTP API, pull consumers, callbacks and the dashboard",
+    )
+    p.add_argument("--host", help="address to bind (default 127.0.0.1; others need tokens)")
+    p.add_argument("--port", type=int, help="TCP port (default 8080)")
+    p.add_argument(
+        "--deliver",
+        help="topics whose callbacks to deliver, comma-separated, or 'none' (default: all)",
+    )
+    p.set_defaults(func=serve)
+
+    p = sub.add_parser(
+        "deliver", parents=parents, help="POST a topic's due jobs to their callback URLs"
+    )
+    p.add_argument("--topic", required=True)
+    p.set_defaults(func=deliver)
+
+
+def _bool(value: object, source: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in TRUE or text in FALSE:
+        return text in TRUE
+    raise usage_error(f"{source} must be true or false, got {value!r}")
+
+
+def callback_options(ctx: Context) -> tuple[Any, str, bool, str]:
+    """The ``[callbacks]`` section: (CallbackSettings, signing secret, allow_private,
+    group)."""
+    from wheelq.core.settings import CallbackSettings
+
+    values = ctx.section("callbacks")
+    secret = str(values.pop("signing_secret", "") or "")
+    allow = _bool(values.pop("allow_private", False), "[callbacks] allow_private")
+    group = str(values.pop("group", "") or "callbacks")
+    if not secret:
+        log.warning(
+            "callbacks are sent unsigned: set [callbacks] signing_secret "
+            "(WHEELQ_CALLBACKS_SIGNING_SECRET) so receivers can verify them"
+        )
+    return CallbackSettings.from_kwargs(values), secret, allow, group
+
+
+def serve(ctx: Context) -> int:
+    """Serve until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from wheelq.callbacks.deliverer import Deliverer
+    from wheelq.callbacks.delivery import Deliveries
+    from wheelq.core.settings import ServeSettings, WorkerSettings
+    from wheelq.producer.async_client import AsyncClient
+    from wheelq.web.app import create_app
+    from wheelq.web.auth import parse_tokens
+    from wheelq.web.service import WebService
+
+    url, args = ctx.redis_url(), ctx.args
+    values = ctx.section("serve", host=args.host, port=args.port, deliver=args.deliver)
+    host = str(values.pop("host", None) or "127.0.0.1")
+    tokens = parse_tokens(values.pop("tokens", []), "[serve] tokens")
+    deliver = values.pop("deliver", None)
+    settings = ServeSettings.from_kwargs(values)
+    if not tokens and not _loopback(host):
+        raise usage_error(
+            f"--host {host} needs tokens: without [serve] tokens (WHEELQ_SERVE_TOKENS) "
+            "the service binds to loopback only"
+        )
+    callbacks, secret, allow_private, group = callback_options(ctx)
+    worker_settings = WorkerSettings.from_kwargs(_worker_values(ctx))
+    client = AsyncClient.from_url(url, **ctx.section("client"))
+    deliveries = None
+    topics = _deliver_topics(deliver)
+    if topics != []:
+        deliverer = Deliverer(callbacks, signing_secret=secret, allow_private=allow_private)
+        deliveries = Deliveries(client.executor, deliverer, worker_settings, topics, group=group)
+    service = WebService(
+        client,
+        settings=settings,
+        worker_settings=worker_settings,
+        tokens=tokens,
+        deliveries=deliveries,
+        allow_private=allow_private,
+    )
+    service.owns_client = True
+    if not tokens:
+        log.warning(
+            "no tokens configured: anyone who can reach %s:%d may use the API "
+            "(bound to loopback only; set [serve] tokens to bind elsewhere)",
+            host,
+            settings.port,
+        )
+    log.info("serving on http://%s:%d (docs at /docs, dashboard at /ui)", host, settings.port)
+    config = uvicorn.Config(
+        create_app(service),
+        host=host,
+        port=settings.port,
+        log_level=logging.getLevelName(logging.getLogger().level).lower(),
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+    )
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, but a stop on SIGTERM/SIGINT ends with status 0 (uvicorn
+        raises the signal again once stopped), and a second signal of either kind
+        hurries the stop, as for the other commands."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.should_exit:
+                self.force_exit = True
+            self.should_exit = True
+
+    Server(config).run()
+    return 0
+
+
+def deliver(ctx: Context) -> int:
+    """Deliver one topic's callbacks until SIGINT/SIGTERM."""
+    from wheelq.callbacks.deliverer import Deliverer
+    from wheelq.callbacks.delivery import delivery_worker
+    from wheelq.cli.services import run_worker
+    from wheelq.core.settings import WorkerSettings
+    from wheelq.store import connect
+
+    url = ctx.redis_url()
+    callbacks, secret, allow_private, group = callback_options(ctx)
+    deliverer = Deliverer(callbacks, signing_secret=secret, allow_private=allow_private)
+    settings = WorkerSettings.from_kwargs(_worker_values(ctx))
+    executor = connect.async_executor(url, {}, None)
+    worker = delivery_worker(executor, ctx.args.topic, deliverer, settings, group=group)
+    worker.owns_connection = True
+    report = run_worker(worker, lambda: deliverer)  # its connections close after the worker
+    return 0 if report.abandoned == 0 else 1
+
+
+def _worker_values(ctx: Context) -> dict[str, Any]:
+    values = ctx.section("worker")
+    for key in ("group", "start", "metrics_port"):
+        values.pop(key, None)
+    return values
+
+
+def _deliver_topics(value: object) -> list[str] | None:
+    """None: every topic; []: none; else the topics named."""
+    if value is None or value in ("*", "all"):
+        return None
+    if isinstance(value, str) and value.strip().lower() in ("none", "off", ""):
+        return []
+    return split_topics(value, "--deliver")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
