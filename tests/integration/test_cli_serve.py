@@ -6,37 +6,19 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from tests.support.callback_server import Reply, ScriptedServer
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
+from tests.support.http import request
 from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync, until
 from wheelq import Scheduler
 from wheelq.callbacks.signing import verify
 
 SECRET = "cli-secret"
-
-
-def request(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url, data, headers, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            text = r.read()
-            return r.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-    except OSError:
-        return 0, None
 
 
 @pytest.fixture

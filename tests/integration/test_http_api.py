@@ -212,6 +212,21 @@ async def test_a_batch_over_max_batch_is_refused(redis_url: str, topic: str) -> 
 # --- look up, cancel, reschedule -------------------------------------------------------------
 
 
+async def test_a_job_id_with_a_slash_or_spaces_is_looked_up_cancelled_and_moved(
+    api: Served, topic: str
+) -> None:
+    path = f"/v1/topics/{topic}/jobs"
+    job_id = "orders/42 é"
+    status, _, headers = await api.call(
+        "POST", path, {"payload": 1, "id": job_id, "delay_ms": 60_000}
+    )
+    assert status == 201 and headers["Location"] == f"{path}/orders%2F42%20%C3%A9"
+    status, job, _ = await api.call("GET", f"{path}/orders%2F42%20%C3%A9")
+    assert (status, job["id"]) == (200, job_id)
+    assert (await api.call("PATCH", f"{path}/orders/42 é", {"delay_ms": 90_000}))[0] == 200
+    assert (await api.call("DELETE", f"{path}/orders%2F42%20%C3%A9"))[0] == 204
+
+
 async def test_cancel_is_204_then_409_and_an_unknown_job_is_404(api: Served, topic: str) -> None:
     path = f"/v1/topics/{topic}/jobs"
     await api.call("POST", path, {"payload": 1, "id": "c", "delay_ms": 60_000})
@@ -301,7 +316,7 @@ async def test_dead_letters_are_listed_in_pages_replayed_and_purged(
     assert_problem(
         await api.call("POST", f"{dead}/replay", {"refs": refs, "all": True}), 422, "refs"
     )
-    assert_problem(await api.call("POST", f"{dead}/replay", {"refs": ["nope"]}), 422, "refs")
+    assert_problem(await api.call("POST", f"{dead}/replay", {"refs": ["nope"]}), 422, "refs[0]")
     assert (await api.call("POST", f"{dead}/replay", {"refs": refs[:2]}))[1] == {"count": 2}
     status, body, _ = await api.call("DELETE", dead, params=[("ref", refs[2])])
     assert (status, body) == (200, {"count": 1})

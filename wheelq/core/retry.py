@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from wheelq.core.job import Envelope, Job
 from wheelq.core.schedule import due_spec
 
 MAX_ERROR_CHARS = 8000
@@ -123,3 +124,20 @@ def describe(exc: BaseException) -> str:
     if len(trace) > room:
         trace = "...\n" + trace[-(room - 4) :]
     return f"{summary}\n{trace}"
+
+
+def retry_envelope(
+    job: Job, payload: bytes, enqueued_ms: int, group: str, counts: bool = True
+) -> bytes:
+    """The envelope of `job`'s next attempt in `group` (the same attempt when not
+    `counts`: a deferral), keeping its traceparent and callback; `payload` as encoded."""
+    return Envelope(
+        payload,
+        job.attempt + counts,
+        job.max_attempts,
+        enqueued_ms,
+        group,
+        job.id,
+        job.traceparent or "",
+        b"" if job.callback is None else job.callback.pack(),
+    ).pack()

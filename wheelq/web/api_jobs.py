@@ -14,7 +14,16 @@ from wheelq.core.jsonable import job_info_json
 from wheelq.core.schedule import due_spec
 from wheelq.errors import DuplicateJobError, InvalidArgumentError, PayloadTypeError
 from wheelq.producer.operations import EnqueueItem
-from wheelq.web.models import BatchIn, BatchOut, Due, Enqueued, JobIn, JobOut
+from wheelq.web.models import (
+    BatchIn,
+    BatchOut,
+    Due,
+    Enqueued,
+    JobIdPath,
+    JobIn,
+    JobOut,
+    TopicPath,
+)
 from wheelq.web.problems import RESPONSES, ProblemError, invalid
 from wheelq.web.service import WebService
 
@@ -60,7 +69,7 @@ def _due_ms(svc: WebService, item: EnqueueItem) -> int:
 
 
 @router.post("", status_code=201, response_model=Enqueued)
-async def enqueue(topic: str, job: JobIn, request: Request) -> Response:
+async def enqueue(topic: TopicPath, job: JobIn, request: Request) -> Response:
     """Enqueue one job; 409 when a job of that `id` is pending (unless `replace`)."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
@@ -81,7 +90,7 @@ async def enqueue(topic: str, job: JobIn, request: Request) -> Response:
 
 
 @router.post("/batch", response_model=BatchOut)
-async def enqueue_batch(topic: str, batch: BatchIn, request: Request) -> Response:
+async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> Response:
     """Enqueue jobs together; each result has its own `status` (201, or 409 for an `id`
     that is pending). A bad job refuses the whole batch (422 naming ``jobs[i].field``)."""
     svc = service(request)
@@ -123,8 +132,8 @@ def _ids_in_order(items: list[EnqueueItem], exc: DuplicateJobError) -> list[str]
     ]
 
 
-@router.get("/{job_id}", response_model=JobOut)
-async def get_job(topic: str, job_id: str, request: Request) -> Response:
+@router.get("/{job_id:path}", response_model=JobOut)
+async def get_job(topic: TopicPath, job_id: JobIdPath, request: Request) -> Response:
     """A job's state, whatever it is; 404 when nothing is known of it."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
@@ -134,8 +143,8 @@ async def get_job(topic: str, job_id: str, request: Request) -> Response:
     return json_response(job_info_json(info))
 
 
-@router.delete("/{job_id}", status_code=204)
-async def cancel_job(topic: str, job_id: str, request: Request) -> Response:
+@router.delete("/{job_id:path}", status_code=204)
+async def cancel_job(topic: TopicPath, job_id: JobIdPath, request: Request) -> Response:
     """Cancel a pending job; 409 once it has fired (or was cancelled), 404 if unknown."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
@@ -144,8 +153,10 @@ async def cancel_job(topic: str, job_id: str, request: Request) -> Response:
     raise await _not_pending(svc, topic, job_id, "cancel")
 
 
-@router.patch("/{job_id}", response_model=Enqueued)
-async def reschedule_job(topic: str, job_id: str, due: Due, request: Request) -> Response:
+@router.patch("/{job_id:path}", response_model=Enqueued)
+async def reschedule_job(
+    topic: TopicPath, job_id: JobIdPath, due: Due, request: Request
+) -> Response:
     """Move a pending job to `delay_ms` from now or to `at`; 409 once it has fired."""
     svc = service(request)
     svc.guard.check(request, "write", topic)

@@ -6,7 +6,16 @@ from fastapi import APIRouter, Request, Response
 
 from wheelq.core.jsonable import jsonable
 from wheelq.web.api_jobs import json_response, service
-from wheelq.web.models import AckOut, NackIn, NackOut, PullIn, PullOut, ReceiptsIn
+from wheelq.web.models import (
+    AckOut,
+    GroupPath,
+    NackIn,
+    NackOut,
+    PullIn,
+    PullOut,
+    ReceiptsIn,
+    TopicPath,
+)
 from wheelq.web.problems import RESPONSES, ProblemError
 
 router = APIRouter(
@@ -26,7 +35,7 @@ def _check_group(group: str) -> None:
 
 
 @router.post("/pull", response_model=PullOut)
-async def pull(topic: str, group: str, body: PullIn, request: Request) -> Response:
+async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Request) -> Response:
     """Up to `max` due jobs for the group, waiting up to `wait_ms` for one. Each comes with
     a `receipt` to ack or nack it; one not acked within the visibility timeout goes to
     the next pull (its `deliveries` then counts up)."""
@@ -51,7 +60,7 @@ async def pull(topic: str, group: str, body: PullIn, request: Request) -> Respon
 
 
 @router.post("/ack", response_model=AckOut)
-async def ack(topic: str, group: str, body: ReceiptsIn, request: Request) -> Response:
+async def ack(topic: TopicPath, group: GroupPath, body: ReceiptsIn, request: Request) -> Response:
     """Settle pulled jobs as done; `acked` counts those not settled before."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
@@ -60,7 +69,7 @@ async def ack(topic: str, group: str, body: ReceiptsIn, request: Request) -> Res
 
 
 @router.post("/nack", response_model=NackOut)
-async def nack(topic: str, group: str, body: NackIn, request: Request) -> Response:
+async def nack(topic: TopicPath, group: GroupPath, body: NackIn, request: Request) -> Response:
     """Settle pulled jobs as failed: retried after `delay_ms` (default: the backoff), or
     dead-lettered after their last attempt."""
     svc = service(request)

@@ -8,7 +8,15 @@ from fastapi import APIRouter, Query, Request, Response
 
 from wheelq.core.jsonable import dead_letter_json
 from wheelq.web.api_jobs import json_response, service
-from wheelq.web.models import CountOut, DeadListOut, RefsIn, TopicsOut, TopicStatsOut
+from wheelq.web.models import (
+    REF_PATTERN,
+    CountOut,
+    DeadListOut,
+    RefsIn,
+    TopicPath,
+    TopicsOut,
+    TopicStatsOut,
+)
 from wheelq.web.problems import RESPONSES, ProblemError
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=RESPONSES)
@@ -23,6 +31,17 @@ async def list_topics(
     after: Annotated[str | None, Query(max_length=100, description="the last topic seen")] = None,
 ) -> Response:
     """The topics the token covers, by name, a page at a time."""
+    rows, after_next, _ = await topics_page(request, after, limit)
+    return json_response(
+        {"topics": [{"topic": n, "shards": s} for n, s in rows], "next": after_next}
+    )
+
+
+async def topics_page(
+    request: Request, after: str | None, limit: int | None
+) -> tuple[list[tuple[str, int]], str | None, int]:
+    """A page of (topic, shards) the request's token may read, by name, the `after` of
+    the next page (None on the last) and how many there are in all."""
     svc = service(request)
     token = svc.guard.check(request, "read")
     page = limit or svc.settings.page_limit
@@ -33,16 +52,11 @@ async def list_topics(
     )
     rows = [(n, s) for n, s in names if after is None or n > after][:page]
     more = len(rows) == page and rows[-1][0] != names[-1][0]
-    return json_response(
-        {
-            "topics": [{"topic": n, "shards": s} for n, s in rows],
-            "next": rows[-1][0] if more else None,
-        }
-    )
+    return rows, rows[-1][0] if more else None, len(names)
 
 
 @router.get("/{topic}", response_model=TopicStatsOut)
-async def topic_stats(topic: str, request: Request) -> Response:
+async def topic_stats(topic: TopicPath, request: Request) -> Response:
     """The topic's backlog: pending (waiting for their time), ready (in the streams) and
     dead, in all and by shard."""
     svc = service(request)
@@ -66,10 +80,12 @@ async def topic_stats(topic: str, request: Request) -> Response:
 
 @router.get("/{topic}/dead", response_model=DeadListOut)
 async def list_dead(
-    topic: str,
+    topic: TopicPath,
     request: Request,
     limit: Limit = None,
-    after: Annotated[str | None, Query(max_length=100, description="the last ref seen")] = None,
+    after: Annotated[
+        str | None, Query(max_length=50, pattern=REF_PATTERN, description="the last ref seen")
+    ] = None,
 ) -> Response:
     """Dead letters, oldest first, a page at a time (`next` is the following page's
     `after`)."""
@@ -82,7 +98,7 @@ async def list_dead(
 
 
 @router.post("/{topic}/dead/replay", response_model=CountOut)
-async def replay_dead(topic: str, body: RefsIn, request: Request) -> Response:
+async def replay_dead(topic: TopicPath, body: RefsIn, request: Request) -> Response:
     """Run dead letters again: the given `refs`, or `all`; the count replayed."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
@@ -92,9 +108,12 @@ async def replay_dead(topic: str, body: RefsIn, request: Request) -> Response:
 
 @router.delete("/{topic}/dead", response_model=CountOut)
 async def purge_dead(
-    topic: str,
+    topic: TopicPath,
     request: Request,
-    ref: Annotated[list[str] | None, Query(max_length=1000, description="refs to purge")] = None,
+    ref: Annotated[
+        list[Annotated[str, Query(max_length=50, pattern=REF_PATTERN)]] | None,
+        Query(max_length=100, description="refs to purge (at most 100 a request)"),
+    ] = None,
     every: Annotated[bool, Query(alias="all", description="purge every dead letter")] = False,
 ) -> Response:
     """Delete dead letters for good: the given `ref`s, or `all`; the count deleted."""

@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT
+from wheelq.core.keys import MAX_TOPIC_LENGTH
 from wheelq.core.schedule import MAX_AT_MS, MAX_DELAY_S
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.operations import EnqueueItem
@@ -17,9 +19,38 @@ from wheelq.producer.operations import EnqueueItem
 MAX_DELAY_MS = MAX_DELAY_S * 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+TopicPath = Annotated[
+    str,
+    Path(
+        pattern=rf"^[A-Za-z0-9_.\-]{{1,{MAX_TOPIC_LENGTH}}}$",
+        description="A topic name: 1-100 of A-Z a-z 0-9 _ . -",
+    ),
+]
+JobIdPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="A job id: 1-256 printable characters",
+    ),
+]
+REF_PATTERN = r"^[0-9]{1,4}/[0-9]{1,20}-[0-9]{1,20}$"
+"""A dead letter's ref: ``shard/ms-seq``."""
+Ref = Annotated[str, Field(max_length=50, pattern=REF_PATTERN)]
+GroupPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="A consumer group: 1-200 printable characters",
+    ),
+]
+
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class CallbackIn(Strict):
@@ -184,7 +215,9 @@ class DeadListOut(BaseModel):
 
 
 class RefsIn(Strict):
-    refs: list[str] | None = None
+    """Dead letters by `refs`, or `all` of them."""
+
+    refs: Annotated[list[Ref], Field(max_length=10_000)] | None = None
     all: bool = False
 
 

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from wheelq.errors import (
     DuplicateJobError,
@@ -122,6 +123,7 @@ _ITEM = re.compile(r"items\[(\d+)\]: ")
 RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": text}
     for code, text in {
+        400: "Malformed request (a body that is not JSON text)",
         401: "No or unknown token",
         403: "The token does not grant this",
         404: "No such topic, job or path",
@@ -198,13 +200,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed(request))
         return problem_response(
-            request,
-            exc.status_code,
-            slug,
-            str(exc.detail),
-            str(exc.detail),
-            headers=dict(exc.headers or {}),
+            request, exc.status_code, slug, str(exc.detail), str(exc.detail), headers=headers
         )
 
     @app.exception_handler(Exception)
@@ -213,6 +213,16 @@ def install(app: FastAPI) -> None:
         return problem_response(
             request, 500, "internal", "Internal error", f"{type(exc).__name__}: {exc}"
         )
+
+
+def _allowed(request: Request) -> list[str]:
+    """Every method some route of this path takes (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})

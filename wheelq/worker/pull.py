@@ -10,36 +10,38 @@ the job's history), ``nack`` as a worker's failure (retried after a delay, or
 dead-lettered after its last attempt). A receipt acked late, after the entry was taken
 over, still settles it (at least once, as with workers); a second ack is a no-op.
 
-On a single server one pull reads every shard in one command and may block in Redis for
-up to ``wait_ms``; on a cluster each shard is read apart, blocking at most `CLUSTER_BLOCK_MS`
+On a single server one pull reads every shard in one command, blocking in Redis for up
+to ``wait_ms`` (in reads of at most `MAX_BLOCK_MS`); on a cluster each shard is read apart,
+blocking at most `CLUSTER_BLOCK_MS`
 a round, so a job fired on any shard is seen within that.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from redis.exceptions import ResponseError
 
-from wheelq.core import wire
 from wheelq.core.clock import Clock
-from wheelq.core.job import Envelope, Job
+from wheelq.core.job import Job
 from wheelq.core.keys import ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.errors import InvalidArgumentError
 from wheelq.store import consume, ops
 from wheelq.store.async_executor import AsyncExecutor
 from wheelq.store.calls import Call
+from wheelq.worker.pull_settle import ack_receipts, nack_receipts
 from wheelq.worker.receipts import Receipt, parse_receipts
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
 CLUSTER_BLOCK_MS = 100
+MAX_BLOCK_MS = 2000
+"""The longest one blocking read on a single server: a longer ``wait_ms`` is several, each
+well inside redis-py's socket timeout."""
 FILL_ROUNDS = 4
 
 
@@ -89,6 +91,8 @@ class Puller:
         self._cursors: dict[tuple[str, str, int], str] = {}
         self._claimed_at: dict[tuple[str, str], int] = {}
         self._turn = 0
+        self._spare: dict[tuple[str, str], list[tuple[Pulled, int]]] = {}
+        """Entries read past a pull's count, with when they were read (ms)."""
         self.dead_lettered = 0
 
     async def shards(self, topic: str) -> int:
@@ -116,12 +120,14 @@ class Puller:
             InvalidArgumentError: `count` not in [1, 1000], `wait_ms` not in [0, 30000].
             UnknownTopicError: The topic is not registered.
         """
-        _check_int("max", count, 1, MAX_PULL)
-        _check_int("wait_ms", wait_ms, 0, MAX_WAIT_MS)
+        check_int("max", count, 1, MAX_PULL)
+        check_int("wait_ms", wait_ms, 0, MAX_WAIT_MS)
         shards = await self.shards(topic)
         keys = list(all_shards(topic, shards))
         await self._join(topic, group, keys)
-        out = await self._claim(topic, group, consumer, keys, count)
+        out = self._take_spare(topic, group, count)
+        if len(out) < count:
+            out += await self._claim(topic, group, consumer, keys, count - len(out))
         deadline = self._clock.now_ms() + wait_ms
         full: list[ShardKeys] = []
         while not out:
@@ -138,12 +144,31 @@ class Puller:
             left_n = count - len(out)
             if not full or left_n <= 0:
                 break
-            chosen = full[:left_n]
             more, full = await self._read(
-                topic, group, consumer, keys, chosen, left_n // len(chosen), None
+                topic, group, consumer, keys, full, max(1, left_n // len(full)), None
             )
             out += more
-        return out
+        if len(out) > count:
+            self._keep_spare(topic, group, out[count:])
+        return out[:count]
+
+    def _take_spare(self, topic: str, group: str, count: int) -> list[Pulled]:
+        """Entries read for an earlier pull past its `count` (each shard is asked for at
+        least one), handed out first while well inside the visibility timeout; older ones
+        are left to be taken over as any unacked entry is."""
+        spare = self._spare.pop((topic, group), [])
+        now = self._clock.now_ms()
+        fresh = [p for p, read_ms in spare if now - read_ms < self.visibility_timeout_ms // 2]
+        if len(fresh) > count:
+            self._spare[(topic, group)] = [(p, now) for p in fresh[count:]]
+        return [
+            Pulled(p.job, Receipt(p.job.shard, p.job.entry_id, p.job.id, now).encode())
+            for p in fresh[:count]
+        ]
+
+    def _keep_spare(self, topic: str, group: str, extra: list[Pulled]) -> None:
+        now = self._clock.now_ms()
+        self._spare.setdefault((topic, group), []).extend((p, now) for p in extra)
 
     async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
         if (topic, group) in self._groups:
@@ -182,11 +207,10 @@ class Puller:
         return out
 
     def _shares(self, keys: list[ShardKeys], count: int) -> tuple[list[ShardKeys], int]:
-        """The shards to ask, in turn, and each one's COUNT: at most `count` in all."""
+        """Every shard, starting at the next in turn, and each one's COUNT: a share of
+        `count`, at least one (what is read past `count` is kept as spare)."""
         self._turn = (self._turn + 1) % len(keys)
-        order = keys[self._turn :] + keys[: self._turn]
-        chosen = order[: min(len(keys), count)]
-        return chosen, count // len(chosen)
+        return keys[self._turn :] + keys[: self._turn], max(1, count // len(keys))
 
     async def _read(
         self,
@@ -204,7 +228,8 @@ class Puller:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)
             calls = [consume.read_group([k], group, consumer, share, block) for k in chosen]
         else:
-            calls = [consume.read_group(chosen, group, consumer, share, block_ms)]
+            block = None if block_ms is None else min(block_ms, MAX_BLOCK_MS)
+            calls = [consume.read_group(chosen, group, consumer, share, block)]
         try:
             replies = await asyncio.gather(*(self._executor.run([c]) for c in calls))
         except ResponseError as exc:
@@ -260,15 +285,7 @@ class Puller:
         """
         parsed = parse_receipts(receipts)
         await self.shards(topic)
-        now = self._clock.now_ms()
-        by_shard: dict[int, list[consume.Done]] = defaultdict(list)
-        for r in parsed:
-            by_shard[r.shard].append((r.entry_id, r.job_id, now, now - r.pulled_ms))
-        calls = [
-            consume.ack_done(ShardKeys(topic, shard), group, done)
-            for shard, done in by_shard.items()
-        ]
-        return sum(await self._executor.run(calls)) if calls else 0
+        return await ack_receipts(self._executor, self._clock.now_ms(), topic, group, parsed)
 
     async def nack(
         self, topic: str, group: str, receipts: Sequence[object], delay_ms: int | None = None
@@ -283,63 +300,14 @@ class Puller:
         """
         parsed = parse_receipts(receipts)
         if delay_ms is not None:
-            _check_int("delay_ms", delay_ms, 0, 30 * 86_400_000)
+            check_int("delay_ms", delay_ms, 0, 30 * 86_400_000)
         shards = await self.shards(topic)
-        reads = [
-            consume.read_ready(ShardKeys(topic, r.shard), r.entry_id, 1)
-            for r in parsed
-            if r.shard < shards
-        ]
-        found = await self._executor.run(reads) if reads else []
-        now = self._clock.now_ms()
-        calls: list[Call[Any]] = []
-        for r, rows in zip([r for r in parsed if r.shard < shards], found, strict=True):
-            if not rows or rows[0][0] != r.entry_id:
-                continue  # trimmed: it was acked long ago
-            keys = ShardKeys(topic, r.shard)
-            try:
-                job = Job.from_entry(r.entry_id, rows[0][1], r.shard)
-            except ValueError as exc:
-                calls.append(
-                    consume.dead_letter(keys, group, [(r.entry_id, Reason.MALFORMED, str(exc))])
-                )
-                continue
-            error = f"nacked by a pull consumer (attempt {job.attempt} of {job.max_attempts})"
-            if job.attempt >= job.max_attempts:
-                calls.append(consume.dead_letter(keys, group, [(r.entry_id, Reason.FAILED, error)]))
-                continue
-            wait = self.policy.backoff_ms(job.attempt, random.random())
-            envelope = Envelope(
-                rows[0][1][wire.PAYLOAD],
-                job.attempt + 1,
-                job.max_attempts,
-                now,
-                group,
-                job.id,
-                job.traceparent or "",
-                b"" if job.callback is None else job.callback.pack(),
-            ).pack()
-            calls.append(
-                consume.retry(
-                    keys,
-                    group,
-                    r.entry_id,
-                    job.id,
-                    wait if delay_ms is None else delay_ms,
-                    envelope,
-                    error,
-                    now,
-                )
-            )
-        retried = dead = 0
-        for reply in await self._executor.run(calls) if calls else []:
-            if isinstance(reply, consume.Retried):
-                retried += reply.done
-            else:
-                dead += int(reply)
-        return retried, dead
+        mine = [r for r in parsed if r.shard < shards]
+        return await nack_receipts(
+            self._executor, self._clock.now_ms(), self.policy, topic, group, mine, delay_ms
+        )
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> None:
+def check_int(name: str, value: object, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgumentError(name, f"{name} must be an int in [{low}, {high}], got {value!r}")

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wheelq.core.clock import Clock
-from wheelq.core.job import Envelope, Job
+from wheelq.core.job import Job
 from wheelq.core.keys import ShardKeys
-from wheelq.core.retry import Reason
+from wheelq.core.retry import Reason, retry_envelope
 from wheelq.runtime.lifecycle import StopBudget
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
@@ -126,16 +126,7 @@ class Settler(Service):
         `error` (the failed attempt's) goes to its history; `counts` False keeps the attempt
         number (a deferral). The retry keeps the job's traceparent (every attempt is in the
         trace it was enqueued in) and its callback."""
-        envelope = Envelope(
-            payload,
-            job.attempt + counts,
-            job.max_attempts,
-            enqueued_ms,
-            self._group,
-            job.id,
-            job.traceparent or "",
-            b"" if job.callback is None else job.callback.pack(),
-        ).pack()
+        envelope = retry_envelope(job, payload, enqueued_ms, self._group, counts)
         item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
         self._queued.retries.append(item)
         self.wake()

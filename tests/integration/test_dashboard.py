@@ -1,0 +1,410 @@
+"""The dashboard at /ui against a real server through uvicorn: every page and form over
+plain HTTP (the numbers against the API's, paging, replay and purge, 404/401/403, no
+script needed), then in a real headless Chromium (Debian's, through playwright), with
+JavaScript on and off."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+from collections.abc import AsyncIterator
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.support.waiting import eventually
+from tests.support.web import Served, serving
+from wheelq.core.keys import ShardKeys
+from wheelq.core.settings import ServeSettings
+from wheelq.web.auth import Token
+from wheelq.web.ui_data import NOTHING
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
+
+
+class Page(HTMLParser):
+    """The text of each element with an id, and each dead-letter row's ref, of a page."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.ids: dict[str, str] = {}
+        self.refs: list[str] = []
+        self.links: dict[str, str] = {}
+        self._open: list[tuple[str, str | None]] = []
+        self.feed(html)
+        self.ids = {k: " ".join(v.split()) for k, v in self.ids.items()}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("data-ref"):
+            self.refs.append(str(a["data-ref"]))
+        if tag == "a" and a.get("rel"):
+            self.links[str(a["rel"])] = str(a["href"])
+        if tag not in VOID:
+            self._open.append((tag, a.get("id")))
+            if a.get("id"):
+                self.ids[str(a["id"])] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._open and self._open.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data: str) -> None:
+        for _, found in self._open:
+            if found:
+                self.ids[found] += data
+
+
+def basic(secret: str) -> dict[str, str]:
+    """What a browser sends once logged in with the token as password."""
+    return {"Authorization": "Basic " + base64.b64encode(f"me:{secret}".encode()).decode()}
+
+
+def num(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+async def get(served: Served, path: str, status: int = 200, **kwargs: Any) -> tuple[str, Page]:
+    """A page, checked for its status, its headers and for needing no script to read."""
+    async with served.http.get(served.base + path, allow_redirects=False, **kwargs) as r:
+        html = await r.text()
+        assert r.status == status, html[:2000]
+        assert r.headers["Content-Type"].startswith("text/html")
+        assert "default-src 'none'" in r.headers["Content-Security-Policy"]
+    assert "<script" not in html.lower()
+    return html, Page(html)
+
+
+async def post(
+    served: Served, path: str, form: list[tuple[str, str]], origin: str | None = "same", **kw: Any
+) -> tuple[int, str]:
+    """A form POST; `origin` "same" sends the served origin (what a browser sends)."""
+    headers = kw.pop("headers", {})
+    if origin is not None:
+        headers["Origin"] = served.base if origin == "same" else origin
+    async with served.http.post(
+        served.base + path, data=form, headers=headers, allow_redirects=False, **kw
+    ) as r:
+        return r.status, r.headers.get("Location", await r.text())
+
+
+async def pull(api: Served, topic: str, n: int, **kw: Any) -> list[str]:
+    """Receipts of `n` jobs pulled by group g (pulling again: a pull of fewer jobs than the
+    topic has shards reads only some shards, so it may bring fewer than are there)."""
+    receipts: list[str] = []
+
+    async def pulled_all() -> bool:
+        asked = {"max": n - len(receipts)}
+        _, got, _ = await api.call("POST", f"/v1/topics/{topic}/groups/g/pull", asked, **kw)
+        receipts.extend(j["receipt"] for j in got["jobs"])
+        return len(receipts) == n
+
+    await eventually(pulled_all, timeout_s=10, what=f"{n} jobs pulled")
+    return receipts
+
+
+async def dead_letters(api: Served, topic: str, n: int, **kw: Any) -> None:
+    """Make `n` dead letters ``d0``... through a pull consumer's nacks (1 attempt each)."""
+    jobs = [{"payload": {"n": i}, "id": f"d{i}", "max_attempts": 1} for i in range(n)]
+    await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs}, **kw)
+    receipts = await pull(api, topic, n, **kw)
+    nack = f"/v1/topics/{topic}/groups/g/nack"
+    _, nacked, _ = await api.call("POST", nack, {"receipts": receipts}, **kw)
+    assert nacked == {"retried": 0, "dead_lettered": n}
+
+
+async def enqueue(api: Served, topic: str, n: int, delay_ms: int, prefix: str) -> None:
+    jobs = [{"payload": i, "id": f"{prefix}{i}", "delay_ms": delay_ms} for i in range(n)]
+    status, _, _ = await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
+    assert status == 200
+
+
+async def dead_refs(api: Served, topic: str) -> list[str]:
+    return [d["ref"] for d in await dead_list(api, topic)]
+
+
+async def dead_list(api: Served, topic: str) -> list[dict[str, Any]]:
+    _, body, _ = await api.call("GET", f"/v1/topics/{topic}/dead", params={"limit": "1000"})
+    dead: list[dict[str, Any]] = body["dead"]
+    return dead
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[Served]:
+    async with serving(redis_url) as served:
+        yield served
+
+
+# --- plain HTTP --------------------------------------------------------------------------
+
+
+async def test_the_topic_list_shows_the_api_numbers_a_page_at_a_time(
+    api: Served, topic: str
+) -> None:
+    await enqueue(api, f"{topic}-a", 3, 60_000, "p")
+    await dead_letters(api, f"{topic}-b", 2)
+    await enqueue(api, f"{topic}-b", 2, 0, "r")
+    await enqueue(api, f"{topic}-c", 1, 60_000, "p")
+    _, page = await get(api, f"/ui?after={topic}&limit=2")
+    for name in (f"{topic}-a", f"{topic}-b"):
+        _, stats, _ = await api.call("GET", f"/v1/topics/{name}")
+        for k in ("pending", "ready", "dead"):
+            assert num(page.ids[f"{name}-{k}"]) == stats[k], (name, k)
+        assert num(page.ids[f"{name}-shards"]) == len(stats["shards"])
+    assert f"topic-{topic}-c" not in page.ids
+    assert page.links["next"] == f"/ui?after={topic}-b&limit=2"
+    _, page = await get(api, page.links["next"])
+    assert num(page.ids[f"{topic}-c-pending"]) == 1
+    await get(api, "/ui?limit=0", 422)
+
+
+async def test_the_topic_page_shows_shards_leaders_groups_rates_and_the_api_numbers(
+    api: Served, topic: str
+) -> None:
+    client = api.service.client
+    await client.create_topic(topic, 3)
+    await client.redis.set(ShardKeys(topic, 0).lease, "node-7", px=60_000)
+    await enqueue(api, topic, 5, 60_000, "p")
+    await dead_letters(api, topic, 2)
+    await enqueue(api, topic, 3, 0, "r")
+    await pull(api, topic, 2)
+    _, page = await get(api, f"/ui/topics/{topic}")
+    _, stats, _ = await api.call("GET", f"/v1/topics/{topic}")
+    for k in ("pending", "ready", "dead"):
+        assert num(page.ids[f"total-{k}"]) == stats[k], k
+        for s in stats["shards"]:
+            assert num(page.ids[f"s{s['shard']}-{k}"]) == s[k], (s, k)
+    assert (num(page.ids["total-in-flight"]), num(page.ids["total-undelivered"])) == (2, 1)
+    assert page.ids["s0-leader"] == "node-7"
+    assert page.ids["s1-leader"] == page.ids["s2-leader"] == "none"
+    assert page.ids["group-1"].split()[:3] == ["g", "2", "1"]  # name, in flight, undelivered
+    assert page.ids["total-fired"] == NOTHING  # no earlier view to compare with
+    assert page.ids["total-late-p50"].endswith(" ms")  # the 3 fired at once
+    await enqueue(api, topic, 4, 0, "later")
+
+    async def rated() -> str:
+        fired = (await get(api, f"/ui/topics/{topic}"))[1].ids["total-fired"]
+        return "" if fired == NOTHING else fired
+
+    fired = await eventually(rated, timeout_s=10, what="a fired/s rate")
+    assert float(fired.replace(",", "")) > 0
+    await get(api, f"/ui/topics/{topic}-nope", 404)
+    await get(api, f"/ui/topics/{topic}?refresh=1", 422)
+
+
+async def test_a_job_is_looked_up_and_shown_escaped_and_an_unknown_one_is_404(
+    api: Served, topic: str
+) -> None:
+    job_id = "a/b c?<x>"
+    payload = {"html": "<script>alert(1)</script>", "n": 1}
+    body = {"id": job_id, "payload": payload, "delay_ms": 60_000}
+    assert (await api.call("POST", f"/v1/topics/{topic}/jobs", body))[0] == 201
+    async with api.http.get(
+        f"{api.base}/ui/topics/{topic}/job", params={"id": job_id}, allow_redirects=False
+    ) as r:
+        assert r.status == 303
+        where = r.headers["Location"]
+    assert where == f"/ui/topics/{topic}/jobs/{quote(job_id, safe='')}"
+    html, page = await get(api, where)
+    assert page.ids["job-state"] == "pending"
+    assert "<script>alert(1)</script>" in page.ids["payload"]
+    assert "&lt;script&gt;" in html
+    await dead_letters(api, topic, 1)
+    _, page = await get(api, f"/ui/topics/{topic}/jobs/d0")
+    assert page.ids["job-state"] == "dead"
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs/nope", 404)
+    assert "Job not found" in html
+    for path in ("", "/jobs/d0", "/dead"):
+        await get(api, f"/ui/topics/{topic}-nope{path}", 404)
+
+
+async def test_dead_letters_are_listed_a_page_at_a_time(api: Served, topic: str) -> None:
+    await dead_letters(api, topic, 7)
+    expected = await dead_refs(api, topic)
+    seen: list[str] = []
+    path: str | None = f"/ui/topics/{topic}/dead?limit=3"
+    while path is not None:
+        html, page = await get(api, path)
+        assert num(page.ids["dead-total"]) == 7
+        assert len(page.refs) <= 3
+        if seen:
+            assert f"after {seen[-1]}" in html  # where we are, in the breadcrumbs
+        seen += page.refs
+        path = page.links.get("next")
+    assert seen == expected
+    assert "nacked by a pull consumer" in html
+    await get(api, f"/ui/topics/{topic}/dead?after=nope", 422)
+
+
+async def test_the_forms_replay_and_purge_and_say_how_many(api: Served, topic: str) -> None:
+    dead = f"/ui/topics/{topic}/dead"
+    await dead_letters(api, topic, 4)
+    first, second, *_ = await dead_refs(api, topic)
+    status, where = await post(api, f"{dead}/replay", [("ref", first), ("limit", "2")])
+    assert (status, where) == (303, f"{dead}?limit=2&done=replayed+1")
+    html, page = await get(api, where)
+    assert "Replayed 1 dead letter." in html
+    assert num(page.ids["dead-total"]) == 3
+    assert first not in await dead_refs(api, topic)
+    headers = {"Referer": f"{api.base}{dead}"}  # no Origin: the Referer is checked
+    status, where = await post(api, f"{dead}/purge", [("ref", second)], None, headers=headers)
+    assert (status, where) == (303, f"{dead}?done=purged+1")
+    assert len(await dead_refs(api, topic)) == 2
+    for form in ([], [("ref", second), ("all", "1")], [("all", "1")]):
+        assert (await post(api, f"{dead}/purge", form))[0] == 422, form
+    assert (await post(api, f"{dead}/replay", [("ref", "9/1-0")]))[0] == 422
+    assert len(await dead_refs(api, topic)) == 2
+    assert await post(api, f"{dead}/replay", [("all", "1")]) == (303, f"{dead}?done=replayed+2")
+    assert await dead_refs(api, topic) == []
+    await dead_letters(api, f"{topic}-p", 2)
+    form = [("all", "1"), ("confirm", "1")]
+    assert await post(api, f"/ui/topics/{topic}-p/dead/purge", form) == (
+        303,
+        f"/ui/topics/{topic}-p/dead?done=purged+2",
+    )
+    assert await dead_refs(api, f"{topic}-p") == []
+    assert (await post(api, f"/ui/topics/{topic}-nope/dead/purge", form))[0] == 404
+
+
+async def test_a_form_from_another_origin_is_refused(api: Served, topic: str) -> None:
+    await dead_letters(api, topic, 1)
+    form = [("all", "1")]
+    path = f"/ui/topics/{topic}/dead/replay"
+    for origin, headers in (
+        ("http://evil.example", {}),
+        ("null", {}),
+        (None, {}),
+        (None, {"Referer": "http://evil.example/ui"}),
+    ):
+        status, _ = await post(api, path, form, origin, headers=headers)
+        assert status == 403, (origin, headers)
+    assert len(await dead_refs(api, topic)) == 1
+
+
+async def test_tokens_ask_the_browser_to_log_in_and_grant_reading_or_writing(
+    redis_url: str, topic: str
+) -> None:
+    reader, writer = "r" * 20, "w" * 20
+    other = "o" * 20
+    tokens = (Token(reader, "read"), Token(writer, "write"), Token(other, "read", ("zz-*",)))
+    async with serving(redis_url, tokens=tokens) as api:
+        auth = {"headers": {"Authorization": f"Bearer {writer}"}}
+        await dead_letters(api, topic, 1, **auth)
+        async with api.http.get(f"{api.base}/ui/topics/{topic}") as r:
+            assert r.status == 401
+            assert r.headers["WWW-Authenticate"] == 'Basic realm="wheelq"'
+            assert "text/html" in r.headers["Content-Type"]
+        for secret in (reader, writer):
+            await get(api, f"/ui/topics/{topic}", headers=basic(secret))
+        await get(api, f"/ui/topics/{topic}", 403, headers=basic(other))
+        await get(api, f"/ui/topics/{topic}", 401, headers=basic("x" * 20))
+        path = f"/ui/topics/{topic}/dead/replay"
+        form = [("all", "1")]
+        assert (await post(api, path, form, headers=basic(reader)))[0] == 403
+        assert (await post(api, path, form))[0] == 401
+        status, where = await post(api, path, form, **auth)
+        assert (status, where) == (303, f"/ui/topics/{topic}/dead?done=replayed+1")
+
+
+# --- in Chromium -------------------------------------------------------------------------
+
+
+def chromium_path() -> str | None:
+    """``WHEELQ_CHROMIUM`` when set, else chromium or chromium-browser on PATH."""
+    given = os.environ.get("WHEELQ_CHROMIUM")
+    names = [given] if given else ["chromium", "chromium-browser"]
+    return next((found for name in names if (found := shutil.which(name))), None)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    path = chromium_path()
+    if path is None:
+        given = os.environ.get("WHEELQ_CHROMIUM")
+        where = f"WHEELQ_CHROMIUM={given!r} is not" if given else "no chromium on PATH, nor"
+        pytest.skip(f"no Chromium to run the browser tests: {where} an executable")
+    playwright = pytest.importorskip("playwright.async_api")
+    async with playwright.async_playwright() as p:
+        launched = await p.chromium.launch(
+            executable_path=path, headless=True, args=["--no-sandbox"]
+        )
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+async def wide(redis_url: str) -> AsyncIterator[Served]:
+    """The service with every topic of the shared server on the first page."""
+    async with serving(redis_url, settings=ServeSettings(page_limit=10_000)) as served:
+        yield served
+
+
+async def test_in_a_browser_the_list_leads_to_the_topic_and_the_lookup_to_the_job(
+    wide: Served, browser: Any, topic: str
+) -> None:
+    await enqueue(wide, topic, 1, 60_000, "b-")
+    page = await browser.new_page()
+    await page.goto(f"{wide.base}/ui")
+    await page.get_by_role("link", name=topic, exact=True).click()
+    await page.wait_for_url(f"**/ui/topics/{topic}")
+    assert await page.inner_text("#total-pending") == "1"
+    await page.fill("#job-id", "b-0")
+    await page.press("#job-id", "Enter")
+    await page.wait_for_url(f"**/ui/topics/{topic}/jobs/b-0")
+    assert await page.inner_text("#job-state") == "pending"
+
+
+async def test_in_a_browser_a_dead_letter_is_replayed_from_its_row(
+    api: Served, browser: Any, topic: str
+) -> None:
+    await dead_letters(api, topic, 3)
+    first = (await dead_list(api, topic))[0]
+    ref = first["ref"]
+    page = await browser.new_page()
+    await page.goto(f"{api.base}/ui/topics/{topic}/dead")
+    assert await page.inner_text("#dead-total") == "3"
+    row = page.locator(f'tr[data-ref="{ref}"]')
+    await row.get_by_role("button", name="replay").click()
+    await page.wait_for_url("**done=replayed+1")
+    assert await page.inner_text(".flash") == "Replayed 1 dead letter."
+    assert await page.inner_text("#dead-total") == "2"
+    assert ref not in await dead_refs(api, topic)
+    _, job, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{first['job_id']}")
+    assert job["state"] == "ready"  # back in the stream
+
+
+async def test_in_a_browser_without_javascript_the_topic_page_reads(
+    api: Served, browser: Any, topic: str
+) -> None:
+    await api.service.client.create_topic(topic, 2)
+    await enqueue(api, topic, 4, 60_000, "p")
+    await dead_letters(api, topic, 1)
+    context = await browser.new_context(java_script_enabled=False)
+    page = await context.new_page()
+    await page.goto(f"{api.base}/ui/topics/{topic}")
+    _, stats, _ = await api.call("GET", f"/v1/topics/{topic}")
+    assert await page.inner_text("#total-pending") == str(stats["pending"]) == "4"
+    assert await page.locator("#shard-0, #shard-1").count() == 2
+    await page.get_by_role("link", name="Dead letters (1) »").click()
+    await page.wait_for_url(f"**/ui/topics/{topic}/dead")
+    assert await page.locator("tbody tr").count() == 1
+    await context.close()
+
+
+async def test_in_a_browser_basic_auth_logs_in(redis_url: str, browser: Any, topic: str) -> None:
+    secret = "s" * 24
+    async with serving(redis_url, tokens=(Token(secret, "read"),)) as api:
+        anonymous = await browser.new_page()
+        # Headless, the browser's prompt for the Basic challenge is answered "no login".
+        with pytest.raises(Exception, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            await anonymous.goto(f"{api.base}/ui")
+        context = await browser.new_context(http_credentials={"username": "me", "password": secret})
+        page = await context.new_page()
+        assert (await page.goto(f"{api.base}/ui")).status == 200
+        assert await page.locator("h1").first.inner_text() != ""
+        await context.close()
