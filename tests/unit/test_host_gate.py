@@ -22,8 +22,10 @@ def gate(**settings: int) -> tuple[HostGate, ManualClock]:
     return HostGate(CallbackSettings(**settings), clock), clock
 
 
-async def test_a_host_gets_its_cap_then_as_many_waiters_then_deferrals() -> None:
+async def test_a_slow_host_gets_its_cap_then_as_many_waiters_then_deferrals() -> None:
     g, _ = gate(per_host_concurrency=2)
+    await g.enter(A)
+    g.leave(A, 10_000, True)  # it answers in seconds: only its cap may wait
     await g.enter(A)
     await g.enter(A)
     waiters = [asyncio.create_task(g.enter(A)) for _ in range(2)]
@@ -38,10 +40,27 @@ async def test_a_host_gets_its_cap_then_as_many_waiters_then_deferrals() -> None
     assert g.hosts[A].in_flight == 2
 
 
+async def test_a_fast_hosts_burst_waits_instead_of_being_deferred() -> None:
+    g, _ = gate(per_host_concurrency=2)
+    for _ in range(30):
+        await g.enter(A)
+        g.leave(A, 1, True)  # it answers in about a millisecond
+    await g.enter(A)
+    await g.enter(A)
+    waiters = [asyncio.create_task(g.enter(A)) for _ in range(50)]
+    await asyncio.sleep(0)
+    assert g.deferred == 0 and len(g.hosts[A].waiters) == 50
+    for _ in range(52):
+        g.leave(A, 1, True)
+        await asyncio.sleep(0)
+    assert all(w.done() for w in waiters)
+
+
 async def test_deferrals_are_spread_at_the_hosts_pace() -> None:
     g, _ = gate(per_host_concurrency=1)
-    await g.enter(A)
-    g.leave(A, 1000, True)  # the host answers in ~1 s: mean moves from 100 toward it
+    for _ in range(3):
+        await g.enter(A)
+        g.leave(A, 5000, True)  # the host answers in seconds
     await g.enter(A)
     waiter = asyncio.create_task(g.enter(A))
     await asyncio.sleep(0)

@@ -1,14 +1,14 @@
 """Per-host flow control for callbacks: a concurrency cap and a circuit breaker per origin.
 
 One dead or slow endpoint must not starve the others. Each origin (scheme, host, port)
-gets `per_host_concurrency` requests in flight and as many waiting; a job past that is
-deferred, without counting an attempt, to the time the host should have room at the pace
-it has been answering (a virtual queue: the deferred jobs of a slow host come back spread
-out, not all at once). After `breaker_failures` consecutive failures the host's breaker
-opens: its jobs fail fast (the attempt counts) and come back no earlier than the probe;
-after `breaker_open_ms` one job is let through (half-open); its success closes the
-breaker, its failure opens it again. Jobs that arrive while the probe runs are deferred
-briefly.
+gets `per_host_concurrency` requests in flight, and as many waiting as it clears within
+`WAIT_BUDGET_MS` at the pace it answers (its cap at least). A job past that is deferred,
+without counting an attempt, to the time the host should have room at that pace (a
+virtual queue: the deferred jobs of a slow host come back spread out, not all at once).
+After `breaker_failures` consecutive failures the host's breaker opens: its jobs fail
+fast (the attempt counts) and come back no earlier than the probe; after
+`breaker_open_ms` one job is let through (half-open); its success closes the breaker, its
+failure opens it again. Jobs that arrive while the probe runs are deferred briefly.
 
 `enter` raises `wheelq.Retry` or `wheelq.Defer` for the deliverer to raise on: the
 worker turns them into the retry or deferral.
@@ -31,6 +31,8 @@ FIRST_LATENCY_MS = 100.0
 """A host's mean answer time before it has answered."""
 PROBE_WAIT_MS = (50, 5000)
 """How long a job waits for a running probe: twice the mean answer time, within these."""
+WAIT_BUDGET_MS = 500
+"""A job waits for a busy host's slot when the host should free one for it within this."""
 MAX_DEFER_MS = 3_600_000
 MAX_HOSTS = 10_000
 """Idle hosts are forgotten past this many."""
@@ -88,7 +90,7 @@ class HostGate:
         if h.in_flight < cap and not h.waiters:
             h.in_flight += 1
             return
-        if len(h.waiters) >= cap:
+        if len(h.waiters) >= self._max_waiters(h):
             self.deferred += 1
             defer_ms = self._defer_ms(h, self._clock.now_ms())
             raise Defer(defer_ms / 1000, f"{origin}: {cap} callbacks in flight")
@@ -150,6 +152,13 @@ class HostGate:
                 waiter.set_result(None)  # the slot passes to it
                 return
         h.in_flight -= 1
+
+    def _max_waiters(self, h: Host) -> int:
+        """How many may wait for `h`: as many as it clears within `WAIT_BUDGET_MS` at the
+        pace it answers, and at least its cap (a fast host's burst waits, a slow host's
+        is deferred)."""
+        cap = self.settings.per_host_concurrency
+        return max(cap, int(cap * WAIT_BUDGET_MS / max(h.latency_ms, 0.1)))
 
     def _defer_ms(self, h: Host, now: float) -> float:
         """When a job deferred now should come back: behind the host's queue and the jobs

@@ -9,6 +9,7 @@ non-loopback ``--host`` without tokens is refused.
 from __future__ import annotations
 
 import argparse
+import gc
 import ipaddress
 import logging
 from typing import Any
@@ -139,6 +140,11 @@ def serve(ctx: Context) -> int:
                 self.force_exit = True
             self.should_exit = True
 
+    # Everything made so far (modules, the app, its routes and models) lives as long as the
+    # process: out of the collector's sight, a full collection no longer walks it (it cost
+    # a third of the time of a request before).
+    gc.collect()
+    gc.freeze()
     Server(config).run()
     return 0
 

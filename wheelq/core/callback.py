@@ -10,6 +10,7 @@ msgpack map ``{"url": str, "headers": {str: str}, "timeout_ms": int}``.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Mapping
@@ -57,21 +58,28 @@ class Callback:
 
     @classmethod
     def unpack(cls, data: bytes) -> Callback:
-        """Decode and check a packed callback.
+        """Decode and check a packed callback (the last 1,024 are remembered: the jobs of
+        one endpoint carry the same bytes, and checking them again per job cost a
+        deliverer a twentieth of its time).
 
         Raises:
             ValueError: Not one (a malformed entry: its job is dead-lettered).
         """
-        try:
-            raw = msgpack.unpackb(data, raw=False)
-        except Exception as exc:  # msgpack raises several unrelated types
-            raise ValueError(f"callback is not msgpack: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise ValueError(f"callback is not a map: {raw!r:.80}")
-        try:
-            return validate_callback(raw)
-        except InvalidArgumentError as exc:
-            raise ValueError(str(exc)) from exc
+        return _unpack(data)
+
+
+@functools.lru_cache(maxsize=1024)
+def _unpack(data: bytes) -> Callback:
+    try:
+        raw = msgpack.unpackb(data, raw=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise ValueError(f"callback is not msgpack: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ValueError(f"callback is not a map: {raw!r:.80}")
+    try:
+        return validate_callback(raw)
+    except InvalidArgumentError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 def validate_callback(value: object) -> Callback:

@@ -114,11 +114,15 @@ def after_failure(
 
 
 def describe(exc: BaseException) -> str:
-    """The exception's one-line summary, then its traceback, as stored in a dead letter.
+    """The exception's one-line summary, then its traceback, as stored in a dead letter;
+    `Retry`, `Defer` and `Fail` are said on purpose, so their summary alone (formatting a
+    traceback costs more than delivering a callback).
 
     At most 8,000 characters: the summary and the innermost frames are kept.
     """
     summary = "".join(traceback.format_exception_only(exc)).strip()[:1000]
+    if isinstance(exc, Retry | Fail):
+        return summary
     trace = "".join(traceback.format_exception(exc)).strip()
     room = MAX_ERROR_CHARS - len(summary) - 1
     if len(trace) > room:

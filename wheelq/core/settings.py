@@ -257,10 +257,11 @@ class CallbackSettings(_Validated):
     concurrency: Annotated[int, Range(1, 10_000)] = 256
     """Callbacks in flight at once over all hosts (the deliverer worker's concurrency)."""
     per_host_concurrency: Annotated[int, Range(1, 10_000)] = 32
-    """Callbacks in flight at once to one host (scheme, host and port); as many more wait
-    for it, and past that a job is deferred (no attempt counted) to when the host, at the
-    pace it has been answering, should have room: one slow host takes at most twice this
-    many of the `concurrency` slots."""
+    """Callbacks in flight at once to one host (scheme, host and port). More wait for it
+    while it would free a slot for them within half a second at the pace it answers (at
+    least this many wait); past that a job is deferred (no attempt counted) to when the
+    host should have room: a slow host takes at most twice this many of the `concurrency`
+    slots, a fast one's bursts just wait."""
     breaker_failures: Annotated[int, Range(1, 10_000)] = 5
     """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker.
     While it is open, the host's jobs fail fast: each such attempt counts, and is retried no

@@ -45,7 +45,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     )
 
 
-def _item(svc: WebService, job: JobIn, prefix: str = "") -> EnqueueItem:
+def checked_item(svc: WebService, job: JobIn, prefix: str = "") -> EnqueueItem:
     """The client's item for `job`, its callback checked against private targets."""
     try:
         item = job.item()
@@ -62,10 +62,13 @@ def _item(svc: WebService, job: JobIn, prefix: str = "") -> EnqueueItem:
     return item
 
 
-def _due_ms(svc: WebService, item: EnqueueItem) -> int:
-    """When the job is due, on the Redis clock (a delay counts from about now)."""
+def due_ms(svc: WebService, item: EnqueueItem, now_ms: int | None = None) -> int:
+    """When the job is due, on the Redis clock (a delay counts from about now: `now_ms`,
+    read once for a batch, else the clock)."""
     due = due_spec(item.delay, item.at)
-    return due.value_ms if due.kind == "at" else svc.clock.now_ms() + due.value_ms
+    if due.kind == "at":
+        return due.value_ms
+    return (svc.clock.now_ms() if now_ms is None else now_ms) + due.value_ms
 
 
 @router.post("", status_code=201, response_model=Enqueued)
@@ -73,18 +76,9 @@ async def enqueue(topic: TopicPath, job: JobIn, request: Request) -> Response:
     """Enqueue one job; 409 when a job of that `id` is pending (unless `replace`)."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    item = _item(svc, job)
-    job_id = await svc.client.enqueue(
-        topic,
-        item.payload,
-        delay=item.delay,
-        at=item.at,
-        job_id=item.job_id,
-        max_attempts=item.max_attempts,
-        replace=item.replace,
-        callback=item.callback,
-    )
-    body = {"id": job_id, "topic": topic, "due_ms": _due_ms(svc, item)}
+    item = checked_item(svc, job)
+    job_id = await svc.coalescer.enqueue(topic, item)
+    body = {"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)}
     where = f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
     return json_response(body, 201, {"Location": where})
 
@@ -103,7 +97,7 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
             f"jobs must hold at most {svc.settings.max_batch} jobs, got {len(batch.jobs)}",
             field="jobs",
         )
-    items = [_item(svc, job, f"jobs[{i}].") for i, job in enumerate(batch.jobs)]
+    items = [checked_item(svc, job, f"jobs[{i}].") for i, job in enumerate(batch.jobs)]
     duplicates: set[str] = set()
     try:
         ids = await svc.client.enqueue_many(topic, items)
@@ -113,11 +107,12 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc) from None
     results = []
+    now_ms = svc.clock.now_ms()
     for job_id, item in zip(ids, items, strict=True):
         if job_id in duplicates:
             results.append({"status": 409, "id": job_id, "topic": topic, "detail": "pending"})
         else:
-            due = _due_ms(svc, item)
+            due = due_ms(svc, item, now_ms)
             results.append({"status": 201, "id": job_id, "topic": topic, "due_ms": due})
     return json_response({"results": results})
 
@@ -168,7 +163,7 @@ async def reschedule_job(
         raise invalid(exc) from None
     if await svc.client.reschedule(topic, job_id, delay=delay, at=at):
         item = EnqueueItem(None, delay, at)
-        return json_response({"id": job_id, "topic": topic, "due_ms": _due_ms(svc, item)})
+        return json_response({"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)})
     raise await _not_pending(svc, topic, job_id, "reschedule")
 
 

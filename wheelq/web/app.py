@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wheelq.store import nodes
-from wheelq.web import api_jobs, api_pull, api_topics, problems, ui
+from wheelq.web import api_jobs, api_pull, api_topics, fast_enqueue, problems, ui
 from wheelq.web.metrics import exposition
 from wheelq.web.problems import problem_response
 from wheelq.web.service import WebService
@@ -89,6 +89,11 @@ class Gatekeeper:
             await self.app(scope, receive, send)
             return
         length = _content_length(scope)
+        topic = fast_enqueue.topic_of(scope)
+        if topic is not None and length is not None and length <= self._max:
+            status = await fast_enqueue.enqueue(self._service, topic, scope, receive, send)
+            self._count(scope, status, fast_enqueue.ROUTE)
+            return
         if length is None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
             # No length given (chunked): read the body here, up to the limit.
             body = await _read_up_to(receive, self._max)
@@ -114,8 +119,9 @@ class Gatekeeper:
         finally:
             self._count(scope, status)
 
-    def _count(self, scope: Scope, status: int) -> None:
-        key = (getattr(scope.get("route"), "path", "(none)"), status)
+    def _count(self, scope: Scope, status: int, route: str | None = None) -> None:
+        path: str = route or getattr(scope.get("route"), "path", None) or "(none)"
+        key = (path, status)
         requests = self._service.requests
         requests[key] = requests.get(key, 0) + 1
 

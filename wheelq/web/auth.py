@@ -93,6 +93,10 @@ class Guard:
         return not self.tokens
 
     def token_of(self, request: Request) -> Token | None:
+        """The request's token; see `token_in`."""
+        return self.token_in(request.headers.get("authorization", ""))
+
+    def token_in(self, authorization: str) -> Token | None:
         """The request's token (None when none is configured).
 
         Raises:
@@ -100,7 +104,7 @@ class Guard:
         """
         if not self.tokens:
             return None
-        given = _presented(request.headers.get("authorization", ""))
+        given = _presented(authorization)
         if given is not None:
             found = None
             for token in self.tokens:  # every one compared: no early exit to time
@@ -117,12 +121,17 @@ class Guard:
         )
 
     def check(self, request: Request, access: str, topic: str | None = None) -> Token | None:
-        """The request's token if it grants `access` on `topic` (None: any topic).
+        """See `allows`."""
+        return self.allows(request.headers.get("authorization", ""), access, topic)
+
+    def allows(self, authorization: str, access: str, topic: str | None = None) -> Token | None:
+        """The token of an ``Authorization`` header if it grants `access` on `topic` (None:
+        any topic).
 
         Raises:
             ProblemError: 401 (no token) or 403 (it does not grant this).
         """
-        token = self.token_of(request)
+        token = self.token_in(authorization)
         if token is not None and not (token.grants(access) and token.covers(topic)):
             where = f" on topic {topic!r}" if topic else ""
             detail = f"the token does not grant {access}{where}"

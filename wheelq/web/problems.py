@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -64,15 +65,29 @@ class ProblemError(Exception):
         *,
         field: str | None = None,
         headers: dict[str, str] | None = None,
+        errors: list[dict[str, str]] | None = None,
     ) -> None:
         super().__init__(detail)
         self.status, self.slug, self.title, self.detail = status, slug, title, detail
         self.field = field
         self.headers = headers or {}
+        self.errors = errors
+
+    def response(self, instance: str | None) -> Response:
+        return problem_response(
+            instance,
+            self.status,
+            self.slug,
+            self.title,
+            self.detail,
+            field=self.field,
+            errors=self.errors,
+            headers=self.headers,
+        )
 
 
 def problem_response(
-    request: Request | None,
+    instance: Request | str | None,
     status: int,
     slug: str,
     title: str,
@@ -88,8 +103,8 @@ def problem_response(
         "status": status,
         "detail": detail,
     }
-    if request is not None:
-        body["instance"] = request.url.path
+    if instance is not None:
+        body["instance"] = instance if isinstance(instance, str) else instance.url.path
     if field is not None:
         body["field"] = field
         body["errors"] = errors or [{"field": field, "message": detail}]
@@ -136,66 +151,57 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 """The problems any endpoint may answer with, for the OpenAPI document."""
 
 
+def problem_of(exc: BaseException) -> ProblemError | None:
+    """The problem a known error answers with; None for anything else (a bug: 500)."""
+    if isinstance(exc, ProblemError):
+        return exc
+    if isinstance(exc, UnknownTopicError):
+        return ProblemError(404, "not-found", "Not found", str(exc), field="topic")
+    if isinstance(exc, InvalidArgumentError | PayloadTypeError):
+        return invalid(exc)
+    if isinstance(exc, DuplicateJobError):
+        return ProblemError(409, "duplicate", "Job exists", str(exc), field="id")
+    if isinstance(exc, RedisUnavailableError):
+        return ProblemError(
+            503, "unavailable", "Redis is unavailable", str(exc), headers={"Retry-After": "1"}
+        )
+    return None
+
+
+def validation_problem(errors: Sequence[Any]) -> ProblemError:
+    """The 422 problem of pydantic's errors, each field named as the request spells it."""
+    fields = [{"field": _loc(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in errors]
+    first = fields[0] if fields else {"field": "body", "message": "invalid"}
+    return ProblemError(
+        422,
+        "invalid-argument",
+        "Invalid argument",
+        f"{first['field']}: {first['message']}",
+        field=first["field"],
+        errors=fields,
+    )
+
+
 def install(app: FastAPI) -> None:
     """Answer every error with a problem."""
 
-    @app.exception_handler(ProblemError)
-    async def _problem(request: Request, exc: ProblemError) -> Response:
-        return problem_response(
-            request,
-            exc.status,
-            exc.slug,
-            exc.title,
-            exc.detail,
-            field=exc.field,
-            headers=exc.headers,
-        )
+    async def _known(request: Request, exc: Exception) -> Response:
+        problem = problem_of(exc)
+        assert problem is not None
+        return problem.response(request.url.path)
+
+    for known in (
+        ProblemError,
+        InvalidArgumentError,
+        PayloadTypeError,
+        DuplicateJobError,
+        RedisUnavailableError,
+    ):
+        app.add_exception_handler(known, _known)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
-        errors = [
-            {"field": _loc(e.get("loc", ())), "message": str(e.get("msg", ""))}
-            for e in exc.errors()
-        ]
-        first = errors[0] if errors else {"field": "body", "message": "invalid"}
-        return problem_response(
-            request,
-            422,
-            "invalid-argument",
-            "Invalid argument",
-            f"{first['field']}: {first['message']}",
-            field=first["field"],
-            errors=errors,
-        )
-
-    @app.exception_handler(InvalidArgumentError)
-    async def _invalid(request: Request, exc: InvalidArgumentError) -> Response:
-        status = 404 if isinstance(exc, UnknownTopicError) else 422
-        slug = "not-found" if status == 404 else "invalid-argument"
-        title = "Not found" if status == 404 else "Invalid argument"
-        return problem_response(
-            request, status, slug, title, str(exc), field=http_field(exc.parameter)
-        )
-
-    @app.exception_handler(PayloadTypeError)
-    async def _payload(request: Request, exc: PayloadTypeError) -> Response:
-        p = invalid(exc)
-        return problem_response(request, 422, p.slug, p.title, p.detail, field=p.field)
-
-    @app.exception_handler(DuplicateJobError)
-    async def _duplicate(request: Request, exc: DuplicateJobError) -> Response:
-        return problem_response(request, 409, "duplicate", "Job exists", str(exc), field="id")
-
-    @app.exception_handler(RedisUnavailableError)
-    async def _unavailable(request: Request, exc: RedisUnavailableError) -> Response:
-        return problem_response(
-            request,
-            503,
-            "unavailable",
-            "Redis is unavailable",
-            str(exc),
-            headers={"Retry-After": "1"},
-        )
+        return validation_problem(exc.errors()).response(request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:

@@ -13,6 +13,7 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import RedisClock, WallClock
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.web.auth import Guard, Token
+from wheelq.web.coalesce import Coalescer
 from wheelq.worker.pull import Puller
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class WebService:
             claim_interval_ms=ws.claim_interval_ms,
         )
         self.guard = Guard(tokens)
+        self.coalescer = Coalescer(client.enqueue_many)
+        """Single enqueues of one event-loop turn go to Redis as one batch."""
         self.deliveries = deliveries
         self.allow_private = allow_private
         self.owns_client = False
