@@ -16,9 +16,10 @@ from tests.integration import test_worker
 from tests.integration.test_worker import FAST
 from tests.support.callback_server import Reply, ScriptedServer, free_port
 from tests.support.waiting import eventually, until
+from tests.support.web import serving
 from wheelq import AsyncClient, JobState, Scheduler, Worker
 from wheelq.callbacks.deliverer import Deliverer
-from wheelq.callbacks.delivery import delivery_worker
+from wheelq.callbacks.delivery import Deliveries, delivery_worker
 from wheelq.callbacks.signing import verify
 from wheelq.core.settings import CallbackSettings, WorkerSettings
 from wheelq.runtime.clock import wall_ms
@@ -291,3 +292,23 @@ async def test_private_targets_are_refused_unless_allowed(
     letters = {d.job_id: d.error for d in await client.dead_letters(topic)}
     assert "private address" in letters[by_ip]
     assert "private addresses" in letters[by_name] or "private address" in letters[by_name]
+
+
+async def test_serve_delivers_a_new_topics_callbacks_without_waiting_for_the_registry_check(
+    redis_url: str, receiver: ScriptedServer, topic: str
+) -> None:
+    """The registry is checked once an hour here: only the enqueue itself can have started
+    the topic's delivery worker."""
+    receiver.scripts["/new"] = lambda n: Reply(200)
+
+    def deliveries(client: Any) -> Deliveries:
+        deliverer = Deliverer(CallbackSettings(), allow_private=True)
+        return Deliveries(
+            client.executor, deliverer, WorkerSettings(**RETRY_FAST), refresh_ms=3_600_000
+        )
+
+    async with serving(redis_url, deliveries=deliveries, allow_private=True) as api:
+        body = {"payload": 1, "callback": {"url": receiver.url("/new")}}
+        status, made, _ = await api.call("POST", f"/v1/topics/{topic}/jobs", body)
+        assert status == 201
+        await until(lambda: receiver.delivered() == {made["id"]: 1}, timeout_s=20, what="it")

@@ -2,7 +2,8 @@
 
 `delivery_worker` makes one for one topic (`wheelq deliver --topic T`). `Deliveries`
 keeps one running for each of a list of topics, or for every topic of the registry, new
-ones included (`wheelq serve`), checking the registry every `REFRESH_MS`. A topic whose
+ones included (`wheelq serve`), checking the registry every `REFRESH_MS`, and at once for a
+topic the service has just taken a job with a callback for (`want`). A topic whose
 jobs carry no callbacks costs a read and an ack per job in the ``callbacks`` group.
 """
 
@@ -51,6 +52,7 @@ class Deliveries(Service):
         settings: Each worker's `WorkerSettings`.
         topics: The topics to deliver for; None for all.
         group: The consumer group of the workers.
+        refresh_ms: How often the registry is checked for new topics (with `topics` None).
     """
 
     name = "deliveries"
@@ -64,8 +66,10 @@ class Deliveries(Service):
         topics: list[str] | None = None,
         *,
         group: str = GROUP,
+        refresh_ms: int = REFRESH_MS,
     ) -> None:
         super().__init__(LocalClock(), log)
+        self._refresh_s = refresh_ms / 1000
         self._connection = connection
         self._executor = executor_of(connection)
         self.deliverer = deliverer
@@ -73,10 +77,21 @@ class Deliveries(Service):
         self._topics = topics
         self._group = group
         self.workers: dict[str, Worker] = {}
+        self._wanted: set[str] = set()
+
+    def want(self, topic: str) -> None:
+        """A job with a callback was just enqueued on `topic`: start its worker now if it
+        has none (new topics are otherwise found at the next registry check)."""
+        if topic not in self.workers and (self._topics is None or topic in self._topics):
+            self._wanted.add(topic)
+            self.wake()
 
     async def step(self) -> float:
         topics = self._topics
-        if topics is None:
+        if self._wanted:
+            wanted, self._wanted = self._wanted, set()
+            topics = sorted(wanted)
+        elif topics is None:
             (registry,) = await self._executor.run([ops.all_topics()])
             topics = sorted(registry.shards)
         for topic in topics:
@@ -87,7 +102,7 @@ class Deliveries(Service):
                 await worker.start()
                 self.workers[topic] = worker
                 log.info("delivering the callbacks of topic %s", topic)
-        return REFRESH_MS / 1000 if self._topics is None else 3600.0
+        return self._refresh_s if self._topics is None else 3600.0
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         stopped = await super().stop(budget)

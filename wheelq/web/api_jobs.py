@@ -45,7 +45,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     )
 
 
-def checked_item(svc: WebService, job: JobIn, prefix: str = "") -> EnqueueItem:
+def checked_item(svc: WebService, topic: str, job: JobIn, prefix: str = "") -> EnqueueItem:
     """The client's item for `job`, its callback checked against private targets."""
     try:
         item = job.item()
@@ -62,6 +62,12 @@ def checked_item(svc: WebService, job: JobIn, prefix: str = "") -> EnqueueItem:
     return item
 
 
+def delivering(svc: WebService, topic: str, items: list[EnqueueItem]) -> None:
+    """Jobs with callbacks were enqueued on `topic`: have them delivered from now on."""
+    if svc.deliveries is not None and any(item.callback is not None for item in items):
+        svc.deliveries.want(topic)
+
+
 def due_ms(svc: WebService, item: EnqueueItem, now_ms: int | None = None) -> int:
     """When the job is due, on the Redis clock (a delay counts from about now: `now_ms`,
     read once for a batch, else the clock)."""
@@ -76,8 +82,9 @@ async def enqueue(topic: TopicPath, job: JobIn, request: Request) -> Response:
     """Enqueue one job; 409 when a job of that `id` is pending (unless `replace`)."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    item = checked_item(svc, job)
+    item = checked_item(svc, topic, job)
     job_id = await svc.coalescer.enqueue(topic, item)
+    delivering(svc, topic, [item])
     body = {"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)}
     where = f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
     return json_response(body, 201, {"Location": where})
@@ -97,7 +104,7 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
             f"jobs must hold at most {svc.settings.max_batch} jobs, got {len(batch.jobs)}",
             field="jobs",
         )
-    items = [checked_item(svc, job, f"jobs[{i}].") for i, job in enumerate(batch.jobs)]
+    items = [checked_item(svc, topic, job, f"jobs[{i}].") for i, job in enumerate(batch.jobs)]
     duplicates: set[str] = set()
     try:
         ids = await svc.client.enqueue_many(topic, items)
@@ -106,6 +113,7 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
         ids = _ids_in_order(items, exc)
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc) from None
+    delivering(svc, topic, items)
     results = []
     now_ms = svc.clock.now_ms()
     for job_id, item in zip(ids, items, strict=True):

@@ -17,7 +17,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from wheelq.web.api_jobs import checked_item, due_ms
+from wheelq.web.api_jobs import checked_item, delivering, due_ms
 from wheelq.web.models import JobIn
 from wheelq.web.problems import ProblemError, problem_of, validation_problem
 from wheelq.web.service import WebService
@@ -54,8 +54,9 @@ async def enqueue(
             job = JobIn.model_validate_json(await _body(receive))
         except ValidationError as exc:
             raise validation_problem(exc.errors()) from None
-        item = checked_item(service, job)
+        item = checked_item(service, topic, job)
         job_id = await service.coalescer.enqueue(topic, item)
+        delivering(service, topic, [item])
         answer = {"id": job_id, "topic": topic, "due_ms": due_ms(service, item)}
         status, body = 201, json.dumps(answer, ensure_ascii=False).encode()
         location = f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
