@@ -68,13 +68,10 @@ def delivering(svc: WebService, topic: str, items: list[EnqueueItem]) -> None:
         svc.deliveries.want(topic)
 
 
-def due_ms(svc: WebService, item: EnqueueItem, now_ms: int | None = None) -> int:
-    """When the job is due, on the Redis clock (a delay counts from about now: `now_ms`,
-    read once for a batch, else the clock)."""
+def due_ms(svc: WebService, item: EnqueueItem) -> int:
+    """When the job is due, on the Redis clock (a delay counts from about now)."""
     due = due_spec(item.delay, item.at)
-    if due.kind == "at":
-        return due.value_ms
-    return (svc.clock.now_ms() if now_ms is None else now_ms) + due.value_ms
+    return due.value_ms if due.kind == "at" else svc.clock.now_ms() + due.value_ms
 
 
 @router.post("", status_code=201, response_model=Enqueued)
@@ -96,6 +93,15 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
     that is pending). A bad job refuses the whole batch (422 naming ``jobs[i].field``)."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
+    return json_response({"results": await batch_results(svc, topic, batch)})
+
+
+async def batch_results(svc: WebService, topic: str, batch: BatchIn) -> list[dict[str, Any]]:
+    """Enqueue a batch; each job's result (what `enqueue_batch` answers).
+
+    Raises:
+        ProblemError: 422 for too many jobs or a bad one (nothing is written).
+    """
     if len(batch.jobs) > svc.settings.max_batch:
         raise ProblemError(
             422,
@@ -104,7 +110,8 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
             f"jobs must hold at most {svc.settings.max_batch} jobs, got {len(batch.jobs)}",
             field="jobs",
         )
-    items = [checked_item(svc, topic, job, f"jobs[{i}].") for i, job in enumerate(batch.jobs)]
+    jobs = batch.jobs
+    items = [checked_item(svc, topic, job, f"jobs[{i}].") for i, job in enumerate(jobs)]
     duplicates: set[str] = set()
     try:
         ids = await svc.client.enqueue_many(topic, items)
@@ -114,15 +121,15 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc) from None
     delivering(svc, topic, items)
-    results = []
+    results: list[dict[str, Any]] = []
     now_ms = svc.clock.now_ms()
-    for job_id, item in zip(ids, items, strict=True):
+    for job_id, item, job in zip(ids, items, jobs, strict=True):
         if job_id in duplicates:
             results.append({"status": 409, "id": job_id, "topic": topic, "detail": "pending"})
         else:
-            due = due_ms(svc, item, now_ms)
+            due = now_ms + job.delay_ms if job.delay_ms is not None else due_ms(svc, item)
             results.append({"status": 201, "id": job_id, "topic": topic, "due_ms": due})
-    return json_response({"results": results})
+    return results
 
 
 def _ids_in_order(items: list[EnqueueItem], exc: DuplicateJobError) -> list[str]:

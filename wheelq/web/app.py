@@ -89,10 +89,12 @@ class Gatekeeper:
             await self.app(scope, receive, send)
             return
         length = _content_length(scope)
-        topic = fast_enqueue.topic_of(scope)
-        if topic is not None and length is not None and length <= self._max:
-            status = await fast_enqueue.enqueue(self._service, topic, scope, receive, send)
-            self._count(scope, status, fast_enqueue.ROUTE)
+        fast = fast_enqueue.topic_of(scope)
+        if fast is not None and length is not None and length <= self._max:
+            topic, batch = fast
+            status = await fast_enqueue.enqueue(self._service, topic, batch, scope, receive, send)
+            route = fast_enqueue.BATCH_ROUTE if batch else fast_enqueue.ROUTE
+            self._count(scope, status, route)
             return
         if length is None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
             # No length given (chunked): read the body here, up to the limit.

@@ -1,5 +1,5 @@
-"""``POST /v1/topics/{topic}/jobs`` straight from ASGI: the one request sent thousands of
-times a second.
+"""``POST /v1/topics/{topic}/jobs`` (and ``.../jobs/batch``) straight from ASGI: the
+requests sent thousands of times a second.
 
 FastAPI's per-request machinery (a Request object, dependency solving, the body parsed
 into a model, the exception middleware) cost twice what the enqueue itself costs. This
@@ -17,17 +17,18 @@ from urllib.parse import quote
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from wheelq.web.api_jobs import checked_item, delivering, due_ms
-from wheelq.web.models import JobIn
+from wheelq.web.api_jobs import batch_results, checked_item, delivering, due_ms
+from wheelq.web.models import BatchIn, JobIn
 from wheelq.web.problems import ProblemError, problem_of, validation_problem
 from wheelq.web.service import WebService
 
 ROUTE = "/v1/topics/{topic}/jobs"
-_PATH = re.compile(r"/v1/topics/([A-Za-z0-9_.\-]{1,100})/jobs")
+BATCH_ROUTE = "/v1/topics/{topic}/jobs/batch"
+_PATH = re.compile(r"/v1/topics/([A-Za-z0-9_.\-]{1,100})/jobs(/batch)?")
 
 
-def topic_of(scope: Scope) -> str | None:
-    """The topic when `scope` is a JSON enqueue this path takes, else None."""
+def topic_of(scope: Scope) -> tuple[str, bool] | None:
+    """(topic, batch?) when `scope` is a JSON enqueue this path takes, else None."""
     if scope["method"] != "POST":
         return None
     found = _PATH.fullmatch(scope["path"])
@@ -35,32 +36,21 @@ def topic_of(scope: Scope) -> str | None:
         return None
     for name, value in scope["headers"]:
         if name == b"content-type":
-            return found[1] if value.split(b";")[0].strip() == b"application/json" else None
+            if value.split(b";")[0].strip() == b"application/json":
+                return found[1], found[2] is not None
+            return None
     return None
 
 
 async def enqueue(
-    service: WebService, topic: str, scope: Scope, receive: Receive, send: Send
+    service: WebService, topic: str, batch: bool, scope: Scope, receive: Receive, send: Send
 ) -> int:
-    """Answer the enqueue; returns the status sent."""
-    status, body, headers = 500, b"", [(b"content-type", b"application/json")]
+    """Answer the enqueue (one job, or a batch); returns the status sent."""
+    headers = [(b"content-type", b"application/json")]
     try:
-        authorization = ""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value.decode("latin-1")
-        service.guard.allows(authorization, "write", topic)
-        try:
-            job = JobIn.model_validate_json(await _body(receive))
-        except ValidationError as exc:
-            raise validation_problem(exc.errors()) from None
-        item = checked_item(service, topic, job)
-        job_id = await service.coalescer.enqueue(topic, item)
-        delivering(service, topic, [item])
-        answer = {"id": job_id, "topic": topic, "due_ms": due_ms(service, item)}
-        status, body = 201, json.dumps(answer, ensure_ascii=False).encode()
-        location = f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
-        headers.append((b"location", location.encode("latin-1")))
+        status, body, location = await _answer(service, topic, batch, scope, receive)
+        if location is not None:
+            headers.append((b"location", location.encode("latin-1")))
     except Exception as exc:
         problem = problem_of(exc)
         if problem is None:
@@ -73,6 +63,34 @@ async def enqueue(
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
     return status
+
+
+async def _answer(
+    service: WebService, topic: str, batch: bool, scope: Scope, receive: Receive
+) -> tuple[int, bytes, str | None]:
+    """(status, JSON body, Location) of a request that went well; raises otherwise."""
+    authorization = ""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            authorization = value.decode("latin-1")
+    service.guard.allows(authorization, "write", topic)
+    body = await _body(receive)
+    try:
+        if batch:
+            results = await batch_results(service, topic, BatchIn.model_validate_json(body))
+            return 200, _json({"results": results}), None
+        job = JobIn.model_validate_json(body)
+    except ValidationError as exc:
+        raise validation_problem(exc.errors()) from None
+    item = checked_item(service, topic, job)
+    job_id = await service.coalescer.enqueue(topic, item)
+    delivering(service, topic, [item])
+    answer = {"id": job_id, "topic": topic, "due_ms": due_ms(service, item)}
+    return 201, _json(answer), f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 async def _body(receive: Receive) -> bytes:
