@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib.common import Bench, cpu_seconds, drop_topic, lateness, wheelq_cmd
 
-from wheelq import AsyncClient
+from wheelq import AsyncClient, Client
 from wheelq.testing import EmbeddedServer, find_server_binaries
 from wheelq.testing.embedded import free_port
 
@@ -132,73 +132,87 @@ def run_enqueue(bench: Bench, rounds: int, seconds: float) -> dict[str, Any]:
 
 
 def run_callbacks(
-    bench: Bench, rates: list[int], seconds: float, server_pid: int | None
+    bench: Bench, rates: list[int], seconds: float, server_pid: int | None, rounds: int
 ) -> list[dict[str, Any]]:
-    results = []
+    """Each rate `rounds` times (every process started afresh): the runs, and the medians
+    of their p50 and p99."""
+    out = []
     for rate in rates:
-        topic = bench.topic(f"callbacks-{rate}")
-        r = bench.redis()
-        from wheelq import Client
-
-        with Client.from_url(bench.url) as c:
-            c.create_topic(topic, 4)
-        node = bench.spawn(wheelq_cmd("scheduler", "--redis-url", bench.url, "--topics", topic))
-        port, hook_port = free_port(), free_port()
-        env = {
-            "WHEELQ_CALLBACKS_ALLOW_PRIVATE": "true",
-            "WHEELQ_CALLBACKS_SIGNING_SECRET": "bench",
-        }
-        proc = serve(bench, port, "--deliver", topic, env=env)
-        fd, record = tempfile.mkstemp(suffix=".json")
-        os.close(fd)
-        receiver = bench.spawn(
-            [sys.executable, LOAD, "receive", str(hook_port), record], stdout=subprocess.PIPE
-        )
-        assert receiver.stdout is not None
-        receiver.stdout.readline()  # "ready"
-        try:
-            hook = f"http://127.0.0.1:{hook_port}/hook"
-            start_ms = int(time.time() * 1000) + 3000 + int(seconds * rate / 20)
-            sent = load(
-                "ahead",
-                f"http://127.0.0.1:{port}",
-                topic,
-                str(seconds),
-                str(rate),
-                str(start_ms),
-                hook,
-            )
-            expected = sent["sent"]
-            time.sleep(max(0.0, start_ms / 1000 - time.time()))
-            pids = {"serve": proc.pid, "scheduler": node.pid, "receiver": receiver.pid}
-            if server_pid:
-                pids["redis"] = server_pid
-            cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-            fired = time.monotonic()
-            while time.monotonic() < fired + seconds + 30 and _acked(r, topic) < expected:
-                time.sleep(0.2)
-            span = time.monotonic() - fired
-            cores = {n: round((cpu_seconds(pid) - cpu0[n]) / span, 2) for n, pid in pids.items()}
-        finally:
-            bench.stop(receiver)
-            bench.stop(proc)
-            bench.stop(node)
-        with open(record) as f:
-            got = json.load(f)
-        late = [arrived - due for due, arrived in got]
-        results.append(
+        runs = [_callbacks_once(bench, rate, seconds, server_pid) for _ in range(rounds)]
+        out.append(
             {
                 "rate_per_s": rate,
-                "sent": expected,
-                "received": len(got),
-                "enqueue_errors": sent["errors"],
-                "callback_lateness_ms": lateness(late),
-                "cores": cores,
+                "median_p50_ms": statistics.median(r["callback_lateness_ms"]["p50"] for r in runs),
+                "median_p99_ms": statistics.median(r["callback_lateness_ms"]["p99"] for r in runs),
+                "p99_ms_of_each_run": [r["callback_lateness_ms"]["p99"] for r in runs],
+                "runs": runs,
             }
         )
-        bench.log(f"{rate}/s: {results[-1]['callback_lateness_ms']}")
-        drop_topic(r, topic)
-    return results
+    return out
+
+
+def _callbacks_once(
+    bench: Bench, rate: int, seconds: float, server_pid: int | None
+) -> dict[str, Any]:
+    topic = bench.topic(f"callbacks-{rate}")
+    r = bench.redis()
+    with Client.from_url(bench.url) as c:
+        c.create_topic(topic, 4)
+    node = bench.spawn(wheelq_cmd("scheduler", "--redis-url", bench.url, "--topics", topic))
+    port, hook_port = free_port(), free_port()
+    env = {
+        "WHEELQ_CALLBACKS_ALLOW_PRIVATE": "true",
+        "WHEELQ_CALLBACKS_SIGNING_SECRET": "bench",
+    }
+    proc = serve(bench, port, "--deliver", topic, env=env)
+    fd, record = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    receiver = bench.spawn(
+        [sys.executable, LOAD, "receive", str(hook_port), record], stdout=subprocess.PIPE
+    )
+    assert receiver.stdout is not None
+    receiver.stdout.readline()  # "ready"
+    try:
+        hook = f"http://127.0.0.1:{hook_port}/hook"
+        start_ms = int(time.time() * 1000) + 3000 + int(seconds * rate / 20)
+        sent = load(
+            "ahead",
+            f"http://127.0.0.1:{port}",
+            topic,
+            str(seconds),
+            str(rate),
+            str(start_ms),
+            hook,
+        )
+        expected = sent["sent"]
+        time.sleep(max(0.0, start_ms / 1000 - time.time()))
+        pids = {"serve": proc.pid, "scheduler": node.pid, "receiver": receiver.pid}
+        if server_pid:
+            pids["redis"] = server_pid
+        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        fired = time.monotonic()
+        while time.monotonic() < fired + seconds + 30 and _acked(r, topic) < expected:
+            time.sleep(0.2)
+        span = time.monotonic() - fired
+        cores = {n: round((cpu_seconds(pid) - cpu0[n]) / span, 2) for n, pid in pids.items()}
+    finally:
+        bench.stop(receiver)
+        bench.stop(proc)
+        bench.stop(node)
+    with open(record) as f:
+        got = json.load(f)
+    late = [arrived - due for due, arrived in got]
+    result = {
+        "rate_per_s": rate,
+        "sent": expected,
+        "received": len(got),
+        "enqueue_errors": sent["errors"],
+        "callback_lateness_ms": lateness(late),
+        "cores": cores,
+    }
+    bench.log(f"{rate}/s: {result['callback_lateness_ms']}")
+    drop_topic(r, topic)
+    return result
 
 
 def _acked(r: Any, topic: str) -> int:
@@ -239,7 +253,7 @@ def main() -> int:
         if "callbacks" in wanted:
             rates = [int(x) for x in args.rates.split(",")]
             pid = None if server is None else server.pid
-            out["callbacks"] = run_callbacks(bench, rates, args.seconds, pid)
+            out["callbacks"] = run_callbacks(bench, rates, args.seconds, pid, args.rounds)
     finally:
         bench.close()
         if server is not None:
