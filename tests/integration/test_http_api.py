@@ -335,6 +335,7 @@ async def test_health_readiness_and_metrics(api: Served, topic: str) -> None:
     status, text, headers = await api.call("GET", "/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     assert "wheelq_client_enqueued_total 1.0" in text
+    assert "wheelq_http_enqueue_batched_jobs_total 1.0" in text
     assert 'wheelq_http_requests_total{route="/v1/topics/{topic}/jobs",status="201"} 1.0' in text
 
 

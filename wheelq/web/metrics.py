@@ -52,6 +52,25 @@ class ServiceCollector(Collector):
             ("route", "status"),
             [((route, str(status)), n) for (route, status), n in sorted(svc.requests.items())],
         )
+        coalescer = svc.coalescer
+        yield counter(
+            "http_enqueue_batches",
+            "enqueue_many calls that carried the single enqueues of one event-loop turn",
+            (),
+            [((), coalescer.batches)],
+        )
+        yield counter(
+            "http_enqueue_batched_jobs",
+            "Single enqueues sent in those calls",
+            (),
+            [((), coalescer.jobs)],
+        )
+        yield counter(
+            "pull_dead_lettered",
+            "Entries pull consumers' take-overs dead-lettered (delivered past max_deliveries)",
+            (),
+            [((), svc.puller.dead_lettered)],
+        )
         if deliveries is not None:
             d = deliveries.deliverer
             yield counter(

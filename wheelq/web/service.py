@@ -4,7 +4,6 @@ callback deliveries run beside them; started and stopped with the app (its lifes
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from wheelq.callbacks.delivery import Deliveries
 from wheelq.core.retry import RetryPolicy
@@ -80,9 +79,3 @@ class WebService:
         await self._keeper.stop()
         if self.owns_client:
             await self.client.aclose()
-
-    def status(self) -> dict[str, Any]:
-        return {
-            "clock": self._keeper.status(),
-            "deliveries": None if self.deliveries is None else self.deliveries.status(),
-        }
