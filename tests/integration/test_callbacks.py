@@ -15,6 +15,7 @@ import redis.asyncio
 from tests.integration import test_worker
 from tests.integration.test_worker import FAST
 from tests.support.callback_server import Reply, ScriptedServer, free_port
+from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, until
 from tests.support.web import serving
 from wheelq import AsyncClient, JobState, Scheduler, Worker
@@ -23,6 +24,7 @@ from wheelq.callbacks.delivery import Deliveries, delivery_worker
 from wheelq.callbacks.signing import verify
 from wheelq.core.settings import CallbackSettings, WorkerSettings
 from wheelq.runtime.clock import wall_ms
+from wheelq.testing.binaries import ServerBinary
 
 client = test_worker.client
 scheduler = test_worker.scheduler
@@ -295,10 +297,11 @@ async def test_private_targets_are_refused_unless_allowed(
 
 
 async def test_serve_delivers_a_new_topics_callbacks_without_waiting_for_the_registry_check(
-    redis_url: str, receiver: ScriptedServer, topic: str
+    server_binary: ServerBinary, receiver: ScriptedServer, topic: str
 ) -> None:
     """The registry is checked once an hour here: only the enqueue itself can have started
-    the topic's delivery worker."""
+    the topic's delivery worker. A server of its own: delivering every topic of the shared
+    one would start a worker for each topic the suite has made."""
     receiver.scripts["/new"] = lambda n: Reply(200)
 
     def deliveries(client: Any) -> Deliveries:
@@ -307,6 +310,13 @@ async def test_serve_delivers_a_new_topics_callbacks_without_waiting_for_the_reg
             client.executor, deliverer, WorkerSettings(**RETRY_FAST), refresh_ms=3_600_000
         )
 
+    with dedicated_server(server_binary) as server:
+        await _deliver_new_topic(server.url, deliveries, receiver, topic)
+
+
+async def _deliver_new_topic(
+    redis_url: str, deliveries: Any, receiver: ScriptedServer, topic: str
+) -> None:
     async with serving(redis_url, deliveries=deliveries, allow_private=True) as api:
         body = {"payload": 1, "callback": {"url": receiver.url("/new")}}
         status, made, _ = await api.call("POST", f"/v1/topics/{topic}/jobs", body)
