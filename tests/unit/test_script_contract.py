@@ -15,7 +15,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, history, nodes, ops
+from wheelq.store import consume, history, nodes, ops, schedules
 from wheelq.store.calls import Call
 from wheelq.store.scripts import (
     NAMES,
@@ -42,6 +42,10 @@ KEY_TYPES = {
     "history": "HASH",
     "history_old": "HASH",
     "cancelled": "ZSET",
+    "schedules": "HASH",
+    "sched_state": "HASH",
+    "sched_epoch": "STRING",
+    "sched_marks": "HASH",
 }
 
 # One call of every script wrapper: what each script's reply goes through.
@@ -66,6 +70,13 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "purge_dead": lambda: consume.purge_dead(KEYS, None),
     "drop_shard": lambda: ops.drop_shard(KEYS, "check"),
     "lookup": lambda: history.lookup(KEYS, "j"),
+    "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
+    "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
+    "schedule_read": lambda: schedules.read(KEYS),
+    "schedule_claim": lambda: schedules.claim(KEYS, "t", 0),
+    "schedule_advance": lambda: schedules.advance(KEYS, "t", 1, {"s": 5}),
+    "schedule_fence": lambda: schedules.fence(KEYS, 1, False, ["s"]),
+    "materialize": lambda: schedules.materialize(KEYS, 1, "s", [(5, b"e")]),
 }
 
 

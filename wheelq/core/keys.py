@@ -16,6 +16,11 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:history   HASH    job id -> its latest entry; "id<US>group" -> that group's outcome
 {emails:3}:history_old HASH  the previous generation of the history (dropped whole, see trim)
 {emails:3}:cancelled ZSET    job id -> Redis ms it was cancelled
+{emails:3}:schedules HASH    schedule name -> its definition (schedules whose home is shard 3)
+{emails:3}:sched_state HASH  schedule name -> ms planned up to ("p:" + ms while paused)
+{emails:3}:sched_epoch STRING fencing epoch of the shard's schedule planner
+{emails:3}:sched_marks HASH  schedule name -> "epoch:ms": its latest run written to shard 3
+wheelq:scheduled     SET     "topic:shard" of every shard that is home to schedules
 wheelq:topics        HASH    topic -> shard count (the topic registry)
 wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per topic
 ```
@@ -41,6 +46,7 @@ from wheelq.errors import (
 )
 
 TOPICS_KEY = "wheelq:topics"
+SCHEDULED_KEY = "wheelq:scheduled"
 
 MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256
@@ -58,6 +64,10 @@ DATA_KEY_NAMES = (
     "history",
     "history_old",
     "cancelled",
+    "schedules",
+    "sched_state",
+    "sched_epoch",
+    "sched_marks",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -257,6 +267,26 @@ class ShardKeys:
         return f"{self.tag}:cancelled"
 
     @property
+    def schedules(self) -> str:
+        """Definitions of the schedules whose home is this shard (`wheelq.core.recurring`)."""
+        return f"{self.tag}:schedules"
+
+    @property
+    def sched_state(self) -> str:
+        """Per schedule homed here: the ms its runs are planned up to, "p:"-prefixed if paused."""
+        return f"{self.tag}:sched_state"
+
+    @property
+    def sched_epoch(self) -> str:
+        """The planner's fencing epoch: raised by each new planner and each pause or removal."""
+        return f"{self.tag}:sched_epoch"
+
+    @property
+    def sched_marks(self) -> str:
+        """Per schedule: the epoch that last wrote here and the latest run it wrote."""
+        return f"{self.tag}:sched_marks"
+
+    @property
     def data_keys(self) -> tuple[str, ...]:
         """Every key the shard stores (to drop a topic: one slot, so one DEL)."""
         return tuple(getattr(self, name) for name in DATA_KEY_NAMES)
@@ -269,6 +299,20 @@ class ShardKeys:
 def nodes_key(topic: str) -> str:
     """The sorted set of scheduler nodes serving `topic` (member: node id, score: expiry ms)."""
     return f"wheelq:nodes:{topic}"
+
+
+def scheduled_member(keys: ShardKeys) -> str:
+    """A shard's member in `SCHEDULED_KEY`."""
+    return f"{keys.topic}:{keys.shard}"
+
+
+def parse_scheduled(member: bytes | str) -> ShardKeys | None:
+    """The shard a `SCHEDULED_KEY` member names, None if it is not one."""
+    text = member.decode("utf-8", "replace") if isinstance(member, bytes) else member
+    topic, _, shard = text.rpartition(":")
+    if not _TOPIC_RE.fullmatch(topic) or not shard.isdigit() or int(shard) >= MAX_SHARDS:
+        return None
+    return ShardKeys(topic, int(shard))
 
 
 def all_shards(topic: str, shards: int) -> list[ShardKeys]:

@@ -54,7 +54,7 @@ def due_spec(delay: Delay | None = None, at: At | None = None) -> DueSpec:
     if delay is not None and at is not None:
         raise InvalidDelayError("delay", "pass delay or at, not both")
     if at is not None:
-        return DueSpec("at", _at_ms(at))
+        return DueSpec("at", at_ms(at))
     if delay is None:
         return NOW
     return DueSpec("delay", _delay_ms(delay))
@@ -99,27 +99,28 @@ def _delay_ms(delay: object) -> int:
     return _ceil_ms(seconds)
 
 
-def _at_ms(at: object) -> int:
+def at_ms(at: object, name: str = "at") -> int:
+    """Epoch ms (rounded up) of `at`: epoch seconds or an aware datetime; errors name `name`."""
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise InvalidDelayError(
-                "at", f"at must be an aware datetime (with tzinfo), got naive {at!r}"
+                name, f"{name} must be an aware datetime (with tzinfo), got naive {at!r}"
             )
         micros = (at - _EPOCH) // timedelta(microseconds=1)  # exact: no float detour
         if not 0 <= micros <= MAX_AT_MS * 1000:
             raise InvalidDelayError(
-                "at", f"at must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}"
+                name, f"{name} must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}"
             )
         return -(-micros // 1000)
     elif isinstance(at, int | float) and not isinstance(at, bool):
         seconds = _finite_float(at)
     else:
         raise InvalidDelayError(
-            "at", f"at must be epoch seconds (int, float) or an aware datetime, got {at!r}"
+            name, f"{name} must be epoch seconds (int, float) or an aware datetime, got {at!r}"
         )
     if not math.isfinite(seconds) or not 0 <= seconds * 1000 <= MAX_AT_MS:
         raise InvalidDelayError(
-            "at",
-            f"at must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}",
+            name,
+            f"{name} must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}",
         )
     return _ceil_ms(seconds)

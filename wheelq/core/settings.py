@@ -135,6 +135,10 @@ class SchedulerSettings(_Validated):
     """Jobs due within this much of now are preloaded into the in-memory wheel."""
     preload_interval_ms: Annotated[int, Range(10, 600_000)] = 500
     """How often each led shard's window is topped up (and its inbox drained)."""
+    schedule_interval_ms: Annotated[int, Range(10, 600_000)] = 500
+    """How often the recurring schedules homed in led shards are planned: each run due
+    within window_ms is written as a job then (a new schedule's first run may wait this
+    long to be written)."""
     preload_batch: Annotated[int, Range(1, 100_000)] = 250
     """Jobs read per preload call."""
     emit_batch: Annotated[int, Range(1, 10_000)] = 500

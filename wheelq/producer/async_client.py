@@ -22,6 +22,7 @@ from wheelq.producer.drain_runner import DrainTask, attach_spool
 from wheelq.producer.drive import drive_async
 from wheelq.producer.durability import Durability
 from wheelq.producer.operations import EnqueueItem, Op, Producer, ProducerCounts, TopicStats
+from wheelq.producer.schedule_methods import AsyncScheduleMethods
 from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
@@ -32,7 +33,7 @@ from wheelq.store.calls import Call
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(AsyncScheduleMethods):
     """Asyncio producer client; the same methods as `Client`, awaitable."""
 
     def __init__(

@@ -24,6 +24,7 @@ from wheelq.producer.drain_runner import DrainThread, attach_spool
 from wheelq.producer.drive import drive_sync
 from wheelq.producer.durability import Durability
 from wheelq.producer.operations import EnqueueItem, Op, Producer, ProducerCounts, TopicStats
+from wheelq.producer.schedule_methods import ScheduleMethods
 from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
@@ -34,7 +35,7 @@ from wheelq.store.sync_executor import SyncExecutor
 T = TypeVar("T")
 
 
-class Client:
+class Client(ScheduleMethods):
     """Blocking producer client. Thread-safe (redis-py pools connections).
 
     With `spool` (a file path), enqueues Redis cannot take go to that local SQLite file

@@ -41,7 +41,7 @@ from wheelq.producer.encode_batch import EncodeBatch
 from wheelq.producer.traced import sending
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import WallClock
-from wheelq.store import history, nodes, ops
+from wheelq.store import history, nodes, ops, schedules
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
@@ -131,6 +131,11 @@ class Producer:
         """Spans around enqueues; None without the ``otel`` extra."""
         self.counts = ProducerCounts()
 
+    @property
+    def clock(self) -> WallClock:
+        """The client's clock (epoch ms): enqueue stamps, schedule definitions."""
+        return self._clock
+
     # --- topics ---------------------------------------------------------------------------
 
     def create_topic(self, topic: str, shards: int | None = None) -> Op[int]:
@@ -184,7 +189,7 @@ class Producer:
             _raise_if_busy(topic, (yield [ops.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
         _raise_if_busy(topic, (yield [ops.drop_shard(keys, mode) for keys in universe]))
-        yield [ops.unregister_topic(topic), nodes.forget_nodes(topic)]
+        yield [ops.unregister_topic(topic), nodes.forget_nodes(topic), schedules.unindex(universe)]
         self._shards.pop(topic, None)
         return True
 

@@ -3,6 +3,7 @@
 ```
 LeaseKeeper ──leads──▶ Preloader ──(id, due)──▶ WheelDriver ──emit_due.lua──▶ ready streams
      ▲                 WakeListener ──(id, due)──┘                 Trimmer ──trim.lua──┘
+     │                 Materializer ──materialize.lua──▶ recurring schedules' runs, as jobs
      └── ClockKeeper keeps the offset to the Redis clock that all of them read
 ```
 Any number of nodes can run against one Redis: leases decide who fires
@@ -30,6 +31,7 @@ from wheelq.runtime.service import Service
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
+from wheelq.scheduler.materializer import Materializer
 from wheelq.scheduler.preloader import Preloader
 from wheelq.scheduler.trimmer import Trimmer
 from wheelq.scheduler.wake_listener import WakeListener
@@ -94,6 +96,7 @@ class Scheduler(Role[StopReport]):
             executor, self.leads, self.driver, self.clock, max_pause_ms=pause_ms
         )
         self.trimmer = Trimmer(ctx)
+        self.materializer = Materializer(ctx)
 
     @classmethod
     def from_url(
@@ -196,7 +199,14 @@ class Scheduler(Role[StopReport]):
         await self.leases.stop(budget)
         held = len(self.leads)
         released = await budget.attempt(f"release {held} leases", self.leases.release_all, 0)
-        for part in (self.trimmer, self._wake, self._preloader, self.driver, self._clock_keeper):
+        for part in (
+            self.materializer,
+            self.trimmer,
+            self._wake,
+            self._preloader,
+            self.driver,
+            self._clock_keeper,
+        ):
             await part.stop(budget)
         return StopReport(released, len(self.driver.wheel), held - released)
 
@@ -222,6 +232,7 @@ class Scheduler(Role[StopReport]):
             self._wake,
             self.leases,
             self.trimmer,
+            self.materializer,
         )
 
 

@@ -86,6 +86,13 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "purge_dead": ("dead",),
     "drop_shard": DATA_KEY_NAMES,
     "lookup": ("delayed", "jobs", "ready", "history", "history_old", "cancelled"),
+    "schedule_put": ("schedules", "sched_state"),
+    "schedule_state": ("schedules", "sched_state", "sched_epoch"),
+    "schedule_read": ("schedules", "sched_state", "sched_epoch"),
+    "schedule_claim": ("lease", "sched_epoch"),
+    "schedule_advance": ("lease", "sched_state", "sched_epoch"),
+    "schedule_fence": ("sched_marks",),
+    "materialize": (*_WRITE[:5], "history", "history_old", "sched_marks"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

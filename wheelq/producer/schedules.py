@@ -1,0 +1,147 @@
+"""Recurring schedules, the producer's side: define, list, pause, resume, remove.
+
+Sans-I/O operations like `wheelq.producer.operations`, driven by `Client` and
+`AsyncClient`. The runs themselves are written by the leader of the schedule's home shard
+(`wheelq.scheduler.materializer`); pausing or removing a schedule fences that writer out
+of every shard and cancels the runs it wrote ahead (docs/architecture.md, "Schedules").
+"""
+
+from __future__ import annotations
+
+from itertools import takewhile
+from typing import TYPE_CHECKING, Any
+
+from wheelq.core import keys as k
+from wheelq.core.callback import validate_callback
+from wheelq.core.job import encode_payload, validate_max_attempts
+from wheelq.core.recurrence import recurrence
+from wheelq.core.recurring import GRACE_MS, Schedule, run_id, validate_misfire, validate_name
+from wheelq.core.schedule import At, at_ms
+from wheelq.store import ops
+from wheelq.store import schedules as sched
+
+if TYPE_CHECKING:
+    from wheelq.producer.operations import Op, Producer
+
+
+def define(
+    producer: Producer,
+    name: str,
+    topic: str,
+    payload: Any,
+    *,
+    cron: str | None,
+    every_ms: int | None,
+    tz: str,
+    start: At | None,
+    end: At | None,
+    misfire: str,
+    max_catch_up: int,
+    max_attempts: int | None,
+    callback: object,
+) -> Op[tuple[Schedule, bool]]:
+    """Create or update a schedule; returns it and whether it was created."""
+    validate_name(name)
+    k.validate_topic(topic)
+    start_ms = 0 if start is None else at_ms(start, "start")
+    end_ms = None if end is None else at_ms(end, "end")
+    rule = recurrence(
+        cron=cron,
+        every_ms=every_ms,
+        tz=tz,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        anchor_ms=start_ms,
+    )
+    policy, catch_up = validate_misfire(misfire, max_catch_up)
+    settings = producer.settings
+    attempts = validate_max_attempts(
+        settings.default_max_attempts if max_attempts is None else max_attempts
+    )
+    packed_callback = b"" if callback is None else validate_callback(callback).pack()
+    data = encode_payload(payload, settings.max_payload_bytes)
+    record = Schedule(
+        name,
+        topic,
+        rule,
+        policy,
+        catch_up,
+        data,
+        attempts,
+        packed_callback,
+        producer.clock.now_ms(),
+    )
+    home, _ = yield from _home(producer, topic, name, create=True)
+    assert home is not None
+    _, (created, state) = yield [sched.index(home), sched.put(home, name, record.pack(), False)]
+    return Schedule.unpack(topic, name, record.pack(), state), created
+
+
+def get(producer: Producer, name: str, topic: str) -> Op[Schedule | None]:
+    validate_name(name)
+    home, _ = yield from _home(producer, topic, name, create=False)
+    if home is None:
+        return None
+    (found,) = yield [sched.read(home, name)]
+    if name not in found.records:
+        return None
+    definition, state = found.records[name]
+    return Schedule.unpack(topic, name, definition, state)
+
+
+def every(producer: Producer, topic: str | None) -> Op[list[Schedule]]:
+    """Every schedule (of `topic`, when given), by topic and name."""
+    if topic is not None:
+        k.validate_topic(topic)
+    (homes,) = yield [sched.homes()]
+    homes = [h for h in homes if topic is None or h.topic == topic]
+    if not homes:
+        return []
+    out: list[Schedule] = []
+    for keys, found in zip(homes, (yield [sched.read(h) for h in homes]), strict=True):
+        out += [
+            Schedule.unpack(keys.topic, name, definition, state)
+            for name, (definition, state) in found.records.items()
+        ]
+    return sorted(out, key=lambda s: (s.topic, s.name))
+
+
+def change(producer: Producer, name: str, topic: str, op: str) -> Op[bool]:
+    """Pause, resume or remove (`op`); False when there is no such schedule.
+
+    Pausing and removing fence the schedule's writers out of every shard, then cancel the
+    runs written ahead that have not fired yet (they are written again after a resume).
+    """
+    validate_name(name)
+    home, count = yield from _home(producer, topic, name, create=False)
+    if home is None:
+        return False
+    (done,) = yield [sched.change_state(home, op, name)]
+    if not done.found or op == "resume":
+        return bool(done.found)
+    shards = k.all_shards(topic, count)
+    lasts = yield [sched.fence(keys, done.epoch, True, [name]) for keys in shards]
+    upper = max(last for (last,) in lasts)
+    now = producer.clock.now_ms()
+    if done.definition is None or upper <= now - GRACE_MS:
+        return True
+    rule = Schedule.unpack(topic, name, done.definition, None).rule
+    ahead = takewhile(lambda t: t <= upper, rule.after(now - GRACE_MS))
+    calls = [ops.cancel(_job_keys(topic, shards, run_id(name, t)), run_id(name, t)) for t in ahead]
+    if calls:
+        yield calls
+    return True
+
+
+def _job_keys(topic: str, shards: list[k.ShardKeys], job_id: str) -> k.ShardKeys:
+    return shards[k.shard_of(job_id, len(shards))]
+
+
+def _home(
+    producer: Producer, topic: str, name: str, *, create: bool
+) -> Op[tuple[k.ShardKeys | None, int]]:
+    """The schedule's home shard (None: no such topic) and the topic's shard count."""
+    shards = yield from producer.shard_count(topic, create=create)
+    if shards is None:
+        return None, 0
+    return k.ShardKeys(topic, k.shard_of(name, shards)), shards

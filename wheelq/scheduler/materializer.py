@@ -1,0 +1,142 @@
+"""Writing recurring schedules' runs ahead of time (docs/architecture.md, "Schedules").
+
+Every ``schedule_interval_ms`` the node plans the schedules homed in the shards it leads:
+each run due within ``window_ms`` becomes an ordinary job ``<name>@<occurrence ms>`` in the
+shard that id hashes to, so the wheel fires it on time like any other job.
+
+Exactly once, across nodes and restarts:
+
+1. A node that starts planning a home shard takes a new fencing epoch there
+   (`schedule_claim.lua`, only while it holds the lease and only if nothing changed since
+   it read the schedules), and records it in every shard of the topic for each schedule
+   (`schedule_fence.lua`), so a deposed planner can no longer write anywhere.
+2. It writes the runs (`materialize.lua`): each shard refuses an older epoch and any run at
+   or before the latest one written there, so a round redone after a crash writes nothing
+   twice.
+3. It records how far it planned (`schedule_advance.lua`, fenced by lease and epoch).
+
+A node that dies between 2 and 3 leaves runs written but not recorded: the next planner
+plans them again and step 2 skips them. Pausing or removing a schedule raises the epoch
+too (`wheelq.producer.schedules`), so a round that read the schedule before cannot write
+after.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from wheelq.core.job import pack_envelope
+from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.recurring import Schedule, plan, run_id
+from wheelq.errors import LeaseLostError
+from wheelq.runtime.service import Service
+from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.store import schedules as sched
+from wheelq.store.calls import Call
+from wheelq.store.schedules import ShardSchedules
+
+log = logging.getLogger(__name__)
+
+CALLS_PER_ROUND_TRIP = 16
+
+
+class Materializer(Service):
+    """Plans the schedules of the shards this node leads, every ``schedule_interval_ms``.
+
+    Args:
+        ctx: The node's shared context (executor, clock, leads, settings).
+    """
+
+    name = "schedules"
+    title = "schedule planner"
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
+        self._ctx = ctx
+        self._epochs: dict[int, int] = {}
+        """Lead slot -> the epoch this node plans that shard with."""
+        self.written = 0
+        """Runs written as jobs."""
+        self.skipped = 0
+        """Missed runs not written, by their misfire policy."""
+
+    async def step(self) -> float:
+        await self.plan_once()
+        return self._ctx.settings.schedule_interval_ms / 1000
+
+    async def plan_once(self) -> int:
+        """One round over every led shard that is home to schedules; returns runs written."""
+        leads = {(lead.keys.topic, lead.keys.shard): lead for lead in self._ctx.leads.all()}
+        self._epochs = {
+            s: e for s, e in self._epochs.items() if s in {x.slot for x in leads.values()}
+        }
+        if not leads:
+            return 0
+        (homes,) = await self._ctx.executor.run([sched.homes()])
+        mine = [leads[key] for h in homes if (key := (h.topic, h.shard)) in leads]
+        if not mine:
+            return 0
+        found = await self._ctx.executor.run([sched.read(lead.keys) for lead in mine])
+        written = 0
+        for lead, shard in zip(mine, found, strict=True):
+            if not shard.records or not lead.active:
+                continue
+            try:
+                written += await self._plan_shard(lead, shard)
+            except LeaseLostError:
+                self._epochs.pop(lead.slot, None)  # deposed, or fenced out: read again
+        self.written += written
+        return written
+
+    async def _plan_shard(self, lead: Lead, shard: ShardSchedules) -> int:
+        run = self._ctx.executor.run
+        keys = lead.keys
+        epoch = self._epochs.get(lead.slot)
+        if epoch != shard.epoch:
+            (epoch,) = await run([sched.claim(keys, self._ctx.leads.token, shard.epoch)])
+            if not epoch:
+                return 0  # a pause or another planner since the read: next round
+            names = sorted(shard.records)
+            await run(
+                [sched.fence(s, epoch, False, names) for s in all_shards(keys.topic, lead.shards)]
+            )
+            self._epochs[lead.slot] = epoch
+        now = self._ctx.clock.now_ms()
+        horizon = now + self._ctx.settings.window_ms
+        calls: list[Call[int]] = []
+        planned: dict[str, int] = {}
+        for name, (definition, state) in shard.records.items():
+            try:
+                schedule = Schedule.unpack(keys.topic, name, definition, state)
+            except Exception as exc:  # a record wheelq did not write: skip it, counted and logged
+                self.failed(exc)
+                continue
+            if schedule.paused:
+                continue
+            p = plan(schedule, now, horizon)
+            self.skipped += p.skipped
+            planned[name] = p.planned_ms
+            calls += _writes(schedule, p.runs, epoch, lead.shards, now)
+        written = 0
+        for i in range(0, len(calls), CALLS_PER_ROUND_TRIP):
+            written += sum(await run(calls[i : i + CALLS_PER_ROUND_TRIP]))
+        if planned:
+            await run([sched.advance(keys, self._ctx.leads.token, epoch, planned)])
+        return written
+
+
+def _writes(
+    schedule: Schedule, runs: list[int], epoch: int, shards: int, now_ms: int
+) -> list[Call[int]]:
+    """One `materialize` call per shard the runs land in, each with its runs ascending."""
+    by_shard: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    envelope = pack_envelope(
+        schedule.payload, 1, schedule.max_attempts, now_ms, callback=schedule.callback
+    )
+    for at in runs:
+        by_shard[shard_of(run_id(schedule.name, at), shards)].append((at, envelope))
+    return [
+        sched.materialize(ShardKeys(schedule.topic, s), epoch, schedule.name, batch)
+        for s, batch in by_shard.items()
+    ]

@@ -1,0 +1,62 @@
+--[[ materialize.lua — write one schedule's runs that live in this shard, as ordinary jobs
+with the ids "<name>@<occurrence ms>". Fenced and idempotent: a writer whose epoch is below
+the one recorded here (a deposed planner, or one that read the schedule before a pause) is
+refused, and a run at or before the latest one written here is not written again, so each
+run exists at most once whatever nodes die or pause between writing and recording.
+KEYS[1]  {T:s}:delayed     ZSET    job id -> due ms
+KEYS[2]  {T:s}:jobs        HASH    job id -> envelope
+KEYS[3]  {T:s}:ready       STREAM  fired jobs
+KEYS[4]  {T:s}:horizon     STRING  ms the leader has preloaded up to (absent: no leader)
+KEYS[5]  {T:s}:inbox       LIST    "due:id" notes for the leader
+KEYS[6]  {T:s}:history     HASH    job id -> its latest entry
+KEYS[7]  {T:s}:history_old HASH    the history's previous generation
+KEYS[8]  {T:s}:sched_marks HASH    name -> "epoch:ms of the latest run written here"
+ARGV[1]  topic
+ARGV[2]  wake channel
+ARGV[3]  the writer's epoch
+ARGV[4]  schedule name
+ARGV[5..] per run, ascending: occurrence ms, envelope (msgpack)
+Returns: {0, written}   runs written (fired now if due, else scheduled)
+         {-2}           LEASE_LOST: a newer epoch is recorded here (nothing written)
+         {-1, key}      WRONG_TYPE (nothing written)
+         {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded
+]]
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',
+  KEYS[8], 'hash')
+if bad then
+  return {WQ_WRONG_TYPE, bad}
+end
+local epoch, name = tonumber(ARGV[3]), ARGV[4]
+local mark = redis.call('HGET', KEYS[8], name)
+local e, last = 0, 0
+if mark then
+  local a, b = string.match(mark, '^(%d+):(%d+)$')
+  e, last = tonumber(a), tonumber(b)
+end
+if epoch < e then
+  return {WQ_LEASE_LOST}
+end
+local horizon = tonumber(redis.call('GET', KEYS[4]))
+local now = wq_now_ms()
+local written = 0
+for i = 5, #ARGV, 2 do
+  local at = tonumber(ARGV[i])
+  if at > last then
+    local id = name .. '@' .. ARGV[i]
+    if redis.call('HEXISTS', KEYS[2], id) == 0 then
+      if at <= now then
+        local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, at, ARGV[i + 1])
+        if refused then
+          redis.call('HSET', KEYS[8], name, wq_fmt(epoch) .. ':' .. wq_fmt(last))
+          return refused
+        end
+      else
+        wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, id, at, ARGV[i + 1])
+      end
+      written = written + 1
+    end
+    last = at
+  end
+end
+redis.call('HSET', KEYS[8], name, wq_fmt(epoch) .. ':' .. wq_fmt(last))
+return {WQ_OK, written}

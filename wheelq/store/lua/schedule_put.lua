@@ -1,0 +1,28 @@
+--[[ schedule_put.lua — create or update a recurring schedule in its home shard.
+A new schedule is planned from now (Redis TIME): runs before its creation never count as
+missed. An update keeps the state (paused or not, planned up to): it takes effect from the
+first run not yet written.
+KEYS[1]  {T:s}:schedules   HASH  name -> definition (msgpack)
+KEYS[2]  {T:s}:sched_state HASH  name -> ms planned up to ("p:" + ms while paused)
+ARGV[1]  name
+ARGV[2]  definition
+ARGV[3]  '1': create only (an existing schedule is left as it is)
+Returns: {0, created, state}   created = 1 new, 0 updated (or left as it was with ARGV[3] = '1');
+           state: the schedule's state after the call
+         {-1, key}              WRONG_TYPE (nothing written)
+]]
+local bad = wq_bad_type(KEYS[1], 'hash', KEYS[2], 'hash')
+if bad then
+  return {WQ_WRONG_TYPE, bad}
+end
+local state = redis.call('HGET', KEYS[2], ARGV[1])
+if state and ARGV[3] == '1' then
+  return {WQ_OK, 0, state}
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if state then
+  return {WQ_OK, 0, state}
+end
+state = wq_fmt(wq_now_ms())
+redis.call('HSET', KEYS[2], ARGV[1], state)
+return {WQ_OK, 1, state}

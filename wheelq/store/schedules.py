@@ -1,0 +1,131 @@
+"""Calls for recurring schedules (`wheelq.core.recurring`; docs/architecture.md, "Schedules").
+
+The home shard of a schedule keeps its definition, its state and the planner's fencing
+epoch; every shard its runs land in keeps a mark per schedule (`schedule_fence.lua`,
+`materialize.lua`). ``wheelq:scheduled`` lists the home shards, so a scheduler node reads
+only shards that have schedules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wheelq.core.keys import SCHEDULED_KEY, ShardKeys, parse_scheduled, scheduled_member
+from wheelq.store.calls import Call, script_call
+from wheelq.store.scripts import check
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSchedules:
+    """A home shard's schedules as read at one instant: name -> (definition, state)."""
+
+    epoch: int
+    records: dict[str, tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """What `schedule_state.lua` did: whether the schedule existed, the epoch to fence
+    with, and the definition as it was."""
+
+    found: bool
+    epoch: int
+    definition: bytes | None
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def index(keys: ShardKeys) -> Call[int]:
+    """Name the shard a home of schedules (idempotent)."""
+    return Call(command=("SADD", SCHEDULED_KEY, scheduled_member(keys)), parse=int)
+
+
+def homes() -> Call[list[ShardKeys]]:
+    """Parses to every shard named a home of schedules (entries that name none are skipped)."""
+
+    def parse(reply: Any) -> list[ShardKeys]:
+        return sorted(
+            (k for m in reply or () if (k := parse_scheduled(m)) is not None),
+            key=lambda k: (k.topic, k.shard),
+        )
+
+    return Call(command=("SMEMBERS", SCHEDULED_KEY), parse=parse)
+
+
+def unindex(shards: Iterable[ShardKeys]) -> Call[int]:
+    return Call(command=("SREM", SCHEDULED_KEY, *map(scheduled_member, shards)), parse=int)
+
+
+def put(keys: ShardKeys, name: str, definition: bytes, create_only: bool) -> Call[tuple[bool, str]]:
+    """Parses to (created, state)."""
+
+    def parse(reply: Any) -> tuple[bool, str]:
+        r = check("schedule_put", reply)
+        return bool(r[1]), _text(r[2])
+
+    return script_call("schedule_put", keys, [name, definition, "1" if create_only else "0"], parse)
+
+
+def change_state(keys: ShardKeys, op: str, name: str) -> Call[StateChange]:
+    """`op`: "pause", "resume" or "remove"."""
+
+    def parse(reply: Any) -> StateChange:
+        r = check("schedule_state", reply)
+        return StateChange(bool(r[1]), int(r[2]), r[3] or None)
+
+    return script_call("schedule_state", keys, [op, name], parse)
+
+
+def read(keys: ShardKeys, name: str = "") -> Call[ShardSchedules]:
+    """One schedule (`name`) or all of a home shard, with the epoch, at one instant."""
+
+    def parse(reply: Any) -> ShardSchedules:
+        r = check("schedule_read", reply)
+        flat = r[2]
+        records = {_text(flat[i]): (flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)}
+        return ShardSchedules(int(r[1]), records)
+
+    return script_call("schedule_read", keys, [name], parse)
+
+
+def claim(keys: ShardKeys, token: str, read_epoch: int) -> Call[int]:
+    """Parses to the new epoch, 0 when the epoch moved since it was read; raises
+    `LeaseLostError` when the caller does not lead the shard."""
+    return script_call(
+        "schedule_claim", keys, [token, read_epoch], lambda r: int(check("schedule_claim", r)[1])
+    )
+
+
+def advance(keys: ShardKeys, token: str, epoch: int, planned: dict[str, int]) -> Call[int]:
+    """Parses to how many cursors moved (0 with a stale epoch)."""
+    args: list[str | bytes | int] = [token, epoch]
+    for name, ms in planned.items():
+        args += [name, ms]
+    return script_call(
+        "schedule_advance", keys, args, lambda r: int(check("schedule_advance", r)[1])
+    )
+
+
+def fence(keys: ShardKeys, epoch: int, reset: bool, names: Sequence[str]) -> Call[list[int]]:
+    """Parses to, per name, the latest run written to the shard before the call."""
+    return script_call(
+        "schedule_fence",
+        keys,
+        [epoch, "reset" if reset else "keep", *names],
+        lambda r: [int(x) for x in check("schedule_fence", r)[1:]],
+    )
+
+
+def materialize(
+    keys: ShardKeys, epoch: int, name: str, runs: Sequence[tuple[int, bytes]]
+) -> Call[int]:
+    """Write runs (occurrence ms, envelope), ascending; parses to how many were written.
+    Raises `LeaseLostError` when a newer epoch fenced the caller out."""
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, epoch, name]
+    for at, envelope in runs:
+        args += [at, envelope]
+    return script_call("materialize", keys, args, lambda r: int(check("materialize", r)[1]))
