@@ -279,3 +279,25 @@ async def test_scheduler_rides_out_a_server_crash_and_restart(
                 await node.stop()
     summary = summarize(records, ids)
     assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+
+
+def test_a_schedule_runs_each_occurrence_once_when_the_leader_of_its_home_dies(
+    nodes: tuple[Node, Node], redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    split = wait_split(redis_sync, topic)
+    start = redis_ms(redis_sync) + 1000
+    runs = [f"beat@{start + 200 * k}" for k in range(41)]  # every 200 ms for 8 s
+    with Client.from_url(redis_url) as c:
+        c.schedule("beat", topic, 0, every_ms=200, start=start / 1000, end=(start + 8000) / 1000)
+    victim = next(n for n in nodes if n.node_id == split[shard_of("beat", SHARDS)])
+    eventually_sync(lambda: redis_ms(redis_sync) > start + 2000, timeout_s=10, what="2 s of runs")
+    victim.signal(signal.SIGKILL)
+    victim.proc.wait()
+    records = wait_all_fired(redis_sync, topic, runs)
+
+    summary = summarize(records, runs)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+    assert sorted(f.job_id for f in records) == sorted(runs)
+    assert set(holders(redis_sync, topic).values()) == {
+        next(n for n in nodes if n is not victim).node_id
+    }

@@ -1,0 +1,233 @@
+"""Recurring schedules on a real server, planned under a manual clock: across both DST changes
+of a northern and a southern zone, through an outage under each misfire policy, a planner
+fenced out by a newer one, a round redone after a crash, and pause / resume / unschedule.
+
+The planner (`Materializer`) runs in the test with a `ManualClock` and leases it took for
+real, so every round is one deterministic `plan_once()`. Times are in 2027, ahead of the
+server's clock: runs written stay pending in the shards' sorted sets, where the test reads
+them back by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+import redis
+import redis.asyncio
+
+from wheelq import Client
+from wheelq.core.clock import ManualClock
+from wheelq.core.job import encode_payload, pack_envelope
+from wheelq.core.keys import all_shards
+from wheelq.core.recurring import GRACE_MS
+from wheelq.core.settings import SchedulerSettings
+from wheelq.errors import LeaseLostError
+from wheelq.runtime.role import executor_of
+from wheelq.scheduler.led_shards import Leads, NodeContext
+from wheelq.scheduler.materializer import Materializer
+from wheelq.store import nodes
+from wheelq.store import schedules as sched
+
+SHARDS = 4
+HOUR_MS = 3_600_000
+
+
+@dataclass
+class Planner:
+    """A planner leading every shard of one topic, on a manual clock."""
+
+    materializer: Materializer
+    clock: ManualClock
+    leads: Leads
+
+
+async def planner(r: redis.asyncio.Redis, topic: str, token: str, window_ms: int) -> Planner:
+    """Take every shard's lease for `token` (stealing none: the test's own topic) and plan."""
+    executor = executor_of(r)
+    clock = ManualClock(0)
+    leads = Leads(token=token)
+    for keys in all_shards(topic, SHARDS):
+        (attempt,) = await executor.run([nodes.lease_acquire(keys, token, 600_000)])
+        assert attempt.held, attempt
+        leads.add(keys, 0, SHARDS)
+    settings = SchedulerSettings(window_ms=window_ms, failure_pause_max_ms=10)
+    ctx = NodeContext(executor, clock, leads, settings, lambda lead: None)
+    return Planner(Materializer(ctx), clock, leads)
+
+
+@pytest.fixture
+def client(redis_url: str, topic: str) -> Iterator[Client]:
+    with Client.from_url(redis_url) as c:
+        c.create_topic(topic, SHARDS)
+        yield c
+
+
+@pytest.fixture
+async def node(redis_async: redis.asyncio.Redis, topic: str) -> AsyncIterator[Planner]:
+    yield await planner(redis_async, topic, "node-a", HOUR_MS)
+
+
+def written(r: redis.Redis, topic: str, name: str) -> list[int]:
+    """Occurrence ms of every run of `name` pending in the topic, ascending (each listed as
+    often as it exists)."""
+    runs = []
+    for keys in all_shards(topic, SHARDS):
+        runs += [
+            int(m.decode().rpartition("@")[2])
+            for m in r.zrange(keys.delayed, 0, -1)
+            if m.decode().startswith(f"{name}@")
+        ]
+    return sorted(runs)
+
+
+def ms(zone: str, *wall: int) -> int:
+    return int(datetime(*wall, tzinfo=ZoneInfo(zone)).timestamp() * 1000)  # type: ignore[misc]
+
+
+async def sweep(p: Planner, start_ms: int, end_ms: int, step_ms: int) -> None:
+    for now in range(start_ms, end_ms + 1, step_ms):
+        p.clock.set(now)
+        await p.materializer.plan_once()
+
+
+@pytest.mark.parametrize(
+    ("zone", "day"),
+    [
+        ("Europe/Berlin", (2027, 3, 28)),  # spring forward: 02:00 -> 03:00
+        ("Europe/Berlin", (2027, 10, 31)),  # fall back: 03:00 -> 02:00
+        ("Australia/Sydney", (2027, 4, 4)),  # fall back: 03:00 -> 02:00
+        ("Australia/Sydney", (2027, 10, 3)),  # spring forward: 02:00 -> 03:00
+    ],
+)
+async def test_a_daily_0230_run_happens_once_a_day_across_each_dst_change(
+    client: Client, node: Planner, redis_sync: redis.Redis, topic: str, zone: str, day: tuple
+) -> None:
+    y, m, d = day
+    first = datetime(y, m, d, tzinfo=ZoneInfo(zone)) - timedelta(days=2)
+    start = int(first.timestamp() * 1000)
+    client.schedule(
+        "nightly", topic, "x", cron="30 2 * * *", tz=zone, start=start / 1000, misfire="skip"
+    )
+    await sweep(node, start, start + 5 * 24 * HOUR_MS, HOUR_MS // 2)
+    local = [
+        datetime.fromtimestamp(t / 1000, ZoneInfo(zone))
+        for t in written(redis_sync, topic, "nightly")
+    ]
+    assert [x.date() for x in local] == [(first + timedelta(days=i)).date() for i in range(5)]
+    expected = []
+    for i in range(5):
+        date = (first + timedelta(days=i)).date()
+        # fold=0: on a fall-back day, the first (summer-time) 02:30
+        wall = datetime(date.year, date.month, date.day, 2, 30, tzinfo=ZoneInfo(zone))
+        if datetime.fromtimestamp(wall.timestamp(), ZoneInfo(zone)).hour != 2:
+            # no 02:30 that day (spring forward): the next valid time, 03:00
+            wall = datetime(date.year, date.month, date.day, 3, 0, tzinfo=ZoneInfo(zone))
+        expected.append(int(wall.timestamp() * 1000))
+    assert written(redis_sync, topic, "nightly") == expected
+
+
+@pytest.mark.parametrize(
+    ("misfire", "late"),
+    [("once", [3]), ("all", [1, 2, 3]), ("skip", [])],
+)
+async def test_an_outage_of_three_runs_is_made_good_by_the_misfire_policy(
+    client: Client,
+    node: Planner,
+    redis_sync: redis.Redis,
+    topic: str,
+    misfire: str,
+    late: list[int],
+) -> None:
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire=misfire)
+    node.clock.set(t0)
+    await node.materializer.plan_once()  # runs 0..60 (the hour ahead: the window) written
+    # No planner runs until after run 63 + grace: runs 61..63 are missed
+    node.clock.set(t0 + 63 * 60_000 + GRACE_MS + 1)
+    await node.materializer.plan_once()
+    runs = [(t - t0) // 60_000 for t in written(redis_sync, topic, "tick")]
+    assert runs == [*range(61), *[60 + i for i in late], *range(64, 124)]
+
+
+async def test_a_planner_fenced_out_by_a_newer_one_writes_nothing_more(
+    client: Client, node: Planner, redis_async: redis.asyncio.Redis, redis_sync: redis.Redis,
+    topic: str,
+) -> None:  # fmt: skip
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire="all")
+    node.clock.set(t0)
+    await node.materializer.plan_once()
+    first = written(redis_sync, topic, "tick")
+    # Node A is deposed (its leases expire); node B leads and plans from where A recorded.
+    for keys in all_shards(topic, SHARDS):
+        redis_sync.delete(keys.lease)
+    b = await planner(redis_async, topic, "node-b", HOUR_MS)
+    b.clock.set(t0 + 30 * 60_000)
+    await b.materializer.plan_once()
+    both = written(redis_sync, topic, "tick")
+    assert both == sorted(set(both)), "a run written twice"
+    # A wakes with its old epoch and writes a run B has not reached yet: refused in every
+    # shard, since B fenced them all when it began.
+    epoch = next(iter(node.materializer._epochs.values()))
+    run = (t0 + 200 * 60_000, pack_envelope(encode_payload(1, 100), 1, 5, t0))
+    for keys in all_shards(topic, SHARDS):
+        with pytest.raises(LeaseLostError):
+            await executor_of(redis_async).run([sched.materialize(keys, epoch, "tick", [run])])
+    assert written(redis_sync, topic, "tick") == both
+    assert len(first) == 61 and both[-1] == t0 + 90 * 60_000
+
+
+async def test_a_round_redone_after_a_crash_writes_no_run_twice(
+    client: Client, node: Planner, redis_async: redis.asyncio.Redis, redis_sync: redis.Redis,
+    topic: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000)
+    node.clock.set(t0)
+
+    def crash(*args: object) -> None:
+        raise ConnectionError("the node died after writing the runs, before recording them")
+
+    monkeypatch.setattr(sched, "advance", crash)
+    with pytest.raises(ConnectionError):
+        await node.materializer.plan_once()
+    monkeypatch.undo()
+    assert len(written(redis_sync, topic, "tick")) == 61
+    # They fire before a new leader redoes the round: gone from the pending set, as the
+    # emit script leaves them (a pending check alone would write them again).
+    for keys in all_shards(topic, SHARDS):
+        for member in redis_sync.zrange(keys.delayed, 0, -1):
+            redis_sync.zrem(keys.delayed, member)
+            redis_sync.hdel(keys.jobs, member)
+        redis_sync.delete(keys.lease)
+    b = await planner(redis_async, topic, "node-b", HOUR_MS)
+    b.clock.set(t0 + 60_000)
+    assert await b.materializer.plan_once() == 1
+    assert written(redis_sync, topic, "tick") == [t0 + 61 * 60_000]
+
+
+async def test_pause_cancels_the_runs_written_ahead_and_resume_plans_from_now(
+    client: Client, node: Planner, redis_sync: redis.Redis, topic: str
+) -> None:
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire="skip")
+    node.clock.set(t0)
+    await node.materializer.plan_once()
+    assert len(written(redis_sync, topic, "tick")) == 61
+    assert client.pause_schedule("tick", topic)
+    assert written(redis_sync, topic, "tick") == []  # all ahead of the server's clock
+    node.clock.set(t0 + 5 * 60_000)
+    assert await node.materializer.plan_once() == 0
+    assert client.get_schedule("tick", topic).paused  # type: ignore[union-attr]
+    assert client.resume_schedule("tick", topic)
+    await node.materializer.plan_once()
+    # Resumed: planned from now on (runs while paused are skipped, whatever the policy).
+    assert written(redis_sync, topic, "tick") == [t0 + k * 60_000 for k in range(5, 66)]
+    assert client.unschedule("tick", topic)
+    assert written(redis_sync, topic, "tick") == []
+    assert client.get_schedule("tick", topic) is None
+    assert not client.unschedule("tick", topic)
