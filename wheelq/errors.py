@@ -10,6 +10,8 @@ WheelqError
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)
 ├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
 ├── DuplicateJobError                       a job with that id is already pending (replace=False)
+├── TopicFullError                          the topic holds max_pending jobs; those refused
+│                                           were not written
 ├── TopicConfigError                        create_topic() with a shard count that differs, or
 │                                           a registry entry that is not a count in [1, 1024]
 ├── TopicNotEmptyError                      drop_topic() of a topic with jobs still to run
@@ -98,6 +100,26 @@ class DuplicateJobError(WheelqError):
         super().__init__(
             f"job_id {shown}{more} already pending on topic {topic!r}; "
             "pass replace=True to replace it"
+        )
+        self.topic = topic
+        self.job_ids = list(job_ids)
+        self.enqueued = list(enqueued)
+
+
+class TopicFullError(WheelqError):
+    """The topic is at its ``max_pending`` (`Client.set_limits`): the refused jobs were not
+    written. Retry later, or shed load.
+
+    Attributes:
+        topic: The topic.
+        job_ids: The ids refused (nothing of them written).
+        enqueued: For a batch, the ids written all the same (to shards with room).
+    """
+
+    def __init__(self, topic: str, job_ids: Sequence[str], enqueued: Sequence[str] = ()) -> None:
+        super().__init__(
+            f"topic {topic!r} is full: it holds its max_pending of jobs waiting to fire; "
+            f"{len(job_ids)} job(s) refused, nothing of them written (retry later)"
         )
         self.topic = topic
         self.job_ids = list(job_ids)

@@ -42,6 +42,7 @@ KEY_TYPES = {
     "history": "HASH",
     "history_old": "HASH",
     "cancelled": "ZSET",
+    "limits": "HASH",
     "schedules": "HASH",
     "sched_state": "HASH",
     "sched_epoch": "STRING",

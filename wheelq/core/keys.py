@@ -16,6 +16,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:history   HASH    job id -> its latest entry; "id<US>group" -> that group's outcome
 {emails:3}:history_old HASH  the previous generation of the history (dropped whole, see trim)
 {emails:3}:cancelled ZSET    job id -> Redis ms it was cancelled
+{emails:3}:limits    HASH    "pending" / "ready" -> this shard's share of the topic's limits
 {emails:3}:schedules HASH    schedule name -> its definition (schedules whose home is shard 3)
 {emails:3}:sched_state HASH  schedule name -> ms planned up to ("p:" + ms while paused)
 {emails:3}:sched_epoch STRING fencing epoch of the shard's schedule planner
@@ -64,6 +65,7 @@ DATA_KEY_NAMES = (
     "history",
     "history_old",
     "cancelled",
+    "limits",
     "schedules",
     "sched_state",
     "sched_epoch",
@@ -265,6 +267,11 @@ class ShardKeys:
     def cancelled(self) -> str:
         """Jobs cancelled while pending, with when (kept as long as the history)."""
         return f"{self.tag}:cancelled"
+
+    @property
+    def limits(self) -> str:
+        """This shard's share of the topic's backpressure limits (`wheelq.core.limits`)."""
+        return f"{self.tag}:limits"
 
     @property
     def schedules(self) -> str:

@@ -21,6 +21,7 @@ from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
 from wheelq.producer.drain_runner import DrainTask, attach_spool
 from wheelq.producer.drive import drive_async
 from wheelq.producer.durability import Durability
+from wheelq.producer.limits import AsyncLimitMethods
 from wheelq.producer.operations import EnqueueItem, Op, Producer, ProducerCounts, TopicStats
 from wheelq.producer.schedule_methods import AsyncScheduleMethods
 from wheelq.producer.spool import SpoolStats
@@ -33,7 +34,7 @@ from wheelq.store.calls import Call
 T = TypeVar("T")
 
 
-class AsyncClient(AsyncScheduleMethods):
+class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
     """Asyncio producer client; the same methods as `Client`, awaitable."""
 
     def __init__(

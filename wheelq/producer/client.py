@@ -23,6 +23,7 @@ from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
 from wheelq.producer.drain_runner import DrainThread, attach_spool
 from wheelq.producer.drive import drive_sync
 from wheelq.producer.durability import Durability
+from wheelq.producer.limits import LimitMethods
 from wheelq.producer.operations import EnqueueItem, Op, Producer, ProducerCounts, TopicStats
 from wheelq.producer.schedule_methods import ScheduleMethods
 from wheelq.producer.spool import SpoolStats
@@ -35,7 +36,7 @@ from wheelq.store.sync_executor import SyncExecutor
 T = TypeVar("T")
 
 
-class Client(ScheduleMethods):
+class Client(ScheduleMethods, LimitMethods):
     """Blocking producer client. Thread-safe (redis-py pools connections).
 
     With `spool` (a file path), enqueues Redis cannot take go to that local SQLite file

@@ -35,6 +35,7 @@ from wheelq.errors import (
     InvalidJobIdError,
     PayloadTypeError,
     TopicConfigError,
+    TopicFullError,
     TopicNotEmptyError,
 )
 from wheelq.producer.encode_batch import EncodeBatch
@@ -224,7 +225,7 @@ class Producer:
         """`_write`, counting the jobs it enqueued (a batch's too when some were duplicates)."""
         try:
             ids = yield from self._write(topic, writes)
-        except DuplicateJobError as exc:
+        except (DuplicateJobError, TopicFullError) as exc:
             self.counts.enqueued += len(exc.enqueued)
             raise
         self.counts.enqueued += len(ids)
@@ -254,16 +255,23 @@ class Producer:
                 chunk = jobs[i : i + size]
                 calls.append((chunk, ops.enqueue(keys, chunk)))
         duplicates: list[str] = []
+        full: list[str] = []
         for i in range(0, len(calls), PIPELINE_CALLS):
             round_ = calls[i : i + PIPELINE_CALLS]
             replies = yield [call for _, call in round_]
             for (chunk, _), outcomes in zip(round_, replies, strict=True):
-                duplicates += [
-                    w.id for w, o in zip(chunk, outcomes, strict=True) if o == Placed.DUPLICATE
-                ]
+                for w, o in zip(chunk, outcomes, strict=True):
+                    if o == Placed.DUPLICATE:
+                        duplicates.append(w.id)
+                    elif o == Placed.FULL:
+                        full.append(w.id)
                 if applied is not None:
-                    applied += [w.id for w in chunk]
+                    taken = zip(chunk, outcomes, strict=True)
+                    applied += [w.id for w, o in taken if o != Placed.FULL]
         ids = [w.id for w in writes]
+        if full:
+            refused = set(full) | set(duplicates)
+            raise TopicFullError(topic, full, [i for i in ids if i not in refused])
         if duplicates:
             dup = set(duplicates)
             raise DuplicateJobError(topic, duplicates, [i for i in ids if i not in dup])

@@ -31,6 +31,9 @@ class Lead:
     """Jobs due up to here (exclusive of later) have been read into the wheel."""
     active: bool = True
     emitted: int = 0
+    throttled: bool = False
+    """Due jobs were held back by the topic's max_ready: the preloader sweeps every due job
+    (not only overdue ones) at a short interval until the stream has room again."""
     shards: int = 1
     """The topic's shard count (its history byte budget is split evenly over them)."""
 

@@ -6,7 +6,9 @@ Every `preload_interval_ms`, for all led shards in one pipeline, it
 2. reads the next page of jobs due before Redis time + `window_ms`, and
 3. sweeps: emits, oldest first and `sweep_batch` at a time, jobs that are
    overdue (the backlog from before this node took the shard, or anything
-   the wheel missed by more than `sweep_grace_ms`).
+   the wheel missed by more than `sweep_grace_ms`). A shard whose stream is at
+   its topic's ``max_ready`` is swept of every due job, every 20 ms, until
+   the stream has room again (`wheelq.core.limits`).
 Shards whose page was full or whose sweep left more behind go round again
 at once; the event loop runs the wheel driver in between, so a backlog is
 drained in bounded steps without starving jobs that are due now.
@@ -30,6 +32,8 @@ from wheelq.store.calls import Call
 log = logging.getLogger(__name__)
 
 INBOX_BATCH = 1000
+THROTTLED_INTERVAL_MS = 20
+"""How often a shard held back by max_ready is swept while the stream is full."""
 
 
 class Preloader(Service):
@@ -49,9 +53,12 @@ class Preloader(Service):
 
     async def step(self) -> float:
         """Rounds over the led shards until none has more to read or sweep."""
-        busy = await self.cycle(self._ctx.leads.all())
+        leads = self._ctx.leads.all()
+        busy = await self.cycle(leads)
         while busy and not self.stopping:
             busy = await self.cycle(busy)
+        if any(lead.throttled for lead in leads):
+            return THROTTLED_INTERVAL_MS / 1000
         return self._ctx.settings.preload_interval_ms / 1000
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
@@ -71,7 +78,9 @@ class Preloader(Service):
         s = self._ctx.settings
         token = self._ctx.leads.token
         sent_ms = self._ctx.clock.now_ms()
-        bound_ms = max(lead.acquired_ms, sent_ms - s.sweep_grace_ms)
+        # Held back by max_ready: every due job is swept (the wheel let them go).
+        grace = 0 if lead.throttled else s.sweep_grace_ms
+        bound_ms = max(lead.acquired_ms, sent_ms - grace)
         calls: list[Call[Any]] = [
             ops.drain_inbox(lead.keys, INBOX_BATCH),
             ops.preload(
@@ -106,6 +115,7 @@ class Preloader(Service):
             lead.cursor_ms = max(lead.cursor_ms, page.cursor_ms)
             busy = busy or page.full
         if isinstance(sweep, ops.EmitResult):
+            lead.throttled = sweep.throttled
             record_emit(self._ctx, lead, sweep, sent_ms)
             self._ctx.metrics.fired_by_sweep(lead.keys.topic, sent_ms, bound_ms, sweep.emitted)
             busy = busy or sweep.more

@@ -152,6 +152,8 @@ class WheelDriver(Service):
         if self._refused:
             self._refused.discard(lead.slot)
         record_emit(self._ctx, lead, result, now_ms)
+        if result.throttled:
+            lead.throttled = True  # its held-back jobs left the wheel: the preloader sweeps them
         if result.not_yet_due:
             # Rescheduled later (or our clock ran ahead of Redis): fire at the new time.
             self.schedule(lead, [(i, max(due, now_ms + 1)) for i, due in result.not_yet_due])

@@ -49,6 +49,9 @@ class EmitResult:
     """Ids whose envelope could not be decoded: moved to the dead-letter stream."""
     held: list[str] = field(default_factory=list)
     """Ids due but held back by the byte budget: still pending, to emit next."""
+    throttled: bool = False
+    """Due jobs stay pending because the stream is at the topic's ``max_ready``
+    (`wheelq.core.limits`): the preloader sweeps them as workers catch up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,7 @@ def emit_due(
             _pairs(r[4]),
             [m.decode() for m in r[5]],
             [h.decode() for h in r[6]],
+            bool(r[7]),
         )
 
     return script_call(
@@ -241,3 +245,22 @@ def all_topics() -> Call[Registry]:
 def unregister_topic(topic: str) -> Call[bool]:
     """HDEL from the registry; parses to True when the entry was there."""
     return Call(command=("HDEL", TOPICS_KEY, topic), parse=bool)
+
+
+def write_limits(keys: ShardKeys, fields: dict[str, int | None]) -> list[Call[Any]]:
+    """Set the shard's limit fields (None: remove the field); `wheelq.core.limits`."""
+    gone = [name for name, value in fields.items() if value is None]
+    kept: list[str | int] = []
+    for name, value in fields.items():
+        if value is not None:
+            kept += [name, value]
+    calls: list[Call[Any]] = []
+    if gone:
+        calls.append(Call(command=("HDEL", keys.limits, *gone)))
+    if kept:
+        calls.append(Call(command=("HSET", keys.limits, *kept)))
+    return calls
+
+
+def read_limits(keys: ShardKeys) -> Call[dict[bytes, bytes]]:
+    return Call(command=("HGETALL", keys.limits), parse=dict)

@@ -59,6 +59,9 @@ class Placed(IntEnum):
     APPLIED = 4
     """enqueue, a spool replay only: an earlier call applied this write (its token is in
     ``{T:s}:spooled``); not written again."""
+    FULL = 5
+    """enqueue, a plain one only: the shard is at its share of the topic's ``max_pending``
+    (`wheelq.core.limits`); nothing of the call was written."""
 
 
 NOT_PENDING = 3
@@ -68,10 +71,10 @@ _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
 _LEASE = ("lease", "horizon")
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": (*_WRITE, "spooled", "history", "history_old"),
+    "enqueue": (*_WRITE, "spooled", "history", "history_old", "limits"),
     "reschedule": (*_WRITE, "history", "history_old"),
     "cancel": ("delayed", "jobs", "cancelled"),
-    "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history", "history_old"),
+    "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history", "history_old", "limits"),
     "preload": ("delayed", "lease", "horizon"),
     "lease_acquire": (*_LEASE, "inbox"),
     "lease_renew": _LEASE,

@@ -15,6 +15,7 @@ local WQ_FIRED = 1
 local WQ_DUPLICATE = 2    -- enqueue: pending already, replace not asked for (not written)
 local WQ_NOT_PENDING = 3  -- reschedule: no such pending job (nothing written)
 local WQ_APPLIED = 4      -- enqueue, a spool replay: an earlier call applied it (not written)
+local WQ_FULL = 5         -- enqueue: the shard is at its max_pending share (nothing written)
 
 local function wq_fmt(n)
   return string.format('%.0f', n)

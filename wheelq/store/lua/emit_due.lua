@@ -14,18 +14,23 @@ KEYS[4]  {T:s}:lease     STRING  token of the leader
 KEYS[5]  {T:s}:dead      STREAM  dead letters (malformed envelopes)
 KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (wq_fired)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
+KEYS[8]  {T:s}:limits    HASH    "ready": most fired jobs the slowest consumer group may have
+         to catch up on (unacked + not yet read; with no group, the stream's length): past
+         it, due jobs stay in the sorted set (wheelq.core.limits)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
 ARGV[4]  limit: most jobs to emit in sweep mode
 ARGV[5]  byte budget, bytes: envelope bytes one call moves (see above)
 ARGV[6..] job ids to emit (wheel mode); none given = sweep mode: the oldest jobs due by now
-Returns: {0, emitted, more, orphans, not_yet_due, malformed, held}
+Returns: {0, emitted, more, orphans, not_yet_due, malformed, held, throttled}
            more        1 when jobs due by now remain after this call (sweep mode), else 0
            orphans     ids found in the sorted set without an envelope (removed; cannot be emitted)
            not_yet_due {id_1, due_1, ...}: ids still pending but not yet due (rescheduled later)
            malformed   {id, ...}: moved to the dead-letter stream
            held        {id, ...}: due, but held back by the byte budget (still pending)
+           throttled   1 when due jobs stay pending because the stream is at its "ready"
+                       limit (not listed: the caller sweeps them once workers catch up)
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
@@ -35,20 +40,49 @@ end
 -- No TYPE calls: a wrong-typed sorted set or hash fails its first read, a wrong-typed stream
 -- its first XADD, each before anything is written (pcall turns the failure into a status).
 local now = math.min(tonumber(ARGV[3]), wq_now_ms())
+-- Room in the stream under the "ready" limit (nil: no limit).
+local room = redis.call('HGET', KEYS[8], 'ready')
+if room then
+  local backlog = 0
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    local groups = redis.call('XINFO', 'GROUPS', KEYS[3])
+    if #groups == 0 then
+      backlog = redis.call('XLEN', KEYS[3])
+    end
+    for _, flat in ipairs(groups) do
+      local g = wq_fields(flat)
+      local lag = tonumber(g['lag'])
+      if not lag then -- unknown to the server (after deletions): count, up to the limit
+        lag = #redis.call('XRANGE', KEYS[3], '(' .. g['last-delivered-id'], '+', 'COUNT', room)
+      end
+      backlog = math.max(backlog, g['pending'] + lag)
+    end
+  end
+  room = tonumber(room) - backlog
+end
 local ids = {}
 if #ARGV > 5 then
   for i = 6, #ARGV do
     ids[#ids + 1] = ARGV[i]
   end
 else
-  ids = redis.pcall('ZRANGE', KEYS[1], '-inf', wq_fmt(now), 'BYSCORE', 'LIMIT', 0,
-    tonumber(ARGV[4]))
+  local limit = tonumber(ARGV[4])
+  if room then
+    limit = math.max(0, math.min(limit, room))
+  end
+  ids = redis.pcall('ZRANGE', KEYS[1], '-inf', wq_fmt(now), 'BYSCORE', 'LIMIT', 0, limit)
   if ids.err then
     return {WQ_WRONG_TYPE, KEYS[1]}
   end
 end
 local later, malformed, held = {}, {}, {}
-local out = {WQ_OK, 0, 0, 0, later, malformed, held}
+local out = {WQ_OK, 0, 0, 0, later, malformed, held, 0}
+if room and room <= 0 and #ARGV <= 5 then
+  if redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0 then
+    out[8] = 1
+  end
+  return out
+end
 if #ids == 0 then
   return out
 end
@@ -71,6 +105,8 @@ for i, id in ipairs(ids) do
     if tonumber(scores[i]) > now then
       later[#later + 1] = id
       later[#later + 1] = scores[i]
+    elseif room and room <= 0 then
+      out[8] = 1 -- stays pending; swept once the stream has room
     elseif budget <= 0 and not extra then
       held[#held + 1] = id
     else
@@ -126,6 +162,9 @@ for i, id in ipairs(ids) do
         end
         if env then
           out[2] = out[2] + 1
+          if room then
+            room = room - 1
+          end
           if (env[6] == nil or env[6] == '') and (env[7] == nil or env[7] == '') then
             n_rec = n_rec + 2 -- wq_fired's usual case, inline: this loop is the hot path
             rec[n_rec - 1], rec[n_rec] = id, added
@@ -151,6 +190,10 @@ if failed then
   return redis.error_reply(failed)
 end
 if #ARGV <= 5 and (#held > 0 or redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0) then
-  out[3] = 1
+  if room and room <= 0 then
+    out[8] = 1 -- more is due, but the stream is full: swept again once workers catch up
+  else
+    out[3] = 1
+  end
 end
 return out

@@ -14,6 +14,8 @@ KEYS[6]  {T:s}:spooled   ZSET    token of a replayed spool write -> ms it was ap
          only; a plain enqueue does not touch it)
 KEYS[7]  {T:s}:history   HASH    job id -> its latest entry (jobs fired now)
 KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
+KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (a plain
+         enqueue only: a replay was accepted before; wheelq.core.limits)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay: tokens are kept in KEYS[6]
@@ -24,7 +26,9 @@ ARGV[4..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is 
           (six per job; five without)
 Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED now
            (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written),
-           4 APPLIED: replay only, its token is in KEYS[6] (not written again)
+           4 APPLIED: replay only, its token is in KEYS[6] (not written again),
+           5 FULL: the call would take the shard past its "pending" limit (every job of the
+           call is FULL, and nothing is written)
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded (a caller's
            bug: wheelq writes none); jobs before it that fired are in the stream (and their
@@ -86,6 +90,33 @@ if flags.err then
 end
 for n, flag in ipairs(flags) do
   pending[ids[n]] = flag ~= false
+end
+if stride == 5 then
+  local cap = redis.pcall('HGET', KEYS[9], 'pending')
+  if type(cap) == 'table' and cap.err then
+    return {WQ_WRONG_TYPE, KEYS[9]}
+  end
+  if cap then
+    -- Jobs this call would add to the sorted set: new ids due later (a job due now fires).
+    local adds = 0
+    for n = 1, #ids do
+      local i = 4 + (n - 1) * stride
+      local due = tonumber(ARGV[i + 2])
+      if ARGV[i + 1] == 'd' then
+        due = now + due
+      end
+      if not pending[ids[n]] and due > now then
+        adds = adds + 1
+      end
+    end
+    if adds > 0 and redis.call('ZCARD', KEYS[1]) + adds > tonumber(cap) then
+      local full = {WQ_OK}
+      for n = 1, #ids do
+        full[n + 1] = WQ_FULL
+      end
+      return full
+    end
+  end
 end
 local out, notes = {WQ_OK}, {}
 for n = 1, #ids do

@@ -1,0 +1,121 @@
+"""Backpressure on a real server (`wheelq.core.limits`): a topic at its max_pending refuses
+enqueues and writes nothing of them; a stream at its max_ready holds due jobs back in the
+sorted set, never grows past the limit, and every job still runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import redis
+import redis.asyncio
+
+from tests.support.waiting import eventually
+from wheelq import AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
+from wheelq.core.history import JobState
+from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.limits import TopicLimits
+from wheelq.errors import InvalidArgumentError, TopicFullError
+
+
+def test_a_full_topic_refuses_with_nothing_written(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as c:
+        c.create_topic(topic, 1)
+        assert c.set_limits(topic, max_pending=10) == TopicLimits(10, None)
+        for i in range(10):
+            c.enqueue(topic, i, job_id=f"j{i}", delay=60)
+        with pytest.raises(TopicFullError) as info:
+            c.enqueue(topic, 10, job_id="j10", delay=60)
+        assert info.value.job_ids == ["j10"] and info.value.enqueued == []
+        assert c.get(topic, "j10").state is JobState.UNKNOWN
+        assert c.stats(topic).pending == 10  # type: ignore[union-attr]
+        # Not adding to what waits: replacing a pending job, and a job due now (it fires).
+        c.enqueue(topic, "new", job_id="j3", delay=30, replace=True)
+        c.enqueue(topic, "now", job_id="fires", delay=0)
+        assert c.get(topic, "fires").state is JobState.READY
+        # Room again once a job leaves.
+        assert c.cancel(topic, "j0")
+        c.enqueue(topic, 10, job_id="j10", delay=60)
+        c.set_limits(topic)
+        assert c.limits(topic) == TopicLimits()
+        c.enqueue(topic, 11, job_id="j11", delay=60)
+
+
+def test_a_batch_into_a_full_topic_names_what_was_refused_and_writes_none_of_it(
+    redis_url: str, topic: str
+) -> None:
+    shards = 4
+    with Client.from_url(redis_url) as c:
+        c.create_topic(topic, shards)
+        c.set_limits(topic, max_pending=40)  # 10 per shard
+        ids = [f"b{i}" for i in range(100)]
+        with pytest.raises(TopicFullError) as info:
+            c.enqueue_many(topic, [EnqueueItem(i, delay=60, job_id=i) for i in ids])
+        refused, enqueued = set(info.value.job_ids), set(info.value.enqueued)
+        assert refused | enqueued == set(ids) and not refused & enqueued
+        assert all(c.get(topic, i).state is JobState.UNKNOWN for i in refused)
+        assert all(c.get(topic, i).state is JobState.PENDING for i in enqueued)
+        per_shard = [sum(shard_of(i, shards) == s for i in enqueued) for s in range(shards)]
+        assert max(per_shard) <= 10 and c.stats(topic).pending == len(enqueued)  # type: ignore[union-attr]
+
+
+def test_limits_out_of_range_are_refused_naming_the_parameter(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as c:
+        for bad in (
+            {"max_pending": 0},
+            {"max_ready": -1},
+            {"max_pending": True},
+            {"max_ready": 2.5},
+        ):
+            with pytest.raises(InvalidArgumentError) as info:
+                c.set_limits(topic, **bad)  # type: ignore[arg-type]
+            assert info.value.parameter == next(iter(bad))
+        assert c.limits(topic) == TopicLimits()
+
+
+def backlog(r: redis.Redis, keys: ShardKeys) -> int:
+    """What the slowest group of the shard has to catch up on: unacked + not yet read."""
+    groups = r.xinfo_groups(keys.ready)
+    return max(g["pending"] + (g["lag"] or 0) for g in groups)
+
+
+@pytest.fixture
+async def scheduler(redis_url: str, topic: str) -> AsyncIterator[Scheduler]:
+    node = Scheduler.from_url(redis_url, topic, window_ms=2000, preload_interval_ms=100)
+    await node.start()
+    yield node
+    await node.stop()
+
+
+async def test_a_held_back_stream_never_exceeds_max_ready_and_every_job_runs(
+    redis_url: str, redis_sync: redis.Redis, topic: str, scheduler: Scheduler
+) -> None:
+    shards, share, n = 2, 10, 600
+    seen: list[int] = []
+    done: set[str] = set()
+
+    async def slow(job: Job) -> None:
+        seen.append(max(backlog(redis_sync, k) for k in all_shards(topic, shards)))
+        await asyncio.sleep(0.002)  # the work: slower than jobs come due
+        done.add(job.id)
+
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, shards)
+        await c.set_limits(topic, max_ready=share * shards)
+        worker = Worker.from_url(redis_url, topic, slow, concurrency=4)
+        await worker.start()
+        try:
+            ids = await c.enqueue_many(topic, [EnqueueItem(i, delay=0.3) for i in range(n)])
+            await eventually(
+                lambda: _all(done, ids), timeout_s=60, what=f"all {n} jobs to be handled"
+            )
+        finally:
+            await worker.stop()
+    assert max(seen) <= share, f"a shard's stream held {max(seen)} > max_ready share {share}"
+    assert max(seen) >= share - 4, "the limit was never reached: the test proved nothing"
+    assert all(redis_sync.zcard(k.delayed) == 0 for k in all_shards(topic, shards))
+
+
+async def _all(done: set[str], ids: list[str]) -> bool:
+    return done >= set(ids)
