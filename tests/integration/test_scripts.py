@@ -989,6 +989,7 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.hset(keys.history, "acked", "1-0")
     r.hset(keys.history_old, "older", "0-1")
     r.zadd(keys.cancelled, {"gone": now})
+    r.hset(keys.debounce, "k", now)
     r.hset(keys.limits, "pending", 10)
     r.hset(keys.schedules, "nightly", b"definition")
     r.hset(keys.sched_state, "nightly", now)

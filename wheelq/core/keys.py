@@ -16,6 +16,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:history   HASH    job id -> its latest entry; "id<US>group" -> that group's outcome
 {emails:3}:history_old HASH  the previous generation of the history (dropped whole, see trim)
 {emails:3}:cancelled ZSET    job id -> Redis ms it was cancelled
+{emails:3}:debounce  HASH    job id -> ms its debounce series must fire by (max_wait_ms)
 {emails:3}:limits    HASH    "pending" / "ready" -> this shard's share of the topic's limits
 {emails:3}:schedules HASH    schedule name -> its definition (schedules whose home is shard 3)
 {emails:3}:sched_state HASH  schedule name -> ms planned up to ("p:" + ms while paused)
@@ -65,6 +66,7 @@ DATA_KEY_NAMES = (
     "history",
     "history_old",
     "cancelled",
+    "debounce",
     "limits",
     "schedules",
     "sched_state",
@@ -267,6 +269,11 @@ class ShardKeys:
     def cancelled(self) -> str:
         """Jobs cancelled while pending, with when (kept as long as the history)."""
         return f"{self.tag}:cancelled"
+
+    @property
+    def debounce(self) -> str:
+        """Debounced jobs with a max wait: the ms each series must fire by."""
+        return f"{self.tag}:debounce"
 
     @property
     def limits(self) -> str:

@@ -124,3 +124,38 @@ def at_ms(at: object, name: str = "at") -> int:
             f"{name} must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}",
         )
     return _ceil_ms(seconds)
+
+
+MAX_DEBOUNCE_MS = MAX_DELAY_S * 1000
+
+
+def _ms_in(value: object, low: int) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_DEBOUNCE_MS:
+        return value
+    return None
+
+
+def debounce_spec(debounce_ms: object, max_wait_ms: object) -> tuple[int, int]:
+    """Validate a debounce (`enqueue(..., debounce_ms=, max_wait_ms=)`): (debounce, max wait
+    or 0 for none), in ms.
+
+    Raises:
+        InvalidDelayError: `debounce_ms` not an int in [1, ten years], or `max_wait_ms` neither
+            None nor an int in [debounce_ms, ten years].
+    """
+    debounce = _ms_in(debounce_ms, 1)
+    if debounce is None:
+        raise InvalidDelayError(
+            "debounce_ms",
+            f"debounce_ms must be an int in [1, {MAX_DEBOUNCE_MS}], got {debounce_ms!r}",
+        )
+    if max_wait_ms is None:
+        return debounce, 0
+    wait = _ms_in(max_wait_ms, debounce)
+    if wait is None:
+        raise InvalidDelayError(
+            "max_wait_ms",
+            f"max_wait_ms must be None or an int in [debounce_ms={debounce}, "
+            f"{MAX_DEBOUNCE_MS}], got {max_wait_ms!r}",
+        )
+    return debounce, wait

@@ -13,7 +13,7 @@ import redis.asyncio
 from wheelq.core.callback import Callback
 from wheelq.core.dead import DeadLetter
 from wheelq.core.history import JobInfo
-from wheelq.core.schedule import At, Delay
+from wheelq.core.schedule import At, Delay, debounce_spec
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer.breaker import Breaker, guarded
@@ -111,9 +111,12 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         ack: str | None = None,
         traceparent: str | None = None,
         callback: Callback | str | Mapping[str, Any] | None = None,
+        debounce_ms: int | None = None,
+        max_wait_ms: int | None = None,
     ) -> str:
         item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace, traceparent, callback)
-        return await self._write(topic, self._producer.enqueue(topic, item), ack)
+        bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
+        return await self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
 
     enqueue.__doc__ = ENQUEUE_DOC
 

@@ -35,13 +35,19 @@ ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (nei
                 `Callback` or a mapping with ``url``, ``headers`` and ``timeout_ms``
                 (see README, "HTTP service"); other consumer groups see it as
                 `Job.callback`.
+            debounce_ms: With `job_id`, instead of `delay`/`at`: the job is due this long
+                after the latest call, so calls in a burst fire it once, after the last
+                (its payload and options are the latest call's); 1 ms to ten years.
+            max_wait_ms: With `debounce_ms`: fire no later than this long after the
+                first call of the burst, however the calls go on (>= debounce_ms).
 
         Returns:
             The job id.
 
         Raises:
             InvalidArgumentError: A bad topic, delay, at, job_id, max_attempts,
-                traceparent or callback (also a ValueError); nothing was written.
+                traceparent, callback, debounce_ms or max_wait_ms (also a ValueError);
+                nothing was written.
             PayloadTypeError: The payload cannot be serialised, or would not decode back
                 (a tuple as a dict key); also a TypeError.
             DuplicateJobError: `job_id` is pending already and `replace` is False.

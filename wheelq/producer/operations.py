@@ -196,8 +196,13 @@ class Producer:
 
     # --- jobs -----------------------------------------------------------------------------
 
-    def enqueue(self, topic: str, item: EnqueueItem) -> Op[str]:
+    def enqueue(
+        self, topic: str, item: EnqueueItem, debounce: tuple[int, int] | None = None
+    ) -> Op[str]:
+        """`debounce`: (debounce ms, max wait ms or 0), from `debounce_spec`."""
         k.validate_topic(topic)
+        if debounce is not None:
+            return (yield from self._debounce(topic, item, *debounce))
         write = partial(self._enqueue, topic, item)
         ids = yield from sending(self.tracing, topic, item.traceparent, write, batch=False)
         return ids[0]
@@ -205,6 +210,19 @@ class Producer:
     def _enqueue(self, topic: str, item: EnqueueItem, traceparent: str | None) -> Op[list[str]]:
         write = self._validate_item(item, EncodeBatch(self._clock.now_ms(), traceparent))
         return (yield from self._counted(topic, [write]))
+
+    def _debounce(self, topic: str, item: EnqueueItem, debounce_ms: int, wait_ms: int) -> Op[str]:
+        if item.job_id is None:
+            raise InvalidJobIdError("job_id", "debounce_ms needs a job_id: the id calls share")
+        if item.delay is not None or item.at is not None:
+            raise InvalidDelayError("delay", "pass debounce_ms or delay/at, not both")
+        write = self._validate_item(item, EncodeBatch(self._clock.now_ms(), item.traceparent))
+        shards = yield from self.shard_count(topic, create=True)
+        assert shards is not None
+        keys = k.ShardKeys(topic, k.shard_of(write.id, shards))
+        yield [ops.debounce(keys, write.id, debounce_ms, wait_ms, write.envelope)]
+        self.counts.enqueued += 1
+        return write.id
 
     def enqueue_many(
         self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]]

@@ -107,6 +107,21 @@ def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None
     )
 
 
+def debounce(
+    keys: ShardKeys, job_id: str, debounce_ms: int, max_wait_ms: int, envelope: bytes
+) -> Call[tuple[Placed, int]]:
+    """Write the job due `debounce_ms` from now, but not after `max_wait_ms` (0: no cap) from
+    the first call of its series; parses to (outcome, due ms)."""
+
+    def parse(reply: Any) -> tuple[Placed, int]:
+        r = check("debounce", reply)
+        return Placed(r[1]), int(r[2])
+
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, job_id, debounce_ms]
+    args += [max_wait_ms, envelope]
+    return script_call("debounce", keys, args, parse)
+
+
 def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
     return script_call("cancel", keys, [job_id], lambda r: bool(check("cancel", r)[1]))
 

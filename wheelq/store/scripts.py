@@ -73,6 +73,7 @@ _LEASE = ("lease", "horizon")
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "enqueue": (*_WRITE, "spooled", "history", "history_old", "limits"),
     "reschedule": (*_WRITE, "history", "history_old"),
+    "debounce": (*_WRITE, "history", "history_old", "debounce"),
     "cancel": ("delayed", "jobs", "cancelled"),
     "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history", "history_old", "limits"),
     "preload": ("delayed", "lease", "horizon"),

@@ -12,12 +12,13 @@ KEYS[8]  {T:s}:spooled   ZSET    tokens of replayed spool writes
 KEYS[9]  {T:s}:history   HASH    where jobs fired and what groups made of them
 KEYS[10] {T:s}:history_old HASH  the history's previous generation
 KEYS[11] {T:s}:cancelled ZSET    cancelled jobs
-KEYS[12] {T:s}:limits    HASH    the topic's limits, this shard's share
-KEYS[13] {T:s}:schedules HASH    schedules homed here (dropped with the topic)
-KEYS[14] {T:s}:sched_state HASH  their planning state
-KEYS[15] {T:s}:sched_epoch STRING the schedule planner's fencing epoch
-KEYS[16] {T:s}:sched_marks HASH  the latest run of each schedule written here
-         (KEYS[4..16] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
+KEYS[12] {T:s}:debounce  HASH    debounce deadlines
+KEYS[13] {T:s}:limits    HASH    the topic's limits, this shard's share
+KEYS[14] {T:s}:schedules HASH    schedules homed here (dropped with the topic)
+KEYS[15] {T:s}:sched_state HASH  their planning state
+KEYS[16] {T:s}:sched_epoch STRING the schedule planner's fencing epoch
+KEYS[17] {T:s}:sched_marks HASH  the latest run of each schedule written here
+         (KEYS[4..17] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
 Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)

@@ -1,0 +1,62 @@
+--[[ debounce.lua — enqueue with a trailing debounce: each call (re)writes the job due the
+debounce (ARGV[4]) from now, so it fires once the calls stop for that long; with a max wait,
+never later than that after the first call of the series (which ends when the job fires).
+The payload and options of the latest call win.
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
+KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
+KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
+KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
+KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
+KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
+KEYS[8]  {T:s}:debounce  HASH    job id -> the ms its series must fire by (max wait); a
+         deadline past is stale, and each call removes up to two stale ones it samples
+ARGV[1]  topic
+ARGV[2]  wake channel
+ARGV[3]  job id
+ARGV[4]  debounce, ms (>= 1)
+ARGV[5]  max wait, ms ('0': none)
+ARGV[6]  envelope (msgpack)
+Returns: {0, placed, due}   placed: 0 SCHEDULED, 1 FIRED now (the max wait is up); due ms
+         {-1, key}   WRONG_TYPE (nothing written)
+         {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
+]]
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
+  KEYS[5], 'list', KEYS[8], 'hash')
+if bad then
+  return {WQ_WRONG_TYPE, bad}
+end
+local id, wait, envelope = ARGV[3], tonumber(ARGV[5]), ARGV[6]
+local now = wq_now_ms()
+local deadline
+if redis.call('ZSCORE', KEYS[1], id) then
+  deadline = tonumber(redis.call('HGET', KEYS[8], id))
+else
+  redis.call('HDEL', KEYS[8], id) -- a series whose job fired: over
+end
+if wait > 0 and not deadline then -- a new series (or a job enqueued plainly): it starts now
+  deadline = now + wait
+  redis.call('HSET', KEYS[8], id, wq_fmt(deadline))
+end
+local due = now + tonumber(ARGV[4])
+if deadline and due > deadline then
+  due = deadline
+end
+local sample = redis.call('HRANDFIELD', KEYS[8], 2, 'WITHVALUES')
+for i = 1, #sample, 2 do
+  if sample[i] ~= id and tonumber(sample[i + 1]) < now then
+    redis.call('HDEL', KEYS[8], sample[i])
+  end
+end
+if due <= now then
+  local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope)
+  if refused then
+    return refused
+  end
+  wq_forget(KEYS[1], KEYS[2], {id})
+  redis.call('HDEL', KEYS[8], id)
+  return {WQ_OK, WQ_FIRED, due}
+end
+wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], tonumber(redis.call('GET', KEYS[4])), id, due,
+  envelope)
+return {WQ_OK, WQ_SCHEDULED, due}
