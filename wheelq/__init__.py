@@ -7,8 +7,11 @@ handler on each, with retries, dead letters and crash recovery.
 
 from wheelq.core.callback import Callback
 from wheelq.core.dead import DeadLetter
+from wheelq.core.flow import Flow
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import Job
+from wheelq.core.limits import TopicLimits
+from wheelq.core.recurring import Schedule
 from wheelq.core.retry import Defer, Fail, Retry
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import (
@@ -32,6 +35,7 @@ from wheelq.errors import (
     SpoolError,
     SpoolLockedError,
     TopicConfigError,
+    TopicFullError,
     TopicNotEmptyError,
     UnsupportedServerError,
     WheelqError,
@@ -53,6 +57,9 @@ __all__ = [
     "Client",
     "ClientSettings",
     "EnqueueItem",
+    "TopicLimits",
+    # recurring
+    "Schedule",
     # inspecting
     "GroupInfo",
     "JobInfo",
@@ -68,6 +75,7 @@ __all__ = [
     # consuming
     "Defer",
     "Fail",
+    "Flow",
     "Job",
     "Retry",
     "Worker",
@@ -96,6 +104,7 @@ __all__ = [
     "SpoolError",
     "SpoolLockedError",
     "TopicConfigError",
+    "TopicFullError",
     "TopicNotEmptyError",
     "WheelqError",
 ]

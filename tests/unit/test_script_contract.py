@@ -18,6 +18,7 @@ from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import consume, history, nodes, ops, schedules
 from wheelq.store.calls import Call
 from wheelq.store.scripts import (
+    FLOW_SCRIPTS,
     NAMES,
     NOT_PENDING,
     SCRIPT_KEYS,
@@ -228,7 +229,17 @@ def test_every_error_status_a_script_returns_is_in_its_header(name: str) -> None
 def test_the_lua_folder_holds_exactly_the_scripts_of_the_table() -> None:
     files = {p.name[:-4] for p in LUA.iterdir() if p.name.endswith(".lua")}
 
-    assert files == {*NAMES, "_lib"}
+    assert files == {*NAMES, *FLOW_SCRIPTS, "_lib"}
+
+
+@pytest.mark.parametrize("name", FLOW_SCRIPTS)
+def test_flow_scripts_take_one_key_of_their_own_and_state_returns(name: str) -> None:
+    text = header(name)
+    assert re.findall(
+        r"^KEYS\[(\d+)\] +wheelq:flow:\{topic:digest\}:\w+ +[A-Z]+\b", text, re.M
+    ) == ["1"]
+    assert re.search(r"^Returns: \{0\b", text, re.M)
+    assert {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body(name))} == {1}
 
 
 # --- headers and keys -----------------------------------------------------------------------

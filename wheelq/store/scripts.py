@@ -102,6 +102,9 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
 
 NAMES = tuple(SCRIPT_KEYS)
 
+FLOW_SCRIPTS = ("flow_rate", "flow_enter")
+"""Scripts on a flow-control key of their own (`wheelq.core.flow.flow_key`), not a shard's."""
+
 
 @dataclass(frozen=True, slots=True)
 class Script:
@@ -115,7 +118,7 @@ class Script:
 @functools.cache
 def script(name: str) -> Script:
     """Load a script by name (cached)."""
-    if name not in SCRIPT_KEYS:
+    if name not in SCRIPT_KEYS and name not in FLOW_SCRIPTS:
         raise KeyError(f"no script named {name!r}")
     lua = resources.files("wheelq.store") / "lua"
     source = (lua / "_lib.lua").read_text("utf-8") + "\n" + (lua / f"{name}.lua").read_text("utf-8")

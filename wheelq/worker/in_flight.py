@@ -27,6 +27,7 @@ from wheelq.core.histogram import Histogram
 from wheelq.core.job import Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.store.consume import Entry
+from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.settler import Settler
 
@@ -72,6 +73,7 @@ class InFlightSet:
         settler: Settler,
         policy: RetryPolicy,
         clock: Clock,
+        gate: FlowGate | None = None,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -79,6 +81,8 @@ class InFlightSet:
         self.runner = runner
         self.settler = settler
         self.policy = policy
+        self.gate = gate
+        """Flow control (`wheelq.worker.flow_gate`): admits each job before it takes a slot."""
         self.held: dict[tuple[int, str], Held] = {}
         self.room = asyncio.Event()
         """Set whenever a slot frees up."""
@@ -175,7 +179,21 @@ class InFlightSet:
 
     async def _run(self, held: Held) -> None:
         job = held.job
+        key: str | None = None
+        admitted = False
         try:
+            if self.gate is not None:
+                try:
+                    key = self.gate.key_of(job)
+                except Exception as exc:  # the flow's key function failed: the attempt fails
+                    self.failed += 1
+                    self._failed(held, exc, self._now_ms())
+                    return
+                defer_ms = await self.gate.admit(job, key)
+                if defer_ms:
+                    self._defer(held, defer_ms)
+                    return
+                admitted = True
             async with self._slots:
                 if self.closing:
                     return
@@ -191,11 +209,25 @@ class InFlightSet:
                 self.failed += 1
                 self._failed(held, error, ended_ms)
         finally:
-            if self.held.get(key := (job.shard, job.entry_id)) is held:
-                del self.held[key]
+            if admitted and self.gate is not None:
+                await self._release(job, key)
+            if self.held.get(entry := (job.shard, job.entry_id)) is held:
+                del self.held[entry]
             if len(self._timings) >= TIMINGS_BATCH or not self.held:
                 self.count_timings()
             self.room.set()
+
+    async def _release(self, job: Job, key: str | None) -> None:
+        try:
+            await self.gate.release(job, key)  # type: ignore[union-attr]
+        except Exception as exc:  # the slot expires after its ttl all the same
+            log.warning("job %s of %s: could not free its key's slot: %s", job.id, self.topic, exc)
+
+    def _defer(self, held: Held, defer_ms: int) -> None:
+        """Held back by a flow limit: run again after `defer_ms`, keeping the attempt."""
+        self.deferred += 1
+        why = f"deferred {defer_ms} ms by flow control"
+        self.settler.retry(held.job, held.payload, defer_ms, self._now_ms(), why, counts=False)
 
     def count_timings(self) -> None:
         """Put the timings of the runs finished so far into the histograms."""

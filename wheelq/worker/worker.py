@@ -12,6 +12,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any, Self
 
+from wheelq.core.flow import Flow
 from wheelq.core.keys import all_shards, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
@@ -21,6 +22,7 @@ from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.store import connect, ops
 from wheelq.worker.claim_keeper import ClaimKeeper
+from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.membership import Consumer, Membership
@@ -78,6 +80,7 @@ class Worker(Role[WorkerStopReport]):
         settings: WorkerSettings | None = None,
         consumer: str | None = None,
         start: str = "earliest",
+        flow: Flow | None = None,
     ) -> None:
         self.topic = validate_topic(topic)
         if not isinstance(start, str) or start not in STARTS:
@@ -118,8 +121,16 @@ class Worker(Role[WorkerStopReport]):
             self.settler,
             RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
             WallClock(),
+            gate=None if flow is None else self._flow_gate(flow),
         )
         self._parts: RunningParts | None = None
+
+    def _flow_gate(self, flow: Flow) -> FlowGate:
+        if not isinstance(flow, Flow):
+            raise InvalidArgumentError("flow", f"flow must be a wheelq.Flow, got {flow!r}")
+        s = self.settings
+        ttl_ms = max(s.visibility_timeout_ms, s.handler_timeout_ms) * 2
+        return FlowGate(self._executor, self.topic, self.group, self.consumer, flow, ttl_ms)
 
     @classmethod
     def from_url(
@@ -134,6 +145,7 @@ class Worker(Role[WorkerStopReport]):
         cluster: bool | None = None,
         consumer: str | None = None,
         start: str = "earliest",
+        flow: Flow | None = None,
         **settings: Any,
     ) -> Self:
         """A worker for the Redis at `url`: one server, or any node of a Redis Cluster
@@ -154,6 +166,7 @@ class Worker(Role[WorkerStopReport]):
             settings=WorkerSettings.from_kwargs(settings),
             consumer=consumer,
             start=start,
+            flow=flow,
         )
         worker.owns_connection = True  # closed by stop()
         return worker

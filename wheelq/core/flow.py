@@ -1,0 +1,121 @@
+"""Flow control: how fast and how many of a topic's jobs a consumer group runs (README,
+"Flow control").
+
+A `Flow` is given to a `Worker`; its state lives in Redis, so the limits hold across every
+worker of the group, not per process:
+
+- ``rate``: starts per period for the whole group ("100/s", "20/min", "1000/h");
+- ``key_rate`` and ``key_concurrency``: per key, where ``key(job)`` names a job's key
+  (a tenant, a customer id; None: the job has no key and no key limit applies).
+
+A job over a limit waits without using an attempt: a wait for a rate token up to
+``max_wait_ms`` is taken in the worker (the token is reserved, so starts are spaced exactly
+``period / count`` apart across all workers); a longer one, or a key at its concurrency,
+defers the job (`wheelq.Defer`) and it is read again later.
+
+Rates use GCRA (the generic cell rate algorithm): one timestamp per bucket, no counters to
+reset; ``burst`` starts may come back to back after a quiet spell (1: none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from wheelq.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from wheelq.core.job import Job
+
+PERIODS_MS = {"s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_RATE_RE = re.compile(r"\s*([0-9]+)\s*/\s*([a-z]+)\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """`count` starts per `period_ms`."""
+
+    count: int
+    period_ms: int
+
+    @property
+    def interval_us(self) -> int:
+        """Microseconds between two starts."""
+        return -(-self.period_ms * 1000 // self.count)
+
+
+def parse_rate(name: str, text: object) -> Rate:
+    """ "100/s", "20/min", "1000/h" as a `Rate`.
+
+    Raises:
+        InvalidArgumentError: Not "<count>/<s|min|h>" with a count in [1, 1_000_000].
+    """
+    m = _RATE_RE.fullmatch(text) if isinstance(text, str) else None
+    if m is None or m.group(2) not in PERIODS_MS or not 1 <= int(m.group(1)) <= 1_000_000:
+        raise InvalidArgumentError(
+            name, f"{name} must be '<count>/s', '/min' or '/h', count 1-1000000, got {text!r}"
+        )
+    return Rate(int(m.group(1)), PERIODS_MS[m.group(2)])
+
+
+def _bounded(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(name, f"{name} must be an int in [{low}, {high}], got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """A consumer group's flow limits (each None: no such limit).
+
+    Attributes:
+        rate: Starts per period for the whole group, e.g. "100/s".
+        key: Names a job's key (``lambda job: job.payload["tenant"]``); None for a job
+            no key limit applies to.
+        key_rate: Starts per period for each key.
+        key_concurrency: Most jobs of one key running at once, 1-10,000.
+        burst: Starts allowed back to back after a quiet spell, 1-10,000.
+        max_wait_ms: Longest wait for a rate token taken in the worker; a longer one
+            defers the job instead (0-60,000).
+        retry_ms: How long a job deferred by ``key_concurrency`` waits (1-60,000).
+    """
+
+    rate: str | None = None
+    key: Callable[[Job], object] | None = None
+    key_rate: str | None = None
+    key_concurrency: int | None = None
+    burst: int = 1
+    max_wait_ms: int = 1000
+    retry_ms: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("rate", "key_rate"):
+            if getattr(self, name) is not None:
+                parse_rate(name, getattr(self, name))
+        if self.key_concurrency is not None:
+            _bounded("key_concurrency", self.key_concurrency, 1, 10_000)
+        if self.key is not None and not callable(self.key):
+            raise InvalidArgumentError("key", f"key must be a function of a Job, got {self.key!r}")
+        if (self.key_rate or self.key_concurrency) and self.key is None:
+            raise InvalidArgumentError("key", "key_rate and key_concurrency need key=")
+        _bounded("burst", self.burst, 1, 10_000)
+        _bounded("max_wait_ms", self.max_wait_ms, 0, 60_000)
+        _bounded("retry_ms", self.retry_ms, 1, 60_000)
+
+    @property
+    def group_rate(self) -> Rate | None:
+        return None if self.rate is None else parse_rate("rate", self.rate)
+
+    @property
+    def per_key_rate(self) -> Rate | None:
+        return None if self.key_rate is None else parse_rate("key_rate", self.key_rate)
+
+
+def flow_key(topic: str, group: str, kind: str, key: str | None) -> str:
+    """The Redis key of one bucket or semaphore: its own slot, named by a digest of the
+    group and key (any characters, braces included, are safe there)."""
+    digest = hashlib.blake2b(f"{group}\x1f{key or ''}".encode(), digest_size=10).hexdigest()
+    return f"wheelq:flow:{{{topic}:{digest}}}:{kind}"
