@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-from wheelq.cli import dlq, job_info, jobs, serve, server, services, top, topics
+from wheelq.cli import dlq, job_info, jobs, schedules, serve, server, services, top, topics
 from wheelq.cli.context import ENVIRONMENT, Context, redacted, url_hint
 from wheelq.cli.errors import CliError, usage_error
 
@@ -33,6 +33,7 @@ first steps (see README.md):
   wheelq scheduler --redis-url redis://127.0.0.1:6379/0
   wheelq worker handlers:send_email --topic emails --redis-url redis://127.0.0.1:6379/0
   wheelq enqueue emails '{"to": "ada@example.com"}' --delay 5 --redis-url redis://127.0.0.1:6379/0
+  wheelq schedule add digest emails '{"kind": "daily"}' --cron '0 8 * * *' --tz Europe/Berlin
   wheelq serve --redis-url redis://127.0.0.1:6379/0        the HTTP API on 127.0.0.1:8080
 """
 
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(sub, [connects])
     top.register(sub, [connects])
     dlq.register(sub, [connects])
+    schedules.register(sub, [connects])
     serve.register(sub, [connects])
     server.register(sub, [connects], logs)
     return parser

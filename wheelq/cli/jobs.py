@@ -44,11 +44,12 @@ def _due_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     due = p.add_mutually_exclusive_group(required=required)
     due.add_argument("--delay", type=float, help="seconds from now (default: due now)")
     due.add_argument(
-        "--at", type=_when, help="epoch seconds, or ISO 8601 with an offset (2030-01-01T09:00Z)"
+        "--at", type=when, help="epoch seconds, or ISO 8601 with an offset (2030-01-01T09:00Z)"
     )
 
 
-def _when(text: str) -> float | datetime:
+def when(text: str) -> float | datetime:
+    """An argparse type: epoch seconds, or ISO 8601 with a UTC offset."""
     try:
         return float(text)
     except ValueError:
@@ -64,18 +65,24 @@ def _when(text: str) -> float | datetime:
     return at
 
 
+def json_payload(text: str) -> object:
+    """A payload argument: JSON, or stdin's when it is "-" (exit 2 if it is not JSON)."""
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise usage_error(
+            f"payload is not valid JSON ({exc}); a string needs quotes: '\"hello\"'"
+        ) from exc
+
+
 def enqueue(ctx: Context) -> int:
     """Enqueue one job and print its id; exit 1 when its --id is pending (without --replace)."""
     from wheelq.errors import DuplicateJobError
 
     args = ctx.args
-    text = sys.stdin.read() if args.payload == "-" else args.payload
-    try:
-        payload = json.loads(text)
-    except ValueError as exc:
-        raise usage_error(
-            f"payload is not valid JSON ({exc}); a string needs quotes: '\"hello\"'"
-        ) from exc
+    payload = json_payload(args.payload)
     with ctx.client() as client:
         try:
             job_id = client.enqueue(

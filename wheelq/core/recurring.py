@@ -118,11 +118,10 @@ class Schedule:
         return decode_payload(self.payload)
 
     def next_run_ms(self, now_ms: int) -> int | None:
-        """The first run after `max(now_ms, planned_ms)`: not yet written; None if paused or
-        ended."""
+        """The first run after `now_ms`; None while paused or once the schedule has ended."""
         if self.paused:
             return None
-        return self.rule.next_after(max(now_ms, self.planned_ms))
+        return self.rule.next_after(now_ms)
 
     def pack(self) -> bytes:
         r = self.rule

@@ -1,0 +1,203 @@
+"""`wheelq schedule add|list|show|pause|resume|remove`: recurring schedules from a shell.
+
+A bad rule (``--tz Mars/Base``, ``--every-ms 50``, a cron the parser refuses) is refused by
+the client's own checks before anything is written: one line naming the parameter, exit 2.
+"Next run" is when the schedule next fires (none while paused or after its end), whether
+or not a scheduler node has written that run yet. ``--json`` spells the payload as
+`wheelq.core.jsonable` says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from wheelq.cli.context import Context
+from wheelq.cli.errors import CliError
+from wheelq.cli.jobs import json_payload
+from wheelq.cli.jobs import when as parse_when
+
+if TYPE_CHECKING:
+    from wheelq.core.recurring import Schedule
+
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``schedule add``, ``list``, ``show``, ``pause``, ``resume`` and ``remove``."""
+    p = sub.add_parser("schedule", help="define, list, pause, resume or remove recurring jobs")
+    actions = p.add_subparsers(
+        dest="action", required=True, metavar="{add,list,show,pause,resume,remove}"
+    )
+    a = actions.add_parser("add", parents=parents, help="create or update a schedule")
+    a.add_argument("name", help="1-100 characters from [A-Za-z0-9_.:-], unique in the topic")
+    a.add_argument("topic")
+    a.add_argument(
+        "payload", nargs="?", default="null", help="JSON every run carries (default null); - stdin"
+    )
+    rule = a.add_mutually_exclusive_group(required=True)
+    rule.add_argument("--cron", help="five cron fields, read in --tz ('30 2 * * *')")
+    rule.add_argument("--every-ms", type=int, help="an interval in ms (100 ms to 366 days)")
+    a.add_argument("--tz", help="IANA zone the cron is read in (default UTC)")
+    when = "epoch seconds, or ISO 8601 with an offset"
+    a.add_argument("--start", type=parse_when, help=f"no run before this: {when}")
+    a.add_argument("--end", type=parse_when, help=f"no run after this: {when}")
+    a.add_argument(
+        "--misfire",
+        choices=("once", "all", "skip"),
+        help="runs missed while no scheduler ran: the latest once (default), all, or none",
+    )
+    a.add_argument("--max-catch-up", type=int, help="most missed runs run with 'all' (100)")
+    a.add_argument("--max-attempts", type=int, help="runs before each is dead-lettered")
+    a.add_argument("--callback", help="URL each run is POSTed to (see 'wheelq deliver')")
+    a.set_defaults(func=add)
+
+    listing = actions.add_parser("list", parents=parents, help="every schedule, by topic, name")
+    listing.add_argument("--topic", help="only this topic's")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    listing.set_defaults(func=list_schedules)
+
+    for action, verb in (
+        ("show", "print one schedule as JSON"),
+        ("pause", "stop its runs (those written ahead are cancelled)"),
+        ("resume", "run again from now (runs missed while paused are skipped)"),
+        ("remove", "delete it and cancel its runs written ahead"),
+    ):
+        q = actions.add_parser(action, parents=parents, help=verb)
+        q.add_argument("name")
+        q.add_argument("topic")
+        q.set_defaults(func=show if action == "show" else change)
+
+
+def add(ctx: Context) -> int:
+    """Create or update a schedule; print what it is and when it runs next."""
+    args = ctx.args
+    payload = json_payload(args.payload)
+    given = {
+        "cron": args.cron,
+        "every_ms": args.every_ms,
+        "tz": args.tz,
+        "start": args.start,
+        "end": args.end,
+        "misfire": args.misfire,
+        "max_catch_up": args.max_catch_up,
+        "max_attempts": args.max_attempts,
+        "callback": args.callback,
+    }
+    options = {key: value for key, value in given.items() if value is not None}
+    with ctx.client() as client:
+        existed = client.get_schedule(args.name, args.topic) is not None
+        schedule = client.schedule(args.name, args.topic, payload, **options)
+    verb = "updated" if existed else "created"
+    after = _next_run(schedule)
+    state = "paused" if schedule.paused else "no runs left" if after is None else "next run"
+    when = "" if after is None else f" {_iso(after)}"
+    print(f"{verb} {schedule.name} on {schedule.topic}: {_rule(schedule)}, {state}{when}")
+    return 0
+
+
+def list_schedules(ctx: Context) -> int:
+    """Print a table of schedules (or a JSON list); "no schedules" on stderr when none."""
+    with ctx.client() as client:
+        found = client.schedules(ctx.args.topic)
+    now = _now_ms()
+    if ctx.args.json:
+        print(json.dumps([schedule_json(s, now) for s in found], indent=2, sort_keys=True))
+    elif found:
+        head = ("NAME", "TOPIC", "RULE", "TZ", "MISFIRE", "STATE", "NEXT_RUN")
+        rows = [head] + [
+            (s.name, s.topic, _rule(s, tz=False), s.rule.tz, s.misfire,
+             "paused" if s.paused else "active", _iso(_next_run(s, now)))
+            for s in found
+        ]  # fmt: skip
+        widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+        for row in rows:
+            cells = [f"{v:<{w}}" for v, w in zip(row, widths, strict=False)]
+            print("  ".join([*cells, row[-1]]))
+    if not found:
+        print("no schedules" + (f" on {ctx.args.topic}" if ctx.args.topic else ""), file=sys.stderr)
+    return 0
+
+
+def show(ctx: Context) -> int:
+    """Print one schedule as JSON; exit 1 when there is none."""
+    with ctx.client() as client:
+        found = client.get_schedule(ctx.args.name, ctx.args.topic)
+    if found is None:
+        raise _missing(ctx)
+    print(json.dumps(schedule_json(found), indent=2, sort_keys=True))
+    return 0
+
+
+def change(ctx: Context) -> int:
+    """Pause, resume or remove a schedule; exit 1 when there is none."""
+    args = ctx.args
+    with ctx.client() as client:
+        call, done = {
+            "pause": (client.pause_schedule, "paused"),
+            "resume": (client.resume_schedule, "resumed"),
+            "remove": (client.unschedule, "removed"),
+        }[args.action]
+        if not call(args.name, args.topic):
+            raise _missing(ctx)
+    print(f"{done} {args.name}")
+    return 0
+
+
+def schedule_json(s: Schedule, now_ms: int | None = None) -> dict[str, Any]:
+    """A schedule as JSON: its rule's fields flat, the payload decoded, the next run."""
+    from wheelq.core.callback import Callback
+    from wheelq.core.jsonable import jsonable
+
+    r = s.rule
+    return {
+        "name": s.name,
+        "topic": s.topic,
+        "cron": r.cron,
+        "every_ms": r.every_ms,
+        "tz": r.tz,
+        "start_ms": r.start_ms,
+        "end_ms": r.end_ms,
+        "misfire": s.misfire,
+        "max_catch_up": s.max_catch_up,
+        "max_attempts": s.max_attempts,
+        "callback": Callback.unpack(s.callback).url if s.callback else None,
+        "paused": s.paused,
+        "planned_ms": s.planned_ms,
+        "updated_ms": s.updated_ms,
+        "next_run_ms": _next_run(s, now_ms),
+        "payload": jsonable(s.data),
+    }
+
+
+def _missing(ctx: Context) -> CliError:
+    return CliError(f"no schedule {ctx.args.name} on topic {ctx.args.topic}")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _next_run(s: Schedule, now_ms: int | None = None) -> int | None:
+    """When it next fires (None while paused or once it has ended)."""
+    return s.next_run_ms(_now_ms() if now_ms is None else now_ms)
+
+
+def _rule(s: Schedule, *, tz: bool = True) -> str:
+    if s.rule.cron is not None:
+        return f"cron {s.rule.cron}" + (f" ({s.rule.tz})" if tz else "")
+    every = s.rule.every_ms or 0
+    unit = next(((u, n) for u, n in _UNITS if every % n == 0), ("ms", 1))
+    return f"every {every // unit[1]}{unit[0]}"
+
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    at = datetime.fromtimestamp(ms // 1000, tz=UTC) + timedelta(milliseconds=ms % 1000)
+    spec = "seconds" if ms % 1000 == 0 else "milliseconds"
+    return at.isoformat(timespec=spec).replace("+00:00", "Z")
