@@ -114,9 +114,16 @@ class TopicFullError(WheelqError):
         topic: The topic.
         job_ids: The ids refused (nothing of them written).
         enqueued: For a batch, the ids written all the same (to shards with room).
+        ids: Every id of the call, in the order of its jobs (generated ones included).
     """
 
-    def __init__(self, topic: str, job_ids: Sequence[str], enqueued: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        topic: str,
+        job_ids: Sequence[str],
+        enqueued: Sequence[str] = (),
+        ids: Sequence[str] = (),
+    ) -> None:
         super().__init__(
             f"topic {topic!r} is full: it holds its max_pending of jobs waiting to fire; "
             f"{len(job_ids)} job(s) refused, nothing of them written (retry later)"
@@ -124,6 +131,7 @@ class TopicFullError(WheelqError):
         self.topic = topic
         self.job_ids = list(job_ids)
         self.enqueued = list(enqueued)
+        self.ids = list(ids) or self.job_ids + self.enqueued
 
 
 class TopicConfigError(WheelqError):

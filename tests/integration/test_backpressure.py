@@ -12,6 +12,7 @@ import redis
 import redis.asyncio
 
 from tests.support.waiting import eventually
+from tests.support.web import serving
 from wheelq import AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
@@ -119,3 +120,25 @@ async def test_a_held_back_stream_never_exceeds_max_ready_and_every_job_runs(
 
 async def _all(done: set[str], ids: list[str]) -> bool:
     return done >= set(ids)
+
+
+async def test_the_http_service_answers_a_full_topic_with_429_and_writes_nothing(
+    redis_url: str, topic: str
+) -> None:
+    with Client.from_url(redis_url) as c:
+        c.create_topic(topic, 1)
+        c.set_limits(topic, max_pending=2)
+    async with serving(redis_url) as api:
+        path = f"/v1/topics/{topic}/jobs"
+        answers = [
+            await api.call("POST", path, {"payload": i, "delay_ms": 60_000}) for i in range(3)
+        ]
+        assert [status for status, _, _ in answers] == [201, 201, 429]
+        _, problem, headers = answers[2]
+        assert problem["type"].endswith("topic-full") and headers["Retry-After"] == "1"
+        jobs = [{"payload": 9, "delay_ms": 60_000, "id": "x"}]
+        status, body, _ = await api.call("POST", f"{path}/batch", {"jobs": jobs})
+        assert status == 200 and [r["status"] for r in body["results"]] == [429]
+    with Client.from_url(redis_url) as c:
+        assert c.stats(topic).pending == 2  # type: ignore[union-attr]
+        assert c.get(topic, "x").state is JobState.UNKNOWN

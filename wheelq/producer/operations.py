@@ -289,7 +289,7 @@ class Producer:
         ids = [w.id for w in writes]
         if full:
             refused = set(full) | set(duplicates)
-            raise TopicFullError(topic, full, [i for i in ids if i not in refused])
+            raise TopicFullError(topic, full, [i for i in ids if i not in refused], ids)
         if duplicates:
             dup = set(duplicates)
             raise DuplicateJobError(topic, duplicates, [i for i in ids if i not in dup])

@@ -12,7 +12,12 @@ from wheelq.core.callback import private_address, validate_callback
 from wheelq.core.history import JobState
 from wheelq.core.jsonable import job_info_json
 from wheelq.core.schedule import due_spec
-from wheelq.errors import DuplicateJobError, InvalidArgumentError, PayloadTypeError
+from wheelq.errors import (
+    DuplicateJobError,
+    InvalidArgumentError,
+    PayloadTypeError,
+    TopicFullError,
+)
 from wheelq.producer.operations import EnqueueItem
 from wheelq.web.models import (
     BatchIn,
@@ -113,11 +118,14 @@ async def batch_results(svc: WebService, topic: str, batch: BatchIn) -> list[dic
     jobs = batch.jobs
     items = [checked_item(svc, topic, job, f"jobs[{i}].") for i, job in enumerate(jobs)]
     duplicates: set[str] = set()
+    full: set[str] = set()
     try:
         ids = await svc.client.enqueue_many(topic, items)
     except DuplicateJobError as exc:
         duplicates = set(exc.job_ids)
         ids = _ids_in_order(items, exc)
+    except TopicFullError as exc:
+        full, ids = set(exc.job_ids), exc.ids
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc) from None
     delivering(svc, topic, items)
@@ -126,6 +134,8 @@ async def batch_results(svc: WebService, topic: str, batch: BatchIn) -> list[dic
     for job_id, item, job in zip(ids, items, jobs, strict=True):
         if job_id in duplicates:
             results.append({"status": 409, "id": job_id, "topic": topic, "detail": "pending"})
+        elif job_id in full:
+            results.append({"status": 429, "id": job_id, "topic": topic, "detail": "topic full"})
         else:
             due = now_ms + job.delay_ms if job.delay_ms is not None else due_ms(svc, item)
             results.append({"status": 201, "id": job_id, "topic": topic, "due_ms": due})

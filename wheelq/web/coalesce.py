@@ -19,7 +19,12 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
 
-from wheelq.errors import DuplicateJobError, InvalidArgumentError, PayloadTypeError
+from wheelq.errors import (
+    DuplicateJobError,
+    InvalidArgumentError,
+    PayloadTypeError,
+    TopicFullError,
+)
 from wheelq.producer.operations import EnqueueItem
 
 MAX_BATCH = 500
@@ -82,6 +87,9 @@ class Coalescer:
             except DuplicateJobError as exc:
                 _answer_duplicates(topic, batch, exc)
                 return
+            except TopicFullError as exc:
+                _answer_full(topic, batch, exc)
+                return
             except BaseException as exc:
                 for _, done in batch:
                     if not done.done():
@@ -131,6 +139,16 @@ def _fail_one(batch: list[Waiting], exc: InvalidArgumentError | PayloadTypeError
     )
     batch[index][1].set_exception(own)
     return batch[:index] + batch[index + 1 :]
+
+
+def _answer_full(topic: str, batch: list[Waiting], exc: TopicFullError) -> None:
+    """Each request its own answer: its id, or `TopicFullError` if its shard was full."""
+    refused = set(exc.job_ids)
+    for (_, done), job_id in zip(batch, exc.ids, strict=True):
+        if job_id in refused:
+            done.set_exception(TopicFullError(topic, [job_id]))
+        else:
+            done.set_result(job_id)
 
 
 def _answer_duplicates(topic: str, batch: list[Waiting], exc: DuplicateJobError) -> None:

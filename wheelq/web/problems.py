@@ -26,6 +26,7 @@ from wheelq.errors import (
     InvalidArgumentError,
     PayloadTypeError,
     RedisUnavailableError,
+    TopicFullError,
 )
 from wheelq.worker.pull import UnknownTopicError
 
@@ -145,6 +146,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "Conflicts with the job's state",
         413: "Request body too large",
         422: "Invalid argument (the field is named)",
+        429: "The topic is at its max_pending (Retry-After says when to try again)",
         503: "Redis is unavailable",
     }.items()
 }
@@ -161,6 +163,8 @@ def problem_of(exc: BaseException) -> ProblemError | None:
         return invalid(exc)
     if isinstance(exc, DuplicateJobError):
         return ProblemError(409, "duplicate", "Job exists", str(exc), field="id")
+    if isinstance(exc, TopicFullError):
+        return ProblemError(429, "topic-full", "Topic full", str(exc), headers={"Retry-After": "1"})
     if isinstance(exc, RedisUnavailableError):
         return ProblemError(
             503, "unavailable", "Redis is unavailable", str(exc), headers={"Retry-After": "1"}
@@ -195,6 +199,7 @@ def install(app: FastAPI) -> None:
         InvalidArgumentError,
         PayloadTypeError,
         DuplicateJobError,
+        TopicFullError,
         RedisUnavailableError,
     ):
         app.add_exception_handler(known, _known)
