@@ -169,6 +169,25 @@ def test_topics_drop_refuses_pending_jobs_unless_forced(redis_url: str, topic: s
     )
 
 
+def test_topics_limits_shows_sets_and_removes_a_topics_limits(redis_url: str, topic: str) -> None:
+    def limits(*flags: str) -> str:
+        done = run_wheelq("topics", "limits", topic, *flags, "--redis-url", redis_url)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert limits() == f"{topic}: max_pending=None, max_ready=None"
+    assert limits("--max-pending", "100") == f"{topic}: max_pending=100, max_ready=None"
+    assert limits("--max-ready", "50") == f"{topic}: max_pending=100, max_ready=50"
+    with Client.from_url(redis_url) as client:
+        assert (client.limits(topic).max_pending, client.limits(topic).max_ready) == (100, 50)
+    assert limits("--max-pending", "none") == f"{topic}: max_pending=None, max_ready=50"
+    assert_one_line_error(
+        run_wheelq("topics", "limits", topic, "--max-ready", "0", "--redis-url", redis_url),
+        2,
+        "max_ready must be None (no limit) or an int in [1, ",
+    )
+
+
 def test_client_section_of_the_config_file_is_used(
     redis_url: str, topic: str, tmp_path: Path
 ) -> None:

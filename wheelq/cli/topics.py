@@ -1,4 +1,4 @@
-"""`wheelq topics` (list, drop): what is on the server (`wheelq stats` is in `top.py`)."""
+"""`wheelq topics` (list, drop, limits): what is on the server (`wheelq stats` is in `top.py`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Add the ``topics`` and ``stats`` commands."""
     p = sub.add_parser("topics", parents=parents, help="list topics, or drop one")
     p.set_defaults(func=list_topics)
-    actions = p.add_subparsers(dest="action", metavar="{list,drop}")
+    actions = p.add_subparsers(dest="action", metavar="{list,drop,limits}")
     actions.add_parser(
         "list", parents=parents, help="every topic: shards, pending, ready, dead (the default)"
     ).set_defaults(func=list_topics)
@@ -28,6 +28,25 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     drop.add_argument("name")
     drop.add_argument("--force", action="store_true", help="drop it even with jobs pending")
     drop.set_defaults(func=drop_topic)
+    limits = actions.add_parser(
+        "limits", parents=parents, help="show or set a topic's max_pending / max_ready"
+    )
+    limits.add_argument("name")
+    for flag, what in (
+        ("--max-pending", "jobs waiting to fire"),
+        ("--max-ready", "fired, unacked"),
+    ):
+        limits.add_argument(flag, type=_limit, help=f"most {what}; 'none' removes the limit")
+    limits.set_defaults(func=topic_limits)
+
+
+def _limit(text: str) -> int | str:
+    if text.lower() == "none":
+        return "none"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int or 'none', got {text!r}") from None
 
 
 def topic_stats(client: Client, topic: str) -> TopicStats:
@@ -69,4 +88,21 @@ def drop_topic(ctx: Context) -> int:
         if not client.drop_topic(ctx.args.name, force=ctx.args.force):
             raise CliError(f"no such topic {ctx.args.name!r}")
     print(f"dropped {ctx.args.name}")
+    return 0
+
+
+def topic_limits(ctx: Context) -> int:
+    """Print the topic's limits, after setting the ones given (the others are kept)."""
+    args = ctx.args
+    with ctx.client() as client:
+        limits = client.limits(args.name)
+        if args.max_pending is not None or args.max_ready is not None:
+            pending = limits.max_pending if args.max_pending is None else args.max_pending
+            ready = limits.max_ready if args.max_ready is None else args.max_ready
+            limits = client.set_limits(
+                args.name,
+                max_pending=None if pending == "none" else pending,
+                max_ready=None if ready == "none" else ready,
+            )
+    print(f"{args.name}: max_pending={limits.max_pending}, max_ready={limits.max_ready}")
     return 0
