@@ -68,9 +68,8 @@ class Materializer(Service):
     async def plan_once(self) -> int:
         """One round over every led shard that is home to schedules; returns runs written."""
         leads = {(lead.keys.topic, lead.keys.shard): lead for lead in self._ctx.leads.all()}
-        self._epochs = {
-            s: e for s, e in self._epochs.items() if s in {x.slot for x in leads.values()}
-        }
+        slots = {lead.slot for lead in leads.values()}
+        self._epochs = {s: e for s, e in self._epochs.items() if s in slots}  # leads gone
         if not leads:
             return 0
         (homes,) = await self._ctx.executor.run([sched.homes()])
