@@ -22,7 +22,7 @@ import redis.asyncio
 from wheelq import Client
 from wheelq.core.clock import ManualClock
 from wheelq.core.job import encode_payload, pack_envelope
-from wheelq.core.keys import all_shards
+from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.recurring import GRACE_MS
 from wheelq.core.settings import SchedulerSettings
 from wheelq.errors import LeaseLostError
@@ -231,3 +231,24 @@ async def test_pause_cancels_the_runs_written_ahead_and_resume_plans_from_now(
     assert written(redis_sync, topic, "tick") == []
     assert client.get_schedule("tick", topic) is None
     assert not client.unschedule("tick", topic)
+
+
+async def test_a_shard_whose_schedule_keys_are_broken_does_not_stop_the_others(
+    client: Client, node: Planner, redis_sync: redis.Redis, topic: str
+) -> None:
+    homes = {}
+    for i in range(40):  # two schedules with different home shards
+        homes.setdefault(shard_of(f"s{i}", SHARDS), f"s{i}")
+    broken, fine = list(homes.items())[:2]
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    for _, name in (broken, fine):
+        client.schedule(name, topic, 1, every_ms=60_000, start=t0 / 1000)
+    redis_sync.delete(ShardKeys(topic, broken[0]).sched_epoch)
+    redis_sync.rpush(ShardKeys(topic, broken[0]).sched_epoch, "not a counter")
+    node.clock.set(t0)
+    await node.materializer.plan_once()
+    assert len(written(redis_sync, topic, fine[1])) == 61
+    assert written(redis_sync, topic, broken[1]) == []
+    status = node.materializer.status()
+    assert status["failures"] == 1, status
+    assert "sched_epoch" in str(status["last_error"]), status

@@ -30,6 +30,7 @@ from wheelq.core.job import pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.recurring import Schedule, plan, run_id
 from wheelq.errors import LeaseLostError
+from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import schedules as sched
@@ -76,15 +77,22 @@ class Materializer(Service):
         mine = [leads[key] for h in homes if (key := (h.topic, h.shard)) in leads]
         if not mine:
             return 0
-        found = await self._ctx.executor.run([sched.read(lead.keys) for lead in mine])
+        reads = [sched.read(lead.keys) for lead in mine]
+        found = await self._ctx.executor.run(reads, return_exceptions=True)
         written = 0
         for lead, shard in zip(mine, found, strict=True):
-            if not shard.records or not lead.active:
-                continue
             try:
+                if isinstance(shard, Exception):
+                    raise shard
+                if not shard.records or not lead.active:
+                    continue
                 written += await self._plan_shard(lead, shard)
             except LeaseLostError:
                 self._epochs.pop(lead.slot, None)  # deposed, or fenced out: read again
+            except Exception as exc:
+                if is_transient(exc):
+                    raise  # an outage: the whole round pauses and is tried again
+                self.failed(exc)  # this shard only (a wrong-typed key): the others go on
         self.written += written
         return written
 
