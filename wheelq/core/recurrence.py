@@ -31,6 +31,19 @@ from wheelq.errors import InvalidArgumentError
 MIN_EVERY_MS = 100
 MAX_EVERY_MS = 366 * 86_400_000
 MAX_MS = 2**53 - 1
+DST_MARGIN_MS = 3 * 3_600_000
+"""More than any daylight-saving shift (at most 2 h): a wall time this far from a repeated
+hour is outside it."""
+ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+"""The named schedules of cron, as the five fields they stand for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +90,22 @@ class Recurrence:
         return next(self.after(after_ms), None)
 
     def _cron(self, from_ms: int, *, reverse: bool) -> Iterator[int]:
+        """Cron times strictly after `from_ms` (before it, with `reverse`), in order.
+
+        cronsim reads its start as a local wall time, so a start inside the second copy of a
+        repeated hour would be taken for the first (and the run after it found too early).
+        Iteration starts `DST_MARGIN_MS` further away, outside any repeated hour, and the
+        times on the near side of `from_ms` are dropped."""
         assert self.cron is not None
         zone = ZoneInfo(self.tz)
-        # cronsim works in whole seconds and yields times strictly after (before) `start`;
-        # cron times are whole minutes, so flooring `from_ms` keeps the same answers.
-        start = datetime.fromtimestamp(from_ms // 1000, UTC).astimezone(zone)
-        if reverse and from_ms % 1000:
-            start = datetime.fromtimestamp(from_ms // 1000 + 1, UTC).astimezone(zone)
+        shift = DST_MARGIN_MS if reverse else -DST_MARGIN_MS
+        start = datetime.fromtimestamp((from_ms + shift) // 1000, UTC).astimezone(zone)
         for dt in CronSim(self.cron, start, reverse=reverse):
             ms = int(dt.timestamp()) * 1000
             if ms > MAX_MS:
                 return
-            yield ms
+            if (ms < from_ms) if reverse else (ms > from_ms):
+                yield ms
 
 
 def _count(start: int) -> Iterator[int]:
@@ -111,7 +128,7 @@ def recurrence(
 
     Args:
         cron: A five-field cron expression (minute hour day month weekday; cronsim's
-            syntax, with ``L``, ``#`` and ``@daily``-style names).
+            syntax, with ``L`` and ``#``), or one of `ALIASES` (``@daily``, ``@hourly``, ...).
         every_ms: An interval in ms, 100 ms to 366 days.
         tz: The IANA zone cron times are read in ("Europe/Berlin"); only "UTC" is
             accepted with `every_ms`, which does not depend on one.
@@ -156,6 +173,7 @@ def recurrence(
         return Recurrence(None, every_ms, tz, anchor, start_ms, end_ms)
     if not isinstance(cron, str):
         raise InvalidArgumentError("cron", f"cron must be a str like '30 2 * * *', got {cron!r}")
+    cron = ALIASES.get(cron.strip().lower(), cron)
     if len(cron.split()) == 6:
         raise InvalidArgumentError(
             "cron", f"cron must be five fields; use every_ms for sub-minute runs, got {cron!r}"

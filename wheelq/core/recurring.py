@@ -197,7 +197,7 @@ def plan(schedule: Schedule, now_ms: int, horizon_ms: int, grace_ms: int = GRACE
     rule = schedule.rule
     if horizon_ms <= cursor:
         return Plan([], cursor, 0)
-    late = now_ms - grace_ms  # runs before this were missed
+    late = min(now_ms - grace_ms, horizon_ms + 1)  # runs before this were missed
     caught: list[int] = []
     skipped = 0
     if cursor < late - 1:
