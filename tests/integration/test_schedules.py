@@ -243,10 +243,14 @@ async def test_a_shard_whose_schedule_keys_are_broken_does_not_stop_the_others(
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
     for _, name in (broken, fine):
         client.schedule(name, topic, 1, every_ms=60_000, start=t0 / 1000)
-    redis_sync.delete(ShardKeys(topic, broken[0]).sched_epoch)
-    redis_sync.rpush(ShardKeys(topic, broken[0]).sched_epoch, "not a counter")
+    bad = ShardKeys(topic, broken[0]).sched_epoch
+    redis_sync.delete(bad)
+    redis_sync.rpush(bad, "not a counter")
     node.clock.set(t0)
-    await node.materializer.plan_once()
+    try:
+        await node.materializer.plan_once()
+    finally:
+        redis_sync.delete(bad)  # the server is shared: schedules() of other tests reads it
     assert len(written(redis_sync, topic, fine[1])) == 61
     assert written(redis_sync, topic, broken[1]) == []
     status = node.materializer.status()
