@@ -5,15 +5,21 @@ never has more than its concurrency running, and a job held back keeps its attem
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+import redis.asyncio
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, EnqueueItem, Flow, Job, Scheduler, Worker
+from wheelq import AsyncClient, Client, EnqueueItem, Flow, Job, Retry, Scheduler, Worker
+from wheelq.core.flow import order_keys
+from wheelq.core.history import JobState
 from wheelq.errors import InvalidArgumentError
+from wheelq.runtime.role import executor_of
+from wheelq.store import flow as flow_calls
 
 WORKERS = 3
 
@@ -126,7 +132,6 @@ async def test_a_key_never_runs_more_than_its_concurrency(
     [
         ({"rate": "10/x"}, "rate"),
         ({"rate": "0/s"}, "rate"),
-        ({"key_rate": "5/s"}, "key"),
         ({"key": len, "key_concurrency": 0}, "key_concurrency"),
         ({"key": "tenant"}, "key"),
         ({"rate": "5/s", "burst": 0}, "burst"),
@@ -137,3 +142,74 @@ def test_bad_flow_limits_are_refused_naming_the_parameter(kwargs: dict, paramete
     with pytest.raises(InvalidArgumentError) as info:
         Flow(**kwargs)
     assert info.value.parameter == parameter
+
+
+async def test_a_keys_ordered_jobs_run_one_at_a_time_in_due_order_across_workers(
+    redis_url: str, topic: str, scheduler: Scheduler
+) -> None:
+    rng = random.Random(7)
+    started: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    running: Counter[str] = Counter()
+    most: Counter[str] = Counter()
+    fails_once = {"b-3"}
+
+    async def work(job: Job) -> None:
+        assert job.key is not None and job.ordered
+        running[job.key] += 1
+        most[job.key] = max(most[job.key], running[job.key])
+        try:
+            await asyncio.sleep(0.005)  # the work
+            if job.id in fails_once:
+                fails_once.discard(job.id)
+                raise Retry(delay=0.05)  # it holds the key's later jobs until it succeeds
+            started[job.key].append((job.due_ms, job.id))
+        finally:
+            running[job.key] -= 1
+
+    # Enqueued in a shuffled order, due in another: the order that counts is the due one.
+    items = [
+        EnqueueItem(n, delay=0.3 + rng.random(), job_id=f"{k}-{n}", key=k, ordered=True)
+        for k in "abc"
+        for n in range(12)
+    ]
+    rng.shuffle(items)
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, 4)
+    done = lambda: sum(map(len, started.values()))  # noqa: E731
+    await run_all(redis_url, topic, Flow(retry_ms=10), items, work, done)
+    for k in "abc":
+        assert started[k] == sorted(started[k]), k
+        assert len(started[k]) == 12
+    assert max(most.values()) == 1
+
+
+async def test_a_registration_whose_job_was_never_written_does_not_block_its_key(
+    redis_url: str, redis_async: redis.asyncio.Redis, topic: str, scheduler: Scheduler
+) -> None:
+    ran: list[str] = []
+
+    async def record(job: Job) -> None:
+        ran.append(job.id)
+
+    # A producer registered "ghost" in key k's order, then died before writing it.
+    ghost_due = int(time.time() * 1000) - 60_000
+    await executor_of(redis_async).run(
+        [flow_calls.order_register(order_keys(topic, "k"), [("ghost", ghost_due)])]
+    )
+    items = [EnqueueItem(1, job_id="real", key="k", ordered=True, delay=0.1)]
+    await run_all(redis_url, topic, Flow(retry_ms=10), items, record, lambda: len(ran))
+    assert ran == ["real"]
+
+
+def test_ordered_needs_a_key_and_a_key_must_be_printable(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as c:
+        for kwargs, parameter in (
+            ({"ordered": True}, "ordered"),
+            ({"key": ""}, "key"),
+            ({"key": "a\nb"}, "key"),
+            ({"key": "x" * 300}, "key"),
+        ):
+            with pytest.raises(InvalidArgumentError) as info:
+                c.enqueue(topic, 1, job_id="j", **kwargs)
+            assert info.value.parameter == parameter
+            assert c.get(topic, "j").state is JobState.UNKNOWN

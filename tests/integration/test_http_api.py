@@ -8,9 +8,11 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+import redis
 
 from tests.support.servers import dedicated_server
 from tests.support.web import Served, serving
+from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ServeSettings
 from wheelq.testing.binaries import ServerBinary
 
@@ -81,6 +83,20 @@ async def test_enqueue_at_an_rfc3339_time_or_epoch_ms(
     assert (status, body["id"], body["due_ms"]) == (201, "a1", expected_ms)
     _, job, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/a1")
     assert job["due_ms"] == expected_ms
+
+
+async def test_a_job_enqueued_over_http_carries_its_key_and_order_to_the_stream(
+    api: Served, topic: str, redis_sync: redis.Redis
+) -> None:
+    path = f"/v1/topics/{topic}/jobs"
+    body = {"payload": 1, "id": "j", "key": "tenant-7", "ordered": True}
+    assert (await api.call("POST", path, body))[0] == 201
+    shards = await api.service.client.create_topic(topic)
+    ready = ShardKeys(topic, shard_of("j", shards)).ready
+    ((_, fields),) = redis_sync.xrange(ready)
+    assert (fields[b"key"], fields[b"ordered"]) == (b"tenant-7", b"1")
+    status, problem, _ = await api.call("POST", path, {"payload": 1, "ordered": True})
+    assert (status, problem["field"]) == (422, "ordered")
 
 
 async def test_an_existing_id_is_409_unless_replaced(api: Served, topic: str) -> None:

@@ -212,7 +212,9 @@ def test_envelope_round_trips_with_a_str_payload(
 
 
 def test_envelope_unpack_accepts_a_bin_payload_and_extra_fields() -> None:
-    data = msgpack.packb([1, b"p", 2, 3, 4, "", "", "", "", "added later"], use_bin_type=True)
+    data = msgpack.packb(
+        [1, b"p", 2, 3, 4, "", "", "", "", "", "", "added later"], use_bin_type=True
+    )
     assert Envelope.unpack(data) == Envelope(b"p", 2, 3, 4)
 
 

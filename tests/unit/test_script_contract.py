@@ -233,13 +233,15 @@ def test_the_lua_folder_holds_exactly_the_scripts_of_the_table() -> None:
 
 
 @pytest.mark.parametrize("name", FLOW_SCRIPTS)
-def test_flow_scripts_take_one_key_of_their_own_and_state_returns(name: str) -> None:
+def test_flow_scripts_take_keys_of_their_own_and_state_returns(name: str) -> None:
     text = header(name)
-    assert re.findall(
-        r"^KEYS\[(\d+)\] +wheelq:flow:\{topic:digest\}:\w+ +[A-Z]+\b", text, re.M
-    ) == ["1"]
+    pattern = r"^KEYS\[(\d+)\] +wheelq:(?:flow|order):\{topic:digest\}:\w+ +[A-Z]+\b"
+    listed = re.findall(pattern, text, re.M)
+    assert listed == [str(i) for i in range(1, len(listed) + 1)] and listed
+    assert len(listed) == len(re.findall(r"^KEYS", text, re.M))
     assert re.search(r"^Returns: \{0\b", text, re.M)
-    assert {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body(name))} == {1}
+    used = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body(name))}
+    assert used == set(range(1, len(listed) + 1))
 
 
 # --- headers and keys -----------------------------------------------------------------------

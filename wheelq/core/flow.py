@@ -6,7 +6,11 @@ worker of the group, not per process:
 
 - ``rate``: starts per period for the whole group ("100/s", "20/min", "1000/h");
 - ``key_rate`` and ``key_concurrency``: per key, where ``key(job)`` names a job's key
-  (a tenant, a customer id; None: the job has no key and no key limit applies).
+  (a tenant, a customer id; None: no key limit applies), by default the key it was
+  enqueued with (``enqueue(..., key=)``).
+
+Independently of any `Flow`, jobs enqueued with ``ordered=True`` run one at a time per key,
+in due order, in every consumer group (`wheelq.worker.flow_gate`, `flow_order.lua`).
 
 A job over a limit waits without using an attempt: a wait for a rate token up to
 ``max_wait_ms`` is taken in the worker (the token is reserved, so starts are spaced exactly
@@ -73,8 +77,9 @@ class Flow:
 
     Attributes:
         rate: Starts per period for the whole group, e.g. "100/s".
-        key: Names a job's key (``lambda job: job.payload["tenant"]``); None for a job
-            no key limit applies to.
+        key: Names a job's key for the limits (``lambda job: job.payload["tenant"]``;
+            returning None: no key limit applies); default the key the job was enqueued
+            with (`Job.key`).
         key_rate: Starts per period for each key.
         key_concurrency: Most jobs of one key running at once, 1-10,000.
         burst: Starts allowed back to back after a quiet spell, 1-10,000.
@@ -99,8 +104,6 @@ class Flow:
             _bounded("key_concurrency", self.key_concurrency, 1, 10_000)
         if self.key is not None and not callable(self.key):
             raise InvalidArgumentError("key", f"key must be a function of a Job, got {self.key!r}")
-        if (self.key_rate or self.key_concurrency) and self.key is None:
-            raise InvalidArgumentError("key", "key_rate and key_concurrency need key=")
         _bounded("burst", self.burst, 1, 10_000)
         _bounded("max_wait_ms", self.max_wait_ms, 0, 60_000)
         _bounded("retry_ms", self.retry_ms, 1, 60_000)
@@ -119,3 +122,35 @@ def flow_key(topic: str, group: str, kind: str, key: str | None) -> str:
     group and key (any characters, braces included, are safe there)."""
     digest = hashlib.blake2b(f"{group}\x1f{key or ''}".encode(), digest_size=10).hexdigest()
     return f"wheelq:flow:{{{topic}:{digest}}}:{kind}"
+
+
+MAX_KEY_BYTES = 256
+ORDER_GRACE_MS = 10_000
+"""A job registered in its key's order but still unknown this long after it was due was
+never written (its producer died in between): the key's order goes on without it."""
+
+
+def validate_key(key: object) -> str:
+    """Return `key` if it can be a job's key.
+
+    Raises:
+        InvalidArgumentError: Not a non-empty printable str of at most 256 UTF-8 bytes.
+    """
+    if (
+        not isinstance(key, str)
+        or not key
+        or not key.isprintable()
+        or len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES
+    ):
+        raise InvalidArgumentError(
+            "key", f"key must be a printable str of 1-{MAX_KEY_BYTES} UTF-8 bytes, got {key!r}"
+        )
+    return key
+
+
+def order_keys(topic: str, key: str) -> tuple[str, str]:
+    """The Redis keys of one key's order (one slot): its jobs by due time, and each consumer
+    group's position (the last of them it finished)."""
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
+    tag = f"wheelq:order:{{{topic}:{digest}}}"
+    return f"{tag}:jobs", f"{tag}:done"

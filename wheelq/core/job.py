@@ -8,6 +8,7 @@ Envelope (the value in ``{T:s}:jobs``), a msgpack array::
     [1, payload: raw, attempt: int, max_attempts: int, enqueued_ms: int]
     [1, payload, attempt, max_attempts, enqueued_ms, group: str, job_id: str]   (a retry)
     [1, payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent: str]
+    [..., traceparent, callback: bytes, key: str, ordered: "1" | ""]
 
 A retry is meant for one consumer group only (the one whose handler
 failed), and carries the job id because it may be stored under another
@@ -149,13 +150,20 @@ def pack_envelope(
     job_id: str = "",
     traceparent: str | None = None,
     callback: bytes = b"",
+    key: str = "",
+    ordered: bool = False,
 ) -> bytes:
-    """The envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``, with
-    ``group, job_id`` after it when either is set (a retry), ``traceparent`` after
-    those when set, and the packed `wheelq.core.callback.Callback` after that when set;
-    `packer` (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
+    """The envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``, then as far as the
+    last one set: ``group, job_id`` (a retry), ``traceparent``, the packed
+    `wheelq.core.callback.Callback`, the job's ``key`` and ``"1"`` when its key's jobs run
+    in order (``""`` for each one unset before it); `packer`
+    (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
     fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
-    if callback:
+    if ordered:
+        fields += [group, job_id, traceparent or "", callback, key, "1"]
+    elif key:
+        fields += [group, job_id, traceparent or "", callback, key]
+    elif callback:
         fields += [group, job_id, traceparent or "", callback]
     elif traceparent:
         fields += [group, job_id, traceparent]
@@ -183,6 +191,10 @@ class Envelope:
     """The W3C traceparent the job was enqueued in ("" = none)."""
     callback: bytes = b""
     """The packed `wheelq.core.callback.Callback` (b"" = none)."""
+    key: str = ""
+    """The job's key ("" = none): flow control's per-key limits and order."""
+    ordered: bool = False
+    """The key's jobs run one at a time, in due order."""
 
     def pack(self) -> bytes:
         return pack_envelope(
@@ -194,6 +206,8 @@ class Envelope:
             job_id=self.job_id,
             traceparent=self.traceparent,
             callback=self.callback,
+            key=self.key,
+            ordered=self.ordered,
         )
 
     @classmethod
@@ -210,17 +224,26 @@ class Envelope:
         if not isinstance(fields, list) or len(fields) < 5 or fields[0] != ENVELOPE_VERSION:
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         _, payload, attempt, max_attempts, enqueued_ms = fields[:5]
-        group, job_id, trace, callback = [*fields[5:9], b"", b"", b"", b""][:4]
+        group, job_id, trace, callback, key, ordered = [*fields[5:11], *[b""] * 6][:6]
         numbers = (attempt, max_attempts, enqueued_ms)
         if (
             not isinstance(payload, bytes)
             or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
-            or not all(isinstance(s, bytes) for s in (group, job_id, trace, callback))
+            or not all(isinstance(s, bytes) for s in (group, job_id, trace, callback, key, ordered))
         ):
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         try:
             texts = group.decode(), job_id.decode(), trace.decode()
-            return cls(payload, attempt, max_attempts, enqueued_ms, *texts, callback)
+            return cls(
+                payload,
+                attempt,
+                max_attempts,
+                enqueued_ms,
+                *texts,
+                callback,
+                key.decode(),
+                ordered == b"1",
+            )
         except UnicodeDecodeError as exc:
             raise ValueError(f"unknown envelope layout: {exc}") from exc
 
@@ -251,6 +274,10 @@ class Job:
     None when it was enqueued without one. Retries and replays keep it."""
     callback: Callback | None = None
     """Where `wheelq deliver` POSTs it; None for a job enqueued without one."""
+    key: str | None = None
+    """The key it was enqueued with (``enqueue(..., key=)``); None without one."""
+    ordered: bool = False
+    """Enqueued with ``ordered=True``: its key's jobs run one at a time, in due order."""
 
     @property
     def due(self) -> datetime:
@@ -275,6 +302,7 @@ class Job:
             group = fields.get(wire.GROUP)
             trace = fields.get(wire.TRACE)
             callback = fields.get(wire.CALLBACK)
+            key = fields.get(wire.KEY)
             return cls(
                 id=fields[wire.ID].decode(),
                 topic=fields[wire.TOPIC].decode(),
@@ -289,6 +317,8 @@ class Job:
                 # never a reason to dead-letter a job: readers parse it leniently
                 traceparent=trace.decode("ascii", "replace") if trace else None,
                 callback=Callback.unpack(callback) if callback else None,
+                key=key.decode() if key else None,
+                ordered=fields.get(wire.ORDERED) == b"1",
             )
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc

@@ -134,7 +134,7 @@ def retry_envelope(
     job: Job, payload: bytes, enqueued_ms: int, group: str, counts: bool = True
 ) -> bytes:
     """The envelope of `job`'s next attempt in `group` (the same attempt when not
-    `counts`: a deferral), keeping its traceparent and callback; `payload` as encoded."""
+    `counts`: a deferral), keeping its traceparent, callback and key; `payload` as encoded."""
     return Envelope(
         payload,
         job.attempt + counts,
@@ -144,4 +144,6 @@ def retry_envelope(
         job.id,
         job.traceparent or "",
         b"" if job.callback is None else job.callback.pack(),
+        job.key or "",
+        job.ordered,
     ).pack()

@@ -23,6 +23,9 @@ read::
                  and replays keep it
     callback     only for jobs enqueued with a callback: msgpack map {url, headers,
                  timeout_ms} (`wheelq.core.callback.Callback`); retries and replays keep it
+    key          only for jobs enqueued with a key: the key (flow control's per-key limits)
+    ordered      "1" only for jobs enqueued with ordered=True: their key's jobs run one at
+                 a time, in due order
 
 Readers must ignore fields they do not know: more may be added.
 
@@ -54,11 +57,13 @@ PAYLOAD = b"payload"
 GROUP = b"group"
 TRACE = b"trace"
 CALLBACK = b"callback"
+KEY = b"key"
+ORDERED = b"ordered"
 
 READY_FIELDS = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD)
 """The fields of every ready-stream entry, in the order written; `GROUP` follows on retries
 and replays, then `TRACE` on jobs enqueued with a trace context, then `CALLBACK` on jobs
-enqueued with a callback."""
+enqueued with a callback, then `KEY` and `ORDERED` on jobs enqueued with a key."""
 
 REASON = b"reason"
 ERROR = b"error"

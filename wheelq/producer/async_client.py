@@ -113,8 +113,12 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         callback: Callback | str | Mapping[str, Any] | None = None,
         debounce_ms: int | None = None,
         max_wait_ms: int | None = None,
+        key: str | None = None,
+        ordered: bool = False,
     ) -> str:
-        item = EnqueueItem(payload, delay, at, job_id, max_attempts, replace, traceparent, callback)
+        item = EnqueueItem(
+            payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key, ordered
+        )
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return await self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
 

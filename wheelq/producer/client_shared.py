@@ -40,13 +40,19 @@ ENQUEUE_DOC = """Enqueue `payload` on `topic`, due after `delay` or at `at` (nei
                 (its payload and options are the latest call's); 1 ms to ten years.
             max_wait_ms: With `debounce_ms`: fire no later than this long after the
                 first call of the burst, however the calls go on (>= debounce_ms).
+            key: The job's key (a tenant, a customer id; 1-256 bytes): `Job.key`, and what
+                a worker's `Flow` limits per key unless its ``key=`` says otherwise.
+            ordered: With `key`: the key's jobs run one at a time, in due order, in every
+                consumer group (a failing job holds the ones after it until it succeeds or
+                is dead-lettered).
 
         Returns:
             The job id.
 
         Raises:
             InvalidArgumentError: A bad topic, delay, at, job_id, max_attempts,
-                traceparent, callback, debounce_ms or max_wait_ms (also a ValueError);
+                traceparent, callback, debounce_ms, max_wait_ms, key or ordered (also a
+                ValueError);
                 nothing was written.
             PayloadTypeError: The payload cannot be serialised, or would not decode back
                 (a tuple as a dict key); also a TypeError.

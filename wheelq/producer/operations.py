@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core import keys as k
 from wheelq.core.callback import Callback, validate_callback
+from wheelq.core.flow import validate_key
 from wheelq.core.history import JobInfo, JobState, job_info
 from wheelq.core.ids import make_job_id
 from wheelq.core.job import (
@@ -25,7 +26,7 @@ from wheelq.core.job import (
     pack_envelope,
     validate_max_attempts,
 )
-from wheelq.core.schedule import At, Delay, due_spec
+from wheelq.core.schedule import At, Delay, DueSpec, due_spec
 from wheelq.core.settings import ClientSettings
 from wheelq.core.trace import validate_traceparent
 from wheelq.errors import (
@@ -39,6 +40,7 @@ from wheelq.errors import (
     TopicNotEmptyError,
 )
 from wheelq.producer.encode_batch import EncodeBatch
+from wheelq.producer.ordering import register_order
 from wheelq.producer.traced import sending
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import WallClock
@@ -68,6 +70,8 @@ class EnqueueItem:
     replace: bool = False
     traceparent: str | None = None
     callback: Callback | str | Mapping[str, Any] | None = None
+    key: str | None = None
+    ordered: bool = False
 
 
 _ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
@@ -241,6 +245,8 @@ class Producer:
 
     def _counted(self, topic: str, writes: list[ops.JobWrite]) -> Op[list[str]]:
         """`_write`, counting the jobs it enqueued (a batch's too when some were duplicates)."""
+        if any(w.order_key for w in writes):
+            yield from register_order(topic, writes)
         try:
             ids = yield from self._write(topic, writes)
         except (DuplicateJobError, TopicFullError) as exc:
@@ -381,6 +387,14 @@ class Producer:
         else:
             validate_traceparent(trace)
         callback = b"" if job.callback is None else validate_callback(job.callback).pack()
+        key = "" if job.key is None else validate_key(job.key)
+        if not isinstance(job.ordered, bool) or (job.ordered and not key):
+            raise InvalidArgumentError(
+                "ordered", f"ordered must be a bool, and True only with a key, got {job.ordered!r}"
+            )
+        if job.ordered and due.kind == "delay":
+            # Its order is its due time: fixed here, on this client's clock, for both writes.
+            due = DueSpec("at", batch.now_ms + due.value_ms)
         envelope = pack_envelope(
             payload,
             1,
@@ -389,8 +403,12 @@ class Producer:
             batch.envelopes,
             traceparent=trace,
             callback=callback,
+            key=key,
+            ordered=job.ordered,
         )
-        return ops.JobWrite(job_id, due, job.replace, envelope)
+        return ops.JobWrite(
+            job_id, due, job.replace, envelope, order_key=key if job.ordered else ""
+        )
 
 
 def _raise_if_busy(topic: str, outcomes: list[ops.ShardDrop]) -> None:

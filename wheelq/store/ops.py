@@ -35,6 +35,8 @@ class JobWrite:
     envelope: bytes
     token: str = ""
     """A spool replay's token for this write (see `enqueue`'s `record_ms`); else unused."""
+    order_key: str = ""
+    """The key whose order the job joins (``ordered=True``; its `due` is then absolute)."""
 
 
 @dataclass(frozen=True, slots=True)

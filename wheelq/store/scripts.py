@@ -102,7 +102,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
 
 NAMES = tuple(SCRIPT_KEYS)
 
-FLOW_SCRIPTS = ("flow_rate", "flow_enter")
+FLOW_SCRIPTS = ("flow_rate", "flow_enter", "flow_order")
 """Scripts on a flow-control key of their own (`wheelq.core.flow.flow_key`), not a shard's."""
 
 

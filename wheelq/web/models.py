@@ -104,12 +104,27 @@ class JobIn(Due):
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] | None = None
     replace: bool = False
     callback: CallbackIn | None = None
+    key: Annotated[str, Field(min_length=1, max_length=256)] | None = Field(
+        None, description="The job's key: what workers' flow limits count per key."
+    )
+    ordered: bool = Field(
+        False, description="With key: the key's jobs run one at a time, in due order."
+    )
 
     def item(self) -> EnqueueItem:
         delay, at = self.due()
         callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
         return EnqueueItem(
-            self.payload, delay, at, self.id, self.max_attempts, self.replace, None, callback
+            self.payload,
+            delay,
+            at,
+            self.id,
+            self.max_attempts,
+            self.replace,
+            None,
+            callback,
+            self.key,
+            self.ordered,
         )
 
 

@@ -1,11 +1,13 @@
-"""The worker's side of flow control (`wheelq.core.flow`): before a handler starts, take a
-rate token and a key's concurrency slot in Redis, or say how long to defer the job.
+"""The worker's side of flow control (`wheelq.core.flow`): before a handler starts, wait for
+an ordered job's turn, take a rate token and a key's concurrency slot in Redis, or say how
+long to defer the job.
 
 `admit` waits in the worker for a reserved token up to ``max_wait_ms`` (before the job takes
-one of the worker's slots, so waiting jobs do not block others); anything longer, or a key
-at its concurrency, is a deferral the caller turns into a retry that keeps the attempt.
-`release` gives the concurrency slot back when the handler is done; a worker that dies
-holding one frees it after the slot's ttl.
+one of the worker's slots, so waiting jobs do not block others); anything longer, a key at
+its concurrency, or an ordered job whose turn has not come, is a deferral the caller turns
+into a retry that keeps the attempt. `release` gives the concurrency slot back when the
+handler is done and, for an ordered job that finished (succeeded or dead-lettered), lets
+its key's next job start; a worker that dies holding a slot frees it after the slot's ttl.
 """
 
 from __future__ import annotations
@@ -13,19 +15,26 @@ from __future__ import annotations
 import asyncio
 import random
 
-from wheelq.core.flow import Flow, flow_key
+from wheelq.core import keys as k
+from wheelq.core.flow import ORDER_GRACE_MS, Flow, flow_key, order_keys
+from wheelq.core.history import JobState, job_info
 from wheelq.core.job import Job
 from wheelq.store import flow as calls
+from wheelq.store import history, ops
 from wheelq.store.calls import Executor
+
+ORDER_RETENTION_MS = 3 * 86_400_000
+"""Registrations in a key's order are dropped this long after they were due."""
+GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}
 
 
 class FlowGate:
-    """Admits a consumer group's jobs under its `Flow`.
+    """Admits a consumer group's jobs under its `Flow`, and ordered jobs in their turn.
 
     Args:
         executor: Where the calls go.
         topic, group, consumer: Whose limits, and who holds a slot.
-        flow: The limits.
+        flow: The limits (an empty `Flow`: only ordered jobs wait).
         slot_ttl_ms: How long a concurrency slot outlives a worker that died holding it.
     """
 
@@ -44,26 +53,31 @@ class FlowGate:
         self._ttl_ms = slot_ttl_ms
         self._rate = flow.group_rate
         self._key_rate = flow.per_key_rate
+        self.limits = bool(flow.rate or flow.key_rate or flow.key_concurrency)
+        """Whether any job waits for a limit (else only ordered jobs go through the gate)."""
+        self._shards: int | None = None
         self.deferred = 0
-        """Jobs deferred by a limit."""
+        """Jobs deferred by a limit or by their key's order."""
 
     def key_of(self, job: Job) -> str | None:
-        """The job's key (the flow's `key` function; its errors are the handler's)."""
+        """The job's key for the limits: the flow's `key` function's (its errors are the
+        handler's), else the key it was enqueued with."""
         if self.flow.key is None:
-            return None
+            return job.key
         value = self.flow.key(job)
         return None if value is None else str(value)
 
     async def admit(self, job: Job, key: str | None) -> int:
         """0 once the job may start (any rate wait taken); else ms to defer it by."""
         f = self.flow
+        if job.ordered and job.key is not None and not await self._its_turn(job):
+            return self._defer(f.retry_ms + random.randrange(f.retry_ms + 1))
         holder = self._holder(job)
         running = None
         if key is not None and f.key_concurrency is not None:
             running = flow_key(self._topic, self._group, "running", key)
-            (taken,) = await self._run(
-                [calls.enter(running, holder, f.key_concurrency, self._ttl_ms)]
-            )
+            slots = f.key_concurrency
+            (taken,) = await self._run([calls.enter(running, holder, slots, self._ttl_ms)])
             if not taken:
                 return self._defer(f.retry_ms + random.randrange(f.retry_ms + 1))
         wait_us = 0
@@ -84,11 +98,48 @@ class FlowGate:
             await asyncio.sleep(wait_us / 1_000_000)
         return 0
 
-    async def release(self, job: Job, key: str | None) -> None:
-        """Give back the key's concurrency slot, if the flow has one."""
+    async def release(self, job: Job, key: str | None, finished: bool) -> None:
+        """Give back the key's concurrency slot, if the flow has one; an ordered job that
+        `finished` (not retried) lets its key's next job start."""
         if key is not None and self.flow.key_concurrency is not None:
             running = flow_key(self._topic, self._group, "running", key)
             await self._run([calls.leave(running, self._holder(job))])
+        if finished and job.ordered and job.key is not None:
+            await self._done(job.key, job.id, job.due_ms)
+
+    async def _its_turn(self, job: Job) -> bool:
+        """Whether `job` is its key's next; a job first that will never run (cancelled,
+        finished here before a crash, or registered but never written) is passed over."""
+        assert job.key is not None
+        keys = order_keys(self._topic, job.key)
+        for _ in range(3):
+            (first,) = await self._run([calls.order_enter(keys, self._group, job.id, job.due_ms)])
+            if first is None:
+                return True
+            head, due_ms = first
+            if not await self._gone(head, due_ms, job):
+                return False
+            await self._done(job.key, head, due_ms)
+        return False
+
+    async def _gone(self, head: str, due_ms: int, job: Job) -> bool:
+        if self._shards is None:
+            (self._shards,) = await self._run([ops.topic_shards(self._topic)])
+        assert self._shards is not None
+        shard = k.ShardKeys(self._topic, k.shard_of(head, self._shards))
+        (raw,) = await self._run([history.lookup(shard, head)])
+        info = job_info(self._topic, head, raw)
+        mine = next((g for g in info.groups if g.group == self._group), None)
+        if mine is not None:
+            return mine.state in GONE
+        if info.state is JobState.UNKNOWN:
+            # registered, never written; judged against the job waiting's due time
+            return due_ms < job.fired_ms - ORDER_GRACE_MS
+        return info.state in GONE
+
+    async def _done(self, key: str, job_id: str, due_ms: int) -> None:
+        keys = order_keys(self._topic, key)
+        await self._run([calls.order_done(keys, self._group, job_id, due_ms, ORDER_RETENTION_MS)])
 
     def _holder(self, job: Job) -> str:
         return f"{self._consumer}\x1f{job.shard}\x1f{job.entry_id}"

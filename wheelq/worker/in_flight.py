@@ -180,14 +180,14 @@ class InFlightSet:
     async def _run(self, held: Held) -> None:
         job = held.job
         key: str | None = None
-        admitted = False
+        admitted = finished = False
         try:
-            if self.gate is not None:
+            if self.gate is not None and (self.gate.limits or job.ordered):
                 try:
                     key = self.gate.key_of(job)
                 except Exception as exc:  # the flow's key function failed: the attempt fails
                     self.failed += 1
-                    self._failed(held, exc, self._now_ms())
+                    finished = self._failed(held, exc, self._now_ms())
                     return
                 defer_ms = await self.gate.admit(job, key)
                 if defer_ms:
@@ -205,21 +205,22 @@ class InFlightSet:
             if error is None:
                 self.handled += 1
                 self.settler.done(job, ended_ms, ended_ms - started_ms)
+                finished = True
             else:
                 self.failed += 1
-                self._failed(held, error, ended_ms)
+                finished = self._failed(held, error, ended_ms)
         finally:
             if admitted and self.gate is not None:
-                await self._release(job, key)
+                await self._release(job, key, finished)
             if self.held.get(entry := (job.shard, job.entry_id)) is held:
                 del self.held[entry]
             if len(self._timings) >= TIMINGS_BATCH or not self.held:
                 self.count_timings()
             self.room.set()
 
-    async def _release(self, job: Job, key: str | None) -> None:
+    async def _release(self, job: Job, key: str | None, finished: bool) -> None:
         try:
-            await self.gate.release(job, key)  # type: ignore[union-attr]
+            await self.gate.release(job, key, finished)  # type: ignore[union-attr]
         except Exception as exc:  # the slot expires after its ttl all the same
             log.warning("job %s of %s: could not free its key's slot: %s", job.id, self.topic, exc)
 
@@ -235,14 +236,15 @@ class InFlightSet:
         self.start_lateness.observe_all(timings[0::2])
         self.run_time.observe_all(timings[1::2])
 
-    def _failed(self, held: Held, error: Exception, ended_ms: int) -> None:
+    def _failed(self, held: Held, error: Exception, ended_ms: int) -> bool:
+        """Retry or dead-letter a failed run; True when it was dead-lettered (done with)."""
         job = held.job
         outcome = after_failure(job.attempt, job.max_attempts, error, self.policy, random.random())
         summary = outcome.error.splitlines()[0]
         if outcome.delay_ms is None:
             log.warning("job %s of %s dead-lettered: %s", job.id, self.topic, summary)
             self.settler.dead(job.shard, job.entry_id, Reason.FAILED, outcome.error)
-            return
+            return True
         if outcome.counts:
             log.info(
                 "job %s of %s failed (attempt %d of %d), retry in %d ms: %s",
@@ -262,3 +264,4 @@ class InFlightSet:
         self.settler.retry(
             job, held.payload, outcome.delay_ms, ended_ms, outcome.error, outcome.counts
         )
+        return False

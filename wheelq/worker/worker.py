@@ -121,7 +121,7 @@ class Worker(Role[WorkerStopReport]):
             self.settler,
             RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
             WallClock(),
-            gate=None if flow is None else self._flow_gate(flow),
+            gate=self._flow_gate(Flow() if flow is None else flow),
         )
         self._parts: RunningParts | None = None
 

@@ -66,7 +66,8 @@ local function wq_bad_type(...)
 end
 
 -- Decode an envelope
--- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id(, trace(, callback)))].
+-- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id(, trace(, callback(, key(,
+-- ordered)))))].
 -- Returns the table, or nil and why it is not one (written by something else, or corrupted):
 -- never raises, so one bad envelope cannot fail a whole call.
 local function wq_envelope(envelope)
@@ -89,7 +90,7 @@ local function wq_envelope(envelope)
       return nil, 'field ' .. i .. ' is ' .. tostring(n) .. ', not an integer in range'
     end
   end
-  for i = 6, 9 do
+  for i = 6, 11 do
     if env[i] ~= nil and type(env[i]) ~= 'string' then
       return nil, 'field ' .. i .. ' is a ' .. type(env[i]) .. ', not a string'
     end
@@ -118,8 +119,9 @@ local function wq_fire(ready, topic, member, due, env)
   -- table instead costs the emit a table per retried or traced job.
   -- A traced job's envelope carries its W3C traceparent (env[8]), appended as 'trace'.
   -- A job with a callback (env[9], msgpack) is rare enough to build its arguments in a table.
+  -- So is a job with a key (env[10]), and its order flag (env[11]).
   local grouped = type(env[6]) == 'string' and env[6] ~= ''
-  if type(env[9]) == 'string' and env[9] ~= '' then
+  if (type(env[9]) == 'string' and env[9] ~= '') or env[10] then
     local args = {'XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
       'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2]}
     if grouped then
@@ -130,8 +132,18 @@ local function wq_fire(ready, topic, member, due, env)
       args[#args + 1] = 'trace'
       args[#args + 1] = env[8]
     end
-    args[#args + 1] = 'callback'
-    args[#args + 1] = env[9]
+    if type(env[9]) == 'string' and env[9] ~= '' then
+      args[#args + 1] = 'callback'
+      args[#args + 1] = env[9]
+    end
+    if type(env[10]) == 'string' and env[10] ~= '' then
+      args[#args + 1] = 'key'
+      args[#args + 1] = env[10]
+      if env[11] == '1' then
+        args[#args + 1] = 'ordered'
+        args[#args + 1] = '1'
+      end
+    end
     return redis.pcall(unpack(args))
   end
   if type(env[8]) == 'string' and env[8] ~= '' then
