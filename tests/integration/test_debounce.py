@@ -4,6 +4,7 @@ call of the burst; the job fires once, with the latest call's payload."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -114,3 +115,33 @@ async def test_a_burst_of_calls_fires_once_after_the_last_with_its_payload(
 
 async def _ran(runs: list[Job], job_id: str = "k") -> bool:
     return any(j.id == job_id for j in runs)
+
+
+async def test_calls_that_go_on_fire_at_max_wait_after_the_first(
+    redis_url: str, redis_sync: redis.Redis, topic: str, scheduler: Scheduler
+) -> None:
+    runs: list[Job] = []
+
+    async def record(job: Job) -> None:
+        runs.append(job)
+
+    worker = Worker.from_url(redis_url, topic, record)
+    await worker.start()
+    try:
+        async with AsyncClient.from_url(redis_url) as c:
+            await c.create_topic(topic)
+            # A call every 20 ms for 1 s: never 300 ms apart, so only the max wait fires it.
+            for n in range(50):
+                before = redis_ms(redis_sync)
+                await c.enqueue(topic, n, job_id="k", debounce_ms=300, max_wait_ms=400)
+                if n == 0:
+                    first, after_first = before, redis_ms(redis_sync)
+                await asyncio.sleep(0.02)  # the caller's pace
+            last = redis_ms(redis_sync)
+            await eventually(lambda: _ran(runs), timeout_s=10, what="the first firing")
+    finally:
+        await worker.stop()
+    fired = [j for j in runs if j.id == "k"]
+    assert first + 400 <= fired[0].due_ms <= after_first + 400  # the first call's TIME + 400
+    assert fired[0].fired_ms < last  # it fired while the calls went on
+    assert fired[0].payload < 49  # the payload of a call before it fired, not the last
