@@ -42,7 +42,8 @@ from wheelq.errors import (
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
-from wheelq.producer.operations import EnqueueItem, ShardStats, TopicStats
+from wheelq.producer.items import EnqueueItem
+from wheelq.producer.operations import ShardStats, TopicStats
 from wheelq.producer.spool import SpoolStats
 from wheelq.scheduler.led_shards import NodeEvent
 from wheelq.scheduler.scheduler import Scheduler, StopReport

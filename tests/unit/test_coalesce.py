@@ -14,7 +14,7 @@ from wheelq.errors import (
     InvalidArgumentError,
     RedisUnavailableError,
 )
-from wheelq.producer.operations import EnqueueItem
+from wheelq.producer.items import EnqueueItem
 from wheelq.web.coalesce import MAX_BATCH, Coalescer
 
 

@@ -27,7 +27,8 @@ from wheelq.errors import InvalidDelayError, RedisUnavailableError, ScriptError
 from wheelq.producer.breaker import Breaker, guarded
 from wheelq.producer.drain import Drain
 from wheelq.producer.drive import drive_async
-from wheelq.producer.operations import EnqueueItem, Op, Producer
+from wheelq.producer.items import EnqueueItem
+from wheelq.producer.operations import Op, Producer
 from wheelq.producer.spool import Spool
 from wheelq.producer.spooler import Spooler
 from wheelq.store.calls import Call

@@ -19,7 +19,7 @@ from typing import Any
 from wheelq.core.job import Job
 from wheelq.core.keys import all_shards
 from wheelq.producer.async_client import AsyncClient
-from wheelq.producer.operations import EnqueueItem
+from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.scheduler import Scheduler

@@ -21,8 +21,9 @@ from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
 from wheelq.producer.drain_runner import DrainTask, attach_spool
 from wheelq.producer.drive import drive_async
 from wheelq.producer.durability import Durability
+from wheelq.producer.items import EnqueueItem
 from wheelq.producer.limits import AsyncLimitMethods
-from wheelq.producer.operations import EnqueueItem, Op, Producer, ProducerCounts, TopicStats
+from wheelq.producer.operations import Op, Producer, ProducerCounts, TopicStats
 from wheelq.producer.schedule_methods import AsyncScheduleMethods
 from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock

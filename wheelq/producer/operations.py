@@ -12,34 +12,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core import keys as k
-from wheelq.core.callback import Callback, validate_callback
-from wheelq.core.flow import validate_key
 from wheelq.core.history import JobInfo, JobState, job_info
-from wheelq.core.ids import make_job_id
-from wheelq.core.job import (
-    encode_payload,
-    pack_envelope,
-    validate_max_attempts,
-)
-from wheelq.core.schedule import At, Delay, DueSpec, due_spec
+from wheelq.core.schedule import At, Delay, due_spec
 from wheelq.core.settings import ClientSettings
-from wheelq.core.trace import validate_traceparent
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
     InvalidDelayError,
     InvalidJobIdError,
-    PayloadTypeError,
     TopicConfigError,
     TopicFullError,
     TopicNotEmptyError,
 )
 from wheelq.producer.encode_batch import EncodeBatch
+from wheelq.producer.items import EnqueueItem, validate_batch, validate_item
 from wheelq.producer.ordering import register_order
 from wheelq.producer.traced import sending
 from wheelq.runtime import tracing
@@ -56,25 +47,6 @@ T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
 PIPELINE_CALLS = 16  # script calls per round trip in enqueue_many
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueItem:
-    """One job for `enqueue_many`; the fields mean what `enqueue`'s arguments mean."""
-
-    payload: Any
-    delay: Delay | None = None
-    at: At | None = None
-    job_id: str | None = None
-    max_attempts: int | None = None
-    replace: bool = False
-    traceparent: str | None = None
-    callback: Callback | str | Mapping[str, Any] | None = None
-    key: str | None = None
-    ordered: bool = False
-
-
-_ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +184,7 @@ class Producer:
         return ids[0]
 
     def _enqueue(self, topic: str, item: EnqueueItem, traceparent: str | None) -> Op[list[str]]:
-        write = self._validate_item(item, EncodeBatch(self._clock.now_ms(), traceparent))
+        write = validate_item(self.settings, item, EncodeBatch(self._clock.now_ms(), traceparent))
         return (yield from self._counted(topic, [write]))
 
     def _debounce(self, topic: str, item: EnqueueItem, debounce_ms: int, wait_ms: int) -> Op[str]:
@@ -220,7 +192,9 @@ class Producer:
             raise InvalidJobIdError("job_id", "debounce_ms needs a job_id: the id calls share")
         if item.delay is not None or item.at is not None:
             raise InvalidDelayError("delay", "pass debounce_ms or delay/at, not both")
-        write = self._validate_item(item, EncodeBatch(self._clock.now_ms(), item.traceparent))
+        write = validate_item(
+            self.settings, item, EncodeBatch(self._clock.now_ms(), item.traceparent)
+        )
         shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
         keys = k.ShardKeys(topic, k.shard_of(write.id, shards))
@@ -238,7 +212,7 @@ class Producer:
     def _enqueue_many(
         self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]], traceparent: str | None
     ) -> Op[list[str]]:
-        writes = self._validate_batch(items, traceparent)
+        writes = validate_batch(self.settings, items, traceparent, self._clock.now_ms())
         if not writes:
             return []
         return (yield from self._counted(topic, writes))
@@ -345,89 +319,9 @@ class Producer:
         shards = yield from self.shard_count(topic, create=False)
         return None if shards is None else k.ShardKeys(topic, k.shard_of(job_id, shards))
 
-    def _validate_batch(
-        self, items: Iterable[EnqueueItem | Mapping[str, Any]], traceparent: str | None
-    ) -> list[ops.JobWrite]:
-        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
-            raise InvalidArgumentError(
-                "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
-            )
-        writes: list[ops.JobWrite] = []
-        batch = EncodeBatch(self._clock.now_ms(), traceparent)
-        for index, item in enumerate(items):
-            try:
-                writes.append(self._validate_item(item, batch))
-            except InvalidArgumentError as exc:
-                raise type(exc)(exc.parameter, f"items[{index}]: {exc}") from exc
-            except PayloadTypeError as exc:
-                raise PayloadTypeError(f"items[{index}]: {exc}") from exc
-        return writes
-
-    def _validate_item(
-        self, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
-    ) -> ops.JobWrite:
-        job = item if isinstance(item, EnqueueItem) else _item_from_mapping(item)
-        due = due_spec(job.delay, job.at)
-        attempts = validate_max_attempts(
-            self.settings.default_max_attempts if job.max_attempts is None else job.max_attempts
-        )
-        if not isinstance(job.replace, bool):
-            raise InvalidArgumentError("replace", f"replace must be a bool, got {job.replace!r}")
-        payload = encode_payload(job.payload, self.settings.max_payload_bytes, batch.payloads)
-        if job.job_id is None:
-            job_id = make_job_id(batch.now_ms, batch.entropy())
-        else:
-            job_id = k.validate_job_id(job.job_id)
-            if job_id in batch.seen:
-                raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
-        batch.seen.add(job_id)
-        trace = job.traceparent
-        if trace is None:
-            trace = batch.traceparent  # the call's send span's, or None
-        else:
-            validate_traceparent(trace)
-        callback = b"" if job.callback is None else validate_callback(job.callback).pack()
-        key = "" if job.key is None else validate_key(job.key)
-        if not isinstance(job.ordered, bool) or (job.ordered and not key):
-            raise InvalidArgumentError(
-                "ordered", f"ordered must be a bool, and True only with a key, got {job.ordered!r}"
-            )
-        if job.ordered and due.kind == "delay":
-            # Its order is its due time: fixed here, on this client's clock, for both writes.
-            due = DueSpec("at", batch.now_ms + due.value_ms)
-        envelope = pack_envelope(
-            payload,
-            1,
-            attempts,
-            batch.now_ms,
-            batch.envelopes,
-            traceparent=trace,
-            callback=callback,
-            key=key,
-            ordered=job.ordered,
-        )
-        return ops.JobWrite(
-            job_id, due, job.replace, envelope, order_key=key if job.ordered else ""
-        )
-
 
 def _raise_if_busy(topic: str, outcomes: list[ops.ShardDrop]) -> None:
     pending = sum(o.pending for o in outcomes)
     unacked = sum(o.unacked for o in outcomes)
     if pending or unacked:
         raise TopicNotEmptyError(topic, pending, unacked)
-
-
-def _item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
-    if not isinstance(item, Mapping):
-        raise InvalidArgumentError(
-            "items", f"items must be EnqueueItem or mappings, got {type(item).__name__}"
-        )
-    unknown = sorted(set(item) - _ITEM_FIELDS, key=repr)
-    if unknown:
-        raise InvalidArgumentError(
-            unknown[0], f"unknown item key {unknown[0]!r}; known: {', '.join(sorted(_ITEM_FIELDS))}"
-        )
-    if "payload" not in item:
-        raise InvalidArgumentError("payload", "each item needs a 'payload'")
-    return EnqueueItem(**item)

@@ -18,7 +18,7 @@ from wheelq.errors import (
     PayloadTypeError,
     TopicFullError,
 )
-from wheelq.producer.operations import EnqueueItem
+from wheelq.producer.items import EnqueueItem
 from wheelq.web.models import (
     BatchIn,
     BatchOut,

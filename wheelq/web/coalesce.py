@@ -25,7 +25,7 @@ from wheelq.errors import (
     PayloadTypeError,
     TopicFullError,
 )
-from wheelq.producer.operations import EnqueueItem
+from wheelq.producer.items import EnqueueItem
 
 MAX_BATCH = 500
 _ITEM = re.compile(r"items\[(\d+)\]: ")

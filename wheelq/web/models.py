@@ -14,7 +14,7 @@ from wheelq.core.job import MAX_ATTEMPTS_LIMIT
 from wheelq.core.keys import MAX_TOPIC_LENGTH
 from wheelq.core.schedule import MAX_AT_MS, MAX_DELAY_S
 from wheelq.errors import InvalidDelayError
-from wheelq.producer.operations import EnqueueItem
+from wheelq.producer.items import EnqueueItem
 
 MAX_DELAY_MS = MAX_DELAY_S * 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

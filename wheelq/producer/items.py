@@ -1,0 +1,131 @@
+"""What an enqueue call's items become: validated, encoded `JobWrite`s.
+
+`EnqueueItem` is one job as a caller describes it (`Client.enqueue`'s arguments, or one
+item of `enqueue_many`); `validate_item` checks every field and encodes the payload and
+envelope, raising before anything is sent. All of a call's items share one `EncodeBatch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from wheelq.core import keys as k
+from wheelq.core.callback import Callback, validate_callback
+from wheelq.core.flow import validate_key
+from wheelq.core.ids import make_job_id
+from wheelq.core.job import encode_payload, pack_envelope, validate_max_attempts
+from wheelq.core.schedule import At, Delay, DueSpec, due_spec
+from wheelq.core.settings import ClientSettings
+from wheelq.core.trace import validate_traceparent
+from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
+from wheelq.producer.encode_batch import EncodeBatch
+from wheelq.store import ops
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueItem:
+    """One job for `enqueue_many`; the fields mean what `enqueue`'s arguments mean."""
+
+    payload: Any
+    delay: Delay | None = None
+    at: At | None = None
+    job_id: str | None = None
+    max_attempts: int | None = None
+    replace: bool = False
+    traceparent: str | None = None
+    callback: Callback | str | Mapping[str, Any] | None = None
+    key: str | None = None
+    ordered: bool = False
+
+
+_ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
+
+
+_ITEM_FIELDS = frozenset(f.name for f in fields(EnqueueItem))
+
+
+def validate_batch(
+    settings: ClientSettings,
+    items: Iterable[EnqueueItem | Mapping[str, Any]],
+    traceparent: str | None,
+    now_ms: int,
+) -> list[ops.JobWrite]:
+    """Every item validated and encoded, in order (errors name the item: ``items[3]: ...``)."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidArgumentError(
+            "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
+        )
+    writes: list[ops.JobWrite] = []
+    batch = EncodeBatch(now_ms, traceparent)
+    for index, item in enumerate(items):
+        try:
+            writes.append(validate_item(settings, item, batch))
+        except InvalidArgumentError as exc:
+            raise type(exc)(exc.parameter, f"items[{index}]: {exc}") from exc
+        except PayloadTypeError as exc:
+            raise PayloadTypeError(f"items[{index}]: {exc}") from exc
+    return writes
+
+
+def validate_item(
+    settings: ClientSettings, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
+) -> ops.JobWrite:
+    """One item validated and encoded (`batch`: what the call's items share)."""
+    job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
+    due = due_spec(job.delay, job.at)
+    attempts = validate_max_attempts(
+        settings.default_max_attempts if job.max_attempts is None else job.max_attempts
+    )
+    if not isinstance(job.replace, bool):
+        raise InvalidArgumentError("replace", f"replace must be a bool, got {job.replace!r}")
+    payload = encode_payload(job.payload, settings.max_payload_bytes, batch.payloads)
+    if job.job_id is None:
+        job_id = make_job_id(batch.now_ms, batch.entropy())
+    else:
+        job_id = k.validate_job_id(job.job_id)
+        if job_id in batch.seen:
+            raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
+    batch.seen.add(job_id)
+    trace = job.traceparent
+    if trace is None:
+        trace = batch.traceparent  # the call's send span's, or None
+    else:
+        validate_traceparent(trace)
+    callback = b"" if job.callback is None else validate_callback(job.callback).pack()
+    key = "" if job.key is None else validate_key(job.key)
+    if not isinstance(job.ordered, bool) or (job.ordered and not key):
+        raise InvalidArgumentError(
+            "ordered", f"ordered must be a bool, and True only with a key, got {job.ordered!r}"
+        )
+    if job.ordered and due.kind == "delay":
+        # Its order is its due time: fixed here, on this client's clock, for both writes.
+        due = DueSpec("at", batch.now_ms + due.value_ms)
+    envelope = pack_envelope(
+        payload,
+        1,
+        attempts,
+        batch.now_ms,
+        batch.envelopes,
+        traceparent=trace,
+        callback=callback,
+        key=key,
+        ordered=job.ordered,
+    )
+    return ops.JobWrite(job_id, due, job.replace, envelope, order_key=key if job.ordered else "")
+
+
+def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
+    if not isinstance(item, Mapping):
+        raise InvalidArgumentError(
+            "items", f"items must be EnqueueItem or mappings, got {type(item).__name__}"
+        )
+    unknown = sorted(set(item) - _ITEM_FIELDS, key=repr)
+    if unknown:
+        raise InvalidArgumentError(
+            unknown[0], f"unknown item key {unknown[0]!r}; known: {', '.join(sorted(_ITEM_FIELDS))}"
+        )
+    if "payload" not in item:
+        raise InvalidArgumentError("payload", "each item needs a 'payload'")
+    return EnqueueItem(**item)
