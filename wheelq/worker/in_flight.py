@@ -189,7 +189,11 @@ class InFlightSet:
                     self.failed += 1
                     finished = self._failed(held, exc, self._now_ms())
                     return
-                defer_ms = await self.gate.admit(job, key)
+                try:
+                    defer_ms = await self.gate.admit(job, key)
+                except Exception as exc:  # Redis could not be asked: the job waits, no attempt
+                    log.warning("job %s of %s: flow control failed (%s)", job.id, self.topic, exc)
+                    defer_ms = self.gate.flow.retry_ms * 10
                 if defer_ms:
                     self._defer(held, defer_ms)
                     return

@@ -8,7 +8,8 @@ KEYS[2]  wheelq:order:{topic:digest}:done  HASH  group -> "due:id" of the last j
 ARGV[1]  'enter' | 'done' | 'register'
 ARGV[2]  group ('register': unused)
 ARGV[3]  retention, ms: registrations due longer ago are dropped ('done' only)
-ARGV[4..] 'enter', 'done': job id, due ms; 'register': job id, due ms, ... (pairs)
+ARGV[4..] 'enter', 'done': job id, due ms (its registered one counts when there is one);
+          'register': job id, due ms, ... (pairs)
 Returns: {0, 1}                 enter: the job may start; done, register: recorded
          {0, 0, head id, due}   enter: another job of the key comes first
 ]]
@@ -24,7 +25,10 @@ if op == 'register' then
   redis.call('ZADD', KEYS[1], unpack(args))
   return {0, 1}
 end
-local id, due = ARGV[4], tonumber(ARGV[5])
+-- A job's place is the due time it was registered with: a deferred or retried job comes
+-- back with a later one in its entry.
+local id = ARGV[4]
+local due = tonumber(redis.call('ZSCORE', KEYS[1], id) or ARGV[5])
 local cd, cid = -1, ''
 local mark = redis.call('HGET', KEYS[2], ARGV[2])
 if mark then
