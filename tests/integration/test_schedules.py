@@ -256,3 +256,22 @@ async def test_a_shard_whose_schedule_keys_are_broken_does_not_stop_the_others(
     status = node.materializer.status()
     assert status["failures"] == 1, status
     assert "sched_epoch" in str(status["last_error"]), status
+
+
+async def test_an_update_applies_from_the_first_run_not_yet_written(
+    client: Client, node: Planner, redis_sync: redis.Redis, topic: str
+) -> None:
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    client.schedule("tick", topic, "old", every_ms=60_000, start=t0 / 1000)
+    node.clock.set(t0)
+    await node.materializer.plan_once()  # runs 0..60 min written, the old rule's
+    updated = client.schedule("tick", topic, "new", every_ms=30_000, start=t0 / 1000)
+    assert updated.planned_ms == t0 + HOUR_MS and not updated.paused
+    node.clock.set(t0 + 30 * 60_000)
+    await node.materializer.plan_once()  # planned on from t0 + 60 min, by the new rule
+    runs = written(redis_sync, topic, "tick")
+    old = [t0 + k * 60_000 for k in range(61)]
+    new = [t0 + HOUR_MS + k * 30_000 for k in range(1, 61)]
+    assert runs == old + new
+    assert client.get(topic, f"tick@{old[-1]}").payload == "old"
+    assert client.get(topic, f"tick@{new[0]}").payload == "new"
