@@ -16,6 +16,9 @@ tests can do the same (as dramatiq's ``StubBroker`` is for dramatiq):
   records (job id, due time, time it fired, both on the Redis clock).
 - `summarize`: those records checked against the ids you enqueued: fired, missing,
   duplicates, early, and lateness percentiles (`percentile`).
+- `reconcile`: an exact account after faults: every acknowledged id fired, cancelled,
+  dead-lettered or still pending; none fired twice or early; every fired one handled, and
+  none more often than the at-least-once bound.
 
 Example (the README's "Testing your own code with wheelq.testing" runs a whole one)::
 
@@ -31,6 +34,7 @@ from wheelq.testing.binaries import ServerBinary, find_server_binaries
 from wheelq.testing.cluster import EmbeddedCluster
 from wheelq.testing.embedded import EmbeddedServer
 from wheelq.testing.fired import read_fired
+from wheelq.testing.reconcile import Reconciliation, reconcile
 from wheelq.testing.stats import Fired, summarize
 
 __all__ = [
@@ -44,4 +48,7 @@ __all__ = [
     "read_fired",
     "percentile",
     "summarize",
+    # an exact account after faults
+    "Reconciliation",
+    "reconcile",
 ]

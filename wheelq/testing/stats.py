@@ -21,11 +21,14 @@ class Fired:
     job_id: str
     due_ms: int
     entry_ms: int
+    attempt: int = 1
+    """1 for a first firing; a retry's entry has the attempt it runs."""
 
     @classmethod
     def from_entry(cls, entry_id: str | bytes, fields: Mapping[bytes, bytes]) -> Fired:
         """From a ready-stream entry: the entry id's ms part is when it fired (Redis clock)."""
-        return cls(fields[wire.ID].decode(), int(fields[wire.DUE]), entry_ms(entry_id))
+        attempt = int(fields.get(wire.ATTEMPT, b"1"))
+        return cls(fields[wire.ID].decode(), int(fields[wire.DUE]), entry_ms(entry_id), attempt)
 
     @property
     def lateness_ms(self) -> int:
