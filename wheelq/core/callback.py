@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import msgpack
 
+from wheelq.core.checks import int_in
 from wheelq.errors import InvalidArgumentError
 
 MAX_URL_CHARS = 2048
@@ -115,12 +116,9 @@ def validate_callback(value: object) -> Callback:
     _check_headers(value.headers)
     low, high = TIMEOUT_MS_RANGE
     timeout = value.timeout_ms
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or not low <= timeout <= high:
-        raise InvalidArgumentError(
-            "callback.timeout_ms",
-            f"callback.timeout_ms must be an int in [{low}, {high}], got {timeout!r}",
-        )
-    return Callback(value.url, dict(value.headers), timeout)
+    return Callback(
+        value.url, dict(value.headers), int_in("callback.timeout_ms", timeout, low, high)
+    )
 
 
 def _check_url(url: object) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from wheelq.core.checks import int_in
 from wheelq.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -65,12 +66,6 @@ def parse_rate(name: str, text: object) -> Rate:
     return Rate(int(m.group(1)), PERIODS_MS[m.group(2)])
 
 
-def _bounded(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgumentError(name, f"{name} must be an int in [{low}, {high}], got {value!r}")
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class Flow:
     """A consumer group's flow limits (each None: no such limit).
@@ -101,12 +96,12 @@ class Flow:
             if getattr(self, name) is not None:
                 parse_rate(name, getattr(self, name))
         if self.key_concurrency is not None:
-            _bounded("key_concurrency", self.key_concurrency, 1, 10_000)
+            int_in("key_concurrency", self.key_concurrency, 1, 10_000)
         if self.key is not None and not callable(self.key):
             raise InvalidArgumentError("key", f"key must be a function of a Job, got {self.key!r}")
-        _bounded("burst", self.burst, 1, 10_000)
-        _bounded("max_wait_ms", self.max_wait_ms, 0, 60_000)
-        _bounded("retry_ms", self.retry_ms, 1, 60_000)
+        int_in("burst", self.burst, 1, 10_000)
+        int_in("max_wait_ms", self.max_wait_ms, 0, 60_000)
+        int_in("retry_ms", self.retry_ms, 1, 60_000)
 
     @property
     def group_rate(self) -> Rate | None:

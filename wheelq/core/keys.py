@@ -40,6 +40,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from wheelq.core.checks import int_in
 from wheelq.errors import (
     InvalidArgumentError,
     InvalidJobIdError,
@@ -144,11 +145,7 @@ def validate_shards(shards: object) -> int:
     Raises:
         InvalidArgumentError: Not an int in [1, 1024].
     """
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
-        raise InvalidArgumentError(
-            "shards", f"shards must be an int in [1, {MAX_SHARDS}], got {shards!r}"
-        )
-    return shards
+    return int_in("shards", shards, 1, MAX_SHARDS)
 
 
 def parse_shard_count(topic: str, value: object) -> int:

@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from wheelq.core.checks import int_in
 from wheelq.errors import InvalidArgumentError
 
 MIN_EVERY_MS = 100
@@ -156,15 +157,7 @@ def recurrence(
             "end", f"end must not be before start, got {end_ms} < {start_ms}"
         )
     if every_ms is not None:
-        if (
-            isinstance(every_ms, bool)
-            or not isinstance(every_ms, int)
-            or not MIN_EVERY_MS <= every_ms <= MAX_EVERY_MS
-        ):
-            raise InvalidArgumentError(
-                "every_ms",
-                f"every_ms must be an int in [{MIN_EVERY_MS}, {MAX_EVERY_MS}], got {every_ms!r}",
-            )
+        every_ms = int_in("every_ms", every_ms, MIN_EVERY_MS, MAX_EVERY_MS)
         if tz != "UTC":
             raise InvalidArgumentError(
                 "tz", f"an every_ms schedule counts elapsed time; tz must be 'UTC', got {tz!r}"

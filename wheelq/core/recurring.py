@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import msgpack
 
+from wheelq.core.checks import int_in
 from wheelq.core.job import decode_payload
 from wheelq.core.recurrence import Recurrence, recurrence
 from wheelq.errors import InvalidArgumentError
@@ -65,16 +66,7 @@ def validate_misfire(misfire: object, max_catch_up: object) -> tuple[Misfire, in
         raise InvalidArgumentError(
             "misfire", f"misfire must be one of 'once', 'all', 'skip', got {misfire!r}"
         )
-    if (
-        isinstance(max_catch_up, bool)
-        or not isinstance(max_catch_up, int)
-        or not 1 <= max_catch_up <= MAX_CATCH_UP
-    ):
-        raise InvalidArgumentError(
-            "max_catch_up",
-            f"max_catch_up must be an int in [1, {MAX_CATCH_UP}], got {max_catch_up!r}",
-        )
-    return misfire, max_catch_up
+    return misfire, int_in("max_catch_up", max_catch_up, 1, MAX_CATCH_UP)
 
 
 def run_id(name: str, occurrence_ms: int) -> str:

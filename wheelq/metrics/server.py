@@ -13,7 +13,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from wheelq.errors import InvalidArgumentError
+from wheelq.core.checks import int_in
 from wheelq.metrics.registry import Observed, collectors_for
 from wheelq.metrics.shard_gauges import ShardGauges
 from wheelq.runtime.service import Lifecycle
@@ -35,8 +35,7 @@ class MetricsServer(Lifecycle):
     """
 
     def __init__(self, *roles: Observed, port: int, host: str = "0.0.0.0") -> None:  # noqa: S104
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise InvalidArgumentError("port", f"port must be an int in [0, 65535], got {port!r}")
+        int_in("port", port, 0, 65535)
         self.registry = CollectorRegistry(auto_describe=False)
         self._gauges: list[ShardGauges] = []
         for collector, gauges in collectors_for(roles):

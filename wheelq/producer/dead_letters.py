@@ -11,6 +11,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterable
 
+from wheelq.core.checks import int_in
 from wheelq.core.dead import DeadLetter, parse_ref
 from wheelq.core.keys import ShardKeys, all_shards, validate_shards
 from wheelq.errors import InvalidArgumentError
@@ -28,10 +29,7 @@ def dead_letters(
 ) -> Op[list[DeadLetter]]:
     """The topic's oldest `limit` dead letters, oldest first across shards; with `after` (a
     ref), the ones that come after it in that order (the next page)."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidArgumentError(
-            "limit", f"limit must be an int in [1, {MAX_LIMIT}], got {limit!r}"
-        )
+    int_in("limit", limit, 1, MAX_LIMIT)
     cursor = None
     if after is not None:
         try:

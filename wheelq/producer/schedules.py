@@ -73,8 +73,9 @@ def define(
     )
     home, _ = yield from _home(producer, topic, name, create=True)
     assert home is not None
-    _, (created, state) = yield [sched.index(home), sched.put(home, name, record.pack(), False)]
-    return Schedule.unpack(topic, name, record.pack(), state), created
+    packed = record.pack()
+    _, (created, state) = yield [sched.index(home), sched.put(home, name, packed, False)]
+    return Schedule.unpack(topic, name, packed, state), created
 
 
 def get(producer: Producer, name: str, topic: str) -> Op[Schedule | None]:
@@ -127,14 +128,11 @@ def change(producer: Producer, name: str, topic: str, op: str) -> Op[bool]:
         return True
     rule = Schedule.unpack(topic, name, done.definition, None).rule
     ahead = takewhile(lambda t: t <= upper, rule.after(now - GRACE_MS))
-    calls = [ops.cancel(_job_keys(topic, shards, run_id(name, t)), run_id(name, t)) for t in ahead]
+    ids = [run_id(name, t) for t in ahead]
+    calls = [ops.cancel(shards[k.shard_of(i, len(shards))], i) for i in ids]
     if calls:
         yield calls
     return True
-
-
-def _job_keys(topic: str, shards: list[k.ShardKeys], job_id: str) -> k.ShardKeys:
-    return shards[k.shard_of(job_id, len(shards))]
 
 
 def _home(

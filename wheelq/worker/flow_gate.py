@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TypeVar
 
 from wheelq.core import keys as k
-from wheelq.core.flow import ORDER_GRACE_MS, Flow, flow_key, order_keys
+from wheelq.core.flow import ORDER_GRACE_MS, Flow, Rate, flow_key, order_keys
 from wheelq.core.history import JobState, job_info
 from wheelq.core.job import Job
 from wheelq.store import flow as calls
 from wheelq.store import history, ops
-from wheelq.store.calls import Call, Executor
+from wheelq.store.calls import Executor
 from wheelq.worker.call_batch import CallBatch
-
-T = TypeVar("T")
 
 ORDER_RETENTION_MS = 3 * 86_400_000
 """Registrations in a key's order are dropped this long after they were due."""
@@ -75,26 +72,29 @@ class FlowGate:
         """0 once the job may start (any rate wait taken); else ms to defer it by."""
         f = self.flow
         if job.ordered and job.key is not None and not await self._its_turn(job):
-            return self._defer(f.retry_ms + random.randrange(f.retry_ms + 1))
+            return self._defer_retry()
         holder = self._holder(job)
         running = None
         if key is not None and f.key_concurrency is not None:
             running = flow_key(self._topic, self._group, "running", key)
             slots = f.key_concurrency
-            taken = await self._one(calls.enter(running, holder, slots, self._ttl_ms))
+            taken = await self._batch.call(calls.enter(running, holder, slots, self._ttl_ms))
             if not taken:
-                return self._defer(f.retry_ms + random.randrange(f.retry_ms + 1))
+                return self._defer_retry()
+        buckets: list[tuple[Rate, str | None]] = []
+        if self._rate is not None:
+            buckets.append((self._rate, None))
+        if self._key_rate is not None and key is not None:
+            buckets.append((self._key_rate, key))
         wait_us = 0
-        for rate, bucket_key in ((self._rate, None), (self._key_rate, key)):
-            if rate is None or (bucket_key is None and rate is self._key_rate):
-                continue
+        for rate, bucket_key in buckets:
             bucket = flow_key(self._topic, self._group, "rate", bucket_key)
-            waited, reserved = await self._one(
+            waited, reserved = await self._batch.call(
                 calls.take_rate(bucket, rate.interval_us, f.burst, f.max_wait_ms * 1000)
             )
             if not reserved:
                 if running is not None:
-                    await self._one(calls.leave(running, holder))
+                    await self._batch.call(calls.leave(running, holder))
                 return self._defer(-(-waited // 1000))
             wait_us = max(wait_us, waited)
         if wait_us:
@@ -106,7 +106,7 @@ class FlowGate:
         `finished` (not retried) lets its key's next job start."""
         if key is not None and self.flow.key_concurrency is not None:
             running = flow_key(self._topic, self._group, "running", key)
-            await self._one(calls.leave(running, self._holder(job)))
+            await self._batch.call(calls.leave(running, self._holder(job)))
         if finished and job.ordered and job.key is not None:
             await self._done(job.key, job.id, job.due_ms)
 
@@ -116,7 +116,7 @@ class FlowGate:
         assert job.key is not None
         keys = order_keys(self._topic, job.key)
         for _ in range(3):
-            first = await self._one(calls.order_enter(keys, self._group, job.id, job.due_ms))
+            first = await self._batch.call(calls.order_enter(keys, self._group, job.id, job.due_ms))
             if first is None:
                 return True
             head, due_ms = first
@@ -127,10 +127,10 @@ class FlowGate:
 
     async def _gone(self, head: str, due_ms: int, job: Job) -> bool:
         if self._shards is None:
-            self._shards = await self._one(ops.topic_shards(self._topic))
+            self._shards = await self._batch.call(ops.topic_shards(self._topic))
         assert self._shards is not None
         shard = k.ShardKeys(self._topic, k.shard_of(head, self._shards))
-        raw = await self._one(history.lookup(shard, head))
+        raw = await self._batch.call(history.lookup(shard, head))
         info = job_info(self._topic, head, raw)
         mine = next((g for g in info.groups if g.group == self._group), None)
         if mine is not None:
@@ -142,13 +142,17 @@ class FlowGate:
 
     async def _done(self, key: str, job_id: str, due_ms: int) -> None:
         keys = order_keys(self._topic, key)
-        await self._one(calls.order_done(keys, self._group, job_id, due_ms, ORDER_RETENTION_MS))
-
-    async def _one(self, call: Call[T]) -> T:
-        return await self._batch.call(call)
+        await self._batch.call(
+            calls.order_done(keys, self._group, job_id, due_ms, ORDER_RETENTION_MS)
+        )
 
     def _holder(self, job: Job) -> str:
         return f"{self._consumer}\x1f{job.shard}\x1f{job.entry_id}"
+
+    def _defer_retry(self) -> int:
+        """A deferral by ``retry_ms``, jittered up to twice that (waiters do not come back in
+        step)."""
+        return self._defer(self.flow.retry_ms + random.randrange(self.flow.retry_ms + 1))
 
     def _defer(self, ms: int) -> int:
         self.deferred += 1

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
+from wheelq.core.checks import int_in
 from wheelq.core.clock import Clock
 from wheelq.core.job import Job
 from wheelq.core.keys import ShardKeys, all_shards, validate_topic
@@ -120,8 +121,8 @@ class Puller:
             InvalidArgumentError: `count` not in [1, 1000], `wait_ms` not in [0, 30000].
             UnknownTopicError: The topic is not registered.
         """
-        check_int("max", count, 1, MAX_PULL)
-        check_int("wait_ms", wait_ms, 0, MAX_WAIT_MS)
+        int_in("max", count, 1, MAX_PULL)
+        int_in("wait_ms", wait_ms, 0, MAX_WAIT_MS)
         shards = await self.shards(topic)
         keys = list(all_shards(topic, shards))
         await self._join(topic, group, keys)
@@ -300,14 +301,9 @@ class Puller:
         """
         parsed = parse_receipts(receipts)
         if delay_ms is not None:
-            check_int("delay_ms", delay_ms, 0, 30 * 86_400_000)
+            int_in("delay_ms", delay_ms, 0, 30 * 86_400_000)
         shards = await self.shards(topic)
         mine = [r for r in parsed if r.shard < shards]
         return await nack_receipts(
             self._executor, self._clock.now_ms(), self.policy, topic, group, mine, delay_ms
         )
-
-
-def check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgumentError(name, f"{name} must be an int in [{low}, {high}], got {value!r}")
