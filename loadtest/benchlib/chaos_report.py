@@ -1,0 +1,208 @@
+"""The chaos soak's account: what every process recorded, set against every key, and the
+lateness around each fault.
+
+`collect` reads the producers' and workers' record files and the topic's keys (fired
+entries, pending ids, dead letters) and reconciles them (`wheelq.testing.reconcile`).
+`by_fault` measures, for each fault, the lateness spike of the jobs due while it held
+and how long after it began the last job more than `LATE_MS` late was due (its recovery);
+`timeline` gives lateness per second for the plot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from benchlib.chaos_faults import Event
+from benchlib.chaos_roles import read_log
+from wheelq.core import wire
+from wheelq.core.keys import all_shards
+from wheelq.testing import Fired, percentile, read_fired, reconcile
+from wheelq.testing.reconcile import Reconciliation
+
+LATE_MS = 100
+"""A job fired more than this late counts as hit by a fault (the recovery's end)."""
+SETTLE_MS = 2000
+"""Jobs due up to this long after a fault ended still count towards its spike."""
+
+
+def _ids(out: Path, prefix: str) -> list[str]:
+    return [line for path in sorted(out.glob(f"{prefix}-*.log")) for line in read_log(path)]
+
+
+def handled(out: Path) -> Counter[str]:
+    """Job id -> handler runs, from every worker's record."""
+    return Counter(line.split(" ", 1)[0] for line in _ids(out, "runs"))
+
+
+def collect(
+    conn: redis.Redis, url: str, topic: str, shards: int, out: Path, max_runs: int
+) -> tuple[Reconciliation, list[Fired]]:
+    """Every acknowledged id against what the keys and the handlers show."""
+    fired = asyncio.run(_read_fired(url, topic, shards))
+    pending: list[str] = []
+    dead: list[str] = []
+    for keys in all_shards(topic, shards):
+        pending += [m.decode() for m in conn.zrange(keys.delayed, 0, -1)]
+        for _, fields in conn.xrange(keys.dead):
+            dead.append(fields[wire.ID].decode())
+    account = reconcile(
+        _ids(out, "acked"),
+        fired,
+        pending=pending,
+        cancelled=_ids(out, "cancelled"),
+        dead=dead,
+        handled=handled(out),
+        max_runs=max_runs,
+    )
+    return account, fired
+
+
+async def _read_fired(url: str, topic: str, shards: int) -> list[Fired]:
+    connection = redis.asyncio.Redis.from_url(url)
+    try:
+        return await read_fired(connection, topic, shards)
+    finally:
+        await connection.aclose()
+
+
+def timeline(fired: Sequence[Fired], start_ms: int) -> list[dict[str, Any]]:
+    """Per second of due time since `start_ms`: jobs, lateness p99 and max (ms)."""
+    seconds: dict[int, list[int]] = {}
+    for record in fired:
+        if record.attempt == 1:
+            seconds.setdefault((record.due_ms - start_ms) // 1000, []).append(record.lateness_ms)
+    out = []
+    for second in sorted(seconds):
+        values = sorted(seconds[second])
+        out.append(
+            {"s": second, "jobs": len(values), "p99": percentile(values, 99), "max": values[-1]}
+        )
+    return out
+
+
+def by_fault(fired: Sequence[Fired], events: Sequence[Event]) -> dict[str, Any]:
+    """Per fault event and per fault class: the lateness spike and the recovery time."""
+    firsts = sorted((r.due_ms, r.lateness_ms) for r in fired if r.attempt == 1)
+    dues = [d for d, _ in firsts]
+    per_event = []
+    ordered = sorted(events, key=lambda e: e.start_ms)
+    for i, event in enumerate(ordered):
+        upto = ordered[i + 1].start_ms if i + 1 < len(ordered) else event.end_ms + 30_000
+        lo, hi = _bisect(dues, event.start_ms), _bisect(dues, upto)
+        window = firsts[lo:hi]
+        held = [late for due, late in window if due <= event.end_ms + SETTLE_MS]
+        late_dues = [due for due, late in window if late > LATE_MS]
+        per_event.append(
+            {
+                "fault": event.fault,
+                "start_ms": event.start_ms,
+                "held_ms": event.end_ms - event.start_ms,
+                "jobs_due": len(held),
+                "spike_ms": max(held, default=0),
+                "recovery_ms": (late_dues[-1] - event.start_ms) if late_dues else 0,
+                "detail": event.detail,
+            }
+        )
+    classes: dict[str, list[dict[str, Any]]] = {}
+    for row in per_event:
+        classes.setdefault(row["fault"], []).append(row)
+    summary = {
+        name: {
+            "events": len(rows),
+            "spike_ms_median": statistics.median(r["spike_ms"] for r in rows),
+            "spike_ms_max": max(r["spike_ms"] for r in rows),
+            "recovery_ms_median": statistics.median(r["recovery_ms"] for r in rows),
+            "recovery_ms_max": max(r["recovery_ms"] for r in rows),
+        }
+        for name, rows in sorted(classes.items())
+    }
+    return {"classes": summary, "events": per_event}
+
+
+def _bisect(values: list[int], x: int) -> int:
+    return bisect.bisect_left(values, x)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    account = result["account"]
+    lines = [
+        f"# Chaos soak: seed {result['seed']}, {result['minutes']} min, {result['deployment']}",
+        "",
+        "| acknowledged | fired | cancelled | pending | dead | lost | fired twice | early "
+        "| handled never | handled again | handled too often |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| "
+        + " | ".join(
+            str(account[k])
+            for k in (
+                "acknowledged",
+                "fired",
+                "cancelled",
+                "pending",
+                "dead",
+                "lost",
+                "fired_twice",
+                "early",
+                "handled_never",
+                "handled_again",
+                "handled_too_often",
+            )
+        )
+        + " |",
+        "",
+        "| fault | events | spike median / max (ms) | recovery median / max (ms) |",
+        "|---|---|---|---|",
+    ]
+    for name, row in result["faults"]["classes"].items():
+        lines.append(
+            f"| {name} | {row['events']} | {row['spike_ms_median']:.0f} / {row['spike_ms_max']} "
+            f"| {row['recovery_ms_median']:.0f} / {row['recovery_ms_max']} |"
+        )
+    lateness = result["lateness_ms"]
+    lines += [
+        "",
+        f"Lateness of first firings (ms): p50 {lateness['p50']}, p99 {lateness['p99']}, "
+        f"p99.9 {lateness['p99.9']}, max {lateness['max']}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict[str, Any], path: Path) -> bool:
+    """Lateness per second with the faults marked; False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = result["timeline"]
+    fig, ax = plt.subplots(figsize=(14, 5))
+    ax.plot([r["s"] for r in rows], [max(r["max"], 1) for r in rows], lw=0.6, label="max")
+    ax.plot([r["s"] for r in rows], [max(r["p99"], 1) for r in rows], lw=0.8, label="p99")
+    ax.set_yscale("log")
+    start = result["start_ms"]
+    names = sorted(result["faults"]["classes"])
+    colours = plt.get_cmap("tab20")
+    for event in result["faults"]["events"]:
+        left = (event["start_ms"] - start) / 1000
+        colour = colours(names.index(event["fault"]) % 20)
+        ax.axvspan(left, left + max(event["held_ms"], 200) / 1000, color=colour, alpha=0.3)
+        ax.text(left, 1, event["fault"], rotation=90, fontsize=6, va="bottom")
+    ax.set_xlabel("due time (s since start)")
+    ax.set_ylabel("fired - due (ms, log)")
+    ax.set_title(f"wheelq chaos soak, seed {result['seed']}: lateness with faults marked")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -1,0 +1,187 @@
+"""A seeded chaos soak with an exact reconciliation at the end.
+
+    python loadtest/chaos.py --minutes 10 --seed 1
+    python loadtest/chaos.py --minutes 2 --seed 7 --rate 1000 --out chaos-out
+    python loadtest/chaos.py --minutes 10 --seed 1 --cluster
+
+Producers (2 processes, enqueueing through a spool, a steady due rate: `--rate` jobs/s
+with delays of 1-4 s), 3 scheduler nodes and 3 workers run as real processes against an
+embedded server with ``appendonly yes`` (``appendfsync everysec``, ``maxmemory-policy
+noeviction``), every one of them connected through a proxy the soak can cut, stall and
+slow. For `--minutes` the soak injects faults drawn from `--seed`
+(`benchlib/chaos_faults.py`): each class once in turn, one at a time, then overlapping
+pairs. Then it heals everything, lets the producers drain their spools, waits until
+every job due has fired and been acked, and reconciles (`benchlib/chaos_report.py`):
+
+- lost: acknowledged, and neither fired, cancelled, dead-lettered nor pending;
+- fired twice (one attempt twice in the streams), early (before due, Redis clock);
+- handled never (fired, no handler ran it), handled too often (beyond the worker's
+  ``max_deliveries``: more than at-least-once allows);
+- per fault class: the lateness spike of jobs due while it held and the recovery time.
+
+It writes ``OUT/result.json``, ``OUT/result.md`` and ``OUT/lateness.png`` (with
+matplotlib), the processes' logs and records, and prints the Markdown and then the JSON
+as its last line. The exit status is 1 when any count that must be 0 is not (or the
+run did not settle), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import redis
+from benchlib.chaos_faults import FAULTS, Arena, run_schedule
+from benchlib.chaos_fleet import Fleet
+from benchlib.chaos_report import by_fault, collect, markdown, plot, timeline
+from benchlib.chaos_target import Cluster, Standalone
+from wheelq.testing.proxy import ProxyThread
+
+from wheelq import Client
+from wheelq.core.keys import all_shards
+from wheelq.testing import percentile
+
+SHARDS = 8
+NODE_SETTINGS = {"lease_ttl_ms": 5000}
+WORKER_SETTINGS = {
+    "concurrency": 100,
+    "visibility_timeout_ms": 5000,
+    "claim_interval_ms": 1000,
+    "max_deliveries": 10,
+}
+JUMPS_MS = (2000, -2000, 500)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rate", type=float, default=2000.0, help="due jobs/s (default 2000)")
+    parser.add_argument("--cluster", action="store_true", help="a 3-primary cluster, replicas")
+    parser.add_argument("--out", type=Path, default=None, help="default: a new temp dir")
+    parser.add_argument("--server", choices=("valkey", "redis"), default=None)
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="wheelq-chaos-"))
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"[chaos {time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+    topic = f"chaos-{args.seed}"
+    target = Cluster(args.server, topic, SHARDS) if args.cluster else Standalone(args.server)
+    try:
+        result = soak(args, target, topic, out, log)
+    finally:
+        target.close()
+    (out / "result.json").write_text(json.dumps(result, indent=1))
+    (out / "result.md").write_text(markdown(result))
+    if plot(result, out / "lateness.png"):
+        result["plot"] = str(out / "lateness.png")
+    print(markdown(result))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("timeline", "faults")}))
+    return 0 if result["ok"] else 1
+
+
+def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any) -> dict[str, Any]:
+    direct = redis.Redis.from_url(target.url)
+    offset_ms = _redis_offset_ms(direct)
+    now_ms = lambda: int(time.time() * 1000 + offset_ms)  # noqa: E731
+    with ProxyThread(target.port) as proxy:
+        url = target.url_via(proxy.port)
+        fleet = Fleet(url, topic, out)
+        try:
+            with Client.from_url(target.url) as admin:
+                admin.create_topic(topic, shards=SHARDS)
+            for i, jump in enumerate(JUMPS_MS):
+                fleet.add("node", f"n{i}", {**NODE_SETTINGS, "clock_jump_ms": jump})
+            for i in range(3):
+                fleet.add("worker", f"w{i}", WORKER_SETTINGS)
+            start_ms = now_ms()
+            for i in range(2):
+                fleet.add("producer", f"p{i}", str(args.rate / 2), str(out / f"spool-p{i}.db"))
+            arena = Arena(fleet, target, proxy, now_ms)
+            faults = {k: f for k, f in FAULTS.items() if k not in target.excluded()}
+            faults |= target.extra_faults()
+            log(f"soak of {args.minutes} min, seed {args.seed}, {len(faults)} fault classes")
+            events = run_schedule(arena, faults, args.seed, args.minutes * 60, log)
+            log("healing: every process continued, dead ones restarted, producers draining")
+            for member in fleet.members.values():
+                fleet.resume(member.name)
+            proxy.unstall()
+            proxy.slow(0)
+            fleet.revive()
+            producers = fleet.stop("producer", timeout_s=180)
+            settled = _settle(direct, topic, now_ms, log)
+            deaths = {m.name: m.deaths for m in fleet.members.values() if m.deaths}
+            nodes, workers = fleet.stop("node", 30), fleet.stop("worker", 60)
+        finally:
+            fleet.close()
+    account, fired = collect(
+        direct, target.url, topic, SHARDS, out, WORKER_SETTINGS["max_deliveries"]
+    )
+    firsts = sorted(r.lateness_ms for r in fired if r.attempt == 1)
+    result: dict[str, Any] = {
+        "seed": args.seed,
+        "minutes": args.minutes,
+        "rate": args.rate,
+        "deployment": target.describe(),
+        "out": str(out),
+        "settled": settled,
+        "ok": account.ok and settled,
+        **{k: account.as_dict()[k] for k in ("lost", "fired_twice", "early")},
+        "account": account.as_dict(),
+        "lateness_ms": {
+            p: percentile(firsts, q) for p, q in (("p50", 50), ("p99", 99), ("p99.9", 99.9))
+        }
+        | {"max": firsts[-1] if firsts else None},
+        "start_ms": start_ms,
+        "faults": by_fault(fired, events),
+        "timeline": timeline(fired, start_ms),
+        "exits": {"producers": producers, "nodes": nodes, "workers": workers},
+        "unexpected_deaths": deaths,
+    }
+    return result
+
+
+def _redis_offset_ms(conn: redis.Redis) -> float:
+    """Redis TIME - local wall clock, from the quickest of 20 round trips."""
+    best: tuple[float, float] = (float("inf"), 0.0)
+    for _ in range(20):
+        before = time.time()
+        seconds, micros = conn.time()
+        after = time.time()
+        best = min(best, (after - before, seconds * 1000 + micros / 1000 - (before + after) * 500))
+    return best[1]
+
+
+def _settle(conn: redis.Redis, topic: str, now_ms: Any, log: Any, timeout_s: float = 180) -> bool:
+    """Wait until no job is due in any sorted set and every group has read and acked every
+    entry; False when that did not happen within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    left: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        left = {"due": 0, "unacked": 0, "unread": 0}
+        for keys in all_shards(topic, SHARDS):
+            left["due"] += int(conn.zcount(keys.delayed, "-inf", now_ms()))
+            for group in conn.xinfo_groups(keys.ready):
+                left["unacked"] += int(group["pending"])
+                left["unread"] += int(group.get("lag") or 0)
+        if not any(left.values()):
+            log("settled: nothing due, every entry acked")
+            return True
+        time.sleep(0.5)
+    log(f"did not settle in {timeout_s} s: {left}")
+    return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
