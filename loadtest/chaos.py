@@ -43,11 +43,11 @@ from benchlib.chaos_faults import FAULTS, Arena, run_schedule
 from benchlib.chaos_fleet import Fleet
 from benchlib.chaos_report import by_fault, collect, markdown, plot, timeline
 from benchlib.chaos_target import Cluster, Standalone
-from wheelq.testing.proxy import ProxyThread
 
 from wheelq import Client
 from wheelq.core.keys import all_shards
 from wheelq.testing import percentile
+from wheelq.testing.proxy import ProxyThread
 
 SHARDS = 8
 NODE_SETTINGS = {"lease_ttl_ms": 5000}
@@ -120,7 +120,7 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
             proxy.slow(0)
             fleet.revive()
             producers = fleet.stop("producer", timeout_s=180)
-            settled = _settle(direct, topic, now_ms, log)
+            settled = _settle(direct, topic, log)
             deaths = {m.name: m.deaths for m in fleet.members.values() if m.deaths}
             nodes, workers = fleet.stop("node", 30), fleet.stop("worker", 60)
         finally:
@@ -163,20 +163,21 @@ def _redis_offset_ms(conn: redis.Redis) -> float:
     return best[1]
 
 
-def _settle(conn: redis.Redis, topic: str, now_ms: Any, log: Any, timeout_s: float = 180) -> bool:
-    """Wait until no job is due in any sorted set and every group has read and acked every
-    entry; False when that did not happen within `timeout_s`."""
+def _settle(conn: redis.Redis, topic: str, log: Any, timeout_s: float = 180) -> bool:
+    """Wait until every sorted set is empty (the producers have stopped: every job is due
+    within 4 s) and every group has read and acked every entry; False when that did not
+    happen within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     left: dict[str, int] = {}
     while time.monotonic() < deadline:
-        left = {"due": 0, "unacked": 0, "unread": 0}
+        left = {"pending": 0, "unacked": 0, "unread": 0}
         for keys in all_shards(topic, SHARDS):
-            left["due"] += int(conn.zcount(keys.delayed, "-inf", now_ms()))
+            left["pending"] += int(conn.zcard(keys.delayed))
             for group in conn.xinfo_groups(keys.ready):
                 left["unacked"] += int(group["pending"])
                 left["unread"] += int(group.get("lag") or 0)
         if not any(left.values()):
-            log("settled: nothing due, every entry acked")
+            log("settled: nothing pending, every entry acked")
             return True
         time.sleep(0.5)
     log(f"did not settle in {timeout_s} s: {left}")

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
-from wheelq.testing.proxy import ProxyThread
 
 from benchlib.chaos_fleet import Fleet
 from wheelq.testing import faults
+from wheelq.testing.proxy import ProxyThread
 
 NODE_POINTS = ("emit.before_send", "emit.after_reply")
 WORKER_POINTS = ("ack.before_send", "ack.after_reply", "handler.after")
@@ -222,7 +222,7 @@ def run_schedule(
     log: Callable[[str], None],
 ) -> list[Event]:
     """Inject faults until `until_s` (monotonic seconds from now): the first half one at a
-    time, every class in a seeded order, then overlapping pairs; a quiet gap of 2-5 s after
+    time, every class in a seeded order, then overlapping pairs; a quiet gap of 4-8 s after
     each, so each fault's lateness spike and recovery can be told apart."""
     rng = random.Random(seed)
     names = sorted(faults_by_name)
@@ -253,5 +253,5 @@ def run_schedule(
         revived = arena.fleet.revive()
         if revived:
             log(f"revived {revived}")
-        time.sleep(rng.uniform(2.0, 5.0))
+        time.sleep(rng.uniform(4.0, 8.0))
     return events

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.support.proxy import CuttingProxy
 from tests.support.waiting import eventually
+from wheelq.testing.proxy import CuttingProxy
 
 
 @pytest.fixture

@@ -25,11 +25,11 @@ import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from tests.support.proxy import CuttingProxy
 from tests.support.waiting import eventually, until
 from wheelq import AsyncClient, NodeEvent, Scheduler, SchedulerSettings
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.runtime.clock import RedisClock
+from wheelq.testing.proxy import CuttingProxy
 
 SHARDS = 2
 SICK, WELL = 0, 1

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import redis.asyncio
 
-from tests.support.proxy import CuttingProxy
 from tests.support.waiting import eventually
 from tests.support.worker_proc import WorkerProcess
 from wheelq import AsyncClient, Job, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.testing.proxy import CuttingProxy
 
 SHARDS = 2
 FAST: dict[str, Any] = {

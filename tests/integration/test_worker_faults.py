@@ -8,12 +8,12 @@ import asyncio
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from tests.support.proxy import CuttingProxy
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, Job, RedisUnavailableError, Scheduler, Worker
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
+from wheelq.testing.proxy import CuttingProxy
 
 SHARDS = 2
 

@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from wheelq.errors import LeaseLostError
+from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
@@ -91,6 +92,7 @@ class Preloader(Service):
             ),
         ]
         replies = await self._ctx.executor.run(calls, return_exceptions=True)
+        crash.point("sweep.after_reply")
         for reply in replies:
             if is_transient(reply):  # e.g. LOADING: an outage, not this shard's problem
                 raise reply

@@ -24,6 +24,7 @@ from typing import Any
 
 from wheelq.core.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
+from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
@@ -119,7 +120,9 @@ class WheelDriver(Service):
         if not calls:
             return
         # A connection error raises here: the jobs are still in Redis, the sweep emits them.
+        crash.point("emit.before_send")
         results = await self._ctx.executor.run(calls, return_exceptions=True)
+        crash.point("emit.after_reply")
         outage = None
         for (lead, chunk, chunk_dues), result in zip(targets, results, strict=True):
             if isinstance(result, Exception) and is_transient(result):

@@ -26,6 +26,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
 from wheelq.core.job import Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
+from wheelq.runtime import crash
 from wheelq.store.consume import Entry
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner
@@ -204,6 +205,7 @@ class InFlightSet:
                 held.started = True
                 started_ms = self._now_ms()
                 error = await self.runner.run(job)
+                crash.point("handler.after")
                 ended_ms = self._now_ms()
                 self._timings += (started_ms - job.due_ms, ended_ms - started_ms)
             if error is None:

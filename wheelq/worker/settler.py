@@ -22,6 +22,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.job import Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason, retry_envelope
+from wheelq.runtime import crash
 from wheelq.runtime.lifecycle import StopBudget
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
@@ -190,7 +191,9 @@ class Settler(Service):
                 )
             )
         try:
+            crash.point("ack.before_send")
             replies = await self._executor.run([c for _, _, c in calls], return_exceptions=True)
+            crash.point("ack.after_reply")
         except Exception as exc:
             if not is_transient(exc):
                 raise

@@ -1,10 +1,15 @@
-"""A TCP proxy on loopback whose connections a test can cut at once (a network fault).
+"""A TCP proxy on loopback whose connections a test can cut, stall or slow (network faults).
 
 async with CuttingProxy(target_port) as proxy:
     url = f"redis://127.0.0.1:{proxy.port}"
     ...
     proxy.cut()   # every open connection is closed, both sides; new ones are accepted
     proxy.refusing = True   # from now on new connections are closed at once (Redis "down")
+    proxy.stall()   # no byte moves either way (connections stay open) until unstall()
+    proxy.slow(20)   # every chunk forwarded 20 ms late (0: off)
+
+`ProxyThread` runs one on an event loop of its own in a daemon thread, for code that is not
+async (the chaos soak, beside its subprocesses), with the same controls.
 
 Every transport the proxy opens is tracked from the moment it exists: a client connection
 whose upstream connection is still being made when `cut()` runs is closed too (its handler
@@ -17,8 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, TypeVar
+
+T = TypeVar("T")
 
 
 class CuttingProxy:
@@ -32,6 +41,10 @@ class CuttingProxy:
         self.accepted = 0
         self.refusing = False
         """While set, each new connection is closed as soon as it is accepted."""
+        self.delay_ms = 0.0
+        """Each chunk is forwarded this much later (`slow`)."""
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     @property
     def port(self) -> int:
@@ -49,9 +62,25 @@ class CuttingProxy:
         self.cuts += 1
         return len(self._handlers)
 
+    def stall(self) -> None:
+        """Stop forwarding, both ways, on every connection (new ones too) until `unstall`:
+        the connections stay open and the bytes wait, as behind a hung network path."""
+        self._flowing.clear()
+
+    def unstall(self) -> None:
+        self._flowing.set()
+
+    def slow(self, delay_ms: float) -> None:
+        """Forward every chunk `delay_ms` late (0: at once again)."""
+        self.delay_ms = delay_ms
+
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, OSError):
             while data := await reader.read(65536):
+                await self._flowing.wait()
+                if self.delay_ms:
+                    await asyncio.sleep(self.delay_ms / 1000)
+                    await self._flowing.wait()
                 writer.write(data)
                 await writer.drain()
         writer.transport.abort()
@@ -94,3 +123,63 @@ class CuttingProxy:
         self.cut()
         await asyncio.gather(*self._handlers, return_exceptions=True)
         await self._server.wait_closed()
+
+
+class ProxyThread:
+    """A `CuttingProxy` on its own event loop in a daemon thread; ``with`` starts it and
+    stops it (every connection closed, the thread joined). Its controls may be called
+    from any thread."""
+
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self._target = (target_port, target_host)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._proxy: CuttingProxy | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._proxy is not None
+        return self._proxy.port
+
+    def cut(self) -> int:
+        """Close every open connection; returns how many client connections were cut."""
+        return self._call(lambda p: p.cut())
+
+    def stall(self) -> None:
+        self._call(lambda p: p.stall())
+
+    def unstall(self) -> None:
+        self._call(lambda p: p.unstall())
+
+    def slow(self, delay_ms: float) -> None:
+        self._call(lambda p: p.slow(delay_ms))
+
+    def refuse(self, refusing: bool) -> None:
+        self._call(lambda p: setattr(p, "refusing", refusing))
+
+    def _call(self, action: Callable[[CuttingProxy], T]) -> T:
+        async def run() -> T:
+            assert self._proxy is not None
+            return action(self._proxy)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        port, host = self._target
+
+        async def start() -> CuttingProxy:
+            return await CuttingProxy(port, host).__aenter__()
+
+        self._proxy = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        proxy = self._proxy
+        if proxy is not None:
+            proxy.unstall()
+            future = asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), self._loop)
+            future.result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
