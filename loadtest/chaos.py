@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -77,6 +78,7 @@ def main() -> int:
         print(f"[chaos {time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
 
     topic = f"chaos-{args.seed}"
+    signal.signal(signal.SIGTERM, _interrupted)  # clean up the fleet and the servers
     target = Cluster(args.server, topic, SHARDS) if args.cluster else Standalone(args.server)
     try:
         result = soak(args, target, topic, out, log)
@@ -150,6 +152,10 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
         "unexpected_deaths": deaths,
     }
     return result
+
+
+def _interrupted(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _redis_offset_ms(conn: redis.Redis) -> float:

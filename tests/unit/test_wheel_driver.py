@@ -174,25 +174,30 @@ async def test_a_refused_shard_is_reported_with_failed_and_the_others_still_fire
     assert retry_ms is not None and START_MS < retry_ms <= START_MS + 10, "after the pause"
 
 
-async def test_a_connection_error_raises_so_the_base_pauses(parts: NodeParts) -> None:
+async def test_a_connection_error_raises_and_puts_the_round_back_at_its_due_times(
+    parts: NodeParts,
+) -> None:
     driver = WheelDriver(parts.ctx)
     lead = parts.lead(0)
-    driver.schedule(lead, [("a", START_MS)])
+    driver.schedule(lead, [("a", START_MS - 3), ("b", START_MS)])
     parts.executor.fail_next(RedisConnectionError("Connection reset by peer"))
     with pytest.raises(RedisConnectionError):
         await driver.step()
-    assert len(driver.wheel) == 0, "the round's jobs are left to the sweep"
+    assert in_wheel(driver, lead, "a") == START_MS - 3, "sent again after the pause"
+    assert in_wheel(driver, lead, "b") == START_MS
     assert lead.emitted == 0 and parts.lost == []
 
 
 async def test_a_loading_reply_settles_the_other_shards_then_raises(parts: NodeParts) -> None:
     driver = WheelDriver(parts.ctx)
     loading = BusyLoadingError("Redis is loading the dataset in memory")
-    _, second = two_due_jobs(parts, driver, {0: loading})
+    first, second = two_due_jobs(parts, driver, {0: loading})
     with pytest.raises(BusyLoadingError):
         await driver.step()
     assert second.emitted == 1
     assert driver.failures == 0, "counted once, by the base, not also per shard"
+    assert in_wheel(driver, first, "a") == START_MS, "the loading shard's job waits"
+    assert in_wheel(driver, second, "b") is None
 
 
 async def test_a_job_scheduled_earlier_wakes_a_driver_waiting_for_a_later_one(
@@ -276,10 +281,11 @@ async def test_after_a_failed_round_the_driver_fires_again_and_is_well(parts: No
     await driver.start()
     try:
         driver.schedule(lead, [("a", START_MS)])
-        await until(lambda: len(parts.executor.rounds) == 1, what="the failed round")
+        await until(lambda: lead.emitted == 1, what="the failed round sent again")
         driver.schedule(lead, [("b", START_MS)])
-        await until(lambda: lead.emitted == 1, what="the next round")
+        await until(lambda: lead.emitted == 2, what="the next round")
         await until(lambda: driver.failures == 0, what="the count to reset")
-        assert [ids_of(c) for c in parts.executor.sent("emit_due")] == [["a"], ["b"]]
+        sent = [ids_of(c) for c in parts.executor.sent("emit_due")]
+        assert sent == [["a"], ["a"], ["b"]], "after the pause, the failed round again"
     finally:
         await driver.stop()

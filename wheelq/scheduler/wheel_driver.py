@@ -7,7 +7,9 @@ script decides: a cancelled id is skipped, a rescheduled-later one comes
 back with its new due time and is put back in the wheel, and a shard
 whose lease is gone answers LEASE_LOST, which drops the lead. While Redis
 is unreachable it pauses with backoff between emits: what expires meanwhile
-goes out in one round when the pause ends (or is swept later, if it fails).
+goes out in one round when the pause ends. A round whose reply does not come (a
+connection cut, a timeout, LOADING) goes back in the wheel and is sent again after
+the pause; whether it ran or not, the script emits only what is still pending.
 
 A shard whose emit is refused (a key of the wrong type, say) is reported
 with `failed()` and its ids go back in the wheel for a retry after the
@@ -119,14 +121,19 @@ class WheelDriver(Service):
                 targets.append((lead, chunk, dues[slot][i : i + batch]))
         if not calls:
             return
-        # A connection error raises here: the jobs are still in Redis, the sweep emits them.
         crash.point("emit.before_send")
-        results = await self._ctx.executor.run(calls, return_exceptions=True)
+        try:
+            results = await self._ctx.executor.run(calls, return_exceptions=True)
+        except BaseException:
+            self._again(targets)  # a connection error: whether the calls ran is unknown
+            raise
         crash.point("emit.after_reply")
         outage = None
-        for (lead, chunk, chunk_dues), result in zip(targets, results, strict=True):
+        for target, result in zip(targets, results, strict=True):
+            lead, chunk, chunk_dues = target
             if isinstance(result, Exception) and is_transient(result):
                 outage = result  # LOADING and the like: pause once every shard is settled
+                self._again([target])
             else:
                 self._settle(lead, chunk, result, now_ms)
                 if isinstance(result, ops.EmitResult):
@@ -135,6 +142,14 @@ class WheelDriver(Service):
                     )
         if outage is not None:
             raise outage
+
+    def _again(self, targets: list[tuple[Lead, list[str], list[int]]]) -> None:
+        """Put a round's jobs back in the wheel at their due times (past: they expire at
+        the next step, after the base's pause), when its reply did not come. Sending them
+        again is safe whether or not the calls ran: the script emits only ids still in the
+        sorted set, so none fires twice, and none waits for the sweep's grace."""
+        for lead, chunk, chunk_dues in targets:
+            self.schedule(lead, list(zip(chunk, chunk_dues, strict=True)))
 
     def _settle(
         self, lead: Lead, ids: list[str], result: ops.EmitResult | Exception, now_ms: int
