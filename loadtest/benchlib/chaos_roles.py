@@ -26,7 +26,6 @@ A node runs `Scheduler` on a `SkewedClock`: SIGUSR1 toggles a jump of its clock
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -36,10 +35,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from wheelq.testing.clocks import SkewedClock
 
 from wheelq import Client, Job, RedisUnavailableError, Scheduler, Worker
 from wheelq.cli.services import run_worker
@@ -47,6 +45,8 @@ from wheelq.cli.signals import run_until_signal
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime import crash
 from wheelq.store import connect
+from wheelq.testing import faults
+from wheelq.testing.clocks import SkewedClock
 
 TIMEOUTS = {"socket_timeout": 2, "socket_connect_timeout": 2}
 TICK_S = 0.05
@@ -145,25 +145,17 @@ def node(url: str, topic: str, name: str, out: Path, settings: dict[str, Any]) -
     def toggle_jump(*_: object) -> None:
         clock.jump_ms = 0 if clock.jump_ms else jump_ms
 
+    undo: list[Callable[[], None]] = []
+
+    def toggle_slow_renewals(*_: object) -> None:
+        if undo:
+            undo.pop()()
+        else:
+            undo.append(faults.slow_renewals(scheduler))
+
     signal.signal(signal.SIGUSR1, toggle_jump)
-    signal.signal(signal.SIGUSR2, lambda *_: slow_renewals(scheduler))
+    signal.signal(signal.SIGUSR2, toggle_slow_renewals)
     run_until_signal(scheduler, logging.getLogger("chaos.node"))
-
-
-def slow_renewals(scheduler: Scheduler) -> None:
-    """Toggle holding each lease renewal past the lease TTL (a node too slow to renew while
-    its wheel still fires: its emits must be refused once another node took the shards)."""
-    keeper = scheduler.leases
-    if "renew" in vars(keeper):
-        del keeper.renew  # back to the class's method
-        return
-    renew, hold_s = keeper.renew, (scheduler.settings.lease_ttl_ms + 500) / 1000
-
-    async def slowed() -> None:
-        await asyncio.sleep(hold_s)
-        await renew()
-
-    keeper.renew = slowed  # type: ignore[method-assign]
 
 
 def worker(url: str, topic: str, name: str, out: Path, settings: dict[str, Any]) -> None:

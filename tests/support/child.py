@@ -10,19 +10,44 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wheelq.runtime import crash
+
 ROOT = Path(__file__).resolve().parents[2]
+CRASH_ENV = "WHEELQ_CRASH_AT"
+
+
+def arm_crash_points() -> None:
+    """In a child's entry point: arm what the parent asked for in ``WHEELQ_CRASH_AT``."""
+    if spec := os.environ.get(CRASH_ENV):
+        crash.arm_from_spec(spec)
 
 
 class ChildProcess:
     """Runs ``python -m MODULE *ARGS`` from the repository root."""
 
-    def __init__(self, module: str, args: list[str], name: str, out_dir: Path) -> None:
+    def __init__(
+        self,
+        module: str,
+        args: list[str],
+        name: str,
+        out_dir: Path,
+        crash_at: str | None = None,
+    ) -> None:
+        """`crash_at` arms crash points in the child (``point:hits,...``, read by its entry
+        point from ``WHEELQ_CRASH_AT``; see `wheelq.runtime.crash`)."""
         self.out = out_dir / f"{name}.jsonl"
         self.log = out_dir / f"{name}.log"
         self._out = self.out.open("w")
         self._log = self.log.open("w")
+        env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+        if crash_at:
+            env[CRASH_ENV] = crash_at
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args], cwd=ROOT, stdout=self._out, stderr=self._log
+            [sys.executable, "-m", module, *args],
+            cwd=ROOT,
+            stdout=self._out,
+            stderr=self._log,
+            env=env,
         )
 
     @property

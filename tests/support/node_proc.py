@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.child import ChildProcess
+from tests.support.child import ChildProcess, arm_crash_points
 from wheelq import NodeEvent, Scheduler
 from wheelq.cli.signals import run_until_signal
 
 
 def main() -> None:
+    arm_crash_points()
     url, topic, node_id, settings = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
@@ -47,10 +48,16 @@ class NodeProcess(ChildProcess):
     ``OUT_DIR/NODE_ID.log``. Always call `finish()` (it kills the process if alive)."""
 
     def __init__(
-        self, url: str, topic: str, node_id: str, out_dir: Path, settings: dict[str, Any]
+        self,
+        url: str,
+        topic: str,
+        node_id: str,
+        out_dir: Path,
+        settings: dict[str, Any],
+        crash_at: str | None = None,
     ) -> None:
         args = [url, topic, node_id, json.dumps(settings)]
-        super().__init__("tests.support.node_proc", args, node_id, out_dir)
+        super().__init__("tests.support.node_proc", args, node_id, out_dir, crash_at)
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         """The event lines of `kind` printed so far."""

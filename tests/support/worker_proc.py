@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.child import ChildProcess
+from tests.support.child import ChildProcess, arm_crash_points
 from wheelq import Job, Worker
 from wheelq.cli.services import run_worker
 
@@ -78,6 +78,7 @@ def _handler(behaviour: dict[str, Any]) -> Any:
 
 
 def main() -> None:
+    arm_crash_points()
     url, topic, consumer = sys.argv[1], sys.argv[2], sys.argv[3]
     behaviour, settings = json.loads(sys.argv[4]), json.loads(sys.argv[5])
     logging.basicConfig(
@@ -107,10 +108,11 @@ class WorkerProcess(ChildProcess):
         out_dir: Path,
         behaviour: dict[str, Any],
         settings: dict[str, Any],
+        crash_at: str | None = None,
     ) -> None:
         self.consumer = consumer
         args = [url, topic, consumer, json.dumps(behaviour), json.dumps(settings)]
-        super().__init__("tests.support.worker_proc", args, consumer, out_dir)
+        super().__init__("tests.support.worker_proc", args, consumer, out_dir, crash_at)
 
     def jobs(self, event: str) -> list[str]:
         """Job ids of the `event` ("start" / "finish") lines, in order, repeats kept."""

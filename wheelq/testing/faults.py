@@ -9,13 +9,23 @@ server's own, on a plain connection to ONE server (loop over a cluster's primari
   is closed mid-whatever it was doing.
 - `squeeze_memory` / `restore_memory`: ``maxmemory`` below what the server uses, with
   ``noeviction``, so every write fails with OOM; then both settings as they were.
+
+And one inside a scheduler node of this process:
+
+- `slow_renewals`: the node holds each lease renewal past the lease TTL while its wheel
+  keeps firing, as a node starved of CPU or stuck in a long GC pause would; another node
+  takes its shards over, and its emits must be refused from then on.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
+
+from wheelq.scheduler.scheduler import Scheduler
 
 
 def flush_scripts(conn: redis.Redis) -> None:
@@ -55,3 +65,23 @@ def squeeze_memory(conn: redis.Redis) -> MemoryState:
 def restore_memory(conn: redis.Redis, state: MemoryState) -> None:
     conn.config_set("maxmemory", state.maxmemory)
     conn.config_set("maxmemory-policy", state.policy)
+
+
+def slow_renewals(node: Scheduler, hold_ms: int | None = None) -> Callable[[], None]:
+    """Make `node` wait `hold_ms` (default: its lease TTL + 500 ms) before each lease
+    renewal; returns the function that puts renewals back as they were."""
+    keeper = node.leases
+    renew = keeper.renew
+    hold_s = (node.settings.lease_ttl_ms + 500 if hold_ms is None else hold_ms) / 1000
+
+    async def slowed() -> None:
+        await asyncio.sleep(hold_s)
+        await renew()
+
+    keeper.renew = slowed  # type: ignore[method-assign]
+
+    def undo() -> None:
+        if keeper.renew is slowed:
+            del keeper.renew  # the class's method again
+
+    return undo
