@@ -1,5 +1,5 @@
-"""Workers as real processes (tests/support/worker_proc.py): kill -9 with jobs in flight, a
-poison job that kills its worker every time, SIGTERM.
+"""Workers as real processes (tests/support/worker_proc.py): kill -9 with jobs in flight,
+SIGSTOP past the visibility timeout, a poison job that kills its worker every time, SIGTERM.
 
 docs/architecture.md, invariants 1 and 2: whatever happens to worker processes, every job is
 handled (at least once) or dead-lettered, and ends acked; duplicates come only from a crashed
@@ -127,6 +127,37 @@ def test_kill_9_with_jobs_in_flight_loses_nothing(
     assert twice <= set(a.jobs("start")), f"jobs run twice without a crash: {twice}"
     assert client.dead_letters(topic) == []
     assert b.alive()
+
+
+def test_a_worker_stopped_past_its_visibility_timeout_is_taken_over_and_its_late_acks_do_nothing(
+    procs: Procs, client: Client, redis_sync: redis.Redis, topic: str
+) -> None:
+    client.create_topic(topic, SHARDS)
+    a = procs.spawn("a", {"sleep_s": 0.3}, **FAST, concurrency=3)
+    ids = client.enqueue_many(topic, [{"payload": i} for i in range(12)])
+
+    def in_flight() -> set[str]:
+        return set(a.jobs("start")) - set(a.jobs("finish"))
+
+    procs.wait(lambda: len(in_flight()) >= 2, timeout_s=20, what="a to have 2 jobs in flight")
+    a.signal(signal.SIGSTOP)
+    held = in_flight()
+    b = procs.spawn("b", {"sleep_s": 0.05}, **FAST, concurrency=12)
+    procs.wait(lambda: held <= set(b.jobs("finish")), timeout_s=20, what="b to run a's jobs")
+    a.signal(signal.SIGCONT)  # a finishes them too, late, and tries to settle them
+    procs.wait(lambda: held <= set(a.jobs("finish")), timeout_s=20, what="a to finish late")
+    procs.wait(
+        lambda: set(ids) <= set(procs.jobs("finish")) and pending(redis_sync, topic, SHARDS) == 0,
+        timeout_s=20,
+        what="every job handled and acked",
+    )
+    runs = procs.jobs("start")
+    twice = {j for j, n in runs.items() if n > 1}
+    assert held <= twice, "the jobs a was running when stopped ran again on b"
+    assert twice <= set(a.jobs("start")), "only jobs a had been given ran twice"
+    assert max(runs.values()) == 2
+    assert client.dead_letters(topic) == [], "a's late settlements took no second effect"
+    assert a.alive() and b.alive()
 
 
 def test_poison_job_that_kills_its_worker_is_dead_lettered_after_max_deliveries(
