@@ -31,6 +31,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (ClientSettings, "batch_size", 1, 10_000),
     (ClientSettings, "breaker_open_ms", 0, 600_000),
     (ClientSettings, "spool_record_ms", 60_000, 30 * 86_400_000),
+    (ClientSettings, "spool_call_record_ms", 0, 86_400_000),
     (ClientSettings, "ack_replicas", 0, 100),
     (ClientSettings, "ack_timeout_ms", 1, 600_000),
     (SchedulerSettings, "lease_ttl_ms", 500, 600_000),

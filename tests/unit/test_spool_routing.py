@@ -72,13 +72,17 @@ class Parts:
 
 
 def jobs(call: Call[Any]) -> list[tuple[str, str]]:
-    """(id, token) of each job of an enqueue call; token '' in a plain enqueue."""
-    record_ms = int(call.args[2])
-    stride = 6 if record_ms else 5
-    body = list(call.args[3:])
-    return [
-        (str(body[i]), str(body[i + 5]) if record_ms else "") for i in range(0, len(body), stride)
-    ]
+    """(id, token) of each job of an enqueue call: a replay's own token, ``CALL:n`` in a
+    spooling client's direct call (its call token recorded), '' in a plain enqueue."""
+    record_ms, call_token = int(call.args[2]), str(call.args[3])
+    replay = bool(record_ms) and not call_token
+    body = list(call.args[4:])
+    stride = 6 if replay else 5
+    out = []
+    for n, i in enumerate(range(0, len(body), stride)):
+        token = str(body[i + 5]) if replay else (f"{call_token}:{n}" if call_token else "")
+        out.append((str(body[i]), token))
+    return out
 
 
 @pytest.fixture

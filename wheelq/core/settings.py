@@ -115,6 +115,11 @@ class ClientSettings(_Validated):
     can replay a batch whose reply was lost without writing a job twice. The drain forgets
     each token once it has deleted the row; this bounds what a client that died first
     leaves behind, and how long after such a death a replay is still exactly once."""
+    spool_call_record_ms: Annotated[int, Range(0, 86_400_000)] = 300_000
+    """With a spool: how long a shard remembers each direct enqueue call it applied (5 min;
+    one token per script call, about 90 bytes), so that when the call's reply is lost and
+    its jobs are spooled, their replay within this time skips what the call had written,
+    even a job that fired in between. 0: not recorded (such a job can fire twice)."""
     ack_replicas: Annotated[int, Range(0, 100)] = 1
     """Replicas that must confirm a write made with ``ack="replicated"`` (WAIT) or
     ``ack="persisted"`` (WAITAOF: fsynced by the primary and by this many replicas; 0:

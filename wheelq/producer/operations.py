@@ -10,6 +10,8 @@ yield: bad input raises before anything is sent.
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
@@ -235,23 +237,34 @@ class Producer:
         """Place validated jobs: by shard, in script calls of `batch_size`, pipelined.
 
         With a spooler, it decides (and calls back with `applied`, a list this appends the
-        ids of each round Redis confirmed to)."""
+        ids of each round Redis confirmed to). Such a direct call's outcome may be unknown
+        (a reply lost): each script call then carries a token that the shard records if it
+        applied the call, and each of its writes, in `writes` itself, becomes a copy with
+        the token ``CALL:n``, so the spool's replay of them is skipped where the call was
+        applied (``enqueue.lua``)."""
         if self.spooler is not None and applied is None:
             return (yield from self.spooler.write(topic, writes, self._write))
         shards = self._shards.get(topic)  # the topic name was validated by the caller
         if shards is None:
             shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
-        by_shard: dict[int, list[ops.JobWrite]] = defaultdict(list)
-        for w in writes:
-            by_shard[k.shard_of(w.id, shards)].append(w)
+        by_shard: dict[int, list[int]] = defaultdict(list)  # shard -> indexes in writes
+        for n, w in enumerate(writes):
+            by_shard[k.shard_of(w.id, shards)].append(n)
         calls: list[tuple[list[ops.JobWrite], Call[list[Placed]]]] = []
-        size = self.settings.batch_size
-        for shard, jobs in by_shard.items():
+        size, record_ms = self.settings.batch_size, self.settings.spool_call_record_ms
+        for shard, indexes in by_shard.items():
             keys = k.ShardKeys(topic, shard)
-            for i in range(0, len(jobs), size):
-                chunk = jobs[i : i + size]
-                calls.append((chunk, ops.enqueue(keys, chunk)))
+            for i in range(0, len(indexes), size):
+                if applied is None or not record_ms:
+                    chunk = [writes[n] for n in indexes[i : i + size]]
+                    calls.append((chunk, ops.enqueue(keys, chunk)))
+                    continue
+                token = "c" + secrets.token_hex(8)
+                for m, n in enumerate(indexes[i : i + size]):
+                    writes[n] = dataclasses.replace(writes[n], token=f"{token}:{m}")
+                chunk = [writes[n] for n in indexes[i : i + size]]
+                calls.append((chunk, ops.enqueue(keys, chunk, record_ms, token)))
         duplicates: list[str] = []
         full: list[str] = []
         for i in range(0, len(calls), PIPELINE_CALLS):

@@ -15,7 +15,8 @@ that same clock; see `SpooledJob.replay_write`.
 
 ```
 jobs      seq (replay order), topic, job_id, mode ('d' | 'a'), due_ms, replace, envelope,
-          written_ms (wall clock, for the spool's age)
+          written_ms (wall clock, for the spool's age), token ('' or the replay token of a
+          direct call's write whose reply was lost: "CALL:n", see `SpooledJob.token`)
 rejected  the same, plus error and rejected_ms: rows Redis refused for good (kept, never
           replayed: a person decides)
 meta      format ('1'), spool_id (random: each row's replay token is spool_id:seq)
@@ -42,16 +43,16 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, job_id TEXT NOT NULL,
     mode TEXT NOT NULL, due_ms INTEGER NOT NULL, replace INTEGER NOT NULL,
-    envelope BLOB NOT NULL, written_ms INTEGER NOT NULL);
+    envelope BLOB NOT NULL, written_ms INTEGER NOT NULL, token TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS rejected (
     seq, topic, job_id, mode, due_ms, replace, envelope, written_ms, error, rejected_ms);
 """
 _INSERT = (
-    "INSERT INTO jobs (topic, job_id, mode, due_ms, replace, envelope, written_ms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO jobs (topic, job_id, mode, due_ms, replace, envelope, written_ms, token) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _HEAD = (
-    "SELECT seq, topic, job_id, mode, due_ms, replace, envelope, written_ms FROM jobs "
+    "SELECT seq, topic, job_id, mode, due_ms, replace, envelope, written_ms, token FROM jobs "
     "ORDER BY seq LIMIT ?"
 )
 _REJECT = (
@@ -88,10 +89,15 @@ class SpooledJob:
     replace: bool
     envelope: bytes
     written_ms: int
+    given_token: str = ""
+    """The token the write had when it was spooled ('' for most rows)."""
 
     def token(self, spool_id: str) -> str:
-        """The row's replay token: unique to this spool file and row, the same each try."""
-        return f"{spool_id}:{self.seq}"
+        """The row's replay token, the same each try: the one it was spooled with, when a
+        direct call sent it and its reply was lost (``CALL:n``: the replay is skipped if
+        that call was applied, see ``enqueue.lua``), else ``spool_id:seq``, unique to this
+        spool file and row."""
+        return self.given_token or f"{spool_id}:{self.seq}"
 
     def replay_write(self, spool_id: str, now_ms: int) -> JobWrite:
         """The write that replays this row at `now_ms` (producer's wall clock), with its token.
@@ -144,6 +150,9 @@ class Spool:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+            if "token" not in columns:  # a file an older wheelq made
+                self._db.execute("ALTER TABLE jobs ADD COLUMN token TEXT NOT NULL DEFAULT ''")
             new = secrets.token_hex(8)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('spool_id', ?)", (new,))
@@ -176,7 +185,7 @@ class Spool:
             if w.due.kind == "delay":
                 due_ms += Envelope.unpack(w.envelope).enqueued_ms  # the call's wall-clock ms
             mode = "d" if w.due.kind == "delay" else "a"
-            rows.append((topic, w.id, mode, due_ms, int(w.replace), w.envelope, now_ms))
+            rows.append((topic, w.id, mode, due_ms, int(w.replace), w.envelope, now_ms, w.token))
         with self._lock:
             with self._transaction():
                 self._db.executemany(_INSERT, rows)
@@ -191,12 +200,14 @@ class Spool:
             found = self._db.execute(_HEAD, (limit,)).fetchall()
         out: list[SpooledJob] = []
         size = 0
-        for seq, topic, job_id, mode, due_ms, replace, envelope, written_ms in found:
+        for seq, topic, job_id, mode, due_ms, replace, envelope, written_ms, token in found:
             size += len(envelope)
             if out and size > max_bytes:
                 break
             out.append(
-                SpooledJob(seq, topic, job_id, mode, due_ms, bool(replace), envelope, written_ms)
+                SpooledJob(
+                    seq, topic, job_id, mode, due_ms, bool(replace), envelope, written_ms, token
+                )
             )
         return out
 

@@ -9,10 +9,10 @@ connection, READONLY, OOM, CLUSTERDOWN, MASTERDOWN, LOADING, TRYAGAIN; the break
 
 Jobs of a batch confirmed before a later round trip of the same call failed are not
 spooled again. Jobs of the round trip that failed after it was sent may have been applied:
-they are spooled all the same and their replay is like a retry of the call, so a job still
-pending is not written twice (ids dedupe while pending), but one that fired in between
-(due now) can fire twice. Replays from the spool are exactly once (the record of
-``enqueue.lua``); only this first, direct try is not.
+they are spooled all the same, with the tokens `Producer._write` gave them (``CALL:n``, of
+a call whose token the shard records if it applies it), so their replay skips what the
+call wrote, even a job that fired in between, for ``spool_call_record_ms`` after the call.
+Replays from the spool are exactly once (the record of ``enqueue.lua``).
 """
 
 from __future__ import annotations

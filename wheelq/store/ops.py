@@ -74,17 +74,23 @@ def _placed(reply: Any) -> list[Placed]:
     return [Placed(c) for c in check("enqueue", reply)[1:]]
 
 
-def enqueue(keys: ShardKeys, jobs: Sequence[JobWrite], record_ms: int = 0) -> Call[list[Placed]]:
+def enqueue(
+    keys: ShardKeys, jobs: Sequence[JobWrite], record_ms: int = 0, call_token: str = ""
+) -> Call[list[Placed]]:
     """Parses to each job's outcome, in order; raises `MalformedJobError` when an envelope
     due now cannot be decoded (wheelq's clients write none).
 
-    `record_ms` > 0 makes it a spool replay: a job whose `token` the shard's record holds is
-    `Placed.APPLIED` and not written again; the others' tokens are kept that long."""
-    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms]
+    `record_ms` > 0 without `call_token` makes it a spool replay: a job whose `token` (or
+    its prefix up to the last ``:``, a direct call's token) the shard's record holds is
+    `Placed.APPLIED` and not written again; the others' tokens are kept that long. With a
+    `call_token` it is a spooling client's direct call, whose token is recorded that long
+    if it is applied (`call_tokens`)."""
+    replay = record_ms > 0 and not call_token
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
     for job in jobs:
         mode, value = job.due.wire
         args += [job.id, mode, value, "1" if job.replace else "0", job.envelope]
-        if record_ms:
+        if replay:
             args.append(job.token)
     return script_call("enqueue", keys, args, _placed)
 
@@ -131,9 +137,9 @@ def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
 def job_ids(call: Call[Any]) -> list[str]:
     """The ids of the jobs an `enqueue`, `reschedule` or `cancel` call writes, read back
     from its arguments as built above (an unconfirmed write names them); [] for others."""
-    if call.script == "enqueue":  # topic, channel, record_ms; 5 per job (6 with a record)
-        per_job = 6 if int(call.args[2]) else 5
-        return [str(a) for a in call.args[3::per_job]]
+    if call.script == "enqueue":  # topic, channel, record_ms, call token; 5 per job (6 replayed)
+        per_job = 6 if int(call.args[2]) and not call.args[3] else 5
+        return [str(a) for a in call.args[4::per_job]]
     if call.script == "reschedule":
         return [str(call.args[2])]
     if call.script == "cancel":

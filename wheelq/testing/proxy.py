@@ -7,6 +7,7 @@ async with CuttingProxy(target_port) as proxy:
     proxy.refusing = True   # from now on new connections are closed at once (Redis "down")
     proxy.stall()   # no byte moves either way (connections stay open) until unstall()
     proxy.slow(20)   # every chunk forwarded 20 ms late (0: off)
+    proxy.drop_replies = True   # requests reach the server, its replies are thrown away
 
 `ProxyThread` runs one on an event loop of its own in a daemon thread, for code that is not
 async (the chaos soak, beside its subprocesses), with the same controls.
@@ -43,6 +44,9 @@ class CuttingProxy:
         """While set, each new connection is closed as soon as it is accepted."""
         self.delay_ms = 0.0
         """Each chunk is forwarded this much later (`slow`)."""
+        self.drop_replies = False
+        """While set, what the server sends is read and thrown away: a request is applied and
+        its caller never hears of it (an unknown outcome)."""
         self._flowing = asyncio.Event()
         self._flowing.set()
 
@@ -74,9 +78,13 @@ class CuttingProxy:
         """Forward every chunk `delay_ms` late (0: at once again)."""
         self.delay_ms = delay_ms
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, replies: bool = False
+    ) -> None:
         with contextlib.suppress(ConnectionError, OSError):
             while data := await reader.read(65536):
+                if replies and self.drop_replies:
+                    continue
                 await self._flowing.wait()
                 if self.delay_ms:
                     await asyncio.sleep(self.delay_ms / 1000)
@@ -98,7 +106,9 @@ class CuttingProxy:
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._target)
             self._transports.add(up_writer.transport)
-            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+            await asyncio.gather(
+                self._pipe(reader, up_writer), self._pipe(up_reader, writer, replies=True)
+            )
         except (OSError, asyncio.CancelledError):
             pass  # upstream refused, or cut: the handler ends here either way
         finally:
@@ -153,6 +163,14 @@ class ProxyThread:
 
     def slow(self, delay_ms: float) -> None:
         self._call(lambda p: p.slow(delay_ms))
+
+    @property
+    def drop_replies(self) -> bool:
+        return self._call(lambda p: p.drop_replies)
+
+    @drop_replies.setter
+    def drop_replies(self, value: bool) -> None:
+        self._call(lambda p: setattr(p, "drop_replies", value))
 
     def refuse(self, refusing: bool) -> None:
         self._call(lambda p: setattr(p, "refusing", refusing))

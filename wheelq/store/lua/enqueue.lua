@@ -1,29 +1,37 @@
 --[[ enqueue.lua — add jobs to one shard: fire each now if due, else schedule it.
 Batched: one HMGET finds the pending ids, one HSET and one ZADD store every scheduled job, so
 the cost per job is a few table operations rather than several Redis calls.
-A producer spool's replay (ARGV[3] > 0) also passes each write's token: a token already in
-the record (KEYS[6]) is a write an earlier call applied (its reply was lost, or the producer
-died before it deleted the row), so it is skipped; every other token is added with this
-call's TIME, so replaying a batch twice applies each write once even if it fired between.
+A producer spool's replay (ARGV[3] > 0, no call token) also passes each write's token: a
+token already in the record (KEYS[6]) is a write an earlier call applied (its reply was lost,
+or the producer died before it deleted the row), so it is skipped; every other token is added
+with this call's TIME + record ms, so replaying a batch twice applies each write once even
+if it fired between. A write token "C:n" also counts as applied when its prefix C is in the record: C is
+the call token (ARGV[4]) of a spooling client's direct call, recorded (one member per call)
+when that call is applied, so a direct call whose reply was lost and whose writes were then
+spooled (tokens "C:1", "C:2", ...) is not applied twice by their replay.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[6]  {T:s}:spooled   ZSET    token of a replayed spool write -> ms it was applied (replay
-         only; a plain enqueue does not touch it)
+KEYS[6]  {T:s}:spooled   ZSET    token of a replayed spool write, or of a spooling client's
+         direct call -> Redis ms it expires (applied + record ms; a plain enqueue does not
+         touch it)
 KEYS[7]  {T:s}:history   HASH    job id -> its latest entry (jobs fired now)
 KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
-KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (a plain
-         enqueue only: a replay was accepted before; wheelq.core.limits)
+KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (not checked
+         by a replay: it was accepted before; wheelq.core.limits)
 ARGV[1]  topic
 ARGV[2]  wake channel
-ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay: tokens are kept in KEYS[6]
-         this long (the key expires that long after the last replay, and each call removes up
-         to twice as many expired tokens as it adds)
-ARGV[4..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
-          value ms, replace ('1' | '0'), envelope (msgpack), and with record ms > 0 its token
-          (six per job; five without)
+ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
+         direct call: its tokens are kept in KEYS[6] this long (the key lives at least that
+         long after the call, and each call removes up to twice as many expired tokens as it
+         adds)
+ARGV[4]  call token: '' (a plain enqueue or a replay), or a spooling client's direct call's
+         token, recorded in KEYS[6] if the call is applied (with record ms > 0)
+ARGV[5..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
+          value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
+          job; five otherwise)
 Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED now
            (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written),
            4 APPLIED: replay only, its token is in KEYS[6] (not written again),
@@ -37,11 +45,13 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED 
 -- Type checks: the sorted set, the stream and the inbox (and a replay's record) by TYPE (a job
 -- must not be scheduled into a shard it could never fire from); the horizon and the hash by
 -- their first read.
-local record_ms = tonumber(ARGV[3])
+local record_ms, call_token = tonumber(ARGV[3]), ARGV[4]
 local stride = 5
 local bad
 if record_ms > 0 then
-  stride = 6
+  if call_token == '' then
+    stride = 6
+  end
   bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list', KEYS[6], 'zset')
 else
   bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')
@@ -56,7 +66,7 @@ end
 horizon = tonumber(horizon)
 local now = wq_now_ms()
 local ids, tokens = {}, {}
-for i = 4, #ARGV, stride do
+for i = 5, #ARGV, stride do
   ids[#ids + 1] = ARGV[i]
   if stride == 6 then
     tokens[#tokens + 1] = ARGV[i + 5]
@@ -65,22 +75,33 @@ end
 if #ids == 0 then
   return {WQ_OK}
 end
--- A replay: which writes an earlier call applied, and the tokens this call decides.
+-- A replay: which writes an earlier call applied (their own token, or the direct call they
+-- came from), and the tokens this call decides.
 local applied, decided = {}, {}
 if stride == 6 then
-  for n, score in ipairs(wq_multi('ZMSCORE', KEYS[6], tokens)) do
-    applied[n] = score ~= false
+  local calls = {}
+  for n, token in ipairs(tokens) do
+    calls[n] = string.match(token, '^(.*):[^:]*$') or token
   end
+  local own, origin = wq_multi('ZMSCORE', KEYS[6], tokens), wq_multi('ZMSCORE', KEYS[6], calls)
+  for n = 1, #tokens do
+    applied[n] = own[n] ~= false or origin[n] ~= false
+  end
+elseif call_token ~= '' and record_ms > 0 then
+  decided[1], decided[2] = wq_fmt(now + record_ms), call_token
 end
 local function record()
   if #decided == 0 then
     return
   end
   wq_multi('ZADD', KEYS[6], decided)
-  local expired = redis.call('ZRANGE', KEYS[6], '-inf', '(' .. wq_fmt(now - record_ms),
-    'BYSCORE', 'LIMIT', 0, #decided)
+  local expired = redis.call('ZRANGE', KEYS[6], '-inf', '(' .. wq_fmt(now), 'BYSCORE', 'LIMIT',
+    0, #decided)
   wq_multi('ZREM', KEYS[6], expired)
-  redis.call('PEXPIRE', KEYS[6], record_ms)
+  local ttl = redis.call('PTTL', KEYS[6])
+  if ttl < record_ms then  -- -1 (none yet) too; a longer-lived token keeps the key longer
+    redis.call('PEXPIRE', KEYS[6], record_ms)
+  end
 end
 -- Jobs are applied in order, as if one by one; the writes are gathered and made at the end.
 local pending, final, order = {}, {}, {}
@@ -100,7 +121,7 @@ if stride == 5 then
     -- Jobs this call would add to the sorted set: new ids due later (a job due now fires).
     local adds = 0
     for n = 1, #ids do
-      local i = 4 + (n - 1) * stride
+      local i = 5 + (n - 1) * stride
       local due = tonumber(ARGV[i + 2])
       if ARGV[i + 1] == 'd' then
         due = now + due
@@ -120,7 +141,7 @@ if stride == 5 then
 end
 local out, notes = {WQ_OK}, {}
 for n = 1, #ids do
-  local i = 4 + (n - 1) * stride
+  local i = 5 + (n - 1) * stride
   local id, value, envelope = ARGV[i], tonumber(ARGV[i + 2]), ARGV[i + 4]
   local due = value
   if ARGV[i + 1] == 'd' then
@@ -150,7 +171,7 @@ for n = 1, #ids do
       out[#out + 1] = WQ_SCHEDULED
     end
     if stride == 6 then
-      decided[#decided + 1], decided[#decided + 2] = wq_fmt(now), tokens[n]
+      decided[#decided + 1], decided[#decided + 2] = wq_fmt(now + record_ms), tokens[n]
     end
   end
 end
