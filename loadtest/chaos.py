@@ -94,7 +94,7 @@ def main() -> int:
 
 
 def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any) -> dict[str, Any]:
-    direct = redis.Redis.from_url(target.url)
+    direct = target.connect()
     offset_ms = _redis_offset_ms(direct)
     now_ms = lambda: int(time.time() * 1000 + offset_ms)  # noqa: E731
     with ProxyThread(target.port) as proxy:
@@ -127,9 +127,7 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
             nodes, workers = fleet.stop("node", 30), fleet.stop("worker", 60)
         finally:
             fleet.close()
-    account, fired = collect(
-        direct, target.url, topic, SHARDS, out, WORKER_SETTINGS["max_deliveries"]
-    )
+    account, fired = collect(target, topic, SHARDS, out, WORKER_SETTINGS["max_deliveries"])
     firsts = sorted(r.lateness_ms for r in fired if r.attempt == 1)
     result: dict[str, Any] = {
         "seed": args.seed,

@@ -18,9 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import redis
-import redis.asyncio
-
 from benchlib.chaos_faults import Event
 from benchlib.chaos_roles import read_log
 from wheelq.core import wire
@@ -44,10 +41,11 @@ def handled(out: Path) -> Counter[str]:
 
 
 def collect(
-    conn: redis.Redis, url: str, topic: str, shards: int, out: Path, max_runs: int
+    target: Any, topic: str, shards: int, out: Path, max_runs: int
 ) -> tuple[Reconciliation, list[Fired]]:
     """Every acknowledged id against what the keys and the handlers show."""
-    fired = asyncio.run(_read_fired(url, topic, shards))
+    fired = asyncio.run(_read_fired(target, topic, shards))
+    conn = target.connect()
     pending: list[str] = []
     dead: list[str] = []
     for keys in all_shards(topic, shards):
@@ -66,8 +64,8 @@ def collect(
     return account, fired
 
 
-async def _read_fired(url: str, topic: str, shards: int) -> list[Fired]:
-    connection = redis.asyncio.Redis.from_url(url)
+async def _read_fired(target: Any, topic: str, shards: int) -> list[Fired]:
+    connection = target.connect_async()
     try:
         return await read_fired(connection, topic, shards)
     finally:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 import redis
+import redis.asyncio
 from redis.crc import key_slot
 
 from benchlib.chaos_faults import Arena, Event, Fault
@@ -43,6 +44,12 @@ class Standalone:
 
     def url_via(self, proxy_port: int) -> str:
         return f"redis://127.0.0.1:{proxy_port}"
+
+    def connect(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, socket_timeout=10)
+
+    def connect_async(self) -> redis.asyncio.Redis:
+        return redis.asyncio.Redis.from_url(self.url)
 
     def describe(self) -> str:
         return f"{self.server.kind}, one server, appendonly yes, appendfsync everysec"
@@ -79,6 +86,12 @@ class Cluster:
     def url_via(self, proxy_port: int) -> str:
         return self.url
 
+    def connect(self) -> redis.RedisCluster:
+        return redis.RedisCluster.from_url(self.url, socket_timeout=10)
+
+    def connect_async(self) -> redis.asyncio.RedisCluster:
+        return redis.asyncio.RedisCluster.from_url(self.url)
+
     def describe(self) -> str:
         kind = self.cluster.primaries[0].kind
         return f"{kind}, cluster of 3 primaries with a replica each, appendonly yes"
@@ -100,10 +113,17 @@ class Cluster:
     def _migrate(self, arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
         keys = rng.choice(all_shards(self.topic, self.shards))
         slot = key_slot(keys.delayed.encode())
-        owner = self.cluster.owner(slot)
-        to = rng.choice([n for n in self.cluster.primaries if n is not owner and n.pid])
-        moved = self.cluster.migrate_slot(slot, to, pause_s=0.05)
-        event.detail.update(shard=keys.shard, slot=slot, to=to.port, keys=moved)
+        for _ in range(10):  # right after a failover a node may still name the old owner
+            owner = self.cluster.owner(slot)
+            to = rng.choice([n for n in self.cluster.primaries if n is not owner and n.pid])
+            try:
+                moved = self.cluster.migrate_slot(slot, to, pause_s=0.05)
+            except redis.ResponseError as exc:  # refused before anything moved
+                event.detail["refused"] = repr(exc)
+                time.sleep(0.5)
+                continue
+            event.detail.update(shard=keys.shard, slot=slot, to=to.port, keys=moved)
+            break
         yield 0.0
 
     def close(self) -> None:
