@@ -51,6 +51,8 @@ class Event:
     fault: str
     start_ms: int
     end_ms: int = 0
+    paired: bool = False
+    """Injected together with another fault (the schedule's second half)."""
     detail: dict[str, Any] = field(default_factory=dict)
 
 
@@ -239,7 +241,7 @@ def run_schedule(
             chosen.append(rng.choice([n for n in names if n != chosen[0]]))
         running = []
         for name in chosen:
-            event = Event(name, arena.now_ms())
+            event = Event(name, arena.now_ms(), paired=pair)
             gen = faults_by_name[name](arena, rng, event)
             running.append((time.monotonic() + next(gen), gen, event))
             log(f"fault {name} {event.detail}")

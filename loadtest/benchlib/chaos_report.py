@@ -88,7 +88,8 @@ def timeline(fired: Sequence[Fired], start_ms: int) -> list[dict[str, Any]]:
 
 
 def by_fault(fired: Sequence[Fired], events: Sequence[Event]) -> dict[str, Any]:
-    """Per fault event and per fault class: the lateness spike and the recovery time."""
+    """Per fault event and per fault class (over the faults injected alone, when there were
+    some): the lateness spike and the recovery time."""
     firsts = sorted((r.due_ms, r.lateness_ms) for r in fired if r.attempt == 1)
     dues = [d for d, _ in firsts]
     per_event = []
@@ -102,6 +103,7 @@ def by_fault(fired: Sequence[Fired], events: Sequence[Event]) -> dict[str, Any]:
         per_event.append(
             {
                 "fault": event.fault,
+                "paired": event.paired,
                 "start_ms": event.start_ms,
                 "held_ms": event.end_ms - event.start_ms,
                 "jobs_due": len(held),
@@ -111,8 +113,10 @@ def by_fault(fired: Sequence[Fired], events: Sequence[Event]) -> dict[str, Any]:
             }
         )
     classes: dict[str, list[dict[str, Any]]] = {}
-    for row in per_event:
+    for row in per_event:  # each class by its faults alone; paired ones where it had none
         classes.setdefault(row["fault"], []).append(row)
+    for name, rows in classes.items():
+        classes[name] = [r for r in rows if not r["paired"]] or rows
     summary = {
         name: {
             "events": len(rows),
@@ -157,7 +161,7 @@ def markdown(result: dict[str, Any]) -> str:
         )
         + " |",
         "",
-        "| fault | events | spike median / max (ms) | recovery median / max (ms) |",
+        "| fault (alone) | events | spike median / max (ms) | recovery median / max (ms) |",
         "|---|---|---|---|",
     ]
     for name, row in result["faults"]["classes"].items():
