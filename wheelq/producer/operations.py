@@ -10,9 +10,6 @@ yield: bad input raises before anything is sent.
 
 from __future__ import annotations
 
-import dataclasses
-import secrets
-from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -34,12 +31,12 @@ from wheelq.errors import (
 from wheelq.producer.encode_batch import EncodeBatch
 from wheelq.producer.items import EnqueueItem, validate_batch, validate_item
 from wheelq.producer.ordering import register_order
+from wheelq.producer.placing import enqueue_calls, send_calls
 from wheelq.producer.traced import sending
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import WallClock
 from wheelq.store import history, nodes, ops, schedules
 from wheelq.store.calls import Call
-from wheelq.store.scripts import Placed
 
 if TYPE_CHECKING:
     from wheelq.producer.spool import SpoolStats
@@ -47,8 +44,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
-
-PIPELINE_CALLS = 16  # script calls per round trip in enqueue_many
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,55 +233,17 @@ class Producer:
 
         With a spooler, it decides (and calls back with `applied`, a list this appends the
         ids of each round Redis confirmed to). Such a direct call's outcome may be unknown
-        (a reply lost): each script call then carries a token that the shard records if it
-        applied the call, and each of its writes, in `writes` itself, becomes a copy with
-        the token ``CALL:n``, so the spool's replay of them is skipped where the call was
-        applied (``enqueue.lua``)."""
+        (a reply lost): its writes, in `writes` itself, get the tokens of
+        `wheelq.producer.placing` that make their replay from the spool exactly once."""
         if self.spooler is not None and applied is None:
             return (yield from self.spooler.write(topic, writes, self._write))
         shards = self._shards.get(topic)  # the topic name was validated by the caller
         if shards is None:
             shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
-        by_shard: dict[int, list[int]] = defaultdict(list)  # shard -> indexes in writes
-        for n, w in enumerate(writes):
-            by_shard[k.shard_of(w.id, shards)].append(n)
-        calls: list[tuple[list[ops.JobWrite], Call[list[Placed]]]] = []
-        size, record_ms = self.settings.batch_size, self.settings.spool_call_record_ms
-        for shard, indexes in by_shard.items():
-            keys = k.ShardKeys(topic, shard)
-            for i in range(0, len(indexes), size):
-                if applied is None or not record_ms:
-                    chunk = [writes[n] for n in indexes[i : i + size]]
-                    calls.append((chunk, ops.enqueue(keys, chunk)))
-                    continue
-                token = "c" + secrets.token_hex(8)
-                for m, n in enumerate(indexes[i : i + size]):
-                    writes[n] = dataclasses.replace(writes[n], token=f"{token}:{m}")
-                chunk = [writes[n] for n in indexes[i : i + size]]
-                calls.append((chunk, ops.enqueue(keys, chunk, record_ms, token)))
-        duplicates: list[str] = []
-        full: list[str] = []
-        for i in range(0, len(calls), PIPELINE_CALLS):
-            round_ = calls[i : i + PIPELINE_CALLS]
-            replies = yield [call for _, call in round_]
-            for (chunk, _), outcomes in zip(round_, replies, strict=True):
-                for w, o in zip(chunk, outcomes, strict=True):
-                    if o == Placed.DUPLICATE:
-                        duplicates.append(w.id)
-                    elif o == Placed.FULL:
-                        full.append(w.id)
-                if applied is not None:
-                    taken = zip(chunk, outcomes, strict=True)
-                    applied += [w.id for w, o in taken if o != Placed.FULL]
-        ids = [w.id for w in writes]
-        if full:
-            refused = set(full) | set(duplicates)
-            raise TopicFullError(topic, full, [i for i in ids if i not in refused], ids)
-        if duplicates:
-            dup = set(duplicates)
-            raise DuplicateJobError(topic, duplicates, [i for i in ids if i not in dup])
-        return ids
+        record_ms = self.settings.spool_call_record_ms if applied is not None else 0
+        calls = enqueue_calls(topic, writes, shards, self.settings.batch_size, record_ms)
+        return (yield from send_calls(topic, writes, calls, applied))
 
     def cancel(self, topic: str, job_id: str) -> Op[bool]:
         keys = yield from self._job_keys(topic, job_id)
