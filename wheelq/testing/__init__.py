@@ -19,6 +19,11 @@ tests can do the same (as dramatiq's ``StubBroker`` is for dramatiq):
 - `reconcile`: an exact account after faults: every acknowledged id fired, cancelled,
   dead-lettered or still pending; none fired twice or early; every fired one handled, and
   none more often than the at-least-once bound.
+- Faults to inject: `faults` (``SCRIPT FLUSH``, ``CLIENT PAUSE WRITE``, ``CLIENT KILL``,
+  ``maxmemory`` below used memory, a node's lease renewals held past the TTL),
+  `proxy.CuttingProxy` / `proxy.ProxyThread` (a TCP proxy that cuts, stalls, slows or
+  drops the replies of every connection) and `clocks.SkewedClock` (a node's clock made
+  wrong on purpose).
 
 Example (the README's "Testing your own code with wheelq.testing" runs a whole one)::
 
