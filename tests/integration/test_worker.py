@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.support.ids import balanced_ids
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, DeadLetter, EnqueueItem, Job, Retry, Scheduler, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
@@ -42,9 +43,6 @@ SCHEDULER = {
     "lease_ttl_ms": 2000,
     "sweep_grace_ms": 3000,
 }
-# Redis-clock ms a retry may be written after the handler failed (a settler round trip on
-# loopback takes ~1 ms); far below the backoff steps compared against it.
-SLACK_MS = 150
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -62,6 +60,28 @@ def holds(predicate: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
 async def redis_ms(r: redis.asyncio.Redis) -> int:
     sec, usec = await r.time()
     return int(sec) * 1000 + int(usec) // 1000
+
+
+@contextlib.asynccontextmanager
+async def retry_times(worker: Worker, r: redis.asyncio.Redis) -> AsyncIterator[list[int]]:
+    """The Redis clock read soon after each retry `worker` wrote (n-th item: once its
+    ``retried`` count reached n). `retry.lua` takes its due time from ``TIME``, so a retry's
+    due - delay is never later than the item, however slow the machine is."""
+    times: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            while worker.status()["retried"] > len(times):
+                times.append(await redis_ms(r))
+            await asyncio.sleep(0.002)  # a few ms: a looser bound only past a delay step
+
+    task = asyncio.create_task(watch())
+    try:
+        yield times
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def pending(r: redis.asyncio.Redis, topic: str, group: str = "default") -> int:
@@ -92,18 +112,6 @@ async def pending_of(r: redis.asyncio.Redis, topic: str, consumer: str) -> list[
 
 async def dead_count(r: redis.asyncio.Redis, topic: str) -> int:
     return sum([await r.xlen(keys.dead) for keys in all_shards(topic, SHARDS)])
-
-
-def balanced_ids(prefix: str, per_shard: int) -> list[str]:
-    """Job ids that land `per_shard` in each shard."""
-    by_shard: dict[int, list[str]] = {s: [] for s in range(SHARDS)}
-    i = 0
-    while any(len(ids) < per_shard for ids in by_shard.values()):
-        job_id = f"{prefix}-{i}"
-        i += 1
-        if len(by_shard[shard_of(job_id, SHARDS)]) < per_shard:
-            by_shard[shard_of(job_id, SHARDS)].append(job_id)
-    return [job_id for ids in by_shard.values() for job_id in ids]
 
 
 @dataclass
@@ -226,21 +234,22 @@ async def test_failing_handler_retries_with_backoff_then_dead_letters_and_replay
 
     rec = Recorder(redis_async, behave)
     worker = await workers.start(rec, retry_base_ms=200, retry_jitter_pct=0)
-    job_id = await client.enqueue(topic, {"n": 1}, max_attempts=3)
-
-    dead = await eventually(
-        lambda: client.dead_letters(topic), timeout_s=15, what="the job to be dead-lettered"
-    )
+    async with retry_times(worker, redis_async) as retried_by:
+        job_id = await client.enqueue(topic, {"n": 1}, max_attempts=3)
+        dead = await eventually(
+            lambda: client.dead_letters(topic), timeout_s=15, what="the job to be dead-lettered"
+        )
 
     assert rec.ids() == [job_id] * 3
     assert [run.job.attempt for run in rec.runs] == [1, 2, 3]
     assert all(run.job.max_attempts == 3 for run in rec.runs)
     # backoff base * 2**(attempt-1), no jitter: 200 ms after attempt 1, 400 ms after attempt 2
-    for prev, nxt, backoff in zip(rec.runs, rec.runs[1:], [200, 400], strict=False):
+    for prev, nxt, backoff, by in zip(rec.runs, rec.runs[1:], [200, 400], retried_by, strict=False):
         gap = nxt.job.due_ms - prev.ended_ms
-        assert backoff <= gap <= backoff + SLACK_MS, (
+        assert prev.ended_ms <= nxt.job.due_ms - backoff <= by, (
             f"attempt {nxt.job.attempt} due {gap} ms after attempt {prev.job.attempt} failed, "
-            f"want the backoff {backoff} ms"
+            f"want the backoff {backoff} ms after the retry was written ({by - prev.ended_ms} "
+            "ms after the failure)"
         )
         assert nxt.job.fired_ms >= nxt.job.due_ms, "a retry fired before its due time"
         assert nxt.job.fired_ms - prev.job.fired_ms >= backoff
@@ -286,14 +295,18 @@ async def test_retry_exception_sets_the_delay(
     rec = Recorder(redis_async, behave)
     # A backoff of a minute: only the Retry delay can bring the job back within the test.
     worker = await workers.start(rec, retry_base_ms=60_000, retry_jitter_pct=0)
-    job_id = await client.enqueue(topic, "x", max_attempts=5)
-
-    await eventually(holds(lambda: worker.status()["acked"] == 1), timeout_s=10, what="attempt 3")
+    async with retry_times(worker, redis_async) as retried_by:
+        job_id = await client.enqueue(topic, "x", max_attempts=5)
+        await eventually(
+            holds(lambda: worker.status()["acked"] == 1), timeout_s=10, what="attempt 3"
+        )
 
     assert [(r.job.id, r.job.attempt) for r in rec.runs] == [(job_id, 1), (job_id, 2), (job_id, 3)]
-    for prev, nxt, delay in zip(rec.runs, rec.runs[1:], [300, 250], strict=False):
-        # the retried entry's `due` = the fail time (Redis clock) + the delay asked for
-        assert delay <= nxt.job.due_ms - prev.ended_ms <= delay + SLACK_MS
+    assert len(retried_by) == 2
+    for prev, nxt, delay, by in zip(rec.runs, rec.runs[1:], [300, 250], retried_by, strict=False):
+        # the retried entry's `due` = the time the retry was written (Redis clock, after the
+        # failure and before the worker counted it) + the delay asked for
+        assert prev.ended_ms <= nxt.job.due_ms - delay <= by
         assert nxt.job.due_ms - prev.job.fired_ms >= delay
         assert nxt.job.fired_ms >= nxt.job.due_ms
     status = worker.status()
@@ -588,7 +601,7 @@ async def test_stop_finishes_running_handlers_and_hands_the_waiting_entries_on(
     r = redis_async
     # A visibility timeout far longer than the test: only a hand-on lets b run a's entries.
     settings = {"visibility_timeout_ms": 60_000, "claim_interval_ms": 100}
-    ids = balanced_ids("job", per_shard=4)  # 16 jobs, 4 per shard
+    ids = balanced_ids("job", per_shard=4, shards=SHARDS)  # 16 jobs, 4 per shard
     await client.enqueue_many(topic, [EnqueueItem(i, job_id=i) for i in ids])
     release = asyncio.Event()
 

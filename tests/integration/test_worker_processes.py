@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support.ids import balanced_ids
 from tests.support.waiting import eventually_sync
 from tests.support.worker_proc import WorkerProcess
-from wheelq import Client
+from wheelq import Client, EnqueueItem
 from wheelq.core.keys import all_shards, shard_of
 
 SHARDS = 4
@@ -52,12 +53,20 @@ class Procs:
     def logs(self) -> str:
         return "\n".join(f"--- {p.consumer} (rc {p.proc.poll()})\n{p.log_tail()}" for p in self.all)
 
-    def wait(self, check: Callable[[], object], *, timeout_s: float, what: str) -> None:
-        """`eventually_sync`, with the workers' logs in the failure."""
+    def wait(
+        self,
+        check: Callable[[], object],
+        *,
+        timeout_s: float,
+        what: str,
+        state: Callable[[], str] | None = None,
+    ) -> None:
+        """`eventually_sync`, with the workers' logs (and `state()`) in the failure."""
         try:
             eventually_sync(check, timeout_s=timeout_s, what=what)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{self.logs()}") from None
+            seen = f"\n{state()}" if state is not None else ""
+            raise AssertionError(f"{exc}{seen}\n{self.logs()}") from None
 
 
 @pytest.fixture
@@ -73,6 +82,24 @@ def procs(redis_url: str, topic: str, tmp_path: Path) -> Iterator[Procs]:
         yield spawned
     finally:
         spawned.finish()
+
+
+def enqueue_in_every_shard(client: Client, topic: str, per_shard: int = 3) -> list[str]:
+    """Jobs due now, `per_shard` in each shard: a worker's first read (one entry per shard
+    when its slots are fewer than the shards) then holds more than it can run."""
+    client.create_topic(topic, SHARDS)
+    ids = balanced_ids("job", per_shard, SHARDS)
+    return client.enqueue_many(topic, [EnqueueItem(i, job_id=i) for i in ids])
+
+
+def holding(worker: WorkerProcess, r: redis.Redis) -> str:
+    """What `worker` started and holds in each shard, for a failure message."""
+    held = [
+        len(r.xpending_range(k.ready, "default", "-", "+", 1000, consumername=worker.consumer))
+        for k in all_shards(worker.topic, SHARDS)
+    ]
+    ready = [r.xlen(k.ready) for k in all_shards(worker.topic, SHARDS)]
+    return f"{worker.consumer} started {worker.jobs('start')}, holds {held}, streams {ready}"
 
 
 def pending(r: redis.Redis, topic: str, shards: int, group: str = "default") -> int:
@@ -223,13 +250,13 @@ def test_sigterm_finishes_running_jobs_and_hands_the_rest_on(
         "visibility_timeout_ms": 60_000,
         "shutdown_grace_ms": int(grace_s * 1000),
     }
-    client.create_topic(topic, SHARDS)
-    ids = client.enqueue_many(topic, [{"payload": i} for i in range(12)])
+    ids = enqueue_in_every_shard(client, topic)
     a = procs.spawn("a", {"sleep_s": 1.5}, **settings, concurrency=2)
-    eventually_sync(
+    procs.wait(
         lambda: len(a.jobs("start")) == 2 and pending_of(redis_sync, topic, SHARDS, "a") > 2,
         timeout_s=15,
         what="a to run 2 jobs and hold more",
+        state=lambda: holding(a, redis_sync),
     )
     running = set(a.jobs("start"))
     seen = len(a.lines())
@@ -273,14 +300,14 @@ def test_a_second_sigterm_stops_at_once_and_hands_running_jobs_on(
         "visibility_timeout_ms": visibility_ms,
         "shutdown_grace_ms": 30_000,
     }
-    client.create_topic(topic, SHARDS)
-    ids = client.enqueue_many(topic, [{"payload": i} for i in range(12)])
+    ids = enqueue_in_every_shard(client, topic)
     # Jobs far longer than the test: only the second signal can end them.
     a = procs.spawn("a", {"sleep_s": 60}, **settings, concurrency=2)
     procs.wait(
         lambda: len(a.jobs("start")) == 2 and pending_of(redis_sync, topic, SHARDS, "a") > 2,
         timeout_s=15,
         what="a to run 2 jobs and hold more",
+        state=lambda: holding(a, redis_sync),
     )
     running = set(a.jobs("start"))
 

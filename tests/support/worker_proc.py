@@ -111,6 +111,7 @@ class WorkerProcess(ChildProcess):
         crash_at: str | None = None,
     ) -> None:
         self.consumer = consumer
+        self.topic = topic
         args = [url, topic, consumer, json.dumps(behaviour), json.dumps(settings)]
         super().__init__("tests.support.worker_proc", args, consumer, out_dir, crash_at)
 
