@@ -32,6 +32,7 @@ from benchlib.common import Bench
 from benchlib.report import markdown, plot, strip_private, targets
 from benchlib.scenarios import run_burst, run_enqueue, run_failover, run_idle, run_worker
 
+from wheelq.core.settings import WorkerSettings
 from wheelq.testing import EmbeddedServer, ServerBinary, find_server_binaries
 
 SCENARIOS = (
@@ -39,7 +40,9 @@ SCENARIOS = (
     "accuracy",
     "efficiency",
     "burst",
+    "burst_sync",
     "worker",
+    "worker_sync",
     "backlog",
     "failover",
     "idle",
@@ -48,6 +51,10 @@ SCENARIOS = (
     "peers",
     "cluster",
 )
+
+
+SYNC_CONCURRENCY = WorkerSettings().concurrency
+"""Threads of the sync-handler scenarios: the worker's default."""
 
 
 def sizes(quick: bool) -> dict[str, Any]:
@@ -117,7 +124,16 @@ def run(bench: Bench, only: set[str], binary: ServerBinary | None) -> dict[str, 
     )
     step("efficiency", lambda: run_accuracy(bench, rate=10_000, duration_s=z["duration_s"]))
     step("burst", lambda: run_burst(bench, n=z["burst"]))
+    # Sync handlers (plain ``def``: what most users write) at the worker's default concurrency.
+    step(
+        "burst_sync",
+        lambda: run_burst(bench, n=20_000, sync=True, concurrency=SYNC_CONCURRENCY),
+    )
     step("worker", lambda: run_worker(bench, n=z["burst"]))
+    step(
+        "worker_sync",
+        lambda: run_worker(bench, n=z["burst"], sync=True, concurrency=SYNC_CONCURRENCY),
+    )
     step(
         "backlog",
         lambda: run_accuracy(

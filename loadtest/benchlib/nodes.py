@@ -1,10 +1,12 @@
 """wheelq processes for the bench: scheduler nodes (`wheelq scheduler`) and worker processes
 that record when each handler started.
 
-A worker process (this file run as a script) runs `wheelq.Worker` with a no-op async
-handler that appends (job id, due ms, start ms) to memory, the start read on a clock
-corrected to the Redis server's (`RedisClock`, min-RTT offset). On SIGTERM it stops the
-worker and writes the records to a JSON file.
+A worker process (this file run as a script) runs `wheelq.Worker` with a handler that
+appends (job id, due ms, start ms) to memory, the start read on a clock corrected to the
+Redis server's (`RedisClock`, min-RTT offset): a no-op ``async def``, or (``sync``) a plain
+``def`` that also appends a line to a file, one ``os.write`` on an ``O_APPEND`` descriptor,
+as the peers' handlers do (`benchlib.peer_tasks`). On SIGTERM it stops the worker and
+writes the records to a JSON file.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class Workers:
     topic: str
     count: int = 1
     concurrency: int = 200
+    sync: bool = False
+    """A sync handler (threads) instead of an async one."""
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     tmp: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="bench-workers-"))
 
@@ -55,8 +59,9 @@ class Workers:
         for i in range(self.count):
             out = os.path.join(self.tmp, f"worker-{i}.json")
             cmd = [sys.executable, os.path.abspath(__file__), self.bench.url, self.topic, out]
+            kind = "sync" if self.sync else "async"
             self.procs.append(
-                self.bench.spawn([*cmd, str(self.concurrency)], stdout=subprocess.PIPE)
+                self.bench.spawn([*cmd, str(self.concurrency), kind], stdout=subprocess.PIPE)
             )
         for proc in self.procs:
             assert proc.stdout is not None
@@ -76,7 +81,7 @@ class Workers:
         return out
 
 
-async def _worker_main(url: str, topic: str, out: str, concurrency: int) -> None:
+async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: bool) -> None:
     import redis.asyncio
 
     from wheelq import Job, Worker
@@ -94,7 +99,15 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int) -> None
     async def handler(job: Job) -> None:
         records.append((job.id, job.due_ms, clock.now_ms_float()))
 
-    worker = Worker.from_url(url, topic, handler, concurrency=concurrency)
+    lines = os.open(out + ".lines", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def sync_handler(job: Job) -> None:
+        start = clock.now_ms_float()
+        records.append((job.id, job.due_ms, start))
+        os.write(lines, f"{job.id} {job.due_ms} {start:.3f}\n".encode())
+
+    chosen = sync_handler if sync else handler
+    worker = Worker.from_url(url, topic, chosen, concurrency=concurrency)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await keeper.start()
@@ -104,9 +117,11 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int) -> None
     await worker.stop()
     await keeper.stop()
     await connection.aclose()
+    os.close(lines)
     with open(out, "w") as f:
         json.dump(records, f)
 
 
 if __name__ == "__main__":
-    asyncio.run(_worker_main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    a = sys.argv
+    asyncio.run(_worker_main(a[1], a[2], a[3], int(a[4]), a[5] == "sync"))

@@ -97,15 +97,24 @@ async def _async_enqueue(bench: Bench, topic: str, n: int, concurrency: int) -> 
     return {"calls": n, "concurrency": concurrency, "calls_per_s": round(n / seconds)}
 
 
-def run_burst(bench: Bench, *, n: int, workers: int = 1, shards: int = 4) -> dict[str, Any]:
-    """n jobs due at one instant T: time from T until all are in the streams, and until every
-    handler has started."""
+def run_burst(
+    bench: Bench,
+    *,
+    n: int,
+    workers: int = 1,
+    shards: int = 4,
+    sync: bool = False,
+    concurrency: int = 500,
+) -> dict[str, Any]:
+    """n jobs due at one instant T: time from T until all are in the streams, and until the
+    first and every handler has started (`sync`: a plain ``def`` handler that appends a line
+    to a file, on `concurrency` threads)."""
     topic = bench.topic("burst")
     r = bench.redis()
     client = Client.from_url(bench.url)
     client.create_topic(topic, shards)
     node = start_scheduler(bench, topic)
-    pool = Workers(bench, topic, workers, 500).start()
+    pool = Workers(bench, topic, workers, concurrency, sync=sync).start()
     try:
         wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)
         due_ms = redis_ms(r) + 3000 + n // 30
@@ -131,9 +140,12 @@ def run_burst(bench: Bench, *, n: int, workers: int = 1, shards: int = 4) -> dic
     starts = [start for _, _, start in records]
     return {
         "jobs": n,
+        "handler": "sync" if sync else "async",
+        "concurrency": concurrency,
         "enqueued_before_due_s": round(left_s, 2),
         "all_in_stream": in_stream,
         "all_in_stream_after_s": round((last_entry_ms - due_ms) / 1000, 3),
+        "first_handler_started_after_ms": round(min(starts) - due_ms, 1) if starts else None,
         "all_handlers_started_after_s": round((max(starts) - due_ms) / 1000, 3) if starts else None,
         "handled": len({job_id for job_id, _, _ in records} & set(ids)),
     }
@@ -238,9 +250,12 @@ def run_idle(bench: Bench, *, topics: int, shards: int, idle_s: float) -> dict[s
     }
 
 
-def run_worker(bench: Bench, *, n: int, concurrency: int = 200, shards: int = 4) -> dict:
-    """One worker process (no-op async handler) draining `n` entries already in the streams:
-    jobs/s from the moment it is ready until every entry is acked."""
+def run_worker(
+    bench: Bench, *, n: int, concurrency: int = 200, shards: int = 4, sync: bool = False
+) -> dict:
+    """One worker process (no-op async handler, or with `sync` a ``def`` that appends a line
+    to a file) draining `n` entries already in the streams: jobs/s from the moment it is
+    ready until every entry is acked."""
     topic = bench.topic("worker")
     r = bench.redis()
     client = Client.from_url(bench.url)
@@ -248,7 +263,7 @@ def run_worker(bench: Bench, *, n: int, concurrency: int = 200, shards: int = 4)
     try:
         for i in range(0, n, 20_000):  # due now: the enqueue script appends them at once
             client.enqueue_many(topic, [EnqueueItem(PAYLOAD) for _ in range(min(20_000, n - i))])
-        pool = Workers(bench, topic, 1, concurrency)
+        pool = Workers(bench, topic, 1, concurrency, sync=sync)
         pool.start()
         t0 = time.perf_counter()
         cpu0 = cpu_seconds(pool.procs[0].pid)
@@ -261,6 +276,7 @@ def run_worker(bench: Bench, *, n: int, concurrency: int = 200, shards: int = 4)
         client.close()
     return {
         "jobs": n,
+        "handler": "sync" if sync else "async",
         "concurrency": concurrency,
         "all_acked": done,
         "jobs_per_s": round(n / seconds),

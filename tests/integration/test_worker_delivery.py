@@ -7,6 +7,7 @@ dead letter for deliveries is logged at INFO.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -16,8 +17,9 @@ import redis.asyncio
 from tests.integration import test_worker
 from tests.integration.test_worker import SHARDS, Recorder, Workers, holds, pending
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, InvalidArgumentError, Job, Worker
+from wheelq import AsyncClient, EnqueueItem, InvalidArgumentError, Job, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.read_ahead import READ_AHEAD_MAX
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -123,3 +125,64 @@ async def test_a_taken_over_job_reaches_the_handler_with_its_delivery_count(
 def test_a_job_has_one_delivery_unless_told_otherwise() -> None:
     job = Job(id="j", topic="t", payload=None, due_ms=0, attempt=1, max_attempts=1)
     assert job.deliveries == 1
+
+
+# --- read-ahead: how many entries a worker holds beyond its slots (wheelq.core.read_ahead) ---
+
+
+async def test_a_worker_busy_with_slow_jobs_leaves_the_rest_to_an_idle_worker(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    async def slow(job: Job) -> None:
+        await asyncio.sleep(1.0)  # simulated work
+
+    a_runs = Recorder(redis_async, slow)
+    a = await workers.start(a_runs, concurrency=2, consumer="a")
+    await client.enqueue_many(topic, [EnqueueItem("warm-up") for _ in range(2)])
+    await eventually(holds(lambda: a.status()["acked"] == 2), timeout_s=10, what="a's warm-up")
+    assert a.status()["read_ahead"] == 0, "1-second jobs, 2 slots: nothing to read ahead"
+
+    ids = await client.enqueue_many(topic, [EnqueueItem(n) for n in range(20)])
+    b_runs = Recorder(redis_async)
+    await workers.start(b_runs, concurrency=20, consumer="b")
+    await eventually(
+        holds(lambda: set(ids) <= set(a_runs.ids()) | set(b_runs.ids())),
+        timeout_s=15,
+        what="every job to run",
+    )
+    # a holds its 2 slots' worth plus at most one entry per shard from a read in progress;
+    # hoarding would have taken all 20 before b started.
+    assert len(set(ids) & set(b_runs.ids())) >= 20 - 2 - SHARDS - 2
+    await eventually(
+        holds(lambda: a.status()["acked"] == 2 + len(set(ids) & set(a_runs.ids()))),
+        timeout_s=10,
+        what="a's last jobs",
+    )
+    assert await pending(redis_async, topic) == 0
+
+
+async def test_a_worker_with_fast_jobs_reads_ahead_of_its_slots(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    release = asyncio.Event()
+
+    async def held_after_warm_up(job: Job) -> None:
+        if job.payload != "warm-up":
+            await release.wait()
+
+    worker = await workers.start(held_after_warm_up, concurrency=2)
+    await client.enqueue_many(topic, [EnqueueItem("warm-up") for _ in range(20)])
+    await eventually(holds(lambda: worker.status()["acked"] == 20), timeout_s=10, what="warm-up")
+    assert worker.status()["read_ahead"] == READ_AHEAD_MAX  # runs of a few µs: the most
+
+    ids = await client.enqueue_many(topic, [EnqueueItem(n) for n in range(400)])
+    # 2 run, held by the test; every other one is read ahead (none of it waits in Redis).
+    await eventually(
+        holds(lambda: worker.status()["held"] == len(ids)), timeout_s=10, what="all 400 held"
+    )
+    assert worker.status()["running"] == 2
+    release.set()
+    await eventually(
+        holds(lambda: worker.status()["acked"] == 20 + len(ids)), timeout_s=10, what="all run"
+    )
+    assert await pending(redis_async, topic) == 0

@@ -21,6 +21,7 @@ from wheelq.core import wire
 from wheelq.core.clock import ManualClock
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import Envelope
+from wheelq.core.read_ahead import READ_AHEAD_MAX
 from wheelq.core.retry import RetryPolicy
 from wheelq.store.calls import Call
 from wheelq.store.consume import Retried
@@ -45,7 +46,9 @@ def runs(call: Call[Any]) -> list[tuple[Any, ...]]:
 
 
 class Parts:
-    def __init__(self, concurrency: int, failing: set[str] | None = None) -> None:
+    def __init__(
+        self, concurrency: int, failing: set[str] | None = None, read_ahead_ms: int = 0
+    ) -> None:
         self.handler = HeldHandler(failing)
         self.executor = ScriptedExecutor()
         self.executor.answer("XACK", lambda call: len(call.command) - 3)
@@ -62,6 +65,8 @@ class Parts:
             self.settler,
             RetryPolicy(base_ms=1000, max_ms=60_000, jitter_pct=0),
             ManualClock(NOW_MS),
+            read_ahead_ms=read_ahead_ms,
+            timer=lambda: 0.0,  # every run takes 0 s, as the manual clock has it
         )
 
     def succeeded(self) -> list[tuple[str, ...]]:
@@ -118,6 +123,22 @@ async def test_entries_wait_for_a_slot_and_a_freed_slot_goes_to_the_next(parts: 
     assert ack.args[0] == GROUP
     assert runs(ack) == [("1-0", "a1", NOW_MS, 0)]  # entry, job, finished, duration
     assert parts.in_flight.handled == 1
+
+
+async def test_free_grows_by_the_read_ahead_once_runs_show_the_pace() -> None:
+    parts = Parts(concurrency=2, read_ahead_ms=10)
+    parts.in_flight.accept(0, [entry("a1"), entry("a2"), entry("a3")])
+    assert parts.in_flight.free() == -1  # no run yet: the pace is unknown, nothing ahead
+    await parts.handler.started_by("a1", "a2")
+    await parts.done("a1")  # took 0 s on the test's timer: as fast as it gets
+    assert parts.in_flight.read_ahead.extra == READ_AHEAD_MAX
+    assert parts.in_flight.free() == 2 + READ_AHEAD_MAX - 2
+    parts.in_flight.closing = True
+    assert parts.in_flight.free() == 0
+    for held in list(parts.in_flight.held.values()):
+        assert held.task is not None
+        held.task.cancel()
+        await asyncio.gather(held.task, return_exceptions=True)
 
 
 async def test_free_is_zero_once_closing(parts: Parts) -> None:

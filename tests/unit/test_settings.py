@@ -56,6 +56,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "failure_pause_max_ms", 10, 600_000),
     (WorkerSettings, "concurrency", 1, 10_000),
     (WorkerSettings, "block_ms", 10, 60_000),
+    (WorkerSettings, "read_ahead_ms", 0, 60_000),
     (WorkerSettings, "visibility_timeout_ms", 100, 86_400_000),
     (WorkerSettings, "claim_interval_ms", 10, 600_000),
     (WorkerSettings, "max_deliveries", 1, 1000),

@@ -3,7 +3,8 @@
 An entry is *held* from the moment it is read (or claimed) until its outcome
 is handed to the settler: first *waiting* for one of `concurrency` slots,
 then *running*. The reader and the claim keeper ask `free()` before taking
-more, so a worker never holds more than it can start soon.
+more, so a worker never holds more than it can start soon: its slots, plus
+the read-ahead its handlers' pace allows (`wheelq.core.read_ahead`).
 
 Decoding happens here too: an entry that is not a job is dead-lettered as
 malformed; a retry or replay meant for another group is acked and skipped.
@@ -17,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,7 @@ from wheelq.core import wire
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
 from wheelq.core.job import Job
+from wheelq.core.read_ahead import ReadAhead
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
 from wheelq.store.consume import Entry
@@ -63,6 +66,10 @@ class InFlightSet:
         clock: Stamps a retry's envelope with the time it was enqueued again (epoch ms; the
             worker passes the wall clock, which the producer stamps first enqueues with), and
             times handler starts against due times.
+        gate: Flow control (`wheelq.worker.flow_gate`).
+        read_ahead_ms: How far ahead of the slots to read, in time (`ReadAhead`).
+        timer: Seconds on a monotonic clock, read around each run for the read-ahead's
+            pace: run times far below a millisecond must not read as 0 or 1 ms.
     """
 
     def __init__(
@@ -75,6 +82,8 @@ class InFlightSet:
         policy: RetryPolicy,
         clock: Clock,
         gate: FlowGate | None = None,
+        read_ahead_ms: int = 0,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -90,6 +99,8 @@ class InFlightSet:
         self.closing = False
         """Set on stop: nothing new starts, and free() is 0."""
         self._slots = asyncio.Semaphore(concurrency)
+        self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
+        self._timer = timer
         self._now_ms = clock.now_ms
         self.handled = 0
         self.failed = 0
@@ -106,9 +117,11 @@ class InFlightSet:
         the histograms `TIMINGS_BATCH` runs at a time, and whenever nothing is held."""
 
     def free(self) -> int:
-        """How many more entries to take: slots not held (0 once closing; below 0 when
-        claims brought in more than there are slots)."""
-        return 0 if self.closing else self.concurrency - len(self.held)
+        """How many more entries to take: slots and read-ahead not held (0 once closing;
+        below 0 when claims brought in more, or the read-ahead shrank)."""
+        if self.closing:
+            return 0
+        return self.concurrency + self.read_ahead.extra - len(self.held)
 
     def held_ids(self) -> dict[int, list[str]]:
         """Every held entry's id, by shard (what keep-alive touches)."""
@@ -203,10 +216,11 @@ class InFlightSet:
                 if self.closing:
                     return
                 held.started = True
-                started_ms = self._now_ms()
+                started_ms, started_s = self._now_ms(), self._timer()
                 error = await self.runner.run(job)
                 crash.point("handler.after")
                 ended_ms = self._now_ms()
+                self.read_ahead.ran((self._timer() - started_s) * 1000)
                 self._timings += (started_ms - job.due_ms, ended_ms - started_ms)
             if error is None:
                 self.handled += 1

@@ -122,6 +122,7 @@ class Worker(Role[WorkerStopReport]):
             RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
             WallClock(),
             gate=self._flow_gate(Flow() if flow is None else flow),
+            read_ahead_ms=s.read_ahead_ms,
         )
         self._parts: RunningParts | None = None
 
@@ -297,6 +298,7 @@ class Worker(Role[WorkerStopReport]):
             "stopping": w.closing,
             "held": len(w.held),
             "running": len(w.running()),
+            "read_ahead": w.read_ahead.extra,
             "handled": w.handled,
             "failed": w.failed,
             "skipped": w.skipped,
