@@ -182,7 +182,8 @@ async def test_drop_waiting_gives_up_the_entries_not_started_and_leaves_running_
     assert parts.in_flight.drop_waiting() == {0: ["3-0"], 1: ["4-0"]}
     assert (parts.running(), parts.waiting()) == (["d1", "d2"], [])
     await asyncio.gather(*(t for t in waiting_tasks if t is not None), return_exceptions=True)
-    assert all(t is not None and t.cancelled() for t in waiting_tasks)
+    # entries beyond the slots wait without a task; any that had one saw it cancelled
+    assert all(t is None or t.cancelled() for t in waiting_tasks)
 
     parts.in_flight.closing = True
     await parts.done("d1", "d2")  # running handlers still finish and are acked

@@ -45,7 +45,7 @@ class ClaimKeeper(Service):
         settings: ``visibility_timeout_ms``, ``claim_interval_ms``, ``max_deliveries``,
             ``failure_pause_max_ms``.
         held: The entries this worker holds, by shard (the in-flight set's `held_ids`).
-        free: How many more entries it can take (the in-flight set's `free`).
+        free: How many more entries it can take (the in-flight set's `free_slots`).
         accept: Takes claimed entries with their delivery counts.
         clock: Times both duties (a `ManualClock` in tests).
     """

@@ -10,7 +10,10 @@ Decoding happens here too: an entry that is not a job is dead-lettered as
 malformed; a retry or replay meant for another group is acked and skipped.
 
 This is the hot path (tens of thousands of entries a second): one task per
-entry, one semaphore for the slots, and the settler batches the outcomes.
+entry, one semaphore for the slots, and the settler batches the outcomes. A
+task is made only when about a slot can take it: entries beyond that (read
+ahead) wait in a deque, and each task that ends starts the next, so a thousand
+entries read ahead are not a thousand tasks queued on the semaphore.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,6 +103,10 @@ class InFlightSet:
         self.closing = False
         """Set on stop: nothing new starts, and free() is 0."""
         self._slots = asyncio.Semaphore(concurrency)
+        self._tasks = 0
+        """Entry tasks alive (running, waiting for the flow gate or a slot)."""
+        self._backlog: deque[Held] = deque()
+        """Held entries without a task yet, in the order they came."""
         self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
         self._timer = timer
         self._now_ms = clock.now_ms
@@ -123,6 +131,13 @@ class InFlightSet:
             return 0
         return self.concurrency + self.read_ahead.extra - len(self.held)
 
+    def free_slots(self) -> int:
+        """`free` without the read-ahead: what the claim keeper takes over. Entries of a
+        worker that died may hold the poison that killed it; taken a slot's worth at a
+        time, the poison does not carry a read-ahead of other entries through each crash
+        (each take-over counts a delivery for every entry it takes)."""
+        return 0 if self.closing else self.concurrency - len(self.held)
+
     def held_ids(self) -> dict[int, list[str]]:
         """Every held entry's id, by shard (what keep-alive touches)."""
         out: dict[int, list[str]] = {}
@@ -143,6 +158,7 @@ class InFlightSet:
     def drop_waiting(self) -> dict[int, list[str]]:
         """Cancel the entries not started yet; returns their ids by shard (to hand on)."""
         out: dict[int, list[str]] = {}
+        self._backlog.clear()
         for key, held in list(self.held.items()):
             if not held.started:
                 if held.task is not None:
@@ -189,7 +205,14 @@ class InFlightSet:
                 continue
             held = Held(job, fields[wire.PAYLOAD])
             self.held[(shard, entry_id)] = held
-            held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
+            if self._tasks < self.concurrency:
+                self._start(held)
+            else:
+                self._backlog.append(held)
+
+    def _start(self, held: Held) -> None:
+        self._tasks += 1
+        held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{held.job.id}")
 
     async def _run(self, held: Held) -> None:
         job = held.job
@@ -236,6 +259,9 @@ class InFlightSet:
                 del self.held[entry]
             if len(self._timings) >= TIMINGS_BATCH or not self.held:
                 self.count_timings()
+            self._tasks -= 1
+            if self._backlog and not self.closing:
+                self._start(self._backlog.popleft())
             self.room.set()
 
     async def _release(self, job: Job, key: str | None, finished: bool) -> None:

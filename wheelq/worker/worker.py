@@ -211,7 +211,7 @@ class Worker(Role[WorkerStopReport]):
             me,
             s,
             held=in_flight.held_ids,
-            free=in_flight.free,
+            free=in_flight.free_slots,
             accept=in_flight.accept,
             clock=self.clock,
         )
