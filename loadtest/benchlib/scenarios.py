@@ -125,11 +125,9 @@ def run_burst(
             left_s + 60,
             poll_s=0.01,
         )
-        last_entry_ms = max(
-            int(r.xrevrange(k.ready, count=1)[0][0].split(b"-")[0])
-            for k in all_shards(topic, shards)
-            if r.xlen(k.ready)
-        )
+        streams = [k.ready for k in all_shards(topic, shards) if r.xlen(k.ready)]
+        last_entry_ms = max(int(r.xrevrange(s, count=1)[0][0].split(b"-")[0]) for s in streams)
+        first_entry_ms = min(int(r.xrange(s, count=1)[0][0].split(b"-")[0]) for s in streams)
         wait_until(lambda: all_handled(r, topic, shards, n), 120, poll_s=0.05)
     finally:
         pool.stop()
@@ -144,6 +142,7 @@ def run_burst(
         "concurrency": concurrency,
         "enqueued_before_due_s": round(left_s, 2),
         "all_in_stream": in_stream,
+        "first_in_stream_after_ms": first_entry_ms - due_ms,
         "all_in_stream_after_s": round((last_entry_ms - due_ms) / 1000, 3),
         "first_handler_started_after_ms": round(min(starts) - due_ms, 1) if starts else None,
         "all_handlers_started_after_s": round((max(starts) - due_ms) / 1000, 3) if starts else None,

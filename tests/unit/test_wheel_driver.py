@@ -14,7 +14,7 @@ from tests.support.node_context import START_MS, NodeParts, keys
 from tests.support.waiting import until
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.scheduler.led_shards import Lead
-from wheelq.scheduler.wheel_driver import WheelDriver
+from wheelq.scheduler.wheel_driver import FIRST_ROUND, WheelDriver
 from wheelq.store.calls import Call
 from wheelq.store.ops import EmitResult
 
@@ -112,6 +112,35 @@ async def test_one_round_sends_one_call_per_shard_and_batch(parts: NodeParts) ->
         (keys(0).delayed, ["a4"]),
         (keys(1).delayed, ["b0"]),
     ]
+
+
+async def test_a_burst_sends_its_earliest_jobs_in_a_round_of_their_own_first(
+    parts: NodeParts,
+) -> None:
+    driver = WheelDriver(parts.ctx)
+    first, second = parts.lead(0), parts.lead(1)
+    n = FIRST_ROUND + 5
+    driver.schedule(first, [(f"a{i}", START_MS - 1) for i in range(n)])  # the earliest
+    driver.schedule(second, [(f"b{i}", START_MS) for i in range(3)])
+    await driver.step()
+    head, rest = parts.executor.rounds
+    assert [i for call in head for i in ids_of(call)] == [f"a{i}" for i in range(FIRST_ROUND)]
+    sent_later = sorted(i for call in rest for i in ids_of(call))
+    assert sent_later == sorted([f"a{i}" for i in range(FIRST_ROUND, n)] + ["b0", "b1", "b2"])
+    assert (first.emitted, second.emitted, len(driver.wheel)) == (n, 3, 0)
+
+
+async def test_a_first_round_without_a_reply_puts_the_whole_burst_back(parts: NodeParts) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    burst = [(f"a{i}", START_MS - (i % 3)) for i in range(FIRST_ROUND + 5)]
+    driver.schedule(lead, burst)
+    parts.executor.fail_next(RedisConnectionError("Connection reset by peer"))
+    with pytest.raises(RedisConnectionError):
+        await driver.step()
+    (head,) = parts.executor.rounds  # the rest was never sent
+    assert len([i for call in head for i in ids_of(call)]) == FIRST_ROUND
+    assert {job_id: in_wheel(driver, lead, job_id) for job_id, _ in burst} == dict(burst)
 
 
 async def test_puts_back_what_was_rescheduled_later_or_held_back(parts: NodeParts) -> None:

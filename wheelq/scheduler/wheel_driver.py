@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 WheelKey = tuple[int, str]  # (lead slot, job id)
 
+FIRST_ROUND = 100
+"""Jobs of a burst sent ahead of the rest (see `WheelDriver._emit`)."""
+
 
 class WheelDriver(Service):
     """Fires preloaded jobs at their due millisecond.
@@ -95,6 +98,22 @@ class WheelDriver(Service):
             self.still_failing()
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
+        """Emit `expired` (sorted by due time). A burst goes out in two rounds: first the
+        earliest `FIRST_ROUND` jobs, sent before the rest is even grouped, so they reach the
+        stream one short script after their due time instead of after the node has built
+        the calls of the whole burst (a 20,000-job burst: ~15 ms of Python); then the rest.
+        A first round whose reply did not come puts the rest back in the wheel with it."""
+        head, rest = expired[:FIRST_ROUND], expired[FIRST_ROUND:]
+        try:
+            await self._emit_round(head, now_ms)
+        except BaseException:
+            for key, due_ms in rest:  # not sent: back at their due times, sent after the pause
+                self.wheel.add(key, due_ms)
+            raise
+        if rest:
+            await self._emit_round(rest, now_ms)
+
+    async def _emit_round(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
         by_slot: dict[int, list[str]] = defaultdict(list)
         dues: dict[int, list[int]] = defaultdict(list)  # for the fire lateness metric
         for (slot, job_id), due in expired:
