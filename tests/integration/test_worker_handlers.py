@@ -18,7 +18,7 @@ import redis.asyncio
 from tests.integration import test_worker
 from tests.integration.test_worker import FAST, Workers, holds, pending
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, InvalidHandlerError, Job, Worker
+from wheelq import AsyncClient, EnqueueItem, InvalidHandlerError, Job, Worker
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -170,3 +170,40 @@ async def test_a_handler_returning_a_generator_fails_its_attempt(
         lambda: client.dead_letters(topic), timeout_s=10, what="the job's dead letter"
     )
     assert "InvalidHandlerError" in letter.error and "its body never ran" in letter.error
+
+
+# --- sync handlers: the read-ahead queued to the threads (wheelq.worker.in_flight) ----------
+
+
+async def test_a_stop_hands_on_the_jobs_queued_to_sync_threads_and_they_run_once(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis
+) -> None:
+    gate = threading.Event()
+    ran_in_a: list[Any] = []
+
+    def handler(job: Job) -> None:
+        ran_in_a.append(job.payload)
+        if job.payload != "warm-up":
+            gate.wait(timeout=30)  # the first two hold both threads; the rest queue behind
+
+    a = await workers.start(handler, concurrency=2, read_ahead_ms=1000)
+    try:
+        await client.enqueue_many(a.topic, [EnqueueItem("warm-up") for _ in range(20)])
+        await eventually(holds(lambda: a.status()["acked"] == 20), timeout_s=10, what="warm-up")
+        assert a.status()["read_ahead"] > 50, "fast jobs: the read-ahead is queued to threads"
+        ids = await client.enqueue_many(a.topic, [EnqueueItem(n) for n in range(50)])
+        await eventually(holds(lambda: a.status()["held"] == 50), timeout_s=10, what="all held")
+        await eventually(holds(lambda: len(ran_in_a) == 22), timeout_s=10, what="2 running")
+
+        report = await a.stop(grace_ms=0)
+    finally:
+        gate.set()  # the two running finish in their threads, their outcomes dropped
+    assert (report.abandoned, report.handed_on) == (50, 50)
+    ran_later: list[Any] = []
+    b = await workers.start(lambda job: ran_later.append(job.payload), concurrency=10)
+    await eventually(holds(lambda: b.status()["acked"] == 50), timeout_s=10, what="b runs all")
+    gated_in_a = [p for p in ran_in_a if p != "warm-up"]
+    assert len(gated_in_a) == 2, "a job cancelled before a thread took it up ran anyway"
+    assert sorted(ran_later) == list(range(50)), "every job handed on ran once more"
+    assert await pending(redis_async, a.topic) == 0
+    assert len(ids) == 50

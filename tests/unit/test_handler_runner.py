@@ -107,6 +107,35 @@ async def test_a_cancelled_run_drops_its_outcome_quietly() -> None:
     assert errors == []  # the dropped outcome did not blow up in the event loop
 
 
+async def test_a_run_cancelled_before_a_thread_took_it_up_is_not_run() -> None:
+    """A stop hands on what it cancels before it started: running it too would run it twice."""
+    started = threading.Event()
+    release = threading.Event()
+    ran: list[int] = []
+
+    def handler(j: Job) -> None:
+        ran.append(j.payload)
+        started.set()
+        release.wait(timeout=30)
+
+    runner = HandlerRunner(handler, timeout_ms=0, threads=1)
+    first = asyncio.create_task(runner.run(job(1)))
+    try:
+        await asyncio.to_thread(started.wait, 10)
+        queued = asyncio.create_task(runner.run(job(2)))  # waits for the only thread
+        await asyncio.sleep(0)  # let it reach the thread's queue
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        release.set()
+        assert await first is None
+        assert await runner.run(job(3)) is None  # the thread went on past the cancelled one
+    finally:
+        release.set()
+        runner.close()
+    assert ran == [1, 3]
+
+
 # --- timeouts start when the handler starts; wedged threads are replaced (issue 8, defect 1)
 
 

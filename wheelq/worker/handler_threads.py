@@ -15,8 +15,8 @@ per batch, not once per job.
 - **Wedged threads are replaced.** A wedged thread does not count against `count`: new jobs
   get new threads, up to `limit` threads in all. When a wedged thread's handler finally
   returns and the pool has more than `count` threads besides the wedged ones, it retires.
-- A job whose future was cancelled (the worker is stopping) runs on in its thread; its
-  outcome is dropped.
+- A job whose future was cancelled (the worker is stopping) before a thread took it up is
+  not run; one already running runs on in its thread, its outcome dropped.
 """
 
 from __future__ import annotations
@@ -125,28 +125,34 @@ class HandlerThreads:
 
     def _work(self) -> None:
         while (run := self._queue.get()) is not None:
-            run.started = monotonic()
-            if run.waiting:  # its limit came due while it queued: the clock starts now
-                self._call_soon(self._check, run)
             outcome: BaseException | None = None
-            try:
-                self._fn(run.arg)
-            except BaseException as exc:  # handed to the awaiting task as it is
-                outcome = exc
-            with self._lock:
-                run.ended = True
-                if run.ran_over:
-                    self.wedged -= 1
-                retire = self.threads - self.wedged > self.count and self._queue.empty()
-                if retire:
-                    self.threads -= 1
-                self._done.append((run, outcome))
-                notify = not self._notified
-                self._notified = True
-            if notify and not self._call_soon(self._deliver):
+            if not run.future.cancelled():  # else given up before it started: not run
+                run.started = monotonic()
+                if run.waiting:  # its limit came due while it queued: the clock starts now
+                    self._call_soon(self._check, run)
+                try:
+                    self._fn(run.arg)
+                except BaseException as exc:  # handed to the awaiting task as it is
+                    outcome = exc
+            if not self._finished(run, outcome):
                 return
+
+    def _finished(self, run: _Run, outcome: BaseException | None) -> bool:
+        """Hand `run`'s outcome to the loop; False when this thread should end (it retires,
+        or the loop is closed)."""
+        with self._lock:
+            run.ended = True
+            if run.ran_over:
+                self.wedged -= 1
+            retire = self.threads - self.wedged > self.count and self._queue.empty()
             if retire:
-                return
+                self.threads -= 1
+            self._done.append((run, outcome))
+            notify = not self._notified
+            self._notified = True
+        if notify and not self._call_soon(self._deliver):
+            return False
+        return not retire
 
     def _call_soon(self, callback: Callable[..., None], *args: Any) -> bool:
         assert self._loop is not None

@@ -31,7 +31,7 @@ from wheelq.core import wire
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
 from wheelq.core.job import Job
-from wheelq.core.read_ahead import ReadAhead
+from wheelq.core.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
 from wheelq.store.consume import Entry
@@ -102,7 +102,15 @@ class InFlightSet:
         """Set whenever a slot frees up."""
         self.closing = False
         """Set on stop: nothing new starts, and free() is 0."""
-        self._slots = asyncio.Semaphore(concurrency)
+        self._queue_to_threads = not runner.is_async
+        """Sync handlers: the read-ahead is queued to the threads too (`_task_limit`), so a
+        thread that finishes a job takes the next from its queue at once instead of waiting
+        for the event loop to hand it one (a round trip between threads per job, most of a
+        fast job's cost). The threads still run at most `concurrency` handlers at once; an
+        entry counts as started once queued to them (a stop gives it the grace, and one
+        cancelled before a thread took it up is not run: `HandlerThreads`)."""
+        slots = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
+        self._slots = asyncio.Semaphore(slots)
         self._tasks = 0
         """Entry tasks alive (running, waiting for the flow gate or a slot)."""
         self._backlog: deque[Held] = deque()
@@ -205,10 +213,17 @@ class InFlightSet:
                 continue
             held = Held(job, fields[wire.PAYLOAD])
             self.held[(shard, entry_id)] = held
-            if self._tasks < self.concurrency:
+            if self._tasks < self._task_limit():
                 self._start(held)
             else:
                 self._backlog.append(held)
+
+    def _task_limit(self) -> int:
+        """Entry tasks to keep alive: the slots, and for sync handlers the read-ahead too
+        (queued to the threads)."""
+        if not self._queue_to_threads:
+            return self.concurrency
+        return self.concurrency + self.read_ahead.extra
 
     def _start(self, held: Held) -> None:
         self._tasks += 1
@@ -260,7 +275,7 @@ class InFlightSet:
             if len(self._timings) >= TIMINGS_BATCH or not self.held:
                 self.count_timings()
             self._tasks -= 1
-            if self._backlog and not self.closing:
+            while self._backlog and not self.closing and self._tasks < self._task_limit():
                 self._start(self._backlog.popleft())
             self.room.set()
 
