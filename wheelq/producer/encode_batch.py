@@ -14,6 +14,7 @@ import threading
 import msgpack
 
 from wheelq.core.job import payload_packer
+from wheelq.core.schedule import At, Delay, DueSpec, due_spec
 
 
 class EncodeBatch:
@@ -32,6 +33,20 @@ class EncodeBatch:
         self._random = b""
         self._at = 0
         self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
+        self._dues: dict[tuple[type, object, type, object], DueSpec] = {}
+
+    def due(self, delay: Delay | None, at: At | None) -> DueSpec:
+        """`due_spec(delay, at)`, worked out once per distinct value in the batch (the items
+        of an `enqueue_many` mostly share one). Keyed by type too: ``True == 1``, and only
+        the int is a valid delay."""
+        key = (type(delay), delay, type(at), at)
+        try:
+            return self._dues[key]
+        except KeyError:
+            due = self._dues[key] = due_spec(delay, at)
+            return due
+        except TypeError:  # unhashable: not a valid delay or time; due_spec says why
+            return due_spec(delay, at)
 
     def entropy(self) -> bytes:
         """10 fresh random bytes."""

@@ -16,7 +16,7 @@ from wheelq.core.callback import Callback, validate_callback
 from wheelq.core.flow import validate_key
 from wheelq.core.ids import make_job_id
 from wheelq.core.job import encode_payload, pack_envelope, validate_max_attempts
-from wheelq.core.schedule import At, Delay, DueSpec, due_spec
+from wheelq.core.schedule import At, Delay, DueSpec
 from wheelq.core.settings import ClientSettings
 from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
@@ -74,7 +74,7 @@ def validate_item(
 ) -> ops.JobWrite:
     """One item validated and encoded (`batch`: what the call's items share)."""
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
-    due = due_spec(job.delay, job.at)
+    due = batch.due(job.delay, job.at)
     attempts = validate_max_attempts(
         settings.default_max_attempts if job.max_attempts is None else job.max_attempts
     )

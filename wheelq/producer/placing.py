@@ -12,7 +12,6 @@ the typed error of a full topic or of pending duplicates.
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 from collections import defaultdict
 from collections.abc import Generator
@@ -44,7 +43,7 @@ def enqueue_calls(
         for i in range(0, len(indexes), size):
             token = "c" + secrets.token_hex(8) if record_ms else ""
             for m, n in enumerate(indexes[i : i + size] if token else ()):
-                writes[n] = dataclasses.replace(writes[n], token=f"{token}:{m}")
+                writes[n] = writes[n]._replace(token=f"{token}:{m}")
             chunk = [writes[n] for n in indexes[i : i + size]]
             calls.append((chunk, ops.enqueue(keys, chunk, record_ms, token)))
     return calls

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from wheelq.core.keys import (
     TOPICS_KEY,
@@ -25,9 +25,9 @@ from wheelq.store.calls import Call, script_call
 from wheelq.store.scripts import NOT_PENDING, Placed, check  # Placed: enqueue's outcomes
 
 
-@dataclass(frozen=True, slots=True)
-class JobWrite:
-    """One job for `enqueue`."""
+class JobWrite(NamedTuple):
+    """One job for `enqueue` (a named tuple: made once per job on the enqueue path, three
+    times cheaper than a frozen dataclass)."""
 
     id: str
     due: DueSpec
