@@ -111,6 +111,12 @@ class HandlerRunner:
         )
         self._warned_result = False
 
+    def time_runs(self, ran: Callable[[float], None]) -> None:
+        """Tell `ran` how long each sync run took on its thread (ms), queueing left out;
+        async runs are timed by the caller."""
+        if self._pool is not None:
+            self._pool.ran = ran
+
     @property
     def wedged(self) -> int:
         """Threads still running a sync handler that ran over its time limit."""

@@ -39,7 +39,7 @@ class _Run:
     """One submitted job. `started` and `ended` are written by its thread, `waiting` and
     `ran_over` by the loop (`ended` and `ran_over` under the pool's lock)."""
 
-    __slots__ = ("arg", "ended", "future", "ran_over", "started", "timer", "waiting")
+    __slots__ = ("arg", "ended", "future", "ran_ms", "ran_over", "started", "timer", "waiting")
 
     def __init__(self, future: asyncio.Future[None], arg: Any) -> None:
         self.future = future
@@ -51,6 +51,8 @@ class _Run:
         must read that clock, not the worker's injected `Clock` (a test's `ManualClock`
         cannot drive a running thread or a loop timer)."""
         self.ended = False
+        self.ran_ms: float | None = None
+        """How long `fn` ran on its thread (None: it did not run)."""
         self.waiting = False
         """Its limit came due before it started: its thread arms the limit when it starts."""
         self.ran_over = False
@@ -84,6 +86,9 @@ class HandlerThreads:
         self._numbers = itertools.count()
         self._unsettled = 0
         """Runs submitted whose outcome has not come back to the loop yet (loop only)."""
+        self.ran: Callable[[float], None] | None = None
+        """Told, on the loop, how long each run took on its thread (ms): its own time, not
+        the time it queued (the worker's read-ahead paces itself on it)."""
         self.threads = 0
         """Live threads (changed under the lock)."""
         self.wedged = 0
@@ -134,6 +139,7 @@ class HandlerThreads:
                     self._fn(run.arg)
                 except BaseException as exc:  # handed to the awaiting task as it is
                     outcome = exc
+                run.ran_ms = (monotonic() - run.started) * 1000
             if not self._finished(run, outcome):
                 return
 
@@ -188,7 +194,10 @@ class HandlerThreads:
             self._done.clear()
             self._notified = False
         self._unsettled -= len(finished)
+        ran = self.ran
         for run, outcome in finished:
+            if ran is not None and run.ran_ms is not None:
+                ran(run.ran_ms)
             if run.timer is not None:
                 run.timer.cancel()
             future = run.future

@@ -111,11 +111,13 @@ class InFlightSet:
         cancelled before a thread took it up is not run: `HandlerThreads`)."""
         slots = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
         self._slots = asyncio.Semaphore(slots)
+        self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
+        if self._queue_to_threads:  # a slot's time there includes the queue: time the thread
+            runner.time_runs(self.read_ahead.ran)
         self._tasks = 0
         """Entry tasks alive (running, waiting for the flow gate or a slot)."""
         self._backlog: deque[Held] = deque()
         """Held entries without a task yet, in the order they came."""
-        self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
         self._timer = timer
         self._now_ms = clock.now_ms
         self.handled = 0
@@ -258,7 +260,8 @@ class InFlightSet:
                 error = await self.runner.run(job)
                 crash.point("handler.after")
                 ended_ms = self._now_ms()
-                self.read_ahead.ran((self._timer() - started_s) * 1000)
+                if not self._queue_to_threads:
+                    self.read_ahead.ran((self._timer() - started_s) * 1000)
                 self._timings += (started_ms - job.due_ms, ended_ms - started_ms)
             if error is None:
                 self.handled += 1
