@@ -12,6 +12,7 @@ writes the records to a JSON file.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -112,6 +113,7 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: b
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await keeper.start()
     await worker.start()
+    gc.freeze()  # as the `wheelq` commands do once started (wheelq/cli/signals.py)
     print("ready", flush=True)
     await stop.wait()
     await worker.stop()
