@@ -215,10 +215,14 @@ class InFlightSet:
                 continue
             held = Held(job, fields[wire.PAYLOAD])
             self.held[(shard, entry_id)] = held
-            if self._tasks < self._task_limit():
-                self._start(held)
-            else:
-                self._backlog.append(held)
+            self._backlog.append(held)
+        self._start_backlog()
+
+    def _start_backlog(self) -> None:
+        """Give tasks to held entries, oldest first, up to `_task_limit` (once closing, a
+        task ends at once without running its entry, which stays pending to be handed on)."""
+        while self._backlog and self._tasks < self._task_limit():
+            self._start(self._backlog.popleft())
 
     def _task_limit(self) -> int:
         """Entry tasks to keep alive: the slots, and for sync handlers the read-ahead too
@@ -278,8 +282,7 @@ class InFlightSet:
             if len(self._timings) >= TIMINGS_BATCH or not self.held:
                 self.count_timings()
             self._tasks -= 1
-            while self._backlog and not self.closing and self._tasks < self._task_limit():
-                self._start(self._backlog.popleft())
+            self._start_backlog()
             self.room.set()
 
     async def _release(self, job: Job, key: str | None, finished: bool) -> None:
