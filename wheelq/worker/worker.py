@@ -287,9 +287,12 @@ class Worker(Role[WorkerStopReport]):
         super().hurry()
 
     def status(self) -> dict[str, Any]:
-        """Counters for logs and health checks. ``wedged``: threads still running sync
-        handlers that ran over `handler_timeout_ms` (each replaced by a new thread, up to
-        `concurrency` of them)."""
+        """Counters for logs and health checks. ``held``: entries this worker holds (running,
+        or waiting: read ahead); ``running``: entries started (for sync handlers, queued to
+        the handler threads, which run at most `concurrency` at once); ``read_ahead``:
+        entries it holds beyond its slots now (`read_ahead_ms`); ``wedged``: threads still
+        running sync handlers that ran over `handler_timeout_ms` (each replaced by a new
+        thread, up to `concurrency` of them)."""
         c, w, parts = self.settler.counts, self._in_flight, self._parts
         return {
             "consumer": self.consumer,
