@@ -132,15 +132,19 @@ class HandlerRunner:
             except Exception as exc:
                 return exc
             return None
-        deadline = asyncio.timeout(self.timeout_s)
+        # No time limit: no timeout context either (it costs more than a no-op handler).
+        deadline = None if self.timeout_s is None else asyncio.timeout(self.timeout_s)
         try:
-            async with deadline:
+            if deadline is None:
                 await self._await(job)
+            else:
+                async with deadline:
+                    await self._await(job)
             return None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if not (isinstance(exc, TimeoutError) and deadline.expired()):
+            if not (deadline is not None and isinstance(exc, TimeoutError) and deadline.expired()):
                 return exc
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...
             return _exited(exc, job)
