@@ -150,21 +150,26 @@ class ServerLoad:
             calls, float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), time.monotonic()
         )
 
-    def since(self, earlier: ServerLoad) -> dict[str, Any]:
-        """Commands (total and per second, top five by count) and CPU since `earlier`."""
-        seconds = max(1e-9, self.at - earlier.at)
+    def calls_since(self, earlier: ServerLoad) -> dict[str, int]:
+        """Calls of each command since `earlier` (those called at all), most first."""
         delta = {
             k: n - earlier.calls.get(k, 0)
             for k, n in self.calls.items()
             if n - earlier.calls.get(k, 0) > 0
         }
+        return dict(sorted(delta.items(), key=lambda kv: -kv[1]))
+
+    def since(self, earlier: ServerLoad) -> dict[str, Any]:
+        """Commands (total and per second, top five by count) and CPU since `earlier`."""
+        seconds = max(1e-9, self.at - earlier.at)
+        delta = self.calls_since(earlier)
         total = sum(delta.values())
         return {
             "seconds": round(seconds, 3),
             "commands": total,
             "commands_per_s": round(total / seconds, 1),
             "redis_cpu_s": round(self.cpu_s - earlier.cpu_s, 3),
-            "top_commands": dict(sorted(delta.items(), key=lambda kv: -kv[1])[:5]),
+            "top_commands": dict(list(delta.items())[:5]),
         }
 
 

@@ -231,7 +231,8 @@ def run_idle(bench: Bench, *, topics: int, shards: int, idle_s: float) -> dict[s
         time.sleep(1.0)  # let start-up work settle before measuring
         load0, cpu0 = ServerLoad.read(r), cpu_seconds(node.pid)
         time.sleep(idle_s)
-        load = ServerLoad.read(r).since(load0)
+        load1 = ServerLoad.read(r)
+        load, calls = load1.since(load0), load1.calls_since(load0)
         node_cpu = cpu_seconds(node.pid) - cpu0
     finally:
         bench.stop(node)
@@ -246,6 +247,10 @@ def run_idle(bench: Bench, *, topics: int, shards: int, idle_s: float) -> dict[s
         "redis_cpu_s_per_s": round(load["redis_cpu_s"] / load["seconds"], 4),
         "node_cpu_s_per_s": round(node_cpu / load["seconds"], 4),
         "top_commands": load["top_commands"],
+        # Scripts' own commands count too (INFO commandstats counts them): the whole cost.
+        "per_shard_per_s_by_command": {
+            k: round(n / load["seconds"] / (topics * shards), 3) for k, n in calls.items()
+        },
     }
 
 

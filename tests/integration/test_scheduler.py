@@ -74,6 +74,16 @@ async def fired_once(r: redis.asyncio.Redis, topic: str, job_id: str) -> Fired:
     return record
 
 
+async def enqueue_inside_horizon(client: AsyncClient, topic: str, delay: float) -> tuple[str, int]:
+    """Enqueue a job in `delay` s that its shard's horizon covers (so it is noted); its id
+    and due time."""
+    job = await client.enqueue(topic, "x", delay=delay)
+    due = await due_of(client, topic, job)
+    horizon = await client.redis.get(ShardKeys(topic, shard_of(job, SHARDS)).horizon)
+    assert horizon is not None and int(horizon) >= due, "the horizon does not cover the job"
+    return job, due
+
+
 async def due_of(client: AsyncClient, topic: str, job_id: str) -> int:
     info = await client.get(topic, job_id)
     assert info is not None, f"{job_id} is not pending"
@@ -175,11 +185,30 @@ async def test_enqueue_into_preloaded_window_fires_on_time(
             await node._wake.stop()
         early_bird = await client.enqueue(topic, "first", delay=3.0)
         await preloaded(node, topic, early_bird)  # the window is preloaded past now + 0.3 s
-        job = await client.enqueue(topic, "late", delay=0.3)
-        keys = ShardKeys(topic, shard_of(job, SHARDS))
-        due = await due_of(client, topic, job)
-        horizon = await client.redis.get(keys.horizon)
-        assert horizon is not None and int(horizon) >= due, "window not preloaded yet"
+        job, due = await enqueue_inside_horizon(client, topic, 0.3)
+        record = await fired_once(client.redis, topic, job)
+    finally:
+        await node.stop()
+    assert 0 <= record.entry_ms - due < ON_TIME_MS
+
+
+@pytest.mark.parametrize("pubsub", [True, False], ids=["pubsub", "inbox-only"])
+async def test_a_job_written_to_a_sleeping_idle_shard_fires_on_time(
+    client: AsyncClient, redis_url: str, topic: str, pubsub: bool
+) -> None:
+    # An idle shard sleeps a minute between reads; a job due in 3 s, beyond the 1 s window,
+    # must still fire on time: its note (pub/sub, else the inbox of a shard no longer
+    # followed, read every preload interval) puts it in the wheel before it is due.
+    node = await start_node(redis_url, topic, window_ms=1000, idle_preload_interval_ms=60_000)
+    try:
+        await eventually(
+            lambda: _value(all(lead.followed for lead in node.leads.all())),
+            timeout_s=10,
+            what="the wake listener to follow every shard",
+        )
+        if not pubsub:
+            await node._wake.stop()
+        job, due = await enqueue_inside_horizon(client, topic, 3.0)  # covers the long sleep
         record = await fired_once(client.redis, topic, job)
     finally:
         await node.stop()

@@ -1231,6 +1231,56 @@ def test_preload_never_lowers_the_horizon(
     assert int(redis_sync.get(keys.horizon)) == high
 
 
+@pytest.mark.usefixtures("leader")
+def test_preload_plans_an_empty_shard_to_sleep_the_longest_and_covers_it_with_the_horizon(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    page = run(ops.preload(keys, TOKEN, 0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000))
+
+    assert page.next_read_ms == page.server_now_ms + 60_000
+    assert int(redis_sync.get(keys.horizon)) == page.next_read_ms + 500, "half a window past"
+    assert page.overdue is False
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_plans_the_next_read_when_the_earliest_job_comes_within_the_window(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    t0 = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "later", t0 + 20_000, env())
+
+    page = run(ops.preload(keys, TOKEN, 0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000))
+
+    assert page.jobs == []
+    assert page.next_read_ms == t0 + 19_000, "when it comes within the window"
+    horizon = int(redis_sync.get(keys.horizon))
+    assert horizon == page.next_read_ms + 500
+    assert horizon < t0 + 20_000, "the job already written is read, not noted"
+
+
+@pytest.mark.usefixtures("leader")
+def test_preload_of_a_shard_with_jobs_in_the_window_plans_the_least_sleep(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    t0 = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "overdue", t0 - 5000, env())
+    seed_pending(redis_sync, keys, "soon", t0 + 300, env())
+
+    page = run(
+        ops.preload(
+            keys, TOKEN, t0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000, overdue_ms=t0 - 1000
+        )
+    )
+
+    assert page.jobs == [("soon", t0 + 300)]
+    assert page.next_read_ms == page.server_now_ms + 500
+    assert int(redis_sync.get(keys.horizon)) == page.cursor_ms, "no reach past the window"
+    assert page.overdue is True
+    quiet = run(ops.preload(keys, TOKEN, t0, 1000, 10, TTL_MS, overdue_ms=t0 - 6000))
+    assert quiet.overdue is False
+    assert quiet.next_read_ms == quiet.server_now_ms, "no plan asked: read again now"
+
+
 # --- leases ---------------------------------------------------------------------------------
 
 

@@ -28,8 +28,17 @@ def shard_of(call: Call[Any]) -> int:
     return int(key.split("}", 1)[0].rsplit(":", 1)[1])
 
 
-def page(jobs: list[tuple[str, int]], full: bool = False) -> PreloadPage:
-    return PreloadPage(START_MS + WINDOW_MS, START_MS, full, jobs)
+PLANNED_MS = START_MS + 2500
+"""When the scripted reads plan the next one (the script's plan, `preload.lua`)."""
+
+
+def page(
+    jobs: list[tuple[str, int]],
+    full: bool = False,
+    next_read_ms: int = PLANNED_MS,
+    overdue: bool = False,
+) -> PreloadPage:
+    return PreloadPage(START_MS + WINDOW_MS, START_MS, full, jobs, next_read_ms, overdue)
 
 
 def nothing_swept(call: Call[Any]) -> EmitResult:
@@ -62,12 +71,13 @@ async def test_one_round_trip_per_shard_reads_inbox_page_and_sweeps(parts: NodeP
     parts.executor.answer("preload", lambda call: page([("paged", START_MS + 4000)]))
     parts.executor.answer("emit_due", lambda call: EmitResult(3, False, 0, []))
 
-    assert await preloader.step() == pytest.approx(0.5), "then the preload interval"
+    assert await preloader.step() == pytest.approx(0.5), "then the read's plan"
     (round_,) = parts.executor.rounds
     inbox, preload, sweep = round_
     assert inbox.command == ("LPOP", keys(0).inbox, 1000)
     assert preload.keys[0] == keys(0).delayed
     assert list(preload.args[1:3]) == [START_MS - 50, WINDOW_MS], "from the cursor"
+    assert list(preload.args[5:]) == [500, 10_000, START_MS + 1000], "plan bounds, overdue"
     assert sweep.args[2] == START_MS + 1000, "overdue by more than the sweep grace"
     assert in_wheel(driver, lead, "noted") == START_MS + 2100
     assert in_wheel(driver, lead, "paged") == START_MS + 4000
@@ -180,12 +190,71 @@ async def test_a_refused_shard_keeps_the_count_until_it_is_read_again(parts: Nod
     try:
         await until(lambda: preloader.failures == 1, what="the refused page")
         first = len(parts.executor.rounds)
+        parts.clock.advance(500)  # a refused shard is tried again after the preload interval
         preloader.wake()
         await until(lambda: len(parts.executor.rounds) > first, what="another round")
         assert preloader.failures == 2
         refused[0] = False
+        parts.clock.advance(500)
         preloader.wake()
         await until(lambda: preloader.failures == 0, what="a round that got through")
         assert preloader.last_error is None
     finally:
         await preloader.stop()
+
+
+async def test_a_shard_not_followed_goes_round_every_preload_interval(parts: NodeParts) -> None:
+    preloader, _ = make(parts)
+    lead = parts.lead(0)
+    parts.executor.answer("preload", lambda call: page([], next_read_ms=START_MS + 60_000))
+    assert await preloader.step() == pytest.approx(0.5), "not its plan: its notes may be lost"
+    parts.clock.advance(500)
+    assert await preloader.step() == pytest.approx(0.5)
+    assert len(parts.executor.rounds) == 2
+    lead.followed = True
+    assert await preloader.step() == pytest.approx(59.5), "followed: sleeps until its plan"
+    assert len(parts.executor.rounds) == 2
+
+
+async def test_a_followed_idle_shard_gets_a_light_round_then_sleeps_until_its_plan(
+    parts: NodeParts,
+) -> None:
+    preloader, _ = make(parts)
+    lead = parts.lead(0)
+    lead.followed = True
+    parts.executor.answer(
+        "preload", lambda call: page([], next_read_ms=parts.clock.now_ms() + 10_000)
+    )
+    await preloader.step()  # the first round is full: the backlog, the inbox
+    assert not lead.noted and not lead.overdue
+    assert len(parts.executor.rounds[-1]) == 3
+    parts.clock.advance(10_000)
+    assert await preloader.step() == pytest.approx(10.0), "read, then the new plan"
+    (light,) = parts.executor.rounds[-1]
+    assert light.keys[0] == keys(0).delayed, "the read alone: nothing noted, nothing overdue"
+    parts.clock.advance(1)
+    before = len(parts.executor.rounds)
+    await preloader.step()
+    assert len(parts.executor.rounds) == before, "nothing before its plan"
+
+
+async def test_a_light_round_that_sees_an_overdue_job_is_followed_by_a_full_one(
+    parts: NodeParts,
+) -> None:
+    preloader, _ = make(parts)
+    lead = parts.lead(0)
+    lead.followed, lead.noted, lead.overdue = True, False, False
+    reads = iter([page([], overdue=True), page([])])
+    parts.executor.answer("preload", lambda call: next(reads))
+    await preloader.step()
+    assert [len(r) for r in parts.executor.rounds] == [1, 3], "light, then full with the sweep"
+    assert not lead.overdue
+
+
+async def test_a_note_makes_the_next_round_drain_the_inbox(parts: NodeParts) -> None:
+    preloader, _ = make(parts)
+    lead = parts.lead(0)
+    lead.followed, lead.overdue, lead.noted = True, False, True
+    await preloader.step()
+    assert [len(r) for r in parts.executor.rounds] == [3]
+    assert not lead.noted

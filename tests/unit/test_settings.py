@@ -37,6 +37,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "lease_ttl_ms", 500, 600_000),
     (SchedulerSettings, "window_ms", 10, 3_600_000),
     (SchedulerSettings, "preload_interval_ms", 10, 600_000),
+    (SchedulerSettings, "idle_preload_interval_ms", 10, 3_600_000),
     (SchedulerSettings, "schedule_interval_ms", 10, 600_000),
     (SchedulerSettings, "preload_batch", 1, 100_000),
     (SchedulerSettings, "emit_batch", 1, 10_000),

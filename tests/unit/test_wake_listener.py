@@ -34,9 +34,13 @@ class FakePubSub:
     async def ssubscribe(self, *channels: str) -> None:
         await self._ready.wait()
         self.channels.update(channels)
+        for channel in channels:  # the server confirms each
+            self.messages.put_nowait(confirmation("ssubscribe", channel, len(self.channels)))
 
     async def sunsubscribe(self, *channels: str) -> None:
         self.channels.difference_update(channels)
+        for channel in channels:
+            self.messages.put_nowait(confirmation("sunsubscribe", channel, len(self.channels)))
 
     async def get_message(self, timeout: float | None = None) -> dict[str, Any] | None:
         try:
@@ -60,7 +64,7 @@ class FakeConnection:
         self.ready.set()
 
     def pubsub(self, **options: Any) -> FakePubSub:
-        assert options == {"ignore_subscribe_messages": True}
+        assert options == {"ignore_subscribe_messages": False}, "confirmations are read"
         self.subscriptions.append(FakePubSub(self.ready))
         return self.subscriptions[-1]
 
@@ -71,6 +75,10 @@ class FakeConnection:
 
 def note(channel: str, data: bytes) -> dict[str, Any]:
     return {"type": "smessage", "pattern": None, "channel": channel.encode(), "data": data}
+
+
+def confirmation(kind: str, channel: str, count: int) -> dict[str, Any]:
+    return {"type": kind, "pattern": None, "channel": channel.encode(), "data": count}
 
 
 @pytest.fixture
@@ -85,12 +93,14 @@ async def listening(
     """A started wake listener on a `FakeConnection`, once it has subscribed; stopped after."""
     connection = FakeConnection()
     driver = WheelDriver(parts.ctx)
+    follows: list[list[bool]] = []
     wake = WakeListener(
         AsyncExecutor(cast(redis.asyncio.Redis, connection)),
         parts.leads,
         driver,
         parts.clock,
         max_pause_ms=10,
+        on_follow=lambda: follows.append([lead.followed for lead in parts.leads.all()]),
     )
     await wake.start()
     try:
@@ -151,3 +161,35 @@ async def test_a_failed_subscription_shows_until_a_new_one_is_up(parts: NodePart
             note(keys(0).wake_channel, f"{START_MS}:after".encode())
         )
         await until(lambda: (lead.slot, "after") in driver.wheel, what="a job after the fault")
+
+
+async def test_a_lead_is_followed_once_its_subscription_is_confirmed_and_not_after_a_failure(
+    parts: NodeParts,
+) -> None:
+    lead = parts.lead(0)
+    lead.noted, lead.planned_ms = False, START_MS + 60_000
+    async with listening(parts) as (connection, _, _):
+        await until(lambda: lead.followed, what="the confirmation")
+        assert lead.noted and lead.planned_ms == 0, "followed: its inbox is drained at once"
+        lead.noted, lead.planned_ms = False, START_MS + 60_000
+        connection.ready.clear()
+        connection.current.messages.put_nowait(RedisConnectionError("Connection reset by peer"))
+        await until(lambda: len(connection.subscriptions) == 2, what="a new subscription")
+        assert not lead.followed, "no subscription: notes may be lost, the inbox carries them"
+        connection.ready.set()
+        await until(lambda: lead.followed, what="the new subscription's confirmation")
+        assert lead.noted and lead.planned_ms == 0, "what was published meanwhile is drained"
+    assert not lead.followed, "a stopped listener follows nothing"
+
+
+async def test_a_confirmation_again_on_the_same_subscription_drains_the_inbox(
+    parts: NodeParts,
+) -> None:
+    lead = parts.lead(0)
+    async with listening(parts) as (connection, _, _):
+        await until(lambda: lead.followed, what="the confirmation")
+        lead.noted, lead.planned_ms = False, START_MS + 60_000
+        # redis-py re-subscribes by itself after a reconnection: the server confirms again.
+        connection.current.messages.put_nowait(confirmation("ssubscribe", keys(0).wake_channel, 1))
+        await until(lambda: lead.planned_ms == 0, what="a round at once")
+        assert lead.noted and lead.followed

@@ -139,7 +139,14 @@ class SchedulerSettings(_Validated):
     window_ms: Annotated[int, Range(10, 3_600_000)] = 5000
     """Jobs due within this much of now are preloaded into the in-memory wheel."""
     preload_interval_ms: Annotated[int, Range(10, 600_000)] = 500
-    """How often each led shard's window is topped up (and its inbox drained)."""
+    """How often each led shard's window is topped up (and its inbox drained) while jobs
+    are due within it, or while the wake listener does not follow the shard."""
+    idle_preload_interval_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
+    """Longest time between two reads of a followed shard with nothing due within its
+    window (an idle shard: one script call per this). New jobs due before the next read
+    reach the wheel by their pub/sub notes; the inbox, their durable copy, is drained at
+    that read, so a note lost while the subscription looked healthy waits up to this
+    long. Below preload_interval_ms it counts as preload_interval_ms."""
     schedule_interval_ms: Annotated[int, Range(10, 600_000)] = 500
     """How often the recurring schedules homed in led shards are planned: each run due
     within window_ms is written as a job then (a new schedule's first run may wait this

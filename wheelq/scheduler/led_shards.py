@@ -1,7 +1,8 @@
 """A node's shared state: the shards it leads, and the context its services share.
 
 The lease keeper adds and removes leads; the preloader, the wheel driver
-and the wake listener only read them. Wheel entries are keyed by
+and the wake listener read them and keep a few flags of their own on them
+(the preloader its plan, the wake listener whether it follows the shard). Wheel entries are keyed by
 ``(lead.slot, job id)``; a slot number is never reused, so entries left in
 the wheel by a lost lead are recognised and dropped when they expire.
 """
@@ -36,6 +37,19 @@ class Lead:
     (not only overdue ones) at a short interval until the stream has room again."""
     shards: int = 1
     """The topic's shard count (its history byte budget is split evenly over them)."""
+    planned_ms: int = 0
+    """When the last read planned the next one (Redis time, ms; 0: at once)."""
+    last_round_ms: int = 0
+    """When the preloader last went round this shard (Redis time, ms)."""
+    followed: bool = False
+    """The wake listener's subscription to this shard's channel is confirmed: notes of jobs
+    written inside the horizon arrive by pub/sub, so the preloader may sleep until its
+    plan. Set by the wake listener."""
+    noted: bool = True
+    """Notes may wait in the inbox (a note arrived, or the shard was not followed): the
+    next round drains it."""
+    overdue: bool = True
+    """The last round saw a job the sweep should emit (and at first: the backlog)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,10 @@
 """The preloader: keeps each led shard's near-due jobs in the wheel.
 
-Every `preload_interval_ms`, for all led shards in one pipeline, it
-1. drains the shard's inbox (notes of jobs written inside the already
-   preloaded window: the durable half of docs/architecture.md, invariant 4),
-2. reads the next page of jobs due before Redis time + `window_ms`, and
-3. sweeps: emits, oldest first and `sweep_batch` at a time, jobs that are
+A full round over a shard is one pipeline:
+1. drain the shard's inbox (notes of jobs written inside the horizon: the
+   durable half of docs/architecture.md, invariant 4),
+2. read the next page of jobs due before Redis time + `window_ms`, and
+3. sweep: emit, oldest first and `sweep_batch` at a time, jobs that are
    overdue (the backlog from before this node took the shard, or anything
    the wheel missed by more than `sweep_grace_ms`). A shard whose stream is at
    its topic's ``max_ready`` is swept of every due job, every 20 ms, until
@@ -12,6 +12,18 @@ Every `preload_interval_ms`, for all led shards in one pipeline, it
 Shards whose page was full or whose sweep left more behind go round again
 at once; the event loop runs the wheel driver in between, so a backlog is
 drained in bounded steps without starving jobs that are due now.
+
+When a shard goes round again is planned by the read (`preload.lua`): every
+`preload_interval_ms` while jobs are due within the window, else not before
+its earliest job comes within the window, and at most
+`idle_preload_interval_ms` later; the horizon covers the jobs written
+meanwhile. A shard sleeps until that plan only while the wake listener
+follows it (its notes arrive by pub/sub, so a job written inside the
+horizon reaches the wheel at once); otherwise it goes round every
+`preload_interval_ms` and its inbox carries the notes. A followed shard
+with nothing noted and nothing overdue gets a light round: the read alone,
+which also says whether anything is overdue (then a full round follows at
+once). An idle shard so costs one script call per `idle_preload_interval_ms`.
 While Redis is unreachable a round ends at the first failure and the next
 one waits with backoff.
 """
@@ -52,15 +64,26 @@ class Preloader(Service):
         self._ctx = ctx
         self._driver = driver
 
-    async def step(self) -> float:
-        """Rounds over the led shards until none has more to read or sweep."""
-        leads = self._ctx.leads.all()
+    async def step(self) -> float | None:
+        """Rounds over the shards whose round is due, until none has more to read or sweep;
+        returns the wait until the next shard's round (None: no shard led)."""
+        now_ms = self._ctx.clock.now_ms()
+        leads = [lead for lead in self._ctx.leads.all() if self._round_at(lead) <= now_ms]
         busy = await self.cycle(leads)
         while busy and not self.stopping:
             busy = await self.cycle(busy)
-        if any(lead.throttled for lead in leads):
-            return THROTTLED_INTERVAL_MS / 1000
-        return self._ctx.settings.preload_interval_ms / 1000
+        rounds = [self._round_at(lead) for lead in self._ctx.leads.all()]
+        if not rounds:
+            return None
+        return max(0.0, (min(rounds) - self._ctx.clock.now_ms()) / 1000)
+
+    def _round_at(self, lead: Lead) -> int:
+        """When `lead`'s next round is due: its plan, or sooner when not followed."""
+        if lead.throttled:
+            return lead.last_round_ms + THROTTLED_INTERVAL_MS
+        if lead.followed:
+            return lead.planned_ms
+        return min(lead.planned_ms, lead.last_round_ms + self._ctx.settings.preload_interval_ms)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
         """One round over `leads`; returns those that have more to read or sweep.
@@ -79,25 +102,40 @@ class Preloader(Service):
         s = self._ctx.settings
         token = self._ctx.leads.token
         sent_ms = self._ctx.clock.now_ms()
+        lead.last_round_ms = sent_ms
         # Held back by max_ready: every due job is swept (the wheel let them go).
         grace = 0 if lead.throttled else s.sweep_grace_ms
         bound_ms = max(lead.acquired_ms, sent_ms - grace)
-        calls: list[Call[Any]] = [
-            ops.drain_inbox(lead.keys, INBOX_BATCH),
-            ops.preload(
-                lead.keys, token, lead.cursor_ms, s.window_ms, s.preload_batch, s.lease_ttl_ms
-            ),
-            ops.emit_due(
-                lead.keys, token, bound_ms, limit=s.sweep_batch, max_bytes=s.emit_batch_bytes
-            ),
-        ]
+        full = lead.noted or lead.overdue or lead.throttled or not lead.followed
+        read = ops.preload(
+            lead.keys,
+            token,
+            lead.cursor_ms,
+            s.window_ms,
+            s.preload_batch,
+            s.lease_ttl_ms,
+            least_ms=s.preload_interval_ms,
+            most_ms=max(s.preload_interval_ms, s.idle_preload_interval_ms),
+            overdue_ms=bound_ms,
+        )
+        calls: list[Call[Any]] = [read]
+        if full:
+            calls = [
+                ops.drain_inbox(lead.keys, INBOX_BATCH),
+                read,
+                ops.emit_due(
+                    lead.keys, token, bound_ms, limit=s.sweep_batch, max_bytes=s.emit_batch_bytes
+                ),
+            ]
         replies = await self._ctx.executor.run(calls, return_exceptions=True)
         crash.point("sweep.after_reply")
         for reply in replies:
             if is_transient(reply):  # e.g. LOADING: an outage, not this shard's problem
                 raise reply
-        inbox, page, sweep = replies
-        return self._settle(lead, inbox, page, sweep, sent_ms, bound_ms)
+        if full:
+            inbox, page, sweep = replies
+            return self._settle(lead, inbox, page, sweep, sent_ms, bound_ms)
+        return self._settle(lead, None, replies[0], None, sent_ms, bound_ms)
 
     def _settle(
         self, lead: Lead, inbox: Any, page: Any, sweep: Any, sent_ms: int, bound_ms: int
@@ -111,17 +149,23 @@ class Preloader(Service):
         busy = False
         if isinstance(inbox, list):
             self._driver.schedule(lead, inbox)
-            busy = len(inbox) >= INBOX_BATCH
+            lead.noted = busy = len(inbox) >= INBOX_BATCH
         if isinstance(page, ops.PreloadPage):
             self._driver.schedule(lead, page.jobs)
             lead.cursor_ms = max(lead.cursor_ms, page.cursor_ms)
+            lead.planned_ms = page.next_read_ms
             busy = busy or page.full
+            if sweep is None:  # a light round: an overdue job asks for a full one
+                lead.overdue = page.overdue
+                busy = busy or page.overdue
         if isinstance(sweep, ops.EmitResult):
             lead.throttled = sweep.throttled
+            lead.overdue = sweep.more
             record_emit(self._ctx, lead, sweep, sent_ms)
             self._ctx.metrics.fired_by_sweep(lead.keys.topic, sent_ms, bound_ms, sweep.emitted)
             busy = busy or sweep.more
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):
+                lead.planned_ms = sent_ms + self._ctx.settings.preload_interval_ms
                 self.failed(result)  # this shard only: the others go on without a pause
         return busy

@@ -93,7 +93,12 @@ class Scheduler(Role[StopReport]):
         self.driver = WheelDriver(ctx)
         self._preloader = Preloader(ctx, self.driver)
         self._wake = WakeListener(
-            executor, self.leads, self.driver, self.clock, max_pause_ms=pause_ms
+            executor,
+            self.leads,
+            self.driver,
+            self.clock,
+            max_pause_ms=pause_ms,
+            on_follow=self._preloader.wake,
         )
         self.trimmer = Trimmer(ctx)
         self.materializer = Materializer(ctx)

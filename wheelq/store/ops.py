@@ -58,12 +58,16 @@ class EmitResult:
 
 @dataclass(frozen=True, slots=True)
 class PreloadPage:
-    """One page of `preload.lua`: near-due jobs, and where the next page starts."""
+    """One page of `preload.lua`: near-due jobs, where the next page starts, and when."""
 
     cursor_ms: int
     server_now_ms: int
     full: bool
     jobs: list[tuple[str, int]]
+    next_read_ms: int = 0
+    """Redis time at which the next read is due (the script's plan; now when it made none)."""
+    overdue: bool = False
+    """A job was due at or before the call's overdue bound (the sweep has work)."""
 
 
 def _pairs(flat: Sequence[Any]) -> list[tuple[str, int]]:
@@ -186,16 +190,32 @@ def emit_due(
 
 
 def preload(
-    keys: ShardKeys, token: str, cursor_ms: int, window_ms: int, limit: int, ttl_ms: int
+    keys: ShardKeys,
+    token: str,
+    cursor_ms: int,
+    window_ms: int,
+    limit: int,
+    ttl_ms: int,
+    *,
+    least_ms: int = 0,
+    most_ms: int = 0,
+    overdue_ms: int | None = None,
 ) -> Call[PreloadPage]:
+    """The next page after `cursor_ms`. With `least_ms` > 0 the script also plans the next
+    read, between `least_ms` and `most_ms` from now, and raises the horizon to cover it
+    (see `preload.lua`); `overdue_ms`: report whether a job is due at or before it."""
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
+    if least_ms < 0 or most_ms < least_ms:
+        raise ValueError(f"need 0 <= least_ms <= most_ms, got {least_ms} and {most_ms}")
 
     def parse(reply: Any) -> PreloadPage:
         r = check("preload", reply)
-        return PreloadPage(int(r[1]), int(r[2]), bool(r[3]), _pairs(r[4:]))
+        return PreloadPage(int(r[1]), int(r[2]), bool(r[3]), _pairs(r[6:]), int(r[4]), bool(r[5]))
 
-    return script_call("preload", keys, [token, cursor_ms, window_ms, limit, ttl_ms], parse)
+    bound = -1 if overdue_ms is None else overdue_ms
+    args: list[str | int] = [token, cursor_ms, window_ms, limit, ttl_ms, least_ms, most_ms, bound]
+    return script_call("preload", keys, args, parse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,12 +100,19 @@ class WakeSubscription:
         self._slots: dict[str, int] = {}
         self._cluster: ClusterPubSub | None = None
         if isinstance(connection, redis.asyncio.cluster.RedisCluster):
-            self._cluster = connection.pubsub(ignore_subscribe_messages=True)
+            self._cluster = connection.pubsub(ignore_subscribe_messages=False)
             self._pubsub: PubSub = self._cluster
         else:
-            self._pubsub = connection.pubsub(ignore_subscribe_messages=True)
+            self._pubsub = connection.pubsub(ignore_subscribe_messages=False)
         self.channels: frozenset[str] = frozenset()
         """The channels subscribed to."""
+        self.confirmed: dict[str, str] = {}
+        """The channels whose subscription a server has confirmed, and which node did ("" on
+        a single server): a note published on one after its confirmation reaches this
+        subscription while its connection holds."""
+        self.fresh: set[str] = set()
+        """Channels confirmed (again, after a reconnection or a slot move) since the caller
+        last cleared this: notes published on them before may have been missed."""
         self._seen: set[PubSub] = set()
         self._synced_at = -RESYNC_S
         self._nodes = SeenNodes()  # of an own client: closed with it
@@ -121,6 +128,8 @@ class WakeSubscription:
             await self._pubsub.ssubscribe(*(wanted - self.channels))
         if self.channels - wanted:
             await self._pubsub.sunsubscribe(*(self.channels - wanted))
+            for channel in self.channels - wanted:
+                self.confirmed.pop(channel, None)
         self.channels = wanted
 
     def node_subscriptions(self) -> list[PubSub]:
@@ -131,7 +140,7 @@ class WakeSubscription:
         """Wait up to `timeout_s` for a message; return the notes of it and of every message
         already arrived after it (on a cluster: from every node)."""
         if self._cluster is None:
-            return _notes(await _drain(self._pubsub.get_message, timeout_s))
+            return self._notes(await _drain(self._pubsub.get_message, timeout_s), "")
         cluster = self._cluster
         held: dict[str, str] = {}  # channel -> the node whose subscription holds it
         for name, pubsub in list(cluster.node_pubsub_mapping.items()):
@@ -139,20 +148,47 @@ class WakeSubscription:
             if pubsub.connection is not None:
                 self._connections.add(pubsub.connection)
             held.update((_text(c), name) for c in pubsub.shard_channels)
-        if any(held.get(c) != self._owner(c, held.get(c)) for c in self.channels):
+        moved = [c for c in self.channels if held.get(c) != self._owner(c, held.get(c))]
+        for channel in moved:  # held elsewhere than its owner: notes may not reach us
+            self.confirmed.pop(channel, None)
+        if moved:
             await self._resync(cluster.cluster)
         nodes = [cluster.cluster.get_node(node_name=n) for n in list(cluster.node_pubsub_mapping)]
         if not any(nodes):
             await asyncio.sleep(timeout_s)
             return []
+        live = [node for node in nodes if node is not None]
         got = await asyncio.gather(
             *(
                 _drain(functools.partial(cluster.get_sharded_message, target_node=node), timeout_s)
-                for node in nodes
-                if node is not None
+                for node in live
             )
         )
-        return _notes([m for messages in got for m in messages])
+        return [
+            note
+            for node, messages in zip(live, got, strict=True)
+            for note in self._notes(messages, node.name)
+        ]
+
+    def _notes(self, messages: list[Any], node: str) -> list[WakeNote]:
+        """The notes among `messages` (from `node`); its subscription confirmations update
+        `confirmed` and `fresh`."""
+        notes = []
+        for message in messages:
+            note = wake_note(message)
+            if note is not None:
+                notes.append(note)
+                continue
+            kind = message.get("type") if isinstance(message, dict) else None
+            if kind in ("ssubscribe", "sunsubscribe"):
+                channel = _text(message.get("channel") or b"")
+                if kind == "sunsubscribe":
+                    if self.confirmed.get(channel) == node:  # not a move's new owner's
+                        del self.confirmed[channel]
+                elif channel in self.channels:
+                    self.confirmed[channel] = node
+                    self.fresh.add(channel)
+        return notes
 
     def _owner(self, channel: str, held_by: str | None) -> str | None:
         """The node owning `channel` in `slot_map`; `held_by` when the map can't say."""
@@ -213,7 +249,3 @@ async def _drain(get: Callable[..., Awaitable[Any]], timeout_s: float) -> list[A
 
 def _text(channel: str | bytes) -> str:
     return channel.decode("utf-8", "replace") if isinstance(channel, bytes) else channel
-
-
-def _notes(messages: list[Any]) -> list[WakeNote]:
-    return [note for m in messages if (note := wake_note(m)) is not None]

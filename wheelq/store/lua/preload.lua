@@ -1,17 +1,30 @@
---[[ preload.lua — read the next page of jobs due within the window and raise the horizon.
+--[[ preload.lua — read the next page of jobs due within the window, plan the next read, and
+raise the horizon to cover every job that read could come too late for.
 Everything with due <= horizon that is written after this call is also pushed to the inbox
 (enqueue.lua, reschedule.lua), so together the pages and the inbox miss nothing.
 A full page is extended to the end of its last millisecond, so a page boundary never splits
 one millisecond's jobs (the next page starts after it).
+The plan (ARGV[6] > 0): the next read is due when the shard's earliest job beyond the window
+comes within the window, but not sooner than ARGV[6] and not later than ARGV[7] from now (a
+shard with nothing pending sleeps ARGV[7]). The horizon then reaches half a window past that
+read, so a job written after this call and due beyond the horizon is still due more than
+half a window after the next read begins: that read, or the plan it makes, finds it in time.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:lease     STRING  token of the leader
-KEYS[3]  {T:s}:horizon   STRING  ms the leader has preloaded up to
+KEYS[3]  {T:s}:horizon   STRING  ms up to which new jobs are noted in the inbox
 ARGV[1]  the caller's lease token
 ARGV[2]  cursor: ms already read up to (exclusive lower bound of this page)
 ARGV[3]  window, ms: read up to TIME + window
 ARGV[4]  limit: jobs per page (before the last-millisecond extension)
 ARGV[5]  horizon ttl, ms (the lease ttl: no leader, no horizon)
-Returns: {0, new_cursor, server_now_ms, full, id_1, due_1, ...}   full = 1 when the page was full
+ARGV[6]  least time to the next read, ms; 0: plan nothing (the next read is due now and the
+         horizon is the cursor)
+ARGV[7]  most time to the next read, ms
+ARGV[8]  overdue bound, ms: report whether any job is due at or before it (the sweep's bound)
+Returns: {0, new_cursor, server_now_ms, full, next_read_ms, overdue, id_1, due_1, ...}
+           full      1 when the page was full (read again at once)
+           next_read server ms at which the next read is due (the plan above)
+           overdue   1 when a job is due at or before ARGV[8]
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
 ]]
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then
@@ -36,12 +49,27 @@ if #page / 2 >= limit then
     page[#page + 1] = rest[i]
   end
 end
+local least, most = tonumber(ARGV[6]), tonumber(ARGV[7])
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local first_due = first[2] and tonumber(first[2])
+local overdue = (first_due and first_due <= tonumber(ARGV[8])) and 1 or 0
+local next_read, reach = now, cursor
+if full == 0 and least > 0 then
+  if not first_due then
+    next_read = now + most
+  elseif first_due <= upper then
+    next_read = now + least
+  else
+    next_read = math.max(now + least, math.min(first_due - tonumber(ARGV[3]), now + most))
+  end
+  reach = math.max(cursor, next_read + math.floor(tonumber(ARGV[3]) / 2))
+end
 local horizon = tonumber(redis.call('GET', KEYS[3]))
-if not horizon or cursor > horizon then
-  horizon = cursor
+if not horizon or reach > horizon then
+  horizon = reach
 end
 redis.call('SET', KEYS[3], wq_fmt(horizon), 'PX', ARGV[5])
-local out = {WQ_OK, wq_fmt(cursor), wq_fmt(now), full}
+local out = {WQ_OK, wq_fmt(cursor), wq_fmt(now), full, wq_fmt(next_read), overdue}
 for i = 1, #page do
   out[#out + 1] = page[i]
 end
