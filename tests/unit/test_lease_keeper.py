@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from tests.support.node_context import START_MS, TOKEN, TOPIC, NodeParts, keys
 from tests.support.waiting import until
@@ -41,6 +42,8 @@ class Cluster:
         )
         parts.executor.answer("lease_acquire", acquired)
         parts.executor.answer("lease_renew", lambda call: self.renewed.get(call.keys[0], True))
+        # A server with SET ... IFEQ (Redis >= 8.4, Valkey >= 8.1): one command per renewal.
+        parts.executor.answer("SET", lambda call: self.renewed.get(str(call.command[1]), True))
         parts.executor.answer("lease_release", lambda call: True)
 
 
@@ -51,6 +54,11 @@ def parts() -> NodeParts:
 
 def names(round_: list[Call[Any]]) -> list[str]:
     return [c.script or str(c.command[0]) for c in round_]
+
+
+def renewed_leases(parts: NodeParts) -> list[str]:
+    """The lease key of every renewal sent (``SET ... IFEQ``), in order."""
+    return [str(c.command[1]) for c in parts.executor.sent("SET")]
 
 
 def keeper(parts: NodeParts, changes: list[int] | None = None) -> LeaseKeeper:
@@ -77,13 +85,12 @@ async def test_takes_every_shard_when_alone_and_renews_each_renew_interval(
 
     parts.clock.advance(250)
     await leases.step()
-    assert parts.executor.sent("lease_renew") == [], "not due before the renew interval"
+    assert renewed_leases(parts) == [], "not due before the renew interval"
     parts.clock.advance(750)
     await leases.step()
-    assert [c.keys[0] for c in parts.executor.sent("lease_renew")] == [
-        keys(0).lease,
-        keys(1).lease,
-    ]
+    assert renewed_leases(parts) == [keys(0).lease, keys(1).lease]
+    (renewal, _) = parts.executor.sent("SET")
+    assert renewal.command == ("SET", keys(0).lease, TOKEN, "IFEQ", TOKEN, "PX", TTL_MS)
 
 
 async def test_renews_first_after_a_failed_step(parts: NodeParts) -> None:
@@ -97,7 +104,7 @@ async def test_renews_first_after_a_failed_step(parts: NodeParts) -> None:
     parts.clock.advance(10)  # far from the next renew interval
     before = len(parts.executor.rounds)
     await leases.step()
-    assert names(parts.executor.rounds[before]) == ["lease_renew", "lease_renew"]
+    assert names(parts.executor.rounds[before]) == ["SET", "SET"]
     assert len(parts.leads) == SHARDS
 
 
@@ -109,11 +116,11 @@ async def test_a_failure_after_the_renewal_still_renews_first_next_time(parts: N
     parts.executor.answer("HGETALL", lambda call: RedisConnectionError("Connection reset"))
     with pytest.raises(RedisConnectionError):
         await leases.step()
-    renewals = len(parts.executor.sent("lease_renew"))
+    renewals = len(renewed_leases(parts))
     Cluster(parts)
     parts.clock.advance(10)
     await leases.step()
-    assert len(parts.executor.sent("lease_renew")) == renewals + SHARDS
+    assert len(renewed_leases(parts)) == renewals + SHARDS
 
 
 async def test_a_lease_found_taken_is_dropped_at_once(parts: NodeParts) -> None:
@@ -171,3 +178,43 @@ async def test_a_failing_keeper_shows_it_and_recovers_holding_its_leases(
         assert "lost" not in parts.kinds()
     finally:
         await leases.stop()
+
+
+async def test_renews_by_script_once_the_server_refuses_set_ifeq(parts: NodeParts) -> None:
+    cluster = Cluster(parts)
+    parts.executor.answer("SET", lambda call: ResponseError("ERR syntax error"))
+    leases = keeper(parts)
+    await leases.step()
+    parts.clock.advance(1000)
+    await leases.step()
+    assert [c.keys[0] for c in parts.executor.sent("lease_renew")] == [
+        keys(0).lease,
+        keys(1).lease,
+    ], "the same renewal, by script"
+    assert len(parts.leads) == SHARDS, "a refused SET is no lost lease"
+    refused = len(parts.executor.sent("SET"))
+    cluster.renewed[keys(1).lease] = False
+    cluster.taken.add(keys(1).lease)
+    parts.clock.advance(1000)
+    await leases.step()
+    assert len(parts.executor.sent("SET")) == refused, "not asked again"
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0], "taken: dropped"
+
+
+async def test_heartbeats_with_the_renewals_and_reads_the_live_nodes_every_check(
+    parts: NodeParts,
+) -> None:
+    cluster = Cluster(parts)
+    leases = keeper(parts)
+    await leases.step()
+    assert len(parts.executor.sent("ZADD")) == 1
+    parts.clock.advance(250)
+    cluster.nodes = [TOKEN, "joiner"]
+    await leases.step()
+    assert len(parts.executor.sent("ZADD")) == 1, "no heartbeat before the renew interval"
+    assert len(parts.executor.sent("ZRANGE")) == 2, "the live nodes, every check"
+    assert len(parts.leads) == 1, "a node that joined gets its share at the next check"
+    parts.clock.advance(TTL_MS // 3)
+    await leases.step()
+    (_, beat) = parts.executor.sent("ZADD")
+    assert beat.command[2:] == (parts.clock.now_ms() + TTL_MS, TOKEN)

@@ -4,8 +4,9 @@ Every check interval it heartbeats into the node registry, reads the live
 nodes and the topics, and computes its quota (`wheelq.core.shares`). Below
 quota it takes free leases (SET NX PX) in its rendezvous order; above it,
 it releases its least preferred ones so a joining node gets its share.
-Held leases are renewed by compare-and-extend three times per TTL; a lease
-found taken is dropped at once. A graceful stop releases every lease.
+Held leases are renewed by compare-and-extend three times per TTL, with one
+``SET ... IFEQ`` each where the server has it (else `lease_renew.lua`); a
+lease found taken is dropped at once. A graceful stop releases every lease.
 While Redis is unreachable it retries with backoff, capped at the renew
 interval so leases are renewed as soon as it is back.
 """
@@ -51,6 +52,10 @@ class LeaseKeeper(Service):
         self._served: dict[str, int] = {}
         self._interval_s = min(s.check_interval_ms, s.renew_interval_ms) / 1000
         self._invalid: dict[str, str] = {}
+        self._next_beat_ms = 0.0
+        self._beaten: set[str] = set()
+        self._ifeq = True
+        """Renew with SET ... IFEQ; False once the server refused it (then the script)."""
 
     async def step(self) -> float:
         """Renew when due, then heartbeat and balance. While a step fails (Redis down),
@@ -62,15 +67,30 @@ class LeaseKeeper(Service):
                 await self.renew()
             await self.balance()
         except BaseException:
-            self._next_renew_ms = 0.0  # renew first when Redis is back
+            self._next_renew_ms = self._next_beat_ms = 0.0  # renew and beat first when back
             raise
         return self._interval_s
 
     async def renew(self) -> None:
         leads = self._ctx.leads.all()
-        ttl = self._ctx.settings.lease_ttl_ms
-        calls = [nodes.lease_renew(lead.keys, self._ctx.leads.token, ttl) for lead in leads]
-        for lead, renewed in zip(leads, await self._ctx.executor.run(calls), strict=True):
+        if not leads:
+            return
+        ttl, token = self._ctx.settings.lease_ttl_ms, self._ctx.leads.token
+        replies: list[Any] = []
+        if self._ifeq:
+            calls = [nodes.lease_renew_ifeq(lead.keys, token, ttl) for lead in leads]
+            replies = await self._ctx.executor.run(calls, return_exceptions=True)
+            if any(nodes.lacks_set_ifeq(reply) for reply in replies):
+                log.info("the server has no SET ... IFEQ: leases are renewed by a script")
+                self._ifeq = False
+            else:
+                for reply in replies:
+                    if isinstance(reply, BaseException):
+                        raise reply
+        if not self._ifeq:
+            calls = [nodes.lease_renew(lead.keys, token, ttl) for lead in leads]
+            replies = await self._ctx.executor.run(calls)
+        for lead, renewed in zip(leads, replies, strict=True):
             if not renewed:
                 log.warning("lease of %s was taken over", lead.keys.tag)
                 self.drop(lead, "lost")
@@ -98,19 +118,27 @@ class LeaseKeeper(Service):
             return
         now_ms = self._ctx.clock.now_ms()
         ttl = self._ctx.settings.lease_ttl_ms
+        # The heartbeat (an expiry a ttl ahead) is due with the renewals, three times per
+        # ttl; the live nodes are read every check, so a dead node's shards move on soon.
+        beat = now_ms >= self._next_beat_ms or bool(gone) or set(served) != self._beaten
+        if beat:
+            self._next_beat_ms = now_ms + self._ctx.settings.renew_interval_ms
+            self._beaten = set(served)
         calls: list[Call[Any]] = []
         for topic, _ in topics:
-            calls += [
-                nodes.heartbeat(topic, self.node_id, now_ms + ttl),
-                nodes.forget_dead_nodes(topic, now_ms - 10 * ttl),
-                nodes.live_nodes(topic, now_ms),
-            ]
+            if beat:
+                calls += [
+                    nodes.heartbeat(topic, self.node_id, now_ms + ttl),
+                    nodes.forget_dead_nodes(topic, now_ms - 10 * ttl),
+                ]
+            calls.append(nodes.live_nodes(topic, now_ms))
         replies = await self._ctx.executor.run(calls)
+        live = replies[2::3] if beat else replies
         to_take: list[tuple[list[ShardKeys], int]] = []
         for i, (topic, shards) in enumerate(topics):
             universe = all_shards(topic, shards)
             names = {keys: keys.tag for keys in universe}
-            share = quota(self.node_id, replies[3 * i + 2], shards)
+            share = quota(self.node_id, live[i], shards)
             held = [lead for lead in self._ctx.leads.all() if lead.keys.topic == topic]
             if len(held) > share:
                 extra = set(rank(self.node_id, [lead.keys for lead in held], names)[share:])

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from wheelq.core.keys import ShardKeys, nodes_key
 from wheelq.errors import LeaseLostError
 from wheelq.store.calls import Call, script_call
@@ -55,6 +57,21 @@ _RELEASED = _still_held("lease_release")
 def lease_renew(keys: ShardKeys, token: str, ttl_ms: int) -> Call[bool]:
     """Parses to True when renewed, False when the lease is no longer the caller's."""
     return script_call("lease_renew", keys, [token, ttl_ms], _RENEWED)
+
+
+def lease_renew_ifeq(keys: ShardKeys, token: str, ttl_ms: int) -> Call[bool]:
+    """`lease_renew` as one command, ``SET lease token IFEQ token PX ttl`` (Redis >= 8.4,
+    Valkey >= 8.1; an older server answers a syntax error, see `lacks_set_ifeq`): the same
+    compare-and-extend without a script, a third of the commands."""
+    return Call(
+        command=("SET", keys.lease, token, "IFEQ", token, "PX", ttl_ms),
+        parse=lambda reply: reply is not None,
+    )
+
+
+def lacks_set_ifeq(reply: object) -> bool:
+    """Whether `reply` is an older server's refusal of ``SET ... IFEQ``."""
+    return isinstance(reply, ResponseError) and "syntax" in str(reply).lower()
 
 
 def lease_release(keys: ShardKeys, token: str) -> Call[bool]:

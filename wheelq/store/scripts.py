@@ -78,7 +78,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history", "history_old", "limits"),
     "preload": ("delayed", "lease", "horizon"),
     "lease_acquire": (*_LEASE, "inbox"),
-    "lease_renew": _LEASE,
+    "lease_renew": ("lease",),
     "lease_release": _LEASE,
     "ack": ("ready", "history", "history_old"),
     "retry": (*_WRITE, "history"),

@@ -16,7 +16,8 @@ ARGV[1]  the caller's lease token
 ARGV[2]  cursor: ms already read up to (exclusive lower bound of this page)
 ARGV[3]  window, ms: read up to TIME + window
 ARGV[4]  limit: jobs per page (before the last-millisecond extension)
-ARGV[5]  horizon ttl, ms (the lease ttl: no leader, no horizon)
+ARGV[5]  lease ttl, ms: the horizon expires this long after the time it names (a leader reads
+         again before then; with no leader, producers soon stop writing notes nobody reads)
 ARGV[6]  least time to the next read, ms; 0: plan nothing (the next read is due now and the
          horizon is the cursor)
 ARGV[7]  most time to the next read, ms
@@ -68,7 +69,7 @@ local horizon = tonumber(redis.call('GET', KEYS[3]))
 if not horizon or reach > horizon then
   horizon = reach
 end
-redis.call('SET', KEYS[3], wq_fmt(horizon), 'PX', ARGV[5])
+redis.call('SET', KEYS[3], wq_fmt(horizon), 'PX', math.max(horizon - now, 0) + tonumber(ARGV[5]))
 local out = {WQ_OK, wq_fmt(cursor), wq_fmt(now), full, wq_fmt(next_read), overdue}
 for i = 1, #page do
   out[#out + 1] = page[i]
