@@ -160,7 +160,10 @@ async def test_preloader_reads_the_other_shard_while_one_is_refused_and_that_one
     r = client.redis
     sick, well = ShardKeys(topic, SICK), ShardKeys(topic, WELL)
     # A job due in 1.5 s is past the 0.5 s window when enqueued: only a page brings it in.
-    async with leading_node(redis_url, topic, window_ms=500, preload_interval_ms=100) as node:
+    # Idle shards are read every 100 ms too, so the broken one is found at once.
+    async with leading_node(
+        redis_url, topic, window_ms=500, preload_interval_ms=100, idle_preload_interval_ms=100
+    ) as node:
         await r.set(sick.delayed, "not a sorted set")
         (well_id,) = ids_on(WELL, 1)
         await client.enqueue(topic, "w", job_id=well_id, delay=1.5)

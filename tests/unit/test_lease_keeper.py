@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 
 from tests.support.node_context import START_MS, TOKEN, TOPIC, NodeParts, keys
 from tests.support.waiting import until
-from wheelq.core.keys import Registry
+from wheelq.core.keys import MEMBERSHIP_KEY, Registry
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.store.calls import Call
 from wheelq.store.nodes import LeaseAttempt
@@ -32,19 +32,36 @@ class Cluster:
         self.nodes = [TOKEN]
         self.taken: set[str] = set()
         self.renewed: dict[str, bool] = {}
+        self.version = 0
+        """The membership counter (`MEMBERSHIP_KEY`)."""
         parts.executor.answer("HGETALL", lambda call: Registry({TOPIC: SHARDS}, {}))
         parts.executor.answer("ZADD", lambda call: 1)
         parts.executor.answer("ZREMRANGEBYSCORE", lambda call: 0)
-        parts.executor.answer("ZRANGE", lambda call: list(self.nodes))
-        parts.executor.answer("ZREM", lambda call: 1)
         parts.executor.answer(
-            "GET", lambda call: b"other" if call.command[1] in self.taken else None
+            "ZRANGE", lambda call: [(n, parts.clock.now_ms() + TTL_MS) for n in self.nodes]
         )
+        parts.executor.answer("ZREM", lambda call: 1)
+        parts.executor.answer("INCR", lambda call: self.bump())
+        parts.executor.answer("GET", self.get)
         parts.executor.answer("lease_acquire", acquired)
         parts.executor.answer("lease_renew", lambda call: self.renewed.get(call.keys[0], True))
         # A server with SET ... IFEQ (Redis >= 8.4, Valkey >= 8.1): one command per renewal.
         parts.executor.answer("SET", lambda call: self.renewed.get(str(call.command[1]), True))
         parts.executor.answer("lease_release", lambda call: True)
+
+    def bump(self) -> int:
+        self.version += 1
+        return self.version
+
+    def get(self, call: Call[Any]) -> object:
+        if call.command[1] == MEMBERSHIP_KEY:
+            return self.version
+        return b"other" if call.command[1] in self.taken else None
+
+    def join(self, node: str) -> None:
+        """Another node joins: it heartbeats, then raises the counter."""
+        self.nodes.append(node)
+        self.bump()
 
 
 @pytest.fixture
@@ -140,7 +157,7 @@ async def test_hands_over_its_least_preferred_shards_when_a_node_joins(parts: No
     cluster = Cluster(parts)
     leases = keeper(parts)
     await leases.step()
-    cluster.nodes.append("node-2")
+    cluster.join("node-2")
     parts.clock.advance(250)
     await leases.step()
     assert len(parts.leads) == 1
@@ -155,7 +172,8 @@ async def test_release_all_releases_every_lease_and_leaves(parts: NodeParts) -> 
     await leases.step()
     assert await leases.release_all() == SHARDS
     assert len(parts.leads) == 0
-    assert names(parts.executor.rounds[-1]) == ["lease_release", "lease_release", "ZREM"]
+    assert names(parts.executor.rounds[-2]) == ["lease_release", "lease_release", "ZREM"]
+    assert names(parts.executor.rounds[-1]) == ["INCR"], "then: the others take the shards"
 
 
 async def test_a_failing_keeper_shows_it_and_recovers_holding_its_leases(
@@ -201,20 +219,48 @@ async def test_renews_by_script_once_the_server_refuses_set_ifeq(parts: NodePart
     assert [lead.keys.shard for lead in parts.leads.all()] == [0], "taken: dropped"
 
 
-async def test_heartbeats_with_the_renewals_and_reads_the_live_nodes_every_check(
+async def test_heartbeats_with_the_renewals_and_reads_node_sets_only_when_they_may_change(
     parts: NodeParts,
 ) -> None:
     cluster = Cluster(parts)
     leases = keeper(parts)
     await leases.step()
     assert len(parts.executor.sent("ZADD")) == 1
+    assert len(parts.executor.sent("INCR")) == 1, "joined: the others read the node set"
     parts.clock.advance(250)
-    cluster.nodes = [TOKEN, "joiner"]
+    await leases.step()  # our own raise of the counter: read once more
+    parts.clock.advance(250)
+    reads = len(parts.executor.sent("ZRANGE"))
     await leases.step()
+    assert len(parts.executor.sent("ZRANGE")) == reads, "nothing moved: no read"
     assert len(parts.executor.sent("ZADD")) == 1, "no heartbeat before the renew interval"
-    assert len(parts.executor.sent("ZRANGE")) == 2, "the live nodes, every check"
+    cluster.join("joiner")
+    parts.clock.advance(250)
+    await leases.step()
+    assert len(parts.executor.sent("ZRANGE")) == reads + 1, "the counter moved: read"
     assert len(parts.leads) == 1, "a node that joined gets its share at the next check"
     parts.clock.advance(TTL_MS // 3)
     await leases.step()
     (_, beat) = parts.executor.sent("ZADD")
     assert beat.command[2:] == (parts.clock.now_ms() + TTL_MS, TOKEN)
+
+
+async def test_reads_a_node_set_again_when_a_known_node_heartbeat_runs_out(
+    parts: NodeParts,
+) -> None:
+    cluster = Cluster(parts)
+    cluster.nodes = [TOKEN, "peer"]
+    leases = keeper(parts)
+    await leases.step()
+    parts.clock.advance(250)
+    await leases.step()
+    assert len(parts.leads) == 1, "half the shards: the peer has the other"
+    cluster.nodes = [TOKEN]  # the peer died: its heartbeat runs out, nobody raises the counter
+    reads = len(parts.executor.sent("ZRANGE"))
+    parts.clock.advance(TTL_MS - 500)
+    await leases.step()
+    assert len(parts.executor.sent("ZRANGE")) == reads, "its heartbeat has not run out yet"
+    parts.clock.advance(500)
+    await leases.step()
+    assert len(parts.executor.sent("ZRANGE")) == reads + 1
+    assert len(parts.leads) == SHARDS, "its shards taken over"

@@ -49,6 +49,10 @@ from wheelq.errors import (
 )
 
 TOPICS_KEY = "wheelq:topics"
+MEMBERSHIP_KEY = "wheelq:membership"
+"""A counter every scheduler node raises after it joins or leaves a topic's node set; nodes
+read it every check and read the node sets again only when it moved (or a known node's
+heartbeat ran out)."""
 SCHEDULED_KEY = "wheelq:scheduled"
 
 MAX_TOPIC_LENGTH = 100

@@ -21,6 +21,7 @@ from wheelq.core.keys import Registry, ShardKeys, all_shards
 from wheelq.core.shares import quota, rank
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.scheduler.node_sets import NodeSets
 from wheelq.store import nodes, ops
 from wheelq.store.calls import Call
 
@@ -53,7 +54,7 @@ class LeaseKeeper(Service):
         self._interval_s = min(s.check_interval_ms, s.renew_interval_ms) / 1000
         self._invalid: dict[str, str] = {}
         self._next_beat_ms = 0.0
-        self._beaten: set[str] = set()
+        self._sets = NodeSets(node_id, s.lease_ttl_ms)
         self._ifeq = True
         """Renew with SET ... IFEQ; False once the server refused it (then the script)."""
 
@@ -68,6 +69,7 @@ class LeaseKeeper(Service):
             await self.balance()
         except BaseException:
             self._next_renew_ms = self._next_beat_ms = 0.0  # renew and beat first when back
+            self._sets.stale()
             raise
         return self._interval_s
 
@@ -97,7 +99,9 @@ class LeaseKeeper(Service):
 
     async def balance(self) -> None:
         """Heartbeat into each served topic's node set and move towards this node's quota."""
-        (registry,) = await self._ctx.executor.run([ops.all_topics()])
+        registry, version = await self._ctx.executor.run(
+            [ops.all_topics(), nodes.membership_version()]
+        )
         self._skip_invalid(registry)
         served = {
             t: n
@@ -105,40 +109,52 @@ class LeaseKeeper(Service):
             if self._topics is None or t in self._topics
         }
         gone = [t for t in self._served if t not in served]
+        joined = [t for t in served if t not in self._served]
         self._served = served
         topics = list(served.items())
         if gone:  # dropped or filtered out: stop heartbeating there, leave no member behind
             await self._ctx.executor.run(
                 [nodes.leave(topic, self.node_id) for topic in gone], return_exceptions=True
             )
+            self._sets.forget(gone)
         for lead in self._ctx.leads.all():
             if lead.keys.topic not in self._served:
                 await self._release([lead])  # topic gone or filtered out
-        if not topics:
-            return
+        if topics:
+            await self._read_sets(topics, version, beat_now=bool(joined))
+        if joined or gone:  # after the heartbeats and leaves landed: others read the sets
+            await self._ctx.executor.run([nodes.membership_changed()])
+        if topics:
+            await self._move_to_quota(topics)
+
+    async def _read_sets(self, topics: list[tuple[str, int]], version: int, beat_now: bool) -> None:
+        """Heartbeat when due (with the renewals, three times per TTL: an expiry a TTL ahead)
+        and read the node sets `NodeSets` says may have changed."""
         now_ms = self._ctx.clock.now_ms()
         ttl = self._ctx.settings.lease_ttl_ms
-        # The heartbeat (an expiry a ttl ahead) is due with the renewals, three times per
-        # ttl; the live nodes are read every check, so a dead node's shards move on soon.
-        beat = now_ms >= self._next_beat_ms or bool(gone) or set(served) != self._beaten
+        beat = beat_now or now_ms >= self._next_beat_ms
         if beat:
             self._next_beat_ms = now_ms + self._ctx.settings.renew_interval_ms
-            self._beaten = set(served)
+        reading = self._sets.to_read([t for t, _ in topics], now_ms, version)
         calls: list[Call[Any]] = []
-        for topic, _ in topics:
-            if beat:
-                calls += [
-                    nodes.heartbeat(topic, self.node_id, now_ms + ttl),
-                    nodes.forget_dead_nodes(topic, now_ms - 10 * ttl),
-                ]
-            calls.append(nodes.live_nodes(topic, now_ms))
+        for topic, _ in topics if beat else ():
+            calls += [
+                nodes.heartbeat(topic, self.node_id, now_ms + ttl),
+                nodes.forget_dead_nodes(topic, now_ms - 10 * ttl),
+            ]
+        calls += [nodes.live_nodes(topic, now_ms) for topic in reading]
+        if not calls:
+            return
         replies = await self._ctx.executor.run(calls)
-        live = replies[2::3] if beat else replies
+        for topic, members in zip(reading, replies[len(replies) - len(reading) :], strict=True):
+            self._sets.update(topic, members, now_ms)
+
+    async def _move_to_quota(self, topics: list[tuple[str, int]]) -> None:
         to_take: list[tuple[list[ShardKeys], int]] = []
-        for i, (topic, shards) in enumerate(topics):
+        for topic, shards in topics:
             universe = all_shards(topic, shards)
             names = {keys: keys.tag for keys in universe}
-            share = quota(self.node_id, live[i], shards)
+            share = quota(self.node_id, self._sets.live(topic), shards)
             held = [lead for lead in self._ctx.leads.all() if lead.keys.topic == topic]
             if len(held) > share:
                 extra = set(rank(self.node_id, [lead.keys for lead in held], names)[share:])
@@ -206,6 +222,8 @@ class LeaseKeeper(Service):
             self.drop(lead, "released")
         if calls:
             await self._ctx.executor.run(calls, return_exceptions=True)
+        if self._served:  # after the leaves: the others take the shards at their next check
+            await self._ctx.executor.run([nodes.membership_changed()], return_exceptions=True)
         return len(leads)
 
     def drop(self, lead: Lead, why: str) -> None:

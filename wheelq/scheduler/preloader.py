@@ -63,6 +63,8 @@ class Preloader(Service):
         super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
         self._ctx = ctx
         self._driver = driver
+        self._refused: set[int] = set()
+        """Slots of shards whose last round failed on their own (a wrong-type key)."""
 
     async def step(self) -> float | None:
         """Rounds over the shards whose round is due, until none has more to read or sweep;
@@ -72,6 +74,9 @@ class Preloader(Service):
         busy = await self.cycle(leads)
         while busy and not self.stopping:
             busy = await self.cycle(busy)
+        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
+        if self._refused:
+            self.still_failing()  # a refused shard's retry is still to come
         rounds = [self._round_at(lead) for lead in self._ctx.leads.all()]
         if not rounds:
             return None
@@ -164,8 +169,10 @@ class Preloader(Service):
             record_emit(self._ctx, lead, sweep, sent_ms)
             self._ctx.metrics.fired_by_sweep(lead.keys.topic, sent_ms, bound_ms, sweep.emitted)
             busy = busy or sweep.more
+        self._refused.discard(lead.slot)
         for result in (inbox, page, sweep):
             if isinstance(result, Exception) and not isinstance(result, LeaseLostError):
                 lead.planned_ms = sent_ms + self._ctx.settings.preload_interval_ms
+                self._refused.add(lead.slot)
                 self.failed(result)  # this shard only: the others go on without a pause
         return busy

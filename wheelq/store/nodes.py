@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from wheelq.core.keys import ShardKeys, nodes_key
+from wheelq.core.keys import MEMBERSHIP_KEY, ShardKeys, nodes_key
 from wheelq.errors import LeaseLostError
 from wheelq.store.calls import Call, script_call
 from wheelq.store.scripts import check
@@ -105,11 +105,28 @@ def heartbeat(topic: str, node_id: str, expires_ms: int) -> Call[int]:
     return Call(command=("ZADD", nodes_key(topic), expires_ms, node_id), parse=int)
 
 
-def live_nodes(topic: str, now_ms: int) -> Call[list[str]]:
+def live_nodes(topic: str, now_ms: int) -> Call[list[tuple[str, int]]]:
+    """The nodes whose heartbeat expiry is after `now_ms`, with that expiry (ms)."""
+
+    def parse(reply: Any) -> list[tuple[str, int]]:
+        if reply and not isinstance(reply[0], list | tuple):  # RESP2: flat
+            reply = list(zip(reply[::2], reply[1::2], strict=True))
+        return [(member.decode(), int(float(score))) for member, score in reply]
+
     return Call(
-        command=("ZRANGE", nodes_key(topic), f"({now_ms}", "+inf", "BYSCORE"),
-        parse=lambda r: [m.decode() for m in r],
+        command=("ZRANGE", nodes_key(topic), f"({now_ms}", "+inf", "BYSCORE", "WITHSCORES"),
+        parse=parse,
     )
+
+
+def membership_version() -> Call[int]:
+    """The membership counter (`wheelq.core.keys.MEMBERSHIP_KEY`); 0 before any change."""
+    return Call(command=("GET", MEMBERSHIP_KEY), parse=lambda r: int(r or 0))
+
+
+def membership_changed() -> Call[int]:
+    """Raise the membership counter: this node joined or left a node set."""
+    return Call(command=("INCR", MEMBERSHIP_KEY), parse=int)
 
 
 def forget_dead_nodes(topic: str, before_ms: int) -> Call[int]:
