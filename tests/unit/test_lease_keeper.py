@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError, ResponseError
 
 from tests.support.node_context import START_MS, TOKEN, TOPIC, NodeParts, keys
 from tests.support.waiting import until
@@ -264,3 +264,20 @@ async def test_reads_a_node_set_again_when_a_known_node_heartbeat_runs_out(
     await leases.step()
     assert len(parts.executor.sent("ZRANGE")) == reads + 1
     assert len(parts.leads) == SHARDS, "its shards taken over"
+
+
+async def test_reads_every_node_set_every_check_when_the_acl_refuses_the_counter(
+    parts: NodeParts,
+) -> None:
+    cluster = Cluster(parts)
+    refused = NoPermissionError("NOPERM No permissions to access a key")
+    parts.executor.answer(
+        "GET", lambda call: refused if call.command[1] == MEMBERSHIP_KEY else cluster.get(call)
+    )
+    leases = keeper(parts)
+    for _ in range(3):
+        await leases.step()
+        parts.clock.advance(250)
+    assert len(parts.executor.sent("ZRANGE")) == 3, "every check, as without the counter"
+    assert parts.executor.sent("INCR") == [], "nor raised"
+    assert len(parts.leads) == SHARDS

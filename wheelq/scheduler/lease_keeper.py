@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from wheelq.core.keys import Registry, ShardKeys, all_shards
+from wheelq.core.keys import MEMBERSHIP_KEY, Registry, ShardKeys, all_shards
 from wheelq.core.shares import quota, rank
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
@@ -55,6 +55,9 @@ class LeaseKeeper(Service):
         self._invalid: dict[str, str] = {}
         self._next_beat_ms = 0.0
         self._sets = NodeSets(node_id, s.lease_ttl_ms)
+        self._counter = True
+        """Use the membership counter; False when the server refuses it (an ACL user
+        limited to the topic's keys): then every node set is read every check."""
         self._ifeq = True
         """Renew with SET ... IFEQ; False once the server refused it (then the script)."""
 
@@ -99,9 +102,23 @@ class LeaseKeeper(Service):
 
     async def balance(self) -> None:
         """Heartbeat into each served topic's node set and move towards this node's quota."""
-        registry, version = await self._ctx.executor.run(
-            [ops.all_topics(), nodes.membership_version()]
-        )
+        version: int | None = None
+        if self._counter:
+            registry, version = await self._ctx.executor.run(
+                [ops.all_topics(), nodes.membership_version()], return_exceptions=True
+            )
+            if nodes.refused_by_acl(version):  # an ACL user without the key
+                log.warning(
+                    "cannot read %s (%s): reading every node set every check instead",
+                    MEMBERSHIP_KEY,
+                    version,
+                )
+                self._counter, version = False, None
+            for reply in (registry, version):
+                if isinstance(reply, BaseException):
+                    raise reply
+        else:
+            (registry,) = await self._ctx.executor.run([ops.all_topics()])
         self._skip_invalid(registry)
         served = {
             t: n
@@ -122,12 +139,14 @@ class LeaseKeeper(Service):
                 await self._release([lead])  # topic gone or filtered out
         if topics:
             await self._read_sets(topics, version, beat_now=bool(joined))
-        if joined or gone:  # after the heartbeats and leaves landed: others read the sets
+        if (joined or gone) and self._counter:  # after the heartbeats and leaves landed
             await self._ctx.executor.run([nodes.membership_changed()])
         if topics:
             await self._move_to_quota(topics)
 
-    async def _read_sets(self, topics: list[tuple[str, int]], version: int, beat_now: bool) -> None:
+    async def _read_sets(
+        self, topics: list[tuple[str, int]], version: int | None, beat_now: bool
+    ) -> None:
         """Heartbeat when due (with the renewals, three times per TTL: an expiry a TTL ahead)
         and read the node sets `NodeSets` says may have changed."""
         now_ms = self._ctx.clock.now_ms()
@@ -222,7 +241,7 @@ class LeaseKeeper(Service):
             self.drop(lead, "released")
         if calls:
             await self._ctx.executor.run(calls, return_exceptions=True)
-        if self._served:  # after the leaves: the others take the shards at their next check
+        if self._served and self._counter:  # after the leaves: the others take the shards
             await self._ctx.executor.run([nodes.membership_changed()], return_exceptions=True)
         return len(leads)
 

@@ -35,9 +35,10 @@ class NodeSets:
         self._next_ms: dict[str, int] = {}
         self._version: int | None = None
 
-    def to_read(self, topics: Iterable[str], now_ms: int, version: int) -> list[str]:
-        """The topics whose node set must be read now, given the membership counter."""
-        if version != self._version:
+    def to_read(self, topics: Iterable[str], now_ms: int, version: int | None) -> list[str]:
+        """The topics whose node set must be read now, given the membership counter (None:
+        unknown, every one)."""
+        if version is None or version != self._version:
             self._version = version
             return list(topics)
         return [t for t in topics if t not in self._live or now_ms >= self._next_ms[t]]

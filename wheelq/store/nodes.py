@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError, ResponseError
 
 from wheelq.core.keys import MEMBERSHIP_KEY, ShardKeys, nodes_key
 from wheelq.errors import LeaseLostError
@@ -122,6 +122,11 @@ def live_nodes(topic: str, now_ms: int) -> Call[list[tuple[str, int]]]:
 def membership_version() -> Call[int]:
     """The membership counter (`wheelq.core.keys.MEMBERSHIP_KEY`); 0 before any change."""
     return Call(command=("GET", MEMBERSHIP_KEY), parse=lambda r: int(r or 0))
+
+
+def refused_by_acl(reply: object) -> bool:
+    """Whether `reply` is a NOPERM refusal (an ACL user without the key)."""
+    return isinstance(reply, NoPermissionError)
 
 
 def membership_changed() -> Call[int]:
