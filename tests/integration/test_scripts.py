@@ -1215,23 +1215,25 @@ def test_preload_page_of_one_crowded_millisecond_only(
 
 
 @pytest.mark.usefixtures("leader")
-def test_preload_never_lowers_the_horizon(
+def test_preload_sets_the_horizon_to_its_own_reach_below_an_earlier_plan(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
+    # An earlier read planned a long sleep and reached far; now that jobs are near, the
+    # new plan reads again soon, so jobs beyond the window need no note (and get none).
     t0 = server_ms(redis_sync)
-    high = t0 + HOUR_MS
-    redis_sync.set(keys.horizon, high)  # no TTL: the preload must give it one
+    redis_sync.set(keys.horizon, t0 + HOUR_MS)  # no TTL: the preload must give it one
     for i in range(3):
         seed_pending(redis_sync, keys, f"j{i}", t0 + 1000 + i, env())
 
-    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 100, TTL_MS))
-    assert page.cursor_ms < high
-    assert int(redis_sync.get(keys.horizon)) == high
-    assert HOUR_MS - 1000 < redis_sync.pttl(keys.horizon) <= HOUR_MS + TTL_MS
+    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 100, TTL_MS, least_ms=500, most_ms=9000))
+    assert page.next_read_ms == page.server_now_ms + 500
+    assert int(redis_sync.get(keys.horizon)) == page.cursor_ms == page.server_now_ms + MINUTE_MS
+    assert MINUTE_MS - 1000 < redis_sync.pttl(keys.horizon) <= MINUTE_MS + TTL_MS
 
     full = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 2, TTL_MS))  # a page ending at t0 + 1001
     assert full.full is True and full.cursor_ms == t0 + 1001
-    assert int(redis_sync.get(keys.horizon)) == high
+    assert full.next_read_ms == full.server_now_ms, "the rest of the page: read again now"
+    assert int(redis_sync.get(keys.horizon)) == t0 + 1001
 
 
 @pytest.mark.usefixtures("leader")

@@ -19,8 +19,9 @@ its earliest job comes within the window, and at most
 `idle_preload_interval_ms` later; the horizon covers the jobs written
 meanwhile. A shard sleeps until that plan only while the wake listener
 follows it (its notes arrive by pub/sub, so a job written inside the
-horizon reaches the wheel at once); otherwise it goes round every
-`preload_interval_ms` and its inbox carries the notes. A followed shard
+horizon reaches the wheel at once) and no note has come since its last
+drain; otherwise it goes round every `preload_interval_ms`, and its inbox
+drain keeps pace with the notes. A followed shard
 with nothing noted and nothing overdue gets a light round: the read alone,
 which also says whether anything is overdue (then a full round follows at
 once). An idle shard so costs one script call per `idle_preload_interval_ms`.
@@ -86,8 +87,9 @@ class Preloader(Service):
         """When `lead`'s next round is due: its plan, or sooner when not followed."""
         if lead.throttled:
             return lead.last_round_ms + THROTTLED_INTERVAL_MS
-        if lead.followed:
+        if lead.followed and not lead.noted:
             return lead.planned_ms
+        # Not followed, or notes arrive (jobs are being written): drained at the busy pace.
         return min(lead.planned_ms, lead.last_round_ms + self._ctx.settings.preload_interval_ms)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:

@@ -39,8 +39,9 @@ class WakeListener(Service):
         driver: Where announced jobs go.
         clock: This part's clock (the base logs pauses on it).
         max_pause_ms: Longest pause after failed subscriptions (``failure_pause_max_ms``).
-        on_follow: Called when shards became followed or stopped being followed (the
-            preloader's wake: it plans their rounds again).
+        on_follow: Called when shards became followed or stopped being followed, or got
+            their first note since their inbox was drained (the preloader's wake: it plans
+            their rounds again).
     """
 
     name = "wake"
@@ -89,8 +90,11 @@ class WakeListener(Service):
     def _deliver(self, note: WakeNote) -> None:
         lead = self._leads.by_channel.get(note.channel)
         if lead is not None:
-            lead.noted = True  # its durable copy waits in the inbox
             self._driver.schedule(lead, [(note.job_id, note.due_ms)])
+            if not lead.noted:  # its durable copy waits in the inbox: drain at the busy pace
+                lead.noted = True
+                if self._on_follow is not None:
+                    self._on_follow()
 
     def _follow(self, subscription: WakeSubscription) -> None:
         """Mark the leads whose channel is confirmed as followed, the others not; a lead

@@ -1,5 +1,5 @@
 --[[ preload.lua — read the next page of jobs due within the window, plan the next read, and
-raise the horizon to cover every job that read could come too late for.
+set the horizon to cover every job that read could come too late for.
 Everything with due <= horizon that is written after this call is also pushed to the inbox
 (enqueue.lua, reschedule.lua), so together the pages and the inbox miss nothing.
 A full page is extended to the end of its last millisecond, so a page boundary never splits
@@ -9,6 +9,9 @@ comes within the window, but not sooner than ARGV[6] and not later than ARGV[7] 
 shard with nothing pending sleeps ARGV[7]). The horizon then reaches half a window past that
 read, so a job written after this call and due beyond the horizon is still due more than
 half a window after the next read begins: that read, or the plan it makes, finds it in time.
+The horizon is set to this read's reach even when an earlier read's plan reached further:
+everything up to it was just read or will be noted, and the rest is for the new plan's read
+(so a shard that wakes from a long sleep stops noting the jobs of its busy future at once).
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:lease     STRING  token of the leader
 KEYS[3]  {T:s}:horizon   STRING  ms up to which new jobs are noted in the inbox
@@ -65,11 +68,7 @@ if full == 0 and least > 0 then
   end
   reach = math.max(cursor, next_read + math.floor(tonumber(ARGV[3]) / 2))
 end
-local horizon = tonumber(redis.call('GET', KEYS[3]))
-if not horizon or reach > horizon then
-  horizon = reach
-end
-redis.call('SET', KEYS[3], wq_fmt(horizon), 'PX', math.max(horizon - now, 0) + tonumber(ARGV[5]))
+redis.call('SET', KEYS[3], wq_fmt(reach), 'PX', math.max(reach - now, 0) + tonumber(ARGV[5]))
 local out = {WQ_OK, wq_fmt(cursor), wq_fmt(now), full, wq_fmt(next_read), overdue}
 for i = 1, #page do
   out[#out + 1] = page[i]
