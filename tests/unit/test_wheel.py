@@ -275,6 +275,51 @@ def test_default_size_matches_heap() -> None:
     assert len(wheel) == 0
 
 
+def test_a_crowded_millisecond_is_handed_out_in_slices_in_order() -> None:
+    wheel: TimingWheel[int] = TimingWheel(tick_ms=1, wheel_size=8192)
+    for key in range(1000):
+        wheel.add(key, 500)
+    wheel.add(1000, 501)
+    wheel.add(-1, 499)
+
+    head = wheel.advance_to(501, limit=100)
+    assert head == [(-1, 499), *((key, 500) for key in range(99))], "the earliest, to the limit"
+    assert wheel.next_expiry_ms() == 500, "the rest is still due"
+    wheel.cancel(500)
+    wheel.add(2000, 400)  # added already due: after the slice, before the rest
+    assert wheel.advance_to(501) == [
+        (2000, 400),
+        *((key, 500) for key in range(99, 1000) if key != 500),
+        (1000, 501),
+    ]
+    assert len(wheel) == 0
+    wheel.add(7, 500 + 8192)  # the slot sliced out is usable again
+    assert wheel.advance_to(500 + 8192) == [(7, 500 + 8192)]
+
+
+def test_no_slices_of_a_bucket_an_earlier_entry_cascaded_into() -> None:
+    wheel = tiny()
+    wheel.add("early", 10)  # level 1 (bucket from 8)
+    wheel.advance_to(7)  # level 0 now spans [7, 11)
+    wheel.add("late-1", 10)  # straight into level 0
+    wheel.add("late-2", 10)
+    wheel.advance_to(8)  # "early" cascades into the same bucket, after them
+    batches = wheel.advance_to(10, limit=1) + wheel.advance_to(10)
+    assert batches == [("early", 10), ("late-1", 10), ("late-2", 10)]
+
+
+def test_no_slices_while_another_bucket_is_due_at_the_same_millisecond() -> None:
+    wheel = tiny(start_ms=-5)
+    wheel.add("first", -4)  # makes the level-0 bucket of slot 0 (older than the next one)
+    assert wheel.advance_to(-4) == [("first", -4)]
+    wheel.add("early", 8)  # level 1, bucket from 8
+    wheel.advance_to(5)  # level 0 now spans [5, 9)
+    wheel.add("late-1", 8)  # level 0, slot 0: the older bucket, popped first
+    wheel.add("late-2", 8)
+    batches = wheel.advance_to(8, limit=1) + wheel.advance_to(8)
+    assert batches == [("early", 8), ("late-1", 8), ("late-2", 8)]
+
+
 # --- properties against a reference model ---------------------------------------------------
 
 KEYS = st.integers(0, 15)
@@ -338,9 +383,16 @@ class WheelVsModel(RuleBasedStateMachine):
         assert wake_ms is not None
         self.check_advance(max(wake_ms, self.wheel.now_ms))
 
-    def check_advance(self, now_ms: int) -> None:
+    @rule(step_ms=STEPS_MS, limit=st.integers(0, 6))
+    def advance_in_slices(self, step_ms: int, limit: int) -> None:
+        """A limited call, then the rest at the same time: together, exactly one full call."""
+        self.check_advance(self.wheel.now_ms + step_ms, limit)
+
+    def check_advance(self, now_ms: int, limit: int | None = None) -> None:
         before_ms = self.wheel.now_ms
-        fired = self.wheel.advance_to(now_ms)
+        fired = self.wheel.advance_to(now_ms, limit)
+        if limit is not None and now_ms >= before_ms:
+            fired += self.wheel.advance_to(now_ms)
         if now_ms < before_ms:
             assert fired == []
             assert self.wheel.now_ms == before_ms

@@ -5,6 +5,7 @@ Pure and clock-free: callers pass times in; the wheel never reads a clock or sle
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
@@ -18,12 +19,13 @@ __all__ = ["TimingWheel"]
 class _Bucket(Generic[K]):
     """One slot of one level: the entries whose due time falls in one span of that level's tick."""
 
-    __slots__ = ("items", "key_ms", "uid")
+    __slots__ = ("cascaded", "items", "key_ms", "uid")
 
     def __init__(self, uid: int) -> None:
         self.items: dict[K, tuple[int, int]] = {}  # key -> (due_ms, insertion seq)
         self.key_ms: int | None = None  # sort key while in the index, None while not indexed
         self.uid = uid  # unique tie-breaker so the index never compares buckets
+        self.cascaded = False  # holds entries cascaded from a coarser level (not in seq order)
 
 
 class TimingWheel(Generic[K]):
@@ -181,16 +183,23 @@ class TimingWheel(Generic[K]):
             best = ready.key_ms
         return best
 
-    def advance_to(self, now_ms: int) -> list[tuple[K, int]]:
+    def advance_to(self, now_ms: int, limit: int | None = None) -> list[tuple[K, int]]:
         """Move the wheel's time to ``now_ms`` and return what became due.
 
         Args:
             now_ms: The caller's current time in milliseconds. A value below ``now_ms`` is a
                 no-op: the wheel's time never moves backwards.
+            limit: Hand a crowded millisecond out in slices: when the next due bucket is one
+                millisecond (``tick_ms`` 1) whose entries, with those already returned, exceed
+                ``limit``, return only enough of them to reach it; the rest stay due and
+                come first from the next call, in O(1) (the bucket becomes the due ones).
+                Only where that keeps the order exact (no other bucket due at that
+                millisecond, no entry cascaded into it). Otherwise everything due.
 
         Returns:
-            Every held ``(key, due_ms)`` with ``due_ms <= now_ms``, each removed from the wheel,
-            sorted by due time then insertion order.
+            Every held ``(key, due_ms)`` with ``due_ms <= now_ms`` (see ``limit``), each
+            removed from the wheel, sorted by due time then insertion order. Batches of
+            successive calls keep that order between them.
         """
         if now_ms < self._now_ms:
             return []
@@ -211,17 +220,41 @@ class TimingWheel(Generic[K]):
             items = bucket.items
             if not items:
                 continue
+            if limit is not None and len(out) + len(items) > limit and self._slice(bucket, key_ms):
+                for key in list(itertools.islice(items, max(0, limit - len(out)))):
+                    due, seq = items.pop(key)
+                    out.append((due, seq, key))
+                    del where[key]
+                self._set_clock(key_ms)
+                break
             bucket.items = {}
+            bucket.cascaded = False
             self._set_clock(key_ms)
             for key, item in items.items():
                 if item[0] <= now_ms:
                     out.append((item[0], item[1], key))
                     del where[key]
                 else:  # cascade to a finer level (or, at level 0, back into a fresh bucket)
-                    where[key] = self._insert(key, item)
+                    target = where[key] = self._insert(key, item)
+                    target.cascaded = True
         self._set_clock(now_ms)
         out.sort()  # seq is unique, so keys are never compared
         return [(key, due) for due, _, key in out]
+
+    def _slice(self, bucket: _Bucket[K], key_ms: int) -> bool:
+        """Make `bucket`, just popped at `key_ms`, the due bucket when it can be handed out
+        in slices (see ``advance_to``): a level-0 bucket of one millisecond, in insertion
+        order, the only one due at it. Its entries stay put; only its role changes."""
+        slots = self._slots[0]
+        slot = key_ms % self._wheel_size
+        if self._tick_ms != 1 or bucket.cascaded or slots[slot] is not bucket:
+            return False
+        if self._index and self._index[0][0] <= key_ms:  # another bucket due at it
+            return False
+        slots[slot] = None  # a fresh bucket takes the slot when it is next needed
+        bucket.key_ms = key_ms
+        self._ready = bucket
+        return True
 
     def _set_clock(self, clock_ms: int) -> None:
         if clock_ms > self._clock_ms:

@@ -84,7 +84,10 @@ class WheelDriver(Service):
             if self._refused:
                 self._keep_count()
             return None if next_ms is None else (next_ms - now_ms) / 1000
-        expired = self.wheel.advance_to(now_ms)
+        # A crowded millisecond comes out in a slice first (O(1) for the rest, which stays
+        # due for the next step): its earliest jobs go out without waiting for the wheel to
+        # hand over the whole burst (~7 ms for 20,000).
+        expired = self.wheel.advance_to(now_ms, FIRST_ROUND)
         if expired:
             await self._emit(expired, now_ms)
         if self._refused:
