@@ -130,6 +130,21 @@ async def test_a_burst_sends_its_earliest_jobs_in_a_round_of_their_own_first(
     assert (first.emitted, second.emitted, len(driver.wheel)) == (n, 3, 0)
 
 
+async def test_a_crowded_millisecond_is_sliced_even_after_the_wheel_sat_idle(
+    parts: NodeParts,
+) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    parts.clock.advance(60_000)  # the wheel's levels are a minute old
+    due = parts.clock.now_ms() + 3000
+    driver.schedule(lead, [(f"j{i:04}", due) for i in range(1000)])
+    parts.clock.advance(3000)
+    slices = driver.wheel.advance_to(due, FIRST_ROUND)
+    assert [job_id for (_, job_id), _ in slices] == [f"j{i:04}" for i in range(FIRST_ROUND)], (
+        "the jobs went straight to level 0 (no cascade): the millisecond is sliced"
+    )
+
+
 async def test_a_first_round_without_a_reply_puts_the_whole_burst_back(parts: NodeParts) -> None:
     driver = WheelDriver(parts.ctx)
     lead = parts.lead(0)

@@ -65,6 +65,8 @@ class WheelDriver(Service):
         """Put (job id, due ms) pairs of `lead` in the wheel; wakes the driver if earlier."""
         if not jobs or not lead.active:
             return
+        if not self.wheel:  # bring an idle wheel's levels to now: jobs land in level 0,
+            self.wheel.advance_to(self.clock.now_ms())  # where a crowded ms can be sliced
         before = self.wheel.next_expiry_ms()
         add = self.wheel.add
         slot = lead.slot
