@@ -67,7 +67,7 @@ def sizes(quick: bool) -> dict[str, Any]:
             "burst": 20_000,
             "backlog": 100_000,
             "failover_s": 12.0,
-            "idle_s": 3.0,
+            "idle_s": 10.0,  # an idle shard is read every 10 s: a shorter window undercounts
             "cluster_repeats": 1,
             "cluster_steady_rate": 0,
         }

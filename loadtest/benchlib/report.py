@@ -148,6 +148,14 @@ def targets(res: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                 ours * 20 <= theirs,
                 f"{_num(ours)} vs {_num(theirs)} commands/s (1/{theirs / max(ours, 1e-9):.0f})",
             )
+    per_shard = idle.get("redis_commands_per_s_per_shard")
+    if per_shard is not None:
+        add(
+            "idle <= 2 Redis commands/s per shard (scripts' own commands counted)",
+            None,
+            per_shard <= 2,
+            f"{per_shard} per shard, {idle.get('topics')} x {idle.get('shards_per_topic')}",
+        )
     eff = res.get("efficiency") or {}
     poll_loaded = _get(res, "poller", "loaded")
     if eff and isinstance(poll_loaded, dict):
