@@ -9,7 +9,8 @@ up the entries not started (a stop hands them on) and leaves the running ones al
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgpack
@@ -20,7 +21,7 @@ from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, HeldHandler, entry
 from wheelq.core import wire
 from wheelq.core.clock import ManualClock
 from wheelq.core.history import SEPARATOR, read_record
-from wheelq.core.job import Envelope
+from wheelq.core.job import Envelope, Job
 from wheelq.core.read_ahead import READ_AHEAD_MAX
 from wheelq.core.retry import RetryPolicy
 from wheelq.store.calls import Call
@@ -47,7 +48,11 @@ def runs(call: Call[Any]) -> list[tuple[Any, ...]]:
 
 class Parts:
     def __init__(
-        self, concurrency: int, failing: set[str] | None = None, read_ahead_ms: int = 0
+        self,
+        concurrency: int,
+        failing: set[str] | None = None,
+        read_ahead_ms: int = 0,
+        sync_handler: Callable[[Job], None] | None = None,
     ) -> None:
         self.handler = HeldHandler(failing)
         self.executor = ScriptedExecutor()
@@ -56,7 +61,7 @@ class Parts:
         self.executor.answer("retry", lambda call: Retried(True, 1, "m"))
         self.executor.answer("dead_letter", lambda call: (len(call.args) - 1) // 3)
         self.settler = Settler(self.executor, TOPIC, GROUP, ManualClock())
-        self.runner = HandlerRunner(self.handler, timeout_ms=0, threads=concurrency)
+        self.runner = HandlerRunner(sync_handler or self.handler, timeout_ms=0, threads=concurrency)
         self.in_flight = InFlightSet(
             TOPIC,
             GROUP,
@@ -223,3 +228,32 @@ async def test_finish_waits_for_running_handlers_until_hurried(parts: Parts) -> 
     assert not finishing.done()  # f2 still runs, and the grace is long
     hurry.set()
     assert await asyncio.wait_for(finishing, WAIT_S) == 1
+
+
+async def test_a_sync_handler_runs_without_a_task_and_its_outcomes_are_settled() -> None:
+    gates = {job_id: threading.Event() for job_id in ("s1", "s2", "s3")}
+
+    def handler(job: Job) -> None:
+        gates[job.id].wait(WAIT_S)
+        if job.id == "s2":
+            raise ValueError(f"{job.id} failed")
+
+    parts = Parts(concurrency=2, sync_handler=handler)
+    parts.in_flight.accept(0, [entry("s1"), entry("s2", attempt=1, max_attempts=3), entry("s3")])
+    first = [h.task for h in parts.in_flight.held.values() if h.task is not None]
+    assert len(first) == 2 and not any(isinstance(t, asyncio.Task) for t in first), (
+        "two slots: two runs queued to the threads, their futures, no task"
+    )
+    for job_id in ("s1", "s2"):
+        gates[job_id].set()
+    await asyncio.wait_for(asyncio.gather(*first, return_exceptions=True), WAIT_S)
+    (third,) = [h.task for h in parts.in_flight.held.values()]
+    assert third is not None, "a run that ended started the next"
+    gates["s3"].set()
+    await asyncio.wait_for(asyncio.gather(third, return_exceptions=True), WAIT_S)
+    await parts.settle()
+    assert sorted(e for ack in parts.succeeded() for e in ack) == ["1-0", "3-0"]
+    (retry,) = parts.executor.sent("retry")
+    assert list(retry.args[1:3]) == ["2-0", "s2"]
+    assert (parts.in_flight.handled, parts.in_flight.failed) == (2, 1)
+    assert parts.in_flight.held == {}, "each run, once settled, is forgotten"

@@ -23,6 +23,7 @@ as many wedged threads as `threads` (see `wheelq.worker.handler_threads`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -122,16 +123,30 @@ class HandlerRunner:
         """Threads still running a sync handler that ran over its time limit."""
         return 0 if self._pool is None else self._pool.wedged
 
+    def submit(self, job: Job) -> asyncio.Future[None]:
+        """A sync handler's run of `job`, queued to its threads; `outcome` reads the future
+        once done. (The worker runs sync jobs so, without a task per job.)"""
+        assert self._pool is not None, "submit is for sync handlers"
+        return self._pool.submit(job)
+
+    def outcome(self, job: Job, done: asyncio.Future[None]) -> Exception | None:
+        """What the finished (not cancelled) run `done` of `job` raised (None: success)."""
+        exc = done.exception()
+        if exc is None:
+            return None
+        if isinstance(exc, RanOver):
+            return self._ran_over(job)
+        if isinstance(exc, Exception):
+            return exc
+        raise exc  # not raised by a handler: `_call` turns those into HandlerExitError
+
     async def run(self, job: Job) -> Exception | None:
         """Run the handler on `job`; returns the exception it raised (None: success)."""
         if self._pool is not None:
-            try:
-                await self._pool.submit(job)
-            except RanOver:
-                return self._ran_over(job)
-            except Exception as exc:
-                return exc
-            return None
+            done = self.submit(job)
+            with contextlib.suppress(Exception):  # read by `outcome`; a cancel goes through
+                await done
+            return self.outcome(job, done)
         # No time limit: no timeout context either (it costs more than a no-op handler).
         deadline = None if self.timeout_s is None else asyncio.timeout(self.timeout_s)
         try:

@@ -77,7 +77,7 @@ class RunningParts:
     async def shut_down(
         self,
         budget: StopBudget,
-        running: list[asyncio.Task[None]],
+        running: list[asyncio.Future[None]],
         grace_s: float,
         hurry: asyncio.Event,
     ) -> WorkerStopReport:
