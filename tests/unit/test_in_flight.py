@@ -29,6 +29,7 @@ from wheelq.store.consume import Retried
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.settler import Settler
+from wheelq.worker.shutdown import wait_for_handlers
 
 NOW_MS = 1_700_000_123_456
 
@@ -216,14 +217,14 @@ async def test_a_failed_handler_is_retried_stamped_by_the_clock_then_dead_letter
     assert parts.in_flight.failed == 2
 
 
-async def test_finish_waits_for_running_handlers_until_hurried(parts: Parts) -> None:
+async def test_wait_for_handlers_waits_for_running_handlers_until_hurried(parts: Parts) -> None:
     parts.in_flight.accept(0, [entry("f1"), entry("f2")])
     await parts.handler.started_by("f1", "f2")
     running = parts.in_flight.running()
     hurry = asyncio.Event()
 
     parts.handler.release("f1")
-    finishing = asyncio.ensure_future(parts.in_flight.finish(running, 60.0, hurry))
+    finishing = asyncio.ensure_future(wait_for_handlers(running, 60.0, hurry))
     await asyncio.wait_for(asyncio.shield(running[0]), WAIT_S)
     assert not finishing.done()  # f2 still runs, and the grace is long
     hurry.set()

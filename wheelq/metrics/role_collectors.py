@@ -50,13 +50,13 @@ class WorkerCollector(Collector):
             "Handler start minus the job's due time: the worker's wall clock against the "
             "Redis clock's due time (includes the skew between the two)",
             TG,
-            [(labels, in_flight.start_lateness.snapshot())],
+            [(labels, in_flight.timings.start_lateness.snapshot())],
         )
         yield histogram(
             "worker_handler_duration_seconds",
             "How long handlers ran (monotonic clock)",
             TG,
-            [(labels, in_flight.run_time.snapshot())],
+            [(labels, in_flight.timings.run_time.snapshot())],
         )
         yield gauge(
             "worker_held_entries",

@@ -24,30 +24,25 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from wheelq.core import wire
 from wheelq.core.clock import Clock
-from wheelq.core.histogram import Histogram
+from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Job
 from wheelq.core.read_ahead import READ_AHEAD_MAX, ReadAhead
-from wheelq.core.retry import Reason, RetryPolicy, after_failure
+from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.runtime import crash
 from wheelq.store.consume import Entry
+from wheelq.worker.failures import Fate, defer, settle_failure
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.settler import Settler
 
 log = logging.getLogger(__name__)
-
-TIMINGS_BATCH = 1024
-"""Handler timings (two per run) kept before they are counted: one histogram update per
-batch instead of two per run, cheaper on the hot path; a scrape sees them at most this late."""
 
 
 @dataclass(slots=True)
@@ -130,14 +125,8 @@ class InFlightSet:
         self.deferred = 0
         """Runs that raised `wheelq.Defer` (not counted in `failed`)."""
         self.skipped = 0
-        self.start_lateness = Histogram()
-        """Handler start - due, ms, on `clock` (the worker's wall clock) against the Redis
-        clock's due time: it includes the skew between the two."""
-        self.run_time = Histogram()
-        """How long handlers ran, ms."""
-        self._timings: list[int] = []
-        """Start lateness and run time of each run not counted yet, in turn: they go into
-        the histograms `TIMINGS_BATCH` runs at a time, and whenever nothing is held."""
+        self.timings = RunTimings()
+        """Handler start lateness and run times (`wheelq.metrics`)."""
 
     def free(self) -> int:
         """How many more entries to take: slots and read-ahead not held (0 once closing;
@@ -181,27 +170,6 @@ class InFlightSet:
                 del self.held[key]
                 out.setdefault(key[0], []).append(key[1])
         return out
-
-    async def finish(
-        self, running: list[asyncio.Future[None]], grace_s: float, hurry: asyncio.Event
-    ) -> int:
-        """Wait for `running` handlers until the grace ends or `hurry` is set; returns how
-        many finished."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace_s
-        hurried = asyncio.ensure_future(hurry.wait())
-        pending: set[asyncio.Future[Any]] = set(running)
-        try:
-            while pending and not hurry.is_set() and loop.time() < deadline:
-                _, pending = await asyncio.wait(
-                    pending | {hurried},
-                    timeout=deadline - loop.time(),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                pending.discard(hurried)
-        finally:
-            hurried.cancel()
-        return sum(1 for t in running if t.done() and not t.cancelled())
 
     def accept(self, shard: int, entries: list[Entry], deliveries: Sequence[int] = ()) -> None:
         """Take entries read (first deliveries) or claimed (`deliveries`: each one's count)."""
@@ -264,12 +232,11 @@ class InFlightSet:
         """Count a run's timings and hand its outcome to the settler; True when the job is
         done with."""
         job = held.job
-        self._timings += (started_ms - job.due_ms, ended_ms - started_ms)
+        self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms)
         if error is None:
             self.handled += 1
             self.settler.done(job, ended_ms, ended_ms - started_ms)
             return True
-        self.failed += 1
         return self._failed(held, error, ended_ms)
 
     def _end(self, held: Held) -> None:
@@ -277,8 +244,8 @@ class InFlightSet:
         job = held.job
         if self.held.get(entry := (job.shard, job.entry_id)) is held:
             del self.held[entry]
-        if len(self._timings) >= TIMINGS_BATCH or not self.held:
-            self.count_timings()
+        if len(self.timings.pending) >= self.timings.batch or not self.held:
+            self.timings.count()
         self._tasks -= 1
         self._start_backlog()
         self.room.set()
@@ -292,7 +259,6 @@ class InFlightSet:
                 try:
                     key = self.gate.key_of(job)
                 except Exception as exc:  # the flow's key function failed: the attempt fails
-                    self.failed += 1
                     finished = self._failed(held, exc, self._now_ms())
                     return
                 try:
@@ -327,43 +293,17 @@ class InFlightSet:
             log.warning("job %s of %s: could not free its key's slot: %s", job.id, self.topic, exc)
 
     def _defer(self, held: Held, defer_ms: int) -> None:
-        """Held back by a flow limit: run again after `defer_ms`, keeping the attempt."""
         self.deferred += 1
-        why = f"deferred {defer_ms} ms by flow control"
-        self.settler.retry(held.job, held.payload, defer_ms, self._now_ms(), why, counts=False)
-
-    def count_timings(self) -> None:
-        """Put the timings of the runs finished so far into the histograms."""
-        timings, self._timings = self._timings, []
-        self.start_lateness.observe_all(timings[0::2])
-        self.run_time.observe_all(timings[1::2])
+        defer(self.settler, held.job, held.payload, defer_ms, self._now_ms())
 
     def _failed(self, held: Held, error: Exception, ended_ms: int) -> bool:
-        """Retry or dead-letter a failed run; True when it was dead-lettered (done with)."""
-        job = held.job
-        outcome = after_failure(job.attempt, job.max_attempts, error, self.policy, random.random())
-        summary = outcome.error.splitlines()[0]
-        if outcome.delay_ms is None:
-            log.warning("job %s of %s dead-lettered: %s", job.id, self.topic, summary)
-            self.settler.dead(job.shard, job.entry_id, Reason.FAILED, outcome.error)
-            return True
-        if outcome.counts:
-            log.info(
-                "job %s of %s failed (attempt %d of %d), retry in %d ms: %s",
-                job.id,
-                self.topic,
-                job.attempt,
-                job.max_attempts,
-                outcome.delay_ms,
-                summary,
-            )
-        else:  # a deferral: the job waits, it did not fail
-            self.failed -= 1
-            self.deferred += 1
-            log.debug(
-                "job %s of %s deferred %d ms: %s", job.id, self.topic, outcome.delay_ms, summary
-            )
-        self.settler.retry(
-            job, held.payload, outcome.delay_ms, ended_ms, outcome.error, outcome.counts
+        """Count a failed run and retry, defer or dead-letter it; True when dead-lettered
+        (done with)."""
+        fate = settle_failure(
+            self.settler, self.policy, self.topic, held.job, held.payload, error, ended_ms
         )
-        return False
+        if fate is Fate.DEFERRED:
+            self.deferred += 1
+        else:
+            self.failed += 1
+        return fate is Fate.DEAD

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from wheelq.runtime.lifecycle import StopBudget
 from wheelq.worker.claim_keeper import ClaimKeeper
@@ -88,7 +89,7 @@ class RunningParts:
         self.claims.claiming = False
         waiting = self.in_flight.drop_waiting()
         handed_on, not_handed_on = await self._hand_on(budget, waiting, "waiting")
-        finished = await self.in_flight.finish(running, grace_s, hurry)
+        finished = await wait_for_handlers(running, grace_s, hurry)
         abandoned = len(running) - finished
         for task in running:
             task.cancel()
@@ -127,3 +128,25 @@ class RunningParts:
             default=-1,
         )
         return (0, count) if done < 0 else (done, 0)
+
+
+async def wait_for_handlers(
+    running: list[asyncio.Future[None]], grace_s: float, hurry: asyncio.Event
+) -> int:
+    """Wait for `running` handlers until the grace ends or `hurry` is set; returns how
+    many finished."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    hurried = asyncio.ensure_future(hurry.wait())
+    pending: set[asyncio.Future[Any]] = set(running)
+    try:
+        while pending and not hurry.is_set() and loop.time() < deadline:
+            _, pending = await asyncio.wait(
+                pending | {hurried},
+                timeout=deadline - loop.time(),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            pending.discard(hurried)
+    finally:
+        hurried.cancel()
+    return sum(1 for t in running if t.done() and not t.cancelled())
