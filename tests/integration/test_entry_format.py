@@ -136,6 +136,28 @@ def test_readers_decode_every_entry_the_scripts_write(
     ]
 
 
+def test_one_emit_writes_each_jobs_own_attempt_and_max_attempts(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    # emit_due spells the counts of one call's jobs from a cache (wq_str): a job must never
+    # get another's
+    counts = {"a": (1, 3), "b": (2, 3), "c": (1, 25), "d": (7, 7), "e": (1, 3), "f": (25, 1000)}
+    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
+    now = server_ms(redis_sync)
+    for job_id, (attempt, max_attempts) in counts.items():
+        envelope = Envelope(RAW_PAYLOAD, attempt, max_attempts, ENQUEUED_MS).pack()
+        redis_sync.hset(keys.jobs, job_id, envelope)
+        redis_sync.zadd(keys.delayed, {job_id: now - 1000})
+
+    assert run(ops.emit_due(keys, TOKEN, now, list(counts))).emitted == len(counts)
+
+    written = {
+        f[wire.ID].decode(): (int(f[wire.ATTEMPT]), int(f[wire.MAX_ATTEMPTS]))
+        for _, f in redis_sync.xrange(keys.ready)
+    }
+    assert written == counts
+
+
 def test_a_dead_letter_is_the_entry_followed_by_the_annotations(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:

@@ -84,6 +84,18 @@ local function wq_envelope(envelope)
   if type(env[2]) ~= 'string' then
     return nil, 'payload is a ' .. type(env[2]) .. ', not a string'
   end
+  -- The usual envelope passes these checks unrolled, without a call per field (the emit's hot
+  -- path); any other is judged, and named, by the loops below.
+  local a, m, t = env[3], env[4], env[5]
+  if type(a) == 'number' and type(m) == 'number' and type(t) == 'number'
+      and a % 1 == 0 and a >= 0 and a <= 2147483647
+      and m % 1 == 0 and m >= 0 and m <= 2147483647 and t % 1 == 0 and t >= 0
+      and (env[6] == nil or type(env[6]) == 'string') and (env[7] == nil or type(env[7]) == 'string')
+      and (env[8] == nil or type(env[8]) == 'string') and (env[9] == nil or type(env[9]) == 'string')
+      and (env[10] == nil or type(env[10]) == 'string')
+      and (env[11] == nil or type(env[11]) == 'string') then
+    return env
+  end
   for i = 3, 5 do
     local n = env[i]
     if type(n) ~= 'number' or n ~= math.floor(n) or n < 0 or (i < 5 and n > 2147483647) then
@@ -96,6 +108,23 @@ local function wq_envelope(envelope)
     end
   end
   return env
+end
+
+-- tostring(n), kept for the rest of the call: a number's tostring is a printf (~3k
+-- instructions), and the jobs of one emit mostly share their attempt and max_attempts.
+local WQ_STRINGS -- made by the first wq_str of a call
+local function wq_str(n)
+  if not WQ_STRINGS then
+    WQ_STRINGS = {}
+  end
+  local s = WQ_STRINGS[n]
+  if s == nil then
+    s = tostring(n)
+    if n == n then -- not NaN (never a table key)
+      WQ_STRINGS[n] = s
+    end
+  end
+  return s
 end
 
 -- XADD a job to the ready stream from its decoded envelope (see wq_envelope). This is the one
@@ -123,7 +152,7 @@ local function wq_fire(ready, topic, member, due, env)
   local grouped = type(env[6]) == 'string' and env[6] ~= ''
   if (type(env[9]) == 'string' and env[9] ~= '') or env[10] then
     local args = {'XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2]}
+      'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2]}
     if grouped then
       args[#args + 1] = 'group'
       args[#args + 1] = env[6]
@@ -149,20 +178,20 @@ local function wq_fire(ready, topic, member, due, env)
   if type(env[8]) == 'string' and env[8] ~= '' then
     if grouped then
       return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-        'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
+        'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2],
         'group', env[6], 'trace', env[8])
     end
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
+      'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2],
       'trace', env[8])
   end
   if grouped then
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2],
+      'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2],
       'group', env[6])
   end
   return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-    'attempt', tostring(env[3]), 'max_attempts', tostring(env[4]), 'payload', env[2])
+    'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2])
 end
 
 -- Job history ({T:s}:history and {T:s}:history_old; wheelq.core.history reads them,
