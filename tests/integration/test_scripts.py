@@ -22,6 +22,7 @@ from tests.support.waiting import eventually_sync
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
+from wheelq.core.wire import parse_notes
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import nodes, ops
 from wheelq.store.calls import Call
@@ -315,6 +316,26 @@ def test_enqueue_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
     assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
     assert next_published(wake) == note
     assert run(ops.drain_inbox(keys, 10)) == [("j1", due)]
+
+
+def test_a_batch_enqueue_below_the_horizon_publishes_its_notes_in_one_message(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
+) -> None:
+    # a batch written to a shard whose horizon is far ahead (one that sleeps) wakes its
+    # leader with one message, not one per job; the inbox keeps a note per job
+    horizon = server_ms(redis_sync) + MINUTE_MS
+    redis_sync.set(keys.horizon, horizon)
+    dues = {"j1": horizon - 3, "j2": horizon + 1, "j3": horizon - 1, "j4": horizon}
+
+    placed = run(ops.enqueue(keys, [job(job_id, at(due)) for job_id, due in dues.items()]))
+
+    assert placed == [Placed.SCHEDULED] * 4
+    notes = [f"{dues[job_id]}:{job_id}".encode() for job_id in ("j1", "j3", "j4")]
+    assert redis_sync.lrange(keys.inbox, 0, -1) == notes
+    message = next_published(wake)
+    assert message == b"\n".join(notes)
+    assert parse_notes(message) == [(job_id, dues[job_id]) for job_id in ("j1", "j3", "j4")]
+    assert_nothing_published(redis_sync, wake, keys)  # and no other message
 
 
 @pytest.mark.parametrize("horizon", ["below due", "absent", "not a number"])

@@ -38,18 +38,26 @@ async def test_receives_the_notes_enqueue_publishes_and_ignores_other_messages(
         await redis_async.spublish(keys.wake_channel, b"12x:id")
         write = ops.JobWrite("j1", DueSpec("at", due), False, Envelope(b"\xa1p").pack())
         await AsyncExecutor(redis_async).run([ops.enqueue(keys, [write])])
+        batch = [  # one call, one message: a note each
+            ops.JobWrite(f"b{i}", DueSpec("at", due + i), False, Envelope(b"\xa1p").pack())
+            for i in range(3)
+        ]
+        await AsyncExecutor(redis_async).run([ops.enqueue(keys, batch)])
 
         received: list[WakeNote] = []
 
-        async def got_the_note() -> bool:
+        async def got_the_notes() -> bool:
             received.extend(await subscription.receive(0.1))
-            return any(note.job_id == "j1" for note in received)
+            return any(note.job_id == "b2" for note in received)
 
-        await eventually(got_the_note, timeout_s=5, what="the enqueued job's note")
+        await eventually(got_the_notes, timeout_s=5, what="the enqueued jobs' notes")
     finally:
         await subscription.aclose()
 
-    assert received == [WakeNote(keys.wake_channel, "j1", due)]
+    assert received == [
+        WakeNote(keys.wake_channel, "j1", due),
+        *(WakeNote(keys.wake_channel, f"b{i}", due + i) for i in range(3)),
+    ]
 
 
 async def test_follow_subscribes_and_unsubscribes_to_match_the_set_given(

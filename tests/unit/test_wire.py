@@ -26,6 +26,19 @@ def test_parse_note_of_anything_else_is_none(note: bytes) -> None:
     assert wire.parse_note(note) is None
 
 
+@pytest.mark.parametrize(
+    ("message", "parsed"),
+    [
+        (b"1700000000123:j1", [("j1", 1_700_000_000_123)]),
+        (b"5:a\n7:b:c\n6:d", [("a", 5), ("b:c", 7), ("d", 6)]),  # in order, as written
+        (b"5:a\nmarker\n\n6:d", [("a", 5), ("d", 6)]),  # what is not a note is left out
+        (b"marker", []),
+    ],
+)
+def test_parse_notes_reads_a_note_per_line(message: bytes, parsed: list[tuple[str, int]]) -> None:
+    assert wire.parse_notes(message) == parsed
+
+
 def test_field_tables_have_no_name_twice() -> None:
     assert len(set(wire.READY_FIELDS)) == len(wire.READY_FIELDS)
     assert not set(wire.DEAD_FIELDS) & set(wire.READY_FIELDS)

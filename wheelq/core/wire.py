@@ -43,7 +43,9 @@ due (``wq_bury``) with ``id``, ``topic``, ``due``, ``reason`` (malformed),
 replayed.
 
 Inbox and wake note (``{T:s}:inbox`` list items, ``{T:s}:wake`` messages,
-written by ``wq_note``): ``"<due ms>:<job id>"``, read by `parse_note`.
+written by ``wq_note``): ``"<due ms>:<job id>"``, read by `parse_note`. A wake message
+holds one note, or the notes of one enqueue call a line each (a job id never holds a
+line break), read by `parse_notes`.
 """
 
 from __future__ import annotations
@@ -72,6 +74,14 @@ ENVELOPE = b"envelope"
 
 DEAD_FIELDS = (REASON, ERROR, GROUP, ENTRY)
 """The annotations a dead letter adds after the ready-stream entry's fields, in order."""
+
+
+def parse_notes(message: bytes) -> list[tuple[str, int]]:
+    """A wake message's notes (a line each), in order; lines that are not notes left out."""
+    if b"\n" not in message:
+        note = parse_note(message)
+        return [] if note is None else [note]
+    return [note for line in message.split(b"\n") if (note := parse_note(line)) is not None]
 
 
 def parse_note(note: bytes) -> tuple[str, int] | None:

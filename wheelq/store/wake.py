@@ -1,8 +1,9 @@
 """The wake channels over sharded pub/sub: the subscription the scheduler's wake listener reads.
 
 A script that writes a job inside a leader's preloaded window publishes the job's note
-(``"<due ms>:<job id>"``, `wheelq.core.wire.parse_note`) with SPUBLISH (sharded pub/sub,
-Redis >= 7.0) on the shard's wake channel (`wheelq.core.keys.ShardKeys.wake_channel`),
+(``"<due ms>:<job id>"``; an enqueue call's notes in one message, a line each:
+`wheelq.core.wire.parse_notes`) with SPUBLISH (sharded pub/sub, Redis >= 7.0) on the
+shard's wake channel (`wheelq.core.keys.ShardKeys.wake_channel`),
 which carries the shard's hash tag: on a Redis Cluster the note stays on the node that
 owns the shard. This module builds the subscription's commands (SSUBSCRIBE, SUNSUBSCRIBE,
 reading messages) and turns messages into `WakeNote`s; what is done with them is the
@@ -25,7 +26,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub
 from redis.exceptions import RedisError
 
-from wheelq.core.wire import parse_note
+from wheelq.core.wire import parse_notes
 from wheelq.store.async_executor import AsyncExecutor, SeenNodes
 
 RESYNC_S = 0.1
@@ -33,25 +34,26 @@ RESYNC_S = 0.1
 
 
 class WakeNote(NamedTuple):
-    """A job announced on a wake channel (a tuple: cheap to make, one per message)."""
+    """A job announced on a wake channel (a tuple: cheap to make, one per note)."""
 
     channel: str
     job_id: str
     due_ms: int
 
 
-def wake_note(message: Any) -> WakeNote | None:
-    """A pub/sub message as a `WakeNote`; None for anything else (a subscribe confirmation,
-    a message that is not a note)."""
+def wake_notes(message: Any) -> list[WakeNote] | None:
+    """A pub/sub message's notes as `WakeNote`s (one, or an enqueue call's several); None
+    for anything else (a subscribe confirmation, a message that is not a note)."""
     if not isinstance(message, dict) or message.get("type") not in ("smessage", "message"):
         return None
     channel, data = message.get("channel"), message.get("data")
     if not isinstance(channel, bytes) or not isinstance(data, bytes):
         return None
-    note = parse_note(data)
-    if note is None:
+    notes = parse_notes(data)
+    if not notes:
         return None
-    return WakeNote(channel.decode("utf-8", "replace"), *note)
+    name = channel.decode("utf-8", "replace")
+    return [WakeNote(name, job_id, due_ms) for job_id, due_ms in notes]
 
 
 class WakeSubscription:
@@ -175,9 +177,9 @@ class WakeSubscription:
         `confirmed` and `fresh`."""
         notes = []
         for message in messages:
-            note = wake_note(message)
-            if note is not None:
-                notes.append(note)
+            got = wake_notes(message)
+            if got is not None:
+                notes += got
                 continue
             kind = message.get("type") if isinstance(message, dict) else None
             if kind in ("ssubscribe", "sunsubscribe"):

@@ -22,7 +22,7 @@ KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_f
 KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (not checked
          by a replay: it was accepted before; wheelq.core.limits)
 ARGV[1]  topic
-ARGV[2]  wake channel
+ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
          direct call: its tokens are kept in KEYS[6] this long (the key lives at least that
          long after the call, and each call removes up to twice as many expired tokens as it
@@ -192,9 +192,9 @@ if #hset > 0 then
 end
 if #notes > 0 then
   wq_multi('RPUSH', KEYS[5], notes)
-  for _, note in ipairs(notes) do
-    redis.call('SPUBLISH', ARGV[2], note)
-  end
+  -- One wake message for the call, its notes a line each: a batch written to a shard that
+  -- sleeps with its horizon far ahead is one message to the leader, not one per job.
+  redis.call('SPUBLISH', ARGV[2], table.concat(notes, '\n'))
 end
 record()
 return out
