@@ -187,11 +187,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure(
-    tree: Path, jobs: int, server: str, tmp: Path, python: bool
-) -> dict[str, dict[str, int]]:
-    """One run of every phase with `tree`'s wheelq against a fresh server under callgrind
-    (and, with `python`, the roles' process under callgrind too)."""
+def start_server(server: str, tmp: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`server` under callgrind on a free loopback port, once it accepts connections:
+    (its process, the port, the callgrind output path the counter dumps to)."""
     port = free_port()
     out = tmp / f"cg-{port}.out"
     valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
@@ -200,16 +198,25 @@ def measure(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port, out
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit(f"{server} under valgrind did not start") from None
+            time.sleep(0.2)
+
+
+def measure(
+    tree: Path, jobs: int, server: str, tmp: Path, python: bool
+) -> dict[str, dict[str, int]]:
+    """One run of every phase with `tree`'s wheelq against a fresh server under callgrind
+    (and, with `python`, the roles' process under callgrind too)."""
+    proc, port, out = start_server(server, tmp)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"{server} under valgrind did not start") from None
-                time.sleep(0.2)
         env = {**os.environ, "PYTHONPATH": str(tree)}
         cmd = [sys.executable, __file__, "--child", f"redis://127.0.0.1:{port}"]
         cmd += [str(proc.pid), str(out), str(jobs)]

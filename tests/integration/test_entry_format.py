@@ -139,8 +139,8 @@ def test_readers_decode_every_entry_the_scripts_write(
 def test_one_emit_writes_each_jobs_own_attempt_and_max_attempts(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    # emit_due spells the counts of one call's jobs from a cache (wq_str): a job must never
-    # get another's
+    # emit_due keeps the counts it last spelled for the next job (wq_counts): a job must
+    # never get another's
     counts = {"a": (1, 3), "b": (2, 3), "c": (1, 25), "d": (7, 7), "e": (1, 3), "f": (25, 1000)}
     assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
     now = server_ms(redis_sync)

@@ -110,21 +110,18 @@ local function wq_envelope(envelope)
   return env
 end
 
--- tostring(n), kept for the rest of the call: a number's tostring is a printf (~3k
--- instructions), and the jobs of one emit mostly share their attempt and max_attempts.
-local WQ_STRINGS -- made by the first wq_str of a call
-local function wq_str(n)
-  if not WQ_STRINGS then
-    WQ_STRINGS = {}
+-- A job's attempt and max_attempts as the entry spells them. A number's tostring is a printf
+-- (~3k instructions), and the jobs of one emit mostly share their counts: the last ones
+-- spelled are kept for the rest of the call.
+local WQ_ATTEMPT, WQ_ATTEMPT_S, WQ_MAX, WQ_MAX_S
+local function wq_counts(attempt, max_attempts)
+  if attempt ~= WQ_ATTEMPT then
+    WQ_ATTEMPT, WQ_ATTEMPT_S = attempt, tostring(attempt)
   end
-  local s = WQ_STRINGS[n]
-  if s == nil then
-    s = tostring(n)
-    if n == n then -- not NaN (never a table key)
-      WQ_STRINGS[n] = s
-    end
+  if max_attempts ~= WQ_MAX then
+    WQ_MAX, WQ_MAX_S = max_attempts, tostring(max_attempts)
   end
-  return s
+  return WQ_ATTEMPT_S, WQ_MAX_S
 end
 
 -- XADD a job to the ready stream from its decoded envelope (see wq_envelope). This is the one
@@ -136,6 +133,7 @@ end
 -- redis.pcall: a wrong-typed stream fails the first XADD, before anything is written, and the
 -- error is returned for the caller to report.
 local function wq_fire(ready, topic, member, due, env)
+  local attempt, max_attempts = wq_counts(env[3], env[4])
   local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
     id = env[7]
@@ -152,7 +150,7 @@ local function wq_fire(ready, topic, member, due, env)
   local grouped = type(env[6]) == 'string' and env[6] ~= ''
   if (type(env[9]) == 'string' and env[9] ~= '') or env[10] then
     local args = {'XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2]}
+      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2]}
     if grouped then
       args[#args + 1] = 'group'
       args[#args + 1] = env[6]
@@ -178,20 +176,20 @@ local function wq_fire(ready, topic, member, due, env)
   if type(env[8]) == 'string' and env[8] ~= '' then
     if grouped then
       return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-        'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2],
+        'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2],
         'group', env[6], 'trace', env[8])
     end
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2],
+      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2],
       'trace', env[8])
   end
   if grouped then
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2],
+      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2],
       'group', env[6])
   end
   return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-    'attempt', wq_str(env[3]), 'max_attempts', wq_str(env[4]), 'payload', env[2])
+    'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2])
 end
 
 -- Job history ({T:s}:history and {T:s}:history_old; wheelq.core.history reads them,
