@@ -45,12 +45,12 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib.poller_proc import POLL_LUA
 from benchlib.poller_proc import shard_keys as poller_keys
-from redis_cost import Counter, start_server
+from redis_cost import Counter, script_variant, start_server
 
 from wheelq.core.job import Envelope
 from wheelq.core.keys import all_shards
 from wheelq.store.ops import NO_BYTE_BOUND
-from wheelq.store.scripts import script, script_keys
+from wheelq.store.scripts import script_keys
 
 TOKEN = "emit-cost"
 PAYLOAD = b"x" * 100
@@ -94,15 +94,8 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
 
 
 def variant_source(name: str) -> str:
-    """The script's text with `name`'s pieces replaced, each at its last place (the shared
-    prelude comes first: a piece it shares with `emit_due.lua` is replaced in the latter)."""
-    source = script("emit_due").source
-    for old, new in VARIANTS[name]:
-        head, found, tail = source.rpartition(old)
-        if not found:
-            raise SystemExit(f"variant {name!r}: the script no longer holds {old!r}")
-        source = head + new + tail
-    return source
+    """`emit_due.lua` with `name`'s pieces replaced."""
+    return script_variant("emit_due", VARIANTS[name], name)
 
 
 def emit_rounds(r: redis.Redis, counter: Counter, sha: str, jobs: int, per_call: int) -> int:

@@ -210,6 +210,22 @@ def start_server(server: str, tmp: Path) -> tuple[subprocess.Popen[bytes], int, 
             time.sleep(0.2)
 
 
+def script_variant(name: str, pieces: list[tuple[str, str]], label: str) -> str:
+    """Script `name`'s text with each (piece, replacement) of `pieces` made at the piece's
+    last place (the shared prelude comes first: a piece it shares with the script is
+    replaced in the latter); a piece not found stops the run (`label` names the variant),
+    so a changed script is noticed. The package's files are not touched."""
+    from wheelq.store.scripts import script  # this tree's (the roles' children import theirs)
+
+    source = script(name).source
+    for old, new in pieces:
+        head, found, tail = source.rpartition(old)
+        if not found:
+            raise SystemExit(f"variant {label!r}: the script no longer holds {old!r}")
+        source = head + new + tail
+    return source
+
+
 def measure(
     tree: Path, jobs: int, server: str, tmp: Path, python: bool
 ) -> dict[str, dict[str, int]]:
