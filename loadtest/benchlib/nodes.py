@@ -113,7 +113,11 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: b
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await keeper.start()
     await worker.start()
-    gc.freeze()  # as the `wheelq` commands do once started (wheelq/cli/signals.py)
+    try:  # as the `wheelq` commands do once started
+        from wheelq.cli.heap import settle
+    except ImportError:  # a revision before it (run with PYTHONPATH at its checkout)
+        settle = gc.freeze
+    settle()
     print("ready", flush=True)
     await stop.wait()
     await worker.stop()

@@ -9,11 +9,11 @@ non-loopback ``--host`` without tokens is refused.
 from __future__ import annotations
 
 import argparse
-import gc
 import ipaddress
 import logging
 from typing import Any
 
+from wheelq.cli import heap
 from wheelq.cli.config import split_topics
 from wheelq.cli.context import Context
 from wheelq.cli.errors import usage_error
@@ -142,9 +142,8 @@ def serve(ctx: Context) -> int:
 
     # Everything made so far (modules, the app, its routes and models) lives as long as the
     # process: out of the collector's sight, a full collection no longer walks it (it cost
-    # a third of the time of a request before).
-    gc.collect()
-    gc.freeze()
+    # a third of the time of a request before); and full collections rarer (heap).
+    heap.settle()
     Server(config).run()
     return 0
 

@@ -8,7 +8,6 @@ still there `HARD_EXIT_S` later it leaves with ``os._exit(1)``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -17,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
 
+from wheelq.cli import heap
 from wheelq.runtime.role import Role
 
 R = TypeVar("R")
@@ -89,10 +89,11 @@ def run_until_signal(
         on_signal.install()
         async with beside() if beside is not None else nullcontext():
             # Everything loaded so far (modules, classes, the node) lives as long as the
-            # process: leave it out of the cyclic collector's full passes, which otherwise
-            # scan it all again every few seconds under load and hold the loop for tens of
-            # ms (a scheduler node's 20,000-job burst fired 30-40 ms later for it).
-            gc.freeze()
+            # process: out of the cyclic collector's full passes, which otherwise scan it
+            # all again every few seconds under load and hold the loop for tens of ms (a
+            # scheduler node's 20,000-job burst fired 30-40 ms later for it); and those
+            # passes rarer (wheelq.cli.heap).
+            heap.settle()
             await node.serve()
             if on_signal.stopping is not None:
                 return await on_signal.stopping  # type: ignore[no-any-return]
