@@ -197,8 +197,10 @@ async def test_a_job_written_to_a_sleeping_idle_shard_fires_on_time(
     client: AsyncClient, redis_url: str, topic: str, pubsub: bool
 ) -> None:
     # An idle shard sleeps a minute between reads; a job due in 3 s, beyond the 1 s window,
-    # must still fire on time: its note (pub/sub, else the inbox of a shard no longer
-    # followed, read every preload interval) puts it in the wheel before it is due.
+    # must still fire on time. Followed, its note (pub/sub) puts it in the wheel before it
+    # is due. With pub/sub lost, the shards are no longer followed and are read every
+    # preload interval again: the job is noted into the inbox if no round has brought the
+    # horizon down to its busy reach yet, else a read finds it; either way it is on time.
     node = await start_node(redis_url, topic, window_ms=1000, idle_preload_interval_ms=60_000)
     try:
         await eventually(
@@ -206,9 +208,13 @@ async def test_a_job_written_to_a_sleeping_idle_shard_fires_on_time(
             timeout_s=10,
             what="the wake listener to follow every shard",
         )
-        if not pubsub:
+        if pubsub:
+            job, due = await enqueue_inside_horizon(client, topic, 3.0)  # covers the long sleep
+        else:
             await node._wake.stop()
-        job, due = await enqueue_inside_horizon(client, topic, 3.0)  # covers the long sleep
+            assert not any(lead.followed for lead in node.leads.all())
+            job = await client.enqueue(topic, "x", delay=3.0)
+            due = await due_of(client, topic, job)
         record = await fired_once(client.redis, topic, job)
     finally:
         await node.stop()
