@@ -42,11 +42,10 @@ from wheelq.store.scripts import Placed, script_keys
 from wheelq.testing import EmbeddedServer, find_server_binaries
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.scenarios import MANY_ITEMS, PAYLOAD, enqueue_many_rate, single_calls
 from redis_cost import script_variant
 
-PAYLOAD = b"x" * 100
 DELAY_S = 3600
-MANY_ITEMS = 20_000  # items per enqueue_many call, as in the bench
 ENVELOPE = Envelope(PAYLOAD, 1, 5, 1_700_000_000_000).pack()
 
 VARIANTS: dict[str, list[tuple[str, str]]] = {
@@ -66,21 +65,10 @@ def variant_source(name: str) -> str:
 
 
 def wall(client: Client, r: redis.Redis, topic: str, calls: int) -> dict[str, float]:
-    """p50 of `calls` single enqueues and of as many raw pipelines, in turns (µs)."""
-    ours, raw = [], []
-    keys = (f"enqueue-cost-raw-{topic}:z", f"enqueue-cost-raw-{topic}:h")
-    for i in range(calls):
-        t = time.perf_counter()
-        client.enqueue(topic, PAYLOAD, delay=DELAY_S)
-        ours.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        pipe = r.pipeline(transaction=False)
-        pipe.execute_command("ZADD", keys[0], 1, f"j{i}")
-        pipe.execute_command("HSET", keys[1], f"j{i}", PAYLOAD)
-        pipe.execute()
-        raw.append(time.perf_counter() - t)
-    r.delete(*keys)
-    p50, raw_p50 = statistics.median(ours) * 1e6, statistics.median(raw) * 1e6
+    """p50 of `calls` single enqueues and of as many raw pipelines, in turns (µs): the
+    bench's measure (`benchlib.scenarios.single_calls`)."""
+    timed = single_calls(client, r, topic, calls)
+    p50, raw_p50 = timed["latency_ms"]["p50"] * 1000, timed["raw_latency_ms"]["p50"] * 1000
     return {"p50_us": p50, "raw_p50_us": raw_p50, "ratio": p50 / raw_p50}
 
 
@@ -146,15 +134,6 @@ def validate_us(calls: int, batch: int) -> float:
     return (time.process_time() - t) / (calls * batch) * 1e6
 
 
-def many_per_s(client: Client, topic: str, jobs: int) -> float:
-    """`enqueue_many` jobs/s, in calls of `MANY_ITEMS` items (as the bench)."""
-    t = time.perf_counter()
-    for i in range(0, jobs, MANY_ITEMS):
-        items = [EnqueueItem(PAYLOAD, DELAY_S) for _ in range(min(MANY_ITEMS, jobs - i))]
-        client.enqueue_many(topic, items)
-    return jobs / (time.perf_counter() - t)
-
-
 def measure(url: str, calls: int, rounds: int, many: int) -> dict[str, Any]:
     r = redis.Redis.from_url(url)
     shas = {name: r.script_load(variant_source(name)) for name in VARIANTS}
@@ -171,7 +150,7 @@ def measure(url: str, calls: int, rounds: int, many: int) -> dict[str, Any]:
                 "client_us": client_us(client, topic, calls, 1),
             }
             per_job = {
-                "jobs_per_s": many_per_s(client, topic, many),
+                "jobs_per_s": enqueue_many_rate(client, topic, many),
                 "redis_us": redis_us(r, {"as is": shas["as is"]}, many // size, size, f"m{n}")[
                     "as is"
                 ],

@@ -6,14 +6,13 @@ collector's sight, and full passes are made rarer.
 
 A full pass walks every container the process tracks. A scheduler node holds its
 preloaded jobs in the timing wheel's dicts, so at 20,000 jobs/s with ~90,000 jobs in the
-wheel one pass holds the loop for 5-10 ms, and with CPython's default threshold (a full
+wheel one pass held the loop for 4-10 ms, and with CPython's default threshold (a full
 pass every 10 middle ones) one came every 2-3 s: the entries due meanwhile fired that much
-later, which set the p99.9 of the stream's lateness at 10-15 ms where it is 3-4 ms
-without them (`loadtest/fire_accuracy.py --rate 20000`; docs/architecture.md,
-Performance targets). With `FULL_PASS_EVERY` 100 a full pass comes ~10x less often. The young
-generations are collected as before, so cycles that die young (most: exceptions and
-their tracebacks) are freed as soon; only a cycle that has lived through two young passes
-waits longer for its full pass.
+later, enough to set the p99.9 of the stream's lateness (`loadtest/fire_accuracy.py --rate
+20000`; docs/architecture.md, Performance targets). With `FULL_PASS_EVERY` 100 a full
+pass comes ~10x less often. The young generations are collected as before, so cycles that
+die young (most: exceptions and their tracebacks) are freed as soon; only a cycle that has
+lived through two young passes waits longer for its full pass.
 """
 
 from __future__ import annotations

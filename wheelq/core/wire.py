@@ -78,9 +78,6 @@ DEAD_FIELDS = (REASON, ERROR, GROUP, ENTRY)
 
 def parse_notes(message: bytes) -> list[tuple[str, int]]:
     """A wake message's notes (a line each), in order; lines that are not notes left out."""
-    if b"\n" not in message:
-        note = parse_note(message)
-        return [] if note is None else [note]
     return [note for line in message.split(b"\n") if (note := parse_note(line)) is not None]
 
 
