@@ -403,9 +403,10 @@ CASES: list[Any] = [
             lambda c, t, v=v: c.enqueue_many(t, v),
             InvalidArgumentError,
             "items",
-            ("items",),
+            ("items", "an iterable of"),
         )
-        for label, v in [("none", None), ("int", 5), ("str", "ab")]
+        # one item is a named tuple: iterable, but refused whole, not taken field by field
+        for label, v in [("none", None), ("int", 5), ("str", "ab"), ("one-item", EnqueueItem(1))]
     ],
     case(
         "enqueue_many-same-job_id-twice",

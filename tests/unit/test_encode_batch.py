@@ -1,6 +1,7 @@
 """producer.encode_batch: what one call's items share. `due` works each distinct delay / time
 out once, and never lets a cached value stand for one that is invalid (True == 1, NaN,
-unhashable values)."""
+unhashable values); `new_id` gives ids of the call's time that never repeat, across the
+blocks of random parts it draws."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from wheelq.core.ids import ID_LENGTH, job_id_time_ms
 from wheelq.core.schedule import due_spec
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.encode_batch import EncodeBatch
@@ -46,3 +48,13 @@ def test_invalid_delays_raise_every_time(delay: Any) -> None:
     for _ in range(2):
         with pytest.raises(InvalidDelayError, match="delay"):
             batch.due(delay, None)
+
+
+def test_new_ids_are_of_the_calls_time_and_never_repeat_across_blocks() -> None:
+    now_ms = 1_700_000_000_123
+    batch = EncodeBatch(now_ms)
+    count = 3 * EncodeBatch.MAX_BLOCK_IDS + 7  # blocks of 1, 2, 4, ... then full ones
+    ids = [batch.new_id() for _ in range(count)]
+    assert len(set(ids)) == count
+    assert {len(i) for i in ids} == {ID_LENGTH}
+    assert {job_id_time_ms(i) for i in ids} == {now_ms}

@@ -1,5 +1,6 @@
 """core.ids: ULID-layout job ids. Known vectors, Hypothesis for shape, time round-trip
-and ordering."""
+and ordering; the random parts drawn many at once are ids' random parts, every character
+of the alphabet at every place."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.core.ids import ID_LENGTH, job_id_time_ms, make_job_id
+from wheelq.core.ids import (
+    ID_LENGTH,
+    RANDOM_CHARS,
+    job_id_time_ms,
+    make_job_id,
+    random_parts,
+    time_part,
+)
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 URL_SAFE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -90,3 +98,32 @@ def test_job_id_time_ms_is_none_for_other_strings(job_id: str) -> None:
 @pytest.mark.parametrize("job_id", ["8" + "0" * 25, "Z" * 26])
 def test_job_id_time_ms_is_none_past_128_bits(job_id: str) -> None:
     assert job_id_time_ms(job_id) is None
+
+
+@settings(max_examples=50)
+@given(times, entropies)
+def test_the_time_part_is_the_ids_first_ten_characters(now_ms: int, entropy: bytes) -> None:
+    assert time_part(now_ms) == make_job_id(now_ms, entropy)[:10]
+    assert len(time_part(now_ms)) + RANDOM_CHARS == ID_LENGTH
+
+
+def test_random_parts_make_ids_with_every_character_at_every_place() -> None:
+    count = 4000  # a character missing at one place by chance: under 1e-50
+    text = random_parts(count)
+    parts = [text[i : i + RANDOM_CHARS] for i in range(0, len(text), RANDOM_CHARS)]
+    assert len(parts) == count
+    assert len(set(parts)) == count
+    for place in range(RANDOM_CHARS):
+        assert {part[place] for part in parts} == set(CROCKFORD)
+    for part in parts[:50]:
+        job_id = time_part(1_700_000_000_000) + part
+        assert job_id_time_ms(job_id) == 1_700_000_000_000
+        assert make_job_id(1_700_000_000_000, _entropy_of(part)) == job_id
+
+
+def _entropy_of(part: str) -> bytes:
+    """The 10 bytes `make_job_id` encodes as `part`."""
+    value = 0
+    for ch in part:
+        value = value * 32 + CROCKFORD.index(ch)
+    return value.to_bytes(10, "big")

@@ -307,3 +307,10 @@ def test_scripts_make_no_key_name_of_their_own(name: str) -> None:
     literals = re.findall(r"'[^'\n]*'" + r'|"[^"\n]*"', code)
     assert literals, "the pattern finds the script's string literals"
     assert not [text for text in literals if "{" in text or "}" in text]
+
+
+def test_enqueue_parses_each_outcome_and_refuses_an_unknown_one() -> None:
+    call = ops.enqueue(KEYS, [])
+    assert call.parse([Status.OK, 0, 1, 2, 4, 5]) == list(Placed)
+    with pytest.raises(ScriptError, match=r"^enqueue\.lua returned an unknown outcome"):
+        call.parse([Status.OK, 0, NOT_PENDING])

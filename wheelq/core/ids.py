@@ -7,6 +7,8 @@ in random order; across milliseconds they sort by time.
 
 from __future__ import annotations
 
+import os
+
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _TIME_BITS = 48
 _RANDOM_BYTES = 10
@@ -19,9 +21,16 @@ ID_LENGTH = 26
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
 _last_time: tuple[int, str] = (-1, "")
 
+# A random byte's low 5 bits as a character: 256 is a multiple of 32, so a uniformly random
+# byte gives a uniformly random character, and 16 of them 80 uniformly random bits.
+_CHAR_OF_BYTE = bytes(_ALPHABET.encode("ascii")[b & 31] for b in range(256))
+RANDOM_CHARS = 16
+"""Characters of an id after its time part (80 random bits)."""
+
 
 def make_job_id(now_ms: int, entropy: bytes) -> str:
-    """Build a job id from a timestamp and 10 random bytes.
+    """Build a job id from a timestamp and 10 random bytes (the layout's definition;
+    clients draw many ids at once with `time_part` and `random_parts`).
 
     Args:
         now_ms: Milliseconds since the epoch (0 <= now_ms < 2**48).
@@ -30,25 +39,27 @@ def make_job_id(now_ms: int, entropy: bytes) -> str:
     Returns:
         A 26-character id.
     """
-    global _last_time  # noqa: PLW0603 (a one-entry cache)
     if len(entropy) != _RANDOM_BYTES:
         raise ValueError(f"entropy must be {_RANDOM_BYTES} bytes, got {len(entropy)}")
+    return time_part(now_ms) + _encode(int.from_bytes(entropy, "big"), 8)
+
+
+def time_part(now_ms: int) -> str:
+    """The first 10 characters of the ids made at `now_ms` (0 <= now_ms < 2**48)."""
+    global _last_time  # noqa: PLW0603 (a one-entry cache)
     cached_ms, head = _last_time
     if cached_ms != now_ms:
         head = _encode(now_ms & ((1 << _TIME_BITS) - 1), 5)
         _last_time = (now_ms, head)
-    v, p = int.from_bytes(entropy, "big"), _PAIRS  # unrolled: this is on the enqueue path
-    return (
-        head
-        + p[v >> 70]
-        + p[(v >> 60) & 1023]
-        + p[(v >> 50) & 1023]
-        + p[(v >> 40) & 1023]
-        + p[(v >> 30) & 1023]
-        + p[(v >> 20) & 1023]
-        + p[(v >> 10) & 1023]
-        + p[v & 1023]
-    )
+    return head
+
+
+def random_parts(count: int) -> str:
+    """The random parts of `count` ids, `RANDOM_CHARS` characters each, one after the other:
+    each id's time part followed by one of them is an id as `make_job_id` makes it from
+    uniformly random entropy (one C pass for all: a fifth of the cost per id of encoding
+    each id's 10 bytes in Python)."""
+    return os.urandom(RANDOM_CHARS * count).translate(_CHAR_OF_BYTE).decode("ascii")
 
 
 def _encode(value: int, pairs: int) -> str:

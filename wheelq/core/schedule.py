@@ -31,9 +31,10 @@ class DueSpec:
     value_ms: int
 
     @property
-    def wire(self) -> tuple[str, str]:
-        """(mode, value) as the scripts take them: ``("d", ms)`` or ``("a", ms)``."""
-        return ("d" if self.kind == "delay" else "a", str(self.value_ms))
+    def wire(self) -> tuple[str, int]:
+        """(mode, value) as the scripts take them: ``("d", ms)`` or ``("a", ms)`` (the int
+        is written by the client's packer, in C)."""
+        return ("d" if self.kind == "delay" else "a", self.value_ms)
 
 
 NOW = DueSpec("delay", 0)

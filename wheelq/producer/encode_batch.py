@@ -1,5 +1,5 @@
 """What validating one enqueue call's items shares: the time, the ids seen, msgpack packers,
-random bytes for generated ids, and the call's traceparent.
+the random parts of generated ids, and the call's traceparent.
 
 Reused objects are several times cheaper than new ones per job (a msgpack ``Packer`` per
 value, or an ``os.urandom`` call per id, cost more than the rest of a job's validation).
@@ -8,21 +8,21 @@ Packers are kept per thread, so clients stay thread-safe.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import msgpack
 
+from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
 from wheelq.core.job import payload_packer
 from wheelq.core.schedule import At, Delay, DueSpec, due_spec
 
 
 class EncodeBatch:
     """What validating one call's items shares: the time, the ids seen, msgpack packers and
-    random bytes for ids drawn in growing blocks (reused objects are several times faster
-    than new ones per job). Packers are per thread, so clients stay thread-safe."""
+    the random parts of ids, drawn in growing blocks (reused objects are several times
+    faster than new ones per job). Packers are per thread, so clients stay thread-safe."""
 
-    MAX_ENTROPY_IDS = 1024
+    MAX_BLOCK_IDS = 1024
 
     def __init__(self, now_ms: int, traceparent: str | None = None) -> None:
         self.now_ms = now_ms
@@ -30,7 +30,8 @@ class EncodeBatch:
         """What a job without a traceparent of its own carries (the call's send span)."""
         self.seen: set[str] = set()
         self.payloads, self.envelopes = _packers()
-        self._random = b""
+        self._time_part = time_part(now_ms)
+        self._random = ""
         self._at = 0
         self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
         self._dues: dict[tuple[type, object, type, object], DueSpec] = {}
@@ -48,13 +49,14 @@ class EncodeBatch:
         except TypeError:  # unhashable: not a valid delay or time; due_spec says why
             return due_spec(delay, at)
 
-    def entropy(self) -> bytes:
-        """10 fresh random bytes."""
-        if self._at >= len(self._random):
-            self._random, self._at = os.urandom(10 * self._block_ids), 0
-            self._block_ids = min(self._block_ids * 2, self.MAX_ENTROPY_IDS)
-        self._at += 10
-        return self._random[self._at - 10 : self._at]
+    def new_id(self) -> str:
+        """A fresh job id made at `now_ms` (`wheelq.core.ids`)."""
+        at = self._at
+        if at >= len(self._random):
+            self._random, at = random_parts(self._block_ids), 0
+            self._block_ids = min(self._block_ids * 2, self.MAX_BLOCK_IDS)
+        self._at = at + RANDOM_CHARS
+        return self._time_part + self._random[at : at + RANDOM_CHARS]
 
 
 _local = threading.local()

@@ -65,11 +65,13 @@ if type(horizon) == 'table' and horizon.err then
 end
 horizon = tonumber(horizon)
 local now = wq_now_ms()
+-- Tables are filled by counters, not by #t + 1: Lua 5.1 finds a table's length by a search.
 local ids, tokens = {}, {}
 for i = 5, #ARGV, stride do
-  ids[#ids + 1] = ARGV[i]
+  local n = (i - 5) / stride + 1
+  ids[n] = ARGV[i]
   if stride == 6 then
-    tokens[#tokens + 1] = ARGV[i + 5]
+    tokens[n] = ARGV[i + 5]
   end
 end
 if #ids == 0 then
@@ -104,7 +106,9 @@ local function record()
   end
 end
 -- Jobs are applied in order, as if one by one; the writes are gathered and made at the end.
-local pending, final, order = {}, {}, {}
+-- final: id -> its due (a number) if it ends scheduled, false if it fired; envelope: its
+-- envelope then (two flat tables, not a table per job).
+local pending, final, envelopes, order = {}, {}, {}, {}
 local flags = wq_multi('HMGET', KEYS[2], ids, redis.pcall)
 if flags.err then
   return {WQ_WRONG_TYPE, KEYS[2]}
@@ -139,7 +143,7 @@ if stride == 5 then
     end
   end
 end
-local out, notes = {WQ_OK}, {}
+local out, notes, ordered = {WQ_OK}, {}, 0
 for n = 1, #ids do
   local i = 5 + (n - 1) * stride
   local id, value, envelope = ARGV[i], tonumber(ARGV[i + 2]), ARGV[i + 4]
@@ -148,13 +152,14 @@ for n = 1, #ids do
     due = now + value
   end
   if applied[n] then
-    out[#out + 1] = WQ_APPLIED
+    out[n + 1] = WQ_APPLIED
   else
     if final[id] == nil then
-      order[#order + 1] = id
+      ordered = ordered + 1
+      order[ordered] = id
     end
     if pending[id] and ARGV[i + 3] ~= '1' then
-      out[#out + 1] = WQ_DUPLICATE
+      out[n + 1] = WQ_DUPLICATE
     elseif due <= now then
       local refused = wq_fire_now(KEYS[3], KEYS[7], KEYS[8], ARGV[1], id, due, envelope)
       if refused then
@@ -162,26 +167,27 @@ for n = 1, #ids do
         return refused
       end
       pending[id], final[id] = false, false
-      out[#out + 1] = WQ_FIRED
+      out[n + 1] = WQ_FIRED
     else
-      pending[id], final[id] = true, {due, envelope}
+      pending[id], final[id], envelopes[id] = true, due, envelope
       if horizon and due <= horizon then
         notes[#notes + 1] = wq_note(due, id)
       end
-      out[#out + 1] = WQ_SCHEDULED
+      out[n + 1] = WQ_SCHEDULED
     end
     if stride == 6 then
       decided[#decided + 1], decided[#decided + 2] = wq_fmt(now + record_ms), tokens[n]
     end
   end
 end
-local hset, zadd, gone = {}, {}, {}
+local hset, zadd, gone, m = {}, {}, {}, 0
 for _, id in ipairs(order) do
-  local f = final[id]
-  if f then
-    hset[#hset + 1], hset[#hset + 2] = id, f[2]
-    zadd[#zadd + 1], zadd[#zadd + 2] = wq_fmt(f[1]), id
-  elseif f == false then
+  local due = final[id]
+  if due then
+    hset[m + 1], hset[m + 2] = id, envelopes[id]
+    zadd[m + 1], zadd[m + 2] = wq_fmt(due), id
+    m = m + 2
+  elseif due == false then
     gone[#gone + 1] = id
   end
 end
