@@ -23,7 +23,7 @@ from wheelq.store import ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
-PIPELINE_CALLS = 16  # script calls per round trip in enqueue_many
+PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 
 Placing = list[tuple[list[ops.JobWrite], Call[list[Placed]]]]
 """Each script call with the writes it carries."""

@@ -15,7 +15,7 @@ import redis.asyncio.cluster
 from redis.exceptions import ClusterError, RedisError, ResponseError
 
 from wheelq.errors import InvalidArgumentError
-from wheelq.store import acked, redirects
+from wheelq.store import acked, redirects, streamed
 from wheelq.store.calls import Call, finish, moved, noscript, to_redo
 from wheelq.store.scripts import script
 
@@ -185,6 +185,8 @@ class AsyncExecutor:
                 return [await self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
             except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
                 return [exc]
+        if not self.cluster:
+            return await streamed.send_async(self.client, calls)
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*call.wire(), **call.options)

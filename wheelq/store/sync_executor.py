@@ -15,7 +15,7 @@ import redis
 import redis.cluster
 from redis.exceptions import ClusterError, ResponseError
 
-from wheelq.store import acked, redirects
+from wheelq.store import acked, redirects, streamed
 from wheelq.store.calls import Call, finish, moved, noscript, to_redo
 from wheelq.store.scripts import script
 
@@ -125,6 +125,8 @@ class SyncExecutor:
                 return [self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
             except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
                 return [exc]
+        if not self.cluster:
+            return streamed.send(self.client, calls)
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*call.wire(), **call.options)  # type: ignore[no-untyped-call]
