@@ -29,6 +29,7 @@ from wheelq.producer.drain import Drain
 from wheelq.producer.drive import drive_async
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import Op, Producer
+from wheelq.producer.placing import PIPELINE_CALLS
 from wheelq.producer.spool import Spool
 from wheelq.producer.spooler import Spooler
 from wheelq.store.calls import Call
@@ -162,7 +163,7 @@ async def test_other_failures_are_raised_and_nothing_is_spooled(
 
 
 async def test_jobs_confirmed_before_a_later_round_failed_are_not_spooled(tmp_path: Path) -> None:
-    parts = Parts(tmp_path / "spool.db", batch_size=1)  # 16 calls of one job per round trip
+    parts = Parts(tmp_path / "spool.db", batch_size=1)  # PIPELINE_CALLS jobs a round trip
     await parts.run(parts.producer.create_topic("t"))
     answer = parts.executor._answers["enqueue"]
     rounds = 0
@@ -171,7 +172,8 @@ async def test_jobs_confirmed_before_a_later_round_failed_are_not_spooled(tmp_pa
         return RedisConnectionError("reset") if rounds == 2 else answer(call)
 
     parts.executor.answer("enqueue", second_round_fails)
-    items = [EnqueueItem(n, job_id=f"j{n:02}") for n in range(20)]
+    total = PIPELINE_CALLS + 4
+    items = [EnqueueItem(n, job_id=f"j{n:03}") for n in range(total)]
     op = parts.producer.enqueue_many("t", items)
 
     async def counting(calls: Sequence[Call[Any]]) -> list[Any]:
@@ -181,10 +183,10 @@ async def test_jobs_confirmed_before_a_later_round_failed_are_not_spooled(tmp_pa
 
     ids = await drive_async(guarded(parts.breaker, op), counting)
 
-    assert ids == [f"j{n:02}" for n in range(20)]
+    assert ids == [f"j{n:03}" for n in range(total)]
     sent_first = [job_id for call in parts.executor.rounds[1] for job_id, _ in jobs(call)]
     spooled = [row.job_id for row in parts.spool.head(100, 1 << 30)]
-    assert len(sent_first) == 16
+    assert len(sent_first) == PIPELINE_CALLS
     assert sorted(spooled) == sorted(set(ids) - set(sent_first))
     parts.spool.close()
 

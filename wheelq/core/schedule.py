@@ -8,7 +8,7 @@ module only validates and converts units; it never reads a clock.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -29,12 +29,12 @@ class DueSpec:
 
     kind: Literal["delay", "at"]
     value_ms: int
+    wire: tuple[str, int] = field(init=False, repr=False, compare=False)
+    """(mode, value) as the scripts take them: ``("d", ms)`` or ``("a", ms)`` (the int is
+    written by the client's packer, in C); made once, read once per job of a batch."""
 
-    @property
-    def wire(self) -> tuple[str, int]:
-        """(mode, value) as the scripts take them: ``("d", ms)`` or ``("a", ms)`` (the int
-        is written by the client's packer, in C)."""
-        return ("d" if self.kind == "delay" else "a", self.value_ms)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "wire", ("d" if self.kind == "delay" else "a", self.value_ms))
 
 
 NOW = DueSpec("delay", 0)

@@ -28,7 +28,7 @@ class EncodeBatch:
         self.now_ms = now_ms
         self.traceparent = traceparent
         """What a job without a traceparent of its own carries (the call's send span)."""
-        self.seen: set[str] = set()
+        self.seen: set[str] = set()  # the callers' own ids (a generated one repeats none)
         self.payloads, self.envelopes = _packers()
         self._time_part = time_part(now_ms)
         self._random = ""

@@ -74,19 +74,21 @@ def validate_item(
     """One item validated and encoded (`batch`: what the call's items share)."""
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
     due = batch.due(job.delay, job.at)
-    attempts = validate_max_attempts(
-        settings.default_max_attempts if job.max_attempts is None else job.max_attempts
-    )
+    # the default is checked with the settings (Range(1, 1000))
+    if job.max_attempts is None:
+        attempts = settings.default_max_attempts
+    else:
+        attempts = validate_max_attempts(job.max_attempts)
     if not isinstance(job.replace, bool):
         raise InvalidArgumentError("replace", f"replace must be a bool, got {job.replace!r}")
     payload = encode_payload(job.payload, settings.max_payload_bytes, batch.payloads)
     if job.job_id is None:
-        job_id = batch.new_id()
+        job_id = batch.new_id()  # 80 random bits: no caller's id equals it
     else:
         job_id = k.validate_job_id(job.job_id)
         if job_id in batch.seen:
             raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
-    batch.seen.add(job_id)
+        batch.seen.add(job_id)
     trace = job.traceparent
     if trace is None:
         trace = batch.traceparent  # the call's send span's, or None
@@ -101,18 +103,21 @@ def validate_item(
     if job.ordered and due.kind == "delay":
         # Its order is its due time: fixed here, on this client's clock, for both writes.
         due = DueSpec("at", batch.now_ms + due.value_ms)
+    # positional: a keyword call costs more, once per job
     envelope = pack_envelope(
         payload,
         1,
         attempts,
         batch.now_ms,
         batch.envelopes,
-        traceparent=trace,
-        callback=callback,
-        key=key,
-        ordered=job.ordered,
+        "",
+        "",
+        trace,
+        callback,
+        key,
+        job.ordered,
     )
-    return ops.JobWrite(job_id, due, job.replace, envelope, order_key=key if job.ordered else "")
+    return ops.JobWrite(job_id, due, job.replace, envelope, "", key if job.ordered else "")
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

@@ -23,7 +23,10 @@ from wheelq.store import ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
-PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
+PIPELINE_CALLS = 64
+"""Script calls per round trip in enqueue_many: 32,000 jobs of the default batch size, each
+call written as it is packed (`wheelq.store.streamed`), so Redis runs the first while the
+client packs the rest; the spooling client's confirmed ids grow round by round."""
 
 Placing = list[tuple[list[ops.JobWrite], Call[list[Placed]]]]
 """Each script call with the writes it carries."""
