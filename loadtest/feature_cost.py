@@ -3,6 +3,10 @@ revision and on this tree, in turns, in the same run; prints the medians and the
 JSON (also written to --out).
 
     python loadtest/feature_cost.py --baseline da7e8d3 --rounds 3
+    python loadtest/feature_cost.py --baseline 1e431b7 --rounds 5 --scenarios limit,enqueue
+
+With ``limit`` among the scenarios, `enqueue_many` is also divided by raw redis-py's
+ZADD+HSET pipelines of the same run (``enqueue_many_to_raw_pipeline``).
 
 The baseline is exported with `git archive` into a temporary directory and imported from
 there (PYTHONPATH), so nothing in this checkout changes. The order alternates each round
@@ -28,6 +32,7 @@ AT_10K = {"rate_per_s": 10_000}
 
 FIGURES: dict[str, tuple[Any, ...]] = {
     "enqueue_many_jobs_per_s": ("enqueue", "enqueue_many", "jobs_per_s"),
+    "raw_pipeline_enqueue_jobs_per_s": ("limit", "enqueue_jobs_per_s"),
     "single_enqueue_p50_ratio_to_raw": ("enqueue", "single_sync", "p50_ratio_to_raw"),
     "single_enqueue_calls_per_s": ("enqueue", "single_sync", "calls_per_s"),
     "async_enqueue_calls_per_s": ("enqueue", "async", "calls_per_s"),
@@ -47,6 +52,12 @@ FIGURES: dict[str, tuple[Any, ...]] = {
     "worker_cpu_us_per_job": ("worker", "worker_cpu_us_per_job"),
 }
 """Figure name -> its path in bench.py's results.json."""
+
+PER_RUN_RATIOS = {
+    "enqueue_many_to_raw_pipeline": ("enqueue_many_jobs_per_s", "raw_pipeline_enqueue_jobs_per_s"),
+}
+"""Ratio name -> (figure, figure it is divided by), both from the same run (with ``limit`` in
+--scenarios: raw redis-py moving the same data in that run)."""
 
 
 def export(rev: str, into: Path) -> Path:
@@ -111,8 +122,19 @@ def main() -> None:
                 print(f"round {n + 1}/{args.rounds}: {name} ...", file=sys.stderr, flush=True)
                 runs[name].append(bench(trees[name], args.scenarios, out, not args.full))
     report: dict[str, Any] = {"baseline": args.baseline, "rounds": args.rounds, "figures": {}}
-    for fig, path in FIGURES.items():
-        values = {name: [figure(r, path) for r in rs] for name, rs in runs.items()}
+    per_run = {
+        fig: {name: [figure(r, path) for r in rs] for name, rs in runs.items()}
+        for fig, path in FIGURES.items()
+    }
+    for ratio, (top, bottom) in PER_RUN_RATIOS.items():
+        per_run[ratio] = {
+            name: [
+                round(a / b, 3) if a is not None and b else None
+                for a, b in zip(per_run[top][name], per_run[bottom][name], strict=True)
+            ]
+            for name in runs
+        }
+    for fig, values in per_run.items():
         if all(v is None for vs in values.values() for v in vs):
             continue
         medians = {

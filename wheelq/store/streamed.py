@@ -17,12 +17,21 @@ A cluster client keeps redis-py's cluster pipeline, which sorts calls by node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from wheelq.store.calls import Call
+
+_pack: Callable[[Any], bytes] | None
+try:
+    import hiredis
+
+    _pack = hiredis.pack_command
+except ImportError:  # redis-py's pure-Python packer then
+    _pack = None
+
 
 WRITE_BYTES = 64 * 1024
 """Packed bytes gathered before a write: few syscalls, and the first call reaches the
@@ -35,11 +44,20 @@ def command_name(call: Call[Any]) -> Any:
 
 
 def _writes(conn: Any, calls: Sequence[Call[Any]]) -> Iterator[list[bytes | memoryview]]:
-    """`calls` packed by `conn`, in writes of at least `WRITE_BYTES` (the last one less)."""
+    """`calls` packed, in writes of at least `WRITE_BYTES` (the last one less).
+
+    A script call goes straight to hiredis's packer (redis-py's own wrapper walks every
+    argument in Python first, half the cost of packing an `enqueue_many` call of 500 jobs);
+    the arguments are wheelq's (str as UTF-8, bytes, int), as redis-py would send them. Plain
+    commands, and every call without hiredis, go through the connection's packer."""
     buffered: list[bytes | memoryview] = []
     size = 0
     for call in calls:
-        for chunk in conn.pack_command(*call.wire()):
+        if call.script is not None and _pack is not None:
+            packed = [_pack(call.wire())]
+        else:
+            packed = conn.pack_command(*call.wire())
+        for chunk in packed:
             buffered.append(chunk)
             size += len(chunk)
         if size >= WRITE_BYTES:
