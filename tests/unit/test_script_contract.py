@@ -15,7 +15,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, history, nodes, ops, schedules
+from wheelq.store import consume, history, nodes, ops, prelude, schedules
 from wheelq.store.calls import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
@@ -280,11 +280,17 @@ def test_drop_shard_takes_every_key_of_the_shard() -> None:
     assert script_keys("drop_shard", KEYS) == KEYS.data_keys
 
 
-def test_every_script_is_prepended_with_the_lib() -> None:
-    lib = (LUA / "_lib.lua").read_text("utf-8")
+@pytest.mark.parametrize("name", [*NAMES, *FLOW_SCRIPTS])
+def test_every_script_is_prepended_with_all_it_names_of_the_lib_in_order(name: str) -> None:
+    header, parts = prelude.declarations((LUA / "_lib.lua").read_text("utf-8"))
+    source = script(name).source
+    kept = [part for part in parts if part.text in source]
+    lib_names = {n for part in parts for n in part.names}
 
-    for name in NAMES:
-        assert script(name).source.startswith(lib)
+    whole = (LUA / f"{name}.lua").read_text("utf-8")
+    assert source == header + "".join(part.text for part in kept) + "\n" + whole
+    named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", source)) & lib_names
+    assert named <= {n for part in kept for n in part.names}
 
 
 # --- one slot per call (Redis Cluster) ------------------------------------------------------

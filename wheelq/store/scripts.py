@@ -38,6 +38,7 @@ from typing import Any
 
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
+from wheelq.store import prelude
 
 
 class Status(IntEnum):
@@ -121,7 +122,8 @@ def script(name: str) -> Script:
     if name not in SCRIPT_KEYS and name not in FLOW_SCRIPTS:
         raise KeyError(f"no script named {name!r}")
     lua = resources.files("wheelq.store") / "lua"
-    source = (lua / "_lib.lua").read_text("utf-8") + "\n" + (lua / f"{name}.lua").read_text("utf-8")
+    body = (lua / f"{name}.lua").read_text("utf-8")
+    source = prelude.for_script((lua / "_lib.lua").read_text("utf-8"), body) + "\n" + body
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324 (Redis's hash)
 
 
