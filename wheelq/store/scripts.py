@@ -1,7 +1,8 @@
 """The Lua scripts: loading, hashing, the keys each takes, and the one table of outcomes.
 
-Each transition is one file in ``lua/``; ``_lib.lua`` (shared helpers) is
-prepended to every script, so the SHA1 is of the full text sent.
+Each transition is one file in ``lua/``; the declarations of ``_lib.lua`` (shared helpers)
+that a script names are prepended to it (`wheelq.store.prelude`), so the SHA1 is of the full
+text sent.
 
 Every reply is a list whose first element is a `Status`, with the same
 meaning in every script; `check` is the one place a reply is judged, so the

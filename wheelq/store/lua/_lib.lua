@@ -1,5 +1,6 @@
---[[ _lib.lua — helpers prepended to every wheelq script by wheelq.store.scripts.
-Numbers are written with '%.0f': Lua's tostring() turns 13-digit ms into exponent notation.
+--[[ _lib.lua — helpers prepended to the wheelq scripts that name them (wheelq.store.prelude).
+Numbers are written by wq_fmt ('%d' for whole ms, '%.0f' else): Lua's tostring() turns
+13-digit ms into exponent notation.
 ]]
 
 -- Reply status: the first element of every reply, the same in every script
