@@ -47,11 +47,17 @@ class Call(Generic[T]):
     """A command without a key (PING, TIME, CONFIG GET): a cluster pipeline cannot route
     it, so on a cluster it is sent on its own and redis-py picks the node."""
 
+    @property
+    def name(self) -> Any:
+        """The command as redis-py names it (its reply callbacks are by name): EVALSHA for a
+        script."""
+        return "EVALSHA" if self.script is not None else self.command[0]
+
     def wire(self) -> tuple[str | bytes | int, ...]:
         """The command as sent."""
         if self.script is None:
             return tuple(self.command)
-        return ("EVALSHA", script(self.script).sha, len(self.keys), *self.keys, *self.args)
+        return (self.name, script(self.script).sha, len(self.keys), *self.keys, *self.args)
 
 
 def script_call(

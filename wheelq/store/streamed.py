@@ -38,11 +38,6 @@ WRITE_BYTES = 64 * 1024
 server after at most this much packing."""
 
 
-def command_name(call: Call[Any]) -> Any:
-    """The command redis-py parses `call`'s reply as (its reply callbacks are by name)."""
-    return "EVALSHA" if call.script is not None else call.command[0]
-
-
 def _writes(conn: Any, calls: Sequence[Call[Any]]) -> Iterator[list[bytes | memoryview]]:
     """`calls` packed, in writes of at least `WRITE_BYTES` (the last one less).
 
@@ -81,7 +76,7 @@ def send(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
         replies: list[Any] = []
         for call in calls:
             try:
-                replies.append(client.parse_response(conn, command_name(call), **call.options))
+                replies.append(client.parse_response(conn, call.name, **call.options))
             except ResponseError as exc:
                 replies.append(exc)
     except BaseException:
@@ -105,8 +100,7 @@ async def send_async(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
         replies: list[Any] = []
         for call in calls:
             try:
-                name = command_name(call)
-                replies.append(await client.parse_response(conn, name, **call.options))
+                replies.append(await client.parse_response(conn, call.name, **call.options))
             except ResponseError as exc:
                 replies.append(exc)
     except BaseException:
