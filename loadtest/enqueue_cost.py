@@ -84,8 +84,8 @@ def redis_us(
         for i in range(calls):
             jobs: list[Any] = []
             for j in range(per_call):
-                jobs += [f"{tag}-{name}-{i:010d}-{j:09d}", "d", 3_600_000, "0", ENVELOPE]
-            r.evalsha(sha, len(keys), *keys, "t", "w", 0, "", *jobs)
+                jobs += [f"{tag}-{name}-{i:010d}-{j:09d}", 3_600_000, ENVELOPE]
+            r.evalsha(sha, len(keys), *keys, "t", "w", 0, "", "d0", *jobs)  # ops.enqueue's
         out[name] = _usec(r, "evalsha") / per_call
     r.config_resetstat()
     for i in range(calls):
@@ -109,7 +109,7 @@ def client_us(client: Client, topic: str, calls: int, batch: int) -> float:
     real = executor.run
 
     def answer(sent: list[Call[Any]], **_: Any) -> list[Any]:
-        return [[Placed.SCHEDULED] * ((len(c.args) - 4) // 5) for c in sent]
+        return [[Placed.SCHEDULED] * ((len(c.args) - 5) // 3) for c in sent]  # shared layout
 
     executor.run = answer  # type: ignore[method-assign]
     try:

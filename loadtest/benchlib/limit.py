@@ -7,6 +7,9 @@ figure divided by the matching figure here says how close wheelq gets to the ser
 
 - enqueue: ZADD (id, due ms) + HSET (id -> payload) per job, 500 jobs (1,000 commands)
   per pipeline;
+- enqueue_lua: the same writes as one Lua call per 500 jobs of a shard (one ZADD and one
+  HSET of all its jobs), 64 calls per pipeline: the raw Lua batch wheelq's `enqueue_many`
+  is a richer form of;
 - single: one job per round trip (a ZADD+HSET pipeline), sync client: the baseline of
   wheelq's single `enqueue`;
 - fire: every job due, one Lua call per 500 jobs that reads the due ids
@@ -62,6 +65,22 @@ redis.call('ZREM', KEYS[1], unpack(ids))
 redis.call('HDEL', KEYS[2], unpack(ids))
 return #ids
 """
+
+# KEYS[1] ZSET delayed, KEYS[2] HASH jobs; ARGV: id, due ms, payload per job. Returns the count.
+ENQUEUE_LUA = """
+local z, h, n = {}, {}, 0
+for i = 1, #ARGV, 3 do
+  z[n + 1] = ARGV[i + 1]
+  z[n + 2] = ARGV[i]
+  h[n + 1] = ARGV[i]
+  h[n + 2] = ARGV[i + 2]
+  n = n + 2
+end
+redis.call('ZADD', KEYS[1], unpack(z))
+redis.call('HSET', KEYS[2], unpack(h))
+return n / 2
+"""
+LUA_CALLS = 64  # script calls per pipeline, as wheelq's enqueue_many sends
 
 
 @dataclass(frozen=True)
@@ -119,6 +138,31 @@ def _drop(bench: Bench, r: redis.Redis, prefix: str) -> None:
 
 def _enqueue(bench: Bench, r: redis.Redis, prefix: str, n: int, payload: bytes) -> Phase:
     seconds, cpu_s = _fill(r, prefix, n, payload, redis_ms(r) + 3_600_000)
+    _drop(bench, r, prefix)
+    return Phase(n, seconds, cpu_s)
+
+
+def _enqueue_lua(bench: Bench, r: redis.Redis, prefix: str, n: int, payload: bytes) -> Phase:
+    """One EVALSHA of ENQUEUE_LUA per BATCH jobs of one shard, LUA_CALLS per pipeline."""
+    sha = r.script_load(ENQUEUE_LUA)
+    due_ms = redis_ms(r) + 3_600_000
+    keys = [_keys(prefix, s)[:2] for s in range(SHARDS)]
+    cpu0 = ServerLoad.read(r).cpu_s
+    t0 = time.perf_counter()
+    pipe = r.pipeline(transaction=False)
+    for call, start in enumerate(range(0, n, BATCH)):
+        args: list[Any] = []
+        for i in range(start, min(n, start + BATCH)):
+            args += (f"job-{i}", due_ms + i % 1000, payload)
+        pipe.execute_command("EVALSHA", sha, 2, *keys[call % SHARDS], *args)
+        if len(pipe) == LUA_CALLS:
+            pipe.execute()
+    pipe.execute()
+    seconds = time.perf_counter() - t0
+    cpu_s = ServerLoad.read(r).cpu_s - cpu0
+    stored = sum(int(r.zcard(_keys(prefix, s)[0])) for s in range(SHARDS))
+    if stored != n:
+        bench.log(f"limit enqueue_lua: stored {stored}, expected {n}")
     _drop(bench, r, prefix)
     return Phase(n, seconds, cpu_s)
 
@@ -216,6 +260,8 @@ def run_limit(
     try:
         bench.log(f"limit: enqueue {enqueue_n} jobs")
         enqueue = _enqueue(bench, r, prefix, enqueue_n, payload)
+        bench.log(f"limit: enqueue {enqueue_n} jobs through a raw Lua batch")
+        enqueue_lua = _enqueue_lua(bench, r, prefix, enqueue_n, payload)
         bench.log(f"limit: {single_n} single enqueues")
         single = _single(bench, r, prefix, single_n, payload)
         bench.log(f"limit: fire {fire_n} due jobs")
@@ -227,6 +273,7 @@ def run_limit(
         r.close()
     return {
         "enqueue_jobs_per_s": enqueue.per_s,
+        "enqueue_lua_jobs_per_s": enqueue_lua.per_s,
         "single_enqueue_ms": single["ms"],
         "single_enqueue_per_s": round(single["per_s"]),
         "fire_jobs_per_s": fire.per_s,
@@ -234,6 +281,7 @@ def run_limit(
         # The server's share: how far Redis itself is from its limit while the client works.
         "redis_cpu_us_per_job": {
             "enqueue": enqueue.redis_cpu_us_per_job,
+            "enqueue_lua": enqueue_lua.redis_cpu_us_per_job,
             "fire": fire.redis_cpu_us_per_job,
             "consume": consume.redis_cpu_us_per_job,
         },

@@ -302,6 +302,35 @@ def test_enqueue_batch_returns_each_outcome_in_order(
     ]
 
 
+@pytest.mark.parametrize("replace", [False, True], ids=["keep", "replace"])
+def test_enqueue_batch_of_one_mode_and_replace_places_each_job_as_if_one_by_one(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, replace: bool
+) -> None:
+    """Such a call sends mode and replace once (ops.enqueue's shared layout)."""
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "p", now + HOUR_MS, env(b"p0"))
+    batch = [
+        job("a", at(now + MINUTE_MS), env(b"a1"), replace),
+        job("b", at(now - 1000), env(b"b1"), replace),  # fired
+        job("a", at(now + HOUR_MS), env(b"a2"), replace),  # a is pending since this call
+        job("p", at(now + 2 * MINUTE_MS), env(b"p1"), replace),  # pending before the call
+    ]
+    call = ops.enqueue(keys, batch)
+    assert call.args[4] == ("a1" if replace else "a0")
+
+    placed = run(call)
+
+    again = Placed.SCHEDULED if replace else Placed.DUPLICATE
+    assert placed == [Placed.SCHEDULED, Placed.FIRED, again, again]
+    a_due, a_env = (now + HOUR_MS, env(b"a2")) if replace else (now + MINUTE_MS, env(b"a1"))
+    p_due, p_env = (now + 2 * MINUTE_MS, env(b"p1")) if replace else (now + HOUR_MS, env(b"p0"))
+    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == sorted(
+        [(b"a", a_due), (b"p", p_due)], key=lambda m: m[1]
+    )
+    assert redis_sync.hgetall(keys.jobs) == {b"a": a_env, b"p": p_env}
+    assert [f[b"id"] for _, f in entries(redis_sync, keys)] == [b"b"]
+
+
 @pytest.mark.parametrize("offset_ms", [-30_000, 0], ids=["below", "at"])
 def test_enqueue_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub, offset_ms: int

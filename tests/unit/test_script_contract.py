@@ -321,3 +321,49 @@ def test_enqueue_parses_each_outcome_and_refuses_an_unknown_one() -> None:
     assert call.parse([Status.OK, 0, 1, 2, 4, 5]) == list(Placed)
     with pytest.raises(ScriptError, match=r"^enqueue\.lua returned an unknown outcome"):
         call.parse([Status.OK, 0, NOT_PENDING])
+
+
+def _write(job_id: str, kind: str = "delay", replace: bool = False) -> ops.JobWrite:
+    return ops.JobWrite(job_id, DueSpec(kind, 1000), replace, b"e-" + job_id.encode())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("writes", "layout"),
+    [
+        ([_write("a"), _write("b")], "d0"),
+        ([_write("a", "at", True), _write("b", "at", True)], "a1"),
+    ],
+)
+def test_enqueue_of_jobs_sharing_mode_and_replace_sends_them_once(
+    writes: list[ops.JobWrite], layout: str
+) -> None:
+    call = ops.enqueue(KEYS, writes)
+    assert list(call.args[4:]) == [layout, "a", 1000, b"e-a", "b", 1000, b"e-b"]
+    assert ops.job_ids(call) == ["a", "b"]
+
+
+A_FULL = ["a", "d", 1000, "0", b"e-a"]  # a job's arguments when each carries mode and replace
+
+
+@pytest.mark.parametrize(
+    ("second", "b_full"),
+    [
+        (_write("b", "at"), ["b", "a", 1000, "0", b"e-b"]),
+        (_write("b", replace=True), ["b", "d", 1000, "1", b"e-b"]),
+    ],
+    ids=["mode", "replace"],
+)
+def test_enqueue_of_jobs_differing_in_mode_or_replace_sends_them_per_job(
+    second: ops.JobWrite, b_full: list[Any]
+) -> None:
+    call = ops.enqueue(KEYS, [_write("a"), second])
+    assert list(call.args[4:]) == ["", *A_FULL, *b_full]
+    assert ops.job_ids(call) == ["a", "b"]
+
+
+def test_a_replay_sends_each_job_its_mode_replace_and_token() -> None:
+    writes = [_write("a")._replace(token="t:0"), _write("b")._replace(token="t:1")]
+    call = ops.enqueue(KEYS, writes, record_ms=1000)
+    b_full = ["b", "d", 1000, "0", b"e-b"]
+    assert list(call.args[4:]) == ["", *A_FULL, "t:0", *b_full, "t:1"]
+    assert ops.job_ids(call) == ["a", "b"]

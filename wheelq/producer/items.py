@@ -42,6 +42,8 @@ class EnqueueItem(NamedTuple):
 
 
 _ITEM_FIELDS = frozenset(EnqueueItem._fields)
+_PLAIN_TAIL = (None, None, False, None, None, None, False)
+"""An item's fields after ``at`` when it sets none of them: a plain item, most of them."""
 
 
 def validate_batch(
@@ -60,6 +62,14 @@ def validate_batch(
     batch = EncodeBatch(now_ms, traceparent)
     for index, item in enumerate(items):
         try:
+            # `is False`: 0 == False, and a replace or ordered of 0 is refused by validate_item
+            if (
+                type(item) is EnqueueItem
+                and item[3:] == _PLAIN_TAIL
+                and item[5] is item[9] is False
+            ):
+                writes.append(_plain_write(settings, item[0], batch.due(item[1], item[2]), batch))
+                continue
             writes.append(validate_item(settings, item, batch))
         except InvalidArgumentError as exc:
             raise type(exc)(exc.parameter, f"items[{index}]: {exc}") from exc
@@ -118,6 +128,25 @@ def validate_item(
         job.ordered,
     )
     return ops.JobWrite(job_id, due, job.replace, envelope, "", key if job.ordered else "")
+
+
+def _plain_write(
+    settings: ClientSettings, payload: Any, due: DueSpec, batch: EncodeBatch
+) -> ops.JobWrite:
+    """`validate_item` of an item with no field set after ``at``: its payload encoded, a new
+    id, the default attempts and the call's traceparent (the same write, at half the cost)."""
+    data = encode_payload(payload, settings.max_payload_bytes, batch.payloads)
+    envelope = pack_envelope(
+        data,
+        1,
+        settings.default_max_attempts,
+        batch.now_ms,
+        batch.envelopes,
+        "",
+        "",
+        batch.traceparent,
+    )
+    return ops.JobWrite(batch.new_id(), due, False, envelope, "", "")
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

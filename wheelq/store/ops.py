@@ -100,12 +100,31 @@ def enqueue(
     if it is applied (`call_tokens`)."""
     replay = record_ms > 0 and not call_token
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
-    for job in jobs:
-        mode, value = job.due.wire
-        args += [job.id, mode, value, "1" if job.replace else "0", job.envelope]
-        if replay:
-            args.append(job.token)
+    shared = None if replay or not jobs else _shared_layout(jobs)
+    if shared is not None:
+        args += shared
+    else:
+        args.append("")  # each job carries its mode and replace
+        for job in jobs:
+            mode, value = job.due.wire
+            args += (job.id, mode, value, "1" if job.replace else "0", job.envelope)
+            if replay:
+                args.append(job.token)
     return script_call("enqueue", keys, args, _placed)
+
+
+def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
+    """The layout argument and three arguments per job when every job of `jobs` has the
+    mode and replace of the first (an `enqueue_many` call's jobs mostly do); else None."""
+    mode, _ = jobs[0].due.wire
+    replace = jobs[0].replace
+    args: list[str | bytes | int] = [mode + ("1" if replace else "0")]
+    for job in jobs:
+        job_mode, value = job.due.wire
+        if job_mode != mode or job.replace is not replace:
+            return None
+        args += (job.id, value, job.envelope)
+    return args
 
 
 def forget_replayed(keys: ShardKeys, tokens: Sequence[str]) -> Call[int]:
@@ -150,9 +169,10 @@ def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
 def job_ids(call: Call[Any]) -> list[str]:
     """The ids of the jobs an `enqueue`, `reschedule` or `cancel` call writes, read back
     from its arguments as built above (an unconfirmed write names them); [] for others."""
-    if call.script == "enqueue":  # topic, channel, record_ms, call token; 5 per job (6 replayed)
-        per_job = 6 if int(call.args[2]) and not call.args[3] else 5
-        return [str(a) for a in call.args[4::per_job]]
+    if call.script == "enqueue":  # topic, channel, record_ms, call token, layout; then per job
+        replay = int(call.args[2]) and not call.args[3]
+        per_job = 3 if call.args[4] else 6 if replay else 5  # 3: a shared layout
+        return [str(a) for a in call.args[5::per_job]]
     if call.script == "reschedule":
         return [str(call.args[2])]
     if call.script == "cancel":

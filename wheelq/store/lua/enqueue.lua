@@ -29,9 +29,12 @@ ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spoolin
          adds)
 ARGV[4]  call token: '' (a plain enqueue or a replay), or a spooling client's direct call's
          token, recorded in KEYS[6] if the call is applied (with record ms > 0)
-ARGV[5..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
+ARGV[5]  layout: '' (each job carries its mode and replace) or, when every job of the call
+         shares them, that mode and replace ('d0', 'd1', 'a0', 'a1'; never in a replay)
+ARGV[6..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
           value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
-          job; five otherwise)
+          job; five otherwise); with a layout, id, value ms, envelope (three per job: Redis
+          parses two arguments fewer per job)
 Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED now
            (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written),
            4 APPLIED: replay only, its token is in KEYS[6] (not written again),
@@ -45,13 +48,19 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED 
 -- Type checks: the sorted set, the stream and the inbox (and a replay's record) by TYPE (a job
 -- must not be scheduled into a shard it could never fire from); the horizon and the hash by
 -- their first read.
-local record_ms, call_token = tonumber(ARGV[3]), ARGV[4]
-local stride = 5
+local record_ms, call_token, layout = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local replay = record_ms > 0 and call_token == ''
+-- stride: arguments per job; a job's value and envelope are ARGV[i + at_value], ARGV[i +
+-- at_envelope], its mode and replace call_mode and call_replace (false: ARGV[i + 1], [i + 3])
+local stride, at_value, at_envelope, call_mode, call_replace = 5, 2, 4, false, false
+if replay then
+  stride = 6
+elseif layout ~= '' then
+  stride, at_value, at_envelope = 3, 1, 2
+  call_mode, call_replace = string.sub(layout, 1, 1), string.sub(layout, 2, 2)
+end
 local bad
 if record_ms > 0 then
-  if call_token == '' then
-    stride = 6
-  end
   bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list', KEYS[6], 'zset')
 else
   bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')
@@ -67,10 +76,10 @@ horizon = tonumber(horizon)
 local now = wq_now_ms()
 -- Tables are filled by counters, not by #t + 1: Lua 5.1 finds a table's length by a search.
 local ids, tokens = {}, {}
-for i = 5, #ARGV, stride do
-  local n = (i - 5) / stride + 1
+for i = 6, #ARGV, stride do
+  local n = (i - 6) / stride + 1
   ids[n] = ARGV[i]
-  if stride == 6 then
+  if replay then
     tokens[n] = ARGV[i + 5]
   end
 end
@@ -80,7 +89,7 @@ end
 -- A replay: which writes an earlier call applied (their own token, or the direct call they
 -- came from), and the tokens this call decides.
 local applied, decided = {}, {}
-if stride == 6 then
+if replay then
   local calls = {}
   for n, token in ipairs(tokens) do
     calls[n] = string.match(token, '^(.*):[^:]*$') or token
@@ -116,7 +125,7 @@ end
 for n, flag in ipairs(flags) do
   pending[ids[n]] = flag ~= false
 end
-if stride == 5 then
+if not replay then
   local cap = redis.pcall('HGET', KEYS[9], 'pending')
   if type(cap) == 'table' and cap.err then
     return {WQ_WRONG_TYPE, KEYS[9]}
@@ -125,9 +134,9 @@ if stride == 5 then
     -- Jobs this call would add to the sorted set: new ids due later (a job due now fires).
     local adds = 0
     for n = 1, #ids do
-      local i = 5 + (n - 1) * stride
-      local due = tonumber(ARGV[i + 2])
-      if ARGV[i + 1] == 'd' then
+      local i = 6 + (n - 1) * stride
+      local due = tonumber(ARGV[i + at_value])
+      if (call_mode or ARGV[i + 1]) == 'd' then
         due = now + due
       end
       if not pending[ids[n]] and due > now then
@@ -145,10 +154,10 @@ if stride == 5 then
 end
 local out, notes, ordered = {WQ_OK}, {}, 0
 for n = 1, #ids do
-  local i = 5 + (n - 1) * stride
-  local id, value, envelope = ARGV[i], tonumber(ARGV[i + 2]), ARGV[i + 4]
+  local i = 6 + (n - 1) * stride
+  local id, value, envelope = ARGV[i], tonumber(ARGV[i + at_value]), ARGV[i + at_envelope]
   local due = value
-  if ARGV[i + 1] == 'd' then
+  if (call_mode or ARGV[i + 1]) == 'd' then
     due = now + value
   end
   if applied[n] then
@@ -158,7 +167,7 @@ for n = 1, #ids do
       ordered = ordered + 1
       order[ordered] = id
     end
-    if pending[id] and ARGV[i + 3] ~= '1' then
+    if pending[id] and (call_replace or ARGV[i + 3]) ~= '1' then
       out[n + 1] = WQ_DUPLICATE
     elseif due <= now then
       local refused = wq_fire_now(KEYS[3], KEYS[7], KEYS[8], ARGV[1], id, due, envelope)
@@ -175,7 +184,7 @@ for n = 1, #ids do
       end
       out[n + 1] = WQ_SCHEDULED
     end
-    if stride == 6 then
+    if replay then
       decided[#decided + 1], decided[#decided + 2] = wq_fmt(now + record_ms), tokens[n]
     end
   end
@@ -185,7 +194,8 @@ for _, id in ipairs(order) do
   local due = final[id]
   if due then
     hset[m + 1], hset[m + 2] = id, envelopes[id]
-    zadd[m + 1], zadd[m + 2] = wq_fmt(due), id
+    -- the number itself: Redis writes a whole number's digits exactly (not as Lua's tostring)
+    zadd[m + 1], zadd[m + 2] = due, id
     m = m + 2
   elseif due == false then
     gone[#gone + 1] = id
