@@ -158,10 +158,32 @@ def pack_envelope(
     `wheelq.core.callback.Callback`, the job's ``key`` and ``"1"`` when its key's jobs run
     in order (``""`` for each one unset before it); `packer`
     (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
-    fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
+    fields = envelope_fields(
+        payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent, callback, key
+    )
     if ordered:
-        fields += [group, job_id, traceparent or "", callback, key, "1"]
-    elif key:
+        fields += [""] * (10 - len(fields)) + ["1"]
+    if packer is None:
+        packed: bytes = msgpack.packb(fields, use_bin_type=False)
+        return packed
+    return packer.pack(fields)  # type: ignore[no-any-return]
+
+
+def envelope_fields(
+    payload: bytes,
+    attempt: int,
+    max_attempts: int,
+    enqueued_ms: int,
+    group: str = "",
+    job_id: str = "",
+    traceparent: str | None = None,
+    callback: bytes = b"",
+    key: str = "",
+) -> list[Any]:
+    """`pack_envelope`'s fields before they are packed (an unordered job's); a batch of
+    jobs that differ only in payload packs one such list with each payload in place 1."""
+    fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
+    if key:
         fields += [group, job_id, traceparent or "", callback, key]
     elif callback:
         fields += [group, job_id, traceparent or "", callback]
@@ -169,10 +191,7 @@ def pack_envelope(
         fields += [group, job_id, traceparent]
     elif group or job_id:
         fields += [group, job_id]
-    if packer is None:
-        packed: bytes = msgpack.packb(fields, use_bin_type=False)
-        return packed
-    return packer.pack(fields)  # type: ignore[no-any-return]
+    return fields
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ def validate_batch(
             "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
         )
     writes: list[ops.JobWrite] = []
-    batch = EncodeBatch(now_ms, traceparent)
+    batch = EncodeBatch(now_ms, traceparent, settings.default_max_attempts)
     for index, item in enumerate(items):
         try:
             # `is False`: 0 == False, and a replace or ordered of 0 is refused by validate_item
@@ -134,19 +134,12 @@ def _plain_write(
     settings: ClientSettings, payload: Any, due: DueSpec, batch: EncodeBatch
 ) -> ops.JobWrite:
     """`validate_item` of an item with no field set after ``at``: its payload encoded, a new
-    id, the default attempts and the call's traceparent (the same write, at half the cost)."""
-    data = encode_payload(payload, settings.max_payload_bytes, batch.payloads)
-    envelope = pack_envelope(
-        data,
-        1,
-        settings.default_max_attempts,
-        batch.now_ms,
-        batch.envelopes,
-        "",
-        "",
-        batch.traceparent,
+    id, the default attempts (`batch`'s) and the call's traceparent, the same write at half
+    the cost (tuple.__new__ makes the named tuple without its Python-level __new__)."""
+    envelope = batch.plain_envelope(
+        encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     )
-    return ops.JobWrite(batch.new_id(), due, False, envelope, "", "")
+    return tuple.__new__(ops.JobWrite, (batch.new_id(), due, False, envelope, "", ""))
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
