@@ -7,7 +7,9 @@ with margins of seconds where the script reads TIME again, so no test depends on
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ from redis.client import PubSub
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
+from wheelq.core.ids import make_job_id
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
@@ -331,6 +334,63 @@ def test_enqueue_batch_of_one_mode_and_replace_places_each_job_as_if_one_by_one(
     assert [f[b"id"] for _, f in entries(redis_sync, keys)] == [b"b"]
 
 
+@pytest.mark.parametrize("replace", [False, True], ids=["keep", "replace"])
+def test_enqueue_batch_of_unique_ids_places_each_job_as_if_one_by_one(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, replace: bool
+) -> None:
+    """No id repeats: the script gathers each job's writes as it meets it (layout 'u')."""
+    now = server_ms(redis_sync)
+    seed_pending(redis_sync, keys, "p", now + HOUR_MS, env(b"p0"))
+    seed_pending(redis_sync, keys, "q", now + HOUR_MS + 1, env(b"q0"))
+    batch = [
+        job("a", at(now + MINUTE_MS), env(b"a1"), replace),
+        job("b", at(now - 1000), env(b"b1"), replace),  # fired
+        job("p", at(now + 2 * MINUTE_MS), env(b"p1"), replace),  # pending before the call
+        job("q", at(now - 1000), env(b"q1"), replace),  # pending, due now: fired if replaced
+    ]
+    call = ops.enqueue(keys, batch)
+    assert call.args[4] == ("a1u" if replace else "a0u")
+
+    placed = run(call)
+
+    if replace:
+        assert placed == [Placed.SCHEDULED, Placed.FIRED, Placed.SCHEDULED, Placed.FIRED]
+        pending = [(b"a", now + MINUTE_MS), (b"p", now + 2 * MINUTE_MS)]
+        envelopes = {b"a": env(b"a1"), b"p": env(b"p1")}
+    else:
+        assert placed == [Placed.SCHEDULED, Placed.FIRED, Placed.DUPLICATE, Placed.DUPLICATE]
+        pending = [(b"a", now + MINUTE_MS), (b"p", now + HOUR_MS), (b"q", now + HOUR_MS + 1)]
+        envelopes = {b"a": env(b"a1"), b"p": env(b"p0"), b"q": env(b"q0")}
+    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == pending
+    assert redis_sync.hgetall(keys.jobs) == envelopes
+    assert fired_ids(redis_sync, keys) == (["b", "q"] if replace else ["b"])
+
+
+def new_job(due: DueSpec, payload: bytes) -> JobWrite:
+    """A job whose id the client made (`JobWrite.new`), as `enqueue_many` makes them."""
+    return JobWrite(
+        make_job_id(int(time.time() * 1000), os.urandom(10)), due, False, env(payload), new=True
+    )
+
+
+def test_enqueue_of_new_ids_reads_none_first_and_places_them(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
+) -> None:
+    horizon = server_ms(redis_sync) + HOUR_MS
+    redis_sync.set(keys.horizon, horizon)
+    later, now = new_job(DueSpec("delay", MINUTE_MS), b"l"), new_job(DueSpec("delay", 0), b"n")
+    call = ops.enqueue(keys, [later, now])
+    assert call.args[4] == "d0n"
+
+    assert run(call) == [Placed.SCHEDULED, Placed.FIRED]
+
+    ((member, due),) = redis_sync.zrange(keys.delayed, 0, -1, withscores=True)
+    assert member == later.id.encode() and due <= horizon
+    assert redis_sync.hgetall(keys.jobs) == {later.id.encode(): env(b"l")}
+    assert fired_ids(redis_sync, keys) == [now.id]
+    assert next_published(wake) == f"{int(due)}:{later.id}".encode()
+
+
 @pytest.mark.parametrize("offset_ms", [-30_000, 0], ids=["below", "at"])
 def test_enqueue_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub, offset_ms: int
@@ -432,6 +492,21 @@ def test_enqueue_key_of_wrong_type_is_a_script_error_and_writes_nothing(
         job("now", DueSpec("delay", 0)),  # fired: stream
         job("old", at(now - 1000), replace=True),  # fired, pending copy removed
     ]
+
+    with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
+        run(ops.enqueue(keys, batch))
+
+    assert shard_state(redis_sync, keys) == before
+
+
+@pytest.mark.parametrize("name", SHARD_WRITE_KEYS)
+def test_enqueue_of_new_ids_into_a_key_of_wrong_type_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+) -> None:
+    """The hash is not read for new ids: it is checked by its type instead."""
+    bad = plant_wrong_type(redis_sync, keys, name)
+    before = shard_state(redis_sync, keys)
+    batch = [new_job(DueSpec("delay", 0), b"n"), new_job(DueSpec("delay", MINUTE_MS), b"l")]
 
     with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
         run(ops.enqueue(keys, batch))

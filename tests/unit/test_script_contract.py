@@ -323,23 +323,35 @@ def test_enqueue_parses_each_outcome_and_refuses_an_unknown_one() -> None:
         call.parse([Status.OK, 0, NOT_PENDING])
 
 
-def _write(job_id: str, kind: str = "delay", replace: bool = False) -> ops.JobWrite:
-    return ops.JobWrite(job_id, DueSpec(kind, 1000), replace, b"e-" + job_id.encode())  # type: ignore[arg-type]
+def _write(
+    job_id: str, kind: str = "delay", replace: bool = False, new: bool = False
+) -> ops.JobWrite:
+    due = DueSpec(kind, 1000)  # type: ignore[arg-type]
+    return ops.JobWrite(job_id, due, replace, b"e-" + job_id.encode(), new=new)
 
 
 @pytest.mark.parametrize(
     ("writes", "layout"),
     [
-        ([_write("a"), _write("b")], "d0"),
-        ([_write("a", "at", True), _write("b", "at", True)], "a1"),
+        ([_write("a"), _write("b")], "d0u"),
+        ([_write("a", "at", True), _write("b", "at", True)], "a1u"),
+        ([_write("a", new=True), _write("b", new=True)], "d0n"),
+        ([_write("a", new=True), _write("b")], "d0u"),
     ],
 )
 def test_enqueue_of_jobs_sharing_mode_and_replace_sends_them_once(
     writes: list[ops.JobWrite], layout: str
 ) -> None:
+    """The layout: their mode and replace, then 'n' (every id made by the client: none is
+    read first), 'u' (no id repeats: each job's writes are gathered as it is met)."""
     call = ops.enqueue(KEYS, writes)
     assert list(call.args[4:]) == [layout, "a", 1000, b"e-a", "b", 1000, b"e-b"]
     assert ops.job_ids(call) == ["a", "b"]
+
+
+def test_enqueue_of_a_repeated_id_vouches_for_nothing() -> None:
+    call = ops.enqueue(KEYS, [_write("a"), _write("b"), _write("a")])
+    assert call.args[4] == "d0"
 
 
 A_FULL = ["a", "d", 1000, "0", b"e-a"]  # a job's arguments when each carries mode and replace

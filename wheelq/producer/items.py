@@ -127,7 +127,8 @@ def validate_item(
         key,
         job.ordered,
     )
-    return ops.JobWrite(job_id, due, job.replace, envelope, "", key if job.ordered else "")
+    order_key = key if job.ordered else ""
+    return ops.JobWrite(job_id, due, job.replace, envelope, "", order_key, job.job_id is None)
 
 
 def _plain_write(
@@ -139,7 +140,7 @@ def _plain_write(
     envelope = batch.plain_envelope(
         encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     )
-    return tuple.__new__(ops.JobWrite, (batch.new_id(), due, False, envelope, "", ""))
+    return tuple.__new__(ops.JobWrite, (batch.new_id(), due, False, envelope, "", "", True))
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

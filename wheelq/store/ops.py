@@ -38,6 +38,9 @@ class JobWrite(NamedTuple):
     """A spool replay's token for this write (see `enqueue`'s `record_ms`); else unused."""
     order_key: str = ""
     """The key whose order the job joins (``ordered=True``; its `due` is then absolute)."""
+    new: bool = False
+    """The id was made for this write by the client (`wheelq.core.ids`, 80 random bits): no
+    job has it, so `enqueue` need not read whether it is pending."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,15 +118,22 @@ def enqueue(
 
 def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
     """The layout argument and three arguments per job when every job of `jobs` has the
-    mode and replace of the first (an `enqueue_many` call's jobs mostly do); else None."""
+    mode and replace of the first (an `enqueue_many` call's jobs mostly do); else None.
+
+    The layout also says 'n' when every id is `JobWrite.new` (the script reads none of them
+    first), or 'u' when no id repeats (it gathers each job's writes as it goes)."""
     mode, _ = jobs[0].due.wire
     replace = jobs[0].replace
-    args: list[str | bytes | int] = [mode + ("1" if replace else "0")]
+    args: list[str | bytes | int] = [""]
+    new = True
     for job in jobs:
         job_mode, value = job.due.wire
         if job_mode != mode or job.replace is not replace:
             return None
+        new = new and job.new
         args += (job.id, value, job.envelope)
+    unique = new or len(set(args[1::3])) == len(jobs)
+    args[0] = mode + ("1" if replace else "0") + ("n" if new else "u" if unique else "")
     return args
 
 

@@ -30,7 +30,10 @@ ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spoolin
 ARGV[4]  call token: '' (a plain enqueue or a replay), or a spooling client's direct call's
          token, recorded in KEYS[6] if the call is applied (with record ms > 0)
 ARGV[5]  layout: '' (each job carries its mode and replace) or, when every job of the call
-         shares them, that mode and replace ('d0', 'd1', 'a0', 'a1'; never in a replay)
+         shares them, that mode and replace ('d0', 'd1', 'a0', 'a1'; never in a replay), then
+         what the client vouches for the ids: '' nothing, 'u' no id repeats in the call, 'n'
+         none repeats and none is pending (ids it made itself: 80 random bits each), so they
+         are not read first
 ARGV[6..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
           value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
           job; five otherwise); with a layout, id, value ms, envelope (three per job: Redis
@@ -45,26 +48,31 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED 
            bug: wheelq writes none); jobs before it that fired are in the stream (and their
            tokens recorded), nothing else is written
 ]]
--- Type checks: the sorted set, the stream and the inbox (and a replay's record) by TYPE (a job
--- must not be scheduled into a shard it could never fire from); the horizon and the hash by
--- their first read.
+-- Type checks: the sorted set, the stream and the inbox (and a replay's record, and the hash of
+-- new ids, which is not read) by TYPE (a job must not be scheduled into a shard it could never
+-- fire from); the horizon and the hash by their first read.
 local record_ms, call_token, layout = tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local replay = record_ms > 0 and call_token == ''
 -- stride: arguments per job; a job's value and envelope are ARGV[i + at_value], ARGV[i +
 -- at_envelope], its mode and replace call_mode and call_replace (false: ARGV[i + 1], [i + 3])
 local stride, at_value, at_envelope, call_mode, call_replace = 5, 2, 4, false, false
+-- unique: no id repeats in the call; new: nor is any pending (the client's word, ARGV[5])
+local unique, new = false, false
 if replay then
   stride = 6
 elseif layout ~= '' then
   stride, at_value, at_envelope = 3, 1, 2
   call_mode, call_replace = string.sub(layout, 1, 1), string.sub(layout, 2, 2)
+  new = string.sub(layout, 3, 3) == 'n'
+  unique = new or string.sub(layout, 3, 3) == 'u'
 end
-local bad
+local typed = {KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list'}
 if record_ms > 0 then
-  bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list', KEYS[6], 'zset')
-else
-  bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')
+  typed[7], typed[8] = KEYS[6], 'zset'
+elseif new then
+  typed[7], typed[8] = KEYS[2], 'hash'
 end
+local bad = wq_bad_type(unpack(typed))
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -115,10 +123,15 @@ local function record()
   end
 end
 -- Jobs are applied in order, as if one by one; the writes are gathered and made at the end.
--- final: id -> its due (a number) if it ends scheduled, false if it fired; envelope: its
--- envelope then (two flat tables, not a table per job).
+-- With unique ids each job's writes are gathered as it is met. Else a later job of an id
+-- decides its writes: final: id -> its due (a number) if it ends scheduled, false if it
+-- fired; envelope: its envelope then (two flat tables, not a table per job); order: the ids
+-- as first met.
 local pending, final, envelopes, order = {}, {}, {}, {}
-local flags = wq_multi('HMGET', KEYS[2], ids, redis.pcall)
+-- zadd's scores are numbers: Redis writes a whole number's digits exactly (Lua's tostring
+-- would not)
+local hset, zadd, gone, m = {}, {}, {}, 0
+local flags = new and {} or wq_multi('HMGET', KEYS[2], ids, redis.pcall)
 if flags.err then
   return {WQ_WRONG_TYPE, KEYS[2]}
 end
@@ -163,7 +176,7 @@ for n = 1, #ids do
   if applied[n] then
     out[n + 1] = WQ_APPLIED
   else
-    if final[id] == nil then
+    if not unique and final[id] == nil then
       ordered = ordered + 1
       order[ordered] = id
     end
@@ -175,10 +188,19 @@ for n = 1, #ids do
         record()
         return refused
       end
-      pending[id], final[id] = false, false
+      if not unique then
+        pending[id], final[id] = false, false
+      elseif pending[id] then
+        gone[#gone + 1] = id
+      end
       out[n + 1] = WQ_FIRED
     else
-      pending[id], final[id], envelopes[id] = true, due, envelope
+      if unique then
+        hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
+        m = m + 2
+      else
+        pending[id], final[id], envelopes[id] = true, due, envelope
+      end
       if horizon and due <= horizon then
         notes[#notes + 1] = wq_note(due, id)
       end
@@ -189,20 +211,17 @@ for n = 1, #ids do
     end
   end
 end
-local hset, zadd, gone, m = {}, {}, {}, 0
-for _, id in ipairs(order) do
+for _, id in ipairs(order) do  -- empty with unique ids
   local due = final[id]
   if due then
-    hset[m + 1], hset[m + 2] = id, envelopes[id]
-    -- the number itself: Redis writes a whole number's digits exactly (not as Lua's tostring)
-    zadd[m + 1], zadd[m + 2] = due, id
+    hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelopes[id], due, id
     m = m + 2
   elseif due == false then
     gone[#gone + 1] = id
   end
 end
 wq_forget(KEYS[1], KEYS[2], gone)
-if #hset > 0 then
+if m > 0 then
   wq_multi('HSET', KEYS[2], hset)
   wq_multi('ZADD', KEYS[1], zadd)
 end
