@@ -305,40 +305,13 @@ def test_enqueue_batch_returns_each_outcome_in_order(
     ]
 
 
+@pytest.mark.parametrize("repeat", [False, True], ids=["unique", "repeated"])
 @pytest.mark.parametrize("replace", [False, True], ids=["keep", "replace"])
 def test_enqueue_batch_of_one_mode_and_replace_places_each_job_as_if_one_by_one(
-    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, replace: bool
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, replace: bool, repeat: bool
 ) -> None:
-    """Such a call sends mode and replace once (ops.enqueue's shared layout)."""
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "p", now + HOUR_MS, env(b"p0"))
-    batch = [
-        job("a", at(now + MINUTE_MS), env(b"a1"), replace),
-        job("b", at(now - 1000), env(b"b1"), replace),  # fired
-        job("a", at(now + HOUR_MS), env(b"a2"), replace),  # a is pending since this call
-        job("p", at(now + 2 * MINUTE_MS), env(b"p1"), replace),  # pending before the call
-    ]
-    call = ops.enqueue(keys, batch)
-    assert call.args[4] == ("a1" if replace else "a0")
-
-    placed = run(call)
-
-    again = Placed.SCHEDULED if replace else Placed.DUPLICATE
-    assert placed == [Placed.SCHEDULED, Placed.FIRED, again, again]
-    a_due, a_env = (now + HOUR_MS, env(b"a2")) if replace else (now + MINUTE_MS, env(b"a1"))
-    p_due, p_env = (now + 2 * MINUTE_MS, env(b"p1")) if replace else (now + HOUR_MS, env(b"p0"))
-    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == sorted(
-        [(b"a", a_due), (b"p", p_due)], key=lambda m: m[1]
-    )
-    assert redis_sync.hgetall(keys.jobs) == {b"a": a_env, b"p": p_env}
-    assert [f[b"id"] for _, f in entries(redis_sync, keys)] == [b"b"]
-
-
-@pytest.mark.parametrize("replace", [False, True], ids=["keep", "replace"])
-def test_enqueue_batch_of_unique_ids_places_each_job_as_if_one_by_one(
-    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, replace: bool
-) -> None:
-    """No id repeats: the script gathers each job's writes as it meets it (layout 'u')."""
+    """Such a call sends mode and replace once (ops.enqueue's shared layout); when no id
+    repeats it says so ('u'), and the script gathers each job's writes as it meets it."""
     now = server_ms(redis_sync)
     seed_pending(redis_sync, keys, "p", now + HOUR_MS, env(b"p0"))
     seed_pending(redis_sync, keys, "q", now + HOUR_MS + 1, env(b"q0"))
@@ -348,21 +321,26 @@ def test_enqueue_batch_of_unique_ids_places_each_job_as_if_one_by_one(
         job("p", at(now + 2 * MINUTE_MS), env(b"p1"), replace),  # pending before the call
         job("q", at(now - 1000), env(b"q1"), replace),  # pending, due now: fired if replaced
     ]
+    if repeat:
+        batch.append(job("a", at(now + HOUR_MS), env(b"a2"), replace))  # pending since the call
     call = ops.enqueue(keys, batch)
-    assert call.args[4] == ("a1u" if replace else "a0u")
+    assert call.args[4] == ("a1" if replace else "a0") + ("" if repeat else "u")
 
     placed = run(call)
 
+    again, due_now = (Placed.SCHEDULED, Placed.FIRED) if replace else (Placed.DUPLICATE,) * 2
+    assert placed == [Placed.SCHEDULED, Placed.FIRED, again, due_now] + [again] * repeat
     if replace:
-        assert placed == [Placed.SCHEDULED, Placed.FIRED, Placed.SCHEDULED, Placed.FIRED]
-        pending = [(b"a", now + MINUTE_MS), (b"p", now + 2 * MINUTE_MS)]
-        envelopes = {b"a": env(b"a1"), b"p": env(b"p1")}
+        a = (now + HOUR_MS, env(b"a2")) if repeat else (now + MINUTE_MS, env(b"a1"))
+        left = {b"a": a, b"p": (now + 2 * MINUTE_MS, env(b"p1"))}
     else:
-        assert placed == [Placed.SCHEDULED, Placed.FIRED, Placed.DUPLICATE, Placed.DUPLICATE]
-        pending = [(b"a", now + MINUTE_MS), (b"p", now + HOUR_MS), (b"q", now + HOUR_MS + 1)]
-        envelopes = {b"a": env(b"a1"), b"p": env(b"p0"), b"q": env(b"q0")}
-    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == pending
-    assert redis_sync.hgetall(keys.jobs) == envelopes
+        a = (now + MINUTE_MS, env(b"a1"))
+        left = {b"a": a, b"p": (now + HOUR_MS, env(b"p0")), b"q": (now + HOUR_MS + 1, env(b"q0"))}
+    by_due = sorted(left.items(), key=lambda item: item[1][0])
+    assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == [
+        (i, due) for i, (due, _) in by_due
+    ]
+    assert redis_sync.hgetall(keys.jobs) == {i: envelope for i, (_, envelope) in left.items()}
     assert fired_ids(redis_sync, keys) == (["b", "q"] if replace else ["b"])
 
 
