@@ -191,6 +191,11 @@ def markdown(res: dict[str, Any]) -> str:
     lines.append(
         f"| enqueue_many, jobs/s | {_num(many)} | {_num(raw_many)} | {_ratio(many, raw_many)} |"
     )
+    raw_lua = lim.get("enqueue_lua_jobs_per_s")
+    lines.append(
+        f"| enqueue_many against a raw Lua batch, jobs/s | {_num(many)} | {_num(raw_lua)} | "
+        f"{_ratio(many, raw_lua)} |"
+    )
     one = _get(enq, "single_sync", "latency_ms", "p50")
     raw_one = _get(enq, "single_sync", "raw_latency_ms", "p50")
     lines.append(
