@@ -18,7 +18,7 @@ from collections.abc import Generator
 from typing import Any
 
 from wheelq.core import keys as k
-from wheelq.errors import DuplicateJobError, TopicFullError
+from wheelq.errors import DuplicateJobError, ScriptError, TopicFullError
 from wheelq.store import ops
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
@@ -68,11 +68,15 @@ def send_calls(
         round_ = calls[i : i + PIPELINE_CALLS]
         replies = yield [call for _, call in round_]
         for (chunk, _), outcomes in zip(round_, replies, strict=True):
-            for w, o in zip(chunk, outcomes, strict=True):
-                if o == Placed.DUPLICATE:
-                    duplicates.append(w.id)
-                elif o == Placed.FULL:
-                    full.append(w.id)
+            if len(outcomes) != len(chunk):
+                raise ScriptError(f"enqueue.lua answered {len(outcomes)} of {len(chunk)} jobs")
+            # `in` scans in C: most calls have neither outcome, and need no loop per job
+            if Placed.DUPLICATE in outcomes or Placed.FULL in outcomes:
+                for w, o in zip(chunk, outcomes, strict=True):
+                    if o == Placed.DUPLICATE:
+                        duplicates.append(w.id)
+                    elif o == Placed.FULL:
+                        full.append(w.id)
             if applied is not None:
                 taken = zip(chunk, outcomes, strict=True)
                 applied += [w.id for w, o in taken if o != Placed.FULL]

@@ -1,0 +1,50 @@
+"""producer.placing: `send_calls` turns each call's outcomes into ids or a typed error; a reply
+that does not answer every job of its call is the script's error, not a silent short list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from wheelq.core.schedule import DueSpec
+from wheelq.errors import DuplicateJobError, ScriptError
+from wheelq.producer.placing import enqueue_calls, send_calls
+from wheelq.store import ops
+from wheelq.store.scripts import Placed
+
+
+def writes(n: int) -> list[ops.JobWrite]:
+    return [ops.JobWrite(f"j{i}", DueSpec("delay", 1000), False, b"e") for i in range(n)]
+
+
+def answer(op: Any, replies: list[Any]) -> Any:
+    next(op)
+    with pytest.raises(StopIteration) as done:
+        op.send(replies)
+    return done.value.value
+
+
+def test_every_job_placed_gives_the_ids_in_order() -> None:
+    ws = writes(3)
+    calls = enqueue_calls("t", ws, 1, 500)
+    assert answer(send_calls("t", ws, calls, None), [[Placed.SCHEDULED] * 3]) == ["j0", "j1", "j2"]
+
+
+def test_duplicates_are_named_with_what_was_enqueued() -> None:
+    ws = writes(3)
+    calls = enqueue_calls("t", ws, 1, 500)
+    op = send_calls("t", ws, calls, None)
+    next(op)
+    with pytest.raises(DuplicateJobError) as info:
+        op.send([[Placed.SCHEDULED, Placed.DUPLICATE, Placed.FIRED]])
+    assert (info.value.job_ids, info.value.enqueued) == (["j1"], ["j0", "j2"])
+
+
+def test_a_reply_short_of_its_calls_jobs_is_a_script_error() -> None:
+    ws = writes(3)
+    calls = enqueue_calls("t", ws, 1, 500)
+    op = send_calls("t", ws, calls, None)
+    next(op)
+    with pytest.raises(ScriptError, match="answered 2 of 3 jobs"):
+        op.send([[Placed.SCHEDULED] * 2])
