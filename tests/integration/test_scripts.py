@@ -477,17 +477,20 @@ def test_enqueue_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     assert shard_state(redis_sync, keys) == before
 
 
+@pytest.mark.parametrize("call_token", ["", "c1"], ids=["plain", "spooling client's"])
 @pytest.mark.parametrize("name", SHARD_WRITE_KEYS)
 def test_enqueue_of_new_ids_into_a_key_of_wrong_type_writes_nothing(
-    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str, call_token: str
 ) -> None:
-    """The hash is not read for new ids: it is checked by its type instead."""
+    """The hash is not read for new ids: it is checked by its type instead, in a spooling
+    client's direct call (which also checks its record's) too."""
     bad = plant_wrong_type(redis_sync, keys, name)
     before = shard_state(redis_sync, keys)
     batch = [new_job(DueSpec("delay", 0), b"n"), new_job(DueSpec("delay", MINUTE_MS), b"l")]
+    record_ms = HOUR_MS if call_token else 0
 
     with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
-        run(ops.enqueue(keys, batch))
+        run(ops.enqueue(keys, batch, record_ms, call_token))
 
     assert shard_state(redis_sync, keys) == before
 

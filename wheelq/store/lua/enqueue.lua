@@ -66,11 +66,12 @@ elseif layout ~= '' then
   new = string.sub(layout, 3, 3) == 'n'
   unique = new or string.sub(layout, 3, 3) == 'u'
 end
-local typed = {KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list'}
+local typed, t = {KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list'}, 6
 if record_ms > 0 then
-  typed[7], typed[8] = KEYS[6], 'zset'
-elseif new then
-  typed[7], typed[8] = KEYS[2], 'hash'
+  typed[t + 1], typed[t + 2], t = KEYS[6], 'zset', t + 2
+end
+if new then
+  typed[t + 1], typed[t + 2] = KEYS[2], 'hash'
 end
 local bad = wq_bad_type(unpack(typed))
 if bad then
