@@ -9,7 +9,8 @@ with 100-byte payloads due in an hour (the bench's `enqueue` scenario):
   trip) timed in turns, call for call: p50 of each and their ratio;
 - ``redis``: Redis's own time per call (``INFO commandstats``), for `enqueue.lua` as it is,
   for the same script returning right after its prelude (``call only``: what calling a
-  script costs), without its three TYPE checks (``no type checks``) and without its read of
+  script costs), without its TYPE checks (``no type checks``: four for the new ids of a
+  generated id's call) and without its read of
   the shard's pending limit (``no limit read``), each with fresh ids; and for ZADD + HSET;
 - ``client``: the client's own work per call without the round trip (`Client.enqueue` with
   its executor answering at once: validation, the id, the envelope, the script call built).
@@ -51,9 +52,7 @@ ENVELOPE = Envelope(PAYLOAD, 1, 5, 1_700_000_000_000).pack()
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "as is": [],
     "call only": [("-- Type checks: the sorted set", "do return {WQ_OK} end\n-- Type checks")],
-    "no type checks": [
-        ("bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list')\n", "")
-    ],
+    "no type checks": [("local bad = wq_bad_type(unpack(typed))", "local bad = nil")],
     "no limit read": [("redis.pcall('HGET', KEYS[9], 'pending')", "false")],
 }
 """Variant -> (piece of `enqueue.lua`'s text, what replaces it), as in `emit_cost.py`."""
@@ -85,7 +84,7 @@ def redis_us(
             jobs: list[Any] = []
             for j in range(per_call):
                 jobs += [f"{tag}-{name}-{i:010d}-{j:09d}", 3_600_000, ENVELOPE]
-            r.evalsha(sha, len(keys), *keys, "t", "w", 0, "", "d0", *jobs)  # ops.enqueue's
+            r.evalsha(sha, len(keys), *keys, "t", "w", 0, "", "d0n", *jobs)  # as for made ids
         out[name] = _usec(r, "evalsha") / per_call
     r.config_resetstat()
     for i in range(calls):
