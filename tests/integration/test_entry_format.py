@@ -16,7 +16,7 @@ from wheelq.core.dead import DeadLetter
 from wheelq.core.job import Envelope, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
-from wheelq.store import consume, nodes, ops
+from wheelq.store import consume, job_writes, nodes, ops
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -71,8 +71,8 @@ def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys, traceparent: st
     r.hset(keys.jobs, "rescheduled", envelope())
     r.zadd(keys.delayed, {"rescheduled": later})
     assert run(ops.reschedule(keys, "rescheduled", DueSpec("delay", 0))) == ops.Placed.FIRED
-    fired_now = ops.JobWrite("enqueued", DueSpec("delay", 0), False, envelope())
-    assert run(ops.enqueue(keys, [fired_now])) == [ops.Placed.FIRED]
+    fired_now = job_writes.JobWrite("enqueued", DueSpec("delay", 0), False, envelope())
+    assert run(job_writes.enqueue(keys, [fired_now])) == [ops.Placed.FIRED]
 
     dead_id = next(eid.decode() for eid, f in r.xrange(keys.dead) if f[wire.ID] == b"died")
     assert run(consume.replay(keys, [dead_id])) == (1, [])

@@ -27,9 +27,10 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.core.wire import parse_notes
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import nodes, ops
+from wheelq.store import job_writes, nodes, ops
 from wheelq.store.calls import Call
-from wheelq.store.ops import EmitResult, JobWrite
+from wheelq.store.job_writes import JobWrite
+from wheelq.store.ops import EmitResult
 from wheelq.store.scripts import Placed, script
 from wheelq.store.sync_executor import SyncExecutor
 from wheelq.testing import ServerBinary
@@ -145,7 +146,7 @@ def test_enqueue_future_at_is_scheduled_with_its_score_and_envelope(
     due = server_ms(redis_sync) + MINUTE_MS
     envelope = env(RAW_PAYLOAD, attempt=2, max_attempts=7)
 
-    assert run(ops.enqueue(keys, [job("j1", at(due), envelope)])) == [Placed.SCHEDULED]
+    assert run(job_writes.enqueue(keys, [job("j1", at(due), envelope)])) == [Placed.SCHEDULED]
 
     assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == [(b"j1", due)]
     assert redis_sync.hgetall(keys.jobs) == {b"j1": envelope}
@@ -156,7 +157,9 @@ def test_enqueue_delay_is_added_to_server_time(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     before = server_ms(redis_sync)
-    assert run(ops.enqueue(keys, [job("j1", DueSpec("delay", MINUTE_MS))])) == [Placed.SCHEDULED]
+    assert run(job_writes.enqueue(keys, [job("j1", DueSpec("delay", MINUTE_MS))])) == [
+        Placed.SCHEDULED
+    ]
     after = server_ms(redis_sync)
 
     due = score(redis_sync, keys, "j1")
@@ -176,7 +179,7 @@ def test_enqueue_due_now_or_past_goes_straight_to_the_stream(
         "at epoch 1": at(1),
     }[when]
 
-    placed = run(ops.enqueue(keys, [job("j1", due_spec, env(RAW_PAYLOAD, 3, 7))]))
+    placed = run(job_writes.enqueue(keys, [job("j1", due_spec, env(RAW_PAYLOAD, 3, 7))]))
     after = server_ms(redis_sync)
 
     assert placed == [Placed.FIRED]
@@ -198,7 +201,9 @@ def test_enqueue_fired_payload_bytes_are_intact_at_every_msgpack_size(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, size: int
 ) -> None:
     payload = bytes(i % 256 for i in range(size))  # every byte value, so not UTF-8
-    assert run(ops.enqueue(keys, [job("j1", DueSpec("delay", 0), env(payload))])) == [Placed.FIRED]
+    assert run(job_writes.enqueue(keys, [job("j1", DueSpec("delay", 0), env(payload))])) == [
+        Placed.FIRED
+    ]
     [(_, fields)] = entries(redis_sync, keys)
     assert fields[b"payload"] == payload
 
@@ -206,7 +211,7 @@ def test_enqueue_fired_payload_bytes_are_intact_at_every_msgpack_size(
 def test_enqueue_nothing_returns_no_codes_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    assert run(ops.enqueue(keys, [])) == []
+    assert run(job_writes.enqueue(keys, [])) == []
     assert redis_sync.exists(keys.delayed, keys.jobs, keys.ready, keys.inbox) == 0
 
 
@@ -216,12 +221,12 @@ def test_enqueue_duplicate_without_replace_is_code_2_and_changes_nothing(
 ) -> None:
     now = server_ms(redis_sync)
     first = env(b"first")
-    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS), first)]))
+    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS), first)]))
     redis_sync.set(keys.horizon, now + HOUR_MS)  # a write would also leave an inbox note
     before = shard_state(redis_sync, keys)
 
     due = now + 2 * MINUTE_MS if second_due == "later" else now - 1000
-    placed = run(ops.enqueue(keys, [job("j1", at(due), env(b"second"))]))
+    placed = run(job_writes.enqueue(keys, [job("j1", at(due), env(b"second"))]))
 
     assert placed == [Placed.DUPLICATE]
     assert shard_state(redis_sync, keys) == before
@@ -233,9 +238,11 @@ def test_enqueue_replace_writes_the_new_score_and_envelope(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     now = server_ms(redis_sync)
-    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
+    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
 
-    placed = run(ops.enqueue(keys, [job("j1", at(now + HOUR_MS), env(b"second"), replace=True)]))
+    placed = run(
+        job_writes.enqueue(keys, [job("j1", at(now + HOUR_MS), env(b"second"), replace=True)])
+    )
 
     assert placed == [Placed.SCHEDULED]
     assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == [(b"j1", now + HOUR_MS)]
@@ -247,9 +254,11 @@ def test_enqueue_replace_with_a_past_due_fires_and_removes_the_pending_copy(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str
 ) -> None:
     now = server_ms(redis_sync)
-    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
+    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
 
-    placed = run(ops.enqueue(keys, [job("j1", at(now - 5000), env(b"second"), replace=True)]))
+    placed = run(
+        job_writes.enqueue(keys, [job("j1", at(now - 5000), env(b"second"), replace=True)])
+    )
 
     assert placed == [Placed.FIRED]
     assert [f for _, f in entries(redis_sync, keys)] == [
@@ -262,7 +271,7 @@ def test_enqueue_replace_of_a_job_not_pending_is_a_plain_enqueue(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     due = server_ms(redis_sync) + MINUTE_MS
-    assert run(ops.enqueue(keys, [job("j1", at(due), replace=True)])) == [Placed.SCHEDULED]
+    assert run(job_writes.enqueue(keys, [job("j1", at(due), replace=True)])) == [Placed.SCHEDULED]
     assert score(redis_sync, keys, "j1") == due
 
 
@@ -281,7 +290,7 @@ def test_enqueue_batch_returns_each_outcome_in_order(
         job("d", at(now + 3 * MINUTE_MS), env(b"d2"), replace=True),  # scheduled again
     ]
 
-    placed = run(ops.enqueue(keys, batch))
+    placed = run(job_writes.enqueue(keys, batch))
 
     assert placed == [
         Placed.SCHEDULED,
@@ -323,7 +332,7 @@ def test_enqueue_batch_of_one_mode_and_replace_places_each_job_as_if_one_by_one(
     ]
     if repeat:
         batch.append(job("a", at(now + HOUR_MS), env(b"a2"), replace))  # pending since the call
-    call = ops.enqueue(keys, batch)
+    call = job_writes.enqueue(keys, batch)
     assert call.args[4] == ("a1" if replace else "a0") + ("" if repeat else "u")
 
     placed = run(call)
@@ -357,7 +366,7 @@ def test_enqueue_of_new_ids_reads_none_first_and_places_them(
     horizon = server_ms(redis_sync) + HOUR_MS
     redis_sync.set(keys.horizon, horizon)
     later, now = new_job(DueSpec("delay", MINUTE_MS), b"l"), new_job(DueSpec("delay", 0), b"n")
-    call = ops.enqueue(keys, [later, now])
+    call = job_writes.enqueue(keys, [later, now])
     assert call.args[4] == "d0n"
 
     assert run(call) == [Placed.SCHEDULED, Placed.FIRED]
@@ -377,7 +386,7 @@ def test_enqueue_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
     redis_sync.set(keys.horizon, horizon)
     due = horizon + offset_ms
 
-    assert run(ops.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
+    assert run(job_writes.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
 
     note = f"{due}:j1".encode()
     assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
@@ -394,7 +403,7 @@ def test_a_batch_enqueue_below_the_horizon_publishes_its_notes_in_one_message(
     redis_sync.set(keys.horizon, horizon)
     dues = {"j1": horizon - 3, "j2": horizon + 1, "j3": horizon - 1, "j4": horizon}
 
-    placed = run(ops.enqueue(keys, [job(job_id, at(due)) for job_id, due in dues.items()]))
+    placed = run(job_writes.enqueue(keys, [job(job_id, at(due)) for job_id, due in dues.items()]))
 
     assert placed == [Placed.SCHEDULED] * 4
     notes = [f"{dues[job_id]}:{job_id}".encode() for job_id in ("j1", "j3", "j4")]
@@ -415,7 +424,7 @@ def test_enqueue_above_the_horizon_or_without_one_leaves_no_note(
     elif horizon == "not a number":
         redis_sync.set(keys.horizon, "soon")
 
-    assert run(ops.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
+    assert run(job_writes.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
 
     assert score(redis_sync, keys, "j1") == due
     assert redis_sync.exists(keys.inbox) == 0
@@ -428,7 +437,7 @@ def test_enqueue_fired_job_leaves_no_inbox_note_even_below_the_horizon(
     now = server_ms(redis_sync)
     redis_sync.set(keys.horizon, now + MINUTE_MS)
 
-    assert run(ops.enqueue(keys, [job("j1", at(now - 1000))])) == [Placed.FIRED]
+    assert run(job_writes.enqueue(keys, [job("j1", at(now - 1000))])) == [Placed.FIRED]
 
     assert redis_sync.exists(keys.inbox) == 0
     assert_nothing_published(redis_sync, wake, keys)
@@ -472,7 +481,7 @@ def test_enqueue_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     ]
 
     with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
-        run(ops.enqueue(keys, batch))
+        run(job_writes.enqueue(keys, batch))
 
     assert shard_state(redis_sync, keys) == before
 
@@ -490,7 +499,7 @@ def test_enqueue_of_new_ids_into_a_key_of_wrong_type_writes_nothing(
     record_ms = HOUR_MS if call_token else 0
 
     with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
-        run(ops.enqueue(keys, batch, record_ms, call_token))
+        run(job_writes.enqueue(keys, batch, record_ms, call_token))
 
     assert shard_state(redis_sync, keys) == before
 
@@ -507,9 +516,9 @@ def test_reschedule_of_a_job_not_pending_is_none_and_writes_nothing(
     now = server_ms(redis_sync)
     redis_sync.set(keys.horizon, now + HOUR_MS)
     if state == "fired":
-        run(ops.enqueue(keys, [job("j1", DueSpec("delay", 0))]))
+        run(job_writes.enqueue(keys, [job("j1", DueSpec("delay", 0))]))
     elif state == "cancelled":
-        run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS))]))
+        run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS))]))
         run(ops.cancel(keys, "j1"))
     elif state == "no envelope":
         redis_sync.zadd(keys.delayed, {"j1": now + MINUTE_MS})
@@ -530,7 +539,7 @@ def test_reschedule_moves_a_pending_job_and_keeps_its_envelope(
     now = server_ms(redis_sync)
     envelope = env(RAW_PAYLOAD, 2, 3)
     run(
-        ops.enqueue(
+        job_writes.enqueue(
             keys, [job("j1", at(now + MINUTE_MS), envelope), job("other", at(now + 2 * HOUR_MS))]
         )
     )
@@ -631,7 +640,7 @@ def test_enqueue_of_a_malformed_envelope_due_now_raises_and_writes_nothing(
     batch = [job("later", at(now + MINUTE_MS)), job("bad", DueSpec("delay", 0), b"\xc1")]
 
     with pytest.raises(MalformedJobError) as caught:
-        run(ops.enqueue(keys, batch))
+        run(job_writes.enqueue(keys, batch))
 
     assert (caught.value.topic, caught.value.job_id) == (topic, "bad")
     assert shard_state(redis_sync, keys) == before
@@ -663,7 +672,7 @@ def test_cancel_removes_a_pending_job_once(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     now = server_ms(redis_sync)
-    run(ops.enqueue(keys, [job("j1", at(now + MINUTE_MS)), job("j2", at(now + MINUTE_MS))]))
+    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS)), job("j2", at(now + MINUTE_MS))]))
 
     assert run(ops.cancel(keys, "j1")) is True
     assert score(redis_sync, keys, "j1") is None
@@ -678,7 +687,7 @@ def test_cancel_removes_a_pending_job_once(
 def test_cancel_of_an_unknown_or_fired_job_is_false_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(ops.enqueue(keys, [job("fired", DueSpec("delay", 0))]))
+    run(job_writes.enqueue(keys, [job("fired", DueSpec("delay", 0))]))
     seed_pending(redis_sync, keys, "kept", server_ms(redis_sync) + MINUTE_MS, env())
     before = shard_state(redis_sync, keys)
 
@@ -945,7 +954,9 @@ def test_emitted_entries_never_precede_their_due_on_the_server_clock(
 ) -> None:
     """Jobs due a few ms from now, emitted as soon as the script lets them go."""
     ids = [f"j{i}" for i in range(20)]
-    run(ops.enqueue(keys, [job(j, DueSpec("delay", 20 + 10 * i)) for i, j in enumerate(ids)]))
+    run(
+        job_writes.enqueue(keys, [job(j, DueSpec("delay", 20 + 10 * i)) for i, j in enumerate(ids)])
+    )
     dues = {j: score(redis_sync, keys, j) for j in ids}
     far_future = server_ms(redis_sync) + HOUR_MS  # the caller's now: only TIME holds jobs back
 
@@ -1534,11 +1545,15 @@ def test_executor_reloads_scripts_after_script_flush(
 
             # First use on a fresh server: NOSCRIPT, load, send again.
             assert client.script_exists(sha) == [False]
-            assert executor.run([ops.enqueue(keys, [job("a", at(due))])]) == [[Placed.SCHEDULED]]
+            assert executor.run([job_writes.enqueue(keys, [job("a", at(due))])]) == [
+                [Placed.SCHEDULED]
+            ]
 
             client.script_flush()
             assert client.script_exists(sha) == [False]
-            assert executor.run([ops.enqueue(keys, [job("b", at(due))])]) == [[Placed.SCHEDULED]]
+            assert executor.run([job_writes.enqueue(keys, [job("b", at(due))])]) == [
+                [Placed.SCHEDULED]
+            ]
             assert client.script_exists(sha) == [True]
 
             # A pipeline of scripts and a plain command after a flush: only the scripts are
@@ -1548,7 +1563,7 @@ def test_executor_reloads_scripts_after_script_flush(
                 [
                     ops.cancel(keys, "a"),
                     ops.pending_count(keys),
-                    ops.enqueue(keys, [job("c", DueSpec("delay", 0))]),
+                    job_writes.enqueue(keys, [job("c", DueSpec("delay", 0))]),
                     nodes.lease_acquire(keys, TOKEN, TTL_MS),
                 ]
             )

@@ -16,7 +16,7 @@ from wheelq.core.settings import ClientSettings
 from wheelq.errors import AckUnsupportedError, DuplicateJobError, DurabilityError
 from wheelq.producer.durability import confirmed
 from wheelq.producer.operations import Producer
-from wheelq.store import ops
+from wheelq.store import job_writes, ops
 from wheelq.store.acked import PLAIN, REFRESH, Acked, Wait, plan
 from wheelq.store.calls import Call
 
@@ -155,8 +155,8 @@ def test_wait_reads_its_reply(wait: Wait, reply: Any, count: int) -> None:
 
 
 def _enqueue(ids: list[str]) -> Call[Any]:
-    writes = [ops.JobWrite(i, DueSpec("delay", 1000), False, b"") for i in ids]
-    return ops.enqueue(ShardKeys("t", 0), writes)
+    writes = [job_writes.JobWrite(i, DueSpec("delay", 1000), False, b"") for i in ids]
+    return job_writes.enqueue(ShardKeys("t", 0), writes)
 
 
 def test_confirmed_names_the_jobs_of_the_calls_that_fell_short() -> None:

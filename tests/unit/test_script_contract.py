@@ -15,7 +15,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, history, nodes, ops, prelude, schedules
+from wheelq.store import consume, history, job_writes, nodes, ops, prelude, schedules
 from wheelq.store.calls import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
@@ -53,8 +53,8 @@ KEY_TYPES = {
 
 # One call of every script wrapper: what each script's reply goes through.
 WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
-    "enqueue": lambda: ops.enqueue(
-        KEYS, [ops.JobWrite("j", DueSpec("at", 1), False, Envelope(b"p").pack())]
+    "enqueue": lambda: job_writes.enqueue(
+        KEYS, [job_writes.JobWrite("j", DueSpec("at", 1), False, Envelope(b"p").pack())]
     ),
     "reschedule": lambda: ops.reschedule(KEYS, "j", DueSpec("at", 1)),
     "cancel": lambda: ops.cancel(KEYS, "j"),
@@ -317,7 +317,7 @@ def test_scripts_make_no_key_name_of_their_own(name: str) -> None:
 
 
 def test_enqueue_parses_each_outcome_and_refuses_an_unknown_one() -> None:
-    call = ops.enqueue(KEYS, [])
+    call = job_writes.enqueue(KEYS, [])
     assert call.parse([Status.OK, 0, 1, 2, 4, 5]) == list(Placed)
     with pytest.raises(ScriptError, match=r"^enqueue\.lua returned an unknown outcome"):
         call.parse([Status.OK, 0, NOT_PENDING])
@@ -325,9 +325,9 @@ def test_enqueue_parses_each_outcome_and_refuses_an_unknown_one() -> None:
 
 def _write(
     job_id: str, kind: str = "delay", replace: bool = False, new: bool = False
-) -> ops.JobWrite:
+) -> job_writes.JobWrite:
     due = DueSpec(kind, 1000)  # type: ignore[arg-type]
-    return ops.JobWrite(job_id, due, replace, b"e-" + job_id.encode(), new=new)
+    return job_writes.JobWrite(job_id, due, replace, b"e-" + job_id.encode(), new=new)
 
 
 @pytest.mark.parametrize(
@@ -340,17 +340,17 @@ def _write(
     ],
 )
 def test_enqueue_of_jobs_sharing_mode_and_replace_sends_them_once(
-    writes: list[ops.JobWrite], layout: str
+    writes: list[job_writes.JobWrite], layout: str
 ) -> None:
     """The layout: their mode and replace, then 'n' (every id made by the client: none is
     read first), 'u' (no id repeats: each job's writes are gathered as it is met)."""
-    call = ops.enqueue(KEYS, writes)
+    call = job_writes.enqueue(KEYS, writes)
     assert list(call.args[4:]) == [layout, "a", 1000, b"e-a", "b", 1000, b"e-b"]
-    assert ops.job_ids(call) == ["a", "b"]
+    assert job_writes.job_ids(call) == ["a", "b"]
 
 
 def test_enqueue_of_a_repeated_id_vouches_for_nothing() -> None:
-    call = ops.enqueue(KEYS, [_write("a"), _write("b"), _write("a")])
+    call = job_writes.enqueue(KEYS, [_write("a"), _write("b"), _write("a")])
     assert call.args[4] == "d0"
 
 
@@ -366,16 +366,16 @@ A_FULL = ["a", "d", 1000, "0", b"e-a"]  # a job's arguments when each carries mo
     ids=["mode", "replace"],
 )
 def test_enqueue_of_jobs_differing_in_mode_or_replace_sends_them_per_job(
-    second: ops.JobWrite, b_full: list[Any]
+    second: job_writes.JobWrite, b_full: list[Any]
 ) -> None:
-    call = ops.enqueue(KEYS, [_write("a"), second])
+    call = job_writes.enqueue(KEYS, [_write("a"), second])
     assert list(call.args[4:]) == ["", *A_FULL, *b_full]
-    assert ops.job_ids(call) == ["a", "b"]
+    assert job_writes.job_ids(call) == ["a", "b"]
 
 
 def test_a_replay_sends_each_job_its_mode_replace_and_token() -> None:
     writes = [_write("a")._replace(token="t:0"), _write("b")._replace(token="t:1")]
-    call = ops.enqueue(KEYS, writes, record_ms=1000)
+    call = job_writes.enqueue(KEYS, writes, record_ms=1000)
     b_full = ["b", "d", 1000, "0", b"e-b"]
     assert list(call.args[4:]) == ["", *A_FULL, "t:0", *b_full, "t:1"]
-    assert ops.job_ids(call) == ["a", "b"]
+    assert job_writes.job_ids(call) == ["a", "b"]

@@ -20,9 +20,10 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, ScriptError
-from wheelq.store import nodes, ops
+from wheelq.store import job_writes, nodes, ops
 from wheelq.store.calls import Call
-from wheelq.store.ops import EmitResult, JobWrite
+from wheelq.store.job_writes import JobWrite
+from wheelq.store.ops import EmitResult
 from wheelq.store.scripts import Placed
 from wheelq.store.sync_executor import SyncExecutor
 
@@ -64,10 +65,10 @@ def later(job_id: str, due_ms: int, replace: bool = False) -> JobWrite:
 def test_enqueue_schedules_then_refuses_a_duplicate_then_replaces(fake: Fake) -> None:
     due = fake.now_ms() + MINUTE_MS
 
-    assert fake(ops.enqueue(KEYS, [later("j", due)])) == [Placed.SCHEDULED]
-    assert fake(ops.enqueue(KEYS, [later("j", due + 1)])) == [Placed.DUPLICATE]
+    assert fake(job_writes.enqueue(KEYS, [later("j", due)])) == [Placed.SCHEDULED]
+    assert fake(job_writes.enqueue(KEYS, [later("j", due + 1)])) == [Placed.DUPLICATE]
     assert fake.r.zscore(KEYS.delayed, "j") == due
-    assert fake(ops.enqueue(KEYS, [later("j", due + 2, replace=True)])) == [Placed.SCHEDULED]
+    assert fake(job_writes.enqueue(KEYS, [later("j", due + 2, replace=True)])) == [Placed.SCHEDULED]
     assert fake.r.zscore(KEYS.delayed, "j") == due + 2
     assert fake.r.hget(KEYS.jobs, "j") == ENVELOPE
     assert fake.r.exists(KEYS.ready) == 0
@@ -78,7 +79,7 @@ def test_enqueue_notes_only_jobs_at_or_below_the_horizon(fake: Fake) -> None:
     fake.r.set(KEYS.horizon, horizon)
 
     placed = fake(
-        ops.enqueue(
+        job_writes.enqueue(
             KEYS, [later("below", horizon - 1), later("at", horizon), later("above", horizon + 1)]
         )
     )
@@ -92,7 +93,7 @@ def test_enqueue_notes_only_jobs_at_or_below_the_horizon(fake: Fake) -> None:
 
 def test_reschedule_moves_a_pending_job_and_ignores_an_unknown_one(fake: Fake) -> None:
     now = fake.now_ms()
-    fake(ops.enqueue(KEYS, [later("j", now + MINUTE_MS)]))
+    fake(job_writes.enqueue(KEYS, [later("j", now + MINUTE_MS)]))
 
     assert fake(ops.reschedule(KEYS, "j", DueSpec("at", now + 2 * MINUTE_MS))) == Placed.SCHEDULED
     assert fake.r.zscore(KEYS.delayed, "j") == now + 2 * MINUTE_MS
@@ -101,7 +102,7 @@ def test_reschedule_moves_a_pending_job_and_ignores_an_unknown_one(fake: Fake) -
 
 
 def test_cancel_is_true_once(fake: Fake) -> None:
-    fake(ops.enqueue(KEYS, [later("j", fake.now_ms() + MINUTE_MS)]))
+    fake(job_writes.enqueue(KEYS, [later("j", fake.now_ms() + MINUTE_MS)]))
 
     assert fake(ops.cancel(KEYS, "j")) is True
     assert fake(ops.cancel(KEYS, "j")) is False
@@ -112,7 +113,7 @@ def test_wrong_type_is_a_script_error_and_writes_nothing(fake: Fake) -> None:
     fake.r.set(KEYS.ready, "not a stream")
 
     with pytest.raises(ScriptError, match="wrong type"):
-        fake(ops.enqueue(KEYS, [later("j", fake.now_ms() + MINUTE_MS)]))
+        fake(job_writes.enqueue(KEYS, [later("j", fake.now_ms() + MINUTE_MS)]))
 
     assert fake.r.exists(KEYS.delayed, KEYS.jobs) == 0
 

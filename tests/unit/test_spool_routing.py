@@ -32,7 +32,7 @@ from wheelq.producer.operations import Op, Producer
 from wheelq.producer.placing import PIPELINE_CALLS
 from wheelq.producer.spool import Spool
 from wheelq.producer.spooler import Spooler
-from wheelq.store import ops
+from wheelq.store import job_writes
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
@@ -77,7 +77,7 @@ def jobs(call: Call[Any]) -> list[tuple[str, str]]:
     """(id, token) of each job of an enqueue call: a replay's own token, ``CALL:n`` in a
     spooling client's direct call (its call token recorded), '' in a plain enqueue."""
     record_ms, call_token = int(call.args[2]), str(call.args[3])
-    ids = ops.job_ids(call)
+    ids = job_writes.job_ids(call)
     if record_ms and not call_token:  # a replay: six arguments per job, its token last
         return list(zip(ids, [str(t) for t in call.args[10::6]], strict=True))
     return [(i, f"{call_token}:{n}" if call_token else "") for n, i in enumerate(ids)]

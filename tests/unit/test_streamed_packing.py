@@ -10,22 +10,22 @@ import redis
 
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
-from wheelq.store import ops, streamed
+from wheelq.store import job_writes, streamed
 from wheelq.store.calls import Call
 
 
 def calls() -> list[Call[Any]]:
     writes = [
-        ops.JobWrite(
+        job_writes.JobWrite(
             f"id-{n}-é", DueSpec("at", 1_900_000_000_000 + n), n % 2 == 0, b"\x00\xff" * 900
         )
         for n in range(300)
     ]
     keys = ShardKeys("tópic", 2)
     return [
-        ops.enqueue(keys, writes[:100]),
+        job_writes.enqueue(keys, writes[:100]),
         Call(command=("CONFIG GET", "maxmemory")),  # redis-py splits a two-word command
-        ops.enqueue(keys, writes[100:], record_ms=5000, call_token="c1"),
+        job_writes.enqueue(keys, writes[100:], record_ms=5000, call_token="c1"),
         Call(command=("GET", keys.horizon)),
     ]
 

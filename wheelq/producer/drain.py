@@ -29,7 +29,7 @@ from wheelq.errors import MalformedJobError, ScriptError, TopicConfigError
 from wheelq.producer.breaker import Breaker
 from wheelq.producer.spool import Spool, SpooledJob, SpoolStats
 from wheelq.runtime.outage import Outage
-from wheelq.store import ops
+from wheelq.store import job_writes
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
@@ -107,9 +107,11 @@ class Drain:
                 keys = k.ShardKeys(topic, k.shard_of(row.job_id, shards))
                 groups.setdefault(keys, []).append(row)
         now = self._clock.now_ms()
-        forget: list[Call[Any]] = [ops.forget_replayed(ks, t) for ks, t in self._forget.items()]
+        forget: list[Call[Any]] = [
+            job_writes.forget_replayed(ks, t) for ks, t in self._forget.items()
+        ]
         replays = [
-            ops.enqueue(
+            job_writes.enqueue(
                 keys,
                 [row.replay_write(self.spool.spool_id, now) for row in group],
                 settings.spool_record_ms,

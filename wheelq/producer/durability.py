@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import DuplicateJobError, DurabilityError, InvalidArgumentError
 from wheelq.producer.operations import Op, Producer
-from wheelq.store import ops
+from wheelq.store import job_writes
 from wheelq.store.acked import Acked, Wait
 
 T = TypeVar("T")
@@ -111,10 +111,10 @@ def confirmed(producer: Producer, topic: str, op: Op[T], level: str, wait: Wait)
             replies = yield calls
             short = replies.short if isinstance(replies, Acked) else {}
             for call in calls:
-                named += ops.job_ids(call)
+                named += job_writes.job_ids(call)
             for i, count in short.items():
                 fewest = min(fewest, count)
-                ids = ops.job_ids(calls[i])
+                ids = job_writes.job_ids(calls[i])
                 doubt += ids
                 unnamed = unnamed or not ids
             calls = op.send(replies)

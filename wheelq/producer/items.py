@@ -19,7 +19,7 @@ from wheelq.core.settings import ClientSettings
 from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
 from wheelq.producer.encode_batch import EncodeBatch
-from wheelq.store import ops
+from wheelq.store import job_writes
 
 
 class EnqueueItem(NamedTuple):
@@ -51,14 +51,14 @@ def validate_batch(
     items: Iterable[EnqueueItem | Mapping[str, Any]],
     traceparent: str | None,
     now_ms: int,
-) -> list[ops.JobWrite]:
+) -> list[job_writes.JobWrite]:
     """Every item validated and encoded, in order (errors name the item: ``items[3]: ...``)."""
     # A single item is iterable too (a named tuple): it is refused, not taken field by field.
     if isinstance(items, str | bytes | Mapping | EnqueueItem) or not isinstance(items, Iterable):
         raise InvalidArgumentError(
             "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
         )
-    writes: list[ops.JobWrite] = []
+    writes: list[job_writes.JobWrite] = []
     batch = EncodeBatch(now_ms, traceparent, settings.default_max_attempts)
     for index, item in enumerate(items):
         try:
@@ -80,7 +80,7 @@ def validate_batch(
 
 def validate_item(
     settings: ClientSettings, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
-) -> ops.JobWrite:
+) -> job_writes.JobWrite:
     """One item validated and encoded (`batch`: what the call's items share)."""
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
     due = batch.due(job.delay, job.at)
@@ -128,19 +128,21 @@ def validate_item(
         job.ordered,
     )
     order_key = key if job.ordered else ""
-    return ops.JobWrite(job_id, due, job.replace, envelope, "", order_key, job.job_id is None)
+    return job_writes.JobWrite(
+        job_id, due, job.replace, envelope, "", order_key, job.job_id is None
+    )
 
 
 def _plain_write(
     settings: ClientSettings, payload: Any, due: DueSpec, batch: EncodeBatch
-) -> ops.JobWrite:
+) -> job_writes.JobWrite:
     """`validate_item` of an item with no field set after ``at``: its payload encoded, a new
     id, the default attempts (`batch`'s) and the call's traceparent, the same write at half
     the cost (tuple.__new__ makes the named tuple without its Python-level __new__)."""
     envelope = batch.plain_envelope(
         encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     )
-    return tuple.__new__(ops.JobWrite, (batch.new_id(), due, False, envelope, "", "", True))
+    return tuple.__new__(job_writes.JobWrite, (batch.new_id(), due, False, envelope, "", "", True))
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

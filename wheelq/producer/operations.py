@@ -35,7 +35,7 @@ from wheelq.producer.placing import enqueue_calls, send_calls
 from wheelq.producer.traced import sending
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import WallClock
-from wheelq.store import history, nodes, ops, schedules
+from wheelq.store import history, job_writes, nodes, ops, schedules
 from wheelq.store.calls import Call
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ class Producer:
             return []
         return (yield from self._counted(topic, writes))
 
-    def _counted(self, topic: str, writes: list[ops.JobWrite]) -> Op[list[str]]:
+    def _counted(self, topic: str, writes: list[job_writes.JobWrite]) -> Op[list[str]]:
         """`_write`, counting the jobs it enqueued (a batch's too when some were duplicates)."""
         if any(w.order_key for w in writes):
             yield from register_order(topic, writes)
@@ -227,7 +227,7 @@ class Producer:
         return ids
 
     def _write(
-        self, topic: str, writes: list[ops.JobWrite], applied: list[str] | None = None
+        self, topic: str, writes: list[job_writes.JobWrite], applied: list[str] | None = None
     ) -> Op[list[str]]:
         """Place validated jobs: by shard, in script calls of `batch_size`, pipelined.
 

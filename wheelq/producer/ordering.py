@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.core.flow import order_keys
 from wheelq.store import flow
-from wheelq.store.ops import JobWrite
+from wheelq.store.job_writes import JobWrite
 
 if TYPE_CHECKING:
     from wheelq.producer.operations import Op

@@ -19,7 +19,7 @@ from typing import Any
 
 from wheelq.core import keys as k
 from wheelq.errors import DuplicateJobError, ScriptError, TopicFullError
-from wheelq.store import ops
+from wheelq.store import job_writes
 from wheelq.store.calls import Call
 from wheelq.store.scripts import Placed
 
@@ -28,12 +28,12 @@ PIPELINE_CALLS = 64
 call written as it is packed (`wheelq.store.streamed`), so Redis runs the first while the
 client packs the rest; the spooling client's confirmed ids grow round by round."""
 
-Placing = list[tuple[list[ops.JobWrite], Call[list[Placed]]]]
+Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]
 """Each script call with the writes it carries."""
 
 
 def enqueue_calls(
-    topic: str, writes: list[ops.JobWrite], shards: int, size: int, record_ms: int = 0
+    topic: str, writes: list[job_writes.JobWrite], shards: int, size: int, record_ms: int = 0
 ) -> Placing:
     """The script calls that place `writes` (by shard, `size` per call); `record_ms` > 0
     gives each a recorded call token and its writes ``CALL:n`` tokens, in `writes`."""
@@ -48,12 +48,12 @@ def enqueue_calls(
             for m, n in enumerate(indexes[i : i + size] if token else ()):
                 writes[n] = writes[n]._replace(token=f"{token}:{m}")
             chunk = [writes[n] for n in indexes[i : i + size]]
-            calls.append((chunk, ops.enqueue(keys, chunk, record_ms, token)))
+            calls.append((chunk, job_writes.enqueue(keys, chunk, record_ms, token)))
     return calls
 
 
 def send_calls(
-    topic: str, writes: list[ops.JobWrite], calls: Placing, applied: list[str] | None
+    topic: str, writes: list[job_writes.JobWrite], calls: Placing, applied: list[str] | None
 ) -> Generator[list[Call[Any]], list[Any], list[str]]:
     """Send `calls` in rounds; returns the ids of `writes`, appending each round's applied
     ids to `applied` as it is confirmed.

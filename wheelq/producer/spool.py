@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from wheelq.core.job import Envelope
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import SpoolError, SpoolLockedError
-from wheelq.store.ops import JobWrite
+from wheelq.store.job_writes import JobWrite
 
 FORMAT = "1"
 _SCHEMA = """

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from wheelq.core.clock import Clock
 from wheelq.errors import RedisUnavailableError
 from wheelq.producer.spool import Spool
-from wheelq.store.ops import JobWrite
+from wheelq.store.job_writes import JobWrite
 
 if TYPE_CHECKING:
     from wheelq.producer.operations import Op

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from wheelq.core.keys import (
     TOPICS_KEY,
@@ -21,26 +21,8 @@ from wheelq.core.keys import (
 )
 from wheelq.core.schedule import DueSpec
 from wheelq.core.wire import parse_note
-from wheelq.errors import ScriptError
 from wheelq.store.calls import Call, script_call
 from wheelq.store.scripts import NOT_PENDING, Placed, check
-
-
-class JobWrite(NamedTuple):
-    """One job for `enqueue` (a named tuple: made once per job on the enqueue path, three
-    times cheaper than a frozen dataclass)."""
-
-    id: str
-    due: DueSpec
-    replace: bool
-    envelope: bytes
-    token: str = ""
-    """A spool replay's token for this write (see `enqueue`'s `record_ms`); else unused."""
-    order_key: str = ""
-    """The key whose order the job joins (``ordered=True``; its `due` is then absolute)."""
-    new: bool = False
-    """The id was made for this write by the client (`wheelq.core.ids`, 80 random bits): no
-    job has it, so `enqueue` need not read whether it is pending."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,71 +60,6 @@ def _pairs(flat: Sequence[Any]) -> list[tuple[str, int]]:
     return [(flat[i].decode(), int(float(flat[i + 1]))) for i in range(0, len(flat), 2)]
 
 
-_PLACED = {int(p): p for p in Placed}
-"""Outcome code -> `Placed`: a dict lookup per job is a fifteenth of the cost of
-``Placed(code)``."""
-
-
-def _placed(reply: Any) -> list[Placed]:
-    try:
-        return [_PLACED[code] for code in check("enqueue", reply)[1:]]
-    except (KeyError, TypeError) as exc:
-        raise ScriptError(f"enqueue.lua returned an unknown outcome ({reply!r:.200})") from exc
-
-
-def enqueue(
-    keys: ShardKeys, jobs: Sequence[JobWrite], record_ms: int = 0, call_token: str = ""
-) -> Call[list[Placed]]:
-    """Parses to each job's outcome, in order; raises `MalformedJobError` when an envelope
-    due now cannot be decoded (wheelq's clients write none).
-
-    `record_ms` > 0 without `call_token` makes it a spool replay: a job whose `token` (or
-    its prefix up to the last ``:``, a direct call's token) the shard's record holds is
-    `Placed.APPLIED` and not written again; the others' tokens are kept that long. With a
-    `call_token` it is a spooling client's direct call, whose token is recorded that long
-    if it is applied (`call_tokens`)."""
-    replay = record_ms > 0 and not call_token
-    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
-    shared = None if replay or not jobs else _shared_layout(jobs)
-    if shared is not None:
-        args += shared
-    else:
-        args.append("")  # each job carries its mode and replace
-        for job in jobs:
-            mode, value = job.due.wire
-            args += (job.id, mode, value, "1" if job.replace else "0", job.envelope)
-            if replay:
-                args.append(job.token)
-    return script_call("enqueue", keys, args, _placed)
-
-
-def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
-    """The layout argument and three arguments per job when every job of `jobs` has the
-    mode and replace of the first (an `enqueue_many` call's jobs mostly do); else None.
-
-    The layout also says 'n' when every id is `JobWrite.new` (the script reads none of them
-    first), or 'u' when no id repeats (it gathers each job's writes as it goes)."""
-    mode, _ = jobs[0].due.wire
-    replace = jobs[0].replace
-    args: list[str | bytes | int] = [""]
-    new = True
-    for job in jobs:
-        job_mode, value = job.due.wire
-        if job_mode != mode or job.replace is not replace:
-            return None
-        new = new and job.new
-        args += (job.id, value, job.envelope)
-    unique = new or len(set(args[1::3])) == len(jobs)
-    args[0] = mode + ("1" if replace else "0") + ("n" if new else "u" if unique else "")
-    return args
-
-
-def forget_replayed(keys: ShardKeys, tokens: Sequence[str]) -> Call[int]:
-    """ZREM tokens the spool no longer holds from the shard's record; parses to how many
-    were there."""
-    return Call(command=("ZREM", keys.spooled, *tokens), parse=int)
-
-
 def _rescheduled(reply: Any) -> Placed | None:
     outcome = check("reschedule", reply)[1]
     return None if outcome == NOT_PENDING else Placed(outcome)
@@ -174,20 +91,6 @@ def debounce(
 
 def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
     return script_call("cancel", keys, [job_id], lambda r: bool(check("cancel", r)[1]))
-
-
-def job_ids(call: Call[Any]) -> list[str]:
-    """The ids of the jobs an `enqueue`, `reschedule` or `cancel` call writes, read back
-    from its arguments as built above (an unconfirmed write names them); [] for others."""
-    if call.script == "enqueue":  # topic, channel, record_ms, call token, layout; then per job
-        replay = int(call.args[2]) and not call.args[3]
-        per_job = 3 if call.args[4] else 6 if replay else 5  # 3: a shared layout
-        return [str(a) for a in call.args[5::per_job]]
-    if call.script == "reschedule":
-        return [str(call.args[2])]
-    if call.script == "cancel":
-        return [str(call.args[0])]
-    return []
 
 
 NO_BYTE_BOUND = 2**52  # what "no byte bound" sends: more than any server holds
