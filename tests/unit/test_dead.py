@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wheelq.core.dead import DeadLetter, parse_ref
-from wheelq.core.job import encode_payload
+from wheelq.core.payload import encode_payload
 from wheelq.errors import InvalidArgumentError
 
 DEAD_ID = "1700000000123-0"

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wheelq.core import wire
-from wheelq.core.job import decode_payload, entry_ms
+from wheelq.core.job import entry_ms
+from wheelq.core.payload import decode_payload
 from wheelq.errors import InvalidArgumentError
 
 

@@ -40,7 +40,8 @@ from typing import Any
 import msgpack
 
 from wheelq.core import wire
-from wheelq.core.job import Envelope, decode_payload, entry_ms
+from wheelq.core.job import Envelope, entry_ms
+from wheelq.core.payload import decode_payload
 from wheelq.errors import MalformedJobError
 
 SEPARATOR = "\x1f"

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import msgpack
 
 from wheelq.core.checks import int_in
-from wheelq.core.job import decode_payload
+from wheelq.core.payload import decode_payload
 from wheelq.core.recurrence import Recurrence, recurrence
 from wheelq.errors import InvalidArgumentError
 

@@ -13,7 +13,8 @@ import threading
 import msgpack
 
 from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
-from wheelq.core.job import envelope_fields, payload_packer
+from wheelq.core.job import envelope_fields
+from wheelq.core.payload import payload_packer
 from wheelq.core.schedule import At, Delay, DueSpec, due_spec
 
 

@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 from wheelq.core import keys as k
 from wheelq.core.callback import Callback, validate_callback
 from wheelq.core.flow import validate_key
-from wheelq.core.job import encode_payload, pack_envelope, validate_max_attempts
+from wheelq.core.job import pack_envelope, validate_max_attempts
+from wheelq.core.payload import encode_payload
 from wheelq.core.schedule import At, Delay, DueSpec
 from wheelq.core.settings import ClientSettings
 from wheelq.core.trace import validate_traceparent
