@@ -13,7 +13,6 @@ import threading
 import msgpack
 
 from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
-from wheelq.core.job import envelope_fields
 from wheelq.core.payload import payload_packer
 from wheelq.core.schedule import At, Delay, DueSpec, due_spec
 
@@ -25,7 +24,7 @@ class EncodeBatch:
 
     MAX_BLOCK_IDS = 1024
 
-    def __init__(self, now_ms: int, traceparent: str | None = None, max_attempts: int = 1) -> None:
+    def __init__(self, now_ms: int, traceparent: str | None = None) -> None:
         self.now_ms = now_ms
         self.traceparent = traceparent
         """What a job without a traceparent of its own carries (the call's send span)."""
@@ -36,14 +35,6 @@ class EncodeBatch:
         self._at = 0
         self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
         self._dues: dict[tuple[type, object, type, object], DueSpec] = {}
-        self._plain = envelope_fields(b"", 1, max_attempts, now_ms, traceparent=traceparent)
-
-    def plain_envelope(self, payload: bytes) -> bytes:
-        """The envelope of a first attempt of `payload` made now, with `max_attempts` and the
-        call's traceparent: one list of fields packed with each payload in its place."""
-        fields = self._plain
-        fields[1] = payload
-        return self.envelopes.pack(fields)  # type: ignore[no-any-return]
 
     def due(self, delay: Delay | None, at: At | None) -> DueSpec:
         """`due_spec(delay, at)`, worked out once per distinct value in the batch (the items

@@ -101,7 +101,8 @@ def forget_replayed(keys: ShardKeys, tokens: Sequence[str]) -> Call[int]:
 
 def job_ids(call: Call[Any]) -> list[str]:
     """The ids of the jobs an `enqueue`, `reschedule` or `cancel` call writes, read back
-    from its arguments as built above (an unconfirmed write names them); [] for others."""
+    from its arguments as `enqueue` above and `ops.reschedule` / `ops.cancel` build them
+    (an unconfirmed write names them); [] for others."""
     if call.script == "enqueue":  # topic, channel, record_ms, call token, layout; then per job
         replay = int(call.args[2]) and not call.args[3]
         per_job = 3 if call.args[4] else 6 if replay else 5  # 3: a shared layout
