@@ -320,6 +320,17 @@ def test_no_slices_while_another_bucket_is_due_at_the_same_millisecond() -> None
     assert batches == [("early", 8), ("late-1", 8), ("late-2", 8)]
 
 
+def test_no_slices_after_a_coarser_bucket_of_that_millisecond_handed_out_later_entries() -> None:
+    """Found by the model below: a level-1 bucket keyed at 40 handed out its entry due 41
+    first, so a slice of the level-0 bucket at 40 would have left its entry behind it."""
+    wheel = TimingWheel[str](tick_ms=1, wheel_size=4, start_ms=0)
+    wheel.add("later", 41)  # level 1: the bucket from 40, older than the next one
+    wheel.advance_to(38)
+    wheel.add("earlier", 40)  # level 0, at 40 too
+    batches = wheel.advance_to(41, limit=0) + wheel.advance_to(41)
+    assert batches == [("earlier", 40), ("later", 41)]
+
+
 # --- properties against a reference model ---------------------------------------------------
 
 KEYS = st.integers(0, 15)

@@ -220,7 +220,13 @@ class TimingWheel(Generic[K]):
             items = bucket.items
             if not items:
                 continue
-            if limit is not None and len(out) + len(items) > limit and self._slice(bucket, key_ms):
+            if (
+                limit is not None
+                and len(out) + len(items) > limit
+                # a coarser bucket keyed at this ms may have handed out later entries
+                and all(due <= key_ms for due, _, _ in out)
+                and self._slice(bucket, key_ms)
+            ):
                 for key in list(itertools.islice(items, max(0, limit - len(out)))):
                     due, seq = items.pop(key)
                     out.append((due, seq, key))
