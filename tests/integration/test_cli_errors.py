@@ -32,7 +32,6 @@ def down_url() -> str:
 @pytest.fixture
 def handlers_dir(tmp_path: Path) -> Path:
     (tmp_path / "handlers.py").write_text(HANDLERS)
-    (tmp_path / "broken.py").write_text("raise RuntimeError('broken at import')\n")
     return tmp_path
 
 
@@ -52,15 +51,58 @@ def test_a_bad_handler_is_named_in_one_line(
     assert_one_line_error(done, 2, "wheelq worker: ", fragment)
 
 
-def test_a_handler_module_that_raises_shows_its_traceback_and_exits_1(
-    handlers_dir: Path, down_url: str
+@pytest.mark.parametrize(
+    ("source", "fragments"),
+    [
+        ("x = 1\ndef handle(job)\n    pass\n", ["bad.py:2: ", "SyntaxError: expected ':'"]),
+        (
+            "import os\nimport no_such_dependency_xyz\n",
+            ["bad.py:2: ", "ModuleNotFoundError: No module named 'no_such_dependency_xyz'"],
+        ),
+        (
+            "from os import no_such_name_xyz\n",
+            ["bad.py:1: ", "ImportError: cannot import name 'no_such_name_xyz'"],
+        ),
+        ("\n\nhandle = undefined_xyz\n", ["bad.py:3: ", "NameError: name 'undefined_xyz'"]),
+        ("import json\njson.loads('{')\n", ["bad.py:2: ", "JSONDecodeError: Expecting"]),
+    ],
+)
+def test_a_handler_module_that_raises_is_one_line_naming_file_line_and_error(
+    tmp_path: Path, down_url: str, source: str, fragments: list[str]
 ) -> None:
-    done = run_wheelq(
-        "worker", "broken:handle", "--topic", "t", "--redis-url", down_url, cwd=handlers_dir
+    (tmp_path / "bad.py").write_text(source)
+    done = run_wheelq("worker", "bad:handle", "--topic", "t", "--redis-url", down_url, cwd=tmp_path)
+    line = assert_one_line_error(
+        done, 1, "wheelq worker: importing handler module 'bad' failed: ", *fragments
     )
-    assert done.returncode == 1
-    assert "RuntimeError: broken at import" in done.stderr  # the user's own bug: traceback kept
-    assert "importing handler module 'broken' failed" in done.stderr.strip().splitlines()[-1]
+    assert "('" not in line, line  # not a SyntaxError's raw args tuple
+
+
+def test_an_error_deep_in_a_handler_package_names_the_packages_own_line(
+    tmp_path: Path, down_url: str
+) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("from app import jobs\n")
+    (tmp_path / "app" / "jobs.py").write_text("import json\n\nCONF = json.loads('{')\n")
+    done = run_wheelq("worker", "app:handle", "--topic", "t", "--redis-url", down_url, cwd=tmp_path)
+    assert_one_line_error(done, 1, f"{Path('app', 'jobs.py')}:3: ", "JSONDecodeError")
+
+
+@pytest.mark.parametrize(
+    ("spec", "suggested"),
+    [
+        ("handlers.py:handle", "pass handlers:handle"),
+        ("./handlers.py:handle", "pass handlers:handle"),
+        ("sub/jobs.py:handle", "pass sub.jobs:handle"),
+    ],
+)
+def test_a_file_name_for_the_handler_module_suggests_its_module_name(
+    handlers_dir: Path, down_url: str, spec: str, suggested: str
+) -> None:
+    (handlers_dir / "sub").mkdir()
+    (handlers_dir / "sub" / "jobs.py").write_text(HANDLERS)
+    done = run_wheelq("worker", spec, "--topic", "t", "--redis-url", down_url, cwd=handlers_dir)
+    assert_one_line_error(done, 2, "wheelq worker: ", "is a file name: drop '.py'", suggested)
 
 
 @pytest.mark.parametrize(

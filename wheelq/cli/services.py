@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
-import os
-import sys
-import traceback
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.config import split_topics
 from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError, usage_error
+from wheelq.cli.handler_spec import load_handler
 from wheelq.cli.signals import exit_now, run_until_signal
 
 if TYPE_CHECKING:
@@ -126,45 +122,3 @@ def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
         # wait for them at exit: leave now (their entries were handed on).
         exit_now(0 if report.abandoned == 0 else 1)
     return report
-
-
-def load_handler(spec: str) -> Any:
-    """Import ``module:function`` (the current directory is importable, as with uvicorn).
-
-    Raises:
-        CliError: (exit 2) A malformed spec, no such module or attribute, or not callable;
-            (exit 1) the module raised while importing (its traceback is printed first).
-    """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise usage_error(f"handler must be module:function, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
-            traceback.print_exc()
-            raise CliError(f"importing handler module {module_name!r} failed: {exc}") from exc
-        raise usage_error(
-            f"no module named {exc.name!r} (handler {spec!r}; looked in {os.getcwd()} and sys.path)"
-        ) from exc
-    except Exception as exc:
-        traceback.print_exc()
-        raise CliError(f"importing handler module {module_name!r} failed: {exc!r}") from exc
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise usage_error(f"module {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise usage_error(
-            f"handler {spec!r} is not callable (type {type(target).__name__}): "
-            "it must be a def or async def taking a wheelq.Job"
-        )
-    from wheelq.errors import InvalidHandlerError
-    from wheelq.worker.handler_runner import check_handler
-
-    try:
-        return check_handler(target)  # the worker's own rules (generators, signature)
-    except InvalidHandlerError as exc:
-        raise usage_error(f"handler {spec!r}: {exc}") from exc
