@@ -118,6 +118,82 @@ async def test_a_held_back_stream_never_exceeds_max_ready_and_every_job_runs(
     assert all(redis_sync.zcard(k.delayed) == 0 for k in all_shards(topic, shards))
 
 
+def test_jobs_due_now_wait_in_the_sorted_set_while_the_stream_is_at_max_ready(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    """Every path that fires a job at once (a delay of 0, no delay, an ``at`` in the past, a
+    batch, a reschedule to now) keeps to max_ready: with no consumer, the stream holds the
+    limit and the rest wait as pending jobs, none lost."""
+    limit = 4
+    keys = ShardKeys(topic, 0)
+    with Client.from_url(redis_url) as c:
+        c.create_topic(topic, 1)
+        c.set_limits(topic, max_ready=limit)
+        ids = [c.enqueue(topic, i, delay=0) for i in range(10)]
+        ids += [c.enqueue(topic, i) for i in range(10)]
+        ids += [c.enqueue(topic, i, at=1_000_000_000) for i in range(5)]
+        ids += c.enqueue_many(topic, [EnqueueItem(i, delay=0) for i in range(100)])
+        later = c.enqueue(topic, "later", delay=600)
+        assert c.reschedule(topic, later, delay=0)
+        ids.append(later)
+        assert redis_sync.xlen(keys.ready) == limit
+        states = [c.get(topic, i).state for i in ids]
+        assert states.count(JobState.READY) == limit
+        assert states.count(JobState.PENDING) == len(ids) - limit
+        assert redis_sync.zcard(keys.delayed) == len(ids) - limit
+
+
+async def test_jobs_held_back_at_enqueue_all_run_once_workers_catch_up(
+    redis_url: str, topic: str, scheduler: Scheduler
+) -> None:
+    done: list[str] = []
+
+    async def handle(job: Job) -> None:
+        done.append(job.id)
+
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, 1)
+        await c.set_limits(topic, max_ready=4)
+        ids = await c.enqueue_many(topic, [EnqueueItem(i, delay=0) for i in range(200)])
+        worker = Worker.from_url(redis_url, topic, handle, concurrency=2)
+        await worker.start()
+        try:
+            await eventually(
+                lambda: _all(set(done), ids), timeout_s=60, what="all 200 jobs to be handled"
+            )
+        finally:
+            await worker.stop()
+    assert sorted(done) == sorted(ids), "a job ran twice"
+
+
+def test_replay_into_a_stream_at_max_ready_leaves_the_rest_dead(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    keys = ShardKeys(topic, 0)
+    with Client.from_url(redis_url) as c:
+        c.create_topic(topic, 1)
+        for i in range(6):  # six dead letters, written as a worker writes them
+            redis_sync.xadd(
+                keys.dead,
+                {
+                    "id": f"d{i}",
+                    "topic": topic,
+                    "due": "1",
+                    "attempt": "3",
+                    "max_attempts": "3",
+                    "payload": b"\x01",
+                    "group": "g",
+                    "error": "boom",
+                },
+            )
+        c.set_limits(topic, max_ready=2)
+        assert c.replay(topic) == 2
+        assert redis_sync.xlen(keys.ready) == 2 and redis_sync.xlen(keys.dead) == 4
+        c.set_limits(topic)
+        assert c.replay(topic) == 4
+        assert redis_sync.xlen(keys.ready) == 6 and redis_sync.xlen(keys.dead) == 0
+
+
 async def _all(done: set[str], ids: list[str]) -> bool:
     return done >= set(ids)
 

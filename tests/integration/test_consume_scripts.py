@@ -992,7 +992,7 @@ def test_replay_puts_a_dead_letter_back_as_a_first_attempt_for_its_group(
     dead_id = dead_letter_of(redis_sync, run, keys, died)
     before = server_ms(redis_sync)
 
-    assert run(consume.replay(keys, [dead_id])) == (1, [])
+    assert run(consume.replay(keys, [dead_id])) == (1, 0, [])
     after = server_ms(redis_sync)
 
     entry_id, fields = redis_sync.xrange(keys.ready)[-1]
@@ -1015,7 +1015,7 @@ def test_replay_leaves_a_dead_letter_without_id_or_payload(
     dead_id = dead_letter_of(redis_sync, run, keys, fields)
     ready_before = redis_sync.xlen(keys.ready)
 
-    assert run(consume.replay(keys, [dead_id])) == (0, [dead_id])
+    assert run(consume.replay(keys, [dead_id])) == (0, 0, [dead_id])
 
     assert ids_of(redis_sync, keys.dead) == [dead_id]
     assert redis_sync.xlen(keys.ready) == ready_before
@@ -1025,7 +1025,7 @@ def test_replay_ignores_unknown_ids(redis_sync: redis.Redis, run: Runner, keys: 
     dead_id = dead_letter_of(redis_sync, run, keys, ready_fields(keys))
     before = snapshot(redis_sync, keys)
 
-    assert run(consume.replay(keys, ["1-0", "99999999999999-0"])) == (0, [])
+    assert run(consume.replay(keys, ["1-0", "99999999999999-0"])) == (0, 0, [])
 
     assert snapshot(redis_sync, keys) == before
     assert ids_of(redis_sync, keys.dead) == [dead_id]

@@ -75,7 +75,7 @@ def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys, traceparent: st
     assert run(job_writes.enqueue(keys, [fired_now])) == [ops.Placed.FIRED]
 
     dead_id = next(eid.decode() for eid, f in r.xrange(keys.dead) if f[wire.ID] == b"died")
-    assert run(consume.replay(keys, [dead_id])) == (1, [])
+    assert run(consume.replay(keys, [dead_id])) == (1, 0, [])
 
 
 def test_every_way_into_the_ready_stream_writes_the_same_fields(

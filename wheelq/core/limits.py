@@ -4,9 +4,10 @@
   and writes nothing of what was refused (a producer spool's replay and a schedule's runs
   are let through: both were accepted earlier).
 - ``max_ready``: most fired jobs not yet acked by the slowest consumer group (read but
-  unacked, plus not yet read). Past it the scheduler holds due jobs back in the sorted set,
-  emitting more as workers ack: the stream never grows past what workers keep up with,
-  and a held job fires late but is never dropped.
+  unacked, plus not yet read). Past it due jobs are held back in the sorted set (a job
+  enqueued, rescheduled or debounced to run now too; a replay replays what fits), and the
+  scheduler emits more as workers ack: the stream never grows past what workers keep up
+  with, and a held job fires late but is never dropped.
 
 Both are enforced per shard, inside the scripts that write, so they are exact there: each
 shard holds ``ceil(limit / shards)``. Job ids spread evenly over shards, so a topic fills

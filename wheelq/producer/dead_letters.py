@@ -71,7 +71,8 @@ def _id_key(entry_id: str) -> tuple[int, int]:
 
 def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
     """Run dead letters again (all of them when `refs` is None); returns how many were.
-    Malformed ones (no job id or payload) cannot be and stay where they are."""
+    Malformed ones (no job id or payload) cannot be and stay where they are; so do those a
+    shard at its ``max_ready`` has no room for (replay them once workers catch up)."""
     by_shard = _by_shard(refs)
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
@@ -84,8 +85,10 @@ def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
         else:
             ids = by_shard.get(keys.shard, [])
         for i in range(0, len(ids), IDS_PER_CALL):
-            ((n, _unreplayable),) = yield [consume.replay(keys, ids[i : i + IDS_PER_CALL])]
+            ((n, held, _unreplayable),) = yield [consume.replay(keys, ids[i : i + IDS_PER_CALL])]
             replayed += n
+            if held:
+                break  # the shard is at its max_ready: the rest would be held too
     return replayed
 
 

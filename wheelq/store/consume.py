@@ -262,12 +262,13 @@ def read_dead(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
     return _range(keys.dead, start, count)
 
 
-def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, list[str]]]:
-    """Parses to (replayed, ids that cannot be replayed)."""
+def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, int, list[str]]]:
+    """Parses to (replayed, held back by the topic's max_ready, ids that cannot be
+    replayed)."""
 
-    def parse(reply: Any) -> tuple[int, list[str]]:
+    def parse(reply: Any) -> tuple[int, int, list[str]]:
         r = check("replay", reply)
-        return int(r[1]), [_text(x) for x in r[2:]]
+        return int(r[1]), int(r[2]), [_text(x) for x in r[3:]]
 
     return script_call("replay", keys, [keys.topic, *entry_ids], parse)
 

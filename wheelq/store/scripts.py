@@ -74,8 +74,8 @@ _LEASE = ("lease", "horizon")
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "enqueue": (*_WRITE, "spooled", "history", "history_old", "limits"),
-    "reschedule": (*_WRITE, "history", "history_old"),
-    "debounce": (*_WRITE, "history", "history_old", "debounce"),
+    "reschedule": (*_WRITE, "history", "history_old", "limits"),
+    "debounce": (*_WRITE, "history", "history_old", "debounce", "limits"),
     "cancel": ("delayed", "jobs", "cancelled"),
     "emit_due": ("delayed", "jobs", "ready", "lease", "dead", "history", "history_old", "limits"),
     "preload": ("delayed", "lease", "horizon"),
@@ -88,7 +88,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "claim": ("ready", "dead", "history"),
     "touch": ("ready",),
     "trim": ("ready", "history", "history_old", "cancelled"),
-    "replay": ("dead", "ready", "history", "history_old"),
+    "replay": ("dead", "ready", "history", "history_old", "limits"),
     "purge_dead": ("dead",),
     "drop_shard": DATA_KEY_NAMES,
     "lookup": ("delayed", "jobs", "ready", "history", "history_old", "cancelled"),
@@ -98,7 +98,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "schedule_claim": ("lease", "sched_epoch"),
     "schedule_advance": ("lease", "sched_state", "sched_epoch"),
     "schedule_fence": ("sched_marks",),
-    "materialize": (*_WRITE[:5], "history", "history_old", "sched_marks"),
+    "materialize": (*_WRITE[:5], "history", "history_old", "sched_marks", "limits"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

@@ -11,13 +11,16 @@ KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[8]  {T:s}:debounce  HASH    job id -> the ms its series must fire by (max wait); a
          deadline past is stale, and each call removes up to two stale ones it samples
+KEYS[9]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
+         under it, else it is scheduled at its due time (wheelq.core.limits)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
 ARGV[4]  debounce, ms (>= 1)
 ARGV[5]  max wait, ms ('0': none)
 ARGV[6]  envelope (msgpack)
-Returns: {0, placed, due}   placed: 0 SCHEDULED, 1 FIRED now (the max wait is up); due ms
+Returns: {0, placed, due}   placed: 0 SCHEDULED (due now too, with the stream at its limit),
+           1 FIRED now (the max wait is up); due ms
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
 ]]
@@ -48,7 +51,8 @@ for i = 1, #sample, 2 do
     redis.call('HDEL', KEYS[8], sample[i])
   end
 end
-if due <= now then
+local room = due <= now and wq_room(redis.call('HGET', KEYS[9], 'ready'), {KEYS[3]})
+if due <= now and not (room and room <= 0) then
   local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope)
   if refused then
     return refused

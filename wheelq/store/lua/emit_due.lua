@@ -41,25 +41,7 @@ end
 -- its first XADD, each before anything is written (pcall turns the failure into a status).
 local now = math.min(tonumber(ARGV[3]), wq_now_ms())
 -- Room in the stream under the "ready" limit (nil: no limit).
-local room = redis.call('HGET', KEYS[8], 'ready')
-if room then
-  local backlog = 0
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    local groups = redis.call('XINFO', 'GROUPS', KEYS[3])
-    if #groups == 0 then
-      backlog = redis.call('XLEN', KEYS[3])
-    end
-    for _, flat in ipairs(groups) do
-      local g = wq_fields(flat)
-      local lag = tonumber(g['lag'])
-      if not lag then -- unknown to the server (after deletions): count, up to the limit
-        lag = #redis.call('XRANGE', KEYS[3], '(' .. g['last-delivered-id'], '+', 'COUNT', room)
-      end
-      backlog = math.max(backlog, g['pending'] + lag)
-    end
-  end
-  room = tonumber(room) - backlog
-end
+local room = wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3]})
 local ids = {}
 if #ARGV > 5 then
   for i = 6, #ARGV do

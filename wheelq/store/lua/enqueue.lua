@@ -20,7 +20,8 @@ KEYS[6]  {T:s}:spooled   ZSET    token of a replayed spool write, or of a spooli
 KEYS[7]  {T:s}:history   HASH    job id -> its latest entry (jobs fired now)
 KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (not checked
-         by a replay: it was accepted before; wheelq.core.limits)
+         by a replay: it was accepted before); "ready": a job due now fires only while the
+         stream has room under it, else it is scheduled at its due time (wheelq.core.limits)
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
@@ -38,8 +39,8 @@ ARGV[6..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is 
           value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
           job; five otherwise); with a layout, id, value ms, envelope (three per job: Redis
           parses two arguments fewer per job)
-Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED, 1 FIRED now
-           (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written),
+Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job due now too,
+           when the stream is at its "ready" limit), 1 FIRED now (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written),
            4 APPLIED: replay only, its token is in KEYS[6] (not written again),
            5 FULL: the call would take the shard past its "pending" limit (every job of the
            call is FULL, and nothing is written)
@@ -139,31 +140,50 @@ end
 for n, flag in ipairs(flags) do
   pending[ids[n]] = flag ~= false
 end
-if not replay then
-  local cap = redis.pcall('HGET', KEYS[9], 'pending')
-  if type(cap) == 'table' and cap.err then
-    return {WQ_WRONG_TYPE, KEYS[9]}
+local limits = redis.pcall('HMGET', KEYS[9], 'pending', 'ready')
+if limits.err then
+  return {WQ_WRONG_TYPE, KEYS[9]}
+end
+local cap = not replay and limits[1]
+-- Room under the "ready" limit (nil: none), asked only when a job of the call is due now: one
+-- that finds no room is scheduled at its due time instead of fired, and the leader emits it
+-- as workers catch up (a replay too: holding a job back refuses nothing).
+local room
+if limits[2] then
+  for n = 1, #ids do
+    local i = 6 + (n - 1) * stride
+    -- due now: a delay of 0 (mode 'd'), or a due time at or before now (mode 'a')
+    local latest = (call_mode or ARGV[i + 1]) == 'd' and 0 or now
+    if tonumber(ARGV[i + at_value]) <= latest then
+      room = wq_room(limits[2], {KEYS[3]})
+      break
+    end
   end
-  if cap then
-    -- Jobs this call would add to the sorted set: new ids due later (a job due now fires).
-    local adds = 0
-    for n = 1, #ids do
-      local i = 6 + (n - 1) * stride
-      local due = tonumber(ARGV[i + at_value])
-      if (call_mode or ARGV[i + 1]) == 'd' then
-        due = now + due
-      end
-      if not pending[ids[n]] and due > now then
+end
+if cap then
+  -- Jobs this call would add to the sorted set: new ids due later, and new ids due now that
+  -- find no room in the stream.
+  local adds, left = 0, room
+  for n = 1, #ids do
+    local i = 6 + (n - 1) * stride
+    local due = tonumber(ARGV[i + at_value])
+    if (call_mode or ARGV[i + 1]) == 'd' then
+      due = now + due
+    end
+    if not pending[ids[n]] then
+      if due > now or (left and left <= 0) then
         adds = adds + 1
+      elseif left then
+        left = left - 1
       end
     end
-    if adds > 0 and redis.call('ZCARD', KEYS[1]) + adds > tonumber(cap) then
-      local full = {WQ_OK}
-      for n = 1, #ids do
-        full[n + 1] = WQ_FULL
-      end
-      return full
+  end
+  if adds > 0 and redis.call('ZCARD', KEYS[1]) + adds > tonumber(cap) then
+    local full = {WQ_OK}
+    for n = 1, #ids do
+      full[n + 1] = WQ_FULL
     end
+    return full
   end
 end
 local out, notes, ordered = {WQ_OK}, {}, 0
@@ -183,7 +203,10 @@ for n = 1, #ids do
     end
     if pending[id] and (call_replace or ARGV[i + 3]) ~= '1' then
       out[n + 1] = WQ_DUPLICATE
-    elseif due <= now then
+    elseif due <= now and not (room and room <= 0) then
+      if room then
+        room = room - 1
+      end
       local refused = wq_fire_now(KEYS[3], KEYS[7], KEYS[8], ARGV[1], id, due, envelope)
       if refused then
         record()

@@ -11,6 +11,8 @@ KEYS[5]  {T:s}:inbox       LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history     HASH    job id -> its latest entry
 KEYS[7]  {T:s}:history_old HASH    the history's previous generation
 KEYS[8]  {T:s}:sched_marks HASH    name -> "epoch:ms of the latest run written here"
+KEYS[9]  {T:s}:limits      HASH    "ready": a run due now fires only while the stream has room
+         under it, else it is scheduled at its time (wheelq.core.limits)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  the writer's epoch
@@ -39,12 +41,20 @@ end
 local horizon = tonumber(redis.call('GET', KEYS[4]))
 local now = wq_now_ms()
 local written = 0
+local limit = redis.call('HGET', KEYS[9], 'ready')
+local room -- nil: no limit, or not asked yet (asked at the first run due now)
 for i = 5, #ARGV, 2 do
   local at = tonumber(ARGV[i])
   if at > last then
     local id = name .. '@' .. ARGV[i]
     if redis.call('HEXISTS', KEYS[2], id) == 0 then
-      if at <= now then
+      if at <= now and limit and not room then
+        room = wq_room(limit, {KEYS[3]})
+      end
+      if at <= now and not (room and room <= 0) then
+        if room then
+          room = room - 1
+        end
         local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, at, ARGV[i + 1])
         if refused then
           redis.call('HSET', KEYS[8], name, wq_fmt(epoch) .. ':' .. wq_fmt(last))

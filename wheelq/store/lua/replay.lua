@@ -2,27 +2,37 @@
 due now, for the group it failed in, and remove it from the dead-letter stream.
 Entries are fired by wq_fire, the helper emit_due fires through, so a replayed entry has the
 fields of an emitted one. An entry that does not name a job and its payload (a malformed one)
-cannot be replayed and is left where it is.
+cannot be replayed and is left where it is. Under the topic's max_ready (KEYS[5]) only as
+many as the stream has room for are replayed; the others stay dead letters, counted as held.
 KEYS[1]  {T:s}:dead      STREAM  dead letters
 KEYS[2]  {T:s}:ready     STREAM  fired jobs
 KEYS[3]  {T:s}:history   HASH    the replayed job's record in its group becomes 'F'
 KEYS[4]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
+KEYS[5]  {T:s}:limits    HASH    "ready": most fired jobs the slowest group may have to catch
+         up on (wheelq.core.limits)
 ARGV[1]  topic
 ARGV[2..] dead-letter entry ids
-Returns: {0, replayed, unreplayable_id_1, ...}   ids not found are neither
+Returns: {0, replayed, held, unreplayable_id_1, ...}   held: left for want of room under
+           the "ready" limit; ids not found are none of these
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
-local out = {WQ_OK, 0}
+local out = {WQ_OK, 0, 0}
 local now = wq_fmt(wq_now_ms())
+local room = wq_room(redis.call('HGET', KEYS[5], 'ready'), {KEYS[2]})
 for i = 2, #ARGV do
   local found = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])[1]
   if found then
     local f = wq_fields(found[2])
-    if f['id'] and f['payload'] then
+    if f['id'] and f['payload'] and room and room <= 0 then
+      out[3] = out[3] + 1
+    elseif f['id'] and f['payload'] then
+      if room then
+        room = room - 1
+      end
       -- as an envelope:
       -- [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace, callback]
       local env = {1, f['payload'], 1, f['max_attempts'] or '1', 0, f['group'], '', f['trace'],

@@ -6,12 +6,14 @@ KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no l
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
+KEYS[8]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
+         under it, else it is moved to its due time (wheelq.core.limits)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
 ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms)
 ARGV[5]  value, ms
-Returns: {0, placed}   0 SCHEDULED (moved), 1 FIRED now, 3 NOT_PENDING (nothing written)
+Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its limit), 1 FIRED now, 3 NOT_PENDING (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but its envelope cannot be decoded (nothing
            written; the scheduler dead-letters it when it comes due)
@@ -31,7 +33,8 @@ local due = tonumber(ARGV[5])
 if ARGV[4] == 'd' then
   due = now + due
 end
-if due <= now then
+local room = due <= now and wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3]})
+if due <= now and not (room and room <= 0) then
   local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope)
   if refused then
     return refused
