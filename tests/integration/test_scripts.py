@@ -1120,6 +1120,10 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     for group in ("g1", "g2"):
         for entry_id, _ in r.xreadgroup(group, "c", {keys.ready: ">"})[0][1]:
             r.xack(keys.ready, group, entry_id)
+    r.xadd(keys.callbacks, {"id": "delivered"})
+    r.xgroup_create(keys.callbacks, "callbacks", id="0")
+    for entry_id, _ in r.xreadgroup("callbacks", "c", {keys.callbacks: ">"})[0][1]:
+        r.xack(keys.callbacks, "callbacks", entry_id)
 
 
 def test_drop_shard_deletes_every_key_of_a_shard_with_nothing_to_run(
@@ -1144,6 +1148,7 @@ def test_drop_shard_deletes_every_key_of_a_shard_with_nothing_to_run(
         ("entry not yet delivered to a group", 0, 1),
         ("entry in a stream no group reads", 0, 2),
         ("entry deleted after delivery (lag unknown)", 0, 1),
+        ("callback not yet delivered", 0, 1),
     ],
 )
 def test_drop_shard_refuses_while_a_job_is_left_to_run_and_force_drops_it(
@@ -1161,6 +1166,8 @@ def test_drop_shard_refuses_while_a_job_is_left_to_run_and_force_drops_it(
         redis_sync.xadd(keys.ready, {"id": "new"})
         for entry_id, _ in redis_sync.xreadgroup("g1", "c", {keys.ready: ">"})[0][1]:
             redis_sync.xack(keys.ready, "g1", entry_id)
+    elif kind == "callback not yet delivered":
+        redis_sync.xadd(keys.callbacks, {"id": "hooked"})
     elif kind == "entry in a stream no group reads":
         redis_sync.xgroup_destroy(keys.ready, "g1")
         redis_sync.xgroup_destroy(keys.ready, "g2")
@@ -1183,7 +1190,7 @@ def test_drop_shard_refuses_while_a_job_is_left_to_run_and_force_drops_it(
     assert redis_sync.exists(*keys.data_keys) == 0
 
 
-@pytest.mark.parametrize("name", ["delayed", "ready"])
+@pytest.mark.parametrize("name", ["delayed", "ready", "callbacks"])
 def test_drop_shard_with_a_key_of_wrong_type_refuses_unless_forced(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
 ) -> None:

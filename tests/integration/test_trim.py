@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, EnqueueItem, JobState, Scheduler
+from wheelq import AsyncClient, Callback, EnqueueItem, JobState, Scheduler
 from wheelq.core.keys import ShardKeys
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -82,6 +82,37 @@ async def test_trim_removes_acked_entries_and_keeps_every_unacked_one(
         await r.xack(key, "b", *ids[8:])
         assert await node.trimmer.trim_once() == 4
         assert await r.xlen(key) == 0
+    finally:
+        await node.stop()
+
+
+async def test_trim_trims_the_callbacks_stream_by_its_own_group_and_keeps_its_jobs_known(
+    redis_url: str, client: AsyncClient, topic: str
+) -> None:
+    """Jobs with a callback fire into their own stream: the topic's groups neither see nor
+    hold them back, the deliverer's group alone does, and their history outlives a trim of
+    the other stream."""
+    await client.create_topic(topic, 1)
+    keys = ShardKeys(topic, 0)
+    hook = Callback("https://hooks.example.com/x")
+    plain = [await client.enqueue(topic, i) for i in range(4)]
+    hooked = [await client.enqueue(topic, i, callback=hook) for i in range(4)]
+    r = client.redis
+    await r.xgroup_create(keys.ready, "a", "0")
+    await r.xgroup_create(keys.callbacks, "callbacks", "0")
+    ready_ids = await _read(r, keys.ready, "a", 10)
+    await r.xack(keys.ready, "a", *ready_ids)
+    hook_ids = await _read(r, keys.callbacks, "callbacks", 10)
+    assert len(ready_ids) == len(hook_ids) == 4
+    await r.xack(keys.callbacks, "callbacks", *hook_ids[:2])
+    node = await _leading_node(redis_url, topic, retention_ms=0)
+    try:
+        assert await node.trimmer.trim_once() == 6
+        assert await r.xlen(keys.ready) == 0
+        assert [e for e, _ in await r.xrange(keys.callbacks)] == hook_ids[2:]
+        states = [(await client.get(topic, i)).state for i in hooked]
+        assert states[2:] == [JobState.RUNNING, JobState.RUNNING]
+        assert (await client.get(topic, plain[0])).state is not JobState.RUNNING
     finally:
         await node.stop()
 

@@ -35,6 +35,8 @@ KEY_TYPES = {
     "delayed": "ZSET",
     "jobs": "HASH",
     "ready": "STREAM",
+    "callbacks": "STREAM",
+    "stream": "STREAM",
     "dead": "STREAM",
     "lease": "STRING",
     "horizon": "STRING",

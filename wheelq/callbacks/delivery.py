@@ -13,6 +13,7 @@ import dataclasses
 import logging
 
 from wheelq.callbacks.deliverer import Deliverer
+from wheelq.core.keys import CALLBACKS
 from wheelq.core.settings import WorkerSettings
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.lifecycle import StopBudget
@@ -40,7 +41,7 @@ def delivery_worker(
     settings = dataclasses.replace(
         settings or WorkerSettings(), concurrency=deliverer.settings.concurrency
     )
-    return Worker(connection, topic, deliverer, group=group, settings=settings)
+    return Worker(connection, topic, deliverer, group=group, settings=settings, stream=CALLBACKS)
 
 
 class Deliveries(Service):

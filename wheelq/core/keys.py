@@ -7,6 +7,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:delayed   ZSET    job id -> due time (ms, Redis clock)
 {emails:3}:jobs      HASH    job id -> msgpack envelope
 {emails:3}:ready     STREAM  fired jobs, read by consumer groups
+{emails:3}:callbacks STREAM  fired jobs that carry an HTTP callback, read by the deliverer's group
 {emails:3}:dead      STREAM  dead letters: jobs out of attempts or deliveries, malformed entries
 {emails:3}:lease     STRING  token of the scheduler node leading the shard
 {emails:3}:horizon   STRING  ms up to which the leader has preloaded (expires with the lease)
@@ -77,6 +78,7 @@ DATA_KEY_NAMES = (
     "sched_state",
     "sched_epoch",
     "sched_marks",
+    "callbacks",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -211,12 +213,25 @@ def shard_of(job_id: str, shards: int) -> int:
     return zlib.crc32(job_id.encode("utf-8", "surrogatepass")) % shards
 
 
+READY = "ready"
+CALLBACKS = "callbacks"
+STREAMS = (READY, CALLBACKS)
+"""The streams a job can fire into: ``ready`` (read by the topic's consumer groups) and
+``callbacks`` (jobs that carry an HTTP callback, read by the deliverer's group only)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ShardKeys:
-    """The Redis names of one shard of one topic."""
+    """The Redis names of one shard of one topic.
+
+    `stream` names the stream a consumer of this view reads: ``ready`` by default, or
+    ``callbacks`` for the deliverer (`wheelq.callbacks.delivery`).
+    """
 
     topic: str
     shard: int
+    lane: str = READY
+    """Which of `STREAMS` `stream` is."""
 
     @property
     def tag(self) -> str:
@@ -233,6 +248,15 @@ class ShardKeys:
     @property
     def ready(self) -> str:
         return f"{self.tag}:ready"
+
+    @property
+    def callbacks(self) -> str:
+        return f"{self.tag}:callbacks"
+
+    @property
+    def stream(self) -> str:
+        """The stream this view's consumer group reads (`lane`)."""
+        return f"{self.tag}:{self.lane}"
 
     @property
     def dead(self) -> str:
@@ -330,6 +354,6 @@ def parse_scheduled(member: bytes | str) -> ShardKeys | None:
     return ShardKeys(topic, int(shard))
 
 
-def all_shards(topic: str, shards: int) -> list[ShardKeys]:
-    """Every shard of a topic, in shard order."""
-    return [ShardKeys(topic, s) for s in range(shards)]
+def all_shards(topic: str, shards: int, lane: str = READY) -> list[ShardKeys]:
+    """Every shard of a topic, in shard order (`lane`: the stream a consumer of them reads)."""
+    return [ShardKeys(topic, s, lane) for s in range(shards)]

@@ -42,14 +42,14 @@ def create_group(keys: ShardKeys, group: str, start_id: str = "0") -> Call[Any]:
     still in the stream, so jobs fired before the first worker started are not skipped; at
     "$" it starts with the entries added from now on. Raises BUSYGROUP (a ResponseError)
     when it exists (an existing group is never moved)."""
-    return Call(command=("XGROUP", "CREATE", keys.ready, group, start_id, "MKSTREAM"))
+    return Call(command=("XGROUP", "CREATE", keys.stream, group, start_id, "MKSTREAM"))
 
 
 def read_group(
     streams: Sequence[ShardKeys], group: str, consumer: str, count: int, block_ms: int | None
 ) -> Call[list[tuple[int, Entry]]]:
     """XREADGROUP of new entries of several shard streams; parses to (shard, entry) pairs."""
-    by_key = {keys.ready: keys.shard for keys in streams}
+    by_key = {keys.stream: keys.shard for keys in streams}
     block = () if block_ms is None else ("BLOCK", block_ms)
 
     def parse(reply: Any) -> list[tuple[int, Entry]]:
@@ -84,7 +84,7 @@ def _nested(raw: Any) -> bool:
 
 def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
     """Plain XACK, no history record (entries meant for another group, malformed ones)."""
-    return Call(command=("XACK", keys.ready, group, *entry_ids), parse=int)
+    return Call(command=("XACK", keys.stream, group, *entry_ids), parse=int)
 
 
 Done = tuple[str, str, int, int]
@@ -211,14 +211,14 @@ def touch(
 def pending_of(keys: ShardKeys, group: str, consumer: str, count: int) -> Call[list[str]]:
     """Ids pending for one consumer (XPENDING extended form)."""
     return Call(
-        command=("XPENDING", keys.ready, group, "-", "+", count, consumer),
+        command=("XPENDING", keys.stream, group, "-", "+", count, consumer),
         parse=lambda r: [_text(row["message_id"]) for row in r or ()],
         options={"parse_detail": True},
     )
 
 
 def delete_consumer(keys: ShardKeys, group: str, consumer: str) -> Call[int]:
-    return Call(command=("XGROUP", "DELCONSUMER", keys.ready, group, consumer), parse=int)
+    return Call(command=("XGROUP", "DELCONSUMER", keys.stream, group, consumer), parse=int)
 
 
 @dataclass(frozen=True, slots=True)

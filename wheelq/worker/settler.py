@@ -20,7 +20,7 @@ from typing import Any
 
 from wheelq.core.clock import Clock
 from wheelq.core.job import Job
-from wheelq.core.keys import ShardKeys
+from wheelq.core.keys import READY, ShardKeys
 from wheelq.core.retry import Reason, retry_envelope
 from wheelq.runtime import crash
 from wheelq.runtime.lifecycle import StopBudget
@@ -91,11 +91,13 @@ class Settler(Service):
         clock: Clock,
         *,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+        lane: str = READY,
     ) -> None:
         title = f"worker settler of {topic}"
         super().__init__(clock, log, max_pause_ms=max_pause_ms, title=title)
         self._executor = executor
         self._topic = topic
+        self._lane = lane
         self._group = group
         self._queued = _Queued()
         self.counts = Counts()
@@ -231,4 +233,4 @@ class Settler(Service):
             self._queued.dead[item[0]] += item[1]
 
     def _keys(self, shard: int) -> ShardKeys:
-        return ShardKeys(self._topic, shard)
+        return ShardKeys(self._topic, shard, self._lane)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
-from wheelq.core.keys import all_shards, validate_topic
+from wheelq.core.keys import READY, STREAMS, all_shards, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
@@ -63,6 +63,9 @@ class Worker(Role[WorkerStopReport]):
         start: Where `group` starts if it does not exist yet on a shard: "earliest" (every
             job still in the stream, including ones fired before it existed) or "now"
             (only jobs fired from then on). An existing group is never moved.
+        flow: The group's flow control (`wheelq.Flow`; none by default).
+        stream: The stream read: "ready" (every job without an HTTP callback) or
+            "callbacks" (the jobs that carry one: the deliverer's, `wheelq.callbacks`).
 
     Raises:
         InvalidHandlerError: `handler` is not callable, is a generator or async generator
@@ -81,8 +84,14 @@ class Worker(Role[WorkerStopReport]):
         consumer: str | None = None,
         start: str = "earliest",
         flow: Flow | None = None,
+        stream: str = READY,
     ) -> None:
         self.topic = validate_topic(topic)
+        if stream not in STREAMS:
+            raise InvalidArgumentError(
+                "stream", f"stream must be one of {', '.join(STREAMS)}, got {stream!r}"
+            )
+        self.stream = stream
         if not isinstance(start, str) or start not in STARTS:
             raise InvalidArgumentError("start", f"start must be 'earliest' or 'now', got {start!r}")
         self.start_from = start
@@ -111,6 +120,7 @@ class Worker(Role[WorkerStopReport]):
             group,
             self.clock,
             max_pause_ms=self.settings.failure_pause_max_ms,
+            lane=stream,
         )
         s = self.settings
         self._in_flight = InFlightSet(
@@ -147,6 +157,7 @@ class Worker(Role[WorkerStopReport]):
         consumer: str | None = None,
         start: str = "earliest",
         flow: Flow | None = None,
+        stream: str = READY,
         **settings: Any,
     ) -> Self:
         """A worker for the Redis at `url`: one server, or any node of a Redis Cluster
@@ -168,6 +179,7 @@ class Worker(Role[WorkerStopReport]):
             consumer=consumer,
             start=start,
             flow=flow,
+            stream=stream,
         )
         worker.owns_connection = True  # closed by stop()
         return worker
@@ -201,9 +213,13 @@ class Worker(Role[WorkerStopReport]):
             ]
         )
         me = Consumer(
-            self._executor, self.topic, all_shards(self.topic, shards), self.group, self.consumer
+            self._executor,
+            self.topic,
+            all_shards(self.topic, shards, self.stream),
+            self.group,
+            self.consumer,
         )
-        connect.check_blocking_reads(self.redis, [keys.ready for keys in me.shards])
+        connect.check_blocking_reads(self.redis, [keys.stream for keys in me.shards])
         self._members = Membership(me)
         await self._members.join(STARTS[self.start_from])
         s, in_flight = self.settings, self._in_flight

@@ -135,10 +135,12 @@ end
 -- emit_due, enqueue, reschedule and replay all fire through it.
 -- A retry's envelope names the one group meant to run it (env[6]), and the job id (env[7])
 -- when it is stored under another member.
+-- A job with a callback (env[9]) goes to the `callbacks` stream instead of `ready`: only the
+-- deliverer's group reads it, and the topic's other groups never see it.
 -- `due` is a number, or already a decimal string (a sorted-set score read back). The call is
 -- redis.pcall: a wrong-typed stream fails the first XADD, before anything is written, and the
 -- error is returned for the caller to report.
-local function wq_fire(ready, topic, member, due, env)
+local function wq_fire(ready, topic, member, due, env, callbacks)
   local attempt, max_attempts = wq_counts(env[3], env[4])
   local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
@@ -155,7 +157,11 @@ local function wq_fire(ready, topic, member, due, env)
   -- So is a job with a key (env[10]), and its order flag (env[11]).
   local grouped = type(env[6]) == 'string' and env[6] ~= ''
   if (type(env[9]) == 'string' and env[9] ~= '') or env[10] then
-    local args = {'XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
+    local stream = ready
+    if type(env[9]) == 'string' and env[9] ~= '' then
+      stream = callbacks
+    end
+    local args = {'XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
       'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2]}
     if grouped then
       args[#args + 1] = 'group'
@@ -268,12 +274,12 @@ end
 -- Fire a job due now from its stored envelope (enqueue and reschedule) and note it in the
 -- history: nil once appended, else the reply the script returns as it is (MALFORMED, or the
 -- XADD's error).
-local function wq_fire_now(ready, history, old, topic, id, due, envelope)
+local function wq_fire_now(ready, history, old, topic, id, due, envelope, callbacks)
   local env, why = wq_envelope(envelope)
   if not env then
     return {WQ_MALFORMED, topic, id, why}
   end
-  local added = wq_fire(ready, topic, id, due, env)
+  local added = wq_fire(ready, topic, id, due, env, callbacks)
   if type(added) == 'table' and added.err then
     return redis.error_reply(added.err)
   end

@@ -1,7 +1,7 @@
 --[[ ack.lua — runs that succeeded: ack their entries and note each success in the job's history.
 Only the first settlement of an entry counts: an entry no longer pending in the group (someone
 else settled it) is skipped, and its record is left as it is.
-KEYS[1]  {T:s}:ready     STREAM  fired jobs
+KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:history   HASH    the group's record of each job becomes 'S'
 KEYS[3]  {T:s}:history_old HASH  the previous generation (read when some were settled already)
 ARGV[1]  consumer group

@@ -2,7 +2,7 @@
 An entry already delivered max_deliveries times is not handed out again (XAUTOCLAIM has just
 counted one more delivery, so the test is count > max): it is acked and dead-lettered
 (reason "deliveries"), so a job that kills its workers runs at most max_deliveries times.
-KEYS[1]  {T:s}:ready     STREAM  fired jobs
+KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:dead      STREAM  dead letters
 KEYS[3]  {T:s}:history   HASH    the group's record of a dead-lettered job becomes 'D'
 ARGV[1]  consumer group

@@ -1,6 +1,6 @@
 --[[ dead_letter.lua — ack entries and copy them, with why, into the dead-letter stream.
 An entry no longer pending in the group (someone else settled it) is skipped.
-KEYS[1]  {T:s}:ready     STREAM  fired jobs
+KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:dead      STREAM  dead letters
 KEYS[3]  {T:s}:history   HASH    the group's record of each job becomes 'D' (wq_dead)
 ARGV[1]  consumer group

@@ -13,6 +13,7 @@ KEYS[8]  {T:s}:debounce  HASH    job id -> the ms its series must fire by (max w
          deadline past is stale, and each call removes up to two stale ones it samples
 KEYS[9]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
          under it, else it is scheduled at its due time (wheelq.core.limits)
+KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -51,9 +52,9 @@ for i = 1, #sample, 2 do
     redis.call('HDEL', KEYS[8], sample[i])
   end
 end
-local room = due <= now and wq_room(redis.call('HGET', KEYS[9], 'ready'), {KEYS[3]})
+local room = due <= now and wq_room(redis.call('HGET', KEYS[9], 'ready'), {KEYS[3], KEYS[10]})
 if due <= now and not (room and room <= 0) then
-  local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope)
+  local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope, KEYS[10])
   if refused then
     return refused
   end

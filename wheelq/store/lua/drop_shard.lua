@@ -1,6 +1,6 @@
 --[[ drop_shard.lua — delete every key of one shard of a topic, unless it still has jobs to run.
-"Jobs to run": members of the sorted set, and ready-stream entries some consumer group has not
-acked (pending in the group, or not yet delivered to it; with no group at all, every entry).
+"Jobs to run": members of the sorted set, and entries of the ready and callbacks streams some
+consumer group has not acked (pending in the group, or not yet delivered to it; with no group at all, every entry).
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
@@ -18,7 +18,9 @@ KEYS[14] {T:s}:schedules HASH    schedules homed here (dropped with the topic)
 KEYS[15] {T:s}:sched_state HASH  their planning state
 KEYS[16] {T:s}:sched_epoch STRING the schedule planner's fencing epoch
 KEYS[17] {T:s}:sched_marks HASH  the latest run of each schedule written here
-         (KEYS[4..17] are only deleted: every key of the shard, wheelq.core.keys.DATA_KEY_NAMES)
+KEYS[18] {T:s}:callbacks STREAM  fired jobs with a callback (counted as KEYS[3] is)
+         (KEYS[4..17] and those after KEYS[18] are only deleted: every key of the shard,
+         wheelq.core.keys.DATA_KEY_NAMES)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
 Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)
@@ -27,28 +29,30 @@ Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted
 local mode = ARGV[1]
 local pending, unacked = 0, 0
 if mode ~= 'force' then
-  local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream')
+  local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[18], 'stream')
   if bad then
     return {WQ_WRONG_TYPE, bad}
   end
   pending = redis.call('ZCARD', KEYS[1])
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    local groups = redis.call('XINFO', 'GROUPS', KEYS[3])
-    if #groups == 0 then
-      unacked = redis.call('XLEN', KEYS[3])
-    end
-    for _, flat in ipairs(groups) do
-      local g = wq_fields(flat)
-      -- Entries after the last delivered one: whether any exist is read off the stream; how
-      -- many is the server's lag, an estimate (absent or off after deletions), at least 1.
-      local undelivered = 0
-      if #redis.call('XRANGE', KEYS[3], '(' .. g['last-delivered-id'], '+', 'COUNT', 1) > 0 then
-        undelivered = 1
-        if type(g['lag']) == 'number' and g['lag'] > 1 then
-          undelivered = g['lag']
-        end
+  for _, stream in ipairs({KEYS[3], KEYS[18]}) do
+    if redis.call('EXISTS', stream) == 1 then
+      local groups = redis.call('XINFO', 'GROUPS', stream)
+      if #groups == 0 then
+        unacked = unacked + redis.call('XLEN', stream)
       end
-      unacked = unacked + tonumber(g['pending']) + undelivered
+      for _, flat in ipairs(groups) do
+        local g = wq_fields(flat)
+        -- Entries after the last delivered one: whether any exist is read off the stream; how
+        -- many is the server's lag, an estimate (absent or off after deletions), at least 1.
+        local undelivered = 0
+        if #redis.call('XRANGE', stream, '(' .. g['last-delivered-id'], '+', 'COUNT', 1) > 0 then
+          undelivered = 1
+          if type(g['lag']) == 'number' and g['lag'] > 1 then
+            undelivered = g['lag']
+          end
+        end
+        unacked = unacked + tonumber(g['pending']) + undelivered
+      end
     end
   end
 end

@@ -1,4 +1,5 @@
---[[ emit_due.lua — fenced, atomic move of due jobs from the sorted set into the ready stream.
+--[[ emit_due.lua — fenced, atomic move of due jobs from the sorted set into the ready stream
+(the callbacks stream for a job that carries a callback).
 Only the lease holder may emit; a job is emitted only while it is still in the sorted set with a
 due time <= now, and is removed in the same call, so no job is ever emitted twice.
 A job whose envelope cannot be decoded goes to the dead-letter stream instead (reason
@@ -17,6 +18,8 @@ KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_f
 KEYS[8]  {T:s}:limits    HASH    "ready": most fired jobs the slowest consumer group may have
          to catch up on (unacked + not yet read; with no group, the stream's length): past
          it, due jobs stay in the sorted set (wheelq.core.limits)
+KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire; counted in the
+         "ready" limit as KEYS[3] is)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -41,7 +44,7 @@ end
 -- its first XADD, each before anything is written (pcall turns the failure into a status).
 local now = math.min(tonumber(ARGV[3]), wq_now_ms())
 -- Room in the stream under the "ready" limit (nil: no limit).
-local room = wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3]})
+local room = wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3], KEYS[9]})
 local ids = {}
 if #ARGV > 5 then
   for i = 6, #ARGV do
@@ -134,12 +137,15 @@ for i, id in ipairs(ids) do
         local env, why = wq_envelope(envelope)
         local added
         if env then
-          added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env)
+          added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env, KEYS[9])
         else
           added = wq_bury(KEYS[5], ARGV[2], id, scores[i], envelope, why)
         end
         if type(added) == 'table' and added.err then
-          failed, failed_key = added.err, env and KEYS[3] or KEYS[5]
+          failed, failed_key = added.err, KEYS[5]
+          if env then
+            failed_key = (type(env[9]) == 'string' and env[9] ~= '') and KEYS[9] or KEYS[3]
+          end
           break
         end
         if env then

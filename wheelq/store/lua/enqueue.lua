@@ -22,6 +22,7 @@ KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_f
 KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (not checked
          by a replay: it was accepted before); "ready": a job due now fires only while the
          stream has room under it, else it is scheduled at its due time (wheelq.core.limits)
+KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
@@ -155,7 +156,7 @@ if limits[2] then
     -- due now: a delay of 0 (mode 'd'), or a due time at or before now (mode 'a')
     local latest = (call_mode or ARGV[i + 1]) == 'd' and 0 or now
     if tonumber(ARGV[i + at_value]) <= latest then
-      room = wq_room(limits[2], {KEYS[3]})
+      room = wq_room(limits[2], {KEYS[3], KEYS[10]})
       break
     end
   end
@@ -207,7 +208,8 @@ for n = 1, #ids do
       if room then
         room = room - 1
       end
-      local refused = wq_fire_now(KEYS[3], KEYS[7], KEYS[8], ARGV[1], id, due, envelope)
+      local refused = wq_fire_now(KEYS[3], KEYS[7], KEYS[8], ARGV[1], id, due, envelope,
+        KEYS[10])
       if refused then
         record()
         return refused

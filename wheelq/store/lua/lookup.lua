@@ -7,6 +7,9 @@ KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:history   HASH    job id -> latest entry; "id<US>group" -> the group's record
 KEYS[5]  {T:s}:history_old HASH  the history's previous generation (asked after KEYS[4])
 KEYS[6]  {T:s}:cancelled ZSET    job id -> ms it was cancelled
+KEYS[7]  {T:s}:callbacks STREAM  fired jobs that carry a callback: the stream read instead of
+         KEYS[3] when it holds the job's entry (or, once that is trimmed, when one of its
+         groups keeps a record of the job)
 ARGV[1]  job id
 Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..., ...}
            now        TIME, ms
@@ -15,7 +18,7 @@ Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..
            cancelled  ms it was last cancelled, or nil
            entry      the entry of its latest firing for every group, or nil
            fields     that entry's flat field list while it is in the stream, or nil
-           group_n    six per consumer group of the stream: name, last delivered id, the
+           group_n    six per consumer group of the job's stream: name, last delivered id, the
                       group's record (or nil), the group's latest entry (the later of entry
                       and the record's), that entry's fields when it is not `entry` (or nil),
                       and while it is pending in the group {consumer, idle ms, deliveries}
@@ -23,24 +26,45 @@ Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..
          {-1, key}   WRONG_TYPE
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash',
-  KEYS[5], 'hash', KEYS[6], 'zset')
+  KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'stream')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
 local id = ARGV[1]
+local stream = KEYS[3]
 local function fields_of(entry)
-  local found = redis.call('XRANGE', KEYS[3], entry, entry)[1]
+  local found = redis.call('XRANGE', stream, entry, entry)[1]
   return found and found[2] or false
+end
+-- An entry of `stream` that is this job's: entry ids are per stream, so one of the other
+-- stream may have the same id.
+local function own_fields(entry)
+  local fields = fields_of(entry)
+  return fields and wq_fields(fields)['id'] == id and fields
 end
 local due = redis.call('ZSCORE', KEYS[1], id)
 local envelope = due and redis.call('HGET', KEYS[2], id) or false
 local entry = wq_hget(KEYS[4], KEYS[5], id)
+local fields = entry and own_fields(entry)
+if redis.call('EXISTS', KEYS[7]) == 1 and not fields then
+  stream = KEYS[7]
+  fields = entry and own_fields(entry)
+  if not fields then -- in neither stream: the one whose groups keep a record of the job
+    local recorded = false
+    for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[7])) do
+      recorded = recorded or wq_hget(KEYS[4], KEYS[5], id .. WQ_US .. wq_fields(flat)['name'])
+    end
+    if not recorded then
+      stream = KEYS[3]
+    end
+  end
+end
 local out = {WQ_OK, wq_now_ms(), due, envelope, redis.call('ZSCORE', KEYS[6], id), entry,
-  entry and fields_of(entry) or false}
-if redis.call('EXISTS', KEYS[3]) == 0 then
+  fields or false}
+if redis.call('EXISTS', stream) == 0 then
   return out
 end
-for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
+for _, flat in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
   local g = wq_fields(flat)
   local raw = wq_hget(KEYS[4], KEYS[5], id .. WQ_US .. g['name'])
   local record = wq_read_record(raw)
@@ -53,7 +77,7 @@ for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
     if latest ~= entry then
       fields = fields_of(latest)
     end
-    local p = redis.call('XPENDING', KEYS[3], g['name'], latest, latest, 1)[1]
+    local p = redis.call('XPENDING', stream, g['name'], latest, latest, 1)[1]
     if p then
       pending = {p[2], p[3], p[4]}
     end

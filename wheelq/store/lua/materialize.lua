@@ -13,6 +13,7 @@ KEYS[7]  {T:s}:history_old HASH    the history's previous generation
 KEYS[8]  {T:s}:sched_marks HASH    name -> "epoch:ms of the latest run written here"
 KEYS[9]  {T:s}:limits      HASH    "ready": a run due now fires only while the stream has room
          under it, else it is scheduled at its time (wheelq.core.limits)
+KEYS[10] {T:s}:callbacks   STREAM  fired jobs that carry a callback (wq_fire)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  the writer's epoch
@@ -49,13 +50,14 @@ for i = 5, #ARGV, 2 do
     local id = name .. '@' .. ARGV[i]
     if redis.call('HEXISTS', KEYS[2], id) == 0 then
       if at <= now and limit and not room then
-        room = wq_room(limit, {KEYS[3]})
+        room = wq_room(limit, {KEYS[3], KEYS[10]})
       end
       if at <= now and not (room and room <= 0) then
         if room then
           room = room - 1
         end
-        local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, at, ARGV[i + 1])
+        local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, at, ARGV[i + 1],
+          KEYS[10])
         if refused then
           redis.call('HSET', KEYS[8], name, wq_fmt(epoch) .. ':' .. wq_fmt(last))
           return refused

@@ -10,6 +10,7 @@ KEYS[3]  {T:s}:history   HASH    the replayed job's record in its group becomes 
 KEYS[4]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[5]  {T:s}:limits    HASH    "ready": most fired jobs the slowest group may have to catch
          up on (wheelq.core.limits)
+KEYS[6]  {T:s}:callbacks STREAM  where a job with a callback is replayed (wq_fire)
 ARGV[1]  topic
 ARGV[2..] dead-letter entry ids
 Returns: {0, replayed, held, unreplayable_id_1, ...}   held: left for want of room under
@@ -22,7 +23,7 @@ if bad then
 end
 local out = {WQ_OK, 0, 0}
 local now = wq_fmt(wq_now_ms())
-local room = wq_room(redis.call('HGET', KEYS[5], 'ready'), {KEYS[2]})
+local room = wq_room(redis.call('HGET', KEYS[5], 'ready'), {KEYS[2], KEYS[6]})
 for i = 2, #ARGV do
   local found = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])[1]
   if found then
@@ -37,7 +38,7 @@ for i = 2, #ARGV do
       -- [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace, callback]
       local env = {1, f['payload'], 1, f['max_attempts'] or '1', 0, f['group'], '', f['trace'],
         f['callback']}
-      local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env)
+      local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env, KEYS[6])
       if type(added) == 'table' and added.err then
         return redis.error_reply(added.err)
       end

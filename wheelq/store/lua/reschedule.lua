@@ -8,6 +8,7 @@ KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[8]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
          under it, else it is moved to its due time (wheelq.core.limits)
+KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -33,9 +34,9 @@ local due = tonumber(ARGV[5])
 if ARGV[4] == 'd' then
   due = now + due
 end
-local room = due <= now and wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3]})
+local room = due <= now and wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3], KEYS[9]})
 if due <= now and not (room and room <= 0) then
-  local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope)
+  local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope, KEYS[9])
   if refused then
     return refused
   end

@@ -3,7 +3,7 @@ Only the first settlement of an entry counts: if the entry is no longer pending 
 was acked or retried by a worker that took it over), nothing is written.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
-KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[3]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history   HASH    the group's record of the job becomes 'R' (wq_record)

@@ -3,7 +3,7 @@ For each id still pending for this consumer, XCLAIM it to itself with the given 
 0 keeps a running handler's entry from being taken over; the visibility timeout hands an
 entry this worker will not run to the next worker that scans for idle entries. Entries some
 other worker has taken over meanwhile are left alone. JUSTID: delivery counts do not change.
-KEYS[1]  {T:s}:ready     STREAM  fired jobs
+KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 ARGV[1]  consumer group
 ARGV[2]  consumer
 ARGV[3]  idle time to set, ms

@@ -1,16 +1,16 @@
---[[ trim.lua — trim a shard's history: ready-stream entries every group has acked, once past
-retention or while the history is over its byte budget; the job records by generation; and
-cancellations past retention.
+--[[ trim.lua — trim a shard's history: entries of its two streams (ready, callbacks) every
+group has acked, once past retention or while the history is over its byte budget; the job
+records by generation; and cancellations past retention.
 An entry is kept while any group has it pending or has not been delivered it yet, so trimming
 never deletes an entry some group has not acked (docs/architecture.md, invariant 5). A stream
 no group reads yet is not trimmed at all. Also forgets consumers that hold nothing and have
 been idle long.
 Records are never deleted one by one (that meant reading every trimmed entry back): once the
-stream's oldest entry is past the old generation's <US>upto entry, no record in it can name an
-entry still in the stream, and it is dropped whole (UNLINK); the current generation then
-becomes the old one (RENAME), with the stream's last entry as its <US>upto. A record so lives
+oldest entry of both streams is past the old generation's <US>upto entry, no record in it can
+name an entry still in a stream, and it is dropped whole (UNLINK); the current generation then
+becomes the old one (RENAME), with the later of the streams' last entries as its <US>upto. A record so lives
 at least as long as the entry it names, and about one retention longer at most.
-Byte budget: when MEMORY USAGE of the stream, both generations and the cancellations together
+Byte budget: when MEMORY USAGE of the streams, both generations and the cancellations together
 is over 90% of ARGV[4], acked entries are trimmed oldest first whatever their age, up to the
 old generation's <US>upto (so that generation goes, about half of the records), and
 cancellations in proportion to the excess over 80% of the budget.
@@ -18,24 +18,27 @@ KEYS[1]  {T:s}:ready       STREAM  fired jobs
 KEYS[2]  {T:s}:history     HASH    job id -> latest entry; "id<US>group" -> the group's record
 KEYS[3]  {T:s}:history_old HASH    the previous generation, and <US>upto
 KEYS[4]  {T:s}:cancelled   ZSET    job id -> ms it was cancelled
+KEYS[5]  {T:s}:callbacks   STREAM  fired jobs that carry a callback (trimmed as KEYS[1] is)
 ARGV[1]  retention, ms: only entries older than TIME - this are trimmed (byte budget aside)
 ARGV[2]  most entries (and most cancellations) to trim in this call
 ARGV[3]  consumer idle, ms: consumers idle longer than this with nothing pending are deleted
 ARGV[4]  byte budget of the shard's history, bytes (0: none)
-Returns: {0, trimmed, more, consumers_deleted}   more = 1 when trimmable entries remain
+Returns: {0, trimmed, more, consumers_deleted}   both streams together; more = 1 when
+           trimmable entries remain
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'zset')
+local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'zset',
+  KEYS[5], 'stream')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
+local STREAMS = {KEYS[1], KEYS[5]}
 local now, limit, budget = wq_now_ms(), tonumber(ARGV[2]), tonumber(ARGV[4])
 local expired = wq_fmt(now - tonumber(ARGV[1]))
-local stream_len = redis.call('XLEN', KEYS[1])
 -- The byte budget: the share of the records to drop beyond what retention drops.
 local excess, usage = 0, 0
 if budget > 0 then
-  for i = 1, 4 do
+  for i = 1, 5 do
     usage = usage + (redis.call('MEMORY', 'USAGE', KEYS[i]) or 0)
   end
   -- From 90% of the budget (room for the growth until the next trim round); the excess over
@@ -54,15 +57,27 @@ forget_cancels(#redis.call('ZRANGE', KEYS[4], '-inf', '(' .. expired, 'BYSCORE',
 if excess > 0 then
   forget_cancels(math.min(limit, math.ceil(excess * redis.call('ZCARD', KEYS[4]))))
 end
--- Generations: drop the old one once the stream's oldest entry is past its upto. Then, with no
--- old generation left, the current one takes its place (its upto: the stream's last entry)
+-- The first (or, with 'XREVRANGE' and '+', '-', the last) entry id of the streams taken
+-- together: the earliest first, the latest last; nil when both are empty.
+local function edge(cmd, from, to, earliest)
+  local found
+  for _, stream in ipairs(STREAMS) do
+    local e = redis.call(cmd, stream, from, to, 'COUNT', 1)[1]
+    if e and (not found or wq_id_lt(e[1], found) == earliest) then
+      found = e[1]
+    end
+  end
+  return found
+end
+-- Generations: drop the old one once the streams' oldest entry is past its upto. Then, with no
+-- old generation left, the current one takes its place (its upto: the streams' last entry)
 -- once it has been current for the retention, or holds enough of the byte budget to be worth
 -- dropping later (45%: half of the 90% that starts trimming for bytes), or when `force`d.
 local function turn_generations(force)
   if redis.call('EXISTS', KEYS[3]) == 1 then
     local upto = redis.call('HGET', KEYS[3], WQ_UPTO) or '0-0'
-    local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
-    if first and not wq_id_lt(upto, first[1]) then
+    local first = edge('XRANGE', '-', '+', true)
+    if first and not wq_id_lt(upto, first) then
       return
     end
     redis.call('UNLINK', KEYS[3])
@@ -79,84 +94,91 @@ local function turn_generations(force)
       and not (budget > 0 and usage >= 0.45 * budget) then
     return
   end
-  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+  local last = edge('XREVRANGE', '+', '-', false)
   redis.call('RENAME', KEYS[2], KEYS[3])
-  redis.call('HSET', KEYS[3], WQ_UPTO, last and last[1] or '0-0')
+  redis.call('HSET', KEYS[3], WQ_UPTO, last or '0-0')
   redis.call('HSET', KEYS[2], WQ_SINCE, wq_fmt(now))
 end
-if stream_len == 0 then
-  turn_generations()
-  return {WQ_OK, 0, 0, 0}
-end
-local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
-if #groups == 0 then
-  return {WQ_OK, 0, 0, 0}
-end
-local bound, acked = expired .. '-0', nil
-local forgotten = 0
-for _, flat in ipairs(groups) do
-  local g = wq_fields(flat)
-  -- entries after last-delivered-id are not delivered to this group yet: the bound is the
-  -- next possible id (kept one lower when seq is too large for a Lua number to add 1 exactly)
-  local last = wq_id(g['last-delivered-id'])
-  local after = g['last-delivered-id']
-  if last[2] < 2 ^ 53 then
-    after = wq_fmt(last[1]) .. '-' .. wq_fmt(last[2] + 1)
+-- Trim one stream: {trimmed, more, consumers deleted}.
+local function trim_stream(stream)
+  local stream_len = redis.call('XLEN', stream)
+  if stream_len == 0 then
+    return 0, 0, 0
   end
-  if not acked or wq_id_lt(after, acked) then
-    acked = after
+  local groups = redis.call('XINFO', 'GROUPS', stream)
+  if #groups == 0 then
+    return 0, 0, 0
   end
-  if tonumber(g['pending']) > 0 then
-    local oldest = redis.call('XPENDING', KEYS[1], g['name'])[2]
-    if wq_id_lt(oldest, acked) then
-      acked = oldest
+  local bound, acked = expired .. '-0', nil
+  local forgotten = 0
+  for _, flat in ipairs(groups) do
+    local g = wq_fields(flat)
+    -- entries after last-delivered-id are not delivered to this group yet: the bound is the
+    -- next possible id (kept one lower when seq is too large for a Lua number to add 1 exactly)
+    local last = wq_id(g['last-delivered-id'])
+    local after = g['last-delivered-id']
+    if last[2] < 2 ^ 53 then
+      after = wq_fmt(last[1]) .. '-' .. wq_fmt(last[2] + 1)
+    end
+    if not acked or wq_id_lt(after, acked) then
+      acked = after
+    end
+    if tonumber(g['pending']) > 0 then
+      local oldest = redis.call('XPENDING', stream, g['name'])[2]
+      if wq_id_lt(oldest, acked) then
+        acked = oldest
+      end
+    end
+    for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', stream, g['name'])) do
+      local consumer = wq_fields(c)
+      if tonumber(consumer['pending']) == 0 and tonumber(consumer['idle']) > tonumber(ARGV[3]) then
+        redis.call('XGROUP', 'DELCONSUMER', stream, g['name'], consumer['name'])
+        forgotten = forgotten + 1
+      end
     end
   end
-  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], g['name'])) do
-    local consumer = wq_fields(c)
-    if tonumber(consumer['pending']) == 0 and tonumber(consumer['idle']) > tonumber(ARGV[3]) then
-      redis.call('XGROUP', 'DELCONSUMER', KEYS[1], g['name'], consumer['name'])
-      forgotten = forgotten + 1
+  if excess > 0 then
+    -- Over the budget: every acked entry up to the old generation's upto (whatever its age),
+    -- so that generation can go (when there is none, the current one becomes it first).
+    if redis.call('EXISTS', KEYS[3]) == 0 then
+      turn_generations(true)
+    end
+    local upto = wq_id(redis.call('HGET', KEYS[3], WQ_UPTO) or '0-0')
+    local past = wq_fmt(upto[1]) .. '-' .. wq_fmt(upto[2] + 1)
+    if wq_id_lt(bound, past) then -- and never less than retention trims
+      bound = past
     end
   end
-end
-local count = limit
-if excess > 0 then
-  -- Over the budget: every acked entry up to the old generation's upto (whatever its age),
-  -- so that generation can go (when there is none, the current one becomes it first).
-  if redis.call('EXISTS', KEYS[3]) == 0 then
-    turn_generations(true)
+  if wq_id_lt(acked, bound) then
+    bound = acked
   end
-  local upto = wq_id(redis.call('HGET', KEYS[3], WQ_UPTO) or '0-0')
-  local past = wq_fmt(upto[1]) .. '-' .. wq_fmt(upto[2] + 1)
-  if wq_id_lt(bound, past) then -- and never less than retention trims
-    bound = past
+  if bound == '0-0' then
+    return 0, 0, forgotten
   end
-end
-if wq_id_lt(acked, bound) then
-  bound = acked
-end
-if bound == '0-0' then
-  turn_generations()
-  return {WQ_OK, 0, 0, forgotten}
-end
--- XTRIM MINID removes the ids < threshold. About `count` of them per call: the threshold is
--- capped at the ms the stream's average rate reaches `count` entries past its first one
--- (entries are not read back: their ids say when they were added).
-local trimmed, more = 0, 0
-local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
-if first and wq_id_lt(first[1], bound) then
-  local threshold = bound
-  if stream_len > count then
-    local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
-    local from = wq_id(first[1])[1]
-    local span = math.max(1, math.ceil((wq_id(last[1])[1] - from) * count / (stream_len - 1)))
-    local cap = wq_fmt(from + span) .. '-0'
-    if wq_id_lt(cap, threshold) then
-      threshold, more = cap, 1
+  -- XTRIM MINID removes the ids < threshold. About `limit` of them per call: the threshold is
+  -- capped at the ms the stream's average rate reaches `limit` entries past its first one
+  -- (entries are not read back: their ids say when they were added).
+  local trimmed, more = 0, 0
+  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+  if first and wq_id_lt(first[1], bound) then
+    local threshold = bound
+    if stream_len > limit then
+      local latest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+      local from = wq_id(first[1])[1]
+      local span = math.max(1, math.ceil((wq_id(latest[1])[1] - from) * limit / (stream_len - 1)))
+      local cap = wq_fmt(from + span) .. '-0'
+      if wq_id_lt(cap, threshold) then
+        threshold, more = cap, 1
+      end
     end
+    trimmed = redis.call('XTRIM', stream, 'MINID', threshold)
   end
-  trimmed = redis.call('XTRIM', KEYS[1], 'MINID', threshold)
+  return trimmed, more, forgotten
+end
+local out = {WQ_OK, 0, 0, 0}
+for _, stream in ipairs(STREAMS) do
+  local trimmed, more, forgotten = trim_stream(stream)
+  out[2], out[3], out[4] = out[2] + trimmed, math.max(out[3], more), out[4] + forgotten
 end
 turn_generations()
-return {WQ_OK, trimmed, more, forgotten}
+return out
