@@ -1,22 +1,28 @@
-"""Where the deliverer runs: a `wheelq.Worker` of group ``callbacks`` per topic.
+"""Where the deliverer runs: a `wheelq.Worker` of group ``callbacks`` per topic, reading the
+topic's callbacks stream (jobs with a callback fire there, never into the topic's own).
 
-`delivery_worker` makes one for one topic (`wheelq deliver --topic T`). `Deliveries`
-keeps one running for each of a list of topics, or for every topic of the registry, new
-ones included (`wheelq serve`), checking the registry every `REFRESH_MS`, and at once for a
-topic the service has just taken a job with a callback for (`want`). A topic whose
-jobs carry no callbacks costs a read and an ack per job in the ``callbacks`` group.
+`delivery_worker` makes one for one topic (`wheelq deliver --topic T`). `Deliveries` keeps
+one running for each topic that has had a job with a callback, of a list of topics or of
+all (`wheelq serve`): the topics producers put on the deliverer's list
+(``wheelq:callback_topics``), checked every `REFRESH_MS`; at once a topic the service has
+just taken a job with a callback for (`want`); and, every `SCAN_MS`, any registered topic
+whose callbacks stream exists without being on the list (a producer that could not reach
+Redis to say so, and spooled the job). A topic that never had a callback job gets no
+worker and no group. The workers share a connection of their own, so their blocking reads
+never take the connections the service answers requests with.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 
 from wheelq.callbacks.deliverer import Deliverer
-from wheelq.core.keys import CALLBACKS
+from wheelq.core.keys import CALLBACKS, all_shards
 from wheelq.core.settings import WorkerSettings
 from wheelq.runtime.clock import LocalClock
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.lifecycle import StopBudget, close
 from wheelq.runtime.role import Connection, executor_of
 from wheelq.runtime.service import PartStopped, Service
 from wheelq.store import ops
@@ -26,6 +32,9 @@ log = logging.getLogger(__name__)
 
 GROUP = "callbacks"
 REFRESH_MS = 5000
+SCAN_MS = 60_000
+SCAN_BATCH = 1000
+"""Shards whose callbacks stream one scan round asks about."""
 
 
 def delivery_worker(
@@ -45,15 +54,17 @@ def delivery_worker(
 
 
 class Deliveries(Service):
-    """A delivery worker for each topic of `topics` (None: every topic, new ones too).
+    """A delivery worker for each topic with callback jobs, of `topics` (None: every topic).
 
     Args:
-        connection: The redis-py asyncio client the workers share.
+        connection: The redis-py asyncio client the workers share (not the service's).
         deliverer: The handler they share (one connection pool, one set of breakers).
         settings: Each worker's `WorkerSettings`.
         topics: The topics to deliver for; None for all.
         group: The consumer group of the workers.
-        refresh_ms: How often the registry is checked for new topics (with `topics` None).
+        refresh_ms: How often the deliverer's list is read.
+        scan_ms: How often registered topics off the list are looked for callbacks streams.
+        owns_connection: Close `connection` when stopped.
     """
 
     name = "deliveries"
@@ -68,48 +79,78 @@ class Deliveries(Service):
         *,
         group: str = GROUP,
         refresh_ms: int = REFRESH_MS,
+        scan_ms: int = SCAN_MS,
+        owns_connection: bool = False,
     ) -> None:
         super().__init__(LocalClock(), log)
         self._refresh_s = refresh_ms / 1000
+        self._scan_ms = scan_ms
+        self._next_scan_ms = 0
         self._connection = connection
         self._executor = executor_of(connection)
+        self._owns_connection = owns_connection
         self.deliverer = deliverer
         self._settings = settings
-        self._topics = topics
+        self._topics = None if topics is None else set(topics)
         self._group = group
         self.workers: dict[str, Worker] = {}
         self._wanted: set[str] = set()
 
     def want(self, topic: str) -> None:
         """A job with a callback was just enqueued on `topic`: start its worker now if it
-        has none (new topics are otherwise found at the next registry check)."""
+        has none (other topics are found at the next check of the list)."""
         if topic not in self.workers and (self._topics is None or topic in self._topics):
             self._wanted.add(topic)
             self.wake()
 
     async def step(self) -> float:
-        topics = self._topics
-        if self._wanted:
-            wanted, self._wanted = self._wanted, set()
-            topics = sorted(wanted)
-        elif topics is None:
-            (registry,) = await self._executor.run([ops.all_topics()])
-            topics = sorted(registry.shards)
-        for topic in topics:
-            if topic not in self.workers:
-                worker = delivery_worker(
-                    self._connection, topic, self.deliverer, self._settings, group=self._group
-                )
-                await worker.start()
-                self.workers[topic] = worker
-                log.info("delivering the callbacks of topic %s", topic)
-        return self._refresh_s if self._topics is None else 3600.0
+        found, self._wanted = self._wanted, set()
+        if not found:
+            found = await self._listed()
+        new = sorted(t for t in found if t not in self.workers)
+        if self._topics is not None:
+            new = [t for t in new if t in self._topics]
+        for topic in new:
+            worker = delivery_worker(
+                self._connection, topic, self.deliverer, self._settings, group=self._group
+            )
+            await worker.start()
+            self.workers[topic] = worker
+            log.info("delivering the callbacks of topic %s", topic)
+        return self._refresh_s
+
+    async def _listed(self) -> set[str]:
+        """The deliverer's list; every `scan_ms`, with the registered topics that have a
+        callbacks stream but are not on it (put on it, so the next check needs no scan)."""
+        listed: set[str] = (await self._executor.run([ops.callback_topics()]))[0]
+        now_ms = self.clock.now_ms()
+        if now_ms < self._next_scan_ms:
+            return listed
+        self._next_scan_ms = now_ms + self._scan_ms
+        (registry,) = await self._executor.run([ops.all_topics()])
+        unlisted = [
+            keys
+            for topic, shards in sorted(registry.shards.items())
+            if topic not in listed and (self._topics is None or topic in self._topics)
+            for keys in all_shards(topic, shards)
+        ]
+        for i in range(0, len(unlisted), SCAN_BATCH):
+            batch = unlisted[i : i + SCAN_BATCH]
+            exists = await self._executor.run([ops.exists(k.callbacks) for k in batch])
+            found = {k.topic for k, there in zip(batch, exists, strict=True) if there}
+            if found:
+                await self._executor.run([ops.mark_callback_topic(t) for t in sorted(found)])
+                listed |= found
+        return listed
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         stopped = await super().stop(budget)
-        for worker in self.workers.values():
-            await worker.stop()
+        # All at once: each waits out its handlers' grace, and one after the other a
+        # service with many topics would take that many times its stop budget.
+        await asyncio.gather(*(w.stop() for w in self.workers.values()), return_exceptions=True)
         await self.deliverer.aclose()
+        if self._owns_connection:
+            await close(self._executor)
         return stopped
 
     def status(self) -> dict[str, object]:

@@ -80,6 +80,7 @@ def serve(ctx: Context) -> int:
     from wheelq.callbacks.delivery import Deliveries
     from wheelq.core.settings import ServeSettings, WorkerSettings
     from wheelq.producer.async_client import AsyncClient
+    from wheelq.store import connect
     from wheelq.web.app import create_app
     from wheelq.web.auth import parse_tokens
     from wheelq.web.service import WebService
@@ -102,7 +103,15 @@ def serve(ctx: Context) -> int:
     topics = _deliver_topics(deliver)
     if topics != []:
         deliverer = Deliverer(callbacks, signing_secret=secret, allow_private=allow_private)
-        deliveries = Deliveries(client.executor, deliverer, worker_settings, topics, group=group)
+        deliveries = Deliveries(
+            # a connection of their own: their blocking reads never take the API's
+            connect.async_executor(url, {}, None),
+            deliverer,
+            worker_settings,
+            topics,
+            group=group,
+            owns_connection=True,
+        )
     service = WebService(
         client,
         settings=settings,

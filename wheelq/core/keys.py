@@ -25,6 +25,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:sched_marks HASH  schedule name -> "epoch:ms": its latest run written to shard 3
 wheelq:scheduled     SET     "topic:shard" of every shard that is home to schedules
 wheelq:topics        HASH    topic -> shard count (the topic registry)
+wheelq:callback_topics SET   topics that have had a job with a callback (the deliverer's list)
 wheelq:nodes:emails  ZSET    scheduler node id -> membership expiry (ms), per topic
 ```
 
@@ -55,6 +56,8 @@ MEMBERSHIP_KEY = "wheelq:membership"
 read it every check and read the node sets again only when it moved (or a known node's
 heartbeat ran out)."""
 SCHEDULED_KEY = "wheelq:scheduled"
+CALLBACK_TOPICS_KEY = "wheelq:callback_topics"
+"""Topics a producer wrote a job with a callback to: where `wheelq serve` delivers."""
 
 MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256

@@ -35,6 +35,8 @@ class EncodeBatch:
         self._at = 0
         self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
         self._dues: dict[tuple[type, object, type, object], DueSpec] = {}
+        self.callbacks = False
+        """Whether some job of the call carries a callback (`validate_item` sets it)."""
 
     def due(self, delay: Delay | None, at: At | None) -> DueSpec:
         """`due_spec(delay, at)`, worked out once per distinct value in the batch (the items

@@ -54,15 +54,18 @@ def validate_batch(
     items: Iterable[EnqueueItem | Mapping[str, Any]],
     traceparent: str | None,
     now_ms: int,
+    batch: EncodeBatch | None = None,
 ) -> list[job_writes.JobWrite]:
-    """Every item validated and encoded, in order (errors name the item: ``items[3]: ...``)."""
+    """Every item validated and encoded, in order (errors name the item: ``items[3]: ...``);
+    `batch`: the call's `EncodeBatch` (one made for `now_ms` and `traceparent` if None)."""
     # A single item is iterable too (a named tuple): it is refused, not taken field by field.
     if isinstance(items, str | bytes | Mapping | EnqueueItem) or not isinstance(items, Iterable):
         raise InvalidArgumentError(
             "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
         )
     writes: list[job_writes.JobWrite] = []
-    batch = EncodeBatch(now_ms, traceparent)
+    if batch is None:
+        batch = EncodeBatch(now_ms, traceparent)
     # a plain item's envelope: these fields, packed with its payload in place 1
     plain = envelope_fields(b"", 1, settings.default_max_attempts, now_ms, traceparent=traceparent)
     for index, item in enumerate(items):
@@ -110,7 +113,10 @@ def validate_item(
         trace = batch.traceparent  # the call's send span's, or None
     else:
         validate_traceparent(trace)
-    callback = b"" if job.callback is None else validate_callback(job.callback).pack()
+    callback = b""
+    if job.callback is not None:
+        callback = validate_callback(job.callback).pack()
+        batch.callbacks = True
     key = "" if job.key is None else validate_key(job.key)
     if not isinstance(job.ordered, bool) or (job.ordered and not key):
         raise InvalidArgumentError(

@@ -35,6 +35,7 @@ from wheelq.producer.placing import enqueue_calls, send_calls
 from wheelq.producer.traced import sending
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import WallClock
+from wheelq.runtime.outage import is_transient
 from wheelq.store import history, job_writes, nodes, ops, schedules
 from wheelq.store.calls import Call
 
@@ -104,6 +105,8 @@ class Producer:
         self.tracing = tracing.load()
         """Spans around enqueues; None without the ``otel`` extra."""
         self.counts = ProducerCounts()
+        self._callback_topics: set[str] = set()
+        """Topics this client put on the deliverer's list (`note_callbacks`)."""
 
     @property
     def clock(self) -> WallClock:
@@ -163,8 +166,14 @@ class Producer:
             _raise_if_busy(topic, (yield [ops.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
         _raise_if_busy(topic, (yield [ops.drop_shard(keys, mode) for keys in universe]))
-        yield [ops.unregister_topic(topic), nodes.forget_nodes(topic), schedules.unindex(universe)]
+        yield [
+            ops.unregister_topic(topic),
+            ops.unmark_callback_topic(topic),
+            nodes.forget_nodes(topic),
+            schedules.unindex(universe),
+        ]
         self._shards.pop(topic, None)
+        self._callback_topics.discard(topic)
         return True
 
     # --- jobs -----------------------------------------------------------------------------
@@ -181,7 +190,9 @@ class Producer:
         return ids[0]
 
     def _enqueue(self, topic: str, item: EnqueueItem, traceparent: str | None) -> Op[list[str]]:
-        write = validate_item(self.settings, item, EncodeBatch(self._clock.now_ms(), traceparent))
+        batch = EncodeBatch(self._clock.now_ms(), traceparent)
+        write = validate_item(self.settings, item, batch)
+        yield from self.note_callbacks(topic, batch.callbacks)
         return (yield from self._counted(topic, [write]))
 
     def _debounce(self, topic: str, item: EnqueueItem, debounce_ms: int, wait_ms: int) -> Op[str]:
@@ -189,9 +200,9 @@ class Producer:
             raise InvalidJobIdError("job_id", "debounce_ms needs a job_id: the id calls share")
         if item.delay is not None or item.at is not None:
             raise InvalidDelayError("delay", "pass debounce_ms or delay/at, not both")
-        write = validate_item(
-            self.settings, item, EncodeBatch(self._clock.now_ms(), item.traceparent)
-        )
+        batch = EncodeBatch(self._clock.now_ms(), item.traceparent)
+        write = validate_item(self.settings, item, batch)
+        yield from self.note_callbacks(topic, batch.callbacks)
         shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
         keys = k.ShardKeys(topic, k.shard_of(write.id, shards))
@@ -209,10 +220,27 @@ class Producer:
     def _enqueue_many(
         self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]], traceparent: str | None
     ) -> Op[list[str]]:
-        writes = validate_batch(self.settings, items, traceparent, self._clock.now_ms())
+        batch = EncodeBatch(self._clock.now_ms(), traceparent)
+        writes = validate_batch(self.settings, items, traceparent, batch.now_ms, batch)
         if not writes:
             return []
+        yield from self.note_callbacks(topic, batch.callbacks)
         return (yield from self._counted(topic, writes))
+
+    def note_callbacks(self, topic: str, callbacks: bool) -> Op[None]:
+        """Put `topic` on the deliverer's list (`wheelq serve` delivers only the topics on it)
+        the first time this client writes it a job with a callback (`callbacks`). An outage
+        here does not stop the write, which may still go to the spool: the deliverer also
+        finds topics by their callbacks streams, less often."""
+        if not callbacks or topic in self._callback_topics:
+            return
+        try:
+            yield [ops.mark_callback_topic(topic)]
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            return
+        self._callback_topics.add(topic)
 
     def _counted(self, topic: str, writes: list[job_writes.JobWrite]) -> Op[list[str]]:
         """`_write`, counting the jobs it enqueued (a batch's too when some were duplicates)."""

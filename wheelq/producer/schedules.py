@@ -74,6 +74,7 @@ def define(
     )
     home, _ = yield from _home(producer, topic, name, create=True)
     assert home is not None
+    yield from producer.note_callbacks(topic, bool(packed_callback))
     packed = record.pack()
     _, (created, state) = yield [sched.index(home), sched.put(home, name, packed, False)]
     return Schedule.unpack(topic, name, packed, state), created

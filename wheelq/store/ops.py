@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wheelq.core.keys import (
+    CALLBACK_TOPICS_KEY,
     TOPICS_KEY,
     Registry,
     ShardKeys,
@@ -225,6 +226,27 @@ def topic_shards(topic: str) -> Call[int | None]:
 def all_topics() -> Call[Registry]:
     """Parses to the registry: valid entries and the errors of invalid ones."""
     return Call(command=("HGETALL", TOPICS_KEY), parse=lambda r: parse_registry(dict(r)))
+
+
+def mark_callback_topic(topic: str) -> Call[Any]:
+    """Note that `topic` has jobs with a callback (SADD to the deliverer's list)."""
+    return Call(command=("SADD", CALLBACK_TOPICS_KEY, topic))
+
+
+def callback_topics() -> Call[set[str]]:
+    """Parses to the topics that have had a job with a callback."""
+    return Call(
+        command=("SMEMBERS", CALLBACK_TOPICS_KEY),
+        parse=lambda r: {m.decode("utf-8", "replace") if isinstance(m, bytes) else m for m in r},
+    )
+
+
+def exists(key: str) -> Call[bool]:
+    return Call(command=("EXISTS", key), parse=bool)
+
+
+def unmark_callback_topic(topic: str) -> Call[Any]:
+    return Call(command=("SREM", CALLBACK_TOPICS_KEY, topic))
 
 
 def unregister_topic(topic: str) -> Call[bool]:
