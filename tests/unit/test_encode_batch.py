@@ -29,9 +29,9 @@ from wheelq.producer.encode_batch import EncodeBatch
     ],
 )
 def test_due_is_due_spec_and_asked_again_gives_the_same(delay: Any, at: Any) -> None:
-    batch = EncodeBatch(now_ms=0)
+    batch = EncodeBatch(now_ms=1_700_000_000_000)
     first = batch.due(delay, at)
-    assert first == due_spec(delay, at)
+    assert first == due_spec(delay, at, now_ms=batch.now_ms)
     assert batch.due(delay, at) is first
 
 

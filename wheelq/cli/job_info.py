@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import Context
 from wheelq.cli.errors import CliError
 from wheelq.core.jsonable import jsonable
+from wheelq.core.schedule import utc_text
 
 if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo
@@ -43,13 +43,6 @@ def show(ctx: Context) -> int:
     return 0
 
 
-def _when(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _first_line(text: str | None) -> str:
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
     return lines[-1].strip() if lines else "-"  # a traceback's last line names the error
@@ -59,13 +52,13 @@ def render(info: JobInfo) -> str:
     """The JobInfo as aligned lines (only the fields its state has)."""
     rows: list[tuple[str, str]] = [("job", f"{info.id} on {info.topic}"), ("state", info.state)]
     if info.due_ms is not None:
-        rows.append(("due", _when(info.due_ms)))
+        rows.append(("due", utc_text(info.due_ms)))
     if info.attempt is not None:
         rows.append(("attempt", f"{info.attempt} of {info.max_attempts}"))
     if info.fired_ms is not None:
-        rows.append(("fired", f"{_when(info.fired_ms)} (entry {info.entry_id})"))
+        rows.append(("fired", f"{utc_text(info.fired_ms)} (entry {info.entry_id})"))
     if info.cancelled_ms is not None:
-        rows.append(("cancelled", _when(info.cancelled_ms)))
+        rows.append(("cancelled", utc_text(info.cancelled_ms)))
     if info.last_error:
         rows.append(("last error", _first_line(info.last_error)))
     if info.payload is not None:
@@ -78,9 +71,9 @@ def render(info: JobInfo) -> str:
 def _group(g: GroupInfo) -> str:
     parts = [str(g.state)]
     if g.consumer is not None:
-        parts.append(f"on {g.consumer} since {_when(g.since_ms)}, delivery {g.deliveries}")
+        parts.append(f"on {g.consumer} since {utc_text(g.since_ms)}, delivery {g.deliveries}")
     if g.finished_ms is not None:
-        parts.append(f"at {_when(g.finished_ms)}")
+        parts.append(f"at {utc_text(g.finished_ms)}")
     if g.duration_ms is not None:
         parts.append(f"ran {g.duration_ms} ms")
     if g.reason:

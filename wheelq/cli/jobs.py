@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -44,8 +46,22 @@ def _due_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     due = p.add_mutually_exclusive_group(required=required)
     due.add_argument("--delay", type=float, help="seconds from now (default: due now)")
     due.add_argument(
-        "--at", type=when, help="epoch seconds, or ISO 8601 with an offset (2030-01-01T09:00Z)"
+        "--at",
+        type=when,
+        help="epoch seconds (not ms), or ISO 8601 with an offset (2030-01-01T09:00Z); "
+        "at most ten years ahead",
     )
+
+
+@contextmanager
+def _due_flags() -> Iterator[None]:
+    """A refused --delay / --at names its flag (the library's message names its parameter)."""
+    from wheelq.errors import InvalidDelayError
+
+    try:
+        yield
+    except InvalidDelayError as exc:
+        raise usage_error(f"--{exc.parameter}: {exc}") from exc
 
 
 def when(text: str) -> float | datetime:
@@ -83,7 +99,7 @@ def enqueue(ctx: Context) -> int:
 
     args = ctx.args
     payload = json_payload(args.payload)
-    with ctx.client() as client:
+    with ctx.client() as client, _due_flags():
         try:
             job_id = client.enqueue(
                 args.topic,
@@ -118,7 +134,7 @@ def cancel(ctx: Context) -> int:
 def reschedule(ctx: Context) -> int:
     """Move a pending job to --delay / --at; exit 1 when it is not pending."""
     args = ctx.args
-    with ctx.client() as client:
+    with ctx.client() as client, _due_flags():
         if not client.reschedule(args.topic, args.job_id, delay=args.delay, at=args.at):
             raise CliError(f"job {args.job_id!r} is not pending on {args.topic!r}: " + _NOT_PENDING)
     print(f"rescheduled {args.job_id}")

@@ -19,7 +19,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from wheelq.core.job import Envelope, Job
-from wheelq.core.schedule import due_spec
+from wheelq.core.schedule import delay_ms
 
 MAX_ERROR_CHARS = 8000
 
@@ -33,7 +33,7 @@ class Retry(Exception):
     """
 
     def __init__(self, delay: float | timedelta | None = None, reason: str = "") -> None:
-        self.delay_ms = None if delay is None else due_spec(delay, None).value_ms
+        self.delay_ms = None if delay is None else delay_ms(delay)
         super().__init__(reason or "retry requested")
 
 

@@ -15,6 +15,7 @@ from typing import Literal
 from wheelq.errors import InvalidDelayError
 
 MAX_DELAY_S = 10 * 365 * 86_400  # ten years
+MAX_DELAY_MS = MAX_DELAY_S * 1000
 MAX_AT_MS = 2**53 - 1  # exact in a sorted-set score (a double)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -40,13 +41,14 @@ class DueSpec:
 NOW = DueSpec("delay", 0)
 
 
-def due_spec(delay: Delay | None = None, at: At | None = None) -> DueSpec:
+def due_spec(delay: Delay | None = None, at: At | None = None, *, now_ms: int) -> DueSpec:
     """Validate `delay` / `at` and convert them to a `DueSpec`.
 
     Args:
         delay: Seconds from now (int, float or timedelta), 0 to ten years.
-        at: Absolute due time: epoch seconds (int or float) or an aware datetime.
-            A time in the past means "now".
+        at: Absolute due time: epoch seconds (int or float) or an aware datetime, at most
+            ten years after `now_ms` (as a delay). A time in the past means "now".
+        now_ms: The caller's clock (epoch ms): what bounds `at`.
 
     Raises:
         InvalidDelayError: Both given, a wrong type, NaN, infinite, negative
@@ -55,10 +57,19 @@ def due_spec(delay: Delay | None = None, at: At | None = None) -> DueSpec:
     if delay is not None and at is not None:
         raise InvalidDelayError("delay", "pass delay or at, not both")
     if at is not None:
-        return DueSpec("at", at_ms(at))
+        return DueSpec("at", at_ms(at, latest_ms=latest_at_ms(now_ms)))
     if delay is None:
         return NOW
-    return DueSpec("delay", _delay_ms(delay))
+    return DueSpec("delay", delay_ms(delay))
+
+
+def latest_at_ms(now_ms: int) -> int:
+    """The latest due time an `at` may name at `now_ms`: as far ahead as the longest delay.
+
+    The one bound of an absolute time, whatever its unit in the interface (epoch seconds in
+    Python and the CLI, epoch ms over HTTP): a value in the wrong unit lands far beyond it.
+    """
+    return min(now_ms + MAX_DELAY_MS, MAX_AT_MS)
 
 
 def _ceil_ms(seconds: float) -> int:
@@ -81,7 +92,12 @@ def _finite_float(value: float) -> float:
         return math.inf
 
 
-def _delay_ms(delay: object) -> int:
+def delay_ms(delay: object) -> int:
+    """`delay` (seconds: int, float or timedelta) as whole ms, rounded up.
+
+    Raises:
+        InvalidDelayError: A wrong type, NaN, infinite, negative or over ten years.
+    """
     if isinstance(delay, timedelta):
         seconds: float = delay.total_seconds()
     elif isinstance(delay, int | float) and not isinstance(delay, bool):
@@ -100,18 +116,17 @@ def _delay_ms(delay: object) -> int:
     return _ceil_ms(seconds)
 
 
-def at_ms(at: object, name: str = "at") -> int:
-    """Epoch ms (rounded up) of `at`: epoch seconds or an aware datetime; errors name `name`."""
+def at_ms(at: object, name: str = "at", latest_ms: int = MAX_AT_MS) -> int:
+    """Epoch ms (rounded up) of `at`: epoch seconds or an aware datetime, at most `latest_ms`
+    (`latest_at_ms` for a job's due time); errors name `name`."""
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise InvalidDelayError(
                 name, f"{name} must be an aware datetime (with tzinfo), got naive {at!r}"
             )
         micros = (at - _EPOCH) // timedelta(microseconds=1)  # exact: no float detour
-        if not 0 <= micros <= MAX_AT_MS * 1000:
-            raise InvalidDelayError(
-                name, f"{name} must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}"
-            )
+        if not 0 <= micros <= latest_ms * 1000:
+            raise _out_of_range(name, at, None, latest_ms)
         return -(-micros // 1000)
     elif isinstance(at, int | float) and not isinstance(at, bool):
         seconds = _finite_float(at)
@@ -119,15 +134,39 @@ def at_ms(at: object, name: str = "at") -> int:
         raise InvalidDelayError(
             name, f"{name} must be epoch seconds (int, float) or an aware datetime, got {at!r}"
         )
-    if not math.isfinite(seconds) or not 0 <= seconds * 1000 <= MAX_AT_MS:
-        raise InvalidDelayError(
-            name,
-            f"{name} must be finite epoch seconds in [0, {MAX_AT_MS // 1000}], got {at!r}",
-        )
+    if not math.isfinite(seconds) or not 0 <= seconds * 1000 <= latest_ms:
+        raise _out_of_range(name, at, seconds, latest_ms)
     return _ceil_ms(seconds)
 
 
-MAX_DEBOUNCE_MS = MAX_DELAY_S * 1000
+def _out_of_range(
+    name: str, at: object, seconds: float | None, latest_ms: int
+) -> InvalidDelayError:
+    latest_s = latest_ms // 1000
+    until = "" if latest_ms == MAX_AT_MS else f" ({utc_text(latest_s * 1000)}: ten years on)"
+    hint = ""
+    if seconds is not None and 0 <= seconds / 1000 <= latest_s:
+        hint = f"; {at!r} looks like milliseconds: {name} takes seconds"
+    return InvalidDelayError(
+        name, f"{name} must be finite epoch seconds in [0, {latest_s}]{until}, got {at!r}{hint}"
+    )
+
+
+def utc_text(ms: int | None, none: str = "-") -> str:
+    """Epoch ms as UTC ISO 8601 to the ms (``2030-01-01T09:00:00.250Z``), for people; any int
+    renders, so a stored time beyond what a datetime holds (years 1-9999) reads as its ms,
+    never as an error."""
+    if ms is None:
+        return none
+    try:
+        when = _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        beyond = "beyond year 9999" if ms > 0 else "before year 1"
+        return f"{ms} ms since the epoch ({beyond})"
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+MAX_DEBOUNCE_MS = MAX_DELAY_MS
 
 
 def _ms_in(value: object, low: int) -> int | None:

@@ -39,17 +39,17 @@ class EncodeBatch:
         """Whether some job of the call carries a callback (`validate_item` sets it)."""
 
     def due(self, delay: Delay | None, at: At | None) -> DueSpec:
-        """`due_spec(delay, at)`, worked out once per distinct value in the batch (the items
-        of an `enqueue_many` mostly share one). Keyed by type too: ``True == 1``, and only
-        the int is a valid delay."""
+        """`due_spec(delay, at)` at `now_ms`, worked out once per distinct value in the batch
+        (the items of an `enqueue_many` mostly share one). Keyed by type too: ``True == 1``,
+        and only the int is a valid delay."""
         key = (type(delay), delay, type(at), at)
         try:
             return self._dues[key]
         except KeyError:
-            due = self._dues[key] = due_spec(delay, at)
+            due = self._dues[key] = due_spec(delay, at, now_ms=self.now_ms)
             return due
         except TypeError:  # unhashable: not a valid delay or time; due_spec says why
-            return due_spec(delay, at)
+            return due_spec(delay, at, now_ms=self.now_ms)
 
     def new_id(self) -> str:
         """A fresh job id made at `now_ms` (`wheelq.core.ids`)."""

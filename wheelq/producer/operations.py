@@ -284,7 +284,7 @@ class Producer:
     def reschedule(self, topic: str, job_id: str, delay: Delay | None, at: At | None) -> Op[bool]:
         if delay is None and at is None:
             raise InvalidDelayError("delay", "reschedule needs delay or at (use delay=0 for now)")
-        due = due_spec(delay, at)
+        due = due_spec(delay, at, now_ms=self._clock.now_ms())
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             return False

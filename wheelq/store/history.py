@@ -8,6 +8,7 @@ so the answer is consistent and costs one round trip on one node;
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from wheelq.core.history import GroupLookup, Lookup
@@ -23,8 +24,17 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_FAR_MS = 2**63 - 1
+"""What an infinite score reads as: no client writes one, but get() answers for any job."""
+
+
 def _int(value: Any) -> int | None:
-    return None if value is None else int(float(value))
+    if value is None:
+        return None
+    ms = float(value)
+    if math.isfinite(ms):
+        return int(ms)
+    return _FAR_MS if ms > 0 else -_FAR_MS
 
 
 def _fields(flat: Any) -> dict[bytes, bytes] | None:

@@ -19,6 +19,7 @@ from wheelq.errors import (
     TopicFullError,
 )
 from wheelq.producer.items import EnqueueItem
+from wheelq.runtime.clock import wall_ms
 from wheelq.web.models import (
     BatchIn,
     BatchOut,
@@ -53,7 +54,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 def checked_item(svc: WebService, topic: str, job: JobIn, prefix: str = "") -> EnqueueItem:
     """The client's item for `job`, its callback checked against private targets."""
     try:
-        item = job.item()
+        item = job.item(wall_ms())  # the client's clock: the one its own check of `at` reads
         if item.callback is not None and not svc.allow_private:
             callback = validate_callback(item.callback)
             if private_address(callback.host):
@@ -75,8 +76,9 @@ def delivering(svc: WebService, topic: str, items: list[EnqueueItem]) -> None:
 
 def due_ms(svc: WebService, item: EnqueueItem) -> int:
     """When the job is due, on the Redis clock (a delay counts from about now)."""
-    due = due_spec(item.delay, item.at)
-    return due.value_ms if due.kind == "at" else svc.clock.now_ms() + due.value_ms
+    now_ms = svc.clock.now_ms()
+    due = due_spec(item.delay, item.at, now_ms=now_ms)
+    return due.value_ms if due.kind == "at" else now_ms + due.value_ms
 
 
 @router.post("", status_code=201, response_model=Enqueued)
@@ -181,7 +183,7 @@ async def reschedule_job(
     svc = service(request)
     svc.guard.check(request, "write", topic)
     try:
-        delay, at = due.due()
+        delay, at = due.due(wall_ms())
         if delay is None and at is None:
             raise InvalidArgumentError("delay_ms", "give delay_ms or at (delay_ms 0 for now)")
     except InvalidArgumentError as exc:

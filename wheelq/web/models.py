@@ -12,12 +12,21 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT
 from wheelq.core.keys import MAX_TOPIC_LENGTH
-from wheelq.core.schedule import MAX_AT_MS, MAX_DELAY_S
+from wheelq.core.schedule import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.items import EnqueueItem
 
-MAX_DELAY_MS = MAX_DELAY_S * 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_AT_MS = 978_307_200_000
+"""2001-01-01T00:00:00Z in ms: the least number `at` takes. Any number below is refused, as
+it reads as seconds (epoch seconds stay below it until the year 32971), and a due time in
+2000 or before means now anyway (omit `at`)."""
+AT_DESCRIPTION = (
+    "When the job is due: epoch milliseconds (ms since 1970-01-01T00:00:00Z, from "
+    f"{MIN_AT_MS} = 2001-01-01, as a number below can only be seconds, to ten years from "
+    "now), or an RFC 3339 time with an offset (at most ten years from now; a past one means "
+    "now)."
+)
 
 TopicPath = Annotated[
     str,
@@ -65,23 +74,32 @@ class Due(Strict):
     """When: `delay_ms` from now or `at` (an RFC 3339 time with an offset, or epoch ms);
     neither means now."""
 
-    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS)] | None = None
-    at: Annotated[int, Field(ge=0, le=MAX_AT_MS)] | Annotated[str, Field(max_length=64)] | None = (
-        None
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS)] | None = Field(
+        None, description="When the job is due: milliseconds from now, up to ten years."
+    )
+    at: int | Annotated[str, Field(max_length=64)] | None = Field(
+        None, description=AT_DESCRIPTION, json_schema_extra={"minimum": MIN_AT_MS}
     )
 
-    def due(self) -> tuple[timedelta | None, datetime | None]:
+    def due(self, now_ms: int) -> tuple[timedelta | None, datetime | None]:
         """(delay, at) as the client takes them; exact to the ms.
 
+        Args:
+            now_ms: The client's clock (epoch ms), which bounds `at` again (`latest_at_ms`).
+
         Raises:
-            InvalidDelayError: Both given, or `at` not an RFC 3339 time with an offset.
+            InvalidDelayError: Both given, `at` a number outside [`MIN_AT_MS`, ten years
+                from now] or not an RFC 3339 time with an offset, or later than that.
         """
         if self.delay_ms is not None and self.at is not None:
             raise InvalidDelayError("at", "give delay_ms or at, not both")
         delay = None if self.delay_ms is None else timedelta(milliseconds=self.delay_ms)
         if self.at is None:
             return delay, None
+        latest = latest_at_ms(now_ms)
         if isinstance(self.at, int):
+            if not MIN_AT_MS <= self.at <= latest:
+                raise _at_ms_out_of_range(self.at, latest)
             return None, _EPOCH + timedelta(milliseconds=self.at)
         try:
             at = datetime.fromisoformat(self.at)
@@ -93,7 +111,23 @@ class Due(Strict):
                 "at must be epoch ms or an RFC 3339 time with an offset like "
                 f"2026-11-23T12:00:00.250Z, got {self.at!r}",
             )
+        if at > _EPOCH + timedelta(milliseconds=latest):
+            raise InvalidDelayError(
+                "at", f"at must be at most ten years from now ({utc_text(latest)}), got {self.at!r}"
+            )
         return None, at
+
+
+def _at_ms_out_of_range(at: int, latest: int) -> InvalidDelayError:
+    hint = ""
+    if MIN_AT_MS <= at * 1000 <= latest:
+        hint = f"; {at} looks like seconds: send {at * 1000}"
+    return InvalidDelayError(
+        "at",
+        f"at is epoch ms (milliseconds since 1970-01-01T00:00:00Z) and must be in "
+        f"[{MIN_AT_MS}, {latest}] (2001-01-01T00:00:00Z to ten years from now, "
+        f"{utc_text(latest)}), got {at}{hint}",
+    )
 
 
 class JobIn(Due):
@@ -111,8 +145,9 @@ class JobIn(Due):
         False, description="With key: the key's jobs run one at a time, in due order."
     )
 
-    def item(self) -> EnqueueItem:
-        delay, at = self.due()
+    def item(self, now_ms: int) -> EnqueueItem:
+        """The client's item (`now_ms`: see `Due.due`)."""
+        delay, at = self.due(now_ms)
         callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
         return EnqueueItem(
             self.payload,

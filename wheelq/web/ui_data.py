@@ -20,12 +20,12 @@ import re
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from wheelq.core.jsonable import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
+from wheelq.core.schedule import utc_text
 from wheelq.producer.drive import drive_async
 from wheelq.store import nodes
 from wheelq.store.async_executor import AsyncExecutor
@@ -263,11 +263,8 @@ def age(ms: int | None) -> str:
 
 
 def utc(ms: int | None) -> str:
-    """Redis-clock ms as UTC ISO 8601 to the millisecond."""
-    if ms is None:
-        return NOTHING
-    when = datetime.fromtimestamp(ms / 1000, UTC)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Redis-clock ms as UTC ISO 8601 to the millisecond (any int: `utc_text`)."""
+    return utc_text(ms, NOTHING)
 
 
 def first_line(text: str | None) -> str:
