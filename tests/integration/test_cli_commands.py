@@ -181,9 +181,17 @@ def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(
         client.enqueue(topic, 2, delay=100)
     listed = run_wheelq("topics", "--redis-url", redis_url)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.splitlines()[0].split() == ["TOPIC", "SHARDS", "PENDING", "READY", "DEAD"]
+    assert listed.stdout.splitlines()[0].split() == [
+        "TOPIC",
+        "SHARDS",
+        "PENDING",
+        "READY",
+        "IN_FLIGHT",
+        "IN_STREAM",
+        "DEAD",
+    ]
     rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[1:]}
-    assert rows[topic] == ["3", "2", "0", "0"]
+    assert rows[topic] == ["3", "2", "0", "0", "0", "0"]
     assert run_wheelq("topics", "list", "--redis-url", redis_url).stdout == listed.stdout
 
     stats = run_wheelq("stats", topic, "--redis-url", redis_url)

@@ -173,14 +173,14 @@ async def test_the_topic_page_shows_shards_leaders_groups_rates_and_the_api_numb
     await pull(api, topic, 2)
     _, page = await get(api, f"/ui/topics/{topic}")
     _, stats, _ = await api.call("GET", f"/v1/topics/{topic}")
-    for k in ("pending", "ready", "dead"):
-        assert num(page.ids[f"total-{k}"]) == stats[k], k
+    for k in ("pending", "ready", "in_flight", "in_stream", "dead"):
+        assert num(page.ids[f"total-{k.replace('_', '-')}"]) == stats[k], k
         for s in stats["shards"]:
-            assert num(page.ids[f"s{s['shard']}-{k}"]) == s[k], (s, k)
-    assert (num(page.ids["total-in-flight"]), num(page.ids["total-undelivered"])) == (2, 1)
+            assert num(page.ids[f"s{s['shard']}-{k.replace('_', '-')}"]) == s[k], (s, k)
+    assert (num(page.ids["total-in-flight"]), num(page.ids["total-ready"])) == (2, 1)
     assert page.ids["s0-leader"] == "node-7"
     assert page.ids["s1-leader"] == page.ids["s2-leader"] == "none"
-    assert page.ids["group-1"].split()[:3] == ["g", "2", "1"]  # name, in flight, undelivered
+    assert page.ids["group-1"].split()[:3] == ["g", "2", "1"]  # name, in flight, ready
     assert page.ids["total-fired"] == NOTHING  # no earlier view to compare with
     assert page.ids["total-late-p50"].endswith(" ms")  # the 3 fired at once
     await enqueue(api, topic, 4, 0, "later")

@@ -81,7 +81,7 @@ async def run_demo(
             await asyncio.sleep(0.1)
             stats = await client.stats(topic)
             if progress is not None:
-                progress(stats.ready if stats else 0, len(started), jobs)
+                progress(stats.in_stream if stats else 0, len(started), jobs)
         await worker.stop()
         summary = summarize(await read_fired(client.redis, topic, shards), ids)
         summary["handled"] = summarize(started, ids)

@@ -96,7 +96,7 @@ def _shard_dict(o: ShardObservation) -> dict[str, Any]:
         "oldest_in_flight_ms": o.oldest_age_ms(),
         "dead": o.dead,
         "fired": o.entries_added,
-        "stream": o.length,
+        "in_stream": o.length,
     }
 
 
@@ -104,7 +104,7 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
     from rich.table import Table
 
     table = Table(title=topic, title_justify="left")
-    for name in ("shard", "pending", "ready", "in flight", "oldest", "dead", "fired", "stream"):
+    for name in ("shard", "pending", "ready", "in flight", "oldest", "dead", "fired", "in stream"):
         table.add_column(name, justify="right")
     rows = [_shard_dict(o) for o in shards]
     for r in rows:
@@ -112,7 +112,7 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
             str(r["shard"]),
             *(f"{r[k]:,}" for k in ("pending", "ready", "in_flight")),
             _age(r["oldest_in_flight_ms"]),
-            *(f"{r[k]:,}" for k in ("dead", "fired", "stream")),
+            *(f"{r[k]:,}" for k in ("dead", "fired", "in_stream")),
         )
     ages = [r["oldest_in_flight_ms"] for r in rows if r["oldest_in_flight_ms"] is not None]
     table.add_section()
@@ -120,7 +120,7 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
         "all",
         *(f"{sum(r[k] for r in rows):,}" for k in ("pending", "ready", "in_flight")),
         _age(max(ages) if ages else None),
-        *(f"{sum(r[k] for r in rows):,}" for k in ("dead", "fired", "stream")),
+        *(f"{sum(r[k] for r in rows):,}" for k in ("dead", "fired", "in_stream")),
     )
     return table
 

@@ -20,7 +20,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=list_topics)
     actions = p.add_subparsers(dest="action", metavar="{list,drop,limits}")
     actions.add_parser(
-        "list", parents=parents, help="every topic: shards, pending, ready, dead (the default)"
+        "list",
+        parents=parents,
+        help="every topic: shards, pending, ready, in flight, in stream, dead (the default)",
     ).set_defaults(func=list_topics)
     drop = actions.add_parser(
         "drop", parents=parents, help="delete a topic and all its keys (refused with jobs pending)"
@@ -69,16 +71,19 @@ def every_topic(client: Client) -> list[TopicStats]:
 
 
 def list_topics(ctx: Context) -> int:
-    """Print a table: topic, shards, pending, ready, dead."""
+    """Print a table: topic, shards, pending, ready (fired, not yet delivered), in flight,
+    in stream (not yet trimmed), dead."""
     with ctx.client() as client:
         found = every_topic(client)
     if not found:
         print("no topics", file=sys.stderr)
         return 0
     width = max(5, *(len(s.topic) for s in found))
-    print(f"{'TOPIC':<{width}}  SHARDS  {'PENDING':>9}  {'READY':>9}  {'DEAD':>9}")
+    columns = ("PENDING", "READY", "IN_FLIGHT", "IN_STREAM", "DEAD")
+    print(f"{'TOPIC':<{width}}  SHARDS  " + "  ".join(f"{c:>9}" for c in columns))
     for s in found:
-        print(f"{s.topic:<{width}}  {len(s.shards):>6}  {s.pending:>9}  {s.ready:>9}  {s.dead:>9}")
+        counts = (s.pending, s.ready, s.in_flight, s.in_stream, s.dead)
+        print(f"{s.topic:<{width}}  {len(s.shards):>6}  " + "  ".join(f"{n:>9}" for n in counts))
     return 0
 
 

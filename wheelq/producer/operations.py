@@ -38,6 +38,7 @@ from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient
 from wheelq.store import history, job_writes, nodes, ops, schedules
 from wheelq.store.calls import Call
+from wheelq.store.observe import observe_shards
 
 if TYPE_CHECKING:
     from wheelq.producer.spool import SpoolStats
@@ -49,15 +50,22 @@ Op = Generator[list[Call[Any]], list[Any], T]
 
 @dataclass(frozen=True, slots=True)
 class ShardStats:
-    """One shard of `TopicStats`: its backlog, stream and dead letters."""
+    """One shard of `TopicStats`: its backlog, stream and dead letters, with the meanings
+    `wheelq stats`, `wheelq top`, the dashboard and the metrics give them
+    (`wheelq.core.observe`)."""
 
     shard: int
     pending: int
     """Jobs waiting for their due time (sorted set size)."""
     ready: int
-    """Entries in the shard's stream (fired jobs not yet trimmed)."""
+    """Fired and not yet delivered, to the consumer group furthest behind (every entry of
+    the stream while no group reads it)."""
     dead: int = 0
     """Entries in the shard's dead-letter stream."""
+    in_flight: int = 0
+    """Delivered to a worker and not settled yet, summed over groups."""
+    in_stream: int = 0
+    """Entries in the stream: fired and not trimmed yet, handled ones included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,14 @@ class TopicStats:
     @property
     def ready(self) -> int:
         return sum(s.ready for s in self.shards)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(s.in_flight for s in self.shards)
+
+    @property
+    def in_stream(self) -> int:
+        return sum(s.in_stream for s in self.shards)
 
     @property
     def dead(self) -> int:
@@ -302,12 +318,14 @@ class Producer:
         shards = yield from self.shard_count(topic, create=False)
         if shards is None:
             return None
-        calls: list[Call[Any]] = []
-        for keys in k.all_shards(topic, shards):
-            calls += [ops.pending_count(keys), ops.ready_count(keys), ops.dead_count(keys)]
-        c = yield calls
+        now_ms = self._clock.now_ms()
+        found = yield from observe_shards(k.all_shards(topic, shards), now_ms, 0, probe=True)
         return TopicStats(
-            topic, [ShardStats(s, c[3 * s], c[3 * s + 1], c[3 * s + 2]) for s in range(shards)]
+            topic,
+            [
+                ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length)
+                for o in found
+            ],
         )
 
     # --- helpers --------------------------------------------------------------------------

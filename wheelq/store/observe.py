@@ -53,8 +53,14 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_MISSING = object()
+"""Stands for the reply to a stream call not sent: the probe found no stream."""
+
+
 def _no_stream(reply: Any) -> bool:
-    return isinstance(reply, ResponseError) and "no such key" in str(reply).lower()
+    return reply is _MISSING or (
+        isinstance(reply, ResponseError) and "no such key" in str(reply).lower()
+    )
 
 
 def _raise_others(replies: list[Any]) -> None:
@@ -73,28 +79,45 @@ def _lateness(entries: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
-def observe_shards(shards: Sequence[ShardKeys], now_ms: int, sample: int = 100) -> ObserveOp:
+def observe_shards(
+    shards: Sequence[ShardKeys], now_ms: int, sample: int = 100, *, probe: bool = False
+) -> ObserveOp:
     """Read what each of `shards` holds; returns one `ShardObservation` per shard, in order.
 
     Args:
         shards: The shards to read.
         now_ms: Now on the Redis clock (ZCOUNT's window starts here).
-        sample: How many of the newest ready entries to read per shard for lateness.
+        sample: How many of the newest ready entries to read per shard for lateness (0:
+            none read).
+        probe: Ask which ready streams exist first (a round trip more), so that a driver
+            without ``return_exceptions`` can run it: no call meets a missing stream.
 
     Raises:
         redis.exceptions.RedisError: Any reply but a missing ready stream's.
     """
+    there = [True] * len(shards)
+    if probe:
+        there = [bool(n) for n in (yield [Call(command=("EXISTS", k.ready)) for k in shards])]
     calls: list[Call[Any]] = []
-    for keys in shards:
-        calls += [
-            Call(command=("XINFO", "STREAM", keys.ready)),
-            Call(command=("XINFO", "GROUPS", keys.ready)),
-            pending_count(keys),
-            Call(command=("ZCOUNT", keys.delayed, now_ms, f"({now_ms + DUE_SOON_MS}"), parse=int),
-            dead_count(keys),
-            Call(command=("XREVRANGE", keys.ready, "+", "-", "COUNT", sample)),
+    sent: list[list[bool]] = []
+    soon = f"({now_ms + DUE_SOON_MS}"
+    for keys, exists in zip(shards, there, strict=True):
+        wanted = [
+            (exists, Call(command=("XINFO", "STREAM", keys.ready))),
+            (exists, Call(command=("XINFO", "GROUPS", keys.ready))),
+            (True, pending_count(keys)),
+            (True, Call(command=("ZCOUNT", keys.delayed, now_ms, soon), parse=int)),
+            (True, dead_count(keys)),
+            (
+                exists and sample > 0,
+                Call(command=("XREVRANGE", keys.ready, "+", "-", "COUNT", sample)),
+            ),
         ]
-    replies = yield calls
+        calls += [call for send, call in wanted if send]
+        sent.append([send for send, _ in wanted])
+    got = iter((yield calls))
+    # every shard's six replies in place, _MISSING for a call not sent
+    replies: list[Any] = [next(got) if send else _MISSING for shard in sent for send in shard]
     _raise_others(replies)
     oldest_calls: list[Call[Any]] = []
     asked: list[tuple[int, str]] = []

@@ -192,10 +192,6 @@ def pending_count(keys: ShardKeys) -> Call[int]:
     return Call(command=("ZCARD", keys.delayed), parse=int)
 
 
-def ready_count(keys: ShardKeys) -> Call[int]:
-    return Call(command=("XLEN", keys.ready), parse=int)
-
-
 def dead_count(keys: ShardKeys) -> Call[int]:
     return Call(command=("XLEN", keys.dead), parse=int)
 

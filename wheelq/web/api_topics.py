@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -57,8 +58,8 @@ async def topics_page(
 
 @router.get("/{topic}", response_model=TopicStatsOut)
 async def topic_stats(topic: TopicPath, request: Request) -> Response:
-    """The topic's backlog: pending (waiting for their time), ready (in the streams) and
-    dead, in all and by shard."""
+    """The topic's backlog: pending (waiting for their time), ready (fired, not yet
+    delivered), in flight, in stream (not yet trimmed) and dead, in all and by shard."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
     stats = await svc.client.stats(topic)
@@ -69,11 +70,10 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
             "topic": topic,
             "pending": stats.pending,
             "ready": stats.ready,
+            "in_flight": stats.in_flight,
+            "in_stream": stats.in_stream,
             "dead": stats.dead,
-            "shards": [
-                {"shard": s.shard, "pending": s.pending, "ready": s.ready, "dead": s.dead}
-                for s in stats.shards
-            ],
+            "shards": [dataclasses.asdict(s) for s in stats.shards],
         }
     )
 

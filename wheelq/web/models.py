@@ -221,9 +221,14 @@ class JobOut(BaseModel):
 
 class ShardOut(BaseModel):
     shard: int
-    pending: int
-    ready: int
-    dead: int
+    pending: int = Field(description="jobs waiting for their due time")
+    ready: int = Field(
+        description="fired, not yet delivered to the consumer group furthest behind "
+        "(every entry while no group reads the stream)"
+    )
+    in_flight: int = Field(description="delivered and not settled, summed over groups")
+    in_stream: int = Field(description="entries in the stream: fired, not yet trimmed")
+    dead: int = Field(description="dead letters")
 
 
 class TopicOut(BaseModel):
@@ -240,6 +245,8 @@ class TopicStatsOut(BaseModel):
     topic: str
     pending: int
     ready: int
+    in_flight: int
+    in_stream: int
     dead: int
     shards: list[ShardOut]
 

@@ -1,9 +1,9 @@
 """What the dashboard's pages show, read with the same bounded observation as ``wheelq
 top`` (`wheelq.store.observe`) and meaning what it means (`wheelq.core.observe`).
 
-"ready" is what the API's stats call ready (entries in the stream, fired and not yet
-trimmed), so a page and ``GET /v1/topics/{topic}`` agree; what top calls ready (not yet
-delivered to the group furthest behind) is "undelivered" here.
+"ready" means what it means everywhere (fired, not yet delivered to the group furthest
+behind), and "in stream" the stream's length (fired and not yet trimmed, handled entries
+included), as in ``GET /v1/topics/{topic}`` and `TopicStats`.
 
 A rate needs two observations, and a page is one request: `Frames` keeps what recent
 page views read (at most one frame a second per topic, for a minute), and a page's rates
@@ -76,7 +76,7 @@ class ShardRow:
     leader: str | None
     pending: int
     ready: int
-    undelivered: int
+    in_stream: int
     in_flight: int
     oldest_in_flight_ms: int | None
     dead: int
@@ -91,7 +91,8 @@ class GroupRow:
 
     name: str
     in_flight: int
-    undelivered: int | None
+    ready: int | None
+    """Fired, not yet delivered to this group (None: a server cannot tell)."""
     handled: int
     oldest_in_flight_ms: int | None
 
@@ -125,6 +126,7 @@ class TopicSummary:
     shards: int
     pending: int
     ready: int
+    in_stream: int
     in_flight: int
     dead: int
     fired_per_s: float | None
@@ -134,8 +136,17 @@ class TopicSummary:
         cls, topic: str, observations: list[ShardObservation], earlier: Frame | None
     ) -> TopicSummary:
         (row,) = topic_rows(observations, None if earlier is None else earlier[1])
-        ready = sum(o.length for o in observations)
-        return cls(topic, row.shards, row.pending, ready, row.in_flight, row.dead, row.fired_per_s)
+        in_stream = sum(o.length for o in observations)
+        return cls(
+            topic,
+            row.shards,
+            row.pending,
+            row.ready,
+            in_stream,
+            row.in_flight,
+            row.dead,
+            row.fired_per_s,
+        )
 
 
 async def summaries(
@@ -170,8 +181,8 @@ async def topic_view(
         None,
         None,
         row.pending,
-        sum(o.length for o in found),
         row.ready,
+        sum(o.length for o in found),
         row.in_flight,
         row.oldest_in_flight_ms,
         row.dead,
@@ -199,8 +210,8 @@ def _shard_row(
         o.shard,
         leader,
         o.pending,
-        o.length,
         o.ready,
+        o.length,
         o.in_flight,
         o.oldest_age_ms(),
         o.dead,
