@@ -484,6 +484,78 @@ def test_dead_letter_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     assert snapshot(redis_sync, keys) == before
 
 
+# --- pull receipts: settling only the delivery a receipt names ------------------------------
+
+
+@pytest.fixture
+def taken_over(redis_sync: redis.Redis, delivered: str, keys: ShardKeys) -> str:
+    """j1's entry, delivered to WORKER once, then taken over by OTHER_WORKER (delivery 2)."""
+    set_pending(redis_sync, keys, delivered, OTHER_WORKER, deliveries=2)
+    assert pending(redis_sync, keys, GROUP)[delivered]["consumer"] == OTHER_WORKER.encode()
+    return delivered
+
+
+def settle_by_receipt(keys: ShardKeys, entry: str, how: str, delivery: consume.Delivery) -> Any:
+    """The call a pull receipt for `delivery` makes, as `how` (ack, retry, dead_letter)."""
+    if how == "ack":
+        return consume.ack_delivered(keys, GROUP, [(entry, "j1", 1000, 5)], [delivery])
+    if how == "retry":
+        envelope = next_attempt().pack()
+        return consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, envelope, "", 0, delivery)
+    return consume.dead_letter_delivered(keys, GROUP, (entry, "failed", "boom"), delivery)
+
+
+STALE = {"ack": [-1], "retry": consume.Retried(False, stale=True), "dead_letter": -1}
+SETTLED = {"ack": [1], "retry": True, "dead_letter": 1}
+
+
+@pytest.mark.parametrize("how", ["ack", "retry", "dead_letter"])
+@pytest.mark.parametrize(
+    "stale", [(WORKER, 1), (OTHER_WORKER, 1), (WORKER, 2)], ids=["first", "count", "consumer"]
+)
+def test_a_receipt_of_an_earlier_delivery_settles_nothing(
+    redis_sync: redis.Redis,
+    run: Runner,
+    keys: ShardKeys,
+    taken_over: str,
+    how: str,
+    stale: consume.Delivery,
+) -> None:
+    before = snapshot(redis_sync, keys)
+    assert run(settle_by_receipt(keys, taken_over, how, stale)) == STALE[how]
+    assert snapshot(redis_sync, keys) == before
+
+    got = run(settle_by_receipt(keys, taken_over, how, (OTHER_WORKER, 2)))
+    assert (got.done if how == "retry" else got) == SETTLED[how]
+    assert pending(redis_sync, keys, GROUP) == {}
+    after = snapshot(redis_sync, keys)
+    assert run(settle_by_receipt(keys, taken_over, how, (OTHER_WORKER, 2))) in (
+        [0],
+        consume.Retried(False),
+        0,
+    )
+    assert snapshot(redis_sync, keys) == after
+
+
+def test_an_ack_of_receipts_answers_each_and_records_only_the_acked(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
+    deliver(redis_sync, keys, GROUP, WORKER)
+    set_pending(redis_sync, keys, entries[0], OTHER_WORKER, deliveries=2)
+    redis_sync.xack(keys.ready, GROUP, entries[2])
+    runs = [(e, f"j{i}", 1000, 5) for i, e in enumerate(entries)]
+    fences = [(WORKER, 1)] * 3
+
+    assert run(consume.ack_delivered(keys, GROUP, runs, fences)) == [-1, 1, 0]
+    assert list(pending(redis_sync, keys, GROUP)) == [entries[0]]
+    assert record(redis_sync, keys, "j0") is None and record(redis_sync, keys, "j2") is None
+    assert record(redis_sync, keys, "j1") == ["S", entries[1], 1000, 5, "", "", ""]
+    # A group that does not exist holds nothing pending (as XACK has it), not an error.
+    assert run(consume.ack_delivered(keys, "nobody", runs[:1], fences[:1])) == [0]
+
+
 # --- claim ----------------------------------------------------------------------------------
 
 

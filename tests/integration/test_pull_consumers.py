@@ -17,6 +17,7 @@ import redis.asyncio
 
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
+from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import WorkerSettings
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -111,7 +112,7 @@ async def test_a_nack_retries_after_the_delay_then_dead_letters_on_the_last_atte
     status, body, _ = await api.call(
         "POST", f"{group}/nack", {"receipts": [job["receipt"]], "delay_ms": 0}
     )
-    assert (status, body) == (200, {"retried": 1, "dead_lettered": 0})
+    assert (status, body["retried"], body["dead_lettered"]) == (200, 1, 0)
     _, info, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/n")
     assert info["state"] in ("retrying", "ready")
     # The retry goes back through the sorted set: it fires once a scheduler leads the shard,
@@ -121,13 +122,101 @@ async def test_a_nack_retries_after_the_delay_then_dead_letters_on_the_last_atte
     (again,) = second["jobs"]
     assert (again["id"], again["attempt"]) == ("n", 2)
     _, body, _ = await api.call("POST", f"{group}/nack", {"receipts": [again["receipt"]]})
-    assert body == {"retried": 0, "dead_lettered": 1}
+    assert (body["retried"], body["dead_lettered"]) == (0, 1)
+    assert body["results"] == [{"status": 200, "outcome": "dead_lettered"}]
     _, dead, _ = await api.call("GET", f"/v1/topics/{topic}/dead")
     assert [d["job_id"] for d in dead["dead"]] == ["n"]
     # Settling twice changes nothing.
     assert (await api.call("POST", f"{group}/ack", {"receipts": [again["receipt"]]}))[1] == {
-        "acked": 0
+        "acked": 0,
+        "results": [{"status": 200, "outcome": "settled_before"}],
     }
+
+
+async def pulled_again(api: Served, group: str, consumer: str, ids: set[str]) -> dict[str, Any]:
+    """The jobs `ids` pulled by `consumer` once the visibility timeout of an earlier pull has
+    passed (each taken over, its deliveries counted up), by id."""
+    got: dict[str, Any] = {}
+
+    async def pull() -> bool:
+        _, body, _ = await api.call("POST", f"{group}/pull", {"max": 10, "consumer": consumer})
+        got.update({j["id"]: j for j in body["jobs"]})
+        return set(got) == ids
+
+    await eventually(pull, timeout_s=VISIBILITY_MS / 1000 * 20, what=f"{consumer}'s pull")
+    return got
+
+
+async def pending_to(r: redis.asyncio.Redis, topic: str, shards: int, job_id: str) -> Any:
+    """(consumer, deliveries) the job's entry is pending to in group g, or None."""
+    stream = ShardKeys(topic, shard_of(job_id, shards)).stream
+    rows = await r.xpending_range(stream, "g", min="-", max="+", count=10)
+    return [(row["consumer"].decode(), row["times_delivered"]) for row in rows] or None
+
+
+async def test_a_stale_receipt_settles_nothing_and_the_newer_one_acks(
+    api: Served, topic: str, redis_async: redis.asyncio.Redis
+) -> None:
+    await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "s"})
+    shards = await api.service.client.create_topic(topic)
+    group = f"/v1/topics/{topic}/groups/g"
+    _, first, _ = await api.call("POST", f"{group}/pull", {"max": 1, "consumer": "a"})
+    (old,) = first["jobs"]
+    new = (await pulled_again(api, group, "b", {"s"}))["s"]
+    assert (old["deliveries"], new["deliveries"]) == (1, 2)
+    for path, body in [("ack", {}), ("nack", {"delay_ms": 0})]:
+        status, problem, headers = await api.call(
+            "POST", f"{group}/{path}", {"receipts": [old["receipt"]], **body}
+        )
+        assert status == 409, problem
+        assert headers["Content-Type"].startswith("application/problem+json")
+        assert (problem["title"], problem["field"]) == ("Stale receipt", "receipts[0]")
+        assert "nothing was changed" in problem["detail"]
+        assert await pending_to(redis_async, topic, shards, "s") == [("http:b", 2)]
+        _, info, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/s")
+        assert (info["state"], info["attempt"]) == ("running", 1)
+    status, body, _ = await api.call("POST", f"{group}/ack", {"receipts": [new["receipt"]]})
+    assert (status, body) == (200, {"acked": 1, "results": [{"status": 200, "outcome": "acked"}]})
+    _, info, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/s")
+    assert info["state"] == "succeeded"
+    assert await pending_to(redis_async, topic, shards, "s") is None
+
+
+async def test_a_batch_of_stale_and_fresh_receipts_answers_each(
+    api: Served, topic: str, redis_async: redis.asyncio.Redis
+) -> None:
+    jobs = [{"payload": n, "id": n} for n in ("x", "y", "z")]
+    await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
+    shards = await api.service.client.create_topic(topic)
+    group = f"/v1/topics/{topic}/groups/g"
+    _, first, _ = await api.call("POST", f"{group}/pull", {"max": 10, "consumer": "a"})
+    old = {j["id"]: j["receipt"] for j in first["jobs"]}
+    assert set(old) == {"x", "y", "z"}
+    new = {i: j["receipt"] for i, j in (await pulled_again(api, group, "b", set(old))).items()}
+    sent = [old["x"], new["y"], old["z"], new["z"]]
+    status, body, _ = await api.call("POST", f"{group}/ack", {"receipts": sent})
+    assert status == 200, body
+    assert body["acked"] == 2
+    assert body["results"] == [
+        {"status": 409, "outcome": "stale"},
+        {"status": 200, "outcome": "acked"},
+        {"status": 409, "outcome": "stale"},
+        {"status": 200, "outcome": "acked"},
+    ]
+    assert await pending_to(redis_async, topic, shards, "x") == [("http:b", 2)]
+    states = {}
+    for job_id in ("x", "y", "z"):
+        _, info, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{job_id}")
+        states[job_id] = info["state"]
+    assert states == {"x": "running", "y": "succeeded", "z": "succeeded"}
+    status, body, _ = await api.call(
+        "POST", f"{group}/nack", {"receipts": [old["x"], new["x"]], "delay_ms": 60_000}
+    )
+    assert (status, body["retried"], [r["outcome"] for r in body["results"]]) == (
+        200,
+        1,
+        ["stale", "retried"],
+    )
 
 
 async def blocked_clients(r: redis.asyncio.Redis) -> int:

@@ -91,7 +91,7 @@ async def test_retries_and_dead_letters_are_sent_with_what_the_handler_asked_for
     )
     assert (envelope.group, envelope.job_id, envelope.payload) == (GROUP, "j7", b"\xa1x")
     (dead,) = executor.sent("dead_letter")  # one call for the shard's dead letters
-    assert list(dead.args) == [GROUP, "8-0", "failed", "boom", "9-0", "malformed", "bad"]
+    assert list(dead.args) == [GROUP, "", 0, "8-0", "failed", "boom", "9-0", "malformed", "bad"]
     assert (settler.counts.retried, settler.counts.dead_lettered) == (1, 2)
 
 

@@ -91,6 +91,10 @@ Done = tuple[str, str, int, int]
 """A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms)."""
 
 
+Delivery = tuple[str, int]
+"""One delivery of a pending entry, as a pull receipt names it: (consumer, delivery count)."""
+
+
 def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
     """Ack succeeded runs and record them in the job history; parses to how many were
     acked (an entry someone else settled is skipped).
@@ -100,6 +104,25 @@ def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
     as two msgpack arguments, the entry ids and the history's field/record pairs:
     encoding arguments one by one cost the worker more than the rest of its ack.
     """
+    return script_call("ack", keys, _ack_args(group, done), lambda r: int(check("ack", r)[1]))
+
+
+def ack_delivered(
+    keys: ShardKeys, group: str, done: Sequence[Done], deliveries: Sequence[Delivery]
+) -> Call[list[int]]:
+    """`ack_done` of pull receipts: each entry only while it is pending to its delivery (in
+    the same order); parses to each one's outcome: 1 acked, 0 not pending (settled before),
+    -1 pending to a later delivery (a stale receipt: nothing written)."""
+    fences = msgpack.packb([v for d in deliveries for v in d], use_bin_type=False)
+
+    def parse(reply: Any) -> list[int]:
+        r = check("ack", reply)
+        return [int(v) for v in r[2]] if len(r) > 2 else []
+
+    return script_call("ack", keys, [*_ack_args(group, done), fences], parse)
+
+
+def _ack_args(group: str, done: Sequence[Done]) -> list[str | bytes]:
     suffix = SEPARATOR + group
     entries: list[str] = []
     pairs: list[str | bytes] = []
@@ -107,8 +130,7 @@ def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
         entries.append(entry)
         pairs.append(job_id + suffix)
         pairs.append(_pack(("S", entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), "", "", "")))
-    args = [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
-    return script_call("ack", keys, args, lambda r: int(check("ack", r)[1]))
+    return [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
 
 
 _pack = msgpack.Packer().pack
@@ -128,6 +150,8 @@ class Retried:
     """False when the entry was no longer pending in the group (someone else settled it)."""
     due_ms: int = 0
     member: str = ""
+    stale: bool = False
+    """The entry is pending to a later delivery than the one given (nothing written)."""
 
 
 def retry(
@@ -139,28 +163,60 @@ def retry(
     envelope: bytes,
     error: str = "",
     ended_ms: int = 0,
+    delivery: Delivery | None = None,
 ) -> Call[Retried]:
     """Ack a failed run and put the job back `delay_ms` from now, in `group` only; `error`
-    and `ended_ms` go to the group's history record."""
+    and `ended_ms` go to the group's history record. With `delivery` (a pull receipt's),
+    only while the entry is pending to it."""
 
     def parse(reply: Any) -> Retried:
         r = check("retry", reply)
-        return Retried(True, int(r[2]), _text(r[3])) if r[1] else Retried(False)
+        if r[1] == 1:
+            return Retried(True, int(r[2]), _text(r[3]))
+        return Retried(False, stale=r[1] == -1)
 
-    return script_call(
-        "retry",
-        keys,
-        [group, entry_id, job_id, delay_ms, envelope, keys.wake_channel, error, ended_ms],
-        parse,
-    )
+    args: list[str | bytes | int] = [
+        group,
+        entry_id,
+        job_id,
+        delay_ms,
+        envelope,
+        keys.wake_channel,
+        error,
+        ended_ms,
+    ]
+    if delivery is not None:
+        args += delivery
+    return script_call("retry", keys, args, parse)
 
 
 def dead_letter(keys: ShardKeys, group: str, entries: Sequence[tuple[str, str, str]]) -> Call[int]:
     """Dead-letter (entry id, reason, error) triples; parses to how many were."""
-    args: list[str | bytes | int] = [group]
+    args = _dead_letter_args(group, ("", 0), entries)
+    return script_call("dead_letter", keys, args, lambda r: int(check("dead_letter", r)[1]))
+
+
+def dead_letter_delivered(
+    keys: ShardKeys, group: str, entry: tuple[str, str, str], delivery: Delivery
+) -> Call[int]:
+    """Dead-letter a pull receipt's (entry id, reason, error) while the entry is pending to
+    its `delivery`; parses to 1 dead-lettered, 0 not pending, -1 pending to a later delivery
+    (a stale receipt: nothing written)."""
+
+    def parse(reply: Any) -> int:
+        r = check("dead_letter", reply)
+        return -1 if int(r[2]) else int(r[1])
+
+    return script_call("dead_letter", keys, _dead_letter_args(group, delivery, [entry]), parse)
+
+
+def _dead_letter_args(
+    group: str, delivery: Delivery, entries: Sequence[tuple[str, str, str]]
+) -> list[str | bytes | int]:
+    args: list[str | bytes | int] = [group, *delivery]
     for entry_id, reason, error in entries:
         args += [entry_id, reason, error]
-    return script_call("dead_letter", keys, args, lambda r: int(check("dead_letter", r)[1]))
+    return args
 
 
 @dataclass(frozen=True, slots=True)

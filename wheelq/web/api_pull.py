@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 
 from wheelq.core.jsonable import jsonable
@@ -17,6 +19,7 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
+from wheelq.worker.receipts import Outcome
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}", tags=["pull consumers"], responses=RESPONSES
@@ -61,19 +64,49 @@ async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Reques
 
 @router.post("/ack", response_model=AckOut)
 async def ack(topic: TopicPath, group: GroupPath, body: ReceiptsIn, request: Request) -> Response:
-    """Settle pulled jobs as done; `acked` counts those not settled before."""
+    """Settle pulled jobs as done; `acked` counts those not settled before, `results` says
+    what each receipt did. A stale receipt (its job taken over by a later pull after the
+    visibility timeout) settles nothing; 409 when every receipt is stale."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
     _check_group(group)
-    return json_response({"acked": await svc.puller.ack(topic, group, body.receipts)})
+    outcomes = await svc.puller.ack(topic, group, body.receipts)
+    return json_response(_answer(outcomes, acked=Outcome.ACKED))
 
 
 @router.post("/nack", response_model=NackOut)
 async def nack(topic: TopicPath, group: GroupPath, body: NackIn, request: Request) -> Response:
     """Settle pulled jobs as failed: retried after `delay_ms` (default: the backoff), or
-    dead-lettered after their last attempt."""
+    dead-lettered after their last attempt; `results` says what each receipt did. A stale
+    receipt settles nothing; 409 when every receipt is stale."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
     _check_group(group)
-    retried, dead = await svc.puller.nack(topic, group, body.receipts, body.delay_ms)
-    return json_response({"retried": retried, "dead_lettered": dead})
+    outcomes = await svc.puller.nack(topic, group, body.receipts, body.delay_ms)
+    return json_response(
+        _answer(outcomes, retried=Outcome.RETRIED, dead_lettered=Outcome.DEAD_LETTERED)
+    )
+
+
+def _answer(outcomes: list[Outcome], **counts: Outcome) -> dict[str, Any]:
+    """The body: a count per outcome named in `counts`, and each receipt's result.
+
+    Raises:
+        ProblemError: 409 when every receipt is stale (nothing was changed).
+    """
+    stale = [i for i, o in enumerate(outcomes) if o is Outcome.STALE]
+    if len(stale) == len(outcomes):
+        raise ProblemError(
+            409,
+            "stale-receipt",
+            "Stale receipt",
+            f"receipts[{stale[0]}] is stale: its visibility timeout passed and a later pull "
+            "took the job over, so only that pull's receipt settles it; nothing was changed",
+            field=f"receipts[{stale[0]}]",
+            errors=[{"field": f"receipts[{i}]", "message": "stale receipt"} for i in stale],
+        )
+    body: dict[str, Any] = {name: outcomes.count(o) for name, o in counts.items()}
+    body["results"] = [
+        {"status": 409 if o is Outcome.STALE else 200, "outcome": o.value} for o in outcomes
+    ]
+    return body

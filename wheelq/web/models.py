@@ -311,10 +311,24 @@ class NackIn(ReceiptsIn):
     delay_ms: Annotated[int, Field(ge=0, le=30 * 86_400_000)] | None = None
 
 
+class ReceiptResult(BaseModel):
+    """What settling one receipt did (in the order they were sent)."""
+
+    status: int = Field(..., description="200 settled now or before; 409 a stale receipt.")
+    outcome: str = Field(
+        ...,
+        description="acked, retried, dead_lettered; settled_before (a no-op); stale: its job "
+        "was taken over by a later pull after the visibility timeout, so only that pull's "
+        "receipt settles it (nothing was changed).",
+    )
+
+
 class AckOut(BaseModel):
     acked: int
+    results: list[ReceiptResult]
 
 
 class NackOut(BaseModel):
     retried: int
     dead_lettered: int
+    results: list[ReceiptResult]

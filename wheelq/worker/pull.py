@@ -5,10 +5,11 @@ A pull reads a consumer group's new entries (XREADGROUP, creating the group at t
 stream's start the first time) and, at most every `claim_interval_ms` per group, takes over
 entries left unacked past the visibility timeout (the worker's ``claim.lua``, which
 dead-letters an entry delivered more than `max_deliveries` times). Each job comes with a
-*receipt* that names its entry; ``ack`` settles it as a worker's success does (recorded in
-the job's history), ``nack`` as a worker's failure (retried after a delay, or
-dead-lettered after its last attempt). A receipt acked late, after the entry was taken
-over, still settles it (at least once, as with workers); a second ack is a no-op.
+*receipt* that names its delivery (`wheelq.worker.receipts`); ``ack`` settles it as a
+worker's success does (recorded in the job's history), ``nack`` as a worker's failure
+(retried after a delay, or dead-lettered after its last attempt). A receipt whose entry was
+taken over by a later pull is stale: it settles nothing (`Outcome.STALE`), so the newer
+delivery's run is not cut short; a second ack of a receipt is a no-op.
 
 On a single server one pull reads every shard in one command, blocking in Redis for up
 to ``wait_ms`` (in reads of at most `MAX_BLOCK_MS`); on a cluster each shard is read apart,
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
@@ -35,7 +36,7 @@ from wheelq.store import consume, ops
 from wheelq.store.async_executor import AsyncExecutor
 from wheelq.store.calls import Call
 from wheelq.worker.pull_settle import ack_receipts, nack_receipts
-from wheelq.worker.receipts import Receipt, parse_receipts
+from wheelq.worker.receipts import Outcome, Receipt, parse_receipts
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
@@ -92,8 +93,9 @@ class Puller:
         self._cursors: dict[tuple[str, str, int], str] = {}
         self._claimed_at: dict[tuple[str, str], int] = {}
         self._turn = 0
-        self._spare: dict[tuple[str, str], list[tuple[Pulled, int]]] = {}
-        """Entries read past a pull's count, with when they were read (ms)."""
+        self._spare: dict[tuple[str, str], list[tuple[Pulled, int, str]]] = {}
+        """Entries read past a pull's count, with when they were read (ms) and the consumer
+        they are pending to."""
         self.dead_lettered = 0
 
     async def shards(self, topic: str) -> int:
@@ -150,7 +152,7 @@ class Puller:
             )
             out += more
         if len(out) > count:
-            self._keep_spare(topic, group, out[count:])
+            self._keep_spare(topic, group, consumer, out[count:])
         return out[:count]
 
     def _take_spare(self, topic: str, group: str, count: int) -> list[Pulled]:
@@ -159,17 +161,19 @@ class Puller:
         are left to be taken over as any unacked entry is."""
         spare = self._spare.pop((topic, group), [])
         now = self._clock.now_ms()
-        fresh = [p for p, read_ms in spare if now - read_ms < self.visibility_timeout_ms // 2]
-        if len(fresh) > count:
-            self._spare[(topic, group)] = [(p, now) for p in fresh[count:]]
-        return [
-            Pulled(p.job, Receipt(p.job.shard, p.job.entry_id, p.job.id, now).encode())
-            for p in fresh[:count]
+        fresh = [
+            (p, read_ms, consumer)
+            for p, read_ms, consumer in spare
+            if now - read_ms < self.visibility_timeout_ms // 2
         ]
+        if len(fresh) > count:
+            self._spare[(topic, group)] = fresh[count:]
+        # Still the delivery they were read in: pending to its consumer, not delivered since.
+        return [Pulled(p.job, _receipt(p.job, now, consumer)) for p, _, consumer in fresh[:count]]
 
-    def _keep_spare(self, topic: str, group: str, extra: list[Pulled]) -> None:
+    def _keep_spare(self, topic: str, group: str, consumer: str, extra: list[Pulled]) -> None:
         now = self._clock.now_ms()
-        self._spare.setdefault((topic, group), []).extend((p, now) for p in extra)
+        self._spare.setdefault((topic, group), []).extend((p, now, consumer) for p in extra)
 
     async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
         if (topic, group) in self._groups:
@@ -204,7 +208,7 @@ class Puller:
         for k, got in zip(chosen, await self._executor.run(calls), strict=True):
             self._cursors[(topic, group, k.shard)] = got.cursor
             self.dead_lettered += got.dead_lettered
-            out += await self._accept(group, k, got.entries, got.deliveries)
+            out += await self._accept(group, consumer, k, got.entries, got.deliveries)
         return out
 
     def _shares(self, keys: list[ShardKeys], count: int) -> tuple[list[ShardKeys], int]:
@@ -247,15 +251,22 @@ class Puller:
             for shard, entry in got:
                 entries[shard].append(entry)
             for shard, found in entries.items():
-                out += await self._accept(group, by_shard[shard], found, ())
+                out += await self._accept(group, consumer, by_shard[shard], found, ())
                 if len(found) >= share:
                     full.append(by_shard[shard])
         return out, full
 
     async def _accept(
-        self, group: str, keys: ShardKeys, entries: list[consume.Entry], deliveries: Sequence[int]
+        self,
+        group: str,
+        consumer: str,
+        keys: ShardKeys,
+        entries: list[consume.Entry],
+        deliveries: Sequence[int],
     ) -> list[Pulled]:
-        """Jobs with receipts; malformed entries are dead-lettered, another group's acked."""
+        """Jobs with receipts (of their delivery to `consumer`: the first for a new entry, the
+        claim's count for one taken over); malformed entries are dead-lettered, another
+        group's acked."""
         now = self._clock.now_ms()
         out: list[Pulled] = []
         calls: list[Call[int]] = []
@@ -272,28 +283,33 @@ class Puller:
             if job.group is not None and job.group != group:
                 calls.append(consume.ack(keys, group, [entry_id]))
                 continue
-            receipt = Receipt(keys.shard, entry_id, job.id, now).encode()
-            out.append(Pulled(job, receipt))
+            out.append(Pulled(job, _receipt(job, now, consumer)))
         if calls:
             await self._executor.run(calls)
         return out
 
-    async def ack(self, topic: str, group: str, receipts: Sequence[object]) -> int:
-        """Settle pulled jobs as handled; returns how many were still unacked.
+    async def ack(self, topic: str, group: str, receipts: Sequence[object]) -> list[Outcome]:
+        """Settle pulled jobs as handled; each receipt's outcome, in order: ``ACKED``,
+        ``SETTLED_BEFORE``, or ``STALE`` (its entry was taken over by a later pull: nothing
+        changed for it).
 
         Raises:
             InvalidArgumentError: A receipt this service did not give (nothing is acked).
         """
         parsed = parse_receipts(receipts)
-        await self.shards(topic)
-        return await ack_receipts(self._executor, self._clock.now_ms(), topic, group, parsed)
+        shards = await self.shards(topic)
+        now = self._clock.now_ms()
+        return await _on_shards(
+            parsed, shards, lambda mine: ack_receipts(self._executor, now, topic, group, mine)
+        )
 
     async def nack(
         self, topic: str, group: str, receipts: Sequence[object], delay_ms: int | None = None
-    ) -> tuple[int, int]:
+    ) -> list[Outcome]:
         """Settle pulled jobs as failed: each is retried after `delay_ms` (None: the
-        backoff of its attempt), or dead-lettered after its last attempt. Returns
-        (retried, dead-lettered) among those still unacked.
+        backoff of its attempt), or dead-lettered after its last attempt. Returns each
+        receipt's outcome, in order: ``RETRIED``, ``DEAD_LETTERED``, ``SETTLED_BEFORE`` or
+        ``STALE`` (nothing changed for it).
 
         Raises:
             InvalidArgumentError: A receipt this service did not give, or `delay_ms` not in
@@ -303,7 +319,31 @@ class Puller:
         if delay_ms is not None:
             int_in("delay_ms", delay_ms, 0, 30 * 86_400_000)
         shards = await self.shards(topic)
-        mine = [r for r in parsed if r.shard < shards]
-        return await nack_receipts(
-            self._executor, self._clock.now_ms(), self.policy, topic, group, mine, delay_ms
+        now = self._clock.now_ms()
+        return await _on_shards(
+            parsed,
+            shards,
+            lambda mine: nack_receipts(
+                self._executor, now, self.policy, topic, group, mine, delay_ms
+            ),
         )
+
+
+async def _on_shards(
+    receipts: list[Receipt],
+    shards: int,
+    settle: Callable[[list[Receipt]], Awaitable[list[Outcome]]],
+) -> list[Outcome]:
+    """`settle` the receipts of the topic's shards; one of a shard it does not have names
+    nothing pending (``SETTLED_BEFORE``)."""
+    mine = [i for i, r in enumerate(receipts) if r.shard < shards]
+    outcomes = [Outcome.SETTLED_BEFORE] * len(receipts)
+    if mine:
+        for i, outcome in zip(mine, await settle([receipts[i] for i in mine]), strict=True):
+            outcomes[i] = outcome
+    return outcomes
+
+
+def _receipt(job: Job, pulled_ms: int, consumer: str) -> str:
+    """The receipt of `job`'s delivery to `consumer` (its `deliveries` count)."""
+    return Receipt(job.shard, job.entry_id, job.id, pulled_ms, consumer, job.deliveries).encode()

@@ -1,7 +1,11 @@
 """Receipts of pulled jobs: what a pull consumer hands back to ack or nack a job.
 
 A receipt is opaque to its holder: base64url of msgpack ``[shard, entry id, job id, pulled
-ms]``. It grants nothing a write token does not already: it only names an entry.
+ms, consumer, deliveries]``. It grants nothing a write token does not already: it only names
+one delivery of an entry, the consumer the group's pending list holds it for and its
+delivery count then. A delivery ends when the visibility timeout passes and another pull
+takes the entry over (count + 1): the old receipt is then *stale* and settles nothing, as an
+SQS receipt handle of an earlier receive (the scripts check it, `wq_delivered`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import binascii
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import msgpack
 
@@ -21,17 +26,43 @@ MAX_RECEIPT_CHARS = 2000
 _ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 
+class Outcome(StrEnum):
+    """What settling one receipt did."""
+
+    ACKED = "acked"
+    RETRIED = "retried"
+    DEAD_LETTERED = "dead_lettered"
+    SETTLED_BEFORE = "settled_before"
+    """The entry was no longer pending: settled already (this receipt again, or the delivery
+    that took it over); nothing changed."""
+    STALE = "stale"
+    """The entry is pending to a later delivery (taken over after the visibility timeout):
+    the receipt settles nothing; the newest receipt does."""
+
+
 @dataclass(frozen=True, slots=True)
 class Receipt:
-    """What a receipt names: the entry, its job and when it was pulled (ms)."""
+    """What a receipt names: the entry, its job, when it was pulled (ms), and the delivery:
+    the consumer it is pending to and its delivery count at the pull."""
 
     shard: int
     entry_id: str
     job_id: str
     pulled_ms: int
+    consumer: str
+    deliveries: int
 
     def encode(self) -> str:
-        packed = msgpack.packb([self.shard, self.entry_id, self.job_id, self.pulled_ms])
+        packed = msgpack.packb(
+            [
+                self.shard,
+                self.entry_id,
+                self.job_id,
+                self.pulled_ms,
+                self.consumer,
+                self.deliveries,
+            ]
+        )
         return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
 
     @classmethod
@@ -45,13 +76,16 @@ class Receipt:
                 fields = None
         if (
             isinstance(fields, list)
-            and len(fields) == 4
+            and len(fields) == 6
             and isinstance(fields[0], int)
             and fields[0] >= 0
             and isinstance(fields[1], str)
             and _ENTRY_ID.fullmatch(fields[1])
             and isinstance(fields[2], str)
             and isinstance(fields[3], int)
+            and isinstance(fields[4], str)
+            and isinstance(fields[5], int)
+            and fields[5] >= 1
         ):
             return cls(*fields)
         raise InvalidArgumentError(

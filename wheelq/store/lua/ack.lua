@@ -8,7 +8,12 @@ ARGV[1]  consumer group
 ARGV[2]  msgpack array of the entry ids
 ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
          and its 'S' record (wq_record's layout, made by wheelq.store.consume.ack_done)
+ARGV[4]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
+         and the delivery count each receipt was issued for; an entry is acked only while
+         pending to that delivery (wq_delivered)
 Returns: {0, acked}
+         {0, acked, outcomes} with ARGV[4]: per entry 1 acked, 0 not pending (settled before),
+           -1 pending to a later delivery (a stale receipt: nothing written for it)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash')
@@ -21,6 +26,23 @@ if #entries == 0 then
   return {WQ_OK, 0}
 end
 local pairs = cmsgpack.unpack(ARGV[3])
+if ARGV[4] then
+  -- Each receipt settles its own delivery or nothing: its record goes with its XACK, so a
+  -- receipt not pending now was settled (and recorded) before.
+  local fences = cmsgpack.unpack(ARGV[4])
+  local outcomes, rec, acked = {}, {}, 0
+  for i = 1, #entries do
+    local got = wq_delivered(KEYS[1], group, entries[i], fences[2 * i - 1], fences[2 * i])
+    if got == 1 then
+      redis.call('XACK', KEYS[1], group, entries[i])
+      rec[2 * acked + 1], rec[2 * acked + 2] = pairs[2 * i - 1], pairs[2 * i]
+      acked = acked + 1
+    end
+    outcomes[i] = got
+  end
+  wq_remember(KEYS[2], rec)
+  return {WQ_OK, acked, outcomes}
+end
 -- One XACK for all (at most 1000: wheelq.worker.settler.ACKS_PER_CALL): when it acks every
 -- entry (the usual case) each gets its record. When it acks fewer, some were settled already:
 -- by another worker that took them over (a record naming the entry, or a later firing of the

@@ -1,22 +1,29 @@
 --[[ dead_letter.lua — ack entries and copy them, with why, into the dead-letter stream.
-An entry no longer pending in the group (someone else settled it) is skipped.
+An entry no longer pending in the group (someone else settled it) is skipped; so is one
+pending to another delivery than a pull receipt's (a stale receipt).
 KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:dead      STREAM  dead letters
 KEYS[3]  {T:s}:history   HASH    the group's record of each job becomes 'D' (wq_dead)
 ARGV[1]  consumer group
-ARGV[2..] three per entry: entry id, reason (failed | deliveries | malformed), error text
-Returns: {0, dead_lettered}
+ARGV[2]  a pull receipt's consumer ('' for none: a worker's entries, not checked)
+ARGV[3]  that receipt's delivery count (wq_delivered checks each entry is pending to it)
+ARGV[4..] three per entry: entry id, reason (failed | deliveries | malformed), error text
+Returns: {0, dead_lettered, stale}  stale: entries pending to another delivery (not written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
-local n = 0
-for i = 2, #ARGV, 3 do
-  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+local n, stale = 0, 0
+local fenced = ARGV[2] ~= ''
+for i = 4, #ARGV, 3 do
+  local got = fenced and wq_delivered(KEYS[1], ARGV[1], ARGV[i], ARGV[2], ARGV[3]) or 1
+  if got == -1 then
+    stale = stale + 1
+  elseif got == 1 and redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
     wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[i], ARGV[i + 1], ARGV[i + 2])
     n = n + 1
   end
 end
-return {WQ_OK, n}
+return {WQ_OK, n, stale}

@@ -15,15 +15,21 @@ ARGV[5]  envelope of the next attempt (names the group and the job id)
 ARGV[6]  wake channel
 ARGV[7]  the failed attempt's error (kept in the group's history record)
 ARGV[8]  when the attempt ended, ms
+ARGV[9]  optional, a pull receipt's consumer and ARGV[10] its delivery count: the entry is
+         retried only while pending to that delivery (wq_delivered)
 Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>group<US>entry"
            when a job of that id is pending again (<US> = \31, never in a job id)
          {0, 0} the entry was not pending in the group (nothing written)
+         {0, -1} it is pending to a later delivery than ARGV[9..10]'s (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list', KEYS[6], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
+end
+if ARGV[9] and wq_delivered(KEYS[3], ARGV[1], ARGV[2], ARGV[9], ARGV[10]) == -1 then
+  return {WQ_OK, -1}
 end
 if redis.call('XACK', KEYS[3], ARGV[1], ARGV[2]) == 0 then
   return {WQ_OK, 0}
