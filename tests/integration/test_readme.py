@@ -1,8 +1,10 @@
-"""The README's examples run as written: the Quickstart, and "Testing your own code".
+"""The README's examples run as written: the Quickstart, the schedule commands, the HTTP
+service's, ``wheelq --help``'s first steps, and "Testing your own code".
 
 The fenced blocks of those sections are taken from README.md as they are; only the Redis
-URL is swapped for a server of the test's own. Python blocks starting with a ``# NAME.py``
-line are written to files; each line of a bash block is a command. In the Quickstart,
+URL (and the HTTP service's port) is swapped for a server of the test's own. Python blocks
+starting with a ``# NAME.py`` line are written to files; each command of a bash block (a
+line, or lines joined by a backslash or an open quote) is run. In the Quickstart,
 `wheelq server` is left out (the test's server stands in for it), `wheelq scheduler` and
 `wheelq worker` start in the background (stopped with SIGTERM at the end), everything
 else runs to completion and must exit 0. Then every job must have been handled by both
@@ -12,43 +14,73 @@ pytest command it shows, and must pass.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+import pytest
 import redis
 
 from tests.support.cli import ROOT, clean_env, wheelq_argv
-from tests.support.servers import dedicated_server
+from tests.support.servers import dedicated_server, free_port
 from tests.support.waiting import eventually_sync
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 
-README_URL = re.compile(r"redis://localhost:\d+/0")
+README_URL = re.compile(r"redis://(?:localhost|127\.0\.0\.1):\d+/0")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 SERVICES = ("scheduler", "worker")
 
 
-def snippets(title: str, url: str = "") -> tuple[dict[str, str], list[list[str]]]:
+def snippets(
+    title: str, url: str = "", *, port: int = 0, files_too: bool = True
+) -> tuple[dict[str, str], list[list[str]]]:
     """The files (name -> text) and commands of the README section `title`, with `url` for
-    the README's Redis URL."""
+    the README's Redis URL and `port` for the HTTP service's (8080); `files_too` False
+    leaves the section's Python blocks out."""
     text = (ROOT / "README.md").read_text()
     section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    section = README_URL.sub(url, section).replace("localhost:8080", f"127.0.0.1:{port}")
     files: dict[str, str] = {}
     commands: list[list[str]] = []
-    for language, body in FENCE.findall(README_URL.sub(url, section)):
+    for language, body in FENCE.findall(section):
         assert "localhost:" not in body, body  # a URL the substitution missed
-        if language == "python":
+        if language == "python" and files_too:
             name = re.match(r"# (\w+\.py)\n", body)
             assert name, f"a python block of {title!r} must start with '# NAME.py':\n{body}"
             files[name[1]] = body
         elif language == "bash":
-            commands += [argv for line in body.splitlines() if (argv := shlex.split(line, True))]
+            commands += shell_commands(body)
     return files, commands
+
+
+def shell_commands(body: str) -> list[list[str]]:
+    """Each command of a shell block as its argv (comments dropped): a line ends a command
+    unless it ends in a backslash or leaves a quote open."""
+    out: list[list[str]] = []
+    pending = ""
+    for line in body.splitlines():
+        pending += line
+        if pending.endswith("\\"):
+            pending = pending[:-1]
+            continue
+        try:
+            argv = shlex.split(pending, comments=True)
+        except ValueError:  # a quote still open: the command goes on
+            pending += "\n"
+            continue
+        pending = ""
+        if argv:
+            out.append(argv)
+    assert not pending, f"an unfinished command: {pending!r}"
+    return out
 
 
 def _argv(command: list[str]) -> list[str]:
@@ -179,3 +211,107 @@ def test_readme_testing_example_passes_as_written(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "1 passed" in done.stdout, done.stdout
+
+
+def test_readme_schedule_commands_run_as_written(
+    server_binary: ServerBinary, tmp_path: Path
+) -> None:
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        _, commands = snippets("Recurring schedules", url, files_too=False)
+        assert [c[:3] for c in commands] == [
+            ["wheelq", "schedule", "add"],
+            ["wheelq", "schedule", "list"],
+            ["wheelq", "schedule", "pause"],
+        ]
+        printed = [_run(command, tmp_path) for command in commands]
+        assert "nightly-report" in printed[1]
+        with redis.Redis.from_url(url) as r:
+            assert r.hlen("wheelq:topics") == 1  # the schedule's topic, "reports"
+        listed = _run(["wheelq", "schedule", "list", "--redis-url", url], tmp_path)
+        assert "paused" in listed
+
+
+def test_readme_http_example_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("the HTTP example uses curl, and curl is not on PATH")
+    port = free_port()
+    with ExitStack() as stack:
+        server = stack.enter_context(dedicated_server(server_binary))
+        _, commands = snippets("HTTP service", f"{server.url}/0", port=port, files_too=False)
+        services = Services(tmp_path, stack)
+        answers = []
+        for command in commands:
+            if command[:4] == ["python", "-m", "pip", "install"] or command[:2] == [
+                "wheelq",
+                "server",
+            ]:
+                continue  # installed already; the test's server stands in for it
+            if command[0] == "wheelq":
+                argv = [word for word in command if word != "&"]
+                if argv[1] == "serve":
+                    argv += ["--port", str(port)]
+                services.start(argv)
+                continue
+            assert command[0] == "curl", command
+            if "/topics/emails/" in " ".join(command) and "-d" in command:
+                # The Quickstart's worker may still run on "emails": it reads payload["to"].
+                body = json.loads(command[command.index("-d") + 1])
+                assert "to" in body["payload"], f"a job the Quickstart's handler fails: {body}"
+            if not answers:  # the service is up once it answers
+                eventually_sync(
+                    lambda: services.alive() and _answers(f"http://127.0.0.1:{port}/readyz"),
+                    timeout_s=30,
+                    what="wheelq serve",
+                )
+            done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+            assert done.returncode == 0, (command, done.stderr)
+            answers.append(done.stdout)
+        services.stop()
+    made, scheduled, state, moved, cancelled = answers
+    assert json.loads(made)["topic"] == "emails"
+    assert json.loads(scheduled)["id"] == "invoice-42"
+    assert json.loads(state)["state"] == "pending"
+    assert json.loads(moved)["id"] == "invoice-42"
+    assert cancelled == ""  # 204
+
+
+def test_help_first_steps_run_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    shown = subprocess.run(
+        wheelq_argv("--help"), env=clean_env(), capture_output=True, text=True, check=True
+    ).stdout
+    steps = shown.split("first steps", 1)[1]
+    commands = [c for c in shell_commands(steps) if c[0] == "wheelq"]
+    assert [c[1] for c in commands] == [
+        "server",
+        "scheduler",
+        "worker",
+        "enqueue",
+        "schedule",
+        "serve",
+    ]
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        for command in commands[1:]:
+            assert "--redis-url" in command, command
+        for command in commands:
+            if command[1] in ("enqueue", "schedule"):
+                _run([README_URL.sub(url, word) for word in command], tmp_path)
+
+
+def _run(command: list[str], cwd: Path) -> str:
+    done = subprocess.run(
+        _argv(command), cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (command, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, (command, done.stderr)
+    return done.stdout
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False

@@ -33,7 +33,8 @@ first steps (see README.md):
   wheelq scheduler --redis-url redis://127.0.0.1:6379/0
   wheelq worker handlers:send_email --topic emails --redis-url redis://127.0.0.1:6379/0
   wheelq enqueue emails '{"to": "ada@example.com"}' --delay 5 --redis-url redis://127.0.0.1:6379/0
-  wheelq schedule add digest emails '{"kind": "daily"}' --cron '0 8 * * *' --tz Europe/Berlin
+  wheelq schedule add digest emails '{"kind": "daily"}' --cron '0 8 * * *' --tz Europe/Berlin \
+      --redis-url redis://127.0.0.1:6379/0
   wheelq serve --redis-url redis://127.0.0.1:6379/0        the HTTP API on 127.0.0.1:8080
 """
 

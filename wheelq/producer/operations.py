@@ -322,10 +322,7 @@ class Producer:
         found = yield from observe_shards(k.all_shards(topic, shards), now_ms, 0, probe=True)
         return TopicStats(
             topic,
-            [
-                ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length)
-                for o in found
-            ],
+            [ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length) for o in found],
         )
 
     # --- helpers --------------------------------------------------------------------------
