@@ -118,6 +118,7 @@ async def test_a_held_back_stream_never_exceeds_max_ready_and_every_job_runs(
     assert all(redis_sync.zcard(k.delayed) == 0 for k in all_shards(topic, shards))
 
 
+@pytest.mark.cluster_too
 def test_jobs_due_now_wait_in_the_sorted_set_while_the_stream_is_at_max_ready(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
@@ -143,6 +144,7 @@ def test_jobs_due_now_wait_in_the_sorted_set_while_the_stream_is_at_max_ready(
         assert redis_sync.zcard(keys.delayed) == len(ids) - limit
 
 
+@pytest.mark.cluster_too
 async def test_jobs_held_back_at_enqueue_all_run_once_workers_catch_up(
     redis_url: str, topic: str, scheduler: Scheduler
 ) -> None:
@@ -166,6 +168,7 @@ async def test_jobs_held_back_at_enqueue_all_run_once_workers_catch_up(
     assert sorted(done) == sorted(ids), "a job ran twice"
 
 
+@pytest.mark.cluster_too
 def test_replay_into_a_stream_at_max_ready_leaves_the_rest_dead(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
