@@ -321,6 +321,18 @@ def test_job_from_entry() -> None:
     assert job.due.timestamp() == 1_700_000_000.123
 
 
+@pytest.mark.parametrize(
+    ("due", "reads"),
+    [
+        (b"1795577999000000", datetime.max.replace(tzinfo=UTC)),  # ms given as s: year 58869
+        (b"99999999999999999999", datetime.max.replace(tzinfo=UTC)),
+        (b"-99999999999999", datetime.min.replace(tzinfo=UTC)),
+    ],
+)
+def test_a_due_time_no_datetime_holds_reads_as_the_nearest_one(due: bytes, reads: datetime) -> None:
+    assert Job.from_entry("1-0", GOOD | {b"due": due}).due == reads
+
+
 def test_job_from_entry_reads_the_target_group_of_a_retry() -> None:
     assert Job.from_entry("1-0", GOOD | {b"group": b"billing"}).group == "billing"
 

@@ -221,8 +221,13 @@ class Job:
 
     @property
     def due(self) -> datetime:
-        """`due_ms` as an aware UTC datetime."""
-        return datetime.fromtimestamp(self.due_ms / 1000, tz=UTC)
+        """`due_ms` as an aware UTC datetime; a stored time no datetime holds (beyond year
+        9999, before year 1: written by something else than wheelq) reads as the latest or
+        earliest one there is, so a handler never fails on reading it."""
+        try:
+            return datetime.fromtimestamp(self.due_ms / 1000, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return (datetime.max if self.due_ms > 0 else datetime.min).replace(tzinfo=UTC)
 
     @property
     def fired_ms(self) -> int:
