@@ -46,9 +46,9 @@ async def until(check: Any, what: str, timeout_s: float = 30) -> None:
         await asyncio.sleep(0.05)
 
 
-async def ready_at_least(client: AsyncClient, topic: str, n: int) -> bool:
+async def fired_at_least(client: AsyncClient, topic: str, n: int) -> bool:
     stats = await client.stats(topic)
-    return stats is not None and stats.ready >= n
+    return stats is not None and stats.in_stream >= n
 
 
 async def make_data(client: AsyncClient, svc: WebService) -> None:
@@ -60,7 +60,7 @@ async def make_data(client: AsyncClient, svc: WebService) -> None:
     await client.enqueue_many(TOPIC, later)
     now = [{"job_id": f"ord-n{i:04d}", "payload": _order(rng, i), "delay": 0} for i in range(240)]
     await client.enqueue_many(TOPIC, now)
-    await until(lambda: ready_at_least(client, TOPIC, 240), "the due orders to fire")
+    await until(lambda: fired_at_least(client, TOPIC, 240), "the due orders to fire")
     # billing acks what it pulls; audit keeps a few in flight (a slow consumer).
     for group, keep in (("billing", 0), ("audit", 9)):
         pulled = await _pull(svc, group, 240 if keep == 0 else 60)
