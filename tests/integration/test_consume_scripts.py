@@ -25,8 +25,10 @@ from redis.client import PubSub
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
+from wheelq.core.schedule import DueSpec
 from wheelq.errors import ScriptError
 from wheelq.store import consume, ops
+from wheelq.store.scripts import Placed
 
 GROUP = "g"
 OTHER_GROUP = "h"
@@ -324,7 +326,7 @@ def test_retry_above_the_horizon_or_without_one_leaves_no_note(
     assert redis_sync.exists(keys.inbox) == 0
 
 
-@pytest.mark.parametrize("name", ["delayed", "jobs", "ready", "horizon", "inbox"])
+@pytest.mark.parametrize("name", ["delayed", "jobs", "ready", "horizon", "inbox", "retries"])
 def test_retry_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
 ) -> None:
@@ -368,6 +370,146 @@ def test_retried_job_is_emitted_with_its_original_id_attempt_and_group(
     }
     assert redis_sync.zscore(keys.delayed, retried.member) is None
     assert (redis_sync.zscore(keys.delayed, "j1") is not None) == fallback
+
+
+# --- retries of one id in several groups: the alias index, cancel, reschedule ---------------
+
+
+def retried_in_two_groups(r: redis.Redis, run: Runner, keys: ShardKeys) -> tuple[str, str]:
+    """j1 fired once and failed in GROUP and OTHER_GROUP: GROUP's retry waits under the id,
+    OTHER_GROUP's under an alias member (the id was taken). Returns (entry, alias)."""
+    run(consume.create_group(keys, GROUP))
+    run(consume.create_group(keys, OTHER_GROUP))
+    entry = add(r, keys, ready_fields(keys, "j1"))
+    for group in (GROUP, OTHER_GROUP):
+        assert deliver(r, keys, group, WORKER) == [entry]
+        envelope = Envelope(b"p", 2, 5, ENQUEUED_MS, group, "j1").pack()
+        run(consume.retry(keys, group, entry, "j1", HOUR_MS, envelope, f"boom in {group}", 7))
+    alias = f"j1{US}{OTHER_GROUP}{US}{entry}"
+    assert r.zscore(keys.delayed, "j1") is not None and r.zscore(keys.delayed, alias) is not None
+    return entry, alias
+
+
+def seed_neighbours(r: redis.Redis, keys: ShardKeys) -> list[str]:
+    """Aliases of other ids next to j1's in lex order (j, j10): never touched for j1."""
+    near = []
+    for job_id in ("j", "j10"):
+        member = f"{job_id}{US}{GROUP}{US}1-0"
+        r.zadd(keys.retries, {member: 0})
+        r.zadd(keys.delayed, {member: server_ms(r) + HOUR_MS})
+        r.hset(keys.jobs, member, Envelope(b"n", 2, 5, ENQUEUED_MS, GROUP, job_id).pack())
+        near.append(member)
+    return near
+
+
+def members_left(r: redis.Redis, keys: ShardKeys) -> tuple[list[str], list[str], list[str]]:
+    """The members of the sorted set, the envelope hash and the alias index, sorted."""
+    return (
+        sorted(m.decode() for m in r.zrange(keys.delayed, 0, -1)),
+        sorted(m.decode() for m in r.hkeys(keys.jobs)),
+        sorted(m.decode() for m in r.zrange(keys.retries, 0, -1)),
+    )
+
+
+def test_a_retry_under_an_alias_member_is_indexed_and_leaves_the_index_as_it_fires(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    _, alias = retried_in_two_groups(redis_sync, run, keys)
+    assert redis_sync.zrange(keys.retries, 0, -1, withscores=True) == [(alias.encode(), 0.0)]
+
+    redis_sync.set(keys.lease, TOKEN)
+    redis_sync.zadd(keys.delayed, {"j1": 1, alias: 1})
+    assert run(ops.emit_due(keys, TOKEN, server_ms(redis_sync), limit=10)).emitted == 2
+
+    assert redis_sync.exists(keys.retries, keys.delayed, keys.jobs) == 0
+
+
+def test_cancel_removes_every_groups_retry_of_the_id_and_marks_their_records_cancelled(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    entry, _ = retried_in_two_groups(r, run, keys)
+    near = seed_neighbours(r, keys)
+    before = server_ms(r)
+
+    assert run(ops.cancel(keys, "j1")) is True
+
+    assert members_left(r, keys) == (near, near, near)  # the neighbours' untouched
+    assert r.zscore(keys.cancelled, "j1") is not None
+    for group in (GROUP, OTHER_GROUP):
+        rec = record(r, keys, "j1", group)
+        assert rec is not None
+        assert (rec[0], rec[1], rec[4]) == ("C", entry, f"boom in {group}")
+        assert rec[2] >= before
+    assert run(ops.cancel(keys, "j1")) is False  # nothing of j1 is pending any more
+
+
+def test_cancel_of_an_id_whose_only_pending_attempt_is_an_alias_retry_cancels_it(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    retried_in_two_groups(r, run, keys)
+    r.zrem(keys.delayed, "j1")  # GROUP's retry fired: OTHER_GROUP's alone waits
+    r.hdel(keys.jobs, "j1")
+
+    assert run(ops.cancel(keys, "j1")) is True
+
+    assert members_left(r, keys) == ([], [], [])
+    rec = record(r, keys, "j1", OTHER_GROUP)
+    assert rec is not None and rec[0] == "C"
+
+
+def test_reschedule_moves_every_groups_retry_of_the_id(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    _, alias = retried_in_two_groups(r, run, keys)
+    near = seed_neighbours(r, keys)
+    due = server_ms(r) + 2 * HOUR_MS
+
+    assert run(ops.reschedule(keys, "j1", DueSpec("at", due))) == Placed.SCHEDULED
+
+    assert (r.zscore(keys.delayed, "j1"), r.zscore(keys.delayed, alias)) == (due, due)
+    assert all(r.zscore(keys.delayed, m) != due for m in near)
+    assert r.zscore(keys.retries, alias) == 0  # still waiting under its alias
+
+
+def test_reschedule_to_now_fires_every_groups_retry_in_its_own_group(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    entry, _ = retried_in_two_groups(r, run, keys)
+    near = seed_neighbours(r, keys)
+
+    assert run(ops.reschedule(keys, "j1", DueSpec("delay", 0))) == Placed.FIRED
+
+    fired = [fields for eid, fields in r.xrange(keys.ready) if eid.decode() != entry]
+    assert sorted((f[b"id"], f[b"attempt"], f[b"group"]) for f in fired) == [
+        (b"j1", b"2", GROUP.encode()),
+        (b"j1", b"2", OTHER_GROUP.encode()),
+    ]
+    assert members_left(r, keys) == (near, near, near)
+    assert r.zscore(keys.cancelled, "j1") is None
+
+
+@pytest.mark.parametrize("script", ["cancel", "reschedule"])
+def test_cancel_and_reschedule_with_a_wrong_typed_alias_index_raise_and_write_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, script: str
+) -> None:
+    retried_in_two_groups(redis_sync, run, keys)
+    redis_sync.delete(keys.retries)
+    redis_sync.set(keys.retries, "wrong type")
+    before = snapshot(redis_sync, keys)
+    call = (
+        ops.cancel(keys, "j1")
+        if script == "cancel"
+        else ops.reschedule(keys, "j1", DueSpec("delay", 0))
+    )
+
+    with pytest.raises(ScriptError, match=re.escape(f"{script}.lua: key '{keys.retries}'")):
+        run(call)
+
+    assert snapshot(redis_sync, keys) == before
 
 
 # --- dead_letter ----------------------------------------------------------------------------

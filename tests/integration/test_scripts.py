@@ -1114,6 +1114,7 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.hset(keys.sched_state, "nightly", now)
     r.set(keys.sched_epoch, 3)
     r.hset(keys.sched_marks, "nightly", f"3:{now}")
+    r.zadd(keys.retries, {"stale\x1fg1\x1f1-0": 0})
     r.xadd(keys.ready, {"id": "acked"})
     r.xgroup_create(keys.ready, "g1", id="0")
     r.xgroup_create(keys.ready, "g2", id="0")

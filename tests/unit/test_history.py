@@ -75,6 +75,7 @@ def test_a_pending_envelope_that_does_not_decode_is_a_malformed_job_error() -> N
         (group(), JobState.SUCCEEDED),  # acked, no record (a plain XACK)
         (group(record=rec("D", E1, NOW, 0, "boom", "failed")), JobState.DEAD),
         (group(record=rec("R", E1, NOW, 0, "boom")), JobState.RETRYING),
+        (group(record=rec("C", E1, NOW, 0, "boom")), JobState.CANCELLED),  # its retry cancelled
         (group(record=rec("S", "1-0", NOW, 12)), JobState.SUCCEEDED),  # a stale record
     ],
 )
@@ -107,6 +108,26 @@ def test_the_job_state_is_the_least_finished_of_its_groups() -> None:
     assert job_info("t", "j", fired(done, ready, running)).state is JobState.RUNNING
     assert job_info("t", "j", fired(done, done)).state is JobState.SUCCEEDED
     assert job_info("t", "j", fired()).state is JobState.READY  # no group reads it yet
+
+
+def test_a_group_whose_retry_was_cancelled_is_cancelled_never_retrying() -> None:
+    cancelled = group("a", record=rec("C", E1, NOW - 5, 0, "boom"))
+    info = job_info("t", "j", fired(cancelled))
+    (g,) = info.groups
+    assert (info.state, g.state, g.finished_ms, g.error) == (
+        JobState.CANCELLED,
+        JobState.CANCELLED,
+        NOW - 5,
+        "boom",
+    )
+    # Least finished first: a group still running or dead is the job's state, not the cancel;
+    # one that succeeded leaves the job cancelled.
+    done = group("b", record=rec("S", E1, NOW, 1))
+    dead = group("c", record=rec("D", E1, NOW, 0, "boom", "failed"))
+    running = group("d", pending=("w", 1, 1))
+    assert job_info("t", "j", fired(cancelled, done)).state is JobState.CANCELLED
+    assert job_info("t", "j", fired(cancelled, dead)).state is JobState.DEAD
+    assert job_info("t", "j", fired(cancelled, running)).state is JobState.RUNNING
 
 
 def test_a_group_only_firing_later_than_the_jobs_entry_is_that_groups_view() -> None:

@@ -36,6 +36,7 @@ KEY_TYPES = {
     "jobs": "HASH",
     "ready": "STREAM",
     "callbacks": "STREAM",
+    "retries": "ZSET",
     "stream": "STREAM",
     "dead": "STREAM",
     "lease": "STRING",

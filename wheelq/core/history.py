@@ -14,8 +14,10 @@ touch the job:
 
 Record kinds: ``F`` fired for this group only (a retry or a replay; the
 error is the previous attempt's), ``S`` succeeded, ``R`` failed and put back
-to run again, ``D`` dead-lettered. A record goes when the entry it names is
-trimmed from the stream, so a job's history lasts as long as its entry
+to run again, ``D`` dead-lettered, ``C`` its retry was cancelled (``R``
+turned by cancel.lua, so a cancelled retry never reads as retrying). A
+record goes when the entry it names is trimmed from the stream, so a job's
+history lasts as long as its entry
 (retention and the byte budget, `wheelq.core.settings.SchedulerSettings`).
 
 `lookup.lua` reads all of it for one id in one call; `job_info` turns that
@@ -24,7 +26,7 @@ trimmed from the stream, so a job's history lasts as long as its entry
 - in the sorted set: ``PENDING``, or ``RETRYING`` for a later attempt;
 - else fired: each consumer group's view of its latest entry is ``RUNNING``
   (pending in the group), ``READY`` (not delivered to the group yet),
-  ``SUCCEEDED``, ``DEAD`` or ``RETRYING`` (its record says so); the job's
+  ``SUCCEEDED``, ``DEAD``, ``RETRYING`` or ``CANCELLED`` (its record says so); the job's
   state is the least finished of them, in the order of `_PRECEDENCE`;
 - else ``CANCELLED`` if it was cancelled, and ``UNKNOWN`` when nothing is
   known (never enqueued, or its history was trimmed).
@@ -64,12 +66,18 @@ class JobState(StrEnum):
     DEAD = "dead"
     """Out of attempts or deliveries, or malformed: in the dead-letter stream."""
     CANCELLED = "cancelled"
-    """Cancelled while pending."""
+    """Cancelled while pending (a group: its retry was cancelled)."""
     UNKNOWN = "unknown"
     """Never seen, or past the history's retention."""
 
 
-_PRECEDENCE = (JobState.RUNNING, JobState.READY, JobState.RETRYING, JobState.DEAD)
+_PRECEDENCE = (
+    JobState.RUNNING,
+    JobState.READY,
+    JobState.RETRYING,
+    JobState.DEAD,
+    JobState.CANCELLED,
+)
 """A fired job's state is the first of these any group is in, else SUCCEEDED."""
 
 
@@ -88,11 +96,13 @@ class GroupInfo:
     deliveries: int = 0
     """RUNNING: how often the entry was delivered to the group (> 1: taken over)."""
     finished_ms: int | None = None
-    """SUCCEEDED, DEAD, RETRYING: when the last attempt ended."""
+    """SUCCEEDED, DEAD, RETRYING: when the last attempt ended; CANCELLED: when its retry was
+    cancelled."""
     duration_ms: int | None = None
     """SUCCEEDED: how long the handler ran."""
     error: str | None = None
-    """DEAD: why; RETRYING (and a later attempt RUNNING): the last attempt's error."""
+    """DEAD: why; RETRYING, CANCELLED (and a later attempt RUNNING): the last attempt's
+    error."""
     reason: str | None = None
     """DEAD: failed | deliveries | malformed."""
     dead_entry_id: str | None = None
@@ -123,7 +133,8 @@ class JobInfo:
     """Fired: when its latest entry went into the stream (Redis clock)."""
     cancelled_ms: int | None = None
     last_error: str | None = None
-    """RETRYING or a RUNNING later attempt: the failed attempt's error; DEAD: why."""
+    """RETRYING, a RUNNING later attempt or a group's cancelled retry: the failed attempt's
+    error; DEAD: why."""
     groups: tuple[GroupInfo, ...] = field(default=())
 
 
@@ -214,6 +225,10 @@ def _group(g: GroupLookup, now_ms: int) -> GroupInfo | None:
             error=rec.error,
             reason=rec.reason,
             dead_entry_id=rec.dead_entry or None,
+        )
+    if rec.kind == "C":
+        return GroupInfo(
+            g.name, JobState.CANCELLED, g.latest, finished_ms=rec.at_ms, error=rec.error or None
         )
     return GroupInfo(g.name, JobState.RETRYING, g.latest, finished_ms=rec.at_ms, error=rec.error)
 

@@ -17,6 +17,7 @@ script touches exactly one Redis Cluster slot:
 {emails:3}:history   HASH    job id -> its latest entry; "id<US>group" -> that group's outcome
 {emails:3}:history_old HASH  the previous generation of the history (dropped whole, see trim)
 {emails:3}:cancelled ZSET    job id -> Redis ms it was cancelled
+{emails:3}:retries   ZSET    "id<US>group<US>entry" -> 0: retries stored under an alias member
 {emails:3}:debounce  HASH    job id -> ms its debounce series must fire by (max_wait_ms)
 {emails:3}:limits    HASH    "pending" / "ready" -> this shard's share of the topic's limits
 {emails:3}:schedules HASH    schedule name -> its definition (schedules whose home is shard 3)
@@ -82,6 +83,7 @@ DATA_KEY_NAMES = (
     "sched_epoch",
     "sched_marks",
     "callbacks",
+    "retries",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -297,6 +299,12 @@ class ShardKeys:
     def cancelled(self) -> str:
         """Jobs cancelled while pending, with when (kept as long as the history)."""
         return f"{self.tag}:cancelled"
+
+    @property
+    def retries(self) -> str:
+        """A retry stored under an alias member ("id<US>group<US>entry": the id's plain member
+        was taken), all at score 0 so one id's aliases are one lex range (cancel, reschedule)."""
+        return f"{self.tag}:retries"
 
     @property
     def debounce(self) -> str:

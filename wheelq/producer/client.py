@@ -166,9 +166,9 @@ class Client(ScheduleMethods, LimitMethods):
         return self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
     def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
-        """Cancel a pending job; False when it is not pending (fired, cancelled, unknown).
-        `ack` as for `enqueue` (`DurabilityError`: not confirmed; its ``result`` is this
-        call's answer on the primary)."""
+        """Cancel a pending job, with every consumer group's retry of it; False when none
+        is pending (fired, cancelled, unknown). `ack` as for `enqueue` (`DurabilityError`:
+        not confirmed; its ``result`` is this call's answer on the primary)."""
         return self._write(topic, self._producer.cancel(topic, job_id), ack)
 
     def reschedule(
@@ -180,8 +180,8 @@ class Client(ScheduleMethods, LimitMethods):
         at: At | None = None,
         ack: str | None = None,
     ) -> bool:
-        """Move a pending job to a new due time; False when it is not pending. `ack` as
-        for `cancel`."""
+        """Move a pending job, with every consumer group's retry of it, to a new due time;
+        False when none is pending. `ack` as for `cancel`."""
         return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
 
     def get(self, topic: str, job_id: str) -> JobInfo:

@@ -74,9 +74,9 @@ _LEASE = ("lease", "horizon")
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "enqueue": (*_WRITE, "spooled", "history", "history_old", "limits", "callbacks"),
-    "reschedule": (*_WRITE, "history", "history_old", "limits", "callbacks"),
+    "reschedule": (*_WRITE, "history", "history_old", "limits", "callbacks", "retries"),
     "debounce": (*_WRITE, "history", "history_old", "debounce", "limits", "callbacks"),
-    "cancel": ("delayed", "jobs", "cancelled"),
+    "cancel": ("delayed", "jobs", "cancelled", "retries", "history", "history_old"),
     "emit_due": (
         "delayed",
         "jobs",
@@ -87,13 +87,14 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "history_old",
         "limits",
         "callbacks",
+        "retries",
     ),
     "preload": ("delayed", "lease", "horizon"),
     "lease_acquire": (*_LEASE, "inbox"),
     "lease_renew": ("lease",),
     "lease_release": _LEASE,
     "ack": ("stream", "history", "history_old"),
-    "retry": ("delayed", "jobs", "stream", "horizon", "inbox", "history"),
+    "retry": ("delayed", "jobs", "stream", "horizon", "inbox", "history", "retries"),
     "dead_letter": ("stream", "dead", "history"),
     "claim": ("stream", "dead", "history"),
     "touch": ("stream",),

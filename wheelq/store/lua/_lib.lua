@@ -209,7 +209,8 @@ end
 -- for every group; field <id><US><group> (<US> = \31, never in a job id) holds a msgpack record
 -- of what that group last did with it: {kind, entry, at ms, duration ms, error, reason,
 -- dead-letter entry}, kind 'F' fired for this group only (a retry or a replay; error: the last
--- attempt's), 'S' succeeded, 'R' failed and put back to run again, 'D' dead-lettered.
+-- attempt's), 'S' succeeded, 'R' failed and put back to run again, 'D' dead-lettered, 'C' its
+-- retry was cancelled (cancel.lua turns the 'R').
 -- Two generations: every write goes to {T:s}:history; trim.lua renames it to
 -- {T:s}:history_old, noting in field <US>upto the stream's last entry then, and drops the old
 -- generation whole once the stream is trimmed past that entry (no record in it names an

@@ -1,19 +1,52 @@
---[[ cancel.lua — remove a pending job.
+--[[ cancel.lua — remove every pending attempt of a job id, in one step: the job stored under
+the id (a new job, or one group's retry) and each group's retry stored under an alias member.
+A removed retry's group record 'R' becomes 'C' (cancelled), so the lookup never reports a retry
+that no longer exists.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:cancelled ZSET    job id -> Redis ms it was cancelled (the job's history)
+KEYS[4]  {T:s}:retries   ZSET    alias members "id<US>group<US>entry", score 0 (retry.lua): the
+         id's are the lex range [id<US>, id<US + 1>)
+KEYS[5]  {T:s}:history   HASH    "id<US>group" -> the group's record ('R' becomes 'C')
+KEYS[6]  {T:s}:history_old HASH  the history's previous generation (read for the record)
 ARGV[1]  job id
-Returns: {0, removed}   removed = 1 cancelled, 0 not pending (already fired, cancelled, or
-           never there)
+Returns: {0, removed}   removed = how many pending attempts were removed (the job and each
+           group's retry); 0: not pending (already fired, cancelled, or never there)
          {-1, key}      WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset')
+local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
+  KEYS[5], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
-local removed = redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-if removed == 1 then
-  redis.call('ZADD', KEYS[3], wq_fmt(wq_now_ms()), ARGV[1])
+local id = ARGV[1]
+local aliases = redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32', 'BYLEX')
+local now = wq_now_ms()
+local removed = 0
+local function cancel(member)
+  local envelope = redis.call('HGET', KEYS[2], member)
+  redis.call('HDEL', KEYS[2], member)
+  if redis.call('ZREM', KEYS[1], member) == 0 then
+    return
+  end
+  removed = removed + 1
+  local env = envelope and wq_envelope(envelope)
+  if env and type(env[6]) == 'string' and env[6] ~= '' then -- a retry: its group's record
+    local field = id .. WQ_US .. env[6]
+    local record = wq_read_record(wq_hget(KEYS[5], KEYS[6], field))
+    if record and record[1] == 'R' then
+      redis.call('HSET', KEYS[5], field, wq_record('C', record[2], now, 0, record[5], '', ''))
+    end
+  end
+end
+cancel(id)
+for _, alias in ipairs(aliases) do
+  cancel(alias)
+end
+if #aliases > 0 then
+  wq_multi('ZREM', KEYS[4], aliases)
+end
+if removed > 0 then
+  redis.call('ZADD', KEYS[3], wq_fmt(now), id)
 end
 return {WQ_OK, removed}

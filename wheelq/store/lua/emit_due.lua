@@ -20,6 +20,7 @@ KEYS[8]  {T:s}:limits    HASH    "ready": most fired jobs the slowest consumer g
          it, due jobs stay in the sorted set (wheelq.core.limits)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire; counted in the
          "ready" limit as KEYS[3] is)
+KEYS[10] {T:s}:retries   ZSET    retries stored under an alias member: a fired alias leaves it
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -82,6 +83,7 @@ end
 -- the budget are not read, so a call never copies a backlog of large envelopes.
 local budget, extra = tonumber(ARGV[5]), true
 local gone, seen, failed, failed_key, rec, n_rec = {}, {}, nil, nil, {}, 0
+local aliases = {} -- gone ids that are retries' alias members (out of KEYS[10] too)
 local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
 for i, id in ipairs(ids) do
@@ -126,6 +128,9 @@ for i, id in ipairs(ids) do
       elseif not envelope then
         out[4] = out[4] + 1
         gone[#gone + 1] = id
+        if string.find(id, '\31', 1, true) then
+          aliases[#aliases + 1] = id
+        end
       elseif #envelope > budget and not extra then
         held[#held + 1] = id
       else
@@ -159,9 +164,15 @@ for i, id in ipairs(ids) do
           else
             wq_fired(rec, KEYS[6], KEYS[7], id, env, added)
             n_rec = #rec
+            if env[7] and env[7] ~= '' and env[7] ~= id then
+              aliases[#aliases + 1] = id -- a retry stored under an alias member
+            end
           end
         else
           malformed[#malformed + 1] = id
+          if string.find(id, '\31', 1, true) then
+            aliases[#aliases + 1] = id
+          end
         end
         gone[#gone + 1] = id
       end
@@ -171,6 +182,11 @@ end
 -- Jobs appended so far leave the sorted set even if a later XADD failed: never twice.
 wq_forget(KEYS[1], KEYS[2], gone)
 wq_remember(KEYS[6], rec)
+if #aliases > 0 then
+  -- pcall: the index only serves cancel and reschedule; a wrong-typed one must not fail an
+  -- emit that has appended already
+  wq_multi('ZREM', KEYS[10], aliases, redis.pcall)
+end
 if failed then
   if #gone == out[4] and string.find(failed, 'WRONGTYPE', 1, true) then
     return {WQ_WRONG_TYPE, failed_key}

@@ -1,4 +1,6 @@
 --[[ reschedule.lua — move a pending job to a new due time (earlier or later); fire it if due.
+Every pending attempt of the id moves: the job stored under it and each group's retry stored
+under an alias member (all at the same due time, each firing in its own group).
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
@@ -9,24 +11,40 @@ KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_f
 KEYS[8]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
          under it, else it is moved to its due time (wheelq.core.limits)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
+KEYS[10] {T:s}:retries   ZSET    alias members "id<US>group<US>entry", score 0 (retry.lua): the
+         id's are the lex range [id<US>, id<US + 1>); one fired now leaves it
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
 ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms)
 ARGV[5]  value, ms
-Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its limit), 1 FIRED now, 3 NOT_PENDING (nothing written)
+Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its limit), 1 FIRED
+           now (every attempt), 3 NOT_PENDING (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
-         {-3, topic, id, why}   MALFORMED: due now, but its envelope cannot be decoded (nothing
-           written; the scheduler dead-letters it when it comes due)
+         {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
+           (nothing written; the scheduler dead-letters it when it comes due)
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
-  KEYS[5], 'list')
+  KEYS[5], 'list', KEYS[10], 'zset')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
 local id = ARGV[3]
-local envelope = redis.call('HGET', KEYS[2], id)
-if not envelope or not redis.call('ZSCORE', KEYS[1], id) then
+-- The id's pending attempts: members with both an envelope and a due time.
+local members, envelopes = {}, {}
+local function pending(member)
+  local envelope = redis.call('HGET', KEYS[2], member)
+  if envelope and redis.call('ZSCORE', KEYS[1], member) then
+    local n = #members + 1
+    members[n], envelopes[n] = member, envelope
+  end
+end
+pending(id)
+for _, alias in ipairs(redis.call('ZRANGE', KEYS[10], '[' .. id .. WQ_US, '(' .. id .. '\32',
+    'BYLEX')) do
+  pending(alias)
+end
+if #members == 0 then
   return {WQ_OK, WQ_NOT_PENDING}
 end
 local now = wq_now_ms()
@@ -35,13 +53,34 @@ if ARGV[4] == 'd' then
   due = now + due
 end
 local room = due <= now and wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3], KEYS[9]})
+local placed = WQ_SCHEDULED
 if due <= now and not (room and room <= 0) then
-  local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope, KEYS[9])
-  if refused then
-    return refused
+  for i = 1, #members do -- every envelope is checked before anything is written
+    local env, why = wq_envelope(envelopes[i])
+    if not env then
+      return {WQ_MALFORMED, ARGV[1], id, why}
+    end
   end
-  wq_forget(KEYS[1], KEYS[2], {id})
-  return {WQ_OK, WQ_FIRED}
+  placed = WQ_FIRED
 end
-wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], tonumber(redis.call('GET', KEYS[4])), id, due, envelope)
-return {WQ_OK, WQ_SCHEDULED}
+local horizon = tonumber(redis.call('GET', KEYS[4]))
+for i, member in ipairs(members) do
+  if due <= now and not (room and room <= 0) then
+    local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], member, due, envelopes[i],
+      KEYS[9])
+    if refused then
+      return refused
+    end
+    wq_forget(KEYS[1], KEYS[2], {member})
+    if member ~= id then
+      redis.call('ZREM', KEYS[10], member)
+    end
+    if room then
+      room = room - 1
+    end
+  else
+    placed = WQ_SCHEDULED -- at its due time, or held back by the "ready" limit
+    wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, member, due, envelopes[i])
+  end
+end
+return {WQ_OK, placed}

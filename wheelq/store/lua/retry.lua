@@ -7,6 +7,8 @@ KEYS[3]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history   HASH    the group's record of the job becomes 'R' (wq_record)
+KEYS[7]  {T:s}:retries   ZSET    an alias member goes here too, score 0 (cancel and reschedule
+         find an id's aliases in it by lex range; emit_due removes one as it fires)
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
@@ -24,7 +26,7 @@ Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>gro
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
-  KEYS[5], 'list', KEYS[6], 'hash')
+  KEYS[5], 'list', KEYS[6], 'hash', KEYS[7], 'zset')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
@@ -36,7 +38,8 @@ if redis.call('XACK', KEYS[3], ARGV[1], ARGV[2]) == 0 then
 end
 local member = ARGV[3]
 if redis.call('HEXISTS', KEYS[2], member) == 1 then
-  member = ARGV[3] .. '\31' .. ARGV[1] .. '\31' .. ARGV[2]
+  member = ARGV[3] .. WQ_US .. ARGV[1] .. WQ_US .. ARGV[2]
+  redis.call('ZADD', KEYS[7], 0, member)
 end
 local due = wq_now_ms() + tonumber(ARGV[4])
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[6], tonumber(redis.call('GET', KEYS[4])), member, due,
