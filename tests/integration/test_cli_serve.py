@@ -1,6 +1,7 @@
 """`wheelq serve` and `wheelq deliver` as a user runs them: the service answers, delivers a
 callback (signed) to a receiver, stops cleanly on SIGTERM; tokens guard it; a public bind
-without tokens is refused."""
+without tokens is refused; with Redis down it waits as the other roles do, then exits 1 on
+one line."""
 
 from __future__ import annotations
 
@@ -109,3 +110,32 @@ def test_tokens_guard_the_api_and_a_public_bind_needs_them(redis_url: str, topic
     finally:
         stop(proc)
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("start_timeout_ms", [0, 300])
+def test_serve_with_redis_down_waits_then_exits_1_on_one_line(start_timeout_ms: int) -> None:
+    port = free_port()
+    done = run_wheelq(
+        "serve",
+        "--redis-url",
+        f"redis://127.0.0.1:{port}",
+        "--port",
+        "0",
+        "--deliver",
+        "none",
+        env={
+            "WHEELQ_SERVE_START_TIMEOUT_MS": str(start_timeout_ms),
+            "WHEELQ_CALLBACKS_SIGNING_SECRET": SECRET,  # no warning about unsigned callbacks
+        },
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "serving on" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    # Waiting, it says so once (as a scheduler node does); without a wait, the error alone.
+    assert len(lines) == (1 if start_timeout_ms == 0 else 2), done.stderr
+    assert lines[-1].startswith(
+        f"wheelq serve: redis at 127.0.0.1:{port} not reachable within "
+        f"start_timeout_ms={start_timeout_ms} ("
+    ), lines[-1]
+    assert "refused" in lines[-1], lines[-1]

@@ -78,6 +78,7 @@ def serve(ctx: Context) -> int:
 
     from wheelq.callbacks.deliverer import Deliverer
     from wheelq.callbacks.delivery import Deliveries
+    from wheelq.cli.uvicorn_server import Server
     from wheelq.core.settings import ServeSettings, WorkerSettings
     from wheelq.producer.async_client import AsyncClient
     from wheelq.store import connect
@@ -121,14 +122,17 @@ def serve(ctx: Context) -> int:
         allow_private=allow_private,
     )
     service.owns_client = True
-    if not tokens:
-        log.warning(
-            "no tokens configured: anyone who can reach %s:%d may use the API "
-            "(bound to loopback only; set [serve] tokens to bind elsewhere)",
-            host,
-            settings.port,
-        )
-    log.info("serving on http://%s:%d (docs at /docs, dashboard at /ui)", host, settings.port)
+
+    def listening(port: int) -> None:
+        if not tokens:
+            log.warning(
+                "no tokens configured: anyone who can reach %s:%d may use the API "
+                "(bound to loopback only; set [serve] tokens to bind elsewhere)",
+                host,
+                port,
+            )
+        log.info("serving on http://%s:%d (docs at /docs, dashboard at /ui)", host, port)
+
     config = uvicorn.Config(
         create_app(service),
         host=host,
@@ -139,21 +143,11 @@ def serve(ctx: Context) -> int:
         server_header=False,
     )
 
-    class Server(uvicorn.Server):
-        """uvicorn's server, but a stop on SIGTERM/SIGINT ends with status 0 (uvicorn
-        raises the signal again once stopped), and a second signal of either kind
-        hurries the stop, as for the other commands."""
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            if self.should_exit:
-                self.force_exit = True
-            self.should_exit = True
-
     # Everything made so far (modules, the app, its routes and models) lives as long as the
     # process: out of the collector's sight, a full collection no longer walks it (it cost
     # a third of the time of a request before); and full collections rarer (heap).
     heap.settle()
-    Server(config).run()
+    Server(config, service, listening).run()  # waits for Redis first, as the roles do
     return 0
 
 

@@ -307,3 +307,7 @@ class ServeSettings(_Validated):
     """Most jobs in one batch request."""
     page_limit: Annotated[int, Range(1, 10_000)] = 100
     """Default page size of lists (topics, dead letters); a request may ask for up to 1000."""
+    start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
+    """How long the service waits for a Redis that is not up yet (refused, timed out,
+    still loading) before it exits, as a scheduler node or a worker does; it listens only
+    once Redis answers. 0: fail at once."""

@@ -10,6 +10,7 @@ from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import RedisClock, WallClock
+from wheelq.runtime.lifecycle import StartGate
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.web.auth import Guard, Token
 from wheelq.web.coalesce import Coalescer
@@ -62,20 +63,50 @@ class WebService:
         self.deliveries = deliveries
         self.allow_private = allow_private
         self.owns_client = False
+        self._closed = False
         self._keeper = ClockKeeper(client.executor, self.clock, CLOCK_SYNC_MS)
+        self._gate = StartGate(client.executor, self.settings.start_timeout_ms, log)
         self.requests: dict[tuple[str, int], int] = {}
         """(route, status) -> requests answered (``/metrics``)."""
 
+    @property
+    def started(self) -> bool:
+        """Once `start()` returned: whether it started anything (False when `stop()`
+        ended its wait for Redis; False again once stopping)."""
+        return self._gate.started
+
     async def start(self) -> None:
-        await self.client.executor.resolve()
+        """Wait for Redis as a scheduler node or a worker does (`StartGate`: up to
+        ``start_timeout_ms``; `stop()` ends the wait), then start what runs beside the
+        endpoints; nothing if started already. A failed start closes an owned client.
+
+        Raises:
+            RedisUnavailableError: Redis was unreachable for all of ``start_timeout_ms``.
+            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
+        """
+        try:
+            await self._gate.run(self._start)
+        except BaseException:
+            await self._close()
+            raise
+
+    async def _start(self) -> None:
         await self._keeper.sample()  # due_ms in answers is on the Redis clock from the start
         await self._keeper.start()
         if self.deliveries is not None:
             await self.deliveries.start()
 
     async def stop(self) -> None:
-        if self.deliveries is not None:
-            await self.deliveries.stop()
-        await self._keeper.stop()
-        if self.owns_client:
+        """Stop what `start()` started (called during its wait, end the wait); safe to
+        call twice."""
+        if await self._gate.abort():
+            self._gate.started = False
+            if self.deliveries is not None:
+                await self.deliveries.stop()
+            await self._keeper.stop()
+        await self._close()
+
+    async def _close(self) -> None:
+        if self.owns_client and not self._closed:
+            self._closed = True
             await self.client.aclose()
