@@ -163,7 +163,8 @@ async def test_accept_dead_letters_malformed_entries_and_skips_other_groups(part
 
     await parts.settle()
     (dead,) = parts.executor.sent("dead_letter")
-    assert list(dead.args[:3]) == [GROUP, "5-0", "malformed"]
+    # group, no receipt's delivery ("", 0: a worker's own), then the entry
+    assert list(dead.args[:5]) == [GROUP, "", 0, "5-0", "malformed"]
     assert [c.command[3:] for c in parts.executor.sent("XACK")] == [("2-0",)]  # the skipped one
 
 
@@ -212,8 +213,8 @@ async def test_a_failed_handler_is_retried_stamped_by_the_clock_then_dead_letter
     envelope = Envelope.unpack(packed)
     assert (envelope.attempt, envelope.enqueued_ms, envelope.group) == (2, NOW_MS, GROUP)
     (dead,) = parts.executor.sent("dead_letter")
-    assert list(dead.args[1:3]) == ["2-0", "failed"]
-    assert "ValueError: e2 failed" in str(dead.args[3])
+    assert list(dead.args[3:5]) == ["2-0", "failed"]
+    assert "ValueError: e2 failed" in str(dead.args[5])
     assert parts.in_flight.failed == 2
 
 
