@@ -1,15 +1,18 @@
 """`wheelq serve` and `wheelq deliver` as a user runs them: the service answers, delivers a
 callback (signed) to a receiver, stops cleanly on SIGTERM; tokens guard it; a public bind
 without tokens is refused; with Redis down it waits as the other roles do, then exits 1 on
-one line."""
+one line; a stop ends long-poll pulls at once."""
 
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 
 from tests.support.callback_server import Reply, ScriptedServer
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
@@ -18,6 +21,7 @@ from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync, until
 from wheelq import Scheduler
 from wheelq.callbacks.signing import verify
+from wheelq.core.keys import ShardKeys
 
 SECRET = "cli-secret"
 
@@ -139,3 +143,59 @@ def test_serve_with_redis_down_waits_then_exits_1_on_one_line(start_timeout_ms: 
         f"start_timeout_ms={start_timeout_ms} ("
     ), lines[-1]
     assert "refused" in lines[-1], lines[-1]
+
+
+PULL_WAIT_MS = 30_000
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_ends_a_waiting_pull_at_once(
+    redis_url: str, redis_sync: redis.Redis, topic: str, sig: int
+) -> None:
+    port = free_port()
+    proc = start_wheelq("serve", "--redis-url", redis_url, "--port", str(port), "--deliver", "none")
+    base = f"http://127.0.0.1:{port}"
+    group = "pullers"
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            eventually_sync(
+                lambda: request("GET", f"{base}/healthz")[0] == 200, timeout_s=30, what="serve"
+            )
+            day_ms = 86_400_000  # the topic exists; its one job is not due before the end
+            made = request(
+                "POST", f"{base}/v1/topics/{topic}/jobs", {"payload": 1, "delay_ms": day_ms}
+            )
+            assert made[0] == 201, made
+            pulled = pool.submit(
+                request,
+                "POST",
+                f"{base}/v1/topics/{topic}/groups/{group}/pull",
+                {"wait_ms": PULL_WAIT_MS},
+                timeout_s=2 * PULL_WAIT_MS / 1000,
+            )
+            stream = ShardKeys(topic, 0).ready
+            eventually_sync(
+                lambda: _pull_blocked(redis_sync, stream, group),
+                timeout_s=30,
+                what="the pull to reach Redis",
+            )
+            assert not pulled.done()
+            proc.send_signal(sig)
+            # Half the pull's wait: it can only have answered because the stop ended it.
+            proc.wait(timeout=PULL_WAIT_MS / 1000 / 2)
+            assert pulled.result(timeout=5) == (200, {"jobs": []})
+        finally:
+            _, err = stop(proc)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def _pull_blocked(client: redis.Redis, stream: str, group: str) -> bool:
+    """The pull's group exists (its handler runs) and a client is blocked in XREADGROUP."""
+    try:
+        groups = client.xinfo_groups(stream)
+    except redis.ResponseError:  # no stream yet
+        return False
+    if group.encode() not in [g["name"] for g in groups]:
+        return False
+    return any(c["cmd"] == "xreadgroup" and "b" in c["flags"] for c in client.client_list())

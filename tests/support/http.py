@@ -9,14 +9,16 @@ import urllib.request
 from typing import Any
 
 
-def request(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
+def request(
+    method: str, url: str, body: Any = None, token: str | None = None, timeout_s: float = 10
+) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     req = urllib.request.Request(url, data, headers, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
             text = r.read()
             return r.status, json.loads(text) if text else None
     except urllib.error.HTTPError as exc:

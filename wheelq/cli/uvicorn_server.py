@@ -26,7 +26,7 @@ class Server(uvicorn.Server):
     A SIGTERM/SIGINT while it waits for Redis ends the wait (exit 0, nothing started); once
     serving, a stop on either ends with status 0 (uvicorn raises the signal again once
     stopped), and a second signal of either kind hurries the stop, as for the other
-    commands.
+    commands. Requests that wait (long-poll pulls) answer as soon as the stop begins.
 
     Args:
         config: uvicorn's settings (the app, host, port, logging).
@@ -64,6 +64,12 @@ class Server(uvicorn.Server):
         if self.started:
             (listener, *_) = self.servers
             self._listening(listener.sockets[0].getsockname()[1])
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn waits for the requests under way before the app's lifespan ends: end the
+        # waiting ones (long-poll pulls, up to 30 s) first, or a stop would wait them out.
+        self._service.closing()
+        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit:

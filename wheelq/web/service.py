@@ -96,9 +96,15 @@ class WebService:
         if self.deliveries is not None:
             await self.deliveries.start()
 
+    def closing(self) -> None:
+        """The server stops taking requests: those that wait answer now (long-poll pulls,
+        with what they have), so the stop does not wait them out."""
+        self.puller.close()
+
     async def stop(self) -> None:
         """Stop what `start()` started (called during its wait, end the wait); safe to
         call twice."""
+        self.closing()
         if await self._gate.abort():
             self._gate.started = False
             if self.deliveries is not None:

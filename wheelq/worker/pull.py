@@ -14,7 +14,10 @@ delivery's run is not cut short; a second ack of a receipt is a no-op.
 On a single server one pull reads every shard in one command, blocking in Redis for up
 to ``wait_ms`` (in reads of at most `MAX_BLOCK_MS`); on a cluster each shard is read apart,
 blocking at most `CLUSTER_BLOCK_MS`
-a round, so a job fired on any shard is seen within that.
+a round, so a job fired on any shard is seen within that. `close()` (the service is
+stopping) ends every wait at once: a blocked read is cancelled, as a worker's reader's is
+on stop (entries it had delivered stay pending and are taken over after the visibility
+timeout), and the pull answers with what it has.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from wheelq.core.job import Job
 from wheelq.core.keys import ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.errors import InvalidArgumentError
+from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, ops
 from wheelq.store.async_executor import AsyncExecutor
 from wheelq.store.calls import Call
@@ -97,6 +101,12 @@ class Puller:
         """Entries read past a pull's count, with when they were read (ms) and the consumer
         they are pending to."""
         self.dead_lettered = 0
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """End every wait now: pulls waiting for jobs answer with what they have (none),
+        and later ones do not wait (the service is stopping)."""
+        self._closing.set()
 
     async def shards(self, topic: str) -> int:
         """The topic's shard count.
@@ -135,7 +145,7 @@ class Puller:
         full: list[ShardKeys] = []
         while not out:
             left = deadline - self._clock.now_ms()
-            block = None if left <= 0 else left
+            block = None if left <= 0 or self._closing.is_set() else left
             chosen, share = self._shares(keys, count)
             out, full = await self._read(topic, group, consumer, keys, chosen, share, block)
             if block is None:
@@ -235,8 +245,15 @@ class Puller:
         else:
             block = None if block_ms is None else min(block_ms, MAX_BLOCK_MS)
             calls = [consume.read_group(chosen, group, consumer, share, block)]
+        reads = asyncio.gather(*(self._executor.run([c]) for c in calls))
         try:
-            replies = await asyncio.gather(*(self._executor.run([c]) for c in calls))
+            if block is not None:
+                await wait_for_either(reads, self._closing, None)
+                if not reads.done():  # close(): the reads' connections are dropped
+                    reads.cancel()
+                    await asyncio.gather(reads, return_exceptions=True)
+                    return [], []
+            replies = await reads
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
