@@ -46,6 +46,8 @@ CLI_KEYS = [  # keys only the CLI reads: (section, key, variable, value, parsed)
     ("worker", "start", "WHEELQ_WORKER_START", "now", "now"),
     ("scheduler", "metrics_port", "WHEELQ_SCHEDULER_METRICS_PORT", "9100", 9100),
     ("worker", "metrics_port", "WHEELQ_WORKER_METRICS_PORT", "9101", 9101),
+    ("scheduler", "metrics_host", "WHEELQ_SCHEDULER_METRICS_HOST", "::1", "::1"),
+    ("worker", "metrics_host", "WHEELQ_WORKER_METRICS_HOST", "10.0.0.5", "10.0.0.5"),
     ("serve", "host", "WHEELQ_SERVE_HOST", "0.0.0.0", "0.0.0.0"),
     ("serve", "tokens", "WHEELQ_SERVE_TOKENS", "t" * 16, "t" * 16),
     ("serve", "deliver", "WHEELQ_SERVE_DELIVER", "a,b", "a,b"),

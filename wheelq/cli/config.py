@@ -39,8 +39,8 @@ SETTINGS: dict[str, type] = {
 }
 CLI_KEYS: dict[str, tuple[str, ...]] = {
     "redis": ("url",),
-    "scheduler": ("topics", "metrics_port"),
-    "worker": ("group", "start", "metrics_port"),
+    "scheduler": ("topics", "metrics_port", "metrics_host"),
+    "worker": ("group", "start", "metrics_port", "metrics_host"),
     "serve": ("host", "tokens", "deliver"),
     "callbacks": ("signing_secret", "allow_private", "group"),
 }

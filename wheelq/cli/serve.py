@@ -172,7 +172,7 @@ def deliver(ctx: Context) -> int:
 
 def _worker_values(ctx: Context) -> dict[str, Any]:
     values = ctx.section("worker")
-    for key in ("group", "start", "metrics_port"):
+    for key in ("group", "start", "metrics_port", "metrics_host"):
         values.pop(key, None)
     return values
 

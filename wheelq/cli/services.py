@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 from wheelq.cli.config import split_topics
 from wheelq.cli.context import Context
+from wheelq.cli.errors import usage_error
 from wheelq.cli.handler_spec import load_handler
 from wheelq.cli.signals import exit_now, run_until_signal
 
 if TYPE_CHECKING:
+    from wheelq.metrics import MetricsServer
     from wheelq.worker.worker import Worker, WorkerStopReport
 
 log = logging.getLogger(__name__)
@@ -50,27 +54,45 @@ def _metrics_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port",
         type=int,
-        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default 0: off)",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (default 0: off)",
+    )
+    p.add_argument(
+        "--metrics-host",
+        help="address or host name the metrics listen on (default 0.0.0.0, every IPv4 "
+        "interface, for a Prometheus on another host; 127.0.0.1: this machine only)",
     )
 
 
-def metrics_beside(node: Any, section: str, settings: dict[str, Any]) -> Any:
+def metrics_beside(node: Any, section: str, port: object, host: object) -> Any:
     """What `run_until_signal` runs beside `node`: a `MetricsServer` on the section's
-    ``metrics_port`` (popped from `settings`), or None for 0 or unset.
+    ``metrics_port`` and ``metrics_host``, or None for port 0 or unset. It logs the address
+    it bound, and says so when that is every interface.
 
     Raises:
         InvalidArgumentError: (exit 2) A port not in [0, 65535].
+        CliError: (exit 2) A host that is not a non-empty string.
     """
     from wheelq.cli.config import CLI_RANGES
 
-    port = settings.pop("metrics_port", None) or 0
+    port = port or 0
     CLI_RANGES["metrics_port"].check(f"[{section}] metrics_port", port)
     if not port:
         return None
+    if host is not None and not (isinstance(host, str) and host.strip("[] ")):
+        raise usage_error(f"[{section}] metrics_host must be an address or host name, got {host!r}")
     from wheelq.metrics import MetricsServer
+    from wheelq.metrics.server import EVERY_INTERFACE
 
-    log.info("serving metrics on http://0.0.0.0:%d/metrics", port)
-    return lambda: MetricsServer(node, port=port)
+    @asynccontextmanager
+    async def serving() -> AsyncIterator[MetricsServer]:
+        async with MetricsServer(
+            node, port=cast(int, port), host=host or EVERY_INTERFACE
+        ) as server:
+            where = " (every interface; --metrics-host narrows it)" * server.every_interface
+            log.info("serving metrics on %s%s", server.url, where)
+            yield server
+
+    return serving
 
 
 def scheduler(ctx: Context) -> int:
@@ -80,13 +102,18 @@ def scheduler(ctx: Context) -> int:
 
     url = ctx.redis_url()
     flag = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
-    settings = ctx.section("scheduler", topics=flag, metrics_port=ctx.args.metrics_port)
+    settings = ctx.section(
+        "scheduler",
+        topics=flag,
+        metrics_port=ctx.args.metrics_port,
+        metrics_host=ctx.args.metrics_host,
+    )
     topics = settings.pop("topics", None)
     if topics is not None:  # from the file unless checked already (the flag, the environment)
         topics = split_topics(topics, "[scheduler] topics")
-    port = settings.pop("metrics_port", None)
+    port, host = settings.pop("metrics_port", None), settings.pop("metrics_host", None)
     node = Scheduler.from_url(url, topics, **settings)
-    run_until_signal(node, log, beside=metrics_beside(node, "scheduler", {"metrics_port": port}))
+    run_until_signal(node, log, beside=metrics_beside(node, "scheduler", port, host))
     return 0
 
 
@@ -102,12 +129,13 @@ def worker(ctx: Context) -> int:
         concurrency=args.concurrency,
         start=args.start,
         metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     group = settings.pop("group", None) or "default"
-    port = settings.pop("metrics_port", None)
+    port, host = settings.pop("metrics_port", None), settings.pop("metrics_host", None)
     handler = load_handler(args.handler)
     node = Worker.from_url(url, args.topic, handler, group=group, **settings)
-    report = run_worker(node, metrics_beside(node, "worker", {"metrics_port": port}))
+    report = run_worker(node, metrics_beside(node, "worker", port, host))
     return 0 if report.abandoned == 0 else 1
 
 

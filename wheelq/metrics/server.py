@@ -8,15 +8,19 @@ closes its socket and joins its thread, so nothing is left running.
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
 from wheelq.core.checks import int_in
+from wheelq.errors import InvalidArgumentError
 from wheelq.metrics.registry import Observed, collectors_for
 from wheelq.metrics.shard_gauges import ShardGauges
 from wheelq.runtime.service import Lifecycle
+
+EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 (an exporter's usual bind; see MetricsServer)
 
 
 class MetricsServer(Lifecycle):
@@ -28,21 +32,29 @@ class MetricsServer(Lifecycle):
     Args:
         roles: The schedulers, workers and clients to export.
         port: TCP port, 0-65535 (0: any free port).
-        host: Address to listen on (default every interface, as exporters do).
+        host: Address to listen on: an IPv4 or IPv6 address (``::1`` or ``[::1]``) or a
+            host name (its first address). Default ``0.0.0.0``, every IPv4 interface, as
+            exporters do: Prometheus scrapes from another host. ``127.0.0.1`` keeps the
+            metrics on this machine.
 
     Raises:
-        InvalidArgumentError: `port` is not an int in [0, 65535].
+        InvalidArgumentError: `port` is not an int in [0, 65535], or `host` is not a
+            non-empty string.
     """
 
-    def __init__(self, *roles: Observed, port: int, host: str = "0.0.0.0") -> None:  # noqa: S104
+    def __init__(self, *roles: Observed, port: int, host: str = EVERY_INTERFACE) -> None:
         int_in("port", port, 0, 65535)
+        if not isinstance(host, str) or not host.strip("[] "):
+            raise InvalidArgumentError(
+                "host", f"host must be an address or host name to listen on, got {host!r}"
+            )
         self.registry = CollectorRegistry(auto_describe=False)
         self._gauges: list[ShardGauges] = []
         for collector, gauges in collectors_for(roles):
             self.registry.register(collector)
             if gauges is not None:
                 self._gauges.append(gauges)
-        self._host = host
+        self._host = host.strip().removeprefix("[").removesuffix("]")  # [::1] as in a URL
         self._want_port = port
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -52,11 +64,29 @@ class MetricsServer(Lifecycle):
         """The port it listens on (the free one picked for 0); 0 before `start()`."""
         return 0 if self._server is None else int(self._server.server_port)
 
+    @property
+    def url(self) -> str:
+        """``http://ADDRESS:PORT/metrics`` as bound (a host name resolved, IPv6 in
+        brackets); "" before `start()`."""
+        if self._server is None:
+            return ""
+        address = str(self._server.server_address[0])
+        shown = f"[{address}]" if ":" in address else address
+        return f"http://{shown}:{self.port}/metrics"
+
+    @property
+    def every_interface(self) -> bool:
+        """Whether it listens on every interface (``0.0.0.0`` or ``::``), once started."""
+        if self._server is None:
+            return False
+        return ipaddress.ip_address(str(self._server.server_address[0])).is_unspecified
+
     async def start(self) -> None:
         """Start the shard gauges' part and the HTTP server.
 
         Raises:
-            OSError: The port is taken (or not ours to bind).
+            OSError: The address cannot be bound (taken, not this machine's, a host name
+                that does not resolve); the message names it.
         """
         for gauges in self._gauges:
             await gauges.start()
@@ -64,9 +94,14 @@ class MetricsServer(Lifecycle):
             self._server, self._thread = start_http_server(
                 self._want_port, self._host, registry=self.registry
             )
+        except OSError as exc:
+            await self._stop_gauges()
+            why = exc.strerror or str(exc)
+            raise OSError(
+                exc.errno, f"metrics: cannot listen on {self._host} port {self._want_port}: {why}"
+            ) from exc
         except BaseException:
-            for gauges in self._gauges:
-                await gauges.stop()
+            await self._stop_gauges()
             raise
 
     async def stop(self) -> None:
@@ -77,5 +112,8 @@ class MetricsServer(Lifecycle):
             server.server_close()
         if thread is not None:
             thread.join()
+        await self._stop_gauges()
+
+    async def _stop_gauges(self) -> None:
         for gauges in self._gauges:
             await gauges.stop()
