@@ -118,3 +118,37 @@ async def test_scraped_counters_equal_the_streams_and_lateness_counts_every_fire
 def _serving() -> list[threading.Thread]:
     """prometheus_client's HTTP server threads (named after their serve_forever target)."""
     return [t for t in threading.enumerate() if "serve_forever" in t.name]
+
+
+async def test_oldest_in_flight_age_is_0_with_nothing_in_flight_and_grows_with_one(
+    redis_url: str, topic: str
+) -> None:
+    """The gauge a "stuck jobs" panel plots is there on a healthy, idle system (0), not
+    absent ("No data"), and counts up while an entry is unsettled."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def handler(job: wheelq.Job) -> None:
+        started.set()
+        await release.wait()
+
+    async def oldest() -> list[tuple[dict[str, str], float]]:
+        found = await asyncio.to_thread(_scrape, metrics.port)
+        return found.get("wheelq_oldest_in_flight_age_seconds", [])
+
+    async with wheelq.AsyncClient.from_url(redis_url) as client:
+        await client.create_topic(topic, 1)
+        node = wheelq.Scheduler.from_url(redis_url, [topic], **FAST)
+        worker = wheelq.Worker.from_url(redis_url, topic, handler, group="g")
+        async with node, worker, MetricsServer(node, port=0, host="127.0.0.1") as metrics:
+            await until(lambda: len(node.leads) == 1, timeout_s=10, what="the lease")
+            idle = await eventually(oldest, timeout_s=10, what="the gauge with nothing in flight")
+            assert idle == [({"topic": topic, "shard": "0", "group": "g"}, 0.0)]
+
+            await client.enqueue(topic, "stuck")
+            await asyncio.wait_for(started.wait(), timeout=10)
+
+            async def grown() -> bool:
+                return any(value > 0 for _, value in await oldest())
+
+            await eventually(grown, timeout_s=10, what="an age above 0 with one in flight")
+            release.set()

@@ -156,12 +156,18 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
     )
     yield gauge(
         "oldest_in_flight_age_seconds",
-        "Age of the group's oldest unsettled entry, since it entered the stream",
+        "Age of the group's oldest unsettled entry, since it entered the stream (0: none)",
         tsg,
         (
-            ((o.topic, str(o.shard), g.name), max(0, o.at_ms - g.oldest_pending_ms) / 1000)
+            # 0 with nothing in flight, not absent: a panel of it must not read "No data"
+            # on a healthy system.
+            ((o.topic, str(o.shard), g.name), _age_s(o.at_ms, g.oldest_pending_ms))
             for o in latest
             for g in o.groups
-            if g.oldest_pending_ms is not None
         ),
     )
+
+
+def _age_s(at_ms: int, oldest_ms: int | None) -> float:
+    """Seconds from `oldest_ms` to `at_ms`; 0 when nothing is in flight (`oldest_ms` None)."""
+    return 0.0 if oldest_ms is None else max(0, at_ms - oldest_ms) / 1000
