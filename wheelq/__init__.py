@@ -19,6 +19,8 @@ from wheelq.errors import (
     DuplicateJobError,
     DurabilityError,
     EmbeddedServerError,
+    GroupBusyError,
+    GroupNotFoundError,
     HandlerExitError,
     HandlerTimeoutError,
     InvalidArgumentError,
@@ -42,6 +44,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
+from wheelq.producer.groups import DeletedGroup, GroupShardStats, GroupStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import ShardStats, TopicStats
 from wheelq.producer.spool import SpoolStats
@@ -62,7 +65,10 @@ __all__ = [
     # recurring
     "Schedule",
     # inspecting
+    "DeletedGroup",
     "GroupInfo",
+    "GroupShardStats",
+    "GroupStats",
     "JobInfo",
     "JobState",
     "ShardStats",
@@ -88,6 +94,8 @@ __all__ = [
     "DuplicateJobError",
     "DurabilityError",
     "EmbeddedServerError",
+    "GroupBusyError",
+    "GroupNotFoundError",
     "HandlerExitError",
     "HandlerTimeoutError",
     "InvalidArgumentError",

@@ -15,6 +15,8 @@ WheelqError
 ├── TopicConfigError                        create_topic() with a shard count that differs, or
 │                                           a registry entry that is not a count in [1, 1024]
 ├── TopicNotEmptyError                      drop_topic() of a topic with jobs still to run
+├── GroupNotFoundError (also LookupError)   delete_group() of a group no shard of the topic has
+├── GroupBusyError                          delete_group() of a group with entries in flight
 ├── DurabilityError                         a write applied on the primary was not confirmed
 │                                           at its ack level: it may or may not survive a failover
 ├── AckUnsupportedError                     ack="persisted" where a node has no WAITAOF or has
@@ -157,6 +159,77 @@ class TopicNotEmptyError(WheelqError):
         self.topic = topic
         self.pending = pending
         self.unacked = unacked
+
+
+class GroupNotFoundError(WheelqError, LookupError):
+    """`delete_group` named a consumer group that no shard of the topic has on that stream
+    (or a topic that does not exist); nothing was deleted.
+
+    Attributes:
+        topic: The topic.
+        group: The group asked for.
+        stream: The stream it was looked for on (``"ready"`` or ``"callbacks"``).
+        known: The groups that stream has, by name; None when the topic does not exist.
+    """
+
+    def __init__(
+        self, topic: str, group: str, stream: str, known: Sequence[str] | None = None
+    ) -> None:
+        if known is None:
+            text = f"no topic {topic!r} (so no consumer group {group!r})"
+        else:
+            shown = ", ".join(repr(g) for g in list(known)[:20])
+            more = " ..." if len(known) > 20 else ""
+            there = f"its groups there: {shown}{more}" if known else "it has none there"
+            text = (
+                f"topic {topic!r} has no consumer group {group!r} on its {stream} stream ({there})"
+            )
+        super().__init__(text)
+        self.topic = topic
+        self.group = group
+        self.stream = stream
+        self.known = None if known is None else list(known)
+
+
+class GroupBusyError(WheelqError):
+    """`delete_group` without `force` found entries in flight in the group: delivered to one
+    of its consumers and not acked. Where they were, the group was kept.
+
+    `str()` says how to force it in Python (``force=True``); `explain` says it in another
+    interface's words (the CLI's ``--force``, the HTTP API's ``?force=true``).
+
+    Attributes:
+        topic: The topic.
+        group: The group.
+        stream: Its stream (``"ready"`` or ``"callbacks"``).
+        in_flight: Entries in flight, summed over the shards that kept the group.
+        deleted: Shards where the group was deleted all the same: 0, unless an entry was
+            delivered between the check on every shard and the delete on each.
+    """
+
+    def __init__(
+        self, topic: str, group: str, stream: str, in_flight: int, deleted: int = 0
+    ) -> None:
+        self.topic = topic
+        self.group = group
+        self.stream = stream
+        self.in_flight = in_flight
+        self.deleted = deleted
+        super().__init__(self.explain("force=True"))
+
+    def explain(self, force: str) -> str:
+        """The message, with `force` as the interface spells the option that forces it."""
+        where = "" if self.stream == "ready" else f" ({self.stream} stream)"
+        kept = (
+            f"it was deleted on {self.deleted} shards, and kept on those with entries in flight"
+            if self.deleted
+            else "nothing was deleted"
+        )
+        return (
+            f"consumer group {self.group!r} of topic {self.topic!r}{where} has {self.in_flight} "
+            f"entries in flight (delivered, not acked); {kept}. Stop its workers, or delete "
+            f"it with {force} to drop them"
+        )
 
 
 class DurabilityError(WheelqError):

@@ -15,13 +15,14 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, history, job_writes, nodes, ops, prelude, schedules
+from wheelq.store import consume, groups, history, job_writes, nodes, ops, prelude, schedules
 from wheelq.store.calls import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
     NAMES,
     NOT_PENDING,
     SCRIPT_KEYS,
+    GroupOutcome,
     Placed,
     Status,
     check,
@@ -76,6 +77,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "replay": lambda: consume.replay(KEYS, ["1-0"]),
     "purge_dead": lambda: consume.purge_dead(KEYS, None),
     "drop_shard": lambda: ops.drop_shard(KEYS, "check"),
+    "delete_group": lambda: groups.delete_group(KEYS, "g", "check"),
     "lookup": lambda: history.lookup(KEYS, "j"),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
@@ -189,6 +191,15 @@ def test_lease_acquire_parses_its_outcome_fields() -> None:
     )
 
 
+def test_delete_group_parses_its_outcomes_and_refuses_an_unknown_one() -> None:
+    parse = WRAPPERS["delete_group"]().parse
+
+    assert parse([0, GroupOutcome.GROUP_BUSY, 3]) == groups.GroupDrop(GroupOutcome.GROUP_BUSY, 3)
+    assert parse([0, 0, 0]).outcome is GroupOutcome.NO_GROUP
+    with pytest.raises(ScriptError, match=r"^delete_group\.lua returned an unknown outcome"):
+        parse([0, 9, 0])
+
+
 def test_reschedule_parses_the_placement_table() -> None:
     parse = WRAPPERS["reschedule"]().parse
 
@@ -208,6 +219,7 @@ def lua_constants() -> dict[str, int]:
 def test_lib_lua_names_the_same_statuses_and_outcomes_as_python() -> None:
     expected = {s.name: s.value for s in Status}
     expected |= {p.name: p.value for p in Placed} | {"NOT_PENDING": NOT_PENDING}
+    expected |= {o.name: o.value for o in GroupOutcome}
 
     assert lua_constants() == expected
 

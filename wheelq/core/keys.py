@@ -63,6 +63,7 @@ CALLBACK_TOPICS_KEY = "wheelq:callback_topics"
 MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256
 MAX_SHARDS = 1024
+MAX_GROUP_CHARS = 200
 
 DATA_KEY_NAMES = (
     "delayed",
@@ -148,6 +149,25 @@ def validate_job_id(job_id: object) -> str:
             f"UTF-8 bytes, got {job_id!r}",
         )
     return job_id
+
+
+def validate_group(group: object) -> str:
+    """Return `group` if it can name a consumer group.
+
+    Raises:
+        InvalidArgumentError: Not a printable str of 1-200 characters.
+    """
+    if (
+        not isinstance(group, str)
+        or not group
+        or len(group) > MAX_GROUP_CHARS
+        or not group.isprintable()
+    ):
+        raise InvalidArgumentError(
+            "group",
+            f"group must be a printable str of 1-{MAX_GROUP_CHARS} characters, got {group!r:.80}",
+        )
+    return group
 
 
 def validate_shards(shards: object) -> int:

@@ -16,6 +16,7 @@ from wheelq.core.history import JobInfo
 from wheelq.core.schedule import At, Delay, debounce_spec
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
+from wheelq.producer import groups as grp
 from wheelq.producer.breaker import Breaker, guarded
 from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
 from wheelq.producer.drain_runner import DrainTask, attach_spool
@@ -167,6 +168,16 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
     async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
         """See `Client.drop_topic`."""
         return await self._run(self._producer.drop_topic(topic, force))
+
+    async def groups(self, topic: str) -> list[grp.GroupStats] | None:
+        """See `Client.groups`."""
+        return await self._run(grp.groups(self._producer, topic))
+
+    async def delete_group(
+        self, topic: str, group: str, *, stream: str = "ready", force: bool = False
+    ) -> grp.DeletedGroup:
+        """See `Client.delete_group`."""
+        return await self._run(grp.delete_group(self._producer, topic, group, stream, force))
 
     async def stats(self, topic: str) -> TopicStats | None:
         """See `Client.stats`."""

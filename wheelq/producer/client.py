@@ -18,6 +18,7 @@ from wheelq.core.history import JobInfo
 from wheelq.core.schedule import At, Delay, debounce_spec
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
+from wheelq.producer import groups as grp
 from wheelq.producer.breaker import Breaker, guarded
 from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
 from wheelq.producer.drain_runner import DrainThread, attach_spool
@@ -241,6 +242,46 @@ class Client(ScheduleMethods, LimitMethods):
             TopicConfigError: The registry entry is not a shard count in [1, 1024].
         """
         return self._run(self._producer.drop_topic(topic, force))
+
+    def groups(self, topic: str) -> list[grp.GroupStats] | None:
+        """The topic's consumer groups, by stream then name: per group its consumers, entries
+        in flight (delivered, not acked) and ready (fired, not yet delivered to it), in all
+        and by shard; None for an unknown topic. A group of one name on every shard is one
+        group; the ``ready`` and ``callbacks`` streams' groups are listed apart (`stream`)."""
+        return self._run(grp.groups(self._producer, topic))
+
+    def delete_group(
+        self, topic: str, group: str, *, stream: str = "ready", force: bool = False
+    ) -> grp.DeletedGroup:
+        """Delete consumer group `group` of `topic` (XGROUP DESTROY on every shard that has it).
+
+        Its entries it has not acked (in flight, or not yet delivered to it) then no longer
+        hold back the stream's trimming and no longer count in a job's state: a job the
+        other groups settled reads ``succeeded`` in `get()`. Its retries waiting for their
+        time still fire, and no group runs them. Stop the group's workers first: a running
+        worker creates its group again, at the start of the stream.
+
+        Each shard checks and deletes in one script. Without `force` every shard is checked
+        first, and nothing is deleted while any has entries in flight; an entry delivered
+        between that check and a shard's delete keeps the group on that shard.
+
+        Args:
+            topic: The topic.
+            group: The group's name (a printable str of 1-200 characters).
+            stream: ``"ready"`` (the topic's groups) or ``"callbacks"`` (the deliverer's).
+            force: Delete it with entries in flight (they are dropped for it: nobody acks
+                them in this group).
+
+        Returns:
+            The shards it was deleted on and the entries in flight dropped with it.
+
+        Raises:
+            GroupNotFoundError: No shard of the topic has the group on `stream` (or there is
+                no such topic); nothing was deleted.
+            GroupBusyError: Entries are in flight and `force` is False.
+            InvalidArgumentError: A bad topic, group, stream or force; nothing was deleted.
+        """
+        return self._run(grp.delete_group(self._producer, topic, group, stream, force))
 
     def stats(self, topic: str) -> TopicStats | None:
         """Pending and ready counts per shard, and the spool's (`TopicStats.spool`); None

@@ -21,8 +21,9 @@ other           -> ScriptError naming the script
 A command that fails inside a script (out of memory, ...) comes back as a
 Redis error reply, raised by the executor as a `ResponseError` like any
 failed command. The job outcomes enqueue and reschedule report (`Placed`,
-plus ``NOT_PENDING``) are one table too. ``_lib.lua`` names the same numbers
-(``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds the two together.
+plus ``NOT_PENDING``) are one table too, and so are delete_group's (`GroupOutcome`).
+``_lib.lua`` names the same numbers (``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds
+the two together.
 
 `SCRIPT_KEYS` says which keys of a shard each script takes, in order: call
 sites take them from `script_keys`, never list them again.
@@ -69,6 +70,21 @@ class Placed(IntEnum):
 NOT_PENDING = 3
 """reschedule's outcome when the job is not pending (nothing written)."""
 
+
+class GroupOutcome(IntEnum):
+    """What delete_group found or did on one shard's stream (an outcome field after
+    `Status.OK`)."""
+
+    NO_GROUP = 0
+    """The stream has no such group (or no stream): nothing done."""
+    GROUP_FOUND = 1
+    """'check' mode: the group is there; nothing done."""
+    GROUP_BUSY = 2
+    """'delete' mode: the group has entries in flight; kept."""
+    GROUP_DESTROYED = 3
+    """XGROUP DESTROY done."""
+
+
 _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
 _LEASE = ("lease", "horizon")
 
@@ -102,6 +118,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "replay": ("dead", "ready", "history", "history_old", "limits", "callbacks"),
     "purge_dead": ("dead",),
     "drop_shard": DATA_KEY_NAMES,
+    "delete_group": ("stream",),
     "lookup": ("delayed", "jobs", "ready", "history", "history_old", "cancelled", "callbacks"),
     "schedule_put": ("schedules", "sched_state"),
     "schedule_state": ("schedules", "sched_state", "sched_epoch"),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
-from wheelq.core.keys import READY, STREAMS, all_shards, validate_topic
+from wheelq.core.keys import READY, STREAMS, all_shards, validate_group, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
@@ -95,11 +95,7 @@ class Worker(Role[WorkerStopReport]):
         if not isinstance(start, str) or start not in STARTS:
             raise InvalidArgumentError("start", f"start must be 'earliest' or 'now', got {start!r}")
         self.start_from = start
-        if not isinstance(group, str) or not group or not group.isprintable() or len(group) > 200:
-            raise InvalidArgumentError(
-                "group", f"group must be a printable str of 1-200 characters, got {group!r}"
-            )
-        self.group = group
+        self.group = validate_group(group)
         self.settings = settings or WorkerSettings()
         s = self.settings
         super().__init__(executor_of(connection), s.start_timeout_ms, s.stop_timeout_ms, log)

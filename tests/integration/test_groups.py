@@ -1,0 +1,342 @@
+"""A topic's consumer groups for operators, on real servers: `groups()` lists them with their
+consumers, entries in flight and entries not yet delivered; `delete_group()` deletes one on
+every shard, refused while it has entries in flight unless forced; the same through
+``wheelq groups`` and ``/v1/topics/{topic}/groups``.
+
+Client tests run through `Client` and `AsyncClient` (`tests.support.clients`). Groups are
+made and read with plain stream commands, so what the test expects is counted apart from
+the code under test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from tests.support.clients import MakeClient
+from tests.support.scripts import Runner
+from tests.support.waiting import eventually
+from wheelq import (
+    AsyncClient,
+    EnqueueItem,
+    GroupBusyError,
+    GroupNotFoundError,
+    InvalidArgumentError,
+    Job,
+    JobState,
+    Worker,
+)
+from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.settings import ClientSettings
+from wheelq.producer import groups as grp
+from wheelq.producer.drive import drive_sync
+from wheelq.producer.operations import Producer
+from wheelq.store import groups as store_groups
+from wheelq.store.calls import Call
+from wheelq.store.groups import GroupDrop
+from wheelq.store.scripts import GroupOutcome
+from wheelq.store.sync_executor import SyncExecutor
+
+SHARDS = 4
+JOBS = 24
+
+
+@pytest.fixture
+def client(make_client: MakeClient) -> Any:
+    return make_client()
+
+
+def group_names(r: redis.Redis, stream: str) -> set[str]:
+    if not r.exists(stream):
+        return set()
+    return {_text(g["name"]) for g in r.xinfo_groups(stream)}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read(r: redis.Redis, stream: str, group: str, consumer: str, count: int) -> int:
+    """XREADGROUP up to `count` entries (in flight from then on); how many came."""
+    got = r.xreadgroup(group, consumer, {stream: ">"}, count=count)
+    return sum(len(entries) for _, entries in got or ())
+
+
+async def fired_topic(client: Any, r: redis.Redis, topic: str) -> list[ShardKeys]:
+    """A topic of SHARDS shards with JOBS jobs due now (in its ready streams at once), as
+    many on each shard."""
+    per_shard = JOBS // SHARDS
+    ids = [j for s in range(SHARDS) for j in _ids_of_shard(s)[:per_shard]]
+    await client.create_topic(topic, SHARDS)
+    await client.enqueue_many(topic, [EnqueueItem(n, job_id=j) for n, j in enumerate(ids)])
+    shards = all_shards(topic, SHARDS)
+    assert [r.xlen(k.ready) for k in shards] == [per_shard] * SHARDS
+    return shards
+
+
+def _ids_of_shard(shard: int) -> list[str]:
+    return [j for j in (f"j{n}" for n in range(1000)) if shard_of(j, SHARDS) == shard]
+
+
+# --- groups() -------------------------------------------------------------------------------
+
+
+@pytest.mark.cluster_too
+async def test_groups_lists_each_group_with_consumers_in_flight_and_ready(
+    client: Any, redis_sync: redis.Redis, topic: str
+) -> None:
+    shards = await fired_topic(client, redis_sync, topic)
+    per_shard: dict[int, int] = {}
+    for k in shards:
+        redis_sync.xgroup_create(k.ready, "busy", id="0")
+        redis_sync.xgroup_create(k.ready, "stale", id="0")
+        # Two workers of "busy" hold up to 2 entries each on every shard.
+        per_shard[k.shard] = read(redis_sync, k.ready, "busy", "w1", 2)
+        per_shard[k.shard] += read(redis_sync, k.ready, "busy", "w2", 2)
+    redis_sync.xgroup_create(shards[1].callbacks, "deliver", id="0", mkstream=True)
+    redis_sync.xgroup_create(shards[1].callbacks, "busy", id="0")
+    held = sum(per_shard.values())
+    assert 0 < held < JOBS
+
+    listed = await client.groups(topic)
+
+    assert [(g.stream, g.name) for g in listed] == [
+        ("ready", "busy"),
+        ("ready", "stale"),
+        ("callbacks", "busy"),
+        ("callbacks", "deliver"),
+    ]
+    busy, stale, cb_busy, deliver = listed
+    assert (busy.consumers, busy.in_flight, busy.ready) == (2, held, JOBS - held)
+    assert busy.idle_ms is not None and busy.idle_ms >= 0
+    assert [(s.shard, s.in_flight, s.consumers) for s in busy.shards] == [
+        (
+            k.shard,
+            per_shard[k.shard],
+            2,  # XREADGROUP makes its consumer, whatever it reads
+        )
+        for k in shards
+    ]
+    assert (stale.consumers, stale.in_flight, stale.ready, stale.idle_ms) == (0, 0, JOBS, None)
+    assert [s.ready for s in stale.shards] == [redis_sync.xlen(k.ready) for k in shards]
+    assert [(s.shard, s.in_flight, s.ready) for s in deliver.shards] == [(1, 0, 0)]
+    assert [s.shard for s in cb_busy.shards] == [1]
+
+
+async def test_groups_of_an_unknown_topic_is_none_and_of_a_topic_without_groups_empty(
+    client: Any, topic: str
+) -> None:
+    assert await client.groups(topic) is None
+    await client.create_topic(topic, SHARDS)
+    assert await client.groups(topic) == []
+
+
+# --- delete_group() -------------------------------------------------------------------------
+
+
+@pytest.mark.cluster_too
+async def test_delete_group_is_refused_while_entries_are_in_flight_and_deletes_nothing(
+    client: Any, redis_sync: redis.Redis, topic: str
+) -> None:
+    shards = await fired_topic(client, redis_sync, topic)
+    for k in shards:
+        redis_sync.xgroup_create(k.ready, "busy", id="0")
+    held = read(redis_sync, shards[2].ready, "busy", "w1", 3)  # in flight on one shard only
+    assert held
+
+    with pytest.raises(GroupBusyError) as refused:
+        await client.delete_group(topic, "busy")
+
+    assert (refused.value.group, refused.value.in_flight, refused.value.deleted) == (
+        "busy",
+        held,
+        0,
+    )
+    message = str(refused.value)
+    assert f"{held} entries in flight" in message and "force=True" in message
+    assert "nothing was deleted" in message
+    assert [("busy" in group_names(redis_sync, k.ready)) for k in shards] == [True] * SHARDS
+
+
+@pytest.mark.cluster_too
+async def test_a_forced_delete_drops_the_group_on_every_shard_and_keeps_the_others(
+    client: Any, redis_sync: redis.Redis, topic: str
+) -> None:
+    shards = await fired_topic(client, redis_sync, topic)
+    for k in shards:
+        redis_sync.xgroup_create(k.ready, "busy", id="0")
+        redis_sync.xgroup_create(k.ready, "other", id="0")
+    held = sum(read(redis_sync, k.ready, "busy", "w1", 1) for k in shards)
+
+    deleted = await client.delete_group(topic, "busy", force=True)
+
+    assert (deleted.name, deleted.stream, deleted.shards, deleted.in_flight) == (
+        "busy",
+        "ready",
+        SHARDS,
+        held,
+    )
+    assert [group_names(redis_sync, k.ready) for k in shards] == [{"other"}] * SHARDS
+    assert [g.name for g in await client.groups(topic)] == ["other"]
+
+
+@pytest.mark.cluster_too
+async def test_a_group_with_nothing_in_flight_is_deleted_without_force(
+    client: Any, redis_sync: redis.Redis, topic: str
+) -> None:
+    shards = await fired_topic(client, redis_sync, topic)
+    for k in shards[:3]:  # not on every shard: deleted where it is
+        redis_sync.xgroup_create(k.ready, "done", id="0")
+        for _, entries in redis_sync.xreadgroup("done", "w", {k.ready: ">"}) or ():
+            redis_sync.xack(k.ready, "done", *[entry_id for entry_id, _ in entries])
+
+    deleted = await client.delete_group(topic, "done")
+
+    assert (deleted.shards, deleted.in_flight) == (3, 0)
+    assert not any("done" in group_names(redis_sync, k.ready) for k in shards)
+
+
+@pytest.mark.cluster_too
+async def test_deleting_an_unknown_group_or_topic_is_not_found_and_names_the_groups_there(
+    client: Any, redis_sync: redis.Redis, topic: str
+) -> None:
+    with pytest.raises(GroupNotFoundError, match=r"^no topic"):
+        await client.delete_group(topic, "g")
+    shards = await fired_topic(client, redis_sync, topic)
+    redis_sync.xgroup_create(shards[0].ready, "kept", id="0")
+    redis_sync.xgroup_create(shards[0].callbacks, "deliver", id="0", mkstream=True)
+
+    with pytest.raises(GroupNotFoundError) as missing:
+        await client.delete_group(topic, "gone")
+    assert missing.value.known == ["kept"] and "'kept'" in str(missing.value)
+    # A group of the callbacks stream is not one of the ready stream's, and back.
+    with pytest.raises(GroupNotFoundError):
+        await client.delete_group(topic, "deliver")
+    with pytest.raises(GroupNotFoundError):
+        await client.delete_group(topic, "kept", stream="callbacks", force=True)
+    assert group_names(redis_sync, shards[0].ready) == {"kept"}
+    assert group_names(redis_sync, shards[0].callbacks) == {"deliver"}
+
+    await client.delete_group(topic, "deliver", stream="callbacks")
+    assert group_names(redis_sync, shards[0].callbacks) == set()
+
+
+@pytest.mark.cluster_too
+@pytest.mark.parametrize(
+    ("kwargs", "parameter"),
+    [
+        ({"group": ""}, "group"),
+        ({"group": "g" * 201}, "group"),
+        ({"group": "a\nb"}, "group"),
+        ({"group": 7}, "group"),
+        ({"group": "kept", "stream": "dead"}, "stream"),
+        ({"group": "kept", "force": "yes"}, "force"),
+        ({"group": "kept", "topic": "no spaces"}, "topic"),
+    ],
+)
+async def test_bad_arguments_are_refused_by_name_and_delete_nothing(
+    client: Any, redis_sync: redis.Redis, topic: str, kwargs: dict[str, Any], parameter: str
+) -> None:
+    shards = await fired_topic(client, redis_sync, topic)
+    redis_sync.xgroup_create(shards[0].ready, "kept", id="0")
+    args = {"topic": topic, **kwargs}
+
+    with pytest.raises(InvalidArgumentError) as refused:
+        await client.delete_group(args.pop("topic"), args.pop("group"), **args)
+
+    assert refused.value.parameter == parameter and parameter in str(refused.value)
+    assert group_names(redis_sync, shards[0].ready) == {"kept"}
+
+
+@pytest.mark.cluster_too
+async def test_an_entry_delivered_between_the_check_and_the_delete_keeps_the_group_on_its_shard(
+    client: Any, redis_sync: redis.Redis, topic: str
+) -> None:
+    # The operation is driven by hand, round by round, so that an entry is delivered after
+    # every shard was checked (nothing in flight) and before the shards' deletes.
+    shards = await fired_topic(client, redis_sync, topic)
+    for k in shards:
+        redis_sync.xgroup_create(k.ready, "racing", id="0")
+    late = shards[3]
+    executor = SyncExecutor(redis_sync)
+    delivered: list[int] = []
+
+    def send(calls: list[Call[Any]]) -> list[Any]:
+        if {c.args[1] for c in calls if c.script == "delete_group"} == {"delete"}:
+            delivered.append(read(redis_sync, late.ready, "racing", "late", 1))
+        return executor.run(calls)
+
+    with pytest.raises(GroupBusyError) as refused:
+        drive_sync(
+            grp.delete_group(Producer(ClientSettings()), topic, "racing", "ready", False), send
+        )
+
+    assert delivered == [1]
+    assert (refused.value.in_flight, refused.value.deleted) == (1, SHARDS - 1)
+    assert f"deleted on {SHARDS - 1} shards" in str(refused.value)
+    assert [("racing" in group_names(redis_sync, k.ready)) for k in shards] == [
+        k == late for k in shards
+    ]
+
+
+@pytest.mark.cluster_too
+def test_the_delete_script_refuses_a_group_with_entries_in_flight_in_one_step(
+    run: Runner, redis_sync: redis.Redis, topic: str
+) -> None:
+    keys = ShardKeys(topic, 0)
+    redis_sync.xadd(keys.ready, {"id": "j"})
+    redis_sync.xgroup_create(keys.ready, "g", id="0")
+    assert read(redis_sync, keys.ready, "g", "w", 1) == 1
+
+    def drop(mode: str, at: ShardKeys = keys) -> GroupDrop:
+        return run(store_groups.delete_group(at, "g", mode))
+
+    assert drop("check") == GroupDrop(GroupOutcome.GROUP_FOUND, 1)
+    assert drop("delete") == GroupDrop(GroupOutcome.GROUP_BUSY, 1)
+    assert group_names(redis_sync, keys.ready) == {"g"}
+    assert drop("force") == GroupDrop(GroupOutcome.GROUP_DESTROYED, 1)
+    assert group_names(redis_sync, keys.ready) == set()
+    assert drop("force") == GroupDrop(GroupOutcome.NO_GROUP, 0)
+    assert drop("check") == GroupDrop(GroupOutcome.NO_GROUP, 0)
+    no_stream = ShardKeys(topic, 1)
+    assert drop("delete", no_stream) == GroupDrop(GroupOutcome.NO_GROUP, 0)
+    assert not redis_sync.exists(no_stream.ready)
+
+
+# --- a stale group and a job's state ---------------------------------------------------------
+
+
+@pytest.mark.cluster_too
+async def test_after_deleting_a_stale_group_a_job_the_live_group_ran_reads_succeeded(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    async with AsyncClient.from_url(redis_url) as client:
+        await client.create_topic(topic, SHARDS)
+        for k in all_shards(topic, SHARDS):  # what a stopped service leaves behind
+            redis_sync.xgroup_create(k.ready, "stale", id="0", mkstream=True)
+        worker = Worker.from_url(redis_url, topic, _done, group="live", shutdown_grace_ms=0)
+        await worker.start()
+        try:
+            job_id = await client.enqueue(topic, {"n": 1})
+
+            async def ran_by_live() -> Any:
+                info = await client.get(topic, job_id)
+                states = {g.group: g.state for g in info.groups}
+                return info if states.get("live") is JobState.SUCCEEDED else None
+
+            info = await eventually(ran_by_live, timeout_s=20, what="the live group to run it")
+        finally:
+            await worker.stop(grace_ms=0)
+        assert info.state is JobState.READY  # held back by the stale group
+
+        await client.delete_group(topic, "stale")
+
+        after = await client.get(topic, job_id)
+        assert after.state is JobState.SUCCEEDED
+        assert [g.group for g in after.groups] == ["live"]
+
+
+async def _done(job: Job) -> None:
+    return None

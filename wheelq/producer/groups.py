@@ -1,0 +1,150 @@
+"""A topic's consumer groups for operators: list them, delete one — written once, sans-I/O.
+
+Like `wheelq.producer.operations`, each operation is a generator that yields lists of
+`Call`s and returns its result; `Client` and `AsyncClient` drive them. A group of one name
+on every shard of a topic is one group to the operator; groups of the topic's ``ready``
+stream and of its ``callbacks`` stream (the deliverer's) are told apart by `stream`, so a
+stale group of one is never mistaken for a live group of the other.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from wheelq.core.keys import ShardKeys, validate_group
+from wheelq.errors import GroupBusyError, GroupNotFoundError, InvalidArgumentError
+from wheelq.producer.operations import Op, Producer
+from wheelq.store import groups as g
+from wheelq.store import ops
+from wheelq.store.scripts import GroupOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class GroupShardStats:
+    """One shard of a `GroupStats`."""
+
+    shard: int
+    consumers: int
+    """Consumers the group has on this shard (each worker is one on every shard it reads)."""
+    in_flight: int
+    """Entries delivered to a consumer and not acked."""
+    ready: int
+    """Entries fired and not yet delivered to this group (the stream's length when the
+    server cannot tell)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """A consumer group of a topic, over the shards that have it: what `groups()` returns."""
+
+    name: str
+    stream: str
+    """The stream it reads: ``"ready"`` (the topic's jobs) or ``"callbacks"`` (jobs with a
+    callback: the group of `wheelq serve`'s deliverer)."""
+    consumers: int
+    """Distinct consumer names over its shards (a worker or a pull consumer each)."""
+    idle_ms: int | None
+    """Since the most recently active of its consumers last read (None: no consumers). A
+    group no worker reads any more shows a large one."""
+    shards: list[GroupShardStats]
+
+    @property
+    def in_flight(self) -> int:
+        return sum(s.in_flight for s in self.shards)
+
+    @property
+    def ready(self) -> int:
+        return sum(s.ready for s in self.shards)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedGroup:
+    """What `delete_group()` deleted."""
+
+    name: str
+    stream: str
+    shards: int
+    """Shards the group was deleted on (the shards that had it)."""
+    in_flight: int
+    """Entries that were in flight in it, dropped with it (0 unless forced)."""
+
+
+def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
+    """Every consumer group of the topic's streams, by stream then name; None for an unknown
+    topic. Three round trips: which streams exist, their groups and lengths, the groups'
+    consumers."""
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        return None
+    views = [view for shard in range(shards) for view in g.group_streams(topic, shard)]
+    exist = yield [ops.exists(view.stream) for view in views]
+    views = [view for view, there in zip(views, exist, strict=True) if there]
+    if not views:
+        return []
+    replies = yield [call for v in views for call in (g.stream_groups(v), g.stream_length(v))]
+    found = [
+        (view, group, length)
+        for view, groups_of, length in zip(views, replies[::2], replies[1::2], strict=True)
+        for group in groups_of
+    ]
+    asked = [(view, group.name) for view, group, _ in found if group.consumers]
+    idle = (yield [g.consumers(view, name) for view, name in asked]) if asked else []
+    idle_of = dict(zip(asked, idle, strict=True))
+    shards_of: dict[tuple[int, str], list[GroupShardStats]] = defaultdict(list)
+    seen_of: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
+    for view, group, length in found:
+        key = (g.GROUP_LANES.index(view.lane), group.name)
+        ready = length if group.lag is None else group.lag
+        shards_of[key].append(GroupShardStats(view.shard, group.consumers, group.pending, ready))
+        seen = seen_of[key]
+        for consumer, ms in idle_of.get((view, group.name), {}).items():
+            seen[consumer] = min(ms, seen.get(consumer, ms))
+    return [
+        GroupStats(
+            name,
+            g.GROUP_LANES[lane],
+            len(seen_of[(lane, name)]),
+            min(seen_of[(lane, name)].values(), default=None),
+            shards_of[(lane, name)],
+        )
+        for lane, name in sorted(shards_of)
+    ]
+
+
+def delete_group(
+    producer: Producer, topic: str, group: str, stream: str, force: bool
+) -> Op[DeletedGroup]:
+    """XGROUP DESTROY of `group` on `stream` of every shard that has it, one script per
+    shard that checks and deletes in one step. Without `force`, every shard is checked
+    first and nothing is deleted when any has entries in flight."""
+    validate_group(group)
+    if stream not in g.GROUP_LANES:
+        raise InvalidArgumentError(
+            "stream", f"stream must be one of {', '.join(g.GROUP_LANES)}, got {stream!r:.60}"
+        )
+    if not isinstance(force, bool):
+        raise InvalidArgumentError("force", f"force must be a bool, got {force!r:.60}")
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        raise GroupNotFoundError(topic, group, stream)
+    views = [ShardKeys(topic, shard, stream) for shard in range(shards)]
+    if not force:
+        checked = yield [g.delete_group(view, group, "check") for view in views]
+        views = [
+            v for v, c in zip(views, checked, strict=True) if c.outcome != GroupOutcome.NO_GROUP
+        ]
+        in_flight = sum(c.in_flight for c in checked)
+        if in_flight:
+            raise GroupBusyError(topic, group, stream, in_flight)
+    mode = "force" if force else "delete"
+    done = (yield [g.delete_group(view, group, mode) for view in views]) if views else []
+    deleted = [d for d in done if d.outcome == GroupOutcome.GROUP_DESTROYED]
+    busy = [d for d in done if d.outcome == GroupOutcome.GROUP_BUSY]
+    if busy:  # delivered between the check and the delete: kept where it was
+        raise GroupBusyError(topic, group, stream, sum(d.in_flight for d in busy), len(deleted))
+    if not deleted:
+        listed = yield from groups(producer, topic)
+        known = sorted({s.name for s in listed or () if s.stream == stream})
+        raise GroupNotFoundError(topic, group, stream, known)
+    return DeletedGroup(group, stream, len(deleted), sum(d.in_flight for d in deleted))

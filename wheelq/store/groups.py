@@ -1,0 +1,107 @@
+"""Consumer groups as an operator sees them: which streams groups read, what each group of a
+stream holds (XINFO GROUPS, XINFO CONSUMERS) and the script that deletes one
+(`delete_group.lua`). Like `wheelq.store.ops`, each function only builds a `Call`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wheelq.core.keys import CALLBACKS, READY, ShardKeys
+from wheelq.errors import ScriptError
+from wheelq.store.calls import Call, script_call
+from wheelq.store.scripts import GroupOutcome, check
+
+GROUP_LANES = (READY, CALLBACKS)
+"""The streams of a shard that consumer groups read (`ShardKeys.lane`): the one place that
+says which, for listing groups and deleting them."""
+
+MODES = ("check", "delete", "force")
+
+
+def group_streams(topic: str, shard: int) -> list[ShardKeys]:
+    """Views of one shard, one per stream its consumer groups may read (`ShardKeys.stream`),
+    in `GROUP_LANES` order."""
+    return [ShardKeys(topic, shard, lane) for lane in GROUP_LANES]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _named(info: Any) -> dict[str, Any]:
+    """An XINFO record with str field names (redis-py gives bytes or str, by protocol)."""
+    return {_text(name): value for name, value in dict(info).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamGroup:
+    """One group of one shard's stream, as XINFO GROUPS has it."""
+
+    name: str
+    consumers: int
+    pending: int
+    """Entries delivered to a consumer and not acked (in flight)."""
+    lag: int | None
+    """Entries not yet delivered to it; None when the server cannot tell (after deletions)."""
+
+
+def stream_groups(keys: ShardKeys) -> Call[list[StreamGroup]]:
+    """XINFO GROUPS of `keys.stream` (an error reply when the stream does not exist)."""
+
+    def parse(reply: Any) -> list[StreamGroup]:
+        out = []
+        for info in reply or ():
+            g = _named(info)
+            lag = g.get("lag")
+            out.append(
+                StreamGroup(
+                    _text(g["name"]),
+                    int(g["consumers"]),
+                    int(g["pending"]),
+                    None if lag is None else int(lag),
+                )
+            )
+        return out
+
+    return Call(command=("XINFO", "GROUPS", keys.stream), parse=parse)
+
+
+def stream_length(keys: ShardKeys) -> Call[int]:
+    """XLEN of `keys.stream`."""
+    return Call(command=("XLEN", keys.stream), parse=int)
+
+
+def consumers(keys: ShardKeys, group: str) -> Call[dict[str, int]]:
+    """XINFO CONSUMERS of a group: consumer name -> ms since it last read (``idle``)."""
+
+    def parse(reply: Any) -> dict[str, int]:
+        return {_text(c["name"]): int(c["idle"]) for c in map(_named, reply or ())}
+
+    return Call(command=("XINFO", "CONSUMERS", keys.stream, group), parse=parse)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDrop:
+    """What `delete_group.lua` found or did on one shard's stream."""
+
+    outcome: GroupOutcome
+    in_flight: int
+    """The group's entries in flight when the script ran."""
+
+
+def delete_group(keys: ShardKeys, group: str, mode: str) -> Call[GroupDrop]:
+    """Delete `group` of `keys.stream`; `mode`: ``check`` (count only), ``delete`` (only with
+    nothing in flight) or ``force``."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+    def parse(reply: Any) -> GroupDrop:
+        r = check("delete_group", reply)
+        try:
+            return GroupDrop(GroupOutcome(r[1]), int(r[2]))
+        except (ValueError, IndexError) as exc:
+            raise ScriptError(f"delete_group.lua returned an unknown outcome ({r!r:.200})") from exc
+
+    return script_call("delete_group", keys, [group, mode], parse)
