@@ -4,6 +4,7 @@ input."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 
@@ -382,6 +383,21 @@ async def test_the_openapi_document_and_docs_are_served(api: Served) -> None:
     assert (await api.call("GET", "/docs"))[0] == 200
 
 
+ASSET = re.compile(r"""<(?:script|link)\b[^>]*?\b(?:src|href)=["']([^"']+)["']""", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+async def test_the_docs_pages_load_everything_from_the_service(api: Served, page: str) -> None:
+    """A host without internet access still renders them: no CDN, no font service."""
+    status, html, headers = await api.call("GET", page)
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert "://" not in html, "an absolute URL: another host"
+    assets = ASSET.findall(html)
+    assert any(a.endswith(".js") for a in assets), assets
+    for asset in assets:
+        assert asset.startswith("/") and not asset.startswith("//"), asset
+        async with api.http.get(api.base + asset) as r:
+            assert r.status == 200 and await r.read(), asset
 async def test_readyz_is_503_while_redis_is_down_and_200_once_it_is_back(
     server_binary: ServerBinary,
 ) -> None:

@@ -408,3 +408,29 @@ async def test_in_a_browser_basic_auth_logs_in(redis_url: str, browser: Any, top
         assert (await page.goto(f"{api.base}/ui")).status == 200
         assert await page.locator("h1").first.inner_text() != ""
         await context.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "title"), [("/docs", ".swagger-ui .info .title"), ("/redoc", "h1")]
+)
+async def test_in_a_browser_without_internet_the_api_docs_render(
+    api: Served, browser: Any, path: str, title: str
+) -> None:
+    elsewhere: list[tuple[str, str]] = []
+
+    async def only_the_service(route: Any) -> None:
+        if route.request.url.startswith(api.base + "/"):
+            await route.continue_()
+        else:  # what a host without internet access gets
+            elsewhere.append((route.request.resource_type, route.request.url))
+            await route.abort("internetdisconnected")
+
+    page = await browser.new_page()
+    await page.route("**/*", only_the_service)
+    await page.goto(api.base + path)
+    await page.wait_for_selector(title, timeout=15_000)
+    assert (await page.inner_text(title)).startswith("wheelq")
+    assert await page.get_by_text("/v1/topics/{topic}/jobs/batch").count() >= 1
+    # ReDoc asks its own site for one decorative image (the "API docs by Redocly" logo).
+    decorative = [(kind, url) for kind, url in elsewhere if path == "/redoc" and kind == "image"]
+    assert elsewhere == decorative

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI, Request, Response
+from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wheelq.store import nodes
@@ -34,12 +35,16 @@ def create_app(service: WebService) -> FastAPI:
         finally:
             await service.stop()
 
-    app = FastAPI(
+    # /docs and /redoc load their scripts and styles from the service, not from a CDN, so
+    # they render on a host without internet access; no online validator badge either.
+    app = FastAPIOffline(
         title="wheelq",
         version=_version(),
         description=DESCRIPTION,
         lifespan=lifespan,
         responses=problems.RESPONSES,
+        static_url="/docs/static",
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.service = service
     problems.install(app)
