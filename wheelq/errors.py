@@ -97,15 +97,21 @@ class DuplicateJobError(WheelqError):
     """
 
     def __init__(self, topic: str, job_ids: Sequence[str], enqueued: Sequence[str] = ()) -> None:
-        shown = ", ".join(repr(j) for j in list(job_ids)[:5])
-        more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
-        super().__init__(
-            f"job_id {shown}{more} already pending on topic {topic!r}; "
-            "pass replace=True to replace it"
-        )
         self.topic = topic
         self.job_ids = list(job_ids)
         self.enqueued = list(enqueued)
+        super().__init__(self.describe())
+
+    def describe(self, id_name: str = "job_id", replacing: str = "pass replace=True") -> str:
+        """The message, with the id and the way to replace spelt as the caller's interface
+        spells them (the default: the Python library's; over HTTP ``id`` and
+        ``send "replace": true``)."""
+        shown = ", ".join(repr(j) for j in self.job_ids[:5])
+        more = f" and {len(self.job_ids) - 5} more" if len(self.job_ids) > 5 else ""
+        return (
+            f"{id_name} {shown}{more} already pending on topic {self.topic!r}; "
+            f"{replacing} to replace it"
+        )
 
 
 class TopicFullError(WheelqError):
@@ -170,10 +176,16 @@ class GroupNotFoundError(WheelqError, LookupError):
         group: The group asked for.
         stream: The stream it was looked for on (``"ready"`` or ``"callbacks"``).
         known: The groups that stream has, by name; None when the topic does not exist.
+        elsewhere: The topic's other streams that have a group of that name.
     """
 
     def __init__(
-        self, topic: str, group: str, stream: str, known: Sequence[str] | None = None
+        self,
+        topic: str,
+        group: str,
+        stream: str,
+        known: Sequence[str] | None = None,
+        elsewhere: Sequence[str] = (),
     ) -> None:
         if known is None:
             text = f"no topic {topic!r} (so no consumer group {group!r})"
@@ -184,11 +196,14 @@ class GroupNotFoundError(WheelqError, LookupError):
             text = (
                 f"topic {topic!r} has no consumer group {group!r} on its {stream} stream ({there})"
             )
+            if elsewhere:
+                text += f"; a group of that name reads its {' and '.join(elsewhere)} stream"
         super().__init__(text)
         self.topic = topic
         self.group = group
         self.stream = stream
         self.known = None if known is None else list(known)
+        self.elsewhere = list(elsewhere)
 
 
 class GroupBusyError(WheelqError):

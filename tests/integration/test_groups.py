@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.clients import MakeClient
 from tests.support.scripts import Runner
 from tests.support.waiting import eventually
 from wheelq import (
     AsyncClient,
+    Client,
     EnqueueItem,
     GroupBusyError,
     GroupNotFoundError,
@@ -67,13 +69,25 @@ def read(r: redis.Redis, stream: str, group: str, consumer: str, count: int) -> 
 async def fired_topic(client: Any, r: redis.Redis, topic: str) -> list[ShardKeys]:
     """A topic of SHARDS shards with JOBS jobs due now (in its ready streams at once), as
     many on each shard."""
-    per_shard = JOBS // SHARDS
-    ids = [j for s in range(SHARDS) for j in _ids_of_shard(s)[:per_shard]]
     await client.create_topic(topic, SHARDS)
-    await client.enqueue_many(topic, [EnqueueItem(n, job_id=j) for n, j in enumerate(ids)])
+    await client.enqueue_many(topic, _even_jobs())
     shards = all_shards(topic, SHARDS)
-    assert [r.xlen(k.ready) for k in shards] == [per_shard] * SHARDS
+    assert [r.xlen(k.ready) for k in shards] == [JOBS // SHARDS] * SHARDS
     return shards
+
+
+def sync_fired_topic(client: Client, r: redis.Redis, topic: str) -> list[ShardKeys]:
+    """`fired_topic` with a blocking client."""
+    client.create_topic(topic, SHARDS)
+    client.enqueue_many(topic, _even_jobs())
+    shards = all_shards(topic, SHARDS)
+    assert [r.xlen(k.ready) for k in shards] == [JOBS // SHARDS] * SHARDS
+    return shards
+
+
+def _even_jobs() -> list[EnqueueItem]:
+    ids = [j for s in range(SHARDS) for j in _ids_of_shard(s)[: JOBS // SHARDS]]
+    return [EnqueueItem(n, job_id=j) for n, j in enumerate(ids)]
 
 
 def _ids_of_shard(shard: int) -> list[str]:
@@ -212,7 +226,7 @@ async def test_deleting_an_unknown_group_or_topic_is_not_found_and_names_the_gro
         await client.delete_group(topic, "gone")
     assert missing.value.known == ["kept"] and "'kept'" in str(missing.value)
     # A group of the callbacks stream is not one of the ready stream's, and back.
-    with pytest.raises(GroupNotFoundError):
+    with pytest.raises(GroupNotFoundError, match="a group of that name reads its callbacks"):
         await client.delete_group(topic, "deliver")
     with pytest.raises(GroupNotFoundError):
         await client.delete_group(topic, "kept", stream="callbacks", force=True)
@@ -340,3 +354,70 @@ async def test_after_deleting_a_stale_group_a_job_the_live_group_ran_reads_succe
 
 async def _done(job: Job) -> None:
     return None
+
+
+# --- wheelq groups ---------------------------------------------------------------------------
+
+
+def test_wheelq_groups_list_prints_a_row_per_group_and_per_shard(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    with Client.from_url(redis_url) as c:
+        shards = sync_fired_topic(c, redis_sync, topic)
+    for k in shards:
+        redis_sync.xgroup_create(k.ready, "busy", id="0")
+        redis_sync.xgroup_create(k.ready, "stale", id="0")
+    held = [read(redis_sync, k.ready, "busy", "w1", k.shard + 1) for k in shards]
+
+    table = run_wheelq("groups", "list", topic, "--redis-url", redis_url)
+    by_shard = run_wheelq("groups", "list", topic, "--shards", "--redis-url", redis_url)
+
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()]
+    assert rows[0] == ["GROUP", "STREAM", "CONSUMERS", "IN_FLIGHT", "READY", "IDLE"]
+    assert [r[:5] for r in rows[1:]] == [
+        ["busy", "ready", "1", str(sum(held)), str(JOBS - sum(held))],
+        ["stale", "ready", "0", "0", str(JOBS)],
+    ]
+    assert rows[1][5].endswith("s") and rows[2][5] == "-"  # idle: seconds, none w/o consumers
+    assert by_shard.returncode == 0, by_shard.stderr
+    busy_rows = [line.split() for line in by_shard.stdout.splitlines() if line.startswith("busy")]
+    assert [(int(r[2]), int(r[4])) for r in busy_rows] == [(k.shard, held[k.shard]) for k in shards]
+    assert_one_line_error(
+        run_wheelq("groups", "list", topic + "-none", "--redis-url", redis_url), 1, "no such topic"
+    )
+
+
+def test_wheelq_groups_delete_is_refused_in_flight_says_force_and_deletes_with_it(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    with Client.from_url(redis_url) as c:
+        shards = sync_fired_topic(c, redis_sync, topic)
+    for k in shards:
+        redis_sync.xgroup_create(k.ready, "busy", id="0")
+    held = read(redis_sync, shards[0].ready, "busy", "w1", 2)
+
+    refused = run_wheelq("groups", "delete", topic, "busy", "--redis-url", redis_url)
+    line = assert_one_line_error(refused, 1, f"{held} entries in flight", "--force")
+    assert "force=True" not in line
+    assert all("busy" in group_names(redis_sync, k.ready) for k in shards)
+
+    forced = run_wheelq("groups", "delete", topic, "busy", "--force", "--redis-url", redis_url)
+    assert (forced.returncode, forced.stdout.strip()) == (
+        0,
+        f"deleted group busy of {topic} on {SHARDS} shards; {held} entries in flight dropped",
+    )
+    assert not any("busy" in group_names(redis_sync, k.ready) for k in shards)
+    assert_one_line_error(
+        run_wheelq("groups", "delete", topic, "busy", "--redis-url", redis_url),
+        1,
+        "no consumer group 'busy'",
+    )
+    assert_one_line_error(
+        run_wheelq("groups", "delete", topic, "a\tb", "--redis-url", redis_url), 2, "group must"
+    )
+    assert_one_line_error(
+        run_wheelq("groups", "delete", topic, "g", "--stream", "x", "--redis-url", redis_url),
+        2,
+        "stream must be one of ready, callbacks",
+    )

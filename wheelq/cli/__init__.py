@@ -1,6 +1,6 @@
 """The `wheelq` command: the only place that reads env vars, config files and signals.
 
-One module per group of commands (services, jobs, topics, dlq, server); each
+One module per group of commands (services, jobs, topics, groups, dlq, server); each
 adds its subcommands with ``register`` and lazy-imports what it runs, so
 ``wheelq --help`` stays fast. Settings come from, in rising precedence:
 defaults, the TOML file (``--config`` or ``$WHEELQ_CONFIG``), environment
@@ -18,7 +18,18 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-from wheelq.cli import dlq, job_info, jobs, schedules, serve, server, services, top, topics
+from wheelq.cli import (
+    dlq,
+    groups,
+    job_info,
+    jobs,
+    schedules,
+    serve,
+    server,
+    services,
+    top,
+    topics,
+)
 from wheelq.cli.context import ENVIRONMENT, Context, redacted, url_hint
 from wheelq.cli.errors import CliError, usage_error
 
@@ -90,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.register(sub, [connects])
     job_info.register(sub, [connects])
     topics.register(sub, [connects])
+    groups.register(sub, [connects])
     top.register(sub, [connects])
     dlq.register(sub, [connects])
     schedules.register(sub, [connects])

@@ -144,7 +144,8 @@ def delete_group(
     if busy:  # delivered between the check and the delete: kept where it was
         raise GroupBusyError(topic, group, stream, sum(d.in_flight for d in busy), len(deleted))
     if not deleted:
-        listed = yield from groups(producer, topic)
-        known = sorted({s.name for s in listed or () if s.stream == stream})
-        raise GroupNotFoundError(topic, group, stream, known)
+        listed = (yield from groups(producer, topic)) or []
+        known = [s.name for s in listed if s.stream == stream]
+        elsewhere = [s.stream for s in listed if s.name == group and s.stream != stream]
+        raise GroupNotFoundError(topic, group, stream, known, elsewhere)
     return DeletedGroup(group, stream, len(deleted), sum(d.in_flight for d in deleted))
