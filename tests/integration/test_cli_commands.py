@@ -16,7 +16,7 @@ from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, s
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.history import JobState
-from wheelq.core.keys import TOPICS_KEY, ShardKeys, shard_of
+from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 from wheelq.core.payload import encode_payload
 
 RECORDER = """
@@ -346,17 +346,24 @@ def test_worker_from_now_skips_jobs_fired_before_it_started(
 
 
 def test_top_once_prints_one_frame_with_every_topic_and_its_backlog(
-    redis_url: str, topic: str
+    redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     with Client.from_url(redis_url) as client:
         client.create_topic(topic, 2)
         client.enqueue_many(topic, [{"payload": n, "delay": 3600} for n in range(3)])
+    for keys in all_shards(topic, 2):  # two consumer groups: handled/s is each one's
+        for group in ("audit", "billing"):
+            redis_sync.xgroup_create(keys.ready, group, id="0", mkstream=True, entries_read=0)
     done = run_wheelq(
         "top", "--once", "--interval", "0.2", "--topics", topic, "--redis-url", redis_url
     )
     assert done.returncode == 0, done.stderr
-    (row,) = [line for line in done.stdout.splitlines() if topic[:20] in line]
-    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if "fired/s" in line)
+    assert "handled/s by" in header, header  # the column says what it counts
+    at = next(n for n, line in enumerate(lines) if topic[:20] in line)
+    cells, after = ([cell.strip() for cell in line.split("│")[1:-1]] for line in lines[at : at + 2])
     assert cells[0] == topic
     assert cells[4] == "3"  # pending
     assert cells[2] == "0"  # fired/s: a rate from the two reads, one interval apart
+    assert (cells[3], after[3]) == ("audit 0", "billing 0")  # one line per group, not a sum

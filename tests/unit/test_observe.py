@@ -33,7 +33,6 @@ def test_ready_is_the_lag_of_the_group_furthest_behind_else_the_stream() -> None
     assert _obs(0, 0, 10, 0, groups=groups[:2]).ready == 4
     assert _obs(0, 0, 7, 0, groups=()).ready == 7
     assert obs.in_flight == 3
-    assert obs.handled == 6 + (9 - 3)
 
 
 def test_oldest_in_flight_age_counts_from_its_entry_id() -> None:
@@ -56,13 +55,36 @@ def test_topic_rows_sum_the_shards_and_rate_against_the_previous_observations() 
     ]
     (row,) = topic_rows(second, by_shard(first))
     assert row.fired_per_s == (200 + 100) / 2
-    assert row.handled_per_s == (160 + 60) / 2
+    assert row.handled_per_s_by_group == (("g", (160 + 60) / 2),)
     assert (row.pending, row.in_flight, row.dead, row.shards) == (10, 4, 2, 2)
     assert row.ready == (300 - 250) + (150 - 110)
     assert row.due_per_s == 6
     assert (row.lateness_p50_ms, row.lateness_p99_ms) == (50, 99)
     (fresh,) = topic_rows(second)
-    assert fresh.fired_per_s is None and fresh.handled_per_s is None
+    assert fresh.fired_per_s is None and fresh.handled_per_s_by_group is None
+
+
+def test_handled_per_second_is_each_groups_own_not_their_sum() -> None:
+    def groups(a_read: int, b_read: int | None) -> tuple[GroupView, ...]:
+        a = GroupView("audit", pending=0, lag=0, entries_read=a_read)
+        if b_read is None:
+            return (a,)
+        return (a, GroupView("billing", pending=0, lag=0, entries_read=b_read))
+
+    first = [
+        _obs(0, 1000, 100, 0, groups=groups(100, 40)),
+        _obs(1, 1000, 0, 0, groups=groups(0, None)),
+    ]
+    second = [
+        _obs(0, 2000, 300, 0, groups=groups(300, 50)),  # fan-out: both read every entry
+        _obs(1, 2000, 0, 0, groups=groups(0, 0)),  # billing new on shard 1: no rate there
+    ]
+    (row,) = topic_rows(second, by_shard(first))
+    assert row.handled_per_s_by_group == (("audit", 200.0), ("billing", 10.0))
+    (row,) = topic_rows(
+        [_obs(0, 2000, 1, 1, groups=groups(1, 1))], by_shard([_obs(0, 1000, 1, 1, groups=())])
+    )
+    assert row.handled_per_s_by_group == (("audit", None), ("billing", None))
 
 
 def test_a_topic_without_samples_has_no_lateness() -> None:

@@ -4,8 +4,9 @@ Both read the same bounded observation of each shard (`wheelq.store.observe`) an
 mean the same by each column (`wheelq.core.observe`): pending in the sorted set,
 ready (fired, not yet delivered to the group furthest behind), in flight (delivered,
 not settled), the age of the oldest one in flight, dead letters. `top` adds rates
-from one frame to the next (fired/s, handled/s), jobs due in the next second
-(due/s) and the fire lateness of the newest entries of each stream (p50/p99).
+from one frame to the next (fired/s, and handled/s of each consumer group: every group
+handles every job, so their sum would count a job once per group), jobs due in the next
+second (due/s) and the fire lateness of the newest entries of each stream (p50/p99).
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def _top_table(rows: list[TopicRow], interval_s: float) -> Table:
     for name in (
         "due/s",
         "fired/s",
-        "handled/s",
+        "handled/s by group",
         "pending",
         "ready",
         "in flight",
@@ -184,7 +185,7 @@ def _top_table(rows: list[TopicRow], interval_s: float) -> Table:
             r.topic,
             _rate(r.due_per_s),
             _rate(r.fired_per_s),
-            _rate(r.handled_per_s),
+            _group_rates(r.handled_per_s_by_group),
             f"{r.pending:,}",
             f"{r.ready:,}",
             f"{r.in_flight:,}",
@@ -208,6 +209,13 @@ def _console() -> Console:
 
 def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
+
+
+def _group_rates(rates: tuple[tuple[str, float | None], ...] | None) -> str:
+    """One line per group, ``name rate`` (a topic no group reads yet: -)."""
+    if not rates:
+        return "-"
+    return "\n".join(f"{name} {_rate(value)}" for name, value in rates)
 
 
 def _ms(value: float) -> str:

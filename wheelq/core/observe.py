@@ -79,10 +79,6 @@ class ShardObservation:
         return sum(g.pending for g in self.groups)
 
     @property
-    def handled(self) -> int:
-        return sum(g.handled or 0 for g in self.groups)
-
-    @property
     def oldest_in_flight_ms(self) -> int | None:
         found = [g.oldest_pending_ms for g in self.groups if g.oldest_pending_ms is not None]
         return min(found) if found else None
@@ -104,7 +100,10 @@ class TopicRow:
     shards: int
     due_per_s: float
     fired_per_s: float | None
-    handled_per_s: float | None
+    handled_per_s_by_group: tuple[tuple[str, float | None], ...] | None
+    """(group, entries it settled per second) for each consumer group, by name; a group's
+    rate None when no shard saw it in both observations. Never summed: every group
+    handles every job (fan-out), so a sum counts a job once per group."""
     pending: int
     ready: int
     in_flight: int
@@ -152,14 +151,14 @@ def _row(
     topic: str, shards: list[ShardObservation], before: Mapping[tuple[str, int], ShardObservation]
 ) -> TopicRow:
     fired: float | None = None
-    handled: float | None = None
+    handled: tuple[tuple[str, float | None], ...] | None = None
     earlier = [before.get((o.topic, o.shard)) for o in shards]
     if all(e is not None for e in earlier):
         pairs = [(e, o) for e, o in zip(earlier, shards, strict=True) if e is not None]
         fired = _sum_rates(
             rate(e.entries_added, o.entries_added, o.at_ms - e.at_ms) for e, o in pairs
         )
-        handled = _sum_rates(rate(e.handled, o.handled, o.at_ms - e.at_ms) for e, o in pairs)
+        handled = _group_rates(pairs)
     ages = [a for o in shards if (a := o.oldest_age_ms()) is not None]
     lateness = sorted(v for o in shards for v in o.lateness_ms)
     return TopicRow(
@@ -167,7 +166,7 @@ def _row(
         shards=len(shards),
         due_per_s=sum(o.due_soon for o in shards) * 1.0,
         fired_per_s=fired,
-        handled_per_s=handled,
+        handled_per_s_by_group=handled,
         pending=sum(o.pending for o in shards),
         ready=sum(o.ready for o in shards),
         in_flight=sum(o.in_flight for o in shards),
@@ -176,6 +175,25 @@ def _row(
         lateness_p50_ms=percentile(lateness, 50),
         lateness_p99_ms=percentile(lateness, 99),
     )
+
+
+def _group_rates(
+    pairs: Sequence[tuple[ShardObservation, ShardObservation]],
+) -> tuple[tuple[str, float | None], ...]:
+    """Each group's handled/s over the shards of `pairs` (earlier, now), by name."""
+    out = []
+    for name in sorted({g.name for _, o in pairs for g in o.groups}):
+        rates = []
+        for e, o in pairs:
+            then, now = _handled(e, name), _handled(o, name)
+            if then is not None and now is not None:
+                rates.append(rate(then, now, o.at_ms - e.at_ms))
+        out.append((name, _sum_rates(rates) if rates else None))
+    return tuple(out)
+
+
+def _handled(o: ShardObservation, group: str) -> int | None:
+    return next((g.handled for g in o.groups if g.name == group), None)
 
 
 def _sum_rates(rates: Iterable[float | None]) -> float | None:
