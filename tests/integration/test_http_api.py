@@ -4,6 +4,7 @@ input."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ from tests.support.servers import dedicated_server
 from tests.support.web import Served, serving
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ServeSettings
+from wheelq.errors import DuplicateJobError
 from wheelq.testing.binaries import ServerBinary
 
 PROBLEM = "application/problem+json"
@@ -110,6 +112,31 @@ async def test_an_existing_id_is_409_unless_replaced(api: Served, topic: str) ->
     assert status == 201
     _, job, _ = await api.call("GET", f"{path}/x")
     assert job["payload"] == 3
+
+
+async def test_a_duplicate_id_says_how_to_replace_it_as_each_interface_spells_it(
+    api: Served, topic: str
+) -> None:
+    path = f"/v1/topics/{topic}/jobs"
+    assert (await api.call("POST", path, {"payload": 1, "id": "x", "delay_ms": 9000}))[0] == 201
+    again = json.dumps({"payload": 2, "id": "x"}).encode()
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: the FastAPI route
+        yield again
+
+    for body in (again, chunked()):
+        headers = {"Content-Type": "application/json"}
+        async with api.http.post(api.base + path, data=body, headers=headers) as r:
+            problem = await r.json(content_type=None)
+        assert (r.status, problem["field"]) == (409, "id"), problem
+        assert problem["detail"] == (
+            f"id 'x' already pending on topic {topic!r}; send \"replace\": true to replace it"
+        )
+    with pytest.raises(DuplicateJobError) as raised:
+        await api.service.client.enqueue(topic, 2, job_id="x")
+    assert str(raised.value) == (
+        f"job_id 'x' already pending on topic {topic!r}; pass replace=True to replace it"
+    )
 
 
 @pytest.mark.parametrize(
@@ -398,6 +425,8 @@ async def test_the_docs_pages_load_everything_from_the_service(api: Served, page
         assert asset.startswith("/") and not asset.startswith("//"), asset
         async with api.http.get(api.base + asset) as r:
             assert r.status == 200 and await r.read(), asset
+
+
 async def test_readyz_is_503_while_redis_is_down_and_200_once_it_is_back(
     server_binary: ServerBinary,
 ) -> None:

@@ -162,7 +162,9 @@ def problem_of(exc: BaseException) -> ProblemError | None:
     if isinstance(exc, InvalidArgumentError | PayloadTypeError):
         return invalid(exc)
     if isinstance(exc, DuplicateJobError):
-        return ProblemError(409, "duplicate", "Job exists", str(exc), field="id")
+        field = http_field("job_id")
+        detail = exc.describe(field, 'send "replace": true')
+        return ProblemError(409, "duplicate", "Job exists", detail, field=field)
     if isinstance(exc, TopicFullError):
         return ProblemError(429, "topic-full", "Topic full", str(exc), headers={"Retry-After": "1"})
     if isinstance(exc, RedisUnavailableError):
