@@ -24,6 +24,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
+from tests.support.callback_server import receiver  # noqa: F401 (the callback tests' fixture)
 from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
     make_client,
     make_client_at,

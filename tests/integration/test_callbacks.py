@@ -33,14 +33,6 @@ SECRET = "s3cret"
 RETRY_FAST = {**FAST, "retry_base_ms": 20, "retry_max_ms": 20, "retry_jitter_pct": 0}
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer()
-    await server.start()
-    yield server
-    await server.stop()
-
-
 class Delivery:
     """Starts a deliverer worker on the test's topic; stops it at teardown."""
 

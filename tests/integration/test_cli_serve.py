@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -24,14 +23,6 @@ from wheelq.callbacks.signing import verify
 from wheelq.core.keys import ShardKeys
 
 SECRET = "cli-secret"
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def test_serve_answers_delivers_a_signed_callback_and_stops_on_sigterm(

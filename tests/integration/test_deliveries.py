@@ -12,7 +12,7 @@ import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -36,14 +36,6 @@ from wheelq.testing.binaries import ServerBinary
 def own_server(server_binary: ServerBinary) -> Iterator[EmbeddedServer]:
     with dedicated_server(server_binary) as server:
         yield server
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def groups_by_stream(r: redis.asyncio.Redis, topics: list[str]) -> dict[str, set[str]]:

@@ -7,10 +7,11 @@ import asyncio
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 
@@ -111,3 +112,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[ScriptedServer]:
+    """A `ScriptedServer` on a free loopback port, stopped after the test."""
+    server = ScriptedServer()
+    await server.start()
+    yield server
+    await server.stop()
