@@ -150,6 +150,9 @@ class TopicConfigError(WheelqError):
 class TopicNotEmptyError(WheelqError):
     """`drop_topic` without `force` found jobs still to run; nothing was deleted.
 
+    `str()` says how to force it in Python (``force=True``); `explain` says it in another
+    interface's words (the CLI's ``--force``).
+
     Attributes:
         topic: The topic.
         pending: Jobs waiting for their due time.
@@ -158,13 +161,17 @@ class TopicNotEmptyError(WheelqError):
     """
 
     def __init__(self, topic: str, pending: int, unacked: int) -> None:
-        super().__init__(
-            f"topic {topic!r} has {pending} pending jobs and {unacked} ready-stream entries "
-            "not yet acked; pass force=True to drop it anyway"
-        )
         self.topic = topic
         self.pending = pending
         self.unacked = unacked
+        super().__init__(self.explain("pass force=True"))
+
+    def explain(self, forcing: str) -> str:
+        """The message, with `forcing` as the interface says how to force the drop."""
+        return (
+            f"topic {self.topic!r} has {self.pending} pending jobs and {self.unacked} "
+            f"ready-stream entries not yet acked; {forcing} to drop it anyway"
+        )
 
 
 class GroupNotFoundError(WheelqError, LookupError):

@@ -88,9 +88,16 @@ def list_topics(ctx: Context) -> int:
 
 
 def drop_topic(ctx: Context) -> int:
-    """Drop a topic (see `Client.drop_topic`); exit 1 when there is no such topic."""
+    """Drop a topic (see `Client.drop_topic`); exit 1 when there is no such topic or it has
+    jobs to run without ``--force``."""
+    from wheelq.errors import TopicNotEmptyError
+
     with ctx.client() as client:
-        if not client.drop_topic(ctx.args.name, force=ctx.args.force):
+        try:
+            dropped = client.drop_topic(ctx.args.name, force=ctx.args.force)
+        except TopicNotEmptyError as exc:
+            raise CliError(exc.explain("add --force")) from None
+        if not dropped:
             raise CliError(f"no such topic {ctx.args.name!r}")
     print(f"dropped {ctx.args.name}")
     return 0
