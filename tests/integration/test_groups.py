@@ -19,6 +19,7 @@ from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.clients import MakeClient
 from tests.support.scripts import Runner
 from tests.support.waiting import eventually
+from tests.support.web import serving
 from wheelq import (
     AsyncClient,
     Client,
@@ -40,6 +41,7 @@ from wheelq.store.calls import Call
 from wheelq.store.groups import GroupDrop
 from wheelq.store.scripts import GroupOutcome
 from wheelq.store.sync_executor import SyncExecutor
+from wheelq.web.auth import Token
 
 SHARDS = 4
 JOBS = 24
@@ -421,3 +423,71 @@ def test_wheelq_groups_delete_is_refused_in_flight_says_force_and_deletes_with_i
         2,
         "stream must be one of ready, callbacks",
     )
+
+
+# --- /v1/topics/{topic}/groups ----------------------------------------------------------------
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.mark.cluster_too
+async def test_http_lists_groups_and_deletes_one_409_in_flight_unless_forced_404_unknown(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    reader, writer = "r" * 32, "w" * 32
+    tokens = (Token(reader, "read"), Token(writer, "write"))
+    async with serving(redis_url, tokens=tokens) as api:
+        read_only = {"Authorization": f"Bearer {reader}"}
+        write = {"Authorization": f"Bearer {writer}"}
+        shards = await fired_topic(api.service.client, redis_sync, topic)
+        for k in shards:
+            redis_sync.xgroup_create(k.ready, "busy", id="0")
+        held = read(redis_sync, shards[1].ready, "busy", "w1", 3)
+        redis_sync.xgroup_create(shards[0].callbacks, "deliver", id="0", mkstream=True)
+
+        status, body, _ = await api.call("GET", f"/v1/topics/{topic}/groups", headers=read_only)
+        assert status == 200, body
+        assert [(g["stream"], g["group"]) for g in body["groups"]] == [
+            ("ready", "busy"),
+            ("callbacks", "deliver"),
+        ]
+        busy = body["groups"][0]
+        assert (busy["consumers"], busy["in_flight"], busy["ready"]) == (1, held, JOBS - held)
+        assert [(s["shard"], s["in_flight"]) for s in busy["shards"]] == [
+            (k.shard, held if k == shards[1] else 0) for k in shards
+        ]
+
+        path = f"/v1/topics/{topic}/groups/busy"
+        status, body, _ = await api.call("DELETE", path, headers=read_only)
+        assert status == 403, body
+        status, body, headers = await api.call("DELETE", path, headers=write)
+        assert status == 409 and headers["Content-Type"].startswith(PROBLEM), body
+        assert f"{held} entries in flight" in body["detail"] and "?force=true" in body["detail"]
+        assert "force=True" not in body["detail"]
+        assert all("busy" in group_names(redis_sync, k.ready) for k in shards)
+
+        status, body, _ = await api.call("DELETE", path + "?force=true", headers=write)
+        assert (status, body) == (204, None)
+        assert not any("busy" in group_names(redis_sync, k.ready) for k in shards)
+
+        status, body, _ = await api.call("DELETE", path, headers=write)
+        assert status == 404 and body["field"] == "group" and "'busy'" in body["detail"]
+        deliver = f"/v1/topics/{topic}/groups/deliver"
+        status, body, _ = await api.call("DELETE", deliver, headers=write)
+        assert status == 404 and "callbacks stream" in body["detail"]
+        status, body, _ = await api.call("DELETE", deliver + "?stream=dead", headers=write)
+        assert status == 422 and body["field"] == "stream", body
+        status, body, _ = await api.call("DELETE", deliver + "?stream=callbacks", headers=write)
+        assert status == 204, body
+        assert group_names(redis_sync, shards[0].callbacks) == set()
+
+        for bad in ("%E2%80%A8", "g" * 201):  # U+2028: not printable
+            status, body, _ = await api.call(
+                "DELETE", f"/v1/topics/{topic}/groups/{bad}", headers=write
+            )
+            assert status == 422 and body["field"] == "group", body
+        unknown = f"/v1/topics/{topic}-none/groups"
+        status, body, _ = await api.call("GET", unknown, headers=read_only)
+        assert status == 404 and body["field"] == "topic"
+        status, body, _ = await api.call("DELETE", unknown + "/busy", headers=write)
+        assert status == 404 and body["field"] == "topic"

@@ -1,4 +1,5 @@
-"""``/v1/topics``: the topics, one topic's stats, and its dead letters (list, replay, purge)."""
+"""``/v1/topics``: the topics, one topic's stats, its consumer groups (list, delete) and its
+dead letters (list, replay, purge)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from wheelq.core.jsonable import dead_letter_json
+from wheelq.errors import GroupBusyError, GroupNotFoundError
+from wheelq.store.groups import GROUP_LANES
 from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
     REF_PATTERN,
+    ConsumerGroupsOut,
     CountOut,
     DeadListOut,
+    GroupPath,
     RefsIn,
     TopicPath,
     TopicsOut,
@@ -76,6 +81,65 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
             "shards": [dataclasses.asdict(s) for s in stats.shards],
         }
     )
+
+
+@router.get("/{topic}/groups", response_model=ConsumerGroupsOut)
+async def list_groups(topic: TopicPath, request: Request) -> Response:
+    """The topic's consumer groups, by stream then name: consumers, in flight (delivered, not
+    acked), ready (fired, not yet delivered to the group) and idle time, in all and by
+    shard."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    found = await svc.client.groups(topic)
+    if found is None:
+        raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}", field="topic")
+    body = [
+        {
+            "group": g.name,
+            "stream": g.stream,
+            "consumers": g.consumers,
+            "in_flight": g.in_flight,
+            "ready": g.ready,
+            "idle_ms": g.idle_ms,
+            "shards": [dataclasses.asdict(s) for s in g.shards],
+        }
+        for g in found
+    ]
+    return json_response({"topic": topic, "groups": body})
+
+
+@router.delete("/{topic}/groups/{group}", status_code=204)
+async def delete_group(
+    topic: TopicPath,
+    group: GroupPath,
+    request: Request,
+    force: Annotated[
+        bool, Query(description="delete it even with entries in flight (dropped for it)")
+    ] = False,
+    stream: Annotated[
+        str,
+        Query(
+            pattern=f"^({'|'.join(GROUP_LANES)})$",
+            description="the stream the group reads (callbacks: the service's deliverer)",
+        ),
+    ] = "ready",
+) -> Response:
+    """Delete a consumer group on every shard. Its unacked entries then no longer hold back
+    trimming nor a job's state; stop its workers first (a running one creates it again).
+    409 while it has entries in flight (delivered, not acked) unless `force=true`; 404 if
+    no shard has it."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    try:
+        await svc.client.delete_group(topic, group, stream=stream, force=force)
+    except GroupNotFoundError as exc:
+        field = "topic" if exc.known is None else "group"
+        raise ProblemError(404, "not-found", "Not found", str(exc), field=field) from None
+    except GroupBusyError as exc:
+        raise ProblemError(
+            409, "group-busy", "Entries in flight", exc.explain("?force=true"), field="group"
+        ) from None
+    return Response(status_code=204)
 
 
 @router.get("/{topic}/dead", response_model=DeadListOut)

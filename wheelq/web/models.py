@@ -251,6 +251,35 @@ class TopicStatsOut(BaseModel):
     shards: list[ShardOut]
 
 
+class ConsumerGroupShardOut(BaseModel):
+    shard: int
+    consumers: int
+    in_flight: int = Field(description="delivered to a consumer of the group, not acked")
+    ready: int = Field(description="fired, not yet delivered to the group")
+
+
+class ConsumerGroupOut(BaseModel):
+    """A consumer group of the topic, over the shards that have it."""
+
+    group: str
+    stream: str = Field(
+        description="the stream it reads: ready (the topic's jobs) or callbacks (jobs with a "
+        "callback, read by the service's deliverer)"
+    )
+    consumers: int = Field(description="distinct consumers over its shards")
+    in_flight: int = Field(description="delivered to a consumer of the group, not acked")
+    ready: int = Field(description="fired, not yet delivered to the group")
+    idle_ms: int | None = Field(
+        description="since the most recently active of its consumers last read (null: none)"
+    )
+    shards: list[ConsumerGroupShardOut]
+
+
+class ConsumerGroupsOut(BaseModel):
+    topic: str
+    groups: list[ConsumerGroupOut]
+
+
 class DeadOut(BaseModel):
     ref: str
     topic: str
