@@ -141,6 +141,14 @@ async def api(redis_url: str) -> AsyncIterator[Served]:
 # --- plain HTTP --------------------------------------------------------------------------
 
 
+async def test_the_front_page_leads_to_the_dashboard(api: Served) -> None:
+    async with api.http.get(api.base + "/", allow_redirects=False) as r:
+        assert (r.status, r.headers["Location"]) == (307, "/ui")
+    async with api.http.get(api.base + "/") as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/html")
+        assert str(r.url) == api.base + "/ui"
+
+
 async def test_the_topic_list_shows_the_api_numbers_a_page_at_a_time(
     api: Served, topic: str
 ) -> None:

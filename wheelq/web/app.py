@@ -52,6 +52,7 @@ def create_app(service: WebService) -> FastAPI:
     app.include_router(api_topics.router)
     app.include_router(api_pull.router)
     app.include_router(ui.router)
+    app.include_router(ui.front)
     app.mount("/ui/static", ui.static_files(), name="static")
 
     @app.get("/healthz", tags=["health"], include_in_schema=True)

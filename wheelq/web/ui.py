@@ -5,7 +5,7 @@ JavaScript, and there is none.
 Pages: ``/ui`` (topics), ``/ui/topics/{t}`` (shards with their leaders, consumer groups,
 rates, a job lookup), ``/ui/topics/{t}/jobs/{id}`` and ``/ui/topics/{t}/dead`` (dead
 letters, with forms that POST to ``.../dead/replay`` and ``.../dead/purge`` and come back
-to the list with a flash message in its query string).
+to the list with a flash message in its query string). ``/`` leads to ``/ui``.
 
 A browser logs in with HTTP Basic auth (the token as password), so a page answers 401
 with a Basic challenge, which makes the browser ask. A browser also sends those
@@ -127,6 +127,14 @@ class PageRoute(APIRoute):
 
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)
+front = APIRouter(include_in_schema=False)
+"""``/``: the service's front page is the dashboard."""
+
+
+@front.get("/")
+async def front_page(request: Request) -> Response:
+    return RedirectResponse(_ui(request), 307)
+
 
 Limit = Annotated[int | None, Query(ge=1, le=1000, description="page size")]
 Refresh = Annotated[int | None, Query(ge=2, le=3600, description="reload every so many s")]
