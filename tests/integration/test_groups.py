@@ -36,6 +36,7 @@ from wheelq.core.settings import ClientSettings
 from wheelq.producer import groups as grp
 from wheelq.producer.drive import drive_sync
 from wheelq.producer.operations import Producer
+from wheelq.store import consume
 from wheelq.store import groups as store_groups
 from wheelq.store.calls import Call
 from wheelq.store.groups import GroupDrop
@@ -45,6 +46,7 @@ from wheelq.web.auth import Token
 
 SHARDS = 4
 JOBS = 24
+HOUR_MS = 3_600_000
 
 
 @pytest.fixture
@@ -326,7 +328,7 @@ def test_the_delete_script_refuses_a_group_with_entries_in_flight_in_one_step(
 
 @pytest.mark.cluster_too
 async def test_after_deleting_a_stale_group_a_job_the_live_group_ran_reads_succeeded(
-    redis_url: str, redis_sync: redis.Redis, topic: str
+    redis_url: str, redis_sync: redis.Redis, run: Runner, topic: str
 ) -> None:
     async with AsyncClient.from_url(redis_url) as client:
         await client.create_topic(topic, SHARDS)
@@ -346,12 +348,16 @@ async def test_after_deleting_a_stale_group_a_job_the_live_group_ran_reads_succe
         finally:
             await worker.stop(grace_ms=0)
         assert info.state is JobState.READY  # held back by the stale group
+        keys = ShardKeys(topic, shard_of(job_id, SHARDS))
+        trim = consume.trim(keys, 0, 100, HOUR_MS)  # retention 0: every entry acked by all
+        assert run(trim).trimmed == 0
 
         await client.delete_group(topic, "stale")
 
         after = await client.get(topic, job_id)
         assert after.state is JobState.SUCCEEDED
         assert [g.group for g in after.groups] == ["live"]
+        assert run(trim).trimmed == 1
 
 
 async def _done(job: Job) -> None:
