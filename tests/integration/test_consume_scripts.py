@@ -67,6 +67,7 @@ def ready_fields(
         b"attempt": str(attempt).encode(),
         b"max_attempts": str(max_attempts).encode(),
         b"payload": payload,
+        b"enqueued": str(ENQUEUED_MS).encode(),
     }
 
 

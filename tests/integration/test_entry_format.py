@@ -171,6 +171,7 @@ def test_a_dead_letter_is_the_entry_followed_by_the_annotations(
             b"attempt": b"3",
             b"max_attempts": b"3",
             b"payload": RAW_PAYLOAD,
+            b"enqueued": b"1700000000000",
         },
     ).decode()
     run(consume.read_group([keys], GROUP, WORKER, 10, None))

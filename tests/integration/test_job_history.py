@@ -167,6 +167,30 @@ async def test_a_job_out_of_attempts_is_dead_with_its_reason_and_dead_letter(
 
 
 @pytest.mark.cluster_too  # on the single server and on the cluster
+async def test_enqueued_ms_stays_the_enqueue_time_once_fired_dead_and_replayed(
+    client: AsyncClient, gated_worker: Any, topic: str
+) -> None:
+    gates, _ = gated_worker
+    gates.fail.add(("kept", 1))
+    await client.enqueue(topic, "x", delay=3600, job_id="kept", max_attempts=1)
+    pending = await client.get(topic, "kept")
+    assert pending.state is JobState.PENDING and pending.enqueued_ms is not None
+
+    await client.reschedule(topic, "kept", delay=0)
+    running = await state_of(client, topic, "kept", JobState.RUNNING)
+    assert running.enqueued_ms == pending.enqueued_ms  # was None once fired
+    gates.gate("kept", 1).set()
+    dead = await state_of(client, topic, "kept", JobState.DEAD)
+    assert dead.enqueued_ms == pending.enqueued_ms
+
+    gates.fail.clear()  # the replay runs attempt 1 again, and succeeds
+    assert await client.replay(topic) == 1
+    done = await state_of(client, topic, "kept", JobState.SUCCEEDED)
+    assert done.entry_id != dead.entry_id
+    assert done.enqueued_ms == pending.enqueued_ms
+
+
+@pytest.mark.cluster_too  # on the single server and on the cluster
 async def test_cancelled_unknown_and_a_never_seen_id(client: AsyncClient, topic: str) -> None:
     await client.enqueue(topic, "x", delay=60, job_id="c")
     assert await client.cancel(topic, "c") is True

@@ -58,8 +58,11 @@ def server_ms(r: redis.Redis) -> int:
     return int(sec) * 1000 + int(usec) // 1000
 
 
+ENQUEUED_MS = 1_700_000_000_000
+
+
 def env(payload: bytes = b"p", attempt: int = 1, max_attempts: int = 5) -> bytes:
-    return Envelope(payload, attempt, max_attempts, 1_700_000_000_000).pack()
+    return Envelope(payload, attempt, max_attempts, ENQUEUED_MS).pack()
 
 
 def at(ms: int) -> DueSpec:
@@ -104,6 +107,7 @@ def entry_fields(
         b"attempt": str(attempt).encode(),
         b"max_attempts": str(max_attempts).encode(),
         b"payload": payload,
+        b"enqueued": str(ENQUEUED_MS).encode(),  # the envelope's, kept for a lookup
     }
 
 

@@ -124,7 +124,9 @@ class JobInfo:
     attempt: int | None = None
     max_attempts: int | None = None
     enqueued_ms: int | None = None
-    """PENDING/RETRYING: when the pending attempt was written."""
+    """When the attempt it shows was written (the enqueue, or the retry that made it; ms on
+    the writer's clock): pending, and fired while its entry is in the stream (None once
+    trimmed)."""
     payload: Any = None
     """Pending, or fired while its entry is in the stream (None once trimmed)."""
     entry_id: str | None = None
@@ -310,9 +312,10 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
 
 def _entry_facts(
     fields: dict[bytes, bytes] | None,
-) -> tuple[int | None, int | None, int | None, None, Any]:
+) -> tuple[int | None, int | None, int | None, int | None, Any]:
     """(due_ms, attempt, max_attempts, enqueued_ms, payload) from an entry's fields, as far as
-    they can be read (all None once the entry was trimmed)."""
+    they can be read (all None once the entry was trimmed; enqueued_ms None, too, for an
+    entry written before the field, or 0: not known)."""
     if not fields:
         return (None, None, None, None, None)
     try:
@@ -320,7 +323,11 @@ def _entry_facts(
     except Exception:  # a malformed payload is reported by the worker, not by a lookup
         payload = None
     try:
+        enqueued_ms = int(fields.get(wire.ENQUEUED, b"0")) or None
+    except ValueError:
+        enqueued_ms = None
+    try:
         due, attempt, most = (int(fields[k]) for k in (wire.DUE, wire.ATTEMPT, wire.MAX_ATTEMPTS))
     except (KeyError, ValueError):
-        return (None, None, None, None, payload)
-    return (due, attempt, most, None, payload)
+        return (None, None, None, enqueued_ms, payload)
+    return (due, attempt, most, enqueued_ms, payload)

@@ -17,6 +17,9 @@ read::
     attempt      1 on the first run
     max_attempts attempts allowed before the job is dead-lettered
     payload      msgpack bytes of the payload
+    enqueued     when the envelope of this attempt was written (enqueue, or the retry that
+                 made it), integer ms on the writer's clock; 0 when not known (a replay of
+                 a dead letter from before the field)
     group        only on retries and replays: the one consumer group meant to run it
     trace        only for jobs enqueued with a trace context: their W3C traceparent
                  (``00-<trace id>-<span id>-<flags>``, `wheelq.core.trace`); retries
@@ -56,13 +59,14 @@ DUE = b"due"
 ATTEMPT = b"attempt"
 MAX_ATTEMPTS = b"max_attempts"
 PAYLOAD = b"payload"
+ENQUEUED = b"enqueued"
 GROUP = b"group"
 TRACE = b"trace"
 CALLBACK = b"callback"
 KEY = b"key"
 ORDERED = b"ordered"
 
-READY_FIELDS = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD)
+READY_FIELDS = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD, ENQUEUED)
 """The fields of every ready-stream entry, in the order written; `GROUP` follows on retries
 and replays, then `TRACE` on jobs enqueued with a trace context, then `CALLBACK` on jobs
 enqueued with a callback, then `KEY` and `ORDERED` on jobs enqueued with a key."""

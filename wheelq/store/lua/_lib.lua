@@ -143,9 +143,10 @@ end
 -- when it is stored under another member.
 -- A job with a callback (env[9]) goes to the `callbacks` stream instead of `ready`: only the
 -- deliverer's group reads it, and the topic's other groups never see it.
--- `due` is a number, or already a decimal string (a sorted-set score read back). The call is
--- redis.pcall: a wrong-typed stream fails the first XADD, before anything is written, and the
--- error is returned for the caller to report.
+-- `due` is a number, or already a decimal string (a sorted-set score read back); so is the
+-- envelope's enqueued_ms (env[5]), written as 'enqueued' so a lookup still has it once the job
+-- fired. The call is redis.pcall: a wrong-typed stream fails the first XADD, before anything
+-- is written, and the error is returned for the caller to report.
 local function wq_fire(ready, topic, member, due, env, callbacks)
   local attempt, max_attempts = wq_counts(env[3], env[4])
   local id = member
@@ -154,6 +155,10 @@ local function wq_fire(ready, topic, member, due, env, callbacks)
   end
   if type(due) == 'number' then
     due = wq_fmt(due)
+  end
+  local enqueued = env[5]
+  if type(enqueued) == 'number' then
+    enqueued = wq_fmt(enqueued)
   end
   -- attempt and max_attempts are small ints: tostring() writes them without exponent.
   -- Calls that differ only by the trailing group and trace: building the arguments in a
@@ -168,7 +173,7 @@ local function wq_fire(ready, topic, member, due, env, callbacks)
       stream = callbacks
     end
     local args = {'XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2]}
+      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued}
     if grouped then
       args[#args + 1] = 'group'
       args[#args + 1] = env[6]
@@ -194,20 +199,20 @@ local function wq_fire(ready, topic, member, due, env, callbacks)
   if type(env[8]) == 'string' and env[8] ~= '' then
     if grouped then
       return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-        'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2],
+        'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
         'group', env[6], 'trace', env[8])
     end
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2],
+      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
       'trace', env[8])
   end
   if grouped then
     return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2],
+      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
       'group', env[6])
   end
   return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-    'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2])
+    'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued)
 end
 
 -- Job history ({T:s}:history and {T:s}:history_old; wheelq.core.history reads them,
