@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wheelq.core.callback import Callback
 from wheelq.core.recurrence import Recurrence, recurrence
 from wheelq.core.recurring import (
     MAX_CATCH_UP,
@@ -218,6 +219,20 @@ def test_record_round_trips(rule: Recurrence) -> None:
     assert Schedule.unpack("reports", "a.b:c-1", s.pack(), None) == s
     assert msgpack.unpackb(s.pack(), raw=False)["v"] == RECORD_VERSION
     assert s.data == {"report": "daily", "n": [1, 2]}
+
+
+def test_repr_shows_the_payload_decoded_and_the_callbacks_url_only() -> None:
+    hook = Callback("https://hooks.example/run", {"Authorization": "Bearer s3cret"}).pack()
+    big = msgpack.packb({"report": "daily", "rows": list(range(1000))}, use_bin_type=True)
+    rule = recurrence(every_ms=1000, start_ms=0)
+    shown = repr(Schedule("nightly", "reports", rule, "once", 10, big, 3, hook, 7))
+    assert "data={'report': 'daily', 'rows': [0, 1, 2, 3, 4, 5, ...]}" in shown
+    assert "callback='https://hooks.example/run'" in shown
+    assert "\\x" not in shown and "b'" not in shown  # no packed bytes
+    assert "s3cret" not in shown
+    assert len(shown) < 400 < len(big)
+    broken = repr(Schedule("n", "t", rule, "once", 10, b"\xc1", 3, b"", 7))
+    assert "data=<1 bytes, not a payload>" in broken and "callback=None" in broken
 
 
 @pytest.mark.parametrize(

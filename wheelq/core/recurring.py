@@ -20,12 +20,14 @@ on time; ``"once"`` writes 13_000 and 14_000..19_000, ``"skip"`` only 14_000..19
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass
 from itertools import islice, takewhile
 from typing import Any, Literal
 
 import msgpack
 
+from wheelq.core.callback import Callback
 from wheelq.core.checks import int_in
 from wheelq.core.payload import decode_payload
 from wheelq.core.recurrence import Recurrence, recurrence
@@ -38,6 +40,9 @@ GRACE_MS = 1000
 MAX_CATCH_UP = 10_000
 MAX_NAME = 100
 RECORD_VERSION = 1
+
+_SHORT = reprlib.Repr()  # how much of a payload a schedule's repr shows
+_SHORT.maxstring = _SHORT.maxother = 60
 
 _NAME_RE = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_NAME}}}")
 
@@ -108,6 +113,26 @@ class Schedule:
     def data(self) -> Any:
         """The payload, decoded."""
         return decode_payload(self.payload)
+
+    def __repr__(self) -> str:
+        """The fields, with the payload decoded (shortened as `reprlib` does) instead of its
+        msgpack bytes, and the callback's URL only (its headers may hold credentials)."""
+        try:
+            data = _SHORT.repr(self.data)
+        except Exception:  # msgpack raises several unrelated types
+            data = f"<{len(self.payload)} bytes, not a payload>"
+        callback: str | None = None
+        if self.callback:
+            try:
+                callback = Callback.unpack(self.callback).url
+            except Exception:  # msgpack raises several unrelated types
+                callback = f"<{len(self.callback)} bytes, not a callback>"
+        return (
+            f"Schedule(name={self.name!r}, topic={self.topic!r}, rule={self.rule!r}, "
+            f"misfire={self.misfire!r}, max_catch_up={self.max_catch_up}, data={data}, "
+            f"max_attempts={self.max_attempts}, callback={callback!r}, "
+            f"updated_ms={self.updated_ms}, paused={self.paused}, planned_ms={self.planned_ms})"
+        )
 
     def next_run_ms(self, now_ms: int) -> int | None:
         """The first run after `now_ms`; None while paused or once the schedule has ended."""
