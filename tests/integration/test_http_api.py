@@ -8,6 +8,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis
@@ -67,6 +68,51 @@ async def test_enqueue_with_a_delay_answers_201_with_the_due_time_and_where_to_l
         job["due_ms"],
     )
     assert abs(job["due_ms"] - body["due_ms"]) <= 5
+
+
+def not_json(sent: str, body: bytes) -> dict[str, Any]:
+    """aiohttp's arguments that send `body` other than as JSON."""
+    if sent == "form data":  # application/x-www-form-urlencoded, as curl -d sends
+        return {"data": {"body": body.decode()}}
+    if sent == "no content type":
+        return {"data": body, "skip_auto_headers": ["Content-Type"]}
+    if sent == "text/plain, chunked":  # no Content-Length: never the fast path
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield body
+
+        return {"data": chunks(), "headers": {"Content-Type": "text/plain"}}
+    return {"data": body, "headers": {"Content-Type": sent}}
+
+
+@pytest.mark.parametrize(
+    "sent", ["text/plain", "text/plain, chunked", "no content type", "form data"]
+)
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/jobs", b'{"payload": 1}'),  # the fast path when sent as JSON
+        ("/jobs/batch", b'{"jobs": [{"payload": 1}]}'),  # the fast path too
+        ("/groups/g/pull", b"{}"),  # only the FastAPI route
+    ],
+)
+async def test_a_body_not_sent_as_json_is_415_saying_what_to_send(
+    api: Served, topic: str, path: str, body: bytes, sent: str
+) -> None:
+    url = f"{api.base}/v1/topics/{topic}{path}"
+    assert (await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 0}))[0] == 201
+    before = await pending(api, topic)
+    async with api.http.post(url, **not_json(sent, body)) as r:
+        problem = await r.json(content_type=None)
+        headers = r.headers
+    assert (r.status, problem["status"]) == (415, 415), problem
+    assert headers["Content-Type"].startswith(PROBLEM)
+    assert "Content-Type: application/json" in problem["detail"], problem
+    assert await pending(api, topic) == before
+    # The same body, sent as JSON in any spelling, on either path, is taken.
+    for ctype in ("application/json", "Application/JSON; charset=utf-8"):
+        async with api.http.post(url, data=body, headers={"Content-Type": ctype}) as r:
+            assert r.status in (200, 201), await r.text()
 
 
 @pytest.mark.parametrize(

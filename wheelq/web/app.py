@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,9 +48,8 @@ def create_app(service: WebService) -> FastAPI:
     )
     app.state.service = service
     problems.install(app)
-    app.include_router(api_jobs.router)
-    app.include_router(api_topics.router)
-    app.include_router(api_pull.router)
+    for api in (api_jobs.router, api_topics.router, api_pull.router):
+        app.include_router(api, dependencies=[Depends(problems.json_body)])
     app.include_router(ui.router)
     app.include_router(ui.front)
     app.mount("/ui/static", ui.static_files(), name="static")

@@ -5,7 +5,8 @@ FastAPI's per-request machinery (a Request object, dependency solving, the body 
 into a model, the exception middleware) cost twice what the enqueue itself costs. This
 path does the same steps with the same parts, the same model (`JobIn`), token check,
 problems and coalesced enqueue, without it; the FastAPI route stays for the OpenAPI
-document, and for a request this path leaves to it (a body not sent as JSON).
+document, and for a request this path leaves to it (a body not sent as JSON, which the
+route answers 415: `wheelq.web.problems.json_body`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from wheelq.web.api_jobs import batch_results, checked_item, delivering, due_ms
 from wheelq.web.models import BatchIn, JobIn
-from wheelq.web.problems import ProblemError, problem_of, validation_problem
+from wheelq.web.problems import ProblemError, is_json, problem_of, validation_problem
 from wheelq.web.service import WebService
 
 ROUTE = "/v1/topics/{topic}/jobs"
@@ -36,7 +37,7 @@ def topic_of(scope: Scope) -> tuple[str, bool] | None:
         return None
     for name, value in scope["headers"]:
         if name == b"content-type":
-            if value.split(b";")[0].strip() == b"application/json":
+            if is_json(value.decode("latin-1")):
                 return found[1], found[2] is not None
             return None
     return None

@@ -145,12 +145,44 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         404: "No such topic, job or path",
         409: "Conflicts with the job's state",
         413: "Request body too large",
+        415: "A body not sent as JSON (Content-Type: application/json)",
         422: "Invalid argument (the field is named)",
         429: "The topic is at its max_pending (Retry-After says when to try again)",
         503: "Redis is unavailable",
     }.items()
 }
 """The problems any endpoint may answer with, for the OpenAPI document."""
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type is JSON: ``application/json`` or ``application/...+json``,
+    in any case, with parameters (as FastAPI reads one)."""
+    if content_type is None:
+        return False
+    kind = content_type.partition(";")[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
+
+
+async def json_body(request: Request) -> None:
+    """A dependency of the API's routes: a request with a body sends it as JSON, or is
+    answered 415 saying so (instead of a validation error about the body's fields).
+
+    Raises:
+        ProblemError: 415, naming the Content-Type to send and the one sent.
+    """
+    headers = request.headers
+    sent = headers.get("content-type")
+    has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
+    if has_body and not is_json(sent):
+        raise ProblemError(
+            415,
+            "unsupported-media-type",
+            "Unsupported media type",
+            "the body must be JSON, sent with Content-Type: application/json "
+            f"(got {'no Content-Type' if sent is None else repr(sent)})",
+        )
 
 
 def problem_of(exc: BaseException) -> ProblemError | None:
