@@ -91,6 +91,9 @@ def test_restart_keeps_port_and_aof_data(server_binary: ServerBinary, topic: str
     with dedicated_server(server_binary, appendonly=True) as server:
         url, port = server.url, server.port
         with redis.Redis.from_url(url) as client:
+            # Under appendfsync everysec a write the server answered may still wait for the
+            # AOF behind a running fsync, and a kill -9 then loses it: fsync before answering.
+            client.config_set("appendfsync", "always")
             client.set(topic, b"kept")
         if how == "kill":
             server.kill()
