@@ -19,6 +19,7 @@ from tests.support.waiting import eventually
 from tests.support.web import Served, serving
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ServeSettings
+from wheelq.web import ui_data
 from wheelq.web.auth import Token
 from wheelq.web.ui_data import NOTHING
 
@@ -201,6 +202,29 @@ async def test_the_topic_page_shows_shards_leaders_groups_rates_and_the_api_numb
     assert float(fired.replace(",", "")) > 0
     await get(api, f"/ui/topics/{topic}-nope", 404)
     await get(api, f"/ui/topics/{topic}?refresh=1", 422)
+
+
+async def test_an_error_on_a_dashboard_page_is_a_page_and_on_the_api_a_problem(
+    api: Served, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await api.service.client.create_topic(topic, 1)
+
+    async def broken(*args: object, **kwargs: object) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(ui_data, "topic_view", broken)
+    monkeypatch.setattr(api.service.client, "stats", broken)
+    for path, status, title in [
+        (f"/ui/topics/{topic}", 500, "Internal error"),
+        ("/ui/no/such/page", 404, "Not Found"),
+    ]:
+        code, html, headers = await api.call("GET", path)
+        assert (code, headers["Content-Type"]) == (status, "text/html; charset=utf-8"), html
+        assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+        assert f"<h1>{title} " in html and 'href="/ui"' in html, html
+    code, problem, headers = await api.call("GET", f"/v1/topics/{topic}")
+    assert (code, headers["Content-Type"]) == (500, "application/problem+json"), problem
+    assert problem["detail"] == "RuntimeError: a bug"
 
 
 async def test_a_job_is_looked_up_and_shown_escaped_and_an_unknown_one_is_404(

@@ -47,7 +47,7 @@ def create_app(service: WebService) -> FastAPI:
         swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.service = service
-    problems.install(app)
+    problems.install(app, page=ui.error_page)
     for api in (api_jobs.router, api_topics.router, api_pull.router):
         app.include_router(api, dependencies=[Depends(problems.json_body)])
     app.include_router(ui.router)

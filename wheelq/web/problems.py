@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -220,13 +220,23 @@ def validation_problem(errors: Sequence[Any]) -> ProblemError:
     )
 
 
-def install(app: FastAPI) -> None:
-    """Answer every error with a problem."""
+Page = Callable[[Request, ProblemError], Response | None]
+"""Renders a problem as a page on the paths that show pages (the dashboard's); None on the
+others, which answer with the problem."""
+
+
+def install(app: FastAPI, page: Page | None = None) -> None:
+    """Answer every error with a problem, or with `page`'s rendering of it where it has one
+    (an error the dashboard's routes did not catch: a bug, a path no route takes)."""
+
+    def answer(request: Request, problem: ProblemError) -> Response:
+        shown = None if page is None else page(request, problem)
+        return problem.response(request.url.path) if shown is None else shown
 
     async def _known(request: Request, exc: Exception) -> Response:
         problem = problem_of(exc)
         assert problem is not None
-        return problem.response(request.url.path)
+        return answer(request, problem)
 
     for known in (
         ProblemError,
@@ -240,7 +250,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
-        return validation_problem(exc.errors()).response(request.url.path)
+        return answer(request, validation_problem(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
@@ -248,16 +258,14 @@ def install(app: FastAPI) -> None:
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(_allowed(request))
-        return problem_response(
-            request, exc.status_code, slug, str(exc.detail), str(exc.detail), headers=headers
-        )
+        detail = str(exc.detail)
+        return answer(request, ProblemError(exc.status_code, slug, detail, detail, headers=headers))
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:
         log.exception("%s %s failed", request.method, request.url.path)
-        return problem_response(
-            request, 500, "internal", "Internal error", f"{type(exc).__name__}: {exc}"
-        )
+        detail = f"{type(exc).__name__}: {exc}"
+        return answer(request, ProblemError(500, "internal", "Internal error", detail))
 
 
 def _allowed(request: Request) -> list[str]:

@@ -100,6 +100,20 @@ def _error(
     return _page(request, "error.html", status, headers, code=status, title=title, detail=detail)
 
 
+def _problem_page(request: Request, problem: ProblemError) -> Response:
+    headers = CHALLENGE if problem.status == 401 else problem.headers
+    return _error(request, problem.status, problem.title, problem.detail, headers)
+
+
+def error_page(request: Request, problem: ProblemError) -> Response | None:
+    """An error on one of the dashboard's paths that its routes did not answer (a bug, a
+    path no route takes), as its error page; None on other paths (`problems.install`)."""
+    home, path = _ui(request), request.url.path
+    if path != home and not path.startswith(home + "/"):
+        return None
+    return _problem_page(request, problem)
+
+
 class PageRoute(APIRoute):
     """A dashboard route: its errors answer as pages, which a browser shows, rather than
     the API's problem JSON."""
@@ -111,8 +125,7 @@ class PageRoute(APIRoute):
             try:
                 return await handler(request)
             except ProblemError as exc:
-                headers = CHALLENGE if exc.status == 401 else exc.headers
-                return _error(request, exc.status, exc.title, exc.detail, headers)
+                return _problem_page(request, exc)
             except RequestValidationError as exc:
                 detail = "; ".join(
                     f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors()
