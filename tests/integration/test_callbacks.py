@@ -183,6 +183,24 @@ async def test_410_and_redirects_are_dead_lettered_at_once_with_the_answer(
     assert infos[gone].groups[0].state is JobState.DEAD
 
 
+async def test_a_5xx_dead_letter_says_the_answer_without_a_class_path(
+    client: AsyncClient,
+    scheduler: Scheduler,
+    delivery: Delivery,
+    receiver: ScriptedServer,
+    topic: str,
+) -> None:
+    receiver.scripts["/down"] = lambda n: Reply(503, body="down for maintenance")
+    await delivery.start()
+    url = receiver.url("/down")
+    job_id = await client.enqueue(topic, 1, callback=url, max_attempts=1)
+    await settled(client, topic, [job_id])
+    (letter,) = await client.dead_letters(topic)
+    # was "attempt 1 of 1: wheelq.callbacks.deliverer._BreakerFailure: http://...", cut
+    # off on the dashboard before the answer
+    assert letter.error == f"attempt 1 of 1: {url} answered HTTP 503: down for maintenance"
+
+
 async def test_connection_refused_is_retried_then_dead_lettered_with_the_reason(
     client: AsyncClient, scheduler: Scheduler, delivery: Delivery, topic: str
 ) -> None:

@@ -20,6 +20,8 @@ from wheelq.core.retry import (
     RetryPolicy,
     after_failure,
     describe,
+    error_detail,
+    error_line,
 )
 from wheelq.errors import InvalidDelayError
 
@@ -134,7 +136,7 @@ def test_retry_with_a_delay_is_honoured_instead_of_the_backoff(
     outcome = after_failure(1, 3, raised(Retry(delay)), POLICY, 0.0)
 
     assert outcome == Outcome(outcome.error, expected_ms)
-    assert outcome.error.splitlines()[0] == "wheelq.core.retry.Retry: retry requested"
+    assert outcome.error == "retry requested"  # said on purpose: the message, no class path
 
 
 def test_retry_without_a_delay_uses_the_backoff() -> None:
@@ -145,16 +147,14 @@ def test_retry_on_the_last_attempt_is_dead_all_the_same() -> None:
     outcome = after_failure(3, 3, raised(Retry(5, reason="not yet")), POLICY, 0.0)
 
     assert outcome.dead
-    assert outcome.error.splitlines()[0] == "attempt 3 of 3: wheelq.core.retry.Retry: not yet"
+    assert outcome.error == "attempt 3 of 3: not yet"
 
 
 def test_fail_dead_letters_at_once_whatever_attempts_are_left() -> None:
     outcome = after_failure(1, 5, raised(Fail("410 Gone")), POLICY, 0.0)
 
     assert outcome.dead
-    assert outcome.error.splitlines()[0] == (
-        "attempt 1 of 5, not retried: wheelq.core.retry.Fail: 410 Gone"
-    )
+    assert outcome.error == "attempt 1 of 5, not retried: 410 Gone"
 
 
 @pytest.mark.parametrize("attempt", [1, 3, 7])
@@ -244,3 +244,38 @@ def test_describe_keeps_the_innermost_frames_of_a_long_traceback() -> None:
     assert "\n...\n" in text  # the outer part of the trace was dropped
     assert "in fail_in_innermost_frame" in text
     assert text.endswith("RuntimeError: innermost failure")
+
+
+# --- the recorded error: one line, then the detail --------------------------------------------
+
+
+class _HostDown(Retry):
+    """A Retry subclass defined away from wheelq.core.retry, as the callback deliverer's is."""
+
+
+class PaymentDeclinedError(Exception):
+    pass
+
+
+def test_a_retry_or_fail_raised_on_purpose_records_its_message_not_a_class_path() -> None:
+    retried = after_failure(
+        1, 3, raised(_HostDown(None, "https://x/hook answered HTTP 503")), POLICY, 0
+    )
+    assert retried.error == "https://x/hook answered HTTP 503"
+    failed = after_failure(1, 3, raised(Fail("https://x/hook answered HTTP 410: gone")), POLICY, 0)
+    assert failed.error == "attempt 1 of 3, not retried: https://x/hook answered HTTP 410: gone"
+    assert "wheelq." not in retried.error + failed.error
+    assert (
+        after_failure(1, 3, raised(Fail()), POLICY, 0).error == "attempt 1 of 3, not retried: Fail"
+    )
+
+
+def test_the_first_line_is_type_and_message_and_the_rest_the_traceback() -> None:
+    error = describe(raised(PaymentDeclinedError("card declined\nby the issuer")))
+    assert error_line(error) == "PaymentDeclinedError: card declined by the issuer"
+    detail = error_detail(error)
+    assert detail is not None and detail.startswith(error_line(error) + "\nTraceback")
+    assert "test_retry.PaymentDeclinedError: card declined" in detail  # the long form, whole
+    assert error_line("attempt 2 of 2: deliveries") == "attempt 2 of 2: deliveries"
+    assert error_detail("attempt 2 of 2: deliveries") is None
+    assert (error_line(None), error_detail(None)) == ("", None)

@@ -44,8 +44,9 @@ def show(ctx: Context) -> int:
 
 
 def _first_line(text: str | None) -> str:
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "-"  # a traceback's last line names the error
+    from wheelq.core.retry import error_line
+
+    return error_line(text) or "-"
 
 
 def render(info: JobInfo) -> str:

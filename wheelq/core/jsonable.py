@@ -16,6 +16,7 @@ from typing import Any
 
 from wheelq.core.dead import DeadLetter
 from wheelq.core.history import JobInfo
+from wheelq.core.retry import error_detail, error_line
 
 
 def jsonable(value: Any) -> Any:
@@ -37,7 +38,9 @@ def jsonable(value: Any) -> Any:
 
 
 def dead_letter_json(dead: DeadLetter) -> dict[str, Any]:
-    """A dead letter as JSON (its raw `fields` left out: the rest are read from them)."""
+    """A dead letter as JSON (its raw `fields` left out: the rest are read from them); its
+    error as one line (`error`) and whole (`error_detail`, with the traceback; null when the
+    line is all), as for every recorded error."""
     return {
         "ref": dead.ref,
         "topic": dead.topic,
@@ -48,13 +51,16 @@ def dead_letter_json(dead: DeadLetter) -> dict[str, Any]:
         "max_attempts": dead.max_attempts,
         "dead_ms": dead.dead_ms,
         "source_entry": dead.source_entry,
-        "error": dead.error,
+        "error": error_line(dead.error),
+        "error_detail": error_detail(dead.error),
         "payload": jsonable(dead.payload),
     }
 
 
 def job_info_json(info: JobInfo) -> dict[str, Any]:
-    """A `JobInfo` as JSON: its fields by name, the state as its value, groups as objects."""
+    """A `JobInfo` as JSON: its fields by name, the state as its value, groups as objects;
+    each error as one line, and whole beside it (``last_error_detail``, a group's
+    ``error_detail``), as `dead_letter_json` says them."""
     return {
         "id": info.id,
         "topic": info.topic,
@@ -67,8 +73,14 @@ def job_info_json(info: JobInfo) -> dict[str, Any]:
         "entry_id": info.entry_id,
         "fired_ms": info.fired_ms,
         "cancelled_ms": info.cancelled_ms,
-        "last_error": info.last_error,
+        "last_error": error_line(info.last_error) or None,
+        "last_error_detail": error_detail(info.last_error),
         "groups": [
-            {f: jsonable(getattr(g, f)) for f in g.__dataclass_fields__} for g in info.groups
+            {
+                **{f: jsonable(getattr(g, f)) for f in g.__dataclass_fields__},
+                "error": error_line(g.error) or None,
+                "error_detail": error_detail(g.error),
+            }
+            for g in info.groups
         ],
     }

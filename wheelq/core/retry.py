@@ -114,20 +114,47 @@ def after_failure(
 
 
 def describe(exc: BaseException) -> str:
-    """The exception's one-line summary, then its traceback, as stored in a dead letter;
-    `Retry`, `Defer` and `Fail` are said on purpose, so their summary alone (formatting a
-    traceback costs more than delivering a callback).
+    """The error a failed run records (a history record's, a dead letter's): its one-line
+    `summary`, then its traceback; `Retry`, `Defer` and `Fail` are said on purpose, so their
+    summary alone (formatting a traceback costs more than delivering a callback).
 
-    At most 8,000 characters: the summary and the innermost frames are kept.
+    At most 8,000 characters: the summary and the innermost frames are kept. `error_line`
+    and `error_detail` read the two parts back.
     """
-    summary = "".join(traceback.format_exception_only(exc)).strip()[:1000]
+    line = summary(exc)
     if isinstance(exc, Retry | Fail):
-        return summary
+        return line
     trace = "".join(traceback.format_exception(exc)).strip()
-    room = MAX_ERROR_CHARS - len(summary) - 1
+    room = MAX_ERROR_CHARS - len(line) - 1
     if len(trace) > room:
         trace = "...\n" + trace[-(room - 4) :]
-    return f"{summary}\n{trace}"
+    return f"{line}\n{trace}"
+
+
+def summary(exc: BaseException) -> str:
+    """`exc` in one line of at most 1,000 characters: the message of a `Retry`, `Defer` or
+    `Fail` (a handler's own words: "https://x/hook answered HTTP 503: ..."), else the type's
+    name and the message ("ValueError: boom"); never a module path."""
+    try:
+        message = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    except Exception:  # a __str__ that raises: the type still says something
+        message = ""
+    name = type(exc).__qualname__
+    if isinstance(exc, Retry | Fail):
+        return (message or name)[:1000]
+    return (f"{name}: {message}" if message else name)[:1000]
+
+
+def error_line(text: str | None) -> str:
+    """The one-line summary of a recorded error (as `describe` writes it: its first line);
+    "" for none."""
+    return (text or "").strip().partition("\n")[0].strip()
+
+
+def error_detail(text: str | None) -> str | None:
+    """A recorded error whole, when it says more than its line (a traceback); else None."""
+    text = (text or "").strip()
+    return text if "\n" in text else None
 
 
 def retry_envelope(

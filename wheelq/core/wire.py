@@ -36,7 +36,8 @@ Dead letter (``{T:s}:dead``, written by ``wq_dead``): the ready-stream entry's
 fields as they were (even undecodable ones), followed by::
 
     reason   failed | deliveries | malformed   (see `wheelq.core.retry.Reason`)
-    error    the exception and its traceback, or why the entry could not be run
+    error    the exception in one line, then its traceback (`wheelq.core.retry.describe`),
+             or why the entry could not be run
     group    the consumer group it failed in (a replay runs only there)
     entry    the ready-stream entry id it came from
 

@@ -187,6 +187,13 @@ class BatchOut(BaseModel):
     results: list[BatchItemOut]
 
 
+ERROR_LINE = (
+    "the error in one line: a handler's exception as its type and message, or the message "
+    "of a Retry or Fail it raised, or why the job could not run"
+)
+ERROR_DETAIL = "the error whole: its line, then the traceback (null when the line is all)"
+
+
 class GroupOut(BaseModel):
     group: str
     state: str
@@ -196,9 +203,10 @@ class GroupOut(BaseModel):
     deliveries: int = 0
     finished_ms: int | None = None
     duration_ms: int | None = None
-    error: str | None = None
+    error: str | None = Field(None, description=ERROR_LINE)
     reason: str | None = None
     dead_entry_id: str | None = None
+    error_detail: str | None = Field(None, description=ERROR_DETAIL)
 
 
 class JobOut(BaseModel):
@@ -215,7 +223,8 @@ class JobOut(BaseModel):
     entry_id: str | None = None
     fired_ms: int | None = None
     cancelled_ms: int | None = None
-    last_error: str | None = None
+    last_error: str | None = Field(None, description=ERROR_LINE)
+    last_error_detail: str | None = Field(None, description=ERROR_DETAIL)
     groups: list[GroupOut] = []
 
 
@@ -290,7 +299,8 @@ class DeadOut(BaseModel):
     max_attempts: int | None
     dead_ms: int
     source_entry: str
-    error: str
+    error: str = Field(description=ERROR_LINE)
+    error_detail: str | None = Field(description=ERROR_DETAIL)
     payload: Any = None
 
 

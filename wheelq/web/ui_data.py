@@ -25,6 +25,7 @@ from typing import Any
 from wheelq.core.jsonable import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
+from wheelq.core.retry import error_line
 from wheelq.core.schedule import utc_text
 from wheelq.producer.drive import drive_async
 from wheelq.store import nodes
@@ -279,8 +280,8 @@ def utc(ms: int | None) -> str:
 
 
 def first_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[0] if lines else ""
+    """A recorded error's one-line summary (`wheelq.core.retry.error_line`)."""
+    return error_line(text)
 
 
 def as_json(payload: Any, limit: int, *, indent: bool = False) -> str:
