@@ -381,7 +381,8 @@ async def dead_letters(api: Served, topic: str, n: int) -> list[str]:
     receipts = [j["receipt"] for j in pulled["jobs"]]
     assert len(receipts) == n
     _, nacked, _ = await api.call("POST", f"{group}/nack", {"receipts": receipts})
-    assert nacked == {"retried": 0, "dead_lettered": n}
+    assert (nacked["retried"], nacked["dead_lettered"]) == (0, n)
+    assert {r["outcome"] for r in nacked["results"]} == {"dead_lettered"}
     return [f"d{i}" for i in range(n)]
 
 
