@@ -55,16 +55,17 @@ def _bool(value: object, source: str) -> bool:
     raise usage_error(f"{source} must be true or false, got {value!r}")
 
 
-def callback_options(ctx: Context) -> tuple[Any, str, bool, str]:
+def callback_options(ctx: Context, delivering: bool = True) -> tuple[Any, str, bool, str]:
     """The ``[callbacks]`` section: (CallbackSettings, signing secret, allow_private,
-    group)."""
+    group); warns of an unset signing secret when this process will send callbacks
+    (`delivering`)."""
     from wheelq.core.settings import CallbackSettings
 
     values = ctx.section("callbacks")
     secret = str(values.pop("signing_secret", "") or "")
     allow = _bool(values.pop("allow_private", False), "[callbacks] allow_private")
     group = str(values.pop("group", "") or "callbacks")
-    if not secret:
+    if not secret and delivering:
         log.warning(
             "callbacks are sent unsigned: set [callbacks] signing_secret "
             "(WHEELQ_CALLBACKS_SIGNING_SECRET) so receivers can verify them"
@@ -97,11 +98,11 @@ def serve(ctx: Context) -> int:
             f"--host {host} needs tokens: without [serve] tokens (WHEELQ_SERVE_TOKENS) "
             "the service binds to loopback only"
         )
-    callbacks, secret, allow_private, group = callback_options(ctx)
+    topics = _deliver_topics(deliver)
+    callbacks, secret, allow_private, group = callback_options(ctx, delivering=topics != [])
     worker_settings = WorkerSettings.from_kwargs(_worker_values(ctx))
     client = AsyncClient.from_url(url, **ctx.section("client"))
     deliveries = None
-    topics = _deliver_topics(deliver)
     if topics != []:
         deliverer = Deliverer(callbacks, signing_secret=secret, allow_private=allow_private)
         deliveries = Deliveries(
