@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
+from wheelq import Job, Worker
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ServeSettings
 from wheelq.web import ui_data
@@ -252,6 +253,28 @@ async def test_a_job_is_looked_up_and_shown_escaped_and_an_unknown_one_is_404(
     assert "Job not found" in html
     for path in ("", "/jobs/d0", "/dead"):
         await get(api, f"/ui/topics/{topic}-nope{path}", 404)
+
+
+async def test_a_jobs_last_error_shows_its_line_and_keeps_the_traceback_folded(
+    api: Served, topic: str
+) -> None:
+    async def fails(job: Job) -> None:
+        raise ValueError(f"no invoice {job.payload}")
+
+    client = api.service.client
+    job_id = await client.enqueue(topic, 42, max_attempts=1)
+    async with Worker(client.redis, topic, fails):
+        await eventually(
+            lambda: _state_is(client, topic, job_id, "dead"), timeout_s=10, what="dead"
+        )
+    html, page = await get(api, f"/ui/topics/{topic}/jobs/{job_id}")
+    assert page.ids["last-error"] == "attempt 1 of 1: ValueError: no invoice 42"
+    folded = html.split('id="last-error"', 1)[1].split("</dd>", 1)[0]
+    assert "<details><summary>traceback</summary>" in folded and "Traceback" in folded
+
+
+async def _state_is(client: Any, topic: str, job_id: str, state: str) -> bool:
+    return bool((await client.get(topic, job_id)).state.value == state)
 
 
 async def test_dead_letters_are_listed_a_page_at_a_time(api: Served, topic: str) -> None:
