@@ -228,8 +228,9 @@ class JobOut(BaseModel):
     groups: list[GroupOut] = []
 
 
-class ShardOut(BaseModel):
-    shard: int
+class BacklogOut(BaseModel):
+    """What a topic, or one of its shards, holds (`wheelq.producer.operations.ShardStats`)."""
+
     pending: int = Field(description="jobs waiting for their due time")
     ready: int = Field(
         description="fired, not yet delivered to the consumer group furthest behind "
@@ -238,6 +239,10 @@ class ShardOut(BaseModel):
     in_flight: int = Field(description="delivered and not settled, summed over groups")
     in_stream: int = Field(description="entries in the stream: fired, not yet trimmed")
     dead: int = Field(description="dead letters")
+
+
+class ShardOut(BacklogOut):
+    shard: int
 
 
 class TopicOut(BaseModel):
@@ -250,13 +255,10 @@ class TopicsOut(BaseModel):
     next: str | None = None
 
 
-class TopicStatsOut(BaseModel):
+class TopicStatsOut(BacklogOut):
+    """The topic's backlog in all, and by shard."""
+
     topic: str
-    pending: int
-    ready: int
-    in_flight: int
-    in_stream: int
-    dead: int
     shards: list[ShardOut]
 
 
