@@ -246,7 +246,9 @@ async def test_backlog_fires_in_due_order_without_starving_jobs_due_now(
     # While the node drains the backlog it may be a moment late (a loaded CI machine has made
     # it 1.2 s), but never later than the sweep's grace allows, and never behind the backlog.
     assert by_id[on_time].entry_ms - by_id[on_time].due_ms < grace_ms + ON_TIME_MS
-    assert by_id[on_time].entry_ms <= last_backlog_entry, (
+    # If the backlog was still firing when the job came due, the job went out before its end;
+    # a backlog that ran out about when the job came due proves nothing either way.
+    assert by_id[on_time].entry_ms <= max(last_backlog_entry, by_id[on_time].due_ms + 100), (
         "the on-time job waited for the whole backlog (no interleaving)"
     )
     for keys in all_shards(topic, SHARDS):
