@@ -172,6 +172,18 @@ async def test_the_topic_list_shows_the_api_numbers_a_page_at_a_time(
     await get(api, "/ui?limit=0", 422)
 
 
+async def test_a_topic_that_cannot_be_read_is_one_row_and_the_others_show(
+    api: Served, topic: str
+) -> None:
+    await enqueue(api, f"{topic}-a", 2, 60_000, "p")
+    await enqueue(api, f"{topic}-b", 1, 60_000, "p")
+    await api.service.client.redis.set(ShardKeys(f"{topic}-b", 0).ready, "not a stream")
+    _, page = await get(api, f"/ui?after={topic}&limit=2")
+    assert num(page.ids[f"{topic}-a-pending"]) == 2
+    assert "WRONGTYPE" in page.ids[f"{topic}-b-error"]
+    assert f"{topic}-b-pending" not in page.ids
+
+
 async def test_the_topic_page_shows_shards_leaders_groups_rates_and_the_api_numbers(
     api: Served, topic: str
 ) -> None:

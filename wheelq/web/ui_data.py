@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from wheelq.core.jsonable import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
@@ -131,6 +133,12 @@ class TopicSummary:
     in_flight: int
     dead: int
     fired_per_s: float | None
+    error: str | None = None
+    """Why the topic could not be read (its numbers are then zeros and not shown)."""
+
+    @classmethod
+    def unreadable(cls, topic: str, shards: int, exc: BaseException) -> TopicSummary:
+        return cls(topic, shards, 0, 0, 0, 0, 0, None, f"{type(exc).__name__}: {exc}")
 
     @classmethod
     def of(
@@ -153,12 +161,28 @@ class TopicSummary:
 async def summaries(
     executor: AsyncExecutor, frames: Frames, topics: Mapping[str, int], now_ms: int
 ) -> list[TopicSummary]:
-    """One `TopicSummary` per topic of `topics` (name -> shards), all read in one round."""
+    """One `TopicSummary` per topic of `topics` (name -> shards), all read in one round;
+    when that fails, each topic on its own, so that one topic Redis cannot read (a key of
+    the wrong type) is one row saying why and the others show as usual."""
     shards = [keys for name, n in topics.items() for keys in all_shards(name, n)]
-    found = await observe(executor, shards, now_ms, sample=1)
+    try:
+        found = await observe(executor, shards, now_ms, sample=1)
+        by_topic: dict[str, list[ShardObservation] | BaseException] = {
+            name: [o for o in found if o.topic == name] for name in topics
+        }
+    except ResponseError:
+        each = await asyncio.gather(
+            *(observe(executor, all_shards(name, n), now_ms, 1) for name, n in topics.items()),
+            return_exceptions=True,
+        )
+        by_topic = dict(zip(topics, each, strict=True))
     out = []
-    for name in topics:
-        mine = [o for o in found if o.topic == name]
+    for name, mine in by_topic.items():
+        if isinstance(mine, BaseException):
+            if not isinstance(mine, ResponseError):
+                raise mine
+            out.append(TopicSummary.unreadable(name, topics[name], mine))
+            continue
         earlier = frames.before(name, now_ms)
         frames.add(name, now_ms, mine)
         out.append(TopicSummary.of(name, mine, earlier))
