@@ -21,8 +21,9 @@ every job due has fired and been acked, and reconciles (`benchlib/chaos_report.p
 
 It writes ``OUT/result.json``, ``OUT/result.md`` and ``OUT/lateness.png`` (with
 matplotlib), the processes' logs and records, and prints the Markdown and then the JSON
-as its last line. The exit status is 1 when any count that must be 0 is not (or the
-run did not settle), else 0.
+as its last line. The exit status is 1 when any count that must be 0 is not, the run did
+not settle, or a process died without being told to (the faults only signal processes
+that are ready: `benchlib/chaos_fleet.py`); the JSON's ``failures`` says which, else 0.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis
 from benchlib.chaos_faults import FAULTS, Arena, run_schedule
 from benchlib.chaos_fleet import Fleet
-from benchlib.chaos_report import by_fault, collect, markdown, plot, timeline
+from benchlib.chaos_report import by_fault, collect, failures, markdown, plot, timeline
 from benchlib.chaos_target import Cluster, Standalone
 
 from wheelq import Client
@@ -123,11 +124,12 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
             fleet.revive()
             producers = fleet.stop("producer", timeout_s=180)
             settled = _settle(direct, topic, log)
-            deaths = {m.name: m.deaths for m in fleet.members.values() if m.deaths}
             nodes, workers = fleet.stop("node", 30), fleet.stop("worker", 60)
+            deaths = {m.name: m.deaths for m in fleet.members.values() if m.deaths}
         finally:
             fleet.close()
     account, fired = collect(target, topic, SHARDS, out, WORKER_SETTINGS["max_deliveries"])
+    failed = failures(account, settled, deaths)
     firsts = sorted(r.lateness_ms for r in fired if r.attempt == 1)
     result: dict[str, Any] = {
         "seed": args.seed,
@@ -136,7 +138,8 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
         "deployment": target.describe(),
         "out": str(out),
         "settled": settled,
-        "ok": account.ok and settled,
+        "ok": not failed,
+        "failures": failed,
         **{k: account.as_dict()[k] for k in ("lost", "fired_twice", "early")},
         "account": account.as_dict(),
         "lateness_ms": {

@@ -10,7 +10,9 @@ schedule can run one fault at a time, or begin a second while the first holds:
     next(gen, None)              # SIGCONT
 
 Every fault writes what it did into its `Event` (``detail``); one that could not be
-applied (a Redis command refused while Redis is down) says so instead of raising.
+applied (a Redis command refused while Redis is down) says so instead of raising. A fault
+on a process waits until that process is ready (`Fleet.wait_ready`: its signal handlers
+installed), and is not applied to one that is dead or stopped before it got there.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, Protocol
 
 import redis
 
-from benchlib.chaos_fleet import Fleet
+from benchlib.chaos_fleet import Fleet, Member
 from wheelq.testing import faults
 from wheelq.testing.proxy import ProxyThread
 
@@ -66,6 +68,22 @@ class Arena:
 
 
 Fault = Callable[[Arena, random.Random, Event], Iterator[float]]
+MemberFault = Callable[[Arena, random.Random, Event, Member], Iterator[float]]
+
+
+def _on_ready(role: str, fault: MemberFault) -> Fault:
+    """`fault` on a member of `role` drawn at random, once that member is ready."""
+
+    def run(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
+        member = rng.choice(arena.fleet.named(role))
+        event.detail["target"] = member.name
+        if not arena.fleet.wait_ready(member.name):
+            event.detail["not_applied"] = f"{member.name} is not ready (dead or stopped)"
+            yield 0.0
+            return
+        yield from fault(arena, rng, event, member)
+
+    return run
 
 
 def _on_primaries(arena: Arena, event: Event, action: Callable[[redis.Redis], Any]) -> None:
@@ -80,38 +98,25 @@ def _on_primaries(arena: Arena, event: Event, action: Callable[[redis.Redis], An
     event.detail["applied"] = len(done)
 
 
-def node_kill(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
-    member = rng.choice(arena.fleet.named("node"))
-    event.detail["target"] = member.name
-    arena.fleet.kill(member.name)
-    yield rng.uniform(0.5, 3.0)
-    arena.fleet.start(member.name)
-
-
-def worker_kill(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
-    member = rng.choice(arena.fleet.named("worker"))
-    event.detail["target"] = member.name
+def _kill(arena: Arena, rng: random.Random, event: Event, member: Member) -> Iterator[float]:
     arena.fleet.kill(member.name)
     yield rng.uniform(0.5, 3.0)
     arena.fleet.start(member.name)
 
 
 def _pause(role: str, low: float, high: float) -> Fault:
-    def fault(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
-        member = rng.choice(arena.fleet.named(role))
-        event.detail["target"] = member.name
+    def fault(arena: Arena, rng: random.Random, event: Event, member: Member) -> Iterator[float]:
         arena.fleet.pause(member.name)
         yield rng.uniform(low, high)
         arena.fleet.resume(member.name)
 
-    return fault
+    return _on_ready(role, fault)
 
 
 def _crash(role: str, points: tuple[str, ...]) -> Fault:
-    def fault(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
-        member = rng.choice(arena.fleet.named(role))
+    def fault(arena: Arena, rng: random.Random, event: Event, member: Member) -> Iterator[float]:
         point, hits = rng.choice(points), rng.randint(1, 30)
-        event.detail.update(target=member.name, point=f"{point}:{hits}")
+        event.detail["point"] = f"{point}:{hits}"
         arena.fleet.kill(member.name)
         arena.fleet.start(member.name, crash_at=f"{point}:{hits}")
         yield 10.0
@@ -121,7 +126,7 @@ def _crash(role: str, points: tuple[str, ...]) -> Fault:
         arena.fleet.kill(member.name)
         arena.fleet.start(member.name)
 
-    return fault
+    return _on_ready(role, fault)
 
 
 def redis_restart(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
@@ -186,21 +191,25 @@ def out_of_memory(arena: Arena, rng: random.Random, event: Event) -> Iterator[fl
 
 
 def _toggle(sig: int, low: float, high: float) -> Fault:
-    def fault(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
-        member = rng.choice(arena.fleet.named("node"))
-        event.detail["target"] = member.name
+    """`sig` to a ready node, and again to the same process after the hold (a node
+    restarted meanwhile started with the toggle off, and is not sent it)."""
+
+    def fault(arena: Arena, rng: random.Random, event: Event, member: Member) -> Iterator[float]:
+        assert member.proc is not None
+        pid = member.proc.pid
         arena.fleet.signal(member.name, sig)
         yield rng.uniform(low, high)
-        arena.fleet.signal(member.name, sig)
+        if not arena.fleet.signal(member.name, sig, pid=pid):
+            event.detail["untoggled_by_restart"] = True
 
-    return fault
+    return _on_ready("node", fault)
 
 
 FAULTS: dict[str, Fault] = {
-    "node_kill": node_kill,
+    "node_kill": _on_ready("node", _kill),
     "node_stop": _pause("node", 1.0, 8.0),  # the lease TTL is 5 s: past it at times
     "node_crash_point": _crash("node", NODE_POINTS),
-    "worker_kill": worker_kill,
+    "worker_kill": _on_ready("worker", _kill),
     "worker_stop": _pause("worker", 1.0, 8.0),  # the visibility timeout is 5 s
     "worker_crash_point": _crash("worker", WORKER_POINTS),
     "redis_restart": redis_restart,

@@ -2,7 +2,10 @@
 
 Every process is `chaos_roles.py` run as a script, its stdout and stderr in
 ``OUT_DIR/NAME.out`` / ``OUT_DIR/NAME.log`` (appended across restarts). `Fleet.close`
-kills whatever still runs, so nothing outlives the soak.
+kills whatever still runs, so nothing outlives the soak. A process is ready once it wrote
+its pid to ``OUT_DIR/ready-NAME`` (its signal handlers are installed: `chaos_roles`); the
+soak signals only ready processes, and an end it did not ask for is a death
+(`Member.deaths`), which fails the soak.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchlib.chaos_roles import ready_path
+
+READY_TIMEOUT_S = 30.0
+"""How long a fault waits for its target to get ready (a start takes 1-2 s)."""
 ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chaos_roles.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -61,6 +68,7 @@ class Fleet:
         member = self.members[name]
         if member.alive():
             raise RuntimeError(f"{name} still runs")
+        ready_path(self.out, name).unlink(missing_ok=True)
         env = dict(os.environ)
         env.pop("WHEELQ_CRASH_AT", None)
         if crash_at:
@@ -74,6 +82,27 @@ class Fleet:
             )
         member.starts += 1
         member.stopped = False
+
+    def ready(self, name: str) -> bool:
+        """Whether `name`'s current process runs and has installed its signal handlers."""
+        member = self.members[name]
+        if member.proc is None or not member.alive():
+            return False
+        try:
+            return ready_path(self.out, name).read_text() == str(member.proc.pid)
+        except FileNotFoundError:
+            return False
+
+    def wait_ready(self, name: str, timeout_s: float = READY_TIMEOUT_S) -> bool:
+        """Wait until `name` is `ready`; False at once when it is dead or stopped before it
+        got there (it cannot get there), or after `timeout_s`."""
+        member = self.members[name]
+        deadline = time.monotonic() + timeout_s
+        while not self.ready(name):
+            if not member.alive() or member.stopped or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def kill(self, name: str) -> None:
         """kill -9, and wait for it."""
@@ -95,10 +124,16 @@ class Fleet:
             os.kill(member.proc.pid, signal.SIGCONT)
         member.stopped = False
 
-    def signal(self, name: str, sig: int) -> None:
+    def signal(self, name: str, sig: int, pid: int | None = None) -> bool:
+        """Send `sig` to `name` (only to process `pid` when given: not to one started
+        since); returns whether it was sent."""
         member = self.members[name]
-        if member.alive() and member.proc is not None:
-            os.kill(member.proc.pid, sig)
+        if not member.alive() or member.proc is None:
+            return False
+        if pid is not None and member.proc.pid != pid:
+            return False
+        os.kill(member.proc.pid, sig)
+        return True
 
     def revive(self) -> list[str]:
         """Restart every member that died on its own (a crash point); returns their names."""
@@ -119,11 +154,15 @@ class Fleet:
         return not member.alive()
 
     def stop(self, role: str, timeout_s: float) -> dict[str, Any]:
-        """SIGTERM every member of `role` (continuing a stopped one), wait up to `timeout_s`,
-        kill -9 what is left; returns name -> return code."""
+        """SIGTERM every member of `role` (continuing a stopped one, once it is ready), wait
+        up to `timeout_s`, kill -9 what is left; returns name -> return code. A member
+        found dead already died on its own: that is one more of its `deaths`."""
         members = self.named(role)
         for member in members:
+            if member.proc is not None and not member.alive():
+                member.deaths.append(member.proc.returncode)
             self.resume(member.name)
+            self.wait_ready(member.name)
             self.signal(member.name, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         codes: dict[str, Any] = {}

@@ -5,16 +5,17 @@ lateness around each fault.
 entries, pending ids, dead letters) and reconciles them (`wheelq.testing.reconcile`).
 `by_fault` measures, for each fault, the lateness spike of the jobs due while it held
 and how long after it began the last job more than `LATE_MS` late was due (its recovery);
-`timeline` gives lateness per second for the plot.
+`timeline` gives lateness per second for the plot. `failures` judges the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import signal
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from benchlib.chaos_roles import read_log
 from wheelq.core import wire
 from wheelq.core.keys import all_shards
 from wheelq.testing import Fired, percentile, read_fired, reconcile
-from wheelq.testing.reconcile import Reconciliation
+from wheelq.testing.reconcile import MUST_BE_ZERO, Reconciliation
 
 LATE_MS = 100
 """A job fired more than this late counts as hit by a fault (the recovery's end)."""
@@ -70,6 +71,33 @@ async def _read_fired(target: Any, topic: str, shards: int) -> list[Fired]:
         return await read_fired(connection, topic, shards)
     finally:
         await connection.aclose()
+
+
+def failures(
+    account: Reconciliation, settled: bool, deaths: Mapping[str, Sequence[int]]
+) -> list[str]:
+    """Why the run failed, one line a reason; empty when it passed. It fails on a broken
+    promise of the account (`MUST_BE_ZERO`), a run that did not settle, and any process
+    that ended without being told to (`deaths`: name -> its return codes; -N is signal N),
+    since the faults cover the deaths they cause."""
+    out = [f"{name}: {getattr(account, name)}" for name in MUST_BE_ZERO if getattr(account, name)]
+    if not settled:
+        out.append("did not settle: jobs still pending, unread or unacked")
+    out += [
+        f"{name} died unexpectedly ({', '.join(_end(code) for code in codes)})"
+        for name, codes in sorted(deaths.items())
+        if codes
+    ]
+    return out
+
+
+def _end(code: int) -> str:
+    if code < 0:
+        try:
+            return f"{signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
 
 
 def timeline(fired: Sequence[Fired], start_ms: int) -> list[dict[str, Any]]:

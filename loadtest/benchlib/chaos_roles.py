@@ -22,6 +22,10 @@ while pending. On SIGTERM it stops enqueueing, waits until its spool is empty an
 A node runs `Scheduler` on a `SkewedClock`: SIGUSR1 toggles a jump of its clock
 (``clock_jump_ms`` in SETTINGS, default +2000), SIGUSR2 toggles slowed lease renewals.
 ``WHEELQ_CRASH_AT`` (``point:hits,...``) arms crash points in nodes and workers.
+
+Once a process has installed every signal handler it has (SIGTERM, and a node's SIGUSR1
+and SIGUSR2), it writes its pid to ``OUT_DIR/ready-NAME`` (`announce_ready`): before
+that, such a signal would end it. The soak sends none before (`Fleet.wait_ready`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,30 @@ class Log:
             os.write(self._fd, ("\n".join(lines) + "\n").encode())
 
 
+def ready_path(out: Path, name: str) -> Path:
+    """Where process `name` writes its pid once its signal handlers are installed."""
+    return out / f"ready-{name}"
+
+
+def announce_ready(out: Path, name: str) -> None:
+    """Write this process's pid to `ready_path` (whole, or not at all)."""
+    path = ready_path(out, name)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(str(os.getpid()))
+    os.replace(partial, path)
+
+
+def _ready_beside(out: Path, name: str) -> Callable[[], AbstractAsyncContextManager[None]]:
+    """`run_until_signal`'s `beside`: entered once its SIGTERM handler is installed."""
+
+    @asynccontextmanager
+    async def beside() -> AsyncIterator[None]:
+        announce_ready(out, name)
+        yield
+
+    return beside
+
+
 def read_log(path: Path) -> list[str]:
     """The complete lines of a record file (a line cut by a kill -9 is skipped)."""
     if not path.exists():
@@ -79,6 +108,7 @@ def producer(url: str, topic: str, name: str, out: Path, rate: float, spool: str
     client = Client.from_url(url, spool=spool, redis_options=TIMEOUTS)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    announce_ready(out, name)
     rng = random.Random(name)
     recent: deque[tuple[float, str]] = deque(maxlen=2000)  # (monotonic due, id): to cancel
     seq, sent, errors, started = 0, 0, 0, time.monotonic()
@@ -155,7 +185,7 @@ def node(url: str, topic: str, name: str, out: Path, settings: dict[str, Any]) -
 
     signal.signal(signal.SIGUSR1, toggle_jump)
     signal.signal(signal.SIGUSR2, toggle_slow_renewals)
-    run_until_signal(scheduler, logging.getLogger("chaos.node"))
+    run_until_signal(scheduler, logging.getLogger("chaos.node"), beside=_ready_beside(out, name))
 
 
 def worker(url: str, topic: str, name: str, out: Path, settings: dict[str, Any]) -> None:
@@ -165,7 +195,7 @@ def worker(url: str, topic: str, name: str, out: Path, settings: dict[str, Any])
         runs.write([f"{job.id} {job.attempt}"])
 
     role = Worker.from_url(url, topic, handle, consumer=name, redis_options=TIMEOUTS, **settings)
-    run_worker(role)
+    run_worker(role, _ready_beside(out, name))
 
 
 def main() -> None:
