@@ -4,7 +4,8 @@ It runs in a `wheelq.Worker` of group ``callbacks`` (`delivery_worker`), so retr
 dead letters, crash recovery and the job's history are the worker's. A request is JSON
 ``{"id", "topic", "payload", "due_ms", "attempt"}`` with the headers ``Wheelq-Id``,
 ``Wheelq-Topic``, ``Wheelq-Attempt`` and, with a signing secret, ``Wheelq-Signature``
-(`wheelq.callbacks.signing`). The answer decides the job's fate:
+(`wheelq.callbacks.signing`: it signs the body, not those headers, which only repeat the
+body's fields; receivers key on the body). The answer decides the job's fate:
 
 - 2xx: delivered (the entry is acked);
 - 5xx, 408, 429, a timeout or a connection error: retried with the worker's backoff, or

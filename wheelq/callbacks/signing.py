@@ -5,6 +5,12 @@ deliverer's ``signing_secret``. A receiver recomputes it over the bytes it recei
 in constant time, and refuses a timestamp too far from its clock, so a captured request
 cannot be replayed later. `verify` does all three; receivers in other languages do the same
 in a few lines (README, "HTTP service").
+
+It covers the body only. The body carries the job's ``id``, ``topic`` and ``attempt``; the
+``Wheelq-Id``, ``Wheelq-Topic`` and ``Wheelq-Attempt`` headers repeat them unsigned, for
+routing and logs, and a captured request can be sent again within the tolerance with other
+values in them. So a receiver de-duplicates on the verified body's ``topic`` and ``id``,
+as the README's receiver does.
 """
 
 from __future__ import annotations
