@@ -13,7 +13,9 @@ body's fields; receivers key on the body). The answer decides the job's fate:
   lettered after the job's last attempt;
 - anything else (3xx: redirects are not followed; 4xx): dead-lettered at once, with the
   status and the start of the body;
-- a private or loopback target without ``allow_private``: dead-lettered at once.
+- a private or loopback target without ``allow_private``: dead-lettered at once. The host
+  is read as the HTTP client connects to it and checked before the request, and every
+  address is checked again as the socket connects (`wheelq.callbacks.resolver`).
 
 Per-host caps and breakers are `wheelq.callbacks.hosts.HostGate`'s.
 """
@@ -25,14 +27,20 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Self
-from urllib.parse import urlsplit
 
 import aiohttp
+from yarl import URL
 
 from wheelq.callbacks.hosts import HostGate
-from wheelq.callbacks.resolver import PrivateTargetError, PublicOnlyResolver
+from wheelq.callbacks.resolver import (
+    ALLOW_HINT,
+    PrivateTargetError,
+    PublicOnlyResolver,
+    private_target,
+    public_socket,
+)
 from wheelq.callbacks.signing import HEADER, sign
-from wheelq.core.callback import Callback, private_address
+from wheelq.core.callback import Callback
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
 from wheelq.core.job import Job
@@ -96,6 +104,7 @@ class Deliverer:
                 limit=self.settings.concurrency,
                 limit_per_host=self.settings.per_host_concurrency,
                 resolver=None if self.allow_private else PublicOnlyResolver(),
+                socket_factory=None if self.allow_private else public_socket,
                 ttl_dns_cache=10,
             )
             self._session = aiohttp.ClientSession(
@@ -131,12 +140,17 @@ class Deliverer:
         if callback is None:
             self.counts.skipped += 1
             return
-        if not self.allow_private and private_address(callback.host):
+        try:
+            url = URL(callback.url)  # parsed once: the host checked is the one connected to
+        except ValueError as exc:
             self.counts.refused += 1
             raise Fail(
-                f"callback {callback.url} targets a private address; "
-                "set [callbacks] allow_private = true to allow it"
-            )
+                f"callback {callback.url} cannot be read by the HTTP client: {exc}"
+            ) from None
+        why = "" if self.allow_private else private_target(url)
+        if why:
+            self.counts.refused += 1
+            raise Fail(f"{why}; {ALLOW_HINT} it")
         body = json.dumps(
             {
                 "id": job.id,
@@ -149,12 +163,12 @@ class Deliverer:
             ensure_ascii=False,
         ).encode()
         headers = self._headers(job, callback, body)
-        origin = _origin(callback.url)
+        origin = _origin(url)
         await self.gate.enter(origin)
         started = monotonic_ms()
         ok: bool | None = None
         try:
-            ok = await self._post(callback, body, headers)
+            ok = await self._post(url, callback, body, headers)
             self.lateness.observe(wall_ms() - job.due_ms)
         except _BreakerFailure:
             ok = False
@@ -174,13 +188,15 @@ class Deliverer:
             headers[HEADER] = sign(self.signing_secret, wall_ms(), body)
         return headers
 
-    async def _post(self, callback: Callback, body: bytes, headers: dict[str, str]) -> bool:
-        """One request: True on 2xx; otherwise raises what the job's fate is (a
-        `_BreakerFailure` for what the host's breaker counts)."""
+    async def _post(
+        self, url: URL, callback: Callback, body: bytes, headers: dict[str, str]
+    ) -> bool:
+        """One request to `url` (`callback`'s, parsed): True on 2xx; otherwise raises what
+        the job's fate is (a `_BreakerFailure` for what the host's breaker counts)."""
         timeout = aiohttp.ClientTimeout(total=callback.timeout_ms / 1000)
         try:
             async with self._client().post(
-                callback.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+                url, data=body, headers=headers, timeout=timeout, allow_redirects=False
             ) as answer:
                 excerpt = await answer.content.read(EXCERPT_BYTES)
                 status = answer.status
@@ -191,7 +207,7 @@ class Deliverer:
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, PrivateTargetError):
                 self.counts.refused += 1
-                raise Fail(str(exc.os_error)) from None
+                raise Fail(f"callback {callback.url}: {exc.os_error}") from None
             self.counts.retried += 1
             raise _BreakerFailure(None, f"{callback.url}: cannot connect: {exc}") from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -215,9 +231,10 @@ class _BreakerFailure(Retry):
     """A retry the host's breaker counts as a failure (5xx, timeouts, connection errors)."""
 
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2].lower()}"
+def _origin(url: URL) -> str:
+    """The breaker's and cap's key: scheme, host as connected to, port (so spellings of
+    one host share them)."""
+    return f"{url.scheme}://{url.host_subcomponent}:{url.port}"
 
 
 def _retry_after_s(value: str | None, cap_ms: int, now_ms: int) -> float | None:

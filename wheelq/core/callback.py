@@ -1,11 +1,15 @@
 """A job's HTTP callback: where `wheelq deliver` POSTs the job when it is due.
 
-Pure: the URL is checked for its form here (scheme, host, length); whether its
-host is a private or loopback address (SSRF) is decided where the URL is used,
-by the HTTP service when it accepts a job and by the deliverer when it connects,
-since only they know whether private targets are allowed and what a name
-resolves to. In the job's envelope and stream entry the callback travels as one
-msgpack map ``{"url": str, "headers": {str: str}, "timeout_ms": int}``.
+Pure: the URL is checked for its form here (scheme, host, length), its host read as the
+HTTP client connects to it (`callback_host`: IDNA/UTS46 mapping, Unicode digits and
+dots), and a host no client can deliver to is refused whatever the settings say: an
+IPv4 address in any spelling but the canonical dotted quad (``127.1``, ``2130706433``,
+``0x7f.0.0.1``), percent-encoding, an IPv6 zone. Whether the host is a private or
+loopback address (SSRF, `private_address`) is decided where the URL is used, by the HTTP
+service when it accepts a job and by the deliverer when it connects, since only they
+know whether private targets are allowed and what a name resolves to. In the job's
+envelope and stream entry the callback travels as one msgpack map
+``{"url": str, "headers": {str: str}, "timeout_ms": int}``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +38,12 @@ RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfe
 """Header names the deliverer sets itself (and every ``wheelq-`` name)."""
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$")
 """An HTTP header name (RFC 9110 token)."""
+_LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
+"""One label of a host name, after IDNA (underscores occur in real names)."""
+_NUMBER = re.compile(r"^([0-9]+|0x[0-9a-f]*)$")
+"""A label an IPv4 parser reads as a number (WHATWG URL, "ends in a number")."""
+_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+"""The full stops IDNA reads as label separators (NFKC maps U+FF0E and U+FF61 too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +58,8 @@ class Callback:
 
     @property
     def host(self) -> str:
-        """The URL's host, lower case (an IPv6 literal without brackets)."""
-        return (urlsplit(self.url).hostname or "").lower()
+        """The host connected to (`callback_host`)."""
+        return callback_host(self.url)
 
     def pack(self) -> bytes:
         packed: bytes = msgpack.packb(
@@ -142,6 +153,80 @@ def _check_url(url: object) -> None:
         raise bad("without credentials (send them in callback.headers)")
     if parts.fragment:
         raise bad("without a #fragment")
+    why = undeliverable(callback_host(url), bracketed="[" in parts.netloc)
+    if why:
+        raise bad(f"with a host an HTTP client can reach ({why})")
+
+
+def callback_host(url: str) -> str:
+    """The host of `url` as the HTTP client (aiohttp's yarl) connects to it: lower case,
+    Unicode mapped as IDNA/UTS46 maps it (NFKC, so fullwidth and other Unicode digits
+    become ASCII ones; the ideographic and fullwidth full stops become dots), non-ASCII
+    labels as A-labels, an IPv6 literal compressed and without brackets.
+
+    A URL whose host is 127.0.0.1 written in fullwidth digits, or with ideographic full
+    stops, therefore has the host ``127.0.0.1`` here: the address connected to, which is
+    what the SSRF checks must see. One difference from UTS46 is left: deviation
+    characters (``ß``, final sigma) in names map as in IDNA 2003; they never make a name
+    look like an address.
+    """
+    try:
+        raw = urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+    return _normal_host(raw)
+
+
+def _normal_host(host: str) -> str:
+    if ":" in host:  # an IPv6 literal
+        try:
+            return ipaddress.IPv6Address(host).compressed
+        except ValueError:
+            return host.lower()
+    if host.isascii():
+        return host.lower()
+    host = unicodedata.normalize("NFKC", host).translate(_DOTS).lower()
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            return host  # `undeliverable` refuses it
+    return host
+
+
+def undeliverable(host: str, *, bracketed: bool = False) -> str:
+    """Why no HTTP client can deliver to `host` (as `callback_host` gives it), or "".
+
+    Refused: an IPv4 address in any form but the canonical dotted quad (decimal, octal,
+    hex and short forms such as ``2130706433``, ``0x7f.0.0.1``, ``127.1``, ``0``: a host
+    whose last label is a number is read as an IPv4 address, as browsers and libc do),
+    percent-encoding, an IPv6 literal that is not one valid address (zones included),
+    and any name that is not made of DNS labels.
+
+    Args:
+        host: The host as connected to.
+        bracketed: Whether the URL wrote it in brackets (an IPv6 literal).
+    """
+    if "%" in host:
+        return f"{host} is percent-encoded"
+    if bracketed or ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"[{host}] is not an IPv6 address"
+        return ""
+    labels = host.removesuffix(".").split(".")
+    if _NUMBER.match(labels[-1]):
+        try:
+            canonical = str(ipaddress.IPv4Address(host)) == host
+        except ValueError:
+            canonical = False
+        if not canonical:
+            return f"{host} is not a canonical IPv4 address (four decimal numbers 0-255)"
+        return ""
+    if len(host) > 253 or not all(_LABEL.match(label) for label in labels):
+        return f"{host} is not a host name"
+    return ""
 
 
 def _check_headers(headers: object) -> None:
@@ -177,14 +262,38 @@ def _check_headers(headers: object) -> None:
 def private_address(host: str) -> bool:
     """Whether `host` (an IP literal, or ``localhost``) is loopback, private, link-local or
     otherwise not a public address; a DNS name is False here (resolve it and ask again for
-    each address)."""
-    name = host.strip("[]").lower().rstrip(".")
+    each address).
+
+    The host is read as connected to (`callback_host`'s mapping: Unicode digits and
+    dots, case); an IPv6 address that carries an IPv4 one (IPv4-mapped and -compatible,
+    NAT64 ``64:ff9b::/96``, 6to4) is judged by that IPv4 address; a host that an IPv4
+    parser would read as a number but is no canonical address (``127.1``) counts as
+    private (refused: never delivered either way).
+    """
+    name = _normal_host(host.strip("[]")).rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
         return True
     try:
         address: Any = ipaddress.ip_address(name)
     except ValueError:
-        return False
-    if getattr(address, "ipv4_mapped", None) is not None:
-        address = address.ipv4_mapped
+        return bool(name) and ":" not in name and bool(undeliverable(name))
+    if address.version == 6:
+        if address.is_site_local or address in _LOCAL_NAT64:
+            return True
+        address = _embedded_ipv4(address) or address
     return not address.is_global or address.is_multicast
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""Local-use NAT64 (RFC 8215): translates to the operator's own networks."""
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a packet to `address` ends up at, for the forms that carry one."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in _NAT64 or (address in _COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.sixtofour

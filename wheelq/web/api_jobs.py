@@ -8,7 +8,8 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 
-from wheelq.core.callback import private_address, validate_callback
+from wheelq.callbacks.resolver import private_target
+from wheelq.core.callback import validate_callback
 from wheelq.core.history import JobState
 from wheelq.core.jsonable import job_info_json
 from wheelq.core.schedule import due_spec
@@ -52,16 +53,17 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def checked_item(svc: WebService, topic: str, job: JobIn, prefix: str = "") -> EnqueueItem:
-    """The client's item for `job`, its callback checked against private targets."""
+    """The client's item for `job`, its callback checked for its form and, unless allowed,
+    against private targets (its host as the deliverer's HTTP client connects to it)."""
     try:
         item = job.item(wall_ms())  # the client's clock: the one its own check of `at` reads
-        if item.callback is not None and not svc.allow_private:
+        if item.callback is not None:
             callback = validate_callback(item.callback)
-            if private_address(callback.host):
+            why = "" if svc.allow_private else private_target(callback.url)
+            if why:
                 raise InvalidArgumentError(
                     "callback.url",
-                    f"callback.url {callback.url!r} targets a private address, "
-                    "which this service does not call ([callbacks] allow_private)",
+                    f"{why}, which this service does not call ([callbacks] allow_private)",
                 )
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc, prefix) from None
