@@ -52,6 +52,7 @@ async def serving(
     tokens: tuple[Token, ...] = (),
     deliveries: Any = None,
     allow_private: bool = False,
+    allowed_hosts: tuple[str, ...] = (),
     **client_settings: Any,
 ) -> AsyncIterator[Served]:
     client = AsyncClient.from_url(redis_url, **client_settings)
@@ -63,6 +64,7 @@ async def serving(
         tokens=tokens,
         deliveries=delivery,
         allow_private=allow_private,
+        allowed_hosts=allowed_hosts,
     )
     service.owns_client = True
     config = uvicorn.Config(

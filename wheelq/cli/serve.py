@@ -84,13 +84,14 @@ def serve(ctx: Context) -> int:
     from wheelq.producer.async_client import AsyncClient
     from wheelq.store import connect
     from wheelq.web.app import create_app
-    from wheelq.web.auth import parse_tokens
+    from wheelq.web.auth import host_names, parse_tokens
     from wheelq.web.service import WebService
 
     url, args = ctx.redis_url(), ctx.args
     values = ctx.section("serve", host=args.host, port=args.port, deliver=args.deliver)
     host = str(values.pop("host", None) or "127.0.0.1")
     tokens = parse_tokens(values.pop("tokens", []), "[serve] tokens")
+    allowed_hosts = host_names(values.pop("allowed_hosts", []), "[serve] allowed_hosts")
     deliver = values.pop("deliver", None)
     settings = ServeSettings.from_kwargs(values)
     if not tokens and not _loopback(host):
@@ -121,6 +122,7 @@ def serve(ctx: Context) -> int:
         tokens=tokens,
         deliveries=deliveries,
         allow_private=allow_private,
+        allowed_hosts=allowed_hosts,
     )
     service.owns_client = True
 

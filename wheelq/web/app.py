@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,7 +49,7 @@ def create_app(service: WebService) -> FastAPI:
     app.state.service = service
     problems.install(app, page=ui.error_page)
     for api in (api_jobs.router, api_topics.router, api_pull.router):
-        app.include_router(api, dependencies=[Depends(problems.json_body)])
+        app.include_router(api)
     app.include_router(ui.router)
     app.include_router(ui.front)
     app.mount("/ui/static", ui.static_files(), name="static")
@@ -65,8 +65,14 @@ def create_app(service: WebService) -> FastAPI:
         try:
             await service.client.executor.run([nodes.ping()])
         except Exception as exc:
+            detail = f"{type(exc).__name__}: {exc}"
             return problem_response(
-                request, 503, "unavailable", "Redis is unavailable", f"{type(exc).__name__}: {exc}"
+                request,
+                503,
+                "unavailable",
+                "Redis is unavailable",
+                detail,
+                headers={"Retry-After": problems.RETRY_AFTER_S},
             )
         return api_jobs.json_response({"status": "ready"})
 
@@ -76,22 +82,36 @@ def create_app(service: WebService) -> FastAPI:
         service.guard.check(request, "read")
         return Response(exposition(service), media_type="text/plain; version=0.0.4")
 
-    app.add_middleware(Gatekeeper, service=service)
+    app.add_middleware(Gatekeeper, service=service, page=ui.error_page)
     return app
 
 
 class Gatekeeper:
-    """Pure ASGI middleware: refuses bodies over ``max_body_bytes`` (413, before reading
-    more of them) and counts answers by route and status for ``/metrics``."""
+    """Pure ASGI middleware, before any body is read: checks the ``Host`` and the token
+    (421, 401, 403: `wheelq.web.auth.Guard.admit`), that an API body is sent as JSON (415),
+    and refuses bodies over ``max_body_bytes`` (413, before reading more of them); then
+    takes JSON enqueues (`fast_enqueue`) and counts answers by route and status for
+    ``/metrics``."""
 
-    def __init__(self, app: ASGIApp, service: WebService) -> None:
+    def __init__(self, app: ASGIApp, service: WebService, page: problems.Page) -> None:
         self.app = app
         self._service = service
+        self._page = page
         self._max = service.settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        try:
+            self._service.guard.admit(scope)
+            if scope["path"].startswith("/v1/"):
+                media = problems.media_problem(scope["method"], dict(scope["headers"]))
+                if media is not None:
+                    raise media
+        except problems.ProblemError as refused:
+            await problems.send_problem(scope, send, refused, self._page)
+            self._count(scope, refused.status)
             return
         length = _content_length(scope)
         fast = fast_enqueue.topic_of(scope)

@@ -6,6 +6,12 @@ of HTTP Basic auth (what a browser asks for on the dashboard); tokens are compar
 constant time. ``read`` grants the GET endpoints, the dashboard and ``/metrics``;
 ``write`` grants everything (pulling and acking included). ``topics`` are shell-style
 patterns (``orders-*``); a token without them covers every topic.
+
+Every request is checked here before its body is read (`Guard.admit`, from the app's
+gatekeeper): first its ``Host`` (one the service is reached at, so that a page whose name
+was rebound to this address cannot use the service, nor pass the dashboard's origin check),
+then its token for what the path and method need (`needs`). The routes check again, for
+the token they use.
 """
 
 from __future__ import annotations
@@ -14,16 +20,24 @@ import base64
 import binascii
 import fnmatch
 import hmac
+import ipaddress
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from fastapi import Request
+from starlette.types import Scope
 
 from wheelq.errors import InvalidArgumentError
 from wheelq.web.problems import ProblemError
 
 ACCESS = ("read", "write")
+ANY_HOST = "*"
+"""An `allowed_hosts` entry that lets any ``Host`` in (behind a proxy that checks it)."""
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+_GUARDED = re.compile(r"/(?:v1|ui)(?:/topics/([^/]+))?(?:/.*)?|/metrics")
+_STATIC = "/ui/static/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +96,95 @@ def parse_tokens(value: object, source: str) -> tuple[Token, ...]:
     return tuple(out)
 
 
-class Guard:
-    """Checks a request's token against the configured ones."""
+def needs(method: str, path: str) -> tuple[str, str | None] | None:
+    """(access, topic) a request needs: ``read`` for GET, HEAD and OPTIONS, ``write`` for
+    the rest, on the topic the path names (None: none, or every one); None for the paths
+    open to all (health, the API's documents, the dashboard's styles, ``/``)."""
+    found = _GUARDED.fullmatch(path)
+    if found is None or path.startswith(_STATIC):
+        return None
+    return ("read" if method in READS else "write"), found[1]
 
-    def __init__(self, tokens: Iterable[Token]) -> None:
+
+def host_names(hosts: Iterable[str], source: str) -> tuple[str, ...]:
+    """``allowed_hosts`` from config: names (or addresses) as a list, or comma-separated.
+
+    Raises:
+        InvalidArgumentError: Naming `source`, for an entry that is not a host name.
+    """
+    if isinstance(hosts, str):
+        hosts = [h for h in hosts.split(",") if h.strip()]
+    out = []
+    for i, given in enumerate(hosts):
+        name = given.strip().lower().rstrip(".") if isinstance(given, str) else None
+        if not name or (name != ANY_HOST and not _NAME.fullmatch(name.strip("[]"))):
+            raise InvalidArgumentError(
+                source, f"{source}[{i}] must be a host name or address, got {given!r:.80}"
+            )
+        out.append(name.strip("[]"))
+    return tuple(out)
+
+
+_NAME = re.compile(r"[a-z0-9._:\-]{1,253}")
+
+
+class Guard:
+    """Checks a request's ``Host`` and token against the configured ones.
+
+    Args:
+        tokens: Who may do what (none: everyone, everything).
+        allowed_hosts: Names (or addresses) accepted in ``Host`` besides the address the
+            request came in on (and ``localhost`` when that is a loopback address);
+            ``*``: any.
+    """
+
+    def __init__(self, tokens: Iterable[Token], allowed_hosts: Iterable[str] = ()) -> None:
         self.tokens = tuple(tokens)
+        self.allowed_hosts = frozenset(allowed_hosts)
+
+    def admit(self, scope: Scope) -> None:
+        """Check a request before its body is read: its ``Host``, then its token for what
+        its path and method need (`needs`).
+
+        Raises:
+            ProblemError: 421 for a ``Host`` this service is not, 401 or 403 (`allows`).
+        """
+        headers = dict(scope["headers"])
+        self.check_host(headers.get(b"host"), scope.get("server"))
+        if self.tokens:
+            path, root = scope["path"], scope.get("root_path", "")
+            need = needs(scope["method"], path[len(root) :] if path.startswith(root) else path)
+            if need is not None:
+                authorization = headers.get(b"authorization", b"").decode("latin-1")
+                self.allows(authorization, *need)
+
+    def check_host(self, host: bytes | None, server: tuple[str, int | None] | None) -> None:
+        """Accept the address the request came in on (`server`), as ``Host``, with its port
+        or none; ``localhost`` too when that address is loopback; and `allowed_hosts` with
+        any port. A request without ``Host`` (HTTP/1.0) passes: browsers always send one.
+
+        Raises:
+            ProblemError: 421 naming the host and the setting that would admit it.
+        """
+        if host is None or ANY_HOST in self.allowed_hosts:
+            return
+        text = host.decode("latin-1").strip().lower()
+        name, port = _split_host(text)
+        name = name.rstrip(".")
+        if name in self.allowed_hosts:
+            return
+        if server is not None and (port is None or port == server[1]):
+            address = server[0].lower()
+            if name == address or (_loopback(address) and (name == "localhost" or _loopback(name))):
+                return
+        raise ProblemError(
+            421,
+            "misdirected",
+            "Misdirected request",
+            f"Host {text!r:.100} is not a name of this service: it answers to the address it "
+            "is bound to (and localhost on loopback) and to [serve] allowed_hosts",
+            field="Host",
+        )
 
     @property
     def open(self) -> bool:
@@ -137,6 +235,25 @@ class Guard:
             detail = f"the token does not grant {access}{where}"
             raise ProblemError(403, "forbidden", "Forbidden", detail)
         return token
+
+
+def _split_host(host: str) -> tuple[str, int | None]:
+    """(name, port) of a ``Host`` value: ``[::1]:8080``, ``name:80``, ``name``."""
+    if host.startswith("["):
+        name, _, rest = host[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif host.count(":") == 1:
+        name, _, port = host.partition(":")
+    else:
+        name, port = host, ""
+    return name, int(port) if port.isdigit() and len(port) <= 5 else (None if not port else -1)
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _presented(header: str) -> str | None:

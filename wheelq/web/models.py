@@ -3,11 +3,12 @@ what requests are checked against before anything is done (bad input changes not
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT
@@ -28,6 +29,70 @@ AT_DESCRIPTION = (
     "now)."
 )
 
+
+def _printable_pattern() -> str:
+    """A JSON Schema pattern of the strings `str.isprintable` accepts, as this Python's
+    Unicode data says (what the server checks ids, keys and groups against), so that
+    the OpenAPI document admits exactly those."""
+    flags = [c.isprintable() for c in map(chr, range(0x110000))]
+    ranges, start = [], None
+    for code, printable in enumerate([*flags, True]):
+        if not printable and start is None:
+            start = code
+        elif printable and start is not None:
+            low, high = start, code - 1
+            start = None
+            # A pattern cannot name a surrogate (nor can a str from UTF-8 hold one).
+            low = 0xE000 if 0xD800 <= low <= 0xDFFF else low
+            high = 0xD7FF if 0xD800 <= high <= 0xDFFF else high
+            if low <= high:
+                ranges.append(_char(low) if low == high else f"{_char(low)}-{_char(high)}")
+    return f"^[^{''.join(ranges)}]+$"
+
+
+def _char(code: int) -> str:
+    return f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+
+
+PRINTABLE = _printable_pattern()
+"""1 or more printable characters (`str.isprintable`: no control, format, separator other
+than space, private-use or unassigned character)."""
+
+
+def _whole(value: object) -> object:
+    """A float without a fraction (``300000.0``) as the int it is: JSON has one number type,
+    and JSON Schema's ``integer`` admits it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_whole)]
+"""An integer, written with or without ``.0``."""
+
+
+def _finite(value: JsonValue) -> JsonValue:
+    """`value` if every number in it is one JSON carries (RFC 8259: no NaN, no Infinity,
+    nothing too large for a double, which Python reads as Infinity).
+
+    Raises:
+        ValueError: Naming where in `value` the first such number is.
+    """
+    todo: list[tuple[str, object]] = [("", value)]
+    while todo:
+        where, item = todo.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(
+                f"payload{where} is {item!r}, which JSON (RFC 8259) cannot carry: numbers must "
+                "be finite (no NaN, Infinity, or past the double range such as 1e400)"
+            )
+        if isinstance(item, dict):
+            todo.extend((f"{where}.{k}", v) for k, v in item.items())
+        elif isinstance(item, list):
+            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+    return value
+
+
 TopicPath = Annotated[
     str,
     Path(
@@ -40,8 +105,8 @@ JobIdPath = Annotated[
     Path(
         min_length=1,
         max_length=256,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
-        description="A job id: 1-256 printable characters",
+        pattern=PRINTABLE,
+        description="A job id: 1-256 printable characters (at most 256 UTF-8 bytes)",
     ),
 ]
 REF_PATTERN = r"^[0-9]{1,4}/[0-9]{1,20}-[0-9]{1,20}$"
@@ -52,7 +117,7 @@ GroupPath = Annotated[
     Path(
         min_length=1,
         max_length=200,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
+        pattern=PRINTABLE,
         description="A consumer group: 1-200 printable characters",
     ),
 ]
@@ -67,17 +132,17 @@ class CallbackIn(Strict):
 
     url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS)]
     headers: dict[str, str] | None = None
-    timeout_ms: Annotated[int, Field(ge=TIMEOUT_MS_RANGE[0], le=TIMEOUT_MS_RANGE[1])] | None = None
+    timeout_ms: Annotated[Int, Field(ge=TIMEOUT_MS_RANGE[0], le=TIMEOUT_MS_RANGE[1])] | None = None
 
 
 class Due(Strict):
     """When: `delay_ms` from now or `at` (an RFC 3339 time with an offset, or epoch ms);
     neither means now."""
 
-    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS)] | None = Field(
+    delay_ms: Annotated[Int, Field(ge=0, le=MAX_DELAY_MS)] | None = Field(
         None, description="When the job is due: milliseconds from now, up to ten years."
     )
-    at: int | Annotated[str, Field(max_length=64)] | None = Field(
+    at: Int | Annotated[str, Field(max_length=64)] | None = Field(
         None, description=AT_DESCRIPTION, json_schema_extra={"minimum": MIN_AT_MS}
     )
 
@@ -133,12 +198,14 @@ def _at_ms_out_of_range(at: int, latest: int) -> InvalidDelayError:
 class JobIn(Due):
     """One job to enqueue."""
 
-    payload: JsonValue = Field(..., description="Any JSON value; the job's payload.")
-    id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] | None = None
+    payload: Annotated[JsonValue, AfterValidator(_finite)] = Field(
+        ..., description="Any JSON value; the job's payload."
+    )
+    id: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = None
+    max_attempts: Annotated[Int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] | None = None
     replace: bool = False
     callback: CallbackIn | None = None
-    key: Annotated[str, Field(min_length=1, max_length=256)] | None = Field(
+    key: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = Field(
         None, description="The job's key: what workers' flow limits count per key."
     )
     ordered: bool = Field(
@@ -324,8 +391,8 @@ class CountOut(BaseModel):
 
 
 class PullIn(Strict):
-    max: Annotated[int, Field(ge=1, le=1000)] = 10
-    wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
+    max: Annotated[Int, Field(ge=1, le=1000)] = 10
+    wait_ms: Annotated[Int, Field(ge=0, le=30_000)] = 0
     consumer: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")] = "http"
 
 
@@ -349,7 +416,7 @@ class ReceiptsIn(Strict):
 
 
 class NackIn(ReceiptsIn):
-    delay_ms: Annotated[int, Field(ge=0, le=30 * 86_400_000)] | None = None
+    delay_ms: Annotated[Int, Field(ge=0, le=30 * 86_400_000)] | None = None
 
 
 class ReceiptResult(BaseModel):

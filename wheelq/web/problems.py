@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import Message, Scope, Send
 
 from wheelq.errors import (
     DuplicateJobError,
@@ -28,11 +31,15 @@ from wheelq.errors import (
     RedisUnavailableError,
     TopicFullError,
 )
+from wheelq.runtime.outage import unavailable_reason
 from wheelq.worker.pull import UnknownTopicError
 
 log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
+RETRY_AFTER_S = "1"
+"""``Retry-After`` of a 429 (topic full) or a 503 (Redis unavailable, or no free
+connection to it)."""
 FIELDS = {"job_id": "id", "delay": "delay_ms", "items": "jobs"}
 """The client's parameter names as the HTTP API spells them."""
 
@@ -146,9 +153,11 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "Conflicts with the job's state",
         413: "Request body too large",
         415: "A body not sent as JSON (Content-Type: application/json)",
+        421: "A Host header that names no address or name of this service",
         422: "Invalid argument (the field is named)",
         429: "The topic is at its max_pending (Retry-After says when to try again)",
-        503: "Redis is unavailable",
+        503: "Redis is unavailable, or no connection to it is free (Retry-After says when "
+        "to try again)",
     }.items()
 }
 """The problems any endpoint may answer with, for the OpenAPI document."""
@@ -165,24 +174,23 @@ def is_json(content_type: str | None) -> bool:
     )
 
 
-async def json_body(request: Request) -> None:
-    """A dependency of the API's routes: a request with a body sends it as JSON, or is
-    answered 415 saying so (instead of a validation error about the body's fields).
-
-    Raises:
-        ProblemError: 415, naming the Content-Type to send and the one sent.
-    """
-    headers = request.headers
-    sent = headers.get("content-type")
-    has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
-    if has_body and not is_json(sent):
-        raise ProblemError(
-            415,
-            "unsupported-media-type",
-            "Unsupported media type",
-            "the body must be JSON, sent with Content-Type: application/json "
-            f"(got {'no Content-Type' if sent is None else repr(sent)})",
-        )
+def media_problem(method: str, headers: Mapping[bytes, bytes]) -> ProblemError | None:
+    """The 415 of an API request whose body is not sent as JSON (before it is read, and
+    instead of a validation error about its fields); None when it is, or has no body."""
+    sent = headers.get(b"content-type")
+    has_body = headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers
+    if method in ("GET", "HEAD") or not has_body:
+        return None
+    kind = None if sent is None else sent.decode("latin-1")
+    if is_json(kind):
+        return None
+    return ProblemError(
+        415,
+        "unsupported-media-type",
+        "Unsupported media type",
+        "the body must be JSON, sent with Content-Type: application/json "
+        f"(got {'no Content-Type' if kind is None else repr(kind)})",
+    )
 
 
 def problem_of(exc: BaseException) -> ProblemError | None:
@@ -198,10 +206,17 @@ def problem_of(exc: BaseException) -> ProblemError | None:
         detail = exc.describe(field, 'send "replace": true')
         return ProblemError(409, "duplicate", "Job exists", detail, field=field)
     if isinstance(exc, TopicFullError):
-        return ProblemError(429, "topic-full", "Topic full", str(exc), headers={"Retry-After": "1"})
-    if isinstance(exc, RedisUnavailableError):
         return ProblemError(
-            503, "unavailable", "Redis is unavailable", str(exc), headers={"Retry-After": "1"}
+            429, "topic-full", "Topic full", str(exc), headers={"Retry-After": RETRY_AFTER_S}
+        )
+    if isinstance(exc, RedisUnavailableError) or unavailable_reason(exc) is not None:
+        # A pool with no free connection (MaxConnectionsError) is unavailability too.
+        return ProblemError(
+            503,
+            "unavailable",
+            "Redis is unavailable",
+            f"{type(exc).__name__}: {exc}",
+            headers={"Retry-After": RETRY_AFTER_S},
         )
     return None
 
@@ -245,6 +260,8 @@ def install(app: FastAPI, page: Page | None = None) -> None:
         DuplicateJobError,
         TopicFullError,
         RedisUnavailableError,
+        RedisConnectionError,  # MaxConnectionsError (a pool with no free connection) too
+        RedisTimeoutError,
     ):
         app.add_exception_handler(known, _known)
 
@@ -263,9 +280,24 @@ def install(app: FastAPI, page: Page | None = None) -> None:
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:
+        known = problem_of(exc)  # one that escaped the handlers above (a wrapped one)
+        if known is not None:
+            return answer(request, known)
         log.exception("%s %s failed", request.method, request.url.path)
         detail = f"{type(exc).__name__}: {exc}"
         return answer(request, ProblemError(500, "internal", "Internal error", detail))
+
+
+async def send_problem(scope: Scope, send: Send, problem: ProblemError, page: Page | None) -> None:
+    """Answer `problem` from ASGI middleware, before any route: as `install`'s handlers do."""
+    request = Request(scope)
+    shown = None if page is None else page(request, problem)
+    response = problem.response(request.url.path) if shown is None else shown
+    await response(scope, _disconnected, send)
+
+
+async def _disconnected() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def _allowed(request: Request) -> list[str]:

@@ -33,6 +33,8 @@ class WebService:
         deliveries: Callback delivery to run beside the API (None: none here).
         allow_private: Whether callbacks may target private addresses (checked when a job
             is accepted, as the deliverer checks when it connects).
+        allowed_hosts: Names accepted in ``Host`` besides the service's own address
+            (`wheelq.web.auth.Guard`).
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class WebService:
         tokens: tuple[Token, ...] = (),
         deliveries: Deliveries | None = None,
         allow_private: bool = False,
+        allowed_hosts: tuple[str, ...] = (),
     ) -> None:
         self.client = client
         self.settings = settings or ServeSettings()
@@ -57,7 +60,7 @@ class WebService:
             policy=RetryPolicy(ws.retry_base_ms, ws.retry_max_ms, ws.retry_jitter_pct),
             claim_interval_ms=ws.claim_interval_ms,
         )
-        self.guard = Guard(tokens)
+        self.guard = Guard(tokens, allowed_hosts)
         self.coalescer = Coalescer(client.enqueue_many)
         """Single enqueues of one event-loop turn go to Redis as one batch."""
         self.deliveries = deliveries
