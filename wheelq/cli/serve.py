@@ -75,11 +75,9 @@ def callback_options(ctx: Context, delivering: bool = True) -> tuple[Any, str, b
 
 def serve(ctx: Context) -> int:
     """Serve until SIGINT/SIGTERM."""
-    import uvicorn
-
     from wheelq.callbacks.deliverer import Deliverer
     from wheelq.callbacks.delivery import Deliveries
-    from wheelq.cli.uvicorn_server import Server
+    from wheelq.cli import uvicorn_server
     from wheelq.core.settings import ServeSettings, WorkerSettings
     from wheelq.producer.async_client import AsyncClient
     from wheelq.store import connect
@@ -136,21 +134,15 @@ def serve(ctx: Context) -> int:
             )
         log.info("serving on http://%s:%d (docs at /docs, dashboard at /ui)", host, port)
 
-    config = uvicorn.Config(
-        create_app(service),
-        host=host,
-        port=settings.port,
-        log_level=logging.getLevelName(logging.getLogger().level).lower(),
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-    )
+    level = logging.getLevelName(logging.getLogger().level).lower()
+    config = uvicorn_server.config(create_app(service), host, settings, level)
 
     # Everything made so far (modules, the app, its routes and models) lives as long as the
     # process: out of the collector's sight, a full collection no longer walks it (it cost
     # a third of the time of a request before); and full collections rarer (heap).
     heap.settle()
-    Server(config, service, listening).run()  # waits for Redis first, as the roles do
+    # It waits for Redis first, as the roles do.
+    uvicorn_server.Server(config, service, listening).run()
     return 0
 
 

@@ -5,19 +5,137 @@ It waits for Redis before it listens, as a scheduler node or a worker does (the 
 with the gate's error, which the CLI prints on one line (exit 1), instead of uvicorn's
 traceback and exit 3 after it had already said it was serving. Imported only by
 ``wheelq serve``, so the other commands run without the ``http`` extra.
+
+Slow clients: uvicorn closes an idle keep-alive connection, but it has no deadline of its
+own for a request's headers or body (its timer runs only between requests), so a client
+that sends half a header holds its connection, and a slot, for ever. `guarded_protocol`
+adds both deadlines and a cap on open connections to uvicorn's HTTP protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Callable
 from types import FrameType
+from typing import Any, cast
 
 import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from wheelq.core.settings import ServeSettings
 from wheelq.runtime.outage import wait_for_either
 from wheelq.web.service import WebService
+
+_FULL = json.dumps(
+    {
+        "type": "urn:wheelq:problem:too-many-connections",
+        "title": "Too many connections",
+        "status": 503,
+        "detail": "the service holds its most open connections (max_connections); try again",
+    }
+).encode()
+FULL_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n"
+    b"retry-after: 1\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_FULL), _FULL)
+)
+"""What a connection past ``max_connections`` is told before it is closed."""
+
+
+def config(app: Any, host: str, settings: ServeSettings, log_level: str) -> uvicorn.Config:
+    """uvicorn's settings for `app` on `host` with the `settings`' port, keep-alive and
+    slow-client limits (`guarded_protocol`)."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=settings.port,
+        http=guarded_protocol(settings),
+        timeout_keep_alive=settings.keep_alive_timeout_ms / 1000,  # type: ignore[arg-type]
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+    )
+
+
+def guarded_protocol(settings: ServeSettings) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools, else h11) with deadlines for slow clients: a
+    request's headers must arrive within ``header_timeout_ms`` of the connection, of the
+    previous answer or of their first byte, its body within ``body_timeout_ms`` of its
+    headers, or the connection is closed (an idle one, then, after the shorter of this and
+    ``keep_alive_timeout_ms``); and a connection past ``max_connections`` open ones is
+    answered 503 and closed at once, so the slots left keep serving."""
+    header_s = settings.header_timeout_ms / 1000
+    body_s = settings.body_timeout_ms / 1000
+    most = settings.max_connections
+    base = cast(Any, AutoHTTPProtocol)
+
+    class Guarded(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._deadline: asyncio.TimerHandle | None = None
+            self._awaiting: Any = None  # the cycle whose body has a deadline
+            self._refused = False  # past max_connections
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            self._arm(header_s)
+            if len(self.connections) > most:
+                self._refused = True
+                sending = cast(asyncio.Transport, transport)
+                sending.write(FULL_RESPONSE)
+                # Half-close, reading on: a close with the request unread would reset the
+                # connection before the client read the answer.
+                if sending.can_write_eof():
+                    sending.write_eof()
+                else:
+                    sending.close()
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return  # its answer is sent: the rest is dropped till it goes
+            before = self.cycle
+            if self._deadline is None and (before is None or before.response_complete):
+                self._arm(header_s)  # a request starts: its headers are due
+            super().data_received(data)
+            cycle = self.cycle
+            if cycle is not before and cycle is not None:  # its headers are in
+                self._disarm()
+                if cycle.more_body:
+                    self._awaiting = cycle
+                    self._arm(body_s)
+            elif self._awaiting is not None and not self._awaiting.more_body:
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            done = self.cycle
+            super().on_response_complete()
+            if self.cycle is done and not self.transport.is_closing():
+                # The next request's headers are due from now: part of them may have come
+                # with the last request already, and no more data would arm the deadline.
+                self._arm(header_s)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self, delay_s: float) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(delay_s, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            self._awaiting = None
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return cast(type[asyncio.Protocol], Guarded)
 
 
 class Server(uvicorn.Server):

@@ -311,3 +311,14 @@ class ServeSettings(_Validated):
     """How long the service waits for a Redis that is not up yet (refused, timed out,
     still loading) before it exits, as a scheduler node or a worker does; it listens only
     once Redis answers. 0: fail at once."""
+    header_timeout_ms: Annotated[int, Range(100, 600_000)] = 10_000
+    """How long a request's headers may take to arrive, from the connection, the previous
+    answer on it, or their first byte; past it the connection is closed (slow clients
+    holding connections: uvicorn has no such deadline of its own)."""
+    body_timeout_ms: Annotated[int, Range(100, 3_600_000)] = 30_000
+    """How long a request's body may take to arrive once its headers are in; past it the
+    connection is closed."""
+    keep_alive_timeout_ms: Annotated[int, Range(100, 600_000)] = 5000
+    """How long an idle connection is kept open between requests."""
+    max_connections: Annotated[int, Range(1, 1_000_000)] = 1000
+    """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
