@@ -17,6 +17,7 @@ WheelqError
 ├── TopicNotEmptyError                      drop_topic() of a topic with jobs still to run
 ├── GroupNotFoundError (also LookupError)   delete_group() of a group no shard of the topic has
 ├── GroupBusyError                          delete_group() of a group with entries in flight
+├── GroupLimitError                         create_group() past the topic's cap of groups
 ├── DurabilityError                         a write applied on the primary was not confirmed
 │                                           at its ack level: it may or may not survive a failover
 ├── AckUnsupportedError                     ack="persisted" where a node has no WAITAOF or has
@@ -211,6 +212,26 @@ class GroupNotFoundError(WheelqError, LookupError):
         self.stream = stream
         self.known = None if known is None else list(known)
         self.elsewhere = list(elsewhere)
+
+
+class GroupLimitError(WheelqError):
+    """`create_group` would give the topic more consumer groups than its cap; nothing was
+    created. Delete a group no longer read (`delete_group`), or raise the cap.
+
+    Attributes:
+        topic: The topic.
+        group: The group asked for.
+        max_groups: The cap.
+    """
+
+    def __init__(self, topic: str, group: str, max_groups: int) -> None:
+        super().__init__(
+            f"topic {topic!r} has {max_groups} consumer groups, its cap (max_groups_per_topic): "
+            f"group {group!r} was not created; delete a group no longer read, or raise the cap"
+        )
+        self.topic = topic
+        self.group = group
+        self.max_groups = max_groups
 
 
 class GroupBusyError(WheelqError):

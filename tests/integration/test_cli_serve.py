@@ -158,6 +158,8 @@ def test_a_stop_ends_a_waiting_pull_at_once(
                 "POST", f"{base}/v1/topics/{topic}/jobs", {"payload": 1, "delay_ms": day_ms}
             )
             assert made[0] == 201, made
+            group_made = request("POST", f"{base}/v1/topics/{topic}/groups", {"name": group})
+            assert group_made[0] == 201, group_made
             pulled = pool.submit(
                 request,
                 "POST",

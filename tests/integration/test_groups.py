@@ -497,3 +497,123 @@ async def test_http_lists_groups_and_deletes_one_409_in_flight_unless_forced_404
         assert status == 404 and body["field"] == "topic"
         status, body, _ = await api.call("DELETE", unknown + "/busy", headers=write)
         assert status == 404 and body["field"] == "topic"
+
+
+# --- creating groups on purpose ---------------------------------------------------------------
+
+
+@pytest.mark.cluster_too
+async def test_a_pull_of_an_unknown_group_is_404_and_creates_nothing(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    """2,000 names pulled made 2,000 groups on every shard: a pull never creates one."""
+    async with serving(redis_url) as api:
+        shards = await fired_topic(api.service.client, redis_sync, topic)
+        for n in range(20):
+            status, body, headers = await api.call(
+                "POST", f"/v1/topics/{topic}/groups/made-up-{n}/pull", {"max": 5, "wait_ms": 10}
+            )
+            assert status == 404 and headers["Content-Type"].startswith(PROBLEM), body
+            assert body["field"] == "group"
+            assert f"POST /v1/topics/{topic}/groups" in body["detail"]
+        status, body, _ = await api.call(
+            "POST", f"/v1/topics/{topic}/groups/g/pull", {"max": 5, "create": True}
+        )
+        assert (status, body["field"]) == (422, "create"), body
+        assert "pull_creates_groups" in body["detail"]
+        assert [group_names(redis_sync, k.ready) for k in shards] == [set()] * SHARDS
+        assert await api.service.client.groups(topic) == []
+
+
+@pytest.mark.cluster_too
+async def test_a_group_made_over_http_is_pulled_from_and_made_once(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    async with serving(redis_url) as api:
+        shards = await fired_topic(api.service.client, redis_sync, topic)
+        path = f"/v1/topics/{topic}/groups"
+        status, body, _ = await api.call("POST", path, {"name": "pullers"})
+        assert (status, body) == (201, {"group": "pullers", "created": True, "shards": SHARDS})
+        assert all(group_names(redis_sync, k.ready) == {"pullers"} for k in shards)
+        status, body, _ = await api.call("POST", path, {"name": "pullers"})
+        assert (status, body) == (200, {"group": "pullers", "created": False, "shards": 0})
+        status, body, _ = await api.call("POST", path, {"name": "late", "start": "now"})
+        assert status == 201, body
+        status, pulled, _ = await api.call("POST", f"{path}/pullers/pull", {"max": JOBS})
+        assert status == 200 and len(pulled["jobs"]) > 0, pulled
+        status, pulled, _ = await api.call("POST", f"{path}/late/pull", {"max": JOBS})
+        assert (status, pulled) == (200, {"jobs": []})  # started at the next job
+        for bad, field in [({"name": ""}, "name"), ({"name": "g", "start": "x"}, "start")]:
+            status, body, _ = await api.call("POST", path, bad)
+            assert (status, body["field"]) == (422, field), body
+        status, body, _ = await api.call("POST", f"/v1/topics/{topic}-none/groups", {"name": "g"})
+        assert (status, body["field"]) == (404, "topic"), body
+
+
+@pytest.mark.cluster_too
+async def test_the_group_cap_holds_for_every_way_in_and_creates_nothing_past_it(
+    redis_url: str, redis_sync: redis.Redis, topic: str, make_client: MakeClient
+) -> None:
+    from wheelq import GroupLimitError
+    from wheelq.core.settings import ServeSettings
+
+    cap = 3
+    settings = ServeSettings(max_groups_per_topic=cap, pull_creates_groups=1)
+    async with serving(redis_url, settings=settings) as api:
+        shards = await fired_topic(api.service.client, redis_sync, topic)
+        path = f"/v1/topics/{topic}/groups"
+        status, _, _ = await api.call("POST", f"{path}/g0/pull", {"create": True})
+        assert status == 200  # allowed here, under the cap
+        for n in (1, 2):
+            status, body, _ = await api.call("POST", path, {"name": f"g{n}"})
+            assert status == 201, body
+        status, body, _ = await api.call("POST", path, {"name": "one-too-many"})
+        assert status == 409 and body["field"] == "name", body
+        assert "max_groups_per_topic" in body["detail"] and str(cap) in body["detail"]
+        status, body, _ = await api.call("POST", f"{path}/g4/pull", {"create": True})
+        assert status == 409, body
+        status, body, _ = await api.call("POST", path, {"name": "g1"})
+        assert status == 200, body  # an existing group is no new one
+        with pytest.raises(GroupLimitError):
+            await make_client().create_group(topic, "lib", max_groups=cap)
+        expected = {"g0", "g1", "g2"}
+        assert [group_names(redis_sync, k.ready) for k in shards] == [expected] * SHARDS
+        # A shard that is full alone (a group made there by hand) refuses the whole group:
+        # the shards made on are undone.
+        redis_sync.xgroup_destroy(shards[0].ready, "g2")
+        redis_sync.xgroup_destroy(shards[1].ready, "g2")
+        redis_sync.xgroup_create(shards[1].ready, "by-hand", id="0")
+        with pytest.raises(GroupLimitError):
+            await make_client().create_group(topic, "partial", max_groups=cap)
+        assert not any("partial" in group_names(redis_sync, k.ready) for k in shards)
+
+
+def test_wheelq_groups_create_makes_a_group_once_and_refuses_past_the_cap(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    with Client.from_url(redis_url) as c:
+        shards = sync_fired_topic(c, redis_sync, topic)
+    made = run_wheelq("groups", "create", topic, "pullers", "--redis-url", redis_url)
+    assert (made.returncode, made.stdout.strip()) == (
+        0,
+        f"created group pullers of {topic} on {SHARDS} shards",
+    ), made.stderr
+    again = run_wheelq("groups", "create", topic, "pullers", "--redis-url", redis_url)
+    assert (again.returncode, again.stdout.strip()) == (
+        0,
+        f"group pullers of {topic} exists already",
+    )
+    assert all(group_names(redis_sync, k.ready) == {"pullers"} for k in shards)
+    assert_one_line_error(
+        run_wheelq(
+            "groups", "create", topic, "more", "--max-groups", "1", "--redis-url", redis_url
+        ),
+        1,
+        "max_groups_per_topic",
+    )
+    assert_one_line_error(
+        run_wheelq("groups", "create", topic + "-none", "g", "--redis-url", redis_url),
+        1,
+        "no such topic",
+    )
+    assert all(group_names(redis_sync, k.ready) == {"pullers"} for k in shards)

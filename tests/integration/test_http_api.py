@@ -101,6 +101,7 @@ async def test_a_body_not_sent_as_json_is_415_saying_what_to_send(
 ) -> None:
     url = f"{api.base}/v1/topics/{topic}{path}"
     assert (await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 0}))[0] == 201
+    assert (await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"}))[0] == 201
     before = await pending(api, topic)
     async with api.http.post(url, **not_json(sent, body)) as r:
         problem = await r.json(content_type=None)
@@ -376,6 +377,7 @@ async def dead_letters(api: Served, topic: str, n: int) -> list[str]:
     """Make `n` dead letters through a pull consumer's nacks (1 attempt each)."""
     jobs = [{"payload": i, "id": f"d{i}", "max_attempts": 1} for i in range(n)]
     await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
+    await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"})
     group = f"/v1/topics/{topic}/groups/g"
     _, pulled, _ = await api.call("POST", f"{group}/pull", {"max": n})
     receipts = [j["receipt"] for j in pulled["jobs"]]

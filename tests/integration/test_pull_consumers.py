@@ -33,6 +33,13 @@ async def api(redis_url: str) -> AsyncIterator[Served]:
         yield served
 
 
+async def made_group(api: Served, topic: str, group: str) -> str:
+    """Create consumer group `group` of `topic` (a pull never creates one); its path."""
+    status, body, _ = await api.call("POST", f"/v1/topics/{topic}/groups", {"name": group})
+    assert status == 201, body
+    return f"/v1/topics/{topic}/groups/{group}"
+
+
 class PullClient:
     """A consumer as any language would write it: pull, handle, ack, over HTTP only."""
 
@@ -82,6 +89,7 @@ async def test_two_pull_clients_one_stopping_mid_run_handle_every_job_exactly_on
             "POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs[i : i + 2000]}
         )
         assert status == 200 and all(r["status"] == 201 for r in body["results"])
+    await made_group(api, topic, "workers")
     tally: Counter[str] = Counter()
     a = PullClient(api.base, topic, "a", tally)
     b = PullClient(api.base, topic, "b", tally)
@@ -105,7 +113,7 @@ async def test_a_nack_retries_after_the_delay_then_dead_letters_on_the_last_atte
     await api.call(
         "POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "n", "max_attempts": 2}
     )
-    group = f"/v1/topics/{topic}/groups/g"
+    group = await made_group(api, topic, "g")
     _, first, _ = await api.call("POST", f"{group}/pull", {"max": 10})
     (job,) = first["jobs"]
     assert (job["id"], job["attempt"], job["deliveries"]) == ("n", 1, 1)
@@ -159,7 +167,7 @@ async def test_a_stale_receipt_settles_nothing_and_the_newer_one_acks(
 ) -> None:
     await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "s"})
     shards = await api.service.client.create_topic(topic)
-    group = f"/v1/topics/{topic}/groups/g"
+    group = await made_group(api, topic, "g")
     _, first, _ = await api.call("POST", f"{group}/pull", {"max": 1, "consumer": "a"})
     (old,) = first["jobs"]
     new = (await pulled_again(api, group, "b", {"s"}))["s"]
@@ -188,7 +196,7 @@ async def test_a_batch_of_stale_and_fresh_receipts_answers_each(
     jobs = [{"payload": n, "id": n} for n in ("x", "y", "z")]
     await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
     shards = await api.service.client.create_topic(topic)
-    group = f"/v1/topics/{topic}/groups/g"
+    group = await made_group(api, topic, "g")
     _, first, _ = await api.call("POST", f"{group}/pull", {"max": 10, "consumer": "a"})
     old = {j["id"]: j["receipt"] for j in first["jobs"]}
     assert set(old) == {"x", "y", "z"}
@@ -230,7 +238,7 @@ async def test_a_long_poll_returns_as_soon_as_a_job_fires(
     api: Served, topic: str, redis_async: redis.asyncio.Redis
 ) -> None:
     await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 0, "delay_ms": 60_000})
-    group = f"/v1/topics/{topic}/groups/g"
+    group = await made_group(api, topic, "g")
     empty = await api.call("POST", f"{group}/pull", {"max": 5, "wait_ms": 0})
     assert empty[:2] == (200, {"jobs": []})
 

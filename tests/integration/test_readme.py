@@ -254,7 +254,7 @@ def test_readme_http_example_runs_as_written(server_binary: ServerBinary, tmp_pa
                 services.start(argv)
                 continue
             assert command[0] == "curl", command
-            if "/topics/emails/" in " ".join(command) and "-d" in command:
+            if "/topics/emails/jobs" in " ".join(command) and "-d" in command:
                 # The Quickstart's worker may still run on "emails": it reads payload["to"].
                 body = json.loads(command[command.index("-d") + 1])
                 assert "to" in body["payload"], f"a job the Quickstart's handler fails: {body}"
@@ -268,12 +268,14 @@ def test_readme_http_example_runs_as_written(server_binary: ServerBinary, tmp_pa
             assert done.returncode == 0, (command, done.stderr)
             answers.append(done.stdout)
         services.stop()
-    made, scheduled, state, moved, cancelled = answers
+    made, scheduled, state, moved, cancelled, group, pulled = answers
     assert json.loads(made)["topic"] == "emails"
     assert json.loads(scheduled)["id"] == "invoice-42"
     assert json.loads(state)["state"] == "pending"
     assert json.loads(moved)["id"] == "invoice-42"
     assert cancelled == ""  # 204
+    assert json.loads(group) == {"group": "mailer", "created": True, "shards": 4}
+    assert json.loads(pulled) == {"jobs": []}  # its job is due in 30 s
 
 
 def test_help_first_steps_run_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:

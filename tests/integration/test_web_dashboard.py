@@ -97,6 +97,7 @@ async def pull(api: Served, topic: str, n: int, **kw: Any) -> list[str]:
     """Receipts of `n` jobs pulled by group g (pulling again: a pull of fewer jobs than the
     topic has shards reads only some shards, so it may bring fewer than are there)."""
     receipts: list[str] = []
+    await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"}, **kw)
 
     async def pulled_all() -> bool:
         asked = {"max": n - len(receipts)}

@@ -53,6 +53,7 @@ async def serving(
     deliveries: Any = None,
     allow_private: bool = False,
     allowed_hosts: tuple[str, ...] = (),
+    receipt_secret: str = "",
     **client_settings: Any,
 ) -> AsyncIterator[Served]:
     client = AsyncClient.from_url(redis_url, **client_settings)
@@ -65,6 +66,7 @@ async def serving(
         deliveries=delivery,
         allow_private=allow_private,
         allowed_hosts=allowed_hosts,
+        receipt_secret=receipt_secret,
     )
     service.owns_client = True
     config = uvicorn.Config(

@@ -52,6 +52,7 @@ CLI_KEYS = [  # keys only the CLI reads: (section, key, variable, value, parsed)
     ("serve", "tokens", "WHEELQ_SERVE_TOKENS", "t" * 16, "t" * 16),
     ("serve", "deliver", "WHEELQ_SERVE_DELIVER", "a,b", "a,b"),
     ("serve", "allowed_hosts", "WHEELQ_SERVE_ALLOWED_HOSTS", "a.example,b", "a.example,b"),
+    ("serve", "receipt_secret", "WHEELQ_SERVE_RECEIPT_SECRET", "s3cret", "s3cret"),
     ("callbacks", "signing_secret", "WHEELQ_CALLBACKS_SIGNING_SECRET", "k", "k"),
     ("callbacks", "allow_private", "WHEELQ_CALLBACKS_ALLOW_PRIVATE", "true", "true"),
     ("callbacks", "group", "WHEELQ_CALLBACKS_GROUP", "hooks", "hooks"),

@@ -78,6 +78,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "purge_dead": lambda: consume.purge_dead(KEYS, None),
     "drop_shard": lambda: ops.drop_shard(KEYS, "check"),
     "delete_group": lambda: groups.delete_group(KEYS, "g", "check"),
+    "create_group": lambda: groups.create_group(KEYS, "g", "0", 64),
     "lookup": lambda: history.lookup(KEYS, "j"),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),

@@ -41,7 +41,7 @@ CLI_KEYS: dict[str, tuple[str, ...]] = {
     "redis": ("url",),
     "scheduler": ("topics", "metrics_port", "metrics_host"),
     "worker": ("group", "start", "metrics_port", "metrics_host"),
-    "serve": ("host", "tokens", "deliver", "allowed_hosts"),
+    "serve": ("host", "tokens", "deliver", "allowed_hosts", "receipt_secret"),
     "callbacks": ("signing_secret", "allow_private", "group"),
 }
 CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}

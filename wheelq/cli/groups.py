@@ -1,5 +1,5 @@
-"""`wheelq groups list|delete`: a topic's consumer groups from a shell (`Client.groups`,
-`Client.delete_group`)."""
+"""`wheelq groups create|list|delete`: a topic's consumer groups from a shell
+(`Client.create_group`, `Client.groups`, `Client.delete_group`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,30 @@ from wheelq.cli.topics import no_such_topic
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add ``groups list`` and ``groups delete``."""
-    p = sub.add_parser("groups", help="list a topic's consumer groups, or delete one")
-    actions = p.add_subparsers(dest="action", required=True, metavar="{list,delete}")
+    """Add ``groups create``, ``groups list`` and ``groups delete``."""
+    p = sub.add_parser("groups", help="create a topic's consumer group, list them, or delete one")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
+    create = actions.add_parser(
+        "create",
+        parents=parents,
+        help="create a group on every shard (for pull consumers; a worker creates its own), "
+        "refused past the topic's cap of groups",
+    )
+    create.add_argument("topic")
+    create.add_argument("group")
+    create.add_argument(
+        "--start",
+        choices=("earliest", "now"),
+        default="earliest",
+        help="earliest (default): every job still in the stream; now: jobs fired from now on",
+    )
+    create.add_argument(
+        "--max-groups",
+        type=int,
+        help="refuse when the topic has this many groups already (default 64, as wheelq "
+        "serve's max_groups_per_topic)",
+    )
+    create.set_defaults(func=create_group)
     listing = actions.add_parser(
         "list",
         parents=parents,
@@ -75,6 +96,28 @@ def list_groups(ctx: Context) -> int:
                 f"{g.name:<{width}}  {g.stream:<9}{where}  {consumers:>9}  {in_flight:>9}  "
                 f"{ready:>9}  {_idle(g.idle_ms)}"
             )
+    return 0
+
+
+def create_group(ctx: Context) -> int:
+    """Create a group (see `Client.create_group`); exit 1 for an unknown topic or past the
+    cap."""
+    from wheelq.errors import GroupLimitError, GroupNotFoundError
+
+    args = ctx.args
+    with ctx.client() as client:
+        cap = {} if args.max_groups is None else {"max_groups": args.max_groups}
+        try:
+            done = client.create_group(args.topic, args.group, start=args.start, **cap)
+        except GroupNotFoundError:
+            raise no_such_topic(args.topic, sorted(client.topics())) from None
+        except GroupLimitError as exc:
+            raise CliError(str(exc)) from None
+    if not done.created:
+        print(f"group {done.name} of {args.topic} exists already")
+    else:
+        shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
+        print(f"created group {done.name} of {args.topic} on {shards}")
     return 0
 
 

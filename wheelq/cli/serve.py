@@ -91,6 +91,7 @@ def serve(ctx: Context) -> int:
     tokens = parse_tokens(values.pop("tokens", []), "[serve] tokens")
     allowed_hosts = host_names(values.pop("allowed_hosts", []), "[serve] allowed_hosts")
     deliver = values.pop("deliver", None)
+    receipt_secret = str(values.pop("receipt_secret", "") or "")
     settings = ServeSettings.from_kwargs(values)
     if not tokens and not _loopback(host):
         raise usage_error(
@@ -120,6 +121,7 @@ def serve(ctx: Context) -> int:
         tokens=tokens,
         deliveries=deliveries,
         allow_private=allow_private,
+        receipt_secret=receipt_secret,
         allowed_hosts=allowed_hosts,
     )
     service.owns_client = True

@@ -322,3 +322,10 @@ class ServeSettings(_Validated):
     """How long an idle connection is kept open between requests."""
     max_connections: Annotated[int, Range(1, 1_000_000)] = 1000
     """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
+    max_groups_per_topic: Annotated[int, Range(1, 10_000)] = 64
+    """Most consumer groups a topic may have: creating one more is refused (409)."""
+    pull_creates_groups: Annotated[int, Range(0, 1)] = 0
+    """1: a pull with ``create: true`` creates its group when missing (under
+    ``max_groups_per_topic``); 0: groups are only made on purpose (``POST
+    /v1/topics/{topic}/groups``, ``wheelq groups create``), and a pull of an unknown group
+    is 404."""

@@ -173,6 +173,12 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         """See `Client.groups`."""
         return await self._run(grp.groups(self._producer, topic))
 
+    async def create_group(
+        self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
+    ) -> grp.CreatedGroup:
+        """See `Client.create_group`."""
+        return await self._run(grp.create_group(self._producer, topic, group, start, max_groups))
+
     async def delete_group(
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:

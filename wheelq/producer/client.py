@@ -250,6 +250,29 @@ class Client(ScheduleMethods, LimitMethods):
         group; the ``ready`` and ``callbacks`` streams' groups are listed apart (`stream`)."""
         return self._run(grp.groups(self._producer, topic))
 
+    def create_group(
+        self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
+    ) -> grp.CreatedGroup:
+        """Create consumer group `group` of `topic` on every shard that lacks it (a worker
+        creates its own group; a pull consumer's is created here, or over HTTP).
+
+        Args:
+            topic: The topic (it must exist: a job was enqueued, or `create_topic`).
+            group: The group's name (a printable str of 1-200 characters).
+            start: Where the new group starts: ``"earliest"`` (every job still in the
+                stream) or ``"now"`` (jobs fired from now on).
+            max_groups: Most groups the topic's ``ready`` stream may have (1-10000).
+
+        Returns:
+            What was done; ``created`` is False when the group existed on every shard.
+
+        Raises:
+            GroupNotFoundError: No such topic.
+            GroupLimitError: The topic has `max_groups` groups already (nothing created).
+            InvalidArgumentError: A bad `group`, `start` or `max_groups`.
+        """
+        return self._run(grp.create_group(self._producer, topic, group, start, max_groups))
+
     def delete_group(
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:

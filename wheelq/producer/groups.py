@@ -1,4 +1,5 @@
-"""A topic's consumer groups for operators: list them, delete one — written once, sans-I/O.
+"""A topic's consumer groups for operators: create one (under a cap), list them, delete one —
+written once, sans-I/O.
 
 Like `wheelq.producer.operations`, each operation is a generator that yields lists of
 `Call`s and returns its result; `Client` and `AsyncClient` drive them. A group of one name
@@ -12,8 +13,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from wheelq.core.checks import int_in
 from wheelq.core.keys import ShardKeys, validate_group
-from wheelq.errors import GroupBusyError, GroupNotFoundError, InvalidArgumentError
+from wheelq.errors import (
+    GroupBusyError,
+    GroupLimitError,
+    GroupNotFoundError,
+    InvalidArgumentError,
+)
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import groups as g
 from wheelq.store import ops
@@ -68,6 +75,50 @@ class DeletedGroup:
     """Shards the group was deleted on (the shards that had it)."""
     in_flight: int
     """Entries that were in flight in it, dropped with it (0 unless forced)."""
+
+
+MAX_GROUPS = 64
+"""The default cap of consumer groups a topic's ``ready`` stream may have (`create_group`)."""
+STARTS = {"earliest": "0", "now": "$"}
+"""Where a new group starts: at every entry still in the stream, or at the next one."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedGroup:
+    """What `create_group()` did."""
+
+    name: str
+    created: bool
+    """False: the group existed on every shard already (nothing was changed)."""
+    shards: int
+    """Shards it was created on now (those that lacked it)."""
+
+
+def create_group(
+    producer: Producer, topic: str, group: str, start: str, max_groups: int
+) -> Op[CreatedGroup]:
+    """Create `group` on the ``ready`` stream of every shard that lacks it, one script per
+    shard that counts the stream's groups and creates in one step. When a shard refuses
+    (it has `max_groups` groups), the shards created on by this call are undone and
+    `GroupLimitError` is raised: a group is on every shard or on none."""
+    validate_group(group)
+    if start not in STARTS:
+        raise InvalidArgumentError("start", f"start must be 'earliest' or 'now', got {start!r:.60}")
+    int_in("max_groups", max_groups, 1, 10_000)
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        raise GroupNotFoundError(topic, group, "ready")
+    views = [ShardKeys(topic, shard) for shard in range(shards)]
+    made = yield [g.create_group(v, group, STARTS[start], max_groups) for v in views]
+    created = [
+        v for v, m in zip(views, made, strict=True) if m.outcome == GroupOutcome.GROUP_CREATED
+    ]
+    full = [m for m in made if m.outcome == GroupOutcome.GROUP_LIMIT]
+    if full:
+        if created:  # nothing was delivered from a group this new: "delete" drops it
+            yield [g.delete_group(v, group, "delete") for v in created]
+        raise GroupLimitError(topic, group, max_groups)
+    return CreatedGroup(group, bool(created), len(created))
 
 
 def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:

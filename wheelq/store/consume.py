@@ -37,6 +37,16 @@ def _entries(raw: Any) -> list[Entry]:
     return [(_text(entry_id), _fields(fields)) for entry_id, fields in raw or ()]
 
 
+def shared_secret(key: str, candidate: str) -> list[Call[Any]]:
+    """SET `key` `candidate` NX, then GET `key`: the value every caller sees is the first one
+    written (one key: one slot on a cluster). Send both in one `run`; the GET's reply (the
+    last) is the secret."""
+    return [
+        Call(command=("SET", key, candidate, "NX")),
+        Call(command=("GET", key), parse=lambda r: _text(r) if r is not None else ""),
+    ]
+
+
 def create_group(keys: ShardKeys, group: str, start_id: str = "0") -> Call[Any]:
     """XGROUP CREATE ... MKSTREAM. At `start_id` "0" a new group starts with every entry
     still in the stream, so jobs fired before the first worker started are not skipped; at

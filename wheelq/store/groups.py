@@ -1,6 +1,7 @@
 """Consumer groups as an operator sees them: which streams groups read, what each group of a
-stream holds (XINFO GROUPS, XINFO CONSUMERS) and the script that deletes one
-(`delete_group.lua`). Like `wheelq.store.ops`, each function only builds a `Call`.
+stream holds (XINFO GROUPS, XINFO CONSUMERS), and the scripts that create one under a cap
+(`create_group.lua`) and delete one (`delete_group.lua`). Like `wheelq.store.ops`, each
+function only builds a `Call`.
 """
 
 from __future__ import annotations
@@ -105,3 +106,33 @@ def delete_group(keys: ShardKeys, group: str, mode: str) -> Call[GroupDrop]:
             raise ScriptError(f"delete_group.lua returned an unknown outcome ({r!r:.200})") from exc
 
     return script_call("delete_group", keys, [group, mode], parse)
+
+
+START_IDS = ("0", "$")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMade:
+    """What `create_group.lua` found or did on one shard's stream."""
+
+    outcome: GroupOutcome
+    """GROUP_FOUND, GROUP_CREATED or GROUP_LIMIT."""
+    groups: int
+    """The stream's groups after the call (the cap's count with GROUP_LIMIT; 0 when found)."""
+
+
+def create_group(keys: ShardKeys, group: str, start_id: str, max_groups: int) -> Call[GroupMade]:
+    """Create `group` on `keys.stream` (made if absent) at `start_id` (``"0"``: every entry
+    still in the stream; ``"$"``: new ones), unless it exists or the stream has `max_groups`
+    groups already."""
+    if start_id not in START_IDS:
+        raise ValueError(f"start_id must be one of {', '.join(START_IDS)}, got {start_id!r}")
+
+    def parse(reply: Any) -> GroupMade:
+        r = check("create_group", reply)
+        try:
+            return GroupMade(GroupOutcome(r[1]), int(r[2]))
+        except (ValueError, IndexError) as exc:
+            raise ScriptError(f"create_group.lua returned an unknown outcome ({r!r:.200})") from exc
+
+    return script_call("create_group", keys, [group, start_id, max_groups], parse)

@@ -72,8 +72,8 @@ NOT_PENDING = 3
 
 
 class GroupOutcome(IntEnum):
-    """What delete_group found or did on one shard's stream (an outcome field after
-    `Status.OK`)."""
+    """What delete_group or create_group found or did on one shard's stream (an outcome
+    field after `Status.OK`)."""
 
     NO_GROUP = 0
     """The stream has no such group (or no stream): nothing done."""
@@ -83,6 +83,10 @@ class GroupOutcome(IntEnum):
     """'delete' mode: the group has entries in flight; kept."""
     GROUP_DESTROYED = 3
     """XGROUP DESTROY done."""
+    GROUP_CREATED = 4
+    """create_group: XGROUP CREATE done."""
+    GROUP_LIMIT = 5
+    """create_group: the stream has its cap of groups; nothing done."""
 
 
 _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
@@ -119,6 +123,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "purge_dead": ("dead",),
     "drop_shard": DATA_KEY_NAMES,
     "delete_group": ("stream",),
+    "create_group": ("stream",),
     "lookup": ("delayed", "jobs", "ready", "history", "history_old", "cancelled", "callbacks"),
     "schedule_put": ("schedules", "sched_state"),
     "schedule_state": ("schedules", "sched_state", "sched_epoch"),

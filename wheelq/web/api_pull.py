@@ -1,4 +1,5 @@
-"""``/v1/topics/{topic}/groups/{group}``: pull consumers (pull, ack, nack by receipt)."""
+"""``/v1/topics/{topic}/groups/{group}``: pull consumers (pull, ack, nack by receipt), and
+creating their groups (`create_group`, shared with ``POST /v1/topics/{topic}/groups``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from wheelq.core.jsonable import jsonable
+from wheelq.errors import GroupLimitError, GroupNotFoundError
+from wheelq.producer.groups import CreatedGroup
 from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
     AckOut,
@@ -19,6 +22,8 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
+from wheelq.web.service import WebService
+from wheelq.worker.pull import UnknownGroupError
 from wheelq.worker.receipts import Outcome
 
 router = APIRouter(
@@ -37,15 +42,49 @@ def _check_group(group: str) -> None:
         )
 
 
+async def create_group(
+    svc: WebService, topic: str, group: str, start: str = "earliest"
+) -> CreatedGroup:
+    """Create `group` on every shard of `topic` under ``[serve] max_groups_per_topic``.
+
+    Raises:
+        ProblemError: 404 for an unknown topic; 409 when the topic has its cap of groups.
+    """
+    cap = svc.settings.max_groups_per_topic
+    try:
+        return await svc.client.create_group(topic, group, start=start, max_groups=cap)
+    except GroupNotFoundError as exc:
+        raise ProblemError(404, "not-found", "Not found", str(exc), field="topic") from None
+    except GroupLimitError as exc:
+        raise ProblemError(
+            409, "group-limit", "Too many consumer groups", str(exc), field="name"
+        ) from None
+
+
 @router.post("/pull", response_model=PullOut)
 async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Request) -> Response:
     """Up to `max` due jobs for the group, waiting up to `wait_ms` for one. Each comes with
     a `receipt` to ack or nack it; one not acked within the visibility timeout goes to
-    the next pull (its `deliveries` then counts up)."""
+    the next pull (its `deliveries` then counts up). 404 when the group does not exist: a
+    pull creates it only with `create: true` where the service allows it."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
     _check_group(group)
-    got = await svc.puller.pull(topic, group, f"http:{body.consumer}", body.max, body.wait_ms)
+    if body.create:
+        if not svc.settings.pull_creates_groups:
+            raise ProblemError(
+                422,
+                "invalid-argument",
+                "Invalid argument",
+                "create: this service does not create groups on pull ([serve] "
+                f"pull_creates_groups = 0); create it with POST /v1/topics/{topic}/groups",
+                field="create",
+            )
+        await create_group(svc, topic, group)
+    try:
+        got = await svc.puller.pull(topic, group, f"http:{body.consumer}", body.max, body.wait_ms)
+    except UnknownGroupError as exc:
+        raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
     jobs = [
         {
             "id": p.job.id,

@@ -1,5 +1,5 @@
-"""``/v1/topics``: the topics, one topic's stats, its consumer groups (list, delete) and its
-dead letters (list, replay, purge)."""
+"""``/v1/topics``: the topics, one topic's stats, its consumer groups (create, list, delete)
+and its dead letters (list, replay, purge)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ from fastapi import APIRouter, Query, Request, Response
 from wheelq.core.jsonable import dead_letter_json
 from wheelq.errors import GroupBusyError, GroupNotFoundError
 from wheelq.store.groups import GROUP_LANES
+from wheelq.web import api_pull
 from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
     REF_PATTERN,
     ConsumerGroupsOut,
     CountOut,
     DeadListOut,
+    GroupCreatedOut,
+    GroupIn,
     GroupPath,
     RefsIn,
     TopicPath,
@@ -106,6 +109,18 @@ async def list_groups(topic: TopicPath, request: Request) -> Response:
         for g in found
     ]
     return json_response({"topic": topic, "groups": body})
+
+
+@router.post("/{topic}/groups", response_model=GroupCreatedOut, status_code=201)
+async def create_group(topic: TopicPath, body: GroupIn, request: Request) -> Response:
+    """Create a consumer group on every shard (a pull consumer's; a worker creates its own):
+    201, or 200 when it existed. 409 when the topic has `[serve] max_groups_per_topic`
+    groups; 404 for an unknown topic."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    made = await api_pull.create_group(svc, topic, body.name, body.start)
+    out = {"group": made.name, "created": made.created, "shards": made.shards}
+    return json_response(out, status=201 if made.created else 200)
 
 
 @router.delete("/{topic}/groups/{group}", status_code=204)

@@ -380,7 +380,25 @@ class DeadListOut(BaseModel):
 
 
 class RefsIn(Strict):
-    """Dead letters by `refs`, or `all` of them."""
+    """Dead letters by `refs`, or `all` of them (one or the other, as the schema says)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["refs"],
+                    "properties": {
+                        "refs": {"minItems": 1, "type": "array"},
+                        "all": {"const": False},
+                    },
+                },
+                {
+                    "required": ["all"],
+                    "properties": {"all": {"const": True}, "refs": {"type": "null"}},
+                },
+            ]
+        }
+    )
 
     refs: Annotated[list[Ref], Field(max_length=10_000)] | None = None
     all: bool = False

@@ -35,6 +35,8 @@ class WebService:
             is accepted, as the deliverer checks when it connects).
         allowed_hosts: Names accepted in ``Host`` besides the service's own address
             (`wheelq.web.auth.Guard`).
+        receipt_secret: The key pull receipts are sealed with, the same on every service of
+            a deployment (empty: one kept in Redis; see `wheelq.worker.pull.Puller`).
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class WebService:
         deliveries: Deliveries | None = None,
         allow_private: bool = False,
         allowed_hosts: tuple[str, ...] = (),
+        receipt_secret: str = "",
     ) -> None:
         self.client = client
         self.settings = settings or ServeSettings()
@@ -59,6 +62,7 @@ class WebService:
             max_deliveries=ws.max_deliveries,
             policy=RetryPolicy(ws.retry_base_ms, ws.retry_max_ms, ws.retry_jitter_pct),
             claim_interval_ms=ws.claim_interval_ms,
+            receipt_secret=receipt_secret,
         )
         self.guard = Guard(tokens, allowed_hosts)
         self.coalescer = Coalescer(client.enqueue_many)

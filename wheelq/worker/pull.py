@@ -1,8 +1,8 @@
 """Pull consumers: jobs taken by request instead of pushed to a handler (the HTTP API's
 ``pull``, ``ack`` and ``nack``), with a worker's guarantees.
 
-A pull reads a consumer group's new entries (XREADGROUP, creating the group at the
-stream's start the first time) and, at most every `claim_interval_ms` per group, takes over
+A pull reads a consumer group's new entries (XREADGROUP; the group must exist: a pull
+never creates one, `UnknownGroupError`) and, at most every `claim_interval_ms` per group, takes over
 entries left unacked past the visibility timeout (the worker's ``claim.lua``, which
 dead-letters an entry delivered more than `max_deliveries` times). Each job comes with a
 *receipt* that names its delivery (`wheelq.worker.receipts`); ``ack`` settles it as a
@@ -23,6 +23,8 @@ timeout), and the pull answers with what it has.
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,15 +34,16 @@ from redis.exceptions import ResponseError
 from wheelq.core.checks import int_in
 from wheelq.core.clock import Clock
 from wheelq.core.job import Job
-from wheelq.core.keys import ShardKeys, all_shards, validate_topic
+from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.errors import InvalidArgumentError
 from wheelq.runtime.outage import wait_for_either
-from wheelq.store import consume, ops
+from wheelq.store import consume, groups, ops
 from wheelq.store.async_executor import AsyncExecutor
 from wheelq.store.calls import Call
+from wheelq.store.scripts import GroupOutcome
 from wheelq.worker.pull_settle import ack_receipts, nack_receipts
-from wheelq.worker.receipts import Outcome, Receipt, parse_receipts
+from wheelq.worker.receipts import Outcome, Receipt, ReceiptSeal
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
@@ -53,6 +56,21 @@ FILL_ROUNDS = 4
 
 class UnknownTopicError(InvalidArgumentError):
     """The topic is not registered (nothing was ever enqueued on it)."""
+
+
+class UnknownGroupError(InvalidArgumentError):
+    """No shard of the topic has the consumer group: a pull never creates one (groups are
+    made on purpose: `Client.create_group`, ``POST /v1/topics/{topic}/groups``)."""
+
+    def __init__(self, topic: str, group: str) -> None:
+        super().__init__(
+            "group",
+            f"topic {topic!r} has no consumer group {group!r}: create it first "
+            f'(POST /v1/topics/{topic}/groups with {{"name": {json.dumps(group)}}}, '
+            "`wheelq groups create`, or Client.create_group)",
+        )
+        self.topic = topic
+        self.group = group
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +92,9 @@ class Puller:
         max_deliveries: An entry delivered more often is dead-lettered instead.
         policy: The backoff of a nack without a delay.
         claim_interval_ms: Least time between two claim scans of one group.
+        receipt_secret: The key receipts are sealed with (`ReceiptSeal`), the same on every
+            service of a deployment; empty: one made at random once and kept in Redis
+            (`wheelq.core.keys.RECEIPT_KEY`), which every service then reads.
     """
 
     def __init__(
@@ -85,6 +106,7 @@ class Puller:
         max_deliveries: int = 5,
         policy: RetryPolicy | None = None,
         claim_interval_ms: int = 1000,
+        receipt_secret: str = "",
     ) -> None:
         self._executor = executor
         self._clock = clock
@@ -102,6 +124,16 @@ class Puller:
         they are pending to."""
         self.dead_lettered = 0
         self._closing = asyncio.Event()
+        self._seal = ReceiptSeal(receipt_secret.encode()) if receipt_secret else None
+
+    async def seal(self) -> ReceiptSeal:
+        """What issues and checks receipts: with the configured secret, else with the
+        deployment's key in Redis (made by the first service that asks)."""
+        if self._seal is None:
+            calls = consume.shared_secret(RECEIPT_KEY, secrets.token_hex(32))
+            key = (await self._executor.run(calls))[-1]
+            self._seal = ReceiptSeal(key.encode())
+        return self._seal
 
     def close(self) -> None:
         """End every wait now: pulls waiting for jobs answer with what they have (none),
@@ -132,35 +164,19 @@ class Puller:
         Raises:
             InvalidArgumentError: `count` not in [1, 1000], `wait_ms` not in [0, 30000].
             UnknownTopicError: The topic is not registered.
+            UnknownGroupError: No shard has the group.
         """
         int_in("max", count, 1, MAX_PULL)
         int_in("wait_ms", wait_ms, 0, MAX_WAIT_MS)
         shards = await self.shards(topic)
+        await self.seal()  # before any read: every job read gets its receipt
         keys = list(all_shards(topic, shards))
         await self._join(topic, group, keys)
         out = self._take_spare(topic, group, count)
         if len(out) < count:
             out += await self._claim(topic, group, consumer, keys, count - len(out))
-        deadline = self._clock.now_ms() + wait_ms
-        full: list[ShardKeys] = []
-        while not out:
-            left = deadline - self._clock.now_ms()
-            block = None if left <= 0 or self._closing.is_set() else left
-            chosen, share = self._shares(keys, count)
-            out, full = await self._read(topic, group, consumer, keys, chosen, share, block)
-            if block is None:
-                break
-        # A read asks each shard for a share of `count`: while shards gave a full share
-        # (they may have more), read on from them without blocking, so a pull of n
-        # returns n when n are there.
-        for _ in range(FILL_ROUNDS):
-            left_n = count - len(out)
-            if not full or left_n <= 0:
-                break
-            more, full = await self._read(
-                topic, group, consumer, keys, full, max(1, left_n // len(full)), None
-            )
-            out += more
+        if not out:
+            out = await self._read_new(topic, group, consumer, keys, count, wait_ms)
         if len(out) > count:
             self._keep_spare(topic, group, consumer, out[count:])
         return out[:count]
@@ -179,17 +195,32 @@ class Puller:
         if len(fresh) > count:
             self._spare[(topic, group)] = fresh[count:]
         # Still the delivery they were read in: pending to its consumer, not delivered since.
-        return [Pulled(p.job, _receipt(p.job, now, consumer)) for p, _, consumer in fresh[:count]]
+        return [
+            Pulled(p.job, self._receipt(topic, group, p.job, now, consumer))
+            for p, _, consumer in fresh[:count]
+        ]
 
     def _keep_spare(self, topic: str, group: str, consumer: str, extra: list[Pulled]) -> None:
         now = self._clock.now_ms()
         self._spare.setdefault((topic, group), []).extend((p, now, consumer) for p in extra)
 
     async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
+        """Check that the group exists (on some shard: made again on a shard whose stream
+        was deleted since, as a worker does).
+
+        Raises:
+            UnknownGroupError: No shard has it (nothing is created).
+        """
         if (topic, group) in self._groups:
             return
-        calls = [consume.create_group(k, group, "0") for k in keys]
-        for reply in await self._executor.run(calls, return_exceptions=True):
+        found = await self._executor.run([groups.delete_group(k, group, "check") for k in keys])
+        missing = [
+            k for k, f in zip(keys, found, strict=True) if f.outcome == GroupOutcome.NO_GROUP
+        ]
+        if len(missing) == len(keys):
+            raise UnknownGroupError(topic, group)
+        calls = [consume.create_group(k, group, "0") for k in missing]
+        for reply in await self._executor.run(calls, return_exceptions=True) if calls else []:
             if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
                 raise reply
         self._groups.add((topic, group))
@@ -214,8 +245,16 @@ class Puller:
             )
             for k in chosen
         ]
+        try:
+            replies = await self._executor.run(calls)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            self._groups.discard((topic, group))  # deleted since: check again
+            await self._join(topic, group, keys)
+            return []
         out: list[Pulled] = []
-        for k, got in zip(chosen, await self._executor.run(calls), strict=True):
+        for k, got in zip(chosen, replies, strict=True):
             self._cursors[(topic, group, k.shard)] = got.cursor
             self.dead_lettered += got.dead_lettered
             out += await self._accept(group, consumer, k, got.entries, got.deliveries)
@@ -226,6 +265,39 @@ class Puller:
         `count`, at least one (what is read past `count` is kept as spare)."""
         self._turn = (self._turn + 1) % len(keys)
         return keys[self._turn :] + keys[: self._turn], max(1, count // len(keys))
+
+    async def _read_new(
+        self,
+        topic: str,
+        group: str,
+        consumer: str,
+        keys: list[ShardKeys],
+        count: int,
+        wait_ms: int,
+    ) -> list[Pulled]:
+        """New entries, waiting up to `wait_ms` for some."""
+        deadline = self._clock.now_ms() + wait_ms
+        out: list[Pulled] = []
+        full: list[ShardKeys] = []
+        while not out:
+            left = deadline - self._clock.now_ms()
+            block = None if left <= 0 or self._closing.is_set() else left
+            chosen, share = self._shares(keys, count)
+            out, full = await self._read(topic, group, consumer, keys, chosen, share, block)
+            if block is None:
+                break
+        # A read asks each shard for a share of `count`: while shards gave a full share
+        # (they may have more), read on from them without blocking, so a pull of n
+        # returns n when n are there.
+        for _ in range(FILL_ROUNDS):
+            left_n = count - len(out)
+            if not full or left_n <= 0:
+                break
+            more, full = await self._read(
+                topic, group, consumer, keys, full, max(1, left_n // len(full)), None
+            )
+            out += more
+        return out
 
     async def _read(
         self,
@@ -239,13 +311,14 @@ class Puller:
     ) -> tuple[list[Pulled], list[ShardKeys]]:
         """Read up to `share` entries of each shard of `chosen` (COUNT applies to each
         stream); returns the jobs and the shards that gave their full share."""
+        executor = self._executor
         if self._executor.cluster:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)
             calls = [consume.read_group([k], group, consumer, share, block) for k in chosen]
         else:
             block = None if block_ms is None else min(block_ms, MAX_BLOCK_MS)
             calls = [consume.read_group(chosen, group, consumer, share, block)]
-        reads = asyncio.gather(*(self._executor.run([c]) for c in calls))
+        reads = asyncio.gather(*(executor.run([c]) for c in calls))
         try:
             if block is not None:
                 await wait_for_either(reads, self._closing, None)
@@ -257,7 +330,7 @@ class Puller:
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
-            self._groups.discard((topic, group))  # the stream was deleted: make it again
+            self._groups.discard((topic, group))  # deleted, or its stream was: check again
             await self._join(topic, group, keys)
             return [], []
         by_shard = {k.shard: k for k in keys}
@@ -300,10 +373,16 @@ class Puller:
             if job.group is not None and job.group != group:
                 calls.append(consume.ack(keys, group, [entry_id]))
                 continue
-            out.append(Pulled(job, _receipt(job, now, consumer)))
+            out.append(Pulled(job, self._receipt(keys.topic, group, job, now, consumer)))
         if calls:
             await self._executor.run(calls)
         return out
+
+    def _receipt(self, topic: str, group: str, job: Job, pulled_ms: int, consumer: str) -> str:
+        """The sealed receipt of `job`'s delivery to `consumer` (its `deliveries` count)."""
+        assert self._seal is not None  # pull() called seal() first
+        receipt = Receipt(job.shard, job.entry_id, job.id, pulled_ms, consumer, job.deliveries)
+        return self._seal.issue(receipt, topic, group)
 
     async def ack(self, topic: str, group: str, receipts: Sequence[object]) -> list[Outcome]:
         """Settle pulled jobs as handled; each receipt's outcome, in order: ``ACKED``,
@@ -311,9 +390,10 @@ class Puller:
         changed for it).
 
         Raises:
-            InvalidArgumentError: A receipt this service did not give (nothing is acked).
+            InvalidArgumentError: A receipt no service of this deployment gave for this
+                topic and group (forged, altered; nothing is acked).
         """
-        parsed = parse_receipts(receipts)
+        parsed = (await self.seal()).open_all(receipts, topic, group)
         shards = await self.shards(topic)
         now = self._clock.now_ms()
         return await _on_shards(
@@ -329,10 +409,10 @@ class Puller:
         ``STALE`` (nothing changed for it).
 
         Raises:
-            InvalidArgumentError: A receipt this service did not give, or `delay_ms` not in
-                [0, 30 days] (nothing is changed).
+            InvalidArgumentError: A receipt no service of this deployment gave for this
+                topic and group, or `delay_ms` not in [0, 30 days] (nothing is changed).
         """
-        parsed = parse_receipts(receipts)
+        parsed = (await self.seal()).open_all(receipts, topic, group)
         if delay_ms is not None:
             int_in("delay_ms", delay_ms, 0, 30 * 86_400_000)
         shards = await self.shards(topic)
@@ -359,8 +439,3 @@ async def _on_shards(
         for i, outcome in zip(mine, await settle([receipts[i] for i in mine]), strict=True):
             outcomes[i] = outcome
     return outcomes
-
-
-def _receipt(job: Job, pulled_ms: int, consumer: str) -> str:
-    """The receipt of `job`'s delivery to `consumer` (its `deliveries` count)."""
-    return Receipt(job.shard, job.entry_id, job.id, pulled_ms, consumer, job.deliveries).encode()

@@ -17,6 +17,7 @@ from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.store import consume
 from wheelq.store.calls import Call, Executor
 from wheelq.worker.receipts import Outcome, Receipt
+from wheelq.worker.settler import ACKS_PER_CALL
 
 _SETTLED = {1: None, 0: Outcome.SETTLED_BEFORE, -1: Outcome.STALE}
 """A script's per-entry answer (`consume.ack_delivered`) as an outcome; None: as asked."""
@@ -25,22 +26,29 @@ _SETTLED = {1: None, 0: Outcome.SETTLED_BEFORE, -1: Outcome.STALE}
 async def ack_receipts(
     executor: Executor, now_ms: int, topic: str, group: str, receipts: list[Receipt]
 ) -> list[Outcome]:
-    """Ack the receipts' entries and record the successes; each receipt's outcome, in order."""
+    """Ack the receipts' entries and record the successes; each receipt's outcome, in order.
+    A shard's receipts go in calls of at most `ACKS_PER_CALL` entries, as a worker's acks
+    do, so one request never holds Redis for long."""
     by_shard: dict[int, list[int]] = defaultdict(list)
     for i, r in enumerate(receipts):
         by_shard[r.shard].append(i)
+    parts = [
+        (shard, mine[i : i + ACKS_PER_CALL])
+        for shard, mine in by_shard.items()
+        for i in range(0, len(mine), ACKS_PER_CALL)
+    ]
     calls = [
         consume.ack_delivered(
             ShardKeys(topic, shard),
             group,
-            [_done(receipts[i], now_ms) for i in mine],
-            [(receipts[i].consumer, receipts[i].deliveries) for i in mine],
+            [_done(receipts[i], now_ms) for i in part],
+            [(receipts[i].consumer, receipts[i].deliveries) for i in part],
         )
-        for shard, mine in by_shard.items()
+        for shard, part in parts
     ]
     outcomes = [Outcome.ACKED] * len(receipts)
-    for mine, got in zip(by_shard.values(), await executor.run(calls), strict=True):
-        for i, code in zip(mine, got, strict=True):
+    for (_, part), got in zip(parts, await executor.run(calls), strict=True):
+        for i, code in zip(part, got, strict=True):
             outcomes[i] = _SETTLED[code] or Outcome.ACKED
     return outcomes
 

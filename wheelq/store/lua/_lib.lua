@@ -18,11 +18,13 @@ local WQ_NOT_PENDING = 3  -- reschedule: no such pending job (nothing written)
 local WQ_APPLIED = 4      -- enqueue, a spool replay: an earlier call applied it (not written)
 local WQ_FULL = 5         -- enqueue: the shard is at its max_pending share (nothing written)
 
--- What delete_group found or did on one stream (wheelq.store.scripts.GroupOutcome).
+-- What delete_group and create_group found or did on one stream (wheelq.store.scripts.GroupOutcome).
 local WQ_NO_GROUP = 0         -- no such group (or no stream): nothing done
 local WQ_GROUP_FOUND = 1      -- 'check' mode: the group is there; nothing done
 local WQ_GROUP_BUSY = 2       -- 'delete' mode: entries in flight; the group is kept
 local WQ_GROUP_DESTROYED = 3  -- XGROUP DESTROY done
+local WQ_GROUP_CREATED = 4    -- create_group: XGROUP CREATE done
+local WQ_GROUP_LIMIT = 5      -- create_group: the stream has its cap of groups; nothing done
 
 local function wq_fmt(n)
   -- A whole number (every ms time is one) goes through the C library's integer formatting,

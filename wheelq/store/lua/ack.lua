@@ -46,7 +46,8 @@ end
 -- One XACK for all (at most 1000: wheelq.worker.settler.ACKS_PER_CALL): when it acks every
 -- entry (the usual case) each gets its record. When it acks fewer, some were settled already:
 -- by another worker that took them over (a record naming the entry, or a later firing of the
--- job, is left alone), or by this one, its reply lost (written again, the same).
+-- job, is left alone), or by this one, its reply lost (written again, the same). An entry not
+-- in the stream was never pending here (or was settled and trimmed): no record for it.
 local acked = redis.call('XACK', KEYS[1], group, unpack(entries))
 if acked < #entries then
   local rec, n = {}, 0
@@ -55,6 +56,9 @@ if acked < #entries then
     local known = wq_read_record(wq_hget(KEYS[2], KEYS[3], field))
     local keep = known ~= nil and (wq_id_lt(entries[i], known[2]) or
       (known[2] == entries[i] and known[1] ~= 'S'))
+    if not keep and not redis.call('XRANGE', KEYS[1], entries[i], entries[i])[1] then
+      keep = true
+    end
     if not keep then
       rec[n + 1], rec[n + 2] = field, pairs[2 * i]
       n = n + 2
