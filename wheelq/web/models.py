@@ -412,6 +412,37 @@ class PullIn(Strict):
     max: Annotated[Int, Field(ge=1, le=1000)] = 10
     wait_ms: Annotated[Int, Field(ge=0, le=30_000)] = 0
     consumer: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")] = "http"
+    create: bool = Field(
+        default=False,
+        description="create the group when missing (only where the service allows it: "
+        "[serve] pull_creates_groups; else 422)",
+    )
+
+
+class GroupIn(Strict):
+    name: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=200,
+            pattern=PRINTABLE,
+            description="the group's name: 1-200 printable characters",
+        ),
+    ]
+    start: Annotated[
+        str,
+        Field(
+            pattern="^(earliest|now)$",
+            description="where the new group starts: every job still in the stream "
+            "(earliest), or the jobs fired from now on (now)",
+        ),
+    ] = "earliest"
+
+
+class GroupCreatedOut(BaseModel):
+    group: str
+    created: bool = Field(description="false: it existed already (nothing changed)")
+    shards: int = Field(description="shards it was created on now")
 
 
 class PulledJob(BaseModel):
