@@ -322,6 +322,13 @@ class ServeSettings(_Validated):
     """How long an idle connection is kept open between requests."""
     max_connections: Annotated[int, Range(1, 1_000_000)] = 1000
     """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
+    pull_connections: Annotated[int, Range(1, 1000)] = 32
+    """Redis connections pulls read new jobs on, a pool of their own: long polls waiting
+    there never take the connections enqueues and the service's own parts need. A pull
+    holds one while it reads and waits (on a cluster one per shard, up to all of them), so
+    this many wait at once; one that finds none free waits for one within its ``wait_ms``,
+    then answers with what it has (jobs taken over, or none). On a cluster, at most the
+    client's ``max_connections`` per node (100)."""
     max_groups_per_topic: Annotated[int, Range(1, 10_000)] = 64
     """Most consumer groups a topic may have: creating one more is refused (409)."""
     pull_creates_groups: Annotated[int, Range(0, 1)] = 0

@@ -63,6 +63,7 @@ class WebService:
             policy=RetryPolicy(ws.retry_base_ms, ws.retry_max_ms, ws.retry_jitter_pct),
             claim_interval_ms=ws.claim_interval_ms,
             receipt_secret=receipt_secret,
+            pull_connections=self.settings.pull_connections,
         )
         self.guard = Guard(tokens, allowed_hosts)
         self.coalescer = Coalescer(client.enqueue_many)
@@ -117,6 +118,7 @@ class WebService:
             if self.deliveries is not None:
                 await self.deliveries.stop()
             await self._keeper.stop()
+        await self.puller.aclose()
         await self._close()
 
     async def _close(self) -> None:

@@ -11,10 +11,13 @@ worker's success does (recorded in the job's history), ``nack`` as a worker's fa
 taken over by a later pull is stale: it settles nothing (`Outcome.STALE`), so the newer
 delivery's run is not cut short; a second ack of a receipt is a no-op.
 
-On a single server one pull reads every shard in one command, blocking in Redis for up
-to ``wait_ms`` (in reads of at most `MAX_BLOCK_MS`); on a cluster each shard is read apart,
-blocking at most `CLUSTER_BLOCK_MS`
-a round, so a job fired on any shard is seen within that. `close()` (the service is
+Reads go through connections of their own (`BlockingReads`, ``pull_connections`` of them):
+a pull takes a slot before it reads (waiting for one within ``wait_ms``, else it answers
+with what it has), so waiting pulls never take the connections the rest of the service
+needs. On a single server one pull reads every shard in one command, blocking in Redis for
+up to ``wait_ms`` (in reads of at most `MAX_BLOCK_MS`); on a cluster each shard is read
+apart (a slot each), blocking at most `CLUSTER_BLOCK_MS` a round, so a job fired on any
+shard is seen within that. `close()` (the service is
 stopping) ends every wait at once: a blocked read is cancelled, as a worker's reader's is
 on stop (entries it had delivered stay pending and are taken over after the visibility
 timeout), and the pull answers with what it has.
@@ -40,6 +43,7 @@ from wheelq.errors import InvalidArgumentError
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, groups, ops
 from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.blocking_reads import BlockingReads
 from wheelq.store.calls import Call
 from wheelq.store.scripts import GroupOutcome
 from wheelq.worker.pull_settle import ack_receipts, nack_receipts
@@ -95,6 +99,8 @@ class Puller:
         receipt_secret: The key receipts are sealed with (`ReceiptSeal`), the same on every
             service of a deployment; empty: one made at random once and kept in Redis
             (`wheelq.core.keys.RECEIPT_KEY`), which every service then reads.
+        pull_connections: Most connections blocking reads hold at once, a pool of their own
+            (`BlockingReads`): waiting pulls never take `executor`'s connections.
     """
 
     def __init__(
@@ -107,8 +113,10 @@ class Puller:
         policy: RetryPolicy | None = None,
         claim_interval_ms: int = 1000,
         receipt_secret: str = "",
+        pull_connections: int = 32,
     ) -> None:
         self._executor = executor
+        self._reads = BlockingReads(executor, pull_connections)
         self._clock = clock
         self.visibility_timeout_ms = visibility_timeout_ms
         self.max_deliveries = max_deliveries
@@ -139,6 +147,11 @@ class Puller:
         """End every wait now: pulls waiting for jobs answer with what they have (none),
         and later ones do not wait (the service is stopping)."""
         self._closing.set()
+
+    async def aclose(self) -> None:
+        """`close()`, and close the blocking reads' connections."""
+        self.close()
+        await self._reads.aclose()
 
     async def shards(self, topic: str) -> int:
         """The topic's shard count.
@@ -275,29 +288,41 @@ class Puller:
         count: int,
         wait_ms: int,
     ) -> list[Pulled]:
-        """New entries, waiting up to `wait_ms` for some."""
+        """New entries, waiting up to `wait_ms` for some. The reads go through the
+        connections of `BlockingReads`, whose slots the pull takes first (one; on a cluster
+        one per shard it blocks on), waiting for them within `wait_ms`: when none came free
+        in time it reads nothing and answers with what it has."""
         deadline = self._clock.now_ms() + wait_ms
-        out: list[Pulled] = []
-        full: list[ShardKeys] = []
-        while not out:
-            left = deadline - self._clock.now_ms()
-            block = None if left <= 0 or self._closing.is_set() else left
-            chosen, share = self._shares(keys, count)
-            out, full = await self._read(topic, group, consumer, keys, chosen, share, block)
-            if block is None:
-                break
-        # A read asks each shard for a share of `count`: while shards gave a full share
-        # (they may have more), read on from them without blocking, so a pull of n
-        # returns n when n are there.
-        for _ in range(FILL_ROUNDS):
-            left_n = count - len(out)
-            if not full or left_n <= 0:
-                break
-            more, full = await self._read(
-                topic, group, consumer, keys, full, max(1, left_n // len(full)), None
-            )
-            out += more
-        return out
+        wanted = len(keys) if self._executor.cluster else 1
+        async with self._reads.slots(wanted, wait_ms / 1000, self._closing) as taken:
+            if not taken:
+                return []
+            reach = taken if self._executor.cluster else len(keys)  # one read: every shard
+            out: list[Pulled] = []
+            full: list[ShardKeys] = []
+            while not out:
+                left = deadline - self._clock.now_ms()
+                block = None if left <= 0 or self._closing.is_set() else left
+                # With fewer slots than shards (a cluster), a round reads some of them; the
+                # next round starts at the next shard (`_shares`).
+                chosen, share = self._shares(keys, count)
+                out, full = await self._read(
+                    topic, group, consumer, keys, chosen[:reach], share, block
+                )
+                if block is None:
+                    break
+            # A read asks each shard for a share of `count`: while shards gave a full share
+            # (they may have more), read on from them without blocking, so a pull of n
+            # returns n when n are there.
+            for _ in range(FILL_ROUNDS):
+                left_n = count - len(out)
+                if not full or left_n <= 0:
+                    break
+                more, full = await self._read(
+                    topic, group, consumer, keys, full, max(1, left_n // len(full)), None
+                )
+                out += more
+            return out
 
     async def _read(
         self,
@@ -310,8 +335,9 @@ class Puller:
         block_ms: int | None,
     ) -> tuple[list[Pulled], list[ShardKeys]]:
         """Read up to `share` entries of each shard of `chosen` (COUNT applies to each
-        stream); returns the jobs and the shards that gave their full share."""
-        executor = self._executor
+        stream) on the connections of `BlockingReads`; returns the jobs and the shards that
+        gave their full share."""
+        executor = self._reads.executor()
         if self._executor.cluster:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)
             calls = [consume.read_group([k], group, consumer, share, block) for k in chosen]
