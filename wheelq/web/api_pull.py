@@ -70,21 +70,23 @@ async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Reques
     svc = service(request)
     svc.guard.check(request, "write", topic)
     _check_group(group)
-    if body.create:
-        if not svc.settings.pull_creates_groups:
-            raise ProblemError(
-                422,
-                "invalid-argument",
-                "Invalid argument",
-                "create: this service does not create groups on pull ([serve] "
-                f"pull_creates_groups = 0); create it with POST /v1/topics/{topic}/groups",
-                field="create",
-            )
-        await create_group(svc, topic, group)
+    if body.create and not svc.settings.pull_creates_groups:
+        raise ProblemError(
+            422,
+            "invalid-argument",
+            "Invalid argument",
+            "create: this service does not create groups on pull ([serve] "
+            f"pull_creates_groups = 0); create it with POST /v1/topics/{topic}/groups",
+            field="create",
+        )
+    consumer = f"http:{body.consumer}"
     try:
-        got = await svc.puller.pull(topic, group, f"http:{body.consumer}", body.max, body.wait_ms)
+        got = await svc.puller.pull(topic, group, consumer, body.max, body.wait_ms)
     except UnknownGroupError as exc:
-        raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
+        if not body.create:
+            raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
+        await create_group(svc, topic, group)  # only when missing: no script per pull
+        got = await svc.puller.pull(topic, group, consumer, body.max, body.wait_ms)
     jobs = [
         {
             "id": p.job.id,
