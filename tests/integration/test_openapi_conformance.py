@@ -8,8 +8,8 @@ server agree), and auth is not ignored.
 design. Where a rule cannot be said in JSON Schema (a due time at most ten years from now,
 a receipt this deployment sealed, ...) `schemathesis.toml` beside this file lets that
 operation's valid-looking input be 422 too, and names the rule. The seed is fixed so CI is
-repeatable (about 4 minutes on 2 CPUs); set ``WHEELQ_FUZZ_SEED`` (and
-``WHEELQ_FUZZ_EXAMPLES``) to explore further.
+repeatable (about 1,000 requests, 4-5 minutes on 2 busy CPUs); set ``WHEELQ_FUZZ_SEED``
+(and ``WHEELQ_FUZZ_EXAMPLES``) to explore further.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tests.support.waiting import eventually_sync
 from wheelq.testing.binaries import ServerBinary
 
 
+@pytest.mark.timeout(600)  # the whole run: about 4 minutes on 2 busy CPUs
 def test_the_live_service_conforms_to_its_openapi_document(
     redis_url: str, server_binary: ServerBinary
 ) -> None:
@@ -52,7 +53,7 @@ def test_the_live_service_conforms_to_its_openapi_document(
                 "--exclude-checks",
                 "use_after_free",
                 "--max-examples",
-                os.environ.get("WHEELQ_FUZZ_EXAMPLES", "25"),
+                os.environ.get("WHEELQ_FUZZ_EXAMPLES", "10"),
                 "--seed",
                 os.environ.get("WHEELQ_FUZZ_SEED", "1"),
                 "--workers",
@@ -64,11 +65,15 @@ def test_the_live_service_conforms_to_its_openapi_document(
                 "--no-color",
                 "--generation-database",
                 "none",
+                # Generating ids that match the printable-characters pattern is slow on a
+                # busy CI machine; it says nothing about the server.
+                "--suppress-health-check",
+                "too_slow",
             ],
             env=clean_env(),
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=540,
             check=False,
         )
     finally:

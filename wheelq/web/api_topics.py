@@ -111,7 +111,12 @@ async def list_groups(topic: TopicPath, request: Request) -> Response:
     return json_response({"topic": topic, "groups": body})
 
 
-@router.post("/{topic}/groups", response_model=GroupCreatedOut, status_code=201)
+@router.post(
+    "/{topic}/groups",
+    response_model=GroupCreatedOut,
+    status_code=201,
+    responses={200: {"model": GroupCreatedOut, "description": "The group existed already"}},
+)
 async def create_group(topic: TopicPath, body: GroupIn, request: Request) -> Response:
     """Create a consumer group on every shard (a pull consumer's; a worker creates its own):
     201, or 200 when it existed. 409 when the topic has `[serve] max_groups_per_topic`
