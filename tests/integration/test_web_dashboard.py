@@ -418,7 +418,8 @@ async def test_in_a_browser_the_list_leads_to_the_topic_and_the_lookup_to_the_jo
 ) -> None:
     await enqueue(wide, topic, 1, 60_000, "b-")
     page = await browser.new_page()
-    await page.goto(f"{wide.base}/ui")
+    # The shared server holds every earlier test's topics: start the list just before this one.
+    await page.goto(f"{wide.base}/ui?after={quote(topic[:-1])}")
     await page.get_by_role("link", name=topic, exact=True).click()
     await page.wait_for_url(f"**/ui/topics/{topic}")
     assert await page.inner_text("#total-pending") == "1"
