@@ -53,3 +53,31 @@ def test_nothing_cites_the_briefs_outside_the_repository() -> None:
         if BRIEF.search(line)
     ]
     assert found == []
+
+
+def _section(title: str) -> str:
+    text = DOC.read_text("utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_key_layout_table_lists_exactly_the_keys_keys_py_makes() -> None:
+    """The key layout is written once, in the document; keys.py makes the strings. Every
+    per-shard key and global key in one is in the other."""
+    from wheelq.core import keys
+
+    rows = re.findall(r"^\| `([^`]+)` \|", _section("Key layout"), re.MULTILINE)
+    shard = keys.ShardKeys("T", 0)
+    made = {getattr(shard, name).replace("{T:0}", "{T:s}") for name in keys.DATA_KEY_NAMES}
+    made.add(shard.wake_channel.replace("{T:0}", "{T:s}"))
+    made |= {
+        keys.TOPICS_KEY,
+        keys.MEMBERSHIP_KEY,
+        keys.SCHEDULED_KEY,
+        keys.CALLBACK_TOPICS_KEY,
+        keys.RECEIPT_KEY,
+        keys.nodes_key("T"),
+    }
+    listed = {row for row in rows if not row.startswith(("wheelq:order:", "wheelq:flow:"))}
+    assert listed == made
