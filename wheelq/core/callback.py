@@ -25,8 +25,7 @@ from urllib.parse import urlsplit
 
 import msgpack
 
-from wheelq.core.checks import int_in
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 
 MAX_URL_CHARS = 2048
 MAX_HEADERS = 32

@@ -1,24 +1,6 @@
-"""Flow control: how fast and how many of a topic's jobs a consumer group runs (README,
-"Flow control").
-
-A `Flow` is given to a `Worker`; its state lives in Redis, so the limits hold across every
-worker of the group, not per process:
-
-- ``rate``: starts per period for the whole group ("100/s", "20/min", "1000/h");
-- ``key_rate`` and ``key_concurrency``: per key, where ``key(job)`` names a job's key
-  (a tenant, a customer id; None: no key limit applies), by default the key it was
-  enqueued with (``enqueue(..., key=)``).
-
-Independently of any `Flow`, jobs enqueued with ``ordered=True`` run one at a time per key,
-in due order, in every consumer group (`wheelq.worker.flow_gate`, `flow_order.lua`).
-
-A job over a limit waits without using an attempt: a wait for a rate token up to
-``max_wait_ms`` is taken in the worker (the token is reserved, so starts are spaced exactly
-``period / count`` apart across all workers); a longer one, or a key at its concurrency,
-defers the job (`wheelq.Defer`) and it is read again later.
-
-Rates use GCRA (the generic cell rate algorithm): one timestamp per bucket, no counters to
-reset; ``burst`` starts may come back to back after a quiet spell (1: none).
+"""Flow control, pure: a consumer group's rate and per-key limits (`Flow`), a job's key and
+its order, and a topic's backpressure limits (`TopicLimits`); docs/architecture.md, "Flow
+control" and "Backpressure". Rates use GCRA: one timestamp per bucket.
 """
 
 from __future__ import annotations
@@ -29,8 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wheelq.core.checks import int_in
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 
 if TYPE_CHECKING:
     from wheelq.core.job import Job
@@ -149,3 +130,47 @@ def order_keys(topic: str, key: str) -> tuple[str, str]:
     digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
     tag = f"wheelq:order:{{{topic}:{digest}}}"
     return f"{tag}:jobs", f"{tag}:done"
+
+
+MAX_LIMIT = 2**40
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLimits:
+    """A topic's limits (None: no limit)."""
+
+    max_pending: int | None = None
+    max_ready: int | None = None
+
+    def fields(self, shards: int) -> dict[str, int | None]:
+        """What ``{T:s}:limits`` holds: each shard's share ("pending", "ready", read by the
+        scripts) and the limits as given (None: the field is removed)."""
+        return {
+            "pending": _share(self.max_pending, shards),
+            "ready": _share(self.max_ready, shards),
+            "max_pending": self.max_pending,
+            "max_ready": self.max_ready,
+        }
+
+    @classmethod
+    def from_fields(cls, raw: dict[bytes, bytes]) -> TopicLimits:
+        pending, ready = raw.get(b"max_pending"), raw.get(b"max_ready")
+        return cls(None if pending is None else int(pending), None if ready is None else int(ready))
+
+
+def _share(limit: int | None, shards: int) -> int | None:
+    return None if limit is None else -(-limit // shards)
+
+
+def validate_limits(max_pending: object, max_ready: object) -> TopicLimits:
+    """Raises:
+    InvalidArgumentError: A limit that is neither None nor an int in [1, 2**40].
+    """
+    for name, value in (("max_pending", max_pending), ("max_ready", max_ready)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT
+        ):
+            raise InvalidArgumentError(
+                name, f"{name} must be None (no limit) or an int in [1, {MAX_LIMIT}], got {value!r}"
+            )
+    return TopicLimits(max_pending, max_ready)  # type: ignore[arg-type]

@@ -41,9 +41,7 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core import wire
-from wheelq.core.job import Envelope, entry_ms
-from wheelq.core.payload import decode_payload
+from wheelq.core.job import Envelope, Field, decode_payload, entry_ms
 from wheelq.errors import MalformedJobError
 
 SEPARATOR = "\x1f"
@@ -319,15 +317,17 @@ def _entry_facts(
     if not fields:
         return (None, None, None, None, None)
     try:
-        payload = decode_payload(fields[wire.PAYLOAD])
+        payload = decode_payload(fields[Field.PAYLOAD])
     except Exception:  # a malformed payload is reported by the worker, not by a lookup
         payload = None
     try:
-        enqueued_ms = int(fields.get(wire.ENQUEUED, b"0")) or None
+        enqueued_ms = int(fields.get(Field.ENQUEUED, b"0")) or None
     except ValueError:
         enqueued_ms = None
     try:
-        due, attempt, most = (int(fields[k]) for k in (wire.DUE, wire.ATTEMPT, wire.MAX_ATTEMPTS))
+        due, attempt, most = (
+            int(fields[k]) for k in (Field.DUE, Field.ATTEMPT, Field.MAX_ATTEMPTS)
+        )
     except (KeyError, ValueError):
         return (None, None, None, enqueued_ms, payload)
     return (due, attempt, most, enqueued_ms, payload)

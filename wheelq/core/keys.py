@@ -43,12 +43,12 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from wheelq.core.checks import int_in
 from wheelq.errors import (
     InvalidArgumentError,
     InvalidJobIdError,
     InvalidTopicError,
     TopicConfigError,
+    int_in,
 )
 
 TOPICS_KEY = "wheelq:topics"
@@ -336,7 +336,7 @@ class ShardKeys:
 
     @property
     def limits(self) -> str:
-        """This shard's share of the topic's backpressure limits (`wheelq.core.limits`)."""
+        """This shard's share of the topic's backpressure limits (`wheelq.core.flow`)."""
         return f"{self.tag}:limits"
 
     @property

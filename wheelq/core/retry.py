@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from wheelq.core.due import delay_ms
 from wheelq.core.job import Envelope, Job
-from wheelq.core.schedule import delay_ms
 
 MAX_ERROR_CHARS = 8000
 
