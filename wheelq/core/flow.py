@@ -34,11 +34,7 @@ class Rate:
 
 
 def parse_rate(name: str, text: object) -> Rate:
-    """ "100/s", "20/min", "1000/h" as a `Rate`.
-
-    Raises:
-        InvalidArgumentError: Not "<count>/<s|min|h>" with a count in [1, 1_000_000].
-    """
+    """ "100/s", "20/min", "1000/h" (a count in [1, 1_000_000]) as a `Rate`."""
     m = _RATE_RE.fullmatch(text) if isinstance(text, str) else None
     if m is None or m.group(2) not in PERIODS_MS or not 1 <= int(m.group(1)) <= 1_000_000:
         raise InvalidArgumentError(
@@ -49,28 +45,22 @@ def parse_rate(name: str, text: object) -> Rate:
 
 @dataclass(frozen=True, slots=True)
 class Flow:
-    """A consumer group's flow limits (each None: no such limit).
-
-    Attributes:
-        rate: Starts per period for the whole group, e.g. "100/s".
-        key: Names a job's key for the limits (``lambda job: job.payload["tenant"]``;
-            returning None: no key limit applies); default the key the job was enqueued
-            with (`Job.key`).
-        key_rate: Starts per period for each key.
-        key_concurrency: Most jobs of one key running at once, 1-10,000.
-        burst: Starts allowed back to back after a quiet spell, 1-10,000.
-        max_wait_ms: Longest wait for a rate token taken in the worker; a longer one
-            defers the job instead (0-60,000).
-        retry_ms: How long a job deferred by ``key_concurrency`` waits (1-60,000).
-    """
+    """A consumer group's flow limits, held across all its workers (None: no such limit)."""
 
     rate: str | None = None
+    """Starts per period for the whole group: "100/s", "20/min", "1000/h"."""
     key: Callable[[Job], object] | None = None
+    """A job's key for the limits (None from it: no key limit); default `Job.key`."""
     key_rate: str | None = None
+    """Starts per period for each key."""
     key_concurrency: int | None = None
+    """Most jobs of one key running at once, 1-10,000."""
     burst: int = 1
+    """Starts allowed back to back after a quiet spell, 1-10,000."""
     max_wait_ms: int = 1000
+    """Longest wait for a rate token in the worker (0-60,000); a longer one defers the job."""
     retry_ms: int = 50
+    """How long a job deferred by ``key_concurrency`` waits (1-60,000)."""
 
     def __post_init__(self) -> None:
         for name in ("rate", "key_rate"):
@@ -95,7 +85,7 @@ class Flow:
 
 def flow_key(topic: str, group: str, kind: str, key: str | None) -> str:
     """The Redis key of one bucket or semaphore: its own slot, named by a digest of the
-    group and key (any characters, braces included, are safe there)."""
+    group and key (so braces in them are safe)."""
     digest = hashlib.blake2b(f"{group}\x1f{key or ''}".encode(), digest_size=10).hexdigest()
     return f"wheelq:flow:{{{topic}:{digest}}}:{kind}"
 
@@ -107,11 +97,7 @@ never written (its producer died in between): the key's order goes on without it
 
 
 def validate_key(key: object) -> str:
-    """Return `key` if it can be a job's key.
-
-    Raises:
-        InvalidArgumentError: Not a non-empty printable str of at most 256 UTF-8 bytes.
-    """
+    """`key` if it is a printable str of 1-256 UTF-8 bytes, else InvalidArgumentError."""
     if (
         not isinstance(key, str)
         or not key
@@ -125,8 +111,7 @@ def validate_key(key: object) -> str:
 
 
 def order_keys(topic: str, key: str) -> tuple[str, str]:
-    """The Redis keys of one key's order (one slot): its jobs by due time, and each consumer
-    group's position (the last of them it finished)."""
+    """The Redis keys of one key's order (one slot): its jobs by due, each group's last done."""
     digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
     tag = f"wheelq:order:{{{topic}:{digest}}}"
     return f"{tag}:jobs", f"{tag}:done"
@@ -137,14 +122,16 @@ MAX_LIMIT = 2**40
 
 @dataclass(frozen=True, slots=True)
 class TopicLimits:
-    """A topic's limits (None: no limit)."""
+    """A topic's backpressure limits, enforced per shard by the scripts (None: no limit)."""
 
     max_pending: int | None = None
+    """Most jobs waiting to fire: past it an enqueue raises `TopicFullError`."""
     max_ready: int | None = None
+    """Most fired jobs not yet acked by the slowest group: past it due jobs are held back."""
 
     def fields(self, shards: int) -> dict[str, int | None]:
-        """What ``{T:s}:limits`` holds: each shard's share ("pending", "ready", read by the
-        scripts) and the limits as given (None: the field is removed)."""
+        """What ``{T:s}:limits`` holds: each shard's share (read by the scripts) and the limits
+        as given (None: the field is removed)."""
         return {
             "pending": _share(self.max_pending, shards),
             "ready": _share(self.max_ready, shards),
@@ -163,9 +150,7 @@ def _share(limit: int | None, shards: int) -> int | None:
 
 
 def validate_limits(max_pending: object, max_ready: object) -> TopicLimits:
-    """Raises:
-    InvalidArgumentError: A limit that is neither None nor an int in [1, 2**40].
-    """
+    """A `TopicLimits`, each limit None or an int in [1, 2**40]."""
     for name, value in (("max_pending", max_pending), ("max_ready", max_ready)):
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT

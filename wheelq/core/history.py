@@ -23,22 +23,14 @@ SEPARATOR = "\x1f"  # between job id and group in a history field: no job id hol
 class JobState(StrEnum):
     """Where a job is in its life (`JobInfo.state`)."""
 
-    PENDING = "pending"
-    """Waiting for its due time, first attempt."""
-    READY = "ready"
-    """In the stream, not delivered to a consumer group yet."""
-    RUNNING = "running"
-    """Delivered to a worker, not settled yet."""
-    RETRYING = "retrying"
-    """An attempt failed; the next one waits for its due time."""
-    SUCCEEDED = "succeeded"
-    """Every group's handler returned (for this firing)."""
-    DEAD = "dead"
-    """Out of attempts or deliveries, or malformed: in the dead-letter stream."""
-    CANCELLED = "cancelled"
-    """Cancelled while pending (a group: its retry was cancelled)."""
-    UNKNOWN = "unknown"
-    """Never seen, or past the history's retention."""
+    PENDING = "pending"  # waiting for its due time, first attempt
+    READY = "ready"  # in the stream, not delivered to a consumer group yet
+    RUNNING = "running"  # delivered to a worker, not settled yet
+    RETRYING = "retrying"  # an attempt failed; the next one waits for its due time
+    SUCCEEDED = "succeeded"  # every group's handler returned (for this firing)
+    DEAD = "dead"  # out of attempts or deliveries, or malformed: in the dead-letter stream
+    CANCELLED = "cancelled"  # cancelled while pending (a group: its retry was cancelled)
+    UNKNOWN = "unknown"  # never seen, or past the history's retention
 
 
 _PRECEDENCE = (

@@ -87,7 +87,7 @@ def job_id_time_ms(job_id: str) -> int | None:
 
 
 class _NotPlain(Exception):
-    """Raised inside a strict packer: the value needs the careful path."""
+    """The value needs the careful path."""
 
 
 def _not_plain(value: Any) -> Any:
@@ -166,11 +166,7 @@ SAMPLED = 0x01
 
 
 def validate_traceparent(traceparent: object) -> str | None:
-    """Return `traceparent` if it is None or a valid W3C version-00 traceparent.
-
-    Raises:
-        InvalidArgumentError: Otherwise, naming ``traceparent``.
-    """
+    """`traceparent` if it is None or a valid version-00 traceparent, else InvalidArgumentError."""
     if traceparent is None:
         return None
     if isinstance(traceparent, str) and parse_traceparent(traceparent) is not None:
@@ -204,11 +200,7 @@ def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
 
 
 class Field:
-    """Field names of a ready-stream entry and of a dead letter's annotations.
-
-    Readers ignore fields they do not know; a real-server test checks these against what
-    the scripts write.
-    """
+    """Field names of a ready-stream entry and a dead letter (readers ignore unknown ones)."""
 
     ID = b"id"
     TOPIC = b"topic"
@@ -264,11 +256,7 @@ MAX_ATTEMPTS_LIMIT = 1000
 
 
 def validate_max_attempts(max_attempts: object) -> int:
-    """Return `max_attempts` if it is an int in [1, 1000].
-
-    Raises:
-        InvalidArgumentError: Otherwise.
-    """
+    """`max_attempts` if it is an int in [1, 1000], else InvalidArgumentError."""
     return int_in("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
 
 
@@ -357,11 +345,7 @@ class Envelope:
 
     @classmethod
     def unpack(cls, data: bytes) -> Envelope:
-        """Decode an envelope.
-
-        Raises:
-            ValueError: `data` is not an envelope of a known version.
-        """
+        """Decode an envelope; ValueError if it is not one of a known version."""
         try:
             fields = msgpack.unpackb(data, raw=True)
         except Exception as exc:  # msgpack raises several unrelated types
@@ -438,11 +422,7 @@ class Job:
     def from_entry(
         cls, entry_id: str, fields: Mapping[bytes, bytes], shard: int = 0, deliveries: int = 1
     ) -> Job:
-        """Decode a ready-stream entry.
-
-        Raises:
-            ValueError: A field is missing or malformed (the entry is dead-lettered).
-        """
+        """Decode a ready-stream entry; ValueError if malformed (it is dead-lettered)."""
         try:
             group = fields.get(Field.GROUP)
             trace = fields.get(Field.TRACE)
@@ -543,11 +523,7 @@ MAX_ID_PART = 2**64 - 1
 
 
 def parse_ref(ref: object) -> tuple[int, str]:
-    """Split a dead-letter ref ``"shard/ms-seq"``.
-
-    Raises:
-        InvalidArgumentError: Not of that form, or an id part beyond 2**64 - 1.
-    """
+    """Split a dead-letter ref ``"shard/ms-seq"``, else InvalidArgumentError."""
     match = _REF.fullmatch(ref) if isinstance(ref, str) else None
     if match is None or max(int(match[2]), int(match[3])) > MAX_ID_PART:
         raise InvalidArgumentError(

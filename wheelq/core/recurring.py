@@ -26,9 +26,7 @@ from wheelq.errors import InvalidArgumentError, int_in
 MIN_EVERY_MS = 100
 MAX_EVERY_MS = 366 * 86_400_000
 MAX_MS = 2**53 - 1
-DST_MARGIN_MS = 3 * 3_600_000
-"""More than any daylight-saving shift (at most 2 h): a wall time this far from a repeated
-hour is outside it."""
+DST_MARGIN_MS = 3 * 3_600_000  # more than any daylight-saving shift (at most 2 h)
 ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -38,7 +36,6 @@ ALIASES = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-"""The named schedules of cron, as the five fields they stand for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +84,8 @@ class Recurrence:
     def _cron(self, from_ms: int, *, reverse: bool) -> Iterator[int]:
         """Cron times strictly after `from_ms` (before it, with `reverse`), in order.
 
-        cronsim reads its start as a local wall time, so a start inside the second copy of a
-        repeated hour would be taken for the first (and the run after it found too early).
-        Iteration starts `DST_MARGIN_MS` further away, outside any repeated hour, and the
-        times on the near side of `from_ms` are dropped."""
+        cronsim reads its start as wall time, so a start in a repeated hour's second copy
+        would be read as the first: start `DST_MARGIN_MS` away and drop the near side."""
         assert self.cron is not None
         zone = ZoneInfo(self.tz)
         shift = DST_MARGIN_MS if reverse else -DST_MARGIN_MS
@@ -112,23 +107,8 @@ def recurrence(
     end_ms: int | None = None,
     anchor_ms: int | None = None,
 ) -> Recurrence:
-    """Validate a rule.
-
-    Args:
-        cron: A five-field cron expression (minute hour day month weekday; cronsim's
-            syntax, with ``L`` and ``#``), or one of `ALIASES` (``@daily``, ``@hourly``, ...).
-        every_ms: An interval in ms, 100 ms to 366 days.
-        tz: The IANA zone cron times are read in ("Europe/Berlin"); only "UTC" is
-            accepted with `every_ms`, which does not depend on one.
-        start_ms: No run before this (epoch ms).
-        end_ms: No run after this (epoch ms), None for no end.
-        anchor_ms: An interval schedule's first run (default `start_ms`).
-
-    Raises:
-        InvalidArgumentError: Both or neither of `cron` and `every_ms`, a cron expression
-            cronsim refuses, an interval out of range, an unknown zone, or `end_ms`
-            before `start_ms`.
-    """
+    """Validate a rule: five-field `cron` (cronsim's syntax, or an `ALIASES` name) in zone
+    `tz`, or `every_ms` (UTC only) from `anchor_ms` (default `start_ms`), up to `end_ms`."""
     if (cron is None) == (every_ms is None):
         raise InvalidArgumentError("cron", "pass exactly one of cron= and every_ms=")
     if not isinstance(tz, str) or not tz:
@@ -183,11 +163,7 @@ _NAME_RE = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_NAME}}}")
 
 
 def validate_name(name: object) -> str:
-    """Return `name` if it can name a schedule (its runs' ids are ``name@ms``).
-
-    Raises:
-        InvalidArgumentError: Not 1-100 characters from [A-Za-z0-9_.:-].
-    """
+    """`name` if it is 1-100 characters from [A-Za-z0-9_.:-] (runs are ``name@ms``)."""
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidArgumentError(
             "name", f"name must be 1-{MAX_NAME} characters from [A-Za-z0-9_.:-], got {name!r}"
@@ -196,12 +172,7 @@ def validate_name(name: object) -> str:
 
 
 def validate_misfire(misfire: object, max_catch_up: object) -> tuple[Misfire, int]:
-    """Check the misfire policy and its catch-up bound.
-
-    Raises:
-        InvalidArgumentError: `misfire` is not one of "once", "all", "skip", or
-            `max_catch_up` is not an int in [1, 10000].
-    """
+    """Check the misfire policy ("once", "all", "skip") and `max_catch_up` (1-10000)."""
     if misfire not in MISFIRE_POLICIES:
         raise InvalidArgumentError(
             "misfire", f"misfire must be one of 'once', 'all', 'skip', got {misfire!r}"
@@ -250,8 +221,8 @@ class Schedule:
         return decode_payload(self.payload)
 
     def __repr__(self) -> str:
-        """The fields, with the payload decoded (shortened as `reprlib` does) instead of its
-        msgpack bytes, and the callback's URL only (its headers may hold credentials)."""
+        """The fields, the payload decoded and shortened, the callback's URL only (its headers
+        may hold credentials)."""
         try:
             data = _SHORT.repr(self.data)
         except Exception:  # msgpack raises several unrelated types
@@ -326,25 +297,20 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What one planning round writes for a schedule.
-
-    Attributes:
-        runs: Occurrence ms of the runs to write, ascending.
-        planned_ms: The schedule's new cursor: every run up to here is decided.
-        skipped: Missed runs not written (at least this many; counted up to 10,000).
-    """
+    """What one planning round writes for a schedule."""
 
     runs: list[int]
+    """Occurrence ms of the runs to write, ascending."""
     planned_ms: int
+    """The new cursor: every run up to here is decided."""
     skipped: int
+    """Missed runs not written (at least this many; counted up to 10,000)."""
 
 
 def plan(schedule: Schedule, now_ms: int, horizon_ms: int, grace_ms: int = GRACE_MS) -> Plan:
-    """The runs in ``(schedule.planned_ms, horizon_ms]`` to write now (see the module doc).
-
-    Its cost is bounded whatever the outage: at most `max_catch_up` (or 1) missed runs
-    are looked at, and on-time runs span at most ``horizon_ms - now_ms + grace_ms``.
-    """
+    """The runs in ``(schedule.planned_ms, horizon_ms]`` to write now; runs late by more than
+    `grace_ms` are missed and follow the misfire policy (docs/architecture.md, "Schedules").
+    The cost is bounded whatever the outage: at most `max_catch_up` + 10,000 missed runs."""
     cursor = schedule.planned_ms
     rule = schedule.rule
     if horizon_ms <= cursor:
