@@ -297,11 +297,7 @@ class EmbeddedServerError(WheelqError):
 
 
 def int_in(name: str, value: object, low: int, high: int) -> int:
-    """Return `value` if it is an int (not a bool) in [low, high].
-
-    Raises:
-        InvalidArgumentError: Naming `name` and the range.
-    """
+    """`value` if it is an int (not a bool) in [low, high], else InvalidArgumentError."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgumentError(name, f"{name} must be an int in [{low}, {high}], got {value!r}")
     return value

@@ -106,11 +106,8 @@ def validate_callback(value: object) -> Callback:
         )
     _check_url(value.url)
     _check_headers(value.headers)
-    low, high = TIMEOUT_MS_RANGE
-    timeout = value.timeout_ms
-    return Callback(
-        value.url, dict(value.headers), int_in("callback.timeout_ms", timeout, low, high)
-    )
+    timeout = int_in("callback.timeout_ms", value.timeout_ms, *TIMEOUT_MS_RANGE)
+    return Callback(value.url, dict(value.headers), timeout)
 
 
 def _check_url(url: object) -> None:

@@ -9,7 +9,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 LATENCY_BOUNDS_MS: tuple[float, ...] = (
     *range(1, 11),
@@ -45,12 +45,7 @@ class HistogramSnapshot:
 
     def cumulative(self) -> list[tuple[float, int]]:
         """``(upper bound ms, values <= it)`` per bucket, ending with ``(inf, count)``."""
-        out: list[tuple[float, int]] = []
-        running = 0
-        for bound, n in zip((*self.bounds_ms, float("inf")), self.counts, strict=True):
-            running += n
-            out.append((bound, running))
-        return out
+        return list(zip((*self.bounds_ms, float("inf")), accumulate(self.counts), strict=True))
 
     def quantile_ms(self, q: float) -> float:
         """The upper bound of the bucket holding the `q` quantile (0 < q <= 1); nan when

@@ -100,16 +100,8 @@ def payload_packer() -> msgpack.Packer:
 
 
 def encode_payload(payload: Any, max_bytes: int, packer: msgpack.Packer | None = None) -> bytes:
-    """Encode `payload`, checking its size and that `decode_payload` reads it back.
-
-    Exact plain types pack in one pass; anything else (a tuple, a subclass) is packed
-    leniently and decoded once, since a tuple as a dict key packs as an unusable array.
-    `packer` is a `payload_packer()` reused across a batch (not thread-safe).
-
-    Raises:
-        PayloadTypeError: Not serialisable, or would not decode back.
-        PayloadTooLargeError: The encoding is longer than `max_bytes`.
-    """
+    """Encode `payload` (PayloadTypeError, PayloadTooLargeError): exact plain types in one
+    pass, anything else leniently and decoded once (a tuple as a dict key cannot be read)."""
     try:
         if packer is None:
             data: bytes = msgpack.packb(

@@ -59,11 +59,7 @@ _COUNT_RE = re.compile(rb"[1-9][0-9]{0,3}")
 
 
 def validate_topic(topic: object) -> str:
-    """Return `topic` if it is a valid topic name.
-
-    Raises:
-        InvalidTopicError: Not a str of 1-100 characters from [A-Za-z0-9_.-].
-    """
+    """`topic` if it is 1-100 characters from [A-Za-z0-9_.-], else InvalidTopicError."""
     if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic):
         raise InvalidTopicError(
             "topic",
@@ -73,7 +69,7 @@ def validate_topic(topic: object) -> str:
 
 
 def topic_set(topics: object) -> frozenset[str]:
-    """`topic` if it is 1-100 characters from [A-Za-z0-9_.-], else InvalidTopicError."""
+    """One topic name (a str, never its characters) or an iterable of them, validated, as a set."""
     if isinstance(topics, str):
         return frozenset((validate_topic(topics),))
     if isinstance(topics, bytes | bytearray | Mapping) or not isinstance(topics, Iterable):
@@ -90,7 +86,7 @@ def topic_set(topics: object) -> frozenset[str]:
 
 
 def validate_job_id(job_id: object) -> str:
-    """One topic name (a str, never its characters) or an iterable of them, validated, as a set."""
+    """`job_id` if it is a printable str of 1-256 UTF-8 bytes, else InvalidJobIdError."""
     if (
         not isinstance(job_id, str)
         or not job_id
@@ -106,7 +102,7 @@ def validate_job_id(job_id: object) -> str:
 
 
 def validate_group(group: object) -> str:
-    """`job_id` if it is a printable str of 1-256 UTF-8 bytes, else InvalidJobIdError."""
+    """`group` if it is a printable str of 1-200 characters, else InvalidArgumentError."""
     if (
         not isinstance(group, str)
         or not group
@@ -121,12 +117,12 @@ def validate_group(group: object) -> str:
 
 
 def validate_shards(shards: object) -> int:
-    """`group` if it is a printable str of 1-200 characters, else InvalidArgumentError."""
+    """`shards` if it is an int in [1, 1024], else InvalidArgumentError."""
     return int_in("shards", shards, 1, MAX_SHARDS)
 
 
 def parse_shard_count(topic: str, value: object) -> int:
-    """`shards` if it is an int in [1, 1024], else InvalidArgumentError."""
+    """A shard count read from the registry: a decimal int in [1, 1024], else TopicConfigError."""
     raw = value.encode() if isinstance(value, str) else value
     if isinstance(raw, bytes) and _COUNT_RE.fullmatch(raw) and int(raw) <= MAX_SHARDS:
         return int(raw)
@@ -138,7 +134,7 @@ def parse_shard_count(topic: str, value: object) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Registry:
-    """A shard count read from the registry: a decimal int in [1, 1024], else TopicConfigError."""
+    """The topic registry as read: valid entries, and the errors of invalid ones."""
 
     shards: dict[str, int]
     """Topic -> shard count, for every valid entry."""

@@ -155,6 +155,9 @@ GRACE_MS = 1000
 MAX_CATCH_UP = 10_000
 MAX_NAME = 100
 RECORD_VERSION = 1
+_RULE_FIELDS = ("cron", "every_ms", "tz", "anchor_ms", "start_ms", "end_ms")
+_RECORD_FIELDS = ("misfire", "max_catch_up", "payload", "max_attempts", "callback", "updated_ms")
+"""A stored record's fields after its version, in the order written: the rule's, then these."""
 
 _SHORT = reprlib.Repr()  # how much of a payload a schedule's repr shows
 _SHORT.maxstring = _SHORT.maxother = 60
@@ -187,33 +190,23 @@ def run_id(name: str, occurrence_ms: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A recurring schedule as stored, with its state.
-
-    Attributes:
-        name: Unique within its topic; its runs are jobs ``name@<occurrence ms>``.
-        topic: Where its runs are enqueued.
-        rule: When it runs (cron in a zone, or every_ms; start and end).
-        misfire: What happens to runs missed while no scheduler ran.
-        max_catch_up: Most missed runs run late under ``misfire="all"``.
-        payload: The msgpack payload each run carries.
-        max_attempts: Attempts each run gets.
-        callback: The packed callback each run carries (b"": none).
-        updated_ms: When it was last defined (the defining client's clock, ms).
-        paused: True between `pause_schedule` and `resume_schedule`.
-        planned_ms: Runs up to this ms have been written as jobs (or skipped).
-    """
+    """A recurring schedule as stored, with its state; each run is a job ``name@<ms>``."""
 
     name: str
     topic: str
     rule: Recurrence
     misfire: Misfire
+    """What happens to runs missed while no scheduler ran."""
     max_catch_up: int
     payload: bytes
     max_attempts: int
     callback: bytes
+    """The packed callback each run carries (b"": none)."""
     updated_ms: int
+    """When it was last defined (the defining client's clock, ms)."""
     paused: bool = False
     planned_ms: int = 0
+    """Runs up to this ms have been written as jobs (or skipped)."""
 
     @property
     def data(self) -> Any:
@@ -247,21 +240,10 @@ class Schedule:
         return self.rule.next_after(now_ms)
 
     def pack(self) -> bytes:
-        r = self.rule
         fields = {
             "v": RECORD_VERSION,
-            "cron": r.cron,
-            "every_ms": r.every_ms,
-            "tz": r.tz,
-            "anchor_ms": r.anchor_ms,
-            "start_ms": r.start_ms,
-            "end_ms": r.end_ms,
-            "misfire": self.misfire,
-            "max_catch_up": self.max_catch_up,
-            "payload": self.payload,
-            "max_attempts": self.max_attempts,
-            "callback": self.callback,
-            "updated_ms": self.updated_ms,
+            **{k: getattr(self.rule, k) for k in _RULE_FIELDS},
+            **{k: getattr(self, k) for k in _RECORD_FIELDS},
         }
         packed: bytes = msgpack.packb(fields, use_bin_type=True)
         return packed
@@ -270,29 +252,12 @@ class Schedule:
     def unpack(cls, topic: str, name: str, data: bytes, state: bytes | str | None) -> Schedule:
         """Decode a stored record and its state (None: a record written a moment ago)."""
         f = msgpack.unpackb(data, raw=False)
-        rule = recurrence(
-            cron=f["cron"],
-            every_ms=f["every_ms"],
-            tz=f["tz"],
-            start_ms=f["start_ms"],
-            end_ms=f["end_ms"],
-            anchor_ms=f["anchor_ms"],
-        )
+        rule = recurrence(**{k: f[k] for k in _RULE_FIELDS})
         text = state.decode() if isinstance(state, bytes) else (state or "0")
         paused = text.startswith("p:")
-        return cls(
-            name,
-            topic,
-            rule,
-            f["misfire"],
-            f["max_catch_up"],
-            f["payload"],
-            f["max_attempts"],
-            f["callback"],
-            f["updated_ms"],
-            paused,
-            int(text[2:] if paused else text),
-        )
+        planned_ms = int(text[2:] if paused else text)
+        own = {k: f[k] for k in _RECORD_FIELDS}
+        return cls(name, topic, rule, **own, paused=paused, planned_ms=planned_ms)
 
 
 @dataclass(frozen=True, slots=True)
