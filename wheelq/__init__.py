@@ -6,11 +6,9 @@ handler on each, with retries, dead letters and crash recovery.
 """
 
 from wheelq.core.callback import Callback
-from wheelq.core.dead import DeadLetter
-from wheelq.core.flow import Flow
+from wheelq.core.flow import Flow, TopicLimits
 from wheelq.core.history import GroupInfo, JobInfo, JobState
-from wheelq.core.job import Job
-from wheelq.core.limits import TopicLimits
+from wheelq.core.job import DeadLetter, Job
 from wheelq.core.recurring import Schedule
 from wheelq.core.retry import Defer, Fail, Retry
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings

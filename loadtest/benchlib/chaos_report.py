@@ -21,7 +21,7 @@ from typing import Any
 
 from benchlib.chaos_faults import Event
 from benchlib.chaos_roles import read_log
-from wheelq.core import wire
+from wheelq.core.job import Field
 from wheelq.core.keys import all_shards
 from wheelq.testing import Fired, percentile, read_fired, reconcile
 from wheelq.testing.reconcile import MUST_BE_ZERO, Reconciliation
@@ -52,7 +52,7 @@ def collect(
     for keys in all_shards(topic, shards):
         pending += [m.decode() for m in conn.zrange(keys.delayed, 0, -1)]
         for _, fields in conn.xrange(keys.dead):
-            dead.append(fields[wire.ID].decode())
+            dead.append(fields[Field.ID].decode())
     account = reconcile(
         _ids(out, "acked"),
         fired,

@@ -1,4 +1,4 @@
-"""Backpressure on a real server (`wheelq.core.limits`): a topic at its max_pending refuses
+"""Backpressure on a real server (`wheelq.core.flow`): a topic at its max_pending refuses
 enqueues and writes nothing of them; a stream at its max_ready holds due jobs back in the
 sorted set, never grows past the limit, and every job still runs."""
 
@@ -14,9 +14,9 @@ import redis.asyncio
 from tests.support.waiting import eventually
 from tests.support.web import serving
 from wheelq import AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
+from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.core.limits import TopicLimits
 from wheelq.errors import InvalidArgumentError, TopicFullError
 
 

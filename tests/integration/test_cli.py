@@ -15,8 +15,8 @@ import redis
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.history import JobState
+from wheelq.core.job import encode_payload
 from wheelq.core.keys import ShardKeys, all_shards, nodes_key
-from wheelq.core.payload import encode_payload
 
 ROOT = Path(__file__).resolve().parents[2]
 

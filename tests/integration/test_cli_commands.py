@@ -16,8 +16,8 @@ from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, s
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.history import JobState
+from wheelq.core.job import encode_payload
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
-from wheelq.core.payload import encode_payload
 
 RECORDER = """
 import os

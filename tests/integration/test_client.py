@@ -28,8 +28,7 @@ from wheelq import (
     MalformedJobError,
     TopicStats,
 )
-from wheelq.core.ids import job_id_time_ms
-from wheelq.core.job import Envelope
+from wheelq.core.job import Envelope, job_id_time_ms
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster

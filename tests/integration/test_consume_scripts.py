@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from redis.client import PubSub
 
 from tests.support.scripts import RAW_PAYLOAD, Runner
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.errors import ScriptError
 from wheelq.store import consume, ops
 from wheelq.store.scripts import Placed

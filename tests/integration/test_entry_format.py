@@ -1,6 +1,6 @@
 """The stream-entry wire format on a real server: every way a job enters a ready stream
 (emit, a retry's emit, enqueue and reschedule due now, replay) writes the same fields, in the
-order `wheelq.core.wire` names them, and the readers decode what the scripts wrote. A job
+order `wheelq.core.job` names them, and the readers decode what the scripts wrote. A job
 enqueued with a traceparent has it as its last field every way; one without has no such
 field."""
 
@@ -11,11 +11,9 @@ import pytest
 import redis
 
 from tests.support.scripts import Runner
-from wheelq.core import wire
-from wheelq.core.dead import DeadLetter
-from wheelq.core.job import Envelope, Job
+from wheelq.core.due import DueSpec
+from wheelq.core.job import DeadLetter, Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.store import consume, job_writes, nodes, ops
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -60,7 +58,7 @@ def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys, traceparent: st
     assert (emitted.emitted, emitted.malformed) == (3, ["broken"])
 
     read = run(consume.read_group([keys], GROUP, WORKER, 10, None))
-    by_id = {fields[wire.ID].decode(): entry_id for _, (entry_id, fields) in read}
+    by_id = {fields[Field.ID].decode(): entry_id for _, (entry_id, fields) in read}
     retry_envelope = envelope(2, GROUP, "retried")
     retry = run(consume.retry(keys, GROUP, by_id["retried"], "retried", 0, retry_envelope))
     assert retry.done
@@ -74,7 +72,7 @@ def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys, traceparent: st
     fired_now = job_writes.JobWrite("enqueued", DueSpec("delay", 0), False, envelope())
     assert run(job_writes.enqueue(keys, [fired_now])) == [ops.Placed.FIRED]
 
-    dead_id = next(eid.decode() for eid, f in r.xrange(keys.dead) if f[wire.ID] == b"died")
+    dead_id = next(eid.decode() for eid, f in r.xrange(keys.dead) if f[Field.ID] == b"died")
     assert run(consume.replay(keys, [dead_id])) == (1, 0, [])
 
 
@@ -85,14 +83,14 @@ def test_every_way_into_the_ready_stream_writes_the_same_fields(
 
     names = field_names(redis_sync, keys.ready)
     first_runs = [names["emitted"], names["enqueued"], names["rescheduled"]]
-    assert first_runs == [list(wire.READY_FIELDS)] * 3
+    assert first_runs == [list(Field.READY)] * 3
     # a retry fired by emit_due and a replay both name their one group after the same fields
     # emitted, retried, died; the retry emitted; rescheduled, enqueued; the replay of died
     assert redis_sync.xlen(keys.ready) == 7
     group_entries = [
-        list(fields) for _, fields in redis_sync.xrange(keys.ready) if wire.GROUP in fields
+        list(fields) for _, fields in redis_sync.xrange(keys.ready) if Field.GROUP in fields
     ]
-    assert group_entries == [[*wire.READY_FIELDS, wire.GROUP]] * 2
+    assert group_entries == [[*Field.READY, Field.GROUP]] * 2
 
 
 def test_a_traced_job_carries_its_trace_field_last_every_way(
@@ -102,13 +100,13 @@ def test_a_traced_job_carries_its_trace_field_last_every_way(
 
     names = field_names(redis_sync, keys.ready)
     first_runs = [names["emitted"], names["enqueued"], names["rescheduled"]]
-    assert first_runs == [[*wire.READY_FIELDS, wire.TRACE]] * 3
+    assert first_runs == [[*Field.READY, Field.TRACE]] * 3
     group_entries = [
-        list(fields) for _, fields in redis_sync.xrange(keys.ready) if wire.GROUP in fields
+        list(fields) for _, fields in redis_sync.xrange(keys.ready) if Field.GROUP in fields
     ]
     # the retry (its envelope from the worker) and the replay (from the dead letter's fields)
-    assert group_entries == [[*wire.READY_FIELDS, wire.GROUP, wire.TRACE]] * 2
-    traces = {f[wire.TRACE] for _, f in redis_sync.xrange(keys.ready)}
+    assert group_entries == [[*Field.READY, Field.GROUP, Field.TRACE]] * 2
+    traces = {f[Field.TRACE] for _, f in redis_sync.xrange(keys.ready)}
     assert traces == {TRACEPARENT.encode()}
     jobs = [Job.from_entry(eid.decode(), f) for eid, f in redis_sync.xrange(keys.ready)]
     assert {job.traceparent for job in jobs} == {TRACEPARENT}
@@ -132,7 +130,8 @@ def test_readers_decode_every_entry_the_scripts_write(
     ]
     assert (broken.job_id, broken.reason) == ("broken", "malformed")
     assert list(broken.fields) == [
-        n.decode() for n in (wire.ID, wire.TOPIC, wire.DUE, wire.REASON, wire.ERROR, wire.ENVELOPE)
+        n.decode()
+        for n in (Field.ID, Field.TOPIC, Field.DUE, Field.REASON, Field.ERROR, Field.ENVELOPE)
     ]
 
 
@@ -152,7 +151,7 @@ def test_one_emit_writes_each_jobs_own_attempt_and_max_attempts(
     assert run(ops.emit_due(keys, TOKEN, now, list(counts))).emitted == len(counts)
 
     written = {
-        f[wire.ID].decode(): (int(f[wire.ATTEMPT]), int(f[wire.MAX_ATTEMPTS]))
+        f[Field.ID].decode(): (int(f[Field.ATTEMPT]), int(f[Field.MAX_ATTEMPTS]))
         for _, f in redis_sync.xrange(keys.ready)
     }
     assert written == counts
@@ -179,7 +178,7 @@ def test_a_dead_letter_is_the_entry_followed_by_the_annotations(
     assert run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
 
     [(dead_id, fields)] = redis_sync.xrange(keys.dead)
-    assert list(fields) == [*wire.READY_FIELDS, *wire.DEAD_FIELDS]
+    assert list(fields) == [*Field.READY, *Field.DEAD]
     dead = DeadLetter.from_entry(keys.topic, keys.shard, dead_id.decode(), fields)
     assert (dead.job_id, dead.attempt, dead.reason, dead.error, dead.group, dead.source_entry) == (
         "j",

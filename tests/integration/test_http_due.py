@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from tests.support.web import Served, serving
+from wheelq.core.due import MAX_DELAY_S
 from wheelq.core.keys import ShardKeys, shard_of
-from wheelq.core.schedule import MAX_DELAY_S
 from wheelq.web.models import MIN_AT_MS
 
 PROBLEM = "application/problem+json"

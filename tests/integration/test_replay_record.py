@@ -8,9 +8,9 @@ import pytest
 import redis
 
 from tests.support.scripts import Runner
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.errors import ScriptError
 from wheelq.store import job_writes
 from wheelq.store.job_writes import JobWrite

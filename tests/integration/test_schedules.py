@@ -21,9 +21,8 @@ import redis.asyncio
 
 from wheelq import Client
 from wheelq.core.clock import ManualClock
-from wheelq.core.job import pack_envelope
+from wheelq.core.job import encode_payload, pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.core.payload import encode_payload
 from wheelq.core.recurring import GRACE_MS
 from wheelq.core.settings import SchedulerSettings
 from wheelq.errors import LeaseLostError

@@ -21,11 +21,9 @@ from redis.client import PubSub
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
-from wheelq.core.ids import make_job_id
-from wheelq.core.job import Envelope
+from wheelq.core.due import DueSpec
+from wheelq.core.job import Envelope, make_job_id, parse_notes
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
-from wheelq.core.wire import parse_notes
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import job_writes, nodes, ops
 from wheelq.store.calls import Call

@@ -28,9 +28,9 @@ from tests.support.spooling import (
 from tests.support.waiting import eventually_sync, until
 from wheelq import AckUnsupportedError, AsyncClient, Client, SpoolLockedError, SpoolStats
 from wheelq.core.clock import ManualClock
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import all_shards, shard_of
-from wheelq.core.schedule import DueSpec
 from wheelq.core.settings import ClientSettings
 from wheelq.producer.breaker import Breaker
 from wheelq.producer.drain import Drain

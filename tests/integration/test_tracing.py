@@ -22,9 +22,8 @@ from opentelemetry.trace import StatusCode
 from tests.support.tracing import Spans
 from tests.support.waiting import until
 from wheelq import AsyncClient, Job, Scheduler, Worker
-from wheelq.core import wire
+from wheelq.core.job import Field, format_traceparent
 from wheelq.core.keys import all_shards
-from wheelq.core.trace import format_traceparent
 
 SHARDS = 2
 FAST: dict[str, Any] = {"visibility_timeout_ms": 1000, "claim_interval_ms": 100}
@@ -103,7 +102,7 @@ async def test_one_trace_runs_from_enqueue_through_the_scheduler_to_the_handler(
     assert (job.id, job.traceparent) == (job_id, traceparent_of(send))
     assert (process.attributes or {})["messaging.message.id"] == job_id
     [fields] = await entries(redis_async, topic)
-    assert fields[wire.TRACE] == traceparent_of(send).encode()
+    assert fields[Field.TRACE] == traceparent_of(send).encode()
 
 
 async def test_every_attempt_of_a_retried_job_is_in_the_trace_it_was_enqueued_in(
@@ -143,10 +142,10 @@ async def test_without_a_trace_context_nothing_is_written_and_a_given_one_travel
             topic, [{"payload": 3}, {"payload": 4, "traceparent": GIVEN}]
         )
 
-    by_id = {f[wire.ID].decode(): f for f in await entries(redis_async, topic)}
+    by_id = {f[Field.ID].decode(): f for f in await entries(redis_async, topic)}
     assert set(by_id) == {plain, given, *batch}
-    assert [wire.TRACE in by_id[i] for i in (plain, batch[0])] == [False, False]
-    assert list(by_id[plain]) == list(wire.READY_FIELDS)
-    assert [by_id[i][wire.TRACE] for i in (given, batch[1])] == [GIVEN.encode()] * 2
+    assert [Field.TRACE in by_id[i] for i in (plain, batch[0])] == [False, False]
+    assert list(by_id[plain]) == list(Field.READY)
+    assert [by_id[i][Field.TRACE] for i in (given, batch[1])] == [GIVEN.encode()] * 2
     jobs = [Job.from_entry("1-0", by_id[i]) for i in (plain, given)]
     assert [j.traceparent for j in jobs] == [None, GIVEN]

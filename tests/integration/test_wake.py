@@ -6,9 +6,9 @@ from __future__ import annotations
 import redis.asyncio
 
 from tests.support.waiting import eventually
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.store import job_writes
 from wheelq.store.async_executor import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription

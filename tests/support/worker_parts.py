@@ -17,8 +17,7 @@ from collections import defaultdict
 import msgpack
 
 from tests.support.fakes import ScriptedExecutor
-from wheelq.core import wire
-from wheelq.core.job import Job
+from wheelq.core.job import Field, Job
 from wheelq.core.keys import all_shards
 from wheelq.store.consume import Entry
 from wheelq.worker.membership import Consumer
@@ -46,15 +45,15 @@ def entry(
     """A ready-stream entry of job `job_id` (entry id ``"<n>-0"`` by default, n from the id's
     digits or 1)."""
     fields = {
-        wire.ID: job_id.encode(),
-        wire.TOPIC: TOPIC.encode(),
-        wire.DUE: b"1700000000000",
-        wire.ATTEMPT: str(attempt).encode(),
-        wire.MAX_ATTEMPTS: str(max_attempts).encode(),
-        wire.PAYLOAD: msgpack.packb(payload if payload is not None else job_id),
+        Field.ID: job_id.encode(),
+        Field.TOPIC: TOPIC.encode(),
+        Field.DUE: b"1700000000000",
+        Field.ATTEMPT: str(attempt).encode(),
+        Field.MAX_ATTEMPTS: str(max_attempts).encode(),
+        Field.PAYLOAD: msgpack.packb(payload if payload is not None else job_id),
     }
     if group is not None:
-        fields[wire.GROUP] = group.encode()
+        fields[Field.GROUP] = group.encode()
     digits = "".join(c for c in job_id if c.isdigit()) or "1"
     return (entry_id or f"{digits}-0", fields)
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError
 
+from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import AckUnsupportedError, DuplicateJobError, DurabilityError
 from wheelq.producer.durability import confirmed

@@ -1,4 +1,4 @@
-"""core.dead: `DeadLetter.from_entry` on dead letters as the scripts write them and on foreign
+"""core.job: `DeadLetter.from_entry` on dead letters as the scripts write them and on foreign
 ones (undecodable payload, missing or malformed fields), and `parse_ref` (accepted forms,
 round trip, rejected refs with ``parameter == "refs"``)."""
 
@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wheelq.core.dead import DeadLetter, parse_ref
-from wheelq.core.payload import encode_payload
+from wheelq.core.job import DeadLetter, encode_payload, parse_ref
 from wheelq.errors import InvalidArgumentError
 
 DEAD_ID = "1700000000123-0"

@@ -8,8 +8,7 @@ import msgpack
 import pytest
 
 from wheelq.core.history import GroupLookup, JobState, Lookup, job_info, read_record
-from wheelq.core.job import Envelope
-from wheelq.core.payload import encode_payload
+from wheelq.core.job import Envelope, encode_payload
 from wheelq.errors import MalformedJobError
 
 NOW = 1_700_000_010_000

@@ -18,10 +18,9 @@ import pytest
 
 from tests.support.fakes import ScriptedExecutor
 from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, HeldHandler, entry
-from wheelq.core import wire
 from wheelq.core.clock import ManualClock
 from wheelq.core.history import SEPARATOR, read_record
-from wheelq.core.job import Envelope, Job
+from wheelq.core.job import Envelope, Field, Job
 from wheelq.core.read_ahead import READ_AHEAD_MAX
 from wheelq.core.retry import RetryPolicy
 from wheelq.store.calls import Call
@@ -153,7 +152,7 @@ async def test_free_is_zero_once_closing(parts: Parts) -> None:
 
 
 async def test_accept_dead_letters_malformed_entries_and_skips_other_groups(parts: Parts) -> None:
-    malformed = ("5-0", {wire.ID: b"x"})  # no payload, no due time
+    malformed = ("5-0", {Field.ID: b"x"})  # no payload, no due time
     parts.in_flight.accept(
         1, [entry("b1"), malformed, entry("b2", group="other"), entry("b3", group=GROUP)]
     )

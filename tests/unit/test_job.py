@@ -20,10 +20,12 @@ from wheelq.core.job import (
     MAX_ATTEMPTS_LIMIT,
     Envelope,
     Job,
+    decode_payload,
+    encode_payload,
     entry_ms,
+    payload_packer,
     validate_max_attempts,
 )
-from wheelq.core.payload import decode_payload, encode_payload, payload_packer
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 
 BIG = 1 << 30

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from wheelq.core.schedule import DueSpec
+from wheelq.core.due import DueSpec
 from wheelq.errors import DuplicateJobError, ScriptError
 from wheelq.producer.placing import enqueue_calls, send_calls
 from wheelq.store import job_writes

@@ -1,4 +1,4 @@
-"""core.recurrence: cron in an IANA zone across DST (a northern and a southern zone), interval
+"""core.recurring: cron in an IANA zone across DST (a northern and a southern zone), interval
 rules, start/end bounds, millisecond edges of after()/before(), and the validation table.
 Expected times come from zoneinfo wall times, never from the module under test."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.core.recurrence import MAX_EVERY_MS, Recurrence, recurrence
+from wheelq.core.recurring import MAX_EVERY_MS, Recurrence, recurrence
 from wheelq.errors import InvalidArgumentError
 
 BERLIN = "Europe/Berlin"

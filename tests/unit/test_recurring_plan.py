@@ -14,14 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wheelq.core.callback import Callback
-from wheelq.core.recurrence import Recurrence, recurrence
 from wheelq.core.recurring import (
     MAX_CATCH_UP,
     RECORD_VERSION,
     Misfire,
     Plan,
+    Recurrence,
     Schedule,
     plan,
+    recurrence,
     run_id,
     validate_misfire,
     validate_name,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import consume, groups, history, job_writes, nodes, ops, prelude, schedules
 from wheelq.store.calls import Call

@@ -17,9 +17,9 @@ pytest.importorskip("lupa", reason="fakeredis needs lupa (pip install 'fakeredis
 
 import fakeredis
 
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.store import job_writes, nodes, ops
 from wheelq.store.calls import Call

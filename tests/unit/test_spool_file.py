@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
-from wheelq.core.schedule import DueSpec
 from wheelq.errors import SpoolError, SpoolLockedError
 from wheelq.producer.spool import Spool, SpoolStats
 from wheelq.store.job_writes import JobWrite

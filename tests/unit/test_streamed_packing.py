@@ -8,8 +8,8 @@ from typing import Any
 
 import redis
 
+from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.store import job_writes, streamed
 from wheelq.store.calls import Call
 

@@ -1,10 +1,10 @@
-"""core.wire: the note format and the field names readers use."""
+"""core.job: the note format and the field names readers use."""
 
 from __future__ import annotations
 
 import pytest
 
-from wheelq.core import wire
+from wheelq.core.job import Field, parse_note, parse_notes
 
 
 @pytest.mark.parametrize(
@@ -16,14 +16,14 @@ from wheelq.core import wire
     ],
 )
 def test_parse_note_reads_due_and_job_id(note: bytes, parsed: tuple[str, int]) -> None:
-    assert wire.parse_note(note) == parsed
+    assert parse_note(note) == parsed
 
 
 @pytest.mark.parametrize(
     "note", [b"", b"marker", b"12:", b":j1", b"-5:j1", b"1.5:j1", b"\xd9\xa3:j1", b"5:\xff"]
 )
 def test_parse_note_of_anything_else_is_none(note: bytes) -> None:
-    assert wire.parse_note(note) is None
+    assert parse_note(note) is None
 
 
 @pytest.mark.parametrize(
@@ -36,9 +36,9 @@ def test_parse_note_of_anything_else_is_none(note: bytes) -> None:
     ],
 )
 def test_parse_notes_reads_a_note_per_line(message: bytes, parsed: list[tuple[str, int]]) -> None:
-    assert wire.parse_notes(message) == parsed
+    assert parse_notes(message) == parsed
 
 
 def test_field_tables_have_no_name_twice() -> None:
-    assert len(set(wire.READY_FIELDS)) == len(wire.READY_FIELDS)
-    assert not set(wire.DEAD_FIELDS) & set(wire.READY_FIELDS)
+    assert len(set(Field.READY)) == len(Field.READY)
+    assert not set(Field.DEAD) & set(Field.READY)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import Context
 from wheelq.cli.errors import CliError
+from wheelq.core.due import utc_text
 from wheelq.core.jsonable import jsonable
-from wheelq.core.schedule import utc_text
 
 if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo

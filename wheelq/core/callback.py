@@ -1,15 +1,8 @@
 """A job's HTTP callback: where `wheelq deliver` POSTs the job when it is due.
 
-Pure: the URL is checked for its form here (scheme, host, length), its host read as the
-HTTP client connects to it (`callback_host`: IDNA/UTS46 mapping, Unicode digits and
-dots), and a host no client can deliver to is refused whatever the settings say: an
-IPv4 address in any spelling but the canonical dotted quad (``127.1``, ``2130706433``,
-``0x7f.0.0.1``), percent-encoding, an IPv6 zone. Whether the host is a private or
-loopback address (SSRF, `private_address`) is decided where the URL is used, by the HTTP
-service when it accepts a job and by the deliverer when it connects, since only they
-know whether private targets are allowed and what a name resolves to. In the job's
-envelope and stream entry the callback travels as one msgpack map
-``{"url": str, "headers": {str: str}, "timeout_ms": int}``.
+Checks the URL's form and reads its host as the HTTP client connects to it; whether a host
+is private (SSRF) is decided where the URL is used (docs/security.md). On the wire it is a
+msgpack map ``{"url", "headers", "timeout_ms"}``.
 """
 
 from __future__ import annotations
@@ -25,13 +18,11 @@ from urllib.parse import urlsplit
 
 import msgpack
 
-from wheelq.core.checks import int_in
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 
 MAX_URL_CHARS = 2048
 MAX_HEADERS = 32
-MAX_HEADER_CHARS = 4096
-"""The longest header value."""
+MAX_HEADER_CHARS = 4096  # the longest header value
 TIMEOUT_MS_RANGE = (1, 300_000)
 DEFAULT_TIMEOUT_MS = 10_000
 RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding"})
@@ -70,13 +61,8 @@ class Callback:
 
     @classmethod
     def unpack(cls, data: bytes) -> Callback:
-        """Decode and check a packed callback (the last 1,024 are remembered: the jobs of
-        one endpoint carry the same bytes, and checking them again per job cost a
-        deliverer a twentieth of its time).
-
-        Raises:
-            ValueError: Not one (a malformed entry: its job is dead-lettered).
-        """
+        """Decode and check a packed callback, else ValueError (cached: one endpoint's jobs
+        carry the same bytes, and checking each cost a deliverer a twentieth of its time)."""
         return _unpack(data)
 
 
@@ -95,13 +81,8 @@ def _unpack(data: bytes) -> Callback:
 
 
 def validate_callback(value: object) -> Callback:
-    """A `Callback` from a `Callback`, a URL, or a mapping with ``url`` and optionally
-    ``headers`` and ``timeout_ms``.
-
-    Raises:
-        InvalidArgumentError: Naming the field (``callback.url``, ``callback.headers``,
-            ``callback.timeout_ms``) and what it accepts.
-    """
+    """A checked `Callback` from a `Callback`, a URL or a mapping (``url``, ``headers``,
+    ``timeout_ms``); InvalidArgumentError names the field."""
     if isinstance(value, str):
         value = Callback(value)
     elif isinstance(value, Mapping):
@@ -125,11 +106,8 @@ def validate_callback(value: object) -> Callback:
         )
     _check_url(value.url)
     _check_headers(value.headers)
-    low, high = TIMEOUT_MS_RANGE
-    timeout = value.timeout_ms
-    return Callback(
-        value.url, dict(value.headers), int_in("callback.timeout_ms", timeout, low, high)
-    )
+    timeout = int_in("callback.timeout_ms", value.timeout_ms, *TIMEOUT_MS_RANGE)
+    return Callback(value.url, dict(value.headers), timeout)
 
 
 def _check_url(url: object) -> None:
@@ -159,17 +137,9 @@ def _check_url(url: object) -> None:
 
 
 def callback_host(url: str) -> str:
-    """The host of `url` as the HTTP client (aiohttp's yarl) connects to it: lower case,
-    Unicode mapped as IDNA/UTS46 maps it (NFKC, so fullwidth and other Unicode digits
-    become ASCII ones; the ideographic and fullwidth full stops become dots), non-ASCII
-    labels as A-labels, an IPv6 literal compressed and without brackets.
-
-    A URL whose host is 127.0.0.1 written in fullwidth digits, or with ideographic full
-    stops, therefore has the host ``127.0.0.1`` here: the address connected to, which is
-    what the SSRF checks must see. One difference from UTS46 is left: deviation
-    characters (``ß``, final sigma) in names map as in IDNA 2003; they never make a name
-    look like an address.
-    """
+    """The host of `url` as aiohttp connects to it (lower case, IDNA/UTS46-mapped, so
+    fullwidth digits and ideographic full stops read as ASCII; IPv6 compressed, no
+    brackets): what the SSRF checks must see."""
     try:
         raw = urlsplit(url).hostname or ""
     except ValueError:
@@ -195,18 +165,10 @@ def _normal_host(host: str) -> str:
 
 
 def undeliverable(host: str, *, bracketed: bool = False) -> str:
-    """Why no HTTP client can deliver to `host` (as `callback_host` gives it), or "".
-
-    Refused: an IPv4 address in any form but the canonical dotted quad (decimal, octal,
-    hex and short forms such as ``2130706433``, ``0x7f.0.0.1``, ``127.1``, ``0``: a host
-    whose last label is a number is read as an IPv4 address, as browsers and libc do),
-    percent-encoding, an IPv6 literal that is not one valid address (zones included),
-    and any name that is not made of DNS labels.
-
-    Args:
-        host: The host as connected to.
-        bracketed: Whether the URL wrote it in brackets (an IPv6 literal).
-    """
+    """Why no HTTP client can deliver to `host` (from `callback_host`), or "": an IPv4
+    address but as the canonical dotted quad (``127.1``, ``0x7f.0.0.1``: a numeric last
+    label reads as IPv4, as in browsers and libc), percent-encoding, a bad IPv6 literal
+    (`bracketed`: written in brackets), a name not made of DNS labels."""
     if "%" in host:
         return f"{host} is percent-encoded"
     if bracketed or ":" in host:
@@ -260,16 +222,9 @@ def _check_headers(headers: object) -> None:
 
 
 def private_address(host: str) -> bool:
-    """Whether `host` (an IP literal, or ``localhost``) is loopback, private, link-local or
-    otherwise not a public address; a DNS name is False here (resolve it and ask again for
-    each address).
-
-    The host is read as connected to (`callback_host`'s mapping: Unicode digits and
-    dots, case); an IPv6 address that carries an IPv4 one (IPv4-mapped and -compatible,
-    NAT64 ``64:ff9b::/96``, 6to4) is judged by that IPv4 address; a host that an IPv4
-    parser would read as a number but is no canonical address (``127.1``) counts as
-    private (refused: never delivered either way).
-    """
+    """Whether `host` (an IP literal or ``localhost``, read as `callback_host` does) is not a
+    public address; a DNS name is False (ask again per resolved address). An IPv6 address
+    carrying an IPv4 one (mapped, compatible, NAT64, 6to4) is judged by it."""
     name = _normal_host(host.strip("[]")).rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
         return True

@@ -1,9 +1,6 @@
-"""One notion of time: the `Clock` protocol, a manual clock for tests, and offset math.
-
-Due times live on the Redis server's clock (``TIME``). A process reads its
-own monotonic clock and adds an offset measured against ``TIME``; this
-module holds the arithmetic of that measurement, the reading of clocks is
-done by `wheelq.runtime.clock`.
+"""The `Clock` protocol, a manual clock for tests, and the offset math of measuring the local
+clock against Redis ``TIME`` (docs/architecture.md, invariant 6); `wheelq.runtime.clock`
+reads the clocks.
 """
 
 from __future__ import annotations
@@ -54,12 +51,8 @@ class ClockSample:
 
 
 class OffsetEstimator:
-    """Keeps the offset of the sample with the smallest round trip among the last few.
-
-    The error of one sample is at most half its round trip, so the sample
-    with the least round trip is the best estimate (NTP's clock filter, in
-    short). Old samples age out, so a drifting local clock is followed.
-    """
+    """The offset of the sample with the smallest round trip among the last `keep` (NTP's
+    clock filter: a sample is off by at most half its round trip)."""
 
     def __init__(self, keep: int = 8) -> None:
         self._samples: deque[ClockSample] = deque(maxlen=keep)

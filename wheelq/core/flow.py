@@ -1,24 +1,6 @@
-"""Flow control: how fast and how many of a topic's jobs a consumer group runs (README,
-"Flow control").
-
-A `Flow` is given to a `Worker`; its state lives in Redis, so the limits hold across every
-worker of the group, not per process:
-
-- ``rate``: starts per period for the whole group ("100/s", "20/min", "1000/h");
-- ``key_rate`` and ``key_concurrency``: per key, where ``key(job)`` names a job's key
-  (a tenant, a customer id; None: no key limit applies), by default the key it was
-  enqueued with (``enqueue(..., key=)``).
-
-Independently of any `Flow`, jobs enqueued with ``ordered=True`` run one at a time per key,
-in due order, in every consumer group (`wheelq.worker.flow_gate`, `flow_order.lua`).
-
-A job over a limit waits without using an attempt: a wait for a rate token up to
-``max_wait_ms`` is taken in the worker (the token is reserved, so starts are spaced exactly
-``period / count`` apart across all workers); a longer one, or a key at its concurrency,
-defers the job (`wheelq.Defer`) and it is read again later.
-
-Rates use GCRA (the generic cell rate algorithm): one timestamp per bucket, no counters to
-reset; ``burst`` starts may come back to back after a quiet spell (1: none).
+"""Flow control, pure: a consumer group's rate and per-key limits (`Flow`), a job's key and
+its order, and a topic's backpressure limits (`TopicLimits`); docs/architecture.md, "Flow
+control" and "Backpressure". Rates use GCRA: one timestamp per bucket.
 """
 
 from __future__ import annotations
@@ -29,8 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wheelq.core.checks import int_in
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 
 if TYPE_CHECKING:
     from wheelq.core.job import Job
@@ -53,11 +34,7 @@ class Rate:
 
 
 def parse_rate(name: str, text: object) -> Rate:
-    """ "100/s", "20/min", "1000/h" as a `Rate`.
-
-    Raises:
-        InvalidArgumentError: Not "<count>/<s|min|h>" with a count in [1, 1_000_000].
-    """
+    """ "100/s", "20/min", "1000/h" (a count in [1, 1_000_000]) as a `Rate`."""
     m = _RATE_RE.fullmatch(text) if isinstance(text, str) else None
     if m is None or m.group(2) not in PERIODS_MS or not 1 <= int(m.group(1)) <= 1_000_000:
         raise InvalidArgumentError(
@@ -68,28 +45,22 @@ def parse_rate(name: str, text: object) -> Rate:
 
 @dataclass(frozen=True, slots=True)
 class Flow:
-    """A consumer group's flow limits (each None: no such limit).
-
-    Attributes:
-        rate: Starts per period for the whole group, e.g. "100/s".
-        key: Names a job's key for the limits (``lambda job: job.payload["tenant"]``;
-            returning None: no key limit applies); default the key the job was enqueued
-            with (`Job.key`).
-        key_rate: Starts per period for each key.
-        key_concurrency: Most jobs of one key running at once, 1-10,000.
-        burst: Starts allowed back to back after a quiet spell, 1-10,000.
-        max_wait_ms: Longest wait for a rate token taken in the worker; a longer one
-            defers the job instead (0-60,000).
-        retry_ms: How long a job deferred by ``key_concurrency`` waits (1-60,000).
-    """
+    """A consumer group's flow limits, held across all its workers (None: no such limit)."""
 
     rate: str | None = None
+    """Starts per period for the whole group: "100/s", "20/min", "1000/h"."""
     key: Callable[[Job], object] | None = None
+    """A job's key for the limits (None from it: no key limit); default `Job.key`."""
     key_rate: str | None = None
+    """Starts per period for each key."""
     key_concurrency: int | None = None
+    """Most jobs of one key running at once, 1-10,000."""
     burst: int = 1
+    """Starts allowed back to back after a quiet spell, 1-10,000."""
     max_wait_ms: int = 1000
+    """Longest wait for a rate token in the worker (0-60,000); a longer one defers the job."""
     retry_ms: int = 50
+    """How long a job deferred by ``key_concurrency`` waits (1-60,000)."""
 
     def __post_init__(self) -> None:
         for name in ("rate", "key_rate"):
@@ -114,7 +85,7 @@ class Flow:
 
 def flow_key(topic: str, group: str, kind: str, key: str | None) -> str:
     """The Redis key of one bucket or semaphore: its own slot, named by a digest of the
-    group and key (any characters, braces included, are safe there)."""
+    group and key (so braces in them are safe)."""
     digest = hashlib.blake2b(f"{group}\x1f{key or ''}".encode(), digest_size=10).hexdigest()
     return f"wheelq:flow:{{{topic}:{digest}}}:{kind}"
 
@@ -126,11 +97,7 @@ never written (its producer died in between): the key's order goes on without it
 
 
 def validate_key(key: object) -> str:
-    """Return `key` if it can be a job's key.
-
-    Raises:
-        InvalidArgumentError: Not a non-empty printable str of at most 256 UTF-8 bytes.
-    """
+    """`key` if it is a printable str of 1-256 UTF-8 bytes, else InvalidArgumentError."""
     if (
         not isinstance(key, str)
         or not key
@@ -144,8 +111,51 @@ def validate_key(key: object) -> str:
 
 
 def order_keys(topic: str, key: str) -> tuple[str, str]:
-    """The Redis keys of one key's order (one slot): its jobs by due time, and each consumer
-    group's position (the last of them it finished)."""
+    """The Redis keys of one key's order (one slot): its jobs by due, each group's last done."""
     digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
     tag = f"wheelq:order:{{{topic}:{digest}}}"
     return f"{tag}:jobs", f"{tag}:done"
+
+
+MAX_LIMIT = 2**40
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLimits:
+    """A topic's backpressure limits, enforced per shard by the scripts (None: no limit)."""
+
+    max_pending: int | None = None
+    """Most jobs waiting to fire: past it an enqueue raises `TopicFullError`."""
+    max_ready: int | None = None
+    """Most fired jobs not yet acked by the slowest group: past it due jobs are held back."""
+
+    def fields(self, shards: int) -> dict[str, int | None]:
+        """What ``{T:s}:limits`` holds: each shard's share (read by the scripts) and the limits
+        as given (None: the field is removed)."""
+        return {
+            "pending": _share(self.max_pending, shards),
+            "ready": _share(self.max_ready, shards),
+            "max_pending": self.max_pending,
+            "max_ready": self.max_ready,
+        }
+
+    @classmethod
+    def from_fields(cls, raw: dict[bytes, bytes]) -> TopicLimits:
+        pending, ready = raw.get(b"max_pending"), raw.get(b"max_ready")
+        return cls(None if pending is None else int(pending), None if ready is None else int(ready))
+
+
+def _share(limit: int | None, shards: int) -> int | None:
+    return None if limit is None else -(-limit // shards)
+
+
+def validate_limits(max_pending: object, max_ready: object) -> TopicLimits:
+    """A `TopicLimits`, each limit None or an int in [1, 2**40]."""
+    for name, value in (("max_pending", max_pending), ("max_ready", max_ready)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT
+        ):
+            raise InvalidArgumentError(
+                name, f"{name} must be None (no limit) or an int in [1, {MAX_LIMIT}], got {value!r}"
+            )
+    return TopicLimits(max_pending, max_ready)  # type: ignore[arg-type]

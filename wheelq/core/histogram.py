@@ -1,19 +1,6 @@
-"""A fixed-bucket latency histogram cheap enough for the per-job hot paths.
-
-The roles (scheduler, worker) observe one value per job: at tens of thousands
-of jobs a second, an observation must be a bisect and two additions, with no
-lock and no call into a metrics library. `prometheus_client` reads these
-histograms at scrape time (``wheelq.metrics``), from another thread: it copies
-the bucket list, which CPython does atomically, so a scrape never sees a bucket
-count fall (it may see ``count`` one observation ahead of the buckets).
-
-The bounds are in milliseconds and resolve 1 ms at the low end, where wheelq's
-lateness lives (p99 of a few ms), and reach 10 s for outages and backlogs:
-
-    1, 2, 3, ..., 10, 15, 20, 30, 50, 75, 100, 150, 250, 500, 1000, 2500, 5000, 10000, +Inf
-
-A value falls in the first bucket whose upper bound is >= it, as Prometheus's
-``le`` buckets do; negative values (a clock read on another host) go to the first.
+"""A fixed-bucket latency histogram (ms) cheap enough for the per-job hot paths: a bisect
+and two additions, no lock. ``wheelq.metrics`` copies the bucket list at scrape time from
+another thread (atomic in CPython); buckets are Prometheus ``le`` buckets.
 """
 
 from __future__ import annotations
@@ -22,7 +9,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 LATENCY_BOUNDS_MS: tuple[float, ...] = (
     *range(1, 11),
@@ -40,18 +27,12 @@ LATENCY_BOUNDS_MS: tuple[float, ...] = (
     5000,
     10_000,
 )
-"""Upper bounds (ms, inclusive) of every bucket but the last, which is +Inf."""
+"""Upper bounds (ms, inclusive) of every bucket but +Inf: 1 ms steps where lateness lives."""
 
 
 @dataclass(frozen=True, slots=True)
 class HistogramSnapshot:
-    """A copy of a histogram at one moment: per-bucket (not cumulative) counts.
-
-    Attributes:
-        bounds_ms: Upper bounds of all buckets but the +Inf one.
-        counts: One count per bucket, the +Inf bucket last (``len(bounds_ms) + 1``).
-        sum_ms: Sum of every observed value, ms.
-    """
+    """A copy of a histogram at one moment: per-bucket (not cumulative) counts, +Inf last."""
 
     bounds_ms: tuple[float, ...]
     counts: tuple[int, ...]
@@ -64,20 +45,11 @@ class HistogramSnapshot:
 
     def cumulative(self) -> list[tuple[float, int]]:
         """``(upper bound ms, values <= it)`` per bucket, ending with ``(inf, count)``."""
-        out: list[tuple[float, int]] = []
-        running = 0
-        for bound, n in zip((*self.bounds_ms, float("inf")), self.counts, strict=True):
-            running += n
-            out.append((bound, running))
-        return out
+        return list(zip((*self.bounds_ms, float("inf")), accumulate(self.counts), strict=True))
 
     def quantile_ms(self, q: float) -> float:
         """The upper bound of the bucket holding the `q` quantile (0 < q <= 1); nan when
-        empty, inf when it lies in the +Inf bucket.
-
-        Raises:
-            ValueError: `q` is not in (0, 1].
-        """
+        empty, inf in the +Inf bucket."""
         if not 0 < q <= 1:
             raise ValueError(f"q must be in (0, 1], got {q!r}")
         total = self.count
@@ -91,14 +63,7 @@ class HistogramSnapshot:
 
 
 class Histogram:
-    """Counts of observed values (ms) per fixed bucket, with their count and sum.
-
-    Args:
-        bounds_ms: Strictly increasing upper bounds; the +Inf bucket is added.
-
-    Raises:
-        ValueError: `bounds_ms` is empty or not strictly increasing.
-    """
+    """Counts of observed values (ms) per bucket of `bounds_ms` (strictly increasing) and +Inf."""
 
     __slots__ = ("_bounds", "_counts", "sum_ms")
 
@@ -116,13 +81,11 @@ class Histogram:
         self.sum_ms += value_ms
 
     def observe_all(self, values_ms: Iterable[float]) -> None:
-        """Count several values (ms). Timings in whole ms repeat a lot, so equal values
-        are counted at once: one bisect per distinct value."""
+        """Count several values (ms): one bisect per distinct value (whole ms repeat a lot)."""
         self._add(0, 1, values_ms)
 
     def observe_since(self, now_ms: float, dues_ms: Iterable[int]) -> None:
-        """Count ``now_ms - due`` for each due time (ms); as `observe_all`, one bisect per
-        distinct due (jobs fired together mostly share one)."""
+        """Count ``now_ms - due`` for each due time (ms), one bisect per distinct due."""
         self._add(now_ms, -1, dues_ms)
 
     def _add(self, offset: float, sign: int, values: Iterable[float]) -> None:
@@ -144,19 +107,13 @@ class Histogram:
 
 
 class RunTimings:
-    """A worker's handler timings: start lateness and run time, in ms, two histograms.
-
-    The hot path appends each run's pair to `pending` (a list extended by a tuple, no
-    call); `count` puts them into the histograms, one update per `batch` runs instead of
-    two per run. A scrape sees them at most a batch late, or until the worker next holds
-    nothing (it counts them then).
-    """
+    """A worker's handler timings (start lateness, run time; ms): the hot path extends
+    `pending` and `count` moves them into the histograms once per `batch` runs."""
 
     def __init__(self, batch: int = 1024) -> None:
         self.batch = batch
         self.start_lateness = Histogram()
-        """Handler start - due, ms: on the worker's wall clock against the due time on the
-        Redis clock, so it includes the skew between the two."""
+        """Handler start - due, ms (worker's clock against the Redis clock: skew included)."""
         self.run_time = Histogram()
         """How long handlers ran, ms."""
         self.pending: list[int] = []

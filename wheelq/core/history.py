@@ -1,35 +1,8 @@
-"""A job's whole life by id: the states `get()` reports and how they follow from one lookup.
+"""A job's whole life by id: the states `get()` reports, worked out from one `lookup.lua` read
+of the shard's history, sorted set and stream (docs/architecture.md, "Job history").
 
-Each shard keeps a small history beside its sorted set and stream
-(docs/architecture.md, "Job history"), written by the scripts that already
-touch the job:
-
-```
-{T:s}:history    HASH  job id             -> entry id of its latest firing for every group
-                       job id<US>group    -> that group's record: msgpack
-                                             [kind, entry, at ms, duration ms, error, reason,
-                                              dead-letter entry]
-{T:s}:cancelled  ZSET  job id             -> ms it was cancelled
-```
-
-Record kinds: ``F`` fired for this group only (a retry or a replay; the
-error is the previous attempt's), ``S`` succeeded, ``R`` failed and put back
-to run again, ``D`` dead-lettered, ``C`` its retry was cancelled (``R``
-turned by cancel.lua, so a cancelled retry never reads as retrying). A
-record goes when the entry it names is trimmed from the stream, so a job's
-history lasts as long as its entry
-(retention and the byte budget, `wheelq.core.settings.SchedulerSettings`).
-
-`lookup.lua` reads all of it for one id in one call; `job_info` turns that
-`Lookup` into a `JobInfo`:
-
-- in the sorted set: ``PENDING``, or ``RETRYING`` for a later attempt;
-- else fired: each consumer group's view of its latest entry is ``RUNNING``
-  (pending in the group), ``READY`` (not delivered to the group yet),
-  ``SUCCEEDED``, ``DEAD``, ``RETRYING`` or ``CANCELLED`` (its record says so); the job's
-  state is the least finished of them, in the order of `_PRECEDENCE`;
-- else ``CANCELLED`` if it was cancelled, and ``UNKNOWN`` when nothing is
-  known (never enqueued, or its history was trimmed).
+Record kinds: ``F`` fired for one group (a retry, a replay), ``S`` succeeded, ``R`` failed
+and put back, ``D`` dead-lettered, ``C`` its retry cancelled.
 """
 
 from __future__ import annotations
@@ -41,34 +14,23 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core import wire
-from wheelq.core.job import Envelope, entry_ms
-from wheelq.core.payload import decode_payload
+from wheelq.core.job import Envelope, Field, decode_payload, entry_ms
 from wheelq.errors import MalformedJobError
 
-SEPARATOR = "\x1f"
-"""Between job id and group in a history field (US: a job id never holds it)."""
+SEPARATOR = "\x1f"  # between job id and group in a history field: no job id holds it
 
 
 class JobState(StrEnum):
     """Where a job is in its life (`JobInfo.state`)."""
 
-    PENDING = "pending"
-    """Waiting for its due time, first attempt."""
-    READY = "ready"
-    """In the stream, not delivered to a consumer group yet."""
-    RUNNING = "running"
-    """Delivered to a worker, not settled yet."""
-    RETRYING = "retrying"
-    """An attempt failed; the next one waits for its due time."""
-    SUCCEEDED = "succeeded"
-    """Every group's handler returned (for this firing)."""
-    DEAD = "dead"
-    """Out of attempts or deliveries, or malformed: in the dead-letter stream."""
-    CANCELLED = "cancelled"
-    """Cancelled while pending (a group: its retry was cancelled)."""
-    UNKNOWN = "unknown"
-    """Never seen, or past the history's retention."""
+    PENDING = "pending"  # waiting for its due time, first attempt
+    READY = "ready"  # in the stream, not delivered to a consumer group yet
+    RUNNING = "running"  # delivered to a worker, not settled yet
+    RETRYING = "retrying"  # an attempt failed; the next one waits for its due time
+    SUCCEEDED = "succeeded"  # every group's handler returned (for this firing)
+    DEAD = "dead"  # out of attempts or deliveries, or malformed: in the dead-letter stream
+    CANCELLED = "cancelled"  # cancelled while pending (a group: its retry was cancelled)
+    UNKNOWN = "unknown"  # never seen, or past the history's retention
 
 
 _PRECEDENCE = (
@@ -96,13 +58,11 @@ class GroupInfo:
     deliveries: int = 0
     """RUNNING: how often the entry was delivered to the group (> 1: taken over)."""
     finished_ms: int | None = None
-    """SUCCEEDED, DEAD, RETRYING: when the last attempt ended; CANCELLED: when its retry was
-    cancelled."""
+    """When the last attempt ended (SUCCEEDED, DEAD, RETRYING) or its retry was cancelled."""
     duration_ms: int | None = None
     """SUCCEEDED: how long the handler ran."""
     error: str | None = None
-    """DEAD: why; RETRYING, CANCELLED (and a later attempt RUNNING): the last attempt's
-    error."""
+    """DEAD: why; RETRYING, CANCELLED, a later attempt RUNNING: the last attempt's error."""
     reason: str | None = None
     """DEAD: failed | deliveries | malformed."""
     dead_entry_id: str | None = None
@@ -111,10 +71,7 @@ class GroupInfo:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job's state as `get()` reports it, whatever the state.
-
-    Fields that do not apply to the state are None (and `groups` empty).
-    """
+    """A job's state as `get()` reports it; fields that do not apply to it are None."""
 
     id: str
     topic: str
@@ -124,9 +81,7 @@ class JobInfo:
     attempt: int | None = None
     max_attempts: int | None = None
     enqueued_ms: int | None = None
-    """When the attempt it shows was written (the enqueue, or the retry that made it; ms on
-    the writer's clock): pending, and fired while its entry is in the stream (None once
-    trimmed)."""
+    """When the attempt shown was written (writer's clock); None once its entry is trimmed."""
     payload: Any = None
     """Pending, or fired while its entry is in the stream (None once trimmed)."""
     entry_id: str | None = None
@@ -135,8 +90,7 @@ class JobInfo:
     """Fired: when its latest entry went into the stream (Redis clock)."""
     cancelled_ms: int | None = None
     last_error: str | None = None
-    """RETRYING, a RUNNING later attempt or a group's cancelled retry: the failed attempt's
-    error; DEAD: why."""
+    """The failed attempt's error (RETRYING, a later attempt RUNNING, a cancelled retry)."""
     groups: tuple[GroupInfo, ...] = field(default=())
 
 
@@ -273,11 +227,7 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
 
 
 def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
-    """The `JobInfo` that `raw` shows.
-
-    Raises:
-        MalformedJobError: The job is pending and its envelope cannot be decoded.
-    """
+    """The `JobInfo` that `raw` shows; MalformedJobError for a pending undecodable one."""
     if raw.due_ms is not None and raw.envelope is not None:
         return _pending(topic, job_id, raw)
     fired = [(g.latest, g.fields if g.latest != raw.entry else raw.fields) for g in raw.groups]
@@ -313,21 +263,21 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
 def _entry_facts(
     fields: dict[bytes, bytes] | None,
 ) -> tuple[int | None, int | None, int | None, int | None, Any]:
-    """(due_ms, attempt, max_attempts, enqueued_ms, payload) from an entry's fields, as far as
-    they can be read (all None once the entry was trimmed; enqueued_ms None, too, for an
-    entry written before the field, or 0: not known)."""
+    """(due_ms, attempt, max_attempts, enqueued_ms, payload) of an entry, as far as readable."""
     if not fields:
         return (None, None, None, None, None)
     try:
-        payload = decode_payload(fields[wire.PAYLOAD])
+        payload = decode_payload(fields[Field.PAYLOAD])
     except Exception:  # a malformed payload is reported by the worker, not by a lookup
         payload = None
     try:
-        enqueued_ms = int(fields.get(wire.ENQUEUED, b"0")) or None
+        enqueued_ms = int(fields.get(Field.ENQUEUED, b"0")) or None
     except ValueError:
         enqueued_ms = None
     try:
-        due, attempt, most = (int(fields[k]) for k in (wire.DUE, wire.ATTEMPT, wire.MAX_ATTEMPTS))
+        due, attempt, most = (
+            int(fields[k]) for k in (Field.DUE, Field.ATTEMPT, Field.MAX_ATTEMPTS)
+        )
     except (KeyError, ValueError):
         return (None, None, None, enqueued_ms, payload)
     return (due, attempt, most, enqueued_ms, payload)

@@ -1,32 +1,14 @@
-"""Jobs at rest and on the wire: envelope, stream entry, the handler's `Job`.
+"""A job on the wire: its id, payload, trace context, envelope, stream entry and dead letter.
 
-A job's payload is encoded once, by the producer (`wheelq.core.payload`), and travels
-as opaque msgpack bytes from then on.
-
-Envelope (the value in ``{T:s}:jobs``), a msgpack array::
-
-    [1, payload: raw, attempt: int, max_attempts: int, enqueued_ms: int]
-    [1, payload, attempt, max_attempts, enqueued_ms, group: str, job_id: str]   (a retry)
-    [1, payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent: str]
-    [..., traceparent, callback: bytes, key: str, ordered: "1" | ""]
-
-A retry is meant for one consumer group only (the one whose handler
-failed), and carries the job id because it may be stored under another
-sorted-set member while a job of the same id is pending again. A job enqueued
-with a trace context carries its W3C ``traceparent`` (`wheelq.core.trace`) as
-field 8, with ``""`` for group and job id when it has neither: the scripts read
-``""`` there as absent.
-
-The payload bytes sit in msgpack's raw ``str`` family, not ``bin``: the Lua
-``cmsgpack`` built into Redis and Valkey cannot read ``bin``, and the emit
-script unpacks envelopes. Readers decode envelopes with ``raw=True``.
-
-A fired job is a ready-stream entry, whose fields `wheelq.core.wire` names;
-`Job.from_entry` decodes one.
+The formats are in docs/architecture.md ("Key layout"); the scripts write them
+(``wheelq/store/lua/_lib.lua``), this module reads and writes them for Python.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,31 +16,240 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core import wire
 from wheelq.core.callback import Callback
-from wheelq.core.payload import decode_payload
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import (
+    InvalidArgumentError,
+    PayloadTooLargeError,
+    PayloadTypeError,
+    int_in,
+)
+
+# --- ids: 26 Crockford base32 characters (the ULID layout), 48 bits of ms, 80 random bits
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_TIME_BITS = 48
+_RANDOM_BYTES = 10
+ID_LENGTH = 26
+RANDOM_CHARS = 16
+"""Characters of an id after its time part (80 random bits)."""
+
+# Two characters per 10 bits: the time part is 5 pairs, the random part 8.
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+_last_time: tuple[int, str] = (-1, "")
+# A byte's low 5 bits as a character: 256 is a multiple of 32, so a uniformly random byte
+# gives a uniformly random character.
+_CHAR_OF_BYTE = bytes(_ALPHABET.encode("ascii")[b & 31] for b in range(256))
+
+
+def make_job_id(now_ms: int, entropy: bytes) -> str:
+    """A 26-character id from `now_ms` (0 <= now_ms < 2**48) and 10 random bytes."""
+    if len(entropy) != _RANDOM_BYTES:
+        raise ValueError(f"entropy must be {_RANDOM_BYTES} bytes, got {len(entropy)}")
+    return time_part(now_ms) + _encode(int.from_bytes(entropy, "big"), 8)
+
+
+def time_part(now_ms: int) -> str:
+    """The first 10 characters of the ids made at `now_ms` (0 <= now_ms < 2**48)."""
+    global _last_time  # noqa: PLW0603 (a one-entry cache)
+    cached_ms, head = _last_time
+    if cached_ms != now_ms:
+        head = _encode(now_ms & ((1 << _TIME_BITS) - 1), 5)
+        _last_time = (now_ms, head)
+    return head
+
+
+def random_parts(count: int) -> str:
+    """The random parts of `count` ids, `RANDOM_CHARS` each, one after the other (one C pass:
+    a fifth of the cost per id of encoding 10 bytes each in Python)."""
+    return os.urandom(RANDOM_CHARS * count).translate(_CHAR_OF_BYTE).decode("ascii")
+
+
+def _encode(value: int, pairs: int) -> str:
+    return "".join([_PAIRS[(value >> (10 * i)) & 1023] for i in range(pairs - 1, -1, -1)])
+
+
+def job_id_time_ms(job_id: str) -> int | None:
+    """The creation time of a generated id, or None if `job_id` is not one."""
+    if len(job_id) != ID_LENGTH:
+        return None
+    value = 0
+    for ch in job_id:
+        digit = _ALPHABET.find(ch)
+        if digit < 0:
+            return None
+        value = value * 32 + digit
+    if value >> 128:
+        return None  # 26 characters hold 130 bits; an id uses 128
+    return value >> 80
+
+
+# --- payload: msgpack, encoded once by the producer and carried as opaque bytes
+
+
+class _NotPlain(Exception):
+    """The value needs the careful path."""
+
+
+def _not_plain(value: Any) -> Any:
+    raise _NotPlain
+
+
+def payload_packer() -> msgpack.Packer:
+    """A packer for `encode_payload`'s fast path: exact plain types only (not tuples)."""
+    return msgpack.Packer(use_bin_type=True, strict_types=True, default=_not_plain)
+
+
+def encode_payload(payload: Any, max_bytes: int, packer: msgpack.Packer | None = None) -> bytes:
+    """Encode `payload` (PayloadTypeError, PayloadTooLargeError): exact plain types in one
+    pass, anything else leniently and decoded once (a tuple as a dict key cannot be read)."""
+    try:
+        if packer is None:
+            data: bytes = msgpack.packb(
+                payload, use_bin_type=True, strict_types=True, default=_not_plain
+            )
+        else:
+            data = packer.pack(payload)
+    except _NotPlain:
+        data = _encode_careful(payload)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise _type_error(exc) from exc
+    if len(data) > max_bytes:
+        raise PayloadTooLargeError(
+            "payload",
+            f"payload must encode to at most {max_bytes} bytes of msgpack, got {len(data)}",
+        )
+    return data
+
+
+def _encode_careful(payload: Any) -> bytes:
+    try:
+        data: bytes = msgpack.packb(payload, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise _type_error(exc) from exc
+    try:
+        decode_payload(data)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise PayloadTypeError(
+            "payload must decode back from msgpack: dict keys must be None, bool, int, "
+            f"float, str or bytes, not a tuple (it decodes as an unhashable list); {exc}"
+        ) from exc
+    return data
+
+
+def _type_error(exc: Exception) -> PayloadTypeError:
+    return PayloadTypeError(
+        f"payload must be msgpack-serialisable (None, bool, int, float, str, bytes, "
+        f"list, tuple, dict); {exc}"
+    )
+
+
+def decode_payload(data: bytes) -> Any:
+    """Decode payload bytes written by `encode_payload` (or any msgpack writer)."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+# --- trace context: a W3C traceparent, version 00 (tracestate is not carried)
+
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_ZERO_TRACE = "0" * 32
+_ZERO_SPAN = "0" * 16
+SAMPLED = 0x01
+"""The trace-flags bit saying the caller may have recorded its span."""
+
+
+def validate_traceparent(traceparent: object) -> str | None:
+    """`traceparent` if it is None or a valid version-00 traceparent, else InvalidArgumentError."""
+    if traceparent is None:
+        return None
+    if isinstance(traceparent, str) and parse_traceparent(traceparent) is not None:
+        return traceparent
+    raise InvalidArgumentError(
+        "traceparent",
+        "traceparent must be a W3C traceparent '00-<trace id: 32 hex>-<span id: 16 hex>-"
+        f"<flags: 2 hex>' in lower case, ids not all zero, or None; got {traceparent!r:.80}",
+    )
+
+
+def parse_traceparent(traceparent: str | None) -> tuple[int, int, int] | None:
+    """``(trace id, span id, flags)`` of a valid traceparent, else None; never raises."""
+    if not traceparent:
+        return None
+    match = _TRACEPARENT.fullmatch(traceparent)
+    if match is None:
+        return None
+    trace_id, span_id, flags = match.groups()
+    if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
+        return None
+    return int(trace_id, 16), int(span_id, 16), int(flags, 16)
+
+
+def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
+    """The version-00 traceparent of a span context (ids as ints, as OpenTelemetry has them)."""
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags & 0xFF:02x}"
+
+
+# --- stream entries and notes
+
+
+class Field:
+    """Field names of a ready-stream entry and a dead letter (readers ignore unknown ones)."""
+
+    ID = b"id"
+    TOPIC = b"topic"
+    DUE = b"due"
+    ATTEMPT = b"attempt"
+    MAX_ATTEMPTS = b"max_attempts"
+    PAYLOAD = b"payload"
+    ENQUEUED = b"enqueued"
+    GROUP = b"group"
+    TRACE = b"trace"
+    CALLBACK = b"callback"
+    KEY = b"key"
+    ORDERED = b"ordered"
+    REASON = b"reason"
+    ERROR = b"error"
+    ENTRY = b"entry"
+    ENVELOPE = b"envelope"
+
+    READY = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD, ENQUEUED)
+    """Every ready-stream entry's fields, in order; then, when set: GROUP (retries and
+    replays), TRACE, CALLBACK, KEY and ORDERED."""
+    DEAD = (REASON, ERROR, GROUP, ENTRY)
+    """What a dead letter adds after the ready-stream entry's fields, in order."""
+
+
+def parse_notes(message: bytes) -> list[tuple[str, int]]:
+    """A wake message's notes (a line each), in order; lines that are not notes left out."""
+    return [note for line in message.split(b"\n") if (note := parse_note(line)) is not None]
+
+
+def parse_note(note: bytes) -> tuple[str, int] | None:
+    """``b"<due ms>:<job id>"`` (an inbox or wake note) as ``(job id, due ms)``, else None."""
+    try:
+        due, _, job_id = note.decode().partition(":")
+    except UnicodeDecodeError:
+        return None
+    if not (due.isascii() and due.isdigit()) or not job_id:
+        return None
+    return job_id, int(due)
+
+
+def entry_ms(entry_id: str | bytes) -> int:
+    """The ms part of a stream entry id (``"1700000000123-0"`` -> 1700000000123)."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.partition("-")[0])
+
+
+# --- the envelope: the value in {T:s}:jobs, a msgpack array (payload bytes in the str
+# family: the servers' cmsgpack cannot read bin; readers decode with raw=True)
 
 ENVELOPE_VERSION = 1
 MAX_ATTEMPTS_LIMIT = 1000
 
 
 def validate_max_attempts(max_attempts: object) -> int:
-    """Return `max_attempts` if it is an int in [1, 1000].
-
-    Raises:
-        InvalidArgumentError: Otherwise.
-    """
-    if (
-        isinstance(max_attempts, bool)
-        or not isinstance(max_attempts, int)
-        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
-    ):
-        raise InvalidArgumentError(
-            "max_attempts",
-            f"max_attempts must be an int in [1, {MAX_ATTEMPTS_LIMIT}], got {max_attempts!r}",
-        )
-    return max_attempts
+    """`max_attempts` if it is an int in [1, 1000], else InvalidArgumentError."""
+    return int_in("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
 
 
 def pack_envelope(
@@ -74,11 +265,8 @@ def pack_envelope(
     key: str = "",
     ordered: bool = False,
 ) -> bytes:
-    """The envelope ``[1, payload, attempt, max_attempts, enqueued_ms]``, then as far as the
-    last one set: ``group, job_id`` (a retry), ``traceparent``, the packed
-    `wheelq.core.callback.Callback`, the job's ``key`` and ``"1"`` when its key's jobs run
-    in order (``""`` for each one unset before it); `packer`
-    (``msgpack.Packer(use_bin_type=False)``) as in `encode_payload`."""
+    """The envelope, its optional fields up to the last one set (``""`` before it);
+    `packer` is a ``msgpack.Packer(use_bin_type=False)`` to reuse."""
     fields = envelope_fields(
         payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent, callback, key
     )
@@ -101,8 +289,8 @@ def envelope_fields(
     callback: bytes = b"",
     key: str = "",
 ) -> list[Any]:
-    """`pack_envelope`'s fields before they are packed (an unordered job's); a batch of
-    jobs that differ only in payload packs one such list with each payload in place 1."""
+    """`pack_envelope`'s fields of an unordered job, before they are packed (a batch that
+    differs only in payload packs one list with each payload in place 1)."""
     fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
     if key:
         fields += [group, job_id, traceparent or "", callback, key]
@@ -117,7 +305,7 @@ def envelope_fields(
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """What is stored for a pending job besides its due time."""
+    """What is stored for a pending job besides its due time ("" / b"": unset)."""
 
     payload: bytes
     attempt: int = 1
@@ -128,13 +316,10 @@ class Envelope:
     job_id: str = ""
     """A retry's job id ("" = the sorted-set member is the id)."""
     traceparent: str = ""
-    """The W3C traceparent the job was enqueued in ("" = none)."""
     callback: bytes = b""
-    """The packed `wheelq.core.callback.Callback` (b"" = none)."""
+    """The packed `Callback`."""
     key: str = ""
-    """The job's key ("" = none): flow control's per-key limits and order."""
     ordered: bool = False
-    """The key's jobs run one at a time, in due order."""
 
     def pack(self) -> bytes:
         return pack_envelope(
@@ -152,11 +337,7 @@ class Envelope:
 
     @classmethod
     def unpack(cls, data: bytes) -> Envelope:
-        """Decode an envelope.
-
-        Raises:
-            ValueError: `data` is not an envelope of a known version.
-        """
+        """Decode an envelope; ValueError if it is not one of a known version."""
         try:
             fields = msgpack.unpackb(data, raw=True)
         except Exception as exc:  # msgpack raises several unrelated types
@@ -206,14 +387,11 @@ class Job:
     """The stream entry id (``ms-seq``; ms is when it fired, on the Redis clock)."""
     shard: int = 0
     deliveries: int = 1
-    """How often this stream entry has been delivered to the group: 1 the first time, N
-    after it was taken over from N-1 workers that died or stalled running it. The same
-    `attempt` with ``deliveries > 1`` is a re-run of a run whose outcome was never settled."""
+    """Deliveries of this entry to the group: N after N-1 workers died or stalled on it."""
     traceparent: str | None = None
-    """The W3C traceparent it was enqueued in, as stored (`wheelq.core.trace` parses it);
-    None when it was enqueued without one. Retries and replays keep it."""
+    """The W3C traceparent it was enqueued in, as stored; None without one."""
     callback: Callback | None = None
-    """Where `wheelq deliver` POSTs it; None for a job enqueued without one."""
+    """Where `wheelq deliver` POSTs it; None without one."""
     key: str | None = None
     """The key it was enqueued with (``enqueue(..., key=)``); None without one."""
     ordered: bool = False
@@ -221,9 +399,7 @@ class Job:
 
     @property
     def due(self) -> datetime:
-        """`due_ms` as an aware UTC datetime; a stored time no datetime holds (beyond year
-        9999, before year 1: written by something else than wheelq) reads as the latest or
-        earliest one there is, so a handler never fails on reading it."""
+        """`due_ms` as an aware UTC datetime (clamped to what a datetime holds)."""
         try:
             return datetime.fromtimestamp(self.due_ms / 1000, tz=UTC)
         except (OverflowError, OSError, ValueError):
@@ -238,23 +414,19 @@ class Job:
     def from_entry(
         cls, entry_id: str, fields: Mapping[bytes, bytes], shard: int = 0, deliveries: int = 1
     ) -> Job:
-        """Decode a ready-stream entry (delivered `deliveries` times).
-
-        Raises:
-            ValueError: A field is missing or malformed (the entry is dead-lettered).
-        """
+        """Decode a ready-stream entry; ValueError if malformed (it is dead-lettered)."""
         try:
-            group = fields.get(wire.GROUP)
-            trace = fields.get(wire.TRACE)
-            callback = fields.get(wire.CALLBACK)
-            key = fields.get(wire.KEY)
+            group = fields.get(Field.GROUP)
+            trace = fields.get(Field.TRACE)
+            callback = fields.get(Field.CALLBACK)
+            key = fields.get(Field.KEY)
             return cls(
-                id=fields[wire.ID].decode(),
-                topic=fields[wire.TOPIC].decode(),
-                payload=decode_payload(fields[wire.PAYLOAD]),
-                due_ms=int(fields[wire.DUE]),
-                attempt=int(fields[wire.ATTEMPT]),
-                max_attempts=int(fields.get(wire.MAX_ATTEMPTS, b"1")),
+                id=fields[Field.ID].decode(),
+                topic=fields[Field.TOPIC].decode(),
+                payload=decode_payload(fields[Field.PAYLOAD]),
+                due_ms=int(fields[Field.DUE]),
+                attempt=int(fields[Field.ATTEMPT]),
+                max_attempts=int(fields.get(Field.MAX_ATTEMPTS, b"1")),
                 group=group.decode() if group else None,
                 entry_id=entry_id,
                 shard=shard,
@@ -263,13 +435,91 @@ class Job:
                 traceparent=trace.decode("ascii", "replace") if trace else None,
                 callback=Callback.unpack(callback) if callback else None,
                 key=key.decode() if key else None,
-                ordered=fields.get(wire.ORDERED) == b"1",
+                ordered=fields.get(Field.ORDERED) == b"1",
             )
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc
 
 
-def entry_ms(entry_id: str | bytes) -> int:
-    """The ms part of a stream entry id (``"1700000000123-0"`` -> 1700000000123)."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return int(text.partition("-")[0])
+# --- dead letters: {T:s}:dead, kept until replayed or purged
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One entry of a topic's dead-letter streams."""
+
+    ref: str
+    """``"shard/entry-id"``: what `replay` and `purge_dead` take."""
+    topic: str
+    job_id: str | None
+    """None when the entry was too malformed to name its job."""
+    payload: Any
+    """The decoded payload; the raw bytes (or None) when it cannot be decoded."""
+    attempt: int | None
+    max_attempts: int | None
+    reason: str
+    error: str
+    group: str
+    source_entry: str
+    dead_ms: int
+    """When it was dead-lettered (ms, Redis clock)."""
+    fields: dict[str, bytes]
+    """Every field as stored, for entries written by someone else."""
+
+    @property
+    def shard(self) -> int:
+        return parse_ref(self.ref)[0]
+
+    @property
+    def entry_id(self) -> str:
+        return parse_ref(self.ref)[1]
+
+    @classmethod
+    def from_entry(
+        cls, topic: str, shard: int, entry_id: str, raw: Mapping[bytes, bytes]
+    ) -> DeadLetter:
+        fields = {k.decode("utf-8", "replace"): v for k, v in raw.items()}
+
+        def text(name: bytes) -> str | None:
+            value = raw.get(name)
+            return None if value is None else value.decode("utf-8", "replace")
+
+        def number(name: bytes) -> int | None:
+            try:
+                return int(raw[name])
+            except (KeyError, ValueError):
+                return None
+
+        payload: Any = raw.get(Field.PAYLOAD)
+        if payload is not None:
+            with contextlib.suppress(Exception):  # a foreign payload stays raw bytes
+                payload = decode_payload(payload)
+        return cls(
+            ref=f"{shard}/{entry_id}",
+            topic=topic,
+            job_id=text(Field.ID),
+            payload=payload,
+            attempt=number(Field.ATTEMPT),
+            max_attempts=number(Field.MAX_ATTEMPTS),
+            reason=text(Field.REASON) or "",
+            error=text(Field.ERROR) or "",
+            group=text(Field.GROUP) or "",
+            source_entry=text(Field.ENTRY) or "",
+            dead_ms=entry_ms(entry_id),
+            fields=fields,
+        )
+
+
+_REF = re.compile(r"(\d{1,4})/(\d{1,20})-(\d{1,20})", re.ASCII)
+MAX_ID_PART = 2**64 - 1
+
+
+def parse_ref(ref: object) -> tuple[int, str]:
+    """Split a dead-letter ref ``"shard/ms-seq"``, else InvalidArgumentError."""
+    match = _REF.fullmatch(ref) if isinstance(ref, str) else None
+    if match is None or max(int(match[2]), int(match[3])) > MAX_ID_PART:
+        raise InvalidArgumentError(
+            "refs",
+            f"a dead-letter ref must be 'shard/ms-seq' like '2/1700000000123-0', got {ref!r}",
+        )
+    return int(match[1]), f"{int(match[2])}-{int(match[3])}"

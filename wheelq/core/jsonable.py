@@ -14,8 +14,8 @@ import json
 import math
 from typing import Any
 
-from wheelq.core.dead import DeadLetter
 from wheelq.core.history import JobInfo
+from wheelq.core.job import DeadLetter
 from wheelq.core.retry import error_detail, error_line
 
 

@@ -1,21 +1,8 @@
-"""What a shard holds, read at one moment, and the rates between two such moments.
+"""What a shard holds at one moment (`wheelq.store.observe` reads it), and the rates between
+two such moments: one definition for `wheelq stats`, `wheelq top` and the metrics gauges.
 
-`wheelq.store.observe` reads a `ShardObservation` per shard with bounded calls;
-this module says what the numbers mean, for `wheelq stats`, `wheelq top` and the
-metrics gauges alike (one definition, three views):
-
-- pending: jobs in the sorted set (waiting for their due time);
-- ready: entries fired but not yet delivered, for the group furthest behind
-  (XINFO's ``lag``; the whole stream while no group reads it);
-- in flight: entries delivered to a worker and not yet settled (XPENDING), summed
-  over groups; its oldest one's age counts from when it entered the stream;
-- dead: dead letters;
-- fired: entries ever added to the ready stream (``entries-added``), and handled:
-  entries a group has read and settled (``entries-read - pending``), summed over
-  groups. Their rates come from two observations: (b - a) / (b.at - a.at).
-
-Example: a shard read at t=1000 ms with entries_added=100 and again at t=3000 ms with
-entries_added=300 fired (300 - 100) / 2 s = 100 jobs/s.
+Ready is the lag of the group furthest behind (the whole stream while no group reads it);
+in flight is XPENDING summed over groups; a rate is (b - a) / (b.at - a.at).
 """
 
 from __future__ import annotations
@@ -28,21 +15,15 @@ from fractions import Fraction
 
 @dataclass(frozen=True, slots=True)
 class GroupView:
-    """One consumer group of a ready stream (XINFO GROUPS, XPENDING).
-
-    Attributes:
-        name: The group.
-        pending: Entries delivered and not settled (in flight).
-        lag: Entries not yet delivered to it (None: the server cannot tell).
-        entries_read: Entries delivered to it so far (None: the server cannot tell).
-        oldest_pending_ms: Entry-id ms (Redis clock) of its oldest pending entry.
-    """
+    """One consumer group of a ready stream (XINFO GROUPS, XPENDING; None: not told)."""
 
     name: str
     pending: int
+    """Entries delivered and not settled (in flight)."""
     lag: int | None
     entries_read: int | None
     oldest_pending_ms: int | None = None
+    """Entry-id ms (Redis clock) of its oldest pending entry."""
 
     @property
     def handled(self) -> int | None:
@@ -91,19 +72,16 @@ class ShardObservation:
 
 @dataclass(frozen=True, slots=True)
 class TopicRow:
-    """One topic: the shards' observations summed, and rates since the previous ones.
-
-    Rates are None when there is no earlier observation of the same shards to compare with.
-    """
+    """One topic: the shards' observations summed, and rates since the previous ones (None:
+    no earlier observation of the same shards)."""
 
     topic: str
     shards: int
     due_per_s: float
     fired_per_s: float | None
     handled_per_s_by_group: tuple[tuple[str, float | None], ...] | None
-    """(group, entries it settled per second) for each consumer group, by name; a group's
-    rate None when no shard saw it in both observations. Never summed: every group
-    handles every job (fan-out), so a sum counts a job once per group."""
+    """(group, entries settled per second) by name; never summed, as every group handles
+    every job (fan-out)."""
     pending: int
     ready: int
     in_flight: int
@@ -123,8 +101,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def rate(before: int, after: int, elapsed_ms: int) -> float | None:
-    """Per second from two counter readings; None when no time passed. A counter that went
-    down (a stream dropped and made again) counts from zero."""
+    """Per second from two counter readings (one that went down counts from zero); None when
+    no time passed."""
     if elapsed_ms <= 0:
         return None
     return (after - before if after >= before else after) * 1000 / elapsed_ms
@@ -134,8 +112,7 @@ def topic_rows(
     now: Iterable[ShardObservation],
     before: Mapping[tuple[str, int], ShardObservation] | None = None,
 ) -> list[TopicRow]:
-    """One row per topic of `now` (sorted by name), with rates against `before` (keyed by
-    (topic, shard), as `by_shard` makes it)."""
+    """One row per topic of `now`, by name, with rates against `before` (from `by_shard`)."""
     by_topic: dict[str, list[ShardObservation]] = {}
     for obs in now:
         by_topic.setdefault(obs.topic, []).append(obs)

@@ -1,37 +1,152 @@
-"""Recurring schedules at rest, and the plan of which runs to write (docs/architecture.md,
-"Schedules").
+"""Recurring schedules, pure: the rule (cron in a zone, or an interval), the stored record,
+and `plan`, which runs one planning round writes (docs/architecture.md, "Schedules").
 
-A schedule is stored in its home shard (``crc32(name) % shards``) as a msgpack map, with
-its planning state (the ms its runs are planned up to, or paused) beside it. Each run is an
-ordinary job with the id ``<name>@<occurrence ms>``, written ahead of time by the leader of
-the home shard. `plan` decides which runs one planning round writes:
-
-- runs in ``(cursor, horizon]`` that are not late are written as they are;
-- runs already late by more than `GRACE_MS` when planned were missed (no scheduler ran, or
-  the schedule was created with ``start`` in the past): ``misfire`` says what happens to
-  them: ``"once"`` runs the latest of them now, ``"all"`` runs the latest
-  ``max_catch_up`` of them now, in order, and ``"skip"`` runs none.
-
-Example, ``every_ms=1000`` with cursor 10_000, and the node back at now=14_500 after an
-outage, horizon 19_500: runs 11_000..13_000 are missed (before 13_500), 14_000..19_000 are
-on time; ``"once"`` writes 13_000 and 14_000..19_000, ``"skip"`` only 14_000..19_000.
+Cron follows Debian cron across daylight-saving shifts (a skipped local time runs at the
+next valid one, a repeated one runs once); ``tests/unit/test_recurrence.py`` checks it.
 """
 
 from __future__ import annotations
 
 import re
 import reprlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import islice, takewhile
+from datetime import UTC, datetime
+from itertools import count, islice, takewhile
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgpack
+from cronsim import CronSim, CronSimError
 
 from wheelq.core.callback import Callback
-from wheelq.core.checks import int_in
-from wheelq.core.payload import decode_payload
-from wheelq.core.recurrence import Recurrence, recurrence
-from wheelq.errors import InvalidArgumentError
+from wheelq.core.job import decode_payload
+from wheelq.errors import InvalidArgumentError, int_in
+
+MIN_EVERY_MS = 100
+MAX_EVERY_MS = 366 * 86_400_000
+MAX_MS = 2**53 - 1
+DST_MARGIN_MS = 3 * 3_600_000  # more than any daylight-saving shift (at most 2 h)
+ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Recurrence:
+    """A validated rule: exactly one of `cron` and `every_ms`, plus its bounds."""
+
+    cron: str | None
+    every_ms: int | None
+    tz: str
+    anchor_ms: int
+    """The first run of an interval schedule (unused by cron)."""
+    start_ms: int
+    end_ms: int | None
+
+    def after(self, after_ms: int) -> Iterator[int]:
+        """Occurrences strictly after `after_ms`, ascending, up to `end_ms`."""
+        after_ms = max(after_ms, self.start_ms - 1)
+        if self.every_ms is not None:
+            k = max(0, (after_ms - self.anchor_ms) // self.every_ms + 1)
+            times: Iterator[int] = (self.anchor_ms + i * self.every_ms for i in count(k))
+        else:
+            times = self._cron(after_ms, reverse=False)
+        for t in times:
+            if self.end_ms is not None and t > self.end_ms:
+                return
+            yield t
+
+    def before(self, at_ms: int) -> Iterator[int]:
+        """Occurrences at or before `at_ms`, descending, down to `start_ms`."""
+        if self.end_ms is not None:
+            at_ms = min(at_ms, self.end_ms)
+        if self.every_ms is not None:
+            k = (at_ms - self.anchor_ms) // self.every_ms
+            times: Iterator[int] = (self.anchor_ms + i * self.every_ms for i in range(k, -1, -1))
+        else:
+            times = self._cron(at_ms + 1, reverse=True)
+        for t in times:
+            if t < self.start_ms:
+                return
+            yield t
+
+    def next_after(self, after_ms: int) -> int | None:
+        """The first occurrence after `after_ms`, None when the schedule has ended."""
+        return next(self.after(after_ms), None)
+
+    def _cron(self, from_ms: int, *, reverse: bool) -> Iterator[int]:
+        """Cron times strictly after `from_ms` (before it, with `reverse`), in order.
+
+        cronsim reads its start as wall time, so a start in a repeated hour's second copy
+        would be read as the first: start `DST_MARGIN_MS` away and drop the near side."""
+        assert self.cron is not None
+        zone = ZoneInfo(self.tz)
+        shift = DST_MARGIN_MS if reverse else -DST_MARGIN_MS
+        start = datetime.fromtimestamp((from_ms + shift) // 1000, UTC).astimezone(zone)
+        for dt in CronSim(self.cron, start, reverse=reverse):
+            ms = int(dt.timestamp()) * 1000
+            if ms > MAX_MS:
+                return
+            if (ms < from_ms) if reverse else (ms > from_ms):
+                yield ms
+
+
+def recurrence(
+    *,
+    cron: object = None,
+    every_ms: object = None,
+    tz: object = "UTC",
+    start_ms: int,
+    end_ms: int | None = None,
+    anchor_ms: int | None = None,
+) -> Recurrence:
+    """Validate a rule: five-field `cron` (cronsim's syntax, or an `ALIASES` name) in zone
+    `tz`, or `every_ms` (UTC only) from `anchor_ms` (default `start_ms`), up to `end_ms`."""
+    if (cron is None) == (every_ms is None):
+        raise InvalidArgumentError("cron", "pass exactly one of cron= and every_ms=")
+    if not isinstance(tz, str) or not tz:
+        raise InvalidArgumentError("tz", f"tz must be an IANA zone name like 'UTC', got {tz!r}")
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidArgumentError(
+            "tz", f"tz must be an IANA zone name like 'Europe/Berlin', got {tz!r}"
+        ) from exc
+    if end_ms is not None and end_ms < start_ms:
+        raise InvalidArgumentError(
+            "end", f"end must not be before start, got {end_ms} < {start_ms}"
+        )
+    if every_ms is not None:
+        every_ms = int_in("every_ms", every_ms, MIN_EVERY_MS, MAX_EVERY_MS)
+        if tz != "UTC":
+            raise InvalidArgumentError(
+                "tz", f"an every_ms schedule counts elapsed time; tz must be 'UTC', got {tz!r}"
+            )
+        anchor = start_ms if anchor_ms is None else anchor_ms
+        return Recurrence(None, every_ms, tz, anchor, start_ms, end_ms)
+    if not isinstance(cron, str):
+        raise InvalidArgumentError("cron", f"cron must be a str like '30 2 * * *', got {cron!r}")
+    cron = ALIASES.get(cron.strip().lower(), cron)
+    if len(cron.split()) == 6:
+        raise InvalidArgumentError(
+            "cron", f"cron must be five fields; use every_ms for sub-minute runs, got {cron!r}"
+        )
+    try:
+        next(CronSim(cron, datetime.fromtimestamp(0, UTC)))
+    except (CronSimError, StopIteration, ValueError) as exc:
+        raise InvalidArgumentError(
+            "cron",
+            f"cron must be five fields (minute hour day month weekday), got {cron!r}: {exc}",
+        ) from exc
+    return Recurrence(cron, None, tz, start_ms, start_ms, end_ms)
+
 
 Misfire = Literal["once", "all", "skip"]
 MISFIRE_POLICIES: tuple[Misfire, ...] = ("once", "all", "skip")
@@ -40,6 +155,9 @@ GRACE_MS = 1000
 MAX_CATCH_UP = 10_000
 MAX_NAME = 100
 RECORD_VERSION = 1
+_RULE_FIELDS = ("cron", "every_ms", "tz", "anchor_ms", "start_ms", "end_ms")
+_RECORD_FIELDS = ("misfire", "max_catch_up", "payload", "max_attempts", "callback", "updated_ms")
+"""A stored record's fields after its version, in the order written: the rule's, then these."""
 
 _SHORT = reprlib.Repr()  # how much of a payload a schedule's repr shows
 _SHORT.maxstring = _SHORT.maxother = 60
@@ -48,11 +166,7 @@ _NAME_RE = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_NAME}}}")
 
 
 def validate_name(name: object) -> str:
-    """Return `name` if it can name a schedule (its runs' ids are ``name@ms``).
-
-    Raises:
-        InvalidArgumentError: Not 1-100 characters from [A-Za-z0-9_.:-].
-    """
+    """`name` if it is 1-100 characters from [A-Za-z0-9_.:-] (runs are ``name@ms``)."""
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidArgumentError(
             "name", f"name must be 1-{MAX_NAME} characters from [A-Za-z0-9_.:-], got {name!r}"
@@ -61,12 +175,7 @@ def validate_name(name: object) -> str:
 
 
 def validate_misfire(misfire: object, max_catch_up: object) -> tuple[Misfire, int]:
-    """Check the misfire policy and its catch-up bound.
-
-    Raises:
-        InvalidArgumentError: `misfire` is not one of "once", "all", "skip", or
-            `max_catch_up` is not an int in [1, 10000].
-    """
+    """Check the misfire policy ("once", "all", "skip") and `max_catch_up` (1-10000)."""
     if misfire not in MISFIRE_POLICIES:
         raise InvalidArgumentError(
             "misfire", f"misfire must be one of 'once', 'all', 'skip', got {misfire!r}"
@@ -81,33 +190,23 @@ def run_id(name: str, occurrence_ms: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A recurring schedule as stored, with its state.
-
-    Attributes:
-        name: Unique within its topic; its runs are jobs ``name@<occurrence ms>``.
-        topic: Where its runs are enqueued.
-        rule: When it runs (cron in a zone, or every_ms; start and end).
-        misfire: What happens to runs missed while no scheduler ran.
-        max_catch_up: Most missed runs run late under ``misfire="all"``.
-        payload: The msgpack payload each run carries.
-        max_attempts: Attempts each run gets.
-        callback: The packed callback each run carries (b"": none).
-        updated_ms: When it was last defined (the defining client's clock, ms).
-        paused: True between `pause_schedule` and `resume_schedule`.
-        planned_ms: Runs up to this ms have been written as jobs (or skipped).
-    """
+    """A recurring schedule as stored, with its state; each run is a job ``name@<ms>``."""
 
     name: str
     topic: str
     rule: Recurrence
     misfire: Misfire
+    """What happens to runs missed while no scheduler ran."""
     max_catch_up: int
     payload: bytes
     max_attempts: int
     callback: bytes
+    """The packed callback each run carries (b"": none)."""
     updated_ms: int
+    """When it was last defined (the defining client's clock, ms)."""
     paused: bool = False
     planned_ms: int = 0
+    """Runs up to this ms have been written as jobs (or skipped)."""
 
     @property
     def data(self) -> Any:
@@ -115,8 +214,8 @@ class Schedule:
         return decode_payload(self.payload)
 
     def __repr__(self) -> str:
-        """The fields, with the payload decoded (shortened as `reprlib` does) instead of its
-        msgpack bytes, and the callback's URL only (its headers may hold credentials)."""
+        """The fields, the payload decoded and shortened, the callback's URL only (its headers
+        may hold credentials)."""
         try:
             data = _SHORT.repr(self.data)
         except Exception:  # msgpack raises several unrelated types
@@ -141,21 +240,10 @@ class Schedule:
         return self.rule.next_after(now_ms)
 
     def pack(self) -> bytes:
-        r = self.rule
         fields = {
             "v": RECORD_VERSION,
-            "cron": r.cron,
-            "every_ms": r.every_ms,
-            "tz": r.tz,
-            "anchor_ms": r.anchor_ms,
-            "start_ms": r.start_ms,
-            "end_ms": r.end_ms,
-            "misfire": self.misfire,
-            "max_catch_up": self.max_catch_up,
-            "payload": self.payload,
-            "max_attempts": self.max_attempts,
-            "callback": self.callback,
-            "updated_ms": self.updated_ms,
+            **{k: getattr(self.rule, k) for k in _RULE_FIELDS},
+            **{k: getattr(self, k) for k in _RECORD_FIELDS},
         }
         packed: bytes = msgpack.packb(fields, use_bin_type=True)
         return packed
@@ -164,52 +252,30 @@ class Schedule:
     def unpack(cls, topic: str, name: str, data: bytes, state: bytes | str | None) -> Schedule:
         """Decode a stored record and its state (None: a record written a moment ago)."""
         f = msgpack.unpackb(data, raw=False)
-        rule = recurrence(
-            cron=f["cron"],
-            every_ms=f["every_ms"],
-            tz=f["tz"],
-            start_ms=f["start_ms"],
-            end_ms=f["end_ms"],
-            anchor_ms=f["anchor_ms"],
-        )
+        rule = recurrence(**{k: f[k] for k in _RULE_FIELDS})
         text = state.decode() if isinstance(state, bytes) else (state or "0")
         paused = text.startswith("p:")
-        return cls(
-            name,
-            topic,
-            rule,
-            f["misfire"],
-            f["max_catch_up"],
-            f["payload"],
-            f["max_attempts"],
-            f["callback"],
-            f["updated_ms"],
-            paused,
-            int(text[2:] if paused else text),
-        )
+        planned_ms = int(text[2:] if paused else text)
+        own = {k: f[k] for k in _RECORD_FIELDS}
+        return cls(name, topic, rule, **own, paused=paused, planned_ms=planned_ms)
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What one planning round writes for a schedule.
-
-    Attributes:
-        runs: Occurrence ms of the runs to write, ascending.
-        planned_ms: The schedule's new cursor: every run up to here is decided.
-        skipped: Missed runs not written (at least this many; counted up to 10,000).
-    """
+    """What one planning round writes for a schedule."""
 
     runs: list[int]
+    """Occurrence ms of the runs to write, ascending."""
     planned_ms: int
+    """The new cursor: every run up to here is decided."""
     skipped: int
+    """Missed runs not written (at least this many; counted up to 10,000)."""
 
 
 def plan(schedule: Schedule, now_ms: int, horizon_ms: int, grace_ms: int = GRACE_MS) -> Plan:
-    """The runs in ``(schedule.planned_ms, horizon_ms]`` to write now (see the module doc).
-
-    Its cost is bounded whatever the outage: at most `max_catch_up` (or 1) missed runs
-    are looked at, and on-time runs span at most ``horizon_ms - now_ms + grace_ms``.
-    """
+    """The runs in ``(schedule.planned_ms, horizon_ms]`` to write now; runs late by more than
+    `grace_ms` are missed and follow the misfire policy (docs/architecture.md, "Schedules").
+    The cost is bounded whatever the outage: at most `max_catch_up` + 10,000 missed runs."""
     cursor = schedule.planned_ms
     rule = schedule.rule
     if horizon_ms <= cursor:

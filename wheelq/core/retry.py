@@ -1,14 +1,7 @@
-"""What happens to a job after its handler: retry with backoff, or dead-letter.
+"""What happens to a job after its handler fails: retry with backoff, or dead-letter.
 
-Pure policy, no I/O. A handler that raises is retried after an exponential
-backoff with jitter (``retry_base_ms * 2**(attempt-1)``, capped at
-``retry_max_ms``, each delay shortened by up to ``retry_jitter_pct`` so
-failures of many jobs at once do not retry in lockstep). A handler may
-raise `Retry(delay=...)` to choose the delay itself. Either way the retry
-is an attempt: after attempt `max_attempts` the job is dead-lettered with
-the error text, so no job loops forever. Two exceptions say otherwise:
-`Fail` dead-letters the job at once (it can never succeed), and `Defer` puts it
-back without counting an attempt (it waited for something, it did not fail).
+Pure policy (docs/architecture.md, invariant 13): a retry counts as an attempt, `Fail`
+dead-letters at once, `Defer` puts the job back without counting one.
 """
 
 from __future__ import annotations
@@ -18,19 +11,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from wheelq.core.due import delay_ms
 from wheelq.core.job import Envelope, Job
-from wheelq.core.schedule import delay_ms
 
 MAX_ERROR_CHARS = 8000
 
 
 class Retry(Exception):
-    """Raise from a handler to run the job again after `delay` seconds (int, float or
-    timedelta; None: the usual backoff). It counts as an attempt.
-
-    Raises:
-        InvalidDelayError: `delay` is not a finite number of seconds >= 0.
-    """
+    """Raise from a handler to run the job again after `delay` seconds (None: the usual
+    backoff); it counts as an attempt."""
 
     def __init__(self, delay: float | timedelta | None = None, reason: str = "") -> None:
         self.delay_ms = None if delay is None else delay_ms(delay)
@@ -39,22 +28,15 @@ class Retry(Exception):
 
 class Defer(Retry):
     """Raise from a handler to run the job again after `delay` seconds without counting an
-    attempt: it waited for something (a busy endpoint, a rate limit) and did not fail. A
-    handler that defers a job forever runs it forever: defer only while something else
-    makes progress.
-
-    Raises:
-        InvalidDelayError: `delay` is not a finite number of seconds >= 0.
-    """
+    attempt (it waited, it did not fail); a job deferred forever runs forever."""
 
     def __init__(self, delay: float | timedelta, reason: str = "") -> None:
         super().__init__(delay, reason or "deferred")
 
 
 class Fail(Exception):
-    """Raise from a handler to dead-letter the job now, whatever attempts it has left: it
-    can never succeed (a request its endpoint refuses for good). The message is the dead
-    letter's error."""
+    """Raise from a handler to dead-letter the job now (it can never succeed); the message is
+    the dead letter's error."""
 
 
 class Reason(StrEnum):
@@ -114,13 +96,9 @@ def after_failure(
 
 
 def describe(exc: BaseException) -> str:
-    """The error a failed run records (a history record's, a dead letter's): its one-line
-    `summary`, then its traceback; `Retry`, `Defer` and `Fail` are said on purpose, so their
-    summary alone (formatting a traceback costs more than delivering a callback).
-
-    At most 8,000 characters: the summary and the innermost frames are kept. `error_line`
-    and `error_detail` read the two parts back.
-    """
+    """The error a failed run records: its `summary`, then the innermost 8,000 characters of
+    its traceback (none for `Retry`, `Defer`, `Fail`: formatting one costs more than a
+    callback's delivery)."""
     line = summary(exc)
     if isinstance(exc, Retry | Fail):
         return line
@@ -132,9 +110,8 @@ def describe(exc: BaseException) -> str:
 
 
 def summary(exc: BaseException) -> str:
-    """`exc` in one line of at most 1,000 characters: the message of a `Retry`, `Defer` or
-    `Fail` (a handler's own words: "https://x/hook answered HTTP 503: ..."), else the type's
-    name and the message ("ValueError: boom"); never a module path."""
+    """`exc` in one line of at most 1,000 characters: a `Retry`'s, `Defer`'s or `Fail`'s
+    message, else "ValueError: boom" (never a module path)."""
     try:
         message = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
     except Exception:  # a __str__ that raises: the type still says something
@@ -146,8 +123,7 @@ def summary(exc: BaseException) -> str:
 
 
 def error_line(text: str | None) -> str:
-    """The one-line summary of a recorded error (as `describe` writes it: its first line);
-    "" for none."""
+    """The first line of a recorded error (its `summary`); "" for none."""
     return (text or "").strip().partition("\n")[0].strip()
 
 
@@ -160,8 +136,7 @@ def error_detail(text: str | None) -> str | None:
 def retry_envelope(
     job: Job, payload: bytes, enqueued_ms: int, group: str, counts: bool = True
 ) -> bytes:
-    """The envelope of `job`'s next attempt in `group` (the same attempt when not
-    `counts`: a deferral), keeping its traceparent, callback and key; `payload` as encoded."""
+    """The envelope of `job`'s next attempt in `group` (the same one for a deferral)."""
     return Envelope(
         payload,
         job.attempt + counts,

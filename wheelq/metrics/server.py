@@ -14,8 +14,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from wheelq.core.checks import int_in
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.metrics.registry import Observed, collectors_for
 from wheelq.metrics.shard_gauges import ShardGauges
 from wheelq.runtime.service import Lifecycle

@@ -13,9 +13,9 @@ import redis
 import redis.asyncio
 
 from wheelq.core.callback import Callback
-from wheelq.core.dead import DeadLetter
+from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.history import JobInfo
-from wheelq.core.schedule import At, Delay, debounce_spec
+from wheelq.core.job import DeadLetter
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp

@@ -11,10 +11,9 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterable
 
-from wheelq.core.checks import int_in
-from wheelq.core.dead import DeadLetter, parse_ref
+from wheelq.core.job import DeadLetter, parse_ref
 from wheelq.core.keys import ShardKeys, all_shards, validate_shards
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import consume
 

@@ -12,9 +12,8 @@ import threading
 
 import msgpack
 
-from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
-from wheelq.core.payload import payload_packer
-from wheelq.core.schedule import At, Delay, DueSpec, due_spec
+from wheelq.core.due import At, Delay, DueSpec, due_spec
+from wheelq.core.job import RANDOM_CHARS, payload_packer, random_parts, time_part
 
 
 class EncodeBatch:
@@ -52,7 +51,7 @@ class EncodeBatch:
             return due_spec(delay, at, now_ms=self.now_ms)
 
     def new_id(self) -> str:
-        """A fresh job id made at `now_ms` (`wheelq.core.ids`)."""
+        """A fresh job id made at `now_ms` (`wheelq.core.job`)."""
         at = self._at
         if at >= len(self._random):
             self._random, at = random_parts(self._block_ids), 0

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from wheelq.core.checks import int_in
 from wheelq.core.keys import ShardKeys, validate_group
 from wheelq.errors import (
     GroupBusyError,
     GroupLimitError,
     GroupNotFoundError,
     InvalidArgumentError,
+    int_in,
 )
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import groups as g

@@ -12,12 +12,16 @@ from typing import Any, NamedTuple
 
 from wheelq.core import keys as k
 from wheelq.core.callback import Callback, validate_callback
+from wheelq.core.due import At, Delay, DueSpec
 from wheelq.core.flow import validate_key
-from wheelq.core.job import envelope_fields, pack_envelope, validate_max_attempts
-from wheelq.core.payload import encode_payload
-from wheelq.core.schedule import At, Delay, DueSpec
+from wheelq.core.job import (
+    encode_payload,
+    envelope_fields,
+    pack_envelope,
+    validate_max_attempts,
+    validate_traceparent,
+)
 from wheelq.core.settings import ClientSettings
-from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
 from wheelq.producer.encode_batch import EncodeBatch
 from wheelq.store import job_writes

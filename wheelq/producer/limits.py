@@ -1,4 +1,4 @@
-"""A topic's backpressure limits, the producer's side: set and read (`wheelq.core.limits`)."""
+"""A topic's backpressure limits, the producer's side: set and read (`wheelq.core.flow`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TypeVar
 
 from wheelq.core import keys as k
-from wheelq.core.limits import TopicLimits, validate_limits
+from wheelq.core.flow import TopicLimits, validate_limits
 from wheelq.store import ops
 from wheelq.store.calls import Call
 

@@ -16,8 +16,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core import keys as k
+from wheelq.core.due import At, Delay, due_spec
 from wheelq.core.history import JobInfo, JobState, job_info
-from wheelq.core.schedule import At, Delay, due_spec
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import (
     DuplicateJobError,

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core.callback import Callback
+from wheelq.core.due import At
 from wheelq.core.recurring import Schedule
-from wheelq.core.schedule import At
 from wheelq.producer import schedules
 
 if TYPE_CHECKING:

@@ -13,11 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.core import keys as k
 from wheelq.core.callback import validate_callback
-from wheelq.core.job import validate_max_attempts
-from wheelq.core.payload import encode_payload
-from wheelq.core.recurrence import recurrence
-from wheelq.core.recurring import GRACE_MS, Schedule, run_id, validate_misfire, validate_name
-from wheelq.core.schedule import At, at_ms
+from wheelq.core.due import At, at_ms
+from wheelq.core.job import encode_payload, validate_max_attempts
+from wheelq.core.recurring import (
+    GRACE_MS,
+    Schedule,
+    recurrence,
+    run_id,
+    validate_misfire,
+    validate_name,
+)
 from wheelq.store import ops
 from wheelq.store import schedules as sched
 

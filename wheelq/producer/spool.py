@@ -32,8 +32,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
-from wheelq.core.schedule import DueSpec
 from wheelq.errors import SpoolError, SpoolLockedError
 from wheelq.store.job_writes import JobWrite
 

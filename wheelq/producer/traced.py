@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
-from wheelq.core.trace import validate_traceparent
+from wheelq.core.job import validate_traceparent
 from wheelq.runtime.tracing import Tracing
 from wheelq.store.calls import Call
 

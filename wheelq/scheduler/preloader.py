@@ -8,7 +8,7 @@ A full round over a shard is one pipeline:
    overdue (the backlog from before this node took the shard, or anything
    the wheel missed by more than `sweep_grace_ms`). A shard whose stream is at
    its topic's ``max_ready`` is swept of every due job, every 20 ms, until
-   the stream has room again (`wheelq.core.limits`).
+   the stream has room again (`wheelq.core.flow`).
 Shards whose page was full or whose sweep left more behind go round again
 at once; the event loop runs the wheel driver in between, so a backlog is
 drained in bounded steps without starving jobs that are due now.

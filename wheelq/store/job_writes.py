@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
-from wheelq.core.schedule import DueSpec
 from wheelq.errors import ScriptError
 from wheelq.store.calls import Call, script_call
 from wheelq.store.scripts import Placed, check
@@ -30,7 +30,7 @@ class JobWrite(NamedTuple):
     order_key: str = ""
     """The key whose order the job joins (``ordered=True``; its `due` is then absolute)."""
     new: bool = False
-    """The id was made for this write by the client (`wheelq.core.ids`, 80 random bits): no
+    """The id was made for this write by the client (`wheelq.core.job`, 80 random bits): no
     job has it, so `enqueue` need not read whether it is pending."""
 
 

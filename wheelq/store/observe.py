@@ -22,8 +22,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from wheelq.core import wire
-from wheelq.core.job import entry_ms
+from wheelq.core.job import Field, entry_ms
 from wheelq.core.keys import ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
 from wheelq.store.calls import Call
@@ -73,7 +72,7 @@ def _lateness(entries: Any) -> tuple[int, ...]:
     """entry ms - due of each sampled entry (entries without a readable due are skipped)."""
     out = []
     for entry_id, fields in entries or ():
-        due = fields.get(wire.DUE) if isinstance(fields, dict) else None
+        due = fields.get(Field.DUE) if isinstance(fields, dict) else None
         if due is not None and due.isdigit():
             out.append(entry_ms(entry_id) - int(due))
     return tuple(out)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from wheelq.core.due import DueSpec
+from wheelq.core.job import parse_note
 from wheelq.core.keys import (
     CALLBACK_TOPICS_KEY,
     TOPICS_KEY,
@@ -20,8 +22,6 @@ from wheelq.core.keys import (
     parse_registry,
     parse_shard_count,
 )
-from wheelq.core.schedule import DueSpec
-from wheelq.core.wire import parse_note
 from wheelq.store.calls import Call, script_call
 from wheelq.store.scripts import NOT_PENDING, Placed, check
 
@@ -40,7 +40,7 @@ class EmitResult:
     """Ids due but held back by the byte budget: still pending, to emit next."""
     throttled: bool = False
     """Due jobs stay pending because the stream is at the topic's ``max_ready``
-    (`wheelq.core.limits`): the preloader sweeps them as workers catch up."""
+    (`wheelq.core.flow`): the preloader sweeps them as workers catch up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +251,7 @@ def unregister_topic(topic: str) -> Call[bool]:
 
 
 def write_limits(keys: ShardKeys, fields: dict[str, int | None]) -> list[Call[Any]]:
-    """Set the shard's limit fields (None: remove the field); `wheelq.core.limits`."""
+    """Set the shard's limit fields (None: remove the field); `wheelq.core.flow`."""
     gone = [name for name, value in fields.items() if value is None]
     kept: list[str | int] = []
     for name, value in fields.items():

@@ -64,7 +64,7 @@ class Placed(IntEnum):
     ``{T:s}:spooled``); not written again."""
     FULL = 5
     """enqueue, a plain one only: the shard is at its share of the topic's ``max_pending``
-    (`wheelq.core.limits`); nothing of the call was written."""
+    (`wheelq.core.flow`); nothing of the call was written."""
 
 
 NOT_PENDING = 3

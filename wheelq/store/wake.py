@@ -2,7 +2,7 @@
 
 A script that writes a job inside a leader's preloaded window publishes the job's note
 (``"<due ms>:<job id>"``; an enqueue call's notes in one message, a line each:
-`wheelq.core.wire.parse_notes`) with SPUBLISH (sharded pub/sub, Redis >= 7.0) on the
+`wheelq.core.parse_notes`) with SPUBLISH (sharded pub/sub, Redis >= 7.0) on the
 shard's wake channel (`wheelq.core.keys.ShardKeys.wake_channel`),
 which carries the shard's hash tag: on a Redis Cluster the note stays on the node that
 owns the shard. This module builds the subscription's commands (SSUBSCRIBE, SUNSUBSCRIBE,
@@ -26,7 +26,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub
 from redis.exceptions import RedisError
 
-from wheelq.core.wire import parse_notes
+from wheelq.core.job import parse_notes
 from wheelq.store.async_executor import AsyncExecutor, SeenNodes
 
 RESYNC_S = 0.1

@@ -9,8 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wheelq.core import wire
-from wheelq.core.job import entry_ms
+from wheelq.core.job import Field, entry_ms
 from wheelq.core.observe import percentile
 
 
@@ -27,8 +26,8 @@ class Fired:
     @classmethod
     def from_entry(cls, entry_id: str | bytes, fields: Mapping[bytes, bytes]) -> Fired:
         """From a ready-stream entry: the entry id's ms part is when it fired (Redis clock)."""
-        attempt = int(fields.get(wire.ATTEMPT, b"1"))
-        return cls(fields[wire.ID].decode(), int(fields[wire.DUE]), entry_ms(entry_id), attempt)
+        attempt = int(fields.get(Field.ATTEMPT, b"1"))
+        return cls(fields[Field.ID].decode(), int(fields[Field.DUE]), entry_ms(entry_id), attempt)
 
     @property
     def lateness_ms(self) -> int:

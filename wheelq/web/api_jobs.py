@@ -10,9 +10,9 @@ from fastapi import APIRouter, Request, Response
 
 from wheelq.callbacks.resolver import private_target
 from wheelq.core.callback import validate_callback
+from wheelq.core.due import due_spec
 from wheelq.core.history import JobState
 from wheelq.core.jsonable import job_info_json
-from wheelq.core.schedule import due_spec
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,

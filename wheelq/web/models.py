@@ -11,9 +11,9 @@ from fastapi import Path
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
+from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT
 from wheelq.core.keys import MAX_TOPIC_LENGTH
-from wheelq.core.schedule import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.items import EnqueueItem
 

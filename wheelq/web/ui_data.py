@@ -24,11 +24,11 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from wheelq.core.due import utc_text
 from wheelq.core.jsonable import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.retry import error_line
-from wheelq.core.schedule import utc_text
 from wheelq.producer.drive import drive_async
 from wheelq.store import nodes
 from wheelq.store.async_executor import AsyncExecutor

@@ -29,10 +29,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from wheelq.core import wire
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import RunTimings
-from wheelq.core.job import Job
+from wheelq.core.job import Field, Job
 from wheelq.core.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.runtime import crash
@@ -186,7 +185,7 @@ class InFlightSet:
                 self.skipped += 1  # a retry or replay meant for another group
                 self.settler.ack(shard, entry_id)
                 continue
-            held = Held(job, fields[wire.PAYLOAD])
+            held = Held(job, fields[Field.PAYLOAD])
             self.held[(shard, entry_id)] = held
             self._backlog.append(held)
         self._start_backlog()

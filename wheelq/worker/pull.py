@@ -34,12 +34,11 @@ from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
-from wheelq.core.checks import int_in
 from wheelq.core.clock import Clock
 from wheelq.core.job import Job
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, groups, ops
 from wheelq.store.async_executor import AsyncExecutor

@@ -10,8 +10,7 @@ import random
 from collections import defaultdict
 from typing import Any
 
-from wheelq.core import wire
-from wheelq.core.job import Job
+from wheelq.core.job import Field, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.store import consume
@@ -91,7 +90,7 @@ async def nack_receipts(
             calls.append(consume.dead_letter_delivered(keys, group, entry, delivery))
             continue
         wait = policy.backoff_ms(job.attempt, random.random()) if delay_ms is None else delay_ms
-        envelope = retry_envelope(job, rows[0][1][wire.PAYLOAD], now_ms, group)
+        envelope = retry_envelope(job, rows[0][1][Field.PAYLOAD], now_ms, group)
         calls.append(
             consume.retry(keys, group, r.entry_id, job.id, wait, envelope, error, now_ms, delivery)
         )

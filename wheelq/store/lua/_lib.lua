@@ -139,7 +139,7 @@ local function wq_counts(attempt, max_attempts)
 end
 
 -- XADD a job to the ready stream from its decoded envelope (see wq_envelope). This is the one
--- place a ready-stream entry's fields are spelled (wheelq.core.wire names them for readers):
+-- place a ready-stream entry's fields are spelled (wheelq.core.job names them for readers):
 -- emit_due, enqueue, reschedule and replay all fire through it.
 -- A retry's envelope names the one group meant to run it (env[6]), and the job id (env[7])
 -- when it is stored under another member.
@@ -313,7 +313,7 @@ end
 
 -- Move a job whose envelope cannot be decoded to the dead-letter stream as 'malformed',
 -- with the raw bytes in 'envelope' (no 'payload' field: replay refuses it). redis.pcall, as
--- wq_fire. With wq_dead, the one place dead-letter fields are spelled (wheelq.core.wire).
+-- wq_fire. With wq_dead, the one place dead-letter fields are spelled (wheelq.core.job).
 local function wq_bury(dead, topic, member, due, envelope, why)
   if type(due) == 'number' then
     due = wq_fmt(due)
@@ -323,7 +323,7 @@ local function wq_bury(dead, topic, member, due, envelope, why)
 end
 
 -- Copy a ready-stream entry into the dead-letter stream: its fields as they are, followed by
--- the dead-letter annotations (wheelq.core.wire); the group's history record says so.
+-- the dead-letter annotations (wheelq.core.job); the group's history record says so.
 local function wq_dead(ready, dead, history, group, entry, reason, err)
   local found = redis.call('XRANGE', ready, entry, entry)
   local args = {dead, '*'}
@@ -374,7 +374,7 @@ local function wq_fields(flat)
 end
 
 -- How many more jobs may fire into a shard's streams now under its "ready" limit (`limit`,
--- the "ready" field of its limits hash as read, wheelq.core.limits): the limit less what the
+-- the "ready" field of its limits hash as read, wheelq.core.flow): the limit less what the
 -- slowest consumer group of the streams has to catch up on (unacked + not yet read; a stream
 -- no group reads counts its length). nil when the shard has no such limit. Every path into a
 -- stream asks it, so the limit holds for enqueue, reschedule, debounce, schedules, replay and
@@ -416,7 +416,7 @@ local function wq_id_lt(a, b)
   return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2])
 end
 
--- An inbox / wake note: "due:id" (wheelq.core.wire.parse_note reads it).
+-- An inbox / wake note: "due:id" (wheelq.core.parse_note reads it).
 local function wq_note(due, id)
   return wq_fmt(due) .. ':' .. id
 end

@@ -12,7 +12,7 @@ KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_f
 KEYS[8]  {T:s}:debounce  HASH    job id -> the ms its series must fire by (max wait); a
          deadline past is stale, and each call removes up to two stale ones it samples
 KEYS[9]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
-         under it, else it is scheduled at its due time (wheelq.core.limits)
+         under it, else it is scheduled at its due time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 ARGV[1]  topic
 ARGV[2]  wake channel

@@ -17,7 +17,7 @@ KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (wq_fired)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[8]  {T:s}:limits    HASH    "ready": most fired jobs the slowest consumer group may have
          to catch up on (unacked + not yet read; with no group, the stream's length): past
-         it, due jobs stay in the sorted set (wheelq.core.limits)
+         it, due jobs stay in the sorted set (wheelq.core.flow)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire; counted in the
          "ready" limit as KEYS[3] is)
 KEYS[10] {T:s}:retries   ZSET    retries stored under an alias member: a fired alias leaves it

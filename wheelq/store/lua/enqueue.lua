@@ -21,7 +21,7 @@ KEYS[7]  {T:s}:history   HASH    job id -> its latest entry (jobs fired now)
 KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (not checked
          by a replay: it was accepted before); "ready": a job due now fires only while the
-         stream has room under it, else it is scheduled at its due time (wheelq.core.limits)
+         stream has room under it, else it is scheduled at its due time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each

@@ -12,7 +12,7 @@ KEYS[6]  {T:s}:history     HASH    job id -> its latest entry
 KEYS[7]  {T:s}:history_old HASH    the history's previous generation
 KEYS[8]  {T:s}:sched_marks HASH    name -> "epoch:ms of the latest run written here"
 KEYS[9]  {T:s}:limits      HASH    "ready": a run due now fires only while the stream has room
-         under it, else it is scheduled at its time (wheelq.core.limits)
+         under it, else it is scheduled at its time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks   STREAM  fired jobs that carry a callback (wq_fire)
 ARGV[1]  topic
 ARGV[2]  wake channel

@@ -9,7 +9,7 @@ KEYS[2]  {T:s}:ready     STREAM  fired jobs
 KEYS[3]  {T:s}:history   HASH    the replayed job's record in its group becomes 'F'
 KEYS[4]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[5]  {T:s}:limits    HASH    "ready": most fired jobs the slowest group may have to catch
-         up on (wheelq.core.limits)
+         up on (wheelq.core.flow)
 KEYS[6]  {T:s}:callbacks STREAM  where a job with a callback is replayed (wq_fire)
 ARGV[1]  topic
 ARGV[2..] dead-letter entry ids

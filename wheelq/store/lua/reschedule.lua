@@ -9,7 +9,7 @@ KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[8]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
-         under it, else it is moved to its due time (wheelq.core.limits)
+         under it, else it is moved to its due time (wheelq.core.flow)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[10] {T:s}:retries   ZSET    alias members "id<US>group<US>entry", score 0 (retry.lua): the
          id's are the lex range [id<US>, id<US + 1>); one fired now leaves it

@@ -1,8 +1,7 @@
-"""Turning the caller's `delay=` / `at=` into a due time the scripts understand.
+"""Due times: the caller's `delay=` / `at=` (and a debounce) validated and converted to ms.
 
-Scripts compute due times on the Redis clock: a relative delay is added to
-``TIME`` inside the script, an absolute time is used as given. So this
-module only validates and converts units; it never reads a clock.
+A delay is added to ``TIME`` inside the script, so nothing here reads a clock
+(docs/architecture.md, invariant 6).
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ class DueSpec:
     kind: Literal["delay", "at"]
     value_ms: int
     wire: tuple[str, int] = field(init=False, repr=False, compare=False)
-    """(mode, value) as the scripts take them: ``("d", ms)`` or ``("a", ms)`` (the int is
-    written by the client's packer, in C); made once, read once per job of a batch."""
+    """``("d", ms)`` or ``("a", ms)`` as the scripts take them; made once per batch."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "wire", ("d" if self.kind == "delay" else "a", self.value_ms))
@@ -42,18 +40,8 @@ NOW = DueSpec("delay", 0)
 
 
 def due_spec(delay: Delay | None = None, at: At | None = None, *, now_ms: int) -> DueSpec:
-    """Validate `delay` / `at` and convert them to a `DueSpec`.
-
-    Args:
-        delay: Seconds from now (int, float or timedelta), 0 to ten years.
-        at: Absolute due time: epoch seconds (int or float) or an aware datetime, at most
-            ten years after `now_ms` (as a delay). A time in the past means "now".
-        now_ms: The caller's clock (epoch ms): what bounds `at`.
-
-    Raises:
-        InvalidDelayError: Both given, a wrong type, NaN, infinite, negative
-            or too large.
-    """
+    """`delay` (seconds, 0 to ten years) or `at` (epoch seconds or an aware datetime, at most
+    ten years after `now_ms`; the past means now) as a `DueSpec`; else InvalidDelayError."""
     if delay is not None and at is not None:
         raise InvalidDelayError("delay", "pass delay or at, not both")
     if at is not None:
@@ -64,19 +52,14 @@ def due_spec(delay: Delay | None = None, at: At | None = None, *, now_ms: int) -
 
 
 def latest_at_ms(now_ms: int) -> int:
-    """The latest due time an `at` may name at `now_ms`: as far ahead as the longest delay.
-
-    The one bound of an absolute time, whatever its unit in the interface (epoch seconds in
-    Python and the CLI, epoch ms over HTTP): a value in the wrong unit lands far beyond it.
-    """
+    """The latest due time an `at` may name at `now_ms`: as far ahead as the longest delay
+    (so a value in the wrong unit, ms for seconds, lands far beyond it)."""
     return min(now_ms + MAX_DELAY_MS, MAX_AT_MS)
 
 
 def _ceil_ms(seconds: float) -> int:
-    """Seconds to whole ms, rounded up (never early), float noise aside: the float nearest to
-    a whole number of ms means that many ms (0.3 s is 300 ms, and 270491049.679 s is
-    270491049679 ms, though its float product with 1000 is 270491049679.00003); any other
-    value is rounded up after dropping noise below 1 ns."""
+    """Seconds to whole ms, rounded up (never early) but for float noise: the float nearest to
+    a whole number of ms is that many (270491049.679 s * 1000 is 270491049679.00003)."""
     product = seconds * 1000
     nearest = round(product)
     if nearest / 1000 == seconds:
@@ -85,7 +68,7 @@ def _ceil_ms(seconds: float) -> int:
 
 
 def _finite_float(value: float) -> float:
-    """float(value), with ints too large for a float mapped to inf (rejected by the range check)."""
+    """float(value), with ints too large for a float as inf (the range check rejects it)."""
     try:
         return float(value)
     except OverflowError:
@@ -93,11 +76,7 @@ def _finite_float(value: float) -> float:
 
 
 def delay_ms(delay: object) -> int:
-    """`delay` (seconds: int, float or timedelta) as whole ms, rounded up.
-
-    Raises:
-        InvalidDelayError: A wrong type, NaN, infinite, negative or over ten years.
-    """
+    """`delay` (seconds: int, float or timedelta, up to ten years) as whole ms, rounded up."""
     if isinstance(delay, timedelta):
         seconds: float = delay.total_seconds()
     elif isinstance(delay, int | float) and not isinstance(delay, bool):
@@ -117,8 +96,8 @@ def delay_ms(delay: object) -> int:
 
 
 def at_ms(at: object, name: str = "at", latest_ms: int = MAX_AT_MS) -> int:
-    """Epoch ms (rounded up) of `at`: epoch seconds or an aware datetime, at most `latest_ms`
-    (`latest_at_ms` for a job's due time); errors name `name`."""
+    """Epoch ms (rounded up) of `at` (epoch seconds or an aware datetime, at most `latest_ms`);
+    errors name `name`."""
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise InvalidDelayError(
@@ -153,9 +132,8 @@ def _out_of_range(
 
 
 def utc_text(ms: int | None, none: str = "-") -> str:
-    """Epoch ms as UTC ISO 8601 to the ms (``2030-01-01T09:00:00.250Z``), for people; any int
-    renders, so a stored time beyond what a datetime holds (years 1-9999) reads as its ms,
-    never as an error."""
+    """Epoch ms as UTC ISO 8601 (``2030-01-01T09:00:00.250Z``); an int beyond the years
+    1-9999 reads as its ms, never as an error."""
     if ms is None:
         return none
     try:
@@ -176,13 +154,8 @@ def _ms_in(value: object, low: int) -> int | None:
 
 
 def debounce_spec(debounce_ms: object, max_wait_ms: object) -> tuple[int, int]:
-    """Validate a debounce (`enqueue(..., debounce_ms=, max_wait_ms=)`): (debounce, max wait
-    or 0 for none), in ms.
-
-    Raises:
-        InvalidDelayError: `debounce_ms` not an int in [1, ten years], or `max_wait_ms` neither
-            None nor an int in [debounce_ms, ten years].
-    """
+    """(debounce, max wait or 0 for none), in ms: `debounce_ms` in [1, ten years],
+    `max_wait_ms` None or in [debounce_ms, ten years]; else InvalidDelayError."""
     debounce = _ms_in(debounce_ms, 1)
     if debounce is None:
         raise InvalidDelayError(

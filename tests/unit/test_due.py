@@ -1,4 +1,4 @@
-"""core.schedule: `delay=` / `at=` to a DueSpec. Tables for conversions and every error,
+"""core.due: `delay=` / `at=` to a DueSpec. Tables for conversions and every error,
 Hypothesis for the unit conversions (exact for whole ms, never early for `at`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.core.schedule import (
+from wheelq.core.due import (
     MAX_AT_MS,
     MAX_DELAY_S,
     NOW,
