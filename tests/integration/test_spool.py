@@ -39,8 +39,8 @@ from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Spool
 from wheelq.runtime.clock import WallClock, wall_ms
 from wheelq.store.calls import Call
+from wheelq.store.executor import SyncExecutor
 from wheelq.store.job_writes import JobWrite
-from wheelq.store.sync_executor import SyncExecutor
 from wheelq.testing import EmbeddedServer, ServerBinary
 
 

@@ -13,7 +13,7 @@ from redis.client import PubSub
 
 from wheelq.core.keys import ShardKeys
 from wheelq.store.calls import Call
-from wheelq.store.sync_executor import SyncExecutor
+from wheelq.store.executor import SyncExecutor
 
 T = TypeVar("T")
 

@@ -23,10 +23,10 @@ from wheelq.core.schedule import DueSpec
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.store import job_writes, nodes, ops
 from wheelq.store.calls import Call
+from wheelq.store.executor import SyncExecutor
 from wheelq.store.job_writes import JobWrite
 from wheelq.store.ops import EmitResult
 from wheelq.store.scripts import Placed
-from wheelq.store.sync_executor import SyncExecutor
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
 from wheelq.store.calls import Call
-from wheelq.store.sync_executor import SyncExecutor
+from wheelq.store.executor import SyncExecutor
 
 T = TypeVar("T")
 

@@ -1,26 +1,13 @@
-"""Calls to Redis: one `Call` type for a script or a plain command, and what both
-executors (`wheelq.store.sync_executor`, `wheelq.store.async_executor`) do with
-the replies.
-
-A `Call` is a script (or plain command) with its keys, arguments and a
-parser for its reply. Executors send a list of calls in one pipeline
-(one round trip) and return the parsed replies in order.
-
-Scripts go out as EVALSHA. If the server answers NOSCRIPT (first use, or
-after a restart or SCRIPT FLUSH), the executor loads the scripts and sends
-only the calls that failed again: NOSCRIPT means they did not run. This
-avoids redis-py's pipeline script handling, which costs an extra
-SCRIPT EXISTS round trip on every execute. What a cluster's refusals mean is
-in `wheelq.store.redirects`.
+"""Calls to Redis: one `Call` type for a script or a plain command, with the parser of its
+reply. Executors (`wheelq.store.executor`) send a list of calls in one pipeline and return
+the parsed replies in order (`finish`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
-
-from redis.exceptions import MovedError, NoScriptError
+from typing import Any, Generic, TypeVar
 
 from wheelq.core.keys import ShardKeys
 from wheelq.store.scripts import script, script_keys
@@ -70,21 +57,6 @@ def script_call(
     return Call(name, script_keys(name, keys), args, parse=parse)
 
 
-def noscript(reply: Any) -> bool:
-    """The script was not loaded on the node: the call did not run."""
-    return isinstance(reply, NoScriptError)
-
-
-def moved(reply: Any) -> bool:
-    """The node does not own the slot (a single server's URL named a cluster node)."""
-    return isinstance(reply, MovedError)
-
-
-def to_redo(replies: list[Any], which: Callable[[Any], bool]) -> list[int]:
-    """The indices of the replies `which` picks."""
-    return [i for i, r in enumerate(replies) if which(r)]
-
-
 def finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bool) -> list[Any]:
     """The parsed replies; the first error raised, or with `return_exceptions` in place."""
     out: list[Any] = []
@@ -98,12 +70,3 @@ def finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bo
                 raise
             out.append(exc)
     return out
-
-
-class Executor(Protocol):
-    """What the services send their calls through (`wheelq.store.async_executor`'s
-    `AsyncExecutor`, or a scripted fake in tests)."""
-
-    async def run(
-        self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
-    ) -> list[Any]: ...

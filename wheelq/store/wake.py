@@ -27,7 +27,7 @@ from redis.asyncio.cluster import ClusterPubSub
 from redis.exceptions import RedisError
 
 from wheelq.core.wire import parse_notes
-from wheelq.store.async_executor import AsyncExecutor, SeenNodes
+from wheelq.store.executor import AsyncExecutor, SeenNodes
 
 RESYNC_S = 0.1
 """Least time between two slot-map reloads of a subscription missing channels."""

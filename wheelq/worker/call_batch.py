@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from wheelq.store.calls import Call, Executor
+from wheelq.store.calls import Call
+from wheelq.store.executor import Executor
 
 T = TypeVar("T")
 

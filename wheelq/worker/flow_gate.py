@@ -21,7 +21,7 @@ from wheelq.core.history import JobState, job_info
 from wheelq.core.job import Job
 from wheelq.store import flow as calls
 from wheelq.store import history, ops
-from wheelq.store.calls import Executor
+from wheelq.store.executor import Executor
 from wheelq.worker.call_batch import CallBatch
 
 ORDER_RETENTION_MS = 3 * 86_400_000
