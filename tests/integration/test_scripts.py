@@ -28,8 +28,7 @@ from wheelq.core.schedule import DueSpec
 from wheelq.core.wire import parse_notes
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import job_writes, nodes, ops
-from wheelq.store.calls import Call
-from wheelq.store.executor import SyncExecutor
+from wheelq.store.executor import Call, SyncExecutor
 from wheelq.store.job_writes import JobWrite
 from wheelq.store.ops import EmitResult
 from wheelq.store.scripts import Placed, script

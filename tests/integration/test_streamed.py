@@ -19,8 +19,7 @@ from redis.exceptions import DataError, ResponseError
 
 from tests.support.waiting import eventually
 from wheelq.store import executor as streamed
-from wheelq.store.calls import Call
-from wheelq.store.executor import AsyncExecutor, SyncExecutor
+from wheelq.store.executor import AsyncExecutor, Call, SyncExecutor
 
 BIG = b"v" * (streamed.WRITE_BYTES // 4)  # four calls fill a write
 

@@ -12,7 +12,7 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.store import executor as streamed
 from wheelq.store import job_writes
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 
 def calls() -> list[Call[Any]]:

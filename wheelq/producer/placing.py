@@ -20,7 +20,7 @@ from typing import Any
 from wheelq.core import keys as k
 from wheelq.errors import DuplicateJobError, ScriptError, TopicFullError
 from wheelq.store import job_writes
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.scripts import Placed
 
 PIPELINE_CALLS = 64

@@ -52,7 +52,7 @@ from wheelq.errors import AckUnsupportedError
 from wheelq.store.scripts import script
 
 if TYPE_CHECKING:
-    from wheelq.store.calls import Call
+    from wheelq.store.executor import Call
 
 PLAIN = "server"
 """The node name of a single server (a client that is not a cluster client)."""

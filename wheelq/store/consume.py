@@ -15,7 +15,7 @@ import msgpack
 
 from wheelq.core.history import SEPARATOR
 from wheelq.core.keys import ShardKeys
-from wheelq.store.calls import Call, script_call
+from wheelq.store.executor import Call, script_call
 from wheelq.store.scripts import check
 
 Entry = tuple[str, dict[bytes, bytes]]

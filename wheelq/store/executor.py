@@ -1,4 +1,6 @@
-"""The executor: sends `Call`s through redis-py, and sends again what may go again.
+"""Calls to Redis and the executor that sends them: a `Call` is a script or a plain command
+with the parser of its reply; an executor sends a list of them in one pipeline, sends again
+what may go again, and returns the parsed replies in order.
 
 `plan` is the re-send plan, sans-I/O like `wheelq.store.acked.plan`: after a MOVED reply
 the plain client is swapped for the cluster client, after NOSCRIPT the script is loaded,
@@ -14,8 +16,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import redis
@@ -37,12 +39,69 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from wheelq.core.keys import ShardKeys
 from wheelq.errors import InvalidArgumentError
 from wheelq.store import acked
-from wheelq.store.calls import Call, finish
-from wheelq.store.scripts import script
+from wheelq.store.scripts import script, script_keys
 
 T = TypeVar("T")
+
+
+def _identity(reply: Any) -> Any:
+    return reply
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One script call (`script` set) or plain command (`command` set)."""
+
+    script: str | None = None
+    keys: Sequence[str] = ()
+    args: Sequence[str | bytes | int] = ()
+    command: Sequence[str | bytes | int] = ()
+    parse: Callable[[Any], T] = field(default=_identity)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword options for redis-py's reply callback (e.g. XPENDING's ``parse_detail``)."""
+    keyless: bool = False
+    """A command without a key (PING, TIME, CONFIG GET): a cluster pipeline cannot route
+    it, so on a cluster it is sent on its own and redis-py picks the node."""
+
+    @property
+    def name(self) -> Any:
+        """The command as redis-py names it (its reply callbacks are by name): EVALSHA for a
+        script."""
+        return "EVALSHA" if self.script is not None else self.command[0]
+
+    def wire(self) -> tuple[str | bytes | int, ...]:
+        """The command as sent."""
+        if self.script is None:
+            return tuple(self.command)
+        return (self.name, script(self.script).sha, len(self.keys), *self.keys, *self.args)
+
+
+def script_call(
+    name: str, keys: ShardKeys, args: Sequence[str | bytes | int], parse: Callable[[Any], T]
+) -> Call[T]:
+    """A call of script `name` on one shard: its KEYS as `scripts.SCRIPT_KEYS` lists them.
+
+    `parse` gets the raw reply and should pass it through `scripts.check` first.
+    """
+    return Call(name, script_keys(name, keys), args, parse=parse)
+
+
+def finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bool) -> list[Any]:
+    """The parsed replies; the first error raised, or with `return_exceptions` in place."""
+    out: list[Any] = []
+    for call, reply in zip(calls, replies, strict=True):
+        try:
+            if isinstance(reply, Exception):
+                raise reply
+            out.append(call.parse(reply))
+        except Exception as exc:
+            if not return_exceptions:
+                raise
+            out.append(exc)
+    return out
 
 
 class Executor(Protocol):
@@ -152,7 +211,9 @@ def plan(calls: Sequence[Call[Any]], cluster: Callable[[], bool]) -> Steps:
     """Send `calls` (two round trips on NOSCRIPT); returns their raw replies.
 
     `cluster` says whether the executor is on the cluster client now. A failure of a
-    request is thrown in at the ``yield`` that made it.
+    request is thrown in at the ``yield`` that made it. Scripts go as EVALSHA and NOSCRIPT
+    is handled here: redis-py's pipeline script handling costs a SCRIPT EXISTS round trip
+    on every execute.
     """
     try:
         replies = yield from _send(calls, cluster)

@@ -11,7 +11,7 @@ from typing import Any
 
 from wheelq.core.keys import CALLBACKS, READY, ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store.calls import Call, script_call
+from wheelq.store.executor import Call, script_call
 from wheelq.store.scripts import GroupOutcome, check
 
 GROUP_LANES = (READY, CALLBACKS)

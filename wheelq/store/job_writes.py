@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from wheelq.core.keys import ShardKeys
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import ScriptError
-from wheelq.store.calls import Call, script_call
+from wheelq.store.executor import Call, script_call
 from wheelq.store.scripts import Placed, check
 
 

@@ -26,7 +26,7 @@ from wheelq.core import wire
 from wheelq.core.job import entry_ms
 from wheelq.core.keys import ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.ops import dead_count, pending_count
 
 ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]

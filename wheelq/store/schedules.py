@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wheelq.core.keys import SCHEDULED_KEY, ShardKeys, parse_scheduled, scheduled_member
-from wheelq.store.calls import Call, script_call
+from wheelq.store.executor import Call, script_call
 from wheelq.store.scripts import check
 
 

@@ -1,8 +1,7 @@
 """The Lua scripts: loading, hashing, the keys each takes, and the one table of outcomes.
 
 Each transition is one file in ``lua/``; the declarations of ``_lib.lua`` (shared helpers)
-that a script names are prepended to it (`wheelq.store.prelude`), so the SHA1 is of the full
-text sent.
+that a script names are prepended to it (`for_script`), so the SHA1 is of the full text sent.
 
 Every reply is a list whose first element is a `Status`, with the same
 meaning in every script; `check` is the one place a reply is judged, so the
@@ -33,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 from importlib import resources
@@ -40,7 +40,6 @@ from typing import Any
 
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import prelude
 
 
 class Status(IntEnum):
@@ -164,7 +163,7 @@ def script(name: str) -> Script:
         raise KeyError(f"no script named {name!r}")
     lua = resources.files("wheelq.store") / "lua"
     body = (lua / f"{name}.lua").read_text("utf-8")
-    source = prelude.for_script((lua / "_lib.lua").read_text("utf-8"), body) + "\n" + body
+    source = for_script((lua / "_lib.lua").read_text("utf-8"), body) + "\n" + body
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324 (Redis's hash)
 
 
@@ -202,3 +201,61 @@ def check(name: str, reply: Any) -> list[Any]:
     if status == Status.MALFORMED and len(reply) == 4:
         raise MalformedJobError(_text(reply[1]), _text(reply[2]), _text(reply[3]))
     raise ScriptError(f"{name}.lua returned unknown status {status} ({reply!r:.200})")
+
+
+# --- the prelude cut to what one script uses ---------------------------------------------------
+#
+# Redis runs a script's whole text on every call, so each ``local function`` of _lib.lua is a
+# closure made per call whether the script calls it or not (with all of them a call costs
+# about twice a bare ``return``). A declaration runs from a line beginning ``local`` to the
+# next; "names" is lexical (comments count), so a helper is kept whenever in doubt.
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FUNCTION = re.compile(r"local function ([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """One top-level ``local`` of the prelude: the names it declares and its text."""
+
+    names: frozenset[str]
+    text: str
+
+
+def declarations(prelude: str) -> tuple[str, list[Declaration]]:
+    """The prelude's header and its top-level declarations, in order."""
+    header: list[str] = []
+    parts: list[list[str]] = []
+    for line in prelude.splitlines(keepends=True):
+        if line.startswith("local "):
+            parts.append([line])
+        elif parts:
+            parts[-1].append(line)
+        else:
+            header.append(line)
+    return "".join(header), [Declaration(_declared(part[0]), "".join(part)) for part in parts]
+
+
+def _declared(first_line: str) -> frozenset[str]:
+    """The names ``local function f`` or ``local a, b = ...`` declares."""
+    function = _FUNCTION.match(first_line)
+    if function:
+        return frozenset({function.group(1)})
+    names = first_line[len("local ") :].split("=", maxsplit=1)[0].split("--", maxsplit=1)[0]
+    return frozenset(name.strip() for name in names.split(",") if name.strip())
+
+
+def for_script(prelude: str, body: str) -> str:
+    """The prelude's header and the declarations `body` needs, directly or through others."""
+    header, parts = declarations(prelude)
+    named = set(_IDENTIFIER.findall(body))
+    kept: set[int] = set()
+    grew = True
+    while grew:
+        grew = False
+        for i, part in enumerate(parts):
+            if i not in kept and part.names & named:
+                kept.add(i)
+                named.update(_IDENTIFIER.findall(part.text))
+                grew = True
+    return header + "".join(part.text for i, part in enumerate(parts) if i in kept)

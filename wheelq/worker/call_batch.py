@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from wheelq.store.calls import Call
-from wheelq.store.executor import Executor
+from wheelq.store.executor import Call, Executor
 
 T = TypeVar("T")
 

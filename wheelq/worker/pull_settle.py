@@ -15,8 +15,7 @@ from wheelq.core.job import Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.store import consume
-from wheelq.store.calls import Call
-from wheelq.store.executor import Executor
+from wheelq.store.executor import Call, Executor
 from wheelq.worker.receipts import Outcome, Receipt
 from wheelq.worker.settler import ACKS_PER_CALL
 
