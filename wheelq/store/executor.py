@@ -257,34 +257,39 @@ def _redo(
         replies[i] = reply
 
 
+def _resume(steps: Generator[Any, Any, T], reply: Any, error: Exception | None) -> Any:
+    """The plan's next request, or `_Done` with its result."""
+    try:
+        return steps.send(reply) if error is None else steps.throw(error)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Any
+
+
 def drive(steps: Generator[Any, Any, T], do: Callable[[Any], Any]) -> T:
     """Run a sans-I/O plan: `do` each request, send back its reply or throw in its error."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    reply, error = None, None
+    while not isinstance(request := _resume(steps, reply, error), _Done):
         try:
             reply, error = do(request), None
         except Exception as exc:
             reply, error = None, exc
+    return request.value  # type: ignore[no-any-return]
 
 
 async def drive_async(steps: Generator[Any, Any, T], do: Callable[[Any], Awaitable[Any]]) -> T:
     """`drive` with an async `do`."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    reply, error = None, None
+    while not isinstance(request := _resume(steps, reply, error), _Done):
         try:
             reply, error = await do(request), None
         except Exception as exc:
             reply, error = None, exc
+    return request.value  # type: ignore[no-any-return]
 
 
 # --- pipelines written as they are packed ---------------------------------------------------

@@ -1,18 +1,10 @@
 """Bounded reads of what a shard holds, for `wheelq stats`, `wheelq top` and the metrics.
 
-`observe_shards` is a sans-I/O operation, like the producer's: it yields lists of
-calls and receives their replies (with ``return_exceptions``: a ready stream that
-does not exist yet answers "no such key", which reads as empty). Every read is
-bounded, whatever a shard holds (docs/architecture.md, invariant 15):
-
-- round 1, per shard: XINFO STREAM and XINFO GROUPS of the ready stream (O(1) per
-  group: ``entries-added``, each group's ``entries-read``, ``pending`` and ``lag``),
-  ZCARD and a ZCOUNT of the next second of the sorted set (O(log n)), XLEN of the
-  dead letters, and XREVRANGE of the newest `sample` ready entries (their lateness);
-- round 2, per group with entries pending: XPENDING's summary form, whose smallest id
-  dates the oldest entry in flight.
-
-What the replies mean is computed in `wheelq.core.observe`, which holds no I/O.
+`observe_shards` is a sans-I/O operation: round 1 reads per shard the ready stream's XINFO
+STREAM and GROUPS, ZCARD and a ZCOUNT of the next second, XLEN of the dead letters and the
+newest `sample` ready entries; round 2 XPENDING's summary per group with entries pending.
+Every read is bounded (docs/architecture.md, invariant 15); `wheelq.core.observe` computes
+what the replies mean.
 """
 
 from __future__ import annotations

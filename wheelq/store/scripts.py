@@ -1,31 +1,18 @@
-"""The Lua scripts: loading, hashing, the keys each takes, and the one table of outcomes.
-
-Each transition is one file in ``lua/``; the declarations of ``_lib.lua`` (shared helpers)
-that a script names are prepended to it (`for_script`), so the SHA1 is of the full text sent.
-
-Every reply is a list whose first element is a `Status`, with the same
-meaning in every script; `check` is the one place a reply is judged, so the
-same status always raises the same error:
+"""The Lua scripts: loading (with the part of ``_lib.lua`` each names, `for_script`), their
+SHA1, the keys each takes (`SCRIPT_KEYS`), and the one table of outcomes: `check` is the one
+place a reply is judged, so the same status always raises the same error
+(docs/architecture.md, invariant 11):
 
 ```
  0  OK          {0, outcome fields...}: what each script's header documents
--1  WRONG_TYPE  {-1, key}: a key holds another type; nothing written -> ScriptError naming it
--2  LEASE_LOST  {-2}: the caller does not hold the shard's lease; nothing written
-                -> LeaseLostError
--3  MALFORMED   {-3, topic, job id, why}: a job due now whose envelope cannot be decoded;
-                nothing written for it -> MalformedJobError
+-1  WRONG_TYPE  {-1, key}: a key holds another type; nothing written -> ScriptError
+-2  LEASE_LOST  {-2}: the caller does not hold the shard's lease -> LeaseLostError
+-3  MALFORMED   {-3, topic, job id, why}: a job due now cannot be decoded -> MalformedJobError
 other           -> ScriptError naming the script
 ```
 
-A command that fails inside a script (out of memory, ...) comes back as a
-Redis error reply, raised by the executor as a `ResponseError` like any
-failed command. The job outcomes enqueue and reschedule report (`Placed`,
-plus ``NOT_PENDING``) are one table too, and so are delete_group's (`GroupOutcome`).
-``_lib.lua`` names the same numbers (``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds
-the two together.
-
-`SCRIPT_KEYS` says which keys of a shard each script takes, in order: call
-sites take them from `script_keys`, never list them again.
+``_lib.lua`` names the same numbers (``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds the
+two together.
 """
 
 from __future__ import annotations
@@ -56,14 +43,9 @@ class Placed(IntEnum):
 
     SCHEDULED = 0
     FIRED = 1
-    DUPLICATE = 2
-    """enqueue only: pending already and replace not asked for (not written)."""
-    APPLIED = 4
-    """enqueue, a spool replay only: an earlier call applied this write (its token is in
-    ``{T:s}:spooled``); not written again."""
-    FULL = 5
-    """enqueue, a plain one only: the shard is at its share of the topic's ``max_pending``
-    (`wheelq.core.limits`); nothing of the call was written."""
+    DUPLICATE = 2  # pending already and replace not asked for (not written)
+    APPLIED = 4  # a spool replay: an earlier call applied this write (not written again)
+    FULL = 5  # the shard is at its share of max_pending: nothing of the call was written
 
 
 NOT_PENDING = 3
@@ -74,18 +56,12 @@ class GroupOutcome(IntEnum):
     """What delete_group or create_group found or did on one shard's stream (an outcome
     field after `Status.OK`)."""
 
-    NO_GROUP = 0
-    """The stream has no such group (or no stream): nothing done."""
-    GROUP_FOUND = 1
-    """'check' mode: the group is there; nothing done."""
-    GROUP_BUSY = 2
-    """'delete' mode: the group has entries in flight; kept."""
+    NO_GROUP = 0  # no such group (or no stream): nothing done
+    GROUP_FOUND = 1  # 'check' mode: the group is there; nothing done
+    GROUP_BUSY = 2  # 'delete' mode: the group has entries in flight; kept
     GROUP_DESTROYED = 3
-    """XGROUP DESTROY done."""
     GROUP_CREATED = 4
-    """create_group: XGROUP CREATE done."""
-    GROUP_LIMIT = 5
-    """create_group: the stream has its cap of groups; nothing done."""
+    GROUP_LIMIT = 5  # create_group: the stream has its cap of groups; nothing done
 
 
 _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
