@@ -13,15 +13,11 @@ import msgpack
 from wheelq.core.history import SEPARATOR
 from wheelq.core.keys import ShardKeys
 from wheelq.store.executor import Call, script_call
-from wheelq.store.scripts import check
+from wheelq.store.scripts import check, text
 
 Entry = tuple[str, dict[bytes, bytes]]
 
 ZERO_ID = "0-0"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _fields(flat: Any) -> dict[bytes, bytes]:
@@ -31,14 +27,14 @@ def _fields(flat: Any) -> dict[bytes, bytes]:
 
 
 def _entries(raw: Any) -> list[Entry]:
-    return [(_text(entry_id), _fields(fields)) for entry_id, fields in raw or ()]
+    return [(text(entry_id), _fields(fields)) for entry_id, fields in raw or ()]
 
 
 def shared_secret(key: str, candidate: str) -> list[Call[Any]]:
     """SET NX then GET, sent in one `run`: every caller gets the first value written."""
     return [
         Call(command=("SET", key, candidate, "NX")),
-        Call(command=("GET", key), parse=lambda r: _text(r) if r is not None else ""),
+        Call(command=("GET", key), parse=lambda r: text(r) if r is not None else ""),
     ]
 
 
@@ -60,7 +56,7 @@ def read_group(
             reply = list(reply.items())
         out: list[tuple[int, Entry]] = []
         for key, raw in reply or ():
-            shard = by_key[_text(key)]
+            shard = by_key[text(key)]
             out += [(shard, e) for e in _entries(raw[0] if _nested(raw) else raw)]
         return out
 
@@ -151,7 +147,7 @@ def retry(
     def parse(reply: Any) -> Retried:
         r = check("retry", reply)
         if r[1] == 1:
-            return Retried(True, int(r[2]), _text(r[3]))
+            return Retried(True, int(r[2]), text(r[3]))
         return Retried(False, stale=r[1] == -1)
 
     args: list[str | bytes | int] = [group, entry_id, job_id, delay_ms, envelope]
@@ -211,9 +207,9 @@ def claim(
     def parse(reply: Any) -> Claimed:
         r = check("claim", reply)
         flat = r[3:]
-        entries = [(_text(flat[i]), _fields(flat[i + 2])) for i in range(0, len(flat), 3)]
+        entries = [(text(flat[i]), _fields(flat[i + 2])) for i in range(0, len(flat), 3)]
         deliveries = [int(flat[i + 1]) for i in range(0, len(flat), 3)]
-        return Claimed(_text(r[1]), int(r[2]), entries, deliveries)
+        return Claimed(text(r[1]), int(r[2]), entries, deliveries)
 
     return script_call(
         "claim", keys, [group, consumer, min_idle_ms, cursor, count, max_deliveries], parse
@@ -228,7 +224,7 @@ def touch(
         "touch",
         keys,
         [group, consumer, idle_ms, *entry_ids],
-        lambda r: [_text(x) for x in check("touch", r)[1:]],
+        lambda r: [text(x) for x in check("touch", r)[1:]],
     )
 
 
@@ -236,7 +232,7 @@ def pending_of(keys: ShardKeys, group: str, consumer: str, count: int) -> Call[l
     """Ids pending for one consumer (XPENDING extended form)."""
     return Call(
         command=("XPENDING", keys.stream, group, "-", "+", count, consumer),
-        parse=lambda r: [_text(row["message_id"]) for row in r or ()],
+        parse=lambda r: [text(row["message_id"]) for row in r or ()],
         options={"parse_detail": True},
     )
 
@@ -289,7 +285,7 @@ def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, int, li
 
     def parse(reply: Any) -> tuple[int, int, list[str]]:
         r = check("replay", reply)
-        return int(r[1]), int(r[2]), [_text(x) for x in r[3:]]
+        return int(r[1]), int(r[2]), [text(x) for x in r[3:]]
 
     return script_call("replay", keys, [keys.topic, *entry_ids], parse)
 

@@ -6,6 +6,7 @@ function only builds a `Call`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 from wheelq.core.keys import CALLBACKS, READY, ShardKeys
 from wheelq.errors import ScriptError
 from wheelq.store.executor import Call, script_call
-from wheelq.store.scripts import GroupOutcome, check
+from wheelq.store.scripts import GroupOutcome, check, text
 
 GROUP_LANES = (READY, CALLBACKS)
 """The streams of a shard that consumer groups read (`ShardKeys.lane`): the one place that
@@ -23,15 +24,13 @@ T = TypeVar("T")
 
 MODES = ("check", "delete", "force")
 
+_text = functools.partial(text, errors="replace")
+
 
 def group_streams(topic: str, shard: int) -> list[ShardKeys]:
     """Views of one shard, one per stream its consumer groups may read (`ShardKeys.stream`),
     in `GROUP_LANES` order."""
     return [ShardKeys(topic, shard, lane) for lane in GROUP_LANES]
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _named(info: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
 from wheelq.store.executor import Call
 from wheelq.store.ops import dead_count, pending_count
+from wheelq.store.scripts import text
 
 ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
@@ -39,10 +40,6 @@ def _get(info: Any, name: str) -> Any:
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 _MISSING = object()
@@ -117,7 +114,7 @@ def observe_shards(
         groups = replies[i * ROUND_ONE + 1]
         for group in [] if _no_stream(groups) else groups or ():
             if (_int(_get(group, "pending")) or 0) > 0:
-                name = _text(_get(group, "name"))
+                name = text(_get(group, "name"))
                 oldest_calls.append(Call(command=("XPENDING", keys.ready, name)))
                 asked.append((i, name))
     oldest: dict[tuple[int, str], int] = {}
@@ -140,11 +137,11 @@ def _shard(
     missing = _no_stream(stream)
     views = tuple(
         GroupView(
-            name=_text(_get(g, "name")),
+            name=text(_get(g, "name")),
             pending=_int(_get(g, "pending")) or 0,
             lag=_int(_get(g, "lag")),
             entries_read=_int(_get(g, "entries-read")),
-            oldest_pending_ms=oldest.get((i, _text(_get(g, "name")))),
+            oldest_pending_ms=oldest.get((i, text(_get(g, "name")))),
         )
         for g in ([] if _no_stream(groups) else groups or ())
     )

@@ -22,7 +22,7 @@ from wheelq.core.keys import (
 from wheelq.core.schedule import DueSpec
 from wheelq.core.wire import parse_note
 from wheelq.store.executor import Call, script_call
-from wheelq.store.scripts import NOT_PENDING, Placed, check
+from wheelq.store.scripts import NOT_PENDING, Placed, check, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,10 +274,6 @@ GROUP_FIELDS = 6
 """Values per consumer group in the reply."""
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 _FAR_MS = 2**63 - 1
 """What an infinite score reads as: no client writes one, but get() answers for any job."""
 
@@ -300,12 +296,12 @@ def _fields(flat: Any) -> dict[bytes, bytes] | None:
 def _group(r: list[Any]) -> GroupLookup:
     name, delivered, record, latest, fields, pending = r
     return GroupLookup(
-        _text(name),
-        _text(delivered),
+        text(name),
+        text(delivered),
         record,
-        None if latest is None else _text(latest),
+        None if latest is None else text(latest),
         _fields(fields),
-        None if not pending else (_text(pending[0]), int(pending[1]), int(pending[2])),
+        None if not pending else (text(pending[0]), int(pending[1]), int(pending[2])),
     )
 
 
@@ -322,7 +318,7 @@ def parse_lookup(reply: Any) -> Lookup:
         _int(r[2]),
         r[3],
         _int(r[4]),
-        None if r[5] is None else _text(r[5]),
+        None if r[5] is None else text(r[5]),
         _fields(r[6]),
         [_group(rest[i : i + GROUP_FIELDS]) for i in range(0, len(rest), GROUP_FIELDS)],
     )

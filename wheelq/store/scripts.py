@@ -149,8 +149,9 @@ def script_keys(name: str, keys: ShardKeys) -> tuple[str, ...]:
     return tuple(getattr(keys, attr) for attr in SCRIPT_KEYS[name])
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+def text(value: Any, errors: str = "strict") -> str:
+    """A reply's bytes as str (other values through str)."""
+    return value.decode("utf-8", errors) if isinstance(value, bytes) else str(value)
 
 
 def check(name: str, reply: Any) -> list[Any]:
@@ -171,11 +172,11 @@ def check(name: str, reply: Any) -> list[Any]:
         raise LeaseLostError(f"{name}.lua: this node does not hold the shard's lease")
     if status == Status.WRONG_TYPE and len(reply) == 2:
         raise ScriptError(
-            f"{name}.lua: key {_text(reply[1])!r} holds a value of the wrong type; "
+            f"{name}.lua: key {text(reply[1], 'replace')!r} holds a value of the wrong type; "
             "nothing was written"
         )
     if status == Status.MALFORMED and len(reply) == 4:
-        raise MalformedJobError(_text(reply[1]), _text(reply[2]), _text(reply[3]))
+        raise MalformedJobError(*(text(part, "replace") for part in reply[1:4]))
     raise ScriptError(f"{name}.lua returned unknown status {status} ({reply!r:.200})")
 
 

@@ -21,9 +21,12 @@ from redis.exceptions import RedisError
 
 from wheelq.core.wire import parse_notes
 from wheelq.store.executor import AsyncExecutor, SeenNodes
+from wheelq.store.scripts import text
 
 RESYNC_S = 0.1
 """Least time between two slot-map reloads of a subscription missing channels."""
+
+_text = functools.partial(text, errors="replace")
 
 
 class WakeNote(NamedTuple):
@@ -226,7 +229,3 @@ async def _drain(get: Callable[..., Awaitable[Any]], timeout_s: float) -> list[A
         messages.append(message)
         message = await get(timeout=0)
     return messages
-
-
-def _text(channel: str | bytes) -> str:
-    return channel.decode("utf-8", "replace") if isinstance(channel, bytes) else channel
