@@ -60,16 +60,13 @@ class Call(Generic[T]):
     args: Sequence[str | bytes | int] = ()
     command: Sequence[str | bytes | int] = ()
     parse: Callable[[Any], T] = field(default=_identity)
-    options: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword options for redis-py's reply callback (e.g. XPENDING's ``parse_detail``)."""
+    options: Mapping[str, Any] = field(default_factory=dict)  # for redis-py's reply callback
     keyless: bool = False
-    """A command without a key (PING, TIME, CONFIG GET): a cluster pipeline cannot route
-    it, so on a cluster it is sent on its own and redis-py picks the node."""
+    """No key (PING, TIME): a cluster pipeline cannot route it, so it goes on its own."""
 
     @property
     def name(self) -> Any:
-        """The command as redis-py names it (its reply callbacks are by name): EVALSHA for a
-        script."""
+        """The command as redis-py names it (for its reply callback): EVALSHA for a script."""
         return "EVALSHA" if self.script is not None else self.command[0]
 
     def wire(self) -> tuple[str | bytes | int, ...]:
@@ -82,10 +79,8 @@ class Call(Generic[T]):
 def script_call(
     name: str, keys: ShardKeys, args: Sequence[str | bytes | int], parse: Callable[[Any], T]
 ) -> Call[T]:
-    """A call of script `name` on one shard: its KEYS as `scripts.SCRIPT_KEYS` lists them.
-
-    `parse` gets the raw reply and should pass it through `scripts.check` first.
-    """
+    """A call of script `name` on one shard, its KEYS as `scripts.SCRIPT_KEYS` lists them;
+    `parse` should pass the reply through `scripts.check` first."""
     return Call(name, script_keys(name, keys), args, parse=parse)
 
 
@@ -105,8 +100,7 @@ def finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bo
 
 
 class Executor(Protocol):
-    """What the services send their calls through (`AsyncExecutor`, or a scripted fake in
-    tests)."""
+    """What the services send their calls through (`AsyncExecutor`, or a fake in tests)."""
 
     async def run(
         self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
@@ -176,8 +170,7 @@ def apart(calls: Sequence[Call[Any]], cluster: bool) -> tuple[list[int], list[in
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
-    """Send `calls` in one round trip (one call: on its own); the reply: their raw replies,
-    an error reply in its call's place."""
+    """Send `calls` in one round trip; the reply: their raw replies, errors in place."""
 
     calls: Sequence[Call[Any]]
 
@@ -196,12 +189,8 @@ class Pause:
     seconds: float
 
 
-RELOAD = "reload"
-"""Reload the slot map, unless another call did since this one was sent; the reply: whether
-the map is fresh now."""
-SWITCH = "switch"
-"""After MOVED: swap the plain client for the cluster client (unless another call did); the
-reply: whether the calls may go again."""
+RELOAD = "reload"  # reload the slot map; the reply: whether it is fresh now
+SWITCH = "switch"  # after MOVED, take the cluster client; the reply: whether calls may go again
 
 Request = Pipeline | Load | Pause | str
 Steps = Generator[Request, Any, list[Any]]
@@ -527,8 +516,8 @@ class SyncExecutor(_Executor[redis.Redis]):
 
 
 class SeenNodes:
-    """Every node of a cluster client seen: a slot-map reload drops a node that left the map
-    without closing the connections that were busy then; `close` closes them all."""
+    """Every node of a cluster client seen, so `close` closes the connections of nodes a
+    slot-map reload dropped (redis-py does not)."""
 
     def __init__(self) -> None:
         self._nodes: dict[int, redis.asyncio.cluster.ClusterNode] = {}
@@ -566,15 +555,13 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
 
     def cluster_client(self) -> redis.asyncio.Redis | None:
         """A new cluster client of the same URL and options, for the caller to close; None
-        when not on a cluster or when the executor was made from a client. The wake
-        subscription takes one (see `wheelq.store.wake.WakeSubscription`)."""
+        when not on a cluster or when the executor was made from a client."""
         return self._make_cluster() if self.cluster and self._make_cluster else None
 
     async def resolve(self) -> bool:
-        """Find out now whether the server is a cluster node (INFO cluster says
-        ``cluster_enabled:1``) and switch to the cluster client if it is; returns `cluster`.
-        A role calls it when it starts. A server that refuses INFO (an ACL) is taken as a
-        single server; a MOVED reply would still switch.
+        """Find out now whether the server is a cluster node (INFO cluster) and switch to the
+        cluster client if it is; returns `cluster`. A server that refuses INFO is taken as a
+        single server (a MOVED reply would still switch).
 
         Raises:
             InvalidArgumentError: The server is a cluster node but the client is a plain
