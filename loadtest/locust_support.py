@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 from wheelq import Job, Worker
 from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.scheduler import ClockKeeper
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 
 log = logging.getLogger("wheelq.locust.worker")
 

@@ -88,7 +88,7 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: b
     from wheelq import Job, Worker
     from wheelq.runtime.clock import RedisClock
     from wheelq.scheduler.scheduler import ClockKeeper
-    from wheelq.store.async_executor import AsyncExecutor
+    from wheelq.store.executor import AsyncExecutor
 
     connection = redis.asyncio.Redis.from_url(url)
     clock = RedisClock()

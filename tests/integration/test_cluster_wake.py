@@ -19,7 +19,7 @@ import redis.asyncio.cluster
 from tests.support.waiting import eventually
 from wheelq.core.keys import ShardKeys
 from wheelq.store import connect
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeSubscription
 from wheelq.testing import EmbeddedCluster, ServerBinary
 

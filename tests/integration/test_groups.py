@@ -38,10 +38,9 @@ from wheelq.producer.drive import drive_sync
 from wheelq.producer.operations import Producer
 from wheelq.store import consume
 from wheelq.store import groups as store_groups
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call, SyncExecutor
 from wheelq.store.groups import GroupDrop
 from wheelq.store.scripts import GroupOutcome
-from wheelq.store.sync_executor import SyncExecutor
 from wheelq.web.auth import Token
 
 SHARDS = 4

@@ -7,10 +7,11 @@ with margins of seconds where the script reads TIME again, so no test depends on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgpack
@@ -26,11 +27,10 @@ from wheelq.core.job import Envelope, make_job_id, parse_notes
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import job_writes, nodes, ops
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call, SyncExecutor
 from wheelq.store.job_writes import JobWrite
 from wheelq.store.ops import EmitResult
 from wheelq.store.scripts import Placed, script
-from wheelq.store.sync_executor import SyncExecutor
 from wheelq.testing import ServerBinary
 
 TOKEN = "node-a:1"
@@ -79,6 +79,14 @@ def seed_pending(
     """Write a pending job as enqueue.lua would, with any due time (even a past one)."""
     r.hset(keys.jobs, job_id, envelope)
     r.zadd(keys.delayed, {job_id: due_ms})
+
+
+def seeded(r: redis.Redis, keys: ShardKeys, due_in_ms: dict[str, int]) -> int:
+    """Pending jobs due `due_in_ms[id]` ms after the server's now (`seed_pending`); now."""
+    now = server_ms(r)
+    for job_id, offset in due_in_ms.items():
+        seed_pending(r, keys, job_id, now + offset, env())
+    return now
 
 
 def score(r: redis.Redis, keys: ShardKeys, job_id: str) -> int | None:
@@ -469,23 +477,29 @@ def plant_wrong_type(r: redis.Redis, keys: ShardKeys, name: str) -> str:
     return bad
 
 
+@contextlib.contextmanager
+def refused(r: redis.Redis, keys: ShardKeys, name: str, bad: str) -> Iterator[None]:
+    """The block raises `name`.lua's ScriptError naming key `bad` and changes nothing."""
+    before = shard_state(r, keys)
+    with pytest.raises(ScriptError, match=re.escape(f"{name}.lua: key '{bad}' holds a value")):
+        yield
+    assert shard_state(r, keys) == before
+
+
 @pytest.mark.parametrize("name", SHARD_WRITE_KEYS)
 def test_enqueue_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
 ) -> None:
     bad = plant_wrong_type(redis_sync, keys, name)
     now = server_ms(redis_sync)
-    before = shard_state(redis_sync, keys)
     batch = [
         job("new", at(now + MINUTE_MS)),  # scheduled, below the horizon: ZSET, HASH, inbox
         job("now", DueSpec("delay", 0)),  # fired: stream
         job("old", at(now - 1000), replace=True),  # fired, pending copy removed
     ]
 
-    with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
+    with refused(redis_sync, keys, "enqueue", bad):
         run(job_writes.enqueue(keys, batch))
-
-    assert shard_state(redis_sync, keys) == before
 
 
 @pytest.mark.parametrize("call_token", ["", "c1"], ids=["plain", "spooling client's"])
@@ -496,14 +510,11 @@ def test_enqueue_of_new_ids_into_a_key_of_wrong_type_writes_nothing(
     """The hash is not read for new ids: it is checked by its type instead, in a spooling
     client's direct call (which also checks its record's) too."""
     bad = plant_wrong_type(redis_sync, keys, name)
-    before = shard_state(redis_sync, keys)
     batch = [new_job(DueSpec("delay", 0), b"n"), new_job(DueSpec("delay", MINUTE_MS), b"l")]
     record_ms = HOUR_MS if call_token else 0
 
-    with pytest.raises(ScriptError, match=re.escape(f"enqueue.lua: key '{bad}' holds a value")):
+    with refused(redis_sync, keys, "enqueue", bad):
         run(job_writes.enqueue(keys, batch, record_ms, call_token))
-
-    assert shard_state(redis_sync, keys) == before
 
 
 # --- reschedule -----------------------------------------------------------------------------
@@ -606,8 +617,7 @@ def test_reschedule_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_i
 def test_reschedule_above_the_horizon_or_without_one_leaves_no_note(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub, horizon: str
 ) -> None:
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "j1", now + HOUR_MS, env())
+    now = seeded(redis_sync, keys, {"j1": HOUR_MS})
     if horizon == "below due":
         redis_sync.set(keys.horizon, now + MINUTE_MS - 1)
 
@@ -658,13 +668,10 @@ def test_reschedule_key_of_wrong_type_is_a_script_error_and_writes_nothing(
 ) -> None:
     bad = plant_wrong_type(redis_sync, keys, name)
     now = server_ms(redis_sync)
-    before = shard_state(redis_sync, keys)
     due = at(now + 30_000) if when == "later" else at(now - 1000)
 
-    with pytest.raises(ScriptError, match=re.escape(f"reschedule.lua: key '{bad}' holds a value")):
+    with refused(redis_sync, keys, "reschedule", bad):
         run(ops.reschedule(keys, "old", due))
-
-    assert shard_state(redis_sync, keys) == before
 
 
 # --- cancel ---------------------------------------------------------------------------------
@@ -712,12 +719,8 @@ def test_cancel_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
 ) -> None:
     bad = plant_wrong_type(redis_sync, keys, name)
-    before = shard_state(redis_sync, keys)
-
-    with pytest.raises(ScriptError, match=re.escape(f"cancel.lua: key '{bad}' holds a value")):
+    with refused(redis_sync, keys, "cancel", bad):
         run(ops.cancel(keys, "old"))
-
-    assert shard_state(redis_sync, keys) == before
 
 
 # --- emit_due -------------------------------------------------------------------------------
@@ -727,8 +730,7 @@ def test_cancel_key_of_wrong_type_is_a_script_error_and_writes_nothing(
 def test_emit_due_without_the_lease_raises_and_changes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
 ) -> None:
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "due", now - 1000, env())
+    now = seeded(redis_sync, keys, {"due": -1000})
     token = TOKEN
     if lease == "held by another":
         redis_sync.set(keys.lease, OTHER, px=TTL_MS)
@@ -772,8 +774,7 @@ def test_emit_due_moves_due_ids_to_the_stream_exactly_once(
 def test_emit_due_same_id_twice_in_one_call_emits_it_once(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "a", now - 1000, env())
+    now = seeded(redis_sync, keys, {"a": -1000})
 
     assert run(ops.emit_due(keys, TOKEN, now, ["a", "a"])) == EmitResult(1, False, 0, [])
     assert fired_ids(redis_sync, keys) == ["a"]
@@ -783,9 +784,7 @@ def test_emit_due_same_id_twice_in_one_call_emits_it_once(
 def test_emit_due_skips_cancelled_and_unknown_ids(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "a", now - 2000, env())
-    seed_pending(redis_sync, keys, "b", now - 1000, env())
+    now = seeded(redis_sync, keys, {"a": -2000, "b": -1000})
     assert run(ops.cancel(keys, "a")) is True
 
     result = run(ops.emit_due(keys, TOKEN, now, ["a", "b", "never"]))
@@ -798,8 +797,7 @@ def test_emit_due_skips_cancelled_and_unknown_ids(
 def test_emit_due_returns_ids_not_yet_due_with_their_score(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "due", now - 1000, env())
+    now = seeded(redis_sync, keys, {"due": -1000})
     seed_pending(redis_sync, keys, "moved", now + MINUTE_MS, env(b"moved"))
     seed_pending(redis_sync, keys, "just-after", now + 1, env())
 
@@ -815,8 +813,7 @@ def test_emit_due_returns_ids_not_yet_due_with_their_score(
 def test_emit_due_never_fires_after_server_time_whatever_argv_now_says(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "j1", now + MINUTE_MS, env())
+    now = seeded(redis_sync, keys, {"j1": MINUTE_MS})
     caller_now = now + 2 * MINUTE_MS  # a caller clock two minutes ahead of the server
 
     wheel = run(ops.emit_due(keys, TOKEN, caller_now, ["j1"]))
@@ -832,8 +829,7 @@ def test_emit_due_never_fires_after_server_time_whatever_argv_now_says(
 def test_emit_due_uses_argv_now_when_it_is_earlier_than_server_time(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    now = server_ms(redis_sync)
-    seed_pending(redis_sync, keys, "j1", now - 1000, env())
+    now = seeded(redis_sync, keys, {"j1": -1000})
     caller_now = now - 2000  # the sweep's bound (now - grace) is behind TIME on purpose
 
     wheel = run(ops.emit_due(keys, TOKEN, caller_now, ["j1"]))
@@ -911,14 +907,10 @@ def test_emit_due_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     now = server_ms(redis_sync)
     if name != "delayed":
         redis_sync.zadd(keys.delayed, {"old": now - 1000})  # due, so a write would show
-    before = shard_state(redis_sync, keys)
-
-    with pytest.raises(ScriptError, match=re.escape(f"emit_due.lua: key '{bad}' holds a value")):
+    with refused(redis_sync, keys, "emit_due", bad):
         run(ops.emit_due(keys, TOKEN, now, ["old"]))
-    with pytest.raises(ScriptError, match=re.escape(f"emit_due.lua: key '{bad}' holds a value")):
+    with refused(redis_sync, keys, "emit_due", bad):
         run(ops.emit_due(keys, TOKEN, now, limit=10))
-
-    assert shard_state(redis_sync, keys) == before
 
 
 @pytest.mark.usefixtures("leader")
@@ -1198,11 +1190,8 @@ def test_drop_shard_with_a_key_of_wrong_type_refuses_unless_forced(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, name: str
 ) -> None:
     bad = plant_wrong_type(redis_sync, keys, name)
-    before = shard_state(redis_sync, keys)
-
-    with pytest.raises(ScriptError, match=re.escape(f"drop_shard.lua: key '{bad}'")):
+    with refused(redis_sync, keys, "drop_shard", bad):
         run(ops.drop_shard(keys, "drop"))
-    assert shard_state(redis_sync, keys) == before
     assert run(ops.drop_shard(keys, "force")).dropped
     assert redis_sync.exists(*keys.data_keys) == 0
 

@@ -38,9 +38,8 @@ from wheelq.producer.drive import drive_sync
 from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Spool
 from wheelq.runtime.clock import WallClock, wall_ms
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call, SyncExecutor
 from wheelq.store.job_writes import JobWrite
-from wheelq.store.sync_executor import SyncExecutor
 from wheelq.testing import EmbeddedServer, ServerBinary
 
 

@@ -1,4 +1,4 @@
-"""Pipelines written as they are packed (`wheelq.store.streamed`), on a real server: the
+"""Pipelines written as they are packed (`wheelq.store.executor.stream`), on a real server: the
 replies come in the calls' order with an error reply in its call's place, through the
 executors too; and a pipeline that fails after its first write leaves no reply behind for
 the connection's next user (its connection is closed, not returned half-read).
@@ -18,10 +18,8 @@ import redis.asyncio
 from redis.exceptions import DataError, ResponseError
 
 from tests.support.waiting import eventually
-from wheelq.store import streamed
-from wheelq.store.async_executor import AsyncExecutor
-from wheelq.store.calls import Call
-from wheelq.store.sync_executor import SyncExecutor
+from wheelq.store import executor as streamed
+from wheelq.store.executor import AsyncExecutor, Call, SyncExecutor
 
 BIG = b"v" * (streamed.WRITE_BYTES // 4)  # four calls fill a write
 
@@ -63,7 +61,7 @@ def half_sent(topic: str) -> list[Call[Any]]:
 def test_replies_come_in_order_with_an_error_in_its_calls_place(redis_url: str, topic: str) -> None:
     calls, expected = mixed_calls(topic)
     with redis.Redis.from_url(redis_url) as client:
-        check(streamed.send(client, calls), expected)
+        check(streamed.stream(client, calls), expected)
         check(SyncExecutor(client).run(calls, return_exceptions=True), expected)
 
 
@@ -73,7 +71,7 @@ async def test_async_replies_come_in_order_with_an_error_in_its_calls_place(
     calls, expected = mixed_calls(topic)
     client = redis.asyncio.Redis.from_url(redis_url)
     try:
-        check(await streamed.send_async(client, calls), expected)
+        check(await streamed.stream_async(client, calls), expected)
         check(await AsyncExecutor(client).run(calls, return_exceptions=True), expected)
     finally:
         await client.aclose()
@@ -85,7 +83,7 @@ def test_a_pipeline_failing_after_its_first_write_leaves_no_reply_behind(
     with redis.Redis.from_url(redis_url, max_connections=1) as client:
         client.set(f"{topic}:probe", b"mine")
         with pytest.raises(DataError):
-            streamed.send(client, half_sent(topic))
+            streamed.stream(client, half_sent(topic))
         assert client.get(f"{topic}:probe") == b"mine"  # not the BLPOP's nil
 
 
@@ -96,7 +94,7 @@ async def test_async_a_pipeline_failing_after_its_first_write_leaves_no_reply_be
     try:
         await client.set(f"{topic}:probe", b"mine")
         with pytest.raises(DataError):
-            await streamed.send_async(client, half_sent(topic))
+            await streamed.stream_async(client, half_sent(topic))
         assert await client.get(f"{topic}:probe") == b"mine"
     finally:
         await client.aclose()
@@ -111,7 +109,7 @@ async def test_async_a_pipeline_cancelled_while_reading_leaves_no_reply_behind(
     try:
         await client.set(f"{topic}:probe", b"mine")
         calls = [Call(command=("BLPOP", f"{topic}:never", 0.3)), Call(command=("PING",))]
-        task = asyncio.create_task(streamed.send_async(client, calls))
+        task = asyncio.create_task(streamed.stream_async(client, calls))
 
         async def blocked() -> bool:
             listed = await watcher.client_list()

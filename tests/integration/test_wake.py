@@ -10,7 +10,7 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.store import job_writes
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription
 
 MINUTE_MS = 60_000

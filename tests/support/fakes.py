@@ -1,6 +1,6 @@
 """Fakes for unit tests of the services: a scripted executor.
 
-`ScriptedExecutor` stands in for `wheelq.store.async_executor.AsyncExecutor`: it records every
+`ScriptedExecutor` stands in for `wheelq.store.executor.AsyncExecutor`: it records every
 call it is asked to send and answers from a script the test writes, so a service's
 step can be driven without a server (with a `ManualClock` for the time):
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 Answer = Callable[[Call[Any]], Any]
 

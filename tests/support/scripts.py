@@ -12,8 +12,7 @@ import redis
 from redis.client import PubSub
 
 from wheelq.core.keys import ShardKeys
-from wheelq.store.calls import Call
-from wheelq.store.sync_executor import SyncExecutor
+from wheelq.store.executor import Call, SyncExecutor
 
 T = TypeVar("T")
 

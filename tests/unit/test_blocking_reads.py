@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from tests.support.waiting import until
-from wheelq.store.blocking_reads import BlockingReads
+from wheelq.store.connect import BlockingReads
 
 
 def reads(connections: int) -> BlockingReads:

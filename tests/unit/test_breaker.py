@@ -17,7 +17,7 @@ from wheelq.errors import RedisUnavailableError
 from wheelq.producer.breaker import Breaker, guarded
 from wheelq.producer.drive import drive_async
 from wheelq.producer.operations import Op
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 OPEN_MS = 1000
 PING: Call[Any] = Call(command=("PING",))

@@ -23,8 +23,8 @@ from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import Envelope, Field, Job
 from wheelq.core.read_ahead import READ_AHEAD_MAX
 from wheelq.core.retry import RetryPolicy
-from wheelq.store.calls import Call
 from wheelq.store.consume import Retried
+from wheelq.store.executor import Call
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.settler import Settler

@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 from tests.support.fakes import ScriptedExecutor
 from tests.support.worker_parts import GROUP, TOPIC, consumer
 from wheelq.core.keys import ShardKeys
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.worker.membership import Membership
 
 BUSY = ResponseError("BUSYGROUP Consumer Group name already exists")

@@ -1,10 +1,11 @@
-"""store.prelude: a script gets the prelude's header and the declarations it names, and those
-they name in turn, in the prelude's order; a comment naming a helper keeps it (lexical, so in
-doubt a helper stays); several names on one ``local`` line are each a name of it."""
+"""store.scripts.for_script: a script gets the prelude's header and the declarations it
+names, and those they name in turn, in the prelude's order; a comment naming a helper keeps
+it (lexical, so in doubt a helper stays); several names on one ``local`` line are each a
+name of it."""
 
 from __future__ import annotations
 
-from wheelq.store.prelude import declarations, for_script
+from wheelq.store.scripts import declarations, for_script
 
 PRELUDE = """--[[ header ]]
 local A_OK = 0

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from wheelq.errors import InvalidArgumentError
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.worker.pull_settle import ack_receipts
 from wheelq.worker.receipts import MAX_RECEIPTS, Outcome, Receipt, ReceiptSeal
 from wheelq.worker.settler import ACKS_PER_CALL

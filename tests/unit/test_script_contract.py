@@ -15,8 +15,8 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, groups, history, job_writes, nodes, ops, prelude, schedules
-from wheelq.store.calls import Call
+from wheelq.store import consume, groups, job_writes, nodes, ops, schedules, scripts
+from wheelq.store.executor import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
     NAMES,
@@ -79,7 +79,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "drop_shard": lambda: ops.drop_shard(KEYS, "check"),
     "delete_group": lambda: groups.delete_group(KEYS, "g", "check"),
     "create_group": lambda: groups.create_group(KEYS, "g", "0", 64),
-    "lookup": lambda: history.lookup(KEYS, "j"),
+    "lookup": lambda: ops.lookup(KEYS, "j"),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
     "schedule_read": lambda: schedules.read(KEYS),
@@ -298,7 +298,7 @@ def test_drop_shard_takes_every_key_of_the_shard() -> None:
 
 @pytest.mark.parametrize("name", [*NAMES, *FLOW_SCRIPTS])
 def test_every_script_is_prepended_with_all_it_names_of_the_lib_in_order(name: str) -> None:
-    header, parts = prelude.declarations((LUA / "_lib.lua").read_text("utf-8"))
+    header, parts = scripts.declarations((LUA / "_lib.lua").read_text("utf-8"))
     source = script(name).source
     kept = [part for part in parts if part.text in source]
     lib_names = {n for part in parts for n in part.names}

@@ -23,8 +23,8 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason
 from wheelq.errors import ScriptError
 from wheelq.runtime.lifecycle import StopBudget
-from wheelq.store.calls import Call
 from wheelq.store.consume import Retried
+from wheelq.store.executor import Call
 from wheelq.worker.settler import ACKS_PER_CALL, Settler
 
 

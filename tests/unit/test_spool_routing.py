@@ -33,7 +33,7 @@ from wheelq.producer.placing import PIPELINE_CALLS
 from wheelq.producer.spool import Spool
 from wheelq.producer.spooler import Spooler
 from wheelq.store import job_writes
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.scripts import Placed
 
 SHARDS = 2

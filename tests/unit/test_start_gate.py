@@ -12,7 +12,7 @@ import redis.asyncio
 from tests.support.fakes import ScriptedExecutor
 from wheelq import UnsupportedServerError
 from wheelq.runtime.lifecycle import StartGate
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 
 
 class GateExecutor(ScriptedExecutor):

@@ -1,4 +1,4 @@
-"""store.streamed's packing: what it writes for a pipeline is, byte for byte, what redis-py's
+"""store.executor's packing: what it writes for a pipeline is, byte for byte, what redis-py's
 own packer makes of the same calls (script calls go to hiredis directly: str as UTF-8, bytes
 and ints as they are), in writes of at least WRITE_BYTES but the last."""
 
@@ -10,8 +10,9 @@ import redis
 
 from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
-from wheelq.store import job_writes, streamed
-from wheelq.store.calls import Call
+from wheelq.store import executor as streamed
+from wheelq.store import job_writes
+from wheelq.store.executor import Call
 
 
 def calls() -> list[Call[Any]]:

@@ -17,7 +17,7 @@ from tests.support.node_context import START_MS, NodeParts, keys
 from tests.support.waiting import until
 from wheelq.scheduler.wake_listener import WakeListener
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 
 Message = dict[str, Any] | BaseException
 

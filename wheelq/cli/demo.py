@@ -24,8 +24,7 @@ from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store import nodes, ops
-from wheelq.store.async_executor import AsyncExecutor
-from wheelq.store.calls import Call
+from wheelq.store.executor import AsyncExecutor, Call
 from wheelq.testing.fired import read_fired
 from wheelq.testing.stats import Fired, summarize
 from wheelq.worker.worker import Worker

@@ -54,8 +54,8 @@ def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
     from wheelq.core.keys import all_shards
     from wheelq.producer.drive import drive_sync
     from wheelq.store import nodes
+    from wheelq.store.executor import SyncExecutor
     from wheelq.store.observe import observe_shards
-    from wheelq.store.sync_executor import SyncExecutor
 
     registry = client.topics()
     shards = [keys for t in topics if t in registry for keys in all_shards(t, registry[t])]

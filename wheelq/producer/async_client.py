@@ -30,8 +30,7 @@ from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
-from wheelq.store.async_executor import AsyncExecutor
-from wheelq.store.calls import Call
+from wheelq.store.executor import AsyncExecutor, Call
 
 T = TypeVar("T")
 

@@ -32,8 +32,7 @@ from wheelq.producer.spool import SpoolStats
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
-from wheelq.store.calls import Call
-from wheelq.store.sync_executor import SyncExecutor
+from wheelq.store.executor import Call, SyncExecutor
 
 T = TypeVar("T")
 

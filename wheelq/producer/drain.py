@@ -30,7 +30,7 @@ from wheelq.producer.breaker import Breaker
 from wheelq.producer.spool import Spool, SpooledJob, SpoolStats
 from wheelq.runtime.outage import Outage
 from wheelq.store import job_writes
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.scripts import Placed
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Spool
 from wheelq.producer.spooler import Spooler
 from wheelq.runtime.clock import WallClock
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 SendSync = Callable[[list[Call[Any]]], list[Any]]
 SendAsync = Callable[[list[Call[Any]]], Awaitable[list[Any]]]

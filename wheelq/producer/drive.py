@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 if TYPE_CHECKING:
     from wheelq.producer.operations import Op

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from wheelq.core import keys as k
 from wheelq.core.flow import TopicLimits, validate_limits
 from wheelq.store import ops
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 if TYPE_CHECKING:
     from wheelq.producer.operations import Op, Producer

@@ -36,8 +36,8 @@ from wheelq.producer.traced import sending
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient
-from wheelq.store import history, job_writes, nodes, ops, schedules
-from wheelq.store.calls import Call
+from wheelq.store import job_writes, nodes, ops, schedules
+from wheelq.store.executor import Call
 from wheelq.store.observe import observe_shards
 
 if TYPE_CHECKING:
@@ -311,7 +311,7 @@ class Producer:
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
-        (raw,) = yield [history.lookup(keys, job_id)]
+        (raw,) = yield [ops.lookup(keys, job_id)]
         return job_info(topic, job_id, raw)
 
     def stats(self, topic: str) -> Op[TopicStats | None]:

@@ -20,12 +20,12 @@ from typing import Any
 from wheelq.core import keys as k
 from wheelq.errors import DuplicateJobError, ScriptError, TopicFullError
 from wheelq.store import job_writes
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.scripts import Placed
 
 PIPELINE_CALLS = 64
 """Script calls per round trip in enqueue_many: 32,000 jobs of the default batch size, each
-call written as it is packed (`wheelq.store.streamed`), so Redis runs the first while the
+call written as it is packed (`wheelq.store.executor.stream`), so Redis runs the first while the
 client packs the rest; the spooling client's confirmed ids grow round by round."""
 
 Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]

@@ -14,7 +14,7 @@ from typing import Any
 
 from wheelq.core.job import validate_traceparent
 from wheelq.runtime.tracing import Tracing
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 Write = Generator[list[Call[Any]], list[Any], list[str]]
 

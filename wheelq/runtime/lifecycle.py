@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from wheelq.errors import RedisUnavailableError, UnsupportedServerError
 from wheelq.runtime.outage import Backoff, address, is_transient, wait_for_either
 from wheelq.store import nodes
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 
 log = logging.getLogger(__name__)
 

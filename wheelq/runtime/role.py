@@ -17,7 +17,7 @@ import redis.asyncio.cluster
 
 from wheelq.runtime.lifecycle import StartGate, StopBudget, close
 from wheelq.runtime.service import Lifecycle
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 
 R = TypeVar("R")
 

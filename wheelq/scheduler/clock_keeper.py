@@ -11,7 +11,7 @@ from typing import Protocol
 
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.store import nodes
-from wheelq.store.calls import Executor
+from wheelq.store.executor import Executor
 
 log = logging.getLogger(__name__)
 

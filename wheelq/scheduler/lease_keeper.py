@@ -23,7 +23,7 @@ from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.scheduler.node_sets import NodeSets
 from wheelq.store import nodes, ops
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import SchedulerSettings
 from wheelq.scheduler.node_metrics import NodeMetrics
-from wheelq.store.calls import Executor
+from wheelq.store.executor import Executor
 
 
 @dataclass(eq=False, slots=True)

@@ -34,7 +34,7 @@ from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import schedules as sched
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.schedules import ShardSchedules
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
 from wheelq.store import ops
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from wheelq.core.clock import Clock
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.scheduler.led_shards import Leads
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import ops
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 
 log = logging.getLogger(__name__)
 

@@ -1,32 +1,14 @@
 """Writes confirmed where they were made: WAIT or WAITAOF after a batch, per owning node.
 
-WAIT answers how many replicas have every write made so far *on its own connection*,
-so a write and its WAIT must share a connection of the node that owns the write's
-keys. redis-py's cluster client sends a keyless WAIT to a default node, which confirms
-nothing about writes made elsewhere: a false confirmation. `plan` therefore groups a
-batch of calls by the node that owns each call's slot and asks for one pipeline per
-node: the node's calls, then WAIT (or WAITAOF). Each node's reply says how many
-replicas confirmed that node's calls.
-
-`plan` is sans-I/O, like the producer's operations: it yields requests and receives
-their raw replies, so the sync and the async executor share it (`SyncExecutor.run_acked`,
-`AsyncExecutor.run_acked` drive it with `node_of`, `send` and `send_async`). A request
-is a list of ``(node name, commands)`` to send, each as one pipeline on one connection
-of that node (the reply: each node's raw replies, errors in place), or `REFRESH`:
-reload the cluster's slot map, or switch a plain client to the cluster client (the
-reply: whether anything may have changed).
-
-Redirects are handled as `SyncExecutor.run` handles them: a MOVED call did not run, so
-it is sent again, after a refresh, to the node that owns it now, with that node's WAIT;
-an ASK call goes to the node named, after ASKING; a NOSCRIPT call goes again after a
-SCRIPT LOAD at the head of the same node's next pipeline. A write is confirmed by the
-WAIT of the pipeline it ran in.
-
-For WAITAOF, each node is probed before the first write to it (WAITAOF 0 0 0, and
-INFO persistence for ``aof_enabled``); a node without either raises
-`AckUnsupportedError` before anything is sent to it. A node that passed is remembered
-per executor; one that failed is asked again next time, and so is one whose WAITAOF
-later answers with an error (appendonly turned off meanwhile).
+WAIT counts only the writes of its own connection, and redis-py's cluster client sends a
+keyless WAIT to a default node (a false confirmation). `plan` groups a batch by the node
+that owns each call's slot and asks for one pipeline per node: its calls, then the wait.
+It is sans-I/O: the executors' `run_acked` drive it with `node_of`, `send`, `send_async`.
+A request is a list of ``(node name, commands)`` (the reply: each node's raw replies) or
+`REFRESH` (the reply: whether the slot map or client may have changed). MOVED, ASK and
+NOSCRIPT go again as in `wheelq.store.executor.plan`, with their new node's wait. For
+WAITAOF each node is probed before its first write (WAITAOF 0 0 0, INFO persistence); a
+node that passed is remembered per executor until a WAITAOF of it fails.
 """
 
 from __future__ import annotations
@@ -52,7 +34,7 @@ from wheelq.errors import AckUnsupportedError
 from wheelq.store.scripts import script
 
 if TYPE_CHECKING:
-    from wheelq.store.calls import Call
+    from wheelq.store.executor import Call
 
 PLAIN = "server"
 """The node name of a single server (a client that is not a cluster client)."""
@@ -62,8 +44,7 @@ MAX_ROUNDS = 5
 """Sends per batch at most (the first, then redirects); a call still redirected after
 that has its redirect error as its reply."""
 
-Command = tuple[Sequence[Any], Mapping[str, Any]]
-"""One command as sent: its arguments and redis-py's reply-callback options."""
+Command = tuple[Sequence[Any], Mapping[str, Any]]  # arguments, reply-callback options
 Request = list[tuple[str, list[Command]]] | None
 Plan = Generator[Request, Any, tuple[list[Any], dict[int, int]]]
 
@@ -72,14 +53,9 @@ _PROBE: list[Command] = [(("WAITAOF", 0, 0, 0), {}), (("INFO", "persistence"), {
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """What a batch of writes waits for on each node it wrote to.
-
-    Attributes:
-        replicas: Replicas that must confirm (WAIT's numreplicas).
-        timeout_ms: How long a node may wait for them.
-        aof: WAITAOF 1 `replicas` instead: fsynced to the node's own AOF and to the AOF
-            of `replicas` replicas.
-    """
+    """What a batch of writes waits for on each node it wrote to: `replicas` confirming
+    within `timeout_ms` (WAIT), or with `aof` fsynced to the node's AOF and theirs (WAITAOF 1
+    `replicas`)."""
 
     replicas: int
     timeout_ms: int
@@ -103,13 +79,9 @@ class Wait:
 
 
 class Acked(list[Any]):
-    """The parsed replies of `run_acked`, in call order (a list, as `run` returns).
-
-    Attributes:
-        short: For each call (by index) whose node confirmed fewer replicas than asked
-            for: how many did (-1: the WAIT itself failed, or the node's own AOF was not
-            fsynced). Empty when every write was confirmed.
-    """
+    """The parsed replies of `run_acked`, in call order; `short`: call index -> replicas
+    its node confirmed when fewer than asked (-1: the wait failed, or the node's own AOF was
+    not fsynced)."""
 
     def __init__(self, replies: Sequence[Any], short: Mapping[int, int]) -> None:
         super().__init__(replies)
@@ -118,7 +90,7 @@ class Acked(list[Any]):
 
 def routing_key(call: Call[Any]) -> str:
     """The key that places `call` on a node: a script's first key, a command's first
-    argument (every keyed command the producer sends names its key first)."""
+    argument."""
     if call.script is not None:
         return str(call.keys[0])
     if len(call.command) < 2:
@@ -218,9 +190,6 @@ def _probe(names: list[str], probed: set[str]) -> Generator[Request, Any, None]:
         probed.add(name)
 
 
-# --- one node's pipeline --------------------------------------------------------------------
-
-
 def node_of(client: object, key: str) -> str:
     """The name of the node of `client` that owns `key` now; `PLAIN` for a plain client."""
     if not isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster):
@@ -232,11 +201,8 @@ def node_of(client: object, key: str) -> str:
 
 
 def send(client: redis.Redis, name: str, commands: list[Command]) -> list[Any]:
-    """Send `commands` as one pipeline on one connection of node `name`; errors in place.
-
-    A lost connection raises (whether the node ran the calls is not known); the executor
-    reloads the slot map then, since a replica may be taking over.
-    """
+    """Send `commands` as one pipeline on one connection of node `name`; errors in place,
+    a lost connection raised."""
     cluster = client if isinstance(client, redis.cluster.RedisCluster) else None
     target = client
     if cluster is not None and name != PLAIN:

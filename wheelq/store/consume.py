@@ -1,8 +1,5 @@
-"""The consuming side's Redis transitions: group setup, read, ack, retry, dead letters, claims,
-trimming. Like `wheelq.store.ops`, each function only builds a `Call`; executors send it.
-
-Stream replies are parsed into ``(entry_id, fields)`` pairs: ``entry_id`` a str, ``fields``
-a dict of bytes (the last value wins when a field repeats).
+"""The consuming side's calls: group setup, read, ack, retry, dead letters, claims, trimming.
+A stream entry parses to ``(entry_id, fields)``: a str and a dict of bytes.
 """
 
 from __future__ import annotations
@@ -15,16 +12,12 @@ import msgpack
 
 from wheelq.core.history import SEPARATOR
 from wheelq.core.keys import ShardKeys
-from wheelq.store.calls import Call, script_call
-from wheelq.store.scripts import check
+from wheelq.store.executor import Call, script_call
+from wheelq.store.scripts import check, text
 
 Entry = tuple[str, dict[bytes, bytes]]
 
 ZERO_ID = "0-0"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _fields(flat: Any) -> dict[bytes, bytes]:
@@ -34,24 +27,20 @@ def _fields(flat: Any) -> dict[bytes, bytes]:
 
 
 def _entries(raw: Any) -> list[Entry]:
-    return [(_text(entry_id), _fields(fields)) for entry_id, fields in raw or ()]
+    return [(text(entry_id), _fields(fields)) for entry_id, fields in raw or ()]
 
 
 def shared_secret(key: str, candidate: str) -> list[Call[Any]]:
-    """SET `key` `candidate` NX, then GET `key`: the value every caller sees is the first one
-    written (one key: one slot on a cluster). Send both in one `run`; the GET's reply (the
-    last) is the secret."""
+    """SET NX then GET, sent in one `run`: every caller gets the first value written."""
     return [
         Call(command=("SET", key, candidate, "NX")),
-        Call(command=("GET", key), parse=lambda r: _text(r) if r is not None else ""),
+        Call(command=("GET", key), parse=lambda r: text(r) if r is not None else ""),
     ]
 
 
 def create_group(keys: ShardKeys, group: str, start_id: str = "0") -> Call[Any]:
-    """XGROUP CREATE ... MKSTREAM. At `start_id` "0" a new group starts with every entry
-    still in the stream, so jobs fired before the first worker started are not skipped; at
-    "$" it starts with the entries added from now on. Raises BUSYGROUP (a ResponseError)
-    when it exists (an existing group is never moved)."""
+    """XGROUP CREATE ... MKSTREAM at `start_id` ("0": every entry still in the stream, so
+    jobs fired before the first worker are not skipped); BUSYGROUP when it exists."""
     return Call(command=("XGROUP", "CREATE", keys.stream, group, start_id, "MKSTREAM"))
 
 
@@ -67,25 +56,12 @@ def read_group(
             reply = list(reply.items())
         out: list[tuple[int, Entry]] = []
         for key, raw in reply or ():
-            shard = by_key[_text(key)]
+            shard = by_key[text(key)]
             out += [(shard, e) for e in _entries(raw[0] if _nested(raw) else raw)]
         return out
 
-    return Call(
-        command=(
-            "XREADGROUP",
-            "GROUP",
-            group,
-            consumer,
-            "COUNT",
-            count,
-            *block,
-            "STREAMS",
-            *by_key,
-            *([">"] * len(by_key)),
-        ),
-        parse=parse,
-    )
+    head = ("XREADGROUP", "GROUP", group, consumer, "COUNT", count, *block, "STREAMS")
+    return Call(command=(*head, *by_key, *([">"] * len(by_key))), parse=parse)
 
 
 def _nested(raw: Any) -> bool:
@@ -99,20 +75,15 @@ def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
 
 Done = tuple[str, str, int, int]
 """A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms)."""
-
-
 Delivery = tuple[str, int]
-"""One delivery of a pending entry, as a pull receipt names it: (consumer, delivery count)."""
+"""One delivery of a pending entry, as a pull receipt names it: (consumer, count)."""
 
 
 def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
-    """Ack succeeded runs and record them in the job history; parses to how many were
-    acked (an entry someone else settled is skipped).
+    """Ack succeeded runs and record them in the job history; parses to how many were acked.
 
-    The records are made here, not in the script: every worker's acks go to one Redis,
-    and building a record in Lua cost it more than the XACK and HSET together. They go
-    as two msgpack arguments, the entry ids and the history's field/record pairs:
-    encoding arguments one by one cost the worker more than the rest of its ack.
+    The records are packed here, not in Lua (building one there cost Redis more than the
+    XACK and HSET together), as two msgpack arguments (one by one cost the worker more).
     """
     return script_call("ack", keys, _ack_args(group, done), lambda r: int(check("ack", r)[1]))
 
@@ -120,9 +91,8 @@ def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
 def ack_delivered(
     keys: ShardKeys, group: str, done: Sequence[Done], deliveries: Sequence[Delivery]
 ) -> Call[list[int]]:
-    """`ack_done` of pull receipts: each entry only while it is pending to its delivery (in
-    the same order); parses to each one's outcome: 1 acked, 0 not pending (settled before),
-    -1 pending to a later delivery (a stale receipt: nothing written)."""
+    """`ack_done` of pull receipts, each only while pending to its delivery; parses to each
+    one's outcome: 1 acked, 0 not pending, -1 pending to a later delivery (nothing written)."""
     fences = msgpack.packb([v for d in deliveries for v in d], use_bin_type=False)
 
     def parse(reply: Any) -> list[int]:
@@ -143,25 +113,21 @@ def _ack_args(group: str, done: Sequence[Done]) -> list[str | bytes]:
     return [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
 
 
-_pack = msgpack.Packer().pack
-"""Packs a success record as ``wq_record`` in ``_lib.lua`` does (`wheelq.core.history.
-read_record` reads both): a str, not bin, for each text."""
+_pack = msgpack.Packer().pack  # as _lib.lua's wq_record packs: a str, not bin, for each text
 
 MAX_RUN_MS = 2**32 - 1
-"""The longest run time a success record holds (49 days); below 0 (the wall clock stepped
-back while the job ran) it holds 0."""
+"""The longest run time a success record holds (49 days); below 0 it holds 0."""
 
 
 @dataclass(frozen=True, slots=True)
 class Retried:
-    """What `retry.lua` did: the job is back in the sorted set (as `member`, due at `due_ms`)."""
+    """What `retry.lua` did: `done`, the job is back in the sorted set as `member` due at
+    `due_ms`; else not pending (`stale`: pending to a later delivery; nothing written)."""
 
     done: bool
-    """False when the entry was no longer pending in the group (someone else settled it)."""
     due_ms: int = 0
     member: str = ""
     stale: bool = False
-    """The entry is pending to a later delivery than the one given (nothing written)."""
 
 
 def retry(
@@ -175,26 +141,17 @@ def retry(
     ended_ms: int = 0,
     delivery: Delivery | None = None,
 ) -> Call[Retried]:
-    """Ack a failed run and put the job back `delay_ms` from now, in `group` only; `error`
-    and `ended_ms` go to the group's history record. With `delivery` (a pull receipt's),
-    only while the entry is pending to it."""
+    """Ack a failed run and put the job back `delay_ms` from now, in `group` only; with
+    `delivery` (a pull receipt's), only while the entry is pending to it."""
 
     def parse(reply: Any) -> Retried:
         r = check("retry", reply)
         if r[1] == 1:
-            return Retried(True, int(r[2]), _text(r[3]))
+            return Retried(True, int(r[2]), text(r[3]))
         return Retried(False, stale=r[1] == -1)
 
-    args: list[str | bytes | int] = [
-        group,
-        entry_id,
-        job_id,
-        delay_ms,
-        envelope,
-        keys.wake_channel,
-        error,
-        ended_ms,
-    ]
+    args: list[str | bytes | int] = [group, entry_id, job_id, delay_ms, envelope]
+    args += [keys.wake_channel, error, ended_ms]
     if delivery is not None:
         args += delivery
     return script_call("retry", keys, args, parse)
@@ -209,9 +166,8 @@ def dead_letter(keys: ShardKeys, group: str, entries: Sequence[tuple[str, str, s
 def dead_letter_delivered(
     keys: ShardKeys, group: str, entry: tuple[str, str, str], delivery: Delivery
 ) -> Call[int]:
-    """Dead-letter a pull receipt's (entry id, reason, error) while the entry is pending to
-    its `delivery`; parses to 1 dead-lettered, 0 not pending, -1 pending to a later delivery
-    (a stale receipt: nothing written)."""
+    """Dead-letter a pull receipt's (entry id, reason, error) while pending to `delivery`;
+    parses as `ack_delivered` does."""
 
     def parse(reply: Any) -> int:
         r = check("dead_letter", reply)
@@ -236,8 +192,7 @@ class Claimed:
     cursor: str
     dead_lettered: int
     entries: list[Entry]
-    deliveries: list[int]
-    """How often each entry has been delivered, this delivery included."""
+    deliveries: list[int]  # each entry's delivery count, this one included
 
 
 def claim(
@@ -252,9 +207,9 @@ def claim(
     def parse(reply: Any) -> Claimed:
         r = check("claim", reply)
         flat = r[3:]
-        entries = [(_text(flat[i]), _fields(flat[i + 2])) for i in range(0, len(flat), 3)]
+        entries = [(text(flat[i]), _fields(flat[i + 2])) for i in range(0, len(flat), 3)]
         deliveries = [int(flat[i + 1]) for i in range(0, len(flat), 3)]
-        return Claimed(_text(r[1]), int(r[2]), entries, deliveries)
+        return Claimed(text(r[1]), int(r[2]), entries, deliveries)
 
     return script_call(
         "claim", keys, [group, consumer, min_idle_ms, cursor, count, max_deliveries], parse
@@ -264,13 +219,12 @@ def claim(
 def touch(
     keys: ShardKeys, group: str, consumer: str, idle_ms: int, entry_ids: Sequence[str]
 ) -> Call[list[str]]:
-    """Refresh claims (idle 0) or hand entries on (idle = visibility timeout); parses to the
-    ids this consumer no longer holds."""
+    """Refresh claims (idle 0) or hand entries on; parses to the ids no longer held."""
     return script_call(
         "touch",
         keys,
         [group, consumer, idle_ms, *entry_ids],
-        lambda r: [_text(x) for x in check("touch", r)[1:]],
+        lambda r: [text(x) for x in check("touch", r)[1:]],
     )
 
 
@@ -278,7 +232,7 @@ def pending_of(keys: ShardKeys, group: str, consumer: str, count: int) -> Call[l
     """Ids pending for one consumer (XPENDING extended form)."""
     return Call(
         command=("XPENDING", keys.stream, group, "-", "+", count, consumer),
-        parse=lambda r: [_text(row["message_id"]) for row in r or ()],
+        parse=lambda r: [text(row["message_id"]) for row in r or ()],
         options={"parse_detail": True},
     )
 
@@ -299,9 +253,8 @@ class Trimmed:
 def trim(
     keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int, max_bytes: int = 0
 ) -> Call[Trimmed]:
-    """Trim the shard's acked entries past `retention_ms` (or over `max_bytes` of history,
-    0: no budget), about `limit` per call; the history records go by generation
-    (``trim.lua``)."""
+    """Trim acked entries past `retention_ms` (or over `max_bytes` of history, 0: no budget),
+    about `limit` per call."""
 
     def parse(reply: Any) -> Trimmed:
         r = check("trim", reply)
@@ -315,8 +268,7 @@ def _range(key: str, start: str, count: int) -> Call[list[Entry]]:
 
 
 def read_ready(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
-    """Ready-stream entries from `start` (``"-"`` for the oldest, ``"(id"`` for after one),
-    as they are: without a group, nothing is delivered or acked."""
+    """Ready-stream entries from `start` (``"-"``: the oldest; ``"(id"``: after one)."""
     return _range(keys.ready, start, count)
 
 
@@ -329,19 +281,17 @@ def read_dead(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
 
 
 def replay(keys: ShardKeys, entry_ids: Sequence[str]) -> Call[tuple[int, int, list[str]]]:
-    """Parses to (replayed, held back by the topic's max_ready, ids that cannot be
-    replayed)."""
+    """Parses to (replayed, held back by max_ready, ids that cannot be replayed)."""
 
     def parse(reply: Any) -> tuple[int, int, list[str]]:
         r = check("replay", reply)
-        return int(r[1]), int(r[2]), [_text(x) for x in r[3:]]
+        return int(r[1]), int(r[2]), [text(x) for x in r[3:]]
 
     return script_call("replay", keys, [keys.topic, *entry_ids], parse)
 
 
 def purge_dead(keys: ShardKeys, entry_ids: Sequence[str] | None) -> Call[int]:
-    """XDEL the given dead letters, or (None) delete the shard's dead-letter stream; parses to
-    how many entries went."""
+    """XDEL the given dead letters, or (None) the whole stream; parses to how many went."""
     if entry_ids is None:
         return script_call("purge_dead", keys, (), lambda r: int(check("purge_dead", r)[1]))
     return Call(command=("XDEL", keys.dead, *entry_ids), parse=int)

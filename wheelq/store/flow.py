@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.scripts import check
 
 

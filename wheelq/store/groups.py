@@ -6,29 +6,31 @@ function only builds a `Call`.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from wheelq.core.keys import CALLBACKS, READY, ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store.calls import Call, script_call
-from wheelq.store.scripts import GroupOutcome, check
+from wheelq.store.executor import Call, script_call
+from wheelq.store.scripts import GroupOutcome, check, text
 
 GROUP_LANES = (READY, CALLBACKS)
 """The streams of a shard that consumer groups read (`ShardKeys.lane`): the one place that
 says which, for listing groups and deleting them."""
 
+T = TypeVar("T")
+
 MODES = ("check", "delete", "force")
+
+_text = functools.partial(text, errors="replace")
 
 
 def group_streams(topic: str, shard: int) -> list[ShardKeys]:
     """Views of one shard, one per stream its consumer groups may read (`ShardKeys.stream`),
     in `GROUP_LANES` order."""
     return [ShardKeys(topic, shard, lane) for lane in GROUP_LANES]
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _named(info: Any) -> dict[str, Any]:
@@ -98,14 +100,9 @@ def delete_group(keys: ShardKeys, group: str, mode: str) -> Call[GroupDrop]:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
 
-    def parse(reply: Any) -> GroupDrop:
-        r = check("delete_group", reply)
-        try:
-            return GroupDrop(GroupOutcome(r[1]), int(r[2]))
-        except (ValueError, IndexError) as exc:
-            raise ScriptError(f"delete_group.lua returned an unknown outcome ({r!r:.200})") from exc
-
-    return script_call("delete_group", keys, [group, mode], parse)
+    return script_call(
+        "delete_group", keys, [group, mode], lambda r: _outcome("delete_group", r, GroupDrop)
+    )
 
 
 START_IDS = ("0", "$")
@@ -128,11 +125,13 @@ def create_group(keys: ShardKeys, group: str, start_id: str, max_groups: int) ->
     if start_id not in START_IDS:
         raise ValueError(f"start_id must be one of {', '.join(START_IDS)}, got {start_id!r}")
 
-    def parse(reply: Any) -> GroupMade:
-        r = check("create_group", reply)
-        try:
-            return GroupMade(GroupOutcome(r[1]), int(r[2]))
-        except (ValueError, IndexError) as exc:
-            raise ScriptError(f"create_group.lua returned an unknown outcome ({r!r:.200})") from exc
+    args: list[str | int] = [group, start_id, max_groups]
+    return script_call("create_group", keys, args, lambda r: _outcome("create_group", r, GroupMade))
 
-    return script_call("create_group", keys, [group, start_id, max_groups], parse)
+
+def _outcome(name: str, reply: Any, made: Callable[[GroupOutcome, int], T]) -> T:
+    r = check(name, reply)
+    try:
+        return made(GroupOutcome(r[1]), int(r[2]))
+    except (ValueError, IndexError) as exc:
+        raise ScriptError(f"{name}.lua returned an unknown outcome ({r!r:.200})") from exc

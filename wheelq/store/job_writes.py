@@ -1,8 +1,6 @@
 """The enqueue transition: `JobWrite`, one job as the client sends it, and the `enqueue.lua`
-call that places a batch of them on one shard, in the argument layout the batch allows (see
-the script's header): a mode and replace per job, or shared by the call with what the client
-vouches for its ids (none repeats; it made them all). Also the replay record's cleanup and
-the ids a write call carries, read back from its arguments.
+call that places a batch of them on one shard in the argument layout the batch allows
+(docs/architecture.md, "The life of a job"; the script's header lists them).
 """
 
 from __future__ import annotations
@@ -13,30 +11,23 @@ from typing import Any, NamedTuple
 from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store.calls import Call, script_call
+from wheelq.store.executor import Call, script_call
 from wheelq.store.scripts import Placed, check
 
 
 class JobWrite(NamedTuple):
-    """One job for `enqueue` (a named tuple: made once per job on the enqueue path, three
-    times cheaper than a frozen dataclass)."""
+    """One job for `enqueue` (a named tuple: three times cheaper to make than a dataclass)."""
 
     id: str
     due: DueSpec
     replace: bool
     envelope: bytes
-    token: str = ""
-    """A spool replay's token for this write (see `enqueue`'s `record_ms`); else unused."""
-    order_key: str = ""
-    """The key whose order the job joins (``ordered=True``; its `due` is then absolute)."""
-    new: bool = False
-    """The id was made for this write by the client (`wheelq.core.job`, 80 random bits): no
-    job has it, so `enqueue` need not read whether it is pending."""
+    token: str = ""  # a spool replay's token for this write
+    order_key: str = ""  # the key whose order the job joins (its `due` is then absolute)
+    new: bool = False  # the client made the id (80 random bits): none can be pending
 
 
-_PLACED = {int(p): p for p in Placed}
-"""Outcome code -> `Placed`: a dict lookup per job is a fifteenth of the cost of
-``Placed(code)``."""
+_PLACED = {int(p): p for p in Placed}  # a fifteenth of the cost of Placed(code)
 
 
 def _placed(reply: Any) -> list[Placed]:

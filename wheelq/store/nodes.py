@@ -12,8 +12,8 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from wheelq.core.keys import MEMBERSHIP_KEY, ShardKeys, nodes_key
 from wheelq.errors import LeaseLostError
-from wheelq.store.calls import Call, script_call
-from wheelq.store.scripts import check
+from wheelq.store.executor import Call, script_call
+from wheelq.store.scripts import check, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +154,6 @@ def server_version() -> Call[tuple[int, ...]]:
 
 
 def server_config(name: str) -> Call[dict[str, str]]:
-    def text(v: Any) -> str:
-        return v.decode() if isinstance(v, bytes) else str(v)
-
     def parse(reply: Any) -> dict[str, str]:
         pairs = (
             reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)

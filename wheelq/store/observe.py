@@ -1,18 +1,10 @@
 """Bounded reads of what a shard holds, for `wheelq stats`, `wheelq top` and the metrics.
 
-`observe_shards` is a sans-I/O operation, like the producer's: it yields lists of
-calls and receives their replies (with ``return_exceptions``: a ready stream that
-does not exist yet answers "no such key", which reads as empty). Every read is
-bounded, whatever a shard holds (docs/architecture.md, invariant 15):
-
-- round 1, per shard: XINFO STREAM and XINFO GROUPS of the ready stream (O(1) per
-  group: ``entries-added``, each group's ``entries-read``, ``pending`` and ``lag``),
-  ZCARD and a ZCOUNT of the next second of the sorted set (O(log n)), XLEN of the
-  dead letters, and XREVRANGE of the newest `sample` ready entries (their lateness);
-- round 2, per group with entries pending: XPENDING's summary form, whose smallest id
-  dates the oldest entry in flight.
-
-What the replies mean is computed in `wheelq.core.observe`, which holds no I/O.
+`observe_shards` is a sans-I/O operation: round 1 reads per shard the ready stream's XINFO
+STREAM and GROUPS, ZCARD and a ZCOUNT of the next second, XLEN of the dead letters and the
+newest `sample` ready entries; round 2 XPENDING's summary per group with entries pending.
+Every read is bounded (docs/architecture.md, invariant 15); `wheelq.core.observe` computes
+what the replies mean.
 """
 
 from __future__ import annotations
@@ -25,8 +17,9 @@ from redis.exceptions import ResponseError
 from wheelq.core.job import Field, entry_ms
 from wheelq.core.keys import ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
-from wheelq.store.calls import Call
+from wheelq.store.executor import Call
 from wheelq.store.ops import dead_count, pending_count
+from wheelq.store.scripts import text
 
 ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
@@ -46,10 +39,6 @@ def _get(info: Any, name: str) -> Any:
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 _MISSING = object()
@@ -124,7 +113,7 @@ def observe_shards(
         groups = replies[i * ROUND_ONE + 1]
         for group in [] if _no_stream(groups) else groups or ():
             if (_int(_get(group, "pending")) or 0) > 0:
-                name = _text(_get(group, "name"))
+                name = text(_get(group, "name"))
                 oldest_calls.append(Call(command=("XPENDING", keys.ready, name)))
                 asked.append((i, name))
     oldest: dict[tuple[int, str], int] = {}
@@ -147,11 +136,11 @@ def _shard(
     missing = _no_stream(stream)
     views = tuple(
         GroupView(
-            name=_text(_get(g, "name")),
+            name=text(_get(g, "name")),
             pending=_int(_get(g, "pending")) or 0,
             lag=_int(_get(g, "lag")),
             entries_read=_int(_get(g, "entries-read")),
-            oldest_pending_ms=oldest.get((i, _text(_get(g, "name")))),
+            oldest_pending_ms=oldest.get((i, text(_get(g, "name")))),
         )
         for g in ([] if _no_stream(groups) else groups or ())
     )

@@ -1,18 +1,17 @@
-"""One typed wrapper per Redis transition: build the `Call`, parse its reply.
-
-Scripts are the state changes (one Lua file each); plain commands are
-reads and single-key writes. Nothing here sends anything: executors in
-`wheelq.store.calls` do, so the same wrappers serve the sync client, the
-async client and the scheduler node.
+"""The job transitions and reads, and the topic registry: one typed wrapper per script or
+command, which builds the `Call` and parses its reply. Nothing here sends anything: the
+executors (`wheelq.store.executor`) do, so the same wrappers serve every role.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from wheelq.core.due import DueSpec
+from wheelq.core.history import GroupLookup, Lookup
 from wheelq.core.job import parse_note
 from wheelq.core.keys import (
     CALLBACK_TOPICS_KEY,
@@ -22,8 +21,8 @@ from wheelq.core.keys import (
     parse_registry,
     parse_shard_count,
 )
-from wheelq.store.calls import Call, script_call
-from wheelq.store.scripts import NOT_PENDING, Placed, check
+from wheelq.store.executor import Call, script_call
+from wheelq.store.scripts import NOT_PENDING, Placed, check, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,3 +266,64 @@ def write_limits(keys: ShardKeys, fields: dict[str, int | None]) -> list[Call[An
 
 def read_limits(keys: ShardKeys) -> Call[dict[bytes, bytes]]:
     return Call(command=("HGETALL", keys.limits), parse=dict)
+
+
+# --- a job's history: lookup.lua reads every key of the shard that can know the id ----------
+
+GROUP_FIELDS = 6
+"""Values per consumer group in the reply."""
+
+
+_FAR_MS = 2**63 - 1
+"""What an infinite score reads as: no client writes one, but get() answers for any job."""
+
+
+def _int(value: Any) -> int | None:
+    if value is None:
+        return None
+    ms = float(value)
+    if math.isfinite(ms):
+        return int(ms)
+    return _FAR_MS if ms > 0 else -_FAR_MS
+
+
+def _fields(flat: Any) -> dict[bytes, bytes] | None:
+    if not flat:
+        return None
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _group(r: list[Any]) -> GroupLookup:
+    name, delivered, record, latest, fields, pending = r
+    return GroupLookup(
+        text(name),
+        text(delivered),
+        record,
+        None if latest is None else text(latest),
+        _fields(fields),
+        None if not pending else (text(pending[0]), int(pending[1]), int(pending[2])),
+    )
+
+
+def parse_lookup(reply: Any) -> Lookup:
+    """`lookup.lua`'s reply as a `Lookup`.
+
+    Raises:
+        ScriptError: A key of the shard holds another type.
+    """
+    r = check("lookup", reply)
+    rest = r[7:]
+    return Lookup(
+        int(r[1]),
+        _int(r[2]),
+        r[3],
+        _int(r[4]),
+        None if r[5] is None else text(r[5]),
+        _fields(r[6]),
+        [_group(rest[i : i + GROUP_FIELDS]) for i in range(0, len(rest), GROUP_FIELDS)],
+    )
+
+
+def lookup(keys: ShardKeys, job_id: str) -> Call[Lookup]:
+    """Everything `keys`' shard knows of `job_id` (read only)."""
+    return script_call("lookup", keys, [job_id], parse_lookup)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wheelq.core.keys import SCHEDULED_KEY, ShardKeys, parse_scheduled, scheduled_member
-from wheelq.store.calls import Call, script_call
-from wheelq.store.scripts import check
+from wheelq.store.executor import Call, script_call
+from wheelq.store.scripts import check, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +33,6 @@ class StateChange:
     found: bool
     epoch: int
     definition: bytes | None
-
-
-def _text(raw: Any) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def index(keys: ShardKeys) -> Call[int]:
@@ -65,7 +61,7 @@ def put(keys: ShardKeys, name: str, definition: bytes, create_only: bool) -> Cal
 
     def parse(reply: Any) -> tuple[bool, str]:
         r = check("schedule_put", reply)
-        return bool(r[1]), _text(r[2])
+        return bool(r[1]), text(r[2])
 
     return script_call("schedule_put", keys, [name, definition, "1" if create_only else "0"], parse)
 
@@ -86,7 +82,7 @@ def read(keys: ShardKeys, name: str = "") -> Call[ShardSchedules]:
     def parse(reply: Any) -> ShardSchedules:
         r = check("schedule_read", reply)
         flat = r[2]
-        records = {_text(flat[i]): (flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)}
+        records = {text(flat[i]): (flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)}
         return ShardSchedules(int(r[1]), records)
 
     return script_call("schedule_read", keys, [name], parse)

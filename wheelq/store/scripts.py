@@ -1,38 +1,25 @@
-"""The Lua scripts: loading, hashing, the keys each takes, and the one table of outcomes.
-
-Each transition is one file in ``lua/``; the declarations of ``_lib.lua`` (shared helpers)
-that a script names are prepended to it (`wheelq.store.prelude`), so the SHA1 is of the full
-text sent.
-
-Every reply is a list whose first element is a `Status`, with the same
-meaning in every script; `check` is the one place a reply is judged, so the
-same status always raises the same error:
+"""The Lua scripts: loading (with the part of ``_lib.lua`` each names, `for_script`), their
+SHA1, the keys each takes (`SCRIPT_KEYS`), and the one table of outcomes: `check` is the one
+place a reply is judged, so the same status always raises the same error
+(docs/architecture.md, invariant 11):
 
 ```
  0  OK          {0, outcome fields...}: what each script's header documents
--1  WRONG_TYPE  {-1, key}: a key holds another type; nothing written -> ScriptError naming it
--2  LEASE_LOST  {-2}: the caller does not hold the shard's lease; nothing written
-                -> LeaseLostError
--3  MALFORMED   {-3, topic, job id, why}: a job due now whose envelope cannot be decoded;
-                nothing written for it -> MalformedJobError
+-1  WRONG_TYPE  {-1, key}: a key holds another type; nothing written -> ScriptError
+-2  LEASE_LOST  {-2}: the caller does not hold the shard's lease -> LeaseLostError
+-3  MALFORMED   {-3, topic, job id, why}: a job due now cannot be decoded -> MalformedJobError
 other           -> ScriptError naming the script
 ```
 
-A command that fails inside a script (out of memory, ...) comes back as a
-Redis error reply, raised by the executor as a `ResponseError` like any
-failed command. The job outcomes enqueue and reschedule report (`Placed`,
-plus ``NOT_PENDING``) are one table too, and so are delete_group's (`GroupOutcome`).
-``_lib.lua`` names the same numbers (``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds
-the two together.
-
-`SCRIPT_KEYS` says which keys of a shard each script takes, in order: call
-sites take them from `script_keys`, never list them again.
+``_lib.lua`` names the same numbers (``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds the
+two together.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 from importlib import resources
@@ -40,7 +27,6 @@ from typing import Any
 
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import prelude
 
 
 class Status(IntEnum):
@@ -57,14 +43,9 @@ class Placed(IntEnum):
 
     SCHEDULED = 0
     FIRED = 1
-    DUPLICATE = 2
-    """enqueue only: pending already and replace not asked for (not written)."""
-    APPLIED = 4
-    """enqueue, a spool replay only: an earlier call applied this write (its token is in
-    ``{T:s}:spooled``); not written again."""
-    FULL = 5
-    """enqueue, a plain one only: the shard is at its share of the topic's ``max_pending``
-    (`wheelq.core.flow`); nothing of the call was written."""
+    DUPLICATE = 2  # pending already and replace not asked for (not written)
+    APPLIED = 4  # a spool replay: an earlier call applied this write (not written again)
+    FULL = 5  # the shard is at its share of max_pending: nothing of the call was written
 
 
 NOT_PENDING = 3
@@ -75,18 +56,12 @@ class GroupOutcome(IntEnum):
     """What delete_group or create_group found or did on one shard's stream (an outcome
     field after `Status.OK`)."""
 
-    NO_GROUP = 0
-    """The stream has no such group (or no stream): nothing done."""
-    GROUP_FOUND = 1
-    """'check' mode: the group is there; nothing done."""
-    GROUP_BUSY = 2
-    """'delete' mode: the group has entries in flight; kept."""
+    NO_GROUP = 0  # no such group (or no stream): nothing done
+    GROUP_FOUND = 1  # 'check' mode: the group is there; nothing done
+    GROUP_BUSY = 2  # 'delete' mode: the group has entries in flight; kept
     GROUP_DESTROYED = 3
-    """XGROUP DESTROY done."""
     GROUP_CREATED = 4
-    """create_group: XGROUP CREATE done."""
-    GROUP_LIMIT = 5
-    """create_group: the stream has its cap of groups; nothing done."""
+    GROUP_LIMIT = 5  # create_group: the stream has its cap of groups; nothing done
 
 
 _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
@@ -164,7 +139,7 @@ def script(name: str) -> Script:
         raise KeyError(f"no script named {name!r}")
     lua = resources.files("wheelq.store") / "lua"
     body = (lua / f"{name}.lua").read_text("utf-8")
-    source = prelude.for_script((lua / "_lib.lua").read_text("utf-8"), body) + "\n" + body
+    source = for_script((lua / "_lib.lua").read_text("utf-8"), body) + "\n" + body
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324 (Redis's hash)
 
 
@@ -174,8 +149,9 @@ def script_keys(name: str, keys: ShardKeys) -> tuple[str, ...]:
     return tuple(getattr(keys, attr) for attr in SCRIPT_KEYS[name])
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+def text(value: Any, errors: str = "strict") -> str:
+    """A reply's bytes as str (other values through str)."""
+    return value.decode("utf-8", errors) if isinstance(value, bytes) else str(value)
 
 
 def check(name: str, reply: Any) -> list[Any]:
@@ -196,9 +172,67 @@ def check(name: str, reply: Any) -> list[Any]:
         raise LeaseLostError(f"{name}.lua: this node does not hold the shard's lease")
     if status == Status.WRONG_TYPE and len(reply) == 2:
         raise ScriptError(
-            f"{name}.lua: key {_text(reply[1])!r} holds a value of the wrong type; "
+            f"{name}.lua: key {text(reply[1], 'replace')!r} holds a value of the wrong type; "
             "nothing was written"
         )
     if status == Status.MALFORMED and len(reply) == 4:
-        raise MalformedJobError(_text(reply[1]), _text(reply[2]), _text(reply[3]))
+        raise MalformedJobError(*(text(part, "replace") for part in reply[1:4]))
     raise ScriptError(f"{name}.lua returned unknown status {status} ({reply!r:.200})")
+
+
+# --- the prelude cut to what one script uses ---------------------------------------------------
+#
+# Redis runs a script's whole text on every call, so each ``local function`` of _lib.lua is a
+# closure made per call whether the script calls it or not (with all of them a call costs
+# about twice a bare ``return``). A declaration runs from a line beginning ``local`` to the
+# next; "names" is lexical (comments count), so a helper is kept whenever in doubt.
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FUNCTION = re.compile(r"local function ([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """One top-level ``local`` of the prelude: the names it declares and its text."""
+
+    names: frozenset[str]
+    text: str
+
+
+def declarations(prelude: str) -> tuple[str, list[Declaration]]:
+    """The prelude's header and its top-level declarations, in order."""
+    header: list[str] = []
+    parts: list[list[str]] = []
+    for line in prelude.splitlines(keepends=True):
+        if line.startswith("local "):
+            parts.append([line])
+        elif parts:
+            parts[-1].append(line)
+        else:
+            header.append(line)
+    return "".join(header), [Declaration(_declared(part[0]), "".join(part)) for part in parts]
+
+
+def _declared(first_line: str) -> frozenset[str]:
+    """The names ``local function f`` or ``local a, b = ...`` declares."""
+    function = _FUNCTION.match(first_line)
+    if function:
+        return frozenset({function.group(1)})
+    names = first_line[len("local ") :].split("=", maxsplit=1)[0].split("--", maxsplit=1)[0]
+    return frozenset(name.strip() for name in names.split(",") if name.strip())
+
+
+def for_script(prelude: str, body: str) -> str:
+    """The prelude's header and the declarations `body` needs, directly or through others."""
+    header, parts = declarations(prelude)
+    named = set(_IDENTIFIER.findall(body))
+    kept: set[int] = set()
+    grew = True
+    while grew:
+        grew = False
+        for i, part in enumerate(parts):
+            if i not in kept and part.names & named:
+                kept.add(i)
+                named.update(_IDENTIFIER.findall(part.text))
+                grew = True
+    return header + "".join(part.text for i, part in enumerate(parts) if i in kept)

@@ -1,14 +1,7 @@
-"""The wake channels over sharded pub/sub: the subscription the scheduler's wake listener reads.
-
-A script that writes a job inside a leader's preloaded window publishes the job's note
-(``"<due ms>:<job id>"``; an enqueue call's notes in one message, a line each:
-`wheelq.core.parse_notes`) with SPUBLISH (sharded pub/sub, Redis >= 7.0) on the
-shard's wake channel (`wheelq.core.keys.ShardKeys.wake_channel`),
-which carries the shard's hash tag: on a Redis Cluster the note stays on the node that
-owns the shard. This module builds the subscription's commands (SSUBSCRIBE, SUNSUBSCRIBE,
-reading messages) and turns messages into `WakeNote`s; what is done with them is the
-listener's business. Pub/sub only makes the pick-up prompt: the inbox holds the same
-notes durably.
+"""The wake-channel subscription the scheduler's wake listener reads: SSUBSCRIBE to the
+shards' wake channels (sharded pub/sub, so a note stays on the node that owns its shard) and
+their messages as `WakeNote`s. Pub/sub only makes pick-up prompt: the inbox holds the same
+notes durably (docs/architecture.md, invariant 4).
 """
 
 from __future__ import annotations
@@ -27,10 +20,13 @@ from redis.asyncio.cluster import ClusterPubSub
 from redis.exceptions import RedisError
 
 from wheelq.core.job import parse_notes
-from wheelq.store.async_executor import AsyncExecutor, SeenNodes
+from wheelq.store.executor import AsyncExecutor, SeenNodes
+from wheelq.store.scripts import text
 
 RESYNC_S = 0.1
 """Least time between two slot-map reloads of a subscription missing channels."""
+
+_text = functools.partial(text, errors="replace")
 
 
 class WakeNote(NamedTuple):
@@ -42,8 +38,7 @@ class WakeNote(NamedTuple):
 
 
 def wake_notes(message: Any) -> list[WakeNote] | None:
-    """A pub/sub message's notes as `WakeNote`s (one, or an enqueue call's several); None
-    for anything else (a subscribe confirmation, a message that is not a note)."""
+    """A pub/sub message's notes as `WakeNote`s; None for anything else."""
     if not isinstance(message, dict) or message.get("type") not in ("smessage", "message"):
         return None
     channel, data = message.get("channel"), message.get("data")
@@ -57,28 +52,20 @@ def wake_notes(message: Any) -> list[WakeNote] | None:
 
 
 class WakeSubscription:
-    """Sharded pub/sub connections following a changing set of wake channels.
+    """Sharded pub/sub connections following a changing set of wake channels: one on a
+    single server, one per node owning a followed channel on a cluster, all read at once.
 
-    The scripts publish with SPUBLISH, so a note travels only to the subscribers of
-    the node that owns its shard: on a single server that is one connection; on a
-    Redis Cluster redis-py's cluster pub/sub keeps one per node owning a followed
-    channel and moves a subscription when its slot moves. `receive` listens on all
-    of them at once, so a note waits for no other node's timeout.
-
-    On a cluster the subscription needs a client of its own (`of` makes one): redis-py's
-    cluster pub/sub lends a node's pooled connection to each per-node subscription and,
-    when a slot move leaves that subscription empty, gives the connection back to the
-    pool while a read may still wait on it, where the next command takes it and two
-    readers share one socket.
+    On a cluster it needs a client of its own (`of` makes one): redis-py's cluster pub/sub
+    gives a node's connection back to the pool when a slot move empties its subscription,
+    while a read may still wait on it, and two readers would share one socket.
 
     Args:
         connection: The client to take the pub/sub connections from (plain or cluster;
             they are connections of their own while subscribed).
         owned: Close `connection` too in `aclose`.
-        slot_map: On a cluster, the client whose slot map tells where each channel
-            lives now (default `connection`): the role's command client, which learns of
-            a moved slot from its own calls. A node that loses a slot does not always
-            end its subscriptions there; they fall silent, so `receive` compares.
+        slot_map: On a cluster, the client whose slot map says where each channel lives
+            (default `connection`): a node that loses a slot does not always end its
+            subscriptions, they fall silent, so `receive` compares.
     """
 
     @classmethod
@@ -109,12 +96,10 @@ class WakeSubscription:
         self.channels: frozenset[str] = frozenset()
         """The channels subscribed to."""
         self.confirmed: dict[str, str] = {}
-        """The channels whose subscription a server has confirmed, and which node did ("" on
-        a single server): a note published on one after its confirmation reaches this
-        subscription while its connection holds."""
+        """Channel -> the node that confirmed its subscription ("" on a single server)."""
         self.fresh: set[str] = set()
-        """Channels confirmed (again, after a reconnection or a slot move) since the caller
-        last cleared this: notes published on them before may have been missed."""
+        """Channels confirmed (again) since the caller last cleared this: notes published
+        on them before may have been missed."""
         self._seen: set[PubSub] = set()
         self._synced_at = -RESYNC_S
         self._nodes = SeenNodes()  # of an own client: closed with it
@@ -139,8 +124,8 @@ class WakeSubscription:
         return [] if self._cluster is None else list(self._cluster.node_pubsub_mapping.values())
 
     async def receive(self, timeout_s: float) -> list[WakeNote]:
-        """Wait up to `timeout_s` for a message; return the notes of it and of every message
-        already arrived after it (on a cluster: from every node)."""
+        """Wait up to `timeout_s` for a message; the notes of it and of every one arrived
+        since (on a cluster: from every node)."""
         if self._cluster is None:
             return self._notes(await _drain(self._pubsub.get_message, timeout_s), "")
         cluster = self._cluster
@@ -205,10 +190,8 @@ class WakeSubscription:
             return held_by
 
     async def _resync(self, client: redis.asyncio.cluster.RedisCluster) -> None:
-        """Reload the slot map of the subscription's client when a channel is held by a
-        node other than its owner, or by none: redis-py's cluster pub/sub moves the
-        subscriptions when the map it reads changes. At most once per `RESYNC_S`: the
-        new owner may take a moment to show in every node's map."""
+        """Reload the slot map of the subscription's client (redis-py then moves the
+        subscriptions), at most once per `RESYNC_S`."""
         now = time.monotonic()
         if now - self._synced_at < RESYNC_S:
             return
@@ -220,9 +203,8 @@ class WakeSubscription:
         seen.note(client)
 
     async def aclose(self) -> None:
-        """Close the pub/sub connections, on a cluster those of every node seen too: when a
-        slot moves or a primary fails over, redis-py's cluster pub/sub drops a node's
-        pub/sub from its mapping, and its connection with it, without closing them."""
+        """Close the pub/sub connections, on a cluster those of every node seen too (redis-py
+        drops a node's pub/sub from its mapping without closing it)."""
         try:
             for pubsub in (self._pubsub, *self._seen):
                 with contextlib.suppress(Exception):  # closing: a broken one is closed too
@@ -247,7 +229,3 @@ async def _drain(get: Callable[..., Awaitable[Any]], timeout_s: float) -> list[A
         messages.append(message)
         message = await get(timeout=0)
     return messages
-
-
-def _text(channel: str | bytes) -> str:
-    return channel.decode("utf-8", "replace") if isinstance(channel, bytes) else channel

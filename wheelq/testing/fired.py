@@ -6,7 +6,7 @@ import redis.asyncio
 
 from wheelq.core.keys import all_shards
 from wheelq.store import consume
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 from wheelq.testing.stats import Fired
 
 PAGE = 10_000

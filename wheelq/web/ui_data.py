@@ -31,7 +31,7 @@ from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, to
 from wheelq.core.retry import error_line
 from wheelq.producer.drive import drive_async
 from wheelq.store import nodes
-from wheelq.store.async_executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor
 from wheelq.store.observe import observe_shards
 
 MIN_SPAN_MS = 1000

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from wheelq.store.calls import Call, Executor
+from wheelq.store.executor import Call, Executor
 
 T = TypeVar("T")
 

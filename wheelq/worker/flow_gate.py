@@ -20,8 +20,8 @@ from wheelq.core.flow import ORDER_GRACE_MS, Flow, Rate, flow_key, order_keys
 from wheelq.core.history import JobState, job_info
 from wheelq.core.job import Job
 from wheelq.store import flow as calls
-from wheelq.store import history, ops
-from wheelq.store.calls import Executor
+from wheelq.store import ops
+from wheelq.store.executor import Executor
 from wheelq.worker.call_batch import CallBatch
 
 ORDER_RETENTION_MS = 3 * 86_400_000
@@ -130,7 +130,7 @@ class FlowGate:
             self._shards = await self._batch.call(ops.topic_shards(self._topic))
         assert self._shards is not None
         shard = k.ShardKeys(self._topic, k.shard_of(head, self._shards))
-        raw = await self._batch.call(history.lookup(shard, head))
+        raw = await self._batch.call(ops.lookup(shard, head))
         info = job_info(self._topic, head, raw)
         mine = next((g for g in info.groups if g.group == self._group), None)
         if mine is not None:

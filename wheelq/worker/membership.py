@@ -21,7 +21,7 @@ from redis.exceptions import ResponseError
 
 from wheelq.core.keys import ShardKeys
 from wheelq.store import consume
-from wheelq.store.calls import Executor
+from wheelq.store.executor import Executor
 
 PENDING_PAGE = 1000
 

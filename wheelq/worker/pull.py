@@ -41,9 +41,8 @@ from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, groups, ops
-from wheelq.store.async_executor import AsyncExecutor
-from wheelq.store.blocking_reads import BlockingReads
-from wheelq.store.calls import Call
+from wheelq.store.connect import BlockingReads
+from wheelq.store.executor import AsyncExecutor, Call
 from wheelq.store.scripts import GroupOutcome
 from wheelq.worker.pull_settle import ack_receipts, nack_receipts
 from wheelq.worker.receipts import Outcome, Receipt, ReceiptSeal

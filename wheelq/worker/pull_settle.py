@@ -14,7 +14,7 @@ from wheelq.core.job import Field, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.store import consume
-from wheelq.store.calls import Call, Executor
+from wheelq.store.executor import Call, Executor
 from wheelq.worker.receipts import Outcome, Receipt
 from wheelq.worker.settler import ACKS_PER_CALL
 

@@ -27,7 +27,7 @@ from wheelq.runtime.lifecycle import StopBudget
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume
-from wheelq.store.calls import Call, Executor
+from wheelq.store.executor import Call, Executor
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
---[[ _lib.lua — helpers prepended to the wheelq scripts that name them (wheelq.store.prelude).
+--[[ _lib.lua — helpers prepended to the wheelq scripts that name them (wheelq.store.scripts).
 Numbers are written by wq_fmt ('%d' for whole ms, '%.0f' else): Lua's tostring() turns
 13-digit ms into exponent notation.
 ]]

@@ -1,0 +1,137 @@
+"""store.executor.plan with scripted replies (no server): what goes again after MOVED,
+NOSCRIPT, TRYAGAIN and a broken connection, and keyless calls apart on a cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from redis.exceptions import ConnectionError, MovedError, NoScriptError, TryAgainError
+
+from wheelq.core.keys import ShardKeys
+from wheelq.store import executor, nodes, ops
+from wheelq.store.executor import RELOAD, SWITCH, Call, Load, Pause, Pipeline, drive, plan
+
+KEYS = ShardKeys("t", 0)
+
+
+def cancel(job_id: str) -> Call[bool]:
+    return ops.cancel(KEYS, job_id)
+
+
+def run(
+    calls: list[Call[Any]],
+    answer: Callable[[list[Call[Any]]], list[Any]],
+    *,
+    switched: bool = True,
+    reloaded: bool = True,
+    cluster: bool = False,
+) -> tuple[list[Any], list[Any]]:
+    """Drive `plan`, answering each pipeline with `answer(calls)`; (raw replies, requests)."""
+    requests: list[Any] = []
+
+    def do(request: Any) -> Any:
+        requests.append(request)
+        if isinstance(request, Pipeline):
+            return answer(list(request.calls))
+        if request == SWITCH:
+            return switched
+        if request == RELOAD:
+            return reloaded
+        return None
+
+    return drive(plan(calls, lambda: cluster), do), requests
+
+
+def test_moved_calls_go_again_after_the_switch_and_only_they() -> None:
+    calls = [cancel("a"), cancel("b")]
+    sent: list[list[Call[Any]]] = []
+
+    def answer(batch: list[Call[Any]]) -> list[Any]:
+        sent.append(batch)
+        return [MovedError("3999 127.0.0.1:6381"), 1] if len(sent) == 1 else [1]
+
+    replies, requests = run(calls, answer)
+
+    assert replies == [1, 1]
+    assert SWITCH in requests
+    assert sent == [calls, [calls[0]]]
+
+
+def test_moved_without_a_cluster_client_goes_again_as_a_cluster_settles() -> None:
+    answers = iter([[MovedError("3999 127.0.0.1:6381")], [1]])
+    replies, requests = run([cancel("a")], lambda batch: next(answers), switched=False)
+
+    assert replies == [1]
+    kinds = [type(r).__name__ if not isinstance(r, str) else r for r in requests]
+    assert kinds == ["Pipeline", SWITCH, "Pause", "Pipeline"]
+
+
+def test_noscript_loads_each_script_once_then_sends_again_only_those_calls() -> None:
+    calls = [cancel("a"), nodes.ping(), cancel("b")]
+    rounds: list[int] = []
+
+    def answer(batch: list[Call[Any]]) -> list[Any]:
+        rounds.append(len(batch))
+        if len(rounds) == 1:
+            return [NoScriptError("NOSCRIPT"), True, NoScriptError("NOSCRIPT")]
+        return [1] * len(batch)
+
+    replies, requests = run(calls, answer)
+
+    assert replies == [1, True, 1]
+    assert rounds == [3, 2]
+    assert [r for r in requests if isinstance(r, Load)] == [Load(executor.script("cancel").source)]
+
+
+def test_tryagain_goes_again_after_a_pause_until_it_settles() -> None:
+    answers = iter([[TryAgainError("TRYAGAIN")], [TryAgainError("TRYAGAIN")], [1]])
+    replies, requests = run([cancel("a")], lambda batch: next(answers))
+
+    assert replies == [1]
+    assert [r for r in requests if isinstance(r, Pause)] == [Pause(executor.SETTLE_PAUSE_S)] * 2
+
+
+def broken(batch: list[Call[Any]]) -> list[Any]:
+    raise ConnectionError("Connection reset by peer")
+
+
+def test_a_write_whose_connection_broke_is_not_sent_again() -> None:
+    sent: list[int] = []
+
+    def answer(batch: list[Call[Any]]) -> list[Any]:
+        sent.append(len(batch))
+        return broken(batch)
+
+    with pytest.raises(ConnectionError):
+        run([cancel("a")], answer)
+    assert sent == [1]
+
+
+def test_reads_whose_connection_broke_go_again_once_the_slot_map_is_reloaded() -> None:
+    answers: list[Any] = []
+
+    def answer(batch: list[Call[Any]]) -> list[Any]:
+        answers.append(batch)
+        return broken(batch) if len(answers) == 1 else [5]
+
+    replies, requests = run([ops.pending_count(KEYS)], answer)
+
+    assert replies == [5]
+    assert requests.count(RELOAD) == 1
+    assert len(answers) == 2
+
+
+def test_on_a_cluster_keyless_calls_go_on_their_own() -> None:
+    calls = [cancel("a"), nodes.ping(), cancel("b")]
+    sent: list[list[Call[Any]]] = []
+
+    def answer(batch: list[Call[Any]]) -> list[Any]:
+        sent.append(batch)
+        return [len(sent)] * len(batch)
+
+    replies, _ = run(calls, answer, cluster=True)
+
+    assert sent == [[calls[1]], [calls[0], calls[2]]]
+    assert replies == [2, 1, 2]

@@ -1,0 +1,678 @@
+"""Calls to Redis and the executor that sends them: a `Call` is a script or a plain command
+with the parser of its reply; an executor sends a list of them in one pipeline, sends again
+what may go again, and returns the parsed replies in order.
+
+`plan` is the re-send plan, sans-I/O like `wheelq.store.acked.plan`: after a MOVED reply
+the plain client is swapped for the cluster client, after NOSCRIPT the script is loaded,
+after TRYAGAIN/ASK the calls go again for a while, after a topology failure the slot map
+is reloaded. `SyncExecutor` and `AsyncExecutor` drive it. A refused call did not run, so
+sending it again never runs it twice; a call whose connection broke may have run, so it
+is raised (docs/architecture.md, invariant 18).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+from redis.commands.cluster import READ_COMMANDS
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from wheelq.core.keys import ShardKeys
+from wheelq.errors import InvalidArgumentError
+from wheelq.store import acked
+from wheelq.store.scripts import script, script_keys
+
+T = TypeVar("T")
+
+
+def _identity(reply: Any) -> Any:
+    return reply
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One script call (`script` set) or plain command (`command` set)."""
+
+    script: str | None = None
+    keys: Sequence[str] = ()
+    args: Sequence[str | bytes | int] = ()
+    command: Sequence[str | bytes | int] = ()
+    parse: Callable[[Any], T] = field(default=_identity)
+    options: Mapping[str, Any] = field(default_factory=dict)  # for redis-py's reply callback
+    keyless: bool = False
+    """No key (PING, TIME): a cluster pipeline cannot route it, so it goes on its own."""
+
+    @property
+    def name(self) -> Any:
+        """The command as redis-py names it (for its reply callback): EVALSHA for a script."""
+        return "EVALSHA" if self.script is not None else self.command[0]
+
+    def wire(self) -> tuple[str | bytes | int, ...]:
+        """The command as sent."""
+        if self.script is None:
+            return tuple(self.command)
+        return (self.name, script(self.script).sha, len(self.keys), *self.keys, *self.args)
+
+
+def script_call(
+    name: str, keys: ShardKeys, args: Sequence[str | bytes | int], parse: Callable[[Any], T]
+) -> Call[T]:
+    """A call of script `name` on one shard, its KEYS as `scripts.SCRIPT_KEYS` lists them;
+    `parse` should pass the reply through `scripts.check` first."""
+    return Call(name, script_keys(name, keys), args, parse=parse)
+
+
+def finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bool) -> list[Any]:
+    """The parsed replies; the first error raised, or with `return_exceptions` in place."""
+    out: list[Any] = []
+    for call, reply in zip(calls, replies, strict=True):
+        try:
+            if isinstance(reply, Exception):
+                raise reply
+            out.append(call.parse(reply))
+        except Exception as exc:
+            if not return_exceptions:
+                raise
+            out.append(exc)
+    return out
+
+
+class Executor(Protocol):
+    """What the services send their calls through (`AsyncExecutor`, or a fake in tests)."""
+
+    async def run(
+        self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
+    ) -> list[Any]: ...
+
+
+# --- what a reply means -----------------------------------------------------------------------
+
+TOPOLOGY_ERRORS = (RedisConnectionError, RedisTimeoutError, ClusterDownError, SlotNotCoveredError)
+"""Failures after which a cluster client's slot map may be out of date."""
+
+SETTLE_S = 2.0
+"""How long calls a cluster refused while it moves a slot are sent again: past redis-py's
+own redirects (16 tries in about half a second), a slot of many keys may still be on its
+way."""
+SETTLE_PAUSE_S = 0.05
+
+
+def noscript(reply: Any) -> bool:
+    """The script was not loaded on the node: the call did not run."""
+    return isinstance(reply, NoScriptError)
+
+
+def moved(reply: Any) -> bool:
+    """The node does not own the slot (a single server's URL named a cluster node)."""
+    return isinstance(reply, MovedError)
+
+
+def unsettled(reply: Any) -> bool:
+    """A refusal by a cluster moving a slot: TRYAGAIN (a multi-key call met a slot half
+    moved), or redirects redis-py gave up following (its ``ClusterError`` "TTL exhausted")."""
+    return isinstance(reply, TryAgainError | AskError) or type(reply) is ClusterError
+
+
+def to_redo(replies: list[Any], which: Callable[[Any], bool]) -> list[int]:
+    """The indices of the replies `which` picks."""
+    return [i for i, r in enumerate(replies) if which(r)]
+
+
+def may_resend(exc: BaseException, calls: Sequence[Call[Any]]) -> bool:
+    """Whether `calls`, whose sending raised `exc` (one of `TOPOLOGY_ERRORS`), may go again
+    once the slot map is reloaded: every one only reads, or it is one call whose node
+    refused the connection (a pipeline over several nodes may have run on the others)."""
+    if all(c.script is None and str(c.command[0]).upper() in READ_COMMANDS for c in calls):
+        return True
+    if len(calls) != 1 or not isinstance(exc, RedisConnectionError):
+        return False
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def apart(calls: Sequence[Call[Any]], cluster: bool) -> tuple[list[int], list[int]]:
+    """On a cluster, the indices of the keyless calls (sent one by one) and of the others
+    (one pipeline); elsewhere nothing apart."""
+    if not cluster or len(calls) == 1 or not any(c.keyless for c in calls):
+        return [], []
+    alone = [i for i, c in enumerate(calls) if c.keyless]
+    return alone, [i for i, c in enumerate(calls) if not c.keyless]
+
+
+# --- the re-send plan -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Send `calls` in one round trip; the reply: their raw replies, errors in place."""
+
+    calls: Sequence[Call[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """SCRIPT LOAD `source`."""
+
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Sleep `seconds`."""
+
+    seconds: float
+
+
+RELOAD = "reload"  # reload the slot map; the reply: whether it is fresh now
+SWITCH = "switch"  # after MOVED, take the cluster client; the reply: whether calls may go again
+
+Request = Pipeline | Load | Pause | str
+Steps = Generator[Request, Any, list[Any]]
+
+
+def plan(calls: Sequence[Call[Any]], cluster: Callable[[], bool]) -> Steps:
+    """Send `calls` (two round trips on NOSCRIPT); returns their raw replies.
+
+    `cluster` says whether the executor is on the cluster client now. A failure of a
+    request is thrown in at the ``yield`` that made it. Scripts go as EVALSHA and NOSCRIPT
+    is handled here: redis-py's pipeline script handling costs a SCRIPT EXISTS round trip
+    on every execute.
+    """
+    try:
+        replies = yield from _send(calls, cluster)
+    except TOPOLOGY_ERRORS as exc:
+        if not ((yield RELOAD) and may_resend(exc, calls)):
+            raise
+        replies = yield from _send(calls, cluster)  # reads, or its node was not reached
+    if any(isinstance(r, TOPOLOGY_ERRORS) for r in replies):
+        yield RELOAD
+    if (redirected := to_redo(replies, moved)) and (yield SWITCH):
+        yield from _redo(calls, replies, redirected, cluster)
+    if retry := to_redo(replies, noscript):
+        for name in {calls[i].script for i in retry}:
+            yield Load(script(name or "").source)
+        yield from _redo(calls, replies, retry, cluster)
+    settled_by = time.monotonic() + SETTLE_S
+    while (refused := to_redo(replies, unsettled)) and time.monotonic() < settled_by:
+        yield Pause(SETTLE_PAUSE_S)
+        yield from _redo(calls, replies, refused, cluster)
+    return replies
+
+
+def _send(calls: Sequence[Call[Any]], cluster: Callable[[], bool]) -> Steps:
+    alone, piped = apart(calls, cluster())
+    if not alone:
+        sent: list[Any] = yield Pipeline(calls)
+        return sent
+    replies: list[Any] = [None] * len(calls)
+    for i in alone:
+        (replies[i],) = yield Pipeline([calls[i]])
+    if piped:
+        yield from _redo(calls, replies, piped, cluster)
+    return replies
+
+
+def _redo(
+    calls: Sequence[Call[Any]], replies: list[Any], which: list[int], cluster: Callable[[], bool]
+) -> Generator[Request, Any, None]:
+    got = yield from _send([calls[i] for i in which], cluster)
+    for i, reply in zip(which, got, strict=True):
+        replies[i] = reply
+
+
+def _resume(steps: Generator[Any, Any, T], reply: Any, error: Exception | None) -> Any:
+    """The plan's next request, or `_Done` with its result."""
+    try:
+        return steps.send(reply) if error is None else steps.throw(error)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Any
+
+
+def drive(steps: Generator[Any, Any, T], do: Callable[[Any], Any]) -> T:
+    """Run a sans-I/O plan: `do` each request, send back its reply or throw in its error."""
+    reply, error = None, None
+    while not isinstance(request := _resume(steps, reply, error), _Done):
+        try:
+            reply, error = do(request), None
+        except Exception as exc:
+            reply, error = None, exc
+    return request.value  # type: ignore[no-any-return]
+
+
+async def drive_async(steps: Generator[Any, Any, T], do: Callable[[Any], Awaitable[Any]]) -> T:
+    """`drive` with an async `do`."""
+    reply, error = None, None
+    while not isinstance(request := _resume(steps, reply, error), _Done):
+        try:
+            reply, error = await do(request), None
+        except Exception as exc:
+            reply, error = None, exc
+    return request.value  # type: ignore[no-any-return]
+
+
+# --- pipelines written as they are packed ---------------------------------------------------
+#
+# redis-py's pipeline packs every command before it writes the first byte; here each call is
+# written once `WRITE_BYTES` have gathered, so the server runs the first calls while the
+# client packs the next (docs/architecture.md, "Data flow"). If anything goes wrong
+# between the first write and the last reply, the connection is closed, not returned
+# half-read. A cluster client keeps redis-py's cluster pipeline, which sorts calls by node.
+
+_pack: Callable[[Any], bytes] | None
+try:
+    import hiredis
+
+    _pack = hiredis.pack_command
+except ImportError:  # redis-py's pure-Python packer then
+    _pack = None
+
+
+WRITE_BYTES = 64 * 1024
+"""Packed bytes gathered before a write: few syscalls, and the first call reaches the
+server after at most this much packing."""
+
+
+def _writes(conn: Any, calls: Sequence[Call[Any]]) -> Any:
+    """`calls` packed, in writes of at least `WRITE_BYTES` (the last one less).
+
+    A script call goes straight to hiredis's packer (redis-py's wrapper walks every argument
+    in Python first, half the cost of packing an `enqueue_many` call of 500 jobs)."""
+    buffered: list[bytes | memoryview] = []
+    size = 0
+    for call in calls:
+        if call.script is not None and _pack is not None:
+            packed = [_pack(call.wire())]
+        else:
+            packed = conn.pack_command(*call.wire())
+        for chunk in packed:
+            buffered.append(chunk)
+            size += len(chunk)
+        if size >= WRITE_BYTES:
+            yield buffered
+            buffered, size = [], 0
+    if buffered:
+        yield buffered
+
+
+def stream(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
+    """Send `calls` on a connection of `client` (a `redis.Redis`), writing as they are
+    packed; their replies in order, an error reply (`ResponseError`) in its call's place."""
+    pool: Any = client.connection_pool  # redis-py's connection layer is untyped
+    try:
+        conn = pool.get_connection()
+    except TypeError:  # redis-py < 5.3 wants a command name
+        conn = pool.get_connection("EVALSHA")
+    try:
+        for n, data in enumerate(_writes(conn, calls)):
+            conn.send_packed_command(data, check_health=n == 0)
+        replies: list[Any] = []
+        for call in calls:
+            try:
+                replies.append(client.parse_response(conn, call.name, **call.options))
+            except ResponseError as exc:
+                replies.append(exc)
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    return replies
+
+
+async def stream_async(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
+    """`stream` for an asyncio client (a `redis.asyncio.Redis`)."""
+    pool: Any = client.connection_pool
+    try:
+        conn = await pool.get_connection()
+    except TypeError:  # redis-py < 5.3 wants a command name
+        conn = await pool.get_connection("EVALSHA")
+    try:
+        for n, data in enumerate(_writes(conn, calls)):
+            await conn.send_packed_command(data, check_health=n == 0)
+        replies: list[Any] = []
+        for call in calls:
+            try:
+                replies.append(await client.parse_response(conn, call.name, **call.options))
+            except ResponseError as exc:
+                replies.append(exc)
+    except BaseException:
+        await conn.disconnect()
+        raise
+    finally:
+        await pool.release(conn)
+    return replies
+
+
+# --- the drivers ------------------------------------------------------------------------------
+
+C = TypeVar("C", redis.Redis, redis.asyncio.Redis)
+
+
+class _Executor(Generic[C]):
+    """What both drivers hold: the client, and the cluster client that may replace it."""
+
+    _CLUSTER: ClassVar[type]
+
+    def __init__(self, client: C, to_cluster: Callable[[], C] | None) -> None:
+        self.client: C = client
+        self._to_cluster: Callable[[], C] | None = to_cluster
+        self._retired: list[C] = []  # replaced clients: closed on close, others may use them
+        self._switching = threading.Lock()
+        self._probed: set[str] = set()  # nodes fit for WAITAOF (see wheelq.store.acked)
+        self._reloads = 0  # slot map reloads after a failure, so one failure wave costs one
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the calls go through redis-py's cluster client."""
+        return isinstance(self.client, self._CLUSTER)
+
+    def _switched(self, sent_with: C) -> bool:
+        """After MOVED replies to calls sent through `sent_with`: whether the cluster client
+        has replaced it (now, or in a concurrent call meanwhile), so they go again."""
+        with self._switching:
+            if self.client is not sent_with:
+                return True
+            if self._to_cluster is None:
+                return False
+            self._retired.append(self.client)
+            self.client, self._to_cluster = self._to_cluster(), None
+            return True
+
+
+class SyncExecutor(_Executor[redis.Redis]):
+    """Runs calls on a `redis.Redis` client (or a `redis.cluster.RedisCluster`).
+
+    Args:
+        client: The client.
+        to_cluster: Given when the URL may name a cluster node: on the first MOVED reply it
+            makes the cluster client that replaces `client`, and the moved calls go again.
+    """
+
+    _CLUSTER = redis.cluster.RedisCluster
+
+    def __init__(
+        self, client: redis.Redis, *, to_cluster: Callable[[], redis.Redis] | None = None
+    ) -> None:
+        super().__init__(client, to_cluster)
+
+    def run(self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
+        """Send `calls` in one round trip (two on NOSCRIPT); return parsed replies.
+
+        With `return_exceptions`, a call that failed (or whose reply parsed to an error) has
+        its exception in its place instead of raising.
+        """
+        sent_with, reloads = self.client, self._reloads
+
+        def do(request: Request) -> Any:
+            match request:
+                case Pipeline(sent):
+                    return self._pipeline(sent)
+                case Load(source):
+                    return self.client.script_load(source)
+                case Pause(seconds):
+                    return time.sleep(seconds)
+                case "reload":
+                    return self._reload_slots(sent_with, reloads)
+            return self._switched(sent_with)
+
+        replies = drive(plan(calls, lambda: self.cluster), do)
+        return finish(calls, replies, return_exceptions)
+
+    def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        if len(calls) == 1:
+            try:
+                return [self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
+            except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
+                return [exc]
+        if not self.cluster:
+            return stream(self.client, calls)
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command(*call.wire(), **call.options)  # type: ignore[no-untyped-call]
+        return list(pipe.execute(raise_on_error=False))
+
+    def _reload_slots(self, sent_with: redis.Redis, reloads: int) -> bool:
+        """After a call through `sent_with` failed: reload the cluster's slot map, unless
+        another call has since `reloads`; whether the map is fresh now. A reload that fails
+        too is left to the next failure."""
+        if not isinstance(sent_with, redis.cluster.RedisCluster):
+            return False
+        with self._switching:
+            if self._reloads != reloads:
+                return True
+            self._reloads += 1
+            try:
+                sent_with.nodes_manager.initialize()
+            except Exception:  # the call's own error is what the caller gets
+                return False
+            return True
+
+    def close(self) -> None:
+        """Close the client, and the plain one the cluster client replaced."""
+        for client in (*self._retired, self.client):
+            client.close()
+
+    def run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
+        """Send `calls`, each followed on its node's connection by `wait` (see
+        `wheelq.store.acked`); return the parsed replies with the calls not confirmed.
+
+        One pipeline per node the calls write to, one node after another; a redirect costs
+        a round more. Raises as `run` does, and `AckUnsupportedError`.
+        """
+        steps = acked.plan(calls, wait, lambda key: acked.node_of(self.client, key), self._probed)
+        sent_with, reloads = self.client, self._reloads
+
+        def do(request: acked.Request) -> Any:
+            if request is acked.REFRESH:
+                return self._refresh()
+            return [acked.send(self.client, *sent) for sent in request]
+
+        try:
+            replies, short = drive(steps, do)
+        except TOPOLOGY_ERRORS:
+            self._reload_slots(sent_with, reloads)
+            raise
+        return acked.Acked(finish(calls, replies, False), short)
+
+    def _refresh(self) -> bool:
+        """Switch to the cluster client, or reload its slot map; False when neither can."""
+        if self._switched(self.client):  # the plain client is retired: others may use it
+            return True
+        if isinstance(self.client, redis.cluster.RedisCluster):
+            self.client.nodes_manager.initialize()
+            return True
+        return False
+
+
+class SeenNodes:
+    """Every node of a cluster client seen, so `close` closes the connections of nodes a
+    slot-map reload dropped (redis-py does not)."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, redis.asyncio.cluster.ClusterNode] = {}
+
+    def note(self, client: object) -> None:
+        """Remember the nodes `client` knows now (nothing when it is not a cluster client)."""
+        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+            self._nodes.update((id(n), n) for n in client.nodes_manager.nodes_cache.values())
+
+    async def close(self) -> None:
+        for node in self._nodes.values():
+            with contextlib.suppress(RedisError, OSError):
+                await node.disconnect()
+        self._nodes.clear()
+
+
+class AsyncExecutor(_Executor[redis.asyncio.Redis]):
+    """`SyncExecutor` for a `redis.asyncio.Redis` client (or its cluster client).
+    `make_cluster` makes another cluster client of the same URL and options
+    (`cluster_client`)."""
+
+    _CLUSTER = redis.asyncio.cluster.RedisCluster
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        *,
+        to_cluster: Callable[[], redis.asyncio.Redis] | None = None,
+        make_cluster: Callable[[], redis.asyncio.Redis] | None = None,
+    ) -> None:
+        super().__init__(client, to_cluster)
+        self._make_cluster = make_cluster
+        self._reloading = asyncio.Lock()
+        self._nodes = SeenNodes()
+
+    def cluster_client(self) -> redis.asyncio.Redis | None:
+        """A new cluster client of the same URL and options, for the caller to close; None
+        when not on a cluster or when the executor was made from a client."""
+        return self._make_cluster() if self.cluster and self._make_cluster else None
+
+    async def resolve(self) -> bool:
+        """Find out now whether the server is a cluster node (INFO cluster) and switch to the
+        cluster client if it is; returns `cluster`. A server that refuses INFO is taken as a
+        single server (a MOVED reply would still switch).
+
+        Raises:
+            InvalidArgumentError: The server is a cluster node but the client is a plain
+                one that may not switch (made without `to_cluster`).
+        """
+        if not self.cluster:
+            try:
+                info = await self.client.info("cluster")
+            except ResponseError:
+                info = {}
+            if str(info.get("cluster_enabled", "0")) != "1":
+                self._to_cluster = None
+            elif self._to_cluster is None:
+                raise InvalidArgumentError(
+                    "connection",
+                    "the server is a Redis Cluster node, but the client given is a plain one: "
+                    "give a redis.asyncio.cluster.RedisCluster, or use from_url",
+                )
+            else:
+                self._switched(self.client)
+        if self.cluster:
+            await self.client.initialize()  # learn the slot map
+        return self.cluster
+
+    async def run(
+        self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Send `calls` in one round trip (two on NOSCRIPT); see `SyncExecutor.run`."""
+        sent_with, reloads = self.client, self._reloads
+
+        async def do(request: Request) -> Any:
+            match request:
+                case Pipeline(sent):
+                    return await self._pipeline(sent)
+                case Load(source):
+                    return await self.client.script_load(source)
+                case Pause(seconds):
+                    return await asyncio.sleep(seconds)
+                case "reload":
+                    return await self._reload_slots(sent_with, reloads)
+            return self._switched(sent_with)
+
+        replies = await drive_async(plan(calls, lambda: self.cluster), do)
+        return finish(calls, replies, return_exceptions)
+
+    async def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        if len(calls) == 1:
+            try:
+                return [await self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
+            except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
+                return [exc]
+        if not self.cluster:
+            return await stream_async(self.client, calls)
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command(*call.wire(), **call.options)
+        return list(await pipe.execute(raise_on_error=False))
+
+    async def _reload_slots(self, sent_with: redis.asyncio.Redis, reloads: int) -> bool:
+        """As `SyncExecutor._reload_slots`."""
+        if not isinstance(sent_with, redis.asyncio.cluster.RedisCluster):
+            return False
+        async with self._reloading:
+            if self._reloads != reloads:
+                return True
+            self._reloads += 1
+            return await self._reload(sent_with)
+
+    async def _reload(self, cluster: redis.asyncio.cluster.RedisCluster) -> bool:
+        """Reload the slot map of `cluster`; False if that failed too."""
+        self._nodes.note(cluster)
+        try:
+            await cluster.nodes_manager.initialize()
+        except Exception:  # the call's own error is what the caller gets
+            return False
+        self._nodes.note(cluster)
+        return True
+
+    async def aclose(self) -> None:
+        """Close the client, the plain one the cluster client replaced, and the connections
+        of nodes that left the slot map."""
+        self._nodes.note(self.client)
+        for client in (*self._retired, self.client):
+            await client.aclose()
+        await self._nodes.close()
+
+    async def run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
+        """`SyncExecutor.run_acked`; the nodes' pipelines go out concurrently."""
+        if isinstance(self.client, redis.asyncio.cluster.RedisCluster):
+            await self.client.initialize()  # the slot map (a no-op once loaded)
+        steps = acked.plan(calls, wait, lambda key: acked.node_of(self.client, key), self._probed)
+        sent_with, reloads = self.client, self._reloads
+
+        async def do(request: acked.Request) -> Any:
+            if request is acked.REFRESH:
+                return await self._refresh()
+            sends = (acked.send_async(self.client, *sent) for sent in request)
+            return list(await asyncio.gather(*sends))
+
+        try:
+            replies, short = await drive_async(steps, do)
+        except TOPOLOGY_ERRORS:
+            await self._reload_slots(sent_with, reloads)
+            raise
+        return acked.Acked(finish(calls, replies, False), short)
+
+    async def _refresh(self) -> bool:
+        """See `SyncExecutor._refresh`."""
+        if self._switched(self.client):  # the plain client is retired: others may use it
+            await self.client.initialize()
+            return True
+        if isinstance(self.client, redis.asyncio.cluster.RedisCluster):
+            return await self._reload(self.client)
+        return False
