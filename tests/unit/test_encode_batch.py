@@ -14,7 +14,7 @@ import pytest
 from wheelq.core.ids import ID_LENGTH, job_id_time_ms
 from wheelq.core.schedule import due_spec
 from wheelq.errors import InvalidDelayError
-from wheelq.producer.encode_batch import EncodeBatch
+from wheelq.producer.items import EncodeBatch
 
 
 @pytest.mark.parametrize(

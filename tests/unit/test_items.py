@@ -10,8 +10,7 @@ import pytest
 
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError
-from wheelq.producer.encode_batch import EncodeBatch
-from wheelq.producer.items import EnqueueItem, validate_batch, validate_item
+from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
 
 NOW_MS = 1_700_000_000_000
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -20,7 +19,11 @@ TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 @pytest.mark.parametrize("traceparent", [None, TRACE], ids=["untraced", "traced"])
 @pytest.mark.parametrize(
     "item",
-    [EnqueueItem({"to": "ada"}, 30), EnqueueItem(b"raw", at=1_800_000_000), EnqueueItem([1], 0.5)],
+    [
+        EnqueueItem(payload={"to": "ada"}, delay=30),
+        EnqueueItem(payload=b"raw", at=1_800_000_000),
+        EnqueueItem(payload=[1], delay=0.5),
+    ],
 )
 def test_a_plain_item_is_written_as_validate_item_writes_it(
     item: EnqueueItem, traceparent: str | None
@@ -38,9 +41,9 @@ def test_a_plain_item_is_written_as_validate_item_writes_it(
 def test_an_item_that_only_equals_a_plain_one_is_still_refused(
     fields: dict[str, Any], parameter: str
 ) -> None:
-    item = EnqueueItem(1, 1, **fields)
+    item = EnqueueItem(payload=1, delay=1, **fields)
     assert item[3:] == (None, None, False, None, None, None, False)  # 0 == False
     with pytest.raises(InvalidArgumentError) as info:
-        validate_batch(ClientSettings(), [EnqueueItem(1, 1), item], None, NOW_MS)
+        validate_batch(ClientSettings(), [EnqueueItem(payload=1, delay=1), item], None, NOW_MS)
     assert info.value.parameter == parameter
     assert str(info.value).startswith("items[1]: ")

@@ -9,7 +9,7 @@ import pytest
 
 from wheelq.core.schedule import DueSpec
 from wheelq.errors import DuplicateJobError, ScriptError
-from wheelq.producer.placing import enqueue_calls, send_calls
+from wheelq.producer.operations import enqueue_calls, send_calls
 from wheelq.store import job_writes
 from wheelq.store.scripts import Placed
 

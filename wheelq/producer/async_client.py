@@ -1,5 +1,5 @@
-"""The asyncio producer client, `AsyncClient`: the methods of `wheelq.producer.client.Client`
-with the same arguments, awaitable."""
+"""The asyncio producer client, `AsyncClient`: `Client`'s methods with the same arguments,
+awaitable."""
 
 from __future__ import annotations
 
@@ -10,23 +10,29 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
-from wheelq.core.callback import Callback
 from wheelq.core.dead import DeadLetter
 from wheelq.core.history import JobInfo
+from wheelq.core.limits import TopicLimits
+from wheelq.core.recurring import Schedule
 from wheelq.core.schedule import At, Delay, debounce_spec
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp
-from wheelq.producer.breaker import Breaker, guarded
-from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
-from wheelq.producer.drain_runner import DrainTask, attach_spool
-from wheelq.producer.drive import drive_async
+from wheelq.producer import schedules
+from wheelq.producer.client import DEFAULT_CATCH_UP, CallbackArg, Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.limits import AsyncLimitMethods
-from wheelq.producer.operations import Op, Producer, ProducerCounts, TopicStats
-from wheelq.producer.schedule_methods import AsyncScheduleMethods
-from wheelq.producer.spool import SpoolStats
+from wheelq.producer.operations import (
+    Op,
+    Producer,
+    ProducerCounts,
+    TopicStats,
+    drive_async,
+    guarded,
+    with_spool,
+)
+from wheelq.producer.spool import DrainService, Path, SpoolStats, attach_spool
+from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
@@ -36,7 +42,7 @@ from wheelq.store.calls import Call
 T = TypeVar("T")
 
 
-class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
+class AsyncClient:
     """Asyncio producer client; the same methods as `Client`, awaitable."""
 
     def __init__(
@@ -52,7 +58,7 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         self._durability = Durability(ack, self._producer.settings)
         self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._drain = attach_spool(
-            self._producer, self._breaker, spool, lambda d: DrainTask(d, self._send_all)
+            self._producer, self._breaker, spool, lambda drain: DrainService(drain, self._send_all)
         )
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
@@ -89,8 +95,8 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         return client
 
     async def _run(self, op: Op[T], wait: Wait | None = None) -> T:
-        if self._drain is not None:
-            self._drain.start()
+        if self._drain is not None and not self._drain.begun:
+            await self._drain.start()
         if wait is None:
             return await drive_async(guarded(self._breaker, op), self._executor.run)
         return await drive_async(
@@ -112,19 +118,20 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         replace: bool = False,
         ack: str | None = None,
         traceparent: str | None = None,
-        callback: Callback | str | Mapping[str, Any] | None = None,
+        callback: CallbackArg = None,
         debounce_ms: int | None = None,
         max_wait_ms: int | None = None,
         key: str | None = None,
         ordered: bool = False,
     ) -> str:
         item = EnqueueItem(
-            payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key, ordered
-        )
+            payload=payload, delay=delay, at=at, job_id=job_id, max_attempts=max_attempts,
+            replace=replace, traceparent=traceparent, callback=callback, key=key, ordered=ordered,
+        )  # fmt: skip
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return await self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
 
-    enqueue.__doc__ = ENQUEUE_DOC
+    enqueue.__doc__ = Client.enqueue.__doc__
 
     async def enqueue_many(
         self,
@@ -212,6 +219,62 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         """See `Client.purge_dead`."""
         return await self._run(dl.purge_dead(self._producer, topic, refs))
 
+    async def set_limits(
+        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
+    ) -> TopicLimits:
+        return await self._run(self._producer.set_limits(topic, max_pending, max_ready))
+
+    set_limits.__doc__ = Client.set_limits.__doc__
+
+    async def limits(self, topic: str) -> TopicLimits:
+        """See `Client.limits`."""
+        return await self._run(self._producer.limits(topic))
+
+    async def schedule(
+        self,
+        name: str,
+        topic: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        start: At | None = None,
+        end: At | None = None,
+        misfire: str = "once",
+        max_catch_up: int = DEFAULT_CATCH_UP,
+        max_attempts: int | None = None,
+        callback: CallbackArg = None,
+    ) -> Schedule:
+        op = schedules.define(
+            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
+            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
+            max_attempts=max_attempts, callback=callback,
+        )  # fmt: skip
+        return (await self._run(op))[0]
+
+    schedule.__doc__ = Client.schedule.__doc__
+
+    async def get_schedule(self, name: str, topic: str) -> Schedule | None:
+        """See `Client.get_schedule`."""
+        return await self._run(schedules.get(self._producer, name, topic))
+
+    async def schedules(self, topic: str | None = None) -> list[Schedule]:
+        """See `Client.schedules`."""
+        return await self._run(schedules.every(self._producer, topic))
+
+    async def pause_schedule(self, name: str, topic: str) -> bool:
+        """See `Client.pause_schedule`."""
+        return await self._run(schedules.change(self._producer, name, topic, "pause"))
+
+    async def resume_schedule(self, name: str, topic: str) -> bool:
+        """See `Client.resume_schedule`."""
+        return await self._run(schedules.change(self._producer, name, topic, "resume"))
+
+    async def unschedule(self, name: str, topic: str) -> bool:
+        """See `Client.unschedule`."""
+        return await self._run(schedules.change(self._producer, name, topic, "remove"))
+
     async def aclose(self) -> None:
         """Close the connections; with a spool, stop its drain first (what it has not
         replayed stays in the file, for the next client on it)."""
@@ -221,7 +284,7 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
 
     async def __aenter__(self) -> Self:
         if self._drain is not None:
-            self._drain.start()
+            await self._drain.start()
         return self
 
     async def __aexit__(
