@@ -43,7 +43,8 @@ T = TypeVar("T")
 
 
 class AsyncClient:
-    """Asyncio producer client; the same methods as `Client`, awaitable."""
+    """Asyncio producer client; the same methods as `Client`, awaitable (each method
+    without a docstring of its own has `Client`'s)."""
 
     def __init__(
         self,
@@ -131,8 +132,6 @@ class AsyncClient:
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return await self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
 
-    enqueue.__doc__ = Client.enqueue.__doc__
-
     async def enqueue_many(
         self,
         topic: str,
@@ -140,11 +139,9 @@ class AsyncClient:
         *,
         ack: str | None = None,
     ) -> list[str]:
-        """See `Client.enqueue_many`."""
         return await self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
     async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
-        """See `Client.cancel`."""
         return await self._write(topic, self._producer.cancel(topic, job_id), ack)
 
     async def reschedule(
@@ -156,44 +153,35 @@ class AsyncClient:
         at: At | None = None,
         ack: str | None = None,
     ) -> bool:
-        """See `Client.reschedule`."""
         op = self._producer.reschedule(topic, job_id, delay, at)
         return await self._write(topic, op, ack)
 
     async def get(self, topic: str, job_id: str) -> JobInfo:
-        """See `Client.get`."""
         return await self._run(self._producer.get(topic, job_id))
 
     async def create_topic(self, topic: str, shards: int | None = None) -> int:
-        """See `Client.create_topic`."""
         return await self._run(self._producer.create_topic(topic, shards))
 
     async def topics(self) -> dict[str, int]:
-        """See `Client.topics`."""
         return await self._run(self._producer.topics())
 
     async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
-        """See `Client.drop_topic`."""
         return await self._run(self._producer.drop_topic(topic, force))
 
     async def groups(self, topic: str) -> list[grp.GroupStats] | None:
-        """See `Client.groups`."""
         return await self._run(grp.groups(self._producer, topic))
 
     async def create_group(
         self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
     ) -> grp.CreatedGroup:
-        """See `Client.create_group`."""
         return await self._run(grp.create_group(self._producer, topic, group, start, max_groups))
 
     async def delete_group(
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:
-        """See `Client.delete_group`."""
         return await self._run(grp.delete_group(self._producer, topic, group, stream, force))
 
     async def stats(self, topic: str) -> TopicStats | None:
-        """See `Client.stats`."""
         return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())
 
     @property
@@ -202,21 +190,17 @@ class AsyncClient:
         return self._producer.counts
 
     def spool_stats(self) -> SpoolStats | None:
-        """See `Client.spool_stats` (not a coroutine: it reads no Redis)."""
         return None if self._drain is None else self._drain.drain.stats()
 
     async def dead_letters(
         self, topic: str, limit: int = 100, *, after: str | None = None
     ) -> list[DeadLetter]:
-        """See `Client.dead_letters`."""
         return await self._run(dl.dead_letters(self._producer, topic, limit, after))
 
     async def replay(self, topic: str, refs: dl.Refs = None) -> int:
-        """See `Client.replay`."""
         return await self._run(dl.replay(self._producer, topic, refs))
 
     async def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
-        """See `Client.purge_dead`."""
         return await self._run(dl.purge_dead(self._producer, topic, refs))
 
     async def set_limits(
@@ -224,10 +208,7 @@ class AsyncClient:
     ) -> TopicLimits:
         return await self._run(self._producer.set_limits(topic, max_pending, max_ready))
 
-    set_limits.__doc__ = Client.set_limits.__doc__
-
     async def limits(self, topic: str) -> TopicLimits:
-        """See `Client.limits`."""
         return await self._run(self._producer.limits(topic))
 
     async def schedule(
@@ -253,26 +234,19 @@ class AsyncClient:
         )  # fmt: skip
         return (await self._run(op))[0]
 
-    schedule.__doc__ = Client.schedule.__doc__
-
     async def get_schedule(self, name: str, topic: str) -> Schedule | None:
-        """See `Client.get_schedule`."""
         return await self._run(schedules.get(self._producer, name, topic))
 
     async def schedules(self, topic: str | None = None) -> list[Schedule]:
-        """See `Client.schedules`."""
         return await self._run(schedules.every(self._producer, topic))
 
     async def pause_schedule(self, name: str, topic: str) -> bool:
-        """See `Client.pause_schedule`."""
         return await self._run(schedules.change(self._producer, name, topic, "pause"))
 
     async def resume_schedule(self, name: str, topic: str) -> bool:
-        """See `Client.resume_schedule`."""
         return await self._run(schedules.change(self._producer, name, topic, "resume"))
 
     async def unschedule(self, name: str, topic: str) -> bool:
-        """See `Client.unschedule`."""
         return await self._run(schedules.change(self._producer, name, topic, "remove"))
 
     async def aclose(self) -> None:
@@ -294,3 +268,8 @@ class AsyncClient:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+for _name, _method in vars(AsyncClient).items():
+    if callable(_method) and _method.__doc__ is None and hasattr(Client, _name):
+        _method.__doc__ = getattr(Client, _name).__doc__

@@ -247,13 +247,8 @@ class Client:
         return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
 
     def get(self, topic: str, job_id: str) -> JobInfo:
-        """Where job `job_id` is in its life, whatever the state (`JobState`): pending or
-        retrying (due time, attempt, the last error), ready, running (per consumer group:
-        which worker, since when, deliveries), succeeded (when, how long), dead (why),
-        cancelled, or unknown (never enqueued, or past the history's retention).
-
-        One script call on the job's shard, O(1)-O(log n) work in Redis (times the topic's
-        consumer groups); README, "A job's whole life".
+        """Where job `job_id` is in its life, whatever the state (`JobState`); README, "A
+        job's whole life".
 
         Raises:
             InvalidJobIdError: `job_id` cannot be a job id.
@@ -263,17 +258,11 @@ class Client:
         return self._run(self._producer.get(topic, job_id))
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
-        """Create a topic (idempotent); returns its shard count.
+        """Create a topic (idempotent); returns its shard count, fixed for the topic's life.
 
-        The shard count is fixed for the topic's life. Each shard is one sorted set, one
-        stream and one lease: one scheduler node fires a shard at a time, and on a Redis
-        Cluster each shard lives on the primary that owns the slot of its tag
-        ``{topic:shard}`` (CRC16, so the spread over the primaries is only as even as the
-        hashes fall). So pick at least as many shards as scheduler nodes you want busy and,
-        on a cluster, several per primary (2-4, or 16 on 3 primaries) so every primary gets
-        a share; more shards cost one blocking read per shard per worker on a cluster and a
-        lease each. The default (`default_shards`, 4) suits one server. README, "Redis
-        Cluster", shows how to see where a topic's shards landed.
+        One scheduler node fires a shard at a time: pick at least as many shards as nodes
+        you want busy and, on a cluster, several per primary (README, "Redis Cluster").
+        The default (`default_shards`, 4) suits one server.
 
         Raises:
             TopicConfigError: It exists with another shard count.
@@ -289,14 +278,10 @@ class Client:
         return self._run(self._producer.topics())
 
     def drop_topic(self, topic: str, *, force: bool = False) -> bool:
-        """Delete a topic: every key of every shard (pending jobs, stream, dead letters,
-        leases) and its registry entry. Returns False when the topic does not exist.
-
-        Each shard is deleted atomically by one script; without `force` nothing is
-        deleted while a job is pending or a ready-stream entry is not acked by every
-        consumer group (dead letters do not count). Schedulers serving the topic let it
-        go; a running worker of the topic should be stopped first (it would recreate
-        empty streams for its group).
+        """Delete every key of every shard of a topic and its registry entry; False when
+        the topic does not exist. Without `force` nothing is deleted while a job is pending
+        or a ready entry is not acked by every group (dead letters do not count). Stop the
+        topic's workers first (they would recreate their streams).
 
         Raises:
             TopicNotEmptyError: Jobs are still to run and `force` is False.
@@ -314,11 +299,11 @@ class Client:
     def create_group(
         self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
     ) -> grp.CreatedGroup:
-        """Create consumer group `group` of `topic` on every shard that lacks it (a worker
-        creates its own group; a pull consumer's is created here, or over HTTP).
+        """Create consumer group `group` of `topic` (which must exist) on every shard that
+        lacks it: a pull consumer's group (a worker creates its own).
 
         Args:
-            topic: The topic (it must exist: a job was enqueued, or `create_topic`).
+            topic: The topic.
             group: The group's name (a printable str of 1-200 characters).
             start: Where the new group starts: ``"earliest"`` (every job still in the
                 stream) or ``"now"`` (jobs fired from now on).
@@ -337,17 +322,10 @@ class Client:
     def delete_group(
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:
-        """Delete consumer group `group` of `topic` (XGROUP DESTROY on every shard that has it).
-
-        Its entries it has not acked (in flight, or not yet delivered to it) then no longer
-        hold back the stream's trimming and no longer count in a job's state: a job the
-        other groups settled reads ``succeeded`` in `get()`. Its retries waiting for their
-        time still fire, and no group runs them. Stop the group's workers first: a running
-        worker creates its group again, at the start of the stream.
-
-        Each shard checks and deletes in one script. Without `force` every shard is checked
-        first, and nothing is deleted while any has entries in flight; an entry delivered
-        between that check and a shard's delete keeps the group on that shard.
+        """Delete consumer group `group` of `topic` on every shard that has it: its unacked
+        entries no longer hold back trimming nor count in a job's state; its waiting retries
+        still fire, and no group runs them. Stop its workers first (they would create it
+        again). Without `force` nothing is deleted while any shard has entries in flight.
 
         Args:
             topic: The topic.

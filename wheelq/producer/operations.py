@@ -205,7 +205,7 @@ class Producer:
         self._shards: dict[str, int] = {}
         self._clock = WallClock()
         self.spooler: Spooler | None = None
-        """Set by a client with a spool: enqueues go through it (`wheelq.producer.spooler`)."""
+        """Set by a client with a spool: enqueues go through it."""
         self.tracing = tracing.load()
         """Spans around enqueues; None without the ``otel`` extra."""
         self.counts = ProducerCounts()
@@ -254,11 +254,7 @@ class Producer:
 
     def drop_topic(self, topic: str, force: bool) -> Op[bool]:
         """Delete every key of every shard and the registry entry; False when unknown.
-
-        Without `force` the shards are checked first (one round trip, nothing deleted
-        when any has jobs to run) and again inside each shard's drop script, so a job
-        written in between is not deleted silently.
-        """
+        Without `force` the shards are checked first, and again by each shard's script."""
         k.validate_topic(topic)
         if not isinstance(force, bool):
             raise InvalidArgumentError("force", f"force must be a bool, got {force!r}")
@@ -350,10 +346,9 @@ class Producer:
         return (yield from self._counted(topic, writes))
 
     def note_callbacks(self, topic: str, callbacks: bool) -> Op[None]:
-        """Put `topic` on the deliverer's list (`wheelq serve` delivers only the topics on it)
-        the first time this client writes it a job with a callback (`callbacks`). An outage
-        here does not stop the write, which may still go to the spool: the deliverer also
-        finds topics by their callbacks streams, less often."""
+        """Put `topic` on the deliverer's list the first time this client writes it a job
+        with a callback. An outage here does not stop the write (it may go to the spool):
+        the deliverer also finds topics by their callbacks streams, less often."""
         if not callbacks or topic in self._callback_topics:
             return
         try:
@@ -379,11 +374,8 @@ class Producer:
     def _write(
         self, topic: str, writes: list[job_writes.JobWrite], applied: list[str] | None = None
     ) -> Op[list[str]]:
-        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined.
-
-        With a spooler, it decides (and calls back with `applied`, a list this appends the
-        ids of each round Redis confirmed to). Such a direct call's writes get the tokens of
-        `enqueue_calls`, which make their replay from the spool exactly once."""
+        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined. With
+        a spooler, it decides, calling back with `applied` (gets each confirmed round's ids)."""
         if self.spooler is not None and applied is None:
             return (yield from self.spooler.write(topic, writes, self._write))
         shards = self._shards.get(topic)  # the topic name was validated by the caller

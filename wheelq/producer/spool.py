@@ -119,10 +119,8 @@ class SpooledJob:
     """The token the write had when it was spooled ('' for most rows)."""
 
     def token(self, spool_id: str) -> str:
-        """The row's replay token, the same each try: the one it was spooled with, when a
-        direct call sent it and its reply was lost (``CALL:n``: the replay is skipped if
-        that call was applied, see ``enqueue.lua``), else ``spool_id:seq``, unique to this
-        spool file and row."""
+        """The row's replay token, the same each try: ``CALL:n`` when a direct call sent it
+        and its reply was lost, else ``spool_id:seq``."""
         return self.given_token or f"{spool_id}:{self.seq}"
 
     def replay_write(self, spool_id: str, now_ms: int) -> JobWrite:
@@ -139,10 +137,7 @@ class SpooledJob:
 
 
 class Spool:
-    """A spool file, opened and locked; thread-safe (one lock around one connection).
-
-    Args:
-        path: The SQLite file; made, with its directory's parent existing, when missing.
+    """A spool file, opened and locked (made when missing); thread-safe.
 
     Raises:
         SpoolLockedError: Another client has the file open.
@@ -271,7 +266,7 @@ class Spool:
 
 
 class _Transaction:
-    """BEGIN ... COMMIT (ROLLBACK on an error), SQLite errors raised as `SpoolError`."""
+    """BEGIN ... COMMIT (ROLLBACK on an error); SQLite errors as `SpoolError`."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -299,20 +294,11 @@ Place = Callable[[str, list[JobWrite], list[str]], "Op[list[str]]"]
 
 
 class Spooler:
-    """Routes a client's enqueues: to Redis, or to the spool when it still holds jobs (they
-    queue behind them, so Redis sees the spool's order) or Redis cannot take them (the
-    breaker is open, or a round trip failed with `RedisUnavailableError`). The call then
-    returns the ids as if Redis had taken them.
-
-    Jobs of a batch confirmed before a later round failed are not spooled again; those of
-    the round that failed are, with the ``CALL:n`` tokens `Producer._write` gave them, so
-    their replay skips what the call wrote, for ``spool_call_record_ms`` after it.
-
-    Args:
-        spool: The open spool.
-        clock: The producer's wall clock (when rows were spooled, for the spool's age).
-        wake: Called after jobs were spooled (wakes the drain).
-    """
+    """Routes a client's enqueues: to Redis, or to the spool while it holds jobs (Redis
+    sees the spool's order) or when Redis cannot take them (`RedisUnavailableError`); the
+    call then returns the ids. A batch's rounds confirmed before one failed are not
+    spooled again; the failed round's writes carry ``CALL:n`` tokens, so their replay skips
+    what the call wrote. `wake` is called after jobs were spooled."""
 
     def __init__(self, spool: Spool, clock: Clock, wake: Callable[[], None]) -> None:
         self.spool = spool
@@ -344,23 +330,12 @@ class Spooler:
 
 
 class Drain:
-    """The replay, one bounded step at a time.
-
-    A step takes the oldest rows (at most ``batch_size`` jobs and `STEP_BYTES`), sends one
-    ``enqueue.lua`` call per shard in replay mode, each job with its row's token, and
-    deletes the rows once Redis confirmed their call. A lost reply leaves the rows, and
-    their next replay finds the tokens in the shard's record and writes nothing again.
-    The tokens of deleted rows are removed from the record by the next step. A call
-    refused for good moves its rows to ``rejected`` (logged as an ERROR); a duplicate id
-    is dropped with a warning.
-
-    Args:
-        spool: The open spool.
-        producer: The client's producer (settings, the topics' shard counts).
-        breaker: The client's breaker: a step's success closes it, a connection-level
-            failure opens it.
-        clock: The producer's wall clock (what spooled due times are measured on).
-    """
+    """The replay, one bounded sans-I/O step at a time: the oldest rows (``batch_size``
+    jobs, `STEP_BYTES`), one ``enqueue.lua`` call per shard in replay mode, each job with
+    its row's token; rows are deleted once Redis confirmed their call, so a lost reply
+    replays tokens the shard recorded and writes nothing twice. A call refused for good
+    moves its rows to ``rejected`` (an ERROR); a duplicate id is dropped (a warning).
+    `clock` is the producer's wall clock, which spooled due times are measured on."""
 
     def __init__(self, spool: Spool, producer: Producer, breaker: Breaker, clock: Clock) -> None:
         self.spool = spool
@@ -380,11 +355,7 @@ class Drain:
 
     def step(self) -> Op[int]:
         """Replay the oldest rows; returns how many left the spool. Driven with
-        ``return_exceptions=True``: a call's error is its reply.
-
-        Raises:
-            Exception: What kept some rows in the spool (they are tried again).
-        """
+        ``return_exceptions=True``; raises what kept some rows in the spool."""
         settings = self._producer.settings
         rows = self.spool.head(settings.batch_size, STEP_BYTES)
         groups: dict[k.ShardKeys, list[SpooledJob]] = {}
@@ -458,10 +429,8 @@ def _raising(op: Op[T]) -> Op[T]:
 
 
 class DrainService(Service):
-    """The drain's loop: it waits until the spool has something to replay, then steps
-    until it is empty; a failed step is paused after with backoff by the base. Stopping
-    leaves what it did not replay in the file: a step cut off after it was sent is safe
-    to repeat."""
+    """The drain's loop: it steps while the spool has something to replay, else waits for
+    `wake()`. Stopping leaves the rest in the file (a step cut off is safe to repeat)."""
 
     name = "spool_drain"
     title = "spool drain"
@@ -531,9 +500,8 @@ class DrainThread:
             self._loop.call_soon_threadsafe(self.service.wake)
 
     def close(self, disconnect: Callable[[], None]) -> None:
-        """Stop the loop and close the spool. `disconnect` closes the client's connections:
-        it ends a step waiting on Redis (and is called again after, for a connection the
-        step may have opened meanwhile)."""
+        """Stop the loop and close the spool; `disconnect` (called before and after) ends
+        a step waiting on Redis."""
         self.service.closing = True
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._stop.set)
@@ -549,13 +517,8 @@ R = TypeVar("R", DrainThread, DrainService)
 def attach_spool(
     producer: Producer, breaker: Breaker, path: Path | None, runner: Callable[[Drain], R]
 ) -> R | None:
-    """Open the spool at `path` and route `producer`'s enqueues through it; returns the
-    drain's runner, made by `runner` (None: no spool).
-
-    Raises:
-        SpoolLockedError: Another client has the file open.
-        SpoolError: It cannot be used as a spool.
-    """
+    """Open the spool at `path` (None: no spool, returns None), route `producer`'s
+    enqueues through it, and return the drain's runner that `runner` makes."""
     if path is None:
         return None
     clock = WallClock()
