@@ -1,4 +1,4 @@
-"""producer.placing: `send_calls` turns each call's outcomes into ids or a typed error; a reply
+"""producer.operations.send_calls turns each call's outcomes into ids or a typed error; a reply
 that does not answer every job of its call is the script's error, not a silent short list."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -261,32 +261,19 @@ class Spool:
         with self._lock:
             self._db.close()
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
-
-
-class _Transaction:
-    """BEGIN ... COMMIT (ROLLBACK on an error); SQLite errors as `SpoolError`."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN ... COMMIT (ROLLBACK on an error); SQLite errors as `SpoolError`."""
         self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
         try:
-            if exc is None:
-                self._db.execute("COMMIT")
-                return
-        except sqlite3.Error as failed:
-            exc = failed
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise SpoolError(f"spool write failed (nothing was written): {exc}") from exc
+            yield
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise SpoolError(f"spool write failed (nothing was written): {exc}") from exc
+            raise
 
 
 Place = Callable[[str, list[JobWrite], list[str]], "Op[list[str]]"]
