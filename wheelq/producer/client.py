@@ -46,11 +46,9 @@ DEFAULT_CATCH_UP = 100
 
 
 class Client:
-    """Blocking producer client. Thread-safe (redis-py pools connections).
-
-    With `spool` (a file path), enqueues Redis cannot take go to that local SQLite file
-    and a background thread replays them once Redis is back (see the README's "Producer
-    spool"); without, such calls raise `RedisUnavailableError`.
+    """Blocking producer client; thread-safe. With `spool` (a file path), enqueues Redis
+    cannot take go to that SQLite file and are replayed once Redis is back (README,
+    "Producer spool"); without, they raise `RedisUnavailableError`.
 
     Raises:
         SpoolLockedError: Another client has the spool file open.
@@ -160,18 +158,13 @@ class Client:
             max_attempts: Runs allowed before the job is dead-lettered (1-1000);
                 default `default_max_attempts`.
             replace: With `job_id`, replace a pending job of that id instead of failing.
-            ack: ``"primary"`` (return once the primary has it), ``"replicated"`` (and
-                ``ack_replicas`` replicas: WAIT) or ``"persisted"`` (and fsynced by the
-                primary and ``ack_replicas`` replicas: WAITAOF); default the client's
-                ``ack`` (see README, "Acknowledged durability").
-            traceparent: The W3C traceparent of the trace the job belongs to
-                (``00-<32 hex>-<16 hex>-<2 hex>``); its handler's span is a child of it.
-                Default: with the ``otel`` extra, this call's ``send`` span (a child of
-                the current span); without, none (see README, "Tracing").
+            ack: ``"primary"``, ``"replicated"`` (WAIT for ``ack_replicas``) or
+                ``"persisted"`` (WAITAOF); default the client's (README, "Acknowledged
+                durability").
+            traceparent: The W3C traceparent of the job's trace; default this call's
+                ``send`` span with the ``otel`` extra, else none (README, "Tracing").
             callback: Where `wheelq deliver` POSTs the job when it is due: a URL, a
-                `Callback` or a mapping with ``url``, ``headers`` and ``timeout_ms``
-                (see README, "HTTP service"); other consumer groups see it as
-                `Job.callback`.
+                `Callback` or a mapping with ``url``, ``headers`` and ``timeout_ms``.
             debounce_ms: With `job_id`, instead of `delay`/`at`: the job is due this long
                 after the latest call, so calls in a burst fire it once, after the last
                 (its payload and options are the latest call's); 1 ms to ten years.
@@ -187,10 +180,8 @@ class Client:
             The job id.
 
         Raises:
-            InvalidArgumentError: A bad topic, delay, at, job_id, max_attempts,
-                traceparent, callback, debounce_ms, max_wait_ms, key or ordered (also a
-                ValueError);
-                nothing was written.
+            InvalidArgumentError: A bad argument (named; also a ValueError); nothing was
+                written.
             PayloadTypeError: The payload cannot be serialised, or would not decode back
                 (a tuple as a dict key); also a TypeError.
             DuplicateJobError: `job_id` is pending already and `replace` is False.
