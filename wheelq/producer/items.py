@@ -25,6 +25,8 @@ from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
 from wheelq.store import job_writes
 
+_new_tuple = tuple.__new__  # a global: no attribute lookup per item
+
 
 class _Fields(NamedTuple):
     payload: Any
@@ -59,21 +61,19 @@ class EnqueueItem(_Fields):
         key: str | None = None,
         ordered: bool = False,
     ) -> Self:
-        return tuple.__new__(
-            cls,
-            (
-                payload,
-                delay,
-                at,
-                job_id,
-                max_attempts,
-                replace,
-                traceparent,
-                callback,
-                key,
-                ordered,
-            ),
+        item = (
+            payload,
+            delay,
+            at,
+            job_id,
+            max_attempts,
+            replace,
+            traceparent,
+            callback,
+            key,
+            ordered,
         )
+        return _new_tuple(cls, item)
 
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
         return (), self._asdict()
