@@ -117,7 +117,9 @@ def client_us(client: Client, topic: str, calls: int, batch: int) -> float:
             if batch == 1:
                 client.enqueue(topic, PAYLOAD, delay=DELAY_S)
             else:
-                client.enqueue_many(topic, [EnqueueItem(PAYLOAD, DELAY_S) for _ in range(batch)])
+                client.enqueue_many(
+                    topic, [EnqueueItem(payload=PAYLOAD, delay=DELAY_S) for _ in range(batch)]
+                )
         return (time.process_time() - t) / (calls * batch) * 1e6
     finally:
         executor.run = real  # type: ignore[method-assign]
@@ -129,7 +131,9 @@ def validate_us(calls: int, batch: int) -> float:
     settings = ClientSettings()
     t = time.process_time()
     for _ in range(calls):
-        validate_batch(settings, [EnqueueItem(PAYLOAD, DELAY_S) for _ in range(batch)], None, 0)
+        validate_batch(
+            settings, [EnqueueItem(payload=PAYLOAD, delay=DELAY_S) for _ in range(batch)], None, 0
+        )
     return (time.process_time() - t) / (calls * batch) * 1e6
 
 

@@ -52,7 +52,7 @@ SCENARIOS = ("enqueue_many", "fire", "max_ready_binding", "worker", "debounce", 
 def run_enqueue_many(bench: Bench, *, n: int, max_pending: int | None) -> dict[str, Any]:
     """`enqueue_many` of `n` jobs due in an hour, 20,000 a call; items built beforehand."""
     topic, r = bench.topic("enqmany"), bench.redis()
-    items = [EnqueueItem(PAYLOAD, delay=3600) for _ in range(n)]
+    items = [EnqueueItem(payload=PAYLOAD, delay=3600) for _ in range(n)]
     try:
         with Client.from_url(bench.url) as client:
             client.create_topic(topic, SHARDS)
@@ -80,7 +80,9 @@ def run_fire(bench: Bench, *, n: int, max_ready: int | None) -> dict[str, Any]:
     try:
         wait_leases(r, topic, SHARDS)
         due_ms = redis_ms(r) + 2000 + n // 30
-        client.enqueue_many(topic, [EnqueueItem(PAYLOAD, at=due_ms / 1000) for _ in range(n)])
+        client.enqueue_many(
+            topic, [EnqueueItem(payload=PAYLOAD, at=due_ms / 1000) for _ in range(n)]
+        )
         load0, cpu0 = ServerLoad.read(r), cpu_seconds(node.pid)
         deadline = time.monotonic() + (due_ms - redis_ms(r)) / 1000 + 60
         while sum(r.xlen(k.ready) for k in shards) < n and time.monotonic() < deadline:

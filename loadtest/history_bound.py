@@ -110,7 +110,7 @@ def run(url: str, jobs: int, rate: int, budget: int, tmp: Path) -> dict[str, Any
             for i in range(0, jobs, 20_000):
                 items = [
                     EnqueueItem(
-                        PAYLOAD, job_id=f"j{n}", at=(first_due_ms + n * 1000 // rate) / 1000
+                        payload=PAYLOAD, job_id=f"j{n}", at=(first_due_ms + n * 1000 // rate) / 1000
                     )
                     for n in range(i, min(jobs, i + 20_000))
                 ]

@@ -115,7 +115,7 @@ async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, dict[str,
             zero = counter.zero if count else (lambda: None)
             zero()
             due_s = time.time() + 3600
-            items = [EnqueueItem(PAYLOAD, at=due_s) for _ in range(jobs)]
+            items = [EnqueueItem(payload=PAYLOAD, at=due_s) for _ in range(jobs)]
             for i in range(0, jobs, 1000):
                 await client.enqueue_many(topic, items[i : i + 1000])
             if count:

@@ -60,7 +60,7 @@ def _fill_backlog(
         client.enqueue_many(
             topic,
             [
-                EnqueueItem(payload, delay=3600 + j / 1000)
+                EnqueueItem(payload=payload, delay=3600 + j / 1000)
                 for j in range(i, min(n, i + ENQUEUE_CHUNK))
             ],
         )
@@ -83,7 +83,7 @@ def enqueue_spread(
         ids += client.enqueue_many(
             topic,
             [
-                EnqueueItem(payload, at=(start_ms + j * 1000.0 / rate) / 1000)
+                EnqueueItem(payload=payload, at=(start_ms + j * 1000.0 / rate) / 1000)
                 for j in range(i, min(n, i + ENQUEUE_CHUNK))
             ],
         )

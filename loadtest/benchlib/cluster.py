@@ -218,7 +218,7 @@ def _burst(n: int) -> Enqueue:
     def enqueue(client: Client, topic: str, due_ms: int) -> list[str]:
         ids: list[str] = []
         for i in range(0, n, ENQUEUE_CHUNK):
-            items = [EnqueueItem(PAYLOAD, at=due_ms / 1000)] * min(ENQUEUE_CHUNK, n - i)
+            items = [EnqueueItem(payload=PAYLOAD, at=due_ms / 1000)] * min(ENQUEUE_CHUNK, n - i)
             ids += client.enqueue_many(topic, items)
         return ids
 

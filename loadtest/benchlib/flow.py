@@ -126,7 +126,7 @@ def run_max_ready(
         wait_leases(r, topic, shards)
         due_ms = redis_ms(r) + 2000 + n // 30
         for i in range(0, n, CHUNK):
-            items = [EnqueueItem(i + j, at=due_ms / 1000) for j in range(min(CHUNK, n - i))]
+            items = [EnqueueItem(payload=i + j, at=due_ms / 1000) for j in range(min(CHUNK, n - i))]
             client.enqueue_many(topic, items)
         while redis_ms(r) < due_ms:
             time.sleep(0.005)
@@ -168,7 +168,9 @@ def run_flow_worker(
     worker = None
     try:
         for i in range(0, n, CHUNK):  # due now: the enqueue script appends them at once
-            client.enqueue_many(topic, [EnqueueItem(i + j) for j in range(min(CHUNK, n - i))])
+            client.enqueue_many(
+                topic, [EnqueueItem(payload=i + j) for j in range(min(CHUNK, n - i))]
+            )
         worker = FlowWorker(bench, topic, kind, concurrency)
         t0, cpu0, load0 = time.perf_counter(), cpu_seconds(worker.pid), ServerLoad.read(r)
         done, acked, moved = False, -1, t0

@@ -55,7 +55,7 @@ def enqueue_many_rate(client: Client, topic: str, jobs: int) -> float:
     t = time.perf_counter()
     for i in range(0, jobs, MANY_ITEMS):
         chunk = min(MANY_ITEMS, jobs - i)
-        client.enqueue_many(topic, [EnqueueItem(PAYLOAD, delay=3600) for _ in range(chunk)])
+        client.enqueue_many(topic, [EnqueueItem(payload=PAYLOAD, delay=3600) for _ in range(chunk)])
     return jobs / (time.perf_counter() - t)
 
 
@@ -125,7 +125,9 @@ def run_burst(
     try:
         wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)
         due_ms = redis_ms(r) + 3000 + n // 30
-        ids = client.enqueue_many(topic, [EnqueueItem(PAYLOAD, at=due_ms / 1000) for _ in range(n)])
+        ids = client.enqueue_many(
+            topic, [EnqueueItem(payload=PAYLOAD, at=due_ms / 1000) for _ in range(n)]
+        )
         left_s = (due_ms - redis_ms(r)) / 1000
         in_stream = wait_until(
             lambda: sum(r.xlen(k.ready) for k in all_shards(topic, shards)) >= n,
@@ -273,7 +275,9 @@ def run_worker(
     client.create_topic(topic, shards)
     try:
         for i in range(0, n, 20_000):  # due now: the enqueue script appends them at once
-            client.enqueue_many(topic, [EnqueueItem(PAYLOAD) for _ in range(min(20_000, n - i))])
+            client.enqueue_many(
+                topic, [EnqueueItem(payload=PAYLOAD) for _ in range(min(20_000, n - i))]
+            )
         pool = Workers(bench, topic, 1, concurrency, sync=sync)
         pool.start()
         t0 = time.perf_counter()

@@ -52,7 +52,7 @@ def test_a_batch_into_a_full_topic_names_what_was_refused_and_writes_none_of_it(
         c.set_limits(topic, max_pending=40)  # 10 per shard
         ids = [f"b{i}" for i in range(100)]
         with pytest.raises(TopicFullError) as info:
-            c.enqueue_many(topic, [EnqueueItem(i, delay=60, job_id=i) for i in ids])
+            c.enqueue_many(topic, [EnqueueItem(payload=i, delay=60, job_id=i) for i in ids])
         refused, enqueued = set(info.value.job_ids), set(info.value.enqueued)
         assert refused | enqueued == set(ids) and not refused & enqueued
         assert all(c.get(topic, i).state is JobState.UNKNOWN for i in refused)
@@ -107,7 +107,7 @@ async def test_a_held_back_stream_never_exceeds_max_ready_and_every_job_runs(
         worker = Worker.from_url(redis_url, topic, slow, concurrency=4)
         await worker.start()
         try:
-            ids = await c.enqueue_many(topic, [EnqueueItem(i, delay=0.3) for i in range(n)])
+            ids = await c.enqueue_many(topic, [EnqueueItem(payload=i, delay=0.3) for i in range(n)])
             await eventually(
                 lambda: _all(done, ids), timeout_s=60, what=f"all {n} jobs to be handled"
             )
@@ -133,7 +133,7 @@ def test_jobs_due_now_wait_in_the_sorted_set_while_the_stream_is_at_max_ready(
         ids = [c.enqueue(topic, i, delay=0) for i in range(10)]
         ids += [c.enqueue(topic, i) for i in range(10)]
         ids += [c.enqueue(topic, i, at=1_000_000_000) for i in range(5)]
-        ids += c.enqueue_many(topic, [EnqueueItem(i, delay=0) for i in range(100)])
+        ids += c.enqueue_many(topic, [EnqueueItem(payload=i, delay=0) for i in range(100)])
         later = c.enqueue(topic, "later", delay=600)
         assert c.reschedule(topic, later, delay=0)
         ids.append(later)
@@ -156,7 +156,7 @@ async def test_jobs_held_back_at_enqueue_all_run_once_workers_catch_up(
     async with AsyncClient.from_url(redis_url) as c:
         await c.create_topic(topic, 1)
         await c.set_limits(topic, max_ready=4)
-        ids = await c.enqueue_many(topic, [EnqueueItem(i, delay=0) for i in range(200)])
+        ids = await c.enqueue_many(topic, [EnqueueItem(payload=i, delay=0) for i in range(200)])
         worker = Worker.from_url(redis_url, topic, handle, concurrency=2)
         await worker.start()
         try:

@@ -128,7 +128,7 @@ BAD_TOPICS: list[tuple[str, object]] = [
 ]
 TOPIC_CALLS: list[tuple[str, Callable[[Any, Any], Awaitable[Any]]]] = [
     ("enqueue", lambda c, n: c.enqueue(n, "x", delay=1)),
-    ("enqueue_many", lambda c, n: c.enqueue_many(n, [EnqueueItem("x")])),
+    ("enqueue_many", lambda c, n: c.enqueue_many(n, [EnqueueItem(payload="x")])),
     ("get", lambda c, n: c.get(n, PENDING_ID)),
     ("cancel", lambda c, n: c.cancel(n, PENDING_ID)),
     ("reschedule", lambda c, n: c.reschedule(n, PENDING_ID, delay=1)),
@@ -168,7 +168,7 @@ BAD_ATS: list[tuple[str, object, tuple[str, ...]]] = [
 AT_CALLS: list[tuple[str, Callable[[Any, str, Any], Awaitable[Any]]]] = [
     ("enqueue", lambda c, t, v: c.enqueue(t, "x", at=v)),
     ("reschedule", lambda c, t, v: c.reschedule(t, PENDING_ID, at=v)),
-    ("enqueue_many", lambda c, t, v: c.enqueue_many(t, [EnqueueItem(1, at=v)])),
+    ("enqueue_many", lambda c, t, v: c.enqueue_many(t, [EnqueueItem(payload=1, at=v)])),
 ]
 BAD_PAYLOADS: list[tuple[str, object]] = [
     ("object", object()),
@@ -196,9 +196,9 @@ BAD_JOB_IDS: list[tuple[str, object]] = [
     ("lone-surrogate", "a\ud800"),
 ]
 BAD_BATCH_ITEMS: list[tuple[str, object, type[Exception], str | None, tuple[str, ...]]] = [
-    ("nan-delay", EnqueueItem(0, delay=math.nan), InvalidDelayError, "delay", DELAY_SAYS),
-    ("set-payload", EnqueueItem({1}), PayloadTypeError, None, ("payload",)),
-    ("tuple-key-payload", EnqueueItem({(1, 2): "x"}), PayloadTypeError, None, ("payload",)),
+    ("nan-delay", EnqueueItem(payload=0, delay=math.nan), InvalidDelayError, "delay", DELAY_SAYS),
+    ("set-payload", EnqueueItem(payload={1}), PayloadTypeError, None, ("payload",)),
+    ("tuple-key-payload", EnqueueItem(payload={(1, 2): "x"}), PayloadTypeError, None, ("payload",)),
     (
         "nested-tuple-key-payload",
         {"payload": [1, {"k": {("a", "b"): 1}}]},
@@ -206,7 +206,13 @@ BAD_BATCH_ITEMS: list[tuple[str, object, type[Exception], str | None, tuple[str,
         None,
         ("payload", "dict keys"),
     ),
-    ("large-payload", EnqueueItem("x" * 200), PayloadTooLargeError, "payload", ("at most",)),
+    (
+        "large-payload",
+        EnqueueItem(payload="x" * 200),
+        PayloadTooLargeError,
+        "payload",
+        ("at most",),
+    ),
     ("bad-job_id", {"payload": 1, "job_id": ""}, InvalidJobIdError, "job_id", JOB_ID_SAYS),
     (
         "bad-attempts",
@@ -235,7 +241,9 @@ BAD_BATCH_ITEMS: list[tuple[str, object, type[Exception], str | None, tuple[str,
 
 
 def _batch_with_bad_last(n: int, bad: object) -> Call:
-    return lambda c, t: c.enqueue_many(t, [*[EnqueueItem(i, delay=1) for i in range(n - 1)], bad])
+    return lambda c, t: c.enqueue_many(
+        t, [*[EnqueueItem(payload=i, delay=1) for i in range(n - 1)], bad]
+    )
 
 
 CASES: list[Any] = [
@@ -406,7 +414,12 @@ CASES: list[Any] = [
             ("items", "an iterable of"),
         )
         # one item is a named tuple: iterable, but refused whole, not taken field by field
-        for label, v in [("none", None), ("int", 5), ("str", "ab"), ("one-item", EnqueueItem(1))]
+        for label, v in [
+            ("none", None),
+            ("int", 5),
+            ("str", "ab"),
+            ("one-item", EnqueueItem(payload=1)),
+        ]
     ],
     case(
         "enqueue_many-same-job_id-twice",
@@ -414,8 +427,8 @@ CASES: list[Any] = [
             t,
             [
                 {"payload": 1, "job_id": "twice"},
-                *[EnqueueItem(i) for i in range(1000)],
-                EnqueueItem(2, job_id="twice"),
+                *[EnqueueItem(payload=i) for i in range(1000)],
+                EnqueueItem(payload=2, job_id="twice"),
             ],
         ),
         InvalidJobIdError,
@@ -509,7 +522,7 @@ async def test_bad_input_raises_typed_error_and_changes_nothing(
         lambda c, t: c.enqueue(t, "x", delay=1),
         lambda c, t: c.enqueue(t, "x"),
         lambda c, t: c.enqueue(t, "x", job_id=PENDING_ID, delay=5, replace=True),
-        lambda c, t: c.enqueue_many(t, [EnqueueItem(1, delay=1)]),
+        lambda c, t: c.enqueue_many(t, [EnqueueItem(payload=1, delay=1)]),
         lambda c, t: c.reschedule(t, PENDING_ID, delay=5),
         lambda c, t: c.cancel(t, PENDING_ID),
         lambda c, t: c.create_topic(f"{t}.new", 2),
@@ -543,7 +556,9 @@ async def test_bad_enqueue_on_a_new_topic_does_not_create_it(
     for call in (
         lambda: client.enqueue(fresh, object()),
         lambda: client.enqueue(fresh, "x", delay=-1),
-        lambda: client.enqueue_many(fresh, [EnqueueItem(1), {"payload": 2, "max_attempts": 0}]),
+        lambda: client.enqueue_many(
+            fresh, [EnqueueItem(payload=1), {"payload": 2, "max_attempts": 0}]
+        ),
         lambda: client.create_topic(fresh, 0),
     ):
         with pytest.raises(WheelqError):

@@ -86,7 +86,9 @@ async def test_10k_generated_ids_are_unique_url_safe_and_carry_their_creation_ti
     client: Any, topic: str
 ) -> None:
     before = time.time_ns() // 1_000_000
-    ids = await client.enqueue_many(topic, [EnqueueItem(i, delay=3600) for i in range(10_000)])
+    ids = await client.enqueue_many(
+        topic, [EnqueueItem(payload=i, delay=3600) for i in range(10_000)]
+    )
     after = time.time_ns() // 1_000_000
     assert len(ids) == 10_000
     assert len(set(ids)) == 10_000, "generated ids collide"
@@ -399,7 +401,7 @@ async def test_a_topic_is_created_on_first_use_with_default_shards(
 ) -> None:
     client = make_client(default_shards=3)
     assert topic not in await client.topics()
-    ids = await client.enqueue_many(topic, [EnqueueItem(i, delay=60) for i in range(300)])
+    ids = await client.enqueue_many(topic, [EnqueueItem(payload=i, delay=60) for i in range(300)])
     assert redis_sync.hget(TOPICS_KEY, topic) == b"3"
     assert (await client.topics())[topic] == 3
     stats = await client.stats(topic)
@@ -443,8 +445,10 @@ async def test_stats_counts_pending_and_ready_per_shard(
     client: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     await client.create_topic(topic, 4)
-    pending = await client.enqueue_many(topic, [EnqueueItem(i, delay=60) for i in range(200)])
-    fired = await client.enqueue_many(topic, [EnqueueItem(i) for i in range(50)])
+    pending = await client.enqueue_many(
+        topic, [EnqueueItem(payload=i, delay=60) for i in range(200)]
+    )
+    fired = await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(50)])
     stats = await client.stats(topic)
     assert isinstance(stats, TopicStats)
     assert stats.topic == topic
@@ -474,12 +478,12 @@ async def test_enqueue_many_20k_mixed_dues_returns_ids_in_order_and_places_each_
         job_id = f"job-{i}" if i % 2 else None
         kind = i % 4
         if kind == 0:
-            items.append(EnqueueItem(i, job_id=job_id))  # due now: fires
+            items.append(EnqueueItem(payload=i, job_id=job_id))  # due now: fires
         elif kind == 1:
             items.append({"payload": i, "at": 1_000_000 + i, "job_id": job_id})  # past: fires
             expected_due[i] = (1_000_000 + i) * 1000
         elif kind == 2:
-            items.append(EnqueueItem(i, at=future_s + i, job_id=job_id, max_attempts=2))
+            items.append(EnqueueItem(payload=i, at=future_s + i, job_id=job_id, max_attempts=2))
             expected_due[i] = (future_s + i) * 1000
         else:
             items.append(
@@ -529,11 +533,11 @@ async def test_duplicate_in_enqueue_many_names_duplicates_and_enqueues_the_rest(
     await client.enqueue(topic, "old-a", delay=60, job_id="dup-a")
     await client.enqueue(topic, "old-b", delay=60, job_id="dup-b")
     items = [
-        EnqueueItem("new-1", delay=60, job_id="new-1"),
-        EnqueueItem("again-a", delay=5, job_id="dup-a"),
-        EnqueueItem("generated", delay=60),
+        EnqueueItem(payload="new-1", delay=60, job_id="new-1"),
+        EnqueueItem(payload="again-a", delay=5, job_id="dup-a"),
+        EnqueueItem(payload="generated", delay=60),
         {"payload": "again-b", "delay": 5, "job_id": "dup-b"},
-        EnqueueItem("new-2", job_id="new-2"),  # due now: fires
+        EnqueueItem(payload="new-2", job_id="new-2"),  # due now: fires
     ]
     with pytest.raises(DuplicateJobError) as caught:
         await client.enqueue_many(topic, items)
@@ -564,7 +568,7 @@ async def test_duplicates_in_later_pipeline_rounds_still_enqueue_every_other_job
     dups = ["job-5", "job-1000", "job-1999"]
     for job_id in dups:
         await client.enqueue(topic, "old", delay=60, job_id=job_id)
-    items = [EnqueueItem(i, delay=60, job_id=f"job-{i}") for i in range(2000)]
+    items = [EnqueueItem(payload=i, delay=60, job_id=f"job-{i}") for i in range(2000)]
     with pytest.raises(DuplicateJobError) as caught:
         await client.enqueue_many(topic, items)
     assert sorted(caught.value.job_ids) == sorted(dups)
@@ -649,7 +653,7 @@ async def test_concurrent_calls_on_one_async_client_share_one_topic_config(
     async with AsyncClient.from_url(redis_url, default_shards=5) as client:
         batches = await asyncio.gather(
             *[
-                client.enqueue_many(topic, [EnqueueItem(i, delay=60) for i in range(100)])
+                client.enqueue_many(topic, [EnqueueItem(payload=i, delay=60) for i in range(100)])
                 for _ in range(20)
             ]
         )

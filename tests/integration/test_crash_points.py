@@ -63,7 +63,9 @@ def test_a_node_dying_at_a_crash_point_loses_and_repeats_nothing(
 ) -> None:
     with Client.from_url(redis_url) as client, redis.Redis.from_url(redis_url) as r:
         client.create_topic(topic, SHARDS)
-        items = [EnqueueItem(i, delay=1.0 + 3.0 * i / 400, job_id=f"j{i}") for i in range(400)]
+        items = [
+            EnqueueItem(payload=i, delay=1.0 + 3.0 * i / 400, job_id=f"j{i}") for i in range(400)
+        ]
         ids = client.enqueue_many(topic, items)
         doomed = NodeProcess(redis_url, topic, "doomed", tmp_path, NODE, crash_at=f"{point}:4")
         other: NodeProcess | None = None

@@ -120,7 +120,7 @@ def wait_split(r: redis.Redis, topic: str) -> dict[int, str | None]:
 def enqueue_spread(url: str, topic: str, n: int, start_s: float, span_s: float) -> list[str]:
     with Client.from_url(url) as c:
         return c.enqueue_many(
-            topic, [EnqueueItem(i, delay=start_s + span_s * i / n) for i in range(n)]
+            topic, [EnqueueItem(payload=i, delay=start_s + span_s * i / n) for i in range(n)]
         )
 
 
@@ -264,7 +264,7 @@ async def test_scheduler_rides_out_a_server_crash_and_restart(
             await node.start()
             try:
                 ids = await client.enqueue_many(
-                    topic, [EnqueueItem(i, delay=0.5 + 4.0 * i / 2000) for i in range(2000)]
+                    topic, [EnqueueItem(payload=i, delay=0.5 + 4.0 * i / 2000) for i in range(2000)]
                 )
                 await asyncio.sleep(1.5)  # the fault's timing, not a synchronisation
                 await asyncio.to_thread(srv.kill)

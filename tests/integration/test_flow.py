@@ -77,7 +77,7 @@ async def test_the_groups_rate_holds_across_three_workers(
         starts.append(time.monotonic())
         attempts.append(job.attempt)
 
-    items = [EnqueueItem(i, delay=0.2) for i in range(60)]
+    items = [EnqueueItem(payload=i, delay=0.2) for i in range(60)]
     await run_all(redis_url, topic, Flow(rate="20/s"), items, record, lambda: len(starts))
     assert most_in_one_second(starts) <= 20 + 1
     assert max(starts) - min(starts) >= 59 / 20 * 0.95  # spaced: the limit was in force
@@ -93,7 +93,7 @@ async def test_each_keys_rate_holds_and_keys_do_not_wait_for_each_other(
         starts[job.payload["k"]].append(time.monotonic())
 
     flow = Flow(key=lambda job: job.payload["k"], key_rate="10/s")
-    items = [EnqueueItem({"k": k, "n": n}, delay=0.2) for n in range(20) for k in "ab"]
+    items = [EnqueueItem(payload={"k": k, "n": n}, delay=0.2) for n in range(20) for k in "ab"]
     total = lambda: sum(map(len, starts.values()))  # noqa: E731
     await run_all(redis_url, topic, flow, items, record, total)
     for k in "ab":
@@ -120,7 +120,7 @@ async def test_a_key_never_runs_more_than_its_concurrency(
             running[k] -= 1
 
     flow = Flow(key=lambda job: job.payload["k"], key_concurrency=2, retry_ms=10)
-    items = [EnqueueItem({"k": k, "n": n}, delay=0.2) for n in range(15) for k in "xyz"]
+    items = [EnqueueItem(payload={"k": k, "n": n}, delay=0.2) for n in range(15) for k in "xyz"]
     await run_all(redis_url, topic, flow, items, work, lambda: len(attempts))
     assert max(most.values()) <= 2
     assert min(most.values()) == 2, "no key ever reached its limit: the test proved nothing"
@@ -168,7 +168,7 @@ async def test_a_keys_ordered_jobs_run_one_at_a_time_in_due_order_across_workers
 
     # Enqueued in a shuffled order, due in another: the order that counts is the due one.
     items = [
-        EnqueueItem(n, delay=0.3 + rng.random(), job_id=f"{k}-{n}", key=k, ordered=True)
+        EnqueueItem(payload=n, delay=0.3 + rng.random(), job_id=f"{k}-{n}", key=k, ordered=True)
         for k in "abc"
         for n in range(12)
     ]
@@ -196,7 +196,7 @@ async def test_a_registration_whose_job_was_never_written_does_not_block_its_key
     await executor_of(redis_async).run(
         [flow_calls.order_register(order_keys(topic, "k"), [("ghost", ghost_due)])]
     )
-    items = [EnqueueItem(1, job_id="real", key="k", ordered=True, delay=0.1)]
+    items = [EnqueueItem(payload=1, job_id="real", key="k", ordered=True, delay=0.1)]
     await run_all(redis_url, topic, Flow(retry_ms=10), items, record, lambda: len(ran))
     assert ran == ["real"]
 

@@ -34,8 +34,7 @@ from wheelq import (
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import groups as grp
-from wheelq.producer.drive import drive_sync
-from wheelq.producer.operations import Producer
+from wheelq.producer.operations import Producer, drive_sync
 from wheelq.store import consume
 from wheelq.store import groups as store_groups
 from wheelq.store.executor import Call, SyncExecutor
@@ -90,7 +89,7 @@ def sync_fired_topic(client: Client, r: redis.Redis, topic: str) -> list[ShardKe
 
 def _even_jobs() -> list[EnqueueItem]:
     ids = [j for s in range(SHARDS) for j in _ids_of_shard(s)[: JOBS // SHARDS]]
-    return [EnqueueItem(n, job_id=j) for n, j in enumerate(ids)]
+    return [EnqueueItem(payload=n, job_id=j) for n, j in enumerate(ids)]
 
 
 def _ids_of_shard(shard: int) -> list[str]:

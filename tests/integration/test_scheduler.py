@@ -117,7 +117,7 @@ async def test_5000_jobs_over_5s_fire_once_none_early_none_missing(
         first = list(node.leads.all())
         n = 5000
         ids = await client.enqueue_many(
-            topic, [EnqueueItem({"n": i}, delay=0.5 + 5.0 * i / n) for i in range(n)]
+            topic, [EnqueueItem(payload={"n": i}, delay=0.5 + 5.0 * i / n) for i in range(n)]
         )
         records = await wait_fired(client.redis, topic, set(ids), timeout_s=30)
         # A lease lost in a stall of a loaded machine and taken again is a new lead, counting
@@ -237,7 +237,9 @@ async def test_backlog_fires_in_due_order_without_starving_jobs_due_now(
     client: AsyncClient, redis_url: str, topic: str
 ) -> None:
     n = 20_000
-    backlog = await client.enqueue_many(topic, [EnqueueItem(i, delay=0.2) for i in range(n)])
+    backlog = await client.enqueue_many(
+        topic, [EnqueueItem(payload=i, delay=0.2) for i in range(n)]
+    )
     last_due = 0
     for keys in all_shards(topic, SHARDS):
         ((_, score),) = await client.redis.zrange(keys.delayed, -1, -1, withscores=True)
@@ -297,7 +299,7 @@ async def test_node_clock_running_ahead_never_fires_early(
     await node.start()
     try:
         ids = await client.enqueue_many(
-            topic, [EnqueueItem(i, delay=0.5 + i / 1000) for i in range(1000)]
+            topic, [EnqueueItem(payload=i, delay=0.5 + i / 1000) for i in range(1000)]
         )
         records = await wait_fired(client.redis, topic, set(ids), timeout_s=20)
     finally:
@@ -353,7 +355,7 @@ async def test_a_joining_node_gets_its_share_handed_over_without_loss(
     second = Scheduler.from_url(redis_url, [topic], **FAST)
     try:
         ids = await client.enqueue_many(
-            topic, [EnqueueItem(i, delay=0.3 + 3.0 * i / 3000) for i in range(3000)]
+            topic, [EnqueueItem(payload=i, delay=0.3 + 3.0 * i / 3000) for i in range(3000)]
         )
         await second.start()
         await eventually(
@@ -437,8 +439,8 @@ async def test_large_payloads_due_together_go_over_several_calls_and_hold_no_sma
     try:
         await eventually(lambda: _value(len(node.leads) == 1), timeout_s=10, what="the lead")
         at = (await redis_ms(client.redis) + 1500) / 1000
-        big = await client.enqueue_many(one, [EnqueueItem(b"x" * 200_000, at=at)] * 12)
-        small = await client.enqueue_many(one, [EnqueueItem(i, at=at) for i in range(50)])
+        big = await client.enqueue_many(one, [EnqueueItem(payload=b"x" * 200_000, at=at)] * 12)
+        small = await client.enqueue_many(one, [EnqueueItem(payload=i, at=at) for i in range(50)])
         await wait_fired(client.redis, one, {*big, *small}, timeout_s=15)
     finally:
         await node.stop()

@@ -32,11 +32,9 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import all_shards, shard_of
 from wheelq.core.settings import ClientSettings
-from wheelq.producer.breaker import Breaker
-from wheelq.producer.drain import Drain
-from wheelq.producer.drive import drive_sync
-from wheelq.producer.operations import Producer
-from wheelq.producer.spool import Spool
+from wheelq.producer.operations import Producer, drive_sync
+from wheelq.producer.spool import Drain, Spool
+from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock, wall_ms
 from wheelq.store.executor import Call, SyncExecutor
 from wheelq.store.job_writes import JobWrite

@@ -76,7 +76,7 @@ async def test_drop_topic_deletes_every_key_of_every_shard_and_the_registry_entr
     client: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     await client.create_topic(topic, SHARDS)
-    await client.enqueue_many(topic, [EnqueueItem(i) for i in range(40)])  # fired at once
+    await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(40)])  # fired at once
     ack_everything(redis_sync, topic, "g1")
     keys = ShardKeys(topic, 1)
     redis_sync.xadd(keys.dead, {"id": "dead", "reason": "failed"})  # dead letters do not count
@@ -100,7 +100,7 @@ async def test_drop_topic_refuses_while_jobs_are_left_to_run_and_changes_nothing
     client: Any, redis_sync: redis.Redis, topic: str, what: str
 ) -> None:
     await client.create_topic(topic, SHARDS)
-    await client.enqueue_many(topic, [EnqueueItem(i) for i in range(10)])
+    await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(10)])
     ack_everything(redis_sync, topic, "g1")
     if what == "pending job":
         await client.enqueue(topic, "later", delay=60)
@@ -130,8 +130,8 @@ async def test_drop_topic_with_force_drops_pending_and_unacked_jobs(
     client: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     await client.create_topic(topic, SHARDS)
-    await client.enqueue_many(topic, [EnqueueItem(i, delay=60) for i in range(20)])
-    await client.enqueue_many(topic, [EnqueueItem(i) for i in range(20)])
+    await client.enqueue_many(topic, [EnqueueItem(payload=i, delay=60) for i in range(20)])
+    await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(20)])
 
     assert await client.drop_topic(topic, force=True) is True
 
@@ -216,7 +216,9 @@ async def test_a_scheduler_serving_a_dropped_topic_lets_it_go_and_serves_the_oth
         await eventually(
             lambda: _value(len(node.leads) == SHARDS + 2), timeout_s=10, what="every shard led"
         )
-        await producer.enqueue_many(topic, [EnqueueItem(i, delay=0.2 + i / 100) for i in range(50)])
+        await producer.enqueue_many(
+            topic, [EnqueueItem(payload=i, delay=0.2 + i / 100) for i in range(50)]
+        )
 
         assert await producer.drop_topic(topic, force=True)
 
@@ -262,7 +264,7 @@ def corrupt(redis_sync: redis.Redis, topic: str) -> Iterator[Any]:
 CLIENT_CALLS = [
     ("enqueue", lambda c, t: c.enqueue(t, "x", delay=60)),
     ("enqueue-now", lambda c, t: c.enqueue(t, "x")),
-    ("enqueue_many", lambda c, t: c.enqueue_many(t, [EnqueueItem(1)])),
+    ("enqueue_many", lambda c, t: c.enqueue_many(t, [EnqueueItem(payload=1)])),
     ("get", lambda c, t: c.get(t, "j")),
     ("cancel", lambda c, t: c.cancel(t, "j")),
     ("reschedule", lambda c, t: c.reschedule(t, "j", delay=1)),

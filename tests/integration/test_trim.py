@@ -159,7 +159,9 @@ async def test_over_its_byte_budget_history_loses_the_oldest_acked_entries_and_t
     redis_url: str, client: AsyncClient, topic: str
 ) -> None:
     await client.create_topic(topic, 1)
-    await client.enqueue_many(topic, [EnqueueItem("x" * 200, job_id=f"j{i}") for i in range(2000)])
+    await client.enqueue_many(
+        topic, [EnqueueItem(payload="x" * 200, job_id=f"j{i}") for i in range(2000)]
+    )
     r, keys = client.redis, ShardKeys(topic, 0)
     ids = [entry_id for entry_id, _ in await r.xrange(keys.ready)]
     await r.xgroup_create(keys.ready, "a", "0")

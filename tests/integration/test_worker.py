@@ -602,7 +602,7 @@ async def test_stop_finishes_running_handlers_and_hands_the_waiting_entries_on(
     # A visibility timeout far longer than the test: only a hand-on lets b run a's entries.
     settings = {"visibility_timeout_ms": 60_000, "claim_interval_ms": 100}
     ids = balanced_ids("job", per_shard=4, shards=SHARDS)  # 16 jobs, 4 per shard
-    await client.enqueue_many(topic, [EnqueueItem(i, job_id=i) for i in ids])
+    await client.enqueue_many(topic, [EnqueueItem(payload=i, job_id=i) for i in ids])
     release = asyncio.Event()
 
     async def blocked(job: Job) -> None:

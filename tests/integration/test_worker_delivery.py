@@ -138,11 +138,11 @@ async def test_a_worker_busy_with_slow_jobs_leaves_the_rest_to_an_idle_worker(
 
     a_runs = Recorder(redis_async, slow)
     a = await workers.start(a_runs, concurrency=2, consumer="a")
-    await client.enqueue_many(topic, [EnqueueItem("warm-up") for _ in range(2)])
+    await client.enqueue_many(topic, [EnqueueItem(payload="warm-up") for _ in range(2)])
     await eventually(holds(lambda: a.status()["acked"] == 2), timeout_s=10, what="a's warm-up")
     assert a.status()["read_ahead"] == 0, "1-second jobs, 2 slots: nothing to read ahead"
 
-    ids = await client.enqueue_many(topic, [EnqueueItem(n) for n in range(20)])
+    ids = await client.enqueue_many(topic, [EnqueueItem(payload=n) for n in range(20)])
     b_runs = Recorder(redis_async)
     await workers.start(b_runs, concurrency=20, consumer="b")
     await eventually(
@@ -171,11 +171,11 @@ async def test_a_worker_with_fast_jobs_reads_ahead_of_its_slots(
             await release.wait()
 
     worker = await workers.start(held_after_warm_up, concurrency=2)
-    await client.enqueue_many(topic, [EnqueueItem("warm-up") for _ in range(20)])
+    await client.enqueue_many(topic, [EnqueueItem(payload="warm-up") for _ in range(20)])
     await eventually(holds(lambda: worker.status()["acked"] == 20), timeout_s=10, what="warm-up")
     assert worker.status()["read_ahead"] == READ_AHEAD_MAX  # runs of a few µs: the most
 
-    ids = await client.enqueue_many(topic, [EnqueueItem(n) for n in range(400)])
+    ids = await client.enqueue_many(topic, [EnqueueItem(payload=n) for n in range(400)])
     # 2 run, held by the test; every other one is read ahead (none of it waits in Redis).
     await eventually(
         holds(lambda: worker.status()["held"] == len(ids)), timeout_s=10, what="all 400 held"

@@ -188,10 +188,10 @@ async def test_a_stop_hands_on_the_jobs_queued_to_sync_threads_and_they_run_once
 
     a = await workers.start(handler, concurrency=2, read_ahead_ms=1000)
     try:
-        await client.enqueue_many(a.topic, [EnqueueItem("warm-up") for _ in range(20)])
+        await client.enqueue_many(a.topic, [EnqueueItem(payload="warm-up") for _ in range(20)])
         await eventually(holds(lambda: a.status()["acked"] == 20), timeout_s=10, what="warm-up")
         assert a.status()["read_ahead"] > 50, "fast jobs: the read-ahead is queued to threads"
-        ids = await client.enqueue_many(a.topic, [EnqueueItem(n) for n in range(50)])
+        ids = await client.enqueue_many(a.topic, [EnqueueItem(payload=n) for n in range(50)])
         await eventually(holds(lambda: a.status()["held"] == 50), timeout_s=10, what="all held")
         await eventually(holds(lambda: len(ran_in_a) == 22), timeout_s=10, what="2 running")
 

@@ -89,7 +89,7 @@ def enqueue_in_every_shard(client: Client, topic: str, per_shard: int = 3) -> li
     when its slots are fewer than the shards) then holds more than it can run."""
     client.create_topic(topic, SHARDS)
     ids = balanced_ids("job", per_shard, SHARDS)
-    return client.enqueue_many(topic, [EnqueueItem(i, job_id=i) for i in ids])
+    return client.enqueue_many(topic, [EnqueueItem(payload=i, job_id=i) for i in ids])
 
 
 def holding(worker: WorkerProcess, r: redis.Redis) -> str:

@@ -14,9 +14,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tests.support.fakes import ScriptedExecutor
 from wheelq.core.clock import ManualClock
 from wheelq.errors import RedisUnavailableError
-from wheelq.producer.breaker import Breaker, guarded
-from wheelq.producer.drive import drive_async
-from wheelq.producer.operations import Op
+from wheelq.producer.operations import Op, drive_async, guarded
+from wheelq.runtime.breaker import Breaker
 from wheelq.store.executor import Call
 
 OPEN_MS = 1000

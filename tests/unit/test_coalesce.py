@@ -54,14 +54,16 @@ async def enqueue_all(c: Coalescer, items: list[EnqueueItem]) -> list[object]:
 
 async def test_one_turns_enqueues_go_as_one_batch_and_each_gets_its_id() -> None:
     redis = FakeRedis()
-    got = await enqueue_all(Coalescer(redis.enqueue_many), [EnqueueItem(i) for i in range(5)])
+    got = await enqueue_all(
+        Coalescer(redis.enqueue_many), [EnqueueItem(payload=i) for i in range(5)]
+    )
     assert len(redis.batches) == 1
     assert got == [f"gen-{i}" for i in range(1, 6)]
 
 
 async def test_a_bad_job_fails_alone_with_its_own_error() -> None:
     redis = FakeRedis()
-    items = [EnqueueItem(1), EnqueueItem("bad"), EnqueueItem(3)]
+    items = [EnqueueItem(payload=1), EnqueueItem(payload="bad"), EnqueueItem(payload=3)]
     got = await enqueue_all(Coalescer(redis.enqueue_many), items)
     assert isinstance(got[1], InvalidArgumentError)
     assert str(got[1]) == "delay must be >= 0" and got[1].parameter == "delay"
@@ -72,8 +74,12 @@ async def test_a_bad_job_fails_alone_with_its_own_error() -> None:
 async def test_a_pending_id_fails_alone_and_one_id_twice_in_a_turn_is_a_duplicate() -> None:
     redis = FakeRedis()
     redis.pending.add("taken")
-    items = [EnqueueItem(1, job_id="taken"), EnqueueItem(2, job_id="a"), EnqueueItem(3)]
-    items.append(EnqueueItem(4, job_id="a"))
+    items = [
+        EnqueueItem(payload=1, job_id="taken"),
+        EnqueueItem(payload=2, job_id="a"),
+        EnqueueItem(payload=3),
+    ]
+    items.append(EnqueueItem(payload=4, job_id="a"))
     got = await enqueue_all(Coalescer(redis.enqueue_many), items)
     assert isinstance(got[0], DuplicateJobError) and got[0].job_ids == ["taken"]
     assert got[1] == "a" and isinstance(got[2], str)
@@ -87,14 +93,18 @@ async def test_a_pending_id_fails_alone_and_one_id_twice_in_a_turn_is_a_duplicat
 async def test_a_batch_failure_reaches_every_request_in_it() -> None:
     redis = FakeRedis()
     redis.fail = RedisUnavailableError("redis at 127.0.0.1:1: refused")
-    got = await enqueue_all(Coalescer(redis.enqueue_many), [EnqueueItem(i) for i in range(3)])
+    got = await enqueue_all(
+        Coalescer(redis.enqueue_many), [EnqueueItem(payload=i) for i in range(3)]
+    )
     assert all(isinstance(g, RedisUnavailableError) for g in got)
 
 
 async def test_batches_are_at_most_max_batch() -> None:
     redis = FakeRedis()
     n = MAX_BATCH * 2 + 1
-    got = await enqueue_all(Coalescer(redis.enqueue_many), [EnqueueItem(i) for i in range(n)])
+    got = await enqueue_all(
+        Coalescer(redis.enqueue_many), [EnqueueItem(payload=i) for i in range(n)]
+    )
     assert sorted(len(b) for b in redis.batches) == [1, MAX_BATCH, MAX_BATCH]
     assert len(set(got)) == n
 
@@ -104,5 +114,5 @@ async def test_separate_turns_are_separate_batches(turns: int) -> None:
     redis = FakeRedis()
     c = Coalescer(redis.enqueue_many)
     for i in range(turns):
-        assert (await c.enqueue("t", EnqueueItem(i))).startswith("gen-")
+        assert (await c.enqueue("t", EnqueueItem(payload=i))).startswith("gen-")
     assert len(redis.batches) == turns

@@ -1,5 +1,5 @@
-"""producer.encode_batch: what one call's items share. `due` works each distinct delay / time
-out once, and never lets a cached value stand for one that is invalid (True == 1, NaN,
+"""producer.items.EncodeBatch: what one call's items share. `due` works each distinct delay /
+time out once, and never lets a cached value stand for one that is invalid (True == 1, NaN,
 unhashable values); `new_id` gives ids of the call's time that never repeat, across the
 blocks of random parts it draws."""
 
@@ -14,7 +14,7 @@ import pytest
 from wheelq.core.due import due_spec
 from wheelq.core.job import ID_LENGTH, job_id_time_ms
 from wheelq.errors import InvalidDelayError
-from wheelq.producer.encode_batch import EncodeBatch
+from wheelq.producer.items import EncodeBatch
 
 
 @pytest.mark.parametrize(

@@ -4,14 +4,16 @@ replace or ordered of 0, which equals False) must still be refused."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wheelq.core.settings import ClientSettings
-from wheelq.errors import InvalidArgumentError
-from wheelq.producer.encode_batch import EncodeBatch
-from wheelq.producer.items import EnqueueItem, validate_batch, validate_item
+from wheelq.errors import InvalidArgumentError, PayloadTypeError
+from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
 
 NOW_MS = 1_700_000_000_000
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -20,7 +22,11 @@ TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 @pytest.mark.parametrize("traceparent", [None, TRACE], ids=["untraced", "traced"])
 @pytest.mark.parametrize(
     "item",
-    [EnqueueItem({"to": "ada"}, 30), EnqueueItem(b"raw", at=1_800_000_000), EnqueueItem([1], 0.5)],
+    [
+        EnqueueItem(payload={"to": "ada"}, delay=30),
+        EnqueueItem(payload=b"raw", at=1_800_000_000),
+        EnqueueItem(payload=[1], delay=0.5),
+    ],
 )
 def test_a_plain_item_is_written_as_validate_item_writes_it(
     item: EnqueueItem, traceparent: str | None
@@ -38,9 +44,103 @@ def test_a_plain_item_is_written_as_validate_item_writes_it(
 def test_an_item_that_only_equals_a_plain_one_is_still_refused(
     fields: dict[str, Any], parameter: str
 ) -> None:
-    item = EnqueueItem(1, 1, **fields)
+    item = EnqueueItem(payload=1, delay=1, **fields)
     assert item[3:] == (None, None, False, None, None, None, False)  # 0 == False
     with pytest.raises(InvalidArgumentError) as info:
-        validate_batch(ClientSettings(), [EnqueueItem(1, 1), item], None, NOW_MS)
+        validate_batch(ClientSettings(), [EnqueueItem(payload=1, delay=1), item], None, NOW_MS)
     assert info.value.parameter == parameter
     assert str(info.value).startswith("items[1]: ")
+
+
+# --- the short path against validate_item, on any input -----------------------------------
+
+SMALL = ClientSettings(default_max_attempts=7, max_payload_bytes=64)
+leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats()
+    | st.text(max_size=12)
+    | st.binary(max_size=12)
+)
+payloads = st.recursive(
+    leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+) | st.sampled_from([{1}, {(1, 2): "x"}, object(), "x" * 100])
+delays = (
+    st.none()
+    | st.integers(-5, 10**12)
+    | st.floats()
+    | st.timedeltas()
+    | st.booleans()
+    | st.sampled_from(["5", [1]])
+)
+ats = st.none() | st.integers(-5, 4 * 10**9) | st.floats() | st.datetimes(timezones=st.timezones())
+
+
+def unset_or(value: st.SearchStrategy[Any], unset: Any = None) -> st.SearchStrategy[Any]:
+    """Mostly the field's default (a plain item takes the short path), else `value`."""
+    return st.one_of(st.just(unset), st.just(unset), st.just(unset), value)
+
+
+items = st.builds(
+    EnqueueItem,
+    payload=payloads,
+    delay=delays,
+    at=ats,
+    job_id=unset_or(st.text(max_size=6)),
+    max_attempts=unset_or(st.integers(-1, 1001) | st.booleans()),
+    replace=unset_or(st.sampled_from([True, 0, None]), False),
+    traceparent=unset_or(st.sampled_from([TRACE, "bad"])),
+    callback=unset_or(st.sampled_from(["https://e.com/x", "ftp://x", 3])),
+    key=unset_or(st.text(max_size=4)),
+    ordered=unset_or(st.sampled_from([True, 0, None]), False),
+)
+
+
+def outcome(run: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return "ok", run()
+    except (InvalidArgumentError, PayloadTypeError) as exc:
+        return "error", exc
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    batch=st.lists(items | items.map(lambda i: i._asdict()), min_size=1, max_size=4),
+    traceparent=st.sampled_from([None, TRACE]),
+)
+def test_the_short_path_gives_what_validate_item_gives_or_the_same_error(
+    batch: list[Any], traceparent: str | None
+) -> None:
+    short = outcome(lambda: validate_batch(SMALL, batch, traceparent, NOW_MS))
+
+    def each() -> list[Any]:
+        shared = EncodeBatch(NOW_MS, traceparent)
+        out = []
+        for index, item in enumerate(batch):
+            try:
+                out.append(validate_item(SMALL, item, shared))
+            except InvalidArgumentError as exc:
+                raise type(exc)(exc.parameter, f"items[{index}]: {exc}") from exc
+            except PayloadTypeError as exc:
+                raise PayloadTypeError(f"items[{index}]: {exc}") from exc
+        return out
+
+    full = outcome(each)
+    assert short[0] == full[0]
+    if short[0] == "error":
+        assert type(short[1]) is type(full[1])
+        assert str(short[1]) == str(full[1])
+        assert getattr(short[1], "parameter", None) == getattr(full[1], "parameter", None)
+        return
+    generated = [i.get("job_id") if isinstance(i, dict) else i.job_id for i in batch]
+    for got, want, own in zip(short[1], full[1], generated, strict=True):
+        if own is None:  # a generated id: random past its time part
+            assert got.id[:10] == want.id[:10]
+            assert got._replace(id="") == want._replace(id="")
+        else:
+            assert got == want

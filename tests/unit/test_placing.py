@@ -1,4 +1,4 @@
-"""producer.placing: `send_calls` turns each call's outcomes into ids or a typed error; a reply
+"""producer.operations.send_calls turns each call's outcomes into ids or a typed error; a reply
 that does not answer every job of its call is the script's error, not a silent short list."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from wheelq.core.due import DueSpec
 from wheelq.errors import DuplicateJobError, ScriptError
-from wheelq.producer.placing import enqueue_calls, send_calls
+from wheelq.producer.operations import enqueue_calls, send_calls
 from wheelq.store import job_writes
 from wheelq.store.scripts import Placed
 

@@ -24,14 +24,10 @@ from wheelq.core.clock import ManualClock
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidDelayError, RedisUnavailableError, ScriptError
-from wheelq.producer.breaker import Breaker, guarded
-from wheelq.producer.drain import Drain
-from wheelq.producer.drive import drive_async
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.operations import Op, Producer
-from wheelq.producer.placing import PIPELINE_CALLS
-from wheelq.producer.spool import Spool
-from wheelq.producer.spooler import Spooler
+from wheelq.producer.operations import PIPELINE_CALLS, Op, Producer, drive_async, guarded
+from wheelq.producer.spool import Drain, Spool, Spooler
+from wheelq.runtime.breaker import Breaker
 from wheelq.store import job_writes
 from wheelq.store.executor import Call
 from wheelq.store.scripts import Placed
@@ -170,7 +166,7 @@ async def test_jobs_confirmed_before_a_later_round_failed_are_not_spooled(tmp_pa
 
     parts.executor.answer("enqueue", second_round_fails)
     total = PIPELINE_CALLS + 4
-    items = [EnqueueItem(n, job_id=f"j{n:03}") for n in range(total)]
+    items = [EnqueueItem(payload=n, job_id=f"j{n:03}") for n in range(total)]
     op = parts.producer.enqueue_many("t", items)
 
     async def counting(calls: Sequence[Call[Any]]) -> list[Any]:

@@ -69,8 +69,8 @@ def job(traceparent: str | None = None) -> Job:
 def test_without_tracing_an_enqueue_writes_no_traceparent_unless_given() -> None:
     p = producer()
     assert p.tracing is None  # the suite's default: no otel extra
-    _, (plain,) = run_op(p.enqueue(TOPIC, EnqueueItem(1)))
-    _, (given,) = run_op(p.enqueue(TOPIC, EnqueueItem(1, traceparent=GIVEN)))
+    _, (plain,) = run_op(p.enqueue(TOPIC, EnqueueItem(payload=1)))
+    _, (given,) = run_op(p.enqueue(TOPIC, EnqueueItem(payload=1, traceparent=GIVEN)))
     assert (plain.traceparent, given.traceparent) == ("", GIVEN)
 
 
@@ -80,7 +80,7 @@ def test_a_bad_traceparent_is_refused_before_anything_is_sent(bad: Any, traced: 
     untraced.tracing = None
     for p in (untraced, producer()):
         with pytest.raises(InvalidArgumentError, match="traceparent must be") as info:
-            next(p.enqueue(TOPIC, EnqueueItem(1, traceparent=bad)))
+            next(p.enqueue(TOPIC, EnqueueItem(payload=1, traceparent=bad)))
         assert info.value.parameter == "traceparent"
         many = p.enqueue_many(TOPIC, [{"payload": 1}, {"payload": 2, "traceparent": bad}])
         with pytest.raises(InvalidArgumentError, match=r"^items\[1\]: traceparent") as info:
@@ -92,7 +92,7 @@ def test_a_traced_enqueue_writes_its_send_span_a_child_of_the_current_span(
     traced: Spans,
 ) -> None:
     with traced.tracer.start_as_current_span("request") as request:
-        job_id, (envelope,) = run_op(producer().enqueue(TOPIC, EnqueueItem(1)))
+        job_id, (envelope,) = run_op(producer().enqueue(TOPIC, EnqueueItem(payload=1)))
     (send,) = traced.named(f"send {TOPIC}")
     assert envelope.traceparent == span_traceparent(send)
     assert send.parent is not None and send.parent.span_id == request.get_span_context().span_id
@@ -109,7 +109,7 @@ def test_a_traced_enqueue_writes_its_send_span_a_child_of_the_current_span(
 def test_enqueue_many_is_one_send_span_whose_context_every_job_carries_but_its_own(
     traced: Spans,
 ) -> None:
-    items = [EnqueueItem(n) for n in range(3)] + [EnqueueItem(3, traceparent=GIVEN)]
+    items = [EnqueueItem(payload=n) for n in range(3)] + [EnqueueItem(payload=3, traceparent=GIVEN)]
     ids, envelopes = run_op(producer().enqueue_many(TOPIC, items))
     (send,) = traced.finished()
     assert [e.traceparent for e in envelopes] == [span_traceparent(send)] * 3 + [GIVEN]
@@ -120,7 +120,7 @@ def test_enqueue_many_is_one_send_span_whose_context_every_job_carries_but_its_o
 def test_a_given_traceparent_is_the_send_spans_parent_and_what_the_job_carries(
     traced: Spans,
 ) -> None:
-    _, (envelope,) = run_op(producer().enqueue(TOPIC, EnqueueItem(1, traceparent=GIVEN)))
+    _, (envelope,) = run_op(producer().enqueue(TOPIC, EnqueueItem(payload=1, traceparent=GIVEN)))
     (send,) = traced.finished()
     assert envelope.traceparent == GIVEN
     given = parse_traceparent(GIVEN)
@@ -129,7 +129,7 @@ def test_a_given_traceparent_is_the_send_spans_parent_and_what_the_job_carries(
 
 
 def test_a_failed_enqueue_ends_its_span_with_the_error(traced: Spans) -> None:
-    op = producer().enqueue(TOPIC, EnqueueItem(1))
+    op = producer().enqueue(TOPIC, EnqueueItem(payload=1))
     next(op)
     with pytest.raises(ConnectionError):
         op.throw(ConnectionError("reset"))
@@ -236,7 +236,7 @@ from wheelq.worker.handler_runner import HandlerRunner
 assert tracing.load() is None and tracing.inject() is None
 p = Producer(wheelq.ClientSettings())
 p._shards["t"] = 1
-call = next(p.enqueue("t", wheelq.EnqueueItem(1)))[0]
+call = next(p.enqueue("t", wheelq.EnqueueItem(payload=1)))[0]
 assert Envelope.unpack(call.args[-1]).traceparent == ""  # its only job's envelope, last
 assert p.tracing is None
 runner = HandlerRunner(lambda job: None, timeout_ms=0, threads=1)
@@ -306,10 +306,10 @@ def test_with_no_provider_an_enqueue_opens_no_span_and_still_writes_the_tracepar
     from opentelemetry.sdk.trace import TracerProvider
 
     p = producer()
-    _, (plain,) = run_op(p.enqueue(TOPIC, EnqueueItem(1)))
-    _, (given,) = run_op(p.enqueue(TOPIC, EnqueueItem(1, traceparent=GIVEN)))
+    _, (plain,) = run_op(p.enqueue(TOPIC, EnqueueItem(payload=1)))
+    _, (given,) = run_op(p.enqueue(TOPIC, EnqueueItem(payload=1, traceparent=GIVEN)))
     with TracerProvider().get_tracer("app").start_as_current_span("request") as request:
-        _, (inside,) = run_op(p.enqueue(TOPIC, EnqueueItem(1)))
+        _, (inside,) = run_op(p.enqueue(TOPIC, EnqueueItem(payload=1)))
         _, many = run_op(p.enqueue_many(TOPIC, [{"payload": 1}, {"payload": 2}]))
     current = span_traceparent(request)
     assert (plain.traceparent, given.traceparent, inside.traceparent) == ("", GIVEN, current)

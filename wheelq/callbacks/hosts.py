@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from wheelq.core.clock import Clock
 from wheelq.core.retry import Defer, Retry
 from wheelq.core.settings import CallbackSettings
+from wheelq.runtime.breaker import Breaker
 
 LATENCY_WEIGHT = 0.2
 """Weight of the newest request in a host's mean answer time."""
@@ -42,16 +43,22 @@ MAX_HOSTS = 10_000
 class Host:
     """One origin's flow-control state."""
 
+    breaker: Breaker
     in_flight: int = 0
     waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
-    failures: int = 0
-    """Consecutive failures."""
-    open_until_ms: float = 0.0
-    """When the open breaker lets a probe through (0: closed)."""
-    probing: bool = False
     latency_ms: float = FIRST_LATENCY_MS
     defer_tail_ms: float = 0.0
     """When the last deferred job was told to come back (the virtual queue's tail)."""
+
+    @property
+    def failures(self) -> int:
+        """Consecutive failures."""
+        return self.breaker.failures
+
+    @property
+    def open_until_ms(self) -> int:
+        """When the open breaker lets a probe through (0: closed)."""
+        return self.breaker.open_until_ms or 0
 
     @property
     def idle(self) -> bool:
@@ -74,7 +81,9 @@ class HostGate:
             if len(self.hosts) >= MAX_HOSTS:
                 for name in [n for n, h in self.hosts.items() if h.idle]:
                     del self.hosts[name]
-            found = self.hosts[origin] = Host()
+            s = self.settings
+            breaker = Breaker(s.breaker_open_ms, self._clock, s.breaker_failures)
+            found = self.hosts[origin] = Host(breaker)
         return found
 
     async def enter(self, origin: str) -> None:
@@ -113,36 +122,25 @@ class HostGate:
     def _check_breaker(self, h: Host, origin: str) -> None:
         """Raise what an open breaker says; let the first job after the open period through
         as the probe."""
-        if not h.open_until_ms:
-            return
-        now = self._clock.now_ms()
-        if h.probing:
+        verdict = h.breaker.check()
+        if verdict == "probing":
             low, high = PROBE_WAIT_MS
             wait_ms = min(max(2 * h.latency_ms, low), high)
             self.deferred += 1
             raise Defer(_jittered(wait_ms) / 1000, f"{origin}: waiting for the probe")
-        if now < h.open_until_ms:
+        if verdict == "open":
             self.refused_open += 1
             raise Retry(
-                _jittered(h.open_until_ms - now) / 1000,
+                _jittered(h.breaker.remaining_ms()) / 1000,
                 f"{origin}: circuit open after {h.failures} failures in a row",
             )
-        h.probing = True  # half-open: this job is the probe
 
     def leave(self, origin: str, took_ms: float, ok: bool | None) -> None:
         """Give the slot back after a request that took `took_ms`: `ok` True (answered),
         False (a failure the breaker counts), None (neither, e.g. a 429)."""
         h = self.host(origin)
         h.latency_ms += LATENCY_WEIGHT * (max(took_ms, 0.0) - h.latency_ms)
-        if ok:
-            h.failures, h.open_until_ms, h.probing = 0, 0.0, False
-        elif ok is False:
-            h.failures += 1
-            if h.probing or h.failures >= self.settings.breaker_failures:
-                h.open_until_ms = self._clock.now_ms() + self.settings.breaker_open_ms
-                h.probing = False
-        elif h.probing:  # the probe proved nothing: let the next job probe
-            h.probing = False
+        h.breaker.record(h.breaker.probing, ok)  # None (a 429): the next job probes
         self._release(h)
 
     def _release(self, h: Host) -> None:

@@ -70,7 +70,7 @@ async def run_demo(
         await worker.start()
         await keeper.start()
         items = [
-            EnqueueItem({"n": i}, delay=lead_s + spread_s * i / max(1, jobs - 1))
+            EnqueueItem(payload={"n": i}, delay=lead_s + spread_s * i / max(1, jobs - 1))
             for i in range(jobs)
         ]
         ids = await client.enqueue_many(topic, items)

@@ -52,7 +52,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
     """Every shard of `topics` (a topic that is gone is left out), read now."""
     from wheelq.core.keys import all_shards
-    from wheelq.producer.drive import drive_sync
+    from wheelq.producer.operations import drive_sync
     from wheelq.store import nodes
     from wheelq.store.executor import SyncExecutor
     from wheelq.store.observe import observe_shards

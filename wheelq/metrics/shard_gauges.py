@@ -13,7 +13,7 @@ import asyncio
 import logging
 
 from wheelq.core.observe import ShardObservation
-from wheelq.producer.drive import drive_async
+from wheelq.producer.operations import drive_async
 from wheelq.runtime.service import Service
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store.observe import observe_shards

@@ -1,5 +1,5 @@
-"""The asyncio producer client, `AsyncClient`: the methods of `wheelq.producer.client.Client`
-with the same arguments, awaitable."""
+"""The asyncio producer client, `AsyncClient`: `Client`'s methods with the same arguments,
+awaitable."""
 
 from __future__ import annotations
 
@@ -10,23 +10,29 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
-from wheelq.core.callback import Callback
 from wheelq.core.due import At, Delay, debounce_spec
+from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
 from wheelq.core.job import DeadLetter
+from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp
-from wheelq.producer.breaker import Breaker, guarded
-from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
-from wheelq.producer.drain_runner import DrainTask, attach_spool
-from wheelq.producer.drive import drive_async
+from wheelq.producer import schedules
+from wheelq.producer.client import DEFAULT_CATCH_UP, CallbackArg, Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.limits import AsyncLimitMethods
-from wheelq.producer.operations import Op, Producer, ProducerCounts, TopicStats
-from wheelq.producer.schedule_methods import AsyncScheduleMethods
-from wheelq.producer.spool import SpoolStats
+from wheelq.producer.operations import (
+    Op,
+    Producer,
+    ProducerCounts,
+    TopicStats,
+    drive_async,
+    guarded,
+    with_spool,
+)
+from wheelq.producer.spool import DrainService, Path, SpoolStats, attach_spool
+from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
@@ -35,8 +41,9 @@ from wheelq.store.executor import AsyncExecutor, Call
 T = TypeVar("T")
 
 
-class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
-    """Asyncio producer client; the same methods as `Client`, awaitable."""
+class AsyncClient:
+    """Asyncio producer client; the same methods as `Client`, awaitable (each method
+    without a docstring of its own has `Client`'s)."""
 
     def __init__(
         self,
@@ -51,7 +58,7 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         self._durability = Durability(ack, self._producer.settings)
         self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._drain = attach_spool(
-            self._producer, self._breaker, spool, lambda d: DrainTask(d, self._send_all)
+            self._producer, self._breaker, spool, lambda drain: DrainService(drain, self._send_all)
         )
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
@@ -88,8 +95,8 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         return client
 
     async def _run(self, op: Op[T], wait: Wait | None = None) -> T:
-        if self._drain is not None:
-            self._drain.start()
+        if self._drain is not None and not self._drain.begun:
+            await self._drain.start()
         if wait is None:
             return await drive_async(guarded(self._breaker, op), self._executor.run)
         return await drive_async(
@@ -111,19 +118,18 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         replace: bool = False,
         ack: str | None = None,
         traceparent: str | None = None,
-        callback: Callback | str | Mapping[str, Any] | None = None,
+        callback: CallbackArg = None,
         debounce_ms: int | None = None,
         max_wait_ms: int | None = None,
         key: str | None = None,
         ordered: bool = False,
     ) -> str:
         item = EnqueueItem(
-            payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key, ordered
-        )
+            payload=payload, delay=delay, at=at, job_id=job_id, max_attempts=max_attempts,
+            replace=replace, traceparent=traceparent, callback=callback, key=key, ordered=ordered,
+        )  # fmt: skip
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return await self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
-
-    enqueue.__doc__ = ENQUEUE_DOC
 
     async def enqueue_many(
         self,
@@ -132,11 +138,9 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         *,
         ack: str | None = None,
     ) -> list[str]:
-        """See `Client.enqueue_many`."""
         return await self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
     async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
-        """See `Client.cancel`."""
         return await self._write(topic, self._producer.cancel(topic, job_id), ack)
 
     async def reschedule(
@@ -148,44 +152,35 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         at: At | None = None,
         ack: str | None = None,
     ) -> bool:
-        """See `Client.reschedule`."""
         op = self._producer.reschedule(topic, job_id, delay, at)
         return await self._write(topic, op, ack)
 
     async def get(self, topic: str, job_id: str) -> JobInfo:
-        """See `Client.get`."""
         return await self._run(self._producer.get(topic, job_id))
 
     async def create_topic(self, topic: str, shards: int | None = None) -> int:
-        """See `Client.create_topic`."""
         return await self._run(self._producer.create_topic(topic, shards))
 
     async def topics(self) -> dict[str, int]:
-        """See `Client.topics`."""
         return await self._run(self._producer.topics())
 
     async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
-        """See `Client.drop_topic`."""
         return await self._run(self._producer.drop_topic(topic, force))
 
     async def groups(self, topic: str) -> list[grp.GroupStats] | None:
-        """See `Client.groups`."""
         return await self._run(grp.groups(self._producer, topic))
 
     async def create_group(
         self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
     ) -> grp.CreatedGroup:
-        """See `Client.create_group`."""
         return await self._run(grp.create_group(self._producer, topic, group, start, max_groups))
 
     async def delete_group(
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:
-        """See `Client.delete_group`."""
         return await self._run(grp.delete_group(self._producer, topic, group, stream, force))
 
     async def stats(self, topic: str) -> TopicStats | None:
-        """See `Client.stats`."""
         return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())
 
     @property
@@ -194,22 +189,64 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         return self._producer.counts
 
     def spool_stats(self) -> SpoolStats | None:
-        """See `Client.spool_stats` (not a coroutine: it reads no Redis)."""
         return None if self._drain is None else self._drain.drain.stats()
 
     async def dead_letters(
         self, topic: str, limit: int = 100, *, after: str | None = None
     ) -> list[DeadLetter]:
-        """See `Client.dead_letters`."""
         return await self._run(dl.dead_letters(self._producer, topic, limit, after))
 
     async def replay(self, topic: str, refs: dl.Refs = None) -> int:
-        """See `Client.replay`."""
         return await self._run(dl.replay(self._producer, topic, refs))
 
     async def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
-        """See `Client.purge_dead`."""
         return await self._run(dl.purge_dead(self._producer, topic, refs))
+
+    async def set_limits(
+        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
+    ) -> TopicLimits:
+        return await self._run(self._producer.set_limits(topic, max_pending, max_ready))
+
+    async def limits(self, topic: str) -> TopicLimits:
+        return await self._run(self._producer.limits(topic))
+
+    async def schedule(
+        self,
+        name: str,
+        topic: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        start: At | None = None,
+        end: At | None = None,
+        misfire: str = "once",
+        max_catch_up: int = DEFAULT_CATCH_UP,
+        max_attempts: int | None = None,
+        callback: CallbackArg = None,
+    ) -> Schedule:
+        op = schedules.define(
+            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
+            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
+            max_attempts=max_attempts, callback=callback,
+        )  # fmt: skip
+        return (await self._run(op))[0]
+
+    async def get_schedule(self, name: str, topic: str) -> Schedule | None:
+        return await self._run(schedules.get(self._producer, name, topic))
+
+    async def schedules(self, topic: str | None = None) -> list[Schedule]:
+        return await self._run(schedules.every(self._producer, topic))
+
+    async def pause_schedule(self, name: str, topic: str) -> bool:
+        return await self._run(schedules.change(self._producer, name, topic, "pause"))
+
+    async def resume_schedule(self, name: str, topic: str) -> bool:
+        return await self._run(schedules.change(self._producer, name, topic, "resume"))
+
+    async def unschedule(self, name: str, topic: str) -> bool:
+        return await self._run(schedules.change(self._producer, name, topic, "remove"))
 
     async def aclose(self) -> None:
         """Close the connections; with a spool, stop its drain first (what it has not
@@ -220,7 +257,7 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
 
     async def __aenter__(self) -> Self:
         if self._drain is not None:
-            self._drain.start()
+            await self._drain.start()
         return self
 
     async def __aexit__(
@@ -230,3 +267,8 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+for _name, _method in vars(AsyncClient).items():
+    if callable(_method) and _method.__doc__ is None and hasattr(Client, _name):
+        _method.__doc__ = getattr(Client, _name).__doc__

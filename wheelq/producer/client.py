@@ -1,6 +1,5 @@
-"""The blocking producer client, `Client`; `AsyncClient` (asyncio) has the same methods
-with the same arguments, in `wheelq.producer.async_client`. The logic lives once in
-`wheelq.producer.operations`; each client only sends its calls.
+"""The blocking producer client, `Client`. `AsyncClient` has the same methods, awaitable;
+both drive the operations of `wheelq.producer.operations` (a test checks the two match).
 """
 
 from __future__ import annotations
@@ -14,35 +13,41 @@ import redis.asyncio
 
 from wheelq.core.callback import Callback
 from wheelq.core.due import At, Delay, debounce_spec
+from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
 from wheelq.core.job import DeadLetter
+from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp
-from wheelq.producer.breaker import Breaker, guarded
-from wheelq.producer.client_shared import ENQUEUE_DOC, Path, with_spool
-from wheelq.producer.drain_runner import DrainThread, attach_spool
-from wheelq.producer.drive import drive_sync
+from wheelq.producer import schedules
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.limits import LimitMethods
-from wheelq.producer.operations import Op, Producer, ProducerCounts, TopicStats
-from wheelq.producer.schedule_methods import ScheduleMethods
-from wheelq.producer.spool import SpoolStats
+from wheelq.producer.operations import (
+    Op,
+    Producer,
+    ProducerCounts,
+    TopicStats,
+    drive_sync,
+    guarded,
+    with_spool,
+)
+from wheelq.producer.spool import DrainService, DrainThread, Path, SpoolStats, attach_spool
+from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
 from wheelq.store.executor import Call, SyncExecutor
 
 T = TypeVar("T")
+CallbackArg = Callback | str | Mapping[str, Any] | None
+DEFAULT_CATCH_UP = 100
 
 
-class Client(ScheduleMethods, LimitMethods):
-    """Blocking producer client. Thread-safe (redis-py pools connections).
-
-    With `spool` (a file path), enqueues Redis cannot take go to that local SQLite file
-    and a background thread replays them once Redis is back (see the README's "Producer
-    spool"); without, such calls raise `RedisUnavailableError`.
+class Client:
+    """Blocking producer client; thread-safe. With `spool` (a file path), enqueues Redis
+    cannot take go to that SQLite file and are replayed once Redis is back (README,
+    "Producer spool"); without, they raise `RedisUnavailableError`.
 
     Raises:
         SpoolLockedError: Another client has the spool file open.
@@ -62,11 +67,14 @@ class Client(ScheduleMethods, LimitMethods):
         self._durability = Durability(ack, self._producer.settings)
         self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._drain = attach_spool(
-            self._producer, self._breaker, spool, lambda d: DrainThread(d, self._send_all)
+            self._producer,
+            self._breaker,
+            spool,
+            lambda drain: DrainThread(DrainService(drain, self._send_all)),
         )
 
-    def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
-        return self._executor.run(calls, return_exceptions=True)
+    async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
+        return self._executor.run(calls, return_exceptions=True)  # on the drain's own loop
 
     @property
     def redis(self) -> redis.Redis:
@@ -131,19 +139,63 @@ class Client(ScheduleMethods, LimitMethods):
         replace: bool = False,
         ack: str | None = None,
         traceparent: str | None = None,
-        callback: Callback | str | Mapping[str, Any] | None = None,
+        callback: CallbackArg = None,
         debounce_ms: int | None = None,
         max_wait_ms: int | None = None,
         key: str | None = None,
         ordered: bool = False,
     ) -> str:
+        """Enqueue `payload` on `topic`, due after `delay` or at `at` (neither: now).
+
+        Args:
+            topic: Topic name, 1-100 characters from [A-Za-z0-9_.-]; created on first use.
+            payload: Any msgpack-serialisable value (at most `max_payload_bytes` encoded).
+            delay: Seconds from now (int, float or timedelta), 0 to ten years.
+            at: Absolute due time: epoch seconds or an aware datetime (past = now).
+            job_id: Your own id, which makes the call idempotent while the job is
+                pending; default a generated, time-sortable, URL-safe id.
+            max_attempts: Runs allowed before the job is dead-lettered (1-1000);
+                default `default_max_attempts`.
+            replace: With `job_id`, replace a pending job of that id instead of failing.
+            ack: ``"primary"``, ``"replicated"`` (WAIT for ``ack_replicas``) or
+                ``"persisted"`` (WAITAOF); default the client's (README, "Acknowledged
+                durability").
+            traceparent: The W3C traceparent of the job's trace; default this call's
+                ``send`` span with the ``otel`` extra, else none (README, "Tracing").
+            callback: Where `wheelq deliver` POSTs the job when it is due: a URL, a
+                `Callback` or a mapping with ``url``, ``headers`` and ``timeout_ms``.
+            debounce_ms: With `job_id`, instead of `delay`/`at`: the job is due this long
+                after the latest call, so calls in a burst fire it once, after the last
+                (its payload and options are the latest call's); 1 ms to ten years.
+            max_wait_ms: With `debounce_ms`: fire no later than this long after the
+                first call of the burst, however the calls go on (>= debounce_ms).
+            key: The job's key (a tenant, a customer id; 1-256 bytes): `Job.key`, and what
+                a worker's `Flow` limits per key unless its ``key=`` says otherwise.
+            ordered: With `key`: the key's jobs run one at a time, in due order, in every
+                consumer group (a failing job holds the ones after it until it succeeds or
+                is dead-lettered).
+
+        Returns:
+            The job id.
+
+        Raises:
+            InvalidArgumentError: A bad argument (named; also a ValueError); nothing was
+                written.
+            PayloadTypeError: The payload cannot be serialised, or would not decode back
+                (a tuple as a dict key); also a TypeError.
+            DuplicateJobError: `job_id` is pending already and `replace` is False.
+            RedisUnavailableError: Redis cannot take the job now (its `reason` says why);
+                with a spool, the job is spooled and its id returned instead.
+            DurabilityError: Written, but `ack` was not reached within ``ack_timeout_ms``.
+            AckUnsupportedError: ``ack="persisted"`` on a server without WAITAOF or AOF;
+                nothing was written.
+        """
         item = EnqueueItem(
-            payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key, ordered
-        )
+            payload=payload, delay=delay, at=at, job_id=job_id, max_attempts=max_attempts,
+            replace=replace, traceparent=traceparent, callback=callback, key=key, ordered=ordered,
+        )  # fmt: skip
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
-
-    enqueue.__doc__ = ENQUEUE_DOC
 
     def enqueue_many(
         self,
@@ -185,13 +237,8 @@ class Client(ScheduleMethods, LimitMethods):
         return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
 
     def get(self, topic: str, job_id: str) -> JobInfo:
-        """Where job `job_id` is in its life, whatever the state (`JobState`): pending or
-        retrying (due time, attempt, the last error), ready, running (per consumer group:
-        which worker, since when, deliveries), succeeded (when, how long), dead (why),
-        cancelled, or unknown (never enqueued, or past the history's retention).
-
-        One script call on the job's shard, O(1)-O(log n) work in Redis (times the topic's
-        consumer groups); README, "A job's whole life".
+        """Where job `job_id` is in its life, whatever the state (`JobState`); README, "A
+        job's whole life".
 
         Raises:
             InvalidJobIdError: `job_id` cannot be a job id.
@@ -201,17 +248,11 @@ class Client(ScheduleMethods, LimitMethods):
         return self._run(self._producer.get(topic, job_id))
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
-        """Create a topic (idempotent); returns its shard count.
+        """Create a topic (idempotent); returns its shard count, fixed for the topic's life.
 
-        The shard count is fixed for the topic's life. Each shard is one sorted set, one
-        stream and one lease: one scheduler node fires a shard at a time, and on a Redis
-        Cluster each shard lives on the primary that owns the slot of its tag
-        ``{topic:shard}`` (CRC16, so the spread over the primaries is only as even as the
-        hashes fall). So pick at least as many shards as scheduler nodes you want busy and,
-        on a cluster, several per primary (2-4, or 16 on 3 primaries) so every primary gets
-        a share; more shards cost one blocking read per shard per worker on a cluster and a
-        lease each. The default (`default_shards`, 4) suits one server. README, "Redis
-        Cluster", shows how to see where a topic's shards landed.
+        One scheduler node fires a shard at a time: pick at least as many shards as nodes
+        you want busy and, on a cluster, several per primary (README, "Redis Cluster").
+        The default (`default_shards`, 4) suits one server.
 
         Raises:
             TopicConfigError: It exists with another shard count.
@@ -227,14 +268,10 @@ class Client(ScheduleMethods, LimitMethods):
         return self._run(self._producer.topics())
 
     def drop_topic(self, topic: str, *, force: bool = False) -> bool:
-        """Delete a topic: every key of every shard (pending jobs, stream, dead letters,
-        leases) and its registry entry. Returns False when the topic does not exist.
-
-        Each shard is deleted atomically by one script; without `force` nothing is
-        deleted while a job is pending or a ready-stream entry is not acked by every
-        consumer group (dead letters do not count). Schedulers serving the topic let it
-        go; a running worker of the topic should be stopped first (it would recreate
-        empty streams for its group).
+        """Delete every key of every shard of a topic and its registry entry; False when
+        the topic does not exist. Without `force` nothing is deleted while a job is pending
+        or a ready entry is not acked by every group (dead letters do not count). Stop the
+        topic's workers first (they would recreate their streams).
 
         Raises:
             TopicNotEmptyError: Jobs are still to run and `force` is False.
@@ -252,11 +289,11 @@ class Client(ScheduleMethods, LimitMethods):
     def create_group(
         self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
     ) -> grp.CreatedGroup:
-        """Create consumer group `group` of `topic` on every shard that lacks it (a worker
-        creates its own group; a pull consumer's is created here, or over HTTP).
+        """Create consumer group `group` of `topic` (which must exist) on every shard that
+        lacks it: a pull consumer's group (a worker creates its own).
 
         Args:
-            topic: The topic (it must exist: a job was enqueued, or `create_topic`).
+            topic: The topic.
             group: The group's name (a printable str of 1-200 characters).
             start: Where the new group starts: ``"earliest"`` (every job still in the
                 stream) or ``"now"`` (jobs fired from now on).
@@ -275,17 +312,10 @@ class Client(ScheduleMethods, LimitMethods):
     def delete_group(
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:
-        """Delete consumer group `group` of `topic` (XGROUP DESTROY on every shard that has it).
-
-        Its entries it has not acked (in flight, or not yet delivered to it) then no longer
-        hold back the stream's trimming and no longer count in a job's state: a job the
-        other groups settled reads ``succeeded`` in `get()`. Its retries waiting for their
-        time still fire, and no group runs them. Stop the group's workers first: a running
-        worker creates its group again, at the start of the stream.
-
-        Each shard checks and deletes in one script. Without `force` every shard is checked
-        first, and nothing is deleted while any has entries in flight; an entry delivered
-        between that check and a shard's delete keeps the group on that shard.
+        """Delete consumer group `group` of `topic` on every shard that has it: its unacked
+        entries no longer hold back trimming nor count in a job's state; its waiting retries
+        still fire, and no group runs them. Stop its workers first (they would create it
+        again). Without `force` nothing is deleted while any shard has entries in flight.
 
         Args:
             topic: The topic.
@@ -340,6 +370,97 @@ class Client(ScheduleMethods, LimitMethods):
     def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
         """Delete dead letters (`refs` as in `replay`; None = all); returns how many went."""
         return self._run(dl.purge_dead(self._producer, topic, refs))
+
+    def set_limits(
+        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
+    ) -> TopicLimits:
+        """Set the topic's backpressure limits (None: no limit); returns them.
+
+        Args:
+            max_pending: Most jobs waiting to fire; an enqueue past it raises
+                `TopicFullError` and writes nothing of what it refused.
+            max_ready: Most fired jobs the slowest consumer group has not acked (or not
+                read); past it the scheduler holds due jobs back in the sorted set and
+                fires them, late, as workers catch up. Nothing is dropped.
+
+        Both are kept per shard, as ``ceil(limit / shards)`` each (README, "Backpressure").
+
+        Raises:
+            InvalidArgumentError: A limit neither None nor an int in [1, 2**40].
+        """
+        return self._run(self._producer.set_limits(topic, max_pending, max_ready))
+
+    def limits(self, topic: str) -> TopicLimits:
+        """The topic's limits (no limits for an unknown topic)."""
+        return self._run(self._producer.limits(topic))
+
+    def schedule(
+        self,
+        name: str,
+        topic: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        start: At | None = None,
+        end: At | None = None,
+        misfire: str = "once",
+        max_catch_up: int = DEFAULT_CATCH_UP,
+        max_attempts: int | None = None,
+        callback: CallbackArg = None,
+    ) -> Schedule:
+        """Create or update the recurring schedule `name` of `topic`; returns it.
+
+        Each run is an ordinary job with the id ``<name>@<occurrence ms>``, written by a
+        scheduler node shortly before it is due, so it fires on time and exists once,
+        whatever nodes run or die. Calling it again with the same name updates the
+        schedule from its first run not yet written (declare schedules at start-up).
+
+        Args:
+            name: 1-100 characters from [A-Za-z0-9_.:-], unique within the topic.
+            topic: Where the runs are enqueued (created if new).
+            payload: What every run carries (msgpack-serialisable).
+            cron: Five cron fields, read in `tz` (``"30 2 * * *"``); or
+            every_ms: an interval, 100 ms to 366 days: runs at ``start + k * every_ms``
+                (from the Unix epoch without `start`).
+            tz: IANA zone for `cron` ("Europe/Berlin"); spring forward runs a skipped
+                time at the next valid one, fall back runs a repeated time once.
+            start, end: No run before / after (epoch seconds or aware datetimes).
+            misfire: Runs missed while no scheduler ran: "once" runs the latest of them
+                now, "all" the latest `max_catch_up` in order, "skip" none.
+            max_catch_up: 1-10,000 (for misfire="all").
+            max_attempts, callback: As for `enqueue`, for every run.
+
+        Raises:
+            InvalidArgumentError: A parameter out of range (named in the message).
+        """
+        op = schedules.define(
+            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
+            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
+            max_attempts=max_attempts, callback=callback,
+        )  # fmt: skip
+        return self._run(op)[0]
+
+    def get_schedule(self, name: str, topic: str) -> Schedule | None:
+        """The schedule `name` of `topic`, None if there is none."""
+        return self._run(schedules.get(self._producer, name, topic))
+
+    def schedules(self, topic: str | None = None) -> list[Schedule]:
+        """Every schedule (of `topic` when given), by topic and name."""
+        return self._run(schedules.every(self._producer, topic))
+
+    def pause_schedule(self, name: str, topic: str) -> bool:
+        """Stop writing runs and cancel the ones written ahead; False if no such schedule."""
+        return self._run(schedules.change(self._producer, name, topic, "pause"))
+
+    def resume_schedule(self, name: str, topic: str) -> bool:
+        """Run again from now on (runs that fell while paused are skipped)."""
+        return self._run(schedules.change(self._producer, name, topic, "resume"))
+
+    def unschedule(self, name: str, topic: str) -> bool:
+        """Remove the schedule and cancel its runs written ahead; False if there was none."""
+        return self._run(schedules.change(self._producer, name, topic, "remove"))
 
     def close(self) -> None:
         """Close the connections; with a spool, stop its drain first (what it has not

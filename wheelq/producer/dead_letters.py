@@ -1,9 +1,5 @@
-"""Dead-letter operations for the clients: list, replay, purge — written once, sans-I/O.
-
-Like `wheelq.producer.operations`, each operation is a generator that yields
-lists of `Call`s and returns its result; `Client` and `AsyncClient` drive
-them. A dead letter is addressed by its ref ``"shard/entry-id"``.
-"""
+"""Dead letters, the clients' operations (sans-I/O, as in `operations`): list, replay,
+purge. A dead letter is addressed by its ref ``"shard/entry-id"``."""
 
 from __future__ import annotations
 

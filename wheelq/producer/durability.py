@@ -1,16 +1,7 @@
-"""The ``ack=`` levels of the producer's writes, and the check that a level was reached.
-
-``"primary"`` (the default): a call returns once the primary has applied it, as Redis
-acknowledges any write; a failover right after can lose it. ``"replicated"``: every
-round of the call is followed, on the connection of each node it wrote to, by WAIT for
-``ack_replicas`` replicas within ``ack_timeout_ms``. ``"persisted"``: WAITAOF instead,
-fsynced to the primary's AOF and to that of ``ack_replicas`` replicas.
-
-`Durability.plan` picks what a call waits for; at the default level it hands the
-operation back untouched, so those calls cost what they cost before. `confirmed` wraps
-an operation (`wheelq.producer.operations`): it passes each round through, notes the
-calls whose node fell short (`wheelq.store.acked.Acked`), and raises `DurabilityError`
-naming their jobs once the operation is done.
+"""The ``ack=`` levels of the producer's writes and the check that a level was reached:
+``"primary"`` (the default, the operation untouched), ``"replicated"`` (WAIT for
+``ack_replicas`` after each round, on each node it wrote to) or ``"persisted"`` (WAITAOF).
+`confirmed` raises `DurabilityError` naming the jobs of the calls that fell short.
 """
 
 from __future__ import annotations

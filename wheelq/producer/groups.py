@@ -1,12 +1,6 @@
-"""A topic's consumer groups for operators: create one (under a cap), list them, delete one —
-written once, sans-I/O.
-
-Like `wheelq.producer.operations`, each operation is a generator that yields lists of
-`Call`s and returns its result; `Client` and `AsyncClient` drive them. A group of one name
-on every shard of a topic is one group to the operator; groups of the topic's ``ready``
-stream and of its ``callbacks`` stream (the deliverer's) are told apart by `stream`, so a
-stale group of one is never mistaken for a live group of the other.
-"""
+"""A topic's consumer groups, the clients' operations (sans-I/O, as in `operations`):
+create (under a cap), list, delete. A group of one name on every shard is one group; the
+``ready`` and ``callbacks`` streams' groups are told apart by `stream`."""
 
 from __future__ import annotations
 

@@ -1,39 +1,41 @@
 """What an enqueue call's items become: validated, encoded `JobWrite`s.
 
-`EnqueueItem` is one job as a caller describes it (`Client.enqueue`'s arguments, or one
-item of `enqueue_many`); `validate_item` checks every field and encodes the payload and
-envelope, raising before anything is sent. All of a call's items share one `EncodeBatch`.
+`EnqueueItem` is one job as a caller describes it; `validate_item` checks every field and
+encodes the payload and envelope before anything is sent; `validate_batch` takes a plain
+item by a short path that writes the same. All of a call's items share one `EncodeBatch`.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
+
+import msgpack
 
 from wheelq.core import keys as k
 from wheelq.core.callback import Callback, validate_callback
-from wheelq.core.due import At, Delay, DueSpec
+from wheelq.core.due import At, Delay, DueSpec, due_spec
 from wheelq.core.flow import validate_key
 from wheelq.core.job import (
+    RANDOM_CHARS,
     encode_payload,
     envelope_fields,
     pack_envelope,
+    payload_packer,
+    random_parts,
+    time_part,
     validate_max_attempts,
     validate_traceparent,
 )
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
-from wheelq.producer.encode_batch import EncodeBatch
 from wheelq.store import job_writes
 
+_new_tuple = tuple.__new__  # a global: no attribute lookup per item
 
-class EnqueueItem(NamedTuple):
-    """One job for `enqueue_many`; the fields mean what `enqueue`'s arguments mean.
 
-    A named tuple, immutable: made once per job by a caller of `enqueue_many`, it costs a
-    third of a frozen dataclass (whose ``__init__`` sets each field through
-    ``object.__setattr__``)."""
-
+class _Fields(NamedTuple):
     payload: Any
     delay: Delay | None = None
     at: At | None = None
@@ -46,11 +48,49 @@ class EnqueueItem(NamedTuple):
     ordered: bool = False
 
 
-_ITEM_FIELDS = frozenset(EnqueueItem._fields)
-_TAIL = EnqueueItem._fields.index("job_id")
-_PLAIN_TAIL = tuple(EnqueueItem._field_defaults[f] for f in EnqueueItem._fields[_TAIL:])
+class EnqueueItem(_Fields):
+    """One job for `enqueue_many`, built with keywords; the fields mean what `enqueue`'s
+    arguments mean. A named tuple: a third of the cost of a frozen dataclass per job."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        *,
+        payload: Any,
+        delay: Delay | None = None,
+        at: At | None = None,
+        job_id: str | None = None,
+        max_attempts: int | None = None,
+        replace: bool = False,
+        traceparent: str | None = None,
+        callback: Callback | str | Mapping[str, Any] | None = None,
+        key: str | None = None,
+        ordered: bool = False,
+    ) -> Self:
+        item = (
+            payload,
+            delay,
+            at,
+            job_id,
+            max_attempts,
+            replace,
+            traceparent,
+            callback,
+            key,
+            ordered,
+        )
+        return _new_tuple(cls, item)
+
+    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
+        return (), self._asdict()
+
+
+_ITEM_FIELDS = frozenset(_Fields._fields)
+_TAIL = _Fields._fields.index("job_id")
+_PLAIN_TAIL = tuple(_Fields._field_defaults[f] for f in _Fields._fields[_TAIL:])
 """An item's fields after ``at`` when it sets none of them: a plain item, most of them."""
-_REPLACE, _ORDERED = EnqueueItem._fields.index("replace"), EnqueueItem._fields.index("ordered")
+_REPLACE, _ORDERED = _Fields._fields.index("replace"), _Fields._fields.index("ordered")
 
 
 def validate_batch(
@@ -174,3 +214,59 @@ def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
     if "payload" not in item:
         raise InvalidArgumentError("payload", "each item needs a 'payload'")
     return EnqueueItem(**item)
+
+
+class EncodeBatch:
+    """What validating one call's items shares: the time, the ids seen, msgpack packers and
+    the random parts of ids, drawn in growing blocks (reused objects are several times
+    cheaper than new ones per job). Packers are per thread, so clients stay thread-safe."""
+
+    MAX_BLOCK_IDS = 1024
+
+    def __init__(self, now_ms: int, traceparent: str | None = None) -> None:
+        self.now_ms = now_ms
+        self.traceparent = traceparent
+        """What a job without a traceparent of its own carries (the call's send span)."""
+        self.seen: set[str] = set()  # the callers' own ids (a generated one repeats none)
+        self.payloads, self.envelopes = _packers()
+        self._time_part = time_part(now_ms)
+        self._random = ""
+        self._at = 0
+        self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
+        self._dues: dict[tuple[type, object, type, object], DueSpec] = {}
+        self.callbacks = False
+        """Whether some job of the call carries a callback (`validate_item` sets it)."""
+
+    def due(self, delay: Delay | None, at: At | None) -> DueSpec:
+        """`due_spec(delay, at)` at `now_ms`, worked out once per distinct value in the batch
+        (the items of an `enqueue_many` mostly share one). Keyed by type too: ``True == 1``,
+        and only the int is a valid delay."""
+        key = (type(delay), delay, type(at), at)
+        try:
+            return self._dues[key]
+        except KeyError:
+            due = self._dues[key] = due_spec(delay, at, now_ms=self.now_ms)
+            return due
+        except TypeError:  # unhashable: not a valid delay or time; due_spec says why
+            return due_spec(delay, at, now_ms=self.now_ms)
+
+    def new_id(self) -> str:
+        """A fresh job id made at `now_ms` (`wheelq.core.ids`)."""
+        at = self._at
+        if at >= len(self._random):
+            self._random, at = random_parts(self._block_ids), 0
+            self._block_ids = min(self._block_ids * 2, self.MAX_BLOCK_IDS)
+        self._at = at + RANDOM_CHARS
+        return self._time_part + self._random[at : at + RANDOM_CHARS]
+
+
+_local = threading.local()
+
+
+def _packers() -> tuple[msgpack.Packer, msgpack.Packer]:
+    """This thread's (payload, envelope) packers."""
+    pair: tuple[msgpack.Packer, msgpack.Packer] | None = getattr(_local, "packers", None)
+    if pair is None:
+        pair = (payload_packer(), msgpack.Packer(use_bin_type=False))
+        _local.packers = pair
+    return pair

@@ -1,51 +1,133 @@
-"""The producer's logic, written once for the sync and the async client.
-
-Each operation is a generator ("sans-I/O"): it validates its input, then
-yields lists of `Call`s to send together and receives their parsed
-replies, and finally returns its result. `Client` drives these generators
-with a blocking executor, `AsyncClient` with an awaiting one, so the two
-clients cannot drift apart. All validation happens before the first
-yield: bad input raises before anything is sent.
+"""The producer's logic, written once as sans-I/O generators that `Client` and `AsyncClient`
+drive: each validates its input before its first yield, yields lists of `Call`s to send
+together, receives their replies and returns its result. Also the drivers, the breaker's
+guard around an operation, enqueue placement and its ``send`` span.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping
-from dataclasses import dataclass
+import secrets
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, due_spec
+from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info
+from wheelq.core.job import validate_traceparent
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
     InvalidDelayError,
     InvalidJobIdError,
+    RedisUnavailableError,
+    ScriptError,
     TopicConfigError,
     TopicFullError,
     TopicNotEmptyError,
 )
-from wheelq.producer.encode_batch import EncodeBatch
-from wheelq.producer.items import EnqueueItem, validate_batch, validate_item
-from wheelq.producer.ordering import register_order
-from wheelq.producer.placing import enqueue_calls, send_calls
-from wheelq.producer.traced import sending
+from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
 from wheelq.runtime import tracing
+from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock
-from wheelq.runtime.outage import is_transient
-from wheelq.store import job_writes, nodes, ops, schedules
+from wheelq.runtime.outage import is_transient, unavailable_reason
+from wheelq.runtime.tracing import Tracing
+from wheelq.store import flow, job_writes, nodes, ops, schedules
 from wheelq.store.executor import Call
 from wheelq.store.observe import observe_shards
+from wheelq.store.scripts import Placed
 
 if TYPE_CHECKING:
-    from wheelq.producer.spool import SpoolStats
-    from wheelq.producer.spooler import Spooler
+    from wheelq.producer.spool import Spooler, SpoolStats
 
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
+
+PIPELINE_CALLS = 64
+"""Script calls per round trip in enqueue_many: 32,000 jobs of the default batch size, each
+call written as it is packed (`wheelq.store.streamed`), so Redis runs the first while the
+client packs the rest; the spooling client's confirmed ids grow round by round."""
+
+Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]
+"""Each script call with the writes it carries."""
+
+
+def drive_sync(op: Op[T], send: Callable[[list[Call[Any]]], list[Any]]) -> T:
+    """Run `op` to its end with the blocking `send`. A round trip that raises is thrown into
+    `op`; `op` is closed when the driver stops early, so its ``finally`` runs at once."""
+    try:
+        calls = next(op)
+        while True:
+            try:
+                replies = send(calls)
+            except Exception as exc:
+                calls = op.throw(exc)
+            else:
+                calls = op.send(replies)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+async def drive_async(op: Op[T], send: Callable[[list[Call[Any]]], Awaitable[list[Any]]]) -> T:
+    """`drive_sync` with an awaitable `send`."""
+    try:
+        calls = next(op)
+        while True:
+            try:
+                replies = await send(calls)
+            except Exception as exc:
+                calls = op.throw(exc)
+            else:
+                calls = op.send(replies)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+def guarded(breaker: Breaker, op: Op[T]) -> Op[T]:
+    """`op` with `breaker` asked before each round trip and told how it went; a failed
+    round is thrown into `op` as `RedisUnavailableError` when Redis cannot take calls now,
+    so the spool's router can catch it (docs/architecture.md, "The producer spool and
+    breaker")."""
+    try:
+        calls = next(op)
+        while True:
+            try:
+                probe = breaker.admit()
+            except RedisUnavailableError as refused:
+                calls = op.throw(refused)
+                continue
+            try:
+                replies: Any = yield calls
+            except GeneratorExit:
+                breaker.abandon(probe)
+                raise
+            except Exception as exc:
+                breaker.report(probe, exc)
+                calls = op.throw(as_unavailable(exc))
+                continue
+            breaker.report(probe, None)
+            calls = op.send(replies)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def as_unavailable(exc: Exception) -> Exception:
+    """`exc` as `RedisUnavailableError` (caused by it) when it says Redis cannot take calls
+    now; else `exc` itself."""
+    reason = unavailable_reason(exc)
+    if reason is None or isinstance(exc, RedisUnavailableError):
+        return exc
+    unavailable = RedisUnavailableError(f"redis {reason}: {exc}", reason)
+    unavailable.__cause__ = exc
+    return unavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +191,11 @@ class ProducerCounts:
     """Cancels that removed a pending job."""
 
 
+def with_spool(stats: TopicStats | None, spool: SpoolStats | None) -> TopicStats | None:
+    """`stats` with the spool's depth and age, when both are there."""
+    return stats if stats is None or spool is None else replace(stats, spool=spool)
+
+
 class Producer:
     """Validation, placement and batching shared by `Client` and `AsyncClient`."""
 
@@ -117,7 +204,7 @@ class Producer:
         self._shards: dict[str, int] = {}
         self._clock = WallClock()
         self.spooler: Spooler | None = None
-        """Set by a client with a spool: enqueues go through it (`wheelq.producer.spooler`)."""
+        """Set by a client with a spool: enqueues go through it."""
         self.tracing = tracing.load()
         """Spans around enqueues; None without the ``otel`` extra."""
         self.counts = ProducerCounts()
@@ -166,11 +253,7 @@ class Producer:
 
     def drop_topic(self, topic: str, force: bool) -> Op[bool]:
         """Delete every key of every shard and the registry entry; False when unknown.
-
-        Without `force` the shards are checked first (one round trip, nothing deleted
-        when any has jobs to run) and again inside each shard's drop script, so a job
-        written in between is not deleted silently.
-        """
+        Without `force` the shards are checked first, and again by each shard's script."""
         k.validate_topic(topic)
         if not isinstance(force, bool):
             raise InvalidArgumentError("force", f"force must be a bool, got {force!r}")
@@ -191,6 +274,24 @@ class Producer:
         self._shards.pop(topic, None)
         self._callback_topics.discard(topic)
         return True
+
+    def set_limits(self, topic: str, max_pending: object, max_ready: object) -> Op[TopicLimits]:
+        limits = validate_limits(max_pending, max_ready)
+        shards = yield from self.shard_count(topic, create=True)
+        assert shards is not None
+        fields = limits.fields(shards)
+        calls: list[Call[object]] = []
+        for keys in k.all_shards(topic, shards):
+            calls += ops.write_limits(keys, fields)
+        yield calls
+        return limits
+
+    def limits(self, topic: str) -> Op[TopicLimits]:
+        shards = yield from self.shard_count(topic, create=False)
+        if shards is None:
+            return TopicLimits()
+        (raw,) = yield [ops.read_limits(k.ShardKeys(topic, 0))]
+        return TopicLimits.from_fields(raw)
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -244,10 +345,9 @@ class Producer:
         return (yield from self._counted(topic, writes))
 
     def note_callbacks(self, topic: str, callbacks: bool) -> Op[None]:
-        """Put `topic` on the deliverer's list (`wheelq serve` delivers only the topics on it)
-        the first time this client writes it a job with a callback (`callbacks`). An outage
-        here does not stop the write, which may still go to the spool: the deliverer also
-        finds topics by their callbacks streams, less often."""
+        """Put `topic` on the deliverer's list the first time this client writes it a job
+        with a callback. An outage here does not stop the write (it may go to the spool):
+        the deliverer also finds topics by their callbacks streams, less often."""
         if not callbacks or topic in self._callback_topics:
             return
         try:
@@ -273,12 +373,8 @@ class Producer:
     def _write(
         self, topic: str, writes: list[job_writes.JobWrite], applied: list[str] | None = None
     ) -> Op[list[str]]:
-        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined.
-
-        With a spooler, it decides (and calls back with `applied`, a list this appends the
-        ids of each round Redis confirmed to). Such a direct call's outcome may be unknown
-        (a reply lost): its writes, in `writes` itself, get the tokens of
-        `wheelq.producer.placing` that make their replay from the spool exactly once."""
+        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined. With
+        a spooler, it decides, calling back with `applied` (gets each confirmed round's ids)."""
         if self.spooler is not None and applied is None:
             return (yield from self.spooler.write(topic, writes, self._write))
         shards = self._shards.get(topic)  # the topic name was validated by the caller
@@ -338,3 +434,122 @@ def _raise_if_busy(topic: str, outcomes: list[ops.ShardDrop]) -> None:
     unacked = sum(o.unacked for o in outcomes)
     if pending or unacked:
         raise TopicNotEmptyError(topic, pending, unacked)
+
+
+def enqueue_calls(
+    topic: str, writes: list[job_writes.JobWrite], shards: int, size: int, record_ms: int = 0
+) -> Placing:
+    """The ``enqueue.lua`` calls that place `writes` (by shard, `size` per call). With
+    `record_ms` > 0 (a spooling client's direct try) each call gets a token the shard
+    records if it applies the call, and each of its writes, in `writes` itself, the token
+    ``CALL:n``: if the reply is lost and the writes are spooled, their replay is skipped
+    where the call was applied."""
+    by_shard: dict[int, list[int]] = defaultdict(list)  # shard -> indexes in writes
+    for n, w in enumerate(writes):
+        by_shard[k.shard_of(w.id, shards)].append(n)
+    calls: Placing = []
+    for shard, indexes in by_shard.items():
+        keys = k.ShardKeys(topic, shard)
+        for i in range(0, len(indexes), size):
+            token = "c" + secrets.token_hex(8) if record_ms else ""
+            for m, n in enumerate(indexes[i : i + size] if token else ()):
+                writes[n] = writes[n]._replace(token=f"{token}:{m}")
+            chunk = [writes[n] for n in indexes[i : i + size]]
+            calls.append((chunk, job_writes.enqueue(keys, chunk, record_ms, token)))
+    return calls
+
+
+def send_calls(
+    topic: str, writes: list[job_writes.JobWrite], calls: Placing, applied: list[str] | None
+) -> Op[list[str]]:
+    """Send `calls`, `PIPELINE_CALLS` a round; returns the ids of `writes`, appending each
+    round's applied ids to `applied` as it is confirmed.
+
+    Raises:
+        TopicFullError: Some shard would have passed its pending limit.
+        DuplicateJobError: Some ids were pending already (and not to be replaced).
+    """
+    duplicates: list[str] = []
+    full: list[str] = []
+    for i in range(0, len(calls), PIPELINE_CALLS):
+        round_ = calls[i : i + PIPELINE_CALLS]
+        replies = yield [call for _, call in round_]
+        for (chunk, _), outcomes in zip(round_, replies, strict=True):
+            if len(outcomes) != len(chunk):
+                raise ScriptError(f"enqueue.lua answered {len(outcomes)} of {len(chunk)} jobs")
+            # `in` scans in C: most calls have neither outcome, and need no loop per job
+            if Placed.DUPLICATE in outcomes or Placed.FULL in outcomes:
+                for w, o in zip(chunk, outcomes, strict=True):
+                    if o == Placed.DUPLICATE:
+                        duplicates.append(w.id)
+                    elif o == Placed.FULL:
+                        full.append(w.id)
+            if applied is not None:
+                taken = zip(chunk, outcomes, strict=True)
+                applied += [w.id for w, o in taken if o != Placed.FULL]
+    ids = [w.id for w in writes]
+    if full:
+        refused = set(full) | set(duplicates)
+        raise TopicFullError(topic, full, [i for i in ids if i not in refused], ids)
+    if duplicates:
+        dup = set(duplicates)
+        raise DuplicateJobError(topic, duplicates, [i for i in ids if i not in dup])
+    return ids
+
+
+def register_order(topic: str, writes: Sequence[job_writes.JobWrite]) -> Op[Any]:
+    """Register each ordered write (id, absolute due) with its key, one call per key, in a
+    round trip before the writes: a job never runs before its key knows it (a registration
+    left without its job is passed over once `ORDER_GRACE_MS` past due)."""
+    by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for w in writes:
+        if w.order_key:
+            by_key[w.order_key].append((w.id, w.due.value_ms))
+    yield [flow.order_register(order_keys(topic, key), jobs) for key, jobs in by_key.items()]
+
+
+Write = Generator[list[Call[Any]], list[Any], list[str]]
+
+
+def sending(
+    tracing: Tracing | None,
+    topic: str,
+    parent: str | None,
+    write: Callable[[str | None], Write],
+    *,
+    batch: bool,
+) -> Write:
+    """`write(traceparent)`, inside a ``send <topic>`` span when tracing is on: the span
+    covers the call's validation, round trips and a spool's write, and its context is the
+    traceparent the call's jobs carry by default. `parent`: the caller's traceparent (the
+    span's parent); `batch`: the span counts jobs instead of naming one.
+
+    Raises:
+        InvalidArgumentError: `parent` is not a valid traceparent (with tracing on; without,
+            `write` checks each job's).
+    """
+    if tracing is None:
+        return write(None)
+    if not tracing.active:  # no span to open: the traceparent a send span would have had
+        return write(validate_traceparent(parent) or tracing.inject())
+    return _traced(tracing, topic, parent, write, batch)
+
+
+def _traced(
+    tracing: Tracing,
+    topic: str,
+    parent: str | None,
+    write: Callable[[str | None], Write],
+    batch: bool,
+) -> Write:
+    span = tracing.send(topic, validate_traceparent(parent))
+    try:
+        ids = yield from write(tracing.traceparent(span))
+    except Exception as exc:
+        tracing.failed(span, exc)
+        raise
+    except BaseException:  # closed early (a cancelled caller): no outcome to record
+        span.end()
+        raise
+    tracing.sent(span, ids, batch)
+    return ids

@@ -1,9 +1,8 @@
 """Recurring schedules, the producer's side: define, list, pause, resume, remove.
 
-Sans-I/O operations like `wheelq.producer.operations`, driven by `Client` and
-`AsyncClient`. The runs themselves are written by the leader of the schedule's home shard
-(`wheelq.scheduler.materializer`); pausing or removing a schedule fences that writer out
-of every shard and cancels the runs it wrote ahead (docs/architecture.md, "Schedules").
+Sans-I/O operations as in `operations`. The runs are written by the leader of the
+schedule's home shard; pausing or removing fences that writer out and cancels the runs it
+wrote ahead (docs/architecture.md, "Schedules").
 """
 
 from __future__ import annotations

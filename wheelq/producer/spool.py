@@ -1,17 +1,12 @@
-"""The producer spool: enqueues Redis could not take, kept in a local SQLite file until the
-drain (`wheelq.producer.drain`) has replayed them.
+"""The producer spool: enqueues Redis could not take, kept in a local SQLite file and
+replayed into Redis, in order, exactly once (docs/architecture.md, "The producer spool and
+breaker").
 
-One file serves one client at a time: it is opened in SQLite's exclusive locking mode, so a
-second client on it (in this process or another) gets `SpoolLockedError`, and the lock goes
-with the process that held it, even after kill -9. The journal is a WAL with
-``synchronous=FULL``: each append is one transaction, fsynced before the client returns the
-ids, so an id the client returned survives a kill -9 of the producer and, as far as SQLite
-promises, a power cut.
-
-Rows keep the msgpack envelope wheelq built (no pickle) and when the job is due. A relative
-delay is stored as an absolute time on the producer's wall clock (the call's time, which is
-the envelope's ``enqueued_ms``, plus the delay) and replayed as the delay that is left by
-that same clock; see `SpooledJob.replay_write`.
+`Spool` is the file: one client at a time (SQLite's exclusive lock, released with the
+process even after kill -9), a WAL with ``synchronous=FULL``, so an id the client returned
+survives a kill -9 and, as far as SQLite promises, a power cut. `Spooler` routes a client's
+enqueues between Redis and the file; `Drain` is the replay, one bounded sans-I/O step at a
+time; `DrainService` runs it on the `Service` base (for `Client` on a loop in a thread).
 
 ```
 jobs      seq (replay order), topic, job_id, mode ('d' | 'a'), due_ms, replace, envelope,
@@ -25,17 +20,48 @@ meta      format ('1'), spool_id (random: each row's replay token is spool_id:se
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from wheelq.core import keys as k
+from wheelq.core.clock import Clock
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
-from wheelq.errors import SpoolError, SpoolLockedError
+from wheelq.errors import (
+    MalformedJobError,
+    RedisUnavailableError,
+    ScriptError,
+    SpoolError,
+    SpoolLockedError,
+    TopicConfigError,
+)
+from wheelq.producer.operations import Op, Producer, drive_async
+from wheelq.runtime.breaker import Breaker
+from wheelq.runtime.clock import LocalClock, WallClock
+from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.service import Service
+from wheelq.store import job_writes
+from wheelq.store.executor import Call
 from wheelq.store.job_writes import JobWrite
+from wheelq.store.scripts import Placed
+
+log = logging.getLogger("wheelq.producer.spool")
+T = TypeVar("T")
+Path = str | os.PathLike[str]
+Send = Callable[[list[Call[Any]]], Awaitable[list[Any]]]
+"""Sends a round with ``return_exceptions=True``: a call's error is its reply."""
+
+STEP_BYTES = 4 * 1024 * 1024  # envelope bytes per drain step (one row more if larger)
+CLOSE_WAIT_S = 5.0  # how long Client.close() waits for the drain's thread
+_FOR_GOOD = (ScriptError, MalformedJobError, TopicConfigError)
 
 FORMAT = "1"
 _SCHEMA = """
@@ -93,19 +119,15 @@ class SpooledJob:
     """The token the write had when it was spooled ('' for most rows)."""
 
     def token(self, spool_id: str) -> str:
-        """The row's replay token, the same each try: the one it was spooled with, when a
-        direct call sent it and its reply was lost (``CALL:n``: the replay is skipped if
-        that call was applied, see ``enqueue.lua``), else ``spool_id:seq``, unique to this
-        spool file and row."""
+        """The row's replay token, the same each try: ``CALL:n`` when a direct call sent it
+        and its reply was lost, else ``spool_id:seq``."""
         return self.given_token or f"{spool_id}:{self.seq}"
 
     def replay_write(self, spool_id: str, now_ms: int) -> JobWrite:
-        """The write that replays this row at `now_ms` (producer's wall clock), with its token.
-
-        A delayed job is sent as the delay left (never negative): the script adds it to
-        the Redis clock, so the skew between the two clocks cancels out and the job fires
-        when it was asked to, measured from the call, however long Redis was away.
-        """
+        """The write that replays this row at `now_ms` (producer's wall clock), with its
+        token. A delayed job is stored as an absolute time on that clock (the envelope's
+        ``enqueued_ms`` plus the delay) and sent as the delay left (never negative): the
+        script adds it to the Redis clock, so the two clocks' skew cancels out."""
         due = (
             DueSpec("delay", max(0, self.due_ms - now_ms))
             if self.mode == "d"
@@ -115,17 +137,14 @@ class SpooledJob:
 
 
 class Spool:
-    """A spool file, opened and locked; thread-safe (one lock around one connection).
-
-    Args:
-        path: The SQLite file; made, with its directory's parent existing, when missing.
+    """A spool file, opened and locked (made when missing); thread-safe.
 
     Raises:
         SpoolLockedError: Another client has the file open.
         SpoolError: It is not a wheelq spool, or SQLite cannot open it.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
         try:
@@ -242,29 +261,255 @@ class Spool:
         with self._lock:
             self._db.close()
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
-
-
-class _Transaction:
-    """BEGIN ... COMMIT (ROLLBACK on an error), SQLite errors raised as `SpoolError`."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN ... COMMIT (ROLLBACK on an error); SQLite errors as `SpoolError`."""
         self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
         try:
-            if exc is None:
-                self._db.execute("COMMIT")
-                return
-        except sqlite3.Error as failed:
-            exc = failed
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise SpoolError(f"spool write failed (nothing was written): {exc}") from exc
+            yield
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise SpoolError(f"spool write failed (nothing was written): {exc}") from exc
+            raise
+
+
+Place = Callable[[str, list[JobWrite], list[str]], "Op[list[str]]"]
+"""`Producer._write` sending straight to Redis, appending the ids it confirmed to a list."""
+
+
+class Spooler:
+    """Routes a client's enqueues: to Redis, or to the spool while it holds jobs (Redis
+    sees the spool's order) or when Redis cannot take them (`RedisUnavailableError`); the
+    call then returns the ids. A batch's rounds confirmed before one failed are not
+    spooled again; the failed round's writes carry ``CALL:n`` tokens, so their replay skips
+    what the call wrote. `wake` is called after jobs were spooled."""
+
+    def __init__(self, spool: Spool, clock: Clock, wake: Callable[[], None]) -> None:
+        self.spool = spool
+        self._clock = clock
+        self._wake = wake
+
+    def write(self, topic: str, writes: list[JobWrite], place: Place) -> Op[list[str]]:
+        """Send `writes` with `place`, or spool them; returns their ids."""
+        ids = [w.id for w in writes]
+        if self.spool.depth:
+            self._spool(topic, writes, None)
+            return ids
+        confirmed: list[str] = []
+        try:
+            return (yield from place(topic, writes, confirmed))
+        except RedisUnavailableError as exc:
+            done = set(confirmed)
+            self._spool(topic, [w for w in writes if w.id not in done], exc)
+            return ids
+
+    def _spool(
+        self, topic: str, writes: Sequence[JobWrite], why: RedisUnavailableError | None
+    ) -> None:
+        was_empty = not self.spool.depth
+        self.spool.append(topic, writes, self._clock.now_ms())
+        if was_empty and why is not None:
+            log.warning("%s; spooling enqueues to %s until it is back", why, self.spool.path)
+        self._wake()
+
+
+class Drain:
+    """The replay, one bounded sans-I/O step at a time: the oldest rows (``batch_size``
+    jobs, `STEP_BYTES`), one ``enqueue.lua`` call per shard in replay mode, each job with
+    its row's token; rows are deleted once Redis confirmed their call, so a lost reply
+    replays tokens the shard recorded and writes nothing twice. A call refused for good
+    moves its rows to ``rejected`` (an ERROR); a duplicate id is dropped (a warning).
+    `clock` is the producer's wall clock, which spooled due times are measured on."""
+
+    def __init__(self, spool: Spool, producer: Producer, breaker: Breaker, clock: Clock) -> None:
+        self.spool = spool
+        self._producer = producer
+        self.breaker = breaker
+        self._clock = clock
+        self._forget: dict[k.ShardKeys, list[str]] = {}
+        self.last_error: str | None = None
+        """Why the last step failed, while they keep failing (`SpoolStats.last_error`)."""
+
+    def pending(self) -> bool:
+        """Whether a step has anything to do."""
+        return bool(self.spool.depth or self._forget)
+
+    def stats(self) -> SpoolStats:
+        return self.spool.stats(self._clock.now_ms(), self.last_error)
+
+    def step(self) -> Op[int]:
+        """Replay the oldest rows; returns how many left the spool. Driven with
+        ``return_exceptions=True``; raises what kept some rows in the spool."""
+        settings = self._producer.settings
+        rows = self.spool.head(settings.batch_size, STEP_BYTES)
+        groups: dict[k.ShardKeys, list[SpooledJob]] = {}
+        rejected: list[tuple[SpooledJob, str]] = []
+        for topic in dict.fromkeys(row.topic for row in rows):
+            mine = [row for row in rows if row.topic == topic]
+            try:
+                shards = yield from _raising(self._producer.shard_count(topic, create=True))
+            except _FOR_GOOD as exc:
+                rejected += [(row, f"{type(exc).__name__}: {exc}") for row in mine]
+                continue
+            assert shards is not None
+            for row in mine:
+                keys = k.ShardKeys(topic, k.shard_of(row.job_id, shards))
+                groups.setdefault(keys, []).append(row)
+        now = self._clock.now_ms()
+        forget: list[Call[Any]] = [
+            job_writes.forget_replayed(ks, t) for ks, t in self._forget.items()
+        ]
+        replays = [
+            job_writes.enqueue(
+                keys,
+                [row.replay_write(self.spool.spool_id, now) for row in group],
+                settings.spool_record_ms,
+            )
+            for keys, group in groups.items()
+        ]
+        replies = (yield [*forget, *replays]) if forget or replays else []
+        self._forget = {}  # gone or not: the record forgets them after spool_record_ms anyway
+        done: list[SpooledJob] = []
+        confirmed: dict[k.ShardKeys, list[str]] = {}
+        failure: Exception | None = None
+        for (keys, group), reply in zip(groups.items(), replies[len(forget) :], strict=True):
+            if isinstance(reply, _FOR_GOOD):
+                rejected += [(row, f"{type(reply).__name__}: {reply}") for row in group]
+            elif isinstance(reply, Exception):
+                failure = failure or reply
+            else:
+                done += group
+                confirmed[keys] = [row.token(self.spool.spool_id) for row in group]
+                _warn_duplicates(keys.topic, group, reply)
+        self.spool.settle(done, rejected, now)
+        self._forget = confirmed  # only once their rows are gone from the file
+        for row, error in rejected:
+            log.error("spooled job %r of %r refused for good: %s", row.job_id, row.topic, error)
+        if failure is not None:
+            raise failure
+        return len(done) + len(rejected)
+
+
+def _warn_duplicates(topic: str, group: list[SpooledJob], placed: list[Placed]) -> None:
+    dropped = [row.job_id for row, p in zip(group, placed, strict=True) if p == Placed.DUPLICATE]
+    if dropped:
+        log.warning(
+            "spooled jobs %s of %r not written: a job of that id was pending (replace=False)",
+            dropped[:5],
+            topic,
+        )
+
+
+def _raising(op: Op[T]) -> Op[T]:
+    """Drive `op` (which expects raised errors) inside rounds whose errors come as replies."""
+    try:
+        calls = next(op)
+        while True:
+            replies = yield calls
+            error = next((r for r in replies if isinstance(r, Exception)), None)
+            calls = op.throw(error) if error is not None else op.send(replies)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+class DrainService(Service):
+    """The drain's loop: it steps while the spool has something to replay, else waits for
+    `wake()`. Stopping leaves the rest in the file (a step cut off is safe to repeat)."""
+
+    name = "spool_drain"
+    title = "spool drain"
+
+    def __init__(self, drain: Drain, send: Send) -> None:
+        super().__init__(LocalClock(), log)
+        self.drain = drain
+        self._send = send
+        self.begun = False
+        self.closing = False
+        """Set (from any thread) before the client cuts its connections: no step after."""
+
+    async def start(self) -> None:
+        self.begun = True
+        await super().start()
+
+    async def step(self) -> float | None:
+        if self.closing or not self.drain.pending():
+            return None
+        await drive_async(self.drain.step(), self._send)
+        drain = self.drain
+        if drain.last_error is not None and not drain.spool.depth:
+            log.info("spool %s drained: every spooled job is in redis", drain.spool.path)
+        drain.last_error = None
+        drain.breaker.report(False, None)
+        return 0
+
+    def failed(self, exc: BaseException) -> float:
+        if self.closing or self.stopping:
+            return 0.0  # the close cut the step short: what is left stays in the file
+        self.drain.last_error = f"{type(exc).__name__}: {exc}"
+        self.drain.breaker.report(False, exc)
+        return super().failed(exc)
+
+    async def close(self) -> None:
+        """Stop at once (a step under way is cancelled) and close the spool."""
+        self.closing = True
+        await self.stop(StopBudget(0))
+        self.drain.spool.close()
+
+
+class DrainThread:
+    """`Client`'s drain: its `DrainService` on an event loop of its own, in a daemon
+    thread started at once; `send` may block (it runs on that loop only)."""
+
+    def __init__(self, service: DrainService) -> None:
+        self.service = service
+        self.drain = service.drain
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self._thread = threading.Thread(target=self._main, name="wheelq-spool-drain", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            self._loop.run_until_complete(self._run())
+        finally:
+            self._loop.close()
+
+    async def _run(self) -> None:
+        await self.service.start()
+        await self._stop.wait()
+        await self.service.stop(StopBudget(0))
+
+    def wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: the client is closed
+            self._loop.call_soon_threadsafe(self.service.wake)
+
+    def close(self, disconnect: Callable[[], None]) -> None:
+        """Stop the loop and close the spool; `disconnect` (called before and after) ends
+        a step waiting on Redis."""
+        self.service.closing = True
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._stop.set)
+        disconnect()
+        self._thread.join(CLOSE_WAIT_S)
+        disconnect()
+        self.service.drain.spool.close()
+
+
+R = TypeVar("R", DrainThread, DrainService)
+
+
+def attach_spool(
+    producer: Producer, breaker: Breaker, path: Path | None, runner: Callable[[Drain], R]
+) -> R | None:
+    """Open the spool at `path` (None: no spool, returns None), route `producer`'s
+    enqueues through it, and return the drain's runner that `runner` makes."""
+    if path is None:
+        return None
+    clock = WallClock()
+    spool = Spool(path)
+    made = runner(Drain(spool, producer, breaker, clock))
+    producer.spooler = Spooler(spool, clock, made.wake)
+    return made

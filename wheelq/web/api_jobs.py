@@ -191,7 +191,7 @@ async def reschedule_job(
     except InvalidArgumentError as exc:
         raise invalid(exc) from None
     if await svc.client.reschedule(topic, job_id, delay=delay, at=at):
-        item = EnqueueItem(None, delay, at)
+        item = EnqueueItem(payload=None, delay=delay, at=at)
         return json_response({"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)})
     raise await _not_pending(svc, topic, job_id, "reschedule")
 

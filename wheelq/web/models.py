@@ -217,16 +217,16 @@ class JobIn(Due):
         delay, at = self.due(now_ms)
         callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
         return EnqueueItem(
-            self.payload,
-            delay,
-            at,
-            self.id,
-            self.max_attempts,
-            self.replace,
-            None,
-            callback,
-            self.key,
-            self.ordered,
+            payload=self.payload,
+            delay=delay,
+            at=at,
+            job_id=self.id,
+            max_attempts=self.max_attempts,
+            replace=self.replace,
+            traceparent=None,
+            callback=callback,
+            key=self.key,
+            ordered=self.ordered,
         )
 
 

@@ -29,7 +29,7 @@ from wheelq.core.jsonable import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.retry import error_line
-from wheelq.producer.drive import drive_async
+from wheelq.producer.operations import drive_async
 from wheelq.store import nodes
 from wheelq.store.executor import AsyncExecutor
 from wheelq.store.observe import observe_shards

@@ -1,0 +1,122 @@
+"""The circuit breaker, one for the producer's Redis calls and one per callback host.
+
+```
+ closed ── failures_to_open failures in a row ──▶ open (open_ms)
+   ▲                                               │ then
+   │        the probe fails: open again ◀───── half-open: the next call goes
+   └──── the probe succeeds ◀──────────────────┘ through (the probe); others wait
+```
+
+`check()` says what a call may do and `record()` how an admitted one went; the clock is
+injected, so tests drive it with a `ManualClock`. Thread-safe: the sync client's threads
+share one. `admit()` and `report()` are the producer's face of it: Redis calls, where only
+a connection-level failure counts (docs/architecture.md, "The producer spool and breaker").
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+from wheelq.core.clock import Clock
+from wheelq.errors import RedisUnavailableError
+from wheelq.runtime.outage import is_unreachable
+
+Verdict = Literal["closed", "probe", "open", "probing"]
+"""`check()`: go (closed), go as the probe, refused (open), refused (a probe is out)."""
+
+
+class Breaker:
+    """Closed, open or half-open; see the module docstring.
+
+    Args:
+        open_ms: How long it stays open; 0: it never opens.
+        clock: Ms, monotonic.
+        failures_to_open: Failures in a row that open it (a probe's failure opens it at once).
+    """
+
+    def __init__(self, open_ms: int, clock: Clock, failures_to_open: int = 1) -> None:
+        self.open_ms = open_ms
+        self._clock = clock
+        self._failures_to_open = failures_to_open
+        self._lock = threading.Lock()
+        self.open_until_ms: int | None = None
+        """None: closed; else open until then, half-open after."""
+        self.probing = False
+        self.failures = 0
+        """Failures in a row."""
+        self._last: BaseException | None = None
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"open"`` or ``"half_open"``."""
+        with self._lock:
+            if self.open_until_ms is None:
+                return "closed"
+            return "open" if self._clock.now_ms() < self.open_until_ms else "half_open"
+
+    def check(self) -> Verdict:
+        """Whether a call may go; ``"probe"``: it goes as the half-open probe (record it)."""
+        if self.open_until_ms is None:  # closed: the common case, no lock (a stale read lets
+            return "closed"  # one call through as the breaker opens, as a probe would be)
+        with self._lock:
+            if self.open_until_ms is None:
+                return "closed"
+            if self.probing:
+                return "probing"
+            if self._clock.now_ms() < self.open_until_ms:
+                return "open"
+            self.probing = True
+            return "probe"
+
+    def record(self, probe: bool, ok: bool | None, cause: BaseException | None = None) -> None:
+        """How an admitted call went: `ok` True closes it, False counts a failure (`cause`,
+        kept for the refusals' message), None proved nothing; `probe`: it was the probe."""
+        if ok and not probe and self.open_until_ms is None and not self.failures:
+            return  # closed and staying so: the common case, no lock
+        with self._lock:
+            if probe:
+                self.probing = False
+            if ok:
+                self.failures, self.open_until_ms = 0, None
+            elif ok is False:
+                self.failures += 1
+                if self.open_ms and (probe or self.failures >= self._failures_to_open):
+                    self.open_until_ms = self._clock.now_ms() + self.open_ms
+                    self._last = cause
+
+    def abandon(self, probe: bool) -> None:
+        """An admitted call ended without an outcome (cancelled): the next call probes."""
+        if probe:
+            self.record(True, None)
+
+    def remaining_ms(self) -> int:
+        """Ms until the open period ends (0: closed or half-open)."""
+        until = self.open_until_ms
+        return 0 if until is None else max(0, until - self._clock.now_ms())
+
+    def admit(self) -> bool:
+        """`check()` for a Redis call; True when it is the probe (report it).
+
+        Raises:
+            RedisUnavailableError: Open, or half-open with the probe still out (reason
+                ``"breaker_open"``); the call must not be sent.
+        """
+        verdict = self.check()
+        if verdict in ("closed", "probe"):
+            return verdict == "probe"
+        left = self.remaining_ms()
+        wait = f"{left} ms more" if left else "a probe"
+        last = f"{type(self._last).__name__}: {self._last}"
+        refused = RedisUnavailableError(
+            f"redis unreachable: failing fast for {wait} (breaker_open_ms="
+            f"{self.open_ms}) after {last:.200}; not sent",
+            "breaker_open",
+        )
+        refused.__cause__ = self._last
+        raise refused
+
+    def report(self, probe: bool, failure: BaseException | None) -> None:
+        """How an admitted Redis call went: a connection-level `failure` opens the breaker,
+        any other outcome (a reply, even an error one) closes it."""
+        self.record(probe, failure is None or not is_unreachable(failure), failure)
