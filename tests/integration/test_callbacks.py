@@ -23,8 +23,8 @@ from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import Deliveries, delivery_worker
 from wheelq.callbacks.signing import verify
 from wheelq.core.settings import CallbackSettings, WorkerSettings
+from wheelq.embedded import ServerBinary
 from wheelq.runtime.clock import wall_ms
-from wheelq.testing.binaries import ServerBinary
 
 client = test_worker.client
 scheduler = test_worker.scheduler

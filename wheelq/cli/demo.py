@@ -26,8 +26,7 @@ from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store import nodes, ops
 from wheelq.store.async_executor import AsyncExecutor
 from wheelq.store.calls import Call
-from wheelq.testing.fired import read_fired
-from wheelq.testing.stats import Fired, summarize
+from wheelq.testing.fired import Fired, read_fired, summarize
 from wheelq.worker.worker import Worker
 
 Progress = Callable[[int, int, int], None]
@@ -48,7 +47,7 @@ async def run_demo(
     progress: Progress | None = None,
     redis_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo; returns the summary of the firing (see `wheelq.testing.stats.summarize`)
+    """Run the demo; returns the summary of the firing (see `wheelq.testing.fired.summarize`)
     with the handlers' own summary under ``"handled"``."""
     topic = f"demo-{secrets.token_hex(4)}"
     client = AsyncClient.from_url(url, redis_options=redis_options)

@@ -3,7 +3,7 @@
 The scripts write these formats, each in one Lua helper of
 ``wheelq/store/lua/_lib.lua``; the names below are the Python side, which
 every reader uses (`wheelq.core.job.Job.from_entry`,
-`wheelq.core.dead.DeadLetter.from_entry`, `wheelq.testing.stats.Fired`), and a
+`wheelq.core.dead.DeadLetter.from_entry`, `wheelq.testing.fired.Fired`), and a
 real-server test compares them with what the scripts write. The job
 envelope (the value in ``{T:s}:jobs``) is `wheelq.core.job.Envelope`.
 

@@ -1,5 +1,7 @@
-"""Faults a test or the chaos soak injects into a Redis server, each one command of the
-server's own, on a plain connection to ONE server (loop over a cluster's primaries).
+"""Faults a test or the chaos soak injects, into a Redis server or a node.
+
+Into a server, each one command of its own, on a plain connection to ONE server (loop
+over a cluster's primaries):
 
 - `flush_scripts`: ``SCRIPT FLUSH``; every client's next script call gets NOSCRIPT and
   must load its script again.
@@ -10,11 +12,13 @@ server's own, on a plain connection to ONE server (loop over a cluster's primari
 - `squeeze_memory` / `restore_memory`: ``maxmemory`` below what the server uses, with
   ``noeviction``, so every write fails with OOM; then both settings as they were.
 
-And one inside a scheduler node of this process:
+Into a scheduler node of this process:
 
 - `slow_renewals`: the node holds each lease renewal past the lease TTL while its wheel
   keeps firing, as a node starved of CPU or stuck in a long GC pause would; another node
   takes its shards over, and its emits must be refused from then on.
+- `SkewedClock`: a node's clock jumped by `jump_ms`. Its jobs cannot fire early (the emit
+  script takes the earlier of the node's time and ``TIME``); a clock behind makes them late.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 
 import redis
 
+from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.scheduler import Scheduler
 
 
@@ -85,3 +90,14 @@ def slow_renewals(node: Scheduler, hold_ms: int | None = None) -> Callable[[], N
             del keeper.renew  # the class's method again
 
     return undo
+
+
+class SkewedClock(RedisClock):
+    """`RedisClock` plus `jump_ms` (0 until set; set it from any thread or a signal)."""
+
+    def __init__(self, jump_ms: int = 0) -> None:
+        super().__init__()
+        self.jump_ms = jump_ms
+
+    def now_ms_float(self) -> float:
+        return super().now_ms_float() + self.jump_ms

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wheelq.testing.stats import Fired
+from wheelq.testing.fired import Fired
 
 MUST_BE_ZERO = ("lost", "fired_twice", "early", "handled_never", "handled_too_often")
 

