@@ -16,8 +16,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError
+from wheelq.cli.context import CliError, Context
 from wheelq.cli.jobs import json_payload
 from wheelq.cli.jobs import when as parse_when
 

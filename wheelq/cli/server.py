@@ -13,8 +13,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError, usage_error
+from wheelq.cli.context import CliError, Context, usage_error
 
 if TYPE_CHECKING:
     from wheelq.embedded import EmbeddedServer, ServerBinary

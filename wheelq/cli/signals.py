@@ -1,13 +1,16 @@
-"""SIGINT/SIGTERM for the `wheelq scheduler` and `wheelq worker` commands.
+"""The long-running `wheelq` processes: their signals, their exit, their collector policy.
 
-The only place wheelq handles signals and ends the process: the first signal
-starts a graceful stop, a second one cuts it short, and if the process is
-still there `HARD_EXIT_S` later it leaves with ``os._exit(1)``.
+The only place wheelq handles signals and ends the process: the first SIGINT/SIGTERM
+starts a graceful stop, a second one cuts it short, and if the process is still there
+`HARD_EXIT_S` later it leaves with ``os._exit(1)``. `settle_heap` freezes what a started
+process made and makes the collector's full passes rarer (docs/architecture.md,
+Performance targets: a full pass over a loaded wheel held the loop for 4-10 ms).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -16,8 +19,20 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
 
-from wheelq.cli import heap
 from wheelq.runtime.role import Role
+
+FULL_PASS_EVERY = 100
+"""Middle-generation passes per full one (CPython's default: 10)."""
+
+
+def settle_heap() -> None:
+    """Freeze what the process made so far and make full passes `FULL_PASS_EVERY` times
+    rarer than the young ones' default rhythm."""
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_PASS_EVERY)
+
 
 R = TypeVar("R")
 
@@ -37,7 +52,7 @@ class SignalStop:
         stop: Callable[[], Awaitable[object]],
         hurry: Callable[[], None],
         logger: logging.Logger,
-        first_message: str = "signal: stopping (a second signal exits at once)",
+        first_message: str = FIRST_MESSAGE,
     ) -> None:
         self._stop = stop
         self._hurry = hurry
@@ -88,12 +103,9 @@ def run_until_signal(
         on_signal = SignalStop(node.stop, node.hurry, logger, first_message)
         on_signal.install()
         async with beside() if beside is not None else nullcontext():
-            # Everything loaded so far (modules, classes, the node) lives as long as the
-            # process: out of the cyclic collector's full passes, which otherwise scan it
-            # all again every few seconds under load and hold the loop for tens of ms (a
-            # scheduler node's 20,000-job burst fired 30-40 ms later for it); and those
-            # passes rarer (wheelq.cli.heap).
-            heap.settle()
+            # What is loaded now lives as long as the process: out of the full passes, which
+            # held a 20,000-job burst back 30-40 ms.
+            settle_heap()
             await node.serve()
             if on_signal.stopping is not None:
                 return await on_signal.stopping  # type: ignore[no-any-return]

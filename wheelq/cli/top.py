@@ -18,9 +18,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.config import split_topics
-from wheelq.cli.context import Context
-from wheelq.cli.errors import usage_error
+from wheelq.cli.context import Context, split_topics, usage_error
 from wheelq.cli.topics import no_such_topic
 
 if TYPE_CHECKING:

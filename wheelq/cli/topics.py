@@ -1,13 +1,18 @@
-"""`wheelq topics` (list, drop, limits): what is on the server (`wheelq stats` is in `top.py`)."""
+"""What is on the server, a topic at a time: `wheelq topics` (list, drop, limits),
+`wheelq groups` (create, list, delete) and `wheelq dlq` (list, replay, purge dead letters).
+
+``dlq list --json`` prints one JSON object per line, the payload as `wheelq.core.jsonable`
+spells it (bytes become ``{"$bytes": "<base64>"}``). `wheelq stats` is in `top.py`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError
+from wheelq.cli.context import CliError, Context, usage_error
 
 if TYPE_CHECKING:
     from wheelq.producer.client import Client
@@ -117,4 +122,205 @@ def topic_limits(ctx: Context) -> int:
                 max_ready=None if ready == "none" else ready,
             )
     print(f"{args.name}: max_pending={limits.max_pending}, max_ready={limits.max_ready}")
+    return 0
+
+
+def register_groups(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``groups create``, ``groups list`` and ``groups delete``."""
+    p = sub.add_parser("groups", help="create a topic's consumer group, list them, or delete one")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
+    create = actions.add_parser(
+        "create",
+        parents=parents,
+        help="create a group on every shard (for pull consumers; a worker creates its own), "
+        "refused past the topic's cap of groups",
+    )
+    create.add_argument("topic")
+    create.add_argument("group")
+    create.add_argument(
+        "--start",
+        choices=("earliest", "now"),
+        default="earliest",
+        help="earliest (default): every job still in the stream; now: jobs fired from now on",
+    )
+    create.add_argument(
+        "--max-groups",
+        type=int,
+        help="refuse when the topic has this many groups already (default 64, as wheelq "
+        "serve's max_groups_per_topic)",
+    )
+    create.set_defaults(func=create_group)
+    listing = actions.add_parser(
+        "list",
+        parents=parents,
+        help="each group: its stream, consumers, entries in flight, ready (not yet delivered "
+        "to it) and how long since a consumer of it last read",
+    )
+    listing.add_argument("topic")
+    listing.add_argument("--shards", action="store_true", help="a row per group and shard")
+    listing.set_defaults(func=list_groups)
+    delete = actions.add_parser(
+        "delete",
+        parents=parents,
+        help="delete a group on every shard (refused while it has entries in flight); stop "
+        "its workers first",
+    )
+    delete.add_argument("topic")
+    delete.add_argument("group")
+    delete.add_argument(
+        "--stream",
+        default="ready",
+        help="the stream the group reads: ready (default) or callbacks (wheelq serve's)",
+    )
+    delete.add_argument(
+        "--force",
+        action="store_true",
+        help="delete it even with entries in flight (they are dropped for this group)",
+    )
+    delete.set_defaults(func=delete_group)
+
+
+def _idle(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.1f}s"
+
+
+def list_groups(ctx: Context) -> int:
+    """Print a table: group, stream, consumers, in flight, ready, idle (per shard with
+    ``--shards``); exit 1 for an unknown topic."""
+    topic = ctx.args.topic
+    with ctx.client() as client:
+        found = client.groups(topic)
+        if found is None:
+            raise no_such_topic(topic, sorted(client.topics()))
+    if not found:
+        print(f"no consumer groups on {topic}", file=sys.stderr)
+        return 0
+    width = max(5, *(len(g.name) for g in found))
+    shard = "  SHARD" if ctx.args.shards else ""
+    print(f"{'GROUP':<{width}}  STREAM   {shard}  CONSUMERS  IN_FLIGHT      READY  IDLE")
+    for g in found:
+        rows = (
+            [(f"  {s.shard:>5}", s.consumers, s.in_flight, s.ready) for s in g.shards]
+            if ctx.args.shards
+            else [("", g.consumers, g.in_flight, g.ready)]
+        )
+        for where, consumers, in_flight, ready in rows:
+            print(
+                f"{g.name:<{width}}  {g.stream:<9}{where}  {consumers:>9}  {in_flight:>9}  "
+                f"{ready:>9}  {_idle(g.idle_ms)}"
+            )
+    return 0
+
+
+def create_group(ctx: Context) -> int:
+    """Create a group (see `Client.create_group`); exit 1 for an unknown topic or past the
+    cap."""
+    from wheelq.errors import GroupLimitError, GroupNotFoundError
+
+    args = ctx.args
+    with ctx.client() as client:
+        cap = {} if args.max_groups is None else {"max_groups": args.max_groups}
+        try:
+            done = client.create_group(args.topic, args.group, start=args.start, **cap)
+        except GroupNotFoundError:
+            raise no_such_topic(args.topic, sorted(client.topics())) from None
+        except GroupLimitError as exc:
+            raise CliError(str(exc)) from None
+    if not done.created:
+        print(f"group {done.name} of {args.topic} exists already")
+    else:
+        shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
+        print(f"created group {done.name} of {args.topic} on {shards}")
+    return 0
+
+
+def delete_group(ctx: Context) -> int:
+    """Delete a group (see `Client.delete_group`); exit 1 when there is no such group or it
+    has entries in flight without ``--force``."""
+    from wheelq.errors import GroupBusyError
+
+    args = ctx.args
+    with ctx.client() as client:
+        try:
+            done = client.delete_group(args.topic, args.group, stream=args.stream, force=args.force)
+        except GroupBusyError as exc:
+            raise CliError(exc.explain("--force")) from None
+    dropped = f"; {done.in_flight} entries in flight dropped" if done.in_flight else ""
+    shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
+    print(f"deleted group {done.name} of {args.topic} on {shards}{dropped}")
+    return 0
+
+
+MAX_LISTED = 100_000  # what Client.dead_letters reads at most
+
+
+def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``dlq list``, ``dlq replay`` and ``dlq purge``."""
+    p = sub.add_parser("dlq", help="list, replay or purge a topic's dead letters")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,replay,purge}")
+    listing = actions.add_parser("list", parents=parents, help="dead letters, oldest first")
+    listing.add_argument("topic")
+    listing.add_argument("--limit", type=int, default=100, help="most listed (default 100)")
+    listing.add_argument("--offset", type=int, default=0, help="skip this many first")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.set_defaults(func=list_dead)
+    for name, verb in (("replay", "run again (as attempt 1, due now)"), ("purge", "delete")):
+        q = actions.add_parser(name, parents=parents, help=f"{verb} dead letters")
+        q.add_argument("topic")
+        q.add_argument("refs", nargs="*", help="refs (shard/entry-id) from 'wheelq dlq list'")
+        q.add_argument("--all", action="store_true", help=f"{name} every dead letter")
+        q.set_defaults(func=settle)
+
+
+def list_dead(ctx: Context) -> int:
+    """Print a page of dead letters; "showing a-b of N" goes to stderr when there are more."""
+    args = ctx.args
+    if args.limit < 1 or args.offset < 0 or args.offset + args.limit > MAX_LISTED:
+        raise usage_error(
+            f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LISTED}, "
+            f"got --limit {args.limit} --offset {args.offset}"
+        )
+    from wheelq.core.jsonable import dead_letter_json
+
+    with ctx.client() as client:
+        total = topic_stats(client, args.topic).dead
+        rows = client.dead_letters(args.topic, args.offset + args.limit)[args.offset :]
+    for dead in rows:
+        if args.json:
+            print(json.dumps(dead_letter_json(dead), allow_nan=False))
+        else:
+            first = dead.error.splitlines()[0] if dead.error else ""
+            print(
+                f"{dead.ref}  {dead.job_id}  {dead.reason}  group={dead.group}  "
+                f"attempt={dead.attempt}/{dead.max_attempts}  {first}"
+            )
+    shown = args.offset + len(rows)
+    if not total:
+        print(f"no dead letters on {args.topic}", file=sys.stderr)
+    elif args.offset or shown < total:
+        more = f"; next page: --offset {shown}" if shown < total else ""
+        print(f"showing {args.offset + 1}-{shown} of {total}{more}", file=sys.stderr)
+    return 0
+
+
+def settle(ctx: Context) -> int:
+    """Replay or purge the given refs (or --all); exit 1 when some ref was not there."""
+    args = ctx.args
+    if bool(args.refs) == bool(args.all):
+        raise usage_error(
+            f"{args.action} needs refs (from 'wheelq dlq list') or --all, "
+            + ("not both" if args.all else "got neither")
+        )
+    with ctx.client() as client:
+        topic_stats(client, args.topic)  # exits 1 for an unknown topic
+        refs = None if args.all else list(dict.fromkeys(args.refs))
+        if args.action == "replay":
+            done, verb = client.replay(args.topic, refs), "replayed"
+        else:
+            done, verb = client.purge_dead(args.topic, refs), "purged"
+    print(f"{verb} {done}")
+    if refs is not None and done < len(refs):
+        missing = len(refs) - done
+        why = "" if verb == "purged" else " or are malformed entries that cannot be replayed"
+        raise CliError(f"{missing} of {len(refs)} refs were not on {args.topic!r}{why}")
     return 0
