@@ -9,7 +9,7 @@ prometheus_client; the collectors here read them when Prometheus scrapes.
 - `collector_for(role)`: one collector, to register in a registry of yours.
 """
 
-from wheelq.metrics.registry import collector_for, registry_for
+from wheelq.metrics.collectors import collector_for, registry_for
 from wheelq.metrics.server import MetricsServer
 
 __all__ = ["MetricsServer", "collector_for", "registry_for"]

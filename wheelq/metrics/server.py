@@ -16,8 +16,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from wheelq.core.checks import int_in
 from wheelq.errors import InvalidArgumentError
-from wheelq.metrics.registry import Observed, collectors_for
-from wheelq.metrics.shard_gauges import ShardGauges
+from wheelq.metrics.collectors import Observed, ShardGauges, collectors_for
 from wheelq.runtime.service import Lifecycle
 
 EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 (an exporter's usual bind; see MetricsServer)
