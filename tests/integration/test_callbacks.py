@@ -19,9 +19,9 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, until
 from tests.support.web import serving
 from wheelq import AsyncClient, JobState, Scheduler, Worker
+from wheelq.callbacks import verify
 from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import Deliveries, delivery_worker
-from wheelq.callbacks.signing import verify
 from wheelq.core.settings import CallbackSettings, WorkerSettings
 from wheelq.embedded import ServerBinary
 from wheelq.runtime.clock import wall_ms

@@ -4,7 +4,7 @@ It runs in a `wheelq.Worker` of group ``callbacks`` (`delivery_worker`), so retr
 dead letters, crash recovery and the job's history are the worker's. A request is JSON
 ``{"id", "topic", "payload", "due_ms", "attempt"}`` with the headers ``Wheelq-Id``,
 ``Wheelq-Topic``, ``Wheelq-Attempt`` and, with a signing secret, ``Wheelq-Signature``
-(`wheelq.callbacks.signing`: it signs the body, not those headers, which only repeat the
+(`wheelq.callbacks.sign`: it signs the body, not those headers, which only repeat the
 body's fields; receivers key on the body). The answer decides the job's fate:
 
 - 2xx: delivered (the entry is acked);
@@ -31,6 +31,7 @@ from typing import Self
 import aiohttp
 from yarl import URL
 
+from wheelq.callbacks import HEADER, sign
 from wheelq.callbacks.hosts import HostGate
 from wheelq.callbacks.resolver import (
     ALLOW_HINT,
@@ -39,7 +40,6 @@ from wheelq.callbacks.resolver import (
     private_target,
     public_socket,
 )
-from wheelq.callbacks.signing import HEADER, sign
 from wheelq.core.callback import Callback
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
