@@ -50,7 +50,7 @@ class Delivery:
     async def start(self, *, allow_private: bool = True, **settings: Any) -> Deliverer:
         """A deliverer of `settings` (`CallbackSettings`), signing with `SECRET` when it may
         reach private targets (the receiver's)."""
-        secret = SECRET if allow_private else None
+        secret = SECRET if allow_private else ""
         self.deliverer = Deliverer(
             CallbackSettings(**settings), signing_secret=secret, allow_private=allow_private
         )
