@@ -19,16 +19,9 @@ POLL_S = 0.05
 
 
 class EmbeddedCluster(Started):
-    """A cluster of Valkey or Redis servers on 127.0.0.1.
-
-    Args:
-        binary: The executable of every node; default as for `EmbeddedServer`.
-        primaries: Primary nodes; the slots are split evenly between them.
-        replicas: Replicas per primary (for failover tests).
-        node_timeout_ms: ``cluster-node-timeout``: how long a node may be unreachable
-            before the others mark it failed (and a replica takes over).
-        appendonly: Turn on the AOF of every node.
-    """
+    """A cluster of `primaries` Valkey or Redis servers on 127.0.0.1, the slots split
+    evenly, with `replicas` replicas of each; `node_timeout_ms` is ``cluster-node-timeout``
+    (how long a node may be unreachable before a replica takes over)."""
 
     def __init__(
         self,
@@ -76,12 +69,7 @@ class EmbeddedCluster(Started):
         return self.primaries[0].url
 
     def start(self, timeout_s: float = 30.0) -> None:
-        """Start every node and form the cluster.
-
-        Raises:
-            EmbeddedServerError: A node did not start, or the cluster did not become
-                healthy within `timeout_s`.
-        """
+        """Start every node and form the cluster within `timeout_s` (EmbeddedServerError)."""
         try:
             for node in self.nodes:
                 node.start()
@@ -96,18 +84,8 @@ class EmbeddedCluster(Started):
             node.stop()
 
     def kill_primary(self, index: int, timeout_s: float = 30.0) -> EmbeddedServer:
-        """SIGKILL primary `index`, as a crash would, and wait for its replica to take over.
-
-        The cluster fails the primary over by itself (after ``node_timeout_ms``); this
-        waits until one of its replicas is a primary and every live node says so.
-        ``primaries[index]`` stays in the list, dead (`stop` still cleans it up).
-
-        Returns:
-            The promoted replica.
-
-        Raises:
-            EmbeddedServerError: No replica of it, or none took over within `timeout_s`.
-        """
+        """SIGKILL primary `index` and wait until every live node sees one of its replicas
+        as primary; returns that replica. ``primaries[index]`` stays in the list, dead."""
         per = self._replicas_per_primary
         if per < 1:
             raise EmbeddedServerError("kill_primary needs replicas >= 1: none would take over")
@@ -145,16 +123,9 @@ class EmbeddedCluster(Started):
     def migrate_slot(
         self, slot: int, to: EmbeddedServer, *, pause_s: float = 0.0, timeout_s: float = 30.0
     ) -> int:
-        """Move `slot` to the primary `to` the way an operator does (SETSLOT IMPORTING and
+        """Move `slot` to the primary `to` as an operator does (SETSLOT IMPORTING and
         MIGRATING, MIGRATE key by key, SETSLOT NODE everywhere); returns the keys moved.
-
-        Args:
-            slot: The slot.
-            to: Its new owner, a primary.
-            pause_s: A pause after each key, so a test's load meets the slot half moved
-                (clients get ASK and TRYAGAIN replies meanwhile).
-            timeout_s: How long to wait for every node to see the new owner.
-        """
+        `pause_s` after each key lets a test's load meet the slot half moved (ASK, TRYAGAIN)."""
         source = self.owner(slot)
         src_id, dst_id = self.node_id(source), self.node_id(to)
         with self.client(to) as dst, self.client(source) as src:

@@ -138,18 +138,14 @@ class EmbeddedServer(Started):
         """Describe a server; nothing runs until `start`.
 
         Args:
-            binary: The executable; default the first of `find_server_binaries()`.
+            binary: Default the first of `find_server_binaries()` (none: EmbeddedServerError).
             port: Default a free port, picked again if taken before the server binds.
             password: Sets ``requirepass``; `url` carries it.
             appendonly: Turn on the AOF, so data survives `restart`, even after `kill`.
             extra_args: More ``--option value`` arguments for the server.
-            data_dir: Dir for data, log and TLS files, kept on `stop`; default a
-                temporary dir, deleted on `stop`.
-            tls: Serve only TLS (``rediss://``), with a throwaway CA written to
-                `ca_cert_path`. Needs the ``trustme`` package and a TLS build.
-
-        Raises:
-            EmbeddedServerError: No binary given and none found.
+            data_dir: Kept on `stop`; default a temporary dir, deleted on `stop`.
+            tls: Serve only TLS (``rediss://``), with a throwaway CA at `ca_cert_path`
+                (needs ``trustme`` and a TLS build).
         """
         if binary is None:
             if not (binaries := find_server_binaries()):
@@ -210,15 +206,8 @@ class EmbeddedServer(Started):
         return str(self.data_dir / "ca.pem")
 
     def start(self, timeout_s: float = 10.0) -> None:
-        """Start the process and wait until it answers PING.
-
-        Args:
-            timeout_s: How long to wait for the PONG, in seconds.
-
-        Raises:
-            EmbeddedServerError: Already running, or it exited, failed or did not
-                answer in time; the message ends with the tail of its log.
-        """
+        """Start the process and wait up to `timeout_s` until it answers PING; raise
+        `EmbeddedServerError`, ending with the tail of its log, if it does not."""
         if self.pid is not None:
             raise EmbeddedServerError(f"{self.kind} server on port {self._port} already running")
         if self._dir is None:
@@ -236,10 +225,7 @@ class EmbeddedServer(Started):
                 self._port = free_port()
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, SIGKILL after 10 s) and delete a temporary data dir.
-
-        Safe to call again, and after `kill`.
-        """
+        """Stop the server (SIGTERM, SIGKILL after 10 s); delete a temporary data dir."""
         self._terminate()
         atexit.unregister(self.stop)
         if self._dir is not None and self._given_dir is None:
@@ -254,13 +240,8 @@ class EmbeddedServer(Started):
             self._proc = None
 
     def restart(self, timeout_s: float = 10.0) -> None:
-        """Stop the server if it runs, then start it on the same port and data dir.
-
-        After `stop`, a temporary data dir is gone: the server starts empty.
-
-        Args:
-            timeout_s: As for `start`.
-        """
+        """Stop the server if it runs, then start it on the same port and data dir (empty
+        after `stop`, which deletes a temporary one)."""
         self._terminate()
         auto_port, self._auto_port = self._auto_port, False  # clients expect the same port
         try:

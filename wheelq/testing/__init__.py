@@ -10,14 +10,6 @@ is public so that your tests can do the same (README, "Testing your own code"):
 - `reconcile`: an exact account of every acknowledged id after faults.
 - `faults` (server commands, slowed lease renewals, `faults.SkewedClock`) and
   `proxy.ProxyThread` / `proxy.CuttingProxy` (a TCP proxy that cuts, stalls or slows).
-
-Example::
-
-    with EmbeddedServer() as server:  # a fresh server; stopped, its data deleted, at the end
-        ...  # run your producer, Scheduler.from_url(server.url) and Worker against it
-        fired = await read_fired(client.redis, "reminders", shards)
-    summary = summarize(fired, ids)  # ids: what you enqueued
-    assert summary["missing"] == summary["duplicates"] == summary["early"] == 0
 """
 
 from wheelq.core.observe import percentile

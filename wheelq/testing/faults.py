@@ -1,24 +1,13 @@
 """Faults a test or the chaos soak injects, into a Redis server or a node.
 
-Into a server, each one command of its own, on a plain connection to ONE server (loop
-over a cluster's primaries):
-
-- `flush_scripts`: ``SCRIPT FLUSH``; every client's next script call gets NOSCRIPT and
-  must load its script again.
-- `pause_writes`: ``CLIENT PAUSE ms WRITE``: reads are served, write commands (and
-  scripts that may write) wait until the pause ends.
-- `kill_clients`: ``CLIENT KILL`` of every other client: every connection wheelq holds
-  is closed mid-whatever it was doing.
-- `squeeze_memory` / `restore_memory`: ``maxmemory`` below what the server uses, with
-  ``noeviction``, so every write fails with OOM; then both settings as they were.
-
-Into a scheduler node of this process:
-
-- `slow_renewals`: the node holds each lease renewal past the lease TTL while its wheel
-  keeps firing, as a node starved of CPU or stuck in a long GC pause would; another node
-  takes its shards over, and its emits must be refused from then on.
-- `SkewedClock`: a node's clock jumped by `jump_ms`. Its jobs cannot fire early (the emit
-  script takes the earlier of the node's time and ``TIME``); a clock behind makes them late.
+Into a server, each one command on a plain connection to ONE server (loop over a
+cluster's primaries): `flush_scripts` (``SCRIPT FLUSH``: the next script call gets
+NOSCRIPT), `pause_writes` (``CLIENT PAUSE ms WRITE``), `kill_clients` (``CLIENT KILL`` of
+every other client), `squeeze_memory` / `restore_memory` (``maxmemory`` below used memory
+with ``noeviction``: every write fails with OOM). Into a scheduler node of this process:
+`slow_renewals` (each lease renewal held past the TTL, as a CPU-starved node's; another
+node takes its shards over and its emits must be refused) and `SkewedClock` (its clock
+jumped by `jump_ms`).
 """
 
 from __future__ import annotations
