@@ -96,16 +96,8 @@ def check_environment(environ: Mapping[str, str]) -> None:
 def from_environment(
     environ: Mapping[str, str], section: str, skip: Collection[str] = ()
 ) -> dict[str, Any]:
-    """The keys of `section` set in `environ` (but not those in `skip`), parsed and checked.
-
-    A setting must be an int in its field's range; ``topics`` is a comma-separated
-    list; ``start`` is earliest or now; ``url`` and ``group`` are checked where used.
-
-    Raises:
-        InvalidArgumentError: (exit 2) A setting's value is not an int in its range;
-            the message names the variable and the range.
-        CliError: (exit 2) ``topics`` names no topic, or ``start`` is something else.
-    """
+    """The keys of `section` set in `environ` (but not those in `skip`), parsed and checked
+    (an int in its range, ``topics`` a list, ``start`` earliest or now); exit 2 otherwise."""
     ranges = {**(setting_ranges(SETTINGS[section]) if section in SETTINGS else {}), **CLI_RANGES}
     out: dict[str, Any] = {}
     for key in SECTIONS[section]:
@@ -141,12 +133,8 @@ def _lookup(environ: Mapping[str, str], section: str, key: str) -> tuple[str, st
 
 
 def load_config(path: str) -> dict[str, dict[str, Any]]:
-    """Read a TOML settings file and check its sections and keys.
-
-    Raises:
-        CliError: (exit 2) The file cannot be read, is not TOML, or has a section or
-            key wheelq does not know; the message names the file, section and key.
-    """
+    """Read a TOML settings file; exit 2 naming the file, section and key if it cannot be
+    read or names what wheelq does not know."""
     try:
         with open(path, "rb") as f:
             config = tomllib.load(f)
@@ -204,32 +192,16 @@ class Context:
 
     @classmethod
     def load(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Context:
-        """Check the environment's ``WHEELQ_*`` names, then read and check the config file
-        named by ``--config`` or ``$WHEELQ_CONFIG``.
-
-        Args:
-            args: The parsed command line.
-            environ: Default `os.environ`.
-
-        Raises:
-            CliError: (exit 2) An unknown ``WHEELQ_<SECTION>_*`` variable, or a config file
-                that cannot be read or names an unknown section or key.
-        """
+        """Check the environment's ``WHEELQ_*`` names, then read the config file named by
+        ``--config`` or ``$WHEELQ_CONFIG`` (exit 2 on an unknown name)."""
         environ = os.environ if environ is None else environ
         check_environment(environ)
         path = getattr(args, "config", None) or environ.get("WHEELQ_CONFIG")
         return cls(args, load_config(path) if path else {}, environ)
 
     def section(self, name: str, **flags: Any) -> dict[str, Any]:
-        """The values of one section: the file's, then the environment's over them, then
-        `flags` (the command's options; None means not given) over both.
-
-        Only the values that win are parsed: a variable a flag overrides is not read.
-
-        Raises:
-            InvalidArgumentError: (exit 2) A variable's value is not an int in its range.
-            CliError: (exit 2) A variable's value is not valid for its key.
-        """
+        """The values of one section: the file's, the environment's over them, `flags` (None:
+        not given) over both. A variable a flag overrides is not read."""
         given = {key: value for key, value in flags.items() if value is not None}
         values = dict(self.config.get(name, {}))
         values.update(from_environment(self.environ, name, skip=given.keys()))
@@ -299,12 +271,8 @@ def url_hint(url: str | None) -> str:
 
 
 def check_url(url: str) -> str:
-    """Return `url` if redis-py can parse it.
-
-    Raises:
-        CliError: (exit 2) A scheme other than redis, rediss or unix, a bad port, or an
-            ``@`` after the host (a password with an unencoded ``/``, ``?`` or ``#``).
-    """
+    """Return `url` if redis-py can parse it; exit 2 on another scheme, a bad port or an
+    ``@`` after the host (a password with an unencoded ``/``, ``?`` or ``#``)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parsing it raises ValueError on a bad port)

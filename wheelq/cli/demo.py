@@ -1,12 +1,8 @@
 """`wheelq demo`: enqueue jobs spread over a few seconds, fire them, handle them, and check.
 
-It runs a scheduler node and a worker in this process against the given
-Redis, enqueues `jobs` jobs due uniformly over `spread_s` seconds (starting
-`lead_s` from now), waits until a handler has run every one, and
-summarises: fired / expected, duplicates, early, missing, and two
-lateness distributions — stream entry time minus due time (both on the
-Redis clock), and handler start minus due time (the start read on this
-process's clock corrected to the Redis clock).
+A scheduler node and a worker run in this process; `jobs` jobs are due uniformly over
+`spread_s` seconds from `lead_s` on. The summary (`wheelq.testing.summarize`) adds the
+handler-start lateness, read on this process's clock corrected to the Redis clock.
 """
 
 from __future__ import annotations

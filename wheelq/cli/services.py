@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, cast
 
-from wheelq.cli.context import CliError, Context, split_topics, usage_error
+from wheelq.cli.context import CLI_RANGES, CliError, Context, split_topics, usage_error
 from wheelq.cli.signals import exit_now, run_until_signal
 
 if TYPE_CHECKING:
@@ -74,15 +74,7 @@ def _metrics_flag(p: argparse.ArgumentParser) -> None:
 
 def metrics_beside(node: Any, section: str, port: object, host: object) -> Any:
     """What `run_until_signal` runs beside `node`: a `MetricsServer` on the section's
-    ``metrics_port`` and ``metrics_host``, or None for port 0 or unset. It logs the address
-    it bound, and says so when that is every interface.
-
-    Raises:
-        InvalidArgumentError: (exit 2) A port not in [0, 65535].
-        CliError: (exit 2) A host that is not a non-empty string.
-    """
-    from wheelq.cli.context import CLI_RANGES
-
+    ``metrics_port`` and ``metrics_host`` (exit 2 on a bad one), or None for port 0."""
     port = port or 0
     CLI_RANGES["metrics_port"].check(f"[{section}] metrics_port", port)
     if not port:
@@ -162,12 +154,8 @@ def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
 
 
 def load_handler(spec: str) -> Any:
-    """Import ``module:function`` (the current directory is importable, as with uvicorn).
-
-    Raises:
-        CliError: (exit 2) A malformed spec, a file name for the module, no such module or
-            attribute, or not callable; (exit 1) the module raised while importing.
-    """
+    """Import ``module:function`` (the current directory is importable, as with uvicorn);
+    exit 2 on a bad spec or name, 1 when the module raised while importing."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise usage_error(f"handler must be module:function, got {spec!r}")

@@ -371,13 +371,8 @@ Observed = Scheduler | Worker | Client | AsyncClient
 
 
 def collector_for(role: Observed) -> Collector:
-    """A collector of `role`'s counters, histograms and gauges, to register in a registry
-    of your own. A scheduler's per-shard gauges need its `ShardGauges` part running, which
-    `MetricsServer` starts; without it they are left out.
-
-    Raises:
-        InvalidArgumentError: `role` is none of Scheduler, Worker, Client, AsyncClient.
-    """
+    """A collector of `role`, to register in a registry of your own (a scheduler's
+    per-shard gauges are left out: they need the `ShardGauges` part `MetricsServer` runs)."""
     ((collector, _),) = collectors_for([role], gauges=False)
     return collector
 
@@ -394,11 +389,7 @@ def collectors_for(
     roles: Iterable[Observed], *, gauges: bool = True
 ) -> list[tuple[Collector, ShardGauges | None]]:
     """A collector per role, with the `ShardGauges` part of each scheduler (to start on its
-    loop) when `gauges`.
-
-    Raises:
-        InvalidArgumentError: A role of another type.
-    """
+    loop) when `gauges`; InvalidArgumentError for a role of another type."""
     out: list[tuple[Collector, ShardGauges | None]] = []
     for role in roles:
         if isinstance(role, Scheduler):
