@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,22 @@ class CliError(Exception):
 def usage_error(message: str) -> CliError:
     """A command line, config file or environment that cannot run (exit status 2)."""
     return CliError(message, 2)
+
+
+def command(
+    sub: Any,
+    name: str,
+    parents: list[argparse.ArgumentParser],
+    help: str,
+    func: Callable[[Context], int],
+    *positionals: str,
+) -> argparse.ArgumentParser:
+    """Add the subcommand `name` that runs `func`, with plain `positionals` first."""
+    p: argparse.ArgumentParser = sub.add_parser(name, parents=parents, help=help)
+    for positional in positionals:
+        p.add_argument(positional)
+    p.set_defaults(func=func)
+    return p
 
 
 SETTINGS: dict[str, type] = {

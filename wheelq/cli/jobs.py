@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CliError, Context, usage_error
+from wheelq.cli.context import CliError, Context, command, usage_error
 from wheelq.core.jsonable import jsonable
 from wheelq.core.schedule import utc_text
 
@@ -36,16 +36,17 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(func=enqueue)
 
-    p = sub.add_parser("cancel", parents=parents, help="cancel a pending job")
-    p.add_argument("topic")
-    p.add_argument("job_id")
-    p.set_defaults(func=cancel)
-
-    p = sub.add_parser("reschedule", parents=parents, help="move a pending job to a new time")
-    p.add_argument("topic")
-    p.add_argument("job_id")
+    command(sub, "cancel", parents, "cancel a pending job", cancel, "topic", "job_id")
+    p = command(
+        sub,
+        "reschedule",
+        parents,
+        "move a pending job to a new time",
+        reschedule,
+        "topic",
+        "job_id",
+    )
     _due_options(p, required=True)
-    p.set_defaults(func=reschedule)
 
 
 def _due_options(p: argparse.ArgumentParser, *, required: bool) -> None:

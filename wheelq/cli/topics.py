@@ -12,7 +12,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CliError, Context, usage_error
+from wheelq.cli.context import CliError, Context, command, usage_error
 
 if TYPE_CHECKING:
     from wheelq.producer.client import Client
@@ -29,22 +29,28 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="every topic: shards, pending, ready, in flight, in stream, dead (the default)",
     ).set_defaults(func=list_topics)
-    drop = actions.add_parser(
-        "drop", parents=parents, help="delete a topic and all its keys (refused with jobs pending)"
+    drop = command(
+        actions,
+        "drop",
+        parents,
+        "delete a topic and all its keys (refused with jobs pending)",
+        drop_topic,
+        "name",
     )
-    drop.add_argument("name")
     drop.add_argument("--force", action="store_true", help="drop it even with jobs pending")
-    drop.set_defaults(func=drop_topic)
-    limits = actions.add_parser(
-        "limits", parents=parents, help="show or set a topic's max_pending / max_ready"
+    limits = command(
+        actions,
+        "limits",
+        parents,
+        "show or set a topic's max_pending / max_ready",
+        topic_limits,
+        "name",
     )
-    limits.add_argument("name")
     for flag, what in (
         ("--max-pending", "jobs waiting to fire"),
         ("--max-ready", "fired, unacked"),
     ):
         limits.add_argument(flag, type=_limit, help=f"most {what}; 'none' removes the limit")
-    limits.set_defaults(func=topic_limits)
 
 
 def _limit(text: str) -> int | str:
@@ -129,14 +135,16 @@ def register_groups(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Add ``groups create``, ``groups list`` and ``groups delete``."""
     p = sub.add_parser("groups", help="create a topic's consumer group, list them, or delete one")
     actions = p.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
-    create = actions.add_parser(
+    create = command(
+        actions,
         "create",
-        parents=parents,
-        help="create a group on every shard (for pull consumers; a worker creates its own), "
+        parents,
+        "create a group on every shard (for pull consumers; a worker creates its own), "
         "refused past the topic's cap of groups",
+        create_group,
+        "topic",
+        "group",
     )
-    create.add_argument("topic")
-    create.add_argument("group")
     create.add_argument(
         "--start",
         choices=("earliest", "now"),
@@ -149,24 +157,25 @@ def register_groups(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="refuse when the topic has this many groups already (default 64, as wheelq "
         "serve's max_groups_per_topic)",
     )
-    create.set_defaults(func=create_group)
-    listing = actions.add_parser(
+    command(
+        actions,
         "list",
-        parents=parents,
-        help="each group: its stream, consumers, entries in flight, ready (not yet delivered "
+        parents,
+        "each group: its stream, consumers, entries in flight, ready (not yet delivered "
         "to it) and how long since a consumer of it last read",
-    )
-    listing.add_argument("topic")
-    listing.add_argument("--shards", action="store_true", help="a row per group and shard")
-    listing.set_defaults(func=list_groups)
-    delete = actions.add_parser(
+        list_groups,
+        "topic",
+    ).add_argument("--shards", action="store_true", help="a row per group and shard")
+    delete = command(
+        actions,
         "delete",
-        parents=parents,
-        help="delete a group on every shard (refused while it has entries in flight); stop "
+        parents,
+        "delete a group on every shard (refused while it has entries in flight); stop "
         "its workers first",
+        delete_group,
+        "topic",
+        "group",
     )
-    delete.add_argument("topic")
-    delete.add_argument("group")
     delete.add_argument(
         "--stream",
         default="ready",
@@ -177,7 +186,6 @@ def register_groups(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="delete it even with entries in flight (they are dropped for this group)",
     )
-    delete.set_defaults(func=delete_group)
 
 
 def _idle(ms: int | None) -> str:
@@ -258,18 +266,14 @@ def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Add ``dlq list``, ``dlq replay`` and ``dlq purge``."""
     p = sub.add_parser("dlq", help="list, replay or purge a topic's dead letters")
     actions = p.add_subparsers(dest="action", required=True, metavar="{list,replay,purge}")
-    listing = actions.add_parser("list", parents=parents, help="dead letters, oldest first")
-    listing.add_argument("topic")
+    listing = command(actions, "list", parents, "dead letters, oldest first", list_dead, "topic")
     listing.add_argument("--limit", type=int, default=100, help="most listed (default 100)")
     listing.add_argument("--offset", type=int, default=0, help="skip this many first")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    listing.set_defaults(func=list_dead)
     for name, verb in (("replay", "run again (as attempt 1, due now)"), ("purge", "delete")):
-        q = actions.add_parser(name, parents=parents, help=f"{verb} dead letters")
-        q.add_argument("topic")
+        q = command(actions, name, parents, f"{verb} dead letters", settle, "topic")
         q.add_argument("refs", nargs="*", help="refs (shard/entry-id) from 'wheelq dlq list'")
         q.add_argument("--all", action="store_true", help=f"{name} every dead letter")
-        q.set_defaults(func=settle)
 
 
 def list_dead(ctx: Context) -> int:
