@@ -95,11 +95,7 @@ def env_name(section: str, key: str) -> str:
 
 
 def check_environment(environ: Mapping[str, str]) -> None:
-    """Refuse a ``WHEELQ_<SECTION>_*`` variable that names no key of that section.
-
-    Raises:
-        CliError: (exit 2) Naming the variable and the section's variables.
-    """
+    """Refuse (exit 2) a ``WHEELQ_<SECTION>_*`` variable that names no key of that section."""
     for var in sorted(environ):
         for section, keys in SECTIONS.items():
             names = [env_name(section, key) for key in keys]
@@ -174,11 +170,7 @@ def load_config(path: str) -> dict[str, dict[str, Any]]:
 
 
 def split_topics(value: object, source: str) -> list[str]:
-    """Topics from ``"a, b"`` or ``["a", "b"]``: spaces trimmed, empty entries dropped.
-
-    Raises:
-        CliError: (exit 2) Not a string or a list of strings, or no topic at all.
-    """
+    """Topics from ``"a, b"`` or ``["a", "b"]``, trimmed; exit 2 when there are none."""
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
         raise usage_error(f"{source} must be comma-separated topics or a list, got {value!r}")
@@ -225,22 +217,14 @@ class Context:
         return values
 
     def given_redis_url(self) -> str | None:
-        """``--redis-url``, else ``$WHEELQ_REDIS_URL``, else ``[redis] url``, else None.
-
-        Raises:
-            CliError: (exit 2) A URL redis-py cannot parse (see `check_url`).
-        """
+        """``--redis-url``, else ``$WHEELQ_REDIS_URL``, else ``[redis] url``, else None."""
         url = self.section("redis", url=getattr(self.args, "redis_url", None) or None).get("url")
         if url and not isinstance(url, str):
             raise usage_error(f"[redis] url must be a string, got {url!r}")
         return check_url(url) if url else None
 
     def redis_url(self) -> str:
-        """`given_redis_url`, required.
-
-        Raises:
-            CliError: (exit 2) No URL given, or a bad one.
-        """
+        """`given_redis_url`, required (exit 2)."""
         url = self.given_redis_url()
         if url is None:
             raise usage_error("--redis-url (or WHEELQ_REDIS_URL, or [redis] url) is required")
@@ -248,10 +232,8 @@ class Context:
 
     @contextmanager
     def client(self) -> Iterator[Client]:
-        """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards.
-
-        The settings are resolved before it connects, so a bad one starts nothing.
-        """
+        """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards (the
+        settings are resolved before it connects, so a bad one starts nothing)."""
         from wheelq.producer.client import Client
 
         url, settings = self.redis_url(), self.section("client")

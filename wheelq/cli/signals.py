@@ -42,10 +42,8 @@ HARD_EXIT_S = 1.0
 
 
 class SignalStop:
-    """SIGINT/SIGTERM in `run()`: the first signal starts `stop()`; a second one calls
-    `hurry()` (cut the stop short: handlers abandoned, Redis given `CUT_S` more) and logs
-    "second signal: exiting now"; if the process is still there `HARD_EXIT_S` later, it
-    leaves with os._exit(1)."""
+    """The signal handler: the first signal starts `stop()`, a second calls `hurry()`, and
+    `HARD_EXIT_S` later the process leaves with os._exit(1) if it is still there."""
 
     def __init__(
         self,
@@ -94,10 +92,8 @@ def run_until_signal(
     first_message: str = FIRST_MESSAGE,
     beside: Callable[[], AbstractAsyncContextManager[object]] | None = None,
 ) -> R:
-    """Run `node` in the foreground until SIGINT or SIGTERM, then stop it gracefully; a
-    second signal calls `hurry()`. Returns the stop's report. `beside` makes what runs on
-    the same loop for as long as the node does, entered before it starts and left after
-    it stopped (the metrics server)."""
+    """Run `node` until SIGINT or SIGTERM, stop it, return the stop's report. `beside` makes
+    what runs on the same loop while the node does (the metrics server)."""
 
     async def main() -> R:
         on_signal = SignalStop(node.stop, node.hurry, logger, first_message)

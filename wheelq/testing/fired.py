@@ -24,11 +24,8 @@ PAGE = 10_000
 async def read_fired(
     connection: redis.asyncio.Redis, topic: str, shards: int, after: dict[int, bytes] | None = None
 ) -> list[Fired]:
-    """Every entry of the topic's ready streams (after the ids in `after`, per shard).
-
-    `after` is updated in place to the last id read, so repeated calls read
-    only new entries.
-    """
+    """Every entry of the topic's ready streams after the ids in `after` (per shard), which
+    is updated in place, so repeated calls read only new entries."""
     executor = AsyncExecutor(connection)
     cursor = after if after is not None else {}
     out: list[Fired] = []
