@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib.common import Bench, cpu_seconds, drop_topic, lateness, wheelq_cmd
 
 from wheelq import AsyncClient, Client
+from wheelq.embedded import free_port
 from wheelq.testing import EmbeddedServer, find_server_binaries
-from wheelq.testing.embedded import free_port
 
 LOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchlib", "http_load.py")
 SEED_001 = {

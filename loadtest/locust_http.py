@@ -36,8 +36,8 @@ from locust import between, events, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.env import Environment
 
+from wheelq.embedded import free_port
 from wheelq.testing import EmbeddedServer, find_server_binaries
-from wheelq.testing.embedded import free_port
 
 TOPIC = f"locust-http-{os.getpid()}-{secrets.token_hex(2)}"
 EARLY_TOLERANCE_MS = 2.0

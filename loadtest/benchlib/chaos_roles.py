@@ -51,7 +51,7 @@ from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime import crash
 from wheelq.store import connect
 from wheelq.testing import faults
-from wheelq.testing.clocks import SkewedClock
+from wheelq.testing.faults import SkewedClock
 
 TIMEOUTS = {"socket_timeout": 2, "socket_connect_timeout": 2}
 TICK_S = 0.05

@@ -20,8 +20,8 @@ from redis.crc import key_slot
 
 from benchlib.chaos_faults import Arena, Event, Fault
 from wheelq.core.keys import all_shards
+from wheelq.embedded import ServerBinary
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, find_server_binaries
-from wheelq.testing.binaries import ServerBinary
 
 PROXY_FAULTS = ("proxy_cut", "proxy_stall", "proxy_slow")
 SERVER_ARGS = ("--appendfsync", "everysec", "--maxmemory-policy", "noeviction")

@@ -114,7 +114,7 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: b
     await keeper.start()
     await worker.start()
     try:  # as the `wheelq` commands do once started
-        from wheelq.cli.heap import settle
+        from wheelq.cli.signals import settle_heap as settle
     except ImportError:  # a revision before it (run with PYTHONPATH at its checkout)
         settle = gc.freeze
     settle()

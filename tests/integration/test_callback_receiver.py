@@ -16,8 +16,8 @@ import pytest
 from multidict import CIMultiDict
 
 from tests.support.callback_server import Hit, Reply, ScriptedServer
+from wheelq.callbacks import verify
 from wheelq.callbacks.deliverer import Deliverer
-from wheelq.callbacks.signing import verify
 from wheelq.core.callback import Callback
 from wheelq.core.job import Job
 from wheelq.runtime.clock import wall_ms

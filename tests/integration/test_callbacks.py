@@ -6,7 +6,7 @@ or dead-lettered with the reason; every request's signature verifies."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import pytest
@@ -19,12 +19,12 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, until
 from tests.support.web import serving
 from wheelq import AsyncClient, JobState, Scheduler, Worker
+from wheelq.callbacks import verify
 from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import Deliveries, delivery_worker
-from wheelq.callbacks.signing import verify
 from wheelq.core.settings import CallbackSettings, WorkerSettings
+from wheelq.embedded import ServerBinary
 from wheelq.runtime.clock import wall_ms
-from wheelq.testing.binaries import ServerBinary
 
 client = test_worker.client
 scheduler = test_worker.scheduler
@@ -33,34 +33,64 @@ SECRET = "s3cret"
 RETRY_FAST = {**FAST, "retry_base_ms": 20, "retry_max_ms": 20, "retry_jitter_pct": 0}
 
 
-class Delivery:
-    """Starts a deliverer worker on the test's topic; stops it at teardown."""
+Script = Callable[[int], Reply]
 
-    def __init__(self, r: redis.asyncio.Redis, topic: str) -> None:
-        self.r, self.topic = r, topic
+
+class Delivery:
+    """The test's topic, its client and receiver, and a deliverer worker `start` starts on
+    it (stopped at teardown); `route`, `enqueue` and `settled` build the rest."""
+
+    def __init__(
+        self, r: redis.asyncio.Redis, topic: str, client: AsyncClient, receiver: ScriptedServer
+    ) -> None:
+        self.r, self.topic, self.client, self.receiver = r, topic, client, receiver
         self.deliverer: Deliverer | None = None
         self.worker: Worker | None = None
 
-    async def start(self, **settings: Any) -> Deliverer:
-        worker_settings = {**RETRY_FAST, **settings.pop("worker", {})}
+    async def start(self, *, allow_private: bool = True, **settings: Any) -> Deliverer:
+        """A deliverer of `settings` (`CallbackSettings`), signing with `SECRET` when it may
+        reach private targets (the receiver's)."""
+        secret = SECRET if allow_private else ""
         self.deliverer = Deliverer(
-            CallbackSettings(**settings), signing_secret=SECRET, allow_private=True
+            CallbackSettings(**settings), signing_secret=secret, allow_private=allow_private
         )
         self.worker = delivery_worker(
-            self.r, self.topic, self.deliverer, WorkerSettings(**worker_settings)
+            self.r, self.topic, self.deliverer, WorkerSettings(**RETRY_FAST)
         )
         await self.worker.start()
         return self.deliverer
 
+    def route(self, path: str, script: Script, **url: str) -> str:
+        """Script the receiver's `path`; returns its URL."""
+        self.receiver.scripts[path] = script
+        return self.receiver.url(path, **url)
+
+    async def enqueue(self, url: str, payloads: Iterable[Any], **options: Any) -> list[str]:
+        """One job a payload, in order, each with the callback `url`."""
+        return [await self.client.enqueue(self.topic, p, callback=url, **options) for p in payloads]
+
+    async def settled(self, ids: list[str]) -> dict[str, Any]:
+        return await settled(self.client, self.topic, ids)
+
+    async def stop(self) -> None:
+        if self.worker is not None:
+            await self.worker.stop()
+        if self.deliverer is not None:
+            await self.deliverer.aclose()
+
 
 @pytest.fixture
-async def delivery(redis_async: redis.asyncio.Redis, topic: str) -> AsyncIterator[Delivery]:
-    d = Delivery(redis_async, topic)
+async def delivery(
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+    client: AsyncClient,
+    scheduler: Scheduler,
+    receiver: ScriptedServer,
+) -> AsyncIterator[Delivery]:
+    """A `Delivery` with a scheduler node running on the topic."""
+    d = Delivery(redis_async, topic, client, receiver)
     yield d
-    if d.worker is not None:
-        await d.worker.stop()
-    if d.deliverer is not None:
-        await d.deliverer.aclose()
+    await d.stop()
 
 
 async def settled(client: AsyncClient, topic: str, ids: list[str]) -> dict[str, Any]:
@@ -85,18 +115,14 @@ def assert_signed(server: ScriptedServer) -> None:
 
 
 async def test_a_job_is_posted_once_when_due_with_its_payload_headers_and_signature(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    delivery: Delivery,
-    receiver: ScriptedServer,
-    topic: str,
+    delivery: Delivery, receiver: ScriptedServer, topic: str
 ) -> None:
-    receiver.scripts["/hook"] = lambda n: Reply(204)
+    url = delivery.route("/hook", lambda n: Reply(204))
     await delivery.start()
-    callback = {"url": receiver.url("/hook"), "headers": {"X-Tenant": "acme"}}
+    callback = {"url": url, "headers": {"X-Tenant": "acme"}}
     due_at = time.time() + 0.3
-    job_id = await client.enqueue(topic, {"a": [1, "x"]}, at=due_at, callback=callback)
-    await settled(client, topic, [job_id])
+    job_id = await delivery.client.enqueue(topic, {"a": [1, "x"]}, at=due_at, callback=callback)
+    await delivery.settled([job_id])
 
     (hit,) = receiver.hits
     assert hit.json == {
@@ -114,23 +140,14 @@ async def test_a_job_is_posted_once_when_due_with_its_payload_headers_and_signat
 
 
 async def test_500s_and_timeouts_are_retried_until_delivered_once(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    delivery: Delivery,
-    receiver: ScriptedServer,
-    topic: str,
+    delivery: Delivery, receiver: ScriptedServer, topic: str
 ) -> None:
-    receiver.scripts["/flaky"] = lambda n: Reply(500 if n % 3 else 200, body="oops")
-    receiver.scripts["/slow-once"] = lambda n: Reply(200, delay_s=1.0 if n == 1 else 0)
+    flaky_url = delivery.route("/flaky", lambda n: Reply(500 if n % 3 else 200, body="oops"))
+    slow_url = delivery.route("/slow-once", lambda n: Reply(200, delay_s=1.0 if n == 1 else 0))
     await delivery.start(breaker_failures=1000)
-    flaky = [
-        await client.enqueue(topic, i, callback=receiver.url("/flaky"), max_attempts=10)
-        for i in range(4)
-    ]
-    slow = await client.enqueue(
-        topic, "s", callback={"url": receiver.url("/slow-once"), "timeout_ms": 200}
-    )
-    infos = await settled(client, topic, [*flaky, slow])
+    flaky = await delivery.enqueue(flaky_url, range(4), max_attempts=10)
+    slow = await delivery.client.enqueue(topic, "s", callback={"url": slow_url, "timeout_ms": 200})
+    infos = await delivery.settled([*flaky, slow])
 
     assert all(i.groups[0].state is JobState.SUCCEEDED for i in infos.values())
     assert receiver.delivered() == dict.fromkeys([*flaky, slow], 1)
@@ -140,19 +157,12 @@ async def test_500s_and_timeouts_are_retried_until_delivered_once(
     assert_signed(receiver)
 
 
-async def test_429_waits_for_retry_after(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    delivery: Delivery,
-    receiver: ScriptedServer,
-    topic: str,
-) -> None:
-    receiver.scripts["/limited"] = lambda n: (
-        Reply(429, headers={"Retry-After": "1"}) if n == 1 else Reply(200)
+async def test_429_waits_for_retry_after(delivery: Delivery, receiver: ScriptedServer) -> None:
+    url = delivery.route(
+        "/limited", lambda n: Reply(429, headers={"Retry-After": "1"}) if n == 1 else Reply(200)
     )
     await delivery.start()
-    job_id = await client.enqueue(topic, 1, callback=receiver.url("/limited"))
-    await settled(client, topic, [job_id])
+    await delivery.settled(await delivery.enqueue(url, [1]))
 
     first, second = receiver.to("/limited")
     assert (first.status, second.status) == (429, 200)
@@ -161,18 +171,15 @@ async def test_429_waits_for_retry_after(
 
 
 async def test_410_and_redirects_are_dead_lettered_at_once_with_the_answer(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    delivery: Delivery,
-    receiver: ScriptedServer,
-    topic: str,
+    delivery: Delivery, receiver: ScriptedServer, topic: str
 ) -> None:
-    receiver.scripts["/gone"] = lambda n: Reply(410, body="subscription removed")
-    receiver.scripts["/moved"] = lambda n: Reply(301, headers={"Location": "http://x/"})
+    gone_url = delivery.route("/gone", lambda n: Reply(410, body="subscription removed"))
+    moved_url = delivery.route("/moved", lambda n: Reply(301, headers={"Location": "http://x/"}))
     await delivery.start()
-    gone = await client.enqueue(topic, 1, callback=receiver.url("/gone"), max_attempts=5)
-    moved = await client.enqueue(topic, 2, callback=receiver.url("/moved"), max_attempts=5)
-    infos = await settled(client, topic, [gone, moved])
+    (gone,) = await delivery.enqueue(gone_url, [1], max_attempts=5)
+    (moved,) = await delivery.enqueue(moved_url, [2], max_attempts=5)
+    infos = await delivery.settled([gone, moved])
+    client = delivery.client
 
     assert [h.attempt for h in receiver.to("/gone")] == [1]
     assert [h.attempt for h in receiver.to("/moved")] == [1]
@@ -184,86 +191,63 @@ async def test_410_and_redirects_are_dead_lettered_at_once_with_the_answer(
 
 
 async def test_a_5xx_dead_letter_says_the_answer_without_a_class_path(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    delivery: Delivery,
-    receiver: ScriptedServer,
-    topic: str,
+    delivery: Delivery, topic: str
 ) -> None:
-    receiver.scripts["/down"] = lambda n: Reply(503, body="down for maintenance")
+    url = delivery.route("/down", lambda n: Reply(503, body="down for maintenance"))
     await delivery.start()
-    url = receiver.url("/down")
-    job_id = await client.enqueue(topic, 1, callback=url, max_attempts=1)
-    await settled(client, topic, [job_id])
-    (letter,) = await client.dead_letters(topic)
+    await delivery.settled(await delivery.enqueue(url, [1], max_attempts=1))
+    (letter,) = await delivery.client.dead_letters(topic)
     # was "attempt 1 of 1: wheelq.callbacks.deliverer._BreakerFailure: http://...", cut
     # off on the dashboard before the answer
     assert letter.error == f"attempt 1 of 1: {url} answered HTTP 503: down for maintenance"
 
 
 async def test_connection_refused_is_retried_then_dead_lettered_with_the_reason(
-    client: AsyncClient, scheduler: Scheduler, delivery: Delivery, topic: str
+    delivery: Delivery, topic: str
 ) -> None:
     await delivery.start(breaker_failures=1000)
     url = f"http://127.0.0.1:{free_port()}/nobody"
-    job_id = await client.enqueue(topic, 1, callback=url, max_attempts=3)
-    infos = await settled(client, topic, [job_id])
+    (job_id,) = await delivery.enqueue(url, [1], max_attempts=3)
+    infos = await delivery.settled([job_id])
 
     assert infos[job_id].groups[0].state is JobState.DEAD
-    (letter,) = await client.dead_letters(topic)
+    (letter,) = await delivery.client.dead_letters(topic)
     assert letter.attempt == 3
     assert "attempt 3 of 3" in letter.error and "cannot connect" in letter.error
 
 
 async def test_a_slow_host_does_not_hold_up_a_healthy_one(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    delivery: Delivery,
-    receiver: ScriptedServer,
-    topic: str,
+    delivery: Delivery, receiver: ScriptedServer, topic: str
 ) -> None:
     healthy = ScriptedServer()
     await healthy.start()
     try:
-        receiver.scripts["/slow"] = lambda n: Reply(200, delay_s=0.5)
+        slow_url = delivery.route("/slow", lambda n: Reply(200, delay_s=0.5))
         healthy.scripts["/fast"] = lambda n: Reply(200)
         # 16 slots in all, 2 per host: without the per-host cap the slow host's jobs,
         # enqueued first, would take every slot for 4 s.
         await delivery.start(concurrency=16, per_host_concurrency=2)
-        slow = [
-            await client.enqueue(topic, i, callback=receiver.url("/slow"), max_attempts=1)
-            for i in range(16)
-        ]
-        fast = [
-            await client.enqueue(topic, i, callback=healthy.url("/fast"), max_attempts=1)
-            for i in range(40)
-        ]
+        slow = await delivery.enqueue(slow_url, range(16), max_attempts=1)
+        fast = await delivery.enqueue(healthy.url("/fast"), range(40), max_attempts=1)
         await until(lambda: len(healthy.delivered()) == 40, timeout_s=20, what="the fast jobs")
         assert len(receiver.delivered()) < 16, "the healthy host waited for the slow one"
-        await settled(client, topic, [*slow, *fast])
+        await delivery.settled([*slow, *fast])
         assert receiver.delivered() == dict.fromkeys(slow, 1)
         assert healthy.delivered() == dict.fromkeys(fast, 1)
-        assert await client.dead_letters(topic) == [], "a deferral counted as an attempt"
+        assert await delivery.client.dead_letters(topic) == [], "a deferral counted as an attempt"
     finally:
         await healthy.stop()
 
 
 async def test_the_breaker_opens_on_failures_and_closes_on_a_good_probe(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    delivery: Delivery,
-    receiver: ScriptedServer,
-    topic: str,
+    delivery: Delivery, receiver: ScriptedServer
 ) -> None:
     up = False
-    receiver.scripts["/down"] = lambda n: Reply(200) if up else Reply(503, body="down")
+    url = delivery.route("/down", lambda n: Reply(200) if up else Reply(503, body="down"))
     deliverer = await delivery.start(
         per_host_concurrency=1, breaker_failures=3, breaker_open_ms=400
     )
-    ids = [
-        await client.enqueue(topic, i, callback=receiver.url("/down"), max_attempts=50)
-        for i in range(10)
-    ]
+    ids = await delivery.enqueue(url, range(10), max_attempts=50)
     origin = f"http://127.0.0.1:{receiver.port}"
     await until(lambda: deliverer.gate.refused_open > 0, timeout_s=10, what="the breaker open")
     opened = time.monotonic()
@@ -273,7 +257,7 @@ async def test_the_breaker_opens_on_failures_and_closes_on_a_good_probe(
     down_s = time.monotonic() - opened
     assert len(receiver.hits) <= 3 + down_s / 0.4 + 1
     up = True
-    infos = await settled(client, topic, ids)
+    infos = await delivery.settled(ids)
 
     assert deliverer.gate.hosts[origin].open_until_ms == 0, "the breaker did not close"
     assert all(i.groups[0].state is JobState.SUCCEEDED for i in infos.values())
@@ -281,27 +265,14 @@ async def test_the_breaker_opens_on_failures_and_closes_on_a_good_probe(
 
 
 async def test_private_targets_are_refused_unless_allowed(
-    client: AsyncClient,
-    scheduler: Scheduler,
-    redis_async: redis.asyncio.Redis,
-    receiver: ScriptedServer,
-    topic: str,
+    delivery: Delivery, receiver: ScriptedServer, topic: str
 ) -> None:
-    receiver.scripts["/internal"] = lambda n: Reply(200)
-    deliverer = Deliverer(CallbackSettings())  # allow_private off
-    worker = delivery_worker(redis_async, topic, deliverer, WorkerSettings(**RETRY_FAST))
-    await worker.start()
-    try:
-        by_ip = await client.enqueue(topic, 1, callback=receiver.url("/internal"))
-        by_name = await client.enqueue(
-            topic, 2, callback=receiver.url("/internal", host="localhost")
-        )
-        await settled(client, topic, [by_ip, by_name])
-    finally:
-        await worker.stop()
-        await deliverer.aclose()
+    await delivery.start(allow_private=False)
+    (by_ip,) = await delivery.enqueue(delivery.route("/internal", lambda n: Reply(200)), [1])
+    (by_name,) = await delivery.enqueue(receiver.url("/internal", host="localhost"), [2])
+    await delivery.settled([by_ip, by_name])
     assert receiver.hits == []
-    letters = {d.job_id: d.error for d in await client.dead_letters(topic)}
+    letters = {d.job_id: d.error for d in await delivery.client.dead_letters(topic)}
     assert "private address" in letters[by_ip]
     assert "private addresses" in letters[by_name] or "private address" in letters[by_name]
 

@@ -19,7 +19,7 @@ from tests.support.http import request
 from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync, until
 from wheelq import Scheduler
-from wheelq.callbacks.signing import verify
+from wheelq.callbacks import verify
 from wheelq.core.keys import ShardKeys
 
 SECRET = "cli-secret"

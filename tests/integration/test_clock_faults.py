@@ -14,7 +14,7 @@ from tests.support.waiting import eventually
 from wheelq import Scheduler
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary, faults
-from wheelq.testing.clocks import SkewedClock
+from wheelq.testing.faults import SkewedClock
 
 JOBS, SPAN_S = 400, 3.0
 

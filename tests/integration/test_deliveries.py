@@ -28,8 +28,8 @@ from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import Deliveries
 from wheelq.core.keys import CALLBACK_TOPICS_KEY, all_shards
 from wheelq.core.settings import CallbackSettings
+from wheelq.embedded import ServerBinary
 from wheelq.testing import EmbeddedServer
-from wheelq.testing.binaries import ServerBinary
 
 
 @pytest.fixture

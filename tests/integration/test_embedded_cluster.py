@@ -9,8 +9,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from wheelq.core.keys import all_shards
+from wheelq.embedded.cluster import SLOTS, EmbeddedCluster
 from wheelq.testing import ServerBinary
-from wheelq.testing.cluster import SLOTS, EmbeddedCluster
 
 
 def _slots_by_port(client: redis.Redis) -> dict[int, int]:

@@ -17,8 +17,8 @@ from tests.support.servers import dedicated_server
 from tests.support.web import Served, serving
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ServeSettings
+from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError
-from wheelq.testing.binaries import ServerBinary
 
 PROBLEM = "application/problem+json"
 

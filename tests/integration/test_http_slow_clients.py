@@ -18,7 +18,7 @@ from tests.support.cli import start_wheelq, stop
 from tests.support.http import get_status
 from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync
-from wheelq.testing.binaries import ServerBinary
+from wheelq.embedded import ServerBinary
 
 HALF_HEADER = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 CLOSED_WITHIN_S = 20

@@ -26,7 +26,7 @@ from tests.support.cli import clean_env, start_wheelq, stop
 from tests.support.http import get_status
 from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync
-from wheelq.testing.binaries import ServerBinary
+from wheelq.embedded import ServerBinary
 
 
 @pytest.mark.timeout(600)  # the whole run: about 4 minutes on 2 busy CPUs

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wheelq.cli.config import load_config, split_topics
-from wheelq.cli.context import redacted
-from wheelq.cli.errors import CliError
+from wheelq.cli.context import CliError, load_config, redacted, split_topics
 from wheelq.core.jsonable import jsonable
 
 ROOT = Path(__file__).resolve().parents[2]

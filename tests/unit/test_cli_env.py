@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from wheelq.cli.config import SECTIONS
-from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError
+from wheelq.cli.context import SECTIONS, CliError, Context
 from wheelq.core.settings import (
     CallbackSettings,
     ClientSettings,

@@ -1,4 +1,4 @@
-"""The collector's policy of the `wheelq` processes (wheelq.cli.heap): what they made at
+"""The collector's policy of the `wheelq` processes (`signals.settle_heap`): what they made at
 start frozen, full passes rarer. Each check runs in a Python of its own, so the test
 process's collector is left as it is."""
 
@@ -8,15 +8,15 @@ import json
 import subprocess
 import sys
 
-from wheelq.cli import heap
+from wheelq.cli import signals
 
 DEFAULT_THRESHOLD = (700, 10, 10)  # CPython's, which the young generations keep
 
 SETTLE = """
 import gc, json
-from wheelq.cli import heap
+from wheelq.cli import signals
 assert gc.get_threshold() == tuple(json.loads(ARGS))
-heap.settle()
+signals.settle_heap()
 print(json.dumps([gc.get_threshold(), gc.get_freeze_count()]))
 """
 
@@ -51,8 +51,8 @@ def _run(code: str) -> list[object]:
 
 def test_settle_freezes_what_was_made_and_makes_full_passes_rarer() -> None:
     threshold, frozen = _run(SETTLE)
-    assert threshold == [*DEFAULT_THRESHOLD[:2], heap.FULL_PASS_EVERY]
-    assert DEFAULT_THRESHOLD[2] < heap.FULL_PASS_EVERY
+    assert threshold == [*DEFAULT_THRESHOLD[:2], signals.FULL_PASS_EVERY]
+    assert DEFAULT_THRESHOLD[2] < signals.FULL_PASS_EVERY
     assert isinstance(frozen, int)
     assert frozen > 1000  # the modules and classes imported so far
 
@@ -60,6 +60,6 @@ def test_settle_freezes_what_was_made_and_makes_full_passes_rarer() -> None:
 def test_a_role_run_until_a_signal_settles_the_heap_before_it_serves() -> None:
     report, threshold, frozen = _run(ROLE_RUN)
     assert report == "stopped"
-    assert threshold == [*DEFAULT_THRESHOLD[:2], heap.FULL_PASS_EVERY]
+    assert threshold == [*DEFAULT_THRESHOLD[:2], signals.FULL_PASS_EVERY]
     assert isinstance(frozen, int)
     assert frozen > 1000

@@ -1,4 +1,4 @@
-"""callbacks.signing: what a receiver checks. A signature made by `sign` verifies; a changed
+"""Callback signatures: what a receiver checks. A signature made by `sign` verifies; a changed
 body, another secret, a stale or future timestamp, or a malformed header does not."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from wheelq.callbacks.signing import sign, verify
+from wheelq.callbacks import sign, verify
 
 NOW = 1_700_000_000_000
 BODY = b'{"id":"j1","payload":{"a":1}}'

@@ -4,8 +4,7 @@ It runs in a `wheelq.Worker` of group ``callbacks`` (`delivery_worker`), so retr
 dead letters, crash recovery and the job's history are the worker's. A request is JSON
 ``{"id", "topic", "payload", "due_ms", "attempt"}`` with the headers ``Wheelq-Id``,
 ``Wheelq-Topic``, ``Wheelq-Attempt`` and, with a signing secret, ``Wheelq-Signature``
-(`wheelq.callbacks.signing`: it signs the body, not those headers, which only repeat the
-body's fields; receivers key on the body). The answer decides the job's fate:
+(`wheelq.callbacks.sign`: the body only). The answer decides the job's fate:
 
 - 2xx: delivered (the entry is acked);
 - 5xx, 408, 429, a timeout or a connection error: retried with the worker's backoff, or
@@ -13,9 +12,8 @@ body's fields; receivers key on the body). The answer decides the job's fate:
   lettered after the job's last attempt;
 - anything else (3xx: redirects are not followed; 4xx): dead-lettered at once, with the
   status and the start of the body;
-- a private or loopback target without ``allow_private``: dead-lettered at once. The host
-  is read as the HTTP client connects to it and checked before the request, and every
-  address is checked again as the socket connects (`wheelq.callbacks.resolver`).
+- a private or loopback target without ``allow_private``: dead-lettered at once
+  (`wheelq.callbacks.resolver`).
 
 Per-host caps and breakers are `wheelq.callbacks.hosts.HostGate`'s.
 """
@@ -31,6 +29,7 @@ from typing import Self
 import aiohttp
 from yarl import URL
 
+from wheelq.callbacks import HEADER, sign
 from wheelq.callbacks.hosts import HostGate
 from wheelq.callbacks.resolver import (
     ALLOW_HINT,
@@ -39,7 +38,6 @@ from wheelq.callbacks.resolver import (
     private_target,
     public_socket,
 )
-from wheelq.callbacks.signing import HEADER, sign
 from wheelq.core.callback import Callback
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
@@ -69,17 +67,9 @@ class DeliveryCounts:
 
 
 class Deliverer:
-    """POSTs due jobs to their callbacks (see the module docstring); a worker handler.
-
-    Use it as an async context manager, or call `aclose`, to close its connections.
-
-    Args:
-        settings: `CallbackSettings`.
-        signing_secret: The HMAC key of ``Wheelq-Signature`` ("" = requests unsigned).
-        allow_private: Whether callbacks may target private, loopback and link-local
-            addresses (off: SSRF protection).
-        clock: Times the per-host breakers (the local monotonic clock by default).
-    """
+    """POSTs due jobs to their callbacks; a worker handler, closed by ``async with`` or
+    `aclose`. `signing_secret` "" sends requests unsigned; `allow_private` lets callbacks
+    reach private, loopback and link-local addresses; `clock` times the breakers."""
 
     def __init__(
         self,
@@ -129,13 +119,8 @@ class Deliverer:
         await self.aclose()
 
     async def __call__(self, job: Job) -> None:
-        """Deliver `job`; returns when its callback answered 2xx.
-
-        Raises:
-            Retry: A failure worth another attempt (or the host's breaker is open).
-            Defer: The host has no room now.
-            Fail: The callback refused the job for good, or targets a private address.
-        """
+        """Deliver `job`; returns on a 2xx, raises `Retry`, `Defer` (no room at the host)
+        or `Fail` (refused for good, or a private target)."""
         callback = job.callback
         if callback is None:
             self.counts.skipped += 1

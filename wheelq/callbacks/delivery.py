@@ -1,15 +1,12 @@
-"""Where the deliverer runs: a `wheelq.Worker` of group ``callbacks`` per topic, reading the
-topic's callbacks stream (jobs with a callback fire there, never into the topic's own).
+"""Where the deliverer runs: a `wheelq.Worker` of group ``callbacks`` per topic, on the
+topic's callbacks stream.
 
-`delivery_worker` makes one for one topic (`wheelq deliver --topic T`). `Deliveries` keeps
-one running for each topic that has had a job with a callback, of a list of topics or of
-all (`wheelq serve`): the topics producers put on the deliverer's list
-(``wheelq:callback_topics``), checked every `REFRESH_MS`; at once a topic the service has
-just taken a job with a callback for (`want`); and, every `SCAN_MS`, any registered topic
-whose callbacks stream exists without being on the list (a producer that could not reach
-Redis to say so, and spooled the job). A topic that never had a callback job gets no
-worker and no group. The workers share a connection of their own, so their blocking reads
-never take the connections the service answers requests with.
+`delivery_worker` makes one for one topic (`wheelq deliver`). `Deliveries` keeps one
+running for each topic that has had a callback job (`wheelq serve`): the topics on
+``wheelq:callback_topics`` (read every `REFRESH_MS`), one the service was just given a
+callback job for (`want`), and every `SCAN_MS` a topic whose callbacks stream exists off
+the list (a spooled job's producer could not say so). The workers share a connection of
+their own, so their blocking reads never take the service's.
 """
 
 from __future__ import annotations
@@ -54,18 +51,8 @@ def delivery_worker(
 
 
 class Deliveries(Service):
-    """A delivery worker for each topic with callback jobs, of `topics` (None: every topic).
-
-    Args:
-        connection: The redis-py asyncio client the workers share (not the service's).
-        deliverer: The handler they share (one connection pool, one set of breakers).
-        settings: Each worker's `WorkerSettings`.
-        topics: The topics to deliver for; None for all.
-        group: The consumer group of the workers.
-        refresh_ms: How often the deliverer's list is read.
-        scan_ms: How often registered topics off the list are looked for callbacks streams.
-        owns_connection: Close `connection` when stopped.
-    """
+    """A delivery worker for each topic with callback jobs, of `topics` (None: every
+    topic), sharing `connection` (not the service's) and `deliverer`."""
 
     name = "deliveries"
     title = "callback deliveries"

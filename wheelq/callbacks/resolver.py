@@ -1,12 +1,9 @@
-"""The callbacks' SSRF guard: callback URLs come from whoever may enqueue, and must not
-reach the deliverer's own network unless that is allowed.
+"""The callbacks' SSRF guard: a callback URL must not reach the deliverer's own network
+unless that is allowed (docs/security.md).
 
-Every check reads the host as aiohttp connects to it (yarl's parse, `private_target`),
-and the last one is on the address actually connected to, after resolution: a name that
-resolves to a private address (or changes to one after the URL was accepted) is refused
-by `PublicOnlyResolver`, and an IP literal, which aiohttp never resolves, by
-`public_socket`, the connector's socket factory, which sees every address before the
-socket connects.
+The host is read as aiohttp connects to it (`private_target`); the address connected to
+is checked after resolution, by `PublicOnlyResolver` for names and by `public_socket`
+for IP literals, which aiohttp never resolves.
 """
 
 from __future__ import annotations
@@ -28,13 +25,9 @@ class PrivateTargetError(OSError):
 
 
 def private_target(url: str | URL) -> str:
-    """Why `url` must not be called when private targets are not allowed, or "".
-
-    The host is the one aiohttp connects to (yarl's: IDNA/UTS46, Unicode digits and
-    dots mapped, an IPv6 literal compressed), so no spelling of an address reads
-    differently here and in the connection. A name is "" here: its addresses are checked
-    as it connects.
-    """
+    """Why `url` must not be called when private targets are not allowed, or "" (a name
+    is "": its addresses are checked as it connects). The host is yarl's parse, as
+    aiohttp connects to it, so no spelling of an address reads differently here."""
     try:
         host = (url if isinstance(url, URL) else URL(url)).raw_host or ""
     except ValueError as exc:
@@ -48,12 +41,7 @@ def private_target(url: str | URL) -> str:
 
 
 def public_socket(addr_info: tuple[Any, ...]) -> socket.socket:
-    """The connector's socket factory: a socket for `addr_info`, unless the address it is
-    about to connect to is private.
-
-    Raises:
-        PrivateTargetError: It is (the deliverer dead-letters the job).
-    """
+    """The connector's socket factory: raises `PrivateTargetError` for a private address."""
     family, type_, proto, _, address = addr_info
     if private_address(address[0]):
         raise PrivateTargetError(f"{address[0]} is a private address; {ALLOW_HINT} it")

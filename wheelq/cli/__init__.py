@@ -1,11 +1,9 @@
 """The `wheelq` command: the only place that reads env vars, config files and signals.
 
-One module per group of commands (services, jobs, topics, groups, dlq, server); each
-adds its subcommands with ``register`` and lazy-imports what it runs, so
-``wheelq --help`` stays fast. Settings come from, in rising precedence:
-defaults, the TOML file (``--config`` or ``$WHEELQ_CONFIG``), environment
-variables, flags (see `wheelq.cli.context`). Every error a user can cause
-prints one line on stderr and exits 2 (usage) or 1 (runtime).
+One module per group of commands; each adds its subcommands with ``register`` and
+lazy-imports what it runs, so ``wheelq --help`` stays fast. Settings: see
+`wheelq.cli.context`. Every error a user can cause prints one line on stderr and exits
+2 (usage) or 1 (runtime).
 """
 
 from __future__ import annotations
@@ -18,20 +16,8 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-from wheelq.cli import (
-    dlq,
-    groups,
-    job_info,
-    jobs,
-    schedules,
-    serve,
-    server,
-    services,
-    top,
-    topics,
-)
-from wheelq.cli.context import ENVIRONMENT, Context, redacted, url_hint
-from wheelq.cli.errors import CliError, usage_error
+from wheelq.cli import jobs, schedules, serve, server, services, top, topics
+from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
 
 DESCRIPTION = """\
 Delayed jobs on Redis that fire on time. Run scheduler nodes and workers, enqueue,
@@ -99,11 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     services.register(sub, [connects])
     jobs.register(sub, [connects])
-    job_info.register(sub, [connects])
+    jobs.register_job(sub, [connects])
     topics.register(sub, [connects])
-    groups.register(sub, [connects])
+    topics.register_groups(sub, [connects])
     top.register(sub, [connects])
-    dlq.register(sub, [connects])
+    topics.register_dlq(sub, [connects])
     schedules.register(sub, [connects])
     serve.register(sub, [connects])
     server.register(sub, [connects], logs)

@@ -1,25 +1,184 @@
-"""What every command shares: its settings (file + env + flags), its Redis URL, its client.
+"""What every command shares: its settings, its Redis URL, its client, and its error.
 
-Settings come from, in rising precedence: defaults, the TOML file
-(``--config`` or ``$WHEELQ_CONFIG``), environment variables
-(``WHEELQ_<SECTION>_<KEY>``), flags; see `wheelq.cli.config`.
+Settings come from, in rising precedence: defaults, the TOML file (``--config`` or
+``$WHEELQ_CONFIG``), the environment, flags. The file's sections are ``[redis]``,
+``[client]``, ``[scheduler]``, ``[worker]``, ``[serve]`` and ``[callbacks]``: the fields
+of the settings dataclasses plus the CLI's own keys (`CLI_KEYS`). Every key has an
+environment variable ``WHEELQ_<SECTION>_<KEY>`` (an empty one counts as unset;
+``WHEELQ_TOPICS`` is the older name of ``WHEELQ_SCHEDULER_TOPICS``). An unknown key or
+``WHEELQ_<SECTION>_`` variable is refused: a misspelt setting must not be ignored.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator, Mapping
+import tomllib
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from wheelq.cli.config import check_environment, from_environment, load_config
-from wheelq.cli.errors import usage_error
+from wheelq.core.settings import (
+    CallbackSettings,
+    ClientSettings,
+    Range,
+    SchedulerSettings,
+    ServeSettings,
+    WorkerSettings,
+    setting_ranges,
+)
 
 if TYPE_CHECKING:
     from wheelq.producer.client import Client
+
+
+class CliError(Exception):
+    """A command that cannot go on: main() prints the message on one line, exits `code`."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def usage_error(message: str) -> CliError:
+    """A command line, config file or environment that cannot run (exit status 2)."""
+    return CliError(message, 2)
+
+
+def command(
+    sub: Any,
+    name: str,
+    parents: list[argparse.ArgumentParser],
+    help: str,
+    func: Callable[[Context], int],
+    *positionals: str,
+) -> argparse.ArgumentParser:
+    """Add the subcommand `name` that runs `func`, with plain `positionals` first."""
+    p: argparse.ArgumentParser = sub.add_parser(name, parents=parents, help=help)
+    for positional in positionals:
+        p.add_argument(positional)
+    p.set_defaults(func=func)
+    return p
+
+
+SETTINGS: dict[str, type] = {
+    "client": ClientSettings,
+    "scheduler": SchedulerSettings,
+    "worker": WorkerSettings,
+    "serve": ServeSettings,
+    "callbacks": CallbackSettings,
+}
+CLI_KEYS: dict[str, tuple[str, ...]] = {
+    "redis": ("url",),
+    "scheduler": ("topics", "metrics_port", "metrics_host"),
+    "worker": ("group", "start", "metrics_port", "metrics_host"),
+    "serve": ("host", "tokens", "deliver", "allowed_hosts", "receipt_secret"),
+    "callbacks": ("signing_secret", "allow_private", "group"),
+}
+CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}
+"""The ranges of the integer keys only the CLI reads (0: no metrics server)."""
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "redis": CLI_KEYS["redis"],
+    **{name: CLI_KEYS.get(name, ()) + tuple(setting_ranges(cls)) for name, cls in SETTINGS.items()},
+}
+"""Each section's keys: the CLI's own first, then the settings fields in their order."""
+ALIASES: dict[str, tuple[str, str]] = {"WHEELQ_TOPICS": ("scheduler", "topics")}
+"""Older variable names still read: name -> (section, key)."""
+STARTS = ("earliest", "now")
+
+
+def env_name(section: str, key: str) -> str:
+    """The environment variable of `key` in `section`: ``WHEELQ_<SECTION>_<KEY>``."""
+    return f"WHEELQ_{section}_{key}".upper()
+
+
+def check_environment(environ: Mapping[str, str]) -> None:
+    """Refuse (exit 2) a ``WHEELQ_<SECTION>_*`` variable that names no key of that section."""
+    for var in sorted(environ):
+        for section, keys in SECTIONS.items():
+            names = [env_name(section, key) for key in keys]
+            if var.startswith(f"WHEELQ_{section.upper()}_") and var not in names:
+                raise usage_error(
+                    f"unknown environment variable {var}; [{section}] has {', '.join(names)}"
+                )
+
+
+def from_environment(
+    environ: Mapping[str, str], section: str, skip: Collection[str] = ()
+) -> dict[str, Any]:
+    """The keys of `section` set in `environ` (but not those in `skip`), parsed and checked
+    (an int in its range, ``topics`` a list, ``start`` earliest or now); exit 2 otherwise."""
+    ranges = {**(setting_ranges(SETTINGS[section]) if section in SETTINGS else {}), **CLI_RANGES}
+    out: dict[str, Any] = {}
+    for key in SECTIONS[section]:
+        if key in skip:
+            continue
+        found = _lookup(environ, section, key)
+        if found is None:
+            continue
+        var, text = found
+        if key in ranges:
+            try:
+                value = int(text)
+            except ValueError:
+                raise ranges[key].error(var, text) from None
+            ranges[key].check(var, value)
+            out[key] = value
+        elif key == "topics":
+            out[key] = split_topics(text, var)
+        elif key == "start" and text not in STARTS:
+            raise usage_error(f"{var} must be one of {', '.join(STARTS)}, got {text!r}")
+        else:
+            out[key] = text
+    return out
+
+
+def _lookup(environ: Mapping[str, str], section: str, key: str) -> tuple[str, str] | None:
+    """The first non-empty of the key's variable and its older names: (name, value)."""
+    older = [name for name, target in ALIASES.items() if target == (section, key)]
+    for var in (env_name(section, key), *older):
+        if environ.get(var):
+            return var, environ[var]
+    return None
+
+
+def load_config(path: str) -> dict[str, dict[str, Any]]:
+    """Read a TOML settings file; exit 2 naming the file, section and key if it cannot be
+    read or names what wheelq does not know."""
+    try:
+        with open(path, "rb") as f:
+            config = tomllib.load(f)
+    except OSError as exc:
+        raise usage_error(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise usage_error(f"config file {path} is not valid TOML: {exc}") from exc
+    known = ", ".join(f"[{name}]" for name in SECTIONS)
+    for name, section in config.items():
+        if not isinstance(section, dict):
+            raise usage_error(f"{path}: key {name!r} is outside any section; sections: {known}")
+        if name not in SECTIONS:
+            raise usage_error(f"{path}: unknown section [{name}]; known: {known}")
+        for key in section:
+            if key not in SECTIONS[name]:
+                raise usage_error(
+                    f"{path}: unknown key {key!r} in [{name}]; "
+                    f"known: {', '.join(sorted(SECTIONS[name]))}"
+                )
+    return config
+
+
+def split_topics(value: object, source: str) -> list[str]:
+    """Topics from ``"a, b"`` or ``["a", "b"]``, trimmed; exit 2 when there are none."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
+        raise usage_error(f"{source} must be comma-separated topics or a list, got {value!r}")
+    topics = [t.strip() for t in items if t.strip()]
+    if not topics:
+        raise usage_error(f"{source} names no topic (leave it out to serve every topic)")
+    return topics
+
 
 ENVIRONMENT = {
     "WHEELQ_CONFIG": "the TOML settings file when --config is not given",
@@ -41,32 +200,16 @@ class Context:
 
     @classmethod
     def load(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Context:
-        """Check the environment's ``WHEELQ_*`` names, then read and check the config file
-        named by ``--config`` or ``$WHEELQ_CONFIG``.
-
-        Args:
-            args: The parsed command line.
-            environ: Default `os.environ`.
-
-        Raises:
-            CliError: (exit 2) An unknown ``WHEELQ_<SECTION>_*`` variable, or a config file
-                that cannot be read or names an unknown section or key.
-        """
+        """Check the environment's ``WHEELQ_*`` names, then read the config file named by
+        ``--config`` or ``$WHEELQ_CONFIG`` (exit 2 on an unknown name)."""
         environ = os.environ if environ is None else environ
         check_environment(environ)
         path = getattr(args, "config", None) or environ.get("WHEELQ_CONFIG")
         return cls(args, load_config(path) if path else {}, environ)
 
     def section(self, name: str, **flags: Any) -> dict[str, Any]:
-        """The values of one section: the file's, then the environment's over them, then
-        `flags` (the command's options; None means not given) over both.
-
-        Only the values that win are parsed: a variable a flag overrides is not read.
-
-        Raises:
-            InvalidArgumentError: (exit 2) A variable's value is not an int in its range.
-            CliError: (exit 2) A variable's value is not valid for its key.
-        """
+        """The values of one section: the file's, the environment's over them, `flags` (None:
+        not given) over both. A variable a flag overrides is not read."""
         given = {key: value for key, value in flags.items() if value is not None}
         values = dict(self.config.get(name, {}))
         values.update(from_environment(self.environ, name, skip=given.keys()))
@@ -74,22 +217,14 @@ class Context:
         return values
 
     def given_redis_url(self) -> str | None:
-        """``--redis-url``, else ``$WHEELQ_REDIS_URL``, else ``[redis] url``, else None.
-
-        Raises:
-            CliError: (exit 2) A URL redis-py cannot parse (see `check_url`).
-        """
+        """``--redis-url``, else ``$WHEELQ_REDIS_URL``, else ``[redis] url``, else None."""
         url = self.section("redis", url=getattr(self.args, "redis_url", None) or None).get("url")
         if url and not isinstance(url, str):
             raise usage_error(f"[redis] url must be a string, got {url!r}")
         return check_url(url) if url else None
 
     def redis_url(self) -> str:
-        """`given_redis_url`, required.
-
-        Raises:
-            CliError: (exit 2) No URL given, or a bad one.
-        """
+        """`given_redis_url`, required (exit 2)."""
         url = self.given_redis_url()
         if url is None:
             raise usage_error("--redis-url (or WHEELQ_REDIS_URL, or [redis] url) is required")
@@ -97,10 +232,8 @@ class Context:
 
     @contextmanager
     def client(self) -> Iterator[Client]:
-        """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards.
-
-        The settings are resolved before it connects, so a bad one starts nothing.
-        """
+        """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards (the
+        settings are resolved before it connects, so a bad one starts nothing)."""
         from wheelq.producer.client import Client
 
         url, settings = self.redis_url(), self.section("client")
@@ -136,12 +269,8 @@ def url_hint(url: str | None) -> str:
 
 
 def check_url(url: str) -> str:
-    """Return `url` if redis-py can parse it.
-
-    Raises:
-        CliError: (exit 2) A scheme other than redis, rediss or unix, a bad port, or an
-            ``@`` after the host (a password with an unencoded ``/``, ``?`` or ``#``).
-    """
+    """Return `url` if redis-py can parse it; exit 2 on another scheme, a bad port or an
+    ``@`` after the host (a password with an unencoded ``/``, ``?`` or ``#``)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parsing it raises ValueError on a bad port)

@@ -1,12 +1,8 @@
 """`wheelq demo`: enqueue jobs spread over a few seconds, fire them, handle them, and check.
 
-It runs a scheduler node and a worker in this process against the given
-Redis, enqueues `jobs` jobs due uniformly over `spread_s` seconds (starting
-`lead_s` from now), waits until a handler has run every one, and
-summarises: fired / expected, duplicates, early, missing, and two
-lateness distributions — stream entry time minus due time (both on the
-Redis clock), and handler start minus due time (the start read on this
-process's clock corrected to the Redis clock).
+A scheduler node and a worker run in this process; `jobs` jobs are due uniformly over
+`spread_s` seconds from `lead_s` on. The summary (`wheelq.testing.summarize`) adds the
+handler-start lateness, read on this process's clock corrected to the Redis clock.
 """
 
 from __future__ import annotations
@@ -25,8 +21,7 @@ from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store import nodes, ops
 from wheelq.store.executor import AsyncExecutor, Call
-from wheelq.testing.fired import read_fired
-from wheelq.testing.stats import Fired, summarize
+from wheelq.testing.fired import Fired, read_fired, summarize
 from wheelq.worker.worker import Worker
 
 Progress = Callable[[int, int, int], None]
@@ -47,7 +42,7 @@ async def run_demo(
     progress: Progress | None = None,
     redis_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo; returns the summary of the firing (see `wheelq.testing.stats.summarize`)
+    """Run the demo; returns the summary of the firing (see `wheelq.testing.fired.summarize`)
     with the handlers' own summary under ``"handled"``."""
     topic = f"demo-{secrets.token_hex(4)}"
     client = AsyncClient.from_url(url, redis_options=redis_options)

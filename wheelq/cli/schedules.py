@@ -16,8 +16,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError
+from wheelq.cli.context import CliError, Context, command
 from wheelq.cli.jobs import json_payload
 from wheelq.cli.jobs import when as parse_when
 
@@ -56,10 +55,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     a.add_argument("--callback", help="URL each run is POSTed to (see 'wheelq deliver')")
     a.set_defaults(func=add)
 
-    listing = actions.add_parser("list", parents=parents, help="every schedule, by topic, name")
+    listing = command(actions, "list", parents, "every schedule, by topic, name", list_schedules)
     listing.add_argument("--topic", help="only this topic's")
     listing.add_argument("--json", action="store_true", help="print a JSON list")
-    listing.set_defaults(func=list_schedules)
 
     for action, verb in (
         ("show", "print one schedule as JSON"),
@@ -67,10 +65,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         ("resume", "run again from now (runs missed while paused are skipped)"),
         ("remove", "delete it and cancel its runs written ahead"),
     ):
-        q = actions.add_parser(action, parents=parents, help=verb)
-        q.add_argument("name")
-        q.add_argument("topic")
-        q.set_defaults(func=show if action == "show" else change)
+        command(
+            actions, action, parents, verb, show if action == "show" else change, "name", "topic"
+        )
 
 
 def add(ctx: Context) -> int:

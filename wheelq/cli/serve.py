@@ -13,10 +13,8 @@ import ipaddress
 import logging
 from typing import Any
 
-from wheelq.cli import heap
-from wheelq.cli.config import split_topics
-from wheelq.cli.context import Context
-from wheelq.cli.errors import usage_error
+from wheelq.cli.context import Context, split_topics, usage_error
+from wheelq.cli.signals import settle_heap
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +137,9 @@ def serve(ctx: Context) -> int:
     level = logging.getLevelName(logging.getLogger().level).lower()
     config = uvicorn_server.config(create_app(service), host, settings, level)
 
-    # Everything made so far (modules, the app, its routes and models) lives as long as the
-    # process: out of the collector's sight, a full collection no longer walks it (it cost
-    # a third of the time of a request before); and full collections rarer (heap).
-    heap.settle()
+    # What is made now lives as long as the process: a full collection walking it cost a
+    # third of a request's time.
+    settle_heap()
     # It waits for Redis first, as the roles do.
     uvicorn_server.Server(config, service, listening).run()
     return 0

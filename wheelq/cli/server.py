@@ -13,13 +13,11 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError, usage_error
+from wheelq.cli.context import CliError, Context, usage_error
 
 if TYPE_CHECKING:
+    from wheelq.embedded import EmbeddedServer, ServerBinary
     from wheelq.errors import EmbeddedServerError
-    from wheelq.testing.binaries import ServerBinary
-    from wheelq.testing.embedded import EmbeddedServer
 
 
 def register(
@@ -47,7 +45,7 @@ def register(
 
 def server_binary() -> ServerBinary:
     """The first server binary found, or exit 2 saying how to get one."""
-    from wheelq.testing.binaries import find_server_binaries
+    from wheelq.embedded import find_server_binaries
 
     binaries = find_server_binaries()
     if not binaries:
@@ -87,7 +85,7 @@ def _check_free(host: str, port: int) -> None:
 
 def server(ctx: Context) -> int:
     """Run the server until SIGINT/SIGTERM; exit 1 if it stops on its own."""
-    from wheelq.testing.embedded import EmbeddedServer
+    from wheelq.embedded import EmbeddedServer
 
     args = ctx.args
     if args.appendonly and not args.dir:
@@ -125,7 +123,7 @@ def server(ctx: Context) -> int:
 def demo(ctx: Context) -> int:
     """Run `wheelq.cli.demo` (on an embedded server without a URL); exit 1 on a miss."""
     from wheelq.cli.demo import run_demo
-    from wheelq.testing.embedded import EmbeddedServer
+    from wheelq.embedded import EmbeddedServer
 
     args = ctx.args
     if logging.getLogger().getEffectiveLevel() == logging.INFO:

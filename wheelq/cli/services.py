@@ -1,22 +1,31 @@
-"""`wheelq scheduler` and `wheelq worker`: the long-running roles, in the foreground."""
+"""`wheelq scheduler` and `wheelq worker`: the long-running roles, in the foreground.
+
+`load_handler` imports the handler ``wheelq worker MODULE:FUNC`` names; every mistake in
+it is one line (a file name given for a module names the spec to pass instead; a module
+that raises while importing is said as its file, line and error).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import logging
+import os
+import sys
+import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, cast
 
-from wheelq.cli.config import split_topics
-from wheelq.cli.context import Context
-from wheelq.cli.errors import usage_error
-from wheelq.cli.handler_spec import load_handler
+from wheelq.cli.context import CLI_RANGES, CliError, Context, split_topics, usage_error
 from wheelq.cli.signals import exit_now, run_until_signal
 
 if TYPE_CHECKING:
     from wheelq.metrics import MetricsServer
     from wheelq.worker.worker import Worker, WorkerStopReport
+
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +74,7 @@ def _metrics_flag(p: argparse.ArgumentParser) -> None:
 
 def metrics_beside(node: Any, section: str, port: object, host: object) -> Any:
     """What `run_until_signal` runs beside `node`: a `MetricsServer` on the section's
-    ``metrics_port`` and ``metrics_host``, or None for port 0 or unset. It logs the address
-    it bound, and says so when that is every interface.
-
-    Raises:
-        InvalidArgumentError: (exit 2) A port not in [0, 65535].
-        CliError: (exit 2) A host that is not a non-empty string.
-    """
-    from wheelq.cli.config import CLI_RANGES
-
+    ``metrics_port`` and ``metrics_host`` (exit 2 on a bad one), or None for port 0."""
     port = port or 0
     CLI_RANGES["metrics_port"].check(f"[{section}] metrics_port", port)
     if not port:
@@ -150,3 +151,95 @@ def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
         # wait for them at exit: leave now (their entries were handed on).
         exit_now(0 if report.abandoned == 0 else 1)
     return report
+
+
+def load_handler(spec: str) -> Any:
+    """Import ``module:function`` (the current directory is importable, as with uvicorn);
+    exit 2 on a bad spec or name, 1 when the module raised while importing."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise usage_error(f"handler must be module:function, got {spec!r}")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise usage_error(f"handler {spec!r}: {_file_hint(module_name, attr)}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+            raise _import_failure(module_name, exc) from None
+        where = f"looked in {os.getcwd()} and sys.path"
+        if module_name.endswith(".py"):  # `handlers.py`: module `handlers`, submodule `py`
+            where = _file_hint(module_name, attr)
+        raise usage_error(f"no module named {exc.name!r} (handler {spec!r}; {where})") from None
+    except Exception as exc:
+        raise _import_failure(module_name, exc) from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise usage_error(f"module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise usage_error(
+            f"handler {spec!r} is not callable (type {type(target).__name__}): "
+            "it must be a def or async def taking a wheelq.Job"
+        )
+    from wheelq.errors import InvalidHandlerError
+    from wheelq.worker.handler_runner import check_handler
+
+    try:
+        return check_handler(target)  # the worker's own rules (generators, signature)
+    except InvalidHandlerError as exc:
+        raise usage_error(f"handler {spec!r}: {exc}") from exc
+
+
+def _file_hint(module_name: str, attr: str) -> str:
+    """What to pass instead of a file name: ``handlers.py`` -> ``handlers:audit``,
+    ``app/jobs.py`` -> ``app.jobs:audit`` (run from the directory holding ``app``)."""
+    path = PurePath(module_name.removesuffix(".py"))
+    parts = [part for part in path.parts if part != "."]
+    if path.is_absolute() or not parts or not all(part.isidentifier() for part in parts):
+        return "the handler is a module's dotted name, importable from the current directory"
+    return f"{module_name!r} is a file name: drop '.py' and pass {'.'.join(parts)}:{attr}"
+
+
+def _import_failure(module_name: str, exc: BaseException) -> CliError:
+    """Exit 1 with one line for a module that raised while importing: the file and line a
+    SyntaxError names, else the innermost frame in the handler's own module (or package),
+    else the innermost frame; then the error's type and message."""
+    if isinstance(exc, SyntaxError):
+        what, file, line = f"SyntaxError: {exc.msg}", exc.filename, exc.lineno
+    else:
+        what = "".join(traceback.format_exception_only(exc)).strip().splitlines()[0]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename[:1] != "<"]
+        own = [f for f in frames if _is_within(f.filename, _source_of(module_name))]
+        chosen = own or frames
+        file, line = (chosen[-1].filename, chosen[-1].lineno) if chosen else (None, None)
+    where = f"{_shown(file)}:{line}: " if file else ""
+    return CliError(f"importing handler module {module_name!r} failed: {where}{what}")
+
+
+def _source_of(module_name: str) -> str | None:
+    """The file of `module_name`'s top-level module, or the directory of its package."""
+    top = module_name.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if found is None or found.origin is None:
+        return None
+    if found.submodule_search_locations is not None:
+        return os.path.dirname(found.origin)
+    return found.origin
+
+
+def _is_within(filename: str, source: str | None) -> bool:
+    if source is None:
+        return False
+    filename, source = os.path.abspath(filename), os.path.abspath(source)
+    return filename == source or filename.startswith(source + os.sep)
+
+
+def _shown(filename: str) -> str:
+    """`filename` relative to the current directory when it lies under it, else as is."""
+    absolute = os.path.abspath(filename)
+    return os.path.relpath(absolute) if _is_within(absolute, os.getcwd()) else filename

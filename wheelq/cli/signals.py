@@ -1,13 +1,16 @@
-"""SIGINT/SIGTERM for the `wheelq scheduler` and `wheelq worker` commands.
+"""The long-running `wheelq` processes: their signals, their exit, their collector policy.
 
-The only place wheelq handles signals and ends the process: the first signal
-starts a graceful stop, a second one cuts it short, and if the process is
-still there `HARD_EXIT_S` later it leaves with ``os._exit(1)``.
+The only place wheelq handles signals and ends the process: the first SIGINT/SIGTERM
+starts a graceful stop, a second one cuts it short, and if the process is still there
+`HARD_EXIT_S` later it leaves with ``os._exit(1)``. `settle_heap` freezes what a started
+process made and makes the collector's full passes rarer (docs/architecture.md,
+Performance targets: a full pass over a loaded wheel held the loop for 4-10 ms).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -16,8 +19,20 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
 
-from wheelq.cli import heap
 from wheelq.runtime.role import Role
+
+FULL_PASS_EVERY = 100
+"""Middle-generation passes per full one (CPython's default: 10)."""
+
+
+def settle_heap() -> None:
+    """Freeze what the process made so far and make full passes `FULL_PASS_EVERY` times
+    rarer than the young ones' default rhythm."""
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_PASS_EVERY)
+
 
 R = TypeVar("R")
 
@@ -27,17 +42,15 @@ HARD_EXIT_S = 1.0
 
 
 class SignalStop:
-    """SIGINT/SIGTERM in `run()`: the first signal starts `stop()`; a second one calls
-    `hurry()` (cut the stop short: handlers abandoned, Redis given `CUT_S` more) and logs
-    "second signal: exiting now"; if the process is still there `HARD_EXIT_S` later, it
-    leaves with os._exit(1)."""
+    """The signal handler: the first signal starts `stop()`, a second calls `hurry()`, and
+    `HARD_EXIT_S` later the process leaves with os._exit(1) if it is still there."""
 
     def __init__(
         self,
         stop: Callable[[], Awaitable[object]],
         hurry: Callable[[], None],
         logger: logging.Logger,
-        first_message: str = "signal: stopping (a second signal exits at once)",
+        first_message: str = FIRST_MESSAGE,
     ) -> None:
         self._stop = stop
         self._hurry = hurry
@@ -79,21 +92,16 @@ def run_until_signal(
     first_message: str = FIRST_MESSAGE,
     beside: Callable[[], AbstractAsyncContextManager[object]] | None = None,
 ) -> R:
-    """Run `node` in the foreground until SIGINT or SIGTERM, then stop it gracefully; a
-    second signal calls `hurry()`. Returns the stop's report. `beside` makes what runs on
-    the same loop for as long as the node does, entered before it starts and left after
-    it stopped (the metrics server)."""
+    """Run `node` until SIGINT or SIGTERM, stop it, return the stop's report. `beside` makes
+    what runs on the same loop while the node does (the metrics server)."""
 
     async def main() -> R:
         on_signal = SignalStop(node.stop, node.hurry, logger, first_message)
         on_signal.install()
         async with beside() if beside is not None else nullcontext():
-            # Everything loaded so far (modules, classes, the node) lives as long as the
-            # process: out of the cyclic collector's full passes, which otherwise scan it
-            # all again every few seconds under load and hold the loop for tens of ms (a
-            # scheduler node's 20,000-job burst fired 30-40 ms later for it); and those
-            # passes rarer (wheelq.cli.heap).
-            heap.settle()
+            # What is loaded now lives as long as the process: out of the full passes, which
+            # held a 20,000-job burst back 30-40 ms.
+            settle_heap()
             await node.serve()
             if on_signal.stopping is not None:
                 return await on_signal.stopping  # type: ignore[no-any-return]

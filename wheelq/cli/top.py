@@ -1,12 +1,9 @@
 """`wheelq stats` (a table per topic and shard) and `wheelq top` (every topic, live).
 
-Both read the same bounded observation of each shard (`wheelq.store.observe`) and
-mean the same by each column (`wheelq.core.observe`): pending in the sorted set,
-ready (fired, not yet delivered to the group furthest behind), in flight (delivered,
-not settled), the age of the oldest one in flight, dead letters. `top` adds rates
-from one frame to the next (fired/s, and handled/s of each consumer group: every group
-handles every job, so their sum would count a job once per group), jobs due in the next
-second (due/s) and the fire lateness of the newest entries of each stream (p50/p99).
+Both read the same bounded observation of each shard (`wheelq.store.observe`; the columns
+mean what `wheelq.core.observe` says). `top` adds rates from one frame to the next
+(fired/s, and handled/s per consumer group: every group handles every job, so a sum would
+count a job once per group), due/s and the fire lateness of each stream's newest entries.
 """
 
 from __future__ import annotations
@@ -18,9 +15,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.config import split_topics
-from wheelq.cli.context import Context
-from wheelq.cli.errors import usage_error
+from wheelq.cli.context import Context, split_topics, usage_error
 from wheelq.cli.topics import no_such_topic
 
 if TYPE_CHECKING:

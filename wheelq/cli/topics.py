@@ -1,13 +1,18 @@
-"""`wheelq topics` (list, drop, limits): what is on the server (`wheelq stats` is in `top.py`)."""
+"""What is on the server, a topic at a time: `wheelq topics` (list, drop, limits),
+`wheelq groups` (create, list, delete) and `wheelq dlq` (list, replay, purge dead letters).
+
+``dlq list --json`` prints one JSON object per line, the payload as `wheelq.core.jsonable`
+spells it (bytes become ``{"$bytes": "<base64>"}``). `wheelq stats` is in `top.py`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context
-from wheelq.cli.errors import CliError
+from wheelq.cli.context import CliError, Context, command, usage_error
 
 if TYPE_CHECKING:
     from wheelq.producer.client import Client
@@ -24,22 +29,28 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="every topic: shards, pending, ready, in flight, in stream, dead (the default)",
     ).set_defaults(func=list_topics)
-    drop = actions.add_parser(
-        "drop", parents=parents, help="delete a topic and all its keys (refused with jobs pending)"
+    drop = command(
+        actions,
+        "drop",
+        parents,
+        "delete a topic and all its keys (refused with jobs pending)",
+        drop_topic,
+        "name",
     )
-    drop.add_argument("name")
     drop.add_argument("--force", action="store_true", help="drop it even with jobs pending")
-    drop.set_defaults(func=drop_topic)
-    limits = actions.add_parser(
-        "limits", parents=parents, help="show or set a topic's max_pending / max_ready"
+    limits = command(
+        actions,
+        "limits",
+        parents,
+        "show or set a topic's max_pending / max_ready",
+        topic_limits,
+        "name",
     )
-    limits.add_argument("name")
     for flag, what in (
         ("--max-pending", "jobs waiting to fire"),
         ("--max-ready", "fired, unacked"),
     ):
         limits.add_argument(flag, type=_limit, help=f"most {what}; 'none' removes the limit")
-    limits.set_defaults(func=topic_limits)
 
 
 def _limit(text: str) -> int | str:
@@ -117,4 +128,203 @@ def topic_limits(ctx: Context) -> int:
                 max_ready=None if ready == "none" else ready,
             )
     print(f"{args.name}: max_pending={limits.max_pending}, max_ready={limits.max_ready}")
+    return 0
+
+
+def register_groups(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``groups create``, ``groups list`` and ``groups delete``."""
+    p = sub.add_parser("groups", help="create a topic's consumer group, list them, or delete one")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
+    create = command(
+        actions,
+        "create",
+        parents,
+        "create a group on every shard (for pull consumers; a worker creates its own), "
+        "refused past the topic's cap of groups",
+        create_group,
+        "topic",
+        "group",
+    )
+    create.add_argument(
+        "--start",
+        choices=("earliest", "now"),
+        default="earliest",
+        help="earliest (default): every job still in the stream; now: jobs fired from now on",
+    )
+    create.add_argument(
+        "--max-groups",
+        type=int,
+        help="refuse when the topic has this many groups already (default 64, as wheelq "
+        "serve's max_groups_per_topic)",
+    )
+    command(
+        actions,
+        "list",
+        parents,
+        "each group: its stream, consumers, entries in flight, ready (not yet delivered "
+        "to it) and how long since a consumer of it last read",
+        list_groups,
+        "topic",
+    ).add_argument("--shards", action="store_true", help="a row per group and shard")
+    delete = command(
+        actions,
+        "delete",
+        parents,
+        "delete a group on every shard (refused while it has entries in flight); stop "
+        "its workers first",
+        delete_group,
+        "topic",
+        "group",
+    )
+    delete.add_argument(
+        "--stream",
+        default="ready",
+        help="the stream the group reads: ready (default) or callbacks (wheelq serve's)",
+    )
+    delete.add_argument(
+        "--force",
+        action="store_true",
+        help="delete it even with entries in flight (they are dropped for this group)",
+    )
+
+
+def _idle(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.1f}s"
+
+
+def list_groups(ctx: Context) -> int:
+    """Print a table: group, stream, consumers, in flight, ready, idle (per shard with
+    ``--shards``); exit 1 for an unknown topic."""
+    topic = ctx.args.topic
+    with ctx.client() as client:
+        found = client.groups(topic)
+        if found is None:
+            raise no_such_topic(topic, sorted(client.topics()))
+    if not found:
+        print(f"no consumer groups on {topic}", file=sys.stderr)
+        return 0
+    width = max(5, *(len(g.name) for g in found))
+    shard = "  SHARD" if ctx.args.shards else ""
+    print(f"{'GROUP':<{width}}  STREAM   {shard}  CONSUMERS  IN_FLIGHT      READY  IDLE")
+    for g in found:
+        rows = (
+            [(f"  {s.shard:>5}", s.consumers, s.in_flight, s.ready) for s in g.shards]
+            if ctx.args.shards
+            else [("", g.consumers, g.in_flight, g.ready)]
+        )
+        for where, consumers, in_flight, ready in rows:
+            print(
+                f"{g.name:<{width}}  {g.stream:<9}{where}  {consumers:>9}  {in_flight:>9}  "
+                f"{ready:>9}  {_idle(g.idle_ms)}"
+            )
+    return 0
+
+
+def create_group(ctx: Context) -> int:
+    """Create a group (see `Client.create_group`); exit 1 for an unknown topic or past the
+    cap."""
+    from wheelq.errors import GroupLimitError, GroupNotFoundError
+
+    args = ctx.args
+    with ctx.client() as client:
+        cap = {} if args.max_groups is None else {"max_groups": args.max_groups}
+        try:
+            done = client.create_group(args.topic, args.group, start=args.start, **cap)
+        except GroupNotFoundError:
+            raise no_such_topic(args.topic, sorted(client.topics())) from None
+        except GroupLimitError as exc:
+            raise CliError(str(exc)) from None
+    if not done.created:
+        print(f"group {done.name} of {args.topic} exists already")
+    else:
+        shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
+        print(f"created group {done.name} of {args.topic} on {shards}")
+    return 0
+
+
+def delete_group(ctx: Context) -> int:
+    """Delete a group (see `Client.delete_group`); exit 1 when there is no such group or it
+    has entries in flight without ``--force``."""
+    from wheelq.errors import GroupBusyError
+
+    args = ctx.args
+    with ctx.client() as client:
+        try:
+            done = client.delete_group(args.topic, args.group, stream=args.stream, force=args.force)
+        except GroupBusyError as exc:
+            raise CliError(exc.explain("--force")) from None
+    dropped = f"; {done.in_flight} entries in flight dropped" if done.in_flight else ""
+    shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
+    print(f"deleted group {done.name} of {args.topic} on {shards}{dropped}")
+    return 0
+
+
+MAX_LISTED = 100_000  # what Client.dead_letters reads at most
+
+
+def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``dlq list``, ``dlq replay`` and ``dlq purge``."""
+    p = sub.add_parser("dlq", help="list, replay or purge a topic's dead letters")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,replay,purge}")
+    listing = command(actions, "list", parents, "dead letters, oldest first", list_dead, "topic")
+    listing.add_argument("--limit", type=int, default=100, help="most listed (default 100)")
+    listing.add_argument("--offset", type=int, default=0, help="skip this many first")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    for name, verb in (("replay", "run again (as attempt 1, due now)"), ("purge", "delete")):
+        q = command(actions, name, parents, f"{verb} dead letters", settle, "topic")
+        q.add_argument("refs", nargs="*", help="refs (shard/entry-id) from 'wheelq dlq list'")
+        q.add_argument("--all", action="store_true", help=f"{name} every dead letter")
+
+
+def list_dead(ctx: Context) -> int:
+    """Print a page of dead letters; "showing a-b of N" goes to stderr when there are more."""
+    args = ctx.args
+    if args.limit < 1 or args.offset < 0 or args.offset + args.limit > MAX_LISTED:
+        raise usage_error(
+            f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LISTED}, "
+            f"got --limit {args.limit} --offset {args.offset}"
+        )
+    from wheelq.core.jsonable import dead_letter_json
+
+    with ctx.client() as client:
+        total = topic_stats(client, args.topic).dead
+        rows = client.dead_letters(args.topic, args.offset + args.limit)[args.offset :]
+    for dead in rows:
+        if args.json:
+            print(json.dumps(dead_letter_json(dead), allow_nan=False))
+        else:
+            first = dead.error.splitlines()[0] if dead.error else ""
+            print(
+                f"{dead.ref}  {dead.job_id}  {dead.reason}  group={dead.group}  "
+                f"attempt={dead.attempt}/{dead.max_attempts}  {first}"
+            )
+    shown = args.offset + len(rows)
+    if not total:
+        print(f"no dead letters on {args.topic}", file=sys.stderr)
+    elif args.offset or shown < total:
+        more = f"; next page: --offset {shown}" if shown < total else ""
+        print(f"showing {args.offset + 1}-{shown} of {total}{more}", file=sys.stderr)
+    return 0
+
+
+def settle(ctx: Context) -> int:
+    """Replay or purge the given refs (or --all); exit 1 when some ref was not there."""
+    args = ctx.args
+    if bool(args.refs) == bool(args.all):
+        raise usage_error(
+            f"{args.action} needs refs (from 'wheelq dlq list') or --all, "
+            + ("not both" if args.all else "got neither")
+        )
+    with ctx.client() as client:
+        topic_stats(client, args.topic)  # exits 1 for an unknown topic
+        refs = None if args.all else list(dict.fromkeys(args.refs))
+        if args.action == "replay":
+            done, verb = client.replay(args.topic, refs), "replayed"
+        else:
+            done, verb = client.purge_dead(args.topic, refs), "purged"
+    print(f"{verb} {done}")
+    if refs is not None and done < len(refs):
+        missing = len(refs) - done
+        why = "" if verb == "purged" else " or are malformed entries that cannot be replayed"
+        raise CliError(f"{missing} of {len(refs)} refs were not on {args.topic!r}{why}")
     return 0

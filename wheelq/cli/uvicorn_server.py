@@ -1,15 +1,10 @@
 """uvicorn's server as `wheelq serve` runs it: Redis first, then the socket; a clean stop.
 
-It waits for Redis before it listens, as a scheduler node or a worker does (the service's
-`StartGate`, up to ``[serve] start_timeout_ms``): a Redis that never answers ends `run()`
-with the gate's error, which the CLI prints on one line (exit 1), instead of uvicorn's
-traceback and exit 3 after it had already said it was serving. Imported only by
-``wheelq serve``, so the other commands run without the ``http`` extra.
-
-Slow clients: uvicorn closes an idle keep-alive connection, but it has no deadline of its
-own for a request's headers or body (its timer runs only between requests), so a client
-that sends half a header holds its connection, and a slot, for ever. `guarded_protocol`
-adds both deadlines and a cap on open connections to uvicorn's HTTP protocol.
+It waits for Redis before it listens, as the roles do (``[serve] start_timeout_ms``), so a
+Redis that never answers is one line and exit 1, not uvicorn's traceback after it said it
+was serving. uvicorn has no deadline for a request's headers or body, so a client sending
+half a header would hold a slot for ever: `guarded_protocol` adds both deadlines and a cap
+on open connections. Imported only by ``wheelq serve`` (the ``http`` extra).
 """
 
 from __future__ import annotations
@@ -145,11 +140,7 @@ class Server(uvicorn.Server):
     serving, a stop on either ends with status 0 (uvicorn raises the signal again once
     stopped), and a second signal of either kind hurries the stop, as for the other
     commands. Requests that wait (long-poll pulls) answer as soon as the stop begins.
-
-    Args:
-        config: uvicorn's settings (the app, host, port, logging).
-        service: What the app serves; started here, stopped by the app's lifespan.
-        listening: Called with the bound port once the socket listens.
+    `listening` is called with the bound port once the socket listens.
     """
 
     def __init__(

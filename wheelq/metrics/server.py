@@ -1,9 +1,7 @@
 """Serving ``/metrics`` over HTTP while a role runs, and stopping it with the role.
 
-`MetricsServer` starts prometheus_client's HTTP server (a thread of its own: a scrape
-never runs on the role's event loop) on a registry of its own, and for a scheduler
-node the `ShardGauges` part on the node's loop. `stop()` shuts the server down,
-closes its socket and joins its thread, so nothing is left running.
+prometheus_client's HTTP server runs on a thread of its own (a scrape never runs on the
+role's loop); `stop()` closes its socket and joins the thread.
 """
 
 from __future__ import annotations
@@ -15,30 +13,19 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_http_server
 
 from wheelq.errors import InvalidArgumentError, int_in
-from wheelq.metrics.registry import Observed, collectors_for
-from wheelq.metrics.shard_gauges import ShardGauges
+from wheelq.metrics.collectors import Observed, ShardGauges, collectors_for
 from wheelq.runtime.service import Lifecycle
 
 EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 (an exporter's usual bind; see MetricsServer)
 
 
 class MetricsServer(Lifecycle):
-    """``/metrics`` of `roles` on `port` (0: a free one, see `port` once started).
+    """``/metrics`` of `roles` on `port` (0: a free one, see `port` once started); use
+    ``async with`` in the role's event loop, or `start()` and `stop()`.
 
-    Use ``async with MetricsServer(node, port=9100):`` in the role's event loop, or
-    `start()` and `stop()`.
-
-    Args:
-        roles: The schedulers, workers and clients to export.
-        port: TCP port, 0-65535 (0: any free port).
-        host: Address to listen on: an IPv4 or IPv6 address (``::1`` or ``[::1]``) or a
-            host name (its first address). Default ``0.0.0.0``, every IPv4 interface, as
-            exporters do: Prometheus scrapes from another host. ``127.0.0.1`` keeps the
-            metrics on this machine.
-
-    Raises:
-        InvalidArgumentError: `port` is not an int in [0, 65535], or `host` is not a
-            non-empty string.
+    `host` is an IPv4 or IPv6 address (``::1`` or ``[::1]``) or a host name; default
+    ``0.0.0.0``, every IPv4 interface, as exporters do (Prometheus scrapes from another
+    host); ``127.0.0.1`` keeps the metrics on this machine.
     """
 
     def __init__(self, *roles: Observed, port: int, host: str = EVERY_INTERFACE) -> None:
@@ -81,12 +68,8 @@ class MetricsServer(Lifecycle):
         return ipaddress.ip_address(str(self._server.server_address[0])).is_unspecified
 
     async def start(self) -> None:
-        """Start the shard gauges' part and the HTTP server.
-
-        Raises:
-            OSError: The address cannot be bound (taken, not this machine's, a host name
-                that does not resolve); the message names it.
-        """
+        """Start the shard gauges' part and the HTTP server (OSError naming an address
+        that cannot be bound)."""
         for gauges in self._gauges:
             await gauges.start()
         try:

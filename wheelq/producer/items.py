@@ -251,7 +251,7 @@ class EncodeBatch:
             return due_spec(delay, at, now_ms=self.now_ms)
 
     def new_id(self) -> str:
-        """A fresh job id made at `now_ms` (`wheelq.core.ids`)."""
+        """A fresh job id made at `now_ms` (`wheelq.core.job`)."""
         at = self._at
         if at >= len(self._random):
             self._random, at = random_parts(self._block_ids), 0

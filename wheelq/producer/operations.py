@@ -49,7 +49,7 @@ Op = Generator[list[Call[Any]], list[Any], T]
 
 PIPELINE_CALLS = 64
 """Script calls per round trip in enqueue_many: 32,000 jobs of the default batch size, each
-call written as it is packed (`wheelq.store.streamed`), so Redis runs the first while the
+call written as it is packed (`wheelq.store.executor`), so Redis runs the first while the
 client packs the rest; the spooling client's confirmed ids grow round by round."""
 
 Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]

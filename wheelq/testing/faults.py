@@ -1,20 +1,13 @@
-"""Faults a test or the chaos soak injects into a Redis server, each one command of the
-server's own, on a plain connection to ONE server (loop over a cluster's primaries).
+"""Faults a test or the chaos soak injects, into a Redis server or a node.
 
-- `flush_scripts`: ``SCRIPT FLUSH``; every client's next script call gets NOSCRIPT and
-  must load its script again.
-- `pause_writes`: ``CLIENT PAUSE ms WRITE``: reads are served, write commands (and
-  scripts that may write) wait until the pause ends.
-- `kill_clients`: ``CLIENT KILL`` of every other client: every connection wheelq holds
-  is closed mid-whatever it was doing.
-- `squeeze_memory` / `restore_memory`: ``maxmemory`` below what the server uses, with
-  ``noeviction``, so every write fails with OOM; then both settings as they were.
-
-And one inside a scheduler node of this process:
-
-- `slow_renewals`: the node holds each lease renewal past the lease TTL while its wheel
-  keeps firing, as a node starved of CPU or stuck in a long GC pause would; another node
-  takes its shards over, and its emits must be refused from then on.
+Into a server, each one command on a plain connection to ONE server (loop over a
+cluster's primaries): `flush_scripts` (``SCRIPT FLUSH``: the next script call gets
+NOSCRIPT), `pause_writes` (``CLIENT PAUSE ms WRITE``), `kill_clients` (``CLIENT KILL`` of
+every other client), `squeeze_memory` / `restore_memory` (``maxmemory`` below used memory
+with ``noeviction``: every write fails with OOM). Into a scheduler node of this process:
+`slow_renewals` (each lease renewal held past the TTL, as a CPU-starved node's; another
+node takes its shards over and its emits must be refused) and `SkewedClock` (its clock
+jumped by `jump_ms`).
 """
 
 from __future__ import annotations
@@ -25,6 +18,7 @@ from dataclasses import dataclass
 
 import redis
 
+from wheelq.runtime.clock import RedisClock
 from wheelq.scheduler.scheduler import Scheduler
 
 
@@ -85,3 +79,14 @@ def slow_renewals(node: Scheduler, hold_ms: int | None = None) -> Callable[[], N
             del keeper.renew  # the class's method again
 
     return undo
+
+
+class SkewedClock(RedisClock):
+    """`RedisClock` plus `jump_ms` (0 until set; set it from any thread or a signal)."""
+
+    def __init__(self, jump_ms: int = 0) -> None:
+        super().__init__()
+        self.jump_ms = jump_ms
+
+    def now_ms_float(self) -> float:
+        return super().now_ms_float() + self.jump_ms

@@ -10,13 +10,8 @@ async with CuttingProxy(target_port) as proxy:
     proxy.drop_replies = True   # requests reach the server, its replies are thrown away
 
 `ProxyThread` runs one on an event loop of its own in a daemon thread, for code that is not
-async (the chaos soak, beside its subprocesses), with the same controls.
-
-Every transport the proxy opens is tracked from the moment it exists: a client connection
-whose upstream connection is still being made when `cut()` runs is closed too (its handler
-is cancelled, which closes the half-made upstream socket), and leaving the ``async with``
-waits until every handler has ended, so no socket outlives the proxy (an unclosed one is a
-ResourceWarning, an error in this suite).
+async, with the same controls. No socket outlives the proxy: `cut()` also cancels handlers
+still connecting upstream, and leaving the ``async with`` waits for every handler.
 """
 
 from __future__ import annotations

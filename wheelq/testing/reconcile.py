@@ -1,10 +1,8 @@
 """An exact account of a run: every job a producer was told was enqueued, set against
-everything Redis and the handlers show of it at the end (the chaos soak's check, and any
-test's that kills things).
+what Redis and the handlers show of it at the end (the chaos soak's check).
 
-A job acknowledged to its producer must end in exactly one of: fired (a ready-stream
-entry), cancelled (a cancel acknowledged), dead-lettered, or still pending (due later, or
-held back). Each of the counts below that must be 0 names a broken promise:
+Each acknowledged job ends fired, cancelled, dead-lettered or still pending. Each count
+that must be 0 names a broken promise:
 
 - ``lost``: acknowledged, and none of those (invariant 1);
 - ``fired_twice``: one attempt of one job in the streams more than once (invariant 2);
@@ -24,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wheelq.testing.stats import Fired
+from wheelq.testing.fired import Fired
 
 MUST_BE_ZERO = ("lost", "fired_twice", "early", "handled_never", "handled_too_often")
 
@@ -67,19 +65,10 @@ def reconcile(
     handled: Mapping[str, int] | None = None,
     max_runs: int = 1,
 ) -> Reconciliation:
-    """Set what producers were told against what is there.
-
-    Args:
-        acknowledged: Ids whose enqueue returned to its producer.
-        fired: Every ready-stream entry of the topic (`read_fired`); a retry's entry has
-            a later attempt and is not a second firing.
-        pending: Ids still in the sorted sets (due later, held back, or retrying).
-        cancelled: Ids whose cancel was acknowledged.
-        dead: Ids in the dead-letter streams.
-        handled: Id -> how often a handler ran it (None: not checked).
-        max_runs: Most runs of one job the run's faults allow (1 + deliveries that a crash
-            or a visibility timeout can cause).
-    """
+    """Set the ids producers were told were enqueued (`acknowledged`) against what is
+    there: every ready-stream entry (`fired`, a retry's entry is no second firing), ids
+    still `pending`, `cancelled` or `dead`, and how often a handler ran each (`handled`,
+    None: not checked; at most `max_runs`, 1 + the deliveries the run's faults allow)."""
     acked = set(acknowledged)
     records = list(fired)
     by_attempt = Counter((r.job_id, r.attempt) for r in records)

@@ -14,8 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from wheelq.metrics.families import counter, histogram
-from wheelq.metrics.role_collectors import ClientCollector, WorkerCollector
+from wheelq.metrics.collectors import ClientCollector, WorkerCollector, counter, histogram
 from wheelq.web.service import WebService
 
 

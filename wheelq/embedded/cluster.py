@@ -1,40 +1,27 @@
 """A real Redis Cluster on loopback, from the same binaries as `EmbeddedServer`.
 
-`EmbeddedCluster` starts `primaries` servers (and `replicas` replicas of each)
-with ``--cluster-enabled yes``, spreads the 16,384 slots evenly over the
-primaries with CLUSTER ADDSLOTSRANGE, joins the nodes with CLUSTER MEET,
-attaches replicas with CLUSTER REPLICATE, and waits until every node reports
-``cluster_state:ok``, knows every other node and the owner of every slot. No
-``redis-cli`` is needed; three primaries take about two seconds. ``with`` starts and stops it.
+Formed without ``redis-cli`` (ADDSLOTSRANGE, MEET, REPLICATE, then wait until every
+node is ok and knows every slot's owner); three primaries take about two seconds.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from types import TracebackType
 
 import redis
 
+from wheelq.embedded.server import EmbeddedServer, ServerBinary, Started, free_port
 from wheelq.errors import EmbeddedServerError
-from wheelq.testing.binaries import ServerBinary
-from wheelq.testing.embedded import EmbeddedServer, free_port
 
 SLOTS = 16_384
 POLL_S = 0.05
 
 
-class EmbeddedCluster:
-    """A cluster of Valkey or Redis servers on 127.0.0.1.
-
-    Args:
-        binary: The executable of every node; default as for `EmbeddedServer`.
-        primaries: Primary nodes; the slots are split evenly between them.
-        replicas: Replicas per primary (for failover tests).
-        node_timeout_ms: ``cluster-node-timeout``: how long a node may be unreachable
-            before the others mark it failed (and a replica takes over).
-        appendonly: Turn on the AOF of every node.
-    """
+class EmbeddedCluster(Started):
+    """A cluster of `primaries` Valkey or Redis servers on 127.0.0.1, the slots split
+    evenly, with `replicas` replicas of each; `node_timeout_ms` is ``cluster-node-timeout``
+    (how long a node may be unreachable before a replica takes over)."""
 
     def __init__(
         self,
@@ -82,12 +69,7 @@ class EmbeddedCluster:
         return self.primaries[0].url
 
     def start(self, timeout_s: float = 30.0) -> None:
-        """Start every node and form the cluster.
-
-        Raises:
-            EmbeddedServerError: A node did not start, or the cluster did not become
-                healthy within `timeout_s`.
-        """
+        """Start every node and form the cluster within `timeout_s` (EmbeddedServerError)."""
         try:
             for node in self.nodes:
                 node.start()
@@ -102,23 +84,13 @@ class EmbeddedCluster:
             node.stop()
 
     def kill_primary(self, index: int, timeout_s: float = 30.0) -> EmbeddedServer:
-        """SIGKILL primary `index`, as a crash would, and wait for its replica to take over.
-
-        The cluster fails the primary over by itself (after ``node_timeout_ms``); this
-        waits until one of its replicas is a primary and every live node says so.
-        ``primaries[index]`` stays in the list, dead (`stop` still cleans it up).
-
-        Returns:
-            The promoted replica.
-
-        Raises:
-            EmbeddedServerError: No replica of it, or none took over within `timeout_s`.
-        """
+        """SIGKILL primary `index` and wait until every live node sees one of its replicas
+        as primary; returns that replica. ``primaries[index]`` stays in the list, dead."""
         per = self._replicas_per_primary
         if per < 1:
             raise EmbeddedServerError("kill_primary needs replicas >= 1: none would take over")
         candidates = self.replicas[index * per : (index + 1) * per]
-        ids = {id(node): self._myid(node) for node in candidates}
+        ids = {id(node): self.node_id(node) for node in candidates}
         self.primaries[index].kill()
         live = [node for node in self.nodes if node.pid is not None]
         promoted: list[EmbeddedServer] = []
@@ -143,26 +115,17 @@ class EmbeddedCluster:
 
     def owner(self, slot: int) -> EmbeddedServer:
         """The primary serving `slot` now (as the first live primary's view has it)."""
-        with self.client(self._live_primary()) as c:
-            for low, high, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
-                if int(low) <= slot <= int(high):
-                    port = int(primary[1])
-                    return next(n for n in self.nodes if n.port == port)
-        raise EmbeddedServerError(f"cluster: slot {slot} is not served")
+        port = self._owner_seen_by(self._live_primary(), slot)
+        if port is None:
+            raise EmbeddedServerError(f"cluster: slot {slot} is not served")
+        return next(n for n in self.nodes if n.port == port)
 
     def migrate_slot(
         self, slot: int, to: EmbeddedServer, *, pause_s: float = 0.0, timeout_s: float = 30.0
     ) -> int:
-        """Move `slot` to the primary `to` the way an operator does (SETSLOT IMPORTING and
+        """Move `slot` to the primary `to` as an operator does (SETSLOT IMPORTING and
         MIGRATING, MIGRATE key by key, SETSLOT NODE everywhere); returns the keys moved.
-
-        Args:
-            slot: The slot.
-            to: Its new owner, a primary.
-            pause_s: A pause after each key, so a test's load meets the slot half moved
-                (clients get ASK and TRYAGAIN replies meanwhile).
-            timeout_s: How long to wait for every node to see the new owner.
-        """
+        `pause_s` after each key lets a test's load meet the slot half moved (ASK, TRYAGAIN)."""
         source = self.owner(slot)
         src_id, dst_id = self.node_id(source), self.node_id(to)
         with self.client(to) as dst, self.client(source) as src:
@@ -239,8 +202,7 @@ class EmbeddedCluster:
         self._wait(deadline, "every node to know every other", self._all_known)
         for i, replica in enumerate(self.replicas):
             primary = self.primaries[i // self._replicas_per_primary]
-            with self.client(primary) as c:
-                primary_id = _text(c.execute_command("CLUSTER", "MYID"))
+            primary_id = self.node_id(primary)
             with self.client(replica) as c:
                 c.execute_command("CLUSTER", "REPLICATE", primary_id)
         self._wait(deadline, "cluster_state:ok on every node", self._all_ok)
@@ -269,10 +231,6 @@ class EmbeddedCluster:
         with self.client(node) as c:
             return str(c.info("replication").get("role"))
 
-    def _myid(self, node: EmbeddedServer) -> str:
-        with self.client(node) as c:
-            return _text(c.execute_command("CLUSTER", "MYID"))
-
     def _sees_primary(self, node: EmbeddedServer, node_id: str) -> bool:
         """Whether `node`'s view of the cluster has `node_id` as a primary."""
         with self.client(node) as c:
@@ -293,18 +251,6 @@ class EmbeddedCluster:
             if time.monotonic() > deadline:
                 raise EmbeddedServerError(f"cluster: timed out waiting for {what}")
             time.sleep(POLL_S)
-
-    def __enter__(self) -> EmbeddedCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _text(value: object) -> str:

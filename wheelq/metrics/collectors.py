@@ -1,0 +1,408 @@
+"""The collectors: what Prometheus reads of each role when it scrapes.
+
+The roles count in plain ints and fixed-bucket histograms (ms) and never import
+prometheus_client; the families here end counters in ``_total``, give durations in
+seconds and label by topic, shard, group or part, never by job id, so the number of
+series follows the deployment, not the traffic. A scrape runs on prometheus_client's
+thread and never waits for Redis: a scheduler's per-shard gauges are read on the node's
+loop by `ShardGauges`, at most one scrape old, and only by the shard's leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from wheelq.core.histogram import HistogramSnapshot
+from wheelq.core.observe import ShardObservation
+from wheelq.errors import InvalidArgumentError
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.client import Client
+from wheelq.producer.operations import drive_async
+from wheelq.runtime.clock import wall_ms
+from wheelq.runtime.service import Service
+from wheelq.scheduler.scheduler import Scheduler
+from wheelq.store.observe import observe_shards
+from wheelq.worker.worker import Worker
+
+log = logging.getLogger(__name__)
+
+PREFIX = "wheelq_"
+MIN_INTERVAL_MS = 1000
+"""Scrapes closer together than this share one read of the shards."""
+F = TypeVar("F", CounterMetricFamily, GaugeMetricFamily)
+Samples = Iterable[tuple[Sequence[str], float]]
+"""(label values, value) pairs, one per sample."""
+
+
+def counter(name: str, doc: str, labels: Sequence[str], values: Samples) -> CounterMetricFamily:
+    """A counter family ``wheelq_<name>_total``."""
+    return _filled(CounterMetricFamily(PREFIX + name, doc, labels=labels), values)
+
+
+def gauge(name: str, doc: str, labels: Sequence[str], values: Samples) -> GaugeMetricFamily:
+    """A gauge family ``wheelq_<name>``."""
+    return _filled(GaugeMetricFamily(PREFIX + name, doc, labels=labels), values)
+
+
+def _filled(family: F, values: Samples) -> F:
+    for label_values, value in values:
+        family.add_metric(list(label_values), value)
+    return family
+
+
+def histogram(
+    name: str,
+    doc: str,
+    labels: Sequence[str],
+    values: Iterable[tuple[Sequence[str], HistogramSnapshot]],
+) -> HistogramMetricFamily:
+    """A histogram family ``wheelq_<name>`` in seconds from snapshots in ms."""
+    family = HistogramMetricFamily(PREFIX + name, doc, labels=labels)
+    for label_values, snap in values:
+        buckets = [(_le(bound_ms), float(n)) for bound_ms, n in snap.cumulative()]
+        family.add_metric(list(label_values), buckets, snap.sum_ms / 1000)
+    return family
+
+
+def _le(bound_ms: float) -> str:
+    return "+Inf" if math.isinf(bound_ms) else repr(bound_ms / 1000)
+
+
+def part_health(role: str, parts: Mapping[str, Mapping[str, object]]) -> list[Metric]:
+    """``wheelq_part_up`` and ``wheelq_part_failures`` from ``status()["parts"]``."""
+    up = [((role, name), 1.0 if st.get("running") else 0.0) for name, st in sorted(parts.items())]
+    failures = [
+        ((role, name), float(st.get("failures") or 0))  # type: ignore[arg-type]
+        for name, st in sorted(parts.items())
+    ]
+    return [
+        gauge("part_up", "1 while the part's loop runs (status()['parts'])", ("role", "part"), up),
+        gauge(
+            "part_failures",
+            "Failed steps of the part since its last step that worked",
+            ("role", "part"),
+            failures,
+        ),
+    ]
+
+
+class ShardGauges(Service):
+    """Reads the shards `node` leads when a scrape asks (`request`), on the node's loop."""
+
+    name = "gauges"
+    title = "metrics gauges"
+
+    def __init__(self, node: Scheduler) -> None:
+        super().__init__(node.clock, log, max_pause_ms=node.settings.failure_pause_max_ms)
+        self._node = node
+        self._event_loop: asyncio.AbstractEventLoop | None = None
+        self._read_ms: int | None = None
+        self.latest: list[ShardObservation] = []
+        """The last observations read (empty until the first scrape's read)."""
+
+    async def start(self) -> None:
+        self._event_loop = asyncio.get_running_loop()
+        await super().start()
+
+    def request(self) -> None:
+        """Ask for a read (from any thread): the next scrape sees its values."""
+        loop = self._event_loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.wake)
+
+    async def first_wait(self) -> float | None:
+        return None  # until the first scrape
+
+    async def step(self) -> float | None:
+        now_ms = self.clock.now_ms()
+        if self._read_ms is not None and now_ms - self._read_ms < MIN_INTERVAL_MS:
+            return None
+        self._read_ms = now_ms
+        shards = sorted((lead.keys for lead in self._node.leads.all()), key=lambda k: k.tag)
+        executor = self._node.executor
+        self.latest = await drive_async(
+            observe_shards(shards, now_ms, sample=1),
+            lambda calls: executor.run(calls, return_exceptions=True),
+        )
+        return None
+
+
+TG = ("topic", "group")
+WORKER_COUNTERS = {
+    "handled": "Handler runs that finished (returned, raised or timed out)",
+    "succeeded": "Acks that took effect: handlers that returned, and entries of other groups",
+    "failed": "Handler runs that raised or timed out",
+    "retried": "Retries that took effect (the job is back in the sorted set)",
+    "dead_lettered": "Entries dead-lettered (last attempt failed, too many deliveries, malformed)",
+    "taken_over": "Entries this worker took over from stalled or dead workers",
+    "skipped": "Entries meant for another group (retries, replays), acked and skipped",
+}
+
+
+class WorkerCollector(Collector):
+    """A prometheus_client collector of one `Worker` (labels: its topic and group)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def collect(self) -> Iterator[Metric]:
+        w = self._worker
+        status: dict[str, Any] = w.status()
+        status["succeeded"] = status["acked"]
+        status["handled"] = status["handled"] + status["failed"]
+        labels = (w.topic, w.group)
+        for name, doc in WORKER_COUNTERS.items():
+            yield counter(f"worker_{name}", doc, TG, [(labels, status[name])])
+        in_flight = w.in_flight
+        yield histogram(
+            "worker_handler_start_lateness_seconds",
+            "Handler start minus the job's due time: the worker's wall clock against the "
+            "Redis clock's due time (includes the skew between the two)",
+            TG,
+            [(labels, in_flight.timings.start_lateness.snapshot())],
+        )
+        yield histogram(
+            "worker_handler_duration_seconds",
+            "How long handlers ran (monotonic clock)",
+            TG,
+            [(labels, in_flight.timings.run_time.snapshot())],
+        )
+        yield gauge(
+            "worker_held_entries",
+            "Entries this worker holds: waiting for a slot or running",
+            TG,
+            [(labels, status["held"])],
+        )
+        yield gauge(
+            "worker_running_handlers", "Handlers running now", TG, [(labels, status["running"])]
+        )
+        yield gauge(
+            "worker_wedged_threads",
+            "Threads still running sync handlers that ran over handler_timeout_ms",
+            TG,
+            [(labels, status["wedged"])],
+        )
+        yield from part_health("worker", status["parts"])
+
+
+class ClientCollector(Collector):
+    """A prometheus_client collector of one `Client` or `AsyncClient`."""
+
+    def __init__(self, client: Client | AsyncClient) -> None:
+        self._client = client
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._client.counts
+        yield counter(
+            "client_enqueued",
+            "Jobs whose enqueue returned their id (spooled ones included)",
+            (),
+            [((), counts.enqueued)],
+        )
+        yield counter(
+            "client_cancelled", "Cancels that removed a pending job", (), [((), counts.cancelled)]
+        )
+
+
+TS = ("topic", "shard")
+EVENT_COUNTERS = {
+    "emitted": ("scheduler_fired", "Jobs the node moved into the ready streams"),
+    "orphans": ("scheduler_orphans", "Job ids found without an envelope and dropped"),
+    "malformed": ("scheduler_malformed", "Jobs dead-lettered: their envelope did not decode"),
+    "trimmed": ("scheduler_trimmed", "Ready-stream entries trimmed (acked by every group)"),
+}
+LEASE_CHANGES = ("acquired", "released", "lost")
+SHARD_GAUGES = (
+    (
+        "pending_jobs",
+        "Jobs waiting for their due time (sorted set), per shard this node leads",
+        "pending",
+    ),
+    ("stream_entries", "Entries in the ready stream (fired, not yet trimmed)", "length"),
+    ("dead_letters", "Entries in the dead-letter stream", "dead"),
+)
+"""name, help, `ShardObservation` field of the per-shard gauges."""
+LATENESS_DOC = (
+    "Fire lateness: the node's now when it sent the emit call minus the job's due time, on "
+    "the node's clock corrected to the Redis clock (the reply names no entry ids); swept "
+    "overdue jobs at their least lateness"
+)
+
+
+class SchedulerCollector(Collector):
+    """A prometheus_client collector of one `Scheduler`.
+
+    Args:
+        node: The node.
+        gauges: Its shard gauges (None: no per-shard gauges are exported).
+    """
+
+    def __init__(self, node: Scheduler, gauges: ShardGauges | None = None) -> None:
+        self._node = node
+        self._gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        node, counts = self._node, dict(self._node.node_metrics.counts)
+        for kind, (name, doc) in EVENT_COUNTERS.items():
+            yield counter(
+                name,
+                doc,
+                TS,
+                (((t, str(s)), n) for (k, t, s), n in sorted(counts.items()) if k == kind),
+            )
+        yield counter(
+            "scheduler_lease_changes",
+            "Shard leases this node acquired, released or found lost (handovers)",
+            (*TS, "change"),
+            (((t, str(s), k), n) for (k, t, s), n in sorted(counts.items()) if k in LEASE_CHANGES),
+        )
+        lateness = dict(node.node_metrics.fire_lateness)
+        yield histogram(
+            "scheduler_fire_lateness_seconds",
+            LATENESS_DOC,
+            ("topic",),
+            (((t,), h.snapshot()) for t, h in sorted(lateness.items())),
+        )
+        leads = node.leads.all()
+        per_topic: dict[str, int] = {}
+        for lead in leads:
+            per_topic[lead.keys.topic] = per_topic.get(lead.keys.topic, 0) + 1
+        yield gauge(
+            "scheduler_shards_led",
+            "Shards this node leads",
+            ("topic",),
+            (((t,), n) for t, n in sorted(per_topic.items())),
+        )
+        yield gauge(
+            "scheduler_wheel_jobs",
+            "Jobs preloaded in the timing wheel",
+            (),
+            [((), len(node.driver.wheel))],
+        )
+        now_ms, window_ms = node.clock.now_ms(), node.settings.window_ms
+        yield gauge(
+            "scheduler_preload_lag_seconds",
+            "How far the preloaded window falls short of now + window_ms",
+            TS,
+            (
+                (
+                    (lead.keys.topic, str(lead.keys.shard)),
+                    max(0, now_ms + window_ms - lead.cursor_ms) / 1000,
+                )
+                for lead in leads
+            ),
+        )
+        yield gauge(
+            "scheduler_clock_offset_seconds",
+            "The node's Redis clock minus its local wall clock",
+            (),
+            [((), (node.clock.now_ms_float() - wall_ms()) / 1000)],
+        )
+        yield gauge(
+            "scheduler_clock_error_bound_seconds",
+            "How far the measured Redis clock offset can be off (half the best round trip)",
+            (),
+            [((), node.clock.error_bound_ms / 1000)],
+        )
+        parts = dict(node.status()["parts"])
+        if self._gauges is not None:
+            parts[self._gauges.name] = self._gauges.status()
+            yield from shard_families(self._gauges)
+        yield from part_health("scheduler", parts)
+
+
+def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
+    """The per-shard gauges from the latest observations (and a request for new ones)."""
+    gauges.request()
+    latest = gauges.latest
+    tsg = (*TS, "group")
+    for name, doc, attr in SHARD_GAUGES:
+        yield gauge(name, doc, TS, (((o.topic, str(o.shard)), getattr(o, attr)) for o in latest))
+    yield gauge(
+        "ready_entries",
+        "Entries fired but not yet delivered to the group (XINFO GROUPS lag)",
+        tsg,
+        (
+            ((o.topic, str(o.shard), g.name), o.length if g.lag is None else g.lag)
+            for o in latest
+            for g in o.groups
+        ),
+    )
+    yield gauge(
+        "in_flight_entries",
+        "Entries delivered to a worker of the group and not yet settled (XPENDING)",
+        tsg,
+        (((o.topic, str(o.shard), g.name), g.pending) for o in latest for g in o.groups),
+    )
+    yield gauge(
+        "oldest_in_flight_age_seconds",
+        "Age of the group's oldest unsettled entry, since it entered the stream (0: none)",
+        tsg,
+        (
+            # 0 with nothing in flight, not absent: a panel of it must not read "No data"
+            # on a healthy system.
+            ((o.topic, str(o.shard), g.name), _age_s(o.at_ms, g.oldest_pending_ms))
+            for o in latest
+            for g in o.groups
+        ),
+    )
+
+
+def _age_s(at_ms: int, oldest_ms: int | None) -> float:
+    """Seconds from `oldest_ms` to `at_ms`; 0 when nothing is in flight (`oldest_ms` None)."""
+    return 0.0 if oldest_ms is None else max(0, at_ms - oldest_ms) / 1000
+
+
+Observed = Scheduler | Worker | Client | AsyncClient
+"""What wheelq exports metrics of."""
+
+
+def collector_for(role: Observed) -> Collector:
+    """A collector of `role`, to register in a registry of your own (a scheduler's
+    per-shard gauges are left out: they need the `ShardGauges` part `MetricsServer` runs)."""
+    ((collector, _),) = collectors_for([role], gauges=False)
+    return collector
+
+
+def registry_for(*roles: Observed) -> CollectorRegistry:
+    """A `CollectorRegistry` with a collector of each of `roles` (see `collector_for`)."""
+    registry = CollectorRegistry(auto_describe=False)
+    for role in roles:
+        registry.register(collector_for(role))
+    return registry
+
+
+def collectors_for(
+    roles: Iterable[Observed], *, gauges: bool = True
+) -> list[tuple[Collector, ShardGauges | None]]:
+    """A collector per role, with the `ShardGauges` part of each scheduler (to start on its
+    loop) when `gauges`; InvalidArgumentError for a role of another type."""
+    out: list[tuple[Collector, ShardGauges | None]] = []
+    for role in roles:
+        if isinstance(role, Scheduler):
+            part = ShardGauges(role) if gauges else None
+            out.append((SchedulerCollector(role, part), part))
+        elif isinstance(role, Worker):
+            out.append((WorkerCollector(role), None))
+        elif isinstance(role, Client | AsyncClient):
+            out.append((ClientCollector(role), None))
+        else:
+            raise InvalidArgumentError(
+                "role",
+                "role must be a Scheduler, Worker, Client or AsyncClient, "
+                f"got {type(role).__name__}",
+            )
+    return out
