@@ -81,3 +81,18 @@ def test_the_key_layout_table_lists_exactly_the_keys_keys_py_makes() -> None:
     }
     listed = {row for row in rows if not row.startswith(("wheelq:order:", "wheelq:flow:"))}
     assert listed == made
+
+
+def test_the_module_map_names_every_module_and_only_modules_that_exist() -> None:
+    """docs/architecture.md's module map matches the tree: every package and module in
+    wheelq/ is named (``__init__``/``__main__`` aside), and every path it names exists."""
+    named = set(re.findall(r"`(wheelq/[\w/]+(?:\.py|/))`", _section("Module map")))
+    package = ROOT / "wheelq"
+    modules = {
+        str(p.relative_to(ROOT))
+        for p in package.rglob("*.py")
+        if p.name not in {"__init__.py", "__main__.py"}
+    }
+    packages = {str(p.relative_to(ROOT)) + "/" for p in package.iterdir() if (p / "__init__.py").exists()}
+    assert sorted((modules | packages) - named) == []
+    assert sorted(p for p in named if not (ROOT / p).exists()) == []
