@@ -22,7 +22,7 @@ from wheelq.core import wire
 from wheelq.core.clock import ManualClock
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import Envelope, Job
-from wheelq.core.read_ahead import READ_AHEAD_MAX
+from wheelq.worker.read_ahead import READ_AHEAD_MAX
 from wheelq.core.retry import RetryPolicy
 from wheelq.store.calls import Call
 from wheelq.store.consume import Retried

@@ -222,7 +222,7 @@ class WorkerSettings(_Validated):
     """Besides the entries its handlers run, a worker holds as many as its slots start
     within this long at their recent pace (mean run time), at most 1,000: fast handlers
     get large reads and acks, slow ones no read-ahead, so they never hoard entries an idle
-    worker could run (`wheelq.core.read_ahead`). 0: hold only as many as there are slots."""
+    worker could run (`wheelq.worker.read_ahead`). 0: hold only as many as there are slots."""
     visibility_timeout_ms: Annotated[int, Range(100, 86_400_000)] = 30_000
     """An entry unacked and untouched this long is taken over by another worker. Running
     handlers keep their entries' claims alive (every third of this), so a long job is not

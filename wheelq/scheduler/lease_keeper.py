@@ -1,7 +1,7 @@
 """The lease keeper: which shards this node leads, and for how long.
 
 Every check interval it heartbeats into the node registry, reads the live
-nodes and the topics, and computes its quota (`wheelq.core.shares`). Below
+nodes and the topics, and computes its quota (`wheelq.scheduler.shares`). Below
 quota it takes free leases (SET NX PX) in its rendezvous order; above it,
 it releases its least preferred ones so a joining node gets its share.
 Held leases are renewed by compare-and-extend three times per TTL, with one
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry, ShardKeys, all_shards
-from wheelq.core.shares import quota, rank
+from wheelq.scheduler.shares import quota, rank
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.scheduler.node_sets import NodeSets

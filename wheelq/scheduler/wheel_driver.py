@@ -24,7 +24,7 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from wheelq.core.wheel import TimingWheel
+from wheelq.scheduler.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient

@@ -4,7 +4,7 @@ An entry is *held* from the moment it is read (or claimed) until its outcome
 is handed to the settler: first *waiting* for one of `concurrency` slots,
 then *running*. The reader and the claim keeper ask `free()` before taking
 more, so a worker never holds more than it can start soon: its slots, plus
-the read-ahead its handlers' pace allows (`wheelq.core.read_ahead`).
+the read-ahead its handlers' pace allows (`wheelq.worker.read_ahead`).
 
 Decoding happens here too: an entry that is not a job is dead-lettered as
 malformed; a retry or replay meant for another group is acked and skipped.
@@ -33,7 +33,7 @@ from wheelq.core import wire
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Job
-from wheelq.core.read_ahead import READ_AHEAD_MAX, ReadAhead
+from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.runtime import crash
 from wheelq.store.consume import Entry
