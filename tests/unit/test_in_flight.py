@@ -22,12 +22,12 @@ from wheelq.core import wire
 from wheelq.core.clock import ManualClock
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import Envelope, Job
-from wheelq.worker.read_ahead import READ_AHEAD_MAX
 from wheelq.core.retry import RetryPolicy
 from wheelq.store.calls import Call
 from wheelq.store.consume import Retried
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
+from wheelq.worker.read_ahead import READ_AHEAD_MAX
 from wheelq.worker.settler import Settler
 from wheelq.worker.shutdown import wait_for_handlers
 

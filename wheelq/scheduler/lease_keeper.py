@@ -18,10 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry, ShardKeys, all_shards
-from wheelq.scheduler.shares import quota, rank
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.scheduler.node_sets import NodeSets
+from wheelq.scheduler.shares import quota, rank
 from wheelq.store import nodes, ops
 from wheelq.store.calls import Call
 

@@ -24,12 +24,12 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from wheelq.scheduler.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.scheduler.wheel import TimingWheel
 from wheelq.store import ops
 from wheelq.store.calls import Call
 

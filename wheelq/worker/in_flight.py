@@ -33,13 +33,13 @@ from wheelq.core import wire
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Job
-from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.core.retry import Reason, RetryPolicy
 from wheelq.runtime import crash
 from wheelq.store.consume import Entry
 from wheelq.worker.failures import Fate, defer, settle_failure
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner
+from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.worker.settler import Settler
 
 log = logging.getLogger(__name__)
