@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.scheduler.shares import preference, quota, rank
+from wheelq.scheduler.lease_keeper import preference, quota, rank
 
 node_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
 node_sets = st.sets(node_ids, min_size=1, max_size=40)

@@ -1,7 +1,7 @@
 """The metrics of a scheduler node, read from it at scrape time.
 
 Counters and the fire lateness histogram come from what the node counts itself
-(`wheelq.scheduler.node_metrics`); the clock, the wheel and the leads from its
+(`wheelq.scheduler.led_shards`); the clock, the wheel and the leads from its
 state; pending, ready, in-flight and dead from `ShardGauges`, which reads the led
 shards on the node's loop when a scrape asks.
 """

@@ -1,23 +1,73 @@
-"""A node's shared state: the shards it leads, and the context its services share.
+"""A node's shared state: the shards it leads, its counters, and the context its parts share.
 
-The lease keeper adds and removes leads; the preloader, the wheel driver
-and the wake listener read them and keep a few flags of their own on them
-(the preloader its plan, the wake listener whether it follows the shard). Wheel entries are keyed by
-``(lead.slot, job id)``; a slot number is never reused, so entries left in
-the wheel by a lost lead are recognised and dropped when they expire.
+Wheel entries are keyed by ``(lead.slot, job id)``; a slot number is never reused, so
+entries a lost lead left in the wheel are dropped when they expire.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from wheelq.core.clock import Clock
+from wheelq.core.histogram import Histogram
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import SchedulerSettings
-from wheelq.scheduler.node_metrics import NodeMetrics
 from wheelq.store.calls import Executor
+from wheelq.store.ops import EmitResult
+
+
+@dataclass(slots=True)
+class NodeMetrics:
+    """Counters by (event kind, topic, shard), and fire lateness histograms by topic."""
+
+    counts: dict[tuple[str, str, int], int] = field(default_factory=lambda: defaultdict(int))
+    fire_lateness: dict[str, Histogram] = field(default_factory=dict)
+
+    def record(self, kind: str, topic: str, shard: int, count: int) -> None:
+        """Count one node event: its `count` of jobs or entries, or 1 (a lease change)."""
+        self.counts[(kind, topic, shard)] += count or 1
+
+    def lateness(self, topic: str) -> Histogram:
+        found = self.fire_lateness.get(topic)
+        if found is None:
+            found = self.fire_lateness[topic] = Histogram()
+        return found
+
+    def fired_by_wheel(
+        self,
+        topic: str,
+        sent_ms: int,
+        ids: Sequence[str],
+        dues_ms: Sequence[int],
+        result: EmitResult,
+    ) -> None:
+        """Observe the lateness of the jobs one wheel emit call fired.
+
+        The reply counts what it fired and names the ids it did not (not yet due, held,
+        malformed) but not those it skipped (cancelled meanwhile, orphans): when some were
+        skipped, the first ``emitted`` of the others are taken, so the count is exact and a
+        lateness may belong to a neighbour due in the same round.
+        """
+        hist = self.lateness(topic)
+        if result.emitted == len(ids):
+            hist.observe_since(sent_ms, dues_ms)
+            return
+        if result.emitted <= 0:
+            return
+        skipped = {i for i, _ in result.not_yet_due} | set(result.held) | set(result.malformed)
+        late = [sent_ms - due for i, due in zip(ids, dues_ms, strict=True) if i not in skipped]
+        late = late[: result.emitted]
+        late += [late[-1] if late else 0] * (result.emitted - len(late))
+        hist.observe_all(late)
+
+    def fired_by_sweep(self, topic: str, sent_ms: int, bound_ms: int, emitted: int) -> None:
+        """Observe `emitted` overdue jobs a sweep fired, at their least lateness."""
+        if emitted > 0:
+            least = max(0, sent_ms - bound_ms)
+            self.lateness(topic).observe_all([least] * emitted)
 
 
 @dataclass(eq=False, slots=True)

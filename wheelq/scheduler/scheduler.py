@@ -24,17 +24,15 @@ from redis.exceptions import RedisError
 
 from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
-from wheelq.runtime.clock import RedisClock
+from wheelq.runtime.clock import ClockKeeper, RedisClock
 from wheelq.runtime.lifecycle import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.runtime.service import Service
-from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
 from wheelq.scheduler.materializer import Materializer
-from wheelq.scheduler.preloader import Preloader
+from wheelq.scheduler.preloader import Preloader, WakeListener
 from wheelq.scheduler.trimmer import Trimmer
-from wheelq.scheduler.wake_listener import WakeListener
 from wheelq.scheduler.wheel_driver import WheelDriver
 from wheelq.store import connect, nodes
 
