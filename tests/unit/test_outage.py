@@ -28,12 +28,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wheelq.core.clock import ManualClock
-from wheelq.runtime.lifecycle import StopBudget
 from wheelq.runtime.outage import (
     CAP_S,
     REMIND_S,
     Backoff,
     Outage,
+    StopBudget,
     is_transient,
     unavailable_reason,
 )

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 import redis.asyncio
 import redis.asyncio.cluster
 
-from wheelq.runtime.lifecycle import StartGate, StopBudget, close
+from wheelq.runtime.outage import StartGate, StopBudget, close
 from wheelq.runtime.service import Lifecycle
 from wheelq.store.async_executor import AsyncExecutor
 

@@ -37,8 +37,7 @@ from types import TracebackType
 from typing import Self
 
 from wheelq.core.clock import Clock
-from wheelq.runtime.lifecycle import StopBudget
-from wheelq.runtime.outage import Outage
+from wheelq.runtime.outage import Outage, StopBudget
 
 DEFAULT_MAX_PAUSE_MS = 2000
 

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import ClockKeeper, RedisClock
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.runtime.service import Service
 from wheelq.scheduler.lease_keeper import LeaseKeeper

@@ -10,7 +10,7 @@ from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
-from wheelq.runtime.lifecycle import StartGate
+from wheelq.runtime.outage import StartGate
 from wheelq.web.auth import Guard, Token
 from wheelq.web.coalesce import Coalescer
 from wheelq.worker.pull import Puller

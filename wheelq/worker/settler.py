@@ -23,8 +23,7 @@ from wheelq.core.job import Job
 from wheelq.core.keys import READY, ShardKeys
 from wheelq.core.retry import Reason, retry_envelope
 from wheelq.runtime import crash
-from wheelq.runtime.lifecycle import StopBudget
-from wheelq.runtime.outage import is_transient
+from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume
 from wheelq.store.calls import Call, Executor

@@ -23,7 +23,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import StopBudget
 from wheelq.worker.claim_keeper import ClaimKeeper
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.membership import Membership

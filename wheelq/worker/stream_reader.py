@@ -26,7 +26,7 @@ from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume
 from wheelq.worker.membership import Consumer
