@@ -21,7 +21,7 @@ from wheelq.core import wire
 from wheelq.core.job import Job
 from wheelq.core.keys import all_shards
 from wheelq.store.consume import Entry
-from wheelq.worker.membership import Consumer
+from wheelq.worker.stream_reader import Consumer
 
 TOPIC = "t"
 GROUP = "g"

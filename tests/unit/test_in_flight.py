@@ -29,7 +29,7 @@ from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.read_ahead import READ_AHEAD_MAX
 from wheelq.worker.settler import Settler
-from wheelq.worker.shutdown import wait_for_handlers
+from wheelq.worker.worker import wait_for_handlers
 
 NOW_MS = 1_700_000_123_456
 

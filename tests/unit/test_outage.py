@@ -1,4 +1,4 @@
-"""runtime.outage and runtime.lifecycle's StopBudget without a server: which errors are
+"""runtime.outage (with its StopBudget) without a server: which errors are
 transient, the backoff's growth and cap, one log line per state change (with a fake clock),
 and a stop budget that bounds waits, skips steps once Redis is gone, and can be cut short."""
 

@@ -61,7 +61,7 @@ CALLBACK_TOPICS_KEY = "wheelq:callback_topics"
 """Topics a producer wrote a job with a callback to: where `wheelq serve` delivers."""
 RECEIPT_KEY = "wheelq:receipt_key"
 """The HMAC key of pull receipts when ``[serve] receipt_secret`` is unset: made once at
-random by the first `wheelq serve` (SET NX), read by every other (`wheelq.worker.receipts`)."""
+random by the first `wheelq serve` (SET NX), read by every other (`wheelq.worker.pull`)."""
 
 MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256

@@ -5,7 +5,7 @@ A pull reads a consumer group's new entries (XREADGROUP; the group must exist: a
 never creates one, `UnknownGroupError`) and, at most every `claim_interval_ms` per group, takes over
 entries left unacked past the visibility timeout (the worker's ``claim.lua``, which
 dead-letters an entry delivered more than `max_deliveries` times). Each job comes with a
-*receipt* that names its delivery (`wheelq.worker.receipts`); ``ack`` settles it as a
+*receipt* that names its delivery (`wheelq.worker.pull`); ``ack`` settles it as a
 worker's success does (recorded in the job's history), ``nack`` as a worker's failure
 (retried after a delay, or dead-lettered after its last attempt). A receipt whose entry was
 taken over by a later pull is stale: it settles nothing (`Outcome.STALE`), so the newer
@@ -26,28 +26,238 @@ timeout), and the pull answers with what it has.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
 import json
+import random
+import re
 import secrets
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
+import msgpack
 from redis.exceptions import ResponseError
 
+from wheelq.core import wire
 from wheelq.core.checks import int_in
 from wheelq.core.clock import Clock
 from wheelq.core.job import Job
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
-from wheelq.core.retry import Reason, RetryPolicy
+from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, groups, ops
 from wheelq.store.async_executor import AsyncExecutor
 from wheelq.store.blocking_reads import BlockingReads
-from wheelq.store.calls import Call
+from wheelq.store.calls import Call, Executor
 from wheelq.store.scripts import GroupOutcome
-from wheelq.worker.pull_settle import ack_receipts, nack_receipts
-from wheelq.worker.receipts import Outcome, Receipt, ReceiptSeal
+from wheelq.worker.settler import ACKS_PER_CALL
+
+MAX_RECEIPTS = 10_000
+MAX_RECEIPT_CHARS = 2000
+MAC_BYTES = 16
+"""An HMAC-SHA256 truncated to 128 bits: forging one is a 2**-128 guess per try."""
+_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+
+
+class Outcome(StrEnum):
+    """What settling one receipt did."""
+
+    ACKED = "acked"
+    RETRIED = "retried"
+    DEAD_LETTERED = "dead_lettered"
+    SETTLED_BEFORE = "settled_before"
+    """The entry was no longer pending: settled already (this receipt again, or the delivery
+    that took it over); nothing changed."""
+    STALE = "stale"
+    """The entry is pending to a later delivery (taken over after the visibility timeout):
+    the receipt settles nothing; the newest receipt does."""
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What a receipt names: the entry, its job, when it was pulled (ms), and the delivery:
+    the consumer it is pending to and its delivery count at the pull."""
+
+    shard: int
+    entry_id: str
+    job_id: str
+    pulled_ms: int
+    consumer: str
+    deliveries: int
+
+
+class ReceiptSeal:
+    """Issues receipts and checks them: the MAC of a receipt's fields, topic and group.
+
+    Args:
+        key: The HMAC key, the same on every service of a deployment (a load balancer may
+            send the ack to another instance than the pull).
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if not key:
+            raise ValueError("key must not be empty")
+        self._key = key
+
+    def _mac(self, fields: list[object], topic: str, group: str) -> bytes:
+        signed = msgpack.packb([topic, group, *fields], use_bin_type=True)
+        return hmac.new(self._key, signed, hashlib.sha256).digest()[:MAC_BYTES]
+
+    def issue(self, receipt: Receipt, topic: str, group: str) -> str:
+        """The receipt's text, sealed for `topic` and `group`."""
+        fields: list[object] = [
+            receipt.shard,
+            receipt.entry_id,
+            receipt.job_id,
+            receipt.pulled_ms,
+            receipt.consumer,
+            receipt.deliveries,
+        ]
+        packed = msgpack.packb([*fields, self._mac(fields, topic, group)], use_bin_type=True)
+        return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
+
+    def open(self, text: object, where: str, topic: str, group: str) -> Receipt:
+        """The receipt `text` names, once its MAC verifies for `topic` and `group`.
+
+        Raises:
+            InvalidArgumentError: Naming `where`: not a receipt, or not one a service of this
+                deployment gave for this topic and group (forged, altered, or another's).
+        """
+        fields: object = None
+        if isinstance(text, str) and len(text) <= MAX_RECEIPT_CHARS:
+            try:
+                fields = msgpack.unpackb(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+            except (ValueError, TypeError, binascii.Error, msgpack.UnpackException):
+                fields = None
+        if (
+            isinstance(fields, list)
+            and len(fields) == 7
+            and isinstance(fields[0], int)
+            and fields[0] >= 0
+            and isinstance(fields[1], str)
+            and _ENTRY_ID.fullmatch(fields[1])
+            and isinstance(fields[2], str)
+            and isinstance(fields[3], int)
+            and isinstance(fields[4], str)
+            and isinstance(fields[5], int)
+            and fields[5] >= 1
+            and isinstance(fields[6], bytes)
+            and hmac.compare_digest(fields[6], self._mac(fields[:6], topic, group))
+        ):
+            return Receipt(*fields[:6])
+        raise InvalidArgumentError(
+            where,
+            f"{where} is not a receipt this service gave for this topic and group "
+            f"(altered, forged, or another's), got {text!r:.60}; nothing was changed",
+        )
+
+    def open_all(self, receipts: Sequence[object], topic: str, group: str) -> list[Receipt]:
+        """Check and decode a list of receipts: every one before any is settled.
+
+        Raises:
+            InvalidArgumentError: Not a list of 1 to 10,000 receipts; names ``receipts[i]``
+                for the first that is not one this deployment gave for the topic and group.
+        """
+        if isinstance(receipts, str | bytes) or not isinstance(receipts, Sequence):
+            raise InvalidArgumentError("receipts", "receipts must be a list of receipts")
+        if not 1 <= len(receipts) <= MAX_RECEIPTS:
+            raise InvalidArgumentError(
+                "receipts",
+                f"receipts must hold 1 to {MAX_RECEIPTS} receipts, got {len(receipts)}",
+            )
+        return [self.open(r, f"receipts[{i}]", topic, group) for i, r in enumerate(receipts)]
+
+
+_SETTLED = {1: None, 0: Outcome.SETTLED_BEFORE, -1: Outcome.STALE}
+"""A script's per-entry answer (`consume.ack_delivered`) as an outcome; None: as asked."""
+
+
+async def ack_receipts(
+    executor: Executor, now_ms: int, topic: str, group: str, receipts: list[Receipt]
+) -> list[Outcome]:
+    """Ack the receipts' entries and record the successes; each receipt's outcome, in order.
+    A shard's receipts go in calls of at most `ACKS_PER_CALL` entries, as a worker's acks
+    do, so one request never holds Redis for long."""
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(receipts):
+        by_shard[r.shard].append(i)
+    parts = [
+        (shard, mine[i : i + ACKS_PER_CALL])
+        for shard, mine in by_shard.items()
+        for i in range(0, len(mine), ACKS_PER_CALL)
+    ]
+    calls = [
+        consume.ack_delivered(
+            ShardKeys(topic, shard),
+            group,
+            [_done(receipts[i], now_ms) for i in part],
+            [(receipts[i].consumer, receipts[i].deliveries) for i in part],
+        )
+        for shard, part in parts
+    ]
+    outcomes = [Outcome.ACKED] * len(receipts)
+    for (_, part), got in zip(parts, await executor.run(calls), strict=True):
+        for i, code in zip(part, got, strict=True):
+            outcomes[i] = _SETTLED[code] or Outcome.ACKED
+    return outcomes
+
+
+def _done(r: Receipt, now_ms: int) -> consume.Done:
+    return (r.entry_id, r.job_id, now_ms, now_ms - r.pulled_ms)
+
+
+async def nack_receipts(
+    executor: Executor,
+    now_ms: int,
+    policy: RetryPolicy,
+    topic: str,
+    group: str,
+    receipts: list[Receipt],
+    delay_ms: int | None,
+) -> list[Outcome]:
+    """Retry or dead-letter the receipts' jobs (read back from the stream for their
+    envelopes); each receipt's outcome, in order."""
+    reads = [consume.read_ready(ShardKeys(topic, r.shard), r.entry_id, 1) for r in receipts]
+    found = await executor.run(reads) if reads else []
+    outcomes = [Outcome.SETTLED_BEFORE] * len(receipts)  # trimmed: it was acked long ago
+    calls: list[Call[Any]] = []
+    asked: list[int] = []
+    for i, (r, rows) in enumerate(zip(receipts, found, strict=True)):
+        if not rows or rows[0][0] != r.entry_id:
+            continue
+        keys = ShardKeys(topic, r.shard)
+        delivery = (r.consumer, r.deliveries)
+        asked.append(i)
+        try:
+            job = Job.from_entry(r.entry_id, rows[0][1], r.shard)
+        except ValueError as exc:
+            entry = (r.entry_id, Reason.MALFORMED, str(exc))
+            calls.append(consume.dead_letter_delivered(keys, group, entry, delivery))
+            continue
+        error = f"nacked by a pull consumer (attempt {job.attempt} of {job.max_attempts})"
+        if job.attempt >= job.max_attempts:
+            entry = (r.entry_id, Reason.FAILED, error)
+            calls.append(consume.dead_letter_delivered(keys, group, entry, delivery))
+            continue
+        wait = policy.backoff_ms(job.attempt, random.random()) if delay_ms is None else delay_ms
+        envelope = retry_envelope(job, rows[0][1][wire.PAYLOAD], now_ms, group)
+        calls.append(
+            consume.retry(keys, group, r.entry_id, job.id, wait, envelope, error, now_ms, delivery)
+        )
+    for i, reply in zip(asked, await executor.run(calls) if calls else [], strict=True):
+        if isinstance(reply, consume.Retried):
+            code = 1 if reply.done else -1 if reply.stale else 0
+            outcomes[i] = _SETTLED[code] or Outcome.RETRIED
+        else:
+            outcomes[i] = _SETTLED[int(reply)] or Outcome.DEAD_LETTERED
+    return outcomes
+
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
