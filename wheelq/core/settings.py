@@ -130,9 +130,30 @@ class ClientSettings(_Validated):
     everysec`` waits for the next fsync, up to a second, hence 2 s."""
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulerSettings(_Validated):
-    """Scheduler-node settings. Defaults suit one Redis on a LAN."""
+@dataclass(frozen=True)
+class RoleSettings(_Validated):
+    """The settings a scheduler node and a worker share. A role's settings class names it
+    first among its bases, so these fields come after the role's own."""
+
+    start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
+    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
+    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
+    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
+    stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
+    """How long `stop()` may wait for Redis (a worker: after its grace) to release leases,
+    hand entries on, write settlements and leave; past it (or once Redis is found
+    unreachable) the rest is skipped and left to expire: leases after lease_ttl_ms, entries
+    after the visibility timeout (an unwritten settlement: the job runs again). 0: do not
+    wait for Redis at all."""
+    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
+    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
+    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
+    shows its failures in ``status()["parts"]``."""
+
+
+@dataclass(frozen=True)
+class _SchedulerFields:
+    """The scheduler node's own settings (`SchedulerSettings`)."""
 
     lease_ttl_ms: Annotated[int, Range(500, 600_000)] = 5000
     """A shard's lease lifetime; a dead node's shards move on after at most this."""
@@ -188,18 +209,11 @@ class SchedulerSettings(_Validated):
     """How often the leader of a shard trims its ready stream and history."""
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
     """Most entries removed per trim call (the call is repeated while more are due)."""
-    start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
-    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
-    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
-    stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
-    """How long `stop()` may wait for Redis to release leases and leave; past it (or once
-    Redis is found unreachable) the rest is skipped and the leases expire by themselves
-    after lease_ttl_ms. 0: do not wait for Redis at all."""
-    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
-    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
-    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
-    shows its failures in ``status()["parts"]``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings(RoleSettings, _SchedulerFields):
+    """Scheduler-node settings. Defaults suit one Redis on a LAN."""
 
     @property
     def renew_interval_ms(self) -> int:
@@ -207,10 +221,9 @@ class SchedulerSettings(_Validated):
         return max(100, self.lease_ttl_ms // 3)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerSettings(_Validated):
-    """Worker settings. The visibility timeout is the one to think about: a crashed
-    worker's jobs wait this long before another worker takes them over."""
+@dataclass(frozen=True)
+class _WorkerFields:
+    """The worker's own settings (`WorkerSettings`)."""
 
     concurrency: Annotated[int, Range(1, 10_000)] = 10
     """Handlers running at once (threads for sync handlers, tasks for async ones). Threads
@@ -249,19 +262,12 @@ class WorkerSettings(_Validated):
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: Annotated[int, Range(1, 1024)] = 4
     """Shards of the topic if the worker is the first to use it."""
-    start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
-    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
-    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
-    stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
-    """How long `stop()` may wait for Redis, on top of the grace, to hand entries on,
-    write settlements and leave the group; past it (or once Redis is found unreachable)
-    the rest is skipped: entries not handed on are taken over after the visibility
-    timeout, and those whose settlement was not written run again. 0: do not wait."""
-    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
-    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
-    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
-    shows its failures in ``status()["parts"]``."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings(RoleSettings, _WorkerFields):
+    """Worker settings. The visibility timeout is the one to think about: a crashed
+    worker's jobs wait this long before another worker takes them over."""
 
     @property
     def keepalive_interval_ms(self) -> int:
