@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from types import TracebackType
-from typing import Self
 
 import aiohttp
 from yarl import URL
@@ -48,6 +46,7 @@ from wheelq.core.jsonable import jsonable
 from wheelq.core.retry import Fail, Retry
 from wheelq.core.settings import CallbackSettings
 from wheelq.runtime.clock import LocalClock, monotonic_ms, wall_ms
+from wheelq.runtime.service import Lifecycle
 
 EXCERPT_BYTES = 500
 """How much of a refusing answer's body goes into the dead letter."""
@@ -68,7 +67,7 @@ class DeliveryCounts:
     """Jobs without a callback (acked without a request)."""
 
 
-class Deliverer:
+class Deliverer(Lifecycle):
     """POSTs due jobs to their callbacks (see the module docstring); a worker handler.
 
     Use it as an async context manager, or call `aclose`, to close its connections.
@@ -117,16 +116,7 @@ class Deliverer:
             await self._session.close()
             self._session = None
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    stop = aclose  # what ``async with`` ends with
 
     async def __call__(self, job: Job) -> None:
         """Deliver `job`; returns when its callback answered 2xx.

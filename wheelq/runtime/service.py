@@ -43,10 +43,11 @@ DEFAULT_MAX_PAUSE_MS = 2000
 
 
 class Lifecycle:
-    """``async with`` for anything with `start()` and `stop()`."""
+    """``async with`` written once: entering awaits `start()` (nothing by default), leaving
+    awaits `stop()` (a class that closes with ``aclose()`` sets ``stop = aclose``)."""
 
     async def start(self) -> None:
-        raise NotImplementedError
+        return None
 
     async def stop(self) -> object:
         raise NotImplementedError
