@@ -32,19 +32,9 @@ class SyncedClock(Protocol):
 
 
 class ClockKeeper(Service):
-    """Measures the offset to the Redis clock now and then (docs/architecture.md, invariant 6).
-
-    A sample is a round trip timed on the local monotonic clock, not on the corrected
-    clock (which is what is being measured). It reads that local clock from the clock
-    it corrects, `SyncedClock.local_ms`, so both ends of a sample and the offset
-    computed from it are on the one clock `now_ms()` adds the offset to; a test passes
-    a fake clock and decides what each round trip took.
-
-    Args:
-        executor: Sends the TIME call.
-        clock: The clock to correct; also the clock this part's pauses are logged on.
-        interval_ms: Between samples (``clock_sync_interval_ms``).
-        max_pause_ms: Longest pause after failed samples (``failure_pause_max_ms``).
+    """Measures the offset to the Redis clock every `interval_ms` (docs/architecture.md,
+    invariant 6). A sample is timed on the local clock of the clock it corrects
+    (`SyncedClock.local_ms`), so a test's fake clock decides what each round trip took.
     """
 
     name = "clock"

@@ -136,17 +136,9 @@ class Backoff:
 
 
 class Outage:
-    """One part's view of Redis: pauses with backoff, logs once per state change.
-
-    A single failed call that the next try gets through (a stale pooled connection
-    after a restart, one dropped connection) is only logged at DEBUG; two transient
-    failures in a row are an outage.
-
-    Args:
-        log: The part's logger.
-        part: How the part is named in log lines ("lease keeper").
-        cap_s: Longest pause between tries.
-        clock: Seconds, monotonic (tests pass a fake).
+    """One part's view of Redis: pauses with backoff, logs once per state change (a single
+    failure the next try gets through is logged at DEBUG; two transient ones in a row are an
+    outage). `clock` is seconds, monotonic (tests pass a fake).
     """
 
     def __init__(
@@ -253,23 +245,9 @@ CLOSE_S = 1.0
 
 
 class StartGate:
-    """What `start()` and `stop()` of a scheduler node or a worker share.
-
-    `run(start)` waits for Redis (PING with backoff, logging once when it begins to
-    wait and once when it got through), then runs `start`. Only transient errors
-    (refused, reset, timed out, still loading) are waited out, for up to
-    ``start_timeout_ms``; any other fails at once. `abort()`, from `stop()`,
-    ends a wait under way at once and waits for a start under way to end. `stopped` is
-    set when the start failed or was aborted, and by the owner when it has stopped.
-
-    Once Redis answers, it asks the executor to find out whether the server is a
-    cluster node (`AsyncExecutor.resolve`), so the start sees the client it will use, and
-    refuses a server older than `MIN_REDIS` with `UnsupportedServerError`.
-
-    Args:
-        executor: What the PINGs go through; its client's server is waited for.
-        timeout_ms: Longest wait (``start_timeout_ms``); 0: one try, failing at once.
-        log: Where the two log lines go.
+    """What a role's `start()` does first: PING with backoff until Redis answers (transient
+    errors only, up to `timeout_ms`; 0: one try), then resolve the executor (cluster or not)
+    and refuse a server older than `MIN_REDIS`. `abort()`, from `stop()`, ends the wait.
     """
 
     def __init__(self, executor: AsyncExecutor, timeout_ms: int, log: logging.Logger):
@@ -378,13 +356,9 @@ class StartGate:
 class StopBudget:
     """How long a stop may still wait for Redis (``stop_timeout_ms``), shared by its steps.
 
-    Each step that needs Redis (release leases, hand entries on, write settlements,
-    leave) is an `attempt` and gets what is left; time between steps (a worker's grace
-    for running handlers) is not counted. Once a step finds Redis unreachable or the
-    budget spent, later steps are skipped instead of waited for: what they would have
-    done times out in Redis by itself (leases expire; pending entries are taken over
-    after the visibility timeout). `undone` lists the skipped or failed steps and
-    `problem` says why. `cut()` (a second signal) shrinks what is left to a moment.
+    Each `attempt` gets what is left; once one finds Redis unreachable or the budget spent,
+    the later ones are skipped (what they would have done times out in Redis by itself) and
+    listed in `undone`, with `problem` saying why. `cut()` (a second signal) shrinks the rest.
     """
 
     def __init__(self, seconds: float) -> None:

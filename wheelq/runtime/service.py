@@ -1,31 +1,9 @@
-"""The supervised base every long-running part of a scheduler node or a worker shares.
+"""The supervised base of every long-running part of a scheduler node or a worker.
 
-A part (the lease keeper, the wheel driver, a worker's reader, ...) writes one
-`step()`: do one round of its work and say how long to wait before the next.
-The loop around it belongs here, so every part fails the same way:
-
-- a step that raises is logged (`Outage`: a Redis outage once, anything else
-  each time as an ERROR), counted, and tried again after a pause that starts at
-  100 ms and doubles with jitter up to ``failure_pause_max_ms``; `wake()` does
-  not cut that pause short, `stop()` does;
-- the next step that returns resets the count, unless it reported a failure it
-  caught itself with `failed()` (one shard of several refused, say): then the
-  count goes on and no pause is taken, so the other shards are not held up; a
-  step that did not try the refused work again says so with `still_failing()`,
-  and the count stands until a step that did returns;
-- cancellation passes through; nothing else ends the loop but `stop()`.
-
-A part that raises once is therefore never gone for good, and `status()` shows
-a sick one: ``{"running": bool, "failures": int, "last_error": str | None}``,
-where ``failures`` counts the failed steps since the last one that returned.
-
-    t=0     step() raises WRONGTYPE   -> ERROR logged, failures=1, pause ~100 ms
-    t=0.1   step() raises again       -> failures=2, pause ~200 ms
-    t=0.3   step() returns 0.5        -> failures=0, last_error=None, next step at 0.8
-
-`stop()` wakes any wait made with `sleep`, so a shutdown never waits out a
-tick or a poll interval; given a `StopBudget` it waits only as long as the
-budget allows, then cancels the task. It returns a `PartStopped`.
+A part writes one `step()`; the loop here logs a failed step (`Outage`), counts it and
+tries again after a backoff pause up to ``failure_pause_max_ms``, so a part is never gone
+for good and `status()` shows a sick one. `stop()` wakes any `sleep`, within an optional
+`StopBudget` (docs/architecture.md, "Service lifecycle").
 """
 
 from __future__ import annotations

@@ -33,17 +33,9 @@ POLL_S = 0.1  # how soon a new subscription (or stop) takes effect
 
 
 class WakeListener(Service):
-    """Feeds pub/sub wake notes of led shards into the wheel.
-
-    Args:
-        executor: The server to subscribe on (see `WakeSubscription.of`).
-        leads: The node's leads: whose channels to follow, and whose notes to take.
-        driver: Where announced jobs go.
-        clock: This part's clock (the base logs pauses on it).
-        max_pause_ms: Longest pause after failed subscriptions (``failure_pause_max_ms``).
-        on_follow: Called when shards became followed or stopped being followed, or got
-            their first note since their inbox was drained (the preloader's wake: it plans
-            their rounds again).
+    """Feeds pub/sub wake notes of led shards into the wheel. `on_follow` is called when shards
+    became followed or not, or got their first note since their inbox was drained (the
+    preloader then plans their rounds again).
     """
 
     name = "wake"

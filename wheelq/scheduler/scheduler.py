@@ -1,13 +1,6 @@
-"""A scheduler node: leads shards, preloads near-due jobs, fires them on time.
-
-```
-LeaseKeeper ──leads──▶ Preloader ──(id, due)──▶ WheelDriver ──emit_due.lua──▶ ready streams
-     ▲                 WakeListener ──(id, due)──┘                 Trimmer ──trim.lua──┘
-     │                 Materializer ──materialize.lua──▶ recurring schedules' runs, as jobs
-     └── ClockKeeper keeps the offset to the Redis clock that all of them read
-```
-Any number of nodes can run against one Redis: leases decide who fires
-which shard, and the fenced emit script makes a deposed leader harmless.
+"""A scheduler node: leads shards, preloads near-due jobs, fires them on time. Any number
+of nodes can run against one Redis: leases decide who fires which shard, and the fenced
+emit script makes a deposed leader harmless (docs/architecture.md, "Leases and failover").
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""Trimming the ready streams and job histories a node leads (docs/architecture.md,
-invariant 5, and "Job history").
-
-Every `trim_interval_ms` the leader of a shard removes the entries of its
-ready stream that every consumer group has acked and that are older than
-`retention_ms` (or, while the shard's history is over its share of
-`history_max_bytes`, the oldest acked ones), with the history records that
-name them, and cancellations past retention. `trim.lua` computes the bound
-atomically from the groups' pending lists and delivery positions, so an
-entry some group has not acked (or not yet received) is never removed, and a
-stream no group reads yet is left whole. One node trims each shard: the one holding its lease.
-
-A shard whose trim is refused (its ready key holds something else than a stream)
-is reported with `Service.failed` and skipped for the round; the other shards are
-trimmed as usual. An outage (Redis unreachable, still loading) fails the whole round.
+"""Trimming the ready streams and histories of the shards a node leads (`trim.lua`): acked
+entries past ``retention_ms`` or over the history budget, never one some group has not
+acked (docs/architecture.md, invariant 5, and "Job history").
 """
 
 from __future__ import annotations

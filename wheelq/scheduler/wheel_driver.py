@@ -1,21 +1,7 @@
-"""The wheel driver: sleeps until the next due bucket, then emits what expired.
-
-It owns the node's `TimingWheel` and its clock reads. Each round it
-advances the wheel to now, groups the expired ids by shard, and sends one
-fenced `emit_due` call per shard and batch, all in one pipeline. The
-script decides: a cancelled id is skipped, a rescheduled-later one comes
-back with its new due time and is put back in the wheel, and a shard
-whose lease is gone answers LEASE_LOST, which drops the lead. While Redis
-is unreachable it pauses with backoff between emits: what expires meanwhile
-goes out in one round when the pause ends. A round whose reply does not come (a
-connection cut, a timeout, LOADING) goes back in the wheel and is sent again after
-the pause; whether it ran or not, the script emits only what is still pending.
-
-A shard whose emit is refused (a key of the wrong type, say) is reported
-with `failed()` and its ids go back in the wheel for a retry after the
-backoff pause, while the other shards fire on time. Until a retry gets
-through, the steps between retries keep the count (`still_failing()`), so
-``status()`` shows the sick shard for as long as it is sick.
+"""The wheel driver: sleeps until the next due bucket, then fires what expired with one fenced
+`emit_due` call per shard and batch, in one pipeline. A round whose reply did not come
+goes back in the wheel (the script emits only what is still pending); a shard whose emit
+is refused is retried after the backoff pause while the others fire on time.
 """
 
 from __future__ import annotations

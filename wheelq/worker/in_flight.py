@@ -90,20 +90,8 @@ class Held:
 class InFlightSet:
     """The entries a worker holds, keyed by (shard, entry id), and their bounded slots.
 
-    Args:
-        topic: The topic (for log lines).
-        group: The worker's group: entries meant for another group are acked and skipped.
-        concurrency: How many handlers run at once (the slots).
-        runner: Runs the handler on one job.
-        settler: Where each outcome goes (ack, retry, dead letter).
-        policy: The backoff of retries.
-        clock: Stamps a retry's envelope with the time it was enqueued again (epoch ms; the
-            worker passes the wall clock, which the producer stamps first enqueues with), and
-            times handler starts against due times.
-        gate: Flow control (`wheelq.worker.flow_gate`).
-        read_ahead_ms: How far ahead of the slots to read, in time (`ReadAhead`).
-        timer: Seconds on a monotonic clock, read around each run for the read-ahead's
-            pace: run times far below a millisecond must not read as 0 or 1 ms.
+    `clock` stamps retries and times starts against due times (epoch ms, the wall clock);
+    `timer` (monotonic seconds) times runs for the read-ahead's pace.
     """
 
     def __init__(

@@ -1,26 +1,11 @@
-"""Pull consumers: jobs taken by request instead of pushed to a handler (the HTTP API's
-``pull``, ``ack`` and ``nack``), with a worker's guarantees.
+"""Pull consumers: jobs taken by request (the HTTP API's ``pull``, ``ack``, ``nack``) with a
+worker's guarantees, and the receipts that name each delivery.
 
-A pull reads a consumer group's new entries (XREADGROUP; the group must exist: a pull
-never creates one, `UnknownGroupError`) and, at most every `claim_interval_ms` per group, takes over
-entries left unacked past the visibility timeout (the worker's ``claim.lua``, which
-dead-letters an entry delivered more than `max_deliveries` times). Each job comes with a
-*receipt* that names its delivery (`wheelq.worker.pull`); ``ack`` settles it as a
-worker's success does (recorded in the job's history), ``nack`` as a worker's failure
-(retried after a delay, or dead-lettered after its last attempt). A receipt whose entry was
-taken over by a later pull is stale: it settles nothing (`Outcome.STALE`), so the newer
-delivery's run is not cut short; a second ack of a receipt is a no-op.
-
-Reads go through connections of their own (`BlockingReads`, ``pull_connections`` of them):
-a pull takes a slot before it reads (waiting for one within ``wait_ms``, else it answers
-with what it has), so waiting pulls never take the connections the rest of the service
-needs. On a single server one pull reads every shard in one command, blocking in Redis for
-up to ``wait_ms`` (in reads of at most `MAX_BLOCK_MS`); on a cluster each shard is read
-apart (a slot each), blocking at most `CLUSTER_BLOCK_MS` a round, so a job fired on any
-shard is seen within that. `close()` (the service is
-stopping) ends every wait at once: a blocked read is cancelled, as a worker's reader's is
-on stop (entries it had delivered stay pending and are taken over after the visibility
-timeout), and the pull answers with what it has.
+A pull reads the group's new entries and, every ``claim_interval_ms``, takes over stale
+ones; ``ack``/``nack`` settle a receipt as a worker's success or failure would, and a
+receipt taken over since is `Outcome.STALE`. Reads use their own connections
+(`BlockingReads`) so waiting pulls never starve the service (docs/security.md, "Pull
+consumers").
 """
 
 from __future__ import annotations
@@ -298,19 +283,9 @@ class Pulled:
 class Puller:
     """Pull, ack and nack for any topic and group (see the module docstring).
 
-    Args:
-        executor: Sends the calls (`resolve()`d already, so it knows a cluster).
-        clock: Stamps receipts and paces claim scans (the wall clock: a success record's
-            end time is on it, as a worker's is).
-        visibility_timeout_ms: An entry pulled and not acked this long is taken over.
-        max_deliveries: An entry delivered more often is dead-lettered instead.
-        policy: The backoff of a nack without a delay.
-        claim_interval_ms: Least time between two claim scans of one group.
-        receipt_secret: The key receipts are sealed with (`ReceiptSeal`), the same on every
-            service of a deployment; empty: one made at random once and kept in Redis
-            (`wheelq.core.keys.RECEIPT_KEY`), which every service then reads.
-        pull_connections: Most connections blocking reads hold at once, a pool of their own
-            (`BlockingReads`): waiting pulls never take `executor`'s connections.
+    `receipt_secret` seals receipts (`ReceiptSeal`), the same on every service of a
+    deployment; empty: one made at random once and kept in Redis (`RECEIPT_KEY`).
+    `pull_connections` bounds the blocking reads' own pool (`BlockingReads`).
     """
 
     def __init__(

@@ -1,25 +1,7 @@
-"""How far a worker reads ahead of its slots: enough to keep fast handlers busy between
-reads, never so much that slow handlers hoard entries another worker could start.
-
-A worker holds the entries its handlers run plus entries waiting for a slot. Reading no more
-than it has free slots makes every read (and every ack batch) as small as its concurrency:
-with 10 slots and handlers of 50 µs, about 8 jobs per round trip, so the round trips and not
-the handlers set the pace. Reading a fixed number ahead instead (a "prefetch count") hoards:
-with 1-second handlers, 100 entries wait in one busy worker while another has nothing.
-
-`ReadAhead` sizes the read-ahead in time, not in entries: as many entries as the slots start
-within `horizon_ms` at their recent pace, that is ``slots * horizon_ms / mean run time``,
-at most `limit`. The mean is an exponential moving average of run times (weight 1/8), so it
-follows a change of workload within a few dozen runs. Before the first run it is unknown and
-the read-ahead is 0.
-
-Worked example, horizon 10 ms: 10 slots and 0.05-ms handlers give 10 * 10 / 0.05 = 2,000,
-capped at `limit` (1,000); 10 slots and 200-ms handlers give 0.5, so 0 entries: a worker
-busy with slow jobs leaves the rest to idle workers. Entries read ahead are held like any
-other: their claims are kept alive, and a stopping worker hands them on at once.
-
-Pure arithmetic, no clock: the caller passes each run's duration. Not thread-safe (the
-worker's event loop owns it).
+"""How far a worker reads ahead of its slots: ``slots * horizon_ms / mean run time`` entries,
+at most `limit`, so fast handlers get large reads and slow ones hoard nothing
+(docs/architecture.md, "The life of a job"). Example, horizon 10 ms: 10 slots of 0.05-ms
+handlers give 2,000, capped at 1,000; of 200-ms handlers, 0.5, so none.
 """
 
 from __future__ import annotations

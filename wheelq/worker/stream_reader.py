@@ -101,15 +101,8 @@ SHARED_BLOCK_MS = 100
 
 
 class ReadSlots:
-    """The worker's free slots as its readers take them for their reads (see the module
-    docstring).
-
-    Args:
-        free: How many more entries the worker can take (the in-flight set's `free`).
-        room: Set when a slot frees up (by the in-flight set, and here when a read gives
-            back what it did not fill).
-        shards: The topic's shard count: a read asks each shard for its share.
-        readers: How many readers share the slots.
+    """The worker's free slots as its readers take them: a read asks each of the topic's
+    `shards` for its share; `room` is set when a slot frees up.
     """
 
     def __init__(
@@ -161,17 +154,8 @@ class ReadSlots:
 
 
 class StreamReader(Service):
-    """Reads new entries of every shard stream into the worker's free slots.
-
-    Args:
-        me: This worker in Redis (its executor sends the reads).
-        block_ms: How long one XREADGROUP blocks when there is nothing to read.
-        slots: The worker's free slots, shared by all its readers.
-        accept: Takes the entries read from one shard.
-        ensure_groups: Makes the group again where it vanished (`Membership.join`).
-        clock: The base's clock (pauses after failures).
-        max_pause_ms: Longest pause after failed reads (``failure_pause_max_ms``).
-        shards: The shards this reader reads (default: all of `me`'s, in one command).
+    """Reads new entries of its shards (default: all of `me`'s, in one command) into the
+    worker's free `slots`; `ensure_groups` makes the group again where it vanished.
     """
 
     name = "reader"
@@ -238,16 +222,8 @@ IDS_PER_TOUCH = 500
 
 
 class ClaimKeeper(Service):
-    """Keeps this worker's entries alive and takes over the idle entries of dead workers.
-
-    Args:
-        me: This worker in Redis (its executor sends the calls).
-        settings: ``visibility_timeout_ms``, ``claim_interval_ms``, ``max_deliveries``,
-            ``failure_pause_max_ms``.
-        held: The entries this worker holds, by shard (the in-flight set's `held_ids`).
-        free: How many more entries it can take (the in-flight set's `free_slots`).
-        accept: Takes claimed entries with their delivery counts.
-        clock: Times both duties (a `ManualClock` in tests).
+    """Keeps this worker's `held` entries alive and takes over the idle entries of dead
+    workers, as many as it has `free` slots for.
     """
 
     name = "claims"

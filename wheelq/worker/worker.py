@@ -58,16 +58,7 @@ NOTHING_RAN = WorkerStopReport(0, 0, 0)
 
 @dataclass(frozen=True, slots=True)
 class RunningParts:
-    """What `Worker.start()` made, and `shut_down` stops in the order of the module docstring.
-
-    Attributes:
-        readers: The stream readers (one, or one per shard on a cluster).
-        claims: The claim keeper.
-        settler: The settler.
-        in_flight: The entries the worker holds.
-        members: The worker's membership of its group.
-        visibility_timeout_ms: The idle time handed-on entries are given.
-    """
+    """What `Worker.start()` made, and `shut_down` stops in order."""
 
     readers: tuple[StreamReader, ...]
     claims: ClaimKeeper
