@@ -7,6 +7,7 @@ entries a lost lead left in the wheel are dropped when they expire.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import SchedulerSettings
+from wheelq.runtime.service import Service
 from wheelq.store.calls import Executor
 from wheelq.store.ops import EmitResult
 
@@ -170,3 +172,19 @@ class NodeContext:
         self.metrics.record(kind, keys.topic, keys.shard, count)
         if self.on_event is not None:
             self.on_event(NodeEvent(kind, keys.topic, keys.shard, count, sent_ms))
+
+
+class NodePart(Service):
+    """A part of a scheduler node, run on the node's shared context."""
+
+    def __init__(self, ctx: NodeContext, log: logging.Logger) -> None:
+        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
+        self._ctx = ctx
+        self._refused: set[int] = set()
+        """Slots of leads whose last call was refused on its own (a wrong-type key)."""
+
+    def _keep_count(self) -> None:
+        """A refused shard's retry is still to come: this step is no sign it is well."""
+        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
+        if self._refused:
+            self.still_failing()

@@ -14,8 +14,7 @@ from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.recurring import Schedule, plan, run_id
 from wheelq.errors import LeaseLostError
 from wheelq.runtime.outage import is_transient
-from wheelq.runtime.service import Service
-from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
 from wheelq.store import schedules as sched
 from wheelq.store.calls import Call
 from wheelq.store.schedules import ShardSchedules
@@ -25,19 +24,14 @@ log = logging.getLogger(__name__)
 CALLS_PER_ROUND_TRIP = 16
 
 
-class Materializer(Service):
-    """Plans the schedules of the shards this node leads, every ``schedule_interval_ms``.
-
-    Args:
-        ctx: The node's shared context (executor, clock, leads, settings).
-    """
+class Materializer(NodePart):
+    """Plans the schedules of the shards this node leads, every ``schedule_interval_ms``."""
 
     name = "schedules"
     title = "schedule planner"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+        super().__init__(ctx, log)
         self._epochs: dict[int, int] = {}
         """Lead slot -> the epoch this node plans that shard with."""
         self.written = 0

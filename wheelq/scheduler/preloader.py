@@ -20,7 +20,7 @@ from wheelq.errors import LeaseLostError
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
-from wheelq.scheduler.led_shards import Lead, Leads, NodeContext
+from wheelq.scheduler.led_shards import Lead, Leads, NodeContext, NodePart
 from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
 from wheelq.store import ops
 from wheelq.store.async_executor import AsyncExecutor
@@ -120,22 +120,15 @@ THROTTLED_INTERVAL_MS = 20
 """How often a shard held back by max_ready is swept while the stream is full."""
 
 
-class Preloader(Service):
+class Preloader(NodePart):
     """Tops up the wheel from Redis and sweeps overdue jobs."""
 
     name = "preloader"
     title = "preloader"
 
-    def __init__(
-        self,
-        ctx: NodeContext,
-        driver: WheelDriver,
-    ) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+    def __init__(self, ctx: NodeContext, driver: WheelDriver) -> None:
+        super().__init__(ctx, log)
         self._driver = driver
-        self._refused: set[int] = set()
-        """Slots of shards whose last round failed on their own (a wrong-type key)."""
 
     async def step(self) -> float | None:
         """Rounds over the shards whose round is due, until none has more to read or sweep;
@@ -145,9 +138,7 @@ class Preloader(Service):
         busy = await self.cycle(leads)
         while busy and not self.stopping:
             busy = await self.cycle(busy)
-        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
-        if self._refused:
-            self.still_failing()  # a refused shard's retry is still to come
+        self._keep_count()
         rounds = [self._round_at(lead) for lead in self._ctx.leads.all()]
         if not rounds:
             return None

@@ -8,8 +8,7 @@ from __future__ import annotations
 import logging
 
 from wheelq.runtime.outage import is_transient
-from wheelq.runtime.service import Service
-from wheelq.scheduler.led_shards import NodeContext
+from wheelq.scheduler.led_shards import NodeContext, NodePart
 from wheelq.store import consume
 
 log = logging.getLogger(__name__)
@@ -20,19 +19,14 @@ MAX_CALLS_PER_ROUND = 50
 """Calls per shard per round: a huge backlog is trimmed over several rounds."""
 
 
-class Trimmer(Service):
-    """Every ``trim_interval_ms``, trims the ready streams of the shards this node leads.
-
-    Args:
-        ctx: The node's shared context (executor, clock, leads, settings).
-    """
+class Trimmer(NodePart):
+    """Every ``trim_interval_ms``, trims the ready streams of the shards this node leads."""
 
     name = "trimmer"
     title = "trimmer"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+        super().__init__(ctx, log)
         self.trimmed = 0
 
     async def first_wait(self) -> float:

@@ -13,8 +13,7 @@ from typing import Any
 from wheelq.errors import LeaseLostError
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
-from wheelq.runtime.service import Service
-from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
 from wheelq.scheduler.wheel import TimingWheel
 from wheelq.store import ops
 from wheelq.store.calls import Call
@@ -27,25 +26,18 @@ FIRST_ROUND = 100
 """Jobs of a burst sent ahead of the rest (see `WheelDriver._emit`)."""
 
 
-class WheelDriver(Service):
-    """Fires preloaded jobs at their due millisecond.
-
-    Args:
-        ctx: The node's shared context (executor, clock, leads, settings).
-    """
+class WheelDriver(NodePart):
+    """Fires preloaded jobs at their due millisecond."""
 
     name = "driver"
     title = "wheel driver"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+        super().__init__(ctx, log)
         s = ctx.settings
         self.wheel: TimingWheel[WheelKey] = TimingWheel(
             tick_ms=s.tick_ms, wheel_size=s.wheel_size, start_ms=ctx.clock.now_ms()
         )
-        self._refused: set[int] = set()
-        """Slots of leads whose last emit was refused and is to be retried."""
 
     def schedule(self, lead: Lead, jobs: list[tuple[str, int]]) -> None:
         """Put (job id, due ms) pairs of `lead` in the wheel; wakes the driver if earlier."""
@@ -81,12 +73,6 @@ class WheelDriver(Service):
         if self._refused:
             self._keep_count()
         return 0.0
-
-    def _keep_count(self) -> None:
-        """A refused shard's retry is still to come: this step is no sign it is well."""
-        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
-        if self._refused:
-            self.still_failing()
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
         """Emit `expired` (sorted by due time). A burst goes out in two rounds: first the
