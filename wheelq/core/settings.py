@@ -140,11 +140,9 @@ class RoleSettings(_Validated):
     loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
     once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
     stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
-    """How long `stop()` may wait for Redis (a worker: after its grace) to release leases,
-    hand entries on, write settlements and leave; past it (or once Redis is found
-    unreachable) the rest is skipped and left to expire: leases after lease_ttl_ms, entries
-    after the visibility timeout (an unwritten settlement: the job runs again). 0: do not
-    wait for Redis at all."""
+    """How long `stop()` may wait for Redis (a worker: after its grace); past it, or once
+    Redis is unreachable, the rest is left to expire (leases after lease_ttl_ms, entries
+    after the visibility timeout). 0: do not wait for Redis at all."""
     failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
     """Longest pause of a part (lease keeper, reader, ...) between tries after failed
     steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
@@ -164,10 +162,8 @@ class _SchedulerFields:
     are due within it, or while the wake listener does not follow the shard."""
     idle_preload_interval_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
     """Longest time between two reads of a followed shard with nothing due within its
-    window (an idle shard: one script call per this). New jobs due before the next read
-    reach the wheel by their pub/sub notes; the inbox, their durable copy, is drained at
-    that read, so a note lost while the subscription looked healthy waits up to this
-    long. Below preload_interval_ms it counts as preload_interval_ms."""
+    window (one script call per this); a pub/sub note lost meanwhile waits up to this long
+    in the inbox. Below preload_interval_ms it counts as preload_interval_ms."""
     schedule_interval_ms: Annotated[int, Range(10, 600_000)] = 500
     """How often the recurring schedules homed in led shards are planned: each run due
     within window_ms is written as a job then (a new schedule's first run may wait this
@@ -177,10 +173,8 @@ class _SchedulerFields:
     emit_batch: Annotated[int, Range(1, 10_000)] = 500
     """Job ids moved into the stream per emit call."""
     emit_batch_bytes: Annotated[int, Range(1, 1024 * 1024 * 1024)] = 1024 * 1024
-    """Envelope bytes moved per emit call (1 MiB), by the wheel and by the sweep. A job that
-    does not fit waits for the next call, right after; one per call goes even if larger,
-    so large payloads due together are spread over calls and small jobs due with them are
-    not held behind one long call."""
+    """Envelope bytes moved per emit call (1 MiB); a job that does not fit goes in the next
+    call, right after (one per call goes even if larger)."""
     sweep_grace_ms: Annotated[int, Range(0, 600_000)] = 1000
     """The safety sweep emits jobs overdue by more than this that the wheel missed."""
     sweep_batch: Annotated[int, Range(1, 10_000)] = 200
@@ -188,23 +182,20 @@ class _SchedulerFields:
     tick_ms: Annotated[int, Range(1, 1000)] = 1
     """Resolution of the timing wheel."""
     wheel_size: Annotated[int, Range(2, 65_536)] = 8192
-    """Buckets per wheel level. Keep wheel_size x tick_ms >= window_ms: then every preloaded
-    job sits in the first level and none waits behind a cascade from an overflow level
-    (measured at 20k jobs/s: p99.9 lateness 16 ms at 512, 10 ms at 8192)."""
+    """Buckets per wheel level. Keep wheel_size x tick_ms >= window_ms, so no preloaded job
+    cascades from an overflow level (20k jobs/s: p99.9 lateness 16 ms at 512, 10 at 8192)."""
     check_interval_ms: Annotated[int, Range(10, 600_000)] = 250
     """How often the node heartbeats, looks for new topics and nodes, and re-balances.
     A dead node's shards are taken over within lease_ttl_ms + this (+ one preload)."""
     clock_sync_interval_ms: Annotated[int, Range(100, 3_600_000)] = 5000
     """How often the offset to the Redis clock is re-measured."""
     retention_ms: Annotated[int, Range(0, 365 * 86_400_000)] = 3 * 86_400_000
-    """Ready-stream entries every group has acked are trimmed once older than this (3 days).
-    An entry some group has not acked is never trimmed, however old; nor is any entry of a
-    stream no group reads yet."""
+    """Ready-stream entries every group has acked are trimmed once older than this (3 days);
+    an entry some group has not acked is never trimmed."""
     history_max_bytes: Annotated[int, Range(0, 1 << 40)] = 256 << 20
-    """Byte budget of each topic's history (acked ready-stream entries, the job history
-    and cancellations, as MEMORY USAGE counts them; 0: none), split evenly over its shards.
-    Over it, the oldest acked entries are trimmed before `retention_ms` (256 MiB: about 18
-    hours of a topic firing 1M jobs/day; README, "A job's whole life")."""
+    """Byte budget of each topic's history (acked entries, job history, cancellations, as
+    MEMORY USAGE counts them; 0: none), split over its shards; over it, the oldest acked
+    entries go before `retention_ms` (256 MiB: ~18 h of 1M jobs/day)."""
     trim_interval_ms: Annotated[int, Range(100, 86_400_000)] = 60_000
     """How often the leader of a shard trims its ready stream and history."""
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
@@ -226,20 +217,17 @@ class _WorkerFields:
     """The worker's own settings (`WorkerSettings`)."""
 
     concurrency: Annotated[int, Range(1, 10_000)] = 10
-    """Handlers running at once (threads for sync handlers, tasks for async ones). Threads
-    are started on demand, when a job finds every thread taken, never more than this (plus
-    the replacements of wedged ones, see handler_timeout_ms)."""
+    """Handlers running at once (threads for sync handlers, started on demand; tasks for
+    async ones)."""
     block_ms: Annotated[int, Range(10, 60_000)] = 2000
     """Longest wait of one blocking read (stop() does not wait for it)."""
     read_ahead_ms: Annotated[int, Range(0, 60_000)] = 10
     """Besides the entries its handlers run, a worker holds as many as its slots start
-    within this long at their recent pace (mean run time), at most 1,000: fast handlers
-    get large reads and acks, slow ones no read-ahead, so they never hoard entries an idle
-    worker could run (`wheelq.worker.read_ahead`). 0: hold only as many as there are slots."""
+    within this long at their recent pace, at most 1,000 (`wheelq.worker.read_ahead`).
+    0: hold only as many as there are slots."""
     visibility_timeout_ms: Annotated[int, Range(100, 86_400_000)] = 30_000
-    """An entry unacked and untouched this long is taken over by another worker. Running
-    handlers keep their entries' claims alive (every third of this), so a long job is not
-    taken over while its worker lives."""
+    """An entry unacked and untouched this long is taken over by another worker; running
+    handlers keep their entries' claims alive (every third of this)."""
     claim_interval_ms: Annotated[int, Range(10, 600_000)] = 5000
     """How often a worker looks for entries to take over."""
     max_deliveries: Annotated[int, Range(1, 1000)] = 5
@@ -252,12 +240,9 @@ class _WorkerFields:
     retry_jitter_pct: Annotated[int, Range(0, 100)] = 20
     """Each retry delay is shortened by a random 0 to this percent."""
     handler_timeout_ms: Annotated[int, Range(0, 86_400_000)] = 0
-    """A run longer than this counts as failed (0: no limit); the time counts from when the
-    handler starts, never while a job waits for a slot. An async handler is cancelled; a
-    sync one cannot be, and runs on in its thread, *wedged*, with its result ignored. A new
-    thread takes each wedged one's place (up to `concurrency` wedged threads are replaced:
-    at most 2 x concurrency threads), and retires once it returns. `Worker.status()`
-    reports the wedged count; past the bound, fewer handlers run and an error is logged."""
+    """A run longer than this, from when the handler starts, counts as failed (0: no limit).
+    An async handler is cancelled; a sync one runs on *wedged*, its result ignored, and a
+    new thread takes its place (at most 2 x concurrency threads in all)."""
     shutdown_grace_ms: Annotated[int, Range(0, 3_600_000)] = 20_000
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: Annotated[int, Range(1, 1024)] = 4

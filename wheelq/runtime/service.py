@@ -45,13 +45,8 @@ class Lifecycle:
 
 @dataclass(frozen=True, slots=True)
 class PartStopped:
-    """What `Service.stop()` stopped.
-
-    Attributes:
-        name: The part ("driver", "claims", ...).
-        in_time: False when the stop budget ran out and the task was cancelled.
-        failures: Failed steps since the last one that returned (0: it ended healthy).
-        last_error: The last of those failures, as ``"Type: message"``.
+    """What `Service.stop()` stopped: the part's `name`, whether it stopped `in_time` (else
+    its task was cancelled), and its `failures` and `last_error` (``"Type: message"``).
     """
 
     name: str
@@ -61,13 +56,8 @@ class PartStopped:
 
 
 class Service(Lifecycle):
-    """Base class of a part: subclasses implement `step()`.
-
-    Args:
-        clock: What the part reads the time from (monotone; tests pass a `ManualClock`).
-        log: The part's logger.
-        max_pause_ms: Longest pause after failed steps (``failure_pause_max_ms``).
-        title: How log lines name this part (default: the class's `title`).
+    """Base class of a part: subclasses implement `step()`. `clock` is monotone (tests pass
+    a `ManualClock`); `title` names the part in log lines (default: the class's).
     """
 
     name = "service"

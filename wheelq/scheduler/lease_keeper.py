@@ -47,11 +47,8 @@ def rank(node_id: str, shards: Sequence[S], name: dict[S, str]) -> list[S]:
 
 
 class NodeSets:
-    """The live nodes of each served topic, as last read, and when to read them again.
-
-    Args:
-        node_id: This node (its own expiry never asks for a read: it heartbeats).
-        refresh_ms: Longest time between two reads of one topic's node set.
+    """The live nodes of each served topic, as last read, and when to read them again (at
+    most `refresh_ms` apart; this node's own expiry never asks for a read).
     """
 
     def __init__(self, node_id: str, refresh_ms: int) -> None:

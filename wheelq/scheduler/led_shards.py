@@ -46,12 +46,9 @@ class NodeMetrics:
         dues_ms: Sequence[int],
         result: EmitResult,
     ) -> None:
-        """Observe the lateness of the jobs one wheel emit call fired.
-
-        The reply counts what it fired and names the ids it did not (not yet due, held,
-        malformed) but not those it skipped (cancelled meanwhile, orphans): when some were
-        skipped, the first ``emitted`` of the others are taken, so the count is exact and a
-        lateness may belong to a neighbour due in the same round.
+        """Observe the lateness of the jobs one wheel emit call fired. The reply names the ids it
+        did not fire but not those it skipped, so the first ``emitted`` of the others are taken:
+        the count is exact, a lateness may belong to a neighbour due in the same round.
         """
         hist = self.lateness(topic)
         if result.emitted == len(ids):

@@ -39,11 +39,8 @@ class _Run:
         self.future = future
         self.arg = arg
         self.started: float | None = None
-        """`time.monotonic()` when its thread took it up. Time limits are measured on the
-        clock the event loop's timers (`call_later`) run on, which is `time.monotonic`:
-        the thread stamps the start and the loop's timer compares against it, so both
-        must read that clock, not the worker's injected `Clock` (a test's `ManualClock`
-        cannot drive a running thread or a loop timer)."""
+        """`time.monotonic()` when its thread took it up: the loop's timers run on that
+        clock, and the worker's injected `Clock` cannot drive a thread or a loop timer."""
         self.ended = False
         self.ran_ms: float | None = None
         """How long `fn` ran on its thread (None: it did not run)."""
