@@ -31,6 +31,8 @@ from wheelq.worker.stream_reader import ClaimKeeper, Consumer, Membership, ReadS
 
 log = logging.getLogger(__name__)
 
+__all__ = ["STARTS", "Worker", "WorkerStopReport"]
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerStopReport:
@@ -142,9 +144,6 @@ async def wait_for_handlers(
     finally:
         hurried.cancel()
     return sum(1 for t in running if t.done() and not t.cancelled())
-
-
-__all__ = ["STARTS", "Worker", "WorkerStopReport"]
 
 
 STARTS = {"earliest": "0", "now": "$"}
