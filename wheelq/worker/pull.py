@@ -78,11 +78,8 @@ class Receipt:
 
 
 class ReceiptSeal:
-    """Issues receipts and checks them: the MAC of a receipt's fields, topic and group.
-
-    Args:
-        key: The HMAC key, the same on every service of a deployment (a load balancer may
-            send the ack to another instance than the pull).
+    """Issues receipts and checks them: the MAC of a receipt's fields, topic and group, under
+    `key`, the same on every service of a deployment (an ack may reach another instance).
     """
 
     def __init__(self, key: bytes) -> None:
@@ -519,9 +516,9 @@ class Puller:
         share: int,
         block_ms: int | None,
     ) -> tuple[list[Pulled], list[ShardKeys]]:
-        """Read up to `share` entries of each shard of `chosen` (COUNT applies to each
-        stream) on the connections of `BlockingReads`; returns the jobs and the shards that
-        gave their full share."""
+        """New entries, waiting up to `wait_ms` for some, on the connections of `BlockingReads`
+        (slots taken first, within `wait_ms`; none in time: it answers with what it has).
+        """
         executor = self._reads.executor()
         if self._executor.cluster:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)
