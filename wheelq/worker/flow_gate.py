@@ -23,13 +23,8 @@ GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}
 
 
 class FlowGate:
-    """Admits a consumer group's jobs under its `Flow`, and ordered jobs in their turn.
-
-    Args:
-        executor: Where the calls go.
-        topic, group, consumer: Whose limits, and who holds a slot.
-        flow: The limits (an empty `Flow`: only ordered jobs wait).
-        slot_ttl_ms: How long a concurrency slot outlives a worker that died holding it.
+    """Admits a consumer group's jobs under its `Flow` (empty: only ordered jobs wait), and
+    ordered jobs in their turn; a dead worker's concurrency slot expires after `slot_ttl_ms`.
     """
 
     def __init__(

@@ -88,10 +88,8 @@ class Held:
 
 
 class InFlightSet:
-    """The entries a worker holds, keyed by (shard, entry id), and their bounded slots.
-
-    `clock` stamps retries and times starts against due times (epoch ms, the wall clock);
-    `timer` (monotonic seconds) times runs for the read-ahead's pace.
+    """The entries a worker holds, keyed by (shard, entry id), and their bounded slots; `clock`
+    (epoch ms) stamps retries, `timer` (monotonic s) times runs for the read-ahead.
     """
 
     def __init__(

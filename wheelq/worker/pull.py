@@ -78,8 +78,8 @@ class Receipt:
 
 
 class ReceiptSeal:
-    """Issues receipts and checks them: the MAC of a receipt's fields, topic and group, under
-    `key`, the same on every service of a deployment (an ack may reach another instance).
+    """Issues and checks receipts: a MAC of a receipt's fields, topic and group under `key`,
+    the same on every service of a deployment (an ack may reach another instance).
     """
 
     def __init__(self, key: bytes) -> None:
@@ -336,11 +336,7 @@ class Puller:
         await self._reads.aclose()
 
     async def shards(self, topic: str) -> int:
-        """The topic's shard count.
-
-        Raises:
-            UnknownTopicError: The topic is not registered.
-        """
+        """The topic's shard count, or `UnknownTopicError`."""
         validate_topic(topic)
         count = self._shards.get(topic)
         if count is None:
@@ -400,11 +396,8 @@ class Puller:
         self._spare.setdefault((topic, group), []).extend((p, now, consumer) for p in extra)
 
     async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
-        """Check that the group exists (on some shard: made again on a shard whose stream
-        was deleted since, as a worker does).
-
-        Raises:
-            UnknownGroupError: No shard has it (nothing is created).
+        """Check that the group exists on some shard (made again on a shard whose stream was
+        deleted since, as a worker does); else `UnknownGroupError`, nothing created.
         """
         if (topic, group) in self._groups:
             return
@@ -470,10 +463,9 @@ class Puller:
         count: int,
         wait_ms: int,
     ) -> list[Pulled]:
-        """New entries, waiting up to `wait_ms` for some. The reads go through the
-        connections of `BlockingReads`, whose slots the pull takes first (one; on a cluster
-        one per shard it blocks on), waiting for them within `wait_ms`: when none came free
-        in time it reads nothing and answers with what it has."""
+        """New entries, waiting up to `wait_ms` for some, on the connections of `BlockingReads`
+        (slots taken first, within `wait_ms`; none in time: it answers with what it has).
+        """
         deadline = self._clock.now_ms() + wait_ms
         wanted = len(keys) if self._executor.cluster else 1
         async with self._reads.slots(wanted, wait_ms / 1000, self._closing) as taken:
@@ -516,8 +508,9 @@ class Puller:
         share: int,
         block_ms: int | None,
     ) -> tuple[list[Pulled], list[ShardKeys]]:
-        """New entries, waiting up to `wait_ms` for some, on the connections of `BlockingReads`
-        (slots taken first, within `wait_ms`; none in time: it answers with what it has).
+        """Read up to `share` entries of each shard of `chosen` (COUNT applies to each stream)
+        on the connections of `BlockingReads`; returns the jobs and the shards that gave their
+        full share.
         """
         executor = self._reads.executor()
         if self._executor.cluster:

@@ -101,9 +101,7 @@ SHARED_BLOCK_MS = 100
 
 
 class ReadSlots:
-    """The worker's free slots as its readers take them: a read asks each of the topic's
-    `shards` for its share; `room` is set when a slot frees up.
-    """
+    """The worker's free slots as its readers take them; a read asks each shard for its share."""
 
     def __init__(
         self, free: Callable[[], int], room: asyncio.Event, shards: int, readers: int = 1
