@@ -1,7 +1,6 @@
 """The production clocks (the only place wheelq reads the machine's clocks), and the
 `ClockKeeper` that keeps `RedisClock`'s offset to the server's ``TIME`` measured
-(docs/architecture.md, invariant 6).
-"""
+(docs/architecture.md, invariant 6)."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ class SyncedClock(Protocol):
 class ClockKeeper(Service):
     """Measures the offset to the Redis clock every `interval_ms` (docs/architecture.md,
     invariant 6). A sample is timed on the local clock of the clock it corrects
-    (`SyncedClock.local_ms`), so a test's fake clock decides what each round trip took.
-    """
+    (`SyncedClock.local_ms`), so a test's fake clock decides what each round trip took."""
 
     name = "clock"
     title = "clock keeper"

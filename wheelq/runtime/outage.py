@@ -1,8 +1,7 @@
 """Living with a Redis that does not answer: which errors are transient, backoff, a log
 that speaks once per change (`Outage`), the wait for Redis at start (`StartGate`), and
 the budget that bounds a stop (`StopBudget`) (docs/architecture.md, "Service lifecycle"
-and invariant 16).
-"""
+and invariant 16)."""
 
 from __future__ import annotations
 
@@ -138,8 +137,7 @@ class Backoff:
 class Outage:
     """One part's view of Redis: pauses with backoff, logs once per state change (a single
     failure the next try gets through is logged at DEBUG; two transient ones in a row are an
-    outage). `clock` is seconds, monotonic (tests pass a fake).
-    """
+    outage). `clock` is seconds, monotonic (tests pass a fake)."""
 
     def __init__(
         self,
@@ -247,8 +245,7 @@ CLOSE_S = 1.0
 class StartGate:
     """What a role's `start()` does first: PING with backoff until Redis answers (transient
     errors only, up to `timeout_ms`; 0: one try), then resolve the executor (cluster or not)
-    and refuse a server older than `MIN_REDIS`. `abort()`, from `stop()`, ends the wait.
-    """
+    and refuse a server older than `MIN_REDIS`. `abort()`, from `stop()`, ends the wait."""
 
     def __init__(self, executor: AsyncExecutor, timeout_ms: int, log: logging.Logger):
         self._executor = executor

@@ -1,6 +1,5 @@
 """`Role`, the shell a scheduler node and a worker share: one Redis client, the wait for
-Redis at start (`StartGate`), a stop within a `StopBudget`, and `run()`.
-"""
+Redis at start (`StartGate`), a stop within a `StopBudget`, and `run()`."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def executor_of(connection: Connection) -> AsyncExecutor:
 
 class Role(Lifecycle, Generic[R]):
     """Base of `Scheduler` and `Worker`: `stop()` returns their report type `R`; the client
-    is closed by `stop()` only when `owns_connection` (``from_url`` made it).
-    """
+    is closed by `stop()` only when `owns_connection` (``from_url`` made it)."""
 
     def __init__(
         self,

@@ -46,8 +46,7 @@ class Lifecycle:
 @dataclass(frozen=True, slots=True)
 class PartStopped:
     """What `Service.stop()` stopped: the part's `name`, whether it stopped `in_time` (else
-    its task was cancelled), and its `failures` and `last_error` (``"Type: message"``).
-    """
+    its task was cancelled), and its `failures` and `last_error` (``"Type: message"``)."""
 
     name: str
     in_time: bool
@@ -57,8 +56,7 @@ class PartStopped:
 
 class Service(Lifecycle):
     """Base class of a part: subclasses implement `step()`. `clock` is monotone (tests pass
-    a `ManualClock`); `title` names the part in log lines (default: the class's).
-    """
+    a `ManualClock`); `title` names the part in log lines (default: the class's)."""
 
     name = "service"
     """Short name, the key of this part in ``status()["parts"]``."""

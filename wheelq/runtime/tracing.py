@@ -1,8 +1,7 @@
 """OpenTelemetry spans around enqueue (``send <topic>``) and handlers (``process <topic>``),
 when the ``otel`` extra is installed and a tracer provider is set; otherwise a job costs
 one ``is None`` check (docs/architecture.md, "Roles and layers"). No scheduler span: a node fires
-jobs by the batch inside a Lua script.
-"""
+jobs by the batch inside a Lua script."""
 
 from __future__ import annotations
 

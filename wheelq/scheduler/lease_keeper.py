@@ -48,8 +48,7 @@ def rank(node_id: str, shards: Sequence[S], name: dict[S, str]) -> list[S]:
 
 class NodeSets:
     """The live nodes of each served topic, as last read, and when to read them again (at
-    most `refresh_ms` apart; this node's own expiry never asks for a read).
-    """
+    most `refresh_ms` apart; this node's own expiry never asks for a read)."""
 
     def __init__(self, node_id: str, refresh_ms: int) -> None:
         self._node_id = node_id

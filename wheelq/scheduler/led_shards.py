@@ -48,8 +48,7 @@ class NodeMetrics:
     ) -> None:
         """Observe the lateness of the jobs one wheel emit call fired. The reply names the ids it
         did not fire but not those it skipped, so the first ``emitted`` of the others are taken:
-        the count is exact, a lateness may belong to a neighbour due in the same round.
-        """
+        the count is exact, a lateness may belong to a neighbour due in the same round."""
         hist = self.lateness(topic)
         if result.emitted == len(ids):
             hist.observe_since(sent_ms, dues_ms)

@@ -35,8 +35,7 @@ POLL_S = 0.1  # how soon a new subscription (or stop) takes effect
 class WakeListener(Service):
     """Feeds pub/sub wake notes of led shards into the wheel. `on_follow` is called when shards
     became followed or not, or got their first note since their inbox was drained (the
-    preloader then plans their rounds again).
-    """
+    preloader then plans their rounds again)."""
 
     name = "wake"
     title = "wake listener"

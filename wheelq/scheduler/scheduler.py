@@ -1,7 +1,6 @@
 """A scheduler node: leads shards, preloads near-due jobs, fires them on time. Any number
 of nodes can run against one Redis: leases decide who fires which shard, and the fenced
-emit script makes a deposed leader harmless (docs/architecture.md, "Leases and failover").
-"""
+emit script makes a deposed leader harmless (docs/architecture.md, "Leases and failover")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Trimming the ready streams and histories of the shards a node leads (`trim.lua`): acked
 entries past ``retention_ms`` or over the history budget, never one some group has not
-acked (docs/architecture.md, invariant 5, and "Job history").
-"""
+acked (docs/architecture.md, invariant 5, and "Job history")."""
 
 from __future__ import annotations
 

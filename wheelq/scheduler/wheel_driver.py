@@ -1,8 +1,7 @@
 """The wheel driver: sleeps until the next due bucket, then fires what expired with one fenced
 `emit_due` call per shard and batch, in one pipeline. A round whose reply did not come
 goes back in the wheel (the script emits only what is still pending); a shard whose emit
-is refused is retried after the backoff pause while the others fire on time.
-"""
+is refused is retried after the backoff pause while the others fire on time."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The worker's side of flow control (`wheelq.core.flow`): before a handler starts, wait for
 an ordered job's turn, take a rate token and a key's concurrency slot, or say how long to
-defer the job; `release` gives the slot back (docs/architecture.md, "Flow control").
-"""
+defer the job; `release` gives the slot back (docs/architecture.md, "Flow control")."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}
 
 class FlowGate:
     """Admits a consumer group's jobs under its `Flow` (empty: only ordered jobs wait), and
-    ordered jobs in their turn; a dead worker's concurrency slot expires after `slot_ttl_ms`.
-    """
+    ordered jobs in their turn; a dead worker's concurrency slot expires after `slot_ttl_ms`."""
 
     def __init__(
         self,

@@ -1,8 +1,7 @@
 """Running a user's handler: sync on a pool of threads, async as a task, with an optional
 time limit; the handler's exception is returned, not raised. A sync handler that runs
 over its limit cannot be cancelled: its thread runs on *wedged* and the pool starts a
-replacement, up to ``threads`` wedged threads.
-"""
+replacement, up to ``threads`` wedged threads."""
 
 from __future__ import annotations
 

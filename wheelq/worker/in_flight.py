@@ -1,7 +1,6 @@
 """The in-flight set: the entries a worker holds (read ahead, waiting for a slot, running),
 decoded and run in slots, with what a failure leads to (retry, defer, dead letter). The
-worker's hot path: one task per entry only when a slot can take it soon.
-"""
+worker's hot path: one task per entry only when a slot can take it soon."""
 
 from __future__ import annotations
 
@@ -89,8 +88,7 @@ class Held:
 
 class InFlightSet:
     """The entries a worker holds, keyed by (shard, entry id), and their bounded slots; `clock`
-    (epoch ms) stamps retries, `timer` (monotonic s) times runs for the read-ahead.
-    """
+    (epoch ms) stamps retries, `timer` (monotonic s) times runs for the read-ahead."""
 
     def __init__(
         self,

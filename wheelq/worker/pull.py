@@ -79,8 +79,7 @@ class Receipt:
 
 class ReceiptSeal:
     """Issues and checks receipts: a MAC of a receipt's fields, topic and group under `key`,
-    the same on every service of a deployment (an ack may reach another instance).
-    """
+    the same on every service of a deployment (an ack may reach another instance)."""
 
     def __init__(self, key: bytes) -> None:
         if not key:
@@ -397,8 +396,7 @@ class Puller:
 
     async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
         """Check that the group exists on some shard (made again on a shard whose stream was
-        deleted since, as a worker does); else `UnknownGroupError`, nothing created.
-        """
+        deleted since, as a worker does); else `UnknownGroupError`, nothing created."""
         if (topic, group) in self._groups:
             return
         found = await self._executor.run([groups.delete_group(k, group, "check") for k in keys])
@@ -464,8 +462,7 @@ class Puller:
         wait_ms: int,
     ) -> list[Pulled]:
         """New entries, waiting up to `wait_ms` for some, on the connections of `BlockingReads`
-        (slots taken first, within `wait_ms`; none in time: it answers with what it has).
-        """
+        (slots taken first, within `wait_ms`; none in time: it answers with what it has)."""
         deadline = self._clock.now_ms() + wait_ms
         wanted = len(keys) if self._executor.cluster else 1
         async with self._reads.slots(wanted, wait_ms / 1000, self._closing) as taken:
@@ -510,8 +507,7 @@ class Puller:
     ) -> tuple[list[Pulled], list[ShardKeys]]:
         """Read up to `share` entries of each shard of `chosen` (COUNT applies to each stream)
         on the connections of `BlockingReads`; returns the jobs and the shards that gave their
-        full share.
-        """
+        full share."""
         executor = self._reads.executor()
         if self._executor.cluster:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)

@@ -1,8 +1,7 @@
 """How far a worker reads ahead of its slots: ``slots * horizon_ms / mean run time`` entries,
 at most `limit`, so fast handlers get large reads and slow ones hoard nothing
 (docs/architecture.md, "The life of a job"). Example, horizon 10 ms: 10 slots of 0.05-ms
-handlers give 2,000, capped at 1,000; of 200-ms handlers, 0.5, so none.
-"""
+handlers give 2,000, capped at 1,000; of 200-ms handlers, 0.5, so none."""
 
 from __future__ import annotations
 

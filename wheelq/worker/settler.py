@@ -1,7 +1,6 @@
 """Writing outcomes back (acks, retries, dead letters), batched into one round trip. Each
 settlement is fenced by XACK in its script, so sending one twice has no second effect;
-those that failed on a connection error are sent again with backoff.
-"""
+those that failed on a connection error are sent again with backoff."""
 
 from __future__ import annotations
 

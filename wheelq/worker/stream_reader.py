@@ -1,8 +1,7 @@
 """How a worker consumer gets entries: its membership of the group (`Membership`), new
 entries by XREADGROUP (`StreamReader`, sharing the free slots through `ReadSlots`), and
 entries of dead consumers taken over while its own are kept alive (`ClaimKeeper`)
-(docs/architecture.md, invariants 1 and 14).
-"""
+(docs/architecture.md, invariants 1 and 14)."""
 
 from __future__ import annotations
 
@@ -153,8 +152,7 @@ class ReadSlots:
 
 class StreamReader(Service):
     """Reads new entries of its shards (default: all of `me`'s, in one command) into the
-    worker's free `slots`; `ensure_groups` makes the group again where it vanished.
-    """
+    worker's free `slots`; `ensure_groups` makes the group again where it vanished."""
 
     name = "reader"
 
@@ -221,8 +219,7 @@ IDS_PER_TOUCH = 500
 
 class ClaimKeeper(Service):
     """Keeps this worker's `held` entries alive and takes over the idle entries of dead
-    workers, as many as it has `free` slots for.
-    """
+    workers, as many as it has `free` slots for."""
 
     name = "claims"
 

@@ -1,6 +1,5 @@
 """`Worker`, the worker role's public face: validates its arguments, waits for Redis,
-starts the parts (see the package docstring) and stops them within the stop budget.
-"""
+starts the parts (see the package docstring) and stops them within the stop budget."""
 
 from __future__ import annotations
 
