@@ -106,24 +106,19 @@ class ClientSettings(_Validated):
     batch_size: Annotated[int, Range(1, 10_000)] = 500
     """Jobs per script call in `enqueue_many` (bounds how long one call holds Redis)."""
     breaker_open_ms: Annotated[int, Range(0, 600_000)] = 1000
-    """After a call fails for want of a connection (refused, reset, timed out, loading),
-    every call fails at once with `RedisUnavailableError` for this long (with a spool:
-    enqueues go to the spool) instead of each waiting out its own timeouts; then one call
-    is let through as a probe, and its success closes the breaker. 0: no breaker."""
+    """After a call fails for want of a connection, every call fails at once with
+    `RedisUnavailableError` (with a spool: enqueues are spooled) for this long; then one
+    probe is let through, and its success closes the breaker. 0: no breaker."""
     spool_record_ms: Annotated[int, Range(60_000, 30 * 86_400_000)] = 86_400_000
-    """How long a shard remembers a spooled write it applied (1 day), so the spool's drain
-    can replay a batch whose reply was lost without writing a job twice. The drain forgets
-    each token once it has deleted the row; this bounds what a client that died first
-    leaves behind, and how long after such a death a replay is still exactly once."""
+    """How long a shard remembers a spooled write it applied (1 day), so a replay of a batch
+    whose reply was lost writes no job twice; bounds what a client that died leaves."""
     spool_call_record_ms: Annotated[int, Range(0, 86_400_000)] = 300_000
-    """With a spool: how long a shard remembers each direct enqueue call it applied (5 min;
-    one token per script call, about 90 bytes), so that when the call's reply is lost and
-    its jobs are spooled, their replay within this time skips what the call had written,
-    even a job that fired in between. 0: not recorded (such a job can fire twice)."""
+    """With a spool: how long a shard remembers each direct enqueue call it applied (5 min,
+    ~90 bytes a call), so a replay of a call whose reply was lost skips what it wrote.
+    0: not recorded (such a job can fire twice)."""
     ack_replicas: Annotated[int, Range(0, 100)] = 1
-    """Replicas that must confirm a write made with ``ack="replicated"`` (WAIT) or
-    ``ack="persisted"`` (WAITAOF: fsynced by the primary and by this many replicas; 0:
-    the primary's disk only). ``"replicated"`` needs at least 1."""
+    """Replicas that must confirm a write with ``ack="replicated"`` (WAIT, at least 1) or
+    ``ack="persisted"`` (WAITAOF; 0: the primary's disk only)."""
     ack_timeout_ms: Annotated[int, Range(1, 600_000)] = 2000
     """How long a write with ``ack="replicated"`` or ``"persisted"`` waits for its
     confirmations before it raises `DurabilityError`. WAITAOF with ``appendfsync
@@ -269,15 +264,12 @@ class CallbackSettings(_Validated):
     concurrency: Annotated[int, Range(1, 10_000)] = 256
     """Callbacks in flight at once over all hosts (the deliverer worker's concurrency)."""
     per_host_concurrency: Annotated[int, Range(1, 10_000)] = 32
-    """Callbacks in flight at once to one host (scheme, host and port). More wait for it
-    while it would free a slot for them within half a second at the pace it answers (at
-    least this many wait); past that a job is deferred (no attempt counted) to when the
-    host should have room: a slow host takes at most twice this many of the `concurrency`
-    slots, a fast one's bursts just wait."""
+    """Callbacks in flight at once to one host (scheme, host, port). More wait while the
+    host would free a slot within half a second at its pace; past that a job is deferred
+    (no attempt counted), so a slow host takes at most twice this many slots."""
     breaker_failures: Annotated[int, Range(1, 10_000)] = 5
-    """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker.
-    While it is open, the host's jobs fail fast: each such attempt counts, and is retried no
-    earlier than the probe."""
+    """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker;
+    while open, its jobs fail fast (each attempt counts)."""
     breaker_open_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
     """How long a breaker stays open before one job probes the host (half-open): success
     closes it, failure opens it for this long again."""
@@ -303,9 +295,8 @@ class ServeSettings(_Validated):
     still loading) before it exits, as a scheduler node or a worker does; it listens only
     once Redis answers. 0: fail at once."""
     header_timeout_ms: Annotated[int, Range(100, 600_000)] = 10_000
-    """How long a request's headers may take to arrive, from the connection, the previous
-    answer on it, or their first byte; past it the connection is closed (slow clients
-    holding connections: uvicorn has no such deadline of its own)."""
+    """How long a request's headers may take to arrive; past it the connection is closed
+    (uvicorn has no such deadline of its own)."""
     body_timeout_ms: Annotated[int, Range(100, 3_600_000)] = 30_000
     """How long a request's body may take to arrive once its headers are in; past it the
     connection is closed."""
@@ -314,16 +305,11 @@ class ServeSettings(_Validated):
     max_connections: Annotated[int, Range(1, 1_000_000)] = 1000
     """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
     pull_connections: Annotated[int, Range(1, 1000)] = 32
-    """Redis connections pulls read new jobs on, a pool of their own: long polls waiting
-    there never take the connections enqueues and the service's own parts need. A pull
-    holds one while it reads and waits (on a cluster one per shard, up to all of them), so
-    this many wait at once; one that finds none free waits for one within its ``wait_ms``,
-    then answers with what it has (jobs taken over, or none). On a cluster, at most the
-    client's ``max_connections`` per node (100)."""
+    """Redis connections pulls read new jobs on, a pool of their own, so long polls never
+    take the connections the rest of the service needs; a pull holds one while it waits
+    (on a cluster one per shard). On a cluster, at most ``max_connections`` per node (100)."""
     max_groups_per_topic: Annotated[int, Range(1, 10_000)] = 64
     """Most consumer groups a topic may have: creating one more is refused (409)."""
     pull_creates_groups: Annotated[int, Range(0, 1)] = 0
-    """1: a pull with ``create: true`` creates its group when missing (under
-    ``max_groups_per_topic``); 0: groups are only made on purpose (``POST
-    /v1/topics/{topic}/groups``, ``wheelq groups create``), and a pull of an unknown group
-    is 404."""
+    """1: a pull with ``create: true`` creates its missing group (under
+    ``max_groups_per_topic``); 0: groups are made on purpose only, an unknown one is 404."""

@@ -76,10 +76,8 @@ def wall_ms() -> int:
 
 
 class RedisClock:
-    """Epoch ms on the Redis server's clock, read from the local monotonic clock.
-
-    Before the first `add_sample` it falls back to the local wall clock.
-    """
+    """Epoch ms on the Redis server's clock, read from the local monotonic clock (the local
+    wall clock until the first `add_sample`)."""
 
     def __init__(self) -> None:
         self._estimator = OffsetEstimator()

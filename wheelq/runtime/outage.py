@@ -59,10 +59,9 @@ _CLUSTER_MOVING = (
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True when `exc` says Redis is not there yet or not now (down, restarting, loading,
-    unreachable, too slow, a cluster moving a slot or failing over), so the same call may
-    work later; False for wrong credentials, a certificate or host name that will not work,
-    and every refused command."""
+    """True when `exc` says Redis is not there yet or not now (down, loading, unreachable, too
+    slow, a cluster moving a slot), so the same call may work later; False for bad
+    credentials or certificates and every refused command."""
     return is_unreachable(exc) or isinstance(exc, _CLUSTER_MOVING)
 
 
@@ -94,13 +93,9 @@ _REFUSALS: tuple[tuple[type[Exception], str], ...] = (
 
 
 def unavailable_reason(exc: BaseException) -> str | None:
-    """Why `exc` says Redis cannot take calls now, or None when it says something else.
-
-    ``"loading"`` and ``"unreachable"`` for the transient failures of `is_transient`; and
-    the refusals of a server that answers but takes no writes now: ``"readonly"`` (a
-    replica), ``"oom"`` (over ``maxmemory`` with ``noeviction``), ``"masterdown"``,
-    ``"clusterdown"`` and ``"tryagain"``. A refused command was not run.
-    """
+    """Why `exc` says Redis cannot take calls now (None: it says something else): ``"loading"``
+    or ``"unreachable"`` (transient), or a refusal without running the command: ``"readonly"``,
+    ``"oom"``, ``"masterdown"``, ``"clusterdown"``, ``"tryagain"``."""
     if isinstance(exc, BusyLoadingError):
         return "loading"
     if is_unreachable(exc):

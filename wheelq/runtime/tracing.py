@@ -49,11 +49,8 @@ def inject() -> str | None:
 
 
 class Tracing:
-    """Opens wheelq's spans on the ``wheelq`` tracer of `provider` (None: the global one).
-
-    Raises:
-        ImportError: ``opentelemetry-api`` is not installed.
-    """
+    """Opens wheelq's spans on the ``wheelq`` tracer of `provider` (None: the global one);
+    `ImportError` without ``opentelemetry-api``."""
 
     def __init__(self, provider: TracerProvider | None = None) -> None:
         from opentelemetry import context, trace  # noqa: PLC0415 (the optional extra)

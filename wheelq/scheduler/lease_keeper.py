@@ -26,11 +26,8 @@ S = TypeVar("S")
 
 
 def quota(node_id: str, live_nodes: Iterable[str], total_shards: int) -> int:
-    """How many shards `node_id` should lead when `live_nodes` share `total_shards`.
-
-    A node missing from `live_nodes` (its heartbeat not yet visible) counts
-    itself in, so a lone starting node takes everything.
-    """
+    """How many shards `node_id` should lead when `live_nodes` share `total_shards` (a node
+    counts itself in, so a lone starting node takes everything)."""
     members = sorted(set(live_nodes) | {node_id})
     base, extra = divmod(total_shards, len(members))
     return base + (1 if members.index(node_id) < extra else 0)

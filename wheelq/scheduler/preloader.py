@@ -153,12 +153,8 @@ class Preloader(NodePart):
         return min(lead.planned_ms, lead.last_round_ms + self._ctx.settings.preload_interval_ms)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
-        """One round over `leads`; returns those that have more to read or sweep.
-
-        One round trip per shard, not one for all: each reply is parsed and
-        put in the wheel in its own event-loop step, so the wheel driver gets
-        the loop between shards and no step holds it for long.
-        """
+        """One round over `leads`, one round trip per shard so the wheel driver gets the loop
+        between shards; returns those that have more to read or sweep."""
         busy = []
         for lead in leads:
             if lead.active and not self.stopping and await self._round(lead):

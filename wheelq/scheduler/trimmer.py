@@ -36,12 +36,9 @@ class Trimmer(NodePart):
         return self._ctx.settings.trim_interval_ms / 1000
 
     async def trim_once(self) -> int:
-        """One round over every led shard, each shard called again while it has `more`
-        (at most `MAX_CALLS_PER_ROUND` times); returns how many entries went.
-
-        Raises:
-            Exception: A transient one (Redis unreachable): the round is cut short.
-        """
+        """One round over every led shard, each called again while it has `more` (at most
+        `MAX_CALLS_PER_ROUND` times); returns how many entries went. A transient error ends
+        the round."""
         s = self._ctx.settings
         total = 0
         pending = {lead.keys: lead for lead in self._ctx.leads.all()}

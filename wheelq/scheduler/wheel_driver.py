@@ -74,11 +74,9 @@ class WheelDriver(NodePart):
         return 0.0
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
-        """Emit `expired` (sorted by due time). A burst goes out in two rounds: first the
-        earliest `FIRST_ROUND` jobs, sent before the rest is even grouped, so they reach the
-        stream one short script after their due time instead of after the node has built
-        the calls of the whole burst (a 20,000-job burst: ~15 ms of Python); then the rest.
-        A first round whose reply did not come puts the rest back in the wheel with it."""
+        """Emit `expired` (sorted by due time) in two rounds: the earliest `FIRST_ROUND` first,
+        before the rest is even grouped (a 20,000-job burst takes ~15 ms of Python), then the
+        rest; if the first round's reply does not come, the rest goes back in the wheel too."""
         head, rest = expired[:FIRST_ROUND], expired[FIRST_ROUND:]
         try:
             await self._emit_round(head, now_ms)
@@ -139,10 +137,8 @@ class WheelDriver(NodePart):
             raise outage
 
     def _again(self, targets: list[tuple[Lead, list[str], list[int]]]) -> None:
-        """Put a round's jobs back in the wheel at their due times (past: they expire at
-        the next step, after the base's pause), when its reply did not come. Sending them
-        again is safe whether or not the calls ran: the script emits only ids still in the
-        sorted set, so none fires twice, and none waits for the sweep's grace."""
+        """Put a round whose reply did not come back in the wheel at its due times; sending it
+        again is safe, the script emits only ids still pending."""
         for lead, chunk, chunk_dues in targets:
             self.schedule(lead, list(zip(chunk, chunk_dues, strict=True)))
 
