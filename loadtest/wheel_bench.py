@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable
 
-from wheelq.core.wheel import TimingWheel
+from wheelq.scheduler.wheel import TimingWheel
 
 N = 200_000
 SPAN_MS = 5_000

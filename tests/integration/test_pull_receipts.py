@@ -79,7 +79,7 @@ async def job_state(api: Served, topic: str, job_id: str) -> Any:
 async def test_forged_receipts_are_refused_and_change_nothing(
     api: Served, topic: str, redis_async: redis.asyncio.Redis
 ) -> None:
-    from wheelq.worker.receipts import Receipt, ReceiptSeal
+    from wheelq.worker.pull import Receipt, ReceiptSeal
 
     shards = await api.service.client.create_topic(topic, 2)
     receipts = await pulled(api, topic, "g", ["real", "other"])

@@ -19,7 +19,7 @@ from tests.integration.test_worker import SHARDS, Recorder, Workers, holds, pend
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, EnqueueItem, InvalidArgumentError, Job, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.core.read_ahead import READ_AHEAD_MAX
+from wheelq.worker.read_ahead import READ_AHEAD_MAX
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -127,7 +127,7 @@ def test_a_job_has_one_delivery_unless_told_otherwise() -> None:
     assert job.deliveries == 1
 
 
-# --- read-ahead: how many entries a worker holds beyond its slots (wheelq.core.read_ahead) ---
+# --- read-ahead: how many entries a worker holds beyond its slots (wheelq.worker.read_ahead) ---
 
 
 async def test_a_worker_busy_with_slow_jobs_leaves_the_rest_to_an_idle_worker(

@@ -20,7 +20,7 @@ from tests.support.fakes import ScriptedExecutor
 from wheelq.core.job import Field, Job
 from wheelq.core.keys import all_shards
 from wheelq.store.consume import Entry
-from wheelq.worker.membership import Consumer
+from wheelq.worker.stream_reader import Consumer
 
 TOPIC = "t"
 GROUP = "g"

@@ -93,6 +93,8 @@ def test_the_module_map_names_every_module_and_only_modules_that_exist() -> None
         for p in package.rglob("*.py")
         if p.name not in {"__init__.py", "__main__.py"}
     }
-    packages = {str(p.relative_to(ROOT)) + "/" for p in package.iterdir() if (p / "__init__.py").exists()}
+    packages = {
+        str(p.relative_to(ROOT)) + "/" for p in package.iterdir() if (p / "__init__.py").exists()
+    }
     assert sorted((modules | packages) - named) == []
     assert sorted(p for p in named if not (ROOT / p).exists()) == []

@@ -22,7 +22,7 @@ from wheelq.core.settings import WorkerSettings
 from wheelq.errors import ScriptError
 from wheelq.store.consume import ZERO_ID, Claimed, Entry
 from wheelq.store.executor import Call
-from wheelq.worker.claim_keeper import ClaimKeeper
+from wheelq.worker.stream_reader import ClaimKeeper
 
 SETTINGS = WorkerSettings(visibility_timeout_ms=3000, claim_interval_ms=5000, max_deliveries=4)
 WRONG_TYPE = ScriptError(

@@ -8,8 +8,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.support.fakes import ScriptedExecutor
 from tests.support.waiting import until
-from wheelq.runtime.clock import RedisClock
-from wheelq.scheduler.clock_keeper import ClockKeeper
+from wheelq.runtime.clock import ClockKeeper, RedisClock
 
 SERVER_MS = 1_700_000_000_123.5
 

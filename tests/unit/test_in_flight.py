@@ -21,14 +21,14 @@ from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, HeldHandler, entry
 from wheelq.core.clock import ManualClock
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import Envelope, Field, Job
-from wheelq.core.read_ahead import READ_AHEAD_MAX
 from wheelq.core.retry import RetryPolicy
 from wheelq.store.consume import Retried
 from wheelq.store.executor import Call
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
+from wheelq.worker.read_ahead import READ_AHEAD_MAX
 from wheelq.worker.settler import Settler
-from wheelq.worker.shutdown import wait_for_handlers
+from wheelq.worker.worker import wait_for_handlers
 
 NOW_MS = 1_700_000_123_456
 

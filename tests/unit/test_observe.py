@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from wheelq.core.observe import GroupView, ShardObservation, by_shard, rate, topic_rows
-from wheelq.scheduler.node_metrics import NodeMetrics
+from wheelq.scheduler.led_shards import NodeMetrics
 from wheelq.store.ops import EmitResult
 
 

@@ -1,4 +1,4 @@
-"""runtime.outage and runtime.lifecycle's StopBudget without a server: which errors are
+"""runtime.outage (with its StopBudget) without a server: which errors are
 transient, the backoff's growth and cap, one log line per state change (with a fake clock),
 and a stop budget that bounds waits, skips steps once Redis is gone, and can be cut short."""
 
@@ -28,12 +28,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wheelq.core.clock import ManualClock
-from wheelq.runtime.lifecycle import StopBudget
 from wheelq.runtime.outage import (
     CAP_S,
     REMIND_S,
     Backoff,
     Outage,
+    StopBudget,
     is_transient,
     unavailable_reason,
 )

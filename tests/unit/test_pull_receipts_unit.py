@@ -12,8 +12,7 @@ import pytest
 
 from wheelq.errors import InvalidArgumentError
 from wheelq.store.executor import Call
-from wheelq.worker.pull_settle import ack_receipts
-from wheelq.worker.receipts import MAX_RECEIPTS, Outcome, Receipt, ReceiptSeal
+from wheelq.worker.pull import MAX_RECEIPTS, Outcome, Receipt, ReceiptSeal, ack_receipts
 from wheelq.worker.settler import ACKS_PER_CALL
 
 KEY = b"k" * 32

@@ -1,4 +1,4 @@
-"""core.read_ahead: entries held beyond the slots = slots * horizon / mean run time, capped;
+"""worker.read_ahead: entries held beyond the slots = slots * horizon / mean run time, capped;
 nothing before the first run, nothing for slow handlers or a horizon of 0, and the mean follows
 a change of workload."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wheelq.core.read_ahead import READ_AHEAD_MAX, ReadAhead
+from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
 
 
 def test_nothing_is_read_ahead_before_the_first_run() -> None:

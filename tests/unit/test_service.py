@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tests.support.waiting import until
 from wheelq.core.clock import ManualClock
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import PartStopped, Service
 
 LONG_S = 3600.0

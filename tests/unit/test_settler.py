@@ -22,7 +22,7 @@ from wheelq.core.job import Envelope, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason
 from wheelq.errors import ScriptError
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import StopBudget
 from wheelq.store.consume import Retried
 from wheelq.store.executor import Call
 from wheelq.worker.settler import ACKS_PER_CALL, Settler

@@ -1,4 +1,4 @@
-"""core.shares: each node's quota of shards (sums to the total, even to within one, a node
+"""scheduler.shares: each node's quota of shards (sums to the total, even to within one, a node
 counts itself) and the rendezvous ranking (a deterministic permutation)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.core.shares import preference, quota, rank
+from wheelq.scheduler.lease_keeper import preference, quota, rank
 
 node_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
 node_sets = st.sets(node_ids, min_size=1, max_size=40)

@@ -11,7 +11,7 @@ import redis.asyncio
 
 from tests.support.fakes import ScriptedExecutor
 from wheelq import UnsupportedServerError
-from wheelq.runtime.lifecycle import StartGate
+from wheelq.runtime.outage import StartGate
 from wheelq.store.executor import AsyncExecutor
 
 

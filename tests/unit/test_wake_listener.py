@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.support.node_context import START_MS, NodeParts, keys
 from tests.support.waiting import until
-from wheelq.scheduler.wake_listener import WakeListener
+from wheelq.scheduler.preloader import WakeListener
 from wheelq.scheduler.wheel_driver import WheelDriver
 from wheelq.store.executor import AsyncExecutor
 

@@ -17,7 +17,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from wheelq.core.wheel import TimingWheel
+from wheelq.scheduler.wheel import TimingWheel
 
 
 def tiny(**kwargs: int) -> TimingWheel[str]:

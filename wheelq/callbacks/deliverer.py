@@ -23,8 +23,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from types import TracebackType
-from typing import Self
 
 import aiohttp
 from yarl import URL
@@ -46,6 +44,7 @@ from wheelq.core.jsonable import jsonable
 from wheelq.core.retry import Fail, Retry
 from wheelq.core.settings import CallbackSettings
 from wheelq.runtime.clock import LocalClock, monotonic_ms, wall_ms
+from wheelq.runtime.service import Lifecycle
 
 EXCERPT_BYTES = 500
 """How much of a refusing answer's body goes into the dead letter."""
@@ -66,10 +65,18 @@ class DeliveryCounts:
     """Jobs without a callback (acked without a request)."""
 
 
-class Deliverer:
-    """POSTs due jobs to their callbacks; a worker handler, closed by ``async with`` or
-    `aclose`. `signing_secret` "" sends requests unsigned; `allow_private` lets callbacks
-    reach private, loopback and link-local addresses; `clock` times the breakers."""
+class Deliverer(Lifecycle):
+    """POSTs due jobs to their callbacks (see the module docstring); a worker handler.
+
+    Use it as an async context manager, or call `aclose`, to close its connections.
+
+    Args:
+        settings: `CallbackSettings`.
+        signing_secret: The HMAC key of ``Wheelq-Signature`` ("" = requests unsigned).
+        allow_private: Whether callbacks may target private, loopback and link-local
+            addresses (off: SSRF protection).
+        clock: Times the per-host breakers (the local monotonic clock by default).
+    """
 
     def __init__(
         self,
@@ -107,16 +114,7 @@ class Deliverer:
             await self._session.close()
             self._session = None
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    stop = aclose  # what ``async with`` ends with
 
     async def __call__(self, job: Job) -> None:
         """Deliver `job`; returns on a 2xx, raises `Retry`, `Defer` (no room at the host)

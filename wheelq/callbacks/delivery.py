@@ -19,7 +19,7 @@ from wheelq.callbacks.deliverer import Deliverer
 from wheelq.core.keys import CALLBACKS, all_shards
 from wheelq.core.settings import WorkerSettings
 from wheelq.runtime.clock import LocalClock
-from wheelq.runtime.lifecycle import StopBudget, close
+from wheelq.runtime.outage import StopBudget, close
 from wheelq.runtime.role import Connection, executor_of
 from wheelq.runtime.service import PartStopped, Service
 from wheelq.store import ops

@@ -16,8 +16,7 @@ from wheelq.core.job import Job
 from wheelq.core.keys import all_shards
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
-from wheelq.runtime.clock import RedisClock
-from wheelq.scheduler.clock_keeper import ClockKeeper
+from wheelq.runtime.clock import ClockKeeper, RedisClock
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store import nodes, ops
 from wheelq.store.executor import AsyncExecutor, Call

@@ -106,33 +106,47 @@ class ClientSettings(_Validated):
     batch_size: Annotated[int, Range(1, 10_000)] = 500
     """Jobs per script call in `enqueue_many` (bounds how long one call holds Redis)."""
     breaker_open_ms: Annotated[int, Range(0, 600_000)] = 1000
-    """After a call fails for want of a connection (refused, reset, timed out, loading),
-    every call fails at once with `RedisUnavailableError` for this long (with a spool:
-    enqueues go to the spool) instead of each waiting out its own timeouts; then one call
-    is let through as a probe, and its success closes the breaker. 0: no breaker."""
+    """After a call fails for want of a connection, every call fails at once with
+    `RedisUnavailableError` (with a spool: enqueues are spooled) for this long; then one
+    probe is let through, and its success closes the breaker. 0: no breaker."""
     spool_record_ms: Annotated[int, Range(60_000, 30 * 86_400_000)] = 86_400_000
-    """How long a shard remembers a spooled write it applied (1 day), so the spool's drain
-    can replay a batch whose reply was lost without writing a job twice. The drain forgets
-    each token once it has deleted the row; this bounds what a client that died first
-    leaves behind, and how long after such a death a replay is still exactly once."""
+    """How long a shard remembers a spooled write it applied (1 day), so a replay of a batch
+    whose reply was lost writes no job twice; bounds what a client that died leaves."""
     spool_call_record_ms: Annotated[int, Range(0, 86_400_000)] = 300_000
-    """With a spool: how long a shard remembers each direct enqueue call it applied (5 min;
-    one token per script call, about 90 bytes), so that when the call's reply is lost and
-    its jobs are spooled, their replay within this time skips what the call had written,
-    even a job that fired in between. 0: not recorded (such a job can fire twice)."""
+    """With a spool: how long a shard remembers each direct enqueue call it applied (5 min,
+    ~90 bytes a call), so a replay of a call whose reply was lost skips what it wrote.
+    0: not recorded (such a job can fire twice)."""
     ack_replicas: Annotated[int, Range(0, 100)] = 1
-    """Replicas that must confirm a write made with ``ack="replicated"`` (WAIT) or
-    ``ack="persisted"`` (WAITAOF: fsynced by the primary and by this many replicas; 0:
-    the primary's disk only). ``"replicated"`` needs at least 1."""
+    """Replicas that must confirm a write with ``ack="replicated"`` (WAIT, at least 1) or
+    ``ack="persisted"`` (WAITAOF; 0: the primary's disk only)."""
     ack_timeout_ms: Annotated[int, Range(1, 600_000)] = 2000
     """How long a write with ``ack="replicated"`` or ``"persisted"`` waits for its
     confirmations before it raises `DurabilityError`. WAITAOF with ``appendfsync
     everysec`` waits for the next fsync, up to a second, hence 2 s."""
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulerSettings(_Validated):
-    """Scheduler-node settings. Defaults suit one Redis on a LAN."""
+@dataclass(frozen=True)
+class RoleSettings(_Validated):
+    """The settings a scheduler node and a worker share. A role's settings class names it
+    first among its bases, so these fields come after the role's own."""
+
+    start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
+    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
+    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
+    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
+    stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
+    """How long `stop()` may wait for Redis (a worker: after its grace); past it, or once
+    Redis is unreachable, the rest is left to expire (leases after lease_ttl_ms, entries
+    after the visibility timeout). 0: do not wait for Redis at all."""
+    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
+    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
+    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
+    shows its failures in ``status()["parts"]``."""
+
+
+@dataclass(frozen=True)
+class _SchedulerFields:
+    """The scheduler node's own settings (`SchedulerSettings`)."""
 
     lease_ttl_ms: Annotated[int, Range(500, 600_000)] = 5000
     """A shard's lease lifetime; a dead node's shards move on after at most this."""
@@ -143,10 +157,8 @@ class SchedulerSettings(_Validated):
     are due within it, or while the wake listener does not follow the shard."""
     idle_preload_interval_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
     """Longest time between two reads of a followed shard with nothing due within its
-    window (an idle shard: one script call per this). New jobs due before the next read
-    reach the wheel by their pub/sub notes; the inbox, their durable copy, is drained at
-    that read, so a note lost while the subscription looked healthy waits up to this
-    long. Below preload_interval_ms it counts as preload_interval_ms."""
+    window (one script call per this); a pub/sub note lost meanwhile waits up to this long
+    in the inbox. Below preload_interval_ms it counts as preload_interval_ms."""
     schedule_interval_ms: Annotated[int, Range(10, 600_000)] = 500
     """How often the recurring schedules homed in led shards are planned: each run due
     within window_ms is written as a job then (a new schedule's first run may wait this
@@ -156,10 +168,8 @@ class SchedulerSettings(_Validated):
     emit_batch: Annotated[int, Range(1, 10_000)] = 500
     """Job ids moved into the stream per emit call."""
     emit_batch_bytes: Annotated[int, Range(1, 1024 * 1024 * 1024)] = 1024 * 1024
-    """Envelope bytes moved per emit call (1 MiB), by the wheel and by the sweep. A job that
-    does not fit waits for the next call, right after; one per call goes even if larger,
-    so large payloads due together are spread over calls and small jobs due with them are
-    not held behind one long call."""
+    """Envelope bytes moved per emit call (1 MiB); a job that does not fit goes in the next
+    call, right after (one per call goes even if larger)."""
     sweep_grace_ms: Annotated[int, Range(0, 600_000)] = 1000
     """The safety sweep emits jobs overdue by more than this that the wheel missed."""
     sweep_batch: Annotated[int, Range(1, 10_000)] = 200
@@ -167,39 +177,29 @@ class SchedulerSettings(_Validated):
     tick_ms: Annotated[int, Range(1, 1000)] = 1
     """Resolution of the timing wheel."""
     wheel_size: Annotated[int, Range(2, 65_536)] = 8192
-    """Buckets per wheel level. Keep wheel_size x tick_ms >= window_ms: then every preloaded
-    job sits in the first level and none waits behind a cascade from an overflow level
-    (measured at 20k jobs/s: p99.9 lateness 16 ms at 512, 10 ms at 8192)."""
+    """Buckets per wheel level. Keep wheel_size x tick_ms >= window_ms, so no preloaded job
+    cascades from an overflow level (20k jobs/s: p99.9 lateness 16 ms at 512, 10 at 8192)."""
     check_interval_ms: Annotated[int, Range(10, 600_000)] = 250
     """How often the node heartbeats, looks for new topics and nodes, and re-balances.
     A dead node's shards are taken over within lease_ttl_ms + this (+ one preload)."""
     clock_sync_interval_ms: Annotated[int, Range(100, 3_600_000)] = 5000
     """How often the offset to the Redis clock is re-measured."""
     retention_ms: Annotated[int, Range(0, 365 * 86_400_000)] = 3 * 86_400_000
-    """Ready-stream entries every group has acked are trimmed once older than this (3 days).
-    An entry some group has not acked is never trimmed, however old; nor is any entry of a
-    stream no group reads yet."""
+    """Ready-stream entries every group has acked are trimmed once older than this (3 days);
+    an entry some group has not acked is never trimmed."""
     history_max_bytes: Annotated[int, Range(0, 1 << 40)] = 256 << 20
-    """Byte budget of each topic's history (acked ready-stream entries, the job history
-    and cancellations, as MEMORY USAGE counts them; 0: none), split evenly over its shards.
-    Over it, the oldest acked entries are trimmed before `retention_ms` (256 MiB: about 18
-    hours of a topic firing 1M jobs/day; README, "A job's whole life")."""
+    """Byte budget of each topic's history (acked entries, job history, cancellations, as
+    MEMORY USAGE counts them; 0: none), split over its shards; over it, the oldest acked
+    entries go before `retention_ms` (256 MiB: ~18 h of 1M jobs/day)."""
     trim_interval_ms: Annotated[int, Range(100, 86_400_000)] = 60_000
     """How often the leader of a shard trims its ready stream and history."""
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
     """Most entries removed per trim call (the call is repeated while more are due)."""
-    start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
-    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
-    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
-    stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
-    """How long `stop()` may wait for Redis to release leases and leave; past it (or once
-    Redis is found unreachable) the rest is skipped and the leases expire by themselves
-    after lease_ttl_ms. 0: do not wait for Redis at all."""
-    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
-    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
-    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
-    shows its failures in ``status()["parts"]``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings(RoleSettings, _SchedulerFields):
+    """Scheduler-node settings. Defaults suit one Redis on a LAN."""
 
     @property
     def renew_interval_ms(self) -> int:
@@ -207,26 +207,22 @@ class SchedulerSettings(_Validated):
         return max(100, self.lease_ttl_ms // 3)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerSettings(_Validated):
-    """Worker settings. The visibility timeout is the one to think about: a crashed
-    worker's jobs wait this long before another worker takes them over."""
+@dataclass(frozen=True)
+class _WorkerFields:
+    """The worker's own settings (`WorkerSettings`)."""
 
     concurrency: Annotated[int, Range(1, 10_000)] = 10
-    """Handlers running at once (threads for sync handlers, tasks for async ones). Threads
-    are started on demand, when a job finds every thread taken, never more than this (plus
-    the replacements of wedged ones, see handler_timeout_ms)."""
+    """Handlers running at once (threads for sync handlers, started on demand; tasks for
+    async ones)."""
     block_ms: Annotated[int, Range(10, 60_000)] = 2000
     """Longest wait of one blocking read (stop() does not wait for it)."""
     read_ahead_ms: Annotated[int, Range(0, 60_000)] = 10
     """Besides the entries its handlers run, a worker holds as many as its slots start
-    within this long at their recent pace (mean run time), at most 1,000: fast handlers
-    get large reads and acks, slow ones no read-ahead, so they never hoard entries an idle
-    worker could run (`wheelq.core.read_ahead`). 0: hold only as many as there are slots."""
+    within this long at their recent pace, at most 1,000 (`wheelq.worker.read_ahead`).
+    0: hold only as many as there are slots."""
     visibility_timeout_ms: Annotated[int, Range(100, 86_400_000)] = 30_000
-    """An entry unacked and untouched this long is taken over by another worker. Running
-    handlers keep their entries' claims alive (every third of this), so a long job is not
-    taken over while its worker lives."""
+    """An entry unacked and untouched this long is taken over by another worker; running
+    handlers keep their entries' claims alive (every third of this)."""
     claim_interval_ms: Annotated[int, Range(10, 600_000)] = 5000
     """How often a worker looks for entries to take over."""
     max_deliveries: Annotated[int, Range(1, 1000)] = 5
@@ -239,29 +235,19 @@ class WorkerSettings(_Validated):
     retry_jitter_pct: Annotated[int, Range(0, 100)] = 20
     """Each retry delay is shortened by a random 0 to this percent."""
     handler_timeout_ms: Annotated[int, Range(0, 86_400_000)] = 0
-    """A run longer than this counts as failed (0: no limit); the time counts from when the
-    handler starts, never while a job waits for a slot. An async handler is cancelled; a
-    sync one cannot be, and runs on in its thread, *wedged*, with its result ignored. A new
-    thread takes each wedged one's place (up to `concurrency` wedged threads are replaced:
-    at most 2 x concurrency threads), and retires once it returns. `Worker.status()`
-    reports the wedged count; past the bound, fewer handlers run and an error is logged."""
+    """A run longer than this, from when the handler starts, counts as failed (0: no limit).
+    An async handler is cancelled; a sync one runs on *wedged*, its result ignored, and a
+    new thread takes its place (at most 2 x concurrency threads in all)."""
     shutdown_grace_ms: Annotated[int, Range(0, 3_600_000)] = 20_000
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: Annotated[int, Range(1, 1024)] = 4
     """Shards of the topic if the worker is the first to use it."""
-    start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
-    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
-    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
-    stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
-    """How long `stop()` may wait for Redis, on top of the grace, to hand entries on,
-    write settlements and leave the group; past it (or once Redis is found unreachable)
-    the rest is skipped: entries not handed on are taken over after the visibility
-    timeout, and those whose settlement was not written run again. 0: do not wait."""
-    failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
-    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
-    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
-    shows its failures in ``status()["parts"]``."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings(RoleSettings, _WorkerFields):
+    """Worker settings. The visibility timeout is the one to think about: a crashed
+    worker's jobs wait this long before another worker takes them over."""
 
     @property
     def keepalive_interval_ms(self) -> int:
@@ -278,15 +264,12 @@ class CallbackSettings(_Validated):
     concurrency: Annotated[int, Range(1, 10_000)] = 256
     """Callbacks in flight at once over all hosts (the deliverer worker's concurrency)."""
     per_host_concurrency: Annotated[int, Range(1, 10_000)] = 32
-    """Callbacks in flight at once to one host (scheme, host and port). More wait for it
-    while it would free a slot for them within half a second at the pace it answers (at
-    least this many wait); past that a job is deferred (no attempt counted) to when the
-    host should have room: a slow host takes at most twice this many of the `concurrency`
-    slots, a fast one's bursts just wait."""
+    """Callbacks in flight at once to one host (scheme, host, port). More wait while the
+    host would free a slot within half a second at its pace; past that a job is deferred
+    (no attempt counted), so a slow host takes at most twice this many slots."""
     breaker_failures: Annotated[int, Range(1, 10_000)] = 5
-    """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker.
-    While it is open, the host's jobs fail fast: each such attempt counts, and is retried no
-    earlier than the probe."""
+    """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker;
+    while open, its jobs fail fast (each attempt counts)."""
     breaker_open_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
     """How long a breaker stays open before one job probes the host (half-open): success
     closes it, failure opens it for this long again."""
@@ -312,9 +295,8 @@ class ServeSettings(_Validated):
     still loading) before it exits, as a scheduler node or a worker does; it listens only
     once Redis answers. 0: fail at once."""
     header_timeout_ms: Annotated[int, Range(100, 600_000)] = 10_000
-    """How long a request's headers may take to arrive, from the connection, the previous
-    answer on it, or their first byte; past it the connection is closed (slow clients
-    holding connections: uvicorn has no such deadline of its own)."""
+    """How long a request's headers may take to arrive; past it the connection is closed
+    (uvicorn has no such deadline of its own)."""
     body_timeout_ms: Annotated[int, Range(100, 3_600_000)] = 30_000
     """How long a request's body may take to arrive once its headers are in; past it the
     connection is closed."""
@@ -323,16 +305,11 @@ class ServeSettings(_Validated):
     max_connections: Annotated[int, Range(1, 1_000_000)] = 1000
     """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
     pull_connections: Annotated[int, Range(1, 1000)] = 32
-    """Redis connections pulls read new jobs on, a pool of their own: long polls waiting
-    there never take the connections enqueues and the service's own parts need. A pull
-    holds one while it reads and waits (on a cluster one per shard, up to all of them), so
-    this many wait at once; one that finds none free waits for one within its ``wait_ms``,
-    then answers with what it has (jobs taken over, or none). On a cluster, at most the
-    client's ``max_connections`` per node (100)."""
+    """Redis connections pulls read new jobs on, a pool of their own, so long polls never
+    take the connections the rest of the service needs; a pull holds one while it waits
+    (on a cluster one per shard). On a cluster, at most ``max_connections`` per node (100)."""
     max_groups_per_topic: Annotated[int, Range(1, 10_000)] = 64
     """Most consumer groups a topic may have: creating one more is refused (409)."""
     pull_creates_groups: Annotated[int, Range(0, 1)] = 0
-    """1: a pull with ``create: true`` creates its group when missing (under
-    ``max_groups_per_topic``); 0: groups are only made on purpose (``POST
-    /v1/topics/{topic}/groups``, ``wheelq groups create``), and a pull of an unknown group
-    is 404."""
+    """1: a pull with ``create: true`` creates its missing group (under
+    ``max_groups_per_topic``); 0: groups are made on purpose only, an unknown one is 404."""

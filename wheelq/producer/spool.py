@@ -46,7 +46,7 @@ from wheelq.errors import (
 from wheelq.producer.operations import Op, Producer, drive_async
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock, WallClock
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import Service
 from wheelq.store import job_writes
 from wheelq.store.executor import Call

@@ -1,16 +1,68 @@
-"""The production clocks: the only place wheelq reads the machine's clocks.
-
-`RedisClock` is the local monotonic clock plus a measured offset to the
-Redis server's ``TIME`` (docs/architecture.md, invariant 6): it never jumps with NTP
-steps of the local wall clock, and due times computed on the server agree
-with it to within half the best measured round trip.
-"""
+"""The production clocks (the only place wheelq reads the machine's clocks), and the
+`ClockKeeper` that keeps `RedisClock`'s offset to the server's ``TIME`` measured
+(docs/architecture.md, invariant 6)."""
 
 from __future__ import annotations
 
+import logging
 import time
+from typing import Protocol
 
 from wheelq.core.clock import ClockSample, OffsetEstimator
+from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
+from wheelq.store import nodes
+from wheelq.store.executor import Executor
+
+log = logging.getLogger(__name__)
+
+
+class SyncedClock(Protocol):
+    """A clock corrected by measured round trips to the server (`RedisClock`, or a fake)."""
+
+    def now_ms(self) -> int: ...
+
+    def local_ms(self) -> float:
+        """The local clock the offset is applied to (monotonic ms)."""
+        ...
+
+    def add_sample(self, before_ms: float, server_ms: float, after_ms: float) -> None:
+        """Record one round trip: `local_ms` before and after, the server's ms between."""
+        ...
+
+
+class ClockKeeper(Service):
+    """Measures the offset to the Redis clock every `interval_ms` (docs/architecture.md,
+    invariant 6). A sample is timed on the local clock of the clock it corrects
+    (`SyncedClock.local_ms`), so a test's fake clock decides what each round trip took."""
+
+    name = "clock"
+    title = "clock keeper"
+
+    def __init__(
+        self,
+        executor: Executor,
+        clock: SyncedClock,
+        interval_ms: int,
+        *,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+    ) -> None:
+        super().__init__(clock, log, max_pause_ms=max_pause_ms)
+        self._executor = executor
+        self._clock = clock
+        self._interval_ms = interval_ms
+
+    async def sample(self) -> None:
+        """Read TIME once and give the clock the round trip."""
+        before = self._clock.local_ms()
+        (server_ms,) = await self._executor.run([nodes.server_time()])
+        self._clock.add_sample(before, server_ms, self._clock.local_ms())
+
+    async def first_wait(self) -> float:
+        return self._interval_ms / 1000
+
+    async def step(self) -> float:
+        await self.sample()
+        return self._interval_ms / 1000
 
 
 def monotonic_ms() -> float:
@@ -24,10 +76,8 @@ def wall_ms() -> int:
 
 
 class RedisClock:
-    """Epoch ms on the Redis server's clock, read from the local monotonic clock.
-
-    Before the first `add_sample` it falls back to the local wall clock.
-    """
+    """Epoch ms on the Redis server's clock, read from the local monotonic clock (the local
+    wall clock until the first `add_sample`)."""
 
     def __init__(self) -> None:
         self._estimator = OffsetEstimator()

@@ -1,27 +1,8 @@
-"""Named crash points: places in the emit and ack paths where a test or the chaos soak can
-make the process die as a crash would, at the worst moment.
+"""Named crash points (`POINTS`) in the emit and ack paths, where a test or the chaos soak
+makes the process SIGKILL itself, as after kill -9 (docs/architecture.md, "Unknown outcomes").
 
-Library code calls `point(name)` at each place; it does nothing unless that point was
-armed, and costs one dict lookup on an empty dict when none is (about 30 ns). Nothing in
-wheelq arms a point or reads the environment for one: the process of a test or of the
-soak does, with `arm` or `arm_from_spec` (which its own entry point reads from an
-environment variable, ``WHEELQ_CRASH_AT=point:hits,...`` in wheelq's test processes).
-On the `hits`-th pass the process sends itself SIGKILL: no ``finally`` block, no atexit
-hook, no flush runs, exactly as after kill -9.
-
-The points (`POINTS`):
-
-- ``emit.before_send``: a scheduler node built its emit calls and has not sent them: the
-  jobs are still in the sorted set, the next leader fires them.
-- ``emit.after_reply``: the emit calls ran and their replies arrived, the node has not
-  recorded it: the jobs are in the stream; nobody must fire them again.
-- ``sweep.after_reply``: the same for the preloader's sweep of overdue jobs.
-- ``handler.after``: a worker's handler returned, its outcome is not queued yet: the job
-  runs again elsewhere (at least once).
-- ``ack.before_send``: a worker queued settlements (acks, retries, dead letters) and has
-  not sent them: the entries stay pending and are claimed by another worker.
-- ``ack.after_reply``: the settlements were applied and answered, the worker has not
-  recorded it: they must not take effect twice.
+`point(name)` does nothing unless armed (one lookup on an empty dict, ~30 ns); only a
+test's or the soak's process arms points (`arm`, `arm_from_spec`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What a scheduler node and a worker share around their parts.
-
-Each owns (or borrows) one Redis client, waits for Redis when it starts
-(`StartGate`), stops within a `StopBudget`, and runs in the foreground with
-`run()`. The parts differ; this shell is written once here.
-"""
+"""`Role`, the shell a scheduler node and a worker share: one Redis client, the wait for
+Redis at start (`StartGate`), a stop within a `StopBudget`, and `run()`."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from typing import Generic, TypeVar
 import redis.asyncio
 import redis.asyncio.cluster
 
-from wheelq.runtime.lifecycle import StartGate, StopBudget, close
+from wheelq.runtime.outage import StartGate, StopBudget, close
 from wheelq.runtime.service import Lifecycle
 from wheelq.store.executor import AsyncExecutor
 
@@ -34,15 +30,8 @@ def executor_of(connection: Connection) -> AsyncExecutor:
 
 
 class Role(Lifecycle, Generic[R]):
-    """Base of `Scheduler` and `Worker`: `stop()` returns their report type `R`.
-
-    Args:
-        executor: What the role's calls go through; its client is closed by `stop()` only
-            when `owns_connection` (``from_url`` made it).
-        start_timeout_ms: How long `start()` waits for a Redis not up yet.
-        stop_timeout_ms: How long a stop may wait for Redis in all.
-        log: The role's logger.
-    """
+    """Base of `Scheduler` and `Worker`: `stop()` returns their report type `R`; the client
+    is closed by `stop()` only when `owns_connection` (``from_url`` made it)."""
 
     def __init__(
         self,

@@ -1,31 +1,9 @@
-"""The supervised base every long-running part of a scheduler node or a worker shares.
+"""The supervised base of every long-running part of a scheduler node or a worker.
 
-A part (the lease keeper, the wheel driver, a worker's reader, ...) writes one
-`step()`: do one round of its work and say how long to wait before the next.
-The loop around it belongs here, so every part fails the same way:
-
-- a step that raises is logged (`Outage`: a Redis outage once, anything else
-  each time as an ERROR), counted, and tried again after a pause that starts at
-  100 ms and doubles with jitter up to ``failure_pause_max_ms``; `wake()` does
-  not cut that pause short, `stop()` does;
-- the next step that returns resets the count, unless it reported a failure it
-  caught itself with `failed()` (one shard of several refused, say): then the
-  count goes on and no pause is taken, so the other shards are not held up; a
-  step that did not try the refused work again says so with `still_failing()`,
-  and the count stands until a step that did returns;
-- cancellation passes through; nothing else ends the loop but `stop()`.
-
-A part that raises once is therefore never gone for good, and `status()` shows
-a sick one: ``{"running": bool, "failures": int, "last_error": str | None}``,
-where ``failures`` counts the failed steps since the last one that returned.
-
-    t=0     step() raises WRONGTYPE   -> ERROR logged, failures=1, pause ~100 ms
-    t=0.1   step() raises again       -> failures=2, pause ~200 ms
-    t=0.3   step() returns 0.5        -> failures=0, last_error=None, next step at 0.8
-
-`stop()` wakes any wait made with `sleep`, so a shutdown never waits out a
-tick or a poll interval; given a `StopBudget` it waits only as long as the
-budget allows, then cancels the task. It returns a `PartStopped`.
+A part writes one `step()`; the loop here logs a failed step (`Outage`), counts it and
+tries again after a backoff pause up to ``failure_pause_max_ms``, so a part is never gone
+for good and `status()` shows a sick one. `stop()` wakes any `sleep`, within an optional
+`StopBudget` (docs/architecture.md, "Service lifecycle").
 """
 
 from __future__ import annotations
@@ -37,17 +15,17 @@ from types import TracebackType
 from typing import Self
 
 from wheelq.core.clock import Clock
-from wheelq.runtime.lifecycle import StopBudget
-from wheelq.runtime.outage import Outage
+from wheelq.runtime.outage import Outage, StopBudget
 
 DEFAULT_MAX_PAUSE_MS = 2000
 
 
 class Lifecycle:
-    """``async with`` for anything with `start()` and `stop()`."""
+    """``async with`` written once: entering awaits `start()` (nothing by default), leaving
+    awaits `stop()` (a class that closes with ``aclose()`` sets ``stop = aclose``)."""
 
     async def start(self) -> None:
-        raise NotImplementedError
+        return None
 
     async def stop(self) -> object:
         raise NotImplementedError
@@ -67,14 +45,8 @@ class Lifecycle:
 
 @dataclass(frozen=True, slots=True)
 class PartStopped:
-    """What `Service.stop()` stopped.
-
-    Attributes:
-        name: The part ("driver", "claims", ...).
-        in_time: False when the stop budget ran out and the task was cancelled.
-        failures: Failed steps since the last one that returned (0: it ended healthy).
-        last_error: The last of those failures, as ``"Type: message"``.
-    """
+    """What `Service.stop()` stopped: the part's `name`, whether it stopped `in_time` (else
+    its task was cancelled), and its `failures` and `last_error` (``"Type: message"``)."""
 
     name: str
     in_time: bool
@@ -83,14 +55,8 @@ class PartStopped:
 
 
 class Service(Lifecycle):
-    """Base class of a part: subclasses implement `step()`.
-
-    Args:
-        clock: What the part reads the time from (monotone; tests pass a `ManualClock`).
-        log: The part's logger.
-        max_pause_ms: Longest pause after failed steps (``failure_pause_max_ms``).
-        title: How log lines name this part (default: the class's `title`).
-    """
+    """Base class of a part: subclasses implement `step()`. `clock` is monotone (tests pass
+    a `ManualClock`); `title` names the part in log lines (default: the class's)."""
 
     name = "service"
     """Short name, the key of this part in ``status()["parts"]``."""

@@ -1,34 +1,7 @@
-"""OpenTelemetry spans around enqueue and handlers, when the ``otel`` extra is installed.
-
-`load()` imports ``opentelemetry`` (the API only) the first time a client or worker is
-made, and returns a `Tracing` over the ``wheelq`` tracer, or None when the package is
-not installed. The roles keep what it returned and check it once per call: without the
-extra nothing is imported, no span is made, and a job costs one ``is None`` check. With
-the extra but no tracer provider set (the API's own default records nothing), `active` is
-False and no span is made either: a span the API would drop cost a worker a fifth of its
-time per job. The traceparent still travels: `enqueue` writes the caller's, or the current
-span's, as it would have been the send span's.
-
-Spans, named and attributed after OpenTelemetry's messaging conventions (``messaging.system``
-is ``"wheelq"``: the conventions list well-known systems, and any other name is allowed):
-
-- ``send <topic>``, kind PRODUCER, around `enqueue` and `enqueue_many` (one span a call):
-  ``messaging.operation.type`` "send", ``messaging.destination.name`` the topic,
-  ``messaging.message.id`` (one job) or ``messaging.batch.message_count`` (a batch). Its
-  context is the traceparent each job of the call carries, unless the job names its own.
-- ``process <topic>``, kind CONSUMER, around the handler: a child of the job's traceparent
-  (and linked to it, as the conventions ask), so one trace runs from enqueue to handler;
-  ``messaging.operation.type`` "process", ``messaging.message.id``,
-  ``messaging.consumer.group.name``, ``messaging.destination.partition.id`` (the shard),
-  ``wheelq.job.attempt``, ``wheelq.job.deliveries``, ``wheelq.job.due_ms`` and
-  ``wheelq.job.fired_ms``. What the handler raises is recorded and sets the status to
-  ERROR. The span is current while the handler runs (on its thread for a ``def``
-  handler), so the handler's own spans are its children.
-
-No scheduler span: a scheduler node fires jobs inside a Lua script, by the batch, and never
-reads an envelope in Python; a span per fired job would make every emit return each job's
-traceparent. The process span's ``due_ms`` and ``fired_ms`` show the scheduling instead.
-"""
+"""OpenTelemetry spans around enqueue (``send <topic>``) and handlers (``process <topic>``),
+when the ``otel`` extra is installed and a tracer provider is set; otherwise a job costs
+one ``is None`` check (docs/architecture.md, "Roles and layers"). No scheduler span: a node fires
+jobs by the batch inside a Lua script."""
 
 from __future__ import annotations
 
@@ -75,15 +48,8 @@ def inject() -> str | None:
 
 
 class Tracing:
-    """Opens wheelq's spans on the ``wheelq`` tracer.
-
-    Args:
-        provider: The tracer provider; None: the global one (a provider set later with
-            ``opentelemetry.trace.set_tracer_provider`` is used from then on).
-
-    Raises:
-        ImportError: ``opentelemetry-api`` is not installed.
-    """
+    """Opens wheelq's spans on the ``wheelq`` tracer of `provider` (None: the global one);
+    `ImportError` without ``opentelemetry-api``."""
 
     def __init__(self, provider: TracerProvider | None = None) -> None:
         from opentelemetry import context, trace  # noqa: PLC0415 (the optional extra)

@@ -1,31 +1,86 @@
-"""The lease keeper: which shards this node leads, and for how long.
+"""Which shards this node leads: its quota, its view of the node sets, its leases.
 
-Every check interval it heartbeats into the node registry, reads the live
-nodes and the topics, and computes its quota (`wheelq.core.shares`). Below
-quota it takes free leases (SET NX PX) in its rendezvous order; above it,
-it releases its least preferred ones so a joining node gets its share.
-Held leases are renewed by compare-and-extend three times per TTL, with one
-``SET ... IFEQ`` each where the server has it (else `lease_renew.lua`); a
-lease found taken is dropped at once. A graceful stop releases every lease.
-While Redis is unreachable it retries with backoff, capped at the renew
-interval so leases are renewed as soon as it is back.
+Every node derives its quota from the same live-node set (shards split evenly, the
+remainder to the first ids) and ranks shards by rendezvous hash, so nodes rarely race
+for a free shard. Node sets are read again only when the membership counter moved, a
+held node's heartbeat expires, or ``lease_ttl_ms`` passed. Leases are taken with
+SET NX PX and renewed three times per TTL (docs/architecture.md, "Leases and failover").
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry, ShardKeys, all_shards
-from wheelq.core.shares import quota, rank
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
-from wheelq.scheduler.node_sets import NodeSets
 from wheelq.store import nodes, ops
 from wheelq.store.executor import Call
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+
+
+def quota(node_id: str, live_nodes: Iterable[str], total_shards: int) -> int:
+    """How many shards `node_id` should lead when `live_nodes` share `total_shards` (a node
+    counts itself in, so a lone starting node takes everything)."""
+    members = sorted(set(live_nodes) | {node_id})
+    base, extra = divmod(total_shards, len(members))
+    return base + (1 if members.index(node_id) < extra else 0)
+
+
+def preference(node_id: str, shard_name: str) -> int:
+    """Rendezvous weight of a shard for a node: higher is preferred."""
+    return zlib.crc32(f"{node_id}/{shard_name}".encode())
+
+
+def rank(node_id: str, shards: Sequence[S], name: dict[S, str]) -> list[S]:
+    """`shards` ordered from most to least preferred by `node_id`."""
+    return sorted(shards, key=lambda s: preference(node_id, name[s]), reverse=True)
+
+
+class NodeSets:
+    """The live nodes of each served topic, as last read, and when to read them again (at
+    most `refresh_ms` apart; this node's own expiry never asks for a read)."""
+
+    def __init__(self, node_id: str, refresh_ms: int) -> None:
+        self._node_id = node_id
+        self._refresh_ms = refresh_ms
+        self._live: dict[str, list[str]] = {}
+        self._next_ms: dict[str, int] = {}
+        self._version: int | None = None
+
+    def to_read(self, topics: Iterable[str], now_ms: int, version: int | None) -> list[str]:
+        """The topics whose node set must be read now, given the membership counter (None:
+        unknown, every one)."""
+        if version is None or version != self._version:
+            self._version = version
+            return list(topics)
+        return [t for t in topics if t not in self._live or now_ms >= self._next_ms[t]]
+
+    def update(self, topic: str, members: list[tuple[str, int]], now_ms: int) -> None:
+        """Note a read of `topic`'s live nodes: (node id, heartbeat expiry ms) pairs."""
+        self._live[topic] = [node for node, _ in members]
+        expiries = [expiry for node, expiry in members if node != self._node_id]
+        self._next_ms[topic] = min([*expiries, now_ms + self._refresh_ms])
+
+    def live(self, topic: str) -> list[str]:
+        """The live nodes of `topic` as last read (empty before the first read)."""
+        return self._live.get(topic, [])
+
+    def forget(self, topics: Iterable[str]) -> None:
+        """Drop topics no longer served (read again if served again)."""
+        for topic in topics:
+            self._live.pop(topic, None)
+            self._next_ms.pop(topic, None)
+
+    def stale(self) -> None:
+        """Read every node set at the next check (after a failed step)."""
+        self._version = None
 
 
 class LeaseKeeper(Service):

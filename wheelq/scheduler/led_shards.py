@@ -1,23 +1,71 @@
-"""A node's shared state: the shards it leads, and the context its services share.
+"""A node's shared state: the shards it leads, its counters, and the context its parts share.
 
-The lease keeper adds and removes leads; the preloader, the wheel driver
-and the wake listener read them and keep a few flags of their own on them
-(the preloader its plan, the wake listener whether it follows the shard). Wheel entries are keyed by
-``(lead.slot, job id)``; a slot number is never reused, so entries left in
-the wheel by a lost lead are recognised and dropped when they expire.
+Wheel entries are keyed by ``(lead.slot, job id)``; a slot number is never reused, so
+entries a lost lead left in the wheel are dropped when they expire.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from wheelq.core.clock import Clock
+from wheelq.core.histogram import Histogram
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import SchedulerSettings
-from wheelq.scheduler.node_metrics import NodeMetrics
+from wheelq.runtime.service import Service
 from wheelq.store.executor import Executor
+from wheelq.store.ops import EmitResult
+
+
+@dataclass(slots=True)
+class NodeMetrics:
+    """Counters by (event kind, topic, shard), and fire lateness histograms by topic."""
+
+    counts: dict[tuple[str, str, int], int] = field(default_factory=lambda: defaultdict(int))
+    fire_lateness: dict[str, Histogram] = field(default_factory=dict)
+
+    def record(self, kind: str, topic: str, shard: int, count: int) -> None:
+        """Count one node event: its `count` of jobs or entries, or 1 (a lease change)."""
+        self.counts[(kind, topic, shard)] += count or 1
+
+    def lateness(self, topic: str) -> Histogram:
+        found = self.fire_lateness.get(topic)
+        if found is None:
+            found = self.fire_lateness[topic] = Histogram()
+        return found
+
+    def fired_by_wheel(
+        self,
+        topic: str,
+        sent_ms: int,
+        ids: Sequence[str],
+        dues_ms: Sequence[int],
+        result: EmitResult,
+    ) -> None:
+        """Observe the lateness of the jobs one wheel emit call fired. The reply names the ids it
+        did not fire but not those it skipped, so the first ``emitted`` of the others are taken:
+        the count is exact, a lateness may belong to a neighbour due in the same round."""
+        hist = self.lateness(topic)
+        if result.emitted == len(ids):
+            hist.observe_since(sent_ms, dues_ms)
+            return
+        if result.emitted <= 0:
+            return
+        skipped = {i for i, _ in result.not_yet_due} | set(result.held) | set(result.malformed)
+        late = [sent_ms - due for i, due in zip(ids, dues_ms, strict=True) if i not in skipped]
+        late = late[: result.emitted]
+        late += [late[-1] if late else 0] * (result.emitted - len(late))
+        hist.observe_all(late)
+
+    def fired_by_sweep(self, topic: str, sent_ms: int, bound_ms: int, emitted: int) -> None:
+        """Observe `emitted` overdue jobs a sweep fired, at their least lateness."""
+        if emitted > 0:
+            least = max(0, sent_ms - bound_ms)
+            self.lateness(topic).observe_all([least] * emitted)
 
 
 @dataclass(eq=False, slots=True)
@@ -120,3 +168,19 @@ class NodeContext:
         self.metrics.record(kind, keys.topic, keys.shard, count)
         if self.on_event is not None:
             self.on_event(NodeEvent(kind, keys.topic, keys.shard, count, sent_ms))
+
+
+class NodePart(Service):
+    """A part of a scheduler node, run on the node's shared context."""
+
+    def __init__(self, ctx: NodeContext, log: logging.Logger) -> None:
+        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
+        self._ctx = ctx
+        self._refused: set[int] = set()
+        """Slots of leads whose last call was refused on its own (a wrong-type key)."""
+
+    def _keep_count(self) -> None:
+        """A refused shard's retry is still to come: this step is no sign it is well."""
+        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
+        if self._refused:
+            self.still_failing()

@@ -1,25 +1,7 @@
-"""Writing recurring schedules' runs ahead of time (docs/architecture.md, "Schedules").
-
-Every ``schedule_interval_ms`` the node plans the schedules homed in the shards it leads:
-each run due within ``window_ms`` becomes an ordinary job ``<name>@<occurrence ms>`` in the
-shard that id hashes to, so the wheel fires it on time like any other job.
-
-Exactly once, across nodes and restarts:
-
-1. A node that starts planning a home shard takes a new fencing epoch there
-   (`schedule_claim.lua`, only while it holds the lease and only if nothing changed since
-   it read the schedules), and records it in every shard of the topic for each schedule
-   (`schedule_fence.lua`), so a deposed planner can no longer write anywhere.
-2. It writes the runs (`materialize.lua`): each shard refuses an older epoch and any run at
-   or before the latest one written there, so a round redone after a crash writes nothing
-   twice.
-3. It records how far it planned (`schedule_advance.lua`, fenced by lease and epoch).
-
-A node that dies between 2 and 3 leaves runs written but not recorded: the next planner
-plans them again and step 2 skips them. Pausing or removing a schedule raises the epoch
-too (`wheelq.producer.schedules`), so a round that read the schedule before cannot write
-after.
-"""
+"""Writing recurring schedules' runs ahead of time, exactly once across nodes and restarts:
+claim a fencing epoch (`schedule_claim.lua`, `schedule_fence.lua`), write the runs due
+within ``window_ms`` as jobs (`materialize.lua`, which skips what is already written), then
+record the progress (`schedule_advance.lua`) (docs/architecture.md, "Schedules")."""
 
 from __future__ import annotations
 
@@ -31,8 +13,7 @@ from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.recurring import Schedule, plan, run_id
 from wheelq.errors import LeaseLostError
 from wheelq.runtime.outage import is_transient
-from wheelq.runtime.service import Service
-from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
 from wheelq.store import schedules as sched
 from wheelq.store.executor import Call
 from wheelq.store.schedules import ShardSchedules
@@ -42,19 +23,14 @@ log = logging.getLogger(__name__)
 CALLS_PER_ROUND_TRIP = 16
 
 
-class Materializer(Service):
-    """Plans the schedules of the shards this node leads, every ``schedule_interval_ms``.
-
-    Args:
-        ctx: The node's shared context (executor, clock, leads, settings).
-    """
+class Materializer(NodePart):
+    """Plans the schedules of the shards this node leads, every ``schedule_interval_ms``."""
 
     name = "schedules"
     title = "schedule planner"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+        super().__init__(ctx, log)
         self._epochs: dict[int, int] = {}
         """Lead slot -> the epoch this node plans that shard with."""
         self.written = 0

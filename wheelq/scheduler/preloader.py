@@ -1,71 +1,132 @@
-"""The preloader: keeps each led shard's near-due jobs in the wheel.
+"""Getting near-due jobs into the wheel: the preloader, and the wake listener.
 
-A full round over a shard is one pipeline:
-1. drain the shard's inbox (notes of jobs written inside the horizon: the
-   durable half of docs/architecture.md, invariant 4),
-2. read the next page of jobs due before Redis time + `window_ms`, and
-3. sweep: emit, oldest first and `sweep_batch` at a time, jobs that are
-   overdue (the backlog from before this node took the shard, or anything
-   the wheel missed by more than `sweep_grace_ms`). A shard whose stream is at
-   its topic's ``max_ready`` is swept of every due job, every 20 ms, until
-   the stream has room again (`wheelq.core.flow`).
-Shards whose page was full or whose sweep left more behind go round again
-at once; the event loop runs the wheel driver in between, so a backlog is
-drained in bounded steps without starving jobs that are due now.
-
-When a shard goes round again is planned by the read (`preload.lua`): every
-`preload_interval_ms` while jobs are due within the window, else not before
-its earliest job comes within the window, and at most
-`idle_preload_interval_ms` later; the horizon covers the jobs written
-meanwhile. A shard sleeps until that plan only while the wake listener
-follows it (its notes arrive by pub/sub, so a job written inside the
-horizon reaches the wheel at once) and no note has come since its last
-drain; otherwise it goes round every `preload_interval_ms`, and its inbox
-drain keeps pace with the notes. A followed shard
-with nothing noted and nothing overdue gets a light round: the read alone,
-which also says whether anything is overdue (then a full round follows at
-once). An idle shard so costs one script call per `idle_preload_interval_ms`.
-While Redis is unreachable a round ends at the first failure and the next
-one waits with backoff.
+The preloader goes round each led shard: drain its inbox, read the jobs due within
+``window_ms`` (`preload.lua`, which also plans the next read), and sweep overdue ones
+(a new leader's backlog, or what the wheel missed by ``sweep_grace_ms``). The wake
+listener puts jobs written inside a preloaded window into the wheel from pub/sub; a
+shard it follows may sleep until its planned read, the others go round every
+``preload_interval_ms`` (docs/architecture.md, invariant 4).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from wheelq.core.clock import Clock
 from wheelq.errors import LeaseLostError
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
-from wheelq.runtime.service import Service
-from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
+from wheelq.scheduler.led_shards import Lead, Leads, NodeContext, NodePart
 from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
 from wheelq.store import ops
-from wheelq.store.executor import Call
+from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.wake import WakeNote, WakeSubscription
 
 log = logging.getLogger(__name__)
+
+POLL_S = 0.1  # how soon a new subscription (or stop) takes effect
+
+
+class WakeListener(Service):
+    """Feeds pub/sub wake notes of led shards into the wheel. `on_follow` is called when shards
+    became followed or not, or got their first note since their inbox was drained (the
+    preloader then plans their rounds again)."""
+
+    name = "wake"
+    title = "wake listener"
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        leads: Leads,
+        driver: WheelDriver,
+        clock: Clock,
+        *,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+        on_follow: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(clock, log, max_pause_ms=max_pause_ms)
+        self._executor = executor
+        self._leads = leads
+        self._driver = driver
+        self._on_follow = on_follow
+
+    async def step(self) -> float:
+        """One subscription: listen until stopped or the connection fails (it raises)."""
+        subscription = WakeSubscription.of(self._executor)
+        try:
+            await self._listen(subscription)
+        finally:
+            self._unfollow_all()
+            await subscription.aclose()
+        return 0.0
+
+    async def _listen(self, subscription: WakeSubscription) -> None:
+        while not self.stopping:
+            await subscription.follow(self._leads.by_channel.keys())
+            if not subscription.channels:
+                await self.sleep(POLL_S)
+                continue
+            notes = await subscription.receive(POLL_S)
+            if self.failures:
+                self.succeeded()  # the subscription is back: this step does not return
+            for note in notes:
+                self._deliver(note)
+            self._follow(subscription)
+            await asyncio.sleep(0)
+
+    def _deliver(self, note: WakeNote) -> None:
+        lead = self._leads.by_channel.get(note.channel)
+        if lead is not None:
+            self._driver.schedule(lead, [(note.job_id, note.due_ms)])
+            if not lead.noted:  # its durable copy waits in the inbox: drain at the busy pace
+                lead.noted = True
+                if self._on_follow is not None:
+                    self._on_follow()
+
+    def _follow(self, subscription: WakeSubscription) -> None:
+        """Mark the leads whose channel is confirmed as followed, the others not; a lead
+        just followed (or confirmed again) goes round at once."""
+        changed = False
+        fresh, subscription.fresh = subscription.fresh, set()
+        confirmed = subscription.confirmed
+        for channel, lead in self._leads.by_channel.items():
+            following = channel in confirmed
+            if following and (channel in fresh or not lead.followed):
+                lead.noted = True
+                lead.planned_ms = 0
+                changed = True
+            elif lead.followed and not following:
+                changed = True
+            lead.followed = following
+        if changed and self._on_follow is not None:
+            self._on_follow()
+
+    def _unfollow_all(self) -> None:
+        for lead in self._leads.all():
+            lead.followed = False
+        if self._on_follow is not None:
+            self._on_follow()
+
 
 INBOX_BATCH = 1000
 THROTTLED_INTERVAL_MS = 20
 """How often a shard held back by max_ready is swept while the stream is full."""
 
 
-class Preloader(Service):
+class Preloader(NodePart):
     """Tops up the wheel from Redis and sweeps overdue jobs."""
 
     name = "preloader"
     title = "preloader"
 
-    def __init__(
-        self,
-        ctx: NodeContext,
-        driver: WheelDriver,
-    ) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+    def __init__(self, ctx: NodeContext, driver: WheelDriver) -> None:
+        super().__init__(ctx, log)
         self._driver = driver
-        self._refused: set[int] = set()
-        """Slots of shards whose last round failed on their own (a wrong-type key)."""
 
     async def step(self) -> float | None:
         """Rounds over the shards whose round is due, until none has more to read or sweep;
@@ -75,9 +136,7 @@ class Preloader(Service):
         busy = await self.cycle(leads)
         while busy and not self.stopping:
             busy = await self.cycle(busy)
-        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
-        if self._refused:
-            self.still_failing()  # a refused shard's retry is still to come
+        self._keep_count()
         rounds = [self._round_at(lead) for lead in self._ctx.leads.all()]
         if not rounds:
             return None
@@ -93,12 +152,8 @@ class Preloader(Service):
         return min(lead.planned_ms, lead.last_round_ms + self._ctx.settings.preload_interval_ms)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
-        """One round over `leads`; returns those that have more to read or sweep.
-
-        One round trip per shard, not one for all: each reply is parsed and
-        put in the wheel in its own event-loop step, so the wheel driver gets
-        the loop between shards and no step holds it for long.
-        """
+        """One round over `leads`, one round trip per shard so the wheel driver gets the loop
+        between shards; returns those that have more to read or sweep."""
         busy = []
         for lead in leads:
             if lead.active and not self.stopping and await self._round(lead):

@@ -1,14 +1,6 @@
-"""A scheduler node: leads shards, preloads near-due jobs, fires them on time.
-
-```
-LeaseKeeper ──leads──▶ Preloader ──(id, due)──▶ WheelDriver ──emit_due.lua──▶ ready streams
-     ▲                 WakeListener ──(id, due)──┘                 Trimmer ──trim.lua──┘
-     │                 Materializer ──materialize.lua──▶ recurring schedules' runs, as jobs
-     └── ClockKeeper keeps the offset to the Redis clock that all of them read
-```
-Any number of nodes can run against one Redis: leases decide who fires
-which shard, and the fenced emit script makes a deposed leader harmless.
-"""
+"""A scheduler node: leads shards, preloads near-due jobs, fires them on time. Any number
+of nodes can run against one Redis: leases decide who fires which shard, and the fenced
+emit script makes a deposed leader harmless (docs/architecture.md, "Leases and failover")."""
 
 from __future__ import annotations
 
@@ -24,17 +16,15 @@ from redis.exceptions import RedisError
 
 from wheelq.core.keys import topic_set
 from wheelq.core.settings import SchedulerSettings
-from wheelq.runtime.clock import RedisClock
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.runtime.clock import ClockKeeper, RedisClock
+from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.runtime.service import Service
-from wheelq.scheduler.clock_keeper import ClockKeeper
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
 from wheelq.scheduler.materializer import Materializer
-from wheelq.scheduler.preloader import Preloader
+from wheelq.scheduler.preloader import Preloader, WakeListener
 from wheelq.scheduler.trimmer import Trimmer
-from wheelq.scheduler.wake_listener import WakeListener
 from wheelq.scheduler.wheel_driver import WheelDriver
 from wheelq.store import connect, nodes
 

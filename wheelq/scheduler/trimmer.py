@@ -1,27 +1,13 @@
-"""Trimming the ready streams and job histories a node leads (docs/architecture.md,
-invariant 5, and "Job history").
-
-Every `trim_interval_ms` the leader of a shard removes the entries of its
-ready stream that every consumer group has acked and that are older than
-`retention_ms` (or, while the shard's history is over its share of
-`history_max_bytes`, the oldest acked ones), with the history records that
-name them, and cancellations past retention. `trim.lua` computes the bound
-atomically from the groups' pending lists and delivery positions, so an
-entry some group has not acked (or not yet received) is never removed, and a
-stream no group reads yet is left whole. One node trims each shard: the one holding its lease.
-
-A shard whose trim is refused (its ready key holds something else than a stream)
-is reported with `Service.failed` and skipped for the round; the other shards are
-trimmed as usual. An outage (Redis unreachable, still loading) fails the whole round.
-"""
+"""Trimming the ready streams and histories of the shards a node leads (`trim.lua`): acked
+entries past ``retention_ms`` or over the history budget, never one some group has not
+acked (docs/architecture.md, invariant 5, and "Job history")."""
 
 from __future__ import annotations
 
 import logging
 
 from wheelq.runtime.outage import is_transient
-from wheelq.runtime.service import Service
-from wheelq.scheduler.led_shards import NodeContext
+from wheelq.scheduler.led_shards import NodeContext, NodePart
 from wheelq.store import consume
 
 log = logging.getLogger(__name__)
@@ -32,19 +18,14 @@ MAX_CALLS_PER_ROUND = 50
 """Calls per shard per round: a huge backlog is trimmed over several rounds."""
 
 
-class Trimmer(Service):
-    """Every ``trim_interval_ms``, trims the ready streams of the shards this node leads.
-
-    Args:
-        ctx: The node's shared context (executor, clock, leads, settings).
-    """
+class Trimmer(NodePart):
+    """Every ``trim_interval_ms``, trims the ready streams of the shards this node leads."""
 
     name = "trimmer"
     title = "trimmer"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+        super().__init__(ctx, log)
         self.trimmed = 0
 
     async def first_wait(self) -> float:
@@ -55,12 +36,9 @@ class Trimmer(Service):
         return self._ctx.settings.trim_interval_ms / 1000
 
     async def trim_once(self) -> int:
-        """One round over every led shard, each shard called again while it has `more`
-        (at most `MAX_CALLS_PER_ROUND` times); returns how many entries went.
-
-        Raises:
-            Exception: A transient one (Redis unreachable): the round is cut short.
-        """
+        """One round over every led shard, each called again while it has `more` (at most
+        `MAX_CALLS_PER_ROUND` times); returns how many entries went. A transient error ends
+        the round."""
         s = self._ctx.settings
         total = 0
         pending = {lead.keys: lead for lead in self._ctx.leads.all()}

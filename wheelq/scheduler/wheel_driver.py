@@ -1,22 +1,7 @@
-"""The wheel driver: sleeps until the next due bucket, then emits what expired.
-
-It owns the node's `TimingWheel` and its clock reads. Each round it
-advances the wheel to now, groups the expired ids by shard, and sends one
-fenced `emit_due` call per shard and batch, all in one pipeline. The
-script decides: a cancelled id is skipped, a rescheduled-later one comes
-back with its new due time and is put back in the wheel, and a shard
-whose lease is gone answers LEASE_LOST, which drops the lead. While Redis
-is unreachable it pauses with backoff between emits: what expires meanwhile
-goes out in one round when the pause ends. A round whose reply does not come (a
-connection cut, a timeout, LOADING) goes back in the wheel and is sent again after
-the pause; whether it ran or not, the script emits only what is still pending.
-
-A shard whose emit is refused (a key of the wrong type, say) is reported
-with `failed()` and its ids go back in the wheel for a retry after the
-backoff pause, while the other shards fire on time. Until a retry gets
-through, the steps between retries keep the count (`still_failing()`), so
-``status()`` shows the sick shard for as long as it is sick.
-"""
+"""The wheel driver: sleeps until the next due bucket, then fires what expired with one fenced
+`emit_due` call per shard and batch, in one pipeline. A round whose reply did not come
+goes back in the wheel (the script emits only what is still pending); a shard whose emit
+is refused is retried after the backoff pause while the others fire on time."""
 
 from __future__ import annotations
 
@@ -24,12 +9,11 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from wheelq.core.wheel import TimingWheel
 from wheelq.errors import LeaseLostError
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
-from wheelq.runtime.service import Service
-from wheelq.scheduler.led_shards import Lead, NodeContext
+from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
+from wheelq.scheduler.wheel import TimingWheel
 from wheelq.store import ops
 from wheelq.store.executor import Call
 
@@ -41,25 +25,18 @@ FIRST_ROUND = 100
 """Jobs of a burst sent ahead of the rest (see `WheelDriver._emit`)."""
 
 
-class WheelDriver(Service):
-    """Fires preloaded jobs at their due millisecond.
-
-    Args:
-        ctx: The node's shared context (executor, clock, leads, settings).
-    """
+class WheelDriver(NodePart):
+    """Fires preloaded jobs at their due millisecond."""
 
     name = "driver"
     title = "wheel driver"
 
     def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
-        self._ctx = ctx
+        super().__init__(ctx, log)
         s = ctx.settings
         self.wheel: TimingWheel[WheelKey] = TimingWheel(
             tick_ms=s.tick_ms, wheel_size=s.wheel_size, start_ms=ctx.clock.now_ms()
         )
-        self._refused: set[int] = set()
-        """Slots of leads whose last emit was refused and is to be retried."""
 
     def schedule(self, lead: Lead, jobs: list[tuple[str, int]]) -> None:
         """Put (job id, due ms) pairs of `lead` in the wheel; wakes the driver if earlier."""
@@ -96,18 +73,10 @@ class WheelDriver(Service):
             self._keep_count()
         return 0.0
 
-    def _keep_count(self) -> None:
-        """A refused shard's retry is still to come: this step is no sign it is well."""
-        self._refused &= self._ctx.leads.by_slot.keys()  # forget leads gone since
-        if self._refused:
-            self.still_failing()
-
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
-        """Emit `expired` (sorted by due time). A burst goes out in two rounds: first the
-        earliest `FIRST_ROUND` jobs, sent before the rest is even grouped, so they reach the
-        stream one short script after their due time instead of after the node has built
-        the calls of the whole burst (a 20,000-job burst: ~15 ms of Python); then the rest.
-        A first round whose reply did not come puts the rest back in the wheel with it."""
+        """Emit `expired` (sorted by due time) in two rounds: the earliest `FIRST_ROUND` first,
+        before the rest is even grouped (a 20,000-job burst takes ~15 ms of Python), then the
+        rest; if the first round's reply does not come, the rest goes back in the wheel too."""
         head, rest = expired[:FIRST_ROUND], expired[FIRST_ROUND:]
         try:
             await self._emit_round(head, now_ms)
@@ -168,10 +137,8 @@ class WheelDriver(Service):
             raise outage
 
     def _again(self, targets: list[tuple[Lead, list[str], list[int]]]) -> None:
-        """Put a round's jobs back in the wheel at their due times (past: they expire at
-        the next step, after the base's pause), when its reply did not come. Sending them
-        again is safe whether or not the calls ran: the script emits only ids still in the
-        sorted set, so none fires twice, and none waits for the sweep's grace."""
+        """Put a round whose reply did not come back in the wheel at its due times; sending it
+        again is safe, the script emits only ids still pending."""
         for lead, chunk, chunk_dues in targets:
             self.schedule(lead, list(zip(chunk, chunk_dues, strict=True)))
 

@@ -23,8 +23,7 @@ from wheelq.web.models import (
 )
 from wheelq.web.problems import RESPONSES, ProblemError
 from wheelq.web.service import WebService
-from wheelq.worker.pull import UnknownGroupError
-from wheelq.worker.receipts import Outcome
+from wheelq.worker.pull import Outcome, UnknownGroupError
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}", tags=["pull consumers"], responses=RESPONSES

@@ -9,9 +9,8 @@ from wheelq.callbacks.delivery import Deliveries
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.producer.async_client import AsyncClient
-from wheelq.runtime.clock import RedisClock, WallClock
-from wheelq.runtime.lifecycle import StartGate
-from wheelq.scheduler.clock_keeper import ClockKeeper
+from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
+from wheelq.runtime.outage import StartGate
 from wheelq.web.auth import Guard, Token
 from wheelq.web.coalesce import Coalescer
 from wheelq.worker.pull import Puller

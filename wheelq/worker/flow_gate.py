@@ -1,14 +1,6 @@
 """The worker's side of flow control (`wheelq.core.flow`): before a handler starts, wait for
-an ordered job's turn, take a rate token and a key's concurrency slot in Redis, or say how
-long to defer the job.
-
-`admit` waits in the worker for a reserved token up to ``max_wait_ms`` (before the job takes
-one of the worker's slots, so waiting jobs do not block others); anything longer, a key at
-its concurrency, or an ordered job whose turn has not come, is a deferral the caller turns
-into a retry that keeps the attempt. `release` gives the concurrency slot back when the
-handler is done and, for an ordered job that finished (succeeded or dead-lettered), lets
-its key's next job start; a worker that dies holding a slot frees it after the slot's ttl.
-"""
+an ordered job's turn, take a rate token and a key's concurrency slot, or say how long to
+defer the job; `release` gives the slot back (docs/architecture.md, "Flow control")."""
 
 from __future__ import annotations
 
@@ -30,14 +22,8 @@ GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}
 
 
 class FlowGate:
-    """Admits a consumer group's jobs under its `Flow`, and ordered jobs in their turn.
-
-    Args:
-        executor: Where the calls go.
-        topic, group, consumer: Whose limits, and who holds a slot.
-        flow: The limits (an empty `Flow`: only ordered jobs wait).
-        slot_ttl_ms: How long a concurrency slot outlives a worker that died holding it.
-    """
+    """Admits a consumer group's jobs under its `Flow` (empty: only ordered jobs wait), and
+    ordered jobs in their turn; a dead worker's concurrency slot expires after `slot_ttl_ms`."""
 
     def __init__(
         self,

@@ -1,29 +1,14 @@
-"""The in-flight set: the entries a worker holds, each run through the handler in a slot.
-
-An entry is *held* from the moment it is read (or claimed) until its outcome
-is handed to the settler: first *waiting* for one of `concurrency` slots,
-then *running*. The reader and the claim keeper ask `free()` before taking
-more, so a worker never holds more than it can start soon: its slots, plus
-the read-ahead its handlers' pace allows (`wheelq.core.read_ahead`).
-
-Decoding happens here too: an entry that is not a job is dead-lettered as
-malformed; a retry or replay meant for another group is acked and skipped.
-
-This is the hot path (tens of thousands of entries a second): one task per
-entry, one semaphore for the slots, and the settler batches the outcomes. A
-task is made only when about a slot can take it: entries beyond that (read
-ahead) wait in a deque, and each task that ends starts the next, so a thousand
-entries read ahead are not a thousand tasks queued on the semaphore. A sync
-handler's entry without flow control gets no task at all: it goes straight to
-the handler threads, and a callback on its run's future settles it (a task per
-job cost about a third of a fast sync job).
-"""
+"""The in-flight set: the entries a worker holds (read ahead, waiting for a slot, running),
+decoded and run in slots, with what a failure leads to (retry, defer, dead letter). The
+worker's hot path: one task per entry only when a slot can take it soon."""
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -32,16 +17,60 @@ from dataclasses import dataclass
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
-from wheelq.core.read_ahead import READ_AHEAD_MAX, ReadAhead
-from wheelq.core.retry import Reason, RetryPolicy
+from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
 from wheelq.store.consume import Entry
-from wheelq.worker.failures import Fate, defer, settle_failure
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner
+from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.worker.settler import Settler
 
 log = logging.getLogger(__name__)
+
+
+class Fate(enum.Enum):
+    """Where a failed run went."""
+
+    RETRIED = "retried"
+    """Enqueued again after its backoff, one attempt on."""
+    DEFERRED = "deferred"
+    """Enqueued again after its delay, the same attempt (it did not fail)."""
+    DEAD = "dead"
+    """Dead-lettered: its last attempt, or `wheelq.Fail`."""
+
+
+def settle_failure(
+    settler: Settler,
+    policy: RetryPolicy,
+    topic: str,
+    job: Job,
+    payload: bytes,
+    error: Exception,
+    ended_ms: int,
+) -> Fate:
+    """Retry, defer or dead-letter `job`, whose run raised `error` at `ended_ms` (epoch
+    ms); `payload` as encoded, for the retry's envelope."""
+    outcome = after_failure(job.attempt, job.max_attempts, error, policy, random.random())
+    summary = outcome.error.splitlines()[0]
+    if outcome.delay_ms is None:
+        log.warning("job %s of %s dead-lettered: %s", job.id, topic, summary)
+        settler.dead(job.shard, job.entry_id, Reason.FAILED, outcome.error)
+        return Fate.DEAD
+    if outcome.counts:
+        log.info(
+            "job %s of %s failed (attempt %d of %d), retry in %d ms: %s",
+            *(job.id, topic, job.attempt, job.max_attempts, outcome.delay_ms, summary),
+        )
+    else:
+        log.debug("job %s of %s deferred %d ms: %s", job.id, topic, outcome.delay_ms, summary)
+    settler.retry(job, payload, outcome.delay_ms, ended_ms, outcome.error, outcome.counts)
+    return Fate.RETRIED if outcome.counts else Fate.DEFERRED
+
+
+def defer(settler: Settler, job: Job, payload: bytes, defer_ms: int, now_ms: int) -> None:
+    """Held back by a flow limit: run `job` again after `defer_ms`, keeping the attempt."""
+    why = f"deferred {defer_ms} ms by flow control"
+    settler.retry(job, payload, defer_ms, now_ms, why, counts=False)
 
 
 @dataclass(slots=True)
@@ -57,23 +86,8 @@ class Held:
 
 
 class InFlightSet:
-    """The entries a worker holds, keyed by (shard, entry id), and their bounded slots.
-
-    Args:
-        topic: The topic (for log lines).
-        group: The worker's group: entries meant for another group are acked and skipped.
-        concurrency: How many handlers run at once (the slots).
-        runner: Runs the handler on one job.
-        settler: Where each outcome goes (ack, retry, dead letter).
-        policy: The backoff of retries.
-        clock: Stamps a retry's envelope with the time it was enqueued again (epoch ms; the
-            worker passes the wall clock, which the producer stamps first enqueues with), and
-            times handler starts against due times.
-        gate: Flow control (`wheelq.worker.flow_gate`).
-        read_ahead_ms: How far ahead of the slots to read, in time (`ReadAhead`).
-        timer: Seconds on a monotonic clock, read around each run for the read-ahead's
-            pace: run times far below a millisecond must not read as 0 or 1 ms.
-    """
+    """The entries a worker holds, keyed by (shard, entry id), and their bounded slots; `clock`
+    (epoch ms) stamps retries, `timer` (monotonic s) times runs for the read-ahead."""
 
     def __init__(
         self,

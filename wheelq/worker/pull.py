@@ -1,51 +1,241 @@
-"""Pull consumers: jobs taken by request instead of pushed to a handler (the HTTP API's
-``pull``, ``ack`` and ``nack``), with a worker's guarantees.
+"""Pull consumers: jobs taken by request (the HTTP API's ``pull``, ``ack``, ``nack``) with a
+worker's guarantees, and the receipts that name each delivery.
 
-A pull reads a consumer group's new entries (XREADGROUP; the group must exist: a pull
-never creates one, `UnknownGroupError`) and, at most every `claim_interval_ms` per group, takes over
-entries left unacked past the visibility timeout (the worker's ``claim.lua``, which
-dead-letters an entry delivered more than `max_deliveries` times). Each job comes with a
-*receipt* that names its delivery (`wheelq.worker.receipts`); ``ack`` settles it as a
-worker's success does (recorded in the job's history), ``nack`` as a worker's failure
-(retried after a delay, or dead-lettered after its last attempt). A receipt whose entry was
-taken over by a later pull is stale: it settles nothing (`Outcome.STALE`), so the newer
-delivery's run is not cut short; a second ack of a receipt is a no-op.
-
-Reads go through connections of their own (`BlockingReads`, ``pull_connections`` of them):
-a pull takes a slot before it reads (waiting for one within ``wait_ms``, else it answers
-with what it has), so waiting pulls never take the connections the rest of the service
-needs. On a single server one pull reads every shard in one command, blocking in Redis for
-up to ``wait_ms`` (in reads of at most `MAX_BLOCK_MS`); on a cluster each shard is read
-apart (a slot each), blocking at most `CLUSTER_BLOCK_MS` a round, so a job fired on any
-shard is seen within that. `close()` (the service is
-stopping) ends every wait at once: a blocked read is cancelled, as a worker's reader's is
-on stop (entries it had delivered stay pending and are taken over after the visibility
-timeout), and the pull answers with what it has.
+A pull reads the group's new entries and, every ``claim_interval_ms``, takes over stale
+ones; ``ack``/``nack`` settle a receipt as a worker's success or failure would, and a
+receipt taken over since is `Outcome.STALE`. Reads use their own connections
+(`BlockingReads`) so waiting pulls never starve the service (docs/security.md, "Pull
+consumers").
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
 import json
+import random
+import re
 import secrets
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
+import msgpack
 from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
-from wheelq.core.job import Job
+from wheelq.core.job import Field, Job
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
-from wheelq.core.retry import Reason, RetryPolicy
+from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, groups, ops
 from wheelq.store.connect import BlockingReads
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.executor import AsyncExecutor, Call, Executor
 from wheelq.store.scripts import GroupOutcome
-from wheelq.worker.pull_settle import ack_receipts, nack_receipts
-from wheelq.worker.receipts import Outcome, Receipt, ReceiptSeal
+from wheelq.worker.settler import ACKS_PER_CALL
+
+MAX_RECEIPTS = 10_000
+MAX_RECEIPT_CHARS = 2000
+MAC_BYTES = 16
+"""An HMAC-SHA256 truncated to 128 bits: forging one is a 2**-128 guess per try."""
+_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+
+
+class Outcome(StrEnum):
+    """What settling one receipt did."""
+
+    ACKED = "acked"
+    RETRIED = "retried"
+    DEAD_LETTERED = "dead_lettered"
+    SETTLED_BEFORE = "settled_before"
+    """The entry was no longer pending: settled already (this receipt again, or the delivery
+    that took it over); nothing changed."""
+    STALE = "stale"
+    """The entry is pending to a later delivery (taken over after the visibility timeout):
+    the receipt settles nothing; the newest receipt does."""
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What a receipt names: the entry, its job, when it was pulled (ms), and the delivery:
+    the consumer it is pending to and its delivery count at the pull."""
+
+    shard: int
+    entry_id: str
+    job_id: str
+    pulled_ms: int
+    consumer: str
+    deliveries: int
+
+
+class ReceiptSeal:
+    """Issues and checks receipts: a MAC of a receipt's fields, topic and group under `key`,
+    the same on every service of a deployment (an ack may reach another instance)."""
+
+    def __init__(self, key: bytes) -> None:
+        if not key:
+            raise ValueError("key must not be empty")
+        self._key = key
+
+    def _mac(self, fields: list[object], topic: str, group: str) -> bytes:
+        signed = msgpack.packb([topic, group, *fields], use_bin_type=True)
+        return hmac.new(self._key, signed, hashlib.sha256).digest()[:MAC_BYTES]
+
+    def issue(self, receipt: Receipt, topic: str, group: str) -> str:
+        """The receipt's text, sealed for `topic` and `group`."""
+        fields: list[object] = [
+            receipt.shard,
+            receipt.entry_id,
+            receipt.job_id,
+            receipt.pulled_ms,
+            receipt.consumer,
+            receipt.deliveries,
+        ]
+        packed = msgpack.packb([*fields, self._mac(fields, topic, group)], use_bin_type=True)
+        return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
+
+    def open(self, text: object, where: str, topic: str, group: str) -> Receipt:
+        """The receipt `text` names, once its MAC verifies for `topic` and `group`.
+
+        Raises:
+            InvalidArgumentError: Naming `where`: not a receipt, or not one a service of this
+                deployment gave for this topic and group (forged, altered, or another's).
+        """
+        fields: object = None
+        if isinstance(text, str) and len(text) <= MAX_RECEIPT_CHARS:
+            try:
+                fields = msgpack.unpackb(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+            except (ValueError, TypeError, binascii.Error, msgpack.UnpackException):
+                fields = None
+        if (
+            isinstance(fields, list)
+            and len(fields) == 7
+            and isinstance(fields[0], int)
+            and fields[0] >= 0
+            and isinstance(fields[1], str)
+            and _ENTRY_ID.fullmatch(fields[1])
+            and isinstance(fields[2], str)
+            and isinstance(fields[3], int)
+            and isinstance(fields[4], str)
+            and isinstance(fields[5], int)
+            and fields[5] >= 1
+            and isinstance(fields[6], bytes)
+            and hmac.compare_digest(fields[6], self._mac(fields[:6], topic, group))
+        ):
+            return Receipt(*fields[:6])
+        raise InvalidArgumentError(
+            where,
+            f"{where} is not a receipt this service gave for this topic and group "
+            f"(altered, forged, or another's), got {text!r:.60}; nothing was changed",
+        )
+
+    def open_all(self, receipts: Sequence[object], topic: str, group: str) -> list[Receipt]:
+        """Check and decode a list of receipts: every one before any is settled.
+
+        Raises:
+            InvalidArgumentError: Not a list of 1 to 10,000 receipts; names ``receipts[i]``
+                for the first that is not one this deployment gave for the topic and group.
+        """
+        if isinstance(receipts, str | bytes) or not isinstance(receipts, Sequence):
+            raise InvalidArgumentError("receipts", "receipts must be a list of receipts")
+        if not 1 <= len(receipts) <= MAX_RECEIPTS:
+            raise InvalidArgumentError(
+                "receipts",
+                f"receipts must hold 1 to {MAX_RECEIPTS} receipts, got {len(receipts)}",
+            )
+        return [self.open(r, f"receipts[{i}]", topic, group) for i, r in enumerate(receipts)]
+
+
+_SETTLED = {1: None, 0: Outcome.SETTLED_BEFORE, -1: Outcome.STALE}
+"""A script's per-entry answer (`consume.ack_delivered`) as an outcome; None: as asked."""
+
+
+async def ack_receipts(
+    executor: Executor, now_ms: int, topic: str, group: str, receipts: list[Receipt]
+) -> list[Outcome]:
+    """Ack the receipts' entries and record the successes; each receipt's outcome, in order.
+    A shard's receipts go in calls of at most `ACKS_PER_CALL` entries, as a worker's acks
+    do, so one request never holds Redis for long."""
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(receipts):
+        by_shard[r.shard].append(i)
+    parts = [
+        (shard, mine[i : i + ACKS_PER_CALL])
+        for shard, mine in by_shard.items()
+        for i in range(0, len(mine), ACKS_PER_CALL)
+    ]
+    calls = [
+        consume.ack_delivered(
+            ShardKeys(topic, shard),
+            group,
+            [_done(receipts[i], now_ms) for i in part],
+            [(receipts[i].consumer, receipts[i].deliveries) for i in part],
+        )
+        for shard, part in parts
+    ]
+    outcomes = [Outcome.ACKED] * len(receipts)
+    for (_, part), got in zip(parts, await executor.run(calls), strict=True):
+        for i, code in zip(part, got, strict=True):
+            outcomes[i] = _SETTLED[code] or Outcome.ACKED
+    return outcomes
+
+
+def _done(r: Receipt, now_ms: int) -> consume.Done:
+    return (r.entry_id, r.job_id, now_ms, now_ms - r.pulled_ms)
+
+
+async def nack_receipts(
+    executor: Executor,
+    now_ms: int,
+    policy: RetryPolicy,
+    topic: str,
+    group: str,
+    receipts: list[Receipt],
+    delay_ms: int | None,
+) -> list[Outcome]:
+    """Retry or dead-letter the receipts' jobs (read back from the stream for their
+    envelopes); each receipt's outcome, in order."""
+    reads = [consume.read_ready(ShardKeys(topic, r.shard), r.entry_id, 1) for r in receipts]
+    found = await executor.run(reads) if reads else []
+    outcomes = [Outcome.SETTLED_BEFORE] * len(receipts)  # trimmed: it was acked long ago
+    calls: list[Call[Any]] = []
+    asked: list[int] = []
+    for i, (r, rows) in enumerate(zip(receipts, found, strict=True)):
+        if not rows or rows[0][0] != r.entry_id:
+            continue
+        keys = ShardKeys(topic, r.shard)
+        delivery = (r.consumer, r.deliveries)
+        asked.append(i)
+        try:
+            job = Job.from_entry(r.entry_id, rows[0][1], r.shard)
+        except ValueError as exc:
+            entry = (r.entry_id, Reason.MALFORMED, str(exc))
+            calls.append(consume.dead_letter_delivered(keys, group, entry, delivery))
+            continue
+        error = f"nacked by a pull consumer (attempt {job.attempt} of {job.max_attempts})"
+        if job.attempt >= job.max_attempts:
+            entry = (r.entry_id, Reason.FAILED, error)
+            calls.append(consume.dead_letter_delivered(keys, group, entry, delivery))
+            continue
+        wait = policy.backoff_ms(job.attempt, random.random()) if delay_ms is None else delay_ms
+        envelope = retry_envelope(job, rows[0][1][Field.PAYLOAD], now_ms, group)
+        calls.append(
+            consume.retry(keys, group, r.entry_id, job.id, wait, envelope, error, now_ms, delivery)
+        )
+    for i, reply in zip(asked, await executor.run(calls) if calls else [], strict=True):
+        if isinstance(reply, consume.Retried):
+            code = 1 if reply.done else -1 if reply.stale else 0
+            outcomes[i] = _SETTLED[code] or Outcome.RETRIED
+        else:
+            outcomes[i] = _SETTLED[int(reply)] or Outcome.DEAD_LETTERED
+    return outcomes
+
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
@@ -86,19 +276,9 @@ class Pulled:
 class Puller:
     """Pull, ack and nack for any topic and group (see the module docstring).
 
-    Args:
-        executor: Sends the calls (`resolve()`d already, so it knows a cluster).
-        clock: Stamps receipts and paces claim scans (the wall clock: a success record's
-            end time is on it, as a worker's is).
-        visibility_timeout_ms: An entry pulled and not acked this long is taken over.
-        max_deliveries: An entry delivered more often is dead-lettered instead.
-        policy: The backoff of a nack without a delay.
-        claim_interval_ms: Least time between two claim scans of one group.
-        receipt_secret: The key receipts are sealed with (`ReceiptSeal`), the same on every
-            service of a deployment; empty: one made at random once and kept in Redis
-            (`wheelq.core.keys.RECEIPT_KEY`), which every service then reads.
-        pull_connections: Most connections blocking reads hold at once, a pool of their own
-            (`BlockingReads`): waiting pulls never take `executor`'s connections.
+    `receipt_secret` seals receipts (`ReceiptSeal`), the same on every service of a
+    deployment; empty: one made at random once and kept in Redis (`RECEIPT_KEY`).
+    `pull_connections` bounds the blocking reads' own pool (`BlockingReads`).
     """
 
     def __init__(
@@ -152,11 +332,7 @@ class Puller:
         await self._reads.aclose()
 
     async def shards(self, topic: str) -> int:
-        """The topic's shard count.
-
-        Raises:
-            UnknownTopicError: The topic is not registered.
-        """
+        """The topic's shard count, or `UnknownTopicError`."""
         validate_topic(topic)
         count = self._shards.get(topic)
         if count is None:
@@ -216,12 +392,8 @@ class Puller:
         self._spare.setdefault((topic, group), []).extend((p, now, consumer) for p in extra)
 
     async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
-        """Check that the group exists (on some shard: made again on a shard whose stream
-        was deleted since, as a worker does).
-
-        Raises:
-            UnknownGroupError: No shard has it (nothing is created).
-        """
+        """Check that the group exists on some shard (made again on a shard whose stream was
+        deleted since, as a worker does); else `UnknownGroupError`, nothing created."""
         if (topic, group) in self._groups:
             return
         found = await self._executor.run([groups.delete_group(k, group, "check") for k in keys])
@@ -286,10 +458,8 @@ class Puller:
         count: int,
         wait_ms: int,
     ) -> list[Pulled]:
-        """New entries, waiting up to `wait_ms` for some. The reads go through the
-        connections of `BlockingReads`, whose slots the pull takes first (one; on a cluster
-        one per shard it blocks on), waiting for them within `wait_ms`: when none came free
-        in time it reads nothing and answers with what it has."""
+        """New entries, waiting up to `wait_ms` for some, on the connections of `BlockingReads`
+        (slots taken first, within `wait_ms`; none in time: it answers with what it has)."""
         deadline = self._clock.now_ms() + wait_ms
         wanted = len(keys) if self._executor.cluster else 1
         async with self._reads.slots(wanted, wait_ms / 1000, self._closing) as taken:
@@ -332,9 +502,9 @@ class Puller:
         share: int,
         block_ms: int | None,
     ) -> tuple[list[Pulled], list[ShardKeys]]:
-        """Read up to `share` entries of each shard of `chosen` (COUNT applies to each
-        stream) on the connections of `BlockingReads`; returns the jobs and the shards that
-        gave their full share."""
+        """Read up to `share` entries of each shard of `chosen` (COUNT applies to each stream)
+        on the connections of `BlockingReads`; returns the jobs and the shards that gave their
+        full share."""
         executor = self._reads.executor()
         if self._executor.cluster:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)

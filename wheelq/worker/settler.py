@@ -1,14 +1,6 @@
-"""Writing outcomes back: acks, retries and dead letters, batched into one round trip.
-
-Handlers finish one by one; the settler gathers what they ask for and sends
-it together (one XACK per shard for all successes, one script call per retry
-and per shard of dead letters). Every settlement is fenced by XACK inside
-its script, so sending one twice (after a connection error, or when two
-workers raced on a taken-over entry) has no second effect. Settlements that
-failed on a connection error are kept and sent again, with backoff while
-Redis is unreachable; the entries stay pending meanwhile, so a crash here
-only means they run again elsewhere.
-"""
+"""Writing outcomes back (acks, retries, dead letters), batched into one round trip. Each
+settlement is fenced by XACK in its script, so sending one twice has no second effect;
+those that failed on a connection error are sent again with backoff."""
 
 from __future__ import annotations
 
@@ -23,8 +15,7 @@ from wheelq.core.job import Job
 from wheelq.core.keys import READY, ShardKeys
 from wheelq.core.retry import Reason, retry_envelope
 from wheelq.runtime import crash
-from wheelq.runtime.lifecycle import StopBudget
-from wheelq.runtime.outage import is_transient
+from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume
 from wheelq.store.executor import Call, Executor
@@ -68,17 +59,9 @@ class _Queued:
 class Settler(Service):
     """Writes the outcomes handlers asked for, batched; keeps them while Redis is away.
 
-    `ack`, `retry` and `dead` queue an outcome and wake the step, which sends everything
-    queued in one round trip. A connection error puts what it kept back in the queue and
-    raises (the base pauses with backoff); a settlement Redis refused is reported with
-    `failed()` and counted in ``counts.dropped``, and the other settlements go on.
-
-    Args:
-        executor: Sends the calls (`AsyncExecutor`; a scripted fake in unit tests).
-        topic: The topic whose entries are settled.
-        group: The worker's consumer group.
-        clock: The base's clock (pauses after failures).
-        max_pause_ms: Longest pause after failed writes (``failure_pause_max_ms``).
+    `ack`, `retry` and `dead` queue an outcome and wake the step, which sends all queued in
+    one round trip. A connection error requeues them and raises (the base pauses); a
+    settlement Redis refused is reported with `failed()` and counted in ``counts.dropped``.
     """
 
     name = "settler"

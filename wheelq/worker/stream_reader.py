@@ -1,53 +1,106 @@
-"""The stream reader: XREADGROUP over the shards of a topic, as much as there is room for.
-
-It reads only when the worker has free slots, and asks each shard for its
-share of them (at least one), so a worker holds at most about `concurrency`
-entries plus one per shard, and does not hoard entries another could run.
-On a single server one reader reads every shard with one blocking XREADGROUP;
-on a Redis Cluster, where a command may touch one slot only, the worker runs
-one reader per shard, each with its own blocking read. Those readers share the
-free slots through `ReadSlots`: a read takes its COUNT from them before it
-blocks, so together they never hold more entries than the worker can start
-(a worker busy with a long handler leaves the other jobs to idle workers).
-While the slots are all taken and some reader has none, reads block for at most
-`SHARED_BLOCK_MS`, so the slots go round to the shards that have work.
-`stop()` cancels a blocked read at once (the connection is dropped, and any
-entries it had delivered stay pending: the worker hands them on when it
-stops). A group that has vanished (its stream was deleted) is made again.
-"""
+"""How a worker consumer gets entries: its membership of the group (`Membership`), new
+entries by XREADGROUP (`StreamReader`, sharing the free slots through `ReadSlots`), and
+entries of dead consumers taken over while its own are kept alive (`ClaimKeeper`)
+(docs/architecture.md, invariants 1 and 14)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
-from wheelq.runtime.lifecycle import StopBudget
+from wheelq.core.settings import WorkerSettings
+from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume
-from wheelq.worker.membership import Consumer
+from wheelq.store.executor import Executor
 
 log = logging.getLogger(__name__)
+
+PENDING_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """Who a worker is in Redis, shared by its reader, claim keeper and membership."""
+
+    executor: Executor
+    """What its calls go through (`AsyncExecutor`; a scripted fake in unit tests)."""
+    topic: str
+    shards: Sequence[ShardKeys]
+    group: str
+    name: str
+    by_shard: dict[int, ShardKeys] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_shard", {keys.shard: keys for keys in self.shards})
+
+
+class Membership:
+    """Joins `me`'s group on every shard, hands entries on and leaves (see the module
+    docstring). Not a service: the worker calls it when it starts and stops, and the reader
+    calls `join` when a group has vanished."""
+
+    def __init__(self, me: Consumer) -> None:
+        self.me = me
+
+    async def join(self, start_id: str = "0") -> None:
+        """Create the group where missing, at `start_id` (BUSYGROUP: it exists, fine)."""
+        calls = [consume.create_group(keys, self.me.group, start_id) for keys in self.me.shards]
+        for reply in await self.me.executor.run(calls, return_exceptions=True):
+            if isinstance(reply, Exception) and not (
+                isinstance(reply, ResponseError) and "BUSYGROUP" in str(reply)
+            ):
+                raise reply
+
+    async def hand_on(self, by_shard: dict[int, list[str]], idle_ms: int) -> int:
+        """Make these entries look idle for `idle_ms`; returns how many were still ours."""
+        calls = [
+            consume.touch(self.me.by_shard[shard], self.me.group, self.me.name, idle_ms, ids)
+            for shard, ids in by_shard.items()
+        ]
+        if not calls:
+            return 0
+        replies = await self.me.executor.run(calls, return_exceptions=True)
+        return sum(
+            len(ids) - len(lost)
+            for ids, lost in zip(by_shard.values(), replies, strict=True)
+            if isinstance(lost, list)
+        )
+
+    async def still_pending(self) -> dict[int, list[str]]:
+        """Entries pending for this consumer (up to a page per shard), including any a
+        cancelled read had delivered."""
+        calls = [
+            consume.pending_of(keys, self.me.group, self.me.name, PENDING_PAGE)
+            for keys in self.me.shards
+        ]
+        pages = await self.me.executor.run(calls, return_exceptions=True)
+        return {
+            shard: ids
+            for shard, ids in zip(self.me.by_shard, pages, strict=True)
+            if isinstance(ids, list) and ids
+        }
+
+    async def leave(self) -> None:
+        """Delete this consumer from the group: only when it holds nothing (`still_pending`
+        came back empty), or its pending entries would become unclaimable."""
+        me = self.me
+        calls = [consume.delete_consumer(keys, me.group, me.name) for keys in me.shards]
+        await me.executor.run(calls, return_exceptions=True)
+
 
 SHARED_BLOCK_MS = 100
 """Longest block of a read while another reader of the worker has no slot to read with."""
 
 
 class ReadSlots:
-    """The worker's free slots as its readers take them for their reads (see the module
-    docstring).
-
-    Args:
-        free: How many more entries the worker can take (the in-flight set's `free`).
-        room: Set when a slot frees up (by the in-flight set, and here when a read gives
-            back what it did not fill).
-        shards: The topic's shard count: a read asks each shard for its share.
-        readers: How many readers share the slots.
-    """
+    """The worker's free slots as its readers take them; a read asks each shard for its share."""
 
     def __init__(
         self, free: Callable[[], int], room: asyncio.Event, shards: int, readers: int = 1
@@ -98,18 +151,8 @@ class ReadSlots:
 
 
 class StreamReader(Service):
-    """Reads new entries of every shard stream into the worker's free slots.
-
-    Args:
-        me: This worker in Redis (its executor sends the reads).
-        block_ms: How long one XREADGROUP blocks when there is nothing to read.
-        slots: The worker's free slots, shared by all its readers.
-        accept: Takes the entries read from one shard.
-        ensure_groups: Makes the group again where it vanished (`Membership.join`).
-        clock: The base's clock (pauses after failures).
-        max_pause_ms: Longest pause after failed reads (``failure_pause_max_ms``).
-        shards: The shards this reader reads (default: all of `me`'s, in one command).
-    """
+    """Reads new entries of its shards (default: all of `me`'s, in one command) into the
+    worker's free `slots`; `ensure_groups` makes the group again where it vanished."""
 
     name = "reader"
 
@@ -169,3 +212,144 @@ class StreamReader(Service):
             self.read += len(entries)
             self._accept(shard, entries)
         return 0.0
+
+
+IDS_PER_TOUCH = 500
+
+
+class ClaimKeeper(Service):
+    """Keeps this worker's `held` entries alive and takes over the idle entries of dead
+    workers, as many as it has `free` slots for."""
+
+    name = "claims"
+
+    def __init__(
+        self,
+        me: Consumer,
+        settings: WorkerSettings,
+        *,
+        held: Callable[[], dict[int, list[str]]],
+        free: Callable[[], int],
+        accept: Callable[[int, list[consume.Entry], Sequence[int]], None],
+        clock: Clock,
+    ) -> None:
+        title = f"worker claim keeper of {me.topic}"
+        max_pause_ms = min(settings.failure_pause_max_ms, settings.keepalive_interval_ms)
+        super().__init__(clock, log, max_pause_ms=max_pause_ms, title=title)
+        self._me = me
+        self._settings = settings
+        self._held = held
+        self._free = free
+        self._accept = accept
+        self._cursors = {keys.shard: consume.ZERO_ID for keys in me.shards}
+        self.claiming = True
+        """Cleared when the worker stops taking new work; keep-alive goes on."""
+        self.dead_lettered = 0
+        self.taken_over = 0
+        now_ms = clock.now_ms()
+        self._next_touch_ms = now_ms + settings.keepalive_interval_ms
+        self._next_claim_ms = now_ms + settings.claim_interval_ms
+
+    async def first_wait(self) -> float:
+        return self._wait_s()
+
+    async def step(self) -> float:
+        """Keep-alive and take-over when each is due. A timer moves on only once its call
+        worked, so after a failure (and the base's pause) the failed duty comes first."""
+        s, now_ms = self._settings, self.clock.now_ms()
+        if now_ms >= self._next_touch_ms:
+            await self.keep_alive()
+            self._next_touch_ms = now_ms + s.keepalive_interval_ms
+        if now_ms >= self._next_claim_ms:
+            if self.claiming:
+                await self.take_over()
+            self._next_claim_ms = now_ms + s.claim_interval_ms
+        return self._wait_s()
+
+    def _wait_s(self) -> float:
+        next_ms = min(self._next_touch_ms, self._next_claim_ms)
+        return max(0.0, next_ms - self.clock.now_ms()) / 1000
+
+    async def keep_alive(self, idle_ms: int = 0) -> int:
+        """Reset the idle time of every held entry (or set it to `idle_ms`); returns how many
+        are still this worker's."""
+        calls = []
+        for shard, ids in self._held().items():
+            keys = self._me.by_shard[shard]
+            for i in range(0, len(ids), IDS_PER_TOUCH):
+                chunk = ids[i : i + IDS_PER_TOUCH]
+                calls.append(
+                    (
+                        shard,
+                        len(chunk),
+                        consume.touch(keys, self._me.group, self._me.name, idle_ms, chunk),
+                    )
+                )
+        if not calls:
+            return 0
+        kept = 0
+        replies = await self._me.executor.run([c for _, _, c in calls])
+        still_held = self._held()  # an entry settled while the touch was in flight is not lost
+        for (shard, n, _), lost in zip(calls, replies, strict=True):
+            kept += n - len(lost)
+            taken = set(lost) & set(still_held.get(shard, ()))
+            if taken:
+                log.warning(
+                    "%d entries of %s shard %d were taken over by another worker while held "
+                    "here (this worker stalled past the visibility timeout); only the first to "
+                    "finish counts",
+                    len(taken),
+                    self._me.topic,
+                    shard,
+                )
+        return kept
+
+    async def take_over(self) -> int:
+        """Claim idle entries of other workers into free slots; returns how many.
+
+        Raises:
+            Exception: The first failure, once every other shard had its turn (a connection
+                error at once: the other shards would fail the same way).
+        """
+        claimed = 0
+        refused: Exception | None = None
+        for keys in self._me.shards:
+            free = self._free()
+            if free <= 0:
+                break
+            try:
+                claimed += await self._take_over_shard(keys, free)
+            except Exception as exc:
+                if is_transient(exc):
+                    raise
+                refused = refused or exc
+        self.taken_over += claimed
+        if refused is not None:
+            raise refused
+        return claimed
+
+    async def _take_over_shard(self, keys: ShardKeys, free: int) -> int:
+        call = consume.claim(
+            keys,
+            self._me.group,
+            self._me.name,
+            self._settings.visibility_timeout_ms,
+            self._cursors[keys.shard],
+            free,
+            self._settings.max_deliveries,
+        )
+        (result,) = await self._me.executor.run([call])
+        self._cursors[keys.shard] = result.cursor
+        where = f"{self._me.topic}/{keys.shard}"
+        if result.dead_lettered:
+            self.dead_lettered += result.dead_lettered
+            log.info(
+                "dead-lettered %d entries of %s after more than max_deliveries=%d deliveries",
+                result.dead_lettered,
+                where,
+                self._settings.max_deliveries,
+            )
+        if result.entries:
+            log.info("took over %d entries of %s from idle workers", len(result.entries), where)
+            self._accept(keys.shard, result.entries, result.deliveries)
+        return len(result.entries)

@@ -1,6 +1,5 @@
 """`Worker`, the worker role's public face: validates its arguments, waits for Redis,
-starts the parts (see the package docstring) and stops them (`wheelq.worker.shutdown`).
-"""
+starts the parts (see the package docstring) and stops them within the stop budget."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import os
 import secrets
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
@@ -19,20 +19,131 @@ from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import LocalClock, WallClock
+from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.store import connect, ops
-from wheelq.worker.claim_keeper import ClaimKeeper
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
-from wheelq.worker.membership import Consumer, Membership
 from wheelq.worker.settler import Settler
-from wheelq.worker.shutdown import NOTHING_RAN, RunningParts, WorkerStopReport
-from wheelq.worker.stream_reader import ReadSlots, StreamReader
+from wheelq.worker.stream_reader import ClaimKeeper, Consumer, Membership, ReadSlots, StreamReader
+
+log = logging.getLogger(__name__)
 
 __all__ = ["STARTS", "Worker", "WorkerStopReport"]
 
-log = logging.getLogger(__name__)
+
+@dataclass(frozen=True, slots=True)
+class WorkerStopReport:
+    """What a stop left: entries handed on to other workers, handlers abandoned running,
+    and what Redis could not be told (it was unreachable): nothing is lost, it only
+    takes longer."""
+
+    finished: int
+    """Handlers that were running when the stop began and finished within the grace."""
+    handed_on: int
+    """Entries still pending for this worker, made idle so others take them over at once."""
+    abandoned: int
+    """Handlers still running at the end of the grace (their entries were handed on)."""
+    not_handed_on: int = 0
+    """Entries this worker knew it held but could not hand on: others take them over
+    after the visibility timeout."""
+    unsettled: int = 0
+    """Acks, retries and dead letters not written: their entries stay pending and run
+    again elsewhere after the visibility timeout."""
+
+
+NOTHING_RAN = WorkerStopReport(0, 0, 0)
+"""The report of a stop that found nothing running (never started, or already stopping)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningParts:
+    """What `Worker.start()` made, and `shut_down` stops in order."""
+
+    readers: tuple[StreamReader, ...]
+    claims: ClaimKeeper
+    settler: Settler
+    in_flight: InFlightSet
+    members: Membership
+    visibility_timeout_ms: int
+
+    async def shut_down(
+        self,
+        budget: StopBudget,
+        running: list[asyncio.Future[None]],
+        grace_s: float,
+        hurry: asyncio.Event,
+    ) -> WorkerStopReport:
+        """Stop every part within `budget`, giving the handlers `running` when the stop
+        began `grace_s` (or until `hurry` is set); returns what was left."""
+        for reader in self.readers:
+            await reader.stop()
+        self.claims.claiming = False
+        waiting = self.in_flight.drop_waiting()
+        handed_on, not_handed_on = await self._hand_on(budget, waiting, "waiting")
+        finished = await wait_for_handlers(running, grace_s, hurry)
+        abandoned = len(running) - finished
+        for task in running:
+            task.cancel()
+        await self.claims.stop(budget)
+        await self.settler.stop(budget)
+        pending: dict[int, list[str]] | None = await budget.attempt(
+            "read the entries still pending here",  # incl. what a cancelled read delivered
+            self.members.still_pending,
+            default=None,
+        )
+        if pending is None:
+            not_handed_on += abandoned  # known held, not handed on (the unsettled too)
+        else:
+            done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
+            rest = {k: [i for i in ids if (k, i) not in done] for k, ids in pending.items()}
+            more, not_more = await self._hand_on(budget, rest, "pending")
+            handed_on += more
+            not_handed_on += not_more
+            if not pending:  # it holds nothing: leave no trace in the group
+                await budget.attempt("leave the group", self.members.leave, default=None)
+        return WorkerStopReport(
+            finished, handed_on, abandoned, not_handed_on, unsettled=self.settler.queued
+        )
+
+    async def _hand_on(
+        self, budget: StopBudget, by_shard: dict[int, list[str]], what: str
+    ) -> tuple[int, int]:
+        """Hand entries on within `budget`; returns (handed on, not handed on)."""
+        count = sum(map(len, by_shard.values()))
+        if not count:
+            return 0, 0
+        idle_ms = self.visibility_timeout_ms
+        done = await budget.attempt(
+            f"hand on {count} {what} entries",
+            lambda: self.members.hand_on({k: v for k, v in by_shard.items() if v}, idle_ms),
+            default=-1,
+        )
+        return (0, count) if done < 0 else (done, 0)
+
+
+async def wait_for_handlers(
+    running: list[asyncio.Future[None]], grace_s: float, hurry: asyncio.Event
+) -> int:
+    """Wait for `running` handlers until the grace ends or `hurry` is set; returns how
+    many finished."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    hurried = asyncio.ensure_future(hurry.wait())
+    pending: set[asyncio.Future[Any]] = set(running)
+    try:
+        while pending and not hurry.is_set() and loop.time() < deadline:
+            _, pending = await asyncio.wait(
+                pending | {hurried},
+                timeout=deadline - loop.time(),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            pending.discard(hurried)
+    finally:
+        hurried.cancel()
+    return sum(1 for t in running if t.done() and not t.cancelled())
+
 
 STARTS = {"earliest": "0", "now": "$"}
 """Where a consumer group that does not exist yet starts reading (`Worker(start=)`)."""

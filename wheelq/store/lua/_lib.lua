@@ -349,7 +349,7 @@ local function wq_dead(ready, dead, history, group, entry, reason, err)
 end
 
 -- Whether `entry` is pending in `group` to the delivery a pull receipt names (the consumer it
--- went to and its delivery count then; wheelq.worker.receipts): 1 it is, 0 it is not pending
+-- went to and its delivery count then; wheelq.worker.pull): 1 it is, 0 it is not pending
 -- (settled already), -1 it is pending to a later delivery (taken over since: the receipt is
 -- stale and must settle nothing). No stream or no such group: not pending, as XACK has it.
 local function wq_delivered(stream, group, entry, consumer, deliveries)
