@@ -10,7 +10,7 @@ import pytest
 from wheelq.cli.config import load_config, split_topics
 from wheelq.cli.context import redacted
 from wheelq.cli.errors import CliError
-from wheelq.core.jsonable import jsonable
+from wheelq.core.payload import jsonable
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """`wheelq dlq list|replay|purge`: a topic's dead letters from a shell.
 
 ``list --json`` prints one JSON object per line. The payload is JSON too:
-spelled as `wheelq.core.jsonable` says (bytes become ``{"$bytes": "<base64>"}``).
+spelled as `wheelq.core.payload.jsonable` says (bytes become ``{"$bytes": "<base64>"}``).
 """
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ def list_dead(ctx: Context) -> int:
             f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LISTED}, "
             f"got --limit {args.limit} --offset {args.offset}"
         )
-    from wheelq.core.jsonable import dead_letter_json
+    from wheelq.web.models import as_json
 
     with ctx.client() as client:
         total = topic_stats(client, args.topic).dead
         rows = client.dead_letters(args.topic, args.offset + args.limit)[args.offset :]
     for dead in rows:
         if args.json:
-            print(json.dumps(dead_letter_json(dead), allow_nan=False))
+            print(json.dumps(as_json(dead), allow_nan=False))
         else:
             first = dead.error.splitlines()[0] if dead.error else ""
             print(

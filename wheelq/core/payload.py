@@ -1,10 +1,14 @@
 """A job's payload: any msgpack-serialisable value, encoded once by the producer and carried
 as opaque msgpack bytes from then on (in the envelope, `wheelq.core.job`, and the stream
-entry). `encode_payload` refuses what would not decode back; `decode_payload` reads it.
+entry). `encode_payload` refuses what would not decode back; `decode_payload` reads it;
+`jsonable` spells a decoded one as JSON.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import math
 from typing import Any
 
 import msgpack
@@ -90,3 +94,24 @@ def _type_error(exc: Exception) -> PayloadTypeError:
 def decode_payload(data: bytes) -> Any:
     """Decode payload bytes written by `encode_payload` (or any msgpack writer)."""
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded payload as plain JSON types, one spelling for the CLI, the HTTP service and
+    callback bodies: bytes (anywhere inside) become ``{"$bytes": "<base64>"}``, a non-finite
+    float ``{"$float": "nan"}``, a map key that is not a string its JSON text, anything else
+    ``{"$repr": "..."}``; a payload enqueued as JSON comes back as it went in."""
+    if isinstance(value, str | int | bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, bytes | bytearray):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {
+            k if isinstance(k, str) else json.dumps(jsonable(k)): jsonable(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return {"$repr": repr(value)}

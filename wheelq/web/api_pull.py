@@ -3,11 +3,11 @@ creating their groups (`create_group`, shared with ``POST /v1/topics/{topic}/gro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
 
-from wheelq.core.jsonable import jsonable
+from wheelq.core.payload import jsonable
 from wheelq.errors import GroupLimitError, GroupNotFoundError
 from wheelq.producer.groups import CreatedGroup
 from wheelq.web.api_jobs import json_response, service
@@ -22,9 +22,11 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
-from wheelq.web.service import WebService
 from wheelq.worker.pull import UnknownGroupError
 from wheelq.worker.receipts import Outcome
+
+if TYPE_CHECKING:
+    from wheelq.web.app import WebService
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}", tags=["pull consumers"], responses=RESPONSES

@@ -8,7 +8,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from wheelq.core.jsonable import dead_letter_json
 from wheelq.errors import GroupBusyError, GroupNotFoundError
 from wheelq.store.groups import GROUP_LANES
 from wheelq.web import api_pull
@@ -25,6 +24,7 @@ from wheelq.web.models import (
     TopicPath,
     TopicsOut,
     TopicStatsOut,
+    as_json,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
 
@@ -177,7 +177,7 @@ async def list_dead(
     svc.guard.check(request, "read", topic)
     page = limit or svc.settings.page_limit
     rows = await svc.client.dead_letters(topic, page, after=after)
-    body = [dead_letter_json(d) for d in rows]
+    body = [as_json(d) for d in rows]
     return json_response({"dead": body, "next": rows[-1].ref if len(rows) == page else None})
 
 

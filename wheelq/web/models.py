@@ -3,16 +3,30 @@ what requests are checked against before anything is done (bad input changes not
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from enum import Enum
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    create_model,
+)
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
+from wheelq.core.dead import DeadLetter
+from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT
 from wheelq.core.keys import MAX_TOPIC_LENGTH
+from wheelq.core.payload import jsonable
+from wheelq.core.retry import error_detail, error_line
 from wheelq.core.schedule import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.items import EnqueueItem
@@ -259,40 +273,58 @@ ERROR_LINE = (
     "of a Retry or Fail it raised, or why the job could not run"
 )
 ERROR_DETAIL = "the error whole: its line, then the traceback (null when the line is all)"
+ERRORS = ("error", "last_error")
+"""Recorded errors: on the wire as their line, and whole beside it (``<name>_detail``)."""
+HIDDEN = ("fields",)
+"""Left off the wire (a dead letter's raw fields: the rest are read from them)."""
 
 
-class GroupOut(BaseModel):
-    group: str
-    state: str
-    entry_id: str
-    consumer: str | None = None
-    since_ms: int | None = None
-    deliveries: int = 0
-    finished_ms: int | None = None
-    duration_ms: int | None = None
-    error: str | None = Field(None, description=ERROR_LINE)
-    reason: str | None = None
-    dead_entry_id: str | None = None
-    error_detail: str | None = Field(None, description=ERROR_DETAIL)
+def as_json(value: Any) -> Any:
+    """A core record (`JobInfo`, `DeadLetter`) as JSON, as `wire_model` describes it: fields
+    by name, enums by value, payloads as `jsonable` spells them, errors as `ERRORS` says."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if f.name in ERRORS:
+                line = error_line(item)
+                out[f.name] = line if f.type == "str" else line or None
+                out[f"{f.name}_detail"] = error_detail(item)
+            elif f.name not in HIDDEN:
+                out[f.name] = as_json(item)
+        return out
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [as_json(v) for v in value]
+    return jsonable(value)
 
 
-class JobOut(BaseModel):
-    """A job's state, whatever it is (the client's `get()`)."""
+def wire_model(cls: type[Any]) -> type[BaseModel]:
+    """The pydantic model of `cls` as `as_json` writes it (for the OpenAPI document)."""
+    hints = get_type_hints(cls)
+    spec: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in HIDDEN:
+            continue
+        kind = hints[f.name]
+        if get_origin(kind) is tuple:  # a tuple of records: GroupInfo
+            kind = list[wire_model(get_args(kind)[0])]  # type: ignore[misc]
+        optional = f.default is not dataclasses.MISSING
+        error = ERROR_LINE if f.name in ERRORS else None
+        if f.default_factory is not dataclasses.MISSING:
+            spec[f.name] = (kind, Field(default_factory=list, description=error))
+        else:
+            spec[f.name] = (kind, Field(f.default if optional else ..., description=error))
+        if error:
+            detail = Field(None if optional else ..., description=ERROR_DETAIL)
+            spec[f"{f.name}_detail"] = (str | None, detail)
+    model: type[BaseModel] = create_model(cls.__name__, __doc__=cls.__doc__, **spec)
+    return model
 
-    id: str
-    topic: str
-    state: str
-    due_ms: int | None = None
-    attempt: int | None = None
-    max_attempts: int | None = None
-    enqueued_ms: int | None = None
-    payload: Any = None
-    entry_id: str | None = None
-    fired_ms: int | None = None
-    cancelled_ms: int | None = None
-    last_error: str | None = Field(None, description=ERROR_LINE)
-    last_error_detail: str | None = Field(None, description=ERROR_DETAIL)
-    groups: list[GroupOut] = []
+
+JobInfoModel = wire_model(JobInfo)
+DeadLetterModel = wire_model(DeadLetter)
 
 
 class BacklogOut(BaseModel):
@@ -358,23 +390,8 @@ class ConsumerGroupsOut(BaseModel):
     groups: list[ConsumerGroupOut]
 
 
-class DeadOut(BaseModel):
-    ref: str
-    topic: str
-    job_id: str | None
-    reason: str
-    group: str
-    attempt: int | None
-    max_attempts: int | None
-    dead_ms: int
-    source_entry: str
-    error: str = Field(description=ERROR_LINE)
-    error_detail: str | None = Field(description=ERROR_DETAIL)
-    payload: Any = None
-
-
 class DeadListOut(BaseModel):
-    dead: list[DeadOut]
+    dead: list[DeadLetterModel]  # type: ignore[valid-type]
     next: str | None = None
     """The `after` of the next page; None on the last."""
 
