@@ -3,7 +3,6 @@ and its dead letters (list, replay, purge)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -81,7 +80,7 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
             "in_flight": stats.in_flight,
             "in_stream": stats.in_stream,
             "dead": stats.dead,
-            "shards": [dataclasses.asdict(s) for s in stats.shards],
+            "shards": as_json(stats.shards),
         }
     )
 
@@ -104,7 +103,7 @@ async def list_groups(topic: TopicPath, request: Request) -> Response:
             "in_flight": g.in_flight,
             "ready": g.ready,
             "idle_ms": g.idle_ms,
-            "shards": [dataclasses.asdict(s) for s in g.shards],
+            "shards": as_json(g.shards),
         }
         for g in found
     ]

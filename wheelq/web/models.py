@@ -3,8 +3,12 @@ what requests are checked against before anything is done (bad input changes not
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import itertools
 import math
+import textwrap
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
@@ -29,7 +33,9 @@ from wheelq.core.payload import jsonable
 from wheelq.core.retry import error_detail, error_line
 from wheelq.core.schedule import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.errors import InvalidDelayError
+from wheelq.producer.groups import GroupShardStats
 from wheelq.producer.items import EnqueueItem
+from wheelq.producer.operations import ShardStats
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MIN_AT_MS = 978_307_200_000
@@ -300,9 +306,25 @@ def as_json(value: Any) -> Any:
     return jsonable(value)
 
 
+def _field_docs(cls: type[Any]) -> dict[str, str]:
+    """`cls`'s attribute docstrings, by field."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    return {
+        a.target.id: inspect.cleandoc(b.value.value)
+        for a, b in itertools.pairwise(body)
+        if isinstance(a, ast.AnnAssign)
+        and isinstance(a.target, ast.Name)
+        and isinstance(b, ast.Expr)
+        and isinstance(b.value, ast.Constant)
+        and isinstance(b.value.value, str)
+    }
+
+
 def wire_model(cls: type[Any]) -> type[BaseModel]:
-    """The pydantic model of `cls` as `as_json` writes it (for the OpenAPI document)."""
+    """The pydantic model of `cls` as `as_json` writes it (for the OpenAPI document), its
+    fields described by their docstrings."""
     hints = get_type_hints(cls)
+    docs = _field_docs(cls)
     spec: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name in HIDDEN:
@@ -311,12 +333,12 @@ def wire_model(cls: type[Any]) -> type[BaseModel]:
         if get_origin(kind) is tuple:  # a tuple of records: GroupInfo
             kind = list[wire_model(get_args(kind)[0])]  # type: ignore[misc]
         optional = f.default is not dataclasses.MISSING
-        error = ERROR_LINE if f.name in ERRORS else None
+        error = ERROR_LINE if f.name in ERRORS else docs.get(f.name)
         if f.default_factory is not dataclasses.MISSING:
             spec[f.name] = (kind, Field(default_factory=list, description=error))
         else:
             spec[f.name] = (kind, Field(f.default if optional else ..., description=error))
-        if error:
+        if f.name in ERRORS:
             detail = Field(None if optional else ..., description=ERROR_DETAIL)
             spec[f"{f.name}_detail"] = (str | None, detail)
     model: type[BaseModel] = create_model(cls.__name__, __doc__=cls.__doc__, **spec)
@@ -325,6 +347,8 @@ def wire_model(cls: type[Any]) -> type[BaseModel]:
 
 JobInfoModel = wire_model(JobInfo)
 DeadLetterModel = wire_model(DeadLetter)
+ShardModel = wire_model(ShardStats)
+GroupShardModel = wire_model(GroupShardStats)
 
 
 class BacklogOut(BaseModel):
@@ -338,10 +362,6 @@ class BacklogOut(BaseModel):
     in_flight: int = Field(description="delivered and not settled, summed over groups")
     in_stream: int = Field(description="entries in the stream: fired, not yet trimmed")
     dead: int = Field(description="dead letters")
-
-
-class ShardOut(BacklogOut):
-    shard: int
 
 
 class TopicOut(BaseModel):
@@ -358,14 +378,7 @@ class TopicStatsOut(BacklogOut):
     """The topic's backlog in all, and by shard."""
 
     topic: str
-    shards: list[ShardOut]
-
-
-class ConsumerGroupShardOut(BaseModel):
-    shard: int
-    consumers: int
-    in_flight: int = Field(description="delivered to a consumer of the group, not acked")
-    ready: int = Field(description="fired, not yet delivered to the group")
+    shards: list[ShardModel]  # type: ignore[valid-type]
 
 
 class ConsumerGroupOut(BaseModel):
@@ -382,7 +395,7 @@ class ConsumerGroupOut(BaseModel):
     idle_ms: int | None = Field(
         description="since the most recently active of its consumers last read (null: none)"
     )
-    shards: list[ConsumerGroupShardOut]
+    shards: list[GroupShardModel]  # type: ignore[valid-type]
 
 
 class ConsumerGroupsOut(BaseModel):
