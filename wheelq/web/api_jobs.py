@@ -123,11 +123,7 @@ async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> R
 
 
 async def batch_results(svc: WebService, topic: str, batch: BatchIn) -> list[dict[str, Any]]:
-    """Enqueue a batch; each job's result (what `enqueue_batch` answers).
-
-    Raises:
-        ProblemError: 422 for too many jobs or a bad one (nothing is written).
-    """
+    """Enqueue a batch; each job's result. 422 for too many jobs or a bad one (no write)."""
     if len(batch.jobs) > svc.settings.max_batch:
         raise ProblemError(
             422,

@@ -132,11 +132,7 @@ async def nack(topic: TopicPath, group: GroupPath, body: NackIn, request: Reques
 
 
 def _answer(outcomes: list[Outcome], **counts: Outcome) -> dict[str, Any]:
-    """The body: a count per outcome named in `counts`, and each receipt's result.
-
-    Raises:
-        ProblemError: 409 when every receipt is stale (nothing was changed).
-    """
+    """A count per outcome named in `counts`, and each receipt's result; 409 if all stale."""
     stale = [i for i, o in enumerate(outcomes) if o is Outcome.STALE]
     if len(stale) == len(outcomes):
         raise ProblemError(

@@ -100,14 +100,8 @@ class WebService:
         return self._gate.started
 
     async def start(self) -> None:
-        """Wait for Redis as a scheduler node or a worker does (`StartGate`: up to
-        ``start_timeout_ms``; `stop()` ends the wait), then start what runs beside the
-        endpoints; nothing if started already. A failed start closes an owned client.
-
-        Raises:
-            RedisUnavailableError: Redis was unreachable for all of ``start_timeout_ms``.
-            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
-        """
+        """Wait for Redis (`StartGate`), then start what runs beside the endpoints; a failed
+        start closes an owned client."""
         try:
             await self._gate.run(self._start)
         except BaseException:

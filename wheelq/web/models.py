@@ -92,12 +92,7 @@ Int = Annotated[int, BeforeValidator(_whole)]
 
 
 def _finite(value: JsonValue) -> JsonValue:
-    """`value` if every number in it is one JSON carries (RFC 8259: no NaN, no Infinity,
-    nothing too large for a double, which Python reads as Infinity).
-
-    Raises:
-        ValueError: Naming where in `value` the first such number is.
-    """
+    """`value` if every number in it is finite (RFC 8259), else a ValueError naming where."""
     todo: list[tuple[str, object]] = [("", value)]
     while todo:
         where, item = todo.pop()
@@ -167,15 +162,8 @@ class Due(Strict):
     )
 
     def due(self, now_ms: int) -> tuple[timedelta | None, datetime | None]:
-        """(delay, at) as the client takes them; exact to the ms.
-
-        Args:
-            now_ms: The client's clock (epoch ms), which bounds `at` again (`latest_at_ms`).
-
-        Raises:
-            InvalidDelayError: Both given, `at` a number outside [`MIN_AT_MS`, ten years
-                from now] or not an RFC 3339 time with an offset, or later than that.
-        """
+        """(delay, at) as the client takes them, exact to the ms; `at` bounded by `now_ms`
+        (the client's clock, as `latest_at_ms` reads it)."""
         if self.delay_ms is not None and self.at is not None:
             raise InvalidDelayError("at", "give delay_ms or at, not both")
         delay = None if self.delay_ms is None else timedelta(milliseconds=self.delay_ms)

@@ -347,7 +347,7 @@ def first_line(text: str | None) -> str:
     return error_line(text)
 
 
-def as_json(payload: Any, limit: int, *, indent: bool = False) -> str:
+def payload_text(payload: Any, limit: int, *, indent: bool = False) -> str:
     """A payload as JSON text, cut to `limit` characters (an excerpt, or a huge payload)."""
     text = json.dumps(jsonable(payload), ensure_ascii=False, indent=2 if indent else None)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -384,7 +384,7 @@ def _environment() -> jinja2.Environment:
         age=age,
         utc=utc,
         first_line=first_line,
-        excerpt=lambda payload: as_json(payload, EXCERPT_CHARS),
+        excerpt=lambda payload: payload_text(payload, EXCERPT_CHARS),
         seg=lambda text: quote(str(text), safe=""),
     )
     return env
@@ -537,7 +537,7 @@ async def job_page(topic: str, job_id: str, request: Request) -> Response:
     info = await svc.client.get(topic, job_id)
     if info.state is JobState.UNKNOWN:
         return _page(request, "job.html", 404, topic=topic, job_id=job_id, info=None)
-    payload = as_json(info.payload, MAX_PAYLOAD_CHARS, indent=True)
+    payload = payload_text(info.payload, MAX_PAYLOAD_CHARS, indent=True)
     return _page(request, "job.html", topic=topic, job_id=job_id, info=info, payload=payload)
 
 
