@@ -320,15 +320,13 @@ def wire_model(cls: type[Any]) -> type[BaseModel]:
         kind = hints[f.name]
         if get_origin(kind) is tuple:  # a tuple of records: GroupInfo
             kind = list[wire_model(get_args(kind)[0])]  # type: ignore[misc]
-        optional = f.default is not dataclasses.MISSING
-        error = ERROR_LINE if f.name in ERRORS else docs.get(f.name)
-        if f.default_factory is not dataclasses.MISSING:
-            spec[f.name] = (kind, Field(default_factory=list, description=error))
-        else:
-            spec[f.name] = (kind, Field(f.default if optional else ..., description=error))
+        # Every field required: an answer always carries each one.
+        spec[f.name] = (
+            kind,
+            Field(description=ERROR_LINE if f.name in ERRORS else docs.get(f.name)),
+        )
         if f.name in ERRORS:
-            detail = Field(None if optional else ..., description=ERROR_DETAIL)
-            spec[f"{f.name}_detail"] = (str | None, detail)
+            spec[f"{f.name}_detail"] = (str | None, Field(description=ERROR_DETAIL))
     model: type[BaseModel] = create_model(cls.__name__, __doc__=cls.__doc__, **spec)
     return model
 
