@@ -47,7 +47,7 @@ def list_dead(ctx: Context) -> int:
             f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LISTED}, "
             f"got --limit {args.limit} --offset {args.offset}"
         )
-    from wheelq.web.models import as_json
+    from wheelq.web import as_json
 
     with ctx.client() as client:
         total = topic_stats(client, args.topic).dead

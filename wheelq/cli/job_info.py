@@ -27,7 +27,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 def show(ctx: Context) -> int:
     """Print the job's state; exit 1 when nothing is known of it."""
     from wheelq.core.history import JobState
-    from wheelq.web.models import as_json
+    from wheelq.web import as_json
 
     with ctx.client() as client:
         info = client.get(ctx.args.topic, ctx.args.job_id)

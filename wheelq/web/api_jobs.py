@@ -28,6 +28,7 @@ from wheelq.errors import (
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.batch import TurnBatch
 from wheelq.runtime.clock import wall_ms
+from wheelq.web import as_json
 from wheelq.web.models import (
     BatchIn,
     BatchOut,
@@ -37,7 +38,6 @@ from wheelq.web.models import (
     JobIn,
     JobInfoModel,
     TopicPath,
-    as_json,
 )
 from wheelq.web.problems import (
     RESPONSES,

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from wheelq.errors import GroupBusyError, GroupNotFoundError
 from wheelq.store.groups import GROUP_LANES
-from wheelq.web import api_pull
+from wheelq.web import api_pull, as_json
 from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
     REF_PATTERN,
@@ -23,7 +23,6 @@ from wheelq.web.models import (
     TopicPath,
     TopicsOut,
     TopicStatsOut,
-    as_json,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
 

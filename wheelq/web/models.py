@@ -10,7 +10,6 @@ import itertools
 import math
 import textwrap
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from fastapi import Path
@@ -29,13 +28,12 @@ from wheelq.core.dead import DeadLetter
 from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT
 from wheelq.core.keys import MAX_TOPIC_LENGTH
-from wheelq.core.payload import jsonable
-from wheelq.core.retry import error_detail, error_line
 from wheelq.core.schedule import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.groups import GroupShardStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import ShardStats
+from wheelq.web import ERRORS, HIDDEN
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MIN_AT_MS = 978_307_200_000
@@ -267,31 +265,6 @@ ERROR_LINE = (
     "of a Retry or Fail it raised, or why the job could not run"
 )
 ERROR_DETAIL = "the error whole: its line, then the traceback (null when the line is all)"
-ERRORS = ("error", "last_error")
-"""Recorded errors: on the wire as their line, and whole beside it (``<name>_detail``)."""
-HIDDEN = ("fields",)
-"""Left off the wire (a dead letter's raw fields: the rest are read from them)."""
-
-
-def as_json(value: Any) -> Any:
-    """A core record (`JobInfo`, `DeadLetter`) as JSON, as `wire_model` describes it: fields
-    by name, enums by value, payloads as `jsonable` spells them, errors as `ERRORS` says."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            if f.name in ERRORS:
-                line = error_line(item)
-                out[f.name] = line if f.type == "str" else line or None
-                out[f"{f.name}_detail"] = error_detail(item)
-            elif f.name not in HIDDEN:
-                out[f.name] = as_json(item)
-        return out
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, list | tuple):
-        return [as_json(v) for v in value]
-    return jsonable(value)
 
 
 def _field_docs(cls: type[Any]) -> dict[str, str]:
