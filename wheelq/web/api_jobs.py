@@ -40,6 +40,7 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import (
+    ITEM,
     RESPONSES,
     ProblemError,
     invalid,
@@ -61,12 +62,7 @@ def service(request: Request) -> WebService:
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A JSON answer without a response model's second validation (the hot paths)."""
-    return Response(
-        json.dumps(body, ensure_ascii=False, separators=(",", ":")),
-        status,
-        headers=headers,
-        media_type="application/json",
-    )
+    return Response(_json(body), status, headers=headers, media_type="application/json")
 
 
 def checked_item(svc: WebService, topic: str, job: JobIn, prefix: str = "") -> EnqueueItem:
@@ -105,12 +101,17 @@ async def enqueue(topic: TopicPath, job: JobIn, request: Request) -> Response:
     """Enqueue one job; 409 when a job of that `id` is pending (unless `replace`)."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
+    body, where = await enqueue_one(svc, topic, job)
+    return json_response(body, 201, {"Location": where})
+
+
+async def enqueue_one(svc: WebService, topic: str, job: JobIn) -> tuple[dict[str, Any], str]:
+    """Enqueue `job` (with whatever else comes this loop turn): the answer and Location."""
     item = checked_item(svc, topic, job)
     job_id = await svc.coalescer.enqueue(topic, item)
     delivering(svc, topic, [item])
     body = {"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)}
-    where = f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
-    return json_response(body, 201, {"Location": where})
+    return body, f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
 
 
 @router.post("/batch", response_model=BatchOut)
@@ -294,11 +295,8 @@ async def _answer(
         job = JobIn.model_validate_json(body)
     except ValidationError as exc:
         raise validation_problem(exc.errors()) from None
-    item = checked_item(service, topic, job)
-    job_id = await service.coalescer.enqueue(topic, item)
-    delivering(service, topic, [item])
-    answer = {"id": job_id, "topic": topic, "due_ms": due_ms(service, item)}
-    return 201, _json(answer), f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
+    answer, where = await enqueue_one(service, topic, job)
+    return 201, _json(answer), where
 
 
 def _json(value: object) -> bytes:
@@ -317,7 +315,6 @@ async def _body(receive: Receive) -> bytes:
 
 
 MAX_BATCH = 500
-_ITEM = re.compile(r"items\[(\d+)\]: ")
 
 EnqueueMany = Callable[[str, Sequence[EnqueueItem]], Awaitable[list[str]]]
 Waiting = tuple[EnqueueItem, "asyncio.Future[str]"]
@@ -389,7 +386,7 @@ def _batches(jobs: list[Waiting]) -> list[list[Waiting]]:
 def _fail_one(batch: list[Waiting], exc: InvalidArgumentError | PayloadTypeError) -> list[Waiting]:
     """Fail the job the error names (``items[i]: ...``) with its own error; returns the rest
     (all of them failed, and none left, when it names none)."""
-    found = _ITEM.match(str(exc))
+    found = ITEM.match(str(exc))
     if found is None or int(found[1]) >= len(batch):
         for _, done in batch:
             done.set_exception(exc)

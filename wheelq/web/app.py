@@ -280,7 +280,7 @@ class Gatekeeper:
             "Request body too large",
             f"the body must be at most {self._max} bytes (max_body_bytes)",
         )
-        await response(scope, _no_receive, send)
+        await response(scope, problems.disconnected, send)
 
 
 async def _read_up_to(receive: Receive, limit: int) -> bytes | None:
@@ -311,10 +311,6 @@ def _replay(body: bytes) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return receive
-
-
-async def _no_receive() -> Message:
-    return {"type": "http.disconnect"}
 
 
 def _content_length(scope: Scope) -> int | None:
