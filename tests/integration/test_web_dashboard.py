@@ -20,9 +20,9 @@ from tests.support.web import Served, serving
 from wheelq import Job, Worker
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ServeSettings
-from wheelq.web import ui_data
+from wheelq.web import ui
 from wheelq.web.auth import Token
-from wheelq.web.ui_data import NOTHING
+from wheelq.web.ui import NOTHING
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 
@@ -227,7 +227,7 @@ async def test_an_error_on_a_dashboard_page_is_a_page_and_on_the_api_a_problem(
     async def broken(*args: object, **kwargs: object) -> Any:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(ui_data, "topic_view", broken)
+    monkeypatch.setattr(ui, "topic_view", broken)
     monkeypatch.setattr(api.service.client, "stats", broken)
     for path, status, title in [
         (f"/ui/topics/{topic}", 500, "Internal error"),

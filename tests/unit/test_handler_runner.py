@@ -139,17 +139,21 @@ async def test_a_run_cancelled_before_a_thread_took_it_up_is_not_run() -> None:
 async def test_sync_runs_are_timed_on_their_thread_without_the_queue() -> None:
     """The read-ahead paces itself on how long handlers run, not on how long jobs queued
     for a thread (that grows with the read-ahead itself)."""
-    release = threading.Event()
+    started, release = threading.Event(), threading.Event()
     ran: list[float] = []
 
     def handler(j: Job) -> None:
         if j.payload == 1:
+            started.set()
             release.wait(timeout=30)
 
     runner = HandlerRunner(handler, timeout_ms=0, threads=1)
     runner.time_runs(ran.append)
     try:
         runs = [asyncio.create_task(runner.run(job(n))) for n in (1, 2)]  # 2 queues behind 1
+        assert await asyncio.to_thread(
+            started.wait, 30
+        )  # job 1 is running (a busy host is slow to start it)
         await asyncio.sleep(0.1)  # job 1 runs at least this long; job 2 waits as long
         release.set()
         assert await asyncio.gather(*runs) == [None, None]

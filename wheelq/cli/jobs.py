@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import CliError, Context, command, usage_error
 from wheelq.core.due import utc_text
-from wheelq.core.jsonable import jsonable
+from wheelq.core.job import jsonable
 
 if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo
@@ -160,12 +160,12 @@ def register_job(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 def show(ctx: Context) -> int:
     """Print the job's state; exit 1 when nothing is known of it."""
     from wheelq.core.history import JobState
-    from wheelq.core.jsonable import job_info_json
+    from wheelq.web import as_json
 
     with ctx.client() as client:
         info = client.get(ctx.args.topic, ctx.args.job_id)
     if ctx.args.json:
-        print(json.dumps(job_info_json(info), sort_keys=True))
+        print(json.dumps(as_json(info), sort_keys=True))
     else:
         print(render(info))
     if info.state is JobState.UNKNOWN:

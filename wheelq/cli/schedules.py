@@ -4,7 +4,7 @@ A bad rule (``--tz Mars/Base``, ``--every-ms 50``, a cron the parser refuses) is
 the client's own checks before anything is written: one line naming the parameter, exit 2.
 "Next run" is when the schedule next fires (none while paused or after its end), whether
 or not a scheduler node has written that run yet. ``--json`` spells the payload as
-`wheelq.core.jsonable` says.
+`wheelq.core.job.jsonable` says.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def change(ctx: Context) -> int:
 def schedule_json(s: Schedule, now_ms: int | None = None) -> dict[str, Any]:
     """A schedule as JSON: its rule's fields flat, the payload decoded, the next run."""
     from wheelq.core.callback import Callback
-    from wheelq.core.jsonable import jsonable
+    from wheelq.core.job import jsonable
 
     r = s.rule
     return {

@@ -79,9 +79,8 @@ def serve(ctx: Context) -> int:
     from wheelq.core.settings import ServeSettings, WorkerSettings
     from wheelq.producer.async_client import AsyncClient
     from wheelq.store import connect
-    from wheelq.web.app import create_app
+    from wheelq.web.app import WebService, create_app
     from wheelq.web.auth import host_names, parse_tokens
-    from wheelq.web.service import WebService
 
     url, args = ctx.redis_url(), ctx.args
     values = ctx.section("serve", host=args.host, port=args.port, deliver=args.deliver)

@@ -1,7 +1,7 @@
 """What is on the server, a topic at a time: `wheelq topics` (list, drop, limits),
 `wheelq groups` (create, list, delete) and `wheelq dlq` (list, replay, purge dead letters).
 
-``dlq list --json`` prints one JSON object per line, the payload as `wheelq.core.jsonable`
+``dlq list --json`` prints one JSON object per line, the payload as `wheelq.core.job.jsonable`
 spells it (bytes become ``{"$bytes": "<base64>"}``). `wheelq stats` is in `top.py`.
 """
 
@@ -284,14 +284,14 @@ def list_dead(ctx: Context) -> int:
             f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LISTED}, "
             f"got --limit {args.limit} --offset {args.offset}"
         )
-    from wheelq.core.jsonable import dead_letter_json
+    from wheelq.web import as_json
 
     with ctx.client() as client:
         total = topic_stats(client, args.topic).dead
         rows = client.dead_letters(args.topic, args.offset + args.limit)[args.offset :]
     for dead in rows:
         if args.json:
-            print(json.dumps(dead_letter_json(dead), allow_nan=False))
+            print(json.dumps(as_json(dead), allow_nan=False))
         else:
             first = dead.error.splitlines()[0] if dead.error else ""
             print(

@@ -6,7 +6,10 @@ The formats are in docs/architecture.md ("Key layout"); the scripts write them
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -523,3 +526,24 @@ def parse_ref(ref: object) -> tuple[int, str]:
             f"a dead-letter ref must be 'shard/ms-seq' like '2/1700000000123-0', got {ref!r}",
         )
     return int(match[1]), f"{int(match[2])}-{int(match[3])}"
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded payload as plain JSON types, one spelling for the CLI, the HTTP service and
+    callback bodies: bytes (anywhere inside) become ``{"$bytes": "<base64>"}``, a non-finite
+    float ``{"$float": "nan"}``, a map key that is not a string its JSON text, anything else
+    ``{"$repr": "..."}``; a payload enqueued as JSON comes back as it went in."""
+    if isinstance(value, str | int | bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, bytes | bytearray):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {
+            k if isinstance(k, str) else json.dumps(jsonable(k)): jsonable(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return {"$repr": repr(value)}

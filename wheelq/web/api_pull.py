@@ -3,11 +3,11 @@ creating their groups (`create_group`, shared with ``POST /v1/topics/{topic}/gro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
 
-from wheelq.core.jsonable import jsonable
+from wheelq.core.job import jsonable
 from wheelq.errors import GroupLimitError, GroupNotFoundError
 from wheelq.producer.groups import CreatedGroup
 from wheelq.web.api_jobs import json_response, service
@@ -22,8 +22,10 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
-from wheelq.web.service import WebService
 from wheelq.worker.pull import Outcome, UnknownGroupError
+
+if TYPE_CHECKING:
+    from wheelq.web.app import WebService
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}", tags=["pull consumers"], responses=RESPONSES
@@ -129,11 +131,7 @@ async def nack(topic: TopicPath, group: GroupPath, body: NackIn, request: Reques
 
 
 def _answer(outcomes: list[Outcome], **counts: Outcome) -> dict[str, Any]:
-    """The body: a count per outcome named in `counts`, and each receipt's result.
-
-    Raises:
-        ProblemError: 409 when every receipt is stale (nothing was changed).
-    """
+    """A count per outcome named in `counts`, and each receipt's result; 409 if all stale."""
     stale = [i for i, o in enumerate(outcomes) if o is Outcome.STALE]
     if len(stale) == len(outcomes):
         raise ProblemError(

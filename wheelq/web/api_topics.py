@@ -3,15 +3,13 @@ and its dead letters (list, replay, purge)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from wheelq.core.jsonable import dead_letter_json
 from wheelq.errors import GroupBusyError, GroupNotFoundError
 from wheelq.store.groups import GROUP_LANES
-from wheelq.web import api_pull
+from wheelq.web import api_pull, as_json
 from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
     REF_PATTERN,
@@ -81,7 +79,7 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
             "in_flight": stats.in_flight,
             "in_stream": stats.in_stream,
             "dead": stats.dead,
-            "shards": [dataclasses.asdict(s) for s in stats.shards],
+            "shards": as_json(stats.shards),
         }
     )
 
@@ -104,7 +102,7 @@ async def list_groups(topic: TopicPath, request: Request) -> Response:
             "in_flight": g.in_flight,
             "ready": g.ready,
             "idle_ms": g.idle_ms,
-            "shards": [dataclasses.asdict(s) for s in g.shards],
+            "shards": as_json(g.shards),
         }
         for g in found
     ]
@@ -177,7 +175,7 @@ async def list_dead(
     svc.guard.check(request, "read", topic)
     page = limit or svc.settings.page_limit
     rows = await svc.client.dead_letters(topic, page, after=after)
-    body = [dead_letter_json(d) for d in rows]
+    body = [as_json(d) for d in rows]
     return json_response({"dead": body, "next": rows[-1].ref if len(rows) == page else None})
 
 

@@ -1,21 +1,139 @@
-"""The ASGI app: `create_app(service)` mounts the API, the health endpoints, ``/metrics``
-and the dashboard on one FastAPI app whose lifespan starts and stops the service."""
+"""The ASGI app: `WebService`, the state the endpoints share; `create_app(service)`, which
+mounts the API, the health endpoints, ``/metrics`` and the dashboard on one FastAPI app whose
+lifespan starts and stops the service; the `Gatekeeper` in front of them; and the metrics."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI, Request, Response
 from fastapi_offline import FastAPIOffline
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wheelq.callbacks.delivery import Deliveries
+from wheelq.core.retry import RetryPolicy
+from wheelq.core.settings import ServeSettings, WorkerSettings
+from wheelq.metrics.collectors import ClientCollector, WorkerCollector, counter, histogram
+from wheelq.producer.async_client import AsyncClient
+from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
+from wheelq.runtime.outage import StartGate
 from wheelq.store import nodes
-from wheelq.web import api_jobs, api_pull, api_topics, fast_enqueue, problems, ui
-from wheelq.web.metrics import exposition
+from wheelq.web import api_jobs, api_pull, api_topics, problems, ui
+from wheelq.web.api_jobs import Coalescer
+from wheelq.web.auth import Guard, Token
 from wheelq.web.problems import problem_response
-from wheelq.web.service import WebService
+from wheelq.worker.pull import Puller
+
+log = logging.getLogger(__name__)
+
+CLOCK_SYNC_MS = 5000
+
+
+class WebService:
+    """The state behind the app (`wheelq.web.app.create_app`).
+
+    Args:
+        client: The producer client every endpoint goes through (closed with the service
+            when `owns_client`).
+        settings: `ServeSettings`.
+        worker_settings: Pull consumers' visibility timeout, deliveries and retries.
+        tokens: Who may do what (none: everyone, everything).
+        deliveries: Callback delivery to run beside the API (None: none here).
+        allow_private: Whether callbacks may target private addresses (checked when a job
+            is accepted, as the deliverer checks when it connects).
+        allowed_hosts: Names accepted in ``Host`` besides the service's own address
+            (`wheelq.web.auth.Guard`).
+        receipt_secret: The key pull receipts are sealed with, the same on every service of
+            a deployment (empty: one kept in Redis; see `wheelq.worker.pull.Puller`).
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        settings: ServeSettings | None = None,
+        worker_settings: WorkerSettings | None = None,
+        tokens: tuple[Token, ...] = (),
+        deliveries: Deliveries | None = None,
+        allow_private: bool = False,
+        allowed_hosts: tuple[str, ...] = (),
+        receipt_secret: str = "",
+    ) -> None:
+        self.client = client
+        self.settings = settings or ServeSettings()
+        ws = worker_settings or WorkerSettings()
+        self.clock = RedisClock()
+        self.puller = Puller(
+            client.executor,
+            WallClock(),
+            visibility_timeout_ms=ws.visibility_timeout_ms,
+            max_deliveries=ws.max_deliveries,
+            policy=RetryPolicy(ws.retry_base_ms, ws.retry_max_ms, ws.retry_jitter_pct),
+            claim_interval_ms=ws.claim_interval_ms,
+            receipt_secret=receipt_secret,
+            pull_connections=self.settings.pull_connections,
+        )
+        self.guard = Guard(tokens, allowed_hosts)
+        self.coalescer = Coalescer(client.enqueue_many)
+        """Single enqueues of one event-loop turn go to Redis as one batch."""
+        self.deliveries = deliveries
+        self.allow_private = allow_private
+        self.owns_client = False
+        self._closed = False
+        self._keeper = ClockKeeper(client.executor, self.clock, CLOCK_SYNC_MS)
+        self._gate = StartGate(client.executor, self.settings.start_timeout_ms, log)
+        self.requests: dict[tuple[str, int], int] = {}
+        """(route, status) -> requests answered (``/metrics``)."""
+
+    @property
+    def started(self) -> bool:
+        """Once `start()` returned: whether it started anything (False when `stop()`
+        ended its wait for Redis; False again once stopping)."""
+        return self._gate.started
+
+    async def start(self) -> None:
+        """Wait for Redis (`StartGate`), then start what runs beside the endpoints; a failed
+        start closes an owned client."""
+        try:
+            await self._gate.run(self._start)
+        except BaseException:
+            await self._close()
+            raise
+
+    async def _start(self) -> None:
+        await self._keeper.sample()  # due_ms in answers is on the Redis clock from the start
+        await self._keeper.start()
+        if self.deliveries is not None:
+            await self.deliveries.start()
+
+    def closing(self) -> None:
+        """The server stops taking requests: those that wait answer now (long-poll pulls,
+        with what they have), so the stop does not wait them out."""
+        self.puller.close()
+
+    async def stop(self) -> None:
+        """Stop what `start()` started (called during its wait, end the wait); safe to
+        call twice."""
+        self.closing()
+        if await self._gate.abort():
+            self._gate.started = False
+            if self.deliveries is not None:
+                await self.deliveries.stop()
+            await self._keeper.stop()
+        await self.puller.aclose()
+        await self._close()
+
+    async def _close(self) -> None:
+        if self.owns_client and not self._closed:
+            self._closed = True
+            await self.client.aclose()
+
 
 DESCRIPTION = """\
 Delayed jobs on Redis that fire on time, over HTTP: enqueue with a delay or an absolute
@@ -90,7 +208,7 @@ class Gatekeeper:
     """Pure ASGI middleware, before any body is read: checks the ``Host`` and the token
     (421, 401, 403: `wheelq.web.auth.Guard.admit`), that an API body is sent as JSON (415),
     and refuses bodies over ``max_body_bytes`` (413, before reading more of them); then
-    takes JSON enqueues (`fast_enqueue`) and counts answers by route and status for
+    takes JSON enqueues (`api_jobs.fast_enqueue`) and counts answers by route and status for
     ``/metrics``."""
 
     def __init__(self, app: ASGIApp, service: WebService, page: problems.Page) -> None:
@@ -114,11 +232,11 @@ class Gatekeeper:
             self._count(scope, refused.status)
             return
         length = _content_length(scope)
-        fast = fast_enqueue.topic_of(scope)
+        fast = api_jobs.topic_of(scope)
         if fast is not None and length is not None and length <= self._max:
             topic, batch = fast
-            status = await fast_enqueue.enqueue(self._service, topic, batch, scope, receive, send)
-            route = fast_enqueue.BATCH_ROUTE if batch else fast_enqueue.ROUTE
+            status = await api_jobs.fast_enqueue(self._service, topic, batch, scope, receive, send)
+            route = api_jobs.BATCH_ROUTE if batch else api_jobs.ROUTE
             self._count(scope, status, route)
             return
         if length is None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
@@ -160,7 +278,7 @@ class Gatekeeper:
             "Request body too large",
             f"the body must be at most {self._max} bytes (max_body_bytes)",
         )
-        await response(scope, _no_receive, send)
+        await response(scope, problems.disconnected, send)
 
 
 async def _read_up_to(receive: Receive, limit: int) -> bytes | None:
@@ -193,10 +311,6 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-async def _no_receive() -> Message:
-    return {"type": "http.disconnect"}
-
-
 def _content_length(scope: Scope) -> int | None:
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
@@ -212,3 +326,87 @@ def _version() -> str:
         return version("wheelq")
     except PackageNotFoundError:
         return "0"
+
+
+class ServiceCollector(Collector):
+    """The service's client, its delivery workers (families of one name merged, a repeated
+    sample kept once), the HTTP requests answered and the deliverer's requests."""
+
+    def __init__(self, service: WebService) -> None:
+        self._service = service
+
+    def collect(self) -> Iterator[Metric]:
+        svc = self._service
+        parts: list[Collector] = [ClientCollector(svc.client)]
+        deliveries = svc.deliveries
+        if deliveries is not None:
+            parts += [WorkerCollector(w) for w in list(deliveries.workers.values())]
+        merged: dict[str, Metric] = {}
+        seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        for part in parts:
+            for family in part.collect():
+                into = merged.setdefault(family.name, family)
+                samples = into.samples if into is family else family.samples
+                kept = []
+                for sample in samples:
+                    key = (sample.name, tuple(sorted(sample.labels.items())))
+                    if key not in seen:
+                        seen.add(key)
+                        kept.append(sample)
+                if into is family:
+                    into.samples = kept
+                else:
+                    into.samples += kept
+        yield from merged.values()
+        yield counter(
+            "http_requests",
+            "HTTP requests answered, by route and status",
+            ("route", "status"),
+            [((route, str(status)), n) for (route, status), n in sorted(svc.requests.items())],
+        )
+        coalescer = svc.coalescer
+        yield counter(
+            "http_enqueue_batches",
+            "enqueue_many calls that carried the single enqueues of one event-loop turn",
+            (),
+            [((), coalescer.batches)],
+        )
+        yield counter(
+            "http_enqueue_batched_jobs",
+            "Single enqueues sent in those calls",
+            (),
+            [((), coalescer.items)],
+        )
+        yield counter(
+            "pull_dead_lettered",
+            "Entries pull consumers' take-overs dead-lettered (delivered past max_deliveries)",
+            (),
+            [((), svc.puller.dead_lettered)],
+        )
+        if deliveries is not None:
+            d = deliveries.deliverer
+            yield counter(
+                "callback_requests",
+                "Callback requests by outcome: delivered (2xx), retried (5xx, 408, 429, "
+                "timeouts, connection errors), refused (other answers, private targets), "
+                "skipped (jobs without a callback)",
+                ("outcome",),
+                [((name,), value) for name, value in vars_of(d.counts).items()],
+            )
+            yield histogram(
+                "callback_lateness_seconds",
+                "Due time to the callback's 2xx answer (the deliverer's wall clock against "
+                "the Redis clock's due time)",
+                (),
+                [((), d.lateness.snapshot())],
+            )
+
+
+def vars_of(counts: object) -> dict[str, int]:
+    return {name: getattr(counts, name) for name in counts.__slots__}  # type: ignore[attr-defined]
+
+
+def exposition(service: WebService) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(service))
+    return generate_latest(registry)

@@ -1,17 +1,6 @@
-"""Who may do what: bearer tokens, each limited to topics and to reading or writing.
-
-With no token configured every request is let in (the CLI then binds to loopback only).
-With tokens, a request names one as ``Authorization: Bearer <token>``, or as the password
-of HTTP Basic auth (what a browser asks for on the dashboard); tokens are compared in
-constant time. ``read`` grants the GET endpoints, the dashboard and ``/metrics``;
-``write`` grants everything (pulling and acking included). ``topics`` are shell-style
-patterns (``orders-*``); a token without them covers every topic.
-
-Every request is checked here before its body is read (`Guard.admit`, from the app's
-gatekeeper): first its ``Host`` (one the service is reached at, so that a page whose name
-was rebound to this address cannot use the service, nor pass the dashboard's origin check),
-then its token for what the path and method need (`needs`). The routes check again, for
-the token they use.
+"""Who may do what: bearer tokens (or HTTP Basic passwords), each limited to topics and to
+reading or writing, and the ``Host`` check (docs/security.md). `Guard.admit` checks every
+request before its body is read; the routes check again, for the token they use.
 """
 
 from __future__ import annotations
@@ -61,13 +50,8 @@ class Token:
 
 
 def parse_tokens(value: object, source: str) -> tuple[Token, ...]:
-    """Tokens from config: a list of tables ``{token, access?, topics?}``, a list of token
-    strings (write access to everything), a comma-separated string of them, or that list
-    as JSON text (an environment variable).
-
-    Raises:
-        InvalidArgumentError: Naming `source` and what is wrong.
-    """
+    """Tokens from config: tables ``{token, access?, topics?}`` or token strings (write,
+    every topic), as a list, JSON text or comma-separated."""
     if isinstance(value, str):
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [t for t in text.split(",") if t]
@@ -97,9 +81,7 @@ def parse_tokens(value: object, source: str) -> tuple[Token, ...]:
 
 
 def needs(method: str, path: str) -> tuple[str, str | None] | None:
-    """(access, topic) a request needs: ``read`` for GET, HEAD and OPTIONS, ``write`` for
-    the rest, on the topic the path names (None: none, or every one); None for the paths
-    open to all (health, the API's documents, the dashboard's styles, ``/``)."""
+    """(access, topic) a request needs (topic None: every one); None for the open paths."""
     found = _GUARDED.fullmatch(path)
     if found is None or path.startswith(_STATIC):
         return None
@@ -107,11 +89,7 @@ def needs(method: str, path: str) -> tuple[str, str | None] | None:
 
 
 def host_names(hosts: Iterable[str], source: str) -> tuple[str, ...]:
-    """``allowed_hosts`` from config: names (or addresses) as a list, or comma-separated.
-
-    Raises:
-        InvalidArgumentError: Naming `source`, for an entry that is not a host name.
-    """
+    """``allowed_hosts`` from config: names (or addresses) as a list, or comma-separated."""
     if isinstance(hosts, str):
         hosts = [h for h in hosts.split(",") if h.strip()]
     out = []
@@ -143,12 +121,7 @@ class Guard:
         self.allowed_hosts = frozenset(allowed_hosts)
 
     def admit(self, scope: Scope) -> None:
-        """Check a request before its body is read: its ``Host``, then its token for what
-        its path and method need (`needs`).
-
-        Raises:
-            ProblemError: 421 for a ``Host`` this service is not, 401 or 403 (`allows`).
-        """
+        """Check a request's ``Host`` (421), then its token for what it `needs` (401, 403)."""
         headers = dict(scope["headers"])
         self.check_host(headers.get(b"host"), scope.get("server"))
         if self.tokens:
@@ -159,13 +132,9 @@ class Guard:
                 self.allows(authorization, *need)
 
     def check_host(self, host: bytes | None, server: tuple[str, int | None] | None) -> None:
-        """Accept the address the request came in on (`server`), as ``Host``, with its port
-        or none; ``localhost`` too when that address is loopback; and `allowed_hosts` with
-        any port. A request without ``Host`` (HTTP/1.0) passes: browsers always send one.
-
-        Raises:
-            ProblemError: 421 naming the host and the setting that would admit it.
-        """
+        """421 unless ``Host`` is the address the request came in on (`server`; with its
+        port or none), ``localhost`` on loopback, or in `allowed_hosts` (any port). None
+        (HTTP/1.0) passes: browsers always send one."""
         if host is None or ANY_HOST in self.allowed_hosts:
             return
         text = host.decode("latin-1").strip().lower()
@@ -191,15 +160,10 @@ class Guard:
         return not self.tokens
 
     def token_of(self, request: Request) -> Token | None:
-        """The request's token; see `token_in`."""
         return self.token_in(request.headers.get("authorization", ""))
 
     def token_in(self, authorization: str) -> Token | None:
-        """The request's token (None when none is configured).
-
-        Raises:
-            ProblemError: 401 when the request names no configured token.
-        """
+        """The request's token (None when none is configured); 401 when it names none."""
         if not self.tokens:
             return None
         given = _presented(authorization)
@@ -219,16 +183,10 @@ class Guard:
         )
 
     def check(self, request: Request, access: str, topic: str | None = None) -> Token | None:
-        """See `allows`."""
         return self.allows(request.headers.get("authorization", ""), access, topic)
 
     def allows(self, authorization: str, access: str, topic: str | None = None) -> Token | None:
-        """The token of an ``Authorization`` header if it grants `access` on `topic` (None:
-        any topic).
-
-        Raises:
-            ProblemError: 401 (no token) or 403 (it does not grant this).
-        """
+        """The header's token if it grants `access` on `topic` (None: any); else 401, 403."""
         token = self.token_in(authorization)
         if token is not None and not (token.grants(access) and token.covers(topic)):
             where = f" on topic {topic!r}" if topic else ""

@@ -3,19 +3,36 @@ what requests are checked against before anything is done (bad input changes not
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import itertools
 import math
+import textwrap
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    create_model,
+)
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
-from wheelq.core.job import MAX_ATTEMPTS_LIMIT
+from wheelq.core.history import JobInfo
+from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
 from wheelq.core.keys import MAX_TOPIC_LENGTH
 from wheelq.errors import InvalidDelayError
+from wheelq.producer.groups import GroupShardStats
 from wheelq.producer.items import EnqueueItem
+from wheelq.producer.operations import ShardStats
+from wheelq.web import ERRORS, HIDDEN
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MIN_AT_MS = 978_307_200_000
@@ -72,12 +89,7 @@ Int = Annotated[int, BeforeValidator(_whole)]
 
 
 def _finite(value: JsonValue) -> JsonValue:
-    """`value` if every number in it is one JSON carries (RFC 8259: no NaN, no Infinity,
-    nothing too large for a double, which Python reads as Infinity).
-
-    Raises:
-        ValueError: Naming where in `value` the first such number is.
-    """
+    """`value` if every number in it is finite (RFC 8259), else a ValueError naming where."""
     todo: list[tuple[str, object]] = [("", value)]
     while todo:
         where, item = todo.pop()
@@ -147,15 +159,8 @@ class Due(Strict):
     )
 
     def due(self, now_ms: int) -> tuple[timedelta | None, datetime | None]:
-        """(delay, at) as the client takes them; exact to the ms.
-
-        Args:
-            now_ms: The client's clock (epoch ms), which bounds `at` again (`latest_at_ms`).
-
-        Raises:
-            InvalidDelayError: Both given, `at` a number outside [`MIN_AT_MS`, ten years
-                from now] or not an RFC 3339 time with an offset, or later than that.
-        """
+        """(delay, at) as the client takes them, exact to the ms; `at` bounded by `now_ms`
+        (the client's clock, as `latest_at_ms` reads it)."""
         if self.delay_ms is not None and self.at is not None:
             raise InvalidDelayError("at", "give delay_ms or at, not both")
         delay = None if self.delay_ms is None else timedelta(milliseconds=self.delay_ms)
@@ -261,38 +266,47 @@ ERROR_LINE = (
 ERROR_DETAIL = "the error whole: its line, then the traceback (null when the line is all)"
 
 
-class GroupOut(BaseModel):
-    group: str
-    state: str
-    entry_id: str
-    consumer: str | None = None
-    since_ms: int | None = None
-    deliveries: int = 0
-    finished_ms: int | None = None
-    duration_ms: int | None = None
-    error: str | None = Field(None, description=ERROR_LINE)
-    reason: str | None = None
-    dead_entry_id: str | None = None
-    error_detail: str | None = Field(None, description=ERROR_DETAIL)
+def _field_docs(cls: type[Any]) -> dict[str, str]:
+    """`cls`'s attribute docstrings, by field."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    return {
+        a.target.id: inspect.cleandoc(b.value.value)
+        for a, b in itertools.pairwise(body)
+        if isinstance(a, ast.AnnAssign)
+        and isinstance(a.target, ast.Name)
+        and isinstance(b, ast.Expr)
+        and isinstance(b.value, ast.Constant)
+        and isinstance(b.value.value, str)
+    }
 
 
-class JobOut(BaseModel):
-    """A job's state, whatever it is (the client's `get()`)."""
+def wire_model(cls: type[Any]) -> type[BaseModel]:
+    """The pydantic model of `cls` as `as_json` writes it (for the OpenAPI document), its
+    fields described by their docstrings."""
+    hints = get_type_hints(cls)
+    docs = _field_docs(cls)
+    spec: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in HIDDEN:
+            continue
+        kind = hints[f.name]
+        if get_origin(kind) is tuple:  # a tuple of records: GroupInfo
+            kind = list[wire_model(get_args(kind)[0])]  # type: ignore[misc]
+        # Every field required: an answer always carries each one.
+        spec[f.name] = (
+            kind,
+            Field(description=ERROR_LINE if f.name in ERRORS else docs.get(f.name)),
+        )
+        if f.name in ERRORS:
+            spec[f"{f.name}_detail"] = (str | None, Field(description=ERROR_DETAIL))
+    model: type[BaseModel] = create_model(cls.__name__, __doc__=cls.__doc__, **spec)
+    return model
 
-    id: str
-    topic: str
-    state: str
-    due_ms: int | None = None
-    attempt: int | None = None
-    max_attempts: int | None = None
-    enqueued_ms: int | None = None
-    payload: Any = None
-    entry_id: str | None = None
-    fired_ms: int | None = None
-    cancelled_ms: int | None = None
-    last_error: str | None = Field(None, description=ERROR_LINE)
-    last_error_detail: str | None = Field(None, description=ERROR_DETAIL)
-    groups: list[GroupOut] = []
+
+JobInfoModel = wire_model(JobInfo)
+DeadLetterModel = wire_model(DeadLetter)
+ShardModel = wire_model(ShardStats)
+GroupShardModel = wire_model(GroupShardStats)
 
 
 class BacklogOut(BaseModel):
@@ -306,10 +320,6 @@ class BacklogOut(BaseModel):
     in_flight: int = Field(description="delivered and not settled, summed over groups")
     in_stream: int = Field(description="entries in the stream: fired, not yet trimmed")
     dead: int = Field(description="dead letters")
-
-
-class ShardOut(BacklogOut):
-    shard: int
 
 
 class TopicOut(BaseModel):
@@ -326,14 +336,7 @@ class TopicStatsOut(BacklogOut):
     """The topic's backlog in all, and by shard."""
 
     topic: str
-    shards: list[ShardOut]
-
-
-class ConsumerGroupShardOut(BaseModel):
-    shard: int
-    consumers: int
-    in_flight: int = Field(description="delivered to a consumer of the group, not acked")
-    ready: int = Field(description="fired, not yet delivered to the group")
+    shards: list[ShardModel]  # type: ignore[valid-type]
 
 
 class ConsumerGroupOut(BaseModel):
@@ -350,7 +353,7 @@ class ConsumerGroupOut(BaseModel):
     idle_ms: int | None = Field(
         description="since the most recently active of its consumers last read (null: none)"
     )
-    shards: list[ConsumerGroupShardOut]
+    shards: list[GroupShardModel]  # type: ignore[valid-type]
 
 
 class ConsumerGroupsOut(BaseModel):
@@ -358,23 +361,8 @@ class ConsumerGroupsOut(BaseModel):
     groups: list[ConsumerGroupOut]
 
 
-class DeadOut(BaseModel):
-    ref: str
-    topic: str
-    job_id: str | None
-    reason: str
-    group: str
-    attempt: int | None
-    max_attempts: int | None
-    dead_ms: int
-    source_entry: str
-    error: str = Field(description=ERROR_LINE)
-    error_detail: str | None = Field(description=ERROR_DETAIL)
-    payload: Any = None
-
-
 class DeadListOut(BaseModel):
-    dead: list[DeadOut]
+    dead: list[DeadLetterModel]  # type: ignore[valid-type]
     next: str | None = None
     """The `after` of the next page; None on the last."""
 

@@ -133,14 +133,15 @@ def invalid(exc: InvalidArgumentError | PayloadTypeError, prefix: str = "") -> P
     ``jobs[i].``)."""
     parameter = exc.parameter if isinstance(exc, InvalidArgumentError) else "payload"
     detail = str(exc)
-    item = _ITEM.match(detail)
+    item = ITEM.match(detail)
     if item is not None:
         prefix, detail = f"jobs[{item[1]}].", detail[item.end() :]
     field = http_field(parameter, prefix)
     return ProblemError(422, "invalid-argument", "Invalid argument", detail, field=field)
 
 
-_ITEM = re.compile(r"items\[(\d+)\]: ")
+ITEM = re.compile(r"items\[(\d+)\]: ")
+"""How the client's error names a batch item: ``items[3]: ...``."""
 
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -245,8 +246,7 @@ def install(app: FastAPI, page: Page | None = None) -> None:
     (an error the dashboard's routes did not catch: a bug, a path no route takes)."""
 
     def answer(request: Request, problem: ProblemError) -> Response:
-        shown = None if page is None else page(request, problem)
-        return problem.response(request.url.path) if shown is None else shown
+        return _shown(request, problem, page)
 
     async def _known(request: Request, exc: Exception) -> Response:
         problem = problem_of(exc)
@@ -290,13 +290,16 @@ def install(app: FastAPI, page: Page | None = None) -> None:
 
 async def send_problem(scope: Scope, send: Send, problem: ProblemError, page: Page | None) -> None:
     """Answer `problem` from ASGI middleware, before any route: as `install`'s handlers do."""
-    request = Request(scope)
+    await _shown(Request(scope), problem, page)(scope, disconnected, send)
+
+
+def _shown(request: Request, problem: ProblemError, page: Page | None) -> Response:
     shown = None if page is None else page(request, problem)
-    response = problem.response(request.url.path) if shown is None else shown
-    await response(scope, _disconnected, send)
+    return problem.response(request.url.path) if shown is None else shown
 
 
-async def _disconnected() -> Message:
+async def disconnected() -> Message:
+    """An ASGI receive for an answer sent without reading the body."""
     return {"type": "http.disconnect"}
 
 

@@ -11,10 +11,10 @@ from wheelq.core import keys as k
 from wheelq.core.flow import ORDER_GRACE_MS, Flow, Rate, flow_key, order_keys
 from wheelq.core.history import JobState, job_info
 from wheelq.core.job import Job
+from wheelq.runtime.batch import CallBatch
 from wheelq.store import flow as calls
 from wheelq.store import ops
 from wheelq.store.executor import Executor
-from wheelq.worker.call_batch import CallBatch
 
 ORDER_RETENTION_MS = 3 * 86_400_000
 """Registrations in a key's order are dropped this long after they were due."""
