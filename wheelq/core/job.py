@@ -1,7 +1,6 @@
-"""A job on the wire: its id, payload, trace context, envelope, stream entry and dead letter.
+"""A job on the wire: id, payload, trace context, envelope, stream entry and dead letter
+(formats: docs/architecture.md, "Key layout"; the scripts write them in ``_lib.lua``).
 
-The formats are in docs/architecture.md ("Key layout"); the scripts write them
-(``wheelq/store/lua/_lib.lua``), this module reads and writes them for Python.
 """
 
 from __future__ import annotations
@@ -59,8 +58,7 @@ def time_part(now_ms: int) -> str:
 
 
 def random_parts(count: int) -> str:
-    """The random parts of `count` ids, `RANDOM_CHARS` each, one after the other (one C pass:
-    a fifth of the cost per id of encoding 10 bytes each in Python)."""
+    """The random parts of `count` ids, `RANDOM_CHARS` each, concatenated (one C pass)."""
     return os.urandom(RANDOM_CHARS * count).translate(_CHAR_OF_BYTE).decode("ascii")
 
 
@@ -100,8 +98,7 @@ def payload_packer() -> msgpack.Packer:
 
 
 def encode_payload(payload: Any, max_bytes: int, packer: msgpack.Packer | None = None) -> bytes:
-    """Encode `payload` (PayloadTypeError, PayloadTooLargeError): exact plain types in one
-    pass, anything else leniently and decoded once (a tuple as a dict key cannot be read)."""
+    """Encode `payload` (PayloadTypeError, PayloadTooLargeError); plain types in one pass."""
     try:
         if packer is None:
             data: bytes = msgpack.packb(
@@ -144,7 +141,6 @@ def _type_error(exc: Exception) -> PayloadTypeError:
 
 
 def decode_payload(data: bytes) -> Any:
-    """Decode payload bytes written by `encode_payload` (or any msgpack writer)."""
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
@@ -212,8 +208,7 @@ class Field:
     ENVELOPE = b"envelope"
 
     READY = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD, ENQUEUED)
-    """Every ready-stream entry's fields, in order; then, when set: GROUP (retries and
-    replays), TRACE, CALLBACK, KEY and ORDERED."""
+    """Every ready-stream entry's fields, in order; then, when set, the optional ones."""
     DEAD = (REASON, ERROR, GROUP, ENTRY)
     """What a dead letter adds after the ready-stream entry's fields, in order."""
 
@@ -265,8 +260,7 @@ def pack_envelope(
     key: str = "",
     ordered: bool = False,
 ) -> bytes:
-    """The envelope, its optional fields up to the last one set (``""`` before it);
-    `packer` is a ``msgpack.Packer(use_bin_type=False)`` to reuse."""
+    """The envelope, optional fields up to the last one set; `packer` is reused."""
     fields = envelope_fields(
         payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent, callback, key
     )
@@ -289,8 +283,7 @@ def envelope_fields(
     callback: bytes = b"",
     key: str = "",
 ) -> list[Any]:
-    """`pack_envelope`'s fields of an unordered job, before they are packed (a batch that
-    differs only in payload packs one list with each payload in place 1)."""
+    """`pack_envelope`'s fields of an unordered job, before they are packed."""
     fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
     if key:
         fields += [group, job_id, traceparent or "", callback, key]

@@ -1,8 +1,6 @@
-"""Key names, hash tags and shard placement: the one place Redis key strings are made.
+"""Key names, hash tags and shard placement: the one place Redis key strings are made
+(docs/architecture.md#key-layout; a test checks it against this module).
 
-The layout is in docs/architecture.md#key-layout (a test checks it against this module).
-Every key of a shard carries the hash tag ``{topic:shard}`` (one slot per script), and a
-job's shard is ``crc32(job id) % shards``.
 """
 
 from __future__ import annotations
@@ -174,8 +172,7 @@ def shard_of(job_id: str, shards: int) -> int:
 READY = "ready"
 CALLBACKS = "callbacks"
 STREAMS = (READY, CALLBACKS)
-"""The streams a job can fire into: ``ready`` (read by the topic's consumer groups) and
-``callbacks`` (jobs that carry an HTTP callback, read by the deliverer's group only)."""
+"""The streams a job can fire into: ``ready`` (consumer groups) and ``callbacks`` (deliverer)."""
 
 
 @dataclass(frozen=True, slots=True)
