@@ -1,7 +1,6 @@
 """A job's HTTP callback: where `wheelq deliver` POSTs the job when due; a msgpack map
 ``{"url", "headers", "timeout_ms"}`` on the wire. Whether a host is private (SSRF) is
 decided where the URL is used (docs/security.md).
-
 """
 
 from __future__ import annotations
@@ -216,7 +215,6 @@ def private_address(host: str) -> bool:
     """Whether `host` (an IP literal or ``localhost``) is not public; a DNS name is False.
 
     An IPv6 address carrying an IPv4 one (mapped, compatible, NAT64, 6to4) is judged by it.
-
     """
     name = _normal_host(host.strip("[]")).rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):

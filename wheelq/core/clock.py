@@ -1,6 +1,5 @@
 """The `Clock` protocol, a manual clock for tests, and the offset math against Redis ``TIME``
 (docs/architecture.md, invariant 6).
-
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Due times: `delay=` / `at=` (and a debounce) validated and converted to ms; nothing here
 reads a clock (docs/architecture.md, invariant 6).
-
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Flow control, pure: a group's rate and key limits (`Flow`), a job's key and its order,
 and a topic's backpressure limits (`TopicLimits`); docs/architecture.md, "Flow control".
-
 """
 
 from __future__ import annotations

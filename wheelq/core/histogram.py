@@ -1,6 +1,5 @@
 """A fixed-bucket latency histogram (ms) cheap enough for the hot paths: a bisect, two
 additions, no lock; buckets are Prometheus ``le`` buckets.
-
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A job's whole life by id: the states `get()` reports, from one `lookup.lua` read
 (docs/architecture.md, "Job history"). Record kinds: ``F`` fired for one group, ``S``
 succeeded, ``R`` failed and put back, ``D`` dead-lettered, ``C`` its retry cancelled.
-
 """
 
 from __future__ import annotations

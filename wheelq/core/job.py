@@ -1,6 +1,5 @@
 """A job on the wire: id, payload, trace context, envelope, stream entry and dead letter
 (formats: docs/architecture.md, "Key layout"; the scripts write them in ``_lib.lua``).
-
 """
 
 from __future__ import annotations

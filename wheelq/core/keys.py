@@ -1,6 +1,5 @@
 """Key names, hash tags and shard placement: the one place Redis key strings are made
 (docs/architecture.md#key-layout; a test checks it against this module).
-
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """What a shard holds at one moment, and the rates between two moments: one definition for
 `wheelq stats`, `wheelq top` and the metrics gauges.
-
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Recurring schedules, pure: the rule (cron in a zone, or an interval), the stored record,
 and `plan`, a planning round's writes (docs/architecture.md, "Schedules"). Cron follows
 Debian cron across daylight-saving shifts.
-
 """
 
 from __future__ import annotations
@@ -85,7 +84,6 @@ class Recurrence:
 
         cronsim reads its start as wall time, so a start in a repeated hour's second copy would
         read as the first: start `DST_MARGIN_MS` away and drop the near side.
-
         """
         assert self.cron is not None
         zone = ZoneInfo(self.tz)
@@ -274,7 +272,6 @@ def plan(schedule: Schedule, now_ms: int, horizon_ms: int, grace_ms: int = GRACE
     """The runs in ``(schedule.planned_ms, horizon_ms]`` to write now; late ones follow `misfire`.
 
     Bounded whatever the outage: at most `max_catch_up` + 10,000 missed runs.
-
     """
     cursor = schedule.planned_ms
     rule = schedule.rule

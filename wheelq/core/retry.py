@@ -1,6 +1,5 @@
 """What happens to a job after its handler fails: retry with backoff, or dead-letter
 (docs/architecture.md, invariant 13).
-
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The embedded server: a real Valkey or Redis process, or a cluster of them, on loopback
 (`wheelq demo`, ``wheelq server``, and `wheelq.testing` for tests).
-
 """
 
 from wheelq.embedded.cluster import EmbeddedCluster

@@ -1,6 +1,5 @@
 """A real Redis Cluster on loopback, from the same binaries as `EmbeddedServer`, formed
 without ``redis-cli`` (ADDSLOTSRANGE, MEET, REPLICATE); three primaries take about 2 s.
-
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ class EmbeddedCluster(Started):
     """A cluster of `primaries` servers on 127.0.0.1, each with `replicas` replicas.
 
     `node_timeout_ms` is ``cluster-node-timeout`` (how long before a replica takes over).
-
     """
 
     def __init__(
@@ -126,7 +124,6 @@ class EmbeddedCluster(Started):
         """Move `slot` to primary `to` as an operator does; returns the keys moved.
 
         `pause_s` after each key lets a test's load meet the slot half moved (ASK, TRYAGAIN).
-
         """
         source = self.owner(slot)
         src_id, dst_id = self.node_id(source), self.node_id(to)

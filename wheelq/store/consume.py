@@ -80,7 +80,6 @@ def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
     """Ack succeeded runs and record them in the history; parses to how many were acked.
 
     The records are packed here as two msgpack arguments: in Lua they cost Redis more.
-
     """
     return script_call("ack", keys, _ack_args(group, done), lambda r: int(check("ack", r)[1]))
 

@@ -4,7 +4,6 @@ that send a list of them in one pipeline and return the parsed replies in order.
 `plan` is the sans-I/O re-send plan (MOVED, NOSCRIPT, TRYAGAIN/ASK, slot-map reload) that
 `SyncExecutor` and `AsyncExecutor` drive; a call whose connection broke may have run, so it
 is raised, never re-sent (docs/architecture.md, invariant 18).
-
 """
 
 from __future__ import annotations
@@ -183,7 +182,6 @@ def plan(calls: Sequence[Call[Any]], cluster: Callable[[], bool]) -> Steps:
 
     Scripts go as EVALSHA and NOSCRIPT is handled here: redis-py's pipeline script handling
     costs a SCRIPT EXISTS round trip on every execute.
-
     """
     try:
         replies = yield from _send(calls, cluster)
@@ -285,7 +283,6 @@ def _writes(conn: Any, calls: Sequence[Call[Any]]) -> Any:
     """`calls` packed, in writes of at least `WRITE_BYTES`.
 
     A script call goes straight to hiredis's packer: redis-py's wrapper costs half the packing.
-
     """
     buffered: list[bytes | memoryview] = []
     size = 0
@@ -391,7 +388,6 @@ class SyncExecutor(_Executor[redis.Redis]):
 
     `to_cluster`, given when the URL may name a cluster node, makes the cluster client that
     replaces `client` on the first MOVED reply.
-
     """
 
     _CLUSTER = redis.cluster.RedisCluster
@@ -521,7 +517,6 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
 
         Raises:
             InvalidArgumentError: A cluster node, but a plain client made without `to_cluster`.
-
         """
         if not self.cluster:
             try:

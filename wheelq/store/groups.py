@@ -1,6 +1,5 @@
 """Consumer groups as an operator sees them (XINFO GROUPS, XINFO CONSUMERS), and creating
 (under a cap) and deleting one.
-
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The enqueue transition: `JobWrite` and the `enqueue.lua` call that places a batch on one
 shard (docs/architecture.md, "The life of a job"; the script's header lists the layouts).
-
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ def enqueue(
 
     `record_ms` > 0 without `call_token`: a spool replay (a job whose token the shard's record
     holds is APPLIED, not written again); with `call_token`: a spooling client's direct call.
-
     """
     replay = record_ms > 0 and not call_token
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
@@ -64,7 +62,6 @@ def enqueue(
 def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
     """The layout argument ('n': all new ids, 'u': no repeats) when every job has the first's
     mode and replace; else None.
-
     """
     mode, _ = jobs[0].due.wire
     replace = jobs[0].replace

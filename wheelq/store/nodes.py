@@ -1,6 +1,5 @@
 """What a scheduler node sends about itself: shard leases, the node registry, the server's
 clock and settings.
-
 """
 
 from __future__ import annotations

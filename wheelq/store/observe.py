@@ -1,6 +1,5 @@
 """Bounded reads of what a shard holds, for `wheelq stats`, `wheelq top` and the metrics
 (docs/architecture.md, invariant 15); `wheelq.core.observe` computes what they mean.
-
 """
 
 from __future__ import annotations
@@ -70,7 +69,6 @@ def observe_shards(
 
     `sample`: newest ready entries read per shard for lateness. `probe`: ask first which
     streams exist (a round trip more), so a driver without ``return_exceptions`` can run it.
-
     """
     there = [True] * len(shards)
     if probe:

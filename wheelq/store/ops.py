@@ -1,6 +1,5 @@
 """Job transitions, reads and the topic registry: one wrapper per script or command that
 builds the `Call` and parses its reply; the executors send them.
-
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Calls for recurring schedules (`wheelq.core.recurring`; docs/architecture.md,
 "Schedules"). ``wheelq:scheduled`` lists the shards that hold schedules.
-
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@ KEYS (`SCRIPT_KEYS`), and `check`, the one place a reply's status is judged
 (docs/architecture.md, invariant 11): 0 OK, -1 WRONG_TYPE -> ScriptError, -2 LEASE_LOST ->
 LeaseLostError, -3 MALFORMED -> MalformedJobError, other -> ScriptError. ``_lib.lua``
 names the same numbers; a unit test holds the two together.
-
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The scheduler's wake-channel subscription: SSUBSCRIBE to the shards' wake channels and
 their messages as `WakeNote`s. Pub/sub only makes pick-up prompt: the inbox holds the
 same notes durably (docs/architecture.md, invariant 4).
-
 """
 
 from __future__ import annotations
@@ -57,7 +56,6 @@ class WakeSubscription:
     On a cluster it needs a client of its own (`of`): redis-py's cluster pub/sub returns a
     node's connection to the pool while a read may still wait on it. `slot_map` (default
     `connection`) says where each channel lives: a node that loses a slot may fall silent.
-
     """
 
     @classmethod

@@ -2,7 +2,6 @@
 server or cluster (`EmbeddedServer`, `EmbeddedCluster`), what a topic fired (`read_fired`,
 `summarize`), an exact account after faults (`reconcile`); `faults` and `proxy` inject
 server, node and network faults.
-
 """
 
 from wheelq.core.observe import percentile

@@ -1,7 +1,6 @@
 """Faults a test or the chaos soak injects. Server faults send one command on a plain
 connection to ONE server (loop over a cluster's primaries); `slow_renewals` and
 `SkewedClock` act on a scheduler node of this process.
-
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """What fired: a topic's stream entries as `Fired` records, and `summarize`, which checks
 them against the ids that should have fired.
-
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ async with CuttingProxy(target_port) as proxy:
     proxy.drop_replies = True   # requests applied, replies thrown away
 
 `ProxyThread` runs one in a daemon thread, for code that is not async.
-
 """
 
 from __future__ import annotations

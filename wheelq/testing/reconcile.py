@@ -2,7 +2,6 @@
 what Redis and the handlers show. Counts that must be 0 name a broken invariant: ``lost``
 (1), ``fired_twice`` (2), ``early`` (3), ``handled_never``, ``handled_too_often`` (beyond
 `max_runs`); ``handled_again`` counts at-least-once duplicates within the bound.
-
 """
 
 from __future__ import annotations
@@ -58,7 +57,6 @@ def reconcile(
     """Set the `acknowledged` ids against what is there: fired, pending, cancelled, dead, handled.
 
     `handled` (None: not checked) may count up to `max_runs` runs per id.
-
     """
     acked = set(acknowledged)
     records = list(fired)
