@@ -90,9 +90,7 @@ def validate_callback(value: object) -> Callback:
         if "url" not in value:
             raise InvalidArgumentError("callback.url", "callback needs a url")
         value = Callback(
-            value["url"],
-            value.get("headers") or {},
-            value.get("timeout_ms", DEFAULT_TIMEOUT_MS),
+            value["url"], value.get("headers") or {}, value.get("timeout_ms", DEFAULT_TIMEOUT_MS)
         )
     elif not isinstance(value, Callback):
         raise InvalidArgumentError(

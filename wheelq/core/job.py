@@ -15,12 +15,7 @@ from typing import Any
 import msgpack
 
 from wheelq.core.callback import Callback
-from wheelq.errors import (
-    InvalidArgumentError,
-    PayloadTooLargeError,
-    PayloadTypeError,
-    int_in,
-)
+from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError, int_in
 
 # --- ids: 26 Crockford base32 characters (the ULID layout), 48 bits of ms, 80 random bits
 

@@ -140,8 +140,7 @@ def recurrence(
         next(CronSim(cron, datetime.fromtimestamp(0, UTC)))
     except (CronSimError, StopIteration, ValueError) as exc:
         raise InvalidArgumentError(
-            "cron",
-            f"cron must be five fields (minute hour day month weekday), got {cron!r}: {exc}",
+            "cron", f"cron must be five fields (minute hour day month weekday), got {cron!r}: {exc}"
         ) from exc
     return Recurrence(cron, None, tz, start_ms, start_ms, end_ms)
 

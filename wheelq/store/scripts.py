@@ -95,14 +95,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "schedule_claim": ("lease", "sched_epoch"),
     "schedule_advance": ("lease", "sched_state", "sched_epoch"),
     "schedule_fence": ("sched_marks",),
-    "materialize": (
-        *_WRITE[:5],
-        "history",
-        "history_old",
-        "sched_marks",
-        "limits",
-        "callbacks",
-    ),
+    "materialize": (*_WRITE[:5], "history", "history_old", "sched_marks", "limits", "callbacks"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 
