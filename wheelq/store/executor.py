@@ -368,7 +368,6 @@ class _Executor(Generic[C]):
 
     @property
     def cluster(self) -> bool:
-        """Whether the calls go through redis-py's cluster client."""
         return isinstance(self.client, self._CLUSTER)
 
     def _switched(self, sent_with: C) -> bool:

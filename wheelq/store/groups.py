@@ -68,7 +68,6 @@ def stream_groups(keys: ShardKeys) -> Call[list[StreamGroup]]:
 
 
 def stream_length(keys: ShardKeys) -> Call[int]:
-    """XLEN of `keys.stream`."""
     return Call(command=("XLEN", keys.stream), parse=int)
 
 

@@ -21,7 +21,6 @@ class LeaseAttempt:
     """The outcome of `lease_acquire.lua`."""
 
     held: bool
-    """True when the caller holds the lease after the call."""
     new: bool
     """True when it was just acquired (not renewed)."""
     server_now_ms: int

@@ -17,8 +17,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 T = TypeVar("T")
 
@@ -111,12 +110,7 @@ class CuttingProxy:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
         self.cut()
@@ -179,7 +173,7 @@ class ProxyThread:
         self._proxy = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         proxy = self._proxy
         if proxy is not None:
             proxy.unstall()
