@@ -82,9 +82,7 @@ class DuplicateJobError(WheelqError):
     """Jobs with these ids are already pending on the topic and `replace` was False."""
 
     def __init__(self, topic: str, job_ids: Sequence[str], enqueued: Sequence[str] = ()) -> None:
-        self.topic = topic
-        self.job_ids = list(job_ids)
-        self.enqueued = list(enqueued)
+        self.topic, self.job_ids, self.enqueued = topic, list(job_ids), list(enqueued)
         super().__init__(self.describe())
 
     def describe(self, id_name: str = "job_id", replacing: str = "pass replace=True") -> str:
@@ -123,9 +121,7 @@ class TopicNotEmptyError(WheelqError):
     """`drop_topic` without `force` found jobs still to run; nothing was deleted."""
 
     def __init__(self, topic: str, pending: int, unacked: int) -> None:
-        self.topic = topic
-        self.pending = pending
-        self.unacked = unacked
+        self.topic, self.pending, self.unacked = topic, pending, unacked
         super().__init__(self.explain("pass force=True"))
 
     def explain(self, forcing: str) -> str:
@@ -174,9 +170,7 @@ class GroupLimitError(WheelqError):
             f"topic {topic!r} has {max_groups} consumer groups, its cap (max_groups_per_topic): "
             f"group {group!r} was not created; delete a group no longer read, or raise the cap"
         )
-        self.topic = topic
-        self.group = group
-        self.max_groups = max_groups
+        self.topic, self.group, self.max_groups = topic, group, max_groups
 
 
 class GroupBusyError(WheelqError):
@@ -243,8 +237,7 @@ class AckUnsupportedError(WheelqError):
             f"ack='persisted' needs WAITAOF (Redis/Valkey >= 7.2) and appendonly yes; "
             f"{node} {reason}; nothing was written"
         )
-        self.node = node
-        self.reason = reason
+        self.node, self.reason = node, reason
 
 
 class MalformedJobError(WheelqError):
@@ -252,8 +245,7 @@ class MalformedJobError(WheelqError):
 
     def __init__(self, topic: str, job_id: str, why: str) -> None:
         super().__init__(f"job {job_id!r} on topic {topic!r} cannot be decoded: {why}")
-        self.topic = topic
-        self.job_id = job_id
+        self.topic, self.job_id = topic, job_id
 
 
 class LeaseLostError(WheelqError):

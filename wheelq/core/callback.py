@@ -1,8 +1,6 @@
-"""A job's HTTP callback: where `wheelq deliver` POSTs the job when it is due.
-
-Checks the URL's form and reads its host as the HTTP client connects to it; whether a host
-is private (SSRF) is decided where the URL is used (docs/security.md). On the wire it is a
-msgpack map ``{"url", "headers", "timeout_ms"}``.
+"""A job's HTTP callback: where `wheelq deliver` POSTs the job when due; a msgpack map
+``{"url", "headers", "timeout_ms"}`` on the wire. Whether a host is private (SSRF) is
+decided where the URL is used (docs/security.md).
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ class Callback:
 
     @property
     def host(self) -> str:
-        """The host connected to (`callback_host`)."""
         return callback_host(self.url)
 
     def pack(self) -> bytes:
@@ -61,8 +58,7 @@ class Callback:
 
     @classmethod
     def unpack(cls, data: bytes) -> Callback:
-        """Decode and check a packed callback, else ValueError (cached: one endpoint's jobs
-        carry the same bytes, and checking each cost a deliverer a twentieth of its time)."""
+        """Decode and check a packed callback, else ValueError (cached: a deliverer's hot path)."""
         return _unpack(data)
 
 
@@ -81,8 +77,7 @@ def _unpack(data: bytes) -> Callback:
 
 
 def validate_callback(value: object) -> Callback:
-    """A checked `Callback` from a `Callback`, a URL or a mapping (``url``, ``headers``,
-    ``timeout_ms``); InvalidArgumentError names the field."""
+    """A checked `Callback` from a `Callback`, a URL or a mapping; errors name the field."""
     if isinstance(value, str):
         value = Callback(value)
     elif isinstance(value, Mapping):
@@ -95,9 +90,7 @@ def validate_callback(value: object) -> Callback:
         if "url" not in value:
             raise InvalidArgumentError("callback.url", "callback needs a url")
         value = Callback(
-            value["url"],
-            value.get("headers") or {},
-            value.get("timeout_ms", DEFAULT_TIMEOUT_MS),
+            value["url"], value.get("headers") or {}, value.get("timeout_ms", DEFAULT_TIMEOUT_MS)
         )
     elif not isinstance(value, Callback):
         raise InvalidArgumentError(
@@ -137,9 +130,7 @@ def _check_url(url: object) -> None:
 
 
 def callback_host(url: str) -> str:
-    """The host of `url` as aiohttp connects to it (lower case, IDNA/UTS46-mapped, so
-    fullwidth digits and ideographic full stops read as ASCII; IPv6 compressed, no
-    brackets): what the SSRF checks must see."""
+    """The host of `url` as aiohttp connects to it (IDNA-mapped, IPv6 without brackets)."""
     try:
         raw = urlsplit(url).hostname or ""
     except ValueError:
@@ -165,10 +156,7 @@ def _normal_host(host: str) -> str:
 
 
 def undeliverable(host: str, *, bracketed: bool = False) -> str:
-    """Why no HTTP client can deliver to `host` (from `callback_host`), or "": an IPv4
-    address but as the canonical dotted quad (``127.1``, ``0x7f.0.0.1``: a numeric last
-    label reads as IPv4, as in browsers and libc), percent-encoding, a bad IPv6 literal
-    (`bracketed`: written in brackets), a name not made of DNS labels."""
+    """Why no HTTP client can deliver to `host` (non-canonical IPv4, bad IPv6, not DNS), or ""."""
     if "%" in host:
         return f"{host} is percent-encoded"
     if bracketed or ":" in host:
@@ -222,9 +210,10 @@ def _check_headers(headers: object) -> None:
 
 
 def private_address(host: str) -> bool:
-    """Whether `host` (an IP literal or ``localhost``, read as `callback_host` does) is not a
-    public address; a DNS name is False (ask again per resolved address). An IPv6 address
-    carrying an IPv4 one (mapped, compatible, NAT64, 6to4) is judged by it."""
+    """Whether `host` (an IP literal or ``localhost``) is not public; a DNS name is False.
+
+    An IPv6 address carrying an IPv4 one (mapped, compatible, NAT64, 6to4) is judged by it.
+    """
     name = _normal_host(host.strip("[]")).rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
         return True

@@ -1,6 +1,5 @@
-"""The `Clock` protocol, a manual clock for tests, and the offset math of measuring the local
-clock against Redis ``TIME`` (docs/architecture.md, invariant 6); `wheelq.runtime.clock`
-reads the clocks.
+"""The `Clock` protocol, a manual clock for tests, and the offset math against Redis ``TIME``
+(docs/architecture.md, invariant 6).
 """
 
 from __future__ import annotations
@@ -51,8 +50,7 @@ class ClockSample:
 
 
 class OffsetEstimator:
-    """The offset of the sample with the smallest round trip among the last `keep` (NTP's
-    clock filter: a sample is off by at most half its round trip)."""
+    """The offset of the sample with the smallest round trip among the last `keep` (NTP)."""
 
     def __init__(self, keep: int = 8) -> None:
         self._samples: deque[ClockSample] = deque(maxlen=keep)

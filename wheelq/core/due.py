@@ -1,7 +1,5 @@
-"""Due times: the caller's `delay=` / `at=` (and a debounce) validated and converted to ms.
-
-A delay is added to ``TIME`` inside the script, so nothing here reads a clock
-(docs/architecture.md, invariant 6).
+"""Due times: `delay=` / `at=` (and a debounce) validated and converted to ms; nothing here
+reads a clock (docs/architecture.md, invariant 6).
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ NOW = DueSpec("delay", 0)
 
 
 def due_spec(delay: Delay | None = None, at: At | None = None, *, now_ms: int) -> DueSpec:
-    """`delay` (seconds, 0 to ten years) or `at` (epoch seconds or an aware datetime, at most
-    ten years after `now_ms`; the past means now) as a `DueSpec`; else InvalidDelayError."""
+    """`delay` (0 to ten years) or `at` (at most ten years ahead) as a `DueSpec`."""
     if delay is not None and at is not None:
         raise InvalidDelayError("delay", "pass delay or at, not both")
     if at is not None:
@@ -52,14 +49,12 @@ def due_spec(delay: Delay | None = None, at: At | None = None, *, now_ms: int) -
 
 
 def latest_at_ms(now_ms: int) -> int:
-    """The latest due time an `at` may name at `now_ms`: as far ahead as the longest delay
-    (so a value in the wrong unit, ms for seconds, lands far beyond it)."""
+    """The latest due time an `at` may name at `now_ms` (catches ms given for seconds)."""
     return min(now_ms + MAX_DELAY_MS, MAX_AT_MS)
 
 
 def _ceil_ms(seconds: float) -> int:
-    """Seconds to whole ms, rounded up (never early) but for float noise: the float nearest to
-    a whole number of ms is that many (270491049.679 s * 1000 is 270491049679.00003)."""
+    """Seconds to whole ms, rounded up (never early) but for float noise."""
     product = seconds * 1000
     nearest = round(product)
     if nearest / 1000 == seconds:
@@ -96,8 +91,7 @@ def delay_ms(delay: object) -> int:
 
 
 def at_ms(at: object, name: str = "at", latest_ms: int = MAX_AT_MS) -> int:
-    """Epoch ms (rounded up) of `at` (epoch seconds or an aware datetime, at most `latest_ms`);
-    errors name `name`."""
+    """Epoch ms (rounded up) of `at`, at most `latest_ms`; errors name `name`."""
     if isinstance(at, datetime):
         if at.tzinfo is None or at.utcoffset() is None:
             raise InvalidDelayError(
@@ -132,8 +126,7 @@ def _out_of_range(
 
 
 def utc_text(ms: int | None, none: str = "-") -> str:
-    """Epoch ms as UTC ISO 8601 (``2030-01-01T09:00:00.250Z``); an int beyond the years
-    1-9999 reads as its ms, never as an error."""
+    """Epoch ms as UTC ISO 8601; an int beyond the years 1-9999 reads as its ms."""
     if ms is None:
         return none
     try:
@@ -154,8 +147,7 @@ def _ms_in(value: object, low: int) -> int | None:
 
 
 def debounce_spec(debounce_ms: object, max_wait_ms: object) -> tuple[int, int]:
-    """(debounce, max wait or 0 for none), in ms: `debounce_ms` in [1, ten years],
-    `max_wait_ms` None or in [debounce_ms, ten years]; else InvalidDelayError."""
+    """(debounce, max wait or 0), in ms; else InvalidDelayError."""
     debounce = _ms_in(debounce_ms, 1)
     if debounce is None:
         raise InvalidDelayError(

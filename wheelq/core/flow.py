@@ -1,6 +1,5 @@
-"""Flow control, pure: a consumer group's rate and per-key limits (`Flow`), a job's key and
-its order, and a topic's backpressure limits (`TopicLimits`); docs/architecture.md, "Flow
-control" and "Backpressure". Rates use GCRA: one timestamp per bucket.
+"""Flow control, pure: a group's rate and key limits (`Flow`), a job's key and its order,
+and a topic's backpressure limits (`TopicLimits`); docs/architecture.md, "Flow control".
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ class Rate:
 
     @property
     def interval_us(self) -> int:
-        """Microseconds between two starts."""
         return -(-self.period_ms * 1000 // self.count)
 
 
@@ -84,16 +82,14 @@ class Flow:
 
 
 def flow_key(topic: str, group: str, kind: str, key: str | None) -> str:
-    """The Redis key of one bucket or semaphore: its own slot, named by a digest of the
-    group and key (so braces in them are safe)."""
+    """The Redis key of one bucket or semaphore: its own slot, named by a digest."""
     digest = hashlib.blake2b(f"{group}\x1f{key or ''}".encode(), digest_size=10).hexdigest()
     return f"wheelq:flow:{{{topic}:{digest}}}:{kind}"
 
 
 MAX_KEY_BYTES = 256
 ORDER_GRACE_MS = 10_000
-"""A job registered in its key's order but still unknown this long after it was due was
-never written (its producer died in between): the key's order goes on without it."""
+"""A job registered in its key's order but unknown this long after due was never written."""
 
 
 def validate_key(key: object) -> str:
@@ -130,8 +126,7 @@ class TopicLimits:
     """Most fired jobs not yet acked by the slowest group: past it due jobs are held back."""
 
     def fields(self, shards: int) -> dict[str, int | None]:
-        """What ``{T:s}:limits`` holds: each shard's share (read by the scripts) and the limits
-        as given (None: the field is removed)."""
+        """What ``{T:s}:limits`` holds: each shard's share, and the limits (None: removed)."""
         return {
             "pending": _share(self.max_pending, shards),
             "ready": _share(self.max_ready, shards),

@@ -1,6 +1,5 @@
-"""A fixed-bucket latency histogram (ms) cheap enough for the per-job hot paths: a bisect
-and two additions, no lock. ``wheelq.metrics`` copies the bucket list at scrape time from
-another thread (atomic in CPython); buckets are Prometheus ``le`` buckets.
+"""A fixed-bucket latency histogram (ms) cheap enough for the hot paths: a bisect, two
+additions, no lock; buckets are Prometheus ``le`` buckets.
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ class HistogramSnapshot:
 
     @property
     def count(self) -> int:
-        """How many values were observed."""
         return sum(self.counts)
 
     def cumulative(self) -> list[tuple[float, int]]:
@@ -48,8 +46,7 @@ class HistogramSnapshot:
         return list(zip((*self.bounds_ms, float("inf")), accumulate(self.counts), strict=True))
 
     def quantile_ms(self, q: float) -> float:
-        """The upper bound of the bucket holding the `q` quantile (0 < q <= 1); nan when
-        empty, inf in the +Inf bucket."""
+        """The upper bound of the bucket of the `q` quantile; nan when empty."""
         if not 0 < q <= 1:
             raise ValueError(f"q must be in (0, 1], got {q!r}")
         total = self.count
@@ -76,7 +73,6 @@ class Histogram:
         self.sum_ms = 0.0
 
     def observe(self, value_ms: float) -> None:
-        """Count one value (ms)."""
         self._counts[bisect_left(self._bounds, value_ms)] += 1
         self.sum_ms += value_ms
 
@@ -89,7 +85,6 @@ class Histogram:
         self._add(now_ms, -1, dues_ms)
 
     def _add(self, offset: float, sign: int, values: Iterable[float]) -> None:
-        """Count ``offset + sign * v`` for each v of `values`."""
         counts, bounds, total = self._counts, self._bounds, 0.0
         for v, n in Counter(values).items():
             value = offset + sign * v
@@ -107,15 +102,13 @@ class Histogram:
 
 
 class RunTimings:
-    """A worker's handler timings (start lateness, run time; ms): the hot path extends
-    `pending` and `count` moves them into the histograms once per `batch` runs."""
+    """A worker's handler timings (ms): the hot path extends `pending`, `count` folds them in."""
 
     def __init__(self, batch: int = 1024) -> None:
         self.batch = batch
         self.start_lateness = Histogram()
         """Handler start - due, ms (worker's clock against the Redis clock: skew included)."""
         self.run_time = Histogram()
-        """How long handlers ran, ms."""
         self.pending: list[int] = []
         """Start lateness and run time of each run not counted yet, in turn."""
 

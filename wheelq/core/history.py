@@ -1,8 +1,6 @@
-"""A job's whole life by id: the states `get()` reports, worked out from one `lookup.lua` read
-of the shard's history, sorted set and stream (docs/architecture.md, "Job history").
-
-Record kinds: ``F`` fired for one group (a retry, a replay), ``S`` succeeded, ``R`` failed
-and put back, ``D`` dead-lettered, ``C`` its retry cancelled.
+"""A job's whole life by id: the states `get()` reports, from one `lookup.lua` read
+(docs/architecture.md, "Job history"). Record kinds: ``F`` fired for one group, ``S``
+succeeded, ``R`` failed and put back, ``D`` dead-lettered, ``C`` its retry cancelled.
 """
 
 from __future__ import annotations

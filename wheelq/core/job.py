@@ -1,7 +1,5 @@
-"""A job on the wire: its id, payload, trace context, envelope, stream entry and dead letter.
-
-The formats are in docs/architecture.md ("Key layout"); the scripts write them
-(``wheelq/store/lua/_lib.lua``), this module reads and writes them for Python.
+"""A job on the wire: id, payload, trace context, envelope, stream entry and dead letter
+(formats: docs/architecture.md, "Key layout"; the scripts write them in ``_lib.lua``).
 """
 
 from __future__ import annotations
@@ -20,12 +18,7 @@ from typing import Any
 import msgpack
 
 from wheelq.core.callback import Callback
-from wheelq.errors import (
-    InvalidArgumentError,
-    PayloadTooLargeError,
-    PayloadTypeError,
-    int_in,
-)
+from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError, int_in
 
 # --- ids: 26 Crockford base32 characters (the ULID layout), 48 bits of ms, 80 random bits
 
@@ -62,8 +55,7 @@ def time_part(now_ms: int) -> str:
 
 
 def random_parts(count: int) -> str:
-    """The random parts of `count` ids, `RANDOM_CHARS` each, one after the other (one C pass:
-    a fifth of the cost per id of encoding 10 bytes each in Python)."""
+    """The random parts of `count` ids, `RANDOM_CHARS` each, concatenated (one C pass)."""
     return os.urandom(RANDOM_CHARS * count).translate(_CHAR_OF_BYTE).decode("ascii")
 
 
@@ -103,8 +95,7 @@ def payload_packer() -> msgpack.Packer:
 
 
 def encode_payload(payload: Any, max_bytes: int, packer: msgpack.Packer | None = None) -> bytes:
-    """Encode `payload` (PayloadTypeError, PayloadTooLargeError): exact plain types in one
-    pass, anything else leniently and decoded once (a tuple as a dict key cannot be read)."""
+    """Encode `payload` (PayloadTypeError, PayloadTooLargeError); plain types in one pass."""
     try:
         if packer is None:
             data: bytes = msgpack.packb(
@@ -147,7 +138,6 @@ def _type_error(exc: Exception) -> PayloadTypeError:
 
 
 def decode_payload(data: bytes) -> Any:
-    """Decode payload bytes written by `encode_payload` (or any msgpack writer)."""
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
@@ -215,8 +205,7 @@ class Field:
     ENVELOPE = b"envelope"
 
     READY = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD, ENQUEUED)
-    """Every ready-stream entry's fields, in order; then, when set: GROUP (retries and
-    replays), TRACE, CALLBACK, KEY and ORDERED."""
+    """Every ready-stream entry's fields, in order; then, when set, the optional ones."""
     DEAD = (REASON, ERROR, GROUP, ENTRY)
     """What a dead letter adds after the ready-stream entry's fields, in order."""
 
@@ -268,8 +257,7 @@ def pack_envelope(
     key: str = "",
     ordered: bool = False,
 ) -> bytes:
-    """The envelope, its optional fields up to the last one set (``""`` before it);
-    `packer` is a ``msgpack.Packer(use_bin_type=False)`` to reuse."""
+    """The envelope, optional fields up to the last one set; `packer` is reused."""
     fields = envelope_fields(
         payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent, callback, key
     )
@@ -292,8 +280,7 @@ def envelope_fields(
     callback: bytes = b"",
     key: str = "",
 ) -> list[Any]:
-    """`pack_envelope`'s fields of an unordered job, before they are packed (a batch that
-    differs only in payload packs one list with each payload in place 1)."""
+    """`pack_envelope`'s fields of an unordered job, before they are packed."""
     fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
     if key:
         fields += [group, job_id, traceparent or "", callback, key]

@@ -1,8 +1,5 @@
-"""Key names, hash tags and shard placement: the one place Redis key strings are made.
-
-The layout is in docs/architecture.md#key-layout (a test checks it against this module).
-Every key of a shard carries the hash tag ``{topic:shard}`` (one slot per script), and a
-job's shard is ``crc32(job id) % shards``.
+"""Key names, hash tags and shard placement: the one place Redis key strings are made
+(docs/architecture.md#key-layout; a test checks it against this module).
 """
 
 from __future__ import annotations
@@ -174,8 +171,17 @@ def shard_of(job_id: str, shards: int) -> int:
 READY = "ready"
 CALLBACKS = "callbacks"
 STREAMS = (READY, CALLBACKS)
-"""The streams a job can fire into: ``ready`` (read by the topic's consumer groups) and
-``callbacks`` (jobs that carry an HTTP callback, read by the deliverer's group only)."""
+"""The streams a job can fire into: ``ready`` (consumer groups) and ``callbacks`` (deliverer)."""
+
+
+class _Key:
+    """A key of the shard named after its attribute: ``{topic:shard}:<name>``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.suffix = ":" + name
+
+    def __get__(self, keys: ShardKeys, owner: object = None) -> str:
+        return keys.tag + self.suffix
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,90 +192,34 @@ class ShardKeys:
     shard: int
     lane: str = READY
 
+    delayed = _Key()
+    jobs = _Key()
+    ready = _Key()
+    callbacks = _Key()
+    dead = _Key()
+    lease = _Key()
+    horizon = _Key()
+    inbox = _Key()
+    spooled = _Key()
+    history = _Key()
+    history_old = _Key()
+    cancelled = _Key()
+    retries = _Key()
+    debounce = _Key()
+    limits = _Key()
+    schedules = _Key()
+    sched_state = _Key()
+    sched_epoch = _Key()
+    sched_marks = _Key()
+
     @property
     def tag(self) -> str:
         return f"{{{self.topic}:{self.shard}}}"
 
     @property
-    def delayed(self) -> str:
-        return f"{self.tag}:delayed"
-
-    @property
-    def jobs(self) -> str:
-        return f"{self.tag}:jobs"
-
-    @property
-    def ready(self) -> str:
-        return f"{self.tag}:ready"
-
-    @property
-    def callbacks(self) -> str:
-        return f"{self.tag}:callbacks"
-
-    @property
     def stream(self) -> str:
         """The stream this view's consumer group reads (`lane`)."""
         return f"{self.tag}:{self.lane}"
-
-    @property
-    def dead(self) -> str:
-        return f"{self.tag}:dead"
-
-    @property
-    def lease(self) -> str:
-        return f"{self.tag}:lease"
-
-    @property
-    def horizon(self) -> str:
-        return f"{self.tag}:horizon"
-
-    @property
-    def inbox(self) -> str:
-        return f"{self.tag}:inbox"
-
-    @property
-    def spooled(self) -> str:
-        return f"{self.tag}:spooled"
-
-    @property
-    def history(self) -> str:
-        return f"{self.tag}:history"
-
-    @property
-    def history_old(self) -> str:
-        return f"{self.tag}:history_old"
-
-    @property
-    def cancelled(self) -> str:
-        return f"{self.tag}:cancelled"
-
-    @property
-    def retries(self) -> str:
-        return f"{self.tag}:retries"
-
-    @property
-    def debounce(self) -> str:
-        return f"{self.tag}:debounce"
-
-    @property
-    def limits(self) -> str:
-        return f"{self.tag}:limits"
-
-    @property
-    def schedules(self) -> str:
-        return f"{self.tag}:schedules"
-
-    @property
-    def sched_state(self) -> str:
-        return f"{self.tag}:sched_state"
-
-    @property
-    def sched_epoch(self) -> str:
-        return f"{self.tag}:sched_epoch"
-
-    @property
-    def sched_marks(self) -> str:
-        return f"{self.tag}:sched_marks"
 
     @property
     def data_keys(self) -> tuple[str, ...]:

@@ -1,8 +1,5 @@
-"""What a shard holds at one moment (`wheelq.store.observe` reads it), and the rates between
-two such moments: one definition for `wheelq stats`, `wheelq top` and the metrics gauges.
-
-Ready is the lag of the group furthest behind (the whole stream while no group reads it);
-in flight is XPENDING summed over groups; a rate is (b - a) / (b.at - a.at).
+"""What a shard holds at one moment, and the rates between two moments: one definition for
+`wheelq stats`, `wheelq top` and the metrics gauges.
 """
 
 from __future__ import annotations
@@ -72,16 +69,14 @@ class ShardObservation:
 
 @dataclass(frozen=True, slots=True)
 class TopicRow:
-    """One topic: the shards' observations summed, and rates since the previous ones (None:
-    no earlier observation of the same shards)."""
+    """One topic: its shards summed, and rates since the previous observation (None: none)."""
 
     topic: str
     shards: int
     due_per_s: float
     fired_per_s: float | None
     handled_per_s_by_group: tuple[tuple[str, float | None], ...] | None
-    """(group, entries settled per second) by name; never summed, as every group handles
-    every job (fan-out)."""
+    """(group, entries settled per second) by name; never summed (every group sees every job)."""
     pending: int
     ready: int
     in_flight: int
@@ -101,8 +96,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def rate(before: int, after: int, elapsed_ms: int) -> float | None:
-    """Per second from two counter readings (one that went down counts from zero); None when
-    no time passed."""
+    """Per second between two counter readings (a reset counts from 0); None if no time passed."""
     if elapsed_ms <= 0:
         return None
     return (after - before if after >= before else after) * 1000 / elapsed_ms

@@ -1,8 +1,6 @@
 """Recurring schedules, pure: the rule (cron in a zone, or an interval), the stored record,
-and `plan`, which runs one planning round writes (docs/architecture.md, "Schedules").
-
-Cron follows Debian cron across daylight-saving shifts (a skipped local time runs at the
-next valid one, a repeated one runs once); ``tests/unit/test_recurrence.py`` checks it.
+and `plan`, a planning round's writes (docs/architecture.md, "Schedules"). Cron follows
+Debian cron across daylight-saving shifts.
 """
 
 from __future__ import annotations
@@ -82,10 +80,11 @@ class Recurrence:
         return next(self.after(after_ms), None)
 
     def _cron(self, from_ms: int, *, reverse: bool) -> Iterator[int]:
-        """Cron times strictly after `from_ms` (before it, with `reverse`), in order.
+        """Cron times strictly after `from_ms` (before it with `reverse`), in order.
 
-        cronsim reads its start as wall time, so a start in a repeated hour's second copy
-        would be read as the first: start `DST_MARGIN_MS` away and drop the near side."""
+        cronsim reads its start as wall time, so a start in a repeated hour's second copy would
+        read as the first: start `DST_MARGIN_MS` away and drop the near side.
+        """
         assert self.cron is not None
         zone = ZoneInfo(self.tz)
         shift = DST_MARGIN_MS if reverse else -DST_MARGIN_MS
@@ -107,8 +106,7 @@ def recurrence(
     end_ms: int | None = None,
     anchor_ms: int | None = None,
 ) -> Recurrence:
-    """Validate a rule: five-field `cron` (cronsim's syntax, or an `ALIASES` name) in zone
-    `tz`, or `every_ms` (UTC only) from `anchor_ms` (default `start_ms`), up to `end_ms`."""
+    """Validate a rule: five-field `cron` in zone `tz`, or `every_ms` (UTC) from `anchor_ms`."""
     if (cron is None) == (every_ms is None):
         raise InvalidArgumentError("cron", "pass exactly one of cron= and every_ms=")
     if not isinstance(tz, str) or not tz:
@@ -142,8 +140,7 @@ def recurrence(
         next(CronSim(cron, datetime.fromtimestamp(0, UTC)))
     except (CronSimError, StopIteration, ValueError) as exc:
         raise InvalidArgumentError(
-            "cron",
-            f"cron must be five fields (minute hour day month weekday), got {cron!r}: {exc}",
+            "cron", f"cron must be five fields (minute hour day month weekday), got {cron!r}: {exc}"
         ) from exc
     return Recurrence(cron, None, tz, start_ms, start_ms, end_ms)
 
@@ -210,12 +207,10 @@ class Schedule:
 
     @property
     def data(self) -> Any:
-        """The payload, decoded."""
         return decode_payload(self.payload)
 
     def __repr__(self) -> str:
-        """The fields, the payload decoded and shortened, the callback's URL only (its headers
-        may hold credentials)."""
+        """The fields, payload shortened, the callback's URL only (headers may hold credentials)."""
         try:
             data = _SHORT.repr(self.data)
         except Exception:  # msgpack raises several unrelated types
@@ -273,9 +268,10 @@ class Plan:
 
 
 def plan(schedule: Schedule, now_ms: int, horizon_ms: int, grace_ms: int = GRACE_MS) -> Plan:
-    """The runs in ``(schedule.planned_ms, horizon_ms]`` to write now; runs late by more than
-    `grace_ms` are missed and follow the misfire policy (docs/architecture.md, "Schedules").
-    The cost is bounded whatever the outage: at most `max_catch_up` + 10,000 missed runs."""
+    """The runs in ``(schedule.planned_ms, horizon_ms]`` to write now; late ones follow `misfire`.
+
+    Bounded whatever the outage: at most `max_catch_up` + 10,000 missed runs.
+    """
     cursor = schedule.planned_ms
     rule = schedule.rule
     if horizon_ms <= cursor:

@@ -1,7 +1,5 @@
-"""What happens to a job after its handler fails: retry with backoff, or dead-letter.
-
-Pure policy (docs/architecture.md, invariant 13): a retry counts as an attempt, `Fail`
-dead-letters at once, `Defer` puts the job back without counting one.
+"""What happens to a job after its handler fails: retry with backoff, or dead-letter
+(docs/architecture.md, invariant 13).
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ MAX_ERROR_CHARS = 8000
 
 
 class Retry(Exception):
-    """Raise from a handler to run the job again after `delay` seconds (None: the usual
-    backoff); it counts as an attempt."""
+    """Raise from a handler to run the job again after `delay` seconds (None: backoff)."""
 
     def __init__(self, delay: float | timedelta | None = None, reason: str = "") -> None:
         self.delay_ms = None if delay is None else delay_ms(delay)
@@ -27,16 +24,14 @@ class Retry(Exception):
 
 
 class Defer(Retry):
-    """Raise from a handler to run the job again after `delay` seconds without counting an
-    attempt (it waited, it did not fail); a job deferred forever runs forever."""
+    """Raise from a handler to run the job again after `delay` seconds, not counting an attempt."""
 
     def __init__(self, delay: float | timedelta, reason: str = "") -> None:
         super().__init__(delay, reason or "deferred")
 
 
 class Fail(Exception):
-    """Raise from a handler to dead-letter the job now (it can never succeed); the message is
-    the dead letter's error."""
+    """Raise from a handler to dead-letter the job now; the message is the dead letter's error."""
 
 
 class Reason(StrEnum):
@@ -96,9 +91,7 @@ def after_failure(
 
 
 def describe(exc: BaseException) -> str:
-    """The error a failed run records: its `summary`, then the innermost 8,000 characters of
-    its traceback (none for `Retry`, `Defer`, `Fail`: formatting one costs more than a
-    callback's delivery)."""
+    """A failed run's recorded error: `summary`, then the last 8,000 chars of its traceback."""
     line = summary(exc)
     if isinstance(exc, Retry | Fail):
         return line
@@ -110,8 +103,7 @@ def describe(exc: BaseException) -> str:
 
 
 def summary(exc: BaseException) -> str:
-    """`exc` in one line of at most 1,000 characters: a `Retry`'s, `Defer`'s or `Fail`'s
-    message, else "ValueError: boom" (never a module path)."""
+    """`exc` in one line of at most 1,000 characters (never a module path)."""
     try:
         message = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
     except Exception:  # a __str__ that raises: the type still says something

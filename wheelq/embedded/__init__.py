@@ -1,7 +1,5 @@
-"""The embedded server: a real Valkey or Redis process, or a cluster of them, on loopback.
-
-`wheelq demo` and ``wheelq server`` run on it, and `wheelq.testing` re-exports it for
-tests. It raises `wheelq.EmbeddedServerError` when no binary is found or a start fails.
+"""The embedded server: a real Valkey or Redis process, or a cluster of them, on loopback
+(`wheelq demo`, ``wheelq server``, and `wheelq.testing` for tests).
 """
 
 from wheelq.embedded.cluster import EmbeddedCluster

@@ -1,7 +1,5 @@
-"""A real Redis Cluster on loopback, from the same binaries as `EmbeddedServer`.
-
-Formed without ``redis-cli`` (ADDSLOTSRANGE, MEET, REPLICATE, then wait until every
-node is ok and knows every slot's owner); three primaries take about two seconds.
+"""A real Redis Cluster on loopback, from the same binaries as `EmbeddedServer`, formed
+without ``redis-cli`` (ADDSLOTSRANGE, MEET, REPLICATE); three primaries take about 2 s.
 """
 
 from __future__ import annotations
@@ -19,9 +17,10 @@ POLL_S = 0.05
 
 
 class EmbeddedCluster(Started):
-    """A cluster of `primaries` Valkey or Redis servers on 127.0.0.1, the slots split
-    evenly, with `replicas` replicas of each; `node_timeout_ms` is ``cluster-node-timeout``
-    (how long a node may be unreachable before a replica takes over)."""
+    """A cluster of `primaries` servers on 127.0.0.1, each with `replicas` replicas.
+
+    `node_timeout_ms` is ``cluster-node-timeout`` (how long before a replica takes over).
+    """
 
     def __init__(
         self,
@@ -84,8 +83,7 @@ class EmbeddedCluster(Started):
             node.stop()
 
     def kill_primary(self, index: int, timeout_s: float = 30.0) -> EmbeddedServer:
-        """SIGKILL primary `index` and wait until every live node sees one of its replicas
-        as primary; returns that replica. ``primaries[index]`` stays in the list, dead."""
+        """SIGKILL primary `index`; returns the replica that took over once every node sees it."""
         per = self._replicas_per_primary
         if per < 1:
             raise EmbeddedServerError("kill_primary needs replicas >= 1: none would take over")
@@ -123,9 +121,10 @@ class EmbeddedCluster(Started):
     def migrate_slot(
         self, slot: int, to: EmbeddedServer, *, pause_s: float = 0.0, timeout_s: float = 30.0
     ) -> int:
-        """Move `slot` to the primary `to` as an operator does (SETSLOT IMPORTING and
-        MIGRATING, MIGRATE key by key, SETSLOT NODE everywhere); returns the keys moved.
-        `pause_s` after each key lets a test's load meet the slot half moved (ASK, TRYAGAIN)."""
+        """Move `slot` to primary `to` as an operator does; returns the keys moved.
+
+        `pause_s` after each key lets a test's load meet the slot half moved (ASK, TRYAGAIN).
+        """
         source = self.owner(slot)
         src_id, dst_id = self.node_id(source), self.node_id(to)
         with self.client(to) as dst, self.client(source) as src:
@@ -147,9 +146,7 @@ class EmbeddedCluster(Started):
         return moved
 
     def failover(self, replica: EmbeddedServer, timeout_s: float = 30.0) -> EmbeddedServer:
-        """A coordinated failover (CLUSTER FAILOVER on `replica`: its primary stops taking
-        writes until the replica has them all, then they swap roles); returns the old
-        primary, a replica now. Waits until every node agrees and the cluster is ok."""
+        """CLUSTER FAILOVER on `replica`; returns the old primary once every node agrees."""
         with self.client(replica) as c:
             old = self._primary_of(c)
             c.execute_command("CLUSTER", "FAILOVER")
@@ -157,7 +154,6 @@ class EmbeddedCluster(Started):
         return old
 
     def _settle(self, primary: EmbeddedServer, old: EmbeddedServer, timeout_s: float) -> None:
-        """Swap the two in the lists once `primary` is a primary everywhere and ok."""
 
         def done() -> bool:
             with self.client(primary) as c:
@@ -232,7 +228,6 @@ class EmbeddedCluster(Started):
             return str(c.info("replication").get("role"))
 
     def _sees_primary(self, node: EmbeddedServer, node_id: str) -> bool:
-        """Whether `node`'s view of the cluster has `node_id` as a primary."""
         with self.client(node) as c:
             raw = _text(c.execute_command("CLUSTER", "NODES"))
         for line in raw.splitlines():

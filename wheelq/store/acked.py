@@ -1,14 +1,8 @@
-"""Writes confirmed where they were made: WAIT or WAITAOF after a batch, per owning node.
+"""Writes confirmed where they were made: WAIT or WAITAOF after a batch, on each owning node
+(a keyless WAIT through the cluster client would confirm on a default node).
 
-WAIT counts only the writes of its own connection, and redis-py's cluster client sends a
-keyless WAIT to a default node (a false confirmation). `plan` groups a batch by the node
-that owns each call's slot and asks for one pipeline per node: its calls, then the wait.
-It is sans-I/O: the executors' `run_acked` drive it with `node_of`, `send`, `send_async`.
-A request is a list of ``(node name, commands)`` (the reply: each node's raw replies) or
-`REFRESH` (the reply: whether the slot map or client may have changed). MOVED, ASK and
-NOSCRIPT go again as in `wheelq.store.executor.plan`, with their new node's wait. For
-WAITAOF each node is probed before its first write (WAITAOF 0 0 0, INFO persistence); a
-node that passed is remembered per executor until a WAITAOF of it fails.
+`plan` is sans-I/O: one pipeline per node, its calls then the wait; MOVED, ASK and
+NOSCRIPT go again as in `wheelq.store.executor.plan`. WAITAOF nodes are probed once.
 """
 
 from __future__ import annotations
@@ -41,8 +35,7 @@ PLAIN = "server"
 REFRESH = None
 """The request to reload the slot map (or switch to the cluster client)."""
 MAX_ROUNDS = 5
-"""Sends per batch at most (the first, then redirects); a call still redirected after
-that has its redirect error as its reply."""
+"""Sends per batch at most; a call still redirected then has its redirect error as reply."""
 
 Command = tuple[Sequence[Any], Mapping[str, Any]]  # arguments, reply-callback options
 Request = list[tuple[str, list[Command]]] | None
@@ -53,9 +46,7 @@ _PROBE: list[Command] = [(("WAITAOF", 0, 0, 0), {}), (("INFO", "persistence"), {
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """What a batch of writes waits for on each node it wrote to: `replicas` confirming
-    within `timeout_ms` (WAIT), or with `aof` fsynced to the node's AOF and theirs (WAITAOF 1
-    `replicas`)."""
+    """What a batch waits for on each node: WAIT `replicas`, or WAITAOF with `aof`."""
 
     replicas: int
     timeout_ms: int
@@ -68,8 +59,7 @@ class Wait:
         return ("WAIT", self.replicas, self.timeout_ms)
 
     def confirmed(self, reply: Any) -> int:
-        """The replicas that confirmed, from the command's reply; -1 when the command
-        failed, or when WAITAOF found the node's own AOF not yet fsynced."""
+        """Replicas that confirmed; -1 when the command failed or the node's AOF was not fsynced."""
         if isinstance(reply, Exception):
             return -1
         if self.aof:
@@ -79,9 +69,7 @@ class Wait:
 
 
 class Acked(list[Any]):
-    """The parsed replies of `run_acked`, in call order; `short`: call index -> replicas
-    its node confirmed when fewer than asked (-1: the wait failed, or the node's own AOF was
-    not fsynced)."""
+    """The parsed replies of `run_acked`; `short`: call index -> replicas confirmed when too few."""
 
     def __init__(self, replies: Sequence[Any], short: Mapping[int, int]) -> None:
         super().__init__(replies)
@@ -89,8 +77,7 @@ class Acked(list[Any]):
 
 
 def routing_key(call: Call[Any]) -> str:
-    """The key that places `call` on a node: a script's first key, a command's first
-    argument."""
+    """The key that places `call` on a node."""
     if call.script is not None:
         return str(call.keys[0])
     if len(call.command) < 2:
@@ -104,17 +91,10 @@ def plan(
 ) -> Plan:
     """Send `calls` with `wait` on each owning node; returns (raw replies, short).
 
-    Args:
-        calls: The calls, each touching one slot.
-        wait: What each node waits for after its calls.
-        route: The name of the node that owns a key now (`PLAIN` on a single server).
-        probed: Names of nodes known to have WAITAOF and appendonly yes (kept by the
-            executor between batches; updated here).
+    `probed` holds the nodes known to have WAITAOF and appendonly (updated here).
 
     Raises:
-        AckUnsupportedError: `wait.aof` and a node to write to lacks WAITAOF or AOF;
-            nothing was sent to it (calls to nodes probed before may have been sent in
-            an earlier round of redirects).
+        AckUnsupportedError: `wait.aof` and a node lacks WAITAOF or AOF; nothing sent to it.
     """
     replies: list[Any] = [None] * len(calls)
     short: dict[int, int] = {}
@@ -161,8 +141,7 @@ def _commands(
     loads: set[str],
     wait: Wait,
 ) -> tuple[list[Command], list[int]]:
-    """One node's pipeline: SCRIPT LOADs, its calls (ASKING before a redirected one), the
-    wait; and where each call's reply is in it."""
+    """One node's pipeline (SCRIPT LOADs, calls, the wait) and where each call's reply is."""
     commands: list[Command] = [
         (("SCRIPT", "LOAD", script(name).source), {}) for name in sorted(loads)
     ]
@@ -177,7 +156,6 @@ def _commands(
 
 
 def _probe(names: list[str], probed: set[str]) -> Generator[Request, Any, None]:
-    """Probe the nodes not known to support WAITAOF; raise for the first that does not."""
     unknown = [name for name in names if name not in probed]
     if not unknown:
         return
@@ -201,8 +179,7 @@ def node_of(client: object, key: str) -> str:
 
 
 def send(client: redis.Redis, name: str, commands: list[Command]) -> list[Any]:
-    """Send `commands` as one pipeline on one connection of node `name`; errors in place,
-    a lost connection raised."""
+    """Send `commands` as one pipeline on a connection of node `name`; errors in place."""
     cluster = client if isinstance(client, redis.cluster.RedisCluster) else None
     target = client
     if cluster is not None and name != PLAIN:
@@ -216,7 +193,6 @@ def send(client: redis.Redis, name: str, commands: list[Command]) -> list[Any]:
 
 
 async def send_async(client: redis.asyncio.Redis, name: str, commands: list[Command]) -> list[Any]:
-    """The asyncio version of `send`."""
     if not isinstance(client, redis.asyncio.cluster.RedisCluster) or name == PLAIN:
         pipe = client.pipeline(transaction=False)
         for args, options in commands:

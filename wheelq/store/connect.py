@@ -1,14 +1,8 @@
-"""Clients and executors for a URL (one server, or any node of a Redis Cluster), and the
-connections blocking reads take apart from them.
+"""Clients and executors for a URL (one server or any cluster node), and `BlockingReads`,
+the bounded pool that long-poll XREADGROUP calls take apart from everything else.
 
-With ``cluster=None`` the client starts plain and the executor switches to redis-py's
-cluster client at the first MOVED reply; ``cluster=True`` makes the cluster client at once,
-``cluster=False`` never switches. The clients made here send each call once (no retries,
-``reinitialize_steps=0``): redis-py's own re-sending would run again a script that may have
-run (docs/architecture.md, invariant 18). Either option given in `options` wins.
-
-A long-poll pull holds a connection while it blocks in XREADGROUP; `BlockingReads` gives
-those reads a bounded pool of their own, so enqueues and the roles' parts always find one.
+``cluster=None`` starts plain and switches at the first MOVED; the clients send each call
+once, no retries (docs/architecture.md, invariant 18).
 """
 
 from __future__ import annotations
@@ -32,11 +26,7 @@ from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 
 def check_cluster(cluster: object) -> bool | None:
-    """Validate ``from_url``'s `cluster` argument.
-
-    Raises:
-        InvalidArgumentError: Not True, False or None.
-    """
+    """Validate ``from_url``'s `cluster` argument (True, False or None)."""
     if cluster is not None and not isinstance(cluster, bool):
         raise InvalidArgumentError(
             "cluster", f"cluster must be True, False or None (find out), got {cluster!r}"
@@ -45,13 +35,11 @@ def check_cluster(cluster: object) -> bool | None:
 
 
 def _once(options: Mapping[str, Any], retry: object) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The options of the plain client and of the cluster client: see the module docstring."""
     plain = {"retry": retry, **options}
     return plain, {"reinitialize_steps": 0, **plain}
 
 
 def sync_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> SyncExecutor:
-    """An executor for `url`: see the module docstring for `cluster`."""
     opts, cluster_opts = _once(options, redis.retry.Retry(redis.backoff.NoBackoff(), 0))
     if check_cluster(cluster):
         return SyncExecutor(redis.cluster.RedisCluster.from_url(url, **cluster_opts))  # type: ignore[arg-type]
@@ -65,7 +53,6 @@ def sync_executor(url: str, options: Mapping[str, Any], cluster: bool | None) ->
 
 
 def async_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> AsyncExecutor:
-    """The asyncio version of `sync_executor`."""
     opts, cluster_opts = _once(options, redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0))
 
     def make() -> redis.asyncio.Redis:
@@ -84,13 +71,7 @@ SPARE_CONNECTIONS = 4
 
 
 def check_blocking_reads(client: redis.asyncio.Redis, streams: Sequence[str]) -> None:
-    """On a cluster, check that one blocking read per stream leaves each node's connection
-    pool room for everything else (redis-py's cluster client allows `max_connections` per
-    node, 100 by default); a single server's reads take one connection in all.
-
-    Raises:
-        InvalidArgumentError: A node would lend every connection to blocking reads.
-    """
+    """On a cluster, refuse blocking reads that would take a node's every connection."""
     if not isinstance(client, redis.asyncio.cluster.RedisCluster):
         return
     reads = Counter(client.get_node_from_key(stream).name for stream in streams)
@@ -109,15 +90,7 @@ def check_blocking_reads(client: redis.asyncio.Redis, streams: Sequence[str]) ->
 
 
 class BlockingReads:
-    """Slots for blocking reads and the executor they go through.
-
-    Args:
-        executor: The executor everything else uses: its server (or cluster) and options
-            are copied, its connections are not used for blocking reads (unless it was made
-            from a cluster client this module cannot copy: then they share its pool, still
-            at most `connections` at once).
-        connections: The most connections blocking reads hold at once (>= 1).
-    """
+    """Slots for blocking reads and the executor they go through (`connections` >= 1)."""
 
     def __init__(self, executor: AsyncExecutor, connections: int) -> None:
         if connections < 1:
@@ -130,17 +103,14 @@ class BlockingReads:
 
     @property
     def in_use(self) -> int:
-        """Slots taken now."""
         return self.connections - self._free
 
     @property
     def waiting(self) -> int:
-        """Callers waiting for slots now."""
         return len(self._waiters)
 
     def executor(self) -> AsyncExecutor:
-        """The executor of the blocking reads: made at the first call, once the shared one
-        knows whether it talks to a cluster."""
+        """The blocking reads' executor, made at the first call."""
         if self._own is None:
             self._own = _apart(self._shared, self.connections)
         return self._own
@@ -149,9 +119,7 @@ class BlockingReads:
     async def slots(
         self, wanted: int, timeout_s: float, stop: asyncio.Event | None = None
     ) -> AsyncIterator[int]:
-        """Take `wanted` slots (at most `connections`), waiting up to `timeout_s` for them
-        to come free (or until `stop` is set); yields how many were taken: 0 when they did
-        not come free in time (the caller must then not block). Given back on exit."""
+        """Take up to `wanted` slots within `timeout_s` (or until `stop`); yields how many."""
         wanted = min(wanted, self.connections)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_s, 0)
@@ -182,17 +150,13 @@ class BlockingReads:
                         waiter.set_result(None)
 
     async def aclose(self) -> None:
-        """Close the connections of its own (none when it shares the executor's)."""
         if self._own is not None and self._own is not self._shared:
             await self._own.aclose()
         self._own = None
 
 
 def _apart(executor: AsyncExecutor, connections: int) -> AsyncExecutor:
-    """An executor on a pool of its own of at most `connections` connections to the same
-    server, with the same options; on a cluster, a new cluster client of the same URL and
-    options (redis-py caps its connections per node); the shared executor when it can be
-    neither."""
+    """An executor on a pool of its own to the same server (or cluster); else the shared one."""
     client = executor.client
     if executor.cluster:
         made = executor.cluster_client()

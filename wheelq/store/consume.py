@@ -1,6 +1,4 @@
-"""The consuming side's calls: group setup, read, ack, retry, dead letters, claims, trimming.
-A stream entry parses to ``(entry_id, fields)``: a str and a dict of bytes.
-"""
+"""The consuming side's calls: group setup, read, ack, retry, dead letters, claims, trimming."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ def shared_secret(key: str, candidate: str) -> list[Call[Any]]:
 
 
 def create_group(keys: ShardKeys, group: str, start_id: str = "0") -> Call[Any]:
-    """XGROUP CREATE ... MKSTREAM at `start_id` ("0": every entry still in the stream, so
-    jobs fired before the first worker are not skipped); BUSYGROUP when it exists."""
+    """XGROUP CREATE ... MKSTREAM at `start_id` ("0": entries fired before any worker too)."""
     return Call(command=("XGROUP", "CREATE", keys.stream, group, start_id, "MKSTREAM"))
 
 
@@ -80,10 +77,9 @@ Delivery = tuple[str, int]
 
 
 def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
-    """Ack succeeded runs and record them in the job history; parses to how many were acked.
+    """Ack succeeded runs and record them in the history; parses to how many were acked.
 
-    The records are packed here, not in Lua (building one there cost Redis more than the
-    XACK and HSET together), as two msgpack arguments (one by one cost the worker more).
+    The records are packed here as two msgpack arguments: in Lua they cost Redis more.
     """
     return script_call("ack", keys, _ack_args(group, done), lambda r: int(check("ack", r)[1]))
 
@@ -91,8 +87,7 @@ def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
 def ack_delivered(
     keys: ShardKeys, group: str, done: Sequence[Done], deliveries: Sequence[Delivery]
 ) -> Call[list[int]]:
-    """`ack_done` of pull receipts, each only while pending to its delivery; parses to each
-    one's outcome: 1 acked, 0 not pending, -1 pending to a later delivery (nothing written)."""
+    """`ack_done` of pull receipts while pending to their delivery: 1 acked, 0 not, -1 later."""
     fences = msgpack.packb([v for d in deliveries for v in d], use_bin_type=False)
 
     def parse(reply: Any) -> list[int]:
@@ -121,8 +116,7 @@ MAX_RUN_MS = 2**32 - 1
 
 @dataclass(frozen=True, slots=True)
 class Retried:
-    """What `retry.lua` did: `done`, the job is back in the sorted set as `member` due at
-    `due_ms`; else not pending (`stale`: pending to a later delivery; nothing written)."""
+    """What `retry.lua` did: `done` (back as `member` due `due_ms`), else `stale` or not pending."""
 
     done: bool
     due_ms: int = 0
@@ -141,8 +135,7 @@ def retry(
     ended_ms: int = 0,
     delivery: Delivery | None = None,
 ) -> Call[Retried]:
-    """Ack a failed run and put the job back `delay_ms` from now, in `group` only; with
-    `delivery` (a pull receipt's), only while the entry is pending to it."""
+    """Ack a failed run and put it back `delay_ms` from now, in `group` only."""
 
     def parse(reply: Any) -> Retried:
         r = check("retry", reply)
@@ -166,8 +159,7 @@ def dead_letter(keys: ShardKeys, group: str, entries: Sequence[tuple[str, str, s
 def dead_letter_delivered(
     keys: ShardKeys, group: str, entry: tuple[str, str, str], delivery: Delivery
 ) -> Call[int]:
-    """Dead-letter a pull receipt's (entry id, reason, error) while pending to `delivery`;
-    parses as `ack_delivered` does."""
+    """Dead-letter a pull receipt's (entry id, reason, error) while pending to `delivery`."""
 
     def parse(reply: Any) -> int:
         r = check("dead_letter", reply)
@@ -253,8 +245,7 @@ class Trimmed:
 def trim(
     keys: ShardKeys, retention_ms: int, limit: int, consumer_idle_ms: int, max_bytes: int = 0
 ) -> Call[Trimmed]:
-    """Trim acked entries past `retention_ms` (or over `max_bytes` of history, 0: no budget),
-    about `limit` per call."""
+    """Trim acked entries past `retention_ms` (or over `max_bytes`), about `limit` a call."""
 
     def parse(reply: Any) -> Trimmed:
         r = check("trim", reply)

@@ -1,13 +1,9 @@
-"""Calls to Redis and the executor that sends them: a `Call` is a script or a plain command
-with the parser of its reply; an executor sends a list of them in one pipeline, sends again
-what may go again, and returns the parsed replies in order.
+"""Calls to Redis (`Call`: a script or command with its reply's parser) and the executors
+that send a list of them in one pipeline and return the parsed replies in order.
 
-`plan` is the re-send plan, sans-I/O like `wheelq.store.acked.plan`: after a MOVED reply
-the plain client is swapped for the cluster client, after NOSCRIPT the script is loaded,
-after TRYAGAIN/ASK the calls go again for a while, after a topology failure the slot map
-is reloaded. `SyncExecutor` and `AsyncExecutor` drive it. A refused call did not run, so
-sending it again never runs it twice; a call whose connection broke may have run, so it
-is raised (docs/architecture.md, invariant 18).
+`plan` is the sans-I/O re-send plan (MOVED, NOSCRIPT, TRYAGAIN/ASK, slot-map reload) that
+`SyncExecutor` and `AsyncExecutor` drive; a call whose connection broke may have run, so it
+is raised, never re-sent (docs/architecture.md, invariant 18).
 """
 
 from __future__ import annotations
@@ -62,7 +58,7 @@ class Call(Generic[T]):
     parse: Callable[[Any], T] = field(default=_identity)
     options: Mapping[str, Any] = field(default_factory=dict)  # for redis-py's reply callback
     keyless: bool = False
-    """No key (PING, TIME): a cluster pipeline cannot route it, so it goes on its own."""
+    """No key (PING, TIME): a cluster pipeline cannot route it."""
 
     @property
     def name(self) -> Any:
@@ -70,7 +66,6 @@ class Call(Generic[T]):
         return "EVALSHA" if self.script is not None else self.command[0]
 
     def wire(self) -> tuple[str | bytes | int, ...]:
-        """The command as sent."""
         if self.script is None:
             return tuple(self.command)
         return (self.name, script(self.script).sha, len(self.keys), *self.keys, *self.args)
@@ -79,8 +74,7 @@ class Call(Generic[T]):
 def script_call(
     name: str, keys: ShardKeys, args: Sequence[str | bytes | int], parse: Callable[[Any], T]
 ) -> Call[T]:
-    """A call of script `name` on one shard, its KEYS as `scripts.SCRIPT_KEYS` lists them;
-    `parse` should pass the reply through `scripts.check` first."""
+    """A call of script `name` on one shard; `parse` should go through `scripts.check`."""
     return Call(name, script_keys(name, keys), args, parse=parse)
 
 
@@ -113,37 +107,29 @@ TOPOLOGY_ERRORS = (RedisConnectionError, RedisTimeoutError, ClusterDownError, Sl
 """Failures after which a cluster client's slot map may be out of date."""
 
 SETTLE_S = 2.0
-"""How long calls a cluster refused while it moves a slot are sent again: past redis-py's
-own redirects (16 tries in about half a second), a slot of many keys may still be on its
-way."""
+"""How long calls refused during a slot move are re-sent (past redis-py's own redirects)."""
 SETTLE_PAUSE_S = 0.05
 
 
 def noscript(reply: Any) -> bool:
-    """The script was not loaded on the node: the call did not run."""
     return isinstance(reply, NoScriptError)
 
 
 def moved(reply: Any) -> bool:
-    """The node does not own the slot (a single server's URL named a cluster node)."""
     return isinstance(reply, MovedError)
 
 
 def unsettled(reply: Any) -> bool:
-    """A refusal by a cluster moving a slot: TRYAGAIN (a multi-key call met a slot half
-    moved), or redirects redis-py gave up following (its ``ClusterError`` "TTL exhausted")."""
+    """A cluster moving a slot refused it: TRYAGAIN, or redis-py's "TTL exhausted"."""
     return isinstance(reply, TryAgainError | AskError) or type(reply) is ClusterError
 
 
 def to_redo(replies: list[Any], which: Callable[[Any], bool]) -> list[int]:
-    """The indices of the replies `which` picks."""
     return [i for i, r in enumerate(replies) if which(r)]
 
 
 def may_resend(exc: BaseException, calls: Sequence[Call[Any]]) -> bool:
-    """Whether `calls`, whose sending raised `exc` (one of `TOPOLOGY_ERRORS`), may go again
-    once the slot map is reloaded: every one only reads, or it is one call whose node
-    refused the connection (a pipeline over several nodes may have run on the others)."""
+    """Whether `calls` may go again after a slot-map reload: all read-only, or one refused call."""
     if all(c.script is None and str(c.command[0]).upper() in READ_COMMANDS for c in calls):
         return True
     if len(calls) != 1 or not isinstance(exc, RedisConnectionError):
@@ -157,8 +143,7 @@ def may_resend(exc: BaseException, calls: Sequence[Call[Any]]) -> bool:
 
 
 def apart(calls: Sequence[Call[Any]], cluster: bool) -> tuple[list[int], list[int]]:
-    """On a cluster, the indices of the keyless calls (sent one by one) and of the others
-    (one pipeline); elsewhere nothing apart."""
+    """On a cluster, the indices of the keyless calls and of the others; elsewhere None."""
     if not cluster or len(calls) == 1 or not any(c.keyless for c in calls):
         return [], []
     alone = [i for i, c in enumerate(calls) if c.keyless]
@@ -177,15 +162,11 @@ class Pipeline:
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """SCRIPT LOAD `source`."""
-
     source: str
 
 
 @dataclass(frozen=True, slots=True)
 class Pause:
-    """Sleep `seconds`."""
-
     seconds: float
 
 
@@ -199,10 +180,8 @@ Steps = Generator[Request, Any, list[Any]]
 def plan(calls: Sequence[Call[Any]], cluster: Callable[[], bool]) -> Steps:
     """Send `calls` (two round trips on NOSCRIPT); returns their raw replies.
 
-    `cluster` says whether the executor is on the cluster client now. A failure of a
-    request is thrown in at the ``yield`` that made it. Scripts go as EVALSHA and NOSCRIPT
-    is handled here: redis-py's pipeline script handling costs a SCRIPT EXISTS round trip
-    on every execute.
+    Scripts go as EVALSHA and NOSCRIPT is handled here: redis-py's pipeline script handling
+    costs a SCRIPT EXISTS round trip on every execute.
     """
     try:
         replies = yield from _send(calls, cluster)
@@ -247,7 +226,6 @@ def _redo(
 
 
 def _resume(steps: Generator[Any, Any, T], reply: Any, error: Exception | None) -> Any:
-    """The plan's next request, or `_Done` with its result."""
     try:
         return steps.send(reply) if error is None else steps.throw(error)
     except StopIteration as done:
@@ -271,7 +249,6 @@ def drive(steps: Generator[Any, Any, T], do: Callable[[Any], Any]) -> T:
 
 
 async def drive_async(steps: Generator[Any, Any, T], do: Callable[[Any], Awaitable[Any]]) -> T:
-    """`drive` with an async `do`."""
     reply, error = None, None
     while not isinstance(request := _resume(steps, reply, error), _Done):
         try:
@@ -299,15 +276,14 @@ except ImportError:  # redis-py's pure-Python packer then
 
 
 WRITE_BYTES = 64 * 1024
-"""Packed bytes gathered before a write: few syscalls, and the first call reaches the
-server after at most this much packing."""
+"""Packed bytes gathered before a write."""
 
 
 def _writes(conn: Any, calls: Sequence[Call[Any]]) -> Any:
-    """`calls` packed, in writes of at least `WRITE_BYTES` (the last one less).
+    """`calls` packed, in writes of at least `WRITE_BYTES`.
 
-    A script call goes straight to hiredis's packer (redis-py's wrapper walks every argument
-    in Python first, half the cost of packing an `enqueue_many` call of 500 jobs)."""
+    A script call goes straight to hiredis's packer: redis-py's wrapper costs half the packing.
+    """
     buffered: list[bytes | memoryview] = []
     size = 0
     for call in calls:
@@ -326,8 +302,7 @@ def _writes(conn: Any, calls: Sequence[Call[Any]]) -> Any:
 
 
 def stream(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
-    """Send `calls` on a connection of `client` (a `redis.Redis`), writing as they are
-    packed; their replies in order, an error reply (`ResponseError`) in its call's place."""
+    """Send `calls` on one connection of `client` as they are packed; error replies in place."""
     pool: Any = client.connection_pool  # redis-py's connection layer is untyped
     try:
         conn = pool.get_connection()
@@ -351,7 +326,6 @@ def stream(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
 
 
 async def stream_async(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
-    """`stream` for an asyncio client (a `redis.asyncio.Redis`)."""
     pool: Any = client.connection_pool
     try:
         conn = await pool.get_connection()
@@ -394,12 +368,10 @@ class _Executor(Generic[C]):
 
     @property
     def cluster(self) -> bool:
-        """Whether the calls go through redis-py's cluster client."""
         return isinstance(self.client, self._CLUSTER)
 
     def _switched(self, sent_with: C) -> bool:
-        """After MOVED replies to calls sent through `sent_with`: whether the cluster client
-        has replaced it (now, or in a concurrent call meanwhile), so they go again."""
+        """After MOVED replies: whether the cluster client has replaced `sent_with`."""
         with self._switching:
             if self.client is not sent_with:
                 return True
@@ -413,10 +385,8 @@ class _Executor(Generic[C]):
 class SyncExecutor(_Executor[redis.Redis]):
     """Runs calls on a `redis.Redis` client (or a `redis.cluster.RedisCluster`).
 
-    Args:
-        client: The client.
-        to_cluster: Given when the URL may name a cluster node: on the first MOVED reply it
-            makes the cluster client that replaces `client`, and the moved calls go again.
+    `to_cluster`, given when the URL may name a cluster node, makes the cluster client that
+    replaces `client` on the first MOVED reply.
     """
 
     _CLUSTER = redis.cluster.RedisCluster
@@ -427,11 +397,7 @@ class SyncExecutor(_Executor[redis.Redis]):
         super().__init__(client, to_cluster)
 
     def run(self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
-        """Send `calls` in one round trip (two on NOSCRIPT); return parsed replies.
-
-        With `return_exceptions`, a call that failed (or whose reply parsed to an error) has
-        its exception in its place instead of raising.
-        """
+        """Send `calls` in one round trip (two on NOSCRIPT); return the parsed replies."""
         sent_with, reloads = self.client, self._reloads
 
         def do(request: Request) -> Any:
@@ -463,9 +429,7 @@ class SyncExecutor(_Executor[redis.Redis]):
         return list(pipe.execute(raise_on_error=False))
 
     def _reload_slots(self, sent_with: redis.Redis, reloads: int) -> bool:
-        """After a call through `sent_with` failed: reload the cluster's slot map, unless
-        another call has since `reloads`; whether the map is fresh now. A reload that fails
-        too is left to the next failure."""
+        """Reload the cluster's slot map unless another call has since; whether it is fresh."""
         if not isinstance(sent_with, redis.cluster.RedisCluster):
             return False
         with self._switching:
@@ -479,17 +443,11 @@ class SyncExecutor(_Executor[redis.Redis]):
             return True
 
     def close(self) -> None:
-        """Close the client, and the plain one the cluster client replaced."""
         for client in (*self._retired, self.client):
             client.close()
 
     def run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
-        """Send `calls`, each followed on its node's connection by `wait` (see
-        `wheelq.store.acked`); return the parsed replies with the calls not confirmed.
-
-        One pipeline per node the calls write to, one node after another; a redirect costs
-        a round more. Raises as `run` does, and `AckUnsupportedError`.
-        """
+        """Send `calls`, each followed by `wait` on its node's connection (`wheelq.store.acked`)."""
         steps = acked.plan(calls, wait, lambda key: acked.node_of(self.client, key), self._probed)
         sent_with, reloads = self.client, self._reloads
 
@@ -516,14 +474,12 @@ class SyncExecutor(_Executor[redis.Redis]):
 
 
 class SeenNodes:
-    """Every node of a cluster client seen, so `close` closes the connections of nodes a
-    slot-map reload dropped (redis-py does not)."""
+    """Every node a cluster client has seen, so `close` closes those a reload dropped."""
 
     def __init__(self) -> None:
         self._nodes: dict[int, redis.asyncio.cluster.ClusterNode] = {}
 
     def note(self, client: object) -> None:
-        """Remember the nodes `client` knows now (nothing when it is not a cluster client)."""
         if isinstance(client, redis.asyncio.cluster.RedisCluster):
             self._nodes.update((id(n), n) for n in client.nodes_manager.nodes_cache.values())
 
@@ -535,9 +491,7 @@ class SeenNodes:
 
 
 class AsyncExecutor(_Executor[redis.asyncio.Redis]):
-    """`SyncExecutor` for a `redis.asyncio.Redis` client (or its cluster client).
-    `make_cluster` makes another cluster client of the same URL and options
-    (`cluster_client`)."""
+    """`SyncExecutor` for a `redis.asyncio.Redis` client (or its cluster client)."""
 
     _CLUSTER = redis.asyncio.cluster.RedisCluster
 
@@ -554,18 +508,14 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
         self._nodes = SeenNodes()
 
     def cluster_client(self) -> redis.asyncio.Redis | None:
-        """A new cluster client of the same URL and options, for the caller to close; None
-        when not on a cluster or when the executor was made from a client."""
+        """A new cluster client of the same URL and options (the caller closes it), or None."""
         return self._make_cluster() if self.cluster and self._make_cluster else None
 
     async def resolve(self) -> bool:
-        """Find out now whether the server is a cluster node (INFO cluster) and switch to the
-        cluster client if it is; returns `cluster`. A server that refuses INFO is taken as a
-        single server (a MOVED reply would still switch).
+        """Switch to the cluster client if the server is a cluster node; returns `cluster`.
 
         Raises:
-            InvalidArgumentError: The server is a cluster node but the client is a plain
-                one that may not switch (made without `to_cluster`).
+            InvalidArgumentError: A cluster node, but a plain client made without `to_cluster`.
         """
         if not self.cluster:
             try:
@@ -589,7 +539,6 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
     async def run(
         self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
     ) -> list[Any]:
-        """Send `calls` in one round trip (two on NOSCRIPT); see `SyncExecutor.run`."""
         sent_with, reloads = self.client, self._reloads
 
         async def do(request: Request) -> Any:
@@ -621,7 +570,6 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
         return list(await pipe.execute(raise_on_error=False))
 
     async def _reload_slots(self, sent_with: redis.asyncio.Redis, reloads: int) -> bool:
-        """As `SyncExecutor._reload_slots`."""
         if not isinstance(sent_with, redis.asyncio.cluster.RedisCluster):
             return False
         async with self._reloading:
@@ -631,7 +579,6 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
             return await self._reload(sent_with)
 
     async def _reload(self, cluster: redis.asyncio.cluster.RedisCluster) -> bool:
-        """Reload the slot map of `cluster`; False if that failed too."""
         self._nodes.note(cluster)
         try:
             await cluster.nodes_manager.initialize()
@@ -641,15 +588,13 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
         return True
 
     async def aclose(self) -> None:
-        """Close the client, the plain one the cluster client replaced, and the connections
-        of nodes that left the slot map."""
+        """Close the client, the plain one it replaced, and the nodes that left the slot map."""
         self._nodes.note(self.client)
         for client in (*self._retired, self.client):
             await client.aclose()
         await self._nodes.close()
 
     async def run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
-        """`SyncExecutor.run_acked`; the nodes' pipelines go out concurrently."""
         if isinstance(self.client, redis.asyncio.cluster.RedisCluster):
             await self.client.initialize()  # the slot map (a no-op once loaded)
         steps = acked.plan(calls, wait, lambda key: acked.node_of(self.client, key), self._probed)
@@ -669,7 +614,6 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
         return acked.Acked(finish(calls, replies, False), short)
 
     async def _refresh(self) -> bool:
-        """See `SyncExecutor._refresh`."""
         if self._switched(self.client):  # the plain client is retired: others may use it
             await self.client.initialize()
             return True

@@ -1,5 +1,4 @@
-"""Calls of flow control (`wheelq.core.flow`): rate buckets and concurrency slots, each on a
-Redis key of its own."""
+"""Calls of flow control (`wheelq.core.flow`): rate buckets and concurrency slots."""
 
 from __future__ import annotations
 

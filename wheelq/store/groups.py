@@ -1,7 +1,5 @@
-"""Consumer groups as an operator sees them: which streams groups read, what each group of a
-stream holds (XINFO GROUPS, XINFO CONSUMERS), and the scripts that create one under a cap
-(`create_group.lua`) and delete one (`delete_group.lua`). Like `wheelq.store.ops`, each
-function only builds a `Call`.
+"""Consumer groups as an operator sees them (XINFO GROUPS, XINFO CONSUMERS), and creating
+(under a cap) and deleting one.
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from wheelq.store.executor import Call, script_call
 from wheelq.store.scripts import GroupOutcome, check, text
 
 GROUP_LANES = (READY, CALLBACKS)
-"""The streams of a shard that consumer groups read (`ShardKeys.lane`): the one place that
-says which, for listing groups and deleting them."""
+"""The streams of a shard that consumer groups read: the one place that says which."""
 
 T = TypeVar("T")
 
@@ -28,8 +25,7 @@ _text = functools.partial(text, errors="replace")
 
 
 def group_streams(topic: str, shard: int) -> list[ShardKeys]:
-    """Views of one shard, one per stream its consumer groups may read (`ShardKeys.stream`),
-    in `GROUP_LANES` order."""
+    """Views of one shard, one per stream its groups may read, in `GROUP_LANES` order."""
     return [ShardKeys(topic, shard, lane) for lane in GROUP_LANES]
 
 
@@ -72,7 +68,6 @@ def stream_groups(keys: ShardKeys) -> Call[list[StreamGroup]]:
 
 
 def stream_length(keys: ShardKeys) -> Call[int]:
-    """XLEN of `keys.stream`."""
     return Call(command=("XLEN", keys.stream), parse=int)
 
 
@@ -95,8 +90,7 @@ class GroupDrop:
 
 
 def delete_group(keys: ShardKeys, group: str, mode: str) -> Call[GroupDrop]:
-    """Delete `group` of `keys.stream`; `mode`: ``check`` (count only), ``delete`` (only with
-    nothing in flight) or ``force``."""
+    """Delete `group`; `mode`: ``check``, ``delete`` (nothing in flight) or ``force``."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
 
@@ -119,9 +113,7 @@ class GroupMade:
 
 
 def create_group(keys: ShardKeys, group: str, start_id: str, max_groups: int) -> Call[GroupMade]:
-    """Create `group` on `keys.stream` (made if absent) at `start_id` (``"0"``: every entry
-    still in the stream; ``"$"``: new ones), unless it exists or the stream has `max_groups`
-    groups already."""
+    """Create `group` at `start_id` unless it exists or the stream has `max_groups` groups."""
     if start_id not in START_IDS:
         raise ValueError(f"start_id must be one of {', '.join(START_IDS)}, got {start_id!r}")
 

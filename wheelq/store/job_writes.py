@@ -1,6 +1,5 @@
-"""The enqueue transition: `JobWrite`, one job as the client sends it, and the `enqueue.lua`
-call that places a batch of them on one shard in the argument layout the batch allows
-(docs/architecture.md, "The life of a job"; the script's header lists them).
+"""The enqueue transition: `JobWrite` and the `enqueue.lua` call that places a batch on one
+shard (docs/architecture.md, "The life of a job"; the script's header lists the layouts).
 """
 
 from __future__ import annotations
@@ -40,14 +39,11 @@ def _placed(reply: Any) -> list[Placed]:
 def enqueue(
     keys: ShardKeys, jobs: Sequence[JobWrite], record_ms: int = 0, call_token: str = ""
 ) -> Call[list[Placed]]:
-    """Parses to each job's outcome, in order; raises `MalformedJobError` when an envelope
-    due now cannot be decoded (wheelq's clients write none).
+    """Parses to each job's outcome; `MalformedJobError` when an envelope due now is undecodable.
 
-    `record_ms` > 0 without `call_token` makes it a spool replay: a job whose `token` (or
-    its prefix up to the last ``:``, a direct call's token) the shard's record holds is
-    `Placed.APPLIED` and not written again; the others' tokens are kept that long. With a
-    `call_token` it is a spooling client's direct call, whose token is recorded that long
-    if it is applied (`call_tokens`)."""
+    `record_ms` > 0 without `call_token`: a spool replay (a job whose token the shard's record
+    holds is APPLIED, not written again); with `call_token`: a spooling client's direct call.
+    """
     replay = record_ms > 0 and not call_token
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
     shared = None if replay or not jobs else _shared_layout(jobs)
@@ -64,11 +60,9 @@ def enqueue(
 
 
 def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
-    """The layout argument and three arguments per job when every job of `jobs` has the
-    mode and replace of the first (an `enqueue_many` call's jobs mostly do); else None.
-
-    The layout also says 'n' when every id is `JobWrite.new` (the script reads none of them
-    first), or 'u' when no id repeats (it gathers each job's writes as it goes)."""
+    """The layout argument ('n': all new ids, 'u': no repeats) when every job has the first's
+    mode and replace; else None.
+    """
     mode, _ = jobs[0].due.wire
     replace = jobs[0].replace
     args: list[str | bytes | int] = [""]
@@ -85,15 +79,12 @@ def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
 
 
 def forget_replayed(keys: ShardKeys, tokens: Sequence[str]) -> Call[int]:
-    """ZREM tokens the spool no longer holds from the shard's record; parses to how many
-    were there."""
+    """ZREM tokens the spool no longer holds from the shard's record; parses to how many."""
     return Call(command=("ZREM", keys.spooled, *tokens), parse=int)
 
 
 def job_ids(call: Call[Any]) -> list[str]:
-    """The ids of the jobs an `enqueue`, `reschedule` or `cancel` call writes, read back
-    from its arguments as `enqueue` above and `ops.reschedule` / `ops.cancel` build them
-    (an unconfirmed write names them); [] for others."""
+    """The ids an `enqueue`, `reschedule` or `cancel` call writes, read from its arguments."""
     if call.script == "enqueue":  # topic, channel, record_ms, call token, layout; then per job
         replay = int(call.args[2]) and not call.args[3]
         per_job = 3 if call.args[4] else 6 if replay else 5  # 3: a shared layout

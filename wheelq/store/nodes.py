@@ -1,5 +1,5 @@
-"""What a scheduler node sends about itself: shard leases, the node registry, and the
-server's clock and settings. Like `wheelq.store.ops`, each function only builds a `Call`.
+"""What a scheduler node sends about itself: shard leases, the node registry, the server's
+clock and settings.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ class LeaseAttempt:
     """The outcome of `lease_acquire.lua`."""
 
     held: bool
-    """True when the caller holds the lease after the call."""
     new: bool
     """True when it was just acquired (not renewed)."""
     server_now_ms: int
@@ -60,9 +59,7 @@ def lease_renew(keys: ShardKeys, token: str, ttl_ms: int) -> Call[bool]:
 
 
 def lease_renew_ifeq(keys: ShardKeys, token: str, ttl_ms: int) -> Call[bool]:
-    """`lease_renew` as one command, ``SET lease token IFEQ token PX ttl`` (Redis >= 8.4,
-    Valkey >= 8.1; an older server answers a syntax error, see `lacks_set_ifeq`): the same
-    compare-and-extend without a script, a third of the commands."""
+    """`lease_renew` as ``SET lease token IFEQ token PX ttl`` (Redis >= 8.4, Valkey >= 8.1)."""
     return Call(
         command=("SET", keys.lease, token, "IFEQ", token, "PX", ttl_ms),
         parse=lambda reply: reply is not None,
@@ -143,8 +140,7 @@ def leave(topic: str, node_id: str) -> Call[int]:
 
 
 def server_version() -> Call[tuple[int, ...]]:
-    """INFO server's ``redis_version`` as numbers (Valkey reports the Redis version it is
-    compatible with there)."""
+    """INFO server's ``redis_version`` as numbers (Valkey's is the Redis one it matches)."""
 
     def parse(reply: Any) -> tuple[int, ...]:
         text = str(reply.get("redis_version", "0"))

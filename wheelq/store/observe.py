@@ -1,10 +1,5 @@
-"""Bounded reads of what a shard holds, for `wheelq stats`, `wheelq top` and the metrics.
-
-`observe_shards` is a sans-I/O operation: round 1 reads per shard the ready stream's XINFO
-STREAM and GROUPS, ZCARD and a ZCOUNT of the next second, XLEN of the dead letters and the
-newest `sample` ready entries; round 2 XPENDING's summary per group with entries pending.
-Every read is bounded (docs/architecture.md, invariant 15); `wheelq.core.observe` computes
-what the replies mean.
+"""Bounded reads of what a shard holds, for `wheelq stats`, `wheelq top` and the metrics
+(docs/architecture.md, invariant 15); `wheelq.core.observe` computes what they mean.
 """
 
 from __future__ import annotations
@@ -70,18 +65,10 @@ def _lateness(entries: Any) -> tuple[int, ...]:
 def observe_shards(
     shards: Sequence[ShardKeys], now_ms: int, sample: int = 100, *, probe: bool = False
 ) -> ObserveOp:
-    """Read what each of `shards` holds; returns one `ShardObservation` per shard, in order.
+    """Read what each of `shards` holds (sans-I/O); one `ShardObservation` per shard, in order.
 
-    Args:
-        shards: The shards to read.
-        now_ms: Now on the Redis clock (ZCOUNT's window starts here).
-        sample: How many of the newest ready entries to read per shard for lateness (0:
-            none read).
-        probe: Ask which ready streams exist first (a round trip more), so that a driver
-            without ``return_exceptions`` can run it: no call meets a missing stream.
-
-    Raises:
-        redis.exceptions.RedisError: Any reply but a missing ready stream's.
+    `sample`: newest ready entries read per shard for lateness. `probe`: ask first which
+    streams exist (a round trip more), so a driver without ``return_exceptions`` can run it.
     """
     there = [True] * len(shards)
     if probe:

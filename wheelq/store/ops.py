@@ -1,6 +1,5 @@
-"""The job transitions and reads, and the topic registry: one typed wrapper per script or
-command, which builds the `Call` and parses its reply. Nothing here sends anything: the
-executors (`wheelq.store.executor`) do, so the same wrappers serve every role.
+"""Job transitions, reads and the topic registry: one wrapper per script or command that
+builds the `Call` and parses its reply; the executors send them.
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ class EmitResult:
     held: list[str] = field(default_factory=list)
     """Ids due but held back by the byte budget: still pending, to emit next."""
     throttled: bool = False
-    """Due jobs stay pending because the stream is at the topic's ``max_ready``
-    (`wheelq.core.flow`): the preloader sweeps them as workers catch up."""
+    """Due jobs stay pending: the stream is at the topic's ``max_ready`` (`wheelq.core.flow`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +64,7 @@ def _rescheduled(reply: Any) -> Placed | None:
 
 
 def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None]:
-    """Parses to the outcome, or None when the job is not pending; raises
-    `MalformedJobError` when it is due now but its envelope cannot be decoded."""
+    """The outcome, None when not pending; `MalformedJobError` if due now and undecodable."""
     mode, value = due.wire
     return script_call(
         "reschedule", keys, [keys.topic, keys.wake_channel, job_id, mode, value], _rescheduled
@@ -77,8 +74,7 @@ def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None
 def debounce(
     keys: ShardKeys, job_id: str, debounce_ms: int, max_wait_ms: int, envelope: bytes
 ) -> Call[tuple[Placed, int]]:
-    """Write the job due `debounce_ms` from now, but not after `max_wait_ms` (0: no cap) from
-    the first call of its series; parses to (outcome, due ms)."""
+    """Due `debounce_ms` from now, at most `max_wait_ms` (0: no cap) after the first call."""
 
     def parse(reply: Any) -> tuple[Placed, int]:
         r = check("debounce", reply)
@@ -105,9 +101,7 @@ def emit_due(
     *,
     max_bytes: int | None = None,
 ) -> Call[EmitResult]:
-    """Wheel mode with `ids`; sweep mode (oldest `limit` jobs due by `now_ms`) without.
-    `max_bytes`: the envelope bytes one call moves (plus one envelope that does not fit);
-    None: no byte bound."""
+    """Wheel mode with `ids`, sweep mode (oldest `limit` due by `now_ms`) without."""
     if not ids and limit < 1:
         raise ValueError(f"limit must be >= 1 in sweep mode, got {limit}")
 
@@ -143,9 +137,7 @@ def preload(
     most_ms: int = 0,
     overdue_ms: int | None = None,
 ) -> Call[PreloadPage]:
-    """The next page after `cursor_ms`. With `least_ms` > 0 the script also plans the next
-    read, between `least_ms` and `most_ms` from now, and raises the horizon to cover it
-    (see `preload.lua`); `overdue_ms`: report whether a job is due at or before it."""
+    """The next page after `cursor_ms`; `least_ms` > 0 also plans the next read (`preload.lua`)."""
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     if least_ms < 0 or most_ms < least_ms:
@@ -172,8 +164,7 @@ class ShardDrop:
 
 
 def drop_shard(keys: ShardKeys, mode: str) -> Call[ShardDrop]:
-    """`mode`: ``check`` (count only), ``drop`` (delete when nothing is left to run) or
-    ``force`` (delete whatever is there)."""
+    """`mode`: ``check`` (count only), ``drop`` (only when nothing is left) or ``force``."""
     if mode not in ("check", "drop", "force"):
         raise ValueError(f"mode must be check, drop or force, got {mode!r}")
 
@@ -210,8 +201,7 @@ def register_topic(topic: str, shards: int) -> Call[bool]:
 
 
 def topic_shards(topic: str) -> Call[int | None]:
-    """Parses to the topic's shard count, None when it is not registered; raises
-    `TopicConfigError` when the registry holds something else than a valid count."""
+    """The topic's shard count, None if unregistered; `TopicConfigError` if the entry is invalid."""
     return Call(
         command=("HGET", TOPICS_KEY, topic),
         parse=lambda r: None if r is None else parse_shard_count(topic, r),
@@ -306,11 +296,7 @@ def _group(r: list[Any]) -> GroupLookup:
 
 
 def parse_lookup(reply: Any) -> Lookup:
-    """`lookup.lua`'s reply as a `Lookup`.
-
-    Raises:
-        ScriptError: A key of the shard holds another type.
-    """
+    """`lookup.lua`'s reply as a `Lookup`; ScriptError when a key holds another type."""
     r = check("lookup", reply)
     rest = r[7:]
     return Lookup(

@@ -1,9 +1,5 @@
-"""Calls for recurring schedules (`wheelq.core.recurring`; docs/architecture.md, "Schedules").
-
-The home shard of a schedule keeps its definition, its state and the planner's fencing
-epoch; every shard its runs land in keeps a mark per schedule (`schedule_fence.lua`,
-`materialize.lua`). ``wheelq:scheduled`` lists the home shards, so a scheduler node reads
-only shards that have schedules.
+"""Calls for recurring schedules (`wheelq.core.recurring`; docs/architecture.md,
+"Schedules"). ``wheelq:scheduled`` lists the shards that hold schedules.
 """
 
 from __future__ import annotations
@@ -27,8 +23,7 @@ class ShardSchedules:
 
 @dataclass(frozen=True, slots=True)
 class StateChange:
-    """What `schedule_state.lua` did: whether the schedule existed, the epoch to fence
-    with, and the definition as it was."""
+    """What `schedule_state.lua` did: existed, the epoch to fence with, the old definition."""
 
     found: bool
     epoch: int
@@ -89,8 +84,7 @@ def read(keys: ShardKeys, name: str = "") -> Call[ShardSchedules]:
 
 
 def claim(keys: ShardKeys, token: str, read_epoch: int) -> Call[int]:
-    """Parses to the new epoch, 0 when the epoch moved since it was read; raises
-    `LeaseLostError` when the caller does not lead the shard."""
+    """Parses to the new epoch, 0 when it moved; `LeaseLostError` when not leading the shard."""
     return script_call(
         "schedule_claim", keys, [token, read_epoch], lambda r: int(check("schedule_claim", r)[1])
     )
@@ -119,8 +113,7 @@ def fence(keys: ShardKeys, epoch: int, reset: bool, names: Sequence[str]) -> Cal
 def materialize(
     keys: ShardKeys, epoch: int, name: str, runs: Sequence[tuple[int, bytes]]
 ) -> Call[int]:
-    """Write runs (occurrence ms, envelope), ascending; parses to how many were written.
-    Raises `LeaseLostError` when a newer epoch fenced the caller out."""
+    """Write runs (occurrence ms, envelope); how many; `LeaseLostError` when fenced out."""
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, epoch, name]
     for at, envelope in runs:
         args += [at, envelope]

@@ -1,18 +1,8 @@
-"""The Lua scripts: loading (with the part of ``_lib.lua`` each names, `for_script`), their
-SHA1, the keys each takes (`SCRIPT_KEYS`), and the one table of outcomes: `check` is the one
-place a reply is judged, so the same status always raises the same error
-(docs/architecture.md, invariant 11):
-
-```
- 0  OK          {0, outcome fields...}: what each script's header documents
--1  WRONG_TYPE  {-1, key}: a key holds another type; nothing written -> ScriptError
--2  LEASE_LOST  {-2}: the caller does not hold the shard's lease -> LeaseLostError
--3  MALFORMED   {-3, topic, job id, why}: a job due now cannot be decoded -> MalformedJobError
-other           -> ScriptError naming the script
-```
-
-``_lib.lua`` names the same numbers (``WQ_OK``, ``WQ_SCHEDULED``, ...); a unit test holds the
-two together.
+"""The Lua scripts: loading (with the parts of ``_lib.lua`` each needs), their SHA1, their
+KEYS (`SCRIPT_KEYS`), and `check`, the one place a reply's status is judged
+(docs/architecture.md, invariant 11): 0 OK, -1 WRONG_TYPE -> ScriptError, -2 LEASE_LOST ->
+LeaseLostError, -3 MALFORMED -> MalformedJobError, other -> ScriptError. ``_lib.lua``
+names the same numbers; a unit test holds the two together.
 """
 
 from __future__ import annotations
@@ -53,8 +43,7 @@ NOT_PENDING = 3
 
 
 class GroupOutcome(IntEnum):
-    """What delete_group or create_group found or did on one shard's stream (an outcome
-    field after `Status.OK`)."""
+    """What delete_group or create_group found or did on one shard's stream."""
 
     NO_GROUP = 0  # no such group (or no stream): nothing done
     GROUP_FOUND = 1  # 'check' mode: the group is there; nothing done
@@ -106,14 +95,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "schedule_claim": ("lease", "sched_epoch"),
     "schedule_advance": ("lease", "sched_state", "sched_epoch"),
     "schedule_fence": ("sched_marks",),
-    "materialize": (
-        *_WRITE[:5],
-        "history",
-        "history_old",
-        "sched_marks",
-        "limits",
-        "callbacks",
-    ),
+    "materialize": (*_WRITE[:5], "history", "history_old", "sched_marks", "limits", "callbacks"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 
@@ -134,7 +116,6 @@ class Script:
 
 @functools.cache
 def script(name: str) -> Script:
-    """Load a script by name (cached)."""
     if name not in SCRIPT_KEYS and name not in FLOW_SCRIPTS:
         raise KeyError(f"no script named {name!r}")
     lua = resources.files("wheelq.store") / "lua"
@@ -150,19 +131,11 @@ def script_keys(name: str, keys: ShardKeys) -> tuple[str, ...]:
 
 
 def text(value: Any, errors: str = "strict") -> str:
-    """A reply's bytes as str (other values through str)."""
     return value.decode("utf-8", errors) if isinstance(value, bytes) else str(value)
 
 
 def check(name: str, reply: Any) -> list[Any]:
-    """Return script `name`'s reply (status first) if its status is `Status.OK`.
-
-    Raises:
-        ScriptError: Status WRONG_TYPE (naming the key; nothing was written), a status
-            not in the table, or a reply that is not a status list.
-        LeaseLostError: Status LEASE_LOST: the caller's lease is gone; nothing was written.
-        MalformedJobError: Status MALFORMED: a job due now cannot be decoded.
-    """
+    """Return script `name`'s reply if its status is OK; raise the status's error otherwise."""
     if not isinstance(reply, list) or not reply or not isinstance(reply[0], int):
         raise ScriptError(f"{name}.lua returned {reply!r:.200}, expected a status list")
     status = reply[0]

@@ -1,7 +1,6 @@
-"""The wake-channel subscription the scheduler's wake listener reads: SSUBSCRIBE to the
-shards' wake channels (sharded pub/sub, so a note stays on the node that owns its shard) and
-their messages as `WakeNote`s. Pub/sub only makes pick-up prompt: the inbox holds the same
-notes durably (docs/architecture.md, invariant 4).
+"""The scheduler's wake-channel subscription: SSUBSCRIBE to the shards' wake channels and
+their messages as `WakeNote`s. Pub/sub only makes pick-up prompt: the inbox holds the
+same notes durably (docs/architecture.md, invariant 4).
 """
 
 from __future__ import annotations
@@ -52,26 +51,16 @@ def wake_notes(message: Any) -> list[WakeNote] | None:
 
 
 class WakeSubscription:
-    """Sharded pub/sub connections following a changing set of wake channels: one on a
-    single server, one per node owning a followed channel on a cluster, all read at once.
+    """Sharded pub/sub connections following a changing set of wake channels, read at once.
 
-    On a cluster it needs a client of its own (`of` makes one): redis-py's cluster pub/sub
-    gives a node's connection back to the pool when a slot move empties its subscription,
-    while a read may still wait on it, and two readers would share one socket.
-
-    Args:
-        connection: The client to take the pub/sub connections from (plain or cluster;
-            they are connections of their own while subscribed).
-        owned: Close `connection` too in `aclose`.
-        slot_map: On a cluster, the client whose slot map says where each channel lives
-            (default `connection`): a node that loses a slot does not always end its
-            subscriptions, they fall silent, so `receive` compares.
+    On a cluster it needs a client of its own (`of`): redis-py's cluster pub/sub returns a
+    node's connection to the pool while a read may still wait on it. `slot_map` (default
+    `connection`) says where each channel lives: a node that loses a slot may fall silent.
     """
 
     @classmethod
     def of(cls, executor: AsyncExecutor) -> WakeSubscription:
-        """The subscription for `executor`'s server: on a cluster, on a client of its own
-        when the executor can make one (it was made from a URL)."""
+        """The subscription for `executor`'s server (on a cluster, on a client of its own)."""
         own = executor.cluster_client()
         if own is None:
             return cls(executor.client)
@@ -94,20 +83,17 @@ class WakeSubscription:
         else:
             self._pubsub = connection.pubsub(ignore_subscribe_messages=False)
         self.channels: frozenset[str] = frozenset()
-        """The channels subscribed to."""
         self.confirmed: dict[str, str] = {}
         """Channel -> the node that confirmed its subscription ("" on a single server)."""
         self.fresh: set[str] = set()
-        """Channels confirmed (again) since the caller last cleared this: notes published
-        on them before may have been missed."""
+        """Channels confirmed (again) since the caller cleared this: notes may have been missed."""
         self._seen: set[PubSub] = set()
         self._synced_at = -RESYNC_S
         self._nodes = SeenNodes()  # of an own client: closed with it
         self._connections: set[Any] = set()
 
     async def follow(self, channels: Collection[str]) -> None:
-        """Subscribe to `channels` not subscribed yet, unsubscribe from the others. (When a
-        slot moves, redis-py's cluster pub/sub moves its subscriptions to the new owner.)"""
+        """Subscribe to `channels` not subscribed yet, unsubscribe from the others."""
         wanted = frozenset(channels)
         if self._client is not None:
             await self._client.initialize()  # the slot map (a no-op once loaded)
@@ -124,8 +110,7 @@ class WakeSubscription:
         return [] if self._cluster is None else list(self._cluster.node_pubsub_mapping.values())
 
     async def receive(self, timeout_s: float) -> list[WakeNote]:
-        """Wait up to `timeout_s` for a message; the notes of it and of every one arrived
-        since (on a cluster: from every node)."""
+        """Wait up to `timeout_s` for a message; the notes of it and of every one since."""
         if self._cluster is None:
             return self._notes(await _drain(self._pubsub.get_message, timeout_s), "")
         cluster = self._cluster
@@ -158,8 +143,7 @@ class WakeSubscription:
         ]
 
     def _notes(self, messages: list[Any], node: str) -> list[WakeNote]:
-        """The notes among `messages` (from `node`); its subscription confirmations update
-        `confirmed` and `fresh`."""
+        """The notes among `messages`; subscription confirmations update `confirmed` and `fresh`."""
         notes = []
         for message in messages:
             got = wake_notes(message)
@@ -190,8 +174,7 @@ class WakeSubscription:
             return held_by
 
     async def _resync(self, client: redis.asyncio.cluster.RedisCluster) -> None:
-        """Reload the slot map of the subscription's client (redis-py then moves the
-        subscriptions), at most once per `RESYNC_S`."""
+        """Reload the client's slot map, at most once per `RESYNC_S`."""
         now = time.monotonic()
         if now - self._synced_at < RESYNC_S:
             return
@@ -203,8 +186,7 @@ class WakeSubscription:
         seen.note(client)
 
     async def aclose(self) -> None:
-        """Close the pub/sub connections, on a cluster those of every node seen too (redis-py
-        drops a node's pub/sub from its mapping without closing it)."""
+        """Close the pub/sub connections (on a cluster, of every node seen: redis-py does not)."""
         try:
             for pubsub in (self._pubsub, *self._seen):
                 with contextlib.suppress(Exception):  # closing: a broken one is closed too

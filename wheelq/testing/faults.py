@@ -1,13 +1,6 @@
-"""Faults a test or the chaos soak injects, into a Redis server or a node.
-
-Into a server, each one command on a plain connection to ONE server (loop over a
-cluster's primaries): `flush_scripts` (``SCRIPT FLUSH``: the next script call gets
-NOSCRIPT), `pause_writes` (``CLIENT PAUSE ms WRITE``), `kill_clients` (``CLIENT KILL`` of
-every other client), `squeeze_memory` / `restore_memory` (``maxmemory`` below used memory
-with ``noeviction``: every write fails with OOM). Into a scheduler node of this process:
-`slow_renewals` (each lease renewal held past the TTL, as a CPU-starved node's; another
-node takes its shards over and its emits must be refused) and `SkewedClock` (its clock
-jumped by `jump_ms`).
+"""Faults a test or the chaos soak injects. Server faults send one command on a plain
+connection to ONE server (loop over a cluster's primaries); `slow_renewals` and
+`SkewedClock` act on a scheduler node of this process.
 """
 
 from __future__ import annotations
@@ -62,8 +55,7 @@ def restore_memory(conn: redis.Redis, state: MemoryState) -> None:
 
 
 def slow_renewals(node: Scheduler, hold_ms: int | None = None) -> Callable[[], None]:
-    """Make `node` wait `hold_ms` (default: its lease TTL + 500 ms) before each lease
-    renewal; returns the function that puts renewals back as they were."""
+    """Hold each lease renewal of `node` `hold_ms` (default TTL + 500 ms); returns the undo."""
     keeper = node.leases
     renew = keeper.renew
     hold_s = (node.settings.lease_ttl_ms + 500 if hold_ms is None else hold_ms) / 1000

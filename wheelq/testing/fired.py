@@ -1,5 +1,6 @@
-"""What fired: a topic's stream entries read back as `Fired` records, and `summarize`,
-which checks them against the ids that should have fired."""
+"""What fired: a topic's stream entries as `Fired` records, and `summarize`, which checks
+them against the ids that should have fired.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +24,7 @@ PAGE = 10_000
 async def read_fired(
     connection: redis.asyncio.Redis, topic: str, shards: int, after: dict[int, bytes] | None = None
 ) -> list[Fired]:
-    """Every entry of the topic's ready streams after the ids in `after` (per shard), which
-    is updated in place, so repeated calls read only new entries."""
+    """Every ready-stream entry after the ids in `after` (per shard, updated in place)."""
     executor = AsyncExecutor(connection)
     cursor = after if after is not None else {}
     out: list[Fired] = []

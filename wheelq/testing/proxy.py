@@ -1,17 +1,14 @@
-"""A TCP proxy on loopback whose connections a test can cut, stall or slow (network faults).
+"""A TCP proxy on loopback whose connections a test can cut, stall or slow.
 
 async with CuttingProxy(target_port) as proxy:
     url = f"redis://127.0.0.1:{proxy.port}"
-    ...
-    proxy.cut()   # every open connection is closed, both sides; new ones are accepted
-    proxy.refusing = True   # from now on new connections are closed at once (Redis "down")
-    proxy.stall()   # no byte moves either way (connections stay open) until unstall()
+    proxy.cut()   # close every connection, both sides; new ones are accepted
+    proxy.refusing = True   # close new connections at once (Redis "down")
+    proxy.stall()   # no byte moves until unstall()
     proxy.slow(20)   # every chunk forwarded 20 ms late (0: off)
-    proxy.drop_replies = True   # requests reach the server, its replies are thrown away
+    proxy.drop_replies = True   # requests applied, replies thrown away
 
-`ProxyThread` runs one on an event loop of its own in a daemon thread, for code that is not
-async, with the same controls. No socket outlives the proxy: `cut()` also cancels handlers
-still connecting upstream, and leaving the ``async with`` waits for every handler.
+`ProxyThread` runs one in a daemon thread, for code that is not async.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 T = TypeVar("T")
 
@@ -40,8 +36,7 @@ class CuttingProxy:
         self.delay_ms = 0.0
         """Each chunk is forwarded this much later (`slow`)."""
         self.drop_replies = False
-        """While set, what the server sends is read and thrown away: a request is applied and
-        its caller never hears of it (an unknown outcome)."""
+        """While set, the server's replies are thrown away: applied, and the caller never hears."""
         self._flowing = asyncio.Event()
         self._flowing.set()
 
@@ -51,8 +46,7 @@ class CuttingProxy:
         return int(self._server.sockets[0].getsockname()[1])
 
     def cut(self) -> int:
-        """Close every open connection, both sides, including ones still connecting
-        upstream; returns how many client connections were cut."""
+        """Close every connection, both sides, even ones still connecting; returns how many."""
         for transport in self._transports:
             transport.abort()
         self._transports.clear()
@@ -62,8 +56,7 @@ class CuttingProxy:
         return len(self._handlers)
 
     def stall(self) -> None:
-        """Stop forwarding, both ways, on every connection (new ones too) until `unstall`:
-        the connections stay open and the bytes wait, as behind a hung network path."""
+        """Stop forwarding both ways until `unstall`: connections stay open, bytes wait."""
         self._flowing.clear()
 
     def unstall(self) -> None:
@@ -117,12 +110,7 @@ class CuttingProxy:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
         self.cut()
@@ -131,9 +119,7 @@ class CuttingProxy:
 
 
 class ProxyThread:
-    """A `CuttingProxy` on its own event loop in a daemon thread; ``with`` starts it and
-    stops it (every connection closed, the thread joined). Its controls may be called
-    from any thread."""
+    """A `CuttingProxy` on its own event loop in a daemon thread; controls work from any thread."""
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self._target = (target_port, target_host)
@@ -187,7 +173,7 @@ class ProxyThread:
         self._proxy = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         proxy = self._proxy
         if proxy is not None:
             proxy.unstall()

@@ -1,18 +1,7 @@
-"""An exact account of a run: every job a producer was told was enqueued, set against
-what Redis and the handlers show of it at the end (the chaos soak's check).
-
-Each acknowledged job ends fired, cancelled, dead-lettered or still pending. Each count
-that must be 0 names a broken promise:
-
-- ``lost``: acknowledged, and none of those (invariant 1);
-- ``fired_twice``: one attempt of one job in the streams more than once (invariant 2);
-- ``early``: fired before its due time on the Redis clock (invariant 3);
-- ``handled_never``: fired, not dead-lettered, and no handler ever ran it;
-- ``handled_too_often``: run more than the at-least-once bound allows (one run per delivery
-  a crash or a visibility timeout can cause: `max_runs`).
-
-Duplicates a handler saw within that bound are counted apart (``handled_again``): they are
-the at-least-once delivery working, not a fault.
+"""An exact account of a run (the chaos soak's check): every acknowledged job set against
+what Redis and the handlers show. Counts that must be 0 name a broken invariant: ``lost``
+(1), ``fired_twice`` (2), ``early`` (3), ``handled_never``, ``handled_too_often`` (beyond
+`max_runs`); ``handled_again`` counts at-least-once duplicates within the bound.
 """
 
 from __future__ import annotations
@@ -65,10 +54,10 @@ def reconcile(
     handled: Mapping[str, int] | None = None,
     max_runs: int = 1,
 ) -> Reconciliation:
-    """Set the ids producers were told were enqueued (`acknowledged`) against what is
-    there: every ready-stream entry (`fired`, a retry's entry is no second firing), ids
-    still `pending`, `cancelled` or `dead`, and how often a handler ran each (`handled`,
-    None: not checked; at most `max_runs`, 1 + the deliveries the run's faults allow)."""
+    """Set the `acknowledged` ids against what is there: fired, pending, cancelled, dead, handled.
+
+    `handled` (None: not checked) may count up to `max_runs` runs per id.
+    """
     acked = set(acknowledged)
     records = list(fired)
     by_attempt = Counter((r.job_id, r.attempt) for r in records)

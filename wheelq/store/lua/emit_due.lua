@@ -1,13 +1,8 @@
 --[[ emit_due.lua — fenced, atomic move of due jobs from the sorted set into the ready stream
-(the callbacks stream for a job that carries a callback).
-Only the lease holder may emit; a job is emitted only while it is still in the sorted set with a
-due time <= now, and is removed in the same call, so no job is ever emitted twice.
-A job whose envelope cannot be decoded goes to the dead-letter stream instead (reason
-'malformed', the raw bytes in its 'envelope' field), removed in the same call: never retried.
-One call moves envelopes while their total stays within ARGV[5] bytes, plus the first one that
-does not fit (so every call makes progress and a large job is not starved by small ones); the
-others that do not fit are held back for the next call, and small jobs are not held behind
-large ones.
+(the callbacks stream for a job with a callback); only the lease holder emits, and a job is
+removed in the same call, so none is emitted twice (docs/architecture.md, invariant 2). An
+undecodable envelope is dead-lettered ('malformed'). One call moves envelopes up to ARGV[5]
+bytes plus the first that does not fit; the others are held for the next call.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs

@@ -1,14 +1,8 @@
 --[[ enqueue.lua — add jobs to one shard: fire each now if due, else schedule it.
-Batched: one HMGET finds the pending ids, one HSET and one ZADD store every scheduled job, so
-the cost per job is a few table operations rather than several Redis calls.
-A producer spool's replay (ARGV[3] > 0, no call token) also passes each write's token: a
-token already in the record (KEYS[6]) is a write an earlier call applied (its reply was lost,
-or the producer died before it deleted the row), so it is skipped; every other token is added
-with this call's TIME + record ms, so replaying a batch twice applies each write once even
-if it fired between. A write token "C:n" also counts as applied when its prefix C is in the record: C is
-the call token (ARGV[4]) of a spooling client's direct call, recorded (one member per call)
-when that call is applied, so a direct call whose reply was lost and whose writes were then
-spooled (tokens "C:1", "C:2", ...) is not applied twice by their replay.
+Batched: one HMGET, one HSET and one ZADD for the whole batch. A spool replay (ARGV[3] > 0,
+no call token) skips each write whose token (or call-token prefix C of "C:n") is in the
+record KEYS[6] and records the others, so a replay applies each write once
+(docs/architecture.md, "The producer spool and breaker", invariant 17).
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs

@@ -1,17 +1,9 @@
 --[[ preload.lua — read the next page of jobs due within the window, plan the next read, and
-set the horizon to cover every job that read could come too late for.
-Everything with due <= horizon that is written after this call is also pushed to the inbox
-(enqueue.lua, reschedule.lua), so together the pages and the inbox miss nothing.
-A full page is extended to the end of its last millisecond, so a page boundary never splits
-one millisecond's jobs (the next page starts after it).
-The plan (ARGV[6] > 0): the next read is due when the shard's earliest job beyond the window
-comes within the window, but not sooner than ARGV[6] and not later than ARGV[7] from now (a
-shard with nothing pending sleeps ARGV[7]). The horizon then reaches half a window past that
-read, so a job written after this call and due beyond the horizon is still due more than
-half a window after the next read begins: that read, or the plan it makes, finds it in time.
-The horizon is set to this read's reach even when an earlier read's plan reached further:
-everything up to it was just read or will be noted, and the rest is for the new plan's read
-(so a shard that wakes from a long sleep stops noting the jobs of its busy future at once).
+set the horizon to cover every job that read could come too late for; writes at or below the
+horizon are noted in the inbox, so pages and inbox together miss nothing. A full page runs to
+the end of its last millisecond. The plan (ARGV[6] > 0): the next read between ARGV[6]
+and ARGV[7] from now, the horizon half a window past it, even below an earlier plan's
+reach (docs/architecture.md, "The life of a job", invariant 4).
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:lease     STRING  token of the leader
 KEYS[3]  {T:s}:horizon   STRING  ms up to which new jobs are noted in the inbox

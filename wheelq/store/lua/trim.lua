@@ -1,19 +1,8 @@
---[[ trim.lua — trim a shard's history: entries of its two streams (ready, callbacks) every
-group has acked, once past retention or while the history is over its byte budget; the job
-records by generation; and cancellations past retention.
-An entry is kept while any group has it pending or has not been delivered it yet, so trimming
-never deletes an entry some group has not acked (docs/architecture.md, invariant 5). A stream
-no group reads yet is not trimmed at all. Also forgets consumers that hold nothing and have
-been idle long.
-Records are never deleted one by one (that meant reading every trimmed entry back): once the
-oldest entry of both streams is past the old generation's <US>upto entry, no record in it can
-name an entry still in a stream, and it is dropped whole (UNLINK); the current generation then
-becomes the old one (RENAME), with the later of the streams' last entries as its <US>upto. A record so lives
-at least as long as the entry it names, and about one retention longer at most.
-Byte budget: when MEMORY USAGE of the streams, both generations and the cancellations together
-is over 90% of ARGV[4], acked entries are trimmed oldest first whatever their age, up to the
-old generation's <US>upto (so that generation goes, about half of the records), and
-cancellations in proportion to the excess over 80% of the budget.
+--[[ trim.lua — trim a shard's history: acked entries of its two streams (ready, callbacks)
+past retention or over the byte budget, the job records by generation (UNLINK the old one
+once both streams are past its <US>upto, then RENAME the current one), and cancellations
+past retention; also forgets idle consumers that hold nothing. An entry any group has not
+acked is kept (docs/architecture.md, "Job history", invariant 5).
 KEYS[1]  {T:s}:ready       STREAM  fired jobs
 KEYS[2]  {T:s}:history     HASH    job id -> latest entry; "id<US>group" -> the group's record
 KEYS[3]  {T:s}:history_old HASH    the previous generation, and <US>upto
