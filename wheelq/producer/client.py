@@ -5,6 +5,7 @@ both drive the operations of `wheelq.producer.operations` (a test checks the two
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -118,11 +119,8 @@ class Client:
         return client
 
     def _run(self, op: Op[T], wait: Wait | None = None) -> T:
-        if wait is None:
-            return drive_sync(guarded(self._breaker, op), self._executor.run)
-        return drive_sync(
-            guarded(self._breaker, op), lambda calls: self._executor.run_acked(calls, wait)
-        )
+        send = self._executor.run if wait is None else partial(self._executor.run_acked, wait=wait)
+        return drive_sync(guarded(self._breaker, op), send)
 
     def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
         return self._run(*self._durability.plan(self._producer, topic, op, ack))
