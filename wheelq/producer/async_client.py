@@ -1,5 +1,4 @@
-"""The asyncio producer client, `AsyncClient`: `Client`'s methods with the same arguments,
-awaitable."""
+"""The asyncio producer client, `AsyncClient`: `Client`'s methods, awaitable."""
 
 from __future__ import annotations
 
@@ -67,8 +66,7 @@ class AsyncClient:
 
     @property
     def executor(self) -> AsyncExecutor:
-        """What the calls go through; a worker or service made beside the client can share
-        it (and its connections)."""
+        """What the calls go through; a worker or service beside the client can share it."""
         return self._executor
 
     @property

@@ -65,8 +65,9 @@ class EnqueueItem(_Fields):
         key: str | None = None,
         ordered: bool = False,
     ) -> Self:
-        item = (payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key)
-        return _new_tuple(cls, (*item, ordered))
+        item = (payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key,
+                ordered)  # fmt: skip
+        return _new_tuple(cls, item)
 
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
         return (), self._asdict()

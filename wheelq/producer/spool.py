@@ -2,15 +2,6 @@
 replayed into Redis in order, exactly once (docs/architecture.md, "The producer spool and
 breaker"). `Spool` is the file, `Spooler` routes enqueues, `Drain` replays, `DrainService`
 runs it.
-
-```
-jobs      seq (replay order), topic, job_id, mode ('d' | 'a'), due_ms, replace, envelope,
-          written_ms (wall clock, for the spool's age), token ('' or the replay token of a
-          direct call's write whose reply was lost: "CALL:n", see `SpooledJob.token`)
-rejected  the same, plus error and rejected_ms: rows Redis refused for good (kept, never
-          replayed: a person decides)
-meta      format ('1'), spool_id (random: each row's replay token is spool_id:seq)
-```
 """
 
 from __future__ import annotations
@@ -58,6 +49,8 @@ CLOSE_WAIT_S = 5.0  # how long Client.close() waits for the drain's thread
 _FOR_GOOD = (ScriptError, MalformedJobError, TopicConfigError)
 
 FORMAT = "1"
+# mode: 'd' (due_ms = the envelope's enqueued_ms + delay) or 'a' (absolute); rejected: rows
+# Redis refused for good, kept for a person to decide; each row's replay token: `SpooledJob.token`
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
