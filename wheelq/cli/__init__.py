@@ -1,9 +1,6 @@
 """The `wheelq` command: the only place that reads env vars, config files and signals.
-
-One module per group of commands; each adds its subcommands with ``register`` and
-lazy-imports what it runs, so ``wheelq --help`` stays fast. Settings: see
-`wheelq.cli.context`. Every error a user can cause prints one line on stderr and exits
-2 (usage) or 1 (runtime).
+Each module registers its commands and lazy-imports what they run; a user's error is one
+line on stderr and exit 2 (usage) or 1 (runtime).
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors on one line: ``wheelq worker: error: ... (see 'wheelq worker --help')``."""
+    """Usage errors on one line."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
@@ -113,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, so a closed pipe is caught below
         return status
     except BrokenPipeError:
-        # The reader went away (`wheelq dlq list t | head`): stop quietly, as `cat` would.
+        # the reader went away (`wheelq dlq list t | head`): stop quietly, as `cat` would
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
