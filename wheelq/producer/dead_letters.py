@@ -62,11 +62,9 @@ def _id_key(entry_id: str) -> tuple[int, int]:
 
 def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
     """Run dead letters again (None: all); malformed ones and those past ``max_ready`` stay."""
-    by_shard = _by_shard(refs)
-    shards = yield from producer.shard_count(topic, create=False)
-    if shards is None:
+    shards, by_shard = yield from _targets(producer, topic, refs)
+    if not shards:
         return 0
-    _check_shards(by_shard, shards)
     replayed = 0
     for keys in all_shards(topic, shards):
         if by_shard is None:
@@ -82,11 +80,9 @@ def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
 
 
 def purge_dead(producer: Producer, topic: str, refs: Refs) -> Op[int]:
-    by_shard = _by_shard(refs)
-    shards = yield from producer.shard_count(topic, create=False)
-    if shards is None:
+    shards, by_shard = yield from _targets(producer, topic, refs)
+    if not shards:
         return 0
-    _check_shards(by_shard, shards)
     if by_shard is None:
         counts = yield [consume.purge_dead(k, None) for k in all_shards(topic, shards)]
     else:
@@ -123,9 +119,17 @@ def _by_shard(refs: Refs) -> dict[int, list[str]] | None:
     return dict(out)
 
 
-def _check_shards(by_shard: dict[int, list[str]] | None, shards: int) -> None:
+def _targets(
+    producer: Producer, topic: str, refs: Refs
+) -> Op[tuple[int, dict[int, list[str]] | None]]:
+    """The topic's shard count (0: no such topic) and the refs by shard (None: all)."""
+    by_shard = _by_shard(refs)
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        return 0, by_shard
     for shard in by_shard or ():
         if shard >= validate_shards(shards):
             raise InvalidArgumentError(
                 "refs", f"ref shard {shard} is out of range: the topic has {shards} shards"
             )
+    return shards, by_shard
