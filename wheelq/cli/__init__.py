@@ -58,18 +58,13 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; options shared by every command also work after it."""
     logs = _Parser(add_help=False)
-    logs.add_argument(
-        "--log-level", type=_log_level, default=argparse.SUPPRESS, help=f"{'/'.join(LEVELS)}"
-    )
+    unset = argparse.SUPPRESS  # absent unless given: a subcommand copy never resets the top one
+    logs.add_argument("--log-level", type=_log_level, default=unset, help=f"{'/'.join(LEVELS)}")
     connects = _Parser(add_help=False, parents=[logs])
-    connects.add_argument(
-        "--redis-url",
-        default=argparse.SUPPRESS,
-        help="redis://[user:password@]host:port/db or rediss:// (percent-encode @ / : in them)",
-    )
-    connects.add_argument(
-        "--config", default=argparse.SUPPRESS, help="TOML settings file (see config/wheelq.toml)"
-    )
+    url = "redis://[user:password@]host:port/db or rediss:// (percent-encode @ / : in them)"
+    connects.add_argument("--redis-url", default=unset, help=url)
+    config = "TOML settings file (see config/wheelq.toml)"
+    connects.add_argument("--config", default=unset, help=config)
     env = "\n".join(f"  {name:<24} {text}" for name, text in ENVIRONMENT.items())
     parser = _Parser(
         prog="wheelq",

@@ -43,12 +43,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 def _due_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     due = p.add_mutually_exclusive_group(required=required)
     due.add_argument("--delay", type=float, help="seconds from now (default: due now)")
-    due.add_argument(
-        "--at",
-        type=when,
-        help="epoch seconds (not ms), or ISO 8601 with an offset (2030-01-01T09:00Z); "
-        "at most ten years ahead",
-    )
+    at = "epoch seconds (not ms), or ISO 8601 with an offset (2030-01-01T09:00Z); at most "
+    due.add_argument("--at", type=when, help=at + "ten years ahead")
 
 
 @contextmanager

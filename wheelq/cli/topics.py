@@ -136,6 +136,10 @@ def register_groups(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     delete.add_argument("--force", action="store_true", help=force)
 
 
+def _shards(n: int) -> str:
+    return f"{n} shard{'s' if n > 1 else ''}"
+
+
 def _idle(ms: int | None) -> str:
     return "-" if ms is None else f"{ms / 1000:.1f}s"
 
@@ -181,8 +185,7 @@ def create_group(ctx: Context) -> int:
     if not done.created:
         print(f"group {done.name} of {args.topic} exists already")
     else:
-        shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
-        print(f"created group {done.name} of {args.topic} on {shards}")
+        print(f"created group {done.name} of {args.topic} on {_shards(done.shards)}")
     return 0
 
 
@@ -196,8 +199,7 @@ def delete_group(ctx: Context) -> int:
         except GroupBusyError as exc:
             raise CliError(exc.explain("--force")) from None
     dropped = f"; {done.in_flight} entries in flight dropped" if done.in_flight else ""
-    shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
-    print(f"deleted group {done.name} of {args.topic} on {shards}{dropped}")
+    print(f"deleted group {done.name} of {args.topic} on {_shards(done.shards)}{dropped}")
     return 0
 
 
