@@ -1,13 +1,6 @@
-"""HTTP callbacks: POSTing due jobs to the URL they were enqueued with, signed.
-
-`deliverer` holds the `Deliverer` (a worker handler; imports aiohttp, the ``http``
-extra), `delivery` the worker of group ``callbacks`` that runs it, `hosts` the per-host
-caps and breakers, `resolver` the guard against private targets. Here, needing no extra:
-``Wheelq-Signature: t=<unix ms>,v1=<hex HMAC-SHA256 of "<t>.<body>">``, made by `sign`
-and checked by `verify`, which also refuses a timestamp too far from its clock so a
-captured request cannot be replayed later. It covers the body only: the ``Wheelq-Id``,
-``-Topic`` and ``-Attempt`` headers repeat the body's fields unsigned, so a receiver
-de-duplicates on the verified body's ``topic`` and ``id`` (README, "HTTP service").
+"""HTTP callbacks: POSTing due jobs to the URL they were enqueued with, signed with
+``Wheelq-Signature: t=<unix ms>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (`sign`, `verify`;
+the body only: de-duplicate on its ``topic`` and ``id``; README, "HTTP service").
 """
 
 from __future__ import annotations
@@ -39,9 +32,8 @@ def verify(
     now_ms: int,
     tolerance_ms: int = DEFAULT_TOLERANCE_MS,
 ) -> bool:
-    """Whether `header` signs `body` with `secret`, at a time within `tolerance_ms` of
-    `now_ms` (unix ms). Any ``v1=`` in the header may match (one per secret while secrets
-    are rotated)."""
+    """Whether `header` signs `body` with `secret` within `tolerance_ms` of `now_ms` (any
+    ``v1=`` may match, one per secret while secrets are rotated)."""
     t_ms: int | None = None
     macs: list[str] = []
     for part in header.split(","):

@@ -1,12 +1,5 @@
-"""Where the deliverer runs: a `wheelq.Worker` of group ``callbacks`` per topic, on the
-topic's callbacks stream.
-
-`delivery_worker` makes one for one topic (`wheelq deliver`). `Deliveries` keeps one
-running for each topic that has had a callback job (`wheelq serve`): the topics on
-``wheelq:callback_topics`` (read every `REFRESH_MS`), one the service was just given a
-callback job for (`want`), and every `SCAN_MS` a topic whose callbacks stream exists off
-the list (a spooled job's producer could not say so). The workers share a connection of
-their own, so their blocking reads never take the service's.
+"""Where the deliverer runs: a `wheelq.Worker` of group ``callbacks`` on a topic's callbacks
+stream; `Deliveries` keeps one for each topic that has callback jobs (`wheelq serve`).
 """
 
 from __future__ import annotations
@@ -30,8 +23,7 @@ log = logging.getLogger(__name__)
 GROUP = "callbacks"
 REFRESH_MS = 5000
 SCAN_MS = 60_000
-SCAN_BATCH = 1000
-"""Shards whose callbacks stream one scan round asks about."""
+SCAN_BATCH = 1000  # shards whose callbacks stream one scan round asks about
 
 
 def delivery_worker(
@@ -42,8 +34,7 @@ def delivery_worker(
     *,
     group: str = GROUP,
 ) -> Worker:
-    """The worker that delivers `topic`'s callbacks: `settings` (the topic's retries,
-    visibility timeout, ...) with the deliverer's ``concurrency``."""
+    """The worker that delivers `topic`'s callbacks."""
     settings = dataclasses.replace(
         settings or WorkerSettings(), concurrency=deliverer.settings.concurrency
     )
@@ -51,8 +42,7 @@ def delivery_worker(
 
 
 class Deliveries(Service):
-    """A delivery worker for each topic with callback jobs, of `topics` (None: every
-    topic), sharing `connection` (not the service's) and `deliverer`."""
+    """A delivery worker for each topic with callback jobs, of `topics` (None: every topic)."""
 
     name = "deliveries"
     title = "callback deliveries"
@@ -84,8 +74,7 @@ class Deliveries(Service):
         self._wanted: set[str] = set()
 
     def want(self, topic: str) -> None:
-        """A job with a callback was just enqueued on `topic`: start its worker now if it
-        has none (other topics are found at the next check of the list)."""
+        """A job with a callback was just enqueued on `topic`: start its worker now."""
         if topic not in self.workers and (self._topics is None or topic in self._topics):
             self._wanted.add(topic)
             self.wake()
@@ -107,8 +96,7 @@ class Deliveries(Service):
         return self._refresh_s
 
     async def _listed(self) -> set[str]:
-        """The deliverer's list; every `scan_ms`, with the registered topics that have a
-        callbacks stream but are not on it (put on it, so the next check needs no scan)."""
+        """The deliverer's list; every `scan_ms`, with topics off it that have a stream."""
         listed: set[str] = (await self._executor.run([ops.callback_topics()]))[0]
         now_ms = self.clock.now_ms()
         if now_ms < self._next_scan_ms:

@@ -1,17 +1,6 @@
-"""Per-host flow control for callbacks: a concurrency cap and a circuit breaker per origin.
-
-One dead or slow endpoint must not starve the others. Each origin (scheme, host, port)
-gets `per_host_concurrency` requests in flight, and as many waiting as it clears within
-`WAIT_BUDGET_MS` at the pace it answers (its cap at least). A job past that is deferred,
-without counting an attempt, to the time the host should have room at that pace (a
-virtual queue: the deferred jobs of a slow host come back spread out, not all at once).
-After `breaker_failures` consecutive failures the host's breaker opens: its jobs fail
-fast (the attempt counts) and come back no earlier than the probe; after
-`breaker_open_ms` one job is let through (half-open); its success closes the breaker, its
-failure opens it again. Jobs that arrive while the probe runs are deferred briefly.
-
-`enter` raises `wheelq.Retry` or `wheelq.Defer` for the deliverer to raise on: the
-worker turns them into the retry or deferral.
+"""Per-host flow control for callbacks, so one dead or slow endpoint does not starve the
+others: a concurrency cap, a wait budget past which jobs are deferred (spread out at the
+host's pace), and a circuit breaker per origin (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -26,17 +15,12 @@ from wheelq.core.retry import Defer, Retry
 from wheelq.core.settings import CallbackSettings
 from wheelq.runtime.breaker import Breaker
 
-LATENCY_WEIGHT = 0.2
-"""Weight of the newest request in a host's mean answer time."""
-FIRST_LATENCY_MS = 100.0
-"""A host's mean answer time before it has answered."""
-PROBE_WAIT_MS = (50, 5000)
-"""How long a job waits for a running probe: twice the mean answer time, within these."""
-WAIT_BUDGET_MS = 500
-"""A job waits for a busy host's slot when the host should free one for it within this."""
+LATENCY_WEIGHT = 0.2  # of the newest request in a host's mean answer time
+FIRST_LATENCY_MS = 100.0  # a host's mean answer time before it has answered
+PROBE_WAIT_MS = (50, 5000)  # a job waits twice the mean answer time for a probe, within these
+WAIT_BUDGET_MS = 500  # a job waits for a slot the host should free within this
 MAX_DEFER_MS = 3_600_000
-MAX_HOSTS = 10_000
-"""Idle hosts are forgotten past this many."""
+MAX_HOSTS = 10_000  # idle hosts are forgotten past this many
 
 
 @dataclass(slots=True)
@@ -47,12 +31,10 @@ class Host:
     in_flight: int = 0
     waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
     latency_ms: float = FIRST_LATENCY_MS
-    defer_tail_ms: float = 0.0
-    """When the last deferred job was told to come back (the virtual queue's tail)."""
+    defer_tail_ms: float = 0.0  # when the last deferred job was told to come back
 
     @property
     def failures(self) -> int:
-        """Consecutive failures."""
         return self.breaker.failures
 
     @property
@@ -66,7 +48,7 @@ class Host:
 
 
 class HostGate:
-    """The per-origin caps and breakers of one deliverer (see the module docstring)."""
+    """The per-origin caps and breakers of one deliverer."""
 
     def __init__(self, settings: CallbackSettings, clock: Clock) -> None:
         self.settings = settings
@@ -87,12 +69,7 @@ class HostGate:
         return found
 
     async def enter(self, origin: str) -> None:
-        """Take a slot of `origin`, waiting for one if few wait already.
-
-        Raises:
-            Retry: The breaker is open (the attempt counts); delay: until the probe.
-            Defer: The probe is running, or the host has as many waiting as in flight.
-        """
+        """Take a slot of `origin`; raises `Retry` (breaker open) or `Defer` (no room)."""
         h = self.host(origin)
         self._check_breaker(h, origin)
         cap = self.settings.per_host_concurrency
@@ -120,8 +97,7 @@ class HostGate:
             raise
 
     def _check_breaker(self, h: Host, origin: str) -> None:
-        """Raise what an open breaker says; let the first job after the open period through
-        as the probe."""
+        """Raise what an open breaker says, or let the probe through."""
         verdict = h.breaker.check()
         if verdict == "probing":
             low, high = PROBE_WAIT_MS
@@ -136,8 +112,7 @@ class HostGate:
             )
 
     def leave(self, origin: str, took_ms: float, ok: bool | None) -> None:
-        """Give the slot back after a request that took `took_ms`: `ok` True (answered),
-        False (a failure the breaker counts), None (neither, e.g. a 429)."""
+        """Give the slot back; `ok` None: neither success nor failure (a 429)."""
         h = self.host(origin)
         h.latency_ms += LATENCY_WEIGHT * (max(took_ms, 0.0) - h.latency_ms)
         h.breaker.record(h.breaker.probing, ok)  # None (a 429): the next job probes
@@ -152,15 +127,12 @@ class HostGate:
         h.in_flight -= 1
 
     def _max_waiters(self, h: Host) -> int:
-        """How many may wait for `h`: as many as it clears within `WAIT_BUDGET_MS` at the
-        pace it answers, and at least its cap (a fast host's burst waits, a slow host's
-        is deferred)."""
+        """How many may wait for `h`: what it clears within `WAIT_BUDGET_MS`, at least its cap."""
         cap = self.settings.per_host_concurrency
         return max(cap, int(cap * WAIT_BUDGET_MS / max(h.latency_ms, 0.1)))
 
     def _defer_ms(self, h: Host, now: float) -> float:
-        """When a job deferred now should come back: behind the host's queue and the jobs
-        deferred before it, one slot's share of the mean answer time apart."""
+        """When a job deferred now should come back, behind those deferred before it."""
         step = h.latency_ms / self.settings.per_host_concurrency
         start = max(now + len(h.waiters) * step, h.defer_tail_ms)
         h.defer_tail_ms = start + step

@@ -1,9 +1,5 @@
 """The callbacks' SSRF guard: a callback URL must not reach the deliverer's own network
 unless that is allowed (docs/security.md).
-
-The host is read as aiohttp connects to it (`private_target`); the address connected to
-is checked after resolution, by `PublicOnlyResolver` for names and by `public_socket`
-for IP literals, which aiohttp never resolves.
 """
 
 from __future__ import annotations
@@ -25,9 +21,7 @@ class PrivateTargetError(OSError):
 
 
 def private_target(url: str | URL) -> str:
-    """Why `url` must not be called when private targets are not allowed, or "" (a name
-    is "": its addresses are checked as it connects). The host is yarl's parse, as
-    aiohttp connects to it, so no spelling of an address reads differently here."""
+    """Why `url` must not be called, or "" (a name's addresses are checked as it connects)."""
     try:
         host = (url if isinstance(url, URL) else URL(url)).raw_host or ""
     except ValueError as exc:
@@ -49,8 +43,7 @@ def public_socket(addr_info: tuple[Any, ...]) -> socket.socket:
 
 
 class PublicOnlyResolver(AbstractResolver):
-    """The default resolver, less every non-public address; raises `PrivateTargetError`
-    when none is left."""
+    """The default resolver, less every non-public address."""
 
     def __init__(self) -> None:
         self._inner = DefaultResolver()

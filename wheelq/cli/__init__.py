@@ -1,9 +1,6 @@
 """The `wheelq` command: the only place that reads env vars, config files and signals.
-
-One module per group of commands; each adds its subcommands with ``register`` and
-lazy-imports what it runs, so ``wheelq --help`` stays fast. Settings: see
-`wheelq.cli.context`. Every error a user can cause prints one line on stderr and exits
-2 (usage) or 1 (runtime).
+Each module registers its commands and lazy-imports what they run; a user's error is one
+line on stderr and exit 2 (usage) or 1 (runtime).
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors on one line: ``wheelq worker: error: ... (see 'wheelq worker --help')``."""
+    """Usage errors on one line."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
@@ -61,18 +58,13 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; options shared by every command also work after it."""
     logs = _Parser(add_help=False)
-    logs.add_argument(
-        "--log-level", type=_log_level, default=argparse.SUPPRESS, help=f"{'/'.join(LEVELS)}"
-    )
+    unset = argparse.SUPPRESS  # absent unless given: a subcommand copy never resets the top one
+    logs.add_argument("--log-level", type=_log_level, default=unset, help=f"{'/'.join(LEVELS)}")
     connects = _Parser(add_help=False, parents=[logs])
-    connects.add_argument(
-        "--redis-url",
-        default=argparse.SUPPRESS,
-        help="redis://[user:password@]host:port/db or rediss:// (percent-encode @ / : in them)",
-    )
-    connects.add_argument(
-        "--config", default=argparse.SUPPRESS, help="TOML settings file (see config/wheelq.toml)"
-    )
+    url = "redis://[user:password@]host:port/db or rediss:// (percent-encode @ / : in them)"
+    connects.add_argument("--redis-url", default=unset, help=url)
+    config = "TOML settings file (see config/wheelq.toml)"
+    connects.add_argument("--config", default=unset, help=config)
     env = "\n".join(f"  {name:<24} {text}" for name, text in ENVIRONMENT.items())
     parser = _Parser(
         prog="wheelq",
@@ -113,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, so a closed pipe is caught below
         return status
     except BrokenPipeError:
-        # The reader went away (`wheelq dlq list t | head`): stop quietly, as `cat` would.
+        # the reader went away (`wheelq dlq list t | head`): stop quietly, as `cat` would
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141

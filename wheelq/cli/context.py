@@ -1,12 +1,7 @@
 """What every command shares: its settings, its Redis URL, its client, and its error.
 
-Settings come from, in rising precedence: defaults, the TOML file (``--config`` or
-``$WHEELQ_CONFIG``), the environment, flags. The file's sections are ``[redis]``,
-``[client]``, ``[scheduler]``, ``[worker]``, ``[serve]`` and ``[callbacks]``: the fields
-of the settings dataclasses plus the CLI's own keys (`CLI_KEYS`). Every key has an
-environment variable ``WHEELQ_<SECTION>_<KEY>`` (an empty one counts as unset;
-``WHEELQ_TOPICS`` is the older name of ``WHEELQ_SCHEDULER_TOPICS``). An unknown key or
-``WHEELQ_<SECTION>_`` variable is refused: a misspelt setting must not be ignored.
+Settings, in rising precedence: defaults, the TOML file, ``WHEELQ_<SECTION>_<KEY>``
+variables, flags; an unknown key or variable is refused, so a misspelt one is not ignored.
 """
 
 from __future__ import annotations
@@ -55,7 +50,6 @@ def command(
     func: Callable[[Context], int],
     *positionals: str,
 ) -> argparse.ArgumentParser:
-    """Add the subcommand `name` that runs `func`, with plain `positionals` first."""
     p: argparse.ArgumentParser = sub.add_parser(name, parents=parents, help=help)
     for positional in positionals:
         p.add_argument(positional)
@@ -77,20 +71,16 @@ CLI_KEYS: dict[str, tuple[str, ...]] = {
     "serve": ("host", "tokens", "deliver", "allowed_hosts", "receipt_secret"),
     "callbacks": ("signing_secret", "allow_private", "group"),
 }
-CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}
-"""The ranges of the integer keys only the CLI reads (0: no metrics server)."""
+CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}  # 0: no metrics server
 SECTIONS: dict[str, tuple[str, ...]] = {
     "redis": CLI_KEYS["redis"],
     **{name: CLI_KEYS.get(name, ()) + tuple(setting_ranges(cls)) for name, cls in SETTINGS.items()},
-}
-"""Each section's keys: the CLI's own first, then the settings fields in their order."""
-ALIASES: dict[str, tuple[str, str]] = {"WHEELQ_TOPICS": ("scheduler", "topics")}
-"""Older variable names still read: name -> (section, key)."""
+}  # the CLI's own keys first, then the settings fields in their order
+ALIASES: dict[str, tuple[str, str]] = {"WHEELQ_TOPICS": ("scheduler", "topics")}  # older names
 STARTS = ("earliest", "now")
 
 
 def env_name(section: str, key: str) -> str:
-    """The environment variable of `key` in `section`: ``WHEELQ_<SECTION>_<KEY>``."""
     return f"WHEELQ_{section}_{key}".upper()
 
 
@@ -108,8 +98,7 @@ def check_environment(environ: Mapping[str, str]) -> None:
 def from_environment(
     environ: Mapping[str, str], section: str, skip: Collection[str] = ()
 ) -> dict[str, Any]:
-    """The keys of `section` set in `environ` (but not those in `skip`), parsed and checked
-    (an int in its range, ``topics`` a list, ``start`` earliest or now); exit 2 otherwise."""
+    """The keys of `section` set in `environ` (not those in `skip`), parsed and checked."""
     ranges = {**(setting_ranges(SETTINGS[section]) if section in SETTINGS else {}), **CLI_RANGES}
     out: dict[str, Any] = {}
     for key in SECTIONS[section]:
@@ -145,8 +134,7 @@ def _lookup(environ: Mapping[str, str], section: str, key: str) -> tuple[str, st
 
 
 def load_config(path: str) -> dict[str, dict[str, Any]]:
-    """Read a TOML settings file; exit 2 naming the file, section and key if it cannot be
-    read or names what wheelq does not know."""
+    """Read a TOML settings file; exit 2 naming the file, section and key on a mistake."""
     try:
         with open(path, "rb") as f:
             config = tomllib.load(f)
@@ -191,8 +179,7 @@ ENVIRONMENT = {
 
 @dataclass
 class Context:
-    """The parsed command line with its config file and environment: what a command reads
-    its settings from."""
+    """The parsed command line with its config file and environment."""
 
     args: argparse.Namespace
     config: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -200,16 +187,14 @@ class Context:
 
     @classmethod
     def load(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Context:
-        """Check the environment's ``WHEELQ_*`` names, then read the config file named by
-        ``--config`` or ``$WHEELQ_CONFIG`` (exit 2 on an unknown name)."""
+        """Check the ``WHEELQ_*`` names, then read the config file (exit 2 on an unknown name)."""
         environ = os.environ if environ is None else environ
         check_environment(environ)
         path = getattr(args, "config", None) or environ.get("WHEELQ_CONFIG")
         return cls(args, load_config(path) if path else {}, environ)
 
     def section(self, name: str, **flags: Any) -> dict[str, Any]:
-        """The values of one section: the file's, the environment's over them, `flags` (None:
-        not given) over both. A variable a flag overrides is not read."""
+        """One section's values: the file's, the environment's, then `flags` (None: not given)."""
         given = {key: value for key, value in flags.items() if value is not None}
         values = dict(self.config.get(name, {}))
         values.update(from_environment(self.environ, name, skip=given.keys()))
@@ -224,7 +209,6 @@ class Context:
         return check_url(url) if url else None
 
     def redis_url(self) -> str:
-        """`given_redis_url`, required (exit 2)."""
         url = self.given_redis_url()
         if url is None:
             raise usage_error("--redis-url (or WHEELQ_REDIS_URL, or [redis] url) is required")
@@ -232,8 +216,7 @@ class Context:
 
     @contextmanager
     def client(self) -> Iterator[Client]:
-        """A `Client` on the Redis URL with the ``[client]`` settings, closed afterwards (the
-        settings are resolved before it connects, so a bad one starts nothing)."""
+        """A `Client` with the ``[client]`` settings (resolved before it connects), closed after."""
         from wheelq.producer.client import Client
 
         url, settings = self.redis_url(), self.section("client")
@@ -269,8 +252,7 @@ def url_hint(url: str | None) -> str:
 
 
 def check_url(url: str) -> str:
-    """Return `url` if redis-py can parse it; exit 2 on another scheme, a bad port or an
-    ``@`` after the host (a password with an unencoded ``/``, ``?`` or ``#``)."""
+    """Return `url` if redis-py can parse it as meant; exit 2 otherwise."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parsing it raises ValueError on a bad port)

@@ -1,8 +1,5 @@
-"""`wheelq demo`: enqueue jobs spread over a few seconds, fire them, handle them, and check.
-
-A scheduler node and a worker run in this process; `jobs` jobs are due uniformly over
-`spread_s` seconds from `lead_s` on. The summary (`wheelq.testing.summarize`) adds the
-handler-start lateness, read on this process's clock corrected to the Redis clock.
+"""`wheelq demo`: enqueue jobs spread over a few seconds, fire and handle them in this
+process, and summarize the lateness.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ from wheelq.store.executor import AsyncExecutor, Call
 from wheelq.testing.fired import Fired, read_fired, summarize
 from wheelq.worker.worker import Worker
 
-Progress = Callable[[int, int, int], None]
-"""progress(fired, handled, total)"""
+Progress = Callable[[int, int, int], None]  # progress(fired, handled, total)
 
 CLOCK_SAMPLES = 5
 
@@ -41,8 +37,7 @@ async def run_demo(
     progress: Progress | None = None,
     redis_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo; returns the summary of the firing (see `wheelq.testing.fired.summarize`)
-    with the handlers' own summary under ``"handled"``."""
+    """Run the demo; returns the firing's summary, the handlers' under ``"handled"``."""
     topic = f"demo-{secrets.token_hex(4)}"
     client = AsyncClient.from_url(url, redis_options=redis_options)
     clock = RedisClock()

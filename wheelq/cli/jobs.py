@@ -1,5 +1,4 @@
-"""One job from a shell: `wheelq enqueue`, `cancel`, `reschedule`, and `wheelq job`
-(where it is in its life, `Client.get`, for people or as JSON)."""
+"""One job from a shell: `wheelq enqueue`, `cancel`, `reschedule` and `job`."""
 
 from __future__ import annotations
 
@@ -19,11 +18,11 @@ if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo
 
 
+_JOB = ("topic", "job_id")
 _NOT_PENDING = "it fired, was cancelled, or never existed (a retry waiting its turn is pending)"
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add the ``enqueue``, ``cancel`` and ``reschedule`` commands."""
     p = sub.add_parser("enqueue", parents=parents, help="enqueue one job; prints its id")
     p.add_argument("topic")
     p.add_argument("payload", help="the payload as JSON (quote strings: '\"hi\"'); - reads stdin")
@@ -36,33 +35,20 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(func=enqueue)
 
-    command(sub, "cancel", parents, "cancel a pending job", cancel, "topic", "job_id")
-    p = command(
-        sub,
-        "reschedule",
-        parents,
-        "move a pending job to a new time",
-        reschedule,
-        "topic",
-        "job_id",
-    )
+    command(sub, "cancel", parents, "cancel a pending job", cancel, *_JOB)
+    p = command(sub, "reschedule", parents, "move a pending job to a new time", reschedule, *_JOB)
     _due_options(p, required=True)
 
 
 def _due_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     due = p.add_mutually_exclusive_group(required=required)
     due.add_argument("--delay", type=float, help="seconds from now (default: due now)")
-    due.add_argument(
-        "--at",
-        type=when,
-        help="epoch seconds (not ms), or ISO 8601 with an offset (2030-01-01T09:00Z); "
-        "at most ten years ahead",
-    )
+    at = "epoch seconds (not ms), or ISO 8601 with an offset (2030-01-01T09:00Z); at most "
+    due.add_argument("--at", type=when, help=at + "ten years ahead")
 
 
 @contextmanager
 def _due_flags() -> Iterator[None]:
-    """A refused --delay / --at names its flag (the library's message names its parameter)."""
     from wheelq.errors import InvalidDelayError
 
     try:
@@ -72,7 +58,6 @@ def _due_flags() -> Iterator[None]:
 
 
 def when(text: str) -> float | datetime:
-    """An argparse type: epoch seconds, or ISO 8601 with a UTC offset."""
     try:
         return float(text)
     except ValueError:
@@ -101,7 +86,6 @@ def json_payload(text: str) -> object:
 
 
 def enqueue(ctx: Context) -> int:
-    """Enqueue one job and print its id; exit 1 when its --id is pending (without --replace)."""
     from wheelq.errors import DuplicateJobError
 
     args = ctx.args
@@ -109,15 +93,9 @@ def enqueue(ctx: Context) -> int:
     with ctx.client() as client, _due_flags():
         try:
             job_id = client.enqueue(
-                args.topic,
-                payload,
-                delay=args.delay,
-                at=args.at,
-                job_id=args.job_id,
-                max_attempts=args.max_attempts,
-                replace=args.replace,
-                traceparent=args.traceparent,
-            )
+                args.topic, payload, delay=args.delay, at=args.at, job_id=args.job_id,
+                max_attempts=args.max_attempts, replace=args.replace, traceparent=args.traceparent,
+            )  # fmt: skip
         except DuplicateJobError as exc:
             raise CliError(
                 f"job {args.job_id!r} is already pending on {args.topic!r}; "
@@ -128,7 +106,6 @@ def enqueue(ctx: Context) -> int:
 
 
 def cancel(ctx: Context) -> int:
-    """Cancel a pending job; exit 1 when it is not pending."""
     with ctx.client() as client:
         if not client.cancel(ctx.args.topic, ctx.args.job_id):
             raise CliError(
@@ -139,7 +116,6 @@ def cancel(ctx: Context) -> int:
 
 
 def reschedule(ctx: Context) -> int:
-    """Move a pending job to --delay / --at; exit 1 when it is not pending."""
     args = ctx.args
     with ctx.client() as client, _due_flags():
         if not client.reschedule(args.topic, args.job_id, delay=args.delay, at=args.at):
@@ -149,7 +125,6 @@ def reschedule(ctx: Context) -> int:
 
 
 def register_job(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add the ``job`` command."""
     p = sub.add_parser("job", parents=parents, help="show one job's state, whatever it is")
     p.add_argument("topic")
     p.add_argument("job_id")
@@ -158,7 +133,6 @@ def register_job(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def show(ctx: Context) -> int:
-    """Print the job's state; exit 1 when nothing is known of it."""
     from wheelq.core.history import JobState
     from wheelq.web import as_json
 

@@ -1,11 +1,4 @@
-"""`wheelq schedule add|list|show|pause|resume|remove`: recurring schedules from a shell.
-
-A bad rule (``--tz Mars/Base``, ``--every-ms 50``, a cron the parser refuses) is refused by
-the client's own checks before anything is written: one line naming the parameter, exit 2.
-"Next run" is when the schedule next fires (none while paused or after its end), whether
-or not a scheduler node has written that run yet. ``--json`` spells the payload as
-`wheelq.core.job.jsonable` says.
-"""
+"""`wheelq schedule add|list|show|pause|resume|remove`: recurring schedules from a shell."""
 
 from __future__ import annotations
 
@@ -27,7 +20,6 @@ _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add ``schedule add``, ``list``, ``show``, ``pause``, ``resume`` and ``remove``."""
     p = sub.add_parser("schedule", help="define, list, pause, resume or remove recurring jobs")
     actions = p.add_subparsers(
         dest="action", required=True, metavar="{add,list,show,pause,resume,remove}"
@@ -65,26 +57,19 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         ("resume", "run again from now (runs missed while paused are skipped)"),
         ("remove", "delete it and cancel its runs written ahead"),
     ):
-        command(
-            actions, action, parents, verb, show if action == "show" else change, "name", "topic"
-        )
+        func = show if action == "show" else change
+        command(actions, action, parents, verb, func, "name", "topic")
+
+
+_OPTIONS = (
+    "cron", "every_ms", "tz", "start", "end", "misfire", "max_catch_up", "max_attempts", "callback"
+)  # fmt: skip
 
 
 def add(ctx: Context) -> int:
-    """Create or update a schedule; print what it is and when it runs next."""
     args = ctx.args
     payload = json_payload(args.payload)
-    given = {
-        "cron": args.cron,
-        "every_ms": args.every_ms,
-        "tz": args.tz,
-        "start": args.start,
-        "end": args.end,
-        "misfire": args.misfire,
-        "max_catch_up": args.max_catch_up,
-        "max_attempts": args.max_attempts,
-        "callback": args.callback,
-    }
+    given = {key: getattr(args, key) for key in _OPTIONS}
     options = {key: value for key, value in given.items() if value is not None}
     with ctx.client() as client:
         existed = client.get_schedule(args.name, args.topic) is not None
@@ -121,7 +106,6 @@ def list_schedules(ctx: Context) -> int:
 
 
 def show(ctx: Context) -> int:
-    """Print one schedule as JSON; exit 1 when there is none."""
     with ctx.client() as client:
         found = client.get_schedule(ctx.args.name, ctx.args.topic)
     if found is None:
@@ -131,7 +115,6 @@ def show(ctx: Context) -> int:
 
 
 def change(ctx: Context) -> int:
-    """Pause, resume or remove a schedule; exit 1 when there is none."""
     args = ctx.args
     with ctx.client() as client:
         call, done = {

@@ -1,9 +1,5 @@
-"""`wheelq serve` (the HTTP service) and `wheelq deliver` (callback delivery alone).
-
-``serve`` runs the API, pull consumers, ``/metrics`` and the dashboard on uvicorn, and
-delivers callbacks of every topic (``--deliver``: some topics, or ``none``) with the
-``[callbacks]`` settings. Without tokens it binds to loopback only, and says so; a
-non-loopback ``--host`` without tokens is refused.
+"""`wheelq serve` (the HTTP API, pull consumers, metrics, dashboard and callbacks, on
+uvicorn; loopback only without tokens) and `wheelq deliver` (callback delivery alone).
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ FALSE = ("0", "false", "no", "off", "")
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add the ``serve`` and ``deliver`` commands."""
     p = sub.add_parser(
         "serve",
         parents=parents,
@@ -54,9 +49,7 @@ def _bool(value: object, source: str) -> bool:
 
 
 def callback_options(ctx: Context, delivering: bool = True) -> tuple[Any, str, bool, str]:
-    """The ``[callbacks]`` section: (CallbackSettings, signing secret, allow_private,
-    group); warns of an unset signing secret when this process will send callbacks
-    (`delivering`)."""
+    """The ``[callbacks]`` section: (settings, signing secret, allow_private, group)."""
     from wheelq.core.settings import CallbackSettings
 
     values = ctx.section("callbacks")
@@ -72,7 +65,6 @@ def callback_options(ctx: Context, delivering: bool = True) -> tuple[Any, str, b
 
 
 def serve(ctx: Context) -> int:
-    """Serve until SIGINT/SIGTERM."""
     from wheelq.callbacks.deliverer import Deliverer
     from wheelq.callbacks.delivery import Deliveries
     from wheelq.cli import uvicorn_server
@@ -136,16 +128,12 @@ def serve(ctx: Context) -> int:
     level = logging.getLevelName(logging.getLogger().level).lower()
     config = uvicorn_server.config(create_app(service), host, settings, level)
 
-    # What is made now lives as long as the process: a full collection walking it cost a
-    # third of a request's time.
-    settle_heap()
-    # It waits for Redis first, as the roles do.
+    settle_heap()  # what is made now lives as long as the process (a third of a request's time)
     uvicorn_server.Server(config, service, listening).run()
     return 0
 
 
 def deliver(ctx: Context) -> int:
-    """Deliver one topic's callbacks until SIGINT/SIGTERM."""
     from wheelq.callbacks.deliverer import Deliverer
     from wheelq.callbacks.delivery import delivery_worker
     from wheelq.cli.services import run_worker

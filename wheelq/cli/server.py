@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 def register(
     sub: Any, parents: list[argparse.ArgumentParser], logs: argparse.ArgumentParser
 ) -> None:
-    """Add the ``server`` and ``demo`` commands."""
     p = sub.add_parser(
         "server", parents=[logs], help="run a Valkey server in the foreground (wheelq[embedded])"
     )

@@ -1,8 +1,5 @@
-"""`wheelq scheduler` and `wheelq worker`: the long-running roles, in the foreground.
-
-`load_handler` imports the handler ``wheelq worker MODULE:FUNC`` names; every mistake in
-it is one line (a file name given for a module names the spec to pass instead; a module
-that raises while importing is said as its file, line and error).
+"""`wheelq scheduler` and `wheelq worker`: the long-running roles, in the foreground, and
+`load_handler`, which says every mistake in a handler spec in one line.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add the ``scheduler`` and ``worker`` commands."""
     p = sub.add_parser(
         "scheduler", parents=parents, help="run a scheduler node until SIGINT/SIGTERM"
     )
@@ -48,23 +44,18 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--group", help="consumer group (default: [worker] group, else 'default')")
     p.add_argument("--concurrency", type=int, help="handlers at once (default 10)")
-    p.add_argument(
-        "--from",
-        dest="start",
-        choices=["earliest", "now"],
-        help="where a new group starts: every entry still in the stream (earliest, the "
-        "default) or only jobs fired from now on",
+    start = (
+        "where a new group starts: every entry still in the stream (earliest, the "
+        "default) or only jobs fired from now on"
     )
+    p.add_argument("--from", dest="start", choices=["earliest", "now"], help=start)
     _metrics_flag(p)
     p.set_defaults(func=worker)
 
 
 def _metrics_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        help="serve Prometheus metrics on http://HOST:PORT/metrics (default 0: off)",
-    )
+    port = "serve Prometheus metrics on http://HOST:PORT/metrics (default 0: off)"
+    p.add_argument("--metrics-port", type=int, help=port)
     p.add_argument(
         "--metrics-host",
         help="address or host name the metrics listen on (default 0.0.0.0, every IPv4 "
@@ -72,9 +63,16 @@ def _metrics_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _metrics_given(args: argparse.Namespace) -> dict[str, Any]:
+    return {"metrics_port": args.metrics_port, "metrics_host": args.metrics_host}
+
+
+def _pop_metrics(settings: dict[str, Any]) -> tuple[object, object]:
+    return settings.pop("metrics_port", None), settings.pop("metrics_host", None)
+
+
 def metrics_beside(node: Any, section: str, port: object, host: object) -> Any:
-    """What `run_until_signal` runs beside `node`: a `MetricsServer` on the section's
-    ``metrics_port`` and ``metrics_host`` (exit 2 on a bad one), or None for port 0."""
+    """The `MetricsServer` to run beside `node` (exit 2 on a bad port or host), or None."""
     port = port or 0
     CLI_RANGES["metrics_port"].check(f"[{section}] metrics_port", port)
     if not port:
@@ -97,65 +95,48 @@ def metrics_beside(node: Any, section: str, port: object, host: object) -> Any:
 
 
 def scheduler(ctx: Context) -> int:
-    """Run a node on the topics of ``--topics``, ``$WHEELQ_SCHEDULER_TOPICS`` or
-    ``[scheduler] topics`` (default: every topic), with the ``[scheduler]`` settings."""
     from wheelq.scheduler.scheduler import Scheduler
 
     url = ctx.redis_url()
     flag = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
-    settings = ctx.section(
-        "scheduler",
-        topics=flag,
-        metrics_port=ctx.args.metrics_port,
-        metrics_host=ctx.args.metrics_host,
-    )
+    settings = ctx.section("scheduler", topics=flag, **_metrics_given(ctx.args))
     topics = settings.pop("topics", None)
     if topics is not None:  # from the file unless checked already (the flag, the environment)
         topics = split_topics(topics, "[scheduler] topics")
-    port, host = settings.pop("metrics_port", None), settings.pop("metrics_host", None)
+    metrics = _pop_metrics(settings)
     node = Scheduler.from_url(url, topics, **settings)
-    run_until_signal(node, log, beside=metrics_beside(node, "scheduler", port, host))
+    run_until_signal(node, log, beside=metrics_beside(node, "scheduler", *metrics))
     return 0
 
 
 def worker(ctx: Context) -> int:
-    """Run a worker with the ``[worker]`` settings; exits 1 when it abandoned entries on the
-    way out."""
+    """Run a worker; exits 1 when it abandoned entries on the way out."""
     from wheelq.worker.worker import Worker
 
     url, args = ctx.redis_url(), ctx.args
-    settings = ctx.section(
-        "worker",
-        group=args.group,
-        concurrency=args.concurrency,
-        start=args.start,
-        metrics_port=args.metrics_port,
-        metrics_host=args.metrics_host,
-    )
+    flags = {"group": args.group, "concurrency": args.concurrency, "start": args.start}
+    settings = ctx.section("worker", **flags, **_metrics_given(args))
     group = settings.pop("group", None) or "default"
-    port, host = settings.pop("metrics_port", None), settings.pop("metrics_host", None)
+    metrics = _pop_metrics(settings)
     handler = load_handler(args.handler)
     node = Worker.from_url(url, args.topic, handler, group=group, **settings)
-    report = run_worker(node, metrics_beside(node, "worker", port, host))
+    report = run_worker(node, metrics_beside(node, "worker", *metrics))
     return 0 if report.abandoned == 0 else 1
 
 
 def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
-    """Run `node` until SIGINT/SIGTERM (a second one hurries the stop); returns its report,
-    or leaves the process at once when threads still run sync handlers."""
+    """Run `node` until SIGINT/SIGTERM; leaves at once when threads still run sync handlers."""
     report = run_until_signal(
         node, log, "signal: finishing running jobs (a second signal exits at once)", beside
     )
     if not node.runner.is_async and (report.abandoned or node.runner.wedged):
-        # Threads still running sync handlers cannot be stopped, and the interpreter would
-        # wait for them at exit: leave now (their entries were handed on).
+        # the interpreter would wait for those threads at exit (their entries were handed on)
         exit_now(0 if report.abandoned == 0 else 1)
     return report
 
 
 def load_handler(spec: str) -> Any:
-    """Import ``module:function`` (the current directory is importable, as with uvicorn);
-    exit 2 on a bad spec or name, 1 when the module raised while importing."""
+    """Import ``module:function`` from the current directory or sys.path; exit 2 or 1."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise usage_error(f"handler must be module:function, got {spec!r}")
@@ -193,8 +174,7 @@ def load_handler(spec: str) -> Any:
 
 
 def _file_hint(module_name: str, attr: str) -> str:
-    """What to pass instead of a file name: ``handlers.py`` -> ``handlers:audit``,
-    ``app/jobs.py`` -> ``app.jobs:audit`` (run from the directory holding ``app``)."""
+    """What to pass instead of a file name: ``app/jobs.py`` -> ``app.jobs:audit``."""
     path = PurePath(module_name.removesuffix(".py"))
     parts = [part for part in path.parts if part != "."]
     if path.is_absolute() or not parts or not all(part.isidentifier() for part in parts):
@@ -203,9 +183,8 @@ def _file_hint(module_name: str, attr: str) -> str:
 
 
 def _import_failure(module_name: str, exc: BaseException) -> CliError:
-    """Exit 1 with one line for a module that raised while importing: the file and line a
-    SyntaxError names, else the innermost frame in the handler's own module (or package),
-    else the innermost frame; then the error's type and message."""
+    """One line for a module that raised while importing: the error and its innermost frame
+    in the handler's own module (or package), else the innermost frame."""
     if isinstance(exc, SyntaxError):
         what, file, line = f"SyntaxError: {exc.msg}", exc.filename, exc.lineno
     else:
@@ -219,7 +198,6 @@ def _import_failure(module_name: str, exc: BaseException) -> CliError:
 
 
 def _source_of(module_name: str) -> str | None:
-    """The file of `module_name`'s top-level module, or the directory of its package."""
     top = module_name.partition(".")[0]
     try:
         found = importlib.util.find_spec(top)
@@ -240,6 +218,5 @@ def _is_within(filename: str, source: str | None) -> bool:
 
 
 def _shown(filename: str) -> str:
-    """`filename` relative to the current directory when it lies under it, else as is."""
     absolute = os.path.abspath(filename)
     return os.path.relpath(absolute) if _is_within(absolute, os.getcwd()) else filename

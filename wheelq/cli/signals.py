@@ -1,10 +1,5 @@
-"""The long-running `wheelq` processes: their signals, their exit, their collector policy.
-
-The only place wheelq handles signals and ends the process: the first SIGINT/SIGTERM
-starts a graceful stop, a second one cuts it short, and if the process is still there
-`HARD_EXIT_S` later it leaves with ``os._exit(1)``. `settle_heap` freezes what a started
-process made and makes the collector's full passes rarer (docs/architecture.md,
-Performance targets: a full pass over a loaded wheel held the loop for 4-10 ms).
+"""The long-running `wheelq` processes: their signals (stop, hurry, hard exit), their exit
+and their collector policy (docs/architecture.md, "Performance targets").
 """
 
 from __future__ import annotations
@@ -21,13 +16,11 @@ from typing import Any, TypeVar
 
 from wheelq.runtime.role import Role
 
-FULL_PASS_EVERY = 100
-"""Middle-generation passes per full one (CPython's default: 10)."""
+FULL_PASS_EVERY = 100  # middle-generation passes per full one (CPython's default: 10)
 
 
 def settle_heap() -> None:
-    """Freeze what the process made so far and make full passes `FULL_PASS_EVERY` times
-    rarer than the young ones' default rhythm."""
+    """Freeze what the process made so far and make full collections rarer."""
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()
@@ -37,13 +30,11 @@ def settle_heap() -> None:
 R = TypeVar("R")
 
 FIRST_MESSAGE = "signal: stopping (a second signal exits at once)"
-HARD_EXIT_S = 1.0
-"""After a second signal, the process leaves with os._exit if it is still there this much later."""
+HARD_EXIT_S = 1.0  # after a second signal, os._exit if the process is still there
 
 
 class SignalStop:
-    """The signal handler: the first signal starts `stop()`, a second calls `hurry()`, and
-    `HARD_EXIT_S` later the process leaves with os._exit(1) if it is still there."""
+    """First signal: `stop()`; second: `hurry()`; `HARD_EXIT_S` later: os._exit(1)."""
 
     def __init__(
         self,
@@ -92,8 +83,7 @@ def run_until_signal(
     first_message: str = FIRST_MESSAGE,
     beside: Callable[[], AbstractAsyncContextManager[object]] | None = None,
 ) -> R:
-    """Run `node` until SIGINT or SIGTERM, stop it, return the stop's report. `beside` makes
-    what runs on the same loop while the node does (the metrics server)."""
+    """Run `node` (and `beside` on its loop) until SIGINT or SIGTERM; returns the stop's report."""
 
     async def main() -> R:
         on_signal = SignalStop(node.stop, node.hurry, logger, first_message)

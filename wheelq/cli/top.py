@@ -1,9 +1,5 @@
-"""`wheelq stats` (a table per topic and shard) and `wheelq top` (every topic, live).
-
-Both read the same bounded observation of each shard (`wheelq.store.observe`; the columns
-mean what `wheelq.core.observe` says). `top` adds rates from one frame to the next
-(fired/s, and handled/s per consumer group: every group handles every job, so a sum would
-count a job once per group), due/s and the fire lateness of each stream's newest entries.
+"""`wheelq stats` (a table per topic and shard) and `wheelq top` (every topic, live, with
+rates from one frame to the next; handled/s is per group, as every group handles every job).
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ INTERVAL_RANGE_S = (0.1, 3600.0)
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add the ``stats`` and ``top`` commands."""
     p = sub.add_parser(
         "stats", parents=parents, help="pending, ready, in flight and dead per topic and shard"
     )
@@ -45,7 +40,6 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
-    """Every shard of `topics` (a topic that is gone is left out), read now."""
     from wheelq.core.keys import all_shards
     from wheelq.producer.operations import drive_sync
     from wheelq.store import nodes
@@ -103,22 +97,22 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
     for name in ("shard", "pending", "ready", "in flight", "oldest", "dead", "fired", "in stream"):
         table.add_column(name, justify="right")
     rows = [_shard_dict(o) for o in shards]
-    for r in rows:
-        table.add_row(
-            str(r["shard"]),
-            *(f"{r[k]:,}" for k in ("pending", "ready", "in_flight")),
-            _age(r["oldest_in_flight_ms"]),
-            *(f"{r[k]:,}" for k in ("dead", "fired", "in_stream")),
-        )
     ages = [r["oldest_in_flight_ms"] for r in rows if r["oldest_in_flight_ms"] is not None]
+    total = {k: sum(r[k] for r in rows) for k in _COUNTS}
+    total.update(shard="all", oldest_in_flight_ms=max(ages) if ages else None)
+    for r in rows:
+        table.add_row(*_stats_cells(r))
     table.add_section()
-    table.add_row(
-        "all",
-        *(f"{sum(r[k] for r in rows):,}" for k in ("pending", "ready", "in_flight")),
-        _age(max(ages) if ages else None),
-        *(f"{sum(r[k] for r in rows):,}" for k in ("dead", "fired", "in_stream")),
-    )
+    table.add_row(*_stats_cells(total))
     return table
+
+
+_COUNTS = ("pending", "ready", "in_flight", "dead", "fired", "in_stream")
+
+
+def _stats_cells(r: dict[str, Any]) -> list[str]:
+    counts = [f"{r[k]:,}" for k in _COUNTS]
+    return [str(r["shard"]), *counts[:3], _age(r["oldest_in_flight_ms"]), *counts[3:]]
 
 
 def top(ctx: Context) -> int:
@@ -162,18 +156,8 @@ def _top_table(rows: list[TopicRow], interval_s: float) -> Table:
         title=f"wheelq top  (every {interval_s:g} s; Ctrl-C to quit)", title_justify="left"
     )
     table.add_column("topic", no_wrap=True)
-    for name in (
-        "due/s",
-        "fired/s",
-        "handled/s by group",
-        "pending",
-        "ready",
-        "in flight",
-        "oldest",
-        "dead",
-        "late p50",
-        "late p99",
-    ):
+    columns = "due/s,fired/s,handled/s by group,pending,ready,in flight,oldest,dead"
+    for name in [*columns.split(","), "late p50", "late p99"]:
         table.add_column(name, justify="right")
     for r in rows:
         table.add_row(
@@ -195,7 +179,6 @@ def _top_table(rows: list[TopicRow], interval_s: float) -> Table:
 
 
 def _console() -> Console:
-    """The terminal's width, or 200 columns when printing to a pipe or file."""
     from rich.console import Console
 
     console = Console()

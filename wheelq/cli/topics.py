@@ -1,8 +1,5 @@
-"""What is on the server, a topic at a time: `wheelq topics` (list, drop, limits),
-`wheelq groups` (create, list, delete) and `wheelq dlq` (list, replay, purge dead letters).
-
-``dlq list --json`` prints one JSON object per line, the payload as `wheelq.core.job.jsonable`
-spells it (bytes become ``{"$bytes": "<base64>"}``). `wheelq stats` is in `top.py`.
+"""`wheelq topics` (list, drop, limits), `wheelq groups` (create, list, delete) and
+`wheelq dlq` (list, replay, purge dead letters).
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add the ``topics`` and ``stats`` commands."""
     p = sub.add_parser("topics", parents=parents, help="list topics, or drop one")
     p.set_defaults(func=list_topics)
     actions = p.add_subparsers(dest="action", metavar="{list,drop,limits}")
@@ -29,23 +25,11 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="every topic: shards, pending, ready, in flight, in stream, dead (the default)",
     ).set_defaults(func=list_topics)
-    drop = command(
-        actions,
-        "drop",
-        parents,
-        "delete a topic and all its keys (refused with jobs pending)",
-        drop_topic,
-        "name",
-    )
+    drop_help = "delete a topic and all its keys (refused with jobs pending)"
+    drop = command(actions, "drop", parents, drop_help, drop_topic, "name")
     drop.add_argument("--force", action="store_true", help="drop it even with jobs pending")
-    limits = command(
-        actions,
-        "limits",
-        parents,
-        "show or set a topic's max_pending / max_ready",
-        topic_limits,
-        "name",
-    )
+    limits_help = "show or set a topic's max_pending / max_ready"
+    limits = command(actions, "limits", parents, limits_help, topic_limits, "name")
     for flag, what in (
         ("--max-pending", "jobs waiting to fire"),
         ("--max-ready", "fired, unacked"),
@@ -63,7 +47,6 @@ def _limit(text: str) -> int | str:
 
 
 def topic_stats(client: Client, topic: str) -> TopicStats:
-    """`client.stats(topic)`, or exit 1 naming the topics there are."""
     found = client.stats(topic)
     if found is None:
         raise no_such_topic(topic, sorted(client.topics()))
@@ -71,19 +54,15 @@ def topic_stats(client: Client, topic: str) -> TopicStats:
 
 
 def no_such_topic(topic: str, names: list[str]) -> CliError:
-    """The error (exit 1) for an unknown `topic`, naming some of the topics there are."""
     known = f"topics: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
     return CliError(f"no such topic {topic!r} ({known if names else 'there are no topics'})")
 
 
 def every_topic(client: Client) -> list[TopicStats]:
-    """Stats of every topic, by name (a topic dropped while they are read is left out)."""
     return [s for t in sorted(client.topics()) if (s := client.stats(t)) is not None]
 
 
 def list_topics(ctx: Context) -> int:
-    """Print a table: topic, shards, pending, ready (fired, not yet delivered), in flight,
-    in stream (not yet trimmed), dead."""
     with ctx.client() as client:
         found = every_topic(client)
     if not found:
@@ -99,8 +78,6 @@ def list_topics(ctx: Context) -> int:
 
 
 def drop_topic(ctx: Context) -> int:
-    """Drop a topic (see `Client.drop_topic`); exit 1 when there is no such topic or it has
-    jobs to run without ``--force``."""
     from wheelq.errors import TopicNotEmptyError
 
     with ctx.client() as client:
@@ -115,7 +92,6 @@ def drop_topic(ctx: Context) -> int:
 
 
 def topic_limits(ctx: Context) -> int:
-    """Print the topic's limits, after setting the ones given (the others are kept)."""
     args = ctx.args
     with ctx.client() as client:
         limits = client.limits(args.name)
@@ -132,60 +108,36 @@ def topic_limits(ctx: Context) -> int:
 
 
 def register_groups(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add ``groups create``, ``groups list`` and ``groups delete``."""
     p = sub.add_parser("groups", help="create a topic's consumer group, list them, or delete one")
     actions = p.add_subparsers(dest="action", required=True, metavar="{create,list,delete}")
-    create = command(
-        actions,
-        "create",
-        parents,
+    create_help = (
         "create a group on every shard (for pull consumers; a worker creates its own), "
-        "refused past the topic's cap of groups",
-        create_group,
-        "topic",
-        "group",
+        "refused past the topic's cap of groups"
     )
-    create.add_argument(
-        "--start",
-        choices=("earliest", "now"),
-        default="earliest",
-        help="earliest (default): every job still in the stream; now: jobs fired from now on",
-    )
-    create.add_argument(
-        "--max-groups",
-        type=int,
-        help="refuse when the topic has this many groups already (default 64, as wheelq "
-        "serve's max_groups_per_topic)",
-    )
-    command(
-        actions,
-        "list",
-        parents,
+    create = command(actions, "create", parents, create_help, create_group, "topic", "group")
+    start = "earliest (default): every job still in the stream; now: jobs fired from now on"
+    create.add_argument("--start", choices=("earliest", "now"), default="earliest", help=start)
+    cap = "refuse when the topic has this many groups already (default 64, as wheelq serve's "
+    create.add_argument("--max-groups", type=int, help=cap + "max_groups_per_topic)")
+    list_help = (
         "each group: its stream, consumers, entries in flight, ready (not yet delivered "
-        "to it) and how long since a consumer of it last read",
-        list_groups,
-        "topic",
-    ).add_argument("--shards", action="store_true", help="a row per group and shard")
-    delete = command(
-        actions,
-        "delete",
-        parents,
+        "to it) and how long since a consumer of it last read"
+    )
+    listing = command(actions, "list", parents, list_help, list_groups, "topic")
+    listing.add_argument("--shards", action="store_true", help="a row per group and shard")
+    delete_help = (
         "delete a group on every shard (refused while it has entries in flight); stop "
-        "its workers first",
-        delete_group,
-        "topic",
-        "group",
+        "its workers first"
     )
-    delete.add_argument(
-        "--stream",
-        default="ready",
-        help="the stream the group reads: ready (default) or callbacks (wheelq serve's)",
-    )
-    delete.add_argument(
-        "--force",
-        action="store_true",
-        help="delete it even with entries in flight (they are dropped for this group)",
-    )
+    delete = command(actions, "delete", parents, delete_help, delete_group, "topic", "group")
+    stream = "the stream the group reads: ready (default) or callbacks (wheelq serve's)"
+    delete.add_argument("--stream", default="ready", help=stream)
+    force = "delete it even with entries in flight (they are dropped for this group)"
+    delete.add_argument("--force", action="store_true", help=force)
+
+
+def _shards(n: int) -> str:
+    return f"{n} shard{'s' if n > 1 else ''}"
 
 
 def _idle(ms: int | None) -> str:
@@ -193,8 +145,6 @@ def _idle(ms: int | None) -> str:
 
 
 def list_groups(ctx: Context) -> int:
-    """Print a table: group, stream, consumers, in flight, ready, idle (per shard with
-    ``--shards``); exit 1 for an unknown topic."""
     topic = ctx.args.topic
     with ctx.client() as client:
         found = client.groups(topic)
@@ -221,8 +171,6 @@ def list_groups(ctx: Context) -> int:
 
 
 def create_group(ctx: Context) -> int:
-    """Create a group (see `Client.create_group`); exit 1 for an unknown topic or past the
-    cap."""
     from wheelq.errors import GroupLimitError, GroupNotFoundError
 
     args = ctx.args
@@ -237,14 +185,11 @@ def create_group(ctx: Context) -> int:
     if not done.created:
         print(f"group {done.name} of {args.topic} exists already")
     else:
-        shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
-        print(f"created group {done.name} of {args.topic} on {shards}")
+        print(f"created group {done.name} of {args.topic} on {_shards(done.shards)}")
     return 0
 
 
 def delete_group(ctx: Context) -> int:
-    """Delete a group (see `Client.delete_group`); exit 1 when there is no such group or it
-    has entries in flight without ``--force``."""
     from wheelq.errors import GroupBusyError
 
     args = ctx.args
@@ -254,8 +199,7 @@ def delete_group(ctx: Context) -> int:
         except GroupBusyError as exc:
             raise CliError(exc.explain("--force")) from None
     dropped = f"; {done.in_flight} entries in flight dropped" if done.in_flight else ""
-    shards = f"{done.shards} shard{'s' if done.shards > 1 else ''}"
-    print(f"deleted group {done.name} of {args.topic} on {shards}{dropped}")
+    print(f"deleted group {done.name} of {args.topic} on {_shards(done.shards)}{dropped}")
     return 0
 
 
@@ -263,7 +207,6 @@ MAX_LISTED = 100_000  # what Client.dead_letters reads at most
 
 
 def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add ``dlq list``, ``dlq replay`` and ``dlq purge``."""
     p = sub.add_parser("dlq", help="list, replay or purge a topic's dead letters")
     actions = p.add_subparsers(dest="action", required=True, metavar="{list,replay,purge}")
     listing = command(actions, "list", parents, "dead letters, oldest first", list_dead, "topic")
@@ -277,7 +220,6 @@ def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def list_dead(ctx: Context) -> int:
-    """Print a page of dead letters; "showing a-b of N" goes to stderr when there are more."""
     args = ctx.args
     if args.limit < 1 or args.offset < 0 or args.offset + args.limit > MAX_LISTED:
         raise usage_error(
@@ -308,7 +250,6 @@ def list_dead(ctx: Context) -> int:
 
 
 def settle(ctx: Context) -> int:
-    """Replay or purge the given refs (or --all); exit 1 when some ref was not there."""
     args = ctx.args
     if bool(args.refs) == bool(args.all):
         raise usage_error(

@@ -1,10 +1,5 @@
-"""uvicorn's server as `wheelq serve` runs it: Redis first, then the socket; a clean stop.
-
-It waits for Redis before it listens, as the roles do (``[serve] start_timeout_ms``), so a
-Redis that never answers is one line and exit 1, not uvicorn's traceback after it said it
-was serving. uvicorn has no deadline for a request's headers or body, so a client sending
-half a header would hold a slot for ever: `guarded_protocol` adds both deadlines and a cap
-on open connections. Imported only by ``wheelq serve`` (the ``http`` extra).
+"""uvicorn's server as `wheelq serve` runs it: Redis first, then the socket; a clean stop;
+deadlines for slow clients, which uvicorn lacks (`guarded_protocol`).
 """
 
 from __future__ import annotations
@@ -34,13 +29,11 @@ _FULL = json.dumps(
 FULL_RESPONSE = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n"
     b"retry-after: 1\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_FULL), _FULL)
-)
-"""What a connection past ``max_connections`` is told before it is closed."""
+)  # a connection past ``max_connections``
 
 
 def config(app: Any, host: str, settings: ServeSettings, log_level: str) -> uvicorn.Config:
-    """uvicorn's settings for `app` on `host` with the `settings`' port, keep-alive and
-    slow-client limits (`guarded_protocol`)."""
+    """uvicorn's settings for `app` on `host`, with the slow-client limits."""
     return uvicorn.Config(
         app,
         host=host,
@@ -55,12 +48,8 @@ def config(app: Any, host: str, settings: ServeSettings, log_level: str) -> uvic
 
 
 def guarded_protocol(settings: ServeSettings) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol (httptools, else h11) with deadlines for slow clients: a
-    request's headers must arrive within ``header_timeout_ms`` of the connection, of the
-    previous answer or of their first byte, its body within ``body_timeout_ms`` of its
-    headers, or the connection is closed (an idle one, then, after the shorter of this and
-    ``keep_alive_timeout_ms``); and a connection past ``max_connections`` open ones is
-    answered 503 and closed at once, so the slots left keep serving."""
+    """uvicorn's HTTP protocol with ``header_timeout_ms`` / ``body_timeout_ms`` deadlines,
+    and a 503 for a connection past ``max_connections``."""
     header_s = settings.header_timeout_ms / 1000
     body_s = settings.body_timeout_ms / 1000
     most = settings.max_connections
@@ -134,14 +123,8 @@ def guarded_protocol(settings: ServeSettings) -> type[asyncio.Protocol]:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server over `service` (the app's lifespan then finds it started).
-
-    A SIGTERM/SIGINT while it waits for Redis ends the wait (exit 0, nothing started); once
-    serving, a stop on either ends with status 0 (uvicorn raises the signal again once
-    stopped), and a second signal of either kind hurries the stop, as for the other
-    commands. Requests that wait (long-poll pulls) answer as soon as the stop begins.
-    `listening` is called with the bound port once the socket listens.
-    """
+    """uvicorn's server over `service`, stopped by signals as the other commands are;
+    `listening` gets the bound port."""
 
     def __init__(
         self, config: uvicorn.Config, service: WebService, listening: Callable[[int], None]

@@ -1,11 +1,6 @@
-"""The collectors: what Prometheus reads of each role when it scrapes.
-
-The roles count in plain ints and fixed-bucket histograms (ms) and never import
-prometheus_client; the families here end counters in ``_total``, give durations in
-seconds and label by topic, shard, group or part, never by job id, so the number of
-series follows the deployment, not the traffic. A scrape runs on prometheus_client's
-thread and never waits for Redis: a scheduler's per-shard gauges are read on the node's
-loop by `ShardGauges`, at most one scrape old, and only by the shard's leader.
+"""The collectors: what Prometheus reads of each role when it scrapes. Labels are topic,
+shard, group or part, never a job id; a scrape never waits for Redis (a scheduler's shard
+gauges are read on the node's loop by `ShardGauges`, at most one scrape old).
 """
 
 from __future__ import annotations
@@ -40,21 +35,21 @@ from wheelq.worker.worker import Worker
 log = logging.getLogger(__name__)
 
 PREFIX = "wheelq_"
-MIN_INTERVAL_MS = 1000
-"""Scrapes closer together than this share one read of the shards."""
+MIN_INTERVAL_MS = 1000  # scrapes closer together share one read of the shards
 F = TypeVar("F", CounterMetricFamily, GaugeMetricFamily)
-Samples = Iterable[tuple[Sequence[str], float]]
-"""(label values, value) pairs, one per sample."""
+Samples = Iterable[tuple[Sequence[str], float]]  # (label values, value) per sample
 
 
 def counter(name: str, doc: str, labels: Sequence[str], values: Samples) -> CounterMetricFamily:
-    """A counter family ``wheelq_<name>_total``."""
     return _filled(CounterMetricFamily(PREFIX + name, doc, labels=labels), values)
 
 
 def gauge(name: str, doc: str, labels: Sequence[str], values: Samples) -> GaugeMetricFamily:
-    """A gauge family ``wheelq_<name>``."""
     return _filled(GaugeMetricFamily(PREFIX + name, doc, labels=labels), values)
+
+
+def scalar(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return gauge(name, doc, (), [((), value)])
 
 
 def _filled(family: F, values: Samples) -> F:
@@ -110,8 +105,7 @@ class ShardGauges(Service):
         self._node = node
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._read_ms: int | None = None
-        self.latest: list[ShardObservation] = []
-        """The last observations read (empty until the first scrape's read)."""
+        self.latest: list[ShardObservation] = []  # empty until the first scrape's read
 
     async def start(self) -> None:
         self._event_loop = asyncio.get_running_loop()
@@ -150,6 +144,14 @@ WORKER_COUNTERS = {
     "taken_over": "Entries this worker took over from stalled or dead workers",
     "skipped": "Entries meant for another group (retries, replays), acked and skipped",
 }
+WORKER_GAUGES = {
+    "held_entries": ("held", "Entries this worker holds: waiting for a slot or running"),
+    "running_handlers": ("running", "Handlers running now"),
+    "wedged_threads": (
+        "wedged",
+        "Threads still running sync handlers that ran over handler_timeout_ms",
+    ),
+}
 
 
 class WorkerCollector(Collector):
@@ -166,35 +168,22 @@ class WorkerCollector(Collector):
         labels = (w.topic, w.group)
         for name, doc in WORKER_COUNTERS.items():
             yield counter(f"worker_{name}", doc, TG, [(labels, status[name])])
-        in_flight = w.in_flight
+        timings = w.in_flight.timings
         yield histogram(
             "worker_handler_start_lateness_seconds",
             "Handler start minus the job's due time: the worker's wall clock against the "
             "Redis clock's due time (includes the skew between the two)",
             TG,
-            [(labels, in_flight.timings.start_lateness.snapshot())],
+            [(labels, timings.start_lateness.snapshot())],
         )
         yield histogram(
             "worker_handler_duration_seconds",
             "How long handlers ran (monotonic clock)",
             TG,
-            [(labels, in_flight.timings.run_time.snapshot())],
+            [(labels, timings.run_time.snapshot())],
         )
-        yield gauge(
-            "worker_held_entries",
-            "Entries this worker holds: waiting for a slot or running",
-            TG,
-            [(labels, status["held"])],
-        )
-        yield gauge(
-            "worker_running_handlers", "Handlers running now", TG, [(labels, status["running"])]
-        )
-        yield gauge(
-            "worker_wedged_threads",
-            "Threads still running sync handlers that ran over handler_timeout_ms",
-            TG,
-            [(labels, status["wedged"])],
-        )
+        for name, (key, doc) in WORKER_GAUGES.items():
+            yield gauge(f"worker_{name}", doc, TG, [(labels, status[key])])
         yield from part_health("worker", status["parts"])
 
 
@@ -206,15 +195,10 @@ class ClientCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         counts = self._client.counts
-        yield counter(
-            "client_enqueued",
-            "Jobs whose enqueue returned their id (spooled ones included)",
-            (),
-            [((), counts.enqueued)],
-        )
-        yield counter(
-            "client_cancelled", "Cancels that removed a pending job", (), [((), counts.cancelled)]
-        )
+        enqueued = "Jobs whose enqueue returned their id (spooled ones included)"
+        yield counter("client_enqueued", enqueued, (), [((), counts.enqueued)])
+        cancelled = "Cancels that removed a pending job"
+        yield counter("client_cancelled", cancelled, (), [((), counts.cancelled)])
 
 
 TS = ("topic", "shard")
@@ -225,16 +209,12 @@ EVENT_COUNTERS = {
     "trimmed": ("scheduler_trimmed", "Ready-stream entries trimmed (acked by every group)"),
 }
 LEASE_CHANGES = ("acquired", "released", "lost")
-SHARD_GAUGES = (
-    (
-        "pending_jobs",
-        "Jobs waiting for their due time (sorted set), per shard this node leads",
-        "pending",
-    ),
+SHARD_GAUGES = (  # name, help, `ShardObservation` field
+    ("pending_jobs", "Jobs waiting for their due time (sorted set), per shard this node leads",
+     "pending"),
     ("stream_entries", "Entries in the ready stream (fired, not yet trimmed)", "length"),
     ("dead_letters", "Entries in the dead-letter stream", "dead"),
-)
-"""name, help, `ShardObservation` field of the per-shard gauges."""
+)  # fmt: skip
 LATENESS_DOC = (
     "Fire lateness: the node's now when it sent the emit call minus the job's due time, on "
     "the node's clock corrected to the Redis clock (the reply names no entry ids); swept "
@@ -243,12 +223,7 @@ LATENESS_DOC = (
 
 
 class SchedulerCollector(Collector):
-    """A prometheus_client collector of one `Scheduler`.
-
-    Args:
-        node: The node.
-        gauges: Its shard gauges (None: no per-shard gauges are exported).
-    """
+    """A prometheus_client collector of one `Scheduler` (`gauges` None: no shard gauges)."""
 
     def __init__(self, node: Scheduler, gauges: ShardGauges | None = None) -> None:
         self._node = node
@@ -286,11 +261,8 @@ class SchedulerCollector(Collector):
             ("topic",),
             (((t,), n) for t, n in sorted(per_topic.items())),
         )
-        yield gauge(
-            "scheduler_wheel_jobs",
-            "Jobs preloaded in the timing wheel",
-            (),
-            [((), len(node.driver.wheel))],
+        yield scalar(
+            "scheduler_wheel_jobs", "Jobs preloaded in the timing wheel", len(node.driver.wheel)
         )
         now_ms, window_ms = node.clock.now_ms(), node.settings.window_ms
         yield gauge(
@@ -305,17 +277,16 @@ class SchedulerCollector(Collector):
                 for lead in leads
             ),
         )
-        yield gauge(
+        offset_s = (node.clock.now_ms_float() - wall_ms()) / 1000
+        yield scalar(
             "scheduler_clock_offset_seconds",
             "The node's Redis clock minus its local wall clock",
-            (),
-            [((), (node.clock.now_ms_float() - wall_ms()) / 1000)],
+            offset_s,
         )
-        yield gauge(
+        yield scalar(
             "scheduler_clock_error_bound_seconds",
             "How far the measured Redis clock offset can be off (half the best round trip)",
-            (),
-            [((), node.clock.error_bound_ms / 1000)],
+            node.clock.error_bound_ms / 1000,
         )
         parts = dict(node.status()["parts"])
         if self._gauges is not None:
@@ -325,7 +296,6 @@ class SchedulerCollector(Collector):
 
 
 def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
-    """The per-shard gauges from the latest observations (and a request for new ones)."""
     gauges.request()
     latest = gauges.latest
     tsg = (*TS, "group")
@@ -352,8 +322,7 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
         "Age of the group's oldest unsettled entry, since it entered the stream (0: none)",
         tsg,
         (
-            # 0 with nothing in flight, not absent: a panel of it must not read "No data"
-            # on a healthy system.
+            # 0 with nothing in flight, not absent: a panel must not read "No data" when healthy
             ((o.topic, str(o.shard), g.name), _age_s(o.at_ms, g.oldest_pending_ms))
             for o in latest
             for g in o.groups
@@ -362,17 +331,14 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
 
 
 def _age_s(at_ms: int, oldest_ms: int | None) -> float:
-    """Seconds from `oldest_ms` to `at_ms`; 0 when nothing is in flight (`oldest_ms` None)."""
     return 0.0 if oldest_ms is None else max(0, at_ms - oldest_ms) / 1000
 
 
 Observed = Scheduler | Worker | Client | AsyncClient
-"""What wheelq exports metrics of."""
 
 
 def collector_for(role: Observed) -> Collector:
-    """A collector of `role`, to register in a registry of your own (a scheduler's
-    per-shard gauges are left out: they need the `ShardGauges` part `MetricsServer` runs)."""
+    """A collector of `role` for a registry of your own (without a scheduler's shard gauges)."""
     ((collector, _),) = collectors_for([role], gauges=False)
     return collector
 
@@ -388,8 +354,7 @@ def registry_for(*roles: Observed) -> CollectorRegistry:
 def collectors_for(
     roles: Iterable[Observed], *, gauges: bool = True
 ) -> list[tuple[Collector, ShardGauges | None]]:
-    """A collector per role, with the `ShardGauges` part of each scheduler (to start on its
-    loop) when `gauges`; InvalidArgumentError for a role of another type."""
+    """A collector per role, with each scheduler's `ShardGauges` part when `gauges`."""
     out: list[tuple[Collector, ShardGauges | None]] = []
     for role in roles:
         if isinstance(role, Scheduler):

@@ -1,8 +1,4 @@
-"""Serving ``/metrics`` over HTTP while a role runs, and stopping it with the role.
-
-prometheus_client's HTTP server runs on a thread of its own (a scrape never runs on the
-role's loop); `stop()` closes its socket and joins the thread.
-"""
+"""Serving ``/metrics`` over HTTP (on a thread of its own) while a role runs."""
 
 from __future__ import annotations
 
@@ -20,13 +16,8 @@ EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 (an exporter's usual bind; see Metrics
 
 
 class MetricsServer(Lifecycle):
-    """``/metrics`` of `roles` on `port` (0: a free one, see `port` once started); use
-    ``async with`` in the role's event loop, or `start()` and `stop()`.
-
-    `host` is an IPv4 or IPv6 address (``::1`` or ``[::1]``) or a host name; default
-    ``0.0.0.0``, every IPv4 interface, as exporters do (Prometheus scrapes from another
-    host); ``127.0.0.1`` keeps the metrics on this machine.
-    """
+    """``/metrics`` of `roles` on `port` (0: a free one) and `host` (default every IPv4
+    interface, as exporters do); ``async with`` it in the role's event loop."""
 
     def __init__(self, *roles: Observed, port: int, host: str = EVERY_INTERFACE) -> None:
         int_in("port", port, 0, 65535)
@@ -52,8 +43,7 @@ class MetricsServer(Lifecycle):
 
     @property
     def url(self) -> str:
-        """``http://ADDRESS:PORT/metrics`` as bound (a host name resolved, IPv6 in
-        brackets); "" before `start()`."""
+        """``http://ADDRESS:PORT/metrics`` as bound; "" before `start()`."""
         if self._server is None:
             return ""
         address = str(self._server.server_address[0])
@@ -68,8 +58,7 @@ class MetricsServer(Lifecycle):
         return ipaddress.ip_address(str(self._server.server_address[0])).is_unspecified
 
     async def start(self) -> None:
-        """Start the shard gauges' part and the HTTP server (OSError naming an address
-        that cannot be bound)."""
+        """Start the shard gauges' part and the HTTP server."""
         for gauges in self._gauges:
             await gauges.start()
         try:

@@ -1,9 +1,9 @@
-"""The asyncio producer client, `AsyncClient`: `Client`'s methods with the same arguments,
-awaitable."""
+"""The asyncio producer client, `AsyncClient`: `Client`'s methods, awaitable."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -66,8 +66,7 @@ class AsyncClient:
 
     @property
     def executor(self) -> AsyncExecutor:
-        """What the calls go through; a worker or service made beside the client can share
-        it (and its connections)."""
+        """What the calls go through; a worker or service beside the client can share it."""
         return self._executor
 
     @property
@@ -97,11 +96,8 @@ class AsyncClient:
     async def _run(self, op: Op[T], wait: Wait | None = None) -> T:
         if self._drain is not None and not self._drain.begun:
             await self._drain.start()
-        if wait is None:
-            return await drive_async(guarded(self._breaker, op), self._executor.run)
-        return await drive_async(
-            guarded(self._breaker, op), lambda calls: self._executor.run_acked(calls, wait)
-        )
+        send = self._executor.run if wait is None else partial(self._executor.run_acked, wait=wait)
+        return await drive_async(guarded(self._breaker, op), send)
 
     async def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
         return await self._run(*self._durability.plan(self._producer, topic, op, ack))

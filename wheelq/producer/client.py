@@ -5,6 +5,7 @@ both drive the operations of `wheelq.producer.operations` (a test checks the two
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -118,11 +119,8 @@ class Client:
         return client
 
     def _run(self, op: Op[T], wait: Wait | None = None) -> T:
-        if wait is None:
-            return drive_sync(guarded(self._breaker, op), self._executor.run)
-        return drive_sync(
-            guarded(self._breaker, op), lambda calls: self._executor.run_acked(calls, wait)
-        )
+        send = self._executor.run if wait is None else partial(self._executor.run_acked, wait=wait)
+        return drive_sync(guarded(self._breaker, op), send)
 
     def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
         return self._run(*self._durability.plan(self._producer, topic, op, ack))
@@ -237,22 +235,16 @@ class Client:
         return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
 
     def get(self, topic: str, job_id: str) -> JobInfo:
-        """Where job `job_id` is in its life, whatever the state (`JobState`); README, "A
-        job's whole life".
+        """Where job `job_id` is in its life, whatever the state (README, "A job's whole life").
 
         Raises:
-            InvalidJobIdError: `job_id` cannot be a job id.
-            MalformedJobError: The job is pending and its stored envelope cannot be decoded
-                (not written by wheelq).
+            MalformedJobError: The job is pending and its stored envelope cannot be decoded.
         """
         return self._run(self._producer.get(topic, job_id))
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
-        """Create a topic (idempotent); returns its shard count, fixed for the topic's life.
-
-        One scheduler node fires a shard at a time: pick at least as many shards as nodes
-        you want busy and, on a cluster, several per primary (README, "Redis Cluster").
-        The default (`default_shards`, 4) suits one server.
+        """Create a topic (idempotent); returns its shard count, fixed for the topic's life:
+        at least as many as scheduler nodes you want busy (README, "Redis Cluster").
 
         Raises:
             TopicConfigError: It exists with another shard count.
@@ -260,22 +252,14 @@ class Client:
         return self._run(self._producer.create_topic(topic, shards))
 
     def topics(self) -> dict[str, int]:
-        """Every topic with its shard count.
-
-        Raises:
-            TopicConfigError: A registry entry is not a shard count in [1, 1024].
-        """
+        """Every topic with its shard count (`TopicConfigError` for a bad registry entry)."""
         return self._run(self._producer.topics())
 
     def drop_topic(self, topic: str, *, force: bool = False) -> bool:
-        """Delete every key of every shard of a topic and its registry entry; False when
-        the topic does not exist. Without `force` nothing is deleted while a job is pending
-        or a ready entry is not acked by every group (dead letters do not count). Stop the
-        topic's workers first (they would recreate their streams).
+        """Delete every key of a topic; False when it does not exist. Stop its workers first.
 
         Raises:
-            TopicNotEmptyError: Jobs are still to run and `force` is False.
-            TopicConfigError: The registry entry is not a shard count in [1, 1024].
+            TopicNotEmptyError: A job is pending or a ready entry unacked, and `force` is False.
         """
         return self._run(self._producer.drop_topic(topic, force))
 
@@ -289,49 +273,32 @@ class Client:
     def create_group(
         self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
     ) -> grp.CreatedGroup:
-        """Create consumer group `group` of `topic` (which must exist) on every shard that
-        lacks it: a pull consumer's group (a worker creates its own).
+        """Create a pull consumer's group `group` (1-200 printable characters) of an existing
+        `topic` on every shard that lacks it (a worker creates its own).
 
         Args:
-            topic: The topic.
-            group: The group's name (a printable str of 1-200 characters).
-            start: Where the new group starts: ``"earliest"`` (every job still in the
-                stream) or ``"now"`` (jobs fired from now on).
+            start: ``"earliest"`` (every job still in the stream) or ``"now"``.
             max_groups: Most groups the topic's ``ready`` stream may have (1-10000).
-
-        Returns:
-            What was done; ``created`` is False when the group existed on every shard.
 
         Raises:
             GroupNotFoundError: No such topic.
             GroupLimitError: The topic has `max_groups` groups already (nothing created).
-            InvalidArgumentError: A bad `group`, `start` or `max_groups`.
         """
         return self._run(grp.create_group(self._producer, topic, group, start, max_groups))
 
     def delete_group(
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:
-        """Delete consumer group `group` of `topic` on every shard that has it: its unacked
-        entries no longer hold back trimming nor count in a job's state; its waiting retries
-        still fire, and no group runs them. Stop its workers first (they would create it
-        again). Without `force` nothing is deleted while any shard has entries in flight.
+        """Delete consumer group `group` of `topic` on every shard that has it (its waiting
+        retries still fire, and no group runs them). Stop its workers first.
 
         Args:
-            topic: The topic.
-            group: The group's name (a printable str of 1-200 characters).
             stream: ``"ready"`` (the topic's groups) or ``"callbacks"`` (the deliverer's).
-            force: Delete it with entries in flight (they are dropped for it: nobody acks
-                them in this group).
-
-        Returns:
-            The shards it was deleted on and the entries in flight dropped with it.
+            force: Delete it with entries in flight (they are dropped for it).
 
         Raises:
-            GroupNotFoundError: No shard of the topic has the group on `stream` (or there is
-                no such topic); nothing was deleted.
+            GroupNotFoundError: No shard of the topic has the group on `stream`.
             GroupBusyError: Entries are in flight and `force` is False.
-            InvalidArgumentError: A bad topic, group, stream or force; nothing was deleted.
         """
         return self._run(grp.delete_group(self._producer, topic, group, stream, force))
 
@@ -374,19 +341,13 @@ class Client:
     def set_limits(
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
     ) -> TopicLimits:
-        """Set the topic's backpressure limits (None: no limit); returns them.
+        """Set the topic's backpressure limits (None: no limit; kept per shard as
+        ``ceil(limit / shards)``; README, "Backpressure"); returns them.
 
         Args:
-            max_pending: Most jobs waiting to fire; an enqueue past it raises
-                `TopicFullError` and writes nothing of what it refused.
-            max_ready: Most fired jobs the slowest consumer group has not acked (or not
-                read); past it the scheduler holds due jobs back in the sorted set and
-                fires them, late, as workers catch up. Nothing is dropped.
-
-        Both are kept per shard, as ``ceil(limit / shards)`` each (README, "Backpressure").
-
-        Raises:
-            InvalidArgumentError: A limit neither None nor an int in [1, 2**40].
+            max_pending: Most jobs waiting to fire; an enqueue past it raises `TopicFullError`.
+            max_ready: Most fired jobs the slowest group has not acked; past it due jobs are
+                held back and fire late, as workers catch up.
         """
         return self._run(self._producer.set_limits(topic, max_pending, max_ready))
 

@@ -1,5 +1,4 @@
-"""Dead letters, the clients' operations (sans-I/O, as in `operations`): list, replay,
-purge. A dead letter is addressed by its ref ``"shard/entry-id"``."""
+"""Dead letters (sans-I/O operations): list, replay, purge, by ref ``"shard/entry-id"``."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ MAX_LIMIT = 100_000
 def dead_letters(
     producer: Producer, topic: str, limit: int, after: str | None = None
 ) -> Op[list[DeadLetter]]:
-    """The topic's oldest `limit` dead letters, oldest first across shards; with `after` (a
-    ref), the ones that come after it in that order (the next page)."""
+    """The topic's oldest `limit` dead letters across shards; `after`: the next page."""
     int_in("limit", limit, 1, MAX_LIMIT)
     cursor = None
     if after is not None:
@@ -37,8 +35,7 @@ def dead_letters(
         return []
     starts = ["-"] * shards
     if cursor is not None:
-        # A shard before the cursor's in the order starts after its entry id, one after it
-        # at that id (the key is (ms, seq, shard)); the cursor's own shard after it.
+        # the order's key is (ms, seq, shard): shards up to the cursor's start after its id
         ms, seq, shard_at = cursor
         for shard in range(shards):
             starts[shard] = f"({ms}-{seq}" if shard <= shard_at else f"{ms}-{seq}"
@@ -59,20 +56,15 @@ def dead_letters(
 
 
 def _id_key(entry_id: str) -> tuple[int, int]:
-    """An entry id as numbers: ``"5-10"`` sorts after ``"5-9"``."""
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
 
 
 def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
-    """Run dead letters again (all of them when `refs` is None); returns how many were.
-    Malformed ones (no job id or payload) cannot be and stay where they are; so do those a
-    shard at its ``max_ready`` has no room for (replay them once workers catch up)."""
-    by_shard = _by_shard(refs)
-    shards = yield from producer.shard_count(topic, create=False)
-    if shards is None:
+    """Run dead letters again (None: all); malformed ones and those past ``max_ready`` stay."""
+    shards, by_shard = yield from _targets(producer, topic, refs)
+    if not shards:
         return 0
-    _check_shards(by_shard, shards)
     replayed = 0
     for keys in all_shards(topic, shards):
         if by_shard is None:
@@ -88,12 +80,9 @@ def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
 
 
 def purge_dead(producer: Producer, topic: str, refs: Refs) -> Op[int]:
-    """Delete dead letters (all of them when `refs` is None); returns how many went."""
-    by_shard = _by_shard(refs)
-    shards = yield from producer.shard_count(topic, create=False)
-    if shards is None:
+    shards, by_shard = yield from _targets(producer, topic, refs)
+    if not shards:
         return 0
-    _check_shards(by_shard, shards)
     if by_shard is None:
         counts = yield [consume.purge_dead(k, None) for k in all_shards(topic, shards)]
     else:
@@ -117,7 +106,6 @@ def _all_ids(keys: ShardKeys) -> Op[list[str]]:
 
 
 def _by_shard(refs: Refs) -> dict[int, list[str]] | None:
-    """Validate refs (before anything is sent) and group them by shard."""
     if refs is None:
         return None
     if isinstance(refs, str | bytes | DeadLetter):
@@ -131,9 +119,17 @@ def _by_shard(refs: Refs) -> dict[int, list[str]] | None:
     return dict(out)
 
 
-def _check_shards(by_shard: dict[int, list[str]] | None, shards: int) -> None:
+def _targets(
+    producer: Producer, topic: str, refs: Refs
+) -> Op[tuple[int, dict[int, list[str]] | None]]:
+    """The topic's shard count (0: no such topic) and the refs by shard (None: all)."""
+    by_shard = _by_shard(refs)
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        return 0, by_shard
     for shard in by_shard or ():
         if shard >= validate_shards(shards):
             raise InvalidArgumentError(
                 "refs", f"ref shard {shard} is out of range: the topic has {shards} shards"
             )
+    return shards, by_shard

@@ -1,7 +1,5 @@
-"""The ``ack=`` levels of the producer's writes and the check that a level was reached:
-``"primary"`` (the default, the operation untouched), ``"replicated"`` (WAIT for
-``ack_replicas`` after each round, on each node it wrote to) or ``"persisted"`` (WAITAOF).
-`confirmed` raises `DurabilityError` naming the jobs of the calls that fell short.
+"""The ``ack=`` levels of the producer's writes (primary, replicated: WAIT, persisted:
+WAITAOF) and the check that each round reached its level.
 """
 
 from __future__ import annotations
@@ -21,11 +19,6 @@ LEVELS = (PRIMARY, REPLICATED, PERSISTED)
 
 
 def check_ack(ack: object) -> str:
-    """Validate an ``ack=`` argument.
-
-    Raises:
-        InvalidArgumentError: Not one of `LEVELS`.
-    """
     if not isinstance(ack, str) or ack not in LEVELS:
         raise InvalidArgumentError(
             "ack", f"ack must be 'primary', 'replicated' or 'persisted', got {ack!r}"
@@ -34,16 +27,7 @@ def check_ack(ack: object) -> str:
 
 
 class Durability:
-    """A client's default ack level and the settings that say what a level waits for.
-
-    Args:
-        default: The level of calls that pass no ``ack=``.
-        settings: ``ack_replicas`` and ``ack_timeout_ms``.
-
-    Raises:
-        InvalidArgumentError: `default` is not a level, or is ``"replicated"`` while
-            ``ack_replicas`` is 0.
-    """
+    """A client's default ack level and what each level waits for."""
 
     def __init__(self, default: object, settings: ClientSettings) -> None:
         self._settings = settings
@@ -55,11 +39,7 @@ class Durability:
     def plan(
         self, producer: Producer, topic: str, op: Op[T], ack: object
     ) -> tuple[Op[T], Wait | None]:
-        """The operation to run and what each of its rounds waits for (None: nothing).
-
-        Raises:
-            InvalidArgumentError: A bad `ack` (None: the default); nothing was sent.
-        """
+        """The operation to run and what each of its rounds waits for (None: nothing)."""
         level = self.default if ack is None else check_ack(ack)
         if level == PRIMARY:
             return op, None
@@ -79,17 +59,8 @@ class Durability:
 
 
 def confirmed(producer: Producer, topic: str, op: Op[T], level: str, wait: Wait) -> Op[T]:
-    """Run `op`, whose rounds the client sends with `wait`, and check each was confirmed.
-
-    Returns:
-        What `op` returns, when every write was confirmed.
-
-    Raises:
-        DurabilityError: Some write was not: its jobs are named (every job of the call
-            when a call that names none fell short, such as the topic's registration;
-            the topic's cached shard count is then dropped, so a retry registers it
-            again). An error `op` raised as well is its ``__cause__``.
-    """
+    """Run `op` and check each round was confirmed; else `DurabilityError` naming the jobs
+    (all of them when a call naming none fell short, and the shard count is forgotten)."""
     doubt: list[str] = []  # the ids of calls not confirmed
     named: list[str] = []  # the ids of every call
     unnamed = False  # a call naming no job was not confirmed

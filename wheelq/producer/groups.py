@@ -1,6 +1,4 @@
-"""A topic's consumer groups, the clients' operations (sans-I/O, as in `operations`):
-create (under a cap), list, delete. A group of one name on every shard is one group; the
-``ready`` and ``callbacks`` streams' groups are told apart by `stream`."""
+"""A topic's consumer groups (sans-I/O operations): create under a cap, list, delete."""
 
 from __future__ import annotations
 
@@ -27,12 +25,10 @@ class GroupShardStats:
 
     shard: int
     consumers: int
-    """Consumers the group has on this shard (each worker is one on every shard it reads)."""
     in_flight: int
     """Entries delivered to a consumer and not acked."""
     ready: int
-    """Entries fired and not yet delivered to this group (the stream's length when the
-    server cannot tell)."""
+    """Entries not yet delivered to this group (the stream's length when Redis cannot tell)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +37,11 @@ class GroupStats:
 
     name: str
     stream: str
-    """The stream it reads: ``"ready"`` (the topic's jobs) or ``"callbacks"`` (jobs with a
-    callback: the group of `wheelq serve`'s deliverer)."""
+    """``"ready"`` (the topic's jobs) or ``"callbacks"`` (the deliverer's group)."""
     consumers: int
-    """Distinct consumer names over its shards (a worker or a pull consumer each)."""
+    """Distinct consumer names over its shards."""
     idle_ms: int | None
-    """Since the most recently active of its consumers last read (None: no consumers). A
-    group no worker reads any more shows a large one."""
+    """Since its most recently active consumer last read (None: no consumers)."""
     shards: list[GroupShardStats]
 
     @property
@@ -66,15 +60,12 @@ class DeletedGroup:
     name: str
     stream: str
     shards: int
-    """Shards the group was deleted on (the shards that had it)."""
     in_flight: int
-    """Entries that were in flight in it, dropped with it (0 unless forced)."""
+    """Entries in flight dropped with it (0 unless forced)."""
 
 
 MAX_GROUPS = 64
-"""The default cap of consumer groups a topic's ``ready`` stream may have (`create_group`)."""
 STARTS = {"earliest": "0", "now": "$"}
-"""Where a new group starts: at every entry still in the stream, or at the next one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,18 +74,14 @@ class CreatedGroup:
 
     name: str
     created: bool
-    """False: the group existed on every shard already (nothing was changed)."""
+    """False: the group existed on every shard already."""
     shards: int
-    """Shards it was created on now (those that lacked it)."""
 
 
 def create_group(
     producer: Producer, topic: str, group: str, start: str, max_groups: int
 ) -> Op[CreatedGroup]:
-    """Create `group` on the ``ready`` stream of every shard that lacks it, one script per
-    shard that counts the stream's groups and creates in one step. When a shard refuses
-    (it has `max_groups` groups), the shards created on by this call are undone and
-    `GroupLimitError` is raised: a group is on every shard or on none."""
+    """Create `group` on every shard that lacks it; a group is on every shard or on none."""
     validate_group(group)
     if start not in STARTS:
         raise InvalidArgumentError("start", f"start must be 'earliest' or 'now', got {start!r:.60}")
@@ -116,9 +103,7 @@ def create_group(
 
 
 def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
-    """Every consumer group of the topic's streams, by stream then name; None for an unknown
-    topic. Three round trips: which streams exist, their groups and lengths, the groups'
-    consumers."""
+    """Every consumer group of the topic's streams, by stream then name."""
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         return None
@@ -160,9 +145,7 @@ def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
 def delete_group(
     producer: Producer, topic: str, group: str, stream: str, force: bool
 ) -> Op[DeletedGroup]:
-    """XGROUP DESTROY of `group` on `stream` of every shard that has it, one script per
-    shard that checks and deletes in one step. Without `force`, every shard is checked
-    first and nothing is deleted when any has entries in flight."""
+    """Delete `group` on every shard; without `force`, none when any has entries in flight."""
     validate_group(group)
     if stream not in g.GROUP_LANES:
         raise InvalidArgumentError(

@@ -1,8 +1,5 @@
-"""What an enqueue call's items become: validated, encoded `JobWrite`s.
-
-`EnqueueItem` is one job as a caller describes it; `validate_item` checks every field and
-encodes the payload and envelope before anything is sent; `validate_batch` takes a plain
-item by a short path that writes the same. All of a call's items share one `EncodeBatch`.
+"""Enqueue items (`EnqueueItem`) validated and encoded into `JobWrite`s before anything is
+sent; `validate_batch` takes plain items by a short path that writes the same.
 """
 
 from __future__ import annotations
@@ -68,18 +65,8 @@ class EnqueueItem(_Fields):
         key: str | None = None,
         ordered: bool = False,
     ) -> Self:
-        item = (
-            payload,
-            delay,
-            at,
-            job_id,
-            max_attempts,
-            replace,
-            traceparent,
-            callback,
-            key,
-            ordered,
-        )
+        item = (payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key,
+                ordered)  # fmt: skip
         return _new_tuple(cls, item)
 
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
@@ -88,8 +75,7 @@ class EnqueueItem(_Fields):
 
 _ITEM_FIELDS = frozenset(_Fields._fields)
 _TAIL = _Fields._fields.index("job_id")
-_PLAIN_TAIL = tuple(_Fields._field_defaults[f] for f in _Fields._fields[_TAIL:])
-"""An item's fields after ``at`` when it sets none of them: a plain item, most of them."""
+_PLAIN_TAIL = tuple(_Fields._field_defaults[f] for f in _Fields._fields[_TAIL:])  # a plain item
 _REPLACE, _ORDERED = _Fields._fields.index("replace"), _Fields._fields.index("ordered")
 
 
@@ -100,8 +86,7 @@ def validate_batch(
     now_ms: int,
     batch: EncodeBatch | None = None,
 ) -> list[job_writes.JobWrite]:
-    """Every item validated and encoded, in order (errors name the item: ``items[3]: ...``);
-    `batch`: the call's `EncodeBatch` (one made for `now_ms` and `traceparent` if None)."""
+    """Every item validated and encoded, in order (errors name the item: ``items[3]: ...``)."""
     # A single item is iterable too (a named tuple): it is refused, not taken field by field.
     if isinstance(items, str | bytes | Mapping | EnqueueItem) or not isinstance(items, Iterable):
         raise InvalidArgumentError(
@@ -134,7 +119,6 @@ def validate_batch(
 def validate_item(
     settings: ClientSettings, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
 ) -> job_writes.JobWrite:
-    """One item validated and encoded (`batch`: what the call's items share)."""
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
     due = batch.due(job.delay, job.at)
     # the default is checked with the settings (Range(1, 1000))
@@ -171,18 +155,9 @@ def validate_item(
         due = DueSpec("at", batch.now_ms + due.value_ms)
     # positional: a keyword call costs more, once per job
     envelope = pack_envelope(
-        payload,
-        1,
-        attempts,
-        batch.now_ms,
-        batch.envelopes,
-        "",
-        "",
-        trace,
-        callback,
-        key,
+        payload, 1, attempts, batch.now_ms, batch.envelopes, "", "", trace, callback, key,
         job.ordered,
-    )
+    )  # fmt: skip
     order_key = key if job.ordered else ""
     return job_writes.JobWrite(
         job_id, due, job.replace, envelope, "", order_key, job.job_id is None
@@ -192,10 +167,7 @@ def validate_item(
 def _plain_write(
     settings: ClientSettings, payload: Any, due: DueSpec, batch: EncodeBatch, fields: list[Any]
 ) -> job_writes.JobWrite:
-    """`validate_item` of an item with no field set after ``at``: its payload encoded, a new
-    id, the default attempts and the call's traceparent, the same write at half the cost:
-    the envelope is `fields` (the call's, from `envelope_fields`) with the payload in place,
-    and tuple.__new__ makes the named tuple without its Python-level __new__."""
+    """`validate_item` of a plain item at half the cost: `fields` with the payload in place."""
     fields[1] = encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     envelope: bytes = batch.envelopes.pack(fields)
     return tuple.__new__(job_writes.JobWrite, (batch.new_id(), due, False, envelope, "", "", True))
@@ -217,16 +189,13 @@ def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
 
 
 class EncodeBatch:
-    """What validating one call's items shares: the time, the ids seen, msgpack packers and
-    the random parts of ids, drawn in growing blocks (reused objects are several times
-    cheaper than new ones per job). Packers are per thread, so clients stay thread-safe."""
+    """What one call's items share: the time, ids seen, per-thread packers, id randomness."""
 
     MAX_BLOCK_IDS = 1024
 
     def __init__(self, now_ms: int, traceparent: str | None = None) -> None:
         self.now_ms = now_ms
-        self.traceparent = traceparent
-        """What a job without a traceparent of its own carries (the call's send span)."""
+        self.traceparent = traceparent  # for jobs without their own
         self.seen: set[str] = set()  # the callers' own ids (a generated one repeats none)
         self.payloads, self.envelopes = _packers()
         self._time_part = time_part(now_ms)
@@ -234,13 +203,10 @@ class EncodeBatch:
         self._at = 0
         self._block_ids = 1  # one id's worth for a single enqueue; doubles per refill
         self._dues: dict[tuple[type, object, type, object], DueSpec] = {}
-        self.callbacks = False
-        """Whether some job of the call carries a callback (`validate_item` sets it)."""
+        self.callbacks = False  # some job of the call carries a callback
 
     def due(self, delay: Delay | None, at: At | None) -> DueSpec:
-        """`due_spec(delay, at)` at `now_ms`, worked out once per distinct value in the batch
-        (the items of an `enqueue_many` mostly share one). Keyed by type too: ``True == 1``,
-        and only the int is a valid delay."""
+        """`due_spec(delay, at)`, once per distinct value (keyed by type: ``True == 1``)."""
         key = (type(delay), delay, type(at), at)
         try:
             return self._dues[key]
@@ -251,7 +217,6 @@ class EncodeBatch:
             return due_spec(delay, at, now_ms=self.now_ms)
 
     def new_id(self) -> str:
-        """A fresh job id made at `now_ms` (`wheelq.core.job`)."""
         at = self._at
         if at >= len(self._random):
             self._random, at = random_parts(self._block_ids), 0
@@ -264,7 +229,6 @@ _local = threading.local()
 
 
 def _packers() -> tuple[msgpack.Packer, msgpack.Packer]:
-    """This thread's (payload, envelope) packers."""
     pair: tuple[msgpack.Packer, msgpack.Packer] | None = getattr(_local, "packers", None)
     if pair is None:
         pair = (payload_packer(), msgpack.Packer(use_bin_type=False))

@@ -1,7 +1,5 @@
-"""The producer's logic, written once as sans-I/O generators that `Client` and `AsyncClient`
-drive: each validates its input before its first yield, yields lists of `Call`s to send
-together, receives their replies and returns its result. Also the drivers, the breaker's
-guard around an operation, enqueue placement and its ``send`` span.
+"""The producer's operations as sans-I/O generators that `Client` and `AsyncClient` drive,
+with the drivers, the breaker guard and enqueue placement (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -47,18 +45,12 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
-PIPELINE_CALLS = 64
-"""Script calls per round trip in enqueue_many: 32,000 jobs of the default batch size, each
-call written as it is packed (`wheelq.store.executor`), so Redis runs the first while the
-client packs the rest; the spooling client's confirmed ids grow round by round."""
-
+PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]
-"""Each script call with the writes it carries."""
 
 
 def drive_sync(op: Op[T], send: Callable[[list[Call[Any]]], list[Any]]) -> T:
-    """Run `op` to its end with the blocking `send`. A round trip that raises is thrown into
-    `op`; `op` is closed when the driver stops early, so its ``finally`` runs at once."""
+    """Run `op` to its end with `send`; a failed round trip is thrown into `op`."""
     try:
         calls = next(op)
         while True:
@@ -92,10 +84,8 @@ async def drive_async(op: Op[T], send: Callable[[list[Call[Any]]], Awaitable[lis
 
 
 def guarded(breaker: Breaker, op: Op[T]) -> Op[T]:
-    """`op` with `breaker` asked before each round trip and told how it went; a failed
-    round is thrown into `op` as `RedisUnavailableError` when Redis cannot take calls now,
-    so the spool's router can catch it (docs/architecture.md, "The producer spool and
-    breaker")."""
+    """`op` with `breaker` asked before each round trip and told how it went
+    (docs/architecture.md, "The producer spool and breaker")."""
     try:
         calls = next(op)
         while True:
@@ -120,8 +110,7 @@ def guarded(breaker: Breaker, op: Op[T]) -> Op[T]:
 
 
 def as_unavailable(exc: Exception) -> Exception:
-    """`exc` as `RedisUnavailableError` (caused by it) when it says Redis cannot take calls
-    now; else `exc` itself."""
+    """`exc` as `RedisUnavailableError` when it says Redis cannot take calls now."""
     reason = unavailable_reason(exc)
     if reason is None or isinstance(exc, RedisUnavailableError):
         return exc
@@ -132,22 +121,18 @@ def as_unavailable(exc: Exception) -> Exception:
 
 @dataclass(frozen=True, slots=True)
 class ShardStats:
-    """One shard of `TopicStats`: its backlog, stream and dead letters, with the meanings
-    `wheelq stats`, `wheelq top`, the dashboard and the metrics give them
-    (`wheelq.core.observe`)."""
+    """One shard of `TopicStats`."""
 
     shard: int
     pending: int
     """Jobs waiting for their due time (sorted set size)."""
     ready: int
-    """Fired and not yet delivered, to the consumer group furthest behind (every entry of
-    the stream while no group reads it)."""
+    """Fired and not yet delivered to the consumer group furthest behind."""
     dead: int = 0
-    """Entries in the shard's dead-letter stream."""
     in_flight: int = 0
-    """Delivered to a worker and not settled yet, summed over groups."""
+    """Delivered and not settled yet, summed over groups."""
     in_stream: int = 0
-    """Entries in the stream: fired and not trimmed yet, handled ones included."""
+    """Fired and not trimmed yet, handled ones included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +142,7 @@ class TopicStats:
     topic: str
     shards: list[ShardStats]
     spool: SpoolStats | None = None
-    """The client's spool (all its topics), None without one; `Client.spool_stats()` reads
-    it without Redis."""
+    """The client's spool (all its topics), None without one."""
 
     @property
     def pending(self) -> int:
@@ -183,16 +167,14 @@ class TopicStats:
 
 @dataclass(slots=True)
 class ProducerCounts:
-    """What a client did, for `wheelq.metrics` (plain ints: counted on the caller's thread)."""
+    """What a client did, for `wheelq.metrics`."""
 
     enqueued: int = 0
     """Jobs whose enqueue returned their id (spooled ones too)."""
     cancelled: int = 0
-    """Cancels that removed a pending job."""
 
 
 def with_spool(stats: TopicStats | None, spool: SpoolStats | None) -> TopicStats | None:
-    """`stats` with the spool's depth and age, when both are there."""
     return stats if stats is None or spool is None else replace(stats, spool=spool)
 
 
@@ -204,16 +186,12 @@ class Producer:
         self._shards: dict[str, int] = {}
         self._clock = WallClock()
         self.spooler: Spooler | None = None
-        """Set by a client with a spool: enqueues go through it."""
-        self.tracing = tracing.load()
-        """Spans around enqueues; None without the ``otel`` extra."""
+        self.tracing = tracing.load()  # None without the ``otel`` extra
         self.counts = ProducerCounts()
         self._callback_topics: set[str] = set()
-        """Topics this client put on the deliverer's list (`note_callbacks`)."""
 
     @property
     def clock(self) -> WallClock:
-        """The client's clock (epoch ms): enqueue stamps, schedule definitions."""
         return self._clock
 
     # --- topics ---------------------------------------------------------------------------
@@ -230,7 +208,6 @@ class Producer:
         return int(have)
 
     def shard_count(self, topic: str, *, create: bool) -> Op[int | None]:
-        """The topic's shard count (cached); creates the topic first when `create`."""
         k.validate_topic(topic)
         if topic in self._shards:
             return self._shards[topic]
@@ -242,7 +219,6 @@ class Producer:
         return have  # type: ignore[no-any-return]
 
     def forget(self, topic: str) -> None:
-        """Drop the cached shard count, so the next write registers the topic again."""
         self._shards.pop(topic, None)
 
     def topics(self) -> Op[dict[str, int]]:
@@ -252,8 +228,6 @@ class Producer:
         return registry.check()
 
     def drop_topic(self, topic: str, force: bool) -> Op[bool]:
-        """Delete every key of every shard and the registry entry; False when unknown.
-        Without `force` the shards are checked first, and again by each shard's script."""
         k.validate_topic(topic)
         if not isinstance(force, bool):
             raise InvalidArgumentError("force", f"force must be a bool, got {force!r}")
@@ -298,7 +272,6 @@ class Producer:
     def enqueue(
         self, topic: str, item: EnqueueItem, debounce: tuple[int, int] | None = None
     ) -> Op[str]:
-        """`debounce`: (debounce ms, max wait ms or 0), from `debounce_spec`."""
         k.validate_topic(topic)
         if debounce is not None:
             return (yield from self._debounce(topic, item, *debounce))
@@ -345,9 +318,7 @@ class Producer:
         return (yield from self._counted(topic, writes))
 
     def note_callbacks(self, topic: str, callbacks: bool) -> Op[None]:
-        """Put `topic` on the deliverer's list the first time this client writes it a job
-        with a callback. An outage here does not stop the write (it may go to the spool):
-        the deliverer also finds topics by their callbacks streams, less often."""
+        """Put `topic` on the deliverer's list; an outage here does not stop the write."""
         if not callbacks or topic in self._callback_topics:
             return
         try:
@@ -359,7 +330,6 @@ class Producer:
         self._callback_topics.add(topic)
 
     def _counted(self, topic: str, writes: list[job_writes.JobWrite]) -> Op[list[str]]:
-        """`_write`, counting the jobs it enqueued (a batch's too when some were duplicates)."""
         if any(w.order_key for w in writes):
             yield from register_order(topic, writes)
         try:
@@ -373,8 +343,7 @@ class Producer:
     def _write(
         self, topic: str, writes: list[job_writes.JobWrite], applied: list[str] | None = None
     ) -> Op[list[str]]:
-        """Place validated jobs: by shard, in script calls of `batch_size`, pipelined. With
-        a spooler, it decides, calling back with `applied` (gets each confirmed round's ids)."""
+        """Place validated jobs, or hand them to the spooler, which calls back with `applied`."""
         if self.spooler is not None and applied is None:
             return (yield from self.spooler.write(topic, writes, self._write))
         shards = self._shards.get(topic)  # the topic name was validated by the caller
@@ -439,11 +408,8 @@ def _raise_if_busy(topic: str, outcomes: list[ops.ShardDrop]) -> None:
 def enqueue_calls(
     topic: str, writes: list[job_writes.JobWrite], shards: int, size: int, record_ms: int = 0
 ) -> Placing:
-    """The ``enqueue.lua`` calls that place `writes` (by shard, `size` per call). With
-    `record_ms` > 0 (a spooling client's direct try) each call gets a token the shard
-    records if it applies the call, and each of its writes, in `writes` itself, the token
-    ``CALL:n``: if the reply is lost and the writes are spooled, their replay is skipped
-    where the call was applied."""
+    """The ``enqueue.lua`` calls that place `writes`; with `record_ms` each call gets a
+    token (its writes ``CALL:n``) so a spooled replay skips what it applied."""
     by_shard: dict[int, list[int]] = defaultdict(list)  # shard -> indexes in writes
     for n, w in enumerate(writes):
         by_shard[k.shard_of(w.id, shards)].append(n)
@@ -462,13 +428,8 @@ def enqueue_calls(
 def send_calls(
     topic: str, writes: list[job_writes.JobWrite], calls: Placing, applied: list[str] | None
 ) -> Op[list[str]]:
-    """Send `calls`, `PIPELINE_CALLS` a round; returns the ids of `writes`, appending each
-    round's applied ids to `applied` as it is confirmed.
-
-    Raises:
-        TopicFullError: Some shard would have passed its pending limit.
-        DuplicateJobError: Some ids were pending already (and not to be replaced).
-    """
+    """Send `calls`, `PIPELINE_CALLS` a round; returns the ids, adding confirmed ones to
+    `applied`; raises `TopicFullError` / `DuplicateJobError` for refused ones."""
     duplicates: list[str] = []
     full: list[str] = []
     for i in range(0, len(calls), PIPELINE_CALLS):
@@ -498,9 +459,7 @@ def send_calls(
 
 
 def register_order(topic: str, writes: Sequence[job_writes.JobWrite]) -> Op[Any]:
-    """Register each ordered write (id, absolute due) with its key, one call per key, in a
-    round trip before the writes: a job never runs before its key knows it (a registration
-    left without its job is passed over once `ORDER_GRACE_MS` past due)."""
+    """Register each ordered write with its key before the writes, one call per key."""
     by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for w in writes:
         if w.order_key:
@@ -519,15 +478,7 @@ def sending(
     *,
     batch: bool,
 ) -> Write:
-    """`write(traceparent)`, inside a ``send <topic>`` span when tracing is on: the span
-    covers the call's validation, round trips and a spool's write, and its context is the
-    traceparent the call's jobs carry by default. `parent`: the caller's traceparent (the
-    span's parent); `batch`: the span counts jobs instead of naming one.
-
-    Raises:
-        InvalidArgumentError: `parent` is not a valid traceparent (with tracing on; without,
-            `write` checks each job's).
-    """
+    """`write(traceparent)`, inside a ``send <topic>`` span when tracing is on."""
     if tracing is None:
         return write(None)
     if not tracing.active:  # no span to open: the traceparent a send span would have had

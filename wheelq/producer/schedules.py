@@ -1,8 +1,5 @@
-"""Recurring schedules, the producer's side: define, list, pause, resume, remove.
-
-Sans-I/O operations as in `operations`. The runs are written by the leader of the
-schedule's home shard; pausing or removing fences that writer out and cancels the runs it
-wrote ahead (docs/architecture.md, "Schedules").
+"""Recurring schedules, the producer's side (sans-I/O): define, list, pause, resume,
+remove (docs/architecture.md, "Schedules").
 """
 
 from __future__ import annotations
@@ -51,12 +48,7 @@ def define(
     start_ms = 0 if start is None else at_ms(start, "start")
     end_ms = None if end is None else at_ms(end, "end")
     rule = recurrence(
-        cron=cron,
-        every_ms=every_ms,
-        tz=tz,
-        start_ms=start_ms,
-        end_ms=end_ms,
-        anchor_ms=start_ms,
+        cron=cron, every_ms=every_ms, tz=tz, start_ms=start_ms, end_ms=end_ms, anchor_ms=start_ms
     )
     policy, catch_up = validate_misfire(misfire, max_catch_up)
     settings = producer.settings
@@ -65,17 +57,8 @@ def define(
     )
     packed_callback = b"" if callback is None else validate_callback(callback).pack()
     data = encode_payload(payload, settings.max_payload_bytes)
-    record = Schedule(
-        name,
-        topic,
-        rule,
-        policy,
-        catch_up,
-        data,
-        attempts,
-        packed_callback,
-        producer.clock.now_ms(),
-    )
+    now_ms = producer.clock.now_ms()
+    record = Schedule(name, topic, rule, policy, catch_up, data, attempts, packed_callback, now_ms)
     home, _ = yield from _home(producer, topic, name, create=True)
     assert home is not None
     yield from producer.note_callbacks(topic, bool(packed_callback))
@@ -97,7 +80,6 @@ def get(producer: Producer, name: str, topic: str) -> Op[Schedule | None]:
 
 
 def every(producer: Producer, topic: str | None) -> Op[list[Schedule]]:
-    """Every schedule (of `topic`, when given), by topic and name."""
     if topic is not None:
         k.validate_topic(topic)
     (homes,) = yield [sched.homes()]
@@ -114,11 +96,8 @@ def every(producer: Producer, topic: str | None) -> Op[list[Schedule]]:
 
 
 def change(producer: Producer, name: str, topic: str, op: str) -> Op[bool]:
-    """Pause, resume or remove (`op`); False when there is no such schedule.
-
-    Pausing and removing fence the schedule's writers out of every shard, then cancel the
-    runs written ahead that have not fired yet (they are written again after a resume).
-    """
+    """Pause, resume or remove (`op`); pause and remove fence the writers out and cancel the
+    runs written ahead."""
     validate_name(name)
     home, count = yield from _home(producer, topic, name, create=False)
     if home is None:
@@ -144,7 +123,6 @@ def change(producer: Producer, name: str, topic: str, op: str) -> Op[bool]:
 def _home(
     producer: Producer, topic: str, name: str, *, create: bool
 ) -> Op[tuple[k.ShardKeys | None, int]]:
-    """The schedule's home shard (None: no such topic) and the topic's shard count."""
     shards = yield from producer.shard_count(topic, create=create)
     if shards is None:
         return None, 0

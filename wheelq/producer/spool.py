@@ -1,21 +1,7 @@
 """The producer spool: enqueues Redis could not take, kept in a local SQLite file and
-replayed into Redis, in order, exactly once (docs/architecture.md, "The producer spool and
-breaker").
-
-`Spool` is the file: one client at a time (SQLite's exclusive lock, released with the
-process even after kill -9), a WAL with ``synchronous=FULL``, so an id the client returned
-survives a kill -9 and, as far as SQLite promises, a power cut. `Spooler` routes a client's
-enqueues between Redis and the file; `Drain` is the replay, one bounded sans-I/O step at a
-time; `DrainService` runs it on the `Service` base (for `Client` on a loop in a thread).
-
-```
-jobs      seq (replay order), topic, job_id, mode ('d' | 'a'), due_ms, replace, envelope,
-          written_ms (wall clock, for the spool's age), token ('' or the replay token of a
-          direct call's write whose reply was lost: "CALL:n", see `SpooledJob.token`)
-rejected  the same, plus error and rejected_ms: rows Redis refused for good (kept, never
-          replayed: a person decides)
-meta      format ('1'), spool_id (random: each row's replay token is spool_id:seq)
-```
+replayed into Redis in order, exactly once (docs/architecture.md, "The producer spool and
+breaker"). `Spool` is the file, `Spooler` routes enqueues, `Drain` replays, `DrainService`
+runs it.
 """
 
 from __future__ import annotations
@@ -56,14 +42,15 @@ from wheelq.store.scripts import Placed
 log = logging.getLogger("wheelq.producer.spool")
 T = TypeVar("T")
 Path = str | os.PathLike[str]
-Send = Callable[[list[Call[Any]]], Awaitable[list[Any]]]
-"""Sends a round with ``return_exceptions=True``: a call's error is its reply."""
+Send = Callable[[list[Call[Any]]], Awaitable[list[Any]]]  # return_exceptions=True
 
 STEP_BYTES = 4 * 1024 * 1024  # envelope bytes per drain step (one row more if larger)
 CLOSE_WAIT_S = 5.0  # how long Client.close() waits for the drain's thread
 _FOR_GOOD = (ScriptError, MalformedJobError, TopicConfigError)
 
 FORMAT = "1"
+# mode: 'd' (due_ms = the envelope's enqueued_ms + delay) or 'a' (absolute); rejected: rows
+# Redis refused for good, kept for a person to decide; each row's replay token: `SpooledJob.token`
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -89,18 +76,17 @@ _REJECT = (
 
 @dataclass(frozen=True, slots=True)
 class SpoolStats:
-    """What `Client.spool_stats()` (and `TopicStats.spool`) report about a client's spool."""
+    """What `Client.spool_stats()` reports about a client's spool."""
 
     path: str
     depth: int
     """Jobs waiting in the spool to be replayed into Redis."""
     age_ms: int
-    """Ms since the oldest waiting job was spooled (producer's wall clock); 0 when empty."""
+    """Ms since the oldest waiting job was spooled; 0 when empty."""
     rejected: int = 0
-    """Jobs Redis refused for good when replayed (a key of the wrong type, ...): kept in the
-    file's ``rejected`` table with the error, and logged; never replayed."""
+    """Jobs Redis refused for good (kept in the ``rejected`` table, never replayed)."""
     last_error: str | None = None
-    """Why the drain's last try failed, while it keeps failing; None once one succeeds."""
+    """Why the drain's last try failed, while it keeps failing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,18 +102,14 @@ class SpooledJob:
     envelope: bytes
     written_ms: int
     given_token: str = ""
-    """The token the write had when it was spooled ('' for most rows)."""
 
     def token(self, spool_id: str) -> str:
-        """The row's replay token, the same each try: ``CALL:n`` when a direct call sent it
-        and its reply was lost, else ``spool_id:seq``."""
+        """The row's replay token: ``CALL:n`` from a lost direct call, else ``spool_id:seq``."""
         return self.given_token or f"{spool_id}:{self.seq}"
 
     def replay_write(self, spool_id: str, now_ms: int) -> JobWrite:
-        """The write that replays this row at `now_ms` (producer's wall clock), with its
-        token. A delayed job is stored as an absolute time on that clock (the envelope's
-        ``enqueued_ms`` plus the delay) and sent as the delay left (never negative): the
-        script adds it to the Redis clock, so the two clocks' skew cancels out."""
+        """The write that replays this row; a delay is sent as the delay left, so clock skew
+        cancels out."""
         due = (
             DueSpec("delay", max(0, self.due_ms - now_ms))
             if self.mode == "d"
@@ -137,12 +119,7 @@ class SpooledJob:
 
 
 class Spool:
-    """A spool file, opened and locked (made when missing); thread-safe.
-
-    Raises:
-        SpoolLockedError: Another client has the file open.
-        SpoolError: It is not a wheelq spool, or SQLite cannot open it.
-    """
+    """A spool file, opened and exclusively locked (made when missing); thread-safe."""
 
     def __init__(self, path: Path) -> None:
         self.path = os.fspath(path)
@@ -213,8 +190,7 @@ class Spool:
             self.depth += len(rows)
 
     def head(self, limit: int, max_bytes: int) -> list[SpooledJob]:
-        """The oldest rows, in order: at most `limit`, and no more envelope bytes than
-        `max_bytes` (but at least one row)."""
+        """The oldest rows: at most `limit`, and `max_bytes` of envelopes (at least one row)."""
         with self._lock:
             found = self._db.execute(_HEAD, (limit,)).fetchall()
         out: list[SpooledJob] = []
@@ -250,20 +226,17 @@ class Spool:
             self._db.executemany("DELETE FROM jobs WHERE seq = ?", gone)
 
     def stats(self, now_ms: int, last_error: str | None = None) -> SpoolStats:
-        """Depth and age as of `now_ms` (producer's wall clock)."""
         with self._lock:
             depth, oldest = self.depth, self.oldest_ms
         age = 0 if not depth or oldest is None else max(0, now_ms - oldest)
         return SpoolStats(self.path, depth, age, self.rejected, last_error)
 
     def close(self) -> None:
-        """Close the file (what is left stays in it); releases the lock."""
         with self._lock:
             self._db.close()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        """BEGIN ... COMMIT (ROLLBACK on an error); SQLite errors as `SpoolError`."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -277,15 +250,11 @@ class Spool:
 
 
 Place = Callable[[str, list[JobWrite], list[str]], "Op[list[str]]"]
-"""`Producer._write` sending straight to Redis, appending the ids it confirmed to a list."""
 
 
 class Spooler:
-    """Routes a client's enqueues: to Redis, or to the spool while it holds jobs (Redis
-    sees the spool's order) or when Redis cannot take them (`RedisUnavailableError`); the
-    call then returns the ids. A batch's rounds confirmed before one failed are not
-    spooled again; the failed round's writes carry ``CALL:n`` tokens, so their replay skips
-    what the call wrote. `wake` is called after jobs were spooled."""
+    """Routes a client's enqueues to Redis, or to the spool while it holds jobs or Redis
+    cannot take them."""
 
     def __init__(self, spool: Spool, clock: Clock, wake: Callable[[], None]) -> None:
         self.spool = spool
@@ -293,7 +262,6 @@ class Spooler:
         self._wake = wake
 
     def write(self, topic: str, writes: list[JobWrite], place: Place) -> Op[list[str]]:
-        """Send `writes` with `place`, or spool them; returns their ids."""
         ids = [w.id for w in writes]
         if self.spool.depth:
             self._spool(topic, writes, None)
@@ -317,12 +285,8 @@ class Spooler:
 
 
 class Drain:
-    """The replay, one bounded sans-I/O step at a time: the oldest rows (``batch_size``
-    jobs, `STEP_BYTES`), one ``enqueue.lua`` call per shard in replay mode, each job with
-    its row's token; rows are deleted once Redis confirmed their call, so a lost reply
-    replays tokens the shard recorded and writes nothing twice. A call refused for good
-    moves its rows to ``rejected`` (an ERROR); a duplicate id is dropped (a warning).
-    `clock` is the producer's wall clock, which spooled due times are measured on."""
+    """The replay, one bounded sans-I/O step at a time; rows go once Redis confirmed them,
+    and the row tokens make a repeated step write nothing twice."""
 
     def __init__(self, spool: Spool, producer: Producer, breaker: Breaker, clock: Clock) -> None:
         self.spool = spool
@@ -331,18 +295,15 @@ class Drain:
         self._clock = clock
         self._forget: dict[k.ShardKeys, list[str]] = {}
         self.last_error: str | None = None
-        """Why the last step failed, while they keep failing (`SpoolStats.last_error`)."""
 
     def pending(self) -> bool:
-        """Whether a step has anything to do."""
         return bool(self.spool.depth or self._forget)
 
     def stats(self) -> SpoolStats:
         return self.spool.stats(self._clock.now_ms(), self.last_error)
 
     def step(self) -> Op[int]:
-        """Replay the oldest rows; returns how many left the spool. Driven with
-        ``return_exceptions=True``; raises what kept some rows in the spool."""
+        """Replay the oldest rows; returns how many left the spool."""
         settings = self._producer.settings
         rows = self.spool.head(settings.batch_size, STEP_BYTES)
         groups: dict[k.ShardKeys, list[SpooledJob]] = {}
@@ -416,8 +377,7 @@ def _raising(op: Op[T]) -> Op[T]:
 
 
 class DrainService(Service):
-    """The drain's loop: it steps while the spool has something to replay, else waits for
-    `wake()`. Stopping leaves the rest in the file (a step cut off is safe to repeat)."""
+    """The drain's loop: steps while the spool has rows, else waits for `wake()`."""
 
     name = "spool_drain"
     title = "spool drain"
@@ -427,8 +387,7 @@ class DrainService(Service):
         self.drain = drain
         self._send = send
         self.begun = False
-        self.closing = False
-        """Set (from any thread) before the client cuts its connections: no step after."""
+        self.closing = False  # set before the client cuts its connections: no step after
 
     async def start(self) -> None:
         self.begun = True
@@ -453,15 +412,13 @@ class DrainService(Service):
         return super().failed(exc)
 
     async def close(self) -> None:
-        """Stop at once (a step under way is cancelled) and close the spool."""
         self.closing = True
         await self.stop(StopBudget(0))
         self.drain.spool.close()
 
 
 class DrainThread:
-    """`Client`'s drain: its `DrainService` on an event loop of its own, in a daemon
-    thread started at once; `send` may block (it runs on that loop only)."""
+    """`Client`'s drain: its `DrainService` on an event loop in a daemon thread."""
 
     def __init__(self, service: DrainService) -> None:
         self.service = service
@@ -487,8 +444,7 @@ class DrainThread:
             self._loop.call_soon_threadsafe(self.service.wake)
 
     def close(self, disconnect: Callable[[], None]) -> None:
-        """Stop the loop and close the spool; `disconnect` (called before and after) ends
-        a step waiting on Redis."""
+        """Stop the loop and close the spool; `disconnect` ends a step waiting on Redis."""
         self.service.closing = True
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._stop.set)
@@ -504,8 +460,7 @@ R = TypeVar("R", DrainThread, DrainService)
 def attach_spool(
     producer: Producer, breaker: Breaker, path: Path | None, runner: Callable[[Drain], R]
 ) -> R | None:
-    """Open the spool at `path` (None: no spool, returns None), route `producer`'s
-    enqueues through it, and return the drain's runner that `runner` makes."""
+    """Open the spool at `path`, route `producer`'s enqueues through it; returns the runner."""
     if path is None:
         return None
     clock = WallClock()
