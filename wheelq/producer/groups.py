@@ -13,7 +13,7 @@ from wheelq.errors import (
     InvalidArgumentError,
     int_in,
 )
-from wheelq.producer.operations import Op, Producer
+from wheelq.producer.operations import Op, Producer, ShardTotal
 from wheelq.store import groups as g
 from wheelq.store import ops
 from wheelq.store.scripts import GroupOutcome
@@ -44,13 +44,8 @@ class GroupStats:
     """Since its most recently active consumer last read (None: no consumers)."""
     shards: list[GroupShardStats]
 
-    @property
-    def in_flight(self) -> int:
-        return sum(s.in_flight for s in self.shards)
-
-    @property
-    def ready(self) -> int:
-        return sum(s.ready for s in self.shards)
+    in_flight = ShardTotal()
+    ready = ShardTotal()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, due_spec
@@ -119,6 +119,24 @@ def as_unavailable(exc: Exception) -> Exception:
     return unavailable
 
 
+class ShardTotal:
+    """A read-only attribute: the sum of the same-named field over the owner's `shards`."""
+
+    __slots__ = ("field",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> int: ...
+    def __get__(self, obj: object, owner: type) -> Self | int:
+        if obj is None:
+            return self
+        return sum(getattr(s, self.field) for s in obj.shards)  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True, slots=True)
 class ShardStats:
     """One shard of `TopicStats`."""
@@ -144,25 +162,11 @@ class TopicStats:
     spool: SpoolStats | None = None
     """The client's spool (all its topics), None without one."""
 
-    @property
-    def pending(self) -> int:
-        return sum(s.pending for s in self.shards)
-
-    @property
-    def ready(self) -> int:
-        return sum(s.ready for s in self.shards)
-
-    @property
-    def in_flight(self) -> int:
-        return sum(s.in_flight for s in self.shards)
-
-    @property
-    def in_stream(self) -> int:
-        return sum(s.in_stream for s in self.shards)
-
-    @property
-    def dead(self) -> int:
-        return sum(s.dead for s in self.shards)
+    pending = ShardTotal()
+    ready = ShardTotal()
+    in_flight = ShardTotal()
+    in_stream = ShardTotal()
+    dead = ShardTotal()
 
 
 @dataclass(slots=True)
