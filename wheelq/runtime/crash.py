@@ -1,9 +1,5 @@
-"""Named crash points (`POINTS`) in the emit and ack paths, where a test or the chaos soak
-makes the process SIGKILL itself, as after kill -9 (docs/architecture.md, "Unknown outcomes").
-
-`point(name)` does nothing unless armed (one lookup on an empty dict, ~30 ns); only a
-test's or the soak's process arms points (`arm`, `arm_from_spec`).
-"""
+"""Named crash points where a test makes the process SIGKILL itself (docs/architecture.md,
+"Unknown outcomes")."""
 
 from __future__ import annotations
 
@@ -26,11 +22,7 @@ _armed: dict[str, int] = {}
 
 
 def arm(name: str, hits: int = 1) -> None:
-    """Kill this process with SIGKILL the `hits`-th time it passes `name`.
-
-    Raises:
-        InvalidArgumentError: `name` is not one of `POINTS`, or `hits` < 1.
-    """
+    """Kill this process with SIGKILL the `hits`-th time it passes `name` (one of `POINTS`)."""
     if name not in POINTS:
         raise InvalidArgumentError(
             "point", f"point must be one of {', '.join(POINTS)}, got {name!r}"
@@ -41,12 +33,7 @@ def arm(name: str, hits: int = 1) -> None:
 
 
 def arm_from_spec(spec: str) -> None:
-    """Arm every ``point:hits`` of a comma-separated `spec` (``hits`` defaults to 1).
-
-    Raises:
-        InvalidArgumentError: A malformed item, an unknown point or a bad count; nothing
-            is armed then.
-    """
+    """Arm every ``point:hits`` of comma-separated `spec`; nothing is armed if one is bad."""
     wanted: list[tuple[str, int]] = []
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, count = item.partition(":")

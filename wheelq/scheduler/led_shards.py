@@ -1,8 +1,4 @@
-"""A node's shared state: the shards it leads, its counters, and the context its parts share.
-
-Wheel entries are keyed by ``(lead.slot, job id)``; a slot number is never reused, so
-entries a lost lead left in the wheel are dropped when they expire.
-"""
+"""A node's shared state: the shards it leads, its counters, and the context its parts share."""
 
 from __future__ import annotations
 
@@ -46,9 +42,7 @@ class NodeMetrics:
         dues_ms: Sequence[int],
         result: EmitResult,
     ) -> None:
-        """Observe the lateness of the jobs one wheel emit call fired. The reply names the ids it
-        did not fire but not those it skipped, so the first ``emitted`` of the others are taken:
-        the count is exact, a lateness may belong to a neighbour due in the same round."""
+        """Observe the lateness of the jobs one wheel emit call fired."""
         hist = self.lateness(topic)
         if result.emitted == len(ids):
             hist.observe_since(sent_ms, dues_ms)
@@ -81,8 +75,7 @@ class Lead:
     active: bool = True
     emitted: int = 0
     throttled: bool = False
-    """Due jobs were held back by the topic's max_ready: the preloader sweeps every due job
-    (not only overdue ones) at a short interval until the stream has room again."""
+    """max_ready held jobs back: sweep every due job, often, until the stream has room."""
     shards: int = 1
     """The topic's shard count (its history byte budget is split evenly over them)."""
     planned_ms: int = 0
@@ -90,29 +83,24 @@ class Lead:
     last_round_ms: int = 0
     """When the preloader last went round this shard (Redis time, ms)."""
     followed: bool = False
-    """The wake listener's subscription to this shard's channel is confirmed: notes of jobs
-    written inside the horizon arrive by pub/sub, so the preloader may sleep until its
-    plan. Set by the wake listener."""
+    """The wake listener follows this shard: the preloader may sleep until its plan."""
     noted: bool = True
-    """Notes may wait in the inbox (a note arrived, or the shard was not followed): the
-    next round drains it."""
+    """Notes may wait in the inbox: the next round drains it."""
     overdue: bool = True
     """The last round saw a job the sweep should emit (and at first: the backlog)."""
 
 
 @dataclass(frozen=True, slots=True)
 class NodeEvent:
-    """What a node did, for logs, metrics and tests: kind is one of
-    ``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``, ``malformed``
-    (jobs dead-lettered because their envelope cannot be decoded), ``trimmed``."""
+    """What a node did (``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``,
+    ``malformed``, ``trimmed``)."""
 
     kind: str
     topic: str
     shard: int
     count: int = 0
     sent_ms: int | None = None
-    """For ``emitted``: the node's clock (Redis time, ms) when the emit call was sent. The
-    reply, and so the event, can come much later (a node paused with a call in flight)."""
+    """For ``emitted``: the node's clock (Redis time, ms) when the emit call was sent."""
 
 
 EventHook = Callable[[NodeEvent], None]

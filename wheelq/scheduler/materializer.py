@@ -1,7 +1,5 @@
-"""Writing recurring schedules' runs ahead of time, exactly once across nodes and restarts:
-claim a fencing epoch (`schedule_claim.lua`, `schedule_fence.lua`), write the runs due
-within ``window_ms`` as jobs (`materialize.lua`, which skips what is already written), then
-record the progress (`schedule_advance.lua`) (docs/architecture.md, "Schedules")."""
+"""Writing recurring schedules' runs ahead of time, once across nodes (docs/architecture.md,
+"Schedules")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The wheel driver: sleeps until the next due bucket, then fires what expired with one fenced
-`emit_due` call per shard and batch, in one pipeline. A round whose reply did not come
-goes back in the wheel (the script emits only what is still pending); a shard whose emit
-is refused is retried after the backoff pause while the others fire on time."""
+"""The wheel driver: sleeps until the next due bucket, then fires it with fenced `emit_due`
+calls."""
 
 from __future__ import annotations
 
@@ -54,9 +52,7 @@ class WheelDriver(NodePart):
             self.wake()
 
     async def step(self) -> float | None:
-        """Emit what is due; returns the wait until the next bucket (None: the wheel is
-        empty). A round that fails on the connection raises: the base pauses with backoff
-        (new jobs do not cut the pause short), and the sweep re-emits that round's jobs."""
+        """Emit what is due; returns the wait until the next bucket (None: the wheel is empty)."""
         now_ms = self.clock.now_ms()
         next_ms = self.wheel.next_expiry_ms()
         if next_ms is None or next_ms > now_ms:
@@ -137,8 +133,7 @@ class WheelDriver(NodePart):
             raise outage
 
     def _again(self, targets: list[tuple[Lead, list[str], list[int]]]) -> None:
-        """Put a round whose reply did not come back in the wheel at its due times; sending it
-        again is safe, the script emits only ids still pending."""
+        """Put an unanswered round back in the wheel (re-sending emits only pending ids)."""
         for lead, chunk, chunk_dues in targets:
             self.schedule(lead, list(zip(chunk, chunk_dues, strict=True)))
 
@@ -172,8 +167,7 @@ class WheelDriver(NodePart):
 
 
 def record_emit(ctx: NodeContext, lead: Lead, result: ops.EmitResult, sent_ms: int) -> None:
-    """Count what an emit call (wheel or sweep) sent at `sent_ms` did; log each job it could
-    not emit."""
+    """Count what an emit call sent at `sent_ms` did; log each job it could not emit."""
     lead.emitted += result.emitted
     if result.emitted:
         ctx.event("emitted", lead.keys, result.emitted, sent_ms)

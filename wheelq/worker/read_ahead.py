@@ -1,7 +1,4 @@
-"""How far a worker reads ahead of its slots: ``slots * horizon_ms / mean run time`` entries,
-at most `limit`, so fast handlers get large reads and slow ones hoard nothing
-(docs/architecture.md, "The life of a job"). Example, horizon 10 ms: 10 slots of 0.05-ms
-handlers give 2,000, capped at 1,000; of 200-ms handlers, 0.5, so none."""
+"""How far a worker reads ahead of its slots (docs/architecture.md, "The life of a job")."""
 
 from __future__ import annotations
 
@@ -14,13 +11,7 @@ _MIN_MEAN_MS = 0.001
 
 
 class ReadAhead:
-    """Entries to hold beyond `slots`: the ones the slots start within `horizon_ms`.
-
-    Args:
-        slots: The worker's concurrency.
-        horizon_ms: How far ahead to read, in time (0: never beyond the slots).
-        limit: Most entries beyond the slots.
-    """
+    """Entries to hold beyond `slots`: the ones the slots start within `horizon_ms`."""
 
     __slots__ = ("_horizon_ms", "_limit", "_slots", "extra", "mean_ms")
 

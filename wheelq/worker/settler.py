@@ -1,6 +1,4 @@
-"""Writing outcomes back (acks, retries, dead letters), batched into one round trip. Each
-settlement is fenced by XACK in its script, so sending one twice has no second effect;
-those that failed on a connection error are sent again with backoff."""
+"""Writing outcomes back (acks, retries, dead letters), batched into one round trip."""
 
 from __future__ import annotations
 
@@ -57,12 +55,7 @@ class _Queued:
 
 
 class Settler(Service):
-    """Writes the outcomes handlers asked for, batched; keeps them while Redis is away.
-
-    `ack`, `retry` and `dead` queue an outcome and wake the step, which sends all queued in
-    one round trip. A connection error requeues them and raises (the base pauses); a
-    settlement Redis refused is reported with `failed()` and counted in ``counts.dropped``.
-    """
+    """Writes the outcomes handlers asked for, batched; keeps them while Redis is away."""
 
     name = "settler"
 
@@ -108,10 +101,8 @@ class Settler(Service):
         error: str = "",
         counts: bool = True,
     ) -> None:
-        """Run `job` again after `delay_ms`, in this group only; `payload` as it was encoded;
-        `error` (the failed attempt's) goes to its history; `counts` False keeps the attempt
-        number (a deferral). The retry keeps the job's traceparent (every attempt is in the
-        trace it was enqueued in) and its callback."""
+        """Run `job` again after `delay_ms` in this group; `counts` False keeps the attempt (a
+        deferral)."""
         envelope = retry_envelope(job, payload, enqueued_ms, self._group, counts)
         item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
         self._queued.retries.append(item)
@@ -122,8 +113,7 @@ class Settler(Service):
         self.wake()
 
     async def step(self) -> float | None:
-        """Send what is queued; raises the connection error that kept some of it (the base
-        pauses with backoff, and new settlements do not cut the pause short)."""
+        """Send what is queued; raises the connection error that kept some of it."""
         if self._queued and (error := await self.flush()) is not None:
             raise error
         return 0.0 if self._queued else None
@@ -144,8 +134,7 @@ class Settler(Service):
                 raise error
 
     async def flush(self) -> BaseException | None:
-        """Send everything queued; returns the connection error that left some of it
-        queued (None: all sent)."""
+        """Send everything queued; returns the connection error that kept some (None: all sent)."""
         batch, self._queued = self._queued, _Queued()
         calls: list[tuple[str, Any, Call[Any]]] = []
         for shard, ids in batch.acks.items():
