@@ -11,8 +11,7 @@ from wheelq.store.executor import Call, Executor
 T = TypeVar("T")
 R = TypeVar("R")
 
-Waiting = tuple[T, "asyncio.Future[R]"]
-"""An item and the future its caller awaits."""
+Waiting = tuple[T, "asyncio.Future[R]"]  # An item and the future its caller awaits.
 
 
 class TurnBatch(Generic[T, R]):

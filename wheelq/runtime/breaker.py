@@ -25,8 +25,7 @@ class Breaker:
         self.open_until_ms: int | None = None
         """None: closed; else open until then, half-open after."""
         self.probing = False
-        self.failures = 0
-        """Failures in a row."""
+        self.failures = 0  # Failures in a row.
         self._last: BaseException | None = None
 
     @property

@@ -48,7 +48,6 @@ class ClockKeeper(Service):
         self._interval_ms = interval_ms
 
     async def sample(self) -> None:
-        """Read TIME once and give the clock the round trip."""
         before = self._clock.local_ms()
         (server_ms,) = await self._executor.run([nodes.server_time()])
         self._clock.add_sample(before, server_ms, self._clock.local_ms())
@@ -62,7 +61,6 @@ class ClockKeeper(Service):
 
 
 def monotonic_ms() -> float:
-    """The local monotonic clock in ms (arbitrary origin)."""
     return time.monotonic_ns() / 1e6
 
 

@@ -17,8 +17,7 @@ POINTS = (
     "ack.after_reply",
 )
 
-_armed: dict[str, int] = {}
-"""Point -> passes left before the kill (the empty dict is the fast path)."""
+_armed: dict[str, int] = {}  # Point -> passes left (empty: the fast path).
 
 
 def arm(name: str, hits: int = 1) -> None:

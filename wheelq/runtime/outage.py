@@ -114,7 +114,6 @@ class Backoff:
         self.failures = 0
 
     def next_s(self) -> float:
-        """The pause after one more failure."""
         self.failures += 1
         return self._policy.backoff_ms(self.failures, random.random()) / 1000
 
@@ -140,8 +139,7 @@ class Outage:
         self._since = 0.0
         self._reminded: float | None = None
         """When the outage was last logged; None: not logged (no outage, or a blip)."""
-        self.failures = 0
-        """Failed tries since Redis was last reached."""
+        self.failures = 0  # Failed tries since Redis was last reached.
 
     def failed(self, exc: BaseException, at_least_s: float = 0.0) -> float:
         """Note a failed try; returns how long to pause (at least `at_least_s`)."""
@@ -215,15 +213,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MIN_REDIS = (7, 0)
-"""The oldest server a role starts on: its scripts use SPUBLISH (Redis 7.0, Valkey 7.2)."""
+MIN_REDIS = (7, 0)  # Its scripts use SPUBLISH (Redis 7.0, Valkey 7.2).
 
-MIN_PING_WAIT_S = 1.0
-"""start(): each PING may take this long even when less of start_timeout_ms is left."""
-CUT_S = 0.25
-"""A stop's budget after a second signal: a last chance for calls that answer at once."""
-CLOSE_S = 1.0
-"""Longest wait for a client's connections to close at the end of a stop."""
+MIN_PING_WAIT_S = 1.0  # Each start PING may take this long, whatever is left.
+CUT_S = 0.25  # A stop's budget after a second signal: a last chance for calls that answer at once.
+CLOSE_S = 1.0  # Longest wait for a client's connections to close at the end of a stop.
 
 
 class StartGate:

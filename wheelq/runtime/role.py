@@ -21,7 +21,6 @@ Connection = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | AsyncExe
 
 
 def executor_of(connection: Connection) -> AsyncExecutor:
-    """The executor a role sends its calls through."""
     if isinstance(connection, AsyncExecutor):
         return connection
     return AsyncExecutor(connection)  # type: ignore[arg-type]
@@ -56,7 +55,6 @@ class Role(Lifecycle, Generic[R]):
 
     @property
     def cluster(self) -> bool:
-        """Whether the server is a Redis Cluster (known once started)."""
         return self._executor.cluster
 
     async def stop(self) -> R:

@@ -50,10 +50,8 @@ class PartStopped:
 class Service(Lifecycle):
     """Base class of a part: subclasses implement `step()`."""
 
-    name = "service"
-    """Short name, the key of this part in ``status()["parts"]``."""
-    title = "service"
-    """How log lines name the part ("worker claim keeper of emails")."""
+    name = "service"  # Key in ``status()["parts"]``.
+    title = "service"  # Name in log lines.
 
     def __init__(
         self,
@@ -81,8 +79,7 @@ class Service(Lifecycle):
         """A `wake()` came while no `sleep` was under way: the next one returns at once."""
         self._reported = False
         """Set by `failed()`: a step that reported a failure it caught does not reset the count."""
-        self.failures = 0
-        """Failed steps since the last one that returned."""
+        self.failures = 0  # Failed steps since the last one that returned.
         self.last_error: str | None = None
 
     @property

@@ -15,12 +15,10 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
-SYSTEM = "wheelq"
-"""``messaging.system`` of every span."""
+SYSTEM = "wheelq"  # ``messaging.system`` of every span.
 TRACER_NAME = "wheelq"
 
-RECHECK_S = 1.0
-"""How often `Tracing.active` looks for a global tracer provider set since."""
+RECHECK_S = 1.0  # How often `Tracing.active` looks for a global tracer provider set since.
 
 _UNLOADED: Any = object()
 _loaded: Tracing | None = _UNLOADED
@@ -70,11 +68,9 @@ class Tracing:
         return self._active
 
     def inject(self) -> str | None:
-        """The current span's context as a traceparent (None: no valid span)."""
         return _traceparent(self._trace.get_current_span().get_span_context())
 
     def traceparent(self, span: Span) -> str | None:
-        """`span`'s context as a traceparent (None: an invalid span)."""
         return _traceparent(span.get_span_context())
 
     def send(self, topic: str, parent: str | None) -> Span:
@@ -101,7 +97,6 @@ class Tracing:
         span.end()
 
     def failed(self, span: Span, error: BaseException) -> None:
-        """End a span whose operation raised `error`."""
         _record(self._trace, span, error)
         span.end()
 

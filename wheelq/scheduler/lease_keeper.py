@@ -32,7 +32,6 @@ def preference(node_id: str, shard_name: str) -> int:
 
 
 def rank(node_id: str, shards: Sequence[S], name: dict[S, str]) -> list[S]:
-    """`shards` ordered from most to least preferred by `node_id`."""
     return sorted(shards, key=lambda s: preference(node_id, name[s]), reverse=True)
 
 
@@ -60,11 +59,9 @@ class NodeSets:
         self._next_ms[topic] = min([*expiries, now_ms + self._refresh_ms])
 
     def live(self, topic: str) -> list[str]:
-        """The live nodes of `topic` as last read (empty before the first read)."""
         return self._live.get(topic, [])
 
     def forget(self, topics: Iterable[str]) -> None:
-        """Drop topics no longer served (read again if served again)."""
         for topic in topics:
             self._live.pop(topic, None)
             self._next_ms.pop(topic, None)

@@ -68,26 +68,17 @@ class Lead:
 
     keys: ShardKeys
     slot: int
-    acquired_ms: int
-    """Redis time at acquisition; everything due by then is backlog for the sweep."""
-    cursor_ms: int
-    """Jobs due up to here (exclusive of later) have been read into the wheel."""
+    acquired_ms: int  # Redis time at acquisition: due by then is backlog.
+    cursor_ms: int  # Jobs due before this were read into the wheel.
     active: bool = True
     emitted: int = 0
-    throttled: bool = False
-    """max_ready held jobs back: sweep every due job, often, until the stream has room."""
-    shards: int = 1
-    """The topic's shard count (its history byte budget is split evenly over them)."""
-    planned_ms: int = 0
-    """When the last read planned the next one (Redis time, ms; 0: at once)."""
-    last_round_ms: int = 0
-    """When the preloader last went round this shard (Redis time, ms)."""
-    followed: bool = False
-    """The wake listener follows this shard: the preloader may sleep until its plan."""
-    noted: bool = True
-    """Notes may wait in the inbox: the next round drains it."""
-    overdue: bool = True
-    """The last round saw a job the sweep should emit (and at first: the backlog)."""
+    throttled: bool = False  # Held back by max_ready: sweep often.
+    shards: int = 1  # The topic's shard count.
+    planned_ms: int = 0  # Next read planned (Redis ms; 0: now).
+    last_round_ms: int = 0  # Redis ms of the last round.
+    followed: bool = False  # Wake notes arrive by pub/sub.
+    noted: bool = True  # The inbox may hold notes.
+    overdue: bool = True  # A job to sweep was seen (or backlog).
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +90,7 @@ class NodeEvent:
     topic: str
     shard: int
     count: int = 0
-    sent_ms: int | None = None
-    """For ``emitted``: the node's clock (Redis time, ms) when the emit call was sent."""
+    sent_ms: int | None = None  # ``emitted``: Redis ms when sent.
 
 
 EventHook = Callable[[NodeEvent], None]
@@ -146,11 +136,9 @@ class NodeContext:
     clock: Clock
     leads: Leads
     settings: SchedulerSettings
-    lost: Callable[[Lead], None]
-    """Called when a service finds a lease gone: the node forgets the lead."""
+    lost: Callable[[Lead], None]  # A lease found gone: forget the lead.
     on_event: EventHook | None = None
     metrics: NodeMetrics = field(default_factory=NodeMetrics)
-    """Counted for `wheelq.metrics`: every event, and the fire lateness."""
 
     def event(self, kind: str, keys: ShardKeys, count: int = 0, sent_ms: int | None = None) -> None:
         self.metrics.record(kind, keys.topic, keys.shard, count)
@@ -159,8 +147,6 @@ class NodeContext:
 
 
 class NodePart(Service):
-    """A part of a scheduler node, run on the node's shared context."""
-
     def __init__(self, ctx: NodeContext, log: logging.Logger) -> None:
         super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
         self._ctx = ctx

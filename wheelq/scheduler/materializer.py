@@ -29,12 +29,9 @@ class Materializer(NodePart):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx, log)
-        self._epochs: dict[int, int] = {}
-        """Lead slot -> the epoch this node plans that shard with."""
-        self.written = 0
-        """Runs written as jobs."""
-        self.skipped = 0
-        """Missed runs not written, by their misfire policy."""
+        self._epochs: dict[int, int] = {}  # Lead slot -> the epoch this node plans that shard with.
+        self.written = 0  # Runs written as jobs.
+        self.skipped = 0  # Missed runs not written, by their misfire policy.
 
     async def step(self) -> float:
         await self.plan_once()

@@ -104,8 +104,7 @@ class WakeListener(Service):
 
 
 INBOX_BATCH = 1000
-THROTTLED_INTERVAL_MS = 20
-"""How often a shard held back by max_ready is swept while the stream is full."""
+THROTTLED_INTERVAL_MS = 20  # Sweep pace of a shard held back by max_ready.
 
 
 class Preloader(NodePart):

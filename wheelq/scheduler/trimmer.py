@@ -11,10 +11,8 @@ from wheelq.store import consume
 
 log = logging.getLogger(__name__)
 
-CONSUMER_IDLE_MS = 86_400_000
-"""Consumers holding nothing and idle for a day are forgotten (crashed workers' names)."""
-MAX_CALLS_PER_ROUND = 50
-"""Calls per shard per round: a huge backlog is trimmed over several rounds."""
+CONSUMER_IDLE_MS = 86_400_000  # Idle empty consumers are forgotten after this.
+MAX_CALLS_PER_ROUND = 50  # Per shard per round (a backlog takes rounds).
 
 
 class Trimmer(NodePart):

@@ -116,7 +116,6 @@ class TimingWheel(Generic[K]):
         return key in self._where
 
     def due_of(self, key: K) -> int | None:
-        """Return the due time in milliseconds of ``key``, or None if it is not held."""
         bucket = self._where.get(key)
         return None if bucket is None else bucket.items[key][0]
 

@@ -19,8 +19,7 @@ log = logging.getLogger(__name__)
 
 WheelKey = tuple[int, str]  # (lead slot, job id)
 
-FIRST_ROUND = 100
-"""Jobs of a burst sent ahead of the rest (see `WheelDriver._emit`)."""
+FIRST_ROUND = 100  # Jobs of a burst sent ahead of the rest (see `WheelDriver._emit`).
 
 
 class WheelDriver(NodePart):

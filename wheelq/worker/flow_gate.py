@@ -14,8 +14,7 @@ from wheelq.store import flow as calls
 from wheelq.store import ops
 from wheelq.store.executor import Executor
 
-ORDER_RETENTION_MS = 3 * 86_400_000
-"""Registrations in a key's order are dropped this long after they were due."""
+ORDER_RETENTION_MS = 3 * 86_400_000  # Key-order registrations go this long after due.
 GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}
 
 
@@ -40,8 +39,7 @@ class FlowGate:
         self.limits = bool(flow.rate or flow.key_rate or flow.key_concurrency)
         """Whether any job waits for a limit (else only ordered jobs go through the gate)."""
         self._shards: int | None = None
-        self.deferred = 0
-        """Jobs deferred by a limit or by their key's order."""
+        self.deferred = 0  # Jobs deferred by a limit or by their key's order.
 
     def key_of(self, job: Job) -> str | None:
         """The job's key: the flow's `key` function's (its errors are the handler's), else its

@@ -36,8 +36,7 @@ class _Run:
         self.started: float | None = None
         """`time.monotonic()` when a thread took it up (loop timers run on that clock)."""
         self.ended = False
-        self.ran_ms: float | None = None
-        """How long `fn` ran on its thread (None: it did not run)."""
+        self.ran_ms: float | None = None  # How long `fn` ran on its thread (None: it did not run).
         self.waiting = False
         """Its limit came due before it started: its thread arms the limit when it starts."""
         self.ran_over = False
@@ -72,8 +71,7 @@ class HandlerThreads:
         """Runs submitted whose outcome has not come back to the loop yet (loop only)."""
         self.ran: Callable[[float], None] | None = None
         """Told on the loop each run's own time on its thread (ms), for the read-ahead."""
-        self.threads = 0
-        """Live threads (changed under the lock)."""
+        self.threads = 0  # Live threads (changed under the lock).
         self.wedged = 0
         """Threads still running a job that ran over its limit (changed under the lock)."""
 
@@ -275,7 +273,6 @@ class HandlerRunner:
         return 0 if self._pool is None else self._pool.wedged
 
     def submit(self, job: Job) -> asyncio.Future[None]:
-        """A sync handler's run of `job`, queued to its threads."""
         assert self._pool is not None, "submit is for sync handlers"
         return self._pool.submit(job)
 
@@ -359,7 +356,6 @@ class HandlerRunner:
             self._call(job)
 
     def _call(self, job: Job) -> None:
-        """A sync handler's run, on its thread."""
         try:
             result = self.handler(job)
             if result is None:

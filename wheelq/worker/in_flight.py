@@ -75,10 +75,8 @@ class Held:
     """One held entry: its job, and its task once accepted (`started` once in a slot)."""
 
     job: Job
-    payload: bytes
-    """The payload as encoded, for a retry's envelope."""
-    task: asyncio.Future[None] | None = None
-    """Its task, or for a sync handler's run without a task, that run's future."""
+    payload: bytes  # As encoded, for a retry.
+    task: asyncio.Future[None] | None = None  # Or a taskless sync run's future.
     started: bool = False
 
 
@@ -107,10 +105,8 @@ class InFlightSet:
         self.gate = gate
         """Flow control (`wheelq.worker.flow_gate`): admits each job before it takes a slot."""
         self.held: dict[tuple[int, str], Held] = {}
-        self.room = asyncio.Event()
-        """Set whenever a slot frees up."""
-        self.closing = False
-        """Set on stop: nothing new starts, and free() is 0."""
+        self.room = asyncio.Event()  # Set whenever a slot frees up.
+        self.closing = False  # Set on stop: nothing new starts, and free() is 0.
         self._queue_to_threads = not runner.is_async
         """Sync handlers: read-ahead is queued to the threads too, saving a thread hop per job."""
         slots = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
@@ -118,19 +114,16 @@ class InFlightSet:
         self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
         if self._queue_to_threads:  # a slot's time there includes the queue: time the thread
             runner.time_runs(self.read_ahead.ran)
-        self._tasks = 0
-        """Entry tasks alive (running, waiting for the flow gate or a slot)."""
+        self._tasks = 0  # Entry tasks alive (running, waiting for the flow gate or a slot).
         self._backlog: deque[Held] = deque()
         """Held entries without a task yet, in the order they came."""
         self._timer = timer
         self._now_ms = clock.now_ms
         self.handled = 0
         self.failed = 0
-        self.deferred = 0
-        """Runs that raised `wheelq.Defer` (not counted in `failed`)."""
+        self.deferred = 0  # Runs that raised `wheelq.Defer` (not counted in `failed`).
         self.skipped = 0
-        self.timings = RunTimings()
-        """Handler start lateness and run times (`wheelq.metrics`)."""
+        self.timings = RunTimings()  # Handler start lateness and run times (`wheelq.metrics`).
 
     def free(self) -> int:
         """How many more entries to take (0 once closing; negative when over)."""
@@ -155,7 +148,6 @@ class InFlightSet:
         return self.running()
 
     def running(self) -> list[asyncio.Future[None]]:
-        """The tasks (or runs) of the entries whose handler has started."""
         return [h.task for h in self.held.values() if h.started and h.task is not None]
 
     def drop_waiting(self) -> dict[int, list[str]]:

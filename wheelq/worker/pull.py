@@ -35,8 +35,7 @@ from wheelq.worker.settler import ACKS_PER_CALL
 
 MAX_RECEIPTS = 10_000
 MAX_RECEIPT_CHARS = 2000
-MAC_BYTES = 16
-"""An HMAC-SHA256 truncated to 128 bits: forging one is a 2**-128 guess per try."""
+MAC_BYTES = 16  # An HMAC-SHA256 truncated to 128 bits: forging one is a 2**-128 guess per try.
 _ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 
@@ -77,7 +76,6 @@ class ReceiptSeal:
         return hmac.new(self._key, signed, hashlib.sha256).digest()[:MAC_BYTES]
 
     def issue(self, receipt: Receipt, topic: str, group: str) -> str:
-        """The receipt's text, sealed for `topic` and `group`."""
         fields: list[object] = [
             receipt.shard,
             receipt.entry_id,
@@ -132,7 +130,7 @@ class ReceiptSeal:
 
 
 _SETTLED = {1: None, 0: Outcome.SETTLED_BEFORE, -1: Outcome.STALE}
-"""A script's per-entry answer (`consume.ack_delivered`) as an outcome; None: as asked."""
+"""`ack_delivered` answer -> outcome (None: as asked)."""
 
 
 async def ack_receipts(
@@ -216,8 +214,7 @@ async def nack_receipts(
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
 CLUSTER_BLOCK_MS = 100
-MAX_BLOCK_MS = 2000
-"""The longest single blocking read on one server (well inside the socket timeout)."""
+MAX_BLOCK_MS = 2000  # One blocking read, well inside the socket timeout.
 FILL_ROUNDS = 4
 
 
@@ -293,7 +290,6 @@ class Puller:
         self._closing.set()
 
     async def aclose(self) -> None:
-        """`close()`, and close the blocking reads' connections."""
         self.close()
         await self._reads.aclose()
 
@@ -529,7 +525,6 @@ class Puller:
         return out
 
     def _receipt(self, topic: str, group: str, job: Job, pulled_ms: int, consumer: str) -> str:
-        """The sealed receipt of `job`'s delivery to `consumer` (its `deliveries` count)."""
         assert self._seal is not None  # pull() called seal() first
         receipt = Receipt(job.shard, job.entry_id, job.id, pulled_ms, consumer, job.deliveries)
         return self._seal.issue(receipt, topic, group)

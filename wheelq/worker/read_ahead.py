@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-READ_AHEAD_MAX = 1000
-"""Most entries held beyond the slots (one read's worth per shard at most: bounded calls)."""
+READ_AHEAD_MAX = 1000  # Most entries held beyond the slots.
 
 _WEIGHT = 1 / 8
-_MIN_MEAN_MS = 0.001
-"""A mean below 1 µs (or 0: below the timer's resolution) counts as 1 µs."""
+_MIN_MEAN_MS = 0.001  # A mean below 1 µs (or 0: below the timer's resolution) counts as 1 µs.
 
 
 class ReadAhead:
@@ -21,8 +19,7 @@ class ReadAhead:
         self._limit = limit
         self.mean_ms: float | None = None
         """Mean run time (exponential average), None before the first run."""
-        self.extra = 0
-        """Entries to hold beyond the slots now."""
+        self.extra = 0  # Entries to hold beyond the slots now.
 
     def ran(self, ms: float) -> None:
         """One run took `ms` (from its start in a slot to its end)."""

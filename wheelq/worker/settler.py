@@ -21,8 +21,7 @@ from wheelq.store.executor import Call, Executor
 log = logging.getLogger(__name__)
 
 ACKS_PER_CALL = 1000
-STOP_S = 2.0
-"""How long `stop()` tries to write what is queued when the worker gives no budget."""
+STOP_S = 2.0  # How long `stop()` tries to write what is queued when the worker gives no budget.
 
 
 @dataclass(slots=True)
@@ -88,7 +87,6 @@ class Settler(Service):
         self.wake()
 
     def done(self, job: Job, finished_ms: int, duration_ms: int) -> None:
-        """Ack `job`'s entry and record the success in its history."""
         self._queued.done[job.shard].append((job.entry_id, job.id, finished_ms, duration_ms))
         self.wake()
 

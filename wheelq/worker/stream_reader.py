@@ -27,8 +27,7 @@ PENDING_PAGE = 1000
 class Consumer:
     """Who a worker is in Redis, shared by its reader, claim keeper and membership."""
 
-    executor: Executor
-    """What its calls go through (`AsyncExecutor`; a scripted fake in unit tests)."""
+    executor: Executor  # `AsyncExecutor`, or a fake in unit tests.
     topic: str
     shards: Sequence[ShardKeys]
     group: str
@@ -89,8 +88,7 @@ class Membership:
         await me.executor.run(calls, return_exceptions=True)
 
 
-SHARED_BLOCK_MS = 100
-"""Longest block of a read while another reader of the worker has no slot to read with."""
+SHARED_BLOCK_MS = 100  # Block while another reader has no slot.
 
 
 class ReadSlots:
@@ -103,12 +101,9 @@ class ReadSlots:
         self._room = room
         self._shards = shards
         self._readers = readers
-        self.reserved = 0
-        """Slots taken by reads under way."""
-        self.reading = 0
-        """Reads under way."""
-        self.waiting = 0
-        """Readers waiting for a slot."""
+        self.reserved = 0  # Slots taken by reads under way.
+        self.reading = 0  # Reads under way.
+        self.waiting = 0  # Readers waiting for a slot.
 
     def take(self) -> int:
         """The COUNT of one read: a share of the free slots, at least one (0: none free)."""
@@ -133,7 +128,6 @@ class ReadSlots:
             self._room.set()
 
     async def wait(self) -> None:
-        """Wait until a slot frees up or a read gives slots back."""
         self.waiting += 1
         try:
             self._room.clear()
@@ -232,8 +226,7 @@ class ClaimKeeper(Service):
         self._free = free
         self._accept = accept
         self._cursors = {keys.shard: consume.ZERO_ID for keys in me.shards}
-        self.claiming = True
-        """Cleared when the worker stops taking new work; keep-alive goes on."""
+        self.claiming = True  # Cleared when the worker stops taking new work; keep-alive goes on.
         self.dead_lettered = 0
         self.taken_over = 0
         now_ms = clock.now_ms()

@@ -143,7 +143,6 @@ STARTS = {"earliest": "0", "now": "$"}
 
 
 NOT_STARTED = {"running": False, "failures": 0, "last_error": None}
-"""A part's status before `start()` made it."""
 
 
 class Worker(Role[WorkerStopReport]):
