@@ -1,6 +1,4 @@
-"""Settings of the client, the roles, callbacks and the HTTP service: frozen, validated. Each
-field's range is in its annotation (`setting_ranges`); `from_kwargs` builds them from
-``from_url(url, **settings)``."""
+"""Settings: frozen, each field's `Range` in its annotation, built by `from_kwargs`."""
 
 from __future__ import annotations
 
@@ -19,11 +17,7 @@ class Range:
     high: int
 
     def check(self, name: str, value: object) -> None:
-        """Accept an int (not a bool) in [low, high]; `name` is the field or where it came from.
-
-        Raises:
-            InvalidArgumentError: ``<name> must be an int in [low, high], got <value>``.
-        """
+        """Accept an int (not a bool) in [low, high]; else `InvalidArgumentError` on `name`."""
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(name, value)
         if not self.low <= value <= self.high:
@@ -40,8 +34,7 @@ _RANGES: dict[type, Mapping[str, Range]] = {}  # read once per class: annotation
 
 
 def setting_ranges(cls: type) -> Mapping[str, Range]:
-    """Each field of settings class `cls`, in order, with its `Range` (TypeError if one has
-    none)."""
+    """Each field of `cls`, in order, with its `Range` (TypeError if one has none)."""
     if cls in _RANGES:
         return _RANGES[cls]
     hints = get_type_hints(cls, include_extras=True)
@@ -89,19 +82,15 @@ class ClientSettings(_Validated):
     batch_size: Annotated[int, Range(1, 10_000)] = 500
     """Jobs per script call in `enqueue_many` (bounds how long one call holds Redis)."""
     breaker_open_ms: Annotated[int, Range(0, 600_000)] = 1000
-    """After a call fails for want of a connection, every call fails fast (or is spooled) this
-    long; then one probe. 0: no breaker."""
+    """After a connection failure, calls fail fast (or spool) this long, then probe. 0: off."""
     spool_record_ms: Annotated[int, Range(60_000, 30 * 86_400_000)] = 86_400_000
     """How long a shard remembers an applied spooled write, so a replay writes no job twice."""
     spool_call_record_ms: Annotated[int, Range(0, 86_400_000)] = 300_000
-    """With a spool: how long a shard remembers each direct enqueue call it applied (~90 bytes a
-    call). 0: not recorded (such a job can fire twice)."""
+    """With a spool: how long a direct enqueue call is remembered. 0: not (it can fire twice)."""
     ack_replicas: Annotated[int, Range(0, 100)] = 1
-    """Replicas that must confirm a write with ``ack="replicated"`` (WAIT, at least 1) or
-    ``ack="persisted"`` (WAITAOF; 0: the primary's disk only)."""
+    """Replicas confirming ``ack="replicated"`` (min 1) or ``"persisted"`` (0: primary only)."""
     ack_timeout_ms: Annotated[int, Range(1, 600_000)] = 2000
-    """How long a write with ``ack="replicated"`` or ``"persisted"`` waits before
-    `DurabilityError` (2 s: WAITAOF waits for the next fsync)."""
+    """How long an acked write waits for its confirmations before `DurabilityError`."""
 
 
 @dataclass(frozen=True)
@@ -109,11 +98,9 @@ class RoleSettings(_Validated):
     """The settings a scheduler node and a worker share (after the role's own fields)."""
 
     start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long `start()` retries a Redis not up yet before `RedisUnavailableError`. 0: fail at
-    once."""
+    """How long `start()` retries a Redis not up yet. 0: fail at once."""
     stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
-    """How long `stop()` may wait for Redis (after the grace); the rest is left to expire. 0: do
-    not wait."""
+    """How long `stop()` may wait for Redis after the grace. 0: do not wait."""
     failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
     """Longest pause of a part between failed steps (from 100 ms, doubling, with jitter)."""
 
@@ -127,8 +114,7 @@ class _SchedulerFields:
     window_ms: Annotated[int, Range(10, 3_600_000)] = 5000
     """Jobs due within this much of now are preloaded into the in-memory wheel."""
     preload_interval_ms: Annotated[int, Range(10, 600_000)] = 500
-    """How often a led shard's window is topped up while jobs are due in it or it is not
-    followed."""
+    """How often a busy or unfollowed led shard's window is topped up."""
     idle_preload_interval_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
     """Longest time between reads of a followed idle shard (at least preload_interval_ms)."""
     schedule_interval_ms: Annotated[int, Range(10, 600_000)] = 500
@@ -154,8 +140,7 @@ class _SchedulerFields:
     retention_ms: Annotated[int, Range(0, 365 * 86_400_000)] = 3 * 86_400_000
     """Acked ready-stream entries are trimmed once older than this; unacked ones never."""
     history_max_bytes: Annotated[int, Range(0, 1 << 40)] = 256 << 20
-    """Byte budget of each topic's history over its shards (0: none); over it the oldest acked
-    entries go early."""
+    """Byte budget of a topic's history (0: none); over it, the oldest acked go first."""
     trim_interval_ms: Annotated[int, Range(100, 86_400_000)] = 60_000
     """How often the leader of a shard trims its ready stream and history."""
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
@@ -214,8 +199,7 @@ class WorkerSettings(RoleSettings, _WorkerFields):
 
 @dataclass(frozen=True, slots=True)
 class CallbackSettings(_Validated):
-    """Callback delivery settings (`wheelq deliver`, `wheelq serve`); retries are the
-    `WorkerSettings`."""
+    """Callback delivery settings; retries are the `WorkerSettings`."""
 
     concurrency: Annotated[int, Range(1, 10_000)] = 256
     """Callbacks in flight at once over all hosts (the deliverer worker's concurrency)."""

@@ -1,5 +1,4 @@
-"""The circuit breaker, one for the producer's Redis calls and one per callback host
-(docs/architecture.md, "The producer spool and breaker")."""
+"""The circuit breaker (docs/architecture.md, "The producer spool and breaker")."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ class Breaker:
             return "probe"
 
     def record(self, probe: bool, ok: bool | None, cause: BaseException | None = None) -> None:
-        """How an admitted call went: True closes it, False counts a failure, None proves
-        nothing."""
+        """How an admitted call went: True closes, False counts a failure, None proves nothing."""
         if ok and not probe and self.open_until_ms is None and not self.failures:
             return  # closed and staying so: the common case, no lock
         with self._lock:
@@ -77,8 +75,7 @@ class Breaker:
         return 0 if until is None else max(0, until - self._clock.now_ms())
 
     def admit(self) -> bool:
-        """`check()` for a Redis call; True when it is the probe; `RedisUnavailableError` when
-        open."""
+        """`check()` for a Redis call; True when it is the probe."""
         verdict = self.check()
         if verdict in ("closed", "probe"):
             return verdict == "probe"

@@ -1,5 +1,4 @@
-"""Named crash points where a test makes the process SIGKILL itself (docs/architecture.md,
-"Unknown outcomes")."""
+"""Crash points a test arms (docs/architecture.md, "Unknown outcomes")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Living with a Redis that does not answer (docs/architecture.md, "Service lifecycle", invariant
-16)."""
+"""Living with an absent Redis (docs/architecture.md, "Service lifecycle", invariant 16)."""
 
 from __future__ import annotations
 
@@ -234,15 +233,7 @@ class StartGate:
         self.stopped = asyncio.Event()
 
     async def run(self, start: Callable[[], Awaitable[None]]) -> None:
-        """Wait for Redis, then `start()`; nothing if started already or aborted.
-
-        Raises:
-            RedisUnavailableError: Only transient errors for ``start_timeout_ms``; the
-                last one is its cause.
-            UnsupportedServerError: The server is older than `MIN_REDIS`.
-            InvalidArgumentError: A plain client was given for a cluster node.
-            redis.exceptions.RedisError: Any other error (wrong password, ...), at once.
-        """
+        """Wait for Redis, then `start()`; nothing if started already or aborted."""
         if self.started:
             return
         self.started = True

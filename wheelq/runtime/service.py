@@ -1,5 +1,4 @@
-"""The supervised base of every long-running part of a scheduler node or a worker
-(docs/architecture.md, "Service lifecycle")."""
+"""Supervised parts of a role (docs/architecture.md, "Service lifecycle")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""OpenTelemetry spans around enqueue and handlers, when installed (docs/architecture.md, "Roles
-and layers")."""
+"""OpenTelemetry spans (docs/architecture.md, "Roles and layers")."""
 
 from __future__ import annotations
 

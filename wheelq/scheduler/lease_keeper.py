@@ -1,5 +1,4 @@
-"""Which shards this node leads: its quota, its view of the node sets, its leases
-(docs/architecture.md, "Leases and failover")."""
+"""Which shards a node leads (docs/architecture.md, "Leases and failover")."""
 
 from __future__ import annotations
 

@@ -83,8 +83,7 @@ class Lead:
 
 @dataclass(frozen=True, slots=True)
 class NodeEvent:
-    """What a node did (``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``,
-    ``malformed``, ``trimmed``)."""
+    """What a node did: ``acquired``, ``lost``, ``emitted``, ``trimmed``, ..."""
 
     kind: str
     topic: str

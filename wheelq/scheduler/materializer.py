@@ -1,5 +1,4 @@
-"""Writing recurring schedules' runs ahead of time, once across nodes (docs/architecture.md,
-"Schedules")."""
+"""Writing schedules' runs ahead, once (docs/architecture.md, "Schedules")."""
 
 from __future__ import annotations
 

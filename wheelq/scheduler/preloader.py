@@ -1,5 +1,4 @@
-"""Getting near-due jobs into the wheel: the preloader, and the wake listener
-(docs/architecture.md, invariant 4)."""
+"""Preloader and wake listener (docs/architecture.md, invariant 4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A scheduler node: leads shards, preloads near-due jobs, fires them on time
-(docs/architecture.md, "Leases and failover")."""
+"""A scheduler node (docs/architecture.md, "Leases and failover")."""
 
 from __future__ import annotations
 
@@ -97,14 +96,11 @@ class Scheduler(Role[StopReport]):
         on_event: EventHook | None = None,
         **settings: Any,
     ) -> Self:
-        """A node for the Redis at `url`, leading shards of `topics`: one topic name, an iterable of
-        them, or None for all topics, including ones created later.
+        """A node for the Redis at `url`, leading `topics` (a name, names, or None: all).
 
         Raises:
             InvalidTopicError: A topic name is not valid.
-            InvalidArgumentError: `topics` is empty, or neither a str nor an iterable of
-                str; a setting is unknown or out of range; or `cluster` is not a bool or
-                None.
+            InvalidArgumentError: Bad `topics` or `cluster`, or a setting unknown or out of range.
         """
         node = cls(
             connect.async_executor(url, redis_options or {}, cluster),
@@ -124,12 +120,7 @@ class Scheduler(Role[StopReport]):
         self._wake.wake()
 
     async def start(self) -> None:
-        """Wait for Redis, sync the clock, check the server, and start every part.
-
-        Raises:
-            RedisUnavailableError: Redis was unreachable for all of ``start_timeout_ms``.
-            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
-        """
+        """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), start every part."""
         await self._start_through_gate(self._start)
 
     async def _start(self) -> None:

@@ -1,5 +1,4 @@
-"""Trimming the led shards' acked entries and histories (docs/architecture.md, invariant 5, and
-"Job history")."""
+"""Trimming led shards (docs/architecture.md, invariant 5, and "Job history")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The wheel driver: sleeps until the next due bucket, then fires it with fenced `emit_due`
-calls."""
+"""The wheel driver: sleeps until the next due bucket, then emits it."""
 
 from __future__ import annotations
 
@@ -69,9 +68,7 @@ class WheelDriver(NodePart):
         return 0.0
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
-        """Emit `expired` (sorted by due time) in two rounds: the earliest `FIRST_ROUND` first,
-        before the rest is even grouped (a 20,000-job burst takes ~15 ms of Python), then the
-        rest; if the first round's reply does not come, the rest goes back in the wheel too."""
+        """Emit `expired` in two rounds, the first `FIRST_ROUND` before the rest is grouped."""
         head, rest = expired[:FIRST_ROUND], expired[FIRST_ROUND:]
         try:
             await self._emit_round(head, now_ms)

@@ -42,8 +42,7 @@ class FlowGate:
         self.deferred = 0  # Jobs deferred by a limit or by their key's order.
 
     def key_of(self, job: Job) -> str | None:
-        """The job's key: the flow's `key` function's (its errors are the handler's), else its
-        own."""
+        """The job's key: the flow's `key` function's (errors are the handler's), else its own."""
         if self.flow.key is None:
             return job.key
         value = self.flow.key(job)

@@ -44,8 +44,7 @@ class _Run:
 
 
 class HandlerThreads:
-    """Runs `fn(arg)` on up to `count` threads (`limit` with wedged ones), each within
-    `timeout_s`."""
+    """Runs `fn(arg)` on up to `count` threads (`limit` with wedged ones)."""
 
     def __init__(
         self,

@@ -1,5 +1,4 @@
-"""Pull consumers (``pull``, ``ack``, ``nack`` of the HTTP API) and their receipts
-(docs/security.md, "Pull consumers")."""
+"""Pull consumers and receipts (docs/security.md, "Pull consumers")."""
 
 from __future__ import annotations
 
@@ -530,12 +529,8 @@ class Puller:
         return self._seal.issue(receipt, topic, group)
 
     async def ack(self, topic: str, group: str, receipts: Sequence[object]) -> list[Outcome]:
-        """Settle pulled jobs as handled: ``ACKED``, ``SETTLED_BEFORE`` or ``STALE`` each.
-
-        Raises:
-            InvalidArgumentError: A receipt no service of this deployment gave for this
-                topic and group (forged, altered; nothing is acked).
-        """
+        """Ack pulled jobs: ``ACKED``, ``SETTLED_BEFORE`` or ``STALE`` each; a foreign receipt
+        acks none."""
         parsed = (await self.seal()).open_all(receipts, topic, group)
         shards = await self.shards(topic)
         now = self._clock.now_ms()
@@ -547,11 +542,7 @@ class Puller:
         self, topic: str, group: str, receipts: Sequence[object], delay_ms: int | None = None
     ) -> list[Outcome]:
         """Retry after `delay_ms` (None: backoff) or dead-letter pulled jobs; each one's outcome.
-
-        Raises:
-            InvalidArgumentError: A receipt no service of this deployment gave for this
-                topic and group, or `delay_ms` not in [0, 30 days] (nothing is changed).
-        """
+        A foreign receipt or `delay_ms` outside [0, 30 days] changes none."""
         parsed = (await self.seal()).open_all(receipts, topic, group)
         if delay_ms is not None:
             int_in("delay_ms", delay_ms, 0, 30 * 86_400_000)

@@ -99,8 +99,7 @@ class Settler(Service):
         error: str = "",
         counts: bool = True,
     ) -> None:
-        """Run `job` again after `delay_ms` in this group; `counts` False keeps the attempt (a
-        deferral)."""
+        """Run `job` again after `delay_ms`; `counts` False keeps the attempt."""
         envelope = retry_envelope(job, payload, enqueued_ms, self._group, counts)
         item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
         self._queued.retries.append(item)

@@ -1,5 +1,4 @@
-"""How a worker consumer gets entries: membership, reads, claims (docs/architecture.md,
-invariants 1 and 14)."""
+"""Reads and claims (docs/architecture.md, invariants 1 and 14)."""
 
 from __future__ import annotations
 
@@ -286,12 +285,7 @@ class ClaimKeeper(Service):
         return kept
 
     async def take_over(self) -> int:
-        """Claim idle entries of other workers into free slots; returns how many.
-
-        Raises:
-            Exception: The first failure, once every other shard had its turn (a connection
-                error at once: the other shards would fail the same way).
-        """
+        """Claim idle entries into free slots; returns how many (raises the first failure last)."""
         claimed = 0
         refused: Exception | None = None
         for keys in self._me.shards:

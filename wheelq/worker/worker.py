@@ -194,8 +194,8 @@ class Worker(Role[WorkerStopReport]):
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.runner = HandlerRunner(
             handler,
-            timeout_ms=self.settings.handler_timeout_ms,
-            threads=self.settings.concurrency,
+            timeout_ms=s.handler_timeout_ms,
+            threads=s.concurrency,
             tracing=tracing.load(),
             group=group,
         )
@@ -207,10 +207,9 @@ class Worker(Role[WorkerStopReport]):
             self.topic,
             group,
             self.clock,
-            max_pause_ms=self.settings.failure_pause_max_ms,
+            max_pause_ms=s.failure_pause_max_ms,
             lane=stream,
         )
-        s = self.settings
         self._in_flight = InFlightSet(
             self.topic,
             group,
@@ -248,8 +247,7 @@ class Worker(Role[WorkerStopReport]):
         stream: str = READY,
         **settings: Any,
     ) -> Self:
-        """A worker for the Redis at `url`: one server, or any node of a Redis Cluster (`cluster`
-        None: found out at start; True or False: say so).
+        """A worker for the Redis at `url` (any node of a cluster; `cluster` None: found at start).
 
         Raises:
             InvalidArgumentError: A setting unknown or out of range, or `cluster` not a bool
@@ -279,13 +277,8 @@ class Worker(Role[WorkerStopReport]):
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Wait for Redis (up to ``start_timeout_ms``, ended by `stop()`: see `StartGate`), create
-        the topic and the group if missing, and start reading.
-
-        Raises:
-            RedisUnavailableError: Redis stayed unreachable for ``start_timeout_ms``.
-            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
-        """
+        """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), create the topic
+        and the group if missing, and start reading."""
         if self._gate.started:
             return
         self._in_flight.closing = False
@@ -349,8 +342,7 @@ class Worker(Role[WorkerStopReport]):
         )
 
     async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
-        """Stop taking work, let running handlers finish within the grace (default
-        `shutdown_grace_ms`), and hand every entry not finished on to other workers."""
+        """Stop: let handlers finish within the grace, hand the rest on; bounded, safe twice."""
         if not self._gate.started:
             return NOTHING_RAN
         if self._in_flight.closing:
