@@ -14,7 +14,7 @@ Verdict = Literal["closed", "probe", "open", "probing"]
 
 
 class Breaker:
-    """Closed, open or half-open; see the module docstring."""
+    """Opens after `failures_to_open` failures for `open_ms` (0: never), then one probe goes."""
 
     def __init__(self, open_ms: int, clock: Clock, failures_to_open: int = 1) -> None:
         self.open_ms = open_ms

@@ -175,7 +175,7 @@ class Service(Lifecycle):
                 wait_s = await self.step()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the part lives on: see the module docstring
+            except Exception as exc:  # the part lives on: logged, paused, retried
                 await self._pause(self.failed(exc))
                 wait_s = 0
             else:

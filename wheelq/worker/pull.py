@@ -244,7 +244,7 @@ class Pulled:
 
 
 class Puller:
-    """Pull, ack and nack for any topic and group (see the module docstring)."""
+    """Pull, ack and nack for any topic and group; `receipt_secret` empty: a key kept in Redis."""
 
     def __init__(
         self,

@@ -31,8 +31,7 @@ class Counts:
     acked: int = 0
     retried: int = 0
     dead_lettered: int = 0
-    dropped: int = 0
-    """Settlements Redis refused (not a connection error); their entries stay pending."""
+    dropped: int = 0  # Refused by Redis (not a connection error): the entries stay pending.
 
 
 @dataclass(slots=True)

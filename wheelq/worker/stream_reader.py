@@ -38,7 +38,7 @@ class Consumer:
 
 
 class Membership:
-    """Joins `me`'s group on every shard, hands entries on and leaves (see the module docstring)."""
+    """Joins `me`'s group on every shard, hands entries on and leaves ."""
 
     def __init__(self, me: Consumer) -> None:
         self.me = me
