@@ -47,7 +47,7 @@ class PartStopped:
 
 
 class Service(Lifecycle):
-    """Base class of a part: subclasses implement `step()`."""
+    """Base of a part: runs `step()` in a loop; one that raises is logged, counted, retried."""
 
     name = "service"  # Key in ``status()["parts"]``.
     title = "service"  # Name in log lines.
