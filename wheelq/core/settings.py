@@ -1,12 +1,4 @@
-"""Settings of the client, the scheduler node and the worker: frozen, documented, validated.
-
-Units are in the names. Each field declares its accepted range beside it, in its
-annotation (``lease_ttl_ms: Annotated[int, Range(500, 600_000)] = 5000``), and that
-is what validation reads (`setting_ranges`). `from_kwargs` is how
-``from_url(url, **settings)`` builds them, so an unknown or out-of-range setting fails
-at the call site. The CLI reads the same names from a TOML file (see
-``config/wheelq.toml``) and from ``WHEELQ_<SECTION>_<NAME>`` environment variables.
-"""
+"""Settings: frozen, each field's `Range` in its annotation, built by `from_kwargs`."""
 
 from __future__ import annotations
 
@@ -25,15 +17,7 @@ class Range:
     high: int
 
     def check(self, name: str, value: object) -> None:
-        """Accept an int (not a bool) in [low, high].
-
-        Args:
-            name: What to call the value in the error: the field, or where it came from
-                (an environment variable).
-
-        Raises:
-            InvalidArgumentError: ``<name> must be an int in [low, high], got <value>``.
-        """
+        """Accept an int (not a bool) in [low, high]; else `InvalidArgumentError` on `name`."""
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(name, value)
         if not self.low <= value <= self.high:
@@ -50,11 +34,7 @@ _RANGES: dict[type, Mapping[str, Range]] = {}  # read once per class: annotation
 
 
 def setting_ranges(cls: type) -> Mapping[str, Range]:
-    """Each field of the settings class `cls`, in order, with the `Range` in its annotation.
-
-    Raises:
-        TypeError: A field declares no `Range` (every setting must).
-    """
+    """Each field of `cls`, in order, with its `Range` (TypeError if one has none)."""
     if cls in _RANGES:
         return _RANGES[cls]
     hints = get_type_hints(cls, include_extras=True)
@@ -77,11 +57,7 @@ class _Validated:
 
     @classmethod
     def from_kwargs(cls, settings: Mapping[str, Any]) -> Self:
-        """Build from keyword settings, rejecting unknown names.
-
-        Raises:
-            InvalidArgumentError: An unknown name or a value out of range.
-        """
+        """Build from keyword settings; `InvalidArgumentError` on an unknown name or a bad value."""
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         unknown = sorted(set(settings) - known)
         if unknown:
@@ -106,42 +82,27 @@ class ClientSettings(_Validated):
     batch_size: Annotated[int, Range(1, 10_000)] = 500
     """Jobs per script call in `enqueue_many` (bounds how long one call holds Redis)."""
     breaker_open_ms: Annotated[int, Range(0, 600_000)] = 1000
-    """After a call fails for want of a connection, every call fails at once with
-    `RedisUnavailableError` (with a spool: enqueues are spooled) for this long; then one
-    probe is let through, and its success closes the breaker. 0: no breaker."""
+    """After a connection failure, calls fail fast (or spool) this long, then probe. 0: off."""
     spool_record_ms: Annotated[int, Range(60_000, 30 * 86_400_000)] = 86_400_000
-    """How long a shard remembers a spooled write it applied (1 day), so a replay of a batch
-    whose reply was lost writes no job twice; bounds what a client that died leaves."""
+    """How long a shard remembers an applied spooled write, so a replay writes no job twice."""
     spool_call_record_ms: Annotated[int, Range(0, 86_400_000)] = 300_000
-    """With a spool: how long a shard remembers each direct enqueue call it applied (5 min,
-    ~90 bytes a call), so a replay of a call whose reply was lost skips what it wrote.
-    0: not recorded (such a job can fire twice)."""
+    """With a spool: how long a direct enqueue call is remembered. 0: not (it can fire twice)."""
     ack_replicas: Annotated[int, Range(0, 100)] = 1
-    """Replicas that must confirm a write with ``ack="replicated"`` (WAIT, at least 1) or
-    ``ack="persisted"`` (WAITAOF; 0: the primary's disk only)."""
+    """Replicas confirming ``ack="replicated"`` (min 1) or ``"persisted"`` (0: primary only)."""
     ack_timeout_ms: Annotated[int, Range(1, 600_000)] = 2000
-    """How long a write with ``ack="replicated"`` or ``"persisted"`` waits for its
-    confirmations before it raises `DurabilityError`. WAITAOF with ``appendfsync
-    everysec`` waits for the next fsync, up to a second, hence 2 s."""
+    """How long an acked write waits for its confirmations before `DurabilityError`."""
 
 
 @dataclass(frozen=True)
 class RoleSettings(_Validated):
-    """The settings a scheduler node and a worker share. A role's settings class names it
-    first among its bases, so these fields come after the role's own."""
+    """The settings a scheduler node and a worker share (after the role's own fields)."""
 
     start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long `start()` waits for a Redis that is not up yet (refused, timed out, still
-    loading), retrying with backoff, before it raises `RedisUnavailableError`. 0: fail at
-    once. Other errors (wrong password, bad certificate) fail at once whatever this is."""
+    """How long `start()` retries a Redis not up yet. 0: fail at once."""
     stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
-    """How long `stop()` may wait for Redis (a worker: after its grace); past it, or once
-    Redis is unreachable, the rest is left to expire (leases after lease_ttl_ms, entries
-    after the visibility timeout). 0: do not wait for Redis at all."""
+    """How long `stop()` may wait for Redis after the grace. 0: do not wait."""
     failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
-    """Longest pause of a part (lease keeper, reader, ...) between tries after failed
-    steps: the first pause is 100 ms (or this, if less), doubling, with jitter. Each part
-    shows its failures in ``status()["parts"]``."""
+    """Longest pause of a part between failed steps (from 100 ms, doubling, with jitter)."""
 
 
 @dataclass(frozen=True)
@@ -153,23 +114,17 @@ class _SchedulerFields:
     window_ms: Annotated[int, Range(10, 3_600_000)] = 5000
     """Jobs due within this much of now are preloaded into the in-memory wheel."""
     preload_interval_ms: Annotated[int, Range(10, 600_000)] = 500
-    """How often each led shard's window is topped up (and its inbox drained) while jobs
-    are due within it, or while the wake listener does not follow the shard."""
+    """How often a busy or unfollowed led shard's window is topped up."""
     idle_preload_interval_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
-    """Longest time between two reads of a followed shard with nothing due within its
-    window (one script call per this); a pub/sub note lost meanwhile waits up to this long
-    in the inbox. Below preload_interval_ms it counts as preload_interval_ms."""
+    """Longest time between reads of a followed idle shard (at least preload_interval_ms)."""
     schedule_interval_ms: Annotated[int, Range(10, 600_000)] = 500
-    """How often the recurring schedules homed in led shards are planned: each run due
-    within window_ms is written as a job then (a new schedule's first run may wait this
-    long to be written)."""
+    """How often led shards' schedules write their runs due within window_ms as jobs."""
     preload_batch: Annotated[int, Range(1, 100_000)] = 250
     """Jobs read per preload call."""
     emit_batch: Annotated[int, Range(1, 10_000)] = 500
     """Job ids moved into the stream per emit call."""
     emit_batch_bytes: Annotated[int, Range(1, 1024 * 1024 * 1024)] = 1024 * 1024
-    """Envelope bytes moved per emit call (1 MiB); a job that does not fit goes in the next
-    call, right after (one per call goes even if larger)."""
+    """Envelope bytes moved per emit call (at least one job per call, however large)."""
     sweep_grace_ms: Annotated[int, Range(0, 600_000)] = 1000
     """The safety sweep emits jobs overdue by more than this that the wheel missed."""
     sweep_batch: Annotated[int, Range(1, 10_000)] = 200
@@ -177,20 +132,15 @@ class _SchedulerFields:
     tick_ms: Annotated[int, Range(1, 1000)] = 1
     """Resolution of the timing wheel."""
     wheel_size: Annotated[int, Range(2, 65_536)] = 8192
-    """Buckets per wheel level. Keep wheel_size x tick_ms >= window_ms, so no preloaded job
-    cascades from an overflow level (20k jobs/s: p99.9 lateness 16 ms at 512, 10 at 8192)."""
+    """Buckets per wheel level; keep wheel_size x tick_ms >= window_ms (no overflow cascades)."""
     check_interval_ms: Annotated[int, Range(10, 600_000)] = 250
-    """How often the node heartbeats, looks for new topics and nodes, and re-balances.
-    A dead node's shards are taken over within lease_ttl_ms + this (+ one preload)."""
+    """How often the node heartbeats, looks for new topics and nodes, and re-balances."""
     clock_sync_interval_ms: Annotated[int, Range(100, 3_600_000)] = 5000
     """How often the offset to the Redis clock is re-measured."""
     retention_ms: Annotated[int, Range(0, 365 * 86_400_000)] = 3 * 86_400_000
-    """Ready-stream entries every group has acked are trimmed once older than this (3 days);
-    an entry some group has not acked is never trimmed."""
+    """Acked ready-stream entries are trimmed once older than this; unacked ones never."""
     history_max_bytes: Annotated[int, Range(0, 1 << 40)] = 256 << 20
-    """Byte budget of each topic's history (acked entries, job history, cancellations, as
-    MEMORY USAGE counts them; 0: none), split over its shards; over it, the oldest acked
-    entries go before `retention_ms` (256 MiB: ~18 h of 1M jobs/day)."""
+    """Byte budget of a topic's history (0: none); over it, the oldest acked go first."""
     trim_interval_ms: Annotated[int, Range(100, 86_400_000)] = 60_000
     """How often the leader of a shard trims its ready stream and history."""
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
@@ -212,22 +162,17 @@ class _WorkerFields:
     """The worker's own settings (`WorkerSettings`)."""
 
     concurrency: Annotated[int, Range(1, 10_000)] = 10
-    """Handlers running at once (threads for sync handlers, started on demand; tasks for
-    async ones)."""
+    """Handlers running at once (threads for sync handlers, tasks for async ones)."""
     block_ms: Annotated[int, Range(10, 60_000)] = 2000
     """Longest wait of one blocking read (stop() does not wait for it)."""
     read_ahead_ms: Annotated[int, Range(0, 60_000)] = 10
-    """Besides the entries its handlers run, a worker holds as many as its slots start
-    within this long at their recent pace, at most 1,000 (`wheelq.worker.read_ahead`).
-    0: hold only as many as there are slots."""
+    """How long at their pace the slots' read-ahead lasts (at most 1,000 entries). 0: none."""
     visibility_timeout_ms: Annotated[int, Range(100, 86_400_000)] = 30_000
-    """An entry unacked and untouched this long is taken over by another worker; running
-    handlers keep their entries' claims alive (every third of this)."""
+    """An entry unacked and untouched this long is taken over by another worker."""
     claim_interval_ms: Annotated[int, Range(10, 600_000)] = 5000
     """How often a worker looks for entries to take over."""
     max_deliveries: Annotated[int, Range(1, 1000)] = 5
-    """An entry delivered more often than this (its workers died or stalled running it)
-    is dead-lettered instead of being run again."""
+    """An entry delivered more often than this is dead-lettered instead of run again."""
     retry_base_ms: Annotated[int, Range(0, 86_400_000)] = 1000
     """First retry delay; it doubles with each attempt."""
     retry_max_ms: Annotated[int, Range(0, 30 * 86_400_000)] = 3_600_000
@@ -235,9 +180,7 @@ class _WorkerFields:
     retry_jitter_pct: Annotated[int, Range(0, 100)] = 20
     """Each retry delay is shortened by a random 0 to this percent."""
     handler_timeout_ms: Annotated[int, Range(0, 86_400_000)] = 0
-    """A run longer than this, from when the handler starts, counts as failed (0: no limit).
-    An async handler is cancelled; a sync one runs on *wedged*, its result ignored, and a
-    new thread takes its place (at most 2 x concurrency threads in all)."""
+    """A run longer than this counts as failed (0: no limit); a sync one runs on, *wedged*."""
     shutdown_grace_ms: Annotated[int, Range(0, 3_600_000)] = 20_000
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: Annotated[int, Range(1, 1024)] = 4
@@ -246,8 +189,7 @@ class _WorkerFields:
 
 @dataclass(frozen=True, slots=True)
 class WorkerSettings(RoleSettings, _WorkerFields):
-    """Worker settings. The visibility timeout is the one to think about: a crashed
-    worker's jobs wait this long before another worker takes them over."""
+    """Worker settings; a crashed worker's jobs wait the visibility timeout to be taken over."""
 
     @property
     def keepalive_interval_ms(self) -> int:
@@ -257,30 +199,23 @@ class WorkerSettings(RoleSettings, _WorkerFields):
 
 @dataclass(frozen=True, slots=True)
 class CallbackSettings(_Validated):
-    """Callback delivery settings (`wheelq deliver`, and `wheelq serve` delivering). The
-    deliverer is a worker of group ``callbacks``: its retries, visibility timeout and
-    attempts are the `WorkerSettings`; these are the HTTP side's."""
+    """Callback delivery settings; retries are the `WorkerSettings`."""
 
     concurrency: Annotated[int, Range(1, 10_000)] = 256
     """Callbacks in flight at once over all hosts (the deliverer worker's concurrency)."""
     per_host_concurrency: Annotated[int, Range(1, 10_000)] = 32
-    """Callbacks in flight at once to one host (scheme, host, port). More wait while the
-    host would free a slot within half a second at its pace; past that a job is deferred
-    (no attempt counted), so a slow host takes at most twice this many slots."""
+    """Callbacks in flight at once to one host; past that, jobs wait briefly or are deferred."""
     breaker_failures: Annotated[int, Range(1, 10_000)] = 5
-    """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker;
-    while open, its jobs fail fast (each attempt counts)."""
+    """Consecutive failures (5xx, timeouts, connection errors) that open a host's breaker."""
     breaker_open_ms: Annotated[int, Range(10, 3_600_000)] = 10_000
-    """How long a breaker stays open before one job probes the host (half-open): success
-    closes it, failure opens it for this long again."""
+    """How long a breaker stays open before one job probes the host."""
     max_retry_after_ms: Annotated[int, Range(0, 86_400_000)] = 3_600_000
     """The longest ``Retry-After`` honoured (a 429 or 503 asking for more waits this)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ServeSettings(_Validated):
-    """HTTP service settings (`wheelq serve`). Pull consumers take their visibility
-    timeout, deliveries and retries from the `WorkerSettings`."""
+    """HTTP service settings (`wheelq serve`); pulls use the `WorkerSettings`."""
 
     port: Annotated[int, Range(0, 65535)] = 8080
     """TCP port (0: any free one)."""
@@ -291,25 +226,18 @@ class ServeSettings(_Validated):
     page_limit: Annotated[int, Range(1, 10_000)] = 100
     """Default page size of lists (topics, dead letters); a request may ask for up to 1000."""
     start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long the service waits for a Redis that is not up yet (refused, timed out,
-    still loading) before it exits, as a scheduler node or a worker does; it listens only
-    once Redis answers. 0: fail at once."""
+    """How long the service waits for a Redis not up yet before it exits. 0: fail at once."""
     header_timeout_ms: Annotated[int, Range(100, 600_000)] = 10_000
-    """How long a request's headers may take to arrive; past it the connection is closed
-    (uvicorn has no such deadline of its own)."""
+    """How long a request's headers may take to arrive before the connection is closed."""
     body_timeout_ms: Annotated[int, Range(100, 3_600_000)] = 30_000
-    """How long a request's body may take to arrive once its headers are in; past it the
-    connection is closed."""
+    """How long a request's body may take to arrive before the connection is closed."""
     keep_alive_timeout_ms: Annotated[int, Range(100, 600_000)] = 5000
     """How long an idle connection is kept open between requests."""
     max_connections: Annotated[int, Range(1, 1_000_000)] = 1000
     """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
     pull_connections: Annotated[int, Range(1, 1000)] = 32
-    """Redis connections pulls read new jobs on, a pool of their own, so long polls never
-    take the connections the rest of the service needs; a pull holds one while it waits
-    (on a cluster one per shard). On a cluster, at most ``max_connections`` per node (100)."""
+    """Redis connections of pulls' own pool (per node on a cluster): a waiting pull holds one."""
     max_groups_per_topic: Annotated[int, Range(1, 10_000)] = 64
     """Most consumer groups a topic may have: creating one more is refused (409)."""
     pull_creates_groups: Annotated[int, Range(0, 1)] = 0
-    """1: a pull with ``create: true`` creates its missing group (under
-    ``max_groups_per_topic``); 0: groups are made on purpose only, an unknown one is 404."""
+    """1: a pull with ``create: true`` creates its missing group; 0: an unknown group is 404."""

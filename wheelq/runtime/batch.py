@@ -1,8 +1,4 @@
-"""One loop turn's single calls, sent together: every item submitted in one turn of the event
-loop leaves at the end of that turn in one batch per key, and each caller awaits its own
-answer. No timer: a lone call leaves at once. Used by the HTTP enqueue (one `enqueue_many`
-per topic) and the worker's flow gate (one pipeline of small calls).
-"""
+"""Sends the calls made in one event-loop turn together, one batch per key."""
 
 from __future__ import annotations
 
@@ -15,18 +11,11 @@ from wheelq.store.executor import Call, Executor
 T = TypeVar("T")
 R = TypeVar("R")
 
-Waiting = tuple[T, "asyncio.Future[R]"]
-"""An item and the future its caller awaits."""
+Waiting = tuple[T, "asyncio.Future[R]"]  # An item and the future its caller awaits.
 
 
 class TurnBatch(Generic[T, R]):
-    """Gathers the items of one event-loop turn by key and sends each batch with `send`.
-
-    Args:
-        send: Answers every future of a batch (`key`, [(item, future)]); an error it raises
-            fails the futures it left unanswered. A cancelled caller's future is done already.
-        split: Cuts one key's items into batches (default: one batch).
-    """
+    """Gathers the items of one event-loop turn by key and sends each batch with `send`."""
 
     def __init__(
         self,
@@ -73,13 +62,7 @@ class TurnBatch(Generic[T, R]):
 
 
 class CallBatch(TurnBatch[Call[Any], Any]):
-    """Single Redis calls of one turn as one pipeline: one round trip and one pooled
-    connection per turn, however many tasks made them (a worker's flow gate makes one or two
-    per held job).
-
-    Args:
-        executor: Where the pipelines go.
-    """
+    """Single Redis calls of one turn as one pipeline: one round trip per turn."""
 
     def __init__(self, executor: Executor) -> None:
         super().__init__(self._pipeline)

@@ -1,17 +1,4 @@
-"""The circuit breaker, one for the producer's Redis calls and one per callback host.
-
-```
- closed ── failures_to_open failures in a row ──▶ open (open_ms)
-   ▲                                               │ then
-   │        the probe fails: open again ◀───── half-open: the next call goes
-   └──── the probe succeeds ◀──────────────────┘ through (the probe); others wait
-```
-
-`check()` says what a call may do and `record()` how an admitted one went; the clock is
-injected, so tests drive it with a `ManualClock`. Thread-safe: the sync client's threads
-share one. `admit()` and `report()` are the producer's face of it: Redis calls, where only
-a connection-level failure counts (docs/architecture.md, "The producer spool and breaker").
-"""
+"""The circuit breaker (docs/architecture.md, "The producer spool and breaker")."""
 
 from __future__ import annotations
 
@@ -27,13 +14,7 @@ Verdict = Literal["closed", "probe", "open", "probing"]
 
 
 class Breaker:
-    """Closed, open or half-open; see the module docstring.
-
-    Args:
-        open_ms: How long it stays open; 0: it never opens.
-        clock: Ms, monotonic.
-        failures_to_open: Failures in a row that open it (a probe's failure opens it at once).
-    """
+    """Opens after `failures_to_open` failures for `open_ms` (0: never), then one probe goes."""
 
     def __init__(self, open_ms: int, clock: Clock, failures_to_open: int = 1) -> None:
         self.open_ms = open_ms
@@ -43,8 +24,7 @@ class Breaker:
         self.open_until_ms: int | None = None
         """None: closed; else open until then, half-open after."""
         self.probing = False
-        self.failures = 0
-        """Failures in a row."""
+        self.failures = 0  # Failures in a row.
         self._last: BaseException | None = None
 
     @property
@@ -70,8 +50,7 @@ class Breaker:
             return "probe"
 
     def record(self, probe: bool, ok: bool | None, cause: BaseException | None = None) -> None:
-        """How an admitted call went: `ok` True closes it, False counts a failure (`cause`,
-        kept for the refusals' message), None proved nothing; `probe`: it was the probe."""
+        """How an admitted call went: True closes, False counts a failure, None proves nothing."""
         if ok and not probe and self.open_until_ms is None and not self.failures:
             return  # closed and staying so: the common case, no lock
         with self._lock:
@@ -96,12 +75,7 @@ class Breaker:
         return 0 if until is None else max(0, until - self._clock.now_ms())
 
     def admit(self) -> bool:
-        """`check()` for a Redis call; True when it is the probe (report it).
-
-        Raises:
-            RedisUnavailableError: Open, or half-open with the probe still out (reason
-                ``"breaker_open"``); the call must not be sent.
-        """
+        """`check()` for a Redis call; True when it is the probe."""
         verdict = self.check()
         if verdict in ("closed", "probe"):
             return verdict == "probe"
@@ -117,6 +91,5 @@ class Breaker:
         raise refused
 
     def report(self, probe: bool, failure: BaseException | None) -> None:
-        """How an admitted Redis call went: a connection-level `failure` opens the breaker,
-        any other outcome (a reply, even an error one) closes it."""
+        """A connection-level `failure` opens the breaker; any other outcome closes it."""
         self.record(probe, failure is None or not is_unreachable(failure), failure)

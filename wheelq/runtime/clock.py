@@ -1,6 +1,4 @@
-"""The production clocks (the only place wheelq reads the machine's clocks), and the
-`ClockKeeper` that keeps `RedisClock`'s offset to the server's ``TIME`` measured
-(docs/architecture.md, invariant 6)."""
+"""The production clocks, and `ClockKeeper` (docs/architecture.md, invariant 6)."""
 
 from __future__ import annotations
 
@@ -31,9 +29,7 @@ class SyncedClock(Protocol):
 
 
 class ClockKeeper(Service):
-    """Measures the offset to the Redis clock every `interval_ms` (docs/architecture.md,
-    invariant 6). A sample is timed on the local clock of the clock it corrects
-    (`SyncedClock.local_ms`), so a test's fake clock decides what each round trip took."""
+    """Measures the offset to the Redis clock every `interval_ms`."""
 
     name = "clock"
     title = "clock keeper"
@@ -52,7 +48,6 @@ class ClockKeeper(Service):
         self._interval_ms = interval_ms
 
     async def sample(self) -> None:
-        """Read TIME once and give the clock the round trip."""
         before = self._clock.local_ms()
         (server_ms,) = await self._executor.run([nodes.server_time()])
         self._clock.add_sample(before, server_ms, self._clock.local_ms())
@@ -66,7 +61,6 @@ class ClockKeeper(Service):
 
 
 def monotonic_ms() -> float:
-    """The local monotonic clock in ms (arbitrary origin)."""
     return time.monotonic_ns() / 1e6
 
 
@@ -76,8 +70,7 @@ def wall_ms() -> int:
 
 
 class RedisClock:
-    """Epoch ms on the Redis server's clock, read from the local monotonic clock (the local
-    wall clock until the first `add_sample`)."""
+    """Epoch ms on the Redis server's clock, read from the local monotonic clock."""
 
     def __init__(self) -> None:
         self._estimator = OffsetEstimator()
@@ -91,8 +84,7 @@ class RedisClock:
         return monotonic_ms() + offset
 
     def local_ms(self) -> float:
-        """The local clock this clock adds its offset to (monotonic, ms, arbitrary origin):
-        what the two ends of a round trip given to `add_sample` must be read from."""
+        """The local monotonic ms clock that `add_sample`'s round trips are read from."""
         return monotonic_ms()
 
     def add_sample(self, before_ms: float, server_ms: float, after_ms: float) -> None:
@@ -105,8 +97,7 @@ class RedisClock:
 
 
 class LocalClock:
-    """Epoch ms read from the local monotonic clock: monotone, it never steps with the wall
-    clock. A worker's parts time their intervals on it."""
+    """Epoch ms from the local monotonic clock: it never steps with the wall clock."""
 
     def __init__(self) -> None:
         self._offset_ms = wall_ms() - monotonic_ms()

@@ -1,9 +1,4 @@
-"""Named crash points (`POINTS`) in the emit and ack paths, where a test or the chaos soak
-makes the process SIGKILL itself, as after kill -9 (docs/architecture.md, "Unknown outcomes").
-
-`point(name)` does nothing unless armed (one lookup on an empty dict, ~30 ns); only a
-test's or the soak's process arms points (`arm`, `arm_from_spec`).
-"""
+"""Crash points a test arms (docs/architecture.md, "Unknown outcomes")."""
 
 from __future__ import annotations
 
@@ -21,16 +16,11 @@ POINTS = (
     "ack.after_reply",
 )
 
-_armed: dict[str, int] = {}
-"""Point -> passes left before the kill (the empty dict is the fast path)."""
+_armed: dict[str, int] = {}  # Point -> passes left (empty: the fast path).
 
 
 def arm(name: str, hits: int = 1) -> None:
-    """Kill this process with SIGKILL the `hits`-th time it passes `name`.
-
-    Raises:
-        InvalidArgumentError: `name` is not one of `POINTS`, or `hits` < 1.
-    """
+    """Kill this process with SIGKILL the `hits`-th time it passes `name` (one of `POINTS`)."""
     if name not in POINTS:
         raise InvalidArgumentError(
             "point", f"point must be one of {', '.join(POINTS)}, got {name!r}"
@@ -41,12 +31,7 @@ def arm(name: str, hits: int = 1) -> None:
 
 
 def arm_from_spec(spec: str) -> None:
-    """Arm every ``point:hits`` of a comma-separated `spec` (``hits`` defaults to 1).
-
-    Raises:
-        InvalidArgumentError: A malformed item, an unknown point or a bad count; nothing
-            is armed then.
-    """
+    """Arm every ``point:hits`` of comma-separated `spec`; nothing is armed if one is bad."""
     wanted: list[tuple[str, int]] = []
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, count = item.partition(":")

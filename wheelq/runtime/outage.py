@@ -1,7 +1,4 @@
-"""Living with a Redis that does not answer: which errors are transient, backoff, a log
-that speaks once per change (`Outage`), the wait for Redis at start (`StartGate`), and
-the budget that bounds a stop (`StopBudget`) (docs/architecture.md, "Service lifecycle"
-and invariant 16)."""
+"""Living with an absent Redis (docs/architecture.md, "Service lifecycle", invariant 16)."""
 
 from __future__ import annotations
 
@@ -59,9 +56,7 @@ _CLUSTER_MOVING = (
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True when `exc` says Redis is not there yet or not now (down, loading, unreachable, too
-    slow, a cluster moving a slot), so the same call may work later; False for bad
-    credentials or certificates and every refused command."""
+    """True when the same call may work later (Redis down, loading, slow, or moving a slot)."""
     return is_unreachable(exc) or isinstance(exc, _CLUSTER_MOVING)
 
 
@@ -93,9 +88,7 @@ _REFUSALS: tuple[tuple[type[Exception], str], ...] = (
 
 
 def unavailable_reason(exc: BaseException) -> str | None:
-    """Why `exc` says Redis cannot take calls now (None: it says something else): ``"loading"``
-    or ``"unreachable"`` (transient), or a refusal without running the command: ``"readonly"``,
-    ``"oom"``, ``"masterdown"``, ``"clusterdown"``, ``"tryagain"``."""
+    """Why `exc` says Redis cannot take calls now (``"unreachable"``, ``"oom"``, ...), or None."""
     if isinstance(exc, BusyLoadingError):
         return "loading"
     if is_unreachable(exc):
@@ -109,8 +102,7 @@ def unavailable_reason(exc: BaseException) -> str | None:
 
 
 class Backoff:
-    """Pauses between tries: `first_s` doubling to `cap_s`, each shortened by up to half
-    at random so many clients do not retry in step (the jobs' `RetryPolicy`, in seconds)."""
+    """Jittered pauses between tries, `first_s` doubling to `cap_s`."""
 
     def __init__(self, first_s: float = FIRST_PAUSE_S, cap_s: float = CAP_S) -> None:
         self.first_s = first_s
@@ -121,7 +113,6 @@ class Backoff:
         self.failures = 0
 
     def next_s(self) -> float:
-        """The pause after one more failure."""
         self.failures += 1
         return self._policy.backoff_ms(self.failures, random.random()) / 1000
 
@@ -130,9 +121,7 @@ class Backoff:
 
 
 class Outage:
-    """One part's view of Redis: pauses with backoff, logs once per state change (a single
-    failure the next try gets through is logged at DEBUG; two transient ones in a row are an
-    outage). `clock` is seconds, monotonic (tests pass a fake)."""
+    """One part's view of Redis: backoff, and one log line per state change."""
 
     def __init__(
         self,
@@ -149,8 +138,7 @@ class Outage:
         self._since = 0.0
         self._reminded: float | None = None
         """When the outage was last logged; None: not logged (no outage, or a blip)."""
-        self.failures = 0
-        """Failed tries since Redis was last reached."""
+        self.failures = 0  # Failed tries since Redis was last reached.
 
     def failed(self, exc: BaseException, at_least_s: float = 0.0) -> float:
         """Note a failed try; returns how long to pause (at least `at_least_s`)."""
@@ -196,8 +184,7 @@ class Outage:
 
 
 def address(connection: redis.asyncio.Redis) -> str:
-    """``host:port`` (or the socket path) a client connects to, for log lines; for a
-    cluster client, the node it started from."""
+    """``host:port`` (or socket path, or a cluster's startup node) of a client, for logs."""
     pool = getattr(connection, "connection_pool", None)
     if pool is None:
         startup = connection.nodes_manager.startup_nodes  # type: ignore[attr-defined]
@@ -225,22 +212,15 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MIN_REDIS = (7, 0)
-"""The oldest server a role starts on: its scripts use SPUBLISH (Redis 7.0, Valkey 7.2)."""
+MIN_REDIS = (7, 0)  # Its scripts use SPUBLISH (Redis 7.0, Valkey 7.2).
 
-MIN_PING_WAIT_S = 1.0
-"""start(): each PING may take this long even when less of start_timeout_ms is left."""
-CUT_S = 0.25
-"""What a stop's budget shrinks to on a second signal: a last chance for calls that
-answer at once (a healthy Redis), nothing for one that does not."""
-CLOSE_S = 1.0
-"""Longest wait for a client's connections to close at the end of a stop."""
+MIN_PING_WAIT_S = 1.0  # Each start PING may take this long, whatever is left.
+CUT_S = 0.25  # A stop's budget after a second signal: a last chance for calls that answer at once.
+CLOSE_S = 1.0  # Longest wait for a client's connections to close at the end of a stop.
 
 
 class StartGate:
-    """What a role's `start()` does first: PING with backoff until Redis answers (transient
-    errors only, up to `timeout_ms`; 0: one try), then resolve the executor (cluster or not)
-    and refuse a server older than `MIN_REDIS`. `abort()`, from `stop()`, ends the wait."""
+    """A role's start: PING until Redis answers, resolve the executor, check the version."""
 
     def __init__(self, executor: AsyncExecutor, timeout_ms: int, log: logging.Logger):
         self._executor = executor
@@ -249,21 +229,11 @@ class StartGate:
         self._aborted = asyncio.Event()
         self._ready: asyncio.Event | None = None
         self.started = False
-        """True from `run()` on; back to False when the start fails or is aborted, and
-        when the owner begins to stop."""
+        """True from `run()` until the start fails, is aborted, or the owner stops."""
         self.stopped = asyncio.Event()
 
     async def run(self, start: Callable[[], Awaitable[None]]) -> None:
-        """Wait for Redis, then `start()`; nothing if started already, and nothing more
-        when `abort()` ends the wait.
-
-        Raises:
-            RedisUnavailableError: Only transient errors for ``start_timeout_ms``; the
-                last one is its cause.
-            UnsupportedServerError: The server is older than `MIN_REDIS`.
-            InvalidArgumentError: A plain client was given for a cluster node.
-            redis.exceptions.RedisError: Any other error (wrong password, ...), at once.
-        """
+        """Wait for Redis, then `start()`; nothing if started already or aborted."""
         if self.started:
             return
         self.started = True
@@ -295,8 +265,7 @@ class StartGate:
             )
 
     async def abort(self) -> bool:
-        """End a wait for Redis under way at once, and wait for the start to end; returns
-        `started`."""
+        """End a wait for Redis at once, wait for the start to end; returns `started`."""
         self._aborted.set()
         if self._ready is not None:
             await self._ready.wait()
@@ -346,12 +315,7 @@ class StartGate:
 
 
 class StopBudget:
-    """How long a stop may still wait for Redis (``stop_timeout_ms``), shared by its steps.
-
-    Each `attempt` gets what is left; once one finds Redis unreachable or the budget spent,
-    the later ones are skipped (what they would have done times out in Redis by itself) and
-    listed in `undone`, with `problem` saying why. `cut()` (a second signal) shrinks the rest.
-    """
+    """How long a stop may still wait for Redis (``stop_timeout_ms``), shared by its steps."""
 
     def __init__(self, seconds: float) -> None:
         self._left_s = max(0.0, seconds)
@@ -389,8 +353,7 @@ class StopBudget:
         return future.done()
 
     async def attempt(self, what: str, step: Callable[[], Awaitable[T]], default: T) -> T:
-        """Run `step()` within the budget; on failure, time-out or skip, note `what` in
-        `undone` and return `default`."""
+        """Run `step()` within the budget; else note `what` in `undone` and return `default`."""
         if self.problem is not None:
             self.undone.append(what)
             return default
@@ -413,8 +376,7 @@ class StopBudget:
         return default
 
     def log_end(self, logger: logging.Logger, stopped: str, consequence: str) -> None:
-        """Log the end of a stop: INFO `stopped` when nothing was left undone; else a
-        WARNING that adds what was left undone, why, and its `consequence`."""
+        """INFO `stopped`, or a WARNING with what was left undone and its `consequence`."""
         if self.undone:
             logger.warning("%s; left undone: %s; %s", stopped, self.summary(), consequence)
         else:
@@ -428,8 +390,7 @@ class StopBudget:
 
 
 async def close(connection: redis.asyncio.Redis | AsyncExecutor) -> None:
-    """Close a client's (or an executor's clients') connections, waiting at most `CLOSE_S`
-    (the server may not answer)."""
+    """Close a client's connections, waiting at most `CLOSE_S`."""
     try:
         await asyncio.wait_for(connection.aclose(), CLOSE_S)
     except (TimeoutError, RedisError, OSError) as exc:

@@ -1,5 +1,4 @@
-"""`Role`, the shell a scheduler node and a worker share: one Redis client, the wait for
-Redis at start (`StartGate`), a stop within a `StopBudget`, and `run()`."""
+"""`Role`, the shell a scheduler node and a worker share."""
 
 from __future__ import annotations
 
@@ -18,20 +17,17 @@ from wheelq.store.executor import AsyncExecutor
 R = TypeVar("R")
 
 Connection = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster | AsyncExecutor
-"""What a role is given: a redis-py asyncio client, plain or cluster (``from_url`` gives the
-executor it made, which may switch to the cluster client when the role starts)."""
+"""A redis-py asyncio client, plain or cluster (or the executor ``from_url`` made)."""
 
 
 def executor_of(connection: Connection) -> AsyncExecutor:
-    """The executor a role sends its calls through."""
     if isinstance(connection, AsyncExecutor):
         return connection
     return AsyncExecutor(connection)  # type: ignore[arg-type]
 
 
 class Role(Lifecycle, Generic[R]):
-    """Base of `Scheduler` and `Worker`: `stop()` returns their report type `R`; the client
-    is closed by `stop()` only when `owns_connection` (``from_url`` made it)."""
+    """Base of `Scheduler` and `Worker`; closes the client on stop only if it made it."""
 
     def __init__(
         self,
@@ -49,8 +45,7 @@ class Role(Lifecycle, Generic[R]):
 
     @property
     def redis(self) -> redis.asyncio.Redis:
-        """The redis-py client the role's calls go through (the cluster client on a
-        cluster, once started)."""
+        """The redis-py client in use (the cluster client on a cluster, once started)."""
         return self._executor.client
 
     @property
@@ -60,15 +55,13 @@ class Role(Lifecycle, Generic[R]):
 
     @property
     def cluster(self) -> bool:
-        """Whether the server is a Redis Cluster (known once started)."""
         return self._executor.cluster
 
     async def stop(self) -> R:
         raise NotImplementedError
 
     async def _start_through_gate(self, start: Callable[[], Awaitable[None]]) -> None:
-        """`StartGate.run(start)`; when it fails, a role that owns its client closes it (and
-        the plain one a cluster client replaced): nothing is left open by a failed start."""
+        """`StartGate.run(start)`; a failed start closes what the role owns."""
         try:
             await self._gate.run(start)
         except BaseException:
@@ -82,8 +75,7 @@ class Role(Lifecycle, Generic[R]):
         return self._budget
 
     async def _stopped(self) -> None:
-        """The end of every stop, whatever happened: no connection outlives the role, and
-        `serve()` returns."""
+        """The end of every stop: no connection outlives the role, and `serve()` returns."""
         if self.owns_connection:
             await close(self._executor)
         self._gate.started = False
@@ -95,10 +87,7 @@ class Role(Lifecycle, Generic[R]):
         await self._gate.stopped.wait()
 
     def run(self) -> R:
-        """Run in the foreground until `stop()` or Ctrl-C, then stop gracefully (within
-        ``stop_timeout_ms``) and return the stop's report; after a Ctrl-C,
-        KeyboardInterrupt is raised once stopped. The library installs no signal
-        handlers: the `wheelq` commands also stop on SIGTERM."""
+        """Run until `stop()` or Ctrl-C, then stop gracefully; re-raises KeyboardInterrupt after."""
         return asyncio.run(self._serve_then_stop())
 
     async def _serve_then_stop(self) -> R:
@@ -112,7 +101,6 @@ class Role(Lifecycle, Generic[R]):
         return await self.stop()
 
     def hurry(self) -> None:
-        """Cut a stop under way short: whatever it still waits for Redis for, it waits no
-        longer than a moment."""
+        """Cut a stop under way short: wait for Redis no longer than a moment."""
         if self._budget is not None:
             self._budget.cut()

@@ -1,10 +1,4 @@
-"""The supervised base of every long-running part of a scheduler node or a worker.
-
-A part writes one `step()`; the loop here logs a failed step (`Outage`), counts it and
-tries again after a backoff pause up to ``failure_pause_max_ms``, so a part is never gone
-for good and `status()` shows a sick one. `stop()` wakes any `sleep`, within an optional
-`StopBudget` (docs/architecture.md, "Service lifecycle").
-"""
+"""Supervised parts of a role (docs/architecture.md, "Service lifecycle")."""
 
 from __future__ import annotations
 
@@ -21,8 +15,7 @@ DEFAULT_MAX_PAUSE_MS = 2000
 
 
 class Lifecycle:
-    """``async with`` written once: entering awaits `start()` (nothing by default), leaving
-    awaits `stop()` (a class that closes with ``aclose()`` sets ``stop = aclose``)."""
+    """``async with``: enter awaits `start()`, leave awaits `stop()`."""
 
     async def start(self) -> None:
         return None
@@ -45,8 +38,7 @@ class Lifecycle:
 
 @dataclass(frozen=True, slots=True)
 class PartStopped:
-    """What `Service.stop()` stopped: the part's `name`, whether it stopped `in_time` (else
-    its task was cancelled), and its `failures` and `last_error` (``"Type: message"``)."""
+    """What `Service.stop()` stopped: the part, whether in time, and its failures."""
 
     name: str
     in_time: bool
@@ -55,13 +47,10 @@ class PartStopped:
 
 
 class Service(Lifecycle):
-    """Base class of a part: subclasses implement `step()`. `clock` is monotone (tests pass
-    a `ManualClock`); `title` names the part in log lines (default: the class's)."""
+    """Base of a part: runs `step()` in a loop; one that raises is logged, counted, retried."""
 
-    name = "service"
-    """Short name, the key of this part in ``status()["parts"]``."""
-    title = "service"
-    """How log lines name the part ("worker claim keeper of emails")."""
+    name = "service"  # Key in ``status()["parts"]``.
+    title = "service"  # Name in log lines.
 
     def __init__(
         self,
@@ -89,8 +78,7 @@ class Service(Lifecycle):
         """A `wake()` came while no `sleep` was under way: the next one returns at once."""
         self._reported = False
         """Set by `failed()`: a step that reported a failure it caught does not reset the count."""
-        self.failures = 0
-        """Failed steps since the last one that returned."""
+        self.failures = 0  # Failed steps since the last one that returned.
         self.last_error: str | None = None
 
     @property
@@ -111,8 +99,7 @@ class Service(Lifecycle):
             self._task = asyncio.create_task(self._loop(), name=f"wheelq-{self.name}")
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
-        """Stop the task promptly and wait for it (within `budget`, then cancel it); safe to
-        call twice."""
+        """Stop the task and wait for it (within `budget`, then cancel it); safe twice."""
         self._stopping = True
         self._resolve_waiter()
         task = self._task
@@ -126,11 +113,7 @@ class Service(Lifecycle):
         return PartStopped(self.name, in_time, self.failures, self.last_error)
 
     async def step(self) -> float | None:
-        """One round of work; returns seconds until the next round (None: until `wake()`).
-
-        Raise to report a failure: the base logs and counts it and tries again after a
-        pause. Catch only what the step handles itself (a lost lease, a NOGROUP).
-        """
+        """One round of work; returns seconds until the next round (None: until `wake()`)."""
         raise NotImplementedError
 
     async def first_wait(self) -> float | None:
@@ -138,8 +121,7 @@ class Service(Lifecycle):
         return 0.0
 
     def wake(self) -> None:
-        """End the current `sleep` early (new work); a wake while a step runs ends the next
-        `sleep` at once instead. A pause after a failure goes on."""
+        """End the current `sleep` early, or the next one if a step is running."""
         if self._pausing:
             return
         if self._waiter is None:
@@ -166,17 +148,14 @@ class Service(Lifecycle):
             self._waiter = None
 
     def failed(self, exc: BaseException) -> float:
-        """Count and log a failure (a raising step, or one the step caught and reports
-        itself); returns the pause before the next try."""
+        """Count and log a failure; returns the pause before the next try."""
         self.failures += 1
         self._reported = True
         self.last_error = f"{type(exc).__name__}: {exc}"[:500]
         return self._outage.failed(exc)
 
     def still_failing(self) -> None:
-        """Keep the count through this step without counting it: the step did not try
-        again what failed (a shard refused earlier whose retry is not due yet), so its
-        returning is no sign that the failure is over."""
+        """Keep the failure count through a step that did not retry what failed."""
         self._reported = True
 
     def succeeded(self) -> None:
@@ -196,7 +175,7 @@ class Service(Lifecycle):
                 wait_s = await self.step()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the part lives on: see the module docstring
+            except Exception as exc:  # the part lives on: logged, paused, retried
                 await self._pause(self.failed(exc))
                 wait_s = 0
             else:

@@ -1,7 +1,4 @@
-"""OpenTelemetry spans around enqueue (``send <topic>``) and handlers (``process <topic>``),
-when the ``otel`` extra is installed and a tracer provider is set; otherwise a job costs
-one ``is None`` check (docs/architecture.md, "Roles and layers"). No scheduler span: a node fires
-jobs by the batch inside a Lua script."""
+"""OpenTelemetry spans (docs/architecture.md, "Roles and layers")."""
 
 from __future__ import annotations
 
@@ -17,20 +14,17 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
-SYSTEM = "wheelq"
-"""``messaging.system`` of every span."""
+SYSTEM = "wheelq"  # ``messaging.system`` of every span.
 TRACER_NAME = "wheelq"
 
-RECHECK_S = 1.0
-"""How often `Tracing.active` looks for a global tracer provider set since."""
+RECHECK_S = 1.0  # How often `Tracing.active` looks for a global tracer provider set since.
 
 _UNLOADED: Any = object()
 _loaded: Tracing | None = _UNLOADED
 
 
 def load() -> Tracing | None:
-    """The process's `Tracing`; None when ``opentelemetry-api`` is not installed. Imports
-    it on the first call only."""
+    """The process's `Tracing`; None when ``opentelemetry-api`` is not installed."""
     global _loaded  # noqa: PLW0603 (one import per process)
     if _loaded is _UNLOADED:
         try:
@@ -41,15 +35,13 @@ def load() -> Tracing | None:
 
 
 def inject() -> str | None:
-    """The current span's context as a W3C traceparent; None without ``opentelemetry-api``
-    or without a valid current span. What `enqueue` writes by default."""
+    """The current span's W3C traceparent, or None."""
     tracing = load()
     return None if tracing is None else tracing.inject()
 
 
 class Tracing:
-    """Opens wheelq's spans on the ``wheelq`` tracer of `provider` (None: the global one);
-    `ImportError` without ``opentelemetry-api``."""
+    """Opens spans on the ``wheelq`` tracer of `provider` (None: the global one)."""
 
     def __init__(self, provider: TracerProvider | None = None) -> None:
         from opentelemetry import context, trace  # noqa: PLC0415 (the optional extra)
@@ -64,9 +56,7 @@ class Tracing:
 
     @property
     def active(self) -> bool:
-        """Whether spans are recorded: a provider was given, or one has been set globally
-        (``set_tracer_provider``; looked up at most every `RECHECK_S`, since the lookup
-        reads the environment: one set later counts from then on)."""
+        """Whether spans are recorded (a global provider is looked up at most every `RECHECK_S`)."""
         if self._given:
             return True
         now = time.monotonic()
@@ -77,16 +67,13 @@ class Tracing:
         return self._active
 
     def inject(self) -> str | None:
-        """The current span's context as a traceparent (None: no valid span)."""
         return _traceparent(self._trace.get_current_span().get_span_context())
 
     def traceparent(self, span: Span) -> str | None:
-        """`span`'s context as a traceparent (None: an invalid span)."""
         return _traceparent(span.get_span_context())
 
     def send(self, topic: str, parent: str | None) -> Span:
-        """Start a ``send <topic>`` span, a child of `parent` (a valid traceparent) or else
-        of the current span; `sent` or `failed` ends it."""
+        """Start a ``send <topic>`` span under `parent` or the current span."""
         context = None if parent is None else self._remote(parent)[0]
         return self._tracer.start_span(
             f"send {topic}",
@@ -109,14 +96,12 @@ class Tracing:
         span.end()
 
     def failed(self, span: Span, error: BaseException) -> None:
-        """End a span whose operation raised `error`."""
         _record(self._trace, span, error)
         span.end()
 
     @contextmanager
     def process(self, job: Job, group: str) -> Iterator[None]:
-        """A ``process <topic>`` span around a handler's run of `job`, current inside the
-        ``with``; records what the handler raised."""
+        """A ``process <topic>`` span around a handler's run; records what it raised."""
         context, link = self._remote(job.traceparent)
         span = self._tracer.start_span(
             f"process {job.topic}",
@@ -148,8 +133,7 @@ class Tracing:
             span.end()
 
     def _remote(self, traceparent: str | None) -> tuple[Context, SpanContext | None]:
-        """The context whose current span is `traceparent`'s (remote) one, and that span
-        context; an empty context (a root span) and None when it is not a traceparent."""
+        """The remote context of `traceparent` and its span context; (empty, None) if invalid."""
         parsed = parse_traceparent(traceparent)
         if parsed is None:
             return self._context.Context(), None

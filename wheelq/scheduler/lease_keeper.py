@@ -1,11 +1,4 @@
-"""Which shards this node leads: its quota, its view of the node sets, its leases.
-
-Every node derives its quota from the same live-node set (shards split evenly, the
-remainder to the first ids) and ranks shards by rendezvous hash, so nodes rarely race
-for a free shard. Node sets are read again only when the membership counter moved, a
-held node's heartbeat expires, or ``lease_ttl_ms`` passed. Leases are taken with
-SET NX PX and renewed three times per TTL (docs/architecture.md, "Leases and failover").
-"""
+"""Which shards a node leads (docs/architecture.md, "Leases and failover")."""
 
 from __future__ import annotations
 
@@ -26,8 +19,7 @@ S = TypeVar("S")
 
 
 def quota(node_id: str, live_nodes: Iterable[str], total_shards: int) -> int:
-    """How many shards `node_id` should lead when `live_nodes` share `total_shards` (a node
-    counts itself in, so a lone starting node takes everything)."""
+    """Shards `node_id` should lead among `live_nodes` (it counts itself in)."""
     members = sorted(set(live_nodes) | {node_id})
     base, extra = divmod(total_shards, len(members))
     return base + (1 if members.index(node_id) < extra else 0)
@@ -39,13 +31,11 @@ def preference(node_id: str, shard_name: str) -> int:
 
 
 def rank(node_id: str, shards: Sequence[S], name: dict[S, str]) -> list[S]:
-    """`shards` ordered from most to least preferred by `node_id`."""
     return sorted(shards, key=lambda s: preference(node_id, name[s]), reverse=True)
 
 
 class NodeSets:
-    """The live nodes of each served topic, as last read, and when to read them again (at
-    most `refresh_ms` apart; this node's own expiry never asks for a read)."""
+    """The live nodes of each served topic, and when to read them again."""
 
     def __init__(self, node_id: str, refresh_ms: int) -> None:
         self._node_id = node_id
@@ -55,8 +45,7 @@ class NodeSets:
         self._version: int | None = None
 
     def to_read(self, topics: Iterable[str], now_ms: int, version: int | None) -> list[str]:
-        """The topics whose node set must be read now, given the membership counter (None:
-        unknown, every one)."""
+        """Topics whose node set must be read, given the membership counter (None: all)."""
         if version is None or version != self._version:
             self._version = version
             return list(topics)
@@ -69,11 +58,9 @@ class NodeSets:
         self._next_ms[topic] = min([*expiries, now_ms + self._refresh_ms])
 
     def live(self, topic: str) -> list[str]:
-        """The live nodes of `topic` as last read (empty before the first read)."""
         return self._live.get(topic, [])
 
     def forget(self, topics: Iterable[str]) -> None:
-        """Drop topics no longer served (read again if served again)."""
         for topic in topics:
             self._live.pop(topic, None)
             self._next_ms.pop(topic, None)
@@ -111,14 +98,12 @@ class LeaseKeeper(Service):
         self._next_beat_ms = 0.0
         self._sets = NodeSets(node_id, s.lease_ttl_ms)
         self._counter = True
-        """Use the membership counter; False when the server refuses it (an ACL user
-        limited to the topic's keys): then every node set is read every check."""
+        """Use the membership counter; False when an ACL refuses it (read every set each check)."""
         self._ifeq = True
         """Renew with SET ... IFEQ; False once the server refused it (then the script)."""
 
     async def step(self) -> float:
-        """Renew when due, then heartbeat and balance. While a step fails (Redis down),
-        emits stay fenced by the leases, and the next step that runs renews first."""
+        """Renew when due, then heartbeat and balance."""
         now_ms = self.clock.now_ms()
         try:
             if now_ms >= self._next_renew_ms:
@@ -202,8 +187,7 @@ class LeaseKeeper(Service):
     async def _read_sets(
         self, topics: list[tuple[str, int]], version: int | None, beat_now: bool
     ) -> None:
-        """Heartbeat when due (with the renewals, three times per TTL: an expiry a TTL ahead)
-        and read the node sets `NodeSets` says may have changed."""
+        """Heartbeat when due and read the node sets that may have changed."""
         now_ms = self._ctx.clock.now_ms()
         ttl = self._ctx.settings.lease_ttl_ms
         beat = beat_now or now_ms >= self._next_beat_ms
@@ -244,8 +228,7 @@ class LeaseKeeper(Service):
             await self._acquire(to_take)
 
     def _skip_invalid(self, registry: Registry) -> None:
-        """Log each served topic whose registry entry is invalid, once until it changes;
-        such a topic is not served (its shard count is unknown)."""
+        """Log each served topic with an invalid registry entry once; it is not served."""
         invalid = {
             topic: str(err)
             for topic, err in registry.invalid.items()
@@ -284,9 +267,7 @@ class LeaseKeeper(Service):
         await self._ctx.executor.run(calls, return_exceptions=True)
 
     async def release_all(self) -> int:
-        """Release every held lease and leave the node sets (graceful stop), in one round
-        trip; returns how many leases. The leads are forgotten here even if the call fails
-        (Redis unreachable): the leases then expire after lease_ttl_ms."""
+        """Release every lease and leave the node sets in one round trip; returns how many."""
         leads = self._ctx.leads.all()
         calls: list[Call[Any]] = [
             nodes.lease_release(lead.keys, self._ctx.leads.token) for lead in leads

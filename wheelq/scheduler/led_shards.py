@@ -1,8 +1,4 @@
-"""A node's shared state: the shards it leads, its counters, and the context its parts share.
-
-Wheel entries are keyed by ``(lead.slot, job id)``; a slot number is never reused, so
-entries a lost lead left in the wheel are dropped when they expire.
-"""
+"""A node's shared state: the shards it leads, its counters, and the context its parts share."""
 
 from __future__ import annotations
 
@@ -46,9 +42,7 @@ class NodeMetrics:
         dues_ms: Sequence[int],
         result: EmitResult,
     ) -> None:
-        """Observe the lateness of the jobs one wheel emit call fired. The reply names the ids it
-        did not fire but not those it skipped, so the first ``emitted`` of the others are taken:
-        the count is exact, a lateness may belong to a neighbour due in the same round."""
+        """Observe the lateness of the jobs one wheel emit call fired."""
         hist = self.lateness(topic)
         if result.emitted == len(ids):
             hist.observe_since(sent_ms, dues_ms)
@@ -74,45 +68,28 @@ class Lead:
 
     keys: ShardKeys
     slot: int
-    acquired_ms: int
-    """Redis time at acquisition; everything due by then is backlog for the sweep."""
-    cursor_ms: int
-    """Jobs due up to here (exclusive of later) have been read into the wheel."""
+    acquired_ms: int  # Redis time at acquisition: due by then is backlog.
+    cursor_ms: int  # Jobs due before this were read into the wheel.
     active: bool = True
     emitted: int = 0
-    throttled: bool = False
-    """Due jobs were held back by the topic's max_ready: the preloader sweeps every due job
-    (not only overdue ones) at a short interval until the stream has room again."""
-    shards: int = 1
-    """The topic's shard count (its history byte budget is split evenly over them)."""
-    planned_ms: int = 0
-    """When the last read planned the next one (Redis time, ms; 0: at once)."""
-    last_round_ms: int = 0
-    """When the preloader last went round this shard (Redis time, ms)."""
-    followed: bool = False
-    """The wake listener's subscription to this shard's channel is confirmed: notes of jobs
-    written inside the horizon arrive by pub/sub, so the preloader may sleep until its
-    plan. Set by the wake listener."""
-    noted: bool = True
-    """Notes may wait in the inbox (a note arrived, or the shard was not followed): the
-    next round drains it."""
-    overdue: bool = True
-    """The last round saw a job the sweep should emit (and at first: the backlog)."""
+    throttled: bool = False  # Held back by max_ready: sweep often.
+    shards: int = 1  # The topic's shard count.
+    planned_ms: int = 0  # Next read planned (Redis ms; 0: now).
+    last_round_ms: int = 0  # Redis ms of the last round.
+    followed: bool = False  # Wake notes arrive by pub/sub.
+    noted: bool = True  # The inbox may hold notes.
+    overdue: bool = True  # A job to sweep was seen (or backlog).
 
 
 @dataclass(frozen=True, slots=True)
 class NodeEvent:
-    """What a node did, for logs, metrics and tests: kind is one of
-    ``acquired``, ``released``, ``lost``, ``emitted``, ``orphans``, ``malformed``
-    (jobs dead-lettered because their envelope cannot be decoded), ``trimmed``."""
+    """What a node did: ``acquired``, ``lost``, ``emitted``, ``trimmed``, ..."""
 
     kind: str
     topic: str
     shard: int
     count: int = 0
-    sent_ms: int | None = None
-    """For ``emitted``: the node's clock (Redis time, ms) when the emit call was sent. The
-    reply, and so the event, can come much later (a node paused with a call in flight)."""
+    sent_ms: int | None = None  # ``emitted``: Redis ms when sent.
 
 
 EventHook = Callable[[NodeEvent], None]
@@ -158,11 +135,9 @@ class NodeContext:
     clock: Clock
     leads: Leads
     settings: SchedulerSettings
-    lost: Callable[[Lead], None]
-    """Called when a service finds a lease gone: the node forgets the lead."""
+    lost: Callable[[Lead], None]  # A lease found gone: forget the lead.
     on_event: EventHook | None = None
     metrics: NodeMetrics = field(default_factory=NodeMetrics)
-    """Counted for `wheelq.metrics`: every event, and the fire lateness."""
 
     def event(self, kind: str, keys: ShardKeys, count: int = 0, sent_ms: int | None = None) -> None:
         self.metrics.record(kind, keys.topic, keys.shard, count)
@@ -171,8 +146,6 @@ class NodeContext:
 
 
 class NodePart(Service):
-    """A part of a scheduler node, run on the node's shared context."""
-
     def __init__(self, ctx: NodeContext, log: logging.Logger) -> None:
         super().__init__(ctx.clock, log, max_pause_ms=ctx.settings.failure_pause_max_ms)
         self._ctx = ctx

@@ -1,7 +1,4 @@
-"""Writing recurring schedules' runs ahead of time, exactly once across nodes and restarts:
-claim a fencing epoch (`schedule_claim.lua`, `schedule_fence.lua`), write the runs due
-within ``window_ms`` as jobs (`materialize.lua`, which skips what is already written), then
-record the progress (`schedule_advance.lua`) (docs/architecture.md, "Schedules")."""
+"""Writing schedules' runs ahead, once (docs/architecture.md, "Schedules")."""
 
 from __future__ import annotations
 
@@ -31,12 +28,9 @@ class Materializer(NodePart):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx, log)
-        self._epochs: dict[int, int] = {}
-        """Lead slot -> the epoch this node plans that shard with."""
-        self.written = 0
-        """Runs written as jobs."""
-        self.skipped = 0
-        """Missed runs not written, by their misfire policy."""
+        self._epochs: dict[int, int] = {}  # Lead slot -> the epoch this node plans that shard with.
+        self.written = 0  # Runs written as jobs.
+        self.skipped = 0  # Missed runs not written, by their misfire policy.
 
     async def step(self) -> float:
         await self.plan_once()

@@ -1,12 +1,4 @@
-"""Getting near-due jobs into the wheel: the preloader, and the wake listener.
-
-The preloader goes round each led shard: drain its inbox, read the jobs due within
-``window_ms`` (`preload.lua`, which also plans the next read), and sweep overdue ones
-(a new leader's backlog, or what the wheel missed by ``sweep_grace_ms``). The wake
-listener puts jobs written inside a preloaded window into the wheel from pub/sub; a
-shard it follows may sleep until its planned read, the others go round every
-``preload_interval_ms`` (docs/architecture.md, invariant 4).
-"""
+"""Preloader and wake listener (docs/architecture.md, invariant 4)."""
 
 from __future__ import annotations
 
@@ -32,9 +24,7 @@ POLL_S = 0.1  # how soon a new subscription (or stop) takes effect
 
 
 class WakeListener(Service):
-    """Feeds pub/sub wake notes of led shards into the wheel. `on_follow` is called when shards
-    became followed or not, or got their first note since their inbox was drained (the
-    preloader then plans their rounds again)."""
+    """Feeds pub/sub wake notes of led shards into the wheel."""
 
     name = "wake"
     title = "wake listener"
@@ -89,8 +79,7 @@ class WakeListener(Service):
                     self._on_follow()
 
     def _follow(self, subscription: WakeSubscription) -> None:
-        """Mark the leads whose channel is confirmed as followed, the others not; a lead
-        just followed (or confirmed again) goes round at once."""
+        """Mark the leads whose channel is confirmed as followed; a new one goes round at once."""
         changed = False
         fresh, subscription.fresh = subscription.fresh, set()
         confirmed = subscription.confirmed
@@ -114,8 +103,7 @@ class WakeListener(Service):
 
 
 INBOX_BATCH = 1000
-THROTTLED_INTERVAL_MS = 20
-"""How often a shard held back by max_ready is swept while the stream is full."""
+THROTTLED_INTERVAL_MS = 20  # Sweep pace of a shard held back by max_ready.
 
 
 class Preloader(NodePart):
@@ -129,8 +117,7 @@ class Preloader(NodePart):
         self._driver = driver
 
     async def step(self) -> float | None:
-        """Rounds over the shards whose round is due, until none has more to read or sweep;
-        returns the wait until the next shard's round (None: no shard led)."""
+        """Run the due shards' rounds; returns the wait until the next (None: no shard led)."""
         now_ms = self._ctx.clock.now_ms()
         leads = [lead for lead in self._ctx.leads.all() if self._round_at(lead) <= now_ms]
         busy = await self.cycle(leads)
@@ -152,8 +139,7 @@ class Preloader(NodePart):
         return min(lead.planned_ms, lead.last_round_ms + self._ctx.settings.preload_interval_ms)
 
     async def cycle(self, leads: list[Lead]) -> list[Lead]:
-        """One round over `leads`, one round trip per shard so the wheel driver gets the loop
-        between shards; returns those that have more to read or sweep."""
+        """One round trip per shard of `leads`; returns those with more to read or sweep."""
         busy = []
         for lead in leads:
             if lead.active and not self.stopping and await self._round(lead):

@@ -1,6 +1,4 @@
-"""A scheduler node: leads shards, preloads near-due jobs, fires them on time. Any number
-of nodes can run against one Redis: leases decide who fires which shard, and the fenced
-emit script makes a deposed leader harmless (docs/architecture.md, "Leases and failover")."""
+"""A scheduler node (docs/architecture.md, "Leases and failover")."""
 
 from __future__ import annotations
 
@@ -35,9 +33,7 @@ CLOCK_SAMPLES_AT_START = 5
 
 @dataclass(frozen=True, slots=True)
 class StopReport:
-    """What a stop did and left undone. Nothing left undone is lost: preloaded jobs are
-    still in Redis and the shards' next leaders fire them; leases not released expire
-    after lease_ttl_ms, and then other nodes take the shards."""
+    """What a stop did and left undone."""
 
     released_leases: int
     unfired_preloaded: int
@@ -46,13 +42,8 @@ class StopReport:
 
 
 class Scheduler(Role[StopReport]):
-    """A scheduler node. `serve()` runs it until `stop()`; `run()` blocks (CLI).
-
-    A node made by `from_url` owns its connection and closes it on `stop()`;
-    one given a connection (a redis-py asyncio client, plain or cluster) leaves it open.
-    On a Redis Cluster it works unchanged: every call touches one shard's slot, and wake
-    notes come by sharded pub/sub from the node that owns each shard.
-    """
+    """A scheduler node: `serve()` runs it until `stop()`, `run()` blocks (CLI); one made by
+    `from_url` owns its connection and closes it on `stop()`."""
 
     def __init__(
         self,
@@ -105,17 +96,11 @@ class Scheduler(Role[StopReport]):
         on_event: EventHook | None = None,
         **settings: Any,
     ) -> Self:
-        """A node for the Redis at `url`, leading shards of `topics`: one topic name, an
-        iterable of them, or None for all topics, including ones created later.
-        `settings` are `SchedulerSettings` fields. `url` may name any node of a Redis
-        Cluster: with `cluster` None the node finds out when it starts (INFO cluster);
-        True or False says so.
+        """A node for the Redis at `url`, leading `topics` (a name, names, or None: all).
 
         Raises:
             InvalidTopicError: A topic name is not valid.
-            InvalidArgumentError: `topics` is empty, or neither a str nor an iterable of
-                str; a setting is unknown or out of range; or `cluster` is not a bool or
-                None.
+            InvalidArgumentError: Bad `topics` or `cluster`, or a setting unknown or out of range.
         """
         node = cls(
             connect.async_executor(url, redis_options or {}, cluster),
@@ -135,15 +120,7 @@ class Scheduler(Role[StopReport]):
         self._wake.wake()
 
     async def start(self) -> None:
-        """Wait for Redis, sync the clock, check the server, and start every part.
-
-        A Redis not up yet is waited for up to ``start_timeout_ms`` (see `StartGate`);
-        a `stop()` meanwhile makes `start()` return at once without starting anything.
-
-        Raises:
-            RedisUnavailableError: Redis was unreachable for all of ``start_timeout_ms``.
-            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
-        """
+        """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), start every part."""
         await self._start_through_gate(self._start)
 
     async def _start(self) -> None:
@@ -167,13 +144,8 @@ class Scheduler(Role[StopReport]):
         )
 
     async def stop(self) -> StopReport:
-        """Release every lease, stop every part, and report what was left undone.
-
-        Bounded even when Redis does not answer: it waits for Redis at most
-        ``stop_timeout_ms`` in all, and skips the rest once Redis is found unreachable
-        (the leases then expire by themselves). Called while `start()` waits for Redis,
-        it ends that wait. Safe to call twice.
-        """
+        """Release every lease, stop every part, and report what was left undone; bounded by
+        ``stop_timeout_ms`` even when Redis does not answer, and safe to call twice."""
         if not await self._gate.abort():
             return StopReport(0, 0)
         self._gate.started = False  # a second stop() returns at once
@@ -232,8 +204,7 @@ class Scheduler(Role[StopReport]):
 
 
 async def warn_if_unsafe(connection: Connection) -> list[str]:
-    """Log (and return) warnings about server settings that can lose jobs (on a cluster,
-    those of the node the client sends keyless commands to)."""
+    """Log and return warnings about server settings that can lose jobs."""
     executor = executor_of(connection)
     try:
         aof, policy = await executor.run(

@@ -1,6 +1,4 @@
-"""Trimming the ready streams and histories of the shards a node leads (`trim.lua`): acked
-entries past ``retention_ms`` or over the history budget, never one some group has not
-acked (docs/architecture.md, invariant 5, and "Job history")."""
+"""Trimming led shards (docs/architecture.md, invariant 5, and "Job history")."""
 
 from __future__ import annotations
 
@@ -12,10 +10,8 @@ from wheelq.store import consume
 
 log = logging.getLogger(__name__)
 
-CONSUMER_IDLE_MS = 86_400_000
-"""Consumers holding nothing and idle for a day are forgotten (crashed workers' names)."""
-MAX_CALLS_PER_ROUND = 50
-"""Calls per shard per round: a huge backlog is trimmed over several rounds."""
+CONSUMER_IDLE_MS = 86_400_000  # Idle empty consumers are forgotten after this.
+MAX_CALLS_PER_ROUND = 50  # Per shard per round (a backlog takes rounds).
 
 
 class Trimmer(NodePart):
@@ -36,9 +32,7 @@ class Trimmer(NodePart):
         return self._ctx.settings.trim_interval_ms / 1000
 
     async def trim_once(self) -> int:
-        """One round over every led shard, each called again while it has `more` (at most
-        `MAX_CALLS_PER_ROUND` times); returns how many entries went. A transient error ends
-        the round."""
+        """Trim every led shard, each up to `MAX_CALLS_PER_ROUND` calls; returns entries removed."""
         s = self._ctx.settings
         total = 0
         pending = {lead.keys: lead for lead in self._ctx.leads.all()}

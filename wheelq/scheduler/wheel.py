@@ -1,7 +1,4 @@
-"""Hierarchical timing wheel: the in-memory index of jobs due soon.
-
-Pure and clock-free: callers pass times in; the wheel never reads a clock or sleeps.
-"""
+"""Hierarchical timing wheel: the in-memory index of jobs due soon."""
 
 from __future__ import annotations
 
@@ -89,16 +86,6 @@ class TimingWheel(Generic[K]):
     )
 
     def __init__(self, *, tick_ms: int = 1, wheel_size: int = 512, start_ms: int = 0) -> None:
-        """Create an empty wheel.
-
-        Args:
-            tick_ms: Width of a level-0 bucket in milliseconds, an integer >= 1.
-            wheel_size: Buckets per level, an integer >= 2.
-            start_ms: The wheel's initial time in milliseconds.
-
-        Raises:
-            ValueError: If ``tick_ms`` or ``wheel_size`` is out of range.
-        """
         if tick_ms < 1:
             raise ValueError(f"tick_ms must be an integer >= 1, got {tick_ms!r}")
         if wheel_size < 2:
@@ -129,20 +116,11 @@ class TimingWheel(Generic[K]):
         return key in self._where
 
     def due_of(self, key: K) -> int | None:
-        """Return the due time in milliseconds of ``key``, or None if it is not held."""
         bucket = self._where.get(key)
         return None if bucket is None else bucket.items[key][0]
 
     def add(self, key: K, due_ms: int) -> None:
-        """Schedule ``key`` at ``due_ms``, replacing any entry it already has.
-
-        A replaced key counts as newly inserted for ordering. A ``due_ms`` at or before
-        ``now_ms`` is accepted and expires on the next ``advance_to``.
-
-        Args:
-            key: The item to schedule.
-            due_ms: When it is due, in milliseconds on the caller's clock.
-        """
+        """Schedule ``key`` at ``due_ms``, replacing any entry it already has."""
         where = self._where
         old = where.get(key)
         if old is not None:
@@ -167,11 +145,7 @@ class TimingWheel(Generic[K]):
         return True
 
     def next_expiry_ms(self) -> int | None:
-        """Return when the driver should next call ``advance_to``, or None when empty.
-
-        The value is never later than the earliest held due time, and may be earlier by up to
-        one bucket's span. If an entry is already due it is at most ``now_ms``.
-        """
+        """When to call ``advance_to`` next (up to a bucket span early), or None when empty."""
         if not self._where:
             return None
         index = self._index
@@ -184,22 +158,11 @@ class TimingWheel(Generic[K]):
         return best
 
     def advance_to(self, now_ms: int, limit: int | None = None) -> list[tuple[K, int]]:
-        """Move the wheel's time to ``now_ms`` and return what became due.
+        """Move the time to ``now_ms`` (never backwards) and return and remove every held
+        ``(key, due_ms)`` due by then, sorted by due time then insertion order, across calls too.
 
-        Args:
-            now_ms: The caller's current time in milliseconds. A value below ``now_ms`` is a
-                no-op: the wheel's time never moves backwards.
-            limit: Hand a crowded millisecond out in slices: when the next due bucket is one
-                millisecond (``tick_ms`` 1) whose entries, with those already returned, exceed
-                ``limit``, return only enough of them to reach it; the rest stay due and
-                come first from the next call, in O(1) (the bucket becomes the due ones).
-                Only where that keeps the order exact (no other bucket due at that
-                millisecond, no entry cascaded into it). Otherwise everything due.
-
-        Returns:
-            Every held ``(key, due_ms)`` with ``due_ms <= now_ms`` (see ``limit``), each
-            removed from the wheel, sorted by due time then insertion order. Batches of
-            successive calls keep that order between them.
+        With `limit`, a crowded 1 ms bucket (the only one due at its millisecond, none cascaded
+        into it) is handed out in slices of up to `limit`; the rest come first next call.
         """
         if now_ms < self._now_ms:
             return []
@@ -248,9 +211,7 @@ class TimingWheel(Generic[K]):
         return [(key, due) for due, _, key in out]
 
     def _slice(self, bucket: _Bucket[K], key_ms: int) -> bool:
-        """Make `bucket`, just popped at `key_ms`, the due bucket when it can be handed out
-        in slices (see ``advance_to``): a level-0 bucket of one millisecond, in insertion
-        order, the only one due at it. Its entries stay put; only its role changes."""
+        """Hand out `bucket` in slices when it is a 1 ms level-0 bucket, the only one due."""
         slots = self._slots[0]
         slot = key_ms % self._wheel_size
         if self._tick_ms != 1 or bucket.cascaded or slots[slot] is not bucket:

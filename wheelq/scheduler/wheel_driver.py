@@ -1,7 +1,4 @@
-"""The wheel driver: sleeps until the next due bucket, then fires what expired with one fenced
-`emit_due` call per shard and batch, in one pipeline. A round whose reply did not come
-goes back in the wheel (the script emits only what is still pending); a shard whose emit
-is refused is retried after the backoff pause while the others fire on time."""
+"""The wheel driver: sleeps until the next due bucket, then emits it."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ log = logging.getLogger(__name__)
 
 WheelKey = tuple[int, str]  # (lead slot, job id)
 
-FIRST_ROUND = 100
-"""Jobs of a burst sent ahead of the rest (see `WheelDriver._emit`)."""
+FIRST_ROUND = 100  # Jobs of a burst sent ahead of the rest (see `WheelDriver._emit`).
 
 
 class WheelDriver(NodePart):
@@ -54,9 +50,7 @@ class WheelDriver(NodePart):
             self.wake()
 
     async def step(self) -> float | None:
-        """Emit what is due; returns the wait until the next bucket (None: the wheel is
-        empty). A round that fails on the connection raises: the base pauses with backoff
-        (new jobs do not cut the pause short), and the sweep re-emits that round's jobs."""
+        """Emit what is due; returns the wait until the next bucket (None: the wheel is empty)."""
         now_ms = self.clock.now_ms()
         next_ms = self.wheel.next_expiry_ms()
         if next_ms is None or next_ms > now_ms:
@@ -74,9 +68,7 @@ class WheelDriver(NodePart):
         return 0.0
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
-        """Emit `expired` (sorted by due time) in two rounds: the earliest `FIRST_ROUND` first,
-        before the rest is even grouped (a 20,000-job burst takes ~15 ms of Python), then the
-        rest; if the first round's reply does not come, the rest goes back in the wheel too."""
+        """Emit `expired` in two rounds, the first `FIRST_ROUND` before the rest is grouped."""
         head, rest = expired[:FIRST_ROUND], expired[FIRST_ROUND:]
         try:
             await self._emit_round(head, now_ms)
@@ -137,8 +129,7 @@ class WheelDriver(NodePart):
             raise outage
 
     def _again(self, targets: list[tuple[Lead, list[str], list[int]]]) -> None:
-        """Put a round whose reply did not come back in the wheel at its due times; sending it
-        again is safe, the script emits only ids still pending."""
+        """Put an unanswered round back in the wheel (re-sending emits only pending ids)."""
         for lead, chunk, chunk_dues in targets:
             self.schedule(lead, list(zip(chunk, chunk_dues, strict=True)))
 
@@ -172,8 +163,7 @@ class WheelDriver(NodePart):
 
 
 def record_emit(ctx: NodeContext, lead: Lead, result: ops.EmitResult, sent_ms: int) -> None:
-    """Count what an emit call (wheel or sweep) sent at `sent_ms` did; log each job it could
-    not emit."""
+    """Count what an emit call sent at `sent_ms` did; log each job it could not emit."""
     lead.emitted += result.emitted
     if result.emitted:
         ctx.event("emitted", lead.keys, result.emitted, sent_ms)

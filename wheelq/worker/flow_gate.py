@@ -1,6 +1,4 @@
-"""The worker's side of flow control (`wheelq.core.flow`): before a handler starts, wait for
-an ordered job's turn, take a rate token and a key's concurrency slot, or say how long to
-defer the job; `release` gives the slot back (docs/architecture.md, "Flow control")."""
+"""The worker's side of flow control (docs/architecture.md, "Flow control")."""
 
 from __future__ import annotations
 
@@ -16,14 +14,12 @@ from wheelq.store import flow as calls
 from wheelq.store import ops
 from wheelq.store.executor import Executor
 
-ORDER_RETENTION_MS = 3 * 86_400_000
-"""Registrations in a key's order are dropped this long after they were due."""
+ORDER_RETENTION_MS = 3 * 86_400_000  # Key-order registrations go this long after due.
 GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}
 
 
 class FlowGate:
-    """Admits a consumer group's jobs under its `Flow` (empty: only ordered jobs wait), and
-    ordered jobs in their turn; a dead worker's concurrency slot expires after `slot_ttl_ms`."""
+    """Admits a group's jobs under its `Flow`, ordered jobs in their turn."""
 
     def __init__(
         self,
@@ -43,12 +39,10 @@ class FlowGate:
         self.limits = bool(flow.rate or flow.key_rate or flow.key_concurrency)
         """Whether any job waits for a limit (else only ordered jobs go through the gate)."""
         self._shards: int | None = None
-        self.deferred = 0
-        """Jobs deferred by a limit or by their key's order."""
+        self.deferred = 0  # Jobs deferred by a limit or by their key's order.
 
     def key_of(self, job: Job) -> str | None:
-        """The job's key for the limits: the flow's `key` function's (its errors are the
-        handler's), else the key it was enqueued with."""
+        """The job's key: the flow's `key` function's (errors are the handler's), else its own."""
         if self.flow.key is None:
             return job.key
         value = self.flow.key(job)
@@ -88,8 +82,7 @@ class FlowGate:
         return 0
 
     async def release(self, job: Job, key: str | None, finished: bool) -> None:
-        """Give back the key's concurrency slot, if the flow has one; an ordered job that
-        `finished` (not retried) lets its key's next job start."""
+        """Give back the key's slot; a `finished` ordered job lets its key's next one start."""
         if key is not None and self.flow.key_concurrency is not None:
             running = flow_key(self._topic, self._group, "running", key)
             await self._batch.call(calls.leave(running, self._holder(job)))
@@ -97,8 +90,7 @@ class FlowGate:
             await self._done(job.key, job.id, job.due_ms)
 
     async def _its_turn(self, job: Job) -> bool:
-        """Whether `job` is its key's next; a job first that will never run (cancelled,
-        finished here before a crash, or registered but never written) is passed over."""
+        """Whether `job` is its key's next; a first job that will never run is passed over."""
         assert job.key is not None
         keys = order_keys(self._topic, job.key)
         for _ in range(3):
@@ -136,8 +128,7 @@ class FlowGate:
         return f"{self._consumer}\x1f{job.shard}\x1f{job.entry_id}"
 
     def _defer_retry(self) -> int:
-        """A deferral by ``retry_ms``, jittered up to twice that (waiters do not come back in
-        step)."""
+        """A deferral by ``retry_ms``, jittered up to twice that."""
         return self._defer(self.flow.retry_ms + random.randrange(self.flow.retry_ms + 1))
 
     def _defer(self, ms: int) -> int:

@@ -1,7 +1,4 @@
-"""Running a user's handler: sync on a pool of threads, async as a task, with an optional
-time limit; the handler's exception is returned, not raised. A sync handler that runs
-over its limit cannot be cancelled: its thread runs on *wedged* and the pool starts a
-replacement, up to ``threads`` wedged threads."""
+"""Running a user's handler (sync on threads, async as a task); its exception is returned."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ class RanOver(Exception):
 
 
 class _Run:
-    """One submitted job. `started` and `ended` are written by its thread, `waiting` and
-    `ran_over` by the loop (`ended` and `ran_over` under the pool's lock)."""
+    """One submitted job."""
 
     __slots__ = ("arg", "ended", "future", "ran_ms", "ran_over", "started", "timer", "waiting")
 
@@ -38,11 +34,9 @@ class _Run:
         self.future = future
         self.arg = arg
         self.started: float | None = None
-        """`time.monotonic()` when its thread took it up: the loop's timers run on that
-        clock, and the worker's injected `Clock` cannot drive a thread or a loop timer."""
+        """`time.monotonic()` when a thread took it up (loop timers run on that clock)."""
         self.ended = False
-        self.ran_ms: float | None = None
-        """How long `fn` ran on its thread (None: it did not run)."""
+        self.ran_ms: float | None = None  # How long `fn` ran on its thread (None: it did not run).
         self.waiting = False
         """Its limit came due before it started: its thread arms the limit when it starts."""
         self.ran_over = False
@@ -50,9 +44,7 @@ class _Run:
 
 
 class HandlerThreads:
-    """Runs `fn(arg)` for each submitted arg on up to `count` threads at once (plus
-    replacements of wedged ones, `limit` threads in all), each run limited to `timeout_s`
-    (None: no limit)."""
+    """Runs `fn(arg)` on up to `count` threads (`limit` with wedged ones)."""
 
     def __init__(
         self,
@@ -77,16 +69,13 @@ class HandlerThreads:
         self._unsettled = 0
         """Runs submitted whose outcome has not come back to the loop yet (loop only)."""
         self.ran: Callable[[float], None] | None = None
-        """Told, on the loop, how long each run took on its thread (ms): its own time, not
-        the time it queued (the worker's read-ahead paces itself on it)."""
-        self.threads = 0
-        """Live threads (changed under the lock)."""
+        """Told on the loop each run's own time on its thread (ms), for the read-ahead."""
+        self.threads = 0  # Live threads (changed under the lock).
         self.wedged = 0
         """Threads still running a job that ran over its limit (changed under the lock)."""
 
     def submit(self, arg: Any) -> asyncio.Future[None]:
-        """Queue `fn(arg)`; the future resolves (or fails) when it has run, or fails with
-        `RanOver` when it has run `timeout_s`."""
+        """Queue `fn(arg)`; the future fails with `RanOver` after `timeout_s`."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -105,8 +94,7 @@ class HandlerThreads:
         return run.future
 
     def close(self) -> None:
-        """Let the threads end once the queue is empty (a running job finishes first). Jobs
-        submitted afterwards get new threads (a worker may be started again)."""
+        """Let the threads end once the queue is empty (a running job finishes first)."""
         with self._lock:
             closing, self.threads = self.threads, 0
         for _ in range(closing):
@@ -134,8 +122,7 @@ class HandlerThreads:
                 return
 
     def _finished(self, run: _Run, outcome: BaseException | None) -> bool:
-        """Hand `run`'s outcome to the loop; False when this thread should end (it retires,
-        or the loop is closed)."""
+        """Hand `run`'s outcome to the loop; False when this thread should end."""
         with self._lock:
             run.ended = True
             if run.ran_over:
@@ -242,8 +229,7 @@ def _refuse(why: str) -> NoReturn:
 
 
 class HandlerRunner:
-    """Runs one handler; `threads` is a sync handler's concurrency; with `tracing`, each run
-    in a process span of consumer group `group`."""
+    """Runs one handler, on `threads` threads if sync, in a span when `tracing`."""
 
     def __init__(
         self,
@@ -276,8 +262,7 @@ class HandlerRunner:
         self._warned_result = False
 
     def time_runs(self, ran: Callable[[float], None]) -> None:
-        """Tell `ran` how long each sync run took on its thread (ms), queueing left out;
-        async runs are timed by the caller."""
+        """Tell `ran` each sync run's time on its thread (ms)."""
         if self._pool is not None:
             self._pool.ran = ran
 
@@ -287,8 +272,6 @@ class HandlerRunner:
         return 0 if self._pool is None else self._pool.wedged
 
     def submit(self, job: Job) -> asyncio.Future[None]:
-        """A sync handler's run of `job`, queued to its threads; `outcome` reads the future
-        once done. (The worker runs sync jobs so, without a task per job.)"""
         assert self._pool is not None, "submit is for sync handlers"
         return self._pool.submit(job)
 
@@ -372,7 +355,6 @@ class HandlerRunner:
             self._call(job)
 
     def _call(self, job: Job) -> None:
-        """A sync handler's run, on its thread."""
         try:
             result = self.handler(job)
             if result is None:

@@ -1,6 +1,4 @@
-"""The in-flight set: the entries a worker holds (read ahead, waiting for a slot, running),
-decoded and run in slots, with what a failure leads to (retry, defer, dead letter). The
-worker's hot path: one task per entry only when a slot can take it soon."""
+"""The entries a worker holds, run in slots, and what a failure leads to."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ def settle_failure(
     error: Exception,
     ended_ms: int,
 ) -> Fate:
-    """Retry, defer or dead-letter `job`, whose run raised `error` at `ended_ms` (epoch
-    ms); `payload` as encoded, for the retry's envelope."""
+    """Retry, defer or dead-letter `job`, whose run raised `error` at `ended_ms`."""
     outcome = after_failure(job.attempt, job.max_attempts, error, policy, random.random())
     summary = outcome.error.splitlines()[0]
     if outcome.delay_ms is None:
@@ -78,16 +75,13 @@ class Held:
     """One held entry: its job, and its task once accepted (`started` once in a slot)."""
 
     job: Job
-    payload: bytes
-    """The payload as encoded, for a retry's envelope."""
-    task: asyncio.Future[None] | None = None
-    """Its task, or for a sync handler's run without a task, that run's future."""
+    payload: bytes  # As encoded, for a retry.
+    task: asyncio.Future[None] | None = None  # Or a taskless sync run's future.
     started: bool = False
 
 
 class InFlightSet:
-    """The entries a worker holds, keyed by (shard, entry id), and their bounded slots; `clock`
-    (epoch ms) stamps retries, `timer` (monotonic s) times runs for the read-ahead."""
+    """The entries a worker holds, by (shard, entry id), and their slots."""
 
     def __init__(
         self,
@@ -111,48 +105,34 @@ class InFlightSet:
         self.gate = gate
         """Flow control (`wheelq.worker.flow_gate`): admits each job before it takes a slot."""
         self.held: dict[tuple[int, str], Held] = {}
-        self.room = asyncio.Event()
-        """Set whenever a slot frees up."""
-        self.closing = False
-        """Set on stop: nothing new starts, and free() is 0."""
+        self.room = asyncio.Event()  # Set whenever a slot frees up.
+        self.closing = False  # Set on stop: nothing new starts, and free() is 0.
         self._queue_to_threads = not runner.is_async
-        """Sync handlers: the read-ahead is queued to the threads too (`_task_limit`), so a
-        thread that finishes a job takes the next from its queue at once instead of waiting
-        for the event loop to hand it one (a round trip between threads per job, most of a
-        fast job's cost). The threads still run at most `concurrency` handlers at once; an
-        entry counts as started once queued to them (a stop gives it the grace, and one
-        cancelled before a thread took it up is not run: `HandlerThreads`)."""
+        """Sync handlers: read-ahead is queued to the threads too, saving a thread hop per job."""
         slots = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
         self._slots = asyncio.Semaphore(slots)
         self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
         if self._queue_to_threads:  # a slot's time there includes the queue: time the thread
             runner.time_runs(self.read_ahead.ran)
-        self._tasks = 0
-        """Entry tasks alive (running, waiting for the flow gate or a slot)."""
+        self._tasks = 0  # Entry tasks alive (running, waiting for the flow gate or a slot).
         self._backlog: deque[Held] = deque()
         """Held entries without a task yet, in the order they came."""
         self._timer = timer
         self._now_ms = clock.now_ms
         self.handled = 0
         self.failed = 0
-        self.deferred = 0
-        """Runs that raised `wheelq.Defer` (not counted in `failed`)."""
+        self.deferred = 0  # Runs that raised `wheelq.Defer` (not counted in `failed`).
         self.skipped = 0
-        self.timings = RunTimings()
-        """Handler start lateness and run times (`wheelq.metrics`)."""
+        self.timings = RunTimings()  # Handler start lateness and run times (`wheelq.metrics`).
 
     def free(self) -> int:
-        """How many more entries to take: slots and read-ahead not held (0 once closing;
-        below 0 when claims brought in more, or the read-ahead shrank)."""
+        """How many more entries to take (0 once closing; negative when over)."""
         if self.closing:
             return 0
         return self.concurrency + self.read_ahead.extra - len(self.held)
 
     def free_slots(self) -> int:
-        """`free` without the read-ahead: what the claim keeper takes over. Entries of a
-        worker that died may hold the poison that killed it; taken a slot's worth at a
-        time, the poison does not carry a read-ahead of other entries through each crash
-        (each take-over counts a delivery for every entry it takes)."""
+        """`free` without the read-ahead: what the claim keeper takes over."""
         return 0 if self.closing else self.concurrency - len(self.held)
 
     def held_ids(self) -> dict[int, list[str]]:
@@ -163,13 +143,11 @@ class InFlightSet:
         return out
 
     def close(self) -> list[asyncio.Future[None]]:
-        """Start nothing new from now on; returns the handlers running at this instant
-        (the ones a stop gives its grace)."""
+        """Start nothing new; returns the handlers running now (the ones given the grace)."""
         self.closing = True
         return self.running()
 
     def running(self) -> list[asyncio.Future[None]]:
-        """The tasks (or runs) of the entries whose handler has started."""
         return [h.task for h in self.held.values() if h.started and h.task is not None]
 
     def drop_waiting(self) -> dict[int, list[str]]:
@@ -205,14 +183,11 @@ class InFlightSet:
         self._start_backlog()
 
     def _start_backlog(self) -> None:
-        """Give tasks to held entries, oldest first, up to `_task_limit` (once closing, a
-        task ends at once without running its entry, which stays pending to be handed on)."""
+        """Give tasks to held entries, oldest first, up to `_task_limit`."""
         while self._backlog and self._tasks < self._task_limit():
             self._start(self._backlog.popleft())
 
     def _task_limit(self) -> int:
-        """Entry tasks to keep alive: the slots, and for sync handlers the read-ahead too
-        (queued to the threads)."""
         if not self._queue_to_threads:
             return self.concurrency
         return self.concurrency + self.read_ahead.extra
@@ -231,8 +206,7 @@ class InFlightSet:
         held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
 
     def _ran(self, held: Held, started_ms: int, done: asyncio.Future[None]) -> None:
-        """A sync run without a task has ended: settle it as `_run` does (a run cancelled
-        by a stop is not settled: its entry is handed on)."""
+        """A taskless sync run ended: settle it as `_run` does (not if cancelled by a stop)."""
         try:
             if not done.cancelled():
                 crash.point("handler.after")
@@ -242,8 +216,7 @@ class InFlightSet:
             self._end(held)
 
     def _settle(self, held: Held, error: Exception | None, started_ms: int, ended_ms: int) -> bool:
-        """Count a run's timings and hand its outcome to the settler; True when the job is
-        done with."""
+        """Count a run's timings and settle it; True when the job is done with."""
         job = held.job
         self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms)
         if error is None:
@@ -310,8 +283,7 @@ class InFlightSet:
         defer(self.settler, held.job, held.payload, defer_ms, self._now_ms())
 
     def _failed(self, held: Held, error: Exception, ended_ms: int) -> bool:
-        """Count a failed run and retry, defer or dead-letter it; True when dead-lettered
-        (done with)."""
+        """Count a failed run and settle it; True when dead-lettered."""
         fate = settle_failure(
             self.settler, self.policy, self.topic, held.job, held.payload, error, ended_ms
         )

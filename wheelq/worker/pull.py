@@ -1,12 +1,4 @@
-"""Pull consumers: jobs taken by request (the HTTP API's ``pull``, ``ack``, ``nack``) with a
-worker's guarantees, and the receipts that name each delivery.
-
-A pull reads the group's new entries and, every ``claim_interval_ms``, takes over stale
-ones; ``ack``/``nack`` settle a receipt as a worker's success or failure would, and a
-receipt taken over since is `Outcome.STALE`. Reads use their own connections
-(`BlockingReads`) so waiting pulls never starve the service (docs/security.md, "Pull
-consumers").
-"""
+"""Pull consumers and receipts (docs/security.md, "Pull consumers")."""
 
 from __future__ import annotations
 
@@ -42,8 +34,7 @@ from wheelq.worker.settler import ACKS_PER_CALL
 
 MAX_RECEIPTS = 10_000
 MAX_RECEIPT_CHARS = 2000
-MAC_BYTES = 16
-"""An HMAC-SHA256 truncated to 128 bits: forging one is a 2**-128 guess per try."""
+MAC_BYTES = 16  # An HMAC-SHA256 truncated to 128 bits: forging one is a 2**-128 guess per try.
 _ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 
 
@@ -54,17 +45,14 @@ class Outcome(StrEnum):
     RETRIED = "retried"
     DEAD_LETTERED = "dead_lettered"
     SETTLED_BEFORE = "settled_before"
-    """The entry was no longer pending: settled already (this receipt again, or the delivery
-    that took it over); nothing changed."""
+    """The entry was settled already; nothing changed."""
     STALE = "stale"
-    """The entry is pending to a later delivery (taken over after the visibility timeout):
-    the receipt settles nothing; the newest receipt does."""
+    """The entry was taken over since; only the newest receipt settles it."""
 
 
 @dataclass(frozen=True, slots=True)
 class Receipt:
-    """What a receipt names: the entry, its job, when it was pulled (ms), and the delivery:
-    the consumer it is pending to and its delivery count at the pull."""
+    """What a receipt names: the entry, its job, the pull time (ms) and the delivery."""
 
     shard: int
     entry_id: str
@@ -75,8 +63,7 @@ class Receipt:
 
 
 class ReceiptSeal:
-    """Issues and checks receipts: a MAC of a receipt's fields, topic and group under `key`,
-    the same on every service of a deployment (an ack may reach another instance)."""
+    """Seals receipts with a MAC under `key`, the same on every service of a deployment."""
 
     def __init__(self, key: bytes) -> None:
         if not key:
@@ -88,7 +75,6 @@ class ReceiptSeal:
         return hmac.new(self._key, signed, hashlib.sha256).digest()[:MAC_BYTES]
 
     def issue(self, receipt: Receipt, topic: str, group: str) -> str:
-        """The receipt's text, sealed for `topic` and `group`."""
         fields: list[object] = [
             receipt.shard,
             receipt.entry_id,
@@ -101,12 +87,7 @@ class ReceiptSeal:
         return base64.urlsafe_b64encode(packed).rstrip(b"=").decode("ascii")
 
     def open(self, text: object, where: str, topic: str, group: str) -> Receipt:
-        """The receipt `text` names, once its MAC verifies for `topic` and `group`.
-
-        Raises:
-            InvalidArgumentError: Naming `where`: not a receipt, or not one a service of this
-                deployment gave for this topic and group (forged, altered, or another's).
-        """
+        """The receipt `text` names, if its MAC verifies; else `InvalidArgumentError` on `where`."""
         fields: object = None
         if isinstance(text, str) and len(text) <= MAX_RECEIPT_CHARS:
             try:
@@ -136,12 +117,7 @@ class ReceiptSeal:
         )
 
     def open_all(self, receipts: Sequence[object], topic: str, group: str) -> list[Receipt]:
-        """Check and decode a list of receipts: every one before any is settled.
-
-        Raises:
-            InvalidArgumentError: Not a list of 1 to 10,000 receipts; names ``receipts[i]``
-                for the first that is not one this deployment gave for the topic and group.
-        """
+        """Open 1 to `MAX_RECEIPTS` receipts, all before any is settled."""
         if isinstance(receipts, str | bytes) or not isinstance(receipts, Sequence):
             raise InvalidArgumentError("receipts", "receipts must be a list of receipts")
         if not 1 <= len(receipts) <= MAX_RECEIPTS:
@@ -153,15 +129,13 @@ class ReceiptSeal:
 
 
 _SETTLED = {1: None, 0: Outcome.SETTLED_BEFORE, -1: Outcome.STALE}
-"""A script's per-entry answer (`consume.ack_delivered`) as an outcome; None: as asked."""
+"""`ack_delivered` answer -> outcome (None: as asked)."""
 
 
 async def ack_receipts(
     executor: Executor, now_ms: int, topic: str, group: str, receipts: list[Receipt]
 ) -> list[Outcome]:
-    """Ack the receipts' entries and record the successes; each receipt's outcome, in order.
-    A shard's receipts go in calls of at most `ACKS_PER_CALL` entries, as a worker's acks
-    do, so one request never holds Redis for long."""
+    """Ack the receipts' entries and record the successes; each receipt's outcome, in order."""
     by_shard: dict[int, list[int]] = defaultdict(list)
     for i, r in enumerate(receipts):
         by_shard[r.shard].append(i)
@@ -199,8 +173,7 @@ async def nack_receipts(
     receipts: list[Receipt],
     delay_ms: int | None,
 ) -> list[Outcome]:
-    """Retry or dead-letter the receipts' jobs (read back from the stream for their
-    envelopes); each receipt's outcome, in order."""
+    """Retry or dead-letter the receipts' jobs; each receipt's outcome, in order."""
     reads = [consume.read_ready(ShardKeys(topic, r.shard), r.entry_id, 1) for r in receipts]
     found = await executor.run(reads) if reads else []
     outcomes = [Outcome.SETTLED_BEFORE] * len(receipts)  # trimmed: it was acked long ago
@@ -240,9 +213,7 @@ async def nack_receipts(
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
 CLUSTER_BLOCK_MS = 100
-MAX_BLOCK_MS = 2000
-"""The longest one blocking read on a single server: a longer ``wait_ms`` is several, each
-well inside redis-py's socket timeout."""
+MAX_BLOCK_MS = 2000  # One blocking read, well inside the socket timeout.
 FILL_ROUNDS = 4
 
 
@@ -251,8 +222,7 @@ class UnknownTopicError(InvalidArgumentError):
 
 
 class UnknownGroupError(InvalidArgumentError):
-    """No shard of the topic has the consumer group: a pull never creates one (groups are
-    made on purpose: `Client.create_group`, ``POST /v1/topics/{topic}/groups``)."""
+    """No shard of the topic has the group (a pull never creates one)."""
 
     def __init__(self, topic: str, group: str) -> None:
         super().__init__(
@@ -274,12 +244,7 @@ class Pulled:
 
 
 class Puller:
-    """Pull, ack and nack for any topic and group (see the module docstring).
-
-    `receipt_secret` seals receipts (`ReceiptSeal`), the same on every service of a
-    deployment; empty: one made at random once and kept in Redis (`RECEIPT_KEY`).
-    `pull_connections` bounds the blocking reads' own pool (`BlockingReads`).
-    """
+    """Pull, ack and nack for any topic and group; `receipt_secret` empty: a key kept in Redis."""
 
     def __init__(
         self,
@@ -306,15 +271,13 @@ class Puller:
         self._claimed_at: dict[tuple[str, str], int] = {}
         self._turn = 0
         self._spare: dict[tuple[str, str], list[tuple[Pulled, int, str]]] = {}
-        """Entries read past a pull's count, with when they were read (ms) and the consumer
-        they are pending to."""
+        """Entries read past a pull's count, with their read time (ms) and consumer."""
         self.dead_lettered = 0
         self._closing = asyncio.Event()
         self._seal = ReceiptSeal(receipt_secret.encode()) if receipt_secret else None
 
     async def seal(self) -> ReceiptSeal:
-        """What issues and checks receipts: with the configured secret, else with the
-        deployment's key in Redis (made by the first service that asks)."""
+        """The receipt seal: the configured secret, else the deployment's key in Redis."""
         if self._seal is None:
             calls = consume.shared_secret(RECEIPT_KEY, secrets.token_hex(32))
             key = (await self._executor.run(calls))[-1]
@@ -322,12 +285,10 @@ class Puller:
         return self._seal
 
     def close(self) -> None:
-        """End every wait now: pulls waiting for jobs answer with what they have (none),
-        and later ones do not wait (the service is stopping)."""
+        """End every wait now: waiting pulls answer with none, later ones do not wait."""
         self._closing.set()
 
     async def aclose(self) -> None:
-        """`close()`, and close the blocking reads' connections."""
         self.close()
         await self._reads.aclose()
 
@@ -345,8 +306,7 @@ class Puller:
     async def pull(
         self, topic: str, group: str, consumer: str, count: int, wait_ms: int = 0
     ) -> list[Pulled]:
-        """Up to `count` jobs for `group`: taken-over ones first, then new ones, waiting up
-        to `wait_ms` for some to fire when there are none.
+        """Up to `count` jobs for `group`, waiting up to `wait_ms` when there are none.
 
         Raises:
             InvalidArgumentError: `count` not in [1, 1000], `wait_ms` not in [0, 30000].
@@ -369,9 +329,7 @@ class Puller:
         return out[:count]
 
     def _take_spare(self, topic: str, group: str, count: int) -> list[Pulled]:
-        """Entries read for an earlier pull past its `count` (each shard is asked for at
-        least one), handed out first while well inside the visibility timeout; older ones
-        are left to be taken over as any unacked entry is."""
+        """Entries read past an earlier pull's count, while well inside the visibility timeout."""
         spare = self._spare.pop((topic, group), [])
         now = self._clock.now_ms()
         fresh = [
@@ -392,8 +350,7 @@ class Puller:
         self._spare.setdefault((topic, group), []).extend((p, now, consumer) for p in extra)
 
     async def _join(self, topic: str, group: str, keys: list[ShardKeys]) -> None:
-        """Check that the group exists on some shard (made again on a shard whose stream was
-        deleted since, as a worker does); else `UnknownGroupError`, nothing created."""
+        """Check the group exists on some shard (re-made where its stream vanished)."""
         if (topic, group) in self._groups:
             return
         found = await self._executor.run([groups.delete_group(k, group, "check") for k in keys])
@@ -444,8 +401,7 @@ class Puller:
         return out
 
     def _shares(self, keys: list[ShardKeys], count: int) -> tuple[list[ShardKeys], int]:
-        """Every shard, starting at the next in turn, and each one's COUNT: a share of
-        `count`, at least one (what is read past `count` is kept as spare)."""
+        """Every shard, starting at the next in turn, and each one's share of `count`."""
         self._turn = (self._turn + 1) % len(keys)
         return keys[self._turn :] + keys[: self._turn], max(1, count // len(keys))
 
@@ -458,8 +414,7 @@ class Puller:
         count: int,
         wait_ms: int,
     ) -> list[Pulled]:
-        """New entries, waiting up to `wait_ms` for some, on the connections of `BlockingReads`
-        (slots taken first, within `wait_ms`; none in time: it answers with what it has)."""
+        """New entries, waiting up to `wait_ms` for some on `BlockingReads`."""
         deadline = self._clock.now_ms() + wait_ms
         wanted = len(keys) if self._executor.cluster else 1
         async with self._reads.slots(wanted, wait_ms / 1000, self._closing) as taken:
@@ -502,9 +457,7 @@ class Puller:
         share: int,
         block_ms: int | None,
     ) -> tuple[list[Pulled], list[ShardKeys]]:
-        """Read up to `share` entries of each shard of `chosen` (COUNT applies to each stream)
-        on the connections of `BlockingReads`; returns the jobs and the shards that gave their
-        full share."""
+        """Read `share` entries of each of `chosen`; the jobs, and the shards that gave all."""
         executor = self._reads.executor()
         if self._executor.cluster:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)
@@ -548,9 +501,7 @@ class Puller:
         entries: list[consume.Entry],
         deliveries: Sequence[int],
     ) -> list[Pulled]:
-        """Jobs with receipts (of their delivery to `consumer`: the first for a new entry, the
-        claim's count for one taken over); malformed entries are dead-lettered, another
-        group's acked."""
+        """Jobs with receipts; malformed entries dead-lettered, another group's acked."""
         now = self._clock.now_ms()
         out: list[Pulled] = []
         calls: list[Call[int]] = []
@@ -573,20 +524,13 @@ class Puller:
         return out
 
     def _receipt(self, topic: str, group: str, job: Job, pulled_ms: int, consumer: str) -> str:
-        """The sealed receipt of `job`'s delivery to `consumer` (its `deliveries` count)."""
         assert self._seal is not None  # pull() called seal() first
         receipt = Receipt(job.shard, job.entry_id, job.id, pulled_ms, consumer, job.deliveries)
         return self._seal.issue(receipt, topic, group)
 
     async def ack(self, topic: str, group: str, receipts: Sequence[object]) -> list[Outcome]:
-        """Settle pulled jobs as handled; each receipt's outcome, in order: ``ACKED``,
-        ``SETTLED_BEFORE``, or ``STALE`` (its entry was taken over by a later pull: nothing
-        changed for it).
-
-        Raises:
-            InvalidArgumentError: A receipt no service of this deployment gave for this
-                topic and group (forged, altered; nothing is acked).
-        """
+        """Ack pulled jobs: ``ACKED``, ``SETTLED_BEFORE`` or ``STALE`` each; a foreign receipt
+        acks none."""
         parsed = (await self.seal()).open_all(receipts, topic, group)
         shards = await self.shards(topic)
         now = self._clock.now_ms()
@@ -597,15 +541,8 @@ class Puller:
     async def nack(
         self, topic: str, group: str, receipts: Sequence[object], delay_ms: int | None = None
     ) -> list[Outcome]:
-        """Settle pulled jobs as failed: each is retried after `delay_ms` (None: the
-        backoff of its attempt), or dead-lettered after its last attempt. Returns each
-        receipt's outcome, in order: ``RETRIED``, ``DEAD_LETTERED``, ``SETTLED_BEFORE`` or
-        ``STALE`` (nothing changed for it).
-
-        Raises:
-            InvalidArgumentError: A receipt no service of this deployment gave for this
-                topic and group, or `delay_ms` not in [0, 30 days] (nothing is changed).
-        """
+        """Retry after `delay_ms` (None: backoff) or dead-letter pulled jobs; each one's outcome.
+        A foreign receipt or `delay_ms` outside [0, 30 days] changes none."""
         parsed = (await self.seal()).open_all(receipts, topic, group)
         if delay_ms is not None:
             int_in("delay_ms", delay_ms, 0, 30 * 86_400_000)
@@ -625,8 +562,7 @@ async def _on_shards(
     shards: int,
     settle: Callable[[list[Receipt]], Awaitable[list[Outcome]]],
 ) -> list[Outcome]:
-    """`settle` the receipts of the topic's shards; one of a shard it does not have names
-    nothing pending (``SETTLED_BEFORE``)."""
+    """`settle` the receipts; one for a shard the topic lacks is ``SETTLED_BEFORE``."""
     mine = [i for i, r in enumerate(receipts) if r.shard < shards]
     outcomes = [Outcome.SETTLED_BEFORE] * len(receipts)
     if mine:

@@ -1,26 +1,15 @@
-"""How far a worker reads ahead of its slots: ``slots * horizon_ms / mean run time`` entries,
-at most `limit`, so fast handlers get large reads and slow ones hoard nothing
-(docs/architecture.md, "The life of a job"). Example, horizon 10 ms: 10 slots of 0.05-ms
-handlers give 2,000, capped at 1,000; of 200-ms handlers, 0.5, so none."""
+"""How far a worker reads ahead of its slots (docs/architecture.md, "The life of a job")."""
 
 from __future__ import annotations
 
-READ_AHEAD_MAX = 1000
-"""Most entries held beyond the slots (one read's worth per shard at most: bounded calls)."""
+READ_AHEAD_MAX = 1000  # Most entries held beyond the slots.
 
 _WEIGHT = 1 / 8
-_MIN_MEAN_MS = 0.001
-"""A mean below 1 µs (or 0: below the timer's resolution) counts as 1 µs."""
+_MIN_MEAN_MS = 0.001  # A mean below 1 µs (or 0: below the timer's resolution) counts as 1 µs.
 
 
 class ReadAhead:
-    """Entries to hold beyond `slots`: the ones the slots start within `horizon_ms`.
-
-    Args:
-        slots: The worker's concurrency.
-        horizon_ms: How far ahead to read, in time (0: never beyond the slots).
-        limit: Most entries beyond the slots.
-    """
+    """Entries to hold beyond `slots`: the ones the slots start within `horizon_ms`."""
 
     __slots__ = ("_horizon_ms", "_limit", "_slots", "extra", "mean_ms")
 
@@ -30,8 +19,7 @@ class ReadAhead:
         self._limit = limit
         self.mean_ms: float | None = None
         """Mean run time (exponential average), None before the first run."""
-        self.extra = 0
-        """Entries to hold beyond the slots now."""
+        self.extra = 0  # Entries to hold beyond the slots now.
 
     def ran(self, ms: float) -> None:
         """One run took `ms` (from its start in a slot to its end)."""

@@ -1,6 +1,4 @@
-"""Writing outcomes back (acks, retries, dead letters), batched into one round trip. Each
-settlement is fenced by XACK in its script, so sending one twice has no second effect;
-those that failed on a connection error are sent again with backoff."""
+"""Writing outcomes back (acks, retries, dead letters), batched into one round trip."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ from wheelq.store.executor import Call, Executor
 log = logging.getLogger(__name__)
 
 ACKS_PER_CALL = 1000
-STOP_S = 2.0
-"""How long `stop()` tries to write what is queued when the worker gives no budget."""
+STOP_S = 2.0  # How long `stop()` tries to write what is queued when the worker gives no budget.
 
 
 @dataclass(slots=True)
@@ -34,8 +31,7 @@ class Counts:
     acked: int = 0
     retried: int = 0
     dead_lettered: int = 0
-    dropped: int = 0
-    """Settlements Redis refused (not a connection error); their entries stay pending."""
+    dropped: int = 0  # Refused by Redis (not a connection error): the entries stay pending.
 
 
 @dataclass(slots=True)
@@ -57,12 +53,7 @@ class _Queued:
 
 
 class Settler(Service):
-    """Writes the outcomes handlers asked for, batched; keeps them while Redis is away.
-
-    `ack`, `retry` and `dead` queue an outcome and wake the step, which sends all queued in
-    one round trip. A connection error requeues them and raises (the base pauses); a
-    settlement Redis refused is reported with `failed()` and counted in ``counts.dropped``.
-    """
+    """Writes the outcomes handlers asked for, batched; keeps them while Redis is away."""
 
     name = "settler"
 
@@ -95,7 +86,6 @@ class Settler(Service):
         self.wake()
 
     def done(self, job: Job, finished_ms: int, duration_ms: int) -> None:
-        """Ack `job`'s entry and record the success in its history."""
         self._queued.done[job.shard].append((job.entry_id, job.id, finished_ms, duration_ms))
         self.wake()
 
@@ -108,10 +98,7 @@ class Settler(Service):
         error: str = "",
         counts: bool = True,
     ) -> None:
-        """Run `job` again after `delay_ms`, in this group only; `payload` as it was encoded;
-        `error` (the failed attempt's) goes to its history; `counts` False keeps the attempt
-        number (a deferral). The retry keeps the job's traceparent (every attempt is in the
-        trace it was enqueued in) and its callback."""
+        """Run `job` again after `delay_ms`; `counts` False keeps the attempt."""
         envelope = retry_envelope(job, payload, enqueued_ms, self._group, counts)
         item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
         self._queued.retries.append(item)
@@ -122,8 +109,7 @@ class Settler(Service):
         self.wake()
 
     async def step(self) -> float | None:
-        """Send what is queued; raises the connection error that kept some of it (the base
-        pauses with backoff, and new settlements do not cut the pause short)."""
+        """Send what is queued; raises the connection error that kept some of it."""
         if self._queued and (error := await self.flush()) is not None:
             raise error
         return 0.0 if self._queued else None
@@ -144,8 +130,7 @@ class Settler(Service):
                 raise error
 
     async def flush(self) -> BaseException | None:
-        """Send everything queued; returns the connection error that left some of it
-        queued (None: all sent)."""
+        """Send everything queued; returns the connection error that kept some (None: all sent)."""
         batch, self._queued = self._queued, _Queued()
         calls: list[tuple[str, Any, Call[Any]]] = []
         for shard, ids in batch.acks.items():

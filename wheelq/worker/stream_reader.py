@@ -1,7 +1,4 @@
-"""How a worker consumer gets entries: its membership of the group (`Membership`), new
-entries by XREADGROUP (`StreamReader`, sharing the free slots through `ReadSlots`), and
-entries of dead consumers taken over while its own are kept alive (`ClaimKeeper`)
-(docs/architecture.md, invariants 1 and 14)."""
+"""Reads and claims (docs/architecture.md, invariants 1 and 14)."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ PENDING_PAGE = 1000
 class Consumer:
     """Who a worker is in Redis, shared by its reader, claim keeper and membership."""
 
-    executor: Executor
-    """What its calls go through (`AsyncExecutor`; a scripted fake in unit tests)."""
+    executor: Executor  # `AsyncExecutor`, or a fake in unit tests.
     topic: str
     shards: Sequence[ShardKeys]
     group: str
@@ -42,9 +38,7 @@ class Consumer:
 
 
 class Membership:
-    """Joins `me`'s group on every shard, hands entries on and leaves (see the module
-    docstring). Not a service: the worker calls it when it starts and stops, and the reader
-    calls `join` when a group has vanished."""
+    """Joins `me`'s group on every shard, hands entries on and leaves ."""
 
     def __init__(self, me: Consumer) -> None:
         self.me = me
@@ -74,8 +68,7 @@ class Membership:
         )
 
     async def still_pending(self) -> dict[int, list[str]]:
-        """Entries pending for this consumer (up to a page per shard), including any a
-        cancelled read had delivered."""
+        """Entries pending for this consumer (up to a page per shard)."""
         calls = [
             consume.pending_of(keys, self.me.group, self.me.name, PENDING_PAGE)
             for keys in self.me.shards
@@ -88,15 +81,13 @@ class Membership:
         }
 
     async def leave(self) -> None:
-        """Delete this consumer from the group: only when it holds nothing (`still_pending`
-        came back empty), or its pending entries would become unclaimable."""
+        """Delete this consumer from the group, only when it holds nothing."""
         me = self.me
         calls = [consume.delete_consumer(keys, me.group, me.name) for keys in me.shards]
         await me.executor.run(calls, return_exceptions=True)
 
 
-SHARED_BLOCK_MS = 100
-"""Longest block of a read while another reader of the worker has no slot to read with."""
+SHARED_BLOCK_MS = 100  # Block while another reader has no slot.
 
 
 class ReadSlots:
@@ -109,16 +100,12 @@ class ReadSlots:
         self._room = room
         self._shards = shards
         self._readers = readers
-        self.reserved = 0
-        """Slots taken by reads under way."""
-        self.reading = 0
-        """Reads under way."""
-        self.waiting = 0
-        """Readers waiting for a slot."""
+        self.reserved = 0  # Slots taken by reads under way.
+        self.reading = 0  # Reads under way.
+        self.waiting = 0  # Readers waiting for a slot.
 
     def take(self) -> int:
-        """The COUNT of one read, taken from the slots no other read holds: a shard's share
-        of them (at least one); 0 when none is left."""
+        """The COUNT of one read: a share of the free slots, at least one (0: none free)."""
         left = self._free() - self.reserved
         if left <= 0:
             return 0
@@ -129,8 +116,7 @@ class ReadSlots:
 
     @property
     def short(self) -> bool:
-        """Whether reads should block only briefly: every slot is taken, and some reader
-        has none."""
+        """Whether reads should block only briefly (every slot taken, some reader has none)."""
         return self.reading < self._readers and self._free() <= self.reserved
 
     def give_back(self, count: int) -> None:
@@ -141,7 +127,6 @@ class ReadSlots:
             self._room.set()
 
     async def wait(self) -> None:
-        """Wait until a slot frees up or a read gives slots back."""
         self.waiting += 1
         try:
             self._room.clear()
@@ -151,8 +136,7 @@ class ReadSlots:
 
 
 class StreamReader(Service):
-    """Reads new entries of its shards (default: all of `me`'s, in one command) into the
-    worker's free `slots`; `ensure_groups` makes the group again where it vanished."""
+    """Reads new entries of its shards into the worker's free `slots`."""
 
     name = "reader"
 
@@ -218,8 +202,7 @@ IDS_PER_TOUCH = 500
 
 
 class ClaimKeeper(Service):
-    """Keeps this worker's `held` entries alive and takes over the idle entries of dead
-    workers, as many as it has `free` slots for."""
+    """Keeps held entries alive and takes over dead workers' idle entries into free slots."""
 
     name = "claims"
 
@@ -242,8 +225,7 @@ class ClaimKeeper(Service):
         self._free = free
         self._accept = accept
         self._cursors = {keys.shard: consume.ZERO_ID for keys in me.shards}
-        self.claiming = True
-        """Cleared when the worker stops taking new work; keep-alive goes on."""
+        self.claiming = True  # Cleared when the worker stops taking new work; keep-alive goes on.
         self.dead_lettered = 0
         self.taken_over = 0
         now_ms = clock.now_ms()
@@ -254,8 +236,7 @@ class ClaimKeeper(Service):
         return self._wait_s()
 
     async def step(self) -> float:
-        """Keep-alive and take-over when each is due. A timer moves on only once its call
-        worked, so after a failure (and the base's pause) the failed duty comes first."""
+        """Keep-alive and take-over when each is due."""
         s, now_ms = self._settings, self.clock.now_ms()
         if now_ms >= self._next_touch_ms:
             await self.keep_alive()
@@ -271,8 +252,7 @@ class ClaimKeeper(Service):
         return max(0.0, next_ms - self.clock.now_ms()) / 1000
 
     async def keep_alive(self, idle_ms: int = 0) -> int:
-        """Reset the idle time of every held entry (or set it to `idle_ms`); returns how many
-        are still this worker's."""
+        """Reset every held entry's idle time; returns how many are still this worker's."""
         calls = []
         for shard, ids in self._held().items():
             keys = self._me.by_shard[shard]
@@ -305,12 +285,7 @@ class ClaimKeeper(Service):
         return kept
 
     async def take_over(self) -> int:
-        """Claim idle entries of other workers into free slots; returns how many.
-
-        Raises:
-            Exception: The first failure, once every other shard had its turn (a connection
-                error at once: the other shards would fail the same way).
-        """
+        """Claim idle entries into free slots; returns how many (raises the first failure last)."""
         claimed = 0
         refused: Exception | None = None
         for keys in self._me.shards:

@@ -1,5 +1,4 @@
-"""`Worker`, the worker role's public face: validates its arguments, waits for Redis,
-starts the parts (see the package docstring) and stops them within the stop budget."""
+"""`Worker`, the worker role's public face."""
 
 from __future__ import annotations
 
@@ -35,9 +34,7 @@ __all__ = ["STARTS", "Worker", "WorkerStopReport"]
 
 @dataclass(frozen=True, slots=True)
 class WorkerStopReport:
-    """What a stop left: entries handed on to other workers, handlers abandoned running,
-    and what Redis could not be told (it was unreachable): nothing is lost, it only
-    takes longer."""
+    """What a stop left; nothing is lost, it only takes longer."""
 
     finished: int
     """Handlers that were running when the stop began and finished within the grace."""
@@ -46,11 +43,9 @@ class WorkerStopReport:
     abandoned: int
     """Handlers still running at the end of the grace (their entries were handed on)."""
     not_handed_on: int = 0
-    """Entries this worker knew it held but could not hand on: others take them over
-    after the visibility timeout."""
+    """Entries not handed on: taken over after the visibility timeout."""
     unsettled: int = 0
-    """Acks, retries and dead letters not written: their entries stay pending and run
-    again elsewhere after the visibility timeout."""
+    """Settlements not written: the entries run again after the visibility timeout."""
 
 
 NOTHING_RAN = WorkerStopReport(0, 0, 0)
@@ -75,8 +70,7 @@ class RunningParts:
         grace_s: float,
         hurry: asyncio.Event,
     ) -> WorkerStopReport:
-        """Stop every part within `budget`, giving the handlers `running` when the stop
-        began `grace_s` (or until `hurry` is set); returns what was left."""
+        """Stop every part within `budget`, giving `running` handlers `grace_s`; what was left."""
         for reader in self.readers:
             await reader.stop()
         self.claims.claiming = False
@@ -126,8 +120,7 @@ class RunningParts:
 async def wait_for_handlers(
     running: list[asyncio.Future[None]], grace_s: float, hurry: asyncio.Event
 ) -> int:
-    """Wait for `running` handlers until the grace ends or `hurry` is set; returns how
-    many finished."""
+    """Wait for `running` handlers until the grace ends or `hurry`; returns how many finished."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace_s
     hurried = asyncio.ensure_future(hurry.wait())
@@ -150,33 +143,21 @@ STARTS = {"earliest": "0", "now": "$"}
 
 
 NOT_STARTED = {"running": False, "failures": 0, "last_error": None}
-"""A part's status before `start()` made it."""
 
 
 class Worker(Role[WorkerStopReport]):
     """Runs `handler` on the jobs of `topic` for consumer group `group`.
 
-    `serve()` runs it until `stop()`; `run()` blocks and stops on SIGINT/SIGTERM (a second
-    signal stops at once). A worker made by `from_url` owns its connection.
-
     Args:
-        connection: The redis-py asyncio client, plain or cluster (not closed by the
-            worker).
-        topic: The topic to consume.
-        handler: A function taking one `wheelq.Job`, ``def`` (run on threads, at most
-            `concurrency` at once) or ``async def``; its return value is ignored. A handler
-            that raises (`SystemExit` and `KeyboardInterrupt` included) or runs over
-            `handler_timeout_ms` fails that attempt: the job is retried with backoff, or
-            dead-lettered after its last attempt.
-        group: The consumer group; several groups on one topic each get every job.
+        connection: The redis-py asyncio client, plain or cluster (the worker leaves it open).
+        handler: ``def`` (run on threads) or ``async def``, taking one `wheelq.Job`; one that
+            raises or runs over `handler_timeout_ms` is retried with backoff, or dead-lettered.
+        group: The consumer group; each group on a topic gets every job.
         settings: `WorkerSettings` (defaults when None).
         consumer: This worker's name in the group (default: host:pid:random).
-        start: Where `group` starts if it does not exist yet on a shard: "earliest" (every
-            job still in the stream, including ones fired before it existed) or "now"
-            (only jobs fired from then on). An existing group is never moved.
-        flow: The group's flow control (`wheelq.Flow`; none by default).
-        stream: The stream read: "ready" (every job without an HTTP callback) or
-            "callbacks" (the jobs that carry one: the deliverer's, `wheelq.callbacks`).
+        start: Where a new group starts: "earliest" (every job in the stream) or "now".
+        flow: The group's flow control (`wheelq.Flow`).
+        stream: "ready" (jobs without an HTTP callback) or "callbacks" (the deliverer's).
 
     Raises:
         InvalidHandlerError: `handler` is not callable, is a generator or async generator
@@ -213,8 +194,8 @@ class Worker(Role[WorkerStopReport]):
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.runner = HandlerRunner(
             handler,
-            timeout_ms=self.settings.handler_timeout_ms,
-            threads=self.settings.concurrency,
+            timeout_ms=s.handler_timeout_ms,
+            threads=s.concurrency,
             tracing=tracing.load(),
             group=group,
         )
@@ -226,10 +207,9 @@ class Worker(Role[WorkerStopReport]):
             self.topic,
             group,
             self.clock,
-            max_pause_ms=self.settings.failure_pause_max_ms,
+            max_pause_ms=s.failure_pause_max_ms,
             lane=stream,
         )
-        s = self.settings
         self._in_flight = InFlightSet(
             self.topic,
             group,
@@ -267,9 +247,7 @@ class Worker(Role[WorkerStopReport]):
         stream: str = READY,
         **settings: Any,
     ) -> Self:
-        """A worker for the Redis at `url`: one server, or any node of a Redis Cluster
-        (`cluster` None: found out at start; True or False: say so). `settings` are
-        `WorkerSettings` fields; the other arguments are as in `Worker`.
+        """A worker for the Redis at `url` (any node of a cluster; `cluster` None: found at start).
 
         Raises:
             InvalidArgumentError: A setting unknown or out of range, or `cluster` not a bool
@@ -299,13 +277,8 @@ class Worker(Role[WorkerStopReport]):
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Wait for Redis (up to ``start_timeout_ms``, ended by `stop()`: see `StartGate`),
-        create the topic and the group if missing, and start reading.
-
-        Raises:
-            RedisUnavailableError: Redis stayed unreachable for ``start_timeout_ms``.
-            redis.exceptions.RedisError: Any other failure (wrong password, ...), at once.
-        """
+        """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), create the topic
+        and the group if missing, and start reading."""
         if self._gate.started:
             return
         self._in_flight.closing = False
@@ -369,14 +342,7 @@ class Worker(Role[WorkerStopReport]):
         )
 
     async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
-        """Stop taking work, let running handlers finish within the grace (default
-        `shutdown_grace_ms`), and hand every entry not finished on to other workers.
-
-        Bounded even when Redis does not answer: besides the grace it waits for Redis at
-        most ``stop_timeout_ms`` in all, and skips the rest once Redis is found
-        unreachable; the report says what was left undone. Called again while stopping,
-        it cuts the grace short; called while starting, it ends a wait for Redis, or
-        waits for the start to end."""
+        """Stop: let handlers finish within the grace, hand the rest on; bounded, safe twice."""
         if not self._gate.started:
             return NOTHING_RAN
         if self._in_flight.closing:
@@ -404,18 +370,12 @@ class Worker(Role[WorkerStopReport]):
         return report
 
     def hurry(self) -> None:
-        """Cut a stop under way short: stop waiting for handlers (they are abandoned and
-        handed on), and for Redis all but a moment."""
+        """Cut a stop short: abandon running handlers, wait for Redis only a moment."""
         self._hurry.set()
         super().hurry()
 
     def status(self) -> dict[str, Any]:
-        """Counters for logs and health checks. ``held``: entries this worker holds (running,
-        or waiting: read ahead); ``running``: entries started (for sync handlers, queued to
-        the handler threads, which run at most `concurrency` at once); ``read_ahead``:
-        entries it holds beyond its slots now (`read_ahead_ms`); ``wedged``: threads still
-        running sync handlers that ran over `handler_timeout_ms` (each replaced by a new
-        thread, up to `concurrency` of them)."""
+        """Counters for logs and health checks (``held`` counts the read-ahead too)."""
         c, w, parts = self.settler.counts, self._in_flight, self._parts
         return {
             "consumer": self.consumer,
@@ -442,8 +402,7 @@ class Worker(Role[WorkerStopReport]):
 
 
 def combined(statuses: list[dict[str, Any]]) -> dict[str, Any]:
-    """One status for several readers of one worker: running only if all are; the most
-    failures of any; the first last error."""
+    """One status for several readers: running if all are, most failures, first error."""
     if len(statuses) == 1:
         return statuses[0]
     errors = [st["last_error"] for st in statuses if st["last_error"] is not None]
