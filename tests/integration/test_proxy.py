@@ -74,13 +74,13 @@ async def test_leaving_the_proxy_closes_a_connection_still_connecting_upstream(
     silent_upstream: int,
 ) -> None:
     proxy = CuttingProxy(silent_upstream)
-    await proxy.__aenter__()
+    await proxy.start()
     left = False
     try:
         async with client_of(proxy) as reader:
-            await asyncio.wait_for(proxy.__aexit__(None, None, None), 5)
+            await asyncio.wait_for(proxy.stop(), 5)
             left = True
             assert await closed_by_proxy(reader), "the proxy left the connection open"
     finally:
         if not left:
-            await proxy.__aexit__(None, None, None)
+            await proxy.stop()

@@ -49,25 +49,8 @@ PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]
 
 
-def drive_sync(op: Op[T], send: Callable[[list[Call[Any]]], list[Any]]) -> T:
-    """Run `op` to its end with `send`; a failed round trip is thrown into `op`."""
-    try:
-        calls = next(op)
-        while True:
-            try:
-                replies = send(calls)
-            except Exception as exc:
-                calls = op.throw(exc)
-            else:
-                calls = op.send(replies)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    finally:
-        op.close()
-
-
 async def drive_async(op: Op[T], send: Callable[[list[Call[Any]]], Awaitable[list[Any]]]) -> T:
-    """`drive_sync` with an awaitable `send`."""
+    """Run `op` to its end with `send`; a failed round trip is thrown into `op`."""
     try:
         calls = next(op)
         while True:
@@ -81,6 +64,20 @@ async def drive_async(op: Op[T], send: Callable[[list[Call[Any]]], Awaitable[lis
         return done.value  # type: ignore[no-any-return]
     finally:
         op.close()
+
+
+def drive_sync(op: Op[T], send: Callable[[list[Call[Any]]], list[Any]]) -> T:
+    """`drive_async` with a blocking `send`: it never suspends, so one step runs it to its end
+    without an event loop."""
+
+    async def sent(calls: list[Call[Any]]) -> list[Any]:
+        return send(calls)
+
+    try:
+        drive_async(op, sent).send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    raise AssertionError("drive_sync: send suspended")
 
 
 def guarded(breaker: Breaker, op: Op[T]) -> Op[T]:

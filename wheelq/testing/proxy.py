@@ -19,10 +19,12 @@ import threading
 from collections.abc import Callable
 from typing import Self, TypeVar
 
+from wheelq.runtime.service import Lifecycle
+
 T = TypeVar("T")
 
 
-class CuttingProxy:
+class CuttingProxy(Lifecycle):
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self._target = (target_host, target_port)
         self._server: asyncio.Server | None = None
@@ -106,11 +108,10 @@ class CuttingProxy:
                     self._transports.discard(side.transport)
             self._handlers.discard(task)
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         assert self._server is not None
         self._server.close()
         self.cut()
@@ -168,7 +169,9 @@ class ProxyThread:
         port, host = self._target
 
         async def start() -> CuttingProxy:
-            return await CuttingProxy(port, host).__aenter__()
+            proxy = CuttingProxy(port, host)
+            await proxy.start()
+            return proxy
 
         self._proxy = asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
         return self
@@ -177,7 +180,7 @@ class ProxyThread:
         proxy = self._proxy
         if proxy is not None:
             proxy.unstall()
-            future = asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), self._loop)
+            future = asyncio.run_coroutine_threadsafe(proxy.stop(), self._loop)
             future.result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)

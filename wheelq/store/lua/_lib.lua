@@ -176,25 +176,16 @@ local function wq_fire(ready, topic, member, due, env, callbacks)
     end
     local args = {'XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
       'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued}
-    if grouped then
-      args[#args + 1] = 'group'
-      args[#args + 1] = env[6]
-    end
-    if type(env[8]) == 'string' and env[8] ~= '' then
-      args[#args + 1] = 'trace'
-      args[#args + 1] = env[8]
-    end
-    if type(env[9]) == 'string' and env[9] ~= '' then
-      args[#args + 1] = 'callback'
-      args[#args + 1] = env[9]
-    end
-    if type(env[10]) == 'string' and env[10] ~= '' then
-      args[#args + 1] = 'key'
-      args[#args + 1] = env[10]
-      if env[11] == '1' then
-        args[#args + 1] = 'ordered'
-        args[#args + 1] = '1'
+    for _, field in ipairs({{6, 'group'}, {8, 'trace'}, {9, 'callback'}, {10, 'key'}}) do
+      local value = env[field[1]]
+      if type(value) == 'string' and value ~= '' then
+        args[#args + 1] = field[2]
+        args[#args + 1] = value
       end
+    end
+    if type(env[10]) == 'string' and env[10] ~= '' and env[11] == '1' then
+      args[#args + 1] = 'ordered'
+      args[#args + 1] = '1'
     end
     return redis.pcall(unpack(args))
   end
