@@ -8,22 +8,28 @@ with margins of seconds where the script reads TIME again, so no test depends on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import itertools
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import pytest
 import redis
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 from redis.client import PubSub
 
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
+from wheelq.core.callback import Callback
 from wheelq.core.due import DueSpec
-from wheelq.core.job import Envelope, make_job_id, parse_notes
+from wheelq.core.history import SEPARATOR
+from wheelq.core.job import Envelope, make_job_id, parse_note, parse_notes
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import job_writes, nodes, ops
@@ -361,6 +367,178 @@ def test_enqueue_batch_of_one_mode_and_replace_places_each_job_as_if_one_by_one(
     ]
     assert redis_sync.hgetall(keys.jobs) == {i: envelope for i, (_, envelope) in left.items()}
     assert fired_ids(redis_sync, keys) == (["b", "q"] if replace else ["b"])
+
+
+# The shared layouts ('d0' ... 'a1', then '' / 'u' / 'n') against the general one: the same
+# batch on fresh shards of the same pre-state gives the same codes and the same writes.
+LAYOUT_IDS = "abcdef"
+STEP_MS = 1_000_000
+"""'d' values are multiples of it, so a written due minus the call's TIME is exact (`since`)."""
+_layout_shards = itertools.count(1000)
+LAYOUT_KEYS = ("delayed", "jobs", "ready", "callbacks", "inbox", "history", "history_old")
+LAYOUT_KEYS += ("spooled", "dead", "lease", "horizon", "limits")  # compared by type
+
+
+class LayoutCase(NamedTuple):
+    mode: str  # 'a' | 'd'
+    replace: bool
+    pending: frozenset[str]  # ids pending before the call
+    jobs: list[tuple[str, int, str]]  # id, due (offset from the case's base ms), envelope kind
+    horizon: bool  # a leader preloaded up to base + 2.5 steps: jobs due by then leave notes
+    ready: int | None  # the "ready" limit
+    spare: int | None  # the "pending" limit, as room above the pending jobs
+
+
+@st.composite
+def layout_cases(draw: st.DrawFn) -> LayoutCase:
+    """A batch shaped for one layout: '' may repeat ids, 'u' does not, 'n' has no pending id."""
+    shape = draw(st.sampled_from(["", "u", "n"]))
+    mode = draw(st.sampled_from("ad"))
+    pending = draw(st.frozensets(st.sampled_from(LAYOUT_IDS), min_size=shape == "u", max_size=4))
+    fresh = [i for i in LAYOUT_IDS if i not in pending]
+    ids = st.sampled_from(fresh if shape == "n" else LAYOUT_IDS)
+    batch = draw(st.lists(ids, min_size=1, max_size=6 if shape == "" else 4, unique=shape != ""))
+    # Make the shape's case: '' a repeated id, 'u' a pending one.
+    if shape == "" or (shape == "u" and not pending & set(batch)):
+        extra = draw(st.sampled_from(batch if shape == "" else sorted(pending - set(batch))))
+        batch.insert(draw(st.integers(0, len(batch))), extra)
+    # Due now: a delay of 0, or at or before the base (read before the call); later: whole steps.
+    now = st.sampled_from([-MINUTE_MS, -1, 0] if mode == "a" else [0])
+    due = st.one_of(now, st.integers(1, 3).map(lambda k: k * STEP_MS))
+    kind = st.sampled_from(["plain", "plain", "group", "callback"])
+    return LayoutCase(
+        mode,
+        draw(st.booleans()),
+        pending,
+        [(i, draw(due), draw(kind)) for i in batch],
+        draw(st.booleans()),
+        draw(st.none() | st.integers(0, 3)),
+        draw(st.none() | st.integers(0, 3)),
+    )
+
+
+def layout_envelope(n: int, kind: str) -> bytes:
+    """Job n's envelope: its own payload; a group (history record) or a callback (stream)."""
+    payload = str(n).encode()
+    if kind == "group":
+        return Envelope(payload, 2, 5, ENQUEUED_MS, group="g").pack()
+    if kind == "callback":
+        callback = Callback("http://callback.test/").pack()
+        return Envelope(payload, 1, 5, ENQUEUED_MS, callback=callback).pack()
+    return env(payload)
+
+
+def layout_call(keys: ShardKeys, jobs: list[JobWrite], layout: str | None) -> Call[list[Placed]]:
+    """`jobs` (one mode and replace) in the general layout (None) or the shared `layout`."""
+    call = job_writes.enqueue(keys, jobs)  # the script's keys and reply parser
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, 0, ""]
+    if layout is None:
+        args.append("")
+        for j in jobs:
+            args += (j.id, *j.due.wire, "1" if j.replace else "0", j.envelope)
+    else:
+        args.append(layout)
+        for j in jobs:
+            args += (j.id, j.due.wire[1], j.envelope)
+    return dataclasses.replace(call, args=args)
+
+
+def since(ms: int, before: int, after: int) -> int:
+    """A due a 'd' call wrote (its TIME, read between `before` and `after`, plus a whole number
+    of steps) as that number of steps; a due from before the call as it is."""
+    if ms < before:
+        return ms
+    steps, late = divmod(ms - before, STEP_MS)
+    assert late <= after - before, f"{ms} is not the call's TIME plus whole steps"
+    return steps * STEP_MS
+
+
+def written(r: redis.Redis, keys: ShardKeys, fix: Callable[[int], int]) -> dict[str, Any]:
+    """What enqueue.lua writes on the shard, with stream entry ids as (stream, position) and
+    dues passed through `fix`."""
+    entry_names: dict[bytes, tuple[str, int]] = {}
+    streams = {}
+    for lane in ("ready", "callbacks"):
+        found = r.xrange(getattr(keys, lane))
+        entry_names.update({entry: (lane, n) for n, (entry, _) in enumerate(found)})
+        streams[lane] = [{**f, b"due": fix(int(f[b"due"]))} for _, f in found]
+    history: dict[bytes, Any] = {}
+    for field, value in r.hgetall(keys.history).items():
+        if SEPARATOR.encode() in field:  # a grouped job: a record naming its entry
+            record = msgpack.unpackb(value, raw=True)
+            history[field] = [*record[:1], entry_names[record[1]], *record[2:]]
+        else:
+            history[field] = entry_names[value]
+    notes = [parse_note(note) for note in r.lrange(keys.inbox, 0, -1)]
+    return {
+        "types": [r.type(getattr(keys, k)) for k in LAYOUT_KEYS],
+        "delayed": [(m, fix(int(s))) for m, s in r.zrange(keys.delayed, 0, -1, withscores=True)],
+        "jobs": r.hgetall(keys.jobs),
+        **streams,
+        "history": history,
+        "inbox": [note and (note[0], fix(note[1])) for note in notes],
+    }
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=layout_cases())
+def test_enqueue_shared_layouts_place_and_write_as_the_general_layout(
+    redis_sync: redis.Redis, topic: str, case: LayoutCase
+) -> None:
+    """Each shared layout the batch qualifies for ('' always; 'u' without a repeated id; 'n'
+    without one pending too), each on a fresh shard of the same pre-state, returns the general
+    layout's codes and leaves the same shard. Mode 'd' dues are compared as steps after the
+    call's TIME (`since`); mode 'a' dues exactly."""
+    note(f"{case!r}")  # Hypothesis 6.170 prints a failing example's arguments empty
+    run = Runner(redis_sync)
+    base = server_ms(redis_sync)
+    jobs = [
+        JobWrite(
+            i,
+            DueSpec("at", base + due) if case.mode == "a" else DueSpec("delay", due),
+            case.replace,
+            layout_envelope(n, kind),
+        )
+        for n, (i, due, kind) in enumerate(case.jobs)
+    ]
+    ids = [j.id for j in jobs]
+    unique = len(set(ids)) == len(ids)
+    fresh = unique and not case.pending & set(ids)
+    if fresh:
+        jobs = [j._replace(new=True) for j in jobs]
+    vouched = ["", "u", "n"][: 1 + unique + fresh]
+    shared = case.mode + ("1" if case.replace else "0")
+    probe = job_writes.enqueue(ShardKeys(topic, 0), jobs).args[4]
+    assert probe == shared + vouched[-1], "the client sends the strongest layout the batch allows"
+
+    def outcome(layout: str | None) -> tuple[list[Placed], dict[str, Any]]:
+        keys = ShardKeys(topic, next(_layout_shards))
+        # The callbacks stream's ids start a year ahead (an entry added and deleted): a history
+        # entry id names one stream's entry, never both.
+        far = redis_sync.xadd(keys.callbacks, {"x": "x"}, id=f"{base + 365 * 86_400_000}-0")
+        redis_sync.xdel(keys.callbacks, far)
+        for n, i in enumerate(sorted(case.pending)):
+            seed_pending(redis_sync, keys, i, ENQUEUED_MS + n, env(b"pending " + i.encode()))
+        if case.horizon:
+            redis_sync.set(keys.horizon, base + 5 * STEP_MS // 2)
+        if case.ready is not None:
+            redis_sync.hset(keys.limits, "ready", case.ready)
+        if case.spare is not None:
+            redis_sync.hset(keys.limits, "pending", len(case.pending) + case.spare)
+        before = server_ms(redis_sync)
+        placed = run(layout_call(keys, jobs, layout))
+        after = server_ms(redis_sync)
+        fix = (lambda ms: since(ms, before, after)) if case.mode == "d" else (lambda ms: ms)
+        return placed, written(redis_sync, keys, fix)
+
+    general = outcome(None)
+    for vouch in vouched:
+        layout = shared + vouch
+        placed, state = outcome(layout)
+        assert placed == general[0], f"layout {layout!r}: codes differ from the general layout's"
+        assert state == general[1], f"layout {layout!r}: writes differ from the general layout's"
 
 
 def new_job(due: DueSpec, payload: bytes) -> JobWrite:
