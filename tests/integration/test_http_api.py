@@ -8,6 +8,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -371,6 +372,69 @@ async def test_topics_are_listed_a_page_at_a_time_and_stats_by_shard(
     assert sum(s["pending"] for s in stats["shards"]) == 1
     assert_problem(await api.call("GET", f"/v1/topics/{topic}-zzz"), 404, None)
     assert_problem(await api.call("GET", "/v1/topics", params={"limit": "0"}), 422, "limit")
+
+
+async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_says(
+    api: Served, topic: str
+) -> None:
+    """Both bodies: the client's `TopicStats` and `GroupStats` with their totals as fields,
+    `name` as ``group`` and no spool, each key in the OpenAPI document with its type and
+    (but names and shards) a description."""
+    await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 0, "delay_ms": 60_000})
+    await dead_letters(api, topic, 2)
+    jobs = [{"payload": i} for i in range(7)]
+    assert (await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs}))[0] == 200
+    _, pulled, _ = await api.call("POST", f"/v1/topics/{topic}/groups/g/pull", {"max": 3})
+    assert len(pulled["jobs"]) == 3
+
+    status, stats_body, _ = await api.call("GET", f"/v1/topics/{topic}")
+    status_groups, groups_body, _ = await api.call("GET", f"/v1/topics/{topic}/groups")
+    assert (status, status_groups) == (200, 200)
+    stats = await api.service.client.stats(topic)
+    groups = await api.service.client.groups(topic)
+    assert stats is not None and groups is not None and len(groups) == 1
+    totals = (stats.pending, stats.ready, stats.in_flight, stats.dead)
+    assert 0 not in totals and len(set(totals)) == 4, totals  # a swapped key shows
+    expected_stats = {
+        "topic": topic,
+        "pending": stats.pending,
+        "ready": stats.ready,
+        "in_flight": stats.in_flight,
+        "in_stream": stats.in_stream,
+        "dead": stats.dead,
+        "shards": [asdict(s) for s in stats.shards],
+    }
+    assert stats_body == expected_stats and list(stats_body) == list(expected_stats)
+    group = groups[0]
+    (served,) = groups_body["groups"]
+    assert 0 <= served["idle_ms"] <= group.idle_ms  # read again later: idle longer
+    expected_group = {
+        "group": "g",
+        "stream": "ready",
+        "consumers": 1,
+        "in_flight": group.in_flight,
+        "ready": group.ready,
+        "idle_ms": served["idle_ms"],
+        "shards": [asdict(s) for s in group.shards],
+    }
+    assert groups_body == {"topic": topic, "groups": [expected_group]}
+    assert (group.in_flight, group.ready) == (stats.in_flight, stats.ready)
+
+    _, doc, _ = await api.call("GET", "/openapi.json")
+    schemas = doc["components"]["schemas"]
+    ok = doc["paths"]["/v1/topics/{topic}"]["get"]["responses"]["200"]
+    stats_doc = schemas[ok["content"]["application/json"]["schema"]["$ref"].split("/")[-1]]
+    group_doc = schemas[
+        schemas["ConsumerGroupsOut"]["properties"]["groups"]["items"]["$ref"].split("/")[-1]
+    ]
+    kinds = {"topic": ["string"], "group": ["string"], "stream": ["string"]}
+    kinds |= {"shards": ["array"], "idle_ms": ["integer", "null"]}
+    for body, schema in ((stats_body, stats_doc), (served, group_doc)):
+        assert list(schema["properties"]) == schema["required"] == list(body)
+        for name, prop in schema["properties"].items():
+            assert name in {"topic", "group", "shards"} or prop.get("description"), name
+            got = [p.get("type") for p in prop.get("anyOf", [prop])]
+            assert got == kinds.get(name, ["integer"]), name
 
 
 async def dead_letters(api: Served, topic: str, n: int) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wheelq.core.keys import ShardKeys, validate_group
 from wheelq.errors import (
@@ -35,9 +35,10 @@ class GroupShardStats:
 class GroupStats:
     """A consumer group of a topic, over the shards that have it: what `groups()` returns."""
 
-    name: str
+    name: str = field(metadata={"wire": "group"})
     stream: str
-    """``"ready"`` (the topic's jobs) or ``"callbacks"`` (the deliverer's group)."""
+    """The stream it reads: ``"ready"`` (the topic's jobs) or ``"callbacks"`` (jobs with a
+    callback, read by the service's deliverer)."""
     consumers: int
     """Distinct consumer names over its shards."""
     idle_ms: int | None
@@ -45,7 +46,9 @@ class GroupStats:
     shards: list[GroupShardStats]
 
     in_flight = ShardTotal()
+    """Delivered to a consumer of the group, not acked."""
     ready = ShardTotal()
+    """Fired, not yet delivered to the group."""
 
 
 @dataclass(frozen=True, slots=True)

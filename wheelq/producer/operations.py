@@ -160,10 +160,16 @@ class TopicStats:
     """The client's spool (all its topics), None without one."""
 
     pending = ShardTotal()
+    """Jobs waiting for their due time."""
     ready = ShardTotal()
+    """Fired, not yet delivered to the consumer group furthest behind (every entry while no
+    group reads the stream)."""
     in_flight = ShardTotal()
+    """Delivered and not settled, summed over groups."""
     in_stream = ShardTotal()
+    """Entries in the stream: fired, not yet trimmed."""
     dead = ShardTotal()
+    """Dead letters."""
 
 
 @dataclass(slots=True)

@@ -13,27 +13,43 @@ from typing import Any
 
 from wheelq.core.job import jsonable
 from wheelq.core.retry import error_detail, error_line
+from wheelq.producer.operations import ShardTotal
 
 ERRORS = ("error", "last_error")
 """Recorded errors: on the wire as their line, and whole beside it (``<name>_detail``)."""
-HIDDEN = ("fields",)
-"""Left off the wire (a dead letter's raw fields: the rest are read from them)."""
+HIDDEN = ("fields", "spool")
+"""Left off the wire (a dead letter's raw fields: the rest are read from them; a client's
+spool)."""
+
+
+def wire_fields(cls: type) -> list[tuple[str, str, Any]]:
+    """(attribute, name on the wire, annotation) of each field of record `cls` on the wire:
+    its dataclass fields but `HIDDEN`, named by their ``"wire"`` metadata if any, and its
+    `ShardTotal` totals (int) just before the shards they sum."""
+    sums = [(n, n, "int") for n, v in vars(cls).items() if isinstance(v, ShardTotal)]
+    out: list[tuple[str, str, Any]] = []
+    for f in dataclasses.fields(cls):
+        if f.name == "shards":
+            out += sums
+        if f.name not in HIDDEN:
+            out.append((f.name, f.metadata.get("wire", f.name), f.type))
+    return out
 
 
 def as_json(value: Any) -> Any:
     """A core record (`JobInfo`, `DeadLetter`, ...) as JSON, as `models.wire_model` describes
-    it: fields by name, enums by value, payloads as `jsonable` spells them, errors as
-    `ERRORS` says."""
+    it: fields as `wire_fields` says, enums by value, payloads as `jsonable` spells them,
+    errors as `ERRORS` says."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            if f.name in ERRORS:
+        for name, wire, kind in wire_fields(type(value)):
+            item = getattr(value, name)
+            if name in ERRORS:
                 line = error_line(item)
-                out[f.name] = line if f.type == "str" else line or None
-                out[f"{f.name}_detail"] = error_detail(item)
-            elif f.name not in HIDDEN:
-                out[f.name] = as_json(item)
+                out[wire] = line if kind == "str" else line or None
+                out[f"{wire}_detail"] = error_detail(item)
+            else:
+                out[wire] = as_json(item)
         return out
     if isinstance(value, Enum):
         return value.value

@@ -22,7 +22,7 @@ from wheelq.web.models import (
     RefsIn,
     TopicPath,
     TopicsOut,
-    TopicStatsOut,
+    TopicStatsModel,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
 
@@ -62,7 +62,7 @@ async def topics_page(
     return rows, rows[-1][0] if more else None, len(names)
 
 
-@router.get("/{topic}", response_model=TopicStatsOut)
+@router.get("/{topic}", response_model=TopicStatsModel)
 async def topic_stats(topic: TopicPath, request: Request) -> Response:
     """The topic's backlog: pending (waiting for their time), ready (fired, not yet
     delivered), in flight, in stream (not yet trimmed) and dead, in all and by shard."""
@@ -71,17 +71,7 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
     stats = await svc.client.stats(topic)
     if stats is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
-    return json_response(
-        {
-            "topic": topic,
-            "pending": stats.pending,
-            "ready": stats.ready,
-            "in_flight": stats.in_flight,
-            "in_stream": stats.in_stream,
-            "dead": stats.dead,
-            "shards": as_json(stats.shards),
-        }
-    )
+    return json_response(as_json(stats))
 
 
 @router.get("/{topic}/groups", response_model=ConsumerGroupsOut)
@@ -94,19 +84,7 @@ async def list_groups(topic: TopicPath, request: Request) -> Response:
     found = await svc.client.groups(topic)
     if found is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}", field="topic")
-    body = [
-        {
-            "group": g.name,
-            "stream": g.stream,
-            "consumers": g.consumers,
-            "in_flight": g.in_flight,
-            "ready": g.ready,
-            "idle_ms": g.idle_ms,
-            "shards": as_json(g.shards),
-        }
-        for g in found
-    ]
-    return json_response({"topic": topic, "groups": body})
+    return json_response({"topic": topic, "groups": as_json(found)})
 
 
 @router.post(

@@ -4,7 +4,6 @@ what requests are checked against before anything is done (bad input changes not
 from __future__ import annotations
 
 import ast
-import dataclasses
 import inspect
 import itertools
 import math
@@ -29,10 +28,10 @@ from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
 from wheelq.core.keys import MAX_TOPIC_LENGTH
 from wheelq.errors import InvalidDelayError
-from wheelq.producer.groups import GroupShardStats
+from wheelq.producer.groups import GroupStats
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.operations import ShardStats
-from wheelq.web import ERRORS, HIDDEN
+from wheelq.producer.operations import TopicStats
+from wheelq.web import ERRORS, wire_fields
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MIN_AT_MS = 978_307_200_000
@@ -269,57 +268,42 @@ ERROR_DETAIL = "the error whole: its line, then the traceback (null when the lin
 def _field_docs(cls: type[Any]) -> dict[str, str]:
     """`cls`'s attribute docstrings, by field."""
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
-    return {
-        a.target.id: inspect.cleandoc(b.value.value)
-        for a, b in itertools.pairwise(body)
-        if isinstance(a, ast.AnnAssign)
-        and isinstance(a.target, ast.Name)
-        and isinstance(b, ast.Expr)
-        and isinstance(b.value, ast.Constant)
-        and isinstance(b.value.value, str)
-    }
+    docs = {}
+    for a, b in itertools.pairwise(body):
+        match a, b:
+            case (
+                ast.AnnAssign(target=ast.Name(id=name)) | ast.Assign(targets=[ast.Name(id=name)]),
+                ast.Expr(value=ast.Constant(value=str(doc))),
+            ):
+                docs[name] = inspect.cleandoc(doc)
+    return docs
 
 
 def wire_model(cls: type[Any]) -> type[BaseModel]:
     """The pydantic model of `cls` as `as_json` writes it (for the OpenAPI document), its
     fields described by their docstrings."""
-    hints = get_type_hints(cls)
+    fields = wire_fields(cls)
+    # Only the fields on the wire: a hidden one's type may be imported for type checking only.
+    shown = {"__module__": cls.__module__, "__annotations__": {n: t for n, _, t in fields}}
+    hints = get_type_hints(type(cls.__name__, (), shown))
     docs = _field_docs(cls)
     spec: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name in HIDDEN:
-            continue
-        kind = hints[f.name]
-        if get_origin(kind) is tuple:  # a tuple of records: GroupInfo
+    for name, wire, _ in fields:
+        kind = hints[name]
+        if get_origin(kind) in (tuple, list):  # records: GroupInfo, ShardStats
             kind = list[wire_model(get_args(kind)[0])]  # type: ignore[misc]
         # Every field required: an answer always carries each one.
-        spec[f.name] = (
-            kind,
-            Field(description=ERROR_LINE if f.name in ERRORS else docs.get(f.name)),
-        )
-        if f.name in ERRORS:
-            spec[f"{f.name}_detail"] = (str | None, Field(description=ERROR_DETAIL))
+        spec[wire] = (kind, Field(description=ERROR_LINE if name in ERRORS else docs.get(name)))
+        if name in ERRORS:
+            spec[f"{wire}_detail"] = (str | None, Field(description=ERROR_DETAIL))
     model: type[BaseModel] = create_model(cls.__name__, __doc__=cls.__doc__, **spec)
     return model
 
 
 JobInfoModel = wire_model(JobInfo)
 DeadLetterModel = wire_model(DeadLetter)
-ShardModel = wire_model(ShardStats)
-GroupShardModel = wire_model(GroupShardStats)
-
-
-class BacklogOut(BaseModel):
-    """What a topic, or one of its shards, holds (`wheelq.producer.operations.ShardStats`)."""
-
-    pending: int = Field(description="jobs waiting for their due time")
-    ready: int = Field(
-        description="fired, not yet delivered to the consumer group furthest behind "
-        "(every entry while no group reads the stream)"
-    )
-    in_flight: int = Field(description="delivered and not settled, summed over groups")
-    in_stream: int = Field(description="entries in the stream: fired, not yet trimmed")
-    dead: int = Field(description="dead letters")
+TopicStatsModel = wire_model(TopicStats)
+GroupStatsModel = wire_model(GroupStats)
 
 
 class TopicOut(BaseModel):
@@ -332,33 +316,9 @@ class TopicsOut(BaseModel):
     next: str | None = None
 
 
-class TopicStatsOut(BacklogOut):
-    """The topic's backlog in all, and by shard."""
-
-    topic: str
-    shards: list[ShardModel]  # type: ignore[valid-type]
-
-
-class ConsumerGroupOut(BaseModel):
-    """A consumer group of the topic, over the shards that have it."""
-
-    group: str
-    stream: str = Field(
-        description="the stream it reads: ready (the topic's jobs) or callbacks (jobs with a "
-        "callback, read by the service's deliverer)"
-    )
-    consumers: int = Field(description="distinct consumers over its shards")
-    in_flight: int = Field(description="delivered to a consumer of the group, not acked")
-    ready: int = Field(description="fired, not yet delivered to the group")
-    idle_ms: int | None = Field(
-        description="since the most recently active of its consumers last read (null: none)"
-    )
-    shards: list[GroupShardModel]  # type: ignore[valid-type]
-
-
 class ConsumerGroupsOut(BaseModel):
     topic: str
-    groups: list[ConsumerGroupOut]
+    groups: list[GroupStatsModel]  # type: ignore[valid-type]
 
 
 class DeadListOut(BaseModel):
