@@ -23,7 +23,7 @@ from wheelq.core.settings import WorkerSettings
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
 JOBS = 10_000
-VISIBILITY_MS = 1000
+VISIBILITY_MS = 2500
 
 
 @pytest.fixture
