@@ -34,10 +34,10 @@ from wheelq import (
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import groups as grp
-from wheelq.producer.operations import Producer, drive_sync
+from wheelq.producer.operations import Producer
 from wheelq.store import consume
 from wheelq.store import groups as store_groups
-from wheelq.store.executor import Call, SyncExecutor
+from wheelq.store.executor import Call, SyncExecutor, drive
 from wheelq.store.groups import GroupDrop
 from wheelq.store.scripts import GroupOutcome
 from wheelq.web.auth import Token
@@ -285,9 +285,7 @@ async def test_an_entry_delivered_between_the_check_and_the_delete_keeps_the_gro
         return executor.run(calls)
 
     with pytest.raises(GroupBusyError) as refused:
-        drive_sync(
-            grp.delete_group(Producer(ClientSettings()), topic, "racing", "ready", False), send
-        )
+        drive(grp.delete_group(Producer(ClientSettings()), topic, "racing", "ready", False), send)
 
     assert delivered == [1]
     assert (refused.value.in_flight, refused.value.deleted) == (1, SHARDS - 1)

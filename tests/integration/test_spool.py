@@ -32,11 +32,11 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import all_shards, shard_of
 from wheelq.core.settings import ClientSettings
-from wheelq.producer.operations import Producer, drive_sync
+from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Drain, Spool
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock, wall_ms
-from wheelq.store.executor import Call, SyncExecutor
+from wheelq.store.executor import Call, SyncExecutor, drive
 from wheelq.store.job_writes import JobWrite
 from wheelq.testing import EmbeddedServer, ServerBinary
 
@@ -163,12 +163,12 @@ def test_a_replay_whose_reply_is_lost_after_redis_ran_it_fires_each_job_once(
         losing = LosingReplies(SyncExecutor(r))
 
         with pytest.raises(redis.ConnectionError, match="reply lost"):
-            drive_sync(drain.step(), losing.run)
+            drive(drain.step(), losing.run)
         assert spool.depth == 30  # not confirmed: kept
         assert found_ids(redis_url, topic) == Counter(w.id for w in due_now)  # but applied
 
-        assert drive_sync(drain.step(), losing.run) == 30
-        assert drive_sync(drain.step(), losing.run) == 0  # forgets the tokens
+        assert drive(drain.step(), losing.run) == 30
+        assert drive(drain.step(), losing.run) == 0  # forgets the tokens
     spool.close()
 
     assert found_ids(redis_url, topic) == Counter(w.id for w in due_now)  # each fired once

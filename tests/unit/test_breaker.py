@@ -14,9 +14,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tests.support.fakes import ScriptedExecutor
 from wheelq.core.clock import ManualClock
 from wheelq.errors import RedisUnavailableError
-from wheelq.producer.operations import Op, drive_async, guarded
+from wheelq.producer.operations import Op, guarded
 from wheelq.runtime.breaker import Breaker
-from wheelq.store.executor import Call
+from wheelq.store.executor import Call, drive_async
 
 OPEN_MS = 1000
 PING: Call[Any] = Call(command=("PING",))

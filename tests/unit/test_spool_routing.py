@@ -25,11 +25,11 @@ from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidDelayError, RedisUnavailableError, ScriptError
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.operations import PIPELINE_CALLS, Op, Producer, drive_async, guarded
+from wheelq.producer.operations import PIPELINE_CALLS, Op, Producer, guarded
 from wheelq.producer.spool import Drain, Spool, Spooler
 from wheelq.runtime.breaker import Breaker
 from wheelq.store import job_writes
-from wheelq.store.executor import Call
+from wheelq.store.executor import Call, drive_async
 from wheelq.store.scripts import Placed
 
 SHARDS = 2

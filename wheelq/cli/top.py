@@ -41,16 +41,15 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
     from wheelq.core.keys import all_shards
-    from wheelq.producer.operations import drive_sync
     from wheelq.store import nodes
-    from wheelq.store.executor import SyncExecutor
+    from wheelq.store.executor import SyncExecutor, drive
     from wheelq.store.observe import observe_shards
 
     registry = client.topics()
     shards = [keys for t in topics if t in registry for keys in all_shards(t, registry[t])]
     executor = SyncExecutor(client.redis)
     (now_ms,) = executor.run([nodes.server_time()])
-    return drive_sync(
+    return drive(
         observe_shards(shards, int(now_ms)),
         lambda calls: executor.run(calls, return_exceptions=True),
     )

@@ -25,10 +25,10 @@ from wheelq.core.observe import ShardObservation
 from wheelq.errors import InvalidArgumentError
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
-from wheelq.producer.operations import drive_async
 from wheelq.runtime.clock import wall_ms
 from wheelq.runtime.service import Service
 from wheelq.scheduler.scheduler import Scheduler
+from wheelq.store.executor import drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.worker.worker import Worker
 

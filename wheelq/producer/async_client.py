@@ -27,7 +27,6 @@ from wheelq.producer.operations import (
     Producer,
     ProducerCounts,
     TopicStats,
-    drive_async,
     guarded,
     with_spool,
 )
@@ -36,7 +35,7 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.executor import AsyncExecutor, Call, drive_async
 
 T = TypeVar("T")
 

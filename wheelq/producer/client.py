@@ -29,7 +29,6 @@ from wheelq.producer.operations import (
     Producer,
     ProducerCounts,
     TopicStats,
-    drive_sync,
     guarded,
     with_spool,
 )
@@ -38,7 +37,7 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
-from wheelq.store.executor import Call, SyncExecutor
+from wheelq.store.executor import Call, SyncExecutor, drive
 
 T = TypeVar("T")
 CallbackArg = Callback | str | Mapping[str, Any] | None
@@ -120,7 +119,7 @@ class Client:
 
     def _run(self, op: Op[T], wait: Wait | None = None) -> T:
         send = self._executor.run if wait is None else partial(self._executor.run_acked, wait=wait)
-        return drive_sync(guarded(self._breaker, op), send)
+        return drive(guarded(self._breaker, op), send)
 
     def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
         return self._run(*self._durability.plan(self._producer, topic, op, ack))

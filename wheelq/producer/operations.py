@@ -1,12 +1,12 @@
 """The producer's operations as sans-I/O generators that `Client` and `AsyncClient` drive,
-with the drivers, the breaker guard and enqueue placement (docs/architecture.md).
+with the breaker guard and enqueue placement (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
@@ -47,37 +47,6 @@ Op = Generator[list[Call[Any]], list[Any], T]
 
 PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]
-
-
-async def drive_async(op: Op[T], send: Callable[[list[Call[Any]]], Awaitable[list[Any]]]) -> T:
-    """Run `op` to its end with `send`; a failed round trip is thrown into `op`."""
-    try:
-        calls = next(op)
-        while True:
-            try:
-                replies = await send(calls)
-            except Exception as exc:
-                calls = op.throw(exc)
-            else:
-                calls = op.send(replies)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    finally:
-        op.close()
-
-
-def drive_sync(op: Op[T], send: Callable[[list[Call[Any]]], list[Any]]) -> T:
-    """`drive_async` with a blocking `send`: it never suspends, so one step runs it to its end
-    without an event loop."""
-
-    async def sent(calls: list[Call[Any]]) -> list[Any]:
-        return send(calls)
-
-    try:
-        drive_async(op, sent).send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    raise AssertionError("drive_sync: send suspended")
 
 
 def guarded(breaker: Breaker, op: Op[T]) -> Op[T]:

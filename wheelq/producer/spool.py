@@ -29,13 +29,13 @@ from wheelq.errors import (
     SpoolLockedError,
     TopicConfigError,
 )
-from wheelq.producer.operations import Op, Producer, drive_async
+from wheelq.producer.operations import Op, Producer
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import Service
 from wheelq.store import job_writes
-from wheelq.store.executor import Call
+from wheelq.store.executor import Call, drive_async
 from wheelq.store.job_writes import JobWrite
 from wheelq.store.scripts import Placed
 

@@ -225,37 +225,36 @@ def _redo(
         replies[i] = reply
 
 
-def _resume(steps: Generator[Any, Any, T], reply: Any, error: Exception | None) -> Any:
+async def drive_async(steps: Generator[Any, Any, T], do: Callable[[Any], Awaitable[Any]]) -> T:
+    """Run a sans-I/O plan to its end: `do` each request, send back its reply or throw in its
+    error; the plan is closed however the run ends."""
     try:
-        return steps.send(reply) if error is None else steps.throw(error)
+        request = next(steps)
+        while True:
+            try:
+                reply = await do(request)
+            except Exception as exc:
+                request = steps.throw(exc)
+            else:
+                request = steps.send(reply)
     except StopIteration as done:
-        return _Done(done.value)
-
-
-@dataclass(frozen=True, slots=True)
-class _Done:
-    value: Any
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        steps.close()
 
 
 def drive(steps: Generator[Any, Any, T], do: Callable[[Any], Any]) -> T:
-    """Run a sans-I/O plan: `do` each request, send back its reply or throw in its error."""
-    reply, error = None, None
-    while not isinstance(request := _resume(steps, reply, error), _Done):
-        try:
-            reply, error = do(request), None
-        except Exception as exc:
-            reply, error = None, exc
-    return request.value  # type: ignore[no-any-return]
+    """`drive_async` with a blocking `do`: it never suspends, so one step runs it to its end
+    without an event loop."""
 
+    async def done(request: Any) -> Any:
+        return do(request)
 
-async def drive_async(steps: Generator[Any, Any, T], do: Callable[[Any], Awaitable[Any]]) -> T:
-    reply, error = None, None
-    while not isinstance(request := _resume(steps, reply, error), _Done):
-        try:
-            reply, error = await do(request), None
-        except Exception as exc:
-            reply, error = None, exc
-    return request.value  # type: ignore[no-any-return]
+    try:
+        drive_async(steps, done).send(None)
+    except StopIteration as end:
+        return end.value  # type: ignore[no-any-return]
+    raise AssertionError("drive: do suspended")
 
 
 # --- pipelines written as they are packed ---------------------------------------------------

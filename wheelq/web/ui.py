@@ -47,9 +47,8 @@ from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.retry import error_line
 from wheelq.errors import InvalidArgumentError, RedisUnavailableError
-from wheelq.producer.operations import drive_async
 from wheelq.store import nodes
-from wheelq.store.executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import api_topics
 from wheelq.web.api_jobs import service
