@@ -189,6 +189,8 @@ def plan(calls: Sequence[Call[Any]], cluster: Callable[[], bool]) -> Steps:
         if not ((yield RELOAD) and may_resend(exc, calls)):
             raise
         replies = yield from _send(calls, cluster)  # reads, or its node was not reached
+    if not any(isinstance(r, Exception) for r in replies):
+        return replies  # the usual case: nothing to redo
     if any(isinstance(r, TOPOLOGY_ERRORS) for r in replies):
         yield RELOAD
     if (redirected := to_redo(replies, moved)) and (yield SWITCH):
@@ -244,17 +246,20 @@ async def drive_async(steps: Generator[Any, Any, T], do: Callable[[Any], Awaitab
 
 
 def drive(steps: Generator[Any, Any, T], do: Callable[[Any], Any]) -> T:
-    """`drive_async` with a blocking `do`: it never suspends, so one step runs it to its end
-    without an event loop."""
-
-    async def done(request: Any) -> Any:
-        return do(request)
-
+    """`drive_async` with a blocking `do` (its twin: a coroutine driver costs each call more)."""
     try:
-        drive_async(steps, done).send(None)
-    except StopIteration as end:
-        return end.value  # type: ignore[no-any-return]
-    raise AssertionError("drive: do suspended")
+        request = next(steps)
+        while True:
+            try:
+                reply = do(request)
+            except Exception as exc:
+                request = steps.throw(exc)
+            else:
+                request = steps.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        steps.close()
 
 
 # --- pipelines written as they are packed ---------------------------------------------------
