@@ -160,6 +160,22 @@ def test_auto_port_taken_before_start_is_picked_again(server_binary: ServerBinar
                 assert client.ping() is True
 
 
+def test_cluster_bus_port_taken_before_start_is_picked_again(server_binary: ServerBinary) -> None:
+    cluster_node = ["--cluster-enabled", "yes"]
+    server = EmbeddedServer(server_binary, extra_args=cluster_node, cluster_bus=True)
+    with socket.socket() as squatter:
+        assert server.bus_port is not None
+        squatter.bind((server.host, server.bus_port))
+        squatter.listen()
+        taken = server.bus_port
+        with server:
+            assert server.bus_port != taken
+            with _client(server.url) as client:
+                nodes = client.execute_command("CLUSTER", "NODES")
+                text = nodes.decode() if isinstance(nodes, bytes) else str(nodes)
+                assert f"@{server.bus_port}" in text, text  # "ip:port@bus myself,master ..."
+
+
 def test_explicit_port_taken_fails_without_retry(server_binary: ServerBinary) -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import redis
 
-from wheelq.embedded.server import EmbeddedServer, ServerBinary, Started, free_port
+from wheelq.embedded.server import EmbeddedServer, ServerBinary, Started
 from wheelq.errors import EmbeddedServerError
 
 SLOTS = 16_384
@@ -42,16 +42,8 @@ class EmbeddedCluster(Started):
             "no",
         )
 
-        self._bus_ports: dict[int, int] = {}
-
         def node() -> EmbeddedServer:
-            # The bus port defaults to port + 10000: past 65535 for a high free port.
-            bus = free_port()
-            server = EmbeddedServer(
-                binary, appendonly=appendonly, extra_args=(*args, "--cluster-port", str(bus))
-            )
-            self._bus_ports[id(server)] = bus
-            return server
+            return EmbeddedServer(binary, appendonly=appendonly, extra_args=args, cluster_bus=True)
 
         self.primaries = [node() for _ in range(primaries)]
         self.replicas = [node() for _ in range(primaries * replicas)]
@@ -193,8 +185,7 @@ class EmbeddedCluster(Started):
         first = self.primaries[0]
         with self.client(first) as c:
             for node in self.nodes[1:]:
-                bus = self._bus_ports[id(node)]
-                c.execute_command("CLUSTER", "MEET", node.host, node.port, bus)
+                c.execute_command("CLUSTER", "MEET", node.host, node.port, node.bus_port)
         self._wait(deadline, "every node to know every other", self._all_known)
         for i, replica in enumerate(self.replicas):
             primary = self.primaries[i // self._replicas_per_primary]

@@ -126,6 +126,7 @@ class EmbeddedServer(Started):
         extra_args: Sequence[str] = (),
         data_dir: str | None = None,
         tls: bool = False,
+        cluster_bus: bool = False,
     ) -> None:
         """Describe a server; nothing runs until `start`.
 
@@ -138,6 +139,9 @@ class EmbeddedServer(Started):
             data_dir: Kept on `stop`; default a temporary dir, deleted on `stop`.
             tls: Serve only TLS (``rediss://``), with a throwaway CA at `ca_cert_path`
                 (needs ``trustme`` and a TLS build).
+            cluster_bus: Listen for the cluster bus on `bus_port`, a free port picked again
+                with `port` if either is taken before the server binds (the default,
+                port + 10000, can be past 65535 or taken).
         """
         if binary is None:
             if not (binaries := find_server_binaries()):
@@ -156,6 +160,7 @@ class EmbeddedServer(Started):
         self._dir: Path | None = None
         self._tls = tls
         self._proc: subprocess.Popen[bytes] | None = None
+        self.bus_port = free_port() if cluster_bus else None
 
     @property
     def host(self) -> str:
@@ -218,6 +223,8 @@ class EmbeddedServer(Started):
                 if not (self._auto_port and attempt < _START_ATTEMPTS and "in use" in str(exc)):
                     raise
                 self._port = free_port()
+                if self.bus_port is not None:
+                    self.bus_port = free_port()
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, SIGKILL after 10 s); delete a temporary data dir."""
@@ -264,6 +271,8 @@ class EmbeddedServer(Started):
                 args += [option, str(data_dir / name)]
         if self._password is not None:
             args += ["--requirepass", self._password]
+        if self.bus_port is not None:
+            args += ["--cluster-port", str(self.bus_port)]
         return [*args, *self._extra_args]
 
     def _start_once(self, timeout_s: float) -> None:

@@ -8,6 +8,7 @@ without FastAPI, for the CLI's ``--json`` to import cheaply.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from enum import Enum
 from typing import Any
 
@@ -22,7 +23,8 @@ HIDDEN = ("fields", "spool")
 spool)."""
 
 
-def wire_fields(cls: type) -> list[tuple[str, str, Any]]:
+@functools.cache  # as_json asks once per record it writes
+def wire_fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
     """(attribute, name on the wire, annotation) of each field of record `cls` on the wire:
     its dataclass fields but `HIDDEN`, named by their ``"wire"`` metadata if any, and its
     `ShardTotal` totals (int) just before the shards they sum."""
@@ -33,7 +35,7 @@ def wire_fields(cls: type) -> list[tuple[str, str, Any]]:
             out += sums
         if f.name not in HIDDEN:
             out.append((f.name, f.metadata.get("wire", f.name), f.type))
-    return out
+    return tuple(out)
 
 
 def as_json(value: Any) -> Any:

@@ -279,7 +279,7 @@ def _field_docs(cls: type[Any]) -> dict[str, str]:
     return docs
 
 
-def wire_model(cls: type[Any]) -> type[BaseModel]:
+def wire_model(cls: type) -> type[BaseModel]:
     """The pydantic model of `cls` as `as_json` writes it (for the OpenAPI document), its
     fields described by their docstrings."""
     fields = wire_fields(cls)
