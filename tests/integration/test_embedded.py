@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.resources
 import os
 import re
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -148,32 +150,33 @@ def test_bad_option_fails_start_with_log_tail(server_binary: ServerBinary) -> No
     server.stop()
 
 
+@contextlib.contextmanager
+def squatting(host: str, port: int) -> Iterator[int]:
+    """`port` held by a listening socket of another owner while the block runs."""
+    with socket.socket() as squatter:
+        squatter.bind((host, port))
+        squatter.listen()
+        yield port
+
+
 def test_auto_port_taken_before_start_is_picked_again(server_binary: ServerBinary) -> None:
     server = EmbeddedServer(server_binary)
-    with socket.socket() as squatter:
-        squatter.bind((server.host, server.port))
-        squatter.listen()
-        taken = server.port
-        with server:
-            assert server.port != taken
-            with _client(server.url) as client:
-                assert client.ping() is True
+    with squatting(server.host, server.port) as taken, server:
+        assert server.port != taken
+        with _client(server.url) as client:
+            assert client.ping() is True
 
 
 def test_cluster_bus_port_taken_before_start_is_picked_again(server_binary: ServerBinary) -> None:
     cluster_node = ["--cluster-enabled", "yes"]
     server = EmbeddedServer(server_binary, extra_args=cluster_node, cluster_bus=True)
-    with socket.socket() as squatter:
-        assert server.bus_port is not None
-        squatter.bind((server.host, server.bus_port))
-        squatter.listen()
-        taken = server.bus_port
-        with server:
-            assert server.bus_port != taken
-            with _client(server.url) as client:
-                nodes = client.execute_command("CLUSTER", "NODES")
-                text = nodes.decode() if isinstance(nodes, bytes) else str(nodes)
-                assert f"@{server.bus_port}" in text, text  # "ip:port@bus myself,master ..."
+    assert server.bus_port is not None
+    with squatting(server.host, server.bus_port) as taken, server:
+        assert server.bus_port != taken
+        with _client(server.url) as client:
+            nodes = client.execute_command("CLUSTER", "NODES")
+            text = nodes.decode() if isinstance(nodes, bytes) else str(nodes)
+            assert f"@{server.bus_port}" in text, text  # "ip:port@bus myself,master ..."
 
 
 def test_explicit_port_taken_fails_without_retry(server_binary: ServerBinary) -> None:
