@@ -51,7 +51,7 @@ from wheelq.scheduler.led_shards import NodeEvent
 from wheelq.scheduler.scheduler import Scheduler, StopReport
 from wheelq.worker.worker import Worker, WorkerStopReport
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     # producing

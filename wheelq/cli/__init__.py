@@ -10,9 +10,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
+from wheelq import __version__
 from wheelq.cli import jobs, schedules, serve, server, services, top, topics
 from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
 
@@ -48,13 +48,6 @@ def _log_level(text: str) -> str:
     return text.upper()
 
 
-def _version() -> str:
-    try:
-        return version("wheelq")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; options shared by every command also work after it."""
     logs = _Parser(add_help=False)
@@ -73,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[logs],
     )
-    parser.add_argument("--version", action="version", version=f"wheelq {_version()}")
+    parser.add_argument("--version", action="version", version=f"wheelq {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     services.register(sub, [connects])
     jobs.register(sub, [connects])

@@ -386,11 +386,13 @@ class Client:
                 (from the Unix epoch without `start`).
             tz: IANA zone for `cron` ("Europe/Berlin"); spring forward runs a skipped
                 time at the next valid one, fall back runs a repeated time once.
-            start, end: No run before / after (epoch seconds or aware datetimes).
+            start: No run before this (epoch seconds or an aware datetime).
+            end: No run after this (epoch seconds or an aware datetime).
             misfire: Runs missed while no scheduler ran: "once" runs the latest of them
                 now, "all" the latest `max_catch_up` in order, "skip" none.
             max_catch_up: 1-10,000 (for misfire="all").
-            max_attempts, callback: As for `enqueue`, for every run.
+            max_attempts: As for `enqueue`, for every run.
+            callback: As for `enqueue`, for every run.
 
         Raises:
             InvalidArgumentError: A parameter out of range (named in the message).
