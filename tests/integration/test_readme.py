@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.cli import clean_env, wheelq_argv
+from tests.support.cli import ROOT, clean_env, wheelq_argv
 from tests.support.docs import (
     README_URL,
     Services,
@@ -201,3 +201,23 @@ def _answers(url: str) -> bool:
             return bool(reply.status == 200)
     except OSError:
         return False
+
+
+def test_readme_set_up_commands_are_the_ones_ci_and_the_demo_run(tmp_path: Path) -> None:
+    """The README's two commands: the second is the one `.ci/run` runs as its test (so a
+    green CI ran it as written, install included); the first installs the same way with
+    the `embedded` extra and ends in `wheelq demo`, which then runs here as written."""
+    found = snippets("README.md", "")
+    lines = [" ".join(c) for c in found.commands]
+    assert len(lines) == 2, lines
+    demo, tests = (line.split(" && ") for line in lines)
+    ci = (ROOT / ".ci" / "run").read_text("utf-8")
+    assert "grep -m1 -E '^python3 -m venv .*python -m pytest$' README.md" in ci
+    assert re.match(r"^python3 -m venv .*python -m pytest$", lines[1]), lines[1]
+    assert demo[:2] == tests[:2] == ["python3 -m venv .venv", ". .venv/bin/activate"]
+    assert demo[2] == "python -m pip install .[embedded]"  # shlex took the quotes off
+    assert tests[2] == "python -m pip install -e .[dev]"
+    assert demo[3] == "wheelq demo"
+    shown = run_command(["wheelq", "demo"], tmp_path, timeout=120)
+    assert "duplicates 0  early 0  missing 0" in shown, shown
+    assert "run twice 0  missing 0" in shown, shown

@@ -43,6 +43,9 @@ CHECKED = PYTHON + SHELL
 # whose every section runs has the section "*". The docs checker makes sure each named
 # test exists and names its page and section.
 RUN: dict[tuple[str, str], str] = {
+    ("README.md", ""): (
+        "tests/integration/test_readme.py::test_readme_set_up_commands_are_the_ones_ci_and_the_demo_run"
+    ),
     ("README.md", "Quickstart"): (
         "tests/integration/test_readme.py::test_readme_quickstart_runs_as_written"
     ),
