@@ -1,6 +1,6 @@
 """HTTP callbacks: POSTing due jobs to the URL they were enqueued with, signed with
 ``Wheelq-Signature: t=<unix ms>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (`sign`, `verify`;
-the body only: de-duplicate on its ``topic`` and ``id``; README, "HTTP service").
+the body only: de-duplicate on its ``topic`` and ``id``; docs/guides/callbacks.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Prometheus metrics of wheelq's roles (README, "Metrics"): `MetricsServer` serves
+"""Prometheus metrics of wheelq's roles (docs/operations/monitoring.md): `MetricsServer` serves
 ``/metrics`` while they run (``--metrics-port``), `registry_for` gives a registry to serve
 your own way, `collector_for` one collector to register in yours.
 """

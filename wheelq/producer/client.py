@@ -46,8 +46,8 @@ DEFAULT_CATCH_UP = 100
 
 class Client:
     """Blocking producer client; thread-safe. With `spool` (a file path), enqueues Redis
-    cannot take go to that SQLite file and are replayed once Redis is back (README,
-    "Producer spool"); without, they raise `RedisUnavailableError`.
+    cannot take go to that SQLite file and are replayed once Redis is back
+    (docs/guides/durability.md); without, they raise `RedisUnavailableError`.
 
     Raises:
         SpoolLockedError: Another client has the spool file open.
@@ -155,10 +155,10 @@ class Client:
                 default `default_max_attempts`.
             replace: With `job_id`, replace a pending job of that id instead of failing.
             ack: ``"primary"``, ``"replicated"`` (WAIT for ``ack_replicas``) or
-                ``"persisted"`` (WAITAOF); default the client's (README, "Acknowledged
-                durability").
+                ``"persisted"`` (WAITAOF); default the client's
+                (docs/guides/durability.md).
             traceparent: The W3C traceparent of the job's trace; default this call's
-                ``send`` span with the ``otel`` extra, else none (README, "Tracing").
+                ``send`` span with the ``otel`` extra, else none (docs/guides/tracing.md).
             callback: Where `wheelq deliver` POSTs the job when it is due: a URL, a
                 `Callback` or a mapping with ``url``, ``headers`` and ``timeout_ms``.
             debounce_ms: With `job_id`, instead of `delay`/`at`: the job is due this long
@@ -234,7 +234,7 @@ class Client:
         return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
 
     def get(self, topic: str, job_id: str) -> JobInfo:
-        """Where job `job_id` is in its life, whatever the state (README, "A job's whole life").
+        """Where job `job_id` is in its life, whatever the state (docs/guides/producing.md).
 
         Raises:
             MalformedJobError: The job is pending and its stored envelope cannot be decoded.
@@ -243,7 +243,7 @@ class Client:
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
         """Create a topic (idempotent); returns its shard count, fixed for the topic's life:
-        at least as many as scheduler nodes you want busy (README, "Redis Cluster").
+        at least as many as scheduler nodes you want busy (docs/guides/cluster.md).
 
         Raises:
             TopicConfigError: It exists with another shard count.
@@ -341,7 +341,7 @@ class Client:
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
     ) -> TopicLimits:
         """Set the topic's backpressure limits (None: no limit; kept per shard as
-        ``ceil(limit / shards)``; README, "Backpressure"); returns them.
+        ``ceil(limit / shards)``; docs/guides/flow-control.md); returns them.
 
         Args:
             max_pending: Most jobs waiting to fire; an enqueue past it raises `TopicFullError`.

@@ -1,4 +1,4 @@
-"""Helpers for testing code that uses wheelq (README, "Testing your own code"): a real
+"""Helpers for testing code that uses wheelq (docs/guides/testing.md): a real
 server or cluster (`EmbeddedServer`, `EmbeddedCluster`), what a topic fired (`read_fired`,
 `summarize`), an exact account after faults (`reconcile`); `faults` and `proxy` inject
 server, node and network faults.

@@ -1,7 +1,7 @@
 """The HTTP service (`wheelq serve`): the JSON API, pull consumers, the dashboard.
 
 An ASGI app (FastAPI) over one `wheelq.AsyncClient`, optionally running the callback
-deliverer beside it (`wheelq.callbacks`). See README, "HTTP service". `as_json` is here,
+deliverer beside it (`wheelq.callbacks`). See docs/guides/http-service.md. `as_json` is here,
 without FastAPI, for the CLI's ``--json`` to import cheaply.
 """
 
