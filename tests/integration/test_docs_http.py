@@ -29,9 +29,6 @@ from wheelq import Client
 from wheelq.runtime.clock import wall_ms
 from wheelq.testing import ServerBinary
 
-HTTP = "docs/guides/http-service.md"
-PULL = "docs/guides/pull.md"
-
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="the guides use curl")
 
 
@@ -80,12 +77,13 @@ def json_block(page: str, section: str) -> Any:
 
 
 def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    page = "docs/guides/http-service.md"
     port = free_port()
     with ExitStack() as stack:
         server = stack.enter_context(dedicated_server(server_binary))
         url = f"{server.url}/0"
         services = Services(tmp_path, stack)
-        started = snippets(HTTP, "Start it", url, port=port).commands
+        started = snippets(page, "Start it", url, port=port).commands
         assert [c[:2] for c in started] == [
             ["wheelq", "server"],
             ["wheelq", "scheduler"],
@@ -99,7 +97,7 @@ def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_pat
         jobs = [
             curl(c)
             for c in snippets(
-                HTTP, "Enqueue, look up, move and cancel jobs", url, port=port
+                page, "Enqueue, look up, move and cancel jobs", url, port=port
             ).commands
         ]
         made, scheduled, state, moved, cancelled, batch, topic = jobs
@@ -117,25 +115,26 @@ def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_pat
         assert [r["status"] for r in batch[2]["results"]] == [201, 201], batch
         assert topic[0] == 200 and topic[2]["pending"] == 3, topic
 
-        (refused,) = [curl(c) for c in snippets(HTTP, "Read an error", url, port=port).commands]
+        (refused,) = [curl(c) for c in snippets(page, "Read an error", url, port=port).commands]
         status, content_type, problem = refused
         assert (status, content_type) == (422, "application/problem+json"), refused
-        assert problem == json_block(HTTP, "Read an error")
+        assert problem == json_block(page, "Read an error")
         with Client.from_url(url) as client:
             assert client.stats("emails").pending == 3, "the refused batch enqueued a job"
         services.stop()
 
 
 def test_http_service_tokens_run_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    page = "docs/guides/http-service.md"
     section = "Give access with tokens"
-    (config,) = [b for b in blocks(HTTP) if b.section == section and b.lang == "toml"]
+    (config,) = [b for b in blocks(page) if b.section == section and b.lang == "toml"]
     name, _, _ = config.body.partition("\n")
     assert name == "# wheelq.toml", name
     (tmp_path / "wheelq.toml").write_text(config.body)
     port = free_port()
     with ExitStack() as stack:
         server = stack.enter_context(dedicated_server(server_binary))
-        commands = snippets(HTTP, section, f"{server.url}/0", port=port).commands
+        commands = snippets(page, section, f"{server.url}/0", port=port).commands
         services = Services(tmp_path, stack)
         start(services, commands[0], port)
         assert commands[0][:2] == ["wheelq", "serve"]
@@ -149,6 +148,7 @@ def test_http_service_tokens_run_as_written(server_binary: ServerBinary, tmp_pat
 
 
 def test_pull_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    page = "docs/guides/pull.md"
     port = free_port()
     with ExitStack() as stack:
         server = stack.enter_context(dedicated_server(server_binary))
@@ -160,8 +160,8 @@ def test_pull_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path)
         client = stack.enter_context(Client.from_url(url))
         later = client.enqueue("emails", {"to": "later@example.com"}, delay=3600)
 
-        page = snippets(PULL, "*", url, port=port)
-        made, pulled = [curl(c) for c in page.commands]
+        guide = snippets(page, "*", url, port=port)
+        made, pulled = [curl(c) for c in guide.commands]
         assert made[0] == 201, made
         assert made[2] == {"group": "mailer", "created": True, "shards": 4}
         assert pulled[:3:2] == (200, {"jobs": []}), "a job due in an hour was pulled"
@@ -173,7 +173,7 @@ def test_pull_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path)
             timeout_s=30,
             what="the due jobs to fire",
         )
-        namespace = run_code(page.code, url)
+        namespace = run_code(guide.code, url)
         assert sorted(namespace["sent"]) == ["ada@example.com", "bob@example.com"]  # type: ignore[call-overload]
         (mailer,) = [g for g in client.groups("emails") or () if g.name == "mailer"]
         assert mailer.in_flight == 0, "a job was left in flight"
