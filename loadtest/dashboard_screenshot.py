@@ -1,4 +1,4 @@
-"""A full-page screenshot of the dashboard's topic page over realistic data (docs/dashboard.png).
+"""A full-page shot of the dashboard's topic page over realistic data (docs/img/dashboard.png).
 
     python loadtest/dashboard_screenshot.py
     python loadtest/dashboard_screenshot.py --out /tmp/topic.png --chromium /usr/bin/chromium
@@ -167,7 +167,7 @@ async def shoot(url: str, out: Path, chromium: str, path: str) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard.png")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "dashboard.png")
     p.add_argument("--chromium", default=os.environ.get("WHEELQ_CHROMIUM"))
     p.add_argument("--path", default=f"/ui/topics/{TOPIC}", help="the page to shoot")
     args = p.parse_args()

@@ -1,8 +1,8 @@
-"""The README's examples run as written: the Quickstart, the schedule commands, the HTTP
-service's, ``wheelq --help``'s first steps, and "Testing your own code".
+"""The README's examples run as written: the Quickstart, the schedule commands,
+``wheelq --help``'s first steps, and "Testing your own code".
 
 The fenced blocks of those sections are taken from README.md as they are; only the Redis
-URL (and the HTTP service's port) is swapped for a server of the test's own. Python blocks
+URL is swapped for a server of the test's own. Python blocks
 starting with a ``# NAME.py`` line are written to files; each command of a bash block (a
 line, or lines joined by a backslash or an open quote) is run. In the Quickstart,
 `wheelq server` is left out (the test's server stands in for it), `wheelq scheduler` and
@@ -14,15 +14,11 @@ pytest command it shows, and must pass.
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import subprocess
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
-import pytest
 import redis
 
 from tests.support.cli import ROOT, clean_env, wheelq_argv
@@ -36,7 +32,7 @@ from tests.support.docs import (
     shell_commands,
     snippets,
 )
-from tests.support.servers import dedicated_server, free_port
+from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
@@ -126,52 +122,6 @@ def test_readme_schedule_commands_run_as_written(
         assert "paused" in listed
 
 
-def test_readme_http_example_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
-    if shutil.which("curl") is None:
-        pytest.skip("the HTTP example uses curl, and curl is not on PATH")
-    port = free_port()
-    with ExitStack() as stack:
-        server = stack.enter_context(dedicated_server(server_binary))
-        commands = snippets("README.md", "HTTP service", f"{server.url}/0", port=port).commands
-        services = Services(tmp_path, stack)
-        answers = []
-        for command in commands:
-            if command[:4] == ["python", "-m", "pip", "install"] or command[:2] == [
-                "wheelq",
-                "server",
-            ]:
-                continue  # installed already; the test's server stands in for it
-            if command[0] == "wheelq":
-                argv = [word for word in command if word != "&"]
-                if argv[1] == "serve":
-                    argv += ["--port", str(port)]
-                services.start(argv)
-                continue
-            assert command[0] == "curl", command
-            if "/topics/emails/jobs" in " ".join(command) and "-d" in command:
-                # The Quickstart's worker may still run on "emails": it reads payload["to"].
-                body = json.loads(command[command.index("-d") + 1])
-                assert "to" in body["payload"], f"a job the Quickstart's handler fails: {body}"
-            if not answers:  # the service is up once it answers
-                eventually_sync(
-                    lambda: services.alive() and _answers(f"http://127.0.0.1:{port}/readyz"),
-                    timeout_s=30,
-                    what="wheelq serve",
-                )
-            done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
-            assert done.returncode == 0, (command, done.stderr)
-            answers.append(done.stdout)
-        services.stop()
-    made, scheduled, state, moved, cancelled, group, pulled = answers
-    assert json.loads(made)["topic"] == "emails"
-    assert json.loads(scheduled)["id"] == "invoice-42"
-    assert json.loads(state)["state"] == "pending"
-    assert json.loads(moved)["id"] == "invoice-42"
-    assert cancelled == ""  # 204
-    assert json.loads(group) == {"group": "mailer", "created": True, "shards": 4}
-    assert json.loads(pulled) == {"jobs": []}  # its job is due in 30 s
-
-
 def test_help_first_steps_run_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
     shown = subprocess.run(
         wheelq_argv("--help"), env=clean_env(), capture_output=True, text=True, check=True
@@ -193,14 +143,6 @@ def test_help_first_steps_run_as_written(server_binary: ServerBinary, tmp_path: 
         for command in commands:
             if command[1] in ("enqueue", "schedule"):
                 run_command([README_URL.sub(url, word) for word in command], tmp_path)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            return bool(reply.status == 200)
-    except OSError:
-        return False
 
 
 def test_readme_set_up_commands_are_the_ones_ci_and_the_demo_run(tmp_path: Path) -> None:

@@ -43,6 +43,9 @@ CHECKED = PYTHON + SHELL
 # whose every section runs has the section "*". The docs checker makes sure each named
 # test exists and names its page and section.
 RUN: dict[tuple[str, str], str] = {
+    ("docs/operations/alerts.md", "Loading the rules"): (
+        "tests/unit/test_alert_rules.py::test_the_runbooks_promtool_commands_pass_as_written"
+    ),
     ("README.md", ""): (
         "tests/integration/test_readme.py::test_readme_set_up_commands_are_the_ones_ci_and_the_demo_run"
     ),
@@ -55,8 +58,23 @@ RUN: dict[tuple[str, str], str] = {
     ("README.md", "Recurring schedules"): (
         "tests/integration/test_readme.py::test_readme_schedule_commands_run_as_written"
     ),
-    ("README.md", "HTTP service"): (
-        "tests/integration/test_readme.py::test_readme_http_example_runs_as_written"
+    ("docs/guides/http-service.md", "Start it"): (
+        "tests/integration/test_docs_http.py::test_http_service_guide_runs_as_written"
+    ),
+    ("docs/guides/http-service.md", "Enqueue, look up, move and cancel jobs"): (
+        "tests/integration/test_docs_http.py::test_http_service_guide_runs_as_written"
+    ),
+    ("docs/guides/http-service.md", "Read an error"): (
+        "tests/integration/test_docs_http.py::test_http_service_guide_runs_as_written"
+    ),
+    ("docs/guides/http-service.md", "Give access with tokens"): (
+        "tests/integration/test_docs_http.py::test_http_service_tokens_run_as_written"
+    ),
+    ("docs/guides/pull.md", "*"): (
+        "tests/integration/test_docs_http.py::test_pull_guide_runs_as_written"
+    ),
+    ("docs/guides/callbacks.md", "Verify a callback"): (
+        "tests/integration/test_callback_receiver.py::test_a_replay_with_another_wheelq_id_is_a_repeat_for_the_receiver"
     ),
 }
 

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Metric, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import wheelq
+from tests.support.docs import snippets
 from wheelq.metrics.collectors import Observed, collectors_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,12 +89,18 @@ def _exported(families: list[Metric]) -> set[str]:
     }
 
 
-def test_promtool_accepts_the_rules() -> None:
-    _run_promtool("check", "rules", str(RULES.relative_to(ROOT)))
-
-
-def test_promtool_unit_tests_of_the_rules_pass() -> None:
-    _run_promtool("test", "rules", str(RULE_TESTS.relative_to(ROOT)))
+def test_the_runbooks_promtool_commands_pass_as_written() -> None:
+    """The runbook's two commands, as a reader runs them from the repository root: the
+    rules pass `promtool check rules` and their unit tests pass `promtool test rules`."""
+    commands = snippets("docs/operations/alerts.md", "Loading the rules").commands
+    assert [c[:3] for c in commands] == [
+        ["promtool", "check", "rules"],
+        ["promtool", "test", "rules"],
+    ]
+    assert commands[0][3:] == [str(RULES.relative_to(ROOT))]
+    assert commands[1][3:] == [str(RULE_TESTS.relative_to(ROOT))]
+    for command in commands:
+        _run_promtool(*command[1:])
 
 
 def test_every_alert_is_tested_firing_and_not_firing() -> None:

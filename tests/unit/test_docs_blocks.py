@@ -32,7 +32,9 @@ def test_a_block_that_runs_is_not_also_marked_as_not_run() -> None:
     assert not both, "marked as not run inside a section a test runs:\n" + "\n".join(both)
 
 
-@pytest.mark.parametrize(("page", "section"), sorted(RUN), ids="::".join)
+@pytest.mark.parametrize(
+    ("page", "section"), sorted(RUN), ids=[f"{p}::{s}" for p, s in sorted(RUN)]
+)
 def test_each_registered_section_is_run_by_the_test_it_names(page: str, section: str) -> None:
     path, function = RUN[page, section].split("::")
     tree = ast.parse((ROOT / path).read_text("utf-8"))
