@@ -162,11 +162,73 @@ def walk(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> Iterat
         yield from walk(child, command.words)
 
 
+def metavar(action: argparse.Action) -> str:
+    """What an option takes, or a positional's name: ``LOG_LEVEL``, ``{earliest,now}``."""
+    if action.metavar is not None:
+        return str(action.metavar)
+    if action.choices is not None:
+        return "{" + ",".join(map(str, action.choices)) + "}"
+    return action.dest.upper() if action.option_strings else action.dest
+
+
+def takes(action: argparse.Action) -> str:
+    """The value part of a usage item, after its nargs: ``X``, ``[X]``, ``[X ...]``."""
+    name = metavar(action)
+    if isinstance(action, argparse._SubParsersAction):
+        return f"{name} ..."
+    return {
+        0: "",
+        "?": f"[{name}]",
+        "*": f"[{name} ...]",
+        "+": f"{name} [{name} ...]",
+    }.get(action.nargs, name)  # type: ignore[call-overload]
+
+
 def usage(parser: argparse.ArgumentParser) -> str:
-    """The usage lines ``--help`` prints, wrapped at `USAGE_WIDTH` columns."""
-    formatter = argparse.HelpFormatter(parser.prog, width=USAGE_WIDTH)
-    formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups)
-    return formatter.format_help().strip()
+    """The usage lines, as ``--help`` prints them but built here, so that neither the
+    terminal's width nor the Python version changes them: options in brackets (alternatives
+    in one pair), positionals after, wrapped at `USAGE_WIDTH`."""
+    grouped = {
+        id(action): group
+        for group in parser._mutually_exclusive_groups
+        for action in group._group_actions
+    }
+    items: list[str] = []
+    seen: set[int] = set()
+    for action in [a for a in parser._actions if a.option_strings]:
+        if action.help == argparse.SUPPRESS:
+            continue
+        group = grouped.get(id(action))
+        if group is None:
+            item = " ".join(filter(None, (action.option_strings[0], takes(action))))
+            items.append(item if action.required else f"[{item}]")
+        elif id(group) not in seen:
+            seen.add(id(group))
+            choices = " | ".join(
+                " ".join(filter(None, (a.option_strings[0], takes(a))))
+                for a in group._group_actions
+            )
+            items.append(f"({choices})" if group.required else f"[{choices}]")
+    positionals = [takes(a) for a in parser._actions if not a.option_strings]
+    lead = f"usage: {parser.prog}"
+    if len(" ".join([lead, *items, *positionals])) <= USAGE_WIDTH:
+        return " ".join([lead, *items, *positionals])
+    indent = " " * len(lead)
+    lines = wrapped(lead, items) if items else [lead]
+    if positionals:  # on lines of their own, as argparse does when it wraps
+        lines += wrapped(indent, positionals)
+    return "\n".join(lines)
+
+
+def wrapped(lead: str, items: Sequence[str]) -> list[str]:
+    """`items` after `lead`, then on lines indented as far, at most `USAGE_WIDTH` wide."""
+    lines, line = [], lead
+    for item in items:
+        if len(line) + 1 + len(item) > USAGE_WIDTH and line not in (lead, " " * len(lead)):
+            lines.append(line)
+            line = " " * len(lead)
+        line += " " + item
+    return [*lines, line]
 
 
 def shown(action: argparse.Action) -> bool:
@@ -183,12 +245,8 @@ def expanded_help(parser: argparse.ArgumentParser, action: argparse.Action) -> s
 
 def option_name(action: argparse.Action) -> str:
     """``--from {earliest,now}``, ``--json``: the option strings with the value they take."""
-    if action.nargs == 0:
-        return ", ".join(action.option_strings)
-    metavar = action.metavar or (
-        "{" + ",".join(map(str, action.choices)) + "}" if action.choices else action.dest.upper()
-    )
-    return ", ".join(f"{opt} {metavar}" for opt in action.option_strings)
+    value = takes(action)
+    return ", ".join(" ".join(filter(None, (opt, value))) for opt in action.option_strings)
 
 
 def describe_action(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
@@ -313,7 +371,7 @@ def command_section(command: Command, shared: set[tuple[tuple[str, ...], str]]) 
     if positionals:
         out += table(
             ["Argument", "Description"],
-            [(code(a.metavar or a.dest), describe_action(parser, a)) for a in positionals],
+            [(code(metavar(a)), describe_action(parser, a)) for a in positionals],
         )
     options = [a for a in parser._actions if a.option_strings and shown(a)]
     own = [a for a in options if option_key(a) not in shared]
