@@ -69,7 +69,8 @@ _NAMES = re.compile(r"(?<![\w-])(--[a-z][a-z-]*|WHEELQ_[A-Z_<>]*[A-Z>])")
 
 def plain(text: str) -> str:
     """`text` as literal Markdown: every character that would mark something up escaped."""
-    return _SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", text))
+    escaped = _SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", text))
+    return escaped.replace("\\<", "&lt;").replace("\\>", "&gt;")
 
 
 def literal(text: str) -> str:
@@ -181,7 +182,7 @@ def takes(action: argparse.Action) -> str:
         "?": f"[{name}]",
         "*": f"[{name} ...]",
         "+": f"{name} [{name} ...]",
-    }.get(action.nargs, name)  # type: ignore[call-overload]
+    }.get(action.nargs, name)
 
 
 def usage(parser: argparse.ArgumentParser) -> str:
@@ -665,7 +666,8 @@ def openapi_document() -> dict[str, Any]:
     client = AsyncClient.from_url("redis://localhost:6379/0")  # never connected
     document: dict[str, Any] = create_app(WebService(client)).openapi()
     document["info"]["version"] = __version__
-    return json.loads(json.dumps(document))  # plain JSON types, as served
+    served: dict[str, Any] = json.loads(json.dumps(document))  # plain JSON types, as served
+    return served
 
 
 def openapi_json(document: Mapping[str, Any]) -> str:
@@ -855,7 +857,8 @@ def http_page(document: Mapping[str, Any]) -> str:
         "[openapi.json](openapi.json); a running service serves it at `/openapi.json`, and "
         "an interactive version at `/docs`. With tokens configured, send one as "
         "`Authorization: Bearer <token>` (see the [HTTP service guide]"
-        "(../guides/http-service.md)).",
+        "(../guides/http-service.md)). The limits settings change (`max_batch`, "
+        "`page_limit`, `max_body_bytes`, ...) are in [Configuration](configuration.md#serve).",
         "",
         "## Endpoints",
         "",
