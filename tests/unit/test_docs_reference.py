@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -119,7 +120,7 @@ def test_the_cli_page_has_every_command_and_option() -> None:
     for words, parser in commands:
         name = " ".join(("wheelq", *words))
         assert f"`{name}` {{#" in text, name
-        section = text.split(f"`{name}` {{#", 1)[1]
+        section = re.split(r"\n#{2,4} ", text.split(f"`{name}` {{#", 1)[1], maxsplit=1)[0]
         for action in parser._actions:
             for option in action.option_strings:
                 if option not in ("-h", "--help"):
