@@ -72,6 +72,93 @@ CLI_KEYS: dict[str, tuple[str, ...]] = {
     "callbacks": ("signing_secret", "allow_private", "group"),
 }
 CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}  # 0: no metrics server
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDoc:
+    """How the configuration reference describes a key only the CLI reads (the settings
+    classes document theirs in their attribute docstrings)."""
+
+    default: str
+    accepted: str
+    description: str
+
+
+_METRICS_PORT = KeyDoc(
+    "0 (off)", "[0, 65535]", "Serve Prometheus metrics on ``http://HOST:PORT/metrics``; 0: off."
+)
+_METRICS_HOST = KeyDoc(
+    "``0.0.0.0``",
+    "an address or host name",
+    "HOST the metrics listen on: ``0.0.0.0`` is every IPv4 interface, ``127.0.0.1`` this "
+    "machine only.",
+)
+CLI_KEY_DOCS: dict[tuple[str, str], KeyDoc] = {
+    ("redis", "url"): KeyDoc(
+        "none (required)",
+        "a ``redis://``, ``rediss://`` (TLS) or ``unix://`` URL",
+        "The Redis URL, ``redis://[user:password@]host:port/db``; percent-encode ``@ / :`` "
+        "in the user name and password.",
+    ),
+    ("scheduler", "topics"): KeyDoc(
+        "every topic, new ones too",
+        "topic names, comma-separated (a list in the file)",
+        "The topics this node serves. ``WHEELQ_TOPICS`` is an older name of its variable.",
+    ),
+    ("scheduler", "metrics_port"): _METRICS_PORT,
+    ("scheduler", "metrics_host"): _METRICS_HOST,
+    ("worker", "group"): KeyDoc(
+        "``default``", "a consumer group name", "The consumer group of ``wheelq worker``."
+    ),
+    ("worker", "start"): KeyDoc(
+        "``earliest``",
+        "``earliest`` or ``now``",
+        "Where a new group starts: every entry still in the stream, or only jobs fired from "
+        "now on.",
+    ),
+    ("worker", "metrics_port"): _METRICS_PORT,
+    ("worker", "metrics_host"): _METRICS_HOST,
+    ("serve", "host"): KeyDoc(
+        "``127.0.0.1``",
+        "an address or host name",
+        "The address to bind; anything but loopback needs tokens.",
+    ),
+    ("serve", "tokens"): KeyDoc(
+        "none (the API is open, and bound to loopback only)",
+        "tokens, comma-separated, or a list of ``{token, access, topics}`` (JSON in the variable)",
+        "Who may call the API: access ``write`` grants everything, ``read`` the GETs, the "
+        "dashboard and ``/metrics``; topics are patterns (none: all). A bare token has write "
+        "access to every topic.",
+    ),
+    ("serve", "deliver"): KeyDoc(
+        "every topic",
+        "topics, comma-separated (a list in the file), or ``none``",
+        "The topics whose callbacks ``wheelq serve`` delivers.",
+    ),
+    ("serve", "allowed_hosts"): KeyDoc(
+        "none (the bound address; ``localhost`` on loopback)",
+        "host names, comma-separated (a list in the file); ``*``: any",
+        "Names accepted in the ``Host`` header besides the bound address (421 otherwise).",
+    ),
+    ("serve", "receipt_secret"): KeyDoc(
+        "none (a random key kept in Redis, ``wheelq:receipt_key``)",
+        "a string",
+        "The HMAC key of pull receipts, the same on every instance.",
+    ),
+    ("callbacks", "signing_secret"): KeyDoc(
+        "none (unsigned, warned at start)",
+        "a string",
+        "The HMAC-SHA256 key of the ``Wheelq-Signature`` header.",
+    ),
+    ("callbacks", "allow_private"): KeyDoc(
+        "false",
+        "``true`` or ``false``",
+        "Whether callbacks may target private, loopback and link-local addresses (SSRF).",
+    ),
+    ("callbacks", "group"): KeyDoc(
+        "``callbacks``", "a consumer group name", "The deliverer's consumer group."
+    ),
+}
 SECTIONS: dict[str, tuple[str, ...]] = {
     "redis": CLI_KEYS["redis"],
     **{name: CLI_KEYS.get(name, ()) + tuple(setting_ranges(cls)) for name, cls in SETTINGS.items()},
