@@ -55,6 +55,10 @@ RUN: dict[tuple[str, str], str] = {
     ("README.md", "HTTP service"): (
         "tests/integration/test_readme.py::test_readme_http_example_runs_as_written"
     ),
+    ("docs/reference/wire-format.md", "Reading it without wheelq"): (
+        "tests/integration/test_docs_wire_format.py::"
+        "test_wire_format_reading_example_runs_as_written"
+    ),
 }
 
 
