@@ -76,6 +76,10 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/callbacks.md", "Verify a callback"): (
         "tests/integration/test_callback_receiver.py::test_a_replay_with_another_wheelq_id_is_a_repeat_for_the_receiver"
     ),
+    ("docs/reference/wire-format.md", "Reading it without wheelq"): (
+        "tests/integration/test_docs_wire_format.py::"
+        "test_wire_format_reading_example_runs_as_written"
+    ),
 }
 
 
