@@ -158,6 +158,9 @@ def test_workers_guide_runs_as_written(
         # Retry, defer or fail: busy succeeded on attempt 2, the others are dead letters.
         busy = client.get("charges", "busy")
         assert busy.state == state.SUCCEEDED and busy.attempt == 2, busy
+        locked = client.get("charges", "locked")  # deferred once: not an attempt
+        assert locked.state == state.SUCCEEDED and locked.attempt == 1, locked
+        assert ns["deferred"] == {"locked"}
         dead = {d.job_id: d for d in client.dead_letters("charges")}
         assert dead.keys() == {"expired", "broken"}
         assert dead["expired"].reason == "failed" and "card expired" in dead["expired"].error
