@@ -1,5 +1,5 @@
-"""The README's examples run as written: the Quickstart, the schedule commands,
-``wheelq --help``'s first steps, and "Testing your own code".
+"""The README's examples run as written: its two set-up commands, the Quickstart, and
+``wheelq --help``'s first steps (the site's examples: tests/integration/test_docs_*.py).
 
 The fenced blocks of those sections are taken from README.md as they are; only the Redis
 URL is swapped for a server of the test's own. Python blocks
@@ -8,8 +8,7 @@ line, or lines joined by a backslash or an open quote) is run. In the Quickstart
 `wheelq server` is left out (the test's server stands in for it), `wheelq scheduler` and
 `wheelq worker` start in the background (stopped with SIGTERM at the end), everything
 else runs to completion and must exit 0. Then every job must have been handled by both
-groups, and none may be a dead letter. The testing section's test file is run by the
-pytest command it shows, and must pass.
+groups, and none may be a dead letter.
 """
 
 from __future__ import annotations
@@ -87,39 +86,6 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
         assert f"{name}@example.com" in sent, name
     assert "TopicStats(" in ran["python producer.py"]
     assert "welcome, Ada!" in ran["python app.py"]
-
-
-def test_readme_testing_example_passes_as_written(tmp_path: Path) -> None:
-    found = snippets("README.md", "Testing your own code with wheelq.testing")
-    files, commands = found.files, found.commands
-    assert list(files) == ["test_reminders.py"]
-    assert commands == [["python", "-m", "pytest", "-q", "test_reminders.py"]]
-    (tmp_path / "test_reminders.py").write_text(files["test_reminders.py"])
-    done = subprocess.run(
-        argv_of(commands[0]), cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
-        timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert "1 passed" in done.stdout, done.stdout
-
-
-def test_readme_schedule_commands_run_as_written(
-    server_binary: ServerBinary, tmp_path: Path
-) -> None:
-    with dedicated_server(server_binary) as server:
-        url = f"{server.url}/0"
-        commands = snippets("README.md", "Recurring schedules", url).commands
-        assert [c[:3] for c in commands] == [
-            ["wheelq", "schedule", "add"],
-            ["wheelq", "schedule", "list"],
-            ["wheelq", "schedule", "pause"],
-        ]
-        printed = [run_command(command, tmp_path) for command in commands]
-        assert "nightly-report" in printed[1]
-        with redis.Redis.from_url(url) as r:
-            assert r.hlen("wheelq:topics") == 1  # the schedule's topic, "reports"
-        listed = run_command(["wheelq", "schedule", "list", "--redis-url", url], tmp_path)
-        assert "paused" in listed
 
 
 def test_help_first_steps_run_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:

@@ -52,12 +52,6 @@ RUN: dict[tuple[str, str], str] = {
     ("README.md", "Quickstart"): (
         "tests/integration/test_readme.py::test_readme_quickstart_runs_as_written"
     ),
-    ("README.md", "Testing your own code with wheelq.testing"): (
-        "tests/integration/test_readme.py::test_readme_testing_example_passes_as_written"
-    ),
-    ("README.md", "Recurring schedules"): (
-        "tests/integration/test_readme.py::test_readme_schedule_commands_run_as_written"
-    ),
     ("docs/guides/http-service.md", "Start it"): (
         "tests/integration/test_docs_http.py::test_http_service_guide_runs_as_written"
     ),
@@ -79,6 +73,96 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/reference/wire-format.md", "Reading it without wheelq"): (
         "tests/integration/test_docs_wire_format.py::"
         "test_wire_format_reading_example_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Connect a client"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Enqueue a job with a delay or at a time"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Enqueue many jobs at once"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Choose your own job ids"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Cancel a job"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Reschedule a job"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Follow a job's whole life"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "See a topic's counts"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Drop a topic"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "Write a handler"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "Run a worker"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "Retry, defer or fail a job"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "Run handlers concurrently"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "Limit how long a handler runs"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "Fan out to several consumer groups"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "List and delete consumer groups"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/workers.md", "Keep running through a Redis outage"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/schedules.md", "Declare a schedule"): (
+        "tests/integration/test_docs_guides.py::test_schedule_guide_runs_as_written"
+    ),
+    ("docs/guides/schedules.md", "Inspect, pause and remove schedules"): (
+        "tests/integration/test_docs_guides.py::test_schedule_guide_runs_as_written"
+    ),
+    ("docs/guides/schedules.md", "From the command line"): (
+        "tests/integration/test_docs_guides.py::test_schedule_guide_runs_as_written"
+    ),
+    ("docs/guides/flow-control.md", "Bound what a topic holds"): (
+        "tests/integration/test_docs_guides.py::test_flow_control_guide_runs_as_written"
+    ),
+    ("docs/guides/flow-control.md", "Limit how fast a group starts jobs"): (
+        "tests/integration/test_docs_guides.py::test_flow_control_guide_runs_as_written"
+    ),
+    ("docs/guides/flow-control.md", "Run one key's jobs in order"): (
+        "tests/integration/test_docs_guides.py::test_flow_control_guide_runs_as_written"
+    ),
+    ("docs/guides/flow-control.md", "Debounce a burst of enqueues"): (
+        "tests/integration/test_docs_guides.py::test_flow_control_guide_runs_as_written"
+    ),
+    ("docs/guides/durability.md", "Keep enqueueing while Redis is away"): (
+        "tests/integration/test_docs_guides.py::test_durability_guide_runs_as_written"
+    ),
+    ("docs/guides/durability.md", "Watch the spool"): (
+        "tests/integration/test_docs_guides.py::test_durability_guide_runs_as_written"
+    ),
+    ("docs/guides/durability.md", "Wait for the primary's own disk"): (
+        "tests/integration/test_docs_guides.py::test_durability_guide_runs_as_written"
+    ),
+    ("docs/guides/tracing.md", "Trace jobs with OpenTelemetry"): (
+        "tests/integration/test_docs_guides.py::test_tracing_guide_runs_as_written"
+    ),
+    ("docs/guides/tracing.md", "Carry a trace context without OpenTelemetry"): (
+        "tests/integration/test_docs_guides.py::test_tracing_guide_runs_as_written"
+    ),
+    ("docs/guides/testing.md", "Test a handler end to end"): (
+        "tests/integration/test_docs_guides.py::test_testing_example_passes_as_written"
     ),
 }
 

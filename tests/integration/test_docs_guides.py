@@ -1,0 +1,374 @@
+"""The guides' examples (docs/guides/) run as written, against a server of the test's own.
+
+Each test takes the blocks of the sections it names from its page (`tests.support.docs`):
+Python blocks run in order in one namespace, as a reader pasting them into one
+interpreter would; a Python block starting with ``# NAME.py`` is written to a file; shell
+commands run to completion and must exit 0, except a worker or scheduler, which runs in
+the background until the test stops it with SIGTERM (it must then exit 0). Then the test
+checks the examples' effect through the library or Redis: that jobs are pending,
+cancelled, rescheduled, handled, dead-lettered, as the page says.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+import wheelq
+from tests.support.cli import clean_env
+from tests.support.docs import (
+    Services,
+    Snippets,
+    argv_of,
+    count,
+    handled_by,
+    run_code,
+    run_command,
+    snippets,
+)
+from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually_sync
+from wheelq.core.job import Envelope
+from wheelq.core.keys import all_shards
+from wheelq.testing import ServerBinary
+
+
+def _gather(page: str, sections: list[str], url: str) -> Snippets:
+    """The named sections' blocks, in the order given, as one `Snippets`."""
+    out = Snippets()
+    for section in sections:
+        found = snippets(page, section, url)
+        out.files.update(found.files)
+        out.code += found.code
+        out.commands += found.commands
+    return out
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@contextmanager
+def _importable(directory: Path, *modules: str) -> Iterator[None]:
+    """`directory` on sys.path, and `modules` imported afresh from it, for the block."""
+    sys.path.insert(0, str(directory))
+    for name in modules:
+        sys.modules.pop(name, None)
+    try:
+        yield
+    finally:
+        sys.path.remove(str(directory))
+        for name in modules:
+            sys.modules.pop(name, None)
+
+
+def test_producing_guide_runs_as_written(
+    server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sections = [
+        "Connect a client",
+        "Enqueue a job with a delay or at a time",
+        "Enqueue many jobs at once",
+        "Choose your own job ids",
+        "Cancel a job",
+        "Reschedule a job",
+        "Follow a job's whole life",
+        "See a topic's counts",
+        "Drop a topic",
+    ]
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        found = _gather("docs/guides/producing.md", sections, url)
+        before_ms = _now_ms()
+        ns = run_code(found.code, url)
+        printed = capsys.readouterr().out.splitlines()
+        assert [c[:2] for c in found.commands] == [
+            ["wheelq", "enqueue"],
+            ["wheelq", "cancel"],
+            ["wheelq", "reschedule"],
+            ["wheelq", "job"],
+            ["wheelq", "topics"],
+            ["wheelq", "stats"],
+        ]
+        shown = [run_command(command, tmp_path) for command in found.commands]
+        client = ns["client"]
+        assert isinstance(client, wheelq.Client)
+        with client, redis.Redis.from_url(url) as r:
+            state = wheelq.JobState
+            assert printed[0] == "pending"  # the async client's job
+            assert client.get("emails", "async-1").state == state.PENDING
+            ada = client.get("emails", str(ns["job_id"]))
+            assert ada.state == state.PENDING and ada.payload == {"to": "ada@example.com"}
+            assert ada.due_ms is not None and ada.due_ms >= before_ms + 2000
+            assert len(ns["ids"]) == len(set(ns["ids"])) == 1000  # type: ignore[arg-type]
+            assert client.get("emails", "batch-amy").state == state.PENDING
+            assert "['report-2026-11-21']" in printed  # the duplicate was refused
+            assert printed.count("True") >= 3 and printed.count("False") >= 3
+            # 1 async + 5 single + 1002 batched + sam-1; cli-1 enqueued and cancelled;
+            # the two due now (now@, user0@) fired at once
+            assert count(r, "emails", "delayed") == 1007
+            assert count(r, "emails", "ready") == 2
+            assert shown[0].strip() == "cli-1"
+            assert client.get("emails", "cli-1").state == state.CANCELLED
+            sam = client.get("emails", "sam-1")  # 3600 s, then 30 s, then 120 s by the CLI
+            assert sam.state == state.PENDING and sam.due_ms is not None
+            assert 60_000 < sam.due_ms - _now_ms() <= 120_000
+            assert "pending" in shown[3], shown[3]
+            assert "emails" in shown[4] and "emails" in shown[5]
+            assert "reports" not in client.topics()  # dropped, with force
+            assert not r.keys("{reports:*")
+            assert r.hget("wheelq:topics", "reports") is None
+
+
+def test_workers_guide_runs_as_written(
+    server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sections = [
+        "Write a handler",
+        "Run a worker",
+        "Retry, defer or fail a job",
+        "Run handlers concurrently",
+        "Limit how long a handler runs",
+        "List and delete consumer groups",
+        "Keep running through a Redis outage",
+    ]
+    with ExitStack() as stack:
+        server = stack.enter_context(dedicated_server(server_binary))
+        url = f"{server.url}/0"
+        page = "docs/guides/workers.md"
+        found = _gather(page, sections, url)
+        assert list(found.files) == ["handlers.py"]
+        (tmp_path / "handlers.py").write_text(found.files["handlers.py"])
+        with _importable(tmp_path, "handlers"):
+            ns = run_code(found.code, url)
+        printed = capsys.readouterr().out
+        client = stack.enter_context(wheelq.Client.from_url(url))
+        r = stack.enter_context(redis.Redis.from_url(url))
+        state = wheelq.JobState
+        # Run a worker: the "orders" job ran in the block (audit printed it) and succeeded.
+        assert "audit: orders job " in printed
+        assert ns["worker"].settings.handler_timeout_ms == 30_000  # type: ignore[attr-defined]
+        # Retry, defer or fail: busy succeeded on attempt 2, the others are dead letters.
+        busy = client.get("charges", "busy")
+        assert busy.state == state.SUCCEEDED and busy.attempt == 2, busy
+        locked = client.get("charges", "locked")  # deferred once: not an attempt
+        assert locked.state == state.SUCCEEDED and locked.attempt == 1, locked
+        assert ns["deferred"] == {"locked"}
+        dead = {d.job_id: d for d in client.dead_letters("charges")}
+        assert dead.keys() == {"expired", "broken"}
+        assert dead["expired"].reason == "failed" and "card expired" in dead["expired"].error
+        assert dead["broken"].attempt == 2
+        assert dead["broken"].error.startswith("attempt 2 of 2: RuntimeError: gateway down")
+        assert "expired failed attempt 1 of 2, not retried: card expired" in printed
+        # Groups: "reporting" was created and deleted again; the worker's group is left.
+        assert "DeletedGroup(name='reporting'" in printed
+        assert [g.name for g in client.groups("charges") or []] == ["default"]
+        # The outage section's status, read from a started worker.
+        parts = ns["parts"]
+        assert isinstance(parts, dict) and set(parts) == {"settler", "claims", "reader"}
+        assert all(p["running"] and p["failures"] == 0 for p in parts.values())
+        listed = run_command(
+            next(c for c in found.commands if c[:3] == ["wheelq", "groups", "list"]), tmp_path
+        )
+        assert "default" in listed
+        # The shell workers: the one of "Run a worker" and the two of the fan-out, with a
+        # scheduler node; jobs enqueued once the groups exist reach both groups.
+        workers = [c for c in found.commands if c[:2] == ["wheelq", "worker"]]
+        workers += snippets(page, "Fan out to several consumer groups", url).commands
+        assert [c[2] for c in workers] == ["handlers:send_email"] * 2 + ["handlers:audit"]
+        services = Services(tmp_path, stack)
+        services.start(["wheelq", "scheduler", "--redis-url", url])
+        for command in workers:
+            services.start(command)
+        eventually_sync(
+            lambda: services.alive() and _groups_on(r, "emails") == {b"default", b"audit"},
+            timeout_s=60,
+            what="both groups on every shard of emails",
+        )
+        ids = client.enqueue_many(
+            "emails", [{"payload": {"to": f"u{n}@example.com"}, "delay": 0.2} for n in range(20)]
+        )
+        eventually_sync(
+            lambda: services.alive() and handled_by(r, "emails", {b"default", b"audit"}),
+            timeout_s=60,
+            what="both groups to handle every email",
+        )
+        services.stop()  # SIGTERM: each exits 0, gracefully
+    outputs = [(tmp_path / f"{n}.o").read_text() for n in range(1, 4)]
+    sent = outputs[0] + outputs[1]
+    for job_id in ids:
+        assert f"job {job_id}, attempt 1" in sent, job_id
+        assert f"audit: emails job {job_id} " in outputs[2], job_id
+    assert sum(sent.count(f"job {job_id},") for job_id in ids) == 20  # once per group
+
+
+def _groups_on(r: redis.Redis, topic: str) -> set[bytes] | None:
+    """The consumer groups every shard of `topic` has (None before the topic exists)."""
+    shards = r.hget("wheelq:topics", topic)
+    if shards is None:
+        return None
+    names: set[bytes] | None = None
+    for keys in all_shards(topic, int(shards)):
+        if not r.exists(keys.ready):
+            return None
+        here = {g["name"] for g in r.xinfo_groups(keys.ready)}
+        names = here if names is None else names & here
+    return names
+
+
+def test_schedule_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    """Moved from test_readme: the commands, then the Python API on another server."""
+    page = "docs/guides/schedules.md"
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        commands = snippets(page, "From the command line", url).commands
+        assert [c[:3] for c in commands] == [
+            ["wheelq", "schedule", "add"],
+            ["wheelq", "schedule", "list"],
+            ["wheelq", "schedule", "pause"],
+        ]
+        printed = [run_command(command, tmp_path) for command in commands]
+        assert "nightly-report" in printed[1]
+        with redis.Redis.from_url(url) as r:
+            assert r.hlen("wheelq:topics") == 1  # the schedule's topic, "reports"
+        listed = run_command(["wheelq", "schedule", "list", "--redis-url", url], tmp_path)
+        assert "paused" in listed
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        found = _gather(page, ["Declare a schedule", "Inspect, pause and remove schedules"], url)
+        ns = run_code(found.code, url)
+        with wheelq.Client.from_url(url) as client:
+            names = [(s.topic, s.name) for s in client.schedules()]
+            assert names == [("pings", "heartbeat"), ("reports", "nightly-report")]
+            nightly = client.get_schedule("nightly-report", "reports")
+            assert nightly is not None and nightly.rule.tz == "Europe/Berlin"
+            assert nightly.rule.cron == "30 2 * * *" and not nightly.paused
+            heartbeat = client.get_schedule("heartbeat", "pings")
+            assert heartbeat is not None and not heartbeat.paused  # paused, then resumed
+            assert client.get_schedule("campaign", "emails") is None  # unscheduled
+        assert ns["s"] == nightly
+
+
+def test_flow_control_guide_runs_as_written(
+    server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sections = [
+        "Bound what a topic holds",
+        "Limit how fast a group starts jobs",
+        "Run one key's jobs in order",
+        "Debounce a burst of enqueues",
+    ]
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        found = _gather("docs/guides/flow-control.md", sections, url)
+        ns = run_code(found.code, url)
+        assert "full, try later" not in capsys.readouterr().out
+        client = ns["client"]
+        assert isinstance(client, wheelq.Client)
+        with client, redis.Redis.from_url(url) as r:
+            assert client.limits("emails") == wheelq.TopicLimits(1_000_000, 50_000)
+            client.set_limits("emails", max_pending=None, max_ready=None)
+            [command] = found.commands
+            run_command(command, tmp_path)  # the CLI sets them again
+            assert client.limits("emails") == wheelq.TopicLimits(1_000_000, 50_000)
+            worker = ns["worker"]
+            assert isinstance(worker, wheelq.Worker)
+            flow = ns["flow"]
+            assert isinstance(flow, wheelq.Flow)
+            assert (flow.rate, flow.key_rate, flow.key_concurrency) == ("500/s", "20/s", 2)
+            assert count(r, "emails", "delayed") == 1  # ada's
+            assert count(r, "emails", "ready") == 1  # tenant-42's, due now: fired at once
+            assert count(r, "ledger", "delayed") + count(r, "ledger", "ready") == 3
+            assert count(r, "index", "delayed") == 1  # five debounced calls, one job
+            info = client.get("index", "reindex-42")
+            assert info.state == wheelq.JobState.PENDING
+            assert info.payload == {"doc": 42, "edit": 4}  # the latest call wins
+
+
+def test_durability_guide_runs_as_written(
+    server_binary: ServerBinary, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the spool file is made in the current directory
+    sections = [
+        "Keep enqueueing while Redis is away",
+        "Watch the spool",
+        "Wait for the primary's own disk",
+    ]
+    page = "docs/guides/durability.md"
+    with dedicated_server(server_binary, appendonly=True) as server:
+        url = f"{server.url}/0"
+        spooled = _gather(page, sections[:2], url).code
+        persisted = _gather(page, sections[2:], url).code
+        with redis.Redis.from_url(url) as r:
+            version = str(r.info("server")["redis_version"])  # Valkey: the Redis it matches
+            waitaof = tuple(map(int, version.split(".")[:2])) >= (7, 2)
+        ns = run_code(spooled, url)
+        assert (tmp_path / "wheelq-spool.db").exists()
+        stats = ns["stats"]
+        assert isinstance(stats, wheelq.SpoolStats) and stats.depth == 0
+        [block] = persisted  # run in the namespace of the blocks before it, as a reader would
+        if waitaof:
+            exec(compile(block, "<docs block 2>", "exec"), ns)
+        else:  # Redis 7.0: refused as the page says, before anything is written
+            with pytest.raises(wheelq.AckUnsupportedError):
+                exec(compile(block, "<docs block 2>", "exec"), ns)
+        with wheelq.Client.from_url(url) as client:
+            assert client.get("emails", str(ns["job_id"])).state == wheelq.JobState.PENDING
+            audit = client.get("audit", "audit-2").state
+            assert audit == (
+                wheelq.JobState.READY if waitaof else wheelq.JobState.UNKNOWN
+            )  # due now
+
+
+def test_tracing_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        page = "docs/guides/tracing.md"
+        found = snippets(page, "Trace jobs with OpenTelemetry", url)
+        assert list(found.files) == ["traced.py"]
+        assert found.commands == [["python", "traced.py"]]
+        (tmp_path / "traced.py").write_text(found.files["traced.py"])
+        spans = [
+            line.split(maxsplit=2) for line in run_command(found.commands[0], tmp_path).splitlines()
+        ]
+        assert sorted((kind, name) for _, kind, name in spans) == [
+            ("CONSUMER", "process images"),
+            ("INTERNAL", "resize"),
+            ("INTERNAL", "upload"),
+            ("PRODUCER", "send images"),
+        ]
+        assert len({trace_id for trace_id, _, _ in spans}) == 1  # one trace
+        ns = run_code(snippets(page, "Carry a trace context without OpenTelemetry", url).code, url)
+        client = ns["client"]
+        assert isinstance(client, wheelq.Client)
+        with client, redis.Redis.from_url(url) as r:
+            shards = client.topics()["images"]
+            [stored] = [
+                raw
+                for keys in all_shards("images", shards)
+                if (raw := r.hget(keys.jobs, "image-2"))
+            ]
+            expected = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            assert Envelope.unpack(stored).traceparent == expected
+
+
+def test_testing_example_passes_as_written(tmp_path: Path) -> None:
+    """Moved from test_readme: the page's test file passes under the command it shows."""
+    found = snippets("docs/guides/testing.md", "Test a handler end to end")
+    files, commands = found.files, found.commands
+    assert list(files) == ["test_reminders.py"]
+    assert commands == [["python", "-m", "pytest", "-q", "test_reminders.py"]]
+    (tmp_path / "test_reminders.py").write_text(files["test_reminders.py"])
+    done = subprocess.run(
+        argv_of(commands[0]), cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "1 passed" in done.stdout, done.stdout
