@@ -1,0 +1,203 @@
+"""The ACL users of docs/operations/acl.md, as written there, on a real server.
+
+The rules are read from the page's ``text`` blocks (one ``ACL SETUSER`` line per role), loaded
+into a server of the test's own, and each role then runs with only its user: a producer
+enqueues, cancels, reschedules and looks up; a scheduler node fires; a worker handles and
+acks; ``wheelq serve`` enqueues over HTTP and answers; an observer reads. The server's ACL
+log must stay empty through all of it (nothing a role sent was refused), and each user must
+be refused what lies outside its rule.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+import redis
+
+import wheelq
+from tests.support.cli import ROOT, run_wheelq, start_wheelq, stop
+from tests.support.docs import blocks
+from tests.support.http import request
+from tests.support.servers import dedicated_server, free_port
+from tests.support.waiting import eventually_sync
+from wheelq.testing import EmbeddedServer, ServerBinary
+
+PAGE = "docs/operations/acl.md"
+ROLES = {
+    "Producer": "wheelq-producer",
+    "Scheduler node": "wheelq-scheduler",
+    "Worker": "wheelq-worker",
+    "HTTP service": "wheelq-serve",
+    "Observer": "wheelq-observer",
+}
+TOPIC = "acl-emails"
+HANDLER = """\
+from pathlib import Path
+
+import wheelq
+
+
+def handle(job: wheelq.Job) -> None:
+    with Path("handled.txt").open("a") as out:
+        out.write(job.id + "\\n")
+"""
+
+
+def rules() -> dict[str, list[str]]:
+    """Each role's ``ACL SETUSER`` line, as argv, by the section it is under."""
+    found: dict[str, list[str]] = {}
+    for block in blocks(PAGE):
+        for line in block.body.splitlines():
+            if line.startswith("ACL SETUSER "):
+                assert block.section not in found, f"two rules under {block.section!r}"
+                found[block.section] = shlex.split(line)
+    return found
+
+
+def password(rule: list[str]) -> str:
+    (secret,) = (word[1:] for word in rule if word.startswith(">"))
+    return secret
+
+
+def test_the_page_has_one_rule_per_role_each_starting_from_nothing() -> None:
+    found = rules()
+    assert set(found) == set(ROLES), found.keys()
+    for section, rule in found.items():
+        assert rule[:3] == ["ACL", "SETUSER", ROLES[section]], rule
+        assert "reset" in rule and "-@all" in rule, rule  # nothing beyond what is listed
+        assert "~*" not in rule and "+@all" not in rule and "allkeys" not in rule, rule
+
+
+@pytest.fixture
+def acl_server(server_binary: ServerBinary) -> Iterator[tuple[EmbeddedServer, dict[str, str]]]:
+    """A server with the page's users; yields it and each role's URL by section."""
+    with dedicated_server(server_binary) as server:
+        admin = redis.Redis.from_url(server.url)
+        urls = {}
+        for section, rule in rules().items():
+            assert admin.execute_command(*rule) in (b"OK", "OK", True), rule
+            urls[section] = f"redis://{rule[2]}:{password(rule)}@127.0.0.1:{server.port}/0"
+        admin.execute_command("ACL", "LOG", "RESET")
+        admin.close()
+        yield server, urls
+
+
+def refusals(admin: redis.Redis) -> list[dict[bytes, object]]:
+    """The server's ACL log, less redis-py's CLIENT SETINFO at connect (see the page: a rule
+    cannot name it on Redis 7.0, and redis-py carries on when it is refused)."""
+    log: list[dict[bytes, object]] = admin.execute_command("ACL", "LOG", "128")
+    return [entry for entry in log if entry[b"object"] != b"client|setinfo"]
+
+
+def refused(url: str, *command: str) -> bool:
+    """Whether the user of `url` is refused `command` for want of permission."""
+    with redis.Redis.from_url(url) as client:
+        try:
+            client.execute_command(*command)
+        except redis.exceptions.NoPermissionError:
+            return True
+        return False
+
+
+def test_each_role_does_its_work_with_only_its_user(
+    acl_server: tuple[EmbeddedServer, dict[str, str]], tmp_path: Path
+) -> None:
+    server, urls = acl_server
+    admin = redis.Redis.from_url(server.url)
+    (tmp_path / "handlers.py").write_text(HANDLER)
+    handled = tmp_path / "handled.txt"
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}"}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def handled_ids() -> set[str]:
+        return set(handled.read_text().split()) if handled.exists() else set()
+
+    with ExitStack() as stack:
+        procs: dict[str, subprocess.Popen[str]] = {}
+        # The producer: enqueue, cancel, reschedule, look up.
+        producer = stack.enter_context(wheelq.Client.from_url(urls["Producer"]))
+        soon = producer.enqueue(TOPIC, {"n": 1}, delay=0.2)
+        gone = producer.enqueue(TOPIC, {"n": 2}, delay=3600)
+        assert producer.cancel(TOPIC, gone) is True
+        moved = producer.enqueue(TOPIC, {"n": 3}, delay=3600)
+        assert producer.reschedule(TOPIC, moved, delay=0.2) is True
+        assert producer.get(TOPIC, gone).state == wheelq.JobState.CANCELLED
+
+        for name, argv in {
+            "scheduler": ["scheduler", "--topics", TOPIC],
+            "worker": ["worker", "handlers:handle", "--topic", TOPIC],
+            "serve": ["serve", "--port", str(port)],
+        }.items():
+            url = urls[
+                {"scheduler": "Scheduler node", "worker": "Worker", "serve": "HTTP service"}[name]
+            ]
+            procs[name] = start_wheelq(*argv, "--redis-url", url, cwd=tmp_path, env=env)
+            stack.callback(stop, procs[name], signal.SIGKILL)  # a no-op once stopped
+
+        # serve answers and enqueues; its job goes through the same scheduler and worker.
+        eventually_sync(
+            lambda: request("GET", f"{base}/readyz")[0] == 200, timeout_s=30, what="serve ready"
+        )
+        status, body = request("POST", f"{base}/v1/topics/{TOPIC}/jobs", {"payload": {"n": 4}})
+        assert status == 201, body
+        over_http = body["id"]
+
+        eventually_sync(
+            lambda: {soon, moved, over_http} <= handled_ids(), timeout_s=30, what="handled"
+        )
+        for job_id in (soon, moved, over_http):
+            eventually_sync(
+                lambda job_id=job_id: (
+                    producer.get(TOPIC, job_id).state == wheelq.JobState.SUCCEEDED
+                ),
+                timeout_s=30,
+                what=f"job {job_id} acked",
+            )
+        assert gone not in handled_ids()
+        status, body = request("GET", f"{base}/v1/topics/{TOPIC}/jobs/{over_http}")
+        assert (status, body["state"]) == (200, "succeeded"), body
+
+        # The observer reads everything there is to read.
+        for argv in (
+            ["stats", TOPIC],
+            ["topics"],
+            ["top", "--once"],
+            ["job", TOPIC, soon],
+            ["dlq", "list", TOPIC],
+        ):
+            done = run_wheelq(*argv, "--redis-url", urls["Observer"])
+            assert done.returncode == 0, (argv, done.stdout, done.stderr)
+        assert "succeeded" in run_wheelq("job", TOPIC, soon, "--redis-url", urls["Observer"]).stdout
+
+        # Nothing any role sent so far was refused, and each stops cleanly.
+        assert refusals(admin) == []
+        for name, proc in procs.items():
+            _, err = stop(proc)
+            assert proc.returncode == 0, (name, err)
+            assert "NOPERM" not in err and "no permissions" not in err, (name, err)
+            assert "Traceback" not in err, (name, err)
+        assert refusals(admin) == []
+
+    # Each user is refused what lies outside its rule.
+    admin.set("billing:invoice:1", "not wheelq's")
+    for section, url in urls.items():
+        assert refused(url, "FLUSHALL"), section
+        assert refused(url, "GET", "billing:invoice:1"), section
+        assert refused(url, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru"), section
+        assert refused(url, "KEYS", "*"), section
+    assert refused(urls["Observer"], "HSET", "wheelq:topics", TOPIC, "9")
+    assert refused(urls["Observer"], "DEL", f"{{{TOPIC}:0}}:delayed")
+    assert refused(urls["Producer"], "XGROUP", "DESTROY", f"{{{TOPIC}:0}}:ready", "default")
+    assert refused(urls["Producer"], "SSUBSCRIBE", "billing:events")
+    assert refused(urls["Worker"], "UNLINK", f"{{{TOPIC}:0}}:delayed")
+    enqueue = run_wheelq("enqueue", TOPIC, "{}", "--redis-url", urls["Observer"])
+    assert enqueue.returncode != 0, enqueue.stdout
+    assert admin.get("billing:invoice:1") == b"not wheelq's"
+    admin.close()
