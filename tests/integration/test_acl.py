@@ -2,14 +2,16 @@
 
 The rules are read from the page's ``text`` blocks (one ``ACL SETUSER`` line per role), loaded
 into a server of the test's own, and each role then runs with only its user: a producer
-enqueues, cancels, reschedules and looks up; a scheduler node fires; a worker handles and
-acks; ``wheelq serve`` enqueues over HTTP and answers; an observer reads. The server's ACL
-log must stay empty through all of it (nothing a role sent was refused), and each user must
-be refused what lies outside its rule.
+enqueues, cancels, reschedules and looks up; a scheduler node fires jobs and a recurring
+schedule, then trims; a worker handles, acks, retries and dead-letters; ``wheelq serve``
+enqueues, serves a pull consumer and replays and purges dead letters; an observer reads. The
+server's ACL log must stay empty through all of it (nothing a role sent was refused), and
+each user must be refused what lies outside its rule.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import signal
 import subprocess
@@ -38,6 +40,7 @@ ROLES = {
 }
 TOPIC = "acl-emails"
 HANDLER = """\
+import json
 from pathlib import Path
 
 import wheelq
@@ -45,8 +48,15 @@ import wheelq
 
 def handle(job: wheelq.Job) -> None:
     with Path("handled.txt").open("a") as out:
-        out.write(job.id + "\\n")
+        out.write(json.dumps({"id": job.id, "payload": job.payload}) + "\\n")
+    if isinstance(job.payload, dict) and job.payload.get("fail"):
+        raise RuntimeError("this job always fails")
 """
+FAST = {  # retries, claims, schedules and trims come round in a test's time
+    "WHEELQ_WORKER_RETRY_BASE_MS": "10",
+    "WHEELQ_WORKER_CLAIM_INTERVAL_MS": "100",
+}
+TRIM_NOW = {"WHEELQ_SCHEDULER_RETENTION_MS": "0", "WHEELQ_SCHEDULER_TRIM_INTERVAL_MS": "100"}
 
 
 def rules() -> dict[str, list[str]]:
@@ -88,6 +98,23 @@ def acl_server(server_binary: ServerBinary) -> Iterator[tuple[EmbeddedServer, di
         yield server, urls
 
 
+SECTION = {
+    "scheduler": "Scheduler node",
+    "trimmer": "Scheduler node",
+    "worker": "Worker",
+    "serve": "HTTP service",
+}
+
+
+def trimmed(admin: redis.Redis) -> bool:
+    """Whether a ready stream of TOPIC has fewer entries than were ever added to it."""
+    for shard in range(int(admin.hget("wheelq:topics", TOPIC) or 0)):
+        info = admin.xinfo_stream(f"{{{TOPIC}:{shard}}}:ready")
+        if info["entries-added"] > info["length"]:
+            return True
+    return False
+
+
 def refusals(admin: redis.Redis) -> list[dict[bytes, object]]:
     """The server's ACL log, less redis-py's CLIENT SETINFO at connect (see the page: a rule
     cannot name it on Redis 7.0, and redis-py carries on when it is refused)."""
@@ -111,13 +138,22 @@ def test_each_role_does_its_work_with_only_its_user(
     server, urls = acl_server
     admin = redis.Redis.from_url(server.url)
     (tmp_path / "handlers.py").write_text(HANDLER)
-    handled = tmp_path / "handled.txt"
     env = {"PYTHONPATH": f"{ROOT}:{tmp_path}"}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
 
-    def handled_ids() -> set[str]:
-        return set(handled.read_text().split()) if handled.exists() else set()
+    def handled() -> list[dict[str, object]]:
+        path = tmp_path / "handled.txt"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def handled_ids() -> set[object]:
+        return {h["id"] for h in handled()}
+
+    def role(name: str, *argv: str, extra: dict[str, str] | None = None) -> None:
+        procs[name] = start_wheelq(
+            *argv, "--redis-url", urls[SECTION[name]], cwd=tmp_path, env={**env, **(extra or {})}
+        )
+        stack.callback(stop, procs[name], signal.SIGKILL)  # a no-op once stopped
 
     with ExitStack() as stack:
         procs: dict[str, subprocess.Popen[str]] = {}
@@ -128,18 +164,18 @@ def test_each_role_does_its_work_with_only_its_user(
         assert producer.cancel(TOPIC, gone) is True
         moved = producer.enqueue(TOPIC, {"n": 3}, delay=3600)
         assert producer.reschedule(TOPIC, moved, delay=0.2) is True
+        failing = producer.enqueue(TOPIC, {"fail": True}, delay=0.2, max_attempts=2)
         assert producer.get(TOPIC, gone).state == wheelq.JobState.CANCELLED
+        # A recurring schedule, defined with serve's user (the producer's has no schedules).
+        added = run_wheelq(
+            "schedule", "add", "tick", TOPIC, '{"tick": true}', "--every-ms", "200",
+            "--redis-url", urls["HTTP service"],
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
 
-        for name, argv in {
-            "scheduler": ["scheduler", "--topics", TOPIC],
-            "worker": ["worker", "handlers:handle", "--topic", TOPIC],
-            "serve": ["serve", "--port", str(port)],
-        }.items():
-            url = urls[
-                {"scheduler": "Scheduler node", "worker": "Worker", "serve": "HTTP service"}[name]
-            ]
-            procs[name] = start_wheelq(*argv, "--redis-url", url, cwd=tmp_path, env=env)
-            stack.callback(stop, procs[name], signal.SIGKILL)  # a no-op once stopped
+        role("scheduler", "scheduler", "--topics", TOPIC)
+        role("worker", "worker", "handlers:handle", "--topic", TOPIC, extra=FAST)
+        role("serve", "serve", "--port", str(port), extra=FAST)
 
         # serve answers and enqueues; its job goes through the same scheduler and worker.
         eventually_sync(
@@ -163,6 +199,45 @@ def test_each_role_does_its_work_with_only_its_user(
         assert gone not in handled_ids()
         status, body = request("GET", f"{base}/v1/topics/{TOPIC}/jobs/{over_http}")
         assert (status, body["state"]) == (200, "succeeded"), body
+        # The schedule fired (the scheduler's user) and the worker ran its jobs.
+        eventually_sync(
+            lambda: any(h["payload"] == {"tick": True} for h in handled()),
+            timeout_s=30,
+            what="a scheduled run handled",
+        )
+        # The failing job was retried, then dead-lettered, by the worker's user.
+        eventually_sync(
+            lambda: producer.get(TOPIC, failing).state == wheelq.JobState.DEAD,
+            timeout_s=30,
+            what="the failing job dead",
+        )
+        assert [h["id"] for h in handled()].count(failing) == 2
+
+        # serve: a pull consumer's group, a pull and its ack; dead letters replayed, purged.
+        jobs = f"{base}/v1/topics/{TOPIC}/groups/pullers"
+        status, body = request("POST", f"{base}/v1/topics/{TOPIC}/groups", {"name": "pullers"})
+        assert status == 201, body
+        status, body = request("POST", f"{jobs}/pull", {"max": 100, "wait_ms": 5000})
+        assert status == 200 and body["jobs"], body
+        receipts = [job["receipt"] for job in body["jobs"]]
+        status, body = request("POST", f"{jobs}/ack", {"receipts": receipts})
+        assert (status, body["acked"]) == (200, len(receipts)), body
+        status, body = request("GET", f"{base}/v1/topics/{TOPIC}/dead")
+        assert status == 200 and [d["job_id"] for d in body["dead"]] == [failing], body
+        status, body = request("POST", f"{base}/v1/topics/{TOPIC}/dead/replay", {"all": True})
+        assert (status, body) == (200, {"count": 1}), body
+        eventually_sync(
+            lambda: [h["id"] for h in handled()].count(failing) > 2,
+            timeout_s=30,
+            what="the replayed job run again",
+        )
+        eventually_sync(
+            lambda: request("GET", f"{base}/v1/topics/{TOPIC}/dead")[1]["dead"],
+            timeout_s=30,
+            what="the replayed job dead again",
+        )
+        status, body = request("DELETE", f"{base}/v1/topics/{TOPIC}/dead?all=true")
+        assert (status, body) == (200, {"count": 1}), body
 
         # The observer reads everything there is to read.
         for argv in (
@@ -171,14 +246,23 @@ def test_each_role_does_its_work_with_only_its_user(
             ["top", "--once"],
             ["job", TOPIC, soon],
             ["dlq", "list", TOPIC],
+            ["groups", "list", TOPIC],
+            ["schedule", "list"],
         ):
             done = run_wheelq(*argv, "--redis-url", urls["Observer"])
             assert done.returncode == 0, (argv, done.stdout, done.stderr)
         assert "succeeded" in run_wheelq("job", TOPIC, soon, "--redis-url", urls["Observer"]).stdout
 
+        # A scheduler node that trims at once: the history goes, with the node's user only.
+        stop(procs["scheduler"])
+        role("trimmer", "scheduler", "--topics", TOPIC, extra=TRIM_NOW)
+        eventually_sync(lambda: trimmed(admin), timeout_s=30, what="a stream trimmed")
+
         # Nothing any role sent so far was refused, and each stops cleanly.
         assert refusals(admin) == []
         for name, proc in procs.items():
+            if name == "scheduler":
+                continue  # stopped above
             _, err = stop(proc)
             assert proc.returncode == 0, (name, err)
             assert "NOPERM" not in err and "no permissions" not in err, (name, err)
