@@ -11,13 +11,16 @@ each user must be refused what lies outside its rule.
 
 from __future__ import annotations
 
+import http.server
 import json
 import shlex
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import redis
@@ -42,6 +45,7 @@ TOPIC = "acl-emails"
 HANDLER = """\
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import wheelq
 
@@ -56,6 +60,7 @@ FAST = {  # retries, claims, schedules and trims come round in a test's time
     "WHEELQ_WORKER_RETRY_BASE_MS": "10",
     "WHEELQ_WORKER_CLAIM_INTERVAL_MS": "100",
 }
+CALLBACKS = {"WHEELQ_CALLBACKS_ALLOW_PRIVATE": "true"}  # the receiver is on 127.0.0.1
 TRIM_NOW = {"WHEELQ_SCHEDULER_RETENTION_MS": "0", "WHEELQ_SCHEDULER_TRIM_INTERVAL_MS": "100"}
 
 
@@ -115,6 +120,21 @@ def trimmed(admin: redis.Redis) -> bool:
     return False
 
 
+class Hook(http.server.BaseHTTPRequestHandler):
+    """A callback receiver: answers 200 and keeps the ids of the jobs POSTed to it."""
+
+    received: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.received.append(body["id"])
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 def refusals(admin: redis.Redis) -> list[dict[bytes, object]]:
     """The server's ACL log, less redis-py's CLIENT SETINFO at connect (see the page: a rule
     cannot name it on Redis 7.0, and redis-py carries on when it is refused)."""
@@ -157,6 +177,11 @@ def test_each_role_does_its_work_with_only_its_user(
 
     with ExitStack() as stack:
         procs: dict[str, subprocess.Popen[str]] = {}
+        hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+        Hook.received = []
+        threading.Thread(target=hook.serve_forever, daemon=True).start()
+        stack.callback(hook.server_close)
+        stack.callback(hook.shutdown)
         # The producer: enqueue, cancel, reschedule, look up.
         producer = stack.enter_context(wheelq.Client.from_url(urls["Producer"]))
         soon = producer.enqueue(TOPIC, {"n": 1}, delay=0.2)
@@ -165,6 +190,14 @@ def test_each_role_does_its_work_with_only_its_user(
         moved = producer.enqueue(TOPIC, {"n": 3}, delay=3600)
         assert producer.reschedule(TOPIC, moved, delay=0.2) is True
         failing = producer.enqueue(TOPIC, {"fail": True}, delay=0.2, max_attempts=2)
+        in_order = [
+            producer.enqueue(TOPIC, {"n": n}, delay=0.2, key="customer-1", ordered=True)
+            for n in (5, 6)
+        ]
+        for _ in range(2):  # a debounced job: the second call moves it
+            debounced = producer.enqueue(TOPIC, {"n": 7}, job_id="debounced", debounce_ms=200)
+        hook_url = f"http://127.0.0.1:{hook.server_port}/hook"
+        called = producer.enqueue(TOPIC, {"n": 8}, delay=0.2, callback=hook_url)
         assert producer.get(TOPIC, gone).state == wheelq.JobState.CANCELLED
         # A recurring schedule, defined with serve's user (the producer's has no schedules).
         added = run_wheelq(
@@ -175,7 +208,7 @@ def test_each_role_does_its_work_with_only_its_user(
 
         role("scheduler", "scheduler", "--topics", TOPIC)
         role("worker", "worker", "handlers:handle", "--topic", TOPIC, extra=FAST)
-        role("serve", "serve", "--port", str(port), extra=FAST)
+        role("serve", "serve", "--port", str(port), extra={**FAST, **CALLBACKS})
 
         # serve answers and enqueues; its job goes through the same scheduler and worker.
         eventually_sync(
@@ -186,9 +219,12 @@ def test_each_role_does_its_work_with_only_its_user(
         over_http = body["id"]
 
         eventually_sync(
-            lambda: {soon, moved, over_http} <= handled_ids(), timeout_s=30, what="handled"
+            lambda: {soon, moved, over_http, debounced, *in_order} <= handled_ids(),
+            timeout_s=30,
+            what="handled",
         )
-        for job_id in (soon, moved, over_http):
+        eventually_sync(lambda: called in Hook.received, timeout_s=30, what="callback POSTed")
+        for job_id in (soon, moved, over_http, debounced, *in_order):
             eventually_sync(
                 lambda job_id=job_id: (
                     producer.get(TOPIC, job_id).state == wheelq.JobState.SUCCEEDED
