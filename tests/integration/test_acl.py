@@ -16,6 +16,7 @@ import json
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -26,7 +27,7 @@ import pytest
 import redis
 
 import wheelq
-from tests.support.cli import ROOT, run_wheelq, start_wheelq, stop
+from tests.support.cli import ROOT, clean_env, run_wheelq, start_wheelq, stop
 from tests.support.docs import blocks
 from tests.support.http import request
 from tests.support.servers import dedicated_server, free_port
@@ -55,6 +56,32 @@ def handle(job: wheelq.Job) -> None:
         out.write(json.dumps({"id": job.id, "payload": job.payload}) + "\\n")
     if isinstance(job.payload, dict) and job.payload.get("fail"):
         raise RuntimeError("this job always fails")
+"""
+LIMITED = """\
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import wheelq
+
+
+def handle(job: wheelq.Job) -> None:
+    with Path("limited.txt").open("a") as out:
+        out.write(job.id + "\\n")
+
+
+async def main() -> None:
+    flow = wheelq.Flow(rate="1000/s", key_concurrency=1)
+    worker = wheelq.Worker.from_url(sys.argv[1], sys.argv[2], handle, group="limited", flow=flow)
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
+    await worker.start()
+    await stopping.wait()
+    await worker.stop()
+
+
+asyncio.run(main())
 """
 FAST = {  # retries, claims, schedules and trims come round in a test's time
     "WHEELQ_WORKER_RETRY_BASE_MS": "10",
@@ -288,6 +315,25 @@ def test_each_role_does_its_work_with_only_its_user(
             done = run_wheelq(*argv, "--redis-url", urls["Observer"])
             assert done.returncode == 0, (argv, done.stdout, done.stderr)
         assert "succeeded" in run_wheelq("job", TOPIC, soon, "--redis-url", urls["Observer"]).stdout
+
+        # A worker with flow limits (a rate and one job of a key at a time), the worker's user.
+        (tmp_path / "limited.py").write_text(LIMITED)
+        procs["limited"] = subprocess.Popen(
+            [sys.executable, "limited.py", urls["Worker"], TOPIC],
+            cwd=tmp_path,
+            env=clean_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        stack.callback(stop, procs["limited"], signal.SIGKILL)
+        limited = tmp_path / "limited.txt"
+        eventually_sync(
+            lambda: limited.exists() and set(in_order) <= set(limited.read_text().split()),
+            timeout_s=30,
+            what="the limited group ran the ordered jobs",
+        )
+        assert admin.keys("wheelq:flow:*"), "the flow limits left no key: they did not run"
 
         # A scheduler node that trims at once: the history goes, with the node's user only.
         stop(procs["scheduler"])
