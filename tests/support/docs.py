@@ -33,7 +33,9 @@ FENCE = re.compile(
     r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$",
     re.DOTALL | re.MULTILINE,
 )
-NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<why>\S.*?)\s*-->\s*\n\s*\Z", re.DOTALL)
+# The marker's comment ends right before the fence, and its reason holds no "-->": so a
+# comment of another kind there (a snippet's end mark) is no marker, whatever came before.
+NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<why>(?:(?!-->).)+?)\s*-->\s*\n\s*\Z", re.DOTALL)
 HEADING = re.compile(r"^## (.+?)\s*$", re.MULTILINE)
 PYTHON = ("python", "py", "pycon")
 SHELL = ("bash", "sh", "shell", "console")
@@ -198,7 +200,7 @@ def blocks(page: Path | str) -> list[Block]:
     """The fenced blocks of `page` (a path, or one relative to the repository root)."""
     path = ROOT / page
     text = path.read_text("utf-8")
-    name = path.relative_to(ROOT).as_posix()
+    name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
     headings = [(m.start(), m[1]) for m in HEADING.finditer(text)]
     out = []
     for m in FENCE.finditer(text):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,18 @@ def test_the_marker_is_found_only_on_the_line_before_a_fence() -> None:
                 f"{page.name}:{text[: m.start()].count(chr(10)) + 1}: "
                 "a not-run marker that is not on the line before a fence"
             )
+
+
+def test_a_marker_covers_only_the_fence_right_after_it(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "## A\n\n<!-- not run: needs a cluster -->\n```bash\nwheelq a\n```\n\n"
+        "<!-- --8<-- [end:x] -->\n```bash\nwheelq b\n```\n\n"
+        "<!-- not run: spans\n two lines -->\n\n```python\nprint(1)\n```\n"
+    )
+    found = [(b.body.strip(), b.not_run) for b in blocks(page)]
+    assert found == [
+        ("wheelq a", "needs a cluster"),
+        ("wheelq b", None),  # another comment before it: not marked
+        ("print(1)", "spans\n two lines"),
+    ]
