@@ -131,7 +131,7 @@ CLI_KEY_DOCS: dict[tuple[str, str], KeyDoc] = {
         "access to every topic.",
     ),
     ("serve", "deliver"): KeyDoc(
-        "every topic",
+        "every topic that has had a job with a callback",
         "topics, comma-separated (a list in the file), or ``none``",
         "The topics whose callbacks ``wheelq serve`` delivers.",
     ),

@@ -28,7 +28,10 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--port", type=int, help="TCP port (default 8080)")
     p.add_argument(
         "--deliver",
-        help="topics whose callbacks to deliver, comma-separated, or 'none' (default: all)",
+        help=(
+            "topics whose callbacks to deliver, comma-separated, or 'none' (default: every "
+            "topic that has had a job with a callback)"
+        ),
     )
     p.set_defaults(func=serve)
 
