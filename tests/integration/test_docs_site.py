@@ -78,6 +78,9 @@ def test_the_references_are_generated_from_the_code(site: Path) -> None:
     for name in wheelq.__all__:
         assert f'id="wheelq.{name}"' in api, f"the Python API reference lacks {name}"
     assert "def enqueue" in api or "enqueue(" in api  # signatures are rendered
+    for method in ("enqueue", "enqueue_many", "cancel", "reschedule", "get"):  # both clients
+        assert f'id="wheelq.Client.{method}"' in api, method
+        assert f'id="wheelq.AsyncClient.{method}"' in api, method
     cli = _built(site, "reference/cli.md")
     for command in ("scheduler", "worker", "enqueue", "serve", "dlq", "schedule"):
         assert f"wheelq {command}" in cli, command
