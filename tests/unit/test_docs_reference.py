@@ -34,13 +34,29 @@ PAGES = {
 OPENAPI = "docs/reference/openapi.json"
 
 
+# The modules reference.py imports from its own directory. `markdown` is also the name of
+# Python-Markdown (MkDocs uses it), so they are importable only while it loads.
+SIBLINGS = ("markdown", "cli_reference", "config_reference", "http_reference")
+
+
 @cache
 def reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_reference", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    """reference.py, loaded as when it runs as a script (its directory first on sys.path);
+    then sys.path and the modules of those names are put back as they were."""
+    path = list(sys.path)
+    before = {name: sys.modules.pop(name) for name in SIBLINGS if name in sys.modules}
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("docs_reference", SCRIPT)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
+        for name in SIBLINGS:
+            sys.modules.pop(name, None)
+        sys.modules.update(before)
     return module
 
 
