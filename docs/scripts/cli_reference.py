@@ -7,8 +7,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from markdown import code, header, prose, sentence, slug, table
-
+from docs.scripts.markdown_text import code, header, prose, sentence, slug, table
 from wheelq.cli import build_parser
 from wheelq.cli.context import ENVIRONMENT
 

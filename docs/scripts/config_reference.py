@@ -9,9 +9,8 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from cli_reference import walk
-from markdown import SCRIPT, code, header, prose, sentence, table
-
+from docs.scripts.cli_reference import walk
+from docs.scripts.markdown_text import SCRIPT, code, header, prose, sentence, table
 from wheelq.cli import build_parser
 from wheelq.cli.context import (
     ALIASES,

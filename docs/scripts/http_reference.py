@@ -7,8 +7,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from markdown import code, header, plain, prose, slug, table
-
+from docs.scripts.markdown_text import code, header, plain, prose, slug, table
 from wheelq import __version__
 
 

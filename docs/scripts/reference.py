@@ -21,11 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script: the checkout's wheelq, installed or not
     sys.path.insert(0, str(ROOT))
 
-# The modules beside this one (its directory is on sys.path when it runs as a script).
-from cli_reference import cli_page  # noqa: E402
-from config_reference import configuration_page  # noqa: E402
-from http_reference import http_page, openapi_document, openapi_json  # noqa: E402
-from markdown import COMMAND  # noqa: E402
+from docs.scripts.cli_reference import cli_page  # noqa: E402
+from docs.scripts.config_reference import configuration_page  # noqa: E402
+from docs.scripts.http_reference import http_page, openapi_document, openapi_json  # noqa: E402
+from docs.scripts.markdown_text import COMMAND  # noqa: E402
 
 CLI_PAGE = "docs/reference/cli.md"
 CONFIG_PAGE = "docs/reference/configuration.md"

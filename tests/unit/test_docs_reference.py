@@ -8,23 +8,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import importlib.util
 import json
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from docs.scripts import reference
 from wheelq.cli import build_parser
 from wheelq.cli.context import SECTIONS, SETTINGS, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "docs" / "scripts" / "reference.py"
 REGENERATE = "python docs/scripts/reference.py"
 PAGES = {
     "cli": "docs/reference/cli.md",
@@ -34,35 +31,9 @@ PAGES = {
 OPENAPI = "docs/reference/openapi.json"
 
 
-# The modules reference.py imports from its own directory. `markdown` is also the name of
-# Python-Markdown (MkDocs uses it), so they are importable only while it loads.
-SIBLINGS = ("markdown", "cli_reference", "config_reference", "http_reference")
-
-
-@cache
-def reference() -> ModuleType:
-    """reference.py, loaded as when it runs as a script (its directory first on sys.path);
-    then sys.path and the modules of those names are put back as they were."""
-    path = list(sys.path)
-    before = {name: sys.modules.pop(name) for name in SIBLINGS if name in sys.modules}
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("docs_reference", SCRIPT)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path
-        for name in SIBLINGS:
-            sys.modules.pop(name, None)
-        sys.modules.update(before)
-    return module
-
-
 @cache
 def generated() -> dict[str, str]:
-    files: dict[str, str] = reference().generated()
+    files: dict[str, str] = reference.generated()
     return files
 
 
@@ -108,14 +79,14 @@ def test_check_names_each_stale_file_and_writes_nothing(
     stale.write_text("edited by hand\n")
     (tmp_path / OPENAPI).unlink()
 
-    assert reference().main(["--check"], root=tmp_path) == 1
+    assert reference.main(["--check"], root=tmp_path) == 1
     err = capsys.readouterr().err
     assert PAGES["cli"] in err and OPENAPI in err and REGENERATE in err
     assert PAGES["configuration"] not in err and PAGES["http"] not in err
     assert stale.read_text() == "edited by hand\n" and not (tmp_path / OPENAPI).exists()
 
-    assert reference().main([], root=tmp_path) == 0
-    assert reference().main(["--check"], root=tmp_path) == 0
+    assert reference.main([], root=tmp_path) == 0
+    assert reference.main(["--check"], root=tmp_path) == 0
     assert stale.read_text() == generated()[PAGES["cli"]]
 
 
