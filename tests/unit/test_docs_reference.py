@@ -8,23 +8,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import importlib.util
 import json
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from docs.scripts import reference
 from wheelq.cli import build_parser
 from wheelq.cli.context import SECTIONS, SETTINGS, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "docs" / "scripts" / "reference.py"
 REGENERATE = "python docs/scripts/reference.py"
 PAGES = {
     "cli": "docs/reference/cli.md",
@@ -35,18 +32,8 @@ OPENAPI = "docs/reference/openapi.json"
 
 
 @cache
-def reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_reference", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-@cache
 def generated() -> dict[str, str]:
-    files: dict[str, str] = reference().generated()
+    files: dict[str, str] = reference.generated()
     return files
 
 
@@ -92,14 +79,14 @@ def test_check_names_each_stale_file_and_writes_nothing(
     stale.write_text("edited by hand\n")
     (tmp_path / OPENAPI).unlink()
 
-    assert reference().main(["--check"], root=tmp_path) == 1
+    assert reference.main(["--check"], root=tmp_path) == 1
     err = capsys.readouterr().err
     assert PAGES["cli"] in err and OPENAPI in err and REGENERATE in err
     assert PAGES["configuration"] not in err and PAGES["http"] not in err
     assert stale.read_text() == "edited by hand\n" and not (tmp_path / OPENAPI).exists()
 
-    assert reference().main([], root=tmp_path) == 0
-    assert reference().main(["--check"], root=tmp_path) == 0
+    assert reference.main([], root=tmp_path) == 0
+    assert reference.main(["--check"], root=tmp_path) == 0
     assert stale.read_text() == generated()[PAGES["cli"]]
 
 
