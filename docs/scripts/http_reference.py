@@ -37,10 +37,8 @@ def ref_name(ref: str) -> str:
 
 _LIMITS = (
     ("minimum", "≥"),
-    ("ge", "≥"),
     ("exclusiveMinimum", ">"),
     ("maximum", "≤"),
-    ("le", "≤"),
     ("exclusiveMaximum", "<"),
 )
 

@@ -135,3 +135,22 @@ def test_the_http_page_has_every_endpoint_and_schema() -> None:
     for name in document["components"]["schemas"]:
         assert f"### `{name}`" in text, name
     assert "[openapi.json](openapi.json)" in text
+
+
+def test_the_openapi_document_bounds_numbers_in_json_schema_words() -> None:
+    """Bounds written as pydantic's ``ge``/``le`` are invisible to OpenAPI clients and to
+    schemathesis: every bound must be JSON Schema's ``minimum``/``maximum``."""
+    document = json.loads(generated()[OPENAPI])
+    todo: list[tuple[str, object]] = [("", document)]
+    foreign = []
+    bounded = 0
+    while todo:
+        where, node = todo.pop()
+        if isinstance(node, dict):
+            foreign += [f"{where}.{k}" for k in ("ge", "le", "gt", "lt") if k in node]
+            bounded += "maximum" in node
+            todo += [(f"{where}.{k}", v) for k, v in node.items()]
+        elif isinstance(node, list):
+            todo += [(f"{where}[{n}]", v) for n, v in enumerate(node)]
+    assert not foreign, foreign
+    assert bounded >= 6  # wait_ms, max, delay_ms (twice), max_attempts, timeout_ms, ...

@@ -83,8 +83,12 @@ def _whole(value: object) -> object:
     return value
 
 
-Int = Annotated[int, BeforeValidator(_whole)]
-"""An integer, written with or without ``.0``."""
+WHOLE = BeforeValidator(_whole)
+Int = Annotated[int, WHOLE]
+"""An integer, written with or without ``.0``. A bounded one is
+``Annotated[int, Field(ge=..., le=...), WHOLE]``: with the bounds before the validator,
+pydantic writes them as JSON Schema's ``minimum`` and ``maximum`` (after it, as ``ge``
+and ``le``, which no OpenAPI client reads)."""
 
 
 def _finite(value: JsonValue) -> JsonValue:
@@ -143,14 +147,16 @@ class CallbackIn(Strict):
 
     url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS)]
     headers: dict[str, str] | None = None
-    timeout_ms: Annotated[Int, Field(ge=TIMEOUT_MS_RANGE[0], le=TIMEOUT_MS_RANGE[1])] | None = None
+    timeout_ms: (
+        Annotated[int, Field(ge=TIMEOUT_MS_RANGE[0], le=TIMEOUT_MS_RANGE[1]), WHOLE] | None
+    ) = None
 
 
 class Due(Strict):
     """When: `delay_ms` from now or `at` (an RFC 3339 time with an offset, or epoch ms);
     neither means now."""
 
-    delay_ms: Annotated[Int, Field(ge=0, le=MAX_DELAY_MS)] | None = Field(
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS), WHOLE] | None = Field(
         None, description="When the job is due: milliseconds from now, up to ten years."
     )
     at: Int | Annotated[str, Field(max_length=64)] | None = Field(
@@ -206,7 +212,7 @@ class JobIn(Due):
         ..., description="Any JSON value; the job's payload."
     )
     id: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = None
-    max_attempts: Annotated[Int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
     replace: bool = False
     callback: CallbackIn | None = None
     key: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = Field(
@@ -357,8 +363,8 @@ class CountOut(BaseModel):
 
 
 class PullIn(Strict):
-    max: Annotated[Int, Field(ge=1, le=1000)] = 10
-    wait_ms: Annotated[Int, Field(ge=0, le=30_000)] = 0
+    max: Annotated[int, Field(ge=1, le=1000), WHOLE] = 10
+    wait_ms: Annotated[int, Field(ge=0, le=30_000), WHOLE] = 0
     consumer: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")] = "http"
     create: bool = Field(
         default=False,
@@ -413,7 +419,7 @@ class ReceiptsIn(Strict):
 
 
 class NackIn(ReceiptsIn):
-    delay_ms: Annotated[Int, Field(ge=0, le=30 * 86_400_000)] | None = None
+    delay_ms: Annotated[int, Field(ge=0, le=30 * 86_400_000), WHOLE] | None = None
 
 
 class ReceiptResult(BaseModel):
