@@ -6,8 +6,9 @@ section is in `RUN`, which names the test that runs it; `tests/unit/test_docs_bl
 checks both. `snippets` hands a test the blocks of one section: Python blocks that start
 with a ``# NAME.py`` line become files, every other Python block is code to run in order,
 and each command of a shell block (a line, or lines joined by a backslash or an open
-quote) is an argv. The docs' Redis URL (``redis://localhost:6379/0``) and the HTTP
-service's address (``localhost:8080``) are swapped for the test's own.
+quote) is an argv. The docs' Redis URL (a ``redis://`` URL of localhost, Redis's usual
+port, database 0: `README_URL`) and the HTTP service's address (``localhost:8080``) are
+swapped for the test's own.
 """
 
 from __future__ import annotations
