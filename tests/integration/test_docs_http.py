@@ -14,7 +14,8 @@ import json
 import shutil
 import subprocess
 import urllib.request
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,17 @@ def serving(services: Services, port: int) -> None:
     eventually_sync(lambda: services.alive() and ready(), timeout_s=30, what="wheelq serve")
 
 
+@contextmanager
+def service_scaffold(
+    server_binary: ServerBinary, tmp_path: Path
+) -> Iterator[tuple[ExitStack, str, int, Services]]:
+    """A dedicated server's URL, a free port for `wheelq serve` and the background services
+    of a test, with the stack that stops them all when the block ends."""
+    with ExitStack() as stack:
+        server = stack.enter_context(dedicated_server(server_binary))
+        yield stack, f"{server.url}/0", free_port(), Services(tmp_path, stack)
+
+
 def json_block(page: str, section: str) -> Any:
     """The one ``json`` block of `page`'s `section`, parsed."""
     (found,) = [b for b in blocks(page) if b.section == section and b.lang == "json"]
@@ -78,11 +90,7 @@ def json_block(page: str, section: str) -> Any:
 
 def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
     page = "docs/guides/http-service.md"
-    port = free_port()
-    with ExitStack() as stack:
-        server = stack.enter_context(dedicated_server(server_binary))
-        url = f"{server.url}/0"
-        services = Services(tmp_path, stack)
+    with service_scaffold(server_binary, tmp_path) as (_, url, port, services):
         started = snippets(page, "Start it", url, port=port).commands
         assert [c[:2] for c in started] == [
             ["wheelq", "server"],
@@ -131,11 +139,8 @@ def test_http_service_tokens_run_as_written(server_binary: ServerBinary, tmp_pat
     name, _, _ = config.body.partition("\n")
     assert name == "# wheelq.toml", name
     (tmp_path / "wheelq.toml").write_text(config.body)
-    port = free_port()
-    with ExitStack() as stack:
-        server = stack.enter_context(dedicated_server(server_binary))
-        commands = snippets(page, section, f"{server.url}/0", port=port).commands
-        services = Services(tmp_path, stack)
+    with service_scaffold(server_binary, tmp_path) as (_, url, port, services):
+        commands = snippets(page, section, url, port=port).commands
         start(services, commands[0], port)
         assert commands[0][:2] == ["wheelq", "serve"]
         serving(services, port)
@@ -149,11 +154,7 @@ def test_http_service_tokens_run_as_written(server_binary: ServerBinary, tmp_pat
 
 def test_pull_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
     page = "docs/guides/pull.md"
-    port = free_port()
-    with ExitStack() as stack:
-        server = stack.enter_context(dedicated_server(server_binary))
-        url = f"{server.url}/0"
-        services = Services(tmp_path, stack)
+    with service_scaffold(server_binary, tmp_path) as (stack, url, port, services):
         start(services, ["wheelq", "scheduler", "--redis-url", url], port)
         start(services, ["wheelq", "serve", "--redis-url", url], port)
         serving(services, port)
