@@ -9,6 +9,7 @@ from wheelq.core.callback import Callback
 from wheelq.core.flow import Flow, TopicLimits
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
+from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.retry import Defer, Fail, Retry
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
@@ -38,6 +39,8 @@ from wheelq.errors import (
     TopicConfigError,
     TopicFullError,
     TopicNotEmptyError,
+    UnknownGroupError,
+    UnknownTopicError,
     UnsupportedServerError,
     WheelqError,
 )
@@ -70,6 +73,7 @@ __all__ = [
     "GroupStats",
     "JobInfo",
     "JobState",
+    "PauseState",
     "ShardStats",
     "SpoolStats",
     "TopicStats",
@@ -115,5 +119,7 @@ __all__ = [
     "TopicConfigError",
     "TopicFullError",
     "TopicNotEmptyError",
+    "UnknownGroupError",
+    "UnknownTopicError",
     "WheelqError",
 ]

@@ -7,6 +7,8 @@ WheelqError
 │   ├── InvalidTopicError                   topic name outside [A-Za-z0-9_.-]{1,100}
 │   ├── InvalidDelayError                   delay / at not a finite time >= 0, or both given
 │   ├── InvalidJobIdError                   job_id empty, too long or with forbidden characters
+│   ├── UnknownTopicError                   no topic of that name (pull, pause)
+│   ├── UnknownGroupError                   the topic has no consumer group of that name
 │   ├── PayloadTooLargeError                encoded payload over the configured limit
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)
 ├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
@@ -34,6 +36,7 @@ WheelqError
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 
@@ -64,6 +67,28 @@ class InvalidDelayError(InvalidArgumentError):
 
 class InvalidJobIdError(InvalidArgumentError):
     """A job id is empty, too long, or has characters that are not allowed."""
+
+
+class UnknownTopicError(InvalidArgumentError):
+    """The topic is not registered (nothing was ever enqueued on it); nothing was changed."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__("topic", f"no topic {topic!r}")
+        self.topic = topic
+
+
+class UnknownGroupError(InvalidArgumentError):
+    """No shard of the topic has the group (pull and pause never create one)."""
+
+    def __init__(self, topic: str, group: str) -> None:
+        super().__init__(
+            "group",
+            f"topic {topic!r} has no consumer group {group!r}: create it first "
+            f'(POST /v1/topics/{topic}/groups with {{"name": {json.dumps(group)}}}, '
+            "`wheelq groups create`, or Client.create_group)",
+        )
+        self.topic = topic
+        self.group = group
 
 
 class PayloadTooLargeError(InvalidArgumentError):

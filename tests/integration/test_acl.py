@@ -302,6 +302,14 @@ def test_each_role_does_its_work_with_only_its_user(
         status, body = request("DELETE", f"{base}/v1/topics/{TOPIC}/dead?all=true")
         assert (status, body) == (200, {"count": 1}), body
 
+        # Pause and resume of the worker's group, with serve's user; the worker (its own
+        # user) follows through its subscription and reads of the pause.
+        with wheelq.Client.from_url(urls["HTTP service"]) as operator:
+            assert operator.pause(TOPIC, "default").group_paused("default")
+            held = producer.enqueue(TOPIC, {"n": 9})
+            assert not operator.resume(TOPIC).group_paused("default")
+        eventually_sync(lambda: held in handled_ids(), timeout_s=30, what="handled after resume")
+
         # The observer reads everything there is to read.
         for argv in (
             ["stats", TOPIC],

@@ -189,9 +189,10 @@ def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(
         "IN_FLIGHT",
         "IN_STREAM",
         "DEAD",
+        "PAUSED",
     ]
     rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[1:]}
-    assert rows[topic] == ["3", "2", "0", "0", "0", "0"]
+    assert rows[topic] == ["3", "2", "0", "0", "0", "0", "-"]
     assert run_wheelq("topics", "list", "--redis-url", redis_url).stdout == listed.stdout
 
     stats = run_wheelq("stats", topic, "--redis-url", redis_url)
@@ -239,6 +240,35 @@ def test_topics_limits_shows_sets_and_removes_a_topics_limits(redis_url: str, to
         run_wheelq("topics", "limits", topic, "--max-ready", "0", "--redis-url", redis_url),
         2,
         "max_ready must be None (no limit) or an int in [1, ",
+    )
+
+
+def test_topics_pause_and_resume_show_in_topics_and_groups(redis_url: str, topic: str) -> None:
+    def wheelq(*argv: str) -> str:
+        done = run_wheelq(*argv, "--redis-url", redis_url)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def column(listing: str, name: str) -> str:
+        return next(line.split()[-1] for line in listing.splitlines() if line.split()[0] == name)
+
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 2)
+        client.create_group(topic, "g")
+    assert wheelq("topics", "pause", topic, "--group", "g").startswith(f"paused group g of {topic}")
+    assert column(wheelq("topics"), topic) == "g"
+    assert column(wheelq("groups", "list", topic), "g") == "yes"
+    with Client.from_url(redis_url) as client:
+        assert client.paused(topic).group_paused("g")
+    wheelq("topics", "pause", topic)
+    assert column(wheelq("topics"), topic) == "all"
+    assert wheelq("topics", "resume", topic).strip() == f"resumed {topic}"
+    assert column(wheelq("topics"), topic) == "-"
+    assert column(wheelq("groups", "list", topic), "g") == "-"
+    assert_one_line_error(
+        run_wheelq("topics", "pause", topic, "--group", "nope", "--redis-url", redis_url),
+        2,
+        "has no consumer group 'nope'",
     )
 
 

@@ -378,7 +378,7 @@ def test_wheelq_groups_list_prints_a_row_per_group_and_per_shard(
 
     assert table.returncode == 0, table.stderr
     rows = [line.split() for line in table.stdout.splitlines()]
-    assert rows[0] == ["GROUP", "STREAM", "CONSUMERS", "IN_FLIGHT", "READY", "IDLE"]
+    assert rows[0] == ["GROUP", "STREAM", "CONSUMERS", "IN_FLIGHT", "READY", "IDLE", "PAUSED"]
     assert [r[:5] for r in rows[1:]] == [
         ["busy", "ready", "1", str(sum(held)), str(JOBS - sum(held))],
         ["stale", "ready", "0", "0", str(JOBS)],

@@ -331,6 +331,40 @@ async def test_cancel_is_204_then_409_and_an_unknown_job_is_404(api: Served, top
     assert_problem(await api.call("GET", "/v1/topics/never-made/jobs/x"), 404, None)
 
 
+async def test_pause_and_resume_answer_what_is_paused_and_refuse_bad_names(
+    api: Served, topic: str
+) -> None:
+    await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 1, "delay_ms": 60_000})
+    await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"})
+    status, body, _ = await api.call("POST", f"/v1/topics/{topic}/pause?group=g")
+    assert status == 200 and body["topic"] == topic and body["since_ms"] is None, body
+    assert set(body["groups"]) == {"g"}
+    _, groups, _ = await api.call("GET", f"/v1/topics/{topic}/groups")
+    assert [g["paused_since_ms"] for g in groups["groups"]] == [body["groups"]["g"]]
+    status, body, _ = await api.call("POST", f"/v1/topics/{topic}/pause")
+    assert status == 200 and isinstance(body["since_ms"], int), body
+    _, stats, _ = await api.call("GET", f"/v1/topics/{topic}")
+    assert stats["paused_since_ms"] == body["since_ms"] and set(stats["paused_groups"]) == {"g"}
+    attacks = [
+        ("POST", f"/v1/topics/{topic}-nope/pause", 404, "topic"),
+        ("POST", f"/v1/topics/{topic}/pause?group=nope", 404, "group"),
+        ("POST", f"/v1/topics/{topic}/pause?group=" + "g" * 201, 422, "group"),
+        ("POST", f"/v1/topics/{topic}/pause?group=", 422, "group"),
+        ("POST", f"/v1/topics/{topic}/pause?group=%07bell", 422, "group"),
+        ("POST", f"/v1/topics/{topic}/resume?group=g", 422, "group"),  # the topic is paused
+        ("GET", f"/v1/topics/{topic}/pause", 405, None),
+    ]
+    for method, path, code, field in attacks:
+        assert_problem(await api.call(method, path), code, field)
+    _, after, _ = await api.call("GET", f"/v1/topics/{topic}")
+    assert (after["paused_since_ms"], after["paused_groups"]) == (
+        stats["paused_since_ms"],
+        stats["paused_groups"],
+    )  # nothing changed
+    status, body, _ = await api.call("POST", f"/v1/topics/{topic}/resume")
+    assert (status, body["since_ms"], body["groups"]) == (200, None, {}), body
+
+
 async def test_reschedule_moves_a_pending_job_and_is_409_once_fired(
     api: Served, topic: str
 ) -> None:
@@ -403,6 +437,8 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
         "in_stream": stats.in_stream,
         "dead": stats.dead,
         "shards": [asdict(s) for s in stats.shards],
+        "paused_since_ms": None,
+        "paused_groups": {},
     }
     assert stats_body == expected_stats and list(stats_body) == list(expected_stats)
     group = groups[0]
@@ -416,6 +452,7 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
         "ready": group.ready,
         "idle_ms": served["idle_ms"],
         "shards": [asdict(s) for s in group.shards],
+        "paused_since_ms": None,
     }
     assert groups_body == {"topic": topic, "groups": [expected_group]}
     assert (group.in_flight, group.ready) == (stats.in_flight, stats.ready)
@@ -429,6 +466,7 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
     ]
     kinds = {"topic": ["string"], "group": ["string"], "stream": ["string"]}
     kinds |= {"shards": ["array"], "idle_ms": ["integer", "null"]}
+    kinds |= {"paused_since_ms": ["integer", "null"], "paused_groups": ["object"]}
     for body, schema in ((stats_body, stats_doc), (served, group_doc)):
         assert list(schema["properties"]) == schema["required"] == list(body)
         for name, prop in schema["properties"].items():

@@ -219,6 +219,33 @@ async def test_the_topic_page_shows_shards_leaders_groups_rates_and_the_api_numb
     await get(api, f"/ui/topics/{topic}?refresh=1", 422)
 
 
+async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
+    api: Served, topic: str
+) -> None:
+    client = api.service.client
+    await enqueue(api, topic, 1, 60_000, "p")
+    await client.create_group(topic, "g")
+    await client.create_group(topic, "h")
+    _, page = await get(api, f"/ui?after={topic[:-1]}")
+    assert page.ids[f"{topic}-paused"] == "no"
+    _, page = await get(api, f"/ui/topics/{topic}")
+    assert "paused" not in page.ids and page.ids["group-1-paused"] == "no"
+
+    await client.pause(topic, "h")
+    _, page = await get(api, f"/ui?after={topic[:-1]}")
+    assert page.ids[f"{topic}-paused"] == "h"
+    _, page = await get(api, f"/ui/topics/{topic}")
+    assert page.ids["paused"].startswith("Paused: h;")
+    assert page.ids["group-1-paused"] == "no" and page.ids["group-2-paused"].startswith("since ")
+
+    state = await client.pause(topic)
+    _, page = await get(api, f"/ui?after={topic[:-1]}")
+    assert page.ids[f"{topic}-paused"] == "all"
+    _, page = await get(api, f"/ui/topics/{topic}")
+    assert page.ids["paused"].startswith(f"Paused since {ui.utc(state.since_ms)}")
+    assert page.ids["group-1-paused"].startswith("since ")
+
+
 async def test_an_error_on_a_dashboard_page_is_a_page_and_on_the_api_a_problem(
     api: Served, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

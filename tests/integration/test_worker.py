@@ -171,7 +171,8 @@ class Workers:
             # A stop() that failed half-way leaves the worker's services running (see
             # test_stop_while_starting_stops_the_worker): stop them.
             parts = worker._parts
-            for service in (*parts.readers, parts.claims) if parts is not None else ():
+            running = (*parts.readers, parts.claims, *filter(None, [parts.watch])) if parts else ()
+            for service in running:
                 await service.stop()
             await worker.settler.stop()
             await worker.redis.aclose()

@@ -186,4 +186,6 @@ def _group(g: GroupInfo) -> str:
         parts.append(f"ran {g.duration_ms} ms")
     if g.reason:
         parts.append(f"({g.reason}: {_first_line(g.error)}; dead letter {g.dead_entry_id})")
+    if g.paused_since_ms is not None:
+        parts.append(f"waiting: the group is paused since {utc_text(g.paused_since_ms)}")
     return ", ".join(parts)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("topics", parents=parents, help="list topics, or drop one")
     p.set_defaults(func=list_topics)
-    actions = p.add_subparsers(dest="action", metavar="{list,drop,limits}")
+    actions = p.add_subparsers(dest="action", metavar="{list,drop,limits,pause,resume}")
     actions.add_parser(
         "list",
         parents=parents,
@@ -35,6 +35,15 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         ("--max-ready", "fired, unacked"),
     ):
         limits.add_argument(flag, type=_limit, help=f"most {what}; 'none' removes the limit")
+    pause_help = (
+        "pause a topic's workers (every group, or --group): running jobs finish, new ones "
+        "wait in the stream until resume; firing goes on"
+    )
+    pause = command(actions, "pause", parents, pause_help, pause_topic, "name")
+    pause.add_argument("--group", help="pause only this consumer group")
+    resume_help = "resume a topic (and every group paused on its own), or --group"
+    resume = command(actions, "resume", parents, resume_help, resume_topic, "name")
+    resume.add_argument("--group", help="resume only this consumer group")
 
 
 def _limit(text: str) -> int | str:
@@ -70,11 +79,50 @@ def list_topics(ctx: Context) -> int:
         return 0
     width = max(5, *(len(s.topic) for s in found))
     columns = ("PENDING", "READY", "IN_FLIGHT", "IN_STREAM", "DEAD")
-    print(f"{'TOPIC':<{width}}  SHARDS  " + "  ".join(f"{c:>9}" for c in columns))
+    print(f"{'TOPIC':<{width}}  SHARDS  " + "  ".join(f"{c:>9}" for c in columns) + "  PAUSED")
     for s in found:
         counts = (s.pending, s.ready, s.in_flight, s.in_stream, s.dead)
-        print(f"{s.topic:<{width}}  {len(s.shards):>6}  " + "  ".join(f"{n:>9}" for n in counts))
+        print(
+            f"{s.topic:<{width}}  {len(s.shards):>6}  "
+            + "  ".join(f"{n:>9}" for n in counts)
+            + f"  {paused_text(s)}"
+        )
     return 0
+
+
+def paused_text(stats: TopicStats) -> str:
+    """ "all" (the topic), the groups paused on their own, or "-"."""
+    if stats.paused_since_ms is not None:
+        return "all"
+    return ",".join(stats.paused_groups) or "-"
+
+
+def pause_topic(ctx: Context) -> int:
+    args = ctx.args
+    with ctx.client() as client:
+        state = client.pause(args.name, args.group)
+    what = f"group {args.group} of {args.name}" if args.group else f"{args.name} (every group)"
+    since = state.group_since_ms(args.group) if args.group else state.since_ms
+    print(f"paused {what} since {_when(since)}: running jobs finish, new ones wait")
+    return 0
+
+
+def resume_topic(ctx: Context) -> int:
+    args = ctx.args
+    with ctx.client() as client:
+        state = client.resume(args.name, args.group)
+    what = f"group {args.group} of {args.name}" if args.group else args.name
+    left = f"; still paused: {', '.join(state.groups)}" if state.groups else ""
+    print(f"resumed {what}{left}")
+    return 0
+
+
+def _when(ms: int | None) -> str:
+    from datetime import UTC, datetime
+
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 def drop_topic(ctx: Context) -> int:
@@ -155,7 +203,7 @@ def list_groups(ctx: Context) -> int:
         return 0
     width = max(5, *(len(g.name) for g in found))
     shard = "  SHARD" if ctx.args.shards else ""
-    print(f"{'GROUP':<{width}}  STREAM   {shard}  CONSUMERS  IN_FLIGHT      READY  IDLE")
+    print(f"{'GROUP':<{width}}  STREAM   {shard}  CONSUMERS  IN_FLIGHT      READY  IDLE  PAUSED")
     for g in found:
         rows = (
             [(f"  {s.shard:>5}", s.consumers, s.in_flight, s.ready) for s in g.shards]
@@ -165,7 +213,7 @@ def list_groups(ctx: Context) -> int:
         for where, consumers, in_flight, ready in rows:
             print(
                 f"{g.name:<{width}}  {g.stream:<9}{where}  {consumers:>9}  {in_flight:>9}  "
-                f"{ready:>9}  {_idle(g.idle_ms)}"
+                f"{ready:>9}  {_idle(g.idle_ms)}  {'-' if g.paused_since_ms is None else 'yes'}"
             )
     return 0
 

@@ -6,13 +6,14 @@ succeeded, ``R`` failed and put back, ``D`` dead-lettered, ``C`` its retry cance
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 import msgpack
 
 from wheelq.core.job import Envelope, Field, decode_payload, entry_ms
+from wheelq.core.pause import PauseState
 from wheelq.errors import MalformedJobError
 
 SEPARATOR = "\x1f"  # between job id and group in a history field: no job id holds it
@@ -65,6 +66,9 @@ class GroupInfo:
     """DEAD: failed | deliveries | malformed."""
     dead_entry_id: str | None = None
     """DEAD: the dead-letter entry (for `replay_dead`)."""
+    paused_since_ms: int | None = None
+    """READY: since when the group has been paused, so the job waits (Redis clock); None:
+    the group is not paused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +226,19 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         last_error=last_error,
         groups=tuple(groups),
     )
+
+
+def with_pauses(info: JobInfo, paused: PauseState) -> JobInfo:
+    """`info` with each READY group's pause, if it is paused (`PauseState` of its topic)."""
+    if not any(g.state is JobState.READY and paused.group_paused(g.group) for g in info.groups):
+        return info
+    groups = tuple(
+        replace(g, paused_since_ms=paused.group_since_ms(g.group))
+        if g.state is JobState.READY
+        else g
+        for g in info.groups
+    )
+    return replace(info, groups=groups)
 
 
 def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:

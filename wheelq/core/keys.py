@@ -22,6 +22,10 @@ MEMBERSHIP_KEY = "wheelq:membership"
 SCHEDULED_KEY = "wheelq:scheduled"
 CALLBACK_TOPICS_KEY = "wheelq:callback_topics"
 RECEIPT_KEY = "wheelq:receipt_key"
+PAUSED_KEY = "wheelq:paused"
+"""HASH: ``topic`` or ``topic<US>group`` -> Redis ms it was paused (`wheelq.core.pause`)."""
+PAUSED_CHANNEL = "wheelq:paused"
+"""Pub/sub channel (not a key): the topic whose pauses changed, so workers look at once."""
 
 MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256

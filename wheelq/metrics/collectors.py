@@ -184,6 +184,8 @@ class WorkerCollector(Collector):
         )
         for name, (key, doc) in WORKER_GAUGES.items():
             yield gauge(f"worker_{name}", doc, TG, [(labels, status[key])])
+        paused = "1 while the group is paused (its own pause or its topic's): it takes no new jobs"
+        yield gauge("group_paused", paused, TG, [(labels, int(status["paused"]))])
         yield from part_health("worker", status["parts"])
 
 

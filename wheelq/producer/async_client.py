@@ -14,11 +14,12 @@ from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
 from wheelq.core.job import DeadLetter
+from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp
-from wheelq.producer import schedules
+from wheelq.producer import pauses, schedules
 from wheelq.producer.client import DEFAULT_CATCH_UP, CallbackArg, Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
@@ -174,6 +175,15 @@ class AsyncClient:
         self, topic: str, group: str, *, stream: str = "ready", force: bool = False
     ) -> grp.DeletedGroup:
         return await self._run(grp.delete_group(self._producer, topic, group, stream, force))
+
+    async def pause(self, topic: str, group: str | None = None) -> PauseState:
+        return await self._run(pauses.pause(self._producer, topic, group))
+
+    async def resume(self, topic: str, group: str | None = None) -> PauseState:
+        return await self._run(pauses.resume(self._producer, topic, group))
+
+    async def paused(self, topic: str) -> PauseState:
+        return await self._run(pauses.paused(self._producer, topic))
 
     async def stats(self, topic: str) -> TopicStats | None:
         return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())

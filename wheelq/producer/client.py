@@ -17,11 +17,12 @@ from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
 from wheelq.core.job import DeadLetter
+from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp
-from wheelq.producer import schedules
+from wheelq.producer import pauses, schedules
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import (
@@ -300,6 +301,34 @@ class Client:
             GroupBusyError: Entries are in flight and `force` is False.
         """
         return self._run(grp.delete_group(self._producer, topic, group, stream, force))
+
+    def pause(self, topic: str, group: str | None = None) -> PauseState:
+        """Pause `group` of `topic` (None: the whole topic, every group, those created later
+        too); returns what is paused of the topic now.
+
+        Within a second its workers take no new jobs: running handlers finish and settle,
+        and take-over stops. Firing goes on, so the jobs wait in the stream, undelivered,
+        until `resume`. The pause is kept in Redis: it holds across worker restarts.
+
+        Raises:
+            UnknownTopicError: No such topic.
+            UnknownGroupError: The topic has no consumer group `group`.
+        """
+        return self._run(pauses.pause(self._producer, topic, group))
+
+    def resume(self, topic: str, group: str | None = None) -> PauseState:
+        """Resume `group` of `topic` (None: the topic and every group paused on its own);
+        returns what is still paused. Resuming what is not paused changes nothing.
+
+        Raises:
+            InvalidArgumentError: `group` given while the topic is paused as a whole.
+            UnknownGroupError: The topic has no consumer group `group` (and no pause of it).
+        """
+        return self._run(pauses.resume(self._producer, topic, group))
+
+    def paused(self, topic: str) -> PauseState:
+        """What is paused of `topic` (nothing, for a topic that does not exist)."""
+        return self._run(pauses.paused(self._producer, topic))
 
     def stats(self, topic: str) -> TopicStats | None:
         """Pending and ready counts per shard, and the spool's (`TopicStats.spool`); None

@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from wheelq.core.keys import ShardKeys, validate_group
+from wheelq.core.pause import fields_of, parse_pauses
 from wheelq.errors import (
     GroupBusyError,
     GroupLimitError,
@@ -15,7 +16,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.operations import Op, Producer, ShardTotal
 from wheelq.store import groups as g
-from wheelq.store import ops
+from wheelq.store import ops, pauses
 from wheelq.store.scripts import GroupOutcome
 
 
@@ -44,6 +45,9 @@ class GroupStats:
     idle_ms: int | None
     """Since its most recently active consumer last read (None: no consumers)."""
     shards: list[GroupShardStats]
+    paused_since_ms: int | None = None
+    """Since when the group has taken no new jobs, paused on its own or with its topic
+    (Redis clock ms); None: it is not paused."""
 
     in_flight = ShardTotal()
     """Delivered to a consumer of the group, not acked."""
@@ -110,7 +114,11 @@ def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
     views = [view for view, there in zip(views, exist, strict=True) if there]
     if not views:
         return []
-    replies = yield [call for v in views for call in (g.stream_groups(v), g.stream_length(v))]
+    replies = yield [
+        *(call for v in views for call in (g.stream_groups(v), g.stream_length(v))),
+        pauses.read_pauses(),
+    ]
+    paused = parse_pauses(topic, replies.pop())
     found = [
         (view, group, length)
         for view, groups_of, length in zip(views, replies[::2], replies[1::2], strict=True)
@@ -135,6 +143,7 @@ def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
             len(seen_of[(lane, name)]),
             min(seen_of[(lane, name)].values(), default=None),
             shards_of[(lane, name)],
+            paused.group_since_ms(name),
         )
         for lane, name in sorted(shards_of)
     ]
@@ -169,9 +178,13 @@ def delete_group(
     busy = [d for d in done if d.outcome == GroupOutcome.GROUP_BUSY]
     if busy:  # delivered between the check and the delete: kept where it was
         raise GroupBusyError(topic, group, stream, sum(d.in_flight for d in busy), len(deleted))
+    listed = (yield from groups(producer, topic)) or []
     if not deleted:
-        listed = (yield from groups(producer, topic)) or []
         known = [s.name for s in listed if s.stream == stream]
         elsewhere = [s.stream for s in listed if s.name == group and s.stream != stream]
         raise GroupNotFoundError(topic, group, stream, known, elsewhere)
+    if group not in {s.name for s in listed}:  # gone from every stream: so is its pause
+        (paused,) = yield [pauses.read_pauses()]
+        if unpause := fields_of(paused, topic, group):
+            yield [pauses.clear_pauses(unpause)]
     return DeletedGroup(group, stream, len(deleted), sum(d.in_flight for d in deleted))

@@ -7,15 +7,16 @@ from __future__ import annotations
 import secrets
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, due_spec
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
-from wheelq.core.history import JobInfo, JobState, job_info
+from wheelq.core.history import JobInfo, JobState, job_info, with_pauses
 from wheelq.core.job import validate_traceparent
+from wheelq.core.pause import fields_of, parse_pauses
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import (
     DuplicateJobError,
@@ -34,7 +35,7 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient, unavailable_reason
 from wheelq.runtime.tracing import Tracing
-from wheelq.store import flow, job_writes, nodes, ops, schedules
+from wheelq.store import flow, job_writes, nodes, ops, pauses, schedules
 from wheelq.store.executor import Call
 from wheelq.store.observe import observe_shards
 from wheelq.store.scripts import Placed
@@ -127,6 +128,11 @@ class TopicStats:
     shards: list[ShardStats]
     spool: SpoolStats | None = None
     """The client's spool (all its topics), None without one."""
+    paused_since_ms: int | None = None
+    """Since when the topic has been paused as a whole, every group (Redis clock ms); None:
+    it is not."""
+    paused_groups: dict[str, int] = field(default_factory=dict)
+    """Groups paused on their own -> since when (Redis clock ms)."""
 
     pending = ShardTotal()
     """Jobs waiting for their due time."""
@@ -215,11 +221,14 @@ class Producer:
             _raise_if_busy(topic, (yield [ops.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
         _raise_if_busy(topic, (yield [ops.drop_shard(keys, mode) for keys in universe]))
+        (paused,) = yield [pauses.read_pauses()]
+        unpause = fields_of(paused, topic)
         yield [
             ops.unregister_topic(topic),
             ops.unmark_callback_topic(topic),
             nodes.forget_nodes(topic),
             schedules.unindex(universe),
+            *([pauses.clear_pauses(unpause)] if unpause else []),
         ]
         self._shards.pop(topic, None)
         self._callback_topics.discard(topic)
@@ -352,8 +361,8 @@ class Producer:
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
-        (raw,) = yield [ops.lookup(keys, job_id)]
-        return job_info(topic, job_id, raw)
+        raw, paused = yield [ops.lookup(keys, job_id), pauses.read_pauses()]
+        return with_pauses(job_info(topic, job_id, raw), parse_pauses(topic, paused))
 
     def stats(self, topic: str) -> Op[TopicStats | None]:
         shards = yield from self.shard_count(topic, create=False)
@@ -361,9 +370,13 @@ class Producer:
             return None
         now_ms = self._clock.now_ms()
         found = yield from observe_shards(k.all_shards(topic, shards), now_ms, 0, probe=True)
+        (raw,) = yield [pauses.read_pauses()]
+        paused = parse_pauses(topic, raw)
         return TopicStats(
             topic,
             [ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length) for o in found],
+            paused_since_ms=paused.since_ms,
+            paused_groups=paused.groups,
         )
 
     # --- helpers --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request, Response
 
 from wheelq.core.job import jsonable
-from wheelq.errors import GroupLimitError, GroupNotFoundError
+from wheelq.errors import GroupLimitError, GroupNotFoundError, UnknownGroupError
 from wheelq.producer.groups import CreatedGroup
 from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
@@ -22,7 +22,7 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
-from wheelq.worker.pull import Outcome, UnknownGroupError
+from wheelq.worker.pull import Outcome
 
 if TYPE_CHECKING:
     from wheelq.web.app import WebService

@@ -1,5 +1,5 @@
-"""``/v1/topics``: the topics, one topic's stats, its consumer groups (create, list, delete)
-and its dead letters (list, replay, purge)."""
+"""``/v1/topics``: the topics, one topic's stats, pause and resume, its consumer groups
+(create, list, delete) and its dead letters (list, replay, purge)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from wheelq.errors import GroupBusyError, GroupNotFoundError
+from wheelq.core.keys import MAX_GROUP_CHARS
+from wheelq.errors import GroupBusyError, GroupNotFoundError, UnknownGroupError
 from wheelq.store.groups import GROUP_LANES
 from wheelq.web import api_pull, as_json
 from wheelq.web.api_jobs import json_response, service
@@ -19,6 +20,7 @@ from wheelq.web.models import (
     GroupCreatedOut,
     GroupIn,
     GroupPath,
+    PauseStateModel,
     RefsIn,
     TopicPath,
     TopicsOut,
@@ -72,6 +74,44 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
     if stats is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
     return json_response(as_json(stats))
+
+
+PauseGroup = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_GROUP_CHARS,
+        description="one consumer group (default: the whole topic, every group)",
+    ),
+]
+
+
+@router.post("/{topic}/pause", response_model=PauseStateModel)
+async def pause(topic: TopicPath, request: Request, group: PauseGroup = None) -> Response:
+    """Pause the topic (every group, those created later too) or one `group`: within a
+    second its workers take no new jobs; running ones finish. Firing goes on: jobs wait in
+    the stream until resumed. Answers what is paused of the topic now; 404 for an unknown
+    topic or group."""
+    return await _change_pause(request, topic, group, resume=False)
+
+
+@router.post("/{topic}/resume", response_model=PauseStateModel)
+async def resume(topic: TopicPath, request: Request, group: PauseGroup = None) -> Response:
+    """Resume the topic and every group paused on its own, or one `group` (422 while the
+    topic itself is paused). Answers what is still paused; resuming what runs changes
+    nothing."""
+    return await _change_pause(request, topic, group, resume=True)
+
+
+async def _change_pause(request: Request, topic: str, group: str | None, resume: bool) -> Response:
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    change = svc.client.resume if resume else svc.client.pause
+    try:
+        state = await change(topic, group)
+    except UnknownGroupError as exc:
+        raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
+    return json_response(as_json(state))
 
 
 @router.get("/{topic}/groups", response_model=ConsumerGroupsOut)

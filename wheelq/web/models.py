@@ -27,6 +27,7 @@ from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
 from wheelq.core.keys import MAX_TOPIC_LENGTH
+from wheelq.core.pause import PauseState
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.groups import GroupStats
 from wheelq.producer.items import EnqueueItem
@@ -310,6 +311,7 @@ JobInfoModel = wire_model(JobInfo)
 DeadLetterModel = wire_model(DeadLetter)
 TopicStatsModel = wire_model(TopicStats)
 GroupStatsModel = wire_model(GroupStats)
+PauseStateModel = wire_model(PauseState)
 
 
 class TopicOut(BaseModel):

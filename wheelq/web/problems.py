@@ -30,9 +30,9 @@ from wheelq.errors import (
     PayloadTypeError,
     RedisUnavailableError,
     TopicFullError,
+    UnknownTopicError,
 )
 from wheelq.runtime.outage import unavailable_reason
-from wheelq.worker.pull import UnknownTopicError
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import math
 import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
@@ -45,9 +45,10 @@ from wheelq.core.history import JobState
 from wheelq.core.job import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
+from wheelq.core.pause import PauseState, parse_pauses
 from wheelq.core.retry import error_line
 from wheelq.errors import InvalidArgumentError, RedisUnavailableError
-from wheelq.store import nodes
+from wheelq.store import nodes, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import api_topics
@@ -136,6 +137,8 @@ class GroupRow:
     """Fired, not yet delivered to this group (None: a server cannot tell)."""
     handled: int
     oldest_in_flight_ms: int | None
+    paused_since_ms: int | None = None
+    """Since when it takes no new jobs (paused on its own or with its topic); None: it runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,7 @@ class TopicView:
     due_soon: int
     window_s: float | None
     """The span the rates are taken over (None: no earlier view to compare with)."""
+    paused: PauseState | None = None
 
 
 async def observe(
@@ -173,6 +177,8 @@ class TopicSummary:
     fired_per_s: float | None
     error: str | None = None
     """Why the topic could not be read (its numbers are then zeros and not shown)."""
+    paused: str = ""
+    """"all" (the topic), its groups paused on their own, or "" (none)."""
 
     @classmethod
     def unreadable(cls, topic: str, shards: int, exc: BaseException) -> TopicSummary:
@@ -203,6 +209,7 @@ async def summaries(
     when that fails, each topic on its own, so that one topic Redis cannot read (a key of
     the wrong type) is one row saying why and the others show as usual."""
     shards = [keys for name, n in topics.items() for keys in all_shards(name, n)]
+    (raw_pauses,) = await executor.run([pauses.read_pauses()])
     try:
         found = await observe(executor, shards, now_ms, sample=1)
         by_topic: dict[str, list[ShardObservation] | BaseException] = {
@@ -223,7 +230,9 @@ async def summaries(
             continue
         earlier = frames.before(name, now_ms)
         frames.add(name, now_ms, mine)
-        out.append(TopicSummary.of(name, mine, earlier))
+        paused = parse_pauses(name, raw_pauses)
+        shown = "all" if paused.paused else ", ".join(paused.groups)
+        out.append(replace(TopicSummary.of(name, mine, earlier), paused=shown))
     return out
 
 
@@ -232,10 +241,11 @@ async def topic_view(
 ) -> TopicView:
     """Every shard of `topic` with its leader, and its consumer groups, read now."""
     keys = all_shards(topic, shards)
-    found, leaders = await asyncio.gather(
+    found, (*leaders, raw_pauses) = await asyncio.gather(
         observe(executor, keys, now_ms, sample=100),
-        executor.run([nodes.lease_holder(k) for k in keys]),
+        executor.run([*(nodes.lease_holder(k) for k in keys), pauses.read_pauses()]),
     )
+    paused = parse_pauses(topic, raw_pauses)
     earlier = frames.before(topic, now_ms)
     frames.add(topic, now_ms, found)
     before = {} if earlier is None else earlier[1]
@@ -258,9 +268,10 @@ async def topic_view(
         at_ms=now_ms,
         total=total,
         shards=[_shard_row(o, leader, before) for o, leader in zip(found, leaders, strict=True)],
-        groups=_groups(found),
+        groups=_groups(found, paused),
         due_soon=sum(o.due_soon for o in found),
         window_s=None if earlier is None else (now_ms - earlier[0]) / 1000,
+        paused=paused,
     )
 
 
@@ -284,7 +295,7 @@ def _shard_row(
     )
 
 
-def _groups(found: Sequence[ShardObservation]) -> list[GroupRow]:
+def _groups(found: Sequence[ShardObservation], paused: PauseState) -> list[GroupRow]:
     rows = []
     for name in sorted({g.name for o in found for g in o.groups}):
         pairs = [(o, g) for o in found for g in o.groups if g.name == name]
@@ -299,6 +310,7 @@ def _groups(found: Sequence[ShardObservation]) -> list[GroupRow]:
                 sum(lags) if len(lags) == len(pairs) else None,  # None: a server cannot tell
                 sum(g.handled or 0 for _, g in pairs),
                 max(0, *oldest) if oldest else None,
+                paused.group_since_ms(name),
             )
         )
     return rows

@@ -107,6 +107,7 @@ class InFlightSet:
         self.held: dict[tuple[int, str], Held] = {}
         self.room = asyncio.Event()  # Set whenever a slot frees up.
         self.closing = False  # Set on stop: nothing new starts, and free() is 0.
+        self.paused = False  # Set while the group is paused: held entries wait, none start.
         self._queue_to_threads = not runner.is_async
         """Sync handlers: read-ahead is queued to the threads too, saving a thread hop per job."""
         slots = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
@@ -126,14 +127,14 @@ class InFlightSet:
         self.timings = RunTimings()  # Handler start lateness and run times (`wheelq.metrics`).
 
     def free(self) -> int:
-        """How many more entries to take (0 once closing; negative when over)."""
-        if self.closing:
+        """How many more entries to take (0 once closing or while paused; negative when over)."""
+        if self.closing or self.paused:
             return 0
         return self.concurrency + self.read_ahead.extra - len(self.held)
 
     def free_slots(self) -> int:
         """`free` without the read-ahead: what the claim keeper takes over."""
-        return 0 if self.closing else self.concurrency - len(self.held)
+        return 0 if self.closing or self.paused else self.concurrency - len(self.held)
 
     def held_ids(self) -> dict[int, list[str]]:
         """Every held entry's id, by shard (what keep-alive touches)."""
@@ -182,9 +183,15 @@ class InFlightSet:
             self._backlog.append(held)
         self._start_backlog()
 
+    def resume(self) -> None:
+        """The group is resumed: start what waited, and let the readers take slots again."""
+        self.paused = False
+        self._start_backlog()
+        self.room.set()
+
     def _start_backlog(self) -> None:
-        """Give tasks to held entries, oldest first, up to `_task_limit`."""
-        while self._backlog and self._tasks < self._task_limit():
+        """Give tasks to held entries, oldest first, up to `_task_limit` (none while paused)."""
+        while self._backlog and not self.paused and self._tasks < self._task_limit():
             self._start(self._backlog.popleft())
 
     def _task_limit(self) -> int:

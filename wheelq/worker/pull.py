@@ -7,7 +7,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import random
 import re
 import secrets
@@ -24,7 +23,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.job import Field, Job
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
-from wheelq.errors import InvalidArgumentError, int_in
+from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError, int_in
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, groups, ops
 from wheelq.store.connect import BlockingReads
@@ -217,24 +216,6 @@ MAX_BLOCK_MS = 2000  # One blocking read, well inside the socket timeout.
 FILL_ROUNDS = 4
 
 
-class UnknownTopicError(InvalidArgumentError):
-    """The topic is not registered (nothing was ever enqueued on it)."""
-
-
-class UnknownGroupError(InvalidArgumentError):
-    """No shard of the topic has the group (a pull never creates one)."""
-
-    def __init__(self, topic: str, group: str) -> None:
-        super().__init__(
-            "group",
-            f"topic {topic!r} has no consumer group {group!r}: create it first "
-            f'(POST /v1/topics/{topic}/groups with {{"name": {json.dumps(group)}}}, '
-            "`wheelq groups create`, or Client.create_group)",
-        )
-        self.topic = topic
-        self.group = group
-
-
 @dataclass(frozen=True, slots=True)
 class Pulled:
     """A pulled job and the receipt that acks or nacks it."""
@@ -299,7 +280,7 @@ class Puller:
         if count is None:
             (count,) = await self._executor.run([ops.topic_shards(topic)])
             if count is None:
-                raise UnknownTopicError("topic", f"no topic {topic!r}")
+                raise UnknownTopicError(topic)
             self._shards[topic] = count
         return count
 

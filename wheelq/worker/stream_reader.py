@@ -235,6 +235,11 @@ class ClaimKeeper(Service):
     async def first_wait(self) -> float:
         return self._wait_s()
 
+    def claim_soon(self) -> None:
+        """Look for entries to take over now (a resumed group: those handed on at the pause)."""
+        self._next_claim_ms = self.clock.now_ms()
+        self.wake()
+
     async def step(self) -> float:
         """Keep-alive and take-over when each is due."""
         s, now_ms = self._settings, self.clock.now_ms()

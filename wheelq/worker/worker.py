@@ -8,7 +8,7 @@ import os
 import secrets
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
@@ -20,10 +20,11 @@ from wheelq.runtime import tracing
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
-from wheelq.store import connect, ops
+from wheelq.store import connect, ops, pauses
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
+from wheelq.worker.pause_watch import PauseWatch
 from wheelq.worker.settler import Settler
 from wheelq.worker.stream_reader import ClaimKeeper, Consumer, Membership, ReadSlots, StreamReader
 
@@ -62,6 +63,31 @@ class RunningParts:
     in_flight: InFlightSet
     members: Membership
     visibility_timeout_ms: int
+    watch: PauseWatch | None = None
+
+    async def set_paused(self, paused: bool) -> None:
+        """Pause: no free slots, so nothing is read or taken over (running handlers go on
+        and settle; held entries wait); resume: slots free again. Safe to repeat."""
+        in_flight = self.in_flight
+        if in_flight.closing:
+            return  # stopping: the stop hands on what is held
+        if not paused:
+            in_flight.resume()
+            self.claims.claim_soon()  # what the pause handed on
+            return
+        in_flight.paused = True
+        for reader in self.readers:  # a blocked read is cancelled; it waits for a slot now
+            await reader.stop()
+            await reader.start()
+        # A cancelled read may have been delivered entries this worker never saw: hand them
+        # on now, so a claim takes them at resume instead of after the visibility timeout.
+        pending = await self.members.still_pending()
+        unseen = {
+            shard: [i for i in ids if (shard, i) not in in_flight.held]
+            for shard, ids in pending.items()
+        }
+        if any(unseen.values()):
+            await self.members.hand_on(unseen, self.visibility_timeout_ms)
 
     async def shut_down(
         self,
@@ -71,6 +97,8 @@ class RunningParts:
         hurry: asyncio.Event,
     ) -> WorkerStopReport:
         """Stop every part within `budget`, giving `running` handlers `grace_s`; what was left."""
+        if self.watch is not None:
+            await self.watch.stop()
         for reader in self.readers:
             await reader.stop()
         self.claims.claiming = False
@@ -327,18 +355,31 @@ class Worker(Role[WorkerStopReport]):
             )
             for shards in groups
         )
-        self._parts = RunningParts(
+        parts = RunningParts(
             readers, claims, self.settler, in_flight, self._members, s.visibility_timeout_ms
         )
-        for service in (self.settler, claims, *readers):
+        (paused,) = await self._executor.run([pauses.read_pause_of(self.topic, self.group)])
+        in_flight.paused = paused
+        watch = PauseWatch(
+            self._executor,
+            self.topic,
+            self.group,
+            self.clock,
+            parts.set_paused,
+            paused=paused,
+            max_pause_ms=s.failure_pause_max_ms,
+        )
+        self._parts = replace(parts, watch=watch)
+        for service in (self.settler, claims, watch, *readers):
             await service.start()
         log.info(
-            "worker %s started on %s (group %s, %d shards, concurrency %d)",
+            "worker %s started on %s (group %s, %d shards, concurrency %d%s)",
             self.consumer,
             self.topic,
             self.group,
             shards,
             s.concurrency,
+            ", paused: taking no jobs until resumed" if paused else "",
         )
 
     async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
@@ -382,6 +423,7 @@ class Worker(Role[WorkerStopReport]):
             "topic": self.topic,
             "group": self.group,
             "stopping": w.closing,
+            "paused": bool(parts and parts.watch and parts.watch.paused),
             "held": len(w.held),
             "running": len(w.running()),
             "read_ahead": w.read_ahead.extra,
@@ -397,6 +439,7 @@ class Worker(Role[WorkerStopReport]):
                 "settler": self.settler.status(),
                 "claims": parts.claims.status() if parts else NOT_STARTED,
                 "reader": combined([r.status() for r in parts.readers]) if parts else NOT_STARTED,
+                "pause": parts.watch.status() if parts and parts.watch else NOT_STARTED,
             },
         }
 

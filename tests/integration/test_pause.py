@@ -1,0 +1,232 @@
+"""Pause and resume of a topic or a consumer group, on a real server and cluster.
+
+A paused group's workers take no new entries (its stream's lag says none was delivered;
+a second, unpaused group that handles every job is the witness that they were there to
+take), running handlers settle, firing goes on, and resume delivers each job once. The
+pause lives in Redis: a worker started while it holds takes nothing either.
+(docs/architecture.md, "Pause and resume".)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.support.waiting import eventually, until
+from wheelq import (
+    AsyncClient,
+    Client,
+    InvalidArgumentError,
+    InvalidTopicError,
+    Job,
+    JobState,
+    Scheduler,
+    UnknownGroupError,
+    UnknownTopicError,
+    Worker,
+)
+
+pytestmark = pytest.mark.cluster_too
+
+SHARDS = 4
+FAST: dict[str, Any] = {
+    "visibility_timeout_ms": 1000,
+    "claim_interval_ms": 100,
+    "shutdown_grace_ms": 2000,
+}
+
+
+class Fleet:
+    """A scheduler node and workers on one topic, all stopped at the end."""
+
+    def __init__(self, url: str, topic: str) -> None:
+        self.url, self.topic = url, topic
+        self.roles: list[Worker | Scheduler] = []
+
+    async def worker(self, handler: Any, group: str = "default") -> Worker:
+        worker = Worker.from_url(self.url, self.topic, handler, group=group, **FAST)
+        self.roles.append(worker)
+        await worker.start()
+        return worker
+
+    async def scheduler(self) -> Scheduler:
+        node = Scheduler.from_url(self.url, [self.topic], lease_ttl_ms=2000)
+        self.roles.append(node)
+        await node.start()
+        return node
+
+    async def close(self) -> None:
+        for role in reversed(self.roles):
+            with contextlib.suppress(Exception):
+                await role.stop()
+
+
+@pytest.fixture
+async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, SHARDS)
+        yield c
+
+
+@pytest.fixture
+async def fleet(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Fleet]:
+    roles = Fleet(redis_url, topic)
+    try:
+        yield roles
+    finally:
+        await roles.close()
+
+
+class Handled:
+    """A handler that records each job it starts; payload "slow" waits for `release`."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, job: Job) -> None:
+        self.started.append(job.id)
+        if job.payload == "slow":
+            await self.release.wait()
+
+
+async def waiting_in_stream(client: AsyncClient, topic: str, group: str) -> tuple[int, int]:
+    """(undelivered, in flight) of `group`."""
+    stats = {g.name: g for g in await client.groups(topic) or []}
+    return stats[group].ready, stats[group].in_flight
+
+
+async def test_a_paused_group_takes_nothing_new_while_its_running_handler_settles(
+    client: AsyncClient, fleet: Fleet, topic: str
+) -> None:
+    paused, witness = Handled(), Handled()
+    worker = await fleet.worker(paused)
+    await fleet.worker(witness, group="witness")
+    await fleet.scheduler()
+    slow = await client.enqueue(topic, "slow")
+    await until(lambda: slow in paused.started, what="the slow handler started")
+
+    state = await client.pause(topic, "default")
+    assert state.group_paused("default") and not state.group_paused("witness")
+    await until(lambda: worker.status()["paused"], timeout_s=1.0, what="paused within 1 s")
+
+    now = [await client.enqueue(topic, n) for n in range(20)]  # fired at once by enqueue
+    later = await client.enqueue(topic, "later", delay=timedelta(milliseconds=300))  # by the node
+    paused.release.set()
+    await until(lambda: {slow, *now, later} <= set(witness.started), what="the witness ran all")
+
+    async def settled_and_waiting() -> bool:
+        got = await waiting_in_stream(client, topic, "default")
+        return got == (21, 0)
+
+    await eventually(
+        settled_and_waiting, timeout_s=10, what="the slow job settled, the 21 others undelivered"
+    )
+    assert paused.started == [slow]
+    waiting = {g.group: g for g in (await client.get(topic, now[0])).groups}
+    assert waiting["default"].state == JobState.READY and waiting["default"].paused_since_ms
+    assert waiting["witness"].state == JobState.SUCCEEDED
+    assert waiting["witness"].paused_since_ms is None
+    groups = {g.name: g for g in await client.groups(topic) or []}
+    assert groups["default"].paused_since_ms is not None
+    assert groups["witness"].paused_since_ms is None
+    stats = await client.stats(topic)
+    assert stats is not None and "default" in stats.paused_groups and stats.paused_since_ms is None
+
+    assert not (await client.resume(topic, "default")).group_paused("default")
+    await until(lambda: len(paused.started) == 22, what="every waiting job ran after resume")
+    assert Counter(paused.started) == Counter([slow, *now, later])  # each once
+    assert not worker.status()["paused"]
+
+
+async def test_a_pause_holds_for_a_worker_started_later_and_resume_runs_each_job_once(
+    client: AsyncClient, fleet: Fleet, topic: str
+) -> None:
+    first = await fleet.worker(Handled())
+    await client.pause(topic, "default")
+    await first.stop()
+    witness = Handled()
+    await fleet.worker(witness, group="witness")
+    ids = [await client.enqueue(topic, n) for n in range(20)]
+
+    restarted = Handled()
+    second = await fleet.worker(restarted)
+    assert second.status()["paused"]  # known at start: it never read
+    await until(lambda: set(ids) <= set(witness.started), what="the witness ran all 20")
+    assert await waiting_in_stream(client, topic, "default") == (20, 0)
+    assert restarted.started == []
+
+    await client.resume(topic)
+    await until(lambda: len(restarted.started) == 20, what="the 20 ran after resume")
+    assert Counter(restarted.started) == Counter(ids)
+
+
+async def test_pausing_a_topic_pauses_every_group_even_one_made_later(
+    client: AsyncClient, fleet: Fleet, topic: str
+) -> None:
+    state = await client.pause(topic)
+    assert state.paused and state.since_ms is not None
+    late = Handled()
+    worker = await fleet.worker(late, group="late")
+    assert worker.status()["paused"]
+    ids = [await client.enqueue(topic, n) for n in range(5)]
+
+    async def fired() -> bool:
+        return await waiting_in_stream(client, topic, "late") == (5, 0)
+
+    await eventually(fired, timeout_s=10, what="the 5 jobs fired and waiting")
+    assert late.started == []
+    stats = await client.stats(topic)
+    assert stats is not None and stats.paused_since_ms == state.since_ms
+    await client.pause(topic, "late")  # paused on its own as well
+    assert (await client.resume(topic)).groups == {}  # resuming the topic resumes every group
+    await until(lambda: sorted(late.started) == sorted(ids), what="the 5 ran after resume")
+
+
+def test_bad_pauses_are_refused_by_name_and_change_nothing(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 2)
+        client.create_group(topic, "g")
+        with pytest.raises(UnknownTopicError) as no_topic:
+            client.pause(topic + "-nope")
+        assert no_topic.value.parameter == "topic"
+        with pytest.raises(UnknownGroupError) as no_group:
+            client.pause(topic, "nope")
+        assert no_group.value.parameter == "group"
+        with pytest.raises(InvalidArgumentError) as bad_group:
+            client.pause(topic, 7)  # type: ignore[arg-type]
+        assert bad_group.value.parameter == "group"
+        with pytest.raises(InvalidTopicError):
+            client.pause("no spaces allowed")
+        with pytest.raises(UnknownGroupError):
+            client.resume(topic, "nope")
+        assert client.paused(topic).groups == {} and not client.paused(topic).paused
+
+        client.pause(topic)
+        with pytest.raises(InvalidArgumentError) as alone:
+            client.resume(topic, "g")  # the topic's pause would keep it paused all the same
+        assert alone.value.parameter == "group"
+        assert client.paused(topic).paused
+
+
+def test_a_deleted_group_or_dropped_topic_takes_its_pause_along(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 2)
+        client.create_group(topic, "g")
+        client.create_group(topic, "h")
+        client.pause(topic, "g")
+        client.pause(topic, "h")
+        client.delete_group(topic, "g")
+        assert set(client.paused(topic).groups) == {"h"}
+        client.pause(topic)
+        client.drop_topic(topic, force=True)
+        client.create_topic(topic, 2)
+        client.create_group(topic, "h")
+        state = client.paused(topic)
+        assert not state.paused and state.groups == {}  # a new topic of that name runs

@@ -1,0 +1,97 @@
+"""Paused topics and groups in Redis: the `PAUSED_KEY` hash, and the `PAUSED_CHANNEL`
+subscription that tells workers to look at it again (docs/architecture.md, "Pause and resume").
+Pub/sub only makes a change prompt: a worker also reads the hash on every (re)subscription and
+at a slow pace, so a lost message delays a pause, never loses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import Any
+
+from redis.asyncio.client import PubSub
+
+from wheelq.core.keys import PAUSED_CHANNEL, PAUSED_KEY
+from wheelq.core.pause import pause_fields
+from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.scripts import text
+
+
+def _ms(value: Any) -> int:
+    """A pause's start; a field whose value is not a time still pauses (since 0)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def read_pauses() -> Call[dict[str, int]]:
+    """Every pause: field (``topic`` or ``topic<US>group``) -> Redis ms it began."""
+
+    def parse(reply: Any) -> dict[str, int]:
+        return {text(name, errors="replace"): _ms(ms) for name, ms in dict(reply or {}).items()}
+
+    return Call(command=("HGETALL", PAUSED_KEY), parse=parse)
+
+
+def read_pause_of(topic: str, group: str) -> Call[bool]:
+    """Whether `group` of `topic` is paused (the topic as a whole, or the group)."""
+    return Call(
+        command=("HMGET", PAUSED_KEY, *pause_fields(topic, group)),
+        parse=lambda reply: any(v is not None for v in reply),
+    )
+
+
+def write_pause(name: str, at_ms: int) -> Call[Any]:
+    """Pause what the field `name` names, since `at_ms` (an existing pause keeps its time)."""
+    return Call(command=("HSETNX", PAUSED_KEY, name, at_ms))
+
+
+def clear_pauses(names: Iterable[str]) -> Call[int]:
+    """Remove these pause fields; parses to how many there were."""
+    return Call(command=("HDEL", PAUSED_KEY, *names), parse=int)
+
+
+def announce(topic: str) -> Call[Any]:
+    """Tell subscribed workers that `topic`'s pauses changed (PUBLISH; lost if none listen)."""
+    return Call(command=("PUBLISH", PAUSED_CHANNEL, topic), keyless=True)
+
+
+class PauseSubscription:
+    """A subscription to `PAUSED_CHANNEL` (on a cluster, any node hears every PUBLISH)."""
+
+    @classmethod
+    def of(cls, executor: AsyncExecutor) -> PauseSubscription:
+        """The subscription for `executor`'s server (on a cluster, on a client of its own:
+        redis-py's cluster pub/sub hands a node's connection back while a read waits on it)."""
+        own = executor.cluster_client()
+        return cls(executor.client.pubsub() if own is None else own.pubsub(), own)
+
+    def __init__(self, pubsub: PubSub, own: Any = None) -> None:
+        self._pubsub = pubsub
+        self._own = own
+
+    async def subscribe(self) -> None:
+        if self._own is not None:
+            await self._own.initialize()  # the slot map, to pick a node
+        await self._pubsub.subscribe(PAUSED_CHANNEL)
+
+    async def changed(self, topics: frozenset[str], timeout_s: float) -> bool:
+        """Wait up to `timeout_s`; True once a message names one of `topics` or the
+        subscription was confirmed (again: messages may have been missed meanwhile)."""
+        message = await self._pubsub.get_message(timeout=timeout_s)
+        while message is not None:
+            kind = message.get("type") if isinstance(message, dict) else None
+            if kind == "subscribe":
+                return True
+            if kind == "message" and text(message.get("data") or b"", "replace") in topics:
+                return True
+            message = await self._pubsub.get_message(timeout=0)
+        return False
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):  # closing: a broken one is closed too
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        if self._own is not None:
+            await self._own.aclose()

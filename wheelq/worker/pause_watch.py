@@ -1,0 +1,90 @@
+"""Following whether a worker's group is paused (docs/architecture.md, "Pause and resume")."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from wheelq.core.clock import Clock
+from wheelq.runtime.outage import StopBudget
+from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
+from wheelq.store import pauses
+from wheelq.store.executor import AsyncExecutor
+
+log = logging.getLogger(__name__)
+
+PAUSED_POLL_S = 1.0
+"""While paused, how often the state is read anyway (a resume whose message was lost)."""
+POLL_S = 10.0
+"""While running, how often it is read anyway (a pause whose message was lost)."""
+
+
+class PauseWatch(Service):
+    """Tells the worker when its group is paused or resumed: at once through the
+    `PAUSED_CHANNEL` subscription, and by reading the state on every (re)subscription and
+    every `POLL_S` (`PAUSED_POLL_S` while paused), so no lost message is lost for long."""
+
+    name = "pause"
+
+    def __init__(
+        self,
+        executor: AsyncExecutor,
+        topic: str,
+        group: str,
+        clock: Clock,
+        on_change: Callable[[bool], Awaitable[None]],
+        *,
+        paused: bool = False,
+        max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+    ) -> None:
+        super().__init__(clock, log, max_pause_ms=max_pause_ms, title=f"pause watch of {topic}")
+        self._executor = executor
+        self.topic = topic
+        self.group = group
+        self._on_change = on_change
+        self.paused = paused
+        """As last read and acted on (the worker started in this state)."""
+        self.reads = 0  # State reads (each one command).
+
+    async def read(self) -> bool:
+        """Read the state now and tell the worker if it changed; returns it."""
+        (now_paused,) = await self._executor.run([pauses.read_pause_of(self.topic, self.group)])
+        self.reads += 1
+        if now_paused != self.paused:
+            await self._on_change(now_paused)
+            self.paused = now_paused  # once done: a failure part-way is done again next read
+            log.info(
+                "group %s of %s %s",
+                self.group,
+                self.topic,
+                "paused: taking no new jobs" if now_paused else "resumed",
+            )
+        return bool(now_paused)
+
+    async def step(self) -> float:
+        """One subscription: follow it until stopped or the connection fails (it raises)."""
+        subscription = pauses.PauseSubscription.of(self._executor)
+        topics = frozenset((self.topic,))
+        try:
+            await subscription.subscribe()
+            due_ms = self.clock.now_ms()  # the confirmation reads it; so does this
+            while not self.stopping:
+                left_s = max(0.0, (due_ms - self.clock.now_ms()) / 1000)
+                told = await subscription.changed(topics, left_s)
+                if told or self.clock.now_ms() >= due_ms:
+                    await self.read()
+                    due_ms = self.clock.now_ms() + int(
+                        1000 * (PAUSED_POLL_S if self.paused else POLL_S)
+                    )
+                if self.failures:
+                    self.succeeded()  # the subscription is back: this step does not return
+        finally:
+            await subscription.aclose()
+        return 0.0
+
+    async def stop(self, budget: StopBudget | None = None) -> PartStopped:
+        """Stop now: a wait for a message is cancelled, not waited out."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+        return await super().stop(budget)
