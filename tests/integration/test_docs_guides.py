@@ -137,6 +137,7 @@ def test_workers_guide_runs_as_written(
         "Run handlers concurrently",
         "Limit how long a handler runs",
         "List and delete consumer groups",
+        "Pause and resume",
         "Keep running through a Redis outage",
     ]
     with ExitStack() as stack:
@@ -172,12 +173,20 @@ def test_workers_guide_runs_as_written(
         assert [g.name for g in client.groups("charges") or []] == ["default"]
         # The outage section's status, read from a started worker.
         parts = ns["parts"]
-        assert isinstance(parts, dict) and set(parts) == {"settler", "claims", "reader"}
+        assert isinstance(parts, dict) and set(parts) == {"settler", "claims", "reader", "pause"}
         assert all(p["running"] and p["failures"] == 0 for p in parts.values())
         listed = run_command(
             next(c for c in found.commands if c[:3] == ["wheelq", "groups", "list"]), tmp_path
         )
         assert "default" in listed
+        # Pause and resume: the block paused and resumed "default"; the commands do the topic.
+        assert "PauseState(topic='charges', since_ms=None, groups={'default': " in printed
+        assert not client.paused("charges").group_paused("default")
+        pause, resume = (c for c in found.commands if c[:2] == ["wheelq", "topics"])
+        run_command(pause, tmp_path)
+        assert client.paused("charges").paused
+        run_command(resume, tmp_path)
+        assert not client.paused("charges").paused
         # The shell workers: the one of "Run a worker" and the two of the fan-out, with a
         # scheduler node; jobs enqueued once the groups exist reach both groups.
         workers = [c for c in found.commands if c[:2] == ["wheelq", "worker"]]

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from wheelq.core.keys import ShardKeys, validate_group
-from wheelq.core.pause import fields_of, parse_pauses
+from wheelq.core.pause import pause_field
 from wheelq.errors import (
     GroupBusyError,
     GroupLimitError,
@@ -114,18 +114,17 @@ def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
     views = [view for view, there in zip(views, exist, strict=True) if there]
     if not views:
         return []
-    replies = yield [
-        *(call for v in views for call in (g.stream_groups(v), g.stream_length(v))),
-        pauses.read_pauses(),
-    ]
-    paused = parse_pauses(topic, replies.pop())
+    replies = yield [call for v in views for call in (g.stream_groups(v), g.stream_length(v))]
     found = [
         (view, group, length)
         for view, groups_of, length in zip(views, replies[::2], replies[1::2], strict=True)
         for group in groups_of
     ]
     asked = [(view, group.name) for view, group, _ in found if group.consumers]
-    idle = (yield [g.consumers(view, name) for view, name in asked]) if asked else []
+    *idle, paused = yield [
+        *(g.consumers(view, name) for view, name in asked),
+        pauses.read_pause_state(topic, {group.name for _, group, _ in found}),
+    ]
     idle_of = dict(zip(asked, idle, strict=True))
     shards_of: dict[tuple[int, str], list[GroupShardStats]] = defaultdict(list)
     seen_of: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
@@ -184,7 +183,5 @@ def delete_group(
         elsewhere = [s.stream for s in listed if s.name == group and s.stream != stream]
         raise GroupNotFoundError(topic, group, stream, known, elsewhere)
     if group not in {s.name for s in listed}:  # gone from every stream: so is its pause
-        (paused,) = yield [pauses.read_pauses()]
-        if unpause := fields_of(paused, topic, group):
-            yield [pauses.clear_pauses(unpause)]
+        yield [pauses.clear_pauses([pause_field(topic, group)])]
     return DeletedGroup(group, stream, len(deleted), sum(d.in_flight for d in deleted))

@@ -16,7 +16,6 @@ from wheelq.core.due import At, Delay, due_spec
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses
 from wheelq.core.job import validate_traceparent
-from wheelq.core.pause import fields_of, parse_pauses
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import (
     DuplicateJobError,
@@ -221,8 +220,7 @@ class Producer:
             _raise_if_busy(topic, (yield [ops.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
         _raise_if_busy(topic, (yield [ops.drop_shard(keys, mode) for keys in universe]))
-        (paused,) = yield [pauses.read_pauses()]
-        unpause = fields_of(paused, topic)
+        unpause = list((yield from pauses.topic_pauses(topic)))
         yield [
             ops.unregister_topic(topic),
             ops.unmark_callback_topic(topic),
@@ -361,8 +359,13 @@ class Producer:
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
-        raw, paused = yield [ops.lookup(keys, job_id), pauses.read_pauses()]
-        return with_pauses(job_info(topic, job_id, raw), parse_pauses(topic, paused))
+        (raw,) = yield [ops.lookup(keys, job_id)]
+        info = job_info(topic, job_id, raw)
+        waiting = [g.group for g in info.groups if g.state is JobState.READY]
+        if not waiting:
+            return info
+        (paused,) = yield [pauses.read_pause_state(topic, waiting)]  # a bounded HMGET
+        return with_pauses(info, paused)
 
     def stats(self, topic: str) -> Op[TopicStats | None]:
         shards = yield from self.shard_count(topic, create=False)
@@ -370,8 +373,8 @@ class Producer:
             return None
         now_ms = self._clock.now_ms()
         found = yield from observe_shards(k.all_shards(topic, shards), now_ms, 0, probe=True)
-        (raw,) = yield [pauses.read_pauses()]
-        paused = parse_pauses(topic, raw)
+        names = {g.name for o in found for g in o.groups}
+        (paused,) = yield [pauses.read_pause_state(topic, names)]
         return TopicStats(
             topic,
             [ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length) for o in found],

@@ -4,7 +4,7 @@ docs/architecture.md, "Pause and resume")."""
 from __future__ import annotations
 
 from wheelq.core.keys import validate_group, validate_topic
-from wheelq.core.pause import PauseState, fields_of, parse_pauses, pause_field
+from wheelq.core.pause import PauseState, parse_pauses, pause_field
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError
 from wheelq.producer.groups import groups
 from wheelq.producer.operations import Op, Producer
@@ -14,8 +14,7 @@ from wheelq.store import nodes, pauses
 def paused(producer: Producer, topic: str) -> Op[PauseState]:
     """What is paused of `topic` (nothing, for a topic that does not exist)."""
     validate_topic(topic)
-    (raw,) = yield [pauses.read_pauses()]
-    return parse_pauses(topic, raw)
+    return parse_pauses(topic, (yield from pauses.topic_pauses(topic)))
 
 
 def pause(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
@@ -39,10 +38,10 @@ def resume(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
     validate_topic(topic)
     if group is not None:
         validate_group(group)
-    (raw,) = yield [pauses.read_pauses()]
+    raw = yield from pauses.topic_pauses(topic)
     state = parse_pauses(topic, raw)
     if group is None:
-        names = fields_of(raw, topic)
+        names = list(raw)
     elif state.paused:
         raise InvalidArgumentError(
             "group",

@@ -7,13 +7,13 @@ at a slow pace, so a lost message delays a pause, never loses it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from typing import Any
 
 from redis.asyncio.client import PubSub
 
 from wheelq.core.keys import PAUSED_CHANNEL, PAUSED_KEY
-from wheelq.core.pause import pause_fields
+from wheelq.core.pause import PauseState, fields_of, parse_pauses, pause_field, pause_fields
 from wheelq.store.executor import AsyncExecutor, Call
 from wheelq.store.scripts import text
 
@@ -26,13 +26,38 @@ def _ms(value: Any) -> int:
         return 0
 
 
-def read_pauses() -> Call[dict[str, int]]:
-    """Every pause: field (``topic`` or ``topic<US>group``) -> Redis ms it began."""
+def read_pause_state(topic: str, groups: Iterable[str]) -> Call[PauseState]:
+    """What is paused of `topic`, as far as the topic and `groups` go (HMGET: bounded)."""
+    names = sorted(set(groups))
+    fields = [pause_field(topic, None), *(pause_field(topic, g) for g in names)]
 
-    def parse(reply: Any) -> dict[str, int]:
-        return {text(name, errors="replace"): _ms(ms) for name, ms in dict(reply or {}).items()}
+    def parse(reply: Any) -> PauseState:
+        found = {f: _ms(v) for f, v in zip(fields, reply, strict=True) if v is not None}
+        return parse_pauses(topic, found)
 
-    return Call(command=("HGETALL", PAUSED_KEY), parse=parse)
+    return Call(command=("HMGET", PAUSED_KEY, *fields), parse=parse)
+
+
+def scan_pauses(topic: str, cursor: int = 0) -> Call[tuple[int, dict[str, int]]]:
+    """One HSCAN page of the pause fields that may be `topic`'s (filter with `fields_of`):
+    (the next cursor, 0 at the end; field -> ms)."""
+    pattern = f"{topic}*"  # topic names hold no glob characters ([A-Za-z0-9_.-])
+
+    def parse(reply: Any) -> tuple[int, dict[str, int]]:
+        nxt, found = reply
+        return int(nxt), {text(k, errors="replace"): _ms(v) for k, v in dict(found).items()}
+
+    return Call(command=("HSCAN", PAUSED_KEY, cursor, "MATCH", pattern, "COUNT", 1000), parse=parse)
+
+
+def topic_pauses(topic: str) -> Generator[list[Call[Any]], list[Any], dict[str, int]]:
+    """Every pause field of `topic` (sans-I/O: HSCAN pages until the cursor is back at 0)."""
+    cursor, found = 0, {}
+    while True:
+        ((cursor, page),) = yield [scan_pauses(topic, cursor)]
+        found.update(page)
+        if cursor == 0:
+            return {name: found[name] for name in fields_of(found, topic)}
 
 
 def read_pause_of(topic: str, group: str) -> Call[bool]:

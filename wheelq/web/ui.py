@@ -45,7 +45,7 @@ from wheelq.core.history import JobState
 from wheelq.core.job import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
-from wheelq.core.pause import PauseState, parse_pauses
+from wheelq.core.pause import PauseState
 from wheelq.core.retry import error_line
 from wheelq.errors import InvalidArgumentError, RedisUnavailableError
 from wheelq.store import nodes, pauses
@@ -209,7 +209,6 @@ async def summaries(
     when that fails, each topic on its own, so that one topic Redis cannot read (a key of
     the wrong type) is one row saying why and the others show as usual."""
     shards = [keys for name, n in topics.items() for keys in all_shards(name, n)]
-    (raw_pauses,) = await executor.run([pauses.read_pauses()])
     try:
         found = await observe(executor, shards, now_ms, sample=1)
         by_topic: dict[str, list[ShardObservation] | BaseException] = {
@@ -221,6 +220,14 @@ async def summaries(
             return_exceptions=True,
         )
         by_topic = dict(zip(topics, each, strict=True))
+    readable = {n: o for n, o in by_topic.items() if not isinstance(o, BaseException)}
+    states = await executor.run(
+        [
+            pauses.read_pause_state(n, {g.name for o in found for g in o.groups})
+            for n, found in readable.items()
+        ]
+    )
+    paused_of = dict(zip(readable, states, strict=True))
     out = []
     for name, mine in by_topic.items():
         if isinstance(mine, BaseException):
@@ -230,7 +237,7 @@ async def summaries(
             continue
         earlier = frames.before(name, now_ms)
         frames.add(name, now_ms, mine)
-        paused = parse_pauses(name, raw_pauses)
+        paused = paused_of[name]
         shown = "all" if paused.paused else ", ".join(paused.groups)
         out.append(replace(TopicSummary.of(name, mine, earlier), paused=shown))
     return out
@@ -241,11 +248,12 @@ async def topic_view(
 ) -> TopicView:
     """Every shard of `topic` with its leader, and its consumer groups, read now."""
     keys = all_shards(topic, shards)
-    found, (*leaders, raw_pauses) = await asyncio.gather(
+    found, leaders = await asyncio.gather(
         observe(executor, keys, now_ms, sample=100),
-        executor.run([*(nodes.lease_holder(k) for k in keys), pauses.read_pauses()]),
+        executor.run([nodes.lease_holder(k) for k in keys]),
     )
-    paused = parse_pauses(topic, raw_pauses)
+    names = {g.name for o in found for g in o.groups}
+    (paused,) = await executor.run([pauses.read_pause_state(topic, names)])
     earlier = frames.before(topic, now_ms)
     frames.add(topic, now_ms, found)
     before = {} if earlier is None else earlier[1]
