@@ -135,6 +135,7 @@ def test_workers_guide_runs_as_written(
         "Run a worker",
         "Retry, defer or fail a job",
         "Run handlers concurrently",
+        "Serve several topics with weights",
         "Limit how long a handler runs",
         "List and delete consumer groups",
         "Pause and resume",
@@ -156,6 +157,10 @@ def test_workers_guide_runs_as_written(
         # Run a worker: the "orders" job ran in the block (audit printed it) and succeeded.
         assert "audit: orders job " in printed
         assert ns["worker"].settings.handler_timeout_ms == 30_000  # type: ignore[attr-defined]
+        # Several topics: the weights as given, and strict in that order.
+        assert ns["mixed"].weights == {"critical": 6, "default": 3, "low": 1}  # type: ignore[attr-defined]
+        assert ns["strict"].strict and ns["per_topic"].topics == ("critical", "low")  # type: ignore[attr-defined]
+        assert "('critical', 'default', 'low') ('critical', 'default', 'low')" in printed
         # Retry, defer or fail: busy succeeded on attempt 2, the others are dead letters.
         busy = client.get("charges", "busy")
         assert busy.state == state.SUCCEEDED and busy.attempt == 2, busy
@@ -190,6 +195,8 @@ def test_workers_guide_runs_as_written(
         # The shell workers: the one of "Run a worker" and the two of the fan-out, with a
         # scheduler node; jobs enqueued once the groups exist reach both groups.
         workers = [c for c in found.commands if c[:2] == ["wheelq", "worker"]]
+        weighted = [c for c in workers if "critical=6" in c]  # several topics: run below
+        workers = [c for c in workers if c not in weighted]
         workers += snippets(page, "Fan out to several consumer groups", url).commands
         assert [c[2] for c in workers] == ["handlers:send_email"] * 2 + ["handlers:audit"]
         services = Services(tmp_path, stack)
@@ -209,6 +216,19 @@ def test_workers_guide_runs_as_written(
             timeout_s=60,
             what="both groups to handle every email",
         )
+        # The worker of several topics takes a job of each.
+        services.start(weighted[0])
+        urgent = [
+            client.enqueue(name, {"to": f"{name}@example.com"}) for name in ns["mixed"].topics
+        ]  # type: ignore[attr-defined]
+        for name, job_id in zip(ns["mixed"].topics, urgent, strict=True):  # type: ignore[attr-defined]
+            eventually_sync(
+                lambda name=name, job_id=job_id: (
+                    services.alive() and client.get(name, job_id).state == state.SUCCEEDED
+                ),
+                timeout_s=60,
+                what=f"the job of {name} handled by the worker of several topics",
+            )
         services.stop()  # SIGTERM: each exits 0, gracefully
     outputs = [(tmp_path / f"{n}.o").read_text() for n in range(1, 4)]
     sent = outputs[0] + outputs[1]

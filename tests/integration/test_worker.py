@@ -170,8 +170,11 @@ class Workers:
                 await worker.stop(grace_ms=0)
             # A stop() that failed half-way leaves the worker's services running (see
             # test_stop_while_starting_stops_the_worker): stop them.
-            parts = worker._parts
-            running = (*parts.readers, parts.claims, *filter(None, [parts.watch])) if parts else ()
+            running = [
+                service
+                for parts in worker._parts
+                for service in (*parts.readers, parts.claims, *filter(None, [parts.watch]))
+            ]
             for service in running:
                 await service.stop()
             await worker.settler.stop()

@@ -116,6 +116,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/workers.md", "Run handlers concurrently"): (
         "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
     ),
+    ("docs/guides/workers.md", "Serve several topics with weights"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
     ("docs/guides/workers.md", "Limit how long a handler runs"): (
         "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
     ),

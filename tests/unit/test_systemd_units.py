@@ -67,7 +67,7 @@ def test_exec_start_parses_with_the_wheelq_parser(name: str) -> None:
     assert args.command == command
     assert args.config == "/etc/wheelq/wheelq.toml"
     if command == "worker":
-        assert (args.handler, args.topic) == (HANDLER, INSTANCE)
+        assert (args.handler, args.topic) == (HANDLER, [INSTANCE])
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

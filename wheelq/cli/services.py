@@ -41,7 +41,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "worker", parents=parents, help="run a handler on a topic's jobs until SIGINT/SIGTERM"
     )
     p.add_argument("handler", help="module:function, a def or async def taking a wheelq.Job")
-    p.add_argument("--topic", required=True)
+    topics = (
+        "the topic; repeat it to serve several, each with an optional weight: --topic "
+        "critical=6 --topic default=3 --topic low=1 (weights share the slots; default 1)"
+    )
+    p.add_argument("--topic", required=True, action="append", metavar="TOPIC[=WEIGHT]", help=topics)
+    strict = "with several topics: strict priority, highest weight (or first named) first"
+    p.add_argument("--strict", action="store_true", help=strict)
     p.add_argument("--group", help="consumer group (default: [worker] group, else 'default')")
     p.add_argument("--concurrency", type=int, help="handlers at once (default 10)")
     start = (
@@ -119,9 +125,28 @@ def worker(ctx: Context) -> int:
     group = settings.pop("group", None) or "default"
     metrics = _pop_metrics(settings)
     handler = load_handler(args.handler)
-    node = Worker.from_url(url, args.topic, handler, group=group, **settings)
+    topics = topic_flags(args.topic)
+    node = Worker.from_url(url, topics, handler, group=group, strict=args.strict, **settings)
     report = run_worker(node, metrics_beside(node, "worker", *metrics))
     return 0 if report.abandoned == 0 else 1
+
+
+def topic_flags(flags: list[str]) -> str | dict[str, int]:
+    """``--topic`` flags as `Worker` takes them: one topic, or topic -> weight; exit 2."""
+    if len(flags) == 1 and "=" not in flags[0]:
+        return flags[0]
+    weights: dict[str, int] = {}
+    for flag in flags:
+        name, sep, weight = flag.partition("=")
+        if name in weights:
+            raise usage_error(f"--topic {name} is given twice")
+        if not sep:
+            weights[name] = 1
+        elif weight.isdigit():
+            weights[name] = int(weight)
+        else:
+            raise usage_error(f"--topic {flag!r}: the weight after '=' must be a whole number >= 1")
+    return weights
 
 
 def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
@@ -129,7 +154,7 @@ def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
     report = run_until_signal(
         node, log, "signal: finishing running jobs (a second signal exits at once)", beside
     )
-    if not node.runner.is_async and (report.abandoned or node.runner.wedged):
+    if node.threads_used and (report.abandoned or node.wedged):
         # the interpreter would wait for those threads at exit (their entries were handed on)
         exit_now(0 if report.abandoned == 0 else 1)
     return report

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -162,31 +162,37 @@ class WorkerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         w = self._worker
-        status: dict[str, Any] = w.status()
-        status["succeeded"] = status["acked"]
-        status["handled"] = status["handled"] + status["failed"]
-        labels = (w.topic, w.group)
+        lanes = [(lane, w.lane_status(lane)) for lane in w.lanes]
+        for _, status in lanes:
+            status["succeeded"] = status["acked"]
+            status["handled"] = status["handled"] + status["failed"]
+        rows = [((status["topic"], w.group), status) for _, status in lanes]
         for name, doc in WORKER_COUNTERS.items():
-            yield counter(f"worker_{name}", doc, TG, [(labels, status[name])])
-        timings = w.in_flight.timings
+            yield counter(f"worker_{name}", doc, TG, [(at, st[name]) for at, st in rows])
         yield histogram(
             "worker_handler_start_lateness_seconds",
             "Handler start minus the job's due time: the worker's wall clock against the "
             "Redis clock's due time (includes the skew between the two)",
             TG,
-            [(labels, timings.start_lateness.snapshot())],
+            [
+                ((lane.topic, w.group), lane.in_flight.timings.start_lateness.snapshot())
+                for lane, _ in lanes
+            ],
         )
         yield histogram(
             "worker_handler_duration_seconds",
             "How long handlers ran (monotonic clock)",
             TG,
-            [(labels, timings.run_time.snapshot())],
+            [
+                ((lane.topic, w.group), lane.in_flight.timings.run_time.snapshot())
+                for lane, _ in lanes
+            ],
         )
         for name, (key, doc) in WORKER_GAUGES.items():
-            yield gauge(f"worker_{name}", doc, TG, [(labels, status[key])])
+            yield gauge(f"worker_{name}", doc, TG, [(at, st[key]) for at, st in rows])
         paused = "1 while the group is paused (its own pause or its topic's): it takes no new jobs"
-        yield gauge("group_paused", paused, TG, [(labels, int(status["paused"]))])
-        yield from part_health("worker", status["parts"])
+        yield gauge("group_paused", paused, TG, [(at, int(st["paused"])) for at, st in rows])
+        yield from part_health("worker", w.status()["parts"])
 
 
 class ClientCollector(Collector):

@@ -10,6 +10,8 @@ import contextlib
 from collections.abc import Generator, Iterable
 from typing import Any
 
+import redis.asyncio
+import redis.asyncio.cluster
 from redis.asyncio.client import PubSub
 
 from wheelq.core.keys import PAUSED_CHANNEL, PAUSED_KEY
@@ -84,22 +86,28 @@ def announce(topic: str) -> Call[Any]:
 
 
 class PauseSubscription:
-    """A subscription to `PAUSED_CHANNEL` (on a cluster, any node hears every PUBLISH)."""
+    """A subscription to `PAUSED_CHANNEL` on a connection of its own. On a cluster, any node
+    hears every PUBLISH, so it is a plain connection to one node (no cluster client to make:
+    its first use parses COMMAND, a stall of tens of ms)."""
 
     @classmethod
     def of(cls, executor: AsyncExecutor) -> PauseSubscription:
-        """The subscription for `executor`'s server (on a cluster, on a client of its own:
-        redis-py's cluster pub/sub hands a node's connection back while a read waits on it)."""
-        own = executor.cluster_client()
-        return cls(executor.client.pubsub() if own is None else own.pubsub(), own)
+        """The subscription for `executor`'s server (on a cluster, one of its nodes)."""
+        client = executor.client
+        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+            node = client.get_random_node()  # spread over the nodes; another after a failure
+            pool = redis.asyncio.ConnectionPool(
+                connection_class=node.connection_class, max_connections=1, **node.connection_kwargs
+            )
+            own = redis.asyncio.Redis.from_pool(pool)
+            return cls(own.pubsub(), own)
+        return cls(client.pubsub())
 
-    def __init__(self, pubsub: PubSub, own: Any = None) -> None:
+    def __init__(self, pubsub: PubSub, own: redis.asyncio.Redis | None = None) -> None:
         self._pubsub = pubsub
         self._own = own
 
     async def subscribe(self) -> None:
-        if self._own is not None:
-            await self._own.initialize()  # the slot map, to pick a node
         await self._pubsub.subscribe(PAUSED_CHANNEL)
 
     async def changed(self, topics: frozenset[str], timeout_s: float) -> bool:

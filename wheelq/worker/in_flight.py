@@ -22,6 +22,7 @@ from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.worker.settler import Settler
+from wheelq.worker.slots import Slots
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class InFlightSet:
         gate: FlowGate | None = None,
         read_ahead_ms: int = 0,
         timer: Callable[[], float] = time.perf_counter,
+        slots: Slots | None = None,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -110,12 +112,18 @@ class InFlightSet:
         self.paused = False  # Set while the group is paused: held entries wait, none start.
         self._queue_to_threads = not runner.is_async
         """Sync handlers: read-ahead is queued to the threads too, saving a thread hop per job."""
-        slots = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
-        self._slots = asyncio.Semaphore(slots)
+        size = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
+        self._slots = asyncio.Semaphore(size)
         self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
         if self._queue_to_threads:  # a slot's time there includes the queue: time the thread
             runner.time_runs(self.read_ahead.ran)
-        self._tasks = 0  # Entry tasks alive (running, waiting for the flow gate or a slot).
+        if slots is None:
+            slots = Slots(concurrency)
+            slots.add(self)
+        self.slots = slots
+        """The worker's slots, which its topics share (`wheelq.worker.slots`)."""
+        self.readers = 1  # Its readers; set by the worker (one per shard on a cluster).
+        self._short_reads: dict[int, bool] = {}  # reader -> whether its last read came short
         self._backlog: deque[Held] = deque()
         """Held entries without a task yet, in the order they came."""
         self._timer = timer
@@ -181,35 +189,53 @@ class InFlightSet:
             held = Held(job, fields[Field.PAYLOAD])
             self.held[(shard, entry_id)] = held
             self._backlog.append(held)
-        self._start_backlog()
+        self.slots.fill()
 
     def resume(self) -> None:
         """The group is resumed: start what waited, and let the readers take slots again."""
         self.paused = False
-        self._start_backlog()
+        self.slots.fill()
         self.room.set()
 
-    def _start_backlog(self) -> None:
-        """Give tasks to held entries, oldest first, up to `_task_limit` (none while paused)."""
-        while self._backlog and not self.paused and self._tasks < self._task_limit():
-            self._start(self._backlog.popleft())
+    def note_read(self, reader: int, short: bool) -> None:
+        """Reader `reader`'s read came back `short` (every stream gave fewer than asked):
+        once all have, the topic is `drained` and may let a lower one start (strict)."""
+        was = self.drained()
+        self._short_reads[reader] = short
+        if short and not was and self.drained():
+            self.slots.fill()
 
-    def _task_limit(self) -> int:
-        if not self._queue_to_threads:
-            return self.concurrency
-        return self.concurrency + self.read_ahead.extra
+    # --- as a lane of the worker's slots (`wheelq.worker.slots.Lane`) ---------------------
+
+    def ready(self) -> bool:
+        """An entry waits, not paused, and a slot (or, for threads, read-ahead room) is free."""
+        if not self._backlog or self.paused:
+            return False
+        room = self.slots.concurrency
+        if self._queue_to_threads:
+            room += self.read_ahead.extra
+        return self.slots.tasks < room
+
+    def drained(self) -> bool:
+        if self.paused or self.closing:
+            return True
+        short = self._short_reads
+        return not self._backlog and len(short) >= self.readers and all(short.values())
+
+    def start_next(self) -> None:
+        self._start(self._backlog.popleft())
 
     def _start(self, held: Held) -> None:
         job = held.job
         if self._queue_to_threads and (self.gate is None or not (self.gate.limits or job.ordered)):
             if self.closing:
                 return  # stays held, not started: handed on
-            self._tasks += 1
+            self.slots.tasks += 1
             held.started = True
             held.task = self.runner.submit(job)
             held.task.add_done_callback(functools.partial(self._ran, held, self._now_ms()))
             return
-        self._tasks += 1
+        self.slots.tasks += 1
         held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
 
     def _ran(self, held: Held, started_ms: int, done: asyncio.Future[None]) -> None:
@@ -239,8 +265,8 @@ class InFlightSet:
             del self.held[entry]
         if len(self.timings.pending) >= self.timings.batch or not self.held:
             self.timings.count()
-        self._tasks -= 1
-        self._start_backlog()
+        self.slots.tasks -= 1
+        self.slots.fill()
         self.room.set()
 
     async def _run(self, held: Held) -> None:

@@ -151,6 +151,7 @@ class StreamReader(Service):
         clock: Clock,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
         shards: Sequence[ShardKeys] | None = None,
+        noted: Callable[[bool], None] | None = None,
     ) -> None:
         self.shards = list(me.shards if shards is None else shards)
         title = f"worker reader of {me.topic}"
@@ -162,6 +163,7 @@ class StreamReader(Service):
         self._slots = slots
         self._accept = accept
         self._ensure_groups = ensure_groups
+        self._noted = noted  # told after each read whether every stream came short
         self.read = 0
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
@@ -195,6 +197,8 @@ class StreamReader(Service):
         for shard, entries in by_shard.items():
             self.read += len(entries)
             self._accept(shard, entries)
+        if self._noted is not None:  # a stream that gave fewer than COUNT has no more now
+            self._noted(all(len(entries) < count for entries in by_shard.values()))
         return 0.0
 
 

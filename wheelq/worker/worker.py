@@ -1,14 +1,17 @@
-"""`Worker`, the worker role's public face."""
+"""`Worker`, the worker role's public face: one consumer group over one topic or several
+(weighted or strictly ordered, sharing its slots; docs/architecture.md, "Several topics in
+one worker")."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import secrets
 import socket
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
@@ -21,16 +24,18 @@ from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.store import connect, ops, pauses
+from wheelq.store.executor import Call
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.pause_watch import PauseWatch
 from wheelq.worker.settler import Settler
+from wheelq.worker.slots import Slots
 from wheelq.worker.stream_reader import ClaimKeeper, Consumer, Membership, ReadSlots, StreamReader
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STARTS", "Worker", "WorkerStopReport"]
+__all__ = ["MAX_TOPICS", "MAX_WEIGHT", "STARTS", "Worker", "WorkerStopReport", "topic_weights"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +58,9 @@ NOTHING_RAN = WorkerStopReport(0, 0, 0)
 """The report of a stop that found nothing running (never started, or already stopping)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunningParts:
-    """What `Worker.start()` made, and `shut_down` stops in order."""
+    """What `Worker.start()` made for one topic; the worker stops them in order."""
 
     readers: tuple[StreamReader, ...]
     claims: ClaimKeeper
@@ -89,14 +94,8 @@ class RunningParts:
         if any(unseen.values()):
             await self.members.hand_on(unseen, self.visibility_timeout_ms)
 
-    async def shut_down(
-        self,
-        budget: StopBudget,
-        running: list[asyncio.Future[None]],
-        grace_s: float,
-        hurry: asyncio.Event,
-    ) -> WorkerStopReport:
-        """Stop every part within `budget`, giving `running` handlers `grace_s`; what was left."""
+    async def quiesce(self, budget: StopBudget) -> tuple[dict[int, list[str]], int, int]:
+        """Stop taking entries and hand on the waiting ones: (their ids, handed on, not)."""
         if self.watch is not None:
             await self.watch.stop()
         for reader in self.readers:
@@ -104,10 +103,13 @@ class RunningParts:
         self.claims.claiming = False
         waiting = self.in_flight.drop_waiting()
         handed_on, not_handed_on = await self._hand_on(budget, waiting, "waiting")
-        finished = await wait_for_handlers(running, grace_s, hurry)
-        abandoned = len(running) - finished
-        for task in running:
-            task.cancel()
+        return waiting, handed_on, not_handed_on
+
+    async def finish(
+        self, budget: StopBudget, waiting: dict[int, list[str]], abandoned: int
+    ) -> tuple[int, int]:
+        """Once the handlers are done or abandoned: stop the rest and hand on what is still
+        pending here; returns (handed on, not handed on)."""
         await self.claims.stop(budget)
         await self.settler.stop(budget)
         pending: dict[int, list[str]] | None = await budget.attempt(
@@ -116,18 +118,13 @@ class RunningParts:
             default=None,
         )
         if pending is None:
-            not_handed_on += abandoned  # known held, not handed on (the unsettled too)
-        else:
-            done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
-            rest = {k: [i for i in ids if (k, i) not in done] for k, ids in pending.items()}
-            more, not_more = await self._hand_on(budget, rest, "pending")
-            handed_on += more
-            not_handed_on += not_more
-            if not pending:  # it holds nothing: leave no trace in the group
-                await budget.attempt("leave the group", self.members.leave, default=None)
-        return WorkerStopReport(
-            finished, handed_on, abandoned, not_handed_on, unsettled=self.settler.queued
-        )
+            return 0, abandoned  # known held, not handed on (the unsettled too)
+        done = {(shard, entry_id) for shard, ids in waiting.items() for entry_id in ids}
+        rest = {k: [i for i in ids if (k, i) not in done] for k, ids in pending.items()}
+        handed_on, not_handed_on = await self._hand_on(budget, rest, "pending")
+        if not pending:  # it holds nothing: leave no trace in the group
+            await budget.attempt("leave the group", self.members.leave, default=None)
+        return handed_on, not_handed_on
 
     async def _hand_on(
         self, budget: StopBudget, by_shard: dict[int, list[str]], what: str
@@ -143,6 +140,34 @@ class RunningParts:
             default=-1,
         )
         return (0, count) if done < 0 else (done, 0)
+
+
+async def shut_down(
+    parts: Sequence[RunningParts],
+    budget: StopBudget,
+    running: list[asyncio.Future[None]],
+    grace_s: float,
+    hurry: asyncio.Event,
+) -> WorkerStopReport:
+    """Stop every topic's parts within `budget`, giving `running` handlers `grace_s`."""
+    handed_on = not_handed_on = 0
+    waiting = []
+    for part in parts:
+        ids, done, not_done = await part.quiesce(budget)
+        waiting.append(ids)
+        handed_on, not_handed_on = handed_on + done, not_handed_on + not_done
+    finished = await wait_for_handlers(running, grace_s, hurry)
+    left = {t for t in running if not t.done() or t.cancelled()}
+    abandoned = [sum(1 for t in part.in_flight.running() if t in left) for part in parts]
+    for task in running:
+        task.cancel()
+    for part, ids, mine in zip(parts, waiting, abandoned, strict=True):
+        done, not_done = await part.finish(budget, ids, mine)
+        handed_on, not_handed_on = handed_on + done, not_handed_on + not_done
+    unsettled = sum(part.settler.queued for part in parts)
+    return WorkerStopReport(
+        finished, handed_on, len(running) - finished, not_handed_on, unsettled=unsettled
+    )
 
 
 async def wait_for_handlers(
@@ -169,35 +194,122 @@ async def wait_for_handlers(
 STARTS = {"earliest": "0", "now": "$"}
 """Where a consumer group that does not exist yet starts reading (`Worker(start=)`)."""
 
+MAX_TOPICS = 100
+"""Most topics one worker serves."""
+MAX_WEIGHT = 1000
+"""Largest weight of a topic."""
 
 NOT_STARTED = {"running": False, "failures": 0, "last_error": None}
 
+Topics = str | Mapping[str, int] | Sequence[str]
+"""One topic, or several: a mapping of topic -> weight, or a list (weight 1 each)."""
+
+
+def topic_weights(topic: object) -> dict[str, int]:
+    """The topics `Worker(topic=)` names, each with its weight, in the order given.
+
+    Raises:
+        InvalidArgumentError: On ``topic``: not a topic name, a list of them or a mapping of
+            topic -> int weight in [1, `MAX_WEIGHT`]; none or more than `MAX_TOPICS`; a
+            topic twice.
+        InvalidTopicError: A topic name is not valid.
+    """
+    if isinstance(topic, str):
+        return {validate_topic(topic): 1}
+    if isinstance(topic, Mapping):
+        items = list(topic.items())
+    elif isinstance(topic, list | tuple):
+        items = [(name, 1) for name in topic]
+    else:
+        raise InvalidArgumentError(
+            "topic",
+            "topic must be a topic name, a list of them, or a mapping of topic -> weight, "
+            f"got {topic!r:.80}",
+        )
+    if not 1 <= len(items) <= MAX_TOPICS:
+        raise InvalidArgumentError(
+            "topic", f"a worker serves 1-{MAX_TOPICS} topics, got {len(items)}"
+        )
+    out: dict[str, int] = {}
+    for name, weight in items:
+        validate_topic(name)
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise _bad_weight(name, weight)
+        if not 1 <= weight <= MAX_WEIGHT:
+            raise _bad_weight(name, weight)
+        if name in out:
+            raise InvalidArgumentError("topic", f"topic {name!r} is named twice")
+        out[name] = weight
+    return out
+
+
+def _bad_weight(name: str, weight: object) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        "topic",
+        f"the weight of topic {name!r} must be an int in [1, {MAX_WEIGHT}], got {weight!r:.40}",
+    )
+
+
+def _handlers(topics: Sequence[str], handler: Handler | Mapping[str, Handler]) -> list[Handler]:
+    """One handler per topic: `handler` for every one, or as the mapping says."""
+    if not isinstance(handler, Mapping):
+        return [handler] * len(topics)
+    missing = [t for t in topics if t not in handler]
+    unknown = [t for t in handler if t not in topics]
+    if missing or unknown:
+        said = f"no handler for {missing[0]!r}" if missing else f"{unknown[0]!r} is not served"
+        raise InvalidArgumentError(
+            "handler", f"handler must map each topic the worker serves to its handler: {said}"
+        )
+    return [handler[t] for t in topics]
+
+
+@dataclass(slots=True)
+class TopicLane:
+    """One topic of a worker: its handler's runner, its settlements and its held entries."""
+
+    topic: str
+    weight: int
+    runner: HandlerRunner
+    settler: Settler
+    in_flight: InFlightSet
+    members: Membership
+    parts: RunningParts | None = field(default=None)
+
 
 class Worker(Role[WorkerStopReport]):
-    """Runs `handler` on the jobs of `topic` for consumer group `group`.
+    """Runs `handler` on the jobs of `topic` (or of several topics) for consumer group `group`.
 
     Args:
         connection: The redis-py asyncio client, plain or cluster (the worker leaves it open).
+        topic: A topic, or several sharing the worker's `concurrency` slots: a mapping of
+            topic -> weight (``{"critical": 6, "default": 3, "low": 1}``) or a list (weight
+            1 each). While every topic has jobs waiting, each starts jobs in proportion to
+            its weight; a topic with none leaves its share to the others.
         handler: ``def`` (run on threads) or ``async def``, taking one `wheelq.Job`; one that
             raises or runs over `handler_timeout_ms` is retried with backoff, or dead-lettered.
+            Several topics: one handler for all, or a mapping of topic -> handler.
         group: The consumer group; each group on a topic gets every job.
         settings: `WorkerSettings` (defaults when None).
         consumer: This worker's name in the group (default: host:pid:random).
         start: Where a new group starts: "earliest" (every job in the stream) or "now".
-        flow: The group's flow control (`wheelq.Flow`).
+        flow: The group's flow control (`wheelq.Flow`), on each topic.
         stream: "ready" (jobs without an HTTP callback) or "callbacks" (the deliverer's).
+        strict: Several topics in strict priority, highest weight first (the order given
+            among equal weights): a topic's job starts only when no topic above it has one
+            waiting or on its way.
 
     Raises:
         InvalidHandlerError: `handler` is not callable, is a generator or async generator
             function, or cannot take one argument.
-        InvalidArgumentError: `topic`, `group` or `start` is not valid.
+        InvalidArgumentError: `topic`, `handler`, `group`, `start` or `strict` is not valid.
     """
 
     def __init__(
         self,
         connection: Connection,
-        topic: str,
-        handler: Handler,
+        topic: Topics,
+        handler: Handler | Mapping[str, Handler],
         *,
         group: str = "default",
         settings: WorkerSettings | None = None,
@@ -205,8 +317,17 @@ class Worker(Role[WorkerStopReport]):
         start: str = "earliest",
         flow: Flow | None = None,
         stream: str = READY,
+        strict: bool = False,
     ) -> None:
-        self.topic = validate_topic(topic)
+        weights = topic_weights(topic)
+        if not isinstance(strict, bool):
+            raise InvalidArgumentError("strict", f"strict must be a bool, got {strict!r:.40}")
+        if strict:  # highest first; equal weights keep their order
+            weights = dict(sorted(weights.items(), key=lambda item: -item[1]))
+        self.weights = weights
+        self.topics = tuple(weights)
+        self.topic = self.topics[0]
+        self.strict = strict
         if stream not in STREAMS:
             raise InvalidArgumentError(
                 "stream", f"stream must be one of {', '.join(STREAMS)}, got {stream!r}"
@@ -216,54 +337,66 @@ class Worker(Role[WorkerStopReport]):
             raise InvalidArgumentError("start", f"start must be 'earliest' or 'now', got {start!r}")
         self.start_from = start
         self.group = validate_group(group)
+        flow = Flow() if flow is None else flow
+        if not isinstance(flow, Flow):
+            raise InvalidArgumentError("flow", f"flow must be a wheelq.Flow, got {flow!r}")
         self.settings = settings or WorkerSettings()
         s = self.settings
         super().__init__(executor_of(connection), s.start_timeout_ms, s.stop_timeout_ms, log)
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-        self.runner = HandlerRunner(
+        self._hurry = asyncio.Event()
+        self.clock = LocalClock()
+        self.slots = Slots(s.concurrency, strict=strict)
+        handlers = _handlers(self.topics, handler)
+        self.lanes = [
+            self._lane(name, weights[name], handler_, flow)
+            for name, handler_ in zip(self.topics, handlers, strict=True)
+        ]
+        first = self.lanes[0]  # the only one of a worker of one topic
+        self.runner, self.settler = first.runner, first.settler
+        self._in_flight, self._members = first.in_flight, first.members
+        self._parts: list[RunningParts] = []
+
+    def _lane(self, topic: str, weight: int, handler: Handler, flow: Flow) -> TopicLane:
+        s, group = self.settings, self.group
+        runner = HandlerRunner(
             handler,
             timeout_ms=s.handler_timeout_ms,
             threads=s.concurrency,
             tracing=tracing.load(),
             group=group,
         )
-        self._hurry = asyncio.Event()
-        self._members = Membership(Consumer(self._executor, self.topic, [], group, self.consumer))
-        self.clock = LocalClock()
-        self.settler = Settler(
+        settler = Settler(
             self._executor,
-            self.topic,
+            topic,
             group,
             self.clock,
             max_pause_ms=s.failure_pause_max_ms,
-            lane=stream,
+            lane=self.stream,
         )
-        self._in_flight = InFlightSet(
-            self.topic,
+        ttl_ms = max(s.visibility_timeout_ms, s.handler_timeout_ms) * 2
+        in_flight = InFlightSet(
+            topic,
             group,
             s.concurrency,
-            self.runner,
-            self.settler,
+            runner,
+            settler,
             RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
             WallClock(),
-            gate=self._flow_gate(Flow() if flow is None else flow),
+            gate=FlowGate(self._executor, topic, group, self.consumer, flow, ttl_ms),
             read_ahead_ms=s.read_ahead_ms,
+            slots=self.slots,
         )
-        self._parts: RunningParts | None = None
-
-    def _flow_gate(self, flow: Flow) -> FlowGate:
-        if not isinstance(flow, Flow):
-            raise InvalidArgumentError("flow", f"flow must be a wheelq.Flow, got {flow!r}")
-        s = self.settings
-        ttl_ms = max(s.visibility_timeout_ms, s.handler_timeout_ms) * 2
-        return FlowGate(self._executor, self.topic, self.group, self.consumer, flow, ttl_ms)
+        self.slots.add(in_flight, weight)
+        members = Membership(Consumer(self._executor, topic, [], group, self.consumer))
+        return TopicLane(topic, weight, runner, settler, in_flight, members)
 
     @classmethod
     def from_url(
         cls,
         url: str,
-        topic: str,
-        handler: Handler,
+        topic: Topics,
+        handler: Handler | Mapping[str, Handler],
         *,
         group: str = "default",
         concurrency: int | None = None,
@@ -273,6 +406,7 @@ class Worker(Role[WorkerStopReport]):
         start: str = "earliest",
         flow: Flow | None = None,
         stream: str = READY,
+        strict: bool = False,
         **settings: Any,
     ) -> Self:
         """A worker for the Redis at `url` (any node of a cluster; `cluster` None: found at start).
@@ -293,44 +427,78 @@ class Worker(Role[WorkerStopReport]):
             start=start,
             flow=flow,
             stream=stream,
+            strict=strict,
         )
         worker.owns_connection = True  # closed by stop()
         return worker
 
     @property
     def in_flight(self) -> InFlightSet:
-        """The entries this worker holds, and its handler timings (`wheelq.metrics`)."""
+        """The entries this worker holds of its (first) topic, and its handler timings."""
         return self._in_flight
 
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), create the topic
-        and the group if missing, and start reading."""
+        """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), create the
+        topics and the group if missing, and start reading."""
         if self._gate.started:
             return
-        self._in_flight.closing = False
+        for lane in self.lanes:
+            lane.in_flight.closing = False
         self._hurry = asyncio.Event()
         await self._start_through_gate(self._start)
 
     async def _start(self) -> None:
-        _, shards = await self._executor.run(  # the topic is created on first use
-            [
-                ops.register_topic(self.topic, self.settings.default_shards),
-                ops.topic_shards(self.topic),
-            ]
+        default = self.settings.default_shards
+        calls: list[Call[Any]] = []
+        for topic in self.topics:  # a topic is created on first use
+            calls += [ops.register_topic(topic, default), ops.topic_shards(topic)]
+        shards = (await self._executor.run(calls))[1::2]
+        mine = [
+            Consumer(
+                self._executor,
+                lane.topic,
+                all_shards(lane.topic, n, self.stream),
+                self.group,
+                self.consumer,
+            )
+            for lane, n in zip(self.lanes, shards, strict=True)
+        ]
+        streams = [keys.stream for me in mine for keys in me.shards]
+        connect.check_blocking_reads(self.redis, streams)
+        paused = await self._executor.run(
+            [pauses.read_pause_of(topic, self.group) for topic in self.topics]
         )
-        me = Consumer(
-            self._executor,
-            self.topic,
-            all_shards(self.topic, shards, self.stream),
-            self.group,
+        self._parts = []
+        for lane, me, held_back in zip(self.lanes, mine, paused, strict=True):
+            lane.members = Membership(me)
+            await lane.members.join(STARTS[self.start_from])
+            lane.parts = self._lane_parts(lane, me, held_back)
+            self._parts.append(lane.parts)
+        self._members = self.lanes[0].members
+        for parts in self._parts:
+            assert parts.watch is not None
+            for service in (parts.settler, parts.claims, parts.watch, *parts.readers):
+                await service.start()
+        log.info(
+            "worker %s started on %s (group %s, %s shards, concurrency %d%s%s)",
             self.consumer,
+            ", ".join(f"{t} (weight {w})" for t, w in self.weights.items())
+            if len(self.topics) > 1
+            else self.topic,
+            self.group,
+            "/".join(map(str, shards)),
+            self.settings.concurrency,
+            ", strict" if self.strict and len(self.topics) > 1 else "",
+            ", paused: " + ", ".join(t for t, p in zip(self.topics, paused, strict=True) if p)
+            if any(paused)
+            else "",
         )
-        connect.check_blocking_reads(self.redis, [keys.stream for keys in me.shards])
-        self._members = Membership(me)
-        await self._members.join(STARTS[self.start_from])
-        s, in_flight = self.settings, self._in_flight
+
+    def _lane_parts(self, lane: TopicLane, me: Consumer, paused: bool) -> RunningParts:
+        """The readers, claim keeper and pause watch of one topic (not started)."""
+        s, in_flight = self.settings, lane.in_flight
         claims = ClaimKeeper(
             me,
             s,
@@ -342,45 +510,35 @@ class Worker(Role[WorkerStopReport]):
         # A cluster serves a command from one slot only: there, one blocking read per shard.
         groups = [[keys] for keys in me.shards] if self.cluster else [None]
         slots = ReadSlots(in_flight.free, in_flight.room, len(me.shards), len(groups))
+        in_flight.readers = len(groups)
         readers = tuple(
             StreamReader(
                 me,
                 s.block_ms,
                 slots=slots,
                 accept=in_flight.accept,
-                ensure_groups=self._members.join,
+                ensure_groups=lane.members.join,
                 clock=self.clock,
                 max_pause_ms=s.failure_pause_max_ms,
                 shards=shards,
+                noted=functools.partial(in_flight.note_read, n),
             )
-            for shards in groups
+            for n, shards in enumerate(groups)
         )
         parts = RunningParts(
-            readers, claims, self.settler, in_flight, self._members, s.visibility_timeout_ms
+            readers, claims, lane.settler, in_flight, lane.members, s.visibility_timeout_ms
         )
-        (paused,) = await self._executor.run([pauses.read_pause_of(self.topic, self.group)])
         in_flight.paused = paused
-        watch = PauseWatch(
+        parts.watch = PauseWatch(
             self._executor,
-            self.topic,
+            lane.topic,
             self.group,
             self.clock,
             parts.set_paused,
             paused=paused,
             max_pause_ms=s.failure_pause_max_ms,
         )
-        self._parts = replace(parts, watch=watch)
-        for service in (self.settler, claims, watch, *readers):
-            await service.start()
-        log.info(
-            "worker %s started on %s (group %s, %d shards, concurrency %d%s)",
-            self.consumer,
-            self.topic,
-            self.group,
-            shards,
-            s.concurrency,
-            ", paused: taking no jobs until resumed" if paused else "",
-        )
+        return parts
 
     async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
         """Stop: let handlers finish within the grace, hand the rest on; bounded, safe twice."""
@@ -389,18 +547,19 @@ class Worker(Role[WorkerStopReport]):
         if self._in_flight.closing:
             self._hurry.set()
             return NOTHING_RAN
-        running = self._in_flight.close()
+        running = [task for lane in self.lanes for task in lane.in_flight.close()]
         if not await self._gate.abort():  # the start failed or was aborted: nothing runs
             return NOTHING_RAN
         budget = self._stop_budget()
         if self._hurry.is_set():
             budget.cut()
-        assert self._parts is not None  # made by the start that `abort()` saw through
+        assert self._parts  # made by the start that `abort()` saw through
         grace_s = (self.settings.shutdown_grace_ms if grace_ms is None else grace_ms) / 1000
         try:
-            report = await self._parts.shut_down(budget, running, grace_s, self._hurry)
+            report = await shut_down(self._parts, budget, running, grace_s, self._hurry)
         finally:
-            self.runner.close()
+            for lane in self.lanes:
+                lane.runner.close()
             await self._stopped()
         budget.log_end(
             log,
@@ -415,14 +574,21 @@ class Worker(Role[WorkerStopReport]):
         self._hurry.set()
         super().hurry()
 
-    def status(self) -> dict[str, Any]:
-        """Counters for logs and health checks (``held`` counts the read-ahead too)."""
-        c, w, parts = self.settler.counts, self._in_flight, self._parts
+    @property
+    def wedged(self) -> int:
+        """Threads still running sync handlers past `handler_timeout_ms`, over every topic."""
+        return sum(lane.runner.wedged for lane in self.lanes)
+
+    @property
+    def threads_used(self) -> bool:
+        """Whether some topic's handler runs on threads (a sync ``def``)."""
+        return any(not lane.runner.is_async for lane in self.lanes)
+
+    def lane_status(self, lane: TopicLane) -> dict[str, Any]:
+        """One topic's counters and parts (what `status()` sums; the metrics label them)."""
+        c, w, parts = lane.settler.counts, lane.in_flight, lane.parts
         return {
-            "consumer": self.consumer,
-            "topic": self.topic,
-            "group": self.group,
-            "stopping": w.closing,
+            "topic": lane.topic,
             "paused": bool(parts and parts.watch and parts.watch.paused),
             "held": len(w.held),
             "running": len(w.running()),
@@ -434,13 +600,34 @@ class Worker(Role[WorkerStopReport]):
             "retried": c.retried,
             "dead_lettered": c.dead_lettered + (parts.claims.dead_lettered if parts else 0),
             "taken_over": parts.claims.taken_over if parts else 0,
-            "wedged": self.runner.wedged,
+            "wedged": lane.runner.wedged,
             "parts": {
-                "settler": self.settler.status(),
+                "settler": lane.settler.status(),
                 "claims": parts.claims.status() if parts else NOT_STARTED,
                 "reader": combined([r.status() for r in parts.readers]) if parts else NOT_STARTED,
                 "pause": parts.watch.status() if parts and parts.watch else NOT_STARTED,
             },
+        }
+
+    def status(self) -> dict[str, Any]:
+        """Counters for logs and health checks (``held`` counts the read-ahead too); with
+        several topics, summed over them (``paused``: every one is), and each in ``topics``."""
+        lanes = [self.lane_status(lane) for lane in self.lanes]
+        out: dict[str, Any] = {
+            "consumer": self.consumer,
+            "group": self.group,
+            "stopping": self._in_flight.closing,
+        }
+        if len(lanes) == 1:
+            return out | lanes[0]
+        sums = {k: sum(st[k] for st in lanes) for k, v in lanes[0].items() if type(v) is int}
+        parts = {name: combined([st["parts"][name] for st in lanes]) for name in lanes[0]["parts"]}
+        return out | {
+            "topic": self.topic,
+            "paused": all(st["paused"] for st in lanes),
+            **sums,
+            "parts": parts,
+            "topics": {st["topic"]: st for st in lanes},
         }
 
 
