@@ -185,6 +185,8 @@ class _WorkerFields:
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: Annotated[int, Range(1, 1024)] = 4
     """Shards of the topic if the worker is the first to use it."""
+    result_max_bytes: Annotated[int, Range(0, 16 * 1024 * 1024)] = 64 * 1024
+    """Largest handler result kept (msgpack); one larger fails the run. 0: results ignored."""
 
 
 @dataclass(frozen=True, slots=True)

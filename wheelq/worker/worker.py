@@ -198,6 +198,7 @@ class Worker(Role[WorkerStopReport]):
             threads=s.concurrency,
             tracing=tracing.load(),
             group=group,
+            result_max_bytes=s.result_max_bytes,
         )
         self._hurry = asyncio.Event()
         self._members = Membership(Consumer(self._executor, self.topic, [], group, self.consumer))
