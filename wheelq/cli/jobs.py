@@ -125,7 +125,11 @@ def reschedule(ctx: Context) -> int:
 
 
 def register_job(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("job", parents=parents, help="show one job's state, whatever it is")
+    p = sub.add_parser(
+        "job",
+        parents=parents,
+        help="show one job's state, whatever it is (with each group's result once it succeeded)",
+    )
     p.add_argument("topic")
     p.add_argument("job_id")
     p.add_argument("--json", action="store_true", help="print the JobInfo as one JSON object")
@@ -186,4 +190,6 @@ def _group(g: GroupInfo) -> str:
         parts.append(f"ran {g.duration_ms} ms")
     if g.reason:
         parts.append(f"({g.reason}: {_first_line(g.error)}; dead letter {g.dead_entry_id})")
+    if g.result is not None:
+        parts.append(f"result {json.dumps(jsonable(g.result), ensure_ascii=False)[:200]}")
     return ", ".join(parts)
