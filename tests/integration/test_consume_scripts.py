@@ -212,6 +212,29 @@ def test_ack_leaves_the_record_of_an_entry_someone_else_settled(
     assert snapshot(redis_sync, keys) == before
 
 
+def test_ack_keeps_results_and_counts_their_bytes_toward_the_history_budget(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    """MEMORY USAGE samples a hash: a few large results among many small records would go
+    unseen, so each generation counts the results' bytes and trim adds them."""
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(400)]
+    deliver(redis_sync, keys, GROUP, WORKER)
+    big = msgpack.packb("x" * 60_000)
+    runs = [(e, f"j{i}", 1000, 5, big if i in (150, 250) else None) for i, e in enumerate(entries)]
+    assert run(consume.ack_done(keys, GROUP, runs)) == 400
+
+    assert record(redis_sync, keys, "j150") == ["S", entries[150], 1000, 5, "", "", "", big]
+    assert record(redis_sync, keys, "j1") == ["S", entries[1], 1000, 5, "", "", ""]
+    counted = int(redis_sync.hget(keys.history, "\x1fresults") or 0)
+    assert counted == 2 * len(big)
+    sampled = sum(redis_sync.memory_usage(k) or 0 for k in (keys.ready, keys.history))
+    # A budget the sampled size alone keeps clear of; with the results counted it is over.
+    assert sampled < counted, "the sample saw the large results: no case to make here"
+    budget = int((sampled + counted) / 0.9) - 1
+    assert run(consume.trim(keys, HOUR_MS, 1000, HOUR_MS, budget)).trimmed > 0
+
+
 # --- retry ----------------------------------------------------------------------------------
 
 

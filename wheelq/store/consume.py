@@ -102,11 +102,15 @@ def _ack_args(group: str, done: Sequence[Done]) -> list[str | bytes]:
     suffix = SEPARATOR + group
     entries: list[str] = []
     pairs: list[str | bytes] = []
+    results = 0
     for entry, job_id, at_ms, took_ms, result in done:
         entries.append(entry)
         pairs.append(job_id + suffix)
         pairs.append(pack_success(entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), result))
-    return [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
+        if result is not None:
+            results += len(result)
+    packed = [msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
+    return [group, *packed, results]
 
 
 MAX_RUN_MS = 2**32 - 1

@@ -222,6 +222,10 @@ end
 local WQ_US = '\31'
 local WQ_UPTO = WQ_US .. 'upto' -- in the old generation: the stream's last entry at the rename
 local WQ_SINCE = WQ_US .. 'since' -- in the current generation: ms it became the current one
+-- In each generation: bytes of the handlers' results written into it (ack.lua); trim.lua adds
+-- them to MEMORY USAGE's estimate, which samples a few fields of a hash and so would miss a
+-- few large results among many small records.
+local WQ_RESULTS = WQ_US .. 'results'
 
 -- A history field: from the current generation, else from the old one (false in neither, as
 -- HGET, or when a key holds another type: a read that never raises, so a script that has

@@ -11,11 +11,13 @@ ARGV[2]  msgpack array of the entry ids
 ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
          and its 'S' record (wq_record's layout, with the handler's result as an eighth
          element when it returned one: made by wheelq.core.history.pack_success)
-ARGV[4]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
+ARGV[4]  bytes of the results in ARGV[3] ('0': none); added to the generation's <US>results
+         (WQ_RESULTS), the count trim.lua adds to the history's size
+ARGV[5]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
          and the delivery count each receipt was issued for; an entry is acked only while
          pending to that delivery (wq_delivered)
 Returns: {0, acked}
-         {0, acked, outcomes} with ARGV[4]: per entry 1 acked, 0 not pending (settled before),
+         {0, acked, outcomes} with ARGV[5]: per entry 1 acked, 0 not pending (settled before),
            -1 pending to a later delivery (a stale receipt: nothing written for it)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
@@ -29,10 +31,13 @@ if #entries == 0 then
   return {WQ_OK, 0}
 end
 local pairs = cmsgpack.unpack(ARGV[3])
-if ARGV[4] then
+if ARGV[4] ~= '0' then -- counted whether or not each was written: never less than the truth
+  redis.call('HINCRBY', KEYS[2], WQ_RESULTS, ARGV[4])
+end
+if ARGV[5] then
   -- Each receipt settles its own delivery or nothing: its record goes with its XACK, so a
   -- receipt not pending now was settled (and recorded) before.
-  local fences = cmsgpack.unpack(ARGV[4])
+  local fences = cmsgpack.unpack(ARGV[5])
   local outcomes, rec, acked = {}, {}, 0
   for i = 1, #entries do
     local got = wq_delivered(KEYS[1], group, entries[i], fences[2 * i - 1], fences[2 * i])
