@@ -26,6 +26,11 @@ WheelqError
 ├── ScriptError                             a Lua script answered with a status it should not
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
 ├── HandlerExitError                        a handler raised SystemExit etc. (its run failed)
+├── ResultError                             a handler's return value cannot be kept (its run failed)
+│   ├── ResultTooLargeError                 its msgpack encoding is over result_max_bytes
+│   └── ResultTypeError (also TypeError)    msgpack cannot serialise it
+├── JobFailedError                          result(): the job was dead-lettered or cancelled
+├── ResultTimeoutError (also TimeoutError)  result(): the job did not finish within the timeout
 ├── RedisUnavailableError                   redis unreachable or unable to take writes now
 ├── SpoolError                              a producer spool file cannot be used
 │   └── SpoolLockedError                    another client (this process or another) has it open
@@ -287,6 +292,57 @@ class HandlerTimeoutError(WheelqError, TimeoutError):
 
 class HandlerExitError(WheelqError):
     """A handler raised a `BaseException` that is no `Exception` (the ``__cause__``); it failed."""
+
+
+class ResultError(WheelqError):
+    """A handler returned a value wheelq cannot keep as the job's result; the run failed."""
+
+
+class ResultTooLargeError(ResultError):
+    """A handler's return value encodes to more than `result_max_bytes` of msgpack."""
+
+
+class ResultTypeError(ResultError, TypeError):
+    """A handler returned a value msgpack cannot serialise (or that would not decode back)."""
+
+
+class JobFailedError(WheelqError):
+    """`result()`: the job will not succeed in the group: dead-lettered, or its retry cancelled.
+
+    Attributes:
+        state: ``"dead"`` or ``"cancelled"``.
+        reason: Dead: ``failed``, ``deliveries`` or ``malformed`` (the dead letter's reason).
+        error: The dead letter's error (the last attempt's), or None.
+        dead_entry_id: The dead letter's entry id (for `replay`), or None.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        job_id: str,
+        group: str,
+        state: str,
+        reason: str | None = None,
+        error: str | None = None,
+        dead_entry_id: str | None = None,
+    ) -> None:
+        line = (error or "").strip().partition("\n")[0]  # a recorded error's summary
+        why = f" ({reason}: {line})" if reason else ""
+        super().__init__(f"job {job_id!r} of topic {topic!r} is {state} in group {group!r}{why}")
+        self.topic, self.job_id, self.group, self.state = topic, job_id, group, state
+        self.reason, self.error, self.dead_entry_id = reason, error, dead_entry_id
+
+
+class ResultTimeoutError(WheelqError, TimeoutError):
+    """`result()`: the job had not succeeded nor died when the timeout passed (`state`: its
+    state then, a `wheelq.JobState` value)."""
+
+    def __init__(self, topic: str, job_id: str, group: str, timeout_ms: int, state: str) -> None:
+        super().__init__(
+            f"job {job_id!r} of topic {topic!r} is {state} in group {group!r} after "
+            f"timeout={timeout_ms / 1000:g} s; nothing was changed (wait again, or cancel it)"
+        )
+        self.topic, self.job_id, self.group, self.state = topic, job_id, group, state
 
 
 class RedisUnavailableError(WheelqError):

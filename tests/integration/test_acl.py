@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import ClassVar
@@ -51,11 +52,12 @@ from typing import ClassVar
 import wheelq
 
 
-def handle(job: wheelq.Job) -> None:
+def handle(job: wheelq.Job) -> object:
     with Path("handled.txt").open("a") as out:
         out.write(json.dumps({"id": job.id, "payload": job.payload}) + "\\n")
     if isinstance(job.payload, dict) and job.payload.get("fail"):
         raise RuntimeError("this job always fails")
+    return {"handled": job.payload}
 """
 LIMITED = """\
 import asyncio
@@ -233,6 +235,11 @@ def test_each_role_does_its_work_with_only_its_user(
         )  # fmt: skip
         assert added.returncode == 0, added.stderr
 
+        # The producer waits for a result; the worker's acks wake it.
+        results = ThreadPoolExecutor(1)
+        stack.callback(results.shutdown)
+        awaited = results.submit(producer.result, TOPIC, soon, timeout=60)
+
         role("scheduler", "scheduler", "--topics", TOPIC)
         role("worker", "worker", "handlers:handle", "--topic", TOPIC, extra=FAST)
         role("serve", "serve", "--port", str(port), extra={**FAST, **CALLBACKS})
@@ -262,6 +269,9 @@ def test_each_role_does_its_work_with_only_its_user(
         assert gone not in handled_ids()
         status, body = request("GET", f"{base}/v1/topics/{TOPIC}/jobs/{over_http}")
         assert (status, body["state"]) == (200, "succeeded"), body
+        assert awaited.result(timeout=30) == {"handled": {"n": 1}}
+        status, body = request("GET", f"{base}/v1/topics/{TOPIC}/jobs/{moved}/result?wait_ms=1")
+        assert (status, body["result"]) == (200, {"handled": {"n": 3}}), body
         # The schedule fired (the scheduler's user) and the worker ran its jobs.
         eventually_sync(
             lambda: any(h["payload"] == {"tick": True} for h in handled()),

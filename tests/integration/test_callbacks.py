@@ -139,6 +139,18 @@ async def test_a_job_is_posted_once_when_due_with_its_payload_headers_and_signat
     assert_signed(receiver)
 
 
+async def test_a_callback_jobs_result_is_the_receivers_status_and_the_start_of_its_answer(
+    delivery: Delivery, topic: str
+) -> None:
+    answer = "é" * 600 + "tail"  # 1,204 bytes of UTF-8: cut at 1 KiB
+    url = delivery.route("/hook", lambda n: Reply(201, body=answer))
+    await delivery.start()
+    (job_id,) = await delivery.enqueue(url, [1])
+
+    got = await delivery.client.result(topic, job_id, group="callbacks", timeout=20)
+    assert got == {"status": 201, "body": "é" * 512}
+
+
 async def test_500s_and_timeouts_are_retried_until_delivered_once(
     delivery: Delivery, receiver: ScriptedServer, topic: str
 ) -> None:

@@ -3,6 +3,7 @@ the config file's [client] and [worker] group, --topics with spaces, worker --fr
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
 from tests.support.waiting import eventually_sync
-from wheelq import Client
+from wheelq import AsyncClient, Client, Worker
 from wheelq.core.history import JobState
 from wheelq.core.job import encode_payload
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
@@ -170,6 +171,28 @@ def test_job_shows_the_state_for_people_and_as_json(redis_url: str, topic: str) 
     unknown = run_wheelq("job", topic, "nope", *url)
     assert unknown.returncode == 1 and "state" in unknown.stdout and "unknown" in unknown.stdout
     assert "nothing is known of job 'nope'" in unknown.stderr
+
+
+def test_job_shows_each_groups_result(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as client:
+        job_id = client.enqueue(topic, 20)
+
+    async def work() -> None:
+        handler = lambda job: {"sum": job.payload + 1, "é": None}  # noqa: E731
+        async with (
+            Worker.from_url(redis_url, topic, handler, claim_interval_ms=100),
+            AsyncClient.from_url(redis_url) as c,
+        ):
+            await c.result(topic, job_id, timeout=10)
+
+    asyncio.run(work())
+    shown = run_wheelq("job", topic, job_id, "--redis-url", redis_url)
+    assert shown.returncode == 0, shown.stderr
+    assert "succeeded, at " in shown.stdout and 'result {"sum": 21, "é": null}' in shown.stdout
+    as_json = json.loads(
+        run_wheelq("job", topic, job_id, "--json", "--redis-url", redis_url).stdout
+    )
+    assert as_json["groups"][0]["result"] == {"sum": 21, "é": None}
 
 
 def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(

@@ -80,6 +80,7 @@ def test_producing_guide_runs_as_written(
         "Cancel a job",
         "Reschedule a job",
         "Follow a job's whole life",
+        "Wait for a job's result",
         "See a topic's counts",
         "Drop a topic",
     ]
@@ -111,10 +112,11 @@ def test_producing_guide_runs_as_written(
             assert client.get("emails", "batch-amy").state == state.PENDING
             assert "['report-2026-11-21']" in printed  # the duplicate was refused
             assert printed.count("True") >= 3 and printed.count("False") >= 3
+            assert "ready" in printed  # the result waited for in vain: no worker here
             # 1 async + 5 single + 1002 batched + sam-1; cli-1 enqueued and cancelled;
-            # the two due now (now@, user0@) fired at once
+            # the three due now (now@, user0@, kim's) fired at once
             assert count(r, "emails", "delayed") == 1007
-            assert count(r, "emails", "ready") == 2
+            assert count(r, "emails", "ready") == 3
             assert shown[0].strip() == "cli-1"
             assert client.get("emails", "cli-1").state == state.CANCELLED
             sam = client.get("emails", "sam-1")  # 3600 s, then 30 s, then 120 s by the CLI
@@ -134,6 +136,7 @@ def test_workers_guide_runs_as_written(
         "Write a handler",
         "Run a worker",
         "Retry, defer or fail a job",
+        "Return a result",
         "Run handlers concurrently",
         "Serve several topics with weights",
         "Limit how long a handler runs",
@@ -156,6 +159,8 @@ def test_workers_guide_runs_as_written(
         state = wheelq.JobState
         # Run a worker: the "orders" job ran in the block (audit printed it) and succeeded.
         assert "audit: orders job " in printed
+        # Return a result: the client waited for it.
+        assert "{'sku': 7, 'cents': 1999}" in printed
         assert ns["worker"].settings.handler_timeout_ms == 30_000  # type: ignore[attr-defined]
         # Several topics: the weights as given, and strict in that order.
         assert ns["mixed"].weights == {"critical": 6, "default": 3, "low": 1}  # type: ignore[attr-defined]

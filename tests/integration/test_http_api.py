@@ -4,6 +4,7 @@ input."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -16,6 +17,7 @@ import redis
 
 from tests.support.servers import dedicated_server
 from tests.support.web import Served, serving
+from wheelq import Job, Worker
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ServeSettings
 from wheelq.embedded import ServerBinary
@@ -317,6 +319,51 @@ async def test_a_job_id_with_a_slash_or_spaces_is_looked_up_cancelled_and_moved(
     assert (status, job["id"]) == (200, job_id)
     assert (await api.call("PATCH", f"{path}/orders/42 é", {"delay_ms": 90_000}))[0] == 200
     assert (await api.call("DELETE", f"{path}/orders%2F42%20%C3%A9"))[0] == 204
+
+
+async def test_a_result_is_long_polled_shown_with_the_job_and_409_for_a_dead_job(
+    redis_url: str, api: Served, topic: str
+) -> None:
+    done = (await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 20, "id": "a/b"}))[1]
+    dead = await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": -1, "max_attempts": 1})
+    later = await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 1, "delay_ms": 60_000})
+    path = f"/v1/topics/{topic}/jobs"
+    status, body, _ = await api.call("GET", f"{path}/{later[1]['id']}/result?wait_ms=50")
+    assert (status, body["state"], body["result"]) == (202, "pending", None), body
+    waiting = asyncio.create_task(api.call("GET", f"{path}/a/b/result?wait_ms=20000"))
+
+    def handler(job: Job) -> Any:
+        if job.payload < 0:
+            raise ValueError("negative")
+        return {"n": job.payload + 1, "raw": b"\x01"}
+
+    async with Worker.from_url(redis_url, topic, handler, claim_interval_ms=100):
+        status, body, _ = await asyncio.wait_for(waiting, 10)
+        assert status == 200, body
+        assert body == {
+            "id": "a/b",
+            "topic": topic,
+            "group": "default",
+            "state": "succeeded",
+            "result": {"n": 21, "raw": {"$bytes": "AQ=="}},
+        }
+        got = await api.call("GET", f"{path}/{dead[1]['id']}/result?wait_ms=10000")
+        assert_problem(got, 409, None)
+        assert "dead" in got[1]["detail"] and "negative" in got[1]["detail"]
+    status, job, _ = await api.call("GET", f"{path}/a/b")
+    assert status == 200 and job["groups"][0]["result"] == {"n": 21, "raw": {"$bytes": "AQ=="}}
+    assert (await api.call("GET", f"{path}/nobody/result"))[0] == 404
+    for method in ("PATCH", "DELETE"):  # a result is only read (not the job a/b/result)
+        assert_problem(await api.call(method, f"{path}/a/b/result", {"delay_ms": 1}), 405, None)
+    assert done["id"] == "a/b"
+
+
+@pytest.mark.parametrize(
+    "query", ["wait_ms=-1", "wait_ms=30001", "wait_ms=abc", "wait_ms=1.5", "group="]
+)
+async def test_a_bad_result_query_is_422_naming_it(api: Served, topic: str, query: str) -> None:
+    got = await api.call("GET", f"/v1/topics/{topic}/jobs/x/result?{query}")
+    assert_problem(got, 422, query.split("=", maxsplit=1)[0])
 
 
 async def test_cancel_is_204_then_409_and_an_unknown_job_is_404(api: Served, topic: str) -> None:

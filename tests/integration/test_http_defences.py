@@ -6,6 +6,7 @@ never a 500."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -14,7 +15,9 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.support.waiting import until
 from tests.support.web import Served, serving
+from wheelq.core.settings import ServeSettings
 from wheelq.web.auth import Token
 
 PROBLEM = "application/problem+json"
@@ -265,6 +268,7 @@ async def test_a_pool_with_no_free_connection_is_503_with_retry_after_on_every_r
                 ("POST", f"/v1/topics/{topic}/jobs", job),  # the fast path
                 ("POST", f"/v1/topics/{topic}/jobs/batch", b'{"jobs": [{"payload": 1}]}'),
                 ("GET", f"/v1/topics/{topic}/jobs/x", None),
+                ("GET", f"/v1/topics/{topic}/jobs/x/result", None),  # a look: the API's pool
                 ("DELETE", f"/v1/topics/{topic}/jobs/x", None),
                 ("GET", f"/v1/topics/{topic}", None),
                 ("GET", "/v1/topics", None),
@@ -287,3 +291,27 @@ async def test_a_pool_with_no_free_connection_is_503_with_retry_after_on_every_r
             for connection in held:
                 await pool.release(connection)
         assert (await api.call("GET", "/readyz"))[0] == 200
+
+
+# --- 11: long-polls of results are bounded ---------------------------------------------------
+
+
+async def test_long_polls_of_results_past_their_pool_are_503_and_never_take_the_apis(
+    redis_url: str, topic: str
+) -> None:
+    settings = ServeSettings(pull_connections=2)
+    async with serving(redis_url, settings=settings, redis_options={"max_connections": 4}) as api:
+        later = {"payload": 1, "delay_ms": 60_000}
+        job = (await api.call("POST", f"/v1/topics/{topic}/jobs", later))[1]["id"]
+        path = f"/v1/topics/{topic}/jobs/{job}/result?wait_ms=20000"
+        polls = [asyncio.create_task(api.call("GET", path)) for _ in range(2)]
+        await until(lambda: api.service.results.in_use == 2, what="both polls waiting")
+        flood = [await api.call("GET", path) for _ in range(6)]
+        assert {
+            (s, h.get("Retry-After"), h["Content-Type"].split(";")[0]) for s, _, h in flood
+        } == {(503, "1", PROBLEM)}, flood
+        for _ in range(10):  # the API's own 4 connections are all free for the rest
+            assert (await api.call("GET", f"/v1/topics/{topic}/jobs/{job}"))[0] == 200
+        api.service.closing()  # a stopping service: the waits answer with what they have
+        answers = await asyncio.wait_for(asyncio.gather(*polls), 5)
+        assert [(s, b["state"]) for s, b, _ in answers] == [(202, "pending")] * 2

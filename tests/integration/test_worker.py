@@ -25,6 +25,7 @@ import redis.asyncio
 
 from tests.support.ids import balanced_ids
 from tests.support.waiting import eventually
+from tests.support.workers import Workers
 from wheelq import AsyncClient, DeadLetter, EnqueueItem, Job, Retry, Scheduler, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 
@@ -146,41 +147,6 @@ class Recorder:
         return [run.job for run in self.runs if run.job.id == job_id]
 
 
-class Workers:
-    """Starts workers with the FAST settings and stops every one at teardown."""
-
-    def __init__(self, url: str, topic: str) -> None:
-        self.url = url
-        self.topic = topic
-        self.all: list[Worker] = []
-
-    def make(self, handler: Any, **settings: Any) -> Worker:
-        worker = Worker.from_url(self.url, self.topic, handler, **{**FAST, **settings})
-        self.all.append(worker)
-        return worker
-
-    async def start(self, handler: Any, **settings: Any) -> Worker:
-        worker = self.make(handler, **settings)
-        await worker.start()
-        return worker
-
-    async def close(self) -> None:
-        for worker in self.all:
-            with contextlib.suppress(Exception):  # a test may have failed half-way
-                await worker.stop(grace_ms=0)
-            # A stop() that failed half-way leaves the worker's services running (see
-            # test_stop_while_starting_stops_the_worker): stop them.
-            running = [
-                service
-                for parts in worker._parts
-                for service in (*parts.readers, parts.claims, *filter(None, [parts.watch]))
-            ]
-            for service in running:
-                await service.stop()
-            await worker.settler.stop()
-            await worker.redis.aclose()
-
-
 @pytest.fixture
 async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
     async with AsyncClient.from_url(redis_url) as c:
@@ -190,7 +156,7 @@ async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
 
 @pytest.fixture
 async def workers(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Workers]:
-    pool = Workers(redis_url, topic)
+    pool = Workers(redis_url, topic, FAST)
     try:
         yield pool
     finally:

@@ -113,6 +113,12 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/workers.md", "Retry, defer or fail a job"): (
         "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
     ),
+    ("docs/guides/workers.md", "Return a result"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
+    ("docs/guides/producing.md", "Wait for a job's result"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
     ("docs/guides/workers.md", "Run handlers concurrently"): (
         "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
     ),

@@ -10,6 +10,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import msgpack
 import pytest
 
 from tests.support.waiting import eventually
@@ -19,6 +20,8 @@ from wheelq import (
     InvalidArgumentError,
     InvalidHandlerError,
     Job,
+    ResultTooLargeError,
+    ResultTypeError,
 )
 from wheelq.worker.handler_runner import HandlerRunner
 
@@ -361,7 +364,7 @@ async def test_a_sync_handler_returning_a_generator_fails_its_run(made: Any) -> 
     assert "its body never ran" in str(error)
 
 
-async def test_a_sync_handler_returning_a_value_succeeds_and_the_value_is_ignored(
+async def test_with_result_max_bytes_0_a_returned_value_succeeds_and_is_ignored(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     runner = HandlerRunner(lambda j: j.payload * 2, timeout_ms=0, threads=1)
@@ -404,3 +407,38 @@ async def test_a_closed_runner_runs_jobs_again_on_new_threads() -> None:
         )
     finally:
         runner.close()
+
+
+async def outcomes(body: Callable[[Job], Any], kind: str, *payloads: int) -> list[Any]:
+    """What runs of `body` (as a ``def`` or an ``async def`` handler) came to, in order."""
+
+    async def async_handler(j: Job) -> Any:
+        return body(j)
+
+    handler = body if kind == "def" else async_handler
+    runner = HandlerRunner(handler, timeout_ms=0, threads=1, result_max_bytes=64)
+    try:
+        return list(await asyncio.gather(*(runner.run(job(n)) for n in payloads)))
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("kind", ["def", "async def"])
+async def test_a_result_comes_back_encoded_and_none_comes_back_as_none(kind: str) -> None:
+    def body(j: Job) -> Any:
+        return None if j.payload == 0 else {"n": j.payload, "b": b"\x00"}
+
+    kept, nothing = await outcomes(body, kind, 1, 0)
+    assert kept == msgpack.packb({"n": 1, "b": b"\x00"}, use_bin_type=True)
+    assert nothing is None
+
+
+@pytest.mark.parametrize("kind", ["def", "async def"])
+async def test_a_result_too_large_or_not_msgpack_is_the_runs_failure(kind: str) -> None:
+    def body(j: Job) -> Any:
+        return "x" * 100 if j.payload == 1 else {1, 2}
+
+    large, odd = await outcomes(body, kind, 1, 2)
+    assert isinstance(large, ResultTooLargeError)
+    assert "result_max_bytes=64" in str(large) and "got 102" in str(large)
+    assert isinstance(odd, ResultTypeError) and isinstance(odd, TypeError)

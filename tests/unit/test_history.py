@@ -7,7 +7,16 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from wheelq.core.history import GroupLookup, JobState, Lookup, job_info, read_record
+from wheelq.core.history import (
+    GroupLookup,
+    JobState,
+    Lookup,
+    Record,
+    job_info,
+    outcome,
+    pack_success,
+    read_record,
+)
 from wheelq.core.job import Envelope, encode_payload
 from wheelq.errors import MalformedJobError
 
@@ -155,3 +164,36 @@ def test_cancelled_after_its_last_firing_is_cancelled_and_before_it_is_not() -> 
 def test_a_record_that_is_not_one_is_ignored() -> None:
     assert read_record(b"\xc1") is None and read_record(msgpack.packb([1])) is None
     assert job_info("t", "j", fired(group(record=b"junk"))).state is JobState.SUCCEEDED
+
+
+def test_a_success_record_keeps_a_result_only_when_there_is_one() -> None:
+    plain = pack_success(E1, 5, 2, None)
+    assert msgpack.unpackb(plain) == ["S", E1, 5, 2, "", "", ""]  # as before results
+    assert plain == msgpack.packb(["S", E1, 5, 2, "", "", ""])
+    kept = pack_success(E1, 5, 2, msgpack.packb({"n": 1}))
+    assert read_record(kept) == Record("S", E1, 5, 2, "", "", "", msgpack.packb({"n": 1}))
+    assert read_record(plain) == Record("S", E1, 5, 2, "", "", "", None)
+    info = job_info("t", "j", fired(group(record=kept)))
+    assert [(g.state, g.result) for g in info.groups] == [(JobState.SUCCEEDED, {"n": 1})]
+    assert outcome(info, "g") == info.groups[0]
+
+
+@pytest.mark.parametrize(
+    ("lookup", "final"),
+    [
+        (fired(group(record=rec("S", E1))), JobState.SUCCEEDED),
+        (fired(group(record=rec("D", E1, err="boom", why="failed"))), JobState.DEAD),
+        (fired(group(pending=("w", 5, 1))), None),
+        (fired(group(delivered="0-0")), None),
+        (fired(group(record=rec("R", E1, err="boom"))), None),
+        (Lookup(NOW, None, None, 1_700_000_000_500, None, None), JobState.CANCELLED),
+        (Lookup(NOW, None, None, None, None, None), None),
+    ],
+    ids=["succeeded", "dead", "running", "ready", "retrying", "cancelled", "unknown"],
+)
+def test_outcome_is_final_only_for_succeeded_dead_or_cancelled(
+    lookup: Lookup, final: JobState | None
+) -> None:
+    found = outcome(job_info("t", "j", lookup), "g")
+    assert (found and found.state) == final
+    assert outcome(job_info("t", "j", lookup), "another group") is None or final == "cancelled"

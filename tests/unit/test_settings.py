@@ -67,6 +67,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (WorkerSettings, "handler_timeout_ms", 0, 86_400_000),
     (WorkerSettings, "shutdown_grace_ms", 0, 3_600_000),
     (WorkerSettings, "default_shards", 1, 1024),
+    (WorkerSettings, "result_max_bytes", 0, 16 * 1024 * 1024),
     (WorkerSettings, "start_timeout_ms", 0, 3_600_000),
     (WorkerSettings, "stop_timeout_ms", 0, 600_000),
     (WorkerSettings, "failure_pause_max_ms", 10, 600_000),

@@ -6,7 +6,8 @@ dead letters, crash recovery and the job's history are the worker's. A request i
 ``Wheelq-Topic``, ``Wheelq-Attempt`` and, with a signing secret, ``Wheelq-Signature``
 (`wheelq.callbacks.sign`: the body only). The answer decides the job's fate:
 
-- 2xx: delivered (the entry is acked);
+- 2xx: delivered (the entry is acked); the job's result is ``{"status": <the status>,
+  "body": <the answer's first 1 KiB as text>}`` (`result()`, ``GET .../result``);
 - 5xx, 408, 429, a timeout or a connection error: retried with the worker's backoff, or
   after ``Retry-After`` when the answer has one (at most ``max_retry_after_ms``); dead-
   lettered after the job's last attempt;
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import aiohttp
 from yarl import URL
@@ -47,6 +49,8 @@ from wheelq.runtime.service import Lifecycle
 
 EXCERPT_BYTES = 500
 """How much of a refusing answer's body goes into the dead letter."""
+RESULT_BODY_BYTES = 1024
+"""How much of an accepting answer's body goes into the job's result."""
 USER_AGENT = "wheelq-deliver"
 
 
@@ -115,13 +119,14 @@ class Deliverer(Lifecycle):
 
     stop = aclose  # what ``async with`` ends with
 
-    async def __call__(self, job: Job) -> None:
-        """Deliver `job`; returns on a 2xx, raises `Retry`, `Defer` (no room at the host)
-        or `Fail` (refused for good, or a private target)."""
+    async def __call__(self, job: Job) -> dict[str, Any] | None:
+        """Deliver `job`; returns the answer on a 2xx (the job's result: its status and its
+        body's first 1 KiB as text), raises `Retry`, `Defer` (no room at the host) or `Fail`
+        (refused for good, or a private target)."""
         callback = job.callback
         if callback is None:
             self.counts.skipped += 1
-            return
+            return None
         try:
             url = URL(callback.url)  # parsed once: the host checked is the one connected to
         except ValueError as exc:
@@ -150,13 +155,15 @@ class Deliverer(Lifecycle):
         started = monotonic_ms()
         ok: bool | None = None
         try:
-            ok = await self._post(url, callback, body, headers)
+            answer = await self._post(url, callback, body, headers)
+            ok = True
             self.lateness.observe(wall_ms() - job.due_ms)
         except _BreakerFailure:
             ok = False
             raise
         finally:
             self.gate.leave(origin, monotonic_ms() - started, ok)
+        return answer
 
     def _headers(self, job: Job, callback: Callback, body: bytes) -> dict[str, str]:
         headers = {
@@ -172,19 +179,20 @@ class Deliverer(Lifecycle):
 
     async def _post(
         self, url: URL, callback: Callback, body: bytes, headers: dict[str, str]
-    ) -> bool:
-        """One request to `url` (`callback`'s, parsed): True on 2xx; otherwise raises what
-        the job's fate is (a `_BreakerFailure` for what the host's breaker counts)."""
+    ) -> dict[str, Any]:
+        """One request to `url` (`callback`'s, parsed): its status and the start of its body
+        on 2xx; otherwise raises what the job's fate is (a `_BreakerFailure` for what the
+        host's breaker counts)."""
         timeout = aiohttp.ClientTimeout(total=callback.timeout_ms / 1000)
         try:
             async with self._client().post(
                 url, data=body, headers=headers, timeout=timeout, allow_redirects=False
             ) as answer:
-                excerpt = await answer.content.read(EXCERPT_BYTES)
+                excerpt = await answer.content.read(RESULT_BODY_BYTES)
                 status = answer.status
                 if 200 <= status < 300:
                     self.counts.delivered += 1
-                    return True
+                    return {"status": status, "body": excerpt.decode("utf-8", "replace")}
                 retry_after = answer.headers.get("Retry-After")
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, PrivateTargetError):
@@ -197,7 +205,7 @@ class Deliverer(Lifecycle):
             what = f"no answer within {callback.timeout_ms} ms"
             why = what if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
             raise _BreakerFailure(None, f"{callback.url}: {why}") from exc
-        text = excerpt.decode("utf-8", "replace")
+        text = excerpt[:EXCERPT_BYTES].decode("utf-8", "replace")
         summary = f"{callback.url} answered HTTP {status}: {text}"
         if status >= 500 or status in (408, 429):
             self.counts.retried += 1

@@ -125,7 +125,11 @@ def reschedule(ctx: Context) -> int:
 
 
 def register_job(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("job", parents=parents, help="show one job's state, whatever it is")
+    p = sub.add_parser(
+        "job",
+        parents=parents,
+        help="show one job's state, whatever it is (with each group's result once it succeeded)",
+    )
     p.add_argument("topic")
     p.add_argument("job_id")
     p.add_argument("--json", action="store_true", help="print the JobInfo as one JSON object")
@@ -188,4 +192,6 @@ def _group(g: GroupInfo) -> str:
         parts.append(f"({g.reason}: {_first_line(g.error)}; dead letter {g.dead_entry_id})")
     if g.paused_since_ms is not None:
         parts.append(f"waiting: the group is paused since {utc_text(g.paused_since_ms)}")
+    if g.result is not None:
+        parts.append(f"result {json.dumps(jsonable(g.result), ensure_ascii=False)[:200]}")
     return ", ".join(parts)

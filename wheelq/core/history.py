@@ -5,7 +5,7 @@ succeeded, ``R`` failed and put back, ``D`` dead-lettered, ``C`` its retry cance
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -66,6 +66,8 @@ class GroupInfo:
     """DEAD: failed | deliveries | malformed."""
     dead_entry_id: str | None = None
     """DEAD: the dead-letter entry (for `replay_dead`)."""
+    result: Any = None
+    """SUCCEEDED: what the handler returned (msgpack-decoded; None when it returned None)."""
     paused_since_ms: int | None = None
     """READY: since when the group has been paused, so the job waits (Redis clock); None:
     the group is not paused."""
@@ -125,7 +127,8 @@ class Lookup:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A group's history record, decoded."""
+    """A group's history record, decoded: the one layout, written by ``_lib.lua``'s
+    ``wq_record`` and by `pack_success`, read by `read_record`."""
 
     kind: str
     entry: str
@@ -134,6 +137,18 @@ class Record:
     error: str
     reason: str
     dead_entry: str
+    result: bytes | None = None
+    """``S`` only: the handler's return value as msgpack; absent (not written) for None."""
+
+
+_pack: Callable[[Any], bytes] = msgpack.Packer().pack  # as wq_record: str, not bin, for text
+
+
+def pack_success(entry: str, at_ms: int, duration_ms: int, result: bytes | None) -> bytes:
+    """An ``S`` record (`Record`'s layout; `result` a trailing element only when given)."""
+    if result is None:
+        return _pack(("S", entry, at_ms, duration_ms, "", "", ""))
+    return _pack(("S", entry, at_ms, duration_ms, "", "", "", result))
 
 
 def read_record(raw: bytes | None) -> Record | None:
@@ -142,8 +157,21 @@ def read_record(raw: bytes | None) -> Record | None:
         return None
     try:
         r = msgpack.unpackb(raw, raw=False)
-        return Record(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]))
+        result = r[7] if len(r) > 7 and isinstance(r[7], bytes) else None
+        return Record(
+            str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]), result
+        )
     except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+        return None
+
+
+def decode_result(data: bytes | None) -> Any:
+    """A kept result decoded (None when there is none, or it does not decode)."""
+    if data is None:
+        return None
+    try:
+        return decode_payload(data)
+    except Exception:  # msgpack raises several unrelated types
         return None
 
 
@@ -172,7 +200,12 @@ def _group(g: GroupLookup, now_ms: int) -> GroupInfo | None:
         return GroupInfo(g.name, JobState.SUCCEEDED, g.latest)  # acked with no record
     if rec.kind == "S":
         return GroupInfo(
-            g.name, JobState.SUCCEEDED, g.latest, finished_ms=rec.at_ms, duration_ms=rec.duration_ms
+            g.name,
+            JobState.SUCCEEDED,
+            g.latest,
+            finished_ms=rec.at_ms,
+            duration_ms=rec.duration_ms,
+            result=decode_result(rec.result),
         )
     if rec.kind == "D":
         return GroupInfo(
@@ -296,3 +329,18 @@ def _entry_facts(
     except (KeyError, ValueError):
         return (None, None, None, enqueued_ms, payload)
     return (due, attempt, most, enqueued_ms, payload)
+
+
+_FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
+
+
+def outcome(info: JobInfo, group: str) -> GroupInfo | None:
+    """`group`'s final outcome of the job's latest run, as `result()` waits for it: the
+    group's `GroupInfo` once SUCCEEDED, DEAD or CANCELLED (one for the whole job when it was
+    cancelled before it fired); None while it may still run (or nothing is known of it)."""
+    if info.state is JobState.CANCELLED and not info.groups:
+        return GroupInfo(group, JobState.CANCELLED, "", finished_ms=info.cancelled_ms)
+    for g in info.groups:
+        if g.group == group:
+            return g if g.state in _FINAL else None
+    return None

@@ -18,7 +18,14 @@ from typing import Any
 import msgpack
 
 from wheelq.core.callback import Callback
-from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError, int_in
+from wheelq.errors import (
+    InvalidArgumentError,
+    PayloadTooLargeError,
+    PayloadTypeError,
+    ResultTooLargeError,
+    ResultTypeError,
+    int_in,
+)
 
 # --- ids: 26 Crockford base32 characters (the ULID layout), 48 bits of ms, 80 random bits
 
@@ -135,6 +142,29 @@ def _type_error(exc: Exception) -> PayloadTypeError:
         f"payload must be msgpack-serialisable (None, bool, int, float, str, bytes, "
         f"list, tuple, dict); {exc}"
     )
+
+
+def encode_result(result: Any, max_bytes: int) -> bytes:
+    """A handler's return value as its job keeps it: msgpack, as a payload is encoded.
+
+    Raises:
+        ResultTooLargeError: It encodes to more than `max_bytes` (``result_max_bytes``).
+        ResultTypeError: msgpack cannot serialise it, or it would not decode back.
+    """
+    try:
+        return encode_payload(result, max_bytes)
+    except PayloadTooLargeError:
+        size = len(msgpack.packb(result, use_bin_type=True))
+        raise ResultTooLargeError(
+            f"the handler's result must encode to at most result_max_bytes={max_bytes} bytes "
+            f"of msgpack (a worker setting, 0-{MAX_RESULT_BYTES}; 0 keeps no result), got {size}"
+        ) from None
+    except PayloadTypeError as exc:
+        raise ResultTypeError(f"the handler's result (its return value): {exc}") from None
+
+
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+"""The largest `result_max_bytes` a worker accepts."""
 
 
 def decode_payload(data: bytes) -> Any:

@@ -52,6 +52,8 @@ DATA_KEY_NAMES = (
     "sched_marks",
     "callbacks",
     "retries",
+    "waiters",
+    "done",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -215,6 +217,8 @@ class ShardKeys:
     sched_state = _Key()
     sched_epoch = _Key()
     sched_marks = _Key()
+    waiters = _Key()
+    done = _Key()
 
     @property
     def tag(self) -> str:

@@ -185,6 +185,8 @@ class _WorkerFields:
     """On stop, running handlers get this long to finish; the rest is left for others."""
     default_shards: Annotated[int, Range(1, 1024)] = 4
     """Shards of the topic if the worker is the first to use it."""
+    result_max_bytes: Annotated[int, Range(0, 16 * 1024 * 1024)] = 64 * 1024
+    """Largest handler result kept (msgpack); one larger fails the run. 0: results ignored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +238,7 @@ class ServeSettings(_Validated):
     max_connections: Annotated[int, Range(1, 1_000_000)] = 1000
     """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
     pull_connections: Annotated[int, Range(1, 1000)] = 32
-    """Redis connections of pulls' own pool (per node on a cluster): a waiting pull holds one."""
+    """Connections of pulls' own pool (per node on a cluster), and as many for result waits."""
     max_groups_per_topic: Annotated[int, Range(1, 10_000)] = 64
     """Most consumer groups a topic may have: creating one more is refused (409)."""
     pull_creates_groups: Annotated[int, Range(0, 1)] = 0

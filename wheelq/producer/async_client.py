@@ -19,7 +19,7 @@ from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp
-from wheelq.producer import pauses, schedules
+from wheelq.producer import pauses, results, schedules
 from wheelq.producer.client import DEFAULT_CATCH_UP, CallbackArg, Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
@@ -153,6 +153,12 @@ class AsyncClient:
 
     async def get(self, topic: str, job_id: str) -> JobInfo:
         return await self._run(self._producer.get(topic, job_id))
+
+    async def result(
+        self, topic: str, job_id: str, *, group: str = "default", timeout: results.Timeout = 30
+    ) -> Any:
+        """See `Client.result`; the wait holds one connection of the client's pool."""
+        return await self._run(results.result(self._producer, topic, job_id, group, timeout))
 
     async def create_topic(self, topic: str, shards: int | None = None) -> int:
         return await self._run(self._producer.create_topic(topic, shards))

@@ -22,7 +22,7 @@ from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import groups as grp
-from wheelq.producer import pauses, schedules
+from wheelq.producer import pauses, results, schedules
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import (
@@ -241,6 +241,29 @@ class Client:
             MalformedJobError: The job is pending and its stored envelope cannot be decoded.
         """
         return self._run(self._producer.get(topic, job_id))
+
+    def result(
+        self, topic: str, job_id: str, *, group: str = "default", timeout: results.Timeout = 30
+    ) -> Any:
+        """What `group`'s handler returned for job `job_id` (None if it returned None),
+        waiting until the job's latest run succeeds there, dies, or `timeout` passes.
+
+        The wait blocks on Redis (one connection of the client's pool while it waits) and
+        is woken by the settlement itself: nothing polls (docs/guides/producing.md). A
+        result is kept as long as the job's history (`retention_ms`, `history_max_bytes`).
+
+        Args:
+            group: The consumer group whose outcome is awaited (a result is per group).
+            timeout: Seconds (int, float or timedelta) to wait, 0 (look only) to a day.
+
+        Raises:
+            InvalidArgumentError: A bad topic, job id, group or timeout; nothing was written.
+            JobFailedError: The job was dead-lettered in `group` (its `reason` and `error`
+                are the dead letter's), or cancelled.
+            ResultTimeoutError: It had not finished when `timeout` passed (also a
+                TimeoutError), or the topic does not exist.
+        """
+        return self._run(results.result(self._producer, topic, job_id, group, timeout))
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
         """Create a topic (idempotent); returns its shard count, fixed for the topic's life:

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core.history import SEPARATOR
+from wheelq.core.history import SEPARATOR, pack_success
 from wheelq.core.keys import ShardKeys
 from wheelq.store.executor import Call, script_call
 from wheelq.store.scripts import check, text
@@ -70,8 +70,9 @@ def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
     return Call(command=("XACK", keys.stream, group, *entry_ids), parse=int)
 
 
-Done = tuple[str, str, int, int]
-"""A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms)."""
+Done = tuple[str, str, int, int, bytes | None]
+"""A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms, what the
+handler returned as msgpack: None when it returned None)."""
 Delivery = tuple[str, int]
 """One delivery of a pending entry, as a pull receipt names it: (consumer, count)."""
 
@@ -101,14 +102,16 @@ def _ack_args(group: str, done: Sequence[Done]) -> list[str | bytes]:
     suffix = SEPARATOR + group
     entries: list[str] = []
     pairs: list[str | bytes] = []
-    for entry, job_id, at_ms, took_ms in done:
+    results = 0
+    for entry, job_id, at_ms, took_ms, result in done:
         entries.append(entry)
         pairs.append(job_id + suffix)
-        pairs.append(_pack(("S", entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), "", "", "")))
-    return [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
+        pairs.append(pack_success(entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), result))
+        if result is not None:
+            results += len(result)
+    packed = [msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
+    return [group, *packed, results]
 
-
-_pack = msgpack.Packer().pack  # as _lib.lua's wq_record packs: a str, not bin, for each text
 
 MAX_RUN_MS = 2**32 - 1
 """The longest run time a success record holds (49 days); below 0 it holds 0."""
@@ -261,6 +264,60 @@ def _range(key: str, start: str, count: int) -> Call[list[Entry]]:
 def read_ready(keys: ShardKeys, start: str, count: int) -> Call[list[Entry]]:
     """Ready-stream entries from `start` (``"-"``: the oldest; ``"(id"``: after one)."""
     return _range(keys.ready, start, count)
+
+
+# --- results' waiters ------------------------------------------------------------------------
+
+
+def await_outcome(keys: ShardKeys, field: str, until_ms: int, now_ms: int) -> list[Call[Any]]:
+    """Register a wait for history field `field` (``id<US>group``) until `until_ms` (the
+    waiter's clock) in `{T:s}:waiters`, and read `{T:s}:done`'s last entry; the last call
+    parses to the id to read on from (send them before the lookup, in one round trip:
+    a settlement after them wakes the waiter, one before shows in the lookup)."""
+    ttl_ms = max(until_ms - now_ms, 0) + WAITERS_GRACE_MS
+    return [
+        Call(command=("ZREMRANGEBYSCORE", keys.waiters, "-inf", f"({now_ms - WAITERS_GRACE_MS}")),
+        Call(command=("ZADD", keys.waiters, "GT", until_ms, field)),
+        Call(command=("PEXPIRE", keys.waiters, ttl_ms, "NX")),
+        Call(command=("PEXPIRE", keys.waiters, ttl_ms, "GT")),
+        Call(
+            command=("XREVRANGE", keys.done, "+", "-", "COUNT", 1),
+            parse=lambda r: text(r[0][0]) if r else ZERO_ID,
+        ),
+    ]
+
+
+WAITERS_GRACE_MS = 60_000
+"""A wait's registration outlives its end by this much (clocks of waiters differ)."""
+DONE_COUNT = 1000
+"""Entries of `{T:s}:done` read at once; a full read may have missed some (it is trimmed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Woken:
+    """What one read of `{T:s}:done` saw: the fields it named, and where to read on."""
+
+    fields: frozenset[str]
+    last: str | None
+    full: bool
+
+
+def read_done(keys: ShardKeys, after: str, block_ms: int) -> Call[Woken]:
+    """XREAD of `{T:s}:done` after entry `after`, blocking up to `block_ms`."""
+
+    def parse(reply: Any) -> Woken:
+        if isinstance(reply, dict):  # RESP3
+            reply = list(reply.items())
+        entries: list[Entry] = []
+        for _, raw in reply or ():
+            entries += _entries(raw[0] if _nested(raw) else raw)
+        named = frozenset(text(f) for _, fields in entries for f in fields)
+        return Woken(named, entries[-1][0] if entries else None, len(entries) >= DONE_COUNT)
+
+    block = ("BLOCK", block_ms)
+    return Call(
+        command=("XREAD", "COUNT", DONE_COUNT, *block, "STREAMS", keys.done, after), parse=parse
+    )
 
 
 # --- dead letters ---------------------------------------------------------------------------

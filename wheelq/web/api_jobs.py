@@ -1,6 +1,7 @@
-"""``/v1/topics/{topic}/jobs``: enqueue (one or a batch), look up, cancel, reschedule; the
-fast path of the enqueue straight from ASGI, and the coalescer that sends one loop turn's
-enqueues together (docs/architecture.md, "HTTP service")."""
+"""``/v1/topics/{topic}/jobs``: enqueue (one or a batch), look up, cancel, reschedule, wait
+for a result (`ResultWaits`); the fast path of the enqueue straight from ASGI, and the
+coalescer that sends one loop turn's enqueues together (docs/architecture.md, "HTTP
+service", "Job results")."""
 
 from __future__ import annotations
 
@@ -19,29 +20,39 @@ from wheelq.callbacks.resolver import private_target
 from wheelq.core.callback import validate_callback
 from wheelq.core.due import due_spec
 from wheelq.core.history import JobState
+from wheelq.core.job import jsonable
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
+    JobFailedError,
     PayloadTypeError,
+    ResultTimeoutError,
     TopicFullError,
 )
+from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.batch import TurnBatch
 from wheelq.runtime.clock import wall_ms
+from wheelq.runtime.outage import wait_for_either
+from wheelq.store.connect import BlockingReads
 from wheelq.web import as_json
 from wheelq.web.models import (
     BatchIn,
     BatchOut,
     Due,
     Enqueued,
+    GroupQuery,
     JobIdPath,
     JobIn,
     JobInfoModel,
+    ResultOut,
+    ResultWait,
     TopicPath,
 )
 from wheelq.web.problems import (
     ITEM,
     RESPONSES,
+    RETRY_AFTER_S,
     ProblemError,
     invalid,
     is_json,
@@ -168,6 +179,104 @@ def _ids_in_order(items: list[EnqueueItem], exc: DuplicateJobError) -> list[str]
         item.job_id if item.job_id is not None and item.job_id in dup else next(enqueued)
         for item in items
     ]
+
+
+@router.get(
+    "/{job_id:path}/result",
+    response_model=ResultOut,
+    responses={202: {"model": ResultOut, "description": "Not finished when the wait ended"}},
+)
+async def job_result(
+    topic: TopicPath,
+    job_id: JobIdPath,
+    request: Request,
+    group: GroupQuery = "default",
+    wait_ms: ResultWait = 0,
+) -> Response:
+    """What `group`'s handler returned for the job's latest run: 200 once it succeeded there,
+    waiting up to `wait_ms` for it (woken by the settlement: no polling); 202 with the state
+    when the wait ended first; 409 when the job was dead-lettered (the detail says why) or
+    cancelled; 404 when nothing is known of it. A job id ending in ``/result`` is read here,
+    not by ``GET .../jobs/{id}``. 503 with Retry-After when every connection of the waits'
+    pool (``pull_connections``) is taken."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    answer = {"id": job_id, "topic": topic, "group": group}
+    try:
+        value = await svc.results.wait(topic, job_id, group, wait_ms)
+    except JobFailedError as exc:
+        raise ProblemError(409, "job-failed", "Job failed", str(exc)) from None
+    except ResultTimeoutError as exc:
+        if exc.state == JobState.UNKNOWN:
+            raise _unknown(topic, job_id) from None
+        return json_response({**answer, "state": exc.state, "result": None}, 202)
+    return json_response({**answer, "state": JobState.SUCCEEDED, "result": jsonable(value)})
+
+
+@router.api_route(
+    "/{job_id:path}/result", methods=["DELETE", "PATCH", "POST", "PUT"], include_in_schema=False
+)
+async def job_result_only_read(request: Request) -> Response:
+    """A result is only read: 405, not the job routes' answer for an id ending in /result."""
+    raise ProblemError(
+        405,
+        "method-not-allowed",
+        "Method not allowed",
+        f"{request.method} of a job's result: it is only read (GET); a job whose id ends "
+        "in /result is not reachable by id over HTTP",
+        headers={"Allow": "GET"},
+    )
+
+
+class ResultWaits:
+    """Long-polls of results: each wait on a pool of its own, `connections` at most at once
+    (one more is 503: it never waits for, nor takes, the API's connections); `close()` ends
+    every wait (each answers with what it has, as a look)."""
+
+    def __init__(self, client: AsyncClient, connections: int) -> None:
+        self._client = client
+        self._reads = BlockingReads(client.executor, connections)
+        self._waiter: AsyncClient | None = None
+        self._closing = asyncio.Event()
+
+    async def wait(self, topic: str, job_id: str, group: str, wait_ms: int) -> Any:
+        """`result()` with `wait_ms`; raises as it does (503 `ProblemError`: no slot)."""
+        if wait_ms == 0 or self._closing.is_set():
+            return await self._client.result(topic, job_id, group=group, timeout=0)
+        async with self._reads.slots(1, 0) as taken:
+            if not taken:
+                raise ProblemError(
+                    503,
+                    "unavailable",
+                    "No connection free",
+                    f"every one of the {self._reads.connections} connections of result waits "
+                    "is taken (pull_connections); try again, or ask with wait_ms=0",
+                    headers={"Retry-After": RETRY_AFTER_S},
+                )
+            if self._waiter is None:
+                self._waiter = AsyncClient(self._reads.executor().client)
+            waiting = asyncio.ensure_future(
+                self._waiter.result(topic, job_id, group=group, timeout=wait_ms / 1000)
+            )
+            await wait_for_either(waiting, self._closing, None)
+            if waiting.done():
+                return waiting.result()
+            waiting.cancel()  # closing: its connection is dropped
+            await asyncio.gather(waiting, return_exceptions=True)
+        return await self._client.result(topic, job_id, group=group, timeout=0)
+
+    @property
+    def in_use(self) -> int:
+        """Waits holding a connection now."""
+        return self._reads.in_use
+
+    def close(self) -> None:
+        """End every wait now; later ones only look."""
+        self._closing.set()
+
+    async def aclose(self) -> None:
+        self.close()
+        await self._reads.aclose()
 
 
 @router.get("/{job_id:path}", response_model=JobInfoModel)

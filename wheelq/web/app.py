@@ -25,7 +25,7 @@ from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
 from wheelq.store import nodes
 from wheelq.web import api_jobs, api_pull, api_topics, problems, ui
-from wheelq.web.api_jobs import Coalescer
+from wheelq.web.api_jobs import Coalescer, ResultWaits
 from wheelq.web.auth import Guard, Token
 from wheelq.web.problems import problem_response
 from wheelq.worker.pull import Puller
@@ -80,6 +80,8 @@ class WebService:
             pull_connections=self.settings.pull_connections,
         )
         self.guard = Guard(tokens, allowed_hosts)
+        self.results = ResultWaits(client, self.settings.pull_connections)
+        """Long-polls of results, on connections of their own (``pull_connections`` wide)."""
         self.coalescer = Coalescer(client.enqueue_many)
         """Single enqueues of one event-loop turn go to Redis as one batch."""
         self.deliveries = deliveries
@@ -113,9 +115,10 @@ class WebService:
             await self.deliveries.start()
 
     def closing(self) -> None:
-        """The server stops taking requests: those that wait answer now (long-poll pulls,
-        with what they have), so the stop does not wait them out."""
+        """The server stops taking requests: those that wait answer now (long-poll pulls and
+        results, with what they have), so the stop does not wait them out."""
         self.puller.close()
+        self.results.close()
 
     async def stop(self) -> None:
         """Stop what `start()` started (called during its wait, end the wait); safe to
@@ -127,6 +130,7 @@ class WebService:
                 await self.deliveries.stop()
             await self._keeper.stop()
         await self.puller.aclose()
+        await self.results.aclose()
         await self._close()
 
     async def _close(self) -> None:

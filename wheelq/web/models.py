@@ -11,7 +11,7 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
-from fastapi import Path
+from fastapi import Path, Query
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -128,14 +128,10 @@ JobIdPath = Annotated[
 REF_PATTERN = r"^[0-9]{1,4}/[0-9]{1,20}-[0-9]{1,20}$"
 """A dead letter's ref: ``shard/ms-seq``."""
 Ref = Annotated[str, Field(max_length=50, pattern=REF_PATTERN)]
+GROUP_NAME: dict[str, Any] = {"min_length": 1, "max_length": 200, "pattern": PRINTABLE}
+"""A consumer group's name, in a path or a query: 1-200 printable characters."""
 GroupPath = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=200,
-        pattern=PRINTABLE,
-        description="A consumer group: 1-200 printable characters",
-    ),
+    str, Path(**GROUP_NAME, description="A consumer group: 1-200 printable characters")
 ]
 
 
@@ -243,6 +239,38 @@ class JobIn(Due):
 
 class BatchIn(Strict):
     jobs: Annotated[list[JobIn], Field(min_length=1)]
+
+
+MAX_RESULT_WAIT_MS = 30_000
+"""The longest long-poll of ``GET .../result`` (``wait_ms``)."""
+ResultWait = Annotated[
+    int,
+    Query(
+        ge=0,
+        le=MAX_RESULT_WAIT_MS,
+        description="How long to wait for the outcome, ms (0-30000; 0: look only)",
+    ),
+]
+GroupQuery = Annotated[
+    str,
+    Query(**GROUP_NAME, description="The consumer group whose outcome is wanted (1-200 chars)"),
+]
+
+
+class ResultOut(BaseModel):
+    """One group's outcome of a job's latest run (``GET .../result``)."""
+
+    id: str
+    topic: str
+    group: str
+    state: str = Field(
+        description="succeeded (200); else (202) the group's state when the wait ended: "
+        "pending, ready, running, retrying"
+    )
+    result: Any = Field(
+        default=None,
+        description="succeeded: what the handler returned (spelled as a payload is); else null",
+    )
 
 
 class Enqueued(BaseModel):

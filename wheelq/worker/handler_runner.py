@@ -1,4 +1,5 @@
-"""Running a user's handler (sync on threads, async as a task); its exception is returned."""
+"""Running a user's handler (sync on threads, async as a task); what it came to is returned:
+its exception, or its result encoded for the job's record (`Outcome`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from time import monotonic  # see _Run.started: why not the worker's Clock
 from typing import Any, NoReturn
 
-from wheelq.core.job import Job
-from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError
+from wheelq.core.job import Job, encode_result
+from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError, ResultError
 from wheelq.runtime.tracing import Tracing
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ class _Run:
 
     __slots__ = ("arg", "ended", "future", "ran_ms", "ran_over", "started", "timer", "waiting")
 
-    def __init__(self, future: asyncio.Future[None], arg: Any) -> None:
+    def __init__(self, future: asyncio.Future[Any], arg: Any) -> None:
         self.future = future
         self.arg = arg
         self.started: float | None = None
@@ -61,7 +62,7 @@ class HandlerThreads:
         self._name = name
         self._timeout_s = timeout_s
         self._queue: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
-        self._done: deque[tuple[_Run, BaseException | None]] = deque()
+        self._done: deque[tuple[_Run, BaseException | None, Any]] = deque()
         self._lock = threading.Lock()
         self._notified = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -74,8 +75,9 @@ class HandlerThreads:
         self.wedged = 0
         """Threads still running a job that ran over its limit (changed under the lock)."""
 
-    def submit(self, arg: Any) -> asyncio.Future[None]:
-        """Queue `fn(arg)`; the future fails with `RanOver` after `timeout_s`."""
+    def submit(self, arg: Any) -> asyncio.Future[Any]:
+        """Queue `fn(arg)`; the future has what it returned, or fails with what it raised
+        (`RanOver` after `timeout_s`)."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -109,19 +111,20 @@ class HandlerThreads:
     def _work(self) -> None:
         while (run := self._queue.get()) is not None:
             outcome: BaseException | None = None
+            value: Any = None
             if not run.future.cancelled():  # else given up before it started: not run
                 run.started = monotonic()
                 if run.waiting:  # its limit came due while it queued: the clock starts now
                     self._call_soon(self._check, run)
                 try:
-                    self._fn(run.arg)
+                    value = self._fn(run.arg)
                 except BaseException as exc:  # handed to the awaiting task as it is
                     outcome = exc
                 run.ran_ms = (monotonic() - run.started) * 1000
-            if not self._finished(run, outcome):
+            if not self._finished(run, outcome, value):
                 return
 
-    def _finished(self, run: _Run, outcome: BaseException | None) -> bool:
+    def _finished(self, run: _Run, outcome: BaseException | None, value: Any) -> bool:
         """Hand `run`'s outcome to the loop; False when this thread should end."""
         with self._lock:
             run.ended = True
@@ -130,7 +133,7 @@ class HandlerThreads:
             retire = self.threads - self.wedged > self.count and self._queue.empty()
             if retire:
                 self.threads -= 1
-            self._done.append((run, outcome))
+            self._done.append((run, outcome, value))
             notify = not self._notified
             self._notified = True
         if notify and not self._call_soon(self._deliver):
@@ -172,7 +175,7 @@ class HandlerThreads:
             self._notified = False
         self._unsettled -= len(finished)
         ran = self.ran
-        for run, outcome in finished:
+        for run, outcome, value in finished:
             if ran is not None and run.ran_ms is not None:
                 ran(run.ran_ms)
             if run.timer is not None:
@@ -181,14 +184,18 @@ class HandlerThreads:
             if future.done():
                 continue  # ran over its limit, or cancelled: the worker stopped
             if outcome is None:
-                future.set_result(None)
+                future.set_result(value)
             else:
                 future.set_exception(outcome)
 
 
 Handler = Callable[[Job], Any] | Callable[[Job], Awaitable[Any]]
 
-ACCEPTED = "a function taking one wheelq.Job (def or async def) and returning None"
+ACCEPTED = "a function taking one wheelq.Job (def or async def)"
+
+Outcome = Exception | bytes | None
+"""What a run came to: the exception it raised (or that stands for it), else its result as
+msgpack, or None when it returned None (a success that adds nothing to its record)."""
 
 
 def is_async(handler: Handler) -> bool:
@@ -229,7 +236,8 @@ def _refuse(why: str) -> NoReturn:
 
 
 class HandlerRunner:
-    """Runs one handler, on `threads` threads if sync, in a span when `tracing`."""
+    """Runs one handler, on `threads` threads if sync, in a span when `tracing`; keeps what
+    it returns up to `result_max_bytes` (0: ignored, with a warning said once)."""
 
     def __init__(
         self,
@@ -239,12 +247,14 @@ class HandlerRunner:
         threads: int,
         tracing: Tracing | None = None,
         group: str = "",
+        result_max_bytes: int = 0,
     ) -> None:
         self.handler = check_handler(handler)
         self.is_async = is_async(handler)
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         self._tracing = tracing
         self._group = group
+        self._result_max_bytes = result_max_bytes
         self._await: Callable[[Job], Awaitable[Any]] = (
             self.handler if tracing is None else self._await_traced
         )
@@ -271,23 +281,24 @@ class HandlerRunner:
         """Threads still running a sync handler that ran over its time limit."""
         return 0 if self._pool is None else self._pool.wedged
 
-    def submit(self, job: Job) -> asyncio.Future[None]:
+    def submit(self, job: Job) -> asyncio.Future[Any]:
         assert self._pool is not None, "submit is for sync handlers"
         return self._pool.submit(job)
 
-    def outcome(self, job: Job, done: asyncio.Future[None]) -> Exception | None:
-        """What the finished (not cancelled) run `done` of `job` raised (None: success)."""
+    def outcome(self, job: Job, done: asyncio.Future[Any]) -> Outcome:
+        """What the finished (not cancelled) run `done` of `job` came to."""
         exc = done.exception()
         if exc is None:
-            return None
+            kept: bytes | None = done.result()  # encoded on the handler's thread
+            return kept
         if isinstance(exc, RanOver):
             return self._ran_over(job)
         if isinstance(exc, Exception):
             return exc
         raise exc  # not raised by a handler: `_call` turns those into HandlerExitError
 
-    async def run(self, job: Job) -> Exception | None:
-        """Run the handler on `job`; returns the exception it raised (None: success)."""
+    async def run(self, job: Job) -> Outcome:
+        """Run the handler on `job`; returns what the run came to (`Outcome`)."""
         if self._pool is not None:
             done = self.submit(job)
             with contextlib.suppress(Exception):  # read by `outcome`; a cancel goes through
@@ -297,11 +308,13 @@ class HandlerRunner:
         deadline = None if self.timeout_s is None else asyncio.timeout(self.timeout_s)
         try:
             if deadline is None:
-                await self._await(job)
+                value = await self._await(job)
             else:
                 async with deadline:
-                    await self._await(job)
-            return None
+                    value = await self._await(job)
+            if value is None:
+                return None
+            return self._kept(value)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -338,44 +351,59 @@ class HandlerRunner:
                 )
         return HandlerTimeoutError(f"handler ran over handler_timeout_ms={ms:.0f}")
 
-    async def _await_traced(self, job: Job) -> None:
+    async def _await_traced(self, job: Job) -> Any:
         assert self._tracing is not None
         if not self._tracing.active:
-            await self.handler(job)
-            return
+            return await self.handler(job)
         with self._tracing.process(job, self._group):
-            await self.handler(job)
+            return await self.handler(job)
 
-    def _call_traced(self, job: Job) -> None:
+    def _call_traced(self, job: Job) -> bytes | None:
         assert self._tracing is not None
         if not self._tracing.active:
-            self._call(job)
-            return
+            return self._call(job)
         with self._tracing.process(job, self._group):
-            self._call(job)
+            return self._call(job)
 
-    def _call(self, job: Job) -> None:
+    def _call(self, job: Job) -> bytes | None:
+        """On a handler thread: run it; its result encoded (raised: what failed the run)."""
         try:
             result = self.handler(job)
             if result is None:
-                return
+                return None
             if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
-                asyncio.run(_await(result))
+                result = asyncio.run(_await(result))
+                if result is None:
+                    return None
             elif inspect.isgenerator(result) or inspect.isasyncgen(result):
                 raise InvalidHandlerError(
                     "handler",
                     f"handler must be {ACCEPTED}; it returned {result!r}, so its body never ran",
                 )
-            elif not self._warned_result:
-                self._warned_result = True
-                log.warning(
-                    "handler returned %.80r; its return value is ignored (this is said once)",
-                    result,
-                )
+            kept = self._kept(result)
+            if isinstance(kept, Exception):
+                raise kept
+            return kept
         except Exception:
             raise
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...
             raise _exited(exc, job) from exc
+
+    def _kept(self, result: Any) -> bytes | ResultError | None:
+        """A result as its job's record keeps it, or the error that fails the run instead."""
+        if not self._result_max_bytes:
+            if not self._warned_result:
+                self._warned_result = True
+                log.warning(
+                    "handler returned %.80r; its return value is ignored (result_max_bytes=0; "
+                    "this is said once)",
+                    result,
+                )
+            return None
+        try:
+            return encode_result(result, self._result_max_bytes)
+        except ResultError as exc:
+            return exc
 
     def close(self) -> None:
         """Let the threads go; a wedged sync handler keeps its thread until it returns."""
@@ -400,5 +428,5 @@ def _name(exc: BaseException) -> str:
     return f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
 
 
-async def _await(awaitable: Awaitable[Any]) -> None:
-    await awaitable
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable

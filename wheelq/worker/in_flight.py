@@ -11,6 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import RunTimings
@@ -19,7 +20,7 @@ from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
 from wheelq.store.consume import Entry
 from wheelq.worker.flow_gate import FlowGate
-from wheelq.worker.handler_runner import HandlerRunner
+from wheelq.worker.handler_runner import HandlerRunner, Outcome
 from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
 from wheelq.worker.settler import Settler
 from wheelq.worker.slots import Slots
@@ -77,7 +78,7 @@ class Held:
 
     job: Job
     payload: bytes  # As encoded, for a retry.
-    task: asyncio.Future[None] | None = None  # Or a taskless sync run's future.
+    task: asyncio.Future[Any] | None = None  # Or a taskless sync run's future.
     started: bool = False
 
 
@@ -238,25 +239,29 @@ class InFlightSet:
         self.slots.tasks += 1
         held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
 
-    def _ran(self, held: Held, started_ms: int, done: asyncio.Future[None]) -> None:
+    def _ran(self, held: Held, started_ms: int, done: asyncio.Future[Any]) -> None:
         """A taskless sync run ended: settle it as `_run` does (not if cancelled by a stop)."""
         try:
             if not done.cancelled():
                 crash.point("handler.after")
-                error = self.runner.outcome(held.job, done)
-                self._settle(held, error, started_ms, self._now_ms())
+                outcome = self.runner.outcome(held.job, done)
+                self._settle(held, outcome, started_ms, self._now_ms())
         finally:
             self._end(held)
 
-    def _settle(self, held: Held, error: Exception | None, started_ms: int, ended_ms: int) -> bool:
+    def _settle(self, held: Held, outcome: Outcome, started_ms: int, ended_ms: int) -> bool:
         """Count a run's timings and settle it; True when the job is done with."""
         job = held.job
         self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms)
-        if error is None:
+        if outcome is None:
             self.handled += 1
             self.settler.done(job, ended_ms, ended_ms - started_ms)
             return True
-        return self._failed(held, error, ended_ms)
+        if isinstance(outcome, bytes):  # a result to keep
+            self.handled += 1
+            self.settler.done(job, ended_ms, ended_ms - started_ms, outcome)
+            return True
+        return self._failed(held, outcome, ended_ms)
 
     def _end(self, held: Held) -> None:
         """An entry's run (or its task) has ended: forget it, start the next."""
@@ -294,12 +299,12 @@ class InFlightSet:
                     return
                 held.started = True
                 started_ms, started_s = self._now_ms(), self._timer()
-                error = await self.runner.run(job)
+                outcome = await self.runner.run(job)
                 crash.point("handler.after")
                 ended_ms = self._now_ms()
                 if not self._queue_to_threads:
                     self.read_ahead.ran((self._timer() - started_s) * 1000)
-            finished = self._settle(held, error, started_ms, ended_ms)
+            finished = self._settle(held, outcome, started_ms, ended_ms)
         finally:
             if admitted and self.gate is not None:
                 await self._release(job, key, finished)

@@ -85,8 +85,12 @@ class Settler(Service):
         self._queued.acks[shard].append(entry_id)
         self.wake()
 
-    def done(self, job: Job, finished_ms: int, duration_ms: int) -> None:
-        self._queued.done[job.shard].append((job.entry_id, job.id, finished_ms, duration_ms))
+    def done(
+        self, job: Job, finished_ms: int, duration_ms: int, result: bytes | None = None
+    ) -> None:
+        """Ack a run that succeeded; `result`: what it returned, as msgpack (None: nothing)."""
+        done = (job.entry_id, job.id, finished_ms, duration_ms, result)
+        self._queued.done[job.shard].append(done)
         self.wake()
 
     def retry(

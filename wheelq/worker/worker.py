@@ -365,6 +365,7 @@ class Worker(Role[WorkerStopReport]):
             threads=s.concurrency,
             tracing=tracing.load(),
             group=group,
+            result_max_bytes=s.result_max_bytes,
         )
         settler = Settler(
             self._executor,

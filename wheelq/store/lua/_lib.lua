@@ -222,6 +222,10 @@ end
 local WQ_US = '\31'
 local WQ_UPTO = WQ_US .. 'upto' -- in the old generation: the stream's last entry at the rename
 local WQ_SINCE = WQ_US .. 'since' -- in the current generation: ms it became the current one
+-- In each generation: bytes of the handlers' results written into it (ack.lua); trim.lua adds
+-- them to MEMORY USAGE's estimate, which samples a few fields of a hash and so would miss a
+-- few large results among many small records.
+local WQ_RESULTS = WQ_US .. 'results'
 
 -- A history field: from the current generation, else from the old one (false in neither, as
 -- HGET, or when a key holds another type: a read that never raises, so a script that has
@@ -336,7 +340,40 @@ local function wq_dead(ready, dead, history, group, entry, reason, err)
     redis.call('HSET', history, id .. WQ_US .. group,
       wq_record('D', entry, wq_now_ms(), 0, err, reason, added))
   end
-  return added
+  return added, id
+end
+
+-- Results' waiters (wheelq.producer.results; docs/architecture.md "Job results"): `waiters`
+-- ({T:s}:waiters, ZSET) holds "id<US>group" (the history field of the outcome awaited) -> ms
+-- the wait ends; a waiter reads `done` ({T:s}:done, STREAM) from before it looked the job up.
+-- A script that settles entries asks wq_waited once per call (one EXISTS: nothing more when
+-- nobody waits on the shard), then wq_wake adds one entry naming each waited field it
+-- settled (`fields`: every `step`-th item from the first; ack passes its field/record pairs).
+-- redis.pcall: a key of another type wakes nobody, and fails nothing.
+local WQ_DONE_KEEP_MS = '10000' -- {T:s}:done expires this long after its last entry
+local WQ_DONE_MAXLEN = '1000' -- about this many entries kept (a waiter reading a full
+                              -- COUNT looks the job up again: it may have missed one)
+
+local function wq_waited(waiters)
+  return redis.call('EXISTS', waiters) == 1
+end
+
+local function wq_wake(waiters, done, fields, step)
+  local woken = {}
+  for i = 1, #fields, step or 1 do
+    local score = redis.pcall('ZSCORE', waiters, fields[i])
+    if type(score) == 'string' then
+      woken[#woken + 1] = fields[i]
+      woken[#woken + 1] = '1'
+    end
+  end
+  for i = 1, #woken, 2000 do
+    redis.pcall('XADD', done, 'MAXLEN', '~', WQ_DONE_MAXLEN, '*',
+      unpack(woken, i, math.min(i + 1999, #woken)))
+  end
+  if #woken > 0 then
+    redis.pcall('PEXPIRE', done, WQ_DONE_KEEP_MS)
+  end
 end
 
 -- Whether `entry` is pending in `group` to the delivery a pull receipt names (the consumer it

@@ -4,15 +4,20 @@ else settled it) is skipped, and its record is left as it is.
 KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:history   HASH    the group's record of each job becomes 'S'
 KEYS[3]  {T:s}:history_old HASH  the previous generation (read when some were settled already)
+KEYS[4]  {T:s}:waiters   ZSET    results awaited: "id<US>group" -> ms the wait ends (wq_waited)
+KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written (wq_wake)
 ARGV[1]  consumer group
 ARGV[2]  msgpack array of the entry ids
 ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
-         and its 'S' record (wq_record's layout, made by wheelq.store.consume.ack_done)
-ARGV[4]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
+         and its 'S' record (wq_record's layout, with the handler's result as an eighth
+         element when it returned one: made by wheelq.core.history.pack_success)
+ARGV[4]  bytes of the results in ARGV[3] ('0': none); added to the generation's <US>results
+         (WQ_RESULTS), the count trim.lua adds to the history's size
+ARGV[5]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
          and the delivery count each receipt was issued for; an entry is acked only while
          pending to that delivery (wq_delivered)
 Returns: {0, acked}
-         {0, acked, outcomes} with ARGV[4]: per entry 1 acked, 0 not pending (settled before),
+         {0, acked, outcomes} with ARGV[5]: per entry 1 acked, 0 not pending (settled before),
            -1 pending to a later delivery (a stale receipt: nothing written for it)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
@@ -26,10 +31,13 @@ if #entries == 0 then
   return {WQ_OK, 0}
 end
 local pairs = cmsgpack.unpack(ARGV[3])
-if ARGV[4] then
+if ARGV[4] ~= '0' then -- counted whether or not each was written: never less than the truth
+  redis.call('HINCRBY', KEYS[2], WQ_RESULTS, ARGV[4])
+end
+if ARGV[5] then
   -- Each receipt settles its own delivery or nothing: its record goes with its XACK, so a
   -- receipt not pending now was settled (and recorded) before.
-  local fences = cmsgpack.unpack(ARGV[4])
+  local fences = cmsgpack.unpack(ARGV[5])
   local outcomes, rec, acked = {}, {}, 0
   for i = 1, #entries do
     local got = wq_delivered(KEYS[1], group, entries[i], fences[2 * i - 1], fences[2 * i])
@@ -41,6 +49,9 @@ if ARGV[4] then
     outcomes[i] = got
   end
   wq_remember(KEYS[2], rec)
+  if acked > 0 and wq_waited(KEYS[4]) then
+    wq_wake(KEYS[4], KEYS[5], rec, 2)
+  end
   return {WQ_OK, acked, outcomes}
 end
 -- One XACK for all (at most 1000: wheelq.worker.settler.ACKS_PER_CALL): when it acks every
@@ -67,4 +78,7 @@ if acked < #entries then
   pairs = rec
 end
 wq_remember(KEYS[2], pairs)
+if acked > 0 and wq_waited(KEYS[4]) then
+  wq_wake(KEYS[4], KEYS[5], pairs, 2)
+end
 return {WQ_OK, acked}

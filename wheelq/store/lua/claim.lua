@@ -5,6 +5,8 @@ counted one more delivery, so the test is count > max): it is acked and dead-let
 KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:dead      STREAM  dead letters
 KEYS[3]  {T:s}:history   HASH    the group's record of a dead-lettered job becomes 'D'
+KEYS[4]  {T:s}:waiters   ZSET    results awaited (wq_waited, wq_wake: see ack.lua)
+KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written
 ARGV[1]  consumer group
 ARGV[2]  consumer (the claiming worker)
 ARGV[3]  min idle, ms (the visibility timeout)
@@ -24,20 +26,27 @@ local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARG
   'COUNT', ARGV[5])
 local out = {WQ_OK, claimed[1], 0}
 local max_deliveries = tonumber(ARGV[6])
+local fields = {}
 for _, entry in ipairs(claimed[2]) do
   local id = entry[1]
   local info = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)[1]
   local deliveries = info and tonumber(info[4]) or 0
   if deliveries > max_deliveries then
     redis.call('XACK', KEYS[1], ARGV[1], id)
-    wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], id, 'deliveries',
+    local _, job_id = wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], id, 'deliveries',
       'delivered ' .. (deliveries - 1) .. ' times (max_deliveries ' .. ARGV[6] ..
       ') without an ack: its workers died or stalled while running it')
+    if job_id then
+      fields[#fields + 1] = job_id .. WQ_US .. ARGV[1]
+    end
     out[3] = out[3] + 1
   else
     out[#out + 1] = id
     out[#out + 1] = deliveries
     out[#out + 1] = entry[2]
   end
+end
+if #fields > 0 and wq_waited(KEYS[4]) then
+  wq_wake(KEYS[4], KEYS[5], fields)
 end
 return out

@@ -4,6 +4,8 @@ pending to another delivery than a pull receipt's (a stale receipt).
 KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:dead      STREAM  dead letters
 KEYS[3]  {T:s}:history   HASH    the group's record of each job becomes 'D' (wq_dead)
+KEYS[4]  {T:s}:waiters   ZSET    results awaited (wq_waited, wq_wake: see ack.lua)
+KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written
 ARGV[1]  consumer group
 ARGV[2]  a pull receipt's consumer ('' for none: a worker's entries, not checked)
 ARGV[3]  that receipt's delivery count (wq_delivered checks each entry is pending to it)
@@ -17,13 +19,20 @@ if bad then
 end
 local n, stale = 0, 0
 local fenced = ARGV[2] ~= ''
+local fields = {}
 for i = 4, #ARGV, 3 do
   local got = fenced and wq_delivered(KEYS[1], ARGV[1], ARGV[i], ARGV[2], ARGV[3]) or 1
   if got == -1 then
     stale = stale + 1
   elseif got == 1 and redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
-    wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    local _, id = wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    if id then
+      fields[#fields + 1] = id .. WQ_US .. ARGV[1]
+    end
     n = n + 1
   end
+end
+if #fields > 0 and wq_waited(KEYS[4]) then
+  wq_wake(KEYS[4], KEYS[5], fields)
 end
 return {WQ_OK, n, stale}

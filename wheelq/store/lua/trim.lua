@@ -11,7 +11,8 @@ KEYS[5]  {T:s}:callbacks   STREAM  fired jobs that carry a callback (trimmed as 
 ARGV[1]  retention, ms: only entries older than TIME - this are trimmed (byte budget aside)
 ARGV[2]  most entries (and most cancellations) to trim in this call
 ARGV[3]  consumer idle, ms: consumers idle longer than this with nothing pending are deleted
-ARGV[4]  byte budget of the shard's history, bytes (0: none)
+ARGV[4]  byte budget of the shard's history, bytes (0: none); the keys' MEMORY USAGE plus the
+         results' bytes each generation counts (<US>results, written by ack.lua)
 Returns: {0, trimmed, more, consumers_deleted}   both streams together; more = 1 when
            trimmable entries remain
          {-1, key}   WRONG_TYPE (nothing written)
@@ -29,6 +30,9 @@ local excess, usage = 0, 0
 if budget > 0 then
   for i = 1, 5 do
     usage = usage + (redis.call('MEMORY', 'USAGE', KEYS[i]) or 0)
+  end
+  for i = 2, 3 do -- the results, counted as written: MEMORY USAGE samples a hash
+    usage = usage + (tonumber(redis.call('HGET', KEYS[i], WQ_RESULTS)) or 0)
   end
   -- From 90% of the budget (room for the growth until the next trim round); the excess over
   -- 80% is the share of cancellations to drop (entries and records go by generation, below).

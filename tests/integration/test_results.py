@@ -1,0 +1,285 @@
+"""Job results on a real server (docs/architecture.md, "Job results"): what a handler returns
+is kept with the job's `S` record, and `result()` returns it, raises for a dead job, times out
+cleanly, is woken by the settlement (several waiters, several groups), survives a worker
+killed -9 mid-handler, and costs a handler that returns None nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import redis.asyncio
+
+from tests.support.waiting import eventually, until
+from tests.support.worker_proc import WorkerProcess
+from tests.support.workers import Workers
+from wheelq import (
+    AsyncClient,
+    Client,
+    InvalidArgumentError,
+    Job,
+    JobFailedError,
+    JobState,
+    ResultTimeoutError,
+)
+from wheelq.core.history import SEPARATOR
+from wheelq.core.keys import ShardKeys, shard_of
+
+pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+
+SHARDS = 2
+FAST: dict[str, Any] = {
+    "visibility_timeout_ms": 500,
+    "claim_interval_ms": 100,
+    "shutdown_grace_ms": 1000,
+}
+WOKEN_S = 10.0
+"""A waiter woken by the settlement answers well within this; one that is not waits out its
+timeout (60 s), so a wait that is not woken fails the test."""
+
+
+@pytest.fixture
+async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, SHARDS)
+        yield c
+
+
+@pytest.fixture
+async def workers(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Workers]:
+    pool = Workers(redis_url, topic, FAST)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def keys_of(topic: str, job_id: str) -> ShardKeys:
+    return ShardKeys(topic, shard_of(job_id, SHARDS))
+
+
+async def record(r: redis.asyncio.Redis, topic: str, job_id: str, group: str = "default") -> Any:
+    raw = await r.hget(keys_of(topic, job_id).history, job_id + SEPARATOR + group)
+    return None if raw is None else msgpack.unpackb(raw, raw=False)
+
+
+async def waiting(r: redis.asyncio.Redis, topic: str, job_id: str) -> None:
+    """Until a `result()` call has registered its wait for `job_id`."""
+    waiters = keys_of(topic, job_id).waiters
+    await until_async(lambda: r.zscore(waiters, job_id + SEPARATOR + "default"), "a waiter")
+
+
+async def until_async(check: Any, what: str) -> None:
+    async def found() -> bool:
+        return await check() is not None
+
+    await eventually(found, timeout_s=5, what=what)
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+async def test_result_returns_what_an_async_handler_returned(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    async def double(job: Job) -> Any:
+        return {"twice": job.payload * 2, "raw": b"\x00\xff"}
+
+    job_id = await client.enqueue(topic, 21)
+    await workers.start(double)
+
+    assert await client.result(topic, job_id, timeout=10) == {"twice": 42, "raw": b"\x00\xff"}
+    info = await client.get(topic, job_id)
+    assert info.state is JobState.SUCCEEDED
+    assert [(g.group, g.result) for g in info.groups] == [
+        ("default", {"twice": 42, "raw": b"\x00\xff"})
+    ]
+    rec = await record(redis_async, topic, job_id)
+    assert rec is not None and len(rec) == 8 and rec[0] == "S"
+
+
+async def test_result_of_a_sync_handler_waited_for_by_the_sync_client(
+    redis_url: str, client: AsyncClient, workers: Workers, topic: str
+) -> None:
+    job_id = await client.enqueue(topic, "abc")
+    with Client.from_url(redis_url) as sync_client:
+        waiter = asyncio.create_task(
+            asyncio.to_thread(sync_client.result, topic, job_id, timeout=60)
+        )
+        await workers.start(lambda job: job.payload.upper())  # a def: runs on a thread
+        assert await asyncio.wait_for(waiter, WOKEN_S) == "ABC"
+
+
+async def test_a_handler_returning_none_adds_nothing_and_nobody_waiting_costs_no_note(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    async def nothing(job: Job) -> None:
+        return None
+
+    worker = await workers.start(nothing)
+    ids = [await client.enqueue(topic, i) for i in range(6)]
+    await until(lambda: worker.status()["acked"] == 6, what="every job acked")
+
+    for job_id in ids:
+        rec = await record(redis_async, topic, job_id)
+        assert rec is not None and rec[0] == "S" and len(rec) == 7, rec  # as before results
+        assert await client.result(topic, job_id, timeout=0) is None
+    for shard in range(SHARDS):
+        keys = ShardKeys(topic, shard)
+        assert await redis_async.exists(keys.done) == 0, "a note written with nobody waiting"
+
+
+async def test_a_waiter_is_woken_by_the_ack_and_so_is_every_other(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    job_id = await client.enqueue(topic, 5)
+    waits = [asyncio.create_task(client.result(topic, job_id, timeout=60)) for _ in range(3)]
+    await waiting(redis_async, topic, job_id)
+    await workers.start(lambda job: job.payload + 1)
+
+    assert await asyncio.wait_for(asyncio.gather(*waits), WOKEN_S) == [6, 6, 6]
+
+
+async def test_a_result_is_per_group(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    job_id = await client.enqueue(topic, 1)
+    in_b = asyncio.create_task(client.result(topic, job_id, group="b", timeout=60))
+    await workers.start(lambda job: "from a", group="a")
+    assert await client.result(topic, job_id, group="a", timeout=10) == "from a"
+    assert not in_b.done()
+    await workers.start(lambda job: "from b", group="b")
+    assert await asyncio.wait_for(in_b, WOKEN_S) == "from b"
+
+
+async def test_result_raises_with_the_dead_letters_reason_for_a_dead_job(
+    client: AsyncClient, workers: Workers, topic: str
+) -> None:
+    async def broken(job: Job) -> None:
+        raise RuntimeError("the disk is full")
+
+    job_id = await client.enqueue(topic, 1, max_attempts=1)
+    waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
+    await workers.start(broken)
+
+    with pytest.raises(JobFailedError) as failed:
+        await asyncio.wait_for(waiter, WOKEN_S)
+    assert failed.value.state == "dead" and failed.value.reason == "failed"
+    assert "the disk is full" in str(failed.value) and failed.value.dead_entry_id
+    (dead,) = await client.dead_letters(topic)
+    assert dead.entry_id == failed.value.dead_entry_id
+
+
+async def test_a_result_over_result_max_bytes_fails_the_run_naming_the_setting(
+    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    big = await client.enqueue(topic, 100, max_attempts=1)
+    odd = await client.enqueue(topic, 1, max_attempts=1)
+
+    async def handler(job: Job) -> Any:
+        return "x" * job.payload if job.payload > 1 else object()
+
+    await workers.start(handler, result_max_bytes=64)
+
+    with pytest.raises(JobFailedError) as too_large:
+        await client.result(topic, big, timeout=10)
+    assert "result_max_bytes=64" in str(too_large.value.error), too_large.value.error
+    assert "got 102" in str(too_large.value.error)
+    with pytest.raises(JobFailedError) as not_msgpack:
+        await client.result(topic, odd, timeout=10)
+    assert "msgpack-serialisable" in str(not_msgpack.value.error)
+    for job_id in (big, odd):
+        rec = await record(redis_async, topic, job_id)
+        assert rec is not None and rec[0] == "D", "a result that cannot be kept is no success"
+
+
+async def test_result_times_out_cleanly(
+    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    job_id = await client.enqueue(topic, 1, delay=3600)
+
+    with pytest.raises(ResultTimeoutError) as late:
+        await client.result(topic, job_id, timeout=0.2)
+    assert late.value.state == JobState.PENDING
+    assert isinstance(late.value, TimeoutError)
+    keys = keys_of(topic, job_id)
+    assert 0 < await redis_async.pttl(keys.waiters) <= 61_000, "a wait leaves nothing forever"
+    with pytest.raises(ResultTimeoutError):
+        await client.result(topic, job_id, timeout=0)  # looks only
+    with pytest.raises(ResultTimeoutError):
+        await client.result("no-such-topic-here", job_id, timeout=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("timeout", {"timeout": -1}),
+        ("timeout", {"timeout": math.nan}),
+        ("timeout", {"timeout": math.inf}),
+        ("timeout", {"timeout": 86_401}),
+        ("timeout", {"timeout": "5"}),
+        ("group", {"group": ""}),
+    ],
+)
+async def test_bad_arguments_get_a_typed_error_and_write_nothing(
+    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str, name: str, kwargs: Any
+) -> None:
+    job_id = await client.enqueue(topic, 1, delay=3600)
+    with pytest.raises(InvalidArgumentError) as bad:
+        await client.result(topic, job_id, **kwargs)
+    assert bad.value.parameter == name
+    if name == "timeout":
+        assert "[0, 86400]" in str(bad.value)
+    assert await redis_async.exists(keys_of(topic, job_id).waiters) == 0
+
+
+# --- a worker killed -9 mid-handler ---------------------------------------------------------
+
+
+@pytest.fixture
+def killed(redis_url: str, topic: str, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    procs: list[WorkerProcess] = []
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.finish()
+
+
+async def test_result_waits_across_a_worker_killed_mid_handler_and_its_take_over(
+    redis_url: str,
+    client: AsyncClient,
+    workers: Workers,
+    topic: str,
+    tmp_path: Path,
+    killed: list[WorkerProcess],
+) -> None:
+    job_id = await client.enqueue(topic, 7)
+    waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
+    a = WorkerProcess(redis_url, topic, "a", tmp_path, {"sleep_s": 30}, FAST)
+    killed.append(a)
+    await until(lambda: job_id in a.jobs("start"), timeout_s=20, what="a to start the job")
+    a.signal(signal.SIGKILL)
+    assert await asyncio.to_thread(a.proc.wait, 10) == -signal.SIGKILL
+
+    async def taken_over(job: Job) -> Any:
+        return {"payload": job.payload, "deliveries": job.deliveries}
+
+    await workers.start(taken_over)
+    assert await asyncio.wait_for(waiter, WOKEN_S) == {"payload": 7, "deliveries": 2}
+
+
+def test_the_sync_client_times_out_too(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as c:
+        c.create_topic(topic, SHARDS)
+        job_id = c.enqueue(topic, 1, delay=3600)
+        with pytest.raises(ResultTimeoutError) as late:
+            c.result(topic, job_id, timeout=0.1)
+        assert late.value.state == JobState.PENDING

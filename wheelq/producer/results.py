@@ -1,0 +1,90 @@
+"""Job results: `result()`, waiting for one group's outcome of a job without polling
+(docs/architecture.md, "Job results")."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+from wheelq.core import keys as k
+from wheelq.core.history import SEPARATOR, JobState, job_info, outcome
+from wheelq.errors import InvalidArgumentError, JobFailedError, ResultTimeoutError
+from wheelq.producer.operations import Op, Producer
+from wheelq.store import consume, ops
+
+MAX_TIMEOUT_S = 86_400
+"""The longest `result()` wait (a day)."""
+BLOCK_MS = 2000
+"""One blocking read of the notes, well inside a socket timeout (as a pull's)."""
+
+Timeout = float | int | timedelta
+
+
+def timeout_ms(timeout: object, name: str = "timeout") -> int:
+    """`timeout` (seconds: int, float or timedelta, 0 to a day) as whole ms.
+
+    Raises:
+        InvalidArgumentError: Not a finite number of seconds in [0, 86400].
+    """
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not (0 <= seconds <= MAX_TIMEOUT_S)  # NaN fails it too
+        or not math.isfinite(seconds)
+    ):
+        raise InvalidArgumentError(
+            name,
+            f"{name} must be a finite number of seconds in [0, {MAX_TIMEOUT_S}], got {timeout!r}",
+        )
+    return math.ceil(seconds * 1000)
+
+
+def result(producer: Producer, topic: str, job_id: str, group: str, timeout: object) -> Op[Any]:
+    """What the handler of `group` returned for job `job_id`, once the job's latest run
+    succeeded there; waits up to `timeout` for it.
+
+    Registers in ``{T:s}:waiters`` and looks the job up in one round trip, then blocks on
+    ``{T:s}:done`` (the scripts that settle add a note there only while someone waits), and
+    looks it up again when a note names it: no lookup loop.
+
+    Raises:
+        InvalidArgumentError: A bad topic, job id, group or timeout (nothing written).
+        JobFailedError: The job was dead-lettered (or cancelled) in `group`.
+        ResultTimeoutError: It had not finished when `timeout` passed.
+    """
+    k.validate_topic(topic)
+    k.validate_job_id(job_id)
+    k.validate_group(group)
+    wait_ms = timeout_ms(timeout)
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:  # no such topic: no job to wait for
+        raise ResultTimeoutError(topic, job_id, group, wait_ms, JobState.UNKNOWN)
+    keys = k.ShardKeys(topic, k.shard_of(job_id, shards))
+    field = job_id + SEPARATOR + group
+    clock = producer.clock
+    deadline = clock.now_ms() + wait_ms
+    after = consume.ZERO_ID
+    look = True
+    while True:
+        left = deadline - clock.now_ms()
+        if look or left <= 0:  # at the deadline, once more: a missed note delays, never misleads
+            waits = consume.await_outcome(keys, field, deadline, clock.now_ms()) if left > 0 else []
+            replies = yield [*waits, ops.lookup(keys, job_id)]
+            info = job_info(topic, job_id, replies[-1])
+            done = outcome(info, group)
+            if done is not None and done.state is JobState.SUCCEEDED:
+                return done.result
+            if done is not None:
+                raise JobFailedError(
+                    topic, job_id, group, done.state, done.reason, done.error, done.dead_entry_id
+                )
+            if waits:
+                after = replies[-2]
+        if left <= 0:
+            state = next((g.state for g in info.groups if g.group == group), info.state)
+            raise ResultTimeoutError(topic, job_id, group, wait_ms, state)
+        (woken,) = yield [consume.read_done(keys, after, min(left, BLOCK_MS))]
+        after = woken.last or after
+        look = field in woken.fields or woken.full  # named, or a note may have been missed
