@@ -407,6 +407,8 @@ def test_top_once_prints_one_frame_with_every_topic_and_its_backlog(
     for keys in all_shards(topic, 2):  # two consumer groups: handled/s is each one's
         for group in ("audit", "billing"):
             redis_sync.xgroup_create(keys.ready, group, id="0", mkstream=True, entries_read=0)
+    with Client.from_url(redis_url) as client:
+        client.pause(topic, "billing")  # marked in its line
     done = run_wheelq(
         "top", "--once", "--interval", "0.2", "--topics", topic, "--redis-url", redis_url
     )
@@ -419,4 +421,4 @@ def test_top_once_prints_one_frame_with_every_topic_and_its_backlog(
     assert cells[0] == topic
     assert cells[4] == "3"  # pending
     assert cells[2] == "0"  # fired/s: a rate from the two reads, one interval apart
-    assert (cells[3], after[3]) == ("audit 0", "billing 0")  # one line per group, not a sum
+    assert (cells[3], after[3]) == ("audit 0", "billing 0 (paused)")  # a line per group

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from wheelq.core.observe import ShardObservation, TopicRow
+    from wheelq.core.pause import PauseState
     from wheelq.producer.client import Client
 
 INTERVAL_RANGE_S = (0.1, 3600.0)
@@ -53,6 +54,20 @@ def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
         observe_shards(shards, int(now_ms)),
         lambda calls: executor.run(calls, return_exceptions=True),
     )
+
+
+def pause_states(client: Client, found: list[ShardObservation]) -> dict[str, PauseState]:
+    """What is paused of each topic in `found` (its groups as observed), one round trip."""
+    from wheelq.store import pauses
+    from wheelq.store.executor import SyncExecutor
+
+    groups: dict[str, set[str]] = {}
+    for o in found:
+        groups.setdefault(o.topic, set()).update(g.name for g in o.groups)
+    if not groups:
+        return {}
+    calls = [pauses.read_pause_state(topic, names) for topic, names in groups.items()]
+    return dict(zip(groups, SyncExecutor(client.redis).run(calls), strict=True))
 
 
 def stats(ctx: Context) -> int:
@@ -132,23 +147,28 @@ def top(ctx: Context) -> int:
             names = sorted(client.topics()) if wanted is None else wanted
             return observe(client, names)
 
+        def table(now: list[ShardObservation], before: Any) -> Table:
+            return _top_table(topic_rows(now, before), interval, pause_states(client, now))
+
         previous = by_shard(frame())
         if ctx.args.once:
             time.sleep(interval)
-            console.print(_top_table(topic_rows(frame(), previous), interval))
+            console.print(table(frame(), previous))
             return 0
         try:
             with Live(console=console, auto_refresh=False, screen=False) as live:
                 while True:
                     time.sleep(interval)
                     now = frame()
-                    live.update(_top_table(topic_rows(now, previous), interval), refresh=True)
+                    live.update(table(now, previous), refresh=True)
                     previous = by_shard(now)
         except KeyboardInterrupt:
             return 0
 
 
-def _top_table(rows: list[TopicRow], interval_s: float) -> Table:
+def _top_table(
+    rows: list[TopicRow], interval_s: float, paused: dict[str, PauseState] | None = None
+) -> Table:
     from rich.table import Table
 
     table = Table(
@@ -163,7 +183,7 @@ def _top_table(rows: list[TopicRow], interval_s: float) -> Table:
             r.topic,
             _rate(r.due_per_s),
             _rate(r.fired_per_s),
-            _group_rates(r.handled_per_s_by_group),
+            _group_rates(r.handled_per_s_by_group, (paused or {}).get(r.topic)),
             f"{r.pending:,}",
             f"{r.ready:,}",
             f"{r.in_flight:,}",
@@ -188,11 +208,17 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _group_rates(rates: tuple[tuple[str, float | None], ...] | None) -> str:
-    """One line per group, ``name rate`` (a topic no group reads yet: -)."""
+def _group_rates(
+    rates: tuple[tuple[str, float | None], ...] | None, paused: PauseState | None = None
+) -> str:
+    """One line per group, ``name rate`` and ``(paused)`` (a topic no group reads yet: -)."""
     if not rates:
         return "-"
-    return "\n".join(f"{name} {_rate(value)}" for name, value in rates)
+
+    def mark(name: str) -> str:
+        return " (paused)" if paused is not None and paused.group_paused(name) else ""
+
+    return "\n".join(f"{name} {_rate(value)}{mark(name)}" for name, value in rates)
 
 
 def _ms(value: float) -> str:
