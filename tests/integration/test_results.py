@@ -177,6 +177,19 @@ async def test_result_raises_with_the_dead_letters_reason_for_a_dead_job(
     assert dead.entry_id == failed.value.dead_entry_id
 
 
+async def test_a_waiter_of_a_job_cancelled_before_it_ran_raises_at_once(
+    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    job_id = await client.enqueue(topic, 1, delay=3600)
+    waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
+    await waiting(redis_async, topic, job_id)
+    assert await client.cancel(topic, job_id)
+
+    with pytest.raises(JobFailedError) as cancelled:
+        await asyncio.wait_for(waiter, WOKEN_S)
+    assert cancelled.value.state == "cancelled" and cancelled.value.reason is None
+
+
 async def test_a_result_over_result_max_bytes_fails_the_run_naming_the_setting(
     client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:

@@ -87,4 +87,5 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
             raise ResultTimeoutError(topic, job_id, group, wait_ms, state)
         (woken,) = yield [consume.read_done(keys, after, min(left, BLOCK_MS))]
         after = woken.last or after
-        look = field in woken.fields or woken.full  # named, or a note may have been missed
+        # Named (a settlement: its field; a cancel: the id), or a note may have been missed.
+        look = field in woken.fields or job_id in woken.fields or woken.full

@@ -60,7 +60,16 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "enqueue": (*_WRITE, "spooled", "history", "history_old", "limits", "callbacks"),
     "reschedule": (*_WRITE, "history", "history_old", "limits", "callbacks", "retries"),
     "debounce": (*_WRITE, "history", "history_old", "debounce", "limits", "callbacks"),
-    "cancel": ("delayed", "jobs", "cancelled", "retries", "history", "history_old"),
+    "cancel": (
+        "delayed",
+        "jobs",
+        "cancelled",
+        "retries",
+        "history",
+        "history_old",
+        "waiters",
+        "done",
+    ),
     "emit_due": (
         "delayed",
         "jobs",

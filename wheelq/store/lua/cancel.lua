@@ -9,6 +9,8 @@ KEYS[4]  {T:s}:retries   ZSET    alias members "id<US>group<US>entry", score 0 (
          id's are the lex range [id<US>, id<US + 1>)
 KEYS[5]  {T:s}:history   HASH    "id<US>group" -> the group's record ('R' becomes 'C')
 KEYS[6]  {T:s}:history_old HASH  the history's previous generation (read for the record)
+KEYS[7]  {T:s}:waiters   ZSET    results awaited (wq_waited): while any, a cancel wakes them
+KEYS[8]  {T:s}:done      STREAM  the note naming the job id (its waiters look it up again)
 ARGV[1]  job id
 Returns: {0, removed}   removed = how many pending attempts were removed (the job and each
            group's retry); 0: not pending (already fired, cancelled, or never there)
@@ -48,5 +50,9 @@ if #aliases > 0 then
 end
 if removed > 0 then
   redis.call('ZADD', KEYS[3], wq_fmt(now), id)
+  if wq_waited(KEYS[7]) then -- the waiters of any group: the note names the id alone
+    redis.pcall('XADD', KEYS[8], 'MAXLEN', '~', WQ_DONE_MAXLEN, '*', id, '1')
+    redis.pcall('PEXPIRE', KEYS[8], WQ_DONE_KEEP_MS)
+  end
 end
 return {WQ_OK, removed}
