@@ -6,6 +6,7 @@ handler on each, with retries, dead letters and crash recovery.
 """
 
 from wheelq.core.callback import Callback
+from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import Flow, TopicLimits
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
@@ -77,6 +78,8 @@ __all__ = [
     "GroupShardStats",
     "GroupStats",
     "JobInfo",
+    "Event",
+    "EventsConfig",
     "JobState",
     "PauseState",
     "ShardStats",

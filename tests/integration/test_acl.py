@@ -213,6 +213,9 @@ def test_each_role_does_its_work_with_only_its_user(
         stack.callback(hook.shutdown)
         # The producer: enqueue, cancel, reschedule, look up.
         producer = stack.enter_context(wheelq.Client.from_url(urls["Producer"]))
+        # Job events on (serve's user): from here every role's scripts write them as well.
+        on = run_wheelq("topics", "events", TOPIC, "--on", "--redis-url", urls["HTTP service"])
+        assert on.returncode == 0 and "events on" in on.stdout, on.stderr
         soon = producer.enqueue(TOPIC, {"n": 1}, delay=0.2)
         gone = producer.enqueue(TOPIC, {"n": 2}, delay=3600)
         assert producer.cancel(TOPIC, gone) is True
@@ -333,6 +336,13 @@ def test_each_role_does_its_work_with_only_its_user(
             done = run_wheelq(*argv, "--redis-url", urls["Observer"])
             assert done.returncode == 0, (argv, done.stdout, done.stderr)
         assert "succeeded" in run_wheelq("job", TOPIC, soon, "--redis-url", urls["Observer"]).stdout
+        followed = run_wheelq(
+            "events", TOPIC, "--since", "start", "--count", "3", "--json",
+            "--redis-url", urls["Observer"],
+        )  # fmt: skip
+        assert followed.returncode == 0, followed.stderr
+        kinds = {json.loads(line)["kind"] for line in followed.stdout.splitlines()}
+        assert kinds <= {"fired", "started", "succeeded", "cancelled"}, followed.stdout
 
         # A worker with flow limits (a rate and one job of a key at a time), the worker's user.
         (tmp_path / "limited.py").write_text(LIMITED)

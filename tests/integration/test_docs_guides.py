@@ -11,6 +11,7 @@ cancelled, rescheduled, handled, dead-lettered, as the page says.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -142,6 +143,7 @@ def test_workers_guide_runs_as_written(
         "Limit how long a handler runs",
         "List and delete consumer groups",
         "Pause and resume",
+        "Follow job events",
         "Keep running through a Redis outage",
     ]
     with ExitStack() as stack:
@@ -192,7 +194,13 @@ def test_workers_guide_runs_as_written(
         # Pause and resume: the block paused and resumed "default"; the commands do the topic.
         assert "PauseState(topic='charges', since_ms=None, groups={'default': " in printed
         assert not client.paused("charges").group_paused("default")
-        pause, resume = (c for c in found.commands if c[:2] == ["wheelq", "topics"])
+        # Job events: the block read its job's firing; the commands turn them on and follow.
+        assert "fired 1" in printed
+        pause, resume, events_on = (c for c in found.commands if c[:2] == ["wheelq", "topics"])
+        assert "events on" in run_command(events_on, tmp_path)
+        follow = next(c for c in found.commands if c[:2] == ["wheelq", "events"])
+        (line,) = run_command(follow, tmp_path).splitlines()  # the job the block enqueued
+        assert json.loads(line)["kind"] == "fired"
         run_command(pause, tmp_path)
         assert client.paused("charges").paused
         run_command(resume, tmp_path)

@@ -1289,6 +1289,7 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.zadd(keys.retries, {"stale\x1fg1\x1f1-0": 0})
     r.zadd(keys.waiters, {"acked\x1fg1": now + TTL_MS})
     r.xadd(keys.done, {"acked\x1fg1": "1"})
+    r.xadd(keys.events, {"k": "fired", "id": "acked"})
     r.xadd(keys.ready, {"id": "acked"})
     r.xgroup_create(keys.ready, "g1", id="0")
     r.xgroup_create(keys.ready, "g2", id="0")

@@ -18,7 +18,7 @@ from tests.support.servers import dedicated_server, tls_supported
 from tests.support.waiting import eventually
 from wheelq import AsyncClient, Client, Scheduler
 from wheelq.core.history import JobState
-from wheelq.core.keys import TOPICS_KEY, ShardKeys, shard_of
+from wheelq.core.keys import PAUSED_KEY, TOPICS_KEY, ShardKeys, shard_of
 from wheelq.testing import EmbeddedServer, ServerBinary
 
 PASSWORD = "s3cr:t/@x"
@@ -121,7 +121,8 @@ async def test_wrong_password_fails_for_the_async_client(
 @pytest.fixture
 def acl_server(password_server: EmbeddedServer, topic: str) -> Iterator[EmbeddedServer]:
     """The password server with user ``app`` (everything) and ``narrow`` (only the
-    topic's keys, the registry and the topic's wake channels)."""
+    topic's keys, the registry, the pause hash that stats and lookups read, and the topic's
+    wake channels)."""
     with redis.Redis.from_url(password_server.url) as admin:
         admin.execute_command("ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all")
         admin.execute_command(
@@ -132,6 +133,7 @@ def acl_server(password_server: EmbeddedServer, topic: str) -> Iterator[Embedded
             ">pw2",
             "resetkeys",
             f"~{TOPICS_KEY}",
+            f"~{PAUSED_KEY}",
             f"~{{{topic}:*",
             "resetchannels",
             f"&{{{topic}:*",
@@ -158,7 +160,8 @@ async def test_acl_user_url_works_for_the_async_client(
 def test_acl_user_limited_to_the_topic_keys_can_produce(
     acl_server: EmbeddedServer, topic: str
 ) -> None:
-    """wheelq touches only its documented keys: the registry and the topic's ``{T:s}`` keys."""
+    """wheelq touches only its documented keys: the registry, the pause hash and the topic's
+    ``{T:s}`` keys."""
     url = plain_url(acl_server, "narrow", "pw2")
     with Client.from_url(url, default_shards=SHARDS) as client:
         roundtrip(client, topic)

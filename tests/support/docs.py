@@ -137,6 +137,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/workers.md", "Pause and resume"): (
         "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
     ),
+    ("docs/guides/workers.md", "Follow job events"): (
+        "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
+    ),
     ("docs/guides/workers.md", "Keep running through a Redis outage"): (
         "tests/integration/test_docs_guides.py::test_workers_guide_runs_as_written"
     ),

@@ -11,7 +11,7 @@ from typing import Any
 from wheelq import AsyncClient, Client
 
 SYNC_ONLY = {"close"}
-ASYNC_ONLY = {"aclose", "executor"}
+ASYNC_ONLY = {"aclose", "executor", "events"}  # events: an async iterator
 
 
 def public(cls: type) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, groups, job_writes, nodes, ops, schedules, scripts
+from wheelq.store import consume, events, groups, job_writes, nodes, ops, schedules, scripts
 from wheelq.store.executor import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
@@ -55,6 +55,7 @@ KEY_TYPES = {
     "sched_marks": "HASH",
     "waiters": "ZSET",
     "done": "STREAM",
+    "events": "STREAM",
 }
 
 # One call of every script wrapper: what each script's reply goes through.
@@ -89,6 +90,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "schedule_advance": lambda: schedules.advance(KEYS, "t", 1, {"s": 5}),
     "schedule_fence": lambda: schedules.fence(KEYS, 1, False, ["s"]),
     "materialize": lambda: schedules.materialize(KEYS, 1, "s", [(5, b"e")]),
+    "note_events": lambda: events.note(KEYS, "started", "g", [("j", 1)]),
 }
 
 

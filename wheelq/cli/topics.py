@@ -9,6 +9,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from wheelq.cli import events
 from wheelq.cli.context import CliError, Context, command, usage_error
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("topics", parents=parents, help="list topics, or drop one")
     p.set_defaults(func=list_topics)
-    actions = p.add_subparsers(dest="action", metavar="{list,drop,limits,pause,resume}")
+    actions = p.add_subparsers(dest="action", metavar="{list,drop,limits,pause,resume,events}")
     actions.add_parser(
         "list",
         parents=parents,
@@ -44,6 +45,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     resume_help = "resume a topic (and every group paused on its own), or --group"
     resume = command(actions, "resume", parents, resume_help, resume_topic, "name")
     resume.add_argument("--group", help="resume only this consumer group")
+    events.register_setting(actions, parents)
 
 
 def _limit(text: str) -> int | str:

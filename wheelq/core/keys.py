@@ -54,6 +54,7 @@ DATA_KEY_NAMES = (
     "retries",
     "waiters",
     "done",
+    "events",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -219,6 +220,7 @@ class ShardKeys:
     sched_marks = _Key()
     waiters = _Key()
     done = _Key()
+    events = _Key()
 
     @property
     def tag(self) -> str:

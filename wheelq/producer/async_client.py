@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -11,6 +11,7 @@ import redis
 import redis.asyncio
 
 from wheelq.core.due import At, Delay, debounce_spec
+from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
 from wheelq.core.job import DeadLetter
@@ -18,9 +19,16 @@ from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
+from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
 from wheelq.producer import pauses, results, schedules
-from wheelq.producer.client import DEFAULT_CATCH_UP, CallbackArg, Client
+from wheelq.producer.client import (
+    DEFAULT_CATCH_UP,
+    EVENTS_MAX_AGE_MS,
+    EVENTS_MAX_LEN,
+    CallbackArg,
+    Client,
+)
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import (
@@ -190,6 +198,37 @@ class AsyncClient:
 
     async def paused(self, topic: str) -> PauseState:
         return await self._run(pauses.paused(self._producer, topic))
+
+    async def set_events(
+        self,
+        topic: str,
+        enabled: bool = True,
+        *,
+        max_len: int = EVENTS_MAX_LEN,
+        max_age_ms: int = EVENTS_MAX_AGE_MS,
+    ) -> EventsConfig:
+        config = EventsConfig(enabled, max_len, max_age_ms)
+        return await self._run(job_events.configure(self._producer, topic, config))
+
+    async def events_config(self, topic: str) -> EventsConfig:
+        return await self._run(job_events.config_of(self._producer, topic))
+
+    async def events(
+        self, topic: str, *, since: str = "now", block_ms: int = 2000
+    ) -> AsyncIterator[Event]:
+        """The topic's job events as they happen, from `since`: "now" (the default),
+        "start" (all the streams still hold) or the `position` of an event read before (the
+        ones after it, none missed or repeated while the streams hold them). An async
+        iterator: ``async for event in client.events("emails"): ...``; it ends only when
+        the loop leaves it.
+
+        Raises:
+            UnknownTopicError: No such topic.
+            InvalidArgumentError: `since` or `block_ms` (10-60,000) is not valid.
+        """
+        shards = await self._run(self._producer.shard_count(topic, create=False))
+        async for event in job_events.follow(self._executor, topic, shards, since, block_ms):
+            yield event
 
     async def stats(self, topic: str) -> TopicStats | None:
         return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())

@@ -14,6 +14,7 @@ import redis.asyncio
 
 from wheelq.core.callback import Callback
 from wheelq.core.due import At, Delay, debounce_spec
+from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
 from wheelq.core.job import DeadLetter
@@ -21,6 +22,7 @@ from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
+from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
 from wheelq.producer import pauses, results, schedules
 from wheelq.producer.durability import Durability
@@ -43,6 +45,8 @@ from wheelq.store.executor import Call, SyncExecutor, drive
 T = TypeVar("T")
 CallbackArg = Callback | str | Mapping[str, Any] | None
 DEFAULT_CATCH_UP = 100
+EVENTS_MAX_LEN = EventsConfig().max_len
+EVENTS_MAX_AGE_MS = EventsConfig().max_age_ms
 
 
 class Client:
@@ -352,6 +356,30 @@ class Client:
     def paused(self, topic: str) -> PauseState:
         """What is paused of `topic` (nothing, for a topic that does not exist)."""
         return self._run(pauses.paused(self._producer, topic))
+
+    def set_events(
+        self,
+        topic: str,
+        enabled: bool = True,
+        *,
+        max_len: int = EVENTS_MAX_LEN,
+        max_age_ms: int = EVENTS_MAX_AGE_MS,
+    ) -> EventsConfig:
+        """Turn the topic's job events on (or off): from then on every shard keeps a stream of
+        what happens to its jobs (fired, started, succeeded, retrying, dead, cancelled, and
+        its groups paused and resumed), about `max_len` events a shard for at most
+        `max_age_ms`; `AsyncClient.events` follows them. Off, they cost nothing.
+
+        Raises:
+            InvalidArgumentError: `enabled` not a bool; `max_len` not an int in [100,
+                10,000,000]; `max_age_ms` not one in [60,000, a year].
+        """
+        config = EventsConfig(enabled, max_len, max_age_ms)
+        return self._run(job_events.configure(self._producer, topic, config))
+
+    def events_config(self, topic: str) -> EventsConfig:
+        """The topic's events setting (off for a topic that does not exist)."""
+        return self._run(job_events.config_of(self._producer, topic))
 
     def stats(self, topic: str) -> TopicStats | None:
         """Pending and ready counts per shard, and the spool's (`TopicStats.spool`); None

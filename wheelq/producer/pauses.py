@@ -3,12 +3,12 @@ docs/architecture.md, "Pause and resume")."""
 
 from __future__ import annotations
 
-from wheelq.core.keys import validate_group, validate_topic
+from wheelq.core.keys import ShardKeys, validate_group, validate_topic
 from wheelq.core.pause import PauseState, parse_pauses, pause_field
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError
 from wheelq.producer.groups import groups
 from wheelq.producer.operations import Op, Producer
-from wheelq.store import nodes, pauses
+from wheelq.store import events, nodes, pauses
 
 
 def paused(producer: Producer, topic: str) -> Op[PauseState]:
@@ -24,7 +24,11 @@ def pause(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
     """
     yield from _check_exists(producer, topic, group)
     (now_ms,) = yield [nodes.server_time()]
-    yield [pauses.write_pause(pause_field(topic, group), int(now_ms)), pauses.announce(topic)]
+    yield [
+        pauses.write_pause(pause_field(topic, group), int(now_ms)),
+        pauses.announce(topic),
+        events.note(ShardKeys(topic, 0), "paused", group or ""),
+    ]
     return (yield from paused(producer, topic))
 
 
@@ -54,7 +58,11 @@ def resume(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
         yield from _check_exists(producer, topic, group)
         return state
     if names:
-        yield [pauses.clear_pauses(names), pauses.announce(topic)]
+        yield [
+            pauses.clear_pauses(names),
+            pauses.announce(topic),
+            events.note(ShardKeys(topic, 0), "resumed", group or ""),
+        ]
     return (yield from paused(producer, topic))
 
 

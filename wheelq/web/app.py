@@ -24,7 +24,8 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
 from wheelq.store import nodes
-from wheelq.web import api_jobs, api_pull, api_topics, problems, ui
+from wheelq.web import api_events, api_jobs, api_pull, api_topics, problems, ui
+from wheelq.web.api_events import EventStreams
 from wheelq.web.api_jobs import Coalescer, ResultWaits
 from wheelq.web.auth import Guard, Token
 from wheelq.web.problems import problem_response
@@ -82,6 +83,8 @@ class WebService:
         self.guard = Guard(tokens, allowed_hosts)
         self.results = ResultWaits(client, self.settings.pull_connections)
         """Long-polls of results, on connections of their own (``pull_connections`` wide)."""
+        self.event_streams = EventStreams(client, self.settings.pull_connections)
+        """Server-Sent Events streams, on connections of their own (``pull_connections``)."""
         self.coalescer = Coalescer(client.enqueue_many)
         """Single enqueues of one event-loop turn go to Redis as one batch."""
         self.deliveries = deliveries
@@ -119,6 +122,7 @@ class WebService:
         results, with what they have), so the stop does not wait them out."""
         self.puller.close()
         self.results.close()
+        self.event_streams.close()
 
     async def stop(self) -> None:
         """Stop what `start()` started (called during its wait, end the wait); safe to
@@ -131,6 +135,7 @@ class WebService:
             await self._keeper.stop()
         await self.puller.aclose()
         await self.results.aclose()
+        await self.event_streams.aclose()
         await self._close()
 
     async def _close(self) -> None:
@@ -170,7 +175,7 @@ def create_app(service: WebService) -> FastAPI:
     )
     app.state.service = service
     problems.install(app, page=ui.error_page)
-    for api in (api_jobs.router, api_topics.router, api_pull.router):
+    for api in (api_jobs.router, api_topics.router, api_pull.router, api_events.router):
         app.include_router(api)
     app.include_router(ui.router)
     app.include_router(ui.front)

@@ -111,6 +111,7 @@ class InFlightSet:
         self.room = asyncio.Event()  # Set whenever a slot frees up.
         self.closing = False  # Set on stop: nothing new starts, and free() is 0.
         self.paused = False  # Set while the group is paused: held entries wait, none start.
+        self.events_on = False  # Set while the topic has job events on: starts are noted.
         self._queue_to_threads = not runner.is_async
         """Sync handlers: read-ahead is queued to the threads too, saving a thread hop per job."""
         size = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
@@ -233,6 +234,8 @@ class InFlightSet:
                 return  # stays held, not started: handed on
             self.slots.tasks += 1
             held.started = True
+            if self.events_on:  # queued to a thread: started, as far as the events go
+                self.settler.started(job)
             held.task = self.runner.submit(job)
             held.task.add_done_callback(functools.partial(self._ran, held, self._now_ms()))
             return
@@ -298,6 +301,8 @@ class InFlightSet:
                 if self.closing:
                     return
                 held.started = True
+                if self.events_on:
+                    self.settler.started(job)
                 started_ms, started_s = self._now_ms(), self._timer()
                 outcome = await self.runner.run(job)
                 crash.point("handler.after")

@@ -6,10 +6,11 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from wheelq.core.clock import Clock
+from wheelq.core.keys import ShardKeys
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
-from wheelq.store import pauses
-from wheelq.store.executor import AsyncExecutor
+from wheelq.store import events, pauses
+from wheelq.store.executor import AsyncExecutor, Call
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class PauseWatch(Service):
         group: str,
         clock: Clock,
         on_change: Callable[[bool], Awaitable[None]],
+        on_events: Callable[[bool], None] = lambda on: None,
         *,
         paused: bool = False,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
@@ -42,14 +44,24 @@ class PauseWatch(Service):
         self.topic = topic
         self.group = group
         self._on_change = on_change
+        self._on_events = on_events
         self.paused = paused
         """As last read and acted on (the worker started in this state)."""
-        self.reads = 0  # State reads (each one command).
+        self.reads = 0  # State reads (each two commands).
+        self.events_on = False
+        """Whether the topic has job events on, as last read (the worker notes starts)."""
 
-    async def read(self) -> bool:
-        """Read the state now and tell the worker if it changed; returns it."""
-        (now_paused,) = await self._executor.run([pauses.read_pause_of(self.topic, self.group)])
+    async def read(self, events_too: bool = True) -> bool:
+        """Read the state now (`events_too`: and whether the topic has events on) and tell
+        the worker what changed; returns whether paused."""
+        calls: list[Call[bool]] = [pauses.read_pause_of(self.topic, self.group)]
+        if events_too:
+            calls.append(events.enabled(ShardKeys(self.topic, 0)))
+        now_paused, *events_on = await self._executor.run(calls)
         self.reads += 1
+        if events_on and events_on[0] != self.events_on:
+            self.events_on = events_on[0]
+            self._on_events(self.events_on)
         if now_paused != self.paused:
             await self._on_change(now_paused)
             self.paused = now_paused  # once done: a failure part-way is done again next read
@@ -72,7 +84,7 @@ class PauseWatch(Service):
                 left_s = max(0.0, (due_ms - self.clock.now_ms()) / 1000)
                 told = await subscription.changed(topics, left_s)
                 if told or self.clock.now_ms() >= due_ms:
-                    await self.read()
+                    await self.read(events_too=told or not self.paused)
                     due_ms = self.clock.now_ms() + int(
                         1000 * (PAUSED_POLL_S if self.paused else POLL_S)
                     )

@@ -15,7 +15,7 @@ from wheelq.core.retry import Reason, retry_envelope
 from wheelq.runtime import crash
 from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
-from wheelq.store import consume
+from wheelq.store import consume, events
 from wheelq.store.executor import Call, Executor
 
 log = logging.getLogger(__name__)
@@ -42,10 +42,12 @@ class _Queued:
     done: dict[int, list[consume.Done]] = field(default_factory=lambda: defaultdict(list))
     retries: list[tuple[int, str, str, int, bytes, str, int]] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
+    started: dict[int, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def __len__(self) -> int:
         return (
-            sum(map(len, self.acks.values()))
+            sum(map(len, self.started.values()))
+            + sum(map(len, self.acks.values()))
             + sum(map(len, self.done.values()))
             + len(self.retries)
             + sum(map(len, self.dead.values()))
@@ -108,6 +110,11 @@ class Settler(Service):
         self._queued.retries.append(item)
         self.wake()
 
+    def started(self, job: Job) -> None:
+        """Note that `job`'s handler started (a job event; only while the topic has them on)."""
+        self._queued.started[job.shard].append((job.id, job.attempt))
+        self.wake()
+
     def dead(self, shard: int, entry_id: str, reason: Reason, error: str) -> None:
         self._queued.dead[shard].append((entry_id, reason.value, error))
         self.wake()
@@ -137,6 +144,9 @@ class Settler(Service):
         """Send everything queued; returns the connection error that kept some (None: all sent)."""
         batch, self._queued = self._queued, _Queued()
         calls: list[tuple[str, Any, Call[Any]]] = []
+        for shard, jobs in batch.started.items():  # first: a job's start before its end
+            started = events.note(self._keys(shard), "started", self._group, jobs)
+            calls.append(("started", (shard, jobs), started))
         for shard, ids in batch.acks.items():
             for i in range(0, len(ids), ACKS_PER_CALL):
                 chunk = ids[i : i + ACKS_PER_CALL]
@@ -186,6 +196,8 @@ class Settler(Service):
                 # visibility timeout, and is settled then. Counted in status(), no pause.
                 self.failed(reply)
                 self.counts.dropped += 1
+            elif kind == "started":
+                pass
             elif kind in ("ack", "done"):
                 self.counts.acked += int(reply)
             elif kind == "retry":
@@ -195,7 +207,9 @@ class Settler(Service):
         return error
 
     def _requeue(self, kind: str, item: Any) -> None:
-        if kind == "ack":
+        if kind == "started":
+            self._queued.started[item[0]] += item[1]
+        elif kind == "ack":
             self._queued.acks[item[0]] += item[1]
         elif kind == "done":
             self._queued.done[item[0]] += item[1]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
-from wheelq.core.keys import READY, STREAMS, all_shards, validate_group, validate_topic
+from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError
@@ -23,7 +23,7 @@ from wheelq.runtime import tracing
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
-from wheelq.store import connect, ops, pauses
+from wheelq.store import connect, events, ops, pauses
 from wheelq.store.executor import Call
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner
@@ -471,6 +471,11 @@ class Worker(Role[WorkerStopReport]):
         paused = await self._executor.run(
             [pauses.read_pause_of(topic, self.group) for topic in self.topics]
         )
+        noted = await self._executor.run(
+            [events.enabled(ShardKeys(topic, 0)) for topic in self.topics]
+        )
+        for lane, events_on in zip(self.lanes, noted, strict=True):
+            lane.in_flight.events_on = events_on
         self._parts = []
         for lane, me, held_back in zip(self.lanes, mine, paused, strict=True):
             lane.members = Membership(me)
@@ -536,9 +541,11 @@ class Worker(Role[WorkerStopReport]):
             self.group,
             self.clock,
             parts.set_paused,
+            functools.partial(setattr, in_flight, "events_on"),
             paused=paused,
             max_pause_ms=s.failure_pause_max_ms,
         )
+        parts.watch.events_on = in_flight.events_on
         return parts
 
     async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:

@@ -149,7 +149,7 @@ end
 -- envelope's enqueued_ms (env[5]), written as 'enqueued' so a lookup still has it once the job
 -- fired. The call is redis.pcall: a wrong-typed stream fails the first XADD, before anything
 -- is written, and the error is returned for the caller to report.
-local function wq_fire(ready, topic, member, due, env, callbacks)
+local function wq_fire_entry(ready, topic, member, due, env, callbacks)
   local attempt, max_attempts = wq_counts(env[3], env[4])
   local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
@@ -206,6 +206,61 @@ local function wq_fire(ready, topic, member, due, env, callbacks)
   end
   return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
     'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued)
+end
+
+-- Job events (wheelq.core.events; docs/architecture.md "Job events"). A script that changes a
+-- job's state calls wq_events_on first: while the shard's limits say events are on (field
+-- 'events': the stream's cap), wq_event appends one entry per event; else it costs a test.
+-- A key of the wrong type fails only the event (pcall), never the change it reports.
+local WQ_EVENTS, WQ_EVENTS_CAP = false, '0'
+local function wq_events_on(limits, events)
+  local cap = redis.pcall('HGET', limits, 'events')
+  if type(cap) == 'string' then
+    WQ_EVENTS, WQ_EVENTS_CAP = events, cap
+  end
+end
+
+local function wq_event(kind, id, group, attempt)
+  if not WQ_EVENTS then
+    return
+  end
+  local f = {'XADD', WQ_EVENTS, 'MAXLEN', '~', WQ_EVENTS_CAP, '*', 'k', kind}
+  if id then
+    f[#f + 1] = 'id'
+    f[#f + 1] = id
+  end
+  if type(group) == 'string' and group ~= '' then
+    f[#f + 1] = 'g'
+    f[#f + 1] = group
+  end
+  if attempt then
+    f[#f + 1] = 'a'
+    f[#f + 1] = attempt
+  end
+  redis.pcall(unpack(f))
+end
+
+-- An event for each history record written, `recs` as wq_remember takes them: field
+-- "id<US>group", record, ...
+local function wq_settled(kind, recs, group)
+  if not WQ_EVENTS then
+    return
+  end
+  for i = 1, #recs, 2 do
+    wq_event(kind, string.sub(recs[i], 1, #recs[i] - #group - 1), group)
+  end
+end
+
+local function wq_fire(ready, topic, member, due, env, callbacks)
+  local added = wq_fire_entry(ready, topic, member, due, env, callbacks)
+  if WQ_EVENTS and type(added) == 'string' then
+    local id = member
+    if type(env[7]) == 'string' and env[7] ~= '' then
+      id = env[7]
+    end
+    wq_event('fired', id, env[6], (wq_counts(env[3], env[4])))
+  end
+  return added
 end
 
 -- Job history ({T:s}:history and {T:s}:history_old; wheelq.core.history reads them,

@@ -6,6 +6,8 @@ KEYS[2]  {T:s}:history   HASH    the group's record of each job becomes 'S'
 KEYS[3]  {T:s}:history_old HASH  the previous generation (read when some were settled already)
 KEYS[4]  {T:s}:waiters   ZSET    results awaited: "id<US>group" -> ms the wait ends (wq_waited)
 KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written (wq_wake)
+KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
+KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  consumer group
 ARGV[2]  msgpack array of the entry ids
 ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
@@ -21,6 +23,7 @@ Returns: {0, acked}
            -1 pending to a later delivery (a stale receipt: nothing written for it)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
+wq_events_on(KEYS[6], KEYS[7])
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
@@ -49,6 +52,7 @@ if ARGV[5] then
     outcomes[i] = got
   end
   wq_remember(KEYS[2], rec)
+  wq_settled('succeeded', rec, group)
   if acked > 0 and wq_waited(KEYS[4]) then
     wq_wake(KEYS[4], KEYS[5], rec, 2)
   end
@@ -78,6 +82,7 @@ if acked < #entries then
   pairs = rec
 end
 wq_remember(KEYS[2], pairs)
+wq_settled('succeeded', pairs, group)
 if acked > 0 and wq_waited(KEYS[4]) then
   wq_wake(KEYS[4], KEYS[5], pairs, 2)
 end

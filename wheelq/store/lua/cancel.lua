@@ -11,11 +11,14 @@ KEYS[5]  {T:s}:history   HASH    "id<US>group" -> the group's record ('R' become
 KEYS[6]  {T:s}:history_old HASH  the history's previous generation (read for the record)
 KEYS[7]  {T:s}:waiters   ZSET    results awaited (wq_waited): while any, a cancel wakes them
 KEYS[8]  {T:s}:done      STREAM  the note naming the job id (its waiters look it up again)
+KEYS[9]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
+KEYS[10] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  job id
 Returns: {0, removed}   removed = how many pending attempts were removed (the job and each
            group's retry); 0: not pending (already fired, cancelled, or never there)
          {-1, key}      WRONG_TYPE (nothing written)
 ]]
+wq_events_on(KEYS[9], KEYS[10])
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
   KEYS[5], 'hash')
 if bad then
@@ -50,6 +53,7 @@ if #aliases > 0 then
 end
 if removed > 0 then
   redis.call('ZADD', KEYS[3], wq_fmt(now), id)
+  wq_event('cancelled', id)
   if wq_waited(KEYS[7]) then -- the waiters of any group: the note names the id alone
     redis.pcall('XADD', KEYS[8], 'MAXLEN', '~', WQ_DONE_MAXLEN, '*', id, '1')
     redis.pcall('PEXPIRE', KEYS[8], WQ_DONE_KEEP_MS)

@@ -7,6 +7,8 @@ KEYS[2]  {T:s}:dead      STREAM  dead letters
 KEYS[3]  {T:s}:history   HASH    the group's record of a dead-lettered job becomes 'D'
 KEYS[4]  {T:s}:waiters   ZSET    results awaited (wq_waited, wq_wake: see ack.lua)
 KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written
+KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
+KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  consumer group
 ARGV[2]  consumer (the claiming worker)
 ARGV[3]  min idle, ms (the visibility timeout)
@@ -18,6 +20,7 @@ Returns: {0, next_cursor, dead_lettered, entry_id_1, deliveries_1, fields_1, ent
            entry taken over once); fields are flat field/value lists
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
+wq_events_on(KEYS[6], KEYS[7])
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
@@ -38,6 +41,7 @@ for _, entry in ipairs(claimed[2]) do
       ') without an ack: its workers died or stalled while running it')
     if job_id then
       fields[#fields + 1] = job_id .. WQ_US .. ARGV[1]
+      wq_event('dead', job_id, ARGV[1])
     end
     out[3] = out[3] + 1
   else

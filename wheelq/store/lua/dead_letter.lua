@@ -6,6 +6,8 @@ KEYS[2]  {T:s}:dead      STREAM  dead letters
 KEYS[3]  {T:s}:history   HASH    the group's record of each job becomes 'D' (wq_dead)
 KEYS[4]  {T:s}:waiters   ZSET    results awaited (wq_waited, wq_wake: see ack.lua)
 KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written
+KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
+KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  consumer group
 ARGV[2]  a pull receipt's consumer ('' for none: a worker's entries, not checked)
 ARGV[3]  that receipt's delivery count (wq_delivered checks each entry is pending to it)
@@ -13,6 +15,7 @@ ARGV[4..] three per entry: entry id, reason (failed | deliveries | malformed), e
 Returns: {0, dead_lettered, stale}  stale: entries pending to another delivery (not written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
+wq_events_on(KEYS[6], KEYS[7])
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
@@ -28,6 +31,7 @@ for i = 4, #ARGV, 3 do
     local _, id = wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[i], ARGV[i + 1], ARGV[i + 2])
     if id then
       fields[#fields + 1] = id .. WQ_US .. ARGV[1]
+      wq_event('dead', id, ARGV[1])
     end
     n = n + 1
   end

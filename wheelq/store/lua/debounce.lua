@@ -14,6 +14,7 @@ KEYS[8]  {T:s}:debounce  HASH    job id -> the ms its series must fire by (max w
 KEYS[9]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
          under it, else it is scheduled at its due time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
+KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -25,6 +26,7 @@ Returns: {0, placed, due}   placed: 0 SCHEDULED (due now too, with the stream at
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
 ]]
+wq_events_on(KEYS[9], KEYS[11])
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list', KEYS[8], 'hash')
 if bad then

@@ -22,6 +22,7 @@ KEYS[18] {T:s}:callbacks STREAM  fired jobs with a callback (counted as KEYS[3] 
 KEYS[19] {T:s}:retries   ZSET    retries' alias members (counted in KEYS[1] already)
 KEYS[20] {T:s}:waiters   ZSET    results awaited
 KEYS[21] {T:s}:done      STREAM  notes to the results' waiters
+KEYS[22] {T:s}:events    STREAM  job events
          (KEYS[4..17] and those after KEYS[18] are only deleted: every key of the shard,
          wheelq.core.keys.DATA_KEY_NAMES)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)

@@ -16,6 +16,7 @@ KEYS[8]  {T:s}:limits    HASH    "ready": most fired jobs the slowest consumer g
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire; counted in the
          "ready" limit as KEYS[3] is)
 KEYS[10] {T:s}:retries   ZSET    retries stored under an alias member: a fired alias leaves it
+KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -33,6 +34,7 @@ Returns: {0, emitted, more, orphans, not_yet_due, malformed, held, throttled}
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
+wq_events_on(KEYS[8], KEYS[11])
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}
 end

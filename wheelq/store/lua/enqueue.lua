@@ -17,6 +17,7 @@ KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending
          by a replay: it was accepted before); "ready": a job due now fires only while the
          stream has room under it, else it is scheduled at its due time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
+KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
@@ -44,6 +45,7 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job du
            bug: wheelq writes none); jobs before it that fired are in the stream (and their
            tokens recorded), nothing else is written
 ]]
+wq_events_on(KEYS[9], KEYS[11])
 -- Type checks: the sorted set, the stream and the inbox (and a replay's record, and the hash of
 -- new ids, which is not read) by TYPE (a job must not be scheduled into a shard it could never
 -- fire from); the horizon and the hash by their first read.

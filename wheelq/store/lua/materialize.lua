@@ -14,6 +14,7 @@ KEYS[8]  {T:s}:sched_marks HASH    name -> "epoch:ms of the latest run written h
 KEYS[9]  {T:s}:limits      HASH    "ready": a run due now fires only while the stream has room
          under it, else it is scheduled at its time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks   STREAM  fired jobs that carry a callback (wq_fire)
+KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  the writer's epoch
@@ -24,6 +25,7 @@ Returns: {0, written}   runs written (fired now if due, else scheduled)
          {-1, key}      WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded
 ]]
+wq_events_on(KEYS[9], KEYS[11])
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',
   KEYS[8], 'hash')
 if bad then

@@ -11,12 +11,14 @@ KEYS[4]  {T:s}:history_old HASH  the history's previous generation (read by wq_f
 KEYS[5]  {T:s}:limits    HASH    "ready": most fired jobs the slowest group may have to catch
          up on (wheelq.core.flow)
 KEYS[6]  {T:s}:callbacks STREAM  where a job with a callback is replayed (wq_fire)
+KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  topic
 ARGV[2..] dead-letter entry ids
 Returns: {0, replayed, held, unreplayable_id_1, ...}   held: left for want of room under
            the "ready" limit; ids not found are none of these
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
+wq_events_on(KEYS[5], KEYS[7])
 local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}

@@ -13,6 +13,7 @@ KEYS[8]  {T:s}:limits    HASH    "ready": due now, the job fires only while the 
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[10] {T:s}:retries   ZSET    alias members "id<US>group<US>entry", score 0 (retry.lua): the
          id's are the lex range [id<US>, id<US + 1>); one fired now leaves it
+KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -24,6 +25,7 @@ Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its l
          {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
            (nothing written; the scheduler dead-letters it when it comes due)
 ]]
+wq_events_on(KEYS[8], KEYS[11])
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list', KEYS[10], 'zset')
 if bad then

@@ -9,6 +9,8 @@ KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history   HASH    the group's record of the job becomes 'R' (wq_record)
 KEYS[7]  {T:s}:retries   ZSET    an alias member goes here too, score 0 (cancel and reschedule
          find an id's aliases in it by lex range; emit_due removes one as it fires)
+KEYS[8]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
+KEYS[9]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
@@ -25,6 +27,7 @@ Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>gro
          {0, -1} it is pending to a later delivery than ARGV[9..10]'s (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
+wq_events_on(KEYS[8], KEYS[9])
 local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list', KEYS[6], 'hash', KEYS[7], 'zset')
 if bad then
@@ -46,4 +49,5 @@ wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[6], tonumber(redis.call('GET', KEYS[
   ARGV[5])
 redis.call('HSET', KEYS[6], ARGV[3] .. WQ_US .. ARGV[1],
   wq_record('R', ARGV[2], tonumber(ARGV[8]), 0, ARGV[7], '', ''))
+wq_event('retrying', ARGV[3], ARGV[1])
 return {WQ_OK, 1, wq_fmt(due), member}

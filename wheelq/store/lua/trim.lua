@@ -8,6 +8,8 @@ KEYS[2]  {T:s}:history     HASH    job id -> latest entry; "id<US>group" -> the 
 KEYS[3]  {T:s}:history_old HASH    the previous generation, and <US>upto
 KEYS[4]  {T:s}:cancelled   ZSET    job id -> ms it was cancelled
 KEYS[5]  {T:s}:callbacks   STREAM  fired jobs that carry a callback (trimmed as KEYS[1] is)
+KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
+KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  retention, ms: only entries older than TIME - this are trimmed (byte budget aside)
 ARGV[2]  most entries (and most cancellations) to trim in this call
 ARGV[3]  consumer idle, ms: consumers idle longer than this with nothing pending are deleted
@@ -174,4 +176,11 @@ for _, stream in ipairs(STREAMS) do
   out[2], out[3], out[4] = out[2] + trimmed, math.max(out[3], more), out[4] + forgotten
 end
 turn_generations()
+-- Job events older than the topic's events_age go (their length is capped as they are
+-- written); a stream left from events turned off goes whole once past it too.
+local age = redis.pcall('HGET', KEYS[6], 'events_age')
+if type(age) ~= 'string' then
+  age = ARGV[1]
+end
+redis.pcall('XTRIM', KEYS[7], 'MINID', '~', wq_fmt(now - tonumber(age)))
 return out

@@ -1,0 +1,253 @@
+"""Job events on a real server and cluster: each transition of a job appears once, in order,
+for its group; a reader resumed from a position gets exactly the rest; a topic without events
+writes none; the streams stay bounded; bad settings and positions are refused by name.
+(docs/architecture.md, "Job events".)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+import pytest
+import redis.asyncio
+
+from tests.support.waiting import eventually
+from tests.support.web import serving
+from wheelq import (
+    AsyncClient,
+    Event,
+    InvalidArgumentError,
+    Job,
+    Scheduler,
+    UnknownTopicError,
+    Worker,
+)
+from wheelq.core.keys import all_shards
+from wheelq.core.settings import ServeSettings
+
+pytestmark = pytest.mark.cluster_too
+
+SHARDS = 2
+TIMEOUT = aiohttp.ClientTimeout(total=20)
+# No take-over: a busy machine stalling a worker past a short visibility timeout would run a
+# job twice (at-least-once), and the test counts each job's events exactly.
+FAST: dict[str, Any] = {"visibility_timeout_ms": 30_000, "retry_base_ms": 50}
+
+
+@pytest.fixture
+async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, SHARDS)
+        yield c
+
+
+async def collect(
+    client: AsyncClient, topic: str, since: str, done: Callable[[list[Event]], bool]
+) -> list[Event]:
+    """Events from `since` until `done` says so (the test fails after 20 s)."""
+    got: list[Event] = []
+
+    async def read() -> None:
+        async for event in client.events(topic, since=since, block_ms=100):
+            got.append(event)
+            if done(got):
+                return
+
+    try:
+        await asyncio.wait_for(read(), 20)
+    except TimeoutError:
+        raise AssertionError(f"events read before the timeout: {got}") from None
+    return got
+
+
+def story(events: list[Event], job_id: str) -> list[str]:
+    return [e.kind for e in events if e.job_id == job_id]
+
+
+async def test_each_transition_of_a_job_is_one_event_in_order(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    assert (await client.set_events(topic)).enabled
+    since = "start"
+
+    async def handle(job: Job) -> str:
+        if job.payload == "fail":
+            raise RuntimeError("boom")
+        return "ok"
+
+    worker = Worker.from_url(redis_url, topic, handle, **FAST)
+    node = Scheduler.from_url(redis_url, [topic], lease_ttl_ms=2000)
+    await worker.start()
+    await node.start()
+    try:
+        ok = await client.enqueue(topic, "ok")
+        failing = await client.enqueue(topic, "fail", max_attempts=2)
+        gone = await client.enqueue(topic, "x", delay=timedelta(hours=1))
+        assert await client.cancel(topic, gone)
+        await client.pause(topic, "default")
+        await client.resume(topic, "default")
+        events = await collect(
+            client,
+            topic,
+            since,
+            lambda got: (
+                "dead" in story(got, failing)
+                and "succeeded" in story(got, ok)
+                and sum(e.kind == "resumed" for e in got) == 1
+            ),
+        )
+    finally:
+        await node.stop()
+        await worker.stop()
+    assert story(events, ok) == ["fired", "started", "succeeded"]
+    assert story(events, failing) == ["fired", "started", "retrying", "fired", "started", "dead"]
+    assert story(events, gone) == ["cancelled"]
+    pauses = [(e.kind, e.group) for e in events if e.job_id is None]
+    assert pauses == [("paused", "default"), ("resumed", "default")]
+    started = [e for e in events if e.kind == "started"]
+    assert all(e.group == "default" and e.attempt in (1, 2) for e in started)
+    assert [e.attempt for e in events if e.job_id == failing and e.kind == "fired"] == [1, 2]
+    assert all(e.at_ms > 0 for e in events)
+
+
+async def test_a_reader_resumed_from_a_position_misses_and_repeats_nothing(
+    client: AsyncClient, topic: str
+) -> None:
+    await client.set_events(topic)
+    ids = await client.enqueue_many(topic, [{"payload": n} for n in range(30)])  # fired now
+    first = await collect(client, topic, "start", lambda got: len(got) == 10)
+    rest = await collect(client, topic, first[-1].position, lambda got: len(got) == 20)
+    read = [e.job_id for e in first + rest]
+    assert sorted(read) == sorted(ids)  # every one, none twice
+    late = await client.enqueue(topic, "late")  # after the position: the first to come
+    more = await collect(client, topic, rest[-1].position, lambda got: len(got) == 1)
+    assert [e.job_id for e in more] == [late]
+
+
+async def test_a_topic_without_events_writes_none_and_a_capped_one_stays_bounded(
+    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    await client.enqueue_many(topic, [{"payload": n} for n in range(50)])
+    assert not (await client.events_config(topic)).enabled
+    for keys in all_shards(topic, SHARDS):
+        assert await redis_async.exists(keys.events) == 0
+    await client.set_events(topic, max_len=100)
+    await client.enqueue_many(topic, [{"payload": n} for n in range(2000)])
+    for keys in all_shards(topic, SHARDS):
+        # MAXLEN ~ trims whole nodes of the stream (100 entries each by default)
+        assert 0 < await redis_async.xlen(keys.events) <= 300
+    await client.set_events(topic, False)
+    assert not (await client.events_config(topic)).enabled
+    lengths = [await redis_async.xlen(k.events) for k in all_shards(topic, SHARDS)]
+    await client.enqueue_many(topic, [{"payload": n} for n in range(50)])
+    assert [await redis_async.xlen(k.events) for k in all_shards(topic, SHARDS)] == lengths
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "parameter"),
+    [
+        ({"max_len": 5}, "max_len"),
+        ({"max_len": 1.5}, "max_len"),
+        ({"max_age_ms": 0}, "max_age_ms"),
+        ({"enabled": "yes"}, "enabled"),
+    ],
+)
+async def test_bad_event_settings_are_refused_by_name(
+    client: AsyncClient, topic: str, kwargs: dict[str, Any], parameter: str
+) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        await client.set_events(topic, **kwargs)
+    assert refused.value.parameter == parameter
+    assert not (await client.events_config(topic)).enabled
+
+
+@pytest.mark.parametrize("since", ["bogus", "1-0", "1-0,2-0,3-0", "x-0,-", "-,-,", "1-0.5,-", 7])
+async def test_bad_positions_are_refused_by_name(
+    client: AsyncClient, topic: str, since: Any
+) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        await collect(client, topic, since, lambda got: True)
+    assert refused.value.parameter == "since"
+
+
+async def test_events_of_an_unknown_topic_or_a_bad_wait_are_refused(
+    client: AsyncClient, topic: str
+) -> None:
+    with pytest.raises(UnknownTopicError):
+        await collect(client, topic + "-nope", "now", lambda got: True)
+    with pytest.raises(InvalidArgumentError) as refused:
+        async for _ in client.events(topic, block_ms=0):
+            pass
+    assert refused.value.parameter == "block_ms"
+
+
+# --- over HTTP: Server-Sent Events ---------------------------------------------------------
+
+
+async def read_sse(response: Any, n: int) -> list[dict[str, Any]]:
+    """The first `n` events of an SSE response, each with its id, event and data."""
+    got: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    async for raw in response.content:
+        line = raw.decode().rstrip("\n")
+        if not line:
+            if current:
+                got.append(current)
+                current = {}
+                if len(got) == n:
+                    return got
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            current[name] = json.loads(value) if name == "data" else value
+    return got
+
+
+async def test_sse_streams_events_and_resumes_after_the_last_event_id(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    await client.set_events(topic)
+    ids = await client.enqueue_many(topic, [{"payload": n} for n in range(12)])
+    async with serving(redis_url) as api:
+        url = f"{api.base}/v1/topics/{topic}/events"
+        async with api.http.get(url, params={"since": "start"}, timeout=TIMEOUT) as r:
+            assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+            first = await read_sse(r, 5)
+        assert [e["event"] for e in first] == ["fired"] * 5
+        assert all(e["data"]["position"] == e["id"] for e in first)
+        resume = {"Last-Event-ID": first[-1]["id"]}
+        async with api.http.get(url, headers=resume, timeout=TIMEOUT) as r:
+            rest = await read_sse(r, 7)
+        assert sorted(e["data"]["job_id"] for e in first + rest) == sorted(ids)
+        await client.create_topic(f"{topic}-quiet", 1)
+        for path, status in [
+            (f"/v1/topics/{topic}-nope/events", 404),
+            (f"/v1/topics/{topic}-quiet/events", 409),  # keeps no events: no endless stream
+            (f"/v1/topics/{topic}/events?since=bogus", 422),
+            (f"/v1/topics/{topic}/events?since=" + "1-0," * 3000, 422),
+        ]:
+            async with api.http.get(api.base + path, timeout=TIMEOUT) as r:
+                assert r.status == status, (path, await r.text())
+
+
+async def test_sse_streams_past_the_pools_connections_are_refused_with_503(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    await client.set_events(topic)
+    async with serving(redis_url, settings=ServeSettings(pull_connections=SHARDS)) as api:
+        url = f"{api.base}/v1/topics/{topic}/events"
+        async with api.http.get(url, timeout=TIMEOUT) as holding:
+            assert holding.status == 200
+            await holding.content.readline()  # the stream is open: it holds every connection
+            async with api.http.get(url, timeout=TIMEOUT) as refused:
+                assert refused.status == 503 and refused.headers["Retry-After"]
+
+        async def open_again() -> bool:  # the first one's connections come back
+            async with api.http.get(url, timeout=TIMEOUT) as again:
+                return again.status == 200
+
+        assert await eventually(open_again, timeout_s=10, what="a stream once the first ended")

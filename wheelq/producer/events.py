@@ -1,0 +1,93 @@
+"""Job events, the producer's side: turning them on or off for a topic, and following them
+(docs/architecture.md, "Job events")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from wheelq.core import keys as k
+from wheelq.core.events import (
+    Event,
+    EventsConfig,
+    decode_event,
+    format_position,
+    parse_position,
+)
+from wheelq.errors import UnknownTopicError, int_in
+from wheelq.producer.operations import Op, Producer
+from wheelq.store import events, ops, pauses
+from wheelq.store.executor import AsyncExecutor, Call
+
+BLOCK_MS = (10, 60_000)
+"""The range of `follow`'s `block_ms`."""
+
+
+def configure(producer: Producer, topic: str, config: EventsConfig) -> Op[EventsConfig]:
+    """Write `config` into every shard (the scripts read it as they write); tell workers."""
+    shards = yield from producer.shard_count(topic, create=True)
+    assert shards is not None
+    calls: list[Call[object]] = []
+    for keys in k.all_shards(topic, shards):
+        calls += ops.write_limits(keys, config.fields())
+    yield [*calls, pauses.announce(topic)]  # workers read the setting again (started events)
+    return config
+
+
+def config_of(producer: Producer, topic: str) -> Op[EventsConfig]:
+    """The topic's events setting (off for a topic that does not exist)."""
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        return EventsConfig()
+    (raw,) = yield [ops.read_limits(k.ShardKeys(topic, 0))]
+    return EventsConfig.from_fields(raw)
+
+
+async def follow(
+    executor: AsyncExecutor, topic: str, shards: int | None, since: str, block_ms: int
+) -> AsyncIterator[Event]:
+    """Every event of `topic` after `since`, as they happen (one blocking read per shard).
+
+    Raises:
+        UnknownTopicError: `shards` is None (no such topic).
+        InvalidArgumentError: `since` or `block_ms` is not valid (named).
+    """
+    k.validate_topic(topic)
+    if shards is None:
+        raise UnknownTopicError(topic)
+    int_in("block_ms", block_ms, *BLOCK_MS)
+    views = k.all_shards(topic, shards)
+    if since == "now":
+        position = list(await executor.run([events.last_id(v) for v in views]))
+    elif since == "start":
+        position = ["0-0"] * shards
+    else:
+        position = parse_position(since, shards)  # InvalidArgumentError on since
+    reads: dict[int, asyncio.Task[list[Any]]] = {}
+    try:
+        while True:
+            for shard, view in enumerate(views):
+                if shard not in reads:
+                    call = events.read_waiting([view], [position[shard]], block_ms)
+                    reads[shard] = asyncio.ensure_future(executor.run([call]))
+            await asyncio.wait(reads.values(), return_when=asyncio.FIRST_COMPLETED)
+            for shard in sorted(reads):
+                task = reads[shard]
+                if not task.done():
+                    continue
+                del reads[shard]
+                (got,) = task.result()  # raises what the read raised
+                for _, entries in got:
+                    for entry_id, fields in entries:
+                        position[shard] = entry_id
+                        event = decode_event(entry_id, fields, format_position(position))
+                        if event is not None:
+                            yield event
+    finally:
+        for task in reads.values():
+            task.cancel()
+        for task in reads.values():
+            with contextlib.suppress(BaseException):
+                await task
