@@ -230,6 +230,9 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
     assert page.ids[f"{topic}-paused"] == "no"
     _, page = await get(api, f"/ui/topics/{topic}")
     assert "paused" not in page.ids and page.ids["group-1-paused"] == "no"
+    assert page.ids["events"] == "off"
+    await client.set_events(topic)
+    assert (await get(api, f"/ui/topics/{topic}"))[1].ids["events"] == "on"
 
     await client.pause(topic, "h")
     _, page = await get(api, f"/ui?after={topic[:-1]}")
@@ -293,6 +296,21 @@ async def test_a_job_is_looked_up_and_shown_escaped_and_an_unknown_one_is_404(
     assert "Job not found" in html
     for path in ("", "/jobs/d0", "/dead"):
         await get(api, f"/ui/topics/{topic}-nope{path}", 404)
+
+
+async def test_a_jobs_page_shows_each_groups_result_escaped(api: Served, topic: str) -> None:
+    client = api.service.client
+    job_id = await client.enqueue(topic, "report")
+
+    async def build(job: Job) -> dict[str, str]:
+        return {"url": "<b>/reports/1</b>"}
+
+    worker = Worker(client.redis, topic, build)
+    async with worker:
+        assert await client.result(topic, job_id, timeout=10) == {"url": "<b>/reports/1</b>"}
+    html, page = await get(api, f"/ui/topics/{topic}/jobs/{job_id}")
+    assert page.ids["group-1-outcome"] == '{"url": "<b>/reports/1</b>"}'
+    assert "&lt;b&gt;/reports/1&lt;/b&gt;" in html
 
 
 async def test_a_jobs_last_error_shows_its_line_and_keeps_the_traceback_folded(

@@ -48,7 +48,7 @@ from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, to
 from wheelq.core.pause import PauseState
 from wheelq.core.retry import error_line
 from wheelq.errors import InvalidArgumentError, RedisUnavailableError
-from wheelq.store import nodes, pauses
+from wheelq.store import events, nodes, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import api_topics
@@ -152,6 +152,8 @@ class TopicView:
     window_s: float | None
     """The span the rates are taken over (None: no earlier view to compare with)."""
     paused: PauseState | None = None
+    events_on: bool = False
+    """Whether the topic keeps job events (`wheelq events`, the SSE endpoint)."""
 
 
 async def observe(
@@ -253,7 +255,9 @@ async def topic_view(
         executor.run([nodes.lease_holder(k) for k in keys]),
     )
     names = {g.name for o in found for g in o.groups}
-    (paused,) = await executor.run([pauses.read_pause_state(topic, names)])
+    paused, events_on = await executor.run(
+        [pauses.read_pause_state(topic, names), events.enabled(keys[0])]
+    )
     earlier = frames.before(topic, now_ms)
     frames.add(topic, now_ms, found)
     before = {} if earlier is None else earlier[1]
@@ -280,6 +284,7 @@ async def topic_view(
         due_soon=sum(o.due_soon for o in found),
         window_s=None if earlier is None else (now_ms - earlier[0]) / 1000,
         paused=paused,
+        events_on=events_on,
     )
 
 
