@@ -264,11 +264,18 @@ def run_idle(bench: Bench, *, topics: int, shards: int, idle_s: float) -> dict[s
 
 
 def run_worker(
-    bench: Bench, *, n: int, concurrency: int = 200, shards: int = 4, sync: bool = False
+    bench: Bench,
+    *,
+    n: int,
+    concurrency: int = 200,
+    shards: int = 4,
+    sync: bool = False,
+    events: bool = False,
 ) -> dict:
     """One worker process (no-op async handler, or with `sync` a ``def`` that appends a line
     to a file) draining `n` entries already in the streams: jobs/s from the moment it is
-    ready until every entry is acked."""
+    ready until every entry is acked. `events`: the topic keeps job events (turned on once
+    the entries are in: the worker's started and succeeded events are what is measured)."""
     topic = bench.topic("worker")
     r = bench.redis()
     client = Client.from_url(bench.url)
@@ -278,6 +285,8 @@ def run_worker(
             client.enqueue_many(
                 topic, [EnqueueItem(payload=PAYLOAD) for _ in range(min(20_000, n - i))]
             )
+        if events:
+            client.set_events(topic, max_len=10_000_000)
         pool = Workers(bench, topic, 1, concurrency, sync=sync)
         pool.start()
         t0 = time.perf_counter()
@@ -293,6 +302,7 @@ def run_worker(
         "jobs": n,
         "handler": "sync" if sync else "async",
         "concurrency": concurrency,
+        "events": events,
         "all_acked": done,
         "jobs_per_s": round(n / seconds),
         "worker_cpu_us_per_job": round(cpu / n * 1e6, 1),
