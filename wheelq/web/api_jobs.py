@@ -258,11 +258,14 @@ class ResultWaits:
             waiting = asyncio.ensure_future(
                 self._waiter.result(topic, job_id, group=group, timeout=wait_ms / 1000)
             )
-            await wait_for_either(waiting, self._closing, None)
-            if waiting.done():
-                return waiting.result()
-            waiting.cancel()  # closing: its connection is dropped
-            await asyncio.gather(waiting, return_exceptions=True)
+            try:
+                await wait_for_either(waiting, self._closing, None)
+                if waiting.done():
+                    return waiting.result()
+            finally:
+                if not waiting.done():  # closing, or the request went away: drop its connection
+                    waiting.cancel()
+                    await asyncio.gather(waiting, return_exceptions=True)
         return await self._client.result(topic, job_id, group=group, timeout=0)
 
     @property
