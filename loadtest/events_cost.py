@@ -5,8 +5,8 @@ scenario); prints each side's jobs/s and CPU per job, their medians and the rati
     python loadtest/events_cost.py [--rounds 5] [--jobs 50000] [--server valkey|redis]
 
 With events on, the worker notes each start (one `note_events.lua` call per shard and
-settler round) and `ack.lua` writes each success: the figure that DESIGN's bar ("events on
-cost the worker at most 10 %") is read against. Off, they cost a script one HGET.
+settler round) and `ack.lua` writes each success: the figure the bar "events on cost the
+worker at most 10 %" is read against. Off, they cost a script one HGET.
 """
 
 from __future__ import annotations
