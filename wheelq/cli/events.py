@@ -67,11 +67,12 @@ def follow(ctx: Context) -> int:
     async def run() -> None:
         async with AsyncClient.from_url(url, **settings) as client:
             seen = 0
-            async for event in client.events(args.topic, since=args.since):
-                print(_line(event, args.json), flush=True)
-                seen += 1
-                if args.count is not None and seen >= args.count:
-                    return
+            async with contextlib.aclosing(client.events(args.topic, since=args.since)) as it:
+                async for event in it:
+                    print(_line(event, args.json), flush=True)
+                    seen += 1
+                    if args.count is not None and seen >= args.count:
+                        return
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the way out of a follow
         asyncio.run(run())

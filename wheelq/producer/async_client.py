@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+import contextlib
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -215,20 +216,23 @@ class AsyncClient:
 
     async def events(
         self, topic: str, *, since: str = "now", block_ms: int = 2000
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """The topic's job events as they happen, from `since`: "now" (the default),
         "start" (all the streams still hold) or the `position` of an event read before (the
         ones after it, none missed or repeated while the streams hold them). An async
-        iterator: ``async for event in client.events("emails"): ...``; it ends only when
-        the loop leaves it.
+        iterator that ends only when the loop leaves it; to stop its reads at once then, use
+        ``async with contextlib.aclosing(client.events("emails")) as events: async for ...``
+        (else they stop when the iterator is collected).
 
         Raises:
             UnknownTopicError: No such topic.
             InvalidArgumentError: `since` or `block_ms` (10-60,000) is not valid.
         """
         shards = await self._run(self._producer.shard_count(topic, create=False))
-        async for event in job_events.follow(self._executor, topic, shards, since, block_ms):
-            yield event
+        follow = job_events.follow(self._executor, topic, shards, since, block_ms)
+        async with contextlib.aclosing(follow) as events:  # closed with this one, not at GC
+            async for event in events:
+                yield event
 
     async def stats(self, topic: str) -> TopicStats | None:
         return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())

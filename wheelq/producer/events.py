@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from wheelq.core import keys as k
@@ -23,6 +23,8 @@ from wheelq.store.executor import AsyncExecutor, Call
 
 BLOCK_MS = (10, 60_000)
 """The range of `follow`'s `block_ms`."""
+CLUSTER_BLOCK_MS = 100
+"""On a cluster, the longest block of one read (see `follow`)."""
 
 
 def configure(producer: Producer, topic: str, config: EventsConfig) -> Op[EventsConfig]:
@@ -47,7 +49,7 @@ def config_of(producer: Producer, topic: str) -> Op[EventsConfig]:
 
 async def follow(
     executor: AsyncExecutor, topic: str, shards: int | None, since: str, block_ms: int
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Every event of `topic` after `since`, as they happen (one blocking read per shard).
 
     Raises:
@@ -59,6 +61,11 @@ async def follow(
         raise UnknownTopicError(topic)
     int_in("block_ms", block_ms, *BLOCK_MS)
     views = k.all_shards(topic, shards)
+    # On a cluster a read is never cancelled (redis-py's cluster client cancelled while it
+    # connects leaves a socket open): it blocks briefly and is waited for when the loop ends.
+    cluster = executor.cluster
+    if cluster:
+        block_ms = min(block_ms, CLUSTER_BLOCK_MS)
     if since == "now":
         position = list(await executor.run([events.last_id(v) for v in views]))
     elif since == "start":
@@ -87,7 +94,15 @@ async def follow(
                             yield event
     finally:
         for task in reads.values():
-            task.cancel()
-        for task in reads.values():
+            task.add_done_callback(_retrieve)
+            if not cluster:  # a blocked read is cancelled: its connection is dropped
+                task.cancel()
+        if reads:
             with contextlib.suppress(BaseException):
-                await task
+                await asyncio.shield(asyncio.wait(reads.values(), timeout=block_ms / 1000 + 2))
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Consume a read's outcome (a stop may close its connection under it)."""
+    if not task.cancelled():
+        task.exception()

@@ -29,14 +29,19 @@ from wheelq.web.problems import RESPONSES, RETRY_AFTER_S, ProblemError
 
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
 
-HEARTBEAT_S = 15.0
+HEARTBEAT_S = 5.0
+STOP_S = 5.0
+"""How long stopping the service waits for streams' reads (each ends within its block)."""
 """A comment line this often keeps proxies from closing a quiet stream."""
 QUEUED = 100
 """Events read ahead of what the stream has sent."""
+MAX_POSITION_CHARS = 8000
+"""A position over HTTP (query or header; HTTP servers refuse much longer headers): enough for
+a topic of about 200 shards (a position is some 30 characters a shard)."""
 Since = Annotated[
     str,
     Query(
-        max_length=40_000,
+        max_length=MAX_POSITION_CHARS,
         description="now (default), start, or a position an event gave (its id); the "
         "Last-Event-ID header, when sent, takes its place",
     ),
@@ -45,13 +50,15 @@ Since = Annotated[
 
 class EventStreams:
     """The service's event streams: blocking reads on a pool of their own; `close()` ends
-    every stream."""
+    every stream, `aclose()` waits for their reads (each within its block) and closes it."""
 
     def __init__(self, client: AsyncClient, connections: int) -> None:
         self._client = client
         self._reads = BlockingReads(client.executor, connections)
         self._reader: AsyncClient | None = None
         self.closing = asyncio.Event()
+        self.pumps: set[asyncio.Task[None]] = set()
+        """Each stream's reading task: it outlives its response until its reads end."""
 
     @contextlib.asynccontextmanager
     async def reader(self, shards: int) -> AsyncIterator[AsyncClient]:
@@ -74,8 +81,14 @@ class EventStreams:
 
     def close(self) -> None:
         self.closing.set()
+        for pump in self.pumps:
+            if not pump.cancelling():  # once: a second cancel would cut its wait for reads
+                pump.cancel()
 
     async def aclose(self) -> None:
+        self.close()
+        if self.pumps:
+            await asyncio.wait(self.pumps, timeout=STOP_S)
         await self._reads.aclose()
 
 
@@ -94,7 +107,7 @@ async def events(
     topic: TopicPath,
     request: Request,
     since: Since = "now",
-    last_event_id: Annotated[str | None, Header(max_length=40_000)] = None,
+    last_event_id: Annotated[str | None, Header(max_length=MAX_POSITION_CHARS)] = None,
 ) -> StreamingResponse:
     """The topic's job events as they happen (fired, started, succeeded, retrying, dead,
     cancelled, paused, resumed), as Server-Sent Events: each event's ``id`` is its position,
@@ -119,37 +132,49 @@ async def events(
     start = last_event_id or since
     streams: EventStreams = svc.event_streams
     held = streams.reader(shards)
-    reader = await held.__aenter__()  # released when the stream ends, however it ends
-    try:
-        events_of = reader.events(topic, since=start)
-        first = asyncio.ensure_future(anext(events_of))
-        await asyncio.wait([first], timeout=0.05)  # a bad position fails here: 422, not a stream
-        if first.done() and first.exception() is not None:
-            raise first.exception()  # type: ignore[misc]
-    except BaseException:
+    reader = await held.__aenter__()  # released by the pump once its reads have ended
+    events_of = reader.events(topic, since=start)
+    first: asyncio.Task[Event] = asyncio.create_task(anext(events_of))
+    await asyncio.wait([first], timeout=0.05)  # a bad position fails here: 422, not a stream
+    if first.done() and first.exception() is not None:
+        await events_of.aclose()
         await held.__aexit__(None, None, None)
-        raise
+        raise first.exception()  # type: ignore[misc]
+    queue: asyncio.Queue[Event] = asyncio.Queue(QUEUED)
+    pump = asyncio.create_task(_pump(events_of, first, queue, held))
+    streams.pumps.add(pump)
+    pump.add_done_callback(streams.pumps.discard)
     return StreamingResponse(
-        _stream(events_of, first, streams, held),
+        _stream(queue, pump, streams),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
-async def _stream(
+async def _pump(
     events_of: AsyncIterator[Event],
-    first: asyncio.Future[Event],
-    streams: EventStreams,
+    first: asyncio.Task[Event],
+    queue: asyncio.Queue[Event],
     held: contextlib.AbstractAsyncContextManager[Any],
-) -> AsyncIterator[bytes]:
-    queue: asyncio.Queue[Event] = asyncio.Queue(QUEUED)
-
-    async def read() -> None:
+) -> None:
+    """Read the events into `queue` (a slow client holds the reads back, nothing else);
+    once cancelled, let the reads end and give their connections back."""
+    try:
         await queue.put(await first)
         async for event in events_of:
             await queue.put(event)
+    finally:
+        if not first.done() and not first.cancelling():
+            first.cancel()
+        await asyncio.gather(first, return_exceptions=True)  # its reads end first
+        with contextlib.suppress(BaseException):
+            await events_of.aclose()  # type: ignore[attr-defined]
+        await held.__aexit__(None, None, None)
 
-    reading = asyncio.ensure_future(read())
+
+async def _stream(
+    queue: asyncio.Queue[Event], pump: asyncio.Task[None], streams: EventStreams
+) -> AsyncIterator[bytes]:
     try:
         yield b": wheelq events\n\n"
         while not streams.closing.is_set():
@@ -159,13 +184,9 @@ async def _stream(
                 yield sse(got.result())
                 continue
             got.cancel()
-            if reading.done():  # the read failed (Redis away): end; the client reconnects
+            if pump.done():  # the read failed (Redis away): end; the client reconnects
                 break
             yield b": keep-alive\n\n"
     finally:
-        reading.cancel()
-        first.cancel()
-        await asyncio.gather(reading, first, return_exceptions=True)
-        with contextlib.suppress(BaseException):
-            await events_of.aclose()  # type: ignore[attr-defined]
-        await held.__aexit__(None, None, None)
+        if not pump.cancelling():  # it ends within a read's block: the response does not wait
+            pump.cancel()
