@@ -28,6 +28,7 @@ from tests.support.callback_server import receiver  # noqa: F401 (the callback t
 from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
     make_client,
     make_client_at,
+    topic_client,
 )
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard

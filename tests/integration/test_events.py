@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -38,13 +38,6 @@ TIMEOUT = aiohttp.ClientTimeout(total=20)
 # No take-over: a busy machine stalling a worker past a short visibility timeout would run a
 # job twice (at-least-once), and the test counts each job's events exactly.
 FAST: dict[str, Any] = {"visibility_timeout_ms": 30_000, "retry_base_ms": 50}
-
-
-@pytest.fixture
-async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, SHARDS)
-        yield c
 
 
 async def collect(

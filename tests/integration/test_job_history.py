@@ -57,13 +57,6 @@ class Gates:
 
 
 @pytest.fixture
-async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, SHARDS)
-        yield c
-
-
-@pytest.fixture
 async def gated_worker(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Any]:
     gates = Gates()
     worker = Worker.from_url(redis_url, topic, gates, **FAST)

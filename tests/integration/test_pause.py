@@ -68,13 +68,6 @@ class Fleet:
 
 
 @pytest.fixture
-async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, SHARDS)
-        yield c
-
-
-@pytest.fixture
 async def fleet(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Fleet]:
     roles = Fleet(redis_url, topic)
     try:

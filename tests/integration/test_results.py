@@ -46,13 +46,6 @@ timeout (60 s), so a wait that is not woken fails the test."""
 
 
 @pytest.fixture
-async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, SHARDS)
-        yield c
-
-
-@pytest.fixture
 async def workers(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Workers]:
     pool = Workers(redis_url, topic, FAST)
     try:

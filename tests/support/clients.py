@@ -58,3 +58,14 @@ async def make_client_at(request: pytest.FixtureRequest) -> AsyncIterator[MakeCl
 def make_client(make_client_at: MakeClient, redis_url: str) -> MakeClient:
     """`make_client_at` for the shared server: ``make(**settings)``."""
     return lambda **settings: make_client_at(redis_url, **settings)
+
+
+@pytest.fixture(name="client")  # a module's own `client` fixture takes its place there
+async def topic_client(
+    redis_url: str, topic: str, request: pytest.FixtureRequest
+) -> AsyncIterator[AsyncClient]:
+    """An `AsyncClient` of the test's server with `topic` made, of the test module's
+    ``SHARDS`` shards (4 when it names none); closed after the test."""
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic, getattr(request.module, "SHARDS", 4))
+        yield c
