@@ -354,7 +354,7 @@ class Worker(Role[WorkerStopReport]):
         ]
         first = self.lanes[0]  # the only one of a worker of one topic
         self.runner, self.settler = first.runner, first.settler
-        self._in_flight, self._members = first.in_flight, first.members
+        self._in_flight = first.in_flight
         self._parts: list[RunningParts] = []
 
     def _lane(self, topic: str, weight: int, handler: Handler, flow: Flow) -> TopicLane:
@@ -482,7 +482,6 @@ class Worker(Role[WorkerStopReport]):
             await lane.members.join(STARTS[self.start_from])
             lane.parts = self._lane_parts(lane, me, held_back)
             self._parts.append(lane.parts)
-        self._members = self.lanes[0].members
         for parts in self._parts:
             assert parts.watch is not None
             for service in (parts.settler, parts.claims, parts.watch, *parts.readers):
