@@ -66,7 +66,7 @@ async def test_a_saturated_worker_starts_each_topic_in_proportion_to_its_weight(
     async with AsyncClient.from_url(redis_url) as client:
         for name in weights:
             await fire(client, name, 3000)
-    starts = Starts(run_s=0.002)
+    starts = Starts(run_s=0.004)  # readers keep every lane's backlog full, even on a busy machine
     worker = Worker.from_url(redis_url, weights, starts, concurrency=4, **FAST)
     async with started(worker):
         await until(lambda: len(starts.topics) >= 3000, timeout_s=60, what="3,000 starts")
