@@ -163,6 +163,7 @@ def test_wheelq_worker_serves_topics_with_weights_and_refuses_a_bad_one(
     out.touch()
     worker = start_wheelq(
         "worker", "handlers:record", "--topic", f"{a}=2", "--topic", b, "--strict",
+        "--concurrency", "1",  # one thread: the order handlers write in is the start order
         "--redis-url", redis_url, cwd=tmp_path, env={"WHEELQ_TEST_OUT": str(out)},
     )  # fmt: skip
     try:
