@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -144,9 +145,13 @@ class Settler(Service):
         """Send everything queued; returns the connection error that kept some (None: all sent)."""
         batch, self._queued = self._queued, _Queued()
         calls: list[tuple[str, Any, Call[Any]]] = []
-        for shard, jobs in batch.started.items():  # first: a job's start before its end
-            started = events.note(self._keys(shard), "started", self._group, jobs)
-            calls.append(("started", (shard, jobs), started))
+        if batch.started:  # a round trip of their own first: a job's start before its end
+            notes = [
+                events.note(self._keys(shard), "started", self._group, jobs)
+                for shard, jobs in batch.started.items()
+            ]
+            with contextlib.suppress(Exception):  # an event lost, never a settlement
+                await self._executor.run(notes, return_exceptions=True)
         for shard, ids in batch.acks.items():
             for i in range(0, len(ids), ACKS_PER_CALL):
                 chunk = ids[i : i + ACKS_PER_CALL]
@@ -196,8 +201,6 @@ class Settler(Service):
                 # visibility timeout, and is settled then. Counted in status(), no pause.
                 self.failed(reply)
                 self.counts.dropped += 1
-            elif kind == "started":
-                pass
             elif kind in ("ack", "done"):
                 self.counts.acked += int(reply)
             elif kind == "retry":
@@ -207,9 +210,7 @@ class Settler(Service):
         return error
 
     def _requeue(self, kind: str, item: Any) -> None:
-        if kind == "started":
-            self._queued.started[item[0]] += item[1]
-        elif kind == "ack":
+        if kind == "ack":
             self._queued.acks[item[0]] += item[1]
         elif kind == "done":
             self._queued.done[item[0]] += item[1]
