@@ -17,7 +17,6 @@ import aiohttp
 import pytest
 import redis.asyncio
 
-from tests.integration import test_worker
 from tests.integration.test_callbacks import RETRY_FAST, settled
 from tests.support.callback_server import Reply, ScriptedServer
 from tests.support.web import serving
@@ -26,8 +25,6 @@ from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import delivery_worker
 from wheelq.callbacks.resolver import PrivateTargetError, PublicOnlyResolver
 from wheelq.core.settings import CallbackSettings, WorkerSettings
-
-client = test_worker.client
 
 REFUSED, DEAD = "refused", "dead"
 """A URL's fate over HTTP: 422 up front, or 201 and dead-lettered by the deliverer."""

@@ -26,7 +26,6 @@ from wheelq.core.settings import CallbackSettings, WorkerSettings
 from wheelq.embedded import ServerBinary
 from wheelq.runtime.clock import wall_ms
 
-client = test_worker.client
 scheduler = test_worker.scheduler
 
 SECRET = "s3cret"

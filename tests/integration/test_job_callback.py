@@ -16,8 +16,7 @@ from wheelq.core.keys import CALLBACKS, all_shards
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
-SHARDS_OF_TEST = test_worker.SHARDS
-client = test_worker.client
+SHARDS = test_worker.SHARDS
 workers = test_worker.workers
 scheduler = test_worker.scheduler
 
@@ -85,12 +84,12 @@ async def test_jobs_with_a_callback_fire_into_their_own_stream_and_no_other_grou
     states = [(await client.get(topic, i)).state.value for i in hooked + own]
     assert states == ["succeeded"] * 5
     # A group that joins the topic's stream late has its jobs to run, not the callbacks'.
-    for keys in all_shards(topic, SHARDS_OF_TEST):
+    for keys in all_shards(topic, SHARDS):
         await redis_async.xgroup_create(keys.ready, "late", "0")
     states = [(await client.get(topic, i)).state.value for i in hooked + own]
     assert states == ["succeeded"] * 3 + ["ready"] * 2
     # The topic's own stream holds none of them, and only the deliverer reads theirs.
-    for keys in all_shards(topic, SHARDS_OF_TEST):
+    for keys in all_shards(topic, SHARDS):
         for _, fields in await redis_async.xrange(keys.ready):
             assert b"callback" not in fields
         groups = {g["name"] for g in await redis_async.xinfo_groups(keys.ready)}

@@ -23,8 +23,7 @@ from wheelq.worker.read_ahead import READ_AHEAD_MAX
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
-# The fixtures of test_worker.py: a client with the topic made, and workers stopped at teardown.
-client = test_worker.client
+# test_worker.py's fixture of workers stopped at teardown (`client` is the shared topic client).
 workers = test_worker.workers
 
 
