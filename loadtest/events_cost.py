@@ -48,6 +48,7 @@ def main() -> int:
         side: {
             "jobs_per_s": statistics.median(r["jobs_per_s"] for r in rs),
             "worker_cpu_us_per_job": statistics.median(r["worker_cpu_us_per_job"] for r in rs),
+            "redis_cpu_us_per_job": statistics.median(r["redis_cpu_us_per_job"] for r in rs),
         }
         for side, rs in runs.items()
     }

@@ -291,9 +291,11 @@ def run_worker(
         pool.start()
         t0 = time.perf_counter()
         cpu0 = cpu_seconds(pool.procs[0].pid)
+        server0 = cpu_seconds(bench.server_pid) if bench.server_pid else 0.0
         done = wait_until(lambda: all_handled(r, topic, shards, n), 120, poll_s=0.02)
         seconds = time.perf_counter() - t0
         cpu = cpu_seconds(pool.procs[0].pid) - cpu0
+        server = cpu_seconds(bench.server_pid) - server0 if bench.server_pid else None
         pool.stop()
     finally:
         drop_topic(r, topic)
@@ -306,4 +308,6 @@ def run_worker(
         "all_acked": done,
         "jobs_per_s": round(n / seconds),
         "worker_cpu_us_per_job": round(cpu / n * 1e6, 1),
+        # The server's, the bench's own polling included (None for --redis-url).
+        "redis_cpu_us_per_job": None if server is None else round(server / n * 1e6, 1),
     }

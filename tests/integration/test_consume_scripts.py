@@ -159,13 +159,13 @@ def test_ack_acks_every_entry_and_records_each_success(
     run(consume.create_group(keys, GROUP))
     entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
     deliver(redis_sync, keys, GROUP, WORKER)
-    runs = [(e, f"j{i}", 1000 + i, 10 * i, None) for i, e in enumerate(entries)]
+    runs = [(e, f"j{i}", 1000 + i, 10 * i, None, 1) for i, e in enumerate(entries)]
 
     assert run(consume.ack_done(keys, GROUP, [])) == 0  # nothing to ack: no error either
     assert run(consume.ack_done(keys, GROUP, runs)) == 3
 
     assert pending(redis_sync, keys, GROUP) == {}
-    for entry, job_id, ended, took, _ in runs:
+    for entry, job_id, ended, took, _, _ in runs:
         assert record(redis_sync, keys, job_id) == ["S", entry, ended, took, "", "", ""]
 
 
@@ -180,7 +180,7 @@ def test_ack_records_run_times_of_every_size_in_whole_ms(
     entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(len(took))]
     deliver(redis_sync, keys, GROUP, WORKER)
 
-    runs = [(e, f"j{i}", ended, took[i], None) for i, e in enumerate(entries)]
+    runs = [(e, f"j{i}", ended, took[i], None, 1) for i, e in enumerate(entries)]
     assert run(consume.ack_done(keys, GROUP, runs)) == len(took)
 
     for i, entry in enumerate(entries):
@@ -198,7 +198,7 @@ def test_ack_leaves_the_record_of_an_entry_someone_else_settled(
     # j1 was taken over and retried by another worker before this one's ack arrived.
     retried = consume.retry(keys, GROUP, entries[1], "j1", MINUTE_MS, next_attempt().pack(), "boom")
     assert run(retried).done
-    runs = [(e, f"j{i}", 1000, 5, None) for i, e in enumerate(entries)]
+    runs = [(e, f"j{i}", 1000, 5, None, 1) for i, e in enumerate(entries)]
 
     assert run(consume.ack_done(keys, GROUP, runs)) == 2
 
@@ -221,7 +221,9 @@ def test_ack_keeps_results_and_counts_their_bytes_toward_the_history_budget(
     entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(400)]
     deliver(redis_sync, keys, GROUP, WORKER)
     big = msgpack.packb("x" * 60_000)
-    runs = [(e, f"j{i}", 1000, 5, big if i in (150, 250) else None) for i, e in enumerate(entries)]
+    runs = [
+        (e, f"j{i}", 1000, 5, big if i in (150, 250) else None, 1) for i, e in enumerate(entries)
+    ]
     assert run(consume.ack_done(keys, GROUP, runs)) == 400
 
     assert record(redis_sync, keys, "j150") == ["S", entries[150], 1000, 5, "", "", "", big]
@@ -664,7 +666,7 @@ def taken_over(redis_sync: redis.Redis, delivered: str, keys: ShardKeys) -> str:
 def settle_by_receipt(keys: ShardKeys, entry: str, how: str, delivery: consume.Delivery) -> Any:
     """The call a pull receipt for `delivery` makes, as `how` (ack, retry, dead_letter)."""
     if how == "ack":
-        return consume.ack_delivered(keys, GROUP, [(entry, "j1", 1000, 5, None)], [delivery])
+        return consume.ack_delivered(keys, GROUP, [(entry, "j1", 1000, 5, None, 1)], [delivery])
     if how == "retry":
         envelope = next_attempt().pack()
         return consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, envelope, "", 0, delivery)
@@ -711,7 +713,7 @@ def test_an_ack_of_receipts_answers_each_and_records_only_the_acked(
     deliver(redis_sync, keys, GROUP, WORKER)
     set_pending(redis_sync, keys, entries[0], OTHER_WORKER, deliveries=2)
     redis_sync.xack(keys.ready, GROUP, entries[2])
-    runs = [(e, f"j{i}", 1000, 5, None) for i, e in enumerate(entries)]
+    runs = [(e, f"j{i}", 1000, 5, None, 1) for i, e in enumerate(entries)]
     fences = [(WORKER, 1)] * 3
 
     assert run(consume.ack_delivered(keys, GROUP, runs, fences)) == [-1, 1, 0]

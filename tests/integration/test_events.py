@@ -27,8 +27,11 @@ from wheelq import (
     UnknownTopicError,
     Worker,
 )
+from wheelq.core.events import decode_entry
 from wheelq.core.keys import all_shards
 from wheelq.core.settings import ServeSettings
+from wheelq.store import consume
+from wheelq.store import events as event_calls
 
 pytestmark = pytest.mark.cluster_too
 
@@ -62,6 +65,10 @@ async def collect(
 
 def story(events: list[Event], job_id: str) -> list[str]:
     return [e.kind for e in events if e.job_id == job_id]
+
+
+def attempts(events: list[Event], job_id: str) -> list[int | None]:
+    return [e.attempt for e in events if e.job_id == job_id]
 
 
 async def test_each_transition_of_a_job_is_one_event_in_order(
@@ -107,7 +114,9 @@ async def test_each_transition_of_a_job_is_one_event_in_order(
     assert pauses == [("paused", "default"), ("resumed", "default")]
     started = [e for e in events if e.kind == "started"]
     assert all(e.group == "default" and e.attempt in (1, 2) for e in started)
-    assert [e.attempt for e in events if e.job_id == failing and e.kind == "fired"] == [1, 2]
+    assert attempts(events, failing) == [1, 1, 1, 2, 2, 2]
+    assert attempts(events, ok) == [1, 1, 1]
+    assert attempts(events, gone) == [None]  # a cancellation is the job's, not an attempt's
     assert all(e.at_ms > 0 for e in events)
 
 
@@ -123,6 +132,30 @@ async def test_a_reader_resumed_from_a_position_misses_and_repeats_nothing(
     late = await client.enqueue(topic, "late")  # after the position: the first to come
     more = await collect(client, topic, rest[-1].position, lambda got: len(got) == 1)
     assert [e.job_id for e in more] == [late]
+
+
+async def test_a_reader_resumed_inside_an_entry_gets_the_rest_of_it_then_what_follows(
+    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    """A settler round's starts share one entry: a position can fall inside it."""
+    await client.set_events(topic)
+    keys = all_shards(topic, SHARDS)[1]
+    jobs = [(f"j{n}", n % 3 + 1) for n in range(20)]
+    await client.executor.run([event_calls.note(keys, "started", "default", jobs)])
+    assert await redis_async.xlen(keys.events) == 1  # the 20 in one entry
+    first = await collect(client, topic, "start", lambda got: len(got) == 7)
+    assert first[-1].position.split(",")[1].endswith(".7")
+    rest = await collect(client, topic, first[-1].position, lambda got: len(got) == 13)
+    assert [(e.job_id, e.attempt) for e in first + rest] == jobs
+    assert len({e.position for e in first + rest}) == 20
+    late = await client.enqueue(topic, "late", delay=timedelta(0))
+    more = await collect(client, topic, first[-1].position, lambda got: len(got) == 14)
+    assert [e.job_id for e in more] == [job for job, _ in jobs[7:]] + [late]
+    # The entry deleted since (trimmed): the reader goes on after it, repeating nothing.
+    entry = rest[-1].position.split(",")[1]
+    assert await redis_async.xdel(keys.events, entry) == 1
+    after = await collect(client, topic, first[-1].position, lambda got: len(got) == 1)
+    assert [e.job_id for e in after] == [late]
 
 
 async def test_a_topic_without_events_writes_none_and_a_capped_one_stays_bounded(
@@ -144,6 +177,26 @@ async def test_a_topic_without_events_writes_none_and_a_capped_one_stays_bounded
     assert [await redis_async.xlen(k.events) for k in all_shards(topic, SHARDS)] == lengths
 
 
+async def test_the_trimmer_keeps_the_newest_max_len_events_however_they_are_packed(
+    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    await client.set_events(topic, max_len=100)
+    keys = all_shards(topic, SHARDS)[0]
+    jobs = [(f"j{n}", 1) for n in range(500)]
+    notes = [event_calls.note(keys, "started", "g", jobs[i : i + 50]) for i in range(0, 500, 50)]
+    await client.executor.run(notes)  # 10 entries of 50
+    await client.executor.run([consume.trim(keys, 86_400_000, 1000, 86_400_000)])
+    kept = await collect(client, topic, "start", lambda got: len(got) >= 100)
+    held = [e.job_id for e in kept if e.job_id]
+    # whole entries go: at least the newest 100 stay, and fewer than 100 + one entry's 50
+    assert (
+        100
+        <= sum(len(decode_entry(fields)) for _, fields in await redis_async.xrange(keys.events))
+        < 150
+    )
+    assert held[-100:] == [job for job, _ in jobs[-100:]]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "parameter"),
     [
@@ -162,7 +215,22 @@ async def test_bad_event_settings_are_refused_by_name(
     assert not (await client.events_config(topic)).enabled
 
 
-@pytest.mark.parametrize("since", ["bogus", "1-0", "1-0,2-0,3-0", "x-0,-", "-,-,", "1-0.5,-", 7])
+BAD_POSITIONS = [
+    "bogus",
+    "1-0",  # one part for two shards
+    "1-0,2-0,3-0",
+    "x-0,-",
+    "-,-,",
+    "1-0.0,-",  # inside an entry: 1 event read or more
+    "1-0.x,-",
+    "1-0.1234567,-",  # more events than an entry holds
+    "01-0,-",
+    "1-0,-" + " " * 200,
+    7,
+]
+
+
+@pytest.mark.parametrize("since", BAD_POSITIONS)
 async def test_bad_positions_are_refused_by_name(
     client: AsyncClient, topic: str, since: Any
 ) -> None:

@@ -192,7 +192,7 @@ async def test_the_ack_script_records_no_success_for_an_entry_not_in_the_stream(
     await api.service.client.create_topic(topic, 1)
     keys = ShardKeys(topic, 0)
     await redis_async.xgroup_create(keys.ready, "g", id="0", mkstream=True)
-    ghosts = [(f"{n + 1}-0", f"ghost-{n}", 5, 1, None) for n in range(100)]
+    ghosts = [(f"{n + 1}-0", f"ghost-{n}", 5, 1, None, 1) for n in range(100)]
     (acked,) = await api.service.client.executor.run([consume.ack_done(keys, "g", ghosts)])
     assert acked == 0
     assert await redis_async.hlen(keys.history) == 0

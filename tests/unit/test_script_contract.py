@@ -71,7 +71,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "lease_acquire": lambda: nodes.lease_acquire(KEYS, "t", 30_000),
     "lease_renew": lambda: nodes.lease_renew(KEYS, "t", 30_000),
     "lease_release": lambda: nodes.lease_release(KEYS, "t"),
-    "ack": lambda: consume.ack_done(KEYS, "g", [("1-0", "j", 5, 1, None)]),
+    "ack": lambda: consume.ack_done(KEYS, "g", [("1-0", "j", 5, 1, None, 1)]),
     "retry": lambda: consume.retry(KEYS, "g", "1-0", "j", 10, b"e"),
     "dead_letter": lambda: consume.dead_letter(KEYS, "g", [("1-0", "failed", "boom")]),
     "claim": lambda: consume.claim(KEYS, "g", "w", 1000, "0-0", 10, 5),

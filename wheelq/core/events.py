@@ -1,17 +1,23 @@
 """Job events: what a topic's events streams hold, and positions in them
 (docs/architecture.md, "Job events").
 
-Each shard of a topic with events on has a stream, ``{T:s}:events``, of one entry per event:
-``k`` (the kind), and as they apply ``id`` (the job), ``g`` (the consumer group) and ``a``
-(the attempt). The entry id is the Redis time it happened. A position names, for every
-shard, the last entry read (``-``: none), joined by ``,``: reading after it yields exactly
-the events after it that the streams still hold.
+Each shard of a topic with events on has a stream, ``{T:s}:events``. An entry holds the
+events of one kind and group that one script call wrote (a settler round's successes, a
+firing round's jobs, one job's cancellation): ``k`` (the kind), ``g`` (the consumer group,
+absent for none), ``j`` (msgpack: job id, attempt, job id, attempt, ...; absent for a
+group's paused and resumed) and ``c`` (the shard's running count of events, for trimming).
+The entry id is the Redis time they happened. A position names, for every shard, how far
+it was read: the last entry read whole (``ms-seq``), the first `n` events of an entry
+(``ms-seq.n``) or nothing (``-``), joined by ``,``; reading after it yields exactly the
+events after it that the streams still hold.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+import msgpack
 
 from wheelq.errors import InvalidArgumentError
 
@@ -30,7 +36,8 @@ class EventsConfig:
 
     enabled: bool = False
     max_len: int = 100_000
-    """Events kept per shard (about: trimmed by whole nodes of the stream)."""
+    """Events kept per shard: the last this many, and up to one stream entry's more (the
+    trimmer of the scheduler node leading the shard drops whole entries)."""
     max_age_ms: int = 86_400_000
     """Events older than this are trimmed by the scheduler node leading the shard."""
 
@@ -81,43 +88,56 @@ class Event:
     """Where to resume to read the events after this one (`events(since=...)`)."""
 
 
-_ENTRY = re.compile(r"(0|[1-9][0-9]{0,15})-(0|[1-9][0-9]{0,15})")
+_PART = re.compile(r"((?:0|[1-9][0-9]{0,15})-(?:0|[1-9][0-9]{0,15}))(?:\.([1-9][0-9]{0,5}))?")
 _NONE = "-"
+PART_CHARS = 40
+"""The longest part of a position, one shard's."""
 SINCE = ("now", "start")
 """`since` besides a position: only what happens from now on, or all the streams hold."""
 
+Mark = tuple[str, int]
+"""How far one shard was read: an entry id ("0-0": none) and how many of that entry's events
+(0: all of them)."""
 
-def parse_position(text: object, shards: int) -> list[str]:
-    """A position as the last entry id read per shard ("0-0": none).
+
+def parse_position(text: object, shards: int) -> list[Mark]:
+    """A position as how far each shard was read.
 
     Raises:
         InvalidArgumentError: On ``since``: not a position of a topic of `shards` shards.
     """
-    if not isinstance(text, str) or len(text) > shards * 34:
+    if not isinstance(text, str) or len(text) > shards * (PART_CHARS + 1):
         raise _bad_position(text, shards)
     parts = text.split(",")
     if len(parts) != shards:
         raise _bad_position(text, shards)
-    out = []
+    out: list[Mark] = []
     for part in parts:
         if part == _NONE:
-            out.append("0-0")
-        elif _ENTRY.fullmatch(part):
-            out.append(part)
+            out.append(("0-0", 0))
+        elif m := _PART.fullmatch(part):
+            out.append((m[1], int(m[2] or 0)))
         else:
             raise _bad_position(text, shards)
     return out
 
 
-def format_position(position: list[str]) -> str:
-    return ",".join(_NONE if entry == "0-0" else entry for entry in position)
+def format_position(position: list[Mark]) -> str:
+    return ",".join(_format_mark(mark) for mark in position)
+
+
+def _format_mark(mark: Mark) -> str:
+    entry, read = mark
+    if entry == "0-0":
+        return _NONE
+    return f"{entry}.{read}" if read else entry
 
 
 def _bad_position(text: object, shards: int) -> InvalidArgumentError:
     return InvalidArgumentError(
         "since",
         f"since must be 'now', 'start' or a position an event gave (for this topic: {shards} "
-        f"parts joined by ',', each an entry id 'ms-seq' or '-'), got {text!r:.80}",
+        f"parts joined by ',', each an entry id 'ms-seq', 'ms-seq.n' or '-'), got {text!r:.80}",
     )
 
 
@@ -125,19 +145,46 @@ def entry_ms(entry_id: str) -> int:
     return int(entry_id.partition("-")[0])
 
 
-def decode_event(entry_id: str, fields: dict[bytes, bytes], position: str) -> Event | None:
-    """The event one entry holds; None for a malformed one (skipped, never a crash)."""
+Happened = tuple[str, str | None, str | None, int | None]
+"""One event as an entry holds it: kind, job id, group, attempt."""
+
+
+def decode_entry(fields: dict[bytes, bytes]) -> list[Happened]:
+    """The events one entry holds, in order; none for a malformed one (skipped, never a
+    crash)."""
     kind = fields.get(b"k", b"").decode("utf-8", "replace")
     if kind not in KINDS:
-        return None
-    job_id = fields.get(b"id")
-    group = fields.get(b"g")
-    attempt = fields.get(b"a", b"")
-    return Event(
-        kind,
-        None if job_id is None else job_id.decode("utf-8", "replace"),
-        None if group is None else group.decode("utf-8", "replace"),
-        int(attempt) if attempt.isdigit() else None,
-        entry_ms(entry_id),
-        position,
-    )
+        return []
+    raw_group = fields.get(b"g")
+    group = None if raw_group is None else raw_group.decode("utf-8", "replace")
+    packed = fields.get(b"j")
+    if packed is None:
+        return [(kind, None, group, None)]
+    try:
+        jobs = msgpack.unpackb(packed, raw=False)
+    except (ValueError, msgpack.UnpackException):
+        return []
+    if not isinstance(jobs, list):
+        return []
+    out: list[Happened] = []
+    for job_id, attempt in zip(jobs[::2], jobs[1::2], strict=False):
+        if not isinstance(job_id, str):
+            continue
+        known = isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 0
+        out.append((kind, job_id, group, attempt if known else None))
+    return out
+
+
+def events_of(
+    entry_id: str, fields: dict[bytes, bytes], position: list[Mark], shard: int, skip: int = 0
+) -> list[Event]:
+    """The events of one entry of `shard` past its first `skip`, each with the position
+    after it; leaves `position` at the entry read whole."""
+    happened = decode_entry(fields)
+    out: list[Event] = []
+    at = entry_ms(entry_id)
+    for n, (kind, job_id, group, attempt) in enumerate(happened[skip:], start=skip + 1):
+        position[shard] = (entry_id, 0 if n == len(happened) else n)
+        out.append(Event(kind, job_id, group, attempt, at, format_position(position)))
+    position[shard] = (entry_id, 0)
+    return out

@@ -9,13 +9,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from wheelq.core import keys as k
-from wheelq.core.events import (
-    Event,
-    EventsConfig,
-    decode_event,
-    format_position,
-    parse_position,
-)
+from wheelq.core.events import Event, EventsConfig, Mark, events_of, parse_position
 from wheelq.errors import UnknownTopicError, int_in
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import events, ops, pauses
@@ -66,18 +60,27 @@ async def follow(
     cluster = executor.cluster
     if cluster:
         block_ms = min(block_ms, CLUSTER_BLOCK_MS)
+    position: list[Mark]
     if since == "now":
-        position = list(await executor.run([events.last_id(v) for v in views]))
+        position = [(e, 0) for e in await executor.run([events.last_id(v) for v in views])]
     elif since == "start":
-        position = ["0-0"] * shards
+        position = [("0-0", 0)] * shards
     else:
         position = parse_position(since, shards)  # InvalidArgumentError on since
+    # A position inside an entry: the rest of that entry first (nothing if trimmed since).
+    partial = [(shard, mark) for shard, mark in enumerate(position) if mark[1]]
+    if partial:
+        got = await executor.run([events.entry(views[s], entry) for s, (entry, _) in partial])
+        for (shard, (entry, read)), found in zip(partial, got, strict=True):
+            for event in events_of(entry, found[0][1], position, shard, read) if found else ():
+                yield event
+            position[shard] = (entry, 0)
     reads: dict[int, asyncio.Task[list[Any]]] = {}
     try:
         while True:
             for shard, view in enumerate(views):
                 if shard not in reads:
-                    call = events.read_waiting([view], [position[shard]], block_ms)
+                    call = events.read_waiting([view], [position[shard][0]], block_ms)
                     reads[shard] = asyncio.ensure_future(executor.run([call]))
             await asyncio.wait(reads.values(), return_when=asyncio.FIRST_COMPLETED)
             for shard in sorted(reads):
@@ -88,9 +91,7 @@ async def follow(
                 (got,) = task.result()  # raises what the read raised
                 for _, entries in got:
                     for entry_id, fields in entries:
-                        position[shard] = entry_id
-                        event = decode_event(entry_id, fields, format_position(position))
-                        if event is not None:
+                        for event in events_of(entry_id, fields, position, shard):
                             yield event
     finally:
         for task in reads.values():

@@ -70,19 +70,26 @@ def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
     return Call(command=("XACK", keys.stream, group, *entry_ids), parse=int)
 
 
-Done = tuple[str, str, int, int, bytes | None]
+Done = tuple[str, str, int, int, bytes | None, int]
 """A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms, what the
-handler returned as msgpack: None when it returned None)."""
+handler returned as msgpack: None when it returned None, the attempt: 0 when not known)."""
+Started = tuple[str, int]
+"""A handler that started: (job id, attempt)."""
 Delivery = tuple[str, int]
 """One delivery of a pending entry, as a pull receipt names it: (consumer, count)."""
 
 
-def ack_done(keys: ShardKeys, group: str, done: Sequence[Done]) -> Call[int]:
+def ack_done(
+    keys: ShardKeys, group: str, done: Sequence[Done], started: Sequence[Started] = ()
+) -> Call[int]:
     """Ack succeeded runs and record them in the history; parses to how many were acked.
+    `started`: handlers of the shard that started since the last round, noted first as job
+    events while the topic has them on (one call: a job's start precedes its end).
 
     The records are packed here as two msgpack arguments: in Lua they cost Redis more.
     """
-    return script_call("ack", keys, _ack_args(group, done), lambda r: int(check("ack", r)[1]))
+    args = [*_ack_args(group, done), _started_arg(started)]
+    return script_call("ack", keys, args, lambda r: int(check("ack", r)[1]))
 
 
 def ack_delivered(
@@ -95,22 +102,31 @@ def ack_delivered(
         r = check("ack", reply)
         return [int(v) for v in r[2]] if len(r) > 2 else []
 
-    return script_call("ack", keys, [*_ack_args(group, done), fences], parse)
+    return script_call("ack", keys, [*_ack_args(group, done), "", fences], parse)
+
+
+def _started_arg(started: Sequence[Started]) -> bytes | str:
+    if not started:
+        return ""
+    packed: bytes = msgpack.packb([v for job in started for v in job], use_bin_type=False)
+    return packed
 
 
 def _ack_args(group: str, done: Sequence[Done]) -> list[str | bytes]:
     suffix = SEPARATOR + group
     entries: list[str] = []
     pairs: list[str | bytes] = []
+    attempts: list[int] = []
     results = 0
-    for entry, job_id, at_ms, took_ms, result in done:
+    for entry, job_id, at_ms, took_ms, result, attempt in done:
         entries.append(entry)
         pairs.append(job_id + suffix)
         pairs.append(pack_success(entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), result))
+        attempts.append(attempt)
         if result is not None:
             results += len(result)
     packed = [msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
-    return [group, *packed, results]
+    return [group, *packed, results, msgpack.packb(attempts)]
 
 
 MAX_RUN_MS = 2**32 - 1

@@ -46,6 +46,11 @@ def read_waiting(shards: Sequence[ShardKeys], after: Sequence[str], block_ms: in
     )
 
 
+def entry(keys: ShardKeys, entry_id: str) -> Call[list[Entry]]:
+    """One entry of the events stream (none: trimmed since)."""
+    return Call(command=("XRANGE", keys.events, entry_id, entry_id), parse=_entries)
+
+
 def last_id(keys: ShardKeys) -> Call[str]:
     """The id of the stream's newest entry ("0-0": none): where "now" starts."""
 

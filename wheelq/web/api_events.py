@@ -30,14 +30,14 @@ from wheelq.web.problems import RESPONSES, RETRY_AFTER_S, ProblemError
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
 
 HEARTBEAT_S = 5.0
+"""A comment line this often keeps proxies from closing a quiet stream."""
 STOP_S = 5.0
 """How long stopping the service waits for streams' reads (each ends within its block)."""
-"""A comment line this often keeps proxies from closing a quiet stream."""
 QUEUED = 100
 """Events read ahead of what the stream has sent."""
 MAX_POSITION_CHARS = 8000
 """A position over HTTP (query or header; HTTP servers refuse much longer headers): enough for
-a topic of about 200 shards (a position is some 30 characters a shard)."""
+a topic of about 300 shards (a position is some 16 to 25 characters a shard)."""
 Since = Annotated[
     str,
     Query(

@@ -160,7 +160,7 @@ async def ack_receipts(
 
 
 def _done(r: Receipt, now_ms: int) -> consume.Done:
-    return (r.entry_id, r.job_id, now_ms, now_ms - r.pulled_ms, None)
+    return (r.entry_id, r.job_id, now_ms, now_ms - r.pulled_ms, None, 0)  # attempt: not known
 
 
 async def nack_receipts(

@@ -92,7 +92,7 @@ class Settler(Service):
         self, job: Job, finished_ms: int, duration_ms: int, result: bytes | None = None
     ) -> None:
         """Ack a run that succeeded; `result`: what it returned, as msgpack (None: nothing)."""
-        done = (job.entry_id, job.id, finished_ms, duration_ms, result)
+        done = (job.entry_id, job.id, finished_ms, duration_ms, result, job.attempt)
         self._queued.done[job.shard].append(done)
         self.wake()
 
@@ -145,13 +145,25 @@ class Settler(Service):
         """Send everything queued; returns the connection error that kept some (None: all sent)."""
         batch, self._queued = self._queued, _Queued()
         calls: list[tuple[str, Any, Call[Any]]] = []
-        if batch.started:  # a round trip of their own first: a job's start before its end
+        # A job's start must precede its end in the events stream, and calls of one round
+        # trip may be re-sent out of order (a script loaded again, a slot moved). A shard's
+        # starts therefore ride on its first success call (ack.lua writes them first); alone
+        # in the round trip when the shard settles nothing else; and in a round trip of their
+        # own first only when the shard has failures this round (rare: they end in scripts
+        # of their own).
+        failing = {item[0] for item in batch.retries} | set(batch.dead)
+        early = {s: jobs for s, jobs in batch.started.items() if s in failing}
+        if early:
             notes = [
                 events.note(self._keys(shard), "started", self._group, jobs)
-                for shard, jobs in batch.started.items()
+                for shard, jobs in early.items()
             ]
             with contextlib.suppress(Exception):  # an event lost, never a settlement
                 await self._executor.run(notes, return_exceptions=True)
+        for shard, jobs in batch.started.items():
+            if shard not in early and shard not in batch.done:
+                note = events.note(self._keys(shard), "started", self._group, jobs)
+                calls.append(("started", (shard, jobs), note))
         for shard, ids in batch.acks.items():
             for i in range(0, len(ids), ACKS_PER_CALL):
                 chunk = ids[i : i + ACKS_PER_CALL]
@@ -159,11 +171,12 @@ class Settler(Service):
                     ("ack", (shard, chunk), consume.ack(self._keys(shard), self._group, chunk))
                 )
         for shard, done in batch.done.items():
+            started = [] if shard in early else batch.started.get(shard, [])
             for i in range(0, len(done), ACKS_PER_CALL):
                 part = done[i : i + ACKS_PER_CALL]
-                calls.append(
-                    ("done", (shard, part), consume.ack_done(self._keys(shard), self._group, part))
-                )
+                acked = consume.ack_done(self._keys(shard), self._group, part, started)
+                calls.append(("done", (shard, part, started), acked))
+                started = []
         for item in batch.retries:
             shard, entry_id, job_id, delay_ms, envelope, why, ended_ms = item
             keys = self._keys(shard)
@@ -201,6 +214,8 @@ class Settler(Service):
                 # visibility timeout, and is settled then. Counted in status(), no pause.
                 self.failed(reply)
                 self.counts.dropped += 1
+            elif kind == "started":
+                pass
             elif kind in ("ack", "done"):
                 self.counts.acked += int(reply)
             elif kind == "retry":
@@ -210,10 +225,13 @@ class Settler(Service):
         return error
 
     def _requeue(self, kind: str, item: Any) -> None:
-        if kind == "ack":
+        if kind == "started":
+            self._queued.started[item[0]] += item[1]
+        elif kind == "ack":
             self._queued.acks[item[0]] += item[1]
         elif kind == "done":
             self._queued.done[item[0]] += item[1]
+            self._queued.started[item[0]] += item[2]
         elif kind == "retry":
             self._queued.retries.append(item)
         else:

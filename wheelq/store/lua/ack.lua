@@ -15,11 +15,16 @@ ARGV[3]  msgpack array, two per entry in the same order: the history field (job 
          element when it returned one: made by wheelq.core.history.pack_success)
 ARGV[4]  bytes of the results in ARGV[3] ('0': none); added to the generation's <US>results
          (WQ_RESULTS), the count trim.lua adds to the history's size
-ARGV[5]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
+ARGV[5]  msgpack array, one per entry in the same order: the attempt that succeeded (0: not
+         known), for its 'succeeded' event while the topic has events on
+ARGV[6]  handlers of this shard that started since the settler's last round, noted first as
+         'started' events while the topic has events on (so a job's start always precedes
+         its end in the stream): msgpack array job id, attempt, job id, attempt, ...; '' none
+ARGV[7]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
          and the delivery count each receipt was issued for; an entry is acked only while
          pending to that delivery (wq_delivered)
 Returns: {0, acked}
-         {0, acked, outcomes} with ARGV[5]: per entry 1 acked, 0 not pending (settled before),
+         {0, acked, outcomes} with ARGV[7]: per entry 1 acked, 0 not pending (settled before),
            -1 pending to a later delivery (a stale receipt: nothing written for it)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
@@ -29,30 +34,49 @@ if bad then
   return {WQ_WRONG_TYPE, bad}
 end
 local group = ARGV[1]
+if WQ_EVENTS and ARGV[6] ~= '' then
+  wq_events('started', group, cmsgpack.unpack(ARGV[6]))
+end
 local entries = cmsgpack.unpack(ARGV[2])
 if #entries == 0 then
   return {WQ_OK, 0}
 end
 local pairs = cmsgpack.unpack(ARGV[3])
+
+-- The 'succeeded' events of the records written, `rec` (field/record pairs, field
+-- "id<US>group"), their entries' indexes in `kept` (nil: every entry's, in order).
+local function succeeded(rec, kept)
+  if not WQ_EVENTS or #rec == 0 then
+    return
+  end
+  local attempts, jobs, cut = cmsgpack.unpack(ARGV[5]), {}, #group + 1
+  for i = 1, #rec, 2 do
+    local n = (i + 1) / 2
+    jobs[i] = string.sub(rec[i], 1, #rec[i] - cut)
+    jobs[i + 1] = attempts[kept and kept[n] or n] or 0
+  end
+  wq_events('succeeded', group, jobs)
+end
 if ARGV[4] ~= '0' then -- counted whether or not each was written: never less than the truth
   redis.call('HINCRBY', KEYS[2], WQ_RESULTS, ARGV[4])
 end
-if ARGV[5] then
+if ARGV[7] then
   -- Each receipt settles its own delivery or nothing: its record goes with its XACK, so a
   -- receipt not pending now was settled (and recorded) before.
-  local fences = cmsgpack.unpack(ARGV[5])
-  local outcomes, rec, acked = {}, {}, 0
+  local fences = cmsgpack.unpack(ARGV[7])
+  local outcomes, rec, acked, kept = {}, {}, 0, {}
   for i = 1, #entries do
     local got = wq_delivered(KEYS[1], group, entries[i], fences[2 * i - 1], fences[2 * i])
     if got == 1 then
       redis.call('XACK', KEYS[1], group, entries[i])
       rec[2 * acked + 1], rec[2 * acked + 2] = pairs[2 * i - 1], pairs[2 * i]
       acked = acked + 1
+      kept[acked] = i
     end
     outcomes[i] = got
   end
   wq_remember(KEYS[2], rec)
-  wq_settled('succeeded', rec, group)
+  succeeded(rec, kept)
   if acked > 0 and wq_waited(KEYS[4]) then
     wq_wake(KEYS[4], KEYS[5], rec, 2)
   end
@@ -64,8 +88,10 @@ end
 -- job, is left alone), or by this one, its reply lost (written again, the same). An entry not
 -- in the stream was never pending here (or was settled and trimmed): no record for it.
 local acked = redis.call('XACK', KEYS[1], group, unpack(entries))
+local kept = nil -- every entry's
 if acked < #entries then
   local rec, n = {}, 0
+  kept = {}
   for i = 1, #entries do
     local field = pairs[2 * i - 1]
     local known = wq_read_record(wq_hget(KEYS[2], KEYS[3], field))
@@ -77,12 +103,13 @@ if acked < #entries then
     if not keep then
       rec[n + 1], rec[n + 2] = field, pairs[2 * i]
       n = n + 2
+      kept[#kept + 1] = i
     end
   end
   pairs = rec
 end
 wq_remember(KEYS[2], pairs)
-wq_settled('succeeded', pairs, group)
+succeeded(pairs, kept)
 if acked > 0 and wq_waited(KEYS[4]) then
   wq_wake(KEYS[4], KEYS[5], pairs, 2)
 end

@@ -22,20 +22,23 @@ if bad then
 end
 local n, stale = 0, 0
 local fenced = ARGV[2] ~= ''
-local fields = {}
+local fields, dead = {}, {}
 for i = 4, #ARGV, 3 do
   local got = fenced and wq_delivered(KEYS[1], ARGV[1], ARGV[i], ARGV[2], ARGV[3]) or 1
   if got == -1 then
     stale = stale + 1
   elseif got == 1 and redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
-    local _, id = wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[i], ARGV[i + 1], ARGV[i + 2])
+    local _, id, attempt = wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[i], ARGV[i + 1],
+      ARGV[i + 2])
     if id then
       fields[#fields + 1] = id .. WQ_US .. ARGV[1]
-      wq_event('dead', id, ARGV[1])
+      dead[#dead + 1] = id
+      dead[#dead + 1] = attempt
     end
     n = n + 1
   end
 end
+wq_events('dead', ARGV[1], dead)
 if #fields > 0 and wq_waited(KEYS[4]) then
   wq_wake(KEYS[4], KEYS[5], fields)
 end

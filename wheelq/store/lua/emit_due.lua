@@ -79,7 +79,7 @@ end
 -- size is asked first (HSTRLEN) and only envelopes that will move are read. Ids held back by
 -- the budget are not read, so a call never copies a backlog of large envelopes.
 local budget, extra = tonumber(ARGV[5]), true
-local gone, seen, failed, failed_key, rec, n_rec = {}, {}, nil, nil, {}, 0
+local gone, seen, failed, failed_key, rec, n_rec, fired = {}, {}, nil, nil, {}, 0, {}
 local aliases = {} -- gone ids that are retries' alias members (out of KEYS[10] too)
 local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
@@ -139,7 +139,7 @@ for i, id in ipairs(ids) do
         local env, why = wq_envelope(envelope)
         local added
         if env then
-          added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env, KEYS[9])
+          added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env, KEYS[9], fired)
         else
           added = wq_bury(KEYS[5], ARGV[2], id, scores[i], envelope, why)
         end
@@ -179,6 +179,7 @@ end
 -- Jobs appended so far leave the sorted set even if a later XADD failed: never twice.
 wq_forget(KEYS[1], KEYS[2], gone)
 wq_remember(KEYS[6], rec)
+wq_events('fired', nil, fired)
 if #aliases > 0 then
   -- pcall: the index only serves cancel and reschedule; a wrong-typed one must not fail an
   -- emit that has appended already

@@ -1,6 +1,6 @@
 --[[ note_events.lua — events a role reports itself, not a script's change: a worker's
 handlers started, a topic or group paused or resumed (wheelq.core.events). Written only while
-the topic has events on; one entry per event, as every script writes them (wq_event).
+the topic has events on, in one entry (wq_events).
 KEYS[1]  {T:s}:limits    HASH    "events": the events stream's cap while events are on
 KEYS[2]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  kind: started | paused | resumed
@@ -16,7 +16,10 @@ if #ARGV < 3 then
   wq_event(ARGV[1], nil, ARGV[2])
   return {WQ_OK, 1}
 end
+local jobs = {}
 for i = 3, #ARGV - 1, 2 do
-  wq_event(ARGV[1], ARGV[i], ARGV[2], ARGV[i + 1])
+  jobs[#jobs + 1] = ARGV[i]
+  jobs[#jobs + 1] = tonumber(ARGV[i + 1]) or 0
 end
-return {WQ_OK, (#ARGV - 2) / 2}
+wq_events(ARGV[1], ARGV[2], jobs)
+return {WQ_OK, #jobs / 2}

@@ -23,7 +23,7 @@ local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
 if bad then
   return {WQ_WRONG_TYPE, bad}
 end
-local out = {WQ_OK, 0, 0}
+local out, fired = {WQ_OK, 0, 0}, {}
 local now = wq_fmt(wq_now_ms())
 local room = wq_room(redis.call('HGET', KEYS[5], 'ready'), {KEYS[2], KEYS[6]})
 for i = 2, #ARGV do
@@ -40,8 +40,9 @@ for i = 2, #ARGV do
       -- [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace, callback]
       local env = {1, f['payload'], 1, f['max_attempts'] or '1', f['enqueued'] or 0, f['group'],
         '', f['trace'], f['callback']}
-      local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env, KEYS[6])
+      local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env, KEYS[6], fired)
       if type(added) == 'table' and added.err then
+        wq_events('fired', nil, fired)
         return redis.error_reply(added.err)
       end
       local rec = {}
@@ -54,4 +55,5 @@ for i = 2, #ARGV do
     end
   end
 end
+wq_events('fired', nil, fired)
 return out

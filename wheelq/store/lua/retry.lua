@@ -49,5 +49,8 @@ wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[6], tonumber(redis.call('GET', KEYS[
   ARGV[5])
 redis.call('HSET', KEYS[6], ARGV[3] .. WQ_US .. ARGV[1],
   wq_record('R', ARGV[2], tonumber(ARGV[8]), 0, ARGV[7], '', ''))
-wq_event('retrying', ARGV[3], ARGV[1])
+if WQ_EVENTS then -- the attempt that failed, as its entry says
+  local found = redis.call('XRANGE', KEYS[3], ARGV[2], ARGV[2])[1]
+  wq_event('retrying', ARGV[3], ARGV[1], found and wq_fields(found[2])['attempt'])
+end
 return {WQ_OK, 1, wq_fmt(due), member}

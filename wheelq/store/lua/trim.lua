@@ -176,11 +176,41 @@ for _, stream in ipairs(STREAMS) do
   out[2], out[3], out[4] = out[2] + trimmed, math.max(out[3], more), out[4] + forgotten
 end
 turn_generations()
--- Job events older than the topic's events_age go (their length is capped as they are
--- written); a stream left from events turned off goes whole once past it too.
+-- Job events older than the topic's events_age go; a stream left from events turned off goes
+-- whole once past it too.
 local age = redis.pcall('HGET', KEYS[6], 'events_age')
 if type(age) ~= 'string' then
   age = ARGV[1]
 end
 redis.pcall('XTRIM', KEYS[7], 'MINID', '~', wq_fmt(now - tonumber(age)))
+-- So do the oldest past the most the topic keeps (field 'events'). Each entry's c counts the
+-- events written up to it, so an entry whose c is at most the last's less that cap holds only
+-- events past it. The first entries are read (at most `limit`) until one to keep; the rest go
+-- in later calls (meanwhile the XADDs' MAXLEN caps the entries).
+local cap = tonumber((redis.pcall('HGET', KEYS[6], 'events')))
+local last = cap and redis.pcall('XREVRANGE', KEYS[7], '+', '-', 'COUNT', 1)
+local upto = type(last) == 'table' and last[1] and tonumber(wq_fields(last[1][2])['c'])
+if upto then
+  local start, seen, drop, keep = '-', 0, nil, nil
+  while not keep and seen < limit do
+    local page = redis.call('XRANGE', KEYS[7], start, '+', 'COUNT', seen == 0 and 1 or 100)
+    if #page == 0 then
+      break
+    end
+    for _, entry in ipairs(page) do
+      local c = tonumber(wq_fields(entry[2])['c'])
+      if not c or c > upto - cap or seen >= limit then
+        keep = entry[1]
+        break
+      end
+      drop, seen, start = entry[1], seen + 1, '(' .. entry[1]
+    end
+  end
+  if keep and drop then
+    redis.call('XTRIM', KEYS[7], 'MINID', keep)
+  elseif drop then -- every entry looked at goes: up to the id just after the last
+    local id = wq_id(drop)
+    redis.call('XTRIM', KEYS[7], 'MINID', wq_fmt(id[1]) .. '-' .. wq_fmt(id[2] + 1))
+  end
+end
 return out
