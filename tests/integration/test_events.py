@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 import redis.asyncio
 
+from tests.support.waiting import eventually
 from tests.support.web import serving
 from wheelq import (
     AsyncClient,
@@ -299,7 +300,7 @@ async def test_sse_streams_events_and_resumes_after_the_last_event_id(
                 assert r.status == status, (path, await r.text())
 
 
-async def test_sse_streams_past_the_pools_connections_are_refused_with_503(
+async def test_sse_streams_past_the_pools_connections_are_refused_with_503_until_one_leaves(
     client: AsyncClient, redis_url: str, topic: str
 ) -> None:
     await client.set_events(topic)
@@ -310,3 +311,10 @@ async def test_sse_streams_past_the_pools_connections_are_refused_with_503(
             await holding.content.readline()  # the stream is open: it holds every connection
             async with api.http.get(url, timeout=TIMEOUT) as refused:
                 assert refused.status == 503 and refused.headers["Retry-After"]
+
+        # The client gone, its stream's reads end within their block and give back the pool.
+        async def opens() -> bool:
+            async with api.http.get(url, timeout=TIMEOUT) as again:
+                return again.status == 200
+
+        await eventually(opens, timeout_s=10, what="a new stream once the first client left")
