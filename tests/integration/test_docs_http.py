@@ -129,6 +129,21 @@ def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_pat
         assert problem == json_block(page, "Read an error")
         with Client.from_url(url) as client:
             assert client.stats("emails").pending == 3, "the refused batch enqueued a job"
+
+        section = "Manage schedules, limits and topics"
+        managed = [curl(c) for c in snippets(page, section, url, port=port).commands]
+        made, listed, paused, deleted, limited, dropped = managed
+        assert made[0] == 201 and made[2]["cron"] == "30 2 * * *", made
+        assert made[2]["tz"] == "Europe/Berlin" and made[2]["next_run_ms"] > before, made
+        assert [s["name"] for s in listed[2]["schedules"]] == ["nightly"], listed
+        assert paused[0] == 200 and paused[2]["paused"] is True, paused
+        assert deleted[:3:2] == (204, ""), deleted
+        assert limited[0] == 200, limited
+        assert (limited[2]["max_pending"], limited[2]["max_ready"]) == (1_000_000, 50_000)
+        assert dropped[:3:2] == (204, ""), dropped
+        with Client.from_url(url) as client:
+            assert client.limits("emails").max_ready == 50_000
+            assert "reports" not in client.topics() and client.schedules("reports") == []
         services.stop()
 
 

@@ -18,6 +18,7 @@ import redis
 from tests.support.servers import dedicated_server
 from tests.support.web import Served, serving
 from wheelq import Job, Worker
+from wheelq.core.flow import TopicLimits
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ServeSettings
 from wheelq.embedded import ServerBinary
@@ -410,6 +411,44 @@ async def test_pause_and_resume_answer_what_is_paused_and_refuse_bad_names(
     )  # nothing changed
     status, body, _ = await api.call("POST", f"/v1/topics/{topic}/resume")
     assert (status, body["since_ms"], body["groups"]) == (200, None, {}), body
+
+
+async def test_limits_are_read_and_set_and_bad_ones_change_nothing(api: Served, topic: str) -> None:
+    path = f"/v1/topics/{topic}/limits"
+    status, body, _ = await api.call("GET", path)
+    assert (status, body) == (200, {"topic": topic, "max_pending": None, "max_ready": None})
+    status, body, _ = await api.call("PUT", path, {"max_pending": 10, "max_ready": 5})
+    assert (status, body) == (200, {"topic": topic, "max_pending": 10, "max_ready": 5}), body
+    assert await api.service.client.limits(topic) == TopicLimits(10, 5)
+    attacks: list[tuple[dict[str, object], str]] = [
+        ({"max_pending": 0}, "max_pending"),
+        ({"max_pending": -1}, "max_pending"),
+        ({"max_pending": 1.5}, "max_pending"),
+        ({"max_pending": "10"}, "max_pending"),
+        ({"max_pending": 2**41}, "max_pending"),
+        ({"max_ready": True}, "max_ready"),
+        ({"max_total": 1}, "max_total"),
+    ]
+    for bad, field in attacks:
+        assert_problem(await api.call("PUT", path, bad), 422, field)
+    assert await api.service.client.limits(topic) == TopicLimits(10, 5)  # nothing changed
+    status, body, _ = await api.call("PUT", path, {})
+    assert (status, body["max_pending"], body["max_ready"]) == (200, None, None)
+    assert await api.service.client.limits(topic) == TopicLimits()
+
+
+async def test_dropping_a_topic_is_409_while_jobs_wait_then_204_with_force(
+    api: Served, topic: str
+) -> None:
+    await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 1, "delay_ms": 60_000})
+    got = await api.call("DELETE", f"/v1/topics/{topic}")
+    assert_problem(got, 409, None)
+    assert "?force=true" in got[1]["detail"]
+    assert_problem(await api.call("DELETE", f"/v1/topics/{topic}?force=maybe"), 422, "force")
+    assert topic in await api.service.client.topics()  # nothing dropped
+    assert (await api.call("DELETE", f"/v1/topics/{topic}?force=true"))[0] == 204
+    assert topic not in await api.service.client.topics()
+    assert_problem(await api.call("DELETE", f"/v1/topics/{topic}"), 404, "topic")
 
 
 async def test_reschedule_moves_a_pending_job_and_is_409_once_fired(

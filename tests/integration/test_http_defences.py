@@ -48,7 +48,7 @@ async def operations(api: Served, topic: str) -> list[tuple[str, str, bool]]:
         if path in OPEN:
             continue
         for method, op in item.items():
-            filled = path.format(topic=topic, job_id="j/1", group="g")
+            filled = path.format(topic=topic, job_id="j/1", group="g", name="s1")
             query = "?limit=0&ref=bad&after=%00" if method == "get" else "?ref=bad"
             out.append((method.upper(), filled + query, "requestBody" in op))
     assert len(out) >= 15, out  # every operation of the API

@@ -64,6 +64,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/http-service.md", "Read an error"): (
         "tests/integration/test_docs_http.py::test_http_service_guide_runs_as_written"
     ),
+    ("docs/guides/http-service.md", "Manage schedules, limits and topics"): (
+        "tests/integration/test_docs_http.py::test_http_service_guide_runs_as_written"
+    ),
     ("docs/guides/http-service.md", "Give access with tokens"): (
         "tests/integration/test_docs_http.py::test_http_service_tokens_run_as_written"
     ),

@@ -225,6 +225,8 @@ BAD = [
     ({"every_ms": "1000"}, "every_ms"),
     ({"cron": "0 * * * *", "tz": "Mars/Olympus_Mons"}, "tz"),
     ({"cron": "0 * * * *", "tz": ""}, "tz"),
+    ({"cron": "0 * * * *", "tz": "America"}, "tz"),  # a directory of zones, not a zone
+    ({"cron": "0 * * * *", "tz": "../../etc/passwd"}, "tz"),
     ({"cron": "0 * * * *", "tz": None}, "tz"),
     ({"every_ms": 1000, "tz": BERLIN}, "tz"),
     ({"every_ms": 1000, "start_ms": 1000, "end_ms": 999}, "end"),

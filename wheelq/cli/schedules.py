@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from wheelq.cli.context import CliError, Context, command
 from wheelq.cli.jobs import json_payload
 from wheelq.cli.jobs import when as parse_when
+from wheelq.web import schedule_json
 
 if TYPE_CHECKING:
     from wheelq.core.recurring import Schedule
@@ -110,7 +111,7 @@ def show(ctx: Context) -> int:
         found = client.get_schedule(ctx.args.name, ctx.args.topic)
     if found is None:
         raise _missing(ctx)
-    print(json.dumps(schedule_json(found), indent=2, sort_keys=True))
+    print(json.dumps(schedule_json(found, _now_ms()), indent=2, sort_keys=True))
     return 0
 
 
@@ -126,32 +127,6 @@ def change(ctx: Context) -> int:
             raise _missing(ctx)
     print(f"{done} {args.name}")
     return 0
-
-
-def schedule_json(s: Schedule, now_ms: int | None = None) -> dict[str, Any]:
-    """A schedule as JSON: its rule's fields flat, the payload decoded, the next run."""
-    from wheelq.core.callback import Callback
-    from wheelq.core.job import jsonable
-
-    r = s.rule
-    return {
-        "name": s.name,
-        "topic": s.topic,
-        "cron": r.cron,
-        "every_ms": r.every_ms,
-        "tz": r.tz,
-        "start_ms": r.start_ms,
-        "end_ms": r.end_ms,
-        "misfire": s.misfire,
-        "max_catch_up": s.max_catch_up,
-        "max_attempts": s.max_attempts,
-        "callback": Callback.unpack(s.callback).url if s.callback else None,
-        "paused": s.paused,
-        "planned_ms": s.planned_ms,
-        "updated_ms": s.updated_ms,
-        "next_run_ms": _next_run(s, now_ms),
-        "payload": jsonable(s.data),
-    }
 
 
 def _missing(ctx: Context) -> CliError:

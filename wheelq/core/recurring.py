@@ -113,7 +113,7 @@ def recurrence(
         raise InvalidArgumentError("tz", f"tz must be an IANA zone name like 'UTC', got {tz!r}")
     try:
         ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # "America": a directory
         raise InvalidArgumentError(
             "tz", f"tz must be an IANA zone name like 'Europe/Berlin', got {tz!r}"
         ) from exc

@@ -1,8 +1,8 @@
 """The HTTP service (`wheelq serve`): the JSON API, pull consumers, the dashboard.
 
 An ASGI app (FastAPI) over one `wheelq.AsyncClient`, optionally running the callback
-deliverer beside it (`wheelq.callbacks`). See docs/guides/http-service.md. `as_json` is here,
-without FastAPI, for the CLI's ``--json`` to import cheaply.
+deliverer beside it (`wheelq.callbacks`). See docs/guides/http-service.md. `as_json` and
+`schedule_json` are here, without FastAPI, for the CLI's ``--json`` to import cheaply.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import functools
 from enum import Enum
 from typing import Any
 
+from wheelq.core.callback import Callback
 from wheelq.core.job import jsonable
+from wheelq.core.recurring import Schedule
 from wheelq.core.retry import error_detail, error_line
 from wheelq.producer.operations import ShardTotal
 
@@ -58,3 +60,28 @@ def as_json(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [as_json(v) for v in value]
     return jsonable(value)
+
+
+def schedule_json(s: Schedule, now_ms: int) -> dict[str, Any]:
+    """A schedule as JSON: its rule's fields flat, the payload decoded, the next run after
+    `now_ms` (None while paused or once ended); a callback by its URL only (its headers may
+    hold credentials)."""
+    r = s.rule
+    return {
+        "name": s.name,
+        "topic": s.topic,
+        "cron": r.cron,
+        "every_ms": r.every_ms,
+        "tz": r.tz,
+        "start_ms": r.start_ms,
+        "end_ms": r.end_ms,
+        "misfire": s.misfire,
+        "max_catch_up": s.max_catch_up,
+        "max_attempts": s.max_attempts,
+        "callback": Callback.unpack(s.callback).url if s.callback else None,
+        "paused": s.paused,
+        "planned_ms": s.planned_ms,
+        "updated_ms": s.updated_ms,
+        "next_run_ms": s.next_run_ms(now_ms),
+        "payload": jsonable(s.data),
+    }

@@ -82,21 +82,32 @@ def checked_item(svc: WebService, topic: str, job: JobIn, prefix: str = "") -> E
     try:
         item = job.item(wall_ms())  # the client's clock: the one its own check of `at` reads
         if item.callback is not None:
-            callback = validate_callback(item.callback)
-            why = "" if svc.allow_private else private_target(callback.url)
-            if why:
-                raise InvalidArgumentError(
-                    "callback.url",
-                    f"{why}, which this service does not call ([callbacks] allow_private)",
-                )
+            check_callback(svc, item.callback)
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc, prefix) from None
     return item
 
 
+def check_callback(svc: WebService, callback: object) -> None:
+    """Raise InvalidArgumentError when `callback` is not one this service delivers: a bad
+    form, or (unless allowed) a private target, as the deliverer's HTTP client resolves it."""
+    checked = validate_callback(callback)
+    why = "" if svc.allow_private else private_target(checked.url)
+    if why:
+        raise InvalidArgumentError(
+            "callback.url", f"{why}, which this service does not call ([callbacks] allow_private)"
+        )
+
+
 def delivering(svc: WebService, topic: str, items: list[EnqueueItem]) -> None:
     """Jobs with callbacks were enqueued on `topic`: have them delivered from now on."""
-    if svc.deliveries is not None and any(item.callback is not None for item in items):
+    if any(item.callback is not None for item in items):
+        deliver(svc, topic)
+
+
+def deliver(svc: WebService, topic: str) -> None:
+    """Jobs of `topic` carry callbacks: the service's deliverer (if it runs one) serves it."""
+    if svc.deliveries is not None:
         svc.deliveries.want(topic)
 
 

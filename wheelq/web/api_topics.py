@@ -1,5 +1,5 @@
-"""``/v1/topics``: the topics, one topic's stats, pause and resume, its consumer groups
-(create, list, delete) and its dead letters (list, replay, purge)."""
+"""``/v1/topics``: the topics, one topic's stats, dropping it, its limits, pause and resume,
+its consumer groups (create, list, delete) and its dead letters (list, replay, purge)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from wheelq.core.flow import TopicLimits
 from wheelq.core.keys import MAX_GROUP_CHARS
-from wheelq.errors import GroupBusyError, GroupNotFoundError, UnknownGroupError
+from wheelq.errors import (
+    GroupBusyError,
+    GroupNotFoundError,
+    TopicNotEmptyError,
+    UnknownGroupError,
+)
 from wheelq.store.groups import GROUP_LANES
 from wheelq.web import api_pull, as_json
 from wheelq.web.api_jobs import json_response, service
@@ -20,6 +26,8 @@ from wheelq.web.models import (
     GroupCreatedOut,
     GroupIn,
     GroupPath,
+    LimitsIn,
+    LimitsOut,
     PauseStateModel,
     RefsIn,
     TopicPath,
@@ -74,6 +82,54 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
     if stats is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
     return json_response(as_json(stats))
+
+
+@router.delete("/{topic}", status_code=204)
+async def drop_topic(
+    topic: TopicPath,
+    request: Request,
+    force: Annotated[
+        bool, Query(description="drop it even while jobs are pending or not yet acked")
+    ] = False,
+) -> Response:
+    """Drop the topic: every key of every shard, its schedules and its pauses; stop its
+    workers first. 409 while a job is pending or a fired one not acked, unless
+    `force=true`; 404 if there is no such topic."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    try:
+        dropped = await svc.client.drop_topic(topic, force=force)
+    except TopicNotEmptyError as exc:
+        detail = exc.explain("?force=true")
+        raise ProblemError(409, "topic-not-empty", "Topic holds jobs", detail) from None
+    if not dropped:
+        raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}", field="topic")
+    return Response(status_code=204)
+
+
+@router.get("/{topic}/limits", response_model=LimitsOut)
+async def get_limits(topic: TopicPath, request: Request) -> Response:
+    """The topic's backpressure limits (null: none; docs/guides/flow-control.md)."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    return _limits(topic, await svc.client.limits(topic))
+
+
+@router.put("/{topic}/limits", response_model=LimitsOut)
+async def put_limits(topic: TopicPath, body: LimitsIn, request: Request) -> Response:
+    """Set both limits (one left out or null: no limit), kept per shard as
+    ``ceil(limit / shards)``; the topic is created if new."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    limits = await svc.client.set_limits(
+        topic, max_pending=body.max_pending, max_ready=body.max_ready
+    )
+    return _limits(topic, limits)
+
+
+def _limits(topic: str, limits: TopicLimits) -> Response:
+    out = {"topic": topic, "max_pending": limits.max_pending, "max_ready": limits.max_ready}
+    return json_response(out)
 
 
 PauseGroup = Annotated[

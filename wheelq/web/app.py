@@ -24,7 +24,7 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
 from wheelq.store import nodes
-from wheelq.web import api_events, api_jobs, api_pull, api_topics, problems, ui
+from wheelq.web import api_events, api_jobs, api_pull, api_schedules, api_topics, problems, ui
 from wheelq.web.api_events import EventStreams
 from wheelq.web.api_jobs import Coalescer, ResultWaits
 from wheelq.web.auth import Guard, Token
@@ -175,8 +175,9 @@ def create_app(service: WebService) -> FastAPI:
     )
     app.state.service = service
     problems.install(app, page=ui.error_page)
-    for api in (api_jobs.router, api_topics.router, api_pull.router, api_events.router):
-        app.include_router(api)
+    routers = (api_jobs, api_topics, api_schedules, api_pull, api_events)
+    for api in routers:
+        app.include_router(api.router)
     app.include_router(ui.router)
     app.include_router(ui.front)
     app.mount("/ui/static", ui.static_files(), name="static")

@@ -24,11 +24,20 @@ from pydantic import (
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
+from wheelq.core.flow import MAX_LIMIT
 from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
 from wheelq.core.keys import MAX_TOPIC_LENGTH
 from wheelq.core.pause import PauseState
-from wheelq.errors import InvalidDelayError
+from wheelq.core.recurring import (
+    MAX_CATCH_UP,
+    MAX_EVERY_MS,
+    MAX_MS,
+    MIN_EVERY_MS,
+    Misfire,
+)
+from wheelq.errors import InvalidArgumentError, InvalidDelayError
+from wheelq.producer.client import DEFAULT_CATCH_UP
 from wheelq.producer.groups import GroupStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import TopicStats
@@ -173,11 +182,8 @@ class Due(Strict):
             if not MIN_AT_MS <= self.at <= latest:
                 raise _at_ms_out_of_range(self.at, latest)
             return None, _EPOCH + timedelta(milliseconds=self.at)
-        try:
-            at = datetime.fromisoformat(self.at)
-        except ValueError:
-            at = None
-        if at is None or at.tzinfo is None or "T" not in self.at.upper():
+        at = rfc3339(self.at)
+        if at is None:
             raise InvalidDelayError(
                 "at",
                 "at must be epoch ms or an RFC 3339 time with an offset like "
@@ -188,6 +194,16 @@ class Due(Strict):
                 "at", f"at must be at most ten years from now ({utc_text(latest)}), got {self.at!r}"
             )
         return None, at
+
+
+def rfc3339(text: str) -> datetime | None:
+    """An RFC 3339 time with an offset (``2026-11-23T12:00:00.250Z``); None for anything
+    else (a date alone, a time without an offset)."""
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None and "T" in text.upper() else None
 
 
 def _at_ms_out_of_range(at: int, latest: int) -> InvalidDelayError:
@@ -235,6 +251,103 @@ class JobIn(Due):
             key=self.key,
             ordered=self.ordered,
         )
+
+
+Time = Int | Annotated[str, Field(max_length=64)]
+TIME_DESCRIPTION = "epoch milliseconds, or an RFC 3339 time with an offset"
+
+
+def as_time(name: str, value: int | str | None) -> datetime | None:
+    """A `Time` as the aware datetime the client takes; InvalidArgumentError naming `name`."""
+    if value is None:
+        return None
+    at = rfc3339(value) if isinstance(value, str) else None
+    if isinstance(value, int) and 0 <= value <= MAX_MS:
+        at = _EPOCH + timedelta(milliseconds=value)
+    if at is None:
+        raise InvalidArgumentError(
+            name,
+            f"{name} must be epoch ms in [0, {MAX_MS}] or an RFC 3339 time with an offset "
+            f"like 2026-11-23T12:00:00Z, got {value!r:.80}",
+        )
+    return at
+
+
+class ScheduleIn(Strict):
+    """A recurring schedule: what each run carries, and when runs fall (exactly one of
+    `cron` and `every_ms`)."""
+
+    payload: Annotated[JsonValue, AfterValidator(_finite)] = Field(
+        ..., description="Any JSON value; what every run carries."
+    )
+    cron: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        None, description="Five cron fields read in `tz` ('30 2 * * *'), or '@daily' and the like."
+    )
+    every_ms: Annotated[int, Field(ge=MIN_EVERY_MS, le=MAX_EVERY_MS), WHOLE] | None = Field(
+        None,
+        description="An interval: runs at start + k * every_ms (from the epoch without start).",
+    )
+    tz: Annotated[str, Field(min_length=1, max_length=64)] = Field(
+        "UTC", description="The IANA zone `cron` is read in ('Europe/Berlin')."
+    )
+    start: Time | None = Field(None, description=f"No run before this: {TIME_DESCRIPTION}.")
+    end: Time | None = Field(None, description=f"No run after this: {TIME_DESCRIPTION}.")
+    misfire: Misfire = Field(
+        "once",
+        description="Runs missed while no scheduler ran: once runs the latest now, all the "
+        "latest max_catch_up in order, skip none.",
+    )
+    max_catch_up: Annotated[int, Field(ge=1, le=MAX_CATCH_UP), WHOLE] = DEFAULT_CATCH_UP
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
+    callback: CallbackIn | None = None
+
+
+class ScheduleOut(BaseModel):
+    """A schedule as stored: its rule, state and next run (a callback by its URL only)."""
+
+    name: str
+    topic: str
+    cron: str | None
+    every_ms: int | None
+    tz: str
+    start_ms: int
+    end_ms: int | None
+    misfire: Misfire
+    max_catch_up: int
+    max_attempts: int
+    callback: str | None
+    paused: bool
+    planned_ms: int = Field(description="Runs up to this ms have been written as jobs.")
+    updated_ms: int
+    next_run_ms: int | None = Field(description="None while paused or once it has ended.")
+    payload: Any = None
+
+
+class SchedulesOut(BaseModel):
+    topic: str
+    schedules: list[ScheduleOut]
+
+
+LimitValue = Annotated[int, Field(ge=1, le=MAX_LIMIT), WHOLE] | None
+
+
+class LimitsIn(Strict):
+    """The topic's backpressure limits; null (or left out): no limit."""
+
+    max_pending: LimitValue = Field(
+        None, description="Most jobs waiting to fire: past it an enqueue is refused (429)."
+    )
+    max_ready: LimitValue = Field(
+        None,
+        description="Most fired jobs the slowest group has not acked: past it due jobs are "
+        "held back and fire late, as workers catch up.",
+    )
+
+
+class LimitsOut(BaseModel):
+    topic: str
+    max_pending: int | None
+    max_ready: int | None
 
 
 class BatchIn(Strict):

@@ -1,0 +1,139 @@
+"""Schedules over HTTP against a real server: each endpoint does what `Client.schedule` and
+its kin do (checked through the library), and every bad name, body or time is a problem
+naming the field that changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.integration.test_http_api import assert_problem
+from tests.support.web import Served, serving
+from wheelq import AsyncClient
+from wheelq.web import schedule_json
+
+pytestmark = pytest.mark.cluster_too
+
+NIGHTLY = {"payload": {"report": "daily"}, "cron": "30 2 * * *", "tz": "Europe/Berlin"}
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[Served]:
+    async with serving(redis_url) as served:
+        yield served
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        yield c
+
+
+def base(topic: str, name: str = "nightly") -> str:
+    return f"/v1/topics/{topic}/schedules/{name}"
+
+
+def same(body: dict[str, Any], expected: dict[str, Any]) -> bool:
+    """The HTTP answer is the library's schedule (its next run from a clock a moment apart)."""
+    return {k: v for k, v in body.items() if k != "next_run_ms"} == {
+        k: v for k, v in expected.items() if k != "next_run_ms"
+    }
+
+
+async def test_a_schedule_is_created_updated_listed_paused_resumed_and_deleted(
+    api: Served, client: AsyncClient, topic: str
+) -> None:
+    status, made, _ = await api.call("PUT", base(topic), NIGHTLY)
+    assert status == 201, made
+    stored = await client.get_schedule("nightly", topic)
+    assert stored is not None and same(made, schedule_json(stored, 0))
+    assert made["cron"] == "30 2 * * *" and made["tz"] == "Europe/Berlin"
+    assert made["payload"] == {"report": "daily"} and made["next_run_ms"] > 0
+
+    update = {"payload": 2, "every_ms": 60_000, "start": "2030-01-01T00:00:00Z"}
+    status, changed, _ = await api.call("PUT", base(topic), update)
+    assert status == 200, changed
+    assert (changed["cron"], changed["every_ms"], changed["payload"]) == (None, 60_000, 2)
+    assert changed["start_ms"] == 1_893_456_000_000
+
+    await api.call("PUT", base(topic, "hourly"), {"payload": 3, "cron": "@hourly"})
+    status, listed, _ = await api.call("GET", f"/v1/topics/{topic}/schedules")
+    assert status == 200 and [s["name"] for s in listed["schedules"]] == ["hourly", "nightly"]
+
+    status, paused, _ = await api.call("POST", base(topic) + "/pause")
+    assert status == 200 and paused["paused"] and paused["next_run_ms"] is None, paused
+    assert (await client.get_schedule("nightly", topic)).paused  # type: ignore[union-attr]
+    status, resumed, _ = await api.call("POST", base(topic) + "/resume")
+    assert status == 200 and not resumed["paused"] and resumed["next_run_ms"], resumed
+
+    assert (await api.call("DELETE", base(topic)))[0] == 204
+    assert await client.get_schedule("nightly", topic) is None
+    for method, path in [
+        ("DELETE", base(topic)),
+        ("GET", base(topic)),
+        ("POST", base(topic) + "/pause"),
+        ("POST", base(topic) + "/resume"),
+    ]:
+        assert_problem(await api.call(method, path), 404, "name")
+    assert [s.name for s in await client.schedules(topic)] == ["hourly"]
+
+
+BAD_BODIES: list[tuple[dict[str, Any], str]] = [
+    ({"cron": "0 * * * *"}, "payload"),
+    ({"payload": 1}, "cron"),  # neither cron nor every_ms
+    ({"payload": 1, "cron": "0 * * * *", "every_ms": 60_000}, "cron"),
+    ({"payload": 1, "cron": "61 * * * *"}, "cron"),
+    ({"payload": 1, "cron": "* * * * * *"}, "cron"),  # seconds: use every_ms
+    ({"payload": 1, "cron": "x" * 201}, "cron"),
+    ({"payload": 1, "every_ms": 99}, "every_ms"),
+    ({"payload": 1, "every_ms": 1.5}, "every_ms"),
+    ({"payload": 1, "every_ms": "60000"}, "every_ms"),
+    ({"payload": 1, "cron": "0 * * * *", "tz": "Mars/Olympus_Mons"}, "tz"),
+    ({"payload": 1, "cron": "0 * * * *", "tz": "America"}, "tz"),  # a directory of zones
+    ({"payload": 1, "cron": "0 * * * *", "tz": "../../etc/passwd"}, "tz"),
+    ({"payload": 1, "every_ms": 60_000, "tz": "Europe/Berlin"}, "tz"),
+    ({"payload": 1, "cron": "0 * * * *", "start": "tomorrow"}, "start"),
+    ({"payload": 1, "cron": "0 * * * *", "start": "2030-01-01T00:00:00"}, "start"),  # no offset
+    ({"payload": 1, "cron": "0 * * * *", "start": -1}, "start"),
+    ({"payload": 1, "cron": "0 * * * *", "start": 2**60}, "start"),
+    ({"payload": 1, "cron": "0 * * * *", "start": 2_000, "end": 1_000}, "end"),
+    ({"payload": 1, "cron": "0 * * * *", "misfire": "never"}, "misfire"),
+    ({"payload": 1, "cron": "0 * * * *", "max_catch_up": 0}, "max_catch_up"),
+    ({"payload": 1, "cron": "0 * * * *", "max_catch_up": 10_001}, "max_catch_up"),
+    ({"payload": 1, "cron": "0 * * * *", "max_attempts": 0}, "max_attempts"),
+    ({"payload": 1, "cron": "0 * * * *", "callback": {"url": "http://127.0.0.1:9/"}}, "url"),
+    ({"payload": 1, "cron": "0 * * * *", "priority": 3}, "priority"),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), BAD_BODIES)
+async def test_a_bad_schedule_is_a_problem_naming_the_field_and_writes_nothing(
+    api: Served, client: AsyncClient, topic: str, body: dict[str, Any], field: str
+) -> None:
+    assert (await api.call("PUT", base(topic), NIGHTLY))[0] == 201
+    before = await client.get_schedule("nightly", topic)
+    code, problem, headers = await api.call("PUT", base(topic), body)
+    assert_problem((code, problem, headers), 422, None)
+    assert problem["field"].rsplit(".", 1)[-1] == field, problem
+    assert await client.get_schedule("nightly", topic) == before  # the old one stands
+    assert (await api.call("PUT", base(topic, "other"), body))[0] == 422
+    assert [s.name for s in await client.schedules(topic)] == ["nightly"]
+
+
+@pytest.mark.parametrize(
+    "name", ["a" * 101, "with space", "semi;colon", "%00", "caf%C3%A9", "a%2Fb"]
+)
+async def test_a_bad_schedule_name_is_refused_in_every_verb(
+    api: Served, client: AsyncClient, topic: str, name: str
+) -> None:
+    for method, suffix, body in [
+        ("PUT", "", NIGHTLY),
+        ("GET", "", None),
+        ("DELETE", "", None),
+        ("POST", "/pause", None),
+    ]:
+        code, problem, _ = await api.call(method, base(topic, name) + suffix, body)
+        assert code in (404, 422), (method, name, code, problem)  # a slash: no such route
+    assert await client.schedules(topic) == []

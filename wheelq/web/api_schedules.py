@@ -1,0 +1,118 @@
+"""``/v1/topics/{topic}/schedules``: a topic's recurring schedules (list, get, create or
+update, pause, resume, delete), as `Client.schedule` and its kin do them
+(docs/guides/schedules.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response
+
+from wheelq.core.recurring import MAX_NAME
+from wheelq.errors import InvalidArgumentError
+from wheelq.web import schedule_json
+from wheelq.web.api_jobs import check_callback, deliver, json_response, service
+from wheelq.web.models import ScheduleIn, ScheduleOut, SchedulesOut, TopicPath, as_time
+from wheelq.web.problems import RESPONSES, ProblemError, invalid
+
+router = APIRouter(prefix="/v1/topics", tags=["schedules"], responses=RESPONSES)
+
+NamePath = Annotated[
+    str,
+    Path(
+        pattern=rf"^[A-Za-z0-9_.:\-]{{1,{MAX_NAME}}}$",
+        description=f"A schedule's name: 1-{MAX_NAME} of A-Z a-z 0-9 _ . : -",
+    ),
+]
+
+
+@router.get("/{topic}/schedules", response_model=SchedulesOut)
+async def list_schedules(topic: TopicPath, request: Request) -> Response:
+    """The topic's schedules, by name, each with its next run."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    now = svc.clock.now_ms()
+    found = await svc.client.schedules(topic)
+    return json_response({"topic": topic, "schedules": [schedule_json(s, now) for s in found]})
+
+
+@router.get("/{topic}/schedules/{name}", response_model=ScheduleOut)
+async def get_schedule(topic: TopicPath, name: NamePath, request: Request) -> Response:
+    """One schedule; 404 if the topic has none of that name."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    found = await svc.client.get_schedule(name, topic)
+    if found is None:
+        raise _missing(topic, name)
+    return json_response(schedule_json(found, svc.clock.now_ms()))
+
+
+@router.put(
+    "/{topic}/schedules/{name}",
+    response_model=ScheduleOut,
+    responses={201: {"description": "Created", "model": ScheduleOut}},
+)
+async def put_schedule(
+    topic: TopicPath, name: NamePath, body: ScheduleIn, request: Request
+) -> Response:
+    """Create the schedule (201), or update it (200) from its first run not yet written.
+    Each run is an ordinary job ``<name>@<occurrence ms>``, written by a scheduler node
+    shortly before it is due. The topic is created if new."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    start, end = as_time("start", body.start), as_time("end", body.end)
+    callback = None if body.callback is None else body.callback.model_dump(exclude_none=True)
+    if callback is not None:
+        try:
+            check_callback(svc, callback)
+        except InvalidArgumentError as exc:
+            raise invalid(exc) from None
+    existed = await svc.client.get_schedule(name, topic) is not None
+    made = await svc.client.schedule(
+        name, topic, body.payload, cron=body.cron, every_ms=body.every_ms, tz=body.tz,
+        start=start, end=end, misfire=body.misfire, max_catch_up=body.max_catch_up,
+        max_attempts=body.max_attempts, callback=callback,
+    )  # fmt: skip
+    if callback is not None:
+        deliver(svc, topic)
+    return json_response(schedule_json(made, svc.clock.now_ms()), 200 if existed else 201)
+
+
+@router.post("/{topic}/schedules/{name}/pause", response_model=ScheduleOut)
+async def pause_schedule(topic: TopicPath, name: NamePath, request: Request) -> Response:
+    """Stop writing runs and cancel the ones written ahead; 404 if there is no such schedule."""
+    return await _change(request, topic, name, "pause")
+
+
+@router.post("/{topic}/schedules/{name}/resume", response_model=ScheduleOut)
+async def resume_schedule(topic: TopicPath, name: NamePath, request: Request) -> Response:
+    """Run again from now on (runs that fell while paused are skipped)."""
+    return await _change(request, topic, name, "resume")
+
+
+@router.delete("/{topic}/schedules/{name}", status_code=204)
+async def delete_schedule(topic: TopicPath, name: NamePath, request: Request) -> Response:
+    """Remove the schedule and cancel its runs written ahead; 404 if there was none."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    if not await svc.client.unschedule(name, topic):
+        raise _missing(topic, name)
+    return Response(status_code=204)
+
+
+async def _change(request: Request, topic: str, name: str, change: str) -> Response:
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    call = svc.client.pause_schedule if change == "pause" else svc.client.resume_schedule
+    if not await call(name, topic):
+        raise _missing(topic, name)
+    found = await svc.client.get_schedule(name, topic)
+    if found is None:  # removed in between
+        raise _missing(topic, name)
+    return json_response(schedule_json(found, svc.clock.now_ms()))
+
+
+def _missing(topic: str, name: str) -> ProblemError:
+    return ProblemError(
+        404, "not-found", "Not found", f"no schedule {name!r} on topic {topic!r}", field="name"
+    )
