@@ -32,6 +32,12 @@ UI = [
     ("GET", "/ui/topics/{topic}/dead?limit=0"),
     ("POST", "/ui/topics/{topic}/dead/replay"),
     ("POST", "/ui/topics/{topic}/dead/purge"),
+    ("POST", "/ui/topics/{topic}/job/cancel"),
+    ("POST", "/ui/topics/{topic}/job/move"),
+    ("POST", "/ui/topics/{topic}/pause"),
+    ("POST", "/ui/topics/{topic}/resume"),
+    ("POST", "/ui/topics/{topic}/groups/delete"),
+    ("POST", "/ui/topics/{topic}/drop"),
     ("GET", "/metrics"),
 ]
 OPEN = {"/healthz", "/readyz"}

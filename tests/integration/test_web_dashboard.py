@@ -93,15 +93,16 @@ async def post(
         return r.status, r.headers.get("Location", await r.text())
 
 
-async def pull(api: Served, topic: str, n: int, **kw: Any) -> list[str]:
-    """Receipts of `n` jobs pulled by group g (pulling again: a pull of fewer jobs than the
+async def pull(api: Served, topic: str, n: int, group: str = "g", **kw: Any) -> list[str]:
+    """Receipts of `n` jobs pulled by `group` (pulling again: a pull of fewer jobs than the
     topic has shards reads only some shards, so it may bring fewer than are there)."""
     receipts: list[str] = []
-    await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"}, **kw)
+    await api.call("POST", f"/v1/topics/{topic}/groups", {"name": group}, **kw)
 
     async def pulled_all() -> bool:
         asked = {"max": n - len(receipts)}
-        _, got, _ = await api.call("POST", f"/v1/topics/{topic}/groups/g/pull", asked, **kw)
+        path = f"/v1/topics/{topic}/groups/{group}/pull"
+        _, got, _ = await api.call("POST", path, asked, **kw)
         receipts.extend(j["receipt"] for j in got["jobs"])
         return len(receipts) == n
 
@@ -113,8 +114,13 @@ async def dead_letters(api: Served, topic: str, n: int, **kw: Any) -> None:
     """Make `n` dead letters ``d0``... through a pull consumer's nacks (1 attempt each)."""
     jobs = [{"payload": {"n": i}, "id": f"d{i}", "max_attempts": 1} for i in range(n)]
     await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs}, **kw)
-    receipts = await pull(api, topic, n, **kw)
-    nack = f"/v1/topics/{topic}/groups/g/nack"
+    await nack_all(api, topic, n, "g", **kw)
+
+
+async def nack_all(api: Served, topic: str, n: int, group: str, **kw: Any) -> None:
+    """`group` pulls `n` jobs and nacks them: dead letters of that group (1 attempt each)."""
+    receipts = await pull(api, topic, n, group, **kw)
+    nack = f"/v1/topics/{topic}/groups/{group}/nack"
     _, nacked, _ = await api.call("POST", nack, {"receipts": receipts}, **kw)
     assert (nacked["retried"], nacked["dead_lettered"]) == (0, n)
     assert {r["outcome"] for r in nacked["results"]} == {"dead_lettered"}
@@ -364,11 +370,17 @@ async def test_the_forms_replay_and_purge_and_say_how_many(api: Served, topic: s
     assert num(page.ids["dead-total"]) == 3
     assert first not in await dead_refs(api, topic)
     headers = {"Referer": f"{api.base}{dead}"}  # no Origin: the Referer is checked
-    status, where = await post(api, f"{dead}/purge", [("ref", second)], None, headers=headers)
+    # A purge unconfirmed asks first (a page whose form posts the same, confirmed).
+    status, asked = await post(api, f"{dead}/purge", [("ref", second)], None, headers=headers)
+    assert status == 200 and 'name="confirm" value="1"' in asked and second in asked
+    assert len(await dead_refs(api, topic)) == 3
+    confirmed = [("ref", second), ("confirm", "1")]
+    status, where = await post(api, f"{dead}/purge", confirmed, None, headers=headers)
     assert (status, where) == (303, f"{dead}?done=purged+1")
     assert len(await dead_refs(api, topic)) == 2
-    for form in ([], [("ref", second), ("all", "1")], [("all", "1")]):
+    for form in ([], [("ref", second), ("all", "1")]):
         assert (await post(api, f"{dead}/purge", form))[0] == 422, form
+    assert (await post(api, f"{dead}/purge", [("all", "1")]))[0] == 200  # asks first
     assert (await post(api, f"{dead}/replay", [("ref", "9/1-0")]))[0] == 422
     assert len(await dead_refs(api, topic)) == 2
     assert await post(api, f"{dead}/replay", [("all", "1")]) == (303, f"{dead}?done=replayed+2")
@@ -383,19 +395,149 @@ async def test_the_forms_replay_and_purge_and_say_how_many(api: Served, topic: s
     assert (await post(api, f"/ui/topics/{topic}-nope/dead/purge", form))[0] == 404
 
 
+async def test_dead_letters_are_filtered_and_all_matching_are_replayed_or_purged(
+    api: Served, topic: str
+) -> None:
+    dead = f"/ui/topics/{topic}/dead"
+    await dead_letters(api, topic, 3)  # group g
+    await nack_all(api, topic, 3, "h")  # group h, made after: it reads the same 3 entries
+    assert len(await dead_refs(api, topic)) == 6
+    _, page = await get(api, f"{dead}?group=h&limit=2")
+    assert len(page.refs) == 2 and "group=h" in page.links["next"]
+    _, rest = await get(api, page.links["next"])
+    by_group = {d["ref"]: d["group"] for d in await dead_list(api, topic)}
+    assert {by_group[r] for r in page.refs + rest.refs} == {"h"}
+    assert len(set(page.refs + rest.refs)) == 3
+    # all matching: only group h's go; the purge asks first
+    form = [("all", "1"), ("group", "h")]
+    assert (await post(api, f"{dead}/purge", form))[0] == 200
+    assert len(await dead_refs(api, topic)) == 6
+    status, where = await post(api, f"{dead}/replay", form)
+    assert (status, where) == (303, f"{dead}?group=h&done=replayed+3")
+    assert {d["group"] for d in await dead_list(api, topic)} == {"g"}
+    status, where = await post(api, f"{dead}/purge", [*form, ("confirm", "1")])
+    assert (status, where) == (303, f"{dead}?group=h&done=purged+0")
+    status, where = await post(
+        api, f"{dead}/purge", [("all", "1"), ("reason", "failed"), ("confirm", "1")]
+    )
+    assert (status, where) == (303, f"{dead}?reason=failed&done=purged+3")
+    assert await dead_refs(api, topic) == []
+
+
+async def test_the_job_forms_move_run_now_and_cancel_once_confirmed(
+    api: Served, topic: str
+) -> None:
+    client = api.service.client
+    await enqueue(api, topic, 2, 3_600_000, "j")
+    act, page = f"/ui/topics/{topic}/job", f"/ui/topics/{topic}/jobs/j0"
+    html, _ = await get(api, page)
+    for form in ("/run", "/move", "/cancel"):
+        assert f'action="{act}{form}"' in html  # the page offers each action
+    now = api.service.clock.now_ms()
+    status, where = await post(api, f"{act}/move", [("id", "j0"), ("delay_s", "7200")])
+    assert (status, where) == (303, f"{page}?done=moved")
+    assert 7_100_000 < (await client.get(topic, "j0")).due_ms - now < 7_300_000
+    assert "Moved the job" in (await get(api, where))[0]
+    status, where = await post(api, f"{act}/move", [("id", "j0"), ("at", "2030-01-31T09:30")])
+    assert (await client.get(topic, "j0")).due_ms == 1_896_082_200_000  # read as UTC
+    bad = [
+        [("id", "j0")],  # neither delay_s nor at
+        [("id", "j0"), ("delay_s", "5"), ("at", "2030-01-31T09:30")],
+        [("id", "j0"), ("delay_s", "-1")],
+        [("id", "j0"), ("delay_s", "1e9")],
+        [("id", "j0"), ("at", "tomorrow")],
+        [("id", ""), ("delay_s", "5")],
+        [("id", "j" * 1001), ("delay_s", "5")],
+    ]
+    for form in bad:
+        assert (await post(api, f"{act}/move", form))[0] == 422, form
+    assert (await post(api, f"{act}/nap", [("id", "j0")]))[0] == 422
+    assert (await client.get(topic, "j0")).due_ms == 1_896_082_200_000  # nothing changed
+    # run now: due now, so it fires at once (moved to now, it is fired by the move itself)
+    status, where = await post(api, f"{act}/run", [("id", "j1")])
+    assert (status, where) == (303, f"/ui/topics/{topic}/jobs/j1?done=run")
+    assert (await client.get(topic, "j1")).state.value == "ready"
+    # cancel asks first; confirmed, it cancels; again, it says it could not
+    status, asked = await post(api, f"{act}/cancel", [("id", "j0")])
+    assert status == 200 and 'name="confirm" value="1"' in asked
+    assert (await client.get(topic, "j0")).state.value == "pending"
+    confirmed = [("id", "j0"), ("confirm", "1")]
+    assert await post(api, f"{act}/cancel", confirmed) == (303, f"{page}?done=cancelled")
+    assert (await client.get(topic, "j0")).state.value == "cancelled"
+    assert await post(api, f"{act}/cancel", confirmed) == (303, f"{page}?done=not-cancelled")
+    assert await post(api, f"{act}/run", [("id", "nope")]) == (
+        303,
+        f"/ui/topics/{topic}/jobs/nope?done=not-moved",
+    )
+
+
+async def test_the_topic_forms_pause_resume_delete_a_group_and_drop_once_confirmed(
+    api: Served, topic: str
+) -> None:
+    client = api.service.client
+    here = f"/ui/topics/{topic}"
+    await enqueue(api, topic, 2, 3_600_000, "p")
+    await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"})
+    assert await post(api, f"{here}/pause", []) == (303, f"{here}?done=paused")
+    assert (await client.paused(topic)).paused
+    html, _ = await get(api, f"{here}?done=paused")
+    assert "Resume topic" in html and "Paused: no new jobs start" in html
+    assert await post(api, f"{here}/resume", []) == (303, f"{here}?done=resumed")
+    assert await post(api, f"{here}/pause", [("group", "g")]) == (303, f"{here}?done=paused")
+    state = await client.paused(topic)
+    assert not state.paused and set(state.groups) == {"g"}
+    assert (await post(api, f"{here}/pause", [("group", "nope")]))[0] == 404
+    assert await post(api, f"{here}/resume", [("group", "g")]) == (303, f"{here}?done=resumed")
+    assert not (await client.paused(topic)).groups
+    # delete the group: asks first, then deletes
+    status, asked = await post(api, f"{here}/groups/delete", [("group", "g")])
+    assert status == 200 and 'name="force"' in asked
+    assert [g.name for g in await client.groups(topic) or []] == ["g"]
+    confirmed = [("group", "g"), ("confirm", "1")]
+    assert await post(api, f"{here}/groups/delete", confirmed) == (
+        303,
+        f"{here}?done=group-deleted",
+    )
+    assert await client.groups(topic) == []
+    # drop: asks first; confirmed it is refused while jobs wait; forced it drops
+    status, asked = await post(api, f"{here}/drop", [])
+    assert status == 200 and 'name="force"' in asked
+    assert (await post(api, f"{here}/drop", [("confirm", "1")]))[0] == 409
+    assert topic in await client.topics()
+    forced = [("confirm", "1"), ("force", "1")]
+    assert await post(api, f"{here}/drop", forced) == (303, "/ui?done=dropped")
+    assert topic not in await client.topics()
+    assert (await post(api, f"{here}/drop", forced))[0] == 404
+
+
 async def test_a_form_from_another_origin_is_refused(api: Served, topic: str) -> None:
     await dead_letters(api, topic, 1)
-    form = [("all", "1")]
-    path = f"/ui/topics/{topic}/dead/replay"
-    for origin, headers in (
-        ("http://evil.example", {}),
-        ("null", {}),
-        (None, {}),
-        (None, {"Referer": "http://evil.example/ui"}),
-    ):
-        status, _ = await post(api, path, form, origin, headers=headers)
-        assert status == 403, (origin, headers)
+    await enqueue(api, topic, 1, 3_600_000, "j")
+    here = f"/ui/topics/{topic}"
+    forms = [
+        ("dead/replay", [("all", "1")]),
+        ("dead/purge", [("all", "1"), ("confirm", "1")]),
+        ("job/cancel", [("id", "j0"), ("confirm", "1")]),
+        ("job/run", [("id", "j0")]),
+        ("pause", []),
+        ("groups/delete", [("group", "g"), ("confirm", "1"), ("force", "1")]),
+        ("drop", [("confirm", "1"), ("force", "1")]),
+    ]
+    for action, form in forms:
+        for origin, headers in (
+            ("http://evil.example", {}),
+            ("null", {}),
+            (None, {}),
+            (None, {"Referer": "http://evil.example/ui"}),
+            (f"{api.base}.evil.example", {}),  # the host as a prefix of another
+        ):
+            status, _ = await post(api, f"{here}/{action}", form, origin, headers=headers)
+            assert status == 403, (action, origin, headers)
+    client = api.service.client
     assert len(await dead_refs(api, topic)) == 1
+    assert (await client.get(topic, "j0")).state.value == "pending"
+    assert not (await client.paused(topic)).paused
+    assert [g.name for g in await client.groups(topic) or []] == ["g"]
 
 
 async def test_tokens_ask_the_browser_to_log_in_and_grant_reading_or_writing(

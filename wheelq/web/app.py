@@ -24,7 +24,16 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
 from wheelq.store import nodes
-from wheelq.web import api_events, api_jobs, api_pull, api_schedules, api_topics, problems, ui
+from wheelq.web import (
+    api_events,
+    api_jobs,
+    api_pull,
+    api_schedules,
+    api_topics,
+    problems,
+    ui,
+    ui_actions,
+)
 from wheelq.web.api_events import EventStreams
 from wheelq.web.api_jobs import Coalescer, ResultWaits
 from wheelq.web.auth import Guard, Token
@@ -179,6 +188,7 @@ def create_app(service: WebService) -> FastAPI:
     for api in routers:
         app.include_router(api.router)
     app.include_router(ui.router)
+    app.include_router(ui_actions.router)
     app.include_router(ui.front)
     app.mount("/ui/static", ui.static_files(), name="static")
 

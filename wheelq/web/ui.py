@@ -5,8 +5,9 @@ none.
 
 Pages: ``/ui`` (topics), ``/ui/topics/{t}`` (shards with their leaders, consumer groups,
 rates, a job lookup), ``/ui/topics/{t}/jobs/{id}`` and ``/ui/topics/{t}/dead`` (dead
-letters, with forms that POST to ``.../dead/replay`` and ``.../dead/purge`` and come back
-to the list with a flash message in its query string). ``/`` leads to ``/ui``.
+letters, filtered by reason and group). Their forms POST to `wheelq.web.ui_actions`,
+which comes back to a page with ``?done=``, a code `flash` turns into a message. ``/``
+leads to ``/ui``.
 
 A browser logs in with HTTP Basic auth (the token as password), so a page answers 401
 with a Basic challenge, which makes the browser ask. A browser also sends those
@@ -29,11 +30,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import quote, urlencode, urlsplit
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote, urlencode
 
 import jinja2
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -42,11 +43,11 @@ from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
 from wheelq.core.history import JobState
-from wheelq.core.job import jsonable
+from wheelq.core.job import DeadLetter, jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
-from wheelq.core.retry import error_line
+from wheelq.core.retry import Reason, error_line
 from wheelq.errors import InvalidArgumentError, RedisUnavailableError
 from wheelq.store import events, nodes, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
@@ -56,6 +57,7 @@ from wheelq.web.api_jobs import service
 from wheelq.web.problems import ProblemError
 
 if TYPE_CHECKING:
+    from wheelq.producer.async_client import AsyncClient
     from wheelq.web.app import WebService
 
 HERE = Path(__file__).parent
@@ -377,12 +379,26 @@ def payload_text(payload: Any, limit: int, *, indent: bool = False) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_DONE = re.compile(r"(replayed|purged) (\d{1,9})")
+DONE = {
+    "cancelled": "Cancelled the job: it will not run.",
+    "not-cancelled": "Not cancelled: the job has fired already, or nothing is pending of it.",
+    "moved": "Moved the job: it is due at the time shown.",
+    "not-moved": "Not moved: the job has fired already, or nothing is pending of it.",
+    "run": "The job is due now: it fires within a moment.",
+    "paused": "Paused: no new jobs start; running ones finish, and firing goes on.",
+    "resumed": "Resumed: jobs that waited start now.",
+    "group-deleted": "Deleted the consumer group.",
+    "dropped": "Dropped the topic and all its keys.",
+}
+"""What a dashboard action did, by the code its redirect carries in ``?done=``."""
+_COUNTED = re.compile(r"(replayed|purged) (\d{1,9})")
 
 
 def flash(done: str | None) -> str | None:
-    """The message for a form's ``done`` (from a fixed set: the query is never echoed)."""
-    found = _DONE.fullmatch(done or "")
+    """The message for an action's ``done`` (from a fixed set: the query is never echoed)."""
+    if done in DONE:
+        return DONE[done]
+    found = _COUNTED.fullmatch(done or "")
     if found is None:
         return None
     n = int(found[2])
@@ -417,19 +433,19 @@ def _environment() -> jinja2.Environment:
 ENV = _environment()
 
 
-def _ui(request: Request) -> str:
+def home(request: Request) -> str:
     """Where the dashboard is (under the app's root path, behind a proxy that sets one)."""
     return str(request.scope.get("root_path", "")) + "/ui"
 
 
-def _page(
+def render(
     request: Request,
     template: str,
     status: int = 200,
     headers: dict[str, str] | None = None,
     **context: Any,
 ) -> Response:
-    context = {"ui": _ui(request), "refresh": None, "flash": None} | context
+    context = {"ui": home(request), "refresh": None, "flash": None} | context
     html = ENV.get_template(template).render(context)
     return HTMLResponse(html, status, headers=HEADERS | (headers or {}))
 
@@ -437,7 +453,7 @@ def _page(
 def _error(
     request: Request, status: int, title: str, detail: str, headers: dict[str, str] | None = None
 ) -> Response:
-    return _page(request, "error.html", status, headers, code=status, title=title, detail=detail)
+    return render(request, "error.html", status, headers, code=status, title=title, detail=detail)
 
 
 def _problem_page(request: Request, problem: ProblemError) -> Response:
@@ -448,8 +464,8 @@ def _problem_page(request: Request, problem: ProblemError) -> Response:
 def error_page(request: Request, problem: ProblemError) -> Response | None:
     """An error on one of the dashboard's paths that its routes did not answer (a bug, a
     path no route takes), as its error page; None on other paths (`problems.install`)."""
-    home, path = _ui(request), request.url.path
-    if path != home and not path.startswith(home + "/"):
+    root, path = home(request), request.url.path
+    if path != root and not path.startswith(root + "/"):
         return None
     return _problem_page(request, problem)
 
@@ -486,7 +502,7 @@ front = APIRouter(include_in_schema=False)
 
 @front.get("/")
 async def front_page(request: Request) -> Response:
-    return RedirectResponse(_ui(request), 307)
+    return RedirectResponse(home(request), 307)
 
 
 Limit = Annotated[int | None, Query(ge=1, le=1000, description="page size")]
@@ -503,22 +519,29 @@ def _frames(request: Request) -> Frames:
     return frames
 
 
-async def _shards(svc: WebService, topic: str) -> int:
+async def shards_of(svc: WebService, topic: str) -> int:
     shards = (await svc.client.topics()).get(topic)
     if shards is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
     return shards
 
 
+Done = Annotated[str | None, Query(max_length=40, description="what an action did")]
+
+
 @router.get("")
 async def topics_page(
-    request: Request, after: After = None, limit: Limit = None, refresh: Refresh = None
+    request: Request,
+    after: After = None,
+    limit: Limit = None,
+    refresh: Refresh = None,
+    done: Done = None,
 ) -> Response:
     svc = service(request)
     rows, after_next, total = await api_topics.topics_page(request, after, limit)
     now_ms = svc.clock.now_ms()
     topics = await summaries(svc.client.executor, _frames(request), dict(rows), now_ms)
-    return _page(
+    return render(
         request,
         "topics.html",
         topics=topics,
@@ -528,17 +551,20 @@ async def topics_page(
         next=after_next,
         refresh=refresh,
         now_ms=now_ms,
+        flash=flash(done),
     )
 
 
 @router.get("/topics/{topic}")
-async def topic_page(topic: str, request: Request, refresh: Refresh = None) -> Response:
+async def topic_page(
+    topic: str, request: Request, refresh: Refresh = None, done: Done = None
+) -> Response:
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    shards = await _shards(svc, topic)
+    shards = await shards_of(svc, topic)
     now_ms = svc.clock.now_ms()
     view = await topic_view(svc.client.executor, _frames(request), topic, shards, now_ms)
-    return _page(request, "topic.html", view=view, refresh=refresh)
+    return render(request, "topic.html", view=view, refresh=refresh, flash=flash(done))
 
 
 @router.get("/topics/{topic}/job")
@@ -550,19 +576,59 @@ async def lookup(
     """The lookup form's target: on to the job's own page (an address to share)."""
     service(request).guard.check(request, "read", topic)
     where = f"/topics/{quote(topic, safe='')}/jobs/{quote(job_id, safe='')}"
-    return RedirectResponse(_ui(request) + where, 303)
+    return RedirectResponse(home(request) + where, 303)
 
 
 @router.get("/topics/{topic}/jobs/{job_id:path}")
-async def job_page(topic: str, job_id: str, request: Request) -> Response:
+async def job_page(topic: str, job_id: str, request: Request, done: Done = None) -> Response:
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    await _shards(svc, topic)
+    await shards_of(svc, topic)
     info = await svc.client.get(topic, job_id)
     if info.state is JobState.UNKNOWN:
-        return _page(request, "job.html", 404, topic=topic, job_id=job_id, info=None)
+        return render(request, "job.html", 404, topic=topic, job_id=job_id, info=None)
     payload = payload_text(info.payload, MAX_PAYLOAD_CHARS, indent=True)
-    return _page(request, "job.html", topic=topic, job_id=job_id, info=info, payload=payload)
+    return render(
+        request,
+        "job.html",
+        topic=topic,
+        job_id=job_id,
+        info=info,
+        payload=payload,
+        flash=flash(done),
+    )
+
+
+REASONS = tuple(r.value for r in Reason)
+MAX_MATCHING = 10_000
+"""The most dead letters an "all matching" action takes (run it again for more)."""
+MAX_SCANNED = 100_000
+"""The most dead letters a filter reads through for one page or action."""
+SCAN_PAGE = 1000
+
+
+async def dead_matching(
+    client: AsyncClient,
+    topic: str,
+    reason: str | None,
+    group: str | None,
+    after: str | None = None,
+    limit: int = MAX_MATCHING,
+) -> list[DeadLetter]:
+    """Up to `limit` dead letters after `after` with that `reason` and `group` (None: any),
+    oldest first, reading through at most `MAX_SCANNED`."""
+    out: list[DeadLetter] = []
+    for _ in range(MAX_SCANNED // SCAN_PAGE):
+        page = await client.dead_letters(topic, SCAN_PAGE, after=after)
+        out += [
+            d
+            for d in page
+            if (reason is None or d.reason == reason) and (group is None or d.group == group)
+        ]
+        if len(out) >= limit or len(page) < SCAN_PAGE:
+            break
+        after = page[-1].ref
+    return out[:limit]
 
 
 @router.get("/topics/{topic}/dead")
@@ -571,15 +637,22 @@ async def dead_page(
     request: Request,
     after: After = None,
     limit: Limit = None,
-    done: Annotated[str | None, Query(max_length=40)] = None,
+    reason: Annotated[str | None, Query(max_length=20)] = None,
+    group: Annotated[str | None, Query(max_length=200)] = None,
+    done: Done = None,
 ) -> Response:
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    await _shards(svc, topic)
+    await shards_of(svc, topic)
     page = limit or svc.settings.page_limit
-    letters = await svc.client.dead_letters(topic, page, after=after)
+    reason, group = reason or None, group or None  # the filter form sends "" for any
+    if reason is None and group is None:
+        letters = await svc.client.dead_letters(topic, page, after=after)
+    else:
+        letters = await dead_matching(svc.client, topic, reason, group, after, page)
     stats = await svc.client.stats(topic)
-    return _page(
+    groups = await svc.client.groups(topic) or []
+    return render(
         request,
         "dead.html",
         topic=topic,
@@ -589,58 +662,9 @@ async def dead_page(
         limit=limit,
         next=letters[-1].ref if len(letters) == page else None,
         flash=flash(done),
+        reason=reason,
+        group=group,
+        reasons=REASONS,
+        groups=sorted({g.name for g in groups}),
+        filter_query=urlencode({k: v for k, v in (("reason", reason), ("group", group)) if v}),
     )
-
-
-Refs = Annotated[list[str] | None, Form(max_length=1000)]
-Flag = Annotated[str | None, Form(max_length=10)]
-
-
-@router.post("/topics/{topic}/dead/{action}")
-async def dead_form(
-    topic: str,
-    action: Literal["replay", "purge"],
-    request: Request,
-    ref: Refs = None,
-    every: Annotated[str | None, Form(alias="all", max_length=10)] = None,
-    confirm: Flag = None,
-    after: Annotated[str | None, Form(max_length=100)] = None,
-    limit: Annotated[int | None, Form(ge=1, le=1000)] = None,
-) -> Response:
-    """Replay or purge the given dead letters (or all: a purge of all must be confirmed),
-    then back to the page the form was on, saying how many."""
-    svc = _writer(request, topic)
-    await _shards(svc, topic)
-    if bool(ref) == bool(every):
-        detail = "give ref (one or more) or all=1, not both"
-        raise ProblemError(422, "invalid-argument", "Invalid argument", detail)
-    refs = None if every else ref
-    if action == "replay":
-        done = f"replayed {await svc.client.replay(topic, refs)}"
-    elif refs is None and not confirm:
-        detail = "tick the box to purge every dead letter"
-        raise ProblemError(422, "invalid-argument", "Not confirmed", detail)
-    else:
-        done = f"purged {await svc.client.purge_dead(topic, refs)}"
-    query = {"after": after, "limit": limit, "done": done}
-    where = f"{_ui(request)}/topics/{topic}/dead?" + urlencode(
-        {k: v for k, v in query.items() if v}
-    )
-    return RedirectResponse(where, 303)
-
-
-def _writer(request: Request, topic: str) -> WebService:
-    """The service, once the form is known to come from this site and the token may write."""
-    host = (request.headers.get("host") or "").lower()
-    source = request.headers.get("origin") or request.headers.get("referer")
-    if not host or source is None or urlsplit(source).netloc.lower() != host:
-        raise ProblemError(
-            403,
-            "cross-origin",
-            "Forbidden",
-            "the dashboard's forms are accepted only from its own pages (the request's "
-            "Origin or Referer must name this host)",
-        )
-    svc = service(request)
-    svc.guard.check(request, "write", topic)
-    return svc
