@@ -6,8 +6,6 @@ JavaScript on and off."""
 from __future__ import annotations
 
 import base64
-import os
-import shutil
 from collections.abc import AsyncIterator
 from html.parser import HTMLParser
 from typing import Any
@@ -566,31 +564,6 @@ async def test_tokens_ask_the_browser_to_log_in_and_grant_reading_or_writing(
 
 
 # --- in Chromium -------------------------------------------------------------------------
-
-
-def chromium_path() -> str | None:
-    """``WHEELQ_CHROMIUM`` when set, else chromium or chromium-browser on PATH."""
-    given = os.environ.get("WHEELQ_CHROMIUM")
-    names = [given] if given else ["chromium", "chromium-browser"]
-    return next((found for name in names if (found := shutil.which(name))), None)
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    path = chromium_path()
-    if path is None:
-        given = os.environ.get("WHEELQ_CHROMIUM")
-        where = f"WHEELQ_CHROMIUM={given!r} is not" if given else "no chromium on PATH, nor"
-        pytest.skip(f"no Chromium to run the browser tests: {where} an executable")
-    playwright = pytest.importorskip("playwright.async_api")
-    async with playwright.async_playwright() as p:
-        launched = await p.chromium.launch(
-            executable_path=path, headless=True, args=["--no-sandbox"]
-        )
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 @pytest.fixture

@@ -17,8 +17,6 @@ from wheelq.web import schedule_json
 if TYPE_CHECKING:
     from wheelq.core.recurring import Schedule
 
-_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
-
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("schedule", help="define, list, pause, resume or remove recurring jobs")
@@ -79,7 +77,7 @@ def add(ctx: Context) -> int:
     after = _next_run(schedule)
     state = "paused" if schedule.paused else "no runs left" if after is None else "next run"
     when = "" if after is None else f" {_iso(after)}"
-    print(f"{verb} {schedule.name} on {schedule.topic}: {_rule(schedule)}, {state}{when}")
+    print(f"{verb} {schedule.name} on {schedule.topic}: {schedule.rule.describe()}, {state}{when}")
     return 0
 
 
@@ -93,7 +91,7 @@ def list_schedules(ctx: Context) -> int:
     elif found:
         head = ("NAME", "TOPIC", "RULE", "TZ", "MISFIRE", "STATE", "NEXT_RUN")
         rows = [head] + [
-            (s.name, s.topic, _rule(s, tz=False), s.rule.tz, s.misfire,
+            (s.name, s.topic, s.rule.describe(tz=False), s.rule.tz, s.misfire,
              "paused" if s.paused else "active", _iso(_next_run(s, now)))
             for s in found
         ]  # fmt: skip
@@ -140,14 +138,6 @@ def _now_ms() -> int:
 def _next_run(s: Schedule, now_ms: int | None = None) -> int | None:
     """When it next fires (None while paused or once it has ended)."""
     return s.next_run_ms(_now_ms() if now_ms is None else now_ms)
-
-
-def _rule(s: Schedule, *, tz: bool = True) -> str:
-    if s.rule.cron is not None:
-        return f"cron {s.rule.cron}" + (f" ({s.rule.tz})" if tz else "")
-    every = s.rule.every_ms or 0
-    unit = next(((u, n) for u, n in _UNITS if every % n == 0), ("ms", 1))
-    return f"every {every // unit[1]}{unit[0]}"
 
 
 def _iso(ms: int | None) -> str:

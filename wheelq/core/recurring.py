@@ -21,6 +21,7 @@ from wheelq.core.callback import Callback
 from wheelq.core.job import decode_payload
 from wheelq.errors import InvalidArgumentError, int_in
 
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
 MIN_EVERY_MS = 100
 MAX_EVERY_MS = 366 * 86_400_000
 MAX_MS = 2**53 - 1
@@ -74,6 +75,14 @@ class Recurrence:
             if t < self.start_ms:
                 return
             yield t
+
+    def describe(self, *, tz: bool = True) -> str:
+        """The rule as people read it: ``cron 30 2 * * * (Europe/Berlin)``, ``every 5m``."""
+        if self.cron is not None:
+            return f"cron {self.cron}" + (f" ({self.tz})" if tz else "")
+        every = self.every_ms or 0
+        unit = next(((u, n) for u, n in _UNITS if every % n == 0), ("ms", 1))
+        return f"every {every // unit[1]}{unit[0]}"
 
     def next_after(self, after_ms: int) -> int | None:
         """The first occurrence after `after_ms`, None when the schedule has ended."""

@@ -4,10 +4,10 @@ meaning what `wheelq.core.observe` says); every page reads without JavaScript, a
 none.
 
 Pages: ``/ui`` (topics), ``/ui/topics/{t}`` (shards with their leaders, consumer groups,
-rates, a job lookup), ``/ui/topics/{t}/jobs/{id}`` and ``/ui/topics/{t}/dead`` (dead
-letters, filtered by reason and group). Their forms POST to `wheelq.web.ui_actions`,
-which comes back to a page with ``?done=``, a code `flash` turns into a message. ``/``
-leads to ``/ui``.
+rates, a job lookup), ``/ui/topics/{t}/jobs/{id}``, ``/ui/topics/{t}/dead`` (dead
+letters, filtered by reason and group) and ``/ui/topics/{t}/schedules``. Their forms POST
+to `wheelq.web.ui_actions`, which comes back to a page with ``?done=``, a code `flash`
+turns into a message. ``/`` leads to ``/ui``.
 
 A browser logs in with HTTP Basic auth (the token as password), so a page answers 401
 with a Basic challenge, which makes the browser ask. A browser also sends those
@@ -389,6 +389,10 @@ DONE = {
     "resumed": "Resumed: jobs that waited start now.",
     "group-deleted": "Deleted the consumer group.",
     "dropped": "Dropped the topic and all its keys.",
+    "schedule-paused": "Paused the schedule: it writes no runs, and those written ahead are gone.",
+    "schedule-resumed": "Resumed the schedule: it runs again from now on.",
+    "schedule-deleted": "Deleted the schedule and the runs it had written ahead.",
+    "schedule-gone": "No such schedule: it was deleted meanwhile.",
 }
 """What a dashboard action did, by the code its redirect carries in ``?done=``."""
 _COUNTED = re.compile(r"(replayed|purged) (\d{1,9})")
@@ -595,6 +599,22 @@ async def job_page(topic: str, job_id: str, request: Request, done: Done = None)
         job_id=job_id,
         info=info,
         payload=payload,
+        flash=flash(done),
+    )
+
+
+@router.get("/topics/{topic}/schedules")
+async def schedules_page(topic: str, request: Request, done: Done = None) -> Response:
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    await shards_of(svc, topic)
+    found = await svc.client.schedules(topic)
+    return render(
+        request,
+        "schedules.html",
+        topic=topic,
+        schedules=found,
+        now_ms=svc.clock.now_ms(),
         flash=flash(done),
     )
 

@@ -2,14 +2,15 @@
 back to a page whose ``?done=`` says what happened (`wheelq.web.ui.DONE`).
 
 Jobs: cancel, move (to a delay or a UTC time), run now. Topics: pause and resume (the
-topic, or one group), delete a consumer group, drop the topic. Dead letters: replay or
-purge the ones ticked, or every one matching the page's filter.
+topic, or one group), delete a consumer group, drop the topic. Schedules: pause, resume,
+delete. Dead letters: replay or purge the ones ticked, or every one matching the page's
+filter.
 
 Each form is accepted only from the dashboard's own pages (its Origin or Referer names this
 host: a browser sends the login with any request to the site) and with a token that may
-write the topic. A destructive action (cancel, delete a group, drop, purge) posted without
-``confirm=1`` changes nothing: it answers a page that says what would happen, with a
-button that posts the same form confirmed.
+write the topic. A destructive action (cancel, delete a group or schedule, drop, purge)
+posted without ``confirm=1`` changes nothing: it answers a page that says what would
+happen, with a button that posts the same form confirmed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
+from wheelq.core.recurring import MAX_NAME
 from wheelq.errors import GroupBusyError, GroupNotFoundError, TopicNotEmptyError, UnknownGroupError
 from wheelq.web.api_jobs import service
 from wheelq.web.models import GROUP_NAME
@@ -244,6 +246,43 @@ async def drop_form(
         detail = exc.explain("go back and tick 'also while jobs are pending'")
         raise ProblemError(409, "topic-not-empty", "Topic holds jobs", detail) from None
     return back_to(request, "", "dropped")
+
+
+# --- schedules -------------------------------------------------------------------------------
+
+
+@router.post("/topics/{topic}/schedules/{change}")
+async def schedule_form(
+    topic: str,
+    change: Literal["pause", "resume", "delete"],
+    request: Request,
+    name: Annotated[str, Form(min_length=1, max_length=MAX_NAME)],
+    confirm: Confirm = None,
+) -> Response:
+    """Pause, resume or delete (confirmed) a schedule; back to the topic's schedules."""
+    svc = await topic_writer(request, topic)
+    here = f"{_topic_path(topic)}/schedules"
+    if change == "delete" and not confirm:
+        return confirming(
+            request,
+            Confirmation(
+                f"Delete schedule {name}?",
+                f"Schedule {name} of {topic} writes no more runs, and the runs it has written "
+                "ahead are cancelled. Runs already fired are not touched.",
+                f"{here}/delete",
+                [("name", name)],
+                here,
+            ),
+        )
+    call = {
+        "pause": svc.client.pause_schedule,
+        "resume": svc.client.resume_schedule,
+        "delete": svc.client.unschedule,
+    }[change]
+    done = {"pause": "schedule-paused", "resume": "schedule-resumed"}.get(
+        change, "schedule-deleted"
+    )
+    return back_to(request, here, done if await call(name, topic) else "schedule-gone")
 
 
 # --- dead letters ----------------------------------------------------------------------------
