@@ -1,13 +1,16 @@
-"""A full-page shot of the dashboard's topic page over realistic data (docs/img/dashboard.png).
+"""Full-page shots of the dashboard's topic page and topic list, charts included, over
+realistic data (docs/img/dashboard.png, docs/img/dashboard-overview.png).
 
     python loadtest/dashboard_screenshot.py
-    python loadtest/dashboard_screenshot.py --out /tmp/topic.png --chromium /usr/bin/chromium
+    python loadtest/dashboard_screenshot.py --out-dir /tmp --chromium /usr/bin/chromium
 
 It starts an embedded server, two scheduler nodes (so the shards have leaders), the HTTP
 service on uvicorn and a worker; makes three topics with jobs pending for later, jobs
 fired and acked by a pull consumer, a few left in flight, and dead letters with real
 handler errors; views the topic page once (the rates compare against that view), lets a
-steady trickle of jobs fire for a few seconds, and saves the page as Chromium shows it.
+steady trickle of jobs fire for half a minute while the service samples its topics (every
+2 s here, faster than its 15 s, to fill the charts' 15 minutes in that time), and saves
+both pages as Chromium shows them.
 It needs Chromium (``--chromium``, ``WHEELQ_CHROMIUM``, or ``chromium`` on PATH) and
 playwright's Python package (no playwright browser download).
 """
@@ -32,7 +35,8 @@ from wheelq.web.app import WebService, create_app
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "orders"
-TRICKLE_S = 4.0
+TRICKLE_S = 30.0
+SAMPLE_S = 2.0
 
 
 async def until(check: Any, what: str, timeout_s: float = 30) -> None:
@@ -107,14 +111,21 @@ async def failing(job: Job) -> None:
         raise Fail("SMTPRecipientsRefused: 550 5.1.1 mailbox unavailable")
 
 
-async def trickle(client: AsyncClient, seconds: float) -> None:
-    """A steady stream of orders due over `seconds`, so the page has a fire rate."""
-    jobs = [{"payload": {"order": i}, "delay": seconds * i / 400} for i in range(400)]
+async def trickle(client: AsyncClient, svc: WebService, seconds: float) -> None:
+    """A stream of orders due over `seconds`, rising then falling, so the page has a fire
+    rate and its charts a shape; the service samples its topics every `SAMPLE_S`."""
+    n = int(seconds * 40)
+    jobs = [{"payload": {"order": i}, "delay": seconds * (i / n) ** 0.7} for i in range(n)]
     await client.enqueue_many(TOPIC, jobs)
-    await asyncio.sleep(seconds)
+    assert svc.sampler is not None
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while loop.time() < end:
+        await svc.sampler.take(await client.topics(), svc.clock.now_ms())
+        await asyncio.sleep(SAMPLE_S)  # the sampling interval of this shot
 
 
-async def shoot(url: str, out: Path, chromium: str, path: str) -> None:
+async def shoot(url: str, out_dir: Path, chromium: str) -> None:
     from playwright.async_api import async_playwright
 
     client = AsyncClient.from_url(url)
@@ -142,17 +153,24 @@ async def shoot(url: str, out: Path, chromium: str, path: str) -> None:
         await until(started, "uvicorn")
         base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
         await make_data(client, svc)
-        page_url = base + path
-        async with aiohttp.ClientSession() as http, http.get(page_url) as first:
-            first.raise_for_status()  # the view the rates compare against
-        await trickle(client, TRICKLE_S)
+        shots = {
+            out_dir / "dashboard.png": f"{base}/ui/topics/{TOPIC}?range=15m",
+            out_dir / "dashboard-overview.png": f"{base}/ui?range=15m",
+        }
+        async with aiohttp.ClientSession() as http:
+            for page_url in shots.values():
+                async with http.get(page_url) as first:
+                    first.raise_for_status()  # the view the rates compare against
+        await trickle(client, svc, TRICKLE_S)
         async with async_playwright() as p:
             browser = await p.chromium.launch(
                 executable_path=chromium, headless=True, args=["--no-sandbox"]
             )
             page = await browser.new_page(viewport={"width": 1280, "height": 800})
-            await page.goto(page_url)
-            await page.screenshot(path=str(out), full_page=True)
+            for out, page_url in shots.items():
+                await page.goto(page_url)
+                await page.screenshot(path=str(out), full_page=True)
+                print(f"{out}: {out.stat().st_size:,} bytes")
             await browser.close()
     finally:
         for part in workers:
@@ -162,21 +180,19 @@ async def shoot(url: str, out: Path, chromium: str, path: str) -> None:
         server.should_exit = True
         await serving
         await client.aclose()
-    print(f"{out}: {out.stat().st_size:,} bytes")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "dashboard.png")
+    p.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "img")
     p.add_argument("--chromium", default=os.environ.get("WHEELQ_CHROMIUM"))
-    p.add_argument("--path", default=f"/ui/topics/{TOPIC}", help="the page to shoot")
     args = p.parse_args()
     chromium = args.chromium or shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("no Chromium found: pass --chromium or set WHEELQ_CHROMIUM", file=sys.stderr)
         return 2
     with EmbeddedServer(appendonly=True) as server:
-        asyncio.run(shoot(server.url, args.out, chromium, args.path))
+        asyncio.run(shoot(server.url, args.out_dir, chromium))
     return 0
 
 

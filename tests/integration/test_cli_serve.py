@@ -108,6 +108,14 @@ def test_tokens_guard_the_api_and_a_public_bind_needs_them(redis_url: str, topic
     assert "unsigned" not in err, "a warning about callbacks a --deliver none serve never sends"
 
 
+@pytest.mark.parametrize(
+    "url", ["ftp://prometheus:9090", "prometheus:9090", "http://", "javascript:alert(1)"]
+)
+def test_a_prometheus_url_that_is_not_http_is_refused_by_name(redis_url: str, url: str) -> None:
+    done = run_wheelq("serve", "--redis-url", redis_url, "--prometheus-url", url, "--port", "0")
+    assert_one_line_error(done, 2, "[serve] prometheus_url must be an http(s) URL")
+
+
 @pytest.mark.parametrize("start_timeout_ms", [0, 300])
 def test_serve_with_redis_down_waits_then_exits_1_on_one_line(start_timeout_ms: int) -> None:
     port = free_port()

@@ -38,6 +38,8 @@ UI = [
     ("POST", "/ui/topics/{topic}/resume"),
     ("POST", "/ui/topics/{topic}/groups/delete"),
     ("POST", "/ui/topics/{topic}/drop"),
+    ("GET", "/ui/topics/{topic}/schedules"),
+    ("POST", "/ui/topics/{topic}/schedules/delete"),
     ("GET", "/metrics"),
 ]
 OPEN = {"/healthz", "/readyz"}

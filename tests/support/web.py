@@ -53,6 +53,7 @@ async def serving(
     allow_private: bool = False,
     allowed_hosts: tuple[str, ...] = (),
     receipt_secret: str = "",
+    prometheus_url: str = "",
     **client_settings: Any,
 ) -> AsyncIterator[Served]:
     client = AsyncClient.from_url(redis_url, **client_settings)
@@ -66,6 +67,7 @@ async def serving(
         allow_private=allow_private,
         allowed_hosts=allowed_hosts,
         receipt_secret=receipt_secret,
+        prometheus_url=prometheus_url,
     )
     service.owns_client = True
     config = uvicorn.Config(

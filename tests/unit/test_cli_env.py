@@ -51,6 +51,13 @@ CLI_KEYS = [  # keys only the CLI reads: (section, key, variable, value, parsed)
     ("serve", "deliver", "WHEELQ_SERVE_DELIVER", "a,b", "a,b"),
     ("serve", "allowed_hosts", "WHEELQ_SERVE_ALLOWED_HOSTS", "a.example,b", "a.example,b"),
     ("serve", "receipt_secret", "WHEELQ_SERVE_RECEIPT_SECRET", "s3cret", "s3cret"),
+    (
+        "serve",
+        "prometheus_url",
+        "WHEELQ_SERVE_PROMETHEUS_URL",
+        "http://prometheus:9090",
+        "http://prometheus:9090",
+    ),
     ("callbacks", "signing_secret", "WHEELQ_CALLBACKS_SIGNING_SECRET", "k", "k"),
     ("callbacks", "allow_private", "WHEELQ_CALLBACKS_ALLOW_PRIVATE", "true", "true"),
     ("callbacks", "group", "WHEELQ_CALLBACKS_GROUP", "hooks", "hooks"),

@@ -68,7 +68,7 @@ CLI_KEYS: dict[str, tuple[str, ...]] = {
     "redis": ("url",),
     "scheduler": ("topics", "metrics_port", "metrics_host"),
     "worker": ("group", "start", "metrics_port", "metrics_host"),
-    "serve": ("host", "tokens", "deliver", "allowed_hosts", "receipt_secret"),
+    "serve": ("host", "tokens", "deliver", "allowed_hosts", "receipt_secret", "prometheus_url"),
     "callbacks": ("signing_secret", "allow_private", "group"),
 }
 CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}  # 0: no metrics server
@@ -144,6 +144,11 @@ CLI_KEY_DOCS: dict[tuple[str, str], KeyDoc] = {
         "none (a random key kept in Redis, ``wheelq:receipt_key``)",
         "a string",
         "The HMAC key of pull receipts, the same on every instance.",
+    ),
+    ("serve", "prometheus_url"): KeyDoc(
+        "none (charts from the service's own samples, taken since it started)",
+        "an http(s) URL",
+        "A Prometheus that scrapes the roles: the dashboard's charts come from it.",
     ),
     ("callbacks", "signing_secret"): KeyDoc(
         "none (unsigned, warned at start)",

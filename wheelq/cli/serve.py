@@ -33,6 +33,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
             "topic that has had a job with a callback)"
         ),
     )
+    p.add_argument(
+        "--prometheus-url",
+        help=(
+            "a Prometheus that scrapes the roles (http://prometheus:9090): the dashboard's "
+            "charts come from it (default: from the service's own samples, since it started)"
+        ),
+    )
     p.set_defaults(func=serve)
 
     p = sub.add_parser(
@@ -49,6 +56,20 @@ def _bool(value: object, source: str) -> bool:
     if text in TRUE or text in FALSE:
         return text in TRUE
     raise usage_error(f"{source} must be true or false, got {value!r}")
+
+
+def _http_url(value: object, source: str) -> str:
+    """An http(s) URL with a host ('' for none given)."""
+    from urllib.parse import urlsplit
+
+    text = str(value or "").strip()
+    if text:
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise usage_error(
+                f"{source} must be an http(s) URL like http://host:9090, got {text!r}"
+            )
+    return text
 
 
 def callback_options(ctx: Context, delivering: bool = True) -> tuple[Any, str, bool, str]:
@@ -78,12 +99,19 @@ def serve(ctx: Context) -> int:
     from wheelq.web.auth import host_names, parse_tokens
 
     url, args = ctx.redis_url(), ctx.args
-    values = ctx.section("serve", host=args.host, port=args.port, deliver=args.deliver)
+    values = ctx.section(
+        "serve",
+        host=args.host,
+        port=args.port,
+        deliver=args.deliver,
+        prometheus_url=args.prometheus_url,
+    )
     host = str(values.pop("host", None) or "127.0.0.1")
     tokens = parse_tokens(values.pop("tokens", []), "[serve] tokens")
     allowed_hosts = host_names(values.pop("allowed_hosts", []), "[serve] allowed_hosts")
     deliver = values.pop("deliver", None)
     receipt_secret = str(values.pop("receipt_secret", "") or "")
+    prometheus_url = _http_url(values.pop("prometheus_url", None), "[serve] prometheus_url")
     settings = ServeSettings.from_kwargs(values)
     if not tokens and not _loopback(host):
         raise usage_error(
@@ -115,6 +143,7 @@ def serve(ctx: Context) -> int:
         allow_private=allow_private,
         receipt_secret=receipt_secret,
         allowed_hosts=allowed_hosts,
+        prometheus_url=prometheus_url,
     )
     service.owns_client = True
 

@@ -37,7 +37,10 @@ from wheelq.web import (
 from wheelq.web.api_events import EventStreams
 from wheelq.web.api_jobs import Coalescer, ResultWaits
 from wheelq.web.auth import Guard, Token
+from wheelq.web.charts import ChartSource
 from wheelq.web.problems import problem_response
+from wheelq.web.prometheus import PrometheusCharts
+from wheelq.web.samples import Sampler
 from wheelq.worker.pull import Puller
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,7 @@ class WebService:
         allow_private: bool = False,
         allowed_hosts: tuple[str, ...] = (),
         receipt_secret: str = "",
+        prometheus_url: str = "",
     ) -> None:
         self.client = client
         self.settings = settings or ServeSettings()
@@ -102,6 +106,14 @@ class WebService:
         self._closed = False
         self._keeper = ClockKeeper(client.executor, self.clock, CLOCK_SYNC_MS)
         self._gate = StartGate(client.executor, self.settings.start_timeout_ms, log)
+        self.prometheus: PrometheusCharts | None = None
+        self.sampler: Sampler | None = None
+        self.charts: ChartSource
+        """Where the dashboard's charts come from: Prometheus, else the service's samples."""
+        if prometheus_url:
+            self.charts = self.prometheus = PrometheusCharts(prometheus_url)
+        else:
+            self.charts = self.sampler = Sampler(client.executor, client.topics, self.clock)
         self.requests: dict[tuple[str, int], int] = {}
         """(route, status) -> requests answered (``/metrics``)."""
 
@@ -123,6 +135,8 @@ class WebService:
     async def _start(self) -> None:
         await self._keeper.sample()  # due_ms in answers is on the Redis clock from the start
         await self._keeper.start()
+        if self.sampler is not None:
+            await self.sampler.start()
         if self.deliveries is not None:
             await self.deliveries.start()
 
@@ -141,7 +155,11 @@ class WebService:
             self._gate.started = False
             if self.deliveries is not None:
                 await self.deliveries.stop()
+            if self.sampler is not None:
+                await self.sampler.stop()
             await self._keeper.stop()
+        if self.prometheus is not None:
+            await self.prometheus.aclose()
         await self.puller.aclose()
         await self.results.aclose()
         await self.event_streams.aclose()

@@ -30,7 +30,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -39,6 +39,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from markupsafe import Markup
 from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
@@ -54,6 +55,7 @@ from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import api_topics
 from wheelq.web.api_jobs import service
+from wheelq.web.charts import RANGES, Chart, svg
 from wheelq.web.problems import ProblemError
 
 if TYPE_CHECKING:
@@ -531,6 +533,39 @@ async def shards_of(svc: WebService, topic: str) -> int:
 
 
 Done = Annotated[str | None, Query(max_length=40, description="what an action did")]
+Range = Annotated[
+    Literal["15m", "1h", "6h", "24h"], Query(alias="range", description="the charts' range")
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ChartsView:
+    """A page's charts over its range, drawn, and where their data came from."""
+
+    range: str
+    ranges: tuple[str, ...]
+    charts: list[tuple[Chart, Markup]]
+    source: str
+
+
+async def charts_view(svc: WebService, topic: str | None, range_: str) -> ChartsView:
+    end_ms = svc.clock.now_ms()
+    start_ms = end_ms - RANGES[range_]
+    since = svc.charts.since_ms
+    if since is not None and since > start_ms:  # samples begin later: chart what there is
+        start_ms = min(since, end_ms - 60_000)
+    found = await svc.charts.charts(topic, start_ms, end_ms)
+    if svc.prometheus is not None:
+        source = f"from Prometheus ({svc.prometheus.url})"
+    elif svc.charts.since_ms is None:
+        source = "from this service's own samples: none yet (the first is taken within 15 s)"
+    else:
+        source = (
+            f"from this service's own samples (every 15 to 30 s per topic), since "
+            f"{utc(svc.charts.since_ms)}; set [serve] prometheus_url for longer history"
+        )
+    drawn = [(c, Markup(svg(c))) for c in found]  # noqa: S704 (svg escapes what it draws)
+    return ChartsView(range_, tuple(RANGES), drawn, source)
 
 
 @router.get("")
@@ -540,6 +575,7 @@ async def topics_page(
     limit: Limit = None,
     refresh: Refresh = None,
     done: Done = None,
+    range_: Range = "1h",
 ) -> Response:
     svc = service(request)
     rows, after_next, total = await api_topics.topics_page(request, after, limit)
@@ -556,19 +592,23 @@ async def topics_page(
         refresh=refresh,
         now_ms=now_ms,
         flash=flash(done),
+        charts=await charts_view(svc, None, range_),
     )
 
 
 @router.get("/topics/{topic}")
 async def topic_page(
-    topic: str, request: Request, refresh: Refresh = None, done: Done = None
+    topic: str, request: Request, refresh: Refresh = None, done: Done = None, range_: Range = "1h"
 ) -> Response:
     svc = service(request)
     svc.guard.check(request, "read", topic)
     shards = await shards_of(svc, topic)
     now_ms = svc.clock.now_ms()
     view = await topic_view(svc.client.executor, _frames(request), topic, shards, now_ms)
-    return render(request, "topic.html", view=view, refresh=refresh, flash=flash(done))
+    charts = await charts_view(svc, topic, range_)
+    return render(
+        request, "topic.html", view=view, refresh=refresh, flash=flash(done), charts=charts
+    )
 
 
 @router.get("/topics/{topic}/job")
