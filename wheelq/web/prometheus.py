@@ -35,11 +35,12 @@ class Query:
 
 CHARTS: dict[str, tuple[str, str, tuple[Query, ...]]] = {
     "throughput": (
-        "Fired, handled, dead-lettered",
+        "Fired, handled, retried, dead-lettered",
         "jobs/s",
         (
             Query("fired/s", 'sum(rate(wheelq_scheduler_fired_total{topic=~"$topic"}[1m]))'),
             Query("handled/s", 'sum(rate(wheelq_worker_handled_total{topic=~"$topic"}[1m]))'),
+            Query("retried/s", 'sum(rate(wheelq_worker_retried_total{topic=~"$topic"}[1m]))'),
             Query(
                 "dead-lettered/s",
                 'sum(rate(wheelq_worker_dead_lettered_total{topic=~"$topic"}[1m]))',
