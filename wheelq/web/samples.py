@@ -35,6 +35,10 @@ COMMANDS_PER_S = 4.0
 FINE_KEEP_MS = 3_600_000
 COARSE_MS = 300_000
 COARSE_KEEP_MS = 86_400_000
+TOPICS_PER_STEP = 4
+"""Topics sampled in one round (the others wait their turn a second later): one round's
+calls stay a few hundred, never a pipeline over every topic."""
+FIRST_WAIT_S = 5.0
 MAX_TOPICS = 256
 """Topics sampled at most (by name); more are left out of the charts."""
 LATENESS_SAMPLE = 100
@@ -129,11 +133,16 @@ class Sampler(Service):
         for gone in [t for t in self.histories if t not in topics]:
             del self.histories[gone]
             self._next_ms.pop(gone, None)
-        due = [t for t in topics if self._next_ms.get(t, 0) <= now_ms]
+        due = sorted((self._next_ms.get(t, 0), t) for t in topics)
+        due = [(at, t) for at, t in due if at <= now_ms][:TOPICS_PER_STEP]
         if due:
-            await self.take({t: topics[t] for t in due}, now_ms)
+            await self.take({t: topics[t] for _, t in due}, now_ms)
         nexts = [self._next_ms.get(t, now_ms) for t in topics]
         return max(1.0, (min(nexts, default=now_ms + 15_000) - self.clock.now_ms()) / 1000)
+
+    async def first_wait(self) -> float:
+        """The first samples wait a moment: a service starting has other work first."""
+        return FIRST_WAIT_S
 
     async def take(self, topics: dict[str, int], now_ms: int) -> None:
         """Sample `topics` (name -> shards) now, in one round of calls."""
