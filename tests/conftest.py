@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Generator
 
 import pytest
 
+from tests.support.gc_pauses import NOTABLE_MS, GcPauses
 from tests.support.tracing import traced  # noqa: F401 (the tracing tests' fixture)
 from wheelq.runtime import tracing
 
@@ -27,3 +29,39 @@ def untraced(monkeypatch: pytest.MonkeyPatch) -> None:
     install has opentelemetry for the tracing tests, which opt in with
     `tests.support.tracing.traced`)."""
     monkeypatch.setattr(tracing, "_loaded", None)
+
+
+_pauses = GcPauses()
+_notable: list[tuple[float, str]] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _pauses.install()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _pauses.uninstall()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    _pauses.reset()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and _pauses.longest_ms >= NOTABLE_MS:
+        report.sections.append(("garbage collector", _pauses.describe()))
+        _notable.append((_pauses.longest_ms, f"{item.nodeid}: {_pauses.describe()}"))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _notable:
+        terminalreporter.section("longest garbage collector pauses")
+        for _, line in sorted(_notable, reverse=True)[:5]:
+            terminalreporter.write_line(line)

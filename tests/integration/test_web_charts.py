@@ -108,6 +108,8 @@ async def series_count(url: str, query: str) -> int:
     async with aiohttp.ClientSession() as http:
         try:
             async with http.get(f"{url}/api/v1/query", params={"query": query}) as r:
+                if r.status != 200:  # 503 while it starts (loading its storage): not yet
+                    return 0
                 body: Any = await r.json(content_type=None)
         except aiohttp.ClientError:
             return 0

@@ -139,7 +139,10 @@ class PrometheusCharts:
             timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
             self._session = aiohttp.ClientSession(timeout=timeout)
         async with self._session.get(self.url + path, params=params) as response:
-            body: dict[str, Any] = await response.json(content_type=None)
+            try:
+                body: dict[str, Any] = await response.json(content_type=None)
+            except ValueError:  # not JSON: e.g. 503 "Service Unavailable" while it starts
+                raise ValueError(f"HTTP {response.status}") from None
             return body
 
     async def aclose(self) -> None:

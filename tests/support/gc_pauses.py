@@ -1,0 +1,51 @@
+"""How long the cyclic garbage collector stopped this process, per test.
+
+Scheduler nodes and workers run inside the pytest process in the integration tests, so a
+full collection of the heap thousands of tests have left behind stops them too: a timing
+test that fails late in a long run may have waited for the collector, not for wheelq. The
+conftest attaches each test's longest pause to its report when it is long, and lists the
+longest at the end of the run.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+NOTABLE_MS = 100.0  # a pause this long is named in the test's report
+
+
+class GcPauses:
+    """Collector pauses (ms) since the last `reset`, by generation."""
+
+    def __init__(self) -> None:
+        self.longest_ms = 0.0
+        self.longest_gen = -1
+        self.total_ms = 0.0
+        self._started = 0.0
+
+    def install(self) -> None:
+        gc.callbacks.append(self._on_gc)
+
+    def uninstall(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def reset(self) -> None:
+        self.longest_ms, self.longest_gen, self.total_ms = 0.0, -1, 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        paused_ms = (time.perf_counter() - self._started) * 1000
+        self.total_ms += paused_ms
+        if paused_ms > self.longest_ms:
+            self.longest_ms, self.longest_gen = paused_ms, int(info.get("generation", -1))
+
+    def describe(self) -> str:
+        return (
+            f"longest collector pause {self.longest_ms:.0f} ms (generation {self.longest_gen}), "
+            f"{self.total_ms:.0f} ms in all; {len(gc.get_objects())} tracked objects"
+        )
