@@ -52,6 +52,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
+from wheelq.producer.dead_letters import DeadLetterPage
 from wheelq.producer.groups import DeletedGroup, GroupShardStats, GroupStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import ShardStats, TopicStats
@@ -100,6 +101,7 @@ __all__ = [
     "WorkerSettings",
     "WorkerStopReport",
     "DeadLetter",
+    "DeadLetterPage",
     # errors
     "AckUnsupportedError",
     "DuplicateJobError",

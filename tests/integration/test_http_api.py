@@ -16,15 +16,13 @@ import pytest
 import redis
 
 from tests.support.servers import dedicated_server
-from tests.support.web import Served, serving
+from tests.support.web import PROBLEM, Served, assert_problem, serving
 from wheelq import Job, Worker
 from wheelq.core.flow import TopicLimits
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ServeSettings
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError
-
-PROBLEM = "application/problem+json"
 
 
 @pytest.fixture
@@ -36,18 +34,6 @@ async def api(redis_url: str) -> AsyncIterator[Served]:
 async def pending(api: Served, topic: str) -> int:
     status, body, _ = await api.call("GET", f"/v1/topics/{topic}")
     return 0 if status == 404 else int(body["pending"]) + int(body["ready"])
-
-
-def assert_problem(got: tuple[int, object, dict[str, str]], status: int, field: str | None) -> None:
-    code, body, headers = got
-    assert code == status, body
-    assert headers["Content-Type"].startswith(PROBLEM)
-    assert isinstance(body, dict)
-    assert body["status"] == status and body["type"].startswith("urn:wheelq:problem:")
-    assert body["title"] and body["detail"]
-    if field is not None:
-        assert body["field"] == field, body
-        assert field.rsplit(".", 1)[-1].split("[")[0] in body["detail"] or body["errors"]
 
 
 # --- enqueue ---------------------------------------------------------------------------------

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_http_api import assert_problem
-from tests.support.web import Served, serving
+from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncClient
 from wheelq.web import schedule_json
 

@@ -20,6 +20,8 @@ from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.web.app import WebService, create_app
 from wheelq.web.auth import Token
 
+PROBLEM = "application/problem+json"
+
 
 @dataclass
 class Served:
@@ -85,3 +87,38 @@ async def serving(
     finally:
         server.should_exit = True
         await task
+        forget_endpoints()
+
+
+def forget_endpoints() -> None:
+    """Let go of the apps FastAPI's caches keep alive.
+
+    FastAPI remembers what each endpoint is (coroutine, generator) in caches of 4,096
+    entries keyed by the function. An endpoint made in a closure (ours, and the offline
+    docs' pages) keeps its app alive, about 16,000 objects: the hundreds of apps the tests
+    make would leave millions of objects for each full collection to walk, pauses of 1-2 s
+    that stop the scheduler nodes and workers running in the same process. A service runs
+    one app, so only the tests need this.
+    """
+    from fastapi.dependencies import models
+
+    for name in (
+        "_is_gen_callable_cached",
+        "_is_async_gen_callable_cached",
+        "_is_coroutine_callable_cached",
+    ):
+        cached = getattr(models, name, None)
+        if cached is not None:
+            cached.cache_clear()
+
+
+def assert_problem(got: tuple[int, object, dict[str, str]], status: int, field: str | None) -> None:
+    code, body, headers = got
+    assert code == status, body
+    assert headers["Content-Type"].startswith(PROBLEM)
+    assert isinstance(body, dict)
+    assert body["status"] == status and body["type"].startswith("urn:wheelq:problem:")
+    assert body["title"] and body["detail"]
+    if field is not None:
+        assert body["field"] == field, body
+        assert field.rsplit(".", 1)[-1].split("[")[0] in body["detail"] or body["errors"]

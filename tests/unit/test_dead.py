@@ -4,12 +4,16 @@ round trip, rejected refs with ``parameter == "refs"``)."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from wheelq.core.job import DeadLetter, encode_payload, parse_ref
+from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError
+from wheelq.web.models import DeadReason
 
 DEAD_ID = "1700000000123-0"
 SOURCE_ID = "1699999999000-7"
@@ -184,3 +188,7 @@ def test_parse_ref_rejects_entry_ids_that_are_not_plain_digits_in_stream_id_rang
     with pytest.raises(InvalidArgumentError) as caught:
         parse_ref(ref)
     assert caught.value.parameter == "refs"
+
+
+def test_the_http_models_reasons_are_the_dead_letter_reasons() -> None:
+    assert set(get_args(DeadReason)) == {r.value for r in Reason}

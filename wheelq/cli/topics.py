@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.cli import events
 from wheelq.cli.context import CliError, Context, command, usage_error
+from wheelq.core.retry import Reason
 
 if TYPE_CHECKING:
     from wheelq.producer.client import Client
@@ -263,10 +264,26 @@ def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     listing.add_argument("--limit", type=int, default=100, help="most listed (default 100)")
     listing.add_argument("--offset", type=int, default=0, help="skip this many first")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    _filter_arguments(listing, "only those")
     for name, verb in (("replay", "run again (as attempt 1, due now)"), ("purge", "delete")):
         q = command(actions, name, parents, f"{verb} dead letters", settle, "topic")
         q.add_argument("refs", nargs="*", help="refs (shard/entry-id) from 'wheelq dlq list'")
-        q.add_argument("--all", action="store_true", help=f"{name} every dead letter")
+        q.add_argument(
+            "--all", action="store_true", help=f"{name} every dead letter (or every one matching)"
+        )
+        _filter_arguments(q, "with --all: only those")
+
+
+def _filter_arguments(p: argparse.ArgumentParser, which: str) -> None:
+    p.add_argument(
+        "--reason", choices=[r.value for r in Reason], help=f"{which} dead-lettered for this reason"
+    )
+    p.add_argument("--group", help=f"{which} of this consumer group")
+
+
+def _filter(args: argparse.Namespace) -> str:
+    """The filter as given on the command line ("" without one)."""
+    return " ".join(f"--{k} {v}" for k, v in (("reason", args.reason), ("group", args.group)) if v)
 
 
 def list_dead(ctx: Context) -> int:
@@ -280,7 +297,9 @@ def list_dead(ctx: Context) -> int:
 
     with ctx.client() as client:
         total = topic_stats(client, args.topic).dead
-        rows = client.dead_letters(args.topic, args.offset + args.limit)[args.offset :]
+        rows = client.dead_letters(
+            args.topic, args.offset + args.limit, reason=args.reason, group=args.group
+        )[args.offset :]
     for dead in rows:
         if args.json:
             print(json.dumps(as_json(dead), allow_nan=False))
@@ -293,6 +312,13 @@ def list_dead(ctx: Context) -> int:
     shown = args.offset + len(rows)
     if not total:
         print(f"no dead letters on {args.topic}", file=sys.stderr)
+    elif _filter(args):
+        more = f"; next page: --offset {shown}" if len(rows) == args.limit else ""
+        matching = f"matching {_filter(args)} of {total}"
+        if rows:
+            print(f"showing {args.offset + 1}-{shown} {matching}{more}", file=sys.stderr)
+        else:
+            print(f"none {matching} past --offset {args.offset}", file=sys.stderr)
     elif args.offset or shown < total:
         more = f"; next page: --offset {shown}" if shown < total else ""
         print(f"showing {args.offset + 1}-{shown} of {total}{more}", file=sys.stderr)
@@ -306,13 +332,16 @@ def settle(ctx: Context) -> int:
             f"{args.action} needs refs (from 'wheelq dlq list') or --all, "
             + ("not both" if args.all else "got neither")
         )
+    if args.refs and _filter(args):
+        raise usage_error(f"{_filter(args)} goes with --all: refs are already chosen")
+    match = {"reason": args.reason, "group": args.group}
     with ctx.client() as client:
         topic_stats(client, args.topic)  # exits 1 for an unknown topic
         refs = None if args.all else list(dict.fromkeys(args.refs))
         if args.action == "replay":
-            done, verb = client.replay(args.topic, refs), "replayed"
+            done, verb = client.replay(args.topic, refs, **match), "replayed"
         else:
-            done, verb = client.purge_dead(args.topic, refs), "purged"
+            done, verb = client.purge_dead(args.topic, refs, **match), "purged"
     print(f"{verb} {done}")
     if refs is not None and done < len(refs):
         missing = len(refs) - done

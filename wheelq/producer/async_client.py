@@ -15,7 +15,6 @@ from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
-from wheelq.core.job import DeadLetter
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
@@ -246,15 +245,40 @@ class AsyncClient:
         return None if self._drain is None else self._drain.drain.stats()
 
     async def dead_letters(
-        self, topic: str, limit: int = 100, *, after: str | None = None
-    ) -> list[DeadLetter]:
-        return await self._run(dl.dead_letters(self._producer, topic, limit, after))
+        self,
+        topic: str,
+        limit: int = 100,
+        *,
+        after: str | None = None,
+        reason: str | None = None,
+        group: str | None = None,
+        scan_limit: int | None = None,
+    ) -> dl.DeadLetterPage:
+        match = dl.DeadFilter.of(reason, group)
+        op = dl.dead_letters(self._producer, topic, limit, after, match, scan_limit)
+        return await self._run(op)
 
-    async def replay(self, topic: str, refs: dl.Refs = None) -> int:
-        return await self._run(dl.replay(self._producer, topic, refs))
+    async def replay(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> int:
+        match = dl.DeadFilter.of(reason, group)
+        return await self._run(dl.replay(self._producer, topic, refs, match))
 
-    async def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
-        return await self._run(dl.purge_dead(self._producer, topic, refs))
+    async def purge_dead(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> int:
+        match = dl.DeadFilter.of(reason, group)
+        return await self._run(dl.purge_dead(self._producer, topic, refs, match))
 
     async def set_limits(
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None

@@ -17,7 +17,6 @@ from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
-from wheelq.core.job import DeadLetter
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
@@ -397,25 +396,60 @@ class Client:
         return None if self._drain is None else self._drain.drain.stats()
 
     def dead_letters(
-        self, topic: str, limit: int = 100, *, after: str | None = None
-    ) -> list[DeadLetter]:
+        self,
+        topic: str,
+        limit: int = 100,
+        *,
+        after: str | None = None,
+        reason: str | None = None,
+        group: str | None = None,
+        scan_limit: int | None = None,
+    ) -> dl.DeadLetterPage:
         """The topic's oldest `limit` dead letters (1-100000), oldest first; with `after`
-        (a dead letter's ref), the next page: the ones after it."""
-        return self._run(dl.dead_letters(self._producer, topic, limit, after))
+        (the `next` of the page before, or a dead letter's ref), the ones after it.
 
-    def replay(self, topic: str, refs: dl.Refs = None) -> int:
+        Args:
+            reason: Only those dead-lettered for this reason (``failed``, ``deliveries``,
+                ``malformed``).
+            group: Only those of this consumer group.
+            scan_limit: With a filter, read through at most this many dead letters (None:
+                as many as it takes); the page then ends early, and its `next` goes on.
+        """
+        match = dl.DeadFilter.of(reason, group)
+        return self._run(dl.dead_letters(self._producer, topic, limit, after, match, scan_limit))
+
+    def replay(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> int:
         """Run dead letters again: each goes back to its stream as attempt 1, due now, for
-        the group it failed in. `refs`: DeadLetters or their refs; None = all. Returns how
-        many were replayed (malformed entries cannot be and stay).
+        the group it failed in. `refs`: DeadLetters or their refs; None = all, or all of
+        that `reason` and/or `group`. Returns how many were replayed (malformed entries
+        cannot be and stay).
 
         Raises:
-            InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic.
+            InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic, a filter is
+                not valid, or refs and a filter are both given.
         """
-        return self._run(dl.replay(self._producer, topic, refs))
+        match = dl.DeadFilter.of(reason, group)
+        return self._run(dl.replay(self._producer, topic, refs, match))
 
-    def purge_dead(self, topic: str, refs: dl.Refs = None) -> int:
-        """Delete dead letters (`refs` as in `replay`; None = all); returns how many went."""
-        return self._run(dl.purge_dead(self._producer, topic, refs))
+    def purge_dead(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> int:
+        """Delete dead letters (`refs` and the filter as in `replay`; None = all); returns
+        how many went."""
+        match = dl.DeadFilter.of(reason, group)
+        return self._run(dl.purge_dead(self._producer, topic, refs, match))
 
     def set_limits(
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None

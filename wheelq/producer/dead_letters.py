@@ -1,13 +1,16 @@
-"""Dead letters (sans-I/O operations): list, replay, purge, by ref ``"shard/entry-id"``."""
+"""Dead letters (sans-I/O operations): list, replay, purge, by ref ``"shard/entry-id"``,
+or all of them, or all matching a filter (the reason and the consumer group)."""
 
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from wheelq.core.job import DeadLetter, parse_ref
-from wheelq.core.keys import ShardKeys, all_shards, validate_shards
+from wheelq.core.job import DeadLetter, Field, parse_ref
+from wheelq.core.keys import ShardKeys, all_shards, validate_group, validate_shards
+from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import consume
@@ -18,27 +21,106 @@ IDS_PER_CALL = 500
 MAX_LIMIT = 100_000
 
 
+SCAN_PAGE = 1000  # dead letters read a round trip while a filter looks for matches
+MAX_SCAN = 10**9
+
+
+class DeadLetterPage(list[DeadLetter]):
+    """A page of dead letters, oldest first; `next` is the following page's ``after``."""
+
+    next: str | None = None
+    """None when no dead letter follows. A filtered page may hold fewer than its limit and
+    still have a next one: it stopped where its `scan_limit` ran out."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadFilter:
+    """Dead letters of one reason and/or consumer group (None: any)."""
+
+    reason: str | None = None
+    group: str | None = None
+
+    @classmethod
+    def of(cls, reason: object, group: object) -> DeadFilter | None:
+        """The filter (None when neither is given), else InvalidArgumentError."""
+        if reason is not None and reason not in set(Reason):
+            accepted = ", ".join(r.value for r in Reason)
+            raise InvalidArgumentError(
+                "reason", f"reason must be one of {accepted} (or None), got {reason!r:.60}"
+            )
+        if group is not None:
+            validate_group(group)
+        if reason is None and group is None:
+            return None
+        return cls(None if reason is None else str(reason), None if group is None else str(group))
+
+    def matches(self, reason: str, group: str) -> bool:
+        """Whether a dead letter of that reason and group matches."""
+        return self.reason in (None, reason) and self.group in (None, group)
+
+    def matches_entry(self, raw: Mapping[bytes, bytes]) -> bool:
+        """Whether a dead-letter entry (its fields as stored) matches."""
+        return self.matches(_text(raw.get(Field.REASON)), _text(raw.get(Field.GROUP)))
+
+
+def _text(value: bytes | None) -> str:
+    return (value or b"").decode("utf-8", "replace")
+
+
 def dead_letters(
-    producer: Producer, topic: str, limit: int, after: str | None = None
-) -> Op[list[DeadLetter]]:
-    """The topic's oldest `limit` dead letters across shards; `after`: the next page."""
+    producer: Producer,
+    topic: str,
+    limit: int,
+    after: str | None = None,
+    match: DeadFilter | None = None,
+    scan_limit: int | None = None,
+) -> Op[DeadLetterPage]:
+    """The topic's oldest `limit` dead letters across shards (matching `match`); `after`:
+    the next page. A filter reads through at most `scan_limit` dead letters (None: all)."""
     int_in("limit", limit, 1, MAX_LIMIT)
-    cursor = None
+    if scan_limit is not None:
+        int_in("scan_limit", scan_limit, 1, MAX_SCAN)
     if after is not None:
         try:
-            cursor_shard, cursor_id = parse_ref(after)
+            parse_ref(after)
         except InvalidArgumentError as exc:
             raise InvalidArgumentError("after", str(exc).replace("refs", "after")) from None
-        cursor = (*_id_key(cursor_id), cursor_shard)
+    out = DeadLetterPage()
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
-        return []
+        return out
+    if match is None:
+        out += yield from _merged(topic, shards, limit, after)
+        out.next = out[-1].ref if len(out) == limit else None
+        return out
+    budget = MAX_SCAN if scan_limit is None else scan_limit
+    while True:
+        asked = min(SCAN_PAGE, budget)
+        page = yield from _merged(topic, shards, asked, after)
+        budget -= len(page)
+        for letter in page:
+            if match.matches(letter.reason, letter.group):
+                out.append(letter)
+                if len(out) == limit:
+                    out.next = letter.ref
+                    return out
+        if len(page) < asked:
+            return out  # read to the end
+        after = page[-1].ref
+        if budget == 0:
+            out.next = after  # the scan's limit ran out here: the next page goes on from it
+            return out
+
+
+def _merged(topic: str, shards: int, limit: int, after: str | None) -> Op[list[DeadLetter]]:
+    """The oldest `limit` dead letters of every shard after the ref `after`."""
     starts = ["-"] * shards
-    if cursor is not None:
+    if after is not None:
         # the order's key is (ms, seq, shard): shards up to the cursor's start after its id
-        ms, seq, shard_at = cursor
+        cursor_shard, cursor_id = parse_ref(after)
+        ms, seq = _id_key(cursor_id)
         for shard in range(shards):
-            starts[shard] = f"({ms}-{seq}" if shard <= shard_at else f"{ms}-{seq}"
+            starts[shard] = f"({ms}-{seq}" if shard <= cursor_shard else f"{ms}-{seq}"
     pages = yield [consume.read_dead(k, starts[k.shard], limit) for k in all_shards(topic, shards)]
     merged = heapq.merge(
         *(
@@ -60,15 +142,16 @@ def _id_key(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
-    """Run dead letters again (None: all); malformed ones and those past ``max_ready`` stay."""
-    shards, by_shard = yield from _targets(producer, topic, refs)
+def replay(producer: Producer, topic: str, refs: Refs, match: DeadFilter | None = None) -> Op[int]:
+    """Run dead letters again (None: all, or all matching `match`); malformed ones and those
+    past ``max_ready`` stay."""
+    shards, by_shard = yield from _targets(producer, topic, refs, match)
     if not shards:
         return 0
     replayed = 0
     for keys in all_shards(topic, shards):
         if by_shard is None:
-            ids = yield from _all_ids(keys)
+            ids = yield from _all_ids(keys, match)
         else:
             ids = by_shard.get(keys.shard, [])
         for i in range(0, len(ids), IDS_PER_CALL):
@@ -79,27 +162,35 @@ def replay(producer: Producer, topic: str, refs: Refs) -> Op[int]:
     return replayed
 
 
-def purge_dead(producer: Producer, topic: str, refs: Refs) -> Op[int]:
-    shards, by_shard = yield from _targets(producer, topic, refs)
+def purge_dead(
+    producer: Producer, topic: str, refs: Refs, match: DeadFilter | None = None
+) -> Op[int]:
+    """Delete dead letters for good (None: all, or all matching `match`); how many went."""
+    shards, by_shard = yield from _targets(producer, topic, refs, match)
     if not shards:
         return 0
-    if by_shard is None:
+    if by_shard is None and match is None:
         counts = yield [consume.purge_dead(k, None) for k in all_shards(topic, shards)]
-    else:
-        counts = yield [
-            consume.purge_dead(ShardKeys(topic, shard), ids[i : i + IDS_PER_CALL])
-            for shard, ids in by_shard.items()
-            for i in range(0, len(ids), IDS_PER_CALL)
-        ]
+        return sum(counts)
+    if by_shard is None:
+        by_shard = {}
+        for keys in all_shards(topic, shards):
+            by_shard[keys.shard] = yield from _all_ids(keys, match)
+    counts = yield [
+        consume.purge_dead(ShardKeys(topic, shard), ids[i : i + IDS_PER_CALL])
+        for shard, ids in by_shard.items()
+        for i in range(0, len(ids), IDS_PER_CALL)
+    ]
     return sum(counts)
 
 
-def _all_ids(keys: ShardKeys) -> Op[list[str]]:
+def _all_ids(keys: ShardKeys, match: DeadFilter | None) -> Op[list[str]]:
+    """The ids of the shard's dead letters (those matching `match`), oldest first."""
     ids: list[str] = []
     start = "-"
     while True:
         (page,) = yield [consume.read_dead(keys, start, IDS_PER_CALL)]
-        ids += [entry_id for entry_id, _ in page]
+        ids += [entry_id for entry_id, raw in page if match is None or match.matches_entry(raw)]
         if len(page) < IDS_PER_CALL:
             return ids
         start = "(" + page[-1][0]
@@ -120,10 +211,15 @@ def _by_shard(refs: Refs) -> dict[int, list[str]] | None:
 
 
 def _targets(
-    producer: Producer, topic: str, refs: Refs
+    producer: Producer, topic: str, refs: Refs, match: DeadFilter | None
 ) -> Op[tuple[int, dict[int, list[str]] | None]]:
     """The topic's shard count (0: no such topic) and the refs by shard (None: all)."""
     by_shard = _by_shard(refs)
+    if by_shard is not None and match is not None:
+        field = "reason" if match.reason is not None else "group"
+        raise InvalidArgumentError(
+            field, f"give refs or a filter ({field}=...), not both: refs are already chosen"
+        )
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         return 0, by_shard

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from wheelq.core.flow import TopicLimits
 from wheelq.core.keys import MAX_GROUP_CHARS
+from wheelq.core.retry import Reason
 from wheelq.errors import (
     GroupBusyError,
     GroupNotFoundError,
@@ -16,9 +17,10 @@ from wheelq.errors import (
     UnknownGroupError,
 )
 from wheelq.store.groups import GROUP_LANES
-from wheelq.web import api_pull, as_json
+from wheelq.web import DEAD_SCAN, api_pull, as_json
 from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
+    GROUP_NAME,
     REF_PATTERN,
     ConsumerGroupsOut,
     CountOut,
@@ -234,6 +236,12 @@ async def delete_group(
     return Response(status_code=204)
 
 
+ReasonQuery = Annotated[Reason | None, Query(description="only the dead letters of this reason")]
+GroupFilter = Annotated[
+    str | None, Query(**GROUP_NAME, description="only the dead letters of this consumer group")
+]
+
+
 @router.get("/{topic}/dead", response_model=DeadListOut)
 async def list_dead(
     topic: TopicPath,
@@ -242,24 +250,31 @@ async def list_dead(
     after: Annotated[
         str | None, Query(max_length=50, pattern=REF_PATTERN, description="the last ref seen")
     ] = None,
+    reason: ReasonQuery = None,
+    group: GroupFilter = None,
 ) -> Response:
     """Dead letters, oldest first, a page at a time (`next` is the following page's
-    `after`)."""
+    `after`), of one `reason` and/or `group` when asked. A filtered page reads through
+    100,000 dead letters at most, so it may hold fewer than `limit` and still have a
+    `next`."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
     page = limit or svc.settings.page_limit
-    rows = await svc.client.dead_letters(topic, page, after=after)
-    body = [as_json(d) for d in rows]
-    return json_response({"dead": body, "next": rows[-1].ref if len(rows) == page else None})
+    rows = await svc.client.dead_letters(
+        topic, page, after=after, reason=reason, group=group, scan_limit=DEAD_SCAN
+    )
+    return json_response({"dead": [as_json(d) for d in rows], "next": rows.next})
 
 
 @router.post("/{topic}/dead/replay", response_model=CountOut)
 async def replay_dead(topic: TopicPath, body: RefsIn, request: Request) -> Response:
-    """Run dead letters again: the given `refs`, or `all`; the count replayed."""
+    """Run dead letters again: the given `refs`, or `all` (of a `reason` and/or `group`
+    when given); the count replayed."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    refs = _refs(body.refs, body.all)
-    return json_response({"count": await svc.client.replay(topic, refs)})
+    refs = _refs(body.refs, body.all, body.reason, body.group)
+    count = await svc.client.replay(topic, refs, reason=body.reason, group=body.group)
+    return json_response({"count": count})
 
 
 @router.delete("/{topic}/dead", response_model=CountOut)
@@ -271,14 +286,21 @@ async def purge_dead(
         Query(max_length=100, description="refs to purge (at most 100 a request)"),
     ] = None,
     every: Annotated[bool, Query(alias="all", description="purge every dead letter")] = False,
+    reason: ReasonQuery = None,
+    group: GroupFilter = None,
 ) -> Response:
-    """Delete dead letters for good: the given `ref`s, or `all`; the count deleted."""
+    """Delete dead letters for good: the given `ref`s, or `all` (of a `reason` and/or
+    `group` when given); the count deleted."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    return json_response({"count": await svc.client.purge_dead(topic, _refs(ref, every))})
+    refs = _refs(ref, every, reason, group)
+    count = await svc.client.purge_dead(topic, refs, reason=reason, group=group)
+    return json_response({"count": count})
 
 
-def _refs(refs: list[str] | None, every: bool) -> list[str] | None:
+def _refs(
+    refs: list[str] | None, every: bool, reason: str | None, group: str | None
+) -> list[str] | None:
     if bool(refs) == every:
         raise ProblemError(
             422,
@@ -286,5 +308,14 @@ def _refs(refs: list[str] | None, every: bool) -> list[str] | None:
             "Invalid argument",
             "give refs (a non-empty list) or all=true, not both",
             field="refs",
+        )
+    if refs and (reason is not None or group is not None):
+        field = "reason" if reason is not None else "group"
+        raise ProblemError(
+            422,
+            "invalid-argument",
+            "Invalid argument",
+            f"{field} filters all=true; with refs the dead letters are already chosen",
+            field=field,
         )
     return None if every else refs

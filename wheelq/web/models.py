@@ -9,7 +9,7 @@ import itertools
 import math
 import textwrap
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 from fastapi import Path, Query
 from pydantic import (
@@ -476,8 +476,14 @@ class DeadListOut(BaseModel):
     """The `after` of the next page; None on the last."""
 
 
+DeadReason = Literal["failed", "deliveries", "malformed"]
+"""`Reason`'s values, spelled out for the schema (a strict model takes no str for an enum);
+tests/unit/test_dead.py checks that they are the same."""
+
+
 class RefsIn(Strict):
-    """Dead letters by `refs`, or `all` of them (one or the other, as the schema says)."""
+    """Dead letters by `refs`, or `all` of them, or all of a `reason` and/or `group` (refs
+    or all, as the schema says)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -487,6 +493,8 @@ class RefsIn(Strict):
                     "properties": {
                         "refs": {"minItems": 1, "type": "array"},
                         "all": {"const": False},
+                        "reason": {"type": "null"},
+                        "group": {"type": "null"},
                     },
                 },
                 {
@@ -499,6 +507,10 @@ class RefsIn(Strict):
 
     refs: Annotated[list[Ref], Field(max_length=10_000)] | None = None
     all: bool = False
+    reason: DeadReason | None = Field(default=None, description="with all: only this reason's")
+    group: Annotated[str, Field(**GROUP_NAME)] | None = Field(
+        default=None, description="with all: only this consumer group's"
+    )
 
 
 class CountOut(BaseModel):

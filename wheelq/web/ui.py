@@ -44,7 +44,7 @@ from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
 from wheelq.core.history import JobState
-from wheelq.core.job import DeadLetter, jsonable
+from wheelq.core.job import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
@@ -53,13 +53,12 @@ from wheelq.errors import InvalidArgumentError, RedisUnavailableError
 from wheelq.store import events, nodes, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
-from wheelq.web import api_topics
+from wheelq.web import DEAD_SCAN, api_topics
 from wheelq.web.api_jobs import service
 from wheelq.web.charts import RANGES, Chart, svg
 from wheelq.web.problems import ProblemError
 
 if TYPE_CHECKING:
-    from wheelq.producer.async_client import AsyncClient
     from wheelq.web.app import WebService
 
 HERE = Path(__file__).parent
@@ -660,35 +659,6 @@ async def schedules_page(topic: str, request: Request, done: Done = None) -> Res
 
 
 REASONS = tuple(r.value for r in Reason)
-MAX_MATCHING = 10_000
-"""The most dead letters an "all matching" action takes (run it again for more)."""
-MAX_SCANNED = 100_000
-"""The most dead letters a filter reads through for one page or action."""
-SCAN_PAGE = 1000
-
-
-async def dead_matching(
-    client: AsyncClient,
-    topic: str,
-    reason: str | None,
-    group: str | None,
-    after: str | None = None,
-    limit: int = MAX_MATCHING,
-) -> list[DeadLetter]:
-    """Up to `limit` dead letters after `after` with that `reason` and `group` (None: any),
-    oldest first, reading through at most `MAX_SCANNED`."""
-    out: list[DeadLetter] = []
-    for _ in range(MAX_SCANNED // SCAN_PAGE):
-        page = await client.dead_letters(topic, SCAN_PAGE, after=after)
-        out += [
-            d
-            for d in page
-            if (reason is None or d.reason == reason) and (group is None or d.group == group)
-        ]
-        if len(out) >= limit or len(page) < SCAN_PAGE:
-            break
-        after = page[-1].ref
-    return out[:limit]
 
 
 @router.get("/topics/{topic}/dead")
@@ -706,10 +676,9 @@ async def dead_page(
     await shards_of(svc, topic)
     page = limit or svc.settings.page_limit
     reason, group = reason or None, group or None  # the filter form sends "" for any
-    if reason is None and group is None:
-        letters = await svc.client.dead_letters(topic, page, after=after)
-    else:
-        letters = await dead_matching(svc.client, topic, reason, group, after, page)
+    letters = await svc.client.dead_letters(
+        topic, page, after=after, reason=reason, group=group, scan_limit=DEAD_SCAN
+    )
     stats = await svc.client.stats(topic)
     groups = await svc.client.groups(topic) or []
     return render(
@@ -720,7 +689,7 @@ async def dead_page(
         total=0 if stats is None else stats.dead,
         after=after,
         limit=limit,
-        next=letters[-1].ref if len(letters) == page else None,
+        next=letters.next,
         flash=flash(done),
         reason=reason,
         group=group,

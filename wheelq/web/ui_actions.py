@@ -28,7 +28,7 @@ from wheelq.errors import GroupBusyError, GroupNotFoundError, TopicNotEmptyError
 from wheelq.web.api_jobs import service
 from wheelq.web.models import GROUP_NAME
 from wheelq.web.problems import ProblemError
-from wheelq.web.ui import PageRoute, dead_matching, home, render, shards_of
+from wheelq.web.ui import PageRoute, home, render, shards_of
 
 if TYPE_CHECKING:
     from wheelq.web.app import WebService
@@ -326,10 +326,9 @@ async def dead_form(
             ),
         )
     refs = ref or None
-    if every and (reason or group):
-        refs = [d.ref for d in await dead_matching(svc.client, topic, reason, group)]
+    match = {"reason": reason or None, "group": group or None} if every else {}
     if action == "replay":
-        done = f"replayed {await svc.client.replay(topic, refs)}"
+        done = f"replayed {await svc.client.replay(topic, refs, **match)}"
     else:
-        done = f"purged {await svc.client.purge_dead(topic, refs)}"
+        done = f"purged {await svc.client.purge_dead(topic, refs, **match)}"
     return back_to(request, here, done, **kept)
