@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration import test_worker
 from tests.integration.test_worker import FAST
@@ -314,3 +315,9 @@ async def _deliver_new_topic(
         status, made, _ = await api.call("POST", f"/v1/topics/{topic}/jobs", body)
         assert status == 201
         await until(lambda: receiver.delivered() == {made["id"]: 1}, timeout_s=20, what="it")
+        # The delivery worker's parts and the service's own share one family, each once.
+        _, text, _ = await api.call("GET", "/metrics")
+        (family,) = [f for f in text_string_to_metric_families(text) if f.name == "wheelq_part_up"]
+        parts = [(s.labels["role"], s.labels["part"]) for s in family.samples]
+        assert len(parts) == len(set(parts))
+        assert {("serve", "clock"), ("serve", "sampler"), ("worker", "reader")} <= set(parts)

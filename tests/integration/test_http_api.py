@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.servers import dedicated_server
 from tests.support.web import PROBLEM, Served, assert_problem, serving
@@ -604,6 +605,24 @@ async def test_health_readiness_and_metrics(api: Served, topic: str) -> None:
     assert "wheelq_client_enqueued_total 1.0" in text
     assert "wheelq_http_enqueue_batched_jobs_total 1.0" in text
     assert 'wheelq_http_requests_total{route="/v1/topics/{topic}/jobs",status="201"} 1.0' in text
+
+
+async def test_the_service_s_own_parts_report_in_the_metrics(api: Served) -> None:
+    def up(text: str) -> dict[str, float]:
+        return {
+            s.labels["part"]: s.value
+            for f in text_string_to_metric_families(text)
+            if f.name == "wheelq_part_up"
+            for s in f.samples
+            if s.labels["role"] == "serve"
+        }
+
+    assert api.service.status()["parts"].keys() == {"clock", "sampler"}
+    assert up((await api.call("GET", "/metrics"))[1]) == {"clock": 1.0, "sampler": 1.0}
+    sampler = api.service.sampler
+    assert sampler is not None
+    await sampler.stop()  # as if its loop had ended: the metric says so
+    assert up((await api.call("GET", "/metrics"))[1]) == {"clock": 1.0, "sampler": 0.0}
 
 
 async def test_unknown_paths_and_methods_are_problems(api: Served) -> None:

@@ -19,7 +19,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from wheelq.callbacks.delivery import Deliveries
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
-from wheelq.metrics.collectors import ClientCollector, WorkerCollector, counter, histogram
+from wheelq.metrics.collectors import (
+    ClientCollector,
+    WorkerCollector,
+    counter,
+    histogram,
+    part_health,
+)
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
@@ -139,6 +145,15 @@ class WebService:
             await self.sampler.start()
         if self.deliveries is not None:
             await self.deliveries.start()
+
+    def status(self) -> dict[str, dict[str, dict[str, object]]]:
+        """``{"parts": {name: {"running", "failures", "last_error"}}}`` of what runs beside
+        the endpoints: the clock keeper and, when it samples, the chart sampler (the
+        callback deliveries' workers report as workers)."""
+        parts = {self._keeper.name: self._keeper.status()}
+        if self.sampler is not None:
+            parts[self.sampler.name] = self.sampler.status()
+        return {"parts": parts}
 
     def closing(self) -> None:
         """The server stops taking requests: those that wait answer now (long-poll pulls and
@@ -367,8 +382,9 @@ def _version() -> str:
 
 
 class ServiceCollector(Collector):
-    """The service's client, its delivery workers (families of one name merged, a repeated
-    sample kept once), the HTTP requests answered and the deliverer's requests."""
+    """The service's client, its delivery workers and its own parts (families of one name
+    merged, a repeated sample kept once), the HTTP requests answered and the deliverer's
+    requests."""
 
     def __init__(self, service: WebService) -> None:
         self._service = service
@@ -381,20 +397,21 @@ class ServiceCollector(Collector):
             parts += [WorkerCollector(w) for w in list(deliveries.workers.values())]
         merged: dict[str, Metric] = {}
         seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-        for part in parts:
-            for family in part.collect():
-                into = merged.setdefault(family.name, family)
-                samples = into.samples if into is family else family.samples
-                kept = []
-                for sample in samples:
-                    key = (sample.name, tuple(sorted(sample.labels.items())))
-                    if key not in seen:
-                        seen.add(key)
-                        kept.append(sample)
-                if into is family:
-                    into.samples = kept
-                else:
-                    into.samples += kept
+        families = [family for part in parts for family in part.collect()]
+        families += part_health("serve", svc.status()["parts"])
+        for family in families:
+            into = merged.setdefault(family.name, family)
+            samples = into.samples if into is family else family.samples
+            kept = []
+            for sample in samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                if key not in seen:
+                    seen.add(key)
+                    kept.append(sample)
+            if into is family:
+                into.samples = kept
+            else:
+                into.samples += kept
         yield from merged.values()
         yield counter(
             "http_requests",
