@@ -1,4 +1,5 @@
-"""Two scheduler processes on one 4-shard topic: sharing, kill -9, SIGSTOP past the lease.
+"""Two scheduler processes on one 4-shard topic: sharing, kill -9 (taken over within 500 ms
+by the fast path, within the TTL without it), SIGSTOP (kept until the TTL, then fenced).
 
 docs/architecture.md, invariant 2: whatever happens to nodes, each job is emitted at most once,
 and (invariant 1) none is lost.
@@ -7,6 +8,7 @@ and (invariant 1) none is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -36,12 +38,15 @@ SETTINGS = {
     "check_interval_ms": 100,
     "sweep_grace_ms": 3000,
 }
+FAST_MS = 500  # a dead process's shards fire again within this, at default settings
 
 pytestmark = pytest.mark.slow
 
 
 class Node:
-    def __init__(self, url: str, topic: str, node_id: str, out: Path) -> None:
+    def __init__(
+        self, url: str, topic: str, node_id: str, out: Path, settings: dict[str, int] = SETTINGS
+    ) -> None:
         self.node_id = node_id
         self.out = out
         self._file = out.open("w")
@@ -53,7 +58,7 @@ class Node:
                 url,
                 topic,
                 node_id,
-                json.dumps(SETTINGS),
+                json.dumps(settings),
             ],
             cwd=ROOT,
             stdout=self._file,
@@ -78,16 +83,24 @@ class Node:
         return [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
 
 
-@pytest.fixture
-def nodes(redis_url: str, topic: str, tmp_path: Path) -> Iterator[tuple[Node, Node]]:
-    Client.from_url(redis_url).create_topic(topic, SHARDS)
-    a = Node(redis_url, topic, "node-a", tmp_path / "a.jsonl")
-    b = Node(redis_url, topic, "node-b", tmp_path / "b.jsonl")
+@contextlib.contextmanager
+def two_nodes(
+    url: str, topic: str, out: Path, settings: dict[str, int] = SETTINGS
+) -> Iterator[tuple[Node, Node]]:
+    Client.from_url(url).create_topic(topic, SHARDS)
+    a = Node(url, topic, "node-a", out / "a.jsonl", settings)
+    b = Node(url, topic, "node-b", out / "b.jsonl", settings)
     try:
         yield a, b
     finally:
         a.finish()
         b.finish()
+
+
+@pytest.fixture
+def nodes(redis_url: str, topic: str, tmp_path: Path) -> Iterator[tuple[Node, Node]]:
+    with two_nodes(redis_url, topic, tmp_path) as both:
+        yield both
 
 
 def holders(r: redis.Redis, topic: str) -> dict[int, str | None]:
@@ -134,10 +147,93 @@ def wait_all_fired(r: redis.Redis, topic: str, ids: list[str]) -> list[Fired]:
     return eventually_sync(check, timeout_s=40, what="every job to fire")
 
 
-def test_kill_9_of_a_leader_moves_its_shards_within_ttl_plus_1s(
-    nodes: tuple[Node, Node], redis_url: str, redis_sync: redis.Redis, topic: str
+@pytest.mark.cluster_too
+def test_kill_9_of_a_leader_moves_its_shards_within_500_ms(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
 ) -> None:
-    a, b = nodes
+    """Default settings (a 5 s lease): the dead process's connections vanish from Redis at
+    once, the other node frees its leases and fires its shards' jobs again within 500 ms,
+    while jobs fall due every millisecond; none twice, none early."""
+    with two_nodes(redis_url, topic, tmp_path, {}) as (a, b):
+        split = wait_split(redis_sync, topic)
+        eventually_sync(
+            lambda: all(redis_sync.get(k.followed) for k in all_shards(topic, SHARDS)),
+            timeout_s=10,
+            what="both nodes to confirm their wake subscriptions",
+        )
+        ids = enqueue_spread(redis_url, topic, 6000, start_s=0.5, span_s=6.0)  # one a ms
+        start = redis_ms(redis_sync)
+        eventually_sync(lambda: redis_ms(redis_sync) > start + 2000, timeout_s=10, what="2 s")
+        killed_ms = redis_ms(redis_sync)
+        a.signal(signal.SIGKILL)
+        a.proc.wait()
+        led_ms = eventually_sync(
+            lambda: (
+                redis_ms(redis_sync)
+                if set(holders(redis_sync, topic).values()) == {b.node_id}
+                else None
+            ),
+            timeout_s=10,
+            what="node b to lead every shard",
+        )
+        records = wait_all_fired(redis_sync, topic, ids)
+        taken = [e for e in b.events() if e["kind"] == "taken_over_dead"]
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+    a_shards = {s for s, holder in split.items() if holder == a.node_id}
+    assert sorted(int(e["shard"]) for e in taken) == sorted(a_shards)
+    assert led_ms - killed_ms < FAST_MS + 100  # + the test's own polling
+    worst = max(
+        f.entry_ms - max(f.due_ms, killed_ms)
+        for f in records
+        if shard_of(f.job_id, SHARDS) in a_shards and f.due_ms + JITTER_MS >= killed_ms
+    )
+    assert worst < FAST_MS, f"a dead node's job fired {worst} ms after the kill or its due time"
+
+
+@pytest.mark.cluster_too
+def test_a_sigstopped_leader_keeps_its_leases_until_the_ttl(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    """Alive but paused, a leader keeps its connections, so the fast path never takes its
+    shards: they move when its leases expire, not before."""
+    ttl_ms = 2000
+    settings = {"lease_ttl_ms": ttl_ms}
+    with two_nodes(redis_url, topic, tmp_path, settings) as (a, b):
+        split = wait_split(redis_sync, topic)
+        eventually_sync(
+            lambda: all(redis_sync.get(k.followed) for k in all_shards(topic, SHARDS)),
+            timeout_s=10,
+            what="both nodes to confirm their wake subscriptions",
+        )
+        a_shards = {s for s, holder in split.items() if holder == a.node_id}
+        a.signal(signal.SIGSTOP)
+        stopped_ms = redis_ms(redis_sync)
+        moved_ms = eventually_sync(
+            lambda: (
+                redis_ms(redis_sync)
+                if all(holders(redis_sync, topic)[s] != a.node_id for s in a_shards)
+                else None
+            ),
+            timeout_s=20,
+            what="node a's shards to move on",
+        )
+        taken = [e for e in b.events() if e["kind"] == "taken_over_dead"]
+    assert taken == [], "a paused node was taken for a dead one"
+    # Renewed at most a third of a TTL before the stop: expired no sooner than 2/3 TTL after.
+    assert moved_ms - stopped_ms >= ttl_ms * 2 // 3
+
+
+def test_kill_9_moves_a_leaders_shards_within_ttl_plus_1s_without_the_fast_path(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    with two_nodes(redis_url, topic, tmp_path, {**SETTINGS, "fast_failover": 0}) as (a, b):
+        _kill_9_within_ttl_plus_1s(a, b, redis_url, redis_sync, topic)
+
+
+def _kill_9_within_ttl_plus_1s(
+    a: Node, b: Node, redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
     split = wait_split(redis_sync, topic)
     ids = enqueue_spread(redis_url, topic, 3000, start_s=0.5, span_s=6.0)
     start = redis_ms(redis_sync)

@@ -1274,6 +1274,7 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.hset(keys.jobs, "orphan", env())
     r.xadd(keys.dead, {"id": "dead"})
     r.set(keys.lease, OTHER, px=TTL_MS)
+    r.set(keys.followed, OTHER)
     r.set(keys.horizon, now, px=TTL_MS)
     r.rpush(keys.inbox, f"{now}:x")
     r.zadd(keys.spooled, {"spool:1": now})
@@ -1707,6 +1708,77 @@ def test_lease_release_of_a_lease_not_ours_is_false_and_writes_nothing(
     assert run(nodes.lease_release(keys, TOKEN)) is False
 
     assert shard_state(redis_sync, keys) == before
+
+
+# --- fast failover: marks, counts, reaps -------------------------------------------------------
+
+
+def test_lease_followed_marks_only_the_holders_lease_and_unmarks_only_its_own_mark(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+    assert run(nodes.lease_followed(keys, TOKEN, True)) is False  # not ours: nothing written
+    assert redis_sync.exists(keys.followed) == 0
+    assert run(nodes.lease_followed(keys, OTHER, True)) is True
+    assert redis_sync.get(keys.followed) == OTHER.encode()
+    assert run(nodes.lease_followed(keys, TOKEN, False)) is True  # another's mark: kept
+    assert redis_sync.get(keys.followed) == OTHER.encode()
+    assert run(nodes.lease_followed(keys, OTHER, False)) is True
+    assert redis_sync.exists(keys.followed) == 0
+
+
+def test_a_new_leader_and_a_release_clear_the_mark(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    redis_sync.set(keys.followed, OTHER)  # left by a leader whose lease expired
+    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).new is True
+    assert redis_sync.exists(keys.followed) == 0, "a new leader is not followed until it says"
+    run(nodes.lease_followed(keys, TOKEN, True))
+    assert run(nodes.lease_release(keys, TOKEN)) is True
+    assert redis_sync.exists(keys.followed) == 0
+
+
+def test_lease_watch_counts_this_servers_subscribers_of_each_channel(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
+) -> None:
+    other = ShardKeys(keys.topic, keys.shard + 1)
+    counts = run(nodes.lease_watch(keys, [keys.wake_channel, other.wake_channel]))
+    assert counts == [1, 0]
+    wake.sunsubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
+    assert run(nodes.lease_watch(keys, [keys.wake_channel])) == [0]
+
+
+def test_lease_reap_frees_only_a_marked_lease_whose_channel_lost_its_subscriber(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
+) -> None:
+    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.FREE, "")
+    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+    # Not marked yet (a new leader subscribing): alive, whatever the count.
+    wake.sunsubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
+    before = shard_state(redis_sync, keys)
+    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, OTHER)
+    assert shard_state(redis_sync, keys) == before
+    # Marked, and subscribed: alive.
+    wake.ssubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "ssubscribe"
+    run(nodes.lease_followed(keys, OTHER, True))
+    before = shard_state(redis_sync, keys)
+    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, OTHER)
+    assert shard_state(redis_sync, keys) == before
+    # Marked by an earlier leader, not this one: alive (its TTL decides).
+    redis_sync.set(keys.followed, TOKEN)
+    wake.sunsubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
+    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, OTHER)
+    assert redis_sync.get(keys.lease) == OTHER.encode()
+    # Marked by the holder, and no subscriber left: its process is gone, the lease is free.
+    redis_sync.set(keys.followed, OTHER)
+    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.FREED, OTHER)
+    assert redis_sync.exists(keys.lease, keys.followed, keys.horizon) == 0
+    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).new is True
+    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, TOKEN)  # a second run: no harm
 
 
 # --- NOSCRIPT recovery ----------------------------------------------------------------------

@@ -49,6 +49,9 @@ class ScriptedExecutor:
         """The next ``len(errors)`` rounds raise these, one each, before anything is sent."""
         self._failures.extend(errors)
 
+    def node_of(self, key: str) -> str:
+        return ""  # one server
+
     def sent(self, name: str) -> list[Call[Any]]:
         """Every call named `name` sent so far (rounds that raised included), in order."""
         return [c for calls in self.rounds for c in calls if name_of(c) == name]

@@ -15,7 +15,7 @@ from tests.support.waiting import until
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.store.executor import Call
-from wheelq.store.nodes import LeaseAttempt
+from wheelq.store.nodes import LeaseAttempt, Reaped
 
 SHARDS = 2
 TTL_MS = 3000  # renewed every 1000 ms; checked every 250 ms
@@ -48,6 +48,23 @@ class Cluster:
         # A server with SET ... IFEQ (Redis >= 8.4, Valkey >= 8.1): one command per renewal.
         parts.executor.answer("SET", lambda call: self.renewed.get(str(call.command[1]), True))
         parts.executor.answer("lease_release", lambda call: True)
+        self.subscribed: set[str] = set()
+        """Wake channels with a subscriber (the leader of a taken lease is alive)."""
+        self.dead: set[str] = set()
+        """Nodes whose process died: `lease_reap` frees the leases they hold."""
+        parts.executor.answer(
+            "lease_watch", lambda call: [int(ch in self.subscribed) for ch in call.args]
+        )
+        parts.executor.answer("lease_reap", self.reap)
+
+    def reap(self, call: Call[Any]) -> tuple[Reaped, str]:
+        lease, channel = call.keys[0], call.args[0]
+        if lease not in self.taken:
+            return Reaped.FREE, ""
+        if channel in self.subscribed or "other" not in self.dead:
+            return Reaped.ALIVE, "other"
+        self.taken.discard(lease)
+        return Reaped.FREED, "other"
 
     def bump(self) -> int:
         self.version += 1
@@ -281,3 +298,103 @@ async def test_reads_every_node_set_every_check_when_the_acl_refuses_the_counter
     assert len(parts.executor.sent("ZRANGE")) == 3, "every check, as without the counter"
     assert parts.executor.sent("INCR") == [], "nor raised"
     assert len(parts.leads) == SHARDS
+
+
+# --- fast failover -----------------------------------------------------------------------------
+
+
+async def joined_by_other(parts: NodeParts, cluster: Cluster) -> LeaseKeeper:
+    """This node leads shard 0; "other", alive and subscribed, leads shard 1. Two checks:
+    the first learns the topics, the second counts their subscribers."""
+    cluster.taken.add(keys(1).lease)
+    cluster.subscribed.add(keys(1).wake_channel)
+    cluster.nodes.append("other")
+    leases = keeper(parts)
+    await leases.step()
+    parts.clock.advance(250)
+    await leases.step()
+    return leases
+
+
+async def test_a_dead_leaders_shard_is_freed_and_taken_in_the_same_check(
+    parts: NodeParts,
+) -> None:
+    cluster = Cluster(parts)
+    leases = await joined_by_other(parts, cluster)
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]
+    (watch,) = parts.executor.sent("lease_watch")
+    assert watch.args == [keys(1).wake_channel], "only the shards others lead are watched"
+    # The other node's process dies: Redis drops its subscription.
+    cluster.subscribed.clear()
+    cluster.dead.add("other")
+    cluster.nodes.remove("other")
+    parts.clock.advance(250)
+    await leases.step()
+    assert [c.keys[0] for c in parts.executor.sent("lease_reap")] == [keys(1).lease]
+    assert [c.command[1:] for c in parts.executor.sent("ZREM")] == [
+        (f"wheelq:nodes:{TOPIC}", "other")
+    ]
+    assert parts.executor.sent("INCR"), "the other nodes count without it at their next check"
+    assert sorted(lead.keys.shard for lead in parts.leads.all()) == [0, 1]
+    assert parts.kinds()[-2:] == ["taken_over_dead", "acquired"]
+
+
+async def test_a_shard_never_seen_subscribed_or_still_subscribed_is_not_reaped(
+    parts: NodeParts,
+) -> None:
+    cluster = Cluster(parts)
+    cluster.taken.add(keys(1).lease)  # led by a node not subscribed (yet, or ever)
+    cluster.nodes.append("other")
+    leases = keeper(parts)
+    for _ in range(3):
+        await leases.step()
+        parts.clock.advance(250)
+    assert parts.executor.sent("lease_reap") == []
+    cluster.subscribed.add(keys(1).wake_channel)
+    await leases.step()
+    parts.clock.advance(250)
+    cluster.dead.add("other")  # its lease says dead, but the count has not fallen: alive
+    await leases.step()
+    assert parts.executor.sent("lease_reap") == []
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]
+
+
+async def test_a_leader_whose_count_fell_but_who_is_alive_keeps_its_lease(
+    parts: NodeParts,
+) -> None:
+    cluster = Cluster(parts)
+    leases = await joined_by_other(parts, cluster)
+    cluster.subscribed.clear()  # a blip: the count fell, but the reap finds it unmarked/alive
+    parts.clock.advance(250)
+    await leases.step()
+    assert len(parts.executor.sent("lease_reap")) == 1
+    assert parts.executor.sent("ZREM") == [] and "taken_over_dead" not in parts.kinds()
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]
+    parts.clock.advance(250)
+    await leases.step()
+    assert len(parts.executor.sent("lease_reap")) == 1, "a shard is suspected once per fall"
+
+
+async def test_without_fast_failover_nothing_is_watched() -> None:
+    parts = NodeParts.make({"lease_ttl_ms": TTL_MS, "fast_failover": 0})
+    cluster = Cluster(parts)
+    leases = await joined_by_other(parts, cluster)
+    cluster.subscribed.clear()
+    cluster.dead.add("other")
+    parts.clock.advance(250)
+    await leases.step()
+    assert parts.executor.sent("lease_watch") == parts.executor.sent("lease_reap") == []
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]
+
+
+async def test_an_acl_without_pubsub_turns_watching_off_once(
+    parts: NodeParts, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = Cluster(parts)
+    parts.executor.answer("lease_watch", lambda call: NoPermissionError("no PUBSUB"))
+    leases = await joined_by_other(parts, cluster)
+    parts.clock.advance(250)
+    await leases.step()
+    assert len(parts.executor.sent("lease_watch")) == 1
+    assert sum("cannot count subscribers" in r.message for r in caplog.records) == 1
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]

@@ -38,6 +38,7 @@ DATA_KEY_NAMES = (
     "ready",
     "dead",
     "lease",
+    "followed",
     "horizon",
     "inbox",
     "spooled",
@@ -205,6 +206,7 @@ class ShardKeys:
     callbacks = _Key()
     dead = _Key()
     lease = _Key()
+    followed = _Key()
     horizon = _Key()
     inbox = _Key()
     spooled = _Key()

@@ -135,6 +135,9 @@ class _SchedulerFields:
     """Buckets per wheel level; keep wheel_size x tick_ms >= window_ms (no overflow cascades)."""
     check_interval_ms: Annotated[int, Range(10, 600_000)] = 250
     """How often the node heartbeats, looks for new topics and nodes, and re-balances."""
+    fast_failover: Annotated[int, Range(0, 1)] = 1
+    """1: take a node's shards over as soon as Redis drops its dead process's connections
+    (within check_interval_ms); 0: only once its leases expire (lease_ttl_ms)."""
     clock_sync_interval_ms: Annotated[int, Range(100, 3_600_000)] = 5000
     """How often the offset to the Redis clock is re-measured."""
     retention_ms: Annotated[int, Range(0, 365 * 86_400_000)] = 3 * 86_400_000

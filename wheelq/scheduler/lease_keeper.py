@@ -11,7 +11,7 @@ from wheelq.core.keys import MEMBERSHIP_KEY, Registry, ShardKeys, all_shards
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import nodes, ops
-from wheelq.store.executor import Call
+from wheelq.store.executor import Call, Executor
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,56 @@ class NodeSets:
         self._version = None
 
 
+class CrashWatch:
+    """Which shards led by other nodes lost their leader's process (docs/architecture.md,
+    "Leases and failover").
+
+    A leader subscribes to the wake channel of each shard it leads, on the shard's own
+    server, and marks the shard followed once the subscription is confirmed. Redis drops a
+    dead process's connections at once (its operating system closed them), so each check
+    counts the subscribers of every watched channel, one call per server, and a shard whose
+    count fell to 0 since the check before is a suspect: `lease_reap.lua` frees its lease if
+    the holder had marked it and the channel still has no subscriber. A leader alive but
+    paused, slow or cut off keeps its connection, so it keeps its lease until the TTL.
+    """
+
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
+        self._subscribed: set[ShardKeys] = set()
+        """Watched shards that had a subscriber at the last count."""
+        self._asked: list[list[ShardKeys]] = []
+
+    def calls(self, served: dict[str, int], led: Iterable[ShardKeys]) -> list[Call[list[int]]]:
+        """The counting calls for the shards of `served` not in `led`: one per server (per
+        `WATCHED_PER_CALL` shards), routed by the first shard's key."""
+        mine = set(led)
+        by_server: dict[str, list[ShardKeys]] = {}
+        for topic, shards in served.items():
+            for keys in all_shards(topic, shards):
+                if keys not in mine:
+                    by_server.setdefault(self._executor.node_of(keys.lease), []).append(keys)
+        per = nodes.WATCHED_PER_CALL
+        self._asked = [g[i : i + per] for g in by_server.values() for i in range(0, len(g), per)]
+        return [nodes.lease_watch(a[0], [k.wake_channel for k in a]) for a in self._asked]
+
+    def suspects(self, replies: Sequence[Any]) -> list[ShardKeys]:
+        """The shards whose channel lost its last subscriber since the count before; a failed
+        count leaves its shards as they were."""
+        now: set[ShardKeys] = set()
+        gone = []
+        for asked, counts in zip(self._asked, replies, strict=True):
+            if isinstance(counts, BaseException):
+                now |= self._subscribed.intersection(asked)
+                continue
+            for keys, n in zip(asked, counts, strict=True):
+                if n > 0:
+                    now.add(keys)
+                elif keys in self._subscribed:
+                    gone.append(keys)
+        self._subscribed = now
+        return gone
+
+
 class LeaseKeeper(Service):
     """Takes, renews, hands over and releases shard leases for one node."""
 
@@ -101,6 +151,7 @@ class LeaseKeeper(Service):
         """Use the membership counter; False when an ACL refuses it (read every set each check)."""
         self._ifeq = True
         """Renew with SET ... IFEQ; False once the server refused it (then the script)."""
+        self._watch: CrashWatch | None = CrashWatch(ctx.executor) if s.fast_failover else None
 
     async def step(self) -> float:
         """Renew when due, then heartbeat and balance."""
@@ -143,9 +194,10 @@ class LeaseKeeper(Service):
     async def balance(self) -> None:
         """Heartbeat into each served topic's node set and move towards this node's quota."""
         version: int | None = None
+        watching = self._watching()
         if self._counter:
-            registry, version = await self._ctx.executor.run(
-                [ops.all_topics(), nodes.membership_version()], return_exceptions=True
+            registry, version, *counts = await self._ctx.executor.run(
+                [ops.all_topics(), nodes.membership_version(), *watching], return_exceptions=True
             )
             if nodes.refused_by_acl(version):  # an ACL user without the key
                 log.warning(
@@ -158,7 +210,14 @@ class LeaseKeeper(Service):
                 if isinstance(reply, BaseException):
                     raise reply
         else:
-            (registry,) = await self._ctx.executor.run([ops.all_topics()])
+            registry, *counts = await self._ctx.executor.run(
+                [ops.all_topics(), *watching], return_exceptions=True
+            )
+            if isinstance(registry, BaseException):
+                raise registry
+        if watching and await self._reap(counts):
+            self._sets.stale()  # a dead node left its node sets: read them all again
+            version = None
         self._skip_invalid(registry)
         served = {
             t: n
@@ -183,6 +242,45 @@ class LeaseKeeper(Service):
             await self._ctx.executor.run([nodes.membership_changed()])
         if topics:
             await self._move_to_quota(topics)
+
+    def _watching(self) -> list[Call[list[int]]]:
+        """This check's counting calls (none without fast failover)."""
+        if self._watch is None:
+            return []
+        return self._watch.calls(self._served, self._ctx.leads.by_keys)
+
+    async def _reap(self, counts: list[Any]) -> bool:
+        """Free the leases of shards whose leader's process died, and take their dead
+        holders out of those topics' node sets; whether any was freed."""
+        assert self._watch is not None
+        for reply in counts:
+            if nodes.refused_by_acl(reply):  # an ACL user without PUBSUB: the TTL it is
+                log.warning("cannot count subscribers (%s): failover waits for lease TTLs", reply)
+                self._watch = None
+                return False
+        suspects = self._watch.suspects(counts)
+        if not suspects:
+            return False
+        replies = await self._ctx.executor.run(
+            [nodes.lease_reap(keys) for keys in suspects], return_exceptions=True
+        )
+        dead: dict[str, set[str]] = {}
+        for keys, reply in zip(suspects, replies, strict=True):
+            if isinstance(reply, tuple) and reply[0] is nodes.Reaped.FREED:
+                log.warning(
+                    "the process leading %s (%s) is gone: its lease is free", keys.tag, reply[1]
+                )
+                self._ctx.event("taken_over_dead", keys)
+                dead.setdefault(keys.topic, set()).add(reply[1])
+        if not dead:
+            return False
+        calls: list[Call[Any]] = [
+            nodes.leave(topic, node) for topic, gone in dead.items() for node in gone
+        ]
+        if self._counter:
+            calls.append(nodes.membership_changed())  # the other nodes count without it too
+        await self._ctx.executor.run(calls, return_exceptions=True)
+        return True
 
     async def _read_sets(
         self, topics: list[tuple[str, int]], version: int | None, beat_now: bool

@@ -8,13 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from wheelq.core.clock import Clock
+from wheelq.core.keys import ShardKeys
 from wheelq.errors import LeaseLostError
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.scheduler.led_shards import Lead, Leads, NodeContext, NodePart
 from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
-from wheelq.store import ops
+from wheelq.store import nodes, ops
 from wheelq.store.executor import AsyncExecutor, Call
 from wheelq.store.wake import WakeNote, WakeSubscription
 
@@ -38,18 +39,27 @@ class WakeListener(Service):
         *,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
         on_follow: Callable[[], None] | None = None,
+        mark: bool = False,
     ) -> None:
+        """`mark`: write each shard's confirmed subscription to Redis (`lease_followed.lua`),
+        so other nodes can free the lease at once if this process dies (fast failover)."""
         super().__init__(clock, log, max_pause_ms=max_pause_ms)
         self._executor = executor
         self._leads = leads
         self._driver = driver
         self._on_follow = on_follow
+        self._mark = mark
+        self._marked: dict[int, ShardKeys] = {}
+        """Slots of the leads marked followed (a lead taken again has a new slot)."""
 
     async def step(self) -> float:
         """One subscription: listen until stopped or the connection fails (it raises)."""
         subscription = WakeSubscription.of(self._executor)
         try:
             await self._listen(subscription)
+        except Exception:
+            await self._unmark()  # alive: other nodes must not take this for a dead process
+            raise
         finally:
             self._unfollow_all()
             await subscription.aclose()
@@ -66,8 +76,38 @@ class WakeListener(Service):
                 self.succeeded()  # the subscription is back: this step does not return
             for note in notes:
                 self._deliver(note)
-            self._follow(subscription)
+            confirmed = self._follow(subscription)
+            if self._mark:
+                await self._marks(confirmed)
             await asyncio.sleep(0)
+
+    async def _marks(self, confirmed: list[Lead]) -> None:
+        """Mark the newly confirmed shards followed; forget the marks of leads gone."""
+        for slot in self._marked.keys() - self._leads.by_slot.keys():
+            del self._marked[slot]
+        fresh = [lead for lead in confirmed if lead.slot not in self._marked]
+        if not fresh:
+            return
+        token = self._leads.token
+        replies = await self._executor.run(
+            [nodes.lease_followed(lead.keys, token, True) for lead in fresh],
+            return_exceptions=True,
+        )
+        for lead, reply in zip(fresh, replies, strict=True):
+            if reply is True:
+                self._marked[lead.slot] = lead.keys
+            elif isinstance(reply, BaseException):
+                raise reply  # the subscription is made again: marked then
+
+    async def _unmark(self) -> None:
+        """Take the marks back (best effort: Redis may be the reason this failed)."""
+        marked, self._marked = self._marked, {}
+        if marked:
+            token = self._leads.token
+            await self._executor.run(
+                [nodes.lease_followed(keys, token, False) for keys in marked.values()],
+                return_exceptions=True,
+            )
 
     def _deliver(self, note: WakeNote) -> None:
         lead = self._leads.by_channel.get(note.channel)
@@ -78,22 +118,26 @@ class WakeListener(Service):
                 if self._on_follow is not None:
                     self._on_follow()
 
-    def _follow(self, subscription: WakeSubscription) -> None:
-        """Mark the leads whose channel is confirmed as followed; a new one goes round at once."""
+    def _follow(self, subscription: WakeSubscription) -> list[Lead]:
+        """Mark the leads whose channel is confirmed as followed; a new one goes round at once.
+        Returns the leads confirmed (again) since the last call."""
         changed = False
         fresh, subscription.fresh = subscription.fresh, set()
         confirmed = subscription.confirmed
+        out = []
         for channel, lead in self._leads.by_channel.items():
             following = channel in confirmed
             if following and (channel in fresh or not lead.followed):
                 lead.noted = True
                 lead.planned_ms = 0
                 changed = True
+                out.append(lead)
             elif lead.followed and not following:
                 changed = True
             lead.followed = following
         if changed and self._on_follow is not None:
             self._on_follow()
+        return out
 
     def _unfollow_all(self) -> None:
         for lead in self._leads.all():

@@ -80,6 +80,7 @@ class Scheduler(Role[StopReport]):
             self.clock,
             max_pause_ms=pause_ms,
             on_follow=self._preloader.wake,
+            mark=bool(self.settings.fast_failover),
         )
         self.trimmer = Trimmer(ctx)
         self.materializer = Materializer(ctx)

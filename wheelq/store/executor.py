@@ -100,6 +100,10 @@ class Executor(Protocol):
         self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
     ) -> list[Any]: ...
 
+    def node_of(self, key: str) -> str:
+        """The server that serves `key` ("" where there is one server, or it is unknown)."""
+        ...
+
 
 # --- what a reply means -----------------------------------------------------------------------
 
@@ -373,6 +377,17 @@ class _Executor(Generic[C]):
     @property
     def cluster(self) -> bool:
         return isinstance(self.client, self._CLUSTER)
+
+    def node_of(self, key: str) -> str:
+        """The name of the server that serves `key` in the client's slot map ("" on a single
+        server, or while the map does not cover its slot)."""
+        if not self.cluster:
+            return ""
+        client: Any = self.client
+        try:
+            return str(client.nodes_manager.get_node_from_slot(client.keyslot(key)).name)
+        except (RedisError, LookupError):
+            return ""
 
     def _switched(self, sent_with: C) -> bool:
         """After MOVED replies: whether the cluster client has replaced `sent_with`."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
 from redis.exceptions import NoPermissionError, ResponseError
@@ -74,6 +75,50 @@ def lacks_set_ifeq(reply: object) -> bool:
 def lease_release(keys: ShardKeys, token: str) -> Call[bool]:
     """Parses to True when released, False when the lease was not the caller's."""
     return script_call("lease_release", keys, [token], _RELEASED)
+
+
+def lease_followed(keys: ShardKeys, token: str, confirmed: bool) -> Call[bool]:
+    """Mark the shard's wake subscription as confirmed by its leader `token` (or unmark it);
+    parses to False when confirming a lease that is not the caller's."""
+    return script_call(
+        "lease_followed", keys, [token, int(confirmed)], _still_held("lease_followed")
+    )
+
+
+WATCHED_PER_CALL = 1000
+"""Channels one `lease_watch` call counts (Lua's unpack() takes a few thousand at most)."""
+
+
+def lease_watch(route: ShardKeys, channels: list[str]) -> Call[list[int]]:
+    """Subscribers of each channel on the server `route`'s slot lives on (on a cluster, the
+    channels' own shards must live there too for the counts to mean anything)."""
+    return script_call(
+        "lease_watch",
+        route,
+        channels,
+        lambda reply: [int(n) for n in check("lease_watch", reply)[1:]],
+    )
+
+
+class Reaped(IntEnum):
+    """What `lease_reap` found."""
+
+    ALIVE = 0
+    """Held by a leader whose subscription is there (or was never confirmed): nothing written."""
+    FREED = 1
+    """The leader's process is gone: its lease was freed."""
+    FREE = 2
+
+
+def lease_reap(keys: ShardKeys) -> Call[tuple[Reaped, str]]:
+    """Free the lease of a leader whose process died (see lease_reap.lua): (what was found,
+    the holder's token, "" when free)."""
+
+    def parse(reply: Any) -> tuple[Reaped, str]:
+        r = check("lease_reap", reply)
+        return Reaped(int(r[1])), text(r[2])
+
+    return script_call("lease_reap", keys, [keys.wake_channel], parse)
 
 
 def lease_holder(keys: ShardKeys) -> Call[str | None]:

@@ -6,24 +6,25 @@ KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:dead      STREAM  dead letters
 KEYS[5]  {T:s}:lease     STRING  token of the leader
-KEYS[6]  {T:s}:horizon   STRING  ms the leader has preloaded up to
-KEYS[7]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[8]  {T:s}:spooled   ZSET    tokens of replayed spool writes
-KEYS[9]  {T:s}:history   HASH    where jobs fired and what groups made of them
-KEYS[10] {T:s}:history_old HASH  the history's previous generation
-KEYS[11] {T:s}:cancelled ZSET    cancelled jobs
-KEYS[12] {T:s}:debounce  HASH    debounce deadlines
-KEYS[13] {T:s}:limits    HASH    the topic's limits, this shard's share
-KEYS[14] {T:s}:schedules HASH    schedules homed here (dropped with the topic)
-KEYS[15] {T:s}:sched_state HASH  their planning state
-KEYS[16] {T:s}:sched_epoch STRING the schedule planner's fencing epoch
-KEYS[17] {T:s}:sched_marks HASH  the latest run of each schedule written here
-KEYS[18] {T:s}:callbacks STREAM  fired jobs with a callback (counted as KEYS[3] is)
-KEYS[19] {T:s}:retries   ZSET    retries' alias members (counted in KEYS[1] already)
-KEYS[20] {T:s}:waiters   ZSET    results awaited
-KEYS[21] {T:s}:done      STREAM  notes to the results' waiters
-KEYS[22] {T:s}:events    STREAM  job events
-         (KEYS[4..17] and those after KEYS[18] are only deleted: every key of the shard,
+KEYS[6]  {T:s}:followed  STRING  token of a leader whose wake subscription is confirmed
+KEYS[7]  {T:s}:horizon   STRING  ms the leader has preloaded up to
+KEYS[8]  {T:s}:inbox     LIST    "due:id" notes for the leader
+KEYS[9]  {T:s}:spooled   ZSET    tokens of replayed spool writes
+KEYS[10] {T:s}:history   HASH    where jobs fired and what groups made of them
+KEYS[11] {T:s}:history_old HASH  the history's previous generation
+KEYS[12] {T:s}:cancelled ZSET    cancelled jobs
+KEYS[13] {T:s}:debounce  HASH    debounce deadlines
+KEYS[14] {T:s}:limits    HASH    the topic's limits, this shard's share
+KEYS[15] {T:s}:schedules HASH    schedules homed here (dropped with the topic)
+KEYS[16] {T:s}:sched_state HASH  their planning state
+KEYS[17] {T:s}:sched_epoch STRING the schedule planner's fencing epoch
+KEYS[18] {T:s}:sched_marks HASH  the latest run of each schedule written here
+KEYS[19] {T:s}:callbacks STREAM  fired jobs with a callback (counted as KEYS[3] is)
+KEYS[20] {T:s}:retries   ZSET    retries' alias members (counted in KEYS[1] already)
+KEYS[21] {T:s}:waiters   ZSET    results awaited
+KEYS[22] {T:s}:done      STREAM  notes to the results' waiters
+KEYS[23] {T:s}:events    STREAM  job events
+         (KEYS[4..18] and those after KEYS[19] are only deleted: every key of the shard,
          wheelq.core.keys.DATA_KEY_NAMES)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
@@ -33,12 +34,12 @@ Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted
 local mode = ARGV[1]
 local pending, unacked = 0, 0
 if mode ~= 'force' then
-  local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[18], 'stream')
+  local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[19], 'stream')
   if bad then
     return {WQ_WRONG_TYPE, bad}
   end
   pending = redis.call('ZCARD', KEYS[1])
-  for _, stream in ipairs({KEYS[3], KEYS[18]}) do
+  for _, stream in ipairs({KEYS[3], KEYS[19]}) do
     if redis.call('EXISTS', stream) == 1 then
       local groups = redis.call('XINFO', 'GROUPS', stream)
       if #groups == 0 then
