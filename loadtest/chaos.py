@@ -147,7 +147,7 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
         }
         | {"max": firsts[-1] if firsts else None},
         "start_ms": start_ms,
-        "faults": by_fault(fired, events),
+        "faults": by_fault(fired, events, SHARDS),
         "timeline": timeline(fired, start_ms),
         "exits": {"producers": producers, "nodes": nodes, "workers": workers},
         "unexpected_deaths": deaths,

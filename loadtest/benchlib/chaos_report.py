@@ -22,7 +22,7 @@ from typing import Any
 from benchlib.chaos_faults import Event
 from benchlib.chaos_roles import read_log
 from wheelq.core.job import Field
-from wheelq.core.keys import all_shards
+from wheelq.core.keys import all_shards, shard_of
 from wheelq.testing import Fired, percentile, read_fired, reconcile
 from wheelq.testing.reconcile import MUST_BE_ZERO, Reconciliation
 
@@ -115,11 +115,17 @@ def timeline(fired: Sequence[Fired], start_ms: int) -> list[dict[str, Any]]:
     return out
 
 
-def by_fault(fired: Sequence[Fired], events: Sequence[Event]) -> dict[str, Any]:
+def by_fault(fired: Sequence[Fired], events: Sequence[Event], shards: int) -> dict[str, Any]:
     """Per fault event and per fault class (over the faults injected alone, when there were
-    some): the lateness spike and the recovery time."""
+    some): the lateness spike and the recovery time; for a node's kill, the longest gap in a
+    shard's stream across it (the dead node's shards wait for their next leader)."""
     firsts = sorted((r.due_ms, r.lateness_ms) for r in fired if r.attempt == 1)
     dues = [d for d, _ in firsts]
+    entries: dict[int, list[int]] = {}
+    for record in fired:
+        entries.setdefault(shard_of(record.job_id, shards), []).append(record.entry_ms)
+    for times in entries.values():
+        times.sort()
     per_event = []
     ordered = sorted(events, key=lambda e: e.start_ms)
     for i, event in enumerate(ordered):
@@ -140,6 +146,8 @@ def by_fault(fired: Sequence[Fired], events: Sequence[Event]) -> dict[str, Any]:
                 "detail": event.detail,
             }
         )
+        if event.fault == "node_kill" and "not_applied" not in event.detail:
+            per_event[-1]["stream_gap_ms"] = _widest_gap(entries, event.start_ms)
     classes: dict[str, list[dict[str, Any]]] = {}
     for row in per_event:  # each class by its faults alone; paired ones where it had none
         classes.setdefault(row["fault"], []).append(row)
@@ -155,7 +163,24 @@ def by_fault(fired: Sequence[Fired], events: Sequence[Event]) -> dict[str, Any]:
         }
         for name, rows in sorted(classes.items())
     }
+    gaps = [r["stream_gap_ms"] for r in per_event if r.get("stream_gap_ms") is not None]
+    if gaps and "node_kill" in summary:
+        summary["node_kill"] |= {
+            "stream_gap_ms_median": statistics.median(gaps),
+            "stream_gap_ms_max": max(gaps),
+        }
     return {"classes": summary, "events": per_event}
+
+
+def _widest_gap(entries: dict[int, list[int]], at_ms: int) -> int | None:
+    """The longest span, over the shards, from a shard's last entry before `at_ms` to its
+    first one after (None when no shard has entries on both sides)."""
+    gaps = []
+    for times in entries.values():
+        i = bisect.bisect_right(times, at_ms)
+        if 0 < i < len(times):
+            gaps.append(times[i] - times[i - 1])
+    return max(gaps, default=None)
 
 
 def _bisect(values: list[int], x: int) -> int:
@@ -197,6 +222,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {name} | {row['events']} | {row['spike_ms_median']:.0f} / {row['spike_ms_max']} "
             f"| {row['recovery_ms_median']:.0f} / {row['recovery_ms_max']} |"
         )
+    kills = result["faults"]["classes"].get("node_kill", {})
+    if "stream_gap_ms_max" in kills:
+        lines += [
+            "",
+            f"Node kills: the widest gap in a shard's stream across each kill, median "
+            f"{kills['stream_gap_ms_median']:.0f} ms, max {kills['stream_gap_ms_max']} ms.",
+        ]
     lateness = result["lateness_ms"]
     lines += [
         "",

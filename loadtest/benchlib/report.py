@@ -276,17 +276,28 @@ def markdown(res: dict[str, Any]) -> str:
             f"{_lat(_get(backlog, 'handled', 'handler_start_lateness_ms'))} ms.",
         ]
     fo = res.get("failover") or {}
-    if fo:
-        lines += [
-            "",
-            "## Failover",
-            "",
-            f"kill -9 of the leader of shard 0 under {_num(fo.get('rate_per_s'))} jobs/s: spike "
-            f"{_num(fo.get('spike_max_lateness_ms'))} ms (lease TTL {fo.get('lease_ttl_ms')} ms), "
-            f"back to normal (<= {fo.get('normal_threshold_ms')} ms) "
-            f"{fo.get('back_to_normal_after_kill_s')} s after the kill; "
-            f"missing {fo.get('missing')}, duplicates {fo.get('duplicates')}.",
-        ]
+    if fo.get("fast") or fo.get("ttl"):
+        lines += ["", "## Failover", "", "| | fast path | lease TTL only |", "|---|---|---|"]
+        fast, ttl = fo.get("fast") or {}, fo.get("ttl") or {}
+
+        def gaps(run: dict[str, Any]) -> str:
+            found = [
+                g.get("last_before_to_first_after_ms")
+                for g in (run.get("gap_per_dead_shard") or {}).values()
+            ]
+            return ", ".join(_num(g) for g in found) or "-"
+
+        for label, get in (
+            ("jobs/s", lambda run: _num(run.get("rate_per_s"))),
+            ("stream gap per dead shard, ms", gaps),
+            ("lateness p99 (10 s around the kill), ms",
+             lambda run: _num(_get(run, "around_kill", "lateness_ms", "p99"))),
+            ("lateness max (10 s around the kill), ms",
+             lambda run: _num(_get(run, "around_kill", "lateness_ms", "max"))),
+            ("missing / duplicates", lambda run: f"{run.get('missing')} / {run.get('duplicates')}"),
+        ):  # fmt: skip
+            lines.append(f"| {label} | {get(fast)} | {get(ttl)} |")
+        lines += ["", f"max lateness, fast ÷ TTL: {fo.get('max_lateness_ratio_fast_to_ttl')}"]
     lines += _efficiency(res) + _peers(res) + cluster_lines(res)
     return "\n".join(lines) + "\n"
 
@@ -411,7 +422,9 @@ def plot(res: dict[str, Any], path: str) -> bool:
         ax.legend()
     series = _get(res, "failover", "_series") or []
     if series:
-        axes[2].scatter([t for t, _ in series], [v for _, v in series], s=2)
+        ttl_series = _get(res, "failover", "_series_ttl") or []
+        axes[2].scatter([t for t, _ in ttl_series], [v for _, v in ttl_series], s=2, label="TTL")
+        axes[2].scatter([t for t, _ in series], [v for _, v in series], s=2, label="fast path")
         axes[2].axvline(0, color="red", linewidth=1, label="kill -9")
         axes[2].set_xlabel("due time - kill, s")
         axes[2].set_ylabel("entry lateness, ms")

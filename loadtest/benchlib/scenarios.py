@@ -20,7 +20,7 @@ from benchlib.common import (
 )
 from benchlib.nodes import Workers, start_scheduler
 from wheelq import AsyncClient, Client, EnqueueItem
-from wheelq.core.keys import all_shards
+from wheelq.core.keys import all_shards, shard_of
 from wheelq.testing import read_fired
 
 PAYLOAD = b"x" * 100
@@ -159,24 +159,56 @@ def run_burst(
     }
 
 
-def run_failover(
-    bench: Bench, *, rate: int, duration_s: float, shards: int = 4, bucket_ms: int = 100
+def run_failover(bench: Bench, *, rate: int, duration_s: float, shards: int = 4) -> dict[str, Any]:
+    """kill -9 of a leader under `rate` jobs/s, with the fast path and without it (the lease
+    TTL), in turns in one run: per shard of the dead node, the gap in its stream, and the
+    lateness around the kill."""
+    ttl = _failover(bench, rate=rate, duration_s=duration_s, shards=shards, fast=False)
+    fast = _failover(bench, rate=rate, duration_s=duration_s, shards=shards, fast=True)
+    return {
+        "fast": fast,
+        "ttl": ttl,
+        "max_lateness_ratio_fast_to_ttl": _ratio(
+            fast["around_kill"]["lateness_ms"]["max"], ttl["around_kill"]["lateness_ms"]["max"]
+        ),
+        "_series": fast.pop("_series"),
+        "_series_ttl": ttl.pop("_series"),
+    }
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
+AROUND_MS = 5000  # the window either side of the kill the lateness is taken over
+
+
+def _failover(
+    bench: Bench, *, rate: int, duration_s: float, shards: int, fast: bool
 ) -> dict[str, Any]:
     """Two nodes share the shards; a third into the run the leader of shard 0 is killed with
-    SIGKILL. Entry lateness by due-time bucket shows the spike and when it is over."""
-    topic = bench.topic("failover")
+    SIGKILL."""
+    topic = bench.topic("failover-fast" if fast else "failover-ttl")
     r = bench.redis()
     client = Client.from_url(bench.url)
     client.create_topic(topic, shards)
-    nodes = [start_scheduler(bench, topic) for _ in range(2)]
+    setting = f"fast_failover = {int(fast)}"
+    nodes = [start_scheduler(bench, topic, setting) for _ in range(2)]
     try:
-        wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)
+        wait_until(
+            lambda: (
+                len(_holders(r, topic, shards)) == shards
+                and len(set(_holders(r, topic, shards).values())) == 2
+            ),
+            30,
+        )
         n = int(rate * duration_s)
         start_ms = redis_ms(r) + 2000 + n // 40
         ids = enqueue_spread(client, topic, start_ms, n, rate, PAYLOAD)
         kill_ms = start_ms + int(duration_s * 1000 / 3)
         wait_until(lambda: redis_ms(r) >= kill_ms, (kill_ms - redis_ms(r)) / 1000 + 5, 0.002)
         holder = r.get(all_shards(topic, shards)[0].lease).decode()
+        dead_shards = [s for s, h in _holders(r, topic, shards).items() if h == holder]
         pid = int(holder.split(":")[1])  # node ids are host:pid:random
         os.kill(pid, signal.SIGKILL)
         killed_ms = redis_ms(r)
@@ -191,29 +223,39 @@ def run_failover(
             bench.stop(node)
         drop_topic(r, topic)
         client.close()
-    before = [x.lateness_ms for x in records if x.due_ms < killed_ms]
-    normal_ms = max(10.0, 2 * float(lateness(before)["p99.9"])) if before else 10.0
-    buckets: dict[int, float] = {}
-    for x in records:
-        b = (x.due_ms - killed_ms) // bucket_ms
-        buckets[b] = max(buckets.get(b, 0), x.lateness_ms)
-    late = [b for b, worst in buckets.items() if b >= 0 and worst > normal_ms]
-    recovered_bucket = max(late) + 1 if late else 0
     fired = {x.job_id for x in records}
+    gaps = {}
+    for shard in dead_shards:
+        entries = sorted(x.entry_ms for x in records if shard_of(x.job_id, shards) == shard)
+        before = [e for e in entries if e <= killed_ms]
+        after = [e for e in entries if e > killed_ms]
+        gaps[str(shard)] = {
+            "last_before_to_first_after_ms": (after[0] - before[-1]) if before and after else None,
+            "kill_to_first_after_ms": (after[0] - killed_ms) if after else None,
+        }
+    around = [
+        x.lateness_ms for x in records if killed_ms - AROUND_MS <= x.due_ms <= killed_ms + AROUND_MS
+    ]
     return {
+        "fast_failover": int(fast),
         "rate_per_s": rate,
         "jobs": n,
         "missing": len(set(ids) - fired),
         "duplicates": len(records) - len(fired),
-        "lateness_before_kill_ms": lateness(before),
-        "spike_max_lateness_ms": max((x.lateness_ms for x in records), default=0),
-        "normal_threshold_ms": normal_ms,
-        "back_to_normal_after_kill_s": round(recovered_bucket * bucket_ms / 1000, 2),
         "lease_ttl_ms": 5000,
+        "dead_node_shards": dead_shards,
+        "gap_per_dead_shard": gaps,
+        "around_kill": {"window_ms": 2 * AROUND_MS, "lateness_ms": lateness(around)},
         "_series": sorted(
             ((x.due_ms - killed_ms) / 1000, x.lateness_ms) for x in records[:: max(1, n // 5000)]
         ),
     }
+
+
+def _holders(r: Any, topic: str, shards: int) -> dict[int, str]:
+    """The leader of each led shard (free ones left out)."""
+    values = [r.get(k.lease) for k in all_shards(topic, shards)]
+    return {s: v.decode() for s, v in enumerate(values) if v}
 
 
 async def _read(bench: Bench, topic: str, shards: int) -> list[Any]:
