@@ -114,9 +114,13 @@ def test_producing_guide_runs_as_written(
             assert "['report-2026-11-21']" in printed  # the duplicate was refused
             assert printed.count("True") >= 3 and printed.count("False") >= 3
             assert "ready" in printed  # the result waited for in vain: no worker here
-            # 1 async + 5 single + 1002 batched + sam-1; cli-1 enqueued and cancelled;
-            # the three due now (now@, user0@, kim's) fired at once
-            assert count(r, "emails", "delayed") == 1007
+            # 1 async + 5 single + 1002 batched + 10,000 in bulk + sam-1; cli-1 enqueued and
+            # cancelled; the three due now (now@, user0@, kim's) fired at once
+            reminders = [client.get("emails", i) for i in ns["reminders"][:3]]  # type: ignore[index]
+            assert [j.payload for j in reminders] == [
+                {"to": f"user{n}@example.com"} for n in range(3)
+            ]
+            assert count(r, "emails", "delayed") == 11007
             assert count(r, "emails", "ready") == 3
             assert shown[0].strip() == "cli-1"
             assert client.get("emails", "cli-1").state == state.CANCELLED

@@ -28,13 +28,17 @@ def answer(op: Any, replies: list[Any]) -> Any:
 def test_every_job_placed_gives_the_ids_in_order() -> None:
     ws = writes(3)
     calls = enqueue_calls("t", ws, 1, 500)
-    assert answer(send_calls("t", ws, calls, None), [[Placed.SCHEDULED] * 3]) == ["j0", "j1", "j2"]
+    assert answer(send_calls("t", [w.id for w in ws], calls, None), [[Placed.SCHEDULED] * 3]) == [
+        "j0",
+        "j1",
+        "j2",
+    ]
 
 
 def test_duplicates_are_named_with_what_was_enqueued() -> None:
     ws = writes(3)
     calls = enqueue_calls("t", ws, 1, 500)
-    op = send_calls("t", ws, calls, None)
+    op = send_calls("t", [w.id for w in ws], calls, None)
     next(op)
     with pytest.raises(DuplicateJobError) as info:
         op.send([[Placed.SCHEDULED, Placed.DUPLICATE, Placed.FIRED]])
@@ -44,7 +48,7 @@ def test_duplicates_are_named_with_what_was_enqueued() -> None:
 def test_a_reply_short_of_its_calls_jobs_is_a_script_error() -> None:
     ws = writes(3)
     calls = enqueue_calls("t", ws, 1, 500)
-    op = send_calls("t", ws, calls, None)
+    op = send_calls("t", [w.id for w in ws], calls, None)
     next(op)
     with pytest.raises(ScriptError, match="answered 2 of 3 jobs"):
         op.send([[Placed.SCHEDULED] * 2])

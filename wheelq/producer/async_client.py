@@ -144,6 +144,19 @@ class AsyncClient:
     ) -> list[str]:
         return await self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
+    async def enqueue_bulk(
+        self,
+        topic: str,
+        payloads: Iterable[Any],
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        max_attempts: int | None = None,
+        ack: str | None = None,
+    ) -> list[str]:
+        op = self._producer.enqueue_bulk(topic, payloads, delay, at, max_attempts)
+        return await self._write(topic, op, ack)
+
     async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
         return await self._write(topic, self._producer.cancel(topic, job_id), ack)
 

@@ -218,6 +218,34 @@ class Client:
         """
         return self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
+    def enqueue_bulk(
+        self,
+        topic: str,
+        payloads: Iterable[Any],
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        max_attempts: int | None = None,
+        ack: str | None = None,
+    ) -> list[str]:
+        """Enqueue many payloads that share their timing and options, due after `delay` or
+        at `at` (neither: now); returns their generated ids in order.
+
+        The fast form of `enqueue_many` for plain jobs: the options are checked once and the
+        jobs encoded a column at a time, with no object per job (about twice its rate).
+        For your own ids, callbacks, keys or per-job times, use `enqueue_many`. Every
+        payload is encoded before anything is written; `delay`, `at`, `max_attempts` and
+        `ack` mean what they mean for `enqueue`.
+
+        Raises:
+            PayloadTypeError, PayloadTooLargeError: A payload (named ``payloads[i]``)
+                cannot be encoded; nothing was written.
+            TopicFullError: The topic is at its `max_pending` (see its `enqueued`).
+            DurabilityError: All were written, but some not confirmed at `ack` (named).
+        """
+        op = self._producer.enqueue_bulk(topic, payloads, delay, at, max_attempts)
+        return self._write(topic, op, ack)
+
     def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
         """Cancel a pending job, with every consumer group's retry of it; False when none
         is pending (fired, cancelled, unknown). `ack` as for `enqueue` (`DurabilityError`:

@@ -12,10 +12,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from wheelq.core import keys as k
-from wheelq.core.due import At, Delay, due_spec
+from wheelq.core.due import At, Delay, DueSpec, due_spec
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses
-from wheelq.core.job import validate_traceparent
+from wheelq.core.job import validate_max_attempts, validate_traceparent
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import (
     DuplicateJobError,
@@ -28,6 +28,7 @@ from wheelq.errors import (
     TopicFullError,
     TopicNotEmptyError,
 )
+from wheelq.producer import bulk
 from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
 from wheelq.runtime import tracing
 from wheelq.runtime.breaker import Breaker
@@ -46,7 +47,8 @@ T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
 PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
-Placing = list[tuple[list[job_writes.JobWrite], Call[list[Placed]]]]
+Placing = list[tuple[list[str], Call[list[Placed]]]]
+"""Each enqueue call with the ids it places, in the order of its arguments."""
 
 
 def guarded(breaker: Breaker, op: Op[T]) -> Op[T]:
@@ -300,6 +302,55 @@ class Producer:
         yield from self.note_callbacks(topic, batch.callbacks)
         return (yield from self._counted(topic, writes))
 
+    def enqueue_bulk(
+        self,
+        topic: str,
+        payloads: Iterable[Any],
+        delay: Delay | None,
+        at: At | None,
+        max_attempts: int | None,
+    ) -> Op[list[str]]:
+        k.validate_topic(topic)
+        items = bulk.payload_list(payloads)
+        now_ms = self._clock.now_ms()
+        due = due_spec(delay, at, now_ms=now_ms)
+        attempts = (
+            self.settings.default_max_attempts
+            if max_attempts is None
+            else validate_max_attempts(max_attempts)
+        )
+        write = partial(self._enqueue_bulk, topic, items, due, attempts, now_ms)
+        return (yield from sending(self.tracing, topic, None, write, batch=True))
+
+    def _enqueue_bulk(
+        self,
+        topic: str,
+        payloads: list[Any],
+        due: DueSpec,
+        attempts: int,
+        now_ms: int,
+        traceparent: str | None,
+    ) -> Op[list[str]]:
+        if not payloads:
+            return []
+        max_bytes = self.settings.max_payload_bytes
+        if self.spooler is not None:  # it keeps JobWrites (Redis may be away): the per-item path
+            columns = bulk.encode(payloads, max_bytes, attempts, now_ms, traceparent, 1)
+            return (yield from self._counted(topic, bulk.as_writes(due, columns)))
+        shards = self._shards.get(topic)
+        if shards is None:
+            shards = yield from self.shard_count(topic, create=True)
+        assert shards is not None
+        columns = bulk.encode(payloads, max_bytes, attempts, now_ms, traceparent, shards)
+        calls = bulk.enqueue_calls(topic, due, columns, self.settings.batch_size)
+        try:
+            ids = yield from send_calls(topic, columns.ids, calls, None)
+        except TopicFullError as exc:
+            self.counts.enqueued += len(exc.enqueued)
+            raise
+        self.counts.enqueued += len(ids)
+        return ids
+
     def note_callbacks(self, topic: str, callbacks: bool) -> Op[None]:
         """Put `topic` on the deliverer's list; an outage here does not stop the write."""
         if not callbacks or topic in self._callback_topics:
@@ -335,7 +386,7 @@ class Producer:
         assert shards is not None
         record_ms = self.settings.spool_call_record_ms if applied is not None else 0
         calls = enqueue_calls(topic, writes, shards, self.settings.batch_size, record_ms)
-        return (yield from send_calls(topic, writes, calls, applied))
+        return (yield from send_calls(topic, [w.id for w in writes], calls, applied))
 
     def cancel(self, topic: str, job_id: str) -> Op[bool]:
         keys = yield from self._job_keys(topic, job_id)
@@ -413,15 +464,16 @@ def enqueue_calls(
             for m, n in enumerate(indexes[i : i + size] if token else ()):
                 writes[n] = writes[n]._replace(token=f"{token}:{m}")
             chunk = [writes[n] for n in indexes[i : i + size]]
-            calls.append((chunk, job_writes.enqueue(keys, chunk, record_ms, token)))
+            calls.append(([w.id for w in chunk], job_writes.enqueue(keys, chunk, record_ms, token)))
     return calls
 
 
 def send_calls(
-    topic: str, writes: list[job_writes.JobWrite], calls: Placing, applied: list[str] | None
+    topic: str, ids: list[str], calls: Placing, applied: list[str] | None
 ) -> Op[list[str]]:
-    """Send `calls`, `PIPELINE_CALLS` a round; returns the ids, adding confirmed ones to
-    `applied`; raises `TopicFullError` / `DuplicateJobError` for refused ones."""
+    """Send `calls` (placing `ids`), `PIPELINE_CALLS` a round; returns the ids, adding
+    confirmed ones to `applied`; raises `TopicFullError` / `DuplicateJobError` for refused
+    ones."""
     duplicates: list[str] = []
     full: list[str] = []
     for i in range(0, len(calls), PIPELINE_CALLS):
@@ -432,15 +484,14 @@ def send_calls(
                 raise ScriptError(f"enqueue.lua answered {len(outcomes)} of {len(chunk)} jobs")
             # `in` scans in C: most calls have neither outcome, and need no loop per job
             if Placed.DUPLICATE in outcomes or Placed.FULL in outcomes:
-                for w, o in zip(chunk, outcomes, strict=True):
+                for job_id, o in zip(chunk, outcomes, strict=True):
                     if o == Placed.DUPLICATE:
-                        duplicates.append(w.id)
+                        duplicates.append(job_id)
                     elif o == Placed.FULL:
-                        full.append(w.id)
+                        full.append(job_id)
             if applied is not None:
                 taken = zip(chunk, outcomes, strict=True)
-                applied += [w.id for w, o in taken if o != Placed.FULL]
-    ids = [w.id for w in writes]
+                applied += [job_id for job_id, o in taken if o != Placed.FULL]
     if full:
         refused = set(full) | set(duplicates)
         raise TopicFullError(topic, full, [i for i in ids if i not in refused], ids)

@@ -59,6 +59,21 @@ def enqueue(
     return script_call("enqueue", keys, args, _placed)
 
 
+def enqueue_columns(
+    keys: ShardKeys, due: DueSpec, ids: list[str], envelopes: list[bytes]
+) -> Call[list[Placed]]:
+    """`enqueue` of new jobs (generated ids) that share `due` and replace nothing, from
+    their ids and envelopes as two lists (the shared layout, built by slice assignment)."""
+    mode, value = due.wire
+    n = len(ids)
+    jobs: list[str | bytes | int] = [""] * (3 * n)
+    jobs[0::3] = ids
+    jobs[1::3] = [value] * n
+    jobs[2::3] = envelopes
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, 0, "", mode + "0n", *jobs]
+    return script_call("enqueue", keys, args, _placed)
+
+
 def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
     """The layout argument ('n': all new ids, 'u': no repeats) when every job has the first's
     mode and replace; else None.

@@ -1,0 +1,106 @@
+"""The columnar bulk enqueue against a raw Lua batch of the same writes, in turns.
+
+    python loadtest/bulk_enqueue.py [--jobs 200000] [--rounds 7] [--server valkey|redis]
+
+Against an embedded server (or `--redis-url`), each round enqueues `--jobs` jobs of 100
+bytes due in an hour on a topic of 4 shards, three ways one after the other, from this one
+process:
+
+- ``raw_lua``: limit.py's raw Lua batch (one EVALSHA of a ZADD + HSET script per 500 jobs
+  of a shard, 64 calls a pipeline: `benchlib.limit`), the server's own limit for the writes;
+- ``bulk``: `Client.enqueue_bulk(topic, payloads, delay=3600)`, 20,000 payloads a call;
+- ``many``: `Client.enqueue_many` of `EnqueueItem(payload=..., delay=3600)`, 20,000 a call
+  (the per-item form, for comparison: the bench's `enqueue` scenario's rate).
+
+It prints JSON: jobs/s of each way per round, their medians and ranges, and the ratios to
+``raw_lua`` (median of the per-round ratios, with their range). Keys are deleted after
+each round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib.common import Bench
+from benchlib.limit import _enqueue_lua
+from benchlib.scenarios import MANY_ITEMS, PAYLOAD, enqueue_many_rate
+
+from wheelq import Client
+from wheelq.testing import EmbeddedServer, find_server_binaries
+
+PER_CALL = MANY_ITEMS
+SHARDS = 4
+
+
+def bulk_rate(client: Client, topic: str, jobs: int) -> float:
+    payloads = [PAYLOAD] * PER_CALL
+    t = time.perf_counter()
+    for i in range(0, jobs, PER_CALL):
+        client.enqueue_bulk(topic, payloads[: min(PER_CALL, jobs - i)], delay=3600)
+    return jobs / (time.perf_counter() - t)
+
+
+def measure(url: str, jobs: int, rounds: int) -> dict[str, Any]:
+    bench = Bench(url, quick=False)
+    r = bench.redis()
+    runs: list[dict[str, float]] = []
+    try:
+        with Client.from_url(url, default_shards=SHARDS) as client:
+            for n in range(rounds):
+                one: dict[str, float] = {}
+                one["raw_lua"] = _enqueue_lua(bench, r, f"bulk-raw-{n}:", jobs, PAYLOAD).per_s
+                for name, rate in (("bulk", bulk_rate), ("many", enqueue_many_rate)):
+                    topic = f"bulk-{name}-{n}"
+                    client.create_topic(topic, SHARDS)
+                    one[name] = round(rate(client, topic, jobs))
+                    client.drop_topic(topic, force=True)
+                runs.append(one)
+                print(f"round {n + 1}: {one}", file=sys.stderr)
+    finally:
+        r.close()
+        bench.close()
+
+    def summary(values: list[float]) -> dict[str, float]:
+        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+    ratios = {
+        name: summary([round(run[name] / run["raw_lua"], 3) for run in runs])
+        for name in ("bulk", "many")
+    }
+    return {
+        "jobs_per_round": jobs,
+        "payload_bytes": len(PAYLOAD),
+        "shards": SHARDS,
+        "jobs_per_s": {name: summary([run[name] for run in runs]) for name in runs[0]},
+        "ratio_to_raw_lua": ratios,
+        "rounds": runs,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=200_000, help="jobs per way per round")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--server", choices=("valkey", "redis"), default=None)
+    p.add_argument("--redis-url", help="use this server instead of an embedded one")
+    args = p.parse_args()
+    if args.redis_url:
+        report = measure(args.redis_url, args.jobs, args.rounds)
+    else:
+        binaries = [b for b in find_server_binaries() if args.server in (None, b.kind)]
+        with EmbeddedServer(binaries[0]) as server:
+            report = measure(server.url, args.jobs, args.rounds)
+            report["server"] = binaries[0].kind
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
