@@ -152,3 +152,36 @@ async def test_oldest_in_flight_age_is_0_with_nothing_in_flight_and_grows_with_o
 
             await eventually(grown, timeout_s=10, what="an age above 0 with one in flight")
             release.set()
+
+
+async def test_a_lease_freed_from_a_dead_holder_is_counted_as_taken_over_dead(
+    redis_url: str, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    """A leader that confirmed its wake subscription, then lost it with its process: the
+    node frees the lease, takes the shard and counts it."""
+    async with wheelq.AsyncClient.from_url(redis_url) as client:
+        await client.create_topic(topic, 1)
+    (keys,) = all_shards(topic, 1)
+    await redis_async.set(keys.lease, "ghost", px=60_000)  # a minute: only the fast path frees it
+    await redis_async.set(keys.followed, "ghost")
+    ghost = redis_async.pubsub()
+    await ghost.ssubscribe(keys.wake_channel)
+    assert (await ghost.get_message(timeout=5))["type"] == "ssubscribe"  # type: ignore[index]
+    node = wheelq.Scheduler.from_url(redis_url, [topic], **FAST)
+    async with node, MetricsServer(node, port=0, host="127.0.0.1") as metrics:
+        await eventually(
+            lambda: _seen_subscribed(node, keys), timeout_s=10, what="a count with the ghost"
+        )
+        assert len(node.leads) == 0
+        await ghost.aclose()  # the ghost's process dies: Redis drops its connection
+        await until(lambda: len(node.leads) == 1, timeout_s=5, what="the node to take the shard")
+        scraped = await asyncio.to_thread(_scrape, metrics.port)
+    changes = {
+        labels["change"]: value for labels, value in scraped["wheelq_scheduler_lease_changes_total"]
+    }
+    assert changes == {"taken_over_dead": 1.0, "acquired": 1.0}
+
+
+async def _seen_subscribed(node: wheelq.Scheduler, keys: object) -> bool:
+    watch = node.leases._watch
+    return watch is not None and keys in watch._subscribed

@@ -216,7 +216,7 @@ EVENT_COUNTERS = {
     "malformed": ("scheduler_malformed", "Jobs dead-lettered: their envelope did not decode"),
     "trimmed": ("scheduler_trimmed", "Ready-stream entries trimmed (acked by every group)"),
 }
-LEASE_CHANGES = ("acquired", "released", "lost")
+LEASE_CHANGES = ("acquired", "released", "lost", "taken_over_dead")
 SHARD_GAUGES = (  # name, help, `ShardObservation` field
     ("pending_jobs", "Jobs waiting for their due time (sorted set), per shard this node leads",
      "pending"),
@@ -248,7 +248,8 @@ class SchedulerCollector(Collector):
             )
         yield counter(
             "scheduler_lease_changes",
-            "Shard leases this node acquired, released or found lost (handovers)",
+            "Shard leases this node acquired, released or found lost (handovers), and those "
+            "it freed from a holder whose process died (taken_over_dead)",
             (*TS, "change"),
             (((t, str(s), k), n) for (k, t, s), n in sorted(counts.items()) if k in LEASE_CHANGES),
         )
