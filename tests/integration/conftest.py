@@ -24,6 +24,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
+from tests.support import gc_pauses
 from tests.support.browser import browser  # noqa: F401 (the dashboard's browser tests)
 from tests.support.callback_server import receiver  # noqa: F401 (the callback tests' fixture)
 from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
@@ -121,6 +122,12 @@ async def redis_async(deployment: str, redis_url: str) -> AsyncIterator[redis.as
         client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
     yield client
     await client.aclose()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def settled_heap() -> None:
+    """Each module starts with the heap collected and frozen (`gc_pauses.settle`)."""
+    gc_pauses.settle()
 
 
 @pytest.fixture(autouse=True)
