@@ -17,7 +17,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
-from wheelq.runtime import crash, eager
+from wheelq.runtime import crash
 from wheelq.store.consume import Entry
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner, Outcome
@@ -240,8 +240,7 @@ class InFlightSet:
             held.task.add_done_callback(functools.partial(self._ran, held, self._now_ms()))
             return
         self.slots.tasks += 1
-        # Eagerly where it can: a handler that does not wait is run and settled here.
-        held.task = eager.start(self._run(held), f"wheelq-job-{job.id}")
+        held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
 
     def _ran(self, held: Held, started_ms: int, done: asyncio.Future[Any]) -> None:
         """A taskless sync run ended: settle it as `_run` does (not if cancelled by a stop)."""

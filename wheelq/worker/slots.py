@@ -36,7 +36,7 @@ class Lane(Protocol):
 class Slots:
     """The slots of one worker (`concurrency` handlers at once) over its topics' lanes."""
 
-    __slots__ = ("_current", "_filling", "_lanes", "_weights", "concurrency", "strict", "tasks")
+    __slots__ = ("_current", "_lanes", "_weights", "concurrency", "strict", "tasks")
 
     def __init__(self, concurrency: int, *, strict: bool = False) -> None:
         self.concurrency = concurrency
@@ -46,7 +46,6 @@ class Slots:
         self._lanes: list[Lane] = []
         self._weights: list[int] = []
         self._current: list[int] = []
-        self._filling = False
 
     def add(self, lane: Lane, weight: int = 1) -> None:
         """Add a lane (in priority order, highest first, for `strict`)."""
@@ -55,23 +54,14 @@ class Slots:
         self._current.append(0)
 
     def fill(self) -> None:
-        """Start waiting entries while there is room, each from the lane whose turn it is.
-
-        An entry may run to its end inside `start_next` (an eager start) and call `fill`
-        again: that call returns at once, and this loop takes the slot it freed."""
-        if self._filling:
+        """Start waiting entries while there is room, each from the lane whose turn it is."""
+        if len(self._lanes) == 1:  # one topic: no choice to make
+            only = self._lanes[0]
+            while only.ready():
+                only.start_next()
             return
-        self._filling = True
-        try:
-            if len(self._lanes) == 1:  # one topic: no choice to make
-                only = self._lanes[0]
-                while only.ready():
-                    only.start_next()
-                return
-            while (lane := self._pick()) is not None:
-                lane.start_next()
-        finally:
-            self._filling = False
+        while (lane := self._pick()) is not None:
+            lane.start_next()
 
     def _pick(self) -> Lane | None:
         if self.strict:
