@@ -7,7 +7,8 @@ JSON (also written to --out).
 
 With ``limit`` among the scenarios, `enqueue_many` is also divided by raw redis-py's
 ZADD+HSET pipelines of the same run (``enqueue_many_to_raw_pipeline``) and by its raw Lua
-batch (``enqueue_many_to_raw_lua``; a tree whose bench has none gives none).
+batch (``enqueue_many_to_raw_lua``; a tree whose bench has none gives none), and the no-op
+worker by raw XREADGROUP+XACK (``worker_to_raw_consume``).
 
 The baseline is exported with `git archive` into a temporary directory and imported from
 there (PYTHONPATH), so nothing in this checkout changes. The order alternates each round
@@ -35,6 +36,7 @@ FIGURES: dict[str, tuple[Any, ...]] = {
     "enqueue_many_jobs_per_s": ("enqueue", "enqueue_many", "jobs_per_s"),
     "raw_pipeline_enqueue_jobs_per_s": ("limit", "enqueue_jobs_per_s"),
     "raw_lua_enqueue_jobs_per_s": ("limit", "enqueue_lua_jobs_per_s"),
+    "raw_consume_jobs_per_s": ("limit", "consume_jobs_per_s"),
     "single_enqueue_p50_ratio_to_raw": ("enqueue", "single_sync", "p50_ratio_to_raw"),
     "single_enqueue_calls_per_s": ("enqueue", "single_sync", "calls_per_s"),
     "async_enqueue_calls_per_s": ("enqueue", "async", "calls_per_s"),
@@ -58,6 +60,7 @@ FIGURES: dict[str, tuple[Any, ...]] = {
 PER_RUN_RATIOS = {
     "enqueue_many_to_raw_pipeline": ("enqueue_many_jobs_per_s", "raw_pipeline_enqueue_jobs_per_s"),
     "enqueue_many_to_raw_lua": ("enqueue_many_jobs_per_s", "raw_lua_enqueue_jobs_per_s"),
+    "worker_to_raw_consume": ("worker_jobs_per_s", "raw_consume_jobs_per_s"),
 }
 """Ratio name -> (figure, figure it is divided by), both from the same run (with ``limit`` in
 --scenarios: raw redis-py moving the same data in that run)."""
