@@ -9,6 +9,7 @@ from collections.abc import Generator
 
 import pytest
 
+from tests.support import gc_pauses
 from tests.support.gc_pauses import NOTABLE_MS, GcPauses
 from tests.support.tracing import traced  # noqa: F401 (the tracing tests' fixture)
 from wheelq.runtime import tracing
@@ -61,6 +62,10 @@ def pytest_runtest_makereport(
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if gc_pauses.LEAKED:
+        terminalreporter.section("resources left open, freed between modules")
+        for line in gc_pauses.LEAKED[:20]:
+            terminalreporter.write_line(line[:300])
     if _notable:
         terminalreporter.section("longest garbage collector pauses")
         for _, line in sorted(_notable, reverse=True)[:5]:

@@ -125,9 +125,9 @@ async def redis_async(deployment: str, redis_url: str) -> AsyncIterator[redis.as
 
 
 @pytest.fixture(autouse=True, scope="module")
-def settled_heap() -> None:
+def settled_heap(request: pytest.FixtureRequest) -> None:
     """Each module starts with the heap collected and frozen (`gc_pauses.settle`)."""
-    gc_pauses.settle()
+    gc_pauses.settle(request.node.nodeid)
 
 
 @pytest.fixture(autouse=True)
