@@ -266,7 +266,9 @@ class LeaseKeeper(Service):
         )
         dead: dict[str, set[str]] = {}
         for keys, reply in zip(suspects, replies, strict=True):
-            if isinstance(reply, tuple) and reply[0] is nodes.Reaped.FREED:
+            if isinstance(reply, BaseException):  # its lease moves on at its TTL, as before
+                log.warning("could not check whether %s's leader is alive: %s", keys.tag, reply)
+            elif reply[0] is nodes.Reaped.FREED:
                 log.warning(
                     "the process leading %s (%s) is gone: its lease is free", keys.tag, reply[1]
                 )
