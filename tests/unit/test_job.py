@@ -3,6 +3,7 @@ must read), stream entries and max_attempts validation."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -20,6 +21,7 @@ from wheelq.core.job import (
     MAX_ATTEMPTS_LIMIT,
     Envelope,
     Job,
+    _built,
     decode_payload,
     encode_payload,
     entry_ms,
@@ -321,6 +323,55 @@ def test_job_from_entry() -> None:
     )
     assert job.fired_ms == 1_700_000_000_125
     assert job.due.timestamp() == 1_700_000_000.123
+
+
+jobs_fields = st.fixed_dictionaries(
+    {
+        "id": st.text(max_size=8),
+        "topic": st.text(max_size=8),
+        "payload": payloads,
+        "due_ms": st.integers(),
+        "attempt": st.integers(min_value=1),
+        "max_attempts": st.integers(min_value=1),
+        "group": st.none() | st.text(max_size=8),
+        "entry_id": st.text(max_size=8),
+        "shard": st.integers(min_value=0),
+        "deliveries": st.integers(min_value=1),
+        "traceparent": st.none() | st.text(max_size=8),
+        "callback": st.none() | st.just(Callback("https://example.com/hook")),
+        "key": st.none() | st.text(max_size=8),
+        "ordered": st.booleans(),
+    }
+)
+
+
+@settings(max_examples=200)
+@given(jobs_fields)
+def test_the_workers_fast_build_makes_the_job_the_constructor_makes(values: dict[str, Any]) -> None:
+    """`from_entry`'s build (a mutable twin that becomes a Job) against the frozen
+    dataclass's own __init__: same type, fields, equality and hash, and still frozen."""
+    built, made = _built(**values), Job(**values)
+    assert type(built) is Job
+    assert {f.name: getattr(built, f.name) for f in dataclasses.fields(Job)} == values
+    assert built == made
+    if values["payload"] == made.payload and _hashable(made):
+        assert hash(built) == hash(made)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.attempt = 99  # type: ignore[misc]
+    assert dataclasses.replace(built, attempt=7) == dataclasses.replace(made, attempt=7)
+
+
+def test_the_fast_build_refuses_a_missing_field() -> None:
+    with pytest.raises(TypeError):
+        _built(id="job-1", topic="emails")
+
+
+def _hashable(job: Job) -> bool:
+    try:
+        hash(job)
+    except TypeError:  # a list or dict payload
+        return False
+    return True
 
 
 @pytest.mark.parametrize(

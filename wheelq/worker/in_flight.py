@@ -21,7 +21,7 @@ from wheelq.runtime import crash
 from wheelq.store.consume import Entry
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner, Outcome
-from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
+from wheelq.worker.read_ahead import ReadAhead
 from wheelq.worker.settler import Settler
 from wheelq.worker.slots import Slots
 
@@ -114,8 +114,6 @@ class InFlightSet:
         self.events_on = False  # Set while the topic has job events on: starts are noted.
         self._queue_to_threads = not runner.is_async
         """Sync handlers: read-ahead is queued to the threads too, saving a thread hop per job."""
-        size = concurrency + READ_AHEAD_MAX if self._queue_to_threads else concurrency
-        self._slots = asyncio.Semaphore(size)
         self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
         if self._queue_to_threads:  # a slot's time there includes the queue: time the thread
             runner.time_runs(self.read_ahead.ran)
@@ -297,18 +295,18 @@ class InFlightSet:
                     self._defer(held, defer_ms)
                     return
                 admitted = True
-            async with self._slots:
-                if self.closing:
-                    return
-                held.started = True
-                if self.events_on:
-                    self.settler.started(job)
-                started_ms, started_s = self._now_ms(), self._timer()
-                outcome = await self.runner.run(job)
-                crash.point("handler.after")
-                ended_ms = self._now_ms()
-                if not self._queue_to_threads:
-                    self.read_ahead.ran((self._timer() - started_s) * 1000)
+            # Its slot was taken at its start (`Slots.tasks`, counted until `_end`).
+            if self.closing:
+                return
+            held.started = True
+            if self.events_on:
+                self.settler.started(job)
+            started_ms, started_s = self._now_ms(), self._timer()
+            outcome = await self.runner.run(job)
+            crash.point("handler.after")
+            ended_ms = self._now_ms()
+            if not self._queue_to_threads:
+                self.read_ahead.ran((self._timer() - started_s) * 1000)
             finished = self._settle(held, outcome, started_ms, ended_ms)
         finally:
             if admitted and self.gate is not None:
