@@ -94,6 +94,18 @@ def main() -> int:
     return 0 if result["ok"] else 1
 
 
+def _wait_firing(direct: Any, topic: str, log: Any, timeout_s: float = 60.0) -> None:
+    """Until every shard has fired a job: a fault (a node's kill above all) is then measured
+    against a fleet at work, not one still taking its leases."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if all(int(direct.xlen(keys.ready)) for keys in all_shards(topic, SHARDS)):
+            log(f"every shard firing after {time.monotonic() - started:.1f} s")
+            return
+        time.sleep(0.1)
+    log(f"not every shard fired within {timeout_s:.0f} s: faults start all the same")
+
+
 def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any) -> dict[str, Any]:
     direct = target.connect()
     offset_ms = _redis_offset_ms(direct)
@@ -115,6 +127,7 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
             faults = {k: f for k, f in FAULTS.items() if k not in target.excluded()}
             faults |= target.extra_faults()
             log(f"soak of {args.minutes} min, seed {args.seed}, {len(faults)} fault classes")
+            _wait_firing(direct, topic, log)
             events = run_schedule(arena, faults, args.seed, args.minutes * 60, log)
             log("healing: every process continued, dead ones restarted, producers draining")
             for member in fleet.members.values():

@@ -172,6 +172,14 @@ def by_fault(fired: Sequence[Fired], events: Sequence[Event], shards: int) -> di
     return {"classes": summary, "events": per_event}
 
 
+def _kill_gap(event: dict[str, Any], start_ms: int) -> str:
+    """One node kill for the report: when, whose, and its stream gap."""
+    gap = event["stream_gap_ms"]
+    said = f"{gap} ms" if gap is not None else "no shard fired on both sides"
+    at_s = (event["start_ms"] - start_ms) / 1000
+    return f"{event['detail'].get('target')} at {at_s:.1f} s: {said}"
+
+
 def _widest_gap(entries: dict[int, list[int]], at_ms: int) -> int | None:
     """The longest span, over the shards, from a shard's last entry before `at_ms` to its
     first one after (None when no shard has entries on both sides)."""
@@ -222,12 +230,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {name} | {row['events']} | {row['spike_ms_median']:.0f} / {row['spike_ms_max']} "
             f"| {row['recovery_ms_median']:.0f} / {row['recovery_ms_max']} |"
         )
-    kills = result["faults"]["classes"].get("node_kill", {})
-    if "stream_gap_ms_max" in kills:
+    kills = [
+        _kill_gap(e, result["start_ms"]) for e in result["faults"]["events"] if "stream_gap_ms" in e
+    ]
+    if kills:
         lines += [
             "",
-            f"Node kills: the widest gap in a shard's stream across each kill, median "
-            f"{kills['stream_gap_ms_median']:.0f} ms, max {kills['stream_gap_ms_max']} ms.",
+            f"Node kills, the widest gap in a shard's stream across each: {'; '.join(kills)}.",
         ]
     lateness = result["lateness_ms"]
     lines += [

@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
 
 from benchlib.chaos_faults import Event
-from benchlib.chaos_report import by_fault
+from benchlib.chaos_report import by_fault, markdown
 
 from wheelq.core.keys import shard_of
 from wheelq.testing import Fired
@@ -50,3 +50,28 @@ def test_a_kill_that_was_not_applied_reports_no_gap() -> None:
     event = Event("node_kill", 250, 300, detail={"not_applied": "n0 is not ready"})
     (row,) = by_fault(fired, [event], SHARDS)["events"]
     assert "stream_gap_ms" not in row
+
+
+def test_the_report_names_each_kill_and_its_gap_or_that_none_could_be_measured() -> None:
+    kill_ms = 10_000
+    steady = ids_of(0, 20)
+    fired = [Fired(j, 9_000 + 100 * n, 9_001 + 100 * n) for n, j in enumerate(steady)]
+    events = [
+        Event("node_kill", 8_000, 8_100, detail={"target": "n0"}),  # before any entry
+        Event("node_kill", kill_ms, kill_ms + 2000, detail={"target": "n1"}),
+    ]
+    counts = ("acknowledged", "fired", "cancelled", "pending", "dead", "lost", "fired_twice")
+    more = ("early", "handled_never", "handled_again", "handled_too_often")
+    result = {
+        "seed": 1,
+        "minutes": 1,
+        "deployment": "test",
+        "start_ms": 7_000,
+        "account": dict.fromkeys(counts + more, 0),
+        "faults": by_fault(fired, events, SHARDS),
+        "lateness_ms": {"p50": 1, "p99": 1, "p99.9": 1, "max": 1},
+    }
+
+    text = markdown(result)
+
+    assert "n0 at 1.0 s: no shard fired on both sides; n1 at 3.0 s: 100 ms." in text
