@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -318,28 +318,32 @@ async def test_the_result_of_a_job_that_succeeded_on_a_retry_is_kept_in_every_fa
 # --- a worker killed -9 mid-handler ---------------------------------------------------------
 
 
+Spawn = Callable[[dict[str, Any]], WorkerProcess]
+
+
 @pytest.fixture
-def killed(redis_url: str, topic: str, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+def spawn(redis_url: str, topic: str, tmp_path: Path) -> Iterator[Spawn]:
+    """Starts worker "a" in a process of its own, doing what a behaviour of
+    `tests.support.worker_proc` says; killed at teardown if it still runs."""
     procs: list[WorkerProcess] = []
+
+    def start(behaviour: dict[str, Any]) -> WorkerProcess:
+        procs.append(WorkerProcess(redis_url, topic, "a", tmp_path, behaviour, FAST))
+        return procs[-1]
+
     try:
-        yield procs
+        yield start
     finally:
         for proc in procs:
             proc.finish()
 
 
 async def test_result_waits_across_a_worker_killed_mid_handler_and_its_take_over(
-    redis_url: str,
-    client: AsyncClient,
-    workers: Workers,
-    topic: str,
-    tmp_path: Path,
-    killed: list[WorkerProcess],
+    client: AsyncClient, workers: Workers, topic: str, spawn: Spawn
 ) -> None:
     job_id = await client.enqueue(topic, 7)
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
-    a = WorkerProcess(redis_url, topic, "a", tmp_path, {"sleep_s": 30}, FAST)
-    killed.append(a)
+    a = spawn({"sleep_s": 30})
     await until(lambda: job_id in a.jobs("start"), timeout_s=20, what="a to start the job")
     a.signal(signal.SIGKILL)
     assert await asyncio.to_thread(a.proc.wait, 10) == -signal.SIGKILL
@@ -361,19 +365,13 @@ def test_the_sync_client_times_out_too(redis_url: str, topic: str) -> None:
 
 
 async def test_a_stale_workers_late_ack_leaves_the_result_of_the_first_settlement(
-    redis_url: str,
-    client: AsyncClient,
-    workers: Workers,
-    topic: str,
-    tmp_path: Path,
-    killed: list[WorkerProcess],
+    client: AsyncClient, workers: Workers, topic: str, spawn: Spawn
 ) -> None:
     """Worker a takes the job and is SIGSTOPped; b takes it over after the visibility
     timeout and acks it with its result; a resumes and acks with its own. a's ack used to
     replace b's settled result: the first settlement stands."""
     job_id = await client.enqueue(topic, 7)
-    a = WorkerProcess(redis_url, topic, "a", tmp_path, {"sleep_s": 1, "returns": "a"}, FAST)
-    killed.append(a)
+    a = spawn({"sleep_s": 1, "returns": "a"})
     await until(lambda: job_id in a.jobs("start"), timeout_s=20, what="a to start the job")
     a.signal(signal.SIGSTOP)
     try:
