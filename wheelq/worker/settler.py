@@ -1,4 +1,9 @@
-"""Writing outcomes back (acks, retries, dead letters), batched into one round trip."""
+"""Writing outcomes back (acks, retries, dead letters), batched into one round trip.
+
+A connection error keeps what it stopped queued for the next round; a settlement that fails
+for any other reason fails alone (logged, counted in status() and as dropped: its entry
+stays pending and runs again), never holding back the others.
+"""
 
 from __future__ import annotations
 
