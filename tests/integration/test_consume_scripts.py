@@ -721,6 +721,38 @@ def settle_by_receipt(keys: ShardKeys, entry: str, how: str, delivery: consume.D
     return consume.dead_letter_delivered(keys, GROUP, (entry, "failed", "boom"), delivery)
 
 
+def late_settlement(keys: ShardKeys, entry: str, how: str) -> Any:
+    """What a stale worker (WORKER, its delivery 1) sends for j1's entry, as `how`."""
+    late = msgpack.packb({"by": "the stale worker"})
+    if how == "ack":
+        return consume.ack_done(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)])
+    if how == "retry":
+        return consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, next_attempt().pack(), "late")
+    if how == "dead_letter":
+        return consume.dead_letter(keys, GROUP, [(entry, "failed", "late")])
+    if how == "pull ack":
+        return consume.ack_delivered(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)], [(WORKER, 1)])
+    return settle_by_receipt(keys, entry, how.removeprefix("pull "), (WORKER, 1))
+
+
+@pytest.mark.parametrize(
+    "how", ["ack", "retry", "dead_letter", "pull ack", "pull retry", "pull dead_letter"]
+)
+def test_a_late_settlement_of_any_kind_leaves_the_first_success_and_its_result(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, taken_over: str, how: str
+) -> None:
+    first = msgpack.packb({"by": "the worker that took it over", "raw": b"\x00\xff"})
+    assert run(consume.ack_done(keys, GROUP, [(taken_over, "j1", 1000, 5, first, 1)])) == 1
+    redis_sync.hdel(keys.history, f"{US}results")  # an ack counts results it sends, kept or not
+    before = snapshot(redis_sync, keys)
+
+    run(late_settlement(keys, taken_over, how))
+
+    redis_sync.hdel(keys.history, f"{US}results")
+    assert snapshot(redis_sync, keys) == before
+    assert record(redis_sync, keys, "j1") == ["S", taken_over, 1000, 5, "", "", "", first]
+
+
 STALE = {"ack": [-1], "retry": consume.Retried(False, stale=True), "dead_letter": -1}
 SETTLED = {"ack": [1], "retry": True, "dead_letter": 1}
 
