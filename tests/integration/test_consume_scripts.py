@@ -24,6 +24,7 @@ from redis.client import PubSub
 
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from wheelq.core.due import DueSpec
+from wheelq.core.history import pack_success, unpack_record
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
@@ -150,7 +151,7 @@ def plant_wrong_type(r: redis.Redis, key: str) -> None:
 
 def record(r: redis.Redis, keys: ShardKeys, job_id: str, group: str = GROUP) -> list[Any] | None:
     raw = r.hget(keys.history, f"{job_id}{US}{group}")
-    return None if raw is None else msgpack.unpackb(raw)
+    return None if raw is None else unpack_record(raw)
 
 
 def test_ack_acks_every_entry_and_records_each_success(
@@ -238,6 +239,50 @@ def test_ack_keeps_results_and_counts_their_bytes_toward_the_history_budget(
     unseen = exact - counted
     budget = int((unseen + counted / 2) / 0.9)
     assert run(consume.trim(keys, HOUR_MS, 1000, HOUR_MS, budget)).trimmed > 0
+
+
+def test_a_late_ack_leaves_the_first_successs_record_and_result(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    """A stale worker's ack (it was stopped, its entry taken over and acked with a result)
+    replaced the settled result: the first settlement must stand."""
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(2)]
+    deliver(redis_sync, keys, GROUP, WORKER)
+    first = msgpack.packb({"by": "b", "raw": b"\x00\xff"})  # not UTF-8, as results may be
+    late = msgpack.packb({"by": "a", "raw": b"\xfe"})
+    assert run(consume.ack_done(keys, GROUP, [(entries[1], "j1", 1000, 5, first, 1)])) == 1
+    kept = ["S", entries[1], 1000, 5, "", "", "", first]
+    assert record(redis_sync, keys, "j1") == kept
+
+    # The stale worker's ack, alone and in a batch with an entry still pending to it.
+    assert run(consume.ack_done(keys, GROUP, [(entries[1], "j1", 2000, 9, late, 1)])) == 0
+    runs = [(entries[0], "j0", 2000, 9, None, 1), (entries[1], "j1", 2000, 9, late, 1)]
+    assert run(consume.ack_done(keys, GROUP, runs)) == 1
+
+    assert record(redis_sync, keys, "j1") == kept
+    assert record(redis_sync, keys, "j0") == ["S", entries[0], 2000, 9, "", "", ""]
+
+
+def test_an_ack_of_a_retrys_firing_records_its_result_when_another_entry_was_settled(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    """A retry's firing leaves an 'F' record naming its entry: an ack of that entry in a
+    batch where another was settled before must still write the success and its result."""
+    run(consume.create_group(keys, GROUP))
+    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}", attempt=2)) for i in range(2)]
+    deliver(redis_sync, keys, GROUP, WORKER)
+    fired = msgpack.packb(["F", entries[1], 0, 0, "boom", "", ""])
+    redis_sync.hset(keys.history, f"j1{US}{GROUP}", fired)  # as emit_due writes it
+    settled = pack_success(entries[0], 500, 1, None)
+    assert run(consume.ack_done(keys, GROUP, [(entries[0], "j0", 500, 1, None, 2)])) == 1
+    result = msgpack.packb("done on attempt 2")
+
+    runs = [(entries[0], "j0", 1000, 5, None, 2), (entries[1], "j1", 1000, 5, result, 2)]
+    assert run(consume.ack_done(keys, GROUP, runs)) == 1
+
+    assert record(redis_sync, keys, "j1") == ["S", entries[1], 1000, 5, "", "", "", result]
+    assert redis_sync.hget(keys.history, f"j0{US}{GROUP}") == settled
 
 
 # --- retry ----------------------------------------------------------------------------------
@@ -674,6 +719,38 @@ def settle_by_receipt(keys: ShardKeys, entry: str, how: str, delivery: consume.D
         envelope = next_attempt().pack()
         return consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, envelope, "", 0, delivery)
     return consume.dead_letter_delivered(keys, GROUP, (entry, "failed", "boom"), delivery)
+
+
+def late_settlement(keys: ShardKeys, entry: str, how: str) -> Any:
+    """What a stale worker (WORKER, its delivery 1) sends for j1's entry, as `how`."""
+    late = msgpack.packb({"by": "the stale worker"})
+    if how == "ack":
+        return consume.ack_done(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)])
+    if how == "retry":
+        return consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, next_attempt().pack(), "late")
+    if how == "dead_letter":
+        return consume.dead_letter(keys, GROUP, [(entry, "failed", "late")])
+    if how == "pull ack":
+        return consume.ack_delivered(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)], [(WORKER, 1)])
+    return settle_by_receipt(keys, entry, how.removeprefix("pull "), (WORKER, 1))
+
+
+@pytest.mark.parametrize(
+    "how", ["ack", "retry", "dead_letter", "pull ack", "pull retry", "pull dead_letter"]
+)
+def test_a_late_settlement_of_any_kind_leaves_the_first_success_and_its_result(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, taken_over: str, how: str
+) -> None:
+    first = msgpack.packb({"by": "the worker that took it over", "raw": b"\x00\xff"})
+    assert run(consume.ack_done(keys, GROUP, [(taken_over, "j1", 1000, 5, first, 1)])) == 1
+    redis_sync.hdel(keys.history, f"{US}results")  # an ack counts results it sends, kept or not
+    before = snapshot(redis_sync, keys)
+
+    run(late_settlement(keys, taken_over, how))
+
+    redis_sync.hdel(keys.history, f"{US}results")
+    assert snapshot(redis_sync, keys) == before
+    assert record(redis_sync, keys, "j1") == ["S", taken_over, 1000, 5, "", "", "", first]
 
 
 STALE = {"ack": [-1], "retry": consume.Retried(False, stale=True), "dead_letter": -1}

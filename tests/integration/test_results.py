@@ -9,15 +9,15 @@ from __future__ import annotations
 import asyncio
 import math
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually, until
+from tests.support.web import serving
 from tests.support.worker_proc import WorkerProcess
 from tests.support.workers import Workers
 from wheelq import (
@@ -29,7 +29,7 @@ from wheelq import (
     JobState,
     ResultTimeoutError,
 )
-from wheelq.core.history import SEPARATOR
+from wheelq.core.history import SEPARATOR, unpack_record
 from wheelq.core.keys import ShardKeys, shard_of
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -60,7 +60,7 @@ def keys_of(topic: str, job_id: str) -> ShardKeys:
 
 async def record(r: redis.asyncio.Redis, topic: str, job_id: str, group: str = "default") -> Any:
     raw = await r.hget(keys_of(topic, job_id).history, job_id + SEPARATOR + group)
-    return None if raw is None else msgpack.unpackb(raw, raw=False)
+    return None if raw is None else unpack_record(raw)
 
 
 async def waiting(r: redis.asyncio.Redis, topic: str, job_id: str) -> None:
@@ -246,31 +246,104 @@ async def test_bad_arguments_get_a_typed_error_and_write_nothing(
     assert await redis_async.exists(keys_of(topic, job_id).waiters) == 0
 
 
+# --- a result of a retried attempt ----------------------------------------------------------
+
+HOUR_MS = 3_600_000
+
+
+async def retrying(client: AsyncClient, topic: str, job_id: str) -> None:
+    async def check() -> bool:
+        return (await client.get(topic, job_id)).state is JobState.RETRYING
+
+    await eventually(check, timeout_s=10, what=f"{job_id} to be retrying")
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_the_result_of_a_job_that_succeeded_on_a_retry_is_kept_in_every_face(
+    redis_url: str,
+    client: AsyncClient,
+    workers: Workers,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+    kind: str,
+) -> None:
+    """The `S` record held its result as msgpack bin, which the scripts cannot read: the
+    lookup took the retried job for its first firing, acked with no record, so every face
+    answered None and attempt 1."""
+
+    def returned(job: Job) -> Any:
+        if job.attempt == 1:
+            raise RuntimeError("not yet")
+        return {"attempt": job.attempt, "raw": b"\x00\xff"}
+
+    async def returned_async(job: Job) -> Any:
+        return returned(job)
+
+    job_id = await client.enqueue(topic, 1, max_attempts=3)
+    handler = returned_async if kind == "async" else returned
+    await workers.start(handler, retry_base_ms=HOUR_MS, retry_jitter_pct=0)
+    await retrying(client, topic, job_id)  # the retry waits an hour: the test fires it
+    waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
+    await waiting(redis_async, topic, job_id)
+    await client.reschedule(topic, job_id, delay=0)
+
+    expected = {"attempt": 2, "raw": b"\x00\xff"}
+    assert await asyncio.wait_for(waiter, WOKEN_S) == expected
+    info = await client.get(topic, job_id)
+    assert (info.state, info.attempt, info.last_error) == (JobState.SUCCEEDED, 2, None)
+    (group,) = info.groups
+    assert (group.state, group.result, group.entry_id) == (
+        JobState.SUCCEEDED,
+        expected,
+        info.entry_id,
+    )
+
+    def sync_faces() -> tuple[Any, int | None, Any]:
+        with Client.from_url(redis_url) as sync_client:
+            got = sync_client.get(topic, job_id)
+            return sync_client.result(topic, job_id, timeout=0), got.attempt, got.groups[0].result
+
+    assert await asyncio.to_thread(sync_faces) == (expected, 2, expected)
+
+    async with serving(redis_url) as api:
+        path = f"/v1/topics/{topic}/jobs/{job_id}"
+        status, body, _ = await api.call("GET", f"{path}/result")
+        assert (status, body["state"]) == (200, "succeeded"), body
+        assert body["result"] == {"attempt": 2, "raw": {"$bytes": "AP8="}}
+        status, job, _ = await api.call("GET", path)
+        assert (status, job["state"], job["attempt"]) == (200, "succeeded", 2), job
+        assert job["groups"][0]["result"] == body["result"]
+
+
 # --- a worker killed -9 mid-handler ---------------------------------------------------------
 
 
+Spawn = Callable[[dict[str, Any]], WorkerProcess]
+
+
 @pytest.fixture
-def killed(redis_url: str, topic: str, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+def spawn(redis_url: str, topic: str, tmp_path: Path) -> Iterator[Spawn]:
+    """Starts worker "a" in a process of its own, doing what a behaviour of
+    `tests.support.worker_proc` says; killed at teardown if it still runs."""
     procs: list[WorkerProcess] = []
+
+    def start(behaviour: dict[str, Any]) -> WorkerProcess:
+        procs.append(WorkerProcess(redis_url, topic, "a", tmp_path, behaviour, FAST))
+        return procs[-1]
+
     try:
-        yield procs
+        yield start
     finally:
         for proc in procs:
             proc.finish()
 
 
 async def test_result_waits_across_a_worker_killed_mid_handler_and_its_take_over(
-    redis_url: str,
-    client: AsyncClient,
-    workers: Workers,
-    topic: str,
-    tmp_path: Path,
-    killed: list[WorkerProcess],
+    client: AsyncClient, workers: Workers, topic: str, spawn: Spawn
 ) -> None:
     job_id = await client.enqueue(topic, 7)
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
-    a = WorkerProcess(redis_url, topic, "a", tmp_path, {"sleep_s": 30}, FAST)
-    killed.append(a)
+    a = spawn({"sleep_s": 30})
     await until(lambda: job_id in a.jobs("start"), timeout_s=20, what="a to start the job")
     a.signal(signal.SIGKILL)
     assert await asyncio.to_thread(a.proc.wait, 10) == -signal.SIGKILL
@@ -289,3 +362,40 @@ def test_the_sync_client_times_out_too(redis_url: str, topic: str) -> None:
         with pytest.raises(ResultTimeoutError) as late:
             c.result(topic, job_id, timeout=0.1)
         assert late.value.state == JobState.PENDING
+
+
+async def test_a_stale_workers_late_ack_leaves_the_result_of_the_first_settlement(
+    client: AsyncClient, workers: Workers, topic: str, spawn: Spawn
+) -> None:
+    """Worker a takes the job and is SIGSTOPped; b takes it over after the visibility
+    timeout and acks it with its result; a resumes and acks with its own. a's ack used to
+    replace b's settled result: the first settlement stands."""
+    job_id = await client.enqueue(topic, 7)
+    a = spawn({"sleep_s": 1, "returns": "a"})
+    await until(lambda: job_id in a.jobs("start"), timeout_s=20, what="a to start the job")
+    a.signal(signal.SIGSTOP)
+    try:
+
+        async def taken_over(job: Job) -> Any:
+            return {"by": "b", "attempt": job.attempt, "deliveries": job.deliveries}
+
+        await workers.start(taken_over)
+        first = {"by": "b", "attempt": 1, "deliveries": 2}
+        assert await client.result(topic, job_id, timeout=WOKEN_S) == first
+        settled = await client.get(topic, job_id)
+    finally:
+        a.signal(signal.SIGCONT)
+    await until(lambda: job_id in a.jobs("finish"), timeout_s=20, what="a to finish its run")
+    a.signal(signal.SIGTERM)  # its stop writes what it still holds: the late ack
+    assert await asyncio.to_thread(a.proc.wait, 20) == 0, a.log_tail()
+    report = a.report()
+    assert report is not None and report["unsettled"] == 0, report
+
+    assert await client.result(topic, job_id, timeout=0) == first
+    info = await client.get(topic, job_id)
+    (group,) = info.groups
+    assert (info.state, info.attempt, group.result) == (JobState.SUCCEEDED, 1, first)
+    assert (group.finished_ms, group.duration_ms) == (
+        settled.groups[0].finished_ms,
+        settled.groups[0].duration_ms,
+    ), "the record of b's settlement was replaced"

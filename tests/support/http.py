@@ -30,3 +30,15 @@ def request(
 def get_status(url: str) -> int:
     """The status of a GET of `url` (0 when nothing answers)."""
     return request("GET", url)[0]
+
+
+def get_page(url: str, timeout_s: float = 10) -> tuple[int, str, bytes]:
+    """(status, Content-Type, body) of a GET of `url` that may not answer JSON (a page, a
+    style sheet); (0, "", b"") when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type", ""), exc.read()
+    except OSError:
+        return 0, "", b""

@@ -10,6 +10,8 @@ stop it gracefully. BEHAVIOUR picks what the
     {"sleep_s": 0.5}        sleep this long per job (simulated work; default 0)
     {"poison": "poison"}    SIGKILL its own process when the payload equals this
     {"sync": true}          a sync handler (time.sleep in its thread) instead of an async one
+    {"returns": "a"}        return {"by": "a", "attempt": ..., "deliveries": ...} (the job's
+                            result) instead of None
 
 It logs to stderr (INFO) and prints one JSON line to stdout per handler start and finish, and
 one when `run()` returns::
@@ -52,8 +54,14 @@ def _say(event: str, **fields: Any) -> None:
 def _handler(behaviour: dict[str, Any]) -> Any:
     sleep_s = float(behaviour.get("sleep_s", 0))
     poison = behaviour.get("poison")
+    returns = behaviour.get("returns")
 
-    async def handle(job: Job) -> None:
+    def result(job: Job) -> Any:
+        if returns is None:
+            return None
+        return {"by": returns, "attempt": job.attempt, "deliveries": job.deliveries}
+
+    async def handle(job: Job) -> Any:
         line = {
             "job": job.id,
             "attempt": job.attempt,
@@ -67,12 +75,14 @@ def _handler(behaviour: dict[str, Any]) -> Any:
         if sleep_s:
             await asyncio.sleep(sleep_s)
         _say("finish", **line)
+        return result(job)
 
-    def handle_sync(job: Job) -> None:
+    def handle_sync(job: Job) -> Any:
         line = {"job": job.id, "attempt": job.attempt, "entry": job.entry_id, "shard": job.shard}
         _say("start", **line)
         time.sleep(sleep_s)  # a sync handler that cannot be interrupted
         _say("finish", **line)
+        return result(job)
 
     return handle_sync if behaviour.get("sync") else handle
 

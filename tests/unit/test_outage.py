@@ -5,6 +5,7 @@ and a stop budget that bounds waits, skips steps once Redis is gone, and can be 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import ssl
@@ -75,6 +76,13 @@ def _wrapped(cause: BaseException) -> RedisConnectionError:
         (ResponseError("WRONGTYPE Operation against a key holding the wrong kind"), False),
         (DataError("Invalid input"), False),
         (ValueError("a bug"), False),
+        # A file gone from under a running process (an upgrade in place) is no outage.
+        (FileNotFoundError(2, "No such file or directory", "retry.lua"), False),
+        (PermissionError(13, "Permission denied", "retry.lua"), False),
+        (IsADirectoryError(21, "Is a directory"), False),
+        (OSError(28, "No space left on device"), False),
+        (OSError(errno.EHOSTUNREACH, "No route to host"), True),
+        (BrokenPipeError(32, "Broken pipe"), True),
     ],
     ids=lambda x: type(x).__name__ if isinstance(x, BaseException) else str(x),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import msgpack
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -157,6 +158,35 @@ async def test_a_refused_settlement_is_reported_counted_as_dropped_and_the_rest_
     await settler.step()
     assert (settler.counts.dropped, settler.failures) == (2, 2)  # the count goes on
     assert settler.last_error == "ResponseError: WRONGTYPE Operation against a key"
+
+
+async def test_a_settle_failing_in_this_process_fails_alone_and_holds_back_no_other() -> None:
+    """A retry whose script file was removed under the running worker (an upgrade in place)
+    made the whole round raise FileNotFoundError, taken for "Redis unreachable": every ack
+    was held back for good. Only that settlement may fail, as that error."""
+    executor = ScriptedExecutor()
+    settler = settled(executor)
+    missing = FileNotFoundError(2, "No such file or directory", "/venv/wheelq/store/lua/retry.lua")
+
+    def gone(call: Call[Any]) -> Any:
+        raise missing  # raised while the round is built, as Call.wire() raised it
+
+    executor.answer("retry", gone)
+    executor.answer("ack", lambda call: len(msgpack.unpackb(call.args[1])))
+    settler.ack(0, "1-0")
+    settler.done(job(2), 1000, 5)
+    settler.retry(job(3), b"p", 100, 0)
+    settler.dead(1, "4-0", Reason.FAILED, "boom")
+
+    assert await settler.step() is None  # no outage: no raise, no pause, nothing kept
+    assert (settler.counts.acked, settler.counts.dead_lettered) == (2, 1)
+    assert (settler.counts.dropped, settler.queued) == (1, 0)
+    assert settler.failures == 1
+    assert settler.last_error == f"FileNotFoundError: {missing}"
+
+    settler.ack(0, "5-0")  # the next settlements go out as ever
+    assert await settler.step() is None
+    assert (settler.counts.acked, settler.queued) == (3, 0)
 
 
 async def test_stop_writes_what_is_queued_within_its_budget() -> None:

@@ -141,7 +141,10 @@ class Record:
     """``S`` only: the handler's return value as msgpack; absent (not written) for None."""
 
 
-_pack: Callable[[Any], bytes] = msgpack.Packer().pack  # as wq_record: str, not bin, for text
+# As wq_record writes them: every string, the result's bytes too, as a msgpack str. The
+# scripts read records with cmsgpack, which reads no bin: a record holding one would be
+# unreadable there, and the scripts would take the job for one never settled.
+_pack: Callable[[Any], bytes] = msgpack.Packer(use_bin_type=False).pack
 
 
 def pack_success(entry: str, at_ms: int, duration_ms: int, result: bytes | None) -> bytes:
@@ -151,12 +154,28 @@ def pack_success(entry: str, at_ms: int, duration_ms: int, result: bytes | None)
     return _pack(("S", entry, at_ms, duration_ms, "", "", "", result))
 
 
+def unpack_record(raw: bytes) -> list[Any]:
+    """A record's elements: its text as str, its result (the eighth element) as bytes.
+
+    Raises:
+        ValueError: `raw` is not a record (msgpack's own errors are ValueErrors too).
+    """
+    r = msgpack.unpackb(raw, raw=True)
+    if not isinstance(r, list):
+        raise ValueError(f"a record is a msgpack array, got {type(r).__name__}")
+    # A result written as bin (by earlier versions) reads as bytes too.
+    return [
+        v.decode("utf-8", "replace") if isinstance(v, bytes) and i != 7 else v
+        for i, v in enumerate(r)
+    ]
+
+
 def read_record(raw: bytes | None) -> Record | None:
     """A history record as written by ``wq_record``; None when absent or unreadable."""
     if raw is None:
         return None
     try:
-        r = msgpack.unpackb(raw, raw=False)
+        r = unpack_record(raw)
         result = r[7] if len(r) > 7 and isinstance(r[7], bytes) else None
         return Record(
             str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]), result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import random
 import socket
@@ -61,13 +62,18 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def is_unreachable(exc: BaseException) -> bool:
-    """The connection-level part of `is_transient`: refused, reset, timed out, loading."""
+    """The connection-level part of `is_transient`: refused, reset, timed out, loading.
+
+    Only a connection's failure counts: an `OSError` of a file (a script or template gone
+    from disk) or of anything else that is not a socket is a fault of this process, not an
+    outage, and waiting for Redis would never end it.
+    """
     if isinstance(exc, _NOT_TRANSIENT):
         return False
     if isinstance(exc, BusyLoadingError):
         return True
-    if not isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError):
-        return False  # TimeoutError and ConnectionError (builtins) are OSErrors
+    if not _connection_error(exc):
+        return False
     for err in (exc, exc.__cause__, exc.__context__):
         if isinstance(err, _BAD_CONFIG):
             return False
@@ -76,6 +82,35 @@ def is_unreachable(exc: BaseException) -> bool:
         ):
             return False  # a TLS handshake that cannot work (wrong port, protocol)
     return True
+
+
+_NETWORK_ERRNOS = frozenset(
+    {
+        errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.EPIPE,
+        errno.ETIMEDOUT,
+        errno.ENOTCONN,
+        errno.ENETUNREACH,
+        errno.ENETDOWN,
+        errno.ENETRESET,
+        errno.EHOSTUNREACH,
+        errno.EHOSTDOWN,
+        errno.ESHUTDOWN,
+        errno.EADDRNOTAVAIL,
+    }
+)
+"""The errnos of an `OSError` that a socket raised (redis-py wraps most; a few get through)."""
+
+
+def _connection_error(exc: BaseException) -> bool:
+    """redis-py's connection and timeout errors, or an `OSError` a socket raised."""
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | ConnectionError | TimeoutError):
+        return True  # the builtins: ConnectionRefusedError, BrokenPipeError, socket timeouts
+    if isinstance(exc, ssl.SSLError):
+        return True  # judged with its causes by the caller
+    return isinstance(exc, OSError) and exc.errno in _NETWORK_ERRNOS
 
 
 _REFUSALS: tuple[tuple[type[Exception], str], ...] = (

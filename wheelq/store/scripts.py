@@ -164,14 +164,25 @@ class Script:
     sha: str
 
 
-@functools.cache
 def script(name: str) -> Script:
-    if name not in SCRIPT_KEYS and name not in FLOW_SCRIPTS:
-        raise KeyError(f"no script named {name!r}")
+    """Script `name` as loaded when this module was imported (KeyError for an unknown name)."""
+    try:
+        return _LOADED[name]
+    except KeyError:
+        raise KeyError(f"no script named {name!r}") from None
+
+
+def load_all() -> dict[str, Script]:
+    """Every script, read from the package now, each with the parts of ``_lib.lua`` it uses."""
     lua = resources.files("wheelq.store") / "lua"
-    body = (lua / f"{name}.lua").read_text("utf-8")
-    source = for_script((lua / "_lib.lua").read_text("utf-8"), body) + "\n" + body
-    return Script(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324 (Redis's hash)
+    prelude = (lua / "_lib.lua").read_text("utf-8")
+    loaded = {}
+    for name in (*NAMES, *FLOW_SCRIPTS):
+        body = (lua / f"{name}.lua").read_text("utf-8")
+        source = for_script(prelude, body) + "\n" + body
+        sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 (Redis's hash)
+        loaded[name] = Script(name, source, sha)
+    return loaded
 
 
 @functools.lru_cache(maxsize=8192)
@@ -259,3 +270,9 @@ def for_script(prelude: str, body: str) -> str:
                 named.update(_IDENTIFIER.findall(part.text))
                 grew = True
     return header + "".join(part.text for i, part in enumerate(parts) if i in kept)
+
+
+_LOADED = load_all()
+"""Read once, as the process starts: a process never reads a script from disk again, so
+replacing the installed package under a running one (an upgrade in place) cannot fail a call
+(docs/architecture.md, "Service lifecycle")."""

@@ -223,7 +223,6 @@ def create_app(service: WebService) -> FastAPI:
     app.include_router(ui.router)
     app.include_router(ui_actions.router)
     app.include_router(ui.front)
-    app.mount("/ui/static", ui.static_files(), name="static")
 
     @app.get("/healthz", tags=["health"], include_in_schema=True)
     async def healthz() -> dict[str, str]:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import math
+import mimetypes
 import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -38,7 +40,6 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
-from fastapi.staticfiles import StaticFiles
 from markupsafe import Markup
 from redis.exceptions import ResponseError
 
@@ -410,13 +411,41 @@ def flash(done: str | None) -> str | None:
     return f"{found[1].capitalize()} {n:,} dead letter{'' if n == 1 else 's'}."
 
 
-def static_files() -> StaticFiles:
-    return StaticFiles(directory=STATIC)
+@dataclass(frozen=True, slots=True)
+class Asset:
+    """A static file of the console, as read when the module loaded."""
+
+    body: bytes
+    media_type: str
+    etag: str
+
+
+def read_assets(directory: Path) -> dict[str, Asset]:
+    """Every file of `directory` (not its subfolders), read now."""
+    assets = {}
+    for path in sorted(directory.iterdir()):
+        if path.is_file():
+            body = path.read_bytes()
+            media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+            assets[path.name] = Asset(body, media_type, etag)
+    return assets
+
+
+def read_templates(directory: Path) -> dict[str, str]:
+    """Every template of `directory`, read now."""
+    return {p.name: p.read_text("utf-8") for p in sorted(directory.glob("*.html"))}
+
+
+# The console's files are read once, as the process starts: a page never reads the disk, so
+# an upgrade in place (a pip install under the running service) cannot break one.
+ASSETS = read_assets(STATIC)
+TEMPLATES = read_templates(HERE / "templates")
 
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        loader=jinja2.DictLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,  # a misspelt name fails the page, not blanks it
         trim_blocks=True,
@@ -508,6 +537,18 @@ front = APIRouter(include_in_schema=False)
 @front.get("/")
 async def front_page(request: Request) -> Response:
     return RedirectResponse(home(request), 307)
+
+
+@front.api_route("/ui/static/{name}", methods=["GET", "HEAD"])
+async def static_file(request: Request, name: str) -> Response:
+    """A file of `ASSETS` (read at start), with its ETag; 304 when the client has it."""
+    asset = ASSETS.get(name)
+    if asset is None:
+        return Response("Not Found", 404, media_type="text/plain")
+    headers = {"ETag": asset.etag}
+    if request.headers.get("if-none-match") == asset.etag:
+        return Response(status_code=304, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
 
 
 Limit = Annotated[int | None, Query(ge=1, le=1000, description="page size")]

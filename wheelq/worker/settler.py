@@ -1,4 +1,9 @@
-"""Writing outcomes back (acks, retries, dead letters), batched into one round trip."""
+"""Writing outcomes back (acks, retries, dead letters), batched into one round trip.
+
+A connection error keeps what it stopped queued for the next round; a settlement that fails
+for any other reason fails alone (logged, counted in status() and as dropped: its entry
+stays pending and runs again), never holding back the others.
+"""
 
 from __future__ import annotations
 
@@ -194,12 +199,8 @@ class Settler(Service):
             )
         try:
             crash.point("ack.before_send")
-            replies = await self._executor.run([c for _, _, c in calls], return_exceptions=True)
+            replies = await self._send([c for _, _, c in calls])
             crash.point("ack.after_reply")
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            replies = [exc] * len(calls)
         except asyncio.CancelledError:  # a stop that could not wait: keep them counted
             for kind, item, _ in calls:
                 self._requeue(kind, item)
@@ -210,8 +211,9 @@ class Settler(Service):
                 self._requeue(kind, item)
                 error = reply
             elif isinstance(reply, Exception):
-                # Refused (a wrong-type key): the entry stays pending, runs again after the
-                # visibility timeout, and is settled then. Counted in status(), no pause.
+                # Refused (a wrong-type key), or failed in this process (a bug, a file gone):
+                # the entry stays pending, runs again after the visibility timeout, and is
+                # settled then. Logged and counted in status(), no pause, nothing held back.
                 self.failed(reply)
                 self.counts.dropped += 1
             elif kind == "started":
@@ -223,6 +225,23 @@ class Settler(Service):
             else:
                 self.counts.dead_lettered += int(reply)
         return error
+
+    async def _send(self, calls: list[Call[Any]]) -> list[Any]:
+        """The calls' replies, errors in place: a round that fails as a whole on anything but
+        a connection error is sent again call by call, so a call that cannot go (whatever
+        the reason) fails alone and never holds back the others."""
+        try:
+            return await self._executor.run(calls, return_exceptions=True)
+        except Exception as exc:
+            if is_transient(exc) or len(calls) == 1:
+                return [exc] * len(calls)
+        replies: list[Any] = []
+        for call in calls:
+            try:
+                replies += await self._executor.run([call], return_exceptions=True)
+            except Exception as exc:
+                replies.append(exc)
+        return replies
 
     def _requeue(self, kind: str, item: Any) -> None:
         if kind == "started":

@@ -1,6 +1,7 @@
 --[[ ack.lua — runs that succeeded: ack their entries and note each success in the job's history.
 Only the first settlement of an entry counts: an entry no longer pending in the group (someone
-else settled it) is skipped, and its record is left as it is.
+else settled it, or this call's earlier send whose reply was lost) is skipped, and its record
+(with its result) is left as it is.
 KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
 KEYS[2]  {T:s}:history   HASH    the group's record of each job becomes 'S'
 KEYS[3]  {T:s}:history_old HASH  the previous generation (read when some were settled already)
@@ -12,7 +13,8 @@ ARGV[1]  consumer group
 ARGV[2]  msgpack array of the entry ids
 ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
          and its 'S' record (wq_record's layout, with the handler's result as an eighth
-         element when it returned one: made by wheelq.core.history.pack_success)
+         element when it returned one, a msgpack str as every element, since cmsgpack reads
+         no bin: made by wheelq.core.history.pack_success)
 ARGV[4]  bytes of the results in ARGV[3] ('0': none); added to the generation's <US>results
          (WQ_RESULTS), the count trim.lua adds to the history's size
 ARGV[5]  msgpack array, one per entry in the same order: the attempt that succeeded (0: not
@@ -83,10 +85,13 @@ if ARGV[7] then
   return {WQ_OK, acked, outcomes}
 end
 -- One XACK for all (at most 1000: wheelq.worker.settler.ACKS_PER_CALL): when it acks every
--- entry (the usual case) each gets its record. When it acks fewer, some were settled already:
--- by another worker that took them over (a record naming the entry, or a later firing of the
--- job, is left alone), or by this one, its reply lost (written again, the same). An entry not
--- in the stream was never pending here (or was settled and trimmed): no record for it.
+-- entry (the usual case) each gets its record. When it acks fewer, some were settled already,
+-- and the first settlement stands: by another worker that took them over (its record names
+-- the entry: 'S' with its result, 'R' or 'D'; or a later firing of the job), or by this one,
+-- its reply lost (its record is there already). Those records are left alone. A record
+-- naming the entry as only fired ('F', a retry's firing) means nobody settled it before:
+-- this XACK did. An entry not in the stream was never pending here (or was settled and
+-- trimmed): no record for it.
 local acked = redis.call('XACK', KEYS[1], group, unpack(entries))
 local kept = nil -- every entry's
 if acked < #entries then
@@ -96,7 +101,7 @@ if acked < #entries then
     local field = pairs[2 * i - 1]
     local known = wq_read_record(wq_hget(KEYS[2], KEYS[3], field))
     local keep = known ~= nil and (wq_id_lt(entries[i], known[2]) or
-      (known[2] == entries[i] and known[1] ~= 'S'))
+      (known[2] == entries[i] and known[1] ~= 'F'))
     if not keep and not redis.call('XRANGE', KEYS[1], entries[i], entries[i])[1] then
       keep = true
     end
