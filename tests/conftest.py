@@ -65,7 +65,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if gc_pauses.LEAKED:
         terminalreporter.section("resources left open, freed between modules")
         for line in gc_pauses.LEAKED[:20]:
-            terminalreporter.write_line(line[:300])
+            terminalreporter.write_line(line[:3000])
     if _notable:
         terminalreporter.section("longest garbage collector pauses")
         for _, line in sorted(_notable, reverse=True)[:5]:

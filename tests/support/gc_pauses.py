@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import time
+import tracemalloc
 import warnings
 from typing import Any
 
@@ -66,5 +67,15 @@ def settle(where: str) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         gc.collect()
-    LEAKED.extend(f"before {where}: {w.message}" for w in caught)
+    LEAKED.extend(f"before {where}: {w.message}{_allocated_at(w.source)}" for w in caught)
     gc.freeze()
+
+
+def _allocated_at(source: object) -> str:
+    """Where the leaked object was made, when tracemalloc traces (PYTHONTRACEMALLOC=20)."""
+    trace = tracemalloc.get_object_traceback(source) if source is not None else None
+    if trace is None:
+        return ""
+    return "; allocated at " + " <- ".join(
+        f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}" for frame in trace
+    )
