@@ -6,6 +6,7 @@ JavaScript on and off."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -266,6 +267,8 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
     assert page.ids[f"{topic}-paused"] == "h"
     _, page = await get(api, f"/ui/topics/{topic}")
     assert page.ids["paused"].startswith("Paused: h;")
+    # the command it suggests resumes the group, not the whole topic (issue 43 item 18)
+    assert page.ids["paused"].endswith(f"(wheelq topics resume {topic} --group h).")
     assert page.ids["group-1-paused"] == "no" and page.ids["group-2-paused"].startswith("since ")
 
     state = await client.pause(topic)
@@ -273,6 +276,7 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
     assert page.ids[f"{topic}-paused"] == "all"
     _, page = await get(api, f"/ui/topics/{topic}")
     assert page.ids["paused"].startswith(f"Paused since {ui.utc(state.since_ms)}")
+    assert page.ids["paused"].endswith(f"(wheelq topics resume {topic}).")
     assert page.ids["group-1-paused"].startswith("since ")
 
 
@@ -323,6 +327,36 @@ async def test_a_job_is_looked_up_and_shown_escaped_and_an_unknown_one_is_404(
     assert "Job not found" in html
     for path in ("", "/jobs/d0", "/dead"):
         await get(api, f"/ui/topics/{topic}-nope{path}", 404)
+
+
+async def test_a_cancelled_jobs_page_says_when_and_the_attempts_made(
+    api: Served, topic: str
+) -> None:
+    # Issue 43 item 18: it showed "due -, attempt - of -".
+    await enqueue(api, topic, 1, 3_600_000, "c")
+    await api.service.client.cancel(topic, "c0")
+    info = await api.service.client.get(topic, "c0")
+    html, page = await get(api, f"/ui/topics/{topic}/jobs/c0")
+    assert page.ids["job-state"] == "cancelled"
+    assert page.ids["job-cancelled"] == ui.utc(info.cancelled_ms)
+    assert page.ids["job-attempts"] == "none: cancelled before it fired"
+    assert "<dt>due</dt>" not in html and "<dt>attempt</dt>" not in html
+
+
+async def test_every_page_has_an_icon_and_the_site_serves_it(api: Served, topic: str) -> None:
+    # Issue 43 item 18: /favicon.ico was 404 on every page.
+    await enqueue(api, topic, 1, 3_600_000, "j")
+    icons = set()
+    for path in ("/ui", f"/ui/topics/{topic}", f"/ui/topics/{topic}/jobs/j0"):
+        html, _ = await get(api, path)
+        found = re.search(r'<link rel="icon" href="([^"]+)"', html)
+        assert found is not None, path
+        icons.add(found[1])
+    for path in (*icons, "/favicon.ico"):
+        async with api.http.get(api.base + path) as r:
+            body = await r.read()
+            assert r.status == 200 and body.startswith(b"\0\0\1\0"), path  # an ICO file
+            assert r.headers["Content-Type"] in ("image/x-icon", "image/vnd.microsoft.icon")
 
 
 async def test_a_jobs_page_shows_each_groups_result_escaped(api: Served, topic: str) -> None:

@@ -26,6 +26,7 @@ import dataclasses
 import json
 import math
 import re
+import shlex
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -36,7 +37,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from markupsafe import Markup
@@ -73,6 +74,7 @@ HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+ICON_CACHE = {"Cache-Control": "public, max-age=86400"}
 CHALLENGE = {"WWW-Authenticate": 'Basic realm="wheelq"'}
 
 
@@ -431,6 +433,7 @@ def _environment() -> jinja2.Environment:
         first_line=first_line,
         excerpt=lambda payload: payload_text(payload, EXCERPT_CHARS),
         seg=lambda text: quote(str(text), safe=""),
+        sh=lambda text: shlex.quote(str(text)),  # a name in a command to paste
     )
     return env
 
@@ -508,6 +511,12 @@ front = APIRouter(include_in_schema=False)
 @front.get("/")
 async def front_page(request: Request) -> Response:
     return RedirectResponse(home(request), 307)
+
+
+@front.get("/favicon.ico")
+async def favicon() -> Response:
+    """The icon a browser asks the site for (the pages link the same file)."""
+    return FileResponse(STATIC / "favicon.ico", headers=ICON_CACHE)  # typed as /ui/static's
 
 
 Limit = Annotated[int | None, Query(ge=1, le=1000, description="page size")]
