@@ -62,7 +62,7 @@ async def test_the_pages_chart_the_service_s_own_samples(redis_url: str, topic: 
         assert html.count('<svg class="chart"') == 3
         assert float(latest(html, "throughput")["fired/s"]) > 0
         assert latest(html, "backlog")["pending"] == "7"
-        assert latest(html, "backlog")["undelivered"] == "50"  # no group yet: all of them
+        assert latest(html, "backlog")["ready"] == "50"  # no group yet: all of them
         assert "own samples" in html and "since" in html
         status, overview = await page(api, "/ui?range=6h")
         assert status == 200 and float(latest(overview, "throughput")["fired/s"]) > 0

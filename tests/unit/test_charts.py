@@ -96,7 +96,7 @@ def test_topics_add_up_and_the_worst_lateness_shows() -> None:
     b = [sample(400, pending=7, ready=2, late_p99_ms=9.0), sample(10_400, fired=20)]
     charts = sample_charts([a, b], 0, 20_000)
     assert series(charts, "backlog", "pending") == [10.0, 4.0]
-    assert series(charts, "backlog", "undelivered") == [3.0, 0.0]
+    assert series(charts, "backlog", "ready") == [3.0, 0.0]
     assert series(charts, "lateness", "p99") == [9.0, None]
     assert series(charts, "throughput", "fired/s") == [None, 3.0]
 

@@ -202,7 +202,7 @@ def sample_charts(topics: Sequence[Sequence[Sample]], start_ms: int, end_ms: int
     )
     charts[2].series.extend(
         Series(label, [(at, _sum(g[i] for g in got)) for at, got in visible])
-        for i, label in ((5, "pending"), (6, "undelivered"), (7, "in flight"))
+        for i, label in ((5, "pending"), (6, "ready"), (7, "in flight"))
     )
     return charts
 
