@@ -154,6 +154,8 @@ async def test_dead_letters_are_replayed_and_purged_ticked_or_by_filter(
     await page.select_option("#f-group", "g")
     await page.get_by_role("button", name="Filter").click()
     await page.wait_for_url("**group=g")
+    for bulk in ("Replay all", "Purge all"):  # one block of them (issue 43 item 8)
+        assert await page.get_by_role("button", name=bulk).count() == 1
     await page.get_by_role("button", name="Purge all matching…").click()
     await page.get_by_role("button", name="Yes: purge dead letters").click()
     await page.wait_for_url("**done=purged+1")
