@@ -7,7 +7,7 @@ WheelqError
 │   ├── InvalidTopicError                   topic name outside [A-Za-z0-9_.-]{1,100}
 │   ├── InvalidDelayError                   delay / at not a finite time >= 0, or both given
 │   ├── InvalidJobIdError                   job_id empty, too long or with forbidden characters
-│   ├── UnknownTopicError                   no topic of that name (pull, pause)
+│   ├── UnknownTopicError                   no topic of that name (pull, pause, resume)
 │   ├── UnknownGroupError                   the topic has no consumer group of that name
 │   ├── PayloadTooLargeError                encoded payload over the configured limit
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)

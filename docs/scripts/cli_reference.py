@@ -205,6 +205,12 @@ def cli_page() -> str:
         "setting of the [configuration](configuration.md) file can also be given as an "
         "environment variable; a flag is over both.",
         "",
+        "A command that fails says why in one line on stderr. Its exit status: 0 done; 1 "
+        "a failure while running, or a name that is not there (an unknown topic reads "
+        "`no such topic 'x' (topics: ...)`; an unknown job, group or schedule exits 1 "
+        "too); 2 a command line, configuration or environment that cannot run (a missing "
+        "extra too); 130 interrupted.",
+        "",
         "```text",
         usage(parser),
         "```",

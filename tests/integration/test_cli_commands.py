@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable
 from importlib.metadata import version
@@ -253,6 +254,8 @@ def test_topics_limits_shows_sets_and_removes_a_topics_limits(redis_url: str, to
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 2)
     assert limits() == f"{topic}: max_pending=None, max_ready=None"
     assert limits("--max-pending", "100") == f"{topic}: max_pending=100, max_ready=None"
     assert limits("--max-ready", "50") == f"{topic}: max_pending=100, max_ready=50"
@@ -288,11 +291,39 @@ def test_topics_pause_and_resume_show_in_topics_and_groups(redis_url: str, topic
     assert wheelq("topics", "resume", topic).strip() == f"resumed {topic}"
     assert column(wheelq("topics"), topic) == "-"
     assert column(wheelq("groups", "list", topic), "g") == "-"
-    assert_one_line_error(
-        run_wheelq("topics", "pause", topic, "--group", "nope", "--redis-url", redis_url),
-        2,
-        "has no consumer group 'nope'",
+    for change in ("pause", "resume"):
+        assert_one_line_error(  # a name that is not there: 1, as for a topic
+            run_wheelq("topics", change, topic, "--group", "nope", "--redis-url", redis_url),
+            1,
+            "has no consumer group 'nope'",
+        )
+
+
+UNKNOWN_TOPIC = [  # those that differed, and stats as they all were (groups list, dlq ...)
+    ["topics", "pause", "{}", "--group", "g"],
+    ["topics", "resume", "{}"],
+    ["topics", "drop", "{}"],
+    ["topics", "limits", "{}"],
+    ["groups", "delete", "{}", "g"],
+    ["stats", "{}"],
+]
+
+
+@pytest.mark.parametrize("argv", UNKNOWN_TOPIC, ids=" ".join)
+def test_an_unknown_topic_is_said_alike_by_every_topic_subcommand(
+    redis_url: str, topic: str, argv: list[str]
+) -> None:
+    # Issue 43 item 17: resume said "resumed nope" (exit 0), pause exited 2, drop 1 with
+    # another message, limits showed a topic that is not there.
+    name = f"{topic}-nope"
+    done = run_wheelq(*(a.format(name) for a in argv), "--redis-url", redis_url)
+    line = assert_one_line_error(done, 1)
+    shape = (
+        rf"wheelq {argv[0]}: no such topic '{re.escape(name)}' \((topics: .+|there are no topics)\)"
     )
+    assert re.fullmatch(shape, line), line
+    with Client.from_url(redis_url) as client:
+        assert name not in client.topics()  # nothing was made of it
 
 
 def test_client_section_of_the_config_file_is_used(

@@ -6,19 +6,22 @@ one line; a stop ends long-poll pulls at once."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import redis
 
 from tests.support.callback_server import Reply, ScriptedServer
-from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
+from tests.support.cli import ROOT, assert_one_line_error, run_wheelq, start_wheelq, stop
 from tests.support.http import request
 from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync, until
-from wheelq import Scheduler
+from wheelq import Client, Scheduler
 from wheelq.callbacks import verify
 from wheelq.core.keys import ShardKeys
 
@@ -106,6 +109,100 @@ def test_tokens_guard_the_api_and_a_public_bind_needs_them(redis_url: str, topic
         _, err = stop(proc)
     assert proc.returncode == 0
     assert "unsigned" not in err, "a warning about callbacks a --deliver none serve never sends"
+
+
+def test_serve_on_a_port_in_use_is_one_line_suggesting_port(redis_url: str) -> None:
+    # Issue 43 item 17: uvicorn's log lines and exit 3, after waiting for Redis.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_wheelq("serve", "--redis-url", redis_url, "--port", str(port))
+    assert_one_line_error(
+        done, 1, f"wheelq serve: cannot listen on 127.0.0.1:{port}", "another port with --port"
+    )
+
+
+def callbacks_group_on(redis_sync: redis.Redis, topic: str, shards: int) -> bool:
+    """Whether the deliverer's group reads every shard's callbacks stream of `topic`."""
+    for shard in range(shards):
+        try:
+            found = redis_sync.xinfo_groups(ShardKeys(topic, shard).callbacks)
+        except redis.ResponseError:  # no stream yet
+            return False
+        if b"callbacks" not in {g["name"] for g in found}:
+            return False
+    return True
+
+
+def test_serve_warns_of_unsigned_callbacks_only_once_they_are_in_use(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    # Issue 43 item 17: the warning came with every serve, callbacks or none. "In use": this
+    # process delivers a topic's callbacks (a topic of --deliver has a job with a callback).
+    with Client.from_url(redis_url) as client:
+        client.create_topic(topic, 2)
+    port = free_port()
+    proc = start_wheelq("serve", "--redis-url", redis_url, "--port", str(port), "--deliver", topic)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        eventually_sync(
+            lambda: request("GET", f"{base}/readyz")[0] == 200, timeout_s=30, what="serve"
+        )
+        job = {"payload": 1, "delay_ms": 3_600_000, "callback": {"url": "http://x.example/h"}}
+        assert request("POST", f"{base}/v1/topics/{topic}/jobs", job)[0] == 201
+        eventually_sync(
+            lambda: callbacks_group_on(redis_sync, topic, 2), timeout_s=30, what="delivery"
+        )
+    finally:
+        _, err = stop(proc)
+    assert proc.returncode == 0, err
+    lines = err.splitlines()
+    serving = next(i for i, line in enumerate(lines) if "serving on" in line)
+    warned = [i for i, line in enumerate(lines) if "signing_secret" in line]
+    assert len(warned) == 1 and warned[0] > serving, err  # not at start: once in use
+    assert f"topic {topic} go out unsigned" in lines[warned[0]]
+    assert "[callbacks] signing_secret" in lines[warned[0]]
+
+
+BLOCKER = """
+import importlib.abc, sys
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == {module!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Blocked())
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "module"),
+    [
+        (["serve"], "aiohttp"),
+        (["serve"], "fastapi"),
+        (["serve"], "uvicorn"),
+        (["serve"], "jinja2"),
+        (["deliver", "--topic", "t"], "aiohttp"),
+    ],
+)
+def test_serve_and_deliver_without_the_http_extra_say_so_in_one_line(
+    tmp_path: Path, command: list[str], module: str
+) -> None:
+    # Issue 43 item 16: a traceback (ModuleNotFoundError) instead of naming the extra.
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(module=module))
+    path = os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    url = f"redis://127.0.0.1:{free_port()}"  # never reached: the extra is checked first
+    done = run_wheelq(*command, "--redis-url", url, env={"PYTHONPATH": path})
+    assert_one_line_error(
+        done,
+        2,
+        f"wheelq {command[0]}: needs the http extra",
+        f"no module '{module}'",
+        "pip install 'wheelq[http]'",
+    )
 
 
 @pytest.mark.parametrize(

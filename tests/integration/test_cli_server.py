@@ -54,9 +54,12 @@ def test_server_with_a_dir_and_appendonly_keeps_its_data(tmp_path: Path) -> None
 
 
 def test_server_on_a_port_in_use_is_one_line(server: EmbeddedServer) -> None:
-    # Another server answers PING there: that must not pass for the new one's answer.
+    # Another server answers PING there: that must not pass for the new one's answer; the
+    # line suggests --port (issue 43 item 17).
     done = run_wheelq("server", "--port", str(server.port))
-    assert_one_line_error(done, 1, f"cannot listen on 127.0.0.1:{server.port}")
+    assert_one_line_error(
+        done, 1, f"cannot listen on 127.0.0.1:{server.port}", "another port with --port"
+    )
 
 
 def test_server_without_a_binary_says_how_to_get_one(tmp_path: Path) -> None:

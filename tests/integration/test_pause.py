@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.waiting import eventually, until
+from tests.support.web import assert_problem, serving
 from wheelq import (
     AsyncClient,
     Client,
@@ -199,6 +200,10 @@ def test_bad_pauses_are_refused_by_name_and_change_nothing(redis_url: str, topic
             client.pause("no spaces allowed")
         with pytest.raises(UnknownGroupError):
             client.resume(topic, "nope")
+        with pytest.raises(UnknownTopicError) as resumed:  # as pause: not "resumed" (item 17)
+            client.resume(topic + "-nope")
+        assert resumed.value.parameter == "topic"
+        assert topic + "-nope" not in client.topics()
         assert client.paused(topic).groups == {} and not client.paused(topic).paused
 
         client.pause(topic)
@@ -206,6 +211,13 @@ def test_bad_pauses_are_refused_by_name_and_change_nothing(redis_url: str, topic
             client.resume(topic, "g")  # the topic's pause would keep it paused all the same
         assert alone.value.parameter == "group"
         assert client.paused(topic).paused
+
+
+async def test_resuming_an_unknown_topic_is_404_over_http(redis_url: str, topic: str) -> None:
+    async with serving(redis_url) as api:
+        for change in ("pause", "resume"):
+            path = f"/v1/topics/{topic}-nope/{change}"
+            assert_problem(await api.call("POST", path), 404, "topic")
 
 
 def test_a_deleted_group_or_dropped_topic_takes_its_pause_along(redis_url: str, topic: str) -> None:

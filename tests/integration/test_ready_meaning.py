@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import urllib.request
+from pathlib import Path
 
 import pytest
 import redis.asyncio
@@ -84,3 +86,17 @@ async def test_every_interface_counts_the_same_entries_as_ready(
             return await asyncio.to_thread(scrape_ready, metrics.port)
 
         assert await eventually(gauge, timeout_s=10, what="the ready gauge") == READY
+
+
+def test_the_dashboard_guide_defines_ready_as_the_dashboard_does() -> None:
+    # Issue 43 item 18: the guide called the stream's length "ready" and the pages' ready
+    # "undelivered".
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "wheelq/web/templates/topic.html").read_text()
+    guide = (root / "docs/guides/dashboard.md").read_text()
+    terms = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<(]+)", page))
+    for term in ("ready", "in stream"):
+        said = re.search(rf"^- \*\*{term}\*\*: (.+?)(?=^- |^$)", guide, re.MULTILINE | re.DOTALL)
+        assert said is not None, term
+        assert " ".join(said[1].split()).startswith(terms[term].strip()), (term, said[1])
+    assert "undelivered" not in guide  # one word for it: ready

@@ -21,8 +21,11 @@ import pytest
 from tests.support.servers import free_port
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
-from wheelq import Job, Scheduler, Worker
+from wheelq import AsyncClient, Job, Scheduler, Worker
+from wheelq.core.clock import ManualClock
 from wheelq.metrics import MetricsServer
+from wheelq.web.charts import Chart
+from wheelq.web.samples import TOPICS_PER_STEP, Sampler
 
 SCRAPE_S = 1
 
@@ -59,11 +62,51 @@ async def test_the_pages_chart_the_service_s_own_samples(redis_url: str, topic: 
         assert html.count('<svg class="chart"') == 3
         assert float(latest(html, "throughput")["fired/s"]) > 0
         assert latest(html, "backlog")["pending"] == "7"
-        assert latest(html, "backlog")["undelivered"] == "50"  # no group yet: all of them
+        assert latest(html, "backlog")["ready"] == "50"  # no group yet: all of them
         assert "own samples" in html and "since" in html
         status, overview = await page(api, "/ui?range=6h")
         assert status == 200 and float(latest(overview, "throughput")["fired/s"]) > 0
         assert (await page(api, f"/ui/topics/{topic}?range=2d"))[0] == 422
+
+
+def values(charts: list[Chart], key: str, label: str) -> list[float | None]:
+    (chart,) = [c for c in charts if c.key == key]
+    (found,) = [s for s in chart.series if s.label == label]
+    return [v for _, v in found.points]
+
+
+async def test_a_steady_topic_is_flat_on_the_list_while_topics_take_turns(
+    redis_url: str, topic: str
+) -> None:
+    # Issue 43 item 9: the list summed only the topics sampled at each moment, so a busy
+    # topic sampled in one round dropped to zero at the next round's points.
+    names = {f"{topic}-{n}": 1 for n in range(TOPICS_PER_STEP + 2)}  # two rounds' worth
+    busy = min(names)  # sampled in the first round
+    clock = ManualClock(1_800_000_000_000)
+    async with AsyncClient.from_url(redis_url) as client:
+        for name in names:
+            await client.create_topic(name, 1)
+        later = [{"payload": i, "delay": timedelta(hours=1)} for i in range(45)]
+        await client.enqueue_many(busy, later)
+
+        async def topics() -> dict[str, int]:
+            return names
+
+        sampler = Sampler(client.executor, topics, clock)
+        start_ms = clock.now_ms()
+        for _ in range(12):  # 13 jobs/s fired, steadily, as the sampler's clock runs
+            wait_s = await sampler.step()
+            clock.advance(int(wait_s * 1000))
+            await client.enqueue_many(busy, [{"payload": 0}] * round(13 * wait_s))
+        listed = await sampler.charts(None, start_ms, clock.now_ms())
+        own = await sampler.charts(busy, start_ms, clock.now_ms())
+    rounds = {s.at_ms for h in sampler.histories.values() for s in h.fine}
+    assert len(values(listed, "backlog", "pending")) == len(rounds) > 2
+    assert set(values(listed, "backlog", "pending")) == {45.0}
+    for charts in (listed, own):  # a rate from the busy topic's second sample on
+        fired = values(charts, "throughput", "fired/s")
+        first = fired.index(13.0)
+        assert first <= 2 and set(fired[first:]) == {13.0}, fired
 
 
 # --- from Prometheus ---------------------------------------------------------------------

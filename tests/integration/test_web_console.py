@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_web_dashboard import dead_letters, dead_list, enqueue
+from tests.integration.test_web_dashboard import dead_letters, dead_list, enqueue, get, post
 from tests.support.web import Served, serving
 from wheelq import AsyncClient
 
@@ -154,6 +154,8 @@ async def test_dead_letters_are_replayed_and_purged_ticked_or_by_filter(
     await page.select_option("#f-group", "g")
     await page.get_by_role("button", name="Filter").click()
     await page.wait_for_url("**group=g")
+    for bulk in ("Replay all", "Purge all"):  # one block of them (issue 43 item 8)
+        assert await page.get_by_role("button", name=bulk).count() == 1
     await page.get_by_role("button", name="Purge all matching…").click()
     await page.get_by_role("button", name="Yes: purge dead letters").click()
     await page.wait_for_url("**done=purged+1")
@@ -178,6 +180,35 @@ async def test_a_schedule_is_paused_resumed_and_deleted_once_confirmed(
     await page.get_by_role("button", name="Yes: delete schedule nightly").click()
     await page.wait_for_url("**done=schedule-deleted")
     assert await client.get_schedule("nightly", topic) is None
+
+
+# --- every destructive form, as its page has it --------------------------------------------
+
+DESTRUCTIVE = ("/cancel", "/purge", "/drop", "/groups/delete", "/schedules/delete")
+
+
+async def test_every_destructive_form_of_every_page_asks_first_and_changes_nothing(
+    api: Served, topic: str
+) -> None:
+    # Issue 43 item 8: a purge posted with a ticked checkbox skipped the confirmation page.
+    client = api.service.client
+    paths = await pages_of(api, topic)
+    before = (await dead_list(api, topic), await client.get_schedule("nightly", topic))
+    seen: set[str] = set()
+    for name, path in paths.items():
+        _, page = await get(api, path)
+        for form in page.forms:
+            if not form.action.endswith(DESTRUCTIVE):
+                continue
+            seen.add(form.action.rsplit("/", 1)[1])
+            assert "confirm" not in form.inputs, (name, form)
+            assert "confirm" not in dict(form.hidden), (name, form)
+            status, asked = await post(api, form.action, form.hidden)
+            assert status == 200 and 'name="confirm" value="1"' in asked, (name, form)
+    assert seen == {"cancel", "purge", "drop", "delete"}
+    assert (await dead_list(api, topic), await client.get_schedule("nightly", topic)) == before
+    assert await state(client, topic, "j0") == "pending"
+    assert [g.name for g in await client.groups(topic) or []] == ["g"]
 
 
 # --- accessibility and a phone's width -----------------------------------------------------

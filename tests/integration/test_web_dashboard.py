@@ -6,7 +6,9 @@ JavaScript on and off."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import quote
@@ -25,14 +27,26 @@ from wheelq.web.ui import NOTHING
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 
 
+@dataclass
+class Form:
+    """A POST form of a page: where it posts, its hidden fields, the other inputs' names."""
+
+    action: str
+    hidden: list[tuple[str, str]] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+
+
 class Page(HTMLParser):
-    """The text of each element with an id, and each dead-letter row's ref, of a page."""
+    """The text of each element with an id, each dead-letter row's ref, and the POST
+    forms of a page."""
 
     def __init__(self, html: str) -> None:
         super().__init__()
         self.ids: dict[str, str] = {}
         self.refs: list[str] = []
         self.links: dict[str, str] = {}
+        self.forms: list[Form] = []
+        self._form: Form | None = None
         self._open: list[tuple[str, str | None]] = []
         self.feed(html)
         self.ids = {k: " ".join(v.split()) for k, v in self.ids.items()}
@@ -43,12 +57,22 @@ class Page(HTMLParser):
             self.refs.append(str(a["data-ref"]))
         if tag == "a" and a.get("rel"):
             self.links[str(a["rel"])] = str(a["href"])
+        if tag == "form" and a.get("method") == "post":
+            self._form = Form(str(a["action"]))
+            self.forms.append(self._form)
+        elif tag == "input" and self._form is not None and "form" not in a:
+            if a.get("type") == "hidden":
+                self._form.hidden.append((str(a["name"]), str(a["value"])))
+            else:
+                self._form.inputs.append(str(a.get("name")))
         if tag not in VOID:
             self._open.append((tag, a.get("id")))
             if a.get("id"):
                 self.ids[str(a["id"])] = ""
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._form = None
         while self._open and self._open.pop()[0] != tag:
             pass
 
@@ -243,6 +267,8 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
     assert page.ids[f"{topic}-paused"] == "h"
     _, page = await get(api, f"/ui/topics/{topic}")
     assert page.ids["paused"].startswith("Paused: h;")
+    # the command it suggests resumes the group, not the whole topic (issue 43 item 18)
+    assert page.ids["paused"].endswith(f"(wheelq topics resume {topic} --group h).")
     assert page.ids["group-1-paused"] == "no" and page.ids["group-2-paused"].startswith("since ")
 
     state = await client.pause(topic)
@@ -250,6 +276,7 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
     assert page.ids[f"{topic}-paused"] == "all"
     _, page = await get(api, f"/ui/topics/{topic}")
     assert page.ids["paused"].startswith(f"Paused since {ui.utc(state.since_ms)}")
+    assert page.ids["paused"].endswith(f"(wheelq topics resume {topic}).")
     assert page.ids["group-1-paused"].startswith("since ")
 
 
@@ -300,6 +327,36 @@ async def test_a_job_is_looked_up_and_shown_escaped_and_an_unknown_one_is_404(
     assert "Job not found" in html
     for path in ("", "/jobs/d0", "/dead"):
         await get(api, f"/ui/topics/{topic}-nope{path}", 404)
+
+
+async def test_a_cancelled_jobs_page_says_when_and_the_attempts_made(
+    api: Served, topic: str
+) -> None:
+    # Issue 43 item 18: it showed "due -, attempt - of -".
+    await enqueue(api, topic, 1, 3_600_000, "c")
+    await api.service.client.cancel(topic, "c0")
+    info = await api.service.client.get(topic, "c0")
+    html, page = await get(api, f"/ui/topics/{topic}/jobs/c0")
+    assert page.ids["job-state"] == "cancelled"
+    assert page.ids["job-cancelled"] == ui.utc(info.cancelled_ms)
+    assert page.ids["job-attempts"] == "none: cancelled before it fired"
+    assert "<dt>due</dt>" not in html and "<dt>attempt</dt>" not in html
+
+
+async def test_every_page_has_an_icon_and_the_site_serves_it(api: Served, topic: str) -> None:
+    # Issue 43 item 18: /favicon.ico was 404 on every page.
+    await enqueue(api, topic, 1, 3_600_000, "j")
+    icons = set()
+    for path in ("/ui", f"/ui/topics/{topic}", f"/ui/topics/{topic}/jobs/j0"):
+        html, _ = await get(api, path)
+        found = re.search(r'<link rel="icon" href="([^"]+)"', html)
+        assert found is not None, path
+        icons.add(found[1])
+    for path in (*icons, "/favicon.ico"):
+        async with api.http.get(api.base + path) as r:
+            body = await r.read()
+            assert r.status == 200 and body.startswith(b"\0\0\1\0"), path  # an ICO file
+            assert r.headers["Content-Type"] in ("image/x-icon", "image/vnd.microsoft.icon")
 
 
 async def test_a_jobs_page_shows_each_groups_result_escaped(api: Served, topic: str) -> None:
@@ -420,6 +477,30 @@ async def test_dead_letters_are_filtered_and_all_matching_are_replayed_or_purged
     )
     assert (status, where) == (303, f"{dead}?reason=failed&done=purged+3")
     assert await dead_refs(api, topic) == []
+
+
+async def test_a_filtered_dead_page_has_one_action_block_and_it_keeps_the_filter(
+    api: Served, topic: str
+) -> None:
+    # Issue 43 item 8: a second, stale block replayed every dead letter from a filtered
+    # page and purged them with a checkbox instead of the confirmation page.
+    dead = f"/ui/topics/{topic}/dead"
+    await dead_letters(api, topic, 3)  # group g
+    await nack_all(api, topic, 3, "h")
+    html, page = await get(api, f"{dead}?group=h")
+    assert html.count(" shown") == 1
+    forms = [f for f in page.forms if ("all", "1") in f.hidden]
+    assert sorted(f.action for f in forms) == [f"{dead}/purge", f"{dead}/replay"]
+    bulk = {f.action: f for f in forms}
+    for form in forms:
+        assert ("group", "h") in form.hidden and "confirm" not in form.inputs, form
+    # posted as the page has them: the purge asks first, the replay takes group h's only
+    status, asked = await post(api, f"{dead}/purge", bulk[f"{dead}/purge"].hidden)
+    assert status == 200 and "matching the filter" in asked
+    assert len(await dead_refs(api, topic)) == 6
+    status, where = await post(api, f"{dead}/replay", bulk[f"{dead}/replay"].hidden)
+    assert (status, where) == (303, f"{dead}?group=h&done=replayed+3")
+    assert {d["group"] for d in await dead_list(api, topic)} == {"g"}
 
 
 async def test_the_job_forms_move_run_now_and_cancel_once_confirmed(

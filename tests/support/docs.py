@@ -13,9 +13,11 @@ swapped for the test's own.
 
 from __future__ import annotations
 
+import builtins
 import re
 import shlex
 import subprocess
+import symtable
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -392,6 +394,37 @@ def run_code(code: list[str], url: str) -> dict[str, object]:
     for n, body in enumerate(code):
         exec(compile(README_URL.sub(url, body), f"<docs block {n}>", "exec"), namespace)
     return namespace
+
+
+NEEDS = re.compile(r"\A(?:# \S+\.py\n)?# needs: (?P<names>[\w, ]+?)(?: \(.*\))?\n")
+"""A snippet's first comment when it goes on from earlier ones on its page: ``# needs:
+client, URL (from "Connect a client")``: what to paste before it."""
+
+
+def free_names(code: str) -> set[str]:
+    """The names `code` uses that it neither defines nor imports, and that are no builtins:
+    what pasting it alone into a fresh interpreter would lack."""
+    top = symtable.symtable(code, "<snippet>", "exec")
+    used: set[str] = set()
+
+    def walk(table: symtable.SymbolTable) -> None:
+        for symbol in table.get_symbols():
+            if (table is top and symbol.is_referenced()) or symbol.is_global():
+                used.add(symbol.get_name())
+        for child in table.get_children():
+            walk(child)
+
+    walk(top)
+    return used - defined_names(code) - set(dir(builtins))
+
+
+def defined_names(code: str) -> set[str]:
+    """The names `code` defines or imports at its top level."""
+    return {
+        s.get_name()
+        for s in symtable.symtable(code, "<snippet>", "exec").get_symbols()
+        if s.is_assigned() or s.is_imported() or s.is_namespace()
+    }
 
 
 def iter_checked() -> Iterator[Block]:

@@ -96,9 +96,18 @@ def test_topics_add_up_and_the_worst_lateness_shows() -> None:
     b = [sample(400, pending=7, ready=2, late_p99_ms=9.0), sample(10_400, fired=20)]
     charts = sample_charts([a, b], 0, 20_000)
     assert series(charts, "backlog", "pending") == [10.0, 4.0]
-    assert series(charts, "backlog", "undelivered") == [3.0, 0.0]
+    assert series(charts, "backlog", "ready") == [3.0, 0.0]
     assert series(charts, "lateness", "p99") == [9.0, None]
     assert series(charts, "throughput", "fired/s") == [None, 3.0]
+
+
+def test_topics_sampled_in_turns_each_count_with_their_latest_sample() -> None:
+    # Issue 43 item 9: a point summed only the topics sampled at its moment.
+    busy = [sample(at, fired=13 * at // 1000, pending=45) for at in range(0, 61_000, 15_000)]
+    idle = [sample(at + 1000) for at in range(0, 61_000, 15_000)]
+    charts = sample_charts([busy, idle], 0, 61_000)
+    assert series(charts, "backlog", "pending") == [45.0] * 10
+    assert series(charts, "throughput", "fired/s")[2:] == [13.0] * 8
 
 
 def test_a_topic_keeps_an_hour_as_sampled_and_a_day_coarsely() -> None:

@@ -61,3 +61,22 @@ def test_payloads_become_json() -> None:
         '{"$bytes": "aw=="}': [1],
         "o": {"$repr": repr(object)},
     }
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    # Issue 43 item 17: `wheelq deliver --topic` had none.
+    import argparse
+
+    from wheelq.cli import build_parser
+
+    def options(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, str]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, child in action.choices.items():
+                    found += options(child, f"{name} {sub}")
+            elif action.option_strings and not (action.help or "").strip():
+                found.append((name, action.option_strings[-1]))
+        return found
+
+    assert options(build_parser(), "wheelq") == []

@@ -13,7 +13,19 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import ROOT
-from tests.support.docs import FENCE, NOT_RUN, RUN, blocks, iter_checked, pages
+from tests.support.docs import (
+    DOCS,
+    FENCE,
+    NEEDS,
+    NOT_RUN,
+    PYTHON,
+    RUN,
+    blocks,
+    defined_names,
+    free_names,
+    iter_checked,
+    pages,
+)
 
 
 def _where(block: object) -> str:
@@ -101,3 +113,25 @@ def test_a_marker_covers_only_the_fence_right_after_it(tmp_path: Path) -> None:
         ("wheelq b", None),  # another comment before it: not marked
         ("print(1)", "spans\n two lines"),
     ]
+
+
+@pytest.mark.parametrize("page", sorted((DOCS / "guides").glob("*.md")), ids=lambda p: p.stem)
+def test_every_guide_snippet_stands_alone_or_says_what_it_needs(page: Path) -> None:
+    # Issue 43 item 18: "Return a result" used URL, asyncio and wheelq from earlier blocks.
+    # A snippet pasted alone runs, or its first comment says what to paste first: a
+    # "# needs: NAME, ..." whose names are exactly what it lacks, each defined by an
+    # earlier snippet of its page.
+    earlier: set[str] = set()
+    wrong = []
+    for block in blocks(page):
+        if block.lang not in PYTHON:
+            continue
+        lacking = free_names(block.body)
+        said = NEEDS.match(block.body)
+        needs = {n.strip() for n in said["names"].split(",")} if said else set()
+        if lacking != needs or not needs <= earlier:
+            wrong.append(f"{_where(block)}: lacks {sorted(lacking)}, says {sorted(needs)}")
+        earlier |= defined_names(block.body)
+        if (file := re.match(r"# (\w+)\.py\n", block.body)) is not None:
+            earlier.add(file[1])  # a module to import
+    assert not wrong, "\n".join(wrong)

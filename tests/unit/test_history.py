@@ -161,6 +161,15 @@ def test_cancelled_after_its_last_firing_is_cancelled_and_before_it_is_not() -> 
     assert (info.state, info.cancelled_ms) == (JobState.CANCELLED, early)
 
 
+def test_a_retry_cancelled_after_its_firing_keeps_the_attempts_made() -> None:
+    # Issue 43 item 18: a cancelled retry read as nothing but its cancel ("attempt - of -").
+    late = 1_700_000_005_000
+    info = job_info("t", "j", fired(group(record=rec("R", E1, NOW, 0, "boom")), cancelled=late))
+    assert (info.state, info.cancelled_ms) == (JobState.CANCELLED, late)
+    assert (info.attempt, info.max_attempts, info.entry_id) == (1, 3, E1)
+    assert [g.group for g in info.groups] == ["g"]
+
+
 def test_a_record_that_is_not_one_is_ignored() -> None:
     assert read_record(b"\xc1") is None and read_record(msgpack.packb([1])) is None
     assert job_info("t", "j", fired(group(record=b"junk"))).state is JobState.SUCCEEDED

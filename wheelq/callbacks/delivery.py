@@ -24,6 +24,10 @@ GROUP = "callbacks"
 REFRESH_MS = 5000
 SCAN_MS = 60_000
 SCAN_BATCH = 1000  # shards whose callbacks stream one scan round asks about
+UNSIGNED = (
+    "the callbacks of topic %s go out unsigned: set [callbacks] signing_secret "
+    "(WHEELQ_CALLBACKS_SIGNING_SECRET) so receivers can verify them"
+)
 
 
 def delivery_worker(
@@ -34,7 +38,10 @@ def delivery_worker(
     *,
     group: str = GROUP,
 ) -> Worker:
-    """The worker that delivers `topic`'s callbacks."""
+    """The worker that delivers `topic`'s callbacks; made without a signing secret, it
+    warns that they go out unsigned (callbacks are in use: this process delivers them)."""
+    if not deliverer.signing_secret:
+        log.warning(UNSIGNED, topic)
     settings = dataclasses.replace(
         settings or WorkerSettings(), concurrency=deliverer.settings.concurrency
     )

@@ -7,7 +7,9 @@ variables, flags; an unknown key or variable is refused, so a misspelt one is no
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -40,6 +42,19 @@ class CliError(Exception):
 def usage_error(message: str) -> CliError:
     """A command line, config file or environment that cannot run (exit status 2)."""
     return CliError(message, 2)
+
+
+def check_free(host: str, port: int) -> None:
+    """Refuse, before anything starts, a port that cannot be listened on (one taken would
+    pass another server's answers for the new one's): exit 1, suggesting ``--port``."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            taken = exc.errno == errno.EADDRINUSE
+            hint = " (pick another port with --port)" if taken else ""
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from exc
 
 
 def command(
@@ -151,7 +166,7 @@ CLI_KEY_DOCS: dict[tuple[str, str], KeyDoc] = {
         "A Prometheus that scrapes the roles: the dashboard's charts come from it.",
     ),
     ("callbacks", "signing_secret"): KeyDoc(
-        "none (unsigned, warned at start)",
+        "none (unsigned, warned of once a topic's callbacks are delivered)",
         "a string",
         "The HMAC-SHA256 key of the ``Wheelq-Signature`` header.",
     ),

@@ -7,13 +7,20 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from wheelq.cli.context import Context, split_topics, usage_error
+from wheelq.cli.context import Context, check_free, split_topics, usage_error
 from wheelq.cli.signals import settle_heap
 
 log = logging.getLogger(__name__)
 
+HTTP_EXTRA = frozenset(
+    {"aiohttp", "fastapi", "fastapi_offline", "httptools", "jinja2", "multipart",
+     "python_multipart", "starlette", "uvicorn", "uvloop"}
+)  # fmt: skip
+"""The modules of the ``http`` extra (pyproject.toml) and of what it pulls in."""
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")
 
@@ -45,7 +52,14 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "deliver", parents=parents, help="POST a topic's due jobs to their callback URLs"
     )
-    p.add_argument("--topic", required=True)
+    p.add_argument(
+        "--topic",
+        required=True,
+        help=(
+            "the topic whose callbacks to deliver: each of its jobs enqueued with a "
+            "callback URL is POSTed there when due (group 'callbacks', or [callbacks] group)"
+        ),
+    )
     p.set_defaults(func=deliver)
 
 
@@ -72,31 +86,45 @@ def _http_url(value: object, source: str) -> str:
     return text
 
 
-def callback_options(ctx: Context, delivering: bool = True) -> tuple[Any, str, bool, str]:
-    """The ``[callbacks]`` section: (settings, signing secret, allow_private, group)."""
+def callback_options(ctx: Context) -> tuple[Any, str, bool, str]:
+    """The ``[callbacks]`` section: (settings, signing secret, allow_private, group). Without
+    a secret, each topic whose callbacks this process delivers is warned about once its
+    delivery starts (`wheelq.callbacks.delivery.delivery_worker`), not at start."""
     from wheelq.core.settings import CallbackSettings
 
     values = ctx.section("callbacks")
     secret = str(values.pop("signing_secret", "") or "")
     allow = _bool(values.pop("allow_private", False), "[callbacks] allow_private")
     group = str(values.pop("group", "") or "callbacks")
-    if not secret and delivering:
-        log.warning(
-            "callbacks are sent unsigned: set [callbacks] signing_secret "
-            "(WHEELQ_CALLBACKS_SIGNING_SECRET) so receivers can verify them"
-        )
     return CallbackSettings.from_kwargs(values), secret, allow, group
 
 
+@contextmanager
+def http_extra() -> Iterator[None]:
+    """Imports that need the ``http`` extra: without it, a usage error naming the extra
+    (exit 2) instead of a traceback."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if missing not in HTTP_EXTRA:
+            raise
+        raise usage_error(
+            f"needs the http extra, which is not installed (no module {missing!r}): "
+            "pip install 'wheelq[http]'"
+        ) from None
+
+
 def serve(ctx: Context) -> int:
-    from wheelq.callbacks.deliverer import Deliverer
-    from wheelq.callbacks.delivery import Deliveries
-    from wheelq.cli import uvicorn_server
+    with http_extra():
+        from wheelq.callbacks.deliverer import Deliverer
+        from wheelq.callbacks.delivery import Deliveries
+        from wheelq.cli import uvicorn_server
+        from wheelq.web.app import WebService, create_app
+        from wheelq.web.auth import host_names, parse_tokens
     from wheelq.core.settings import ServeSettings, WorkerSettings
     from wheelq.producer.async_client import AsyncClient
     from wheelq.store import connect
-    from wheelq.web.app import WebService, create_app
-    from wheelq.web.auth import host_names, parse_tokens
 
     url, args = ctx.redis_url(), ctx.args
     values = ctx.section(
@@ -118,8 +146,10 @@ def serve(ctx: Context) -> int:
             f"--host {host} needs tokens: without [serve] tokens (WHEELQ_SERVE_TOKENS) "
             "the service binds to loopback only"
         )
+    if settings.port:  # 0: any free one
+        check_free(host, settings.port)
     topics = _deliver_topics(deliver)
-    callbacks, secret, allow_private, group = callback_options(ctx, delivering=topics != [])
+    callbacks, secret, allow_private, group = callback_options(ctx)
     worker_settings = WorkerSettings.from_kwargs(_worker_values(ctx))
     client = AsyncClient.from_url(url, **ctx.section("client"))
     deliveries = None
@@ -166,8 +196,9 @@ def serve(ctx: Context) -> int:
 
 
 def deliver(ctx: Context) -> int:
-    from wheelq.callbacks.deliverer import Deliverer
-    from wheelq.callbacks.delivery import delivery_worker
+    with http_extra():
+        from wheelq.callbacks.deliverer import Deliverer
+        from wheelq.callbacks.delivery import delivery_worker
     from wheelq.cli.services import run_worker
     from wheelq.core.settings import WorkerSettings
     from wheelq.store import connect

@@ -8,12 +8,11 @@ import ipaddress
 import json
 import logging
 import signal
-import socket
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CliError, Context, usage_error
+from wheelq.cli.context import CliError, Context, check_free, usage_error
 
 if TYPE_CHECKING:
     from wheelq.embedded import EmbeddedServer, ServerBinary
@@ -36,7 +35,7 @@ def register(
     p = sub.add_parser(
         "demo", parents=parents, help="fire jobs on an embedded server (or --redis-url) and report"
     )
-    p.add_argument("--jobs", type=int, default=10_000)
+    p.add_argument("--jobs", type=int, default=10_000, help="how many (default 10,000)")
     p.add_argument("--spread", type=float, default=3.0, help="seconds the due times span")
     p.add_argument("--json", action="store_true", help="also print the summary as JSON")
     p.set_defaults(func=demo)
@@ -72,16 +71,6 @@ def _one_line(exc: EmbeddedServerError) -> str:
     return f"{head}: {lines[-1]}" if len(lines) > 1 else head
 
 
-def _check_free(host: str, port: int) -> None:
-    """Refuse a port some server listens on (its PONG would pass for the new server's)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-
-
 def server(ctx: Context) -> int:
     """Run the server until SIGINT/SIGTERM; exit 1 if it stops on its own."""
     from wheelq.embedded import EmbeddedServer
@@ -95,7 +84,7 @@ def server(ctx: Context) -> int:
         raise usage_error(f"--bind must be an IP address, got {args.bind!r}") from exc
     if not loopback and args.password is None:
         raise usage_error(f"--bind {args.bind} lets other machines in: add --password")
-    _check_free(args.bind, args.port)
+    check_free(args.bind, args.port)
     srv = EmbeddedServer(
         server_binary(),
         port=args.port,

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli import events
@@ -30,7 +32,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     drop_help = "delete a topic and all its keys (refused with jobs pending)"
     drop = command(actions, "drop", parents, drop_help, drop_topic, "name")
     drop.add_argument("--force", action="store_true", help="drop it even with jobs pending")
-    limits_help = "show or set a topic's max_pending / max_ready"
+    limits_help = "show or set a topic's max_pending / max_ready (setting them creates it)"
     limits = command(actions, "limits", parents, limits_help, topic_limits, "name")
     for flag, what in (
         ("--max-pending", "jobs waiting to fire"),
@@ -63,6 +65,21 @@ def topic_stats(client: Client, topic: str) -> TopicStats:
     if found is None:
         raise no_such_topic(topic, sorted(client.topics()))
     return found
+
+
+@contextmanager
+def known_topic(client: Client, topic: str) -> Iterator[None]:
+    """An unknown topic or group inside, said as every topic subcommand says it, exit 1 (a
+    name that is not there, as ``stats`` or ``job`` say; 2 is for a command that cannot
+    run): the topic as `no_such_topic`, a group as the library names it."""
+    from wheelq.errors import UnknownGroupError, UnknownTopicError
+
+    try:
+        yield
+    except UnknownTopicError:
+        raise no_such_topic(topic, sorted(client.topics())) from None
+    except UnknownGroupError as exc:
+        raise CliError(str(exc)) from None
 
 
 def no_such_topic(topic: str, names: list[str]) -> CliError:
@@ -102,7 +119,7 @@ def paused_text(stats: TopicStats) -> str:
 
 def pause_topic(ctx: Context) -> int:
     args = ctx.args
-    with ctx.client() as client:
+    with ctx.client() as client, known_topic(client, args.name):
         state = client.pause(args.name, args.group)
     what = f"group {args.group} of {args.name}" if args.group else f"{args.name} (every group)"
     since = state.group_since_ms(args.group) if args.group else state.since_ms
@@ -112,7 +129,7 @@ def pause_topic(ctx: Context) -> int:
 
 def resume_topic(ctx: Context) -> int:
     args = ctx.args
-    with ctx.client() as client:
+    with ctx.client() as client, known_topic(client, args.name):
         state = client.resume(args.name, args.group)
     what = f"group {args.group} of {args.name}" if args.group else args.name
     left = f"; still paused: {', '.join(state.groups)}" if state.groups else ""
@@ -137,16 +154,19 @@ def drop_topic(ctx: Context) -> int:
         except TopicNotEmptyError as exc:
             raise CliError(exc.explain("add --force")) from None
         if not dropped:
-            raise CliError(f"no such topic {ctx.args.name!r}")
+            raise no_such_topic(ctx.args.name, sorted(client.topics()))
     print(f"dropped {ctx.args.name}")
     return 0
 
 
 def topic_limits(ctx: Context) -> int:
     args = ctx.args
+    setting = args.max_pending is not None or args.max_ready is not None
     with ctx.client() as client:
+        if not setting and args.name not in (names := client.topics()):
+            raise no_such_topic(args.name, sorted(names))  # setting them creates the topic
         limits = client.limits(args.name)
-        if args.max_pending is not None or args.max_ready is not None:
+        if setting:
             pending = limits.max_pending if args.max_pending is None else args.max_pending
             ready = limits.max_ready if args.max_ready is None else args.max_ready
             limits = client.set_limits(
@@ -241,7 +261,7 @@ def create_group(ctx: Context) -> int:
 
 
 def delete_group(ctx: Context) -> int:
-    from wheelq.errors import GroupBusyError
+    from wheelq.errors import GroupBusyError, GroupNotFoundError
 
     args = ctx.args
     with ctx.client() as client:
@@ -249,6 +269,10 @@ def delete_group(ctx: Context) -> int:
             done = client.delete_group(args.topic, args.group, stream=args.stream, force=args.force)
         except GroupBusyError as exc:
             raise CliError(exc.explain("--force")) from None
+        except GroupNotFoundError as exc:
+            if exc.known is not None:
+                raise
+            raise no_such_topic(args.topic, sorted(client.topics())) from None
     dropped = f"; {done.in_flight} entries in flight dropped" if done.in_flight else ""
     print(f"deleted group {done.name} of {args.topic} on {_shards(done.shards)}{dropped}")
     return 0

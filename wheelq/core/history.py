@@ -75,7 +75,11 @@ class GroupInfo:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job's state as `get()` reports it; fields that do not apply to it are None."""
+    """A job's state as `get()` reports it; fields that do not apply to it are None.
+
+    A job cancelled after it fired (its retry, cancelled) keeps what its latest firing
+    said: `attempt` is then the attempts made. One cancelled before it fired has only
+    `cancelled_ms`: a cancel deletes the pending job."""
 
     id: str
     topic: str
@@ -301,10 +305,7 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
     if raw.entry is not None:
         fired.append((raw.entry, raw.fields))
     known = [(entry, fields) for entry, fields in fired if entry is not None]
-    if not known or (
-        raw.cancelled_ms is not None
-        and raw.cancelled_ms >= max(entry_ms(entry) for entry, _ in known)
-    ):
+    if not known:
         state = JobState.UNKNOWN if raw.cancelled_ms is None else JobState.CANCELLED
         return JobInfo(job_id, topic, state, cancelled_ms=raw.cancelled_ms)
     entry, fields = max(known, key=lambda k: _id_key(k[0]))
@@ -313,6 +314,10 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
     state = next((s for s in _PRECEDENCE if s in states), JobState.SUCCEEDED)
     if not groups:
         state = JobState.READY  # no consumer group reads the topic yet
+    if raw.cancelled_ms is not None and raw.cancelled_ms >= entry_ms(entry):
+        # Cancelled after its last firing (its retry): cancelled, with what that firing
+        # said (the attempts made) and each group's part.
+        state = JobState.CANCELLED
     errors = [g.error for g in groups if g.error and g.state in (state, JobState.RUNNING)]
     return JobInfo(
         job_id,

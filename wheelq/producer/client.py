@@ -375,6 +375,7 @@ class Client:
         returns what is still paused. Resuming what is not paused changes nothing.
 
         Raises:
+            UnknownTopicError: No such topic.
             InvalidArgumentError: `group` given while the topic is paused as a whole.
             UnknownGroupError: The topic has no consumer group `group` (and no pause of it).
         """

@@ -36,6 +36,7 @@ def resume(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
     """Resume `group` of `topic` (None: the topic and every group paused on its own).
 
     Raises:
+        UnknownTopicError: No such topic (as `pause`).
         InvalidArgumentError: `group` named while the topic is paused as a whole (on
             ``group``: resuming it alone cannot take effect).
     """
@@ -46,6 +47,8 @@ def resume(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
     state = parse_pauses(topic, raw)
     if group is None:
         names = list(raw)
+        if not names:  # nothing to do, but an unknown topic is still an error
+            yield from _check_exists(producer, topic, None)
     elif state.paused:
         raise InvalidArgumentError(
             "group",

@@ -157,7 +157,7 @@ async def pause(topic: TopicPath, request: Request, group: PauseGroup = None) ->
 async def resume(topic: TopicPath, request: Request, group: PauseGroup = None) -> Response:
     """Resume the topic and every group paused on its own, or one `group` (422 while the
     topic itself is paused). Answers what is still paused; resuming what runs changes
-    nothing."""
+    nothing; 404 for an unknown topic or group."""
     return await _change_pause(request, topic, group, resume=True)
 
 

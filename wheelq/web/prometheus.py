@@ -69,7 +69,7 @@ CHARTS: dict[str, tuple[str, str, tuple[Query, ...]]] = {
         (
             Query("pending", 'sum(wheelq_pending_jobs{topic=~"$topic"})'),
             Query(
-                "undelivered",
+                "ready",
                 'max(sum by (topic, group) (wheelq_ready_entries{topic=~"$topic"}))',
             ),
             Query(

@@ -8,7 +8,8 @@ commands a shard, one more per group with entries in flight): every 15 s at up t
 shards, every 30 s at 16. The last hour is kept at that resolution; the day before it, one
 sample every `COARSE_MS`. Rates (fired, handled, dead-lettered per second) are taken
 between consecutive samples; a counter that went back (a stream trimmed away, dead letters
-purged) gives no rate for that step.
+purged) gives no rate for that step. Topics are sampled in turns, so the charts of every
+topic count each with its latest sample until its next one.
 """
 
 from __future__ import annotations
@@ -175,16 +176,21 @@ TopicList = Callable[[], Awaitable[dict[str, int]]]
 """What lists the topics to sample: name -> shards (`AsyncClient.topics`)."""
 
 
+MAX_POINTS = 300
+"""Points a chart has at most (two pixels each across a 640-px chart): over a long range each
+point stands for a few seconds, the latest sample of each topic in them."""
+
+
 def sample_charts(topics: Sequence[Sequence[Sample]], start_ms: int, end_ms: int) -> list[Chart]:
     """The dashboard's charts from each topic's samples, summed over the topics (rates and
     backlogs add up; of lateness, the worst topic's)."""
-    steps = _steps(topics)
+    resolution_ms = 1000 * max(1, math.ceil((end_ms - start_ms) / MAX_POINTS / 1000))
     charts = [
         Chart("throughput", "Fired, handled, dead-lettered", "jobs/s", start_ms, end_ms),
         Chart("lateness", "Fire lateness (p50, p99)", "ms", start_ms, end_ms),
         Chart("backlog", "Backlog", "jobs", start_ms, end_ms),
     ]
-    rows = [(at, [_step(pair) for pair in pairs]) for at, pairs in steps]
+    rows = _rows(topics, resolution_ms)
     visible = [(at, got) for at, got in rows if at >= start_ms]
     charts[0].series.extend(
         Series(label, [(at, _sum(g[i] for g in got)) for at, got in visible])
@@ -196,27 +202,37 @@ def sample_charts(topics: Sequence[Sequence[Sample]], start_ms: int, end_ms: int
     )
     charts[2].series.extend(
         Series(label, [(at, _sum(g[i] for g in got)) for at, got in visible])
-        for i, label in ((5, "pending"), (6, "undelivered"), (7, "in flight"))
+        for i, label in ((5, "pending"), (6, "ready"), (7, "in flight"))
     )
     return charts
 
 
 Pair = tuple["Sample | None", Sample]
+Step = tuple[float | None, ...]
 
 
-def _steps(topics: Sequence[Sequence[Sample]]) -> list[tuple[int, list[Pair]]]:
-    """Each topic's (previous, sample) pairs, grouped by the sample's time (rounded to the
-    second, so topics sampled in one round line up)."""
-    by_time: dict[int, list[Pair]] = {}
+def _rows(topics: Sequence[Sequence[Sample]], resolution_ms: int) -> list[tuple[int, list[Step]]]:
+    """At each time some topic was sampled (rounded down to `resolution_ms`, so topics
+    sampled in one round line up), each topic's latest step so far. Topics are sampled in
+    turns, a few a round: between two of its samples a topic's last one stands, so a
+    steady topic adds the same to every point, not to every other one."""
+    by_topic: list[dict[int, Step]] = []
     for samples in topics:
+        steps: dict[int, Step] = {}
         previous: Sample | None = None
         for sample in samples:
-            by_time.setdefault(sample.at_ms // 1000 * 1000, []).append((previous, sample))
+            steps[sample.at_ms // resolution_ms * resolution_ms] = _step((previous, sample))
             previous = sample
-    return sorted(by_time.items())
+        by_topic.append(steps)
+    latest: dict[int, Step] = {}
+    rows: list[tuple[int, list[Step]]] = []
+    for at in sorted({at for steps in by_topic for at in steps}):
+        latest.update((i, steps[at]) for i, steps in enumerate(by_topic) if at in steps)
+        rows.append((at, list(latest.values())))
+    return rows
 
 
-def _step(pair: Pair) -> tuple[float | None, ...]:
+def _step(pair: Pair) -> Step:
     """(fired/s, handled/s, dead/s, p50, p99, pending, ready, in flight) of one step."""
     before, now = pair
     fired = handled = dead = None

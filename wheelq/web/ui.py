@@ -28,6 +28,7 @@ import json
 import math
 import mimetypes
 import re
+import shlex
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -74,6 +75,7 @@ HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+ICON_CACHE = {"Cache-Control": "public, max-age=86400"}
 CHALLENGE = {"WWW-Authenticate": 'Basic realm="wheelq"'}
 
 
@@ -460,6 +462,7 @@ def _environment() -> jinja2.Environment:
         first_line=first_line,
         excerpt=lambda payload: payload_text(payload, EXCERPT_CHARS),
         seg=lambda text: quote(str(text), safe=""),
+        sh=lambda text: shlex.quote(str(text)),  # a name in a command to paste
     )
     return env
 
@@ -542,10 +545,20 @@ async def front_page(request: Request) -> Response:
 @front.api_route("/ui/static/{name}", methods=["GET", "HEAD"])
 async def static_file(request: Request, name: str) -> Response:
     """A file of `ASSETS` (read at start), with its ETag; 304 when the client has it."""
+    return _asset(request, name)
+
+
+@front.api_route("/favicon.ico", methods=["GET", "HEAD"])
+async def favicon(request: Request) -> Response:
+    """The icon a browser asks the site for (the pages link the same file)."""
+    return _asset(request, "favicon.ico", ICON_CACHE)
+
+
+def _asset(request: Request, name: str, cache: Mapping[str, str] | None = None) -> Response:
     asset = ASSETS.get(name)
     if asset is None:
         return Response("Not Found", 404, media_type="text/plain")
-    headers = {"ETag": asset.etag}
+    headers = {"ETag": asset.etag, **(cache or {})}
     if request.headers.get("if-none-match") == asset.etag:
         return Response(status_code=304, headers=headers)
     return Response(asset.body, media_type=asset.media_type, headers=headers)
