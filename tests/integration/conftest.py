@@ -35,6 +35,7 @@ from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
 from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' fixture)
+from wheelq.store.executor import close_sync
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary, find_server_binaries
 
 _BINARIES = find_server_binaries()
@@ -106,7 +107,7 @@ def redis_sync(deployment: str, redis_url: str) -> Iterator[redis.Redis]:
     else:
         client = redis.Redis.from_url(redis_url, decode_responses=False)
     yield client
-    client.close()
+    close_sync(client)
 
 
 @pytest.fixture

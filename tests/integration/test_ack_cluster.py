@@ -17,7 +17,7 @@ import pytest
 import redis
 import redis.cluster
 
-from tests.support.clients import MakeClient
+from tests.support.clients import MakeClient, cluster_client
 from tests.support.waiting import eventually_sync
 from wheelq import DurabilityError
 from wheelq.core.history import JobState
@@ -46,9 +46,7 @@ def make(make_client_at: MakeClient) -> MakeClient:
 
 def owners(cluster: EmbeddedCluster, topic: str, ids: list[str]) -> dict[str, int]:
     """Each job id -> the port of the primary that owns its shard now."""
-    with redis.cluster.RedisCluster(
-        host=cluster.primaries[0].host, port=cluster.primaries[0].port
-    ) as rc:
+    with cluster_client(host=cluster.primaries[0].host, port=cluster.primaries[0].port) as rc:
         return {
             i: rc.get_node_from_key(ShardKeys(topic, shard_of(i, SHARDS)).jobs).port for i in ids
         }

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 import redis.cluster
 
+from tests.support.clients import cluster_client
 from tests.support.waiting import eventually_sync
 from wheelq import Client, DurabilityError, RedisUnavailableError
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
@@ -54,7 +55,7 @@ class Producer:
 def pending(cluster: EmbeddedCluster) -> set[str]:
     """Every job id pending on the topic, read through a fresh cluster client."""
     node = next(n for n in cluster.primaries if n.pid is not None)
-    with redis.cluster.RedisCluster(host=node.host, port=node.port) as rc:
+    with cluster_client(host=node.host, port=node.port) as rc:
         found: set[str] = set()
         for keys in all_shards(TOPIC, SHARDS):
             found |= {m.decode() for m in rc.zrange(keys.delayed, 0, -1)}
@@ -67,7 +68,7 @@ def test_kill_9_of_a_primary_loses_no_job_acknowledged_at_replicated(
 ) -> None:
     with EmbeddedCluster(server_binary, primaries=3, replicas=1, node_timeout_ms=1000) as cluster:
         victim = cluster.primaries[1]
-        with redis.cluster.RedisCluster(host=victim.host, port=victim.port) as rc:
+        with cluster_client(host=victim.host, port=victim.port) as rc:
             on_victim = {
                 s
                 for s in range(SHARDS)

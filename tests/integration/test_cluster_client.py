@@ -7,6 +7,9 @@ client to redis-py's cluster client, and a topic's shards spread over every prim
 
 from __future__ import annotations
 
+import gc
+import warnings
+
 import pytest
 import redis
 import redis.cluster
@@ -80,6 +83,24 @@ def test_cluster_true_makes_the_cluster_client_at_once(
         client.enqueue(topic, 1, delay=60)
         assert client.stats(topic).pending == 1
         client.drop_topic(topic, force=True)
+
+
+@pytest.mark.parametrize("cluster_at_once", [True, None], ids=["cluster-true", "switched"])
+def test_a_closed_cluster_client_leaves_no_socket_open(
+    cluster: EmbeddedCluster, topic: str, cluster_at_once: bool | None
+) -> None:
+    """redis-py's cluster `close` left every node's pool open: the sockets were freed later,
+    unclosed, wherever the collector happened to run."""
+    gc.collect()  # what earlier tests left is not this test's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with Client.from_url(cluster.url, cluster=cluster_at_once) as client:
+            client.enqueue_many(topic, [{"payload": i, "delay": 60} for i in range(20)])
+            assert client.stats(topic).pending == 20
+            client.drop_topic(topic, force=True)
+        del client
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
 
 
 def test_a_single_server_keeps_its_plain_client(server: EmbeddedServer, topic: str) -> None:

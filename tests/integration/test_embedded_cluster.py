@@ -10,6 +10,7 @@ from redis.cluster import RedisCluster
 
 from wheelq.core.keys import all_shards
 from wheelq.embedded.cluster import SLOTS, EmbeddedCluster
+from wheelq.store.executor import close_sync
 from wheelq.testing import ServerBinary
 
 
@@ -43,7 +44,7 @@ def test_three_primaries_share_every_slot_and_serve_keys_of_every_shard(
             serving = {client.get_node_from_key(keys.lease).port for keys in shards}
             assert serving == ports, "16 shards of one topic spread over all three primaries"
         finally:
-            client.close()
+            close_sync(client)
 
 
 def test_a_replica_follows_its_primary(server_binary: ServerBinary) -> None:

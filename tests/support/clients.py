@@ -5,12 +5,15 @@ tests/integration/conftest.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+import redis.cluster
 
 from wheelq import AsyncClient, Client
+from wheelq.store.executor import close_sync
 
 
 class SyncAsAsync:
@@ -69,3 +72,19 @@ async def topic_client(
     async with AsyncClient.from_url(redis_url) as c:
         await c.create_topic(topic, getattr(request.module, "SHARDS", 4))
         yield c
+
+
+@contextlib.contextmanager
+def cluster_client(**options: Any) -> Iterator[redis.cluster.RedisCluster]:
+    """A redis-py cluster client (``url=`` or ``host=``/``port=``), closed with every node's
+    pool (`wheelq.store.executor.close_sync`: its own `close` leaves their sockets open)."""
+    url = options.pop("url", None)
+    client = (
+        redis.cluster.RedisCluster.from_url(url, **options)
+        if url is not None
+        else redis.cluster.RedisCluster(**options)
+    )
+    try:
+        yield client
+    finally:
+        close_sync(client)  # type: ignore[arg-type]

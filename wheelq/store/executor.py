@@ -414,6 +414,7 @@ class SyncExecutor(_Executor[redis.Redis]):
         self, client: redis.Redis, *, to_cluster: Callable[[], redis.Redis] | None = None
     ) -> None:
         super().__init__(client, to_cluster)
+        self._nodes = SeenNodes()
 
     def run(self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
         """Send `calls` in one round trip (two on NOSCRIPT); return the parsed replies."""
@@ -455,6 +456,7 @@ class SyncExecutor(_Executor[redis.Redis]):
             if self._reloads != reloads:
                 return True
             self._reloads += 1
+            self._nodes.note(sent_with)
             try:
                 sent_with.nodes_manager.initialize()
             except Exception:  # the call's own error is what the caller gets
@@ -462,8 +464,11 @@ class SyncExecutor(_Executor[redis.Redis]):
             return True
 
     def close(self) -> None:
+        """Close the client, the plain one it replaced, and every cluster node's pool."""
+        self._nodes.note(self.client)
         for client in (*self._retired, self.client):
             client.close()
+        self._nodes.close_sync()
 
     def run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
         """Send `calls`, each followed by `wait` on its node's connection (`wheelq.store.acked`)."""
@@ -487,19 +492,22 @@ class SyncExecutor(_Executor[redis.Redis]):
         if self._switched(self.client):  # the plain client is retired: others may use it
             return True
         if isinstance(self.client, redis.cluster.RedisCluster):
+            self._nodes.note(self.client)
             self.client.nodes_manager.initialize()
             return True
         return False
 
 
 class SeenNodes:
-    """Every node a cluster client has seen, so `close` closes those a reload dropped."""
+    """Every node a cluster client has seen, so closing closes those a reload dropped, and
+    the pools of those it kept: redis-py's cluster `close` leaves each node's pool open (its
+    `Redis` does not own the pool), and their sockets are then freed unclosed."""
 
     def __init__(self) -> None:
-        self._nodes: dict[int, redis.asyncio.cluster.ClusterNode] = {}
+        self._nodes: dict[int, Any] = {}
 
     def note(self, client: object) -> None:
-        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        if isinstance(client, redis.asyncio.cluster.RedisCluster | redis.cluster.RedisCluster):
             self._nodes.update((id(n), n) for n in client.nodes_manager.nodes_cache.values())
 
     async def close(self) -> None:
@@ -507,6 +515,21 @@ class SeenNodes:
             with contextlib.suppress(RedisError, OSError):
                 await node.disconnect()
         self._nodes.clear()
+
+    def close_sync(self) -> None:
+        for node in self._nodes.values():
+            if node.redis_connection is not None:
+                with contextlib.suppress(RedisError, OSError):
+                    node.redis_connection.connection_pool.disconnect()
+        self._nodes.clear()
+
+
+def close_sync(client: redis.Redis) -> None:
+    """Close a client, with every node's pool when it is a cluster client (`SeenNodes`)."""
+    nodes = SeenNodes()
+    nodes.note(client)
+    client.close()
+    nodes.close_sync()
 
 
 class AsyncExecutor(_Executor[redis.asyncio.Redis]):
