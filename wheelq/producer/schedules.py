@@ -65,7 +65,7 @@ def define(
     yield from producer.note_callbacks(topic, bool(packed_callback))
     packed = record.pack()
     _, (created, state) = yield [sched.index(home), sched.put(home, name, packed, False)]
-    return Schedule.unpack(topic, name, packed, state), created
+    return Schedule.stored(topic, name, packed, state), created  # a bad old state: in error
 
 
 def get(producer: Producer, name: str, topic: str) -> Op[Schedule | None]:
