@@ -76,6 +76,7 @@ def test_add_list_show_and_add_again(redis_url: str, topic: str) -> None:
         "name": "digest", "topic": topic, "cron": CRON, "every_ms": None, "tz": ZONE,
         "start_ms": 0, "end_ms": None, "misfire": "once", "max_catch_up": 100,
         "max_attempts": 5, "callback": None, "paused": False, "payload": {"kind": "daily"},
+        "error": None,
     }  # fmt: skip
     assert before - 5000 <= shown["planned_ms"] <= _now_ms() + 5000  # planned from creation
 
@@ -151,6 +152,9 @@ def test_an_unknown_schedule_fails_in_one_line(redis_url: str, topic: str, actio
         (["--cron", CRON, "--max-catch-up", "0"], ["max_catch_up must be an int in [1, "]),
         (["--cron", CRON, "--start", "tomorrow"], ["--start", "epoch seconds or ISO 8601"]),
         (["--cron", CRON, "--start", "20", "--end", "10"], ["end must not be before start"]),
+        (["--cron", CRON, "--start", "9999-12-31T23:59:59Z"], ["start must be", "ten years on"]),
+        (["--every-ms", "1000", "--start", "253402300799"], ["start must be", "ten years on"]),
+        (["--cron", CRON, "--end", "9999-12-31T23:59:59Z"], ["end must be", "ten years on"]),
     ],
 )
 def test_a_bad_rule_is_named_in_one_line_and_writes_nothing(

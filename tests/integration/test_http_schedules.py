@@ -8,9 +8,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import redis.asyncio
 
 from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncClient
+from wheelq.core.keys import ShardKeys, shard_of
+from wheelq.runtime.role import executor_of
+from wheelq.store import schedules as sched
 from wheelq.web import schedule_json
 
 pytestmark = pytest.mark.cluster_too
@@ -98,6 +102,16 @@ BAD_BODIES: list[tuple[dict[str, Any], str]] = [
     ({"payload": 1, "cron": "0 * * * *", "start": -1}, "start"),
     ({"payload": 1, "cron": "0 * * * *", "start": 2**60}, "start"),
     ({"payload": 1, "cron": "0 * * * *", "start": 2_000, "end": 1_000}, "end"),
+    # item 7: out of the range every time of a schedule takes (ten years on, as a job's at)
+    ({"payload": 1, "cron": "* * * * *", "start": "9999-12-31T23:59:59Z"}, "start"),
+    ({"payload": 1, "every_ms": 1000, "start": "9999-12-31T23:59:59Z"}, "start"),
+    ({"payload": 1, "cron": "* * * * *", "start": "9999-12-31T23:00:00-05:00"}, "start"),
+    ({"payload": 1, "cron": "* * * * *", "start": 253_402_300_799_000}, "start"),
+    ({"payload": 1, "cron": "* * * * *", "end": "9999-12-31T23:59:59Z"}, "end"),
+    (
+        {"payload": 1, "cron": "0 0 29 2 *", "tz": "Asia/Tokyo", "end": "2204-02-29T00:00:00Z"},
+        "end",
+    ),
     ({"payload": 1, "cron": "0 * * * *", "misfire": "never"}, "misfire"),
     ({"payload": 1, "cron": "0 * * * *", "max_catch_up": 0}, "max_catch_up"),
     ({"payload": 1, "cron": "0 * * * *", "max_catch_up": 10_001}, "max_catch_up"),
@@ -136,3 +150,42 @@ async def test_a_bad_schedule_name_is_refused_in_every_verb(
         code, problem, _ = await api.call(method, base(topic, name) + suffix, body)
         assert code in (404, 422), (method, name, code, problem)  # a slash: no such route
     assert await client.schedules(topic) == []
+
+
+async def test_a_far_start_is_refused_before_anything_is_stored(
+    api: Served, client: AsyncClient, topic: str
+) -> None:
+    """Item 7: ``start: 9999-12-31T23:59:59Z`` answered 500 (OverflowError) and was stored, so
+    the listing answered 500 too; now 422 naming the range, and no topic, no schedule."""
+    body = {"payload": 1, "cron": "* * * * *", "start": "9999-12-31T23:59:59Z"}
+    problem = await api.call("PUT", base(topic), body)
+    assert_problem(problem, 422, "start")
+    assert "ten years from now" in problem[1]["detail"], problem
+    assert topic not in await client.topics()
+    assert await client.schedules(topic) == []
+    assert (await api.call("GET", f"/v1/topics/{topic}/schedules"))[0] in (200, 404)
+
+
+async def test_a_stored_record_that_cannot_be_read_is_listed_with_its_error(
+    api: Served, client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    """Item 7: one unreadable record (an older wheelq's, or written by hand) made the list, the
+    schedule and the console page answer 500; now each shows it, with the reason."""
+    assert (await api.call("PUT", base(topic), NIGHTLY))[0] == 201
+    shards = await client.create_topic(topic)  # made by the PUT: its count
+    home = ShardKeys(topic, shard_of("broken", shards))
+    put = sched.put(home, "broken", b"\x93no", False)  # as by hand: unchecked
+    await executor_of(redis_async).run([sched.index(home), put])
+    try:
+        status, listed, _ = await api.call("GET", f"/v1/topics/{topic}/schedules")
+        assert status == 200, listed
+        by_name = {s["name"]: s for s in listed["schedules"]}
+        assert sorted(by_name) == ["broken", "nightly"]
+        assert by_name["nightly"]["error"] is None
+        assert by_name["broken"]["error"] and by_name["broken"]["next_run_ms"] is None
+        status, one, _ = await api.call("GET", base(topic, "broken"))
+        assert status == 200 and one == by_name["broken"], one
+        status, page, _ = await api.call("GET", f"/ui/topics/{topic}/schedules")
+        assert status == 200 and "unreadable" in page
+    finally:
+        assert (await api.call("DELETE", base(topic, "broken")))[0] == 204

@@ -183,6 +183,30 @@ async def test_pausing_a_topic_pauses_every_group_even_one_made_later(
     await until(lambda: sorted(late.started) == sorted(ids), what="the 5 ran after resume")
 
 
+async def test_a_subscribed_worker_sees_pause_and_resume_by_the_message_alone(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    """Item 11: on a cluster the PUBLISH went out before the state was written, so a worker
+    told read the old state and saw the change only at its next poll (pause up to 10 s,
+    resume ~1 s). With both polls an hour long, only the message can tell it in time. (On
+    loopback that race is close and often won by the write: test_pause_announce.py holds the
+    order itself, deterministically.)"""
+    await client.create_topic(topic, SHARDS)
+    hour = {"pause_poll_ms": 3_600_000, "paused_poll_ms": 3_600_000}
+    worker = Worker.from_url(redis_url, topic, Handled(), **FAST, **hour)
+    await worker.start()
+    try:
+        # subscribed: its first read follows the subscription's confirmation
+        await until(lambda: worker.status()["parts"]["pause"]["reads"] >= 1, what="subscribed")
+        for _ in range(3):
+            await client.pause(topic)
+            await until(lambda: worker.status()["paused"], timeout_s=20, what="paused")
+            await client.resume(topic)
+            await until(lambda: not worker.status()["paused"], timeout_s=20, what="resumed")
+    finally:
+        await worker.stop()
+
+
 def test_bad_pauses_are_refused_by_name_and_change_nothing(redis_url: str, topic: str) -> None:
     with Client.from_url(redis_url) as client:
         client.create_topic(topic, 2)

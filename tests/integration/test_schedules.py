@@ -10,23 +10,26 @@ them back by id.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 import redis
 import redis.asyncio
 
-from wheelq import Client
+from wheelq import AsyncClient, Client
 from wheelq.core.clock import ManualClock
 from wheelq.core.job import encode_payload, pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.core.recurring import GRACE_MS
+from wheelq.core.recurring import GRACE_MS, Plan, Schedule
 from wheelq.core.settings import SchedulerSettings
-from wheelq.errors import LeaseLostError
+from wheelq.errors import InvalidDelayError, LeaseLostError
 from wheelq.runtime.role import executor_of
+from wheelq.scheduler import materializer
 from wheelq.scheduler.led_shards import Leads, NodeContext
 from wheelq.scheduler.materializer import Materializer
 from wheelq.store import nodes
@@ -275,3 +278,121 @@ async def test_an_update_applies_from_the_first_run_not_yet_written(
     assert runs == old + new
     assert client.get(topic, f"tick@{old[-1]}").payload == "old"
     assert client.get(topic, f"tick@{new[0]}").payload == "new"
+
+
+def _same_home(names: int) -> list[str]:
+    """`names` schedule names whose home is the same shard."""
+    by_home: dict[int, list[str]] = {}
+    for i in range(200):
+        same = by_home.setdefault(shard_of(f"s{i}", SHARDS), [])
+        same.append(f"s{i}")
+        if len(same) == names:
+            return same
+    raise AssertionError("no shard is home to that many names")
+
+
+async def _store_as_an_older_wheelq(
+    r: redis.asyncio.Redis, topic: str, name: str, record: bytes
+) -> None:
+    """Write a schedule's record as it stands, unchecked (an older wheelq, or by hand)."""
+    home = ShardKeys(topic, shard_of(name, SHARDS))
+    await executor_of(r).run([sched.index(home), sched.put(home, name, record, False)])
+
+
+async def test_a_schedule_stored_with_a_start_in_year_9999_stops_no_other_of_its_shard(
+    client: Client,
+    node: Planner,
+    redis_sync: redis.Redis,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+) -> None:
+    """Item 7: the planner raised OverflowError for the whole shard every round, so another
+    every-second schedule of that shard fired none of its runs; listing answered 500."""
+    far, unreadable, fine = _same_home(3)
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    client.schedule(fine, topic, 1, every_ms=1000, start=t0 / 1000)
+    year_9999 = ms("UTC", 9999, 12, 31, 23, 59) + 59_000
+    older = client.schedule(far, topic, 2, cron="* * * * *")  # then its start set as of old
+    rule = dataclasses.replace(older.rule, start_ms=year_9999, anchor_ms=year_9999)
+    await _store_as_an_older_wheelq(
+        redis_async, topic, far, dataclasses.replace(older, rule=rule).pack()
+    )
+    await _store_as_an_older_wheelq(redis_async, topic, unreadable, b"\x93not a record")
+    try:
+        node.clock.set(t0)
+        await node.materializer.plan_once()
+        node.clock.set(t0 + 8000)
+        await node.materializer.plan_once()
+        assert written(redis_sync, topic, fine) == [t0 + k * 1000 for k in range(3601 + 8)]
+        assert written(redis_sync, topic, far) == []
+        assert node.materializer.unplannable == 1  # the unreadable one, logged once
+        listed = {s.name: s for s in client.schedules(topic)}
+        assert sorted(listed) == sorted([far, unreadable, fine])
+        assert listed[far].error is None and listed[far].next_run_ms(t0) is None
+        assert listed[far].rule.start_ms == year_9999
+        assert listed[unreadable].error is not None and listed[unreadable].next_run_ms(t0) is None
+        assert listed[fine].error is None and listed[fine].next_run_ms(t0) == t0 + 1000
+        assert client.get_schedule(unreadable, topic) == listed[unreadable]
+        assert client.pause_schedule(unreadable, topic)
+    finally:  # the server is shared: schedules() of other tests reads every topic's
+        for name in (far, unreadable):
+            client.unschedule(name, topic)
+    assert [s.name for s in client.schedules(topic)] == [fine]
+
+
+async def test_a_schedule_whose_plan_raises_is_skipped_while_its_shard_plans_on(
+    client: Client,
+    node: Planner,
+    redis_sync: redis.Redis,
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Item 7: a failure planning one schedule is that schedule's alone (logged and counted
+    once per definition); the others of its home shard keep being planned."""
+    bad, fine = _same_home(2)
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    for name in (bad, fine):
+        client.schedule(name, topic, 1, every_ms=60_000, start=t0 / 1000)
+    real_plan = materializer.plan
+
+    def plan(schedule: Schedule, now_ms: int, horizon_ms: int) -> Plan:
+        if schedule.name == bad:
+            raise ArithmeticError(f"cannot plan {schedule.name}")
+        return real_plan(schedule, now_ms, horizon_ms)
+
+    monkeypatch.setattr(materializer, "plan", plan)
+    for step in range(3):
+        node.clock.set(t0 + step * HOUR_MS)
+        await node.materializer.plan_once()
+    assert written(redis_sync, topic, fine) == [t0 + k * 60_000 for k in range(3 * 60 + 1)]
+    assert written(redis_sync, topic, bad) == []
+    status = node.materializer.status()
+    assert node.materializer.unplannable == 1, status
+    assert f"cannot plan {bad}" in str(status["last_error"]), status
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        {"cron": "* * * * *", "start": datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)},
+        {"every_ms": 1000, "start": 253_402_300_799},
+        {"cron": "0 0 29 2 *", "tz": "Asia/Tokyo", "end": datetime(2204, 2, 29, tzinfo=UTC)},
+        {"cron": "* * * * *", "end": 1e300},
+    ],
+)
+async def test_a_schedule_time_out_of_range_is_refused_by_both_clients_storing_nothing(
+    redis_url: str, topic: str, when: dict[str, Any]
+) -> None:
+    """Item 7: a start in year 9999 was stored, then broke the listing and its shard's
+    planning; both clients refuse it, naming the field and the range, before any write."""
+    field = "start" if "start" in when else "end"
+    with Client.from_url(redis_url) as sync:
+        with pytest.raises(InvalidDelayError, match=rf"^{field} must be .*ten years on") as info:
+            sync.schedule("far", topic, 1, **when)
+        assert info.value.parameter == field
+        async with AsyncClient.from_url(redis_url) as client:
+            with pytest.raises(InvalidDelayError, match=rf"^{field} must be") as info:
+                await client.schedule("far", topic, 1, **when)
+            assert info.value.parameter == field
+        assert topic not in sync.topics()
+        assert sync.schedules(topic) == []

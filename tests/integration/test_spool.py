@@ -8,6 +8,7 @@ promises that (`enqueue_to_survive_a_crash`), not at the default, which promises
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support import spool_proc
 from tests.support.servers import dedicated_server
 from tests.support.spool_proc import SpoolProducer
 from tests.support.spooling import (
@@ -32,6 +34,7 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import all_shards, shard_of
 from wheelq.core.settings import ClientSettings
+from wheelq.producer import spool
 from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Drain, Spool
 from wheelq.runtime.breaker import Breaker
@@ -201,6 +204,43 @@ def test_a_producer_killed_9_while_spooling_loses_no_id_it_returned(
     assert [job_id for job_id in printed if found[job_id] != 1] == []
     assert len(set(found) - set(printed)) <= 1  # the call killed after its commit, if any
     assert all(count == 1 for count in found.values())
+
+
+def test_a_spooling_producer_stopped_right_after_a_restart_exits_within_its_timeout(
+    srv: EmbeddedServer, topic: str, tmp_path: Path
+) -> None:
+    """Issue 43, item 19: a chaos-soak producer did not exit within 180 s of SIGTERM right
+    after a Redis restart. The soak's producer (`steady`: enqueue_many through the spool,
+    socket timeouts) spools through a kill -9, the server restarts from its AOF, and the
+    SIGTERM comes at once: the producer drains its spool and exits within its own bound
+    (`DRAIN_S`, then `Client.close`), having lost nothing."""
+    path = tmp_path / "spool.db"
+    child = SpoolProducer(srv.url, topic, path, "steady", tmp_path)
+
+    def said(key: str, least: int) -> bool:
+        return any(line.get(key, 0) >= least for line in child.lines())
+
+    try:
+        eventually_sync(lambda: said("enqueued", 500), timeout_s=60, what="500 enqueued")
+        srv.kill()
+        eventually_sync(lambda: said("spooled", 500), timeout_s=60, what="500 spooled")
+        srv.restart()
+        child.signal(signal.SIGTERM)
+        bound_s = spool_proc.DRAIN_S + spool.CLOSE_WAIT_S + 10  # its own, and slack
+        try:
+            child.proc.wait(timeout=bound_s)
+        except subprocess.TimeoutExpired:
+            child.signal(signal.SIGUSR1)  # every thread's stack, into its log
+            eventually_sync(lambda: "Thread" in child.log_tail(), timeout_s=5, what="stacks")
+            raise AssertionError(
+                f"no exit {bound_s} s after SIGTERM:\n{child.log_tail(8000)}"
+            ) from None
+        assert child.proc.returncode == 0, child.log_tail()
+        assert child.lines()[-1] == {"stopped": True, "spool_left": 0}, child.log_tail()
+    finally:
+        child.finish()
+    enqueued = max(line.get("enqueued", 0) for line in child.lines())
+    assert sum(found_ids(srv.url, topic).values()) == enqueued
 
 
 async def test_close_keeps_what_was_not_replayed_for_the_next_client_on_the_file(

@@ -231,6 +231,12 @@ BAD = [
     ({"every_ms": 1000, "tz": BERLIN}, "tz"),
     ({"every_ms": 1000, "start_ms": 1000, "end_ms": 999}, "end"),
     ({"cron": "0 * * * *", "start_ms": 1000, "end_ms": 999}, "end"),
+    # a stored record's times, read back (an older wheelq, or one written by hand)
+    ({"cron": "0 * * * *", "start_ms": "1000"}, "start_ms"),
+    ({"cron": "0 * * * *", "start_ms": -1}, "start_ms"),
+    ({"every_ms": 1000, "start_ms": 2**53}, "start_ms"),
+    ({"cron": "0 * * * *", "end_ms": 1.5}, "end_ms"),
+    ({"every_ms": 1000, "anchor_ms": 2**60}, "anchor_ms"),
 ]
 
 
@@ -265,3 +271,29 @@ def test_at_names_are_accepted_as_documented(cron: str) -> None:
     rule = recurrence(cron=cron, start_ms=0)
     plain = recurrence(cron=expected, start_ms=0)
     assert list(islice(rule.after(0), 3)) == list(islice(plain.after(0), 3))
+
+
+YEAR_9999_END = utc(9999, 12, 31, 23, 59) + 59_000
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"cron": "* * * * *"},
+        {"cron": "0 0 1 1 *", "tz": SYDNEY},  # the next one: year 10000
+        {"cron": "0 0 29 2 *", "tz": BERLIN},  # leap days: 9996, then 10000
+        {"cron": "0 3 * * SUN", "tz": "America/New_York"},
+    ],
+)
+def test_a_cron_rule_near_year_9999_ends_there_instead_of_overflowing(
+    kwargs: dict[str, object],
+) -> None:
+    """A start at 9999-12-31T23:59:59Z (stored by an older wheelq) raised OverflowError in
+    every planning round and every listing; past year 9999 there is no occurrence."""
+    rule = recurrence(**kwargs, start_ms=YEAR_9999_END)  # type: ignore[arg-type]
+    assert rule.next_after(utc(2027, 1, 1)) is None
+    assert list(rule.after(YEAR_9999_END + 3_600_000)) == []
+    assert list(islice(rule.before(YEAR_9999_END + 10**12), 3)) == []
+    late = recurrence(**kwargs, start_ms=utc(9999, 1, 1))  # type: ignore[arg-type]
+    runs = list(late.after(utc(9999, 12, 1)))  # the last ones, then the end of datetime
+    assert runs == sorted(runs) and all(utc(9999, 12, 1) < t < YEAR_9999_END + 60_000 for t in runs)

@@ -69,6 +69,8 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (WorkerSettings, "shutdown_grace_ms", 0, 3_600_000),
     (WorkerSettings, "default_shards", 1, 1024),
     (WorkerSettings, "result_max_bytes", 0, 16 * 1024 * 1024),
+    (WorkerSettings, "pause_poll_ms", 100, 3_600_000),
+    (WorkerSettings, "paused_poll_ms", 100, 3_600_000),
     (WorkerSettings, "start_timeout_ms", 0, 3_600_000),
     (WorkerSettings, "stop_timeout_ms", 0, 600_000),
     (WorkerSettings, "failure_pause_max_ms", 10, 600_000),

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import CliError, Context, command
 from wheelq.cli.jobs import json_payload
 from wheelq.cli.jobs import when as parse_when
+from wheelq.core.due import utc_text
 from wheelq.web import schedule_json
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     rule.add_argument("--cron", help="five cron fields, read in --tz ('30 2 * * *')")
     rule.add_argument("--every-ms", type=int, help="an interval in ms (100 ms to 366 days)")
     a.add_argument("--tz", help="IANA zone the cron is read in (default UTC)")
-    when = "epoch seconds, or ISO 8601 with an offset"
+    when = "epoch seconds, or ISO 8601 with an offset; at most ten years from now"
     a.add_argument("--start", type=parse_when, help=f"no run before this: {when}")
     a.add_argument("--end", type=parse_when, help=f"no run after this: {when}")
     a.add_argument(
@@ -92,16 +92,23 @@ def list_schedules(ctx: Context) -> int:
         head = ("NAME", "TOPIC", "RULE", "TZ", "MISFIRE", "STATE", "NEXT_RUN")
         rows = [head] + [
             (s.name, s.topic, s.rule.describe(tz=False), s.rule.tz, s.misfire,
-             "paused" if s.paused else "active", _iso(_next_run(s, now)))
+             _state(s), _iso(_next_run(s, now)))
             for s in found
         ]  # fmt: skip
         widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
         for row in rows:
             cells = [f"{v:<{w}}" for v, w in zip(row, widths, strict=False)]
             print("  ".join([*cells, row[-1]]))
+    for s in found:
+        if s.error is not None:
+            print(f"schedule {s.name} of {s.topic} cannot be read: {s.error}", file=sys.stderr)
     if not found:
         print("no schedules" + (f" on {ctx.args.topic}" if ctx.args.topic else ""), file=sys.stderr)
     return 0
+
+
+def _state(s: Schedule) -> str:
+    return "unreadable" if s.error is not None else "paused" if s.paused else "active"
 
 
 def show(ctx: Context) -> int:
@@ -141,8 +148,5 @@ def _next_run(s: Schedule, now_ms: int | None = None) -> int | None:
 
 
 def _iso(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    at = datetime.fromtimestamp(ms // 1000, tz=UTC) + timedelta(milliseconds=ms % 1000)
-    spec = "seconds" if ms % 1000 == 0 else "milliseconds"
-    return at.isoformat(timespec=spec).replace("+00:00", "Z")
+    """UTC ISO 8601, to the second when whole (any int: one past year 9999 reads as its ms)."""
+    return utc_text(ms).replace(".000Z", "Z")

@@ -26,6 +26,7 @@ MIN_EVERY_MS = 100
 MAX_EVERY_MS = 366 * 86_400_000
 MAX_MS = 2**53 - 1
 DST_MARGIN_MS = 3 * 3_600_000  # more than any daylight-saving shift (at most 2 h)
+_BEYOND_DATETIME = (OverflowError, ValueError, OSError)  # a time outside the years 1-9999
 ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -39,7 +40,8 @@ ALIASES = {
 
 @dataclass(frozen=True, slots=True)
 class Recurrence:
-    """A validated rule: exactly one of `cron` and `every_ms`, plus its bounds."""
+    """A validated rule: exactly one of `cron` and `every_ms`, plus its bounds (neither: the
+    stand-in of a record that cannot be read, which never runs)."""
 
     cron: str | None
     every_ms: int | None
@@ -55,8 +57,10 @@ class Recurrence:
         if self.every_ms is not None:
             k = max(0, (after_ms - self.anchor_ms) // self.every_ms + 1)
             times: Iterator[int] = (self.anchor_ms + i * self.every_ms for i in count(k))
-        else:
+        elif self.cron is not None:
             times = self._cron(after_ms, reverse=False)
+        else:  # an unreadable record's stand-in: it never runs
+            return
         for t in times:
             if self.end_ms is not None and t > self.end_ms:
                 return
@@ -69,8 +73,10 @@ class Recurrence:
         if self.every_ms is not None:
             k = (at_ms - self.anchor_ms) // self.every_ms
             times: Iterator[int] = (self.anchor_ms + i * self.every_ms for i in range(k, -1, -1))
-        else:
+        elif self.cron is not None:
             times = self._cron(at_ms + 1, reverse=True)
+        else:
+            return
         for t in times:
             if t < self.start_ms:
                 return
@@ -80,6 +86,8 @@ class Recurrence:
         """The rule as people read it: ``cron 30 2 * * * (Europe/Berlin)``, ``every 5m``."""
         if self.cron is not None:
             return f"cron {self.cron}" + (f" ({self.tz})" if tz else "")
+        if self.every_ms is None:
+            return "unreadable"
         every = self.every_ms or 0
         unit = next(((u, n) for u, n in _UNITS if every % n == 0), ("ms", 1))
         return f"every {every // unit[1]}{unit[0]}"
@@ -92,13 +100,22 @@ class Recurrence:
         """Cron times strictly after `from_ms` (before it with `reverse`), in order.
 
         cronsim reads its start as wall time, so a start in a repeated hour's second copy would
-        read as the first: start `DST_MARGIN_MS` away and drop the near side.
+        read as the first: start `DST_MARGIN_MS` away and drop the near side. Times past the
+        years a datetime holds (1-9999) have no occurrence: the iteration ends there.
         """
         assert self.cron is not None
         zone = ZoneInfo(self.tz)
         shift = DST_MARGIN_MS if reverse else -DST_MARGIN_MS
-        start = datetime.fromtimestamp((from_ms + shift) // 1000, UTC).astimezone(zone)
-        for dt in CronSim(self.cron, start, reverse=reverse):
+        try:
+            start = datetime.fromtimestamp((from_ms + shift) // 1000, UTC).astimezone(zone)
+            times = iter(CronSim(self.cron, start, reverse=reverse))
+        except _BEYOND_DATETIME:
+            return
+        while True:
+            try:
+                dt = next(times)
+            except (StopIteration, *_BEYOND_DATETIME):
+                return
             ms = int(dt.timestamp()) * 1000
             if ms > MAX_MS:
                 return
@@ -126,6 +143,11 @@ def recurrence(
         raise InvalidArgumentError(
             "tz", f"tz must be an IANA zone name like 'Europe/Berlin', got {tz!r}"
         ) from exc
+    start_ms = int_in("start_ms", start_ms, 0, MAX_MS)  # a stored record's, read back
+    if end_ms is not None:
+        end_ms = int_in("end_ms", end_ms, 0, MAX_MS)
+    if anchor_ms is not None:
+        anchor_ms = int_in("anchor_ms", anchor_ms, 0, MAX_MS)
     if end_ms is not None and end_ms < start_ms:
         raise InvalidArgumentError(
             "end", f"end must not be before start, got {end_ms} < {start_ms}"
@@ -165,6 +187,7 @@ _RULE_FIELDS = ("cron", "every_ms", "tz", "anchor_ms", "start_ms", "end_ms")
 _RECORD_FIELDS = ("misfire", "max_catch_up", "payload", "max_attempts", "callback", "updated_ms")
 """A stored record's fields after its version, in the order written: the rule's, then these."""
 
+_NIL = msgpack.packb(None)  # the payload of an unreadable record's stand-in
 _SHORT = reprlib.Repr()  # how much of a payload a schedule's repr shows
 _SHORT.maxstring = _SHORT.maxother = 60
 
@@ -213,6 +236,9 @@ class Schedule:
     paused: bool = False
     planned_ms: int = 0
     """Runs up to this ms have been written as jobs (or skipped)."""
+    error: str | None = None
+    """Why the stored record cannot be read (None: it can); such a schedule never runs and
+    is listed with this reason (`Schedule.stored`)."""
 
     @property
     def data(self) -> Any:
@@ -234,12 +260,15 @@ class Schedule:
             f"Schedule(name={self.name!r}, topic={self.topic!r}, rule={self.rule!r}, "
             f"misfire={self.misfire!r}, max_catch_up={self.max_catch_up}, data={data}, "
             f"max_attempts={self.max_attempts}, callback={callback!r}, "
-            f"updated_ms={self.updated_ms}, paused={self.paused}, planned_ms={self.planned_ms})"
+            f"updated_ms={self.updated_ms}, paused={self.paused}, planned_ms={self.planned_ms}"
+            + ("" if self.error is None else f", error={self.error!r}")
+            + ")"
         )
 
     def next_run_ms(self, now_ms: int) -> int | None:
-        """The first run after `now_ms`; None while paused or once the schedule has ended."""
-        if self.paused:
+        """The first run after `now_ms`; None while paused, once the schedule has ended, or
+        when its record cannot be read."""
+        if self.paused or self.error is not None:
             return None
         return self.rule.next_after(now_ms)
 
@@ -262,6 +291,19 @@ class Schedule:
         planned_ms = int(text[2:] if paused else text)
         own = {k: f[k] for k in _RECORD_FIELDS}
         return cls(name, topic, rule, **own, paused=paused, planned_ms=planned_ms)
+
+    @classmethod
+    def stored(cls, topic: str, name: str, data: bytes, state: bytes | str | None) -> Schedule:
+        """`unpack`, or, for a record it cannot read (written by hand, or by an older wheelq
+        that took a value now refused), a stand-in that never runs and names the reason in
+        `error`: one bad record never hides the others of a listing."""
+        try:
+            return cls.unpack(topic, name, data, state)
+        except Exception as exc:  # msgpack and the checks raise several unrelated types
+            error = f"{type(exc).__name__}: {exc}"[:500]
+        text = state.decode(errors="replace") if isinstance(state, bytes) else (state or "")
+        never = Recurrence(None, None, "UTC", 0, 0, None)
+        return cls(name, topic, never, "skip", 1, _NIL, 1, b"", 0, text.startswith("p:"), 0, error)
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,6 +190,12 @@ class _WorkerFields:
     """Shards of the topic if the worker is the first to use it."""
     result_max_bytes: Annotated[int, Range(0, 16 * 1024 * 1024)] = 64 * 1024
     """Largest handler result kept (msgpack); one larger fails the run. 0: results ignored."""
+    pause_poll_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
+    """While running, how often the pause state is read anyway (a pause whose message was
+    lost); a pause reaches workers at once through pub/sub."""
+    paused_poll_ms: Annotated[int, Range(100, 3_600_000)] = 1000
+    """While paused, how often the pause state is read anyway (a resume whose message was
+    lost)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -529,8 +529,10 @@ class Client:
                 (from the Unix epoch without `start`).
             tz: IANA zone for `cron` ("Europe/Berlin"); spring forward runs a skipped
                 time at the next valid one, fall back runs a repeated time once.
-            start: No run before this (epoch seconds or an aware datetime).
-            end: No run after this (epoch seconds or an aware datetime).
+            start: No run before this (epoch seconds or an aware datetime), at most ten
+                years from now, as a job's `at`.
+            end: No run after this (epoch seconds or an aware datetime), at most ten years
+                from now.
             misfire: Runs missed while no scheduler ran: "once" runs the latest of them
                 now, "all" the latest `max_catch_up` in order, "skip" none.
             max_catch_up: 1-10,000 (for misfire="all").
@@ -552,7 +554,8 @@ class Client:
         return self._run(schedules.get(self._producer, name, topic))
 
     def schedules(self, topic: str | None = None) -> list[Schedule]:
-        """Every schedule (of `topic` when given), by topic and name."""
+        """Every schedule (of `topic` when given), by topic and name; a stored record that
+        cannot be read is listed with the reason in its `error` (it never runs)."""
         return self._run(schedules.every(self._producer, topic))
 
     def pause_schedule(self, name: str, topic: str) -> bool:

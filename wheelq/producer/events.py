@@ -28,7 +28,7 @@ def configure(producer: Producer, topic: str, config: EventsConfig) -> Op[Events
     calls: list[Call[object]] = []
     for keys in k.all_shards(topic, shards):
         calls += ops.write_limits(keys, config.fields())
-    yield [*calls, pauses.announce(topic)]  # workers read the setting again (started events)
+    yield from pauses.write_then_announce(topic, calls)  # workers read the setting again
     return config
 
 

@@ -24,11 +24,13 @@ def pause(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
     """
     yield from _check_exists(producer, topic, group)
     (now_ms,) = yield [nodes.server_time()]
-    yield [
-        pauses.write_pause(pause_field(topic, group), int(now_ms)),
-        pauses.announce(topic),
-        events.note(ShardKeys(topic, 0), "paused", group or ""),
-    ]
+    yield from pauses.write_then_announce(
+        topic,
+        [
+            pauses.write_pause(pause_field(topic, group), int(now_ms)),
+            events.note(ShardKeys(topic, 0), "paused", group or ""),
+        ],
+    )
     return (yield from paused(producer, topic))
 
 
@@ -61,11 +63,13 @@ def resume(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
         yield from _check_exists(producer, topic, group)
         return state
     if names:
-        yield [
-            pauses.clear_pauses(names),
-            pauses.announce(topic),
-            events.note(ShardKeys(topic, 0), "resumed", group or ""),
-        ]
+        yield from pauses.write_then_announce(
+            topic,
+            [
+                pauses.clear_pauses(names),
+                events.note(ShardKeys(topic, 0), "resumed", group or ""),
+            ],
+        )
     return (yield from paused(producer, topic))
 
 

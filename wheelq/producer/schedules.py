@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.core import keys as k
 from wheelq.core.callback import validate_callback
-from wheelq.core.due import At, at_ms
+from wheelq.core.due import At, at_ms, latest_at_ms
 from wheelq.core.job import encode_payload, validate_max_attempts
 from wheelq.core.recurring import (
     GRACE_MS,
@@ -45,8 +45,9 @@ def define(
     """Create or update a schedule; returns it and whether it was created."""
     validate_name(name)
     k.validate_topic(topic)
-    start_ms = 0 if start is None else at_ms(start, "start")
-    end_ms = None if end is None else at_ms(end, "end")
+    latest = latest_at_ms(producer.clock.now_ms())  # as a job's `at`: at most ten years on
+    start_ms = 0 if start is None else at_ms(start, "start", latest)
+    end_ms = None if end is None else at_ms(end, "end", latest)
     rule = recurrence(
         cron=cron, every_ms=every_ms, tz=tz, start_ms=start_ms, end_ms=end_ms, anchor_ms=start_ms
     )
@@ -64,7 +65,7 @@ def define(
     yield from producer.note_callbacks(topic, bool(packed_callback))
     packed = record.pack()
     _, (created, state) = yield [sched.index(home), sched.put(home, name, packed, False)]
-    return Schedule.unpack(topic, name, packed, state), created
+    return Schedule.stored(topic, name, packed, state), created  # a bad old state: in error
 
 
 def get(producer: Producer, name: str, topic: str) -> Op[Schedule | None]:
@@ -76,7 +77,7 @@ def get(producer: Producer, name: str, topic: str) -> Op[Schedule | None]:
     if name not in found.records:
         return None
     definition, state = found.records[name]
-    return Schedule.unpack(topic, name, definition, state)
+    return Schedule.stored(topic, name, definition, state)
 
 
 def every(producer: Producer, topic: str | None) -> Op[list[Schedule]]:
@@ -89,7 +90,7 @@ def every(producer: Producer, topic: str | None) -> Op[list[Schedule]]:
     out: list[Schedule] = []
     for keys, found in zip(homes, (yield [sched.read(h) for h in homes]), strict=True):
         out += [
-            Schedule.unpack(keys.topic, name, definition, state)
+            Schedule.stored(keys.topic, name, definition, state)
             for name, (definition, state) in found.records.items()
         ]
     return sorted(out, key=lambda s: (s.topic, s.name))
@@ -111,7 +112,7 @@ def change(producer: Producer, name: str, topic: str, op: str) -> Op[bool]:
     now = producer.clock.now_ms()
     if done.definition is None or upper <= now - GRACE_MS:
         return True
-    rule = Schedule.unpack(topic, name, done.definition, None).rule
+    rule = Schedule.stored(topic, name, done.definition, None).rule  # unreadable: no runs
     ahead = takewhile(lambda t: t <= upper, rule.after(now - GRACE_MS))
     ids = [run_id(name, t) for t in ahead]
     calls = [ops.cancel(shards[k.shard_of(i, len(shards))], i) for i in ids]

@@ -18,6 +18,7 @@ from wheelq.store.schedules import ShardSchedules
 log = logging.getLogger(__name__)
 
 CALLS_PER_ROUND_TRIP = 16
+MAX_REMEMBERED = 1000  # unplannable definitions remembered (logged once each)
 
 
 class Materializer(NodePart):
@@ -31,6 +32,8 @@ class Materializer(NodePart):
         self._epochs: dict[int, int] = {}  # Lead slot -> the epoch this node plans that shard with.
         self.written = 0  # Runs written as jobs.
         self.skipped = 0  # Missed runs not written, by their misfire policy.
+        self.unplannable = 0  # Schedules skipped because their record cannot be planned.
+        self._unplannable_seen: set[tuple[str, str, bytes]] = set()
 
     async def step(self) -> float:
         await self.plan_once()
@@ -86,21 +89,37 @@ class Materializer(NodePart):
         for name, (definition, state) in shard.records.items():
             try:
                 schedule = Schedule.unpack(keys.topic, name, definition, state)
-            except Exception as exc:  # a record wheelq did not write: skip it, counted and logged
-                self.failed(exc)
+                if schedule.paused:
+                    continue
+                p = plan(schedule, now, horizon)
+                writes = _writes(schedule, p.runs, epoch, lead.shards, now)
+            except Exception as exc:  # this schedule only: the others of its shard go on
+                self._unplannable(keys.topic, name, definition, exc)
                 continue
-            if schedule.paused:
-                continue
-            p = plan(schedule, now, horizon)
             self.skipped += p.skipped
             planned[name] = p.planned_ms
-            calls += _writes(schedule, p.runs, epoch, lead.shards, now)
+            calls += writes
         written = 0
         for i in range(0, len(calls), CALLS_PER_ROUND_TRIP):
             written += sum(await run(calls[i : i + CALLS_PER_ROUND_TRIP]))
         if planned:
             await run([sched.advance(keys, self._ctx.leads.token, epoch, planned)])
         return written
+
+    def _unplannable(self, topic: str, name: str, definition: bytes, exc: Exception) -> None:
+        """Skip a schedule whose record cannot be read or planned (one wheelq did not write,
+        or an older wheelq took): logged and counted once per definition, skipped each round
+        (its failure stays in `status()` until it is fixed or removed)."""
+        seen = (topic, name, definition)
+        if seen in self._unplannable_seen:
+            self.still_failing()
+            return
+        if len(self._unplannable_seen) >= MAX_REMEMBERED:
+            self._unplannable_seen.clear()
+        self._unplannable_seen.add(seen)
+        self.unplannable += 1
+        log.error("schedule %s of topic %s cannot be planned: it is skipped", name, topic)
+        self.failed(exc)
 
 
 def _writes(

@@ -85,6 +85,17 @@ def announce(topic: str) -> Call[Any]:
     return Call(command=("PUBLISH", PAUSED_CHANNEL, topic), keyless=True)
 
 
+def write_then_announce(
+    topic: str, writes: list[Call[Any]]
+) -> Generator[list[Call[Any]], list[Any], list[Any]]:
+    """Send `writes`, and once they are done, `announce` (sans-I/O; returns their replies).
+    Never in one batch: on a cluster a batch's keyless PUBLISH is sent first, so a worker
+    told would read the state before the write and wait for its next poll."""
+    replies = yield writes
+    yield [announce(topic)]
+    return replies
+
+
 class PauseSubscription:
     """A subscription to `PAUSED_CHANNEL` on a connection of its own. On a cluster, any node
     hears every PUBLISH, so it is a plain connection to one node (no cluster client to make:

@@ -87,4 +87,5 @@ def schedule_json(s: Schedule, now_ms: int) -> dict[str, Any]:
         "updated_ms": s.updated_ms,
         "next_run_ms": s.next_run_ms(now_ms),
         "payload": jsonable(s.data),
+        "error": s.error,
     }

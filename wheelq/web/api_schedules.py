@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 
+from wheelq.core.due import latest_at_ms
 from wheelq.core.recurring import MAX_NAME
 from wheelq.errors import InvalidArgumentError
 from wheelq.web import schedule_json
@@ -60,7 +61,8 @@ async def put_schedule(
     shortly before it is due. The topic is created if new."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    start, end = as_time("start", body.start), as_time("end", body.end)
+    latest = latest_at_ms(svc.clock.now_ms())  # as the client checks: ten years on at most
+    start, end = as_time("start", body.start, latest), as_time("end", body.end, latest)
     callback = None if body.callback is None else body.callback.model_dump(exclude_none=True)
     if callback is not None:
         try:

@@ -257,18 +257,25 @@ Time = Int | Annotated[str, Field(max_length=64)]
 TIME_DESCRIPTION = "epoch milliseconds, or an RFC 3339 time with an offset"
 
 
-def as_time(name: str, value: int | str | None) -> datetime | None:
-    """A `Time` as the aware datetime the client takes; InvalidArgumentError naming `name`."""
+def as_time(name: str, value: int | str | None, latest_ms: int = MAX_MS) -> datetime | None:
+    """A `Time` as the aware datetime the client takes, at most `latest_ms`;
+    InvalidArgumentError naming `name` and the range."""
     if value is None:
         return None
     at = rfc3339(value) if isinstance(value, str) else None
-    if isinstance(value, int) and 0 <= value <= MAX_MS:
+    if isinstance(value, int) and 0 <= value <= latest_ms:
         at = _EPOCH + timedelta(milliseconds=value)
+    try:
+        if at is not None and not _EPOCH <= at <= _EPOCH + timedelta(milliseconds=latest_ms):
+            at = None
+    except OverflowError:  # 9999-12-31T23:00:00-05:00: past the years a datetime holds
+        at = None
     if at is None:
+        until = "" if latest_ms == MAX_MS else f" ({utc_text(latest_ms)}: ten years from now)"
         raise InvalidArgumentError(
             name,
-            f"{name} must be epoch ms in [0, {MAX_MS}] or an RFC 3339 time with an offset "
-            f"like 2026-11-23T12:00:00Z, got {value!r:.80}",
+            f"{name} must be epoch ms in [0, {latest_ms}]{until} or an RFC 3339 time with an "
+            f"offset in that range like 2026-11-23T12:00:00Z, got {value!r:.80}",
         )
     return at
 
@@ -290,8 +297,12 @@ class ScheduleIn(Strict):
     tz: Annotated[str, Field(min_length=1, max_length=64)] = Field(
         "UTC", description="The IANA zone `cron` is read in ('Europe/Berlin')."
     )
-    start: Time | None = Field(None, description=f"No run before this: {TIME_DESCRIPTION}.")
-    end: Time | None = Field(None, description=f"No run after this: {TIME_DESCRIPTION}.")
+    start: Time | None = Field(
+        None, description=f"No run before this: {TIME_DESCRIPTION}, at most ten years from now."
+    )
+    end: Time | None = Field(
+        None, description=f"No run after this: {TIME_DESCRIPTION}, at most ten years from now."
+    )
     misfire: Misfire = Field(
         "once",
         description="Runs missed while no scheduler ran: once runs the latest now, all the "
@@ -319,8 +330,15 @@ class ScheduleOut(BaseModel):
     paused: bool
     planned_ms: int = Field(description="Runs up to this ms have been written as jobs.")
     updated_ms: int
-    next_run_ms: int | None = Field(description="None while paused or once it has ended.")
+    next_run_ms: int | None = Field(
+        description="None while paused, once it has ended, or when its record cannot be read."
+    )
     payload: Any = None
+    error: str | None = Field(
+        None,
+        description="Why the stored record cannot be read (one written by hand or by an older "
+        "wheelq); such a schedule never runs. None for every other schedule.",
+    )
 
 
 class SchedulesOut(BaseModel):

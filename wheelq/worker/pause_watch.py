@@ -14,16 +14,11 @@ from wheelq.store.executor import AsyncExecutor, Call
 
 log = logging.getLogger(__name__)
 
-PAUSED_POLL_S = 1.0
-"""While paused, how often the state is read anyway (a resume whose message was lost)."""
-POLL_S = 10.0
-"""While running, how often it is read anyway (a pause whose message was lost)."""
-
 
 class PauseWatch(Service):
     """Tells the worker when its group is paused or resumed: at once through the
     `PAUSED_CHANNEL` subscription, and by reading the state on every (re)subscription and
-    every `POLL_S` (`PAUSED_POLL_S` while paused), so no lost message is lost for long."""
+    every `poll_ms` (`paused_poll_ms` while paused), so no lost message is lost for long."""
 
     name = "pause"
 
@@ -38,6 +33,8 @@ class PauseWatch(Service):
         *,
         paused: bool = False,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
+        poll_ms: int = 10_000,
+        paused_poll_ms: int = 1000,
     ) -> None:
         super().__init__(clock, log, max_pause_ms=max_pause_ms, title=f"pause watch of {topic}")
         self._executor = executor
@@ -47,6 +44,8 @@ class PauseWatch(Service):
         self._on_events = on_events
         self.paused = paused
         """As last read and acted on (the worker started in this state)."""
+        self._poll_ms = poll_ms  # WorkerSettings.pause_poll_ms
+        self._paused_poll_ms = paused_poll_ms  # WorkerSettings.paused_poll_ms
         self.reads = 0  # State reads (each two commands).
         self.events_on = False
         """Whether the topic has job events on, as last read (the worker notes starts)."""
@@ -73,6 +72,10 @@ class PauseWatch(Service):
             )
         return bool(now_paused)
 
+    def status(self) -> dict[str, object]:
+        """The part's health, and `reads` of the state so far (the first: once subscribed)."""
+        return super().status() | {"reads": self.reads}
+
     async def step(self) -> float:
         """One subscription: follow it until stopped or the connection fails (it raises)."""
         subscription = pauses.PauseSubscription.of(self._executor)
@@ -85,8 +88,8 @@ class PauseWatch(Service):
                 told = await subscription.changed(topics, left_s)
                 if told or self.clock.now_ms() >= due_ms:
                     await self.read(events_too=told or not self.paused)
-                    due_ms = self.clock.now_ms() + int(
-                        1000 * (PAUSED_POLL_S if self.paused else POLL_S)
+                    due_ms = self.clock.now_ms() + (
+                        self._paused_poll_ms if self.paused else self._poll_ms
                     )
                 if self.failures:
                     self.succeeded()  # the subscription is back: this step does not return

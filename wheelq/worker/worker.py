@@ -543,6 +543,8 @@ class Worker(Role[WorkerStopReport]):
             functools.partial(setattr, in_flight, "events_on"),
             paused=paused,
             max_pause_ms=s.failure_pause_max_ms,
+            poll_ms=s.pause_poll_ms,
+            paused_poll_ms=s.paused_poll_ms,
         )
         parts.watch.events_on = in_flight.events_on
         return parts
