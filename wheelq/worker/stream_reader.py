@@ -164,11 +164,13 @@ class StreamReader(Service):
         self._accept = accept
         self._ensure_groups = ensure_groups
         self._noted = noted  # told after each read whether every stream came short
+        self._answered = False  # whether a read has come back since the start
         self.read = 0
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         """Stop now: a read blocked in Redis is cancelled, not waited out."""
         self._stopping = True
+        self._answered = False
         if self._task is not None:
             self._task.cancel()
         return await super().stop(budget)
@@ -179,27 +181,40 @@ class StreamReader(Service):
         # reader that just gave its slot back take it again, every time.
         while (count := self._slots.take()) == 0:  # COUNT applies to each stream read
             await self._slots.wait()
-        block_ms = min(self._block_ms, SHARED_BLOCK_MS) if self._slots.short else self._block_ms
+        block_ms: int | None = self._block_ms
+        if not self._answered:  # the first read answers at once: the slots learn whether
+            block_ms = None  # this topic has entries (an empty one does not hold a turn)
+        elif self._slots.short:
+            block_ms = min(self._block_ms, SHARED_BLOCK_MS)
         call = consume.read_group(self.shards, self._me.group, self._me.name, count, block_ms)
         try:
             (got,) = await self._me.executor.run([call])
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
+                self._note(True)
                 raise
             log.warning("consumer group %s is gone; creating it again", self._me.group)
             await self._ensure_groups()
             return 0.0
+        except Exception:
+            self._note(True)  # nothing on its way: a failing read holds no turn of the slots
+            raise
         finally:
             self._slots.give_back(count)  # what was read is accepted (held) below, at once
+        self._answered = True
         by_shard: dict[int, list[consume.Entry]] = {}
         for shard, entry in got:
             by_shard.setdefault(shard, []).append(entry)
         for shard, entries in by_shard.items():
             self.read += len(entries)
             self._accept(shard, entries)
-        if self._noted is not None:  # a stream that gave fewer than COUNT has no more now
-            self._noted(all(len(entries) < count for entries in by_shard.values()))
+        # a stream that gave fewer than COUNT has no more now
+        self._note(all(len(entries) < count for entries in by_shard.values()))
         return 0.0
+
+    def _note(self, short: bool) -> None:
+        if self._noted is not None:
+            self._noted(short)
 
 
 IDS_PER_TOUCH = 500
