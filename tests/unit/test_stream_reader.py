@@ -87,6 +87,22 @@ async def test_each_shard_is_asked_for_its_share_of_the_free_slots(
     assert list(then.command) == [*head, "BLOCK", BLOCK_MS, *tail]
 
 
+async def test_only_a_read_after_a_short_one_blocks() -> None:
+    """A topic whose entries are on their way keeps its turn of the worker's slots (issue 43
+    item 1): a read after a full one (or the first) answers at once, so the slots learn that
+    a stream ran dry without waiting out a blocking read; after a short read, reads block."""
+    r = Reader(shards=1, free=2)
+    noted: list[bool] = []
+    r.reader._noted = noted.append
+    replies = iter([[(0, entry("a1")), (0, entry("a2"))], [], [], [(0, entry("a3"))], []])
+    r.executor.answer("XREADGROUP", lambda call: next(replies))
+    for _ in range(5):
+        await r.reader.step()
+    blocked = ["BLOCK" in list(c.command) for c in r.executor.sent("XREADGROUP")]
+    assert blocked == [False, False, True, True, True]
+    assert noted == [False, True, True, True, True]  # full, then short (one of two: short)
+
+
 async def test_entries_read_are_accepted_by_shard() -> None:
     r = Reader(shards=2, free=10)
     a, b, c = entry("a1"), entry("b2"), entry("c3")

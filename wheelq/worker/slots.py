@@ -4,7 +4,7 @@ worker").
 
 Weighted: smooth weighted round robin (the one nginx uses) over the topics that have an
 entry waiting, so while every topic has entries to start, topic t starts w_t of every
-sum(w) entries, evenly spread (weights 6/3/1: a, b, a, c, a, b, a, a, b, a), and a topic
+sum(w) entries, evenly spread (weights 6/3/1: a, b, a, a, b, a, c, a, b, a), and a topic
 with none waiting leaves its share to the others. Strict: the first topic (highest
 priority) with an entry waiting; a lower one starts only once every topic above it has
 nothing waiting and its last reads came back short (it is drained), so no critical entry

@@ -164,13 +164,17 @@ class StreamReader(Service):
         self._accept = accept
         self._ensure_groups = ensure_groups
         self._noted = noted  # told after each read whether every stream came short
-        self._answered = False  # whether a read has come back since the start
+        self._may_block = False
+        """Whether the next read may block: the last one came back short (its streams had no
+        more). Not at the start, nor after a full read: those answer at once, so the worker's
+        slots learn without waiting out `block_ms` whether the topic has entries (a topic
+        with entries on their way keeps its turn; `wheelq.worker.slots`)."""
         self.read = 0
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         """Stop now: a read blocked in Redis is cancelled, not waited out."""
         self._stopping = True
-        self._answered = False
+        self._may_block = False
         if self._task is not None:
             self._task.cancel()
         return await super().stop(budget)
@@ -181,11 +185,9 @@ class StreamReader(Service):
         # reader that just gave its slot back take it again, every time.
         while (count := self._slots.take()) == 0:  # COUNT applies to each stream read
             await self._slots.wait()
-        block_ms: int | None = self._block_ms
-        if not self._answered:  # the first read answers at once: the slots learn whether
-            block_ms = None  # this topic has entries (an empty one does not hold a turn)
-        elif self._slots.short:
-            block_ms = min(self._block_ms, SHARED_BLOCK_MS)
+        block_ms: int | None = None
+        if self._may_block:
+            block_ms = min(self._block_ms, SHARED_BLOCK_MS) if self._slots.short else self._block_ms
         call = consume.read_group(self.shards, self._me.group, self._me.name, count, block_ms)
         try:
             (got,) = await self._me.executor.run([call])
@@ -201,7 +203,6 @@ class StreamReader(Service):
             raise
         finally:
             self._slots.give_back(count)  # what was read is accepted (held) below, at once
-        self._answered = True
         by_shard: dict[int, list[consume.Entry]] = {}
         for shard, entry in got:
             by_shard.setdefault(shard, []).append(entry)
@@ -209,7 +210,8 @@ class StreamReader(Service):
             self.read += len(entries)
             self._accept(shard, entries)
         # a stream that gave fewer than COUNT has no more now
-        self._note(all(len(entries) < count for entries in by_shard.values()))
+        self._may_block = short = all(len(entries) < count for entries in by_shard.values())
+        self._note(short)
         return 0.0
 
     def _note(self, short: bool) -> None:
