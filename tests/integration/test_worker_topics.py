@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -62,11 +63,20 @@ class SyncStarts:
     def __init__(self, run_s: float = 0.0) -> None:
         self.topics: list[str] = []
         self.run_s = run_s
+        self.running = self.most_running = 0  # handlers running at once (over every topic)
+        self._lock = threading.Lock()
 
     def __call__(self, job: Job) -> None:
-        self.topics.append(job.topic)  # one append: atomic under the GIL
-        if self.run_s:
-            time.sleep(self.run_s)  # the work a job takes, not a synchronisation
+        with self._lock:
+            self.topics.append(job.topic)
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            if self.run_s:
+                time.sleep(self.run_s)  # the work a job takes, not a synchronisation
+        finally:
+            with self._lock:
+                self.running -= 1
 
 
 class Starts:
@@ -134,7 +144,12 @@ async def test_weights_hold_for_sync_and_async_handlers_at_any_concurrency(
     worker = Worker.from_url(redis_url, weights, starts, concurrency=concurrency, **FAST)
     async with started(worker):
         await until(lambda: len(starts.topics) >= 600, timeout_s=60, what="600 starts")
+        status = worker.status()
     assert_shares(starts.topics, weights, first=600)
+    if isinstance(starts, SyncStarts):  # the topics share the slots: no threads of their own
+        assert starts.most_running <= concurrency
+    # one read-ahead, the worker's, learnt from every topic's runs
+    assert {t["read_ahead"] for t in status["topics"].values()} == {status["read_ahead"]}
 
 
 async def test_strict_priority_starts_every_critical_job_before_any_low_one(

@@ -631,7 +631,8 @@ class Worker(Role[WorkerStopReport]):
 
     def status(self) -> dict[str, Any]:
         """Counters for logs and health checks (``held`` counts the read-ahead too); with
-        several topics, summed over them (``paused``: every one is), and each in ``topics``."""
+        several topics, summed over them (``paused``: every one is; ``read_ahead`` is the
+        worker's, as each topic's is), and each in ``topics``."""
         lanes = [self.lane_status(lane) for lane in self.lanes]
         out: dict[str, Any] = {
             "consumer": self.consumer,
@@ -641,6 +642,7 @@ class Worker(Role[WorkerStopReport]):
         if len(lanes) == 1:
             return out | lanes[0]
         sums = {k: sum(st[k] for st in lanes) for k, v in lanes[0].items() if type(v) is int}
+        sums["read_ahead"] = self.slots.read_ahead.extra  # the worker's, not one per topic
         parts = {name: combined([st["parts"][name] for st in lanes]) for name in lanes[0]["parts"]}
         return out | {
             "topic": self.topic,
