@@ -17,25 +17,25 @@ from wheelq.worker.slots import TurnQueue, Turns
 
 def test_turns_spread_each_lane_by_its_weight() -> None:
     turns = Turns([6, 3, 1])
-    picks = [turns.pick(lambda i: True) for _ in range(10)]
+    picks = [turns.pick([True] * 3) for _ in range(10)]
     assert picks == [0, 1, 0, 0, 1, 0, 2, 0, 1, 0]  # every 10 turns: 6, 3 and 1, spread
-    assert Counter(turns.pick(lambda i: True) for _ in range(1000)) == {0: 600, 1: 300, 2: 100}
+    assert Counter(turns.pick([True] * 3) for _ in range(1000)) == {0: 600, 1: 300, 2: 100}
 
 
 def test_a_lane_with_nothing_waiting_leaves_its_share_to_the_others() -> None:
     turns = Turns([6, 3, 1])
-    picks = Counter(turns.pick(lambda i: i != 0) for _ in range(400))
+    picks = Counter(turns.pick([False, True, True]) for _ in range(400))
     assert picks == {1: 300, 2: 100}
-    assert turns.pick(lambda i: False) == -1
+    assert turns.pick([False] * 3) == -1
 
 
 def test_a_lane_whose_entries_are_on_their_way_keeps_its_turn() -> None:
     turns = Turns([1, 1])
-    assert turns.pick(lambda i: True) == 0  # lane 1's turn next
+    assert turns.pick([True, True]) == 0  # lane 1's turn next
     for _ in range(3):  # its entries are on their way: nobody starts, the turn stays its own
-        assert turns.pick(lambda i: i == 0, coming=lambda i: i == 1) == -1
-    assert turns.pick(lambda i: True) == 1  # they came
-    assert turns.pick(lambda i: i == 0, coming=lambda i: False) == 0  # drained: no turn held
+        assert turns.pick([True, False], coming=[False, True]) == -1
+    assert turns.pick([True, True]) == 1  # they came
+    assert turns.pick([True, False], coming=[False, False]) == 0  # drained: no turn held
 
 
 def test_the_turn_queue_hands_out_by_weight_or_strictly() -> None:

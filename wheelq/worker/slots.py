@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from wheelq.worker.read_ahead import ReadAhead
@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 class Turns:
     """Smooth weighted round robin over lanes 0..n-1: `pick` the one whose turn it is among
-    those `ready` says have an entry. Not thread-safe (`TurnQueue` holds a lock around it)."""
+    those that have an entry ready. Not thread-safe (`TurnQueue` holds a lock around it)."""
 
     __slots__ = ("_current", "_weights")
 
@@ -43,31 +43,22 @@ class Turns:
         self._weights.append(weight)
         self._current.append(0)
 
-    def pick(
-        self, ready: Callable[[int], bool], coming: Callable[[int], bool] | None = None
-    ) -> int:
+    def pick(self, ready: Sequence[bool], coming: Sequence[bool] = ()) -> int:
         """The lane whose turn it is among the `ready` ones and the `coming` ones (entries
         on their way); -1 when none is ready, or when the turn is a coming lane's: it keeps
         its turn (nothing changes) until its entries are ready or it is no longer coming."""
         current, weights = self._current, self._weights
         chosen, best, total = -1, 0, 0
-        chosen_ready = False
-        lanes: list[int] = []
         for i, weight in enumerate(weights):
-            if ready(i):
-                now_ready = True
-            elif coming is not None and coming(i):
-                now_ready = False
-            else:
-                continue
-            lanes.append(i)
-            total += weight
-            if chosen < 0 or current[i] + weight > best:
-                chosen, best, chosen_ready = i, current[i] + weight, now_ready
-        if not chosen_ready:
+            if ready[i] or (coming and coming[i]):
+                total += weight
+                if chosen < 0 or current[i] + weight > best:
+                    chosen, best = i, current[i] + weight
+        if chosen < 0 or not ready[chosen]:
             return -1
-        for i in lanes:
-            current[i] += weights[i]
+        for i, weight in enumerate(weights):
+            if ready[i] or (coming and coming[i]):
+                current[i] += weight
         current[chosen] -= total
         return chosen
 
@@ -109,7 +100,7 @@ class TurnQueue(Generic[T]):
             if self._strict:
                 lane = next(i for i, fifo in enumerate(fifos) if fifo)
             else:
-                lane = self._turns.pick(lambda i: bool(fifos[i]))
+                lane = self._turns.pick([bool(fifo) for fifo in fifos])
             return fifos[lane].popleft()
 
     def empty(self) -> bool:
@@ -175,6 +166,11 @@ class Slots:
                 if not lane.drained():
                     return None  # its next entries are on their way: wait for them
             return None
-        lanes = self._lanes  # a lane not drained has entries on their way: it keeps its turn
-        chosen = self._turns.pick(lambda i: lanes[i].ready(), lambda i: not lanes[i].drained())
+        lanes = self._lanes
+        ready = [lane.ready() for lane in lanes]
+        if True not in ready:
+            return None
+        # a lane not drained has entries on their way: it keeps its turn
+        coming = [not r and not lane.drained() for r, lane in zip(ready, lanes, strict=True)]
+        chosen = self._turns.pick(ready, coming)
         return None if chosen < 0 else lanes[chosen]
