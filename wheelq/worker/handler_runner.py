@@ -30,7 +30,15 @@ class _Run:
     """One submitted job."""
 
     __slots__ = (
-        *("arg", "ended", "fn", "future", "lane", "ran_ms", "ran_over", "started", "timer"),
+        "arg",
+        "ended",
+        "fn",
+        "future",
+        "lane",
+        "ran_ms",
+        "ran_over",
+        "started",
+        "timer",
         "waiting",
     )
 

@@ -66,7 +66,7 @@ class Turns:
 class TurnQueue(Generic[T]):
     """A thread-safe queue of one FIFO per lane, whose `get` takes from the lane whose turn
     it is: by weight (`Turns`) or, `strict`, the first lane that has one. One lane: a plain
-    FIFO (`queue.SimpleQueue`, no lock taken)."""
+    FIFO, no lock taken. Threads wait in `get` on a `queue.SimpleQueue` of tokens."""
 
     def __init__(self, weights: Sequence[int] = (1,), *, strict: bool = False) -> None:
         self._tokens: queue.SimpleQueue[bool | None] = queue.SimpleQueue()
