@@ -90,6 +90,11 @@ class Handled:
             await self.release.wait()
 
 
+def watch_reads(worker: Worker) -> int:
+    """How often the worker's pause watch has read the pause (first: once subscribed)."""
+    return sum(lane.parts.watch.reads for lane in worker.lanes if lane.parts and lane.parts.watch)
+
+
 async def waiting_in_stream(client: AsyncClient, topic: str, group: str) -> tuple[int, int]:
     """(undelivered, in flight) of `group`."""
     stats = {g.name: g for g in await client.groups(topic) or []}
@@ -152,7 +157,11 @@ async def test_a_pause_holds_for_a_worker_started_later_and_resume_runs_each_job
     restarted = Handled()
     second = await fleet.worker(restarted)
     assert second.status()["paused"]  # known at start: it never read
+    # and still once its pause watch has read the pause (issue 43 item 21: the checks ran
+    # before that read, so they passed with a watch that never read it and resumed)
+    await until(lambda: watch_reads(second) >= 1, what="the pause watch's first read")
     await until(lambda: set(ids) <= set(witness.started), what="the witness ran all 20")
+    assert second.status()["paused"]
     assert await waiting_in_stream(client, topic, "default") == (20, 0)
     assert restarted.started == []
 
@@ -169,6 +178,8 @@ async def test_pausing_a_topic_pauses_every_group_even_one_made_later(
     late = Handled()
     worker = await fleet.worker(late, group="late")
     assert worker.status()["paused"]
+    await until(lambda: watch_reads(worker) >= 1, what="the pause watch's first read")
+    assert worker.status()["paused"]  # as the watch read it, too
     ids = [await client.enqueue(topic, n) for n in range(5)]
 
     async def fired() -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,6 +45,40 @@ async def fire(client: AsyncClient, topic: str, n: int, shards: int = 2) -> None
     await client.enqueue_many(topic, [{"payload": i} for i in range(n)])
 
 
+def assert_shares(started: list[str], weights: dict[str, int], *, first: int) -> None:
+    """The `first` starts went to each topic in proportion to its weight: within 10% of its
+    share, plus one round of turns (sum of the weights: where a round begins and ends)."""
+    counted = Counter(started[:first])
+    assert sum(counted.values()) == first, f"only {len(started)} starts"
+    total = sum(weights.values())
+    for name, weight in weights.items():
+        expected = first * weight / total
+        assert abs(counted[name] - expected) <= 0.1 * expected + total, (counted, weights)
+
+
+class SyncStarts:
+    """A ``def`` handler (run on the worker's threads) recording the topic of each job it
+    starts; each run takes `run_s`."""
+
+    def __init__(self, run_s: float = 0.0) -> None:
+        self.topics: list[str] = []
+        self.run_s = run_s
+        self.running = self.most_running = 0  # handlers running at once (over every topic)
+        self._lock = threading.Lock()
+
+    def __call__(self, job: Job) -> None:
+        with self._lock:
+            self.topics.append(job.topic)
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            if self.run_s:
+                time.sleep(self.run_s)  # the work a job takes, not a synchronisation
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
 class Starts:
     """A handler recording the topic of each job it starts; each run takes `run_s`."""
 
@@ -74,6 +110,46 @@ async def test_a_saturated_worker_starts_each_topic_in_proportion_to_its_weight(
     for name, weight in weights.items():
         expected = 3000 * weight / sum(weights.values())
         assert abs(counted[name] - expected) <= 0.1 * expected, (counted, weights)
+
+
+WEIGHTS = {"critical": 6, "default": 3, "low": 1}
+WAITING = 400
+"""Jobs waiting in each topic: the first 600 starts (a critical share of 360) find every
+topic with jobs waiting, and a concurrency of 1,500 holds every one of them at once."""
+
+
+@pytest.mark.parametrize(
+    ("kind", "concurrency", "run_s"),
+    [
+        ("sync", 1, 0.0),
+        ("async", 1, 0.0),
+        ("sync", 8, 0.0),
+        ("sync", 8, 0.002),
+        ("async", 8, 0.0),
+        ("sync", 1500, 0.0),  # more slots than jobs waiting: every job has a slot at once
+        ("async", 1500, 0.0),
+    ],
+)
+async def test_weights_hold_for_sync_and_async_handlers_at_any_concurrency(
+    redis_url: str, topic: str, kind: str, concurrency: int, run_s: float
+) -> None:
+    """Issue 43 item 1: a ``def`` handler's topics started in arrival order (no-op: all of
+    the first topic read), each topic on threads of its own; weights must hold for both
+    handler kinds, from one slot to more slots than jobs, no-op or not."""
+    weights = {f"{topic}-{name}": weight for name, weight in WEIGHTS.items()}
+    async with AsyncClient.from_url(redis_url) as client:
+        for name in weights:
+            await fire(client, name, WAITING)
+    starts = SyncStarts(run_s) if kind == "sync" else Starts(run_s)
+    worker = Worker.from_url(redis_url, weights, starts, concurrency=concurrency, **FAST)
+    async with started(worker):
+        await until(lambda: len(starts.topics) >= 600, timeout_s=60, what="600 starts")
+        status = worker.status()
+    assert_shares(starts.topics, weights, first=600)
+    if isinstance(starts, SyncStarts):  # the topics share the slots: no threads of their own
+        assert starts.most_running <= concurrency
+    # one read-ahead, the worker's, learnt from every topic's runs
+    assert {t["read_ahead"] for t in status["topics"].values()} == {status["read_ahead"]}
 
 
 async def test_strict_priority_starts_every_critical_job_before_any_low_one(
@@ -148,6 +224,49 @@ def record(job):
     with open(os.environ["WHEELQ_TEST_OUT"], "a") as f:
         f.write(f"{job.topic} {job.id}\\n")
 """
+
+
+ASYNC_RECORDER = """
+import os
+
+async def record(job):
+    with open(os.environ["WHEELQ_TEST_OUT"], "a") as f:
+        f.write(f"{job.topic} {job.id}\\n")
+"""
+
+
+@pytest.mark.parametrize(("kind", "concurrency"), [("sync", None), ("sync", "1"), ("async", None)])
+def test_wheelq_worker_starts_topics_by_their_weights_whatever_the_handler(
+    redis_url: str, topic: str, tmp_path: Path, kind: str, concurrency: str | None
+) -> None:
+    """Issue 43 item 1, the CLI face: ``--topic c=6 --topic d=3 --topic l=1`` with a ``def``
+    handler started c 386 / d 2,672 / l 1,942 of the first 1,000."""
+    weights = {f"{topic}-{name}": weight for name, weight in WEIGHTS.items()}
+    with Client.from_url(redis_url) as client:
+        for name in weights:
+            client.create_topic(name, 2)
+            client.enqueue_many(name, [{"payload": i} for i in range(WAITING)])
+    (tmp_path / "handlers.py").write_text(RECORDER if kind == "sync" else ASYNC_RECORDER)
+    out = tmp_path / "handled.txt"
+    out.touch()
+    args = [f"--topic={name}={weight}" for name, weight in weights.items()]
+    if concurrency is not None:  # else the default
+        args += ["--concurrency", concurrency]
+    worker = start_wheelq(
+        "worker", "handlers:record", *args, "--redis-url", redis_url,
+        cwd=tmp_path, env={"WHEELQ_TEST_OUT": str(out)},
+    )  # fmt: skip
+    try:
+        eventually_sync(
+            lambda: len(out.read_text().splitlines()) >= 600, timeout_s=30, what="600 handled"
+        )
+    finally:
+        _, err = stop(worker)
+    assert worker.returncode == 0, err
+    # each run appends its line first thing: with one slot the order of lines is the start
+    # order; with more it is within the few slots running at once (far under the tolerance)
+    handled = [line.split()[0] for line in out.read_text().splitlines()]
+    assert_shares(handled, weights, first=600)
 
 
 def test_wheelq_worker_serves_topics_with_weights_and_refuses_a_bad_one(

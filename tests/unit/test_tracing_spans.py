@@ -240,7 +240,7 @@ call = next(p.enqueue("t", wheelq.EnqueueItem(payload=1)))[0]
 assert Envelope.unpack(call.args[-1]).traceparent == ""  # its only job's envelope, last
 assert p.tracing is None
 runner = HandlerRunner(lambda job: None, timeout_ms=0, threads=1)
-assert runner._await is runner.handler and runner._pool._fn == runner._call
+assert runner._await is runner.handler and runner._call_fn == runner._call
 print("ok")
 """
 

@@ -8,16 +8,16 @@ import contextlib
 import inspect
 import itertools
 import logging
-import queue
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from time import monotonic  # see _Run.started: why not the worker's Clock
 from typing import Any, NoReturn
 
 from wheelq.core.job import Job, encode_result
 from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError, ResultError
 from wheelq.runtime.tracing import Tracing
+from wheelq.worker.slots import TurnQueue
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,26 @@ class RanOver(Exception):
 class _Run:
     """One submitted job."""
 
-    __slots__ = ("arg", "ended", "future", "ran_ms", "ran_over", "started", "timer", "waiting")
+    __slots__ = (
+        "arg",
+        "ended",
+        "fn",
+        "future",
+        "lane",
+        "ran_ms",
+        "ran_over",
+        "started",
+        "timer",
+        "waiting",
+    )
 
-    def __init__(self, future: asyncio.Future[Any], arg: Any) -> None:
+    def __init__(
+        self, future: asyncio.Future[Any], fn: Callable[[Any], Any], arg: Any, lane: int
+    ) -> None:
         self.future = future
+        self.fn = fn
         self.arg = arg
+        self.lane = lane
         self.started: float | None = None
         """`time.monotonic()` when a thread took it up (loop timers run on that clock)."""
         self.ended = False
@@ -45,23 +60,30 @@ class _Run:
 
 
 class HandlerThreads:
-    """Runs `fn(arg)` on up to `count` threads (`limit` with wedged ones)."""
+    """Runs `fn(arg)` on up to `count` threads (`limit` with wedged ones).
+
+    The runs of several lanes (a worker's topics) can share the threads: each thread takes
+    its next run from the lane whose turn it is, by `weights` or `strict` priority
+    (`wheelq.worker.slots.TurnQueue`), so queued runs start in the worker's weighted order.
+    """
 
     def __init__(
         self,
-        fn: Callable[[Any], Any],
+        fn: Callable[[Any], Any] | None,
         count: int,
         name: str,
         *,
         timeout_s: float | None = None,
         limit: int | None = None,
+        weights: Sequence[int] = (1,),
+        strict: bool = False,
     ) -> None:
-        self._fn = fn
+        self._fn = fn  # What `submit` runs when given no fn.
         self.count = count
         self.limit = max(count, limit or count)
         self._name = name
         self._timeout_s = timeout_s
-        self._queue: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
+        self._queue: TurnQueue[_Run] = TurnQueue(weights, strict=strict)
         self._done: deque[tuple[_Run, BaseException | None, Any]] = deque()
         self._lock = threading.Lock()
         self._notified = False
@@ -74,14 +96,19 @@ class HandlerThreads:
         self.threads = 0  # Live threads (changed under the lock).
         self.wedged = 0
         """Threads still running a job that ran over its limit (changed under the lock)."""
+        self.wedged_in = [0] * len(weights)  # `wedged`, by lane (changed under the lock)
 
-    def submit(self, arg: Any) -> asyncio.Future[Any]:
-        """Queue `fn(arg)`; the future has what it returned, or fails with what it raised
-        (`RanOver` after `timeout_s`)."""
+    def submit(
+        self, arg: Any, fn: Callable[[Any], Any] | None = None, lane: int = 0
+    ) -> asyncio.Future[Any]:
+        """Queue `fn(arg)` on `lane`; the future has what it returned, or fails with what it
+        raised (`RanOver` after `timeout_s`)."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        run = _Run(loop.create_future(), arg)
+        fn = fn or self._fn
+        assert fn is not None, "a pool made without a fn runs the fn given to submit"
+        run = _Run(loop.create_future(), fn, arg, lane)
         self._unsettled += 1
         threads = self.threads  # every thread is taken and there is room: one more
         if (
@@ -90,7 +117,7 @@ class HandlerThreads:
             and threads < self.limit
         ):
             self._start_thread()
-        self._queue.put(run)
+        self._queue.put(run, lane)
         if self._timeout_s is not None:
             run.timer = loop.call_later(self._timeout_s, self._check, run)
         return run.future
@@ -100,7 +127,7 @@ class HandlerThreads:
         with self._lock:
             closing, self.threads = self.threads, 0
         for _ in range(closing):
-            self._queue.put(None)
+            self._queue.wake()
 
     def _start_thread(self) -> None:
         with self._lock:
@@ -117,7 +144,7 @@ class HandlerThreads:
                 if run.waiting:  # its limit came due while it queued: the clock starts now
                     self._call_soon(self._check, run)
                 try:
-                    value = self._fn(run.arg)
+                    value = run.fn(run.arg)
                 except BaseException as exc:  # handed to the awaiting task as it is
                     outcome = exc
                 run.ran_ms = (monotonic() - run.started) * 1000
@@ -130,6 +157,7 @@ class HandlerThreads:
             run.ended = True
             if run.ran_over:
                 self.wedged -= 1
+                self.wedged_in[run.lane] -= 1
             retire = self.threads - self.wedged > self.count and self._queue.empty()
             if retire:
                 self.threads -= 1
@@ -166,6 +194,7 @@ class HandlerThreads:
                 return  # it finished in time; its outcome is on its way
             run.ran_over = True
             self.wedged += 1
+            self.wedged_in[run.lane] += 1
         run.future.set_exception(RanOver())
 
     def _deliver(self) -> None:
@@ -235,9 +264,28 @@ def _refuse(why: str) -> NoReturn:
     raise InvalidHandlerError("handler", f"handler must be {ACCEPTED}; {why}")
 
 
+def handler_threads(
+    threads: int, timeout_ms: int, weights: Sequence[int] = (1,), *, strict: bool = False
+) -> HandlerThreads:
+    """The threads sync handlers run on: `threads` of them (and up to as many more, each
+    replacing one wedged past `timeout_ms`), shared by lanes of these `weights`."""
+    return HandlerThreads(
+        None,
+        threads,
+        "wheelq-handler",
+        timeout_s=timeout_ms / 1000 if timeout_ms > 0 else None,
+        limit=2 * threads,  # at most `threads` wedged ones are replaced
+        weights=weights,
+        strict=strict,
+    )
+
+
 class HandlerRunner:
     """Runs one handler, on `threads` threads if sync, in a span when `tracing`; keeps what
-    it returns up to `result_max_bytes` (0: ignored, with a warning said once)."""
+    it returns up to `result_max_bytes` (0: ignored, with a warning said once).
+
+    A sync handler runs on `pool` when given (a worker's threads, shared by its topics, as
+    its lane `lane`: `handler_threads`), else on threads of its own."""
 
     def __init__(
         self,
@@ -248,6 +296,8 @@ class HandlerRunner:
         tracing: Tracing | None = None,
         group: str = "",
         result_max_bytes: int = 0,
+        pool: HandlerThreads | None = None,
+        lane: int = 0,
     ) -> None:
         self.handler = check_handler(handler)
         self.is_async = is_async(handler)
@@ -258,17 +308,9 @@ class HandlerRunner:
         self._await: Callable[[Job], Awaitable[Any]] = (
             self.handler if tracing is None else self._await_traced
         )
-        self._pool = (
-            None
-            if self.is_async
-            else HandlerThreads(
-                self._call if tracing is None else self._call_traced,
-                threads,
-                "wheelq-handler",
-                timeout_s=self.timeout_s,
-                limit=2 * threads,  # at most `threads` wedged ones are replaced
-            )
-        )
+        self._call_fn = self._call if tracing is None else self._call_traced
+        self._lane = lane if pool is not None else 0
+        self._pool = None if self.is_async else pool or handler_threads(threads, timeout_ms)
         self._warned_result = False
 
     def time_runs(self, ran: Callable[[float], None]) -> None:
@@ -279,11 +321,11 @@ class HandlerRunner:
     @property
     def wedged(self) -> int:
         """Threads still running a sync handler that ran over its time limit."""
-        return 0 if self._pool is None else self._pool.wedged
+        return 0 if self._pool is None else self._pool.wedged_in[self._lane]
 
     def submit(self, job: Job) -> asyncio.Future[Any]:
         assert self._pool is not None, "submit is for sync handlers"
-        return self._pool.submit(job)
+        return self._pool.submit(job, self._call_fn, self._lane)
 
     def outcome(self, job: Job, done: asyncio.Future[Any]) -> Outcome:
         """What the finished (not cancelled) run `done` of `job` came to."""

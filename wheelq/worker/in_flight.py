@@ -98,6 +98,7 @@ class InFlightSet:
         read_ahead_ms: int = 0,
         timer: Callable[[], float] = time.perf_counter,
         slots: Slots | None = None,
+        queue_to_threads: bool | None = None,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -112,16 +113,19 @@ class InFlightSet:
         self.closing = False  # Set on stop: nothing new starts, and free() is 0.
         self.paused = False  # Set while the group is paused: held entries wait, none start.
         self.events_on = False  # Set while the topic has job events on: starts are noted.
-        self._queue_to_threads = not runner.is_async
-        """Sync handlers: read-ahead is queued to the threads too, saving a thread hop per job."""
-        self.read_ahead = ReadAhead(concurrency, read_ahead_ms)
-        if self._queue_to_threads:  # a slot's time there includes the queue: time the thread
-            runner.time_runs(self.read_ahead.ran)
+        if queue_to_threads is None:
+            queue_to_threads = not runner.is_async
+        self._queue_to_threads = queue_to_threads and not runner.is_async
+        """Sync handlers (of every topic of the worker): read-ahead is queued to the threads
+        too, saving a thread hop per job; the threads take it in the slots' order of turns."""
         if slots is None:
-            slots = Slots(concurrency)
+            slots = Slots(concurrency, read_ahead=ReadAhead(concurrency, read_ahead_ms))
             slots.add(self)
         self.slots = slots
         """The worker's slots, which its topics share (`wheelq.worker.slots`)."""
+        self.read_ahead = slots.read_ahead  # the worker's, learnt from every topic's runs
+        if self._queue_to_threads:  # a slot's time there includes the queue: time the thread
+            runner.time_runs(self.read_ahead.ran)
         self.readers = 1  # Its readers; set by the worker (one per shard on a cluster).
         self._short_reads: dict[int, bool] = {}  # reader -> whether its last read came short
         self._backlog: deque[Held] = deque()

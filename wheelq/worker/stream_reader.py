@@ -164,11 +164,17 @@ class StreamReader(Service):
         self._accept = accept
         self._ensure_groups = ensure_groups
         self._noted = noted  # told after each read whether every stream came short
+        self._may_block = False
+        """Whether the next read may block: the last one came back short (its streams had no
+        more). Not at the start, nor after a full read: those answer at once, so the worker's
+        slots learn without waiting out `block_ms` whether the topic has entries (a topic
+        with entries on their way keeps its turn; `wheelq.worker.slots`)."""
         self.read = 0
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         """Stop now: a read blocked in Redis is cancelled, not waited out."""
         self._stopping = True
+        self._may_block = False
         if self._task is not None:
             self._task.cancel()
         return await super().stop(budget)
@@ -179,16 +185,22 @@ class StreamReader(Service):
         # reader that just gave its slot back take it again, every time.
         while (count := self._slots.take()) == 0:  # COUNT applies to each stream read
             await self._slots.wait()
-        block_ms = min(self._block_ms, SHARED_BLOCK_MS) if self._slots.short else self._block_ms
+        block_ms: int | None = None
+        if self._may_block:
+            block_ms = min(self._block_ms, SHARED_BLOCK_MS) if self._slots.short else self._block_ms
         call = consume.read_group(self.shards, self._me.group, self._me.name, count, block_ms)
         try:
             (got,) = await self._me.executor.run([call])
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
+                self._note(True)
                 raise
             log.warning("consumer group %s is gone; creating it again", self._me.group)
             await self._ensure_groups()
             return 0.0
+        except Exception:
+            self._note(True)  # nothing on its way: a failing read holds no turn of the slots
+            raise
         finally:
             self._slots.give_back(count)  # what was read is accepted (held) below, at once
         by_shard: dict[int, list[consume.Entry]] = {}
@@ -197,9 +209,14 @@ class StreamReader(Service):
         for shard, entries in by_shard.items():
             self.read += len(entries)
             self._accept(shard, entries)
-        if self._noted is not None:  # a stream that gave fewer than COUNT has no more now
-            self._noted(all(len(entries) < count for entries in by_shard.values()))
+        # a stream that gave fewer than COUNT has no more now
+        self._may_block = short = all(len(entries) < count for entries in by_shard.values())
+        self._note(short)
         return 0.0
+
+    def _note(self, short: bool) -> None:
+        if self._noted is not None:
+            self._noted(short)
 
 
 IDS_PER_TOUCH = 500

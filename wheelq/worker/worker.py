@@ -26,9 +26,10 @@ from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.store import connect, events, ops, pauses
 from wheelq.store.executor import Call
 from wheelq.worker.flow_gate import FlowGate
-from wheelq.worker.handler_runner import Handler, HandlerRunner
+from wheelq.worker.handler_runner import Handler, HandlerRunner, handler_threads, is_async
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.pause_watch import PauseWatch
+from wheelq.worker.read_ahead import ReadAhead
 from wheelq.worker.settler import Settler
 from wheelq.worker.slots import Slots
 from wheelq.worker.stream_reader import ClaimKeeper, Consumer, Membership, ReadSlots, StreamReader
@@ -346,18 +347,28 @@ class Worker(Role[WorkerStopReport]):
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._hurry = asyncio.Event()
         self.clock = LocalClock()
-        self.slots = Slots(s.concurrency, strict=strict)
+        self.slots = Slots(
+            s.concurrency, strict=strict, read_ahead=ReadAhead(s.concurrency, s.read_ahead_ms)
+        )
         handlers = _handlers(self.topics, handler)
+        # Sync handlers share `concurrency` threads, which take each topic's entries in turn
+        # by weight; with every handler sync, the read-ahead is queued to them too.
+        self._threads = handler_threads(
+            s.concurrency, s.handler_timeout_ms, list(weights.values()), strict=strict
+        )
+        self._queue_to_threads = not any(map(is_async, handlers))
         self.lanes = [
-            self._lane(name, weights[name], handler_, flow)
-            for name, handler_ in zip(self.topics, handlers, strict=True)
+            self._lane(name, weights[name], handler_, flow, n)
+            for n, (name, handler_) in enumerate(zip(self.topics, handlers, strict=True))
         ]
         first = self.lanes[0]  # the only one of a worker of one topic
         self.runner, self.settler = first.runner, first.settler
         self._in_flight = first.in_flight
         self._parts: list[RunningParts] = []
 
-    def _lane(self, topic: str, weight: int, handler: Handler, flow: Flow) -> TopicLane:
+    def _lane(
+        self, topic: str, weight: int, handler: Handler, flow: Flow, number: int
+    ) -> TopicLane:
         s, group = self.settings, self.group
         runner = HandlerRunner(
             handler,
@@ -366,6 +377,8 @@ class Worker(Role[WorkerStopReport]):
             tracing=tracing.load(),
             group=group,
             result_max_bytes=s.result_max_bytes,
+            pool=self._threads,
+            lane=number,
         )
         settler = Settler(
             self._executor,
@@ -385,8 +398,8 @@ class Worker(Role[WorkerStopReport]):
             RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
             WallClock(),
             gate=FlowGate(self._executor, topic, group, self.consumer, flow, ttl_ms),
-            read_ahead_ms=s.read_ahead_ms,
             slots=self.slots,
+            queue_to_threads=self._queue_to_threads,
         )
         self.slots.add(in_flight, weight)
         members = Membership(Consumer(self._executor, topic, [], group, self.consumer))
@@ -620,7 +633,8 @@ class Worker(Role[WorkerStopReport]):
 
     def status(self) -> dict[str, Any]:
         """Counters for logs and health checks (``held`` counts the read-ahead too); with
-        several topics, summed over them (``paused``: every one is), and each in ``topics``."""
+        several topics, summed over them (``paused``: every one is; ``read_ahead`` is the
+        worker's, as each topic's is), and each in ``topics``."""
         lanes = [self.lane_status(lane) for lane in self.lanes]
         out: dict[str, Any] = {
             "consumer": self.consumer,
@@ -630,6 +644,7 @@ class Worker(Role[WorkerStopReport]):
         if len(lanes) == 1:
             return out | lanes[0]
         sums = {k: sum(st[k] for st in lanes) for k, v in lanes[0].items() if type(v) is int}
+        sums["read_ahead"] = self.slots.read_ahead.extra  # the worker's, not one per topic
         parts = {name: combined([st["parts"][name] for st in lanes]) for name in lanes[0]["parts"]}
         return out | {
             "topic": self.topic,
