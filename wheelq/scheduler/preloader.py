@@ -53,13 +53,19 @@ class WakeListener(Service):
         """Slots of the leads marked followed (a lead taken again has a new slot)."""
 
     async def step(self) -> float:
-        """One subscription: listen until stopped or the connection fails (it raises)."""
+        """One subscription: listen until stopped or the connection fails (it raises).
+
+        A subscription that worked and broke is made again at once, not after a pause: it is
+        the node's liveness connection, and other nodes free its leases if it stays gone for
+        the failover grace (docs/architecture.md, "Leases and failover")."""
         subscription = WakeSubscription.of(self._executor)
         try:
             await self._listen(subscription)
-        except Exception:
+        except Exception as exc:
             await self._unmark()  # alive: other nodes must not take this for a dead process
-            raise
+            if self.failures or not is_transient(exc):
+                raise
+            self.failed(exc)  # counted and logged; the next step subscribes again now
         finally:
             self._unfollow_all()
             await subscription.aclose()
