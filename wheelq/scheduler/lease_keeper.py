@@ -316,8 +316,9 @@ class LeaseKeeper(Service):
             [nodes.lease_reap(keys, grace_ms) for keys in suspects], return_exceptions=True
         )
         dead: dict[str, set[str]] = {}
+        answered_ms = self.clock.now_ms()  # a grace's wait counts from its answer
         for keys, reply in zip(suspects, replies, strict=True):
-            self._watch.noted(keys, reply, now_ms)
+            self._watch.noted(keys, reply, answered_ms)
             if isinstance(reply, BaseException):  # asked again at the next count
                 log.warning("could not check whether %s's leader is alive: %s", keys.tag, reply)
             elif reply.state is nodes.Reaped.FREED:
