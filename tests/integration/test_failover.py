@@ -431,6 +431,23 @@ def a_behind_a_proxy(
             b.finish()
 
 
+def split_and_watched(
+    url: str, r: redis.Redis, topic: str
+) -> tuple[dict[int, str | None], list[str]]:
+    """Once the nodes share the shards, have registered their liveness connections and have
+    counted each other's a few times, with jobs falling due from 0.5 s on: (the split, ids)."""
+    split = wait_split(r, topic)
+    eventually_sync(
+        lambda: all(r.get(k.followed) for k in all_shards(topic, SHARDS)),
+        timeout_s=10,
+        what="both nodes to register their liveness connections",
+    )
+    ids = enqueue_spread(url, topic, 3000, start_s=0.5, span_s=5.0)
+    start = redis_ms(r)
+    eventually_sync(lambda: redis_ms(r) > start + 500, timeout_s=10, what="a few counts")
+    return split, ids
+
+
 def marks(r: redis.Redis, topic: str, shards: set[int]) -> list[str | None]:
     """The liveness marks of `shards`: the leader's token, "token ms" once seen gone."""
     values = [r.get(all_shards(topic, SHARDS)[s].followed) for s in sorted(shards)]
@@ -452,16 +469,8 @@ def test_a_live_leader_cut_off_redis_keeps_its_leases_when_back_within_the_grace
     channels empty and starts their grace, the leader reconnects and registers again within
     it, and it keeps every lease, then and at each later count; no job fires twice."""
     with a_behind_a_proxy(server, topic, tmp_path) as (a, b, proxy):
-        split = wait_split(redis_sync, topic)
+        split, ids = split_and_watched(server.url, redis_sync, topic)
         a_shards = {s for s, holder in split.items() if holder == a.node_id}
-        eventually_sync(
-            lambda: all(redis_sync.get(k.followed) for k in all_shards(topic, SHARDS)),
-            timeout_s=10,
-            what="both nodes to register their liveness connections",
-        )
-        ids = enqueue_spread(server.url, topic, 3000, start_s=0.5, span_s=5.0)
-        start = redis_ms(redis_sync)
-        eventually_sync(lambda: redis_ms(redis_sync) > start + 500, timeout_s=10, what="counts")
 
         def kept(done: Callable[[], bool]) -> Callable[[], bool]:
             """`done`, checking at each poll that node a still leads its shards."""
@@ -512,16 +521,8 @@ def test_a_leader_cut_off_redis_then_paused_loses_its_leases_after_the_grace_saf
     register again, so once the grace is over its leases are freed, long before their TTL;
     resumed, it finds them lost and emits nothing for those shards (fenced)."""
     with a_behind_a_proxy(server, topic, tmp_path) as (a, b, proxy):
-        split = wait_split(redis_sync, topic)
+        split, ids = split_and_watched(server.url, redis_sync, topic)
         a_shards = {s for s, holder in split.items() if holder == a.node_id}
-        eventually_sync(
-            lambda: all(redis_sync.get(k.followed) for k in all_shards(topic, SHARDS)),
-            timeout_s=10,
-            what="both nodes to register their liveness connections",
-        )
-        ids = enqueue_spread(server.url, topic, 3000, start_s=0.5, span_s=5.0)
-        start = redis_ms(redis_sync)
-        eventually_sync(lambda: redis_ms(redis_sync) > start + 500, timeout_s=10, what="counts")
         cut_ms = cut_off(redis_sync, proxy)
         a.signal(signal.SIGSTOP)
         proxy.refuse(False)
