@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,8 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq import AsyncClient, Client, EnqueueItem, Scheduler
 from wheelq.core.keys import all_shards, shard_of
-from wheelq.testing import Fired, ServerBinary, summarize
+from wheelq.testing import EmbeddedServer, Fired, ServerBinary, summarize
+from wheelq.testing.proxy import ProxyThread
 
 SHARDS = 4
 TTL_MS = 1500
@@ -39,6 +40,7 @@ SETTINGS = {
     "sweep_grace_ms": 3000,
 }
 FAST_MS = 500  # a dead process's shards fire again within this, at default settings
+TTL_DEFAULT_MS = 5000
 
 pytestmark = pytest.mark.slow
 
@@ -397,3 +399,155 @@ def test_a_schedule_runs_each_occurrence_once_when_the_leader_of_its_home_dies(
     assert set(holders(redis_sync, topic).values()) == {
         next(n for n in nodes if n is not victim).node_id
     }
+
+
+# --- a live leader cut off Redis: the failover grace -------------------------------------------
+
+GRACE_MS = 1000
+CUT_SETTINGS = {
+    "check_interval_ms": 100,
+    "failover_grace_ms": GRACE_MS,
+    "failure_pause_max_ms": 200,  # back within a pause of the proxy's refusal ending
+    "preload_interval_ms": 200,
+    "sweep_grace_ms": 3000,
+}
+BLACKOUT_MS = 300  # node a off Redis: three of node b's counts, well within the grace
+
+
+@contextlib.contextmanager
+def a_behind_a_proxy(
+    server: EmbeddedServer, topic: str, out: Path
+) -> Iterator[tuple[Node, Node, ProxyThread]]:
+    """Node a reaches the server only through a proxy the test cuts; node b directly."""
+    Client.from_url(server.url).create_topic(topic, SHARDS)
+    with ProxyThread(server.port) as proxy:
+        via = f"redis://127.0.0.1:{proxy.port}"
+        a = Node(via, topic, "node-a", out / "a.jsonl", CUT_SETTINGS)
+        b = Node(server.url, topic, "node-b", out / "b.jsonl", CUT_SETTINGS)
+        try:
+            yield a, b, proxy
+        finally:
+            a.finish()
+            b.finish()
+
+
+def split_and_watched(
+    url: str, r: redis.Redis, topic: str
+) -> tuple[dict[int, str | None], list[str]]:
+    """Once the nodes share the shards, have registered their liveness connections and have
+    counted each other's a few times, with jobs falling due from 0.5 s on: (the split, ids)."""
+    split = wait_split(r, topic)
+    eventually_sync(
+        lambda: all(r.get(k.followed) for k in all_shards(topic, SHARDS)),
+        timeout_s=10,
+        what="both nodes to register their liveness connections",
+    )
+    ids = enqueue_spread(url, topic, 3000, start_s=0.5, span_s=5.0)
+    start = redis_ms(r)
+    eventually_sync(lambda: redis_ms(r) > start + 500, timeout_s=10, what="a few counts")
+    return split, ids
+
+
+def marks(r: redis.Redis, topic: str, shards: set[int]) -> list[str | None]:
+    """The liveness marks of `shards`: the leader's token, "token ms" once seen gone."""
+    values = [r.get(all_shards(topic, SHARDS)[s].followed) for s in sorted(shards)]
+    return [v.decode() if v else None for v in values]
+
+
+def cut_off(r: redis.Redis, proxy: ProxyThread) -> int:
+    """Close every connection of the node behind `proxy` and refuse new ones; the Redis ms."""
+    proxy.refuse(True)
+    proxy.cut()
+    return redis_ms(r)
+
+
+def test_a_live_leader_cut_off_redis_keeps_its_leases_when_back_within_the_grace(
+    server: EmbeddedServer, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    """Every connection of a live leader is cut (its liveness connection with them) and it
+    cannot reconnect for three of the other node's counts: the other node sees its wake
+    channels empty and starts their grace, the leader reconnects and registers again within
+    it, and it keeps every lease, then and at each later count; no job fires twice."""
+    with a_behind_a_proxy(server, topic, tmp_path) as (a, b, proxy):
+        split, ids = split_and_watched(server.url, redis_sync, topic)
+        a_shards = {s for s, holder in split.items() if holder == a.node_id}
+
+        def kept(done: Callable[[], bool]) -> Callable[[], bool]:
+            """`done`, checking at each poll that node a still leads its shards."""
+
+            def check() -> bool:
+                assert holders(redis_sync, topic) == split, "a live leader lost a lease"
+                return done()
+
+            return check
+
+        cut_ms = cut_off(redis_sync, proxy)
+        eventually_sync(
+            kept(lambda: all(" " in (m or "") for m in marks(redis_sync, topic, a_shards))),
+            timeout_s=5,
+            what="node b to see node a's liveness connection gone (its grace started)",
+        )
+        eventually_sync(
+            kept(lambda: redis_ms(redis_sync) > cut_ms + BLACKOUT_MS), timeout_s=5, what="blackout"
+        )
+        proxy.refuse(False)
+        eventually_sync(
+            kept(lambda: set(marks(redis_sync, topic, a_shards)) == {a.node_id}),
+            timeout_s=5,  # within the grace, or node b frees its leases: kept() fails
+            what="node a to reconnect and register again",
+        )
+        # Two graces and more: a stamp that outlived the re-registration would free them.
+        eventually_sync(
+            kept(lambda: redis_ms(redis_sync) > cut_ms + 3 * GRACE_MS),
+            timeout_s=10,
+            what="three graces from the cut",
+        )
+        records = wait_all_fired(redis_sync, topic, ids)
+        end_ms = redis_ms(redis_sync)
+        a.finish()
+        b.finish()
+    moves = ("acquired", "lost", "released", "taken_over_dead")
+    for node in (a, b):
+        moved = [e for e in node.events() if e["kind"] in moves and cut_ms <= int(e["t"]) < end_ms]
+        assert moved == [], f"{node.node_id}'s leases moved"
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+
+
+def test_a_leader_cut_off_redis_then_paused_loses_its_leases_after_the_grace_safely(
+    server: EmbeddedServer, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    """The rule's other side: cut off Redis and then paused (SIGSTOP), a leader cannot
+    register again, so once the grace is over its leases are freed, long before their TTL;
+    resumed, it finds them lost and emits nothing for those shards (fenced)."""
+    with a_behind_a_proxy(server, topic, tmp_path) as (a, b, proxy):
+        split, ids = split_and_watched(server.url, redis_sync, topic)
+        a_shards = {s for s, holder in split.items() if holder == a.node_id}
+        cut_ms = cut_off(redis_sync, proxy)
+        a.signal(signal.SIGSTOP)
+        proxy.refuse(False)
+        moved_ms = eventually_sync(
+            lambda: (
+                redis_ms(redis_sync)
+                if set(holders(redis_sync, topic).values()) == {b.node_id}
+                else None
+            ),
+            timeout_s=10,
+            what="node b to take node a's shards",
+        )
+        a.signal(signal.SIGCONT)
+        records = wait_all_fired(redis_sync, topic, ids)
+        eventually_sync(
+            lambda: sum(e["kind"] == "lost" for e in a.events()) == len(a_shards),
+            timeout_s=10,
+            what="node a to notice it lost its shards",
+        )
+        a.finish()
+        b.finish()
+    taken = [e for e in b.events() if e["kind"] == "taken_over_dead"]
+    assert sorted(int(e["shard"]) for e in taken) == sorted(a_shards)
+    assert GRACE_MS <= moved_ms - cut_ms < TTL_DEFAULT_MS // 2, "freed by the grace, not the TTL"
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
+    after = [e for e in a.events() if int(e["t"]) > moved_ms and e["kind"] == "emitted"]
+    assert [e for e in after if e["shard"] in a_shards] == [], "emitted on a lost shard"

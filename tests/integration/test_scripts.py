@@ -1749,36 +1749,111 @@ def test_lease_watch_counts_this_servers_subscribers_of_each_channel(
     assert run(nodes.lease_watch(keys, [keys.wake_channel])) == [0]
 
 
+GRACE_MS = 200
+
+
 def test_lease_reap_frees_only_a_marked_lease_whose_channel_lost_its_subscriber(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
 ) -> None:
-    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.FREE, "")
+    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.FREE, "")
     run(nodes.lease_acquire(keys, OTHER, TTL_MS))
     # Not marked yet (a new leader subscribing): alive, whatever the count.
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
     before = shard_state(redis_sync, keys)
-    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, OTHER)
+    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
     assert shard_state(redis_sync, keys) == before
     # Marked, and subscribed: alive.
     wake.ssubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "ssubscribe"
     run(nodes.lease_followed(keys, OTHER, True))
     before = shard_state(redis_sync, keys)
-    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, OTHER)
+    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
     assert shard_state(redis_sync, keys) == before
     # Marked by an earlier leader, not this one: alive (its TTL decides).
     redis_sync.set(keys.followed, TOKEN)
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
-    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, OTHER)
-    assert redis_sync.get(keys.lease) == OTHER.encode()
-    # Marked by the holder, and no subscriber left: its process is gone, the lease is free.
+    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.ALIVE
+    assert redis_sync.get(keys.followed) == TOKEN.encode()
+    # Marked by the holder, and no subscriber left: its grace starts, then it is freed.
     redis_sync.set(keys.followed, OTHER)
-    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.FREED, OTHER)
+    assert gone_for_the_grace(redis_sync, run, keys) == nodes.Reap(nodes.Reaped.FREED, OTHER)
     assert redis_sync.exists(keys.lease, keys.followed, keys.horizon) == 0
     assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).new is True
-    assert run(nodes.lease_reap(keys)) == (nodes.Reaped.ALIVE, TOKEN)  # a second run: no harm
+    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.ALIVE  # no harm
+
+
+def gone_for_the_grace(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> nodes.Reap:
+    """Reap a marked shard without subscriber: the first call starts the grace (stamps the
+    mark with the Redis time) and frees nothing, nor does any call before the grace is over;
+    returns the reply of the first call after it."""
+    before = shard_state(redis_sync, keys)
+    first = run(nodes.lease_reap(keys, GRACE_MS))
+    holder = redis_sync.get(keys.lease).decode()
+    assert first == nodes.Reap(nodes.Reaped.GONE, holder, GRACE_MS)
+    token, since = redis_sync.get(keys.followed).decode().rsplit(" ", 1)
+    assert token == holder and abs(int(since) - server_ms(redis_sync)) < 1000
+    assert {k: v for k, v in shard_state(redis_sync, keys).items() if k != "followed"} == {
+        k: v for k, v in before.items() if k != "followed"
+    }
+    again = run(nodes.lease_reap(keys, GRACE_MS))
+    assert again.state is nodes.Reaped.GONE and 0 < again.wait_ms <= GRACE_MS
+    eventually_sync(
+        lambda: server_ms(redis_sync) > int(since) + GRACE_MS, timeout_s=5, what="the grace"
+    )
+    return run(nodes.lease_reap(keys, GRACE_MS))
+
+
+def test_a_leader_registered_again_or_back_within_the_grace_keeps_its_lease(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
+) -> None:
+    """The grace ends only for a liveness connection gone all along: a leader that registers
+    again (a plain mark) or whose subscriber is back before the grace is over keeps its lease,
+    and a later loss starts a whole grace of its own."""
+    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+    run(nodes.lease_followed(keys, OTHER, True))
+    wake.sunsubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
+    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.GONE
+    # Its process reconnected and registered again: the grace is over, the lease is kept.
+    run(nodes.lease_followed(keys, OTHER, True))
+    assert redis_sync.get(keys.followed) == OTHER.encode()
+    grace_ms(redis_sync)
+    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.GONE, "a new grace"
+    # Its subscriber is back (not registered yet): alive, and the stamp is cleared.
+    wake.ssubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "ssubscribe"
+    grace_ms(redis_sync)
+    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
+    assert redis_sync.get(keys.followed) == OTHER.encode()
+    wake.sunsubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
+    assert gone_for_the_grace(redis_sync, run, keys).state is nodes.Reaped.FREED
+
+
+def test_a_leader_unmarks_a_mark_its_grace_stamped(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
+) -> None:
+    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+    run(nodes.lease_followed(keys, OTHER, True))
+    wake.sunsubscribe(keys.wake_channel)
+    assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
+    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.GONE
+    assert run(nodes.lease_followed(keys, TOKEN, False)) is True  # another's: kept
+    assert redis_sync.get(keys.followed).startswith(OTHER.encode() + b" ")
+    assert run(nodes.lease_followed(keys, OTHER, False)) is True
+    assert redis_sync.exists(keys.followed) == 0
+    grace_ms(redis_sync)
+    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
+
+
+def grace_ms(redis_sync: redis.Redis) -> None:
+    """Wait out a grace on the Redis clock."""
+    start = server_ms(redis_sync)
+    eventually_sync(
+        lambda: server_ms(redis_sync) > start + GRACE_MS, timeout_s=5, what="a grace to pass"
+    )
 
 
 # --- NOSCRIPT recovery ----------------------------------------------------------------------

@@ -15,10 +15,11 @@ from tests.support.waiting import until
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.store.executor import Call
-from wheelq.store.nodes import LeaseAttempt, Reaped
+from wheelq.store.nodes import LeaseAttempt, Reap, Reaped
 
 SHARDS = 2
 TTL_MS = 3000  # renewed every 1000 ms; checked every 250 ms
+GRACE_MS = 100  # the default failover_grace_ms: other leaders are counted every 100 ms
 
 
 def acquired(call: Call[Any]) -> LeaseAttempt:
@@ -51,20 +52,28 @@ class Cluster:
         self.subscribed: set[str] = set()
         """Wake channels with a subscriber (the leader of a taken lease is alive)."""
         self.dead: set[str] = set()
-        """Nodes whose process died: `lease_reap` frees the leases they hold."""
+        """Nodes whose process died: `lease_reap` frees the leases they hold after the grace."""
+        self.gone_since: dict[str, int] = {}
+        """The grace `lease_reap` started for a lease (its stamp in the mark)."""
         parts.executor.answer(
             "lease_watch", lambda call: [int(ch in self.subscribed) for ch in call.args]
         )
         parts.executor.answer("lease_reap", self.reap)
+        self._clock = parts.clock
 
-    def reap(self, call: Call[Any]) -> tuple[Reaped, str]:
-        lease, channel = call.keys[0], call.args[0]
+    def reap(self, call: Call[Any]) -> Reap:
+        lease, channel, grace_ms = call.keys[0], call.args[0], int(call.args[1])
         if lease not in self.taken:
-            return Reaped.FREE, ""
+            return Reap(Reaped.FREE, "")
         if channel in self.subscribed or "other" not in self.dead:
-            return Reaped.ALIVE, "other"
+            self.gone_since.pop(lease, None)
+            return Reap(Reaped.ALIVE, "other")
+        now = self._clock.now_ms()
+        since = self.gone_since.setdefault(lease, now)
+        if now - since < grace_ms:
+            return Reap(Reaped.GONE, "other", since + grace_ms - now)
         self.taken.discard(lease)
-        return Reaped.FREED, "other"
+        return Reap(Reaped.FREED, "other")
 
     def bump(self) -> int:
         self.version += 1
@@ -316,7 +325,7 @@ async def joined_by_other(parts: NodeParts, cluster: Cluster) -> LeaseKeeper:
     return leases
 
 
-async def test_a_dead_leaders_shard_is_freed_and_taken_in_the_same_check(
+async def test_a_dead_leaders_shard_is_freed_once_the_grace_is_over_and_taken_at_once(
     parts: NodeParts,
 ) -> None:
     cluster = Cluster(parts)
@@ -329,8 +338,14 @@ async def test_a_dead_leaders_shard_is_freed_and_taken_in_the_same_check(
     cluster.dead.add("other")
     cluster.nodes.remove("other")
     parts.clock.advance(250)
-    await leases.step()
+    wait_s = await leases.step()
     assert [c.keys[0] for c in parts.executor.sent("lease_reap")] == [keys(1).lease]
+    assert parts.executor.sent("ZREM") == [], "gone for less than the grace: not freed yet"
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]
+    assert wait_s == pytest.approx(GRACE_MS / 1000), "asked again when the grace ends"
+    parts.clock.advance(GRACE_MS)
+    await leases.step()
+    assert len(parts.executor.sent("lease_reap")) == 2
     assert [c.command[1:] for c in parts.executor.sent("ZREM")] == [
         (f"wheelq:nodes:{TOPIC}", "other")
     ]
@@ -373,6 +388,32 @@ async def test_a_leader_whose_count_fell_but_who_is_alive_keeps_its_lease(
     parts.clock.advance(250)
     await leases.step()
     assert len(parts.executor.sent("lease_reap")) == 1, "a shard is suspected once per fall"
+
+
+async def test_a_leader_whose_liveness_connection_comes_back_within_the_grace_keeps_its_lease(
+    parts: NodeParts,
+) -> None:
+    """Its connection killed, the other node's process reconnects before the grace is over:
+    the reap at the grace's end finds it there, and nothing is freed."""
+    cluster = Cluster(parts)
+    leases = await joined_by_other(parts, cluster)
+    cluster.subscribed.clear()
+    cluster.dead.add("other")  # as far as the connection says
+    parts.clock.advance(250)
+    await leases.step()
+    assert list(cluster.gone_since) == [keys(1).lease], "its grace started"
+    cluster.subscribed.add(keys(1).wake_channel)  # back, registered again
+    cluster.dead.discard("other")
+    parts.clock.advance(GRACE_MS)
+    await leases.step()
+    assert len(parts.executor.sent("lease_reap")) == 2, "asked again at the grace's end"
+    assert cluster.gone_since == {} and keys(1).lease in cluster.taken
+    assert "taken_over_dead" not in parts.kinds()
+    for _ in range(5):
+        parts.clock.advance(GRACE_MS)
+        await leases.step()
+    assert len(parts.executor.sent("lease_reap")) == 2, "alive: not asked about again"
+    assert [lead.keys.shard for lead in parts.leads.all()] == [0]
 
 
 async def test_without_fast_failover_nothing_is_watched() -> None:

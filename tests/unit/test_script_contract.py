@@ -74,7 +74,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "lease_release": lambda: nodes.lease_release(KEYS, "t"),
     "lease_followed": lambda: nodes.lease_followed(KEYS, "t", True),
     "lease_watch": lambda: nodes.lease_watch(KEYS, [KEYS.wake_channel]),
-    "lease_reap": lambda: nodes.lease_reap(KEYS),
+    "lease_reap": lambda: nodes.lease_reap(KEYS, 100),
     "ack": lambda: consume.ack_done(KEYS, "g", [("1-0", "j", 5, 1, None, 1)]),
     "retry": lambda: consume.retry(KEYS, "g", "1-0", "j", 10, b"e"),
     "dead_letter": lambda: consume.dead_letter(KEYS, "g", [("1-0", "failed", "boom")]),

@@ -4,7 +4,8 @@ fakeredis runs Lua through `lupa` (the ``fakeredis[lua]`` extra); without it thi
 skipped. Its Lua has no ``cmsgpack``, so nothing here fires or cancels a job (the XADD path
 unpacks the envelope, and so does cancel, to find the group whose retry it removes): those,
 and everything else, are covered on real servers in tests/integration/test_scripts.py.
-These only cover scheduling, paging, fencing and leases.
+These only cover scheduling, paging, fencing and leases, on paths that never reach
+``cmsgpack``: a test here must fail for the bug it names, not for the missing library.
 """
 
 from __future__ import annotations
@@ -117,15 +118,23 @@ def test_wrong_type_is_a_script_error_and_writes_nothing(fake: Fake) -> None:
     assert fake.r.exists(KEYS.delayed, KEYS.jobs) == 0
 
 
-def test_emit_due_is_fenced_by_the_lease(fake: Fake) -> None:
-    fake.r.zadd(KEYS.delayed, {"j": fake.now_ms() - 1000})
-    fake.r.hset(KEYS.jobs, "j", ENVELOPE)
-    fake.r.set(KEYS.lease, OTHER)
+@pytest.mark.parametrize("lease", ["held by another", "absent"])
+@pytest.mark.parametrize("mode", ["wheel", "sweep"])
+def test_emit_due_is_fenced_by_the_lease(fake: Fake, lease: str, mode: str) -> None:
+    """A due job without its envelope: the one emit path this Lua runs without ``cmsgpack``
+    (an unfenced call removes it as an orphan), so only the fence keeps it, and the test fails
+    for a missing fence itself rather than for the missing library."""
+    due = fake.now_ms() - 1000
+    fake.r.zadd(KEYS.delayed, {"j": due})
+    if lease == "held by another":
+        fake.r.set(KEYS.lease, OTHER)
+    ids, limit = (["j"], 0) if mode == "wheel" else ([], 10)
 
     with pytest.raises(LeaseLostError):
-        fake(ops.emit_due(KEYS, TOKEN, fake.now_ms(), ["j"]))
+        fake(ops.emit_due(KEYS, TOKEN, fake.now_ms(), ids, limit))
 
-    assert fake.r.zcard(KEYS.delayed) == 1
+    assert fake.r.zrange(KEYS.delayed, 0, -1, withscores=True) == [(b"j", due)]
+    assert fake.r.exists(KEYS.ready, KEYS.dead) == 0
 
 
 def test_emit_due_returns_not_yet_due_by_server_time_and_drops_orphans(fake: Fake) -> None:

@@ -48,6 +48,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "wheel_size", 2, 65_536),
     (SchedulerSettings, "check_interval_ms", 10, 600_000),
     (SchedulerSettings, "fast_failover", 0, 1),
+    (SchedulerSettings, "failover_grace_ms", 10, 60_000),
     (SchedulerSettings, "clock_sync_interval_ms", 100, 3_600_000),
     (SchedulerSettings, "retention_ms", 0, 365 * 86_400_000),
     (SchedulerSettings, "history_max_bytes", 0, 1 << 40),

@@ -193,3 +193,27 @@ async def test_a_confirmation_again_on_the_same_subscription_drains_the_inbox(
         connection.current.messages.put_nowait(confirmation("ssubscribe", keys(0).wake_channel, 1))
         await until(lambda: lead.planned_ms == 0, what="a round at once")
         assert lead.noted and lead.followed
+
+
+async def test_a_subscription_that_worked_and_broke_is_made_again_without_a_pause(
+    parts: NodeParts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It is the node's liveness connection: other nodes free its leases if it stays gone
+    for the failover grace, so it is not held back by a failure pause (a second failure in a
+    row is)."""
+    pauses: list[float] = []
+    pause = WakeListener._pause
+
+    async def spy(self: WakeListener, seconds: float) -> None:
+        pauses.append(seconds)
+        await pause(self, seconds)
+
+    monkeypatch.setattr(WakeListener, "_pause", spy)
+    lead = parts.lead(0)
+    async with listening(parts) as (connection, wake, _):
+        await until(lambda: lead.followed, what="the confirmation")
+        connection.current.messages.put_nowait(RedisConnectionError("Connection reset by peer"))
+        await until(lambda: len(connection.subscriptions) == 2, what="a new subscription")
+        await until(lambda: lead.followed, what="the new subscription's confirmation")
+        assert pauses == [], "made again at once"
+        assert wake.status()["failures"] == 0, "counted, and over once the new one works"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -75,21 +76,30 @@ class CrashWatch:
     "Leases and failover").
 
     A leader subscribes to the wake channel of each shard it leads, on the shard's own
-    server, and marks the shard followed once the subscription is confirmed. Redis drops a
-    dead process's connections at once (its operating system closed them), so each check
-    counts the subscribers of every watched channel, one call per server, and a shard whose
-    count fell to 0 since the check before is a suspect: `lease_reap.lua` frees its lease if
-    the holder had marked it and the channel still has no subscriber. A leader alive but
-    paused, slow or cut off keeps its connection, so it keeps its lease until the TTL.
+    server, and registers that subscription as its liveness connection (it marks the shard
+    followed). Redis drops a dead process's connections at once (its operating system closed
+    them), so every `interval_ms` a node counts the subscribers of every watched channel, one
+    call per server, and a shard whose count fell to 0 since the count before is a suspect:
+    `lease_reap.lua` starts its grace, and frees its lease once the connection has stayed
+    gone that long without the leader registering again. A live leader reconnects within the
+    grace; one paused, slow or cut off keeps its connection, so it keeps its lease until the
+    TTL.
     """
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: Executor, grace_ms: int, interval_ms: int) -> None:
         self._executor = executor
+        self.grace_ms = grace_ms
+        self._interval_ms = interval_ms
         self._subscribed: set[ShardKeys] = set()
         """Watched shards that had a subscriber at the last count."""
         self._asked: list[list[ShardKeys]] = []
+        self._pending: dict[ShardKeys, float] = {}
+        """Suspects whose grace runs: when (node clock ms) to ask `lease_reap` again."""
+        self._next_count_ms = 0.0
 
-    def calls(self, served: dict[str, int], led: Iterable[ShardKeys]) -> list[Call[list[int]]]:
+    def calls(
+        self, served: dict[str, int], led: Iterable[ShardKeys], now_ms: float
+    ) -> list[Call[list[int]]]:
         """The counting calls for the shards of `served` not in `led`: one per server (per
         `WATCHED_PER_CALL` shards), routed by the first shard's key."""
         mine = set(led)
@@ -100,11 +110,14 @@ class CrashWatch:
                     by_server.setdefault(self._executor.node_of(keys.lease), []).append(keys)
         per = nodes.WATCHED_PER_CALL
         self._asked = [g[i : i + per] for g in by_server.values() for i in range(0, len(g), per)]
+        watched = {keys for asked in self._asked for keys in asked}
+        self._pending = {k: at for k, at in self._pending.items() if k in watched}
+        self._next_count_ms = now_ms + self._interval_ms
         return [nodes.lease_watch(a[0], [k.wake_channel for k in a]) for a in self._asked]
 
-    def suspects(self, replies: Sequence[Any]) -> list[ShardKeys]:
-        """The shards whose channel lost its last subscriber since the count before; a failed
-        count leaves its shards as they were."""
+    def suspects(self, replies: Sequence[Any], now_ms: float) -> list[ShardKeys]:
+        """The shards whose channel lost its last subscriber since the count before, and those
+        whose grace is over by `now_ms`; a failed count leaves its shards as they were."""
         now: set[ShardKeys] = set()
         gone = []
         for asked, counts in zip(self._asked, replies, strict=True):
@@ -117,7 +130,23 @@ class CrashWatch:
                 elif keys in self._subscribed:
                     gone.append(keys)
         self._subscribed = now
-        return gone
+        due = [k for k, at in self._pending.items() if at <= now_ms and k not in gone]
+        return gone + due
+
+    def noted(self, keys: ShardKeys, reap: nodes.Reap | BaseException, now_ms: float) -> None:
+        """Note what `lease_reap` answered for `keys`: a grace under way is asked again when
+        it ends, a failed call at the next count."""
+        if isinstance(reap, BaseException):
+            self._pending[keys] = now_ms + self._interval_ms
+        elif reap.state is nodes.Reaped.GONE:
+            self._pending[keys] = now_ms + reap.wait_ms
+        else:
+            self._pending.pop(keys, None)
+
+    def next_ms(self) -> float:
+        """When the next count or reap is due (inf: nothing watched)."""
+        counted = self._next_count_ms if self._asked else math.inf
+        return min(counted, *self._pending.values(), math.inf)
 
 
 class LeaseKeeper(Service):
@@ -142,8 +171,8 @@ class LeaseKeeper(Service):
         self._topics = topics
         self._on_change = on_change
         self._next_renew_ms = 0.0
+        self._next_check_ms = 0.0
         self._served: dict[str, int] = {}
-        self._interval_s = min(s.check_interval_ms, s.renew_interval_ms) / 1000
         self._invalid: dict[str, str] = {}
         self._next_beat_ms = 0.0
         self._sets = NodeSets(node_id, s.lease_ttl_ms)
@@ -151,21 +180,35 @@ class LeaseKeeper(Service):
         """Use the membership counter; False when an ACL refuses it (read every set each check)."""
         self._ifeq = True
         """Renew with SET ... IFEQ; False once the server refused it (then the script)."""
-        self._watch: CrashWatch | None = CrashWatch(ctx.executor) if s.fast_failover else None
+        self._watch: CrashWatch | None = None
+        if s.fast_failover:
+            watch_ms = min(s.check_interval_ms, s.failover_grace_ms)
+            self._watch = CrashWatch(ctx.executor, s.failover_grace_ms, watch_ms)
 
     async def step(self) -> float:
-        """Renew when due, then heartbeat and balance."""
+        """Renew when due, then heartbeat and balance when due; between checks, count the
+        other leaders' liveness connections and reap when due."""
         now_ms = self.clock.now_ms()
+        settings = self._ctx.settings
         try:
             if now_ms >= self._next_renew_ms:
-                self._next_renew_ms = now_ms + self._ctx.settings.renew_interval_ms
+                self._next_renew_ms = now_ms + settings.renew_interval_ms
                 await self.renew()
-            await self.balance()
+            check = now_ms >= self._next_check_ms
+            if not check and self._watch is not None and now_ms >= self._watch.next_ms():
+                check = await self._reap(await self._count())  # freed: take it over at once
+            if check:
+                self._next_check_ms = now_ms + settings.check_interval_ms
+                await self.balance()
         except BaseException:
-            self._next_renew_ms = self._next_beat_ms = 0.0  # renew and beat first when back
+            # renew, beat and check first when back
+            self._next_renew_ms = self._next_beat_ms = self._next_check_ms = 0.0
             self._sets.stale()
             raise
-        return self._interval_s
+        due = [self._next_renew_ms, self._next_check_ms]
+        if self._watch is not None:
+            due.append(self._watch.next_ms())
+        return max(0.0, (min(due) - self.clock.now_ms()) / 1000)
 
     async def renew(self) -> None:
         leads = self._ctx.leads.all()
@@ -216,8 +259,7 @@ class LeaseKeeper(Service):
             if isinstance(registry, BaseException):
                 raise registry
         if watching and await self._reap(counts):
-            self._sets.stale()  # a dead node left its node sets: read them all again
-            version = None
+            version = None  # a dead node left its node sets: read them all again
         self._skip_invalid(registry)
         served = {
             t: n
@@ -247,35 +289,55 @@ class LeaseKeeper(Service):
         """This check's counting calls (none without fast failover)."""
         if self._watch is None:
             return []
-        return self._watch.calls(self._served, self._ctx.leads.by_keys)
+        return self._watch.calls(self._served, self._ctx.leads.by_keys, self.clock.now_ms())
+
+    async def _count(self) -> list[Any]:
+        """Count the watched liveness connections between checks (one call per server)."""
+        calls = self._watching()
+        return await self._ctx.executor.run(calls, return_exceptions=True) if calls else []
 
     async def _reap(self, counts: list[Any]) -> bool:
-        """Free the leases of shards whose leader's process died, and take their dead
-        holders out of those topics' node sets; whether any was freed."""
-        assert self._watch is not None
+        """Free the leases of shards whose leader's liveness connection stayed gone past the
+        grace, and take their dead holders out of those topics' node sets; whether any was
+        freed (the node sets are then read again)."""
+        if self._watch is None:
+            return False
         for reply in counts:
             if nodes.refused_by_acl(reply):  # an ACL user without PUBSUB: the TTL it is
                 log.warning("cannot count subscribers (%s): failover waits for lease TTLs", reply)
                 self._watch = None
                 return False
-        suspects = self._watch.suspects(counts)
+        now_ms = self.clock.now_ms()
+        suspects = self._watch.suspects(counts, now_ms)
         if not suspects:
             return False
+        grace_ms = self._watch.grace_ms
         replies = await self._ctx.executor.run(
-            [nodes.lease_reap(keys) for keys in suspects], return_exceptions=True
+            [nodes.lease_reap(keys, grace_ms) for keys in suspects], return_exceptions=True
         )
         dead: dict[str, set[str]] = {}
+        answered_ms = self.clock.now_ms()  # a grace's wait counts from its answer
         for keys, reply in zip(suspects, replies, strict=True):
-            if isinstance(reply, BaseException):  # its lease moves on at its TTL, as before
+            self._watch.noted(keys, reply, answered_ms)
+            if isinstance(reply, BaseException):  # asked again at the next count
                 log.warning("could not check whether %s's leader is alive: %s", keys.tag, reply)
-            elif reply[0] is nodes.Reaped.FREED:
+            elif reply.state is nodes.Reaped.FREED:
                 log.warning(
-                    "the process leading %s (%s) is gone: its lease is free", keys.tag, reply[1]
+                    "the process leading %s (%s) is gone: its lease is free", keys.tag, reply.holder
                 )
                 self._ctx.event("taken_over_dead", keys)
-                dead.setdefault(keys.topic, set()).add(reply[1])
+                dead.setdefault(keys.topic, set()).add(reply.holder)
+            elif reply.state is nodes.Reaped.GONE:
+                log.debug(
+                    "the liveness connection of %s's leader (%s) is gone: freed in %d ms if it "
+                    "does not come back",
+                    keys.tag,
+                    reply.holder,
+                    reply.wait_ms,
+                )
         if not dead:
             return False
+        self._sets.stale()
         calls: list[Call[Any]] = [
             nodes.leave(topic, node) for topic, gone in dead.items() for node in gone
         ]

@@ -22,6 +22,8 @@ from wheelq.store.wake import WakeNote, WakeSubscription
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1  # how soon a new subscription (or stop) takes effect
+QUICK_TRIES = 3
+"""Tries of a broken wake subscription made again at once before the failure pauses."""
 
 
 class WakeListener(Service):
@@ -53,13 +55,21 @@ class WakeListener(Service):
         """Slots of the leads marked followed (a lead taken again has a new slot)."""
 
     async def step(self) -> float:
-        """One subscription: listen until stopped or the connection fails (it raises)."""
+        """One subscription: listen until stopped or the connection fails (it raises).
+
+        A subscription that worked and broke is made again at once, not after a pause, for
+        `QUICK_TRIES` tries in a row (each may meet another pooled connection the server
+        dropped with it): it is the node's liveness connection, and other nodes free its
+        leases if it stays gone for the failover grace (docs/architecture.md, "Leases and
+        failover")."""
         subscription = WakeSubscription.of(self._executor)
         try:
             await self._listen(subscription)
-        except Exception:
+        except Exception as exc:
             await self._unmark()  # alive: other nodes must not take this for a dead process
-            raise
+            if self.failures >= QUICK_TRIES - 1 or not is_transient(exc):
+                raise
+            self.failed(exc)  # counted and logged; the next step subscribes again now
         finally:
             self._unfollow_all()
             await subscription.aclose()
@@ -104,10 +114,13 @@ class WakeListener(Service):
         marked, self._marked = self._marked, {}
         if marked:
             token = self._leads.token
-            await self._executor.run(
-                [nodes.lease_followed(keys, token, False) for keys in marked.values()],
-                return_exceptions=True,
-            )
+            try:
+                await self._executor.run(
+                    [nodes.lease_followed(keys, token, False) for keys in marked.values()],
+                    return_exceptions=True,
+                )
+            except Exception as exc:  # a connection the server dropped: subscribe again now
+                log.debug("could not take the wake marks back: %s", exc)
 
     def _deliver(self, note: WakeNote) -> None:
         lead = self._leads.by_channel.get(note.channel)

@@ -104,21 +104,34 @@ class Reaped(IntEnum):
     """What `lease_reap` found."""
 
     ALIVE = 0
-    """Held by a leader whose subscription is there (or was never confirmed): nothing written."""
+    """Held by a leader whose liveness connection is there (or was never registered)."""
     FREED = 1
-    """The leader's process is gone: its lease was freed."""
+    """The leader's liveness connection stayed gone past the grace: its lease was freed."""
     FREE = 2
+    GONE = 3
+    """The leader's liveness connection is gone, not for the whole grace yet: nothing freed."""
 
 
-def lease_reap(keys: ShardKeys) -> Call[tuple[Reaped, str]]:
-    """Free the lease of a leader whose process died (see lease_reap.lua): (what was found,
-    the holder's token, "" when free)."""
+@dataclass(frozen=True, slots=True)
+class Reap:
+    """The outcome of `lease_reap`."""
 
-    def parse(reply: Any) -> tuple[Reaped, str]:
+    state: Reaped
+    holder: str
+    """The lease's token ("" when free)."""
+    wait_ms: int = 0
+    """`Reaped.GONE`: ms until the grace ends (ask again then)."""
+
+
+def lease_reap(keys: ShardKeys, grace_ms: int) -> Call[Reap]:
+    """Free the lease of a leader whose liveness connection has stayed gone for `grace_ms`
+    (see lease_reap.lua); the first call that finds it gone starts the grace."""
+
+    def parse(reply: Any) -> Reap:
         r = check("lease_reap", reply)
-        return Reaped(int(r[1])), text(r[2])
+        return Reap(Reaped(int(r[1])), text(r[2]), int(r[3]))
 
-    return script_call("lease_reap", keys, [keys.wake_channel], parse)
+    return script_call("lease_reap", keys, [keys.wake_channel, grace_ms], parse)
 
 
 def lease_holder(keys: ShardKeys) -> Call[str | None]:

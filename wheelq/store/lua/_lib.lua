@@ -66,6 +66,23 @@ local function wq_now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Whether `mark` ({T:s}:followed) is `token`'s, and since when (Redis ms) a watcher has seen
+-- its liveness connection gone (nil: not seen gone). The mark is the token, or "token ms".
+local function wq_marked(mark, token)
+  if not mark then
+    return false, nil
+  end
+  if mark == token then
+    return true, nil
+  end
+  local n = #token
+  if string.sub(mark, 1, n + 1) ~= token .. ' ' then
+    return false, nil
+  end
+  local since = tonumber(string.sub(mark, n + 2))
+  return since ~= nil, since
+end
+
 -- Name of the first key whose type is neither absent nor the expected one.
 -- Called before the first write, so a script never fails half-way.
 local function wq_bad_type(...)

@@ -6,7 +6,7 @@ KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
 KEYS[4]  {T:s}:dead      STREAM  dead letters
 KEYS[5]  {T:s}:lease     STRING  token of the leader
-KEYS[6]  {T:s}:followed  STRING  token of a leader whose wake subscription is confirmed
+KEYS[6]  {T:s}:followed  STRING  the mark of the leader's liveness connection (lease_followed.lua)
 KEYS[7]  {T:s}:horizon   STRING  ms the leader has preloaded up to
 KEYS[8]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[9]  {T:s}:spooled   ZSET    tokens of replayed spool writes

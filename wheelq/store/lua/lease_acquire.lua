@@ -5,7 +5,7 @@ It is not "followed" until its wake subscription is confirmed (lease_followed.lu
 KEYS[1]  {T:s}:lease     STRING  token of the leader
 KEYS[2]  {T:s}:horizon   STRING  ms the leader has preloaded up to
 KEYS[3]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[4]  {T:s}:followed  STRING  token of a leader whose wake subscription is confirmed
+KEYS[4]  {T:s}:followed  STRING  the mark of the leader's liveness connection (lease_followed.lua)
 ARGV[1]  the caller's lease token
 ARGV[2]  lease ttl, ms
 Returns: {0, held, new, server_now_ms, holder}
