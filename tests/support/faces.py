@@ -415,7 +415,7 @@ class Http(Face):
         await self.call("POST", f"{topic}/groups", {"name": group}, 201)
 
     async def group_names(self, topic: str) -> set[str]:
-        return {g["name"] for g in (await self.call("GET", f"{topic}/groups"))["groups"]}
+        return {g["group"] for g in (await self.call("GET", f"{topic}/groups"))["groups"]}
 
     async def delete_group(self, topic: str, group: str) -> None:
         await self.call("DELETE", f"{topic}/groups/{group}", status=204)
