@@ -505,6 +505,11 @@ class Console(Face):
     async def resume_schedule(self, name: str, topic: str) -> None:
         await self.form(f"{topic}/schedules/resume", [("name", name)])
 
+    async def schedule_paused(self, name: str, topic: str) -> bool:
+        ids = (await self.page(f"/topics/{topic}/schedules")).ids
+        (row,) = [v for k, v in ids.items() if k.startswith("schedule-") and v.split()[0] == name]
+        return row.split()[-4:-3] == ["paused"] or " paused " in f" {row} "
+
     async def delete_group(self, topic: str, group: str) -> None:
         await self.form(f"{topic}/groups/delete", [("group", group), ("confirm", "1")])
 
