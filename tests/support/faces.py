@@ -36,6 +36,15 @@ class Unsupported(Exception):
     """The face does not offer this verb."""
 
 
+class Refused(AssertionError):
+    """The CLI exited non-zero, or the API answered another status than expected: `code`
+    (exit code or HTTP status) and what it said."""
+
+    def __init__(self, code: int, said: str) -> None:
+        super().__init__(f"refused with {code}: {said[-2000:]}")
+        self.code, self.said = code, said
+
+
 class Face:
     """The verbs, each unsupported until a face defines it. `uses_http`: the face needs a
     served app (`tests.support.web.serving`)."""
@@ -234,8 +243,8 @@ class Cli(Face):
         done = await asyncio.to_thread(
             run_wheelq, *args, "--redis-url", self.url, timeout_s=timeout_s
         )
-        if ok:
-            assert done.returncode == 0, (args, done.returncode, done.stderr[-2000:])
+        if ok and done.returncode != 0:
+            raise Refused(done.returncode, done.stderr)
         return done.stdout
 
     @staticmethod
@@ -344,7 +353,8 @@ class Http(Face):
 
     async def call(self, method: str, path: str, body: Any = None, status: int = 200, **kw: Any) -> Any:
         got, answer, _ = await self.api.call(method, f"/v1/topics/{path}", body, **kw)
-        assert got == status, (method, path, got, answer)
+        if got != status:
+            raise Refused(got, json.dumps(answer))
         return answer
 
     @staticmethod
