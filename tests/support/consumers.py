@@ -48,13 +48,18 @@ def outcome(job: Job) -> Any:
 
 
 class Consumer:
-    """One consumer of a topic's jobs in group `group`; `handled` lists each job id it ran."""
+    """One consumer of a topic's jobs in group `group`; `handled` lists each job id it ran
+    (`ran`, or for the deliverer what its receiver got)."""
 
     kind: ClassVar[str]
     group: str
 
     def __init__(self) -> None:
-        self.handled: list[str] = []
+        self.ran: list[str] = []
+
+    @property
+    def handled(self) -> list[str]:
+        return self.ran
 
     def enqueue_options(self) -> dict[str, Any]:
         """What a job needs to reach this consumer (the deliverer: a callback URL)."""
@@ -71,7 +76,21 @@ class Consumer:
         raise NotImplementedError
 
 
-class WorkerConsumer(Consumer):
+class WorkerBacked(Consumer):
+    """A consumer that is a `Worker` in this process: it knows its pause from the worker."""
+
+    worker: Worker | None = None
+
+    async def paused(self) -> bool:
+        assert self.worker is not None
+        return bool(self.worker.status()["paused"])
+
+    async def stop(self) -> None:
+        if self.worker is not None:
+            await self.worker.stop(grace_ms=0)
+
+
+class WorkerConsumer(WorkerBacked):
     """A `Worker` in this process, its handler a coroutine or a ``def`` (run on a thread)."""
 
     def __init__(self, pool: Workers, group: str, sync: bool, **settings: Any) -> None:
@@ -83,25 +102,17 @@ class WorkerConsumer(Consumer):
 
     def handler(self) -> Any:
         def handle_sync(job: Job) -> Any:
-            self.handled.append(job.id)
+            self.ran.append(job.id)
             return outcome(job)
 
         async def handle(job: Job) -> Any:
-            self.handled.append(job.id)
+            self.ran.append(job.id)
             return outcome(job)
 
         return handle_sync if self.sync else handle
 
     async def start(self) -> None:
         self.worker = await self.pool.start(self.handler(), group=self.group, **self.settings)
-
-    async def paused(self) -> bool:
-        assert self.worker is not None
-        return bool(self.worker.status()["paused"])
-
-    async def stop(self) -> None:
-        if self.worker is not None:
-            await self.worker.stop(grace_ms=0)
 
 
 class PullConsumer(Consumer):
@@ -122,7 +133,9 @@ class PullConsumer(Consumer):
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        status, body, _ = await self.api.call("POST", f"/v1/topics/{self.topic}/groups", {"name": self.group})
+        status, body, _ = await self.api.call(
+            "POST", f"/v1/topics/{self.topic}/groups", {"name": self.group}
+        )
         assert status in (201, 200), body
         self._task = asyncio.create_task(self._run())
 
@@ -143,7 +156,7 @@ class PullConsumer(Consumer):
                 self.held += [j["id"] for j in jobs]
                 self.hold = False
                 continue
-            self.handled += [j["id"] for j in jobs]
+            self.ran += [j["id"] for j in jobs]
             receipts = {"receipts": [j["receipt"] for j in jobs]}
             if self.nack:
                 receipts["delay_ms"] = 0  # type: ignore[assignment]
@@ -163,9 +176,9 @@ class PullConsumer(Consumer):
                 raise self._task.exception()  # type: ignore[misc]
 
 
-class CallbackConsumer(Consumer):
+class CallbackConsumer(WorkerBacked):
     """The callback deliverer (its worker, group ``callbacks``) posting to a local receiver
-    that answers 200 with ``{"got": <job id>}``; `handled` is what the receiver got."""
+    that answers 200 "delivered"; `handled` is what the receiver got."""
 
     kind = "callbacks"
     group = CALLBACK_GROUP
@@ -175,33 +188,40 @@ class CallbackConsumer(Consumer):
         self.r, self.topic, self.receiver = r, topic, receiver
         self.receiver.scripts["/matrix"] = lambda n: Reply(200, body="delivered")
         self.deliverer: Deliverer | None = None
-        self.worker: Worker | None = None
 
-    @property  # type: ignore[override]
+    @property
     def handled(self) -> list[str]:
+        """The ids of the callbacks the receiver answered 2xx."""
         return [h.job_id for h in self.receiver.to("/matrix") if 200 <= h.status < 300]
-
-    @handled.setter
-    def handled(self, value: list[str]) -> None:
-        pass
 
     def enqueue_options(self) -> dict[str, Any]:
         return {"callback": self.receiver.url("/matrix")}
 
     async def start(self) -> None:
         self.deliverer = Deliverer(CallbackSettings(), signing_secret="s", allow_private=True)
-        worker_settings = {k: v for k, v in FAST.items()}
-        self.worker = delivery_worker(
-            self.r, self.topic, self.deliverer, WorkerSettings(**worker_settings)
-        )
+        self.worker = delivery_worker(self.r, self.topic, self.deliverer, WorkerSettings(**FAST))
         await self.worker.start()
 
-    async def paused(self) -> bool:
-        assert self.worker is not None
-        return bool(self.worker.status()["paused"])
-
     async def stop(self) -> None:
-        if self.worker is not None:
-            await self.worker.stop(grace_ms=0)
+        await super().stop()
         if self.deliverer is not None:
             await self.deliverer.aclose()
+
+
+def make(
+    kind: str,
+    pool: Workers,
+    r: redis.asyncio.Redis,
+    topic: str,
+    receiver: ScriptedServer,
+    served: Served | None = None,
+) -> Consumer:
+    """A consumer of `kind` ("async-worker", "sync-worker", "callbacks", "pull") in group
+    "default" (the deliverer: "callbacks"; pull: "pull", through `served`)."""
+    if kind == "callbacks":
+        return CallbackConsumer(r, topic, receiver)
+    if kind == "pull":
+        assert served is not None, "a pull consumer needs the served app"
+        return PullConsumer(served, topic, "pull")
+    assert kind in ("async-worker", "sync-worker"), kind
+    return WorkerConsumer(pool, "default", sync=kind == "sync-worker")

@@ -25,11 +25,27 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any, ClassVar
 
+import pytest
+
 from tests.integration.test_web_dashboard import Page, get, post
 from tests.support.cli import run_wheelq
 from tests.support.clients import SyncAsAsync
 from tests.support.web import Served
 from wheelq import AsyncClient, Client
+from wheelq.testing import ServerBinary, find_server_binaries
+
+CLI_ONCE = (
+    "the CLI is the sync Client in a process (about a second a call): within the matrix's "
+    "time budget its rows run once, on the single server of the first kind; the sync face's "
+    "rows run on every kind and deployment"
+)
+"""Why a CLI row skips on the cluster and on the second server kind (the `face` fixture)."""
+
+
+def cli_once(deployment: str, server_binary: ServerBinary) -> None:
+    """Skip a CLI row but on the single server of the first kind found (`CLI_ONCE`)."""
+    if deployment != "single" or server_binary.kind != find_server_binaries()[0].kind:
+        pytest.skip(CLI_ONCE)
 
 
 class Unsupported(Exception):
@@ -351,7 +367,9 @@ class Http(Face):
     def __init__(self, served: Served) -> None:
         self.api = served
 
-    async def call(self, method: str, path: str, body: Any = None, status: int = 200, **kw: Any) -> Any:
+    async def call(
+        self, method: str, path: str, body: Any = None, status: int = 200, **kw: Any
+    ) -> Any:
         got, answer, _ = await self.api.call(method, f"/v1/topics/{path}", body, **kw)
         if got != status:
             raise Refused(got, json.dumps(answer))
@@ -532,9 +550,7 @@ class Console(Face):
         return (await self.page(f"/topics/{topic}")).ids["events"] == "on"
 
 
-FACES: dict[str, type[Face]] = {
-    f.name: f for f in (SyncLibrary, AsyncLibrary, Cli, Http, Console)
-}
+FACES: dict[str, type[Face]] = {f.name: f for f in (SyncLibrary, AsyncLibrary, Cli, Http, Console)}
 """Every face by name: the matrix's columns."""
 
 

@@ -1,5 +1,5 @@
 """Fixtures of the every-face matrix (docs/contributing.md): a served app for the HTTP and
-console faces and the pull consumers, the workers' pool, and `faces.opened` by row."""
+console faces and the pull consumers, the workers' pool, and the row's face."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.support.consumers import FAST
-from tests.support.faces import FACES, Face, opened
+from tests.support.faces import FACES, Face, cli_once, opened
 from tests.support.web import Served, serving
 from tests.support.workers import Workers
 from wheelq.core.settings import WorkerSettings
+from wheelq.testing import ServerBinary
 
 
 @pytest.fixture
@@ -41,8 +42,15 @@ def face_app(request: pytest.FixtureRequest) -> Served | None:
 
 @pytest.fixture
 async def face(
-    request: pytest.FixtureRequest, redis_url: str, face_app: Served | None
+    request: pytest.FixtureRequest,
+    deployment: str,
+    server_binary: ServerBinary,
+    redis_url: str,
+    face_app: Served | None,
 ) -> AsyncIterator[Face]:
-    """The row's face (``@pytest.mark.parametrize("face", having(verb), indirect=True)``)."""
+    """The row's face (``@pytest.mark.parametrize("face", having(verb), indirect=True)``);
+    a CLI row runs once (`cli_once`)."""
+    if request.param == "cli":
+        cli_once(deployment, server_binary)
     async with opened(request.param, redis_url, face_app) as opened_face:
         yield opened_face

@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 import redis.asyncio
 
+from tests.support import consumers
 from tests.support.callback_server import ScriptedServer
-from tests.support.consumers import CallbackConsumer, Consumer, PullConsumer, WorkerConsumer
 from tests.support.faces import Face, having
 from tests.support.waiting import eventually
 from tests.support.web import Served
@@ -23,33 +23,18 @@ pytestmark = pytest.mark.cluster_too
 
 SHARDS = 2
 HOUR_S = 3600
-CLI_ON_CLUSTER = "the CLI (the sync Client in a process) runs its rows on the single server"
 
 
 @pytest.mark.parametrize("face", having("cancel"), indirect=True)
 async def test_a_job_cancelled_through_every_face_is_cancelled(
-    face: Face, deployment: str, client: AsyncClient, topic: str
+    face: Face, client: AsyncClient, topic: str
 ) -> None:
-    if face.name == "cli" and deployment == "cluster":
-        pytest.skip(CLI_ON_CLUSTER)
     job_id = await client.enqueue(topic, "x", delay=HOUR_S)
     kept = await client.enqueue(topic, "y", delay=HOUR_S)
     await face.cancel(topic, job_id)
     assert (await client.get(topic, job_id)).state is JobState.CANCELLED
     assert (await client.get(topic, kept)).state is JobState.PENDING
     assert not await client.cancel(topic, job_id)  # once
-
-
-def consumer_of(
-    kind: str, pool: Workers, r: redis.asyncio.Redis, served: Served | None,
-    topic: str, receiver: ScriptedServer,
-) -> Consumer:  # fmt: skip
-    if kind == "callbacks":
-        return CallbackConsumer(r, topic, receiver)
-    if kind == "pull":
-        assert served is not None
-        return PullConsumer(served, topic, "pull")
-    return WorkerConsumer(pool, "default", sync=kind == "sync-worker")
 
 
 ROWS = [(name, "async-worker") for name in having("reschedule")] + [
@@ -60,14 +45,17 @@ ROWS = [(name, "async-worker") for name in having("reschedule")] + [
 @pytest.fixture
 def pull_app(request: pytest.FixtureRequest) -> Served | None:
     """`served` for the pull consumer's row."""
-    return request.getfixturevalue("served") if request.node.callspec.params["kind"] == "pull" else None
+    return (
+        request.getfixturevalue("served")
+        if request.node.callspec.params["kind"] == "pull"
+        else None
+    )
 
 
 @pytest.mark.parametrize(("face", "kind"), ROWS, indirect=["face"])
 async def test_a_job_moved_to_now_through_every_face_runs_once_on_every_consumer(
     face: Face,
     kind: str,
-    deployment: str,
     pull_app: Served | None,
     client: AsyncClient,
     pool: Workers,
@@ -75,9 +63,7 @@ async def test_a_job_moved_to_now_through_every_face_runs_once_on_every_consumer
     receiver: ScriptedServer,
     topic: str,
 ) -> None:
-    if face.name == "cli" and deployment == "cluster":
-        pytest.skip(CLI_ON_CLUSTER)
-    consumer = consumer_of(kind, pool, redis_async, pull_app, topic, receiver)
+    consumer = consumers.make(kind, pool, redis_async, topic, receiver, pull_app)
     await consumer.start()
     try:
         job_id = await client.enqueue(topic, "m", delay=HOUR_S, **consumer.enqueue_options())

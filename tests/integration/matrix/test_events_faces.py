@@ -12,26 +12,23 @@ import pytest
 
 from tests.support.cli import run_wheelq
 from tests.support.consumers import WorkerConsumer
-from tests.support.faces import Face, having
+from tests.support.faces import Face, cli_once, having
 from tests.support.waiting import eventually, until
 from tests.support.web import Served
 from tests.support.workers import Workers
 from wheelq import AsyncClient
+from wheelq.testing import ServerBinary
 
 pytestmark = pytest.mark.cluster_too
 
 SHARDS = 2
-CLI_ON_CLUSTER = "the CLI (the sync Client in a process) runs its rows on the single server"
 
 
 @pytest.mark.parametrize("face", having("events_on"), indirect=True)
 async def test_events_turned_on_and_off_through_every_face_read_the_same(
-    face: Face, deployment: str, client: AsyncClient, topic: str
+    face: Face, client: AsyncClient, topic: str
 ) -> None:
-    if face.name == "cli" and deployment == "cluster":
-        pytest.skip(CLI_ON_CLUSTER)
     setter = face if face.name in having("set_events") else None
-    assert not await face.events_on(topic)
     await (setter.set_events(topic, True) if setter else client.set_events(topic, True))
     assert await face.events_on(topic) and (await client.events_config(topic)).enabled
     await (setter.set_events(topic, False) if setter else client.set_events(topic, False))
@@ -40,10 +37,8 @@ async def test_events_turned_on_and_off_through_every_face_read_the_same(
 
 @pytest.mark.parametrize("face", having("events"), indirect=True)
 async def test_the_events_of_jobs_run_by_both_handler_kinds_read_the_same_in_every_face(
-    face: Face, deployment: str, client: AsyncClient, pool: Workers, topic: str
+    face: Face, client: AsyncClient, pool: Workers, topic: str
 ) -> None:
-    if face.name == "cli" and deployment == "cluster":
-        pytest.skip(CLI_ON_CLUSTER)
     await client.set_events(topic, True)
     workers = [WorkerConsumer(pool, "async", sync=False), WorkerConsumer(pool, "sync", sync=True)]
     for worker in workers:
@@ -89,15 +84,16 @@ async def test_events_can_be_turned_on_over_http(deployment: str, served: Served
     assert writes
 
 
-@pytest.mark.xfail(strict=True, reason=ITEM_15 + "`wheelq events` waits forever on a topic with events off")
+@pytest.mark.xfail(
+    strict=True, reason=ITEM_15 + "`wheelq events` waits forever on a topic with events off"
+)
 def test_wheelq_events_on_a_topic_with_events_off_says_so_and_exits(
-    redis_url: str, deployment: str, topic: str
+    redis_url: str, deployment: str, server_binary: ServerBinary, topic: str
 ) -> None:
-    if deployment != "single":
-        pytest.skip(CLI_ON_CLUSTER)
+    cli_once(deployment, server_binary)
     from wheelq import Client
 
     with Client.from_url(redis_url) as client:
         client.create_topic(topic, SHARDS)
-    done = run_wheelq("events", topic, "--redis-url", redis_url, timeout_s=5)
+    done = run_wheelq("events", topic, "--redis-url", redis_url, timeout_s=3)
     assert done.returncode != 0 and "events" in done.stderr, done.stderr

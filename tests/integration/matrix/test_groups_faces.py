@@ -19,10 +19,8 @@ SHARDS = 2
 
 @pytest.mark.parametrize("face", having("group_names"), indirect=True)
 async def test_a_group_is_created_listed_pulled_from_and_deleted_through_every_face(
-    face: Face, deployment: str, client: AsyncClient, served: Served, topic: str
+    face: Face, client: AsyncClient, served: Served, topic: str
 ) -> None:
-    if face.name == "cli" and deployment == "cluster":
-        pytest.skip("the CLI (the sync Client in a process) runs its rows on the single server")
     creates = face if face.name in having("create_group") else None
     deletes = face if face.name in having("delete_group") else None
     await (creates.create_group(topic, "g") if creates else client.create_group(topic, "g"))

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.support import consumers
 from tests.support.callback_server import ScriptedServer
-from tests.support.consumers import CallbackConsumer, Consumer, WorkerConsumer
+from tests.support.consumers import WorkerConsumer
 from tests.support.faces import Face, having, opened
 from tests.support.servers import dedicated_server
 from tests.support.waiting import until
@@ -26,14 +27,10 @@ from wheelq.testing import ServerBinary
 pytestmark = pytest.mark.cluster_too
 
 SHARDS = 2
-CLI_ON_CLUSTER = "the CLI (the sync Client in a process) reads results on the single server only"
-SINGLE_ONLY = "a fault row: on the single server, where the state it must outlive lives"
-
-
-def consumer_of(kind: str, pool: Workers, r: redis.asyncio.Redis, topic: str, receiver: ScriptedServer) -> Consumer:
-    if kind == "callbacks":
-        return CallbackConsumer(r, topic, receiver)
-    return WorkerConsumer(pool, "default", sync=kind == "sync-worker")
+SINGLE_ONLY = (
+    "a fault row, once per server kind: a take-over is a claim within one shard, which a "
+    "cluster does not change"
+)
 
 
 def expected(kind: str, payload: Any) -> Any:
@@ -48,16 +45,13 @@ def expected(kind: str, payload: Any) -> Any:
 async def test_a_result_reads_the_same_through_every_face(
     face: Face,
     kind: str,
-    deployment: str,
     client: AsyncClient,
     pool: Workers,
     redis_async: redis.asyncio.Redis,
     receiver: ScriptedServer,
     topic: str,
 ) -> None:
-    if face.name == "cli" and deployment == "cluster":
-        pytest.skip(CLI_ON_CLUSTER)
-    consumer = consumer_of(kind, pool, redis_async, topic, receiver)
+    consumer = consumers.make(kind, pool, redis_async, topic, receiver)
     await consumer.start()
     try:
         payload = {"n": 7, "kind": kind}
@@ -69,7 +63,9 @@ async def test_a_result_reads_the_same_through_every_face(
         await consumer.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43 item 3: the result of a job that succeeded on a retry is lost")
+@pytest.mark.xfail(
+    strict=True, reason="issue 43 item 3: the result of a job that succeeded on a retry is lost"
+)
 @pytest.mark.parametrize("kind", ["async-worker", "sync-worker"])
 async def test_the_result_of_a_job_that_succeeded_on_a_retry(
     kind: str, client: AsyncClient, pool: Workers, topic: str, redis_url: str
@@ -113,10 +109,9 @@ async def test_a_result_written_by_the_worker_that_took_over_from_one_killed(
 
 
 async def test_a_result_outlives_a_restart_of_the_server(
-    deployment: str, server_binary: ServerBinary, topic: str
+    server_binary: ServerBinary, topic: str
 ) -> None:
-    if deployment != "single":
-        pytest.skip(SINGLE_ONLY)
+    """A fault row, once per server kind, on a dedicated server: results live in Redis."""
     with dedicated_server(server_binary, appendonly=True) as server:
         async with AsyncClient.from_url(server.url) as client:
             await client.create_topic(topic, SHARDS)
@@ -133,7 +128,9 @@ async def test_a_result_outlives_a_restart_of_the_server(
             assert await face.result(topic, job_id) == {"echo": "kept"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43 item 14: result for an unknown group waits out the timeout")
+@pytest.mark.xfail(
+    strict=True, reason="issue 43 item 14: result for an unknown group waits out the timeout"
+)
 @pytest.mark.parametrize("face", ["async", "http"], indirect=True)
 async def test_a_result_for_a_group_that_does_not_exist_is_refused_at_once(
     face: Face, face_app: Served | None, client: AsyncClient, topic: str
@@ -144,5 +141,7 @@ async def test_a_result_for_a_group_that_does_not_exist_is_refused_at_once(
             await client.result(topic, job_id, group="nope", timeout=1)
     else:
         path = f"/v1/topics/{topic}/jobs/{job_id}/result"
-        status, body, _ = await face_app.call("GET", path, params={"group": "nope", "wait_ms": "1000"})
+        status, body, _ = await face_app.call(
+            "GET", path, params={"group": "nope", "wait_ms": "1000"}
+        )
         assert status == 404, body

@@ -29,10 +29,8 @@ FAR = "9999-12-31T23:59:59Z"
 
 @pytest.mark.parametrize("face", having("pause_schedule"), indirect=True)
 async def test_a_schedule_paused_and_resumed_through_every_face_reads_the_same_in_each(
-    face: Face, deployment: str, client: AsyncClient, topic: str
+    face: Face, client: AsyncClient, topic: str
 ) -> None:
-    if face.name == "cli" and deployment == "cluster":
-        pytest.skip("the CLI (the sync Client in a process) runs its rows on the single server")
     await client.schedule("hourly", topic, {"n": 1}, every_ms=HOUR_MS)
     await face.pause_schedule("hourly", topic)
     found = await client.get_schedule("hourly", topic)

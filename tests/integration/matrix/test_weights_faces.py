@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import start_wheelq, stop
+from tests.support.faces import cli_once
 from tests.support.starts import RUN_S
 from tests.support.waiting import until
 from wheelq import AsyncClient, Job, Worker
+from wheelq.testing import ServerBinary
 
 pytestmark = pytest.mark.cluster_too
 
@@ -28,7 +30,9 @@ WARM = 100
 COUNTED = 600
 """Starts counted after `WARM`, while every topic still has jobs waiting."""
 FAST = {"visibility_timeout_ms": 5000, "claim_interval_ms": 500, "concurrency": 4}
-ITEM_1 = pytest.mark.xfail(strict=True, reason="issue 43 item 1: weights are ignored for def handlers")
+ITEM_1 = pytest.mark.xfail(
+    strict=True, reason="issue 43 item 1: weights are ignored for def handlers"
+)
 
 
 async def filled(redis_url: str, topic: str) -> dict[str, int]:
@@ -74,10 +78,14 @@ async def test_a_saturated_worker_starts_each_topic_in_proportion_with_either_ha
 
 @pytest.mark.parametrize("handler", ["record_async", pytest.param("record", marks=ITEM_1)])
 async def test_wheelq_worker_with_weighted_topics_starts_each_in_proportion(
-    handler: str, redis_url: str, deployment: str, topic: str, tmp_path: Path
+    handler: str,
+    redis_url: str,
+    deployment: str,
+    server_binary: ServerBinary,
+    topic: str,
+    tmp_path: Path,
 ) -> None:
-    if deployment != "single":
-        pytest.skip("the CLI's weights are the library's: its cluster row is the library's")
+    cli_once(deployment, server_binary)
     weights = await filled(redis_url, topic)
     log = tmp_path / "starts.jsonl"
     flags = [arg for name, w in weights.items() for arg in ("--topic", f"{name}={w}")]
