@@ -17,11 +17,11 @@ from tests.support.callback_server import ScriptedServer
 from tests.support.consumers import WorkerConsumer
 from tests.support.faces import Face, having, opened
 from tests.support.servers import dedicated_server
-from tests.support.waiting import until
+from tests.support.waiting import eventually, until
 from tests.support.web import Served
 from tests.support.worker_proc import WorkerProcess
 from tests.support.workers import Workers
-from wheelq import AsyncClient, UnknownGroupError
+from wheelq import AsyncClient, JobState, UnknownGroupError
 from wheelq.testing import ServerBinary
 
 pytestmark = pytest.mark.cluster_too
@@ -74,14 +74,18 @@ async def test_the_result_of_a_job_that_succeeded_on_a_retry(
     await consumer.start()
     try:
         job_id = await client.enqueue(topic, {"fail": 1}, max_attempts=3)
-        # The retry is due at once (FAST's 20 ms backoff) but fires through the sorted set.
+
+        async def retrying() -> bool:
+            return (await client.get(topic, job_id)).state is JobState.RETRYING
+
+        await eventually(retrying, timeout_s=10, what="attempt 1 failed, a retry waiting")
+        # Due at once (no scheduler here): the retry's attempt 2 runs and succeeds.
+        assert await client.reschedule(topic, job_id, delay=0)
+        got = await client.result(topic, job_id, timeout=5)
+        assert got == {"echo": {"fail": 1}}
         async with opened("async", redis_url) as face:
-            await until(lambda: len(consumer.handled) >= 1, timeout_s=10, what="attempt 1 ran")
-            await client.reschedule(topic, job_id, delay=0)
-            got = await client.result(topic, job_id, timeout=10)
-            assert got == {"echo": {"fail": 1}}
             assert await face.result(topic, job_id) == got
-            assert (await client.get(topic, job_id)).attempt == 2
+        assert (await client.get(topic, job_id)).attempt == 2
     finally:
         await consumer.stop()
 

@@ -91,7 +91,7 @@ async def test_wheelq_worker_with_weighted_topics_starts_each_in_proportion(
     flags = [arg for name, w in weights.items() for arg in ("--topic", f"{name}={w}")]
     proc = start_wheelq(
         "worker", f"tests.support.starts:{handler}", *flags, "--redis-url", redis_url,
-        env={"MATRIX_STARTS": str(log)},  # its default concurrency, 10
+        "--concurrency", "4", env={"MATRIX_STARTS": str(log)},
     )  # fmt: skip
     try:
         await until(
