@@ -29,7 +29,9 @@ WARM = 100
 """Starts not counted: while the readers of a new worker (one a shard) fill its lanes."""
 COUNTED = 600
 """Starts counted after `WARM`, while every topic still has jobs waiting."""
-FAST = {"visibility_timeout_ms": 5000, "claim_interval_ms": 500, "concurrency": 4}
+FAST = {"visibility_timeout_ms": 5000, "claim_interval_ms": 500, "concurrency": 10}
+"""The default concurrency, as the CLI's rows run: there the 6:3:1 shares are measured
+best apart from a def handler's (on c8a53f7 its rows miss them in about 19 runs of 20)."""
 ITEM_1 = pytest.mark.xfail(
     strict=True, reason="issue 43 item 1: weights are ignored for def handlers"
 )
@@ -91,7 +93,7 @@ async def test_wheelq_worker_with_weighted_topics_starts_each_in_proportion(
     flags = [arg for name, w in weights.items() for arg in ("--topic", f"{name}={w}")]
     proc = start_wheelq(
         "worker", f"tests.support.starts:{handler}", *flags, "--redis-url", redis_url,
-        "--concurrency", "4", env={"MATRIX_STARTS": str(log)},
+        env={"MATRIX_STARTS": str(log)},  # the default concurrency, 10
     )  # fmt: skip
     try:
         await until(
