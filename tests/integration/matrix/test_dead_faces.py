@@ -82,11 +82,6 @@ async def test_dead_letters_are_listed_replayed_and_purged_by_reason_through_eve
     assert stats is not None and stats.dead == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 43 item 8: the dead-letter page has a second, stale action block that "
-    "ignores the filter",
-)
 async def test_the_filtered_dead_letter_page_offers_only_actions_that_keep_its_filter(
     client: AsyncClient, pool: Workers, served: Served, topic: str
 ) -> None:

@@ -63,9 +63,6 @@ async def test_a_result_reads_the_same_through_every_face(
         await consumer.stop()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 43 item 3: the result of a job that succeeded on a retry is lost"
-)
 @pytest.mark.parametrize("kind", ["async-worker", "sync-worker"])
 async def test_the_result_of_a_job_that_succeeded_on_a_retry(
     kind: str, client: AsyncClient, pool: Workers, topic: str, redis_url: str

@@ -64,12 +64,7 @@ async def test_a_paused_schedule_fires_nothing_and_runs_again_on_resume(
         await consumer.stop()
 
 
-ITEM_7 = pytest.mark.xfail(
-    strict=True, reason="issue 43 item 7: an out-of-range schedule start answers 500 and is stored"
-)
-
-
-@pytest.mark.parametrize("face", ["async", pytest.param("http", marks=ITEM_7)], indirect=True)
+@pytest.mark.parametrize("face", ["async", "http"], indirect=True)
 async def test_an_out_of_range_schedule_time_is_refused_in_every_face(
     face: Face, face_app: Served | None, client: AsyncClient, topic: str
 ) -> None:

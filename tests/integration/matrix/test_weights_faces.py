@@ -32,9 +32,6 @@ COUNTED = 600
 FAST = {"visibility_timeout_ms": 5000, "claim_interval_ms": 500, "concurrency": 10}
 """The default concurrency, as the CLI's rows run: there the 6:3:1 shares are measured
 best apart from a def handler's (on c8a53f7 its rows miss them in about 19 runs of 20)."""
-ITEM_1 = pytest.mark.xfail(
-    strict=True, reason="issue 43 item 1: weights are ignored for def handlers"
-)
 
 
 async def filled(redis_url: str, topic: str) -> dict[str, int]:
@@ -54,7 +51,7 @@ def assert_in_proportion(started: list[str]) -> None:
         assert abs(counted[name] - expected) <= 0.25 * expected + 12, (counted, WEIGHTS)
 
 
-@pytest.mark.parametrize("kind", ["async", pytest.param("sync", marks=ITEM_1)])
+@pytest.mark.parametrize("kind", ["async", "sync"])
 async def test_a_saturated_worker_starts_each_topic_in_proportion_with_either_handler_kind(
     kind: str, redis_url: str, topic: str
 ) -> None:
@@ -78,7 +75,7 @@ async def test_a_saturated_worker_starts_each_topic_in_proportion_with_either_ha
     assert_in_proportion(started)
 
 
-@pytest.mark.parametrize("handler", ["record_async", pytest.param("record", marks=ITEM_1)])
+@pytest.mark.parametrize("handler", ["record_async", "record"])
 async def test_wheelq_worker_with_weighted_topics_starts_each_in_proportion(
     handler: str,
     redis_url: str,
