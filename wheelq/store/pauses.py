@@ -14,7 +14,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 from redis.asyncio.client import PubSub
 
-from wheelq.core.keys import PAUSED_CHANNEL, PAUSED_KEY
+from wheelq.core.keys import CALLBACKS, PAUSED_CHANNEL, PAUSED_KEY
 from wheelq.core.pause import PauseState, fields_of, parse_pauses, pause_field, pause_fields
 from wheelq.store.executor import AsyncExecutor, Call
 from wheelq.store.scripts import text
@@ -29,8 +29,10 @@ def _ms(value: Any) -> int:
 
 
 def read_pause_state(topic: str, groups: Iterable[str]) -> Call[PauseState]:
-    """What is paused of `topic`, as far as the topic and `groups` go (HMGET: bounded)."""
-    names = sorted(set(groups))
+    """What is paused of `topic`, as far as the topic, `groups` and its callbacks group go
+    (HMGET: bounded). The callbacks group reads a stream of its own, so views that name the
+    ready stream's groups would miss its pause."""
+    names = sorted({*groups, CALLBACKS})
     fields = [pause_field(topic, None), *(pause_field(topic, g) for g in names)]
 
     def parse(reply: Any) -> PauseState:

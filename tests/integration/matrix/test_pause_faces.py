@@ -137,23 +137,9 @@ async def test_a_pause_holds_an_http_pull_consumer(
     await eventually(pulled, timeout_s=10, what="the jobs pulled after resume")
 
 
-STATS_MISS_CALLBACKS = pytest.mark.xfail(
-    strict=True,
-    reason="not in issue 43: a topic's stats (GET /v1/topics/{t}, the console's list, "
-    "`wheelq topics list`) read the pause of the ready stream's groups only, so a paused "
-    "callbacks group does not show",
-)
-
-
 @pytest.mark.parametrize(
     ("face", "stream"),
-    [(name, "ready") for name in having("held")]
-    + [
-        pytest.param(
-            name, "callbacks", marks=[STATS_MISS_CALLBACKS] * (name in ("http", "console"))
-        )
-        for name in having("held")
-    ],
+    [(name, "ready") for name in having("held")] + [(name, "callbacks") for name in having("held")],
     indirect=["face"],
 )
 async def test_a_pause_reads_the_same_through_every_face(
