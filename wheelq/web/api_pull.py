@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
 
-from wheelq.core.job import jsonable
 from wheelq.errors import GroupLimitError, GroupNotFoundError, UnknownGroupError
 from wheelq.producer.groups import CreatedGroup
 from wheelq.web.api_jobs import json_response, service
@@ -92,7 +91,7 @@ async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Reques
         {
             "id": p.job.id,
             "topic": p.job.topic,
-            "payload": jsonable(p.job.payload),
+            "payload": p.payload,
             "due_ms": p.job.due_ms,
             "attempt": p.job.attempt,
             "max_attempts": p.job.max_attempts,

@@ -20,7 +20,7 @@ import msgpack
 from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
-from wheelq.core.job import Field, Job
+from wheelq.core.job import Field, Job, jsonable
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError, int_in
@@ -218,9 +218,11 @@ FILL_ROUNDS = 4
 
 @dataclass(frozen=True, slots=True)
 class Pulled:
-    """A pulled job and the receipt that acks or nacks it."""
+    """A pulled job, its payload as JSON types (`jsonable`) and the receipt that acks or
+    nacks it."""
 
     job: Job
+    payload: Any
     receipt: str
 
 
@@ -322,7 +324,7 @@ class Puller:
             self._spare[(topic, group)] = fresh[count:]
         # Still the delivery they were read in: pending to its consumer, not delivered since.
         return [
-            Pulled(p.job, self._receipt(topic, group, p.job, now, consumer))
+            Pulled(p.job, p.payload, self._receipt(topic, group, p.job, now, consumer))
             for p, _, consumer in fresh[:count]
         ]
 
@@ -482,7 +484,8 @@ class Puller:
         entries: list[consume.Entry],
         deliveries: Sequence[int],
     ) -> list[Pulled]:
-        """Jobs with receipts; malformed entries dead-lettered, another group's acked."""
+        """Jobs with receipts; malformed entries (one whose payload cannot be rendered as
+        JSON too) dead-lettered each on its own, another group's acked."""
         now = self._clock.now_ms()
         out: list[Pulled] = []
         calls: list[Call[int]] = []
@@ -491,6 +494,7 @@ class Puller:
                 job = Job.from_entry(
                     entry_id, fields, keys.shard, deliveries[i] if deliveries else 1
                 )
+                payload = jsonable(job.payload, exact=True)
             except ValueError as exc:
                 calls.append(
                     consume.dead_letter(keys, group, [(entry_id, Reason.MALFORMED, str(exc))])
@@ -499,7 +503,7 @@ class Puller:
             if job.group is not None and job.group != group:
                 calls.append(consume.ack(keys, group, [entry_id]))
                 continue
-            out.append(Pulled(job, self._receipt(keys.topic, group, job, now, consumer)))
+            out.append(Pulled(job, payload, self._receipt(keys.topic, group, job, now, consumer)))
         if calls:
             await self._executor.run(calls)
         return out
