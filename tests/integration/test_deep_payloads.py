@@ -133,3 +133,15 @@ async def test_a_stored_payload_nested_500_levels_deep_is_shown_and_costs_its_pu
         assert (letter["job_id"], letter["reason"]) == ("deep", "malformed")
         assert f"deeper than {MAX_PAYLOAD_DEPTH} levels" in letter["error"]
         assert truncated(letter["payload"])[0] == MAX_PAYLOAD_DEPTH
+
+        # A replay would run it again as no enqueue may: named, it is refused in every face
+        # (nothing replayed); replaying all leaves it where it is.
+        replay = f"/v1/topics/{topic}/dead/replay"
+        assert_problem(await api.call("POST", replay, {"refs": [letter["ref"]]}), 422, "payload")
+        with pytest.raises(PayloadTooDeepError, match=f"at most {MAX_PAYLOAD_DEPTH} levels"):
+            await client.replay(topic, [letter["ref"]])
+        done = run_wheelq("dlq", "replay", topic, letter["ref"], "--redis-url", redis_url)
+        assert done.returncode == 2 and "payload" in done.stderr, done
+        assert await client.replay(topic) == 0
+        status, dead, _ = await api.call("GET", f"/v1/topics/{topic}/dead")
+        assert [d["ref"] for d in dead["dead"]] == [letter["ref"]]

@@ -142,11 +142,28 @@ _NOT_CONTAINER_BYTES = bytes(b for b in range(256) if b not in _CONTAINER_BYTES)
 def check_depth(payload: Any, data: bytes) -> None:
     """`PayloadTooDeepError` if `payload` (encoded as `data`) nests deeper than
     `MAX_PAYLOAD_DEPTH`; free for a payload with few list or map headers in `data`."""
-    if len(data) > MAX_PAYLOAD_DEPTH and (
-        len(data.translate(None, _NOT_CONTAINER_BYTES)) > MAX_PAYLOAD_DEPTH
-        and _deeper_than(payload, MAX_PAYLOAD_DEPTH)
-    ):
+    if _may_be_deep(data) and _deeper_than(payload, MAX_PAYLOAD_DEPTH):
         raise _too_deep()
+
+
+def stored_too_deep(data: bytes) -> bool:
+    """Whether a stored payload nests deeper than `MAX_PAYLOAD_DEPTH` (one that does not
+    decode at all is not: it is malformed, which its readers handle)."""
+    if not _may_be_deep(data):
+        return False
+    try:
+        return _deeper_than(decode_payload(data), MAX_PAYLOAD_DEPTH)
+    except msgpack.StackError:  # past msgpack's own 1,024 levels
+        return True
+    except Exception:  # msgpack raises several unrelated types
+        return False
+
+
+def _may_be_deep(data: bytes) -> bool:
+    """False when `data` has too few list and map headers to nest past the limit."""
+    return len(data) > MAX_PAYLOAD_DEPTH and (
+        len(data.translate(None, _NOT_CONTAINER_BYTES)) > MAX_PAYLOAD_DEPTH
+    )
 
 
 def _too_deep() -> PayloadTooDeepError:

@@ -222,7 +222,9 @@ class JobIn(Due):
     """One job to enqueue."""
 
     payload: Annotated[JsonValue, AfterValidator(_finite)] = Field(
-        ..., description="Any JSON value; the job's payload."
+        ...,
+        description="Any JSON value, lists and objects nested at most 100 levels deep "
+        "(MAX_PAYLOAD_DEPTH); the job's payload.",
     )
     id: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = None
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
@@ -278,7 +280,7 @@ class ScheduleIn(Strict):
     `cron` and `every_ms`)."""
 
     payload: Annotated[JsonValue, AfterValidator(_finite)] = Field(
-        ..., description="Any JSON value; what every run carries."
+        ..., description="Any JSON value, nested at most 100 levels deep; what every run carries."
     )
     cron: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
         None, description="Five cron fields read in `tz` ('30 2 * * *'), or '@daily' and the like."
