@@ -569,6 +569,11 @@ class PulledJob(BaseModel):
 
 class PullOut(BaseModel):
     jobs: list[PulledJob]
+    paused: Literal["topic", "group"] | None = Field(
+        None,
+        description="Only while paused: what is (the topic as a whole, or the group on its "
+        "own); no job is handed out until it is resumed.",
+    )
 
 
 class ReceiptsIn(Strict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import random
@@ -25,7 +26,7 @@ from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError, int_in
 from wheelq.runtime.outage import wait_for_either
-from wheelq.store import consume, groups, ops
+from wheelq.store import consume, groups, ops, pauses
 from wheelq.store.connect import BlockingReads
 from wheelq.store.executor import AsyncExecutor, Call, Executor
 from wheelq.store.scripts import GroupOutcome
@@ -211,6 +212,8 @@ async def nack_receipts(
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
+PAUSED_POLL_MS = 250
+"""While its group is paused, how often a waiting pull reads the pause state again."""
 CLUSTER_BLOCK_MS = 100
 MAX_BLOCK_MS = 2000  # One blocking read, well inside the socket timeout.
 FILL_ROUNDS = 4
@@ -224,6 +227,23 @@ class Pulled:
     job: Job
     payload: Any
     receipt: str
+
+
+class Paused(StrEnum):
+    """Why a pull handed out nothing: what is paused (`wheelq.core.pause`)."""
+
+    TOPIC = "topic"
+    """The topic as a whole: every group on it."""
+    GROUP = "group"
+    """The pulling group on its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pulls:
+    """What one pull hands out: its jobs, or none and why (`paused`, None: not paused)."""
+
+    jobs: list[Pulled]
+    paused: Paused | None = None
 
 
 class Puller:
@@ -288,8 +308,12 @@ class Puller:
 
     async def pull(
         self, topic: str, group: str, consumer: str, count: int, wait_ms: int = 0
-    ) -> list[Pulled]:
+    ) -> Pulls:
         """Up to `count` jobs for `group`, waiting up to `wait_ms` when there are none.
+
+        While the topic or the group is paused, it hands out none (nothing is read or taken
+        over, as a paused worker takes nothing) and says so in `Pulls.paused`, after waiting
+        up to `wait_ms` for a resume (read again every `PAUSED_POLL_MS`).
 
         Raises:
             InvalidArgumentError: `count` not in [1, 1000], `wait_ms` not in [0, 30000].
@@ -302,6 +326,11 @@ class Puller:
         await self.seal()  # before any read: every job read gets its receipt
         keys = list(all_shards(topic, shards))
         await self._join(topic, group, keys)
+        deadline = self._clock.now_ms() + wait_ms
+        paused = await self._paused_until_resumed(topic, group, deadline)
+        if paused is not None:
+            return Pulls([], paused)
+        wait_ms = max(0, deadline - self._clock.now_ms())
         out = self._take_spare(topic, group, count)
         if len(out) < count:
             out += await self._claim(topic, group, consumer, keys, count - len(out))
@@ -309,7 +338,21 @@ class Puller:
             out = await self._read_new(topic, group, consumer, keys, count, wait_ms)
         if len(out) > count:
             self._keep_spare(topic, group, consumer, out[count:])
-        return out[:count]
+        return Pulls(out[:count])
+
+    async def _paused_until_resumed(
+        self, topic: str, group: str, deadline_ms: int
+    ) -> Paused | None:
+        """What is paused of `group` once resumed (None), `deadline_ms` passed or closing."""
+        while True:
+            (state,) = await self._executor.run([pauses.read_pause_state(topic, [group])])
+            if not state.group_paused(group):
+                return None
+            left_ms = min(deadline_ms - self._clock.now_ms(), PAUSED_POLL_MS)
+            if left_ms <= 0 or self._closing.is_set():
+                return Paused.TOPIC if state.paused else Paused.GROUP
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), left_ms / 1000)
 
     def _take_spare(self, topic: str, group: str, count: int) -> list[Pulled]:
         """Entries read past an earlier pull's count, while well inside the visibility timeout."""
