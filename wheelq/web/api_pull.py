@@ -63,7 +63,9 @@ async def create_group(
 
 @router.post("/pull", response_model=PullOut)
 async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Request) -> Response:
-    """Up to `max` due jobs for the group, waiting up to `wait_ms` for one. Each comes with
+    """Up to `max` due jobs for the group, waiting up to `wait_ms` for one, and at most
+    ``[serve] pull_max_bytes`` (8 MiB) of their stored entries (one larger job comes
+    alone; the few read past it go to the group's next pull). Each comes with
     a `receipt` to ack or nack it; one not acked within the visibility timeout goes to
     the next pull (its `deliveries` then counts up). While the topic or the group is
     paused, a pull hands out no job (none is read or taken over) and says so in `paused`,
