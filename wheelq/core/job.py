@@ -122,7 +122,8 @@ def encode_payload(payload: Any, max_bytes: int, packer: msgpack.Packer | None =
             "payload",
             f"payload must encode to at most {max_bytes} bytes of msgpack, got {len(data)}",
         )
-    check_depth(payload, data)
+    if len(data) > MAX_PAYLOAD_DEPTH and isinstance(payload, _NESTED):  # else: no need
+        check_depth(payload, data)
     return data
 
 
@@ -134,15 +135,20 @@ serde_json accept. A stored payload nested deeper (written by an older version, 
 into Redis) is rendered with its remainder as ``{"$truncated": ...}`` (`jsonable`)."""
 
 # A list or map starts with one of these bytes in msgpack (fixmap, fixarray, array 16/32,
-# map 16/32): a payload with fewer of them than the limit cannot nest deeper than it.
-_CONTAINER_BYTES = bytes([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
+# map 16/32): a stored payload with fewer of them than the limit cannot nest deeper than it,
+# and need not be decoded to tell. Counted in one C pass: marked and counted (faster for
+# short payloads), or the others deleted.
+_CONTAINER_BYTES = frozenset([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
+_MARKED = bytes(b in _CONTAINER_BYTES for b in range(256))
 _NOT_CONTAINER_BYTES = bytes(b for b in range(256) if b not in _CONTAINER_BYTES)
+_SHORT = 2048
 
 
 def check_depth(payload: Any, data: bytes) -> None:
     """`PayloadTooDeepError` if `payload` (encoded as `data`) nests deeper than
-    `MAX_PAYLOAD_DEPTH`; free for a payload with few list or map headers in `data`."""
-    if _may_be_deep(data) and _deeper_than(payload, MAX_PAYLOAD_DEPTH):
+    `MAX_PAYLOAD_DEPTH`: free for a short one (each level takes a byte), else a walk of its
+    lists and maps (not of its bytes: a large string costs nothing)."""
+    if len(data) > MAX_PAYLOAD_DEPTH and _deeper_than(payload, MAX_PAYLOAD_DEPTH):
         raise _too_deep()
 
 
@@ -161,9 +167,11 @@ def stored_too_deep(data: bytes) -> bool:
 
 def _may_be_deep(data: bytes) -> bool:
     """False when `data` has too few list and map headers to nest past the limit."""
-    return len(data) > MAX_PAYLOAD_DEPTH and (
-        len(data.translate(None, _NOT_CONTAINER_BYTES)) > MAX_PAYLOAD_DEPTH
-    )
+    if len(data) <= MAX_PAYLOAD_DEPTH:
+        return False
+    if len(data) < _SHORT:
+        return data.translate(_MARKED).count(1) > MAX_PAYLOAD_DEPTH
+    return len(data.translate(None, _NOT_CONTAINER_BYTES)) > MAX_PAYLOAD_DEPTH
 
 
 def _too_deep() -> PayloadTooDeepError:
@@ -176,17 +184,22 @@ def _too_deep() -> PayloadTooDeepError:
 
 def _deeper_than(value: Any, limit: int) -> bool:
     """Whether `value` nests lists, tuples and dicts deeper than `limit` (no recursion)."""
-    todo: list[tuple[Any, int]] = [(value, 0)]
+    if not isinstance(value, _NESTED):
+        return False
+    todo = [(value, 1)]
+    pop, push = todo.pop, todo.append
     while todo:
-        item, depth = todo.pop()
-        if isinstance(item, dict):
-            item = item.values()  # keys that decode back are never lists or maps
-        elif not isinstance(item, list | tuple):
-            continue
-        if depth == limit:
+        item, depth = pop()
+        if depth > limit:
             return True
-        todo.extend((v, depth + 1) for v in item if isinstance(v, dict | list | tuple))
+        # dict keys that decode back are never lists or maps
+        for v in item.values() if isinstance(item, dict) else item:
+            if isinstance(v, _NESTED):
+                push((v, depth + 1))
     return False
+
+
+_NESTED = (dict, list, tuple)
 
 
 def _encode_careful(payload: Any) -> bytes:

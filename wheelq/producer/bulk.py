@@ -91,7 +91,8 @@ def _packed(payloads: list[Any], max_bytes: int) -> list[bytes]:
     if packed and max(map(len, packed)) > MAX_PAYLOAD_DEPTH:  # else none can nest deeper
         for i, (p, data) in enumerate(zip(payloads, packed, strict=True)):
             try:
-                check_depth(p, data)
+                if len(data) > MAX_PAYLOAD_DEPTH and isinstance(p, dict | list | tuple):
+                    check_depth(p, data)
             except InvalidArgumentError as exc:
                 raise type(exc)("payloads", f"payloads[{i}]: {exc}") from exc
     if packed and max(map(len, packed)) > max_bytes:
