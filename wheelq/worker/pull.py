@@ -574,14 +574,14 @@ class Puller:
                 job = Job.from_entry(
                     entry_id, fields, keys.shard, deliveries[i] if deliveries else 1
                 )
+                if job.group is not None and job.group != group:
+                    calls.append(consume.ack(keys, group, [entry_id]))
+                    continue
                 payload = jsonable(job.payload, exact=True)
             except ValueError as exc:
                 calls.append(
                     consume.dead_letter(keys, group, [(entry_id, Reason.MALFORMED, str(exc))])
                 )
-                continue
-            if job.group is not None and job.group != group:
-                calls.append(consume.ack(keys, group, [entry_id]))
                 continue
             receipt = self._receipt(keys.topic, group, job, now, consumer)
             out.append(Pulled(job, payload, receipt, sum(map(len, fields.values()))))
