@@ -559,7 +559,11 @@ class GroupCreatedOut(BaseModel):
 class PulledJob(BaseModel):
     id: str
     topic: str
-    payload: Any = None
+    payload: Any = Field(
+        None,
+        description="The payload as enqueued (one stored nested past 100 levels, by an older "
+        "version, is dead-lettered as malformed instead of handed out).",
+    )
     due_ms: int
     attempt: int
     max_attempts: int
