@@ -96,7 +96,7 @@ async def _pull(svc: WebService, group: str, n: int) -> list[Any]:
     await svc.client.create_group(TOPIC, group)  # a pull never creates its group
     out: list[Any] = []
     while len(out) < n:
-        got = await svc.puller.pull(TOPIC, group, f"{group}-1", min(100, n - len(out)), 500)
+        got = (await svc.puller.pull(TOPIC, group, f"{group}-1", min(100, n - len(out)), 500)).jobs
         if not got:
             break
         out += got

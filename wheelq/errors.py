@@ -10,6 +10,7 @@ WheelqError
 │   ├── UnknownTopicError                   no topic of that name (pull, pause, resume)
 │   ├── UnknownGroupError                   the topic has no consumer group of that name
 │   ├── PayloadTooLargeError                encoded payload over the configured limit
+│   ├── PayloadTooDeepError                 payload nested deeper than MAX_PAYLOAD_DEPTH levels
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)
 ├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
 ├── DuplicateJobError                       a job with that id is already pending (replace=False)
@@ -98,6 +99,10 @@ class UnknownGroupError(InvalidArgumentError):
 
 class PayloadTooLargeError(InvalidArgumentError):
     """A payload's msgpack encoding is larger than the configured limit."""
+
+
+class PayloadTooDeepError(InvalidArgumentError):
+    """A payload nests lists and maps deeper than `wheelq.core.job.MAX_PAYLOAD_DEPTH` levels."""
 
 
 class InvalidHandlerError(InvalidArgumentError, TypeError):

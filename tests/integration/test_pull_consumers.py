@@ -278,3 +278,38 @@ async def test_bad_pull_input_names_the_field(
 async def test_pulling_an_unknown_topic_is_404(api: Served) -> None:
     status, problem, _ = await api.call("POST", "/v1/topics/nothing-here/groups/g/pull", {})
     assert status == 404 and problem["field"] == "topic"
+
+
+async def test_a_pull_hands_out_nothing_while_its_topic_or_group_is_paused(
+    api: Served, topic: str
+) -> None:
+    """Bug: HTTP pulls ignored a pause of the topic and of their group (workers and the
+    deliverer honour both): a paused pull handed jobs out as if nothing were paused."""
+    jobs = f"/v1/topics/{topic}/jobs/batch"
+    status, _, _ = await api.call("POST", jobs, {"jobs": [{"payload": i} for i in range(3)]})
+    assert status == 200
+    g = await made_group(api, topic, "g")
+    h = await made_group(api, topic, "h")
+
+    assert (await api.call("POST", f"/v1/topics/{topic}/pause"))[0] == 200
+    for group in (g, h):
+        for wait_ms in (0, 300):  # a long poll waits for a resume, then says it is paused
+            status, body, _ = await api.call(
+                "POST", f"{group}/pull", {"max": 10, "wait_ms": wait_ms}
+            )
+            assert (status, body) == (200, {"jobs": [], "paused": "topic"})
+    assert (await api.call("POST", f"/v1/topics/{topic}/resume"))[0] == 200
+
+    assert (await api.call("POST", f"/v1/topics/{topic}/pause?group=g"))[0] == 200
+    status, body, _ = await api.call("POST", f"{g}/pull", {"max": 10})
+    assert (status, body) == (200, {"jobs": [], "paused": "group"})
+    status, body, _ = await api.call("POST", f"{h}/pull", {"max": 10})  # h is not paused
+    assert status == 200 and sorted(j["payload"] for j in body["jobs"]) == [0, 1, 2]
+    assert "paused" not in body
+
+    # A long poll held while paused hands the jobs out once the group is resumed.
+    pulling = asyncio.create_task(api.call("POST", f"{g}/pull", {"max": 10, "wait_ms": 20_000}))
+    assert (await api.call("POST", f"/v1/topics/{topic}/resume?group=g"))[0] == 200
+    status, body, _ = await pulling
+    assert status == 200 and sorted(j["payload"] for j in body["jobs"]) == [0, 1, 2]
+    assert "paused" not in body

@@ -123,3 +123,40 @@ async def test_waiting_pulls_hold_at_most_pull_connections_and_answer_within_the
         answers = await asyncio.gather(*pulls)
     assert 1 <= max(seen) <= 2, seen  # a cluster's pull blocks on two shards of four
     assert [(status, body) for status, body, _ in answers] == [(200, {"jobs": []})] * 10
+
+
+async def test_pull_answers_are_bounded_by_pull_max_bytes_and_leave_the_rest_available(
+    redis_url: str, topic: str, redis_async: redis.asyncio.Redis
+) -> None:
+    """Bug: a pull answer had no byte bound (300 jobs of 1 MiB took serve from 87 MB to
+    1.28 GB). Now each answer holds at most `pull_max_bytes` of entries (one job alone when
+    larger), takes few more than it hands out, and the rest go to the next pulls at once:
+    none waits for a visibility timeout, none is lost or dead-lettered."""
+    job_bytes, bound, jobs = 64 * 1024, 256 * 1024, 40
+    async with serving(redis_url, settings=ServeSettings(pull_max_bytes=bound)) as api:
+        base = f"/v1/topics/{topic}"
+        items = [{"job_id": f"j{i}", "payload": "x" * job_bytes} for i in range(jobs)]
+        await api.service.client.enqueue_many(topic, items)
+        assert (await api.call("POST", f"{base}/groups", {"name": "g"}))[0] == 201
+        shards = await api.service.client.create_topic(topic)
+        seen: Counter[str] = Counter()
+        for _ in range(jobs):  # the visibility timeout (30 s) never passes meanwhile
+            status, body, _ = await api.call("POST", f"{base}/groups/g/pull", {"max": 100})
+            assert status == 200, body
+            if not body["jobs"]:
+                break
+            # Each entry is a little over job_bytes: three fit in the bound, a fourth not.
+            assert 1 <= len(body["jobs"]) <= bound // job_bytes - 1, len(body["jobs"])
+            assert all(j["deliveries"] == 1 for j in body["jobs"])
+            seen.update(j["id"] for j in body["jobs"])
+            taken = 0  # unacked: this answer's jobs, and those read past it
+            for k in all_shards(topic, shards):
+                taken += (await redis_async.xpending(k.ready, "g"))["pending"]
+            assert taken - len(body["jobs"]) <= 4, taken  # a few, never the backlog
+            receipts = [j["receipt"] for j in body["jobs"]]
+            assert (await api.call("POST", f"{base}/groups/g/ack", {"receipts": receipts}))[
+                0
+            ] == 200
+        assert seen == Counter(f"j{i}" for i in range(jobs))
+        status, dead, _ = await api.call("GET", f"{base}/dead")
+        assert dead["dead"] == []

@@ -4,6 +4,7 @@ must read), stream entries and max_attempts validation."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import OrderedDict
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -19,16 +20,25 @@ from wheelq.core.callback import Callback
 from wheelq.core.job import (
     ENVELOPE_VERSION,
     MAX_ATTEMPTS_LIMIT,
+    MAX_PAYLOAD_DEPTH,
     Envelope,
     Job,
     _built,
     decode_payload,
     encode_payload,
+    encode_result,
     entry_ms,
+    jsonable,
     payload_packer,
     validate_max_attempts,
 )
-from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
+from wheelq.errors import (
+    InvalidArgumentError,
+    PayloadTooDeepError,
+    PayloadTooLargeError,
+    PayloadTypeError,
+    ResultError,
+)
 
 BIG = 1 << 30
 STR_FAMILY = {*range(0xA0, 0xC0), 0xD9, 0xDA, 0xDB}  # fixstr, str 8, str 16, str 32
@@ -173,6 +183,72 @@ def test_payload_size_limit_is_inclusive(payload: Any) -> None:
     assert str(info.value) == (
         f"payload must encode to at most {size - 1} bytes of msgpack, got {size}"
     )
+
+
+def nested(levels: int, leaf: Any = 1, wide: bool = False) -> Any:
+    """`leaf` inside `levels` lists and maps, alternating (`wide`: with siblings at each)."""
+    value = leaf
+    for i in range(levels):
+        if i % 2:
+            value = {"k": value, "s": "x" * 3} if wide else {"k": value}
+        else:
+            value = [value, 1, 2] if wide else [value]
+    return value
+
+
+def original_at(levels: int, depth: int) -> Any:
+    """What `nested(levels)` holds `depth` levels down."""
+    node = nested(levels)
+    for _ in range(depth):
+        node = node[0] if isinstance(node, list) else node["k"]
+    return node
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("levels", [MAX_PAYLOAD_DEPTH + 1, 500, 600, 5000])
+def test_a_payload_nested_500_levels_deep_is_refused_naming_payload_and_the_depth(
+    levels: int, wide: bool
+) -> None:
+    """Bug: a 500-level payload was accepted, and every reader of it answered 500. Past
+    msgpack's own 511 levels it was a PayloadTypeError; now one error for every depth."""
+    assert len(encode_payload(nested(MAX_PAYLOAD_DEPTH, wide=wide), BIG)) > 0
+    for packer in (None, payload_packer()):
+        with pytest.raises(PayloadTooDeepError) as info:
+            encode_payload(nested(levels, wide=wide), BIG, packer)
+        assert info.value.parameter == "payload" and isinstance(info.value, ValueError)
+        assert f"at most {MAX_PAYLOAD_DEPTH} levels" in str(info.value)
+    with pytest.raises(PayloadTooDeepError):  # the careful path (a tuple) too
+        encode_payload(nested(levels, leaf=(1, 2)), BIG)
+    with pytest.raises(ResultError, match=f"at most {MAX_PAYLOAD_DEPTH} levels"):
+        encode_result(nested(levels), BIG)
+
+
+def test_depth_counts_lists_and_maps_not_bytes_that_look_like_their_headers() -> None:
+    flat = [b"\x91" * 200, "\x91" * 200, list(range(300)), {str(i): [i] for i in range(300)}]
+    assert decode_payload(encode_payload(flat, BIG)) == flat
+
+
+@pytest.mark.parametrize("levels", [MAX_PAYLOAD_DEPTH + 1, 500, 1000])
+def test_a_stored_payload_nested_500_levels_deep_renders_without_recursion_limits(
+    levels: int,
+) -> None:
+    """Bug: `jsonable` recursed once per level and raised RecursionError at 500 levels (the
+    job's page, its HTTP answer, a pull). Now the part past the limit is a marker."""
+    payload = decode_payload(msgpack.packb(nested(levels), use_bin_type=True))
+    shown = jsonable(payload)
+    depth, node = 0, shown
+    while isinstance(node, list | dict) and "$truncated" not in node:
+        node = node[0] if isinstance(node, list) else node["k"]
+        depth += 1
+    assert depth == MAX_PAYLOAD_DEPTH
+    assert list(node) == ["$truncated"]
+    kind = "a map" if isinstance(original_at(levels, depth), dict) else "a list"
+    assert node == {"$truncated": f"{kind} nested deeper than {MAX_PAYLOAD_DEPTH} levels"}
+    assert json.loads(json.dumps(shown)) == shown
+    with pytest.raises(ValueError, match=f"deeper than {MAX_PAYLOAD_DEPTH} levels"):
+        jsonable(payload, exact=True)
+    limit = nested(MAX_PAYLOAD_DEPTH)
+    assert jsonable(limit) == jsonable(limit, exact=True) == limit
 
 
 # --- envelope ---------------------------------------------------------------------------------

@@ -138,11 +138,16 @@ class Deliverer(Lifecycle):
         if why:
             self.counts.refused += 1
             raise Fail(f"{why}; {ALLOW_HINT} it")
+        try:
+            payload = jsonable(job.payload, exact=True)  # the receiver gets it as it is, or not
+        except ValueError as exc:
+            self.counts.refused += 1
+            raise Fail(str(exc)) from None
         body = json.dumps(
             {
                 "id": job.id,
                 "topic": job.topic,
-                "payload": jsonable(job.payload),
+                "payload": payload,
                 "due_ms": job.due_ms,
                 "attempt": job.attempt,
             },

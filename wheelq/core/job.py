@@ -21,8 +21,10 @@ import msgpack
 from wheelq.core.callback import Callback
 from wheelq.errors import (
     InvalidArgumentError,
+    PayloadTooDeepError,
     PayloadTooLargeError,
     PayloadTypeError,
+    ResultError,
     ResultTooLargeError,
     ResultTypeError,
     int_in,
@@ -114,20 +116,97 @@ def encode_payload(payload: Any, max_bytes: int, packer: msgpack.Packer | None =
     except _NotPlain:
         data = _encode_careful(payload)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise _type_error(exc) from exc
+        raise _type_error(exc, payload) from exc
     if len(data) > max_bytes:
         raise PayloadTooLargeError(
             "payload",
             f"payload must encode to at most {max_bytes} bytes of msgpack, got {len(data)}",
         )
+    if len(data) > MAX_PAYLOAD_DEPTH and isinstance(payload, _NESTED):  # else: no need
+        check_depth(payload, data)
     return data
+
+
+MAX_PAYLOAD_DEPTH = 100
+"""Most levels of lists and maps a payload may nest (``1`` has none, ``[[1]]`` two): deep
+enough for any document, shallow enough that every reader renders it without recursion
+limits, and with room for the answer around it under the 128 levels JSON parsers such as
+serde_json accept. A stored payload nested deeper (written by an older version, or straight
+into Redis) is rendered with its remainder as ``{"$truncated": ...}`` (`jsonable`)."""
+
+# A list or map starts with one of these bytes in msgpack (fixmap, fixarray, array 16/32,
+# map 16/32): a stored payload with fewer of them than the limit cannot nest deeper than it,
+# and need not be decoded to tell. Counted in one C pass: marked and counted (faster for
+# short payloads), or the others deleted.
+_CONTAINER_BYTES = frozenset([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
+_MARKED = bytes(b in _CONTAINER_BYTES for b in range(256))
+_NOT_CONTAINER_BYTES = bytes(b for b in range(256) if b not in _CONTAINER_BYTES)
+_SHORT = 2048
+
+
+def check_depth(payload: Any, data: bytes) -> None:
+    """`PayloadTooDeepError` if `payload` (encoded as `data`) nests deeper than
+    `MAX_PAYLOAD_DEPTH`: free for a short one (each level takes a byte), else a walk of its
+    lists and maps (not of its bytes: a large string costs nothing)."""
+    if len(data) > MAX_PAYLOAD_DEPTH and _deeper_than(payload, MAX_PAYLOAD_DEPTH):
+        raise _too_deep()
+
+
+def stored_too_deep(data: bytes) -> bool:
+    """Whether a stored payload nests deeper than `MAX_PAYLOAD_DEPTH` (one that does not
+    decode at all is not: it is malformed, which its readers handle)."""
+    if not _may_be_deep(data):
+        return False
+    try:
+        return _deeper_than(decode_payload(data), MAX_PAYLOAD_DEPTH)
+    except msgpack.StackError:  # past msgpack's own 1,024 levels
+        return True
+    except Exception:  # msgpack raises several unrelated types
+        return False
+
+
+def _may_be_deep(data: bytes) -> bool:
+    """False when `data` has too few list and map headers to nest past the limit."""
+    if len(data) <= MAX_PAYLOAD_DEPTH:
+        return False
+    if len(data) < _SHORT:
+        return data.translate(_MARKED).count(1) > MAX_PAYLOAD_DEPTH
+    return len(data.translate(None, _NOT_CONTAINER_BYTES)) > MAX_PAYLOAD_DEPTH
+
+
+def _too_deep() -> PayloadTooDeepError:
+    return PayloadTooDeepError(
+        "payload",
+        f"payload must nest lists and maps at most {MAX_PAYLOAD_DEPTH} levels deep, "
+        f"got {MAX_PAYLOAD_DEPTH + 1} or more",
+    )
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists, tuples and dicts deeper than `limit` (no recursion)."""
+    if not isinstance(value, _NESTED):
+        return False
+    todo = [(value, 1)]
+    pop, push = todo.pop, todo.append
+    while todo:
+        item, depth = pop()
+        if depth > limit:
+            return True
+        # dict keys that decode back are never lists or maps
+        for v in item.values() if isinstance(item, dict) else item:
+            if isinstance(v, _NESTED):
+                push((v, depth + 1))
+    return False
+
+
+_NESTED = (dict, list, tuple)
 
 
 def _encode_careful(payload: Any) -> bytes:
     try:
         data: bytes = msgpack.packb(payload, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise _type_error(exc) from exc
+        raise _type_error(exc, payload) from exc
     try:
         decode_payload(data)
     except Exception as exc:  # msgpack raises several unrelated types
@@ -138,7 +217,9 @@ def _encode_careful(payload: Any) -> bytes:
     return data
 
 
-def _type_error(exc: Exception) -> PayloadTypeError:
+def _type_error(exc: Exception, payload: Any) -> PayloadTypeError | PayloadTooDeepError:
+    if _deeper_than(payload, MAX_PAYLOAD_DEPTH):  # msgpack's own limit is 511 levels
+        return _too_deep()
     return PayloadTypeError(
         f"payload must be msgpack-serialisable (None, bool, int, float, str, bytes, "
         f"list, tuple, dict); {exc}"
@@ -162,6 +243,8 @@ def encode_result(result: Any, max_bytes: int) -> bytes:
         ) from None
     except PayloadTypeError as exc:
         raise ResultTypeError(f"the handler's result (its return value): {exc}") from None
+    except PayloadTooDeepError as exc:
+        raise ResultError(f"the handler's result (its return value): {exc}") from None
 
 
 MAX_RESULT_BYTES = 16 * 1024 * 1024
@@ -566,22 +649,42 @@ def parse_ref(ref: object) -> tuple[int, str]:
     return int(match[1]), f"{int(match[2])}-{int(match[3])}"
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any, *, exact: bool = False) -> Any:
     """A decoded payload as plain JSON types, one spelling for the CLI, the HTTP service and
     callback bodies: bytes (anywhere inside) become ``{"$bytes": "<base64>"}``, a non-finite
     float ``{"$float": "nan"}``, a map key that is not a string its JSON text, anything else
-    ``{"$repr": "..."}``; a payload enqueued as JSON comes back as it went in."""
+    ``{"$repr": "..."}``; a payload enqueued as JSON comes back as it went in.
+
+    A list or map nested past `MAX_PAYLOAD_DEPTH` levels (only a payload stored by an older
+    version or written straight into Redis has one) becomes ``{"$truncated": "<what>"}``,
+    or, with `exact` (a pull, whose consumer must get the payload as it is), a ValueError;
+    so no payload renders more than one level past the limit, and none recurses past it.
+    """
+    return _jsonable(value, MAX_PAYLOAD_DEPTH, exact)
+
+
+def _jsonable(value: Any, left: int, exact: bool) -> Any:
     if isinstance(value, str | int | bool) or value is None:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, bytes | bytearray):
         return {"$bytes": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, dict):
-        return {
-            k if isinstance(k, str) else json.dumps(jsonable(k)): jsonable(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
+    if isinstance(value, dict | list | tuple):
+        if left == 0:
+            what = "a map" if isinstance(value, dict) else "a list"
+            if exact:
+                raise ValueError(
+                    f"payload nests deeper than {MAX_PAYLOAD_DEPTH} levels: {what} at that depth"
+                )
+            return {"$truncated": f"{what} nested deeper than {MAX_PAYLOAD_DEPTH} levels"}
+        left -= 1
+        if isinstance(value, dict):
+            return {
+                k if isinstance(k, str) else json.dumps(_jsonable(k, left, exact)): _jsonable(
+                    v, left, exact
+                )
+                for k, v in value.items()
+            }
+        return [_jsonable(v, left, exact) for v in value]
     return {"$repr": repr(value)}

@@ -253,6 +253,8 @@ class ServeSettings(_Validated):
     """Most connections open at once; one more is answered 503 (Retry-After) and closed."""
     pull_connections: Annotated[int, Range(1, 1000)] = 32
     """Connections of pulls' own pool (per node on a cluster), and as many for result waits."""
+    pull_max_bytes: Annotated[int, Range(1, 1024**3)] = 8 * 1024 * 1024
+    """Stored bytes of the jobs one pull hands out (at least one job per pull, however large)."""
     max_groups_per_topic: Annotated[int, Range(1, 10_000)] = 64
     """Most consumer groups a topic may have: creating one more is refused (409)."""
     pull_creates_groups: Annotated[int, Range(0, 1)] = 0

@@ -15,7 +15,9 @@ import msgpack
 from wheelq.core.due import DueSpec
 from wheelq.core.job import (
     ENVELOPE_VERSION,
+    MAX_PAYLOAD_DEPTH,
     RANDOM_CHARS,
+    check_depth,
     encode_payload,
     envelope_fields,
     payload_packer,
@@ -86,6 +88,13 @@ def _packed(payloads: list[Any], max_bytes: int) -> list[bytes]:
                 raise type(exc)("payloads", f"payloads[{i}]: {exc}") from exc
             except PayloadTypeError as exc:
                 raise PayloadTypeError(f"payloads[{i}]: {exc}") from exc
+    if packed and max(map(len, packed)) > MAX_PAYLOAD_DEPTH:  # else none can nest deeper
+        for i, (p, data) in enumerate(zip(payloads, packed, strict=True)):
+            try:
+                if len(data) > MAX_PAYLOAD_DEPTH and isinstance(p, dict | list | tuple):
+                    check_depth(p, data)
+            except InvalidArgumentError as exc:
+                raise type(exc)("payloads", f"payloads[{i}]: {exc}") from exc
     if packed and max(map(len, packed)) > max_bytes:
         i, size = next((i, len(p)) for i, p in enumerate(packed) if len(p) > max_bytes)
         raise PayloadTooLargeError(

@@ -457,12 +457,14 @@ class Client:
     ) -> int:
         """Run dead letters again: each goes back to its stream as attempt 1, due now, for
         the group it failed in. `refs`: DeadLetters or their refs; None = all, or all of
-        that `reason` and/or `group`. Returns how many were replayed (malformed entries
-        cannot be and stay).
+        that `reason` and/or `group`. Returns how many were replayed (malformed entries,
+        and those whose payload nests past 100 levels, cannot be and stay).
 
         Raises:
             InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic, a filter is
                 not valid, or refs and a filter are both given.
+            PayloadTooDeepError: A dead letter named in `refs` has a payload nested past
+                ``wheelq.core.job.MAX_PAYLOAD_DEPTH`` levels (nothing is replayed).
         """
         match = dl.DeadFilter.of(reason, group)
         return self._run(dl.replay(self._producer, topic, refs, match))

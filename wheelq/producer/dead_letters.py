@@ -8,10 +8,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from wheelq.core.job import DeadLetter, Field, parse_ref
+from wheelq.core.job import MAX_PAYLOAD_DEPTH, DeadLetter, Field, parse_ref, stored_too_deep
 from wheelq.core.keys import ShardKeys, all_shards, validate_group, validate_shards
 from wheelq.core.retry import Reason
-from wheelq.errors import InvalidArgumentError, int_in
+from wheelq.errors import InvalidArgumentError, PayloadTooDeepError, int_in
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import consume
 
@@ -143,15 +143,18 @@ def _id_key(entry_id: str) -> tuple[int, int]:
 
 
 def replay(producer: Producer, topic: str, refs: Refs, match: DeadFilter | None = None) -> Op[int]:
-    """Run dead letters again (None: all, or all matching `match`); malformed ones and those
-    past ``max_ready`` stay."""
+    """Run dead letters again (None: all, or all matching `match`); malformed ones, those
+    past ``max_ready`` and those whose payload nests past `MAX_PAYLOAD_DEPTH` stay (one of
+    those named in `refs`: `PayloadTooDeepError`, and none is replayed)."""
     shards, by_shard = yield from _targets(producer, topic, refs, match)
     if not shards:
         return 0
+    if by_shard is not None:
+        yield from _check_depths(topic, by_shard)
     replayed = 0
     for keys in all_shards(topic, shards):
         if by_shard is None:
-            ids = yield from _all_ids(keys, match)
+            ids = yield from _all_ids(keys, match, replayable=True)
         else:
             ids = by_shard.get(keys.shard, [])
         for i in range(0, len(ids), IDS_PER_CALL):
@@ -184,13 +187,43 @@ def purge_dead(
     return sum(counts)
 
 
-def _all_ids(keys: ShardKeys, match: DeadFilter | None) -> Op[list[str]]:
-    """The ids of the shard's dead letters (those matching `match`), oldest first."""
+def _check_depths(topic: str, by_shard: dict[int, list[str]]) -> Op[None]:
+    """`PayloadTooDeepError` if a named dead letter's payload nests past the limit a payload
+    is enqueued under (stored by an older version): it would run again as no enqueue may."""
+    for shard, ids in by_shard.items():
+        keys = ShardKeys(topic, shard)
+        for i in range(0, len(ids), IDS_PER_CALL):
+            chunk = ids[i : i + IDS_PER_CALL]
+            found = yield [consume.read_dead(keys, entry_id, 1) for entry_id in chunk]
+            for entry_id, page in zip(chunk, found, strict=True):
+                if page and page[0][0] == entry_id and _too_deep(page[0][1]):
+                    raise PayloadTooDeepError(
+                        "payload",
+                        f"dead letter {shard}/{entry_id}: payload must nest lists and maps at "
+                        f"most {MAX_PAYLOAD_DEPTH} levels deep to run again, got more; nothing "
+                        "was replayed (purge it, or enqueue a payload within the limit)",
+                    )
+
+
+def _too_deep(raw: Mapping[bytes, bytes]) -> bool:
+    payload = raw.get(Field.PAYLOAD)
+    return payload is not None and stored_too_deep(payload)
+
+
+def _all_ids(
+    keys: ShardKeys, match: DeadFilter | None, *, replayable: bool = False
+) -> Op[list[str]]:
+    """The ids of the shard's dead letters (those matching `match`), oldest first;
+    `replayable`: not those whose payload nests past `MAX_PAYLOAD_DEPTH` (they stay)."""
     ids: list[str] = []
     start = "-"
     while True:
         (page,) = yield [consume.read_dead(keys, start, IDS_PER_CALL)]
-        ids += [entry_id for entry_id, raw in page if match is None or match.matches_entry(raw)]
+        ids += [
+            entry_id
+            for entry_id, raw in page
+            if (match is None or match.matches_entry(raw)) and not (replayable and _too_deep(raw))
+        ]
         if len(page) < IDS_PER_CALL:
             return ids
         start = "(" + page[-1][0]

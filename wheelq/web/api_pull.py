@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
 
-from wheelq.core.job import jsonable
 from wheelq.errors import GroupLimitError, GroupNotFoundError, UnknownGroupError
 from wheelq.producer.groups import CreatedGroup
 from wheelq.web.api_jobs import json_response, service
@@ -22,7 +21,7 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
-from wheelq.worker.pull import Outcome
+from wheelq.worker.pull import Outcome, Pulled
 
 if TYPE_CHECKING:
     from wheelq.web.app import WebService
@@ -64,9 +63,13 @@ async def create_group(
 
 @router.post("/pull", response_model=PullOut)
 async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Request) -> Response:
-    """Up to `max` due jobs for the group, waiting up to `wait_ms` for one. Each comes with
+    """Up to `max` due jobs for the group, waiting up to `wait_ms` for one, and at most
+    ``[serve] pull_max_bytes`` (8 MiB) of their stored entries (one larger job comes
+    alone; the few read past it go to the group's next pull). Each comes with
     a `receipt` to ack or nack it; one not acked within the visibility timeout goes to
-    the next pull (its `deliveries` then counts up). 404 when the group does not exist: a
+    the next pull (its `deliveries` then counts up). While the topic or the group is
+    paused, a pull hands out no job (none is read or taken over) and says so in `paused`,
+    after waiting up to `wait_ms` for a resume. 404 when the group does not exist: a
     pull creates it only with `create: true` where the service allows it."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
@@ -88,11 +91,18 @@ async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Reques
             raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
         await create_group(svc, topic, group)  # only when missing: no script per pull
         got = await svc.puller.pull(topic, group, consumer, body.max, body.wait_ms)
-    jobs = [
+    answer: dict[str, Any] = {"jobs": _jobs(got.jobs)}
+    if got.paused is not None:
+        answer["paused"] = got.paused.value
+    return json_response(answer)
+
+
+def _jobs(got: list[Pulled]) -> list[dict[str, Any]]:
+    return [
         {
             "id": p.job.id,
             "topic": p.job.topic,
-            "payload": jsonable(p.job.payload),
+            "payload": p.payload,
             "due_ms": p.job.due_ms,
             "attempt": p.job.attempt,
             "max_attempts": p.job.max_attempts,
@@ -101,7 +111,6 @@ async def pull(topic: TopicPath, group: GroupPath, body: PullIn, request: Reques
         }
         for p in got
     ]
-    return json_response({"jobs": jobs})
 
 
 @router.post("/ack", response_model=AckOut)

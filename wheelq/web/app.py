@@ -98,6 +98,7 @@ class WebService:
             claim_interval_ms=ws.claim_interval_ms,
             receipt_secret=receipt_secret,
             pull_connections=self.settings.pull_connections,
+            max_bytes=self.settings.pull_max_bytes,
         )
         self.guard = Guard(tokens, allowed_hosts)
         self.results = ResultWaits(client, self.settings.pull_connections)

@@ -222,7 +222,9 @@ class JobIn(Due):
     """One job to enqueue."""
 
     payload: Annotated[JsonValue, AfterValidator(_finite)] = Field(
-        ..., description="Any JSON value; the job's payload."
+        ...,
+        description="Any JSON value, lists and objects nested at most 100 levels deep "
+        "(MAX_PAYLOAD_DEPTH); the job's payload.",
     )
     id: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = None
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
@@ -285,7 +287,7 @@ class ScheduleIn(Strict):
     `cron` and `every_ms`)."""
 
     payload: Annotated[JsonValue, AfterValidator(_finite)] = Field(
-        ..., description="Any JSON value; what every run carries."
+        ..., description="Any JSON value, nested at most 100 levels deep; what every run carries."
     )
     cron: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
         None, description="Five cron fields read in `tz` ('30 2 * * *'), or '@daily' and the like."
@@ -575,7 +577,11 @@ class GroupCreatedOut(BaseModel):
 class PulledJob(BaseModel):
     id: str
     topic: str
-    payload: Any = None
+    payload: Any = Field(
+        None,
+        description="The payload as enqueued (one stored nested past 100 levels, by an older "
+        "version, is dead-lettered as malformed instead of handed out).",
+    )
     due_ms: int
     attempt: int
     max_attempts: int
@@ -585,6 +591,11 @@ class PulledJob(BaseModel):
 
 class PullOut(BaseModel):
     jobs: list[PulledJob]
+    paused: Literal["topic", "group"] | None = Field(
+        None,
+        description="Only while paused: what is (the topic as a whole, or the group on its "
+        "own); no job is handed out until it is resumed.",
+    )
 
 
 class ReceiptsIn(Strict):

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Message, Scope, Send
 
+from wheelq.core.job import MAX_PAYLOAD_DEPTH
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
@@ -224,7 +225,7 @@ def problem_of(exc: BaseException) -> ProblemError | None:
 
 def validation_problem(errors: Sequence[Any]) -> ProblemError:
     """The 422 problem of pydantic's errors, each field named as the request spells it."""
-    fields = [{"field": _loc(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in errors]
+    fields = [_field_error(e) for e in errors]
     first = fields[0] if fields else {"field": "body", "message": "invalid"}
     return ProblemError(
         422,
@@ -234,6 +235,19 @@ def validation_problem(errors: Sequence[Any]) -> ProblemError:
         field=first["field"],
         errors=fields,
     )
+
+
+def _field_error(error: Any) -> dict[str, str]:
+    """One pydantic error as ``{"field", "message"}``; a body nested too deep for the JSON
+    parser is a payload nested too deep (nothing else in a request nests)."""
+    message = str(error.get("msg", ""))
+    if error.get("type") == "json_invalid" and "recursion limit" in message:
+        return {
+            "field": "payload",
+            "message": f"payload must nest lists and maps at most {MAX_PAYLOAD_DEPTH} levels "
+            f"deep, got more ({message})",
+        }
+    return {"field": _loc(error.get("loc", ())), "message": message}
 
 
 Page = Callable[[Request, ProblemError], Response | None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import random
@@ -20,12 +21,12 @@ import msgpack
 from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
-from wheelq.core.job import Field, Job
+from wheelq.core.job import Field, Job, jsonable
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError, int_in
 from wheelq.runtime.outage import wait_for_either
-from wheelq.store import consume, groups, ops
+from wheelq.store import consume, groups, ops, pauses
 from wheelq.store.connect import BlockingReads
 from wheelq.store.executor import AsyncExecutor, Call, Executor
 from wheelq.store.scripts import GroupOutcome
@@ -211,6 +212,8 @@ async def nack_receipts(
 
 MAX_PULL = 1000
 MAX_WAIT_MS = 30_000
+PAUSED_POLL_MS = 250
+"""While its group is paused, how often a waiting pull reads the pause state again."""
 CLUSTER_BLOCK_MS = 100
 MAX_BLOCK_MS = 2000  # One blocking read, well inside the socket timeout.
 FILL_ROUNDS = 4
@@ -218,10 +221,31 @@ FILL_ROUNDS = 4
 
 @dataclass(frozen=True, slots=True)
 class Pulled:
-    """A pulled job and the receipt that acks or nacks it."""
+    """A pulled job, its payload as JSON types (`jsonable`) and the receipt that acks or
+    nacks it."""
 
     job: Job
+    payload: Any
     receipt: str
+    size: int = 0
+    """Bytes of its stream entry's fields as stored (what `Puller.max_bytes` counts)."""
+
+
+class Paused(StrEnum):
+    """Why a pull handed out nothing: what is paused (`wheelq.core.pause`)."""
+
+    TOPIC = "topic"
+    """The topic as a whole: every group on it."""
+    GROUP = "group"
+    """The pulling group on its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pulls:
+    """What one pull hands out: its jobs, or none and why (`paused`, None: not paused)."""
+
+    jobs: list[Pulled]
+    paused: Paused | None = None
 
 
 class Puller:
@@ -238,8 +262,13 @@ class Puller:
         claim_interval_ms: int = 1000,
         receipt_secret: str = "",
         pull_connections: int = 32,
+        max_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self._executor = executor
+        self.max_bytes = max_bytes
+        """Stored entry bytes one pull hands out (at least one job, however large)."""
+        self._largest: dict[tuple[str, str], int] = {}
+        """The largest entry the group's last pull read (bytes): how many a read asks for."""
         self._reads = BlockingReads(executor, pull_connections)
         self._clock = clock
         self.visibility_timeout_ms = visibility_timeout_ms
@@ -286,8 +315,12 @@ class Puller:
 
     async def pull(
         self, topic: str, group: str, consumer: str, count: int, wait_ms: int = 0
-    ) -> list[Pulled]:
+    ) -> Pulls:
         """Up to `count` jobs for `group`, waiting up to `wait_ms` when there are none.
+
+        While the topic or the group is paused, it hands out none (nothing is read or taken
+        over, as a paused worker takes nothing) and says so in `Pulls.paused`, after waiting
+        up to `wait_ms` for a resume (read again every `PAUSED_POLL_MS`).
 
         Raises:
             InvalidArgumentError: `count` not in [1, 1000], `wait_ms` not in [0, 30000].
@@ -300,14 +333,60 @@ class Puller:
         await self.seal()  # before any read: every job read gets its receipt
         keys = list(all_shards(topic, shards))
         await self._join(topic, group, keys)
+        deadline = self._clock.now_ms() + wait_ms
+        paused = await self._paused_until_resumed(topic, group, deadline)
+        if paused is not None:
+            return Pulls([], paused)
+        wait_ms = max(0, deadline - self._clock.now_ms())
         out = self._take_spare(topic, group, count)
-        if len(out) < count:
-            out += await self._claim(topic, group, consumer, keys, count - len(out))
+        spared = len(out)
+        if len(out) < count and sum(p.size for p in out) < self.max_bytes:
+            wanted = self._affordable(topic, group, count - len(out), out, len(keys))
+            out += await self._claim(topic, group, consumer, keys, wanted)
         if not out:
             out = await self._read_new(topic, group, consumer, keys, count, wait_ms)
-        if len(out) > count:
-            self._keep_spare(topic, group, consumer, out[count:])
-        return out[:count]
+        if len(out) > spared:
+            self._largest[(topic, group)] = max(p.size for p in out[spared:])
+        n = self._within(out, count)  # never fewer than `spared`: they were within it
+        if len(out) > n:
+            self._keep_spare(topic, group, consumer, out[n:])
+        return Pulls(out[:n])
+
+    def _within(self, jobs: Sequence[Pulled], count: int) -> int:
+        """How many of `jobs`, in order, one answer hands out: at most `count`, and only as
+        many as keep their bytes within `max_bytes` (but at least one)."""
+        total = 0
+        for i, p in enumerate(jobs[:count]):
+            total += p.size
+            if total > self.max_bytes and i > 0:
+                return i
+        return min(count, len(jobs))
+
+    def _affordable(
+        self, topic: str, group: str, wanted: int, got: Sequence[Pulled], shards: int
+    ) -> int:
+        """How many entries to read after `got`: `wanted`, fewer when that many entries as
+        large as the largest seen (in `got`, or in the group's last pull) would pass
+        `max_bytes`; one a shard while no size is known. At least one."""
+        largest = max([self._largest.get((topic, group), 0), *(p.size for p in got)])
+        if largest == 0:
+            return min(wanted, shards)
+        left = self.max_bytes - sum(p.size for p in got)
+        return max(1, min(wanted, left // largest))
+
+    async def _paused_until_resumed(
+        self, topic: str, group: str, deadline_ms: int
+    ) -> Paused | None:
+        """What is paused of `group` once resumed (None), `deadline_ms` passed or closing."""
+        while True:
+            (state,) = await self._executor.run([pauses.read_pause_state(topic, [group])])
+            if not state.group_paused(group):
+                return None
+            left_ms = min(deadline_ms - self._clock.now_ms(), PAUSED_POLL_MS)
+            if left_ms <= 0 or self._closing.is_set():
+                return Paused.TOPIC if state.paused else Paused.GROUP
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), left_ms / 1000)
 
     def _take_spare(self, topic: str, group: str, count: int) -> list[Pulled]:
         """Entries read past an earlier pull's count, while well inside the visibility timeout."""
@@ -318,12 +397,13 @@ class Puller:
             for p, read_ms, consumer in spare
             if now - read_ms < self.visibility_timeout_ms // 2
         ]
-        if len(fresh) > count:
-            self._spare[(topic, group)] = fresh[count:]
+        n = self._within([p for p, _, _ in fresh], count)
+        if len(fresh) > n:
+            self._spare[(topic, group)] = fresh[n:]
         # Still the delivery they were read in: pending to its consumer, not delivered since.
         return [
-            Pulled(p.job, self._receipt(topic, group, p.job, now, consumer))
-            for p, _, consumer in fresh[:count]
+            Pulled(p.job, p.payload, self._receipt(topic, group, p.job, now, consumer), p.size)
+            for p, _, consumer in fresh[:n]
         ]
 
     def _keep_spare(self, topic: str, group: str, consumer: str, extra: list[Pulled]) -> None:
@@ -404,12 +484,13 @@ class Puller:
             reach = taken if self._executor.cluster else len(keys)  # one read: every shard
             out: list[Pulled] = []
             full: list[ShardKeys] = []
+            first = self._affordable(topic, group, count, (), len(keys))
             while not out:
                 left = deadline - self._clock.now_ms()
                 block = None if left <= 0 or self._closing.is_set() else left
                 # With fewer slots than shards (a cluster), a round reads some of them; the
                 # next round starts at the next shard (`_shares`).
-                chosen, share = self._shares(keys, count)
+                chosen, share = self._shares(keys, first)
                 out, full = await self._read(
                     topic, group, consumer, keys, chosen[:reach], share, block
                 )
@@ -417,11 +498,12 @@ class Puller:
                     break
             # A read asks each shard for a share of `count`: while shards gave a full share
             # (they may have more), read on from them without blocking, so a pull of n
-            # returns n when n are there.
+            # returns n when n are there, as far as `max_bytes` goes.
             for _ in range(FILL_ROUNDS):
                 left_n = count - len(out)
-                if not full or left_n <= 0:
+                if not full or left_n <= 0 or sum(p.size for p in out) >= self.max_bytes:
                     break
+                left_n = self._affordable(topic, group, left_n, out, len(keys))
                 more, full = await self._read(
                     topic, group, consumer, keys, full, max(1, left_n // len(full)), None
                 )
@@ -482,7 +564,8 @@ class Puller:
         entries: list[consume.Entry],
         deliveries: Sequence[int],
     ) -> list[Pulled]:
-        """Jobs with receipts; malformed entries dead-lettered, another group's acked."""
+        """Jobs with receipts; malformed entries (one whose payload cannot be rendered as
+        JSON too) dead-lettered each on its own, another group's acked."""
         now = self._clock.now_ms()
         out: list[Pulled] = []
         calls: list[Call[int]] = []
@@ -491,15 +574,17 @@ class Puller:
                 job = Job.from_entry(
                     entry_id, fields, keys.shard, deliveries[i] if deliveries else 1
                 )
+                if job.group is not None and job.group != group:
+                    calls.append(consume.ack(keys, group, [entry_id]))
+                    continue
+                payload = jsonable(job.payload, exact=True)
             except ValueError as exc:
                 calls.append(
                     consume.dead_letter(keys, group, [(entry_id, Reason.MALFORMED, str(exc))])
                 )
                 continue
-            if job.group is not None and job.group != group:
-                calls.append(consume.ack(keys, group, [entry_id]))
-                continue
-            out.append(Pulled(job, self._receipt(keys.topic, group, job, now, consumer)))
+            receipt = self._receipt(keys.topic, group, job, now, consumer)
+            out.append(Pulled(job, payload, receipt, sum(map(len, fields.values()))))
         if calls:
             await self._executor.run(calls)
         return out

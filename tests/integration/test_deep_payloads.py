@@ -1,0 +1,147 @@
+"""Payloads nested deep (issue 43, item 4): refused past `MAX_PAYLOAD_DEPTH` levels in every
+face that enqueues, and one stored deeper by an older version (or straight into Redis) is
+still shown by every reader, and costs its pull batch nothing but itself."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import wheelq.core.job
+from tests.support.cli import run_wheelq
+from tests.support.web import assert_problem, serving
+from wheelq import AsyncClient, Client, PayloadTooDeepError
+from wheelq.core.job import MAX_PAYLOAD_DEPTH
+
+pytestmark = pytest.mark.cluster_too
+
+DEEP = 500
+
+
+def nested(levels: int) -> Any:
+    """1 inside `levels` maps and lists, alternating."""
+    value: Any = 1
+    for i in range(levels):
+        value = {"k": value} if i % 2 else [value]
+    return value
+
+
+def truncated(shown: Any) -> tuple[int, Any]:
+    """How deep the `$truncated` marker sits in a rendered `nested` payload, and the marker."""
+    depth = 0
+    while not (isinstance(shown, dict) and "$truncated" in shown):
+        shown = shown[0] if isinstance(shown, list) else shown["k"]
+        depth += 1
+    return depth, shown
+
+
+async def test_a_payload_nested_500_levels_deep_is_refused_by_every_enqueue_face(
+    redis_url: str, topic: str
+) -> None:
+    deep = nested(DEEP)
+    over = nested(MAX_PAYLOAD_DEPTH + 1)
+    with Client.from_url(redis_url) as client:
+        client.enqueue(topic, nested(MAX_PAYLOAD_DEPTH), job_id="at-the-limit")
+        for payload in (deep, over):
+            for call in (
+                lambda p=payload: client.enqueue(topic, p),
+                lambda p=payload: client.enqueue_many(topic, [{"payload": 1}, {"payload": p}]),
+                lambda p=payload: client.enqueue_bulk(topic, [1, p]),
+                lambda p=payload: client.schedule("s", topic, p, every_ms=60_000),
+            ):
+                with pytest.raises(PayloadTooDeepError, match=f"at most {MAX_PAYLOAD_DEPTH} lev"):
+                    call()
+    async with AsyncClient.from_url(redis_url) as aclient:
+        with pytest.raises(PayloadTooDeepError) as info:
+            await aclient.enqueue(topic, deep)
+        assert info.value.parameter == "payload"
+        with pytest.raises(PayloadTooDeepError, match=r"items\[1\]"):
+            await aclient.enqueue_many(topic, [{"payload": 1}, {"payload": over}])
+        with pytest.raises(PayloadTooDeepError, match=r"payloads\[1\]"):
+            await aclient.enqueue_bulk(topic, [1, over])
+
+    async with serving(redis_url) as api:
+        jobs = f"/v1/topics/{topic}/jobs"
+        for payload in (deep, over):  # 500: past the JSON parser's limit; 101: past ours
+            got = await api.call("POST", jobs, {"payload": payload})
+            assert_problem(got, 422, "payload")
+            assert f"at most {MAX_PAYLOAD_DEPTH} levels" in got[1]["detail"]
+            got = await api.call(
+                "POST", f"{jobs}/batch", {"jobs": [{"payload": 1}, {"payload": payload}]}
+            )
+            assert got[0] == 422 and got[1]["field"] in ("payload", "jobs[1].payload"), got[1]
+            assert f"at most {MAX_PAYLOAD_DEPTH} levels" in got[1]["detail"]
+            got = await api.call(
+                "PUT", f"/v1/topics/{topic}/schedules/s", {"payload": payload, "every_ms": 60_000}
+            )
+            assert got[0] == 422 and "payload" in got[1]["field"], got[1]
+
+    done = run_wheelq("enqueue", topic, json.dumps(deep), "--redis-url", redis_url)
+    assert done.returncode == 2, done
+    (line,) = done.stderr.strip().splitlines()
+    assert "payload" in line and f"at most {MAX_PAYLOAD_DEPTH} levels" in line
+
+    with Client.from_url(redis_url) as client:  # nothing of it was written
+        stats = client.stats(topic)
+        assert stats is not None
+        assert sum(s.pending + s.ready for s in stats.shards) == 1  # the one at the limit
+        assert client.schedules(topic) == []
+
+
+async def test_a_stored_payload_nested_500_levels_deep_is_shown_and_costs_its_pull_batch_nothing(
+    redis_url: str, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: the job's page, its HTTP answer and any pull whose batch held it answered 500
+    (RecursionError); the pull's other jobs were taken and never handed out, so they were
+    dead-lettered for `deliveries` without any consumer seeing them."""
+    async with serving(redis_url) as api:
+        client = api.service.client
+        with monkeypatch.context() as old_version:  # as a version without the limit wrote it
+            old_version.setattr(wheelq.core.job, "MAX_PAYLOAD_DEPTH", 10_000)
+            await client.enqueue(topic, {"n": 0}, job_id="before")
+            await client.enqueue(topic, nested(DEEP), job_id="deep")
+            await client.enqueue(topic, {"n": 2}, job_id="after")
+
+        status, info, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/deep")
+        assert status == 200, info
+        assert truncated(info["payload"])[0] == MAX_PAYLOAD_DEPTH
+        async with api.http.get(f"{api.base}/ui/topics/{topic}/jobs/deep") as page:
+            assert page.status == 200
+            assert "$truncated" in await page.text()
+        shown = run_wheelq("job", topic, "deep", "--json", "--redis-url", redis_url)
+        assert shown.returncode == 0, shown
+        assert truncated(json.loads(shown.stdout)["payload"])[0] == MAX_PAYLOAD_DEPTH
+
+        status, body, _ = await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"})
+        assert status == 201, body
+        status, pulled, _ = await api.call("POST", f"/v1/topics/{topic}/groups/g/pull", {"max": 10})
+        assert status == 200, pulled
+        assert [(j["id"], j["payload"]) for j in pulled["jobs"]] == [
+            ("before", {"n": 0}),
+            ("after", {"n": 2}),
+        ]
+        receipts = [j["receipt"] for j in pulled["jobs"]]
+        status, acked, _ = await api.call(
+            "POST", f"/v1/topics/{topic}/groups/g/ack", {"receipts": receipts}
+        )
+        assert (status, acked["acked"]) == (200, 2)
+        status, dead, _ = await api.call("GET", f"/v1/topics/{topic}/dead")
+        assert status == 200, dead
+        ((letter,),) = [dead["dead"]]
+        assert (letter["job_id"], letter["reason"]) == ("deep", "malformed")
+        assert f"deeper than {MAX_PAYLOAD_DEPTH} levels" in letter["error"]
+        assert truncated(letter["payload"])[0] == MAX_PAYLOAD_DEPTH
+
+        # A replay would run it again as no enqueue may: named, it is refused in every face
+        # (nothing replayed); replaying all leaves it where it is.
+        replay = f"/v1/topics/{topic}/dead/replay"
+        assert_problem(await api.call("POST", replay, {"refs": [letter["ref"]]}), 422, "payload")
+        with pytest.raises(PayloadTooDeepError, match=f"at most {MAX_PAYLOAD_DEPTH} levels"):
+            await client.replay(topic, [letter["ref"]])
+        done = run_wheelq("dlq", "replay", topic, letter["ref"], "--redis-url", redis_url)
+        assert done.returncode == 2 and "payload" in done.stderr, done
+        assert await client.replay(topic) == 0
+        status, dead, _ = await api.call("GET", f"/v1/topics/{topic}/dead")
+        assert [d["ref"] for d in dead["dead"]] == [letter["ref"]]
