@@ -112,7 +112,6 @@ async def test_a_pause_set_through_each_face_holds_workers_of_both_handler_kinds
             await consumer.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43 item 6: HTTP pull consumers ignore a pause")
 @pytest.mark.parametrize("target", ["topic", "group"])
 async def test_a_pause_holds_an_http_pull_consumer(
     target: str, client: AsyncClient, served: Served, topic: str
