@@ -312,6 +312,7 @@ async def test_long_polls_of_results_past_their_pool_are_503_and_never_take_the_
     async with serving(redis_url, settings=settings, redis_options={"max_connections": 4}) as api:
         later = {"payload": 1, "delay_ms": 60_000}
         job = (await api.call("POST", f"/v1/topics/{topic}/jobs", later))[1]["id"]
+        await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "default"})
         path = f"/v1/topics/{topic}/jobs/{job}/result?wait_ms=20000"
         polls = [asyncio.create_task(api.call("GET", path)) for _ in range(2)]
         await until(lambda: api.service.results.in_use == 2, what="both polls waiting")
