@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from tests.support.web import serving
+from tests.support.web import assert_problem, serving
 from wheelq import (
     AsyncClient,
     Event,
@@ -346,3 +346,37 @@ async def test_sse_streams_a_topic_of_more_shards_than_pull_connections(
             later = await client.enqueue_many(topic, [{"payload": n} for n in range(20)])
             live = await read_sse(r, len(later))
         assert sorted(e["data"]["job_id"] for e in live) == sorted(later)
+
+
+async def test_events_are_turned_on_and_off_over_http(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    """Issue 43 item 15: there was no HTTP way to turn a topic's events on."""
+    async with serving(redis_url) as api:
+        base = f"/v1/topics/{topic}/events"
+        nope = f"/v1/topics/{topic}-nope/events/off"
+        assert_problem(await api.call("POST", nope), 404, "topic")
+        assert f"{topic}-nope" not in await client.topics()
+        status, on, _ = await api.call("POST", f"{base}/on")
+        assert (status, on) == (
+            200,
+            {"enabled": True, "max_len": 100_000, "max_age_ms": 86_400_000},
+        )
+        assert (await client.events_config(topic)).enabled
+        status, on, _ = await api.call("POST", f"{base}/on", {"max_len": 500})
+        assert (status, on["max_len"], on["max_age_ms"]) == (200, 500, 86_400_000), on
+        for bad in ({"max_len": 5}, {"max_age_ms": 10}, {"max_len": 1.5}, {"other": 1}):
+            field = next(iter(bad))
+            assert_problem(await api.call("POST", f"{base}/on", bad), 422, field)
+        assert (await client.events_config(topic)).max_len == 500  # a bad body changes nothing
+        job_id = await client.enqueue(topic, 1)
+        async with api.http.get(api.base + base, params={"since": "start"}, timeout=TIMEOUT) as r:
+            assert r.status == 200
+            (fired,) = await read_sse(r, 1)
+        assert (fired["event"], fired["data"]["job_id"]) == ("fired", job_id)
+        status, off, _ = await api.call("POST", f"{base}/off")
+        assert (status, off["enabled"]) == (200, False), off
+        assert not (await client.events_config(topic)).enabled
+        got = await api.call("GET", base)
+        assert_problem(got, 409, "topic")
+        assert f"POST /v1/topics/{topic}/events/on" in got[1]["detail"]

@@ -1,5 +1,6 @@
 """``GET /v1/topics/{t}/events``: a topic's job events as Server-Sent Events, resumable with
-``Last-Event-ID`` (docs/architecture.md, "Job events").
+``Last-Event-ID`` (docs/architecture.md, "Job events"); ``POST .../events/on|off`` turns
+them on or off.
 
 Each stream reads with blocking reads on a pool of its own (`EventStreams`,
 ``pull_connections`` wide): on one server one read covers every shard (one connection a
@@ -18,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from wheelq.core.events import Event
 from wheelq.errors import UnknownTopicError
@@ -28,8 +29,8 @@ from wheelq.runtime.outage import wait_for_either
 from wheelq.store.connect import BlockingReads
 from wheelq.store.executor import AsyncExecutor
 from wheelq.web import as_json
-from wheelq.web.api_jobs import service
-from wheelq.web.models import TopicPath
+from wheelq.web.api_jobs import json_response, service
+from wheelq.web.models import EventsConfigModel, EventsOnIn, TopicPath
 from wheelq.web.problems import RESPONSES, RETRY_AFTER_S, ProblemError
 
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
@@ -130,12 +131,7 @@ async def events(
         raise UnknownTopicError(topic)
     if not (await svc.client.events_config(topic)).enabled:
         raise ProblemError(
-            409,
-            "events-off",
-            "Events off",
-            f"topic {topic!r} keeps no job events: turn them on first (client.set_events, or "
-            f"`wheelq topics events {topic} --on`)",
-            field="topic",
+            409, "events-off", "Events off", job_events.events_off(topic), field="topic"
         )
     start = last_event_id or since
     streams: EventStreams = svc.event_streams
@@ -157,6 +153,37 @@ async def events(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+@router.post("/{topic}/events/on", response_model=EventsConfigModel)
+async def events_on(topic: TopicPath, request: Request, body: EventsOnIn | None = None) -> Response:
+    """Turn the topic's job events on (the topic is created if new): from then on each shard
+    keeps a stream of what happens to its jobs, about `max_len` events for at most
+    `max_age_ms` (each left out keeps its value), which ``GET .../events`` follows. Answers
+    the setting."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    now = await svc.client.events_config(topic)
+    max_len = None if body is None else body.max_len
+    max_age_ms = None if body is None else body.max_age_ms
+    config = await svc.client.set_events(
+        topic,
+        True,
+        max_len=now.max_len if max_len is None else max_len,
+        max_age_ms=now.max_age_ms if max_age_ms is None else max_age_ms,
+    )
+    return json_response(as_json(config))
+
+
+@router.post("/{topic}/events/off", response_model=EventsConfigModel)
+async def events_off(topic: TopicPath, request: Request) -> Response:
+    """Turn the topic's job events off: its jobs write no more (streams already open stay
+    open, quiet; the events kept are trimmed with age). 404 for an unknown topic."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    if topic not in await svc.client.topics():
+        raise UnknownTopicError(topic)
+    return json_response(as_json(await svc.client.set_events(topic, False)))
 
 
 async def _pump(
