@@ -60,8 +60,8 @@ def setting(ctx: Context) -> int:
 
 
 def follow(ctx: Context) -> int:
-    """Print each event until Ctrl-C (or ``--count``); exit 1 for an unknown topic or one
-    whose events are off (it would wait for ever)."""
+    """Print each event until Ctrl-C (or ``--count``); exit 2 for an unknown topic (a bad
+    argument), 1 for one whose events are off (it would wait for ever)."""
     from wheelq.producer.async_client import AsyncClient
     from wheelq.producer.events import events_off
 
