@@ -8,7 +8,7 @@ WheelqError
 │   ├── InvalidDelayError                   delay / at not a finite time >= 0, or both given
 │   ├── InvalidJobIdError                   job_id empty, too long or with forbidden characters
 │   ├── UnknownTopicError                   no topic of that name (pull, pause, resume)
-│   ├── UnknownGroupError                   the topic has no consumer group of that name
+│   ├── UnknownGroupError                   no consumer group of that name (pull, pause, result)
 │   ├── PayloadTooLargeError                encoded payload over the configured limit
 │   ├── PayloadTooDeepError                 payload nested deeper than MAX_PAYLOAD_DEPTH levels
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)
@@ -84,7 +84,7 @@ class UnknownTopicError(InvalidArgumentError):
 
 
 class UnknownGroupError(InvalidArgumentError):
-    """No shard of the topic has the group (pull and pause never create one)."""
+    """No shard of the topic has the group (pull, pause and result() never create one)."""
 
     def __init__(self, topic: str, group: str) -> None:
         super().__init__(

@@ -238,7 +238,10 @@ def test_each_role_does_its_work_with_only_its_user(
         )  # fmt: skip
         assert added.returncode == 0, added.stderr
 
-        # The producer waits for a result; the worker's acks wake it.
+        # The producer waits for a result; the worker's acks wake it. The wait starts before
+        # the worker does, so its group is made first (serve's user: the producer's makes none).
+        made = run_wheelq("groups", "create", TOPIC, "default", "--redis-url", urls["HTTP service"])
+        assert made.returncode == 0, made.stderr
         results = ThreadPoolExecutor(1)
         stack.callback(results.shutdown)
         awaited = results.submit(producer.result, TOPIC, soon, timeout=60)

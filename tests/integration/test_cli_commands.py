@@ -453,3 +453,26 @@ def test_top_once_prints_one_frame_with_every_topic_and_its_backlog(
     assert cells[4] == "3"  # pending
     assert cells[2] == "0"  # fired/s: a rate from the two reads, one interval apart
     assert (cells[3], after[3]) == ("audit 0", "billing 0 (paused)")  # a line per group
+
+
+def test_events_of_a_topic_whose_events_are_off_say_so_and_exit_1(
+    redis_url: str, topic: str
+) -> None:
+    """Issue 43 item 15: `wheelq events T` on such a topic waited for ever."""
+    url = ["--redis-url", redis_url]
+    with Client.from_url(redis_url) as client:
+        job_id = client.enqueue(topic, 1)  # a topic, its events off
+    off = run_wheelq("events", topic, *url, timeout_s=15)
+    assert_one_line_error(off, 1, "keeps no job events", f"wheelq topics events {topic} --on")
+    assert off.stdout == ""
+    turned = run_wheelq("topics", "events", topic, "--on", *url)
+    assert turned.returncode == 0, turned.stderr
+    with Client.from_url(redis_url) as client:
+        later = client.enqueue(topic, 2)
+    shown = run_wheelq("events", topic, "--since", "start", "--count", "1", "--json", *url)
+    assert shown.returncode == 0, shown.stderr
+    event = json.loads(shown.stdout)
+    assert (event["kind"], event["job_id"]) == ("fired", later), event
+    assert job_id != later
+    helped = run_wheelq("events", "--help")
+    assert "time order per shard" in " ".join(helped.stdout.split())

@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from tests.support.web import serving
+from tests.support.web import assert_problem, serving
 from wheelq import (
     AsyncClient,
     Event,
@@ -29,7 +29,7 @@ from wheelq import (
     Worker,
 )
 from wheelq.core.events import decode_entry
-from wheelq.core.keys import all_shards
+from wheelq.core.keys import all_shards, shard_of
 from wheelq.core.settings import ServeSettings
 from wheelq.store import consume
 from wheelq.store import events as event_calls
@@ -301,16 +301,22 @@ async def test_sse_streams_events_and_resumes_after_the_last_event_id(
 
 
 async def test_sse_streams_past_the_pools_connections_are_refused_with_503_until_one_leaves(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, redis_url: str, topic: str, deployment: str
 ) -> None:
     await client.set_events(topic)
+    # A stream holds one connection on one server (one read of every shard), one a shard on
+    # a cluster: the pool has room for exactly `fit` streams.
+    fit = 1 if deployment == "cluster" else SHARDS
     async with serving(redis_url, settings=ServeSettings(pull_connections=SHARDS)) as api:
         url = f"{api.base}/v1/topics/{topic}/events"
-        async with api.http.get(url, timeout=TIMEOUT) as holding:
-            assert holding.status == 200
-            await holding.content.readline()  # the stream is open: it holds every connection
+        async with contextlib.AsyncExitStack() as held:
+            for _ in range(fit):
+                holding = await held.enter_async_context(api.http.get(url, timeout=TIMEOUT))
+                assert holding.status == 200
+                await holding.content.readline()  # the stream is open: it holds its reads
             async with api.http.get(url, timeout=TIMEOUT) as refused:
                 assert refused.status == 503 and refused.headers["Retry-After"]
+                assert f"of the {SHARDS} connections" in await refused.text()
 
         # The client gone, its stream's reads end within their block and give back the pool.
         async def opens() -> bool:
@@ -318,3 +324,59 @@ async def test_sse_streams_past_the_pools_connections_are_refused_with_503_until
                 return again.status == 200
 
         await eventually(opens, timeout_s=10, what="a new stream once the first client left")
+
+
+async def test_sse_streams_a_topic_of_more_shards_than_pull_connections(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    """Issue 43 item 13: such a topic was always 503 ("0 of the 32 connections are free")."""
+    shards, topic = 5, f"{topic}-wide"
+    await client.create_topic(topic, shards)
+    await client.set_events(topic)
+    ids = await client.enqueue_many(topic, [{"payload": n} for n in range(20)])
+    assert len({shard_of(i, shards) for i in ids}) == shards  # events on every shard
+    async with serving(redis_url, settings=ServeSettings(pull_connections=2)) as api:
+        url = f"{api.base}/v1/topics/{topic}/events"
+        async with api.http.get(url, params={"since": "start"}, timeout=TIMEOUT) as r:
+            assert r.status == 200, await r.text()
+            got = await read_sse(r, len(ids))
+            assert sorted(e["data"]["job_id"] for e in got) == sorted(ids)
+            assert {e["event"] for e in got} == {"fired"}
+            # Live events too, from every shard, on the pool's two connections.
+            later = await client.enqueue_many(topic, [{"payload": n} for n in range(20)])
+            live = await read_sse(r, len(later))
+        assert sorted(e["data"]["job_id"] for e in live) == sorted(later)
+
+
+async def test_events_are_turned_on_and_off_over_http(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    """Issue 43 item 15: there was no HTTP way to turn a topic's events on."""
+    async with serving(redis_url) as api:
+        base = f"/v1/topics/{topic}/events"
+        nope = f"/v1/topics/{topic}-nope/events/off"
+        assert_problem(await api.call("POST", nope), 404, "topic")
+        assert f"{topic}-nope" not in await client.topics()
+        status, on, _ = await api.call("POST", f"{base}/on")
+        assert (status, on) == (
+            200,
+            {"enabled": True, "max_len": 100_000, "max_age_ms": 86_400_000},
+        )
+        assert (await client.events_config(topic)).enabled
+        status, on, _ = await api.call("POST", f"{base}/on", {"max_len": 500})
+        assert (status, on["max_len"], on["max_age_ms"]) == (200, 500, 86_400_000), on
+        for bad in ({"max_len": 5}, {"max_age_ms": 10}, {"max_len": 1.5}, {"other": 1}):
+            field = next(iter(bad))
+            assert_problem(await api.call("POST", f"{base}/on", bad), 422, field)
+        assert (await client.events_config(topic)).max_len == 500  # a bad body changes nothing
+        job_id = await client.enqueue(topic, 1)
+        async with api.http.get(api.base + base, params={"since": "start"}, timeout=TIMEOUT) as r:
+            assert r.status == 200
+            (fired,) = await read_sse(r, 1)
+        assert (fired["event"], fired["data"]["job_id"]) == ("fired", job_id)
+        status, off, _ = await api.call("POST", f"{base}/off")
+        assert (status, off["enabled"]) == (200, False), off
+        assert not (await client.events_config(topic)).enabled
+        got = await api.call("GET", base)
+        assert_problem(got, 409, "topic")
+        assert f"POST /v1/topics/{topic}/events/on" in got[1]["detail"]

@@ -316,6 +316,7 @@ async def test_a_result_is_long_polled_shown_with_the_job_and_409_for_a_dead_job
     dead = await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": -1, "max_attempts": 1})
     later = await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": 1, "delay_ms": 60_000})
     path = f"/v1/topics/{topic}/jobs"
+    await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "default"})  # before a worker
     status, body, _ = await api.call("GET", f"{path}/{later[1]['id']}/result?wait_ms=50")
     assert (status, body["state"], body["result"]) == (202, "pending", None), body
     waiting = asyncio.create_task(api.call("GET", f"{path}/a/b/result?wait_ms=20000"))
@@ -344,6 +345,18 @@ async def test_a_result_is_long_polled_shown_with_the_job_and_409_for_a_dead_job
     for method in ("PATCH", "DELETE"):  # a result is only read (not the job a/b/result)
         assert_problem(await api.call(method, f"{path}/a/b/result", {"delay_ms": 1}), 405, None)
     assert done["id"] == "a/b"
+
+
+async def test_a_result_of_a_group_that_does_not_exist_is_404_at_once(
+    api: Served, topic: str
+) -> None:
+    later = {"payload": 1, "id": "j", "delay_ms": 60_000}
+    assert (await api.call("POST", f"/v1/topics/{topic}/jobs", later))[0] == 201
+    for wait_ms in (0, 30_000):
+        path = f"/v1/topics/{topic}/jobs/j/result?group=nope&wait_ms={wait_ms}"
+        got = await asyncio.wait_for(api.call("GET", path), 5)  # not after the 30 s wait
+        assert_problem(got, 404, "group")
+        assert "'nope'" in got[1]["detail"], got
 
 
 @pytest.mark.parametrize(

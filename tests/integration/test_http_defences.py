@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -18,7 +18,8 @@ import pytest
 from tests.support.waiting import until
 from tests.support.web import Served, serving
 from wheelq.core.settings import ServeSettings
-from wheelq.web.auth import Token
+from wheelq.web.app import create_app
+from wheelq.web.auth import READS, Token
 
 PROBLEM = "application/problem+json"
 WRITE = "w" * 24
@@ -311,6 +312,7 @@ async def test_long_polls_of_results_past_their_pool_are_503_and_never_take_the_
     async with serving(redis_url, settings=settings, redis_options={"max_connections": 4}) as api:
         later = {"payload": 1, "delay_ms": 60_000}
         job = (await api.call("POST", f"/v1/topics/{topic}/jobs", later))[1]["id"]
+        await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "default"})
         path = f"/v1/topics/{topic}/jobs/{job}/result?wait_ms=20000"
         polls = [asyncio.create_task(api.call("GET", path)) for _ in range(2)]
         await until(lambda: api.service.results.in_use == 2, what="both polls waiting")
@@ -323,3 +325,108 @@ async def test_long_polls_of_results_past_their_pool_are_503_and_never_take_the_
         api.service.closing()  # a stopping service: the waits answer with what they have
         answers = await asyncio.wait_for(asyncio.gather(*polls), 5)
         assert [(s, b["state"]) for s, b, _ in answers] == [(202, "pending")] * 2
+
+
+# --- issue 43 item 5: cross-site requests ----------------------------------------------------
+
+FORMS: list[tuple[str, dict[str, str], bytes | None]] = [
+    ("no body", {}, None),
+    ("form", {"Content-Type": "application/x-www-form-urlencoded"}, b"confirm=1&force=1"),
+    ("multipart", {"Content-Type": "multipart/form-data; boundary=b"}, b"--b--\r\n"),
+    ("text", {"Content-Type": "text/plain"}, b'{"payload": 1}'),
+    ("json", {"Content-Type": "application/json"}, b'{"payload": 1}'),
+]
+"""Bodies a cross-site page can send (the first four without asking: no preflight)."""
+
+
+def cross_site_spellings(base: str) -> list[tuple[str, dict[str, str]]]:
+    """Headers of a browser's request from another site, each another spelling of `base`
+    (the service's own origin, ``http://127.0.0.1:PORT``) or a foreign one."""
+    port = int(base.rsplit(":", 1)[1])
+    named = {"Host": f"localhost:{port}"}  # an accepted name of the service, to spell it
+    return [
+        ("other site", {"Origin": "https://evil.example"}),
+        ("null", {"Origin": "null"}),
+        ("other scheme", {"Origin": f"https://127.0.0.1:{port}"}),
+        ("other port", {"Origin": f"http://127.0.0.1:{port + 1}"}),
+        ("no port", {"Origin": "http://127.0.0.1"}),
+        ("upper case", {**named, "Origin": f"http://LOCALHOST:{port}"}),
+        ("trailing dot", {**named, "Origin": f"http://localhost.:{port}"}),
+        ("other name", {**named, "Origin": base}),
+        ("user info", {"Origin": f"http://user@127.0.0.1:{port}"}),
+        ("host as user info", {"Origin": f"{base}@evil.example"}),
+        ("host as prefix", {"Origin": f"{base}.evil.example"}),
+        ("with a path", {"Origin": f"{base}/ui"}),
+        ("fetch cross-site", {"Sec-Fetch-Site": "cross-site"}),
+        ("fetch same-site", {"Sec-Fetch-Site": "same-site"}),
+        ("fetch cross-site, own origin", {"Sec-Fetch-Site": "cross-site", "Origin": base}),
+    ]
+
+
+def every_route(routes: Iterable[Any]) -> Iterator[Any]:
+    """The routes of a route table, those of included routers too (FastAPI >= 0.165 keeps an
+    included router whole; older ones copy its routes)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        yield from [route] if inner is None else every_route(inner.routes)
+
+
+def state_changing_routes(api: Served, topic: str) -> list[tuple[str, str]]:
+    """(method, path) of every route of the app that is not a read, from its route table
+    (a new route is covered without a change here), path parameters filled in."""
+    filled = {"topic": topic, "job_id": "j1", "group": "g", "name": "s1", "action": "run"}
+    out = []
+    for route in every_route(create_app(api.service).routes):
+        for method in sorted(set(getattr(route, "methods", None) or ()) - READS):
+            path = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: filled.get(m[1], "x"), route.path)
+            out.append((method, path))
+    assert len(out) >= 25, out
+    return out
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[Served]:
+    async with serving(redis_url) as served:
+        yield served
+
+
+async def test_cross_site_requests_change_nothing_on_any_route(api: Served, topic: str) -> None:
+    client = api.service.client
+    await client.enqueue(topic, 1, job_id="j1", delay=3600)
+    await client.create_group(topic, "g")
+    await client.schedule("s1", topic, 1, every_ms=3_600_000)
+    routes = state_changing_routes(api, topic)
+    paths = {p for _, p in routes}
+    for needed in (f"{topic}/pause", f"{topic}/resume", "s1/pause", "s1/resume"):
+        assert any(p.endswith(needed) for p in paths), (needed, paths)
+    assert any(p.startswith("/ui/") for p in paths), paths
+    routes += [("POST", f"/v1/topics/{topic}/{verb}?group=g") for verb in ("pause", "resume")]
+    wrong = []
+    for method, path in routes:
+        for attack, headers in cross_site_spellings(api.base):
+            for kind, form, body in FORMS:
+                sent = {**headers, **form}
+                got, text, _ = await send(api, method, path, body, sent)
+                if got != 403 or "client that is not a browser" not in text:
+                    wrong.append((method, path, attack, kind, got, text[:100]))
+    assert not wrong, wrong[:20]
+    assert not (await client.paused(topic)).paused
+    assert [g.paused_since_ms for g in await client.groups(topic) or []] == [None]
+    assert not (await client.get_schedule("s1", topic)).paused  # type: ignore[union-attr]
+    assert (await client.get(topic, "j1")).state.value == "pending"
+    # The service's own pages, and clients that are not browsers, still change things.
+    named = f"localhost:{api.base.rsplit(':', 1)[1]}"
+    own = [
+        {},
+        {"Origin": api.base},
+        {"Origin": api.base, "Sec-Fetch-Site": "same-origin"},
+        {"Sec-Fetch-Site": "none"},
+        {"Host": named, "Origin": f"http://{named}"},
+    ]
+    for headers in own:
+        for verb in ("pause", "resume"):
+            got, text, _ = await send(api, "POST", f"/v1/topics/{topic}/{verb}", None, headers)
+            assert got == 200, (verb, headers, text)
+    form = await send(api, "POST", f"/ui/topics/{topic}/pause", None, {"Origin": api.base})
+    assert form[0] == 200, form  # the topic's page, after the redirect
+    assert (await client.paused(topic)).paused

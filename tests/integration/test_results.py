@@ -28,6 +28,7 @@ from wheelq import (
     JobFailedError,
     JobState,
     ResultTimeoutError,
+    UnknownGroupError,
 )
 from wheelq.core.history import SEPARATOR, unpack_record
 from wheelq.core.keys import ShardKeys, shard_of
@@ -102,6 +103,7 @@ async def test_result_of_a_sync_handler_waited_for_by_the_sync_client(
     redis_url: str, client: AsyncClient, workers: Workers, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, "abc")
+    await client.create_group(topic, "default")  # waited for before its workers start
     with Client.from_url(redis_url) as sync_client:
         waiter = asyncio.create_task(
             asyncio.to_thread(sync_client.result, topic, job_id, timeout=60)
@@ -133,6 +135,7 @@ async def test_a_waiter_is_woken_by_the_ack_and_so_is_every_other(
     client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, 5)
+    await client.create_group(topic, "default")
     waits = [asyncio.create_task(client.result(topic, job_id, timeout=60)) for _ in range(3)]
     await waiting(redis_async, topic, job_id)
     await workers.start(lambda job: job.payload + 1)
@@ -144,6 +147,7 @@ async def test_a_result_is_per_group(
     client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, 1)
+    await client.create_group(topic, "b")
     in_b = asyncio.create_task(client.result(topic, job_id, group="b", timeout=60))
     await workers.start(lambda job: "from a", group="a")
     assert await client.result(topic, job_id, group="a", timeout=10) == "from a"
@@ -159,6 +163,7 @@ async def test_result_raises_with_the_dead_letters_reason_for_a_dead_job(
         raise RuntimeError("the disk is full")
 
     job_id = await client.enqueue(topic, 1, max_attempts=1)
+    await client.create_group(topic, "default")
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
     await workers.start(broken)
 
@@ -174,6 +179,7 @@ async def test_a_waiter_of_a_job_cancelled_before_it_ran_raises_at_once(
     client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, 1, delay=3600)
+    await client.create_group(topic, "default")
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
     await waiting(redis_async, topic, job_id)
     assert await client.cancel(topic, job_id)
@@ -210,6 +216,7 @@ async def test_result_times_out_cleanly(
     client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, 1, delay=3600)
+    await client.create_group(topic, "default")
 
     with pytest.raises(ResultTimeoutError) as late:
         await client.result(topic, job_id, timeout=0.2)
@@ -342,6 +349,7 @@ async def test_result_waits_across_a_worker_killed_mid_handler_and_its_take_over
     client: AsyncClient, workers: Workers, topic: str, spawn: Spawn
 ) -> None:
     job_id = await client.enqueue(topic, 7)
+    await client.create_group(topic, "default")
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
     a = spawn({"sleep_s": 30})
     await until(lambda: job_id in a.jobs("start"), timeout_s=20, what="a to start the job")
@@ -359,6 +367,7 @@ def test_the_sync_client_times_out_too(redis_url: str, topic: str) -> None:
     with Client.from_url(redis_url) as c:
         c.create_topic(topic, SHARDS)
         job_id = c.enqueue(topic, 1, delay=3600)
+        c.create_group(topic, "default")
         with pytest.raises(ResultTimeoutError) as late:
             c.result(topic, job_id, timeout=0.1)
         assert late.value.state == JobState.PENDING
@@ -399,3 +408,34 @@ async def test_a_stale_workers_late_ack_leaves_the_result_of_the_first_settlemen
         settled.groups[0].finished_ms,
         settled.groups[0].duration_ms,
     ), "the record of b's settlement was replaced"
+
+
+# --- issue 43 item 14: a group that does not exist -------------------------------------------
+
+
+async def test_result_of_a_group_that_does_not_exist_raises_at_once(
+    client: AsyncClient, workers: Workers, topic: str
+) -> None:
+    done = await client.enqueue(topic, 1)
+    later = await client.enqueue(topic, 2, delay=3600)
+    await workers.start(lambda job: job.payload * 10)
+    assert await client.result(topic, done, timeout=10) == 10
+    for job_id in (done, later):
+        for timeout in (0, 60):
+            with pytest.raises(UnknownGroupError) as unknown:  # not after the 60 s
+                await asyncio.wait_for(
+                    client.result(topic, job_id, group="nope", timeout=timeout), 5
+                )
+            assert unknown.value.parameter == "group" and "'nope'" in str(unknown.value)
+    await client.create_group(topic, "other")  # a group made, not yet read: it waits
+    with pytest.raises(ResultTimeoutError):
+        await client.result(topic, later, group="other", timeout=0.1)
+
+
+def test_the_sync_client_raises_at_once_for_a_group_that_does_not_exist(
+    redis_url: str, topic: str
+) -> None:
+    with Client.from_url(redis_url) as c:
+        job_id = c.enqueue(topic, 1, delay=3600)
+        with pytest.raises(UnknownGroupError):
+            c.result(topic, job_id, group="nope", timeout=10)

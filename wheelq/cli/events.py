@@ -9,7 +9,8 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context, command
+from wheelq.cli.context import CliError, Context, command
+from wheelq.errors import UnknownTopicError
 
 if TYPE_CHECKING:
     from wheelq.core.events import Event
@@ -22,7 +23,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("topic")
     since = (
         "now (the default): what happens from now on; start: every event the streams hold; "
-        "or a position printed before: the events after it"
+        "or a position printed before: the events after it. Events are in time order per "
+        "shard (a job's events are all in its shard), not across shards"
     )
     p.add_argument("--since", default="now", help=since)
     p.add_argument("--json", action="store_true", help="one JSON object per event and line")
@@ -58,14 +60,20 @@ def setting(ctx: Context) -> int:
 
 
 def follow(ctx: Context) -> int:
-    """Print each event until Ctrl-C (or ``--count``); exit 1 for an unknown topic."""
+    """Print each event until Ctrl-C (or ``--count``); exit 2 for an unknown topic (a bad
+    argument), 1 for one whose events are off (it would wait for ever)."""
     from wheelq.producer.async_client import AsyncClient
+    from wheelq.producer.events import events_off
 
     args = ctx.args
     url, settings = ctx.redis_url(), ctx.section("client")
 
     async def run() -> None:
         async with AsyncClient.from_url(url, **settings) as client:
+            if not (await client.events_config(args.topic)).enabled:
+                if args.topic not in await client.topics():
+                    raise UnknownTopicError(args.topic)
+                raise CliError(events_off(args.topic))
             seen = 0
             async with contextlib.aclosing(client.events(args.topic, since=args.since)) as it:
                 async for event in it:

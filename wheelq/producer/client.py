@@ -289,6 +289,8 @@ class Client:
 
         Raises:
             InvalidArgumentError: A bad topic, job id, group or timeout; nothing was written.
+            UnknownGroupError: The topic has no consumer group `group`: raised at once, as
+                no worker could ever settle the job there (an `InvalidArgumentError`).
             JobFailedError: The job was dead-lettered in `group` (its `reason` and `error`
                 are the dead letter's), or cancelled.
             ResultTimeoutError: It had not finished when `timeout` passed (also a

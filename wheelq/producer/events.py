@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -32,6 +33,15 @@ def configure(producer: Producer, topic: str, config: EventsConfig) -> Op[Events
     return config
 
 
+def events_off(topic: str) -> str:
+    """Why `topic`'s events cannot be followed: it keeps none (the CLI's line, the HTTP 409's
+    detail)."""
+    return (
+        f"topic {topic!r} keeps no job events: turn them on first (`wheelq topics events "
+        f"{topic} --on`, POST /v1/topics/{topic}/events/on, or Client.set_events)"
+    )
+
+
 def config_of(producer: Producer, topic: str) -> Op[EventsConfig]:
     """The topic's events setting (off for a topic that does not exist)."""
     shards = yield from producer.shard_count(topic, create=False)
@@ -42,9 +52,18 @@ def config_of(producer: Producer, topic: str) -> Op[EventsConfig]:
 
 
 async def follow(
-    executor: AsyncExecutor, topic: str, shards: int | None, since: str, block_ms: int
+    executor: AsyncExecutor,
+    topic: str,
+    shards: int | None,
+    since: str,
+    block_ms: int,
+    reads: int | None = None,
 ) -> AsyncGenerator[Event, None]:
-    """Every event of `topic` after `since`, as they happen (one blocking read per shard).
+    """Every event of `topic` after `since`, as they happen.
+
+    On one server a single blocking read covers every shard (one connection, however many
+    shards); on a cluster each shard has a slot of its own, so each is read on its own, at
+    most `reads` at once (None: every shard at once), the others in turn.
 
     Raises:
         UnknownTopicError: `shards` is None (no such topic).
@@ -75,32 +94,42 @@ async def follow(
             for event in events_of(entry, found[0][1], position, shard, read) if found else ():
                 yield event
             position[shard] = (entry, 0)
-    reads: dict[int, asyncio.Task[list[Any]]] = {}
+    # The shards each read covers: all of them on one server, one on a cluster.
+    covers = [[s] for s in range(shards)] if cluster else [list(range(shards))]
+    width = len(covers) if reads is None else max(1, min(reads, len(covers)))
+    turns = collections.deque(range(len(covers)))
+    shard_of = {view.events: shard for shard, view in enumerate(views)}
+    running: dict[int, asyncio.Task[list[Any]]] = {}
     try:
         while True:
-            for shard, view in enumerate(views):
-                if shard not in reads:
-                    call = events.read_waiting([view], [position[shard][0]], block_ms)
-                    reads[shard] = asyncio.ensure_future(executor.run([call]))
-            await asyncio.wait(reads.values(), return_when=asyncio.FIRST_COMPLETED)
-            for shard in sorted(reads):
-                task = reads[shard]
+            while turns and len(running) < width:
+                read = turns.popleft()
+                covered = covers[read]
+                call = events.read_waiting(
+                    [views[s] for s in covered], [position[s][0] for s in covered], block_ms
+                )
+                running[read] = asyncio.ensure_future(executor.run([call]))
+            await asyncio.wait(running.values(), return_when=asyncio.FIRST_COMPLETED)
+            for read in sorted(running):
+                task = running[read]
                 if not task.done():
                     continue
-                del reads[shard]
+                del running[read]
+                turns.append(read)
                 (got,) = task.result()  # raises what the read raised
-                for _, entries in got:
+                for key, entries in got:
+                    shard = shard_of[key]
                     for entry_id, fields in entries:
                         for event in events_of(entry_id, fields, position, shard):
                             yield event
     finally:
-        for task in reads.values():
+        for task in running.values():
             task.add_done_callback(_retrieve)
             if not cluster:  # a blocked read is cancelled: its connection is dropped
                 task.cancel()
-        if reads:
+        if running:
             with contextlib.suppress(BaseException):
-                await asyncio.shield(asyncio.wait(reads.values(), timeout=block_ms / 1000 + 2))
+                await asyncio.shield(asyncio.wait(running.values(), timeout=block_ms / 1000 + 2))
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

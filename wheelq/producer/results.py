@@ -9,7 +9,13 @@ from typing import Any
 
 from wheelq.core import keys as k
 from wheelq.core.history import SEPARATOR, JobState, job_info, outcome
-from wheelq.errors import InvalidArgumentError, JobFailedError, ResultTimeoutError
+from wheelq.errors import (
+    InvalidArgumentError,
+    JobFailedError,
+    ResultTimeoutError,
+    UnknownGroupError,
+)
+from wheelq.producer.groups import has_group
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import consume, ops
 
@@ -47,10 +53,13 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
 
     Registers in ``{T:s}:waiters`` and looks the job up in one round trip, then blocks on
     ``{T:s}:done`` (the scripts that settle add a note there only while someone waits), and
-    looks it up again when a note names it: no lookup loop.
+    looks it up again when a note names it: no lookup loop. A group no stream of the
+    topic has is an error at once (no worker of it could settle the job), unless the job
+    has an outcome there already.
 
     Raises:
         InvalidArgumentError: A bad topic, job id, group or timeout (nothing written).
+        UnknownGroupError: The topic has no consumer group `group` (nothing waited).
         JobFailedError: The job was dead-lettered (or cancelled) in `group`.
         ResultTimeoutError: It had not finished when `timeout` passed.
     """
@@ -67,6 +76,7 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
     deadline = clock.now_ms() + wait_ms
     after = consume.ZERO_ID
     look = True
+    group_known = False
     while True:
         left = deadline - clock.now_ms()
         if look or left <= 0:  # at the deadline, once more: a missed note delays, never misleads
@@ -80,6 +90,10 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
                 raise JobFailedError(
                     topic, job_id, group, done.state, done.reason, done.error, done.dead_entry_id
                 )
+            if not group_known:  # once: a group is deleted only on purpose
+                if not (yield from has_group(topic, keys.shard, group)):
+                    raise UnknownGroupError(topic, group)
+                group_known = True
             if waits:
                 after = replies[-2]
         if left <= 0:

@@ -1,9 +1,13 @@
 """``GET /v1/topics/{t}/events``: a topic's job events as Server-Sent Events, resumable with
-``Last-Event-ID`` (docs/architecture.md, "Job events").
+``Last-Event-ID`` (docs/architecture.md, "Job events"); ``POST .../events/on|off`` turns
+them on or off.
 
-Each stream reads every shard with a blocking read on a pool of its own (`EventStreams`,
-``pull_connections`` wide): one that finds no room is 503 with Retry-After, and streams never
-take the API's connections. A slow reader only slows itself: it reads as it sends.
+Each stream reads with blocking reads on a pool of its own (`EventStreams`,
+``pull_connections`` wide): on one server one read covers every shard (one connection a
+stream, however many shards); on a cluster each shard is read on its own, on up to
+``pull_connections`` connections, in turns. A stream that finds no room is 503 with
+Retry-After, and streams never take the API's connections. A slow reader only slows itself:
+it reads as it sends.
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from wheelq.core.events import Event
 from wheelq.errors import UnknownTopicError
+from wheelq.producer import events as job_events
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store.connect import BlockingReads
+from wheelq.store.executor import AsyncExecutor
 from wheelq.web import as_json
-from wheelq.web.api_jobs import service
-from wheelq.web.models import TopicPath
+from wheelq.web.api_jobs import json_response, service
+from wheelq.web.models import EventsConfigModel, EventsOnIn, TopicPath
 from wheelq.web.problems import RESPONSES, RETRY_AFTER_S, ProblemError
 
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
@@ -35,6 +41,8 @@ STOP_S = 5.0
 """How long stopping the service waits for streams' reads (each ends within its block)."""
 QUEUED = 100
 """Events read ahead of what the stream has sent."""
+BLOCK_MS = 2000
+"""One blocking read's block (a cluster's reads block less: `job_events.CLUSTER_BLOCK_MS`)."""
 MAX_POSITION_CHARS = 8000
 """A position over HTTP (query or header; HTTP servers refuse much longer headers): enough for
 a topic of about 300 shards (a position is some 16 to 25 characters a shard)."""
@@ -53,31 +61,32 @@ class EventStreams:
     every stream, `aclose()` waits for their reads (each within its block) and closes it."""
 
     def __init__(self, client: AsyncClient, connections: int) -> None:
-        self._client = client
         self._reads = BlockingReads(client.executor, connections)
-        self._reader: AsyncClient | None = None
         self.closing = asyncio.Event()
         self.pumps: set[asyncio.Task[None]] = set()
         """Each stream's reading task: it outlives its response until its reads end."""
 
     @contextlib.asynccontextmanager
-    async def reader(self, shards: int) -> AsyncIterator[AsyncClient]:
-        """A client whose reads hold `shards` of the pool's connections (503: no room)."""
-        async with self._reads.slots(shards, 0) as taken:
-            if taken < shards:
+    async def reader(self, shards: int) -> AsyncIterator[tuple[AsyncExecutor, int]]:
+        """The executor of a stream's reads of `shards` shards, and how many it may run at
+        once: one (every shard in one read) on one server; on a cluster one a shard, up to
+        every connection of the pool (503: not that many free)."""
+        executor = self._reads.executor()
+        wanted = min(shards, self._reads.connections) if executor.cluster else 1
+        async with self._reads.slots(wanted, 0) as taken:
+            if taken < wanted:
                 raise ProblemError(
                     503,
                     "unavailable",
                     "No connection free",
-                    f"an event stream of this topic reads {shards} shards at once and only "
+                    f"an event stream of this topic reads on {wanted} connection"
+                    f"{'s' if wanted > 1 else ''} at once and only "
                     f"{self._reads.connections - self._reads.in_use} of the "
                     f"{self._reads.connections} connections of event streams are free "
                     "(pull_connections); try again later",
                     headers={"Retry-After": RETRY_AFTER_S},
                 )
-            if self._reader is None:
-                self._reader = AsyncClient(self._reads.executor().client)
-            yield self._reader
+            yield executor, taken
 
     def close(self) -> None:
         self.closing.set()
@@ -122,18 +131,13 @@ async def events(
         raise UnknownTopicError(topic)
     if not (await svc.client.events_config(topic)).enabled:
         raise ProblemError(
-            409,
-            "events-off",
-            "Events off",
-            f"topic {topic!r} keeps no job events: turn them on first (client.set_events, or "
-            f"`wheelq topics events {topic} --on`)",
-            field="topic",
+            409, "events-off", "Events off", job_events.events_off(topic), field="topic"
         )
     start = last_event_id or since
     streams: EventStreams = svc.event_streams
     held = streams.reader(shards)
-    reader = await held.__aenter__()  # released by the pump once its reads have ended
-    events_of = reader.events(topic, since=start)
+    executor, reads = await held.__aenter__()  # released by the pump once its reads ended
+    events_of = job_events.follow(executor, topic, shards, start, BLOCK_MS, reads)
     first: asyncio.Task[Event] = asyncio.create_task(anext(events_of))
     await asyncio.wait([first], timeout=0.05)  # a bad position fails here: 422, not a stream
     if first.done() and first.exception() is not None:
@@ -149,6 +153,37 @@ async def events(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+@router.post("/{topic}/events/on", response_model=EventsConfigModel)
+async def events_on(topic: TopicPath, request: Request, body: EventsOnIn | None = None) -> Response:
+    """Turn the topic's job events on (the topic is created if new): from then on each shard
+    keeps a stream of what happens to its jobs, about `max_len` events for at most
+    `max_age_ms` (each left out keeps its value), which ``GET .../events`` follows. Answers
+    the setting."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    now = await svc.client.events_config(topic)
+    max_len = None if body is None else body.max_len
+    max_age_ms = None if body is None else body.max_age_ms
+    config = await svc.client.set_events(
+        topic,
+        True,
+        max_len=now.max_len if max_len is None else max_len,
+        max_age_ms=now.max_age_ms if max_age_ms is None else max_age_ms,
+    )
+    return json_response(as_json(config))
+
+
+@router.post("/{topic}/events/off", response_model=EventsConfigModel)
+async def events_off(topic: TopicPath, request: Request) -> Response:
+    """Turn the topic's job events off: its jobs write no more (streams already open stay
+    open, quiet; the events kept are trimmed with age). 404 for an unknown topic."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    if topic not in await svc.client.topics():
+        raise UnknownTopicError(topic)
+    return json_response(as_json(await svc.client.set_events(topic, False)))
 
 
 async def _pump(

@@ -28,6 +28,7 @@ from wheelq.errors import (
     PayloadTypeError,
     ResultTimeoutError,
     TopicFullError,
+    UnknownGroupError,
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
@@ -207,7 +208,8 @@ async def job_result(
     """What `group`'s handler returned for the job's latest run: 200 once it succeeded there,
     waiting up to `wait_ms` for it (woken by the settlement: no polling); 202 with the state
     when the wait ended first; 409 when the job was dead-lettered (the detail says why) or
-    cancelled; 404 when nothing is known of it. A job id ending in ``/result`` is read here,
+    cancelled; 404 when nothing is known of it, or at once when the topic has no consumer
+    group `group` (no worker could settle it there). A job id ending in ``/result`` is read here,
     not by ``GET .../jobs/{id}``. 503 with Retry-After when every connection of the waits'
     pool (``pull_connections``) is taken."""
     svc = service(request)
@@ -217,6 +219,8 @@ async def job_result(
         value = await svc.results.wait(topic, job_id, group, wait_ms)
     except JobFailedError as exc:
         raise ProblemError(409, "job-failed", "Job failed", str(exc)) from None
+    except UnknownGroupError as exc:
+        raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
     except ResultTimeoutError as exc:
         if exc.state == JobState.UNKNOWN:
             raise _unknown(topic, job_id) from None

@@ -1,6 +1,7 @@
 """Who may do what: bearer tokens (or HTTP Basic passwords), each limited to topics and to
-reading or writing, and the ``Host`` check (docs/security.md). `Guard.admit` checks every
-request before its body is read; the routes check again, for the token they use.
+reading or writing, the ``Host`` check and the cross-site check (docs/security.md).
+`Guard.admit` checks every request before its body is read; the routes check again, for the
+token they use.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from starlette.types import Scope
@@ -25,6 +27,11 @@ ACCESS = ("read", "write")
 ANY_HOST = "*"
 """An `allowed_hosts` entry that lets any ``Host`` in (behind a proxy that checks it)."""
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""The methods that change nothing; every other one is refused cross-site."""
+SAME_SITE = frozenset({"same-origin", "none"})
+"""``Sec-Fetch-Site`` values of a request a browser did not send from another origin (none:
+the user's own doing, such as a typed address)."""
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 _GUARDED = re.compile(r"/(?:v1|ui)(?:/topics/([^/]+))?(?:/.*)?|/metrics")
 _STATIC = "/ui/static/"
 
@@ -121,9 +128,13 @@ class Guard:
         self.allowed_hosts = frozenset(allowed_hosts)
 
     def admit(self, scope: Scope) -> None:
-        """Check a request's ``Host`` (421), then its token for what it `needs` (401, 403)."""
+        """Check a request's ``Host`` (421), that a browser did not send a state-changing
+        request from another site (403, `check_site`), then its token for what it `needs`
+        (401, 403)."""
         headers = dict(scope["headers"])
         self.check_host(headers.get(b"host"), scope.get("server"))
+        if scope["method"] not in READS:
+            check_site(headers, scope.get("scheme", "http"))
         if self.tokens:
             path, root = scope["path"], scope.get("root_path", "")
             need = needs(scope["method"], path[len(root) :] if path.startswith(root) else path)
@@ -193,6 +204,54 @@ class Guard:
             detail = f"the token does not grant {access}{where}"
             raise ProblemError(403, "forbidden", "Forbidden", detail)
         return token
+
+
+def check_site(headers: Mapping[bytes, bytes], scheme: str, required: bool = False) -> None:
+    """403 unless a request comes from the service's own origin, when a browser says where it
+    comes from: ``Sec-Fetch-Site`` (when sent) must be ``same-origin`` or ``none``, and
+    ``Origin`` (when sent) must be exactly the origin the request was sent to, `scheme`
+    ``://`` its ``Host`` (``null``, another scheme, port or spelling of the name, user info:
+    refused). A request with neither (curl, a server's client) passes unless `required`
+    (the dashboard's forms, which may name their page in ``Referer`` instead of ``Origin``).
+    """
+    fetch = headers.get(b"sec-fetch-site")
+    if fetch is not None and fetch.decode("latin-1").strip().lower() not in SAME_SITE:
+        said = fetch.decode("latin-1")
+        raise _cross_site(f"Sec-Fetch-Site is {said!r:.40}: the browser sent it from another site")
+    origin = headers.get(b"origin")
+    if origin is None and required:
+        referer = headers.get(b"referer")
+        if referer is None:
+            raise _cross_site("a dashboard form must name its page in Origin or Referer")
+        parts = urlsplit(referer.decode("latin-1"))
+        origin = f"{parts.scheme}://{parts.netloc}".encode("latin-1")
+    if origin is None:
+        return
+    host = headers.get(b"host")
+    given = origin.decode("latin-1")
+    own = None if host is None else own_origin(scheme, host.decode("latin-1"))
+    if given != own:
+        raise _cross_site(f"Origin {given!r:.100} is not this service's own ({own!r:.100})")
+
+
+def own_origin(scheme: str, host: str) -> str:
+    """The origin a browser names for a page of `scheme` and ``Host`` `host` (RFC 6454: lower
+    case, no default port)."""
+    name = host.strip().lower()
+    default = _DEFAULT_PORTS.get(scheme)
+    if default is not None and name.endswith(default):
+        name = name[: -len(default)]
+    return f"{scheme}://{name}"
+
+
+def _cross_site(what: str) -> ProblemError:
+    return ProblemError(
+        403,
+        "cross-origin",
+        "Forbidden",
+        "a request that changes something is accepted only from this service's own pages "
+        f"or from a client that is not a browser: {what}",
+    )
 
 
 def _split_host(host: str) -> tuple[str, int | None]:

@@ -24,6 +24,7 @@ from pydantic import (
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
+from wheelq.core.events import MAX_AGE_MS, MAX_LEN, EventsConfig
 from wheelq.core.flow import MAX_LIMIT
 from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
@@ -370,6 +371,18 @@ class LimitsOut(BaseModel):
     max_ready: int | None
 
 
+class EventsOnIn(Strict):
+    """What the topic's events streams keep; one left out (or null) keeps its value (the
+    defaults when events were off)."""
+
+    max_len: Annotated[int, Field(ge=MAX_LEN[0], le=MAX_LEN[1]), WHOLE] | None = Field(
+        None, description="Events kept per shard (100-10,000,000; default 100,000)."
+    )
+    max_age_ms: Annotated[int, Field(ge=MAX_AGE_MS[0], le=MAX_AGE_MS[1]), WHOLE] | None = Field(
+        None, description="Events older than this are trimmed (a minute to a year; default a day)."
+    )
+
+
 class BatchIn(Strict):
     jobs: Annotated[list[JobIn], Field(min_length=1)]
 
@@ -473,6 +486,7 @@ DeadLetterModel = wire_model(DeadLetter)
 TopicStatsModel = wire_model(TopicStats)
 GroupStatsModel = wire_model(GroupStats)
 PauseStateModel = wire_model(PauseState)
+EventsConfigModel = wire_model(EventsConfig)
 
 
 class TopicOut(BaseModel):

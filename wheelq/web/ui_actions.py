@@ -6,8 +6,9 @@ topic, or one group), delete a consumer group, drop the topic. Schedules: pause,
 delete. Dead letters: replay or purge the ones ticked, or every one matching the page's
 filter.
 
-Each form is accepted only from the dashboard's own pages (its Origin or Referer names this
-host: a browser sends the login with any request to the site) and with a token that may
+Each form is accepted only from the dashboard's own pages (its Origin or Referer is this
+service's origin, `wheelq.web.auth.check_site`: a browser sends the login with any request
+to the site) and with a token that may
 write the topic. A destructive action (cancel, delete a group or schedule, drop, purge)
 posted without ``confirm=1`` changes nothing: it answers a page that says what would
 happen, with a button that posts the same form confirmed.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Literal
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
@@ -26,6 +27,7 @@ from fastapi.responses import RedirectResponse, Response
 from wheelq.core.recurring import MAX_NAME
 from wheelq.errors import GroupBusyError, GroupNotFoundError, TopicNotEmptyError, UnknownGroupError
 from wheelq.web.api_jobs import service
+from wheelq.web.auth import check_site
 from wheelq.web.models import GROUP_NAME
 from wheelq.web.problems import ProblemError
 from wheelq.web.ui import PageRoute, home, render, shards_of
@@ -74,16 +76,7 @@ async def topic_writer(request: Request, topic: str) -> WebService:
 
 def writer(request: Request, topic: str) -> WebService:
     """The service, once the form is known to come from this site and the token may write."""
-    host = (request.headers.get("host") or "").lower()
-    source = request.headers.get("origin") or request.headers.get("referer")
-    if not host or source is None or urlsplit(source).netloc.lower() != host:
-        raise ProblemError(
-            403,
-            "cross-origin",
-            "Forbidden",
-            "the dashboard's forms are accepted only from its own pages (the request's "
-            "Origin or Referer must name this host)",
-        )
+    check_site(dict(request.scope["headers"]), request.url.scheme, required=True)
     svc = service(request)
     svc.guard.check(request, "write", topic)
     return svc
