@@ -385,6 +385,12 @@ class Http(Face):
     async def resume(self, topic: str, group: str | None = None) -> None:
         await self.call("POST", f"{topic}/resume", **self._group(group))
 
+    async def set_events(self, topic: str, on: bool) -> None:
+        await self.call("POST", f"{topic}/events/{'on' if on else 'off'}")
+
+    async def events_on(self, topic: str) -> bool:
+        return bool((await self.call("GET", f"{topic}/events/config"))["enabled"])
+
     async def held(self, topic: str, groups: set[str]) -> set[str]:
         stats = await self.call("GET", topic)
         return set(groups) if stats["paused_since_ms"] else groups & set(stats["paused_groups"])

@@ -155,6 +155,15 @@ async def events(
     )
 
 
+@router.get("/{topic}/events/config", response_model=EventsConfigModel)
+async def events_config(topic: TopicPath, request: Request) -> Response:
+    """The topic's job events setting: whether its jobs write events, and how many are kept
+    for how long (off, with the defaults, for a topic that does not exist)."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    return json_response(as_json(await svc.client.events_config(topic)))
+
+
 @router.post("/{topic}/events/on", response_model=EventsConfigModel)
 async def events_on(topic: TopicPath, request: Request, body: EventsOnIn | None = None) -> Response:
     """Turn the topic's job events on (the topic is created if new): from then on each shard

@@ -14,7 +14,6 @@ from tests.support.cli import run_wheelq
 from tests.support.consumers import WorkerConsumer
 from tests.support.faces import Face, cli_once, having
 from tests.support.waiting import eventually, until
-from tests.support.web import Served
 from tests.support.workers import Workers
 from wheelq import AsyncClient
 from wheelq.testing import ServerBinary
@@ -66,27 +65,6 @@ async def test_the_events_of_jobs_run_by_both_handler_kinds_read_the_same_in_eve
     assert Counter(got) == expected
 
 
-ITEM_15 = "issue 43 item 15: "
-
-
-@pytest.mark.xfail(strict=True, reason=ITEM_15 + "there is no HTTP way to turn a topic's events on")
-async def test_events_can_be_turned_on_over_http(deployment: str, served: Served) -> None:
-    """Of the app's routes: one deployment is enough."""
-    if deployment != "single":
-        pytest.skip("the app's routes are the same on a cluster")
-    _, schema, _ = await served.call("GET", "/openapi.json")
-    writes = {
-        method
-        for path, methods in schema["paths"].items()
-        if path.startswith("/v1/topics/{topic}/events")
-        for method in methods
-    } & {"put", "post", "patch"}
-    assert writes
-
-
-@pytest.mark.xfail(
-    strict=True, reason=ITEM_15 + "`wheelq events` waits forever on a topic with events off"
-)
 def test_wheelq_events_on_a_topic_with_events_off_says_so_and_exits(
     redis_url: str, deployment: str, server_binary: ServerBinary, topic: str
 ) -> None:

@@ -129,9 +129,6 @@ async def test_a_result_outlives_a_restart_of_the_server(
             assert await face.result(topic, job_id) == {"echo": "kept"}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 43 item 14: result for an unknown group waits out the timeout"
-)
 @pytest.mark.parametrize("face", ["async", "http"], indirect=True)
 async def test_a_result_for_a_group_that_does_not_exist_is_refused_at_once(
     face: Face, face_app: Served | None, client: AsyncClient, topic: str
