@@ -643,6 +643,25 @@ async def test_unknown_paths_and_methods_are_problems(api: Served) -> None:
     assert_problem(await api.call("PUT", "/v1/topics"), 405, None)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/v1/topics", {"GET"}),
+        ("PUT", "/v1/topics/t/pause", {"POST"}),
+        ("DELETE", "/v1/topics/t/jobs", {"POST"}),
+        ("PUT", "/v1/topics/t/jobs/j", {"GET", "PATCH", "DELETE"}),
+    ],
+)
+async def test_a_405_names_every_method_the_path_takes_in_allow(
+    api: Served, method: str, path: str, allowed: set[str]
+) -> None:
+    """FastAPI keeps an included router whole, so a walk of `router.routes` found no route
+    and answered ``Allow:`` empty, which RFC 9110 forbids for a 405."""
+    status, _, headers = await api.call(method, path)
+    assert status == 405
+    assert allowed <= set(headers.get("Allow", "").replace(" ", "").split(",")), headers
+
+
 async def test_the_openapi_document_and_docs_are_served(api: Served) -> None:
     status, doc, _ = await api.call("GET", "/openapi.json")
     assert status == 200

@@ -317,14 +317,21 @@ async def disconnected() -> Message:
     return {"type": "http.disconnect"}
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def _allowed(request: Request) -> list[str]:
-    """Every method some route of this path takes (Starlette names only the first route's)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match is not Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
-    return sorted(methods)
+    """Every method some route of this path takes (Starlette names only the first route's).
+    Each method is tried against the routes as they match, so routes of included routers
+    count too (FastAPI keeps those whole, not listed in `router.routes`)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
 
 
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
