@@ -321,9 +321,15 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def _allowed(request: Request) -> list[str]:
-    """Every method some route of this path takes (Starlette names only the first route's).
-    Each method is tried against the routes as they match, so routes of included routers
-    count too (FastAPI keeps those whole, not listed in `router.routes`)."""
+    """The methods this path takes: those the OpenAPI document gives its most literal path
+    template (``/jobs/batch`` before ``/jobs/{job_id}``), so ``Allow`` says what the API
+    documents; for a path it does not document (the console), each method tried against
+    the routes as they match (FastAPI keeps included routers whole, out of `router.routes`,
+    and Starlette names only the first route's)."""
+    path = request.scope["path"]
+    for template, methods in _documented(request.app):
+        if template.fullmatch(path):
+            return methods
     routes = request.app.router.routes
     return [
         method
@@ -332,6 +338,23 @@ def _allowed(request: Request) -> list[str]:
             route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
         )
     ]
+
+
+def _documented(app: FastAPI) -> list[tuple[re.Pattern[str], list[str]]]:
+    """The OpenAPI document's paths as patterns, most literal first, with their methods."""
+    cached: list[tuple[re.Pattern[str], list[str]]] | None = getattr(app.state, "allow", None)
+    if cached is None:
+        paths: dict[str, dict[str, Any]] = app.openapi().get("paths", {})
+        ordered = sorted(paths, key=lambda p: (p.count("{"), -len(p)))
+        cached = [
+            (
+                re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))),
+                [m for m in _METHODS if m.lower() in paths[template]],
+            )
+            for template in ordered
+        ]
+        app.state.allow = cached
+    return cached
 
 
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
