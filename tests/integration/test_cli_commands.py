@@ -304,6 +304,8 @@ UNKNOWN_TOPIC = [  # those that differed, and stats as they all were (groups lis
     ["topics", "resume", "{}"],
     ["topics", "drop", "{}"],
     ["topics", "limits", "{}"],
+    ["topics", "events", "{}"],
+    ["topics", "events", "{}", "--off"],
     ["groups", "delete", "{}", "g"],
     ["stats", "{}"],
 ]

@@ -44,8 +44,13 @@ def register_setting(actions: Any, parents: list[argparse.ArgumentParser]) -> No
 
 
 def setting(ctx: Context) -> int:
+    from wheelq.cli.topics import no_such_topic
+
     args = ctx.args
     with ctx.client() as client:
+        if not args.on and args.name not in (names := client.topics()):
+            # showing or turning off needs the topic; --on creates it, as set_events does
+            raise no_such_topic(args.name, sorted(names))
         config = client.events_config(args.name)
         if args.on or args.off or args.max_len is not None or args.max_age_ms is not None:
             config = client.set_events(
