@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Request
@@ -26,14 +26,11 @@ from fastapi.responses import RedirectResponse, Response
 
 from wheelq.core.recurring import MAX_NAME
 from wheelq.errors import GroupBusyError, GroupNotFoundError, TopicNotEmptyError, UnknownGroupError
-from wheelq.web.api_jobs import service
 from wheelq.web.auth import check_site
 from wheelq.web.models import GROUP_NAME
 from wheelq.web.problems import ProblemError
+from wheelq.web.service import WebService, service
 from wheelq.web.ui import PageRoute, home, render, shards_of
-
-if TYPE_CHECKING:
-    from wheelq.web.app import WebService
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)
 
