@@ -12,7 +12,8 @@ with that one piece swapped for the plain code (below, `PLAIN`); fast and plain 
 turns, the order swapped every round (the VM has 2 busy cores: CPU time, not wall time, and
 no figure from a run of its own). A gain is within the noise unless the fast path was the
 faster of the pair in at least 80% of the rounds; ``plain_over_fast`` is the pair's ratio,
-round by round (median, range).
+round by round (median, range); ``under_min_gain`` when its median is under 1.05. A path
+within the noise or under 5% goes: no throughput figure of the bench could show it.
 
 ``lua``: Redis's CPU instructions per job under valgrind's callgrind (as `emit_cost.py`,
 which moves by well under 1% between runs): `enqueue.lua` in calls of 500 jobs in each of
@@ -47,7 +48,7 @@ from redis_cost import Counter, script_variant, start_server
 from wheelq import EnqueueItem
 from wheelq.core import job as job_module
 from wheelq.core.job import Envelope, Field, Job
-from wheelq.core.keys import ShardKeys, shard_of
+from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import bulk, items
 from wheelq.store import job_writes
@@ -63,6 +64,9 @@ MAX_DEPTH = job_module.MAX_PAYLOAD_DEPTH
 NOISE_SHARE = 0.8
 """A gain is within the noise unless the fast path won at least this share of the rounds
 (fast and plain run back to back in each)."""
+MIN_GAIN = 0.05
+"""A path stays when its median gain is at least this share of its call's CPU: less is a
+gain no figure of the bench can show (its medians move by more between runs)."""
 
 
 # --- python: one call's client work per job, each piece fast and plain ----------------------
@@ -76,41 +80,6 @@ def _plain_bulk_envelopes(
         job_module.pack_envelope(p, 1, max_attempts, now_ms, packer, traceparent=traceparent)
         for p in packed
     ]
-
-
-def _plain_bulk_encode(
-    payloads: list[Any],
-    max_payload_bytes: int,
-    max_attempts: int,
-    now_ms: int,
-    traceparent: str | None,
-    shards: int,
-) -> bulk.Columns:
-    """`bulk.encode` with `shard_of` called per id instead of its inlined crc32."""
-    packed = bulk._packed(payloads, max_payload_bytes)
-    envelopes = bulk._envelopes(packed, max_attempts, now_ms, traceparent)
-    n = len(packed)
-    head, block = job_module.time_part(now_ms), job_module.random_parts(n)
-    step = job_module.RANDOM_CHARS
-    ids = [head + block[i : i + step] for i in range(0, step * n, step)]
-    columns: dict[int, tuple[list[str], list[bytes]]] = {s: ([], []) for s in range(shards)}
-    for job_id, envelope in zip(ids, envelopes, strict=True):
-        shard_ids, shard_envelopes = columns[shard_of(job_id, shards)]
-        shard_ids.append(job_id)
-        shard_envelopes.append(envelope)
-    return bulk.Columns(ids, {s: c for s, c in columns.items() if c[0]})
-
-
-def _plain_write(settings: Any, payload: Any, due: Any, batch: Any, fields: list[Any]) -> Any:
-    """`items._plain_write` with the named tuple's own constructor."""
-    fields[1] = items.encode_payload(payload, settings.max_payload_bytes, batch.payloads)
-    envelope: bytes = batch.envelopes.pack(fields)
-    return job_writes.JobWrite(batch.new_id(), due, False, envelope, "", "", True)
-
-
-def _plain_item_new(cls: type, *, payload: Any, **fields: Any) -> Any:
-    """`EnqueueItem.__new__` through the named tuple's generated ``__new__``."""
-    return items._Fields.__new__(cls, payload, **fields)
 
 
 def _plain_placed(reply: Any) -> list[Placed]:
@@ -142,20 +111,10 @@ def _plain_stored_too_deep(data: bytes) -> bool:
 
 
 async def _plain_run(self: HandlerRunner, job: Job) -> Any:
-    """`HandlerRunner.run` (no thread pool) with a timeout context even without a limit."""
-    deadline = asyncio.timeout(self.timeout_s)
-    try:
-        async with deadline:
-            value = await self._await(job)
-        if value is None:
-            return None
-        return self._kept(value)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        if not (isinstance(exc, TimeoutError) and deadline.expired()):
-            return exc
-    return self._ran_over(job)
+    """`HandlerRunner.run`'s way for a no-op handler, in a timeout context without a limit."""
+    async with asyncio.timeout(self.timeout_s):
+        value = await self._await(job)
+    return None if value is None else self._kept(value)
 
 
 @contextmanager
@@ -174,18 +133,9 @@ PLAIN: dict[str, tuple[str, Callable[[], Any]]] = {
         "bulk",
         lambda: swapped(bulk, "_envelopes", _plain_bulk_envelopes),
     ),
-    "bulk: shard_of inlined": ("bulk", lambda: swapped(bulk, "encode", _plain_bulk_encode)),
     "items: a plain item's short path": (
         "many",
         lambda: swapped(items, "_PLAIN_TAIL", ("never",)),
-    ),
-    "items: _plain_write's tuple.__new__": (
-        "many",
-        lambda: swapped(items, "_plain_write", _plain_write),
-    ),
-    "items: EnqueueItem's tuple.__new__": (
-        "many",
-        lambda: swapped(items.EnqueueItem, "__new__", staticmethod(_plain_item_new)),
     ),
     "job_writes: _PLACED table": ("many", lambda: swapped(job_writes, "_placed", _plain_placed)),
     "job: encode_payload's strict packer": (
@@ -337,6 +287,7 @@ def python_part(rounds: int, jobs: int, only: str) -> dict[str, Any]:
             "plain_over_fast": _summary(ratios),
             "rounds_faster": sum(r > 1 for r in ratios),
             "within_noise": sum(r > 1 for r in ratios) < NOISE_SHARE * rounds,
+            "under_min_gain": statistics.median(ratios) < 1 + MIN_GAIN,
         }
     return out
 
