@@ -3,17 +3,19 @@ stands for, measured in the same run; prints JSON.
 
     python loadtest/fast_paths.py [--rounds 7] [--jobs 20000] [--part python,lua]
 
-``python``: the CPU per job of the call each path sits in (`enqueue_many` of 100-byte jobs
-due in an hour, `enqueue_bulk` of the same, a worker's `Job.from_entry` and its handler
-runner's `run` of a no-op async handler, a replay's depth check of a 1 KB dead letter), with
-the executor answering every call at once (its replies still parsed, its commands still
-packed by redis-py) so no server time is counted. Each path's plain twin is the same call
-with that one piece swapped for the plain code (below, `PLAIN`); fast and plain are run in
-turns, the order swapped every round (the VM has 2 busy cores: CPU time, not wall time, and
-no figure from a run of its own). A gain is within the noise unless the fast path was the
-faster of the pair in at least 80% of the rounds; ``plain_over_fast`` is the pair's ratio,
-round by round (median, range); ``under_min_gain`` when its median is under 1.05. A path
-within the noise or under 5% goes: no throughput figure of the bench could show it.
+``python``: the CPU per job of the call each path sits in: `enqueue_many` of 100-byte jobs
+due in an hour and `enqueue_bulk` of the same, with an executor answering every call at once
+(its replies still parsed, its commands still packed by redis-py); a worker's
+`Job.from_entry` and its handler runner's `run` of a no-op async handler; a replay's depth
+check of a 1 KB dead letter; a single HTTP enqueue through the service's ASGI app
+(`HttpEnqueues`: an embedded server's CPU is not this process's). Each path's plain twin is
+the same call with that one piece swapped for the plain code (below, `PLAIN`); fast and
+plain are run in turns, the order swapped every round (the VM has 2 busy cores: CPU time,
+not wall time, and no figure from a run of its own). A gain is within the noise unless the
+fast path was the faster of the pair in at least 80% of the rounds; ``plain_over_fast`` is
+the pair's ratio, round by round (median, range); ``under_min_gain`` when its median is
+under 1.05. A path within the noise or under 5% goes: no throughput figure of the bench
+could show it.
 
 ``lua``: Redis's CPU instructions per job under valgrind's callgrind (as `emit_cost.py`,
 which moves by well under 1% between runs): `enqueue.lua` in calls of 500 jobs in each of
@@ -45,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from emit_cost import emit_rounds
 from redis_cost import Counter, script_variant, start_server
 
-from wheelq import EnqueueItem
+from wheelq import AsyncClient, Client, EnqueueItem
 from wheelq.core import job as job_module
 from wheelq.core.job import Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
@@ -54,6 +56,9 @@ from wheelq.producer import bulk, items
 from wheelq.store import job_writes
 from wheelq.store.executor import Call
 from wheelq.store.scripts import Placed, script_keys
+from wheelq.testing import EmbeddedServer, find_server_binaries
+from wheelq.web import api_jobs
+from wheelq.web.app import WebService, create_app
 from wheelq.worker.handler_runner import HandlerRunner
 
 PAYLOAD = b"x" * 100
@@ -150,6 +155,10 @@ PLAIN: dict[str, tuple[str, Callable[[], Any]]] = {
         "from_entry",
         lambda: swapped(job_module, "_built", _plain_built),
     ),
+    "web: fast_enqueue answered from ASGI": (
+        "http",
+        lambda: swapped(api_jobs, "topic_of", lambda scope: None),
+    ),
     "handler_runner: no timeout context without a limit": (
         "run",
         lambda: swapped(HandlerRunner, "run", _plain_run),
@@ -175,6 +184,83 @@ class InstantExecutor:
 
 def _jobs_in(call: Call[Any]) -> int:
     return len(job_writes.job_ids(call))
+
+
+class HttpEnqueues:
+    """Single enqueues (``POST /v1/topics/T/jobs``, 100-byte string payloads due in an hour)
+    sent to the HTTP service's ASGI app in this process, 64 in flight, against an embedded
+    server (its CPU is not this process's): no sockets, no HTTP parsing, both the same for
+    either path."""
+
+    TOPIC = "fast-paths-http"
+
+    def __init__(self) -> None:
+        self.url = ""
+        self._server: Any = None
+
+    def url_of_server(self) -> str:
+        if self._server is None:
+            binary = next(iter(find_server_binaries()))
+            self._server = EmbeddedServer(binary)
+            self.url = self._server.__enter__().url
+            with Client.from_url(self.url) as client:
+                client.create_topic(self.TOPIC, SHARDS)
+        return self.url
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.__exit__(None, None, None)
+
+    def cpu_seconds(self, jobs: int) -> float:
+        return asyncio.run(self._run(jobs))
+
+    async def _run(self, jobs: int) -> float:
+        service = WebService(AsyncClient.from_url(self.url_of_server()))
+        service.owns_client = True
+        app = create_app(service)
+        body = json.dumps({"payload": "x" * 100, "delay_ms": DELAY_S * 1000}).encode()
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": f"/v1/topics/{self.TOPIC}/jobs",
+            "raw_path": f"/v1/topics/{self.TOPIC}/jobs".encode(),
+            "query_string": b"",
+            "root_path": "",
+            "scheme": "http",
+            "http_version": "1.1",
+            "server": ("127.0.0.1", 8080),
+            "client": ("127.0.0.1", 50000),
+            "headers": [
+                (b"host", b"127.0.0.1:8080"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+        statuses: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await service.start()
+        try:
+            await app(dict(scope), receive, send)  # warm: the topic's shard count
+            t = time.process_time()
+            for i in range(0, jobs, 64):
+                await asyncio.gather(
+                    *(app(dict(scope), receive, send) for _ in range(min(64, jobs - i)))
+                )
+            seconds = time.process_time() - t
+        finally:
+            await service.stop()
+        assert set(statuses) == {201}, set(statuses)
+        return seconds
+
+
+HTTP = HttpEnqueues()
 
 
 def _calls(jobs: int) -> dict[str, Callable[[], float]]:
@@ -248,7 +334,11 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
             check(dead_payload)
         return time.process_time() - t
 
+    def http() -> float:
+        return HTTP.cpu_seconds(max(1, jobs // 20))
+
     return {
+        "http": http,
         "many": many,
         "bulk": bulk_call,
         "from_entry": from_entry,
@@ -259,9 +349,9 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
 
 def python_part(rounds: int, jobs: int, only: str) -> dict[str, Any]:
     calls = _calls(jobs)
-    for call in calls.values():
-        call()  # warm: packers, caches, imports
     names = [n for n in PLAIN if not only or any(part in n for part in only.split(","))]
+    for call in {PLAIN[n][0] for n in names}:
+        calls[call]()  # warm: packers, caches, imports
     times: dict[str, dict[str, list[float]]] = {n: {"fast": [], "plain": []} for n in names}
     for r in range(rounds):
         for name in names:
@@ -273,7 +363,7 @@ def python_part(rounds: int, jobs: int, only: str) -> dict[str, Any]:
                 else:
                     with plain():
                         seconds = calls[call]()
-                times[name][side].append(seconds / jobs * 1e6)
+                times[name][side].append(seconds / (jobs // 20 if call == "http" else jobs) * 1e6)
     out: dict[str, Any] = {}
     for name in names:
         call = PLAIN[name][0]
@@ -414,7 +504,14 @@ def main() -> None:
     report: dict[str, Any] = {"rounds": args.rounds}
     parts = args.part.split(",")
     if "python" in parts:
-        report["python"] = {"jobs": args.jobs, **python_part(args.rounds, args.jobs, args.only)}
+        try:
+            report["python"] = {
+                "jobs": args.jobs,
+                "http_requests": args.jobs // 20,
+                **python_part(args.rounds, args.jobs, args.only),
+            }
+        finally:
+            HTTP.close()
     if "lua" in parts:
         if not shutil.which("valgrind"):
             raise SystemExit("--part lua needs valgrind (apt-get install valgrind)")
