@@ -212,10 +212,15 @@ def test_a_spooling_producer_stopped_right_after_a_restart_exits_within_its_time
     """Issue 43, item 19: a chaos-soak producer did not exit within 180 s of SIGTERM right
     after a Redis restart. The soak's producer (`steady`: enqueue_many through the spool,
     socket timeouts) spools through a kill -9, the server restarts from its AOF, and the
-    SIGTERM comes at once: the producer drains its spool and exits within its own bound
-    (`DRAIN_S`, then `Client.close`), having lost nothing."""
+    SIGTERM comes at once, while the drain replays: the producer drains its spool and exits
+    within its own bound (`DRAIN_S`, then `Client.close`), having lost nothing.
+
+    What hung was the producer's SIGTERM handler: it set a `threading.Event` and ran, as
+    Python runs handlers, on the main thread, which was inside that Event's `wait` holding
+    its lock (the busier the drain's thread, the likelier), so `set()` waited for ever.
+    Under `signal_race` the SIGTERM is always handled inside the producer's wait."""
     path = tmp_path / "spool.db"
-    child = SpoolProducer(srv.url, topic, path, "steady", tmp_path)
+    child = SpoolProducer(srv.url, topic, path, "steady", tmp_path, signal_race=True)
 
     def said(key: str, least: int) -> bool:
         return any(line.get(key, 0) >= least for line in child.lines())
