@@ -22,10 +22,12 @@ SIG = signal.SIGUSR2
 @pytest.fixture
 def flag() -> Iterator[SignalFlag]:
     before = signal.getsignal(SIG)
+    made = SignalFlag(SIG)
     try:
-        yield SignalFlag(SIG)
+        yield made
     finally:
-        signal.signal(SIG, before)
+        made.close()
+    assert signal.getsignal(SIG) is before
 
 
 def test_a_signal_raised_on_the_main_thread_sets_the_flag(flag: SignalFlag) -> None:

@@ -90,8 +90,10 @@ class SignalFlag:
         """The last signal received; None until one is."""
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
-        for sig in signals or (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._handle)
+        self._before = {
+            sig: signal.signal(sig, self._handle)
+            for sig in signals or (signal.SIGINT, signal.SIGTERM)
+        }
 
     def _handle(self, signum: int, _frame: object) -> None:
         self.received = signum
@@ -111,6 +113,13 @@ class SignalFlag:
                 break
             select.select([self._read], [], [], min(left, self.POLL_S))
         return self.is_set()
+
+    def close(self) -> None:
+        """Put back the handlers there were before and close the pipe."""
+        for sig, handler in self._before.items():
+            signal.signal(sig, handler)
+        os.close(self._read)
+        os.close(self._write)
 
 
 def _hard_exit(logger: logging.Logger) -> None:
