@@ -37,7 +37,8 @@ from wheelq.producer import groups as grp
 from wheelq.producer.operations import Producer
 from wheelq.store import consume
 from wheelq.store import groups as store_groups
-from wheelq.store.executor import Call, SyncExecutor, drive
+from wheelq.store.call import Call
+from wheelq.store.executor import SyncExecutor, drive
 from wheelq.store.groups import GroupDrop
 from wheelq.store.scripts import GroupOutcome
 from wheelq.web.auth import Token

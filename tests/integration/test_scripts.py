@@ -33,7 +33,8 @@ from wheelq.core.job import Envelope, make_job_id, parse_note, parse_notes
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import job_writes, nodes, ops
-from wheelq.store.executor import Call, SyncExecutor
+from wheelq.store.call import Call
+from wheelq.store.executor import SyncExecutor
 from wheelq.store.job_writes import JobWrite
 from wheelq.store.ops import EmitResult
 from wheelq.store.scripts import Placed, script

@@ -39,7 +39,8 @@ from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Drain, Spool
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock, wall_ms
-from wheelq.store.executor import Call, SyncExecutor, drive
+from wheelq.store.call import Call
+from wheelq.store.executor import SyncExecutor, drive
 from wheelq.store.job_writes import JobWrite
 from wheelq.testing import EmbeddedServer, ServerBinary
 

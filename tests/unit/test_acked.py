@@ -18,7 +18,7 @@ from wheelq.producer.durability import confirmed
 from wheelq.producer.operations import Producer
 from wheelq.store import job_writes, ops
 from wheelq.store.acked import PLAIN, REFRESH, Acked, Wait, plan
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 
 WAIT = Wait(1, 100)
 AOF = Wait(1, 100, aof=True)

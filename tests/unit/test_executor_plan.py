@@ -11,7 +11,8 @@ from redis.exceptions import ConnectionError, MovedError, NoScriptError, TryAgai
 
 from wheelq.core.keys import ShardKeys
 from wheelq.store import executor, nodes, ops
-from wheelq.store.executor import RELOAD, SWITCH, Call, Load, Pause, Pipeline, drive, plan
+from wheelq.store.call import Call
+from wheelq.store.executor import RELOAD, SWITCH, Load, Pause, Pipeline, drive, plan
 
 KEYS = ShardKeys("t", 0)
 

@@ -15,7 +15,7 @@ from wheelq.errors import LeaseLostError
 from wheelq.scheduler.led_shards import Lead
 from wheelq.scheduler.preloader import Preloader
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.ops import EmitResult, PreloadPage
 
 WINDOW_MS = 5000

@@ -16,7 +16,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import consume, events, groups, job_writes, nodes, ops, schedules, scripts
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
     NAMES,

@@ -29,7 +29,8 @@ from wheelq.producer.operations import PIPELINE_CALLS, Op, Producer, guarded
 from wheelq.producer.spool import Drain, Spool, Spooler
 from wheelq.runtime.breaker import Breaker
 from wheelq.store import job_writes
-from wheelq.store.executor import Call, drive_async
+from wheelq.store.call import Call
+from wheelq.store.executor import drive_async
 from wheelq.store.scripts import Placed
 
 SHARDS = 2

@@ -12,7 +12,7 @@ from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
 from wheelq.store import executor as streamed
 from wheelq.store import job_writes
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 
 
 def calls() -> list[Call[Any]]:

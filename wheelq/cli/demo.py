@@ -16,7 +16,8 @@ from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import ClockKeeper, RedisClock
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store import nodes, ops
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 from wheelq.testing.fired import Fired, read_fired, summarize
 from wheelq.worker.worker import Worker
 

@@ -27,7 +27,7 @@ from wheelq.core.job import (
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 from wheelq.store import job_writes
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.scripts import Placed
 
 

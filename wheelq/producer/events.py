@@ -14,7 +14,8 @@ from wheelq.core.events import Event, EventsConfig, Mark, events_of, parse_posit
 from wheelq.errors import UnknownTopicError, int_in
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import events, ops, pauses
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 
 BLOCK_MS = (10, 60_000)
 """The range of `follow`'s `block_ms`."""

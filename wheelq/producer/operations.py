@@ -36,7 +36,7 @@ from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient, unavailable_reason
 from wheelq.runtime.tracing import Tracing
 from wheelq.store import flow, job_writes, nodes, ops, pauses, schedules
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.observe import observe_shards
 from wheelq.store.scripts import Placed
 

@@ -35,7 +35,8 @@ from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import Service
 from wheelq.store import job_writes
-from wheelq.store.executor import Call, drive_async
+from wheelq.store.call import Call
+from wheelq.store.executor import drive_async
 from wheelq.store.job_writes import JobWrite
 from wheelq.store.scripts import Placed
 

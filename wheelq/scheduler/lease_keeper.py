@@ -12,7 +12,8 @@ from wheelq.core.keys import MEMBERSHIP_KEY, Registry, ShardKeys, all_shards
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
 from wheelq.store import nodes, ops
-from wheelq.store.executor import Call, Executor
+from wheelq.store.call import Call
+from wheelq.store.executor import Executor
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.scheduler.led_shards import Lead, Leads, NodeContext, NodePart
 from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
 from wheelq.store import nodes, ops
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription
 
 log = logging.getLogger(__name__)

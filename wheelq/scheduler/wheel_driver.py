@@ -12,7 +12,7 @@ from wheelq.runtime.outage import is_transient
 from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
 from wheelq.scheduler.wheel import TimingWheel
 from wheelq.store import ops
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import msgpack
 
 from wheelq.core.history import SEPARATOR, pack_success
 from wheelq.core.keys import ShardKeys
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check, text
 
 Entry = tuple[str, dict[bytes, bytes]]

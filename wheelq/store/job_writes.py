@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import Placed, check
 
 

@@ -13,7 +13,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from wheelq.core.keys import MEMBERSHIP_KEY, ShardKeys, nodes_key
 from wheelq.errors import LeaseLostError
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check, text
 
 

@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 from wheelq.core.job import Field, entry_ms
 from wheelq.core.keys import ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.ops import dead_count, pending_count
 from wheelq.store.scripts import text
 

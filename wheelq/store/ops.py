@@ -20,7 +20,7 @@ from wheelq.core.keys import (
     parse_registry,
     parse_shard_count,
 )
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import NOT_PENDING, Placed, check, text
 
 

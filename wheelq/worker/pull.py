@@ -27,8 +27,9 @@ from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError, int_in
 from wheelq.runtime.outage import wait_for_either
 from wheelq.store import consume, groups, ops, pauses
+from wheelq.store.call import Call
 from wheelq.store.connect import BlockingReads
-from wheelq.store.executor import AsyncExecutor, Call, Executor
+from wheelq.store.executor import AsyncExecutor, Executor
 from wheelq.store.scripts import GroupOutcome
 from wheelq.worker.settler import ACKS_PER_CALL
 

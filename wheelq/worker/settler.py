@@ -22,7 +22,8 @@ from wheelq.runtime import crash
 from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import consume, events
-from wheelq.store.executor import Call, Executor
+from wheelq.store.call import Call
+from wheelq.store.executor import Executor
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.store import connect, events, ops, pauses
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner, handler_threads, is_async
 from wheelq.worker.in_flight import InFlightSet
