@@ -10,12 +10,12 @@ import pytest
 from wheelq.core.due import DueSpec
 from wheelq.errors import DuplicateJobError, ScriptError
 from wheelq.producer.operations import enqueue_calls, send_calls
-from wheelq.store import job_writes
+from wheelq.store import enqueue
 from wheelq.store.scripts import Placed
 
 
-def writes(n: int) -> list[job_writes.JobWrite]:
-    return [job_writes.JobWrite(f"j{i}", DueSpec("delay", 1000), False, b"e") for i in range(n)]
+def writes(n: int) -> list[enqueue.JobWrite]:
+    return [enqueue.JobWrite(f"j{i}", DueSpec("delay", 1000), False, b"e") for i in range(n)]
 
 
 def answer(op: Any, replies: list[Any]) -> Any:

@@ -29,7 +29,7 @@ from wheelq.metrics.collectors import (
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
-from wheelq.store import nodes
+from wheelq.store import server
 from wheelq.web import (
     api_events,
     api_jobs,
@@ -234,7 +234,7 @@ def create_app(service: WebService) -> FastAPI:
     async def readyz(request: Request) -> Response:
         """Redis answers PING."""
         try:
-            await service.client.executor.run([nodes.ping()])
+            await service.client.executor.run([server.ping()])
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"
             return problem_response(
