@@ -21,7 +21,7 @@ from wheelq.core.retry import Reason, retry_envelope
 from wheelq.runtime import crash
 from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
-from wheelq.store import consume, events
+from wheelq.store import events, settle
 from wheelq.store.call import Call
 from wheelq.store.executor import Executor
 
@@ -46,7 +46,7 @@ class _Queued:
     """Outcomes not written yet: acks and dead letters by shard, retries one by one."""
 
     acks: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
-    done: dict[int, list[consume.Done]] = field(default_factory=lambda: defaultdict(list))
+    done: dict[int, list[settle.Done]] = field(default_factory=lambda: defaultdict(list))
     retries: list[tuple[int, str, str, int, bytes, str, int]] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
     started: dict[int, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
@@ -107,13 +107,14 @@ class Settler(Service):
         job: Job,
         payload: bytes,
         delay_ms: int,
-        enqueued_ms: int,
+        ended_ms: int,
         error: str = "",
         counts: bool = True,
     ) -> None:
-        """Run `job` again after `delay_ms`; `counts` False keeps the attempt."""
-        envelope = retry_envelope(job, payload, enqueued_ms, self._group, counts)
-        item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
+        """Run `job` again after `delay_ms`; `ended_ms`: when the attempt ended (its record's
+        time, and the next attempt's enqueue time); `counts` False keeps the attempt."""
+        envelope = retry_envelope(job, payload, ended_ms, self._group, counts)
+        item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, ended_ms)
         self._queued.retries.append(item)
         self.wake()
 
@@ -174,19 +175,19 @@ class Settler(Service):
             for i in range(0, len(ids), ACKS_PER_CALL):
                 chunk = ids[i : i + ACKS_PER_CALL]
                 calls.append(
-                    ("ack", (shard, chunk), consume.ack(self._keys(shard), self._group, chunk))
+                    ("ack", (shard, chunk), settle.ack(self._keys(shard), self._group, chunk))
                 )
         for shard, done in batch.done.items():
             started = [] if shard in early else batch.started.get(shard, [])
             for i in range(0, len(done), ACKS_PER_CALL):
                 part = done[i : i + ACKS_PER_CALL]
-                acked = consume.ack_done(self._keys(shard), self._group, part, started)
+                acked = settle.ack_done(self._keys(shard), self._group, part, started)
                 calls.append(("done", (shard, part, started), acked))
                 started = []
         for item in batch.retries:
             shard, entry_id, job_id, delay_ms, envelope, why, ended_ms = item
             keys = self._keys(shard)
-            retried = consume.retry(
+            retried = settle.retry(
                 keys, self._group, entry_id, job_id, delay_ms, envelope, why, ended_ms
             )
             calls.append(("retry", item, retried))
@@ -195,7 +196,7 @@ class Settler(Service):
                 (
                     "dead",
                     (shard, triples),
-                    consume.dead_letter(self._keys(shard), self._group, triples),
+                    settle.dead_letter(self._keys(shard), self._group, triples),
                 )
             )
         try:
