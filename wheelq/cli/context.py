@@ -44,6 +44,12 @@ def usage_error(message: str) -> CliError:
     return CliError(message, 2)
 
 
+def no_such_topic(topic: str, names: list[str]) -> CliError:
+    """The error of a command naming a topic that is not registered, with those that are."""
+    known = f"topics: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
+    return CliError(f"no such topic {topic!r} ({known if names else 'there are no topics'})")
+
+
 def check_free(host: str, port: int) -> None:
     """Refuse, before anything starts, a port that cannot be listened on (one taken would
     pass another server's answers for the new one's): exit 1, suggesting ``--port``."""

@@ -9,7 +9,7 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CliError, Context, command
+from wheelq.cli.context import CliError, Context, command, no_such_topic
 from wheelq.errors import UnknownTopicError
 
 if TYPE_CHECKING:
@@ -44,8 +44,6 @@ def register_setting(actions: Any, parents: list[argparse.ArgumentParser]) -> No
 
 
 def setting(ctx: Context) -> int:
-    from wheelq.cli.topics import no_such_topic
-
     args = ctx.args
     with ctx.client() as client:
         if not args.on and args.name not in (names := client.topics()):

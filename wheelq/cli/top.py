@@ -11,8 +11,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context, split_topics, usage_error
-from wheelq.cli.topics import no_such_topic
+from wheelq.cli.context import Context, no_such_topic, split_topics, usage_error
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli import events
-from wheelq.cli.context import CliError, Context, command, usage_error
+from wheelq.cli.context import CliError, Context, command, no_such_topic, usage_error
 from wheelq.core.retry import Reason
 
 if TYPE_CHECKING:
@@ -80,11 +80,6 @@ def known_topic(client: Client, topic: str) -> Iterator[None]:
         raise no_such_topic(topic, sorted(client.topics())) from None
     except UnknownGroupError as exc:
         raise CliError(str(exc)) from None
-
-
-def no_such_topic(topic: str, names: list[str]) -> CliError:
-    known = f"topics: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
-    return CliError(f"no such topic {topic!r} ({known if names else 'there are no topics'})")
 
 
 def every_topic(client: Client) -> list[TopicStats]:
