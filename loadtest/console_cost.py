@@ -30,8 +30,9 @@ import uvicorn
 
 from wheelq import AsyncClient
 from wheelq.testing import EmbeddedServer, find_server_binaries
-from wheelq.web.app import WebService, create_app
+from wheelq.web.app import create_app
 from wheelq.web.samples import interval_s
+from wheelq.web.service import WebService
 
 SHARDS, GROUPS = 16, 5
 

@@ -31,7 +31,8 @@ import uvicorn
 
 from wheelq import AsyncClient, Fail, Job, Scheduler, Worker
 from wheelq.testing import EmbeddedServer
-from wheelq.web.app import WebService, create_app
+from wheelq.web.app import create_app
+from wheelq.web.service import WebService
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "orders"

@@ -56,8 +56,7 @@ from wheelq.producer.client import Client
 from wheelq.producer.dead_letters import DeadLetterPage
 from wheelq.producer.groups import DeletedGroup, GroupShardStats, GroupStats
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.operations import ShardStats, TopicStats
-from wheelq.producer.spool import SpoolStats
+from wheelq.producer.operations import ShardStats, SpoolStats, TopicStats
 from wheelq.scheduler.led_shards import NodeEvent
 from wheelq.scheduler.scheduler import Scheduler, StopReport
 from wheelq.worker.worker import Worker, WorkerStopReport

@@ -14,7 +14,8 @@ from wheelq import __version__
 def openapi_document() -> dict[str, Any]:
     """The document `wheelq serve` serves at ``/openapi.json`` (its version: the code's)."""
     from wheelq import AsyncClient  # noqa: PLC0415 (only this page needs the web stack)
-    from wheelq.web.app import WebService, create_app  # noqa: PLC0415
+    from wheelq.web.app import create_app  # noqa: PLC0415
+    from wheelq.web.service import WebService  # noqa: PLC0415
 
     client = AsyncClient.from_url("redis://localhost:6379/0")  # never connected
     document: dict[str, Any] = create_app(WebService(client)).openapi()

@@ -92,6 +92,13 @@ async def enqueue_inside_horizon(client: AsyncClient, topic: str, delay: float) 
     return job, due
 
 
+async def horizons_cover(r: redis.asyncio.Redis, topic: str, ahead_ms: int) -> bool:
+    """Whether every shard's horizon is at least `ahead_ms` past Redis's now."""
+    now = await redis_ms(r)
+    horizons = [await r.get(keys.horizon) for keys in all_shards(topic, SHARDS)]
+    return all(h is not None and int(h) >= now + ahead_ms for h in horizons)
+
+
 async def due_of(client: AsyncClient, topic: str, job_id: str) -> int:
     info = await client.get(topic, job_id)
     assert info is not None, f"{job_id} is not pending"
@@ -221,6 +228,12 @@ async def test_a_job_written_to_a_sleeping_idle_shard_fires_on_time(
             what="the wake listener to follow every shard",
         )
         if pubsub:
+            # The first reads plan short sleeps; the long one (and its horizon) comes after.
+            await eventually(
+                lambda: horizons_cover(client.redis, topic, 4000),
+                timeout_s=10,
+                what="every shard's horizon to cover the next 4 s (a long sleep planned)",
+            )
             job, due = await enqueue_inside_horizon(client, topic, 3.0)  # covers the long sleep
         else:
             await node._wake.stop()

@@ -17,8 +17,9 @@ from tests.support.waiting import until
 from wheelq import AsyncClient
 from wheelq.callbacks.delivery import Deliveries
 from wheelq.core.settings import ServeSettings, WorkerSettings
-from wheelq.web.app import WebService, create_app
+from wheelq.web.app import create_app
 from wheelq.web.auth import Token
+from wheelq.web.service import WebService
 
 PROBLEM = "application/problem+json"
 

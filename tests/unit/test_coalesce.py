@@ -1,4 +1,4 @@
-"""web.api_jobs.Coalescer with a scripted enqueue_many: one turn's enqueues go together,
+"""web.coalescer.Coalescer with a scripted enqueue_many: one turn's enqueues go together,
 each request still gets its own answer (its id, its own bad value, its own duplicate), and
 a failure of the batch reaches every request in it."""
 
@@ -15,7 +15,7 @@ from wheelq.errors import (
     RedisUnavailableError,
 )
 from wheelq.producer.items import EnqueueItem
-from wheelq.web.api_jobs import MAX_BATCH, Coalescer
+from wheelq.web.coalescer import MAX_BATCH, Coalescer
 
 
 class FakeRedis:

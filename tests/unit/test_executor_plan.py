@@ -12,7 +12,7 @@ from redis.exceptions import ConnectionError, MovedError, NoScriptError, TryAgai
 from wheelq.core.keys import ShardKeys
 from wheelq.store import enqueue, executor, observe, server
 from wheelq.store.call import Call
-from wheelq.store.executor import RELOAD, SWITCH, Load, Pause, Pipeline, drive, plan
+from wheelq.store.executor import Load, Pause, Pipeline, Reload, Switch, drive, plan
 
 KEYS = ShardKeys("t", 0)
 
@@ -36,9 +36,9 @@ def run(
         requests.append(request)
         if isinstance(request, Pipeline):
             return answer(list(request.calls))
-        if request == SWITCH:
+        if isinstance(request, Switch):
             return switched
-        if request == RELOAD:
+        if isinstance(request, Reload):
             return reloaded
         return None
 
@@ -56,7 +56,7 @@ def test_moved_calls_go_again_after_the_switch_and_only_they() -> None:
     replies, requests = run(calls, answer)
 
     assert replies == [1, 1]
-    assert SWITCH in requests
+    assert Switch() in requests
     assert sent == [calls, [calls[0]]]
 
 
@@ -65,8 +65,8 @@ def test_moved_without_a_cluster_client_goes_again_as_a_cluster_settles() -> Non
     replies, requests = run([cancel("a")], lambda batch: next(answers), switched=False)
 
     assert replies == [1]
-    kinds = [type(r).__name__ if not isinstance(r, str) else r for r in requests]
-    assert kinds == ["Pipeline", SWITCH, "Pause", "Pipeline"]
+    kinds = [type(r).__name__ for r in requests]
+    assert kinds == ["Pipeline", "Switch", "Pause", "Pipeline"]
 
 
 def test_noscript_loads_each_script_once_then_sends_again_only_those_calls() -> None:
@@ -120,7 +120,7 @@ def test_reads_whose_connection_broke_go_again_once_the_slot_map_is_reloaded() -
     replies, requests = run([observe.pending_count(KEYS)], answer)
 
     assert replies == [5]
-    assert requests.count(RELOAD) == 1
+    assert requests.count(Reload()) == 1
     assert len(answers) == 2
 
 

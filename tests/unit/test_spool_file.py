@@ -15,7 +15,8 @@ import pytest
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.errors import SpoolError, SpoolLockedError
-from wheelq.producer.spool import Spool, SpoolStats
+from wheelq.producer.operations import SpoolStats
+from wheelq.producer.spool import Spool
 from wheelq.store.enqueue import JobWrite
 
 CALL_MS = 1_700_000_000_000

@@ -45,7 +45,7 @@ def usage_error(message: str) -> CliError:
 
 
 def no_such_topic(topic: str, names: list[str]) -> CliError:
-    """The error of a command naming a topic that is not registered, with those that are."""
+    """`topic` is not one of `names` (the topics there are), said as every command says it."""
     known = f"topics: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}"
     return CliError(f"no such topic {topic!r} ({known if names else 'there are no topics'})")
 

@@ -120,8 +120,9 @@ def serve(ctx: Context) -> int:
         from wheelq.callbacks.deliverer import Deliverer
         from wheelq.callbacks.delivery import Deliveries
         from wheelq.cli import uvicorn_server
-        from wheelq.web.app import WebService, create_app
+        from wheelq.web.app import create_app
         from wheelq.web.auth import host_names, parse_tokens
+        from wheelq.web.service import WebService
     from wheelq.core.settings import ServeSettings, WorkerSettings
     from wheelq.producer.async_client import AsyncClient
     from wheelq.store import connect

@@ -16,7 +16,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from wheelq.core.settings import ServeSettings
 from wheelq.runtime.outage import wait_for_either
-from wheelq.web.app import WebService
+from wheelq.web.service import WebService
 
 _FULL = json.dumps(
     {

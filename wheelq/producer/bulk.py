@@ -6,7 +6,6 @@ per job beyond its packed payload and envelope (docs/guides/producing.md, "Many 
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -24,7 +23,7 @@ from wheelq.core.job import (
     random_parts,
     time_part,
 )
-from wheelq.core.keys import ShardKeys
+from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 from wheelq.store import enqueue
 from wheelq.store.call import Call
@@ -65,10 +64,8 @@ def encode(
     head, block = time_part(now_ms), random_parts(n)
     ids = [head + block[i : i + RANDOM_CHARS] for i in range(0, RANDOM_CHARS * n, RANDOM_CHARS)]
     columns: dict[int, tuple[list[str], list[bytes]]] = {s: ([], []) for s in range(shards)}
-    crc32 = zlib.crc32
     for job_id, envelope in zip(ids, envelopes, strict=True):
-        # `shard_of` for an ASCII id (a generated one is), without its call
-        shard_ids, shard_envelopes = columns[crc32(job_id.encode()) % shards]
+        shard_ids, shard_envelopes = columns[shard_of(job_id, shards)]
         shard_ids.append(job_id)
         shard_envelopes.append(envelope)
     return Columns(ids, {s: c for s, c in columns.items() if c[0]})

@@ -30,11 +30,12 @@ from wheelq.producer.operations import (
     Op,
     Producer,
     ProducerCounts,
+    SpoolStats,
     TopicStats,
     guarded,
     with_spool,
 )
-from wheelq.producer.spool import DrainService, DrainThread, Path, SpoolStats, attach_spool
+from wheelq.producer.spool import DrainService, DrainThread, Path, attach_spool
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect

@@ -29,8 +29,6 @@ from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
 from wheelq.store import enqueue
 
-_new_tuple = tuple.__new__  # a global: no attribute lookup per item
-
 
 class _Fields(NamedTuple):
     payload: Any
@@ -65,9 +63,10 @@ class EnqueueItem(_Fields):
         key: str | None = None,
         ordered: bool = False,
     ) -> Self:
-        item = (payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key,
-                ordered)  # fmt: skip
-        return _new_tuple(cls, item)
+        return super().__new__(
+            cls, payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key,
+            ordered,
+        )  # fmt: skip
 
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
         return (), self._asdict()
@@ -168,7 +167,7 @@ def _plain_write(
     """`validate_item` of a plain item at half the cost: `fields` with the payload in place."""
     fields[1] = encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     envelope: bytes = batch.envelopes.pack(fields)
-    return tuple.__new__(enqueue.JobWrite, (batch.new_id(), due, False, envelope, "", "", True))
+    return enqueue.JobWrite(batch.new_id(), due, False, envelope, "", "", True)
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
+from typing import Any, Protocol, Self, TypeVar, overload
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, DueSpec, due_spec
@@ -41,9 +41,6 @@ from wheelq.store.enqueue import JobWrite
 from wheelq.store.limits import read_limits, write_limits
 from wheelq.store.observe import observe_shards
 from wheelq.store.scripts import Placed
-
-if TYPE_CHECKING:
-    from wheelq.producer.spool import Spooler, SpoolStats
 
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
@@ -124,6 +121,21 @@ class ShardStats:
 
 
 @dataclass(frozen=True, slots=True)
+class SpoolStats:
+    """What `Client.spool_stats()` reports about a client's spool."""
+
+    path: str
+    depth: int
+    """Jobs waiting in the spool to be replayed into Redis."""
+    age_ms: int
+    """Ms since the oldest waiting job was spooled; 0 when empty."""
+    rejected: int = 0
+    """Jobs Redis refused for good (kept in the ``rejected`` table, never replayed)."""
+    last_error: str | None = None
+    """Why the drain's last try failed, while it keeps failing."""
+
+
+@dataclass(frozen=True, slots=True)
 class TopicStats:
     """What `stats()` returns: a topic's shards, with totals over them."""
 
@@ -163,6 +175,17 @@ def with_spool(stats: TopicStats | None, spool: SpoolStats | None) -> TopicStats
     return stats if stats is None or spool is None else replace(stats, spool=spool)
 
 
+Place = Callable[[str, list[JobWrite], list[str]], Op[list[str]]]
+"""Placing validated jobs in Redis, noting in the list each id Redis confirmed."""
+
+
+class Spooling(Protocol):
+    """Where a client with a spool sends its enqueues (`wheelq.producer.spool.Spooler`, which
+    the spool attaches): to Redis through `place`, or into the spool."""
+
+    def write(self, topic: str, writes: list[JobWrite], place: Place) -> Op[list[str]]: ...
+
+
 class Producer:
     """Validation, placement and batching shared by `Client` and `AsyncClient`."""
 
@@ -170,7 +193,7 @@ class Producer:
         self.settings = settings
         self._shards: dict[str, int] = {}
         self._clock = WallClock()
-        self.spooler: Spooler | None = None
+        self.spooler: Spooling | None = None
         self.tracing = tracing.load()  # None without the ``otel`` extra
         self.counts = ProducerCounts()
         self._callback_topics: set[str] = set()

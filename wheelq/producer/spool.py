@@ -29,7 +29,7 @@ from wheelq.errors import (
     SpoolLockedError,
     TopicConfigError,
 )
-from wheelq.producer.operations import Op, Producer
+from wheelq.producer.operations import Op, Place, Producer, SpoolStats
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
@@ -73,21 +73,6 @@ _REJECT = (
     "INSERT INTO rejected SELECT seq, topic, job_id, mode, due_ms, replace, envelope, "
     "written_ms, ?, ? FROM jobs WHERE seq = ?"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SpoolStats:
-    """What `Client.spool_stats()` reports about a client's spool."""
-
-    path: str
-    depth: int
-    """Jobs waiting in the spool to be replayed into Redis."""
-    age_ms: int
-    """Ms since the oldest waiting job was spooled; 0 when empty."""
-    rejected: int = 0
-    """Jobs Redis refused for good (kept in the ``rejected`` table, never replayed)."""
-    last_error: str | None = None
-    """Why the drain's last try failed, while it keeps failing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,12 +235,9 @@ class Spool:
             raise
 
 
-Place = Callable[[str, list[JobWrite], list[str]], "Op[list[str]]"]
-
-
 class Spooler:
     """Routes a client's enqueues to Redis, or to the spool while it holds jobs or Redis
-    cannot take them."""
+    cannot take them (`wheelq.producer.operations.Spooling`)."""
 
     def __init__(self, spool: Spool, clock: Clock, wake: Callable[[], None]) -> None:
         self.spool = spool

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, assert_never
 
 import redis
 import redis.asyncio
@@ -116,18 +116,29 @@ class Pipeline:
 
 @dataclass(frozen=True, slots=True)
 class Load:
+    """Load a script's `source` (after NOSCRIPT); the reply: its SHA1."""
+
     source: str
 
 
 @dataclass(frozen=True, slots=True)
 class Pause:
+    """Wait `seconds` before calls go again (TRYAGAIN, a slot migrating)."""
+
     seconds: float
 
 
-RELOAD = "reload"  # reload the slot map; the reply: whether it is fresh now
-SWITCH = "switch"  # after MOVED, take the cluster client; the reply: whether calls may go again
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """Reload the slot map; the reply: whether it is fresh now."""
 
-Request = Pipeline | Load | Pause | str
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """After MOVED, take the cluster client; the reply: whether calls may go again."""
+
+
+Request = Pipeline | Load | Pause | Reload | Switch
 Steps = Generator[Request, Any, list[Any]]
 
 
@@ -140,14 +151,14 @@ def plan(calls: Sequence[Call[Any]], cluster: Callable[[], bool]) -> Steps:
     try:
         replies = yield from _send(calls, cluster)
     except TOPOLOGY_ERRORS as exc:
-        if not ((yield RELOAD) and may_resend(exc, calls)):
+        if not ((yield Reload()) and may_resend(exc, calls)):
             raise
         replies = yield from _send(calls, cluster)  # reads, or its node was not reached
     if not any(isinstance(r, Exception) for r in replies):
         return replies  # the usual case: nothing to redo
     if any(isinstance(r, TOPOLOGY_ERRORS) for r in replies):
-        yield RELOAD
-    if (redirected := to_redo(replies, moved)) and (yield SWITCH):
+        yield Reload()
+    if (redirected := to_redo(replies, moved)) and (yield Switch()):
         yield from _redo(calls, replies, redirected, cluster)
     if retry := to_redo(replies, noscript):
         for name in {calls[i].script for i in retry}:
@@ -378,9 +389,12 @@ class SyncExecutor(_Executor[redis.Redis]):
                     return self.client.script_load(source)
                 case Pause(seconds):
                     return time.sleep(seconds)
-                case "reload":
+                case Reload():
                     return self._reload_slots(sent_with, reloads)
-            return self._switched(sent_with)
+                case Switch():
+                    return self._switched(sent_with)
+                case _:
+                    assert_never(request)
 
         replies = drive(plan(calls, lambda: self.cluster), do)
         return finish(calls, replies, return_exceptions)
@@ -541,9 +555,12 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
                     return await self.client.script_load(source)
                 case Pause(seconds):
                     return await asyncio.sleep(seconds)
-                case "reload":
+                case Reload():
                     return await self._reload_slots(sent_with, reloads)
-            return self._switched(sent_with)
+                case Switch():
+                    return self._switched(sent_with)
+                case _:
+                    assert_never(request)
 
         replies = await drive_async(plan(calls, lambda: self.cluster), do)
         return finish(calls, replies, return_exceptions)

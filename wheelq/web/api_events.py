@@ -24,21 +24,17 @@ from fastapi.responses import Response, StreamingResponse
 from wheelq.core.events import Event
 from wheelq.errors import UnknownTopicError
 from wheelq.producer import events as job_events
-from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.outage import wait_for_either
-from wheelq.store.connect import BlockingReads
-from wheelq.store.executor import AsyncExecutor
 from wheelq.web import as_json
-from wheelq.web.api_jobs import json_response, service
+from wheelq.web.event_streams import EventStreams
 from wheelq.web.models import EventsConfigModel, EventsOnIn, TopicPath
-from wheelq.web.problems import RESPONSES, RETRY_AFTER_S, ProblemError
+from wheelq.web.problems import RESPONSES, ProblemError
+from wheelq.web.service import json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
 
 HEARTBEAT_S = 5.0
 """A comment line this often keeps proxies from closing a quiet stream."""
-STOP_S = 5.0
-"""How long stopping the service waits for streams' reads (each ends within its block)."""
 QUEUED = 100
 """Events read ahead of what the stream has sent."""
 BLOCK_MS = 2000
@@ -54,51 +50,6 @@ Since = Annotated[
         "Last-Event-ID header, when sent, takes its place",
     ),
 ]
-
-
-class EventStreams:
-    """The service's event streams: blocking reads on a pool of their own; `close()` ends
-    every stream, `aclose()` waits for their reads (each within its block) and closes it."""
-
-    def __init__(self, client: AsyncClient, connections: int) -> None:
-        self._reads = BlockingReads(client.executor, connections)
-        self.closing = asyncio.Event()
-        self.pumps: set[asyncio.Task[None]] = set()
-        """Each stream's reading task: it outlives its response until its reads end."""
-
-    @contextlib.asynccontextmanager
-    async def reader(self, shards: int) -> AsyncIterator[tuple[AsyncExecutor, int]]:
-        """The executor of a stream's reads of `shards` shards, and how many it may run at
-        once: one (every shard in one read) on one server; on a cluster one a shard, up to
-        every connection of the pool (503: not that many free)."""
-        executor = self._reads.executor()
-        wanted = min(shards, self._reads.connections) if executor.cluster else 1
-        async with self._reads.slots(wanted, 0) as taken:
-            if taken < wanted:
-                raise ProblemError(
-                    503,
-                    "unavailable",
-                    "No connection free",
-                    f"an event stream of this topic reads on {wanted} connection"
-                    f"{'s' if wanted > 1 else ''} at once and only "
-                    f"{self._reads.connections - self._reads.in_use} of the "
-                    f"{self._reads.connections} connections of event streams are free "
-                    "(pull_connections); try again later",
-                    headers={"Retry-After": RETRY_AFTER_S},
-                )
-            yield executor, taken
-
-    def close(self) -> None:
-        self.closing.set()
-        for pump in self.pumps:
-            if not pump.cancelling():  # once: a second cancel would cut its wait for reads
-                pump.cancel()
-
-    async def aclose(self) -> None:
-        self.close()
-        if self.pumps:
-            await asyncio.wait(self.pumps, timeout=STOP_S)
-        await self._reads.aclose()
 
 
 def sse(event: Event) -> bytes:

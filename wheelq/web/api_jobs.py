@@ -1,23 +1,18 @@
 """``/v1/topics/{topic}/jobs``: enqueue (one or a batch), look up, cancel, reschedule, wait
-for a result (`ResultWaits`); the fast path of the enqueue straight from ASGI, and the
-coalescer that sends one loop turn's enqueues together (docs/architecture.md, "HTTP
-service", "Job results")."""
+for a result (long-polls on `wheelq.web.result_waits`); the fast path of the enqueue
+straight from ASGI, whose single enqueues the `wheelq.web.coalescer` sends together
+(docs/architecture.md, "HTTP service", "Job results")."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import re
-from collections.abc import Awaitable, Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from wheelq.callbacks.resolver import private_target
-from wheelq.core.callback import validate_callback
 from wheelq.core.due import due_spec
 from wheelq.core.history import JobState
 from wheelq.core.job import jsonable
@@ -30,12 +25,8 @@ from wheelq.errors import (
     TopicFullError,
     UnknownGroupError,
 )
-from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
-from wheelq.runtime.batch import TurnBatch
 from wheelq.runtime.clock import wall_ms
-from wheelq.runtime.outage import wait_for_either
-from wheelq.store.connect import BlockingReads
 from wheelq.web import as_json
 from wheelq.web.models import (
     BatchIn,
@@ -51,30 +42,16 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import (
-    ITEM,
     RESPONSES,
-    RETRY_AFTER_S,
     ProblemError,
     invalid,
     is_json,
     problem_of,
     validation_problem,
 )
-
-if TYPE_CHECKING:
-    from wheelq.web.app import WebService
+from wheelq.web.service import WebService, json_bytes, json_response, service
 
 router = APIRouter(prefix="/v1/topics/{topic}/jobs", tags=["jobs"], responses=RESPONSES)
-
-
-def service(request: Request) -> WebService:
-    svc: WebService = request.app.state.service
-    return svc
-
-
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """A JSON answer without a response model's second validation (the hot paths)."""
-    return Response(_json(body), status, headers=headers, media_type="application/json")
 
 
 def checked_item(svc: WebService, topic: str, job: JobIn, prefix: str = "") -> EnqueueItem:
@@ -83,33 +60,16 @@ def checked_item(svc: WebService, topic: str, job: JobIn, prefix: str = "") -> E
     try:
         item = job.item(wall_ms())  # the client's clock: the one its own check of `at` reads
         if item.callback is not None:
-            check_callback(svc, item.callback)
+            svc.check_callback(item.callback)
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc, prefix) from None
     return item
 
 
-def check_callback(svc: WebService, callback: object) -> None:
-    """Raise InvalidArgumentError when `callback` is not one this service delivers: a bad
-    form, or (unless allowed) a private target, as the deliverer's HTTP client resolves it."""
-    checked = validate_callback(callback)
-    why = "" if svc.allow_private else private_target(checked.url)
-    if why:
-        raise InvalidArgumentError(
-            "callback.url", f"{why}, which this service does not call ([callbacks] allow_private)"
-        )
-
-
 def delivering(svc: WebService, topic: str, items: list[EnqueueItem]) -> None:
     """Jobs with callbacks were enqueued on `topic`: have them delivered from now on."""
     if any(item.callback is not None for item in items):
-        deliver(svc, topic)
-
-
-def deliver(svc: WebService, topic: str) -> None:
-    """Jobs of `topic` carry callbacks: the service's deliverer (if it runs one) serves it."""
-    if svc.deliveries is not None:
-        svc.deliveries.want(topic)
+        svc.deliver(topic)
 
 
 def due_ms(svc: WebService, item: EnqueueItem) -> int:
@@ -243,60 +203,6 @@ async def job_result_only_read(request: Request) -> Response:
     )
 
 
-class ResultWaits:
-    """Long-polls of results: each wait on a pool of its own, `connections` at most at once
-    (one more is 503: it never waits for, nor takes, the API's connections); `close()` ends
-    every wait (each answers with what it has, as a look)."""
-
-    def __init__(self, client: AsyncClient, connections: int) -> None:
-        self._client = client
-        self._reads = BlockingReads(client.executor, connections)
-        self._waiter: AsyncClient | None = None
-        self._closing = asyncio.Event()
-
-    async def wait(self, topic: str, job_id: str, group: str, wait_ms: int) -> Any:
-        """`result()` with `wait_ms`; raises as it does (503 `ProblemError`: no slot)."""
-        if wait_ms == 0 or self._closing.is_set():
-            return await self._client.result(topic, job_id, group=group, timeout=0)
-        async with self._reads.slots(1, 0) as taken:
-            if not taken:
-                raise ProblemError(
-                    503,
-                    "unavailable",
-                    "No connection free",
-                    f"every one of the {self._reads.connections} connections of result waits "
-                    "is taken (pull_connections); try again, or ask with wait_ms=0",
-                    headers={"Retry-After": RETRY_AFTER_S},
-                )
-            if self._waiter is None:
-                self._waiter = AsyncClient(self._reads.executor().client)
-            waiting = asyncio.ensure_future(
-                self._waiter.result(topic, job_id, group=group, timeout=wait_ms / 1000)
-            )
-            try:
-                await wait_for_either(waiting, self._closing, None)
-                if waiting.done():
-                    return waiting.result()
-            finally:
-                if not waiting.done():  # closing, or the request went away: drop its connection
-                    waiting.cancel()
-                    await asyncio.gather(waiting, return_exceptions=True)
-        return await self._client.result(topic, job_id, group=group, timeout=0)
-
-    @property
-    def in_use(self) -> int:
-        """Waits holding a connection now."""
-        return self._reads.in_use
-
-    def close(self) -> None:
-        """End every wait now; later ones only look."""
-        self._closing.set()
-
-    async def aclose(self) -> None:
-        self.close()
-        await self._reads.aclose()
-
-
 @router.get("/{job_id:path}", response_model=JobInfoModel)
 async def get_job(topic: TopicPath, job_id: JobIdPath, request: Request) -> Response:
     """A job's state, whatever it is; 404 when nothing is known of it."""
@@ -418,16 +324,12 @@ async def _answer(
     try:
         if batch:
             results = await batch_results(service, topic, BatchIn.model_validate_json(body))
-            return 200, _json({"results": results}), None
+            return 200, json_bytes({"results": results}), None
         job = JobIn.model_validate_json(body)
     except ValidationError as exc:
         raise validation_problem(exc.errors()) from None
     answer, where = await enqueue_one(service, topic, job)
-    return 201, _json(answer), where
-
-
-def _json(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return 201, json_bytes(answer), where
 
 
 async def _body(receive: Receive) -> bytes:
@@ -439,111 +341,3 @@ async def _body(receive: Receive) -> bytes:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-MAX_BATCH = 500
-
-EnqueueMany = Callable[[str, Sequence[EnqueueItem]], Awaitable[list[str]]]
-Waiting = tuple[EnqueueItem, "asyncio.Future[str]"]
-"""A job and the future its request awaits."""
-
-
-class Coalescer(TurnBatch[EnqueueItem, str]):
-    """Single enqueues of one loop turn as one `enqueue_many` per topic: requests that arrive
-    together share a round trip and the client's per-call work, and no timer holds a lone
-    one. Each still gets its own answer: a job the client refuses fails alone and the rest
-    are sent again; an id already pending fails alone; two requests for one id go in separate
-    batches, so the second meets the first as a duplicate. Any other error fails the batch.
-
-    Args:
-        enqueue_many: ``AsyncClient.enqueue_many`` (or a fake in unit tests).
-    """
-
-    def __init__(self, enqueue_many: EnqueueMany) -> None:
-        super().__init__(self._send, _batches)
-        self._enqueue_many = enqueue_many
-
-    async def enqueue(self, topic: str, item: EnqueueItem) -> str:
-        """`item`'s id, or what `enqueue` would have raised for this job alone."""
-        job_id: str = await self.submit(item, topic)
-        return job_id
-
-    async def _send(self, topic: Hashable, batch: list[Waiting]) -> None:
-        assert isinstance(topic, str)
-        while batch:
-            batch = [(item, done) for item, done in batch if not done.done()]  # cancelled
-            if not batch:
-                return
-            try:
-                ids = await self._enqueue_many(topic, [item for item, _ in batch])
-            except (InvalidArgumentError, PayloadTypeError) as exc:
-                batch = _fail_one(batch, exc)
-                continue
-            except DuplicateJobError as exc:
-                _answer_duplicates(topic, batch, exc)
-                return
-            except TopicFullError as exc:
-                _answer_full(topic, batch, exc)
-                return
-            for (_, done), job_id in zip(batch, ids, strict=True):
-                if not done.done():
-                    done.set_result(job_id)
-            return
-
-
-def _batches(jobs: list[Waiting]) -> list[list[Waiting]]:
-    """At most `MAX_BATCH` a batch, and no explicit id twice in one."""
-    out: list[list[Waiting]] = []
-    ids: list[set[str]] = []
-    for job in jobs:
-        job_id = job[0].job_id
-        for batch, seen in zip(out, ids, strict=True):
-            if len(batch) < MAX_BATCH and (job_id is None or job_id not in seen):
-                break
-        else:
-            batch, seen = [], set()
-            out.append(batch)
-            ids.append(seen)
-        batch.append(job)
-        if job_id is not None:
-            seen.add(job_id)
-    return out
-
-
-def _fail_one(batch: list[Waiting], exc: InvalidArgumentError | PayloadTypeError) -> list[Waiting]:
-    """Fail the job the error names (``items[i]: ...``) with its own error; returns the rest
-    (all of them failed, and none left, when it names none)."""
-    found = ITEM.match(str(exc))
-    if found is None or int(found[1]) >= len(batch):
-        for _, done in batch:
-            done.set_exception(exc)
-        return []
-    index = int(found[1])
-    detail = str(exc)[found.end() :]
-    own = (
-        InvalidArgumentError(exc.parameter, detail)
-        if isinstance(exc, InvalidArgumentError)
-        else PayloadTypeError(detail)
-    )
-    batch[index][1].set_exception(own)
-    return batch[:index] + batch[index + 1 :]
-
-
-def _answer_full(topic: str, batch: list[Waiting], exc: TopicFullError) -> None:
-    """Each request its own answer: its id, or `TopicFullError` if its shard was full."""
-    refused = set(exc.job_ids)
-    for (_, done), job_id in zip(batch, exc.ids, strict=True):
-        if job_id in refused:
-            done.set_exception(TopicFullError(topic, [job_id]))
-        else:
-            done.set_result(job_id)
-
-
-def _answer_duplicates(topic: str, batch: list[Waiting], exc: DuplicateJobError) -> None:
-    duplicates = set(exc.job_ids)
-    enqueued = iter(exc.enqueued)
-    for item, done in batch:
-        if item.job_id is not None and item.job_id in duplicates:
-            done.set_exception(DuplicateJobError(topic, [item.job_id]))
-        else:
-            done.set_result(next(enqueued))

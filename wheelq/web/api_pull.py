@@ -3,13 +3,12 @@ creating their groups (`create_group`, shared with ``POST /v1/topics/{topic}/gro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
 from wheelq.errors import GroupLimitError, GroupNotFoundError, UnknownGroupError
 from wheelq.producer.groups import CreatedGroup
-from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
     AckOut,
     GroupPath,
@@ -21,10 +20,8 @@ from wheelq.web.models import (
     TopicPath,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
+from wheelq.web.service import WebService, json_response, service
 from wheelq.worker.pull import Outcome, Pulled
-
-if TYPE_CHECKING:
-    from wheelq.web.app import WebService
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}", tags=["pull consumers"], responses=RESPONSES

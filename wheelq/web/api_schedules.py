@@ -12,9 +12,9 @@ from wheelq.core.due import latest_at_ms
 from wheelq.core.recurring import MAX_NAME
 from wheelq.errors import InvalidArgumentError
 from wheelq.web import schedule_json
-from wheelq.web.api_jobs import check_callback, deliver, json_response, service
 from wheelq.web.models import ScheduleIn, ScheduleOut, SchedulesOut, TopicPath, as_time
 from wheelq.web.problems import RESPONSES, ProblemError, invalid
+from wheelq.web.service import json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["schedules"], responses=RESPONSES)
 
@@ -66,7 +66,7 @@ async def put_schedule(
     callback = None if body.callback is None else body.callback.model_dump(exclude_none=True)
     if callback is not None:
         try:
-            check_callback(svc, callback)
+            svc.check_callback(callback)
         except InvalidArgumentError as exc:
             raise invalid(exc) from None
     existed = await svc.client.get_schedule(name, topic) is not None
@@ -76,7 +76,7 @@ async def put_schedule(
         max_attempts=body.max_attempts, callback=callback,
     )  # fmt: skip
     if callback is not None:
-        deliver(svc, topic)
+        svc.deliver(topic)
     return json_response(schedule_json(made, svc.clock.now_ms()), 200 if existed else 201)
 
 

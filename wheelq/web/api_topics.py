@@ -18,7 +18,6 @@ from wheelq.errors import (
 )
 from wheelq.store.groups import GROUP_LANES
 from wheelq.web import DEAD_SCAN, api_pull, as_json
-from wheelq.web.api_jobs import json_response, service
 from wheelq.web.models import (
     GROUP_NAME,
     REF_PATTERN,
@@ -37,6 +36,7 @@ from wheelq.web.models import (
     TopicStatsModel,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
+from wheelq.web.service import json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=RESPONSES)
 

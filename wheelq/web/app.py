@@ -1,10 +1,9 @@
-"""The ASGI app: `WebService`, the state the endpoints share; `create_app(service)`, which
+"""The ASGI app: `create_app(service)` over a `wheelq.web.service.WebService`, which
 mounts the API, the health endpoints, ``/metrics`` and the dashboard on one FastAPI app whose
 lifespan starts and stops the service; the `Gatekeeper` in front of them; and the metrics."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -16,9 +15,6 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wheelq.callbacks.delivery import Deliveries
-from wheelq.core.retry import RetryPolicy
-from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.metrics.collectors import (
     ClientCollector,
     WorkerCollector,
@@ -26,9 +22,6 @@ from wheelq.metrics.collectors import (
     histogram,
     part_health,
 )
-from wheelq.producer.async_client import AsyncClient
-from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
-from wheelq.runtime.outage import StartGate
 from wheelq.store import server
 from wheelq.web import (
     api_events,
@@ -40,152 +33,8 @@ from wheelq.web import (
     ui,
     ui_actions,
 )
-from wheelq.web.api_events import EventStreams
-from wheelq.web.api_jobs import Coalescer, ResultWaits
-from wheelq.web.auth import Guard, Token
-from wheelq.web.charts import ChartSource
 from wheelq.web.problems import problem_response
-from wheelq.web.prometheus import PrometheusCharts
-from wheelq.web.samples import Sampler
-from wheelq.worker.pull import Puller
-
-log = logging.getLogger(__name__)
-
-CLOCK_SYNC_MS = 5000
-
-
-class WebService:
-    """The state behind the app (`wheelq.web.app.create_app`).
-
-    Args:
-        client: The producer client every endpoint goes through (closed with the service
-            when `owns_client`).
-        settings: `ServeSettings`.
-        worker_settings: Pull consumers' visibility timeout, deliveries and retries.
-        tokens: Who may do what (none: everyone, everything).
-        deliveries: Callback delivery to run beside the API (None: none here).
-        allow_private: Whether callbacks may target private addresses (checked when a job
-            is accepted, as the deliverer checks when it connects).
-        allowed_hosts: Names accepted in ``Host`` besides the service's own address
-            (`wheelq.web.auth.Guard`).
-        receipt_secret: The key pull receipts are sealed with, the same on every service of
-            a deployment (empty: one kept in Redis; see `wheelq.worker.pull.Puller`).
-    """
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        *,
-        settings: ServeSettings | None = None,
-        worker_settings: WorkerSettings | None = None,
-        tokens: tuple[Token, ...] = (),
-        deliveries: Deliveries | None = None,
-        allow_private: bool = False,
-        allowed_hosts: tuple[str, ...] = (),
-        receipt_secret: str = "",
-        prometheus_url: str = "",
-    ) -> None:
-        self.client = client
-        self.settings = settings or ServeSettings()
-        ws = worker_settings or WorkerSettings()
-        self.clock = RedisClock()
-        self.puller = Puller(
-            client.executor,
-            WallClock(),
-            visibility_timeout_ms=ws.visibility_timeout_ms,
-            max_deliveries=ws.max_deliveries,
-            policy=RetryPolicy(ws.retry_base_ms, ws.retry_max_ms, ws.retry_jitter_pct),
-            claim_interval_ms=ws.claim_interval_ms,
-            receipt_secret=receipt_secret,
-            pull_connections=self.settings.pull_connections,
-            max_bytes=self.settings.pull_max_bytes,
-        )
-        self.guard = Guard(tokens, allowed_hosts)
-        self.results = ResultWaits(client, self.settings.pull_connections)
-        """Long-polls of results, on connections of their own (``pull_connections`` wide)."""
-        self.event_streams = EventStreams(client, self.settings.pull_connections)
-        """Server-Sent Events streams, on connections of their own (``pull_connections``)."""
-        self.coalescer = Coalescer(client.enqueue_many)
-        """Single enqueues of one event-loop turn go to Redis as one batch."""
-        self.deliveries = deliveries
-        self.allow_private = allow_private
-        self.owns_client = False
-        self._closed = False
-        self._keeper = ClockKeeper(client.executor, self.clock, CLOCK_SYNC_MS)
-        self._gate = StartGate(client.executor, self.settings.start_timeout_ms, log)
-        self.prometheus: PrometheusCharts | None = None
-        self.sampler: Sampler | None = None
-        self.charts: ChartSource
-        """Where the dashboard's charts come from: Prometheus, else the service's samples."""
-        if prometheus_url:
-            self.charts = self.prometheus = PrometheusCharts(prometheus_url)
-        else:
-            self.charts = self.sampler = Sampler(client.executor, client.topics, self.clock)
-        self.requests: dict[tuple[str, int], int] = {}
-        """(route, status) -> requests answered (``/metrics``)."""
-
-    @property
-    def started(self) -> bool:
-        """Once `start()` returned: whether it started anything (False when `stop()`
-        ended its wait for Redis; False again once stopping)."""
-        return self._gate.started
-
-    async def start(self) -> None:
-        """Wait for Redis (`StartGate`), then start what runs beside the endpoints; a failed
-        start closes an owned client."""
-        try:
-            await self._gate.run(self._start)
-        except BaseException:
-            await self._close()
-            raise
-
-    async def _start(self) -> None:
-        await self._keeper.sample()  # due_ms in answers is on the Redis clock from the start
-        await self._keeper.start()
-        if self.sampler is not None:
-            await self.sampler.start()
-        if self.deliveries is not None:
-            await self.deliveries.start()
-
-    def status(self) -> dict[str, dict[str, dict[str, object]]]:
-        """``{"parts": {name: {"running", "failures", "last_error"}}}`` of what runs beside
-        the endpoints: the clock keeper and, when it samples, the chart sampler (the
-        callback deliveries' workers report as workers)."""
-        parts = {self._keeper.name: self._keeper.status()}
-        if self.sampler is not None:
-            parts[self.sampler.name] = self.sampler.status()
-        return {"parts": parts}
-
-    def closing(self) -> None:
-        """The server stops taking requests: those that wait answer now (long-poll pulls and
-        results, with what they have), so the stop does not wait them out."""
-        self.puller.close()
-        self.results.close()
-        self.event_streams.close()
-
-    async def stop(self) -> None:
-        """Stop what `start()` started (called during its wait, end the wait); safe to
-        call twice."""
-        self.closing()
-        if await self._gate.abort():
-            self._gate.started = False
-            if self.deliveries is not None:
-                await self.deliveries.stop()
-            if self.sampler is not None:
-                await self.sampler.stop()
-            await self._keeper.stop()
-        if self.prometheus is not None:
-            await self.prometheus.aclose()
-        await self.puller.aclose()
-        await self.results.aclose()
-        await self.event_streams.aclose()
-        await self._close()
-
-    async def _close(self) -> None:
-        if self.owns_client and not self._closed:
-            self._closed = True
-            await self.client.aclose()
-
+from wheelq.web.service import WebService, json_response
 
 DESCRIPTION = """\
 Delayed jobs on Redis that fire on time, over HTTP: enqueue with a delay or an absolute
@@ -245,7 +94,7 @@ def create_app(service: WebService) -> FastAPI:
                 detail,
                 headers={"Retry-After": problems.RETRY_AFTER_S},
             )
-        return api_jobs.json_response({"status": "ready"})
+        return json_response({"status": "ready"})
 
     @app.get("/metrics", tags=["health"], response_class=Response)
     async def metrics(request: Request) -> Response:

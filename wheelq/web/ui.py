@@ -33,7 +33,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -56,12 +56,9 @@ from wheelq.store import events, leases, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import DEAD_SCAN, api_topics
-from wheelq.web.api_jobs import service
 from wheelq.web.charts import RANGES, Chart, svg
 from wheelq.web.problems import ProblemError
-
-if TYPE_CHECKING:
-    from wheelq.web.app import WebService
+from wheelq.web.service import WebService, service
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"

@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from wheelq.core.clock import Clock
 from wheelq.core.job import Job
@@ -41,13 +41,63 @@ class Counts:
     dropped: int = 0  # Refused by Redis (not a connection error): the entries stay pending.
 
 
+@dataclass(frozen=True, slots=True)
+class Starts:
+    """Handlers that started on a shard: (job id, attempt) each, noted as job events."""
+
+    shard: int
+    jobs: list[tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Acks:
+    """Entries of a shard acked unrecorded (meant for another group)."""
+
+    shard: int
+    entry_ids: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Successes:
+    """Runs of a shard that succeeded, and the starts that ride on their call."""
+
+    shard: int
+    done: list[settle.Done]
+    started: list[tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """One job to run again after `delay_ms`, its attempt ended at `ended_ms`."""
+
+    shard: int
+    entry_id: str
+    job_id: str
+    delay_ms: int
+    envelope: bytes
+    error: str
+    ended_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetters:
+    """Entries of a shard to dead-letter: (entry id, reason, error) each."""
+
+    shard: int
+    entries: list[tuple[str, str, str]]
+
+
+Settlement = Starts | Acks | Successes | Retrying | DeadLetters
+"""What one call of a flush writes, and what goes back in the queue if it cannot."""
+
+
 @dataclass(slots=True)
 class _Queued:
     """Outcomes not written yet: acks and dead letters by shard, retries one by one."""
 
     acks: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
     done: dict[int, list[settle.Done]] = field(default_factory=lambda: defaultdict(list))
-    retries: list[tuple[int, str, str, int, bytes, str, int]] = field(default_factory=list)
+    retries: list[Retrying] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
     started: dict[int, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
 
@@ -114,7 +164,7 @@ class Settler(Service):
         """Run `job` again after `delay_ms`; `ended_ms`: when the attempt ended (its record's
         time, and the next attempt's enqueue time); `counts` False keeps the attempt."""
         envelope = retry_envelope(job, payload, ended_ms, self._group, counts)
-        item = (job.shard, job.entry_id, job.id, delay_ms, envelope, error, ended_ms)
+        item = Retrying(job.shard, job.entry_id, job.id, delay_ms, envelope, error, ended_ms)
         self._queued.retries.append(item)
         self.wake()
 
@@ -151,14 +201,14 @@ class Settler(Service):
     async def flush(self) -> BaseException | None:
         """Send everything queued; returns the connection error that kept some (None: all sent)."""
         batch, self._queued = self._queued, _Queued()
-        calls: list[tuple[str, Any, Call[Any]]] = []
+        calls: list[tuple[Settlement, Call[Any]]] = []
         # A job's start must precede its end in the events stream, and calls of one round
         # trip may be re-sent out of order (a script loaded again, a slot moved). A shard's
         # starts therefore ride on its first success call (ack.lua writes them first); alone
         # in the round trip when the shard settles nothing else; and in a round trip of their
         # own first only when the shard has failures this round (rare: they end in scripts
         # of their own).
-        failing = {item[0] for item in batch.retries} | set(batch.dead)
+        failing = {item.shard for item in batch.retries} | set(batch.dead)
         early = {s: jobs for s, jobs in batch.started.items() if s in failing}
         if early:
             notes = [
@@ -170,47 +220,46 @@ class Settler(Service):
         for shard, jobs in batch.started.items():
             if shard not in early and shard not in batch.done:
                 note = events.note(self._keys(shard), "started", self._group, jobs)
-                calls.append(("started", (shard, jobs), note))
+                calls.append((Starts(shard, jobs), note))
         for shard, ids in batch.acks.items():
             for i in range(0, len(ids), ACKS_PER_CALL):
                 chunk = ids[i : i + ACKS_PER_CALL]
-                calls.append(
-                    ("ack", (shard, chunk), settle.ack(self._keys(shard), self._group, chunk))
-                )
+                acked = settle.ack(self._keys(shard), self._group, chunk)
+                calls.append((Acks(shard, chunk), acked))
         for shard, done in batch.done.items():
             started = [] if shard in early else batch.started.get(shard, [])
             for i in range(0, len(done), ACKS_PER_CALL):
                 part = done[i : i + ACKS_PER_CALL]
                 acked = settle.ack_done(self._keys(shard), self._group, part, started)
-                calls.append(("done", (shard, part, started), acked))
+                calls.append((Successes(shard, part, started), acked))
                 started = []
-        for item in batch.retries:
-            shard, entry_id, job_id, delay_ms, envelope, why, ended_ms = item
-            keys = self._keys(shard)
+        for r in batch.retries:
             retried = settle.retry(
-                keys, self._group, entry_id, job_id, delay_ms, envelope, why, ended_ms
+                self._keys(r.shard),
+                self._group,
+                r.entry_id,
+                r.job_id,
+                r.delay_ms,
+                r.envelope,
+                r.error,
+                r.ended_ms,
             )
-            calls.append(("retry", item, retried))
+            calls.append((r, retried))
         for shard, triples in batch.dead.items():
-            calls.append(
-                (
-                    "dead",
-                    (shard, triples),
-                    settle.dead_letter(self._keys(shard), self._group, triples),
-                )
-            )
+            dead = settle.dead_letter(self._keys(shard), self._group, triples)
+            calls.append((DeadLetters(shard, triples), dead))
         try:
             crash.point("ack.before_send")
-            replies = await self._send([c for _, _, c in calls])
+            replies = await self._send([c for _, c in calls])
             crash.point("ack.after_reply")
         except asyncio.CancelledError:  # a stop that could not wait: keep them counted
-            for kind, item, _ in calls:
-                self._requeue(kind, item)
+            for settlement, _ in calls:
+                self._requeue(settlement)
             raise
         error: BaseException | None = None
-        for (kind, item, _), reply in zip(calls, replies, strict=True):
+        for (settlement, _), reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception) and is_transient(reply):
-                self._requeue(kind, item)
+                self._requeue(settlement)
                 error = reply
             elif isinstance(reply, Exception):
                 # Refused (a wrong-type key), or failed in this process (a bug, a file gone):
@@ -218,15 +267,22 @@ class Settler(Service):
                 # settled then. Logged and counted in status(), no pause, nothing held back.
                 self.failed(reply)
                 self.counts.dropped += 1
-            elif kind == "started":
-                pass
-            elif kind in ("ack", "done"):
-                self.counts.acked += int(reply)
-            elif kind == "retry":
-                self.counts.retried += int(reply.done)
             else:
-                self.counts.dead_lettered += int(reply)
+                self._count(settlement, reply)
         return error
+
+    def _count(self, settlement: Settlement, reply: Any) -> None:
+        match settlement:
+            case Starts():
+                pass
+            case Acks() | Successes():
+                self.counts.acked += int(reply)
+            case Retrying():
+                self.counts.retried += int(reply.done)
+            case DeadLetters():
+                self.counts.dead_lettered += int(reply)
+            case _:
+                assert_never(settlement)
 
     async def _send(self, calls: list[Call[Any]]) -> list[Any]:
         """The calls' replies, errors in place: a round that fails as a whole on anything but
@@ -245,18 +301,22 @@ class Settler(Service):
                 replies.append(exc)
         return replies
 
-    def _requeue(self, kind: str, item: Any) -> None:
-        if kind == "started":
-            self._queued.started[item[0]] += item[1]
-        elif kind == "ack":
-            self._queued.acks[item[0]] += item[1]
-        elif kind == "done":
-            self._queued.done[item[0]] += item[1]
-            self._queued.started[item[0]] += item[2]
-        elif kind == "retry":
-            self._queued.retries.append(item)
-        else:
-            self._queued.dead[item[0]] += item[1]
+    def _requeue(self, settlement: Settlement) -> None:
+        queued = self._queued
+        match settlement:
+            case Starts(shard, jobs):
+                queued.started[shard] += jobs
+            case Acks(shard, entry_ids):
+                queued.acks[shard] += entry_ids
+            case Successes(shard, done, started):
+                queued.done[shard] += done
+                queued.started[shard] += started
+            case Retrying():
+                queued.retries.append(settlement)
+            case DeadLetters(shard, entries):
+                queued.dead[shard] += entries
+            case _:
+                assert_never(settlement)
 
     def _keys(self, shard: int) -> ShardKeys:
         return ShardKeys(self._topic, shard, self._lane)
