@@ -53,9 +53,9 @@ from wheelq.core.job import Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import bulk, items
-from wheelq.store import job_writes
-from wheelq.store.executor import Call
-from wheelq.store.scripts import Placed, script_keys
+from wheelq.store import enqueue
+from wheelq.store.call import Call
+from wheelq.store.scripts import Placed, check, script_keys
 from wheelq.testing import EmbeddedServer, find_server_binaries
 from wheelq.web import api_jobs
 from wheelq.web.app import WebService, create_app
@@ -88,7 +88,7 @@ def _plain_bulk_envelopes(
 
 
 def _plain_placed(reply: Any) -> list[Placed]:
-    return [Placed(code) for code in job_writes.check("enqueue", reply)[1:]]
+    return [Placed(code) for code in check("enqueue", reply)[1:]]
 
 
 def _plain_encode_payload(payload: Any, max_bytes: int, packer: Any = None) -> bytes:
@@ -142,14 +142,14 @@ PLAIN: dict[str, tuple[str, Callable[[], Any]]] = {
         "many",
         lambda: swapped(items, "_PLAIN_TAIL", ("never",)),
     ),
-    "job_writes: _PLACED table": ("many", lambda: swapped(job_writes, "_placed", _plain_placed)),
+    "store.enqueue: _PLACED table": ("many", lambda: swapped(enqueue, "_placed", _plain_placed)),
     "job: encode_payload's strict packer": (
         "many",
         lambda: swapped(items, "encode_payload", _plain_encode_payload),
     ),
     "enqueue.lua's shared layout (client side)": (
         "many",
-        lambda: swapped(job_writes, "_shared_layout", lambda jobs: None),
+        lambda: swapped(enqueue, "_shared_layout", lambda jobs: None),
     ),
     "job: Job built without __init__": (
         "from_entry",
@@ -183,7 +183,7 @@ class InstantExecutor:
 
 
 def _jobs_in(call: Call[Any]) -> int:
-    return len(job_writes.job_ids(call))
+    return len(enqueue.job_ids(call))
 
 
 class HttpEnqueues:
@@ -271,7 +271,7 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
     executor = InstantExecutor()
     size = settings.batch_size
 
-    def place(writes: list[job_writes.JobWrite]) -> None:
+    def place(writes: list[enqueue.JobWrite]) -> None:
         for _, call in operations.enqueue_calls("t", writes, SHARDS, size):
             executor.run([call])
 

@@ -16,7 +16,7 @@ import redis
 from tests.support.scripts import Runner
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.store import nodes, ops
+from wheelq.store import fire, leases
 from wheelq.store.scripts import for_script, script, script_keys
 
 TOKEN = "node-a:1"
@@ -146,11 +146,11 @@ EMITTED = {
 def emitted(r: redis.Redis, run: Runner, keys: ShardKeys, source: str, now: int) -> dict[str, Any]:
     """`EMITTED` seeded on `keys`'s shard, due a second before `now`, and emitted by
     `source`: the history and the stream, each entry id written as its place in the stream."""
-    assert run(nodes.lease_acquire(keys, TOKEN, 30_000)).held
+    assert run(leases.lease_acquire(keys, TOKEN, 30_000)).held
     for member, envelope in EMITTED.items():
         r.hset(keys.jobs, member, envelope.pack())
         r.zadd(keys.delayed, {member: now - 1000})
-    call = ops.emit_due(keys, TOKEN, now, list(EMITTED))
+    call = fire.emit_due(keys, TOKEN, now, list(EMITTED))
     names = script_keys("emit_due", keys)
     reply = r.eval(source, len(names), *names, *call.args)
     entries = r.xrange(keys.ready)

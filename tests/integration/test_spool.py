@@ -40,8 +40,9 @@ from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Drain, Spool
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock, wall_ms
-from wheelq.store.executor import Call, SyncExecutor, drive
-from wheelq.store.job_writes import JobWrite
+from wheelq.store.call import Call
+from wheelq.store.enqueue import JobWrite
+from wheelq.store.executor import SyncExecutor, drive
 from wheelq.testing import EmbeddedServer, ServerBinary
 from wheelq.testing.proxy import ProxyThread
 

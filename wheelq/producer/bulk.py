@@ -25,8 +25,8 @@ from wheelq.core.job import (
 )
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
-from wheelq.store import job_writes
-from wheelq.store.executor import Call
+from wheelq.store import enqueue
+from wheelq.store.call import Call
 from wheelq.store.scripts import Placed
 
 
@@ -142,16 +142,16 @@ def enqueue_calls(
         for i in range(0, len(ids), size):
             chunk = ids[i : i + size]
             calls.append(
-                (chunk, job_writes.enqueue_columns(keys, due, chunk, envelopes[i : i + size]))
+                (chunk, enqueue.enqueue_columns(keys, due, chunk, envelopes[i : i + size]))
             )
     return calls
 
 
-def as_writes(due: DueSpec, columns: Columns) -> list[job_writes.JobWrite]:
+def as_writes(due: DueSpec, columns: Columns) -> list[enqueue.JobWrite]:
     """The jobs as `JobWrite`s, in the caller's order (for the spool, which keeps them)."""
     envelope_of = {
         job_id: envelope
         for ids, envelopes in columns.shards.values()
         for job_id, envelope in zip(ids, envelopes, strict=True)
     }
-    return [job_writes.JobWrite(i, due, False, envelope_of[i], "", "", True) for i in columns.ids]
+    return [enqueue.JobWrite(i, due, False, envelope_of[i], "", "", True) for i in columns.ids]
