@@ -15,7 +15,7 @@ import redis
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.history import JobState
-from wheelq.core.job import encode_payload
+from wheelq.core.job import Field, encode_payload
 from wheelq.core.keys import ShardKeys, all_shards, nodes_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,7 +199,7 @@ def test_dlq_commands_list_replay_and_purge(
     assert replayed.returncode == 0, replayed.stderr.decode()
     assert replayed.stdout.decode().strip() == "replayed 1"
     ((_, fields),) = redis_sync.xrange(keys.ready)
-    assert (fields[b"id"], fields[b"attempt"], fields[b"group"]) == (b"job-1", b"1", b"g")
+    assert (fields[Field.ID], fields[Field.ATTEMPT], fields[Field.GROUP]) == (b"job-1", b"1", b"g")
 
     refused = _wheelq("dlq", "purge", topic, "--redis-url", redis_url)
     assert refused.returncode == 2  # neither refs nor --all: nothing purged

@@ -69,9 +69,14 @@ def dead_fields(
     """A dead letter of the job `ready_fields` builds (its `ready` arguments): the entry's
     fields, then the annotations (`Field.DEAD`), as ``wq_dead`` writes them."""
     fields = ready_fields(job_id, **ready)
-    fields.pop(Field.GROUP, None)  # the annotations name the group the job died in
-    annotations = dict(zip(Field.DEAD, (reason, error, group, entry), strict=True))
-    return fields | {name: value.encode() for name, value in annotations.items()}
+    fields.pop(Field.GROUP, None)  # a dict holds a name once: the group the job died in
+    return fields | annotations(reason, error, entry, group)
+
+
+def annotations(reason: str, error: str, entry: str, group: str = "g") -> dict[bytes, bytes]:
+    """What a dead letter adds after the entry's fields (`Field.DEAD`), in order."""
+    values = (reason, error, group, entry)
+    return {name: value.encode() for name, value in zip(Field.DEAD, values, strict=True)}
 
 
 def add_ready(r: redis.Redis, key: str, fields: dict[bytes, bytes], entry_id: str = "*") -> str:

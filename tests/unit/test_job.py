@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.entries import ready_fields
 from wheelq.core.callback import Callback
 from wheelq.core.job import (
     ENVELOPE_VERSION,
@@ -374,14 +375,9 @@ def test_envelope_unpack_rejects_a_payload_that_is_not_a_string(fields: list[Any
 
 # --- stream entries ---------------------------------------------------------------------------
 
-GOOD = {
-    b"id": b"job-1",
-    b"topic": b"emails",
-    b"due": b"1700000000123",
-    b"attempt": b"2",
-    b"max_attempts": b"5",
-    b"payload": b"\x81\xa2to\xa3ada",
-}
+GOOD = ready_fields(
+    "job-1", topic="emails", due_ms=1_700_000_000_123, attempt=2, payload=b"\x81\xa2to\xa3ada"
+)
 
 
 def test_job_from_entry() -> None:
