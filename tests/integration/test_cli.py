@@ -12,6 +12,7 @@ from pathlib import Path
 
 import redis
 
+from tests.support.entries import add_ready, dead_fields
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.history import JobState
@@ -172,21 +173,16 @@ def test_dlq_commands_list_replay_and_purge(
         client.create_topic(topic, 1)
     keys = ShardKeys(topic, 0)
     for n in range(3):
-        redis_sync.xadd(
-            keys.dead,
-            {
-                "id": f"job-{n}",
-                "topic": topic,
-                "due": "1",
-                "attempt": "5",
-                "max_attempts": "5",
-                "payload": encode_payload({"n": n}, 1000),
-                "reason": "failed",
-                "error": f"ValueError: boom {n}\nTraceback ...",
-                "group": "g",
-                "entry": "1-0",
-            },
+        fields = dead_fields(
+            f"job-{n}",
+            topic=topic,
+            due_ms=1,
+            attempt=5,
+            max_attempts=5,
+            payload=encode_payload({"n": n}, 1000),
+            error=f"ValueError: boom {n}\nTraceback ...",
         )
+        add_ready(redis_sync, keys.dead, fields)
     listed = _wheelq("dlq", "list", topic, "--json", "--redis-url", redis_url)
     assert listed.returncode == 0, listed.stderr.decode()
     rows = [json.loads(line) for line in listed.stdout.decode().splitlines()]

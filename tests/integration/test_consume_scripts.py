@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.client import PubSub
 
-from tests.support.entries import ENQUEUED_MS, annotations, dead_fields, ready_fields
+from tests.support.entries import ENQUEUED_MS, dead_annotations, dead_fields, ready_fields
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from wheelq.core.due import DueSpec
 from wheelq.core.history import pack_success, unpack_record
@@ -655,7 +655,7 @@ def test_dead_letter_copies_a_foreign_entry_whatever_its_fields(
     assert run(consume.dead_letter(keys, GROUP, [(entry, "malformed", "no id")])) == 1
 
     assert dead_entries(redis_sync, keys) == [
-        {**foreign, **annotations("malformed", "no id", entry)}
+        {**foreign, **dead_annotations("malformed", "no id", entry)}
     ]
     assert pending(redis_sync, keys, GROUP) == {}
 

@@ -70,10 +70,10 @@ def dead_fields(
     fields, then the annotations (`Field.DEAD`), as ``wq_dead`` writes them."""
     fields = ready_fields(job_id, **ready)
     fields.pop(Field.GROUP, None)  # a dict holds a name once: the group the job died in
-    return fields | annotations(reason, error, entry, group)
+    return fields | dead_annotations(reason, error, entry, group)
 
 
-def annotations(reason: str, error: str, entry: str, group: str = "g") -> dict[bytes, bytes]:
+def dead_annotations(reason: str, error: str, entry: str, group: str = "g") -> dict[bytes, bytes]:
     """What a dead letter adds after the entry's fields (`Field.DEAD`), in order."""
     values = (reason, error, group, entry)
     return {name: value.encode() for name, value in zip(Field.DEAD, values, strict=True)}
@@ -81,5 +81,5 @@ def annotations(reason: str, error: str, entry: str, group: str = "g") -> dict[b
 
 def add_ready(r: redis.Redis, key: str, fields: dict[bytes, bytes], entry_id: str = "*") -> str:
     """XADD `fields` to stream `key` (a ready, callbacks or dead-letter stream); its id."""
-    added: bytes = r.xadd(key, fields, id=entry_id)  # type: ignore[arg-type]
-    return added.decode()
+    added = r.xadd(key, dict[Any, Any](fields), id=entry_id)
+    return added.decode() if isinstance(added, bytes) else added

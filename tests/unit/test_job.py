@@ -22,6 +22,7 @@ from wheelq.core.job import (
     ENVELOPE_VERSION,
     MAX_ATTEMPTS_LIMIT,
     MAX_PAYLOAD_DEPTH,
+    READY_ENTRY,
     Envelope,
     Job,
     _built,
@@ -436,6 +437,67 @@ def test_the_workers_fast_build_makes_the_job_the_constructor_makes(values: dict
 def test_the_fast_build_refuses_a_missing_field() -> None:
     with pytest.raises(TypeError):
         _built(id="job-1", topic="emails")
+
+
+def read_by_rows(fields: dict[bytes, bytes]) -> Job:
+    """`Job.from_entry`'s plain path: a loop over `READY_ENTRY`'s rows, what the generated
+    decoder does unrolled."""
+    read = {
+        "int": int,
+        "text": bytes.decode,
+        "trace": lambda raw: raw.decode("ascii", "replace"),
+        "payload": decode_payload,
+        "callback": Callback.unpack,
+    }
+    values: dict[str, Any] = {"entry_id": "1-0", "shard": 0, "deliveries": 1}
+    for f in READY_ENTRY:
+        raw = fields.get(f.name, f.default)
+        if f.job is None:
+            continue
+        if f.kind == "flag":
+            values[f.job] = raw == b"1"
+        elif f.optional and not raw:
+            values[f.job] = None
+        elif raw is None:
+            raise KeyError(f.name)
+        else:
+            values[f.job] = read[f.kind](raw)
+    return Job(**values)
+
+
+entry_values = st.fixed_dictionaries(
+    {
+        "job_id": st.text(min_size=1, max_size=8),
+        "topic": st.text(min_size=1, max_size=8),
+        "due_ms": st.integers(0, 2**53),
+        "attempt": st.integers(1, 1000),
+        "max_attempts": st.integers(1, 1000),
+        "payload": st.binary(max_size=8).map(msgpack.packb),
+        "group": st.sampled_from(["", "g", "billing"]),
+        "traceparent": st.sampled_from(["", TRACEPARENT, "\xff not one"]),
+        "callback": st.sampled_from([b"", Callback("https://example.com/h").pack()]),
+        "key": st.sampled_from(["", "k"]),
+        "ordered": st.booleans(),
+    }
+)
+
+
+@settings(max_examples=200)
+@given(entry_values, st.sets(st.sampled_from([f.name for f in READY_ENTRY])))
+def test_the_generated_decoder_reads_what_a_loop_over_the_rows_reads(
+    values: dict[str, Any], dropped: set[bytes]
+) -> None:
+    job_id = values.pop("job_id")
+    fields = ready_fields(job_id, topic=values.pop("topic"), due_ms=values.pop("due_ms"), **values)
+    fields = {k: v for k, v in fields.items() if k not in dropped}
+    try:
+        expected: Job | str = read_by_rows(fields)
+    except KeyError as exc:
+        expected = repr(exc)
+    try:
+        assert Job.from_entry("1-0", fields) == expected
+    except ValueError as exc:
+        assert str(exc) == f"malformed stream entry: {expected}"
 
 
 def _hashable(job: Job) -> bool:

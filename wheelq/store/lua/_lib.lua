@@ -188,19 +188,18 @@ local function wq_fire_entry(ready, topic, member, due, env, callbacks)
   if type(enqueued) == 'number' then
     enqueued = wq_fmt(enqueued)
   end
+  -- wq_envelope lets each optional slot hold a string or nil only (replay's envelope too)
   local n, stream = 0, ready
-  if env[6] ~= nil then -- an envelope of the first 5 slots (a first attempt) has none of them
-    for i = 1, #WQ_ENTRY_OPTIONAL do
-      local f = WQ_ENTRY_OPTIONAL[i]
-      local v, with = env[f[2]], f[3] and env[f[3]]
-      if type(v) == 'string' and v ~= '' and (not with or (type(with) == 'string' and with ~= '')) then
-        WQ_ENTRY_MORE[n + 1], WQ_ENTRY_MORE[n + 2] = f[1], v
-        n = n + 2
-      end
+  for i = 1, #WQ_ENTRY_OPTIONAL do
+    local f = WQ_ENTRY_OPTIONAL[i]
+    local v = env[f[2]]
+    if v and v ~= '' and (not f[3] or (env[f[3]] or '') ~= '') then
+      WQ_ENTRY_MORE[n + 1], WQ_ENTRY_MORE[n + 2] = f[1], v
+      n = n + 2
     end
-    if type(env[9]) == 'string' and env[9] ~= '' then
-      stream = callbacks
-    end
+  end
+  if env[9] and env[9] ~= '' then
+    stream = callbacks
   end
   return redis.pcall('XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
     'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
