@@ -83,13 +83,9 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     ],
     "bare fields": [
         (
-            "  return redis.pcall('XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,\n"
-            "    'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], "
-            "'enqueued', enqueued,\n"
-            "    unpack(WQ_ENTRY_MORE, 1, n))\n"
-            "end",
-            "  return redis.pcall('XADD', stream, '*', 'id', id, 'due', due, 'payload', env[2])\n"
-            "end",
+            "  return redis.pcall('XADD', stream, '*',",
+            "  do return redis.pcall('XADD', stream, '*', 'id', id, 'due', due, 'payload', env[2])"
+            " end\n  return redis.pcall('XADD', stream, '*',",
         )
     ],
 }
