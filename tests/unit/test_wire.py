@@ -56,8 +56,8 @@ def lua_entry() -> tuple[list[str], list[tuple[str, int, int | None]]]:
     call = body[body.index("redis.pcall('XADD', stream, '*',") : body.index("unpack(WQ_ENTRY_MORE")]
     always = re.findall(r"'(\w+)', [\w\[\]]+,", call.partition("'*',")[2])
     table = lib[lib.index("local WQ_ENTRY_OPTIONAL = {") : lib.index("local WQ_ENTRY_MORE")]
-    rows = re.findall(r"\{'(\w+)', (\d+)(?:, (\d+))?\}", table)
-    return always, [(name, int(slot), int(also) if also else None) for name, slot, also in rows]
+    rows = re.findall(r"'(\w+)', (\d+), (\d+),", table)
+    return always, [(name, int(slot), int(also) or None) for name, slot, also in rows]
 
 
 def test_the_script_writes_the_entry_the_definition_names() -> None:

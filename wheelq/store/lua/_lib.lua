@@ -156,12 +156,16 @@ local function wq_counts(attempt, max_attempts)
 end
 
 -- A ready-stream entry, written only by wq_fire_entry (wheelq.core.job.READY_ENTRY is the same
--- definition; tests/unit/test_entry_definition.py holds the two together). Every entry has
--- the fields of wq_fire_entry's XADD, in its order; then, each only when set (a string other
--- than ''), these, in this order: {field, the envelope slot it is fired from, a slot that must
--- be set too}. Adding a field is a row here or a pair in that XADD.
-local WQ_ENTRY_OPTIONAL = {{'group', 6}, {'trace', 8}, {'callback', 9}, {'key', 10},
-  {'ordered', 11, 10}}
+-- definition; tests/unit/test_wire.py holds the two together). Every entry has the fields of
+-- wq_fire_entry's XADD, in its order; then, each only when set (not nil, not ''), these, in
+-- this order. Adding a field is a row here or a pair in that XADD.
+local WQ_ENTRY_OPTIONAL = { -- field, the envelope slot it is fired from, a slot that must be
+  'group', 6, 0,           -- set too (0: none); flat, so that a call builds one table
+  'trace', 8, 0,
+  'callback', 9, 0,
+  'key', 10, 0,
+  'ordered', 11, 10,
+}
 local WQ_ENTRY_MORE = {} -- the optional fields of the entry being written (reused: no table a job)
 
 -- XADD a job to the ready stream from its decoded envelope (see wq_envelope): emit_due,
@@ -188,18 +192,25 @@ local function wq_fire_entry(ready, topic, member, due, env, callbacks)
   if type(enqueued) == 'number' then
     enqueued = wq_fmt(enqueued)
   end
-  -- wq_envelope lets each optional slot hold a string or nil only (replay's envelope too)
+  -- wq_envelope lets each optional slot hold a string or nil only (replay's envelope too).
+  -- Every writer fills the slots before the last it sets ('' for unset), so an envelope
+  -- without slot 6 has no optional field: a first attempt skips the rows.
   local n, stream = 0, ready
-  for i = 1, #WQ_ENTRY_OPTIONAL do
-    local f = WQ_ENTRY_OPTIONAL[i]
-    local v = env[f[2]]
-    if v and v ~= '' and (not f[3] or (env[f[3]] or '') ~= '') then
-      WQ_ENTRY_MORE[n + 1], WQ_ENTRY_MORE[n + 2] = f[1], v
-      n = n + 2
+  if env[6] ~= nil then
+    local rows = WQ_ENTRY_OPTIONAL
+    for i = 1, #rows, 3 do
+      local v = env[rows[i + 1]]
+      if v and v ~= '' then
+        local also = rows[i + 2]
+        if also == 0 or (env[also] or '') ~= '' then
+          WQ_ENTRY_MORE[n + 1], WQ_ENTRY_MORE[n + 2] = rows[i], v
+          n = n + 2
+        end
+      end
     end
-  end
-  if env[9] and env[9] ~= '' then
-    stream = callbacks
+    if env[9] and env[9] ~= '' then
+      stream = callbacks
+    end
   end
   return redis.pcall('XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
     'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
