@@ -84,3 +84,10 @@ def test_every_row_names_a_source_a_kind_and_a_job_attribute_that_exist() -> Non
         assert f.requires is None or f.requires in sources, f
     written_first = [f.optional for f in READY_ENTRY]
     assert written_first == sorted(written_first), "the fields written always come first"
+
+
+def test_the_scripts_optional_rows_go_by_envelope_slot() -> None:
+    # wq_fire_entry stops at the first row past the envelope's last slot
+    _, optional = lua_entry()
+    slots = [slot for _, slot, _ in optional]
+    assert slots == sorted(slots)

@@ -194,12 +194,17 @@ local function wq_fire_entry(ready, topic, member, due, env, callbacks)
   end
   -- wq_envelope lets each optional slot hold a string or nil only (replay's envelope too).
   -- Every writer fills the slots before the last it sets ('' for unset), so an envelope
-  -- without slot 6 has no optional field: a first attempt skips the rows.
+  -- without slot 6 has no optional field (a first attempt skips the rows), and #env is the
+  -- last slot it sets.
   local n, stream = 0, ready
   if env[6] ~= nil then
-    local rows = WQ_ENTRY_OPTIONAL
+    local rows, last = WQ_ENTRY_OPTIONAL, #env
     for i = 1, #rows, 3 do
-      local v = env[rows[i + 1]]
+      local slot = rows[i + 1]
+      if slot > last then -- the rows go by slot: none after this one is in the envelope
+        break
+      end
+      local v = env[slot]
       if v and v ~= '' then
         local also = rows[i + 2]
         if also == 0 or (env[also] or '') ~= '' then
