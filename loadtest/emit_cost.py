@@ -1,6 +1,7 @@
 """Redis work of one fired job in `emit_due.lua`, part by part, counted in CPU instructions.
 
     python loadtest/emit_cost.py [--jobs 3000] [--ids 100,3] [--variants "as is,no checks"]
+        [--envelopes "plain,retry,traced,retry traced,keyed"]
 
 (`--variants "as is"` also runs against another revision's package, `PYTHONPATH` at its
 checkout: the other variants name pieces of this revision's script.)
@@ -82,15 +83,24 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     ],
     "bare fields": [
         (
-            "  return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,\n"
-            "    'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2])\n"
-            "end",
-            "  return redis.pcall('XADD', ready, '*', 'id', id, 'due', due, 'payload', env[2])\n"
-            "end",
+            "  return redis.pcall('XADD', stream, '*',",
+            "  do return redis.pcall('XADD', stream, '*', 'id', id, 'due', due, 'payload', env[2])"
+            " end\n  return redis.pcall('XADD', stream, '*',",
         )
     ],
 }
 """Variant -> (piece of the script's text, what replaces it)."""
+
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+ENVELOPES = {
+    "plain": Envelope(PAYLOAD, 1, 3, ENQUEUED_MS),
+    "retry": Envelope(PAYLOAD, 2, 3, ENQUEUED_MS, "g", "job"),
+    "traced": Envelope(PAYLOAD, 1, 3, ENQUEUED_MS, traceparent=TRACE),
+    "retry traced": Envelope(PAYLOAD, 2, 3, ENQUEUED_MS, "g", "job", TRACE),
+    "keyed": Envelope(PAYLOAD, 1, 3, ENQUEUED_MS, key="k", ordered=True),
+}
+"""The jobs' envelopes (`--envelopes`): a first attempt, a retry (its group and job id), a
+traced job, a traced retry, a job with a key run in order (each optional entry field)."""
 
 
 def variant_source(name: str) -> str:
@@ -98,12 +108,14 @@ def variant_source(name: str) -> str:
     return script_variant("emit_due", VARIANTS[name], name)
 
 
-def emit_rounds(r: redis.Redis, counter: Counter, sha: str, jobs: int, per_call: int) -> int:
-    """Store `jobs` pending jobs and emit them in calls of `per_call` ids, twice; the
-    instructions of the second round."""
+def emit_rounds(
+    r: redis.Redis, counter: Counter, sha: str, jobs: int, per_call: int, kind: str = "plain"
+) -> int:
+    """Store `jobs` pending jobs (`kind`'s envelope) and emit them in calls of `per_call`
+    ids, twice; the instructions of the second round."""
     keys = all_shards("emit-cost", 1)[0]
     r.set(keys.lease, TOKEN)
-    envelope = Envelope(PAYLOAD, 1, 3, ENQUEUED_MS).pack()
+    envelope = ENVELOPES[kind].pack()
     count = 0
     for round_no in range(2):
         ids = [f"{round_no}-{i:024d}" for i in range(jobs)]  # as long as generated ids
@@ -152,7 +164,13 @@ def main() -> None:
     p.add_argument("--ids", default="100,3", help="ids per call, comma-separated")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
     p.add_argument("--server", default=shutil.which("redis-server") or "redis-server")
+    p.add_argument(
+        "--envelopes", default="plain", help=f"comma-separated, of: {', '.join(ENVELOPES)}"
+    )
     args = p.parse_args()
+    kinds = args.envelopes.split(",")
+    if unknown_kinds := set(kinds) - ENVELOPES.keys():
+        p.error(f"--envelopes: unknown {sorted(unknown_kinds)}; known: {', '.join(ENVELOPES)}")
     names = args.variants.split(",")
     if unknown := set(names) - VARIANTS.keys():
         p.error(f"--variants: unknown {sorted(unknown)}; known: {', '.join(VARIANTS)}")
@@ -167,9 +185,11 @@ def main() -> None:
             counter = Counter(proc.pid, out)
             for name in names:
                 sha = r.script_load(variant_source(name))
-                report["variants"][name] = {
-                    n: per(emit_rounds(r, counter, sha, args.jobs, n), args.jobs, n) for n in sizes
-                }
+                for kind in kinds:  # a plain job's figures under the variant's own name
+                    report["variants"][name if kind == "plain" else f"{name}, {kind}"] = {
+                        n: per(emit_rounds(r, counter, sha, args.jobs, n, kind), args.jobs, n)
+                        for n in sizes
+                    }
             report["poller"] = {
                 n: per(poller_rounds(r, counter, args.jobs, n), args.jobs, n) for n in sizes
             }

@@ -11,6 +11,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from tests.support.entries import add_ready, dead_fields
 from tests.support.waiting import eventually
 from tests.support.web import serving
 from wheelq import AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
@@ -176,19 +177,10 @@ def test_replay_into_a_stream_at_max_ready_leaves_the_rest_dead(
     with Client.from_url(redis_url) as c:
         c.create_topic(topic, 1)
         for i in range(6):  # six dead letters, written as a worker writes them
-            redis_sync.xadd(
-                keys.dead,
-                {
-                    "id": f"d{i}",
-                    "topic": topic,
-                    "due": "1",
-                    "attempt": "3",
-                    "max_attempts": "3",
-                    "payload": b"\x01",
-                    "group": "g",
-                    "error": "boom",
-                },
+            fields = dead_fields(
+                f"d{i}", topic=topic, due_ms=1, attempt=3, max_attempts=3, payload=b"\x01"
             )
+            add_ready(redis_sync, keys.dead, fields)
         c.set_limits(topic, max_ready=2)
         assert c.replay(topic) == 2
         assert redis_sync.xlen(keys.ready) == 2 and redis_sync.xlen(keys.dead) == 4

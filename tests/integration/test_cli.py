@@ -12,10 +12,11 @@ from pathlib import Path
 
 import redis
 
+from tests.support.entries import add_ready, dead_fields
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.history import JobState
-from wheelq.core.job import encode_payload
+from wheelq.core.job import Field, encode_payload
 from wheelq.core.keys import ShardKeys, all_shards, nodes_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,21 +173,16 @@ def test_dlq_commands_list_replay_and_purge(
         client.create_topic(topic, 1)
     keys = ShardKeys(topic, 0)
     for n in range(3):
-        redis_sync.xadd(
-            keys.dead,
-            {
-                "id": f"job-{n}",
-                "topic": topic,
-                "due": "1",
-                "attempt": "5",
-                "max_attempts": "5",
-                "payload": encode_payload({"n": n}, 1000),
-                "reason": "failed",
-                "error": f"ValueError: boom {n}\nTraceback ...",
-                "group": "g",
-                "entry": "1-0",
-            },
+        fields = dead_fields(
+            f"job-{n}",
+            topic=topic,
+            due_ms=1,
+            attempt=5,
+            max_attempts=5,
+            payload=encode_payload({"n": n}, 1000),
+            error=f"ValueError: boom {n}\nTraceback ...",
         )
+        add_ready(redis_sync, keys.dead, fields)
     listed = _wheelq("dlq", "list", topic, "--json", "--redis-url", redis_url)
     assert listed.returncode == 0, listed.stderr.decode()
     rows = [json.loads(line) for line in listed.stdout.decode().splitlines()]
@@ -199,7 +195,7 @@ def test_dlq_commands_list_replay_and_purge(
     assert replayed.returncode == 0, replayed.stderr.decode()
     assert replayed.stdout.decode().strip() == "replayed 1"
     ((_, fields),) = redis_sync.xrange(keys.ready)
-    assert (fields[b"id"], fields[b"attempt"], fields[b"group"]) == (b"job-1", b"1", b"g")
+    assert (fields[Field.ID], fields[Field.ATTEMPT], fields[Field.GROUP]) == (b"job-1", b"1", b"g")
 
     refused = _wheelq("dlq", "purge", topic, "--redis-url", redis_url)
     assert refused.returncode == 2  # neither refs nor --all: nothing purged

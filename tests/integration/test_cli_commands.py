@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
+from tests.support.entries import add_ready, ready_fields
 from tests.support.waiting import eventually_sync
 from wheelq import AsyncClient, Client, Worker
 from wheelq.core.history import JobState
@@ -390,11 +391,10 @@ def _run_worker_until(
 def _put_ready(redis_sync: redis.Redis, topic: str, job_id: str) -> None:
     """A fired job in the stream of a one-shard topic, as the scheduler writes it."""
     redis_sync.hsetnx(TOPICS_KEY, topic, 1)  # created with one shard, as create_topic does
-    redis_sync.xadd(
-        ShardKeys(topic, 0).ready,
-        {"id": job_id, "topic": topic, "due": "1", "attempt": "1", "max_attempts": "1",
-         "payload": encode_payload({}, 100)},
-    )  # fmt: skip
+    fields = ready_fields(
+        job_id, topic=topic, due_ms=1, max_attempts=1, payload=encode_payload({}, 100)
+    )
+    add_ready(redis_sync, ShardKeys(topic, 0).ready, fields)
 
 
 def _groups(redis_sync: redis.Redis, topic: str) -> list[bytes]:

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from tests.support.cli import assert_one_line_error, free_port, run_wheelq, start_wheelq, stop
+from tests.support.entries import add_ready, ready_fields
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.job import encode_payload
@@ -84,11 +85,10 @@ def test_scheduler_url_topics_and_settings_each_take_the_highest_source(
 def _put_ready(redis_sync: redis.Redis, topic: str, job_id: str) -> None:
     """A fired job with attempts left, in the stream of a one-shard topic."""
     redis_sync.hsetnx(TOPICS_KEY, topic, 1)
-    redis_sync.xadd(
-        ShardKeys(topic, 0).ready,
-        {"id": job_id, "topic": topic, "due": "1", "attempt": "1", "max_attempts": "3",
-         "payload": encode_payload({}, 100)},
-    )  # fmt: skip
+    fields = ready_fields(
+        job_id, topic=topic, due_ms=1, max_attempts=3, payload=encode_payload({}, 100)
+    )
+    add_ready(redis_sync, ShardKeys(topic, 0).ready, fields)
 
 
 def _retry_in_ms(redis_sync: redis.Redis, topic: str, job_id: str) -> int | None:

@@ -28,7 +28,7 @@ from wheelq import (
     MalformedJobError,
     TopicStats,
 )
-from wheelq.core.job import Envelope, job_id_time_ms
+from wheelq.core.job import Envelope, Field, job_id_time_ms
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -213,7 +213,7 @@ async def test_replace_true_with_a_past_due_fires_the_new_payload_once(
     await client.enqueue(topic, "new", at=1.0, job_id="r", replace=True)
     assert (await client.get(topic, "r")).state is JobState.READY
     entries = ready_entries(redis_sync, topic, 4)
-    assert [msgpack.unpackb(f[b"payload"]) for _, f in entries] == ["new"]
+    assert [msgpack.unpackb(f[Field.PAYLOAD]) for _, f in entries] == ["new"]
     assert (await client.stats(topic)).pending == 0
 
 
@@ -279,16 +279,16 @@ async def test_a_job_due_now_or_in_the_past_goes_straight_to_the_stream(
     assert len(entries) == 1, "not exactly one stream entry in the job's shard"
     entry_id, fields = entries[0]
     assert {b"id", b"topic", b"due", b"attempt", b"payload"} <= fields.keys()
-    assert fields[b"id"].decode() == job
-    assert fields[b"topic"].decode() == topic
-    assert fields[b"attempt"] == b"1"
-    assert fields[b"max_attempts"] == b"4"
+    assert fields[Field.ID].decode() == job
+    assert fields[Field.TOPIC].decode() == topic
+    assert fields[Field.ATTEMPT] == b"1"
+    assert fields[Field.MAX_ATTEMPTS] == b"4"
     if "at" in when:
-        assert int(fields[b"due"]) == 1_000_000_000_000
+        assert int(fields[Field.DUE]) == 1_000_000_000_000
     else:
-        assert t0 <= int(fields[b"due"]) <= t1
+        assert t0 <= int(fields[Field.DUE]) <= t1
     assert t0 <= int(entry_id.split(b"-")[0]) <= t1
-    assert msgpack.unpackb(fields[b"payload"], raw=False) == PAYLOAD
+    assert msgpack.unpackb(fields[Field.PAYLOAD], raw=False) == PAYLOAD
     assert redis_sync.hlen(keys.jobs) == 0
 
 
@@ -312,7 +312,7 @@ async def test_due_is_computed_on_the_redis_clock_not_the_local_one(
         "a job due now waited for the local clock"
     )
     (entry,) = redis_sync.xrange(ShardKeys(topic, shard_of(now, 4)).ready, "-", "+")
-    assert t0 <= int(entry[1][b"due"]) <= t1
+    assert t0 <= int(entry[1][Field.DUE]) <= t1
 
 
 # --- cancel, reschedule, unknown topics and ids --------------------------------------------
@@ -363,8 +363,8 @@ async def test_reschedule_into_the_past_fires_now(
     assert await client.reschedule(topic, job, at=datetime(2020, 1, 1, tzinfo=UTC)) is True
     assert (await client.get(topic, job)).state is JobState.READY
     (entry,) = ready_entries(redis_sync, topic, 4)
-    assert entry[1][b"id"].decode() == job
-    assert msgpack.unpackb(entry[1][b"payload"]) == {"k": "v"}
+    assert entry[1][Field.ID].decode() == job
+    assert msgpack.unpackb(entry[1][Field.PAYLOAD]) == {"k": "v"}
     assert await client.reschedule(topic, job, delay=5) is False, "a fired job was rescheduled"
 
 
@@ -501,21 +501,21 @@ async def test_enqueue_many_20k_mixed_dues_returns_ids_in_order_and_places_each_
         else:
             assert GENERATED_ID.fullmatch(job_id)
     pending = pending_scores(redis_sync, topic, 4)
-    fired = {f[b"id"].decode(): f for _, f in ready_entries(redis_sync, topic, 4)}
+    fired = {f[Field.ID].decode(): f for _, f in ready_entries(redis_sync, topic, 4)}
     assert len(fired) == n // 2
     assert pending.keys() == {ids[i] for i in range(n) if i % 4 >= 2}
     assert fired.keys() == {ids[i] for i in range(n) if i % 4 < 2}
     for i, job_id in enumerate(ids):
         if i % 4 == 0:
-            assert t0 <= int(fired[job_id][b"due"]) <= t1
+            assert t0 <= int(fired[job_id][Field.DUE]) <= t1
         elif i % 4 == 1:
-            assert int(fired[job_id][b"due"]) == expected_due[i]
+            assert int(fired[job_id][Field.DUE]) == expected_due[i]
         elif i % 4 == 2:
             assert pending[job_id] == expected_due[i]
         else:
             assert t0 + HOUR_MS + i <= pending[job_id] <= t1 + HOUR_MS + i
         if i % 4 < 2:
-            assert msgpack.unpackb(fired[job_id][b"payload"]) == i
+            assert msgpack.unpackb(fired[job_id][Field.PAYLOAD]) == i
     sample = await client.get(topic, ids[2])
     assert sample is not None and sample.payload == 2 and sample.max_attempts == 2
 
@@ -557,7 +557,7 @@ async def test_duplicate_in_enqueue_many_names_duplicates_and_enqueues_the_rest(
     assert new_1 is not None and new_1.payload == "new-1"
     assert generated is not None and generated.payload == "generated"
     (entry,) = ready_entries(redis_sync, topic, 4)
-    assert entry[1][b"id"] == b"new-2"
+    assert entry[1][Field.ID] == b"new-2"
     assert (await client.stats(topic)).pending == 4
 
 
@@ -607,7 +607,7 @@ async def test_unusual_but_valid_job_ids_work_end_to_end(
     assert await client.cancel(topic, job_id) is True
     assert await client.enqueue(topic, "y", job_id=job_id) == job_id  # fires now
     (entry,) = ready_entries(redis_sync, topic, 4)
-    assert entry[1][b"id"].decode() == job_id
+    assert entry[1][Field.ID].decode() == job_id
 
 
 async def test_longest_topic_name_and_every_allowed_character_work(
@@ -643,8 +643,8 @@ async def test_payloads_of_every_msgpack_length_class_fire_intact(
     assert info is not None and info.payload == body
     fired = await client.enqueue(topic, body)
     (entry,) = ready_entries(redis_sync, topic, 4)
-    assert entry[1][b"id"].decode() == fired
-    assert msgpack.unpackb(entry[1][b"payload"]) == body
+    assert entry[1][Field.ID].decode() == fired
+    assert msgpack.unpackb(entry[1][Field.PAYLOAD]) == body
 
 
 async def test_concurrent_calls_on_one_async_client_share_one_topic_config(

@@ -23,10 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.client import PubSub
 
+from tests.support.entries import ENQUEUED_MS, dead_annotations, dead_fields, ready_fields
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from wheelq.core.due import DueSpec
 from wheelq.core.history import pack_success, unpack_record
-from wheelq.core.job import Envelope
+from wheelq.core.job import Envelope, Field
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
 from wheelq.store import consume, dead_letters, enqueue, fire, history, settle, streams
@@ -40,7 +41,6 @@ TOKEN = "node-a:1"
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
 TEN_YEARS_MS = 10 * 365 * 86_400_000
-ENQUEUED_MS = 1_700_000_000_000
 US = "\x1f"
 
 
@@ -50,27 +50,6 @@ US = "\x1f"
 def server_ms(r: redis.Redis) -> int:
     sec, usec = r.time()
     return int(sec) * 1000 + int(usec) // 1000
-
-
-def ready_fields(
-    keys: ShardKeys,
-    job_id: str = "j1",
-    *,
-    attempt: int = 1,
-    max_attempts: int = 5,
-    payload: bytes = b"p",
-    due_ms: int = ENQUEUED_MS,
-) -> dict[bytes, bytes]:
-    """A ready-stream entry as emit_due writes it."""
-    return {
-        b"id": job_id.encode(),
-        b"topic": keys.topic.encode(),
-        b"due": str(due_ms).encode(),
-        b"attempt": str(attempt).encode(),
-        b"max_attempts": str(max_attempts).encode(),
-        b"payload": payload,
-        b"enqueued": str(ENQUEUED_MS).encode(),
-    }
 
 
 def add(r: redis.Redis, keys: ShardKeys, fields: dict[bytes, bytes], entry_id: str = "*") -> str:
@@ -112,7 +91,9 @@ def ids_of(r: redis.Redis, key: str) -> list[str]:
 def old_entries(r: redis.Redis, keys: ShardKeys, n: int, age_ms: int = HOUR_MS) -> list[str]:
     """`n` entries with explicit ids `age_ms` ago (so retention 0 covers them)."""
     base = server_ms(r) - age_ms
-    return [add(r, keys, ready_fields(keys, f"j{i}"), f"{base + i}-0") for i in range(n)]
+    return [
+        add(r, keys, ready_fields(f"j{i}", topic=keys.topic), f"{base + i}-0") for i in range(n)
+    ]
 
 
 def snapshot(r: redis.Redis, keys: ShardKeys) -> dict[str, Any]:
@@ -159,7 +140,7 @@ def test_ack_acks_every_entry_and_records_each_success(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
+    entries = [add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(3)]
     deliver(redis_sync, keys, GROUP, WORKER)
     runs = [(e, f"j{i}", 1000 + i, 10 * i, None, 1) for i, e in enumerate(entries)]
 
@@ -179,7 +160,9 @@ def test_ack_records_run_times_of_every_size_in_whole_ms(
     kept = [0, 0, 127, 128, 70_000, 2**32 - 1]  # (2**32 ms: 49 days, the most a record holds)
     ended = 1_763_000_000_123
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(len(took))]
+    entries = [
+        add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(len(took))
+    ]
     deliver(redis_sync, keys, GROUP, WORKER)
 
     runs = [(e, f"j{i}", ended, took[i], None, 1) for i, e in enumerate(entries)]
@@ -195,7 +178,7 @@ def test_ack_leaves_the_record_of_an_entry_someone_else_settled(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
+    entries = [add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(3)]
     deliver(redis_sync, keys, GROUP, WORKER)
     # j1 was taken over and retried by another worker before this one's ack arrived.
     retried = settle.retry(keys, GROUP, entries[1], "j1", MINUTE_MS, next_attempt().pack(), "boom")
@@ -220,7 +203,7 @@ def test_ack_keeps_results_and_counts_their_bytes_toward_the_history_budget(
     """MEMORY USAGE samples a hash: a few large results among many small records would go
     unseen, so each generation counts the results' bytes and trim adds them."""
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(400)]
+    entries = [add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(400)]
     deliver(redis_sync, keys, GROUP, WORKER)
     big = msgpack.packb("x" * 60_000)
     runs = [
@@ -248,7 +231,7 @@ def test_a_late_ack_leaves_the_first_successs_record_and_result(
     """A stale worker's ack (it was stopped, its entry taken over and acked with a result)
     replaced the settled result: the first settlement must stand."""
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(2)]
+    entries = [add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(2)]
     deliver(redis_sync, keys, GROUP, WORKER)
     first = msgpack.packb({"by": "b", "raw": b"\x00\xff"})  # not UTF-8, as results may be
     late = msgpack.packb({"by": "a", "raw": b"\xfe"})
@@ -271,7 +254,9 @@ def test_an_ack_of_a_retrys_firing_records_its_result_when_another_entry_was_set
     """A retry's firing leaves an 'F' record naming its entry: an ack of that entry in a
     batch where another was settled before must still write the success and its result."""
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}", attempt=2)) for i in range(2)]
+    entries = [
+        add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic, attempt=2)) for i in range(2)
+    ]
     deliver(redis_sync, keys, GROUP, WORKER)
     fired = msgpack.packb(["F", entries[1], 0, 0, "boom", "", ""])
     redis_sync.hset(keys.history, f"j1{US}{GROUP}", fired)  # as emit_due writes it
@@ -298,7 +283,7 @@ def next_attempt(job_id: str = "j1", payload: bytes = b"p", attempt: int = 2) ->
 def delivered(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> str:
     """Job j1's entry (attempt 1), delivered to WORKER in GROUP and pending there."""
     run(consume.create_group(keys, GROUP))
-    entry = add(redis_sync, keys, ready_fields(keys, "j1", payload=RAW_PAYLOAD))
+    entry = add(redis_sync, keys, ready_fields("j1", topic=keys.topic, payload=RAW_PAYLOAD))
     assert deliver(redis_sync, keys, GROUP, WORKER) == [entry]
     return entry
 
@@ -334,7 +319,7 @@ def test_retry_of_an_entry_not_pending_in_the_group_is_not_done_and_writes_nothi
 ) -> None:
     run(consume.create_group(keys, GROUP))
     run(consume.create_group(keys, OTHER_GROUP))
-    entry = add(redis_sync, keys, ready_fields(keys, "j1"))
+    entry = add(redis_sync, keys, ready_fields("j1", topic=keys.topic))
     redis_sync.set(keys.horizon, server_ms(redis_sync) + HOUR_MS)  # a write would leave a note
     if state == "acked":
         deliver(redis_sync, keys, GROUP, WORKER)
@@ -408,7 +393,7 @@ def test_retry_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     entry = "1-0"
     if name != "ready":
         run(consume.create_group(keys, GROUP))
-        entry = add(redis_sync, keys, ready_fields(keys, "j1"))
+        entry = add(redis_sync, keys, ready_fields("j1", topic=keys.topic))
         deliver(redis_sync, keys, GROUP, WORKER)
         redis_sync.set(keys.horizon, server_ms(redis_sync) + HOUR_MS)
     bad = getattr(keys, name)
@@ -439,9 +424,9 @@ def test_retried_job_is_emitted_with_its_original_id_attempt_and_group(
     _, fields = redis_sync.xrange(keys.ready)[-1]
     assert fields == {
         **ready_fields(
-            keys, "j1", attempt=2, max_attempts=5, payload=RAW_PAYLOAD, due_ms=retried.due_ms
+            "j1", topic=keys.topic, attempt=2, payload=RAW_PAYLOAD, due_ms=retried.due_ms
         ),
-        b"group": GROUP.encode(),
+        Field.GROUP: GROUP.encode(),
     }
     assert redis_sync.zscore(keys.delayed, retried.member) is None
     assert (redis_sync.zscore(keys.delayed, "j1") is not None) == fallback
@@ -455,7 +440,7 @@ def retried_in_two_groups(r: redis.Redis, run: Runner, keys: ShardKeys) -> tuple
     OTHER_GROUP's under an alias member (the id was taken). Returns (entry, alias)."""
     run(consume.create_group(keys, GROUP))
     run(consume.create_group(keys, OTHER_GROUP))
-    entry = add(r, keys, ready_fields(keys, "j1"))
+    entry = add(r, keys, ready_fields("j1", topic=keys.topic))
     for group in (GROUP, OTHER_GROUP):
         assert deliver(r, keys, group, WORKER) == [entry]
         envelope = Envelope(b"p", 2, 5, ENQUEUED_MS, group, "j1").pack()
@@ -559,7 +544,7 @@ def test_reschedule_to_now_fires_every_groups_retry_in_its_own_group(
     assert run(enqueue.reschedule(keys, "j1", DueSpec("delay", 0))) == Placed.FIRED
 
     fired = [fields for eid, fields in r.xrange(keys.ready) if eid.decode() != entry]
-    assert sorted((f[b"id"], f[b"attempt"], f[b"group"]) for f in fired) == [
+    assert sorted((f[Field.ID], f[Field.ATTEMPT], f[Field.GROUP]) for f in fired) == [
         (b"j1", b"2", GROUP.encode()),
         (b"j1", b"2", OTHER_GROUP.encode()),
     ]
@@ -590,15 +575,6 @@ def test_cancel_and_reschedule_with_a_wrong_typed_alias_index_raise_and_write_no
 # --- dead_letter ----------------------------------------------------------------------------
 
 
-def annotations(reason: str, error: str, entry: str, group: str = GROUP) -> dict[bytes, bytes]:
-    return {
-        b"reason": reason.encode(),
-        b"error": error.encode(),
-        b"group": group.encode(),
-        b"entry": entry.encode(),
-    }
-
-
 def dead_entries(r: redis.Redis, keys: ShardKeys) -> list[dict[bytes, bytes]]:
     return [fields for _, fields in r.xrange(keys.dead)]
 
@@ -609,8 +585,11 @@ def test_dead_letter_copies_the_entry_with_why_and_acks_it(
     assert run(settle.dead_letter(keys, GROUP, [(delivered, "failed", "boom\ntrace")])) == 1
 
     [dead] = dead_entries(redis_sync, keys)
-    original = ready_fields(keys, "j1", payload=RAW_PAYLOAD)
-    assert dead == {**original, **annotations("failed", "boom\ntrace", delivered)}
+    original = ready_fields("j1", topic=keys.topic, payload=RAW_PAYLOAD)
+    expected = dead_fields(
+        "j1", topic=keys.topic, payload=RAW_PAYLOAD, error="boom\ntrace", entry=delivered
+    )
+    assert dead == expected
     assert list(dead)[: len(original)] == list(original)  # original fields first, in order
     assert pending(redis_sync, keys, GROUP) == {}
 
@@ -620,7 +599,7 @@ def test_dead_letter_skips_entries_not_pending_in_the_group(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, state: str
 ) -> None:
     run(consume.create_group(keys, GROUP))
-    entry = add(redis_sync, keys, ready_fields(keys))
+    entry = add(redis_sync, keys, ready_fields(topic=keys.topic))
     if state == "acked":
         deliver(redis_sync, keys, GROUP, WORKER)
         redis_sync.xack(keys.ready, GROUP, entry)
@@ -636,7 +615,7 @@ def test_dead_letter_handles_several_entries_in_one_call(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(4)]
+    entries = [add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(4)]
     deliver(redis_sync, keys, GROUP, WORKER)
     redis_sync.xack(keys.ready, GROUP, entries[1])  # settled by someone else: skipped
 
@@ -655,9 +634,9 @@ def test_dead_letter_handles_several_entries_in_one_call(
 
     assert count == 3
     assert dead_entries(redis_sync, keys) == [
-        {**ready_fields(keys, "j0"), **annotations("failed", "e0", entries[0])},
-        {**ready_fields(keys, "j2"), **annotations("malformed", "e2", entries[2])},
-        {**ready_fields(keys, "j3"), **annotations("deliveries", "e3", entries[3])},
+        dead_fields("j0", topic=keys.topic, reason="failed", error="e0", entry=entries[0]),
+        dead_fields("j2", topic=keys.topic, reason="malformed", error="e2", entry=entries[2]),
+        dead_fields("j3", topic=keys.topic, reason="deliveries", error="e3", entry=entries[3]),
     ]
     assert pending(redis_sync, keys, GROUP) == {}
 
@@ -677,7 +656,7 @@ def test_dead_letter_copies_a_foreign_entry_whatever_its_fields(
     assert run(settle.dead_letter(keys, GROUP, [(entry, "malformed", "no id")])) == 1
 
     assert dead_entries(redis_sync, keys) == [
-        {**foreign, **annotations("malformed", "no id", entry)}
+        {**foreign, **dead_annotations("malformed", "no id", entry)}
     ]
     assert pending(redis_sync, keys, GROUP) == {}
 
@@ -689,7 +668,7 @@ def test_dead_letter_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     entry = "1-0"
     if name != "ready":
         run(consume.create_group(keys, GROUP))
-        entry = add(redis_sync, keys, ready_fields(keys))
+        entry = add(redis_sync, keys, ready_fields(topic=keys.topic))
         deliver(redis_sync, keys, GROUP, WORKER)
     bad = getattr(keys, name)
     plant_wrong_type(redis_sync, bad)
@@ -790,7 +769,7 @@ def test_an_ack_of_receipts_answers_each_and_records_only_the_acked(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     run(consume.create_group(keys, GROUP))
-    entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
+    entries = [add(redis_sync, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(3)]
     deliver(redis_sync, keys, GROUP, WORKER)
     set_pending(redis_sync, keys, entries[0], OTHER_WORKER, deliveries=2)
     redis_sync.xack(keys.ready, GROUP, entries[2])
@@ -811,7 +790,7 @@ def test_an_ack_of_receipts_answers_each_and_records_only_the_acked(
 def delivered_entries(r: redis.Redis, run: Runner, keys: ShardKeys, n: int) -> list[str]:
     """`n` entries (jobs j0..), delivered to WORKER in GROUP."""
     run(consume.create_group(keys, GROUP))
-    entries = [add(r, keys, ready_fields(keys, f"j{i}")) for i in range(n)]
+    entries = [add(r, keys, ready_fields(f"j{i}", topic=keys.topic)) for i in range(n)]
     assert deliver(r, keys, GROUP, WORKER) == entries
     return entries
 
@@ -848,8 +827,8 @@ def test_claim_returns_the_claimed_entries_fields(
     claimed = claim(run, keys, min_idle_ms=0)
 
     assert claimed.entries == [
-        (entries[0], ready_fields(keys, "j0")),
-        (entries[1], ready_fields(keys, "j1")),
+        (entries[0], ready_fields("j0", topic=keys.topic)),
+        (entries[1], ready_fields("j1", topic=keys.topic)),
     ]
     assert claimed.cursor == streams.ZERO_ID and claimed.dead_lettered == 0
     assert claimed.deliveries == [2, 2]  # read once, now claimed
@@ -884,9 +863,11 @@ def test_claim_dead_letters_an_entry_delivered_more_than_max_deliveries_times(
     assert [eid for eid, _ in claimed.entries] == [healthy]
     assert set(pending(redis_sync, keys, GROUP)) == {healthy}
     [dead] = dead_entries(redis_sync, keys)
-    assert dead.items() >= {**ready_fields(keys, "j0"), b"reason": b"deliveries"}.items()
-    assert (dead[b"group"], dead[b"entry"]) == (GROUP.encode(), poison.encode())
-    assert b"max_deliveries 3" in dead[b"error"]
+    assert (
+        dead.items() >= {**ready_fields("j0", topic=keys.topic), b"reason": b"deliveries"}.items()
+    )
+    assert (dead[Field.GROUP], dead[Field.ENTRY]) == (GROUP.encode(), poison.encode())
+    assert b"max_deliveries 3" in dead[Field.ERROR]
 
 
 @pytest.mark.parametrize(
@@ -1103,7 +1084,7 @@ def test_trim_keeps_entries_younger_than_retention(
 ) -> None:
     older = old_entries(redis_sync, keys, 3, age_ms=3 * HOUR_MS)
     younger = old_entries(redis_sync, keys, 3, age_ms=HOUR_MS)
-    last = add(redis_sync, keys, ready_fields(keys))
+    last = add(redis_sync, keys, ready_fields(topic=keys.topic))
     run(consume.create_group(keys, GROUP))
     read_and_ack(redis_sync, keys, GROUP, 7, [*older, *younger])  # only `last` pending
 
@@ -1146,7 +1127,7 @@ def test_trim_drops_a_history_generation_only_once_no_entry_it_can_name_is_left(
     assert records(r, keys.history) == {}
     assert records(r, keys.history_old) == {f"j{i}".encode(): e[i].encode() for i in range(3)}
     assert r.hget(keys.history_old, "\x1fupto") == e[2].encode()
-    later = add(r, keys, ready_fields(keys, "j3"))
+    later = add(r, keys, ready_fields("j3", topic=keys.topic))
     r.hset(keys.history, "j3", later)  # written after the turn: the current generation
 
     # e2 is still there (pending): its generation stays, however often trim runs.
@@ -1280,7 +1261,7 @@ def test_trim_never_deletes_an_entry_some_group_has_not_acked(
         group = groups[g]
         if kind == "add":
             for _ in range(n):
-                added.append(add(redis_sync, keys, ready_fields(keys), f"{next_ms}-0"))
+                added.append(add(redis_sync, keys, ready_fields(topic=keys.topic), f"{next_ms}-0"))
                 next_ms += 1
         elif kind == "read":
             delivered[group] += deliver(redis_sync, keys, group, f"c{n % 2}", count=n)
@@ -1309,7 +1290,7 @@ def dead_letter_of(r: redis.Redis, run: Runner, keys: ShardKeys, fields: dict[by
 def test_replay_puts_a_dead_letter_back_as_a_first_attempt_for_its_group(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    died = ready_fields(keys, "j1", attempt=4, max_attempts=4, payload=RAW_PAYLOAD)
+    died = ready_fields("j1", topic=keys.topic, attempt=4, max_attempts=4, payload=RAW_PAYLOAD)
     dead_id = dead_letter_of(redis_sync, run, keys, died)
     before = server_ms(redis_sync)
 
@@ -1317,12 +1298,14 @@ def test_replay_puts_a_dead_letter_back_as_a_first_attempt_for_its_group(
     after = server_ms(redis_sync)
 
     entry_id, fields = redis_sync.xrange(keys.ready)[-1]
-    due = int(fields[b"due"])
+    due = int(fields[Field.DUE])
     assert before <= due <= after
     assert int(entry_id.split(b"-")[0]) >= due
     assert fields == {
-        **ready_fields(keys, "j1", attempt=1, max_attempts=4, payload=RAW_PAYLOAD, due_ms=due),
-        b"group": GROUP.encode(),
+        **ready_fields(
+            "j1", topic=keys.topic, attempt=1, max_attempts=4, payload=RAW_PAYLOAD, due_ms=due
+        ),
+        Field.GROUP: GROUP.encode(),
     }
     assert redis_sync.xlen(keys.dead) == 0
 
@@ -1331,7 +1314,7 @@ def test_replay_puts_a_dead_letter_back_as_a_first_attempt_for_its_group(
 def test_replay_leaves_a_dead_letter_without_id_or_payload(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, missing: bytes
 ) -> None:
-    fields = ready_fields(keys)
+    fields = ready_fields(topic=keys.topic)
     del fields[missing]
     dead_id = dead_letter_of(redis_sync, run, keys, fields)
     ready_before = redis_sync.xlen(keys.ready)
@@ -1343,7 +1326,7 @@ def test_replay_leaves_a_dead_letter_without_id_or_payload(
 
 
 def test_replay_ignores_unknown_ids(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> None:
-    dead_id = dead_letter_of(redis_sync, run, keys, ready_fields(keys))
+    dead_id = dead_letter_of(redis_sync, run, keys, ready_fields(topic=keys.topic))
     before = snapshot(redis_sync, keys)
 
     assert run(dead_letters.replay(keys, ["1-0", "99999999999999-0"])) == (0, 0, [])
@@ -1358,7 +1341,7 @@ def test_replay_key_of_wrong_type_is_a_script_error_and_writes_nothing(
 ) -> None:
     dead_id = "1-0"
     if name != "dead":
-        dead_id = redis_sync.xadd(keys.dead, ready_fields(keys)).decode()
+        dead_id = redis_sync.xadd(keys.dead, ready_fields(topic=keys.topic)).decode()
     bad = getattr(keys, name)
     plant_wrong_type(redis_sync, bad)
     before = snapshot(redis_sync, keys)

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq
+from tests.support.entries import add_ready, dead_fields
 from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncClient, Client
 from wheelq.core.job import encode_payload
@@ -40,14 +41,20 @@ def make_dead(redis_url: str, redis_sync: redis.Redis, topic: str) -> list[str]:
     refs = []
     for n, (reason, group) in enumerate(LETTERS):
         shard = n % SHARDS
-        entry_id = redis_sync.xadd(
-            ShardKeys(topic, shard).dead,
-            {"id": f"job-{n}", "topic": topic, "due": "1", "attempt": "3", "max_attempts": "3",
-             "payload": encode_payload(n, 100), "reason": reason, "error": f"E: {n}",
-             "group": group, "entry": "1-0"},
-            id=f"{DEAD_MS + n}-0",  # a ms each: the order across shards is theirs
-        )  # fmt: skip
-        refs.append(f"{shard}/{entry_id.decode()}")
+        fields = dead_fields(
+            f"job-{n}",
+            topic=topic,
+            due_ms=1,
+            attempt=3,
+            max_attempts=3,
+            payload=encode_payload(n, 100),
+            reason=reason,
+            error=f"E: {n}",
+            group=group,
+        )
+        # a ms each: the order across shards is theirs
+        entry_id = add_ready(redis_sync, ShardKeys(topic, shard).dead, fields, f"{DEAD_MS + n}-0")
+        refs.append(f"{shard}/{entry_id}")
     return refs
 
 

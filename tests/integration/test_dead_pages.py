@@ -8,6 +8,7 @@ import msgpack
 import pytest
 import redis
 
+from tests.support.entries import add_ready, dead_fields
 from wheelq import Client, InvalidArgumentError
 from wheelq.core.keys import ShardKeys
 
@@ -23,22 +24,14 @@ def bury(r: redis.Redis, topic: str) -> list[tuple[int, int, int]]:
         dead = ShardKeys(topic, shard).dead
         for ms in (1000, 1001, 1002):
             for seq in range(12 if ms == 1001 else 2):
-                r.xadd(
-                    dead,
-                    {
-                        "id": f"j{shard}-{ms}-{seq}",
-                        "topic": topic,
-                        "due": "0",
-                        "attempt": "1",
-                        "max_attempts": "1",
-                        "payload": msgpack.packb(seq),
-                        "reason": "failed",
-                        "error": "boom",
-                        "group": "g",
-                        "entry": "1-0",
-                    },
-                    id=f"{ms}-{seq}",
+                fields = dead_fields(
+                    f"j{shard}-{ms}-{seq}",
+                    topic=topic,
+                    due_ms=0,
+                    max_attempts=1,
+                    payload=msgpack.packb(seq),
                 )
+                add_ready(r, dead, fields, f"{ms}-{seq}")
                 keys.append((ms, seq, shard))
     return sorted(keys)
 

@@ -10,7 +10,9 @@ import msgpack
 import pytest
 import redis
 
+from tests.support.entries import add_ready, ready_fields
 from tests.support.scripts import Runner
+from wheelq.core.callback import Callback
 from wheelq.core.due import DueSpec
 from wheelq.core.job import DeadLetter, Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
@@ -161,25 +163,17 @@ def test_a_dead_letter_is_the_entry_followed_by_the_annotations(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     run(consume.create_group(keys, GROUP))
-    entry = redis_sync.xadd(
-        keys.ready,
-        {
-            b"id": b"j",
-            b"topic": keys.topic.encode(),
-            b"due": b"1",
-            b"attempt": b"3",
-            b"max_attempts": b"3",
-            b"payload": RAW_PAYLOAD,
-            b"enqueued": b"1700000000000",
-        },
-    ).decode()
+    fields = ready_fields(
+        "j", topic=keys.topic, due_ms=1, payload=RAW_PAYLOAD, attempt=3, max_attempts=3
+    )
+    entry = add_ready(redis_sync, keys.ready, fields)
     run(consume.read_group([keys], GROUP, WORKER, 10, None))
 
     assert run(settle.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
 
-    [(dead_id, fields)] = redis_sync.xrange(keys.dead)
-    assert list(fields) == [*Field.READY, *Field.DEAD]
-    dead = DeadLetter.from_entry(keys.topic, keys.shard, dead_id.decode(), fields)
+    [(dead_id, dead_fields)] = redis_sync.xrange(keys.dead)
+    assert list(dead_fields) == [*Field.READY, *Field.DEAD]
+    dead = DeadLetter.from_entry(keys.topic, keys.shard, dead_id.decode(), dead_fields)
     assert (dead.job_id, dead.attempt, dead.reason, dead.error, dead.group, dead.source_entry) == (
         "j",
         3,
@@ -188,3 +182,38 @@ def test_a_dead_letter_is_the_entry_followed_by_the_annotations(
         GROUP,
         entry,
     )
+
+
+OPTIONAL = {
+    "retry": {"group": GROUP, "job_id": "retried"},
+    "traced": {"traceparent": TRACEPARENT},
+    "callback": {"callback": Callback("https://example.com/hook", {"x-a": "1"}, 5000).pack()},
+    "key": {"key": "k1"},
+    "ordered": {"key": "k1", "ordered": True},
+    "ordered without key": {"ordered": True},  # not written without a key
+}
+
+
+@pytest.mark.parametrize(
+    "kinds", [(), *[(k,) for k in OPTIONAL], tuple(OPTIONAL), ("retry", "traced", "ordered")]
+)
+def test_an_emitted_entry_is_the_one_the_definition_builds(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, kinds: tuple[str, ...]
+) -> None:
+    # wq_fire_entry and tests.support.entries both write READY_ENTRY: the same bytes in the
+    # same order, for every optional field alone and together
+    values: dict[str, object] = {}
+    for kind in kinds:
+        values |= OPTIONAL[kind]
+    envelope = Envelope(RAW_PAYLOAD, 2, 4, ENQUEUED_MS, **values)  # type: ignore[arg-type]
+    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
+    due = server_ms(redis_sync) - 1000
+    redis_sync.hset(keys.jobs, "member", envelope.pack())
+    redis_sync.zadd(keys.delayed, {"member": due})
+
+    assert run(ops.emit_due(keys, TOKEN, due + 1000, ["member"])).emitted == 1
+
+    stream = keys.callbacks if "callback" in values else keys.ready
+    [(_, written)] = redis_sync.xrange(stream)
+    expected = ready_fields("member", topic=keys.topic, due_ms=due, envelope=envelope)
+    assert list(written.items()) == list(expected.items())

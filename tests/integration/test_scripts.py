@@ -23,13 +23,14 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from redis.client import PubSub
 
+from tests.support.entries import ENQUEUED_MS, ready_fields
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq.core.callback import Callback
 from wheelq.core.due import DueSpec
 from wheelq.core.history import SEPARATOR
-from wheelq.core.job import Envelope, make_job_id, parse_note, parse_notes
+from wheelq.core.job import Envelope, Field, make_job_id, parse_note, parse_notes
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import enqueue, fire, leases, observe, topics
@@ -61,9 +62,6 @@ def leader(run: Runner, keys: ShardKeys) -> leases.LeaseAttempt:
 def server_ms(r: redis.Redis) -> int:
     sec, usec = r.time()
     return int(sec) * 1000 + int(usec) // 1000
-
-
-ENQUEUED_MS = 1_700_000_000_000
 
 
 def env(payload: bytes = b"p", attempt: int = 1, max_attempts: int = 5) -> bytes:
@@ -107,21 +105,7 @@ def entries(r: redis.Redis, keys: ShardKeys) -> list[tuple[int, dict[bytes, byte
 
 
 def fired_ids(r: redis.Redis, keys: ShardKeys) -> list[str]:
-    return [fields[b"id"].decode() for _, fields in entries(r, keys)]
-
-
-def entry_fields(
-    topic: str, job_id: str, due_ms: int, payload: bytes, attempt: int = 1, max_attempts: int = 5
-) -> dict[bytes, bytes]:
-    return {
-        b"id": job_id.encode(),
-        b"topic": topic.encode(),
-        b"due": str(due_ms).encode(),
-        b"attempt": str(attempt).encode(),
-        b"max_attempts": str(max_attempts).encode(),
-        b"payload": payload,
-        b"enqueued": str(ENQUEUED_MS).encode(),  # the envelope's, kept for a lookup
-    }
+    return [fields[Field.ID].decode() for _, fields in entries(r, keys)]
 
 
 def shard_state(r: redis.Redis, keys: ShardKeys) -> dict[str, tuple[bytes, Any]]:
@@ -201,12 +185,14 @@ def test_enqueue_due_now_or_past_goes_straight_to_the_stream(
 
     assert placed == [Placed.FIRED]
     [(entry_ms, fields)] = entries(redis_sync, keys)
-    due = int(fields[b"due"])
+    due = int(fields[Field.DUE])
     if due_spec.kind == "delay":
         assert before <= due <= after
     else:
         assert due == due_spec.value_ms
-    assert fields == entry_fields(topic, "j1", due, RAW_PAYLOAD, attempt=3, max_attempts=7)
+    assert fields == ready_fields(
+        "j1", topic=topic, due_ms=due, payload=RAW_PAYLOAD, attempt=3, max_attempts=7
+    )
     assert entry_ms >= due
     assert redis_sync.exists(keys.delayed, keys.jobs, keys.inbox) == 0
 
@@ -222,7 +208,7 @@ def test_enqueue_fired_payload_bytes_are_intact_at_every_msgpack_size(
         Placed.FIRED
     ]
     [(_, fields)] = entries(redis_sync, keys)
-    assert fields[b"payload"] == payload
+    assert fields[Field.PAYLOAD] == payload
 
 
 def test_enqueue_nothing_returns_no_codes_and_writes_nothing(
@@ -277,7 +263,7 @@ def test_enqueue_replace_with_a_past_due_fires_and_removes_the_pending_copy(
 
     assert placed == [Placed.FIRED]
     assert [f for _, f in entries(redis_sync, keys)] == [
-        entry_fields(topic, "j1", now - 5000, b"second")
+        ready_fields("j1", topic=topic, due_ms=now - 5000, payload=b"second")
     ]
     assert redis_sync.exists(keys.delayed, keys.jobs) == 0
 
@@ -323,7 +309,7 @@ def test_enqueue_batch_returns_each_outcome_in_order(
         (b"d", now + 3 * MINUTE_MS),
     ]
     assert redis_sync.hgetall(keys.jobs) == {b"a": env(b"a1"), b"b": env(b"b2"), b"d": env(b"d2")}
-    assert [(f[b"id"], f[b"payload"]) for _, f in entries(redis_sync, keys)] == [
+    assert [(f[Field.ID], f[Field.PAYLOAD]) for _, f in entries(redis_sync, keys)] == [
         (b"b", b"b1"),
         (b"c", b"c2"),
     ]
@@ -460,7 +446,7 @@ def written(r: redis.Redis, keys: ShardKeys, fix: Callable[[int], int]) -> dict[
     for lane in ("ready", "callbacks"):
         found = r.xrange(getattr(keys, lane))
         entry_names.update({entry: (lane, n) for n, (entry, _) in enumerate(found)})
-        streams[lane] = [{**f, b"due": fix(int(f[b"due"]))} for _, f in found]
+        streams[lane] = [{**f, b"due": fix(int(f[Field.DUE]))} for _, f in found]
     history: dict[bytes, Any] = {}
     for field, value in r.hgetall(keys.history).items():
         if SEPARATOR.encode() in field:  # a grouped job: a record naming its entry
@@ -767,9 +753,11 @@ def test_reschedule_to_now_or_past_fires_and_removes_the_pending_job(
     after = server_ms(redis_sync)
 
     [(entry_ms, fields)] = entries(redis_sync, keys)
-    due = int(fields[b"due"])
+    due = int(fields[Field.DUE])
     assert (before <= due <= after) if when == "delay 0" else due == before - 5000
-    assert fields == entry_fields(topic, "j1", due, RAW_PAYLOAD, 4, 6)
+    assert fields == ready_fields(
+        "j1", topic=topic, due_ms=due, payload=RAW_PAYLOAD, attempt=4, max_attempts=6
+    )
     assert entry_ms >= due
     assert redis_sync.exists(keys.delayed, keys.jobs, keys.inbox) == 0
 
@@ -939,10 +927,12 @@ def test_emit_due_moves_due_ids_to_the_stream_exactly_once(
     assert second == EmitResult(0, False, 0, [])
     stream = entries(redis_sync, keys)
     assert [fields for _, fields in stream] == [
-        entry_fields(topic, "b", now - 4000, RAW_PAYLOAD, 2, 9),
-        entry_fields(topic, "a", now - 5000, b"pa", 1, 3),
+        ready_fields(
+            "b", topic=topic, due_ms=now - 4000, payload=RAW_PAYLOAD, attempt=2, max_attempts=9
+        ),
+        ready_fields("a", topic=topic, due_ms=now - 5000, payload=b"pa", attempt=1, max_attempts=3),
     ]
-    assert all(entry_ms >= int(fields[b"due"]) for entry_ms, fields in stream)
+    assert all(entry_ms >= int(fields[Field.DUE]) for entry_ms, fields in stream)
     assert redis_sync.zrange(keys.delayed, 0, -1) == [b"later"]
     assert list(redis_sync.hgetall(keys.jobs)) == [b"later"]
 
@@ -1037,7 +1027,7 @@ def test_emit_due_sweep_emits_oldest_first_at_most_limit_and_flags_more(
 
     assert run(fire.emit_due(keys, TOKEN, now, limit=3)) == EmitResult(0, False, 0, [])
     assert redis_sync.zrange(keys.delayed, 0, -1) == [b"future"]
-    assert [int(f[b"due"]) for _, f in entries(redis_sync, keys)] == [
+    assert [int(f[Field.DUE]) for _, f in entries(redis_sync, keys)] == [
         now - 5000,
         now - 4000,
         now - 3000,
@@ -1136,10 +1126,10 @@ def test_emitted_entries_never_precede_their_due_on_the_server_clock(
     eventually_sync(all_emitted, timeout_s=10, what="every job to be emitted")
 
     stream = entries(redis_sync, keys)
-    assert sorted(f[b"id"].decode() for _, f in stream) == sorted(ids)
+    assert sorted(f[Field.ID].decode() for _, f in stream) == sorted(ids)
     for entry_ms, fields in stream:
-        assert int(fields[b"due"]) == dues[fields[b"id"].decode()]
-        assert entry_ms >= int(fields[b"due"]), f"{fields[b'id']!r} entered the stream early"
+        assert int(fields[Field.DUE]) == dues[fields[Field.ID].decode()]
+        assert entry_ms >= int(fields[Field.DUE]), f"{fields[Field.ID]!r} entered the stream early"
 
 
 MALFORMED_ENVELOPES = [
@@ -1177,12 +1167,12 @@ def test_emit_due_dead_letters_a_malformed_envelope_once_and_fires_the_others(
     assert fired_ids(redis_sync, keys) == ["a", "c"]
     assert redis_sync.exists(keys.delayed, keys.jobs) == 0
     ((_, dead),) = redis_sync.xrange(keys.dead)
-    assert dead[b"id"] == b"bad"
-    assert dead[b"topic"] == topic.encode()
-    assert dead[b"due"] == str(now - 2000).encode()
-    assert dead[b"reason"] == b"malformed"
-    assert dead[b"error"].startswith(b"malformed envelope: ")
-    assert dead[b"envelope"] == garbage
+    assert dead[Field.ID] == b"bad"
+    assert dead[Field.TOPIC] == topic.encode()
+    assert dead[Field.DUE] == str(now - 2000).encode()
+    assert dead[Field.REASON] == b"malformed"
+    assert dead[Field.ERROR].startswith(b"malformed envelope: ")
+    assert dead[Field.ENVELOPE] == garbage
     assert b"payload" not in dead, "a payload field would make the entry replayable"
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.support.entries import ready_fields
 from tests.support.ids import balanced_ids
 from tests.support.waiting import eventually
 from tests.support.workers import Workers
@@ -306,14 +307,8 @@ async def test_malformed_and_poison_entries_are_dead_lettered_while_good_jobs_ru
     bad_payload_entry = (
         await r.xadd(
             ShardKeys(topic, 1).ready,
-            {
-                "id": "bad-payload",
-                "topic": topic,
-                "due": "1",
-                "attempt": "1",
-                "max_attempts": "3",
-                "payload": b"\xc1",  # never valid msgpack
-            },
+            # never valid msgpack
+            ready_fields("bad-payload", topic=topic, due_ms=1, max_attempts=3, payload=b"\xc1"),
         )
     ).decode()
     poison_id = await client.enqueue(topic, "poison", max_attempts=1)

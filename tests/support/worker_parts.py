@@ -16,8 +16,9 @@ from collections import defaultdict
 
 import msgpack
 
+from tests.support.entries import ready_fields
 from tests.support.fakes import ScriptedExecutor
-from wheelq.core.job import Field, Job
+from wheelq.core.job import Job
 from wheelq.core.keys import all_shards
 from wheelq.store.streams import Entry
 from wheelq.worker.stream_reader import Consumer
@@ -44,16 +45,14 @@ def entry(
 ) -> Entry:
     """A ready-stream entry of job `job_id` (entry id ``"<n>-0"`` by default, n from the id's
     digits or 1)."""
-    fields = {
-        Field.ID: job_id.encode(),
-        Field.TOPIC: TOPIC.encode(),
-        Field.DUE: b"1700000000000",
-        Field.ATTEMPT: str(attempt).encode(),
-        Field.MAX_ATTEMPTS: str(max_attempts).encode(),
-        Field.PAYLOAD: msgpack.packb(payload if payload is not None else job_id),
-    }
-    if group is not None:
-        fields[Field.GROUP] = group.encode()
+    fields = ready_fields(
+        job_id,
+        topic=TOPIC,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        payload=msgpack.packb(payload if payload is not None else job_id),
+        group=group or "",
+    )
     digits = "".join(c for c in job_id if c.isdigit()) or "1"
     return (entry_id or f"{digits}-0", fields)
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.entries import dead_fields
 from wheelq.core.job import DeadLetter, encode_payload, parse_ref
 from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError
@@ -20,21 +21,20 @@ SOURCE_ID = "1699999999000-7"
 MAX_STREAM_ID_PART = 2**64 - 1
 
 
-def dead_fields(**overrides: bytes) -> dict[bytes, bytes]:
+def dead_letter(**overrides: bytes) -> dict[bytes, bytes]:
     """A dead letter as dead_letter.lua writes it: the ready entry's fields, then the four
     annotations (a retried entry's own ``group`` field collapses into the annotation)."""
-    fields = {
-        b"id": b"job-1",
-        b"topic": b"emails",
-        b"due": b"1700000000000",
-        b"attempt": b"3",
-        b"max_attempts": b"3",
-        b"payload": encode_payload({"to": "a@example.com", "n": [1, 2]}, 1 << 20),
-        b"reason": b"failed",
-        b"error": b"attempt 3 of 3: ValueError: boom\nTraceback ...",
-        b"group": b"mailers",
-        b"entry": SOURCE_ID.encode(),
-    }
+    fields = dead_fields(
+        "job-1",
+        topic="emails",
+        due_ms=1_700_000_000_000,
+        attempt=3,
+        max_attempts=3,
+        payload=encode_payload({"to": "a@example.com", "n": [1, 2]}, 1 << 20),
+        error="attempt 3 of 3: ValueError: boom\nTraceback ...",
+        group="mailers",
+        entry=SOURCE_ID,
+    )
     fields.update({k.encode(): v for k, v in overrides.items()})
     return fields
 
@@ -43,7 +43,7 @@ def dead_fields(**overrides: bytes) -> dict[bytes, bytes]:
 
 
 def test_from_entry_reads_every_field_of_a_dead_letter() -> None:
-    raw = dead_fields()
+    raw = dead_letter()
 
     dead = DeadLetter.from_entry("emails", 2, DEAD_ID, raw)
 
@@ -70,7 +70,7 @@ def test_from_entry_reads_every_field_of_a_dead_letter() -> None:
     ids=["never-used byte", "trailing data", "truncated str", "binary junk"],
 )
 def test_from_entry_keeps_an_undecodable_payload_as_raw_bytes(payload: bytes) -> None:
-    dead = DeadLetter.from_entry("emails", 0, DEAD_ID, dead_fields(payload=payload))
+    dead = DeadLetter.from_entry("emails", 0, DEAD_ID, dead_letter(payload=payload))
 
     assert dead.payload == payload
     assert dead.job_id == "job-1"
@@ -95,7 +95,7 @@ def test_from_entry_of_a_foreign_entry_with_missing_fields_has_nones_and_blanks(
 
 def test_from_entry_replaces_undecodable_text_instead_of_failing() -> None:
     dead = DeadLetter.from_entry(
-        "emails", 0, DEAD_ID, dead_fields(id=b"job-\xff", error=b"bad \xfe byte")
+        "emails", 0, DEAD_ID, dead_letter(id=b"job-\xff", error=b"bad \xfe byte")
     )
 
     assert dead.job_id == "job-\ufffd"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from tests.support.entries import ready_fields
 from wheelq.core.history import (
     GroupLookup,
     JobState,
@@ -23,14 +24,13 @@ from wheelq.errors import MalformedJobError
 NOW = 1_700_000_010_000
 E1 = "1700000001000-0"
 E2 = "1700000002000-0"
-FIELDS = {
-    b"id": b"j",
-    b"topic": b"t",
-    b"due": b"1700000000900",
-    b"attempt": b"1",
-    b"max_attempts": b"3",
-    b"payload": encode_payload({"a": 1}, 1024),
-}
+FIELDS = ready_fields(
+    "j",
+    due_ms=1_700_000_000_900,
+    attempt=1,
+    max_attempts=3,
+    payload=encode_payload({"a": 1}, 1024),
+)
 
 
 def rec(kind: str, entry: str, at: int = 0, took: int = 0, err: str = "", why: str = "") -> bytes:

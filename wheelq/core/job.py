@@ -11,10 +11,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import msgpack
 
@@ -318,10 +318,60 @@ class Field:
     ENTRY = b"entry"
     ENVELOPE = b"envelope"
 
-    READY = (ID, TOPIC, DUE, ATTEMPT, MAX_ATTEMPTS, PAYLOAD, ENQUEUED)
-    """Every ready-stream entry's fields, in order; then, when set, the optional ones."""
+    READY: ClassVar[tuple[bytes, ...]]
+    """Every ready-stream entry's fields, in order (`READY_ENTRY`'s written always); then,
+    when set, the optional ones."""
     DEAD = (REASON, ERROR, GROUP, ENTRY)
     """What a dead letter adds after the ready-stream entry's fields, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryField:
+    """One field of a ready-stream entry: a row of `READY_ENTRY`."""
+
+    name: bytes
+    source: str
+    """What it is fired from: an `Envelope` attribute, or the fire's own ``"id"`` (the
+    envelope's `job_id` when set, else the job's member), ``"topic"`` or ``"due"``."""
+    kind: str
+    """How its value is spelled: ``"int"`` (decimal), ``"text"`` (UTF-8), ``"trace"`` (ASCII,
+    read leniently: never a reason to dead-letter a job), ``"payload"`` (msgpack),
+    ``"callback"`` (a packed `Callback`) or ``"flag"`` (``"1"`` when true)."""
+    job: str | None
+    """The `Job` attribute `Job.from_entry` fills with it; None: not read into a `Job`."""
+    optional: bool = False
+    """Written only when set (not ""/b""/False), after every field written always; a reader
+    takes it as absent (None, False) when it is not there or empty."""
+    default: bytes | None = None
+    """What a reader takes for a field written always that an entry lacks (an older version
+    wrote it); None: the entry is malformed without it."""
+    requires: str | None = None
+    """An optional field written only when this `source` is set too."""
+
+
+READY_ENTRY = (
+    EntryField(Field.ID, "id", "text", "id"),
+    EntryField(Field.TOPIC, "topic", "text", "topic"),
+    EntryField(Field.DUE, "due", "int", "due_ms"),
+    EntryField(Field.ATTEMPT, "attempt", "int", "attempt"),
+    EntryField(Field.MAX_ATTEMPTS, "max_attempts", "int", "max_attempts", default=b"1"),
+    EntryField(Field.PAYLOAD, "payload", "payload", "payload"),
+    # the envelope's enqueued_ms, so a lookup still has it once the job fired (core.history)
+    EntryField(Field.ENQUEUED, "enqueued_ms", "int", None, default=b"0"),
+    EntryField(Field.GROUP, "group", "text", "group", optional=True),
+    EntryField(Field.TRACE, "traceparent", "trace", "traceparent", optional=True),
+    EntryField(Field.CALLBACK, "callback", "callback", "callback", optional=True),
+    EntryField(Field.KEY, "key", "text", "key", optional=True),
+    EntryField(Field.ORDERED, "ordered", "flag", "ordered", optional=True, requires="key"),
+)
+"""A ready-stream entry, field by field in the order written: the one definition of it
+(docs/architecture.md, "Key layout"). `wq_fire_entry` in ``store/lua/_lib.lua`` writes it
+(tests/unit/test_wire.py holds the script to this table), `Job.from_entry` reads it (its
+decoder is generated from this table), and tests build entries from it
+(tests/support/entries.py). A new field is a row here, its `Job` attribute, and its place in
+``wq_fire_entry``."""
+
+Field.READY = tuple(f.name for f in READY_ENTRY if not f.optional)
 
 
 def parse_notes(message: bytes) -> list[tuple[str, int]]:
@@ -518,29 +568,10 @@ class Job:
     def from_entry(
         cls, entry_id: str, fields: Mapping[bytes, bytes], shard: int = 0, deliveries: int = 1
     ) -> Job:
-        """Decode a ready-stream entry; ValueError if malformed (it is dead-lettered)."""
+        """Decode a ready-stream entry (`READY_ENTRY`); ValueError if malformed (it is
+        dead-lettered)."""
         try:
-            group = fields.get(Field.GROUP)
-            trace = fields.get(Field.TRACE)
-            callback = fields.get(Field.CALLBACK)
-            key = fields.get(Field.KEY)
-            return _built(
-                id=fields[Field.ID].decode(),
-                topic=fields[Field.TOPIC].decode(),
-                payload=decode_payload(fields[Field.PAYLOAD]),
-                due_ms=int(fields[Field.DUE]),
-                attempt=int(fields[Field.ATTEMPT]),
-                max_attempts=int(fields.get(Field.MAX_ATTEMPTS, b"1")),
-                group=group.decode() if group else None,
-                entry_id=entry_id,
-                shard=shard,
-                deliveries=deliveries,
-                # never a reason to dead-letter a job: readers parse it leniently
-                traceparent=trace.decode("ascii", "replace") if trace else None,
-                callback=Callback.unpack(callback) if callback else None,
-                key=key.decode() if key else None,
-                ordered=fields.get(Field.ORDERED) == b"1",
-            )
+            return _read_entry(fields, entry_id, shard, deliveries)
         except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"malformed stream entry: {exc!r}") from exc
 
@@ -563,6 +594,63 @@ def _built(**values: Any) -> Job:
     draft: Any = _JobDraft(**values)
     draft.__class__ = Job
     return cast(Job, draft)
+
+
+_READ = {
+    "int": "int({})",
+    "text": "{}.decode()",
+    "trace": '{}.decode("ascii", "replace")',
+    "payload": "decode_payload({})",
+    "callback": "Callback.unpack({})",
+    "flag": '{} == b"1"',
+}
+"""How `Job.from_entry` reads a field of each `EntryField.kind`: an expression of its bytes."""
+
+
+def entry_reader_source() -> str:
+    """The source of `Job.from_entry`'s decoder, written from `READY_ENTRY`: an optional
+    field absent or empty is None (a flag False), a field with a default takes it when
+    absent, any other must be there."""
+    lines, args = [], []
+    for f in READY_ENTRY:
+        if f.job is None:
+            continue
+        read = _READ[f.kind]
+        if f.kind == "flag":
+            value = read.format(f"fields.get({f.name!r})")
+        elif f.optional:
+            lines.append(f"    {f.job} = fields.get({f.name!r})")
+            value = f"{read.format(f.job)} if {f.job} else None"
+        elif f.default is not None:
+            value = read.format(f"fields.get({f.name!r}, {f.default!r})")
+        else:
+            value = read.format(f"fields[{f.name!r}]")
+        args.append(f"        {f.job}={value},")
+    return "\n".join(
+        [
+            "def read_entry(fields, entry_id, shard, deliveries):",
+            *lines,
+            "    return _built(",
+            *args,
+            "        entry_id=entry_id,",
+            "        shard=shard,",
+            "        deliveries=deliveries,",
+            "    )",
+        ]
+    )
+
+
+def _entry_reader() -> Callable[[Mapping[bytes, bytes], str, int, int], Job]:
+    """`entry_reader_source` compiled once, as `dataclasses` writes a class's ``__init__``:
+    the code one would spell by hand, at its speed (a loop over the table's rows would cost
+    the worker's one decode per job a call per field)."""
+    scope: dict[str, Any] = {"_built": _built, "decode_payload": decode_payload}
+    scope["Callback"] = Callback
+    exec(entry_reader_source(), scope)  # noqa: S102 (our own table's text, at import)
+    return cast(Callable[[Mapping[bytes, bytes], str, int, int], Job], scope["read_entry"])
+
+
+_read_entry = _entry_reader()
 
 
 # --- dead letters: {T:s}:dead, kept until replayed or purged

@@ -155,18 +155,31 @@ local function wq_counts(attempt, max_attempts)
   return WQ_ATTEMPT_S, WQ_MAX_S
 end
 
--- XADD a job to the ready stream from its decoded envelope (see wq_envelope). This is the one
--- place a ready-stream entry's fields are spelled (wheelq.core.job names them for readers):
--- emit_due, enqueue, reschedule and replay all fire through it.
+-- A ready-stream entry, written only by wq_fire_entry (wheelq.core.job.READY_ENTRY is the same
+-- definition; tests/unit/test_wire.py holds the two together). Every entry has the fields of
+-- wq_fire_entry's XADD, in its order; then, each only when set (not nil, not ''), these, in
+-- this order. Adding a field is a row here or a pair in that XADD.
+local WQ_ENTRY_OPTIONAL = { -- field, the envelope slot it is fired from, a slot that must be
+  'group', 6, 0,           -- set too (0: none); flat, so that a call builds one table
+  'trace', 8, 0,
+  'callback', 9, 0,
+  'key', 10, 0,
+  'ordered', 11, 10,
+}
+local WQ_ENTRY_MORE = {} -- the optional fields of the entry being written (reused: no table a job)
+
+-- XADD a job to the ready stream from its decoded envelope (see wq_envelope): emit_due,
+-- enqueue, reschedule and replay all fire through it.
 -- A retry's envelope names the one group meant to run it (env[6]), and the job id (env[7])
 -- when it is stored under another member.
 -- A job with a callback (env[9]) goes to the `callbacks` stream instead of `ready`: only the
 -- deliverer's group reads it, and the topic's other groups never see it.
 -- `due` is a number, or already a decimal string (a sorted-set score read back); so is the
 -- envelope's enqueued_ms (env[5]), written as 'enqueued' so a lookup still has it once the job
--- fired. The call is redis.pcall: a wrong-typed stream fails the first XADD, before anything
--- is written, and the error is returned for the caller to report.
+-- fired. The call is redis.pcall: a wrong-typed stream fails the XADD, before anything is
+-- written, and the error is returned for the caller to report.
 local function wq_fire_entry(ready, topic, member, due, env, callbacks)
+  -- attempt and max_attempts are small ints: tostring() writes them without exponent.
   local attempt, max_attempts = wq_counts(env[3], env[4])
   local id = member
   if type(env[7]) == 'string' and env[7] ~= '' then
@@ -179,50 +192,34 @@ local function wq_fire_entry(ready, topic, member, due, env, callbacks)
   if type(enqueued) == 'number' then
     enqueued = wq_fmt(enqueued)
   end
-  -- attempt and max_attempts are small ints: tostring() writes them without exponent.
-  -- Calls that differ only by the trailing group and trace: building the arguments in a
-  -- table instead costs the emit a table per retried or traced job.
-  -- A traced job's envelope carries its W3C traceparent (env[8]), appended as 'trace'.
-  -- A job with a callback (env[9], msgpack) is rare enough to build its arguments in a table.
-  -- So is a job with a key (env[10]), and its order flag (env[11]).
-  local grouped = type(env[6]) == 'string' and env[6] ~= ''
-  if (type(env[9]) == 'string' and env[9] ~= '') or env[10] then
-    local stream = ready
-    if type(env[9]) == 'string' and env[9] ~= '' then
-      stream = callbacks
-    end
-    local args = {'XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued}
-    for _, field in ipairs({{6, 'group'}, {8, 'trace'}, {9, 'callback'}, {10, 'key'}}) do
-      local value = env[field[1]]
-      if type(value) == 'string' and value ~= '' then
-        args[#args + 1] = field[2]
-        args[#args + 1] = value
+  -- wq_envelope lets each optional slot hold a string or nil only (replay's envelope too).
+  -- Every writer fills the slots before the last it sets ('' for unset), so an envelope
+  -- without slot 6 has no optional field (a first attempt skips the rows), and #env is the
+  -- last slot it sets.
+  local n, stream = 0, ready
+  if env[6] ~= nil then
+    local rows, last = WQ_ENTRY_OPTIONAL, #env
+    for i = 1, #rows, 3 do
+      local slot = rows[i + 1]
+      if slot > last then -- the rows go by slot: none after this one is in the envelope
+        break
+      end
+      local v = env[slot]
+      if v and v ~= '' then
+        local also = rows[i + 2]
+        if also == 0 or (env[also] or '') ~= '' then
+          WQ_ENTRY_MORE[n + 1], WQ_ENTRY_MORE[n + 2] = rows[i], v
+          n = n + 2
+        end
       end
     end
-    if type(env[10]) == 'string' and env[10] ~= '' and env[11] == '1' then
-      args[#args + 1] = 'ordered'
-      args[#args + 1] = '1'
+    if env[9] and env[9] ~= '' then
+      stream = callbacks
     end
-    return redis.pcall(unpack(args))
   end
-  if type(env[8]) == 'string' and env[8] ~= '' then
-    if grouped then
-      return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-        'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
-        'group', env[6], 'trace', env[8])
-    end
-    return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
-      'trace', env[8])
-  end
-  if grouped then
-    return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-      'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
-      'group', env[6])
-  end
-  return redis.pcall('XADD', ready, '*', 'id', id, 'topic', topic, 'due', due,
-    'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued)
+  return redis.pcall('XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
+    'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,
+    unpack(WQ_ENTRY_MORE, 1, n))
 end
 
 -- Job events (wheelq.core.events; docs/architecture.md "Job events"). A script that changes a

@@ -38,8 +38,8 @@ for i = 2, #ARGV do
       end
       -- as an envelope:
       -- [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace, callback]
-      local env = {1, f['payload'], 1, f['max_attempts'] or '1', f['enqueued'] or 0, f['group'],
-        '', f['trace'], f['callback']}
+      local env = {1, f['payload'], 1, f['max_attempts'] or '1', f['enqueued'] or 0,
+        f['group'] or '', '', f['trace'], f['callback']}
       local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env, KEYS[6], fired)
       if type(added) == 'table' and added.err then
         wq_events('fired', nil, fired)
