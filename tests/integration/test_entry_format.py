@@ -206,12 +206,12 @@ def test_an_emitted_entry_is_the_one_the_definition_builds(
     for kind in kinds:
         values |= OPTIONAL[kind]
     envelope = Envelope(RAW_PAYLOAD, 2, 4, ENQUEUED_MS, **values)  # type: ignore[arg-type]
-    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
+    assert run(leases.lease_acquire(keys, TOKEN, TTL_MS)).held
     due = server_ms(redis_sync) - 1000
     redis_sync.hset(keys.jobs, "member", envelope.pack())
     redis_sync.zadd(keys.delayed, {"member": due})
 
-    assert run(ops.emit_due(keys, TOKEN, due + 1000, ["member"])).emitted == 1
+    assert run(fire.emit_due(keys, TOKEN, due + 1000, ["member"])).emitted == 1
 
     stream = keys.callbacks if "callback" in values else keys.ready
     [(_, written)] = redis_sync.xrange(stream)
