@@ -28,6 +28,7 @@ from wheelq.core.job import MAX_PAYLOAD_DEPTH
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
+    MalformedJobError,
     PayloadTypeError,
     RedisUnavailableError,
     TopicFullError,
@@ -207,6 +208,8 @@ def problem_of(exc: BaseException) -> ProblemError | None:
         field = http_field("job_id")
         detail = exc.describe(field, 'send "replace": true')
         return ProblemError(409, "duplicate", "Job exists", detail, field=field)
+    if isinstance(exc, MalformedJobError):  # stored by someone else: says so, not a 500
+        return ProblemError(409, "malformed", "Job cannot be decoded", str(exc))
     if isinstance(exc, TopicFullError):
         return ProblemError(
             429, "topic-full", "Topic full", str(exc), headers={"Retry-After": RETRY_AFTER_S}
@@ -272,6 +275,7 @@ def install(app: FastAPI, page: Page | None = None) -> None:
         InvalidArgumentError,
         PayloadTypeError,
         DuplicateJobError,
+        MalformedJobError,
         TopicFullError,
         RedisUnavailableError,
         RedisConnectionError,  # MaxConnectionsError (a pool with no free connection) too
