@@ -5,6 +5,7 @@ still shown by every reader, and costs its pull batch nothing but itself."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from tests.support.web import assert_problem, serving
 from wheelq import AsyncClient, Client, PayloadTooDeepError
 from wheelq.core.job import MAX_PAYLOAD_DEPTH, Field, jsonable, pack_envelope
 from wheelq.core.keys import ShardKeys
+from wheelq.web.problems import MAX_BODY_DEPTH
 
 pytestmark = pytest.mark.cluster_too
 
@@ -229,3 +231,57 @@ async def test_a_stored_list_past_the_bound_renders_the_same_truncated_in_every_
     assert listed.returncode == 0, listed
     rows = [json.loads(line) for line in listed.stdout.splitlines()]
     assert [row["payload"] for row in rows] == [expected] * len(LIST_DEPTHS)
+
+
+def deep_json(levels: int) -> str:
+    """JSON text of 1 inside `levels` lists (json.dumps recurses once per level)."""
+    return "[" * levels + "1" + "]" * levels
+
+
+async def chunks(data: bytes) -> AsyncIterator[bytes]:
+    """`data` as a body aiohttp sends chunked (no Content-Length)."""
+    yield data
+
+
+BODIES = [  # (method, path under the topic, body with {deep} where the deep value goes, field)
+    ("POST", "jobs", '{"payload": {deep}}', "payload"),
+    ("POST", "jobs/batch", '{"jobs": [{"payload": 1}, {"payload": {deep}}]}', "jobs[1].payload"),
+    ("PUT", "schedules/s", '{"every_ms": 60000, "payload": {deep}}', "payload"),
+    ("PUT", "limits", '{"max_pending": {deep}}', "max_pending"),
+    ("POST", "groups/g/pull", '{"max": {deep}}', "max"),
+    ("POST", "groups/g/ack", '{"receipts": {deep}}', "receipts"),
+    ("POST", "groups", '{"name": {deep}}', "name"),
+    ("POST", "dead/replay", '{"refs": {deep}}', "refs"),
+    ("PATCH", "jobs/j", '{"delay_ms": {deep}}', "delay_ms"),
+    ("PUT", "schedules/s", '{"every_ms": 60000, "payload": 1, "callback": {"headers": {deep}}}',
+     "callback.headers"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("levels", [300, 500, 1000, 5000])
+async def test_a_body_nested_past_the_bound_is_the_same_short_422_on_every_route(
+    redis_url: str, topic: str, levels: int
+) -> None:
+    """Bug: `PUT .../schedules/{name}` with a payload 500 levels deep answered a 422 whose
+    detail was a path of ~500 ``[0]``; from 1,000 levels it, `PUT .../limits` and the pull
+    answered 400 "There was an error parsing the body", while `POST .../jobs` answered the
+    documented 422 naming `payload`."""
+    async with serving(redis_url) as api:
+        await api.service.client.create_topic(topic, 1)
+        headers = {"Content-Type": "application/json"}
+        for method, path, body, field in BODIES:
+            data = body.replace("{deep}", deep_json(levels))
+            for chunked in (False, True):  # with a Content-Length, and without one
+                sent: Any = chunks(data.encode()) if chunked else data.encode()
+
+                status, got, _ = await api.call(
+                    method, f"/v1/topics/{topic}/{path}", data=sent, headers=headers
+                )
+                assert (status, got["field"]) == (422, field), (method, path, chunked, got)
+                assert len(got["detail"]) < 200, got["detail"]
+                bound = MAX_PAYLOAD_DEPTH if field.endswith("payload") else MAX_BODY_DEPTH
+                assert f"at most {bound} levels" in got["detail"], got["detail"]
+        # Nothing was written.
+        assert await api.service.client.schedules(topic) == []
+        stats = await api.service.client.stats(topic)
+        assert stats is not None and sum(s.pending for s in stats.shards) == 0
