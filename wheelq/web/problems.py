@@ -225,8 +225,7 @@ def deep_body_problem(body: bytes) -> ProblemError | None:
     field = _deep_field(body)
     if field.endswith("payload"):
         detail = (
-            f"{field} must nest lists and maps at most {MAX_PAYLOAD_DEPTH} levels deep, "
-            "got more"
+            f"{field} must nest lists and maps at most {MAX_PAYLOAD_DEPTH} levels deep, got more"
         )
     else:
         detail = (
