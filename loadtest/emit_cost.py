@@ -49,7 +49,7 @@ from redis_cost import Counter, script_variant, start_server
 
 from wheelq.core.job import Envelope
 from wheelq.core.keys import all_shards
-from wheelq.store.ops import NO_BYTE_BOUND
+from wheelq.store.fire import NO_BYTE_BOUND
 from wheelq.store.scripts import script_keys
 
 TOKEN = "emit-cost"

@@ -38,7 +38,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ClientSettings
 from wheelq.producer.items import validate_batch
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.scripts import Placed, script_keys
 from wheelq.testing import EmbeddedServer, find_server_binaries
 

@@ -30,13 +30,13 @@ that, such a signal would end it. The soak sends none before (`Fleet.wait_ready`
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
 import random
 import signal
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -46,7 +46,7 @@ from typing import Any
 
 from wheelq import Client, Job, RedisUnavailableError, Scheduler, Worker
 from wheelq.cli.services import run_worker
-from wheelq.cli.signals import run_until_signal
+from wheelq.cli.signals import SignalFlag, run_until_signal
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime import crash
 from wheelq.store import connect
@@ -106,8 +106,8 @@ def read_log(path: Path) -> list[str]:
 def producer(url: str, topic: str, name: str, out: Path, rate: float, spool: str) -> None:
     acked, cancelled = Log(out / f"acked-{name}.log"), Log(out / f"cancelled-{name}.log")
     client = Client.from_url(url, spool=spool, redis_options=TIMEOUTS)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = SignalFlag(signal.SIGTERM)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hung one's stacks, to its log
     announce_ready(out, name)
     rng = random.Random(name)
     recent: deque[tuple[float, str]] = deque(maxlen=2000)  # (monotonic due, id): to cancel

@@ -23,7 +23,6 @@ import argparse
 import logging
 import os
 import signal
-import threading
 import time
 from typing import Any
 
@@ -106,6 +105,8 @@ def run_dramatiq(args: argparse.Namespace) -> None:
     import dramatiq
     from dramatiq.brokers.redis import RedisBroker
 
+    from wheelq.cli.signals import SignalFlag
+
     broker = RedisBroker(url=args.url, namespace=args.namespace)
     dramatiq.set_broker(broker)
     dramatiq.actor(dramatiq_record, actor_name=DRAMATIQ_ACTOR, queue_name=args.queue)
@@ -114,9 +115,7 @@ def run_dramatiq(args: argparse.Namespace) -> None:
     if args.worker_timeout_ms is not None:
         options["worker_timeout"] = args.worker_timeout_ms
     worker = dramatiq.Worker(broker, **options)  # worker_threads: the default, 8
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = SignalFlag(signal.SIGTERM, signal.SIGINT)
     worker.start()
     while not stop.wait(0.2):
         pass

@@ -23,7 +23,7 @@ from tests.support.waiting import eventually, until
 from tests.support.web import serving
 from wheelq import AsyncClient, Job, JobState, Worker
 from wheelq.core.keys import ShardKeys
-from wheelq.store import nodes, ops
+from wheelq.store import fire, leases
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -81,14 +81,14 @@ class Retrying:
         """Time passes: everything still pending becomes due and is emitted; returns how many
         jobs that emitted."""
         executor = self.client.executor
-        (lease,) = await executor.run([nodes.lease_acquire(self.keys, TOKEN, 60_000)])
+        (lease,) = await executor.run([leases.lease_acquire(self.keys, TOKEN, 60_000)])
         assert lease.held
         sec, usec = await self.redis.time()
         now = int(sec) * 1000 + int(usec) // 1000
         members = await self.redis.zrange(self.keys.delayed, 0, -1)
         if members:
             await self.redis.zadd(self.keys.delayed, {m: now - 1 for m in members}, xx=True)
-        (emitted,) = await executor.run([ops.emit_due(self.keys, TOKEN, now, limit=100)])
+        (emitted,) = await executor.run([fire.emit_due(self.keys, TOKEN, now, limit=100)])
         return int(emitted.emitted)
 
     async def fired(self, job_id: str) -> int:

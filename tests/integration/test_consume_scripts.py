@@ -1,10 +1,11 @@
 """The consuming side's Lua scripts called directly on a real server: retry, dead_letter, claim,
 touch, trim and replay, plus purge_dead.
 
-Calls go through the typed wrappers of `wheelq.store.consume` and `SyncExecutor`, as a worker
-sends them; setup (entries, deliveries, acks) is raw Redis. Idle times and delivery counts are
-set with XCLAIM ... IDLE / RETRYCOUNT, and entries to trim carry explicit ids in the past, so
-no test sleeps or depends on timing. Due times are checked against the server's TIME read
+Calls go through the typed wrappers of `wheelq.store` (`settle`, `consume`, `history`,
+`dead_letters`) and `SyncExecutor`, as a worker sends them; setup (entries, deliveries,
+acks) is raw Redis. Idle times and delivery counts are set with XCLAIM ... IDLE /
+RETRYCOUNT, and entries to trim carry explicit ids in the past, so no test sleeps or
+depends on timing. Due times are checked against the server's TIME read
 before and after the call.
 """
 
@@ -28,7 +29,7 @@ from wheelq.core.history import pack_success, unpack_record
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store import consume, ops
+from wheelq.store import consume, dead_letters, enqueue, fire, history, settle, streams
 from wheelq.store.scripts import Placed
 
 GROUP = "g"
@@ -162,8 +163,8 @@ def test_ack_acks_every_entry_and_records_each_success(
     deliver(redis_sync, keys, GROUP, WORKER)
     runs = [(e, f"j{i}", 1000 + i, 10 * i, None, 1) for i, e in enumerate(entries)]
 
-    assert run(consume.ack_done(keys, GROUP, [])) == 0  # nothing to ack: no error either
-    assert run(consume.ack_done(keys, GROUP, runs)) == 3
+    assert run(settle.ack_done(keys, GROUP, [])) == 0  # nothing to ack: no error either
+    assert run(settle.ack_done(keys, GROUP, runs)) == 3
 
     assert pending(redis_sync, keys, GROUP) == {}
     for entry, job_id, ended, took, _, _ in runs:
@@ -173,7 +174,7 @@ def test_ack_acks_every_entry_and_records_each_success(
 def test_ack_records_run_times_of_every_size_in_whole_ms(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    # Success records are packed in Python (store.consume): they must read as wq_record's do.
+    # Success records are packed in Python (store.settle): they must read as wq_record's do.
     took = [-5, 0, 127, 128, 70_000, 2**32 + 5]  # -5: the wall clock stepped back
     kept = [0, 0, 127, 128, 70_000, 2**32 - 1]  # (2**32 ms: 49 days, the most a record holds)
     ended = 1_763_000_000_123
@@ -182,7 +183,7 @@ def test_ack_records_run_times_of_every_size_in_whole_ms(
     deliver(redis_sync, keys, GROUP, WORKER)
 
     runs = [(e, f"j{i}", ended, took[i], None, 1) for i, e in enumerate(entries)]
-    assert run(consume.ack_done(keys, GROUP, runs)) == len(took)
+    assert run(settle.ack_done(keys, GROUP, runs)) == len(took)
 
     for i, entry in enumerate(entries):
         rec = record(redis_sync, keys, f"j{i}")
@@ -197,11 +198,11 @@ def test_ack_leaves_the_record_of_an_entry_someone_else_settled(
     entries = [add(redis_sync, keys, ready_fields(keys, f"j{i}")) for i in range(3)]
     deliver(redis_sync, keys, GROUP, WORKER)
     # j1 was taken over and retried by another worker before this one's ack arrived.
-    retried = consume.retry(keys, GROUP, entries[1], "j1", MINUTE_MS, next_attempt().pack(), "boom")
+    retried = settle.retry(keys, GROUP, entries[1], "j1", MINUTE_MS, next_attempt().pack(), "boom")
     assert run(retried).done
     runs = [(e, f"j{i}", 1000, 5, None, 1) for i, e in enumerate(entries)]
 
-    assert run(consume.ack_done(keys, GROUP, runs)) == 2
+    assert run(settle.ack_done(keys, GROUP, runs)) == 2
 
     other = record(redis_sync, keys, "j1")
     assert other is not None and other[:2] == ["R", entries[1]] and other[4] == "boom"
@@ -209,7 +210,7 @@ def test_ack_leaves_the_record_of_an_entry_someone_else_settled(
         assert record(redis_sync, keys, f"j{i}") == ["S", entries[i], 1000, 5, "", "", ""]
     # Sent again (its reply lost): nothing more is acked, the records stay as they are.
     before = snapshot(redis_sync, keys)
-    assert run(consume.ack_done(keys, GROUP, runs)) == 0
+    assert run(settle.ack_done(keys, GROUP, runs)) == 0
     assert snapshot(redis_sync, keys) == before
 
 
@@ -225,7 +226,7 @@ def test_ack_keeps_results_and_counts_their_bytes_toward_the_history_budget(
     runs = [
         (e, f"j{i}", 1000, 5, big if i in (150, 250) else None, 1) for i, e in enumerate(entries)
     ]
-    assert run(consume.ack_done(keys, GROUP, runs)) == 400
+    assert run(settle.ack_done(keys, GROUP, runs)) == 400
 
     assert record(redis_sync, keys, "j150") == ["S", entries[150], 1000, 5, "", "", "", big]
     assert record(redis_sync, keys, "j1") == ["S", entries[1], 1000, 5, "", "", ""]
@@ -238,7 +239,7 @@ def test_ack_keeps_results_and_counts_their_bytes_toward_the_history_budget(
     exact = sum(redis_sync.memory_usage(k, samples=0) or 0 for k in (keys.ready, keys.history))
     unseen = exact - counted
     budget = int((unseen + counted / 2) / 0.9)
-    assert run(consume.trim(keys, HOUR_MS, 1000, HOUR_MS, budget)).trimmed > 0
+    assert run(history.trim(keys, HOUR_MS, 1000, HOUR_MS, budget)).trimmed > 0
 
 
 def test_a_late_ack_leaves_the_first_successs_record_and_result(
@@ -251,14 +252,14 @@ def test_a_late_ack_leaves_the_first_successs_record_and_result(
     deliver(redis_sync, keys, GROUP, WORKER)
     first = msgpack.packb({"by": "b", "raw": b"\x00\xff"})  # not UTF-8, as results may be
     late = msgpack.packb({"by": "a", "raw": b"\xfe"})
-    assert run(consume.ack_done(keys, GROUP, [(entries[1], "j1", 1000, 5, first, 1)])) == 1
+    assert run(settle.ack_done(keys, GROUP, [(entries[1], "j1", 1000, 5, first, 1)])) == 1
     kept = ["S", entries[1], 1000, 5, "", "", "", first]
     assert record(redis_sync, keys, "j1") == kept
 
     # The stale worker's ack, alone and in a batch with an entry still pending to it.
-    assert run(consume.ack_done(keys, GROUP, [(entries[1], "j1", 2000, 9, late, 1)])) == 0
+    assert run(settle.ack_done(keys, GROUP, [(entries[1], "j1", 2000, 9, late, 1)])) == 0
     runs = [(entries[0], "j0", 2000, 9, None, 1), (entries[1], "j1", 2000, 9, late, 1)]
-    assert run(consume.ack_done(keys, GROUP, runs)) == 1
+    assert run(settle.ack_done(keys, GROUP, runs)) == 1
 
     assert record(redis_sync, keys, "j1") == kept
     assert record(redis_sync, keys, "j0") == ["S", entries[0], 2000, 9, "", "", ""]
@@ -275,11 +276,11 @@ def test_an_ack_of_a_retrys_firing_records_its_result_when_another_entry_was_set
     fired = msgpack.packb(["F", entries[1], 0, 0, "boom", "", ""])
     redis_sync.hset(keys.history, f"j1{US}{GROUP}", fired)  # as emit_due writes it
     settled = pack_success(entries[0], 500, 1, None)
-    assert run(consume.ack_done(keys, GROUP, [(entries[0], "j0", 500, 1, None, 2)])) == 1
+    assert run(settle.ack_done(keys, GROUP, [(entries[0], "j0", 500, 1, None, 2)])) == 1
     result = msgpack.packb("done on attempt 2")
 
     runs = [(entries[0], "j0", 1000, 5, None, 2), (entries[1], "j1", 1000, 5, result, 2)]
-    assert run(consume.ack_done(keys, GROUP, runs)) == 1
+    assert run(settle.ack_done(keys, GROUP, runs)) == 1
 
     assert record(redis_sync, keys, "j1") == ["S", entries[1], 1000, 5, "", "", "", result]
     assert redis_sync.hget(keys.history, f"j0{US}{GROUP}") == settled
@@ -306,7 +307,7 @@ def test_retry_acks_the_entry_and_schedules_the_job_at_time_plus_delay(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
 ) -> None:
     before = server_ms(redis_sync)
-    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+    retried = run(settle.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
     after = server_ms(redis_sync)
 
     assert retried.done and retried.member == "j1"
@@ -320,7 +321,7 @@ def test_retry_stores_the_envelope_of_the_next_attempt(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
 ) -> None:
     envelope = next_attempt(payload=RAW_PAYLOAD, attempt=2)
-    run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, envelope.pack()))
+    run(settle.retry(keys, GROUP, delivered, "j1", MINUTE_MS, envelope.pack()))
 
     stored = Envelope.unpack(redis_sync.hget(keys.jobs, "j1"))
     assert (stored.attempt, stored.group, stored.job_id) == (2, GROUP, "j1")
@@ -342,9 +343,9 @@ def test_retry_of_an_entry_not_pending_in_the_group_is_not_done_and_writes_nothi
         deliver(redis_sync, keys, OTHER_GROUP, WORKER)
     before = snapshot(redis_sync, keys)
 
-    retried = run(consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, next_attempt().pack()))
+    retried = run(settle.retry(keys, GROUP, entry, "j1", MINUTE_MS, next_attempt().pack()))
 
-    assert retried == consume.Retried(False)
+    assert retried == settle.Retried(False)
     assert snapshot(redis_sync, keys) == before
 
 
@@ -356,7 +357,7 @@ def test_retry_while_the_job_id_is_pending_again_uses_a_member_of_its_own(
     redis_sync.hset(keys.jobs, "j1", pending_envelope)
     redis_sync.zadd(keys.delayed, {"j1": later})
 
-    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+    retried = run(settle.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
 
     member = f"j1{US}{GROUP}{US}{delivered}"
     assert retried.done and retried.member == member
@@ -379,7 +380,7 @@ def test_retry_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
     if fallback:
         redis_sync.hset(keys.jobs, "j1", Envelope(b"again", 1, 5, ENQUEUED_MS).pack())
 
-    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+    retried = run(settle.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
 
     note = f"{retried.due_ms}:{retried.member}".encode()
     assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
@@ -394,7 +395,7 @@ def test_retry_above_the_horizon_or_without_one_leaves_no_note(
     if horizon == "below due":
         redis_sync.set(keys.horizon, server_ms(redis_sync) + MINUTE_MS // 2)
 
-    retried = run(consume.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
+    retried = run(settle.retry(keys, GROUP, delivered, "j1", MINUTE_MS, next_attempt().pack()))
 
     assert retried.done
     assert redis_sync.exists(keys.inbox) == 0
@@ -415,7 +416,7 @@ def test_retry_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     before = snapshot(redis_sync, keys)
 
     with pytest.raises(ScriptError, match=re.escape(f"retry.lua: key '{bad}' holds a value")):
-        run(consume.retry(keys, GROUP, entry, "j1", 0, next_attempt().pack()))
+        run(settle.retry(keys, GROUP, entry, "j1", 0, next_attempt().pack()))
 
     assert snapshot(redis_sync, keys) == before
 
@@ -428,11 +429,11 @@ def test_retried_job_is_emitted_with_its_original_id_attempt_and_group(
         redis_sync.hset(keys.jobs, "j1", Envelope(b"again", 1, 5, ENQUEUED_MS).pack())
         redis_sync.zadd(keys.delayed, {"j1": server_ms(redis_sync) + HOUR_MS})
     retried = run(
-        consume.retry(keys, GROUP, delivered, "j1", 0, next_attempt(payload=RAW_PAYLOAD).pack())
+        settle.retry(keys, GROUP, delivered, "j1", 0, next_attempt(payload=RAW_PAYLOAD).pack())
     )
     redis_sync.set(keys.lease, TOKEN)
 
-    emitted = run(ops.emit_due(keys, TOKEN, server_ms(redis_sync), [retried.member]))
+    emitted = run(fire.emit_due(keys, TOKEN, server_ms(redis_sync), [retried.member]))
 
     assert emitted.emitted == 1
     _, fields = redis_sync.xrange(keys.ready)[-1]
@@ -458,7 +459,7 @@ def retried_in_two_groups(r: redis.Redis, run: Runner, keys: ShardKeys) -> tuple
     for group in (GROUP, OTHER_GROUP):
         assert deliver(r, keys, group, WORKER) == [entry]
         envelope = Envelope(b"p", 2, 5, ENQUEUED_MS, group, "j1").pack()
-        run(consume.retry(keys, group, entry, "j1", HOUR_MS, envelope, f"boom in {group}", 7))
+        run(settle.retry(keys, group, entry, "j1", HOUR_MS, envelope, f"boom in {group}", 7))
     alias = f"j1{US}{OTHER_GROUP}{US}{entry}"
     assert r.zscore(keys.delayed, "j1") is not None and r.zscore(keys.delayed, alias) is not None
     return entry, alias
@@ -493,7 +494,7 @@ def test_a_retry_under_an_alias_member_is_indexed_and_leaves_the_index_as_it_fir
 
     redis_sync.set(keys.lease, TOKEN)
     redis_sync.zadd(keys.delayed, {"j1": 1, alias: 1})
-    assert run(ops.emit_due(keys, TOKEN, server_ms(redis_sync), limit=10)).emitted == 2
+    assert run(fire.emit_due(keys, TOKEN, server_ms(redis_sync), limit=10)).emitted == 2
 
     assert redis_sync.exists(keys.retries, keys.delayed, keys.jobs) == 0
 
@@ -506,7 +507,7 @@ def test_cancel_removes_every_groups_retry_of_the_id_and_marks_their_records_can
     near = seed_neighbours(r, keys)
     before = server_ms(r)
 
-    assert run(ops.cancel(keys, "j1")) is True
+    assert run(enqueue.cancel(keys, "j1")) is True
 
     assert members_left(r, keys) == (near, near, near)  # the neighbours' untouched
     assert r.zscore(keys.cancelled, "j1") is not None
@@ -515,7 +516,7 @@ def test_cancel_removes_every_groups_retry_of_the_id_and_marks_their_records_can
         assert rec is not None
         assert (rec[0], rec[1], rec[4]) == ("C", entry, f"boom in {group}")
         assert rec[2] >= before
-    assert run(ops.cancel(keys, "j1")) is False  # nothing of j1 is pending any more
+    assert run(enqueue.cancel(keys, "j1")) is False  # nothing of j1 is pending any more
 
 
 def test_cancel_of_an_id_whose_only_pending_attempt_is_an_alias_retry_cancels_it(
@@ -526,7 +527,7 @@ def test_cancel_of_an_id_whose_only_pending_attempt_is_an_alias_retry_cancels_it
     r.zrem(keys.delayed, "j1")  # GROUP's retry fired: OTHER_GROUP's alone waits
     r.hdel(keys.jobs, "j1")
 
-    assert run(ops.cancel(keys, "j1")) is True
+    assert run(enqueue.cancel(keys, "j1")) is True
 
     assert members_left(r, keys) == ([], [], [])
     rec = record(r, keys, "j1", OTHER_GROUP)
@@ -541,7 +542,7 @@ def test_reschedule_moves_every_groups_retry_of_the_id(
     near = seed_neighbours(r, keys)
     due = server_ms(r) + 2 * HOUR_MS
 
-    assert run(ops.reschedule(keys, "j1", DueSpec("at", due))) == Placed.SCHEDULED
+    assert run(enqueue.reschedule(keys, "j1", DueSpec("at", due))) == Placed.SCHEDULED
 
     assert (r.zscore(keys.delayed, "j1"), r.zscore(keys.delayed, alias)) == (due, due)
     assert all(r.zscore(keys.delayed, m) != due for m in near)
@@ -555,7 +556,7 @@ def test_reschedule_to_now_fires_every_groups_retry_in_its_own_group(
     entry, _ = retried_in_two_groups(r, run, keys)
     near = seed_neighbours(r, keys)
 
-    assert run(ops.reschedule(keys, "j1", DueSpec("delay", 0))) == Placed.FIRED
+    assert run(enqueue.reschedule(keys, "j1", DueSpec("delay", 0))) == Placed.FIRED
 
     fired = [fields for eid, fields in r.xrange(keys.ready) if eid.decode() != entry]
     assert sorted((f[b"id"], f[b"attempt"], f[b"group"]) for f in fired) == [
@@ -575,9 +576,9 @@ def test_cancel_and_reschedule_with_a_wrong_typed_alias_index_raise_and_write_no
     redis_sync.set(keys.retries, "wrong type")
     before = snapshot(redis_sync, keys)
     call = (
-        ops.cancel(keys, "j1")
+        enqueue.cancel(keys, "j1")
         if script == "cancel"
-        else ops.reschedule(keys, "j1", DueSpec("delay", 0))
+        else enqueue.reschedule(keys, "j1", DueSpec("delay", 0))
     )
 
     with pytest.raises(ScriptError, match=re.escape(f"{script}.lua: key '{keys.retries}'")):
@@ -605,7 +606,7 @@ def dead_entries(r: redis.Redis, keys: ShardKeys) -> list[dict[bytes, bytes]]:
 def test_dead_letter_copies_the_entry_with_why_and_acks_it(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
 ) -> None:
-    assert run(consume.dead_letter(keys, GROUP, [(delivered, "failed", "boom\ntrace")])) == 1
+    assert run(settle.dead_letter(keys, GROUP, [(delivered, "failed", "boom\ntrace")])) == 1
 
     [dead] = dead_entries(redis_sync, keys)
     original = ready_fields(keys, "j1", payload=RAW_PAYLOAD)
@@ -625,7 +626,7 @@ def test_dead_letter_skips_entries_not_pending_in_the_group(
         redis_sync.xack(keys.ready, GROUP, entry)
     before = snapshot(redis_sync, keys)
 
-    assert run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 0
+    assert run(settle.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 0
 
     assert snapshot(redis_sync, keys) == before
     assert redis_sync.exists(keys.dead) == 0
@@ -640,7 +641,7 @@ def test_dead_letter_handles_several_entries_in_one_call(
     redis_sync.xack(keys.ready, GROUP, entries[1])  # settled by someone else: skipped
 
     count = run(
-        consume.dead_letter(
+        settle.dead_letter(
             keys,
             GROUP,
             [
@@ -673,7 +674,7 @@ def test_dead_letter_copies_a_foreign_entry_whatever_its_fields(
         redis_sync.xdel(keys.ready, entry)  # still pending, but no fields left to copy
         foreign = {}
 
-    assert run(consume.dead_letter(keys, GROUP, [(entry, "malformed", "no id")])) == 1
+    assert run(settle.dead_letter(keys, GROUP, [(entry, "malformed", "no id")])) == 1
 
     assert dead_entries(redis_sync, keys) == [
         {**foreign, **annotations("malformed", "no id", entry)}
@@ -695,7 +696,7 @@ def test_dead_letter_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     before = snapshot(redis_sync, keys)
 
     with pytest.raises(ScriptError, match=re.escape(f"dead_letter.lua: key '{bad}' holds")):
-        run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")]))
+        run(settle.dead_letter(keys, GROUP, [(entry, "failed", "boom")]))
 
     assert snapshot(redis_sync, keys) == before
 
@@ -711,27 +712,27 @@ def taken_over(redis_sync: redis.Redis, delivered: str, keys: ShardKeys) -> str:
     return delivered
 
 
-def settle_by_receipt(keys: ShardKeys, entry: str, how: str, delivery: consume.Delivery) -> Any:
+def settle_by_receipt(keys: ShardKeys, entry: str, how: str, delivery: settle.Delivery) -> Any:
     """The call a pull receipt for `delivery` makes, as `how` (ack, retry, dead_letter)."""
     if how == "ack":
-        return consume.ack_delivered(keys, GROUP, [(entry, "j1", 1000, 5, None, 1)], [delivery])
+        return settle.ack_delivered(keys, GROUP, [(entry, "j1", 1000, 5, None, 1)], [delivery])
     if how == "retry":
         envelope = next_attempt().pack()
-        return consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, envelope, "", 0, delivery)
-    return consume.dead_letter_delivered(keys, GROUP, (entry, "failed", "boom"), delivery)
+        return settle.retry(keys, GROUP, entry, "j1", MINUTE_MS, envelope, "", 0, delivery)
+    return settle.dead_letter_delivered(keys, GROUP, (entry, "failed", "boom"), delivery)
 
 
 def late_settlement(keys: ShardKeys, entry: str, how: str) -> Any:
     """What a stale worker (WORKER, its delivery 1) sends for j1's entry, as `how`."""
     late = msgpack.packb({"by": "the stale worker"})
     if how == "ack":
-        return consume.ack_done(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)])
+        return settle.ack_done(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)])
     if how == "retry":
-        return consume.retry(keys, GROUP, entry, "j1", MINUTE_MS, next_attempt().pack(), "late")
+        return settle.retry(keys, GROUP, entry, "j1", MINUTE_MS, next_attempt().pack(), "late")
     if how == "dead_letter":
-        return consume.dead_letter(keys, GROUP, [(entry, "failed", "late")])
+        return settle.dead_letter(keys, GROUP, [(entry, "failed", "late")])
     if how == "pull ack":
-        return consume.ack_delivered(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)], [(WORKER, 1)])
+        return settle.ack_delivered(keys, GROUP, [(entry, "j1", 2000, 9, late, 1)], [(WORKER, 1)])
     return settle_by_receipt(keys, entry, how.removeprefix("pull "), (WORKER, 1))
 
 
@@ -742,7 +743,7 @@ def test_a_late_settlement_of_any_kind_leaves_the_first_success_and_its_result(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, taken_over: str, how: str
 ) -> None:
     first = msgpack.packb({"by": "the worker that took it over", "raw": b"\x00\xff"})
-    assert run(consume.ack_done(keys, GROUP, [(taken_over, "j1", 1000, 5, first, 1)])) == 1
+    assert run(settle.ack_done(keys, GROUP, [(taken_over, "j1", 1000, 5, first, 1)])) == 1
     redis_sync.hdel(keys.history, f"{US}results")  # an ack counts results it sends, kept or not
     before = snapshot(redis_sync, keys)
 
@@ -753,7 +754,7 @@ def test_a_late_settlement_of_any_kind_leaves_the_first_success_and_its_result(
     assert record(redis_sync, keys, "j1") == ["S", taken_over, 1000, 5, "", "", "", first]
 
 
-STALE = {"ack": [-1], "retry": consume.Retried(False, stale=True), "dead_letter": -1}
+STALE = {"ack": [-1], "retry": settle.Retried(False, stale=True), "dead_letter": -1}
 SETTLED = {"ack": [1], "retry": True, "dead_letter": 1}
 
 
@@ -767,7 +768,7 @@ def test_a_receipt_of_an_earlier_delivery_settles_nothing(
     keys: ShardKeys,
     taken_over: str,
     how: str,
-    stale: consume.Delivery,
+    stale: settle.Delivery,
 ) -> None:
     before = snapshot(redis_sync, keys)
     assert run(settle_by_receipt(keys, taken_over, how, stale)) == STALE[how]
@@ -779,7 +780,7 @@ def test_a_receipt_of_an_earlier_delivery_settles_nothing(
     after = snapshot(redis_sync, keys)
     assert run(settle_by_receipt(keys, taken_over, how, (OTHER_WORKER, 2))) in (
         [0],
-        consume.Retried(False),
+        settle.Retried(False),
         0,
     )
     assert snapshot(redis_sync, keys) == after
@@ -796,12 +797,12 @@ def test_an_ack_of_receipts_answers_each_and_records_only_the_acked(
     runs = [(e, f"j{i}", 1000, 5, None, 1) for i, e in enumerate(entries)]
     fences = [(WORKER, 1)] * 3
 
-    assert run(consume.ack_delivered(keys, GROUP, runs, fences)) == [-1, 1, 0]
+    assert run(settle.ack_delivered(keys, GROUP, runs, fences)) == [-1, 1, 0]
     assert list(pending(redis_sync, keys, GROUP)) == [entries[0]]
     assert record(redis_sync, keys, "j0") is None and record(redis_sync, keys, "j2") is None
     assert record(redis_sync, keys, "j1") == ["S", entries[1], 1000, 5, "", "", ""]
     # A group that does not exist holds nothing pending (as XACK has it), not an error.
-    assert run(consume.ack_delivered(keys, "nobody", runs[:1], fences[:1])) == [0]
+    assert run(settle.ack_delivered(keys, "nobody", runs[:1], fences[:1])) == [0]
 
 
 # --- claim ----------------------------------------------------------------------------------
@@ -820,7 +821,7 @@ def claim(
     keys: ShardKeys,
     min_idle_ms: int,
     max_deliveries: int = 5,
-    cursor: str = consume.ZERO_ID,
+    cursor: str = streams.ZERO_ID,
     count: int = 100,
 ) -> consume.Claimed:
     return run(consume.claim(keys, GROUP, OTHER_WORKER, min_idle_ms, cursor, count, max_deliveries))
@@ -850,7 +851,7 @@ def test_claim_returns_the_claimed_entries_fields(
         (entries[0], ready_fields(keys, "j0")),
         (entries[1], ready_fields(keys, "j1")),
     ]
-    assert claimed.cursor == consume.ZERO_ID and claimed.dead_lettered == 0
+    assert claimed.cursor == streams.ZERO_ID and claimed.dead_lettered == 0
     assert claimed.deliveries == [2, 2]  # read once, now claimed
 
 
@@ -911,14 +912,14 @@ def test_claim_cursor_iterates_over_every_idle_entry(
 ) -> None:
     entries = delivered_entries(redis_sync, run, keys, 5)
     seen: list[str] = []
-    cursor, calls = consume.ZERO_ID, 0
+    cursor, calls = streams.ZERO_ID, 0
     while True:
         page = claim(run, keys, min_idle_ms=0, cursor=cursor, count=2)
         calls += 1
         assert len(page.entries) <= 2
         seen += [eid for eid, _ in page.entries]
         cursor = page.cursor
-        if cursor == consume.ZERO_ID or calls > 10:
+        if cursor == streams.ZERO_ID or calls > 10:
             break
 
     assert seen == entries
@@ -1014,8 +1015,8 @@ def trim(
     retention_ms: int = 0,
     limit: int = 1000,
     consumer_idle_ms: int = TEN_YEARS_MS,
-) -> consume.Trimmed:
-    return run(consume.trim(keys, retention_ms, limit, consumer_idle_ms))
+) -> history.Trimmed:
+    return run(history.trim(keys, retention_ms, limit, consumer_idle_ms))
 
 
 def read_and_ack(r: redis.Redis, keys: ShardKeys, group: str, read: int, ack: list[str]) -> None:
@@ -1029,12 +1030,12 @@ def test_trim_never_trims_a_stream_no_group_reads(
 ) -> None:
     entries = old_entries(redis_sync, keys, 3)
 
-    assert trim(run, keys) == consume.Trimmed(0, False, 0)
+    assert trim(run, keys) == history.Trimmed(0, False, 0)
     assert ids_of(redis_sync, keys.ready) == entries
 
 
 def test_trim_of_a_missing_stream_does_nothing(run: Runner, keys: ShardKeys) -> None:
-    assert trim(run, keys) == consume.Trimmed(0, False, 0)
+    assert trim(run, keys) == history.Trimmed(0, False, 0)
 
 
 def test_trim_removes_acked_entries_and_keeps_pending_ones(
@@ -1044,7 +1045,7 @@ def test_trim_removes_acked_entries_and_keeps_pending_ones(
     run(consume.create_group(keys, GROUP))
     read_and_ack(redis_sync, keys, GROUP, 6, [e[0], e[1], e[2], e[4]])  # e3, e5 pending
 
-    assert trim(run, keys) == consume.Trimmed(3, False, 0)
+    assert trim(run, keys) == history.Trimmed(3, False, 0)
     assert ids_of(redis_sync, keys.ready) == e[3:]
 
 
@@ -1094,7 +1095,7 @@ def test_trim_removes_every_entry_all_groups_acked_including_the_last_delivered(
     trimmed = trim(run, keys)
 
     assert ids_of(redis_sync, keys.ready) == []
-    assert trimmed == consume.Trimmed(3, False, 0)
+    assert trimmed == history.Trimmed(3, False, 0)
 
 
 def test_trim_keeps_entries_younger_than_retention(
@@ -1109,7 +1110,7 @@ def test_trim_keeps_entries_younger_than_retention(
     assert trim(run, keys, retention_ms=TEN_YEARS_MS).trimmed == 0
     assert ids_of(redis_sync, keys.ready) == [*older, *younger, last]
 
-    assert trim(run, keys, retention_ms=2 * HOUR_MS) == consume.Trimmed(3, False, 0)
+    assert trim(run, keys, retention_ms=2 * HOUR_MS) == history.Trimmed(3, False, 0)
     assert ids_of(redis_sync, keys.ready) == [*younger, last]
 
 
@@ -1191,7 +1192,7 @@ def test_trim_over_the_byte_budget_trims_at_least_what_retention_does(
 
     # Over the budget the trim goes up to the old generation's upto, and retention (0 here)
     # takes every acked entry older than now: both apply, not just the first.
-    assert run(consume.trim(keys, 0, 1000, TEN_YEARS_MS, 1)).trimmed == 4
+    assert run(history.trim(keys, 0, 1000, TEN_YEARS_MS, 1)).trimmed == 4
     assert ids_of(r, keys.ready) == []
 
 
@@ -1301,7 +1302,7 @@ def dead_letter_of(r: redis.Redis, run: Runner, keys: ShardKeys, fields: dict[by
     run(consume.create_group(keys, GROUP))
     entry = add(r, keys, fields)
     deliver(r, keys, GROUP, WORKER)
-    assert run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
+    assert run(settle.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
     return ids_of(r, keys.dead)[-1]
 
 
@@ -1312,7 +1313,7 @@ def test_replay_puts_a_dead_letter_back_as_a_first_attempt_for_its_group(
     dead_id = dead_letter_of(redis_sync, run, keys, died)
     before = server_ms(redis_sync)
 
-    assert run(consume.replay(keys, [dead_id])) == (1, 0, [])
+    assert run(dead_letters.replay(keys, [dead_id])) == (1, 0, [])
     after = server_ms(redis_sync)
 
     entry_id, fields = redis_sync.xrange(keys.ready)[-1]
@@ -1335,7 +1336,7 @@ def test_replay_leaves_a_dead_letter_without_id_or_payload(
     dead_id = dead_letter_of(redis_sync, run, keys, fields)
     ready_before = redis_sync.xlen(keys.ready)
 
-    assert run(consume.replay(keys, [dead_id])) == (0, 0, [dead_id])
+    assert run(dead_letters.replay(keys, [dead_id])) == (0, 0, [dead_id])
 
     assert ids_of(redis_sync, keys.dead) == [dead_id]
     assert redis_sync.xlen(keys.ready) == ready_before
@@ -1345,7 +1346,7 @@ def test_replay_ignores_unknown_ids(redis_sync: redis.Redis, run: Runner, keys: 
     dead_id = dead_letter_of(redis_sync, run, keys, ready_fields(keys))
     before = snapshot(redis_sync, keys)
 
-    assert run(consume.replay(keys, ["1-0", "99999999999999-0"])) == (0, 0, [])
+    assert run(dead_letters.replay(keys, ["1-0", "99999999999999-0"])) == (0, 0, [])
 
     assert snapshot(redis_sync, keys) == before
     assert ids_of(redis_sync, keys.dead) == [dead_id]
@@ -1363,7 +1364,7 @@ def test_replay_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     before = snapshot(redis_sync, keys)
 
     with pytest.raises(ScriptError, match=re.escape(f"replay.lua: key '{bad}' holds")):
-        run(consume.replay(keys, [dead_id]))
+        run(dead_letters.replay(keys, [dead_id]))
 
     assert snapshot(redis_sync, keys) == before
 
@@ -1376,7 +1377,7 @@ def test_purge_dead_deletes_the_given_dead_letters(
 ) -> None:
     dead = [redis_sync.xadd(keys.dead, {"n": str(i)}).decode() for i in range(3)]
 
-    assert run(consume.purge_dead(keys, [dead[0], dead[2], "1-0"])) == 2
+    assert run(dead_letters.purge_dead(keys, [dead[0], dead[2], "1-0"])) == 2
 
     assert ids_of(redis_sync, keys.dead) == [dead[1]]
 
@@ -1390,7 +1391,7 @@ def test_purge_dead_of_all_deletes_the_stream_and_counts(
     other = ShardKeys(keys.topic, keys.shard + 1)
     redis_sync.xadd(other.dead, {"n": "kept"})
 
-    assert run(consume.purge_dead(keys, None)) == n
+    assert run(dead_letters.purge_dead(keys, None)) == n
 
     assert redis_sync.exists(keys.dead) == 0
     assert redis_sync.xlen(other.dead) == 1
@@ -1403,6 +1404,6 @@ def test_purge_dead_of_all_with_a_dead_key_of_wrong_type_is_a_script_error_and_d
     before = snapshot(redis_sync, keys)
 
     with pytest.raises(ScriptError, match=re.escape(f"purge_dead.lua: key '{keys.dead}' holds")):
-        run(consume.purge_dead(keys, None))
+        run(dead_letters.purge_dead(keys, None))
 
     assert snapshot(redis_sync, keys) == before

@@ -14,7 +14,7 @@ from tests.support.scripts import Runner
 from wheelq.core.due import DueSpec
 from wheelq.core.job import DeadLetter, Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
-from wheelq.store import consume, job_writes, nodes, ops
+from wheelq.store import consume, dead_letters, enqueue, fire, leases, scripts, settle
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -46,7 +46,7 @@ def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys, traceparent: st
     def envelope(attempt: int = 1, group: str = "", job_id: str = "") -> bytes:
         return Envelope(RAW_PAYLOAD, attempt, 3, ENQUEUED_MS, group, job_id, traceparent).pack()
 
-    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
+    assert run(leases.lease_acquire(keys, TOKEN, TTL_MS)).held
     run(consume.create_group(keys, GROUP))
     now = server_ms(r)
     for job_id in ("emitted", "retried", "died"):
@@ -54,26 +54,26 @@ def fire_every_way(r: redis.Redis, run: Runner, keys: ShardKeys, traceparent: st
         r.zadd(keys.delayed, {job_id: now - 1000})
     r.hset(keys.jobs, "broken", b"\xc1")
     r.zadd(keys.delayed, {"broken": now - 1000})
-    emitted = run(ops.emit_due(keys, TOKEN, now, ["emitted", "retried", "died", "broken"]))
+    emitted = run(fire.emit_due(keys, TOKEN, now, ["emitted", "retried", "died", "broken"]))
     assert (emitted.emitted, emitted.malformed) == (3, ["broken"])
 
     read = run(consume.read_group([keys], GROUP, WORKER, 10, None))
     by_id = {fields[Field.ID].decode(): entry_id for _, (entry_id, fields) in read}
     retry_envelope = envelope(2, GROUP, "retried")
-    retry = run(consume.retry(keys, GROUP, by_id["retried"], "retried", 0, retry_envelope))
+    retry = run(settle.retry(keys, GROUP, by_id["retried"], "retried", 0, retry_envelope))
     assert retry.done
-    assert run(consume.dead_letter(keys, GROUP, [(by_id["died"], "failed", "boom")])) == 1
-    assert run(ops.emit_due(keys, TOKEN, server_ms(r), limit=10)).emitted == 1
+    assert run(settle.dead_letter(keys, GROUP, [(by_id["died"], "failed", "boom")])) == 1
+    assert run(fire.emit_due(keys, TOKEN, server_ms(r), limit=10)).emitted == 1
 
     later = server_ms(r) + 60_000
     r.hset(keys.jobs, "rescheduled", envelope())
     r.zadd(keys.delayed, {"rescheduled": later})
-    assert run(ops.reschedule(keys, "rescheduled", DueSpec("delay", 0))) == ops.Placed.FIRED
-    fired_now = job_writes.JobWrite("enqueued", DueSpec("delay", 0), False, envelope())
-    assert run(job_writes.enqueue(keys, [fired_now])) == [ops.Placed.FIRED]
+    assert run(enqueue.reschedule(keys, "rescheduled", DueSpec("delay", 0))) == scripts.Placed.FIRED
+    fired_now = enqueue.JobWrite("enqueued", DueSpec("delay", 0), False, envelope())
+    assert run(enqueue.enqueue(keys, [fired_now])) == [scripts.Placed.FIRED]
 
     dead_id = next(eid.decode() for eid, f in r.xrange(keys.dead) if f[Field.ID] == b"died")
-    assert run(consume.replay(keys, [dead_id])) == (1, 0, [])
+    assert run(dead_letters.replay(keys, [dead_id])) == (1, 0, [])
 
 
 def test_every_way_into_the_ready_stream_writes_the_same_fields(
@@ -141,14 +141,14 @@ def test_one_emit_writes_each_jobs_own_attempt_and_max_attempts(
     # emit_due keeps the counts it last spelled for the next job (wq_counts): a job must
     # never get another's
     counts = {"a": (1, 3), "b": (2, 3), "c": (1, 25), "d": (7, 7), "e": (1, 3), "f": (25, 1000)}
-    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).held
+    assert run(leases.lease_acquire(keys, TOKEN, TTL_MS)).held
     now = server_ms(redis_sync)
     for job_id, (attempt, max_attempts) in counts.items():
         envelope = Envelope(RAW_PAYLOAD, attempt, max_attempts, ENQUEUED_MS).pack()
         redis_sync.hset(keys.jobs, job_id, envelope)
         redis_sync.zadd(keys.delayed, {job_id: now - 1000})
 
-    assert run(ops.emit_due(keys, TOKEN, now, list(counts))).emitted == len(counts)
+    assert run(fire.emit_due(keys, TOKEN, now, list(counts))).emitted == len(counts)
 
     written = {
         f[Field.ID].decode(): (int(f[Field.ATTEMPT]), int(f[Field.MAX_ATTEMPTS]))
@@ -175,7 +175,7 @@ def test_a_dead_letter_is_the_entry_followed_by_the_annotations(
     ).decode()
     run(consume.read_group([keys], GROUP, WORKER, 10, None))
 
-    assert run(consume.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
+    assert run(settle.dead_letter(keys, GROUP, [(entry, "failed", "boom")])) == 1
 
     [(dead_id, fields)] = redis_sync.xrange(keys.dead)
     assert list(fields) == [*Field.READY, *Field.DEAD]

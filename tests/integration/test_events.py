@@ -31,8 +31,8 @@ from wheelq import (
 from wheelq.core.events import decode_entry
 from wheelq.core.keys import all_shards, shard_of
 from wheelq.core.settings import ServeSettings
-from wheelq.store import consume
 from wheelq.store import events as event_calls
+from wheelq.store import history
 
 pytestmark = pytest.mark.cluster_too
 
@@ -186,7 +186,7 @@ async def test_the_trimmer_keeps_the_newest_max_len_events_however_they_are_pack
     jobs = [(f"j{n}", 1) for n in range(500)]
     notes = [event_calls.note(keys, "started", "g", jobs[i : i + 50]) for i in range(0, 500, 50)]
     await client.executor.run(notes)  # 10 entries of 50
-    await client.executor.run([consume.trim(keys, 86_400_000, 1000, 86_400_000)])
+    await client.executor.run([history.trim(keys, 86_400_000, 1000, 86_400_000)])
     kept = await collect(client, topic, "start", lambda got: len(got) >= 100)
     held = [e.job_id for e in kept if e.job_id]
     # whole entries go: at least the newest 100 stay, and fewer than 100 + one entry's 50

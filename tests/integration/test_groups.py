@@ -35,9 +35,10 @@ from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import groups as grp
 from wheelq.producer.operations import Producer
-from wheelq.store import consume
 from wheelq.store import groups as store_groups
-from wheelq.store.executor import Call, SyncExecutor, drive
+from wheelq.store import history
+from wheelq.store.call import Call
+from wheelq.store.executor import SyncExecutor, drive
 from wheelq.store.groups import GroupDrop
 from wheelq.store.scripts import GroupOutcome
 from wheelq.web.auth import Token
@@ -345,7 +346,7 @@ async def test_after_deleting_a_stale_group_a_job_the_live_group_ran_reads_succe
             await worker.stop(grace_ms=0)
         assert info.state is JobState.READY  # held back by the stale group
         keys = ShardKeys(topic, shard_of(job_id, SHARDS))
-        trim = consume.trim(keys, 0, 100, HOUR_MS)  # retention 0: every entry acked by all
+        trim = history.trim(keys, 0, 100, HOUR_MS)  # retention 0: every entry acked by all
         assert run(trim).trimmed == 0
 
         await client.delete_group(topic, "stale")

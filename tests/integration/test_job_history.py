@@ -22,7 +22,7 @@ from tests.support.waiting import eventually
 from wheelq import AsyncClient, Job, JobInfo, JobState, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.runtime.role import executor_of
-from wheelq.store import consume
+from wheelq.store import history
 
 SHARDS = 4
 GROUP = "default"
@@ -214,7 +214,7 @@ async def test_trimming_keeps_history_within_retention_and_drops_it_after(
     executor = executor_of(redis_async)
 
     async def trim(retention_ms: int) -> int:
-        calls = [consume.trim(k, retention_ms, 1000, HOUR_MS) for k in all_shards(topic, SHARDS)]
+        calls = [history.trim(k, retention_ms, 1000, HOUR_MS) for k in all_shards(topic, SHARDS)]
         return sum(t.trimmed for t in await executor.run(calls))
 
     assert await trim(HOUR_MS) == 0  # within retention: nothing goes

@@ -187,13 +187,13 @@ async def test_the_ack_script_records_no_success_for_an_entry_not_in_the_stream(
 ) -> None:
     """Defence in depth: the worker's ack path (no receipts) writes a job's success record
     only for an entry it settled or one still in the stream (its own reply lost)."""
-    from wheelq.store import consume
+    from wheelq.store import settle
 
     await api.service.client.create_topic(topic, 1)
     keys = ShardKeys(topic, 0)
     await redis_async.xgroup_create(keys.ready, "g", id="0", mkstream=True)
     ghosts = [(f"{n + 1}-0", f"ghost-{n}", 5, 1, None, 1) for n in range(100)]
-    (acked,) = await api.service.client.executor.run([consume.ack_done(keys, "g", ghosts)])
+    (acked,) = await api.service.client.executor.run([settle.ack_done(keys, "g", ghosts)])
     assert acked == 0
     assert await redis_async.hlen(keys.history) == 0
     assert await job_state(api, topic, "ghost-0") == 404

@@ -12,8 +12,8 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store import job_writes
-from wheelq.store.job_writes import JobWrite
+from wheelq.store import enqueue
+from wheelq.store.enqueue import JobWrite
 from wheelq.store.scripts import Placed
 
 RECORD_MS = 600_000
@@ -39,8 +39,8 @@ def test_a_batch_replayed_twice_fires_each_job_due_now_once(
 ) -> None:
     batch = [write("a", "s:1"), write("b", "s:2"), write("c", "s:3", delay_ms=HOUR_MS)]
 
-    first = run(job_writes.enqueue(keys, batch, RECORD_MS))
-    again = run(job_writes.enqueue(keys, batch, RECORD_MS))
+    first = run(enqueue.enqueue(keys, batch, RECORD_MS))
+    again = run(enqueue.enqueue(keys, batch, RECORD_MS))
 
     assert first == [Placed.FIRED, Placed.FIRED, Placed.SCHEDULED]
     assert again == [Placed.APPLIED] * 3
@@ -52,11 +52,7 @@ def test_the_record_keeps_each_token_until_the_server_time_it_expires(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     before = server_ms(redis_sync)
-    run(
-        job_writes.enqueue(
-            keys, [write("a", "s:1"), write("b", "s:2", delay_ms=HOUR_MS)], RECORD_MS
-        )
-    )
+    run(enqueue.enqueue(keys, [write("a", "s:1"), write("b", "s:2", delay_ms=HOUR_MS)], RECORD_MS))
     after = server_ms(redis_sync)
 
     record = dict(redis_sync.zrange(keys.spooled, 0, -1, withscores=True))
@@ -68,13 +64,13 @@ def test_the_record_keeps_each_token_until_the_server_time_it_expires(
 def test_a_duplicate_decided_once_stays_decided(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(job_writes.enqueue(keys, [write("x", "", delay_ms=HOUR_MS)]))  # pending, plain enqueue
+    run(enqueue.enqueue(keys, [write("x", "", delay_ms=HOUR_MS)]))  # pending, plain enqueue
     batch = [write("x", "s:9")]
 
-    assert run(job_writes.enqueue(keys, batch, RECORD_MS)) == [Placed.DUPLICATE]
+    assert run(enqueue.enqueue(keys, batch, RECORD_MS)) == [Placed.DUPLICATE]
     redis_sync.zrem(keys.delayed, "x")  # the pending job fired or was cancelled meanwhile
     redis_sync.hdel(keys.jobs, "x")
-    assert run(job_writes.enqueue(keys, batch, RECORD_MS)) == [Placed.APPLIED]
+    assert run(enqueue.enqueue(keys, batch, RECORD_MS)) == [Placed.APPLIED]
     assert redis_sync.exists(keys.jobs, keys.delayed) == 0
 
 
@@ -84,11 +80,11 @@ def test_the_same_id_under_two_tokens_is_two_writes_in_order(
     first = write("x", "s:1", delay_ms=HOUR_MS)
     replaced = write("x", "s:2", delay_ms=2 * HOUR_MS, replace=True)
 
-    placed = run(job_writes.enqueue(keys, [first, replaced], RECORD_MS))
+    placed = run(enqueue.enqueue(keys, [first, replaced], RECORD_MS))
 
     assert placed == [Placed.SCHEDULED, Placed.SCHEDULED]
     assert redis_sync.zscore(keys.delayed, "x") > server_ms(redis_sync) + 1.5 * HOUR_MS
-    assert run(job_writes.enqueue(keys, [first, replaced], RECORD_MS)) == [Placed.APPLIED] * 2
+    assert run(enqueue.enqueue(keys, [first, replaced], RECORD_MS)) == [Placed.APPLIED] * 2
 
 
 def test_a_plain_enqueue_neither_reads_nor_writes_the_record(
@@ -96,7 +92,7 @@ def test_a_plain_enqueue_neither_reads_nor_writes_the_record(
 ) -> None:
     redis_sync.set(keys.spooled, "not a zset")
 
-    assert run(job_writes.enqueue(keys, [write("a", "s:1")])) == [Placed.FIRED]
+    assert run(enqueue.enqueue(keys, [write("a", "s:1")])) == [Placed.FIRED]
     assert redis_sync.get(keys.spooled) == b"not a zset"
 
 
@@ -106,7 +102,7 @@ def test_a_replay_into_a_record_of_the_wrong_type_writes_nothing(
     redis_sync.set(keys.spooled, "not a zset")
 
     with pytest.raises(ScriptError, match="spooled"):
-        run(job_writes.enqueue(keys, [write("a", "s:1")], RECORD_MS))
+        run(enqueue.enqueue(keys, [write("a", "s:1")], RECORD_MS))
     assert redis_sync.exists(keys.ready, keys.delayed, keys.jobs) == 0
 
 
@@ -116,7 +112,7 @@ def test_each_replay_removes_at_most_twice_as_many_expired_tokens_as_it_adds(
     expired = server_ms(redis_sync) - RECORD_MS  # their expiry time passed
     redis_sync.zadd(keys.spooled, {f"old:{n}": expired + n for n in range(5)})
 
-    run(job_writes.enqueue(keys, [write("a", "s:1")], RECORD_MS))
+    run(enqueue.enqueue(keys, [write("a", "s:1")], RECORD_MS))
 
     left = [m.decode() for m in redis_sync.zrange(keys.spooled, 0, -1)]
     assert left == ["old:2", "old:3", "old:4", "s:1"]  # the oldest two went
@@ -125,9 +121,9 @@ def test_each_replay_removes_at_most_twice_as_many_expired_tokens_as_it_adds(
 def test_forget_replayed_removes_only_the_tokens_given(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(job_writes.enqueue(keys, [write("a", "s:1"), write("b", "s:2")], RECORD_MS))
+    run(enqueue.enqueue(keys, [write("a", "s:1"), write("b", "s:2")], RECORD_MS))
 
-    assert run(job_writes.forget_replayed(keys, ["s:1", "s:7"])) == 1
+    assert run(enqueue.forget_replayed(keys, ["s:1", "s:7"])) == 1
 
     assert redis_sync.zrange(keys.spooled, 0, -1) == [b"s:2"]
-    assert run(job_writes.enqueue(keys, [write("a", "s:1")], RECORD_MS)) == [Placed.FIRED]
+    assert run(enqueue.enqueue(keys, [write("a", "s:1")], RECORD_MS)) == [Placed.FIRED]

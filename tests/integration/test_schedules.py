@@ -32,7 +32,7 @@ from wheelq.runtime.role import executor_of
 from wheelq.scheduler import materializer
 from wheelq.scheduler.led_shards import Leads, NodeContext
 from wheelq.scheduler.materializer import Materializer
-from wheelq.store import nodes
+from wheelq.store import leases
 from wheelq.store import schedules as sched
 
 SHARDS = 4
@@ -54,7 +54,7 @@ async def planner(r: redis.asyncio.Redis, topic: str, token: str, window_ms: int
     clock = ManualClock(0)
     leads = Leads(token=token)
     for keys in all_shards(topic, SHARDS):
-        (attempt,) = await executor.run([nodes.lease_acquire(keys, token, 600_000)])
+        (attempt,) = await executor.run([leases.lease_acquire(keys, token, 600_000)])
         assert attempt.held, attempt
         leads.add(keys, 0, SHARDS)
     settings = SchedulerSettings(window_ms=window_ms, failure_pause_max_ms=10)

@@ -32,10 +32,11 @@ from wheelq.core.history import SEPARATOR
 from wheelq.core.job import Envelope, make_job_id, parse_note, parse_notes
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import job_writes, nodes, ops
-from wheelq.store.executor import Call, SyncExecutor
-from wheelq.store.job_writes import JobWrite
-from wheelq.store.ops import EmitResult
+from wheelq.store import enqueue, fire, leases, observe, topics
+from wheelq.store.call import Call
+from wheelq.store.enqueue import JobWrite
+from wheelq.store.executor import SyncExecutor
+from wheelq.store.fire import EmitResult
 from wheelq.store.scripts import Placed, script
 from wheelq.testing import ServerBinary
 
@@ -47,9 +48,9 @@ HOUR_MS = 3_600_000
 
 
 @pytest.fixture
-def leader(run: Runner, keys: ShardKeys) -> nodes.LeaseAttempt:
+def leader(run: Runner, keys: ShardKeys) -> leases.LeaseAttempt:
     """TOKEN holds the shard's lease (horizon set to TIME by the acquire)."""
-    attempt = run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
+    attempt = run(leases.lease_acquire(keys, TOKEN, TTL_MS))
     assert attempt.held and attempt.new
     return attempt
 
@@ -162,7 +163,7 @@ def test_enqueue_future_at_is_scheduled_with_its_score_and_envelope(
     due = server_ms(redis_sync) + MINUTE_MS
     envelope = env(RAW_PAYLOAD, attempt=2, max_attempts=7)
 
-    assert run(job_writes.enqueue(keys, [job("j1", at(due), envelope)])) == [Placed.SCHEDULED]
+    assert run(enqueue.enqueue(keys, [job("j1", at(due), envelope)])) == [Placed.SCHEDULED]
 
     assert redis_sync.zrange(keys.delayed, 0, -1, withscores=True) == [(b"j1", due)]
     assert redis_sync.hgetall(keys.jobs) == {b"j1": envelope}
@@ -173,7 +174,7 @@ def test_enqueue_delay_is_added_to_server_time(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     before = server_ms(redis_sync)
-    assert run(job_writes.enqueue(keys, [job("j1", DueSpec("delay", MINUTE_MS))])) == [
+    assert run(enqueue.enqueue(keys, [job("j1", DueSpec("delay", MINUTE_MS))])) == [
         Placed.SCHEDULED
     ]
     after = server_ms(redis_sync)
@@ -195,7 +196,7 @@ def test_enqueue_due_now_or_past_goes_straight_to_the_stream(
         "at epoch 1": at(1),
     }[when]
 
-    placed = run(job_writes.enqueue(keys, [job("j1", due_spec, env(RAW_PAYLOAD, 3, 7))]))
+    placed = run(enqueue.enqueue(keys, [job("j1", due_spec, env(RAW_PAYLOAD, 3, 7))]))
     after = server_ms(redis_sync)
 
     assert placed == [Placed.FIRED]
@@ -217,7 +218,7 @@ def test_enqueue_fired_payload_bytes_are_intact_at_every_msgpack_size(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, size: int
 ) -> None:
     payload = bytes(i % 256 for i in range(size))  # every byte value, so not UTF-8
-    assert run(job_writes.enqueue(keys, [job("j1", DueSpec("delay", 0), env(payload))])) == [
+    assert run(enqueue.enqueue(keys, [job("j1", DueSpec("delay", 0), env(payload))])) == [
         Placed.FIRED
     ]
     [(_, fields)] = entries(redis_sync, keys)
@@ -227,7 +228,7 @@ def test_enqueue_fired_payload_bytes_are_intact_at_every_msgpack_size(
 def test_enqueue_nothing_returns_no_codes_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    assert run(job_writes.enqueue(keys, [])) == []
+    assert run(enqueue.enqueue(keys, [])) == []
     assert redis_sync.exists(keys.delayed, keys.jobs, keys.ready, keys.inbox) == 0
 
 
@@ -237,12 +238,12 @@ def test_enqueue_duplicate_without_replace_is_code_2_and_changes_nothing(
 ) -> None:
     now = server_ms(redis_sync)
     first = env(b"first")
-    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS), first)]))
+    run(enqueue.enqueue(keys, [job("j1", at(now + MINUTE_MS), first)]))
     redis_sync.set(keys.horizon, now + HOUR_MS)  # a write would also leave an inbox note
     before = shard_state(redis_sync, keys)
 
     due = now + 2 * MINUTE_MS if second_due == "later" else now - 1000
-    placed = run(job_writes.enqueue(keys, [job("j1", at(due), env(b"second"))]))
+    placed = run(enqueue.enqueue(keys, [job("j1", at(due), env(b"second"))]))
 
     assert placed == [Placed.DUPLICATE]
     assert shard_state(redis_sync, keys) == before
@@ -254,10 +255,10 @@ def test_enqueue_replace_writes_the_new_score_and_envelope(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     now = server_ms(redis_sync)
-    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
+    run(enqueue.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
 
     placed = run(
-        job_writes.enqueue(keys, [job("j1", at(now + HOUR_MS), env(b"second"), replace=True)])
+        enqueue.enqueue(keys, [job("j1", at(now + HOUR_MS), env(b"second"), replace=True)])
     )
 
     assert placed == [Placed.SCHEDULED]
@@ -270,11 +271,9 @@ def test_enqueue_replace_with_a_past_due_fires_and_removes_the_pending_copy(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, topic: str
 ) -> None:
     now = server_ms(redis_sync)
-    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
+    run(enqueue.enqueue(keys, [job("j1", at(now + MINUTE_MS), env(b"first"))]))
 
-    placed = run(
-        job_writes.enqueue(keys, [job("j1", at(now - 5000), env(b"second"), replace=True)])
-    )
+    placed = run(enqueue.enqueue(keys, [job("j1", at(now - 5000), env(b"second"), replace=True)]))
 
     assert placed == [Placed.FIRED]
     assert [f for _, f in entries(redis_sync, keys)] == [
@@ -287,7 +286,7 @@ def test_enqueue_replace_of_a_job_not_pending_is_a_plain_enqueue(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     due = server_ms(redis_sync) + MINUTE_MS
-    assert run(job_writes.enqueue(keys, [job("j1", at(due), replace=True)])) == [Placed.SCHEDULED]
+    assert run(enqueue.enqueue(keys, [job("j1", at(due), replace=True)])) == [Placed.SCHEDULED]
     assert score(redis_sync, keys, "j1") == due
 
 
@@ -306,7 +305,7 @@ def test_enqueue_batch_returns_each_outcome_in_order(
         job("d", at(now + 3 * MINUTE_MS), env(b"d2"), replace=True),  # scheduled again
     ]
 
-    placed = run(job_writes.enqueue(keys, batch))
+    placed = run(enqueue.enqueue(keys, batch))
 
     assert placed == [
         Placed.SCHEDULED,
@@ -335,7 +334,7 @@ def test_enqueue_batch_returns_each_outcome_in_order(
 def test_enqueue_batch_of_one_mode_and_replace_places_each_job_as_if_one_by_one(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, replace: bool, repeat: bool
 ) -> None:
-    """Such a call sends mode and replace once (ops.enqueue's shared layout); when no id
+    """Such a call sends mode and replace once (store.enqueue's shared layout); when no id
     repeats it says so ('u'), and the script gathers each job's writes as it meets it."""
     now = server_ms(redis_sync)
     seed_pending(redis_sync, keys, "p", now + HOUR_MS, env(b"p0"))
@@ -348,7 +347,7 @@ def test_enqueue_batch_of_one_mode_and_replace_places_each_job_as_if_one_by_one(
     ]
     if repeat:
         batch.append(job("a", at(now + HOUR_MS), env(b"a2"), replace))  # pending since the call
-    call = job_writes.enqueue(keys, batch)
+    call = enqueue.enqueue(keys, batch)
     assert call.args[4] == ("a1" if replace else "a0") + ("" if repeat else "u")
 
     placed = run(call)
@@ -430,7 +429,7 @@ def layout_envelope(n: int, kind: str) -> bytes:
 
 def layout_call(keys: ShardKeys, jobs: list[JobWrite], layout: str | None) -> Call[list[Placed]]:
     """`jobs` (one mode and replace) in the general layout (None) or the shared `layout`."""
-    call = job_writes.enqueue(keys, jobs)  # the script's keys and reply parser
+    call = enqueue.enqueue(keys, jobs)  # the script's keys and reply parser
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, 0, ""]
     if layout is None:
         args.append("")
@@ -510,7 +509,7 @@ def test_enqueue_shared_layouts_place_and_write_as_the_general_layout(
         jobs = [j._replace(new=True) for j in jobs]
     vouched = ["", "u", "n"][: 1 + unique + fresh]
     shared = case.mode + ("1" if case.replace else "0")
-    probe = job_writes.enqueue(ShardKeys(topic, 0), jobs).args[4]
+    probe = enqueue.enqueue(ShardKeys(topic, 0), jobs).args[4]
     assert probe == shared + vouched[-1], "the client sends the strongest layout the batch allows"
 
     def outcome(layout: str | None) -> tuple[list[Placed], dict[str, Any]]:
@@ -554,7 +553,7 @@ def test_enqueue_of_new_ids_reads_none_first_and_places_them(
     horizon = server_ms(redis_sync) + HOUR_MS
     redis_sync.set(keys.horizon, horizon)
     later, now = new_job(DueSpec("delay", MINUTE_MS), b"l"), new_job(DueSpec("delay", 0), b"n")
-    call = job_writes.enqueue(keys, [later, now])
+    call = enqueue.enqueue(keys, [later, now])
     assert call.args[4] == "d0n"
 
     assert run(call) == [Placed.SCHEDULED, Placed.FIRED]
@@ -574,12 +573,12 @@ def test_enqueue_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_it(
     redis_sync.set(keys.horizon, horizon)
     due = horizon + offset_ms
 
-    assert run(job_writes.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
+    assert run(enqueue.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
 
     note = f"{due}:j1".encode()
     assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
     assert next_published(wake) == note
-    assert run(ops.drain_inbox(keys, 10)) == [("j1", due)]
+    assert run(fire.drain_inbox(keys, 10)) == [("j1", due)]
 
 
 def test_a_batch_enqueue_below_the_horizon_publishes_its_notes_in_one_message(
@@ -591,7 +590,7 @@ def test_a_batch_enqueue_below_the_horizon_publishes_its_notes_in_one_message(
     redis_sync.set(keys.horizon, horizon)
     dues = {"j1": horizon - 3, "j2": horizon + 1, "j3": horizon - 1, "j4": horizon}
 
-    placed = run(job_writes.enqueue(keys, [job(job_id, at(due)) for job_id, due in dues.items()]))
+    placed = run(enqueue.enqueue(keys, [job(job_id, at(due)) for job_id, due in dues.items()]))
 
     assert placed == [Placed.SCHEDULED] * 4
     notes = [f"{dues[job_id]}:{job_id}".encode() for job_id in ("j1", "j3", "j4")]
@@ -612,7 +611,7 @@ def test_enqueue_above_the_horizon_or_without_one_leaves_no_note(
     elif horizon == "not a number":
         redis_sync.set(keys.horizon, "soon")
 
-    assert run(job_writes.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
+    assert run(enqueue.enqueue(keys, [job("j1", at(due))])) == [Placed.SCHEDULED]
 
     assert score(redis_sync, keys, "j1") == due
     assert redis_sync.exists(keys.inbox) == 0
@@ -625,7 +624,7 @@ def test_enqueue_fired_job_leaves_no_inbox_note_even_below_the_horizon(
     now = server_ms(redis_sync)
     redis_sync.set(keys.horizon, now + MINUTE_MS)
 
-    assert run(job_writes.enqueue(keys, [job("j1", at(now - 1000))])) == [Placed.FIRED]
+    assert run(enqueue.enqueue(keys, [job("j1", at(now - 1000))])) == [Placed.FIRED]
 
     assert redis_sync.exists(keys.inbox) == 0
     assert_nothing_published(redis_sync, wake, keys)
@@ -677,7 +676,7 @@ def test_enqueue_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     ]
 
     with refused(redis_sync, keys, "enqueue", bad):
-        run(job_writes.enqueue(keys, batch))
+        run(enqueue.enqueue(keys, batch))
 
 
 @pytest.mark.parametrize("call_token", ["", "c1"], ids=["plain", "spooling client's"])
@@ -692,7 +691,7 @@ def test_enqueue_of_new_ids_into_a_key_of_wrong_type_writes_nothing(
     record_ms = HOUR_MS if call_token else 0
 
     with refused(redis_sync, keys, "enqueue", bad):
-        run(job_writes.enqueue(keys, batch, record_ms, call_token))
+        run(enqueue.enqueue(keys, batch, record_ms, call_token))
 
 
 # --- reschedule -----------------------------------------------------------------------------
@@ -707,10 +706,10 @@ def test_reschedule_of_a_job_not_pending_is_none_and_writes_nothing(
     now = server_ms(redis_sync)
     redis_sync.set(keys.horizon, now + HOUR_MS)
     if state == "fired":
-        run(job_writes.enqueue(keys, [job("j1", DueSpec("delay", 0))]))
+        run(enqueue.enqueue(keys, [job("j1", DueSpec("delay", 0))]))
     elif state == "cancelled":
-        run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS))]))
-        run(ops.cancel(keys, "j1"))
+        run(enqueue.enqueue(keys, [job("j1", at(now + MINUTE_MS))]))
+        run(enqueue.cancel(keys, "j1"))
     elif state == "no envelope":
         redis_sync.zadd(keys.delayed, {"j1": now + MINUTE_MS})
     elif state == "no score":
@@ -718,7 +717,7 @@ def test_reschedule_of_a_job_not_pending_is_none_and_writes_nothing(
     before = shard_state(redis_sync, keys)
 
     for due in (at(now + 30_000), at(now - 1000)):
-        assert run(ops.reschedule(keys, "j1", due)) is None
+        assert run(enqueue.reschedule(keys, "j1", due)) is None
 
     assert shard_state(redis_sync, keys) == before
 
@@ -730,12 +729,12 @@ def test_reschedule_moves_a_pending_job_and_keeps_its_envelope(
     now = server_ms(redis_sync)
     envelope = env(RAW_PAYLOAD, 2, 3)
     run(
-        job_writes.enqueue(
+        enqueue.enqueue(
             keys, [job("j1", at(now + MINUTE_MS), envelope), job("other", at(now + 2 * HOUR_MS))]
         )
     )
 
-    assert run(ops.reschedule(keys, "j1", at(now + move_ms))) == Placed.SCHEDULED
+    assert run(enqueue.reschedule(keys, "j1", at(now + move_ms))) == Placed.SCHEDULED
 
     assert score(redis_sync, keys, "j1") == now + move_ms
     assert redis_sync.hget(keys.jobs, "j1") == envelope
@@ -748,7 +747,7 @@ def test_reschedule_delay_is_added_to_server_time(
 ) -> None:
     seed_pending(redis_sync, keys, "j1", server_ms(redis_sync) + HOUR_MS, env())
     before = server_ms(redis_sync)
-    assert run(ops.reschedule(keys, "j1", DueSpec("delay", MINUTE_MS))) == Placed.SCHEDULED
+    assert run(enqueue.reschedule(keys, "j1", DueSpec("delay", MINUTE_MS))) == Placed.SCHEDULED
     after = server_ms(redis_sync)
 
     due = score(redis_sync, keys, "j1")
@@ -764,7 +763,7 @@ def test_reschedule_to_now_or_past_fires_and_removes_the_pending_job(
     redis_sync.set(keys.horizon, before + HOUR_MS)
     due_spec = DueSpec("delay", 0) if when == "delay 0" else at(before - 5000)
 
-    assert run(ops.reschedule(keys, "j1", due_spec)) == Placed.FIRED
+    assert run(enqueue.reschedule(keys, "j1", due_spec)) == Placed.FIRED
     after = server_ms(redis_sync)
 
     [(entry_ms, fields)] = entries(redis_sync, keys)
@@ -784,7 +783,7 @@ def test_reschedule_at_or_below_the_horizon_leaves_an_inbox_note_and_publishes_i
     seed_pending(redis_sync, keys, "j1", now + HOUR_MS, env())
     redis_sync.set(keys.horizon, horizon)
 
-    assert run(ops.reschedule(keys, "j1", at(horizon + offset_ms))) == Placed.SCHEDULED
+    assert run(enqueue.reschedule(keys, "j1", at(horizon + offset_ms))) == Placed.SCHEDULED
 
     note = f"{horizon + offset_ms}:j1".encode()
     assert redis_sync.lrange(keys.inbox, 0, -1) == [note]
@@ -799,7 +798,7 @@ def test_reschedule_above_the_horizon_or_without_one_leaves_no_note(
     if horizon == "below due":
         redis_sync.set(keys.horizon, now + MINUTE_MS - 1)
 
-    assert run(ops.reschedule(keys, "j1", at(now + MINUTE_MS))) == Placed.SCHEDULED
+    assert run(enqueue.reschedule(keys, "j1", at(now + MINUTE_MS))) == Placed.SCHEDULED
 
     assert score(redis_sync, keys, "j1") == now + MINUTE_MS
     assert redis_sync.exists(keys.inbox) == 0
@@ -814,10 +813,10 @@ def test_reschedule_to_now_of_a_malformed_envelope_raises_and_writes_nothing(
     before = shard_state(redis_sync, keys)
 
     with pytest.raises(MalformedJobError, match=r"job 'bad' on topic .* cannot be decoded"):
-        run(ops.reschedule(keys, "bad", DueSpec("delay", 0)))
+        run(enqueue.reschedule(keys, "bad", DueSpec("delay", 0)))
 
     assert shard_state(redis_sync, keys) == before
-    assert run(ops.reschedule(keys, "bad", at(now + HOUR_MS))) == Placed.SCHEDULED
+    assert run(enqueue.reschedule(keys, "bad", at(now + HOUR_MS))) == Placed.SCHEDULED
     assert score(redis_sync, keys, "bad") == now + HOUR_MS
 
 
@@ -830,7 +829,7 @@ def test_enqueue_of_a_malformed_envelope_due_now_raises_and_writes_nothing(
     batch = [job("later", at(now + MINUTE_MS)), job("bad", DueSpec("delay", 0), b"\xc1")]
 
     with pytest.raises(MalformedJobError) as caught:
-        run(job_writes.enqueue(keys, batch))
+        run(enqueue.enqueue(keys, batch))
 
     assert (caught.value.topic, caught.value.job_id) == (topic, "bad")
     assert shard_state(redis_sync, keys) == before
@@ -849,7 +848,7 @@ def test_reschedule_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     due = at(now + 30_000) if when == "later" else at(now - 1000)
 
     with refused(redis_sync, keys, "reschedule", bad):
-        run(ops.reschedule(keys, "old", due))
+        run(enqueue.reschedule(keys, "old", due))
 
 
 # --- cancel ---------------------------------------------------------------------------------
@@ -859,27 +858,27 @@ def test_cancel_removes_a_pending_job_once(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     now = server_ms(redis_sync)
-    run(job_writes.enqueue(keys, [job("j1", at(now + MINUTE_MS)), job("j2", at(now + MINUTE_MS))]))
+    run(enqueue.enqueue(keys, [job("j1", at(now + MINUTE_MS)), job("j2", at(now + MINUTE_MS))]))
 
-    assert run(ops.cancel(keys, "j1")) is True
+    assert run(enqueue.cancel(keys, "j1")) is True
     assert score(redis_sync, keys, "j1") is None
     assert redis_sync.hexists(keys.jobs, "j1") is False
     assert score(redis_sync, keys, "j2") == now + MINUTE_MS
     assert redis_sync.hexists(keys.jobs, "j2") is True
 
-    assert run(ops.cancel(keys, "j1")) is False
+    assert run(enqueue.cancel(keys, "j1")) is False
     assert redis_sync.zcard(keys.delayed) == 1
 
 
 def test_cancel_of_an_unknown_or_fired_job_is_false_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(job_writes.enqueue(keys, [job("fired", DueSpec("delay", 0))]))
+    run(enqueue.enqueue(keys, [job("fired", DueSpec("delay", 0))]))
     seed_pending(redis_sync, keys, "kept", server_ms(redis_sync) + MINUTE_MS, env())
     before = shard_state(redis_sync, keys)
 
-    assert run(ops.cancel(keys, "unknown")) is False
-    assert run(ops.cancel(keys, "fired")) is False
+    assert run(enqueue.cancel(keys, "unknown")) is False
+    assert run(enqueue.cancel(keys, "fired")) is False
 
     assert shard_state(redis_sync, keys) == before
 
@@ -888,7 +887,7 @@ def test_cancel_of_an_envelope_without_a_score_removes_it_but_reports_false(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     redis_sync.hset(keys.jobs, "half", env())
-    assert run(ops.cancel(keys, "half")) is False
+    assert run(enqueue.cancel(keys, "half")) is False
     assert redis_sync.hexists(keys.jobs, "half") is False
 
 
@@ -898,7 +897,7 @@ def test_cancel_key_of_wrong_type_is_a_script_error_and_writes_nothing(
 ) -> None:
     bad = plant_wrong_type(redis_sync, keys, name)
     with refused(redis_sync, keys, "cancel", bad):
-        run(ops.cancel(keys, "old"))
+        run(enqueue.cancel(keys, "old"))
 
 
 # --- emit_due -------------------------------------------------------------------------------
@@ -917,9 +916,9 @@ def test_emit_due_without_the_lease_raises_and_changes_nothing(
     before = shard_state(redis_sync, keys)
 
     with pytest.raises(LeaseLostError, match=r"emit_due\.lua"):
-        run(ops.emit_due(keys, token, now, ["due"]))
+        run(fire.emit_due(keys, token, now, ["due"]))
     with pytest.raises(LeaseLostError, match=r"emit_due\.lua"):
-        run(ops.emit_due(keys, token, now, limit=10))
+        run(fire.emit_due(keys, token, now, limit=10))
 
     assert shard_state(redis_sync, keys) == before
 
@@ -933,8 +932,8 @@ def test_emit_due_moves_due_ids_to_the_stream_exactly_once(
     seed_pending(redis_sync, keys, "b", now - 4000, env(RAW_PAYLOAD, 2, 9))
     seed_pending(redis_sync, keys, "later", now + MINUTE_MS, env())
 
-    first = run(ops.emit_due(keys, TOKEN, now, ["b", "a"]))
-    second = run(ops.emit_due(keys, TOKEN, now, ["b", "a"]))
+    first = run(fire.emit_due(keys, TOKEN, now, ["b", "a"]))
+    second = run(fire.emit_due(keys, TOKEN, now, ["b", "a"]))
 
     assert first == EmitResult(2, False, 0, [])
     assert second == EmitResult(0, False, 0, [])
@@ -954,7 +953,7 @@ def test_emit_due_same_id_twice_in_one_call_emits_it_once(
 ) -> None:
     now = seeded(redis_sync, keys, {"a": -1000})
 
-    assert run(ops.emit_due(keys, TOKEN, now, ["a", "a"])) == EmitResult(1, False, 0, [])
+    assert run(fire.emit_due(keys, TOKEN, now, ["a", "a"])) == EmitResult(1, False, 0, [])
     assert fired_ids(redis_sync, keys) == ["a"]
 
 
@@ -963,9 +962,9 @@ def test_emit_due_skips_cancelled_and_unknown_ids(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     now = seeded(redis_sync, keys, {"a": -2000, "b": -1000})
-    assert run(ops.cancel(keys, "a")) is True
+    assert run(enqueue.cancel(keys, "a")) is True
 
-    result = run(ops.emit_due(keys, TOKEN, now, ["a", "b", "never"]))
+    result = run(fire.emit_due(keys, TOKEN, now, ["a", "b", "never"]))
 
     assert result == EmitResult(1, False, 0, [])
     assert fired_ids(redis_sync, keys) == ["b"]
@@ -979,7 +978,7 @@ def test_emit_due_returns_ids_not_yet_due_with_their_score(
     seed_pending(redis_sync, keys, "moved", now + MINUTE_MS, env(b"moved"))
     seed_pending(redis_sync, keys, "just-after", now + 1, env())
 
-    result = run(ops.emit_due(keys, TOKEN, now, ["moved", "due", "just-after"]))
+    result = run(fire.emit_due(keys, TOKEN, now, ["moved", "due", "just-after"]))
 
     assert result == EmitResult(1, False, 0, [("moved", now + MINUTE_MS), ("just-after", now + 1)])
     assert fired_ids(redis_sync, keys) == ["due"]
@@ -994,8 +993,8 @@ def test_emit_due_never_fires_after_server_time_whatever_argv_now_says(
     now = seeded(redis_sync, keys, {"j1": MINUTE_MS})
     caller_now = now + 2 * MINUTE_MS  # a caller clock two minutes ahead of the server
 
-    wheel = run(ops.emit_due(keys, TOKEN, caller_now, ["j1"]))
-    sweep = run(ops.emit_due(keys, TOKEN, caller_now, limit=10))
+    wheel = run(fire.emit_due(keys, TOKEN, caller_now, ["j1"]))
+    sweep = run(fire.emit_due(keys, TOKEN, caller_now, limit=10))
 
     assert wheel == EmitResult(0, False, 0, [("j1", now + MINUTE_MS)])
     assert sweep == EmitResult(0, False, 0, [])
@@ -1010,13 +1009,13 @@ def test_emit_due_uses_argv_now_when_it_is_earlier_than_server_time(
     now = seeded(redis_sync, keys, {"j1": -1000})
     caller_now = now - 2000  # the sweep's bound (now - grace) is behind TIME on purpose
 
-    wheel = run(ops.emit_due(keys, TOKEN, caller_now, ["j1"]))
-    sweep = run(ops.emit_due(keys, TOKEN, caller_now, limit=10))
+    wheel = run(fire.emit_due(keys, TOKEN, caller_now, ["j1"]))
+    sweep = run(fire.emit_due(keys, TOKEN, caller_now, limit=10))
 
     assert wheel == EmitResult(0, False, 0, [("j1", now - 1000)])
     assert sweep == EmitResult(0, False, 0, [])
     assert redis_sync.exists(keys.ready) == 0
-    assert run(ops.emit_due(keys, TOKEN, now - 1000, limit=10)) == EmitResult(1, False, 0, [])
+    assert run(fire.emit_due(keys, TOKEN, now - 1000, limit=10)) == EmitResult(1, False, 0, [])
 
 
 @pytest.mark.usefixtures("leader")
@@ -1028,15 +1027,15 @@ def test_emit_due_sweep_emits_oldest_first_at_most_limit_and_flags_more(
         seed_pending(redis_sync, keys, f"d{i}", now - 1000 * (6 - i), env())
     seed_pending(redis_sync, keys, "future", now + MINUTE_MS, env())
 
-    first = run(ops.emit_due(keys, TOKEN, now, limit=3))
+    first = run(fire.emit_due(keys, TOKEN, now, limit=3))
     assert first == EmitResult(3, True, 0, [])
     assert fired_ids(redis_sync, keys) == ["d1", "d2", "d3"]
 
-    second = run(ops.emit_due(keys, TOKEN, now, limit=3))
+    second = run(fire.emit_due(keys, TOKEN, now, limit=3))
     assert second == EmitResult(2, False, 0, [])
     assert fired_ids(redis_sync, keys) == ["d1", "d2", "d3", "d4", "d5"]
 
-    assert run(ops.emit_due(keys, TOKEN, now, limit=3)) == EmitResult(0, False, 0, [])
+    assert run(fire.emit_due(keys, TOKEN, now, limit=3)) == EmitResult(0, False, 0, [])
     assert redis_sync.zrange(keys.delayed, 0, -1) == [b"future"]
     assert [int(f[b"due"]) for _, f in entries(redis_sync, keys)] == [
         now - 5000,
@@ -1055,7 +1054,7 @@ def test_emit_due_sweep_of_exactly_limit_jobs_has_no_more(
     for i in range(3):
         seed_pending(redis_sync, keys, f"d{i}", now - 1000 - i, env())
 
-    assert run(ops.emit_due(keys, TOKEN, now, limit=3)) == EmitResult(3, False, 0, [])
+    assert run(fire.emit_due(keys, TOKEN, now, limit=3)) == EmitResult(3, False, 0, [])
     assert redis_sync.exists(keys.delayed, keys.jobs) == 0
 
 
@@ -1069,7 +1068,7 @@ def test_emit_due_counts_and_removes_orphans(
     seed_pending(redis_sync, keys, "good", now - 1000, env())
 
     ids = ["orphan", "good"] if mode == "wheel" else []
-    result = run(ops.emit_due(keys, TOKEN, now, ids, limit=10))
+    result = run(fire.emit_due(keys, TOKEN, now, ids, limit=10))
 
     assert result == EmitResult(1, False, 1, [])
     assert fired_ids(redis_sync, keys) == ["good"]
@@ -1086,9 +1085,9 @@ def test_emit_due_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     if name != "delayed":
         redis_sync.zadd(keys.delayed, {"old": now - 1000})  # due, so a write would show
     with refused(redis_sync, keys, "emit_due", bad):
-        run(ops.emit_due(keys, TOKEN, now, ["old"]))
+        run(fire.emit_due(keys, TOKEN, now, ["old"]))
     with refused(redis_sync, keys, "emit_due", bad):
-        run(ops.emit_due(keys, TOKEN, now, limit=10))
+        run(fire.emit_due(keys, TOKEN, now, limit=10))
 
 
 @pytest.mark.usefixtures("leader")
@@ -1126,14 +1125,12 @@ def test_emitted_entries_never_precede_their_due_on_the_server_clock(
 ) -> None:
     """Jobs due a few ms from now, emitted as soon as the script lets them go."""
     ids = [f"j{i}" for i in range(20)]
-    run(
-        job_writes.enqueue(keys, [job(j, DueSpec("delay", 20 + 10 * i)) for i, j in enumerate(ids)])
-    )
+    run(enqueue.enqueue(keys, [job(j, DueSpec("delay", 20 + 10 * i)) for i, j in enumerate(ids)]))
     dues = {j: score(redis_sync, keys, j) for j in ids}
     far_future = server_ms(redis_sync) + HOUR_MS  # the caller's now: only TIME holds jobs back
 
     def all_emitted() -> bool:
-        run(ops.emit_due(keys, TOKEN, far_future, ids if mode == "wheel" else (), limit=100))
+        run(fire.emit_due(keys, TOKEN, far_future, ids if mode == "wheel" else (), limit=100))
         return redis_sync.zcard(keys.delayed) == 0
 
     eventually_sync(all_emitted, timeout_s=10, what="every job to be emitted")
@@ -1172,8 +1169,8 @@ def test_emit_due_dead_letters_a_malformed_envelope_once_and_fires_the_others(
     seed_pending(redis_sync, keys, "c", now - 1000, env(b"pc"))
     ids = ["a", "bad", "c"] if mode == "wheel" else []
 
-    first = run(ops.emit_due(keys, TOKEN, now, ids, limit=10))
-    second = run(ops.emit_due(keys, TOKEN, now, ids, limit=10))
+    first = run(fire.emit_due(keys, TOKEN, now, ids, limit=10))
+    second = run(fire.emit_due(keys, TOKEN, now, ids, limit=10))
 
     assert first == EmitResult(2, False, 0, [], malformed=["bad"])
     assert second == EmitResult(0, False, 0, [])
@@ -1199,7 +1196,7 @@ def test_emit_due_malformed_envelope_into_a_dead_stream_of_wrong_type_writes_not
     before = shard_state(redis_sync, keys)
 
     with pytest.raises(ScriptError, match=re.escape(f"key '{keys.dead}' holds a value")):
-        run(ops.emit_due(keys, TOKEN, now, ["bad"]))
+        run(fire.emit_due(keys, TOKEN, now, ["bad"]))
 
     assert shard_state(redis_sync, keys) == before
 
@@ -1220,16 +1217,18 @@ def test_emit_due_byte_budget_moves_what_fits_plus_one_and_holds_the_rest(
         seed_pending(redis_sync, keys, name, now - 1000, sized(50))
     ids = ["b1", "b2", "b3", "s1", "s2", "s3"]
 
-    first = run(ops.emit_due(keys, TOKEN, now, ids, max_bytes=256))
+    first = run(fire.emit_due(keys, TOKEN, now, ids, max_bytes=256))
 
     # b1 alone is over the budget and goes as the one extra; the small ones fit after it
     assert first == EmitResult(4, False, 0, [], held=["b2", "b3"])
     assert fired_ids(redis_sync, keys) == ["b1", "s1", "s2", "s3"]
     assert redis_sync.zrange(keys.delayed, 0, -1) == [b"b2", b"b3"]
-    assert run(ops.emit_due(keys, TOKEN, now, ["b2", "b3"], max_bytes=256)) == EmitResult(
+    assert run(fire.emit_due(keys, TOKEN, now, ["b2", "b3"], max_bytes=256)) == EmitResult(
         1, False, 0, [], held=["b3"]
     )
-    assert run(ops.emit_due(keys, TOKEN, now, ["b3"], max_bytes=256)) == EmitResult(1, False, 0, [])
+    assert run(fire.emit_due(keys, TOKEN, now, ["b3"], max_bytes=256)) == EmitResult(
+        1, False, 0, []
+    )
     assert redis_sync.exists(keys.delayed, keys.jobs) == 0
 
 
@@ -1242,10 +1241,10 @@ def test_emit_due_byte_budget_stops_once_reached(
     for name in ids:
         seed_pending(redis_sync, keys, name, now - 1000, sized(50))
 
-    result = run(ops.emit_due(keys, TOKEN, now, ids, max_bytes=110))
+    result = run(fire.emit_due(keys, TOKEN, now, ids, max_bytes=110))
 
     assert result == EmitResult(3, False, 0, [], held=["s3", "s4", "s5"])  # 2 fit, 1 extra
-    assert run(ops.emit_due(keys, TOKEN, now, ids)) == EmitResult(3, False, 0, [])  # no bound
+    assert run(fire.emit_due(keys, TOKEN, now, ids)) == EmitResult(3, False, 0, [])  # no bound
 
 
 @pytest.mark.usefixtures("leader")
@@ -1257,8 +1256,8 @@ def test_emit_due_sweep_byte_budget_flags_more_and_goes_on_next_call(
     seed_pending(redis_sync, keys, "b2", now - 2000, sized(300))
     seed_pending(redis_sync, keys, "s1", now - 1000, sized(50))
 
-    first = run(ops.emit_due(keys, TOKEN, now, limit=10, max_bytes=256))
-    second = run(ops.emit_due(keys, TOKEN, now, limit=10, max_bytes=256))
+    first = run(fire.emit_due(keys, TOKEN, now, limit=10, max_bytes=256))
+    second = run(fire.emit_due(keys, TOKEN, now, limit=10, max_bytes=256))
 
     assert first == EmitResult(2, True, 0, [], held=["b2"])
     assert second == EmitResult(1, False, 0, [])
@@ -1310,9 +1309,9 @@ def test_drop_shard_deletes_every_key_of_a_shard_with_nothing_to_run(
     before = shard_state(redis_sync, keys)
     assert redis_sync.exists(*keys.data_keys) == len(keys.data_keys) - 1  # all but :delayed
 
-    assert run(ops.drop_shard(keys, "check")) == ops.ShardDrop(False, 0, 0)
+    assert run(topics.drop_shard(keys, "check")) == topics.ShardDrop(False, 0, 0)
     assert shard_state(redis_sync, keys) == before, "check changed something"
-    assert run(ops.drop_shard(keys, "drop")) == ops.ShardDrop(True, 0, 0)
+    assert run(topics.drop_shard(keys, "drop")) == topics.ShardDrop(True, 0, 0)
 
     assert redis_sync.exists(*keys.data_keys) == 0
 
@@ -1359,11 +1358,11 @@ def test_drop_shard_refuses_while_a_job_is_left_to_run_and_force_drops_it(
             redis_sync.xack(keys.ready, "g2", entry_id)
     before = shard_state(redis_sync, keys)
 
-    assert run(ops.drop_shard(keys, "check")) == ops.ShardDrop(False, pending, unacked)
-    assert run(ops.drop_shard(keys, "drop")) == ops.ShardDrop(False, pending, unacked)
+    assert run(topics.drop_shard(keys, "check")) == topics.ShardDrop(False, pending, unacked)
+    assert run(topics.drop_shard(keys, "drop")) == topics.ShardDrop(False, pending, unacked)
     assert shard_state(redis_sync, keys) == before
     assert redis_sync.exists(keys.dead) == 1
-    assert run(ops.drop_shard(keys, "force")) == ops.ShardDrop(True, 0, 0)
+    assert run(topics.drop_shard(keys, "force")) == topics.ShardDrop(True, 0, 0)
     assert redis_sync.exists(*keys.data_keys) == 0
 
 
@@ -1373,8 +1372,8 @@ def test_drop_shard_with_a_key_of_wrong_type_refuses_unless_forced(
 ) -> None:
     bad = plant_wrong_type(redis_sync, keys, name)
     with refused(redis_sync, keys, "drop_shard", bad):
-        run(ops.drop_shard(keys, "drop"))
-    assert run(ops.drop_shard(keys, "force")).dropped
+        run(topics.drop_shard(keys, "drop"))
+    assert run(topics.drop_shard(keys, "force")).dropped
     assert redis_sync.exists(*keys.data_keys) == 0
 
 
@@ -1392,7 +1391,7 @@ def test_preload_without_the_lease_raises_and_leaves_the_horizon(
     before = shard_state(redis_sync, keys)
 
     with pytest.raises(LeaseLostError, match=r"preload\.lua"):
-        run(ops.preload(keys, TOKEN, 0, MINUTE_MS, 100, TTL_MS))
+        run(fire.preload(keys, TOKEN, 0, MINUTE_MS, 100, TTL_MS))
 
     assert shard_state(redis_sync, keys) == before
     assert redis_sync.pttl(keys.horizon) == -1
@@ -1415,7 +1414,7 @@ def test_preload_returns_the_jobs_after_the_cursor_up_to_time_plus_window(
     }.items():
         seed_pending(redis_sync, keys, job_id, due, env())
 
-    page = run(ops.preload(keys, TOKEN, cursor, window, 100, TTL_MS))
+    page = run(fire.preload(keys, TOKEN, cursor, window, 100, TTL_MS))
     t1 = server_ms(redis_sync)
 
     assert t0 <= page.server_now_ms <= t1
@@ -1436,7 +1435,7 @@ def test_preload_returns_the_jobs_after_the_cursor_up_to_time_plus_window(
 def test_preload_of_an_empty_shard_moves_the_cursor_to_the_window_end(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    page = run(ops.preload(keys, TOKEN, 0, MINUTE_MS, 10, TTL_MS))
+    page = run(fire.preload(keys, TOKEN, 0, MINUTE_MS, 10, TTL_MS))
 
     assert page.jobs == []
     assert page.full is False
@@ -1453,14 +1452,14 @@ def test_preload_full_page_ends_at_its_last_score(
     for i, due in enumerate(dues):
         seed_pending(redis_sync, keys, f"j{i}", due, env())
 
-    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 3, TTL_MS))
+    page = run(fire.preload(keys, TOKEN, t0, MINUTE_MS, 3, TTL_MS))
 
     assert page.full is True
     assert page.cursor_ms == dues[2]
     assert page.jobs == [("j0", dues[0]), ("j1", dues[1]), ("j2", dues[2])]
     assert int(redis_sync.get(keys.horizon)) == dues[2]
 
-    rest = run(ops.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 3, TTL_MS))
+    rest = run(fire.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 3, TTL_MS))
     assert rest.full is False
     assert rest.jobs == [("j3", dues[3]), ("j4", dues[4])]
 
@@ -1481,7 +1480,7 @@ def test_preload_full_page_keeps_every_job_of_its_last_millisecond(
     for i in range(3):
         seed_pending(redis_sync, keys, f"next{i}", crowded + 1, env())
 
-    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 10, TTL_MS))
+    page = run(fire.preload(keys, TOKEN, t0, MINUTE_MS, 10, TTL_MS))
 
     assert page.full is True
     assert page.cursor_ms == crowded
@@ -1490,7 +1489,7 @@ def test_preload_full_page_keeps_every_job_of_its_last_millisecond(
     assert [due for _, due in page.jobs] == sorted(due for _, due in page.jobs)
     assert int(redis_sync.get(keys.horizon)) == crowded
 
-    rest = run(ops.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 10, TTL_MS))
+    rest = run(fire.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 10, TTL_MS))
     assert rest.full is False
     assert rest.jobs == [("next0", crowded + 1), ("next1", crowded + 1), ("next2", crowded + 1)]
 
@@ -1503,12 +1502,12 @@ def test_preload_page_of_one_crowded_millisecond_only(
     for i in range(25):
         seed_pending(redis_sync, keys, f"same{i:02}", crowded, env())
 
-    page = run(ops.preload(keys, TOKEN, 0, MINUTE_MS, 10, TTL_MS))
+    page = run(fire.preload(keys, TOKEN, 0, MINUTE_MS, 10, TTL_MS))
     assert page.full is True
     assert page.cursor_ms == crowded
     assert sorted(page.jobs) == [(f"same{i:02}", crowded) for i in range(25)]
 
-    rest = run(ops.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 10, TTL_MS))
+    rest = run(fire.preload(keys, TOKEN, page.cursor_ms, MINUTE_MS, 10, TTL_MS))
     assert (rest.full, rest.jobs) == (False, [])
 
 
@@ -1523,12 +1522,12 @@ def test_preload_sets_the_horizon_to_its_own_reach_below_an_earlier_plan(
     for i in range(3):
         seed_pending(redis_sync, keys, f"j{i}", t0 + 1000 + i, env())
 
-    page = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 100, TTL_MS, least_ms=500, most_ms=9000))
+    page = run(fire.preload(keys, TOKEN, t0, MINUTE_MS, 100, TTL_MS, least_ms=500, most_ms=9000))
     assert page.next_read_ms == page.server_now_ms + 500
     assert int(redis_sync.get(keys.horizon)) == page.cursor_ms == page.server_now_ms + MINUTE_MS
     assert MINUTE_MS - 1000 < redis_sync.pttl(keys.horizon) <= MINUTE_MS + TTL_MS
 
-    full = run(ops.preload(keys, TOKEN, t0, MINUTE_MS, 2, TTL_MS))  # a page ending at t0 + 1001
+    full = run(fire.preload(keys, TOKEN, t0, MINUTE_MS, 2, TTL_MS))  # a page ending at t0 + 1001
     assert full.full is True and full.cursor_ms == t0 + 1001
     assert full.next_read_ms == full.server_now_ms, "the rest of the page: read again now"
     assert int(redis_sync.get(keys.horizon)) == t0 + 1001
@@ -1538,7 +1537,7 @@ def test_preload_sets_the_horizon_to_its_own_reach_below_an_earlier_plan(
 def test_preload_plans_an_empty_shard_to_sleep_the_longest_and_covers_it_with_the_horizon(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    page = run(ops.preload(keys, TOKEN, 0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000))
+    page = run(fire.preload(keys, TOKEN, 0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000))
 
     assert page.next_read_ms == page.server_now_ms + 60_000
     assert int(redis_sync.get(keys.horizon)) == page.next_read_ms + 500, "half a window past"
@@ -1552,7 +1551,7 @@ def test_preload_plans_the_next_read_when_the_earliest_job_comes_within_the_wind
     t0 = server_ms(redis_sync)
     seed_pending(redis_sync, keys, "later", t0 + 20_000, env())
 
-    page = run(ops.preload(keys, TOKEN, 0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000))
+    page = run(fire.preload(keys, TOKEN, 0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000))
 
     assert page.jobs == []
     assert page.next_read_ms == t0 + 19_000, "when it comes within the window"
@@ -1570,7 +1569,7 @@ def test_preload_of_a_shard_with_jobs_in_the_window_plans_the_least_sleep(
     seed_pending(redis_sync, keys, "soon", t0 + 300, env())
 
     page = run(
-        ops.preload(
+        fire.preload(
             keys, TOKEN, t0, 1000, 10, TTL_MS, least_ms=500, most_ms=60_000, overdue_ms=t0 - 1000
         )
     )
@@ -1579,7 +1578,7 @@ def test_preload_of_a_shard_with_jobs_in_the_window_plans_the_least_sleep(
     assert page.next_read_ms == page.server_now_ms + 500
     assert int(redis_sync.get(keys.horizon)) == page.cursor_ms, "no reach past the window"
     assert page.overdue is True
-    quiet = run(ops.preload(keys, TOKEN, t0, 1000, 10, TTL_MS, overdue_ms=t0 - 6000))
+    quiet = run(fire.preload(keys, TOKEN, t0, 1000, 10, TTL_MS, overdue_ms=t0 - 6000))
     assert quiet.overdue is False
     assert quiet.next_read_ms == quiet.server_now_ms, "no plan asked: read again now"
 
@@ -1594,7 +1593,7 @@ def test_lease_acquire_of_a_free_lease_takes_it_sets_the_horizon_and_clears_the_
     redis_sync.set(keys.horizon, "1")  # left by an earlier leader; replaced by TIME
     t0 = server_ms(redis_sync)
 
-    attempt = run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
+    attempt = run(leases.lease_acquire(keys, TOKEN, TTL_MS))
     t1 = server_ms(redis_sync)
 
     assert attempt.held is True and attempt.new is True and attempt.holder == TOKEN
@@ -1609,12 +1608,12 @@ def test_lease_acquire_of_a_free_lease_takes_it_sets_the_horizon_and_clears_the_
 def test_lease_acquire_of_our_own_lease_renews_it_and_keeps_horizon_and_inbox(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
+    run(leases.lease_acquire(keys, TOKEN, TTL_MS))
     redis_sync.set(keys.horizon, "12345", px=TTL_MS)
     redis_sync.rpush(keys.inbox, "12345:j1")
     t0 = server_ms(redis_sync)
 
-    attempt = run(nodes.lease_acquire(keys, TOKEN, 10 * TTL_MS))
+    attempt = run(leases.lease_acquire(keys, TOKEN, 10 * TTL_MS))
 
     assert attempt.held is True and attempt.new is False and attempt.holder == TOKEN
     assert t0 <= attempt.server_now_ms <= server_ms(redis_sync)
@@ -1627,11 +1626,11 @@ def test_lease_acquire_of_our_own_lease_renews_it_and_keeps_horizon_and_inbox(
 def test_lease_acquire_of_a_lease_held_by_another_reports_the_holder_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+    run(leases.lease_acquire(keys, OTHER, TTL_MS))
     redis_sync.rpush(keys.inbox, "12345:j1")
     before = shard_state(redis_sync, keys)
 
-    attempt = run(nodes.lease_acquire(keys, TOKEN, 10 * TTL_MS))
+    attempt = run(leases.lease_acquire(keys, TOKEN, 10 * TTL_MS))
 
     assert attempt.held is False and attempt.new is False and attempt.holder == OTHER
     assert shard_state(redis_sync, keys) == before
@@ -1641,13 +1640,13 @@ def test_lease_acquire_of_a_lease_held_by_another_reports_the_holder_and_writes_
 def renewal(redis_sync: redis.Redis, how: str) -> Callable[[ShardKeys, str, int], Call[bool]]:
     """The renewal call `how` names; skips ``ifeq`` on a server without SET ... IFEQ."""
     if how == "script":
-        return nodes.lease_renew
+        return leases.lease_renew
     try:
         redis_sync.execute_command("SET", "probe", "v", "IFEQ", "v")
     except redis.ResponseError as exc:
-        assert nodes.lacks_set_ifeq(exc), f"not the refusal lacks_set_ifeq knows: {exc}"
+        assert leases.lacks_set_ifeq(exc), f"not the refusal lacks_set_ifeq knows: {exc}"
         pytest.skip("this server has no SET ... IFEQ (Redis < 8.4, Valkey < 8.1)")
-    return nodes.lease_renew_ifeq
+    return leases.lease_renew_ifeq
 
 
 @pytest.mark.parametrize("how", ["script", "ifeq"])
@@ -1655,7 +1654,7 @@ def test_lease_renew_of_our_lease_resets_its_ttl_and_leaves_the_horizon(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, how: str
 ) -> None:
     renew = renewal(redis_sync, how)
-    run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
+    run(leases.lease_acquire(keys, TOKEN, TTL_MS))
 
     assert run(renew(keys, TOKEN, 10 * TTL_MS)) is True
 
@@ -1671,7 +1670,7 @@ def test_lease_renew_of_a_lease_not_ours_is_false_and_writes_nothing(
 ) -> None:
     renew = renewal(redis_sync, how)
     if lease == "held by another":
-        run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+        run(leases.lease_acquire(keys, OTHER, TTL_MS))
     before = shard_state(redis_sync, keys)
 
     assert run(renew(keys, TOKEN, 10 * TTL_MS)) is False
@@ -1685,14 +1684,14 @@ def test_lease_renew_of_a_lease_not_ours_is_false_and_writes_nothing(
 def test_lease_release_of_our_lease_drops_lease_and_horizon(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(nodes.lease_acquire(keys, TOKEN, TTL_MS))
+    run(leases.lease_acquire(keys, TOKEN, TTL_MS))
     seed_pending(redis_sync, keys, "j1", server_ms(redis_sync) + MINUTE_MS, env())
 
-    assert run(nodes.lease_release(keys, TOKEN)) is True
+    assert run(leases.lease_release(keys, TOKEN)) is True
 
     assert redis_sync.exists(keys.lease, keys.horizon) == 0
     assert score(redis_sync, keys, "j1") is not None  # jobs stay for the next leader
-    assert run(nodes.lease_acquire(keys, OTHER, TTL_MS)).new is True
+    assert run(leases.lease_acquire(keys, OTHER, TTL_MS)).new is True
 
 
 @pytest.mark.parametrize("lease", ["held by another", "absent"])
@@ -1700,12 +1699,12 @@ def test_lease_release_of_a_lease_not_ours_is_false_and_writes_nothing(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, lease: str
 ) -> None:
     if lease == "held by another":
-        run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+        run(leases.lease_acquire(keys, OTHER, TTL_MS))
     else:
         redis_sync.set(keys.horizon, "12345")  # a horizon without a lease is left alone too
     before = shard_state(redis_sync, keys)
 
-    assert run(nodes.lease_release(keys, TOKEN)) is False
+    assert run(leases.lease_release(keys, TOKEN)) is False
 
     assert shard_state(redis_sync, keys) == before
 
@@ -1716,14 +1715,14 @@ def test_lease_release_of_a_lease_not_ours_is_false_and_writes_nothing(
 def test_lease_followed_marks_only_the_holders_lease_and_unmarks_only_its_own_mark(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
-    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
-    assert run(nodes.lease_followed(keys, TOKEN, True)) is False  # not ours: nothing written
+    run(leases.lease_acquire(keys, OTHER, TTL_MS))
+    assert run(leases.lease_followed(keys, TOKEN, True)) is False  # not ours: nothing written
     assert redis_sync.exists(keys.followed) == 0
-    assert run(nodes.lease_followed(keys, OTHER, True)) is True
+    assert run(leases.lease_followed(keys, OTHER, True)) is True
     assert redis_sync.get(keys.followed) == OTHER.encode()
-    assert run(nodes.lease_followed(keys, TOKEN, False)) is True  # another's mark: kept
+    assert run(leases.lease_followed(keys, TOKEN, False)) is True  # another's mark: kept
     assert redis_sync.get(keys.followed) == OTHER.encode()
-    assert run(nodes.lease_followed(keys, OTHER, False)) is True
+    assert run(leases.lease_followed(keys, OTHER, False)) is True
     assert redis_sync.exists(keys.followed) == 0
 
 
@@ -1731,10 +1730,10 @@ def test_a_new_leader_and_a_release_clear_the_mark(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     redis_sync.set(keys.followed, OTHER)  # left by a leader whose lease expired
-    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).new is True
+    assert run(leases.lease_acquire(keys, TOKEN, TTL_MS)).new is True
     assert redis_sync.exists(keys.followed) == 0, "a new leader is not followed until it says"
-    run(nodes.lease_followed(keys, TOKEN, True))
-    assert run(nodes.lease_release(keys, TOKEN)) is True
+    run(leases.lease_followed(keys, TOKEN, True))
+    assert run(leases.lease_release(keys, TOKEN)) is True
     assert redis_sync.exists(keys.followed) == 0
 
 
@@ -1742,11 +1741,11 @@ def test_lease_watch_counts_this_servers_subscribers_of_each_channel(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
 ) -> None:
     other = ShardKeys(keys.topic, keys.shard + 1)
-    counts = run(nodes.lease_watch(keys, [keys.wake_channel, other.wake_channel]))
+    counts = run(leases.lease_watch(keys, [keys.wake_channel, other.wake_channel]))
     assert counts == [1, 0]
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
-    assert run(nodes.lease_watch(keys, [keys.wake_channel])) == [0]
+    assert run(leases.lease_watch(keys, [keys.wake_channel])) == [0]
 
 
 GRACE_MS = 200
@@ -1755,54 +1754,54 @@ GRACE_MS = 200
 def test_lease_reap_frees_only_a_marked_lease_whose_channel_lost_its_subscriber(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
 ) -> None:
-    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.FREE, "")
-    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
+    assert run(leases.lease_reap(keys, GRACE_MS)) == leases.Reap(leases.Reaped.FREE, "")
+    run(leases.lease_acquire(keys, OTHER, TTL_MS))
     # Not marked yet (a new leader subscribing): alive, whatever the count.
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
     before = shard_state(redis_sync, keys)
-    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
+    assert run(leases.lease_reap(keys, GRACE_MS)) == leases.Reap(leases.Reaped.ALIVE, OTHER)
     assert shard_state(redis_sync, keys) == before
     # Marked, and subscribed: alive.
     wake.ssubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "ssubscribe"
-    run(nodes.lease_followed(keys, OTHER, True))
+    run(leases.lease_followed(keys, OTHER, True))
     before = shard_state(redis_sync, keys)
-    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
+    assert run(leases.lease_reap(keys, GRACE_MS)) == leases.Reap(leases.Reaped.ALIVE, OTHER)
     assert shard_state(redis_sync, keys) == before
     # Marked by an earlier leader, not this one: alive (its TTL decides).
     redis_sync.set(keys.followed, TOKEN)
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
-    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.ALIVE
+    assert run(leases.lease_reap(keys, GRACE_MS)).state is leases.Reaped.ALIVE
     assert redis_sync.get(keys.followed) == TOKEN.encode()
     # Marked by the holder, and no subscriber left: its grace starts, then it is freed.
     redis_sync.set(keys.followed, OTHER)
-    assert gone_for_the_grace(redis_sync, run, keys) == nodes.Reap(nodes.Reaped.FREED, OTHER)
+    assert gone_for_the_grace(redis_sync, run, keys) == leases.Reap(leases.Reaped.FREED, OTHER)
     assert redis_sync.exists(keys.lease, keys.followed, keys.horizon) == 0
-    assert run(nodes.lease_acquire(keys, TOKEN, TTL_MS)).new is True
-    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.ALIVE  # no harm
+    assert run(leases.lease_acquire(keys, TOKEN, TTL_MS)).new is True
+    assert run(leases.lease_reap(keys, GRACE_MS)).state is leases.Reaped.ALIVE  # no harm
 
 
-def gone_for_the_grace(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> nodes.Reap:
+def gone_for_the_grace(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> leases.Reap:
     """Reap a marked shard without subscriber: the first call starts the grace (stamps the
     mark with the Redis time) and frees nothing, nor does any call before the grace is over;
     returns the reply of the first call after it."""
     before = shard_state(redis_sync, keys)
-    first = run(nodes.lease_reap(keys, GRACE_MS))
+    first = run(leases.lease_reap(keys, GRACE_MS))
     holder = redis_sync.get(keys.lease).decode()
-    assert first == nodes.Reap(nodes.Reaped.GONE, holder, GRACE_MS)
+    assert first == leases.Reap(leases.Reaped.GONE, holder, GRACE_MS)
     token, since = redis_sync.get(keys.followed).decode().rsplit(" ", 1)
     assert token == holder and abs(int(since) - server_ms(redis_sync)) < 1000
     assert {k: v for k, v in shard_state(redis_sync, keys).items() if k != "followed"} == {
         k: v for k, v in before.items() if k != "followed"
     }
-    again = run(nodes.lease_reap(keys, GRACE_MS))
-    assert again.state is nodes.Reaped.GONE and 0 < again.wait_ms <= GRACE_MS
+    again = run(leases.lease_reap(keys, GRACE_MS))
+    assert again.state is leases.Reaped.GONE and 0 < again.wait_ms <= GRACE_MS
     eventually_sync(
         lambda: server_ms(redis_sync) > int(since) + GRACE_MS, timeout_s=5, what="the grace"
     )
-    return run(nodes.lease_reap(keys, GRACE_MS))
+    return run(leases.lease_reap(keys, GRACE_MS))
 
 
 def test_a_leader_registered_again_or_back_within_the_grace_keeps_its_lease(
@@ -1811,41 +1810,41 @@ def test_a_leader_registered_again_or_back_within_the_grace_keeps_its_lease(
     """The grace ends only for a liveness connection gone all along: a leader that registers
     again (a plain mark) or whose subscriber is back before the grace is over keeps its lease,
     and a later loss starts a whole grace of its own."""
-    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
-    run(nodes.lease_followed(keys, OTHER, True))
+    run(leases.lease_acquire(keys, OTHER, TTL_MS))
+    run(leases.lease_followed(keys, OTHER, True))
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
-    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.GONE
+    assert run(leases.lease_reap(keys, GRACE_MS)).state is leases.Reaped.GONE
     # Its process reconnected and registered again: the grace is over, the lease is kept.
-    run(nodes.lease_followed(keys, OTHER, True))
+    run(leases.lease_followed(keys, OTHER, True))
     assert redis_sync.get(keys.followed) == OTHER.encode()
     grace_ms(redis_sync)
-    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.GONE, "a new grace"
+    assert run(leases.lease_reap(keys, GRACE_MS)).state is leases.Reaped.GONE, "a new grace"
     # Its subscriber is back (not registered yet): alive, and the stamp is cleared.
     wake.ssubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "ssubscribe"
     grace_ms(redis_sync)
-    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
+    assert run(leases.lease_reap(keys, GRACE_MS)) == leases.Reap(leases.Reaped.ALIVE, OTHER)
     assert redis_sync.get(keys.followed) == OTHER.encode()
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
-    assert gone_for_the_grace(redis_sync, run, keys).state is nodes.Reaped.FREED
+    assert gone_for_the_grace(redis_sync, run, keys).state is leases.Reaped.FREED
 
 
 def test_a_leader_unmarks_a_mark_its_grace_stamped(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys, wake: PubSub
 ) -> None:
-    run(nodes.lease_acquire(keys, OTHER, TTL_MS))
-    run(nodes.lease_followed(keys, OTHER, True))
+    run(leases.lease_acquire(keys, OTHER, TTL_MS))
+    run(leases.lease_followed(keys, OTHER, True))
     wake.sunsubscribe(keys.wake_channel)
     assert wake.get_message(timeout=5)["type"] == "sunsubscribe"
-    assert run(nodes.lease_reap(keys, GRACE_MS)).state is nodes.Reaped.GONE
-    assert run(nodes.lease_followed(keys, TOKEN, False)) is True  # another's: kept
+    assert run(leases.lease_reap(keys, GRACE_MS)).state is leases.Reaped.GONE
+    assert run(leases.lease_followed(keys, TOKEN, False)) is True  # another's: kept
     assert redis_sync.get(keys.followed).startswith(OTHER.encode() + b" ")
-    assert run(nodes.lease_followed(keys, OTHER, False)) is True
+    assert run(leases.lease_followed(keys, OTHER, False)) is True
     assert redis_sync.exists(keys.followed) == 0
     grace_ms(redis_sync)
-    assert run(nodes.lease_reap(keys, GRACE_MS)) == nodes.Reap(nodes.Reaped.ALIVE, OTHER)
+    assert run(leases.lease_reap(keys, GRACE_MS)) == leases.Reap(leases.Reaped.ALIVE, OTHER)
 
 
 def grace_ms(redis_sync: redis.Redis) -> None:
@@ -1872,13 +1871,13 @@ def test_executor_reloads_scripts_after_script_flush(
 
             # First use on a fresh server: NOSCRIPT, load, send again.
             assert client.script_exists(sha) == [False]
-            assert executor.run([job_writes.enqueue(keys, [job("a", at(due))])]) == [
+            assert executor.run([enqueue.enqueue(keys, [job("a", at(due))])]) == [
                 [Placed.SCHEDULED]
             ]
 
             client.script_flush()
             assert client.script_exists(sha) == [False]
-            assert executor.run([job_writes.enqueue(keys, [job("b", at(due))])]) == [
+            assert executor.run([enqueue.enqueue(keys, [job("b", at(due))])]) == [
                 [Placed.SCHEDULED]
             ]
             assert client.script_exists(sha) == [True]
@@ -1888,10 +1887,10 @@ def test_executor_reloads_scripts_after_script_flush(
             client.script_flush()
             replies = executor.run(
                 [
-                    ops.cancel(keys, "a"),
-                    ops.pending_count(keys),
-                    job_writes.enqueue(keys, [job("c", DueSpec("delay", 0))]),
-                    nodes.lease_acquire(keys, TOKEN, TTL_MS),
+                    enqueue.cancel(keys, "a"),
+                    observe.pending_count(keys),
+                    enqueue.enqueue(keys, [job("c", DueSpec("delay", 0))]),
+                    leases.lease_acquire(keys, TOKEN, TTL_MS),
                 ]
             )
             assert replies[0] is True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -39,9 +40,11 @@ from wheelq.producer.operations import Producer
 from wheelq.producer.spool import Drain, Spool
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock, wall_ms
-from wheelq.store.executor import Call, SyncExecutor, drive
-from wheelq.store.job_writes import JobWrite
+from wheelq.store.call import Call
+from wheelq.store.enqueue import JobWrite
+from wheelq.store.executor import SyncExecutor, drive
 from wheelq.testing import EmbeddedServer, ServerBinary
+from wheelq.testing.proxy import ProxyThread
 
 
 @pytest.fixture
@@ -212,10 +215,15 @@ def test_a_spooling_producer_stopped_right_after_a_restart_exits_within_its_time
     """Issue 43, item 19: a chaos-soak producer did not exit within 180 s of SIGTERM right
     after a Redis restart. The soak's producer (`steady`: enqueue_many through the spool,
     socket timeouts) spools through a kill -9, the server restarts from its AOF, and the
-    SIGTERM comes at once: the producer drains its spool and exits within its own bound
-    (`DRAIN_S`, then `Client.close`), having lost nothing."""
+    SIGTERM comes at once, while the drain replays: the producer drains its spool and exits
+    within its own bound (`DRAIN_S`, then `Client.close`), having lost nothing.
+
+    What hung was the producer's SIGTERM handler: it set a `threading.Event` and ran, as
+    Python runs handlers, on the main thread, which was inside that Event's `wait` holding
+    its lock (the busier the drain's thread, the likelier), so `set()` waited for ever.
+    Under `signal_race` the SIGTERM is always handled inside the producer's wait."""
     path = tmp_path / "spool.db"
-    child = SpoolProducer(srv.url, topic, path, "steady", tmp_path)
+    child = SpoolProducer(srv.url, topic, path, "steady", tmp_path, signal_race=True)
 
     def said(key: str, least: int) -> bool:
         return any(line.get(key, 0) >= least for line in child.lines())
@@ -241,6 +249,46 @@ def test_a_spooling_producer_stopped_right_after_a_restart_exits_within_its_time
         child.finish()
     enqueued = max(line.get("enqueued", 0) for line in child.lines())
     assert sum(found_ids(srv.url, topic).values()) == enqueued
+
+
+def test_close_ends_within_its_bound_while_the_drain_waits_on_a_stalled_redis(
+    srv: EmbeddedServer, topic: str, tmp_path: Path
+) -> None:
+    """Issue 43, item 19: a producer's stop is bounded whatever Redis does. The drain sends
+    its replay into a stalled connection without a socket timeout (redis-py's default
+    before 8.0), where it would wait for ever; `close()` cuts that connection, returns
+    within `CLOSE_WAIT_S`, and what was not replayed stays in the file."""
+    path = tmp_path / "spool.db"
+    with ProxyThread(srv.port) as proxy:
+        client = Client.from_url(
+            f"redis://127.0.0.1:{proxy.port}",
+            spool=path,
+            default_shards=SHARDS,
+            redis_options={"socket_timeout": None, "socket_connect_timeout": None},
+        )
+        try:
+            client.create_topic(topic)
+            proxy.refuse(True)
+            proxy.cut()
+            ids = [client.enqueue(topic, n, delay=HOUR_S) for n in range(10)]  # spooled
+            accepted = proxy.accepted
+            proxy.stall()
+            proxy.refuse(False)
+            eventually_sync(
+                lambda: proxy.accepted > accepted, timeout_s=30, what="the drain's next try"
+            )
+        finally:
+            began = time.monotonic()
+            client.close()
+            took_s = time.monotonic() - began
+    assert took_s < spool.CLOSE_WAIT_S + 2, took_s
+
+    kept = Spool(path)
+    kept.close()
+    assert kept.depth == 10
+    with Client.from_url(srv.url, spool=path, default_shards=SHARDS) as again:
+        eventually_sync(lambda: again.spool_stats().depth == 0, timeout_s=DRAIN_S, what="drain")  # type: ignore[union-attr]
+    assert found_ids(srv.url, topic) == Counter(ids)
 
 
 async def test_close_keeps_what_was_not_replayed_for_the_next_client_on_the_file(

@@ -19,7 +19,8 @@ from redis.exceptions import DataError, ResponseError
 
 from tests.support.waiting import eventually
 from wheelq.store import executor as streamed
-from wheelq.store.executor import AsyncExecutor, Call, SyncExecutor
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 BIG = b"v" * (streamed.WRITE_BYTES // 4)  # four calls fill a write
 

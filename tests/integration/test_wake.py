@@ -9,7 +9,7 @@ from tests.support.waiting import eventually
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.store import job_writes
+from wheelq.store import enqueue
 from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription
 
@@ -36,13 +36,13 @@ async def test_receives_the_notes_enqueue_publishes_and_ignores_other_messages(
         await redis_async.set(keys.horizon, due + MINUTE_MS)
         await redis_async.spublish(keys.wake_channel, b"not a note")
         await redis_async.spublish(keys.wake_channel, b"12x:id")
-        write = job_writes.JobWrite("j1", DueSpec("at", due), False, Envelope(b"\xa1p").pack())
-        await AsyncExecutor(redis_async).run([job_writes.enqueue(keys, [write])])
+        write = enqueue.JobWrite("j1", DueSpec("at", due), False, Envelope(b"\xa1p").pack())
+        await AsyncExecutor(redis_async).run([enqueue.enqueue(keys, [write])])
         batch = [  # one call, one message: a note each
-            job_writes.JobWrite(f"b{i}", DueSpec("at", due + i), False, Envelope(b"\xa1p").pack())
+            enqueue.JobWrite(f"b{i}", DueSpec("at", due + i), False, Envelope(b"\xa1p").pack())
             for i in range(3)
         ]
-        await AsyncExecutor(redis_async).run([job_writes.enqueue(keys, batch)])
+        await AsyncExecutor(redis_async).run([enqueue.enqueue(keys, batch)])
 
         received: list[WakeNote] = []
 

@@ -49,12 +49,19 @@ def run_wheelq(
 
 
 def start_wheelq(
-    *args: str, cwd: Path = ROOT, env: Mapping[str, str] | None = None
+    *args: str,
+    cwd: Path = ROOT,
+    env: Mapping[str, str] | None = None,
+    signal_race: bool = False,
 ) -> subprocess.Popen[str]:
     """Start ``wheelq ARGS`` in the background (a scheduler, a worker, a server): stdout and
-    stderr are pipes, as text. Stop it with a signal, then `communicate()`."""
+    stderr are pipes, as text. Stop it with a signal, then `communicate()`. `signal_race`:
+    run it under `tests.support.signal_race` (its stop signal handled inside its wait)."""
+    argv = wheelq_argv(*args)
+    if signal_race:
+        argv[1:3] = ["-m", "tests.support.signal_race", "wheelq"]
     return subprocess.Popen(
-        wheelq_argv(*args),
+        argv,
         cwd=cwd,
         env=clean_env(env),
         stdout=subprocess.PIPE,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 
 Answer = Callable[[Call[Any]], Any]
 

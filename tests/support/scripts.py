@@ -12,7 +12,8 @@ import redis
 from redis.client import PubSub
 
 from wheelq.core.keys import ShardKeys
-from wheelq.store.executor import Call, SyncExecutor
+from wheelq.store.call import Call
+from wheelq.store.executor import SyncExecutor
 
 T = TypeVar("T")
 

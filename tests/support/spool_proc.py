@@ -21,13 +21,15 @@ import faulthandler
 import json
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
 from tests.support.child import ChildProcess
 from wheelq import Client
+from wheelq.cli.signals import SignalFlag
 
+MODULE = "tests.support.spool_proc"
+RACE = "tests.support.signal_race"
 DAY_S = 3600
 TIMEOUTS = {"socket_timeout": 2, "socket_connect_timeout": 2}  # as the chaos soak's
 STEADY_BATCH = 50  # jobs per enqueue_many in `steady`
@@ -36,8 +38,7 @@ DRAIN_S = 20.0  # how long `steady` waits for its spool to empty once told to st
 
 def steady(url: str, topic: str, path: str) -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = SignalFlag(signal.SIGTERM)
     client = Client.from_url(url, spool=path, default_shards=4, redis_options=TIMEOUTS)
     print(json.dumps({"ready": True}), flush=True)
     n = 0
@@ -71,10 +72,23 @@ def main() -> None:
 class SpoolProducer(ChildProcess):
     """One producer process; its lines go to ``OUT_DIR/producer.jsonl``."""
 
-    def __init__(self, url: str, topic: str, spool: Path, count: int | str, out_dir: Path) -> None:
-        """`count` jobs, or ``"steady"`` (see the module)."""
+    def __init__(
+        self,
+        url: str,
+        topic: str,
+        spool: Path,
+        count: int | str,
+        out_dir: Path,
+        *,
+        signal_race: bool = False,
+    ) -> None:
+        """`count` jobs, or ``"steady"`` (see the module); `signal_race`: run it under
+        `tests.support.signal_race` (its SIGTERM handled inside its wait)."""
         args = [url, topic, str(spool), str(count)]
-        super().__init__("tests.support.spool_proc", args, "producer", out_dir)
+        if signal_race:
+            super().__init__(RACE, [MODULE, *args], "producer", out_dir)
+        else:
+            super().__init__(MODULE, args, "producer", out_dir)
 
     def ids(self) -> list[str]:
         """Every id printed so far."""

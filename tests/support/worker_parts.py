@@ -19,7 +19,7 @@ import msgpack
 from tests.support.fakes import ScriptedExecutor
 from wheelq.core.job import Field, Job
 from wheelq.core.keys import all_shards
-from wheelq.store.consume import Entry
+from wheelq.store.streams import Entry
 from wheelq.worker.stream_reader import Consumer
 
 TOPIC = "t"

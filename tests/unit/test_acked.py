@@ -16,16 +16,16 @@ from wheelq.core.settings import ClientSettings
 from wheelq.errors import AckUnsupportedError, DuplicateJobError, DurabilityError
 from wheelq.producer.durability import confirmed
 from wheelq.producer.operations import Producer
-from wheelq.store import job_writes, ops
+from wheelq.store import enqueue, topics
 from wheelq.store.acked import PLAIN, REFRESH, Acked, Wait, plan
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 
 WAIT = Wait(1, 100)
 AOF = Wait(1, 100, aof=True)
 
 
 def cancel(shard: int, job_id: str) -> Call[bool]:
-    return ops.cancel(ShardKeys("t", shard), job_id)
+    return enqueue.cancel(ShardKeys("t", shard), job_id)
 
 
 def by_shard(key: str) -> str:
@@ -155,8 +155,8 @@ def test_wait_reads_its_reply(wait: Wait, reply: Any, count: int) -> None:
 
 
 def _enqueue(ids: list[str]) -> Call[Any]:
-    writes = [job_writes.JobWrite(i, DueSpec("delay", 1000), False, b"") for i in ids]
-    return job_writes.enqueue(ShardKeys("t", 0), writes)
+    writes = [enqueue.JobWrite(i, DueSpec("delay", 1000), False, b"") for i in ids]
+    return enqueue.enqueue(ShardKeys("t", 0), writes)
 
 
 def test_confirmed_names_the_jobs_of_the_calls_that_fell_short() -> None:
@@ -180,7 +180,7 @@ def test_a_short_call_naming_no_job_puts_every_job_in_doubt_and_forgets_the_topi
     producer._shards["t"] = 4
 
     def op() -> Any:
-        yield [ops.register_topic("t", 4)]
+        yield [topics.register_topic("t", 4)]
         yield [_enqueue(["a"]), _enqueue(["b"])]
         raise DuplicateJobError("t", ["b"], ["a"])
 

@@ -100,3 +100,26 @@ def test_the_module_map_names_every_module_and_only_modules_that_exist() -> None
     }
     assert sorted((modules | packages) - named) == []
     assert sorted(p for p in named if not (ROOT / p).exists()) == []
+
+
+def test_every_fast_path_names_a_test_that_exists() -> None:
+    """Each row of "Fast paths" names the test that holds it equal to the plain path: the
+    file exists, and so does every test function named after it (``file::name``, then
+    ``::name`` for more in the same file)."""
+    rows = [r for r in _section("Fast paths").splitlines() if r.startswith("| `")]
+    assert len(rows) >= 5
+    missing = []
+    for row in rows:
+        cell = row.split(" | ")[2]
+        paths = re.findall(r"`(tests/[\w/]+\.py)", cell)
+        assert paths, f"no test named in {row[:80]!r}"
+        for path in paths:
+            own = cell[cell.index(path) :]  # up to the next file named
+            own = own[: own.find("`tests/")] if "`tests/" in own else own
+            if not (ROOT / path).exists():
+                missing.append(path)
+                continue
+            text = (ROOT / path).read_text("utf-8")
+            missing += [f"{path}::{n}" for n in re.findall(r"::(\w+)", own)
+                        if f"def {n}(" not in text]  # fmt: skip
+    assert missing == []

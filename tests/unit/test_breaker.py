@@ -16,7 +16,8 @@ from wheelq.core.clock import ManualClock
 from wheelq.errors import RedisUnavailableError
 from wheelq.producer.operations import Op, guarded
 from wheelq.runtime.breaker import Breaker
-from wheelq.store.executor import Call, drive_async
+from wheelq.store.call import Call
+from wheelq.store.executor import drive_async
 
 OPEN_MS = 1000
 PING: Call[Any] = Call(command=("PING",))

@@ -20,8 +20,9 @@ from wheelq.core.clock import ManualClock
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import ScriptError
-from wheelq.store.consume import ZERO_ID, Claimed, Entry
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
+from wheelq.store.consume import Claimed
+from wheelq.store.streams import ZERO_ID, Entry
 from wheelq.worker.stream_reader import ClaimKeeper
 
 SETTINGS = WorkerSettings(visibility_timeout_ms=3000, claim_interval_ms=5000, max_deliveries=4)

@@ -10,14 +10,15 @@ import pytest
 from redis.exceptions import ConnectionError, MovedError, NoScriptError, TryAgainError
 
 from wheelq.core.keys import ShardKeys
-from wheelq.store import executor, nodes, ops
-from wheelq.store.executor import Call, Load, Pause, Pipeline, Reload, Switch, drive, plan
+from wheelq.store import enqueue, executor, observe, server
+from wheelq.store.call import Call
+from wheelq.store.executor import Load, Pause, Pipeline, Reload, Switch, drive, plan
 
 KEYS = ShardKeys("t", 0)
 
 
 def cancel(job_id: str) -> Call[bool]:
-    return ops.cancel(KEYS, job_id)
+    return enqueue.cancel(KEYS, job_id)
 
 
 def run(
@@ -69,7 +70,7 @@ def test_moved_without_a_cluster_client_goes_again_as_a_cluster_settles() -> Non
 
 
 def test_noscript_loads_each_script_once_then_sends_again_only_those_calls() -> None:
-    calls = [cancel("a"), nodes.ping(), cancel("b")]
+    calls = [cancel("a"), server.ping(), cancel("b")]
     rounds: list[int] = []
 
     def answer(batch: list[Call[Any]]) -> list[Any]:
@@ -116,7 +117,7 @@ def test_reads_whose_connection_broke_go_again_once_the_slot_map_is_reloaded() -
         answers.append(batch)
         return broken(batch) if len(answers) == 1 else [5]
 
-    replies, requests = run([ops.pending_count(KEYS)], answer)
+    replies, requests = run([observe.pending_count(KEYS)], answer)
 
     assert replies == [5]
     assert requests.count(Reload()) == 1
@@ -124,7 +125,7 @@ def test_reads_whose_connection_broke_go_again_once_the_slot_map_is_reloaded() -
 
 
 def test_on_a_cluster_keyless_calls_go_on_their_own() -> None:
-    calls = [cancel("a"), nodes.ping(), cancel("b")]
+    calls = [cancel("a"), server.ping(), cancel("b")]
     sent: list[list[Call[Any]]] = []
 
     def answer(batch: list[Call[Any]]) -> list[Any]:

@@ -442,3 +442,51 @@ async def test_a_result_too_large_or_not_msgpack_is_the_runs_failure(kind: str) 
     assert isinstance(large, ResultTooLargeError)
     assert "result_max_bytes=64" in str(large) and "got 102" in str(large)
     assert isinstance(odd, ResultTypeError) and isinstance(odd, TypeError)
+
+
+class Raised(Exception):
+    pass
+
+
+async def came_to(handler: Callable[[Job], Awaitable[Any]], timeout_ms: int) -> Any:
+    """One run of `handler` with `timeout_ms`: its outcome, an error as (type, message)."""
+    runner = HandlerRunner(handler, timeout_ms=timeout_ms, threads=1, result_max_bytes=64)
+    try:
+        outcome = await runner.run(job(1))
+    finally:
+        runner.close()
+    return (type(outcome), str(outcome)) if isinstance(outcome, BaseException) else outcome
+
+
+def raising(exc: BaseException) -> Callable[[Job], Awaitable[Any]]:
+    async def handler(j: Job) -> Any:
+        raise exc
+
+    return handler
+
+
+def returning(value: Any) -> Callable[[Job], Awaitable[Any]]:
+    async def handler(j: Job) -> Any:
+        return value
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        returning(None),
+        returning({"n": 1}),
+        returning("x" * 100),
+        returning({1, 2}),
+        raising(Raised("boom")),
+        raising(TimeoutError("its own")),
+        raising(SystemExit(3)),
+        raising(KeyboardInterrupt()),
+    ],
+)
+async def test_an_async_run_without_a_limit_comes_to_what_one_never_reached_comes_to(
+    handler: Callable[[Job], Awaitable[Any]],
+) -> None:
+    # without a limit the run skips the timeout context (docs/architecture.md, "Fast paths")
+    assert await came_to(handler, 0) == await came_to(handler, 3_600_000)

@@ -22,8 +22,8 @@ from wheelq.core.clock import ManualClock
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import Envelope, Field, Job
 from wheelq.core.retry import RetryPolicy
-from wheelq.store.consume import Retried
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
+from wheelq.store.settle import Retried
 from wheelq.worker.handler_runner import HandlerRunner
 from wheelq.worker.in_flight import InFlightSet
 from wheelq.worker.read_ahead import READ_AHEAD_MAX

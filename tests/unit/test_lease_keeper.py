@@ -14,8 +14,8 @@ from tests.support.node_context import START_MS, TOKEN, TOPIC, NodeParts, keys
 from tests.support.waiting import until
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry
 from wheelq.scheduler.lease_keeper import LeaseKeeper
-from wheelq.store.executor import Call
-from wheelq.store.nodes import LeaseAttempt, Reap, Reaped
+from wheelq.store.call import Call
+from wheelq.store.leases import LeaseAttempt, Reap, Reaped
 
 SHARDS = 2
 TTL_MS = 3000  # renewed every 1000 ms; checked every 250 ms

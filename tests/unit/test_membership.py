@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 from tests.support.fakes import ScriptedExecutor
 from tests.support.worker_parts import GROUP, TOPIC, consumer
 from wheelq.core.keys import ShardKeys
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.worker.stream_reader import Membership
 
 BUSY = ResponseError("BUSYGROUP Consumer Group name already exists")

@@ -7,7 +7,7 @@ import math
 
 from wheelq.core.observe import GroupView, ShardObservation, by_shard, rate, topic_rows
 from wheelq.scheduler.led_shards import NodeMetrics
-from wheelq.store.ops import EmitResult
+from wheelq.store.fire import EmitResult
 
 
 def _obs(shard: int, at_ms: int, added: int, read: int, **kw: object) -> ShardObservation:

@@ -16,7 +16,8 @@ from wheelq.core.settings import ClientSettings
 from wheelq.producer import events as producer_events
 from wheelq.producer import pauses as producer_pauses
 from wheelq.producer.operations import Producer
-from wheelq.store.executor import Call, Pipeline, drive, plan
+from wheelq.store.call import Call
+from wheelq.store.executor import Pipeline, drive, plan
 from wheelq.store.scripts import Status
 
 TOPIC = "t"

@@ -1,5 +1,6 @@
 """producer.operations.send_calls turns each call's outcomes into ids or a typed error; a reply
-that does not answer every job of its call is the script's error, not a silent short list."""
+that does not answer every job of its call is the script's error, not a silent short list.
+The enqueue call reads each outcome code as `Placed(code)` would, by a table."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from typing import Any
 import pytest
 
 from wheelq.core.due import DueSpec
+from wheelq.core.keys import ShardKeys
 from wheelq.errors import DuplicateJobError, ScriptError
 from wheelq.producer.operations import enqueue_calls, send_calls
-from wheelq.store import job_writes
+from wheelq.store import enqueue
 from wheelq.store.scripts import Placed
 
 
-def writes(n: int) -> list[job_writes.JobWrite]:
-    return [job_writes.JobWrite(f"j{i}", DueSpec("delay", 1000), False, b"e") for i in range(n)]
+def writes(n: int) -> list[enqueue.JobWrite]:
+    return [enqueue.JobWrite(f"j{i}", DueSpec("delay", 1000), False, b"e") for i in range(n)]
 
 
 def answer(op: Any, replies: list[Any]) -> Any:
@@ -52,3 +54,23 @@ def test_a_reply_short_of_its_calls_jobs_is_a_script_error() -> None:
     next(op)
     with pytest.raises(ScriptError, match="answered 2 of 3 jobs"):
         op.send([[Placed.SCHEDULED] * 2])
+
+
+# --- enqueue.lua's outcome codes, read through a table (docs/architecture.md, "Fast paths")
+
+
+@pytest.mark.parametrize(
+    "codes", [[int(p) for p in Placed], [5, 0, 0, 4, 1, 2, 2], [], [True, 1.0, 0]]
+)
+def test_outcome_codes_read_as_the_placed_their_number_names(codes: list[Any]) -> None:
+    parsed = enqueue.enqueue(ShardKeys("t", 0), writes(1)).parse([0, *codes])
+    assert parsed == [Placed(code) for code in codes]
+    assert all(type(p) is Placed for p in parsed)
+
+
+@pytest.mark.parametrize("code", [3, 6, -1, b"0", "1", None, [0]])
+def test_a_code_placed_does_not_name_is_the_scripts_error(code: Any) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        Placed(code)
+    with pytest.raises(ScriptError, match="unknown outcome"):
+        enqueue.enqueue(ShardKeys("t", 0), writes(1)).parse([0, 1, code])

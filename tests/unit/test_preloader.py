@@ -15,8 +15,8 @@ from wheelq.errors import LeaseLostError
 from wheelq.scheduler.led_shards import Lead
 from wheelq.scheduler.preloader import Preloader
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store.executor import Call
-from wheelq.store.ops import EmitResult, PreloadPage
+from wheelq.store.call import Call
+from wheelq.store.fire import EmitResult, PreloadPage
 
 WINDOW_MS = 5000
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"

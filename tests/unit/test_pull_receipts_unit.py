@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from wheelq.errors import InvalidArgumentError
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.worker.pull import MAX_RECEIPTS, Outcome, Receipt, ReceiptSeal, ack_receipts
 from wheelq.worker.settler import ACKS_PER_CALL
 

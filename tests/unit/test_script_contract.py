@@ -15,8 +15,21 @@ from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
-from wheelq.store import consume, events, groups, job_writes, nodes, ops, schedules, scripts
-from wheelq.store.executor import Call
+from wheelq.store import (
+    consume,
+    dead_letters,
+    enqueue,
+    events,
+    fire,
+    groups,
+    history,
+    leases,
+    schedules,
+    scripts,
+    settle,
+    topics,
+)
+from wheelq.store.call import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
     NAMES,
@@ -61,32 +74,32 @@ KEY_TYPES = {
 
 # One call of every script wrapper: what each script's reply goes through.
 WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
-    "enqueue": lambda: job_writes.enqueue(
-        KEYS, [job_writes.JobWrite("j", DueSpec("at", 1), False, Envelope(b"p").pack())]
+    "enqueue": lambda: enqueue.enqueue(
+        KEYS, [enqueue.JobWrite("j", DueSpec("at", 1), False, Envelope(b"p").pack())]
     ),
-    "reschedule": lambda: ops.reschedule(KEYS, "j", DueSpec("at", 1)),
-    "cancel": lambda: ops.cancel(KEYS, "j"),
-    "debounce": lambda: ops.debounce(KEYS, "j", 100, 0, Envelope(b"p").pack()),
-    "emit_due": lambda: ops.emit_due(KEYS, "t", 1, ["j"]),
-    "preload": lambda: ops.preload(KEYS, "t", 0, 1000, 10, 30_000),
-    "lease_acquire": lambda: nodes.lease_acquire(KEYS, "t", 30_000),
-    "lease_renew": lambda: nodes.lease_renew(KEYS, "t", 30_000),
-    "lease_release": lambda: nodes.lease_release(KEYS, "t"),
-    "lease_followed": lambda: nodes.lease_followed(KEYS, "t", True),
-    "lease_watch": lambda: nodes.lease_watch(KEYS, [KEYS.wake_channel]),
-    "lease_reap": lambda: nodes.lease_reap(KEYS, 100),
-    "ack": lambda: consume.ack_done(KEYS, "g", [("1-0", "j", 5, 1, None, 1)]),
-    "retry": lambda: consume.retry(KEYS, "g", "1-0", "j", 10, b"e"),
-    "dead_letter": lambda: consume.dead_letter(KEYS, "g", [("1-0", "failed", "boom")]),
+    "reschedule": lambda: enqueue.reschedule(KEYS, "j", DueSpec("at", 1)),
+    "cancel": lambda: enqueue.cancel(KEYS, "j"),
+    "debounce": lambda: enqueue.debounce(KEYS, "j", 100, 0, Envelope(b"p").pack()),
+    "emit_due": lambda: fire.emit_due(KEYS, "t", 1, ["j"]),
+    "preload": lambda: fire.preload(KEYS, "t", 0, 1000, 10, 30_000),
+    "lease_acquire": lambda: leases.lease_acquire(KEYS, "t", 30_000),
+    "lease_renew": lambda: leases.lease_renew(KEYS, "t", 30_000),
+    "lease_release": lambda: leases.lease_release(KEYS, "t"),
+    "lease_followed": lambda: leases.lease_followed(KEYS, "t", True),
+    "lease_watch": lambda: leases.lease_watch(KEYS, [KEYS.wake_channel]),
+    "lease_reap": lambda: leases.lease_reap(KEYS, 100),
+    "ack": lambda: settle.ack_done(KEYS, "g", [("1-0", "j", 5, 1, None, 1)]),
+    "retry": lambda: settle.retry(KEYS, "g", "1-0", "j", 10, b"e"),
+    "dead_letter": lambda: settle.dead_letter(KEYS, "g", [("1-0", "failed", "boom")]),
     "claim": lambda: consume.claim(KEYS, "g", "w", 1000, "0-0", 10, 5),
     "touch": lambda: consume.touch(KEYS, "g", "w", 0, ["1-0"]),
-    "trim": lambda: consume.trim(KEYS, 1000, 10, 1000),
-    "replay": lambda: consume.replay(KEYS, ["1-0"]),
-    "purge_dead": lambda: consume.purge_dead(KEYS, None),
-    "drop_shard": lambda: ops.drop_shard(KEYS, "check"),
+    "trim": lambda: history.trim(KEYS, 1000, 10, 1000),
+    "replay": lambda: dead_letters.replay(KEYS, ["1-0"]),
+    "purge_dead": lambda: dead_letters.purge_dead(KEYS, None),
+    "drop_shard": lambda: topics.drop_shard(KEYS, "check"),
     "delete_group": lambda: groups.delete_group(KEYS, "g", "check"),
     "create_group": lambda: groups.create_group(KEYS, "g", "0", 64),
-    "lookup": lambda: ops.lookup(KEYS, "j"),
+    "lookup": lambda: history.lookup(KEYS, "j"),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
     "schedule_read": lambda: schedules.read(KEYS),
@@ -192,10 +205,10 @@ def test_lease_renew_and_release_parse_lease_lost_to_false_and_ok_to_true(name: 
 def test_lease_acquire_parses_its_outcome_fields() -> None:
     parse = WRAPPERS["lease_acquire"]().parse
 
-    assert parse([0, 1, 1, b"1700000000123", b"t"]) == nodes.LeaseAttempt(
+    assert parse([0, 1, 1, b"1700000000123", b"t"]) == leases.LeaseAttempt(
         True, True, 1_700_000_000_123, "t"
     )
-    assert parse([0, 0, 0, b"1700000000123", b"other"]) == nodes.LeaseAttempt(
+    assert parse([0, 0, 0, b"1700000000123", b"other"]) == leases.LeaseAttempt(
         False, False, 1_700_000_000_123, "other"
     )
 
@@ -341,7 +354,7 @@ def test_scripts_make_no_key_name_of_their_own(name: str) -> None:
 
 
 def test_enqueue_parses_each_outcome_and_refuses_an_unknown_one() -> None:
-    call = job_writes.enqueue(KEYS, [])
+    call = enqueue.enqueue(KEYS, [])
     assert call.parse([Status.OK, 0, 1, 2, 4, 5]) == list(Placed)
     with pytest.raises(ScriptError, match=r"^enqueue\.lua returned an unknown outcome"):
         call.parse([Status.OK, 0, NOT_PENDING])
@@ -349,9 +362,9 @@ def test_enqueue_parses_each_outcome_and_refuses_an_unknown_one() -> None:
 
 def _write(
     job_id: str, kind: str = "delay", replace: bool = False, new: bool = False
-) -> job_writes.JobWrite:
+) -> enqueue.JobWrite:
     due = DueSpec(kind, 1000)  # type: ignore[arg-type]
-    return job_writes.JobWrite(job_id, due, replace, b"e-" + job_id.encode(), new=new)
+    return enqueue.JobWrite(job_id, due, replace, b"e-" + job_id.encode(), new=new)
 
 
 @pytest.mark.parametrize(
@@ -364,17 +377,17 @@ def _write(
     ],
 )
 def test_enqueue_of_jobs_sharing_mode_and_replace_sends_them_once(
-    writes: list[job_writes.JobWrite], layout: str
+    writes: list[enqueue.JobWrite], layout: str
 ) -> None:
     """The layout: their mode and replace, then 'n' (every id made by the client: none is
     read first), 'u' (no id repeats: each job's writes are gathered as it is met)."""
-    call = job_writes.enqueue(KEYS, writes)
+    call = enqueue.enqueue(KEYS, writes)
     assert list(call.args[4:]) == [layout, "a", 1000, b"e-a", "b", 1000, b"e-b"]
-    assert job_writes.job_ids(call) == ["a", "b"]
+    assert enqueue.job_ids(call) == ["a", "b"]
 
 
 def test_enqueue_of_a_repeated_id_vouches_for_nothing() -> None:
-    call = job_writes.enqueue(KEYS, [_write("a"), _write("b"), _write("a")])
+    call = enqueue.enqueue(KEYS, [_write("a"), _write("b"), _write("a")])
     assert call.args[4] == "d0"
 
 
@@ -390,16 +403,16 @@ A_FULL = ["a", "d", 1000, "0", b"e-a"]  # a job's arguments when each carries mo
     ids=["mode", "replace"],
 )
 def test_enqueue_of_jobs_differing_in_mode_or_replace_sends_them_per_job(
-    second: job_writes.JobWrite, b_full: list[Any]
+    second: enqueue.JobWrite, b_full: list[Any]
 ) -> None:
-    call = job_writes.enqueue(KEYS, [_write("a"), second])
+    call = enqueue.enqueue(KEYS, [_write("a"), second])
     assert list(call.args[4:]) == ["", *A_FULL, *b_full]
-    assert job_writes.job_ids(call) == ["a", "b"]
+    assert enqueue.job_ids(call) == ["a", "b"]
 
 
 def test_a_replay_sends_each_job_its_mode_replace_and_token() -> None:
     writes = [_write("a")._replace(token="t:0"), _write("b")._replace(token="t:1")]
-    call = job_writes.enqueue(KEYS, writes, record_ms=1000)
+    call = enqueue.enqueue(KEYS, writes, record_ms=1000)
     b_full = ["b", "d", 1000, "0", b"e-b"]
     assert list(call.args[4:]) == ["", *A_FULL, "t:0", *b_full, "t:1"]
-    assert job_writes.job_ids(call) == ["a", "b"]
+    assert enqueue.job_ids(call) == ["a", "b"]

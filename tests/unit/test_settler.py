@@ -24,8 +24,8 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.retry import Reason
 from wheelq.errors import ScriptError
 from wheelq.runtime.outage import StopBudget
-from wheelq.store.consume import Retried
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
+from wheelq.store.settle import Retried
 from wheelq.worker.settler import ACKS_PER_CALL, Settler
 
 

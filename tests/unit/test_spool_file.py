@@ -17,7 +17,7 @@ from wheelq.core.job import Envelope
 from wheelq.errors import SpoolError, SpoolLockedError
 from wheelq.producer.operations import SpoolStats
 from wheelq.producer.spool import Spool
-from wheelq.store.job_writes import JobWrite
+from wheelq.store.enqueue import JobWrite
 
 CALL_MS = 1_700_000_000_000
 

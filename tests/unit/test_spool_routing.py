@@ -28,8 +28,9 @@ from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import PIPELINE_CALLS, Op, Producer, guarded
 from wheelq.producer.spool import Drain, Spool, Spooler
 from wheelq.runtime.breaker import Breaker
-from wheelq.store import job_writes
-from wheelq.store.executor import Call, drive_async
+from wheelq.store import enqueue
+from wheelq.store.call import Call
+from wheelq.store.executor import drive_async
 from wheelq.store.scripts import Placed
 
 SHARDS = 2
@@ -73,7 +74,7 @@ def jobs(call: Call[Any]) -> list[tuple[str, str]]:
     """(id, token) of each job of an enqueue call: a replay's own token, ``CALL:n`` in a
     spooling client's direct call (its call token recorded), '' in a plain enqueue."""
     record_ms, call_token = int(call.args[2]), str(call.args[3])
-    ids = job_writes.job_ids(call)
+    ids = enqueue.job_ids(call)
     if record_ms and not call_token:  # a replay: six arguments per job, its token last
         return list(zip(ids, [str(t) for t in call.args[10::6]], strict=True))
     return [(i, f"{call_token}:{n}" if call_token else "") for n, i in enumerate(ids)]

@@ -18,8 +18,8 @@ from tests.support.fakes import ScriptedExecutor
 from tests.support.worker_parts import GROUP, TOPIC, WAIT_S, consumer, entry
 from wheelq.core.clock import ManualClock
 from wheelq.core.keys import ShardKeys
-from wheelq.store.consume import Entry
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
+from wheelq.store.streams import Entry
 from wheelq.worker.stream_reader import SHARED_BLOCK_MS, ReadSlots, StreamReader
 
 BLOCK_MS = 2000

@@ -10,23 +10,23 @@ import redis
 
 from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
+from wheelq.store import enqueue
 from wheelq.store import executor as streamed
-from wheelq.store import job_writes
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 
 
 def calls() -> list[Call[Any]]:
     writes = [
-        job_writes.JobWrite(
+        enqueue.JobWrite(
             f"id-{n}-é", DueSpec("at", 1_900_000_000_000 + n), n % 2 == 0, b"\x00\xff" * 900
         )
         for n in range(300)
     ]
     keys = ShardKeys("tópic", 2)
     return [
-        job_writes.enqueue(keys, writes[:100]),
+        enqueue.enqueue(keys, writes[:100]),
         Call(command=("CONFIG GET", "maxmemory")),  # redis-py splits a two-word command
-        job_writes.enqueue(keys, writes[100:], record_ms=5000, call_token="c1"),
+        enqueue.enqueue(keys, writes[100:], record_ms=5000, call_token="c1"),
         Call(command=("GET", keys.horizon)),
     ]
 

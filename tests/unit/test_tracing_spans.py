@@ -20,7 +20,7 @@ from wheelq.core.job import Envelope, format_traceparent, parse_traceparent
 from wheelq.core.settings import ClientSettings
 from wheelq.producer.operations import Op, Producer
 from wheelq.runtime import tracing
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.scripts import Placed
 from wheelq.worker.handler_runner import HandlerRunner
 

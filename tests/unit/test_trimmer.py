@@ -14,8 +14,8 @@ from tests.support.node_context import NodeParts, keys
 from tests.support.waiting import until
 from wheelq.errors import ScriptError
 from wheelq.scheduler.trimmer import MAX_CALLS_PER_ROUND, Trimmer
-from wheelq.store.consume import Trimmed
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
+from wheelq.store.history import Trimmed
 
 INTERVAL_MS = 60_000
 

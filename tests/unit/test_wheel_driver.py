@@ -15,8 +15,8 @@ from tests.support.waiting import until
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.scheduler.led_shards import Lead
 from wheelq.scheduler.wheel_driver import FIRST_ROUND, WheelDriver
-from wheelq.store.executor import Call
-from wheelq.store.ops import EmitResult
+from wheelq.store.call import Call
+from wheelq.store.fire import EmitResult
 
 
 def ids_of(call: Call[Any]) -> list[str]:

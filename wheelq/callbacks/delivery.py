@@ -15,7 +15,7 @@ from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget, close
 from wheelq.runtime.role import Connection, executor_of
 from wheelq.runtime.service import PartStopped, Service
-from wheelq.store import ops
+from wheelq.store import topics
 from wheelq.worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -104,12 +104,12 @@ class Deliveries(Service):
 
     async def _listed(self) -> set[str]:
         """The deliverer's list; every `scan_ms`, with topics off it that have a stream."""
-        listed: set[str] = (await self._executor.run([ops.callback_topics()]))[0]
+        listed: set[str] = (await self._executor.run([topics.callback_topics()]))[0]
         now_ms = self.clock.now_ms()
         if now_ms < self._next_scan_ms:
             return listed
         self._next_scan_ms = now_ms + self._scan_ms
-        (registry,) = await self._executor.run([ops.all_topics()])
+        (registry,) = await self._executor.run([topics.all_topics()])
         unlisted = [
             keys
             for topic, shards in sorted(registry.shards.items())
@@ -118,10 +118,10 @@ class Deliveries(Service):
         ]
         for i in range(0, len(unlisted), SCAN_BATCH):
             batch = unlisted[i : i + SCAN_BATCH]
-            exists = await self._executor.run([ops.exists(k.callbacks) for k in batch])
+            exists = await self._executor.run([topics.exists(k.callbacks) for k in batch])
             found = {k.topic for k, there in zip(batch, exists, strict=True) if there}
             if found:
-                await self._executor.run([ops.mark_callback_topic(t) for t in sorted(found)])
+                await self._executor.run([topics.mark_callback_topic(t) for t in sorted(found)])
                 listed |= found
         return listed
 

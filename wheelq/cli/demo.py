@@ -15,8 +15,9 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import ClockKeeper, RedisClock
 from wheelq.scheduler.scheduler import Scheduler
-from wheelq.store import nodes, ops
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store import leases, topics
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 from wheelq.testing.fired import Fired, read_fired, summarize
 from wheelq.worker.worker import Worker
 
@@ -85,6 +86,6 @@ async def run_demo(
 
 async def _drop_topic(client: AsyncClient, topic: str, shards: int) -> None:
     """Remove the demo's keys, one slot per call (so it works on Redis Cluster too)."""
-    calls: list[Call[Any]] = [ops.drop_shard(k, "force") for k in all_shards(topic, shards)]
-    calls += [nodes.forget_nodes(topic), ops.unregister_topic(topic)]
+    calls: list[Call[Any]] = [topics.drop_shard(k, "force") for k in all_shards(topic, shards)]
+    calls += [leases.forget_nodes(topic), topics.unregister_topic(topic)]
     await AsyncExecutor(client.redis).run(calls)

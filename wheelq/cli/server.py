@@ -9,7 +9,6 @@ import json
 import logging
 import signal
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import CliError, Context, check_free, usage_error
@@ -73,6 +72,7 @@ def _one_line(exc: EmbeddedServerError) -> str:
 
 def server(ctx: Context) -> int:
     """Run the server until SIGINT/SIGTERM; exit 1 if it stops on its own."""
+    from wheelq.cli.signals import SignalFlag
     from wheelq.embedded import EmbeddedServer
 
     args = ctx.args
@@ -93,9 +93,7 @@ def server(ctx: Context) -> int:
         data_dir=args.dir,
         extra_args=[] if loopback else ["--bind", args.bind, "127.0.0.1"],
     )
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = SignalFlag(signal.SIGINT, signal.SIGTERM)
     _start(srv)
     try:
         kept = f"data in {args.dir}" if args.dir else "data kept in memory only"

@@ -5,11 +5,14 @@ and their collector policy (docs/architecture.md, "Performance targets").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
+import select
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
@@ -63,6 +66,60 @@ class SignalStop:
         self._log.warning("second signal: exiting now")
         self._hurry()
         asyncio.get_running_loop().call_later(HARD_EXIT_S, _hard_exit, self._log)
+
+
+class SignalFlag:
+    """Raised by a signal, waited for by a loop on the main thread, without a lock.
+
+    For a blocking process (no event loop): ``flag = SignalFlag(signal.SIGTERM)``, then
+    ``while not flag.wait(0.05): ...``. The handler only notes the signal and writes a
+    byte to a pipe that `wait` sleeps on, so it can run anywhere. A handler that calls
+    `threading.Event.set` cannot: Python runs handlers on the main thread between two
+    bytecodes, possibly inside that thread's own ``Event.wait`` while it holds the Event's
+    lock (a plain, non-reentrant one), and `set` then waits for that lock for ever (issue
+    43 item 19: a producer did not exit after SIGTERM).
+    """
+
+    POLL_S = 0.1
+    """Longest sleep of `wait` between looks at the flag: a signal that the kernel hands
+    to another thread runs its handler on the main thread only once that thread wakes."""
+
+    def __init__(self, *signals: int) -> None:
+        """Install the handler for `signals` (default SIGINT and SIGTERM)."""
+        self.received: int | None = None
+        """The last signal received; None until one is."""
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._before = {
+            sig: signal.signal(sig, self._handle)
+            for sig in signals or (signal.SIGINT, signal.SIGTERM)
+        }
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.received = signum
+        with contextlib.suppress(OSError):  # full: a byte is there already
+            os.write(self._write, b"!")
+
+    def is_set(self) -> bool:
+        return self.received is not None
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Sleep until a signal came or `timeout_s` passed (None: no limit); returns
+        `is_set()`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.is_set():
+            left = self.POLL_S if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                break
+            select.select([self._read], [], [], min(left, self.POLL_S))
+        return self.is_set()
+
+    def close(self) -> None:
+        """Put back the handlers there were before and close the pipe."""
+        for sig, handler in self._before.items():
+            signal.signal(sig, handler)
+        os.close(self._read)
+        os.close(self._write)
 
 
 def _hard_exit(logger: logging.Logger) -> None:

@@ -41,14 +41,14 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
     from wheelq.core.keys import all_shards
-    from wheelq.store import nodes
+    from wheelq.store import server
     from wheelq.store.executor import SyncExecutor, drive
     from wheelq.store.observe import observe_shards
 
     registry = client.topics()
     shards = [keys for t in topics if t in registry for keys in all_shards(t, registry[t])]
     executor = SyncExecutor(client.redis)
-    (now_ms,) = executor.run([nodes.server_time()])
+    (now_ms,) = executor.run([server.server_time()])
     return drive(
         observe_shards(shards, int(now_ms)),
         lambda calls: executor.run(calls, return_exceptions=True),

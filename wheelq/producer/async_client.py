@@ -45,7 +45,8 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
-from wheelq.store.executor import AsyncExecutor, Call, drive_async
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor, drive_async
 
 T = TypeVar("T")
 

@@ -6,7 +6,6 @@ per job beyond its packed payload and envelope (docs/guides/producing.md, "Many 
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -24,10 +23,10 @@ from wheelq.core.job import (
     random_parts,
     time_part,
 )
-from wheelq.core.keys import ShardKeys
+from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
-from wheelq.store import job_writes
-from wheelq.store.executor import Call
+from wheelq.store import enqueue
+from wheelq.store.call import Call
 from wheelq.store.scripts import Placed
 
 
@@ -65,10 +64,8 @@ def encode(
     head, block = time_part(now_ms), random_parts(n)
     ids = [head + block[i : i + RANDOM_CHARS] for i in range(0, RANDOM_CHARS * n, RANDOM_CHARS)]
     columns: dict[int, tuple[list[str], list[bytes]]] = {s: ([], []) for s in range(shards)}
-    crc32 = zlib.crc32
     for job_id, envelope in zip(ids, envelopes, strict=True):
-        # `shard_of` for an ASCII id (a generated one is), without its call
-        shard_ids, shard_envelopes = columns[crc32(job_id.encode()) % shards]
+        shard_ids, shard_envelopes = columns[shard_of(job_id, shards)]
         shard_ids.append(job_id)
         shard_envelopes.append(envelope)
     return Columns(ids, {s: c for s, c in columns.items() if c[0]})
@@ -145,16 +142,16 @@ def enqueue_calls(
         for i in range(0, len(ids), size):
             chunk = ids[i : i + size]
             calls.append(
-                (chunk, job_writes.enqueue_columns(keys, due, chunk, envelopes[i : i + size]))
+                (chunk, enqueue.enqueue_columns(keys, due, chunk, envelopes[i : i + size]))
             )
     return calls
 
 
-def as_writes(due: DueSpec, columns: Columns) -> list[job_writes.JobWrite]:
+def as_writes(due: DueSpec, columns: Columns) -> list[enqueue.JobWrite]:
     """The jobs as `JobWrite`s, in the caller's order (for the spool, which keeps them)."""
     envelope_of = {
         job_id: envelope
         for ids, envelopes in columns.shards.values()
         for job_id, envelope in zip(ids, envelopes, strict=True)
     }
-    return [job_writes.JobWrite(i, due, False, envelope_of[i], "", "", True) for i in columns.ids]
+    return [enqueue.JobWrite(i, due, False, envelope_of[i], "", "", True) for i in columns.ids]

@@ -40,7 +40,8 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
-from wheelq.store.executor import Call, SyncExecutor, drive
+from wheelq.store.call import Call
+from wheelq.store.executor import SyncExecutor, drive
 
 T = TypeVar("T")
 CallbackArg = Callback | str | Mapping[str, Any] | None

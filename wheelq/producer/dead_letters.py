@@ -13,7 +13,7 @@ from wheelq.core.keys import ShardKeys, all_shards, validate_group, validate_sha
 from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError, PayloadTooDeepError, int_in
 from wheelq.producer.operations import Op, Producer
-from wheelq.store import consume
+from wheelq.store import dead_letters as dead
 
 Refs = Iterable[str | DeadLetter] | None
 
@@ -134,7 +134,7 @@ def _merged(topic: str, shards: int, limit: int, after: str | None) -> Op[list[D
         ms, seq = _id_key(cursor_id)
         for shard in range(shards):
             starts[shard] = f"({ms}-{seq}" if shard <= cursor_shard else f"{ms}-{seq}"
-    pages = yield [consume.read_dead(k, starts[k.shard], limit) for k in all_shards(topic, shards)]
+    pages = yield [dead.read_dead(k, starts[k.shard], limit) for k in all_shards(topic, shards)]
     merged = heapq.merge(
         *(
             [(*_id_key(entry_id), shard, entry_id, fields) for entry_id, fields in page]
@@ -175,7 +175,7 @@ def replay(
         else:
             ids = by_shard.get(keys.shard, [])
         for i in range(0, len(ids), IDS_PER_CALL):
-            ((n, held, refused),) = yield [consume.replay(keys, ids[i : i + IDS_PER_CALL])]
+            ((n, held, refused),) = yield [dead.replay(keys, ids[i : i + IDS_PER_CALL])]
             replayed += n
             skipped += len(refused)  # turned malformed meanwhile: the script leaves it too
             if held:
@@ -191,14 +191,14 @@ def purge_dead(
     if not shards:
         return 0
     if by_shard is None and match is None:
-        counts = yield [consume.purge_dead(k, None) for k in all_shards(topic, shards)]
+        counts = yield [dead.purge_dead(k, None) for k in all_shards(topic, shards)]
         return sum(counts)
     if by_shard is None:
         by_shard = {}
         for keys in all_shards(topic, shards):
             by_shard[keys.shard] = yield from _all_ids(keys, match)
     counts = yield [
-        consume.purge_dead(ShardKeys(topic, shard), ids[i : i + IDS_PER_CALL])
+        dead.purge_dead(ShardKeys(topic, shard), ids[i : i + IDS_PER_CALL])
         for shard, ids in by_shard.items()
         for i in range(0, len(ids), IDS_PER_CALL)
     ]
@@ -214,7 +214,7 @@ def _check_replayable(topic: str, by_shard: dict[int, list[str]]) -> Op[None]:
         keys = ShardKeys(topic, shard)
         for i in range(0, len(ids), IDS_PER_CALL):
             chunk = ids[i : i + IDS_PER_CALL]
-            found = yield [consume.read_dead(keys, entry_id, 1) for entry_id in chunk]
+            found = yield [dead.read_dead(keys, entry_id, 1) for entry_id in chunk]
             for entry_id, page in zip(chunk, found, strict=True):
                 if not page or page[0][0] != entry_id:
                     continue
@@ -267,7 +267,7 @@ def _read_ids(
     left = 0
     start = "-"
     while True:
-        (page,) = yield [consume.read_dead(keys, start, IDS_PER_CALL)]
+        (page,) = yield [dead.read_dead(keys, start, IDS_PER_CALL)]
         for entry_id, raw in page:
             if match is None or match.matches_entry(raw):
                 if keep(raw):

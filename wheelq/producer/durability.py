@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import DuplicateJobError, DurabilityError, InvalidArgumentError
 from wheelq.producer.operations import Op, Producer
-from wheelq.store import job_writes
+from wheelq.store import enqueue
 from wheelq.store.acked import Acked, Wait
 
 T = TypeVar("T")
@@ -73,10 +73,10 @@ def confirmed(producer: Producer, topic: str, op: Op[T], level: str, wait: Wait)
             replies = yield calls
             short = replies.short if isinstance(replies, Acked) else {}
             for call in calls:
-                named += job_writes.job_ids(call)
+                named += enqueue.job_ids(call)
             for i, count in short.items():
                 fewest = min(fewest, count)
-                ids = job_writes.job_ids(calls[i])
+                ids = enqueue.job_ids(calls[i])
                 doubt += ids
                 unnamed = unnamed or not ids
             calls = op.send(replies)

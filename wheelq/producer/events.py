@@ -13,8 +13,9 @@ from wheelq.core import keys as k
 from wheelq.core.events import Event, EventsConfig, Mark, events_of, parse_position
 from wheelq.errors import UnknownTopicError, int_in
 from wheelq.producer.operations import Op, Producer
-from wheelq.store import events, ops, pauses
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store import events, limits, pauses
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 
 BLOCK_MS = (10, 60_000)
 """The range of `follow`'s `block_ms`."""
@@ -28,7 +29,7 @@ def configure(producer: Producer, topic: str, config: EventsConfig) -> Op[Events
     assert shards is not None
     calls: list[Call[object]] = []
     for keys in k.all_shards(topic, shards):
-        calls += ops.write_limits(keys, config.fields())
+        calls += limits.write_limits(keys, config.fields())
     yield from pauses.write_then_announce(topic, calls)  # workers read the setting again
     return config
 
@@ -47,7 +48,7 @@ def config_of(producer: Producer, topic: str) -> Op[EventsConfig]:
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         return EventsConfig()
-    (raw,) = yield [ops.read_limits(k.ShardKeys(topic, 0))]
+    (raw,) = yield [limits.read_limits(k.ShardKeys(topic, 0))]
     return EventsConfig.from_fields(raw)
 
 

@@ -16,7 +16,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.operations import Op, Producer, ShardTotal
 from wheelq.store import groups as g
-from wheelq.store import ops, pauses
+from wheelq.store import pauses, topics
 from wheelq.store.scripts import GroupOutcome
 
 
@@ -108,7 +108,7 @@ def has_group(topic: str, shard: int, group: str) -> Op[bool]:
     """Whether `group` reads a stream of the topic's `shard` (any stream counts; a group is
     on every shard or on none, so one shard answers for the topic)."""
     views = g.group_streams(topic, shard)
-    exist = yield [ops.exists(view.stream) for view in views]
+    exist = yield [topics.exists(view.stream) for view in views]
     views = [view for view, there in zip(views, exist, strict=True) if there]
     listed = (yield [g.stream_groups(view) for view in views]) if views else []
     return any(found.name == group for groups_of in listed for found in groups_of)
@@ -120,7 +120,7 @@ def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
     if shards is None:
         return None
     views = [view for shard in range(shards) for view in g.group_streams(topic, shard)]
-    exist = yield [ops.exists(view.stream) for view in views]
+    exist = yield [topics.exists(view.stream) for view in views]
     views = [view for view, there in zip(views, exist, strict=True) if there]
     if not views:
         return []

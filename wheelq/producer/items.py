@@ -27,9 +27,7 @@ from wheelq.core.job import (
 )
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
-from wheelq.store import job_writes
-
-_new_tuple = tuple.__new__  # a global: no attribute lookup per item
+from wheelq.store import enqueue
 
 
 class _Fields(NamedTuple):
@@ -65,9 +63,10 @@ class EnqueueItem(_Fields):
         key: str | None = None,
         ordered: bool = False,
     ) -> Self:
-        item = (payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key,
-                ordered)  # fmt: skip
-        return _new_tuple(cls, item)
+        return super().__new__(
+            cls, payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key,
+            ordered,
+        )  # fmt: skip
 
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
         return (), self._asdict()
@@ -85,14 +84,14 @@ def validate_batch(
     traceparent: str | None,
     now_ms: int,
     batch: EncodeBatch | None = None,
-) -> list[job_writes.JobWrite]:
+) -> list[enqueue.JobWrite]:
     """Every item validated and encoded, in order (errors name the item: ``items[3]: ...``)."""
     # A single item is iterable too (a named tuple): it is refused, not taken field by field.
     if isinstance(items, str | bytes | Mapping | EnqueueItem) or not isinstance(items, Iterable):
         raise InvalidArgumentError(
             "items", f"items must be an iterable of EnqueueItem or mappings, got {items!r:.60}"
         )
-    writes: list[job_writes.JobWrite] = []
+    writes: list[enqueue.JobWrite] = []
     if batch is None:
         batch = EncodeBatch(now_ms, traceparent)
     # a plain item's envelope: these fields, packed with its payload in place 1
@@ -118,7 +117,7 @@ def validate_batch(
 
 def validate_item(
     settings: ClientSettings, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
-) -> job_writes.JobWrite:
+) -> enqueue.JobWrite:
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
     due = batch.due(job.delay, job.at)
     # the default is checked with the settings (Range(1, 1000))
@@ -159,18 +158,16 @@ def validate_item(
         job.ordered,
     )  # fmt: skip
     order_key = key if job.ordered else ""
-    return job_writes.JobWrite(
-        job_id, due, job.replace, envelope, "", order_key, job.job_id is None
-    )
+    return enqueue.JobWrite(job_id, due, job.replace, envelope, "", order_key, job.job_id is None)
 
 
 def _plain_write(
     settings: ClientSettings, payload: Any, due: DueSpec, batch: EncodeBatch, fields: list[Any]
-) -> job_writes.JobWrite:
+) -> enqueue.JobWrite:
     """`validate_item` of a plain item at half the cost: `fields` with the payload in place."""
     fields[1] = encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     envelope: bytes = batch.envelopes.pack(fields)
-    return tuple.__new__(job_writes.JobWrite, (batch.new_id(), due, False, envelope, "", "", True))
+    return enqueue.JobWrite(batch.new_id(), due, False, envelope, "", "", True)
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:

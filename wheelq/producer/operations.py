@@ -35,8 +35,10 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient, unavailable_reason
 from wheelq.runtime.tracing import Tracing
-from wheelq.store import flow, job_writes, nodes, ops, pauses, schedules
-from wheelq.store.executor import Call
+from wheelq.store import enqueue, flow, history, leases, pauses, schedules, topics
+from wheelq.store.call import Call
+from wheelq.store.enqueue import JobWrite
+from wheelq.store.limits import read_limits, write_limits
 from wheelq.store.observe import observe_shards
 from wheelq.store.scripts import Placed
 
@@ -173,7 +175,7 @@ def with_spool(stats: TopicStats | None, spool: SpoolStats | None) -> TopicStats
     return stats if stats is None or spool is None else replace(stats, spool=spool)
 
 
-Place = Callable[[str, list[job_writes.JobWrite], list[str]], Op[list[str]]]
+Place = Callable[[str, list[JobWrite], list[str]], Op[list[str]]]
 """Placing validated jobs in Redis, noting in the list each id Redis confirmed."""
 
 
@@ -181,9 +183,7 @@ class Spooling(Protocol):
     """Where a client with a spool sends its enqueues (`wheelq.producer.spool.Spooler`, which
     the spool attaches): to Redis through `place`, or into the spool."""
 
-    def write(
-        self, topic: str, writes: list[job_writes.JobWrite], place: Place
-    ) -> Op[list[str]]: ...
+    def write(self, topic: str, writes: list[JobWrite], place: Place) -> Op[list[str]]: ...
 
 
 class Producer:
@@ -207,7 +207,7 @@ class Producer:
     def create_topic(self, topic: str, shards: int | None = None) -> Op[int]:
         k.validate_topic(topic)
         want = k.validate_shards(self.settings.default_shards if shards is None else shards)
-        _, have = yield [ops.register_topic(topic, want), ops.topic_shards(topic)]
+        _, have = yield [topics.register_topic(topic, want), topics.topic_shards(topic)]
         if shards is not None and have != want:
             raise TopicConfigError(
                 f"topic {topic!r} exists with {have} shards; shards={want} cannot change it"
@@ -221,7 +221,7 @@ class Producer:
             return self._shards[topic]
         if create:
             return (yield from self.create_topic(topic))
-        (have,) = yield [ops.topic_shards(topic)]
+        (have,) = yield [topics.topic_shards(topic)]
         if have is not None:
             self._shards[topic] = have
         return have  # type: ignore[no-any-return]
@@ -230,7 +230,7 @@ class Producer:
         self._shards.pop(topic, None)
 
     def topics(self) -> Op[dict[str, int]]:
-        (registry,) = yield [ops.all_topics()]
+        (registry,) = yield [topics.all_topics()]
         assert isinstance(registry, k.Registry)
         self._shards.update(registry.shards)
         return registry.check()
@@ -239,19 +239,19 @@ class Producer:
         k.validate_topic(topic)
         if not isinstance(force, bool):
             raise InvalidArgumentError("force", f"force must be a bool, got {force!r}")
-        (shards,) = yield [ops.topic_shards(topic)]
+        (shards,) = yield [topics.topic_shards(topic)]
         if shards is None:
             return False
         universe = k.all_shards(topic, shards)
         if not force:
-            _raise_if_busy(topic, (yield [ops.drop_shard(keys, "check") for keys in universe]))
+            _raise_if_busy(topic, (yield [topics.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
-        _raise_if_busy(topic, (yield [ops.drop_shard(keys, mode) for keys in universe]))
+        _raise_if_busy(topic, (yield [topics.drop_shard(keys, mode) for keys in universe]))
         unpause = list((yield from pauses.topic_pauses(topic)))
         yield [
-            ops.unregister_topic(topic),
-            ops.unmark_callback_topic(topic),
-            nodes.forget_nodes(topic),
+            topics.unregister_topic(topic),
+            topics.unmark_callback_topic(topic),
+            leases.forget_nodes(topic),
             schedules.unindex(universe),
             *([pauses.clear_pauses(unpause)] if unpause else []),
         ]
@@ -266,7 +266,7 @@ class Producer:
         fields = limits.fields(shards)
         calls: list[Call[object]] = []
         for keys in k.all_shards(topic, shards):
-            calls += ops.write_limits(keys, fields)
+            calls += write_limits(keys, fields)
         yield calls
         return limits
 
@@ -274,7 +274,7 @@ class Producer:
         shards = yield from self.shard_count(topic, create=False)
         if shards is None:
             return TopicLimits()
-        (raw,) = yield [ops.read_limits(k.ShardKeys(topic, 0))]
+        (raw,) = yield [read_limits(k.ShardKeys(topic, 0))]
         return TopicLimits.from_fields(raw)
 
     # --- jobs -----------------------------------------------------------------------------
@@ -306,7 +306,7 @@ class Producer:
         shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
         keys = k.ShardKeys(topic, k.shard_of(write.id, shards))
-        yield [ops.debounce(keys, write.id, debounce_ms, wait_ms, write.envelope)]
+        yield [enqueue.debounce(keys, write.id, debounce_ms, wait_ms, write.envelope)]
         self.counts.enqueued += 1
         return write.id
 
@@ -381,14 +381,14 @@ class Producer:
         if not callbacks or topic in self._callback_topics:
             return
         try:
-            yield [ops.mark_callback_topic(topic)]
+            yield [topics.mark_callback_topic(topic)]
         except Exception as exc:
             if not is_transient(exc):
                 raise
             return
         self._callback_topics.add(topic)
 
-    def _counted(self, topic: str, writes: list[job_writes.JobWrite]) -> Op[list[str]]:
+    def _counted(self, topic: str, writes: list[JobWrite]) -> Op[list[str]]:
         if any(w.order_key for w in writes):
             yield from register_order(topic, writes)
         try:
@@ -400,7 +400,7 @@ class Producer:
         return ids
 
     def _write(
-        self, topic: str, writes: list[job_writes.JobWrite], applied: list[str] | None = None
+        self, topic: str, writes: list[JobWrite], applied: list[str] | None = None
     ) -> Op[list[str]]:
         """Place validated jobs, or hand them to the spooler, which calls back with `applied`."""
         if self.spooler is not None and applied is None:
@@ -417,7 +417,7 @@ class Producer:
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             return False
-        (done,) = yield [ops.cancel(keys, job_id)]
+        (done,) = yield [enqueue.cancel(keys, job_id)]
         self.counts.cancelled += bool(done)
         return bool(done)
 
@@ -428,14 +428,14 @@ class Producer:
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             return False
-        (placed,) = yield [ops.reschedule(keys, job_id, due)]
+        (placed,) = yield [enqueue.reschedule(keys, job_id, due)]
         return placed is not None
 
     def get(self, topic: str, job_id: str) -> Op[JobInfo]:
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
-        (raw,) = yield [ops.lookup(keys, job_id)]
+        (raw,) = yield [history.lookup(keys, job_id)]
         info = job_info(topic, job_id, raw)
         waiting = [g.group for g in info.groups if g.state is JobState.READY]
         if not waiting:
@@ -466,7 +466,7 @@ class Producer:
         return None if shards is None else k.ShardKeys(topic, k.shard_of(job_id, shards))
 
 
-def _raise_if_busy(topic: str, outcomes: list[ops.ShardDrop]) -> None:
+def _raise_if_busy(topic: str, outcomes: list[topics.ShardDrop]) -> None:
     pending = sum(o.pending for o in outcomes)
     unacked = sum(o.unacked for o in outcomes)
     if pending or unacked:
@@ -474,7 +474,7 @@ def _raise_if_busy(topic: str, outcomes: list[ops.ShardDrop]) -> None:
 
 
 def enqueue_calls(
-    topic: str, writes: list[job_writes.JobWrite], shards: int, size: int, record_ms: int = 0
+    topic: str, writes: list[JobWrite], shards: int, size: int, record_ms: int = 0
 ) -> Placing:
     """The ``enqueue.lua`` calls that place `writes`; with `record_ms` each call gets a
     token (its writes ``CALL:n``) so a spooled replay skips what it applied."""
@@ -489,7 +489,7 @@ def enqueue_calls(
             for m, n in enumerate(indexes[i : i + size] if token else ()):
                 writes[n] = writes[n]._replace(token=f"{token}:{m}")
             chunk = [writes[n] for n in indexes[i : i + size]]
-            calls.append(([w.id for w in chunk], job_writes.enqueue(keys, chunk, record_ms, token)))
+            calls.append(([w.id for w in chunk], enqueue.enqueue(keys, chunk, record_ms, token)))
     return calls
 
 
@@ -526,7 +526,7 @@ def send_calls(
     return ids
 
 
-def register_order(topic: str, writes: Sequence[job_writes.JobWrite]) -> Op[Any]:
+def register_order(topic: str, writes: Sequence[JobWrite]) -> Op[Any]:
     """Register each ordered write with its key before the writes, one call per key."""
     by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for w in writes:

@@ -8,7 +8,7 @@ from wheelq.core.pause import PauseState, parse_pauses, pause_field
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError
 from wheelq.producer.groups import groups
 from wheelq.producer.operations import Op, Producer
-from wheelq.store import events, nodes, pauses
+from wheelq.store import events, pauses, server
 
 
 def paused(producer: Producer, topic: str) -> Op[PauseState]:
@@ -23,7 +23,7 @@ def pause(producer: Producer, topic: str, group: str | None) -> Op[PauseState]:
     Pausing what is paused already keeps its start time.
     """
     yield from _check_exists(producer, topic, group)
-    (now_ms,) = yield [nodes.server_time()]
+    (now_ms,) = yield [server.server_time()]
     yield from pauses.write_then_announce(
         topic,
         [

@@ -17,7 +17,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.groups import has_group
 from wheelq.producer.operations import Op, Producer
-from wheelq.store import consume, ops
+from wheelq.store import history, results, streams
 
 MAX_TIMEOUT_S = 86_400
 """The longest `result()` wait (a day)."""
@@ -74,14 +74,14 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
     field = job_id + SEPARATOR + group
     clock = producer.clock
     deadline = clock.now_ms() + wait_ms
-    after = consume.ZERO_ID
+    after = streams.ZERO_ID
     look = True
     group_known = False
     while True:
         left = deadline - clock.now_ms()
         if look or left <= 0:  # at the deadline, once more: a missed note delays, never misleads
-            waits = consume.await_outcome(keys, field, deadline, clock.now_ms()) if left > 0 else []
-            replies = yield [*waits, ops.lookup(keys, job_id)]
+            waits = results.await_outcome(keys, field, deadline, clock.now_ms()) if left > 0 else []
+            replies = yield [*waits, history.lookup(keys, job_id)]
             info = job_info(topic, job_id, replies[-1])
             done = outcome(info, group)
             if done is not None and done.state is JobState.SUCCEEDED:
@@ -99,7 +99,7 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
         if left <= 0:
             state = next((g.state for g in info.groups if g.group == group), info.state)
             raise ResultTimeoutError(topic, job_id, group, wait_ms, state)
-        (woken,) = yield [consume.read_done(keys, after, min(left, BLOCK_MS))]
+        (woken,) = yield [results.read_done(keys, after, min(left, BLOCK_MS))]
         after = woken.last or after
         # Named (a settlement: its field; a cancel: the id), or a note may have been missed.
         look = field in woken.fields or job_id in woken.fields or woken.full

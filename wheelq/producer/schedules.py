@@ -19,7 +19,7 @@ from wheelq.core.recurring import (
     validate_misfire,
     validate_name,
 )
-from wheelq.store import ops
+from wheelq.store import enqueue
 from wheelq.store import schedules as sched
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def change(producer: Producer, name: str, topic: str, op: str) -> Op[bool]:
     rule = Schedule.stored(topic, name, done.definition, None).rule  # unreadable: no runs
     ahead = takewhile(lambda t: t <= upper, rule.after(now - GRACE_MS))
     ids = [run_id(name, t) for t in ahead]
-    calls = [ops.cancel(shards[k.shard_of(i, len(shards))], i) for i in ids]
+    calls = [enqueue.cancel(shards[k.shard_of(i, len(shards))], i) for i in ids]
     if calls:
         yield calls
     return True

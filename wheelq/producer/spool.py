@@ -34,9 +34,10 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import Service
-from wheelq.store import job_writes
-from wheelq.store.executor import Call, drive_async
-from wheelq.store.job_writes import JobWrite
+from wheelq.store import enqueue
+from wheelq.store.call import Call
+from wheelq.store.enqueue import JobWrite
+from wheelq.store.executor import drive_async
 from wheelq.store.scripts import Placed
 
 log = logging.getLogger("wheelq.producer.spool")
@@ -302,11 +303,9 @@ class Drain:
                 keys = k.ShardKeys(topic, k.shard_of(row.job_id, shards))
                 groups.setdefault(keys, []).append(row)
         now = self._clock.now_ms()
-        forget: list[Call[Any]] = [
-            job_writes.forget_replayed(ks, t) for ks, t in self._forget.items()
-        ]
+        forget: list[Call[Any]] = [enqueue.forget_replayed(ks, t) for ks, t in self._forget.items()]
         replays = [
-            job_writes.enqueue(
+            enqueue.enqueue(
                 keys,
                 [row.replay_write(self.spool.spool_id, now) for row in group],
                 settings.spool_record_ms,

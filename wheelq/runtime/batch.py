@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from wheelq.store.executor import Call, Executor
+from wheelq.store.call import Call
+from wheelq.store.executor import Executor
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from wheelq.core.clock import ClockSample, OffsetEstimator
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
-from wheelq.store import nodes
+from wheelq.store import server
 from wheelq.store.executor import Executor
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class ClockKeeper(Service):
 
     async def sample(self) -> None:
         before = self._clock.local_ms()
-        (server_ms,) = await self._executor.run([nodes.server_time()])
+        (server_ms,) = await self._executor.run([server.server_time()])
         self._clock.add_sample(before, server_ms, self._clock.local_ms())
 
     async def first_wait(self) -> float:

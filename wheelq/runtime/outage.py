@@ -34,7 +34,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wheelq.core.retry import RetryPolicy
 from wheelq.errors import RedisUnavailableError, UnsupportedServerError
-from wheelq.store import nodes
+from wheelq.store import server
 from wheelq.store.executor import AsyncExecutor
 
 FIRST_PAUSE_S = 0.1
@@ -291,7 +291,7 @@ class StartGate:
             self._ready.set()
 
     async def _check_version(self) -> None:
-        (version,) = await self._executor.run([nodes.server_version()])
+        (version,) = await self._executor.run([server.server_version()])
         if version < MIN_REDIS:
             where = address(self._executor.client)
             raise UnsupportedServerError(
@@ -314,7 +314,7 @@ class StartGate:
         where = address(self._executor.client)
         waited = False
         while True:
-            ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([nodes.ping()]))
+            ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([server.ping()]))
             timeout_s = max(MIN_PING_WAIT_S, deadline - loop.time())
             await wait_for_either(ping, self._aborted, timeout_s)
             if not ping.done() or self._aborted.is_set():

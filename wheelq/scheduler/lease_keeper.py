@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry, ShardKeys, all_shards
 from wheelq.runtime.service import Service
 from wheelq.scheduler.led_shards import Lead, NodeContext
-from wheelq.store import nodes, ops
-from wheelq.store.executor import Call, Executor
+from wheelq.store import leases
+from wheelq.store.call import Call
+from wheelq.store.executor import Executor
+from wheelq.store.topics import all_topics
 
 log = logging.getLogger(__name__)
 
@@ -108,12 +110,12 @@ class CrashWatch:
             for keys in all_shards(topic, shards):
                 if keys not in mine:
                     by_server.setdefault(self._executor.node_of(keys.lease), []).append(keys)
-        per = nodes.WATCHED_PER_CALL
+        per = leases.WATCHED_PER_CALL
         self._asked = [g[i : i + per] for g in by_server.values() for i in range(0, len(g), per)]
         watched = {keys for asked in self._asked for keys in asked}
         self._pending = {k: at for k, at in self._pending.items() if k in watched}
         self._next_count_ms = now_ms + self._interval_ms
-        return [nodes.lease_watch(a[0], [k.wake_channel for k in a]) for a in self._asked]
+        return [leases.lease_watch(a[0], [k.wake_channel for k in a]) for a in self._asked]
 
     def suspects(self, replies: Sequence[Any], now_ms: float) -> list[ShardKeys]:
         """The shards whose channel lost its last subscriber since the count before, and those
@@ -133,12 +135,12 @@ class CrashWatch:
         due = [k for k, at in self._pending.items() if at <= now_ms and k not in gone]
         return gone + due
 
-    def noted(self, keys: ShardKeys, reap: nodes.Reap | BaseException, now_ms: float) -> None:
+    def noted(self, keys: ShardKeys, reap: leases.Reap | BaseException, now_ms: float) -> None:
         """Note what `lease_reap` answered for `keys`: a grace under way is asked again when
         it ends, a failed call at the next count."""
         if isinstance(reap, BaseException):
             self._pending[keys] = now_ms + self._interval_ms
-        elif reap.state is nodes.Reaped.GONE:
+        elif reap.state is leases.Reaped.GONE:
             self._pending[keys] = now_ms + reap.wait_ms
         else:
             self._pending.pop(keys, None)
@@ -217,9 +219,9 @@ class LeaseKeeper(Service):
         ttl, token = self._ctx.settings.lease_ttl_ms, self._ctx.leads.token
         replies: list[Any] = []
         if self._ifeq:
-            calls = [nodes.lease_renew_ifeq(lead.keys, token, ttl) for lead in leads]
+            calls = [leases.lease_renew_ifeq(lead.keys, token, ttl) for lead in leads]
             replies = await self._ctx.executor.run(calls, return_exceptions=True)
-            if any(nodes.lacks_set_ifeq(reply) for reply in replies):
+            if any(leases.lacks_set_ifeq(reply) for reply in replies):
                 log.info("the server has no SET ... IFEQ: leases are renewed by a script")
                 self._ifeq = False
             else:
@@ -227,7 +229,7 @@ class LeaseKeeper(Service):
                     if isinstance(reply, BaseException):
                         raise reply
         if not self._ifeq:
-            calls = [nodes.lease_renew(lead.keys, token, ttl) for lead in leads]
+            calls = [leases.lease_renew(lead.keys, token, ttl) for lead in leads]
             replies = await self._ctx.executor.run(calls)
         for lead, renewed in zip(leads, replies, strict=True):
             if not renewed:
@@ -240,9 +242,10 @@ class LeaseKeeper(Service):
         watching = self._watching()
         if self._counter:
             registry, version, *counts = await self._ctx.executor.run(
-                [ops.all_topics(), nodes.membership_version(), *watching], return_exceptions=True
+                [all_topics(), leases.membership_version(), *watching],
+                return_exceptions=True,
             )
-            if nodes.refused_by_acl(version):  # an ACL user without the key
+            if leases.refused_by_acl(version):  # an ACL user without the key
                 log.warning(
                     "cannot read %s (%s): reading every node set every check instead",
                     MEMBERSHIP_KEY,
@@ -254,7 +257,7 @@ class LeaseKeeper(Service):
                     raise reply
         else:
             registry, *counts = await self._ctx.executor.run(
-                [ops.all_topics(), *watching], return_exceptions=True
+                [all_topics(), *watching], return_exceptions=True
             )
             if isinstance(registry, BaseException):
                 raise registry
@@ -272,7 +275,7 @@ class LeaseKeeper(Service):
         topics = list(served.items())
         if gone:  # dropped or filtered out: stop heartbeating there, leave no member behind
             await self._ctx.executor.run(
-                [nodes.leave(topic, self.node_id) for topic in gone], return_exceptions=True
+                [leases.leave(topic, self.node_id) for topic in gone], return_exceptions=True
             )
             self._sets.forget(gone)
         for lead in self._ctx.leads.all():
@@ -281,7 +284,7 @@ class LeaseKeeper(Service):
         if topics:
             await self._read_sets(topics, version, beat_now=bool(joined))
         if (joined or gone) and self._counter:  # after the heartbeats and leaves landed
-            await self._ctx.executor.run([nodes.membership_changed()])
+            await self._ctx.executor.run([leases.membership_changed()])
         if topics:
             await self._move_to_quota(topics)
 
@@ -303,7 +306,7 @@ class LeaseKeeper(Service):
         if self._watch is None:
             return False
         for reply in counts:
-            if nodes.refused_by_acl(reply):  # an ACL user without PUBSUB: the TTL it is
+            if leases.refused_by_acl(reply):  # an ACL user without PUBSUB: the TTL it is
                 log.warning("cannot count subscribers (%s): failover waits for lease TTLs", reply)
                 self._watch = None
                 return False
@@ -313,7 +316,7 @@ class LeaseKeeper(Service):
             return False
         grace_ms = self._watch.grace_ms
         replies = await self._ctx.executor.run(
-            [nodes.lease_reap(keys, grace_ms) for keys in suspects], return_exceptions=True
+            [leases.lease_reap(keys, grace_ms) for keys in suspects], return_exceptions=True
         )
         dead: dict[str, set[str]] = {}
         answered_ms = self.clock.now_ms()  # a grace's wait counts from its answer
@@ -321,13 +324,13 @@ class LeaseKeeper(Service):
             self._watch.noted(keys, reply, answered_ms)
             if isinstance(reply, BaseException):  # asked again at the next count
                 log.warning("could not check whether %s's leader is alive: %s", keys.tag, reply)
-            elif reply.state is nodes.Reaped.FREED:
+            elif reply.state is leases.Reaped.FREED:
                 log.warning(
                     "the process leading %s (%s) is gone: its lease is free", keys.tag, reply.holder
                 )
                 self._ctx.event("taken_over_dead", keys)
                 dead.setdefault(keys.topic, set()).add(reply.holder)
-            elif reply.state is nodes.Reaped.GONE:
+            elif reply.state is leases.Reaped.GONE:
                 log.debug(
                     "the liveness connection of %s's leader (%s) is gone: freed in %d ms if it "
                     "does not come back",
@@ -339,10 +342,10 @@ class LeaseKeeper(Service):
             return False
         self._sets.stale()
         calls: list[Call[Any]] = [
-            nodes.leave(topic, node) for topic, gone in dead.items() for node in gone
+            leases.leave(topic, node) for topic, gone in dead.items() for node in gone
         ]
         if self._counter:
-            calls.append(nodes.membership_changed())  # the other nodes count without it too
+            calls.append(leases.membership_changed())  # the other nodes count without it too
         await self._ctx.executor.run(calls, return_exceptions=True)
         return True
 
@@ -359,10 +362,10 @@ class LeaseKeeper(Service):
         calls: list[Call[Any]] = []
         for topic, _ in topics if beat else ():
             calls += [
-                nodes.heartbeat(topic, self.node_id, now_ms + ttl),
-                nodes.forget_dead_nodes(topic, now_ms - 10 * ttl),
+                leases.heartbeat(topic, self.node_id, now_ms + ttl),
+                leases.forget_dead_nodes(topic, now_ms - 10 * ttl),
             ]
-        calls += [nodes.live_nodes(topic, now_ms) for topic in reading]
+        calls += [leases.live_nodes(topic, now_ms) for topic in reading]
         if not calls:
             return
         replies = await self._ctx.executor.run(calls)
@@ -404,13 +407,13 @@ class LeaseKeeper(Service):
     async def _acquire(self, wants: list[tuple[list[ShardKeys], int]]) -> None:
         """For each (candidates in preference order, how many): take the first free ones."""
         candidates = [keys for others, _ in wants for keys in others]
-        holders = await self._ctx.executor.run([nodes.lease_holder(keys) for keys in candidates])
+        holders = await self._ctx.executor.run([leases.lease_holder(keys) for keys in candidates])
         free = {keys for keys, holder in zip(candidates, holders, strict=True) if holder is None}
         chosen = [keys for others, n in wants for keys in [k for k in others if k in free][:n]]
         if not chosen:
             return
         ttl = self._ctx.settings.lease_ttl_ms
-        calls = [nodes.lease_acquire(keys, self._ctx.leads.token, ttl) for keys in chosen]
+        calls = [leases.lease_acquire(keys, self._ctx.leads.token, ttl) for keys in chosen]
         for keys, attempt in zip(chosen, await self._ctx.executor.run(calls), strict=True):
             if attempt.held and keys not in self._ctx.leads.by_keys:
                 self._ctx.leads.add(keys, attempt.server_now_ms, self._served.get(keys.topic, 1))
@@ -422,7 +425,7 @@ class LeaseKeeper(Service):
         if not leads:
             return
         calls: list[Call[Any]] = [
-            nodes.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
+            leases.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
         ]
         for lead in leads:
             self.drop(lead, "released")
@@ -432,15 +435,15 @@ class LeaseKeeper(Service):
         """Release every lease and leave the node sets in one round trip; returns how many."""
         leads = self._ctx.leads.all()
         calls: list[Call[Any]] = [
-            nodes.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
+            leases.lease_release(lead.keys, self._ctx.leads.token) for lead in leads
         ]
-        calls += [nodes.leave(topic, self.node_id) for topic in self._served]
+        calls += [leases.leave(topic, self.node_id) for topic in self._served]
         for lead in leads:
             self.drop(lead, "released")
         if calls:
             await self._ctx.executor.run(calls, return_exceptions=True)
         if self._served and self._counter:  # after the leaves: the others take the shards
-            await self._ctx.executor.run([nodes.membership_changed()], return_exceptions=True)
+            await self._ctx.executor.run([leases.membership_changed()], return_exceptions=True)
         return len(leads)
 
     def drop(self, lead: Lead, why: str) -> None:

@@ -14,7 +14,7 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.service import Service
 from wheelq.store.executor import Executor
-from wheelq.store.ops import EmitResult
+from wheelq.store.fire import EmitResult
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from wheelq.errors import LeaseLostError
 from wheelq.runtime.outage import is_transient
 from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
 from wheelq.store import schedules as sched
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.schedules import ShardSchedules
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,9 @@ from wheelq.runtime.outage import is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.scheduler.led_shards import Lead, Leads, NodeContext, NodePart
 from wheelq.scheduler.wheel_driver import WheelDriver, record_emit
-from wheelq.store import nodes, ops
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store import fire, leases
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class WakeListener(Service):
             return
         token = self._leads.token
         replies = await self._executor.run(
-            [nodes.lease_followed(lead.keys, token, True) for lead in fresh],
+            [leases.lease_followed(lead.keys, token, True) for lead in fresh],
             return_exceptions=True,
         )
         for lead, reply in zip(fresh, replies, strict=True):
@@ -116,7 +117,7 @@ class WakeListener(Service):
             token = self._leads.token
             try:
                 await self._executor.run(
-                    [nodes.lease_followed(keys, token, False) for keys in marked.values()],
+                    [leases.lease_followed(keys, token, False) for keys in marked.values()],
                     return_exceptions=True,
                 )
             except Exception as exc:  # a connection the server dropped: subscribe again now
@@ -212,7 +213,7 @@ class Preloader(NodePart):
         grace = 0 if lead.throttled else s.sweep_grace_ms
         bound_ms = max(lead.acquired_ms, sent_ms - grace)
         full = lead.noted or lead.overdue or lead.throttled or not lead.followed
-        read = ops.preload(
+        read = fire.preload(
             lead.keys,
             token,
             lead.cursor_ms,
@@ -226,9 +227,9 @@ class Preloader(NodePart):
         calls: list[Call[Any]] = [read]
         if full:
             calls = [
-                ops.drain_inbox(lead.keys, INBOX_BATCH),
+                fire.drain_inbox(lead.keys, INBOX_BATCH),
                 read,
-                ops.emit_due(
+                fire.emit_due(
                     lead.keys, token, bound_ms, limit=s.sweep_batch, max_bytes=s.emit_batch_bytes
                 ),
             ]
@@ -255,7 +256,7 @@ class Preloader(NodePart):
         if isinstance(inbox, list):
             self._driver.schedule(lead, inbox)
             lead.noted = busy = len(inbox) >= INBOX_BATCH
-        if isinstance(page, ops.PreloadPage):
+        if isinstance(page, fire.PreloadPage):
             self._driver.schedule(lead, page.jobs)
             lead.cursor_ms = max(lead.cursor_ms, page.cursor_ms)
             lead.planned_ms = page.next_read_ms
@@ -263,7 +264,7 @@ class Preloader(NodePart):
             if sweep is None:  # a light round: an overdue job asks for a full one
                 lead.overdue = page.overdue
                 busy = busy or page.overdue
-        if isinstance(sweep, ops.EmitResult):
+        if isinstance(sweep, fire.EmitResult):
             lead.throttled = sweep.throttled
             lead.overdue = sweep.more
             record_emit(self._ctx, lead, sweep, sent_ms)

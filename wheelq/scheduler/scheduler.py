@@ -24,7 +24,7 @@ from wheelq.scheduler.materializer import Materializer
 from wheelq.scheduler.preloader import Preloader, WakeListener
 from wheelq.scheduler.trimmer import Trimmer
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store import connect, nodes
+from wheelq.store import connect, server
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ async def warn_if_unsafe(connection: Connection) -> list[str]:
     executor = executor_of(connection)
     try:
         aof, policy = await executor.run(
-            [nodes.server_config("appendonly"), nodes.server_config("maxmemory-policy")]
+            [server.server_config("appendonly"), server.server_config("maxmemory-policy")]
         )
     except RedisError as exc:
         log.info("could not read the server's persistence settings (%s)", exc)

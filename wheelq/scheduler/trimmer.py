@@ -6,7 +6,7 @@ import logging
 
 from wheelq.runtime.outage import is_transient
 from wheelq.scheduler.led_shards import NodeContext, NodePart
-from wheelq.store import consume
+from wheelq.store import history
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Trimmer(NodePart):
         calls_made = dict.fromkeys(pending, 0)
         while pending:
             calls = [
-                consume.trim(
+                history.trim(
                     lead.keys,
                     s.retention_ms,
                     s.trim_batch,

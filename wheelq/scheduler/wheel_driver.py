@@ -11,8 +11,8 @@ from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
 from wheelq.scheduler.wheel import TimingWheel
-from wheelq.store import ops
-from wheelq.store.executor import Call
+from wheelq.store import fire
+from wheelq.store.call import Call
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class WheelDriver(NodePart):
             for i in range(0, len(ids), batch):
                 chunk = ids[i : i + batch]
                 calls.append(
-                    ops.emit_due(
+                    fire.emit_due(
                         lead.keys,
                         self._ctx.leads.token,
                         now_ms,
@@ -121,7 +121,7 @@ class WheelDriver(NodePart):
                 self._again([target])
             else:
                 self._settle(lead, chunk, result, now_ms)
-                if isinstance(result, ops.EmitResult):
+                if isinstance(result, fire.EmitResult):
                     self._ctx.metrics.fired_by_wheel(
                         lead.keys.topic, now_ms, chunk, chunk_dues, result
                     )
@@ -134,7 +134,7 @@ class WheelDriver(NodePart):
             self.schedule(lead, list(zip(chunk, chunk_dues, strict=True)))
 
     def _settle(
-        self, lead: Lead, ids: list[str], result: ops.EmitResult | Exception, now_ms: int
+        self, lead: Lead, ids: list[str], result: fire.EmitResult | Exception, now_ms: int
     ) -> None:
         if isinstance(result, LeaseLostError):
             self._refused.discard(lead.slot)
@@ -162,7 +162,7 @@ class WheelDriver(NodePart):
             self.schedule(lead, [(i, now_ms) for i in result.held])
 
 
-def record_emit(ctx: NodeContext, lead: Lead, result: ops.EmitResult, sent_ms: int) -> None:
+def record_emit(ctx: NodeContext, lead: Lead, result: fire.EmitResult, sent_ms: int) -> None:
     """Count what an emit call sent at `sent_ms` did; log each job it could not emit."""
     lead.emitted += result.emitted
     if result.emitted:

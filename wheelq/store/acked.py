@@ -28,7 +28,7 @@ from wheelq.errors import AckUnsupportedError
 from wheelq.store.scripts import script
 
 if TYPE_CHECKING:
-    from wheelq.store.executor import Call
+    from wheelq.store.call import Call
 
 PLAIN = "server"
 """The node name of a single server (a client that is not a cluster client)."""

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wheelq.core.keys import ShardKeys
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check
 
 Entry = tuple[str, dict[bytes, bytes]]

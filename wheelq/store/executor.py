@@ -1,5 +1,5 @@
-"""Calls to Redis (`Call`: a script or command with its reply's parser) and the executors
-that send a list of them in one pipeline and return the parsed replies in order.
+"""The executors: they send a list of calls (`wheelq.store.call.Call`) in one pipeline and
+return the parsed replies in order.
 
 `plan` is the sans-I/O re-send plan (MOVED, NOSCRIPT, TRYAGAIN/ASK, slot-map reload) that
 `SyncExecutor` and `AsyncExecutor` drive; a call whose connection broke may have run, so it
@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, assert_never
 
 import redis
@@ -35,62 +35,12 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from wheelq.core.keys import ShardKeys
 from wheelq.errors import InvalidArgumentError
 from wheelq.store import acked
-from wheelq.store.scripts import script, script_keys
+from wheelq.store.call import Call, finish
+from wheelq.store.scripts import script
 
 T = TypeVar("T")
-
-
-def _identity(reply: Any) -> Any:
-    return reply
-
-
-@dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
-    """One script call (`script` set) or plain command (`command` set)."""
-
-    script: str | None = None
-    keys: Sequence[str] = ()
-    args: Sequence[str | bytes | int] = ()
-    command: Sequence[str | bytes | int] = ()
-    parse: Callable[[Any], T] = field(default=_identity)
-    options: Mapping[str, Any] = field(default_factory=dict)  # for redis-py's reply callback
-    keyless: bool = False
-    """No key (PING, TIME): a cluster pipeline cannot route it."""
-
-    @property
-    def name(self) -> Any:
-        """The command as redis-py names it (for its reply callback): EVALSHA for a script."""
-        return "EVALSHA" if self.script is not None else self.command[0]
-
-    def wire(self) -> tuple[str | bytes | int, ...]:
-        if self.script is None:
-            return tuple(self.command)
-        return (self.name, script(self.script).sha, len(self.keys), *self.keys, *self.args)
-
-
-def script_call(
-    name: str, keys: ShardKeys, args: Sequence[str | bytes | int], parse: Callable[[Any], T]
-) -> Call[T]:
-    """A call of script `name` on one shard; `parse` should go through `scripts.check`."""
-    return Call(name, script_keys(name, keys), args, parse=parse)
-
-
-def finish(calls: Sequence[Call[Any]], replies: list[Any], return_exceptions: bool) -> list[Any]:
-    """The parsed replies; the first error raised, or with `return_exceptions` in place."""
-    out: list[Any] = []
-    for call, reply in zip(calls, replies, strict=True):
-        try:
-            if isinstance(reply, Exception):
-                raise reply
-            out.append(call.parse(reply))
-        except Exception as exc:
-            if not return_exceptions:
-                raise
-            out.append(exc)
-    return out
 
 
 class Executor(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wheelq.store.executor import Call
+from wheelq.store.call import Call
 from wheelq.store.scripts import check
 
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from wheelq.core.keys import CALLBACKS, READY, ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import GroupOutcome, check, text
 
 GROUP_LANES = (READY, CALLBACKS)

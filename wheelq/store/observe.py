@@ -12,8 +12,7 @@ from redis.exceptions import ResponseError
 from wheelq.core.job import Field, entry_ms
 from wheelq.core.keys import ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
-from wheelq.store.executor import Call
-from wheelq.store.ops import dead_count, pending_count
+from wheelq.store.call import Call
 from wheelq.store.scripts import text
 
 ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
@@ -22,6 +21,14 @@ DUE_SOON_MS = 1000
 """ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
 ROUND_ONE = 6
 """Calls per shard in round 1."""
+
+
+def pending_count(keys: ShardKeys) -> Call[int]:
+    return Call(command=("ZCARD", keys.delayed), parse=int)
+
+
+def dead_count(keys: ShardKeys) -> Call[int]:
+    return Call(command=("XLEN", keys.dead), parse=int)
 
 
 def _get(info: Any, name: str) -> Any:

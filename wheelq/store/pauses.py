@@ -16,7 +16,8 @@ from redis.asyncio.client import PubSub
 
 from wheelq.core.keys import CALLBACKS, PAUSED_CHANNEL, PAUSED_KEY
 from wheelq.core.pause import PauseState, fields_of, parse_pauses, pause_field, pause_fields
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 from wheelq.store.scripts import text
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wheelq.core.keys import SCHEDULED_KEY, ShardKeys, parse_scheduled, scheduled_member
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check, text
 
 

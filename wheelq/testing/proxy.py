@@ -154,6 +154,11 @@ class ProxyThread:
     def drop_replies(self, value: bool) -> None:
         self._call(lambda p: setattr(p, "drop_replies", value))
 
+    @property
+    def accepted(self) -> int:
+        """Client connections accepted so far (not those refused)."""
+        return self._call(lambda p: p.accepted)
+
     def refuse(self, refusing: bool) -> None:
         self._call(lambda p: setattr(p, "refusing", refusing))
 

@@ -22,7 +22,7 @@ from wheelq.metrics.collectors import (
     histogram,
     part_health,
 )
-from wheelq.store import nodes
+from wheelq.store import server
 from wheelq.web import (
     api_events,
     api_jobs,
@@ -83,7 +83,7 @@ def create_app(service: WebService) -> FastAPI:
     async def readyz(request: Request) -> Response:
         """Redis answers PING."""
         try:
-            await service.client.executor.run([nodes.ping()])
+            await service.client.executor.run([server.ping()])
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"
             return problem_response(

@@ -52,7 +52,7 @@ from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, to
 from wheelq.core.pause import PauseState
 from wheelq.core.retry import Reason, error_line
 from wheelq.errors import InvalidArgumentError, RedisUnavailableError
-from wheelq.store import events, nodes, pauses
+from wheelq.store import events, leases, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import DEAD_SCAN, api_topics
@@ -255,7 +255,7 @@ async def topic_view(
     keys = all_shards(topic, shards)
     found, leaders = await asyncio.gather(
         observe(executor, keys, now_ms, sample=100),
-        executor.run([nodes.lease_holder(k) for k in keys]),
+        executor.run([leases.lease_holder(k) for k in keys]),
     )
     names = {g.name for o in found for g in o.groups}
     paused, events_on = await executor.run(

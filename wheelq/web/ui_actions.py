@@ -16,6 +16,7 @@ happen, with a button that posts the same form confirmed.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
@@ -57,8 +58,17 @@ class Confirmation:
     """A checkbox the confirmed form may carry: (name, label)."""
 
 
-def confirming(request: Request, confirmation: Confirmation) -> Response:
-    """The confirmation page; its `action` and `back` are paths under the dashboard."""
+async def confirm_then_act(
+    request: Request,
+    confirm: str | None,
+    confirmation: Confirmation,
+    act: Callable[[], Awaitable[Response]],
+) -> Response:
+    """A destructive form's one handler: posted without `confirm`, the page that says what
+    would happen (its `action` and `back` are paths under the dashboard) and changes
+    nothing; confirmed, what `act` answers."""
+    if confirm:
+        return await act()
     root = home(request)
     c = replace(confirmation, action=root + confirmation.action, back=root + confirmation.back)
     return render(request, "confirm.html", c=c)
@@ -107,20 +117,24 @@ async def job_action(
     svc = await topic_writer(request, topic)
     page = f"{_topic_path(topic)}/jobs/{quote(job_id, safe='')}"
     if action == "cancel":
-        if not confirm:
-            return confirming(
-                request,
-                Confirmation(
-                    "Cancel this job?",
-                    f"Job {job_id} of {topic} will not run. A job that has fired already "
-                    "is not cancelled.",
-                    f"{_topic_path(topic)}/job/cancel",
-                    [("id", job_id)],
-                    page,
-                ),
-            )
-        done = "cancelled" if await svc.client.cancel(topic, job_id) else "not-cancelled"
-        return back_to(request, page, done)
+
+        async def cancel() -> Response:
+            done = "cancelled" if await svc.client.cancel(topic, job_id) else "not-cancelled"
+            return back_to(request, page, done)
+
+        return await confirm_then_act(
+            request,
+            confirm,
+            Confirmation(
+                "Cancel this job?",
+                f"Job {job_id} of {topic} will not run. A job that has fired already "
+                "is not cancelled.",
+                f"{_topic_path(topic)}/job/cancel",
+                [("id", job_id)],
+                page,
+            ),
+            cancel,
+        )
     if action == "run":
         delay: timedelta | None = timedelta(0)
         when: datetime | None = None
@@ -187,28 +201,32 @@ async def delete_group_form(
 ) -> Response:
     """Delete a consumer group (confirmed; `force`: even with entries in flight)."""
     svc = await topic_writer(request, topic)
-    if not confirm:
-        return confirming(
-            request,
-            Confirmation(
-                f"Delete consumer group {group}?",
-                f"Group {group} of {topic} is deleted on every shard: its place in the "
-                "stream and its entries in flight go. Stop its workers first: a running one "
-                "creates it again.",
-                f"{_topic_path(topic)}/groups/delete",
-                [("group", group)],
-                _topic_path(topic),
-                ("force", "also while entries are in flight (they are dropped for it)"),
-            ),
-        )
-    try:
-        await svc.client.delete_group(topic, group, force=bool(force))
-    except GroupNotFoundError as exc:
-        raise ProblemError(404, "not-found", "Not found", str(exc)) from None
-    except GroupBusyError as exc:
-        detail = exc.explain("go back and tick 'also while entries are in flight'")
-        raise ProblemError(409, "group-busy", "Entries in flight", detail) from None
-    return back_to(request, _topic_path(topic), "group-deleted")
+
+    async def delete() -> Response:
+        try:
+            await svc.client.delete_group(topic, group, force=bool(force))
+        except GroupNotFoundError as exc:
+            raise ProblemError(404, "not-found", "Not found", str(exc)) from None
+        except GroupBusyError as exc:
+            detail = exc.explain("go back and tick 'also while entries are in flight'")
+            raise ProblemError(409, "group-busy", "Entries in flight", detail) from None
+        return back_to(request, _topic_path(topic), "group-deleted")
+
+    return await confirm_then_act(
+        request,
+        confirm,
+        Confirmation(
+            f"Delete consumer group {group}?",
+            f"Group {group} of {topic} is deleted on every shard: its place in the "
+            "stream and its entries in flight go. Stop its workers first: a running one "
+            "creates it again.",
+            f"{_topic_path(topic)}/groups/delete",
+            [("group", group)],
+            _topic_path(topic),
+            ("force", "also while entries are in flight (they are dropped for it)"),
+        ),
+        delete,
+    )
 
 
 @router.post("/topics/{topic}/drop")
@@ -217,25 +235,29 @@ async def drop_form(
 ) -> Response:
     """Drop the topic (confirmed; `force`: even while jobs wait); back to the topic list."""
     svc = await topic_writer(request, topic)
-    if not confirm:
-        return confirming(
-            request,
-            Confirmation(
-                f"Drop topic {topic}?",
-                f"Every key of {topic} is deleted: its jobs, streams, history, dead letters, "
-                "schedules and pauses. Stop its workers and schedulers first.",
-                f"{_topic_path(topic)}/drop",
-                [],
-                _topic_path(topic),
-                ("force", "also while jobs are pending or not yet acked (they are lost)"),
-            ),
-        )
-    try:
-        await svc.client.drop_topic(topic, force=bool(force))
-    except TopicNotEmptyError as exc:
-        detail = exc.explain("go back and tick 'also while jobs are pending'")
-        raise ProblemError(409, "topic-not-empty", "Topic holds jobs", detail) from None
-    return back_to(request, "", "dropped")
+
+    async def drop() -> Response:
+        try:
+            await svc.client.drop_topic(topic, force=bool(force))
+        except TopicNotEmptyError as exc:
+            detail = exc.explain("go back and tick 'also while jobs are pending'")
+            raise ProblemError(409, "topic-not-empty", "Topic holds jobs", detail) from None
+        return back_to(request, "", "dropped")
+
+    return await confirm_then_act(
+        request,
+        confirm,
+        Confirmation(
+            f"Drop topic {topic}?",
+            f"Every key of {topic} is deleted: its jobs, streams, history, dead letters, "
+            "schedules and pauses. Stop its workers and schedulers first.",
+            f"{_topic_path(topic)}/drop",
+            [],
+            _topic_path(topic),
+            ("force", "also while jobs are pending or not yet acked (they are lost)"),
+        ),
+        drop,
+    )
 
 
 # --- schedules -------------------------------------------------------------------------------
@@ -252,27 +274,33 @@ async def schedule_form(
     """Pause, resume or delete (confirmed) a schedule; back to the topic's schedules."""
     svc = await topic_writer(request, topic)
     here = f"{_topic_path(topic)}/schedules"
-    if change == "delete" and not confirm:
-        return confirming(
-            request,
-            Confirmation(
-                f"Delete schedule {name}?",
-                f"Schedule {name} of {topic} writes no more runs, and the runs it has written "
-                "ahead are cancelled. Runs already fired are not touched.",
-                f"{here}/delete",
-                [("name", name)],
-                here,
-            ),
+
+    async def act() -> Response:
+        call = {
+            "pause": svc.client.pause_schedule,
+            "resume": svc.client.resume_schedule,
+            "delete": svc.client.unschedule,
+        }[change]
+        done = {"pause": "schedule-paused", "resume": "schedule-resumed"}.get(
+            change, "schedule-deleted"
         )
-    call = {
-        "pause": svc.client.pause_schedule,
-        "resume": svc.client.resume_schedule,
-        "delete": svc.client.unschedule,
-    }[change]
-    done = {"pause": "schedule-paused", "resume": "schedule-resumed"}.get(
-        change, "schedule-deleted"
+        return back_to(request, here, done if await call(name, topic) else "schedule-gone")
+
+    if change != "delete":
+        return await act()
+    return await confirm_then_act(
+        request,
+        confirm,
+        Confirmation(
+            f"Delete schedule {name}?",
+            f"Schedule {name} of {topic} writes no more runs, and the runs it has written "
+            "ahead are cancelled. Runs already fired are not touched.",
+            f"{here}/delete",
+            [("name", name)],
+            here,
+        ),
+        act,
     )
-    return back_to(request, here, done if await call(name, topic) else "schedule-gone")
 
 
 # --- dead letters ----------------------------------------------------------------------------
@@ -299,27 +327,33 @@ async def dead_form(
         raise ProblemError(422, "invalid-argument", "Invalid argument", detail)
     here = f"{_topic_path(topic)}/dead"
     kept = {"reason": reason, "group": group, "after": after, "limit": limit}
-    if action == "purge" and not confirm:
-        fields = [("ref", r) for r in ref or ()] + [("all", "1")] * bool(every)
-        fields += [(k, str(v)) for k, v in kept.items() if v]
-        which = f"the {len(ref)} dead letters ticked" if ref else "every dead letter"
-        if every and (reason or group):
-            which += " matching the filter"
-        return confirming(
-            request,
-            Confirmation(
-                "Purge dead letters?",
-                f"{which.capitalize()} of {topic} will be deleted for good.",
-                f"{here}/purge",
-                fields,
-                f"{here}?" + urlencode({k: v for k, v in kept.items() if v}),
-            ),
-        )
-    refs = ref or None
-    match = {"reason": reason or None, "group": group or None} if every else {}
+
+    async def act() -> Response:
+        refs = ref or None
+        match = {"reason": reason or None, "group": group or None} if every else {}
+        if action == "replay":
+            replayed = await svc.client.replay(topic, refs, **match)
+            done = f"replayed {replayed}" + f" skipped {replayed.skipped}" * bool(replayed.skipped)
+        else:
+            done = f"purged {await svc.client.purge_dead(topic, refs, **match)}"
+        return back_to(request, here, done, **kept)
+
     if action == "replay":
-        replayed = await svc.client.replay(topic, refs, **match)
-        done = f"replayed {replayed}" + (f" skipped {replayed.skipped}" * bool(replayed.skipped))
-    else:
-        done = f"purged {await svc.client.purge_dead(topic, refs, **match)}"
-    return back_to(request, here, done, **kept)
+        return await act()
+    fields = [("ref", r) for r in ref or ()] + [("all", "1")] * bool(every)
+    fields += [(k, str(v)) for k, v in kept.items() if v]
+    which = f"the {len(ref)} dead letters ticked" if ref else "every dead letter"
+    if every and (reason or group):
+        which += " matching the filter"
+    return await confirm_then_act(
+        request,
+        confirm,
+        Confirmation(
+            "Purge dead letters?",
+            f"{which.capitalize()} of {topic} will be deleted for good.",
+            f"{here}/purge",
+            fields,
+            f"{here}?" + urlencode({k: v for k, v in kept.items() if v}),
+        ),
+        act,
+    )

@@ -11,7 +11,7 @@ from wheelq.core.history import JobState, job_info
 from wheelq.core.job import Job
 from wheelq.runtime.batch import CallBatch
 from wheelq.store import flow as calls
-from wheelq.store import ops
+from wheelq.store import history, topics
 from wheelq.store.executor import Executor
 
 ORDER_RETENTION_MS = 3 * 86_400_000  # Key-order registrations go this long after due.
@@ -105,10 +105,10 @@ class FlowGate:
 
     async def _gone(self, head: str, due_ms: int, job: Job) -> bool:
         if self._shards is None:
-            self._shards = await self._batch.call(ops.topic_shards(self._topic))
+            self._shards = await self._batch.call(topics.topic_shards(self._topic))
         assert self._shards is not None
         shard = k.ShardKeys(self._topic, k.shard_of(head, self._shards))
-        raw = await self._batch.call(ops.lookup(shard, head))
+        raw = await self._batch.call(history.lookup(shard, head))
         info = job_info(self._topic, head, raw)
         mine = next((g for g in info.groups if g.group == self._group), None)
         if mine is not None:

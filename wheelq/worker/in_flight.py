@@ -18,7 +18,7 @@ from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
-from wheelq.store.consume import Entry
+from wheelq.store.streams import Entry
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner, Outcome
 from wheelq.worker.read_ahead import ReadAhead

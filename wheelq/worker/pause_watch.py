@@ -10,7 +10,8 @@ from wheelq.core.keys import ShardKeys
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
 from wheelq.store import events, pauses
-from wheelq.store.executor import AsyncExecutor, Call
+from wheelq.store.call import Call
+from wheelq.store.executor import AsyncExecutor
 
 log = logging.getLogger(__name__)
 

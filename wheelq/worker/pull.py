@@ -26,9 +26,10 @@ from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError, int_in
 from wheelq.runtime.outage import wait_for_either
-from wheelq.store import consume, groups, ops, pauses
+from wheelq.store import consume, groups, pauses, settle, streams, topics
+from wheelq.store.call import Call
 from wheelq.store.connect import BlockingReads
-from wheelq.store.executor import AsyncExecutor, Call, Executor
+from wheelq.store.executor import AsyncExecutor, Executor
 from wheelq.store.scripts import GroupOutcome
 from wheelq.worker.settler import ACKS_PER_CALL
 
@@ -145,7 +146,7 @@ async def ack_receipts(
         for i in range(0, len(mine), ACKS_PER_CALL)
     ]
     calls = [
-        consume.ack_delivered(
+        settle.ack_delivered(
             ShardKeys(topic, shard),
             group,
             [_done(receipts[i], now_ms) for i in part],
@@ -160,7 +161,7 @@ async def ack_receipts(
     return outcomes
 
 
-def _done(r: Receipt, now_ms: int) -> consume.Done:
+def _done(r: Receipt, now_ms: int) -> settle.Done:
     return (r.entry_id, r.job_id, now_ms, now_ms - r.pulled_ms, None, 0)  # attempt: not known
 
 
@@ -189,20 +190,20 @@ async def nack_receipts(
             job = Job.from_entry(r.entry_id, rows[0][1], r.shard)
         except ValueError as exc:
             entry = (r.entry_id, Reason.MALFORMED, str(exc))
-            calls.append(consume.dead_letter_delivered(keys, group, entry, delivery))
+            calls.append(settle.dead_letter_delivered(keys, group, entry, delivery))
             continue
         error = f"nacked by a pull consumer (attempt {job.attempt} of {job.max_attempts})"
         if job.attempt >= job.max_attempts:
             entry = (r.entry_id, Reason.FAILED, error)
-            calls.append(consume.dead_letter_delivered(keys, group, entry, delivery))
+            calls.append(settle.dead_letter_delivered(keys, group, entry, delivery))
             continue
         wait = policy.backoff_ms(job.attempt, random.random()) if delay_ms is None else delay_ms
         envelope = retry_envelope(job, rows[0][1][Field.PAYLOAD], now_ms, group)
         calls.append(
-            consume.retry(keys, group, r.entry_id, job.id, wait, envelope, error, now_ms, delivery)
+            settle.retry(keys, group, r.entry_id, job.id, wait, envelope, error, now_ms, delivery)
         )
     for i, reply in zip(asked, await executor.run(calls) if calls else [], strict=True):
-        if isinstance(reply, consume.Retried):
+        if isinstance(reply, settle.Retried):
             code = 1 if reply.done else -1 if reply.stale else 0
             outcomes[i] = _SETTLED[code] or Outcome.RETRIED
         else:
@@ -307,7 +308,7 @@ class Puller:
         validate_topic(topic)
         count = self._shards.get(topic)
         if count is None:
-            (count,) = await self._executor.run([ops.topic_shards(topic)])
+            (count,) = await self._executor.run([topics.topic_shards(topic)])
             if count is None:
                 raise UnknownTopicError(topic)
             self._shards[topic] = count
@@ -440,7 +441,7 @@ class Puller:
                 group,
                 consumer,
                 self.visibility_timeout_ms,
-                self._cursors.get((topic, group, k.shard), consume.ZERO_ID),
+                self._cursors.get((topic, group, k.shard), streams.ZERO_ID),
                 share,
                 self.max_deliveries,
             )
@@ -547,7 +548,7 @@ class Puller:
         out: list[Pulled] = []
         full: list[ShardKeys] = []
         for (got,) in replies:
-            entries: dict[int, list[consume.Entry]] = defaultdict(list)
+            entries: dict[int, list[streams.Entry]] = defaultdict(list)
             for shard, entry in got:
                 entries[shard].append(entry)
             for shard, found in entries.items():
@@ -561,7 +562,7 @@ class Puller:
         group: str,
         consumer: str,
         keys: ShardKeys,
-        entries: list[consume.Entry],
+        entries: list[streams.Entry],
         deliveries: Sequence[int],
     ) -> list[Pulled]:
         """Jobs with receipts; malformed entries (one whose payload cannot be rendered as
@@ -575,12 +576,12 @@ class Puller:
                     entry_id, fields, keys.shard, deliveries[i] if deliveries else 1
                 )
                 if job.group is not None and job.group != group:
-                    calls.append(consume.ack(keys, group, [entry_id]))
+                    calls.append(settle.ack(keys, group, [entry_id]))
                     continue
                 payload = jsonable(job.payload, exact=True)
             except ValueError as exc:
                 calls.append(
-                    consume.dead_letter(keys, group, [(entry_id, Reason.MALFORMED, str(exc))])
+                    settle.dead_letter(keys, group, [(entry_id, Reason.MALFORMED, str(exc))])
                 )
                 continue
             receipt = self._receipt(keys.topic, group, job, now, consumer)

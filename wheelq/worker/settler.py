@@ -21,8 +21,9 @@ from wheelq.core.retry import Reason, retry_envelope
 from wheelq.runtime import crash
 from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
-from wheelq.store import consume, events
-from wheelq.store.executor import Call, Executor
+from wheelq.store import events, settle
+from wheelq.store.call import Call
+from wheelq.store.executor import Executor
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class Successes:
     """Runs of a shard that succeeded, and the starts that ride on their call."""
 
     shard: int
-    done: list[consume.Done]
+    done: list[settle.Done]
     started: list[tuple[str, int]]
 
 
@@ -95,7 +96,7 @@ class _Queued:
     """Outcomes not written yet: acks and dead letters by shard, retries one by one."""
 
     acks: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
-    done: dict[int, list[consume.Done]] = field(default_factory=lambda: defaultdict(list))
+    done: dict[int, list[settle.Done]] = field(default_factory=lambda: defaultdict(list))
     retries: list[Retrying] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
     started: dict[int, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
@@ -156,13 +157,14 @@ class Settler(Service):
         job: Job,
         payload: bytes,
         delay_ms: int,
-        enqueued_ms: int,
+        ended_ms: int,
         error: str = "",
         counts: bool = True,
     ) -> None:
-        """Run `job` again after `delay_ms`; `counts` False keeps the attempt."""
-        envelope = retry_envelope(job, payload, enqueued_ms, self._group, counts)
-        item = Retrying(job.shard, job.entry_id, job.id, delay_ms, envelope, error, enqueued_ms)
+        """Run `job` again after `delay_ms`; `ended_ms`: when the attempt ended (its record's
+        time, and the next attempt's enqueue time); `counts` False keeps the attempt."""
+        envelope = retry_envelope(job, payload, ended_ms, self._group, counts)
+        item = Retrying(job.shard, job.entry_id, job.id, delay_ms, envelope, error, ended_ms)
         self._queued.retries.append(item)
         self.wake()
 
@@ -222,17 +224,17 @@ class Settler(Service):
         for shard, ids in batch.acks.items():
             for i in range(0, len(ids), ACKS_PER_CALL):
                 chunk = ids[i : i + ACKS_PER_CALL]
-                acked = consume.ack(self._keys(shard), self._group, chunk)
+                acked = settle.ack(self._keys(shard), self._group, chunk)
                 calls.append((Acks(shard, chunk), acked))
         for shard, done in batch.done.items():
             started = [] if shard in early else batch.started.get(shard, [])
             for i in range(0, len(done), ACKS_PER_CALL):
                 part = done[i : i + ACKS_PER_CALL]
-                acked = consume.ack_done(self._keys(shard), self._group, part, started)
+                acked = settle.ack_done(self._keys(shard), self._group, part, started)
                 calls.append((Successes(shard, part, started), acked))
                 started = []
         for r in batch.retries:
-            retried = consume.retry(
+            retried = settle.retry(
                 self._keys(r.shard),
                 self._group,
                 r.entry_id,
@@ -244,7 +246,7 @@ class Settler(Service):
             )
             calls.append((r, retried))
         for shard, triples in batch.dead.items():
-            dead = consume.dead_letter(self._keys(shard), self._group, triples)
+            dead = settle.dead_letter(self._keys(shard), self._group, triples)
             calls.append((DeadLetters(shard, triples), dead))
         try:
             crash.point("ack.before_send")

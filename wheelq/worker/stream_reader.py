@@ -14,7 +14,7 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
 from wheelq.runtime.outage import StopBudget, is_transient
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
-from wheelq.store import consume
+from wheelq.store import consume, streams
 from wheelq.store.executor import Executor
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class StreamReader(Service):
         block_ms: int,
         *,
         slots: ReadSlots,
-        accept: Callable[[int, list[consume.Entry]], None],
+        accept: Callable[[int, list[streams.Entry]], None],
         ensure_groups: Callable[[], Awaitable[None]],
         clock: Clock,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
@@ -203,7 +203,7 @@ class StreamReader(Service):
             raise
         finally:
             self._slots.give_back(count)  # what was read is accepted (held) below, at once
-        by_shard: dict[int, list[consume.Entry]] = {}
+        by_shard: dict[int, list[streams.Entry]] = {}
         for shard, entry in got:
             by_shard.setdefault(shard, []).append(entry)
         for shard, entries in by_shard.items():
@@ -234,7 +234,7 @@ class ClaimKeeper(Service):
         *,
         held: Callable[[], dict[int, list[str]]],
         free: Callable[[], int],
-        accept: Callable[[int, list[consume.Entry], Sequence[int]], None],
+        accept: Callable[[int, list[streams.Entry], Sequence[int]], None],
         clock: Clock,
     ) -> None:
         title = f"worker claim keeper of {me.topic}"
@@ -245,7 +245,7 @@ class ClaimKeeper(Service):
         self._held = held
         self._free = free
         self._accept = accept
-        self._cursors = {keys.shard: consume.ZERO_ID for keys in me.shards}
+        self._cursors = {keys.shard: streams.ZERO_ID for keys in me.shards}
         self.claiming = True  # Cleared when the worker stops taking new work; keep-alive goes on.
         self.dead_lettered = 0
         self.taken_over = 0

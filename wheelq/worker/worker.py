@@ -23,8 +23,8 @@ from wheelq.runtime import tracing
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
-from wheelq.store import connect, events, ops, pauses
-from wheelq.store.executor import Call
+from wheelq.store import connect, events, pauses, topics
+from wheelq.store.call import Call
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner, handler_threads, is_async
 from wheelq.worker.in_flight import InFlightSet
@@ -467,7 +467,7 @@ class Worker(Role[WorkerStopReport]):
         default = self.settings.default_shards
         calls: list[Call[Any]] = []
         for topic in self.topics:  # a topic is created on first use
-            calls += [ops.register_topic(topic, default), ops.topic_shards(topic)]
+            calls += [topics.register_topic(topic, default), topics.topic_shards(topic)]
         shards = (await self._executor.run(calls))[1::2]
         mine = [
             Consumer(

@@ -45,19 +45,23 @@ if #entries == 0 then
 end
 local pairs = cmsgpack.unpack(ARGV[3])
 
--- The 'succeeded' events of the records written, `rec` (field/record pairs, field
--- "id<US>group"), their entries' indexes in `kept` (nil: every entry's, in order).
-local function succeeded(rec, kept)
-  if not WQ_EVENTS or #rec == 0 then
-    return
+-- Write the records `rec` (field/record pairs, field "id<US>group") of the entries of
+-- indexes `kept` (nil: every entry's, in order), their 'succeeded' events, and wake the
+-- waiters of their results when the call acked any.
+local function record(rec, kept, acked)
+  wq_remember(KEYS[2], rec)
+  if WQ_EVENTS and #rec > 0 then
+    local attempts, jobs, cut = cmsgpack.unpack(ARGV[5]), {}, #group + 1
+    for i = 1, #rec, 2 do
+      local n = (i + 1) / 2
+      jobs[i] = string.sub(rec[i], 1, #rec[i] - cut)
+      jobs[i + 1] = attempts[kept and kept[n] or n] or 0
+    end
+    wq_events('succeeded', group, jobs)
   end
-  local attempts, jobs, cut = cmsgpack.unpack(ARGV[5]), {}, #group + 1
-  for i = 1, #rec, 2 do
-    local n = (i + 1) / 2
-    jobs[i] = string.sub(rec[i], 1, #rec[i] - cut)
-    jobs[i + 1] = attempts[kept and kept[n] or n] or 0
+  if acked > 0 and wq_waited(KEYS[4]) then
+    wq_wake(KEYS[4], KEYS[5], rec, 2)
   end
-  wq_events('succeeded', group, jobs)
 end
 if ARGV[4] ~= '0' then -- counted whether or not each was written: never less than the truth
   redis.call('HINCRBY', KEYS[2], WQ_RESULTS, ARGV[4])
@@ -77,11 +81,7 @@ if ARGV[7] then
     end
     outcomes[i] = got
   end
-  wq_remember(KEYS[2], rec)
-  succeeded(rec, kept)
-  if acked > 0 and wq_waited(KEYS[4]) then
-    wq_wake(KEYS[4], KEYS[5], rec, 2)
-  end
+  record(rec, kept, acked)
   return {WQ_OK, acked, outcomes}
 end
 -- One XACK for all (at most 1000: wheelq.worker.settler.ACKS_PER_CALL): when it acks every
@@ -113,9 +113,5 @@ if acked < #entries then
   end
   pairs = rec
 end
-wq_remember(KEYS[2], pairs)
-succeeded(pairs, kept)
-if acked > 0 and wq_waited(KEYS[4]) then
-  wq_wake(KEYS[4], KEYS[5], pairs, 2)
-end
+record(pairs, kept, acked)
 return {WQ_OK, acked}

@@ -1,6 +1,6 @@
 --[[ lease_renew.lua — compare-and-extend: renew the lease only while the caller holds it.
 The form for servers without SET ... IFEQ (Redis < 8.4, Valkey < 8.1), which does the same in
-one command (wheelq.store.nodes.lease_renew_ifeq). The horizon is not touched: it expires by
+one command (wheelq.store.leases.lease_renew_ifeq). The horizon is not touched: it expires by
 itself a lease ttl after the time it names (preload.lua).
 KEYS[1]  {T:s}:lease     STRING  token of the leader
 ARGV[1]  the caller's lease token

@@ -1,5 +1,6 @@
-"""The enqueue transition: `JobWrite` and the `enqueue.lua` call that places a batch on one
-shard (docs/architecture.md, "The life of a job"; the script's header lists the layouts).
+"""Enqueue: `JobWrite` and the `enqueue.lua` call that places a batch on one shard
+(docs/architecture.md, "The life of a job"; the script's header lists the layouts), and the
+producer's other writes of a pending job: debounce, reschedule, cancel.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from typing import Any, NamedTuple
 from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
-from wheelq.store.executor import Call, script_call
-from wheelq.store.scripts import Placed, check
+from wheelq.store.call import Call, script_call
+from wheelq.store.scripts import NOT_PENDING, Placed, check
 
 
 class JobWrite(NamedTuple):
@@ -109,3 +110,34 @@ def job_ids(call: Call[Any]) -> list[str]:
     if call.script == "cancel":
         return [str(call.args[0])]
     return []
+
+
+def _rescheduled(reply: Any) -> Placed | None:
+    outcome = check("reschedule", reply)[1]
+    return None if outcome == NOT_PENDING else Placed(outcome)
+
+
+def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None]:
+    """The outcome, None when not pending; `MalformedJobError` if due now and undecodable."""
+    mode, value = due.wire
+    return script_call(
+        "reschedule", keys, [keys.topic, keys.wake_channel, job_id, mode, value], _rescheduled
+    )
+
+
+def debounce(
+    keys: ShardKeys, job_id: str, debounce_ms: int, max_wait_ms: int, envelope: bytes
+) -> Call[tuple[Placed, int]]:
+    """Due `debounce_ms` from now, at most `max_wait_ms` (0: no cap) after the first call."""
+
+    def parse(reply: Any) -> tuple[Placed, int]:
+        r = check("debounce", reply)
+        return Placed(r[1]), int(r[2])
+
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, job_id, debounce_ms]
+    args += [max_wait_ms, envelope]
+    return script_call("debounce", keys, args, parse)
+
+
+def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
+    return script_call("cancel", keys, [job_id], lambda r: bool(check("cancel", r)[1]))

@@ -1,5 +1,5 @@
-"""What a scheduler node sends about itself: shard leases, the node registry, the server's
-clock and settings.
+"""Leases: which node leads a shard (`lease_*.lua`, fenced by token), and the node sets
+the lease keeper shares shards by (``wheelq:nodes:T``, the membership counter).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from wheelq.core.keys import MEMBERSHIP_KEY, ShardKeys, nodes_key
 from wheelq.errors import LeaseLostError
-from wheelq.store.executor import Call, script_call
+from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check, text
 
 
@@ -144,18 +144,6 @@ def forget_nodes(topic: str) -> Call[int]:
     return Call(command=("UNLINK", nodes_key(topic)), parse=int)
 
 
-def ping() -> Call[bool]:
-    """PING: whether the server answers (raises what a failed call raises)."""
-    return Call(command=("PING",), parse=bool, keyless=True)
-
-
-def server_time() -> Call[float]:
-    """Parses TIME to ms (float, µs precision)."""
-    return Call(
-        command=("TIME",), parse=lambda r: int(r[0]) * 1000 + int(r[1]) / 1000, keyless=True
-    )
-
-
 def heartbeat(topic: str, node_id: str, expires_ms: int) -> Call[int]:
     return Call(command=("ZADD", nodes_key(topic), expires_ms, node_id), parse=int)
 
@@ -195,24 +183,3 @@ def forget_dead_nodes(topic: str, before_ms: int) -> Call[int]:
 
 def leave(topic: str, node_id: str) -> Call[int]:
     return Call(command=("ZREM", nodes_key(topic), node_id), parse=int)
-
-
-def server_version() -> Call[tuple[int, ...]]:
-    """INFO server's ``redis_version`` as numbers (Valkey's is the Redis one it matches)."""
-
-    def parse(reply: Any) -> tuple[int, ...]:
-        text = str(reply.get("redis_version", "0"))
-        return tuple(int(part) for part in text.split(".") if part.isdigit())
-
-    return Call(command=("INFO", "server"), parse=parse, keyless=True)
-
-
-def server_config(name: str) -> Call[dict[str, str]]:
-    def parse(reply: Any) -> dict[str, str]:
-        pairs = (
-            reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
-        )
-        return {text(k): text(v) for k, v in pairs}
-
-    # One word "CONFIG GET": how redis-py names it, so its cluster client routes it.
-    return Call(command=("CONFIG GET", name), parse=parse, keyless=True)

@@ -1,0 +1,149 @@
+"""Settling a run: ack (with its history record), retry, and dead letters, the calls a
+worker's settler and a pull consumer send (docs/architecture.md, "The life of a job").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from wheelq.core.history import SEPARATOR, pack_success
+from wheelq.core.keys import ShardKeys
+from wheelq.store.call import Call, script_call
+from wheelq.store.scripts import check, text
+
+
+def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
+    """Plain XACK, no history record (entries meant for another group, malformed ones)."""
+    return Call(command=("XACK", keys.stream, group, *entry_ids), parse=int)
+
+
+Done = tuple[str, str, int, int, bytes | None, int]
+"""A run that succeeded: (entry id, job id, when it ended ms, how long it ran ms, what the
+handler returned as msgpack: None when it returned None, the attempt: 0 when not known)."""
+
+Started = tuple[str, int]
+"""A handler that started: (job id, attempt)."""
+
+Delivery = tuple[str, int]
+"""One delivery of a pending entry, as a pull receipt names it: (consumer, count)."""
+
+
+def ack_done(
+    keys: ShardKeys, group: str, done: Sequence[Done], started: Sequence[Started] = ()
+) -> Call[int]:
+    """Ack succeeded runs and record them in the history; parses to how many were acked.
+    `started`: handlers of the shard that started since the last round, noted first as job
+    events while the topic has them on (one call: a job's start precedes its end).
+
+    The records are packed here as two msgpack arguments: in Lua they cost Redis more.
+    """
+    args = [*_ack_args(group, done), _started_arg(started)]
+    return script_call("ack", keys, args, lambda r: int(check("ack", r)[1]))
+
+
+def ack_delivered(
+    keys: ShardKeys, group: str, done: Sequence[Done], deliveries: Sequence[Delivery]
+) -> Call[list[int]]:
+    """`ack_done` of pull receipts while pending to their delivery: 1 acked, 0 not, -1 later."""
+    fences = msgpack.packb([v for d in deliveries for v in d], use_bin_type=False)
+
+    def parse(reply: Any) -> list[int]:
+        r = check("ack", reply)
+        return [int(v) for v in r[2]] if len(r) > 2 else []
+
+    return script_call("ack", keys, [*_ack_args(group, done), "", fences], parse)
+
+
+def _started_arg(started: Sequence[Started]) -> bytes | str:
+    if not started:
+        return ""
+    packed: bytes = msgpack.packb([v for job in started for v in job], use_bin_type=False)
+    return packed
+
+
+def _ack_args(group: str, done: Sequence[Done]) -> list[str | bytes]:
+    suffix = SEPARATOR + group
+    entries: list[str] = []
+    pairs: list[str | bytes] = []
+    attempts: list[int] = []
+    results = 0
+    for entry, job_id, at_ms, took_ms, result, attempt in done:
+        entries.append(entry)
+        pairs.append(job_id + suffix)
+        pairs.append(pack_success(entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), result))
+        attempts.append(attempt)
+        if result is not None:
+            results += len(result)
+    packed = [msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
+    return [group, *packed, results, msgpack.packb(attempts)]
+
+
+MAX_RUN_MS = 2**32 - 1
+"""The longest run time a success record holds (49 days); below 0 it holds 0."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    """What `retry.lua` did: `done` (back as `member` due `due_ms`), else `stale` or not pending."""
+
+    done: bool
+    due_ms: int = 0
+    member: str = ""
+    stale: bool = False
+
+
+def retry(
+    keys: ShardKeys,
+    group: str,
+    entry_id: str,
+    job_id: str,
+    delay_ms: int,
+    envelope: bytes,
+    error: str = "",
+    ended_ms: int = 0,
+    delivery: Delivery | None = None,
+) -> Call[Retried]:
+    """Ack a failed run and put it back `delay_ms` from now, in `group` only."""
+
+    def parse(reply: Any) -> Retried:
+        r = check("retry", reply)
+        if r[1] == 1:
+            return Retried(True, int(r[2]), text(r[3]))
+        return Retried(False, stale=r[1] == -1)
+
+    args: list[str | bytes | int] = [group, entry_id, job_id, delay_ms, envelope]
+    args += [keys.wake_channel, error, ended_ms]
+    if delivery is not None:
+        args += delivery
+    return script_call("retry", keys, args, parse)
+
+
+def dead_letter(keys: ShardKeys, group: str, entries: Sequence[tuple[str, str, str]]) -> Call[int]:
+    """Dead-letter (entry id, reason, error) triples; parses to how many were."""
+    args = _dead_letter_args(group, ("", 0), entries)
+    return script_call("dead_letter", keys, args, lambda r: int(check("dead_letter", r)[1]))
+
+
+def dead_letter_delivered(
+    keys: ShardKeys, group: str, entry: tuple[str, str, str], delivery: Delivery
+) -> Call[int]:
+    """Dead-letter a pull receipt's (entry id, reason, error) while pending to `delivery`."""
+
+    def parse(reply: Any) -> int:
+        r = check("dead_letter", reply)
+        return -1 if int(r[2]) else int(r[1])
+
+    return script_call("dead_letter", keys, _dead_letter_args(group, delivery, [entry]), parse)
+
+
+def _dead_letter_args(
+    group: str, delivery: Delivery, entries: Sequence[tuple[str, str, str]]
+) -> list[str | bytes | int]:
+    args: list[str | bytes | int] = [group, *delivery]
+    for entry_id, reason, error in entries:
+        args += [entry_id, reason, error]
+    return args
