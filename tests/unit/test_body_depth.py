@@ -28,6 +28,7 @@ def body(template: str, levels: int) -> bytes:
         ('{"max_pending": DEEP}', 2000, "max_pending"),
         ('{"callback": {"url": "u", "headers": {"h\\"]": DEEP}}}', 300, 'callback.headers.h\\"]'),
         ("DEEP", 300, "body"),
+        ("]}]DEEP", 300, "body"),
     ],
 )  # fmt: skip
 def test_a_body_nested_past_the_bound_names_its_field_briefly(

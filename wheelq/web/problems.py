@@ -251,7 +251,8 @@ def _deep_field(body: bytes) -> str:
             path.append("" if t == b"{" else 0)
             key_next = t == b"{"
         elif t in (b"]", b"}"):
-            path.pop(), in_object.pop()
+            if path:  # (a stray one: not JSON, and no field to name)
+                path.pop(), in_object.pop()
             key_next = False
         elif t == b",":
             if in_object and not in_object[-1]:
