@@ -53,7 +53,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
-from wheelq.producer.dead_letters import DeadLetterPage
+from wheelq.producer.dead_letters import DeadLetterPage, Replayed
 from wheelq.producer.groups import DeletedGroup, GroupShardStats, GroupStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import ShardStats, SpoolStats, TopicStats
@@ -102,6 +102,7 @@ __all__ = [
     "WorkerStopReport",
     "DeadLetter",
     "DeadLetterPage",
+    "Replayed",
     # errors
     "AckUnsupportedError",
     "DuplicateJobError",

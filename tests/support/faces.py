@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -97,8 +98,9 @@ class Face:
         """The refs of the topic's dead letters (of `reason`)."""
         raise Unsupported
 
-    async def replay(self, topic: str, reason: str) -> int:
-        """Replay every dead letter of `reason`; how many."""
+    async def replay(self, topic: str, reason: str) -> tuple[int, int]:
+        """Replay every dead letter of `reason`; how many, and how many it skipped (those
+        that cannot be replayed: they stay)."""
         raise Unsupported
 
     async def purge(self, topic: str, reason: str) -> int:
@@ -181,9 +183,9 @@ class Library(Face):
     async def dead(self, topic: str, reason: str | None = None) -> set[str]:
         return {d.ref for d in await self.client.dead_letters(topic, 1000, reason=reason)}
 
-    async def replay(self, topic: str, reason: str) -> int:
-        count: int = await self.client.replay(topic, reason=reason)
-        return count
+    async def replay(self, topic: str, reason: str) -> tuple[int, int]:
+        count = await self.client.replay(topic, reason=reason)
+        return int(count), count.skipped
 
     async def purge(self, topic: str, reason: str) -> int:
         count: int = await self.client.purge_dead(topic, reason=reason)
@@ -304,17 +306,21 @@ class Cli(Face):
         out = await self.run("dlq", "list", topic, "--json", "--limit", "1000", *which)
         return {json.loads(line)["ref"] for line in out.splitlines()}
 
-    async def _settle(self, action: str, topic: str, reason: str) -> int:
-        out = await self.run("dlq", action, topic, "--all", "--reason", reason)
-        verb, count = out.split()
-        assert verb == ("purged" if action == "purge" else "replayed"), out
-        return int(count)
+    async def _settle(self, action: str, topic: str, reason: str) -> tuple[int, int]:
+        args = ("dlq", action, topic, "--all", "--reason", reason, "--redis-url", self.url)
+        done = await asyncio.to_thread(run_wheelq, *args)
+        if done.returncode != 0:
+            raise Refused(done.returncode, done.stderr)
+        verb, count = done.stdout.split()
+        assert verb == ("purged" if action == "purge" else "replayed"), done
+        skipped = re.search(r"(\d+) dead letters? cannot be replayed", done.stderr)
+        return int(count), int(skipped[1]) if skipped else 0
 
-    async def replay(self, topic: str, reason: str) -> int:
+    async def replay(self, topic: str, reason: str) -> tuple[int, int]:
         return await self._settle("replay", topic, reason)
 
     async def purge(self, topic: str, reason: str) -> int:
-        return await self._settle("purge", topic, reason)
+        return (await self._settle("purge", topic, reason))[0]
 
     async def set_max_pending(self, topic: str, max_pending: int | None) -> None:
         limit = "none" if max_pending is None else str(max_pending)
@@ -419,10 +425,10 @@ class Http(Face):
         params = {"limit": "1000", **({} if reason is None else {"reason": reason})}
         return {d["ref"] for d in (await self.call("GET", f"{topic}/dead", params=params))["dead"]}
 
-    async def replay(self, topic: str, reason: str) -> int:
+    async def replay(self, topic: str, reason: str) -> tuple[int, int]:
         body = {"all": True, "reason": reason}
-        count: int = (await self.call("POST", f"{topic}/dead/replay", body))["count"]
-        return count
+        answer = await self.call("POST", f"{topic}/dead/replay", body)
+        return answer["count"], answer["skipped"]
 
     async def purge(self, topic: str, reason: str) -> int:
         params = {"all": "true", "reason": reason}
@@ -520,18 +526,19 @@ class Console(Face):
         query = f"?limit=1000{'' if reason is None else '&reason=' + reason}"
         return set((await self.page(f"/topics/{topic}/dead{query}")).refs)
 
-    async def _settle(self, action: str, topic: str, reason: str) -> int:
+    async def _settle(self, action: str, topic: str, reason: str) -> tuple[int, int]:
         fields = [("all", "1"), ("reason", reason), ("confirm", "1")]
         done = (await self.form(f"{topic}/dead/{action}", fields)).split("done=")[1]
-        verb, count = done.split("&")[0].split("+")
+        verb, count, *skipped = done.split("&")[0].split("+")
         assert verb == ("purged" if action == "purge" else "replayed"), done
-        return int(count)
+        assert not skipped or (len(skipped), skipped[0]) == (2, "skipped"), done
+        return int(count), int(skipped[-1]) if skipped else 0
 
-    async def replay(self, topic: str, reason: str) -> int:
+    async def replay(self, topic: str, reason: str) -> tuple[int, int]:
         return await self._settle("replay", topic, reason)
 
     async def purge(self, topic: str, reason: str) -> int:
-        return await self._settle("purge", topic, reason)
+        return (await self._settle("purge", topic, reason))[0]
 
     async def pause_schedule(self, name: str, topic: str) -> None:
         await self.form(f"{topic}/schedules/pause", [("name", name)])

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.support.entries import ready_fields
 from wheelq.core.callback import Callback
+from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import (
     ENVELOPE_VERSION,
     MAX_ATTEMPTS_LIMIT,
@@ -32,6 +33,7 @@ from wheelq.core.job import (
     entry_ms,
     jsonable,
     payload_packer,
+    read_payload,
     validate_max_attempts,
 )
 from wheelq.errors import (
@@ -41,6 +43,7 @@ from wheelq.errors import (
     PayloadTypeError,
     ResultError,
 )
+from wheelq.web import as_json
 
 BIG = 1 << 30
 STR_FAMILY = {*range(0xA0, 0xC0), 0xD9, 0xDA, 0xDB}  # fixstr, str 8, str 16, str 32
@@ -251,6 +254,44 @@ def test_a_stored_payload_nested_500_levels_deep_renders_without_recursion_limit
         jsonable(payload, exact=True)
     limit = nested(MAX_PAYLOAD_DEPTH)
     assert jsonable(limit) == jsonable(limit, exact=True) == limit
+
+
+def packed_by_hand(levels: int) -> bytes:
+    """msgpack of `nested(levels)`, built byte by byte: past 511 levels msgpack cannot pack
+    it (an older version or a foreign writer could store it)."""
+    data = b"\x01"
+    for i in range(levels):
+        data = (b"\x81\xa1k" + data) if i % 2 else (b"\x91" + data)
+    return data
+
+
+@pytest.mark.parametrize("levels", [5, 150, 1024, 1025, 3000])
+def test_a_stored_payload_past_msgpacks_own_depth_reads_and_renders_as_any_deep_one(
+    levels: int,
+) -> None:
+    """Bug: a payload nested past msgpack's 1,024 levels did not decode at all, so a pending
+    job holding one raised MalformedJobError (HTTP 500) and a fired one read as None. Now
+    it reads one level past the limit, and renders as the whole payload would."""
+    assert packed_by_hand(3) == msgpack.packb(nested(3))
+    read = read_payload(packed_by_hand(levels))
+    assert jsonable(read) == jsonable(nested(levels))
+    if levels <= 500:  # (deeper, == itself recurses too far)
+        assert read == nested(levels)  # what msgpack decodes is read as it is
+    with pytest.raises(ValueError):  # bytes after it: not a payload
+        read_payload(packed_by_hand(levels) + b"\x01")
+
+
+def test_the_http_and_cli_json_of_a_record_renders_its_payload_once_as_jsonable() -> None:
+    """Bug: `as_json` walked a list payload itself (not through `jsonable`), so a list nested
+    150 levels came back whole over HTTP and `--json`, and one nested 500 raised
+    RecursionError (HTTP 500) on GET of the job and of the dead letters."""
+    for levels in (150, 500, 3000):
+        payload = read_payload(packed_by_hand(levels))
+        group = GroupInfo("g", JobState.SUCCEEDED, "1-0", result=payload)
+        info = JobInfo("j", "t", JobState.READY, payload=payload, groups=(group,))
+        shown = as_json(info)
+        assert shown["payload"] == jsonable(payload) == shown["groups"][0]["result"]
+        assert json.loads(json.dumps(shown)) == shown
 
 
 # --- envelope ---------------------------------------------------------------------------------

@@ -357,13 +357,22 @@ def settle(ctx: Context) -> int:
     with ctx.client() as client:
         topic_stats(client, args.topic)  # exits 1 for an unknown topic
         refs = None if args.all else list(dict.fromkeys(args.refs))
+        skipped = 0
         if args.action == "replay":
-            done, verb = client.replay(args.topic, refs, **match), "replayed"
+            replayed = client.replay(args.topic, refs, **match)
+            done, verb, skipped = int(replayed), "replayed", replayed.skipped
         else:
             done, verb = client.purge_dead(args.topic, refs, **match), "purged"
     print(f"{verb} {done}")
-    if refs is not None and done < len(refs):
-        missing = len(refs) - done
-        why = "" if verb == "purged" else " or are malformed entries that cannot be replayed"
+    if skipped:
+        print(
+            f"{skipped} dead letter{'s' * (skipped > 1)} cannot be replayed (malformed, or "
+            "nested past 100 levels) and stay: see them with "
+            f"'wheelq dlq list {args.topic} --reason malformed'",
+            file=sys.stderr,
+        )
+    if refs is not None and done + skipped < len(refs):
+        missing = len(refs) - done - skipped
+        why = "" if verb == "purged" else " or are held back by its max_ready"
         raise CliError(f"{missing} of {len(refs)} refs were not on {args.topic!r}{why}")
     return 0

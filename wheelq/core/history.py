@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core.job import Envelope, Field, decode_payload, entry_ms
+from wheelq.core.job import Envelope, Field, entry_ms, read_payload
 from wheelq.core.pause import PauseState
 from wheelq.errors import MalformedJobError
 
@@ -189,11 +189,12 @@ def read_record(raw: bytes | None) -> Record | None:
 
 
 def decode_result(data: bytes | None) -> Any:
-    """A kept result decoded (None when there is none, or it does not decode)."""
+    """A kept result decoded as `read_payload` reads it (None when there is none, or it
+    does not decode)."""
     if data is None:
         return None
     try:
-        return decode_payload(data)
+        return read_payload(data)
     except Exception:  # msgpack raises several unrelated types
         return None
 
@@ -251,7 +252,7 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
     assert raw.envelope is not None and raw.due_ms is not None
     try:
         env = Envelope.unpack(raw.envelope)
-        payload = decode_payload(env.payload)
+        payload = read_payload(env.payload)
     except Exception as exc:  # msgpack raises several unrelated types
         raise MalformedJobError(topic, job_id, str(exc)) from exc
     groups: list[GroupInfo] = []
@@ -339,7 +340,7 @@ def _entry_facts(
     if not fields:
         return (None, None, None, None, None)
     try:
-        payload = decode_payload(fields[Field.PAYLOAD])
+        payload = read_payload(fields[Field.PAYLOAD])
     except Exception:  # a malformed payload is reported by the worker, not by a lookup
         payload = None
     try:

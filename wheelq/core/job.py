@@ -255,6 +255,75 @@ def decode_payload(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
+def read_payload(data: bytes) -> Any:
+    """A stored payload as its readers show it (a job's state, a dead letter, a schedule):
+    `decode_payload`, but one nested past msgpack's own 1,024 levels (by an older version, or
+    straight into Redis) is read one level past `MAX_PAYLOAD_DEPTH`, the lists and maps
+    there empty, so `jsonable` renders it as it renders any payload that deep. Raises as
+    `decode_payload` for anything else that does not decode."""
+    try:
+        return decode_payload(data)
+    except msgpack.StackError:
+        return _read_shallow(data, MAX_PAYLOAD_DEPTH)
+
+
+_ARRAYS = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
+_MAPS = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+
+
+def _read_shallow(data: bytes, levels: int) -> Any:
+    """`data` decoded without recursion: its lists and maps to `levels` levels, those one
+    level deeper empty (their items skipped)."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(data))
+    unpacker.feed(data)
+    top: list[Any] = []
+    # each open list or map: [it, items left to read (a map's keys and values), key read]
+    todo: list[list[Any]] = [[top, 1, None]]
+    while todo:
+        frame = todo[-1]
+        if not frame[1]:
+            todo.pop()
+            continue
+        frame[1] -= 1
+        first = data[unpacker.tell()]
+        value: Any
+        if first in _ARRAYS or first in _MAPS:
+            value, n = (
+                ([], unpacker.read_array_header())
+                if first in _ARRAYS
+                else ({}, 2 * unpacker.read_map_header())
+            )
+            if len(todo) <= levels:
+                todo.append([value, n, None])
+            else:
+                _skip(unpacker, data, n)
+        else:
+            value = unpacker.unpack()
+        into = frame[0]
+        if isinstance(into, list):
+            into.append(value)
+        elif frame[1] % 2:  # a key: its value follows
+            frame[2] = value
+        else:
+            into[frame[2]] = value
+    if unpacker.tell() != len(data):
+        raise ValueError(f"{len(data) - unpacker.tell()} bytes past the payload")
+    return top[0]
+
+
+def _skip(unpacker: msgpack.Unpacker, data: bytes, items: int) -> None:
+    """Skip `items` msgpack objects, however deep, without recursion."""
+    while items:
+        items -= 1
+        first = data[unpacker.tell()]
+        if first in _ARRAYS:
+            items += unpacker.read_array_header()
+        elif first in _MAPS:
+            items += 2 * unpacker.read_map_header()
+        else:
+            unpacker.skip()
+
+
 # --- trace context: a W3C traceparent, version 00 (tracestate is not carried)
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
@@ -705,7 +774,7 @@ class DeadLetter:
         payload: Any = raw.get(Field.PAYLOAD)
         if payload is not None:
             with contextlib.suppress(Exception):  # a foreign payload stays raw bytes
-                payload = decode_payload(payload)
+                payload = read_payload(payload)
         return cls(
             ref=f"{shard}/{entry_id}",
             topic=topic,

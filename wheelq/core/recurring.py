@@ -18,7 +18,7 @@ import msgpack
 from cronsim import CronSim, CronSimError
 
 from wheelq.core.callback import Callback
-from wheelq.core.job import decode_payload
+from wheelq.core.job import read_payload
 from wheelq.errors import InvalidArgumentError, int_in
 
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
@@ -242,7 +242,7 @@ class Schedule:
 
     @property
     def data(self) -> Any:
-        return decode_payload(self.payload)
+        return read_payload(self.payload)
 
     def __repr__(self) -> str:
         """The fields, payload shortened, the callback's URL only (headers may hold credentials)."""

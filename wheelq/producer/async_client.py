@@ -280,7 +280,7 @@ class AsyncClient:
         *,
         reason: str | None = None,
         group: str | None = None,
-    ) -> int:
+    ) -> dl.Replayed:
         match = dl.DeadFilter.of(reason, group)
         return await self._run(dl.replay(self._producer, topic, refs, match))
 

@@ -458,15 +458,17 @@ class Client:
         *,
         reason: str | None = None,
         group: str | None = None,
-    ) -> int:
+    ) -> dl.Replayed:
         """Run dead letters again: each goes back to its stream as attempt 1, due now, for
         the group it failed in. `refs`: DeadLetters or their refs; None = all, or all of
-        that `reason` and/or `group`. Returns how many were replayed (malformed entries,
-        and those whose payload nests past 100 levels, cannot be and stay).
+        that `reason` and/or `group`. Returns how many were replayed, an int whose
+        ``skipped`` counts those asked for that cannot be and stay dead letters: malformed
+        ones (reason ``malformed``) and those whose payload nests past 100 levels.
 
         Raises:
             InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic, a filter is
-                not valid, or refs and a filter are both given.
+                not valid, refs and a filter are both given, or a dead letter named in
+                `refs` is malformed (nothing is replayed).
             PayloadTooDeepError: A dead letter named in `refs` has a payload nested past
                 ``wheelq.core.job.MAX_PAYLOAD_DEPTH`` levels (nothing is replayed).
         """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from wheelq.core.job import MAX_PAYLOAD_DEPTH, DeadLetter, Field, parse_ref, stored_too_deep
@@ -23,6 +23,19 @@ MAX_LIMIT = 100_000
 
 SCAN_PAGE = 1000  # dead letters read a round trip while a filter looks for matches
 MAX_SCAN = 10**9
+
+
+class Replayed(int):
+    """How many dead letters a replay ran again; `skipped`: how many of those it was asked
+    for cannot be and stay dead letters (malformed, or nested past `MAX_PAYLOAD_DEPTH`)."""
+
+    skipped: int = 0
+
+    @classmethod
+    def of(cls, replayed: int, skipped: int) -> Replayed:
+        out = cls(replayed)
+        out.skipped = skipped
+        return out
 
 
 class DeadLetterPage(list[DeadLetter]):
@@ -142,27 +155,32 @@ def _id_key(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def replay(producer: Producer, topic: str, refs: Refs, match: DeadFilter | None = None) -> Op[int]:
-    """Run dead letters again (None: all, or all matching `match`); malformed ones, those
-    past ``max_ready`` and those whose payload nests past `MAX_PAYLOAD_DEPTH` stay (one of
-    those named in `refs`: `PayloadTooDeepError`, and none is replayed)."""
+def replay(
+    producer: Producer, topic: str, refs: Refs, match: DeadFilter | None = None
+) -> Op[Replayed]:
+    """Run dead letters again (None: all, or all matching `match`). Malformed ones and those
+    whose payload nests past `MAX_PAYLOAD_DEPTH` cannot be: they stay, counted as skipped
+    (one named in `refs`: `InvalidArgumentError` or `PayloadTooDeepError`, and none is
+    replayed); those past ``max_ready`` stay too."""
     shards, by_shard = yield from _targets(producer, topic, refs, match)
     if not shards:
-        return 0
+        return Replayed.of(0, 0)
     if by_shard is not None:
-        yield from _check_depths(topic, by_shard)
-    replayed = 0
+        yield from _check_replayable(topic, by_shard)
+    replayed = skipped = 0
     for keys in all_shards(topic, shards):
         if by_shard is None:
-            ids = yield from _all_ids(keys, match, replayable=True)
+            ids, unreplayable = yield from _replayable_ids(keys, match)
+            skipped += unreplayable
         else:
             ids = by_shard.get(keys.shard, [])
         for i in range(0, len(ids), IDS_PER_CALL):
-            ((n, held, _unreplayable),) = yield [dead.replay(keys, ids[i : i + IDS_PER_CALL])]
+            ((n, held, refused),) = yield [dead.replay(keys, ids[i : i + IDS_PER_CALL])]
             replayed += n
+            skipped += len(refused)  # turned malformed meanwhile: the script leaves it too
             if held:
                 break  # the shard is at its max_ready: the rest would be held too
-    return replayed
+    return Replayed.of(replayed, skipped)
 
 
 def purge_dead(
@@ -187,21 +205,32 @@ def purge_dead(
     return sum(counts)
 
 
-def _check_depths(topic: str, by_shard: dict[int, list[str]]) -> Op[None]:
+def _check_replayable(topic: str, by_shard: dict[int, list[str]]) -> Op[None]:
     """`PayloadTooDeepError` if a named dead letter's payload nests past the limit a payload
-    is enqueued under (stored by an older version): it would run again as no enqueue may."""
+    is enqueued under (stored by an older version): it would run again as no enqueue may;
+    else `InvalidArgumentError` (refs) if it is malformed, which cannot run again
+    (docs/reference/wire-format.md)."""
     for shard, ids in by_shard.items():
         keys = ShardKeys(topic, shard)
         for i in range(0, len(ids), IDS_PER_CALL):
             chunk = ids[i : i + IDS_PER_CALL]
             found = yield [dead.read_dead(keys, entry_id, 1) for entry_id in chunk]
             for entry_id, page in zip(chunk, found, strict=True):
-                if page and page[0][0] == entry_id and _too_deep(page[0][1]):
+                if not page or page[0][0] != entry_id:
+                    continue
+                if _too_deep(page[0][1]):
                     raise PayloadTooDeepError(
                         "payload",
                         f"dead letter {shard}/{entry_id}: payload must nest lists and maps at "
                         f"most {MAX_PAYLOAD_DEPTH} levels deep to run again, got more; nothing "
                         "was replayed (purge it, or enqueue a payload within the limit)",
+                    )
+                if _malformed(page[0][1]):
+                    raise InvalidArgumentError(
+                        "refs",
+                        f"dead letter {shard}/{entry_id} is malformed (its entry could not be "
+                        "decoded) and cannot be replayed; nothing was replayed (purge it, or "
+                        "enqueue its job again)",
                     )
 
 
@@ -210,22 +239,43 @@ def _too_deep(raw: Mapping[bytes, bytes]) -> bool:
     return payload is not None and stored_too_deep(payload)
 
 
-def _all_ids(
-    keys: ShardKeys, match: DeadFilter | None, *, replayable: bool = False
-) -> Op[list[str]]:
-    """The ids of the shard's dead letters (those matching `match`), oldest first;
-    `replayable`: not those whose payload nests past `MAX_PAYLOAD_DEPTH` (they stay)."""
+def _malformed(raw: Mapping[bytes, bytes]) -> bool:
+    """As ``replay.lua`` tells: reason malformed, or no job id and payload to run."""
+    return raw.get(Field.REASON) == Reason.MALFORMED.encode() or not (
+        raw.get(Field.ID) and Field.PAYLOAD in raw
+    )
+
+
+def _all_ids(keys: ShardKeys, match: DeadFilter | None) -> Op[list[str]]:
+    """The ids of the shard's dead letters (those matching `match`), oldest first."""
+    ids, _ = yield from _read_ids(keys, match, lambda raw: True)
+    return ids
+
+
+def _replayable_ids(keys: ShardKeys, match: DeadFilter | None) -> Op[tuple[list[str], int]]:
+    """The ids of the shard's dead letters matching `match` that can run again, oldest
+    first, and how many matched that cannot (malformed, or nested too deep: they stay)."""
+    return (yield from _read_ids(keys, match, lambda r: not (_malformed(r) or _too_deep(r))))
+
+
+def _read_ids(
+    keys: ShardKeys, match: DeadFilter | None, keep: Callable[[Mapping[bytes, bytes]], bool]
+) -> Op[tuple[list[str], int]]:
+    """The ids of the shard's dead letters matching `match` that `keep` keeps, oldest
+    first, and how many matched that it did not."""
     ids: list[str] = []
+    left = 0
     start = "-"
     while True:
         (page,) = yield [dead.read_dead(keys, start, IDS_PER_CALL)]
-        ids += [
-            entry_id
-            for entry_id, raw in page
-            if (match is None or match.matches_entry(raw)) and not (replayable and _too_deep(raw))
-        ]
+        for entry_id, raw in page:
+            if match is None or match.matches_entry(raw):
+                if keep(raw):
+                    ids.append(entry_id)
+                else:
+                    left += 1
         if len(page) < IDS_PER_CALL:
-            return ids
+            return ids, left
         start = "(" + page[-1][0]
 
 

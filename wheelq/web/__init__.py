@@ -45,8 +45,9 @@ def wire_fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
 
 def as_json(value: Any) -> Any:
     """A core record (`JobInfo`, `DeadLetter`, ...) as JSON, as `models.wire_model` describes
-    it: fields as `wire_fields` says, enums by value, payloads as `jsonable` spells them,
-    errors as `ERRORS` says."""
+    it: fields as `wire_fields` says, enums by value, errors as `ERRORS` says, a list or
+    tuple of records record by record, anything else (payloads, results) as `jsonable`
+    spells it: the one rendering of a payload, nested past its limit or not."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
         for name, wire, kind in wire_fields(type(value)):
@@ -60,9 +61,15 @@ def as_json(value: Any) -> Any:
         return out
     if isinstance(value, Enum):
         return value.value
-    if isinstance(value, list | tuple):
-        return [as_json(v) for v in value]
+    if isinstance(value, list | tuple) and value and _is_record(value[0]):
+        return [as_json(v) for v in value]  # records: a decoded payload never holds one
     return jsonable(value)
+
+
+def _is_record(value: Any) -> bool:
+    return isinstance(value, Enum) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    )
 
 
 def schedule_json(s: Schedule, now_ms: int) -> dict[str, Any]:

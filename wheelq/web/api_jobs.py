@@ -44,6 +44,7 @@ from wheelq.web.models import (
 from wheelq.web.problems import (
     RESPONSES,
     ProblemError,
+    deep_body_problem,
     invalid,
     is_json,
     problem_of,
@@ -321,6 +322,9 @@ async def _answer(
     body = await _body(receive)
     if not body:  # as FastAPI reads it: no body at all
         raise validation_problem([{"loc": ("body",), "msg": "Field required"}])
+    deep = deep_body_problem(body)
+    if deep is not None:
+        raise deep
     try:
         if batch:
             results = await batch_results(service, topic, BatchIn.model_validate_json(body))

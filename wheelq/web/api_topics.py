@@ -31,6 +31,7 @@ from wheelq.web.models import (
     LimitsOut,
     PauseStateModel,
     RefsIn,
+    ReplayOut,
     TopicPath,
     TopicsOut,
     TopicStatsModel,
@@ -266,15 +267,17 @@ async def list_dead(
     return json_response({"dead": [as_json(d) for d in rows], "next": rows.next})
 
 
-@router.post("/{topic}/dead/replay", response_model=CountOut)
+@router.post("/{topic}/dead/replay", response_model=ReplayOut)
 async def replay_dead(topic: TopicPath, body: RefsIn, request: Request) -> Response:
     """Run dead letters again: the given `refs`, or `all` (of a `reason` and/or `group`
-    when given); the count replayed."""
+    when given); the count replayed, and the count `skipped`: malformed dead letters (and
+    those nested past 100 levels) cannot be replayed and stay. A malformed one named in
+    `refs` is a 422 naming `refs`, and nothing is replayed."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
     refs = _refs(body.refs, body.all, body.reason, body.group)
     count = await svc.client.replay(topic, refs, reason=body.reason, group=body.group)
-    return json_response({"count": count})
+    return json_response({"count": count, "skipped": count.skipped})
 
 
 @router.delete("/{topic}/dead", response_model=CountOut)

@@ -109,9 +109,10 @@ def create_app(service: WebService) -> FastAPI:
 class Gatekeeper:
     """Pure ASGI middleware, before any body is read: checks the ``Host`` and the token
     (421, 401, 403: `wheelq.web.auth.Guard.admit`), that an API body is sent as JSON (415),
-    and refuses bodies over ``max_body_bytes`` (413, before reading more of them); then
-    takes JSON enqueues (`api_jobs.fast_enqueue`) and counts answers by route and status for
-    ``/metrics``."""
+    and refuses bodies over ``max_body_bytes`` (413, before reading more of them) and API
+    bodies nested too deep (422, `problems.deep_body_problem`); then takes JSON enqueues
+    (`api_jobs.fast_enqueue`, which checks its body's depth the same way) and counts answers
+    by route and status for ``/metrics``."""
 
     def __init__(self, app: ASGIApp, service: WebService, page: problems.Page) -> None:
         self.app = app
@@ -141,18 +142,24 @@ class Gatekeeper:
             route = api_jobs.BATCH_ROUTE if batch else api_jobs.ROUTE
             self._count(scope, status, route)
             return
-        if length is None and scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
-            # No length given (chunked): read the body here, up to the limit.
+        if length is not None and length > self._max:
+            await self._too_large(scope, send)
+            self._count(scope, 413)
+            return
+        api = scope["path"].startswith("/v1/")
+        if scope["method"] in ("POST", "PUT", "PATCH", "DELETE") and (length is None or api):
+            # Chunked (no length given), or an API body: read it here, up to the limit.
             body = await _read_up_to(receive, self._max)
             if body is None:
                 await self._too_large(scope, send)
                 self._count(scope, 413)
                 return
-            receive = _replay(body)
-        elif length is not None and length > self._max:
-            await self._too_large(scope, send)
-            self._count(scope, 413)
-            return
+            deep = problems.deep_body_problem(body) if api else None
+            if deep is not None:
+                await problems.send_problem(scope, send, deep, self._page)
+                self._count(scope, deep.status)
+                return
+            receive = _replay(body, receive)
         status = 500
 
         async def counted(message: Message) -> None:
@@ -200,13 +207,15 @@ async def _read_up_to(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _replay(body: bytes) -> Receive:
+def _replay(body: bytes, then: Receive) -> Receive:
+    """A receive that hands out `body` (read already), then what `then` receives (the
+    client's disconnect)."""
     sent = False
 
     async def receive() -> Message:
         nonlocal sent
         if sent:
-            return {"type": "http.disconnect"}
+            return await then()
         sent = True
         return {"type": "http.request", "body": body, "more_body": False}
 

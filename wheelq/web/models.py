@@ -551,6 +551,13 @@ class CountOut(BaseModel):
     count: int
 
 
+class ReplayOut(CountOut):
+    skipped: int = Field(
+        description="Dead letters asked for that cannot be replayed and stay: malformed ones "
+        "(reason malformed) and those whose payload nests past 100 levels."
+    )
+
+
 class PullIn(Strict):
     max: Annotated[int, Field(ge=1, le=1000), WHOLE] = 10
     wait_ms: Annotated[int, Field(ge=0, le=30_000), WHOLE] = 0

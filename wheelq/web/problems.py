@@ -12,6 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -28,6 +29,7 @@ from wheelq.core.job import MAX_PAYLOAD_DEPTH
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
+    MalformedJobError,
     PayloadTypeError,
     RedisUnavailableError,
     TopicFullError,
@@ -195,6 +197,81 @@ def media_problem(method: str, headers: Mapping[bytes, bytes]) -> ProblemError |
     )
 
 
+MAX_BODY_DEPTH = MAX_PAYLOAD_DEPTH + 3
+"""Most levels of lists and objects a JSON request body may nest: a payload's, inside a
+batch's body, its ``jobs`` and one job. Deeper, no field can be valid."""
+
+_STRING = rb'"(?:[^"\\]|\\.)*"'
+_STRINGS = re.compile(_STRING, re.DOTALL)
+_TOKENS = re.compile(_STRING + rb"|[\[\]{},]", re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = [0] * 256
+for _open, _close in (b"[]", b"{}"):
+    _STEP[_open], _STEP[_close] = 1, -1
+
+
+def deep_body_problem(body: bytes) -> ProblemError | None:
+    """The 422 of a JSON body nested past `MAX_BODY_DEPTH`, naming the field that goes too
+    deep (``payload``, ``jobs[3].payload``, ``max``) and the bound; None for any other body.
+    Every API route checks its body so before parsing it: whatever the depth, the answer is
+    this one, never the parser's 400 or a path of hundreds of ``[0]``. Free for a body with
+    fewer brackets than the bound; else one pass in C, and a scan of the body when it is too
+    deep."""
+    if body.count(b"[") + body.count(b"{") <= MAX_BODY_DEPTH:
+        return None
+    brackets = _STRINGS.sub(b"", body).translate(None, _NOT_BRACKETS)
+    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) <= MAX_BODY_DEPTH:
+        return None
+    field = _deep_field(body)
+    if field.endswith("payload"):
+        detail = (
+            f"{field} must nest lists and maps at most {MAX_PAYLOAD_DEPTH} levels deep, got more"
+        )
+    else:
+        detail = (
+            f"{field} nests lists and objects too deep: a request body nests at most "
+            f"{MAX_BODY_DEPTH} levels"
+        )
+    return ProblemError(422, "invalid-argument", "Invalid argument", detail, field=field)
+
+
+def _deep_field(body: bytes) -> str:
+    """Where `body` first nests past `MAX_BODY_DEPTH`, as a field name: down to its first
+    ``payload`` key, else its first three steps up to a key (``callback.headers.x``,
+    ``max``)."""
+    path: list[str | int] = []  # per open list or object: the index or the key in it
+    in_object: list[bool] = []
+    key_next = False
+    for token in _TOKENS.finditer(body):
+        t = token[0]
+        if t in (b"[", b"{"):
+            if len(path) == MAX_BODY_DEPTH:
+                break
+            in_object.append(t == b"{")
+            path.append("" if t == b"{" else 0)
+            key_next = t == b"{"
+        elif t in (b"]", b"}"):
+            if path:  # (a stray one: not JSON, and no field to name)
+                path.pop(), in_object.pop()
+            key_next = False
+        elif t == b",":
+            if in_object and not in_object[-1]:
+                path[-1] = int(path[-1]) + 1
+            key_next = bool(in_object) and in_object[-1]
+        elif key_next:
+            path[-1] = t[1:-1].decode("utf-8", "replace")
+            key_next = False
+    if not path or not in_object[0]:
+        return "body"  # not an object: no field to name
+    steps = path[: path.index("payload") + 1] if "payload" in path else path[:3]
+    while isinstance(steps[-1], int):
+        steps.pop()
+    out = ""
+    for step in steps:
+        out += f"[{step}]" if isinstance(step, int) else f".{step}" if out else step
+    return out
+
+
 def problem_of(exc: BaseException) -> ProblemError | None:
     """The problem a known error answers with; None for anything else (a bug: 500)."""
     if isinstance(exc, ProblemError):
@@ -207,6 +284,8 @@ def problem_of(exc: BaseException) -> ProblemError | None:
         field = http_field("job_id")
         detail = exc.describe(field, 'send "replace": true')
         return ProblemError(409, "duplicate", "Job exists", detail, field=field)
+    if isinstance(exc, MalformedJobError):  # stored by someone else: says so, not a 500
+        return ProblemError(409, "malformed", "Job cannot be decoded", str(exc))
     if isinstance(exc, TopicFullError):
         return ProblemError(
             429, "topic-full", "Topic full", str(exc), headers={"Retry-After": RETRY_AFTER_S}
@@ -272,6 +351,7 @@ def install(app: FastAPI, page: Page | None = None) -> None:
         InvalidArgumentError,
         PayloadTypeError,
         DuplicateJobError,
+        MalformedJobError,
         TopicFullError,
         RedisUnavailableError,
         RedisConnectionError,  # MaxConnectionsError (a pool with no free connection) too

@@ -396,7 +396,7 @@ DONE = {
     "schedule-gone": "No such schedule: it was deleted meanwhile.",
 }
 """What a dashboard action did, by the code its redirect carries in ``?done=``."""
-_COUNTED = re.compile(r"(replayed|purged) (\d{1,9})")
+_COUNTED = re.compile(r"(replayed|purged) (\d{1,9})(?: skipped (\d{1,9}))?")
 
 
 def flash(done: str | None) -> str | None:
@@ -407,7 +407,14 @@ def flash(done: str | None) -> str | None:
     if found is None:
         return None
     n = int(found[2])
-    return f"{found[1].capitalize()} {n:,} dead letter{'' if n == 1 else 's'}."
+    said = f"{found[1].capitalize()} {n:,} dead letter{'' if n == 1 else 's'}."
+    if found[3]:
+        skipped = int(found[3])
+        said += (
+            f" {skipped:,} cannot be replayed (malformed, or nested past 100 levels) and "
+            f"stay{'s' if skipped == 1 else ''}."
+        )
+    return said
 
 
 @dataclass(frozen=True, slots=True)

@@ -332,7 +332,8 @@ async def dead_form(
         refs = ref or None
         match = {"reason": reason or None, "group": group or None} if every else {}
         if action == "replay":
-            done = f"replayed {await svc.client.replay(topic, refs, **match)}"
+            replayed = await svc.client.replay(topic, refs, **match)
+            done = f"replayed {replayed}" + f" skipped {replayed.skipped}" * bool(replayed.skipped)
         else:
             done = f"purged {await svc.client.purge_dead(topic, refs, **match)}"
         return back_to(request, here, done, **kept)

@@ -2,23 +2,30 @@
 async handler and one with a ``def`` handler failing their last attempt: "failed"; an HTTP
 pull consumer that stops holding its batch, taken over past ``max_deliveries``:
 "deliveries"), then listed, replayed and purged by reason through each face (library sync
-and async, CLI, HTTP, console forms as the filtered page offers them).
+and async, CLI, HTTP, console forms as the filtered page offers them). Malformed dead
+letters (entries the workers could not decode) are never replayed, by any face: a replay
+skips them and says so, one named is refused, and they stay.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 
 import pytest
+import redis
 
 from tests.integration.test_web_dashboard import get
+from tests.support.cli import run_wheelq
 from tests.support.consumers import PullConsumer, WorkerConsumer
 from tests.support.faces import Face, having
 from tests.support.waiting import eventually
-from tests.support.web import Served, serving
+from tests.support.web import Served, assert_problem, serving
 from tests.support.workers import Workers
-from wheelq import AsyncClient
+from wheelq import AsyncClient, Client, InvalidArgumentError
+from wheelq.core.job import Field
+from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
 
 pytestmark = pytest.mark.cluster_too
@@ -75,7 +82,7 @@ async def test_dead_letters_are_listed_replayed_and_purged_by_reason_through_eve
     assert await face.dead(topic, "failed") == dead["failed"]
     assert await face.dead(topic, "deliveries") == dead["deliveries"]
 
-    assert await face.replay(topic, "deliveries") == JOBS
+    assert await face.replay(topic, "deliveries") == (JOBS, 0)
     assert {d.ref for d in await client.dead_letters(topic, 1000)} == dead["failed"]
     assert await face.purge(topic, "failed") == 2 * JOBS
     stats = await client.stats(topic)
@@ -91,3 +98,75 @@ async def test_the_filtered_dead_letter_page_offers_only_actions_that_keep_its_f
     assert len(every) == 2, every  # replay all matching, purge all matching
     for form in every:
         assert re.search(r'name="reason" value="failed"', form), form  # the filter goes along
+
+
+async def made_malformed(
+    client: AsyncClient, pool: Workers, r: redis.Redis, topic: str
+) -> set[str]:
+    """An undecodable entry in each shard's ready stream, dead-lettered as malformed by a
+    worker with an async handler and one with a ``def`` handler; their refs."""
+    await client.create_topic(topic, SHARDS)
+    workers = [WorkerConsumer(pool, "async", sync=False), WorkerConsumer(pool, "sync", sync=True)]
+    for consumer in workers:
+        await consumer.start()
+    try:
+        for shard in range(SHARDS):  # as a foreign writer could: no due time, no msgpack
+            fields = {Field.ID: f"bad-{shard}", Field.DUE: "x", Field.PAYLOAD: b"\xc1"}
+            r.xadd(ShardKeys(topic, shard).ready, fields)
+
+        async def all_dead() -> set[str] | None:
+            page = await client.dead_letters(topic, 1000, reason="malformed")
+            return {d.ref for d in page} if len(page) == 2 * SHARDS else None
+
+        return await eventually(all_dead, timeout_s=15, what="the malformed dead letters")
+    finally:
+        for consumer in workers:
+            await consumer.stop()
+
+
+def ready_lengths(r: redis.Redis, topic: str) -> list[int]:
+    return [r.xlen(ShardKeys(topic, shard).ready) for shard in range(SHARDS)]
+
+
+@pytest.mark.parametrize("face", having("replay"), indirect=True)
+async def test_a_replay_through_every_face_skips_malformed_dead_letters_and_says_so(
+    face: Face, client: AsyncClient, pool: Workers, redis_sync: redis.Redis, topic: str
+) -> None:
+    """Bug: every face answered "replayed 4" and put them back in the stream, where a worker
+    dead-lettered each again as malformed (docs/reference/wire-format.md: they cannot be)."""
+    malformed = await made_malformed(client, pool, redis_sync, topic)
+    before = ready_lengths(redis_sync, topic)
+    assert await face.replay(topic, "malformed") == (0, 2 * SHARDS)
+    assert await face.dead(topic, "malformed") == malformed  # they stay
+    assert ready_lengths(redis_sync, topic) == before  # nothing went back to the streams
+
+
+async def test_a_malformed_dead_letter_named_is_refused_by_every_face(
+    client: AsyncClient,
+    pool: Workers,
+    served: Served,
+    redis_url: str,
+    redis_sync: redis.Redis,
+    topic: str,
+) -> None:
+    """Bug: a malformed dead letter named by its ref was replayed (and died again); the
+    console offered a replay button on its row."""
+    malformed = await made_malformed(client, pool, redis_sync, topic)
+    ref = sorted(malformed)[0]
+    with pytest.raises(InvalidArgumentError, match="malformed") as info:
+        await client.replay(topic, [ref])
+    assert info.value.parameter == "refs"
+    sync_client = Client.from_url(redis_url)
+    with sync_client, pytest.raises(InvalidArgumentError, match="malformed"):
+        await asyncio.to_thread(sync_client.replay, topic, [ref])
+    got = await served.call("POST", f"/v1/topics/{topic}/dead/replay", {"refs": [ref]})
+    assert_problem(got, 422, "refs")
+    done = await asyncio.to_thread(
+        run_wheelq, "dlq", "replay", topic, ref, "--redis-url", redis_url
+    )
+    assert done.returncode == 2 and "malformed" in done.stderr, done
+    html, _ = await get(served, f"/ui/topics/{topic}/dead")
+    rows = re.findall(r'<tr data-ref="([^"]+)">(.*?)</tr>', html, re.DOTALL)
+    assert {r for r, _ in rows} == malformed
+    assert all("/replay" not in row for _, row in rows), "a replay button on a malformed row"
+    assert {d.ref for d in await client.dead_letters(topic, 1000)} == malformed

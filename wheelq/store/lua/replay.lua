@@ -1,8 +1,8 @@
 --[[ replay.lua — run dead letters again: append each to the ready stream as a first attempt,
 due now, for the group it failed in, and remove it from the dead-letter stream.
 Entries are fired by wq_fire, the helper emit_due fires through, so a replayed entry has the
-fields of an emitted one. An entry that does not name a job and its payload (a malformed one)
-cannot be replayed and is left where it is. Under the topic's max_ready (KEYS[5]) only as
+fields of an emitted one. A malformed dead letter (reason 'malformed', or an entry that does
+not name a job and its payload) cannot be replayed and is left where it is. Under the topic's max_ready (KEYS[5]) only as
 many as the stream has room for are replayed; the others stay dead letters, counted as held.
 KEYS[1]  {T:s}:dead      STREAM  dead letters
 KEYS[2]  {T:s}:ready     STREAM  fired jobs
@@ -30,9 +30,10 @@ for i = 2, #ARGV do
   local found = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])[1]
   if found then
     local f = wq_fields(found[2])
-    if f['id'] and f['payload'] and room and room <= 0 then
+    local replayable = f['id'] and f['payload'] and f['reason'] ~= 'malformed'
+    if replayable and room and room <= 0 then
       out[3] = out[3] + 1
-    elseif f['id'] and f['payload'] then
+    elseif replayable then
       if room then
         room = room - 1
       end
