@@ -158,13 +158,17 @@ async def workers(redis_url: str, topic: str, client: AsyncClient) -> AsyncItera
 
 
 @pytest.fixture
-async def scheduler(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Scheduler]:
-    """A scheduler node leading every shard: retries go back through the sorted set."""
+async def scheduler(
+    request: pytest.FixtureRequest, redis_url: str, topic: str, client: AsyncClient
+) -> AsyncIterator[Scheduler]:
+    """A scheduler node leading every shard (the test module's ``SHARDS``, as `client` made
+    the topic with): retries go back through the sorted set."""
     node = Scheduler.from_url(redis_url, [topic], **SCHEDULER)
+    shards = getattr(request.module, "SHARDS", SHARDS)
     await node.start()
     try:
         await eventually(
-            holds(lambda: len(node.leads) == SHARDS),
+            holds(lambda: len(node.leads) == shards),
             timeout_s=10,
             what="the scheduler to lead every shard",
         )

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
+from tests.integration import test_worker
 from tests.integration.test_web_dashboard import get
 from tests.support.cli import run_wheelq
 from tests.support.consumers import PullConsumer, WorkerConsumer
@@ -23,7 +24,7 @@ from tests.support.faces import Face, having
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
 from tests.support.workers import Workers
-from wheelq import AsyncClient, Client, InvalidArgumentError
+from wheelq import AsyncClient, Client, Flow, InvalidArgumentError, Job, Scheduler
 from wheelq.core.job import Field
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.cluster_too
 
 SHARDS = 2
 JOBS = 2
+scheduler = test_worker.scheduler  # retries and key deferrals come back through it
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 @pytest.fixture
@@ -87,6 +90,61 @@ async def test_dead_letters_are_listed_replayed_and_purged_by_reason_through_eve
     assert await face.purge(topic, "failed") == 2 * JOBS
     stats = await client.stats(topic)
     assert stats is not None and stats.dead == 0
+
+
+@pytest.mark.parametrize("face", having("replay"), indirect=True)
+async def test_a_replayed_keyed_job_keeps_its_entry_and_waits_for_its_key_through_every_face(
+    face: Face, client: AsyncClient, pool: Workers, scheduler: Scheduler, topic: str
+) -> None:
+    """Bug: replay.lua rebuilt the job's envelope field by field and left out its key and
+    ordered flag: the replayed job ran beside its key's running job, as a keyless one."""
+    hold = asyncio.Event()
+    seen: list[Job] = []
+
+    async def handle(job: Job) -> None:
+        seen.append(job)
+        if job.payload == "hold":
+            await hold.wait()
+        elif not hold.is_set():
+            raise RuntimeError("fails until the key's other job is let go")
+
+    worker = await pool.start(handle, group="keyed", flow=Flow(key_concurrency=1))
+    gate = worker.lanes[0].in_flight.gate
+    assert gate is not None
+    job_id = await client.enqueue(
+        topic, "once", traceparent=TRACEPARENT, max_attempts=2, key="customer-1", ordered=True
+    )
+
+    async def dead() -> bool:
+        return len(await client.dead_letters(topic, 10)) == 1
+
+    await eventually(dead, timeout_s=15, what="the keyed job's dead letter")
+    await client.enqueue(topic, "hold", key="customer-1", ordered=True)
+
+    async def holding() -> bool:
+        return any(j.payload == "hold" for j in seen)
+
+    await eventually(holding, timeout_s=15, what="the key's other job running")
+    deferred = gate.deferred
+    assert await face.replay(topic, "failed") == (1, 0)
+
+    def runs() -> list[Job]:
+        return [j for j in seen if j.id == job_id]
+
+    async def waited_or_ran() -> bool:
+        return gate.deferred > deferred or len(runs()) > 2
+
+    await eventually(waited_or_ran, timeout_s=15, what="the replayed job read")
+    assert len(runs()) == 2, "the replayed job ran while its key's other job held the key"
+    hold.set()
+
+    async def replayed() -> bool:
+        return len(runs()) == 3
+
+    await eventually(replayed, timeout_s=15, what="the replayed job run once the key is free")
+    job = runs()[-1]
+    fired = (job.key, job.ordered, job.traceparent, job.max_attempts, job.attempt, job.group)
+    assert fired == ("customer-1", True, TRACEPARENT, 2, 1, "keyed")
 
 
 async def test_the_filtered_dead_letter_page_offers_only_actions_that_keep_its_filter(

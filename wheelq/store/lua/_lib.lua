@@ -272,6 +272,26 @@ local function wq_event(kind, id, group, attempt)
   end
 end
 
+-- The envelope of a first attempt of the job a ready-stream entry (or a dead letter, whose
+-- fields begin with its entry's) was fired as: wq_fire_entry's inverse, read by the same rows,
+-- so firing it writes every optional field the entry had (a field added there comes back
+-- too). Slot 7 (the job id) stays '': the caller fires it under the entry's id. `group`:
+-- the group it is meant for ('' or nil: every group).
+local function wq_entry_envelope(f, group)
+  local env = {1, f['payload'], 1, f['max_attempts'] or '1', f['enqueued'] or '0', group or '', ''}
+  local rows = WQ_ENTRY_OPTIONAL
+  for i = 4, #rows, 3 do -- after 'group': the entry's own is not the group replayed for
+    local v, slot = f[rows[i]], rows[i + 1]
+    if v and v ~= '' then
+      for s = #env + 1, slot - 1 do -- every slot before the last set one filled (wq_fire_entry)
+        env[s] = ''
+      end
+      env[slot] = v
+    end
+  end
+  return env
+end
+
 -- Fire through wq_fire_entry and, while events are on, note the 'fired' event: into `fired`
 -- (a flat id, attempt table a loop passes to wq_events once) or, without it, at once.
 local function wq_fire(ready, topic, member, due, env, callbacks, fired)

@@ -1,7 +1,9 @@
 --[[ replay.lua — run dead letters again: append each to the ready stream as a first attempt,
 due now, for the group it failed in, and remove it from the dead-letter stream.
-Entries are fired by wq_fire, the helper emit_due fires through, so a replayed entry has the
-fields of an emitted one. A malformed dead letter (reason 'malformed', or an entry that does
+Entries are fired by wq_fire, the helper emit_due fires through, from the envelope
+wq_entry_envelope reads back from the dead letter's entry fields, so a replayed entry has the
+fields of an emitted one and every optional field the job's entry had (trace, callback, key,
+ordered: a replayed keyed job still runs in its key's order). A malformed dead letter (reason 'malformed', or an entry that does
 not name a job and its payload) cannot be replayed and is left where it is. Under the topic's max_ready (KEYS[5]) only as
 many as the stream has room for are replayed; the others stay dead letters, counted as held.
 KEYS[1]  {T:s}:dead      STREAM  dead letters
@@ -37,10 +39,8 @@ for i = 2, #ARGV do
       if room then
         room = room - 1
       end
-      -- as an envelope:
-      -- [version, payload, attempt, max_attempts, enqueued_ms, group, '', trace, callback]
-      local env = {1, f['payload'], 1, f['max_attempts'] or '1', f['enqueued'] or 0,
-        f['group'] or '', '', f['trace'], f['callback']}
+      -- the dead letter's 'group' (the one it failed in) comes after its entry's own
+      local env = wq_entry_envelope(f, f['group'])
       local added = wq_fire(KEYS[2], ARGV[1], f['id'], now, env, KEYS[6], fired)
       if type(added) == 'table' and added.err then
         wq_events('fired', nil, fired)
