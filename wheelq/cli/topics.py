@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli import events
@@ -27,7 +28,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     actions.add_parser(
         "list",
         parents=parents,
-        help="every topic: shards, pending, ready, in flight, in stream, dead (the default)",
+        help="every topic: shards, pending, ready, in flight, in stream, dead (the default; one "
+        "that cannot be read is marked unreadable)",
     ).set_defaults(func=list_topics)
     drop_help = "delete a topic and all its keys (refused with jobs pending)"
     drop = command(actions, "drop", parents, drop_help, drop_topic, "name")
@@ -82,11 +84,35 @@ def known_topic(client: Client, topic: str) -> Iterator[None]:
         raise CliError(str(exc)) from None
 
 
-def every_topic(client: Client) -> list[TopicStats]:
-    return [s for t in sorted(client.topics()) if (s := client.stats(t)) is not None]
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A topic Redis cannot read (a key of it holds another type): its row and why."""
+
+    topic: str
+    shards: int
+    error: str
+
+
+def every_topic(client: Client) -> list[TopicStats | Unreadable]:
+    """Each topic's stats, by name; one whose keys Redis cannot read is `Unreadable`, so it
+    hides none of the others (the console's topic list shows it the same way)."""
+    from redis.exceptions import ResponseError
+
+    out: list[TopicStats | Unreadable] = []
+    for topic, shards in sorted(client.topics().items()):
+        try:
+            found = client.stats(topic)
+        except ResponseError as exc:
+            out.append(Unreadable(topic, shards, f"{type(exc).__name__}: {exc}"))
+            continue
+        if found is not None:
+            out.append(found)
+    return out
 
 
 def list_topics(ctx: Context) -> int:
+    """Print a row per topic; one that cannot be read is a row of "?" marked unreadable,
+    and why on stderr (as ``wheelq schedule list`` does)."""
     with ctx.client() as client:
         found = every_topic(client)
     if not found:
@@ -96,12 +122,19 @@ def list_topics(ctx: Context) -> int:
     columns = ("PENDING", "READY", "IN_FLIGHT", "IN_STREAM", "DEAD")
     print(f"{'TOPIC':<{width}}  SHARDS  " + "  ".join(f"{c:>9}" for c in columns) + "  PAUSED")
     for s in found:
-        counts = (s.pending, s.ready, s.in_flight, s.in_stream, s.dead)
+        if isinstance(s, Unreadable):
+            shards, counts, paused = s.shards, ("?",) * len(columns), "unreadable"
+        else:
+            shards, paused = len(s.shards), paused_text(s)
+            counts = tuple(str(n) for n in (s.pending, s.ready, s.in_flight, s.in_stream, s.dead))
         print(
-            f"{s.topic:<{width}}  {len(s.shards):>6}  "
+            f"{s.topic:<{width}}  {shards:>6}  "
             + "  ".join(f"{n:>9}" for n in counts)
-            + f"  {paused_text(s)}"
+            + f"  {paused}"
         )
+    for s in found:
+        if isinstance(s, Unreadable):
+            print(f"topic {s.topic} cannot be read: {s.error}", file=sys.stderr)
     return 0
 
 
