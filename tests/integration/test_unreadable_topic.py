@@ -75,6 +75,24 @@ async def test_wheelq_topics_marks_an_unreadable_topic_and_lists_the_others(
     assert f"topic {b} cannot be read: ResponseError: WRONGTYPE" in done.stderr, done.stderr
 
 
+async def test_wheelq_stats_and_top_say_an_unreadable_topic_and_show_the_others(
+    redis_url: str, corrupt: str
+) -> None:
+    """Bug: as ``wheelq topics``: one wrong-typed key failed every topic's stats and top."""
+    a, b = f"{corrupt}-a", f"{corrupt}-b"
+    said = f"topic {b} cannot be read: ResponseError: WRONGTYPE"
+    for argv in (("stats",), ("stats", "--json")):
+        done = await asyncio.to_thread(run_wheelq, *argv, "--redis-url", redis_url)
+        assert done.returncode == 0 and said in done.stderr, done
+        assert a in done.stdout and b not in done.stdout, done.stdout
+    top = ("top", "--once", "--interval", "0.1", "--topics", f"{a},{b}")
+    done = await asyncio.to_thread(run_wheelq, *top, "--redis-url", redis_url)
+    assert done.returncode == 0, done.stderr
+    assert a in done.stdout and said in " ".join(done.stdout.split()), done.stdout
+    named = await asyncio.to_thread(run_wheelq, "stats", b, "--redis-url", redis_url)
+    assert named.returncode == 1 and said in named.stderr, named
+
+
 async def test_the_http_api_and_the_console_list_an_unreadable_topic_and_the_others(
     served: Served, corrupt: str
 ) -> None:

@@ -50,6 +50,12 @@ def no_such_topic(topic: str, names: list[str]) -> CliError:
     return CliError(f"no such topic {topic!r} ({known if names else 'there are no topics'})")
 
 
+def cannot_read(topic: str, exc: Exception) -> str:
+    """A topic Redis cannot read (a key of it holds another type), said as every listing of
+    topics says it: the topic is listed so, the others as usual."""
+    return f"topic {topic} cannot be read: {type(exc).__name__}: {exc}"
+
+
 def check_free(host: str, port: int) -> None:
     """Refuse, before anything starts, a port that cannot be listened on (one taken would
     pass another server's answers for the new one's): exit 1, suggesting ``--port``."""

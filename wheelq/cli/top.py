@@ -11,7 +11,14 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import Context, no_such_topic, split_topics, usage_error
+from wheelq.cli.context import (
+    CliError,
+    Context,
+    cannot_read,
+    no_such_topic,
+    split_topics,
+    usage_error,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,20 +46,47 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=top)
 
 
-def observe(client: Client, topics: list[str]) -> list[ShardObservation]:
+def observe(client: Client, topics: list[str]) -> tuple[list[ShardObservation], dict[str, str]]:
+    """What every shard of `topics` holds, read in one round, and the topics Redis cannot
+    read (a key of the wrong type), each with `cannot_read`'s line: when the round fails,
+    each topic is read on its own, so one such topic hides none of the others (the
+    console's topic list does the same)."""
+    from redis.exceptions import ResponseError
+
     from wheelq.core.keys import all_shards
     from wheelq.store import server
     from wheelq.store.executor import SyncExecutor, drive
     from wheelq.store.observe import observe_shards
 
     registry = client.topics()
-    shards = [keys for t in topics if t in registry for keys in all_shards(t, registry[t])]
+    names = [t for t in topics if t in registry]
     executor = SyncExecutor(client.redis)
     (now_ms,) = executor.run([server.server_time()])
-    return drive(
-        observe_shards(shards, int(now_ms)),
-        lambda calls: executor.run(calls, return_exceptions=True),
-    )
+
+    def read(some: list[str]) -> list[ShardObservation]:
+        shards = [keys for t in some for keys in all_shards(t, registry[t])]
+        return drive(
+            observe_shards(shards, int(now_ms)),
+            lambda calls: executor.run(calls, return_exceptions=True),
+        )
+
+    try:
+        return read(names), {}
+    except ResponseError:
+        pass
+    found: list[ShardObservation] = []
+    unreadable: dict[str, str] = {}
+    for topic in names:
+        try:
+            found.extend(read([topic]))
+        except ResponseError as exc:
+            unreadable[topic] = cannot_read(topic, exc)
+    return found, unreadable
+
+
+def say_unreadable(unreadable: dict[str, str]) -> None:
+    for said in unreadable.values():
+        print(said, file=sys.stderr)
 
 
 def pause_states(client: Client, found: list[ShardObservation]) -> dict[str, PauseState]:
@@ -70,22 +104,26 @@ def pause_states(client: Client, found: list[ShardObservation]) -> dict[str, Pau
 
 
 def stats(ctx: Context) -> int:
-    """Print a table per topic, a row per shard; exit 1 for an unknown topic."""
+    """Print a table per topic, a row per shard; exit 1 for an unknown topic, or for the
+    one asked for when it cannot be read (every topic: one that cannot be read is said on
+    stderr, the others printed)."""
     with ctx.client() as client:
         names = sorted(client.topics())
         if ctx.args.topic and ctx.args.topic not in names:
             raise no_such_topic(ctx.args.topic, names)
-        found = observe(client, [ctx.args.topic] if ctx.args.topic else names)
+        found, unreadable = observe(client, [ctx.args.topic] if ctx.args.topic else names)
+    if ctx.args.topic and unreadable:
+        raise CliError(unreadable[ctx.args.topic])
     if ctx.args.json:
         for o in found:
             print(json.dumps(_shard_dict(o)))
-        return 0
-    if not found:
+    elif found:
+        console = _console()
+        for topic in dict.fromkeys(o.topic for o in found):
+            console.print(_stats_table(topic, [o for o in found if o.topic == topic]))
+    elif not unreadable:
         print("no topics", file=sys.stderr)
-        return 0
-    console = _console()
-    for topic in dict.fromkeys(o.topic for o in found):
-        console.print(_stats_table(topic, [o for o in found if o.topic == topic]))
+    say_unreadable(unreadable)
     return 0
 
 
@@ -141,13 +179,18 @@ def top(ctx: Context) -> int:
     wanted = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
     console = _console()
     with ctx.client() as client:
+        unreadable: dict[str, str] = {}
 
         def frame() -> list[ShardObservation]:
             names = sorted(client.topics()) if wanted is None else wanted
-            return observe(client, names)
+            found, unreadable_now = observe(client, names)
+            unreadable.clear()
+            unreadable.update(unreadable_now)
+            return found
 
         def table(now: list[ShardObservation], before: Any) -> Table:
-            return _top_table(topic_rows(now, before), interval, pause_states(client, now))
+            rows = topic_rows(now, before)
+            return _top_table(rows, interval, pause_states(client, now), unreadable)
 
         previous = by_shard(frame())
         if ctx.args.once:
@@ -166,8 +209,12 @@ def top(ctx: Context) -> int:
 
 
 def _top_table(
-    rows: list[TopicRow], interval_s: float, paused: dict[str, PauseState] | None = None
+    rows: list[TopicRow],
+    interval_s: float,
+    paused: dict[str, PauseState] | None = None,
+    unreadable: dict[str, str] | None = None,
 ) -> Table:
+    """The frame's table; topics Redis cannot read (`unreadable`) in its caption."""
     from rich.table import Table
 
     table = Table(
@@ -191,7 +238,9 @@ def _top_table(
             _ms(r.lateness_p50_ms),
             _ms(r.lateness_p99_ms),
         )
-    if not rows:
+    if unreadable:
+        table.caption = "; ".join(unreadable.values())
+    elif not rows:
         table.caption = "no topics"
     return table
 

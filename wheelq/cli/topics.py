@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli import events
-from wheelq.cli.context import CliError, Context, command, no_such_topic, usage_error
+from wheelq.cli.context import (
+    CliError,
+    Context,
+    cannot_read,
+    command,
+    no_such_topic,
+    usage_error,
+)
 from wheelq.core.retry import Reason
 
 if TYPE_CHECKING:
@@ -86,7 +93,8 @@ def known_topic(client: Client, topic: str) -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
-    """A topic Redis cannot read (a key of it holds another type): its row and why."""
+    """A topic Redis cannot read (a key of it holds another type): its row and why
+    (`cannot_read`)."""
 
     topic: str
     shards: int
@@ -103,7 +111,7 @@ def every_topic(client: Client) -> list[TopicStats | Unreadable]:
         try:
             found = client.stats(topic)
         except ResponseError as exc:
-            out.append(Unreadable(topic, shards, f"{type(exc).__name__}: {exc}"))
+            out.append(Unreadable(topic, shards, cannot_read(topic, exc)))
             continue
         if found is not None:
             out.append(found)
@@ -134,7 +142,7 @@ def list_topics(ctx: Context) -> int:
         )
     for s in found:
         if isinstance(s, Unreadable):
-            print(f"topic {s.topic} cannot be read: {s.error}", file=sys.stderr)
+            print(s.error, file=sys.stderr)
     return 0
 
 
