@@ -6,11 +6,13 @@ field."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgpack
 import pytest
 import redis
 
-from tests.support.entries import add_ready, ready_fields
+from tests.support.entries import add_ready, dead_annotations, ready_fields
 from tests.support.scripts import Runner
 from wheelq.core.callback import Callback
 from wheelq.core.due import DueSpec
@@ -216,4 +218,28 @@ def test_an_emitted_entry_is_the_one_the_definition_builds(
     stream = keys.callbacks if "callback" in values else keys.ready
     [(_, written)] = redis_sync.xrange(stream)
     expected = ready_fields("member", topic=keys.topic, due_ms=due, envelope=envelope)
+    assert list(written.items()) == list(expected.items())
+
+
+@pytest.mark.parametrize("kinds", [(), *[(k,) for k in OPTIONAL], tuple(OPTIONAL)])
+def test_a_replayed_entry_is_its_first_attempt_for_the_group_it_failed_in(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, kinds: tuple[str, ...]
+) -> None:
+    """Bug: replay.lua spelled the envelope out by hand and left out key and ordered: a
+    replayed keyed job lost its key. The replay fires every optional field of the dead
+    letter's entry, as the definition builds it."""
+    values: dict[str, object] = {}
+    for kind in kinds:
+        values |= OPTIONAL[kind]
+    failed = Envelope(RAW_PAYLOAD, 4, 4, ENQUEUED_MS, **values)  # type: ignore[arg-type]
+    entry = ready_fields("j", topic=keys.topic, due_ms=1, envelope=failed)
+    dead_id = add_ready(redis_sync, keys.dead, entry | dead_annotations("failed", "boom", "1-0"))
+
+    assert run(dead_letters.replay(keys, [dead_id])) == (1, 0, [])
+
+    stream = keys.callbacks if "callback" in values else keys.ready
+    [(_, written)] = redis_sync.xrange(stream)
+    first = dataclasses.replace(failed, attempt=1, group="g")  # dead_annotations' group
+    due = written[Field.DUE].decode()
+    expected = ready_fields("j", topic=keys.topic, due_ms=due, envelope=first)
     assert list(written.items()) == list(expected.items())
