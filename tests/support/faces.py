@@ -458,7 +458,8 @@ class Http(Face):
         got: list[tuple[str, str | None, str | None]] = []
         url = f"{self.api.base}/v1/topics/{topic}/events"
         async with self.api.http.get(url, params={"since": "start"}) as r:
-            assert r.status == 200, await r.text()
+            if r.status != 200:
+                raise Refused(r.status, await r.text())
             async for raw in r.content:
                 line = raw.decode().strip()
                 if line.startswith("data: "):

@@ -294,8 +294,11 @@ class Client:
                 no worker could ever settle the job there (an `InvalidArgumentError`).
             JobFailedError: The job was dead-lettered in `group` (its `reason` and `error`
                 are the dead letter's), or cancelled.
+            UnknownTopicError: No such topic: raised at once.
+            UnknownJobError: Nothing is known of the job (never enqueued there, or its
+                history is past retention): raised at once, as HTTP's 404.
             ResultTimeoutError: It had not finished when `timeout` passed (also a
-                TimeoutError), or the topic does not exist.
+                TimeoutError).
         """
         return self._run(results.result(self._producer, topic, job_id, group, timeout))
 

@@ -33,15 +33,6 @@ def configure(producer: Producer, topic: str, config: EventsConfig) -> Op[Events
     return config
 
 
-def events_off(topic: str) -> str:
-    """Why `topic`'s events cannot be followed: it keeps none (the CLI's line, the HTTP 409's
-    detail)."""
-    return (
-        f"topic {topic!r} keeps no job events: turn them on first (`wheelq topics events "
-        f"{topic} --on`, POST /v1/topics/{topic}/events/on, or Client.set_events)"
-    )
-
-
 def config_of(producer: Producer, topic: str) -> Op[EventsConfig]:
     """The topic's events setting (off for a topic that does not exist)."""
     shards = yield from producer.shard_count(topic, create=False)

@@ -22,13 +22,13 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from wheelq.core.events import Event
-from wheelq.errors import UnknownTopicError
+from wheelq.errors import EventsOffError, UnknownTopicError
 from wheelq.producer import events as job_events
 from wheelq.runtime.outage import wait_for_either
 from wheelq.web import as_json
 from wheelq.web.event_streams import EventStreams
 from wheelq.web.models import EventsConfigModel, EventsOnIn, TopicPath
-from wheelq.web.problems import RESPONSES, ProblemError
+from wheelq.web.problems import RESPONSES
 from wheelq.web.service import json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
@@ -81,9 +81,7 @@ async def events(
     if shards is None:
         raise UnknownTopicError(topic)
     if not (await svc.client.events_config(topic)).enabled:
-        raise ProblemError(
-            409, "events-off", "Events off", job_events.events_off(topic), field="topic"
-        )
+        raise EventsOffError(topic)
     start = last_event_id or since
     streams: EventStreams = svc.event_streams
     held = streams.reader(shards)

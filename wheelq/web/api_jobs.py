@@ -24,6 +24,7 @@ from wheelq.errors import (
     ResultTimeoutError,
     TopicFullError,
     UnknownGroupError,
+    UnknownJobError,
 )
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import wall_ms
@@ -181,9 +182,7 @@ async def job_result(
         raise ProblemError(409, "job-failed", "Job failed", str(exc)) from None
     except UnknownGroupError as exc:
         raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
-    except ResultTimeoutError as exc:
-        if exc.state == JobState.UNKNOWN:
-            raise _unknown(topic, job_id) from None
+    except ResultTimeoutError as exc:  # (UnknownJobError: 404, as `problem_of` says)
         return json_response({**answer, "state": exc.state, "result": None}, 202)
     return json_response({**answer, "state": JobState.SUCCEEDED, "result": jsonable(value)})
 
@@ -256,13 +255,9 @@ async def _not_pending(svc: WebService, topic: str, job_id: str, what: str) -> P
 
 
 def _unknown(topic: str, job_id: str) -> ProblemError:
-    return ProblemError(
-        404,
-        "not-found",
-        "Not found",
-        f"nothing is known of job {job_id!r} on topic {topic!r} (never enqueued there, or "
-        "its history is past retention)",
-    )
+    problem = problem_of(UnknownJobError(topic, job_id))  # the same 404 as result()'s
+    assert problem is not None
+    return problem
 
 
 ROUTE = "/v1/topics/{topic}/jobs"
