@@ -189,6 +189,9 @@ class AsyncClient:
     async def topics(self) -> dict[str, int]:
         return await self._run(self._producer.topics())
 
+    async def shards(self, topic: str) -> int | None:
+        return await self._run(self._producer.shard_count(topic, create=False))
+
     async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
         return await self._run(self._producer.drop_topic(topic, force))
 
@@ -244,7 +247,8 @@ class AsyncClient:
             InvalidArgumentError: `since` or `block_ms` (10-60,000) is not valid.
         """
         shards = await self._run(self._producer.shard_count(topic, create=False))
-        if shards is not None and not (await self.events_config(topic)).enabled:
+        job_events.validated(topic, shards, since, block_ms)  # bad arguments first
+        if not (await self.events_config(topic)).enabled:
             raise EventsOffError(topic)  # else it would wait for ever, silently
         follow = job_events.follow(self._executor, topic, shards, since, block_ms)
         async with contextlib.aclosing(follow) as events:  # closed with this one, not at GC

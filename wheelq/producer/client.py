@@ -315,6 +315,11 @@ class Client:
         """Every topic with its shard count (`TopicConfigError` for a bad registry entry)."""
         return self._run(self._producer.topics())
 
+    def shards(self, topic: str) -> int | None:
+        """The topic's shard count; None when there is no such topic (it creates none).
+        Known once, it is not looked up again."""
+        return self._run(self._producer.shard_count(topic, create=False))
+
     def drop_topic(self, topic: str, *, force: bool = False) -> bool:
         """Delete every key of a topic; False when it does not exist. Stop its workers first.
 
@@ -412,7 +417,7 @@ class Client:
         return self._run(job_events.configure(self._producer, topic, config))
 
     def events_config(self, topic: str) -> EventsConfig:
-        """The topic's events setting (off for a topic that does not exist)."""
+        """The topic's events setting (`UnknownTopicError` for a topic that does not exist)."""
         return self._run(job_events.config_of(self._producer, topic))
 
     def stats(self, topic: str) -> TopicStats | None:
@@ -449,6 +454,9 @@ class Client:
             group: Only those of this consumer group.
             scan_limit: With a filter, read through at most this many dead letters (None:
                 as many as it takes); the page then ends early, and its `next` goes on.
+
+        Raises:
+            UnknownTopicError: No such topic (as `replay` and `purge_dead`).
         """
         match = dl.DeadFilter.of(reason, group)
         return self._run(dl.dead_letters(self._producer, topic, limit, after, match, scan_limit))
@@ -467,6 +475,7 @@ class Client:
         and those whose payload nests past 100 levels, cannot be and stay).
 
         Raises:
+            UnknownTopicError: No such topic.
             InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic, a filter is
                 not valid, or refs and a filter are both given.
             PayloadTooDeepError: A dead letter named in `refs` has a payload nested past
@@ -502,7 +511,7 @@ class Client:
         return self._run(self._producer.set_limits(topic, max_pending, max_ready))
 
     def limits(self, topic: str) -> TopicLimits:
-        """The topic's limits (no limits for an unknown topic)."""
+        """The topic's limits (`UnknownTopicError` for an unknown topic)."""
         return self._run(self._producer.limits(topic))
 
     def schedule(

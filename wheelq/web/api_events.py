@@ -29,7 +29,7 @@ from wheelq.web import as_json
 from wheelq.web.event_streams import EventStreams
 from wheelq.web.models import EventsConfigModel, EventsOnIn, TopicPath
 from wheelq.web.problems import RESPONSES
-from wheelq.web.service import json_response, service
+from wheelq.web.service import any_topic, json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
 
@@ -114,6 +114,7 @@ async def events_config(topic: TopicPath, request: Request) -> Response:
 
 
 @router.post("/{topic}/events/on", response_model=EventsConfigModel)
+@any_topic
 async def events_on(topic: TopicPath, request: Request, body: EventsOnIn | None = None) -> Response:
     """Turn the topic's job events on (the topic is created if new): from then on each shard
     keeps a stream of what happens to its jobs, about `max_len` events for at most

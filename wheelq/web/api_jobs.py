@@ -50,7 +50,7 @@ from wheelq.web.problems import (
     problem_of,
     validation_problem,
 )
-from wheelq.web.service import WebService, json_bytes, json_response, service
+from wheelq.web.service import WebService, any_topic, json_bytes, json_response, service
 
 router = APIRouter(prefix="/v1/topics/{topic}/jobs", tags=["jobs"], responses=RESPONSES)
 
@@ -81,6 +81,7 @@ def due_ms(svc: WebService, item: EnqueueItem) -> int:
 
 
 @router.post("", status_code=201, response_model=Enqueued)
+@any_topic
 async def enqueue(topic: TopicPath, job: JobIn, request: Request) -> Response:
     """Enqueue one job; 409 when a job of that `id` is pending (unless `replace`)."""
     svc = service(request)
@@ -99,6 +100,7 @@ async def enqueue_one(svc: WebService, topic: str, job: JobIn) -> tuple[dict[str
 
 
 @router.post("/batch", response_model=BatchOut)
+@any_topic
 async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> Response:
     """Enqueue jobs together; each result has its own `status` (201, or 409 for an `id`
     that is pending). A bad job refuses the whole batch (422 naming ``jobs[i].field``)."""
@@ -190,6 +192,7 @@ async def job_result(
 @router.api_route(
     "/{job_id:path}/result", methods=["DELETE", "PATCH", "POST", "PUT"], include_in_schema=False
 )
+@any_topic
 async def job_result_only_read(request: Request) -> Response:
     """A result is only read: 405, not the job routes' answer for an id ending in /result."""
     raise ProblemError(

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
@@ -34,7 +34,7 @@ from wheelq.web import (
     ui_actions,
 )
 from wheelq.web.problems import problem_response
-from wheelq.web.service import WebService, json_response
+from wheelq.web.service import WebService, json_response, known_topic
 
 DESCRIPTION = """\
 Delayed jobs on Redis that fire on time, over HTTP: enqueue with a delay or an absolute
@@ -64,6 +64,7 @@ def create_app(service: WebService) -> FastAPI:
         responses=problems.RESPONSES,
         static_url="/docs/static",
         swagger_ui_parameters={"validatorUrl": None},
+        dependencies=[Depends(known_topic)],  # 404 for an unknown topic, on every route
     )
     app.state.service = service
     problems.install(app, page=ui.error_page)
