@@ -45,7 +45,7 @@ from markupsafe import Markup
 from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
-from wheelq.core.history import JobState
+from wheelq.core.history import JobState, payload_gone
 from wheelq.core.job import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
@@ -698,6 +698,7 @@ async def job_page(topic: str, job_id: str, request: Request, done: Done = None)
         job_id=job_id,
         info=info,
         payload=payload,
+        gone=payload_gone(info),
         flash=flash(done),
     )
 
