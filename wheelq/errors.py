@@ -9,6 +9,7 @@ WheelqError
 │   ├── InvalidJobIdError                   job_id empty, too long or with forbidden characters
 │   ├── UnknownTopicError                   no topic of that name (pull, pause, resume)
 │   ├── UnknownGroupError                   no consumer group of that name (pull, pause, result)
+│   ├── UnknownJobError                     nothing is known of that job id (result)
 │   ├── PayloadTooLargeError                encoded payload over the configured limit
 │   ├── PayloadTooDeepError                 payload nested deeper than MAX_PAYLOAD_DEPTH levels
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)
@@ -31,6 +32,7 @@ WheelqError
 │   ├── ResultTooLargeError                 its msgpack encoding is over result_max_bytes
 │   └── ResultTypeError (also TypeError)    msgpack cannot serialise it
 ├── JobFailedError                          result(): the job was dead-lettered or cancelled
+├── EventsOffError                          events(): the topic keeps no job events to follow
 ├── ResultTimeoutError (also TimeoutError)  result(): the job did not finish within the timeout
 ├── RedisUnavailableError                   redis unreachable or unable to take writes now
 ├── SpoolError                              a producer spool file cannot be used
@@ -95,6 +97,20 @@ class UnknownGroupError(InvalidArgumentError):
         )
         self.topic = topic
         self.group = group
+
+
+class UnknownJobError(InvalidArgumentError):
+    """Nothing is known of the job: never enqueued on the topic, or its history is past
+    retention (`result()` says so at once rather than wait for an outcome that cannot come)."""
+
+    def __init__(self, topic: str, job_id: str) -> None:
+        super().__init__(
+            "job_id",
+            f"nothing is known of job {job_id!r} on topic {topic!r} (never enqueued there, "
+            "or its history is past retention)",
+        )
+        self.topic = topic
+        self.job_id = job_id
 
 
 class PayloadTooLargeError(InvalidArgumentError):
@@ -336,6 +352,17 @@ class JobFailedError(WheelqError):
         super().__init__(f"job {job_id!r} of topic {topic!r} is {state} in group {group!r}{why}")
         self.topic, self.job_id, self.group, self.state = topic, job_id, group, state
         self.reason, self.error, self.dead_entry_id = reason, error, dead_entry_id
+
+
+class EventsOffError(WheelqError):
+    """`events()` of a topic that keeps no job events: it would wait for ever (`topic`)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(
+            f"topic {topic!r} keeps no job events: turn them on first (`wheelq topics events "
+            f"{topic} --on`, POST /v1/topics/{topic}/events/on, or Client.set_events)"
+        )
+        self.topic = topic
 
 
 class ResultTimeoutError(WheelqError, TimeoutError):

@@ -64,6 +64,7 @@ def test_a_batch_into_a_full_topic_names_what_was_refused_and_writes_none_of_it(
 
 def test_limits_out_of_range_are_refused_naming_the_parameter(redis_url: str, topic: str) -> None:
     with Client.from_url(redis_url) as c:
+        c.create_topic(topic)
         for bad in (
             {"max_pending": 0},
             {"max_ready": -1},

@@ -14,8 +14,10 @@ import redis.asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration import test_worker
+from tests.integration.test_web_dashboard import get
 from tests.integration.test_worker import FAST
 from tests.support.callback_server import Reply, ScriptedServer, free_port
+from tests.support.cli import run_wheelq
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, until
 from tests.support.web import serving
@@ -23,6 +25,7 @@ from wheelq import AsyncClient, JobState, Scheduler, Worker
 from wheelq.callbacks import verify
 from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import Deliveries, delivery_worker
+from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import CallbackSettings, WorkerSettings
 from wheelq.embedded import ServerBinary
 from wheelq.runtime.clock import wall_ms
@@ -321,3 +324,39 @@ async def _deliver_new_topic(
         parts = [(s.labels["role"], s.labels["part"]) for s in family.samples]
         assert len(parts) == len(set(parts))
         assert {("serve", "clock"), ("serve", "sampler"), ("worker", "reader")} <= set(parts)
+
+
+async def test_callback_jobs_waiting_show_in_the_stats_of_every_face(
+    delivery: Delivery, redis_url: str
+) -> None:
+    """Issue 43: with the topic paused and 3 callback jobs fired and waiting, the stats of
+    every face said pending, ready and in stream 0 (only PAUSED said all): the callbacks
+    stream's backlog now counts as ready and in stream, as a consumer group's does."""
+    topic, client = delivery.topic, delivery.client
+    await client.pause(topic)  # first: a deliverer reads nothing of a paused topic
+    await delivery.start()
+    url = delivery.route("/hook", lambda n: Reply(200))
+    await delivery.enqueue(url, [1, 2, 3])
+    shards = (await client.topics())[topic]
+    streams = [ShardKeys(topic, shard).callbacks for shard in range(shards)]
+
+    async def fired() -> bool:
+        return sum([await delivery.r.xlen(s) for s in streams]) == 3
+
+    await eventually(fired, timeout_s=20, what="the 3 callback jobs fired")
+    stats = await client.stats(topic)
+    assert stats is not None, topic
+    assert (stats.pending, stats.ready + stats.in_flight, stats.in_stream) == (0, 3, 3), stats
+    (row,) = [
+        line.split()
+        for line in run_wheelq("topics", "--redis-url", redis_url).stdout.splitlines()
+        if line.split()[:1] == [topic]
+    ]
+    pending, ready, in_flight, in_stream = map(int, row[2:6])
+    assert (pending, ready + in_flight, in_stream, row[-1]) == (0, 3, 3, "all"), row
+    async with serving(redis_url) as api:
+        status, body, _ = await api.call("GET", f"/v1/topics/{topic}")
+        assert (status, body["ready"] + body["in_flight"], body["in_stream"]) == (200, 3, 3), body
+        ids = (await get(api, f"/ui/topics/{topic}"))[1].ids
+        shown = int(ids["total-ready"]) + int(ids["total-in-flight"])
+        assert (shown, ids["total-in-stream"]) == (3, "3"), ids

@@ -154,3 +154,21 @@ def test_an_empty_metrics_host_is_a_usage_error(tmp_path: Path, redis_url: str, 
         "--metrics-port", str(free_port()), "--metrics-host", "", cwd=tmp_path,
     )  # fmt: skip
     assert_one_line_error(done, 2, "metrics_host must be an address or host name, got ''")
+
+
+@pytest.mark.parametrize("role", ["worker", "scheduler"])
+def test_a_metrics_port_taken_is_one_line_naming_the_option(
+    tmp_path: Path, redis_url: str, topic: str, role: str
+) -> None:
+    """Issue 43: it said "[Errno 98] ... Address already in use" and no way out."""
+    (tmp_path / "handlers.py").write_text("def handle(job):\n    pass\n")
+    given = ["handlers:handle", "--topic", topic] if role == "worker" else ["--topics", topic]
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_wheelq(
+            role, *given, "--redis-url", redis_url, "--metrics-port", str(port), cwd=tmp_path
+        )
+    assert_one_line_error(done, 1, f"wheelq {role}: ", "(pick another port with --metrics-port)")
+    assert "Errno" not in done.stderr, done.stderr

@@ -363,6 +363,7 @@ async def test_a_result_of_a_group_that_does_not_exist_is_404_at_once(
     "query", ["wait_ms=-1", "wait_ms=30001", "wait_ms=abc", "wait_ms=1.5", "group="]
 )
 async def test_a_bad_result_query_is_422_naming_it(api: Served, topic: str, query: str) -> None:
+    await api.service.client.create_topic(topic)  # else: 404, no such topic
     got = await api.call("GET", f"/v1/topics/{topic}/jobs/x/result?{query}")
     assert_problem(got, 422, query.split("=", maxsplit=1)[0])
 
@@ -415,6 +416,8 @@ async def test_pause_and_resume_answer_what_is_paused_and_refuse_bad_names(
 
 async def test_limits_are_read_and_set_and_bad_ones_change_nothing(api: Served, topic: str) -> None:
     path = f"/v1/topics/{topic}/limits"
+    assert_problem(await api.call("GET", path), 404, "topic")  # no such topic yet
+    await api.service.client.create_topic(topic)
     status, body, _ = await api.call("GET", path)
     assert (status, body) == (200, {"topic": topic, "max_pending": None, "max_ready": None})
     status, body, _ = await api.call("PUT", path, {"max_pending": 10, "max_ready": 5})

@@ -29,6 +29,8 @@ from wheelq import (
     JobState,
     ResultTimeoutError,
     UnknownGroupError,
+    UnknownJobError,
+    UnknownTopicError,
 )
 from wheelq.core.history import SEPARATOR, unpack_record
 from wheelq.core.keys import ShardKeys, shard_of
@@ -226,8 +228,6 @@ async def test_result_times_out_cleanly(
     assert 0 < await redis_async.pttl(keys.waiters) <= 61_000, "a wait leaves nothing forever"
     with pytest.raises(ResultTimeoutError):
         await client.result(topic, job_id, timeout=0)  # looks only
-    with pytest.raises(ResultTimeoutError):
-        await client.result("no-such-topic-here", job_id, timeout=1)
 
 
 @pytest.mark.parametrize(
@@ -439,3 +439,37 @@ def test_the_sync_client_raises_at_once_for_a_group_that_does_not_exist(
         job_id = c.enqueue(topic, 1, delay=3600)
         with pytest.raises(UnknownGroupError):
             c.result(topic, job_id, group="nope", timeout=10)
+
+
+async def test_result_of_an_unknown_topic_or_job_raises_at_once_in_every_face(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    """Issue 43: an unknown topic raised ResultTimeoutError "after timeout=5 s" at once, and
+    an unknown job of a known group waited out the whole timeout (HTTP: 404). Now each says
+    what is unknown, at once, in the async and sync library and over HTTP."""
+    await client.create_topic(topic, SHARDS)
+    await client.create_group(topic, "default")
+    asked = (
+        ("no-such-topic-here", "abc", UnknownTopicError),
+        (topic, "nosuchjob", UnknownJobError),
+    )
+
+    def sync_result(on: str, job_id: str) -> Any:
+        with Client.from_url(redis_url) as sync_client:
+            return sync_client.result(on, job_id, timeout=60)
+
+    for on, job_id, error in asked:
+        with pytest.raises(error) as raised:
+            await asyncio.wait_for(client.result(on, job_id, timeout=60), WOKEN_S)
+        assert "timeout" not in str(raised.value) and repr(job_id if on == topic else on) in str(
+            raised.value
+        ), raised.value
+        with pytest.raises(error):
+            await asyncio.wait_for(asyncio.to_thread(sync_result, on, job_id), WOKEN_S)
+    async with serving(redis_url) as api:
+        for on, job_id, _ in asked:
+            path = f"/v1/topics/{on}/jobs/{job_id}/result"
+            got = await asyncio.wait_for(
+                api.call("GET", path, params={"wait_ms": "20000"}), WOKEN_S
+            )
+            assert got[0] == 404, got

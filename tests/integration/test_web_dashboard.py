@@ -748,6 +748,6 @@ async def test_in_a_browser_without_internet_the_api_docs_render(
     await page.wait_for_selector(title, timeout=15_000)
     assert (await page.inner_text(title)).startswith("wheelq")
     assert await page.get_by_text("/v1/topics/{topic}/jobs/batch").count() >= 1
-    # ReDoc asks its own site for one decorative image (the "API docs by Redocly" logo).
-    decorative = [(kind, url) for kind, url in elsewhere if path == "/redoc" and kind == "image"]
-    assert elsewhere == decorative
+    # Nothing of another host: ReDoc's bundle asked its own site for its side bar's logo
+    # (issue 43); the service serves it with that URL taken out.
+    assert elsewhere == []

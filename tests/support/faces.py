@@ -91,6 +91,10 @@ class Face:
     async def cancel(self, topic: str, job_id: str) -> None:
         raise Unsupported
 
+    async def payload_known(self, topic: str, job_id: str) -> bool:
+        """Whether the face shows the job's payload (not "not kept" / unknown)."""
+        raise Unsupported
+
     async def reschedule(self, topic: str, job_id: str, delay_s: int) -> None:
         raise Unsupported
 
@@ -176,6 +180,9 @@ class Library(Face):
 
     async def cancel(self, topic: str, job_id: str) -> None:
         assert await self.client.cancel(topic, job_id)
+
+    async def payload_known(self, topic: str, job_id: str) -> bool:
+        return bool((await self.client.get(topic, job_id)).payload_kept)
 
     async def reschedule(self, topic: str, job_id: str, delay_s: int) -> None:
         assert await self.client.reschedule(topic, job_id, delay=timedelta(seconds=delay_s))
@@ -298,6 +305,12 @@ class Cli(Face):
     async def cancel(self, topic: str, job_id: str) -> None:
         await self.run("cancel", topic, job_id)
 
+    async def payload_known(self, topic: str, job_id: str) -> bool:
+        shown = json.loads(await self.run("job", topic, job_id, "--json"))
+        text = await self.run("job", topic, job_id)
+        assert ("not kept" in text) is not shown["payload_kept"], text
+        return bool(shown["payload_kept"])
+
     async def reschedule(self, topic: str, job_id: str, delay_s: int) -> None:
         await self.run("reschedule", topic, job_id, "--delay", str(delay_s))
 
@@ -418,6 +431,9 @@ class Http(Face):
     async def cancel(self, topic: str, job_id: str) -> None:
         await self.call("DELETE", f"{topic}/jobs/{job_id}", status=204)
 
+    async def payload_known(self, topic: str, job_id: str) -> bool:
+        return bool((await self.call("GET", f"{topic}/jobs/{job_id}"))["payload_kept"])
+
     async def reschedule(self, topic: str, job_id: str, delay_s: int) -> None:
         await self.call("PATCH", f"{topic}/jobs/{job_id}", {"delay_ms": delay_s * 1000})
 
@@ -464,7 +480,8 @@ class Http(Face):
         got: list[tuple[str, str | None, str | None]] = []
         url = f"{self.api.base}/v1/topics/{topic}/events"
         async with self.api.http.get(url, params={"since": "start"}) as r:
-            assert r.status == 200, await r.text()
+            if r.status != 200:
+                raise Refused(r.status, await r.text())
             async for raw in r.content:
                 line = raw.decode().strip()
                 if line.startswith("data: "):
@@ -518,6 +535,11 @@ class Console(Face):
 
     async def cancel(self, topic: str, job_id: str) -> None:
         await self.form(f"{topic}/job/cancel", [("id", job_id), ("confirm", "1")])
+
+    async def payload_known(self, topic: str, job_id: str) -> bool:
+        ids = (await self.page(f"/topics/{topic}/jobs/{job_id}")).ids
+        assert ("payload" in ids) is not ("payload-gone" in ids), ids
+        return "payload" in ids
 
     async def reschedule(self, topic: str, job_id: str, delay_s: int) -> None:
         await self.form(f"{topic}/job/move", [("id", job_id), ("delay_s", str(delay_s))])

@@ -86,6 +86,23 @@ async def test_entries_taken_by_another_worker_while_held_are_logged(
     assert any("1 entries of t shard 0 were taken over" in r.getMessage() for r in caplog.records)
 
 
+async def test_an_entry_taken_over_is_logged_once_however_many_touches_follow(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 43: a stalled worker logged the same take-over at each keep-alive (3 times in
+    1.3 s) while its handler ran on; once per take-over, and again for a new one."""
+    k = Keeper()
+    k.executor.answer("touch", lambda call: ["2-0"])
+    for _ in range(3):
+        await k.keeper.keep_alive()
+    told = [r for r in caplog.records if "were taken over" in r.getMessage()]
+    assert len(told) == 1, [r.getMessage() for r in told]
+    k.executor.answer("touch", lambda call: ["1-0", "2-0"])
+    await k.keeper.keep_alive()
+    told = [r.getMessage() for r in caplog.records if "were taken over" in r.getMessage()]
+    assert len(told) == 2 and told[-1].startswith("1 entries"), told
+
+
 async def test_take_over_claims_into_free_slots_and_counts_dead_letters() -> None:
     k = Keeper(shards=2, free=3)
     k.held = {}

@@ -162,6 +162,8 @@ def _first_line(text: str | None) -> str:
 
 def render(info: JobInfo) -> str:
     """The JobInfo as aligned lines (only the fields its state has)."""
+    from wheelq.core.history import JobState, payload_gone
+
     rows: list[tuple[str, str]] = [("job", f"{info.id} on {info.topic}"), ("state", info.state)]
     if info.due_ms is not None:
         rows.append(("due", utc_text(info.due_ms)))
@@ -173,8 +175,10 @@ def render(info: JobInfo) -> str:
         rows.append(("cancelled", utc_text(info.cancelled_ms)))
     if info.last_error:
         rows.append(("last error", _first_line(info.last_error)))
-    if info.payload is not None:
+    if info.payload_kept:
         rows.append(("payload", json.dumps(jsonable(info.payload))[:200]))
+    elif info.state is not JobState.UNKNOWN:
+        rows.append(("payload", payload_gone(info)))
     rows += [(f"group {g.group}", _group(g)) for g in info.groups]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.util
 import logging
@@ -90,12 +91,18 @@ def metrics_beside(node: Any, section: str, port: object, host: object) -> Any:
 
     @asynccontextmanager
     async def serving() -> AsyncIterator[MetricsServer]:
-        async with MetricsServer(
-            node, port=cast(int, port), host=host or EVERY_INTERFACE
-        ) as server:
+        server = MetricsServer(node, port=cast(int, port), host=host or EVERY_INTERFACE)
+        try:
+            await server.start()
+        except OSError as exc:  # one line, no "[Errno 98]"; a taken port: say the way out
+            taken = " (pick another port with --metrics-port)" * (exc.errno == errno.EADDRINUSE)
+            raise CliError(f"{exc.strerror or exc}{taken}") from exc
+        try:
             where = " (every interface; --metrics-host narrows it)" * server.every_interface
             log.info("serving metrics on %s%s", server.url, where)
             yield server
+        finally:
+            await server.stop()
 
     return serving
 

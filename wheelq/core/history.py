@@ -91,7 +91,8 @@ class JobInfo:
     enqueued_ms: int | None = None
     """When the attempt shown was written (writer's clock); None once its entry is trimmed."""
     payload: Any = None
-    """Pending, or fired while its entry is in the stream (None once trimmed)."""
+    """Pending, or fired while its entry is in the stream; None when not kept (see
+    `payload_kept`)."""
     entry_id: str | None = None
     """Fired: its latest stream entry."""
     fired_ms: int | None = None
@@ -100,6 +101,18 @@ class JobInfo:
     last_error: str | None = None
     """The failed attempt's error (RETRYING, a later attempt RUNNING, a cancelled retry)."""
     groups: tuple[GroupInfo, ...] = field(default=())
+    payload_kept: bool = False
+    """Whether `payload` is the job's: False when it is not known (cancelled before it
+    fired, its stream entry trimmed, unknown), and `payload` None says nothing."""
+
+
+def payload_gone(info: JobInfo) -> str:
+    """Why a job's payload is not known (`payload_kept` False), said alike in every face."""
+    if info.entry_id is None and info.state is JobState.CANCELLED:
+        return "not kept: the job was cancelled before it fired"
+    if info.entry_id is not None:
+        return "not kept: its stream entry was trimmed"
+    return "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +295,7 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         payload,
         last_error=last_error,
         groups=tuple(groups),
+        payload_kept=True,
     )
 
 
@@ -320,29 +334,37 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         # said (the attempts made) and each group's part.
         state = JobState.CANCELLED
     errors = [g.error for g in groups if g.error and g.state in (state, JobState.RUNNING)]
+    due_ms, attempt, most, enqueued_ms, payload, kept = _entry_facts(fields)
     return JobInfo(
         job_id,
         topic,
         state,
-        *_entry_facts(fields),
+        due_ms,
+        attempt,
+        most,
+        enqueued_ms,
+        payload,
         entry_id=entry,
         fired_ms=entry_ms(entry),
         cancelled_ms=raw.cancelled_ms,
         last_error=errors[0] if errors else None,
         groups=groups,
+        payload_kept=kept,
     )
 
 
 def _entry_facts(
     fields: dict[bytes, bytes] | None,
-) -> tuple[int | None, int | None, int | None, int | None, Any]:
-    """(due_ms, attempt, max_attempts, enqueued_ms, payload) of an entry, as far as readable."""
+) -> tuple[int | None, int | None, int | None, int | None, Any, bool]:
+    """(due_ms, attempt, max_attempts, enqueued_ms, payload, payload kept) of an entry, as
+    far as readable."""
     if not fields:
-        return (None, None, None, None, None)
+        return (None, None, None, None, None, False)
+    kept = True
     try:
         payload = read_payload(fields[Field.PAYLOAD])
     except Exception:  # a malformed payload is reported by the worker, not by a lookup
-        payload = None
+        payload, kept = None, False
     try:
         enqueued_ms = int(fields.get(Field.ENQUEUED, b"0")) or None
     except ValueError:
@@ -352,8 +374,8 @@ def _entry_facts(
             int(fields[k]) for k in (Field.DUE, Field.ATTEMPT, Field.MAX_ATTEMPTS)
         )
     except (KeyError, ValueError):
-        return (None, None, None, enqueued_ms, payload)
-    return (due, attempt, most, enqueued_ms, payload)
+        return (None, None, None, enqueued_ms, payload, kept)
+    return (due, attempt, most, enqueued_ms, payload, kept)
 
 
 _FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from wheelq.core.keys import CALLBACKS, READY
+
 
 @dataclass(frozen=True, slots=True)
 class GroupView:
@@ -21,6 +23,8 @@ class GroupView:
     entries_read: int | None
     oldest_pending_ms: int | None = None
     """Entry-id ms (Redis clock) of its oldest pending entry."""
+    lane: str = READY
+    """The stream it reads: ``ready`` (consumer groups) or ``callbacks`` (the deliverer)."""
 
     @property
     def handled(self) -> int | None:
@@ -39,18 +43,39 @@ class ShardObservation:
     due_soon: int
     """Jobs due within the second after `at_ms`."""
     length: int
-    """Entries in the ready stream (fired and not yet trimmed)."""
+    """Entries in the ready and callbacks streams (fired and not yet trimmed)."""
     entries_added: int
-    """Entries ever added to the ready stream: jobs fired."""
+    """Entries ever added to the ready and callbacks streams: jobs fired."""
     dead: int
     groups: tuple[GroupView, ...] = ()
     lateness_ms: tuple[int, ...] = ()
     """entry ms - due of the newest ready entries (Redis clock)."""
+    callbacks_length: int = 0
+    """Of `length`, the entries of the callbacks stream (jobs that carry a callback)."""
 
     @property
     def ready(self) -> int:
-        lags = [g.lag if g.lag is not None else self.length for g in self.groups]
-        return max(lags) if lags else self.length
+        """Fired and not yet read by the group furthest behind: the consumer groups of the
+        ready stream, or the deliverer of the callbacks stream (a stream no group reads
+        yet: all of it)."""
+        return max(
+            self._behind(READY, self.length - self.callbacks_length),
+            self._behind(CALLBACKS, self.callbacks_length),
+        )
+
+    def _behind(self, lane: str, length: int) -> int:
+        lags = [self.lag_of(g) for g in self.groups if g.lane == lane]
+        return max(lags) if lags else length
+
+    def lag_of(self, group: GroupView) -> int:
+        """The group's lag; not told (an entry deleted mid-stream): its stream's length."""
+        if group.lag is not None:
+            return group.lag
+        return (
+            self.callbacks_length
+            if group.lane == CALLBACKS
+            else self.length - self.callbacks_length
+        )
 
     @property
     def in_flight(self) -> int:

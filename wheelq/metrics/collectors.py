@@ -314,11 +314,7 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
         "ready_entries",
         "Entries fired but not yet delivered to the group (XINFO GROUPS lag)",
         tsg,
-        (
-            ((o.topic, str(o.shard), g.name), o.length if g.lag is None else g.lag)
-            for o in latest
-            for g in o.groups
-        ),
+        (((o.topic, str(o.shard), g.name), o.lag_of(g)) for o in latest for g in o.groups),
     )
     yield gauge(
         "in_flight_entries",

@@ -18,6 +18,7 @@ from wheelq.core.history import JobInfo
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
+from wheelq.errors import EventsOffError
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
@@ -189,6 +190,9 @@ class AsyncClient:
     async def topics(self) -> dict[str, int]:
         return await self._run(self._producer.topics())
 
+    async def shards(self, topic: str) -> int | None:
+        return await self._run(self._producer.shard_count(topic, create=False))
+
     async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
         return await self._run(self._producer.drop_topic(topic, force))
 
@@ -240,9 +244,13 @@ class AsyncClient:
 
         Raises:
             UnknownTopicError: No such topic.
+            EventsOffError: The topic keeps no events (`set_events` turns them on).
             InvalidArgumentError: `since` or `block_ms` (10-60,000) is not valid.
         """
         shards = await self._run(self._producer.shard_count(topic, create=False))
+        job_events.validated(topic, shards, since, block_ms)  # bad arguments first
+        if not (await self.events_config(topic)).enabled:
+            raise EventsOffError(topic)  # else it would wait for ever, silently
         follow = job_events.follow(self._executor, topic, shards, since, block_ms)
         async with contextlib.aclosing(follow) as events:  # closed with this one, not at GC
             async for event in events:

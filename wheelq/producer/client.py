@@ -295,8 +295,11 @@ class Client:
                 no worker could ever settle the job there (an `InvalidArgumentError`).
             JobFailedError: The job was dead-lettered in `group` (its `reason` and `error`
                 are the dead letter's), or cancelled.
+            UnknownTopicError: No such topic: raised at once.
+            UnknownJobError: Nothing is known of the job (never enqueued there, or its
+                history is past retention): raised at once, as HTTP's 404.
             ResultTimeoutError: It had not finished when `timeout` passed (also a
-                TimeoutError), or the topic does not exist.
+                TimeoutError).
         """
         return self._run(results.result(self._producer, topic, job_id, group, timeout))
 
@@ -312,6 +315,11 @@ class Client:
     def topics(self) -> dict[str, int]:
         """Every topic with its shard count (`TopicConfigError` for a bad registry entry)."""
         return self._run(self._producer.topics())
+
+    def shards(self, topic: str) -> int | None:
+        """The topic's shard count; None when there is no such topic (it creates none).
+        Known once, it is not looked up again."""
+        return self._run(self._producer.shard_count(topic, create=False))
 
     def drop_topic(self, topic: str, *, force: bool = False) -> bool:
         """Delete every key of a topic; False when it does not exist. Stop its workers first.
@@ -410,7 +418,7 @@ class Client:
         return self._run(job_events.configure(self._producer, topic, config))
 
     def events_config(self, topic: str) -> EventsConfig:
-        """The topic's events setting (off for a topic that does not exist)."""
+        """The topic's events setting (`UnknownTopicError` for a topic that does not exist)."""
         return self._run(job_events.config_of(self._producer, topic))
 
     def stats(self, topic: str) -> TopicStats | None:
@@ -447,6 +455,9 @@ class Client:
             group: Only those of this consumer group.
             scan_limit: With a filter, read through at most this many dead letters (None:
                 as many as it takes); the page then ends early, and its `next` goes on.
+
+        Raises:
+            UnknownTopicError: No such topic (as `replay` and `purge_dead`).
         """
         match = dl.DeadFilter.of(reason, group)
         return self._run(dl.dead_letters(self._producer, topic, limit, after, match, scan_limit))
@@ -466,6 +477,7 @@ class Client:
         ones (reason ``malformed``) and those whose payload nests past 100 levels.
 
         Raises:
+            UnknownTopicError: No such topic.
             InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic, a filter is
                 not valid, refs and a filter are both given, or a dead letter named in
                 `refs` is malformed (nothing is replayed).
@@ -502,7 +514,7 @@ class Client:
         return self._run(self._producer.set_limits(topic, max_pending, max_ready))
 
     def limits(self, topic: str) -> TopicLimits:
-        """The topic's limits (no limits for an unknown topic)."""
+        """The topic's limits (`UnknownTopicError` for an unknown topic)."""
         return self._run(self._producer.limits(topic))
 
     def schedule(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from wheelq.core.job import MAX_PAYLOAD_DEPTH, DeadLetter, Field, parse_ref, stored_too_deep
 from wheelq.core.keys import ShardKeys, all_shards, validate_group, validate_shards
 from wheelq.core.retry import Reason
-from wheelq.errors import InvalidArgumentError, PayloadTooDeepError, int_in
+from wheelq.errors import InvalidArgumentError, PayloadTooDeepError, UnknownTopicError, int_in
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import dead_letters as dead
 
@@ -101,7 +101,7 @@ def dead_letters(
     out = DeadLetterPage()
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
-        return out
+        raise UnknownTopicError(topic)
     if match is None:
         out += yield from _merged(topic, shards, limit, after)
         out.next = out[-1].ref if len(out) == limit else None
@@ -296,7 +296,8 @@ def _by_shard(refs: Refs) -> dict[int, list[str]] | None:
 def _targets(
     producer: Producer, topic: str, refs: Refs, match: DeadFilter | None
 ) -> Op[tuple[int, dict[int, list[str]] | None]]:
-    """The topic's shard count (0: no such topic) and the refs by shard (None: all)."""
+    """The topic's shard count (`UnknownTopicError`: no such topic) and the refs by shard
+    (None: all)."""
     by_shard = _by_shard(refs)
     if by_shard is not None and match is not None:
         field = "reason" if match.reason is not None else "group"
@@ -305,7 +306,7 @@ def _targets(
         )
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
-        return 0, by_shard
+        raise UnknownTopicError(topic)
     for shard in by_shard or ():
         if shard >= validate_shards(shards):
             raise InvalidArgumentError(

@@ -34,22 +34,24 @@ def configure(producer: Producer, topic: str, config: EventsConfig) -> Op[Events
     return config
 
 
-def events_off(topic: str) -> str:
-    """Why `topic`'s events cannot be followed: it keeps none (the CLI's line, the HTTP 409's
-    detail)."""
-    return (
-        f"topic {topic!r} keeps no job events: turn them on first (`wheelq topics events "
-        f"{topic} --on`, POST /v1/topics/{topic}/events/on, or Client.set_events)"
-    )
-
-
 def config_of(producer: Producer, topic: str) -> Op[EventsConfig]:
-    """The topic's events setting (off for a topic that does not exist)."""
+    """The topic's events setting (`UnknownTopicError` for a topic that does not exist)."""
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
-        return EventsConfig()
+        raise UnknownTopicError(topic)
     (raw,) = yield [limits.read_limits(k.ShardKeys(topic, 0))]
     return EventsConfig.from_fields(raw)
+
+
+def validated(topic: str, shards: int | None, since: str, block_ms: int) -> int:
+    """`follow`'s arguments checked (the raises of `follow`); the shard count."""
+    k.validate_topic(topic)
+    if shards is None:
+        raise UnknownTopicError(topic)
+    int_in("block_ms", block_ms, *BLOCK_MS)
+    if since not in ("now", "start"):
+        parse_position(since, shards)  # InvalidArgumentError on since
+    return shards
 
 
 async def follow(
@@ -70,10 +72,7 @@ async def follow(
         UnknownTopicError: `shards` is None (no such topic).
         InvalidArgumentError: `since` or `block_ms` is not valid (named).
     """
-    k.validate_topic(topic)
-    if shards is None:
-        raise UnknownTopicError(topic)
-    int_in("block_ms", block_ms, *BLOCK_MS)
+    shards = validated(topic, shards, since, block_ms)
     views = k.all_shards(topic, shards)
     # On a cluster a read is never cancelled (redis-py's cluster client cancelled while it
     # connects leaves a socket open): it blocks briefly and is waited for when the loop ends.

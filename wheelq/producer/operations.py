@@ -27,6 +27,7 @@ from wheelq.errors import (
     TopicConfigError,
     TopicFullError,
     TopicNotEmptyError,
+    UnknownTopicError,
 )
 from wheelq.producer import bulk
 from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
@@ -273,7 +274,7 @@ class Producer:
     def limits(self, topic: str) -> Op[TopicLimits]:
         shards = yield from self.shard_count(topic, create=False)
         if shards is None:
-            return TopicLimits()
+            raise UnknownTopicError(topic)
         (raw,) = yield [read_limits(k.ShardKeys(topic, 0))]
         return TopicLimits.from_fields(raw)
 

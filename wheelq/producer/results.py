@@ -14,6 +14,8 @@ from wheelq.errors import (
     JobFailedError,
     ResultTimeoutError,
     UnknownGroupError,
+    UnknownJobError,
+    UnknownTopicError,
 )
 from wheelq.producer.groups import has_group
 from wheelq.producer.operations import Op, Producer
@@ -59,6 +61,8 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
 
     Raises:
         InvalidArgumentError: A bad topic, job id, group or timeout (nothing written).
+        UnknownTopicError: No such topic (nothing waited).
+        UnknownJobError: Nothing is known of the job (nothing waited).
         UnknownGroupError: The topic has no consumer group `group` (nothing waited).
         JobFailedError: The job was dead-lettered (or cancelled) in `group`.
         ResultTimeoutError: It had not finished when `timeout` passed.
@@ -69,7 +73,7 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
     wait_ms = timeout_ms(timeout)
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:  # no such topic: no job to wait for
-        raise ResultTimeoutError(topic, job_id, group, wait_ms, JobState.UNKNOWN)
+        raise UnknownTopicError(topic)
     keys = k.ShardKeys(topic, k.shard_of(job_id, shards))
     field = job_id + SEPARATOR + group
     clock = producer.clock
@@ -90,6 +94,8 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
                 raise JobFailedError(
                     topic, job_id, group, done.state, done.reason, done.error, done.dead_entry_id
                 )
+            if info.state is JobState.UNKNOWN:  # never enqueued, or forgotten: no outcome to come
+                raise UnknownJobError(topic, job_id)
             if not group_known:  # once: a group is deleted only on purpose
                 if not (yield from has_group(topic, keys.shard, group)):
                     raise UnknownGroupError(topic, group)

@@ -10,7 +10,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from wheelq.core.job import Field, entry_ms
-from wheelq.core.keys import ShardKeys
+from wheelq.core.keys import CALLBACKS, READY, ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
 from wheelq.store.call import Call
 from wheelq.store.scripts import text
@@ -19,7 +19,7 @@ ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
 DUE_SOON_MS = 1000
 """ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
-ROUND_ONE = 6
+ROUND_ONE = 8
 """Calls per shard in round 1."""
 
 
@@ -78,12 +78,17 @@ def observe_shards(
     streams exist (a round trip more), so a driver without ``return_exceptions`` can run it.
     """
     there = [True] * len(shards)
+    waits = [True] * len(shards)  # the callbacks stream: fired jobs the deliverer POSTs
     if probe:
-        there = [bool(n) for n in (yield [Call(command=("EXISTS", k.ready)) for k in shards])]
+        found = yield [Call(command=("EXISTS", k.ready)) for k in shards] + [
+            Call(command=("EXISTS", k.callbacks)) for k in shards
+        ]
+        there = [bool(n) for n in found[: len(shards)]]
+        waits = [bool(n) for n in found[len(shards) :]]
     calls: list[Call[Any]] = []
     sent: list[list[bool]] = []
     soon = f"({now_ms + DUE_SOON_MS}"
-    for keys, exists in zip(shards, there, strict=True):
+    for keys, exists, calling in zip(shards, there, waits, strict=True):
         wanted = [
             (exists, Call(command=("XINFO", "STREAM", keys.ready))),
             (exists, Call(command=("XINFO", "GROUPS", keys.ready))),
@@ -94,23 +99,26 @@ def observe_shards(
                 exists and sample > 0,
                 Call(command=("XREVRANGE", keys.ready, "+", "-", "COUNT", sample)),
             ),
+            (calling, Call(command=("XINFO", "STREAM", keys.callbacks))),
+            (calling, Call(command=("XINFO", "GROUPS", keys.callbacks))),
         ]
         calls += [call for send, call in wanted if send]
         sent.append([send for send, _ in wanted])
     got = iter((yield calls))
-    # every shard's six replies in place, _MISSING for a call not sent
+    # every shard's replies in place, _MISSING for a call not sent
     replies: list[Any] = [next(got) if send else _MISSING for shard in sent for send in shard]
     _raise_others(replies)
     oldest_calls: list[Call[Any]] = []
-    asked: list[tuple[int, str]] = []
+    asked: list[tuple[int, str, str]] = []
     for i, keys in enumerate(shards):
-        groups = replies[i * ROUND_ONE + 1]
-        for group in [] if _no_stream(groups) else groups or ():
-            if (_int(_get(group, "pending")) or 0) > 0:
-                name = text(_get(group, "name"))
-                oldest_calls.append(Call(command=("XPENDING", keys.ready, name)))
-                asked.append((i, name))
-    oldest: dict[tuple[int, str], int] = {}
+        for stream, at in ((keys.ready, 1), (keys.callbacks, 7)):
+            groups = replies[i * ROUND_ONE + at]
+            for group in [] if _no_stream(groups) else groups or ():
+                if (_int(_get(group, "pending")) or 0) > 0:
+                    name = text(_get(group, "name"))
+                    oldest_calls.append(Call(command=("XPENDING", stream, name)))
+                    asked.append((i, stream, name))
+    oldest: dict[tuple[int, str, str], int] = {}
     if oldest_calls:
         summaries = yield oldest_calls
         _raise_others(summaries)
@@ -124,29 +132,49 @@ def observe_shards(
 
 
 def _shard(
-    i: int, keys: ShardKeys, r: list[Any], oldest: dict[tuple[int, str], int], now_ms: int
+    i: int,
+    keys: ShardKeys,
+    r: list[Any],
+    oldest: dict[tuple[int, str, str], int],
+    now_ms: int,
 ) -> ShardObservation:
-    stream, groups, pending, due_soon, dead, newest = r[:ROUND_ONE]
-    missing = _no_stream(stream)
-    views = tuple(
-        GroupView(
-            name=text(_get(g, "name")),
-            pending=_int(_get(g, "pending")) or 0,
-            lag=_int(_get(g, "lag")),
-            entries_read=_int(_get(g, "entries-read")),
-            oldest_pending_ms=oldest.get((i, text(_get(g, "name")))),
-        )
-        for g in ([] if _no_stream(groups) else groups or ())
-    )
+    stream, groups, pending, due_soon, dead, newest, calls, callers = r[:ROUND_ONE]
+    ready_length, ready_added = _lengths(stream)
+    callbacks_length, callbacks_added = _lengths(calls)
     return ShardObservation(
         topic=keys.topic,
         shard=keys.shard,
         at_ms=now_ms,
         pending=int(pending),
         due_soon=int(due_soon),
-        length=0 if missing else int(_get(stream, "length") or 0),
-        entries_added=0 if missing else int(_get(stream, "entries-added") or 0),
+        length=ready_length + callbacks_length,
+        entries_added=ready_added + callbacks_added,
         dead=int(dead),
-        groups=views,
+        groups=_views(i, keys.ready, READY, groups, oldest)
+        + _views(i, keys.callbacks, CALLBACKS, callers, oldest),
         lateness_ms=() if _no_stream(newest) else _lateness(newest),
+        callbacks_length=callbacks_length,
+    )
+
+
+def _lengths(stream: Any) -> tuple[int, int]:
+    """(length, entries ever added) of a stream's XINFO STREAM (0, 0: no stream)."""
+    if _no_stream(stream):
+        return 0, 0
+    return int(_get(stream, "length") or 0), int(_get(stream, "entries-added") or 0)
+
+
+def _views(
+    i: int, stream: str, lane: str, groups: Any, oldest: dict[tuple[int, str, str], int]
+) -> tuple[GroupView, ...]:
+    return tuple(
+        GroupView(
+            name=text(_get(g, "name")),
+            pending=_int(_get(g, "pending")) or 0,
+            lag=_int(_get(g, "lag")),
+            entries_read=_int(_get(g, "entries-read")),
+            oldest_pending_ms=oldest.get((i, stream, text(_get(g, "name")))),
+            lane=lane,
+        )
+        for g in ([] if _no_stream(groups) else groups or ())
     )

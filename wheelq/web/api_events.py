@@ -22,14 +22,14 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from wheelq.core.events import Event
-from wheelq.errors import UnknownTopicError
+from wheelq.errors import EventsOffError, UnknownTopicError
 from wheelq.producer import events as job_events
 from wheelq.runtime.outage import wait_for_either
 from wheelq.web import as_json
 from wheelq.web.event_streams import EventStreams
 from wheelq.web.models import EventsConfigModel, EventsOnIn, TopicPath
-from wheelq.web.problems import RESPONSES, ProblemError
-from wheelq.web.service import json_response, service
+from wheelq.web.problems import RESPONSES
+from wheelq.web.service import any_topic, json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["events"], responses=RESPONSES)
 
@@ -81,9 +81,7 @@ async def events(
     if shards is None:
         raise UnknownTopicError(topic)
     if not (await svc.client.events_config(topic)).enabled:
-        raise ProblemError(
-            409, "events-off", "Events off", job_events.events_off(topic), field="topic"
-        )
+        raise EventsOffError(topic)
     start = last_event_id or since
     streams: EventStreams = svc.event_streams
     held = streams.reader(shards)
@@ -116,6 +114,7 @@ async def events_config(topic: TopicPath, request: Request) -> Response:
 
 
 @router.post("/{topic}/events/on", response_model=EventsConfigModel)
+@any_topic
 async def events_on(topic: TopicPath, request: Request, body: EventsOnIn | None = None) -> Response:
     """Turn the topic's job events on (the topic is created if new): from then on each shard
     keeps a stream of what happens to its jobs, about `max_len` events for at most

@@ -24,6 +24,7 @@ from wheelq.errors import (
     ResultTimeoutError,
     TopicFullError,
     UnknownGroupError,
+    UnknownJobError,
 )
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import wall_ms
@@ -50,7 +51,7 @@ from wheelq.web.problems import (
     problem_of,
     validation_problem,
 )
-from wheelq.web.service import WebService, json_bytes, json_response, service
+from wheelq.web.service import WebService, any_topic, json_bytes, json_response, service
 
 router = APIRouter(prefix="/v1/topics/{topic}/jobs", tags=["jobs"], responses=RESPONSES)
 
@@ -81,6 +82,7 @@ def due_ms(svc: WebService, item: EnqueueItem) -> int:
 
 
 @router.post("", status_code=201, response_model=Enqueued)
+@any_topic
 async def enqueue(topic: TopicPath, job: JobIn, request: Request) -> Response:
     """Enqueue one job; 409 when a job of that `id` is pending (unless `replace`)."""
     svc = service(request)
@@ -99,6 +101,7 @@ async def enqueue_one(svc: WebService, topic: str, job: JobIn) -> tuple[dict[str
 
 
 @router.post("/batch", response_model=BatchOut)
+@any_topic
 async def enqueue_batch(topic: TopicPath, batch: BatchIn, request: Request) -> Response:
     """Enqueue jobs together; each result has its own `status` (201, or 409 for an `id`
     that is pending). A bad job refuses the whole batch (422 naming ``jobs[i].field``)."""
@@ -182,9 +185,7 @@ async def job_result(
         raise ProblemError(409, "job-failed", "Job failed", str(exc)) from None
     except UnknownGroupError as exc:
         raise ProblemError(404, "not-found", "Not found", str(exc), field="group") from None
-    except ResultTimeoutError as exc:
-        if exc.state == JobState.UNKNOWN:
-            raise _unknown(topic, job_id) from None
+    except ResultTimeoutError as exc:  # (UnknownJobError: 404, as `problem_of` says)
         return json_response({**answer, "state": exc.state, "result": None}, 202)
     return json_response({**answer, "state": JobState.SUCCEEDED, "result": jsonable(value)})
 
@@ -192,6 +193,7 @@ async def job_result(
 @router.api_route(
     "/{job_id:path}/result", methods=["DELETE", "PATCH", "POST", "PUT"], include_in_schema=False
 )
+@any_topic
 async def job_result_only_read(request: Request) -> Response:
     """A result is only read: 405, not the job routes' answer for an id ending in /result."""
     raise ProblemError(
@@ -257,13 +259,9 @@ async def _not_pending(svc: WebService, topic: str, job_id: str, what: str) -> P
 
 
 def _unknown(topic: str, job_id: str) -> ProblemError:
-    return ProblemError(
-        404,
-        "not-found",
-        "Not found",
-        f"nothing is known of job {job_id!r} on topic {topic!r} (never enqueued there, or "
-        "its history is past retention)",
-    )
+    problem = problem_of(UnknownJobError(topic, job_id))  # the same 404 as result()'s
+    assert problem is not None
+    return problem
 
 
 ROUTE = "/v1/topics/{topic}/jobs"

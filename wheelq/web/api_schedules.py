@@ -14,7 +14,7 @@ from wheelq.errors import InvalidArgumentError
 from wheelq.web import schedule_json
 from wheelq.web.models import ScheduleIn, ScheduleOut, SchedulesOut, TopicPath, as_time
 from wheelq.web.problems import RESPONSES, ProblemError, invalid
-from wheelq.web.service import json_response, service
+from wheelq.web.service import any_topic, json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["schedules"], responses=RESPONSES)
 
@@ -53,6 +53,7 @@ async def get_schedule(topic: TopicPath, name: NamePath, request: Request) -> Re
     response_model=ScheduleOut,
     responses={201: {"description": "Created", "model": ScheduleOut}},
 )
+@any_topic
 async def put_schedule(
     topic: TopicPath, name: NamePath, body: ScheduleIn, request: Request
 ) -> Response:

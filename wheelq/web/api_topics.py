@@ -37,7 +37,7 @@ from wheelq.web.models import (
     TopicStatsModel,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
-from wheelq.web.service import json_response, service
+from wheelq.web.service import any_topic, json_response, service
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"], responses=RESPONSES)
 
@@ -119,6 +119,7 @@ async def get_limits(topic: TopicPath, request: Request) -> Response:
 
 
 @router.put("/{topic}/limits", response_model=LimitsOut)
+@any_topic
 async def put_limits(topic: TopicPath, body: LimitsIn, request: Request) -> Response:
     """Set both limits (one left out or null: no limit), kept per shard as
     ``ceil(limit / shards)``; the topic is created if new."""

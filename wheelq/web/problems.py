@@ -28,11 +28,13 @@ from starlette.types import Message, Scope, Send
 from wheelq.core.job import MAX_PAYLOAD_DEPTH
 from wheelq.errors import (
     DuplicateJobError,
+    EventsOffError,
     InvalidArgumentError,
     MalformedJobError,
     PayloadTypeError,
     RedisUnavailableError,
     TopicFullError,
+    UnknownJobError,
     UnknownTopicError,
 )
 from wheelq.runtime.outage import unavailable_reason
@@ -276,8 +278,10 @@ def problem_of(exc: BaseException) -> ProblemError | None:
     """The problem a known error answers with; None for anything else (a bug: 500)."""
     if isinstance(exc, ProblemError):
         return exc
-    if isinstance(exc, UnknownTopicError):
-        return ProblemError(404, "not-found", "Not found", str(exc), field="topic")
+    if isinstance(exc, UnknownTopicError | UnknownJobError):
+        return ProblemError(404, "not-found", "Not found", str(exc), field=exc.parameter)
+    if isinstance(exc, EventsOffError):
+        return ProblemError(409, "events-off", "Events off", str(exc), field="topic")
     if isinstance(exc, InvalidArgumentError | PayloadTypeError):
         return invalid(exc)
     if isinstance(exc, DuplicateJobError):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import Request, Response
 
@@ -16,7 +17,7 @@ from wheelq.callbacks.resolver import private_target
 from wheelq.core.callback import validate_callback
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, UnknownTopicError
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
@@ -32,6 +33,8 @@ from wheelq.worker.pull import Puller
 log = logging.getLogger("wheelq.web.app")  # the name its lines had before the move
 
 CLOCK_SYNC_MS = 5000
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
 
 class WebService:
@@ -189,6 +192,31 @@ def service(request: Request) -> WebService:
     """The service behind `request`'s app (`wheelq.web.app.create_app`)."""
     svc: WebService = request.app.state.service
     return svc
+
+
+ANY_TOPIC: set[Callable[..., Any]] = set()
+"""The endpoints that take a topic that does not exist: those that create it (enqueue,
+limits, a schedule, events on) and a result's 405. Every other route under ``{topic}``
+answers 404 for one (`known_topic`)."""
+
+
+def any_topic(endpoint: Endpoint) -> Endpoint:
+    """Mark `endpoint` as one that takes a topic that does not exist (under the route's
+    decorator)."""
+    ANY_TOPIC.add(endpoint)
+    return endpoint
+
+
+async def known_topic(request: Request) -> None:
+    """The dependency of every route (`create_app`): the same 404 problem on every route of
+    a topic that does not exist, reads and writes alike, but on those `any_topic` marks. Runs
+    after the token check (`Guard.admit`), so a caller learns of no topic it may not see."""
+    topic = request.path_params.get("topic")
+    endpoint = getattr(request.scope.get("route"), "endpoint", None)
+    if not isinstance(topic, str) or endpoint in ANY_TOPIC:
+        return
+    if await service(request).client.shards(topic) is None:
+        raise UnknownTopicError(topic)
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -45,19 +45,24 @@ from markupsafe import Markup
 from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
-from wheelq.core.history import JobState
+from wheelq.core.history import JobState, payload_gone
 from wheelq.core.job import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
 from wheelq.core.retry import Reason, error_line
-from wheelq.errors import InvalidArgumentError, RedisUnavailableError
+from wheelq.errors import (
+    InvalidArgumentError,
+    RedisUnavailableError,
+    UnknownJobError,
+    UnknownTopicError,
+)
 from wheelq.store import events, leases, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import DEAD_SCAN, api_topics
 from wheelq.web.charts import RANGES, Chart, svg
-from wheelq.web.problems import ProblemError
+from wheelq.web.problems import ProblemError, problem_of
 from wheelq.web.service import WebService, service
 
 HERE = Path(__file__).parent
@@ -528,6 +533,10 @@ class PageRoute(APIRoute):
                     f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors()
                 )
                 return _error(request, 422, "Invalid argument", detail)
+            except (UnknownTopicError, UnknownJobError) as exc:  # 404, as the API answers
+                problem = problem_of(exc)
+                assert problem is not None
+                return _problem_page(request, problem)
             except InvalidArgumentError as exc:
                 return _error(request, 422, "Invalid argument", str(exc))
             except RedisUnavailableError as exc:
@@ -696,6 +705,7 @@ async def job_page(topic: str, job_id: str, request: Request, done: Done = None)
         job_id=job_id,
         info=info,
         payload=payload,
+        gone=payload_gone(info),
         flash=flash(done),
     )
 

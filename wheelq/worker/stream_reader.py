@@ -249,6 +249,7 @@ class ClaimKeeper(Service):
         self.claiming = True  # Cleared when the worker stops taking new work; keep-alive goes on.
         self.dead_lettered = 0
         self.taken_over = 0
+        self._told: set[tuple[int, str]] = set()  # held entries lost and logged: once each
         now_ms = clock.now_ms()
         self._next_touch_ms = now_ms + settings.keepalive_interval_ms
         self._next_claim_ms = now_ms + settings.claim_interval_ms
@@ -295,10 +296,13 @@ class ClaimKeeper(Service):
             return 0
         kept = 0
         replies = await self._me.executor.run([c for _, _, c in calls])
-        still_held = self._held()  # an entry settled while the touch was in flight is not lost
+        # an entry settled while the touch was in flight is not lost
+        still_held = {shard: set(ids) for shard, ids in self._held().items()}
+        told = {(s, i) for s, i in self._told if i in still_held.get(s, ())}
         for (shard, n, _), lost in zip(calls, replies, strict=True):
             kept += n - len(lost)
-            taken = set(lost) & set(still_held.get(shard, ()))
+            taken = {(shard, i) for i in lost if i in still_held.get(shard, ())} - told
+            told |= taken  # each take-over logged once, not at every touch while it runs on
             if taken:
                 log.warning(
                     "%d entries of %s shard %d were taken over by another worker while held "
@@ -308,6 +312,7 @@ class ClaimKeeper(Service):
                     self._me.topic,
                     shard,
                 )
+        self._told = told
         return kept
 
     async def take_over(self) -> int:

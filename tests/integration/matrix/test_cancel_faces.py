@@ -37,6 +37,19 @@ async def test_a_job_cancelled_through_every_face_is_cancelled(
     assert not await client.cancel(topic, job_id)  # once
 
 
+@pytest.mark.parametrize("face", having("payload_known"), indirect=True)
+async def test_a_job_cancelled_before_it_fired_shows_its_payload_unknown_in_every_face(
+    face: Face, client: AsyncClient, topic: str
+) -> None:
+    """Issue 43: a cancelled job's page and GET showed ``payload: null``, as a job whose
+    payload is null does; every face now says the payload is not kept."""
+    cancelled = await client.enqueue(topic, "x", delay=HOUR_S)
+    null = await client.enqueue(topic, None, delay=HOUR_S)  # a payload that is null
+    assert await client.cancel(topic, cancelled)
+    assert not await face.payload_known(topic, cancelled)
+    assert await face.payload_known(topic, null)
+
+
 ROWS = [(name, "async-worker") for name in having("reschedule")] + [
     ("async", kind) for kind in ("sync-worker", "callbacks", "pull")
 ]

@@ -6,16 +6,17 @@ that follows them (the async library, ``wheelq events``, the SSE endpoint).
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 import pytest
 
 from tests.support.cli import run_wheelq
 from tests.support.consumers import WorkerConsumer
-from tests.support.faces import Face, cli_once, having
+from tests.support.faces import Face, Refused, cli_once, having
 from tests.support.waiting import eventually, until
 from tests.support.workers import Workers
-from wheelq import AsyncClient
+from wheelq import AsyncClient, EventsOffError
 from wheelq.testing import ServerBinary
 
 pytestmark = pytest.mark.cluster_too
@@ -75,3 +76,16 @@ def test_wheelq_events_on_a_topic_with_events_off_says_so_and_exits(
         client.create_topic(topic, SHARDS)
     done = run_wheelq("events", topic, "--redis-url", redis_url, timeout_s=3)
     assert done.returncode != 0 and "events" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("face", having("events"), indirect=True)
+async def test_following_a_topic_whose_events_are_off_refuses_at_once_in_every_face(
+    face: Face, client: AsyncClient, topic: str
+) -> None:
+    """Issue 43: `AsyncClient.events` waited silently where the CLI exits 1 and SSE 409s."""
+    await client.create_topic(topic, SHARDS)
+    with pytest.raises((EventsOffError, Refused)) as raised:
+        await asyncio.wait_for(face.events(topic, 1), 10)
+    if isinstance(raised.value, Refused):
+        assert raised.value.code == (409 if face.name == "http" else 1), raised.value
+    assert "keeps no job events" in str(raised.value)
