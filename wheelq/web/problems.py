@@ -352,6 +352,9 @@ def install(app: FastAPI, page: Page | None = None) -> None:
 
     for known in (
         ProblemError,
+        UnknownTopicError,
+        UnknownJobError,
+        EventsOffError,
         InvalidArgumentError,
         PayloadTypeError,
         DuplicateJobError,
