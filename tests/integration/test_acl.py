@@ -213,6 +213,7 @@ def test_each_role_does_its_work_with_only_its_user(
         stack.callback(hook.shutdown)
         # The producer: enqueue, cancel, reschedule, look up.
         producer = stack.enter_context(wheelq.Client.from_url(urls["Producer"]))
+        producer.create_topic(TOPIC)  # events are turned on for a topic that exists
         # Job events on (serve's user): from here every role's scripts write them as well.
         on = run_wheelq("topics", "events", TOPIC, "--on", "--redis-url", urls["HTTP service"])
         assert on.returncode == 0 and "events on" in on.stdout, on.stderr

@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.waiting import until
 from tests.support.web import Served, serving
+from wheelq import AsyncClient
 from wheelq.core.settings import ServeSettings
 from wheelq.web.app import create_app
 from wheelq.web.auth import READS, Token
@@ -224,6 +225,8 @@ async def test_numbers_json_cannot_carry_are_422_naming_the_field(
 async def test_the_id_pattern_admits_exactly_the_ids_the_server_takes(
     redis_url: str, topic: str
 ) -> None:
+    async with AsyncClient.from_url(redis_url) as c:
+        await c.create_topic(topic)  # an unknown topic is 404 before the id is looked at
     async with serving(redis_url) as api:
         _, doc, _ = await api.call("GET", "/openapi.json")
         params = doc["paths"]["/v1/topics/{topic}/jobs/{job_id}"]["get"]["parameters"]

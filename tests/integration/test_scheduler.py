@@ -12,7 +12,14 @@ import redis.asyncio
 
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, EnqueueItem, NodeEvent, Scheduler, SchedulerSettings
+from wheelq import (
+    AsyncClient,
+    EnqueueItem,
+    InvalidArgumentError,
+    NodeEvent,
+    Scheduler,
+    SchedulerSettings,
+)
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.runtime.clock import RedisClock
@@ -435,7 +442,8 @@ async def test_a_malformed_envelope_is_dead_lettered_once_and_its_shard_keeps_fi
     assert sorted((d.job_id, d.reason) for d in letters) == sorted(
         [(bad_sweep, "malformed"), (bad_wheel, "malformed")]
     )
-    assert await client.replay(topic, letters) == 0, "a malformed job was replayed"
+    with pytest.raises(InvalidArgumentError, match="malformed"):  # refused, nothing replayed
+        await client.replay(topic, letters)
     assert len(await client.dead_letters(topic)) == 2
 
 

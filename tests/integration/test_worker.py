@@ -27,7 +27,16 @@ from tests.support.entries import ready_fields
 from tests.support.ids import balanced_ids
 from tests.support.waiting import eventually
 from tests.support.workers import Workers
-from wheelq import AsyncClient, DeadLetter, EnqueueItem, Job, Retry, Scheduler, Worker
+from wheelq import (
+    AsyncClient,
+    DeadLetter,
+    EnqueueItem,
+    InvalidArgumentError,
+    Job,
+    Retry,
+    Scheduler,
+    Worker,
+)
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -363,7 +372,8 @@ async def test_malformed_and_poison_entries_are_dead_lettered_while_good_jobs_ru
     await all_acked(r, topic)
     assert worker.status()["dead_lettered"] == 4
 
-    assert await client.replay(topic, [junk]) == 0, "an entry naming no job was replayed"
+    with pytest.raises(InvalidArgumentError, match="malformed"):  # refused, nothing replayed
+        await client.replay(topic, [junk])
     assert await client.purge_dead(topic) == 4
     assert await client.dead_letters(topic) == []
 
