@@ -52,7 +52,7 @@ ENVELOPE = Envelope(PAYLOAD, 1, 5, 1_700_000_000_000).pack()
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "as is": [],
     "call only": [("-- Type checks: the sorted set", "do return {WQ_OK} end\n-- Type checks")],
-    "no type checks": [("local bad = wq_bad_type(unpack(typed))", "local bad = nil")],
+    "no type checks": [("local wrong = wq_wrong_type(unpack(typed))", "local wrong = nil")],
     "no limit read": [("redis.pcall('HGET', KEYS[9], 'pending')", "false")],
 }
 """Variant -> (piece of `enqueue.lua`'s text, what replaces it), as in `emit_cost.py`."""

@@ -83,14 +83,15 @@ local function wq_marked(mark, token)
   return since ~= nil, since
 end
 
--- Name of the first key whose type is neither absent nor the expected one.
+-- The WRONG_TYPE reply {-1, key} naming the first key whose type is neither absent nor the
+-- expected one (arguments: key, type, key, type, ...); nil when every key fits.
 -- Called before the first write, so a script never fails half-way.
-local function wq_bad_type(...)
+local function wq_wrong_type(...)
   local a = {...}
   for i = 1, #a, 2 do
     local t = redis.call('TYPE', a[i])['ok']
     if t ~= 'none' and t ~= a[i + 1] then
-      return a[i]
+      return {WQ_WRONG_TYPE, a[i]}
     end
   end
   return nil

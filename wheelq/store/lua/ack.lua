@@ -31,10 +31,8 @@ Returns: {0, acked}
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 wq_events_on(KEYS[6], KEYS[7])
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'hash')
+if wrong then return wrong end
 local group = ARGV[1]
 if WQ_EVENTS and ARGV[6] ~= '' then
   wq_events('started', group, cmsgpack.unpack(ARGV[6]))

@@ -19,11 +19,9 @@ Returns: {0, removed}   removed = how many pending attempts were removed (the jo
          {-1, key}      WRONG_TYPE (nothing written)
 ]]
 wq_events_on(KEYS[9], KEYS[10])
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
   KEYS[5], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+if wrong then return wrong end
 local id = ARGV[1]
 local aliases = redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32', 'BYLEX')
 local now = wq_now_ms()

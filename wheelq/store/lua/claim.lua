@@ -21,10 +21,8 @@ Returns: {0, next_cursor, dead_lettered, entry_id_1, deliveries_1, fields_1, ent
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 wq_events_on(KEYS[6], KEYS[7])
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
+if wrong then return wrong end
 local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
   'COUNT', ARGV[5])
 local out = {WQ_OK, claimed[1], 0}

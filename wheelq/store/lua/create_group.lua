@@ -10,10 +10,8 @@ Returns: {0, outcome, groups}   outcome: GROUP_FOUND (1, it exists: nothing done
            groups: how many groups the stream has now
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'stream')
+if wrong then return wrong end
 local count = 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
   for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do

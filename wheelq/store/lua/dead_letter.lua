@@ -16,10 +16,8 @@ Returns: {0, dead_lettered, stale}  stale: entries pending to another delivery (
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 wq_events_on(KEYS[6], KEYS[7])
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
+if wrong then return wrong end
 local n, stale = 0, 0
 local fenced = ARGV[2] ~= ''
 local fields, dead = {}, {}

@@ -27,11 +27,9 @@ Returns: {0, placed, due}   placed: 0 SCHEDULED (due now too, with the stream at
          {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
 ]]
 wq_events_on(KEYS[9], KEYS[11])
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list', KEYS[8], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+if wrong then return wrong end
 local id, wait, envelope = ARGV[3], tonumber(ARGV[5]), ARGV[6]
 local now = wq_now_ms()
 local deadline

@@ -12,10 +12,8 @@ Returns: {0, outcome, in_flight}   outcome: NO_GROUP (0, no stream or no such gr
            (3); in_flight: the group's entries in flight when the script ran (0 with NO_GROUP)
          {-1, key}   WRONG_TYPE (nothing deleted)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'stream')
+if wrong then return wrong end
 local in_flight
 if redis.call('EXISTS', KEYS[1]) == 1 then
   for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do

@@ -34,10 +34,8 @@ Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted
 local mode = ARGV[1]
 local pending, unacked = 0, 0
 if mode ~= 'force' then
-  local bad = wq_bad_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[19], 'stream')
-  if bad then
-    return {WQ_WRONG_TYPE, bad}
-  end
+  local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[19], 'stream')
+  if wrong then return wrong end
   pending = redis.call('ZCARD', KEYS[1])
   for _, stream in ipairs({KEYS[3], KEYS[19]}) do
     if redis.call('EXISTS', stream) == 1 then

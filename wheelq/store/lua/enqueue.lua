@@ -71,10 +71,8 @@ end
 if new then
   typed[t + 1], typed[t + 2] = KEYS[2], 'hash'
 end
-local bad = wq_bad_type(unpack(typed))
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(unpack(typed))
+if wrong then return wrong end
 local horizon = redis.pcall('GET', KEYS[4])
 if type(horizon) == 'table' and horizon.err then
   return {WQ_WRONG_TYPE, KEYS[4]}

@@ -25,11 +25,9 @@ Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..
                       (or nil)
          {-1, key}   WRONG_TYPE
 ]]
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash',
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash',
   KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'stream')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+if wrong then return wrong end
 local id = ARGV[1]
 local stream = KEYS[3]
 local function fields_of(entry)

@@ -26,11 +26,9 @@ Returns: {0, written}   runs written (fired now if due, else scheduled)
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded
 ]]
 wq_events_on(KEYS[9], KEYS[11])
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',
   KEYS[8], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+if wrong then return wrong end
 local epoch, name = tonumber(ARGV[3]), ARGV[4]
 local mark = redis.call('HGET', KEYS[8], name)
 local e, last = 0, 0

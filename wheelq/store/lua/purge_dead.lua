@@ -4,10 +4,8 @@ ARGV     none
 Returns: {0, deleted}   entries the stream held (0 when there was none)
          {-1, key}   WRONG_TYPE (nothing deleted)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'stream')
+if wrong then return wrong end
 local n = redis.call('XLEN', KEYS[1])
 redis.call('DEL', KEYS[1])
 return {WQ_OK, n}

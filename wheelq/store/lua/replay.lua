@@ -21,10 +21,8 @@ Returns: {0, replayed, held, unreplayable_id_1, ...}   held: left for want of ro
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 wq_events_on(KEYS[5], KEYS[7])
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
+if wrong then return wrong end
 local out, fired = {WQ_OK, 0, 0}, {}
 local now = wq_fmt(wq_now_ms())
 local room = wq_room(redis.call('HGET', KEYS[5], 'ready'), {KEYS[2], KEYS[6]})

@@ -26,11 +26,9 @@ Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its l
            (nothing written; the scheduler dead-letters it when it comes due)
 ]]
 wq_events_on(KEYS[8], KEYS[11])
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list', KEYS[10], 'zset')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+if wrong then return wrong end
 local id = ARGV[3]
 -- The id's pending attempts: members with both an envelope and a due time.
 local members, envelopes = {}, {}

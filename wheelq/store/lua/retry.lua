@@ -28,11 +28,9 @@ Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>gro
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
 wq_events_on(KEYS[8], KEYS[9])
-local bad = wq_bad_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
   KEYS[5], 'list', KEYS[6], 'hash', KEYS[7], 'zset')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+if wrong then return wrong end
 if ARGV[9] and wq_delivered(KEYS[3], ARGV[1], ARGV[2], ARGV[9], ARGV[10]) == -1 then
   return {WQ_OK, -1}
 end

@@ -12,10 +12,8 @@ Returns: {0, epoch}   the caller's new epoch; 0: the epoch moved on since it was
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}
 end
-local bad = wq_bad_type(KEYS[2], 'string')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[2], 'string')
+if wrong then return wrong end
 if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then
   return {WQ_OK, 0}
 end

@@ -10,10 +10,8 @@ ARGV[3..] names
 Returns: {0, ms, ...}   per name, the latest run written here before the call (0: none)
          {-1, key}      WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'hash')
+if wrong then return wrong end
 local epoch = tonumber(ARGV[1])
 local out = {WQ_OK}
 for i = 3, #ARGV do

@@ -11,10 +11,8 @@ Returns: {0, created, state}   created = 1 new, 0 updated (or left as it was wit
            state: the schedule's state after the call
          {-1, key}              WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'hash', KEYS[2], 'hash')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'hash', KEYS[2], 'hash')
+if wrong then return wrong end
 local state = redis.call('HGET', KEYS[2], ARGV[1])
 if state and ARGV[3] == '1' then
   return {WQ_OK, 0, state}

@@ -7,10 +7,8 @@ ARGV[1]  a name, or '' for every schedule of the shard
 Returns: {0, epoch, {name, definition, state, ...}}   (a name not found: an empty list)
          {-1, key}   WRONG_TYPE
 ]]
-local bad = wq_bad_type(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'string')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'string')
+if wrong then return wrong end
 local epoch = tonumber(redis.call('GET', KEYS[3]) or '0')
 local out = {}
 local names

@@ -13,10 +13,8 @@ Returns: {0, found, epoch, definition}   found = 0: no such schedule (nothing wr
            the schedule as it was (false if none)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'string')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+local wrong = wq_wrong_type(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'string')
+if wrong then return wrong end
 local state = redis.call('HGET', KEYS[2], ARGV[2])
 local definition = redis.call('HGET', KEYS[1], ARGV[2])
 if not state then

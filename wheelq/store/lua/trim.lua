@@ -19,11 +19,9 @@ Returns: {0, trimmed, more, consumers_deleted}   both streams together; more = 1
            trimmable entries remain
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
-local bad = wq_bad_type(KEYS[1], 'stream', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'zset',
+local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'zset',
   KEYS[5], 'stream')
-if bad then
-  return {WQ_WRONG_TYPE, bad}
-end
+if wrong then return wrong end
 local STREAMS = {KEYS[1], KEYS[5]}
 local now, limit, budget = wq_now_ms(), tonumber(ARGV[2]), tonumber(ARGV[4])
 local expired = wq_fmt(now - tonumber(ARGV[1]))
