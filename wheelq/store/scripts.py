@@ -55,34 +55,19 @@ class GroupOutcome(IntEnum):
 
 _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
 _LEASE = ("lease", "horizon")
+_HISTORY = ("history", "history_old")
+"""A shard's job history, both generations (`wq_fired` reads the old one too)."""
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": (*_WRITE, "spooled", "history", "history_old", "limits", "callbacks", "events"),
-    "reschedule": (
-        *_WRITE,
-        "history",
-        "history_old",
-        "limits",
-        "callbacks",
-        "retries",
-        "events",
-    ),
-    "debounce": (
-        *_WRITE,
-        "history",
-        "history_old",
-        "debounce",
-        "limits",
-        "callbacks",
-        "events",
-    ),
+    "enqueue": (*_WRITE, "spooled", *_HISTORY, "limits", "callbacks", "events"),
+    "reschedule": (*_WRITE, *_HISTORY, "limits", "callbacks", "retries", "events"),
+    "debounce": (*_WRITE, *_HISTORY, "debounce", "limits", "callbacks", "events"),
     "cancel": (
         "delayed",
         "jobs",
         "cancelled",
         "retries",
-        "history",
-        "history_old",
+        *_HISTORY,
         "waiters",
         "done",
         "limits",
@@ -94,8 +79,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "ready",
         "lease",
         "dead",
-        "history",
-        "history_old",
+        *_HISTORY,
         "limits",
         "callbacks",
         "retries",
@@ -108,7 +92,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "lease_followed": ("lease", "followed"),
     "lease_watch": ("lease",),
     "lease_reap": ("lease", "followed", "horizon"),
-    "ack": ("stream", "history", "history_old", "waiters", "done", "limits", "events"),
+    "ack": ("stream", *_HISTORY, "waiters", "done", "limits", "events"),
     "retry": (
         "delayed",
         "jobs",
@@ -123,28 +107,20 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "dead_letter": ("stream", "dead", "history", "waiters", "done", "limits", "events"),
     "claim": ("stream", "dead", "history", "waiters", "done", "limits", "events"),
     "touch": ("stream",),
-    "trim": ("ready", "history", "history_old", "cancelled", "callbacks", "limits", "events"),
-    "replay": ("dead", "ready", "history", "history_old", "limits", "callbacks", "events"),
+    "trim": ("ready", *_HISTORY, "cancelled", "callbacks", "limits", "events"),
+    "replay": ("dead", "ready", *_HISTORY, "limits", "callbacks", "events"),
     "purge_dead": ("dead",),
     "drop_shard": DATA_KEY_NAMES,
     "delete_group": ("stream",),
     "create_group": ("stream",),
-    "lookup": ("delayed", "jobs", "ready", "history", "history_old", "cancelled", "callbacks"),
+    "lookup": ("delayed", "jobs", "ready", *_HISTORY, "cancelled", "callbacks"),
     "schedule_put": ("schedules", "sched_state"),
     "schedule_state": ("schedules", "sched_state", "sched_epoch"),
     "schedule_read": ("schedules", "sched_state", "sched_epoch"),
     "schedule_claim": ("lease", "sched_epoch"),
     "schedule_advance": ("lease", "sched_state", "sched_epoch"),
     "schedule_fence": ("sched_marks",),
-    "materialize": (
-        *_WRITE[:5],
-        "history",
-        "history_old",
-        "sched_marks",
-        "limits",
-        "callbacks",
-        "events",
-    ),
+    "materialize": (*_WRITE[:5], *_HISTORY, "sched_marks", "limits", "callbacks", "events"),
     "note_events": ("limits", "events"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""

@@ -425,8 +425,6 @@ local function wq_bury(dead, topic, member, due, envelope, why)
     'reason', 'malformed', 'error', 'malformed envelope: ' .. why, 'envelope', envelope)
 end
 
--- Copy a ready-stream entry into the dead-letter stream: its fields as they are, followed by
--- the dead-letter annotations (wheelq.core.job); the group's history record says so.
 -- A flat reply {name_1, value_1, ...} (XINFO, a stream entry's fields) as a table name -> value.
 local function wq_fields(flat)
   local t = {}
@@ -434,29 +432,6 @@ local function wq_fields(flat)
     t[flat[i]] = flat[i + 1]
   end
   return t
-end
-
-local function wq_dead(ready, dead, history, group, entry, reason, err)
-  local found = redis.call('XRANGE', ready, entry, entry)
-  local args = {dead, '*'}
-  local id, attempt = nil, 0
-  if found[1] then
-    local fields = found[1][2]
-    for _, v in ipairs(fields) do
-      args[#args + 1] = v
-    end
-    local f = wq_fields(fields)
-    id, attempt = f['id'], tonumber(f['attempt']) or 0
-  end
-  for _, v in ipairs({'reason', reason, 'error', err, 'group', group, 'entry', entry}) do
-    args[#args + 1] = v
-  end
-  local added = redis.call('XADD', unpack(args))
-  if id then
-    redis.call('HSET', history, id .. WQ_US .. group,
-      wq_record('D', entry, wq_now_ms(), 0, err, reason, added))
-  end
-  return added, id, attempt
 end
 
 -- Results' waiters (wheelq.producer.results; docs/architecture.md "Job results"): `waiters`
@@ -490,6 +465,48 @@ local function wq_wake(waiters, done, fields, step)
   if #woken > 0 then
     redis.pcall('PEXPIRE', done, WQ_DONE_KEEP_MS)
   end
+end
+
+-- Dead letters of `group`, taken from its stream `ready` one entry at a time, then told once
+-- (claim.lua, dead_letter.lua):
+--   local letters = wq_dead_letters(ready, dead, history, group)
+--   letters.add(entry, reason, err)   -- for each entry, once it is acked
+--   letters.tell(waiters, done)       -- one 'dead' event a job, one note to results' waiters
+-- add copies the entry into the dead-letter stream: its fields as they are, followed by the
+-- dead-letter annotations (wheelq.core.job); the group's history record of the job says so.
+local function wq_dead_letters(ready, dead, history, group)
+  local letters, fields, jobs = {}, {}, {}
+  function letters.add(entry, reason, err)
+    local found = redis.call('XRANGE', ready, entry, entry)
+    local args = {dead, '*'}
+    local id, attempt = nil, 0
+    if found[1] then
+      local flat = found[1][2]
+      for _, v in ipairs(flat) do
+        args[#args + 1] = v
+      end
+      local f = wq_fields(flat)
+      id, attempt = f['id'], tonumber(f['attempt']) or 0
+    end
+    for _, v in ipairs({'reason', reason, 'error', err, 'group', group, 'entry', entry}) do
+      args[#args + 1] = v
+    end
+    local added = redis.call('XADD', unpack(args))
+    if id then
+      redis.call('HSET', history, id .. WQ_US .. group,
+        wq_record('D', entry, wq_now_ms(), 0, err, reason, added))
+      fields[#fields + 1] = id .. WQ_US .. group
+      jobs[#jobs + 1] = id
+      jobs[#jobs + 1] = attempt
+    end
+  end
+  function letters.tell(waiters, done)
+    wq_events('dead', group, jobs)
+    if #fields > 0 and wq_waited(waiters) then
+      wq_wake(waiters, done, fields)
+    end
+  end
+  return letters
 end
 
 -- Whether `entry` is pending in `group` to the delivery a pull receipt names (the consumer it

@@ -27,21 +27,15 @@ local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARG
   'COUNT', ARGV[5])
 local out = {WQ_OK, claimed[1], 0}
 local max_deliveries = tonumber(ARGV[6])
-local fields, dead = {}, {}
+local letters = wq_dead_letters(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
 for _, entry in ipairs(claimed[2]) do
   local id = entry[1]
   local info = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)[1]
   local deliveries = info and tonumber(info[4]) or 0
   if deliveries > max_deliveries then
     redis.call('XACK', KEYS[1], ARGV[1], id)
-    local _, job_id, attempt = wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], id, 'deliveries',
-      'delivered ' .. (deliveries - 1) .. ' times (max_deliveries ' .. ARGV[6] ..
-      ') without an ack: its workers died or stalled while running it')
-    if job_id then
-      fields[#fields + 1] = job_id .. WQ_US .. ARGV[1]
-      dead[#dead + 1] = job_id
-      dead[#dead + 1] = attempt
-    end
+    letters.add(id, 'deliveries', 'delivered ' .. (deliveries - 1) .. ' times (max_deliveries '
+      .. ARGV[6] .. ') without an ack: its workers died or stalled while running it')
     out[3] = out[3] + 1
   else
     out[#out + 1] = id
@@ -49,8 +43,5 @@ for _, entry in ipairs(claimed[2]) do
     out[#out + 1] = entry[2]
   end
 end
-wq_events('dead', ARGV[1], dead)
-if #fields > 0 and wq_waited(KEYS[4]) then
-  wq_wake(KEYS[4], KEYS[5], fields)
-end
+letters.tell(KEYS[4], KEYS[5])
 return out

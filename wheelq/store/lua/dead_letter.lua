@@ -20,24 +20,15 @@ local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash
 if wrong then return wrong end
 local n, stale = 0, 0
 local fenced = ARGV[2] ~= ''
-local fields, dead = {}, {}
+local letters = wq_dead_letters(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
 for i = 4, #ARGV, 3 do
   local got = fenced and wq_delivered(KEYS[1], ARGV[1], ARGV[i], ARGV[2], ARGV[3]) or 1
   if got == -1 then
     stale = stale + 1
   elseif got == 1 and redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
-    local _, id, attempt = wq_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[i], ARGV[i + 1],
-      ARGV[i + 2])
-    if id then
-      fields[#fields + 1] = id .. WQ_US .. ARGV[1]
-      dead[#dead + 1] = id
-      dead[#dead + 1] = attempt
-    end
+    letters.add(ARGV[i], ARGV[i + 1], ARGV[i + 2])
     n = n + 1
   end
 end
-wq_events('dead', ARGV[1], dead)
-if #fields > 0 and wq_waited(KEYS[4]) then
-  wq_wake(KEYS[4], KEYS[5], fields)
-end
+letters.tell(KEYS[4], KEYS[5])
 return {WQ_OK, n, stale}
