@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from functools import partial
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import redis
@@ -361,12 +360,7 @@ class AsyncClient:
             await self._drain.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
