@@ -49,6 +49,7 @@ from redis_cost import Counter, script_variant, start_server
 
 from wheelq import AsyncClient, Client, EnqueueItem
 from wheelq.core import job as job_module
+from wheelq.core import payload as payload_module
 from wheelq.core.job import Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ClientSettings
@@ -65,7 +66,7 @@ PAYLOAD = b"x" * 100
 DELAY_S = 3600
 NOW_MS = 1_700_000_000_000
 SHARDS = 4
-MAX_DEPTH = job_module.MAX_PAYLOAD_DEPTH
+MAX_DEPTH = payload_module.MAX_PAYLOAD_DEPTH
 NOISE_SHARE = 0.8
 """A gain is within the noise unless the fast path won at least this share of the rounds
 (fast and plain run back to back in each)."""
@@ -93,11 +94,11 @@ def _plain_placed(reply: Any) -> list[Placed]:
 
 def _plain_encode_payload(payload: Any, max_bytes: int, packer: Any = None) -> bytes:
     """`encode_payload` without the strict packer: every payload packed, then decoded back."""
-    data = job_module._encode_careful(payload)
+    data = payload_module._encode_careful(payload)
     if len(data) > max_bytes:
-        raise job_module.PayloadTooLargeError("payload", "too large")
-    if len(data) > job_module.MAX_PAYLOAD_DEPTH and isinstance(payload, job_module._NESTED):
-        job_module.check_depth(payload, data)
+        raise payload_module.PayloadTooLargeError("payload", "too large")
+    if len(data) > payload_module.MAX_PAYLOAD_DEPTH and isinstance(payload, payload_module._NESTED):
+        payload_module.check_depth(payload, data)
     return data
 
 
@@ -108,7 +109,7 @@ def _plain_built(**values: Any) -> Job:
 def _plain_stored_too_deep(data: bytes) -> bool:
     """`stored_too_deep` without counting list and map headers first: every payload decoded."""
     try:
-        return job_module._deeper_than(job_module.decode_payload(data), MAX_DEPTH)
+        return payload_module._deeper_than(payload_module.decode_payload(data), MAX_DEPTH)
     except msgpack.StackError:
         return True
     except Exception:
@@ -165,7 +166,7 @@ PLAIN: dict[str, tuple[str, Callable[[], Any]]] = {
     ),
     "job: stored_too_deep counts headers before decoding": (
         "replay_check",
-        lambda: swapped(job_module, "_may_be_deep", lambda data: True),
+        lambda: swapped(payload_module, "_may_be_deep", lambda data: True),
     ),
 }
 
@@ -298,7 +299,7 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
         Field.DUE: b"1700000000000",
         Field.ATTEMPT: b"1",
         Field.MAX_ATTEMPTS: b"5",
-        Field.PAYLOAD: job_module.encode_payload(PAYLOAD, 1 << 20),
+        Field.PAYLOAD: payload_module.encode_payload(PAYLOAD, 1 << 20),
         Field.ENQUEUED: b"1700000000000",
     }
 
@@ -328,7 +329,7 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
     dead_payload = msgpack.packb({f"field-{i:02d}": "v" * 40 for i in range(20)})  # ~1 KB
 
     def replay_check() -> float:
-        check = job_module.stored_too_deep
+        check = payload_module.stored_too_deep
         t = time.process_time()
         for _ in range(jobs):
             check(dead_payload)

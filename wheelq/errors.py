@@ -118,7 +118,7 @@ class PayloadTooLargeError(InvalidArgumentError):
 
 
 class PayloadTooDeepError(InvalidArgumentError):
-    """A payload nests lists and maps deeper than `wheelq.core.job.MAX_PAYLOAD_DEPTH` levels."""
+    """A payload nests lists and maps deeper than `wheelq.core.payload.MAX_PAYLOAD_DEPTH` levels."""
 
 
 class InvalidHandlerError(InvalidArgumentError, TypeError):

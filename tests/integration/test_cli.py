@@ -16,8 +16,9 @@ from tests.support.entries import add_ready, dead_fields
 from tests.support.waiting import eventually_sync
 from wheelq import Client
 from wheelq.core.history import JobState
-from wheelq.core.job import Field, encode_payload
+from wheelq.core.job import Field
 from wheelq.core.keys import ShardKeys, all_shards, nodes_key
+from wheelq.core.payload import encode_payload
 
 ROOT = Path(__file__).resolve().parents[2]
 

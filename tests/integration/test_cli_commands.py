@@ -19,8 +19,8 @@ from tests.support.entries import add_ready, ready_fields
 from tests.support.waiting import eventually_sync
 from wheelq import AsyncClient, Client, Worker
 from wheelq.core.history import JobState
-from wheelq.core.job import encode_payload
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
+from wheelq.core.payload import encode_payload
 
 RECORDER = """
 import os

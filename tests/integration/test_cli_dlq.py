@@ -10,8 +10,8 @@ import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq
 from wheelq import Client
-from wheelq.core.job import encode_payload
 from wheelq.core.keys import ShardKeys
+from wheelq.core.payload import encode_payload
 
 
 def _dead(redis_sync: redis.Redis, topic: str, shard: int, n: int, payload: bytes) -> str:

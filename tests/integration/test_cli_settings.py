@@ -18,8 +18,8 @@ from tests.support.cli import assert_one_line_error, free_port, run_wheelq, star
 from tests.support.entries import add_ready, ready_fields
 from tests.support.waiting import eventually_sync
 from wheelq import Client
-from wheelq.core.job import encode_payload
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, nodes_key
+from wheelq.core.payload import encode_payload
 
 FAILING = "def fail(job):\n    raise RuntimeError('always')\n\ndef ok(job):\n    pass\n"
 

@@ -28,7 +28,8 @@ from wheelq import (
     MalformedJobError,
     TopicStats,
 )
-from wheelq.core.job import Envelope, Field, job_id_time_ms
+from wheelq.core.ids import job_id_time_ms
+from wheelq.core.job import Envelope, Field
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster

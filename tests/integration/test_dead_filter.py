@@ -15,8 +15,8 @@ from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.entries import add_ready, dead_fields
 from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncClient, Client
-from wheelq.core.job import encode_payload
 from wheelq.core.keys import ShardKeys
+from wheelq.core.payload import encode_payload
 from wheelq.errors import InvalidArgumentError
 
 SHARDS = 2

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 import redis
 
-import wheelq.core.job
+import wheelq.core.payload
 from tests.support.cli import run_wheelq
 from tests.support.web import assert_problem, serving
 from wheelq import AsyncClient, Client, PayloadTooDeepError
-from wheelq.core.job import MAX_PAYLOAD_DEPTH, Field, jsonable, pack_envelope
+from wheelq.core.job import Field, pack_envelope
 from wheelq.core.keys import ShardKeys
+from wheelq.core.payload import MAX_PAYLOAD_DEPTH, jsonable
 from wheelq.web.problems import MAX_BODY_DEPTH
 
 pytestmark = pytest.mark.cluster_too
@@ -103,7 +104,7 @@ async def test_a_stored_payload_nested_500_levels_deep_is_shown_and_costs_its_pu
     async with serving(redis_url) as api:
         client = api.service.client
         with monkeypatch.context() as old_version:  # as a version without the limit wrote it
-            old_version.setattr(wheelq.core.job, "MAX_PAYLOAD_DEPTH", 10_000)
+            old_version.setattr(wheelq.core.payload, "MAX_PAYLOAD_DEPTH", 10_000)
             await client.enqueue(topic, {"n": 0}, job_id="before")
             await client.enqueue(topic, nested(DEEP), job_id="deep")
             await client.enqueue(topic, {"n": 2}, job_id="after")

@@ -23,8 +23,9 @@ import redis.asyncio
 
 from wheelq import AsyncClient, Client
 from wheelq.core.clock import ManualClock
-from wheelq.core.job import encode_payload, pack_envelope
+from wheelq.core.job import pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.payload import encode_payload
 from wheelq.core.recurring import GRACE_MS, Plan, Schedule
 from wheelq.core.settings import SchedulerSettings
 from wheelq.errors import InvalidDelayError, LeaseLostError

@@ -30,7 +30,8 @@ from tests.support.waiting import eventually_sync
 from wheelq.core.callback import Callback
 from wheelq.core.due import DueSpec
 from wheelq.core.history import SEPARATOR
-from wheelq.core.job import Envelope, Field, make_job_id, parse_note, parse_notes
+from wheelq.core.ids import make_job_id
+from wheelq.core.job import Envelope, Field, parse_note, parse_notes
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import enqueue, fire, leases, observe, topics

@@ -22,8 +22,9 @@ from opentelemetry.trace import StatusCode
 from tests.support.tracing import Spans
 from tests.support.waiting import until
 from wheelq import AsyncClient, Job, Scheduler, Worker
-from wheelq.core.job import Field, format_traceparent
+from wheelq.core.job import Field
 from wheelq.core.keys import all_shards
+from wheelq.core.trace import format_traceparent
 
 SHARDS = 2
 FAST: dict[str, Any] = {"visibility_timeout_ms": 1000, "claim_interval_ms": 100}

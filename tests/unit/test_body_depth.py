@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from wheelq.core.job import MAX_PAYLOAD_DEPTH
+from wheelq.core.payload import MAX_PAYLOAD_DEPTH
 from wheelq.web.problems import MAX_BODY_DEPTH, deep_body_problem
 
 

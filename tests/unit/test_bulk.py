@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wheelq.core.job import ID_LENGTH, job_id_time_ms, pack_envelope
+from wheelq.core.ids import ID_LENGTH, job_id_time_ms
+from wheelq.core.job import pack_envelope
 from wheelq.core.keys import shard_of
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 from wheelq.producer import bulk

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from wheelq.cli.context import CliError, load_config, redacted, split_topics
-from wheelq.core.job import jsonable
+from wheelq.core.payload import jsonable
 
 ROOT = Path(__file__).resolve().parents[2]
 

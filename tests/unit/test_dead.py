@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.entries import dead_fields
-from wheelq.core.job import DeadLetter, encode_payload, parse_ref
+from wheelq.core.job import DeadLetter, parse_ref
+from wheelq.core.payload import encode_payload
 from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError
 from wheelq.web.models import DeadReason

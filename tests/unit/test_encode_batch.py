@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from wheelq.core.due import due_spec
-from wheelq.core.job import ID_LENGTH, job_id_time_ms
+from wheelq.core.ids import ID_LENGTH, job_id_time_ms
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.items import EncodeBatch
 

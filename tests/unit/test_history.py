@@ -18,7 +18,8 @@ from wheelq.core.history import (
     pack_success,
     read_record,
 )
-from wheelq.core.job import Envelope, encode_payload
+from wheelq.core.job import Envelope
+from wheelq.core.payload import encode_payload
 from wheelq.errors import MalformedJobError
 
 NOW = 1_700_000_010_000

@@ -1,4 +1,4 @@
-"""core.job: ULID-layout job ids. Known vectors, Hypothesis for shape, time round-trip
+"""core.ids: ULID-layout job ids. Known vectors, Hypothesis for shape, time round-trip
 and ordering; the random parts drawn many at once are ids' random parts, every character
 of the alphabet at every place."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.core.job import (
+from wheelq.core.ids import (
     ID_LENGTH,
     RANDOM_CHARS,
     job_id_time_ms,

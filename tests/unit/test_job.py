@@ -1,5 +1,5 @@
-"""core.job: payload codec, the stored envelope (and its wire format, which Lua cmsgpack
-must read), stream entries and max_attempts validation."""
+"""core.payload and core.job: the payload codec, the stored envelope (and its wire format,
+which Lua cmsgpack must read), stream entries and max_attempts validation."""
 
 from __future__ import annotations
 
@@ -22,19 +22,21 @@ from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import (
     ENVELOPE_VERSION,
     MAX_ATTEMPTS_LIMIT,
-    MAX_PAYLOAD_DEPTH,
     READY_ENTRY,
     Envelope,
     Job,
     _built,
+    entry_ms,
+    validate_max_attempts,
+)
+from wheelq.core.payload import (
+    MAX_PAYLOAD_DEPTH,
     decode_payload,
     encode_payload,
     encode_result,
-    entry_ms,
     jsonable,
     payload_packer,
     read_payload,
-    validate_max_attempts,
 )
 from wheelq.errors import (
     InvalidArgumentError,

@@ -1,4 +1,4 @@
-"""core.job.stored_too_deep counts a stored payload's list and map headers before decoding it
+"""core.payload.stored_too_deep counts a stored payload's list and map headers before decoding it
 (docs/architecture.md, "Fast paths"): it must judge every payload as decoding it and walking
 its lists and maps judges it."""
 
@@ -10,7 +10,7 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheelq.core.job import MAX_PAYLOAD_DEPTH, _deeper_than, decode_payload, stored_too_deep
+from wheelq.core.payload import MAX_PAYLOAD_DEPTH, _deeper_than, decode_payload, stored_too_deep
 
 
 def decoded_too_deep(data: bytes) -> bool:

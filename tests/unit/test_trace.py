@@ -1,10 +1,10 @@
-"""core.job: the W3C traceparent a job carries, validated on enqueue, parsed leniently."""
+"""core.trace: the W3C traceparent a job carries, validated on enqueue, parsed leniently."""
 
 from __future__ import annotations
 
 import pytest
 
-from wheelq.core.job import format_traceparent, parse_traceparent, validate_traceparent
+from wheelq.core.trace import format_traceparent, parse_traceparent, validate_traceparent
 from wheelq.errors import InvalidArgumentError
 
 GOOD = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -16,8 +16,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.support.tracing import Spans
 from wheelq import EnqueueItem, HandlerTimeoutError, InvalidArgumentError, Job
-from wheelq.core.job import Envelope, format_traceparent, parse_traceparent
+from wheelq.core.job import Envelope
 from wheelq.core.settings import ClientSettings
+from wheelq.core.trace import format_traceparent, parse_traceparent
 from wheelq.producer.operations import Op, Producer
 from wheelq.runtime import tracing
 from wheelq.store.call import Call

@@ -41,7 +41,8 @@ from wheelq.callbacks.resolver import (
 from wheelq.core.callback import Callback
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import Histogram
-from wheelq.core.job import Job, jsonable
+from wheelq.core.job import Job
+from wheelq.core.payload import jsonable
 from wheelq.core.retry import Fail, Retry
 from wheelq.core.settings import CallbackSettings
 from wheelq.runtime.clock import LocalClock, monotonic_ms, wall_ms

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import CliError, Context, command, usage_error
 from wheelq.core.due import utc_text
-from wheelq.core.job import jsonable
+from wheelq.core.payload import jsonable
 
 if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo

@@ -12,8 +12,9 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core.job import Envelope, Field, entry_ms, read_payload
+from wheelq.core.job import Envelope, Field, entry_ms
 from wheelq.core.pause import PauseState
+from wheelq.core.payload import read_payload
 from wheelq.errors import MalformedJobError
 
 SEPARATOR = "\x1f"  # between job id and group in a history field: no job id holds it

@@ -18,7 +18,7 @@ import msgpack
 from cronsim import CronSim, CronSimError
 
 from wheelq.core.callback import Callback
-from wheelq.core.job import read_payload
+from wheelq.core.payload import read_payload
 from wheelq.errors import InvalidArgumentError, int_in
 
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))

@@ -12,18 +12,10 @@ from typing import Any, NamedTuple
 import msgpack
 
 from wheelq.core.due import DueSpec
-from wheelq.core.job import (
-    ENVELOPE_VERSION,
-    MAX_PAYLOAD_DEPTH,
-    RANDOM_CHARS,
-    check_depth,
-    encode_payload,
-    envelope_fields,
-    payload_packer,
-    random_parts,
-    time_part,
-)
+from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
+from wheelq.core.job import ENVELOPE_VERSION, envelope_fields
 from wheelq.core.keys import ShardKeys, shard_of
+from wheelq.core.payload import MAX_PAYLOAD_DEPTH, check_depth, encode_payload, payload_packer
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 from wheelq.store import enqueue
 from wheelq.store.call import Call

@@ -481,7 +481,7 @@ class Client:
                 not valid, refs and a filter are both given, or a dead letter named in
                 `refs` is malformed (nothing is replayed).
             PayloadTooDeepError: A dead letter named in `refs` has a payload nested past
-                ``wheelq.core.job.MAX_PAYLOAD_DEPTH`` levels (nothing is replayed).
+                ``wheelq.core.payload.MAX_PAYLOAD_DEPTH`` levels (nothing is replayed).
         """
         match = dl.DeadFilter.of(reason, group)
         return self._run(dl.replay(self._producer, topic, refs, match))

@@ -8,8 +8,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from wheelq.core.job import MAX_PAYLOAD_DEPTH, DeadLetter, Field, parse_ref, stored_too_deep
+from wheelq.core.job import DeadLetter, Field, parse_ref
 from wheelq.core.keys import ShardKeys, all_shards, validate_group, validate_shards
+from wheelq.core.payload import MAX_PAYLOAD_DEPTH, stored_too_deep
 from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError, PayloadTooDeepError, UnknownTopicError, int_in
 from wheelq.producer.operations import Op, Producer

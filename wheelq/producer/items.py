@@ -14,18 +14,11 @@ from wheelq.core import keys as k
 from wheelq.core.callback import Callback, validate_callback
 from wheelq.core.due import At, Delay, DueSpec, due_spec
 from wheelq.core.flow import validate_key
-from wheelq.core.job import (
-    RANDOM_CHARS,
-    encode_payload,
-    envelope_fields,
-    pack_envelope,
-    payload_packer,
-    random_parts,
-    time_part,
-    validate_max_attempts,
-    validate_traceparent,
-)
+from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
+from wheelq.core.job import envelope_fields, pack_envelope, validate_max_attempts
+from wheelq.core.payload import encode_payload, payload_packer
 from wheelq.core.settings import ClientSettings
+from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
 from wheelq.store import enqueue
 

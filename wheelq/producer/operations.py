@@ -15,8 +15,9 @@ from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, DueSpec, due_spec
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses
-from wheelq.core.job import validate_max_attempts, validate_traceparent
+from wheelq.core.job import validate_max_attempts
 from wheelq.core.settings import ClientSettings
+from wheelq.core.trace import validate_traceparent
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from wheelq.core.job import Job, format_traceparent, parse_traceparent
+from wheelq.core.job import Job
+from wheelq.core.trace import format_traceparent, parse_traceparent
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

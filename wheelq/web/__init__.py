@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any
 
 from wheelq.core.callback import Callback
-from wheelq.core.job import jsonable
+from wheelq.core.payload import jsonable
 from wheelq.core.recurring import Schedule
 from wheelq.core.retry import error_detail, error_line
 from wheelq.producer.operations import ShardTotal

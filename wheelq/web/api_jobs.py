@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from wheelq.core.due import due_spec
 from wheelq.core.history import JobState
-from wheelq.core.job import jsonable
+from wheelq.core.payload import jsonable
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Message, Scope, Send
 
-from wheelq.core.job import MAX_PAYLOAD_DEPTH
+from wheelq.core.payload import MAX_PAYLOAD_DEPTH
 from wheelq.errors import (
     DuplicateJobError,
     EventsOffError,

@@ -46,10 +46,10 @@ from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
 from wheelq.core.history import JobState, payload_gone
-from wheelq.core.job import jsonable
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
+from wheelq.core.payload import jsonable
 from wheelq.core.retry import Reason, error_line
 from wheelq.errors import (
     InvalidArgumentError,

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from time import monotonic  # see _Run.started: why not the worker's Clock
 from typing import Any, NoReturn
 
-from wheelq.core.job import Job, encode_result
+from wheelq.core.job import Job
+from wheelq.core.payload import encode_result
 from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError, ResultError
 from wheelq.runtime.tracing import Tracing
 from wheelq.worker.slots import TurnQueue

@@ -21,8 +21,9 @@ import msgpack
 from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
-from wheelq.core.job import Field, Job, jsonable
+from wheelq.core.job import Field, Job
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
+from wheelq.core.payload import jsonable
 from wheelq.core.retry import Reason, RetryPolicy, retry_envelope
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError, int_in
 from wheelq.runtime.outage import wait_for_either

@@ -416,7 +416,7 @@ end
 
 -- Move a job whose envelope cannot be decoded to the dead-letter stream as 'malformed',
 -- with the raw bytes in 'envelope' (no 'payload' field: replay refuses it). redis.pcall, as
--- wq_fire. With wq_dead, the one place dead-letter fields are spelled (wheelq.core.job).
+-- wq_fire. With wq_dead_letters, the one place dead-letter fields are spelled (wheelq.core.job).
 local function wq_bury(dead, topic, member, due, envelope, why)
   if type(due) == 'number' then
     due = wq_fmt(due)
