@@ -52,6 +52,7 @@ from wheelq.errors import (
     UnknownTopicError,
     UnsupportedServerError,
     WheelqError,
+    WrongTypeError,
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
@@ -143,4 +144,5 @@ __all__ = [
     "UnknownJobError",
     "UnknownTopicError",
     "WheelqError",
+    "WrongTypeError",
 ]

@@ -26,6 +26,7 @@ WheelqError
 ├── MalformedJobError                       a stored job cannot be decoded (get() names it)
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
 ├── ScriptError                             a Lua script answered with a status it should not
+│   └── WrongTypeError                      a key holds another type (not written by wheelq)
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
 ├── HandlerExitError                        a handler raised SystemExit etc. (its run failed)
 ├── ResultError                             a handler's return value cannot be kept (its run failed)
@@ -305,6 +306,17 @@ class LeaseLostError(WheelqError):
 
 class ScriptError(WheelqError):
     """A Lua script returned a status code the caller does not expect."""
+
+
+class WrongTypeError(ScriptError):
+    """A key of the topic holds a value of another type than wheelq keeps there (written by
+    something else, or by hand); the script wrote nothing. `key` names it."""
+
+    def __init__(self, script: str, key: str) -> None:
+        super().__init__(
+            f"{script}.lua: key {key!r} holds a value of the wrong type; nothing was written"
+        )
+        self.key = key
 
 
 class HandlerTimeoutError(WheelqError, TimeoutError):

@@ -15,7 +15,7 @@ from redis.exceptions import ResponseError
 from tests.integration.test_web_dashboard import get, num
 from tests.support.cli import run_wheelq
 from tests.support.web import Served, serving
-from wheelq import AsyncClient, Client
+from wheelq import AsyncClient, Client, ScriptError, WrongTypeError
 from wheelq.core.keys import ShardKeys
 
 
@@ -103,3 +103,66 @@ async def test_the_http_api_and_the_console_list_an_unreadable_topic_and_the_oth
     _, page = await get(served, f"/ui?after={corrupt}&limit=2")
     assert num(page.ids[f"{a}-pending"]) == 2
     assert "WRONGTYPE" in page.ids[f"{b}-error"]
+
+
+WRECKED = ("delayed", "jobs", "ready", "dead", "history")
+"""The keys of every shard `wrecked` overwrites with a string."""
+
+WRONG_TYPE_ROUTES = [
+    ("GET", "/v1/topics/{t}", None),
+    ("GET", "/v1/topics/{t}/jobs/j", None),
+    ("POST", "/v1/topics/{t}/jobs", {"payload": 1, "delay_ms": 600_000}),
+    ("PATCH", "/v1/topics/{t}/jobs/j", {"delay_ms": 1000}),
+    ("DELETE", "/v1/topics/{t}/jobs/j", None),
+    ("GET", "/v1/topics/{t}/groups", None),
+    ("GET", "/v1/topics/{t}/dead", None),
+    ("POST", "/v1/topics/{t}/dead/replay", {"all": True}),
+    ("GET", "/ui/topics/{t}", None),
+    ("GET", "/ui/topics/{t}/jobs/j", None),
+    ("GET", "/ui/topics/{t}/dead", None),
+]
+"""Routes that read or write a topic's keys, asked of a topic whose keys hold strings."""
+
+
+@pytest.fixture
+async def wrecked(redis_url: str, redis_sync: redis.Redis, topic: str) -> AsyncIterator[str]:
+    """`topic` with job ``j`` pending, then the `WRECKED` keys of every shard a string (as
+    another program sharing the server might write them); removed at teardown."""
+    with Client.from_url(redis_url) as client:
+        client.enqueue(topic, 1, delay=600, job_id="j")
+        shards = client.shards(topic)
+    assert shards is not None
+    keys = [getattr(ShardKeys(topic, s), name) for s in range(shards) for name in WRECKED]
+    redis_sync.delete(*keys)
+    for key in keys:
+        redis_sync.set(key, "not wheelq's")
+    try:
+        yield topic
+    finally:
+        redis_sync.delete(*keys)
+        with Client.from_url(redis_url) as client:
+            client.drop_topic(topic, force=True)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), WRONG_TYPE_ROUTES)
+async def test_a_route_on_a_topic_whose_keys_hold_other_types_answers_409_not_500(
+    served: Served, wrecked: str, method: str, path: str, body: object
+) -> None:
+    """Bug: each of these answered 500 "Internal error" (a WRONGTYPE reply, or the script's
+    ScriptError, taken for a bug); the key is not wheelq's, as with a malformed job (409)."""
+    status, answer, _ = await served.call(method, path.format(t=wrecked), body)
+    assert status == 409, answer
+    if path.startswith("/v1/"):
+        assert answer["type"] == "urn:wheelq:problem:wrong-type", answer
+        assert "wrong" in answer["detail"].lower(), answer
+    else:
+        assert "Key of another type" in answer, answer
+
+
+async def test_the_library_names_the_key_of_another_type(redis_url: str, wrecked: str) -> None:
+    """A script that meets a key of another type raises WrongTypeError naming it (a
+    ScriptError, as before), and writes nothing."""
+    with Client.from_url(redis_url) as client, pytest.raises(WrongTypeError) as raised:
+        client.get(wrecked, "j")
+    assert isinstance(raised.value, ScriptError)
+    assert raised.value.key.startswith("{" + wrecked + ":"), raised.value.key

@@ -1,6 +1,6 @@
 """The Lua scripts: loading (with the parts of ``_lib.lua`` each needs), their SHA1, their
 KEYS (`SCRIPT_KEYS`), and `check`, the one place a reply's status is judged
-(docs/architecture.md, invariant 11): 0 OK, -1 WRONG_TYPE -> ScriptError, -2 LEASE_LOST ->
+(docs/architecture.md, invariant 11): 0 OK, -1 WRONG_TYPE -> WrongTypeError, -2 LEASE_LOST ->
 LeaseLostError, -3 MALFORMED -> MalformedJobError, other -> ScriptError. ``_lib.lua``
 names the same numbers; a unit test holds the two together.
 """
@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
-from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
+from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError, WrongTypeError
 
 
 class Status(IntEnum):
@@ -181,10 +181,7 @@ def check(name: str, reply: Any) -> list[Any]:
     if status == Status.LEASE_LOST:
         raise LeaseLostError(f"{name}.lua: this node does not hold the shard's lease")
     if status == Status.WRONG_TYPE and len(reply) == 2:
-        raise ScriptError(
-            f"{name}.lua: key {text(reply[1], 'replace')!r} holds a value of the wrong type; "
-            "nothing was written"
-        )
+        raise WrongTypeError(name, text(reply[1], "replace"))
     if status == Status.MALFORMED and len(reply) == 4:
         raise MalformedJobError(*(text(part, "replace") for part in reply[1:4]))
     raise ScriptError(f"{name}.lua returned unknown status {status} ({reply!r:.200})")

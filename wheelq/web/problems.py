@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -36,6 +37,7 @@ from wheelq.errors import (
     TopicFullError,
     UnknownJobError,
     UnknownTopicError,
+    WrongTypeError,
 )
 from wheelq.runtime.outage import unavailable_reason
 
@@ -274,6 +276,12 @@ def _deep_field(body: bytes) -> str:
     return out
 
 
+def _wrong_type(exc: BaseException) -> bool:
+    """A command's WRONGTYPE reply: a key of the topic holds another type than wheelq keeps
+    there (a script says so itself, `WrongTypeError`)."""
+    return isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE")
+
+
 def problem_of(exc: BaseException) -> ProblemError | None:
     """The problem a known error answers with; None for anything else (a bug: 500)."""
     if isinstance(exc, ProblemError):
@@ -290,6 +298,13 @@ def problem_of(exc: BaseException) -> ProblemError | None:
         return ProblemError(409, "duplicate", "Job exists", detail, field=field)
     if isinstance(exc, MalformedJobError):  # stored by someone else: says so, not a 500
         return ProblemError(409, "malformed", "Job cannot be decoded", str(exc))
+    if isinstance(exc, WrongTypeError) or _wrong_type(exc):  # as malformed: not ours
+        detail = (
+            str(exc)
+            if isinstance(exc, WrongTypeError)
+            else (f"a key of the topic holds another type than wheelq keeps there: {exc}")
+        )
+        return ProblemError(409, "wrong-type", "Key of another type", detail)
     if isinstance(exc, TopicFullError):
         return ProblemError(
             429, "topic-full", "Topic full", str(exc), headers={"Retry-After": RETRY_AFTER_S}
@@ -346,9 +361,7 @@ def install(app: FastAPI, page: Page | None = None) -> None:
         return _shown(request, problem, page)
 
     async def _known(request: Request, exc: Exception) -> Response:
-        problem = problem_of(exc)
-        assert problem is not None
-        return answer(request, problem)
+        return answer(request, problem_of(exc) or _internal(request, exc))
 
     for known in (
         ProblemError,
@@ -359,6 +372,8 @@ def install(app: FastAPI, page: Page | None = None) -> None:
         PayloadTypeError,
         DuplicateJobError,
         MalformedJobError,
+        WrongTypeError,
+        ResponseError,  # WRONGTYPE; any other is a bug, answered 500 by _known
         TopicFullError,
         RedisUnavailableError,
         RedisConnectionError,  # MaxConnectionsError (a pool with no free connection) too
@@ -381,12 +396,14 @@ def install(app: FastAPI, page: Page | None = None) -> None:
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:
-        known = problem_of(exc)  # one that escaped the handlers above (a wrapped one)
-        if known is not None:
-            return answer(request, known)
-        log.exception("%s %s failed", request.method, request.url.path)
-        detail = f"{type(exc).__name__}: {exc}"
-        return answer(request, ProblemError(500, "internal", "Internal error", detail))
+        # problem_of first: a known error that escaped the handlers above (a wrapped one)
+        return answer(request, problem_of(exc) or _internal(request, exc))
+
+
+def _internal(request: Request, exc: Exception) -> ProblemError:
+    """A bug's 500, logged with its traceback."""
+    log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return ProblemError(500, "internal", "Internal error", f"{type(exc).__name__}: {exc}")
 
 
 async def send_problem(scope: Scope, send: Send, problem: ProblemError, page: Page | None) -> None:
