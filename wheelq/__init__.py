@@ -12,7 +12,7 @@ from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
-from wheelq.core.retry import Defer, Fail, Retry
+from wheelq.core.retry import Defer, Fail, Retry, RetryPolicy
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import (
     AckUnsupportedError,
@@ -62,11 +62,17 @@ from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import ShardStats, SpoolStats, TopicStats
 from wheelq.scheduler.led_shards import NodeEvent
 from wheelq.scheduler.scheduler import Scheduler, StopReport
-from wheelq.worker.worker import Worker, WorkerStopReport
+from wheelq.tasks import App, Task, TaskCall, TaskHandle
+from wheelq.worker.worker import Route, Worker, WorkerStopReport
 
 __version__ = "0.2.0"
 
 __all__ = [
+    # tasks
+    "App",
+    "Task",
+    "TaskCall",
+    "TaskHandle",
     # producing
     "AsyncClient",
     "Callback",
@@ -100,6 +106,8 @@ __all__ = [
     "Flow",
     "Job",
     "Retry",
+    "RetryPolicy",
+    "Route",
     "Worker",
     "WorkerSettings",
     "WorkerStopReport",

@@ -418,3 +418,35 @@ def test_testing_example_passes_as_written(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "1 passed" in done.stdout, done.stdout
+
+
+def test_tasks_guide_runs_as_written(
+    server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tasks guide: its module, ``wheelq run tasks:app`` in the background, then its
+    enqueues, awaited ones too, each printing what the page says it prints."""
+    page = "docs/guides/tasks.md"
+    with ExitStack() as stack:
+        server = stack.enter_context(dedicated_server(server_binary))
+        url = f"{server.url}/0"
+        found = _gather(page, ["Write a task", "Run it"], url)
+        assert list(found.files) == ["tasks.py"]
+        assert found.commands == [["wheelq", "run", "tasks:app"]]
+        (tmp_path / "tasks.py").write_text(found.files["tasks.py"])
+        services = Services(tmp_path, stack)
+        services.start(found.commands[0])
+        later = _gather(page, ["Enqueue it later", "From asyncio"], url)
+        with _importable(tmp_path, "tasks"):
+            ns = run_code(later.code, url)
+            pending = ns["later"].info().state  # type: ignore[attr-defined]
+            ns["send_email"].app.close()  # type: ignore[attr-defined]
+        services.alive()
+        services.stop()  # SIGTERM: it exits 0, gracefully
+    printed = capsys.readouterr().out.splitlines()
+    handle = ns["handle"]
+    assert printed[0] == f"{handle.id} {{'sent': 'bob@example.com', 'copies': 2}}"  # type: ignore[attr-defined]
+    assert printed[1] == "shipping to Bergen on 2031-01-02 (express)"
+    assert printed[2].startswith("n tasks.send_email: argument 'n': Expected `int`, got `str`")
+    assert printed[3] == "True True"
+    assert printed[4] == "{'sent': 'carol@example.com', 'copies': 3}"
+    assert pending == wheelq.JobState.PENDING

@@ -82,6 +82,18 @@ RUN: dict[tuple[str, str], str] = {
         "tests/integration/test_docs_wire_format.py::"
         "test_wire_format_reading_example_runs_as_written"
     ),
+    ("docs/guides/tasks.md", "Write a task"): (
+        "tests/integration/test_docs_guides.py::test_tasks_guide_runs_as_written"
+    ),
+    ("docs/guides/tasks.md", "Run it"): (
+        "tests/integration/test_docs_guides.py::test_tasks_guide_runs_as_written"
+    ),
+    ("docs/guides/tasks.md", "Enqueue it later"): (
+        "tests/integration/test_docs_guides.py::test_tasks_guide_runs_as_written"
+    ),
+    ("docs/guides/tasks.md", "From asyncio"): (
+        "tests/integration/test_docs_guides.py::test_tasks_guide_runs_as_written"
+    ),
     ("docs/guides/producing.md", "Connect a client"): (
         "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
     ),

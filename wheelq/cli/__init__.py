@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from wheelq import __version__
-from wheelq.cli import events, jobs, schedules, serve, server, services, top, topics
+from wheelq.cli import events, jobs, run, schedules, serve, server, services, top, topics
 from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
 
 DESCRIPTION = """\
@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"wheelq {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     services.register(sub, [connects])
+    run.register(sub, [connects])
     jobs.register(sub, [connects])
     jobs.register_job(sub, [connects])
     topics.register(sub, [connects])

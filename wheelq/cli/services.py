@@ -22,6 +22,7 @@ from wheelq.cli.signals import exit_now, run_until_signal
 
 if TYPE_CHECKING:
     from wheelq.metrics import MetricsServer
+    from wheelq.tasks.app import App
     from wheelq.worker.worker import Worker, WorkerStopReport
 
 
@@ -41,12 +42,16 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "worker", parents=parents, help="run a handler on a topic's jobs until SIGINT/SIGTERM"
     )
-    p.add_argument("handler", help="module:function, a def or async def taking a wheelq.Job")
+    p.add_argument(
+        "handler",
+        help="module:function, a def or async def taking a wheelq.Job; or module:app, a "
+        "wheelq.App, to run its tasks (--topic then chooses among them)",
+    )
     topics = (
         "the topic; repeat it to serve several, each with an optional weight: --topic "
         "critical=6 --topic default=3 --topic low=1 (weights share the slots; default 1)"
     )
-    p.add_argument("--topic", required=True, action="append", metavar="TOPIC[=WEIGHT]", help=topics)
+    p.add_argument("--topic", action="append", metavar="TOPIC[=WEIGHT]", help=topics)
     strict = "with several topics: strict priority, highest weight (or first named) first"
     p.add_argument("--strict", action="store_true", help=strict)
     p.add_argument("--group", help="consumer group (default: [worker] group, else 'default')")
@@ -70,11 +75,11 @@ def _metrics_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _metrics_given(args: argparse.Namespace) -> dict[str, Any]:
+def metrics_given(args: argparse.Namespace) -> dict[str, Any]:
     return {"metrics_port": args.metrics_port, "metrics_host": args.metrics_host}
 
 
-def _pop_metrics(settings: dict[str, Any]) -> tuple[object, object]:
+def pop_metrics(settings: dict[str, Any]) -> tuple[object, object]:
     return settings.pop("metrics_port", None), settings.pop("metrics_host", None)
 
 
@@ -112,11 +117,11 @@ def scheduler(ctx: Context) -> int:
 
     url = ctx.redis_url()
     flag = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
-    settings = ctx.section("scheduler", topics=flag, **_metrics_given(ctx.args))
+    settings = ctx.section("scheduler", topics=flag, **metrics_given(ctx.args))
     topics = settings.pop("topics", None)
     if topics is not None:  # from the file unless checked already (the flag, the environment)
         topics = split_topics(topics, "[scheduler] topics")
-    metrics = _pop_metrics(settings)
+    metrics = pop_metrics(settings)
     node = Scheduler.from_url(url, topics, **settings)
     run_until_signal(node, log, beside=metrics_beside(node, "scheduler", *metrics))
     return 0
@@ -126,16 +131,54 @@ def worker(ctx: Context) -> int:
     """Run a worker; exits 1 when it abandoned entries on the way out."""
     from wheelq.worker.worker import Worker
 
-    url, args = ctx.redis_url(), ctx.args
+    args = ctx.args
     flags = {"group": args.group, "concurrency": args.concurrency, "start": args.start}
-    settings = ctx.section("worker", **flags, **_metrics_given(args))
+    settings = ctx.section("worker", **flags, **metrics_given(args))
     group = settings.pop("group", None) or "default"
-    metrics = _pop_metrics(settings)
-    handler = load_handler(args.handler)
-    topics = topic_flags(args.topic)
-    node = Worker.from_url(url, topics, handler, group=group, strict=args.strict, **settings)
+    metrics = pop_metrics(settings)
+    app = _app_or_none(args.handler)
+    if app is not None:
+        node = _app_worker(ctx, app, settings)
+    else:
+        if not args.topic:
+            raise usage_error("--topic is required (a handler runs on the topics named)")
+        handler = load_handler(args.handler)
+        topics = topic_flags(args.topic)
+        url = ctx.redis_url()
+        node = Worker.from_url(url, topics, handler, group=group, strict=args.strict, **settings)
     report = run_worker(node, metrics_beside(node, "worker", *metrics))
     return 0 if report.abandoned == 0 else 1
+
+
+def _app_or_none(spec: str) -> App | None:
+    """The `wheelq.App` `spec` names, or None when it names something else."""
+    from wheelq.tasks.app import App
+
+    target = load_object(spec, "handler")
+    return target if isinstance(target, App) else None
+
+
+def _app_worker(ctx: Context, app: App, settings: dict[str, Any]) -> Worker:
+    """`wheelq worker MODULE:APP`: the app's worker of the tasks ``--topic`` names (all),
+    in the app's group, on ``--redis-url`` when given, else the app's URL."""
+    import dataclasses
+
+    from wheelq.errors import InvalidArgumentError
+
+    args = ctx.args
+    if args.group is not None and args.group != app.group:
+        raise usage_error(f"an app's worker reads in the app's group {app.group!r}: drop --group")
+    if args.strict:
+        raise usage_error("--strict is for handlers: an app's tasks share the slots evenly")
+    settings.pop("start", None)
+    url = ctx.given_redis_url()
+    if url is not None:
+        app.url = url
+    tasks = None if not args.topic else [flag.partition("=")[0] for flag in args.topic]
+    try:
+        return app.worker(tasks, settings=dataclasses.replace(app.worker_settings, **settings))
+    except (InvalidArgumentError, TypeError) as exc:
+        raise usage_error(f"app {args.handler!r}: {exc}") from None
 
 
 def topic_flags(flags: list[str]) -> str | dict[str, int]:
@@ -169,28 +212,7 @@ def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
 
 def load_handler(spec: str) -> Any:
     """Import ``module:function`` from the current directory or sys.path; exit 2 or 1."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise usage_error(f"handler must be module:function, got {spec!r}")
-    if not all(part.isidentifier() for part in module_name.split(".")):
-        raise usage_error(f"handler {spec!r}: {_file_hint(module_name, attr)}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
-            raise _import_failure(module_name, exc) from None
-        where = f"looked in {os.getcwd()} and sys.path"
-        if module_name.endswith(".py"):  # `handlers.py`: module `handlers`, submodule `py`
-            where = _file_hint(module_name, attr)
-        raise usage_error(f"no module named {exc.name!r} (handler {spec!r}; {where})") from None
-    except Exception as exc:
-        raise _import_failure(module_name, exc) from None
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise usage_error(f"module {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
+    target = load_object(spec, "handler")
     if not callable(target):
         raise usage_error(
             f"handler {spec!r} is not callable (type {type(target).__name__}): "
@@ -205,28 +227,59 @@ def load_handler(spec: str) -> Any:
         raise usage_error(f"handler {spec!r}: {exc}") from exc
 
 
-def _file_hint(module_name: str, attr: str) -> str:
+def load_object(spec: str, what: str) -> Any:
+    """Import ``module:attribute`` (`what`: "handler", "app") from the current directory or
+    sys.path; exit 2 for a spec that names nothing, 1 for a module that fails to import."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise usage_error(f"{what} must be module:{_ATTRIBUTE[what]}, got {spec!r}")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise usage_error(f"{what} {spec!r}: {_file_hint(module_name, attr, what)}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+            raise _import_failure(module_name, exc, what) from None
+        where = f"looked in {os.getcwd()} and sys.path"
+        if module_name.endswith(".py"):  # `handlers.py`: module `handlers`, submodule `py`
+            where = _file_hint(module_name, attr, what)
+        raise usage_error(f"no module named {exc.name!r} ({what} {spec!r}; {where})") from None
+    except Exception as exc:
+        raise _import_failure(module_name, exc, what) from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise usage_error(f"module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    return target
+
+
+_ATTRIBUTE = {"handler": "function", "app": "app"}
+
+
+def _file_hint(module_name: str, attr: str, what: str) -> str:
     """What to pass instead of a file name: ``app/jobs.py`` -> ``app.jobs:audit``."""
     path = PurePath(module_name.removesuffix(".py"))
     parts = [part for part in path.parts if part != "."]
     if path.is_absolute() or not parts or not all(part.isidentifier() for part in parts):
-        return "the handler is a module's dotted name, importable from the current directory"
+        return f"the {what} is a module's dotted name, importable from the current directory"
     return f"{module_name!r} is a file name: drop '.py' and pass {'.'.join(parts)}:{attr}"
 
 
-def _import_failure(module_name: str, exc: BaseException) -> CliError:
+def _import_failure(module_name: str, exc: BaseException, kind: str) -> CliError:
     """One line for a module that raised while importing: the error and its innermost frame
-    in the handler's own module (or package), else the innermost frame."""
+    in the handler's (or app's) own module (or package), else the innermost frame."""
     if isinstance(exc, SyntaxError):
-        what, file, line = f"SyntaxError: {exc.msg}", exc.filename, exc.lineno
+        said, file, line = f"SyntaxError: {exc.msg}", exc.filename, exc.lineno
     else:
-        what = "".join(traceback.format_exception_only(exc)).strip().splitlines()[0]
+        said = "".join(traceback.format_exception_only(exc)).strip().splitlines()[0]
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename[:1] != "<"]
         own = [f for f in frames if _is_within(f.filename, _source_of(module_name))]
         chosen = own or frames
         file, line = (chosen[-1].filename, chosen[-1].lineno) if chosen else (None, None)
     where = f"{_shown(file)}:{line}: " if file else ""
-    return CliError(f"importing handler module {module_name!r} failed: {where}{what}")
+    return CliError(f"importing {kind} module {module_name!r} failed: {where}{said}")
 
 
 def _source_of(module_name: str) -> str | None:

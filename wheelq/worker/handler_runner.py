@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from time import monotonic  # see _Run.started: why not the worker's Clock
+from types import EllipsisType
 from typing import Any, NoReturn
 
 from wheelq.core.job import Job
@@ -39,17 +40,24 @@ class _Run:
         "ran_ms",
         "ran_over",
         "started",
+        "timeout_s",
         "timer",
         "waiting",
     )
 
     def __init__(
-        self, future: asyncio.Future[Any], fn: Callable[[Any], Any], arg: Any, lane: int
+        self,
+        future: asyncio.Future[Any],
+        fn: Callable[[Any], Any],
+        arg: Any,
+        lane: int,
+        timeout_s: float | None,
     ) -> None:
         self.future = future
         self.fn = fn
         self.arg = arg
         self.lane = lane
+        self.timeout_s = timeout_s
         self.started: float | None = None
         """`time.monotonic()` when a thread took it up (loop timers run on that clock)."""
         self.ended = False
@@ -100,16 +108,21 @@ class HandlerThreads:
         self.wedged_in = [0] * len(weights)  # `wedged`, by lane (changed under the lock)
 
     def submit(
-        self, arg: Any, fn: Callable[[Any], Any] | None = None, lane: int = 0
+        self,
+        arg: Any,
+        fn: Callable[[Any], Any] | None = None,
+        lane: int = 0,
+        timeout_s: float | EllipsisType | None = ...,
     ) -> asyncio.Future[Any]:
         """Queue `fn(arg)` on `lane`; the future has what it returned, or fails with what it
-        raised (`RanOver` after `timeout_s`)."""
+        raised (`RanOver` after `timeout_s`: the pool's unless given, None for no limit)."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         fn = fn or self._fn
         assert fn is not None, "a pool made without a fn runs the fn given to submit"
-        run = _Run(loop.create_future(), fn, arg, lane)
+        limit = self._timeout_s if timeout_s is ... else timeout_s
+        run = _Run(loop.create_future(), fn, arg, lane, limit)
         self._unsettled += 1
         threads = self.threads  # every thread is taken and there is room: one more
         if (
@@ -119,8 +132,8 @@ class HandlerThreads:
         ):
             self._start_thread()
         self._queue.put(run, lane)
-        if self._timeout_s is not None:
-            run.timer = loop.call_later(self._timeout_s, self._check, run)
+        if limit is not None:
+            run.timer = loop.call_later(limit, self._check, run)
         return run.future
 
     def close(self) -> None:
@@ -179,14 +192,14 @@ class HandlerThreads:
 
     def _check(self, run: _Run) -> None:
         """On the loop, when `run`'s limit may be due: fail its future if it ran over."""
-        assert self._timeout_s is not None and self._loop is not None
+        assert run.timeout_s is not None and self._loop is not None
         if run.future.done():
             return
         if run.started is None:
             run.waiting = True
             if run.started is None:  # read again: its thread may have just taken it up
                 return
-        left = run.started + self._timeout_s - monotonic()
+        left = run.started + run.timeout_s - monotonic()
         if left > 0:
             run.timer = self._loop.call_later(left, self._check, run)
             return
@@ -326,7 +339,7 @@ class HandlerRunner:
 
     def submit(self, job: Job) -> asyncio.Future[Any]:
         assert self._pool is not None, "submit is for sync handlers"
-        return self._pool.submit(job, self._call_fn, self._lane)
+        return self._pool.submit(job, self._call_fn, self._lane, self.timeout_s)
 
     def outcome(self, job: Job, done: asyncio.Future[Any]) -> Outcome:
         """What the finished (not cancelled) run `done` of `job` came to."""

@@ -18,7 +18,7 @@ from wheelq.core.flow import Flow
 from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.runtime import tracing
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
@@ -36,7 +36,15 @@ from wheelq.worker.stream_reader import ClaimKeeper, Consumer, Membership, ReadS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_TOPICS", "MAX_WEIGHT", "STARTS", "Worker", "WorkerStopReport", "topic_weights"]
+__all__ = [
+    "MAX_TOPICS",
+    "MAX_WEIGHT",
+    "STARTS",
+    "Route",
+    "Worker",
+    "WorkerStopReport",
+    "topic_weights",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,10 +259,35 @@ def _bad_weight(name: str, weight: object) -> InvalidArgumentError:
     )
 
 
-def _handlers(topics: Sequence[str], handler: Handler | Mapping[str, Handler]) -> list[Handler]:
-    """One handler per topic: `handler` for every one, or as the mapping says."""
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A topic's handler with its own time limit and backoff, over the worker's settings
+    (``handler_timeout_ms`` and ``retry_*``): what a task's options become in its worker
+    (`wheelq.App`). A value of `Worker`'s handler mapping may be one."""
+
+    handler: Handler
+    timeout_ms: int | None = None
+    """A run longer than this fails (0: no limit; None: the worker's ``handler_timeout_ms``)."""
+    retry: RetryPolicy | None = None
+    """The backoff of its retries (None: the worker's ``retry_*`` settings)."""
+
+    def __post_init__(self) -> None:
+        if self.timeout_ms is not None:
+            int_in("timeout_ms", self.timeout_ms, 0, 86_400_000)
+        if self.retry is not None and not isinstance(self.retry, RetryPolicy):
+            raise InvalidArgumentError(
+                "retry", f"retry must be a wheelq.RetryPolicy or None, got {self.retry!r:.60}"
+            )
+
+
+Routable = Handler | Route
+"""What `Worker` runs on a topic: a handler, or a `Route` with its own limits."""
+
+
+def _handlers(topics: Sequence[str], handler: Routable | Mapping[str, Routable]) -> list[Route]:
+    """One route per topic: `handler` for every one, or as the mapping says."""
     if not isinstance(handler, Mapping):
-        return [handler] * len(topics)
+        return [_route(handler)] * len(topics)
     missing = [t for t in topics if t not in handler]
     unknown = [t for t in handler if t not in topics]
     if missing or unknown:
@@ -262,7 +295,11 @@ def _handlers(topics: Sequence[str], handler: Handler | Mapping[str, Handler]) -
         raise InvalidArgumentError(
             "handler", f"handler must map each topic the worker serves to its handler: {said}"
         )
-    return [handler[t] for t in topics]
+    return [_route(handler[t]) for t in topics]
+
+
+def _route(handler: Routable) -> Route:
+    return handler if isinstance(handler, Route) else Route(handler)
 
 
 @dataclass(slots=True)
@@ -289,7 +326,8 @@ class Worker(Role[WorkerStopReport]):
             its weight; a topic with none leaves its share to the others.
         handler: ``def`` (run on threads) or ``async def``, taking one `wheelq.Job`; one that
             raises or runs over `handler_timeout_ms` is retried with backoff, or dead-lettered.
-            Several topics: one handler for all, or a mapping of topic -> handler.
+            Several topics: one handler for all, or a mapping of topic -> handler. A
+            `Route` in its place gives a handler its own time limit and backoff.
         group: The consumer group; each group on a topic gets every job.
         settings: `WorkerSettings` (defaults when None).
         consumer: This worker's name in the group (default: host:pid:random).
@@ -310,7 +348,7 @@ class Worker(Role[WorkerStopReport]):
         self,
         connection: Connection,
         topic: Topics,
-        handler: Handler | Mapping[str, Handler],
+        handler: Routable | Mapping[str, Routable],
         *,
         group: str = "default",
         settings: WorkerSettings | None = None,
@@ -356,23 +394,22 @@ class Worker(Role[WorkerStopReport]):
         self._threads = handler_threads(
             s.concurrency, s.handler_timeout_ms, list(weights.values()), strict=strict
         )
-        self._queue_to_threads = not any(map(is_async, handlers))
+        self._queue_to_threads = not any(is_async(route.handler) for route in handlers)
         self.lanes = [
-            self._lane(name, weights[name], handler_, flow, n)
-            for n, (name, handler_) in enumerate(zip(self.topics, handlers, strict=True))
+            self._lane(name, weights[name], route, flow, n)
+            for n, (name, route) in enumerate(zip(self.topics, handlers, strict=True))
         ]
         first = self.lanes[0]  # the only one of a worker of one topic
         self.runner, self.settler = first.runner, first.settler
         self._in_flight = first.in_flight
         self._parts: list[RunningParts] = []
 
-    def _lane(
-        self, topic: str, weight: int, handler: Handler, flow: Flow, number: int
-    ) -> TopicLane:
+    def _lane(self, topic: str, weight: int, route: Route, flow: Flow, number: int) -> TopicLane:
         s, group = self.settings, self.group
+        timeout_ms = s.handler_timeout_ms if route.timeout_ms is None else route.timeout_ms
         runner = HandlerRunner(
-            handler,
-            timeout_ms=s.handler_timeout_ms,
+            route.handler,
+            timeout_ms=timeout_ms,
             threads=s.concurrency,
             tracing=tracing.load(),
             group=group,
@@ -388,14 +425,14 @@ class Worker(Role[WorkerStopReport]):
             max_pause_ms=s.failure_pause_max_ms,
             lane=self.stream,
         )
-        ttl_ms = max(s.visibility_timeout_ms, s.handler_timeout_ms) * 2
+        ttl_ms = max(s.visibility_timeout_ms, timeout_ms) * 2
         in_flight = InFlightSet(
             topic,
             group,
             s.concurrency,
             runner,
             settler,
-            RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
+            route.retry or RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
             WallClock(),
             gate=FlowGate(self._executor, topic, group, self.consumer, flow, ttl_ms),
             slots=self.slots,
@@ -410,7 +447,7 @@ class Worker(Role[WorkerStopReport]):
         cls,
         url: str,
         topic: Topics,
-        handler: Handler | Mapping[str, Handler],
+        handler: Routable | Mapping[str, Routable],
         *,
         group: str = "default",
         concurrency: int | None = None,

@@ -1,0 +1,258 @@
+"""Tasks (`wheelq.App`): a typed function enqueued later and run by ``wheelq run`` in one
+process; typed arguments and results, sync and async, retries and dead letters, a bad
+argument refused before anything is written, and a killed process's jobs finished by the
+next one (docs/guides/tasks.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import decimal
+import signal
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import redis
+
+import wheelq
+from tests.support import task_types
+from tests.support.cli import stop
+from tests.support.tasks import URL_VARIABLE, module_name, running, start_run, write_module
+from tests.support.waiting import eventually_sync
+
+APP = textwrap.dedent(f"""
+    import asyncio, os, time
+
+    import wheelq
+
+    app = wheelq.App(
+        os.environ["{URL_VARIABLE}"],
+        worker=wheelq.WorkerSettings(
+            visibility_timeout_ms=1000, claim_interval_ms=200, retry_base_ms=60_000
+        ),  # a retry at the worker's backoff would wait a minute: the tasks' own are 20 ms
+    )
+
+
+    @app.task
+    def send(to: str, n: int) -> dict:
+        return {{"to": to, "n": n, "ran_ms": int(time.time() * 1000)}}
+
+
+    @app.task
+    async def asend(to: str, n: int = 1) -> dict:
+        return {{"to": to, "n": n, "ran_ms": int(time.time() * 1000)}}
+
+
+    @app.task
+    def bill(order: Order, address: Address, tier: Tier = Tier.FREE) -> Receipt:
+        return Receipt(order, address, tier, int(time.time() * 1000))
+
+
+    @app.task
+    async def abill(order: Order, address: Address, tier: Tier = Tier.FREE) -> Receipt:
+        return Receipt(order, address, tier, int(time.time() * 1000))
+
+
+    @app.task(max_attempts=3, retry=wheelq.RetryPolicy(base_ms=20, max_ms=20, jitter_pct=0))
+    def flaky(key: str) -> int:
+        runs = app.client.redis.incr(key)
+        if runs < 3:
+            raise RuntimeError(f"run {{runs}} fails")
+        return runs
+
+
+    @app.task(max_attempts=2, retry=wheelq.RetryPolicy(base_ms=20, max_ms=20, jitter_pct=0))
+    async def doomed(why: str) -> None:
+        raise RuntimeError(why)
+
+
+    @app.task(timeout=0.2, max_attempts=1)
+    def slow(seconds: float) -> None:
+        time.sleep(seconds)
+
+
+    @app.task(timeout=0.2, max_attempts=1)
+    async def aslow(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+""")
+APP_SOURCE = task_types.SOURCE + APP
+
+
+@pytest.fixture
+def app_module(
+    tmp_path: Path, topic: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ModuleType]:
+    """The test's task module, imported here (its app on the test's server)."""
+    monkeypatch.setenv(URL_VARIABLE, redis_url)
+    name = module_name(topic)
+    module = write_module(tmp_path, name, APP_SOURCE)
+    yield module
+    module.app.close()
+
+
+@pytest.mark.cluster_too
+def test_a_task_enqueued_in_half_a_second_returns_its_dict_never_before_due(
+    tmp_path: Path,
+    app_module: ModuleType,
+    redis_url: str,
+) -> None:
+    send = app_module.send
+    with running(tmp_path, app_module.__name__, redis_url):
+        sent_ms = int(time.time() * 1000)
+        handle = send.enqueue_in(0.5, "a@b", n=2)
+        got = handle.result(timeout=10)
+    assert isinstance(handle, wheelq.TaskHandle) and handle.topic == send.topic
+    assert {k: got[k] for k in ("to", "n")} == {"to": "a@b", "n": 2}
+    assert got["ran_ms"] >= sent_ms + 500, (got, sent_ms)
+    assert handle.info().state == wheelq.JobState.SUCCEEDED
+
+
+@pytest.mark.cluster_too
+def test_a_wrong_argument_type_names_the_parameter_and_enqueues_nothing(
+    app_module: ModuleType,
+    redis_url: str,
+) -> None:
+    send = app_module.send
+    with pytest.raises(wheelq.InvalidArgumentError) as raised:
+        send.enqueue_in(0.5, "a@b", n="two")
+    assert raised.value.parameter == "n", raised.value
+    assert "'n'" in str(raised.value) and "int" in str(raised.value), raised.value
+    with pytest.raises(wheelq.InvalidArgumentError) as missing:
+        send.enqueue_in(0.5, "a@b")
+    assert missing.value.parameter == "n", missing.value
+    with wheelq.Client.from_url(redis_url) as client:
+        assert send.topic not in client.topics()  # nothing written, not even the topic
+
+
+def test_an_async_task_awaited_end_to_end(
+    tmp_path: Path, app_module: ModuleType, redis_url: str
+) -> None:
+    asend = app_module.asend
+
+    async def main() -> dict[str, object]:
+        sent_ms = int(time.time() * 1000)
+        handle = await asend.aenqueue_in(0.2, "c@d")
+        got: dict[str, object] = await handle.aresult(timeout=10)
+        assert isinstance(got["ran_ms"], int) and got["ran_ms"] >= sent_ms + 200, got
+        await app_module.app.aclose()
+        return got
+
+    with running(tmp_path, app_module.__name__, redis_url):
+        got = asyncio.run(main())
+    assert {k: got[k] for k in ("to", "n")} == {"to": "c@d", "n": 1}  # the default applied
+
+
+@pytest.mark.parametrize("task", ["bill", "abill"])
+def test_typed_arguments_and_results_arrive_as_their_types(
+    tmp_path: Path,
+    app_module: ModuleType,
+    redis_url: str,
+    task: str,
+) -> None:
+    """A msgspec model, a dataclass, an enum, a datetime, a UUID and a Decimal go in as
+    values and come back out of the worker and the result as the same types."""
+    m = app_module
+    order = m.Order(uuid.uuid4(), decimal.Decimal("12.30"), datetime.datetime.now(datetime.UTC))
+    with running(tmp_path, m.__name__, redis_url):
+        handle = (
+            getattr(m, task)
+            .options(job_id=f"{task}-1")
+            .enqueue(order, m.Address("Oslo"), tier=m.Tier.PRO)
+        )
+        receipt = handle.result(timeout=10)
+    assert handle.id == f"{task}-1"
+    assert isinstance(receipt, m.Receipt), receipt
+    assert receipt.order == order and isinstance(receipt.order.total, decimal.Decimal)
+    assert receipt.address == m.Address("Oslo") and receipt.tier is m.Tier.PRO
+
+
+def test_a_failing_task_retries_with_its_backoff_then_returns(
+    tmp_path: Path,
+    app_module: ModuleType,
+    redis_url: str,
+    redis_sync: redis.Redis,
+    topic: str,
+) -> None:
+    key = f"{topic}:runs"
+    with running(tmp_path, app_module.__name__, redis_url):
+        handle = app_module.flaky.enqueue(key)
+        assert handle.result(timeout=10) == 3
+    assert int(redis_sync.get(key) or 0) == 3
+    assert handle.info().attempt == 3
+
+
+def test_a_task_out_of_attempts_is_dead_lettered_and_its_result_says_so(
+    tmp_path: Path,
+    app_module: ModuleType,
+    redis_url: str,
+) -> None:
+    doomed = app_module.doomed
+    with running(tmp_path, app_module.__name__, redis_url):
+        handle = doomed.enqueue("no luck")
+        with pytest.raises(wheelq.JobFailedError) as failed:
+            handle.result(timeout=10)
+    assert "no luck" in str(failed.value)
+    with wheelq.Client.from_url(redis_url) as client:
+        page = client.dead_letters(doomed.topic)
+    assert [d.job_id for d in page] == [handle.id]
+    assert page[0].payload == {"why": "no luck"}  # the documented payload shape
+
+
+def test_a_payload_that_does_not_fit_the_task_is_dead_lettered_at_once(
+    tmp_path: Path,
+    app_module: ModuleType,
+    redis_url: str,
+) -> None:
+    """A job enqueued by hand (another language over HTTP) with a wrong argument: one
+    attempt, dead-lettered with the parameter named, never retried."""
+    send = app_module.send
+    with wheelq.Client.from_url(redis_url) as client:
+        job_id = client.enqueue(send.topic, {"to": "a@b", "n": "two"}, max_attempts=5)
+    with (
+        running(tmp_path, app_module.__name__, redis_url),
+        pytest.raises(wheelq.JobFailedError) as failed,
+    ):
+        wheelq.TaskHandle(send, job_id).result(timeout=10)
+    assert "'n'" in str(failed.value), failed.value
+    assert wheelq.TaskHandle(send, job_id).info().attempt == 1
+
+
+def test_killed_run_process_leaves_nothing_lost_a_second_one_finishes_every_job(
+    tmp_path: Path,
+    app_module: ModuleType,
+    redis_url: str,
+) -> None:
+    """kill -9 of ``wheelq run`` while jobs are due and running: a second process takes its
+    leases and its unacked entries over; every job succeeds exactly once."""
+    send, name = app_module.send, app_module.__name__
+    first = start_run(tmp_path, name, redis_url)
+    handles = [send.enqueue_in(0.05 * (i % 20), f"{i}@x", n=i) for i in range(100)]
+    eventually_sync(
+        lambda: sum(h.info().state == wheelq.JobState.SUCCEEDED for h in handles) >= 10,
+        timeout_s=20,
+        what="the first process to run some of the jobs",
+    )
+    first.send_signal(signal.SIGKILL)
+    stop(first)
+    with running(tmp_path, name, redis_url):
+        results = [h.result(timeout=20) for h in handles]
+    assert [r["n"] for r in results] == list(range(100))
+    assert all(h.info().state == wheelq.JobState.SUCCEEDED for h in handles)
+
+
+@pytest.mark.parametrize("task", ["slow", "aslow"])
+def test_a_task_over_its_own_time_limit_fails(
+    tmp_path: Path, app_module: ModuleType, redis_url: str, task: str
+) -> None:
+    """The worker has no time limit (``handler_timeout_ms`` 0): only the task's 0.2 s can
+    fail the run, sync (its thread runs on, wedged) or async (cancelled)."""
+    with running(tmp_path, app_module.__name__, redis_url):
+        handle = getattr(app_module, task).enqueue(5.0)
+        with pytest.raises(wheelq.JobFailedError) as failed:
+            handle.result(timeout=10)
+    assert "ran over handler_timeout_ms=200" in str(failed.value), failed.value

@@ -1,0 +1,117 @@
+"""`wheelq run MODULE:APP`: a scheduler node and a worker of every task of an `App`, in one
+process (docs/guides/tasks.md, "Running"; split the roles with `wheelq scheduler` and
+`wheelq worker MODULE:APP` when a deployment grows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from wheelq.cli.context import Context, split_topics, usage_error
+from wheelq.cli.services import (
+    load_object,
+    metrics_beside,
+    metrics_given,
+    pop_metrics,
+    run_worker,
+)
+
+if TYPE_CHECKING:
+    from wheelq.scheduler.scheduler import Scheduler
+    from wheelq.tasks.app import App
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        parents=parents,
+        help="run an app's tasks: a scheduler node and a worker in one process, until "
+        "SIGINT/SIGTERM",
+    )
+    p.add_argument("app", help="module:app, a wheelq.App (its tasks' module, importable)")
+    p.add_argument(
+        "--tasks",
+        metavar="NAMES",
+        help="comma-separated task names or topics to run (default: every task of the app)",
+    )
+    p.add_argument("--concurrency", type=int, help="handlers at once (default: the app's, 10)")
+    p.add_argument(
+        "--no-scheduler",
+        action="store_true",
+        help="run the worker only (scheduler nodes run elsewhere: `wheelq scheduler`)",
+    )
+    port = "serve the worker's Prometheus metrics on http://HOST:PORT/metrics (default 0: off)"
+    p.add_argument("--metrics-port", type=int, help=port)
+    p.add_argument("--metrics-host", help="address the metrics listen on (default 0.0.0.0)")
+    p.set_defaults(func=run)
+
+
+def load_app(spec: str) -> App:
+    """``module:app`` as a `wheelq.App`; exit 2 for anything else."""
+    from wheelq.tasks.app import App
+
+    app = load_object(spec, "app")
+    if not isinstance(app, App):
+        raise usage_error(
+            f"app {spec!r} is a {type(app).__name__}, not a wheelq.App "
+            "(app = wheelq.App.from_url(url), with @app.task functions)"
+        )
+    return app
+
+
+def run(ctx: Context) -> int:
+    """Run the app's worker (and a scheduler node beside it); exits 1 when the worker
+    abandoned entries on the way out."""
+    from wheelq.errors import InvalidArgumentError
+
+    args = ctx.args
+    app = load_app(args.app)
+    url = ctx.given_redis_url()
+    if url is not None:  # --redis-url, WHEELQ_REDIS_URL or [redis] url: over the app's
+        app.url = url
+    tasks = None if args.tasks is None else split_topics(args.tasks, "--tasks")
+    worker_given = ctx.section("worker", concurrency=args.concurrency, **metrics_given(args))
+    metrics = pop_metrics(worker_given)
+    worker_given.pop("group", None)  # the app's group: its handles wait on it
+    scheduler_given = ctx.section("scheduler")
+    for key in ("topics", "metrics_port", "metrics_host"):
+        scheduler_given.pop(key, None)
+    try:
+        worker_settings = dataclasses.replace(app.worker_settings, **worker_given)
+        scheduler_settings = dataclasses.replace(app.scheduler_settings, **scheduler_given)
+        node = app.worker(tasks, settings=worker_settings)
+        scheduler = None if args.no_scheduler else app.scheduler(tasks, settings=scheduler_settings)
+    except (InvalidArgumentError, TypeError) as exc:
+        raise usage_error(f"app {args.app!r}: {exc}") from None
+    names = ", ".join(t.name for t in app.chosen(tasks))
+    log.info("running %s (group %s)%s", names, app.group, "" if scheduler else ", no scheduler")
+    beside = _beside(scheduler, metrics_beside(node, "worker", *metrics))
+    report = run_worker(node, beside)
+    return 0 if report.abandoned == 0 else 1
+
+
+def _beside(
+    scheduler: Scheduler | None,
+    metrics: Callable[[], AbstractAsyncContextManager[object]] | None,
+) -> Callable[[], AbstractAsyncContextManager[object]]:
+    """What runs on the worker's loop beside it: the scheduler node, started before the
+    worker reads and stopped after it has finished (its leases released), and the metrics."""
+
+    @asynccontextmanager
+    async def both() -> AsyncIterator[object]:
+        async with AsyncExitStack() as stack:
+            if scheduler is not None:
+                await scheduler.start()
+                stack.push_async_callback(scheduler.stop)
+            if metrics is not None:
+                await stack.enter_async_context(metrics())
+            yield scheduler
+
+    return both

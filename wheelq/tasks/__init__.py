@@ -1,0 +1,6 @@
+"""Tasks: typed functions run later as wheelq jobs (`App`, `Task`, `TaskHandle`)."""
+
+from wheelq.tasks.app import App
+from wheelq.tasks.task import Task, TaskCall, TaskHandle
+
+__all__ = ["App", "Task", "TaskCall", "TaskHandle"]

@@ -1,0 +1,352 @@
+"""`App`: typed function tasks on one Redis, their clients, and the roles that run them
+(docs/guides/tasks.md; docs/architecture.md, "Tasks").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from datetime import timedelta
+from typing import Any, ParamSpec, Protocol, Self, TypeVar, overload
+
+from wheelq.core.due import delay_ms
+from wheelq.core.job import validate_max_attempts
+from wheelq.core.keys import validate_group, validate_topic
+from wheelq.core.retry import RetryPolicy
+from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
+from wheelq.errors import InvalidArgumentError, InvalidTopicError
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.client import Client
+from wheelq.scheduler.scheduler import Scheduler
+from wheelq.tasks.task import Task
+from wheelq.worker.worker import Route, Worker
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_NOT_TOPIC = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class TaskDecorator(Protocol):
+    """What ``@app.task(...)`` with options returns: it makes a function a `Task`."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Task[P, R]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+class App:
+    """Tasks of one application on one Redis: declare them with `task`, enqueue them from
+    anywhere, run them with ``wheelq run MODULE:APP`` (a scheduler node and a worker of
+    every task in one process) or with `worker` and `scheduler` apart.
+
+    Args:
+        url: The Redis URL (``redis://``, ``rediss://`` for TLS, with ``user:password@``;
+            any node of a cluster).
+        group: The consumer group the app's workers read in, and whose results handles
+            wait for.
+        client: `ClientSettings` of the app's clients (defaults when None).
+        worker: `WorkerSettings` of `worker()` and ``wheelq run`` (defaults when None).
+        scheduler: `SchedulerSettings` of `scheduler()` and ``wheelq run``.
+        redis_options: Extra keyword arguments for `redis.Redis.from_url`.
+        cluster: None: find out; True or False: say so.
+
+    Raises:
+        InvalidArgumentError: A bad group, setting or `cluster`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        group: str = "default",
+        client: ClientSettings | None = None,
+        worker: WorkerSettings | None = None,
+        scheduler: SchedulerSettings | None = None,
+        redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
+    ) -> None:
+        if cluster is not None and not isinstance(cluster, bool):
+            raise InvalidArgumentError(
+                "cluster", f"cluster must be a bool or None, got {cluster!r}"
+            )
+        self.url = url
+        self.group = validate_group(group)
+        self.client_settings = client or ClientSettings()
+        self.worker_settings = worker or WorkerSettings()
+        self.scheduler_settings = scheduler or SchedulerSettings()
+        self.redis_options = dict(redis_options or {})
+        self.cluster = cluster
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        """Every task of the app, by name."""
+        self._client: Client | None = None
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        group: str = "default",
+        redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
+        **client_settings: Any,
+    ) -> Self:
+        """An app on the Redis at `url`; `client_settings` are fields of `ClientSettings`."""
+        settings = ClientSettings.from_kwargs(client_settings)
+        return cls(url, group=group, client=settings, redis_options=redis_options, cluster=cluster)
+
+    def __repr__(self) -> str:
+        return f"<App {len(self.tasks)} tasks, group {self.group!r}>"
+
+    # --- tasks ----------------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Task[P, R]: ...
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        topic: str | None = None,
+        max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
+        retry: RetryPolicy | None = None,
+        result: bool = True,
+    ) -> TaskDecorator: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        topic: str | None = None,
+        max_attempts: int | None = None,
+        timeout: float | timedelta | None = None,
+        retry: RetryPolicy | None = None,
+        result: bool = True,
+    ) -> Any:
+        """Make a ``def`` or ``async def`` a task: ``@app.task`` or ``@app.task(...)``.
+
+        Args:
+            name: The task's name (default: the function's module and qualified name).
+            topic: Its topic (default: its name, as a topic may spell it); fixed once jobs
+                are enqueued, as a worker reads the topic the producer wrote.
+            max_attempts: Runs before a failing job is dead-lettered (1-1000; default the
+                client's ``default_max_attempts``).
+            timeout: Seconds (or a timedelta) a run may take before it fails (default the
+                worker's ``handler_timeout_ms``; 0: no limit).
+            retry: The backoff of its retries (default the worker's ``retry_*``).
+            result: Keep the return value for `TaskHandle.result` (False: keep none).
+
+        Raises:
+            InvalidArgumentError: A bad option, a name or topic another task has, or a
+                function a task cannot be (``*args``, ``**kwargs``, positional-only
+                parameters; annotations that do not resolve).
+        """
+        if max_attempts is not None:
+            validate_max_attempts(max_attempts)
+        timeout_ms = None if timeout is None else _timeout_ms(timeout)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidArgumentError(
+                "retry", f"retry must be a wheelq.RetryPolicy or None, got {retry!r:.60}"
+            )
+        if not isinstance(result, bool):
+            raise InvalidArgumentError("result", f"result must be a bool, got {result!r:.40}")
+
+        def make(function: Callable[..., Any]) -> Task[Any, Any]:
+            if not callable(function):
+                raise InvalidArgumentError(
+                    "fn", f"a task is a def or async def, got {type(function).__name__}"
+                )
+            task_name = name or _default_name(function)
+            task_topic = _topic(topic, task_name)
+            clash = self.tasks.get(task_name) or next(
+                (t for t in self.tasks.values() if t.topic == task_topic), None
+            )
+            if clash is not None:
+                raise InvalidArgumentError(
+                    "name" if clash.name == task_name else "topic",
+                    f"task {task_name} would share {'name' if clash.name == task_name else 'topic'}"
+                    f" with {clash!r}: give it its own name= or topic=",
+                )
+            made: Task[Any, Any] = Task(
+                self,
+                function,
+                name=task_name,
+                topic=task_topic,
+                max_attempts=max_attempts,
+                timeout_ms=timeout_ms,
+                retry=retry,
+                keep_result=result,
+            )
+            self.tasks[task_name] = made
+            return made
+
+        return make if fn is None else make(fn)
+
+    def chosen(self, names: Iterable[str] | None = None) -> list[Task[Any, Any]]:
+        """The tasks named (by task name or topic), or every task; InvalidArgumentError for
+        a name the app has no task of."""
+        if names is None:
+            return list(self.tasks.values())
+        by_topic = {t.topic: t for t in self.tasks.values()}
+        out: list[Task[Any, Any]] = []
+        for wanted in names:
+            task = self.tasks.get(wanted) or by_topic.get(wanted)
+            if task is None:
+                known = ", ".join(sorted(self.tasks)) or "none"
+                raise InvalidArgumentError(
+                    "tasks", f"the app has no task or topic {wanted!r}; its tasks: {known}"
+                )
+            if task not in out:
+                out.append(task)
+        return out
+
+    # --- clients --------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Client:
+        """The app's blocking client, made on first use (thread-safe, shared)."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                client = self._client
+                if client is None:
+                    client = self._client = Client.from_url(url=self.url, **self._connect())
+        return client
+
+    @property
+    def aclient(self) -> AsyncClient:
+        """The app's asyncio client on the running event loop, made on first use there."""
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            client = self._aclients[loop] = AsyncClient.from_url(self.url, **self._connect())
+        return client
+
+    def _connect(self) -> dict[str, Any]:
+        settings = _as_kwargs(self.client_settings)
+        return {"redis_options": self.redis_options, "cluster": self.cluster, **settings}
+
+    def close(self) -> None:
+        """Close the blocking client (an asyncio one closes with `aclose` on its loop)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    async def aclose(self) -> None:
+        """Close the running loop's asyncio client and the blocking one."""
+        client = self._aclients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+        self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- roles ----------------------------------------------------------------------------
+
+    def worker(
+        self,
+        tasks: Iterable[str] | None = None,
+        *,
+        settings: WorkerSettings | None = None,
+        consumer: str | None = None,
+    ) -> Worker:
+        """A worker of `tasks` (names or topics; None: every task), each task's jobs run by
+        its function with its own time limit and backoff, sharing the worker's slots.
+
+        Raises:
+            InvalidArgumentError: The app has no task, or none of that name.
+        """
+        chosen = self.chosen(tasks)
+        if not chosen:
+            raise InvalidArgumentError("tasks", "the app has no task: decorate one with @app.task")
+        routes = {t.topic: Route(t.handler(), t.timeout_ms, t.retry) for t in chosen}
+        fields = _as_kwargs(settings or self.worker_settings)
+        return Worker.from_url(
+            self.url,
+            list(routes),
+            routes,
+            group=self.group,
+            redis_options=self.redis_options,
+            cluster=self.cluster,
+            consumer=consumer,
+            **fields,
+        )
+
+    def scheduler(
+        self, tasks: Iterable[str] | None = None, *, settings: SchedulerSettings | None = None
+    ) -> Scheduler:
+        """A scheduler node leading the topics of `tasks` (None: every task's)."""
+        topics = [t.topic for t in self.chosen(tasks)]
+        fields = _as_kwargs(settings or self.scheduler_settings)
+        return Scheduler.from_url(
+            self.url, topics, redis_options=self.redis_options, cluster=self.cluster, **fields
+        )
+
+
+def _as_kwargs(settings: object) -> dict[str, Any]:
+    """A settings dataclass as the keyword settings ``from_url`` takes."""
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}  # type: ignore[arg-type]
+
+
+def _timeout_ms(timeout: object) -> int:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta):
+        raise InvalidArgumentError(
+            "timeout", f"timeout must be seconds (a number or timedelta), got {timeout!r:.40}"
+        )
+    try:
+        return delay_ms(timeout)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError("timeout", str(exc).replace("delay", "timeout")) from None
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``; a function of ``__main__`` is named after the module it was run
+    as (``python -m app.tasks``) or its file, so producer and worker agree."""
+    module = getattr(fn, "__module__", None) or "tasks"
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+        else:
+            path = getattr(main, "__file__", None) or "main"
+            module = path.rsplit("/", 1)[-1].removesuffix(".py")
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "task")
+    return f"{module}.{qualname}".replace(".<locals>", "")
+
+
+def _topic(topic: str | None, name: str) -> str:
+    if topic is not None:
+        try:
+            return validate_topic(topic)
+        except InvalidTopicError as exc:
+            raise InvalidArgumentError("topic", str(exc)) from None
+    spelled = _NOT_TOPIC.sub("_", name).strip("._-") or "task"
+    return spelled[-100:]

@@ -1,0 +1,268 @@
+"""A task: a typed function run later as a wheelq job; its calls and their handles
+(docs/guides/tasks.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+
+from wheelq.core.due import At, Delay
+from wheelq.core.history import JobInfo
+from wheelq.core.job import Job
+from wheelq.core.retry import Fail, RetryPolicy
+from wheelq.errors import InvalidArgumentError, UnknownGroupError
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.client import Client
+from wheelq.tasks.codec import TaskCodec
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_RESULT_TIMEOUT_S = 30.0
+
+
+class Clients(Protocol):
+    """What a task asks of its app (`wheelq.App`): the clients it enqueues and waits with,
+    and the consumer group whose results it waits for."""
+
+    @property
+    def client(self) -> Client: ...
+    @property
+    def aclient(self) -> AsyncClient: ...
+    @property
+    def group(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """Per-call options of `Task.options`; each means what `Client.enqueue`'s does."""
+
+    job_id: str | None = None
+    max_attempts: int | None = None
+    replace: bool = False
+    key: str | None = None
+    ordered: bool = False
+    traceparent: str | None = None
+    ack: str | None = None
+
+
+class TaskCall(Generic[P, R]):
+    """Ways to enqueue a task: now, in a while, at a time; blocking or awaited (the ``a``
+    forms). Each checks the arguments against the function's annotations first (an
+    `InvalidArgumentError` naming the parameter, and nothing enqueued) and returns the
+    job's `TaskHandle`."""
+
+    def __init__(self, task: Task[P, R], options: CallOptions) -> None:
+        self._task = task
+        self._options = options
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """Enqueue a run due now."""
+        return self._send(None, None, args, kwargs)
+
+    def enqueue_in(self, delay: Delay, /, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """Enqueue a run due `delay` from now: seconds (int or float) or a timedelta."""
+        return self._send(delay, None, args, kwargs)
+
+    def enqueue_at(self, when: At, /, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """Enqueue a run due at `when`: an aware datetime or epoch seconds (past: now)."""
+        return self._send(None, when, args, kwargs)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """`enqueue`, awaited."""
+        return await self._asend(None, None, args, kwargs)
+
+    async def aenqueue_in(
+        self, delay: Delay, /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[R]:
+        """`enqueue_in`, awaited."""
+        return await self._asend(delay, None, args, kwargs)
+
+    async def aenqueue_at(self, when: At, /, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """`enqueue_at`, awaited."""
+        return await self._asend(None, when, args, kwargs)
+
+    def _job(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        task, o = self._task, self._options
+        payload = task.codec.encode(args, kwargs)
+        max_attempts = task.max_attempts if o.max_attempts is None else o.max_attempts
+        options = dataclasses.asdict(o) | {"max_attempts": max_attempts}
+        return payload, options
+
+    def _send(
+        self, delay: Delay | None, at: At | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> TaskHandle[R]:
+        payload, options = self._job(args, kwargs)
+        task = self._task
+        job_id = task.app.client.enqueue(task.topic, payload, delay=delay, at=at, **options)
+        return TaskHandle(task, job_id)
+
+    async def _asend(
+        self, delay: Delay | None, at: At | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> TaskHandle[R]:
+        payload, options = self._job(args, kwargs)
+        task = self._task
+        client = task.app.aclient
+        job_id = await client.enqueue(task.topic, payload, delay=delay, at=at, **options)
+        return TaskHandle(task, job_id)
+
+
+class Task(TaskCall[P, R]):
+    """A function made a task by `App.task`: calling it runs it here and now; `enqueue`,
+    `enqueue_in` and `enqueue_at` (and their awaited ``a`` forms) run it later in a worker
+    of the app (`wheelq run`), and `options` sets per-call options.
+
+    Its job is an ordinary wheelq job on `topic` whose payload is the map of its arguments
+    (`TaskCodec`), so any language can enqueue it over HTTP.
+    """
+
+    def __init__(
+        self,
+        app: Clients,
+        fn: Callable[P, Any],
+        *,
+        name: str,
+        topic: str,
+        max_attempts: int | None,
+        timeout_ms: int | None,
+        retry: RetryPolicy | None,
+        keep_result: bool,
+    ) -> None:
+        super().__init__(self, CallOptions())
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.topic = topic
+        self.max_attempts = max_attempts
+        self.timeout_ms = timeout_ms
+        """A run longer than this fails (None: the worker's ``handler_timeout_ms``)."""
+        self.retry = retry
+        """Its backoff (None: the worker's ``retry_*`` settings)."""
+        self.keep_result = keep_result
+        self.codec = TaskCodec(fn, name)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Run the function here and now (not as a job)."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} on topic {self.topic!r}>"
+
+    def options(
+        self,
+        *,
+        job_id: str | None = None,
+        max_attempts: int | None = None,
+        replace: bool = False,
+        key: str | None = None,
+        ordered: bool = False,
+        traceparent: str | None = None,
+        ack: str | None = None,
+    ) -> TaskCall[P, R]:
+        """The enqueue forms with these options, each as `Client.enqueue`'s: your own
+        `job_id` (idempotent while pending; `replace` to replace it), `max_attempts` (over
+        the task's), the flow `key` and `ordered`, a W3C `traceparent`, the `ack` level."""
+        return TaskCall(
+            self,
+            CallOptions(job_id, max_attempts, replace, key, ordered, traceparent, ack),
+        )
+
+    def handler(self) -> Callable[[Job], Any]:
+        """The worker's handler of this task's jobs: decodes the payload into the function's
+        arguments (a payload that does not fit is dead-lettered at once: `Fail`), runs the
+        function, and returns its result as plain values (kept when `keep_result`)."""
+        codec, keep = self.codec, self.keep_result
+        fn: Callable[..., Any] = self.fn
+
+        def arguments(job: Job) -> dict[str, Any]:
+            try:
+                return codec.decode(job.payload)
+            except InvalidArgumentError as exc:
+                raise Fail(f"the payload does not fit the task: {exc}") from exc
+
+        if self.is_async:
+
+            async def run_async(job: Job) -> Any:
+                value = await fn(**arguments(job))
+                return codec.encode_result(value) if keep else None
+
+            run_async.__name__ = run_async.__qualname__ = self.name
+            return run_async
+
+        def run(job: Job) -> Any:
+            value = fn(**arguments(job))
+            return codec.encode_result(value) if keep else None
+
+        run.__name__ = run.__qualname__ = self.name
+        return run
+
+
+class TaskHandle(Generic[R]):
+    """A task's enqueued job: its `id`, and the calls about it (blocking, or awaited in
+    the ``a`` forms)."""
+
+    def __init__(self, task: Task[Any, R], job_id: str) -> None:
+        self.task = task
+        self.id = job_id
+        self.topic = task.topic
+
+    def __repr__(self) -> str:
+        return f"<TaskHandle {self.task.name} {self.id}>"
+
+    def result(self, timeout: float = DEFAULT_RESULT_TIMEOUT_S) -> R:
+        """The function's return value, as its annotation's type, once the job succeeded:
+        waits up to `timeout` seconds (`ResultTimeoutError`); `JobFailedError` once it is
+        dead-lettered or cancelled (see `Client.result`)."""
+        app = self.task.app
+        try:
+            value = app.client.result(self.topic, self.id, group=app.group, timeout=timeout)
+        except UnknownGroupError:  # no worker of the app has started yet: wait for one
+            app.client.create_group(self.topic, app.group)
+            value = app.client.result(self.topic, self.id, group=app.group, timeout=timeout)
+        return self._typed(value)
+
+    async def aresult(self, timeout: float = DEFAULT_RESULT_TIMEOUT_S) -> R:
+        """`result`, awaited."""
+        app = self.task.app
+        client = app.aclient
+        try:
+            value = await client.result(self.topic, self.id, group=app.group, timeout=timeout)
+        except UnknownGroupError:
+            await client.create_group(self.topic, app.group)
+            value = await client.result(self.topic, self.id, group=app.group, timeout=timeout)
+        return self._typed(value)
+
+    def cancel(self) -> bool:
+        """Cancel the job if it is still pending; False when it is not (see `Client.cancel`)."""
+        return self.task.app.client.cancel(self.topic, self.id)
+
+    async def acancel(self) -> bool:
+        """`cancel`, awaited."""
+        return await self.task.app.aclient.cancel(self.topic, self.id)
+
+    def reschedule(self, *, delay: Delay | None = None, at: At | None = None) -> bool:
+        """Move the pending job to a new due time; False when it is not pending."""
+        return self.task.app.client.reschedule(self.topic, self.id, delay=delay, at=at)
+
+    async def areschedule(self, *, delay: Delay | None = None, at: At | None = None) -> bool:
+        """`reschedule`, awaited."""
+        return await self.task.app.aclient.reschedule(self.topic, self.id, delay=delay, at=at)
+
+    def info(self) -> JobInfo:
+        """Where the job is in its life (`Client.get`)."""
+        return self.task.app.client.get(self.topic, self.id)
+
+    async def ainfo(self) -> JobInfo:
+        """`info`, awaited."""
+        return await self.task.app.aclient.get(self.topic, self.id)
+
+    def _typed(self, value: Any) -> R:
+        typed: R = self.task.codec.decode_result(value)
+        return typed
