@@ -12,10 +12,9 @@ import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import timedelta
-from typing import Any, ParamSpec, Protocol, Self, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
 from wheelq.core.due import delay_ms
-from wheelq.core.job import validate_max_attempts
 from wheelq.core.keys import validate_group, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
@@ -23,7 +22,7 @@ from wheelq.errors import InvalidArgumentError, InvalidTopicError
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.scheduler.scheduler import Scheduler
-from wheelq.tasks.task import Task
+from wheelq.tasks.task import Task, TaskConfig
 from wheelq.worker.worker import Route, Worker
 
 P = ParamSpec("P")
@@ -39,6 +38,17 @@ class TaskDecorator(Protocol):
     def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Task[P, R]: ...
     @overload
     def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+class TaskOptions(TypedDict, total=False):
+    """`App.task`'s options, as its docstring says them."""
+
+    name: str | None
+    topic: str | None
+    max_attempts: int | None
+    timeout: float | timedelta | None
+    retry: RetryPolicy | None
+    result: bool
 
 
 class App:
@@ -115,18 +125,7 @@ class App:
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
     @overload
-    def task(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        topic: str | None = None,
-        max_attempts: int | None = None,
-        timeout: float | timedelta | None = None,
-        retry: RetryPolicy | None = None,
-        result: bool = True,
-    ) -> TaskDecorator: ...
+    def task(self, fn: None = None, /, **options: Unpack[TaskOptions]) -> TaskDecorator: ...
 
     def task(
         self,
@@ -158,15 +157,12 @@ class App:
                 function a task cannot be (``*args``, ``**kwargs``, positional-only
                 parameters; annotations that do not resolve).
         """
-        if max_attempts is not None:
-            validate_max_attempts(max_attempts)
-        timeout_ms = None if timeout is None else _timeout_ms(timeout)
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise InvalidArgumentError(
-                "retry", f"retry must be a wheelq.RetryPolicy or None, got {retry!r:.60}"
-            )
-        if not isinstance(result, bool):
-            raise InvalidArgumentError("result", f"result must be a bool, got {result!r:.40}")
+        config = TaskConfig(
+            max_attempts=max_attempts,
+            timeout_ms=None if timeout is None else _timeout_ms(timeout),
+            retry=retry,
+            keep_result=result,
+        )
 
         def make(function: Callable[..., Any]) -> Task[Any, Any]:
             if not callable(function):
@@ -185,14 +181,7 @@ class App:
                     f" with {clash!r}: give it its own name= or topic=",
                 )
             made: Task[Any, Any] = Task(
-                self,
-                function,
-                name=task_name,
-                topic=task_topic,
-                max_attempts=max_attempts,
-                timeout_ms=timeout_ms,
-                retry=retry,
-                keep_result=result,
+                self, function, name=task_name, topic=task_topic, config=config
             )
             self.tasks[task_name] = made
             return made
@@ -286,7 +275,7 @@ class App:
         chosen = self.chosen(tasks)
         if not chosen:
             raise InvalidArgumentError("tasks", "the app has no task: decorate one with @app.task")
-        routes = {t.topic: Route(t.handler(), t.timeout_ms, t.retry) for t in chosen}
+        routes = {t.topic: Route(t.handler(), t.config.timeout_ms, t.config.retry) for t in chosen}
         fields = _as_kwargs(settings or self.worker_settings)
         return Worker.from_url(
             self.url,

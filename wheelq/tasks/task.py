@@ -12,7 +12,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
-from wheelq.core.job import Job
+from wheelq.core.job import Job, validate_max_attempts
 from wheelq.core.retry import Fail, RetryPolicy
 from wheelq.errors import InvalidArgumentError, UnknownGroupError
 from wheelq.producer.async_client import AsyncClient
@@ -35,6 +35,32 @@ class Clients(Protocol):
     def aclient(self) -> AsyncClient: ...
     @property
     def group(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TaskConfig:
+    """A task's own settings (`App.task`'s options), over the client's and the worker's."""
+
+    max_attempts: int | None = None
+    """Runs before a failing job is dead-lettered (None: the client's default)."""
+    timeout_ms: int | None = None
+    """A run longer than this fails (0: no limit; None: the worker's ``handler_timeout_ms``)."""
+    retry: RetryPolicy | None = None
+    """Its backoff (None: the worker's ``retry_*`` settings)."""
+    keep_result: bool = True
+    """Keep the return value for `TaskHandle.result`."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts is not None:
+            validate_max_attempts(self.max_attempts)
+        if self.retry is not None and not isinstance(self.retry, RetryPolicy):
+            raise InvalidArgumentError(
+                "retry", f"retry must be a wheelq.RetryPolicy or None, got {self.retry!r:.60}"
+            )
+        if not isinstance(self.keep_result, bool):
+            raise InvalidArgumentError(
+                "result", f"result must be a bool, got {self.keep_result!r:.40}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +115,7 @@ class TaskCall(Generic[P, R]):
     def _job(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         task, o = self._task, self._options
         payload = task.codec.encode(args, kwargs)
-        max_attempts = task.max_attempts if o.max_attempts is None else o.max_attempts
+        max_attempts = task.config.max_attempts if o.max_attempts is None else o.max_attempts
         options = dataclasses.asdict(o) | {"max_attempts": max_attempts}
         return payload, options
 
@@ -121,28 +147,11 @@ class Task(TaskCall[P, R]):
     """
 
     def __init__(
-        self,
-        app: Clients,
-        fn: Callable[P, Any],
-        *,
-        name: str,
-        topic: str,
-        max_attempts: int | None,
-        timeout_ms: int | None,
-        retry: RetryPolicy | None,
-        keep_result: bool,
+        self, app: Clients, fn: Callable[P, Any], *, name: str, topic: str, config: TaskConfig
     ) -> None:
         super().__init__(self, CallOptions())
-        self.app = app
-        self.fn = fn
-        self.name = name
-        self.topic = topic
-        self.max_attempts = max_attempts
-        self.timeout_ms = timeout_ms
-        """A run longer than this fails (None: the worker's ``handler_timeout_ms``)."""
-        self.retry = retry
-        """Its backoff (None: the worker's ``retry_*`` settings)."""
-        self.keep_result = keep_result
+        self.app, self.fn, self.name, self.topic = app, fn, name, topic
+        self.config = config
         self.codec = TaskCodec(fn, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__doc__ = fn.__doc__
@@ -178,7 +187,7 @@ class Task(TaskCall[P, R]):
         """The worker's handler of this task's jobs: decodes the payload into the function's
         arguments (a payload that does not fit is dead-lettered at once: `Fail`), runs the
         function, and returns its result as plain values (kept when `keep_result`)."""
-        codec, keep = self.codec, self.keep_result
+        codec, keep = self.codec, self.config.keep_result
         fn: Callable[..., Any] = self.fn
 
         def arguments(job: Job) -> dict[str, Any]:

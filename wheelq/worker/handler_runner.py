@@ -11,6 +11,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from time import monotonic  # see _Run.started: why not the worker's Clock
 from types import EllipsisType
 from typing import Any, NoReturn
@@ -28,44 +29,25 @@ class RanOver(Exception):
     """A job ran past the pool's time limit; its thread runs on, wedged, until it returns."""
 
 
+@dataclass(slots=True, eq=False)
 class _Run:
     """One submitted job."""
 
-    __slots__ = (
-        "arg",
-        "ended",
-        "fn",
-        "future",
-        "lane",
-        "ran_ms",
-        "ran_over",
-        "started",
-        "timeout_s",
-        "timer",
-        "waiting",
-    )
-
-    def __init__(
-        self,
-        future: asyncio.Future[Any],
-        fn: Callable[[Any], Any],
-        arg: Any,
-        lane: int,
-        timeout_s: float | None,
-    ) -> None:
-        self.future = future
-        self.fn = fn
-        self.arg = arg
-        self.lane = lane
-        self.timeout_s = timeout_s
-        self.started: float | None = None
-        """`time.monotonic()` when a thread took it up (loop timers run on that clock)."""
-        self.ended = False
-        self.ran_ms: float | None = None  # How long `fn` ran on its thread (None: it did not run).
-        self.waiting = False
-        """Its limit came due before it started: its thread arms the limit when it starts."""
-        self.ran_over = False
-        self.timer: asyncio.TimerHandle | None = None
+    future: asyncio.Future[Any]
+    fn: Callable[[Any], Any]
+    arg: Any
+    lane: int
+    timeout_s: float | None
+    """Its time limit (None: none)."""
+    started: float | None = None
+    """`time.monotonic()` when a thread took it up (loop timers run on that clock)."""
+    ended: bool = False
+    ran_ms: float | None = None
+    """How long `fn` ran on its thread (None: it did not run)."""
+    waiting: bool = False
+    """Its limit came due before it started: its thread arms the limit when it starts."""
+    ran_over: bool = False
+    timer: asyncio.TimerHandle | None = None
 
 
 class HandlerThreads:
