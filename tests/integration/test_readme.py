@@ -36,7 +36,7 @@ from tests.support.waiting import eventually_sync
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 
-SERVICES = ("scheduler", "worker")
+SERVICES = ("scheduler", "worker", "run")
 
 
 def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
         url = f"{server.url}/0"
         found = snippets("README.md", "Quickstart", url)
         files, commands = found.files, found.commands
-        assert {"handlers.py", "producer.py", "app.py"} <= files.keys()
+        assert {"tasks.py", "later.py", "handlers.py", "producer.py", "app.py"} <= files.keys()
         for name, body in files.items():
             (tmp_path / name).write_text(body)
         services = Services(tmp_path, stack)
@@ -86,6 +86,9 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
         assert f"{name}@example.com" in sent, name
     assert "TopicStats(" in ran["python producer.py"]
     assert "welcome, Ada!" in ran["python app.py"]
+    # The task: enqueued by later.py, run by `wheelq run`, its result printed by later.py.
+    assert ran["python later.py"].strip() == "welcomed ada@example.com"
+    assert "sending a welcome to Ada <ada@example.com>" in printed["run"]
 
 
 def test_help_first_steps_run_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:

@@ -23,9 +23,15 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
+PYTHON = os.environ.get("WHEELQ_TEST_PYTHON") or sys.executable
+"""The interpreter the tests' ``wheelq`` and ``python`` commands run: this one, or with
+``WHEELQ_TEST_PYTHON`` another environment's (`.ci/installed`: a venv holding the built
+wheel, not this tree)."""
+
+
 def wheelq_argv(*args: str) -> list[str]:
-    """The argv that runs the CLI with this interpreter."""
-    return [sys.executable, "-m", "wheelq", *args]
+    """The argv that runs the CLI with `PYTHON`."""
+    return [PYTHON, "-m", "wheelq", *args]
 
 
 def run_wheelq(

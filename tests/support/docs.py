@@ -18,7 +18,6 @@ import re
 import shlex
 import subprocess
 import symtable
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import IO
 
 import redis
 
+from tests.support import cli
 from tests.support.cli import ROOT, clean_env, wheelq_argv
 from wheelq.core.keys import all_shards
 
@@ -323,7 +323,7 @@ def argv_of(command: list[str]) -> list[str]:
     if command[0] == "wheelq":
         return wheelq_argv(*command[1:])
     assert command[0] == "python", command
-    return [sys.executable, *command[1:]]
+    return [cli.PYTHON, *command[1:]]
 
 
 def run_command(command: list[str], cwd: Path, timeout: float = 60) -> str:
