@@ -23,7 +23,8 @@ import wheelq
 from tests.support import task_types
 from tests.support.cli import stop
 from tests.support.tasks import URL_VARIABLE, module_name, running, start_run, write_module
-from tests.support.waiting import eventually_sync
+from tests.support.waiting import eventually, eventually_sync
+from tests.support.web import serving
 
 APP = textwrap.dedent(f"""
     import asyncio, os, time
@@ -256,3 +257,29 @@ def test_a_task_over_its_own_time_limit_fails(
         with pytest.raises(wheelq.JobFailedError) as failed:
             handle.result(timeout=10)
     assert "ran over handler_timeout_ms=200" in str(failed.value), failed.value
+
+
+async def test_a_task_enqueued_over_http_runs_and_its_result_reads_over_http(
+    tmp_path: Path, app_module: ModuleType, redis_url: str
+) -> None:
+    """Another language's view: the task's topic and its arguments' map as JSON, then the
+    result as JSON; the Python handle reads the same result typed."""
+    bill, m = app_module.bill, app_module
+    order = {"id": str(uuid.UUID(int=9)), "total": "7.50", "placed": "2026-01-02T03:04:05Z"}
+    body = {"payload": {"order": order, "address": {"city": "Oslo"}, "tier": "pro"}}
+    async with serving(redis_url) as api:
+        with running(tmp_path, m.__name__, redis_url):
+            status, made, _ = await api.call("POST", f"/v1/topics/{bill.topic}/jobs", body)
+            assert status == 201, made
+
+            async def group_made() -> bool:  # a result needs the group the worker makes
+                status, groups, _ = await api.call("GET", f"/v1/topics/{bill.topic}/groups")
+                return status == 200 and any(g["group"] == "default" for g in groups["groups"])
+
+            await eventually(group_made, timeout_s=20, what="the worker's group")
+            path = f"/v1/topics/{bill.topic}/jobs/{made['id']}/result?wait_ms=10000"
+            status, got, _ = await api.call("GET", path)
+            assert status == 200, got
+            receipt = await asyncio.to_thread(wheelq.TaskHandle(bill, made["id"]).result, 10)
+    assert got["result"]["order"] == order and got["result"]["tier"] == "pro", got
+    assert receipt.order.total == decimal.Decimal("7.50") and receipt.tier is m.Tier.PRO
