@@ -11,6 +11,7 @@ cancelled, rescheduled, handled, dead-lettered, as the page says.
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -440,6 +441,16 @@ def test_tasks_guide_runs_as_written(
             ns = run_code(later.code, url)
             pending = ns["later"].info().state  # type: ignore[attr-defined]
             ns["send_email"].app.close()  # type: ignore[attr-defined]
+        web = _gather(page, ["In FastAPI and Starlette"], url)
+        assert list(web.files) == ["web.py"] and not web.code and not web.commands
+        (tmp_path / "web.py").write_text(web.files["web.py"])
+        with _importable(tmp_path, "tasks", "web"):
+            from fastapi.testclient import TestClient
+
+            api = importlib.import_module("web").api
+            with TestClient(api) as http:
+                job = http.post("/emails", params={"to": "dave@example.com"}).json()["job"]
+                sent = http.get(f"/emails/{job}").json()
         services.alive()
         services.stop()  # SIGTERM: it exits 0, gracefully
     printed = capsys.readouterr().out.splitlines()
@@ -450,3 +461,4 @@ def test_tasks_guide_runs_as_written(
     assert printed[3] == "True True"
     assert printed[4] == "{'sent': 'carol@example.com', 'copies': 3}"
     assert pending == wheelq.JobState.PENDING
+    assert sent == {"sent": "dave@example.com", "copies": 1}  # In FastAPI and Starlette

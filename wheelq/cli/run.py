@@ -36,6 +36,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "SIGINT/SIGTERM",
     )
     p.add_argument("app", help="module:app, a wheelq.App (its tasks' module, importable)")
+    add_flags(p)
+    p.set_defaults(func=run)
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of running an app, `wheelq run`'s and ``manage.py wheelq run``'s."""
     p.add_argument(
         "--tasks",
         metavar="NAMES",
@@ -50,7 +56,6 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     port = "serve the worker's Prometheus metrics on http://HOST:PORT/metrics (default 0: off)"
     p.add_argument("--metrics-port", type=int, help=port)
     p.add_argument("--metrics-host", help="address the metrics listen on (default 0.0.0.0)")
-    p.set_defaults(func=run)
 
 
 def load_app(spec: str) -> App:
@@ -69,18 +74,39 @@ def load_app(spec: str) -> App:
 def run(ctx: Context) -> int:
     """Run the app's worker (and a scheduler node beside it); exits 1 when the worker
     abandoned entries on the way out."""
-    from wheelq.errors import InvalidArgumentError
-
     args = ctx.args
     app = load_app(args.app)
     url = ctx.given_redis_url()
     if url is not None:  # --redis-url, WHEELQ_REDIS_URL or [redis] url: over the app's
         app.url = url
-    tasks = None if args.tasks is None else split_topics(args.tasks, "--tasks")
     worker_given = ctx.section("worker", concurrency=args.concurrency, **metrics_given(args))
+    return run_app(app, args, worker_given, ctx.section("scheduler"), label=args.app)
+
+
+def run_app(
+    app: App,
+    args: argparse.Namespace,
+    worker_given: dict[str, Any],
+    scheduler_given: dict[str, Any],
+    *,
+    label: str,
+) -> int:
+    """Run `app`'s worker of the tasks ``args.tasks`` names (and a scheduler node beside
+    it, unless ``args.no_scheduler``) until SIGINT/SIGTERM: `wheelq run` and ``manage.py
+    wheelq run`` (wheelq.contrib.django). `worker_given` and `scheduler_given` go over the
+    app's settings; `label` names the app in errors.
+
+    Returns:
+        0, or 1 when the worker abandoned entries on the way out.
+
+    Raises:
+        CliError: A bad flag or setting (code 2), a metrics port taken (code 1).
+    """
+    from wheelq.errors import InvalidArgumentError
+
+    tasks = None if args.tasks is None else split_topics(args.tasks, "--tasks")
     metrics = pop_metrics(worker_given)
     worker_given.pop("group", None)  # the app's group: its handles wait on it
-    scheduler_given = ctx.section("scheduler")
     for key in ("topics", "metrics_port", "metrics_host"):
         scheduler_given.pop(key, None)
     try:
@@ -89,7 +115,7 @@ def run(ctx: Context) -> int:
         node = app.worker(tasks, settings=worker_settings)
         scheduler = None if args.no_scheduler else app.scheduler(tasks, settings=scheduler_settings)
     except (InvalidArgumentError, TypeError) as exc:
-        raise usage_error(f"app {args.app!r}: {exc}") from None
+        raise usage_error(f"app {label!r}: {exc}") from None
     names = ", ".join(t.name for t in app.chosen(tasks))
     log.info("running %s (group %s)%s", names, app.group, "" if scheduler else ", no scheduler")
     beside = _beside(scheduler, metrics_beside(node, "worker", *metrics))

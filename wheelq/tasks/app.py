@@ -252,6 +252,8 @@ class App:
         self.close()
 
     async def __aenter__(self) -> Self:
+        """Make the running loop's asyncio client now; the exit closes it (`aclose`)."""
+        self.aclient  # noqa: B018 (the property makes it)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
