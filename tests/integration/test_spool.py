@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -19,7 +20,7 @@ import pytest
 import redis
 
 from tests.support import spool_proc
-from tests.support.servers import dedicated_server
+from tests.support.servers import dedicated_server, free_port
 from tests.support.spool_proc import SpoolProducer
 from tests.support.spooling import (
     DRAIN_S,
@@ -320,3 +321,52 @@ def test_a_second_client_on_the_same_spool_file_is_refused(redis_url: str, tmp_p
             AsyncClient.from_url(redis_url, spool=path)
     with Client.from_url(redis_url, spool=path) as after:
         assert after.spool_stats() == SpoolStats(str(path), 0, 0)
+
+
+CLOSE_IN_HANDLER = """
+import os, signal, sys
+
+import wheelq
+from wheelq.producer import spool
+
+url, path = sys.argv[1], sys.argv[2]
+client = wheelq.Client.from_url(url, spool=path)
+signal.signal(signal.SIGUSR1, lambda *_: client.close())  # the user's handler: close at once
+inner = spool.Spool._transaction
+
+
+def signalled(self):  # SIGUSR1 lands while the spool's lock is held, as it did by chance
+    os.kill(os.getpid(), signal.SIGUSR1)
+    return inner(self)
+
+
+spool.Spool._transaction = signalled
+job_id = client.enqueue("t", {"n": 1})
+spool.Spool._transaction = inner
+print("spooled", job_id, flush=True)
+"""
+
+
+def test_close_in_a_signal_handler_that_lands_inside_a_spooled_enqueue_does_not_hang(
+    tmp_path: Path,
+) -> None:
+    """The black-box check of issue 43, item 19: a user's SIGTERM handler calling
+    `client.close()` right after a Redis restart hung 1-3 times in 15. The signal had landed
+    while the enqueue held the spool's lock, and close waited for that lock on the same
+    thread. Here the signal always lands there (Redis unreachable: the enqueue spools): the
+    close happens as the enqueue returns, and the process exits."""
+    url = f"redis://127.0.0.1:{free_port()}"  # nothing listens: every enqueue spools
+    script = tmp_path / "close_in_handler.py"
+    script.write_text(CLOSE_IN_HANDLER)
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), url, str(tmp_path / "spool.db")],
+            capture_output=True, text=True, timeout=30, check=False, cwd=tmp_path,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as hung:
+        raise AssertionError(f"close() in the handler hung: {hung.stderr!r}") from None
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("spooled "), (done.stdout, done.stderr)
+    with Client.from_url(url, spool=tmp_path / "spool.db") as again:  # the file was let go
+        stats = again.spool_stats()
+    assert stats is not None and stats.depth == 1, stats  # the job stayed, for a next client

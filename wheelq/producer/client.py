@@ -4,6 +4,7 @@ both drive the operations of `wheelq.producer.operations` (a test checks the two
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any, Self, TypeVar
@@ -77,6 +78,9 @@ class Client:
             spool,
             lambda drain: DrainThread(DrainService(drain, self._send_all)),
         )
+        self._inside = threading.local()
+        """``calls``: this thread's calls of the client under way (`close` defers to them)."""
+        self._close_pending = False
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
         return self._executor.run(calls, return_exceptions=True)  # on the drain's own loop
@@ -124,7 +128,15 @@ class Client:
 
     def _run(self, op: Op[T], wait: Wait | None = None) -> T:
         send = self._executor.run if wait is None else partial(self._executor.run_acked, wait=wait)
-        return drive(guarded(self._breaker, op), send)
+        inside = self._inside
+        inside.calls = getattr(inside, "calls", 0) + 1  # before any lock is taken
+        try:
+            return drive(guarded(self._breaker, op), send)
+        finally:
+            inside.calls -= 1
+            if self._close_pending and not inside.calls:
+                self._close_pending = False
+                self._close()
 
     def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
         return self._run(*self._durability.plan(self._producer, topic, op, ack))
@@ -591,7 +603,17 @@ class Client:
 
     def close(self) -> None:
         """Close the connections; with a spool, stop its drain first (what it has not
-        replayed stays in the file, for the next client on it)."""
+        replayed stays in the file, for the next client on it).
+
+        Safe in a signal handler: one that interrupts a call of this client on the same
+        thread (which may hold the spool's or the pool's lock) closes the client as that
+        call returns, instead of waiting on the lock the call holds."""
+        if getattr(self._inside, "calls", 0):
+            self._close_pending = True
+            return
+        self._close()
+
+    def _close(self) -> None:
         if self._drain is not None:
             self._drain.close(self._executor.close)
         self._executor.close()
