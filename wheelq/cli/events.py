@@ -62,8 +62,9 @@ def setting(ctx: Context) -> int:
 
 
 def follow(ctx: Context) -> int:
-    """Print each event until Ctrl-C (or ``--count``); exit 2 for an unknown topic (a bad
-    argument), 1 for one whose events are off (it would wait for ever)."""
+    """Print each event until Ctrl-C (or ``--count``); exit 1 for an unknown topic (said as
+    every command says it) and for one whose events are off (it would wait for ever)."""
+    from wheelq.errors import UnknownTopicError
     from wheelq.producer.async_client import AsyncClient
 
     args = ctx.args
@@ -71,13 +72,16 @@ def follow(ctx: Context) -> int:
 
     async def run() -> None:
         async with AsyncClient.from_url(url, **settings) as client:
-            seen = 0  # events() raises UnknownTopicError (exit 2) or EventsOffError (exit 1)
-            async with contextlib.aclosing(client.events(args.topic, since=args.since)) as it:
-                async for event in it:
-                    print(_line(event, args.json), flush=True)
-                    seen += 1
-                    if args.count is not None and seen >= args.count:
-                        return
+            seen = 0  # events() raises UnknownTopicError or EventsOffError (exit 1)
+            try:
+                async with contextlib.aclosing(client.events(args.topic, since=args.since)) as it:
+                    async for event in it:
+                        print(_line(event, args.json), flush=True)
+                        seen += 1
+                        if args.count is not None and seen >= args.count:
+                            return
+            except UnknownTopicError:
+                raise no_such_topic(args.topic, sorted(await client.topics())) from None
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the way out of a follow
         asyncio.run(run())
