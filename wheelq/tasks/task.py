@@ -84,7 +84,11 @@ class TaskCall(Generic[P, R]):
 
     def __init__(self, task: Task[P, R], options: CallOptions) -> None:
         self._task = task
-        self._options = options
+        max_attempts = options.max_attempts
+        self._enqueue_options = dataclasses.asdict(options) | {
+            "max_attempts": task.config.max_attempts if max_attempts is None else max_attempts
+        }
+        """`Client.enqueue`'s keywords of every call: made once, not on each enqueue."""
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Enqueue a run due now."""
@@ -113,11 +117,7 @@ class TaskCall(Generic[P, R]):
         return await self._asend(None, when, args, kwargs)
 
     def _job(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        task, o = self._task, self._options
-        payload = task.codec.encode(args, kwargs)
-        max_attempts = task.config.max_attempts if o.max_attempts is None else o.max_attempts
-        options = dataclasses.asdict(o) | {"max_attempts": max_attempts}
-        return payload, options
+        return self._task.codec.encode(args, kwargs), self._enqueue_options
 
     def _send(
         self, delay: Delay | None, at: At | None, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -149,9 +149,9 @@ class Task(TaskCall[P, R]):
     def __init__(
         self, app: Clients, fn: Callable[P, Any], *, name: str, topic: str, config: TaskConfig
     ) -> None:
-        super().__init__(self, CallOptions())
         self.app, self.fn, self.name, self.topic = app, fn, name, topic
         self.config = config
+        super().__init__(self, CallOptions())  # reads `config`
         self.codec = TaskCodec(fn, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__doc__ = fn.__doc__
