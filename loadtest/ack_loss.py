@@ -30,7 +30,7 @@ from typing import Any
 
 import redis.cluster
 
-from wheelq import Client, DurabilityError, RedisUnavailableError
+from wheelq import Admin, Client, DurabilityError, RedisUnavailableError
 from wheelq.core.keys import all_shards
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary, find_server_binaries
 
@@ -83,7 +83,8 @@ def one_run(binary: ServerBinary, level: str, args: argparse.Namespace) -> dict[
     with EmbeddedCluster(binary, primaries=3, replicas=1, node_timeout_ms=1000) as cluster:
         settings = {"default_shards": SHARDS, "ack_timeout_ms": 200}
         with Client.from_url(cluster.url, cluster=True, **settings) as client:
-            client.create_topic(TOPIC)
+            admin = Admin.of(client)
+            admin.create_topic(TOPIC)
             stream = Stream(client, level, args.threads, args.batch)
             started = time.monotonic()
             stream.start()
@@ -127,7 +128,8 @@ def cost(binary: ServerBinary, calls: int) -> dict[str, Any]:
                 for level, replicas in LEVELS_COST:
                     settings = {"ack_replicas": replicas, "ack_timeout_ms": 5000}
                     with Client.from_url(primary.url, **settings) as client:
-                        client.create_topic(TOPIC)
+                        admin = Admin.of(client)
+                        admin.create_topic(TOPIC)
                         took = []
                         for _ in range(20 if level == "persisted" else calls):
                             t = time.perf_counter()

@@ -33,7 +33,7 @@ from benchlib.common import Bench
 from benchlib.limit import _enqueue_lua
 from benchlib.scenarios import MANY_ITEMS, PAYLOAD, enqueue_many_rate
 
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.testing import EmbeddedServer, find_server_binaries
 
 PER_CALL = MANY_ITEMS
@@ -54,14 +54,15 @@ def measure(url: str, jobs: int, rounds: int) -> dict[str, Any]:
     runs: list[dict[str, float]] = []
     try:
         with Client.from_url(url, default_shards=SHARDS) as client:
+            admin = Admin.of(client)
             for n in range(rounds):
                 one: dict[str, float] = {}
                 one["raw_lua"] = _enqueue_lua(bench, r, f"bulk-raw-{n}:", jobs, PAYLOAD).per_s
                 for name, rate in (("bulk", bulk_rate), ("many", enqueue_many_rate)):
                     topic = f"bulk-{name}-{n}"
-                    client.create_topic(topic, SHARDS)
+                    admin.create_topic(topic, SHARDS)
                     one[name] = round(rate(client, topic, jobs))
-                    client.drop_topic(topic, force=True)
+                    admin.drop_topic(topic, force=True)
                 runs.append(one)
                 print(f"round {n + 1}: {one}", file=sys.stderr)
     finally:

@@ -28,7 +28,7 @@ import aiohttp
 import redis.asyncio
 import uvicorn
 
-from wheelq import AsyncClient
+from wheelq import AsyncAdmin, AsyncClient
 from wheelq.testing import EmbeddedServer, find_server_binaries
 from wheelq.web.app import create_app
 from wheelq.web.samples import interval_s
@@ -67,9 +67,10 @@ async def run(requests: int, seconds: float, kind: str | None) -> dict[str, Any]
     with EmbeddedServer(binaries[0]) as server:
         r = redis.asyncio.Redis.from_url(server.url)
         async with AsyncClient.from_url(server.url) as client:
-            await client.create_topic("console", SHARDS)
+            admin = AsyncAdmin.of(client)
+            await admin.create_topic("console", SHARDS)
             for g in range(GROUPS):
-                await client.create_group("console", f"group-{g}")
+                await admin.create_group("console", f"group-{g}")
             later = [{"payload": i, "delay": timedelta(hours=1)} for i in range(10_000)]
             await client.enqueue_many("console", later)
             await client.enqueue_many("console", [{"payload": i} for i in range(2_000)])

@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 import uvicorn
 
-from wheelq import AsyncClient, Fail, Job, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Fail, Job, Scheduler, Worker
 from wheelq.testing import EmbeddedServer
 from wheelq.web.app import create_app
 from wheelq.web.service import WebService
@@ -51,7 +51,7 @@ async def until(check: Any, what: str, timeout_s: float = 30) -> None:
 
 
 async def fired_at_least(client: AsyncClient, topic: str, n: int) -> bool:
-    stats = await client.stats(topic)
+    stats = await AsyncAdmin.of(client).stats(topic)
     return stats is not None and stats.in_stream >= n
 
 
@@ -94,7 +94,7 @@ def _order(rng: random.Random, i: int) -> dict[str, Any]:
 
 
 async def _pull(svc: WebService, group: str, n: int) -> list[Any]:
-    await svc.client.create_group(TOPIC, group)  # a pull never creates its group
+    await svc.admin.create_group(TOPIC, group)  # a pull never creates its group
     out: list[Any] = []
     while len(out) < n:
         got = (await svc.puller.pull(TOPIC, group, f"{group}-1", min(100, n - len(out)), 500)).jobs
@@ -122,7 +122,7 @@ async def trickle(client: AsyncClient, svc: WebService, seconds: float) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     while loop.time() < end:
-        await svc.sampler.take(await client.topics(), svc.clock.now_ms())
+        await svc.sampler.take(await AsyncAdmin.of(client).topics(), svc.clock.now_ms())
         await asyncio.sleep(SAMPLE_S)  # the sampling interval of this shot
 
 
@@ -130,6 +130,7 @@ async def shoot(url: str, out_dir: Path, chromium: str) -> None:
     from playwright.async_api import async_playwright
 
     client = AsyncClient.from_url(url)
+    admin = AsyncAdmin.of(client)
     svc = WebService(AsyncClient.from_url(url))
     svc.owns_client = True
     server = uvicorn.Server(
@@ -142,7 +143,7 @@ async def shoot(url: str, out_dir: Path, chromium: str) -> None:
     ]
     try:
         for topic, shards in ((TOPIC, 4), ("emails", 2), ("reports", 1)):
-            await client.create_topic(topic, shards)  # before the workers make them
+            await admin.create_topic(topic, shards)  # before the workers make them
         for part in (*nodes, *workers):
             await part.start()
 

@@ -46,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib.scenarios import MANY_ITEMS, PAYLOAD, enqueue_many_rate, single_calls
 from redis_cost import script_variant
 
+from wheelq import Admin
+
 DELAY_S = 3600
 ENVELOPE = Envelope(PAYLOAD, 1, 5, 1_700_000_000_000).pack()
 
@@ -143,7 +145,8 @@ def measure(url: str, calls: int, rounds: int, many: int) -> dict[str, Any]:
     topic = "enqueue-cost"
     runs: list[dict[str, Any]] = []
     with Client.from_url(url) as client:
-        client.create_topic(topic, 4)
+        admin = Admin.of(client)
+        admin.create_topic(topic, 4)
         client.enqueue(topic, PAYLOAD, delay=DELAY_S)  # scripts loaded, shard count known
         size = ClientSettings().batch_size  # the client is made with the defaults
         for n in range(rounds):
@@ -161,7 +164,7 @@ def measure(url: str, calls: int, rounds: int, many: int) -> dict[str, Any]:
                 "validate_us": validate_us(max(1, many // MANY_ITEMS), MANY_ITEMS),
             }
             runs.append({"single": single, "many": per_job})
-        client.drop_topic(topic, force=True)
+        admin.drop_topic(topic, force=True)
     return _report(runs, size)
 
 

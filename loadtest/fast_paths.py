@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from emit_cost import emit_rounds
 from redis_cost import Counter, script_variant, start_server
 
-from wheelq import AsyncClient, Client, EnqueueItem
+from wheelq import Admin, AsyncClient, EnqueueItem
 from wheelq.core import job as job_module
 from wheelq.core import payload as payload_module
 from wheelq.core.job import Envelope, Field, Job
@@ -204,8 +204,8 @@ class HttpEnqueues:
             binary = next(iter(find_server_binaries()))
             self._server = EmbeddedServer(binary)
             self.url = self._server.__enter__().url
-            with Client.from_url(self.url) as client:
-                client.create_topic(self.TOPIC, SHARDS)
+            with Admin.from_url(self.url) as admin:
+                admin.create_topic(self.TOPIC, SHARDS)
         return self.url
 
     def close(self) -> None:

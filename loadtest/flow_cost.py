@@ -38,7 +38,7 @@ from benchlib.flow import (
 )
 from benchlib.nodes import start_scheduler
 
-from wheelq import Client, EnqueueItem
+from wheelq import Admin, Client, EnqueueItem
 from wheelq.core.keys import all_shards
 from wheelq.testing import EmbeddedServer, find_server_binaries
 
@@ -55,9 +55,10 @@ def run_enqueue_many(bench: Bench, *, n: int, max_pending: int | None) -> dict[s
     items = [EnqueueItem(payload=PAYLOAD, delay=3600) for _ in range(n)]
     try:
         with Client.from_url(bench.url) as client:
-            client.create_topic(topic, SHARDS)
+            admin = Admin.of(client)
+            admin.create_topic(topic, SHARDS)
             if max_pending is not None:
-                client.set_limits(topic, max_pending=max_pending)
+                admin.set_limits(topic, max_pending=max_pending)
             t = time.perf_counter()
             for i in range(0, n, 20_000):
                 client.enqueue_many(topic, items[i : i + 20_000])
@@ -72,9 +73,10 @@ def run_fire(bench: Bench, *, n: int, max_ready: int | None) -> dict[str, Any]:
     last stream entry (Redis clock); Redis and node CPU from the enqueue to the last entry."""
     topic, r = bench.topic("fire"), bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, SHARDS)
+    admin = Admin.of(client)
+    admin.create_topic(topic, SHARDS)
     if max_ready is not None:
-        client.set_limits(topic, max_ready=max_ready)
+        admin.set_limits(topic, max_ready=max_ready)
     node = start_scheduler(bench, topic)
     shards = all_shards(topic, SHARDS)
     try:
@@ -120,7 +122,7 @@ def run_debounce(bench: Bench, *, calls: int, debounce: bool) -> dict[str, Any]:
     took: list[float] = []
     try:
         with Client.from_url(bench.url) as client:
-            client.create_topic(topic, SHARDS)
+            Admin.of(client).create_topic(topic, SHARDS)
             one("warm")  # connection, topic registry, script load
             for i in range(calls):
                 t = time.perf_counter()

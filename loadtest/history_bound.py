@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from wheelq import Client, EnqueueItem, JobState
+from wheelq import Admin, Client, EnqueueItem, JobState
 from wheelq.core.keys import all_shards
 from wheelq.testing import EmbeddedServer
 
@@ -94,7 +94,8 @@ def run(url: str, jobs: int, rate: int, budget: int, tmp: Path) -> dict[str, Any
         "WHEELQ_LOG_LEVEL": "WARNING",
     }
     with Client.from_url(url) as client:
-        client.create_topic(TOPIC, SHARDS)
+        admin = Admin.of(client)
+        admin.create_topic(TOPIC, SHARDS)
         procs = [
             start(["scheduler", "--topics", TOPIC], env, tmp),
             start(
@@ -147,7 +148,7 @@ def run(url: str, jobs: int, rate: int, budget: int, tmp: Path) -> dict[str, Any
                 p.terminate()
             for p in procs:
                 p.wait(30)
-            client.drop_topic(TOPIC, force=True)
+            admin.drop_topic(TOPIC, force=True)
     over = [s for s in samples if s > budget]
     checks = {
         "every_job_handled": done == jobs and pending == 0,

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib.common import Bench, cpu_seconds, drop_topic, lateness, wheelq_cmd
 
-from wheelq import AsyncClient, Client
+from wheelq import Admin, AsyncClient
 from wheelq.embedded import free_port
 from wheelq.testing import EmbeddedServer, find_server_binaries
 
@@ -156,8 +156,8 @@ def _callbacks_once(
 ) -> dict[str, Any]:
     topic = bench.topic(f"callbacks-{rate}")
     r = bench.redis()
-    with Client.from_url(bench.url) as c:
-        c.create_topic(topic, 4)
+    with Admin.from_url(bench.url) as admin:
+        admin.create_topic(topic, 4)
     node = bench.spawn(wheelq_cmd("scheduler", "--redis-url", bench.url, "--topics", topic))
     port, hook_port = free_port(), free_port()
     env = {

@@ -45,7 +45,7 @@ from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 from redis.exceptions import RedisError, ResponseError
 
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.core.keys import TOPICS_KEY, all_shards, nodes_key
 from wheelq.testing import EmbeddedServer, find_server_binaries
 
@@ -226,8 +226,8 @@ class Reporter:
         """
         if self.redis.hexists(TOPICS_KEY, self.topic):  # the end deletes what this creates
             raise RuntimeError(f"topic {self.topic} exists already: pass a new --wheelq-topic")
-        with Client.from_url(self.url) as client:
-            client.create_topic(self.topic, self.shards)
+        with Admin.from_url(self.url) as admin:
+            admin.create_topic(self.topic, self.shards)
         self._created = True
         self.redis.delete(self.relay_key)
         env = {**os.environ, "WHEELQ_REDIS_URL": self.url}  # not on the command line (ps)

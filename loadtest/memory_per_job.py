@@ -20,7 +20,7 @@ import time
 
 import redis
 
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.embedded import EmbeddedServer, find_server_binaries
 
 TOPIC = "memory"
@@ -37,7 +37,8 @@ def measure(binary: object, jobs: int, size: int) -> dict[str, object]:
     with EmbeddedServer(binary) as server:  # type: ignore[arg-type]
         r = redis.Redis.from_url(server.url)
         with Client.from_url(server.url) as client:
-            client.create_topic(TOPIC, SHARDS)
+            admin = Admin.of(client)
+            admin.create_topic(TOPIC, SHARDS)
             client.enqueue(TOPIC, {"warm": True}, delay=86_400)  # scripts loaded, keys made
             before = used_memory(r)
             payload = {"data": "x" * size}
@@ -45,7 +46,7 @@ def measure(binary: object, jobs: int, size: int) -> dict[str, object]:
                 n = min(BATCH, jobs - start)
                 client.enqueue_many(TOPIC, [{"payload": payload, "delay": 86_400}] * n)
             after = used_memory(r)
-            stats = client.stats(TOPIC)
+            stats = admin.stats(TOPIC)
         pending = sum(s.pending for s in stats.shards) if stats else 0
         assert pending == jobs + 1, (pending, jobs)
         version = r.info("server").get("valkey_version") or r.info("server")["redis_version"]

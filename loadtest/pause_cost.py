@@ -19,7 +19,7 @@ from typing import Any
 
 import redis.asyncio
 
-from wheelq import AsyncClient, Job, Worker
+from wheelq import AsyncAdmin, Job, Worker
 from wheelq.testing import EmbeddedServer, find_server_binaries
 
 
@@ -45,8 +45,8 @@ async def run(seconds: float, kind: str | None) -> dict[str, Any]:
     binaries = [b for b in find_server_binaries() if kind is None or b.kind == kind]
     with EmbeddedServer(binaries[0]) as server:
         r = redis.asyncio.Redis.from_url(server.url)
-        async with AsyncClient.from_url(server.url) as client:
-            await client.create_topic("paused", 4)
+        async with AsyncAdmin.from_url(server.url) as admin:
+            await admin.create_topic("paused", 4)
 
             async def handle(job: Job) -> None:
                 return None
@@ -56,11 +56,11 @@ async def run(seconds: float, kind: str | None) -> dict[str, Any]:
             try:
                 await asyncio.sleep(1)  # let the start's own calls pass
                 idle = await phase(r, seconds)
-                await client.pause("paused")
+                await admin.pause("paused")
                 while not worker.status()["paused"]:
                     await asyncio.sleep(0.01)
                 paused = await phase(r, seconds)
-                await client.resume("paused")
+                await admin.resume("paused")
             finally:
                 await worker.stop()
         await r.aclose()

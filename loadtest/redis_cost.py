@@ -40,6 +40,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from feature_cost import ROOT, export
 
+from wheelq import AsyncAdmin
+
 PHASES = ("enqueue", "fire", "consume", "trim")
 SIDES = ("redis", "python")
 SELF_OUT = "WHEELQ_COST_SELF_OUT"
@@ -103,7 +105,8 @@ async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, dict[str,
             await asyncio.sleep(0.05)
 
     async with AsyncClient.from_url(url) as client:
-        await client.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, SHARDS)
         r = redis.asyncio.Redis.from_url(url)
         shard_keys = [f"{{{topic}:{s}}}" for s in range(SHARDS)]
 

@@ -1,6 +1,7 @@
 """wheelq: delayed jobs on Redis that fire on time.
 
-Producers enqueue with `Client` / `AsyncClient`; `Scheduler` nodes move due
+Producers enqueue with `Client` / `AsyncClient` (`Admin` / `AsyncAdmin` manage topics,
+groups, pauses, dead letters and schedules); `Scheduler` nodes move due
 jobs into per-shard Redis Streams at their due millisecond; `Worker`s run a
 handler on each, with retries, dead letters and crash recovery.
 """
@@ -54,6 +55,8 @@ from wheelq.errors import (
     WheelqError,
     WrongTypeError,
 )
+from wheelq.producer.admin import Admin
+from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.producer.dead_letters import DeadLetterPage, Replayed
@@ -69,7 +72,9 @@ __version__ = "0.2.0"
 
 __all__ = [
     # tasks
+    "Admin",
     "App",
+    "AsyncAdmin",
     "Task",
     "TaskCall",
     "TaskHandle",

@@ -27,7 +27,7 @@ from benchlib.common import (
     wait_until,
 )
 from benchlib.nodes import Workers, start_scheduler
-from wheelq import Client, EnqueueItem
+from wheelq import Admin, Client, EnqueueItem
 from wheelq.core.keys import all_shards
 from wheelq.testing import read_fired, summarize
 
@@ -122,7 +122,8 @@ def run_accuracy(
     n = int(rate * duration_s)
     r = bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     extra: dict[str, Any] = {}
     if backlog:
         extra = _fill_backlog(bench, client, topic, backlog, b"x" * payload_bytes)

@@ -39,7 +39,7 @@ from redis.crc import key_slot
 from benchlib.accuracy import ENQUEUE_CHUNK, enqueue_spread, fired
 from benchlib.common import Bench, cpu_seconds, drop_topic, lateness, redis_ms, wait_until
 from benchlib.nodes import start_scheduler
-from wheelq import Client, EnqueueItem
+from wheelq import Admin, Client, EnqueueItem
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.testing import EmbeddedCluster, ServerBinary, summarize
 
@@ -164,7 +164,8 @@ def _fire(
     topic = even_topic(bench, cluster, shards)
     r = RedisCluster.from_url(cluster.url)
     client = Client.from_url(cluster.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     keys = all_shards(topic, shards)
     procs = [start_scheduler(bench, topic) for _ in range(nodes)]
     try:

@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make `benchlib` importable
 
 from benchlib.common import Bench, ServerLoad, cpu_seconds, drop_topic, lateness, redis_ms
 from benchlib.nodes import start_scheduler
-from wheelq import Client, EnqueueItem, Flow
+from wheelq import Admin, Client, EnqueueItem, Flow
 from wheelq.core.keys import SCHEDULED_KEY, all_shards, scheduled_member
 from wheelq.testing import read_fired
 
@@ -117,9 +117,10 @@ def run_max_ready(
     topic = bench.topic("maxready")
     r = bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     if max_ready is not None:
-        client.set_limits(topic, max_ready=max_ready)
+        admin.set_limits(topic, max_ready=max_ready)
     node = start_scheduler(bench, topic)
     worker = FlowWorker(bench, topic, "none")
     try:
@@ -164,7 +165,8 @@ def run_flow_worker(
     topic = bench.topic(f"flow{kind}")
     r = bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     worker = None
     try:
         for i in range(0, n, CHUNK):  # due now: the enqueue script appends them at once
@@ -213,10 +215,11 @@ def run_schedules(
     (entry id ms - the occurrence in the id `name@<ms>`), node and Redis CPU per second."""
     topic, r = bench.topic("sched"), bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     names = [f"s{i}" for i in range(count)]
     for i, name in enumerate(names):
-        client.schedule(name, topic, i, every_ms=100)
+        admin.schedule(name, topic, i, every_ms=100)
     node = start_scheduler(bench, topic)
     try:
         wait_leases(r, topic, shards)
@@ -228,7 +231,7 @@ def run_schedules(
     finally:
         bench.stop(node)
         for name in names:
-            client.unschedule(name, topic)
+            admin.unschedule(name, topic)
         r.srem(SCHEDULED_KEY, *(scheduled_member(k) for k in all_shards(topic, shards)))
         drop_topic(r, topic)
         client.close()

@@ -19,7 +19,7 @@ from benchlib.common import (
     wait_until,
 )
 from benchlib.nodes import Workers, start_scheduler
-from wheelq import AsyncClient, Client, EnqueueItem
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, EnqueueItem
 from wheelq.core.keys import all_shards, shard_of
 from wheelq.testing import read_fired
 
@@ -34,9 +34,10 @@ def run_enqueue(bench: Bench, *, single_n: int, many_n: int, concurrency: int = 
     topics = [bench.topic("enq1"), bench.topic("enqn"), bench.topic("enqa")]
     try:
         with Client.from_url(bench.url) as client:
-            client.create_topic(topics[0], 4)
+            admin = Admin.of(client)
+            admin.create_topic(topics[0], 4)
             out["single_sync"] = single_calls(client, r, topics[0], single_n)
-            client.create_topic(topics[1], 4)
+            admin.create_topic(topics[1], 4)
             rate = enqueue_many_rate(client, topics[1], many_n)
             out["enqueue_many"] = {"jobs": many_n, "jobs_per_s": round(rate)}
         out["async"] = asyncio.run(_async_enqueue(bench, topics[2], single_n * 2, concurrency))
@@ -89,7 +90,8 @@ def single_calls(client: Client, r: Any, topic: str, n: int) -> dict[str, Any]:
 
 async def _async_enqueue(bench: Bench, topic: str, n: int, concurrency: int) -> dict[str, Any]:
     async with AsyncClient.from_url(bench.url) as client:
-        await client.create_topic(topic, 4)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, 4)
         left = n
 
         async def producer() -> None:
@@ -119,7 +121,8 @@ def run_burst(
     topic = bench.topic("burst")
     r = bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     node = start_scheduler(bench, topic)
     pool = Workers(bench, topic, workers, concurrency, sync=sync).start()
     try:
@@ -191,7 +194,8 @@ def _failover(
     topic = bench.topic("failover-fast" if fast else "failover-ttl")
     r = bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     setting = f"fast_failover = {int(fast)}"
     nodes = [start_scheduler(bench, topic, setting) for _ in range(2)]
     try:
@@ -272,9 +276,9 @@ def run_idle(bench: Bench, *, topics: int, shards: int, idle_s: float) -> dict[s
     """One node leading `topics` x `shards` shards with nothing due: what it costs Redis."""
     r = bench.redis()
     names = [bench.topic(f"idle{i}") for i in range(topics)]
-    with Client.from_url(bench.url) as client:
+    with Admin.from_url(bench.url) as admin:
         for name in names:
-            client.create_topic(name, shards)
+            admin.create_topic(name, shards)
     node = start_scheduler(bench, ",".join(names))
     try:
         leases = [k.lease for name in names for k in all_shards(name, shards)]
@@ -321,14 +325,15 @@ def run_worker(
     topic = bench.topic("worker")
     r = bench.redis()
     client = Client.from_url(bench.url)
-    client.create_topic(topic, shards)
+    admin = Admin.of(client)
+    admin.create_topic(topic, shards)
     try:
         for i in range(0, n, 20_000):  # due now: the enqueue script appends them at once
             client.enqueue_many(
                 topic, [EnqueueItem(payload=PAYLOAD) for _ in range(min(20_000, n - i))]
             )
         if events:
-            client.set_events(topic, max_len=10_000_000)
+            admin.set_events(topic, max_len=10_000_000)
         pool = Workers(bench, topic, 1, concurrency, sync=sync)
         pool.start()
         t0 = time.perf_counter()

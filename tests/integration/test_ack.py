@@ -26,6 +26,7 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq import (
     AckUnsupportedError,
+    Admin,
     Client,
     DurabilityError,
     InvalidArgumentError,
@@ -86,12 +87,13 @@ def make(make_client_at: MakeClient) -> MakeClient:
 
 def test_replicated_returns_only_once_the_replica_has_the_job(pair: Pair, topic: str) -> None:
     with Client.from_url(pair.primary.url, default_shards=SHARDS, ack="replicated") as client:
-        client.create_topic(topic)
+        admin = Admin.of(client)
+        admin.create_topic(topic)
         for i in range(20):  # each read of the replica right after the call returns
             job_id = client.enqueue(topic, i, delay=600)
             assert pair.holds(pair.replica, topic, job_id)
         slow = Client.from_url(pair.primary.url, ack="replicated", ack_timeout_ms=60_000)
-        slow.create_topic(topic)  # cached: the call below is the job's write and its WAIT
+        Admin.of(slow).create_topic(topic)  # cached: the call below is the job's write and its WAIT
         with ThreadPoolExecutor(1) as pool, pair.replica_stopped():
             call = pool.submit(slow.enqueue, topic, "late", delay=600, job_id="late")
             eventually_sync(

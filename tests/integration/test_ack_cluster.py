@@ -17,7 +17,7 @@ import pytest
 import redis
 import redis.cluster
 
-from tests.support.clients import MakeClient, cluster_client
+from tests.support.clients import MakeClient, admin_of, cluster_client
 from tests.support.waiting import eventually_sync
 from wheelq import DurabilityError
 from wheelq.core.history import JobState
@@ -66,13 +66,14 @@ async def test_a_stopped_replica_fails_exactly_the_jobs_of_its_primary(
     # client's default node would confirm every job, or fail every job.
     url = replicated.primaries[(stopped + 1) % 3].url
     client = make(url, ack="replicated", ack_timeout_ms=300)
+    admin = admin_of(client)
     ids = [f"j{i}" for i in range(120)]
     owner = owners(replicated, topic, ids)
     victim = replicated.primaries[stopped].port
     assert len(set(owner.values())) == 3  # the jobs span every primary
     pid = replicated.replicas[stopped].pid
     assert pid is not None
-    await client.create_topic(topic)
+    await admin.create_topic(topic)
     os.kill(pid, signal.SIGSTOP)
     try:
         with pytest.raises(DurabilityError) as info:
@@ -91,7 +92,7 @@ async def test_a_stopped_replica_fails_exactly_the_jobs_of_its_primary(
     for primary, replica in zip(replicated.primaries, replicated.replicas, strict=True):
         mine = [i for i in more if owner[i] == primary.port]
         assert mine and all(replica_holds(replica, topic, i) for i in mine)
-    await client.drop_topic(topic, force=True)
+    await admin.drop_topic(topic, force=True)
 
 
 async def test_cancel_and_reschedule_wait_on_the_node_of_their_job(

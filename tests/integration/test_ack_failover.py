@@ -13,7 +13,7 @@ import redis.cluster
 
 from tests.support.clients import cluster_client
 from tests.support.waiting import eventually_sync
-from wheelq import Client, DurabilityError, RedisUnavailableError
+from wheelq import Admin, Client, DurabilityError, RedisUnavailableError
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.testing import EmbeddedCluster, ServerBinary
 
@@ -77,7 +77,8 @@ def test_kill_9_of_a_primary_loses_no_job_acknowledged_at_replicated(
         assert 0 < len(on_victim) < SHARDS
         settings = {"ack": "replicated", "ack_timeout_ms": 200, "default_shards": SHARDS}
         with Client.from_url(cluster.url, cluster=True, **settings) as client:
-            client.create_topic(TOPIC)
+            admin = Admin.of(client)
+            admin.create_topic(TOPIC)
             with Producer(client) as producer:
                 eventually_sync(
                     lambda: len(producer.acked) >= 300, timeout_s=30, what="300 acked jobs"

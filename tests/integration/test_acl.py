@@ -213,7 +213,9 @@ def test_each_role_does_its_work_with_only_its_user(
         stack.callback(hook.shutdown)
         # The producer: enqueue, cancel, reschedule, look up.
         producer = stack.enter_context(wheelq.Client.from_url(urls["Producer"]))
-        producer.create_topic(TOPIC)  # events are turned on for a topic that exists
+        wheelq.Admin.of(producer).create_topic(
+            TOPIC
+        )  # events are turned on for a topic that exists
         # Job events on (serve's user): from here every role's scripts write them as well.
         on = run_wheelq("topics", "events", TOPIC, "--on", "--redis-url", urls["HTTP service"])
         assert on.returncode == 0 and "events on" in on.stdout, on.stderr
@@ -321,7 +323,7 @@ def test_each_role_does_its_work_with_only_its_user(
 
         # Pause and resume of the worker's group, with serve's user; the worker (its own
         # user) follows through its subscription and reads of the pause.
-        with wheelq.Client.from_url(urls["HTTP service"]) as operator:
+        with wheelq.Admin.from_url(urls["HTTP service"]) as operator:
             assert operator.pause(TOPIC, "default").group_paused("default")
             held = producer.enqueue(TOPIC, {"n": 9})
             assert not operator.resume(TOPIC).group_paused("default")

@@ -14,7 +14,7 @@ import redis.asyncio
 from tests.support.entries import add_ready, dead_fields
 from tests.support.waiting import eventually
 from tests.support.web import serving
-from wheelq import AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
 from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
@@ -23,15 +23,16 @@ from wheelq.errors import InvalidArgumentError, TopicFullError
 
 def test_a_full_topic_refuses_with_nothing_written(redis_url: str, topic: str) -> None:
     with Client.from_url(redis_url) as c:
-        c.create_topic(topic, 1)
-        assert c.set_limits(topic, max_pending=10) == TopicLimits(10, None)
+        admin = Admin.of(c)
+        admin.create_topic(topic, 1)
+        assert admin.set_limits(topic, max_pending=10) == TopicLimits(10, None)
         for i in range(10):
             c.enqueue(topic, i, job_id=f"j{i}", delay=60)
         with pytest.raises(TopicFullError) as info:
             c.enqueue(topic, 10, job_id="j10", delay=60)
         assert info.value.job_ids == ["j10"] and info.value.enqueued == []
         assert c.get(topic, "j10").state is JobState.UNKNOWN
-        assert c.stats(topic).pending == 10  # type: ignore[union-attr]
+        assert admin.stats(topic).pending == 10  # type: ignore[union-attr]
         # Not adding to what waits: replacing a pending job, and a job due now (it fires).
         c.enqueue(topic, "new", job_id="j3", delay=30, replace=True)
         c.enqueue(topic, "now", job_id="fires", delay=0)
@@ -39,8 +40,8 @@ def test_a_full_topic_refuses_with_nothing_written(redis_url: str, topic: str) -
         # Room again once a job leaves.
         assert c.cancel(topic, "j0")
         c.enqueue(topic, 10, job_id="j10", delay=60)
-        c.set_limits(topic)
-        assert c.limits(topic) == TopicLimits()
+        admin.set_limits(topic)
+        assert admin.limits(topic) == TopicLimits()
         c.enqueue(topic, 11, job_id="j11", delay=60)
 
 
@@ -49,8 +50,9 @@ def test_a_batch_into_a_full_topic_names_what_was_refused_and_writes_none_of_it(
 ) -> None:
     shards = 4
     with Client.from_url(redis_url) as c:
-        c.create_topic(topic, shards)
-        c.set_limits(topic, max_pending=40)  # 10 per shard
+        admin = Admin.of(c)
+        admin.create_topic(topic, shards)
+        admin.set_limits(topic, max_pending=40)  # 10 per shard
         ids = [f"b{i}" for i in range(100)]
         with pytest.raises(TopicFullError) as info:
             c.enqueue_many(topic, [EnqueueItem(payload=i, delay=60, job_id=i) for i in ids])
@@ -59,12 +61,12 @@ def test_a_batch_into_a_full_topic_names_what_was_refused_and_writes_none_of_it(
         assert all(c.get(topic, i).state is JobState.UNKNOWN for i in refused)
         assert all(c.get(topic, i).state is JobState.PENDING for i in enqueued)
         per_shard = [sum(shard_of(i, shards) == s for i in enqueued) for s in range(shards)]
-        assert max(per_shard) <= 10 and c.stats(topic).pending == len(enqueued)  # type: ignore[union-attr]
+        assert max(per_shard) <= 10 and admin.stats(topic).pending == len(enqueued)  # type: ignore[union-attr]
 
 
 def test_limits_out_of_range_are_refused_naming_the_parameter(redis_url: str, topic: str) -> None:
-    with Client.from_url(redis_url) as c:
-        c.create_topic(topic)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic)
         for bad in (
             {"max_pending": 0},
             {"max_ready": -1},
@@ -72,9 +74,9 @@ def test_limits_out_of_range_are_refused_naming_the_parameter(redis_url: str, to
             {"max_ready": 2.5},
         ):
             with pytest.raises(InvalidArgumentError) as info:
-                c.set_limits(topic, **bad)  # type: ignore[arg-type]
+                admin.set_limits(topic, **bad)  # type: ignore[arg-type]
             assert info.value.parameter == next(iter(bad))
-        assert c.limits(topic) == TopicLimits()
+        assert admin.limits(topic) == TopicLimits()
 
 
 def backlog(r: redis.Redis, keys: ShardKeys) -> int:
@@ -104,8 +106,9 @@ async def test_a_held_back_stream_never_exceeds_max_ready_and_every_job_runs(
         done.add(job.id)
 
     async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, shards)
-        await c.set_limits(topic, max_ready=share * shards)
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, shards)
+        await admin.set_limits(topic, max_ready=share * shards)
         worker = Worker.from_url(redis_url, topic, slow, concurrency=4)
         await worker.start()
         try:
@@ -130,8 +133,9 @@ def test_jobs_due_now_wait_in_the_sorted_set_while_the_stream_is_at_max_ready(
     limit = 4
     keys = ShardKeys(topic, 0)
     with Client.from_url(redis_url) as c:
-        c.create_topic(topic, 1)
-        c.set_limits(topic, max_ready=limit)
+        admin = Admin.of(c)
+        admin.create_topic(topic, 1)
+        admin.set_limits(topic, max_ready=limit)
         ids = [c.enqueue(topic, i, delay=0) for i in range(10)]
         ids += [c.enqueue(topic, i) for i in range(10)]
         ids += [c.enqueue(topic, i, at=1_000_000_000) for i in range(5)]
@@ -156,8 +160,9 @@ async def test_jobs_held_back_at_enqueue_all_run_once_workers_catch_up(
         done.append(job.id)
 
     async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, 1)
-        await c.set_limits(topic, max_ready=4)
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, 1)
+        await admin.set_limits(topic, max_ready=4)
         ids = await c.enqueue_many(topic, [EnqueueItem(payload=i, delay=0) for i in range(200)])
         worker = Worker.from_url(redis_url, topic, handle, concurrency=2)
         await worker.start()
@@ -175,18 +180,18 @@ def test_replay_into_a_stream_at_max_ready_leaves_the_rest_dead(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     keys = ShardKeys(topic, 0)
-    with Client.from_url(redis_url) as c:
-        c.create_topic(topic, 1)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 1)
         for i in range(6):  # six dead letters, written as a worker writes them
             fields = dead_fields(
                 f"d{i}", topic=topic, due_ms=1, attempt=3, max_attempts=3, payload=b"\x01"
             )
             add_ready(redis_sync, keys.dead, fields)
-        c.set_limits(topic, max_ready=2)
-        assert c.replay(topic) == 2
+        admin.set_limits(topic, max_ready=2)
+        assert admin.replay(topic) == 2
         assert redis_sync.xlen(keys.ready) == 2 and redis_sync.xlen(keys.dead) == 4
-        c.set_limits(topic)
-        assert c.replay(topic) == 4
+        admin.set_limits(topic)
+        assert admin.replay(topic) == 4
         assert redis_sync.xlen(keys.ready) == 6 and redis_sync.xlen(keys.dead) == 0
 
 
@@ -197,9 +202,9 @@ async def _all(done: set[str], ids: list[str]) -> bool:
 async def test_the_http_service_answers_a_full_topic_with_429_and_writes_nothing(
     redis_url: str, topic: str
 ) -> None:
-    with Client.from_url(redis_url) as c:
-        c.create_topic(topic, 1)
-        c.set_limits(topic, max_pending=2)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 1)
+        admin.set_limits(topic, max_pending=2)
     async with serving(redis_url) as api:
         path = f"/v1/topics/{topic}/jobs"
         answers = [
@@ -212,5 +217,6 @@ async def test_the_http_service_answers_a_full_topic_with_429_and_writes_nothing
         status, body, _ = await api.call("POST", f"{path}/batch", {"jobs": jobs})
         assert status == 200 and [r["status"] for r in body["results"]] == [429]
     with Client.from_url(redis_url) as c:
-        assert c.stats(topic).pending == 2  # type: ignore[union-attr]
+        admin = Admin.of(c)
+        assert admin.stats(topic).pending == 2  # type: ignore[union-attr]
         assert c.get(topic, "x").state is JobState.UNKNOWN

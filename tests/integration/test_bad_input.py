@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.support.clients import SyncAsAsync
+from tests.support.clients import SyncAsAsync, admin_of
 from wheelq import (
     AsyncClient,
     Client,
@@ -132,8 +132,8 @@ TOPIC_CALLS: list[tuple[str, Callable[[Any, Any], Awaitable[Any]]]] = [
     ("get", lambda c, n: c.get(n, PENDING_ID)),
     ("cancel", lambda c, n: c.cancel(n, PENDING_ID)),
     ("reschedule", lambda c, n: c.reschedule(n, PENDING_ID, delay=1)),
-    ("create_topic", lambda c, n: c.create_topic(n, 2)),
-    ("stats", lambda c, n: c.stats(n)),
+    ("create_topic", lambda c, n: admin_of(c).create_topic(n, 2)),
+    ("stats", lambda c, n: admin_of(c).stats(n)),
 ]
 BAD_DELAYS: list[tuple[str, object, tuple[str, ...]]] = [
     ("nan", math.nan, (*DELAY_SAYS, "got nan")),
@@ -452,7 +452,7 @@ CASES: list[Any] = [
     *[
         case(
             f"create_topic-shards-{label}",
-            lambda c, t, s=s: c.create_topic(t, s),
+            lambda c, t, s=s: admin_of(c).create_topic(t, s),
             InvalidArgumentError,
             "shards",
             SHARDS_SAYS,
@@ -469,7 +469,7 @@ CASES: list[Any] = [
     *[
         case(
             f"create_topic-new-topic-shards-{label}",
-            lambda c, t, s=s: c.create_topic(f"{t}.new", s),
+            lambda c, t, s=s: admin_of(c).create_topic(f"{t}.new", s),
             InvalidArgumentError,
             "shards",
             SHARDS_SAYS,
@@ -479,7 +479,7 @@ CASES: list[Any] = [
     *[
         case(
             f"create_topic-other-count-{s}",
-            lambda c, t, s=s: c.create_topic(t, s),
+            lambda c, t, s=s: admin_of(c).create_topic(t, s),
             TopicConfigError,
             None,
             ("shards", f"exists with {SHARDS} shards", f"shards={s}"),
@@ -525,7 +525,7 @@ async def test_bad_input_raises_typed_error_and_changes_nothing(
         lambda c, t: c.enqueue_many(t, [EnqueueItem(payload=1, delay=1)]),
         lambda c, t: c.reschedule(t, PENDING_ID, delay=5),
         lambda c, t: c.cancel(t, PENDING_ID),
-        lambda c, t: c.create_topic(f"{t}.new", 2),
+        lambda c, t: admin_of(c).create_topic(f"{t}.new", 2),
         lambda c, t: c.enqueue(f"{t}.new", "x", delay=1),
     ],
     ids=[
@@ -550,7 +550,7 @@ async def test_the_snapshot_sees_every_kind_of_valid_write(
 
 
 async def test_bad_enqueue_on_a_new_topic_does_not_create_it(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     fresh = f"{topic}.fresh"
     for call in (
@@ -559,13 +559,13 @@ async def test_bad_enqueue_on_a_new_topic_does_not_create_it(
         lambda: client.enqueue_many(
             fresh, [EnqueueItem(payload=1), {"payload": 2, "max_attempts": 0}]
         ),
-        lambda: client.create_topic(fresh, 0),
+        lambda: admin.create_topic(fresh, 0),
     ):
         with pytest.raises(WheelqError):
             await call()
     assert redis_sync.hexists(TOPICS_KEY, fresh) == 0
     assert list(redis_sync.scan_iter(match=f"*{{{fresh}:*", count=1000)) == []
-    assert await client.stats(fresh) is None
+    assert await admin.stats(fresh) is None
 
 
 async def test_duplicate_leaves_the_pending_payload_and_due_time(client: Any, topic: str) -> None:

@@ -20,7 +20,7 @@ import redis.asyncio
 from tests.integration.test_callbacks import RETRY_FAST, settled
 from tests.support.callback_server import Reply, ScriptedServer
 from tests.support.web import serving
-from wheelq import AsyncClient, InvalidArgumentError, JobState, Worker
+from wheelq import AsyncAdmin, AsyncClient, InvalidArgumentError, JobState, Worker
 from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import delivery_worker
 from wheelq.callbacks.resolver import PrivateTargetError, PublicOnlyResolver
@@ -126,6 +126,7 @@ async def deliverer(
 async def test_no_spelling_of_a_private_address_reaches_a_loopback_receiver(
     redis_url: str,
     client: AsyncClient,
+    admin: AsyncAdmin,
     deliverer: Deliverer,
     receiver: ScriptedServer,
     topic: str,
@@ -162,7 +163,7 @@ async def test_no_spelling_of_a_private_address_reaches_a_loopback_receiver(
             accepted[job_id] = url
 
     infos = await settled(client, topic, list(accepted))
-    letters = {d.job_id: d.error for d in await client.dead_letters(topic, limit=1000)}
+    letters = {d.job_id: d.error for d in await admin.dead_letters(topic, limit=1000)}
     for job_id, url in accepted.items():
         state = infos[job_id].groups[0].state
         if state is not JobState.DEAD:
@@ -176,7 +177,11 @@ async def test_no_spelling_of_a_private_address_reaches_a_loopback_receiver(
 
 
 async def test_a_redirect_to_loopback_is_not_followed(
-    redis_async: redis.asyncio.Redis, client: AsyncClient, receiver: ScriptedServer, topic: str
+    redis_async: redis.asyncio.Redis,
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    receiver: ScriptedServer,
+    topic: str,
 ) -> None:
     """The redirecting endpoint stands for an allowed (public) one: the deliverer here
     allows private targets so it can reach it, and the target it redirects to (the
@@ -202,7 +207,7 @@ async def test_a_redirect_to_loopback_is_not_followed(
         await redirector.stop()
     assert receiver.hits == [], "a redirect was followed"
     assert sorted(h.path for h in redirector.hits) == ["/r0", "/r1"]
-    letters = {d.job_id: d.error for d in await client.dead_letters(topic)}
+    letters = {d.job_id: d.error for d in await admin.dead_letters(topic)}
     for job_id in ids:
         assert infos[job_id].groups[0].state is JobState.DEAD
         assert "HTTP 307" in letters[job_id] and "not retried" in letters[job_id]

@@ -18,10 +18,11 @@ from tests.integration.test_web_dashboard import get
 from tests.integration.test_worker import FAST
 from tests.support.callback_server import Reply, ScriptedServer, free_port
 from tests.support.cli import run_wheelq
+from tests.support.clients import admin_of
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, until
 from tests.support.web import serving
-from wheelq import AsyncClient, JobState, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, JobState, Scheduler, Worker
 from wheelq.callbacks import verify
 from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import Deliveries, delivery_worker
@@ -195,10 +196,11 @@ async def test_410_and_redirects_are_dead_lettered_at_once_with_the_answer(
     (moved,) = await delivery.enqueue(moved_url, [2], max_attempts=5)
     infos = await delivery.settled([gone, moved])
     client = delivery.client
+    admin = admin_of(client)
 
     assert [h.attempt for h in receiver.to("/gone")] == [1]
     assert [h.attempt for h in receiver.to("/moved")] == [1]
-    letters = {d.job_id: d for d in await client.dead_letters(topic)}
+    letters = {d.job_id: d for d in await admin.dead_letters(topic)}
     assert "HTTP 410: subscription removed" in letters[gone].error
     assert "not retried" in letters[gone].error
     assert "HTTP 301" in letters[moved].error
@@ -211,7 +213,7 @@ async def test_a_5xx_dead_letter_says_the_answer_without_a_class_path(
     url = delivery.route("/down", lambda n: Reply(503, body="down for maintenance"))
     await delivery.start()
     await delivery.settled(await delivery.enqueue(url, [1], max_attempts=1))
-    (letter,) = await delivery.client.dead_letters(topic)
+    (letter,) = await AsyncAdmin.of(delivery.client).dead_letters(topic)
     # was "attempt 1 of 1: wheelq.callbacks.deliverer._BreakerFailure: http://...", cut
     # off on the dashboard before the answer
     assert letter.error == f"attempt 1 of 1: {url} answered HTTP 503: down for maintenance"
@@ -226,7 +228,7 @@ async def test_connection_refused_is_retried_then_dead_lettered_with_the_reason(
     infos = await delivery.settled([job_id])
 
     assert infos[job_id].groups[0].state is JobState.DEAD
-    (letter,) = await delivery.client.dead_letters(topic)
+    (letter,) = await AsyncAdmin.of(delivery.client).dead_letters(topic)
     assert letter.attempt == 3
     assert "attempt 3 of 3" in letter.error and "cannot connect" in letter.error
 
@@ -249,7 +251,9 @@ async def test_a_slow_host_does_not_hold_up_a_healthy_one(
         await delivery.settled([*slow, *fast])
         assert receiver.delivered() == dict.fromkeys(slow, 1)
         assert healthy.delivered() == dict.fromkeys(fast, 1)
-        assert await delivery.client.dead_letters(topic) == [], "a deferral counted as an attempt"
+        assert await AsyncAdmin.of(delivery.client).dead_letters(topic) == [], (
+            "a deferral counted as an attempt"
+        )
     finally:
         await healthy.stop()
 
@@ -287,7 +291,7 @@ async def test_private_targets_are_refused_unless_allowed(
     (by_name,) = await delivery.enqueue(receiver.url("/internal", host="localhost"), [2])
     await delivery.settled([by_ip, by_name])
     assert receiver.hits == []
-    letters = {d.job_id: d.error for d in await delivery.client.dead_letters(topic)}
+    letters = {d.job_id: d.error for d in await AsyncAdmin.of(delivery.client).dead_letters(topic)}
     assert "private address" in letters[by_ip]
     assert "private addresses" in letters[by_name] or "private address" in letters[by_name]
 
@@ -333,18 +337,18 @@ async def test_callback_jobs_waiting_show_in_the_stats_of_every_face(
     every face said pending, ready and in stream 0 (only PAUSED said all): the callbacks
     stream's backlog now counts as ready and in stream, as a consumer group's does."""
     topic, client = delivery.topic, delivery.client
-    await client.pause(topic)  # first: a deliverer reads nothing of a paused topic
+    await admin_of(client).pause(topic)  # first: a deliverer reads nothing of a paused topic
     await delivery.start()
     url = delivery.route("/hook", lambda n: Reply(200))
     await delivery.enqueue(url, [1, 2, 3])
-    shards = (await client.topics())[topic]
+    shards = (await admin_of(client).topics())[topic]
     streams = [ShardKeys(topic, shard).callbacks for shard in range(shards)]
 
     async def fired() -> bool:
         return sum([await delivery.r.xlen(s) for s in streams]) == 3
 
     await eventually(fired, timeout_s=20, what="the 3 callback jobs fired")
-    stats = await client.stats(topic)
+    stats = await admin_of(client).stats(topic)
     assert stats is not None, topic
     assert (stats.pending, stats.ready + stats.in_flight, stats.in_stream) == (0, 3, 3), stats
     (row,) = [

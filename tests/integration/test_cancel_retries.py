@@ -21,7 +21,7 @@ import redis.asyncio
 from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually, until
 from tests.support.web import serving
-from wheelq import AsyncClient, Job, JobState, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, JobState, Worker
 from wheelq.core.keys import ShardKeys
 from wheelq.store import fire, leases
 
@@ -113,7 +113,8 @@ async def retrying(
 ) -> AsyncIterator[Retrying]:
     runs = Runs()
     async with AsyncClient.from_url(redis_url) as client:
-        await client.create_topic(topic, 1)  # one shard: one stream, one order
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, 1)  # one shard: one stream, one order
         workers = [
             Worker.from_url(redis_url, topic, runs.handler(g), group=g, **FAST) for g in GROUPS
         ]

@@ -14,7 +14,7 @@ import redis
 
 from tests.support.entries import add_ready, dead_fields
 from tests.support.waiting import eventually_sync
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.core.history import JobState
 from wheelq.core.job import Field
 from wheelq.core.keys import ShardKeys, all_shards, nodes_key
@@ -29,7 +29,8 @@ def test_scheduler_command_leads_fires_and_releases_on_sigterm(
     config = tmp_path / "wheelq.toml"
     config.write_text("[scheduler]\nlease_ttl_ms = 60000\npreload_interval_ms = 100\n")
     with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
+        admin = Admin.of(client)
+        admin.create_topic(topic, 2)
         node = subprocess.Popen(
             [
                 sys.executable,
@@ -116,7 +117,8 @@ def test_worker_command_runs_a_module_handler_and_stops_cleanly_on_sigterm(
     out = tmp_path / "handled.txt"
     out.touch()
     with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
+        admin = Admin.of(client)
+        admin.create_topic(topic, 2)
         ids = [client.enqueue(topic, {"n": n}) for n in range(20)]  # due now: fired at once
         worker = subprocess.Popen(
             [
@@ -170,8 +172,8 @@ def _wheelq(*args: str) -> subprocess.CompletedProcess[bytes]:
 def test_dlq_commands_list_replay_and_purge(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 1)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 1)
     keys = ShardKeys(topic, 0)
     for n in range(3):
         fields = dead_fields(

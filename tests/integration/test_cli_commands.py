@@ -17,7 +17,7 @@ import redis
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
 from tests.support.entries import add_ready, ready_fields
 from tests.support.waiting import eventually_sync
-from wheelq import AsyncClient, Client, Worker
+from wheelq import Admin, AsyncClient, Client, Worker
 from wheelq.core.history import JobState
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 from wheelq.core.payload import encode_payload
@@ -57,8 +57,8 @@ def test_enqueue_carries_a_traceparent_and_refuses_a_bad_one(
     given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     done = run_wheelq("enqueue", topic, "1", "--traceparent", given, "--id", "t1", *url)
     assert done.returncode == 0, done.stderr
-    with Client.from_url(redis_url) as client:
-        shards = client.topics()[topic]
+    with Admin.from_url(redis_url) as admin:
+        shards = admin.topics()[topic]
     ready = ShardKeys(topic, shard_of("t1", shards)).ready
     [(_, fields)] = redis_sync.xrange(ready)
     assert fields[b"trace"] == given.encode()
@@ -138,8 +138,9 @@ def test_job_shows_a_stored_due_time_no_datetime_can_hold(
     # Written before `at` had a bound, or by hand: the lookup still answers, in any form.
     url = ["--redis-url", redis_url]
     with Client.from_url(redis_url) as client:
+        admin = Admin.of(client)
         client.enqueue(topic, 1, job_id="far", delay=60)
-        keys = ShardKeys(topic, shard_of("far", client.create_topic(topic)))
+        keys = ShardKeys(topic, shard_of("far", admin.create_topic(topic)))
     assert redis_sync.zadd(keys.delayed, {"far": score}, xx=True, ch=True) == 1
     done = run_wheelq("job", topic, "far", *url)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
@@ -201,7 +202,8 @@ def test_topics_lists_shards_and_counts_and_stats_refuses_unknown(
     redis_url: str, topic: str
 ) -> None:
     with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 3)
+        admin = Admin.of(client)
+        admin.create_topic(topic, 3)
         client.enqueue(topic, 1, delay=100)
         client.enqueue(topic, 2, delay=100)
     listed = run_wheelq("topics", "--redis-url", redis_url)
@@ -238,12 +240,12 @@ def test_topics_drop_refuses_pending_jobs_unless_forced(redis_url: str, topic: s
     refused = run_wheelq("topics", "drop", topic, "--redis-url", redis_url)
     line = assert_one_line_error(refused, 1, "1 pending jobs", "add --force to drop it anyway")
     assert "force=True" not in line  # the library's spelling, not the command line's
-    with Client.from_url(redis_url) as client:
-        assert topic in client.topics()
+    with Admin.from_url(redis_url) as admin:
+        assert topic in admin.topics()
     dropped = run_wheelq("topics", "drop", topic, "--force", "--redis-url", redis_url)
     assert (dropped.returncode, dropped.stdout.strip()) == (0, f"dropped {topic}")
-    with Client.from_url(redis_url) as client:
-        assert topic not in client.topics()
+    with Admin.from_url(redis_url) as admin:
+        assert topic not in admin.topics()
     assert_one_line_error(
         run_wheelq("topics", "drop", topic, "--redis-url", redis_url), 1, "no such topic"
     )
@@ -255,13 +257,13 @@ def test_topics_limits_shows_sets_and_removes_a_topics_limits(redis_url: str, to
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
     assert limits() == f"{topic}: max_pending=None, max_ready=None"
     assert limits("--max-pending", "100") == f"{topic}: max_pending=100, max_ready=None"
     assert limits("--max-ready", "50") == f"{topic}: max_pending=100, max_ready=50"
-    with Client.from_url(redis_url) as client:
-        assert (client.limits(topic).max_pending, client.limits(topic).max_ready) == (100, 50)
+    with Admin.from_url(redis_url) as admin:
+        assert (admin.limits(topic).max_pending, admin.limits(topic).max_ready) == (100, 50)
     assert limits("--max-pending", "none") == f"{topic}: max_pending=None, max_ready=50"
     assert_one_line_error(
         run_wheelq("topics", "limits", topic, "--max-ready", "0", "--redis-url", redis_url),
@@ -279,14 +281,14 @@ def test_topics_pause_and_resume_show_in_topics_and_groups(redis_url: str, topic
     def column(listing: str, name: str) -> str:
         return next(line.split()[-1] for line in listing.splitlines() if line.split()[0] == name)
 
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
-        client.create_group(topic, "g")
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
+        admin.create_group(topic, "g")
     assert wheelq("topics", "pause", topic, "--group", "g").startswith(f"paused group g of {topic}")
     assert column(wheelq("topics"), topic) == "g"
     assert column(wheelq("groups", "list", topic), "g") == "yes"
-    with Client.from_url(redis_url) as client:
-        assert client.paused(topic).group_paused("g")
+    with Admin.from_url(redis_url) as admin:
+        assert admin.paused(topic).group_paused("g")
     wheelq("topics", "pause", topic)
     assert column(wheelq("topics"), topic) == "all"
     assert wheelq("topics", "resume", topic).strip() == f"resumed {topic}"
@@ -326,8 +328,8 @@ def test_an_unknown_topic_is_said_alike_by_every_topic_subcommand(
         rf"wheelq {argv[0]}: no such topic '{re.escape(name)}' \((topics: .+|there are no topics)\)"
     )
     assert re.fullmatch(shape, line), line
-    with Client.from_url(redis_url) as client:
-        assert name not in client.topics()  # nothing was made of it
+    with Admin.from_url(redis_url) as admin:
+        assert name not in admin.topics()  # nothing was made of it
 
 
 def test_client_section_of_the_config_file_is_used(
@@ -337,15 +339,15 @@ def test_client_section_of_the_config_file_is_used(
     config.write_text(f'[redis]\nurl = "{redis_url}"\n[client]\ndefault_shards = 3\n')
     done = run_wheelq("enqueue", topic, "{}", "--delay", "100", env={"WHEELQ_CONFIG": str(config)})
     assert done.returncode == 0, done.stderr
-    with Client.from_url(redis_url) as client:
-        assert client.topics()[topic] == 3
+    with Admin.from_url(redis_url) as admin:
+        assert admin.topics()[topic] == 3
 
 
 def test_scheduler_topics_may_have_spaces(redis_url: str, redis_sync: redis.Redis) -> None:
     a, b = f"a-{time.monotonic_ns()}", f"b-{time.monotonic_ns()}"
-    with Client.from_url(redis_url) as client:
-        client.create_topic(a, 1)
-        client.create_topic(b, 1)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(a, 1)
+        admin.create_topic(b, 1)
     node = start_wheelq("scheduler", "--topics", f" {a} , {b} ,", "--redis-url", redis_url)
     try:
         eventually_sync(
@@ -436,13 +438,14 @@ def test_top_once_prints_one_frame_with_every_topic_and_its_backlog(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
+        admin = Admin.of(client)
+        admin.create_topic(topic, 2)
         client.enqueue_many(topic, [{"payload": n, "delay": 3600} for n in range(3)])
     for keys in all_shards(topic, 2):  # two consumer groups: handled/s is each one's
         for group in ("audit", "billing"):
             redis_sync.xgroup_create(keys.ready, group, id="0", mkstream=True, entries_read=0)
-    with Client.from_url(redis_url) as client:
-        client.pause(topic, "billing")  # marked in its line
+    with Admin.from_url(redis_url) as admin:
+        admin.pause(topic, "billing")  # marked in its line
     done = run_wheelq(
         "top", "--once", "--interval", "0.2", "--topics", topic, "--redis-url", redis_url
     )

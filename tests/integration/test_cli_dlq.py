@@ -9,7 +9,7 @@ import json
 import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq
-from wheelq import Client
+from wheelq import Admin
 from wheelq.core.keys import ShardKeys
 from wheelq.core.payload import encode_payload
 
@@ -26,8 +26,8 @@ def _dead(redis_sync: redis.Redis, topic: str, shard: int, n: int, payload: byte
 
 def _topic_with_dead(redis_url: str, redis_sync: redis.Redis, topic: str, n: int) -> list[str]:
     """A two-shard topic with `n` dead letters (alternating shards); their refs, oldest first."""
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
     return [_dead(redis_sync, topic, i % 2, i, encode_payload({"n": i}, 100)) for i in range(n)]
 
 
@@ -74,8 +74,8 @@ def test_list_pages_and_says_how_many_there_are(
         assert done.returncode == 0, done.stderr
         assert done.stderr.strip() == note
         pages += [line.split()[0] for line in done.stdout.splitlines()]
-    with Client.from_url(redis_url) as client:  # oldest first; one ms's are in shard order
-        assert pages == [dead.ref for dead in client.dead_letters(topic)]
+    with Admin.from_url(redis_url) as admin:  # oldest first; one ms's are in shard order
+        assert pages == [dead.ref for dead in admin.dead_letters(topic)]
     assert sorted(pages) == sorted(refs)
     everything = run_wheelq("dlq", "list", topic, *url)
     assert (len(everything.stdout.splitlines()), everything.stderr) == (5, "")
@@ -86,8 +86,8 @@ def test_list_pages_and_says_how_many_there_are(
 def test_list_json_prints_the_payload_as_json(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 1)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 1)
     payload = {"to": "ada", "n": [1, 2.5, None, True], "blob": b"\x00\xff", 7: "int key"}
     _dead(redis_sync, topic, 0, 0, encode_payload(payload, 1000))
     _dead(redis_sync, topic, 0, 1, b"\xc1 not msgpack")

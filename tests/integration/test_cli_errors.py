@@ -16,7 +16,7 @@ from tests.support.cli import (
     wheelq_argv,
 )
 from tests.support.servers import dedicated_server
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.core.keys import ShardKeys
 from wheelq.testing import ServerBinary
 
@@ -196,11 +196,12 @@ def test_an_unencoded_at_in_a_password_is_explained(password: str) -> None:
 
 def test_dlq_list_into_a_closed_pipe_exits_quietly(redis_url: str, topic: str) -> None:
     with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 1)
+        admin = Admin.of(client)
+        admin.create_topic(topic, 1)
         client.redis.xadd(
             ShardKeys(topic, 0).dead, {"id": "j", "reason": "failed", "error": "x" * 200}
         )
-        assert client.dead_letters(topic)[0].reason == "failed"
+        assert admin.dead_letters(topic)[0].reason == "failed"
         for _ in range(299):
             client.redis.xadd(ShardKeys(topic, 0).dead, {"id": "j", "error": "x" * 200})
     # `wheelq dlq list T | head -0`: the reader is gone before the first line is written.

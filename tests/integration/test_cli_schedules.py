@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq
-from wheelq import Client
+from wheelq import Admin
 
 # +05:30 all year (no daylight saving): a zone the next run is easy to work out by hand.
 ZONE = "Asia/Kolkata"
@@ -88,8 +88,8 @@ def test_add_list_show_and_add_again(redis_url: str, topic: str) -> None:
     # The same name again updates it: one schedule, the new rule and payload.
     out = _ok("schedule", "add", "digest", topic, '"v2"', "--every-ms", "90000", *url)
     assert out.startswith(f"updated digest on {topic}: every 90s, next run "), out
-    with Client.from_url(redis_url) as client:
-        (only,) = client.schedules(topic)
+    with Admin.from_url(redis_url) as admin:
+        (only,) = admin.schedules(topic)
     assert (only.name, only.rule.every_ms, only.rule.cron, only.data) == (
         "digest",
         90000,
@@ -160,13 +160,13 @@ def test_an_unknown_schedule_fails_in_one_line(redis_url: str, topic: str, actio
 def test_a_bad_rule_is_named_in_one_line_and_writes_nothing(
     redis_url: str, redis_sync: redis.Redis, topic: str, rule: list[str], fragments: list[str]
 ) -> None:
-    with Client.from_url(redis_url) as client:
-        schedules = client.schedules()
+    with Admin.from_url(redis_url) as admin:
+        schedules = admin.schedules()
         done = run_wheelq("schedule", "add", "bad", topic, "{}", *rule, "--redis-url", redis_url)
         assert_one_line_error(done, 2, "wheelq schedule", *fragments)
         assert done.stdout == ""
-        assert client.schedules() == schedules
-        assert topic not in client.topics()
+        assert admin.schedules() == schedules
+        assert topic not in admin.topics()
     assert redis_sync.keys(f"*{topic}*") == []
 
 
@@ -176,5 +176,5 @@ def test_a_bad_payload_or_name_is_refused(redis_url: str, topic: str) -> None:
     assert_one_line_error(done, 2, "payload is not valid JSON", "'\"hello\"'")
     done = run_wheelq("schedule", "add", "a b", topic, "1", "--every-ms", "1000", *url)
     assert_one_line_error(done, 2, "name must be 1-100 characters", "'a b'")
-    with Client.from_url(redis_url) as client:
-        assert client.schedules(topic) == []
+    with Admin.from_url(redis_url) as admin:
+        assert admin.schedules(topic) == []

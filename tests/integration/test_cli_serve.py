@@ -21,7 +21,7 @@ from tests.support.cli import ROOT, assert_one_line_error, run_wheelq, start_whe
 from tests.support.http import request
 from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync, until
-from wheelq import Client, Scheduler
+from wheelq import Admin, Scheduler
 from wheelq.callbacks import verify
 from wheelq.core.keys import ShardKeys
 
@@ -140,8 +140,8 @@ def test_serve_warns_of_unsigned_callbacks_only_once_they_are_in_use(
 ) -> None:
     # Issue 43 item 17: the warning came with every serve, callbacks or none. "In use": this
     # process delivers a topic's callbacks (a topic of --deliver has a job with a callback).
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
     port = free_port()
     proc = start_wheelq("serve", "--redis-url", redis_url, "--port", str(port), "--deliver", topic)
     base = f"http://127.0.0.1:{port}"

@@ -17,7 +17,7 @@ import redis
 from tests.support.cli import assert_one_line_error, free_port, run_wheelq, start_wheelq, stop
 from tests.support.entries import add_ready, ready_fields
 from tests.support.waiting import eventually_sync
-from wheelq import Client
+from wheelq import Admin
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, nodes_key
 from wheelq.core.payload import encode_payload
 
@@ -40,9 +40,9 @@ def test_scheduler_url_topics_and_settings_each_take_the_highest_source(
     redis_url: str, redis_sync: redis.Redis, topic: str, down_url: str, tmp_path: Path
 ) -> None:
     in_file, in_env, in_flag = f"{topic}-file", f"{topic}-env", f"{topic}-flag"
-    with Client.from_url(redis_url) as client:
+    with Admin.from_url(redis_url) as admin:
         for name in (in_file, in_env, in_flag):
-            client.create_topic(name, 1)
+            admin.create_topic(name, 1)
     config = tmp_path / "wheelq.toml"
     config.write_text(
         f'[redis]\nurl = "{down_url}"\n[scheduler]\ntopics = ["{in_file}"]\nlease_ttl_ms = 100000\n'
@@ -162,8 +162,8 @@ def test_read_commands_take_client_settings_and_url_from_the_highest_source(
     redis_url: str, down_url: str, topic: str, tmp_path: Path, command: list[str]
 ) -> None:
     argv = [arg.format(topic=topic) for arg in command]
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
     bad_file, good_file = tmp_path / "bad.toml", tmp_path / "good.toml"
     bad_file.write_text(f'[redis]\nurl = "{redis_url}"\n[client]\nbatch_size = 0\n')
     good_file.write_text(f'[redis]\nurl = "{down_url}"\n[client]\nbatch_size = 10\n')
@@ -199,8 +199,8 @@ def test_enqueue_creates_the_topic_with_the_environments_shard_count(
     env = {"WHEELQ_CONFIG": str(config), "WHEELQ_CLIENT_DEFAULT_SHARDS": "3"}
     done = run_wheelq("enqueue", topic, "{}", "--delay", "100", "--redis-url", redis_url, env=env)
     assert done.returncode == 0, done.stderr
-    with Client.from_url(redis_url) as client:
-        assert client.topics()[topic] == 3
+    with Admin.from_url(redis_url) as admin:
+        assert admin.topics()[topic] == 3
 
 
 WORKER = ["worker", "handlers:ok", "--topic", "{topic}"]

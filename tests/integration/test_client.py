@@ -19,8 +19,9 @@ import msgpack
 import pytest
 import redis
 
-from tests.support.clients import MakeClient
+from tests.support.clients import MakeClient, admin_of
 from wheelq import (
+    AsyncAdmin,
     AsyncClient,
     DuplicateJobError,
     EnqueueItem,
@@ -84,7 +85,7 @@ def pending_scores(r: redis.Redis, topic: str, shards: int) -> dict[str, int]:
 
 
 async def test_10k_generated_ids_are_unique_url_safe_and_carry_their_creation_time(
-    client: Any, topic: str
+    client: Any, admin: Any, topic: str
 ) -> None:
     before = time.time_ns() // 1_000_000
     ids = await client.enqueue_many(
@@ -98,7 +99,7 @@ async def test_10k_generated_ids_are_unique_url_safe_and_carry_their_creation_ti
         assert quote(job_id, safe="") == job_id, f"{job_id} is not URL-safe"
         created = job_id_time_ms(job_id)
         assert created is not None and before <= created <= after
-    assert (await client.stats(topic)).pending == 10_000
+    assert (await admin.stats(topic)).pending == 10_000
 
 
 async def test_generated_ids_sort_by_creation_time(client: Any, topic: str) -> None:
@@ -156,9 +157,9 @@ async def test_get_returns_payload_due_attempt_and_max_attempts(
     ],
 )
 async def test_get_of_a_job_that_cannot_be_decoded_raises_malformed_job_error(
-    client: Any, redis_sync: redis.Redis, topic: str, stored: bytes
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str, stored: bytes
 ) -> None:
-    await client.create_topic(topic, 4)
+    await admin.create_topic(topic, 4)
     keys = ShardKeys(topic, shard_of("bad", 4))
     redis_sync.hset(keys.jobs, "bad", stored)  # written by something other than wheelq
     redis_sync.zadd(keys.delayed, {"bad": redis_ms(redis_sync) + HOUR_MS})
@@ -172,7 +173,7 @@ async def test_get_of_a_job_that_cannot_be_decoded_raises_malformed_job_error(
 
 
 async def test_same_job_id_is_enqueued_once(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     await client.enqueue(topic, "first", delay=60, job_id="once")
     with pytest.raises(DuplicateJobError) as caught:
@@ -182,7 +183,7 @@ async def test_same_job_id_is_enqueued_once(
     assert caught.value.topic == topic
     info = await client.get(topic, "once")
     assert info is not None and info.payload == "first"
-    assert (await client.stats(topic)).pending == 1
+    assert (await admin.stats(topic)).pending == 1
     keys = ShardKeys(topic, shard_of("once", 4))
     assert redis_sync.hlen(keys.jobs) == 1
 
@@ -208,14 +209,14 @@ async def test_replace_true_replaces_payload_due_and_max_attempts(
 
 
 async def test_replace_true_with_a_past_due_fires_the_new_payload_once(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     await client.enqueue(topic, "old", delay=60, job_id="r")
     await client.enqueue(topic, "new", at=1.0, job_id="r", replace=True)
     assert (await client.get(topic, "r")).state is JobState.READY
     entries = ready_entries(redis_sync, topic, 4)
     assert [msgpack.unpackb(f[Field.PAYLOAD]) for _, f in entries] == ["new"]
-    assert (await client.stats(topic)).pending == 0
+    assert (await admin.stats(topic)).pending == 0
 
 
 async def test_replace_true_without_a_pending_job_just_enqueues(client: Any, topic: str) -> None:
@@ -268,13 +269,13 @@ async def test_at_epoch_seconds_is_the_exact_due_ms(client: Any, topic: str) -> 
     ids=["at-datetime", "at-epoch", "delay-0", "no-due"],
 )
 async def test_a_job_due_now_or_in_the_past_goes_straight_to_the_stream(
-    client: Any, redis_sync: redis.Redis, topic: str, when: dict[str, Any]
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str, when: dict[str, Any]
 ) -> None:
     t0 = redis_ms(redis_sync)
     job = await client.enqueue(topic, PAYLOAD, max_attempts=4, **when)
     t1 = redis_ms(redis_sync)
     assert (await client.get(topic, job)).state is JobState.READY
-    assert (await client.stats(topic)).pending == 0
+    assert (await admin.stats(topic)).pending == 0
     keys = ShardKeys(topic, shard_of(job, 4))
     entries = redis_sync.xrange(keys.ready, "-", "+")
     assert len(entries) == 1, "not exactly one stream entry in the job's shard"
@@ -320,7 +321,7 @@ async def test_due_is_computed_on_the_redis_clock_not_the_local_one(
 
 
 async def test_cancel_removes_a_pending_job_once(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     job = await client.enqueue(topic, "x", delay=60)
     keep = await client.enqueue(topic, "y", delay=60)
@@ -331,7 +332,7 @@ async def test_cancel_removes_a_pending_job_once(
     keys = ShardKeys(topic, shard_of(job, 4))
     assert redis_sync.zscore(keys.delayed, job) is None
     assert redis_sync.hexists(keys.jobs, job) == 0
-    assert (await client.stats(topic)).pending == 1
+    assert (await admin.stats(topic)).pending == 1
 
 
 async def test_cancel_of_a_fired_job_is_false(client: Any, topic: str) -> None:
@@ -340,7 +341,7 @@ async def test_cancel_of_a_fired_job_is_false(client: Any, topic: str) -> None:
 
 
 async def test_reschedule_moves_the_due_time_later_and_earlier(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     job = await client.enqueue(topic, "x", delay=60, max_attempts=3)
     t0 = redis_ms(redis_sync)
@@ -354,7 +355,7 @@ async def test_reschedule_moves_the_due_time_later_and_earlier(
     assert info is not None
     assert info.due_ms == 2_019_686_400_000
     assert (info.payload, info.max_attempts) == ("x", 3)
-    assert (await client.stats(topic)).pending == 1
+    assert (await admin.stats(topic)).pending == 1
 
 
 async def test_reschedule_into_the_past_fires_now(
@@ -370,14 +371,14 @@ async def test_reschedule_into_the_past_fires_now(
 
 
 async def test_get_cancel_reschedule_stats_on_an_unknown_topic_create_nothing(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     assert (await client.get(topic, "nope")).state is JobState.UNKNOWN
     assert await client.cancel(topic, "nope") is False
     assert await client.reschedule(topic, "nope", delay=5) is False
-    assert await client.stats(topic) is None
+    assert await admin.stats(topic) is None
     assert redis_sync.hexists(TOPICS_KEY, topic) == 0, "the topic was created"
-    assert topic not in await client.topics()
+    assert topic not in await admin.topics()
     assert topic_keys(redis_sync, topic) == set()
 
 
@@ -401,11 +402,12 @@ async def test_a_topic_is_created_on_first_use_with_default_shards(
     make_client: MakeClient, redis_sync: redis.Redis, topic: str
 ) -> None:
     client = make_client(default_shards=3)
-    assert topic not in await client.topics()
+    admin = admin_of(client)
+    assert topic not in await admin.topics()
     ids = await client.enqueue_many(topic, [EnqueueItem(payload=i, delay=60) for i in range(300)])
     assert redis_sync.hget(TOPICS_KEY, topic) == b"3"
-    assert (await client.topics())[topic] == 3
-    stats = await client.stats(topic)
+    assert (await admin.topics())[topic] == 3
+    stats = await admin.stats(topic)
     assert [s.shard for s in stats.shards] == [0, 1, 2]
     for keys in all_shards(topic, 3):
         members = {m.decode() for m in redis_sync.zrange(keys.delayed, 0, -1)}
@@ -413,28 +415,31 @@ async def test_a_topic_is_created_on_first_use_with_default_shards(
     assert not redis_sync.exists(ShardKeys(topic, 3).delayed)
     # A client with another default reads the registry, not its own setting.
     other = make_client(default_shards=8)
+    other_admin = admin_of(other)
     job = await other.enqueue(topic, "x", delay=60)
     assert redis_sync.zscore(ShardKeys(topic, shard_of(job, 3)).delayed, job) is not None
-    assert await other.create_topic(topic) == 3
+    assert await other_admin.create_topic(topic) == 3
 
 
 async def test_create_topic_is_idempotent_with_the_same_count(
     make_client: MakeClient, redis_sync: redis.Redis, topic: str
 ) -> None:
     client = make_client()
-    assert await client.create_topic(topic, 7) == 7
-    assert await client.create_topic(topic, 7) == 7
+    admin = admin_of(client)
+    assert await admin.create_topic(topic, 7) == 7
+    assert await admin.create_topic(topic, 7) == 7
     assert await make_client().create_topic(topic, 7) == 7, "a fresh client disagrees"
     assert await make_client().create_topic(topic) == 7
     assert redis_sync.hget(TOPICS_KEY, topic) == b"7"
-    assert (await client.stats(topic)).shards[-1].shard == 6
+    assert (await admin.stats(topic)).shards[-1].shard == 6
 
 
 async def test_topics_lists_every_topic_with_its_shard_count(
     make_client: MakeClient, topic: str
 ) -> None:
     client = make_client(default_shards=2)
-    await client.create_topic(f"{topic}.a", 5)
+    admin = admin_of(client)
+    await admin.create_topic(f"{topic}.a", 5)
     await client.enqueue(f"{topic}.b", "x", delay=60)
     found = await make_client().topics()
     assert found[f"{topic}.a"] == 5
@@ -443,14 +448,14 @@ async def test_topics_lists_every_topic_with_its_shard_count(
 
 
 async def test_stats_counts_pending_and_ready_per_shard(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
-    await client.create_topic(topic, 4)
+    await admin.create_topic(topic, 4)
     pending = await client.enqueue_many(
         topic, [EnqueueItem(payload=i, delay=60) for i in range(200)]
     )
     fired = await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(50)])
-    stats = await client.stats(topic)
+    stats = await admin.stats(topic)
     assert isinstance(stats, TopicStats)
     assert stats.topic == topic
     assert [s.shard for s in stats.shards] == [0, 1, 2, 3]
@@ -521,15 +526,17 @@ async def test_enqueue_many_20k_mixed_dues_returns_ids_in_order_and_places_each_
     assert sample is not None and sample.payload == 2 and sample.max_attempts == 2
 
 
-async def test_enqueue_many_accepts_a_generator_and_an_empty_batch(client: Any, topic: str) -> None:
+async def test_enqueue_many_accepts_a_generator_and_an_empty_batch(
+    client: Any, admin: Any, topic: str
+) -> None:
     ids = await client.enqueue_many(topic, ({"payload": i, "delay": 60} for i in range(10)))
     assert len(ids) == 10
-    assert (await client.stats(topic)).pending == 10
+    assert (await admin.stats(topic)).pending == 10
     assert await client.enqueue_many(topic, []) == []
 
 
 async def test_duplicate_in_enqueue_many_names_duplicates_and_enqueues_the_rest(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     await client.enqueue(topic, "old-a", delay=60, job_id="dup-a")
     await client.enqueue(topic, "old-b", delay=60, job_id="dup-b")
@@ -559,7 +566,7 @@ async def test_duplicate_in_enqueue_many_names_duplicates_and_enqueues_the_rest(
     assert generated is not None and generated.payload == "generated"
     (entry,) = ready_entries(redis_sync, topic, 4)
     assert entry[1][Field.ID] == b"new-2"
-    assert (await client.stats(topic)).pending == 4
+    assert (await admin.stats(topic)).pending == 4
 
 
 async def test_duplicates_in_later_pipeline_rounds_still_enqueue_every_other_job(
@@ -612,14 +619,14 @@ async def test_unusual_but_valid_job_ids_work_end_to_end(
 
 
 async def test_longest_topic_name_and_every_allowed_character_work(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     name = f"{topic}_A.z-9".ljust(100, "x")
     assert len(name) == 100
     job = await client.enqueue(name, "x", delay=60)
     info = await client.get(name, job)
     assert info is not None and info.topic == name
-    assert (await client.topics())[name] == 4
+    assert (await admin.topics())[name] == 4
 
 
 async def test_payload_at_the_size_limit_is_accepted(make_client: MakeClient, topic: str) -> None:
@@ -652,6 +659,7 @@ async def test_concurrent_calls_on_one_async_client_share_one_topic_config(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     async with AsyncClient.from_url(redis_url, default_shards=5) as client:
+        admin = AsyncAdmin.of(client)
         batches = await asyncio.gather(
             *[
                 client.enqueue_many(topic, [EnqueueItem(payload=i, delay=60) for i in range(100)])
@@ -659,5 +667,5 @@ async def test_concurrent_calls_on_one_async_client_share_one_topic_config(
             ]
         )
         assert len({j for ids in batches for j in ids}) == 2000
-        assert (await client.stats(topic)).pending == 2000
+        assert (await admin.stats(topic)).pending == 2000
     assert redis_sync.hget(TOPICS_KEY, topic) == b"5"

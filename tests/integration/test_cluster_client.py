@@ -14,7 +14,7 @@ import pytest
 import redis
 import redis.cluster
 
-from wheelq import AsyncClient, Client, InvalidArgumentError, JobState
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, InvalidArgumentError, JobState
 from wheelq.core.keys import all_shards
 from wheelq.testing import EmbeddedCluster, EmbeddedServer
 
@@ -45,10 +45,11 @@ def test_any_nodes_url_enqueues_onto_every_primary_and_manages_the_jobs(
     cluster: EmbeddedCluster, topic: str, node: int
 ) -> None:
     with Client.from_url(cluster.primaries[node].url) as client:
-        assert client.create_topic(topic, SHARDS) == SHARDS
+        admin = Admin.of(client)
+        assert admin.create_topic(topic, SHARDS) == SHARDS
         ids = client.enqueue_many(topic, [{"payload": i, "delay": 600} for i in range(200)])
         assert isinstance(client.redis, redis.cluster.RedisCluster)
-        assert client.stats(topic).pending == 200
+        assert admin.stats(topic).pending == 200
         assert _primary_ports_holding(cluster, topic) == {n.port for n in cluster.primaries}
 
         info = client.get(topic, ids[0])
@@ -57,32 +58,34 @@ def test_any_nodes_url_enqueues_onto_every_primary_and_manages_the_jobs(
         assert (client.get(topic, ids[1])).state is JobState.CANCELLED
         assert client.reschedule(topic, ids[2], delay=900) is True
         client.enqueue(topic, "now")  # due now: straight into its shard's ready stream
-        assert client.stats(topic).ready == 1
-        assert client.topics()[topic] == SHARDS
-        assert client.drop_topic(topic, force=True) is True
-        assert topic not in client.topics()
+        assert admin.stats(topic).ready == 1
+        assert admin.topics()[topic] == SHARDS
+        assert admin.drop_topic(topic, force=True) is True
+        assert topic not in admin.topics()
 
 
 async def test_the_async_client_on_a_cluster_nodes_url(
     cluster: EmbeddedCluster, topic: str
 ) -> None:
     async with AsyncClient.from_url(cluster.primaries[1].url) as client:
-        await client.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, SHARDS)
         ids = await client.enqueue_many(topic, [{"payload": i, "delay": 600} for i in range(50)])
-        assert (await client.stats(topic)).pending == 50
+        assert (await admin.stats(topic)).pending == 50
         assert all([(await client.get(topic, i)) is not None for i in ids])
         assert await client.cancel(topic, ids[0]) is True
-        assert await client.drop_topic(topic, force=True) is True
+        assert await admin.drop_topic(topic, force=True) is True
 
 
 def test_cluster_true_makes_the_cluster_client_at_once(
     cluster: EmbeddedCluster, topic: str
 ) -> None:
     with Client.from_url(cluster.url, cluster=True) as client:
+        admin = Admin.of(client)
         assert isinstance(client.redis, redis.cluster.RedisCluster)
         client.enqueue(topic, 1, delay=60)
-        assert client.stats(topic).pending == 1
-        client.drop_topic(topic, force=True)
+        assert admin.stats(topic).pending == 1
+        admin.drop_topic(topic, force=True)
 
 
 @pytest.mark.parametrize("cluster_at_once", [True, None], ids=["cluster-true", "switched"])
@@ -95,9 +98,10 @@ def test_a_closed_cluster_client_leaves_no_socket_open(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         with Client.from_url(cluster.url, cluster=cluster_at_once) as client:
+            admin = Admin.of(client)
             client.enqueue_many(topic, [{"payload": i, "delay": 60} for i in range(20)])
-            assert client.stats(topic).pending == 20
-            client.drop_topic(topic, force=True)
+            assert admin.stats(topic).pending == 20
+            admin.drop_topic(topic, force=True)
         del client
         gc.collect()
     assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
@@ -105,9 +109,10 @@ def test_a_closed_cluster_client_leaves_no_socket_open(
 
 def test_a_single_server_keeps_its_plain_client(server: EmbeddedServer, topic: str) -> None:
     with Client.from_url(server.url) as client:
+        admin = Admin.of(client)
         client.enqueue_many(topic, [{"payload": i, "delay": 60} for i in range(20)])
         assert type(client.redis) is redis.Redis
-        client.drop_topic(topic, force=True)
+        admin.drop_topic(topic, force=True)
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, 0])

@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.waiting import eventually
 from wheelq import (
+    AsyncAdmin,
     AsyncClient,
     DurabilityError,
     Job,
@@ -66,7 +67,7 @@ async def busy_topic(
     async def handle(job: Job) -> None:
         out.handled[job.id] += 1
 
-    async with AsyncClient.from_url(url) as setup:
+    async with AsyncAdmin.from_url(url) as setup:
         await setup.create_topic(topic, SHARDS)
     async with (
         AsyncClient.from_url(url, ack=ack, ack_timeout_ms=500) as client,

@@ -12,7 +12,7 @@ import redis
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, InvalidArgumentError, Job, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, InvalidArgumentError, Job, Scheduler, Worker
 from wheelq.core.keys import ShardKeys
 from wheelq.store.scripts import script
 from wheelq.testing import EmbeddedCluster
@@ -29,7 +29,8 @@ async def test_scripts_flushed_from_every_primary_are_loaded_again(
         handled.set()
 
     async with AsyncClient.from_url(cluster.url) as client:
-        await client.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, SHARDS)
         async with (
             Scheduler.from_url(cluster.url, topic, preload_interval_ms=50) as node,
             Worker.from_url(cluster.url, topic, handle),
@@ -70,8 +71,8 @@ async def test_a_pool_too_small_for_one_blocking_read_per_shard_is_refused(
     async def handle(job: Job) -> None:
         pass
 
-    async with AsyncClient.from_url(cluster.url) as client:
-        await client.create_topic(topic, 12)
+    async with AsyncAdmin.from_url(cluster.url) as admin:
+        await admin.create_topic(topic, 12)
     worker = Worker.from_url(cluster.url, topic, handle, redis_options={"max_connections": 5})
     with pytest.raises(InvalidArgumentError) as info:
         await worker.start()
@@ -97,8 +98,8 @@ async def test_a_plain_client_of_a_cluster_node_is_refused_at_start(
 async def test_wake_notes_travel_by_sharded_pub_sub_on_the_shards_node(
     cluster: EmbeddedCluster, topic: str
 ) -> None:
-    async with AsyncClient.from_url(cluster.url) as client:
-        await client.create_topic(topic, SHARDS)
+    async with AsyncAdmin.from_url(cluster.url) as admin:
+        await admin.create_topic(topic, SHARDS)
         async with Scheduler.from_url(cluster.url, topic, window_ms=60_000) as node:
             await eventually(
                 lambda: _true(len(node.leads) == SHARDS), timeout_s=10, what="every shard led"

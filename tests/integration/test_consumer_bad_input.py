@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from wheelq import Client, InvalidArgumentError, InvalidDelayError, Job, Retry, Worker
+from wheelq import Admin, InvalidArgumentError, InvalidDelayError, Job, Retry, Worker
 from wheelq.core.keys import TOPICS_KEY, ShardKeys
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -95,11 +95,11 @@ def test_replay_and_purge_reject_bad_refs_and_change_nothing(
     redis_url: str, redis_sync: redis.Redis, topic: str, refs: Any, message: str
 ) -> None:
     keys = ShardKeys(topic, 0)
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 1)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 1)
         redis_sync.xadd(keys.dead, {"id": "j", "payload": b"\x01", "reason": "failed"})
         before = (redis_sync.xrange(keys.dead), redis_sync.exists(keys.ready))
-        for call in (client.replay, client.purge_dead):
+        for call in (admin.replay, admin.purge_dead):
             with pytest.raises(InvalidArgumentError) as info:
                 call(topic, refs)
             assert info.value.parameter == "refs"
@@ -109,7 +109,7 @@ def test_replay_and_purge_reject_bad_refs_and_change_nothing(
 
 @pytest.mark.parametrize("limit", [0, -1, 100_001, 1.5, True])
 def test_dead_letters_rejects_a_bad_limit(redis_url: str, topic: str, limit: Any) -> None:
-    with Client.from_url(redis_url) as client, pytest.raises(InvalidArgumentError) as info:
-        client.dead_letters(topic, limit)
+    with Admin.from_url(redis_url) as admin, pytest.raises(InvalidArgumentError) as info:
+        admin.dead_letters(topic, limit)
     assert info.value.parameter == "limit"
     assert str(info.value) == f"limit must be an int in [1, 100000], got {limit!r}"

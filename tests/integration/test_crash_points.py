@@ -20,7 +20,7 @@ import redis
 from tests.support.node_proc import NodeProcess
 from tests.support.waiting import eventually_sync
 from tests.support.worker_proc import WorkerProcess
-from wheelq import Client, EnqueueItem
+from wheelq import Admin, Client, EnqueueItem
 from wheelq.core.keys import all_shards
 from wheelq.testing import Fired, reconcile
 
@@ -62,7 +62,8 @@ def test_a_node_dying_at_a_crash_point_loses_and_repeats_nothing(
     redis_url: str, topic: str, tmp_path: Path, point: str
 ) -> None:
     with Client.from_url(redis_url) as client, redis.Redis.from_url(redis_url) as r:
-        client.create_topic(topic, SHARDS)
+        admin = Admin.of(client)
+        admin.create_topic(topic, SHARDS)
         items = [
             EnqueueItem(payload=i, delay=1.0 + 3.0 * i / 400, job_id=f"j{i}") for i in range(400)
         ]
@@ -92,7 +93,8 @@ def test_a_worker_dying_at_a_crash_point_has_its_jobs_run_again_elsewhere(
     redis_url: str, topic: str, tmp_path: Path, point: str
 ) -> None:
     with Client.from_url(redis_url) as client, redis.Redis.from_url(redis_url) as r:
-        client.create_topic(topic, SHARDS)
+        admin = Admin.of(client)
+        admin.create_topic(topic, SHARDS)
         doomed = WorkerProcess(
             redis_url, topic, "doomed", tmp_path, {"sleep_s": 0.01}, WORKER, f"{point}:5"
         )

@@ -14,7 +14,7 @@ import redis
 from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.entries import add_ready, dead_fields
 from tests.support.web import Served, assert_problem, serving
-from wheelq import AsyncClient, Client
+from wheelq import Admin, AsyncAdmin
 from wheelq.core.keys import ShardKeys
 from wheelq.core.payload import encode_payload
 from wheelq.errors import InvalidArgumentError
@@ -36,8 +36,8 @@ LETTERS = [
 
 def make_dead(redis_url: str, redis_sync: redis.Redis, topic: str) -> list[str]:
     """The topic (two shards) with `LETTERS` as its dead letters; their refs, oldest first."""
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, SHARDS)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, SHARDS)
     refs = []
     for n, (reason, group) in enumerate(LETTERS):
         shard = n % SHARDS
@@ -89,8 +89,8 @@ def test_a_filtered_list_pages_in_order_and_a_bounded_scan_says_where_it_stopped
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     refs = make_dead(redis_url, redis_sync, topic)
-    with Client.from_url(redis_url) as client:
-        everything = client.dead_letters(topic)
+    with Admin.from_url(redis_url) as admin:
+        everything = admin.dead_letters(topic)
         assert [d.ref for d in everything] == refs and everything.next is None
         for reason, group in [
             ("failed", None),
@@ -98,23 +98,23 @@ def test_a_filtered_list_pages_in_order_and_a_bounded_scan_says_where_it_stopped
             ("failed", "g1"),
             ("malformed", "g2"),
         ]:
-            got = client.dead_letters(topic, reason=reason, group=group)
+            got = admin.dead_letters(topic, reason=reason, group=group)
             assert [d.ref for d in got] == matching(refs, reason, group), (reason, group)
             assert all(reason in (None, d.reason) and group in (None, d.group) for d in got)
         # Pages of two, each going on from the one before's next.
         pages, after = [], None
         while True:
-            page = client.dead_letters(topic, 2, after=after, reason="failed")
+            page = admin.dead_letters(topic, 2, after=after, reason="failed")
             pages += [d.ref for d in page]
             if page.next is None:
                 break
             after = page.next
         assert pages == matching(refs, "failed")
         # A scan bounded at 3 letters reads refs[0:3]: two of them g1; it goes on from refs[2].
-        bounded = client.dead_letters(topic, 10, group="g1", scan_limit=3)
+        bounded = admin.dead_letters(topic, 10, group="g1", scan_limit=3)
         assert [d.ref for d in bounded] == [r for r in matching(refs, group="g1") if r in refs[:3]]
         assert bounded.next == refs[2]
-        rest = client.dead_letters(topic, 10, group="g1", after=bounded.next)
+        rest = admin.dead_letters(topic, 10, group="g1", after=bounded.next)
         assert [d.ref for d in bounded + rest] == matching(refs, group="g1")
         assert rest.next is None
 
@@ -123,15 +123,15 @@ def test_replay_and_purge_of_all_matching_take_exactly_those(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     refs = make_dead(redis_url, redis_sync, topic)
-    with Client.from_url(redis_url) as client:
+    with Admin.from_url(redis_url) as admin:
         replayed = matching(refs, "deliveries")
-        assert client.replay(topic, reason="deliveries") == len(replayed) == 2
+        assert admin.replay(topic, reason="deliveries") == len(replayed) == 2
         assert ready_ids(redis_sync, topic) == {"job-1", "job-6"}
         assert dead_left(redis_sync, topic) == set(refs) - set(replayed)
         purged = matching(refs, "failed", "g1")
-        assert client.purge_dead(topic, reason="failed", group="g1") == len(purged) == 3
+        assert admin.purge_dead(topic, reason="failed", group="g1") == len(purged) == 3
         assert dead_left(redis_sync, topic) == set(refs) - set(replayed) - set(purged)
-        assert client.purge_dead(topic, group="nobody") == 0  # matching none: nothing goes
+        assert admin.purge_dead(topic, group="nobody") == 0  # matching none: nothing goes
         assert dead_left(redis_sync, topic) == set(refs) - set(replayed) - set(purged)
 
 
@@ -151,20 +151,20 @@ def test_a_bad_filter_is_refused_naming_it_and_changes_nothing(
     redis_url: str, redis_sync: redis.Redis, topic: str, kwargs: dict[str, Any], field: str
 ) -> None:
     refs = make_dead(redis_url, redis_sync, topic)
-    with Client.from_url(redis_url) as client:
-        for call in (client.dead_letters, client.replay, client.purge_dead):
+    with Admin.from_url(redis_url) as admin:
+        for call in (admin.dead_letters, admin.replay, admin.purge_dead):
             with pytest.raises(InvalidArgumentError) as raised:
                 call(topic, **kwargs)
             assert raised.value.parameter == field
         with pytest.raises(InvalidArgumentError) as raised:
-            client.replay(topic, refs[:1], reason="failed")  # refs already chose: no filter
+            admin.replay(topic, refs[:1], reason="failed")  # refs already chose: no filter
         assert raised.value.parameter == "reason"
         with pytest.raises(InvalidArgumentError) as raised:
-            client.purge_dead(topic, refs[:1], group="g1")
+            admin.purge_dead(topic, refs[:1], group="g1")
         assert raised.value.parameter == "group"
         for bad in (0, -1, 10**10, "3"):
             with pytest.raises(InvalidArgumentError) as raised:
-                client.dead_letters(topic, reason="failed", scan_limit=bad)  # type: ignore[arg-type]
+                admin.dead_letters(topic, reason="failed", scan_limit=bad)  # type: ignore[arg-type]
             assert raised.value.parameter == "scan_limit"
     assert dead_left(redis_sync, topic) == set(refs)
     assert ready_ids(redis_sync, topic) == set()
@@ -272,12 +272,12 @@ async def test_async_client_takes_the_same_filter(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     refs = make_dead(redis_url, redis_sync, topic)
-    async with AsyncClient.from_url(redis_url) as client:
-        got = await client.dead_letters(topic, reason="failed", group="g2")
+    async with AsyncAdmin.from_url(redis_url) as admin:
+        got = await admin.dead_letters(topic, reason="failed", group="g2")
         assert [d.ref for d in got] == matching(refs, "failed", "g2")
-        assert await client.replay(topic, group="g2", reason="deliveries") == 1
-        assert await client.purge_dead(topic, reason="malformed") == 1
+        assert await admin.replay(topic, group="g2", reason="deliveries") == 1
+        assert await admin.purge_dead(topic, reason="malformed") == 1
         with pytest.raises(InvalidArgumentError):
-            await client.purge_dead(topic, reason="nope")
+            await admin.purge_dead(topic, reason="nope")
     gone = set(matching(refs, "deliveries", "g2")) | set(matching(refs, "malformed"))
     assert dead_left(redis_sync, topic) == set(refs) - gone

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from tests.support.entries import add_ready, dead_fields
-from wheelq import Client, InvalidArgumentError
+from wheelq import Admin, InvalidArgumentError
 from wheelq.core.keys import ShardKeys
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -40,13 +40,13 @@ def bury(r: redis.Redis, topic: str) -> list[tuple[int, int, int]]:
 def test_pages_continue_where_the_last_ended_in_entry_order(
     redis_url: str, redis_sync: redis.Redis, topic: str, page: int
 ) -> None:
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, SHARDS)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, SHARDS)
         expected = bury(redis_sync, topic)
         seen: list[tuple[int, int, int]] = []
         after = None
         while True:
-            rows = client.dead_letters(topic, page, after=after)
+            rows = admin.dead_letters(topic, page, after=after)
             assert len(rows) <= page
             if not rows:
                 break
@@ -55,14 +55,14 @@ def test_pages_continue_where_the_last_ended_in_entry_order(
                 seen.append((int(ms), int(seq), dead.shard))
             after = rows[-1].ref
         assert seen == expected
-        assert [d.ref for d in client.dead_letters(topic, len(expected))] == [
+        assert [d.ref for d in admin.dead_letters(topic, len(expected))] == [
             f"{s}/{m}-{q}" for m, q, s in expected
         ]
 
 
 def test_a_malformed_cursor_names_after(redis_url: str, topic: str) -> None:
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, SHARDS)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, SHARDS)
         with pytest.raises(InvalidArgumentError) as raised:
-            client.dead_letters(topic, 10, after="nope")
+            admin.dead_letters(topic, 10, after="nope")
         assert raised.value.parameter == "after"

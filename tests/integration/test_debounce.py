@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Client, Job, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Client, Job, Scheduler, Worker
 from wheelq.core.history import JobState
 from wheelq.errors import InvalidArgumentError
 
@@ -129,7 +129,8 @@ async def test_calls_that_go_on_fire_at_max_wait_after_the_first(
     await worker.start()
     try:
         async with AsyncClient.from_url(redis_url) as c:
-            await c.create_topic(topic)
+            admin = AsyncAdmin.of(c)
+            await admin.create_topic(topic)
             # A call every 20 ms for 1 s: never 300 ms apart, so only the max wait fires it.
             for n in range(50):
                 before = redis_ms(redis_sync)

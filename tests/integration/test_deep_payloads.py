@@ -13,8 +13,9 @@ import redis
 
 import wheelq.core.payload
 from tests.support.cli import run_wheelq
+from tests.support.clients import admin_of
 from tests.support.web import assert_problem, serving
-from wheelq import AsyncClient, Client, PayloadTooDeepError
+from wheelq import Admin, AsyncClient, Client, PayloadTooDeepError
 from wheelq.core.job import Field, pack_envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.core.payload import MAX_PAYLOAD_DEPTH, jsonable
@@ -48,13 +49,14 @@ async def test_a_payload_nested_500_levels_deep_is_refused_by_every_enqueue_face
     deep = nested(DEEP)
     over = nested(MAX_PAYLOAD_DEPTH + 1)
     with Client.from_url(redis_url) as client:
+        admin = Admin.of(client)
         client.enqueue(topic, nested(MAX_PAYLOAD_DEPTH), job_id="at-the-limit")
         for payload in (deep, over):
             for call in (
                 lambda p=payload: client.enqueue(topic, p),
                 lambda p=payload: client.enqueue_many(topic, [{"payload": 1}, {"payload": p}]),
                 lambda p=payload: client.enqueue_bulk(topic, [1, p]),
-                lambda p=payload: client.schedule("s", topic, p, every_ms=60_000),
+                lambda p=payload: admin.schedule("s", topic, p, every_ms=60_000),
             ):
                 with pytest.raises(PayloadTooDeepError, match=f"at most {MAX_PAYLOAD_DEPTH} lev"):
                     call()
@@ -88,11 +90,11 @@ async def test_a_payload_nested_500_levels_deep_is_refused_by_every_enqueue_face
     (line,) = done.stderr.strip().splitlines()
     assert "payload" in line and f"at most {MAX_PAYLOAD_DEPTH} levels" in line
 
-    with Client.from_url(redis_url) as client:  # nothing of it was written
-        stats = client.stats(topic)
+    with Admin.from_url(redis_url) as admin:  # nothing of it was written
+        stats = admin.stats(topic)
         assert stats is not None
         assert sum(s.pending + s.ready for s in stats.shards) == 1  # the one at the limit
-        assert client.schedules(topic) == []
+        assert admin.schedules(topic) == []
 
 
 async def test_a_stored_payload_nested_500_levels_deep_is_shown_and_costs_its_pull_batch_nothing(
@@ -103,6 +105,7 @@ async def test_a_stored_payload_nested_500_levels_deep_is_shown_and_costs_its_pu
     dead-lettered for `deliveries` without any consumer seeing them."""
     async with serving(redis_url) as api:
         client = api.service.client
+        admin = admin_of(client)
         with monkeypatch.context() as old_version:  # as a version without the limit wrote it
             old_version.setattr(wheelq.core.payload, "MAX_PAYLOAD_DEPTH", 10_000)
             await client.enqueue(topic, {"n": 0}, job_id="before")
@@ -144,10 +147,10 @@ async def test_a_stored_payload_nested_500_levels_deep_is_shown_and_costs_its_pu
         replay = f"/v1/topics/{topic}/dead/replay"
         assert_problem(await api.call("POST", replay, {"refs": [letter["ref"]]}), 422, "payload")
         with pytest.raises(PayloadTooDeepError, match=f"at most {MAX_PAYLOAD_DEPTH} levels"):
-            await client.replay(topic, [letter["ref"]])
+            await admin.replay(topic, [letter["ref"]])
         done = run_wheelq("dlq", "replay", topic, letter["ref"], "--redis-url", redis_url)
         assert done.returncode == 2 and "payload" in done.stderr, done
-        assert await client.replay(topic) == 0
+        assert await admin.replay(topic) == 0
         status, dead, _ = await api.call("GET", f"/v1/topics/{topic}/dead")
         assert [d["ref"] for d in dead["dead"]] == [letter["ref"]]
 
@@ -197,7 +200,8 @@ async def test_a_stored_list_past_the_bound_renders_the_same_truncated_in_every_
     expected = shown_list()
     async with serving(redis_url) as api:
         client = api.service.client
-        await client.create_topic(topic, 1)
+        admin = admin_of(client)
+        await admin.create_topic(topic, 1)
         store_deep_lists(redis_sync, topic)
         for levels in LIST_DEPTHS:
             for job_id in (f"pending-{levels}", f"ready-{levels}"):
@@ -268,7 +272,7 @@ async def test_a_body_nested_past_the_bound_is_the_same_short_422_on_every_route
     answered 400 "There was an error parsing the body", while `POST .../jobs` answered the
     documented 422 naming `payload`."""
     async with serving(redis_url) as api:
-        await api.service.client.create_topic(topic, 1)
+        await api.service.admin.create_topic(topic, 1)
         headers = {"Content-Type": "application/json"}
         for method, path, body, field in BODIES:
             data = body.replace("{deep}", deep_json(levels))
@@ -283,6 +287,6 @@ async def test_a_body_nested_past_the_bound_is_the_same_short_422_on_every_route
                 bound = MAX_PAYLOAD_DEPTH if field.endswith("payload") else MAX_BODY_DEPTH
                 assert f"at most {bound} levels" in got["detail"], got["detail"]
         # Nothing was written.
-        assert await api.service.client.schedules(topic) == []
-        stats = await api.service.client.stats(topic)
+        assert await api.service.admin.schedules(topic) == []
+        stats = await api.service.admin.stats(topic)
         assert stats is not None and sum(s.pending for s in stats.shards) == 0

@@ -23,7 +23,7 @@ from tests.support.cli import start_wheelq
 from tests.support.http import request
 from tests.support.servers import dedicated_server, free_port
 from tests.support.waiting import until
-from wheelq import AsyncClient, Callback, Job, JobState, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Callback, Job, JobState, Scheduler, Worker
 from wheelq.callbacks.deliverer import Deliverer
 from wheelq.callbacks.delivery import Deliveries
 from wheelq.core.keys import CALLBACK_TOPICS_KEY, all_shards
@@ -57,8 +57,9 @@ async def test_only_topics_with_callback_jobs_get_a_deliverer_and_only_on_their_
     hooked = topics[:2]
     r = redis.asyncio.Redis.from_url(own_server.url)
     async with AsyncClient.from_url(own_server.url) as client:
+        admin = AsyncAdmin.of(client)
         for topic in topics:
-            await client.create_topic(topic, 4)
+            await admin.create_topic(topic, 4)
             await client.enqueue(topic, "plain")
         sent = [
             await client.enqueue(t, "hooked", callback=Callback(receiver.url("/hook")))
@@ -91,7 +92,8 @@ async def test_a_callback_topic_off_the_list_is_found_by_its_stream(
     receiver.scripts["/hook"] = lambda n: Reply(200)
     r = redis.asyncio.Redis.from_url(own_server.url)
     async with AsyncClient.from_url(own_server.url) as client:
-        await client.create_topic("quiet", 4)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic("quiet", 4)
         sent = await client.enqueue("quiet", 1, callback=Callback(receiver.url("/hook")))
         await r.srem(CALLBACK_TOPICS_KEY, "quiet")
         deliverer = Deliverer(CallbackSettings(), allow_private=True)

@@ -25,6 +25,7 @@ import redis
 
 import wheelq
 from tests.support.cli import clean_env
+from tests.support.clients import admin_of
 from tests.support.docs import (
     Services,
     Snippets,
@@ -102,6 +103,7 @@ def test_producing_guide_runs_as_written(
         ]
         shown = [run_command(command, tmp_path) for command in found.commands]
         client = ns["client"]
+        admin = admin_of(client)
         assert isinstance(client, wheelq.Client)
         with client, redis.Redis.from_url(url) as r:
             state = wheelq.JobState
@@ -130,7 +132,7 @@ def test_producing_guide_runs_as_written(
             assert 60_000 < sam.due_ms - _now_ms() <= 120_000
             assert "pending" in shown[3], shown[3]
             assert "emails" in shown[4] and "emails" in shown[5]
-            assert "reports" not in client.topics()  # dropped, with force
+            assert "reports" not in admin.topics()  # dropped, with force
             assert not r.keys("{reports:*")
             assert r.hget("wheelq:topics", "reports") is None
 
@@ -162,6 +164,7 @@ def test_workers_guide_runs_as_written(
             ns = run_code(found.code, url)
         printed = capsys.readouterr().out
         client = stack.enter_context(wheelq.Client.from_url(url))
+        admin = admin_of(client)
         r = stack.enter_context(redis.Redis.from_url(url))
         state = wheelq.JobState
         # Run a worker: the "orders" job ran in the block (audit printed it) and succeeded.
@@ -179,7 +182,7 @@ def test_workers_guide_runs_as_written(
         locked = client.get("charges", "locked")  # deferred once: not an attempt
         assert locked.state == state.SUCCEEDED and locked.attempt == 1, locked
         assert ns["deferred"] == {"locked"}
-        dead = {d.job_id: d for d in client.dead_letters("charges")}
+        dead = {d.job_id: d for d in admin.dead_letters("charges")}
         assert dead.keys() == {"expired", "broken"}
         assert dead["expired"].reason == "failed" and "card expired" in dead["expired"].error
         assert dead["broken"].attempt == 2
@@ -187,7 +190,7 @@ def test_workers_guide_runs_as_written(
         assert "expired failed attempt 1 of 2, not retried: card expired" in printed
         # Groups: "reporting" was created and deleted again; the worker's group is left.
         assert "DeletedGroup(name='reporting'" in printed
-        assert [g.name for g in client.groups("charges") or []] == ["default"]
+        assert [g.name for g in admin.groups("charges") or []] == ["default"]
         # The outage section's status, read from a started worker.
         parts = ns["parts"]
         assert isinstance(parts, dict) and set(parts) == {"settler", "claims", "reader", "pause"}
@@ -198,7 +201,7 @@ def test_workers_guide_runs_as_written(
         assert "default" in listed
         # Pause and resume: the block paused and resumed "default"; the commands do the topic.
         assert "PauseState(topic='charges', since_ms=None, groups={'default': " in printed
-        assert not client.paused("charges").group_paused("default")
+        assert not admin.paused("charges").group_paused("default")
         # Job events: the block read its job's firing; the commands turn them on and follow.
         assert "fired 1" in printed
         pause, resume, events_on = (c for c in found.commands if c[:2] == ["wheelq", "topics"])
@@ -207,9 +210,9 @@ def test_workers_guide_runs_as_written(
         (line,) = run_command(follow, tmp_path).splitlines()  # the job the block enqueued
         assert json.loads(line)["kind"] == "fired"
         run_command(pause, tmp_path)
-        assert client.paused("charges").paused
+        assert admin.paused("charges").paused
         run_command(resume, tmp_path)
-        assert not client.paused("charges").paused
+        assert not admin.paused("charges").paused
         # The shell workers: the one of "Run a worker" and the two of the fan-out, with a
         # scheduler node; jobs enqueued once the groups exist reach both groups.
         workers = [c for c in found.commands if c[:2] == ["wheelq", "worker"]]
@@ -291,15 +294,15 @@ def test_schedule_guide_runs_as_written(server_binary: ServerBinary, tmp_path: P
         url = f"{server.url}/0"
         found = _gather(page, ["Declare a schedule", "Inspect, pause and remove schedules"], url)
         ns = run_code(found.code, url)
-        with wheelq.Client.from_url(url) as client:
-            names = [(s.topic, s.name) for s in client.schedules()]
+        with wheelq.Admin.from_url(url) as admin:
+            names = [(s.topic, s.name) for s in admin.schedules()]
             assert names == [("pings", "heartbeat"), ("reports", "nightly-report")]
-            nightly = client.get_schedule("nightly-report", "reports")
+            nightly = admin.get_schedule("nightly-report", "reports")
             assert nightly is not None and nightly.rule.tz == "Europe/Berlin"
             assert nightly.rule.cron == "30 2 * * *" and not nightly.paused
-            heartbeat = client.get_schedule("heartbeat", "pings")
+            heartbeat = admin.get_schedule("heartbeat", "pings")
             assert heartbeat is not None and not heartbeat.paused  # paused, then resumed
-            assert client.get_schedule("campaign", "emails") is None  # unscheduled
+            assert admin.get_schedule("campaign", "emails") is None  # unscheduled
         assert ns["s"] == nightly
 
 
@@ -318,13 +321,14 @@ def test_flow_control_guide_runs_as_written(
         ns = run_code(found.code, url)
         assert "full, try later" not in capsys.readouterr().out
         client = ns["client"]
+        admin = admin_of(client)
         assert isinstance(client, wheelq.Client)
         with client, redis.Redis.from_url(url) as r:
-            assert client.limits("emails") == wheelq.TopicLimits(1_000_000, 50_000)
-            client.set_limits("emails", max_pending=None, max_ready=None)
+            assert admin.limits("emails") == wheelq.TopicLimits(1_000_000, 50_000)
+            admin.set_limits("emails", max_pending=None, max_ready=None)
             [command] = found.commands
             run_command(command, tmp_path)  # the CLI sets them again
-            assert client.limits("emails") == wheelq.TopicLimits(1_000_000, 50_000)
+            assert admin.limits("emails") == wheelq.TopicLimits(1_000_000, 50_000)
             worker = ns["worker"]
             assert isinstance(worker, wheelq.Worker)
             flow = ns["flow"]
@@ -394,9 +398,10 @@ def test_tracing_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Pa
         assert len({trace_id for trace_id, _, _ in spans}) == 1  # one trace
         ns = run_code(snippets(page, "Carry a trace context without OpenTelemetry", url).code, url)
         client = ns["client"]
+        admin = admin_of(client)
         assert isinstance(client, wheelq.Client)
         with client, redis.Redis.from_url(url) as r:
-            shards = client.topics()["images"]
+            shards = admin.topics()["images"]
             [stored] = [
                 raw
                 for keys in all_shards("images", shards)

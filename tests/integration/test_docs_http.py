@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support.clients import admin_of
 from tests.support.docs import Services, blocks, count, run_code, snippets
 from tests.support.servers import dedicated_server, free_port
 from tests.support.waiting import eventually_sync
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.runtime.clock import wall_ms
 from wheelq.testing import ServerBinary
 
@@ -127,8 +128,8 @@ def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_pat
         status, content_type, problem = refused
         assert (status, content_type) == (422, "application/problem+json"), refused
         assert problem == json_block(page, "Read an error")
-        with Client.from_url(url) as client:
-            assert client.stats("emails").pending == 3, "the refused batch enqueued a job"
+        with Admin.from_url(url) as admin:
+            assert admin.stats("emails").pending == 3, "the refused batch enqueued a job"
 
         section = "Manage schedules, limits and topics"
         managed = [curl(c) for c in snippets(page, section, url, port=port).commands]
@@ -141,9 +142,9 @@ def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_pat
         assert limited[0] == 200, limited
         assert (limited[2]["max_pending"], limited[2]["max_ready"]) == (1_000_000, 50_000)
         assert dropped[:3:2] == (204, ""), dropped
-        with Client.from_url(url) as client:
-            assert client.limits("emails").max_ready == 50_000
-            assert "reports" not in client.topics() and client.schedules("reports") == []
+        with Admin.from_url(url) as admin:
+            assert admin.limits("emails").max_ready == 50_000
+            assert "reports" not in admin.topics() and admin.schedules("reports") == []
         services.stop()
 
 
@@ -174,6 +175,7 @@ def test_pull_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path)
         start(services, ["wheelq", "serve", "--redis-url", url], port)
         serving(services, port)
         client = stack.enter_context(Client.from_url(url))
+        admin = admin_of(client)
         later = client.enqueue("emails", {"to": "later@example.com"}, delay=3600)
 
         guide = snippets(page, "*", url, port=port)
@@ -191,7 +193,7 @@ def test_pull_guide_runs_as_written(server_binary: ServerBinary, tmp_path: Path)
         )
         namespace = run_code(guide.code, url)
         assert sorted(namespace["sent"]) == ["ada@example.com", "bob@example.com"]  # type: ignore[call-overload]
-        (mailer,) = [g for g in client.groups("emails") or () if g.name == "mailer"]
+        (mailer,) = [g for g in admin.groups("emails") or () if g.name == "mailer"]
         assert mailer.in_flight == 0, "a job was left in flight"
         retried = client.get("emails", broken)
         assert (retried.state, retried.attempt) == ("retrying", 2), "the nack did not retry it"

@@ -12,7 +12,7 @@ import redis
 
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, eventually_sync
-from wheelq import AsyncClient, Client, JobState, Scheduler
+from wheelq import Admin, AsyncClient, Client, JobState, Scheduler
 from wheelq.core.keys import all_shards
 from wheelq.errors import (
     InvalidArgumentError,
@@ -95,7 +95,8 @@ def test_bad_input_is_refused_naming_it_and_writes_nothing(
     parameter: str | None,
 ) -> None:
     with Client.from_url(redis_url, default_shards=SHARDS, max_payload_bytes=1000) as client:
-        client.create_topic(topic, SHARDS)
+        admin = Admin.of(client)
+        admin.create_topic(topic, SHARDS)
         kwargs = dict(kwargs)  # the table is shared by every deployment
         payloads = kwargs.pop("payloads")
         with pytest.raises(error) as raised:
@@ -112,8 +113,9 @@ def test_a_full_topic_names_what_it_took_and_what_it_refused(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     with Client.from_url(redis_url, default_shards=SHARDS) as client:
-        client.create_topic(topic, SHARDS)
-        client.set_limits(topic, max_pending=400)  # 100 a shard: a call over it is refused
+        admin = Admin.of(client)
+        admin.create_topic(topic, SHARDS)
+        admin.set_limits(topic, max_pending=400)  # 100 a shard: a call over it is refused
         first = client.enqueue_bulk(topic, list(range(200)), delay=60)
         with pytest.raises(TopicFullError) as raised:
             client.enqueue_bulk(topic, list(range(400)), delay=60)
@@ -141,8 +143,9 @@ def test_with_a_spool_the_jobs_wait_for_redis_and_go_in_once(
         client = Client.from_url(
             server.url, spool=tmp_path / "spool.db", default_shards=SHARDS, ack_replicas=0
         )
+        admin = Admin.of(client)
         try:
-            client.create_topic(topic, SHARDS)
+            admin.create_topic(topic, SHARDS)
             server.kill()
             ids = client.enqueue_bulk(topic, list(range(50)), delay=3600)
             assert client.spool_stats().depth == 50  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ import redis.asyncio
 from tests.support.waiting import eventually
 from tests.support.web import assert_problem, serving
 from wheelq import (
+    AsyncAdmin,
     AsyncClient,
     Event,
     InvalidArgumentError,
@@ -51,7 +52,9 @@ async def collect(
 
     async def read() -> None:
         # aclosing: leaving the loop closes the iterator now (its reads end), not at GC
-        async with contextlib.aclosing(client.events(topic, since=since, block_ms=100)) as it:
+        async with contextlib.aclosing(
+            AsyncAdmin.of(client).events(topic, since=since, block_ms=100)
+        ) as it:
             async for event in it:
                 got.append(event)
                 if done(got):
@@ -73,9 +76,9 @@ def attempts(events: list[Event], job_id: str) -> list[int | None]:
 
 
 async def test_each_transition_of_a_job_is_one_event_in_order(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
-    assert (await client.set_events(topic)).enabled
+    assert (await admin.set_events(topic)).enabled
     since = "start"
 
     async def handle(job: Job) -> str:
@@ -92,8 +95,8 @@ async def test_each_transition_of_a_job_is_one_event_in_order(
         failing = await client.enqueue(topic, "fail", max_attempts=2)
         gone = await client.enqueue(topic, "x", delay=timedelta(hours=1))
         assert await client.cancel(topic, gone)
-        await client.pause(topic, "default")
-        await client.resume(topic, "default")
+        await admin.pause(topic, "default")
+        await admin.resume(topic, "default")
         events = await collect(
             client,
             topic,
@@ -122,9 +125,9 @@ async def test_each_transition_of_a_job_is_one_event_in_order(
 
 
 async def test_a_reader_resumed_from_a_position_misses_and_repeats_nothing(
-    client: AsyncClient, topic: str
+    client: AsyncClient, admin: AsyncAdmin, topic: str
 ) -> None:
-    await client.set_events(topic)
+    await admin.set_events(topic)
     ids = await client.enqueue_many(topic, [{"payload": n} for n in range(30)])  # fired now
     first = await collect(client, topic, "start", lambda got: len(got) == 10)
     rest = await collect(client, topic, first[-1].position, lambda got: len(got) == 20)
@@ -136,10 +139,10 @@ async def test_a_reader_resumed_from_a_position_misses_and_repeats_nothing(
 
 
 async def test_a_reader_resumed_inside_an_entry_gets_the_rest_of_it_then_what_follows(
-    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     """A settler round's starts share one entry: a position can fall inside it."""
-    await client.set_events(topic)
+    await admin.set_events(topic)
     keys = all_shards(topic, SHARDS)[1]
     jobs = [(f"j{n}", n % 3 + 1) for n in range(20)]
     await client.executor.run([event_calls.note(keys, "started", "default", jobs)])
@@ -160,28 +163,28 @@ async def test_a_reader_resumed_inside_an_entry_gets_the_rest_of_it_then_what_fo
 
 
 async def test_a_topic_without_events_writes_none_and_a_capped_one_stays_bounded(
-    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     await client.enqueue_many(topic, [{"payload": n} for n in range(50)])
-    assert not (await client.events_config(topic)).enabled
+    assert not (await admin.events_config(topic)).enabled
     for keys in all_shards(topic, SHARDS):
         assert await redis_async.exists(keys.events) == 0
-    await client.set_events(topic, max_len=100)
+    await admin.set_events(topic, max_len=100)
     await client.enqueue_many(topic, [{"payload": n} for n in range(2000)])
     for keys in all_shards(topic, SHARDS):
         # MAXLEN ~ trims whole nodes of the stream (100 entries each by default)
         assert 0 < await redis_async.xlen(keys.events) <= 300
-    await client.set_events(topic, False)
-    assert not (await client.events_config(topic)).enabled
+    await admin.set_events(topic, False)
+    assert not (await admin.events_config(topic)).enabled
     lengths = [await redis_async.xlen(k.events) for k in all_shards(topic, SHARDS)]
     await client.enqueue_many(topic, [{"payload": n} for n in range(50)])
     assert [await redis_async.xlen(k.events) for k in all_shards(topic, SHARDS)] == lengths
 
 
 async def test_the_trimmer_keeps_the_newest_max_len_events_however_they_are_packed(
-    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
-    await client.set_events(topic, max_len=100)
+    await admin.set_events(topic, max_len=100)
     keys = all_shards(topic, SHARDS)[0]
     jobs = [(f"j{n}", 1) for n in range(500)]
     notes = [event_calls.note(keys, "started", "g", jobs[i : i + 50]) for i in range(0, 500, 50)]
@@ -208,12 +211,12 @@ async def test_the_trimmer_keeps_the_newest_max_len_events_however_they_are_pack
     ],
 )
 async def test_bad_event_settings_are_refused_by_name(
-    client: AsyncClient, topic: str, kwargs: dict[str, Any], parameter: str
+    client: AsyncClient, admin: AsyncAdmin, topic: str, kwargs: dict[str, Any], parameter: str
 ) -> None:
     with pytest.raises(InvalidArgumentError) as refused:
-        await client.set_events(topic, **kwargs)
+        await admin.set_events(topic, **kwargs)
     assert refused.value.parameter == parameter
-    assert not (await client.events_config(topic)).enabled
+    assert not (await admin.events_config(topic)).enabled
 
 
 BAD_POSITIONS = [
@@ -241,12 +244,12 @@ async def test_bad_positions_are_refused_by_name(
 
 
 async def test_events_of_an_unknown_topic_or_a_bad_wait_are_refused(
-    client: AsyncClient, topic: str
+    client: AsyncClient, admin: AsyncAdmin, topic: str
 ) -> None:
     with pytest.raises(UnknownTopicError):
         await collect(client, topic + "-nope", "now", lambda got: True)
     with pytest.raises(InvalidArgumentError) as refused:
-        async with contextlib.aclosing(client.events(topic, block_ms=0)) as it:
+        async with contextlib.aclosing(admin.events(topic, block_ms=0)) as it:
             async for _ in it:
                 pass
     assert refused.value.parameter == "block_ms"
@@ -274,9 +277,9 @@ async def read_sse(response: Any, n: int) -> list[dict[str, Any]]:
 
 
 async def test_sse_streams_events_and_resumes_after_the_last_event_id(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
-    await client.set_events(topic)
+    await admin.set_events(topic)
     ids = await client.enqueue_many(topic, [{"payload": n} for n in range(12)])
     async with serving(redis_url) as api:
         url = f"{api.base}/v1/topics/{topic}/events"
@@ -289,7 +292,7 @@ async def test_sse_streams_events_and_resumes_after_the_last_event_id(
         async with api.http.get(url, headers=resume, timeout=TIMEOUT) as r:
             rest = await read_sse(r, 7)
         assert sorted(e["data"]["job_id"] for e in first + rest) == sorted(ids)
-        await client.create_topic(f"{topic}-quiet", 1)
+        await admin.create_topic(f"{topic}-quiet", 1)
         for path, status in [
             (f"/v1/topics/{topic}-nope/events", 404),
             (f"/v1/topics/{topic}-quiet/events", 409),  # keeps no events: no endless stream
@@ -301,9 +304,9 @@ async def test_sse_streams_events_and_resumes_after_the_last_event_id(
 
 
 async def test_sse_streams_past_the_pools_connections_are_refused_with_503_until_one_leaves(
-    client: AsyncClient, redis_url: str, topic: str, deployment: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str, deployment: str
 ) -> None:
-    await client.set_events(topic)
+    await admin.set_events(topic)
     # A stream holds one connection on one server (one read of every shard), one a shard on
     # a cluster: the pool has room for exactly `fit` streams.
     fit = 1 if deployment == "cluster" else SHARDS
@@ -327,14 +330,21 @@ async def test_sse_streams_past_the_pools_connections_are_refused_with_503_until
 
 
 async def test_sse_streams_a_topic_of_more_shards_than_pull_connections(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
     """Issue 43 item 13: such a topic was always 503 ("0 of the 32 connections are free")."""
     shards, topic = 5, f"{topic}-wide"
-    await client.create_topic(topic, shards)
-    await client.set_events(topic)
-    ids = await client.enqueue_many(topic, [{"payload": n} for n in range(20)])
-    assert len({shard_of(i, shards) for i in ids}) == shards  # events on every shard
+    await admin.create_topic(topic, shards)
+    await admin.set_events(topic)
+
+    async def on_every_shard() -> list[str]:
+        """Jobs until each shard has one (ids are random: 20 miss a shard 6% of the time)."""
+        ids: list[str] = []
+        while len({shard_of(i, shards) for i in ids}) < shards:
+            ids += await client.enqueue_many(topic, [{"payload": n} for n in range(20)])
+        return ids
+
+    ids = await on_every_shard()
     async with serving(redis_url, settings=ServeSettings(pull_connections=2)) as api:
         url = f"{api.base}/v1/topics/{topic}/events"
         async with api.http.get(url, params={"since": "start"}, timeout=TIMEOUT) as r:
@@ -343,32 +353,32 @@ async def test_sse_streams_a_topic_of_more_shards_than_pull_connections(
             assert sorted(e["data"]["job_id"] for e in got) == sorted(ids)
             assert {e["event"] for e in got} == {"fired"}
             # Live events too, from every shard, on the pool's two connections.
-            later = await client.enqueue_many(topic, [{"payload": n} for n in range(20)])
+            later = await on_every_shard()
             live = await read_sse(r, len(later))
         assert sorted(e["data"]["job_id"] for e in live) == sorted(later)
 
 
 async def test_events_are_turned_on_and_off_over_http(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
     """Issue 43 item 15: there was no HTTP way to turn a topic's events on."""
     async with serving(redis_url) as api:
         base = f"/v1/topics/{topic}/events"
         nope = f"/v1/topics/{topic}-nope/events/off"
         assert_problem(await api.call("POST", nope), 404, "topic")
-        assert f"{topic}-nope" not in await client.topics()
+        assert f"{topic}-nope" not in await admin.topics()
         status, on, _ = await api.call("POST", f"{base}/on")
         assert (status, on) == (
             200,
             {"enabled": True, "max_len": 100_000, "max_age_ms": 86_400_000},
         )
-        assert (await client.events_config(topic)).enabled
+        assert (await admin.events_config(topic)).enabled
         status, on, _ = await api.call("POST", f"{base}/on", {"max_len": 500})
         assert (status, on["max_len"], on["max_age_ms"]) == (200, 500, 86_400_000), on
         for bad in ({"max_len": 5}, {"max_age_ms": 10}, {"max_len": 1.5}, {"other": 1}):
             field = next(iter(bad))
             assert_problem(await api.call("POST", f"{base}/on", bad), 422, field)
-        assert (await client.events_config(topic)).max_len == 500  # a bad body changes nothing
+        assert (await admin.events_config(topic)).max_len == 500  # a bad body changes nothing
         job_id = await client.enqueue(topic, 1)
         async with api.http.get(api.base + base, params={"since": "start"}, timeout=TIMEOUT) as r:
             assert r.status == 200
@@ -376,7 +386,7 @@ async def test_events_are_turned_on_and_off_over_http(
         assert (fired["event"], fired["data"]["job_id"]) == ("fired", job_id)
         status, off, _ = await api.call("POST", f"{base}/off")
         assert (status, off["enabled"]) == (200, False), off
-        assert not (await client.events_config(topic)).enabled
+        assert not (await admin.events_config(topic)).enabled
         got = await api.call("GET", base)
         assert_problem(got, 409, "topic")
         assert f"POST /v1/topics/{topic}/events/on" in got[1]["detail"]

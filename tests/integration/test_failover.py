@@ -24,7 +24,7 @@ import redis
 
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
-from wheelq import AsyncClient, Client, EnqueueItem, Scheduler
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, EnqueueItem, Scheduler
 from wheelq.core.keys import all_shards, shard_of
 from wheelq.testing import EmbeddedServer, Fired, ServerBinary, summarize
 from wheelq.testing.proxy import ProxyThread
@@ -349,7 +349,8 @@ async def test_scheduler_rides_out_a_server_crash_and_restart(
     ) as srv:
         topic = "restart"
         async with AsyncClient.from_url(srv.url) as client:
-            await client.create_topic(topic, SHARDS)
+            admin = AsyncAdmin.of(client)
+            await admin.create_topic(topic, SHARDS)
             node = Scheduler.from_url(
                 srv.url, [topic], lease_ttl_ms=3000, preload_interval_ms=200, sweep_grace_ms=500
             )
@@ -379,8 +380,10 @@ def test_a_schedule_runs_each_occurrence_once_when_the_leader_of_its_home_dies(
     split = wait_split(redis_sync, topic)
     start = redis_ms(redis_sync) + 1000
     runs = [f"beat@{start + 200 * k}" for k in range(41)]  # every 200 ms for 8 s
-    with Client.from_url(redis_url) as c:
-        c.schedule("beat", topic, 0, every_ms=200, start=start / 1000, end=(start + 8000) / 1000)
+    with Admin.from_url(redis_url) as admin:
+        admin.schedule(
+            "beat", topic, 0, every_ms=200, start=start / 1000, end=(start + 8000) / 1000
+        )
     victim = next(n for n in nodes if n.node_id == split[shard_of("beat", SHARDS)])
     eventually_sync(lambda: redis_ms(redis_sync) > start + 2000, timeout_s=10, what="2 s of runs")
     victim.signal(signal.SIGKILL)

@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Client, EnqueueItem, Flow, Job, Retry, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, Flow, Job, Retry, Scheduler, Worker
 from wheelq.core.flow import order_keys
 from wheelq.core.history import JobState
 from wheelq.errors import InvalidArgumentError
@@ -173,8 +173,8 @@ async def test_a_keys_ordered_jobs_run_one_at_a_time_in_due_order_across_workers
         for n in range(12)
     ]
     rng.shuffle(items)
-    async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, 4)
+    async with AsyncAdmin.from_url(redis_url) as admin:
+        await admin.create_topic(topic, 4)
     done = lambda: sum(map(len, started.values()))  # noqa: E731
     await run_all(redis_url, topic, Flow(retry_ms=10), items, work, done)
     for k in "abc":

@@ -16,11 +16,13 @@ import pytest
 import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq
-from tests.support.clients import MakeClient
+from tests.support.clients import MakeClient, admin_of
 from tests.support.scripts import Runner
 from tests.support.waiting import eventually
 from tests.support.web import serving
 from wheelq import (
+    Admin,
+    AsyncAdmin,
     AsyncClient,
     Client,
     EnqueueItem,
@@ -72,7 +74,7 @@ def read(r: redis.Redis, stream: str, group: str, consumer: str, count: int) -> 
 async def fired_topic(client: Any, r: redis.Redis, topic: str) -> list[ShardKeys]:
     """A topic of SHARDS shards with JOBS jobs due now (in its ready streams at once), as
     many on each shard."""
-    await client.create_topic(topic, SHARDS)
+    await admin_of(client).create_topic(topic, SHARDS)
     await client.enqueue_many(topic, _even_jobs())
     shards = all_shards(topic, SHARDS)
     assert [r.xlen(k.ready) for k in shards] == [JOBS // SHARDS] * SHARDS
@@ -81,7 +83,7 @@ async def fired_topic(client: Any, r: redis.Redis, topic: str) -> list[ShardKeys
 
 def sync_fired_topic(client: Client, r: redis.Redis, topic: str) -> list[ShardKeys]:
     """`fired_topic` with a blocking client."""
-    client.create_topic(topic, SHARDS)
+    Admin.of(client).create_topic(topic, SHARDS)
     client.enqueue_many(topic, _even_jobs())
     shards = all_shards(topic, SHARDS)
     assert [r.xlen(k.ready) for k in shards] == [JOBS // SHARDS] * SHARDS
@@ -102,7 +104,7 @@ def _ids_of_shard(shard: int) -> list[str]:
 
 @pytest.mark.cluster_too
 async def test_groups_lists_each_group_with_consumers_in_flight_and_ready(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     shards = await fired_topic(client, redis_sync, topic)
     per_shard: dict[int, int] = {}
@@ -117,7 +119,7 @@ async def test_groups_lists_each_group_with_consumers_in_flight_and_ready(
     held = sum(per_shard.values())
     assert 0 < held < JOBS
 
-    listed = await client.groups(topic)
+    listed = await admin.groups(topic)
 
     assert [(g.stream, g.name) for g in listed] == [
         ("ready", "busy"),
@@ -143,11 +145,11 @@ async def test_groups_lists_each_group_with_consumers_in_flight_and_ready(
 
 
 async def test_groups_of_an_unknown_topic_is_none_and_of_a_topic_without_groups_empty(
-    client: Any, topic: str
+    client: Any, admin: Any, topic: str
 ) -> None:
-    assert await client.groups(topic) is None
-    await client.create_topic(topic, SHARDS)
-    assert await client.groups(topic) == []
+    assert await admin.groups(topic) is None
+    await admin.create_topic(topic, SHARDS)
+    assert await admin.groups(topic) == []
 
 
 # --- delete_group() -------------------------------------------------------------------------
@@ -155,7 +157,7 @@ async def test_groups_of_an_unknown_topic_is_none_and_of_a_topic_without_groups_
 
 @pytest.mark.cluster_too
 async def test_delete_group_is_refused_while_entries_are_in_flight_and_deletes_nothing(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     shards = await fired_topic(client, redis_sync, topic)
     for k in shards:
@@ -164,7 +166,7 @@ async def test_delete_group_is_refused_while_entries_are_in_flight_and_deletes_n
     assert held
 
     with pytest.raises(GroupBusyError) as refused:
-        await client.delete_group(topic, "busy")
+        await admin.delete_group(topic, "busy")
 
     assert (refused.value.group, refused.value.in_flight, refused.value.deleted) == (
         "busy",
@@ -179,7 +181,7 @@ async def test_delete_group_is_refused_while_entries_are_in_flight_and_deletes_n
 
 @pytest.mark.cluster_too
 async def test_a_forced_delete_drops_the_group_on_every_shard_and_keeps_the_others(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     shards = await fired_topic(client, redis_sync, topic)
     for k in shards:
@@ -187,7 +189,7 @@ async def test_a_forced_delete_drops_the_group_on_every_shard_and_keeps_the_othe
         redis_sync.xgroup_create(k.ready, "other", id="0")
     held = sum(read(redis_sync, k.ready, "busy", "w1", 1) for k in shards)
 
-    deleted = await client.delete_group(topic, "busy", force=True)
+    deleted = await admin.delete_group(topic, "busy", force=True)
 
     assert (deleted.name, deleted.stream, deleted.shards, deleted.in_flight) == (
         "busy",
@@ -196,12 +198,12 @@ async def test_a_forced_delete_drops_the_group_on_every_shard_and_keeps_the_othe
         held,
     )
     assert [group_names(redis_sync, k.ready) for k in shards] == [{"other"}] * SHARDS
-    assert [g.name for g in await client.groups(topic)] == ["other"]
+    assert [g.name for g in await admin.groups(topic)] == ["other"]
 
 
 @pytest.mark.cluster_too
 async def test_a_group_with_nothing_in_flight_is_deleted_without_force(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     shards = await fired_topic(client, redis_sync, topic)
     for k in shards[:3]:  # not on every shard: deleted where it is
@@ -209,7 +211,7 @@ async def test_a_group_with_nothing_in_flight_is_deleted_without_force(
         for _, entries in redis_sync.xreadgroup("done", "w", {k.ready: ">"}) or ():
             redis_sync.xack(k.ready, "done", *[entry_id for entry_id, _ in entries])
 
-    deleted = await client.delete_group(topic, "done")
+    deleted = await admin.delete_group(topic, "done")
 
     assert (deleted.shards, deleted.in_flight) == (3, 0)
     assert not any("done" in group_names(redis_sync, k.ready) for k in shards)
@@ -217,26 +219,26 @@ async def test_a_group_with_nothing_in_flight_is_deleted_without_force(
 
 @pytest.mark.cluster_too
 async def test_deleting_an_unknown_group_or_topic_is_not_found_and_names_the_groups_there(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     with pytest.raises(GroupNotFoundError, match=r"^no topic"):
-        await client.delete_group(topic, "g")
+        await admin.delete_group(topic, "g")
     shards = await fired_topic(client, redis_sync, topic)
     redis_sync.xgroup_create(shards[0].ready, "kept", id="0")
     redis_sync.xgroup_create(shards[0].callbacks, "deliver", id="0", mkstream=True)
 
     with pytest.raises(GroupNotFoundError) as missing:
-        await client.delete_group(topic, "gone")
+        await admin.delete_group(topic, "gone")
     assert missing.value.known == ["kept"] and "'kept'" in str(missing.value)
     # A group of the callbacks stream is not one of the ready stream's, and back.
     with pytest.raises(GroupNotFoundError, match="a group of that name reads its callbacks"):
-        await client.delete_group(topic, "deliver")
+        await admin.delete_group(topic, "deliver")
     with pytest.raises(GroupNotFoundError):
-        await client.delete_group(topic, "kept", stream="callbacks", force=True)
+        await admin.delete_group(topic, "kept", stream="callbacks", force=True)
     assert group_names(redis_sync, shards[0].ready) == {"kept"}
     assert group_names(redis_sync, shards[0].callbacks) == {"deliver"}
 
-    await client.delete_group(topic, "deliver", stream="callbacks")
+    await admin.delete_group(topic, "deliver", stream="callbacks")
     assert group_names(redis_sync, shards[0].callbacks) == set()
 
 
@@ -254,14 +256,19 @@ async def test_deleting_an_unknown_group_or_topic_is_not_found_and_names_the_gro
     ],
 )
 async def test_bad_arguments_are_refused_by_name_and_delete_nothing(
-    client: Any, redis_sync: redis.Redis, topic: str, kwargs: dict[str, Any], parameter: str
+    client: Any,
+    admin: Any,
+    redis_sync: redis.Redis,
+    topic: str,
+    kwargs: dict[str, Any],
+    parameter: str,
 ) -> None:
     shards = await fired_topic(client, redis_sync, topic)
     redis_sync.xgroup_create(shards[0].ready, "kept", id="0")
     args = {"topic": topic, **kwargs}
 
     with pytest.raises(InvalidArgumentError) as refused:
-        await client.delete_group(args.pop("topic"), args.pop("group"), **args)
+        await admin.delete_group(args.pop("topic"), args.pop("group"), **args)
 
     assert refused.value.parameter == parameter and parameter in str(refused.value)
     assert group_names(redis_sync, shards[0].ready) == {"kept"}
@@ -328,7 +335,8 @@ async def test_after_deleting_a_stale_group_a_job_the_live_group_ran_reads_succe
     redis_url: str, redis_sync: redis.Redis, run: Runner, topic: str
 ) -> None:
     async with AsyncClient.from_url(redis_url) as client:
-        await client.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, SHARDS)
         for k in all_shards(topic, SHARDS):  # what a stopped service leaves behind
             redis_sync.xgroup_create(k.ready, "stale", id="0", mkstream=True)
         worker = Worker.from_url(redis_url, topic, _done, group="live", shutdown_grace_ms=0)
@@ -349,7 +357,7 @@ async def test_after_deleting_a_stale_group_a_job_the_live_group_ran_reads_succe
         trim = history.trim(keys, 0, 100, HOUR_MS)  # retention 0: every entry acked by all
         assert run(trim).trimmed == 0
 
-        await client.delete_group(topic, "stale")
+        await admin.delete_group(topic, "stale")
 
         after = await client.get(topic, job_id)
         assert after.state is JobState.SUCCEEDED
@@ -519,7 +527,7 @@ async def test_a_pull_of_an_unknown_group_is_404_and_creates_nothing(
         assert (status, body["field"]) == (422, "create"), body
         assert "pull_creates_groups" in body["detail"]
         assert [group_names(redis_sync, k.ready) for k in shards] == [set()] * SHARDS
-        assert await api.service.client.groups(topic) == []
+        assert await api.service.admin.groups(topic) == []
 
 
 @pytest.mark.cluster_too

@@ -132,7 +132,7 @@ async def test_a_job_enqueued_over_http_carries_its_key_and_order_to_the_stream(
     path = f"/v1/topics/{topic}/jobs"
     body = {"payload": 1, "id": "j", "key": "tenant-7", "ordered": True}
     assert (await api.call("POST", path, body))[0] == 201
-    shards = await api.service.client.create_topic(topic)
+    shards = await api.service.admin.create_topic(topic)
     ready = ShardKeys(topic, shard_of("j", shards)).ready
     ((_, fields),) = redis_sync.xrange(ready)
     assert (fields[b"key"], fields[b"ordered"]) == (b"tenant-7", b"1")
@@ -363,7 +363,7 @@ async def test_a_result_of_a_group_that_does_not_exist_is_404_at_once(
     "query", ["wait_ms=-1", "wait_ms=30001", "wait_ms=abc", "wait_ms=1.5", "group="]
 )
 async def test_a_bad_result_query_is_422_naming_it(api: Served, topic: str, query: str) -> None:
-    await api.service.client.create_topic(topic)  # else: 404, no such topic
+    await api.service.admin.create_topic(topic)  # else: 404, no such topic
     got = await api.call("GET", f"/v1/topics/{topic}/jobs/x/result?{query}")
     assert_problem(got, 422, query.split("=", maxsplit=1)[0])
 
@@ -417,12 +417,12 @@ async def test_pause_and_resume_answer_what_is_paused_and_refuse_bad_names(
 async def test_limits_are_read_and_set_and_bad_ones_change_nothing(api: Served, topic: str) -> None:
     path = f"/v1/topics/{topic}/limits"
     assert_problem(await api.call("GET", path), 404, "topic")  # no such topic yet
-    await api.service.client.create_topic(topic)
+    await api.service.admin.create_topic(topic)
     status, body, _ = await api.call("GET", path)
     assert (status, body) == (200, {"topic": topic, "max_pending": None, "max_ready": None})
     status, body, _ = await api.call("PUT", path, {"max_pending": 10, "max_ready": 5})
     assert (status, body) == (200, {"topic": topic, "max_pending": 10, "max_ready": 5}), body
-    assert await api.service.client.limits(topic) == TopicLimits(10, 5)
+    assert await api.service.admin.limits(topic) == TopicLimits(10, 5)
     attacks: list[tuple[dict[str, object], str]] = [
         ({"max_pending": 0}, "max_pending"),
         ({"max_pending": -1}, "max_pending"),
@@ -434,10 +434,10 @@ async def test_limits_are_read_and_set_and_bad_ones_change_nothing(api: Served, 
     ]
     for bad, field in attacks:
         assert_problem(await api.call("PUT", path, bad), 422, field)
-    assert await api.service.client.limits(topic) == TopicLimits(10, 5)  # nothing changed
+    assert await api.service.admin.limits(topic) == TopicLimits(10, 5)  # nothing changed
     status, body, _ = await api.call("PUT", path, {})
     assert (status, body["max_pending"], body["max_ready"]) == (200, None, None)
-    assert await api.service.client.limits(topic) == TopicLimits()
+    assert await api.service.admin.limits(topic) == TopicLimits()
 
 
 async def test_dropping_a_topic_is_409_while_jobs_wait_then_204_with_force(
@@ -448,9 +448,9 @@ async def test_dropping_a_topic_is_409_while_jobs_wait_then_204_with_force(
     assert_problem(got, 409, None)
     assert "?force=true" in got[1]["detail"]
     assert_problem(await api.call("DELETE", f"/v1/topics/{topic}?force=maybe"), 422, "force")
-    assert topic in await api.service.client.topics()  # nothing dropped
+    assert topic in await api.service.admin.topics()  # nothing dropped
     assert (await api.call("DELETE", f"/v1/topics/{topic}?force=true"))[0] == 204
-    assert topic not in await api.service.client.topics()
+    assert topic not in await api.service.admin.topics()
     assert_problem(await api.call("DELETE", f"/v1/topics/{topic}"), 404, "topic")
 
 
@@ -513,8 +513,8 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
     status, stats_body, _ = await api.call("GET", f"/v1/topics/{topic}")
     status_groups, groups_body, _ = await api.call("GET", f"/v1/topics/{topic}/groups")
     assert (status, status_groups) == (200, 200)
-    stats = await api.service.client.stats(topic)
-    groups = await api.service.client.groups(topic)
+    stats = await api.service.admin.stats(topic)
+    groups = await api.service.admin.groups(topic)
     assert stats is not None and groups is not None and len(groups) == 1
     totals = (stats.pending, stats.ready, stats.in_flight, stats.dead)
     assert 0 not in totals and len(set(totals)) == 4, totals  # a swapped key shows

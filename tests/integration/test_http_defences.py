@@ -15,9 +15,10 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.support.clients import admin_of
 from tests.support.waiting import until
 from tests.support.web import Served, serving
-from wheelq import AsyncClient
+from wheelq import AsyncAdmin
 from wheelq.core.settings import ServeSettings
 from wheelq.web.app import create_app
 from wheelq.web.auth import READS, Token
@@ -225,8 +226,8 @@ async def test_numbers_json_cannot_carry_are_422_naming_the_field(
 async def test_the_id_pattern_admits_exactly_the_ids_the_server_takes(
     redis_url: str, topic: str
 ) -> None:
-    async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic)  # an unknown topic is 404 before the id is looked at
+    async with AsyncAdmin.from_url(redis_url) as admin:
+        await admin.create_topic(topic)  # an unknown topic is 404 before the id is looked at
     async with serving(redis_url) as api:
         _, doc, _ = await api.call("GET", "/openapi.json")
         params = doc["paths"]["/v1/topics/{topic}/jobs/{job_id}"]["get"]["parameters"]
@@ -395,9 +396,10 @@ async def api(redis_url: str) -> AsyncIterator[Served]:
 
 async def test_cross_site_requests_change_nothing_on_any_route(api: Served, topic: str) -> None:
     client = api.service.client
+    admin = admin_of(client)
     await client.enqueue(topic, 1, job_id="j1", delay=3600)
-    await client.create_group(topic, "g")
-    await client.schedule("s1", topic, 1, every_ms=3_600_000)
+    await admin.create_group(topic, "g")
+    await admin.schedule("s1", topic, 1, every_ms=3_600_000)
     routes = state_changing_routes(api, topic)
     paths = {p for _, p in routes}
     for needed in (f"{topic}/pause", f"{topic}/resume", "s1/pause", "s1/resume"):
@@ -413,9 +415,9 @@ async def test_cross_site_requests_change_nothing_on_any_route(api: Served, topi
                 if got != 403 or "client that is not a browser" not in text:
                     wrong.append((method, path, attack, kind, got, text[:100]))
     assert not wrong, wrong[:20]
-    assert not (await client.paused(topic)).paused
-    assert [g.paused_since_ms for g in await client.groups(topic) or []] == [None]
-    assert not (await client.get_schedule("s1", topic)).paused  # type: ignore[union-attr]
+    assert not (await admin.paused(topic)).paused
+    assert [g.paused_since_ms for g in await admin.groups(topic) or []] == [None]
+    assert not (await admin.get_schedule("s1", topic)).paused  # type: ignore[union-attr]
     assert (await client.get(topic, "j1")).state.value == "pending"
     # The service's own pages, and clients that are not browsers, still change things.
     named = f"localhost:{api.base.rsplit(':', 1)[1]}"
@@ -432,4 +434,4 @@ async def test_cross_site_requests_change_nothing_on_any_route(api: Served, topi
             assert got == 200, (verb, headers, text)
     form = await send(api, "POST", f"/ui/topics/{topic}/pause", None, {"Origin": api.base})
     assert form[0] == 200, form  # the topic's page, after the redirect
-    assert (await client.paused(topic)).paused
+    assert (await admin.paused(topic)).paused

@@ -132,7 +132,7 @@ async def test_a_stored_due_time_no_datetime_holds_is_answered_and_shown(
     # Written before `at` had a bound, or by hand: lookup, answer and page still work.
     path = f"/v1/topics/{topic}/jobs"
     assert (await api.call("POST", path, {"payload": 1, "id": "far", "delay_ms": 60_000}))[0] == 201
-    shards = await api.service.client.create_topic(topic)
+    shards = await api.service.admin.create_topic(topic)
     keys = ShardKeys(topic, shard_of("far", shards))
     assert redis_sync.zadd(keys.delayed, {"far": score}, xx=True, ch=True) == 1
     status, job, _ = await api.call("GET", f"{path}/far")

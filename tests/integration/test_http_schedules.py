@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio
 
 from tests.support.web import Served, assert_problem, serving
-from wheelq import AsyncClient
+from wheelq import AsyncAdmin, AsyncClient
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.runtime.role import executor_of
 from wheelq.store import schedules as sched
@@ -46,11 +46,11 @@ def same(body: dict[str, Any], expected: dict[str, Any]) -> bool:
 
 
 async def test_a_schedule_is_created_updated_listed_paused_resumed_and_deleted(
-    api: Served, client: AsyncClient, topic: str
+    api: Served, client: AsyncClient, admin: AsyncAdmin, topic: str
 ) -> None:
     status, made, _ = await api.call("PUT", base(topic), NIGHTLY)
     assert status == 201, made
-    stored = await client.get_schedule("nightly", topic)
+    stored = await admin.get_schedule("nightly", topic)
     assert stored is not None and same(made, schedule_json(stored, 0))
     assert made["cron"] == "30 2 * * *" and made["tz"] == "Europe/Berlin"
     assert made["payload"] == {"report": "daily"} and made["next_run_ms"] > 0
@@ -67,12 +67,12 @@ async def test_a_schedule_is_created_updated_listed_paused_resumed_and_deleted(
 
     status, paused, _ = await api.call("POST", base(topic) + "/pause")
     assert status == 200 and paused["paused"] and paused["next_run_ms"] is None, paused
-    assert (await client.get_schedule("nightly", topic)).paused  # type: ignore[union-attr]
+    assert (await admin.get_schedule("nightly", topic)).paused  # type: ignore[union-attr]
     status, resumed, _ = await api.call("POST", base(topic) + "/resume")
     assert status == 200 and not resumed["paused"] and resumed["next_run_ms"], resumed
 
     assert (await api.call("DELETE", base(topic)))[0] == 204
-    assert await client.get_schedule("nightly", topic) is None
+    assert await admin.get_schedule("nightly", topic) is None
     for method, path in [
         ("DELETE", base(topic)),
         ("GET", base(topic)),
@@ -80,7 +80,7 @@ async def test_a_schedule_is_created_updated_listed_paused_resumed_and_deleted(
         ("POST", base(topic) + "/resume"),
     ]:
         assert_problem(await api.call(method, path), 404, "name")
-    assert [s.name for s in await client.schedules(topic)] == ["hourly"]
+    assert [s.name for s in await admin.schedules(topic)] == ["hourly"]
 
 
 BAD_BODIES: list[tuple[dict[str, Any], str]] = [
@@ -123,23 +123,28 @@ BAD_BODIES: list[tuple[dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("body", "field"), BAD_BODIES)
 async def test_a_bad_schedule_is_a_problem_naming_the_field_and_writes_nothing(
-    api: Served, client: AsyncClient, topic: str, body: dict[str, Any], field: str
+    api: Served,
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    topic: str,
+    body: dict[str, Any],
+    field: str,
 ) -> None:
     assert (await api.call("PUT", base(topic), NIGHTLY))[0] == 201
-    before = await client.get_schedule("nightly", topic)
+    before = await admin.get_schedule("nightly", topic)
     code, problem, headers = await api.call("PUT", base(topic), body)
     assert_problem((code, problem, headers), 422, None)
     assert problem["field"].rsplit(".", 1)[-1] == field, problem
-    assert await client.get_schedule("nightly", topic) == before  # the old one stands
+    assert await admin.get_schedule("nightly", topic) == before  # the old one stands
     assert (await api.call("PUT", base(topic, "other"), body))[0] == 422
-    assert [s.name for s in await client.schedules(topic)] == ["nightly"]
+    assert [s.name for s in await admin.schedules(topic)] == ["nightly"]
 
 
 @pytest.mark.parametrize(
     "name", ["a" * 101, "with space", "semi;colon", "%00", "caf%C3%A9", "a%2Fb"]
 )
 async def test_a_bad_schedule_name_is_refused_in_every_verb(
-    api: Served, client: AsyncClient, topic: str, name: str
+    api: Served, client: AsyncClient, admin: AsyncAdmin, topic: str, name: str
 ) -> None:
     for method, suffix, body in [
         ("PUT", "", NIGHTLY),
@@ -149,11 +154,11 @@ async def test_a_bad_schedule_name_is_refused_in_every_verb(
     ]:
         code, problem, _ = await api.call(method, base(topic, name) + suffix, body)
         assert code in (404, 422), (method, name, code, problem)  # a slash: no such route
-    assert await client.schedules(topic) == []
+    assert await admin.schedules(topic) == []
 
 
 async def test_a_far_start_is_refused_before_anything_is_stored(
-    api: Served, client: AsyncClient, topic: str
+    api: Served, client: AsyncClient, admin: AsyncAdmin, topic: str
 ) -> None:
     """Item 7: ``start: 9999-12-31T23:59:59Z`` answered 500 (OverflowError) and was stored, so
     the listing answered 500 too; now 422 naming the range, and no topic, no schedule."""
@@ -161,18 +166,22 @@ async def test_a_far_start_is_refused_before_anything_is_stored(
     problem = await api.call("PUT", base(topic), body)
     assert_problem(problem, 422, "start")
     assert "ten years from now" in problem[1]["detail"], problem
-    assert topic not in await client.topics()
-    assert await client.schedules(topic) == []
+    assert topic not in await admin.topics()
+    assert await admin.schedules(topic) == []
     assert (await api.call("GET", f"/v1/topics/{topic}/schedules"))[0] in (200, 404)
 
 
 async def test_a_stored_record_that_cannot_be_read_is_listed_with_its_error(
-    api: Served, client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+    api: Served,
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
 ) -> None:
     """Item 7: one unreadable record (an older wheelq's, or written by hand) made the list, the
     schedule and the console page answer 500; now each shows it, with the reason."""
     assert (await api.call("PUT", base(topic), NIGHTLY))[0] == 201
-    shards = await client.create_topic(topic)  # made by the PUT: its count
+    shards = await admin.create_topic(topic)  # made by the PUT: its count
     home = ShardKeys(topic, shard_of("broken", shards))
     put = sched.put(home, "broken", b"\x93no", False)  # as by hand: unchecked
     await executor_of(redis_async).run([sched.index(home), put])

@@ -21,7 +21,7 @@ from tests.support.cli import ROOT, start_wheelq, stop
 from tests.support.http import get_page, get_status
 from tests.support.servers import free_port
 from tests.support.waiting import eventually, until
-from wheelq import AsyncClient, JobState
+from wheelq import AsyncAdmin, AsyncClient, JobState
 
 pytestmark = pytest.mark.cluster_too
 
@@ -64,7 +64,7 @@ async def state_of(client: AsyncClient, topic: str, job_id: str, state: JobState
 
 
 async def test_a_worker_retries_and_acks_after_its_installed_files_are_removed(
-    redis_url: str, client: AsyncClient, topic: str, site: Path
+    redis_url: str, client: AsyncClient, admin: AsyncAdmin, topic: str, site: Path
 ) -> None:
     proc = start_wheelq(
         "worker", "--redis-url", redis_url, "--topic", topic, "handlers:handle",
@@ -82,7 +82,7 @@ async def test_a_worker_retries_and_acks_after_its_installed_files_are_removed(
             await state_of(client, topic, job_id, JobState.SUCCEEDED)
         await client.reschedule(topic, flaky, delay=0)
         assert await client.result(topic, flaky, timeout=20) == {"job": flaky, "attempt": 2}
-        assert await client.dead_letters(topic) == []
+        assert await admin.dead_letters(topic) == []
     finally:
         out, err = stop(proc)
     assert proc.returncode == 0, err[-3000:]

@@ -11,7 +11,16 @@ import redis.asyncio
 from tests.integration import test_worker
 from tests.integration.test_worker import Workers, holds
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Callback, Defer, Fail, InvalidArgumentError, Job, Scheduler
+from wheelq import (
+    AsyncAdmin,
+    AsyncClient,
+    Callback,
+    Defer,
+    Fail,
+    InvalidArgumentError,
+    Job,
+    Scheduler,
+)
 from wheelq.core.keys import CALLBACKS, all_shards
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -24,7 +33,7 @@ HOOK = Callback("https://hooks.example.com/due?x=1", {"Authorization": "Bearer t
 
 
 async def test_a_callback_reaches_the_handler_through_a_retry_and_a_replay(
-    client: AsyncClient, workers: Workers, scheduler: Scheduler, topic: str
+    client: AsyncClient, admin: AsyncAdmin, workers: Workers, scheduler: Scheduler, topic: str
 ) -> None:
     seen: list[tuple[int, Callback | None]] = []
 
@@ -37,14 +46,14 @@ async def test_a_callback_reaches_the_handler_through_a_retry_and_a_replay(
     await workers.start(handler, retry_base_ms=1, retry_max_ms=1, stream=CALLBACKS)
     job_id = await client.enqueue(topic, {"n": 1}, callback=HOOK, max_attempts=5)
     letters = await eventually(
-        lambda: client.dead_letters(topic), timeout_s=10, what="the job's dead letter"
+        lambda: admin.dead_letters(topic), timeout_s=10, what="the job's dead letter"
     )
     assert [a for a, _ in seen] == [1, 2], "Fail dead-lettered later than at once"
     assert all(cb == HOOK for _, cb in seen)
     assert letters[0].job_id == job_id
     assert "not retried" in letters[0].error and "for good" in letters[0].error
 
-    assert await client.replay(topic) == 1
+    assert await admin.replay(topic) == 1
     # The replay runs as attempt 1 and fails again, so more runs follow: look at the third.
     await eventually(holds(lambda: len(seen) >= 3), timeout_s=10, what="the replayed run")
     assert seen[2] == (1, HOOK), "a replay lost the callback"
@@ -111,7 +120,7 @@ async def test_a_job_without_a_callback_has_none(
 
 
 async def test_defer_runs_the_job_again_without_counting_an_attempt(
-    client: AsyncClient, workers: Workers, scheduler: Scheduler, topic: str
+    client: AsyncClient, admin: AsyncAdmin, workers: Workers, scheduler: Scheduler, topic: str
 ) -> None:
     attempts: list[int] = []
 
@@ -125,7 +134,7 @@ async def test_defer_runs_the_job_again_without_counting_an_attempt(
     await eventually(holds(lambda: len(attempts) == 4), timeout_s=10, what="4 runs")
     assert attempts == [1, 1, 1, 1], "a deferral counted as an attempt"
     await eventually(holds(lambda: worker.status()["acked"] == 1), timeout_s=10, what="the ack")
-    assert await client.dead_letters(topic) == [], "a deferred job with 1 attempt died"
+    assert await admin.dead_letters(topic) == [], "a deferred job with 1 attempt died"
 
 
 @pytest.mark.parametrize(
@@ -141,10 +150,10 @@ async def test_defer_runs_the_job_again_without_counting_an_attempt(
     ],
 )
 async def test_a_bad_callback_is_refused_and_nothing_is_written(
-    client: AsyncClient, topic: str, callback: object, field: str
+    client: AsyncClient, admin: AsyncAdmin, topic: str, callback: object, field: str
 ) -> None:
     with pytest.raises(InvalidArgumentError) as raised:
         await client.enqueue(topic, 1, job_id="j", callback=callback)  # type: ignore[arg-type]
     assert raised.value.parameter == field
-    stats = await client.stats(topic)
+    stats = await admin.stats(topic)
     assert stats is not None and stats.pending == 0

@@ -19,7 +19,7 @@ import redis
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Job, JobInfo, JobState, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, JobInfo, JobState, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.runtime.role import executor_of
 from wheelq.store import history
@@ -144,7 +144,7 @@ async def test_a_job_walks_through_every_state_and_get_reports_each(
 
 @pytest.mark.cluster_too  # on the single server and on the cluster
 async def test_a_job_out_of_attempts_is_dead_with_its_reason_and_dead_letter(
-    client: AsyncClient, gated_worker: Any, topic: str
+    client: AsyncClient, admin: AsyncAdmin, gated_worker: Any, topic: str
 ) -> None:
     gates, _ = gated_worker
     gates.fail.add(("doomed", 1))
@@ -155,13 +155,13 @@ async def test_a_job_out_of_attempts_is_dead_with_its_reason_and_dead_letter(
     (group,) = dead.groups
     assert (group.state, group.reason) == (JobState.DEAD, "failed")
     assert dead.last_error is not None and "boom on attempt 1 of doomed" in dead.last_error
-    (letter,) = await client.dead_letters(topic)
+    (letter,) = await admin.dead_letters(topic)
     assert letter.job_id == "doomed" and group.dead_entry_id == letter.entry_id
 
 
 @pytest.mark.cluster_too  # on the single server and on the cluster
 async def test_enqueued_ms_stays_the_enqueue_time_once_fired_dead_and_replayed(
-    client: AsyncClient, gated_worker: Any, topic: str
+    client: AsyncClient, admin: AsyncAdmin, gated_worker: Any, topic: str
 ) -> None:
     gates, _ = gated_worker
     gates.fail.add(("kept", 1))
@@ -177,7 +177,7 @@ async def test_enqueued_ms_stays_the_enqueue_time_once_fired_dead_and_replayed(
     assert dead.enqueued_ms == pending.enqueued_ms
 
     gates.fail.clear()  # the replay runs attempt 1 again, and succeeds
-    assert await client.replay(topic) == 1
+    assert await admin.replay(topic) == 1
     done = await state_of(client, topic, "kept", JobState.SUCCEEDED)
     assert done.entry_id != dead.entry_id
     assert done.enqueued_ms == pending.enqueued_ms

@@ -28,7 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.support.servers import dedicated_server, free_port
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Job, RedisUnavailableError, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, RedisUnavailableError, Scheduler, Worker
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 
@@ -115,7 +115,8 @@ async def test_start_waits_for_a_redis_that_comes_up_later(
         async with server_on(server_binary, port) as url:
             await asyncio.wait_for(starting, 15)
             async with AsyncClient.from_url(url) as client:
-                await client.create_topic(topic, SHARDS)
+                admin = AsyncAdmin.of(client)
+                await admin.create_topic(topic, SHARDS)
                 await part.works(client)
             await part.obj.stop()
     finally:
@@ -189,7 +190,8 @@ async def test_an_outage_mid_run_is_logged_once_per_part_not_once_per_try(
         server_binary, appendonly=True, extra_args=["--appendfsync", "always"]
     ) as srv:
         async with AsyncClient.from_url(srv.url) as client:
-            await client.create_topic(topic, SHARDS)
+            admin = AsyncAdmin.of(client)
+            await admin.create_topic(topic, SHARDS)
             ids = await client.enqueue_many(
                 topic, [{"payload": i, "delay": 0.3 + i / 200} for i in range(1000)]
             )

@@ -61,7 +61,8 @@ async def test_scraped_counters_equal_the_streams_and_lateness_counts_every_fire
         handled.append(job.id)
 
     async with wheelq.AsyncClient.from_url(redis_url) as client:
-        await client.create_topic(topic, SHARDS)
+        admin = wheelq.AsyncAdmin.of(client)
+        await admin.create_topic(topic, SHARDS)
         node = wheelq.Scheduler.from_url(redis_url, [topic], **FAST)
         worker = wheelq.Worker.from_url(redis_url, topic, handler, concurrency=50)
         async with (
@@ -136,7 +137,8 @@ async def test_oldest_in_flight_age_is_0_with_nothing_in_flight_and_grows_with_o
         return found.get("wheelq_oldest_in_flight_age_seconds", [])
 
     async with wheelq.AsyncClient.from_url(redis_url) as client:
-        await client.create_topic(topic, 1)
+        admin = wheelq.AsyncAdmin.of(client)
+        await admin.create_topic(topic, 1)
         node = wheelq.Scheduler.from_url(redis_url, [topic], **FAST)
         worker = wheelq.Worker.from_url(redis_url, topic, handler, group="g")
         async with node, worker, MetricsServer(node, port=0, host="127.0.0.1") as metrics:
@@ -159,8 +161,8 @@ async def test_a_lease_freed_from_a_dead_holder_is_counted_as_taken_over_dead(
 ) -> None:
     """A leader that confirmed its wake subscription, then lost it with its process: the
     node frees the lease, takes the shard and counts it."""
-    async with wheelq.AsyncClient.from_url(redis_url) as client:
-        await client.create_topic(topic, 1)
+    async with wheelq.AsyncAdmin.from_url(redis_url) as admin:
+        await admin.create_topic(topic, 1)
     (keys,) = all_shards(topic, 1)
     await redis_async.set(keys.lease, "ghost", px=60_000)  # a minute: only the fast path frees it
     await redis_async.set(keys.followed, "ghost")

@@ -21,8 +21,9 @@ import pytest
 from tests.support.waiting import eventually, until
 from tests.support.web import assert_problem, serving
 from wheelq import (
+    Admin,
+    AsyncAdmin,
     AsyncClient,
-    Client,
     InvalidArgumentError,
     InvalidTopicError,
     Job,
@@ -97,12 +98,12 @@ def watch_reads(worker: Worker) -> int:
 
 async def waiting_in_stream(client: AsyncClient, topic: str, group: str) -> tuple[int, int]:
     """(undelivered, in flight) of `group`."""
-    stats = {g.name: g for g in await client.groups(topic) or []}
+    stats = {g.name: g for g in await AsyncAdmin.of(client).groups(topic) or []}
     return stats[group].ready, stats[group].in_flight
 
 
 async def test_a_paused_group_takes_nothing_new_while_its_running_handler_settles(
-    client: AsyncClient, fleet: Fleet, topic: str
+    client: AsyncClient, admin: AsyncAdmin, fleet: Fleet, topic: str
 ) -> None:
     paused, witness = Handled(), Handled()
     worker = await fleet.worker(paused)
@@ -111,7 +112,7 @@ async def test_a_paused_group_takes_nothing_new_while_its_running_handler_settle
     slow = await client.enqueue(topic, "slow")
     await until(lambda: slow in paused.started, what="the slow handler started")
 
-    state = await client.pause(topic, "default")
+    state = await admin.pause(topic, "default")
     assert state.group_paused("default") and not state.group_paused("witness")
     await until(lambda: worker.status()["paused"], timeout_s=1.0, what="paused within 1 s")
 
@@ -132,23 +133,23 @@ async def test_a_paused_group_takes_nothing_new_while_its_running_handler_settle
     assert waiting["default"].state == JobState.READY and waiting["default"].paused_since_ms
     assert waiting["witness"].state == JobState.SUCCEEDED
     assert waiting["witness"].paused_since_ms is None
-    groups = {g.name: g for g in await client.groups(topic) or []}
+    groups = {g.name: g for g in await admin.groups(topic) or []}
     assert groups["default"].paused_since_ms is not None
     assert groups["witness"].paused_since_ms is None
-    stats = await client.stats(topic)
+    stats = await admin.stats(topic)
     assert stats is not None and "default" in stats.paused_groups and stats.paused_since_ms is None
 
-    assert not (await client.resume(topic, "default")).group_paused("default")
+    assert not (await admin.resume(topic, "default")).group_paused("default")
     await until(lambda: len(paused.started) == 22, what="every waiting job ran after resume")
     assert Counter(paused.started) == Counter([slow, *now, later])  # each once
     assert not worker.status()["paused"]
 
 
 async def test_a_pause_holds_for_a_worker_started_later_and_resume_runs_each_job_once(
-    client: AsyncClient, fleet: Fleet, topic: str
+    client: AsyncClient, admin: AsyncAdmin, fleet: Fleet, topic: str
 ) -> None:
     first = await fleet.worker(Handled())
-    await client.pause(topic, "default")
+    await admin.pause(topic, "default")
     await first.stop()
     witness = Handled()
     await fleet.worker(witness, group="witness")
@@ -165,15 +166,15 @@ async def test_a_pause_holds_for_a_worker_started_later_and_resume_runs_each_job
     assert await waiting_in_stream(client, topic, "default") == (20, 0)
     assert restarted.started == []
 
-    await client.resume(topic)
+    await admin.resume(topic)
     await until(lambda: len(restarted.started) == 20, what="the 20 ran after resume")
     assert Counter(restarted.started) == Counter(ids)
 
 
 async def test_pausing_a_topic_pauses_every_group_even_one_made_later(
-    client: AsyncClient, fleet: Fleet, topic: str
+    client: AsyncClient, admin: AsyncAdmin, fleet: Fleet, topic: str
 ) -> None:
-    state = await client.pause(topic)
+    state = await admin.pause(topic)
     assert state.paused and state.since_ms is not None
     late = Handled()
     worker = await fleet.worker(late, group="late")
@@ -187,22 +188,22 @@ async def test_pausing_a_topic_pauses_every_group_even_one_made_later(
 
     await eventually(fired, timeout_s=10, what="the 5 jobs fired and waiting")
     assert late.started == []
-    stats = await client.stats(topic)
+    stats = await admin.stats(topic)
     assert stats is not None and stats.paused_since_ms == state.since_ms
-    await client.pause(topic, "late")  # paused on its own as well
-    assert (await client.resume(topic)).groups == {}  # resuming the topic resumes every group
+    await admin.pause(topic, "late")  # paused on its own as well
+    assert (await admin.resume(topic)).groups == {}  # resuming the topic resumes every group
     await until(lambda: sorted(late.started) == sorted(ids), what="the 5 ran after resume")
 
 
 async def test_a_subscribed_worker_sees_pause_and_resume_by_the_message_alone(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
     """Item 11: on a cluster the PUBLISH went out before the state was written, so a worker
     told read the old state and saw the change only at its next poll (pause up to 10 s,
     resume ~1 s). With both polls an hour long, only the message can tell it in time. (On
     loopback that race is close and often won by the write: test_pause_announce.py holds the
     order itself, deterministically.)"""
-    await client.create_topic(topic, SHARDS)
+    await admin.create_topic(topic, SHARDS)
     hour = {"pause_poll_ms": 3_600_000, "paused_poll_ms": 3_600_000}
     worker = Worker.from_url(redis_url, topic, Handled(), **FAST, **hour)
     await worker.start()
@@ -210,42 +211,42 @@ async def test_a_subscribed_worker_sees_pause_and_resume_by_the_message_alone(
         # subscribed: its first read follows the subscription's confirmation
         await until(lambda: worker.status()["parts"]["pause"]["reads"] >= 1, what="subscribed")
         for _ in range(3):
-            await client.pause(topic)
+            await admin.pause(topic)
             await until(lambda: worker.status()["paused"], timeout_s=20, what="paused")
-            await client.resume(topic)
+            await admin.resume(topic)
             await until(lambda: not worker.status()["paused"], timeout_s=20, what="resumed")
     finally:
         await worker.stop()
 
 
 def test_bad_pauses_are_refused_by_name_and_change_nothing(redis_url: str, topic: str) -> None:
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
-        client.create_group(topic, "g")
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
+        admin.create_group(topic, "g")
         with pytest.raises(UnknownTopicError) as no_topic:
-            client.pause(topic + "-nope")
+            admin.pause(topic + "-nope")
         assert no_topic.value.parameter == "topic"
         with pytest.raises(UnknownGroupError) as no_group:
-            client.pause(topic, "nope")
+            admin.pause(topic, "nope")
         assert no_group.value.parameter == "group"
         with pytest.raises(InvalidArgumentError) as bad_group:
-            client.pause(topic, 7)  # type: ignore[arg-type]
+            admin.pause(topic, 7)  # type: ignore[arg-type]
         assert bad_group.value.parameter == "group"
         with pytest.raises(InvalidTopicError):
-            client.pause("no spaces allowed")
+            admin.pause("no spaces allowed")
         with pytest.raises(UnknownGroupError):
-            client.resume(topic, "nope")
+            admin.resume(topic, "nope")
         with pytest.raises(UnknownTopicError) as resumed:  # as pause: not "resumed" (item 17)
-            client.resume(topic + "-nope")
+            admin.resume(topic + "-nope")
         assert resumed.value.parameter == "topic"
-        assert topic + "-nope" not in client.topics()
-        assert client.paused(topic).groups == {} and not client.paused(topic).paused
+        assert topic + "-nope" not in admin.topics()
+        assert admin.paused(topic).groups == {} and not admin.paused(topic).paused
 
-        client.pause(topic)
+        admin.pause(topic)
         with pytest.raises(InvalidArgumentError) as alone:
-            client.resume(topic, "g")  # the topic's pause would keep it paused all the same
+            admin.resume(topic, "g")  # the topic's pause would keep it paused all the same
         assert alone.value.parameter == "group"
-        assert client.paused(topic).paused
+        assert admin.paused(topic).paused
 
 
 async def test_resuming_an_unknown_topic_is_404_over_http(redis_url: str, topic: str) -> None:
@@ -256,17 +257,17 @@ async def test_resuming_an_unknown_topic_is_404_over_http(redis_url: str, topic:
 
 
 def test_a_deleted_group_or_dropped_topic_takes_its_pause_along(redis_url: str, topic: str) -> None:
-    with Client.from_url(redis_url) as client:
-        client.create_topic(topic, 2)
-        client.create_group(topic, "g")
-        client.create_group(topic, "h")
-        client.pause(topic, "g")
-        client.pause(topic, "h")
-        client.delete_group(topic, "g")
-        assert set(client.paused(topic).groups) == {"h"}
-        client.pause(topic)
-        client.drop_topic(topic, force=True)
-        client.create_topic(topic, 2)
-        client.create_group(topic, "h")
-        state = client.paused(topic)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
+        admin.create_group(topic, "g")
+        admin.create_group(topic, "h")
+        admin.pause(topic, "g")
+        admin.pause(topic, "h")
+        admin.delete_group(topic, "g")
+        assert set(admin.paused(topic).groups) == {"h"}
+        admin.pause(topic)
+        admin.drop_topic(topic, force=True)
+        admin.create_topic(topic, 2)
+        admin.create_group(topic, "h")
+        state = admin.paused(topic)
         assert not state.paused and state.groups == {}  # a new topic of that name runs

@@ -166,7 +166,7 @@ async def test_a_stale_receipt_settles_nothing_and_the_newer_one_acks(
     api: Served, topic: str, redis_async: redis.asyncio.Redis
 ) -> None:
     await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "s"})
-    shards = await api.service.client.create_topic(topic)
+    shards = await api.service.admin.create_topic(topic)
     group = await made_group(api, topic, "g")
     _, first, _ = await api.call("POST", f"{group}/pull", {"max": 1, "consumer": "a"})
     (old,) = first["jobs"]
@@ -195,7 +195,7 @@ async def test_a_batch_of_stale_and_fresh_receipts_answers_each(
 ) -> None:
     jobs = [{"payload": n, "id": n} for n in ("x", "y", "z")]
     await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
-    shards = await api.service.client.create_topic(topic)
+    shards = await api.service.admin.create_topic(topic)
     group = await made_group(api, topic, "g")
     _, first, _ = await api.call("POST", f"{group}/pull", {"max": 10, "consumer": "a"})
     old = {j["id"]: j["receipt"] for j in first["jobs"]}

@@ -35,7 +35,7 @@ async def made_group(r: redis.asyncio.Redis, api: Served, topic: str, group: str
         "POST", f"/v1/topics/{topic}/jobs", {"payload": 0, "delay_ms": DAY_MS}
     )
     assert status == 201
-    shards = await api.service.client.create_topic(topic)
+    shards = await api.service.admin.create_topic(topic)
     for k in all_shards(topic, shards):
         await r.xgroup_create(k.ready, group, id="0", mkstream=True)
 
@@ -138,7 +138,7 @@ async def test_pull_answers_are_bounded_by_pull_max_bytes_and_leave_the_rest_ava
         items = [{"job_id": f"j{i}", "payload": "x" * job_bytes} for i in range(jobs)]
         await api.service.client.enqueue_many(topic, items)
         assert (await api.call("POST", f"{base}/groups", {"name": "g"}))[0] == 201
-        shards = await api.service.client.create_topic(topic)
+        shards = await api.service.admin.create_topic(topic)
         seen: Counter[str] = Counter()
         for _ in range(jobs):  # the visibility timeout (30 s) never passes meanwhile
             status, body, _ = await api.call("POST", f"{base}/groups/g/pull", {"max": 100})

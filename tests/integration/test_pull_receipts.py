@@ -56,7 +56,7 @@ async def pulled(
         jobs = [{"payload": n, "id": n} for n in ids[i : i + 2000]]
         status, _, _ = await api.call("POST", f"/v1/topics/{topic}/jobs/batch", {"jobs": jobs})
         assert status == 200
-    await api.service.client.create_group(topic, group)
+    await api.service.admin.create_group(topic, group)
     got: dict[str, str] = {}
     while len(got) < len(ids):
         status, body, _ = await api.call(
@@ -81,7 +81,7 @@ async def test_forged_receipts_are_refused_and_change_nothing(
 ) -> None:
     from wheelq.worker.pull import Receipt, ReceiptSeal
 
-    shards = await api.service.client.create_topic(topic, 2)
+    shards = await api.service.admin.create_topic(topic, 2)
     receipts = await pulled(api, topic, "g", ["real", "other"])
     real = receipts["real"]
     entry = _fields(real)[1]
@@ -130,9 +130,9 @@ async def test_forged_receipts_are_refused_and_change_nothing(
 
 async def test_a_receipt_of_another_group_or_topic_is_refused(api: Served, topic: str) -> None:
     receipts = await pulled(api, topic, "g", ["j"])
-    await api.service.client.create_group(topic, "h")
+    await api.service.admin.create_group(topic, "h")
     await api.call("POST", f"/v1/topics/{topic}-2/jobs", {"payload": 1})
-    await api.service.client.create_group(f"{topic}-2", "g")
+    await api.service.admin.create_group(f"{topic}-2", "g")
     for path in (f"/v1/topics/{topic}/groups/h/ack", f"/v1/topics/{topic}-2/groups/g/ack"):
         status, problem, _ = await api.call("POST", path, {"receipts": [receipts["j"]]})
         assert (status, problem["field"]) == (422, "receipts[0]"), (path, problem)
@@ -168,7 +168,7 @@ async def test_services_sharing_a_redis_accept_each_others_receipts(
 async def test_an_ack_of_10000_receipts_of_one_shard_settles_every_one(
     api: Served, topic: str, redis_async: redis.asyncio.Redis
 ) -> None:
-    await api.service.client.create_topic(topic, 1)
+    await api.service.admin.create_topic(topic, 1)
     ids = [f"j{n}" for n in range(10_000)]
     receipts = await pulled(api, topic, "g", ids)
     status, body, _ = await api.call(
@@ -189,7 +189,7 @@ async def test_the_ack_script_records_no_success_for_an_entry_not_in_the_stream(
     only for an entry it settled or one still in the stream (its own reply lost)."""
     from wheelq.store import settle
 
-    await api.service.client.create_topic(topic, 1)
+    await api.service.admin.create_topic(topic, 1)
     keys = ShardKeys(topic, 0)
     await redis_async.xgroup_create(keys.ready, "g", id="0", mkstream=True)
     ghosts = [(f"{n + 1}-0", f"ghost-{n}", 5, 1, None, 1) for n in range(100)]

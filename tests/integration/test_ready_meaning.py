@@ -18,7 +18,7 @@ from tests.integration.test_web_dashboard import get, num
 from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
 from tests.support.web import serving
-from wheelq import AsyncClient, Scheduler
+from wheelq import AsyncAdmin, AsyncClient, Scheduler
 from wheelq.core.keys import ShardKeys
 from wheelq.metrics import MetricsServer
 
@@ -29,7 +29,7 @@ HANDLED, IN_FLIGHT, READY = 3, 2, 4
 
 async def fill(client: AsyncClient, r: redis.asyncio.Redis, topic: str) -> None:
     """One shard: 9 jobs fired; group g handled 3, holds 2, has 4 still to read."""
-    await client.create_topic(topic, 1)
+    await AsyncAdmin.of(client).create_topic(topic, 1)
     for i in range(HANDLED + IN_FLIGHT + READY):
         await client.enqueue(topic, i)
     key = ShardKeys(topic, 0).ready
@@ -50,8 +50,9 @@ async def test_every_interface_counts_the_same_entries_as_ready(
     redis_url: str, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     async with AsyncClient.from_url(redis_url) as client:
+        admin = AsyncAdmin.of(client)
         await fill(client, redis_async, topic)
-        stats = await client.stats(topic)
+        stats = await admin.stats(topic)
         assert stats is not None
         assert (stats.ready, stats.in_flight, stats.in_stream) == (READY, IN_FLIGHT, 9)
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import run_wheelq
+from tests.support.clients import admin_of
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
 from wheelq import AsyncClient, Fail, Job, JobInfo, JobState, Worker
@@ -37,7 +38,7 @@ async def handler(job: Job) -> None:
 @pytest.fixture
 async def api(redis_url: str, topic: str) -> AsyncIterator[Served]:
     async with serving(redis_url) as served:
-        await served.service.client.create_topic(topic, 1)
+        await served.service.admin.create_topic(topic, 1)
         worker = Worker.from_url(redis_url, topic, handler, **FAST)
         async with worker:
             yield served
@@ -55,6 +56,7 @@ async def test_a_handlers_exception_is_one_line_and_its_traceback_is_kept_apart(
     api: Served, topic: str, redis_url: str
 ) -> None:
     client = api.service.client
+    admin = admin_of(client)
     job_id = await client.enqueue(topic, "decline", max_attempts=2)
     retrying = await state_of(client, topic, job_id, JobState.RETRYING)
     line = "PaymentDeclinedError: card declined on attempt 1"
@@ -74,7 +76,7 @@ async def test_a_handlers_exception_is_one_line_and_its_traceback_is_kept_apart(
 
     await client.reschedule(topic, job_id, delay=0)
     dead = await state_of(client, topic, job_id, JobState.DEAD)
-    (letter,) = await client.dead_letters(topic)
+    (letter,) = await admin.dead_letters(topic)
     assert letter.error == dead.last_error and "Traceback" in letter.error
     status, body, _ = await api.call("GET", f"/v1/topics/{topic}/dead")
     (shown_letter,) = body["dead"]
@@ -88,13 +90,14 @@ async def test_a_fail_raised_on_purpose_is_its_message_without_a_class_path(
     api: Served, topic: str, redis_url: str
 ) -> None:
     client = api.service.client
+    admin = admin_of(client)
     job_id = await client.enqueue(topic, "refuse", max_attempts=5)
     await state_of(client, topic, job_id, JobState.DEAD)
     expected = (
         "attempt 1 of 5, not retried: "
         "https://hooks.example/run answered HTTP 410: subscription removed"
     )
-    (letter,) = await client.dead_letters(topic)
+    (letter,) = await admin.dead_letters(topic)
     assert letter.error == expected  # was "...: test_recorded_errors.Refused: https://..."
     _, body, _ = await api.call("GET", f"/v1/topics/{topic}/dead")
     assert [(d["error"], d["error_detail"]) for d in body["dead"]] == [(expected, None)]

@@ -21,6 +21,8 @@ from tests.support.web import serving
 from tests.support.worker_proc import WorkerProcess
 from tests.support.workers import Workers
 from wheelq import (
+    Admin,
+    AsyncAdmin,
     AsyncClient,
     Client,
     InvalidArgumentError,
@@ -102,10 +104,10 @@ async def test_result_returns_what_an_async_handler_returned(
 
 
 async def test_result_of_a_sync_handler_waited_for_by_the_sync_client(
-    redis_url: str, client: AsyncClient, workers: Workers, topic: str
+    redis_url: str, client: AsyncClient, admin: AsyncAdmin, workers: Workers, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, "abc")
-    await client.create_group(topic, "default")  # waited for before its workers start
+    await admin.create_group(topic, "default")  # waited for before its workers start
     with Client.from_url(redis_url) as sync_client:
         waiter = asyncio.create_task(
             asyncio.to_thread(sync_client.result, topic, job_id, timeout=60)
@@ -134,10 +136,14 @@ async def test_a_handler_returning_none_adds_nothing_and_nobody_waiting_costs_no
 
 
 async def test_a_waiter_is_woken_by_the_ack_and_so_is_every_other(
-    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    workers: Workers,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
 ) -> None:
     job_id = await client.enqueue(topic, 5)
-    await client.create_group(topic, "default")
+    await admin.create_group(topic, "default")
     waits = [asyncio.create_task(client.result(topic, job_id, timeout=60)) for _ in range(3)]
     await waiting(redis_async, topic, job_id)
     await workers.start(lambda job: job.payload + 1)
@@ -146,10 +152,14 @@ async def test_a_waiter_is_woken_by_the_ack_and_so_is_every_other(
 
 
 async def test_a_result_is_per_group(
-    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    workers: Workers,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
 ) -> None:
     job_id = await client.enqueue(topic, 1)
-    await client.create_group(topic, "b")
+    await admin.create_group(topic, "b")
     in_b = asyncio.create_task(client.result(topic, job_id, group="b", timeout=60))
     await workers.start(lambda job: "from a", group="a")
     assert await client.result(topic, job_id, group="a", timeout=10) == "from a"
@@ -159,13 +169,13 @@ async def test_a_result_is_per_group(
 
 
 async def test_result_raises_with_the_dead_letters_reason_for_a_dead_job(
-    client: AsyncClient, workers: Workers, topic: str
+    client: AsyncClient, admin: AsyncAdmin, workers: Workers, topic: str
 ) -> None:
     async def broken(job: Job) -> None:
         raise RuntimeError("the disk is full")
 
     job_id = await client.enqueue(topic, 1, max_attempts=1)
-    await client.create_group(topic, "default")
+    await admin.create_group(topic, "default")
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
     await workers.start(broken)
 
@@ -173,15 +183,15 @@ async def test_result_raises_with_the_dead_letters_reason_for_a_dead_job(
         await asyncio.wait_for(waiter, WOKEN_S)
     assert failed.value.state == "dead" and failed.value.reason == "failed"
     assert "the disk is full" in str(failed.value) and failed.value.dead_entry_id
-    (dead,) = await client.dead_letters(topic)
+    (dead,) = await admin.dead_letters(topic)
     assert dead.entry_id == failed.value.dead_entry_id
 
 
 async def test_a_waiter_of_a_job_cancelled_before_it_ran_raises_at_once(
-    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, 1, delay=3600)
-    await client.create_group(topic, "default")
+    await admin.create_group(topic, "default")
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
     await waiting(redis_async, topic, job_id)
     assert await client.cancel(topic, job_id)
@@ -215,10 +225,10 @@ async def test_a_result_over_result_max_bytes_fails_the_run_naming_the_setting(
 
 
 async def test_result_times_out_cleanly(
-    client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
     job_id = await client.enqueue(topic, 1, delay=3600)
-    await client.create_group(topic, "default")
+    await admin.create_group(topic, "default")
 
     with pytest.raises(ResultTimeoutError) as late:
         await client.result(topic, job_id, timeout=0.2)
@@ -346,10 +356,10 @@ def spawn(redis_url: str, topic: str, tmp_path: Path) -> Iterator[Spawn]:
 
 
 async def test_result_waits_across_a_worker_killed_mid_handler_and_its_take_over(
-    client: AsyncClient, workers: Workers, topic: str, spawn: Spawn
+    client: AsyncClient, admin: AsyncAdmin, workers: Workers, topic: str, spawn: Spawn
 ) -> None:
     job_id = await client.enqueue(topic, 7)
-    await client.create_group(topic, "default")
+    await admin.create_group(topic, "default")
     waiter = asyncio.create_task(client.result(topic, job_id, timeout=60))
     a = spawn({"sleep_s": 30})
     await until(lambda: job_id in a.jobs("start"), timeout_s=20, what="a to start the job")
@@ -365,9 +375,10 @@ async def test_result_waits_across_a_worker_killed_mid_handler_and_its_take_over
 
 def test_the_sync_client_times_out_too(redis_url: str, topic: str) -> None:
     with Client.from_url(redis_url) as c:
-        c.create_topic(topic, SHARDS)
+        admin = Admin.of(c)
+        admin.create_topic(topic, SHARDS)
         job_id = c.enqueue(topic, 1, delay=3600)
-        c.create_group(topic, "default")
+        admin.create_group(topic, "default")
         with pytest.raises(ResultTimeoutError) as late:
             c.result(topic, job_id, timeout=0.1)
         assert late.value.state == JobState.PENDING
@@ -414,7 +425,7 @@ async def test_a_stale_workers_late_ack_leaves_the_result_of_the_first_settlemen
 
 
 async def test_result_of_a_group_that_does_not_exist_raises_at_once(
-    client: AsyncClient, workers: Workers, topic: str
+    client: AsyncClient, admin: AsyncAdmin, workers: Workers, topic: str
 ) -> None:
     done = await client.enqueue(topic, 1)
     later = await client.enqueue(topic, 2, delay=3600)
@@ -427,7 +438,7 @@ async def test_result_of_a_group_that_does_not_exist_raises_at_once(
                     client.result(topic, job_id, group="nope", timeout=timeout), 5
                 )
             assert unknown.value.parameter == "group" and "'nope'" in str(unknown.value)
-    await client.create_group(topic, "other")  # a group made, not yet read: it waits
+    await admin.create_group(topic, "other")  # a group made, not yet read: it waits
     with pytest.raises(ResultTimeoutError):
         await client.result(topic, later, group="other", timeout=0.1)
 
@@ -442,13 +453,13 @@ def test_the_sync_client_raises_at_once_for_a_group_that_does_not_exist(
 
 
 async def test_result_of_an_unknown_topic_or_job_raises_at_once_in_every_face(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
     """Issue 43: an unknown topic raised ResultTimeoutError "after timeout=5 s" at once, and
     an unknown job of a known group waited out the whole timeout (HTTP: 404). Now each says
     what is unknown, at once, in the async and sync library and over HTTP."""
-    await client.create_topic(topic, SHARDS)
-    await client.create_group(topic, "default")
+    await admin.create_topic(topic, SHARDS)
+    await admin.create_group(topic, "default")
     asked = (
         ("no-such-topic-here", "abc", UnknownTopicError),
         (topic, "nosuchjob", UnknownJobError),

@@ -13,6 +13,7 @@ import redis.asyncio
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
 from wheelq import (
+    AsyncAdmin,
     AsyncClient,
     EnqueueItem,
     InvalidArgumentError,
@@ -38,7 +39,8 @@ ON_TIME_MS = 1000  # far below the sweep grace and every "fired at the old time"
 @pytest.fixture
 async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
     async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, SHARDS)
         yield c
 
 
@@ -330,7 +332,7 @@ async def test_node_clock_running_ahead_never_fires_early(
 
 
 async def test_graceful_stop_releases_every_lease_and_reports(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
     node = await start_node(redis_url, topic)
     await client.enqueue(topic, "later", delay=3)
@@ -347,7 +349,7 @@ async def test_graceful_stop_releases_every_lease_and_reports(
     assert report.unfired_preloaded == 1
     for keys in all_shards(topic, SHARDS):
         assert await client.redis.get(keys.lease) is None
-    stats = await client.stats(topic)
+    stats = await admin.stats(topic)
     assert stats is not None and stats.pending == 1, "stopping must leave the job in Redis"
 
 
@@ -401,7 +403,11 @@ def ids_in_shard(prefix: str, shard: int, n: int) -> list[str]:
 
 
 async def test_a_malformed_envelope_is_dead_lettered_once_and_its_shard_keeps_firing(
-    client: AsyncClient, redis_url: str, topic: str, caplog: pytest.LogCaptureFixture
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    redis_url: str,
+    topic: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Garbage in the jobs hash, met by the sweep (overdue at start) and by the wheel."""
     r = client.redis
@@ -438,20 +444,20 @@ async def test_a_malformed_envelope_is_dead_lettered_once_and_its_shard_keeps_fi
         assert "dead-letter" in lines[0].getMessage()
     errors = [x.getMessage() for x in caplog.records if x.levelno >= logging.ERROR]
     assert len(errors) == 2, errors
-    letters = await client.dead_letters(topic)
+    letters = await admin.dead_letters(topic)
     assert sorted((d.job_id, d.reason) for d in letters) == sorted(
         [(bad_sweep, "malformed"), (bad_wheel, "malformed")]
     )
     with pytest.raises(InvalidArgumentError, match="malformed"):  # refused, nothing replayed
-        await client.replay(topic, letters)
-    assert len(await client.dead_letters(topic)) == 2
+        await admin.replay(topic, letters)
+    assert len(await admin.dead_letters(topic)) == 2
 
 
 async def test_large_payloads_due_together_go_over_several_calls_and_hold_no_small_job(
-    client: AsyncClient, redis_url: str, topic: str
+    client: AsyncClient, admin: AsyncAdmin, redis_url: str, topic: str
 ) -> None:
     one = f"{topic}.one"  # one shard: one stream shows the order of every emit
-    await client.create_topic(one, 1)
+    await admin.create_topic(one, 1)
     events: list[NodeEvent] = []
     node = Scheduler.from_url(
         redis_url, [one], emit_batch_bytes=256 * 1024, on_event=events.append, **FAST

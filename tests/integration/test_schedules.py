@@ -21,7 +21,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from wheelq import AsyncClient, Client
+from wheelq import Admin, AsyncAdmin, Client
 from wheelq.core.clock import ManualClock
 from wheelq.core.job import pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
@@ -66,7 +66,7 @@ async def planner(r: redis.asyncio.Redis, topic: str, token: str, window_ms: int
 @pytest.fixture
 def client(redis_url: str, topic: str) -> Iterator[Client]:
     with Client.from_url(redis_url) as c:
-        c.create_topic(topic, SHARDS)
+        Admin.of(c).create_topic(topic, SHARDS)
         yield c
 
 
@@ -108,12 +108,18 @@ async def sweep(p: Planner, start_ms: int, end_ms: int, step_ms: int) -> None:
     ],
 )
 async def test_a_daily_0230_run_happens_once_a_day_across_each_dst_change(
-    client: Client, node: Planner, redis_sync: redis.Redis, topic: str, zone: str, day: tuple
+    client: Client,
+    admin: Admin,
+    node: Planner,
+    redis_sync: redis.Redis,
+    topic: str,
+    zone: str,
+    day: tuple,
 ) -> None:
     y, m, d = day
     first = datetime(y, m, d, tzinfo=ZoneInfo(zone)) - timedelta(days=2)
     start = int(first.timestamp() * 1000)
-    client.schedule(
+    admin.schedule(
         "nightly", topic, "x", cron="30 2 * * *", tz=zone, start=start / 1000, misfire="skip"
     )
     await sweep(node, start, start + 5 * 24 * HOUR_MS, HOUR_MS // 2)
@@ -140,6 +146,7 @@ async def test_a_daily_0230_run_happens_once_a_day_across_each_dst_change(
 )
 async def test_an_outage_of_three_runs_is_made_good_by_the_misfire_policy(
     client: Client,
+    admin: Admin,
     node: Planner,
     redis_sync: redis.Redis,
     topic: str,
@@ -147,7 +154,7 @@ async def test_an_outage_of_three_runs_is_made_good_by_the_misfire_policy(
     late: list[int],
 ) -> None:
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
-    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire=misfire)
+    admin.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire=misfire)
     node.clock.set(t0)
     await node.materializer.plan_once()  # runs 0..60 (the hour ahead: the window) written
     # No planner runs until after run 63 + grace: runs 61..63 are missed
@@ -158,11 +165,11 @@ async def test_an_outage_of_three_runs_is_made_good_by_the_misfire_policy(
 
 
 async def test_a_planner_fenced_out_by_a_newer_one_writes_nothing_more(
-    client: Client, node: Planner, redis_async: redis.asyncio.Redis, redis_sync: redis.Redis,
+    admin: Admin, node: Planner, redis_async: redis.asyncio.Redis, redis_sync: redis.Redis,
     topic: str,
 ) -> None:  # fmt: skip
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
-    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire="all")
+    admin.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire="all")
     node.clock.set(t0)
     await node.materializer.plan_once()
     first = written(redis_sync, topic, "tick")
@@ -186,11 +193,11 @@ async def test_a_planner_fenced_out_by_a_newer_one_writes_nothing_more(
 
 
 async def test_a_round_redone_after_a_crash_writes_no_run_twice(
-    client: Client, node: Planner, redis_async: redis.asyncio.Redis, redis_sync: redis.Redis,
+    admin: Admin, node: Planner, redis_async: redis.asyncio.Redis, redis_sync: redis.Redis,
     topic: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
-    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000)
+    admin.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000)
     node.clock.set(t0)
 
     def crash(*args: object) -> None:
@@ -215,30 +222,30 @@ async def test_a_round_redone_after_a_crash_writes_no_run_twice(
 
 
 async def test_pause_cancels_the_runs_written_ahead_and_resume_plans_from_now(
-    client: Client, node: Planner, redis_sync: redis.Redis, topic: str
+    client: Client, admin: Admin, node: Planner, redis_sync: redis.Redis, topic: str
 ) -> None:
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
-    client.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire="skip")
+    admin.schedule("tick", topic, 1, every_ms=60_000, start=t0 / 1000, misfire="skip")
     node.clock.set(t0)
     await node.materializer.plan_once()
     assert len(written(redis_sync, topic, "tick")) == 61
-    assert client.pause_schedule("tick", topic)
+    assert admin.pause_schedule("tick", topic)
     assert written(redis_sync, topic, "tick") == []  # all ahead of the server's clock
     node.clock.set(t0 + 5 * 60_000)
     assert await node.materializer.plan_once() == 0
-    assert client.get_schedule("tick", topic).paused  # type: ignore[union-attr]
-    assert client.resume_schedule("tick", topic)
+    assert admin.get_schedule("tick", topic).paused  # type: ignore[union-attr]
+    assert admin.resume_schedule("tick", topic)
     await node.materializer.plan_once()
     # Resumed: planned from now on (runs while paused are skipped, whatever the policy).
     assert written(redis_sync, topic, "tick") == [t0 + k * 60_000 for k in range(5, 66)]
-    assert client.unschedule("tick", topic)
+    assert admin.unschedule("tick", topic)
     assert written(redis_sync, topic, "tick") == []
-    assert client.get_schedule("tick", topic) is None
-    assert not client.unschedule("tick", topic)
+    assert admin.get_schedule("tick", topic) is None
+    assert not admin.unschedule("tick", topic)
 
 
 async def test_a_shard_whose_schedule_keys_are_broken_does_not_stop_the_others(
-    client: Client, node: Planner, redis_sync: redis.Redis, topic: str
+    client: Client, admin: Admin, node: Planner, redis_sync: redis.Redis, topic: str
 ) -> None:
     homes = {}
     for i in range(40):  # two schedules with different home shards
@@ -246,7 +253,7 @@ async def test_a_shard_whose_schedule_keys_are_broken_does_not_stop_the_others(
     broken, fine = list(homes.items())[:2]
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
     for _, name in (broken, fine):
-        client.schedule(name, topic, 1, every_ms=60_000, start=t0 / 1000)
+        admin.schedule(name, topic, 1, every_ms=60_000, start=t0 / 1000)
     bad = ShardKeys(topic, broken[0]).sched_epoch
     redis_sync.delete(bad)
     redis_sync.rpush(bad, "not a counter")
@@ -263,13 +270,13 @@ async def test_a_shard_whose_schedule_keys_are_broken_does_not_stop_the_others(
 
 
 async def test_an_update_applies_from_the_first_run_not_yet_written(
-    client: Client, node: Planner, redis_sync: redis.Redis, topic: str
+    client: Client, admin: Admin, node: Planner, redis_sync: redis.Redis, topic: str
 ) -> None:
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
-    client.schedule("tick", topic, "old", every_ms=60_000, start=t0 / 1000)
+    admin.schedule("tick", topic, "old", every_ms=60_000, start=t0 / 1000)
     node.clock.set(t0)
     await node.materializer.plan_once()  # runs 0..60 min written, the old rule's
-    updated = client.schedule("tick", topic, "new", every_ms=30_000, start=t0 / 1000)
+    updated = admin.schedule("tick", topic, "new", every_ms=30_000, start=t0 / 1000)
     assert updated.planned_ms == t0 + HOUR_MS and not updated.paused
     node.clock.set(t0 + 30 * 60_000)
     await node.materializer.plan_once()  # planned on from t0 + 60 min, by the new rule
@@ -302,6 +309,7 @@ async def _store_as_an_older_wheelq(
 
 async def test_a_schedule_stored_with_a_start_in_year_9999_stops_no_other_of_its_shard(
     client: Client,
+    admin: Admin,
     node: Planner,
     redis_sync: redis.Redis,
     redis_async: redis.asyncio.Redis,
@@ -311,9 +319,9 @@ async def test_a_schedule_stored_with_a_start_in_year_9999_stops_no_other_of_its
     every-second schedule of that shard fired none of its runs; listing answered 500."""
     far, unreadable, fine = _same_home(3)
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
-    client.schedule(fine, topic, 1, every_ms=1000, start=t0 / 1000)
+    admin.schedule(fine, topic, 1, every_ms=1000, start=t0 / 1000)
     year_9999 = ms("UTC", 9999, 12, 31, 23, 59) + 59_000
-    older = client.schedule(far, topic, 2, cron="* * * * *")  # then its start set as of old
+    older = admin.schedule(far, topic, 2, cron="* * * * *")  # then its start set as of old
     rule = dataclasses.replace(older.rule, start_ms=year_9999, anchor_ms=year_9999)
     await _store_as_an_older_wheelq(
         redis_async, topic, far, dataclasses.replace(older, rule=rule).pack()
@@ -327,22 +335,23 @@ async def test_a_schedule_stored_with_a_start_in_year_9999_stops_no_other_of_its
         assert written(redis_sync, topic, fine) == [t0 + k * 1000 for k in range(3601 + 8)]
         assert written(redis_sync, topic, far) == []
         assert node.materializer.unplannable == 1  # the unreadable one, logged once
-        listed = {s.name: s for s in client.schedules(topic)}
+        listed = {s.name: s for s in admin.schedules(topic)}
         assert sorted(listed) == sorted([far, unreadable, fine])
         assert listed[far].error is None and listed[far].next_run_ms(t0) is None
         assert listed[far].rule.start_ms == year_9999
         assert listed[unreadable].error is not None and listed[unreadable].next_run_ms(t0) is None
         assert listed[fine].error is None and listed[fine].next_run_ms(t0) == t0 + 1000
-        assert client.get_schedule(unreadable, topic) == listed[unreadable]
-        assert client.pause_schedule(unreadable, topic)
+        assert admin.get_schedule(unreadable, topic) == listed[unreadable]
+        assert admin.pause_schedule(unreadable, topic)
     finally:  # the server is shared: schedules() of other tests reads every topic's
         for name in (far, unreadable):
-            client.unschedule(name, topic)
-    assert [s.name for s in client.schedules(topic)] == [fine]
+            admin.unschedule(name, topic)
+    assert [s.name for s in admin.schedules(topic)] == [fine]
 
 
 async def test_a_schedule_whose_plan_raises_is_skipped_while_its_shard_plans_on(
     client: Client,
+    admin: Admin,
     node: Planner,
     redis_sync: redis.Redis,
     topic: str,
@@ -353,7 +362,7 @@ async def test_a_schedule_whose_plan_raises_is_skipped_while_its_shard_plans_on(
     bad, fine = _same_home(2)
     t0 = ms("UTC", 2027, 1, 1, 12, 0)
     for name in (bad, fine):
-        client.schedule(name, topic, 1, every_ms=60_000, start=t0 / 1000)
+        admin.schedule(name, topic, 1, every_ms=60_000, start=t0 / 1000)
     real_plan = materializer.plan
 
     def plan(schedule: Schedule, now_ms: int, horizon_ms: int) -> Plan:
@@ -387,13 +396,13 @@ async def test_a_schedule_time_out_of_range_is_refused_by_both_clients_storing_n
     """Item 7: a start in year 9999 was stored, then broke the listing and its shard's
     planning; both clients refuse it, naming the field and the range, before any write."""
     field = "start" if "start" in when else "end"
-    with Client.from_url(redis_url) as sync:
+    with Admin.from_url(redis_url) as sync:
         with pytest.raises(InvalidDelayError, match=rf"^{field} must be .*ten years on") as info:
             sync.schedule("far", topic, 1, **when)
         assert info.value.parameter == field
-        async with AsyncClient.from_url(redis_url) as client:
+        async with AsyncAdmin.from_url(redis_url) as admin:
             with pytest.raises(InvalidDelayError, match=rf"^{field} must be") as info:
-                await client.schedule("far", topic, 1, **when)
+                await admin.schedule("far", topic, 1, **when)
             assert info.value.parameter == field
         assert topic not in sync.topics()
         assert sync.schedules(topic) == []

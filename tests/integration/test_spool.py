@@ -30,7 +30,7 @@ from tests.support.spooling import (
     found_ids,
 )
 from tests.support.waiting import eventually_sync, until
-from wheelq import AckUnsupportedError, AsyncClient, Client, SpoolLockedError, SpoolStats
+from wheelq import AckUnsupportedError, Admin, AsyncClient, Client, SpoolLockedError, SpoolStats
 from wheelq.core.clock import ManualClock
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
@@ -267,8 +267,9 @@ def test_close_ends_within_its_bound_while_the_drain_waits_on_a_stalled_redis(
             default_shards=SHARDS,
             redis_options={"socket_timeout": None, "socket_connect_timeout": None},
         )
+        admin = Admin.of(client)
         try:
-            client.create_topic(topic)
+            admin.create_topic(topic)
             proxy.refuse(True)
             proxy.cut()
             ids = [client.enqueue(topic, n, delay=HOUR_S) for n in range(10)]  # spooled

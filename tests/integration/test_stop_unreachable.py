@@ -23,7 +23,7 @@ from tests.support.node_proc import NodeProcess
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
 from tests.support.worker_proc import WorkerProcess
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.testing import EmbeddedServer, ServerBinary
 
 SHARDS = 2
@@ -92,7 +92,8 @@ def spawn(server: EmbeddedServer, topic: str, tmp_path: Path) -> Iterator[Any]:
 
     def start(kind: str, settings: dict[str, Any], behaviour: dict[str, Any] | None = None) -> Any:
         with Client.from_url(server.url) as client:
-            client.create_topic(topic, SHARDS)
+            admin = Admin.of(client)
+            admin.create_topic(topic, SHARDS)
             client.enqueue_many(topic, [{"payload": i} for i in range(12)])
         child: NodeProcess | WorkerProcess
         if kind == "node":

@@ -26,7 +26,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from tests.support.waiting import eventually, until
-from wheelq import AsyncClient, NodeEvent, Scheduler, SchedulerSettings
+from wheelq import AsyncAdmin, AsyncClient, NodeEvent, Scheduler, SchedulerSettings
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.runtime.clock import RedisClock
 from wheelq.testing.proxy import CuttingProxy
@@ -68,7 +68,8 @@ def ids_on(shard: int, n: int, prefix: str = "job") -> list[str]:
 @pytest.fixture
 async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
     async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, SHARDS)
         yield c
 
 

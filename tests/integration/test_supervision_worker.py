@@ -21,7 +21,7 @@ import redis.asyncio
 
 from tests.support.waiting import eventually
 from tests.support.worker_proc import WorkerProcess
-from wheelq import AsyncClient, Job, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.testing.proxy import CuttingProxy
 
@@ -39,7 +39,8 @@ NOT_A_STREAM = "not a stream"
 @pytest.fixture
 async def client(redis_url: str, topic: str) -> AsyncIterator[AsyncClient]:
     async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, SHARDS)
         yield c
 
 

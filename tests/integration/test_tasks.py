@@ -126,8 +126,8 @@ def test_a_wrong_argument_type_names_the_parameter_and_enqueues_nothing(
     with pytest.raises(wheelq.InvalidArgumentError) as missing:
         send.enqueue_in(0.5, "a@b")
     assert missing.value.parameter == "n", missing.value
-    with wheelq.Client.from_url(redis_url) as client:
-        assert send.topic not in client.topics()  # nothing written, not even the topic
+    with wheelq.Admin.from_url(redis_url) as admin:
+        assert send.topic not in admin.topics()  # nothing written, not even the topic
 
 
 def test_an_async_task_awaited_end_to_end(
@@ -198,8 +198,8 @@ def test_a_task_out_of_attempts_is_dead_lettered_and_its_result_says_so(
         with pytest.raises(wheelq.JobFailedError) as failed:
             handle.result(timeout=10)
     assert "no luck" in str(failed.value)
-    with wheelq.Client.from_url(redis_url) as client:
-        page = client.dead_letters(doomed.topic)
+    with wheelq.Admin.from_url(redis_url) as admin:
+        page = admin.dead_letters(doomed.topic)
     assert [d.job_id for d in page] == [handle.id]
     assert page[0].payload == {"why": "no luck"}  # the documented payload shape
 

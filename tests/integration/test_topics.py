@@ -16,9 +16,10 @@ import redis
 import redis.asyncio
 
 from tests.integration.test_client import topic_keys
-from tests.support.clients import MakeClient
+from tests.support.clients import MakeClient, admin_of
 from tests.support.waiting import eventually
 from wheelq import (
+    AsyncAdmin,
     AsyncClient,
     EnqueueItem,
     InvalidArgumentError,
@@ -73,9 +74,9 @@ def ack_everything(r: redis.Redis, topic: str, group: str) -> None:
 
 
 async def test_drop_topic_deletes_every_key_of_every_shard_and_the_registry_entry(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
-    await client.create_topic(topic, SHARDS)
+    await admin.create_topic(topic, SHARDS)
     await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(40)])  # fired at once
     ack_everything(redis_sync, topic, "g1")
     keys = ShardKeys(topic, 1)
@@ -86,20 +87,20 @@ async def test_drop_topic_deletes_every_key_of_every_shard_and_the_registry_entr
     redis_sync.zadd(nodes_key(topic), {"some-node": 1})
     assert len(topic_keys(redis_sync, topic)) >= SHARDS + 5
 
-    assert await client.drop_topic(topic) is True
+    assert await admin.drop_topic(topic) is True
 
     assert topic_keys(redis_sync, topic) == set()
     assert redis_sync.hexists(TOPICS_KEY, topic) == 0
-    assert topic not in await client.topics()
-    assert await client.stats(topic) is None
-    assert await client.drop_topic(topic) is False
+    assert topic not in await admin.topics()
+    assert await admin.stats(topic) is None
+    assert await admin.drop_topic(topic) is False
 
 
 @pytest.mark.parametrize("what", ["pending job", "entry no group read", "entry not acked"])
 async def test_drop_topic_refuses_while_jobs_are_left_to_run_and_changes_nothing(
-    client: Any, redis_sync: redis.Redis, topic: str, what: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str, what: str
 ) -> None:
-    await client.create_topic(topic, SHARDS)
+    await admin.create_topic(topic, SHARDS)
     await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(10)])
     ack_everything(redis_sync, topic, "g1")
     if what == "pending job":
@@ -114,7 +115,7 @@ async def test_drop_topic_refuses_while_jobs_are_left_to_run_and_changes_nothing
     before = dump(redis_sync, topic)
 
     with pytest.raises(TopicNotEmptyError) as caught:
-        await client.drop_topic(topic)
+        await admin.drop_topic(topic)
 
     assert dump(redis_sync, topic) == before
     err = caught.value
@@ -127,35 +128,35 @@ async def test_drop_topic_refuses_while_jobs_are_left_to_run_and_changes_nothing
 
 
 async def test_drop_topic_with_force_drops_pending_and_unacked_jobs(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
-    await client.create_topic(topic, SHARDS)
+    await admin.create_topic(topic, SHARDS)
     await client.enqueue_many(topic, [EnqueueItem(payload=i, delay=60) for i in range(20)])
     await client.enqueue_many(topic, [EnqueueItem(payload=i) for i in range(20)])
 
-    assert await client.drop_topic(topic, force=True) is True
+    assert await admin.drop_topic(topic, force=True) is True
 
     assert topic_keys(redis_sync, topic) == set()
     assert redis_sync.hexists(TOPICS_KEY, topic) == 0
 
 
 async def test_drop_topic_of_an_unknown_topic_is_false_and_creates_nothing(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
-    assert await client.drop_topic(topic) is False
-    assert await client.drop_topic(topic, force=True) is False
+    assert await admin.drop_topic(topic) is False
+    assert await admin.drop_topic(topic, force=True) is False
     assert redis_sync.hexists(TOPICS_KEY, topic) == 0
     assert topic_keys(redis_sync, topic) == set()
 
 
 async def test_drop_topic_without_a_registry_entry_is_false_and_leaves_the_keys(
-    client: Any, redis_sync: redis.Redis, topic: str
+    client: Any, admin: Any, redis_sync: redis.Redis, topic: str
 ) -> None:
     await client.enqueue(topic, "x", delay=60)
     redis_sync.hdel(TOPICS_KEY, topic)  # unregistered by hand: the shard count is unknown
     before = dump(redis_sync, topic)
 
-    assert await client.drop_topic(topic, force=True) is False
+    assert await admin.drop_topic(topic, force=True) is False
 
     assert dump(redis_sync, topic) == before
 
@@ -171,6 +172,7 @@ async def test_drop_topic_without_a_registry_entry_is_false_and_leaves_the_keys(
 )
 async def test_drop_topic_bad_arguments_raise_and_change_nothing(
     client: Any,
+    admin: Any,
     redis_sync: redis.Redis,
     topic: str,
     args: tuple[Any, ...],
@@ -183,7 +185,7 @@ async def test_drop_topic_bad_arguments_raise_and_change_nothing(
     args = tuple(topic if a == "{topic}" else a for a in args)
 
     with pytest.raises(error) as caught:
-        await client.drop_topic(*args, **kwargs)
+        await admin.drop_topic(*args, **kwargs)
 
     assert getattr(caught.value, "parameter", None) == parameter
     assert dump(redis_sync, topic) == before
@@ -193,23 +195,24 @@ async def test_a_dropped_topic_is_created_afresh_on_next_use(
     make_client: MakeClient, redis_sync: redis.Redis, topic: str
 ) -> None:
     client = make_client(default_shards=3)
-    await client.create_topic(topic, 5)
+    admin = admin_of(client)
+    await admin.create_topic(topic, 5)
     await client.enqueue(topic, "old", delay=60)
-    assert await client.drop_topic(topic, force=True)
+    assert await admin.drop_topic(topic, force=True)
 
     job = await client.enqueue(topic, "new", delay=60)  # the client forgot the old count
 
     assert redis_sync.hget(TOPICS_KEY, topic) == b"3"
     assert redis_sync.zscore(ShardKeys(topic, shard_of(job, 3)).delayed, job) is not None
-    assert (await client.stats(topic)).pending == 1
+    assert (await admin.stats(topic)).pending == 1
 
 
 async def test_a_scheduler_serving_a_dropped_topic_lets_it_go_and_serves_the_others(
     producer: AsyncClient, redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:
     other = f"{topic}.other"
-    await producer.create_topic(topic, SHARDS)
-    await producer.create_topic(other, 2)
+    await AsyncAdmin.of(producer).create_topic(topic, SHARDS)
+    await AsyncAdmin.of(producer).create_topic(other, 2)
     node = Scheduler.from_url(redis_url, [topic, other], **FAST)
     await node.start()
     try:
@@ -220,7 +223,7 @@ async def test_a_scheduler_serving_a_dropped_topic_lets_it_go_and_serves_the_oth
             topic, [EnqueueItem(payload=i, delay=0.2 + i / 100) for i in range(50)]
         )
 
-        assert await producer.drop_topic(topic, force=True)
+        assert await AsyncAdmin.of(producer).drop_topic(topic, force=True)
 
         def gone() -> bool:
             led = {lead.keys.topic for lead in node.leads.all()}
@@ -268,13 +271,13 @@ CLIENT_CALLS = [
     ("get", lambda c, t: c.get(t, "j")),
     ("cancel", lambda c, t: c.cancel(t, "j")),
     ("reschedule", lambda c, t: c.reschedule(t, "j", delay=1)),
-    ("stats", lambda c, t: c.stats(t)),
-    ("topics", lambda c, t: c.topics()),
-    ("create_topic", lambda c, t: c.create_topic(t)),
-    ("create_topic-4", lambda c, t: c.create_topic(t, 4)),
-    ("dead_letters", lambda c, t: c.dead_letters(t)),
-    ("replay", lambda c, t: c.replay(t)),
-    ("drop_topic", lambda c, t: c.drop_topic(t, force=True)),
+    ("stats", lambda c, t: admin_of(c).stats(t)),
+    ("topics", lambda c, t: admin_of(c).topics()),
+    ("create_topic", lambda c, t: admin_of(c).create_topic(t)),
+    ("create_topic-4", lambda c, t: admin_of(c).create_topic(t, 4)),
+    ("dead_letters", lambda c, t: admin_of(c).dead_letters(t)),
+    ("replay", lambda c, t: admin_of(c).replay(t)),
+    ("drop_topic", lambda c, t: admin_of(c).drop_topic(t, force=True)),
 ]
 
 
@@ -329,7 +332,7 @@ async def test_a_scheduler_logs_a_bad_registry_entry_once_and_serves_the_other_t
 ) -> None:
     bad, good = f"{topic}.bad", f"{topic}.good"
     corrupt(b"-3", bad)
-    await producer.create_topic(good, 2)
+    await AsyncAdmin.of(producer).create_topic(good, 2)
     caplog.set_level(logging.WARNING, logger="wheelq")
     node = Scheduler.from_url(redis_url, [bad, good], **FAST)
     await node.start()
@@ -359,7 +362,7 @@ async def test_a_scheduler_logs_a_bad_registry_entry_once_and_serves_the_other_t
 async def test_a_scheduler_given_one_topic_name_as_a_str_serves_that_topic(
     producer: AsyncClient, redis_url: str, topic: str
 ) -> None:
-    await producer.create_topic(topic, 2)
+    await AsyncAdmin.of(producer).create_topic(topic, 2)
     connection = redis.asyncio.Redis.from_url(redis_url)
     assert Scheduler(connection, topic).topics == frozenset({topic})
     await connection.aclose()

@@ -19,9 +19,10 @@ import redis.asyncio
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from tests.support.clients import admin_of
 from tests.support.tracing import Spans
 from tests.support.waiting import until
-from wheelq import AsyncClient, Job, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, Scheduler, Worker
 from wheelq.core.job import Field
 from wheelq.core.keys import all_shards
 from wheelq.core.trace import format_traceparent
@@ -65,7 +66,8 @@ async def start(
 ) -> AsyncClient:
     """A client, a scheduler node and a worker on `topic` (made after tracing is set up)."""
     client = await stack.enter_async_context(AsyncClient.from_url(url))
-    await client.create_topic(topic, SHARDS)
+    admin = admin_of(client)
+    await admin.create_topic(topic, SHARDS)
     await stack.enter_async_context(Scheduler.from_url(url, [topic], **SCHEDULER))
     settings = {**FAST, **worker}
     await stack.enter_async_context(Worker.from_url(url, topic, handler, **settings))
@@ -136,7 +138,8 @@ async def test_without_a_trace_context_nothing_is_written_and_a_given_one_travel
 ) -> None:
     # the suite's default: no otel extra
     async with AsyncClient.from_url(redis_url) as client:
-        await client.create_topic(topic, SHARDS)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, SHARDS)
         plain = await client.enqueue(topic, {"n": 1})  # due now: fired by the enqueue
         given = await client.enqueue(topic, {"n": 2}, traceparent=GIVEN)
         batch = await client.enqueue_many(

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Callback, EnqueueItem, JobState, Scheduler
+from wheelq import AsyncAdmin, AsyncClient, Callback, EnqueueItem, JobState, Scheduler
 from wheelq.core.keys import ShardKeys
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
@@ -23,7 +23,7 @@ HOUR_MS = 3_600_000
 
 async def _fire(client: AsyncClient, topic: str, n: int) -> list[bytes]:
     """Enqueue n jobs due now (the enqueue script appends them at once); their entry ids."""
-    await client.create_topic(topic, 1)
+    await AsyncAdmin.of(client).create_topic(topic, 1)
     for i in range(n):
         await client.enqueue(topic, {"i": i})
     return [entry_id for entry_id, _ in await client.redis.xrange(ShardKeys(topic, 0).ready)]
@@ -87,12 +87,12 @@ async def test_trim_removes_acked_entries_and_keeps_every_unacked_one(
 
 
 async def test_trim_trims_the_callbacks_stream_by_its_own_group_and_keeps_its_jobs_known(
-    redis_url: str, client: AsyncClient, topic: str
+    redis_url: str, client: AsyncClient, admin: AsyncAdmin, topic: str
 ) -> None:
     """Jobs with a callback fire into their own stream: the topic's groups neither see nor
     hold them back, the deliverer's group alone does, and their history outlives a trim of
     the other stream."""
-    await client.create_topic(topic, 1)
+    await admin.create_topic(topic, 1)
     keys = ShardKeys(topic, 0)
     hook = Callback("https://hooks.example.com/x")
     plain = [await client.enqueue(topic, i) for i in range(4)]
@@ -156,9 +156,9 @@ async def _records(r: redis.asyncio.Redis, key: str) -> list[bytes]:
 
 
 async def test_over_its_byte_budget_history_loses_the_oldest_acked_entries_and_their_records(
-    redis_url: str, client: AsyncClient, topic: str
+    redis_url: str, client: AsyncClient, admin: AsyncAdmin, topic: str
 ) -> None:
-    await client.create_topic(topic, 1)
+    await admin.create_topic(topic, 1)
     await client.enqueue_many(
         topic, [EnqueueItem(payload="x" * 200, job_id=f"j{i}") for i in range(2000)]
     )

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from tests.support.clients import admin_of
 from tests.support.web import serving
-from wheelq import AsyncClient, Client, UnknownTopicError
+from wheelq import AsyncAdmin, AsyncClient, Client, UnknownTopicError
 from wheelq.web.app import create_app
 
 RESULT = "/v1/topics/{topic}/jobs/{job_id:path}/result"
@@ -84,8 +85,8 @@ async def test_every_route_of_an_unknown_topic_answers_the_same_404(redis_url: s
             if not ok:
                 wrong.append(f"{method} {url}: {got[0]} {_said(got[1])}")
         assert not wrong, "\n".join(wrong)
-    async with AsyncClient.from_url(redis_url) as client:
-        assert topic not in await client.topics(), "a refused request created the topic"
+    async with AsyncAdmin.from_url(redis_url) as admin:
+        assert topic not in await admin.topics(), "a refused request created the topic"
 
 
 def _said(answer: Any) -> str:
@@ -94,12 +95,12 @@ def _said(answer: Any) -> str:
 
 
 LIBRARY_CALLS = {
-    "dead_letters": lambda c, t: c.dead_letters(t),
-    "replay": lambda c, t: c.replay(t),
-    "purge_dead": lambda c, t: c.purge_dead(t),
-    "limits": lambda c, t: c.limits(t),
-    "events_config": lambda c, t: c.events_config(t),
-    "pause": lambda c, t: c.pause(t),
+    "dead_letters": lambda c, t: admin_of(c).dead_letters(t),
+    "replay": lambda c, t: admin_of(c).replay(t),
+    "purge_dead": lambda c, t: admin_of(c).purge_dead(t),
+    "limits": lambda c, t: admin_of(c).limits(t),
+    "events_config": lambda c, t: admin_of(c).events_config(t),
+    "pause": lambda c, t: admin_of(c).pause(t),
     "result": lambda c, t: c.result(t, "some-job", timeout=30),
 }
 """The library's calls of a topic that answer `UnknownTopicError` for an unknown one (the
@@ -114,10 +115,11 @@ async def test_the_library_raises_unknown_topic_where_http_answers_404(
     with Client.from_url(redis_url) as sync_client, pytest.raises(UnknownTopicError):
         LIBRARY_CALLS[call](sync_client, topic)
     async with AsyncClient.from_url(redis_url) as client:
+        admin = AsyncAdmin.of(client)
         with pytest.raises(UnknownTopicError):
             await asyncio.wait_for(LIBRARY_CALLS[call](client, topic), 5)
         if call == "events_config":  # and following them
             with pytest.raises(UnknownTopicError):
-                async with contextlib.aclosing(client.events(topic)) as events:
+                async with contextlib.aclosing(admin.events(topic)) as events:
                     await anext(events)
-        assert topic not in await client.topics()
+        assert topic not in await admin.topics()

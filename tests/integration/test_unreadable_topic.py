@@ -15,7 +15,7 @@ from redis.exceptions import ResponseError
 from tests.integration.test_web_dashboard import get, num
 from tests.support.cli import run_wheelq
 from tests.support.web import Served, serving
-from wheelq import AsyncClient, Client, ScriptError, WrongTypeError
+from wheelq import Admin, AsyncAdmin, Client, ScriptError, WrongTypeError
 from wheelq.core.keys import ShardKeys
 
 
@@ -34,9 +34,9 @@ async def corrupt(redis_url: str, redis_sync: redis.Redis, topic: str) -> AsyncI
         yield topic
     finally:
         redis_sync.delete(key)
-        with Client.from_url(redis_url) as client:
+        with Admin.from_url(redis_url) as admin:
             for name in (f"{topic}-a", f"{topic}-b"):
-                client.drop_topic(name, force=True)
+                admin.drop_topic(name, force=True)
 
 
 @pytest.fixture
@@ -49,13 +49,13 @@ async def test_the_library_lists_an_unreadable_topic_and_reads_the_others(
     redis_url: str, corrupt: str
 ) -> None:
     a, b = f"{corrupt}-a", f"{corrupt}-b"
-    with Client.from_url(redis_url) as client:
-        assert {a: 4, b: 4}.items() <= client.topics().items()
-        stats = client.stats(a)
+    with Admin.from_url(redis_url) as admin:
+        assert {a: 4, b: 4}.items() <= admin.topics().items()
+        stats = admin.stats(a)
         assert stats is not None and stats.pending == 2
         with pytest.raises(ResponseError, match="WRONGTYPE"):  # asked for it by name
-            client.stats(b)
-    async with AsyncClient.from_url(redis_url) as aclient:
+            admin.stats(b)
+    async with AsyncAdmin.from_url(redis_url) as aclient:
         assert {a: 4, b: 4}.items() <= (await aclient.topics()).items()
         astats = await aclient.stats(a)
         assert astats is not None and astats.pending == 2
@@ -129,8 +129,9 @@ async def wrecked(redis_url: str, redis_sync: redis.Redis, topic: str) -> AsyncI
     """`topic` with job ``j`` pending, then the `WRECKED` keys of every shard a string (as
     another program sharing the server might write them); removed at teardown."""
     with Client.from_url(redis_url) as client:
+        admin = Admin.of(client)
         client.enqueue(topic, 1, delay=600, job_id="j")
-        shards = client.shards(topic)
+        shards = admin.shards(topic)
     assert shards is not None
     keys = [getattr(ShardKeys(topic, s), name) for s in range(shards) for name in WRECKED]
     redis_sync.delete(*keys)
@@ -140,8 +141,8 @@ async def wrecked(redis_url: str, redis_sync: redis.Redis, topic: str) -> AsyncI
         yield topic
     finally:
         redis_sync.delete(*keys)
-        with Client.from_url(redis_url) as client:
-            client.drop_topic(topic, force=True)
+        with Admin.from_url(redis_url) as admin:
+            admin.drop_topic(topic, force=True)
 
 
 @pytest.mark.parametrize(("method", "path", "body"), WRONG_TYPE_ROUTES)

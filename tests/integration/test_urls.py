@@ -16,7 +16,7 @@ from redis.retry import Retry
 
 from tests.support.servers import dedicated_server, tls_supported
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Client, Scheduler
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Scheduler
 from wheelq.core.history import JobState
 from wheelq.core.keys import PAUSED_KEY, TOPICS_KEY, ShardKeys, shard_of
 from wheelq.testing import EmbeddedServer, ServerBinary
@@ -47,8 +47,8 @@ def roundtrip(client: Client, topic: str) -> None:
     assert client.cancel(topic, job) is True
     fired = client.enqueue(topic, b"now")
     assert (client.get(topic, fired)).state is JobState.READY
-    assert client.topics()[topic] == SHARDS
-    stats = client.stats(topic)
+    assert Admin.of(client).topics()[topic] == SHARDS
+    stats = Admin.of(client).stats(topic)
     assert stats is not None and (stats.pending, stats.ready) == (0, 1)
 
 
@@ -60,7 +60,7 @@ async def roundtrip_async(client: AsyncClient, topic: str) -> None:
     assert await client.cancel(topic, job) is True
     fired = await client.enqueue(topic, b"now")
     assert (await client.get(topic, fired)).state is JobState.READY
-    stats = await client.stats(topic)
+    stats = await AsyncAdmin.of(client).stats(topic)
     assert stats is not None and (stats.pending, stats.ready) == (0, 1)
 
 
@@ -176,7 +176,7 @@ async def test_scheduler_with_an_acl_user_limited_to_its_topic_fires_jobs(
         admin.execute_command("ACL", "SETUSER", "narrow", f"~wheelq:nodes:{topic}")
     url = plain_url(acl_server, "narrow", "pw2")
     async with AsyncClient.from_url(url, default_shards=SHARDS) as client:
-        await client.create_topic(topic)
+        await AsyncAdmin.of(client).create_topic(topic)
         node = Scheduler.from_url(url, [topic], lease_ttl_ms=2000, preload_interval_ms=100)
         await node.start()
         try:
@@ -260,7 +260,8 @@ async def test_scheduler_over_tls_fires_a_job_into_the_stream(
     async with AsyncClient.from_url(
         tls_server.url, redis_options=options, default_shards=SHARDS
     ) as client:
-        await client.create_topic(topic)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic)
         node = Scheduler.from_url(
             tls_server.url,
             [topic],

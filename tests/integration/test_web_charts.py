@@ -18,10 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.support.clients import admin_of
 from tests.support.servers import free_port
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
-from wheelq import AsyncClient, Job, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, Scheduler, Worker
 from wheelq.core.clock import ManualClock
 from wheelq.metrics import MetricsServer
 from wheelq.web.charts import Chart
@@ -47,7 +48,7 @@ async def test_the_pages_chart_the_service_s_own_samples(redis_url: str, topic: 
     async with serving(redis_url) as api:
         client, sampler = api.service.client, api.service.sampler
         assert sampler is not None
-        await client.create_topic(topic, 4)
+        await admin_of(client).create_topic(topic, 4)
         _, before = await page(api, f"/ui/topics/{topic}")
         assert "none yet" in before and latest(before, "throughput") == {}  # nothing sampled
         await client.enqueue_many(
@@ -84,8 +85,9 @@ async def test_a_steady_topic_is_flat_on_the_list_while_topics_take_turns(
     busy = min(names)  # sampled in the first round
     clock = ManualClock(1_800_000_000_000)
     async with AsyncClient.from_url(redis_url) as client:
+        admin = AsyncAdmin.of(client)
         for name in names:
-            await client.create_topic(name, 1)
+            await admin.create_topic(name, 1)
         later = [{"payload": i, "delay": timedelta(hours=1)} for i in range(45)]
         await client.enqueue_many(busy, later)
 
@@ -209,7 +211,7 @@ async def test_a_prometheus_that_does_not_answer_leaves_the_charts_empty_saying_
     redis_url: str, topic: str
 ) -> None:
     async with serving(redis_url, prometheus_url=f"http://127.0.0.1:{free_port()}") as api:
-        await api.service.client.create_topic(topic, 1)
+        await api.service.admin.create_topic(topic, 1)
         status, html = await page(api, f"/ui/topics/{topic}")
         assert status == 200
         assert html.count('<svg class="chart"') == 3

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_web_dashboard import dead_letters, dead_list, enqueue, get, post
+from tests.support.clients import admin_of
 from tests.support.web import Served, serving
 from wheelq import AsyncClient
 
@@ -94,42 +95,43 @@ async def test_a_topic_and_a_group_are_paused_resumed_and_deleted_and_dropped(
     api: Served, page: Any, topic: str
 ) -> None:
     client = api.service.client
+    admin = admin_of(client)
     await enqueue(api, topic, 1, 3_600_000, "j")
     await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"})
     await page.goto(f"{api.base}/ui/topics/{topic}")
     await page.get_by_role("button", name="Pause topic").click()
     await page.wait_for_url("**done=paused")
-    assert (await client.paused(topic)).paused
+    assert (await admin.paused(topic)).paused
     await page.get_by_role("button", name="Resume topic").click()
     await page.wait_for_url("**done=resumed")
-    assert not (await client.paused(topic)).paused
+    assert not (await admin.paused(topic)).paused
     await page.get_by_role("button", name="pause group g").click()
     await page.wait_for_url("**done=paused")
-    assert set((await client.paused(topic)).groups) == {"g"}
+    assert set((await admin.paused(topic)).groups) == {"g"}
     await page.get_by_role("button", name="resume group g").click()
     await page.wait_for_url("**done=resumed")
-    assert not (await client.paused(topic)).groups
+    assert not (await admin.paused(topic)).groups
 
     await page.get_by_role("button", name="delete… group g").click()
     await page.wait_for_selector("#confirm-what")
     await page.goto(f"{api.base}/ui/topics/{topic}")  # walked away: nothing changed
-    assert [g.name for g in await client.groups(topic) or []] == ["g"]
+    assert [g.name for g in await admin.groups(topic) or []] == ["g"]
     await page.get_by_role("button", name="delete… group g").click()
     await page.get_by_role("button", name="Yes: delete consumer group g").click()
     await page.wait_for_url("**done=group-deleted")
-    assert await client.groups(topic) == []
+    assert await admin.groups(topic) == []
 
     await page.get_by_role("button", name="Drop topic…").click()
     await page.get_by_role("button", name=f"Yes: drop topic {topic}").click()
     assert "Topic holds jobs" in await page.inner_text("h1")  # a job waits: refused
-    assert topic in await client.topics()
+    assert topic in await admin.topics()
     await page.goto(f"{api.base}/ui/topics/{topic}")
     await page.get_by_role("button", name="Drop topic…").click()
     await page.get_by_label("also while jobs are pending").check()
     await page.get_by_role("button", name=f"Yes: drop topic {topic}").click()
     await page.wait_for_url("**/ui?done=dropped")
     assert "Dropped the topic" in await page.inner_text(".flash")
-    assert topic not in await client.topics()
+    assert topic not in await admin.topics()
 
 
 async def test_dead_letters_are_replayed_and_purged_ticked_or_by_filter(
@@ -166,20 +168,21 @@ async def test_a_schedule_is_paused_resumed_and_deleted_once_confirmed(
     api: Served, page: Any, topic: str
 ) -> None:
     client = api.service.client
+    admin = admin_of(client)
     await api.call("PUT", f"/v1/topics/{topic}/schedules/nightly", {"payload": 1, "cron": "@daily"})
     await page.goto(f"{api.base}/ui/topics/{topic}")
     await page.get_by_role("link", name="Schedules »").click()
     assert "cron 0 0 * * *" in await page.inner_text("#schedule-1")
     await page.get_by_role("button", name="pause nightly").click()
     await page.wait_for_url("**done=schedule-paused")
-    assert (await client.get_schedule("nightly", topic)).paused  # type: ignore[union-attr]
+    assert (await admin.get_schedule("nightly", topic)).paused  # type: ignore[union-attr]
     await page.get_by_role("button", name="resume nightly").click()
     await page.wait_for_url("**done=schedule-resumed")
     await page.get_by_role("button", name="delete… nightly").click()
-    assert await client.get_schedule("nightly", topic) is not None  # asked, not done
+    assert await admin.get_schedule("nightly", topic) is not None  # asked, not done
     await page.get_by_role("button", name="Yes: delete schedule nightly").click()
     await page.wait_for_url("**done=schedule-deleted")
-    assert await client.get_schedule("nightly", topic) is None
+    assert await admin.get_schedule("nightly", topic) is None
 
 
 # --- every destructive form, as its page has it --------------------------------------------
@@ -192,8 +195,9 @@ async def test_every_destructive_form_of_every_page_asks_first_and_changes_nothi
 ) -> None:
     # Issue 43 item 8: a purge posted with a ticked checkbox skipped the confirmation page.
     client = api.service.client
+    admin = admin_of(client)
     paths = await pages_of(api, topic)
-    before = (await dead_list(api, topic), await client.get_schedule("nightly", topic))
+    before = (await dead_list(api, topic), await admin.get_schedule("nightly", topic))
     seen: set[str] = set()
     for name, path in paths.items():
         _, page = await get(api, path)
@@ -206,9 +210,9 @@ async def test_every_destructive_form_of_every_page_asks_first_and_changes_nothi
             status, asked = await post(api, form.action, form.hidden)
             assert status == 200 and 'name="confirm" value="1"' in asked, (name, form)
     assert seen == {"cancel", "purge", "drop", "delete"}
-    assert (await dead_list(api, topic), await client.get_schedule("nightly", topic)) == before
+    assert (await dead_list(api, topic), await admin.get_schedule("nightly", topic)) == before
     assert await state(client, topic, "j0") == "pending"
-    assert [g.name for g in await client.groups(topic) or []] == ["g"]
+    assert [g.name for g in await admin.groups(topic) or []] == ["g"]
 
 
 # --- accessibility and a phone's width -----------------------------------------------------

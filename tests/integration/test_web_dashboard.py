@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.support.clients import admin_of
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
 from wheelq import Job, Worker
@@ -223,7 +224,8 @@ async def test_the_topic_page_shows_shards_leaders_groups_rates_and_the_api_numb
     api: Served, topic: str
 ) -> None:
     client = api.service.client
-    await client.create_topic(topic, 3)
+    admin = admin_of(client)
+    await admin.create_topic(topic, 3)
     await client.redis.set(ShardKeys(topic, 0).lease, "node-7", px=60_000)
     await enqueue(api, topic, 5, 60_000, "p")
     await dead_letters(api, topic, 2)
@@ -257,18 +259,19 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
     api: Served, topic: str
 ) -> None:
     client = api.service.client
+    admin = admin_of(client)
     await enqueue(api, topic, 1, 60_000, "p")
-    await client.create_group(topic, "g")
-    await client.create_group(topic, "h")
+    await admin.create_group(topic, "g")
+    await admin.create_group(topic, "h")
     _, page = await get(api, f"/ui?after={topic[:-1]}")
     assert page.ids[f"{topic}-paused"] == "no"
     _, page = await get(api, f"/ui/topics/{topic}")
     assert "paused" not in page.ids and page.ids["group-1-paused"] == "no"
     assert page.ids["events"] == "off"
-    await client.set_events(topic)
+    await admin.set_events(topic)
     assert (await get(api, f"/ui/topics/{topic}"))[1].ids["events"] == "on"
 
-    await client.pause(topic, "h")
+    await admin.pause(topic, "h")
     _, page = await get(api, f"/ui?after={topic[:-1]}")
     assert page.ids[f"{topic}-paused"] == "h"
     _, page = await get(api, f"/ui/topics/{topic}")
@@ -277,7 +280,7 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
     assert page.ids["paused"].endswith(f"(wheelq topics resume {topic} --group h).")
     assert page.ids["group-1-paused"] == "no" and page.ids["group-2-paused"].startswith("since ")
 
-    state = await client.pause(topic)
+    state = await admin.pause(topic)
     _, page = await get(api, f"/ui?after={topic[:-1]}")
     assert page.ids[f"{topic}-paused"] == "all"
     _, page = await get(api, f"/ui/topics/{topic}")
@@ -289,7 +292,7 @@ async def test_a_paused_topic_or_group_shows_on_the_list_and_the_topic_page(
 async def test_an_error_on_a_dashboard_page_is_a_page_and_on_the_api_a_problem(
     api: Served, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await api.service.client.create_topic(topic, 1)
+    await api.service.admin.create_topic(topic, 1)
 
     async def broken(*args: object, **kwargs: object) -> Any:
         raise RuntimeError("a bug")
@@ -560,38 +563,39 @@ async def test_the_topic_forms_pause_resume_delete_a_group_and_drop_once_confirm
     api: Served, topic: str
 ) -> None:
     client = api.service.client
+    admin = admin_of(client)
     here = f"/ui/topics/{topic}"
     await enqueue(api, topic, 2, 3_600_000, "p")
     await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "g"})
     assert await post(api, f"{here}/pause", []) == (303, f"{here}?done=paused")
-    assert (await client.paused(topic)).paused
+    assert (await admin.paused(topic)).paused
     html, _ = await get(api, f"{here}?done=paused")
     assert "Resume topic" in html and "Paused: no new jobs start" in html
     assert await post(api, f"{here}/resume", []) == (303, f"{here}?done=resumed")
     assert await post(api, f"{here}/pause", [("group", "g")]) == (303, f"{here}?done=paused")
-    state = await client.paused(topic)
+    state = await admin.paused(topic)
     assert not state.paused and set(state.groups) == {"g"}
     assert (await post(api, f"{here}/pause", [("group", "nope")]))[0] == 404
     assert await post(api, f"{here}/resume", [("group", "g")]) == (303, f"{here}?done=resumed")
-    assert not (await client.paused(topic)).groups
+    assert not (await admin.paused(topic)).groups
     # delete the group: asks first, then deletes
     status, asked = await post(api, f"{here}/groups/delete", [("group", "g")])
     assert status == 200 and 'name="force"' in asked
-    assert [g.name for g in await client.groups(topic) or []] == ["g"]
+    assert [g.name for g in await admin.groups(topic) or []] == ["g"]
     confirmed = [("group", "g"), ("confirm", "1")]
     assert await post(api, f"{here}/groups/delete", confirmed) == (
         303,
         f"{here}?done=group-deleted",
     )
-    assert await client.groups(topic) == []
+    assert await admin.groups(topic) == []
     # drop: asks first; confirmed it is refused while jobs wait; forced it drops
     status, asked = await post(api, f"{here}/drop", [])
     assert status == 200 and 'name="force"' in asked
     assert (await post(api, f"{here}/drop", [("confirm", "1")]))[0] == 409
-    assert topic in await client.topics()
+    assert topic in await admin.topics()
     forced = [("confirm", "1"), ("force", "1")]
     assert await post(api, f"{here}/drop", forced) == (303, "/ui?done=dropped")
-    assert topic not in await client.topics()
+    assert topic not in await admin.topics()
     assert (await post(api, f"{here}/drop", forced))[0] == 404
 
 
@@ -619,10 +623,11 @@ async def test_a_form_from_another_origin_is_refused(api: Served, topic: str) ->
             status, _ = await post(api, f"{here}/{action}", form, origin, headers=headers)
             assert status == 403, (action, origin, headers)
     client = api.service.client
+    admin = admin_of(client)
     assert len(await dead_refs(api, topic)) == 1
     assert (await client.get(topic, "j0")).state.value == "pending"
-    assert not (await client.paused(topic)).paused
-    assert [g.name for g in await client.groups(topic) or []] == ["g"]
+    assert not (await admin.paused(topic)).paused
+    assert [g.name for g in await admin.groups(topic) or []] == ["g"]
 
 
 async def test_tokens_ask_the_browser_to_log_in_and_grant_reading_or_writing(
@@ -698,7 +703,7 @@ async def test_in_a_browser_a_dead_letter_is_replayed_from_its_row(
 async def test_in_a_browser_without_javascript_the_topic_page_reads(
     api: Served, browser: Any, topic: str
 ) -> None:
-    await api.service.client.create_topic(topic, 2)
+    await api.service.admin.create_topic(topic, 2)
     await enqueue(api, topic, 4, 60_000, "p")
     await dead_letters(api, topic, 1)
     context = await browser.new_context(java_script_enabled=False)

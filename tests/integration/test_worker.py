@@ -28,6 +28,7 @@ from tests.support.ids import balanced_ids
 from tests.support.waiting import eventually
 from tests.support.workers import Workers
 from wheelq import (
+    AsyncAdmin,
     AsyncClient,
     DeadLetter,
     EnqueueItem,
@@ -198,6 +199,7 @@ def by_reason(dead: list[DeadLetter]) -> dict[str, list[DeadLetter]]:
 
 async def test_failing_handler_retries_with_backoff_then_dead_letters_and_replays(
     client: AsyncClient,
+    admin: AsyncAdmin,
     scheduler: Scheduler,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
@@ -214,7 +216,7 @@ async def test_failing_handler_retries_with_backoff_then_dead_letters_and_replay
     async with retry_times(worker, redis_async) as retried_by:
         job_id = await client.enqueue(topic, {"n": 1}, max_attempts=3)
         dead = await eventually(
-            lambda: client.dead_letters(topic), timeout_s=15, what="the job to be dead-lettered"
+            lambda: admin.dead_letters(topic), timeout_s=15, what="the job to be dead-lettered"
         )
 
     assert rec.ids() == [job_id] * 3
@@ -245,19 +247,20 @@ async def test_failing_handler_retries_with_backoff_then_dead_letters_and_replay
     assert (status["handled"], status["acked"]) == (0, 0)
 
     failing = False
-    assert await client.replay(topic) == 1
+    assert await admin.replay(topic) == 1
     await eventually(holds(lambda: worker.status()["acked"] == 1), timeout_s=10, what="the replay")
 
     replayed = rec.runs[3:]
     assert [(r.job.id, r.job.attempt, r.job.group) for r in replayed] == [(job_id, 1, "default")]
     assert replayed[0].job.payload == {"n": 1}
-    assert await client.dead_letters(topic) == []
+    assert await admin.dead_letters(topic) == []
     assert await dead_count(redis_async, topic) == 0
     await all_acked(redis_async, topic)
 
 
 async def test_retry_exception_sets_the_delay(
     client: AsyncClient,
+    admin: AsyncAdmin,
     scheduler: Scheduler,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
@@ -288,7 +291,7 @@ async def test_retry_exception_sets_the_delay(
         assert nxt.job.fired_ms >= nxt.job.due_ms
     status = worker.status()
     assert (status["failed"], status["retried"], status["dead_lettered"]) == (2, 2, 0)
-    assert await client.dead_letters(topic) == []
+    assert await admin.dead_letters(topic) == []
 
 
 # --- malformed and poison entries (docs/architecture.md, invariant 7) -------------------------
@@ -296,6 +299,7 @@ async def test_retry_exception_sets_the_delay(
 
 async def test_malformed_and_poison_entries_are_dead_lettered_while_good_jobs_run(
     client: AsyncClient,
+    admin: AsyncAdmin,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
     topic: str,
@@ -339,7 +343,7 @@ async def test_malformed_and_poison_entries_are_dead_lettered_while_good_jobs_ru
         holds(lambda: worker.status()["handled"] == len(good)), timeout_s=10, what="good jobs"
     )
     dead = await eventually(
-        lambda: _at_least(client.dead_letters(topic), 4), timeout_s=10, what="4 dead letters"
+        lambda: _at_least(admin.dead_letters(topic), 4), timeout_s=10, what="4 dead letters"
     )
 
     assert sorted(rec.ids()) == sorted([*good, poison_id])
@@ -373,9 +377,9 @@ async def test_malformed_and_poison_entries_are_dead_lettered_while_good_jobs_ru
     assert worker.status()["dead_lettered"] == 4
 
     with pytest.raises(InvalidArgumentError, match="malformed"):  # refused, nothing replayed
-        await client.replay(topic, [junk])
-    assert await client.purge_dead(topic) == 4
-    assert await client.dead_letters(topic) == []
+        await admin.replay(topic, [junk])
+    assert await admin.purge_dead(topic) == 4
+    assert await admin.dead_letters(topic) == []
 
 
 async def _at_least(letters: Awaitable[list[DeadLetter]], n: int) -> list[DeadLetter] | None:
@@ -411,6 +415,7 @@ async def test_two_groups_each_receive_every_job_exactly_once(
 
 async def test_a_retry_runs_only_in_the_group_that_failed(
     client: AsyncClient,
+    admin: AsyncAdmin,
     scheduler: Scheduler,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
@@ -458,7 +463,7 @@ async def test_a_retry_runs_only_in_the_group_that_failed(
         assert all(Counter(rec.ids())[i] == 1 for i in others)
     await all_acked(redis_async, topic, "a")
     await all_acked(redis_async, topic, "b")
-    assert await client.dead_letters(topic) == []
+    assert await admin.dead_letters(topic) == []
 
 
 # --- keep-alive, timeouts ---------------------------------------------------------------------
@@ -527,6 +532,7 @@ async def _later_than(r: redis.asyncio.Redis, ms: int) -> bool:
 
 async def test_hanging_async_handler_is_cancelled_on_handler_timeout(
     client: AsyncClient,
+    admin: AsyncAdmin,
     scheduler: Scheduler,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
@@ -544,7 +550,7 @@ async def test_hanging_async_handler_is_cancelled_on_handler_timeout(
     fine = [await client.enqueue(topic, i) for i in range(3)]
 
     (letter,) = await eventually(
-        lambda: client.dead_letters(topic), timeout_s=10, what="the hanging job's dead letter"
+        lambda: admin.dead_letters(topic), timeout_s=10, what="the hanging job's dead letter"
     )
     assert [j.attempt for j in rec.of(hang)] == [1, 2]
     assert cancelled == [1, 2], "the hanging handler was not cancelled on each timeout"
@@ -687,13 +693,14 @@ async def test_stop_while_starting_stops_the_worker(
 
 async def test_workers_start_on_a_topic_of_one_shard(
     client: AsyncClient,
+    admin: AsyncAdmin,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
     topic: str,
 ) -> None:
     """The second worker of a group (or a restarted one) finds the group already made."""
     one = f"{topic}-1"
-    await client.create_topic(one, 1)
+    await admin.create_topic(one, 1)
     rec = Recorder(redis_async)
     for _ in range(2):
         worker = Worker.from_url(workers.url, one, rec, **FAST)

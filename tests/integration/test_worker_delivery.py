@@ -17,7 +17,7 @@ import redis.asyncio
 from tests.integration import test_worker
 from tests.integration.test_worker import SHARDS, Recorder, Workers, holds, pending
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, EnqueueItem, InvalidArgumentError, Job, Worker
+from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, InvalidArgumentError, Job, Worker
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.worker.read_ahead import READ_AHEAD_MAX
 
@@ -74,6 +74,7 @@ def test_start_must_be_earliest_or_now(redis_url: str, topic: str, start: Any) -
 
 async def test_a_taken_over_job_reaches_the_handler_with_its_delivery_count(
     client: AsyncClient,
+    admin: AsyncAdmin,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
     topic: str,
@@ -109,7 +110,7 @@ async def test_a_taken_over_job_reaches_the_handler_with_its_delivery_count(
     assert [j.deliveries for j in rec.of(fresh)] == [1]
     # The poison's shard may be swept after both acks: wait for its dead letter too.
     (letter,) = await eventually(
-        lambda: client.dead_letters(topic), timeout_s=10, what="the poison's dead letter"
+        lambda: admin.dead_letters(topic), timeout_s=10, what="the poison's dead letter"
     )
     assert (letter.job_id, letter.reason) == (poison, "deliveries")
     infos = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.INFO]

@@ -10,7 +10,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Job, RedisUnavailableError, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, RedisUnavailableError, Scheduler, Worker
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 from wheelq.testing.proxy import CuttingProxy
@@ -47,7 +47,8 @@ async def test_worker_keeps_serving_across_a_server_crash_and_restart(
             seen.add(job.id)
 
         async with AsyncClient.from_url(srv.url) as client:
-            await client.create_topic(topic, SHARDS)
+            admin = AsyncAdmin.of(client)
+            await admin.create_topic(topic, SHARDS)
             worker = Worker.from_url(
                 srv.url,
                 topic,
@@ -103,8 +104,9 @@ async def test_worker_and_scheduler_ride_out_cut_connections(redis_url: str, top
         seen.append(job.id)
 
     async with CuttingProxy(port) as proxy, AsyncClient.from_url(redis_url) as client:
+        admin = AsyncAdmin.of(client)
         url = f"redis://127.0.0.1:{proxy.port}"
-        await client.create_topic(topic, SHARDS)
+        await admin.create_topic(topic, SHARDS)
         node = Scheduler.from_url(url, [topic], preload_interval_ms=100, sweep_grace_ms=300)
         worker = Worker.from_url(
             url,

@@ -18,7 +18,7 @@ import redis.asyncio
 from tests.integration import test_worker
 from tests.integration.test_worker import FAST, Workers, holds, pending
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, EnqueueItem, InvalidHandlerError, Job, Worker
+from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, InvalidHandlerError, Job, Worker
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -35,6 +35,7 @@ def handler_threads() -> set[threading.Thread]:
 
 async def test_jobs_after_hanging_sync_handlers_run_instead_of_timing_out_in_the_queue(
     client: AsyncClient,
+    admin: AsyncAdmin,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
     topic: str,
@@ -66,7 +67,7 @@ async def test_jobs_after_hanging_sync_handlers_run_instead_of_timing_out_in_the
         )
 
         async def both_dead() -> list[Any] | None:
-            letters = await client.dead_letters(topic)
+            letters = await admin.dead_letters(topic)
             return letters if len(letters) >= 2 else None
 
         dead = await eventually(both_dead, timeout_s=10, what="the hung jobs' dead letters")
@@ -106,6 +107,7 @@ async def test_a_worker_starts_handler_threads_on_demand(
 @pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt], ids=["exit", "interrupt"])
 async def test_a_handler_raising_systemexit_or_keyboardinterrupt_fails_that_attempt(
     client: AsyncClient,
+    admin: AsyncAdmin,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
     topic: str,
@@ -126,7 +128,7 @@ async def test_a_handler_raising_systemexit_or_keyboardinterrupt_fails_that_atte
     worker = await workers.start(body if kind == "sync" else async_body)
     job_id = await client.enqueue(topic, "exit", max_attempts=1)
     (letter,) = await eventually(
-        lambda: client.dead_letters(topic), timeout_s=10, what="the job's dead letter"
+        lambda: admin.dead_letters(topic), timeout_s=10, what="the job's dead letter"
     )
     assert letter.job_id == job_id and letter.reason == "failed"
     assert f"HandlerExitError: handler raised {raised.__name__}(3)" in letter.error
@@ -158,7 +160,7 @@ async def test_an_async_generator_handler_is_refused_when_the_worker_is_made(
 
 
 async def test_a_handler_returning_a_generator_fails_its_attempt(
-    client: AsyncClient, workers: Workers, topic: str
+    client: AsyncClient, admin: AsyncAdmin, workers: Workers, topic: str
 ) -> None:
     def handler(job: Job) -> Any:
         return _agen(job)
@@ -166,7 +168,7 @@ async def test_a_handler_returning_a_generator_fails_its_attempt(
     await workers.start(handler)
     await client.enqueue(topic, "x", max_attempts=1)
     (letter,) = await eventually(
-        lambda: client.dead_letters(topic), timeout_s=10, what="the job's dead letter"
+        lambda: admin.dead_letters(topic), timeout_s=10, what="the job's dead letter"
     )
     assert "InvalidHandlerError" in letter.error and "its body never ran" in letter.error
 

@@ -21,7 +21,7 @@ import redis
 from tests.support.ids import balanced_ids
 from tests.support.waiting import eventually_sync
 from tests.support.worker_proc import WorkerProcess
-from wheelq import Client, EnqueueItem
+from wheelq import Admin, Client, EnqueueItem
 from wheelq.core.keys import all_shards, shard_of
 
 SHARDS = 4
@@ -87,7 +87,7 @@ def procs(redis_url: str, topic: str, tmp_path: Path) -> Iterator[Procs]:
 def enqueue_in_every_shard(client: Client, topic: str, per_shard: int = 3) -> list[str]:
     """Jobs due now, `per_shard` in each shard: a worker's first read (one entry per shard
     when its slots are fewer than the shards) then holds more than it can run."""
-    client.create_topic(topic, SHARDS)
+    Admin.of(client).create_topic(topic, SHARDS)
     ids = balanced_ids("job", per_shard, SHARDS)
     return client.enqueue_many(topic, [EnqueueItem(payload=i, job_id=i) for i in ids])
 
@@ -114,9 +114,9 @@ def pending_of(r: redis.Redis, topic: str, shards: int, consumer: str) -> int:
 
 
 def test_kill_9_with_jobs_in_flight_loses_nothing(
-    procs: Procs, client: Client, redis_sync: redis.Redis, topic: str
+    procs: Procs, client: Client, admin: Admin, redis_sync: redis.Redis, topic: str
 ) -> None:
-    client.create_topic(topic, SHARDS)
+    admin.create_topic(topic, SHARDS)
     a = procs.spawn("a", {"sleep_s": 0.5}, **FAST, concurrency=3)
     ids = client.enqueue_many(topic, [{"payload": i} for i in range(12)])
 
@@ -152,14 +152,14 @@ def test_kill_9_with_jobs_in_flight_loses_nothing(
     )
     twice = {job for job, n in procs.jobs("finish").items() if n > 1}
     assert twice <= set(a.jobs("start")), f"jobs run twice without a crash: {twice}"
-    assert client.dead_letters(topic) == []
+    assert admin.dead_letters(topic) == []
     assert b.alive()
 
 
 def test_a_worker_stopped_past_its_visibility_timeout_is_taken_over_and_its_late_acks_do_nothing(
-    procs: Procs, client: Client, redis_sync: redis.Redis, topic: str
+    procs: Procs, client: Client, admin: Admin, redis_sync: redis.Redis, topic: str
 ) -> None:
-    client.create_topic(topic, SHARDS)
+    admin.create_topic(topic, SHARDS)
     a = procs.spawn("a", {"sleep_s": 0.3}, **FAST, concurrency=3)
     ids = client.enqueue_many(topic, [{"payload": i} for i in range(12)])
 
@@ -183,19 +183,19 @@ def test_a_worker_stopped_past_its_visibility_timeout_is_taken_over_and_its_late
     assert held <= twice, "the jobs a was running when stopped ran again on b"
     assert twice <= set(a.jobs("start")), "only jobs a had been given ran twice"
     assert max(runs.values()) == 2
-    assert client.dead_letters(topic) == [], "a's late settlements took no second effect"
+    assert admin.dead_letters(topic) == [], "a's late settlements took no second effect"
     assert a.alive() and b.alive()
 
 
 def test_poison_job_that_kills_its_worker_is_dead_lettered_after_max_deliveries(
-    procs: Procs, client: Client, redis_sync: redis.Redis, topic: str
+    procs: Procs, client: Client, admin: Admin, redis_sync: redis.Redis, topic: str
 ) -> None:
     max_deliveries = 3
     # One slot, and every job in one shard (of 2: a worker cannot restart on a 1-shard
     # topic, see test_worker.py::test_workers_start_on_a_topic_of_one_shard): the poison is
     # never held together with another job, so only the poison keeps being delivered to
     # dying workers.
-    client.create_topic(topic, 2)
+    admin.create_topic(topic, 2)
     ids = iter(i for i in (f"job-{n}" for n in range(1000)) if shard_of(i, 2) == 0)
     settings = {
         **FAST,
@@ -211,7 +211,7 @@ def test_poison_job_that_kills_its_worker_is_dead_lettered_after_max_deliveries(
     workers = [procs.spawn("w0", behaviour, **settings)]
 
     def settled() -> bool:
-        return good <= set(procs.jobs("finish")) and bool(client.dead_letters(topic))
+        return good <= set(procs.jobs("finish")) and bool(admin.dead_letters(topic))
 
     for _ in range(max_deliveries + 3):  # restart the worker each time the poison kills it
         current = workers[-1]
@@ -227,7 +227,7 @@ def test_poison_job_that_kills_its_worker_is_dead_lettered_after_max_deliveries(
     else:
         pytest.fail(f"the poison job was never dead-lettered\n{procs.logs()}")
 
-    (letter,) = client.dead_letters(topic)
+    (letter,) = admin.dead_letters(topic)
     assert (letter.job_id, letter.reason, letter.payload) == (poison, "deliveries", "poison")
     assert f"max_deliveries {max_deliveries}" in letter.error
     assert procs.jobs("start")[poison] == max_deliveries, "the poison ran more (or less) often"

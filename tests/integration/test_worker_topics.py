@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.cli import run_wheelq, start_wheelq, stop
 from tests.support.waiting import eventually_sync, until
-from wheelq import AsyncClient, Client, InvalidArgumentError, Job, Worker
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, InvalidArgumentError, Job, Worker
 
 pytestmark = pytest.mark.cluster_too
 
@@ -41,7 +41,7 @@ async def started(worker: Worker) -> AsyncIterator[Worker]:
 
 async def fire(client: AsyncClient, topic: str, n: int, shards: int = 2) -> None:
     """`n` jobs of `topic` in its stream now (due at once: the enqueue fires them)."""
-    await client.create_topic(topic, shards)
+    await AsyncAdmin.of(client).create_topic(topic, shards)
     await client.enqueue_many(topic, [{"payload": i} for i in range(n)])
 
 
@@ -173,7 +173,8 @@ async def test_an_idle_topic_leaves_every_slot_to_the_busy_one_and_each_has_its_
 ) -> None:
     busy, idle = f"{topic}-busy", f"{topic}-idle"
     async with AsyncClient.from_url(redis_url) as client:
-        await client.create_topic(idle, 2)
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(idle, 2)
         await fire(client, busy, 20)
         low = Starts()
         low.gate = asyncio.Event()
@@ -243,8 +244,9 @@ def test_wheelq_worker_starts_topics_by_their_weights_whatever_the_handler(
     handler started c 386 / d 2,672 / l 1,942 of the first 1,000."""
     weights = {f"{topic}-{name}": weight for name, weight in WEIGHTS.items()}
     with Client.from_url(redis_url) as client:
+        admin = Admin.of(client)
         for name in weights:
-            client.create_topic(name, 2)
+            admin.create_topic(name, 2)
             client.enqueue_many(name, [{"payload": i} for i in range(WAITING)])
     (tmp_path / "handlers.py").write_text(RECORDER if kind == "sync" else ASYNC_RECORDER)
     out = tmp_path / "handled.txt"
@@ -274,8 +276,9 @@ def test_wheelq_worker_serves_topics_with_weights_and_refuses_a_bad_one(
 ) -> None:
     a, b = f"{topic}-a", f"{topic}-b"
     with Client.from_url(redis_url) as client:
+        admin = Admin.of(client)
         for name in (a, b):
-            client.create_topic(name, 2)
+            admin.create_topic(name, 2)
             client.enqueue_many(name, [{"payload": i} for i in range(5)])
     (tmp_path / "handlers.py").write_text(RECORDER)
     out = tmp_path / "handled.txt"

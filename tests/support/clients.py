@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 import redis.cluster
 
-from wheelq import AsyncClient, Client
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client
 from wheelq.store.executor import close_sync
 
 
 class SyncAsAsync:
-    """A blocking `Client` behind `AsyncClient`'s awaitable interface."""
+    """A blocking `Client` (or `Admin`) behind `AsyncClient`'s (or `AsyncAdmin`'s) awaitable
+    interface."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client | Admin) -> None:
         self.sync = client
         self.redis = client.redis
 
@@ -70,8 +71,26 @@ async def topic_client(
     """An `AsyncClient` of the test's server with `topic` made, of the test module's
     ``SHARDS`` shards (4 when it names none); closed after the test."""
     async with AsyncClient.from_url(redis_url) as c:
-        await c.create_topic(topic, getattr(request.module, "SHARDS", 4))
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, getattr(request.module, "SHARDS", 4))
         yield c
+
+
+def admin_of(client: Any) -> Any:
+    """The admin on `client`'s connections, of its kind: `Admin.of` a `Client`,
+    `AsyncAdmin.of` an `AsyncClient`, and a wrapped `Admin` for a `SyncAsAsync`."""
+    if isinstance(client, SyncAsAsync):
+        return SyncAsAsync(Admin.of(client.sync))
+    if isinstance(client, Client):
+        return Admin.of(client)
+    return AsyncAdmin.of(client)
+
+
+@pytest.fixture
+def admin(client: Any) -> Any:
+    """The admin of the test's `client` (`admin_of`): the management calls on its
+    connections, of the same kind."""
+    return admin_of(client)
 
 
 @contextlib.contextmanager

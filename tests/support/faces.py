@@ -30,7 +30,7 @@ import pytest
 
 from tests.integration.test_web_dashboard import Page, get, post
 from tests.support.cli import run_wheelq
-from tests.support.clients import SyncAsAsync
+from tests.support.clients import SyncAsAsync, admin_of
 from tests.support.web import Served
 from wheelq import AsyncClient, Client
 from wheelq.testing import ServerBinary, find_server_binaries
@@ -155,15 +155,16 @@ class Library(Face):
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self.admin = admin_of(client)
 
     async def pause(self, topic: str, group: str | None = None) -> None:
-        await self.client.pause(topic, group)
+        await self.admin.pause(topic, group)
 
     async def resume(self, topic: str, group: str | None = None) -> None:
-        await self.client.resume(topic, group)
+        await self.admin.resume(topic, group)
 
     async def held(self, topic: str, groups: set[str]) -> set[str]:
-        state = await self.client.paused(topic)
+        state = await self.admin.paused(topic)
         return {g for g in groups if state.group_paused(g)}
 
     async def enqueue(
@@ -188,48 +189,48 @@ class Library(Face):
         assert await self.client.reschedule(topic, job_id, delay=timedelta(seconds=delay_s))
 
     async def dead(self, topic: str, reason: str | None = None) -> set[str]:
-        return {d.ref for d in await self.client.dead_letters(topic, 1000, reason=reason)}
+        return {d.ref for d in await self.admin.dead_letters(topic, 1000, reason=reason)}
 
     async def replay(self, topic: str, reason: str) -> tuple[int, int]:
-        count = await self.client.replay(topic, reason=reason)
+        count = await self.admin.replay(topic, reason=reason)
         return int(count), count.skipped
 
     async def purge(self, topic: str, reason: str) -> int:
-        count: int = await self.client.purge_dead(topic, reason=reason)
+        count: int = await self.admin.purge_dead(topic, reason=reason)
         return count
 
     async def set_max_pending(self, topic: str, max_pending: int | None) -> None:
-        await self.client.set_limits(topic, max_pending=max_pending)
+        await self.admin.set_limits(topic, max_pending=max_pending)
 
     async def max_pending(self, topic: str) -> int | None:
-        limit: int | None = (await self.client.limits(topic)).max_pending
+        limit: int | None = (await self.admin.limits(topic)).max_pending
         return limit
 
     async def pause_schedule(self, name: str, topic: str) -> None:
-        assert await self.client.pause_schedule(name, topic)
+        assert await self.admin.pause_schedule(name, topic)
 
     async def resume_schedule(self, name: str, topic: str) -> None:
-        assert await self.client.resume_schedule(name, topic)
+        assert await self.admin.resume_schedule(name, topic)
 
     async def schedule_paused(self, name: str, topic: str) -> bool:
-        found = await self.client.get_schedule(name, topic)
+        found = await self.admin.get_schedule(name, topic)
         assert found is not None
         return bool(found.paused)
 
     async def create_group(self, topic: str, group: str) -> None:
-        await self.client.create_group(topic, group)
+        await self.admin.create_group(topic, group)
 
     async def group_names(self, topic: str) -> set[str]:
-        return {g.name for g in await self.client.groups(topic) or []}
+        return {g.name for g in await self.admin.groups(topic) or []}
 
     async def delete_group(self, topic: str, group: str) -> None:
-        await self.client.delete_group(topic, group)
+        await self.admin.delete_group(topic, group)
 
     async def set_events(self, topic: str, on: bool) -> None:
-        await self.client.set_events(topic, on)
+        await self.admin.set_events(topic, on)
 
     async def events_on(self, topic: str) -> bool:
-        return bool((await self.client.events_config(topic)).enabled)
+        return bool((await self.admin.events_config(topic)).enabled)
 
 
 class SyncLibrary(Library):
@@ -244,7 +245,7 @@ class AsyncLibrary(Library):
 
     async def events(self, topic: str, count: int) -> list[tuple[str, str | None, str | None]]:
         got: list[tuple[str, str | None, str | None]] = []
-        stream = self.client.events(topic, since="start", block_ms=100)
+        stream = self.admin.events(topic, since="start", block_ms=100)
         async with contextlib.aclosing(stream) as events:
             async for event in events:
                 got.append((event.kind, event.job_id, event.group))

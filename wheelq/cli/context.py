@@ -28,6 +28,7 @@ from wheelq.core.settings import (
 )
 
 if TYPE_CHECKING:
+    from wheelq.producer.admin import Admin
     from wheelq.producer.client import Client
 
 
@@ -341,6 +342,15 @@ class Context:
         url, settings = self.redis_url(), self.section("client")
         with Client.from_url(url, **settings) as client:
             yield client
+
+    @contextmanager
+    def admin(self) -> Iterator[Admin]:
+        """An `Admin` with the ``[client]`` settings (resolved before it connects), closed after."""
+        from wheelq.producer.admin import Admin
+
+        url, settings = self.redis_url(), self.section("client")
+        with Admin.from_url(url, **settings) as admin:
+            yield admin
 
 
 def redacted(url: str) -> str:

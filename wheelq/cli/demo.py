@@ -11,6 +11,7 @@ from typing import Any
 
 from wheelq.core.job import Job
 from wheelq.core.keys import all_shards
+from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import ClockKeeper, RedisClock
@@ -55,7 +56,7 @@ async def run_demo(
     try:
         for _ in range(CLOCK_SAMPLES):
             await keeper.sample()
-        await client.create_topic(topic, shards)
+        await AsyncAdmin.of(client).create_topic(topic, shards)
         await scheduler.start()
         await worker.start()
         await keeper.start()
@@ -68,7 +69,7 @@ async def run_demo(
         deadline = loop.time() + lead_s + spread_s + timeout_s
         while len(started) < jobs and loop.time() < deadline:
             await asyncio.sleep(0.1)
-            stats = await client.stats(topic)
+            stats = await AsyncAdmin.of(client).stats(topic)
             if progress is not None:
                 progress(stats.in_stream if stats else 0, len(started), jobs)
         await worker.stop()

@@ -44,13 +44,13 @@ def register_setting(actions: Any, parents: list[argparse.ArgumentParser]) -> No
 
 def setting(ctx: Context) -> int:
     args = ctx.args
-    with ctx.client() as client:
-        if not args.on and args.name not in (names := client.topics()):
+    with ctx.admin() as admin:
+        if not args.on and args.name not in (names := admin.topics()):
             # showing or turning off needs the topic; --on creates it, as set_events does
             raise no_such_topic(args.name, sorted(names))
-        config = client.events_config(args.name)
+        config = admin.events_config(args.name)
         if args.on or args.off or args.max_len is not None or args.max_age_ms is not None:
-            config = client.set_events(
+            config = admin.set_events(
                 args.name,
                 not args.off,
                 max_len=config.max_len if args.max_len is None else args.max_len,
@@ -65,23 +65,23 @@ def follow(ctx: Context) -> int:
     """Print each event until Ctrl-C (or ``--count``); exit 1 for an unknown topic (said as
     every command says it) and for one whose events are off (it would wait for ever)."""
     from wheelq.errors import UnknownTopicError
-    from wheelq.producer.async_client import AsyncClient
+    from wheelq.producer.async_admin import AsyncAdmin
 
     args = ctx.args
     url, settings = ctx.redis_url(), ctx.section("client")
 
     async def run() -> None:
-        async with AsyncClient.from_url(url, **settings) as client:
+        async with AsyncAdmin.from_url(url, **settings) as admin:
             seen = 0  # events() raises UnknownTopicError or EventsOffError (exit 1)
             try:
-                async with contextlib.aclosing(client.events(args.topic, since=args.since)) as it:
+                async with contextlib.aclosing(admin.events(args.topic, since=args.since)) as it:
                     async for event in it:
                         print(_line(event, args.json), flush=True)
                         seen += 1
                         if args.count is not None and seen >= args.count:
                             return
             except UnknownTopicError:
-                raise no_such_topic(args.topic, sorted(await client.topics())) from None
+                raise no_such_topic(args.topic, sorted(await admin.topics())) from None
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the way out of a follow
         asyncio.run(run())

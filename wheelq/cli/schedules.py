@@ -70,9 +70,9 @@ def add(ctx: Context) -> int:
     payload = json_payload(args.payload)
     given = {key: getattr(args, key) for key in _OPTIONS}
     options = {key: value for key, value in given.items() if value is not None}
-    with ctx.client() as client:
-        existed = client.get_schedule(args.name, args.topic) is not None
-        schedule = client.schedule(args.name, args.topic, payload, **options)
+    with ctx.admin() as admin:
+        existed = admin.get_schedule(args.name, args.topic) is not None
+        schedule = admin.schedule(args.name, args.topic, payload, **options)
     verb = "updated" if existed else "created"
     after = _next_run(schedule)
     state = "paused" if schedule.paused else "no runs left" if after is None else "next run"
@@ -83,8 +83,8 @@ def add(ctx: Context) -> int:
 
 def list_schedules(ctx: Context) -> int:
     """Print a table of schedules (or a JSON list); "no schedules" on stderr when none."""
-    with ctx.client() as client:
-        found = client.schedules(ctx.args.topic)
+    with ctx.admin() as admin:
+        found = admin.schedules(ctx.args.topic)
     now = _now_ms()
     if ctx.args.json:
         print(json.dumps([schedule_json(s, now) for s in found], indent=2, sort_keys=True))
@@ -112,8 +112,8 @@ def _state(s: Schedule) -> str:
 
 
 def show(ctx: Context) -> int:
-    with ctx.client() as client:
-        found = client.get_schedule(ctx.args.name, ctx.args.topic)
+    with ctx.admin() as admin:
+        found = admin.get_schedule(ctx.args.name, ctx.args.topic)
     if found is None:
         raise _missing(ctx)
     print(json.dumps(schedule_json(found, _now_ms()), indent=2, sort_keys=True))
@@ -122,11 +122,11 @@ def show(ctx: Context) -> int:
 
 def change(ctx: Context) -> int:
     args = ctx.args
-    with ctx.client() as client:
+    with ctx.admin() as admin:
         call, done = {
-            "pause": (client.pause_schedule, "paused"),
-            "resume": (client.resume_schedule, "resumed"),
-            "remove": (client.unschedule, "removed"),
+            "pause": (admin.pause_schedule, "paused"),
+            "resume": (admin.resume_schedule, "resumed"),
+            "remove": (admin.unschedule, "removed"),
         }[args.action]
         if not call(args.name, args.topic):
             raise _missing(ctx)

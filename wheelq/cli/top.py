@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from wheelq.core.observe import ShardObservation, TopicRow
     from wheelq.core.pause import PauseState
-    from wheelq.producer.client import Client
+    from wheelq.producer.admin import Admin
 
 INTERVAL_RANGE_S = (0.1, 3600.0)
 
@@ -46,7 +46,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=top)
 
 
-def observe(client: Client, topics: list[str]) -> tuple[list[ShardObservation], dict[str, str]]:
+def observe(admin: Admin, topics: list[str]) -> tuple[list[ShardObservation], dict[str, str]]:
     """What every shard of `topics` holds, read in one round, and the topics Redis cannot
     read (a key of the wrong type), each with `cannot_read`'s line: when the round fails,
     each topic is read on its own, so one such topic hides none of the others (the
@@ -58,9 +58,9 @@ def observe(client: Client, topics: list[str]) -> tuple[list[ShardObservation], 
     from wheelq.store.executor import SyncExecutor, drive
     from wheelq.store.observe import observe_shards
 
-    registry = client.topics()
+    registry = admin.topics()
     names = [t for t in topics if t in registry]
-    executor = SyncExecutor(client.redis)
+    executor = SyncExecutor(admin.redis)
     (now_ms,) = executor.run([server.server_time()])
 
     def read(some: list[str]) -> list[ShardObservation]:
@@ -89,7 +89,7 @@ def say_unreadable(unreadable: dict[str, str]) -> None:
         print(said, file=sys.stderr)
 
 
-def pause_states(client: Client, found: list[ShardObservation]) -> dict[str, PauseState]:
+def pause_states(admin: Admin, found: list[ShardObservation]) -> dict[str, PauseState]:
     """What is paused of each topic in `found` (its groups as observed), one round trip."""
     from wheelq.store import pauses
     from wheelq.store.executor import SyncExecutor
@@ -100,18 +100,18 @@ def pause_states(client: Client, found: list[ShardObservation]) -> dict[str, Pau
     if not groups:
         return {}
     calls = [pauses.read_pause_state(topic, names) for topic, names in groups.items()]
-    return dict(zip(groups, SyncExecutor(client.redis).run(calls), strict=True))
+    return dict(zip(groups, SyncExecutor(admin.redis).run(calls), strict=True))
 
 
 def stats(ctx: Context) -> int:
     """Print a table per topic, a row per shard; exit 1 for an unknown topic, or for the
     one asked for when it cannot be read (every topic: one that cannot be read is said on
     stderr, the others printed)."""
-    with ctx.client() as client:
-        names = sorted(client.topics())
+    with ctx.admin() as admin:
+        names = sorted(admin.topics())
         if ctx.args.topic and ctx.args.topic not in names:
             raise no_such_topic(ctx.args.topic, names)
-        found, unreadable = observe(client, [ctx.args.topic] if ctx.args.topic else names)
+        found, unreadable = observe(admin, [ctx.args.topic] if ctx.args.topic else names)
     if ctx.args.topic and unreadable:
         raise CliError(unreadable[ctx.args.topic])
     if ctx.args.json:
@@ -178,19 +178,19 @@ def top(ctx: Context) -> int:
         raise usage_error(f"--interval must be seconds in [{low}, {high}], got {interval}")
     wanted = None if ctx.args.topics is None else split_topics(ctx.args.topics, "--topics")
     console = _console()
-    with ctx.client() as client:
+    with ctx.admin() as admin:
         unreadable: dict[str, str] = {}
 
         def frame() -> list[ShardObservation]:
-            names = sorted(client.topics()) if wanted is None else wanted
-            found, unreadable_now = observe(client, names)
+            names = sorted(admin.topics()) if wanted is None else wanted
+            found, unreadable_now = observe(admin, names)
             unreadable.clear()
             unreadable.update(unreadable_now)
             return found
 
         def table(now: list[ShardObservation], before: Any) -> Table:
             rows = topic_rows(now, before)
-            return _top_table(rows, interval, pause_states(client, now), unreadable)
+            return _top_table(rows, interval, pause_states(admin, now), unreadable)
 
         previous = by_shard(frame())
         if ctx.args.once:

@@ -24,7 +24,7 @@ from wheelq.cli.context import (
 from wheelq.core.retry import Reason
 
 if TYPE_CHECKING:
-    from wheelq.producer.client import Client
+    from wheelq.producer.admin import Admin
     from wheelq.producer.operations import TopicStats
 
 
@@ -69,15 +69,15 @@ def _limit(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected an int or 'none', got {text!r}") from None
 
 
-def topic_stats(client: Client, topic: str) -> TopicStats:
-    found = client.stats(topic)
+def topic_stats(admin: Admin, topic: str) -> TopicStats:
+    found = admin.stats(topic)
     if found is None:
-        raise no_such_topic(topic, sorted(client.topics()))
+        raise no_such_topic(topic, sorted(admin.topics()))
     return found
 
 
 @contextmanager
-def known_topic(client: Client, topic: str) -> Iterator[None]:
+def known_topic(admin: Admin, topic: str) -> Iterator[None]:
     """An unknown topic or group inside, said as every topic subcommand says it, exit 1 (a
     name that is not there, as ``stats`` or ``job`` say; 2 is for a command that cannot
     run): the topic as `no_such_topic`, a group as the library names it."""
@@ -86,7 +86,7 @@ def known_topic(client: Client, topic: str) -> Iterator[None]:
     try:
         yield
     except UnknownTopicError:
-        raise no_such_topic(topic, sorted(client.topics())) from None
+        raise no_such_topic(topic, sorted(admin.topics())) from None
     except UnknownGroupError as exc:
         raise CliError(str(exc)) from None
 
@@ -101,15 +101,15 @@ class Unreadable:
     error: str
 
 
-def every_topic(client: Client) -> list[TopicStats | Unreadable]:
+def every_topic(admin: Admin) -> list[TopicStats | Unreadable]:
     """Each topic's stats, by name; one whose keys Redis cannot read is `Unreadable`, so it
     hides none of the others (the console's topic list shows it the same way)."""
     from redis.exceptions import ResponseError
 
     out: list[TopicStats | Unreadable] = []
-    for topic, shards in sorted(client.topics().items()):
+    for topic, shards in sorted(admin.topics().items()):
         try:
-            found = client.stats(topic)
+            found = admin.stats(topic)
         except ResponseError as exc:
             out.append(Unreadable(topic, shards, cannot_read(topic, exc)))
             continue
@@ -121,8 +121,8 @@ def every_topic(client: Client) -> list[TopicStats | Unreadable]:
 def list_topics(ctx: Context) -> int:
     """Print a row per topic; one that cannot be read is a row of "?" marked unreadable,
     and why on stderr (as ``wheelq schedule list`` does)."""
-    with ctx.client() as client:
-        found = every_topic(client)
+    with ctx.admin() as admin:
+        found = every_topic(admin)
     if not found:
         print("no topics", file=sys.stderr)
         return 0
@@ -155,8 +155,8 @@ def paused_text(stats: TopicStats) -> str:
 
 def pause_topic(ctx: Context) -> int:
     args = ctx.args
-    with ctx.client() as client, known_topic(client, args.name):
-        state = client.pause(args.name, args.group)
+    with ctx.admin() as admin, known_topic(admin, args.name):
+        state = admin.pause(args.name, args.group)
     what = f"group {args.group} of {args.name}" if args.group else f"{args.name} (every group)"
     since = state.group_since_ms(args.group) if args.group else state.since_ms
     print(f"paused {what} since {_when(since)}: running jobs finish, new ones wait")
@@ -165,8 +165,8 @@ def pause_topic(ctx: Context) -> int:
 
 def resume_topic(ctx: Context) -> int:
     args = ctx.args
-    with ctx.client() as client, known_topic(client, args.name):
-        state = client.resume(args.name, args.group)
+    with ctx.admin() as admin, known_topic(admin, args.name):
+        state = admin.resume(args.name, args.group)
     what = f"group {args.group} of {args.name}" if args.group else args.name
     left = f"; still paused: {', '.join(state.groups)}" if state.groups else ""
     print(f"resumed {what}{left}")
@@ -184,13 +184,13 @@ def _when(ms: int | None) -> str:
 def drop_topic(ctx: Context) -> int:
     from wheelq.errors import TopicNotEmptyError
 
-    with ctx.client() as client:
+    with ctx.admin() as admin:
         try:
-            dropped = client.drop_topic(ctx.args.name, force=ctx.args.force)
+            dropped = admin.drop_topic(ctx.args.name, force=ctx.args.force)
         except TopicNotEmptyError as exc:
             raise CliError(exc.explain("add --force")) from None
         if not dropped:
-            raise no_such_topic(ctx.args.name, sorted(client.topics()))
+            raise no_such_topic(ctx.args.name, sorted(admin.topics()))
     print(f"dropped {ctx.args.name}")
     return 0
 
@@ -198,14 +198,14 @@ def drop_topic(ctx: Context) -> int:
 def topic_limits(ctx: Context) -> int:
     args = ctx.args
     setting = args.max_pending is not None or args.max_ready is not None
-    with ctx.client() as client:
-        if not setting and args.name not in (names := client.topics()):
+    with ctx.admin() as admin:
+        if not setting and args.name not in (names := admin.topics()):
             raise no_such_topic(args.name, sorted(names))  # setting them creates the topic
-        limits = client.limits(args.name)
+        limits = admin.limits(args.name)
         if setting:
             pending = limits.max_pending if args.max_pending is None else args.max_pending
             ready = limits.max_ready if args.max_ready is None else args.max_ready
-            limits = client.set_limits(
+            limits = admin.set_limits(
                 args.name,
                 max_pending=None if pending == "none" else pending,
                 max_ready=None if ready == "none" else ready,
@@ -253,10 +253,10 @@ def _idle(ms: int | None) -> str:
 
 def list_groups(ctx: Context) -> int:
     topic = ctx.args.topic
-    with ctx.client() as client:
-        found = client.groups(topic)
+    with ctx.admin() as admin:
+        found = admin.groups(topic)
         if found is None:
-            raise no_such_topic(topic, sorted(client.topics()))
+            raise no_such_topic(topic, sorted(admin.topics()))
     if not found:
         print(f"no consumer groups on {topic}", file=sys.stderr)
         return 0
@@ -281,12 +281,12 @@ def create_group(ctx: Context) -> int:
     from wheelq.errors import GroupLimitError, GroupNotFoundError
 
     args = ctx.args
-    with ctx.client() as client:
+    with ctx.admin() as admin:
         cap = {} if args.max_groups is None else {"max_groups": args.max_groups}
         try:
-            done = client.create_group(args.topic, args.group, start=args.start, **cap)
+            done = admin.create_group(args.topic, args.group, start=args.start, **cap)
         except GroupNotFoundError:
-            raise no_such_topic(args.topic, sorted(client.topics())) from None
+            raise no_such_topic(args.topic, sorted(admin.topics())) from None
         except GroupLimitError as exc:
             raise CliError(str(exc)) from None
     if not done.created:
@@ -300,21 +300,21 @@ def delete_group(ctx: Context) -> int:
     from wheelq.errors import GroupBusyError, GroupNotFoundError
 
     args = ctx.args
-    with ctx.client() as client:
+    with ctx.admin() as admin:
         try:
-            done = client.delete_group(args.topic, args.group, stream=args.stream, force=args.force)
+            done = admin.delete_group(args.topic, args.group, stream=args.stream, force=args.force)
         except GroupBusyError as exc:
             raise CliError(exc.explain("--force")) from None
         except GroupNotFoundError as exc:
             if exc.known is not None:
                 raise
-            raise no_such_topic(args.topic, sorted(client.topics())) from None
+            raise no_such_topic(args.topic, sorted(admin.topics())) from None
     dropped = f"; {done.in_flight} entries in flight dropped" if done.in_flight else ""
     print(f"deleted group {done.name} of {args.topic} on {_shards(done.shards)}{dropped}")
     return 0
 
 
-MAX_LISTED = 100_000  # what Client.dead_letters reads at most
+MAX_LISTED = 100_000  # what Admin.dead_letters reads at most
 
 
 def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -355,9 +355,9 @@ def list_dead(ctx: Context) -> int:
         )
     from wheelq.web import as_json
 
-    with ctx.client() as client:
-        total = topic_stats(client, args.topic).dead
-        rows = client.dead_letters(
+    with ctx.admin() as admin:
+        total = topic_stats(admin, args.topic).dead
+        rows = admin.dead_letters(
             args.topic, args.offset + args.limit, reason=args.reason, group=args.group
         )[args.offset :]
     for dead in rows:
@@ -395,15 +395,15 @@ def settle(ctx: Context) -> int:
     if args.refs and _filter(args):
         raise usage_error(f"{_filter(args)} goes with --all: refs are already chosen")
     match = {"reason": args.reason, "group": args.group}
-    with ctx.client() as client:
-        topic_stats(client, args.topic)  # exits 1 for an unknown topic
+    with ctx.admin() as admin:
+        topic_stats(admin, args.topic)  # exits 1 for an unknown topic
         refs = None if args.all else list(dict.fromkeys(args.refs))
         skipped = 0
         if args.action == "replay":
-            replayed = client.replay(args.topic, refs, **match)
+            replayed = admin.replay(args.topic, refs, **match)
             done, verb, skipped = int(replayed), "replayed", replayed.skipped
         else:
-            done, verb = client.purge_dead(args.topic, refs, **match), "purged"
+            done, verb = admin.purge_dead(args.topic, refs, **match), "purged"
     print(f"{verb} {done}")
     if skipped:
         print(

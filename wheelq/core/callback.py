@@ -62,6 +62,10 @@ class Callback:
         return _unpack(data)
 
 
+CallbackArg = Callback | str | Mapping[str, Any] | None
+"""What a `callback=` parameter takes: a `Callback`, its URL alone, or its fields as a dict."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _unpack(data: bytes) -> Callback:
     try:

@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncGenerator, Iterable, Mapping
+import functools
+from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any, Self, TypeVar
 
 import redis
 import redis.asyncio
 
+from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At, Delay, debounce_spec
-from wheelq.core.events import Event, EventsConfig
-from wheelq.core.flow import TopicLimits
 from wheelq.core.history import JobInfo
-from wheelq.core.pause import PauseState
-from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
-from wheelq.errors import EventsOffError
-from wheelq.producer import dead_letters as dl
-from wheelq.producer import events as job_events
-from wheelq.producer import groups as grp
-from wheelq.producer import pauses, results, schedules
-from wheelq.producer.client import (
-    DEFAULT_CATCH_UP,
-    EVENTS_MAX_AGE_MS,
-    EVENTS_MAX_LEN,
-    CallbackArg,
-    Client,
-)
+from wheelq.producer import results
+from wheelq.producer.async_admin import AsyncAdmin
+from wheelq.producer.client import Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
+from wheelq.producer.moved import Moved, warn_once
 from wheelq.producer.operations import (
     Op,
     Producer,
@@ -73,6 +62,11 @@ class AsyncClient:
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
         return await self._executor.run(calls, return_exceptions=True)
+
+    @functools.cached_property
+    def _admin(self) -> AsyncAdmin:
+        """What the moved methods and `AsyncAdmin.of` run on: this client's connections."""
+        return AsyncAdmin._sharing(self._executor, self._producer, self._breaker)
 
     @property
     def executor(self) -> AsyncExecutor:
@@ -183,80 +177,37 @@ class AsyncClient:
         """See `Client.result`; the wait holds one connection of the client's pool."""
         return await self._run(results.result(self._producer, topic, job_id, group, timeout))
 
-    async def create_topic(self, topic: str, shards: int | None = None) -> int:
-        return await self._run(self._producer.create_topic(topic, shards))
+    # --- moved to AsyncAdmin: kept for one release (wheelq.producer.moved) -------------
 
-    async def topics(self) -> dict[str, int]:
-        return await self._run(self._producer.topics())
-
-    async def shards(self, topic: str) -> int | None:
-        return await self._run(self._producer.shard_count(topic, create=False))
-
-    async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
-        return await self._run(self._producer.drop_topic(topic, force))
-
-    async def groups(self, topic: str) -> list[grp.GroupStats] | None:
-        return await self._run(grp.groups(self._producer, topic))
-
-    async def create_group(
-        self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
-    ) -> grp.CreatedGroup:
-        return await self._run(grp.create_group(self._producer, topic, group, start, max_groups))
-
-    async def delete_group(
-        self, topic: str, group: str, *, stream: str = "ready", force: bool = False
-    ) -> grp.DeletedGroup:
-        return await self._run(grp.delete_group(self._producer, topic, group, stream, force))
-
-    async def pause(self, topic: str, group: str | None = None) -> PauseState:
-        return await self._run(pauses.pause(self._producer, topic, group))
-
-    async def resume(self, topic: str, group: str | None = None) -> PauseState:
-        return await self._run(pauses.resume(self._producer, topic, group))
-
-    async def paused(self, topic: str) -> PauseState:
-        return await self._run(pauses.paused(self._producer, topic))
-
-    async def set_events(
-        self,
-        topic: str,
-        enabled: bool = True,
-        *,
-        max_len: int = EVENTS_MAX_LEN,
-        max_age_ms: int = EVENTS_MAX_AGE_MS,
-    ) -> EventsConfig:
-        config = EventsConfig(enabled, max_len, max_age_ms)
-        return await self._run(job_events.configure(self._producer, topic, config))
-
-    async def events_config(self, topic: str) -> EventsConfig:
-        return await self._run(job_events.config_of(self._producer, topic))
-
-    async def events(
-        self, topic: str, *, since: str = "now", block_ms: int = 2000
-    ) -> AsyncGenerator[Event, None]:
-        """The topic's job events as they happen, from `since`: "now" (the default),
-        "start" (all the streams still hold) or the `position` of an event read before (the
-        ones after it, none missed or repeated while the streams hold them). An async
-        iterator that ends only when the loop leaves it; to stop its reads at once then, use
-        ``async with contextlib.aclosing(client.events("emails")) as events: async for ...``
-        (else they stop when the iterator is collected).
-
-        Raises:
-            UnknownTopicError: No such topic.
-            EventsOffError: The topic keeps no events (`set_events` turns them on).
-            InvalidArgumentError: `since` or `block_ms` (10-60,000) is not valid.
-        """
-        shards = await self._run(self._producer.shard_count(topic, create=False))
-        job_events.validated(topic, shards, since, block_ms)  # bad arguments first
-        if not (await self.events_config(topic)).enabled:
-            raise EventsOffError(topic)  # else it would wait for ever, silently
-        follow = job_events.follow(self._executor, topic, shards, since, block_ms)
-        async with contextlib.aclosing(follow) as events:  # closed with this one, not at GC
-            async for event in events:
-                yield event
+    create_topic = Moved(AsyncAdmin.create_topic)
+    topics = Moved(AsyncAdmin.topics)
+    shards = Moved(AsyncAdmin.shards)
+    drop_topic = Moved(AsyncAdmin.drop_topic)
+    groups = Moved(AsyncAdmin.groups)
+    create_group = Moved(AsyncAdmin.create_group)
+    delete_group = Moved(AsyncAdmin.delete_group)
+    pause = Moved(AsyncAdmin.pause)
+    resume = Moved(AsyncAdmin.resume)
+    paused = Moved(AsyncAdmin.paused)
+    set_events = Moved(AsyncAdmin.set_events)
+    events_config = Moved(AsyncAdmin.events_config)
+    events = Moved(AsyncAdmin.events)
+    dead_letters = Moved(AsyncAdmin.dead_letters)
+    replay = Moved(AsyncAdmin.replay)
+    purge_dead = Moved(AsyncAdmin.purge_dead)
+    set_limits = Moved(AsyncAdmin.set_limits)
+    limits = Moved(AsyncAdmin.limits)
+    schedule = Moved(AsyncAdmin.schedule)
+    get_schedule = Moved(AsyncAdmin.get_schedule)
+    schedules = Moved(AsyncAdmin.schedules)
+    pause_schedule = Moved(AsyncAdmin.pause_schedule)
+    resume_schedule = Moved(AsyncAdmin.resume_schedule)
+    unschedule = Moved(AsyncAdmin.unschedule)
 
     async def stats(self, topic: str) -> TopicStats | None:
-        return with_spool(await self._run(self._producer.stats(topic)), self.spool_stats())
+        """Deprecated: moved to `AsyncAdmin.stats`; this client's spool is `spool_stats`."""
+        warn_once("AsyncClient.stats", "AsyncAdmin.stats", stacklevel=2)
+        return with_spool(await self._admin.stats(topic), self.spool_stats())
 
     @property
     def counts(self) -> ProducerCounts:
@@ -265,88 +216,6 @@ class AsyncClient:
 
     def spool_stats(self) -> SpoolStats | None:
         return None if self._drain is None else self._drain.drain.stats()
-
-    async def dead_letters(
-        self,
-        topic: str,
-        limit: int = 100,
-        *,
-        after: str | None = None,
-        reason: str | None = None,
-        group: str | None = None,
-        scan_limit: int | None = None,
-    ) -> dl.DeadLetterPage:
-        match = dl.DeadFilter.of(reason, group)
-        op = dl.dead_letters(self._producer, topic, limit, after, match, scan_limit)
-        return await self._run(op)
-
-    async def replay(
-        self,
-        topic: str,
-        refs: dl.Refs = None,
-        *,
-        reason: str | None = None,
-        group: str | None = None,
-    ) -> dl.Replayed:
-        match = dl.DeadFilter.of(reason, group)
-        return await self._run(dl.replay(self._producer, topic, refs, match))
-
-    async def purge_dead(
-        self,
-        topic: str,
-        refs: dl.Refs = None,
-        *,
-        reason: str | None = None,
-        group: str | None = None,
-    ) -> int:
-        match = dl.DeadFilter.of(reason, group)
-        return await self._run(dl.purge_dead(self._producer, topic, refs, match))
-
-    async def set_limits(
-        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
-    ) -> TopicLimits:
-        return await self._run(self._producer.set_limits(topic, max_pending, max_ready))
-
-    async def limits(self, topic: str) -> TopicLimits:
-        return await self._run(self._producer.limits(topic))
-
-    async def schedule(
-        self,
-        name: str,
-        topic: str,
-        payload: Any,
-        *,
-        cron: str | None = None,
-        every_ms: int | None = None,
-        tz: str = "UTC",
-        start: At | None = None,
-        end: At | None = None,
-        misfire: str = "once",
-        max_catch_up: int = DEFAULT_CATCH_UP,
-        max_attempts: int | None = None,
-        callback: CallbackArg = None,
-    ) -> Schedule:
-        op = schedules.define(
-            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
-            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
-            max_attempts=max_attempts, callback=callback,
-        )  # fmt: skip
-        return (await self._run(op))[0]
-
-    async def get_schedule(self, name: str, topic: str) -> Schedule | None:
-        return await self._run(schedules.get(self._producer, name, topic))
-
-    async def schedules(self, topic: str | None = None) -> list[Schedule]:
-        return await self._run(schedules.every(self._producer, topic))
-
-    async def pause_schedule(self, name: str, topic: str) -> bool:
-        return await self._run(schedules.change(self._producer, name, topic, "pause"))
-
-    async def resume_schedule(self, name: str, topic: str) -> bool:
-        return await self._run(schedules.change(self._producer, name, topic, "resume"))
-
-    async def unschedule(self, name: str, topic: str) -> bool:
-        return await self._run(schedules.change(self._producer, name, topic, "remove"))
 
     async def aclose(self) -> None:
         """Close the connections; with a spool, stop its drain first (what it has not

@@ -15,6 +15,8 @@ from wheelq.core.history import JobInfo
 from wheelq.core.job import Job, validate_max_attempts
 from wheelq.core.retry import Fail, RetryPolicy
 from wheelq.errors import InvalidArgumentError, UnknownGroupError
+from wheelq.producer.admin import Admin
+from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.tasks.codec import TaskCodec
@@ -233,7 +235,7 @@ class TaskHandle(Generic[R]):
         try:
             value = app.client.result(self.topic, self.id, group=app.group, timeout=timeout)
         except UnknownGroupError:  # no worker of the app has started yet: wait for one
-            app.client.create_group(self.topic, app.group)
+            Admin.of(app.client).create_group(self.topic, app.group)
             value = app.client.result(self.topic, self.id, group=app.group, timeout=timeout)
         return self._typed(value)
 
@@ -244,7 +246,7 @@ class TaskHandle(Generic[R]):
         try:
             value = await client.result(self.topic, self.id, group=app.group, timeout=timeout)
         except UnknownGroupError:
-            await client.create_group(self.topic, app.group)
+            await AsyncAdmin.of(client).create_group(self.topic, app.group)
             value = await client.result(self.topic, self.id, group=app.group, timeout=timeout)
         return self._typed(value)
 

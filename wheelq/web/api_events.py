@@ -77,10 +77,10 @@ async def events(
     (``pull_connections``) are taken."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    shards = (await svc.client.topics()).get(topic)
+    shards = (await svc.admin.topics()).get(topic)
     if shards is None:
         raise UnknownTopicError(topic)
-    if not (await svc.client.events_config(topic)).enabled:
+    if not (await svc.admin.events_config(topic)).enabled:
         raise EventsOffError(topic)
     start = last_event_id or since
     streams: EventStreams = svc.event_streams
@@ -110,7 +110,7 @@ async def events_config(topic: TopicPath, request: Request) -> Response:
     for how long (off, with the defaults, for a topic that does not exist)."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    return json_response(as_json(await svc.client.events_config(topic)))
+    return json_response(as_json(await svc.admin.events_config(topic)))
 
 
 @router.post("/{topic}/events/on", response_model=EventsConfigModel)
@@ -122,10 +122,10 @@ async def events_on(topic: TopicPath, request: Request, body: EventsOnIn | None 
     the setting."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    now = await svc.client.events_config(topic)
+    now = await svc.admin.events_config(topic)
     max_len = None if body is None else body.max_len
     max_age_ms = None if body is None else body.max_age_ms
-    config = await svc.client.set_events(
+    config = await svc.admin.set_events(
         topic,
         True,
         max_len=now.max_len if max_len is None else max_len,
@@ -140,9 +140,9 @@ async def events_off(topic: TopicPath, request: Request) -> Response:
     open, quiet; the events kept are trimmed with age). 404 for an unknown topic."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    if topic not in await svc.client.topics():
+    if topic not in await svc.admin.topics():
         raise UnknownTopicError(topic)
-    return json_response(as_json(await svc.client.set_events(topic, False)))
+    return json_response(as_json(await svc.admin.set_events(topic, False)))
 
 
 async def _pump(

@@ -49,7 +49,7 @@ async def create_group(
     """
     cap = svc.settings.max_groups_per_topic
     try:
-        return await svc.client.create_group(topic, group, start=start, max_groups=cap)
+        return await svc.admin.create_group(topic, group, start=start, max_groups=cap)
     except GroupNotFoundError as exc:
         raise ProblemError(404, "not-found", "Not found", str(exc), field="topic") from None
     except GroupLimitError as exc:

@@ -33,7 +33,7 @@ async def list_schedules(topic: TopicPath, request: Request) -> Response:
     svc = service(request)
     svc.guard.check(request, "read", topic)
     now = svc.clock.now_ms()
-    found = await svc.client.schedules(topic)
+    found = await svc.admin.schedules(topic)
     return json_response({"topic": topic, "schedules": [schedule_json(s, now) for s in found]})
 
 
@@ -42,7 +42,7 @@ async def get_schedule(topic: TopicPath, name: NamePath, request: Request) -> Re
     """One schedule; 404 if the topic has none of that name."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    found = await svc.client.get_schedule(name, topic)
+    found = await svc.admin.get_schedule(name, topic)
     if found is None:
         raise _missing(topic, name)
     return json_response(schedule_json(found, svc.clock.now_ms()))
@@ -70,8 +70,8 @@ async def put_schedule(
             svc.check_callback(callback)
         except InvalidArgumentError as exc:
             raise invalid(exc) from None
-    existed = await svc.client.get_schedule(name, topic) is not None
-    made = await svc.client.schedule(
+    existed = await svc.admin.get_schedule(name, topic) is not None
+    made = await svc.admin.schedule(
         name, topic, body.payload, cron=body.cron, every_ms=body.every_ms, tz=body.tz,
         start=start, end=end, misfire=body.misfire, max_catch_up=body.max_catch_up,
         max_attempts=body.max_attempts, callback=callback,
@@ -98,7 +98,7 @@ async def delete_schedule(topic: TopicPath, name: NamePath, request: Request) ->
     """Remove the schedule and cancel its runs written ahead; 404 if there was none."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    if not await svc.client.unschedule(name, topic):
+    if not await svc.admin.unschedule(name, topic):
         raise _missing(topic, name)
     return Response(status_code=204)
 
@@ -106,10 +106,10 @@ async def delete_schedule(topic: TopicPath, name: NamePath, request: Request) ->
 async def _change(request: Request, topic: str, name: str, change: str) -> Response:
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    call = svc.client.pause_schedule if change == "pause" else svc.client.resume_schedule
+    call = svc.admin.pause_schedule if change == "pause" else svc.admin.resume_schedule
     if not await call(name, topic):
         raise _missing(topic, name)
-    found = await svc.client.get_schedule(name, topic)
+    found = await svc.admin.get_schedule(name, topic)
     if found is None:  # removed in between
         raise _missing(topic, name)
     return json_response(schedule_json(found, svc.clock.now_ms()))

@@ -67,7 +67,7 @@ async def topics_page(
     page = limit or svc.settings.page_limit
     names = sorted(
         (name, shards)
-        for name, shards in (await svc.client.topics()).items()
+        for name, shards in (await svc.admin.topics()).items()
         if token is None or token.covers(name)
     )
     rows = [(n, s) for n, s in names if after is None or n > after][:page]
@@ -81,7 +81,7 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
     delivered), in flight, in stream (not yet trimmed) and dead, in all and by shard."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    stats = await svc.client.stats(topic)
+    stats = await svc.admin.stats(topic)
     if stats is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
     return json_response(as_json(stats))
@@ -101,7 +101,7 @@ async def drop_topic(
     svc = service(request)
     svc.guard.check(request, "write", topic)
     try:
-        dropped = await svc.client.drop_topic(topic, force=force)
+        dropped = await svc.admin.drop_topic(topic, force=force)
     except TopicNotEmptyError as exc:
         detail = exc.explain("?force=true")
         raise ProblemError(409, "topic-not-empty", "Topic holds jobs", detail) from None
@@ -115,7 +115,7 @@ async def get_limits(topic: TopicPath, request: Request) -> Response:
     """The topic's backpressure limits (null: none; docs/guides/flow-control.md)."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    return _limits(topic, await svc.client.limits(topic))
+    return _limits(topic, await svc.admin.limits(topic))
 
 
 @router.put("/{topic}/limits", response_model=LimitsOut)
@@ -125,7 +125,7 @@ async def put_limits(topic: TopicPath, body: LimitsIn, request: Request) -> Resp
     ``ceil(limit / shards)``; the topic is created if new."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    limits = await svc.client.set_limits(
+    limits = await svc.admin.set_limits(
         topic, max_pending=body.max_pending, max_ready=body.max_ready
     )
     return _limits(topic, limits)
@@ -166,7 +166,7 @@ async def resume(topic: TopicPath, request: Request, group: PauseGroup = None) -
 async def _change_pause(request: Request, topic: str, group: str | None, resume: bool) -> Response:
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    change = svc.client.resume if resume else svc.client.pause
+    change = svc.admin.resume if resume else svc.admin.pause
     try:
         state = await change(topic, group)
     except UnknownGroupError as exc:
@@ -181,7 +181,7 @@ async def list_groups(topic: TopicPath, request: Request) -> Response:
     shard."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
-    found = await svc.client.groups(topic)
+    found = await svc.admin.groups(topic)
     if found is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}", field="topic")
     return json_response({"topic": topic, "groups": as_json(found)})
@@ -227,7 +227,7 @@ async def delete_group(
     svc = service(request)
     svc.guard.check(request, "write", topic)
     try:
-        await svc.client.delete_group(topic, group, stream=stream, force=force)
+        await svc.admin.delete_group(topic, group, stream=stream, force=force)
     except GroupNotFoundError as exc:
         field = "topic" if exc.known is None else "group"
         raise ProblemError(404, "not-found", "Not found", str(exc), field=field) from None
@@ -262,7 +262,7 @@ async def list_dead(
     svc = service(request)
     svc.guard.check(request, "read", topic)
     page = limit or svc.settings.page_limit
-    rows = await svc.client.dead_letters(
+    rows = await svc.admin.dead_letters(
         topic, page, after=after, reason=reason, group=group, scan_limit=DEAD_SCAN
     )
     return json_response({"dead": [as_json(d) for d in rows], "next": rows.next})
@@ -277,7 +277,7 @@ async def replay_dead(topic: TopicPath, body: RefsIn, request: Request) -> Respo
     svc = service(request)
     svc.guard.check(request, "write", topic)
     refs = _refs(body.refs, body.all, body.reason, body.group)
-    count = await svc.client.replay(topic, refs, reason=body.reason, group=body.group)
+    count = await svc.admin.replay(topic, refs, reason=body.reason, group=body.group)
     return json_response({"count": count, "skipped": count.skipped})
 
 
@@ -298,7 +298,7 @@ async def purge_dead(
     svc = service(request)
     svc.guard.check(request, "write", topic)
     refs = _refs(ref, every, reason, group)
-    count = await svc.client.purge_dead(topic, refs, reason=reason, group=group)
+    count = await svc.admin.purge_dead(topic, refs, reason=reason, group=group)
     return json_response({"count": count})
 
 

@@ -38,7 +38,7 @@ from wheelq.core.recurring import (
     Misfire,
 )
 from wheelq.errors import InvalidArgumentError, InvalidDelayError
-from wheelq.producer.client import DEFAULT_CATCH_UP
+from wheelq.producer.admin import DEFAULT_CATCH_UP
 from wheelq.producer.groups import GroupStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import TopicStats

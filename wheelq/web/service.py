@@ -18,6 +18,7 @@ from wheelq.core.callback import validate_callback
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.errors import InvalidArgumentError, UnknownTopicError
+from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
@@ -69,6 +70,8 @@ class WebService:
         prometheus_url: str = "",
     ) -> None:
         self.client = client
+        self.admin = AsyncAdmin.of(client)
+        """The management calls, on the client's connections."""
         self.settings = settings or ServeSettings()
         ws = worker_settings or WorkerSettings()
         self.clock = RedisClock()
@@ -103,7 +106,7 @@ class WebService:
         if prometheus_url:
             self.charts = self.prometheus = PrometheusCharts(prometheus_url)
         else:
-            self.charts = self.sampler = Sampler(client.executor, client.topics, self.clock)
+            self.charts = self.sampler = Sampler(client.executor, self.admin.topics, self.clock)
         self.requests: dict[tuple[str, int], int] = {}
         """(route, status) -> requests answered (``/metrics``)."""
 
@@ -215,7 +218,7 @@ async def known_topic(request: Request) -> None:
     endpoint = getattr(request.scope.get("route"), "endpoint", None)
     if not isinstance(topic, str) or endpoint in ANY_TOPIC:
         return
-    if await service(request).client.shards(topic) is None:
+    if await service(request).admin.shards(topic) is None:
         raise UnknownTopicError(topic)
 
 

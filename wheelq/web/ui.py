@@ -592,7 +592,7 @@ def _frames(request: Request) -> Frames:
 
 
 async def shards_of(svc: WebService, topic: str) -> int:
-    shards = (await svc.client.topics()).get(topic)
+    shards = (await svc.admin.topics()).get(topic)
     if shards is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
     return shards
@@ -715,7 +715,7 @@ async def schedules_page(topic: str, request: Request, done: Done = None) -> Res
     svc = service(request)
     svc.guard.check(request, "read", topic)
     await shards_of(svc, topic)
-    found = await svc.client.schedules(topic)
+    found = await svc.admin.schedules(topic)
     return render(
         request,
         "schedules.html",
@@ -744,11 +744,11 @@ async def dead_page(
     await shards_of(svc, topic)
     page = limit or svc.settings.page_limit
     reason, group = reason or None, group or None  # the filter form sends "" for any
-    letters = await svc.client.dead_letters(
+    letters = await svc.admin.dead_letters(
         topic, page, after=after, reason=reason, group=group, scan_limit=DEAD_SCAN
     )
-    stats = await svc.client.stats(topic)
-    groups = await svc.client.groups(topic) or []
+    stats = await svc.admin.stats(topic)
+    groups = await svc.admin.groups(topic) or []
     return render(
         request,
         "dead.html",

@@ -185,7 +185,7 @@ async def resume_form(topic: str, request: Request, group: Group = None) -> Resp
 async def _change_pause(request: Request, topic: str, group: str | None, resume: bool) -> Response:
     svc = await topic_writer(request, topic)
     try:
-        await (svc.client.resume if resume else svc.client.pause)(topic, group)
+        await (svc.admin.resume if resume else svc.admin.pause)(topic, group)
     except UnknownGroupError as exc:
         raise ProblemError(404, "not-found", "Not found", str(exc)) from None
     return back_to(request, _topic_path(topic), "resumed" if resume else "paused")
@@ -204,7 +204,7 @@ async def delete_group_form(
 
     async def delete() -> Response:
         try:
-            await svc.client.delete_group(topic, group, force=bool(force))
+            await svc.admin.delete_group(topic, group, force=bool(force))
         except GroupNotFoundError as exc:
             raise ProblemError(404, "not-found", "Not found", str(exc)) from None
         except GroupBusyError as exc:
@@ -238,7 +238,7 @@ async def drop_form(
 
     async def drop() -> Response:
         try:
-            await svc.client.drop_topic(topic, force=bool(force))
+            await svc.admin.drop_topic(topic, force=bool(force))
         except TopicNotEmptyError as exc:
             detail = exc.explain("go back and tick 'also while jobs are pending'")
             raise ProblemError(409, "topic-not-empty", "Topic holds jobs", detail) from None
@@ -277,9 +277,9 @@ async def schedule_form(
 
     async def act() -> Response:
         call = {
-            "pause": svc.client.pause_schedule,
-            "resume": svc.client.resume_schedule,
-            "delete": svc.client.unschedule,
+            "pause": svc.admin.pause_schedule,
+            "resume": svc.admin.resume_schedule,
+            "delete": svc.admin.unschedule,
         }[change]
         done = {"pause": "schedule-paused", "resume": "schedule-resumed"}.get(
             change, "schedule-deleted"
@@ -332,10 +332,10 @@ async def dead_form(
         refs = ref or None
         match = {"reason": reason or None, "group": group or None} if every else {}
         if action == "replay":
-            replayed = await svc.client.replay(topic, refs, **match)
+            replayed = await svc.admin.replay(topic, refs, **match)
             done = f"replayed {replayed}" + f" skipped {replayed.skipped}" * bool(replayed.skipped)
         else:
-            done = f"purged {await svc.client.purge_dead(topic, refs, **match)}"
+            done = f"purged {await svc.admin.purge_dead(topic, refs, **match)}"
         return back_to(request, here, done, **kept)
 
     if action == "replay":

@@ -24,7 +24,7 @@ from tests.support.faces import Face, having
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
 from tests.support.workers import Workers
-from wheelq import AsyncClient, Client, Flow, InvalidArgumentError, Job, Scheduler
+from wheelq import AsyncAdmin, AsyncClient, Client, Flow, InvalidArgumentError, Job, Scheduler
 from wheelq.core.job import Field
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
@@ -60,7 +60,7 @@ async def made_dead(
             await client.enqueue(topic, {"fail": 9}, max_attempts=1)
 
         async def all_dead() -> dict[str, set[str]] | None:
-            page = await client.dead_letters(topic, 1000)
+            page = await AsyncAdmin.of(client).dead_letters(topic, 1000)
             if len(page) < 3 * JOBS:
                 return None
             return {r: {d.ref for d in page if d.reason == r} for r in ("failed", "deliveries")}
@@ -77,6 +77,7 @@ async def made_dead(
 async def test_dead_letters_are_listed_replayed_and_purged_by_reason_through_every_face(
     face: Face,
     client: AsyncClient,
+    admin: AsyncAdmin,
     pool: Workers,
     served: Served,
     topic: str,
@@ -86,15 +87,20 @@ async def test_dead_letters_are_listed_replayed_and_purged_by_reason_through_eve
     assert await face.dead(topic, "deliveries") == dead["deliveries"]
 
     assert await face.replay(topic, "deliveries") == (JOBS, 0)
-    assert {d.ref for d in await client.dead_letters(topic, 1000)} == dead["failed"]
+    assert {d.ref for d in await admin.dead_letters(topic, 1000)} == dead["failed"]
     assert await face.purge(topic, "failed") == 2 * JOBS
-    stats = await client.stats(topic)
+    stats = await admin.stats(topic)
     assert stats is not None and stats.dead == 0
 
 
 @pytest.mark.parametrize("face", having("replay"), indirect=True)
 async def test_a_replayed_keyed_job_keeps_its_entry_and_waits_for_its_key_through_every_face(
-    face: Face, client: AsyncClient, pool: Workers, scheduler: Scheduler, topic: str
+    face: Face,
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    pool: Workers,
+    scheduler: Scheduler,
+    topic: str,
 ) -> None:
     """Bug: replay.lua rebuilt the job's envelope field by field and left out its key and
     ordered flag: the replayed job ran beside its key's running job, as a keyless one."""
@@ -116,7 +122,7 @@ async def test_a_replayed_keyed_job_keeps_its_entry_and_waits_for_its_key_throug
     )
 
     async def dead() -> bool:
-        return len(await client.dead_letters(topic, 10)) == 1
+        return len(await admin.dead_letters(topic, 10)) == 1
 
     await eventually(dead, timeout_s=15, what="the keyed job's dead letter")
     await client.enqueue(topic, "hold", key="customer-1", ordered=True)
@@ -163,7 +169,7 @@ async def made_malformed(
 ) -> set[str]:
     """An undecodable entry in each shard's ready stream, dead-lettered as malformed by a
     worker with an async handler and one with a ``def`` handler; their refs."""
-    await client.create_topic(topic, SHARDS)
+    await AsyncAdmin.of(client).create_topic(topic, SHARDS)
     workers = [WorkerConsumer(pool, "async", sync=False), WorkerConsumer(pool, "sync", sync=True)]
     for consumer in workers:
         await consumer.start()
@@ -173,7 +179,7 @@ async def made_malformed(
             r.xadd(ShardKeys(topic, shard).ready, fields)
 
         async def all_dead() -> set[str] | None:
-            page = await client.dead_letters(topic, 1000, reason="malformed")
+            page = await AsyncAdmin.of(client).dead_letters(topic, 1000, reason="malformed")
             return {d.ref for d in page} if len(page) == 2 * SHARDS else None
 
         return await eventually(all_dead, timeout_s=15, what="the malformed dead letters")
@@ -201,6 +207,7 @@ async def test_a_replay_through_every_face_skips_malformed_dead_letters_and_says
 
 async def test_a_malformed_dead_letter_named_is_refused_by_every_face(
     client: AsyncClient,
+    admin: AsyncAdmin,
     pool: Workers,
     served: Served,
     redis_url: str,
@@ -212,7 +219,7 @@ async def test_a_malformed_dead_letter_named_is_refused_by_every_face(
     malformed = await made_malformed(client, pool, redis_sync, topic)
     ref = sorted(malformed)[0]
     with pytest.raises(InvalidArgumentError, match="malformed") as info:
-        await client.replay(topic, [ref])
+        await admin.replay(topic, [ref])
     assert info.value.parameter == "refs"
     sync_client = Client.from_url(redis_url)
     with sync_client, pytest.raises(InvalidArgumentError, match="malformed"):
@@ -227,4 +234,4 @@ async def test_a_malformed_dead_letter_named_is_refused_by_every_face(
     rows = re.findall(r'<tr data-ref="([^"]+)">(.*?)</tr>', html, re.DOTALL)
     assert {r for r, _ in rows} == malformed
     assert all("/replay" not in row for _, row in rows), "a replay button on a malformed row"
-    assert {d.ref for d in await client.dead_letters(topic, 1000)} == malformed
+    assert {d.ref for d in await admin.dead_letters(topic, 1000)} == malformed

@@ -10,7 +10,7 @@ import pytest
 from tests.support.faces import Face, having
 from tests.support.waiting import eventually
 from tests.support.web import Served
-from wheelq import AsyncClient
+from wheelq import AsyncAdmin, AsyncClient
 
 pytestmark = pytest.mark.cluster_too
 
@@ -19,11 +19,11 @@ SHARDS = 2
 
 @pytest.mark.parametrize("face", having("group_names"), indirect=True)
 async def test_a_group_is_created_listed_pulled_from_and_deleted_through_every_face(
-    face: Face, client: AsyncClient, served: Served, topic: str
+    face: Face, client: AsyncClient, admin: AsyncAdmin, served: Served, topic: str
 ) -> None:
     creates = face if face.name in having("create_group") else None
     deletes = face if face.name in having("delete_group") else None
-    await (creates.create_group(topic, "g") if creates else client.create_group(topic, "g"))
+    await (creates.create_group(topic, "g") if creates else admin.create_group(topic, "g"))
     assert await face.group_names(topic) == {"g"}
     job_id = await client.enqueue(topic, 1)
     group = f"/v1/topics/{topic}/groups/g"
@@ -37,5 +37,5 @@ async def test_a_group_is_created_listed_pulled_from_and_deleted_through_every_f
     await eventually(pulled_it, timeout_s=10, what="the job pulled from the new group")
     _, acked, _ = await served.call("POST", f"{group}/ack", {"receipts": [pulled[0]["receipt"]]})
     assert acked["acked"] == 1
-    await (deletes.delete_group(topic, "g") if deletes else client.delete_group(topic, "g"))
+    await (deletes.delete_group(topic, "g") if deletes else admin.delete_group(topic, "g"))
     assert await face.group_names(topic) == set()

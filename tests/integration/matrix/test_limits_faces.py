@@ -16,7 +16,7 @@ from tests.support.consumers import WorkerConsumer
 from tests.support.faces import Face, Refused, having
 from tests.support.waiting import eventually
 from tests.support.workers import Workers
-from wheelq import AsyncClient, Scheduler, TopicFullError
+from wheelq import AsyncAdmin, AsyncClient, Scheduler, TopicFullError
 
 pytestmark = pytest.mark.cluster_too
 
@@ -27,14 +27,14 @@ HOUR_S = 3600
 
 @pytest.mark.parametrize("face", having("set_max_pending"), indirect=True)
 async def test_max_pending_set_through_every_face_refuses_the_next_enqueue_in_it(
-    face: Face, client: AsyncClient, topic: str
+    face: Face, client: AsyncClient, admin: AsyncAdmin, topic: str
 ) -> None:
     await face.set_max_pending(topic, SHARDS)  # one per shard
     assert await face.max_pending(topic) == SHARDS
     for n in range(50 * SHARDS):  # every shard full: the face's enqueue is refused on any
         with contextlib.suppress(TopicFullError):
             await client.enqueue(topic, n, delay=HOUR_S)
-        stats = await client.stats(topic)
+        stats = await admin.stats(topic)
         assert stats is not None
         if stats.pending == SHARDS:
             break
@@ -43,22 +43,27 @@ async def test_max_pending_set_through_every_face_refuses_the_next_enqueue_in_it
     if isinstance(refused.value, Refused):
         assert refused.value.code == (429 if face.name == "http" else 1), refused.value.said
         assert "full" in refused.value.said.lower()
-    assert (await client.stats(topic)).pending == SHARDS  # type: ignore[union-attr]
+    assert (await admin.stats(topic)).pending == SHARDS  # type: ignore[union-attr]
     await face.set_max_pending(topic, None)
-    assert (await client.limits(topic)).max_pending is None
+    assert (await admin.limits(topic)).max_pending is None
     await client.enqueue(topic, "more", delay=HOUR_S)
 
 
 @pytest.mark.parametrize("kind", ["async-worker", "sync-worker"])
 async def test_max_ready_holds_due_jobs_back_until_workers_ack_them(
-    kind: str, client: AsyncClient, pool: Workers, scheduler: Scheduler, topic: str
+    kind: str,
+    client: AsyncClient,
+    admin: AsyncAdmin,
+    pool: Workers,
+    scheduler: Scheduler,
+    topic: str,
 ) -> None:
-    await client.set_limits(topic, max_ready=SHARDS)  # one per shard
-    await client.pause(topic)
+    await admin.set_limits(topic, max_ready=SHARDS)  # one per shard
+    await admin.pause(topic)
     ids = [await client.enqueue(topic, n) for n in range(3 * SHARDS)]
 
     async def held_back() -> bool:
-        stats = await client.stats(topic)
+        stats = await admin.stats(topic)
         assert stats is not None and all(s.ready <= 1 for s in stats.shards), stats
         return stats.pending + stats.ready == len(ids) and stats.pending >= len(ids) - SHARDS
 
@@ -66,7 +71,7 @@ async def test_max_ready_holds_due_jobs_back_until_workers_ack_them(
     consumer = WorkerConsumer(pool, "default", sync=kind == "sync-worker")
     await consumer.start()
     try:
-        await client.resume(topic)
+        await admin.resume(topic)
 
         async def all_ran() -> bool:
             return Counter(consumer.handled) == Counter(ids)

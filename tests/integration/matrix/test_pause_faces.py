@@ -19,7 +19,7 @@ from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
 from tests.support.web import Served
 from tests.support.workers import Workers
-from wheelq import AsyncClient, RedisUnavailableError
+from wheelq import AsyncAdmin, AsyncClient, RedisUnavailableError
 from wheelq.testing import ServerBinary
 
 pytestmark = pytest.mark.cluster_too
@@ -31,7 +31,7 @@ PAUSED_WITHIN_S = 5.0
 
 async def in_stream(client: AsyncClient, topic: str, group: str) -> tuple[int, int]:
     """(undelivered, in flight) of `group`."""
-    stats = {g.name: g for g in await client.groups(topic) or []}
+    stats = {g.name: g for g in await AsyncAdmin.of(client).groups(topic) or []}
     return (stats[group].ready, stats[group].in_flight) if group in stats else (0, 0)
 
 
@@ -114,11 +114,11 @@ async def test_a_pause_set_through_each_face_holds_workers_of_both_handler_kinds
 
 @pytest.mark.parametrize("target", ["topic", "group"])
 async def test_a_pause_holds_an_http_pull_consumer(
-    target: str, client: AsyncClient, served: Served, topic: str
+    target: str, client: AsyncClient, admin: AsyncAdmin, served: Served, topic: str
 ) -> None:
     puller = PullConsumer(served, topic, "pull")
-    await client.create_group(topic, "pull")
-    await client.pause(topic, None if target == "topic" else "pull")
+    await admin.create_group(topic, "pull")
+    await admin.pause(topic, None if target == "topic" else "pull")
     ids = [await client.enqueue(topic, n) for n in range(JOBS)]
 
     async def fired() -> bool:
@@ -127,7 +127,7 @@ async def test_a_pause_holds_an_http_pull_consumer(
     await eventually(fired, timeout_s=10, what="the jobs fired")
     assert [j["id"] for j in await puller.pull_once(wait_ms=0)] == []
     assert await in_stream(client, topic, "pull") == (JOBS, 0)
-    await client.resume(topic, None if target == "topic" else "pull")
+    await admin.resume(topic, None if target == "topic" else "pull")
 
     async def pulled() -> bool:
         puller.ran += [j["id"] for j in await puller.pull_once(wait_ms=100)]
@@ -145,6 +145,7 @@ async def test_a_pause_reads_the_same_through_every_face(
     face: Face,
     stream: str,
     client: AsyncClient,
+    admin: AsyncAdmin,
     redis_async: redis.asyncio.Redis,
     receiver: ScriptedServer,
     topic: str,
@@ -155,12 +156,12 @@ async def test_a_pause_reads_the_same_through_every_face(
     g, h = ("callbacks", "h") if stream == "callbacks" else ("g", "h")
     try:
         for group in {g, h} - {"callbacks"}:
-            await client.create_group(topic, group)
-        await client.pause(topic, g)
+            await admin.create_group(topic, group)
+        await admin.pause(topic, g)
         assert await face.held(topic, {g, h}) == {g}
-        await client.pause(topic)
+        await admin.pause(topic)
         assert await face.held(topic, {g, h}) == {g, h}
-        await client.resume(topic)
+        await admin.resume(topic)
         assert await face.held(topic, {g, h}) == set()
     finally:
         await deliverer.stop()
@@ -174,7 +175,8 @@ async def test_a_pause_outlives_a_restart_of_the_server_and_of_its_worker(
     which a cluster does not change."""
     with dedicated_server(server_binary, appendonly=True) as server:
         async with AsyncClient.from_url(server.url) as client:
-            await client.create_topic(topic, SHARDS)
+            admin = AsyncAdmin.of(client)
+            await admin.create_topic(topic, SHARDS)
             pool = Workers(
                 server.url, topic, {"visibility_timeout_ms": 1000, "claim_interval_ms": 100}
             )
@@ -183,7 +185,7 @@ async def test_a_pause_outlives_a_restart_of_the_server_and_of_its_worker(
             try:
                 await paused.start()
                 await witness.start()
-                await client.pause(topic, "held")
+                await admin.pause(topic, "held")
                 await eventually(paused.paused, timeout_s=PAUSED_WITHIN_S, what="paused")
                 server.restart()
                 ids: list[str] = []
@@ -206,7 +208,7 @@ async def test_a_pause_outlives_a_restart_of_the_server_and_of_its_worker(
                 assert await restarted.paused()
                 assert paused.handled == [] and restarted.handled == []
                 assert await in_stream(client, topic, "held") == (JOBS, 0)
-                await client.resume(topic, "held")
+                await admin.resume(topic, "held")
 
                 async def ran() -> bool:
                     return Counter(restarted.handled) == Counter(ids)

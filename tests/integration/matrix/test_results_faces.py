@@ -21,7 +21,7 @@ from tests.support.waiting import eventually, until
 from tests.support.web import Served
 from tests.support.worker_proc import WorkerProcess
 from tests.support.workers import Workers
-from wheelq import AsyncClient, JobState, UnknownGroupError
+from wheelq import AsyncAdmin, AsyncClient, JobState, UnknownGroupError
 from wheelq.testing import ServerBinary
 
 pytestmark = pytest.mark.cluster_too
@@ -115,7 +115,8 @@ async def test_a_result_outlives_a_restart_of_the_server(
     """A fault row, once per server kind, on a dedicated server: results live in Redis."""
     with dedicated_server(server_binary, appendonly=True) as server:
         async with AsyncClient.from_url(server.url) as client:
-            await client.create_topic(topic, SHARDS)
+            admin = AsyncAdmin.of(client)
+            await admin.create_topic(topic, SHARDS)
             pool = Workers(server.url, topic, {"visibility_timeout_ms": 1000})
             try:
                 consumer = WorkerConsumer(pool, "default", sync=False)

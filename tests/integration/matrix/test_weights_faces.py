@@ -17,7 +17,7 @@ from tests.support.cli import start_wheelq, stop
 from tests.support.faces import cli_once
 from tests.support.starts import RUN_S
 from tests.support.waiting import until
-from wheelq import AsyncClient, Job, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, Worker
 from wheelq.testing import ServerBinary
 
 pytestmark = pytest.mark.cluster_too
@@ -38,8 +38,9 @@ async def filled(redis_url: str, topic: str) -> dict[str, int]:
     """The three weighted topics of `topic`, each with `WAITING` jobs in its stream."""
     weights = {f"{topic}-{name}": w for name, w in WEIGHTS.items()}
     async with AsyncClient.from_url(redis_url) as client:
+        admin = AsyncAdmin.of(client)
         for name in weights:
-            await client.create_topic(name, 2)
+            await admin.create_topic(name, 2)
             await client.enqueue_many(name, [{"payload": i} for i in range(WAITING)])
     return weights
 

@@ -1,0 +1,384 @@
+"""The blocking management client, `Admin`: topics, consumer groups, pauses, job events,
+dead letters, limits, schedules and stats. `AsyncAdmin` has the same methods, awaitable;
+enqueueing and per-job calls are `Client`'s. Both drive the operations of
+`wheelq.producer.operations` and the modules beside it (a test checks the four classes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, Self, TypeVar
+
+import redis
+
+from wheelq.core.callback import CallbackArg
+from wheelq.core.due import At
+from wheelq.core.events import EventsConfig
+from wheelq.core.flow import TopicLimits
+from wheelq.core.pause import PauseState
+from wheelq.core.recurring import Schedule
+from wheelq.core.settings import ClientSettings
+from wheelq.producer import dead_letters as dl
+from wheelq.producer import events as job_events
+from wheelq.producer import groups as grp
+from wheelq.producer import pauses, schedules
+from wheelq.producer.operations import Op, Producer, TopicStats, guarded
+from wheelq.runtime.breaker import Breaker
+from wheelq.runtime.clock import LocalClock
+from wheelq.store import connect
+from wheelq.store.executor import SyncExecutor, drive
+
+
+T = TypeVar("T")
+DEFAULT_CATCH_UP = 100
+EVENTS_MAX_LEN = EventsConfig().max_len
+EVENTS_MAX_AGE_MS = EventsConfig().max_age_ms
+
+
+class SharedAdmin(Protocol):
+    """A `Client`, whose connections `Admin.of` shares (the client knows its admin, as the
+    admin must not import the client: the client's moved methods run on the admin)."""
+
+    @property
+    def _admin(self) -> Admin: ...
+
+
+class Admin:
+    """Blocking management client; thread-safe. Make one with `from_url`, over a redis-py
+    connection, or with `of` over a `Client`'s connections."""
+
+    def __init__(self, connection: redis.Redis, settings: ClientSettings | None = None) -> None:
+        self._producer = Producer(settings or ClientSettings())
+        self._executor = SyncExecutor(connection)
+        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
+        self._owns = True
+
+    @classmethod
+    def _sharing(cls, executor: SyncExecutor, producer: Producer, breaker: Breaker) -> Self:
+        """An admin on a client's executor, producer (its shard counts) and breaker."""
+        admin = cls.__new__(cls)
+        admin._producer, admin._executor, admin._breaker = producer, executor, breaker
+        admin._owns = False
+        return admin
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
+        **settings: Any,
+    ) -> Self:
+        """Connect to `url`, as `Client.from_url` does (settings: fields of `ClientSettings`).
+
+        Raises:
+            InvalidArgumentError: A setting unknown or out of range, or `cluster` not a
+                bool or None.
+        """
+        admin_settings = ClientSettings.from_kwargs(settings)
+        executor = connect.sync_executor(url, redis_options or {}, cluster)
+        admin = cls(executor.client, admin_settings)
+        admin._executor = executor
+        return admin
+
+    @classmethod
+    def of(cls, client: SharedAdmin) -> Admin:
+        """The admin of `client`'s connections (its pool, its cluster client), so no second
+        pool: closing the client closes it, and its own `close` does nothing."""
+        return client._admin
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The redis-py client the calls go through (a cluster client on a cluster)."""
+        return self._executor.client
+
+    def _run(self, op: Op[T]) -> T:
+        return drive(guarded(self._breaker, op), self._executor.run)
+
+    def create_topic(self, topic: str, shards: int | None = None) -> int:
+        """Create a topic (idempotent); returns its shard count, fixed for the topic's life:
+        at least as many as scheduler nodes you want busy (docs/guides/cluster.md).
+
+        Raises:
+            TopicConfigError: It exists with another shard count.
+        """
+        return self._run(self._producer.create_topic(topic, shards))
+
+    def topics(self) -> dict[str, int]:
+        """Every topic with its shard count (`TopicConfigError` for a bad registry entry)."""
+        return self._run(self._producer.topics())
+
+    def shards(self, topic: str) -> int | None:
+        """The topic's shard count; None when there is no such topic (it creates none).
+        Known once, it is not looked up again."""
+        return self._run(self._producer.shard_count(topic, create=False))
+
+    def drop_topic(self, topic: str, *, force: bool = False) -> bool:
+        """Delete every key of a topic; False when it does not exist. Stop its workers first.
+
+        Raises:
+            TopicNotEmptyError: A job is pending or a ready entry unacked, and `force` is False.
+        """
+        return self._run(self._producer.drop_topic(topic, force))
+
+    def groups(self, topic: str) -> list[grp.GroupStats] | None:
+        """The topic's consumer groups, by stream then name: per group its consumers, entries
+        in flight (delivered, not acked) and ready (fired, not yet delivered to it), in all
+        and by shard; None for an unknown topic. A group of one name on every shard is one
+        group; the ``ready`` and ``callbacks`` streams' groups are listed apart (`stream`)."""
+        return self._run(grp.groups(self._producer, topic))
+
+    def create_group(
+        self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
+    ) -> grp.CreatedGroup:
+        """Create a pull consumer's group `group` (1-200 printable characters) of an existing
+        `topic` on every shard that lacks it (a worker creates its own).
+
+        Args:
+            start: ``"earliest"`` (every job still in the stream) or ``"now"``.
+            max_groups: Most groups the topic's ``ready`` stream may have (1-10000).
+
+        Raises:
+            GroupNotFoundError: No such topic.
+            GroupLimitError: The topic has `max_groups` groups already (nothing created).
+        """
+        return self._run(grp.create_group(self._producer, topic, group, start, max_groups))
+
+    def delete_group(
+        self, topic: str, group: str, *, stream: str = "ready", force: bool = False
+    ) -> grp.DeletedGroup:
+        """Delete consumer group `group` of `topic` on every shard that has it (its waiting
+        retries still fire, and no group runs them). Stop its workers first.
+
+        Args:
+            stream: ``"ready"`` (the topic's groups) or ``"callbacks"`` (the deliverer's).
+            force: Delete it with entries in flight (they are dropped for it).
+
+        Raises:
+            GroupNotFoundError: No shard of the topic has the group on `stream`.
+            GroupBusyError: Entries are in flight and `force` is False.
+        """
+        return self._run(grp.delete_group(self._producer, topic, group, stream, force))
+
+    def pause(self, topic: str, group: str | None = None) -> PauseState:
+        """Pause `group` of `topic` (None: the whole topic, every group, those created later
+        too); returns what is paused of the topic now.
+
+        Within a second its workers take no new jobs: running handlers finish and settle,
+        and take-over stops. Firing goes on, so the jobs wait in the stream, undelivered,
+        until `resume`. The pause is kept in Redis: it holds across worker restarts.
+
+        Raises:
+            UnknownTopicError: No such topic.
+            UnknownGroupError: The topic has no consumer group `group`.
+        """
+        return self._run(pauses.pause(self._producer, topic, group))
+
+    def resume(self, topic: str, group: str | None = None) -> PauseState:
+        """Resume `group` of `topic` (None: the topic and every group paused on its own);
+        returns what is still paused. Resuming what is not paused changes nothing.
+
+        Raises:
+            UnknownTopicError: No such topic.
+            InvalidArgumentError: `group` given while the topic is paused as a whole.
+            UnknownGroupError: The topic has no consumer group `group` (and no pause of it).
+        """
+        return self._run(pauses.resume(self._producer, topic, group))
+
+    def paused(self, topic: str) -> PauseState:
+        """What is paused of `topic` (nothing, for a topic that does not exist)."""
+        return self._run(pauses.paused(self._producer, topic))
+
+    def set_events(
+        self,
+        topic: str,
+        enabled: bool = True,
+        *,
+        max_len: int = EVENTS_MAX_LEN,
+        max_age_ms: int = EVENTS_MAX_AGE_MS,
+    ) -> EventsConfig:
+        """Turn the topic's job events on (or off): from then on every shard keeps a stream of
+        what happens to its jobs (fired, started, succeeded, retrying, dead, cancelled, and
+        its groups paused and resumed), about `max_len` events a shard for at most
+        `max_age_ms`; `AsyncClient.events` follows them. Off, they cost nothing.
+
+        Raises:
+            InvalidArgumentError: `enabled` not a bool; `max_len` not an int in [100,
+                10,000,000]; `max_age_ms` not one in [60,000, a year].
+        """
+        config = EventsConfig(enabled, max_len, max_age_ms)
+        return self._run(job_events.configure(self._producer, topic, config))
+
+    def events_config(self, topic: str) -> EventsConfig:
+        """The topic's events setting (`UnknownTopicError` for a topic that does not exist)."""
+        return self._run(job_events.config_of(self._producer, topic))
+
+    def stats(self, topic: str) -> TopicStats | None:
+        """Pending and ready counts per shard, and the spool's (`TopicStats.spool`); None
+        for an unknown topic."""
+        return self._run(self._producer.stats(topic))
+
+    def dead_letters(
+        self,
+        topic: str,
+        limit: int = 100,
+        *,
+        after: str | None = None,
+        reason: str | None = None,
+        group: str | None = None,
+        scan_limit: int | None = None,
+    ) -> dl.DeadLetterPage:
+        """The topic's oldest `limit` dead letters (1-100000), oldest first; with `after`
+        (the `next` of the page before, or a dead letter's ref), the ones after it.
+
+        Args:
+            reason: Only those dead-lettered for this reason (``failed``, ``deliveries``,
+                ``malformed``).
+            group: Only those of this consumer group.
+            scan_limit: With a filter, read through at most this many dead letters (None:
+                as many as it takes); the page then ends early, and its `next` goes on.
+
+        Raises:
+            UnknownTopicError: No such topic (as `replay` and `purge_dead`).
+        """
+        match = dl.DeadFilter.of(reason, group)
+        return self._run(dl.dead_letters(self._producer, topic, limit, after, match, scan_limit))
+
+    def replay(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> dl.Replayed:
+        """Run dead letters again: each goes back to its stream as attempt 1, due now, for
+        the group it failed in. `refs`: DeadLetters or their refs; None = all, or all of
+        that `reason` and/or `group`. Returns how many were replayed, an int whose
+        ``skipped`` counts those asked for that cannot be and stay dead letters: malformed
+        ones (reason ``malformed``) and those whose payload nests past 100 levels.
+
+        Raises:
+            UnknownTopicError: No such topic.
+            InvalidArgumentError: A ref is not ``"shard/ms-seq"`` of this topic, a filter is
+                not valid, refs and a filter are both given, or a dead letter named in
+                `refs` is malformed (nothing is replayed).
+            PayloadTooDeepError: A dead letter named in `refs` has a payload nested past
+                ``wheelq.core.payload.MAX_PAYLOAD_DEPTH`` levels (nothing is replayed).
+        """
+        match = dl.DeadFilter.of(reason, group)
+        return self._run(dl.replay(self._producer, topic, refs, match))
+
+    def purge_dead(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> int:
+        """Delete dead letters (`refs` and the filter as in `replay`; None = all); returns
+        how many went."""
+        match = dl.DeadFilter.of(reason, group)
+        return self._run(dl.purge_dead(self._producer, topic, refs, match))
+
+    def set_limits(
+        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
+    ) -> TopicLimits:
+        """Set the topic's backpressure limits (None: no limit; kept per shard as
+        ``ceil(limit / shards)``; docs/guides/flow-control.md); returns them.
+
+        Args:
+            max_pending: Most jobs waiting to fire; an enqueue past it raises `TopicFullError`.
+            max_ready: Most fired jobs the slowest group has not acked; past it due jobs are
+                held back and fire late, as workers catch up.
+        """
+        return self._run(self._producer.set_limits(topic, max_pending, max_ready))
+
+    def limits(self, topic: str) -> TopicLimits:
+        """The topic's limits (`UnknownTopicError` for an unknown topic)."""
+        return self._run(self._producer.limits(topic))
+
+    def schedule(
+        self,
+        name: str,
+        topic: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        start: At | None = None,
+        end: At | None = None,
+        misfire: str = "once",
+        max_catch_up: int = DEFAULT_CATCH_UP,
+        max_attempts: int | None = None,
+        callback: CallbackArg = None,
+    ) -> Schedule:
+        """Create or update the recurring schedule `name` of `topic`; returns it.
+
+        Each run is an ordinary job with the id ``<name>@<occurrence ms>``, written by a
+        scheduler node shortly before it is due, so it fires on time and exists once,
+        whatever nodes run or die. Calling it again with the same name updates the
+        schedule from its first run not yet written (declare schedules at start-up).
+
+        Args:
+            name: 1-100 characters from [A-Za-z0-9_.:-], unique within the topic.
+            topic: Where the runs are enqueued (created if new).
+            payload: What every run carries (msgpack-serialisable).
+            cron: Five cron fields, read in `tz` (``"30 2 * * *"``); or
+            every_ms: an interval, 100 ms to 366 days: runs at ``start + k * every_ms``
+                (from the Unix epoch without `start`).
+            tz: IANA zone for `cron` ("Europe/Berlin"); spring forward runs a skipped
+                time at the next valid one, fall back runs a repeated time once.
+            start: No run before this (epoch seconds or an aware datetime), at most ten
+                years from now, as a job's `at`.
+            end: No run after this (epoch seconds or an aware datetime), at most ten years
+                from now.
+            misfire: Runs missed while no scheduler ran: "once" runs the latest of them
+                now, "all" the latest `max_catch_up` in order, "skip" none.
+            max_catch_up: 1-10,000 (for misfire="all").
+            max_attempts: As for `enqueue`, for every run.
+            callback: As for `enqueue`, for every run.
+
+        Raises:
+            InvalidArgumentError: A parameter out of range (named in the message).
+        """
+        op = schedules.define(
+            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
+            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
+            max_attempts=max_attempts, callback=callback,
+        )  # fmt: skip
+        return self._run(op)[0]
+
+    def get_schedule(self, name: str, topic: str) -> Schedule | None:
+        """The schedule `name` of `topic`, None if there is none."""
+        return self._run(schedules.get(self._producer, name, topic))
+
+    def schedules(self, topic: str | None = None) -> list[Schedule]:
+        """Every schedule (of `topic` when given), by topic and name; a stored record that
+        cannot be read is listed with the reason in its `error` (it never runs)."""
+        return self._run(schedules.every(self._producer, topic))
+
+    def pause_schedule(self, name: str, topic: str) -> bool:
+        """Stop writing runs and cancel the ones written ahead; False if no such schedule."""
+        return self._run(schedules.change(self._producer, name, topic, "pause"))
+
+    def resume_schedule(self, name: str, topic: str) -> bool:
+        """Run again from now on (runs that fell while paused are skipped)."""
+        return self._run(schedules.change(self._producer, name, topic, "resume"))
+
+    def unschedule(self, name: str, topic: str) -> bool:
+        """Remove the schedule and cancel its runs written ahead; False if there was none."""
+        return self._run(schedules.change(self._producer, name, topic, "remove"))
+
+    def close(self) -> None:
+        """Close the connections (not those of the client it was made `of`)."""
+        if self._owns:
+            self._executor.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

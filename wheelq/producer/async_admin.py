@@ -1,0 +1,267 @@
+"""The asyncio management client, `AsyncAdmin`: `Admin`'s methods, awaitable, and `events`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Protocol, Self, TypeVar
+
+import redis.asyncio
+
+from wheelq.core.callback import CallbackArg
+from wheelq.core.due import At
+from wheelq.core.events import Event, EventsConfig
+from wheelq.core.flow import TopicLimits
+from wheelq.core.pause import PauseState
+from wheelq.core.recurring import Schedule
+from wheelq.core.settings import ClientSettings
+from wheelq.errors import EventsOffError
+from wheelq.producer import dead_letters as dl
+from wheelq.producer import events as job_events
+from wheelq.producer import groups as grp
+from wheelq.producer import pauses, schedules
+from wheelq.producer.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
+from wheelq.producer.operations import Op, Producer, TopicStats, guarded
+from wheelq.runtime.breaker import Breaker
+from wheelq.runtime.clock import LocalClock
+from wheelq.store import connect
+from wheelq.store.executor import AsyncExecutor, drive_async
+
+
+T = TypeVar("T")
+
+
+class SharedAsyncAdmin(Protocol):
+    """A `AsyncClient`, whose connections `AsyncAdmin.of` shares (the client knows its admin, as the
+    admin must not import the client: the client's moved methods run on the admin)."""
+
+    @property
+    def _admin(self) -> AsyncAdmin: ...
+
+
+class AsyncAdmin:
+    """Asyncio management client; the same methods as `Admin`, awaitable (each method
+    without a docstring of its own has `Admin`'s), and `events` to follow a topic."""
+
+    def __init__(
+        self, connection: redis.asyncio.Redis, settings: ClientSettings | None = None
+    ) -> None:
+        self._producer = Producer(settings or ClientSettings())
+        self._executor = AsyncExecutor(connection)
+        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
+        self._owns = True
+
+    @classmethod
+    def _sharing(cls, executor: AsyncExecutor, producer: Producer, breaker: Breaker) -> Self:
+        """An admin on a client's executor, producer (its shard counts) and breaker."""
+        admin = cls.__new__(cls)
+        admin._producer, admin._executor, admin._breaker = producer, executor, breaker
+        admin._owns = False
+        return admin
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        redis_options: Mapping[str, Any] | None = None,
+        cluster: bool | None = None,
+        **settings: Any,
+    ) -> Self:
+        """Connect to `url`; see `Admin.from_url`."""
+        admin_settings = ClientSettings.from_kwargs(settings)
+        executor = connect.async_executor(url, redis_options or {}, cluster)
+        admin = cls(executor.client, admin_settings)
+        admin._executor = executor
+        return admin
+
+    @classmethod
+    def of(cls, client: SharedAsyncAdmin) -> AsyncAdmin:
+        """The admin of `client`'s connections; see `Admin.of`."""
+        return client._admin
+
+    @property
+    def executor(self) -> AsyncExecutor:
+        """What the calls go through; a worker or service beside the admin can share it."""
+        return self._executor
+
+    @property
+    def redis(self) -> redis.asyncio.Redis:
+        """The redis-py client the calls go through (a cluster client on a cluster)."""
+        return self._executor.client
+
+    async def _run(self, op: Op[T]) -> T:
+        return await drive_async(guarded(self._breaker, op), self._executor.run)
+
+    async def create_topic(self, topic: str, shards: int | None = None) -> int:
+        return await self._run(self._producer.create_topic(topic, shards))
+
+    async def topics(self) -> dict[str, int]:
+        return await self._run(self._producer.topics())
+
+    async def shards(self, topic: str) -> int | None:
+        return await self._run(self._producer.shard_count(topic, create=False))
+
+    async def drop_topic(self, topic: str, *, force: bool = False) -> bool:
+        return await self._run(self._producer.drop_topic(topic, force))
+
+    async def groups(self, topic: str) -> list[grp.GroupStats] | None:
+        return await self._run(grp.groups(self._producer, topic))
+
+    async def create_group(
+        self, topic: str, group: str, *, start: str = "earliest", max_groups: int = grp.MAX_GROUPS
+    ) -> grp.CreatedGroup:
+        return await self._run(grp.create_group(self._producer, topic, group, start, max_groups))
+
+    async def delete_group(
+        self, topic: str, group: str, *, stream: str = "ready", force: bool = False
+    ) -> grp.DeletedGroup:
+        return await self._run(grp.delete_group(self._producer, topic, group, stream, force))
+
+    async def pause(self, topic: str, group: str | None = None) -> PauseState:
+        return await self._run(pauses.pause(self._producer, topic, group))
+
+    async def resume(self, topic: str, group: str | None = None) -> PauseState:
+        return await self._run(pauses.resume(self._producer, topic, group))
+
+    async def paused(self, topic: str) -> PauseState:
+        return await self._run(pauses.paused(self._producer, topic))
+
+    async def set_events(
+        self,
+        topic: str,
+        enabled: bool = True,
+        *,
+        max_len: int = EVENTS_MAX_LEN,
+        max_age_ms: int = EVENTS_MAX_AGE_MS,
+    ) -> EventsConfig:
+        config = EventsConfig(enabled, max_len, max_age_ms)
+        return await self._run(job_events.configure(self._producer, topic, config))
+
+    async def events_config(self, topic: str) -> EventsConfig:
+        return await self._run(job_events.config_of(self._producer, topic))
+
+    async def events(
+        self, topic: str, *, since: str = "now", block_ms: int = 2000
+    ) -> AsyncGenerator[Event, None]:
+        """The topic's job events as they happen, from `since`: "now" (the default),
+        "start" (all the streams still hold) or the `position` of an event read before (the
+        ones after it, none missed or repeated while the streams hold them). An async
+        iterator that ends only when the loop leaves it; to stop its reads at once then, use
+        ``async with contextlib.aclosing(client.events("emails")) as events: async for ...``
+        (else they stop when the iterator is collected).
+
+        Raises:
+            UnknownTopicError: No such topic.
+            EventsOffError: The topic keeps no events (`set_events` turns them on).
+            InvalidArgumentError: `since` or `block_ms` (10-60,000) is not valid.
+        """
+        shards = await self._run(self._producer.shard_count(topic, create=False))
+        job_events.validated(topic, shards, since, block_ms)  # bad arguments first
+        if not (await self.events_config(topic)).enabled:
+            raise EventsOffError(topic)  # else it would wait for ever, silently
+        follow = job_events.follow(self._executor, topic, shards, since, block_ms)
+        async with contextlib.aclosing(follow) as events:  # closed with this one, not at GC
+            async for event in events:
+                yield event
+
+    async def stats(self, topic: str) -> TopicStats | None:
+        return await self._run(self._producer.stats(topic))
+
+    async def dead_letters(
+        self,
+        topic: str,
+        limit: int = 100,
+        *,
+        after: str | None = None,
+        reason: str | None = None,
+        group: str | None = None,
+        scan_limit: int | None = None,
+    ) -> dl.DeadLetterPage:
+        match = dl.DeadFilter.of(reason, group)
+        op = dl.dead_letters(self._producer, topic, limit, after, match, scan_limit)
+        return await self._run(op)
+
+    async def replay(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> dl.Replayed:
+        match = dl.DeadFilter.of(reason, group)
+        return await self._run(dl.replay(self._producer, topic, refs, match))
+
+    async def purge_dead(
+        self,
+        topic: str,
+        refs: dl.Refs = None,
+        *,
+        reason: str | None = None,
+        group: str | None = None,
+    ) -> int:
+        match = dl.DeadFilter.of(reason, group)
+        return await self._run(dl.purge_dead(self._producer, topic, refs, match))
+
+    async def set_limits(
+        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
+    ) -> TopicLimits:
+        return await self._run(self._producer.set_limits(topic, max_pending, max_ready))
+
+    async def limits(self, topic: str) -> TopicLimits:
+        return await self._run(self._producer.limits(topic))
+
+    async def schedule(
+        self,
+        name: str,
+        topic: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        start: At | None = None,
+        end: At | None = None,
+        misfire: str = "once",
+        max_catch_up: int = DEFAULT_CATCH_UP,
+        max_attempts: int | None = None,
+        callback: CallbackArg = None,
+    ) -> Schedule:
+        op = schedules.define(
+            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
+            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
+            max_attempts=max_attempts, callback=callback,
+        )  # fmt: skip
+        return (await self._run(op))[0]
+
+    async def get_schedule(self, name: str, topic: str) -> Schedule | None:
+        return await self._run(schedules.get(self._producer, name, topic))
+
+    async def schedules(self, topic: str | None = None) -> list[Schedule]:
+        return await self._run(schedules.every(self._producer, topic))
+
+    async def pause_schedule(self, name: str, topic: str) -> bool:
+        return await self._run(schedules.change(self._producer, name, topic, "pause"))
+
+    async def resume_schedule(self, name: str, topic: str) -> bool:
+        return await self._run(schedules.change(self._producer, name, topic, "resume"))
+
+    async def unschedule(self, name: str, topic: str) -> bool:
+        return await self._run(schedules.change(self._producer, name, topic, "remove"))
+
+    async def aclose(self) -> None:
+        """Close the connections (not those of the client it was made `of`)."""
+        if self._owns:
+            await self._executor.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+for _name, _method in vars(AsyncAdmin).items():
+    if callable(_method) and _method.__doc__ is None and hasattr(Admin, _name):
+        _method.__doc__ = getattr(Admin, _name).__doc__
