@@ -27,7 +27,6 @@ from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.executor import SyncExecutor, drive
 
-
 T = TypeVar("T")
 DEFAULT_CATCH_UP = 100
 EVENTS_MAX_LEN = EventsConfig().max_len

@@ -27,7 +27,6 @@ from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.executor import AsyncExecutor, drive_async
 
-
 T = TypeVar("T")
 
 
