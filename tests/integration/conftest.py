@@ -15,6 +15,7 @@ CONFIG SET, kill or restart it (use `tests.support.servers.dedicated_server`).
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -39,7 +40,13 @@ from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' f
 from wheelq.store.executor import close_sync
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary, find_server_binaries
 
-_BINARIES = find_server_binaries()
+_BINARIES = [
+    b
+    for b in find_server_binaries()
+    if b.kind in os.environ.get("WHEELQ_TEST_SERVERS", b.kind).split(",")
+]
+"""Every server binary found, or those of the kinds ``WHEELQ_TEST_SERVERS`` lists
+(``valkey``, ``redis``, comma-separated): a quicker run on one kind."""
 
 
 @pytest.fixture(
