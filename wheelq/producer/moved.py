@@ -20,9 +20,10 @@ _warned: set[str] = set()
 """The moved methods used so far in this process, each as ``Class.method``."""
 
 
-def warn_once(used: str, instead: str, stacklevel: int = 3) -> None:
+def warn_once(used: str, instead: str) -> None:
     """One `DeprecationWarning` per process for `used` (``"Client.pause"``), naming
-    `instead` (``"Admin.pause"``), at the caller's line."""
+    `instead` (``"Admin.pause"``), at the line of the program that used it (two frames up:
+    past this function and the alias that called it)."""
     if used in _warned:
         return
     _warned.add(used)
@@ -31,7 +32,7 @@ def warn_once(used: str, instead: str, stacklevel: int = 3) -> None:
         f"{used} moved to wheelq.{instead} in wheelq 0.3.0 and goes in {REMOVED_IN}: "
         f"make one with {admin}.from_url(url), or {admin}.of(client) on this client's pool",
         DeprecationWarning,
-        stacklevel=stacklevel,
+        stacklevel=3,
     )
 
 
