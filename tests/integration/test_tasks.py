@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import decimal
+import html
+import json
+import re
 import signal
 import textwrap
 import time
@@ -22,9 +25,11 @@ import redis
 import wheelq
 from tests.support import task_types
 from tests.support.cli import stop
+from tests.support.servers import dedicated_server
 from tests.support.tasks import URL_VARIABLE, module_name, running, start_run, write_module
 from tests.support.waiting import eventually, eventually_sync
 from tests.support.web import serving
+from wheelq.embedded import ServerBinary
 
 APP = textwrap.dedent(f"""
     import asyncio, os, time
@@ -283,3 +288,51 @@ async def test_a_task_enqueued_over_http_runs_and_its_result_reads_over_http(
             receipt = await asyncio.to_thread(wheelq.TaskHandle(bill, made["id"]).result, 10)
     assert got["result"]["order"] == order and got["result"]["tier"] == "pro", got
     assert receipt.order.total == decimal.Decimal("7.50") and receipt.tier is m.Tier.PRO
+
+
+def test_tasks_due_across_a_redis_restart_all_return(
+    tmp_path: Path, topic: str, server_binary: ServerBinary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 of the server (append-only file, fsync always) with tasks due before and
+    after it: ``wheelq run`` and the handles ride it out, and every task returns."""
+    with dedicated_server(
+        server_binary, appendonly=True, extra_args=["--appendfsync", "always"]
+    ) as srv:
+        monkeypatch.setenv(URL_VARIABLE, srv.url)
+        module = write_module(tmp_path, module_name(topic), APP_SOURCE)
+        try:
+            with running(tmp_path, module.__name__, srv.url):
+                handles = [module.send.enqueue_in(i * 0.05, f"{i}@x", n=i) for i in range(60)]
+                eventually_sync(
+                    lambda: handles[0].info().state == wheelq.JobState.SUCCEEDED,
+                    timeout_s=20,
+                    what="the first task to run",
+                )
+                srv.kill()
+                srv.restart()
+                results = [h.result(timeout=30) for h in handles]
+        finally:
+            module.app.close()
+    assert [r["n"] for r in results] == list(range(60))
+
+
+async def test_a_tasks_job_shows_its_arguments_and_result_in_the_console(
+    tmp_path: Path, app_module: ModuleType, redis_url: str
+) -> None:
+    """The console's job page, found by the handle's id: the payload is the map of the
+    arguments, the group's outcome the function's return value."""
+    send = app_module.send
+    async with serving(redis_url) as api:
+        with running(tmp_path, app_module.__name__, redis_url):
+            handle = await send.aenqueue("a@b", n=2)
+            got = await handle.aresult(timeout=10)
+        url = f"{api.base}/ui/topics/{send.topic}/jobs/{handle.id}"
+        async with api.http.get(url) as r:
+            page = await r.text()
+            assert r.status == 200, page[:2000]
+    await send.app.aclose()
+    payload = re.search(r'id="payload">(.*?)</pre>', page, re.S)
+    outcome = re.search(r'id="group-1-outcome"><code class="result">(.*?)</code>', page, re.S)
+    assert payload is not None and outcome is not None, page[:3000]
+    assert json.loads(html.unescape(payload[1])) == {"to": "a@b", "n": 2}
+    assert json.loads(html.unescape(outcome[1])) == got
