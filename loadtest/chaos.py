@@ -46,7 +46,7 @@ from benchlib.chaos_fleet import Fleet
 from benchlib.chaos_report import by_fault, collect, failures, markdown, plot, timeline
 from benchlib.chaos_target import Cluster, Standalone
 
-from wheelq import Client
+from wheelq import Admin
 from wheelq.core.keys import all_shards
 from wheelq.testing import percentile
 from wheelq.testing.proxy import ProxyThread
@@ -114,7 +114,7 @@ def soak(args: argparse.Namespace, target: Any, topic: str, out: Path, log: Any)
         url = target.url_via(proxy.port)
         fleet = Fleet(url, topic, out)
         try:
-            with Client.from_url(target.url) as admin:
+            with Admin.from_url(target.url) as admin:
                 admin.create_topic(topic, shards=SHARDS)
             for i, jump in enumerate(JUMPS_MS):
                 fleet.add("node", f"n{i}", {**NODE_SETTINGS, "clock_jump_ms": jump})

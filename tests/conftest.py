@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,28 @@ def untraced(monkeypatch: pytest.MonkeyPatch) -> None:
 
 _pauses = GcPauses()
 _notable: list[tuple[float, str]] = []
+_leaked: list[str] = []
+_LEAKED, _PAUSE = "wheelq-leaked", "wheelq-gc-pause"
+"""The reports' user properties that carry a leak or a long pause to the process that prints
+the summary (with pytest-xdist, the controller; the tests run in its workers)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Two tiers run side by side (pytest-xdist's ``--dist loadgroup``, ``-n 2`` in
+    pyproject.toml): every test of one server kind runs on one worker, which starts only
+    that kind's servers and shares them for the session."""
+    kinds: dict[Any, str] = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        binary = callspec.params.get("server_binary") if callspec is not None else None
+        kinds[item] = binary.kind if binary is not None else ""
+    found = set(kinds.values()) - {""}
+    for item, kind in kinds.items():
+        # the tests without a server join Redis's tier when there are two: Valkey's has
+        # more (the HTTP fuzz run, and the other checks made once, on Valkey)
+        group = kind or ("redis" if len(found) > 1 and "redis" in found else "")
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -57,14 +80,26 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call" and _pauses.longest_ms >= NOTABLE_MS:
         report.sections.append(("garbage collector", _pauses.describe()))
-        _notable.append((_pauses.longest_ms, f"{item.nodeid}: {_pauses.describe()}"))
+        line = f"{item.nodeid}: {_pauses.describe()}"
+        report.user_properties.append((_PAUSE, (_pauses.longest_ms, line)))
+    while gc_pauses.LEAKED:  # found by the settle before this module's first test
+        report.user_properties.append((_LEAKED, gc_pauses.LEAKED.pop(0)))
     return report
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == _PAUSE:
+            ms, line = value  # type: ignore[misc]
+            _notable.append((ms, line))
+        elif name == _LEAKED:
+            _leaked.append(str(value))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if gc_pauses.LEAKED:
+    if _leaked:
         terminalreporter.section("resources left open, freed between modules")
-        for line in gc_pauses.LEAKED[:20]:
+        for line in _leaked[:20]:
             terminalreporter.write_line(line[:3000])
     if _notable:
         terminalreporter.section("longest garbage collector pauses")

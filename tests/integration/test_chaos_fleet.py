@@ -17,14 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
 
 from benchlib.chaos_fleet import Fleet
 
-from wheelq import Client
+from wheelq import Admin
 
 NODE = {"lease_ttl_ms": 5000}
 
 
 @pytest.fixture
 def fleet(redis_url: str, topic: str, tmp_path: Path) -> Iterator[Fleet]:
-    with Client.from_url(redis_url) as admin:
+    with Admin.from_url(redis_url) as admin:
         admin.create_topic(topic, shards=2)
     fleet = Fleet(redis_url, topic, tmp_path)
     try:

@@ -90,7 +90,8 @@ class Node:
 def two_nodes(
     url: str, topic: str, out: Path, settings: dict[str, int] = SETTINGS
 ) -> Iterator[tuple[Node, Node]]:
-    Client.from_url(url).create_topic(topic, SHARDS)
+    with Admin.from_url(url) as admin:
+        admin.create_topic(topic, SHARDS)
     a = Node(url, topic, "node-a", out / "a.jsonl", settings)
     b = Node(url, topic, "node-b", out / "b.jsonl", settings)
     try:
@@ -291,7 +292,8 @@ def test_sigstopped_leader_cannot_emit_once_its_leases_are_taken(
 ) -> None:
     """The fence itself: after SIGCONT the node's wheel holds overdue jobs nobody has
     emitted, and the leases belong to someone else. It must emit none of them."""
-    Client.from_url(redis_url).create_topic(topic, SHARDS)
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, SHARDS)
     node = Node(redis_url, topic, "node-a", tmp_path / "a.jsonl")
     try:
         eventually_sync(
@@ -416,7 +418,8 @@ def a_behind_a_proxy(
     server: EmbeddedServer, topic: str, out: Path
 ) -> Iterator[tuple[Node, Node, ProxyThread]]:
     """Node a reaches the server only through a proxy the test cuts; node b directly."""
-    Client.from_url(server.url).create_topic(topic, SHARDS)
+    with Admin.from_url(server.url) as admin:
+        admin.create_topic(topic, SHARDS)
     with ProxyThread(server.port) as proxy:
         via = f"redis://127.0.0.1:{proxy.port}"
         a = Node(via, topic, "node-a", out / "a.jsonl", CUT_SETTINGS)

@@ -16,7 +16,7 @@ import redis
 
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
-from wheelq import Client
+from wheelq import Admin, Client
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 from wheelq.testing.proxy import ProxyThread
@@ -42,7 +42,8 @@ def test_a_direct_call_applied_but_unanswered_is_replayed_without_firing_twice(
     server_binary: ServerBinary, tmp_path: Path
 ) -> None:
     with dedicated_server(server_binary) as srv, redis.Redis.from_url(srv.url) as r:
-        Client.from_url(srv.url).create_topic("doubt", SHARDS)
+        with Admin.from_url(srv.url) as admin:
+            admin.create_topic("doubt", SHARDS)
         with ProxyThread(srv.port) as proxy:
             url = f"redis://127.0.0.1:{proxy.port}"
             spool = str(tmp_path / "spool.db")
@@ -69,7 +70,8 @@ def test_a_direct_call_that_never_reached_redis_is_replayed_once(
     server_binary: ServerBinary, tmp_path: Path
 ) -> None:
     with dedicated_server(server_binary) as srv, redis.Redis.from_url(srv.url) as r:
-        Client.from_url(srv.url).create_topic("doubt", SHARDS)
+        with Admin.from_url(srv.url) as admin:
+            admin.create_topic("doubt", SHARDS)
         with ProxyThread(srv.port) as proxy:
             url = f"redis://127.0.0.1:{proxy.port}"
             spool = str(tmp_path / "spool.db")

@@ -161,7 +161,7 @@ async def test_the_breaker_opens_on_a_dead_server_then_a_probe_closes_it_once_it
     with dedicated_server(server_binary, appendonly=True) as srv:
         client = EitherClient(client_kind, srv.url, default_shards=SHARDS, breaker_open_ms=200)
         try:
-            await client.call("create_topic", topic)
+            await client.manage("create_topic", topic)
             srv.kill()
             assert (await refused(client, topic)).reason == "unreachable"
             assert (await refused(client, topic)).reason == "breaker_open"

@@ -298,7 +298,7 @@ async def test_an_error_on_a_dashboard_page_is_a_page_and_on_the_api_a_problem(
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(ui, "topic_view", broken)
-    monkeypatch.setattr(api.service.client, "stats", broken)
+    monkeypatch.setattr(api.service.admin, "stats", broken)
     for path, status, title in [
         (f"/ui/topics/{topic}", 500, "Internal error"),
         ("/ui/no/such/page", 404, "Not Found"),

@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tests.support.waiting import eventually
-from wheelq import AsyncClient, Job, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Job, Scheduler, Worker
 from wheelq.core.keys import all_shards
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import RedisClock
@@ -60,7 +60,7 @@ class FaultRun:
         self.worker: Worker | None = None
 
     async def __aenter__(self) -> Self:
-        await self.client.create_topic(self.topic, SHARDS)
+        await AsyncAdmin.of(self.client).create_topic(self.topic, SHARDS)
         self.node = Scheduler(
             connect.async_executor(self.role_url, TIMEOUTS, None),
             [self.topic],

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 
-from wheelq import AsyncClient, Client, SpoolStats
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, SpoolStats
 from wheelq.core.keys import all_shards
 
 SHARDS = 4
@@ -25,7 +25,8 @@ def client_kind(request: pytest.FixtureRequest) -> str:
 
 
 class EitherClient:
-    """A `Client` or an `AsyncClient` behind one awaitable interface."""
+    """A `Client` or an `AsyncClient` behind one awaitable interface (`manage` for the
+    managing calls, on the admin of the same kind)."""
 
     def __init__(self, kind: str, url: str, **options: Any) -> None:
         self.sync = Client.from_url(url, **options) if kind == "sync" else None
@@ -36,6 +37,13 @@ class EitherClient:
             return getattr(self.sync, name)(*args, **kwargs)
         assert self.aio is not None
         return await getattr(self.aio, name)(*args, **kwargs)
+
+    async def manage(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call `name` on the admin of this client's connections (and breaker)."""
+        if self.sync is not None:
+            return getattr(Admin.of(self.sync), name)(*args, **kwargs)
+        assert self.aio is not None
+        return await getattr(AsyncAdmin.of(self.aio), name)(*args, **kwargs)
 
     def spool_stats(self) -> SpoolStats:
         stats = (self.sync or self.aio).spool_stats()  # type: ignore[union-attr]

@@ -68,6 +68,8 @@ class Role(Lifecycle, Generic[R]):
             if self.owns_connection:
                 await close(self._executor)
             raise
+        if not self._gate.started and self.owns_connection:  # aborted by stop() while waiting
+            await close(self._executor)  # for Redis: the wait's connection goes with it
 
     def _stop_budget(self) -> StopBudget:
         """The budget of the stop that begins now (`hurry()` cuts it)."""

@@ -24,7 +24,15 @@ from tests.support.faces import Face, having
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
 from tests.support.workers import Workers
-from wheelq import AsyncAdmin, AsyncClient, Client, Flow, InvalidArgumentError, Job, Scheduler
+from wheelq import (
+    Admin,
+    AsyncAdmin,
+    AsyncClient,
+    Flow,
+    InvalidArgumentError,
+    Job,
+    Scheduler,
+)
 from wheelq.core.job import Field
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
@@ -221,9 +229,9 @@ async def test_a_malformed_dead_letter_named_is_refused_by_every_face(
     with pytest.raises(InvalidArgumentError, match="malformed") as info:
         await admin.replay(topic, [ref])
     assert info.value.parameter == "refs"
-    sync_client = Client.from_url(redis_url)
-    with sync_client, pytest.raises(InvalidArgumentError, match="malformed"):
-        await asyncio.to_thread(sync_client.replay, topic, [ref])
+    sync_admin = Admin.from_url(redis_url)
+    with sync_admin, pytest.raises(InvalidArgumentError, match="malformed"):
+        await asyncio.to_thread(sync_admin.replay, topic, [ref])
     got = await served.call("POST", f"/v1/topics/{topic}/dead/replay", {"refs": [ref]})
     assert_problem(got, 422, "refs")
     done = await asyncio.to_thread(
