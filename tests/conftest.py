@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Generator
-from typing import Any
 
 import pytest
 
@@ -39,24 +38,6 @@ _leaked: list[str] = []
 _LEAKED, _PAUSE = "wheelq-leaked", "wheelq-gc-pause"
 """The reports' user properties that carry a leak or a long pause to the process that prints
 the summary (with pytest-xdist, the controller; the tests run in its workers)."""
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Two tiers run side by side (pytest-xdist's ``--dist loadgroup``, ``-n 2`` in
-    pyproject.toml): every test of one server kind runs on one worker, which starts only
-    that kind's servers and shares them for the session."""
-    kinds: dict[Any, str] = {}
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        binary = callspec.params.get("server_binary") if callspec is not None else None
-        kinds[item] = binary.kind if binary is not None else ""
-    found = set(kinds.values()) - {""}
-    for item, kind in kinds.items():
-        # the tests without a server join Redis's tier when there are two: Valkey's has
-        # more (the HTTP fuzz run, and the other checks made once, on Valkey)
-        group = kind or ("redis" if len(found) > 1 and "redis" in found else "")
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
