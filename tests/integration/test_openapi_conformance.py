@@ -8,7 +8,8 @@ server agree), and auth is not ignored.
 design. Where a rule cannot be said in JSON Schema (a due time at most ten years from now,
 a receipt this deployment sealed, ...) `schemathesis.toml` beside this file lets that
 operation's valid-looking input be 422 too, and names the rule. The seed is fixed so CI is
-repeatable (about 1,000 requests, 4-5 minutes on 2 busy CPUs); set ``WHEELQ_FUZZ_SEED``
+repeatable (about 1,000 requests: 5 minutes alone on 2 CPUs, 9 beside the other tests,
+which is why tests/conftest.py starts it first); set ``WHEELQ_FUZZ_SEED``
 (and ``WHEELQ_FUZZ_EXAMPLES``) to explore further.
 """
 
@@ -30,7 +31,7 @@ from tests.support.waiting import eventually_sync
 from wheelq.embedded import ServerBinary
 
 
-@pytest.mark.timeout(600)  # the whole run: about 4 minutes on 2 busy CPUs
+@pytest.mark.timeout(1200)  # the whole run: 5 minutes alone on 2 CPUs, 9 beside other tests
 def test_the_live_service_conforms_to_its_openapi_document(
     redis_url: str, server_binary: ServerBinary
 ) -> None:
@@ -74,7 +75,7 @@ def test_the_live_service_conforms_to_its_openapi_document(
             env=clean_env(),
             capture_output=True,
             text=True,
-            timeout=540,
+            timeout=1080,
             check=False,
         )
     finally:
