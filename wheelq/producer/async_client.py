@@ -206,7 +206,7 @@ class AsyncClient:
 
     async def stats(self, topic: str) -> TopicStats | None:
         """Deprecated: moved to `AsyncAdmin.stats`; this client's spool is `spool_stats`."""
-        warn_once("AsyncClient.stats", "AsyncAdmin.stats", stacklevel=2)
+        warn_once("AsyncClient.stats", "AsyncAdmin.stats")
         return with_spool(await self._admin.stats(topic), self.spool_stats())
 
     @property

@@ -339,7 +339,7 @@ class Client:
 
     def stats(self, topic: str) -> TopicStats | None:
         """Deprecated: moved to `Admin.stats`; this client's spool is `spool_stats`."""
-        warn_once("Client.stats", "Admin.stats", stacklevel=2)
+        warn_once("Client.stats", "Admin.stats")
         return with_spool(self._admin.stats(topic), self.spool_stats())
 
     @property
