@@ -94,7 +94,7 @@ class UnknownGroupError(InvalidArgumentError):
             "group",
             f"topic {topic!r} has no consumer group {group!r}: create it first "
             f'(POST /v1/topics/{topic}/groups with {{"name": {json.dumps(group)}}}, '
-            "`wheelq groups create`, or Client.create_group)",
+            "`wheelq groups create`, or Admin.create_group)",
         )
         self.topic = topic
         self.group = group
@@ -372,7 +372,7 @@ class EventsOffError(WheelqError):
     def __init__(self, topic: str) -> None:
         super().__init__(
             f"topic {topic!r} keeps no job events: turn them on first (`wheelq topics events "
-            f"{topic} --on`, POST /v1/topics/{topic}/events/on, or Client.set_events)"
+            f"{topic} --on`, POST /v1/topics/{topic}/events/on, or Admin.set_events)"
         )
         self.topic = topic
 

@@ -56,7 +56,7 @@ SECTION_USE: dict[str, str] = {
 }
 SECTION_CLASS_NOTE = "The library takes these as keyword arguments of {target}."
 SECTION_TARGETS: dict[str, str] = {
-    "client": "`Client.from_url` and `AsyncClient.from_url`",
+    "client": "`from_url` of `Client`, `AsyncClient`, `Admin` and `AsyncAdmin`",
     "scheduler": "`Scheduler.from_url`",
     "worker": "`Worker.from_url`",
 }

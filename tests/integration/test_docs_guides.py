@@ -424,6 +424,7 @@ def test_testing_example_passes_as_written(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "1 passed" in done.stdout, done.stdout
+    assert "warning" not in done.stdout, done.stdout  # a deprecated call, say
 
 
 def test_tasks_guide_runs_as_written(

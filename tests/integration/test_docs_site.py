@@ -16,6 +16,7 @@ import yaml
 
 import wheelq
 from tests.support.cli import ROOT
+from wheelq.producer.moved import Moved
 
 # A URL that a page would load when it is shown (not a link a reader may follow).
 FETCHED = re.compile(
@@ -81,6 +82,15 @@ def test_the_references_are_generated_from_the_code(site: Path) -> None:
     for method in ("enqueue", "enqueue_many", "cancel", "reschedule", "get"):  # both clients
         assert f'id="wheelq.Client.{method}"' in api, method
         assert f'id="wheelq.AsyncClient.{method}"' in api, method
+    # The managing methods are the admins'; the clients' deprecated aliases are left out.
+    kept = [name for name, member in vars(wheelq.Client).items() if isinstance(member, Moved)]
+    for method in [*kept, "stats"]:
+        assert f'id="wheelq.Admin.{method}"' in api, method
+        assert f'id="wheelq.AsyncAdmin.{method}"' in api, method
+        assert f'id="wheelq.Client.{method}"' not in api, method
+        assert f'id="wheelq.AsyncClient.{method}"' not in api, method
+    assert 'id="wheelq.AsyncAdmin.events"' in api
+    assert 'id="wheelq.AsyncClient.events"' not in api
     cli = _built(site, "reference/cli.md")
     for command in ("scheduler", "worker", "enqueue", "serve", "dlq", "schedule"):
         assert f"wheelq {command}" in cli, command

@@ -7,8 +7,9 @@ starting with a ``# NAME.py`` line are written to files; each command of a bash 
 line, or lines joined by a backslash or an open quote) is run. In the Quickstart,
 `wheelq server` is left out (the test's server stands in for it), `wheelq scheduler` and
 `wheelq worker` start in the background (stopped with SIGTERM at the end), everything
-else runs to completion and must exit 0. Then every job must have been handled by both
-groups, and none may be a dead letter.
+else runs to completion and must exit 0, with no DeprecationWarning. Then every job must
+have been handled by both groups, none may be a dead letter, and the task's job that
+manage.py enqueued while its topic was paused must have waited, untaken, until it resumed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import redis
 
+import wheelq
 from tests.support.cli import ROOT, clean_env, wheelq_argv
 from tests.support.docs import (
     README_URL,
@@ -45,7 +47,8 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
         url = f"{server.url}/0"
         found = snippets("README.md", "Quickstart", url)
         files, commands = found.files, found.commands
-        assert {"tasks.py", "later.py", "handlers.py", "producer.py", "app.py"} <= files.keys()
+        expected = {"tasks.py", "later.py", "manage.py", "handlers.py", "producer.py", "app.py"}
+        assert expected <= files.keys()
         for name, body in files.items():
             (tmp_path / name).write_text(body)
         services = Services(tmp_path, stack)
@@ -62,6 +65,7 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
             )  # fmt: skip
             assert done.returncode == 0, (command, done.stdout, done.stderr)
             assert "Traceback" not in done.stderr, (command, done.stderr)
+            assert "DeprecationWarning" not in done.stderr, (command, done.stderr)
             ran[" ".join(command[:2])] = done.stdout
         redis_sync = stack.enter_context(redis.Redis.from_url(url))
         eventually_sync(
@@ -77,6 +81,8 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
         ]
         assert count(redis_sync, "emails", "dead") == count(redis_sync, "welcome", "dead") == 0
         assert count(redis_sync, "reports", "delayed") == 0  # cancelled
+        with wheelq.Admin.from_url(url) as admin:  # manage.py resumed what it paused
+            assert admin.paused("tasks.send_welcome") == wheelq.PauseState("tasks.send_welcome")
     # Handler threads print at once: a message is one write, but newlines may interleave.
     sent = dict(re.findall(r"sending to (\S+): job (\w+),", printed["handlers:send_email"]))
     audited = re.findall(r"audit: emails job (\w+) ", printed["handlers:audit"])
@@ -89,6 +95,15 @@ def test_readme_quickstart_runs_as_written(server_binary: ServerBinary, tmp_path
     # The task: enqueued by later.py, run by `wheelq run`, its result printed by later.py.
     assert ran["python later.py"].strip() == "welcomed ada@example.com"
     assert "sending a welcome to Ada <ada@example.com>" in printed["run"]
+    # manage.py: the pause held (Bob's job fired and waited, untaken, until the resume).
+    managed = ran["python manage.py"].splitlines()
+    # Two lines, no "ready": the result came while the topic was paused.
+    assert len(managed) == 3 and managed[1] == "ready", managed
+    assert re.fullmatch(
+        r"PauseState\(topic='tasks\.send_welcome', since_ms=\d+, groups=\{\}\)", managed[0]
+    ), managed
+    assert managed[2] == "welcomed bob@example.com", managed
+    assert "sending a welcome to Bob <bob@example.com>" in printed["run"]
 
 
 def test_help_first_steps_run_as_written(server_binary: ServerBinary, tmp_path: Path) -> None:

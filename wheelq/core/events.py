@@ -32,7 +32,7 @@ MAX_AGE_MS = (60_000, 365 * 86_400_000)
 
 @dataclass(frozen=True, slots=True)
 class EventsConfig:
-    """A topic's events setting, what `Client.set_events` writes and `events_config` reads."""
+    """A topic's events setting, what `Admin.set_events` writes and `events_config` reads."""
 
     enabled: bool = False
     max_len: int = 100_000

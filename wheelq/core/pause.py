@@ -28,7 +28,7 @@ def pause_fields(topic: str, group: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class PauseState:
-    """What is paused of one topic: what `Client.paused()`, `pause()` and `resume()` return."""
+    """What is paused of one topic: what `Admin.paused()`, `pause()` and `resume()` return."""
 
     topic: str
     since_ms: int | None = None

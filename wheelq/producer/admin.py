@@ -199,7 +199,7 @@ class Admin:
         """Turn the topic's job events on (or off): from then on every shard keeps a stream of
         what happens to its jobs (fired, started, succeeded, retrying, dead, cancelled, and
         its groups paused and resumed), about `max_len` events a shard for at most
-        `max_age_ms`; `AsyncClient.events` follows them. Off, they cost nothing.
+        `max_age_ms`; `AsyncAdmin.events` follows them. Off, they cost nothing.
 
         Raises:
             InvalidArgumentError: `enabled` not a bool; `max_len` not an int in [100,
@@ -213,8 +213,9 @@ class Admin:
         return self._run(job_events.config_of(self._producer, topic))
 
     def stats(self, topic: str) -> TopicStats | None:
-        """Pending and ready counts per shard, and the spool's (`TopicStats.spool`); None
-        for an unknown topic."""
+        """The topic's counts per shard (pending, ready, in flight, in stream, dead) and what
+        of it is paused; None for an unknown topic. No spool: a client's is its
+        `spool_stats`."""
         return self._run(self._producer.stats(topic))
 
     def dead_letters(

@@ -31,8 +31,8 @@ T = TypeVar("T")
 
 
 class SharedAsyncAdmin(Protocol):
-    """A `AsyncClient`, whose connections `AsyncAdmin.of` shares (the client knows its admin, as the
-    admin must not import the client: the client's moved methods run on the admin)."""
+    """An `AsyncClient`, whose connections `AsyncAdmin.of` shares (the client knows its admin,
+    as the admin must not import the client: the client's moved methods run on the admin)."""
 
     @property
     def _admin(self) -> AsyncAdmin: ...
@@ -147,7 +147,7 @@ class AsyncAdmin:
         "start" (all the streams still hold) or the `position` of an event read before (the
         ones after it, none missed or repeated while the streams hold them). An async
         iterator that ends only when the loop leaves it; to stop its reads at once then, use
-        ``async with contextlib.aclosing(client.events("emails")) as events: async for ...``
+        ``async with contextlib.aclosing(admin.events("emails")) as events: async for ...``
         (else they stop when the iterator is collected).
 
         Raises:

@@ -144,7 +144,8 @@ class TopicStats:
     topic: str
     shards: list[ShardStats]
     spool: SpoolStats | None = None
-    """The client's spool (all its topics), None without one."""
+    """The client's spool (all its topics), from the deprecated `Client.stats`; None
+    from `Admin.stats`, and for a client without one."""
     paused_since_ms: int | None = None
     """Since when the topic has been paused as a whole, every group (Redis clock ms); None:
     it is not."""

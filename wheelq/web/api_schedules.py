@@ -1,5 +1,5 @@
 """``/v1/topics/{topic}/schedules``: a topic's recurring schedules (list, get, create or
-update, pause, resume, delete), as `Client.schedule` and its kin do them
+update, pause, resume, delete), as `Admin.schedule` and its kin do them
 (docs/guides/schedules.md)."""
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ class Sampler(Service):
 
 
 TopicList = Callable[[], Awaitable[dict[str, int]]]
-"""What lists the topics to sample: name -> shards (`AsyncClient.topics`)."""
+"""What lists the topics to sample: name -> shards (`AsyncAdmin.topics`)."""
 
 
 MAX_POINTS = 300
