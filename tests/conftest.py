@@ -40,15 +40,6 @@ _LEAKED, _PAUSE = "wheelq-leaked", "wheelq-gc-pause"
 the summary (with pytest-xdist, the controller; the tests run in its workers)."""
 
 
-FIRST = ("tests/integration/test_openapi_conformance.py",)
-"""Files that run first: the HTTP fuzz run takes minutes of one CPU, so it starts while the
-other worker takes the rest, instead of running alone at the end."""
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in FIRST)  # stable: in order
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     _pauses.install()
 

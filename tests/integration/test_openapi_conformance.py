@@ -8,9 +8,9 @@ server agree), and auth is not ignored.
 design. Where a rule cannot be said in JSON Schema (a due time at most ten years from now,
 a receipt this deployment sealed, ...) `schemathesis.toml` beside this file lets that
 operation's valid-looking input be 422 too, and names the rule. The seed is fixed so CI is
-repeatable (about 1,000 requests: 5 minutes alone on 2 CPUs, 9 beside the other tests,
-which is why tests/conftest.py starts it first); set ``WHEELQ_FUZZ_SEED``
-(and ``WHEELQ_FUZZ_EXAMPLES``) to explore further.
+repeatable (about 1,000 requests: 5 minutes alone on 2 CPUs, 9 beside the other tests;
+pytest-xdist hands out the files with the most tests first, so it tends to run last);
+set ``WHEELQ_FUZZ_SEED`` (and ``WHEELQ_FUZZ_EXAMPLES``) to explore further.
 """
 
 from __future__ import annotations
