@@ -14,31 +14,25 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from wheelq.core import keys as k
 from wheelq.core.clock import Clock
-from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.errors import (
-    MalformedJobError,
     RedisUnavailableError,
-    ScriptError,
     SpoolError,
     SpoolLockedError,
-    TopicConfigError,
 )
 from wheelq.producer.operations import Op, Place, Producer, SpoolStats
+from wheelq.producer.replay import HeldJob, replay, warn_duplicates
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import Service
-from wheelq.store import enqueue
 from wheelq.store.call import Call
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.executor import drive_async
-from wheelq.store.scripts import Placed
 
 log = logging.getLogger("wheelq.producer.spool")
 T = TypeVar("T")
@@ -47,11 +41,10 @@ Send = Callable[[list[Call[Any]]], Awaitable[list[Any]]]  # return_exceptions=Tr
 
 STEP_BYTES = 4 * 1024 * 1024  # envelope bytes per drain step (one row more if larger)
 CLOSE_WAIT_S = 5.0  # how long Client.close() waits for the drain's thread
-_FOR_GOOD = (ScriptError, MalformedJobError, TopicConfigError)
 
 FORMAT = "1"
 # mode: 'd' (due_ms = the envelope's enqueued_ms + delay) or 'a' (absolute); rejected: rows
-# Redis refused for good, kept for a person to decide; each row's replay token: `SpooledJob.token`
+# Redis refused for good, kept for a person to decide; each row's replay token: `HeldJob.token`
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -73,35 +66,6 @@ _REJECT = (
     "INSERT INTO rejected SELECT seq, topic, job_id, mode, due_ms, replace, envelope, "
     "written_ms, ?, ? FROM jobs WHERE seq = ?"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SpooledJob:
-    """One row of the spool."""
-
-    seq: int
-    topic: str
-    job_id: str
-    mode: str
-    due_ms: int
-    replace: bool
-    envelope: bytes
-    written_ms: int
-    given_token: str = ""
-
-    def token(self, spool_id: str) -> str:
-        """The row's replay token: ``CALL:n`` from a lost direct call, else ``spool_id:seq``."""
-        return self.given_token or f"{spool_id}:{self.seq}"
-
-    def replay_write(self, spool_id: str, now_ms: int) -> JobWrite:
-        """The write that replays this row; a delay is sent as the delay left, so clock skew
-        cancels out."""
-        due = (
-            DueSpec("delay", max(0, self.due_ms - now_ms))
-            if self.mode == "d"
-            else DueSpec("at", self.due_ms)
-        )
-        return JobWrite(self.job_id, due, self.replace, self.envelope, self.token(spool_id))
 
 
 class Spool:
@@ -175,25 +139,25 @@ class Spool:
                 self.oldest_ms = now_ms
             self.depth += len(rows)
 
-    def head(self, limit: int, max_bytes: int) -> list[SpooledJob]:
+    def head(self, limit: int, max_bytes: int) -> list[HeldJob]:
         """The oldest rows: at most `limit`, and `max_bytes` of envelopes (at least one row)."""
         with self._lock:
             found = self._db.execute(_HEAD, (limit,)).fetchall()
-        out: list[SpooledJob] = []
+        out: list[HeldJob] = []
         size = 0
         for seq, topic, job_id, mode, due_ms, replace, envelope, written_ms, token in found:
             size += len(envelope)
             if out and size > max_bytes:
                 break
             out.append(
-                SpooledJob(
+                HeldJob(
                     seq, topic, job_id, mode, due_ms, bool(replace), envelope, written_ms, token
                 )
             )
         return out
 
     def settle(
-        self, done: Sequence[SpooledJob], rejected: Sequence[tuple[SpooledJob, str]], now_ms: int
+        self, done: Sequence[HeldJob], rejected: Sequence[tuple[HeldJob, str]], now_ms: int
     ) -> None:
         """In one transaction: delete rows Redis confirmed, move rows it refused for good."""
         if not done and not rejected:
@@ -204,7 +168,7 @@ class Spool:
             self.rejected += len(rejected)
 
     def _settle(
-        self, done: Sequence[SpooledJob], rejected: Sequence[tuple[SpooledJob, str]], now_ms: int
+        self, done: Sequence[HeldJob], rejected: Sequence[tuple[HeldJob, str]], now_ms: int
     ) -> None:
         with self._transaction():
             self._db.executemany(_REJECT, [(error, now_ms, job.seq) for job, error in rejected])
@@ -289,72 +253,20 @@ class Drain:
         """Replay the oldest rows; returns how many left the spool."""
         settings = self._producer.settings
         rows = self.spool.head(settings.batch_size, STEP_BYTES)
-        groups: dict[k.ShardKeys, list[SpooledJob]] = {}
-        rejected: list[tuple[SpooledJob, str]] = []
-        for topic in dict.fromkeys(row.topic for row in rows):
-            mine = [row for row in rows if row.topic == topic]
-            try:
-                shards = yield from _raising(self._producer.shard_count(topic, create=True))
-            except _FOR_GOOD as exc:
-                rejected += [(row, f"{type(exc).__name__}: {exc}") for row in mine]
-                continue
-            assert shards is not None
-            for row in mine:
-                keys = k.ShardKeys(topic, k.shard_of(row.job_id, shards))
-                groups.setdefault(keys, []).append(row)
         now = self._clock.now_ms()
-        forget: list[Call[Any]] = [enqueue.forget_replayed(ks, t) for ks, t in self._forget.items()]
-        replays = [
-            enqueue.enqueue(
-                keys,
-                [row.replay_write(self.spool.spool_id, now) for row in group],
-                settings.spool_record_ms,
-            )
-            for keys, group in groups.items()
-        ]
-        replies = (yield [*forget, *replays]) if forget or replays else []
-        self._forget = {}  # gone or not: the record forgets them after spool_record_ms anyway
-        done: list[SpooledJob] = []
-        confirmed: dict[k.ShardKeys, list[str]] = {}
-        failure: Exception | None = None
-        for (keys, group), reply in zip(groups.items(), replies[len(forget) :], strict=True):
-            if isinstance(reply, _FOR_GOOD):
-                rejected += [(row, f"{type(reply).__name__}: {reply}") for row in group]
-            elif isinstance(reply, Exception):
-                failure = failure or reply
-            else:
-                done += group
-                confirmed[keys] = [row.token(self.spool.spool_id) for row in group]
-                _warn_duplicates(keys.topic, group, reply)
-        self.spool.settle(done, rejected, now)
-        self._forget = confirmed  # only once their rows are gone from the file
-        for row, error in rejected:
-            log.error("spooled job %r of %r refused for good: %s", row.job_id, row.topic, error)
-        if failure is not None:
-            raise failure
-        return len(done) + len(rejected)
-
-
-def _warn_duplicates(topic: str, group: list[SpooledJob], placed: list[Placed]) -> None:
-    dropped = [row.job_id for row, p in zip(group, placed, strict=True) if p == Placed.DUPLICATE]
-    if dropped:
-        log.warning(
-            "spooled jobs %s of %r not written: a job of that id was pending (replace=False)",
-            dropped[:5],
-            topic,
+        spool_id = self.spool.spool_id
+        out = yield from replay(
+            self._producer, rows, spool_id, now, settings.spool_record_ms, self._forget
         )
-
-
-def _raising(op: Op[T]) -> Op[T]:
-    """Drive `op` (which expects raised errors) inside rounds whose errors come as replies."""
-    try:
-        calls = next(op)
-        while True:
-            replies = yield calls
-            error = next((r for r in replies if isinstance(r, Exception)), None)
-            calls = op.throw(error) if error is not None else op.send(replies)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        self._forget = {}  # gone or not: the record forgets them after spool_record_ms anyway
+        self.spool.settle(out.done, out.rejected, now)
+        self._forget = out.confirmed  # only once their rows are gone from the file
+        warn_duplicates("spooled jobs", out.duplicates)
+        for row, error in out.rejected:
+            log.error("spooled job %r of %r refused for good: %s", row.job_id, row.topic, error)
+        if out.failure is not None:
+            raise out.failure
+        return len(out.done) + len(out.rejected)
 
 
 class DrainService(Service):

@@ -1,0 +1,151 @@
+"""Replaying jobs written down before Redis took them (a spool file's rows, an outbox
+table's rows) exactly once: each write carries a token the shard records, so a step
+repeated after a crash writes nothing twice (docs/architecture.md, "The producer spool and
+breaker" and "The outbox relay").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from wheelq.core import keys as k
+from wheelq.core.due import DueSpec
+from wheelq.errors import MalformedJobError, ScriptError, TopicConfigError
+from wheelq.producer.operations import Op, Producer, register_order
+from wheelq.store import enqueue
+from wheelq.store.call import Call
+from wheelq.store.enqueue import JobWrite
+from wheelq.store.scripts import Placed
+
+log = logging.getLogger("wheelq.producer.replay")
+T = TypeVar("T")
+
+FOR_GOOD = (ScriptError, MalformedJobError, TopicConfigError)
+"""Errors a replay of the same row would meet again: the row is refused, not retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldJob:
+    """A validated, encoded job held outside Redis until a replay places it.
+
+    `mode` ``"d"``: due `due_ms` on the clock that wrote the row (its `written_ms` plus the
+    delay), sent as the delay left, so clock skew between that clock and Redis cancels out;
+    ``"a"``: due at `due_ms`. `seq` numbers the row in its source; the write's token is
+    `given_token`, else ``source_id:seq``.
+    """
+
+    seq: int
+    topic: str
+    job_id: str
+    mode: str
+    due_ms: int
+    replace: bool
+    envelope: bytes
+    written_ms: int
+    given_token: str = ""
+    order_key: str = ""  # the key whose order the job joins (registered before the write)
+
+    def token(self, source_id: str) -> str:
+        """The row's replay token: ``CALL:n`` from a lost direct call, else ``source_id:seq``."""
+        return self.given_token or f"{source_id}:{self.seq}"
+
+    def replay_write(self, source_id: str, now_ms: int) -> JobWrite:
+        """The write that replays this row; `now_ms` on the clock that wrote it."""
+        due = (
+            DueSpec("delay", max(0, self.due_ms - now_ms))
+            if self.mode == "d"
+            else DueSpec("at", self.due_ms)
+        )
+        return JobWrite(
+            self.job_id, due, self.replace, self.envelope, self.token(source_id), self.order_key
+        )
+
+
+@dataclass(slots=True)
+class Replayed:
+    """What one replay step did with its rows."""
+
+    done: list[HeldJob] = field(default_factory=list)  # in Redis (or a job of that id was)
+    rejected: list[tuple[HeldJob, str]] = field(default_factory=list)  # refused for good: why
+    duplicates: list[HeldJob] = field(default_factory=list)  # of `done`: an id was pending
+    confirmed: dict[k.ShardKeys, list[str]] = field(default_factory=dict)  # tokens of `done`
+    failure: Exception | None = None  # what stopped the rest (their rows stay, to retry)
+
+
+def replay(
+    producer: Producer,
+    rows: Sequence[HeldJob],
+    source_id: str,
+    now_ms: int,
+    record_ms: int,
+    forget: dict[k.ShardKeys, list[str]],
+) -> Generator[list[Call[Any]], list[Any], Replayed]:
+    """Place `rows` in Redis, each shard's in one call with its tokens recorded `record_ms`.
+
+    `forget`: tokens of rows an earlier step settled (gone from their source), dropped from
+    the record in the same round. Replies come as values (``return_exceptions``): a failing
+    shard leaves its rows for the next step, whose tokens make the retry write nothing twice.
+    """
+    out = Replayed()
+    groups: dict[k.ShardKeys, list[HeldJob]] = {}
+    for topic in dict.fromkeys(row.topic for row in rows):
+        mine = [row for row in rows if row.topic == topic]
+        try:
+            shards = yield from _raising(producer.shard_count(topic, create=True))
+        except FOR_GOOD as exc:
+            out.rejected += [(row, f"{type(exc).__name__}: {exc}") for row in mine]
+            continue
+        assert shards is not None
+        for row in mine:
+            groups.setdefault(k.ShardKeys(topic, k.shard_of(row.job_id, shards)), []).append(row)
+    writes = {
+        keys: [row.replay_write(source_id, now_ms) for row in g] for keys, g in groups.items()
+    }
+    ordered = [(keys.topic, [w for w in ws if w.order_key]) for keys, ws in writes.items()]
+    for topic, order in ordered:
+        if order:  # registered before the writes (idempotent: a repeat registers nothing new)
+            yield from _raising(register_order(topic, order))
+    drop: list[Call[Any]] = [enqueue.forget_replayed(ks, t) for ks, t in forget.items()]
+    calls = [enqueue.enqueue(keys, ws, record_ms) for keys, ws in writes.items()]
+    replies = (yield [*drop, *calls]) if drop or calls else []
+    for (keys, group), reply in zip(groups.items(), replies[len(drop) :], strict=True):
+        if isinstance(reply, FOR_GOOD):
+            out.rejected += [(row, f"{type(reply).__name__}: {reply}") for row in group]
+        elif isinstance(reply, Exception):
+            out.failure = out.failure or reply
+        else:
+            out.done += group
+            out.confirmed[keys] = [row.token(source_id) for row in group]
+            out.duplicates += [
+                r for r, p in zip(group, reply, strict=True) if p == Placed.DUPLICATE
+            ]
+    return out
+
+
+def warn_duplicates(what: str, duplicates: Sequence[HeldJob]) -> None:
+    """Log the rows not written because a job of their id was pending (replace=False)."""
+    by_topic: dict[str, list[str]] = {}
+    for row in duplicates:
+        by_topic.setdefault(row.topic, []).append(row.job_id)
+    for topic, ids in by_topic.items():
+        log.warning(
+            "%s %s of %r not written: a job of that id was pending (replace=False)",
+            what,
+            ids[:5],
+            topic,
+        )
+
+
+def _raising(op: Op[T]) -> Op[T]:
+    """Drive `op` (which expects raised errors) inside rounds whose errors come as replies."""
+    try:
+        calls = next(op)
+        while True:
+            replies = yield calls
+            error = next((r for r in replies if isinstance(r, Exception)), None)
+            calls = op.throw(error) if error is not None else op.send(replies)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
