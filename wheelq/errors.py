@@ -38,6 +38,11 @@ WheelqError
 ├── RedisUnavailableError                   redis unreachable or unable to take writes now
 ├── SpoolError                              a producer spool file cannot be used
 │   └── SpoolLockedError                    another client (this process or another) has it open
+├── OutboxError                             the PostgreSQL outbox cannot be used
+│   ├── OutboxNotInstalledError             its tables are missing: run `wheelq outbox init`
+│   ├── OutboxUnavailableError              the relay cannot reach its PostgreSQL (the DSN)
+│   ├── NotInTransactionError (ValueError)  once() on a connection outside a transaction
+│   └── UnsupportedConnectionError (TypeError)  not a psycopg, SQLAlchemy or Django connection
 ├── UnsupportedServerError                  start(): the server is older than Redis 7.0
 └── EmbeddedServerError                     the embedded server binary failed to start
 ```
@@ -403,6 +408,32 @@ class SpoolError(WheelqError):
 
 class SpoolLockedError(SpoolError):
     """Another client has the spool file open (SQLite's lock, gone with its process)."""
+
+
+class OutboxError(WheelqError):
+    """The PostgreSQL outbox (`wheelq.outbox`) cannot be used as asked."""
+
+
+class OutboxNotInstalledError(OutboxError):
+    """The outbox's tables are missing from the database; the message says what to run."""
+
+
+class OutboxUnavailableError(OutboxError):
+    """The relay cannot connect to its PostgreSQL (a wrong DSN, a server down)."""
+
+
+class NotInTransactionError(OutboxError, ValueError):
+    """`once()` was given a connection in autocommit mode outside a transaction, where its
+    record would not share the fate of the handler's effects (`parameter` names it)."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class UnsupportedConnectionError(OutboxError, TypeError):
+    """Not a connection the outbox can write with: psycopg 3 (sync or async), SQLAlchemy 2
+    (`Connection`, `Session` and their async forms) or Django's."""
 
 
 class UnsupportedServerError(WheelqError):

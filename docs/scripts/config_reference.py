@@ -53,12 +53,15 @@ SECTION_USE: dict[str, str] = {
     "deliverers (`serve`, `deliver`) take their retries and visibility timeout from it",
     "serve": "`wheelq serve`",
     "callbacks": "`wheelq deliver`, and `wheelq serve` when it delivers callbacks",
+    "relay": "`wheelq relay` and `wheelq outbox init`; `wheelq scheduler` runs a relay beside "
+    "the node when `dsn` is set (docs/guides/outbox.md)",
 }
 SECTION_CLASS_NOTE = "The library takes these as keyword arguments of {target}."
 SECTION_TARGETS: dict[str, str] = {
     "client": "`from_url` of `Client`, `AsyncClient`, `Admin` and `AsyncAdmin`",
     "scheduler": "`Scheduler.from_url`",
     "worker": "`Worker.from_url`",
+    "relay": "`wheelq.outbox.Relay` (its `settings`, a `RelaySettings`)",
 }
 
 

@@ -15,6 +15,7 @@ from wheelq.cli.context import SECTIONS, CliError, Context
 from wheelq.core.settings import (
     CallbackSettings,
     ClientSettings,
+    RelaySettings,
     SchedulerSettings,
     ServeSettings,
     WorkerSettings,
@@ -33,6 +34,7 @@ SETTINGS = [
         ("worker", WorkerSettings),
         ("serve", ServeSettings),
         ("callbacks", CallbackSettings),
+        ("relay", RelaySettings),
     )
     for f in dataclasses.fields(cls)
 ]
@@ -61,6 +63,10 @@ CLI_KEYS = [  # keys only the CLI reads: (section, key, variable, value, parsed)
     ("callbacks", "signing_secret", "WHEELQ_CALLBACKS_SIGNING_SECRET", "k", "k"),
     ("callbacks", "allow_private", "WHEELQ_CALLBACKS_ALLOW_PRIVATE", "true", "true"),
     ("callbacks", "group", "WHEELQ_CALLBACKS_GROUP", "hooks", "hooks"),
+    ("relay", "dsn", "WHEELQ_RELAY_DSN", "postgresql://a@h/db", "postgresql://a@h/db"),
+    ("relay", "ack", "WHEELQ_RELAY_ACK", "persisted", "persisted"),
+    ("relay", "metrics_port", "WHEELQ_RELAY_METRICS_PORT", "9102", 9102),
+    ("relay", "metrics_host", "WHEELQ_RELAY_METRICS_HOST", "127.0.0.1", "127.0.0.1"),
 ]
 
 
@@ -172,6 +178,7 @@ def test_the_configuration_reference_has_each_variable_with_its_default_and_rang
         "worker": WorkerSettings,
         "serve": ServeSettings,
         "callbacks": CallbackSettings,
+        "relay": RelaySettings,
     }
     rows = {line.split(" | ")[1]: line for line in reference.splitlines() if line.startswith("| `")}
     for section, name, var, bounds in SETTINGS:

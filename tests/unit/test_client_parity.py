@@ -17,7 +17,8 @@ from wheelq import Admin, AsyncAdmin, AsyncClient, Client
 from wheelq.producer.moved import Moved
 
 SYNC_ONLY = {"close"}
-ASYNC_ONLY = {"aclose", "executor", "events"}  # events: an async iterator
+ASYNC_ONLY = {"aclose", "executor", "events", "producer", "durability"}
+# events: an async iterator; producer, durability: what a relay beside the client replays with
 LIFECYCLE = {"from_url", "redis", "close", "aclose", "executor"}
 """What every class has of its own: making it, its connection, closing it."""
 PAIRS = [(Client, AsyncClient), (Admin, AsyncAdmin)]

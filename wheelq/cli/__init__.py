@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from wheelq import __version__
-from wheelq.cli import events, jobs, run, schedules, serve, server, services, top, topics
+from wheelq.cli import events, jobs, outbox, run, schedules, serve, server, services, top, topics
 from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
 
 DESCRIPTION = """\
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.register(sub, [connects])
     schedules.register(sub, [connects])
     serve.register(sub, [connects])
+    outbox.register(sub, [connects])
     server.register(sub, [connects], logs)
     return parser
 

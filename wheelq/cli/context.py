@@ -21,6 +21,7 @@ from wheelq.core.settings import (
     CallbackSettings,
     ClientSettings,
     Range,
+    RelaySettings,
     SchedulerSettings,
     ServeSettings,
     WorkerSettings,
@@ -91,6 +92,7 @@ SETTINGS: dict[str, type] = {
     "worker": WorkerSettings,
     "serve": ServeSettings,
     "callbacks": CallbackSettings,
+    "relay": RelaySettings,
 }
 CLI_KEYS: dict[str, tuple[str, ...]] = {
     "redis": ("url",),
@@ -98,6 +100,7 @@ CLI_KEYS: dict[str, tuple[str, ...]] = {
     "worker": ("group", "start", "metrics_port", "metrics_host"),
     "serve": ("host", "tokens", "deliver", "allowed_hosts", "receipt_secret", "prometheus_url"),
     "callbacks": ("signing_secret", "allow_private", "group"),
+    "relay": ("dsn", "ack", "metrics_port", "metrics_host"),
 }
 CLI_RANGES: dict[str, Range] = {"metrics_port": Range(0, 65535)}  # 0: no metrics server
 
@@ -188,6 +191,20 @@ CLI_KEY_DOCS: dict[tuple[str, str], KeyDoc] = {
         "``true`` or ``false``",
         "Whether callbacks may target private, loopback and link-local addresses (SSRF).",
     ),
+    ("relay", "dsn"): KeyDoc(
+        "none (no relay; ``wheelq relay`` requires it)",
+        "a libpq URL or ``key=value`` string: ``postgresql://user:password@host:5432/db``",
+        "The PostgreSQL whose outbox the relay moves into Redis. Set in a scheduler's file, "
+        "``wheelq scheduler`` runs the relay beside the node.",
+    ),
+    ("relay", "ack"): KeyDoc(
+        "``primary``",
+        "``primary``, ``replicated`` or ``persisted``",
+        "What Redis confirms before the relay deletes the rows it placed (as ``enqueue``'s "
+        "``ack``).",
+    ),
+    ("relay", "metrics_port"): _METRICS_PORT,
+    ("relay", "metrics_host"): _METRICS_HOST,
     ("callbacks", "group"): KeyDoc(
         "``callbacks``", "a consumer group name", "The deliverer's consumer group."
     ),

@@ -13,13 +13,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import Context, split_topics, usage_error
-from wheelq.cli.services import (
-    load_object,
-    metrics_beside,
-    metrics_given,
-    pop_metrics,
-    run_worker,
-)
+from wheelq.cli.metrics import metrics_beside, metrics_given, pop_metrics
+from wheelq.cli.services import load_object, run_worker
 
 if TYPE_CHECKING:
     from wheelq.scheduler.scheduler import Scheduler

@@ -5,23 +5,21 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import importlib.util
 import logging
 import os
 import sys
 import traceback
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from wheelq.cli.context import CLI_RANGES, CliError, Context, split_topics, usage_error
+from wheelq.cli.context import CliError, Context, split_topics, usage_error
+from wheelq.cli.metrics import metrics_beside, metrics_flag, metrics_given, pop_metrics
+from wheelq.cli.outbox import relay_beside, running_beside
 from wheelq.cli.signals import exit_now, run_until_signal
 
 if TYPE_CHECKING:
-    from wheelq.metrics import MetricsServer
     from wheelq.tasks.app import App
     from wheelq.worker.worker import Worker, WorkerStopReport
 
@@ -36,7 +34,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--topics", help="comma-separated topics to serve (default: all, incl. new ones)"
     )
-    _metrics_flag(p)
+    metrics_flag(p)
     p.set_defaults(func=scheduler)
 
     p = sub.add_parser(
@@ -61,55 +59,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "default) or only jobs fired from now on"
     )
     p.add_argument("--from", dest="start", choices=["earliest", "now"], help=start)
-    _metrics_flag(p)
+    metrics_flag(p)
     p.set_defaults(func=worker)
-
-
-def _metrics_flag(p: argparse.ArgumentParser) -> None:
-    port = "serve Prometheus metrics on http://HOST:PORT/metrics (default 0: off)"
-    p.add_argument("--metrics-port", type=int, help=port)
-    p.add_argument(
-        "--metrics-host",
-        help="address or host name the metrics listen on (default 0.0.0.0, every IPv4 "
-        "interface, for a Prometheus on another host; 127.0.0.1: this machine only)",
-    )
-
-
-def metrics_given(args: argparse.Namespace) -> dict[str, Any]:
-    return {"metrics_port": args.metrics_port, "metrics_host": args.metrics_host}
-
-
-def pop_metrics(settings: dict[str, Any]) -> tuple[object, object]:
-    return settings.pop("metrics_port", None), settings.pop("metrics_host", None)
-
-
-def metrics_beside(node: Any, section: str, port: object, host: object) -> Any:
-    """The `MetricsServer` to run beside `node` (exit 2 on a bad port or host), or None."""
-    port = port or 0
-    CLI_RANGES["metrics_port"].check(f"[{section}] metrics_port", port)
-    if not port:
-        return None
-    if host is not None and not (isinstance(host, str) and host.strip("[] ")):
-        raise usage_error(f"[{section}] metrics_host must be an address or host name, got {host!r}")
-    from wheelq.metrics import MetricsServer
-    from wheelq.metrics.server import EVERY_INTERFACE
-
-    @asynccontextmanager
-    async def serving() -> AsyncIterator[MetricsServer]:
-        server = MetricsServer(node, port=cast(int, port), host=host or EVERY_INTERFACE)
-        try:
-            await server.start()
-        except OSError as exc:  # one line, no "[Errno 98]"; a taken port: say the way out
-            taken = " (pick another port with --metrics-port)" * (exc.errno == errno.EADDRINUSE)
-            raise CliError(f"{exc.strerror or exc}{taken}") from exc
-        try:
-            where = " (every interface; --metrics-host narrows it)" * server.every_interface
-            log.info("serving metrics on %s%s", server.url, where)
-            yield server
-        finally:
-            await server.stop()
-
-    return serving
 
 
 def scheduler(ctx: Context) -> int:
@@ -123,7 +74,10 @@ def scheduler(ctx: Context) -> int:
         topics = split_topics(topics, "[scheduler] topics")
     metrics = pop_metrics(settings)
     node = Scheduler.from_url(url, topics, **settings)
-    run_until_signal(node, log, beside=metrics_beside(node, "scheduler", *metrics))
+    relay = relay_beside(ctx, url)
+    also = () if relay is None else (relay,)
+    served = metrics_beside(node, "scheduler", *metrics, also=also)
+    run_until_signal(node, log, beside=running_beside(relay, served))
     return 0
 
 

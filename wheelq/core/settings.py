@@ -230,6 +230,27 @@ class CallbackSettings(_Validated):
 
 
 @dataclass(frozen=True, slots=True)
+class RelaySettings(_Validated):
+    """The outbox relay's settings (`wheelq relay`, or ``[relay]`` beside a scheduler)."""
+
+    batch_size: Annotated[int, Range(1, 10_000)] = 1000
+    """Rows a relay takes (and places in Redis) per step."""
+    sweep_ms: Annotated[int, Range(10, 3_600_000)] = 1000
+    """Look for rows this often without a notification: the most a lost one costs."""
+    record_ms: Annotated[int, Range(60_000, 30 * 86_400_000)] = 7 * 86_400_000
+    """How long a shard remembers a relayed row whose delete was not seen (a relay that
+    died mid-batch), so another relay places no job twice within it."""
+    done_retention_ms: Annotated[int, Range(0, 3650 * 86_400_000)] = 7 * 86_400_000
+    """How long ``once()`` records are kept (a redelivery after it applies effects again).
+    0: kept for good."""
+    idle_in_transaction_ms: Annotated[int, Range(1000, 3_600_000)] = 60_000
+    """A relay's transaction idle this long (a relay frozen mid-batch) is ended by
+    PostgreSQL, so its rows go to another relay."""
+    connect_timeout_ms: Annotated[int, Range(100, 600_000)] = 5000
+    """How long a connection to PostgreSQL may take before the step fails (and retries)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ServeSettings(_Validated):
     """HTTP service settings (`wheelq serve`); pulls use the `WorkerSettings`."""
 

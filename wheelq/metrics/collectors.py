@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from wheelq.core.histogram import HistogramSnapshot
 from wheelq.core.observe import ShardObservation
 from wheelq.errors import InvalidArgumentError
+from wheelq.outbox.relay import Relay
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.runtime.clock import wall_ms
@@ -209,6 +210,29 @@ class ClientCollector(Collector):
         yield counter("client_cancelled", cancelled, (), [((), counts.cancelled)])
 
 
+class RelayCollector(Collector):
+    """A prometheus_client collector of one outbox `Relay` (docs/guides/outbox.md)."""
+
+    def __init__(self, relay: Relay) -> None:
+        self._relay = relay
+
+    def collect(self) -> Iterator[Metric]:
+        r = self._relay
+        yield scalar("outbox_rows", "Rows in the outbox table, counted every few seconds", r.rows)
+        age = "Age of the oldest row in the outbox table (0: none)"
+        yield scalar("outbox_oldest_row_age_seconds", age, r.oldest_row_age_ms / 1000)
+        relayed = "Outbox rows placed in Redis and deleted by this relay"
+        yield counter("outbox_relayed", relayed, (), [((), r.relayed)])
+        dup = "Outbox rows not written: a job of that id was pending (replace=False)"
+        yield counter("outbox_duplicates", dup, (), [((), r.duplicates)])
+        rejected = "Outbox rows Redis refused for good (kept in wheelq_outbox_rejected)"
+        yield counter("outbox_rejected", rejected, (), [((), r.rejected)])
+        lag = "Relay lag: from a row's INSERT to the relay taking it (the database's clock)"
+        yield histogram("outbox_relay_lag_seconds", lag, (), [((), r.lag.snapshot())])
+        up = "1 while the relay's loop runs and its last step worked"
+        yield scalar("outbox_relay_up", up, float(r.running and not r.failures))
+
+
 TS = ("topic", "shard")
 EVENT_COUNTERS = {
     "emitted": ("scheduler_fired", "Jobs the node moved into the ready streams"),
@@ -339,7 +363,7 @@ def _age_s(at_ms: int, oldest_ms: int | None) -> float:
     return 0.0 if oldest_ms is None else max(0, at_ms - oldest_ms) / 1000
 
 
-Observed = Scheduler | Worker | Client | AsyncClient
+Observed = Scheduler | Worker | Client | AsyncClient | Relay
 
 
 def collector_for(role: Observed) -> Collector:
@@ -369,10 +393,12 @@ def collectors_for(
             out.append((WorkerCollector(role), None))
         elif isinstance(role, Client | AsyncClient):
             out.append((ClientCollector(role), None))
+        elif isinstance(role, Relay):
+            out.append((RelayCollector(role), None))
         else:
             raise InvalidArgumentError(
                 "role",
-                "role must be a Scheduler, Worker, Client or AsyncClient, "
+                "role must be a Scheduler, Worker, Client, AsyncClient or Relay, "
                 f"got {type(role).__name__}",
             )
     return out

@@ -74,6 +74,16 @@ class AsyncClient:
         return self._executor
 
     @property
+    def producer(self) -> Producer:
+        """The client's settings and encoding (sans-I/O): a relay beside it replays with it."""
+        return self._producer
+
+    @property
+    def durability(self) -> Durability:
+        """The client's default ack level and what each level waits for."""
+        return self._durability
+
+    @property
     def redis(self) -> redis.asyncio.Redis:
         """The redis-py client the calls go through (a cluster client on a cluster)."""
         return self._executor.client

@@ -47,6 +47,14 @@ class Durability:
         wait = self._waits[level]
         return confirmed(producer, topic, op, level, wait), wait
 
+    def wait_for(self, ack: object) -> Wait | None:
+        """What a write at `ack` (None: the default) waits for; None: nothing."""
+        level = self.default if ack is None else check_ack(ack)
+        if level == PRIMARY:
+            return None
+        self._check(level)
+        return self._waits[level]
+
     def _wait(self, level: str) -> Wait:
         s = self._settings
         return Wait(s.ack_replicas, s.ack_timeout_ms, aof=level == PERSISTED)

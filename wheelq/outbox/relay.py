@@ -1,0 +1,326 @@
+"""The relay: committed outbox rows placed in Redis, each exactly once, then deleted
+(docs/architecture.md, "The outbox relay").
+
+One step: in one PostgreSQL transaction, take up to ``batch_size`` rows (``FOR UPDATE SKIP
+LOCKED``: relays running side by side take different rows) and delete them; place them in
+Redis through the producer's replay, each write carrying the row's token, which the shard
+records; commit only once Redis confirmed them at the relay's ack level. A relay that dies
+between Redis and the commit leaves its rows (the transaction rolls back, or PostgreSQL
+ends it after ``idle_in_transaction_ms``); the relay that takes them next writes nothing
+twice, as the shard still holds their tokens. Once a row's delete is committed its token is
+dropped from the record with the next step's writes.
+
+A step is woken by ``LISTEN wheelq_outbox`` (the table's trigger notifies at each commit
+that inserted rows) and runs at least every ``sweep_ms``, so a lost notification costs at
+most that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from wheelq.core import keys as k
+from wheelq.core.histogram import Histogram
+from wheelq.core.settings import RelaySettings
+from wheelq.errors import OutboxNotInstalledError, OutboxUnavailableError
+from wheelq.outbox import connection
+from wheelq.outbox.once import PRUNE
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.replay import HeldJob, Replayed, replay, warn_duplicates
+from wheelq.runtime.clock import LocalClock
+from wheelq.runtime.outage import StopBudget
+from wheelq.runtime.service import PartStopped, Service
+from wheelq.store.call import Call
+from wheelq.store.executor import drive_async
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+
+    Conn = AsyncConnection[TupleRow]
+
+log = logging.getLogger("wheelq.outbox.relay")
+
+CHANNEL = "wheelq_outbox"
+TAKE = """
+WITH taken AS (
+    SELECT seq FROM wheelq_outbox ORDER BY seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+)
+DELETE FROM wheelq_outbox o USING taken WHERE o.seq = taken.seq
+RETURNING o.seq, o.topic, o.job_id, o.mode, o.value_ms, o.replace, o.envelope, o.written_ms,
+    o.order_key, (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint
+"""
+REJECT = """
+INSERT INTO wheelq_outbox_rejected
+    (seq, topic, job_id, mode, value_ms, replace, order_key, envelope, written_ms, error,
+     rejected_ms)
+VALUES (%(seq)s, %(topic)s, %(job_id)s, %(mode)s, %(value_ms)s, %(replace)s, %(order_key)s,
+    %(envelope)s, %(written_ms)s, %(error)s,
+    (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint)
+"""
+BACKLOG = (
+    "SELECT count(*), (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint "
+    "- min(written_ms) FROM wheelq_outbox"
+)
+SOURCE_ID = "SELECT value FROM wheelq_outbox_meta WHERE key = 'source_id'"
+BACKLOG_INTERVAL_MS = 5000  # how often an idle relay counts the table's rows (a gauge)
+PRUNE_INTERVAL_MS = 60_000  # how often it deletes expired `once` records
+PRUNE_BATCH = 10_000  # once records deleted per statement (a short lock)
+LAG_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 60_000, 600_000)
+
+
+class Relay(Service):
+    """Relays one PostgreSQL database's outbox into the Redis of `client`; several may run.
+
+    `status()` adds ``rows`` and ``oldest_row_age_ms`` (counted every few seconds while
+    idle), ``relayed``, ``duplicates`` and ``rejected`` (rows Redis refused for good, kept
+    in ``wheelq_outbox_rejected``).
+    """
+
+    name = "relay"
+    title = "outbox relay"
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        dsn: str,
+        settings: RelaySettings | None = None,
+        *,
+        ack: str | None = None,
+    ) -> None:
+        clock = LocalClock()
+        super().__init__(clock, log)
+        self.client = client
+        self.dsn = dsn
+        self.settings = settings or RelaySettings()
+        self._wait = client.durability.wait_for(ack)  # checked now: a bad level fails here
+        self._conn: Conn | None = None
+        self._listener: Conn | None = None
+        self._listening: asyncio.Task[None] | None = None
+        self._source_id = ""
+        self._forget: dict[k.ShardKeys, list[str]] = {}
+        self._backlog_at_ms = self._pruned_at_ms = -(10**15)
+        self.rows = 0
+        self.oldest_row_age_ms = 0
+        self.relayed = 0
+        self.duplicates = 0
+        self.rejected = 0
+        self.lag = Histogram(LAG_BOUNDS_MS)  # ms from a row's INSERT to its step taking it
+
+    def status(self) -> dict[str, object]:
+        return {
+            **super().status(),
+            "rows": self.rows,
+            "oldest_row_age_ms": self.oldest_row_age_ms,
+            "relayed": self.relayed,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+        }
+
+    async def check(self) -> None:
+        """Connect and read the table's identity now: `OutboxUnavailableError` (the DSN) or
+        `OutboxNotInstalledError` (the tables), for a command to report before it starts."""
+        await self._connect()
+
+    async def step(self) -> float | None:
+        conn = await self._connect()
+        now = self.clock.now_ms()
+        taken = await self._relay_batch(conn)
+        if taken >= self.settings.batch_size:
+            return 0  # more may be waiting
+        if now - self._backlog_at_ms >= BACKLOG_INTERVAL_MS:
+            await self._count_backlog(conn)
+            self._backlog_at_ms = now
+        retention = self.settings.done_retention_ms
+        if retention and now - self._pruned_at_ms >= PRUNE_INTERVAL_MS:
+            await self._prune(conn, retention)
+            self._pruned_at_ms = now
+        return self.settings.sweep_ms / 1000
+
+    async def stop(self, budget: StopBudget | None = None) -> PartStopped:
+        stopped = await super().stop(budget)
+        await self._disconnect()
+        return stopped
+
+    async def _relay_batch(self, conn: Conn) -> int:
+        async with conn.transaction():
+            found = await (await conn.execute(TAKE, {"limit": self.settings.batch_size})).fetchall()
+            if not found and not self._forget:
+                return 0
+            rows, now_pg = _held(found)
+            producer = self.client.producer
+            op = replay(
+                producer, rows, self._source_id, now_pg, self.settings.record_ms, self._forget
+            )
+            out = await drive_async(op, self._send)
+            if out.failure is not None:
+                raise out.failure  # rolled back: every row stays, to retry (tokens: no twice)
+            if out.rejected:
+                await self._reject(conn, out)
+        self._forget = out.confirmed  # the rows are gone: their tokens go with the next step
+        self.relayed += len(out.done)
+        self.duplicates += len(out.duplicates)
+        self.rejected += len(out.rejected)
+        self.lag.observe_all(max(0, now_pg - row.written_ms) for row in out.done)
+        warn_duplicates("outbox jobs", out.duplicates)
+        for row, error in out.rejected:
+            log.error(
+                "outbox job %r of %r refused for good (kept in wheelq_outbox_rejected): %s",
+                row.job_id,
+                row.topic,
+                error,
+            )
+        return len(found)
+
+    async def _send(self, calls: list[Call[Any]]) -> list[Any]:
+        executor = self.client.executor
+        if self._wait is None:
+            return await executor.run(calls, return_exceptions=True)
+        try:
+            acked = await executor.run_acked(calls, self._wait)
+        except Exception as exc:  # the whole round failed: every call's reply says so
+            return [exc] * len(calls)
+        short = acked.short
+        return [
+            OutboxUnavailableError(f"not confirmed by {self._wait.replicas} replicas")
+            if i in short
+            else reply
+            for i, reply in enumerate(acked)
+        ]
+
+    async def _reject(self, conn: Conn, out: Replayed) -> None:
+        async with conn.cursor() as cursor:
+            await cursor.executemany(
+                REJECT,
+                [
+                    {
+                        "seq": row.seq,
+                        "topic": row.topic,
+                        "job_id": row.job_id,
+                        "mode": row.mode,
+                        "value_ms": row.due_ms - row.written_ms if row.mode == "d" else row.due_ms,
+                        "replace": row.replace,
+                        "order_key": row.order_key,
+                        "envelope": row.envelope,
+                        "written_ms": row.written_ms,
+                        "error": error,
+                    }
+                    for row, error in out.rejected
+                ],
+            )
+
+    async def _count_backlog(self, conn: Conn) -> None:
+        async with conn.transaction():
+            found = await (await conn.execute(BACKLOG)).fetchone()
+        assert found is not None
+        self.rows, age = int(found[0]), found[1]
+        self.oldest_row_age_ms = 0 if age is None else max(0, int(age))
+
+    async def _prune(self, conn: Conn, retention_ms: int) -> None:
+        before = self.clock.now_ms() - retention_ms
+        while True:
+            async with conn.transaction():
+                cursor = await conn.execute(PRUNE, {"before_ms": before, "limit": PRUNE_BATCH})
+            if cursor.rowcount < PRUNE_BATCH or self.stopping:
+                return
+
+    async def _connect(self) -> Conn:
+        if self._listening is not None and self._listening.done():
+            await self._disconnect()  # the listener's connection was lost: both anew
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        await self._disconnect()
+        pg = connection.psycopg()
+        timeout_s = max(1, self.settings.connect_timeout_ms // 1000)
+        try:
+            conn: Conn = await pg.AsyncConnection.connect(self.dsn, connect_timeout=timeout_s)
+            listener: Conn = await pg.AsyncConnection.connect(
+                self.dsn, connect_timeout=timeout_s, autocommit=True
+            )
+        except pg.OperationalError as exc:
+            raise OutboxUnavailableError(
+                f"the relay cannot connect to PostgreSQL ({redacted(self.dsn)}): "
+                f"{str(exc).strip()[:300]}"
+            ) from exc
+        self._conn, self._listener = conn, listener
+        try:
+            idle = int(self.settings.idle_in_transaction_ms)
+            await conn.execute(f"SET idle_in_transaction_session_timeout = {idle}")
+            await conn.commit()
+            try:
+                found = await (await conn.execute(SOURCE_ID)).fetchone()
+            except pg.errors.UndefinedTable as exc:
+                raise OutboxNotInstalledError(
+                    f"the outbox's tables are missing from {redacted(self.dsn)}: "
+                    f"{connection.INSTALL_HINT}"
+                ) from exc
+            finally:
+                await conn.rollback()
+            if found is None:
+                raise OutboxNotInstalledError(
+                    f"the outbox's meta table has no source_id: {connection.INSTALL_HINT}"
+                )
+            self._source_id = str(found[0])
+            await listener.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            await self._disconnect()
+            raise
+        self._listening = asyncio.create_task(self._listen(listener), name="wheelq-relay-listen")
+        self.wake()  # rows committed while no relay listened
+        return conn
+
+    async def _listen(self, listener: Conn) -> None:
+        with contextlib.suppress(connection.psycopg().Error):
+            async for _ in listener.notifies():
+                self.wake()
+
+    async def _disconnect(self) -> None:
+        task, self._listening = self._listening, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for conn in (self._conn, self._listener):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        self._conn = self._listener = None
+
+
+def _held(found: list[TupleRow]) -> tuple[list[HeldJob], int]:
+    """The rows taken, in their order, as held jobs; and the database's clock when taken."""
+    rows: list[HeldJob] = []
+    now_pg = 0
+    for seq, topic, job_id, mode, value_ms, replace, envelope, written_ms, order_key, now in sorted(
+        found
+    ):
+        due_ms = written_ms + value_ms if mode == "d" else value_ms
+        rows.append(
+            HeldJob(
+                seq,
+                topic,
+                job_id,
+                mode,
+                due_ms,
+                replace,
+                bytes(envelope),
+                written_ms,
+                "",
+                order_key,
+            )
+        )
+        now_pg = now
+    return rows, now_pg
+
+
+def redacted(dsn: str) -> str:
+    """`dsn` without its password."""
+    pg = connection.psycopg()
+    try:
+        info = pg.conninfo.conninfo_to_dict(dsn)
+    except pg.ProgrammingError:
+        return "an unparsable DSN"
+    info.pop("password", None)
+    return str(pg.conninfo.make_conninfo(**{k_: str(v) for k_, v in info.items()}))
