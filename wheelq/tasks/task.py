@@ -14,7 +14,10 @@ from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.job import Job, validate_max_attempts
 from wheelq.core.retry import Fail, RetryPolicy
+from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, UnknownGroupError
+from wheelq.outbox.enqueue import aenqueue as outbox_aenqueue
+from wheelq.outbox.enqueue import enqueue as outbox_enqueue
 from wheelq.producer.admin import Admin
 from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
@@ -37,6 +40,8 @@ class Clients(Protocol):
     def aclient(self) -> AsyncClient: ...
     @property
     def group(self) -> str: ...
+
+    client_settings: ClientSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class CallOptions:
     ordered: bool = False
     traceparent: str | None = None
     ack: str | None = None
+    outbox: Any = None  # the app's database connection: enqueue in its transaction
 
 
 class TaskCall(Generic[P, R]):
@@ -87,10 +93,19 @@ class TaskCall(Generic[P, R]):
     def __init__(self, task: Task[P, R], options: CallOptions) -> None:
         self._task = task
         max_attempts = options.max_attempts
-        self._enqueue_options = dataclasses.asdict(options) | {
+        self._outbox = options.outbox
+        fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+        del fields["outbox"]
+        if self._outbox is not None:
+            if fields.pop("ack") is not None:
+                raise InvalidArgumentError(
+                    "ack", "ack is the relay's with outbox= (its [relay] ack setting)"
+                )
+            fields["settings"] = task.app.client_settings
+        self._enqueue_options = fields | {
             "max_attempts": task.config.max_attempts if max_attempts is None else max_attempts
         }
-        """`Client.enqueue`'s keywords of every call: made once, not on each enqueue."""
+        """`Client.enqueue`'s (or `outbox.enqueue`'s) keywords of every call: made once."""
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Enqueue a run due now."""
@@ -126,7 +141,12 @@ class TaskCall(Generic[P, R]):
     ) -> TaskHandle[R]:
         payload, options = self._job(args, kwargs)
         task = self._task
-        job_id = task.app.client.enqueue(task.topic, payload, delay=delay, at=at, **options)
+        if self._outbox is not None:
+            job_id = outbox_enqueue(
+                self._outbox, task.topic, payload, delay=delay, at=at, **options
+            )
+        else:
+            job_id = task.app.client.enqueue(task.topic, payload, delay=delay, at=at, **options)
         return TaskHandle(task, job_id)
 
     async def _asend(
@@ -134,8 +154,12 @@ class TaskCall(Generic[P, R]):
     ) -> TaskHandle[R]:
         payload, options = self._job(args, kwargs)
         task = self._task
-        client = task.app.aclient
-        job_id = await client.enqueue(task.topic, payload, delay=delay, at=at, **options)
+        if self._outbox is not None:
+            conn = self._outbox
+            job_id = await outbox_aenqueue(conn, task.topic, payload, delay=delay, at=at, **options)
+        else:
+            client = task.app.aclient
+            job_id = await client.enqueue(task.topic, payload, delay=delay, at=at, **options)
         return TaskHandle(task, job_id)
 
 
@@ -176,13 +200,19 @@ class Task(TaskCall[P, R]):
         ordered: bool = False,
         traceparent: str | None = None,
         ack: str | None = None,
+        outbox: Any = None,
     ) -> TaskCall[P, R]:
         """The enqueue forms with these options, each as `Client.enqueue`'s: your own
         `job_id` (idempotent while pending; `replace` to replace it), `max_attempts` (over
-        the task's), the flow `key` and `ordered`, a W3C `traceparent`, the `ack` level."""
+        the task's), the flow `key` and `ordered`, a W3C `traceparent`, the `ack` level.
+
+        `outbox`: your database connection (psycopg, SQLAlchemy, Django; async ones for the
+        ``a`` forms): the job is written in its transaction, as `wheelq.outbox.enqueue`
+        does, and exists only if that commits (a relay then places it; docs/guides/outbox.md).
+        """
         return TaskCall(
             self,
-            CallOptions(job_id, max_attempts, replace, key, ordered, traceparent, ack),
+            CallOptions(job_id, max_attempts, replace, key, ordered, traceparent, ack, outbox),
         )
 
     def handler(self) -> Callable[[Job], Any]:

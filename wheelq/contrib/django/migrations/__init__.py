@@ -1,0 +1,1 @@
+"""The wheelq app's migrations: the outbox's tables (docs/guides/outbox.md)."""
