@@ -16,6 +16,7 @@ CONFIG SET, kill or restart it (use `tests.support.servers.dedicated_server`).
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -34,6 +35,7 @@ from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
     make_client_at,
     topic_client,
 )
+from tests.support.postgres import PostgresServer
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
 from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' fixture)
@@ -67,6 +69,35 @@ def server(server_binary: ServerBinary) -> Iterator[EmbeddedServer]:
     """The session's shared server of this kind."""
     with EmbeddedServer(server_binary) as shared:
         yield shared
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL (one per xdist worker), started on first use."""
+    server = PostgresServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_dsn(postgres: PostgresServer) -> Iterator[str]:
+    """A database of the test's own on the session's PostgreSQL, dropped afterwards."""
+    name = f"t_{secrets.token_hex(6)}"
+    dsn = postgres.create_database(name)
+    yield dsn
+    postgres.drop_database(name)
+
+
+@pytest.fixture
+def dedicated_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL of the test's own, to restart or kill."""
+    server = PostgresServer()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from typing import Any
 from wheelq.errors import EmbeddedServerError
 from wheelq.testing import EmbeddedServer, ServerBinary
 
-FORBIDDEN_PORTS = frozenset({6379})  # the developer's own Redis lives there
+FORBIDDEN_PORTS = frozenset({6379, 5432})  # the developer's own Redis and PostgreSQL live there
 
 
 @contextmanager

@@ -12,6 +12,9 @@ stop it gracefully. BEHAVIOUR picks what the
     {"sync": true}          a sync handler (time.sleep in its thread) instead of an async one
     {"returns": "a"}        return {"by": "a", "attempt": ..., "deliveries": ...} (the job's
                             result) instead of None
+    {"once_dsn": DSN}       apply the job's effect once: in one PostgreSQL transaction,
+                            `wheelq.outbox.once` and, when it answers True, a row of
+                            ``effects`` (job id); prints {"event": "once", "first": ...}
 
 It logs to stderr (INFO) and prints one JSON line to stdout per handler start and finish, and
 one when `run()` returns::
@@ -77,6 +80,10 @@ def _handler(behaviour: dict[str, Any]) -> Any:
         _say("finish", **line)
         return result(job)
 
+    once_dsn = behaviour.get("once_dsn")
+    if once_dsn is not None:
+        return _once_handler(once_dsn, bool(behaviour.get("sync")))
+
     def handle_sync(job: Job) -> Any:
         line = {"job": job.id, "attempt": job.attempt, "entry": job.entry_id, "shard": job.shard}
         _say("start", **line)
@@ -85,6 +92,30 @@ def _handler(behaviour: dict[str, Any]) -> Any:
         return result(job)
 
     return handle_sync if behaviour.get("sync") else handle
+
+
+def _once_handler(dsn: str, sync: bool) -> Any:
+    import psycopg
+
+    from wheelq import outbox
+
+    effect = "INSERT INTO effects (job_id) VALUES (%s)"
+
+    def handle_sync(job: Job) -> None:
+        with psycopg.connect(dsn) as conn, conn.transaction():
+            first = outbox.once(conn, job)
+            if first:
+                conn.execute(effect, (job.id,))
+        _say("once", job=job.id, first=first, deliveries=job.deliveries)
+
+    async def handle(job: Job) -> None:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn, conn.transaction():
+            first = await outbox.aonce(conn, job)
+            if first:
+                await conn.execute(effect, (job.id,))
+        _say("once", job=job.id, first=first, deliveries=job.deliveries)
+
+    return handle_sync if sync else handle
 
 
 def main() -> None:

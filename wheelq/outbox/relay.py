@@ -30,6 +30,7 @@ from wheelq.outbox import connection
 from wheelq.outbox.once import PRUNE
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.replay import HeldJob, Replayed, replay, warn_duplicates
+from wheelq.runtime import crash
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import PartStopped, Service
@@ -156,6 +157,7 @@ class Relay(Service):
                 producer, rows, self._source_id, now_pg, self.settings.record_ms, self._forget
             )
             out = await drive_async(op, self._send)
+            crash.point("relay.after_place")  # in Redis, not yet deleted: the tokens' case
             if out.failure is not None:
                 raise out.failure  # rolled back: every row stays, to retry (tokens: no twice)
             if out.rejected:

@@ -14,6 +14,7 @@ POINTS = (
     "handler.after",
     "ack.before_send",
     "ack.after_reply",
+    "relay.after_place",
 )
 
 _armed: dict[str, int] = {}  # Point -> passes left (empty: the fast path).

@@ -1,0 +1,446 @@
+"""The PostgreSQL outbox on a real PostgreSQL and real Redis servers (docs/guides/outbox.md):
+a job enqueued in a transaction exists if and only if it committed, fires once, on time,
+through relay crashes, racing relays and server restarts; `once` applies effects once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import redis
+
+from tests.support.cli import run_wheelq
+from tests.support.postgres import PostgresServer
+from tests.support.relay_proc import RelayProcess
+from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually, eventually_sync
+from tests.support.worker_proc import WorkerProcess
+from wheelq import Scheduler, outbox
+from wheelq.core import keys as k
+from wheelq.core.job import Field
+from wheelq.core.settings import RelaySettings
+from wheelq.errors import (
+    InvalidArgumentError,
+    InvalidDelayError,
+    InvalidTopicError,
+    NotInTransactionError,
+    OutboxNotInstalledError,
+    PayloadTypeError,
+)
+from wheelq.producer.async_client import AsyncClient
+from wheelq.testing import ServerBinary
+
+SHARDS = 4  # ClientSettings.default_shards: the topics these tests make
+FAST = {"sweep_ms": 50}  # a lost notification costs 50 ms here
+
+
+@pytest.fixture
+def dsn(postgres_dsn: str) -> str:
+    """A database of the test's own with the outbox's tables."""
+    outbox.install(postgres_dsn)
+    return postgres_dsn
+
+
+@pytest.fixture
+async def relay_on(redis_url: str) -> AsyncIterator[Any]:
+    """``await relay_on(dsn, **settings)``: a started in-process relay, stopped afterwards."""
+    made: list[tuple[outbox.Relay, AsyncClient]] = []
+
+    async def start(dsn: str, **settings: int) -> outbox.Relay:
+        client = AsyncClient.from_url(redis_url)
+        relay = outbox.Relay(client, dsn, RelaySettings(**{**FAST, **settings}))
+        await relay.check()
+        await relay.start()
+        made.append((relay, client))
+        return relay
+
+    yield start
+    for relay, client in made:
+        await relay.stop()
+        await client.aclose()
+
+
+def commit(dsn: str, topic: str, count: int, **options: Any) -> list[str]:
+    """`count` jobs enqueued in one committed transaction; their ids."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        return [outbox.enqueue(conn, topic, {"n": i}, **options) for i in range(count)]
+
+
+def rows(dsn: str, table: str = "wheelq_outbox") -> int:
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        assert found is not None
+        return int(found[0])
+
+
+def fired(r: redis.Redis, topic: str) -> Counter[str]:
+    """Each job id in the topic's ready streams, with how many entries it has."""
+    ids: Counter[str] = Counter()
+    for shard in range(SHARDS):
+        for _, fields in r.xrange(k.ShardKeys(topic, shard).ready):
+            ids[fields[Field.ID].decode()] += 1
+    return ids
+
+
+def scheduled(r: redis.Redis, topic: str) -> dict[str, float]:
+    """Each pending job id with its due ms (its score in the sorted sets)."""
+    out: dict[str, float] = {}
+    for shard in range(SHARDS):
+        out.update(
+            {
+                m.decode(): s
+                for m, s in r.zrange(k.ShardKeys(topic, shard).delayed, 0, -1, withscores=True)
+            }
+        )
+    return out
+
+
+def fired_exactly(r: redis.Redis, topic: str, ids: list[str]) -> bool:
+    got = fired(r, topic)
+    assert all(n == 1 for n in got.values()), [i for i, n in got.items() if n > 1][:5]
+    assert set(got) <= set(ids), "a job no transaction committed fired"
+    return set(got) == set(ids)
+
+
+# --- a job exists if and only if its transaction committed ---------------------------------
+
+
+async def test_a_rolled_back_transaction_never_produces_a_job(
+    dsn: str, topic: str, redis_sync: redis.Redis, relay_on: Any
+) -> None:
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(ZeroDivisionError), conn.transaction():
+            lost = [outbox.enqueue(conn, topic, {"lost": i}) for i in range(20)]
+            _ = 1 / 0
+        with conn.transaction():
+            kept = [outbox.enqueue(conn, topic, {"kept": i}) for i in range(20)]
+    relay = await relay_on(dsn)
+    await eventually(
+        lambda: asyncio.to_thread(fired_exactly, redis_sync, topic, kept),
+        timeout_s=10,
+        what="the committed jobs fired",
+    )
+    assert not set(fired(redis_sync, topic)) & set(lost)
+    assert relay.relayed == 20 and rows(dsn) == 0
+
+
+@pytest.mark.cluster_too
+async def test_every_committed_job_fires_exactly_once_and_never_before_its_row_says(
+    dsn: str, topic: str, redis_url: str, redis_sync: redis.Redis, relay_on: Any
+) -> None:
+    delays = [0, 0.3, 0.6, 1.0]
+    before_ms = time.time() * 1000
+    ids = {delay: commit(dsn, topic, 25, delay=delay) for delay in delays}
+    await relay_on(dsn)
+    async with Scheduler.from_url(redis_url, [topic]):
+        every = [i for group in ids.values() for i in group]
+        await eventually(
+            lambda: asyncio.to_thread(fired_exactly, redis_sync, topic, every),
+            timeout_s=20,
+            what="every committed job fired",
+        )
+    entry_ms = {}
+    for shard in range(SHARDS):
+        for entry_id, fields in redis_sync.xrange(k.ShardKeys(topic, shard).ready):
+            entry_ms[fields[Field.ID].decode()] = int(entry_id.split(b"-")[0])
+    for delay, group in ids.items():
+        for job_id in group:  # the delay counts from the INSERT, which came after before_ms
+            assert entry_ms[job_id] >= before_ms + delay * 1000, (delay, job_id)
+
+
+async def test_a_relay_killed_between_redis_and_its_commit_causes_no_second_job(
+    dsn: str, topic: str, redis_url: str, redis_sync: redis.Redis, tmp_path: Path
+) -> None:
+    ids = commit(dsn, topic, 600)  # due now: a second write would fire a second entry
+    first = RelayProcess(
+        redis_url, dsn, "first", tmp_path, {"batch_size": 200}, crash_at="relay.after_place:2"
+    )
+    try:
+        eventually_sync(lambda: not first.alive(), timeout_s=30, what="the relay's crash")
+        assert first.proc.returncode == -signal.SIGKILL, first.log_tail()
+        placed = fired(redis_sync, topic)
+        assert len(placed) == 400 and rows(dsn) == 400  # one batch deleted, one placed only
+    finally:
+        first.finish()
+    second = RelayProcess(redis_url, dsn, "second", tmp_path, {"batch_size": 200})
+    try:
+        eventually_sync(
+            lambda: fired_exactly(redis_sync, topic, ids), timeout_s=30, what="every job fired"
+        )
+        eventually_sync(lambda: rows(dsn) == 0, timeout_s=10, what="the rows deleted")
+    finally:
+        second.finish()
+
+
+@pytest.mark.parametrize("relays", [2, 3])
+async def test_racing_relays_place_every_row_once(
+    dsn: str, topic: str, redis_sync: redis.Redis, relay_on: Any, relays: int
+) -> None:
+    ids = commit(dsn, topic, 3000)
+    started = [await relay_on(dsn, batch_size=50) for _ in range(relays)]
+    await eventually(
+        lambda: asyncio.to_thread(fired_exactly, redis_sync, topic, ids),
+        timeout_s=30,
+        what="every job fired",
+    )
+    assert sum(r.relayed for r in started) == 3000
+    assert rows(dsn) == 0
+
+
+async def test_a_postgresql_restart_under_a_running_relay_loses_and_doubles_nothing(
+    dedicated_postgres: PostgresServer, topic: str, redis_sync: redis.Redis, relay_on: Any
+) -> None:
+    dsn = dedicated_postgres.dsn
+    outbox.install(dsn)
+    relay = await relay_on(dsn)
+    ids = commit(dsn, topic, 100)
+    await eventually(
+        lambda: asyncio.to_thread(fired_exactly, redis_sync, topic, ids),
+        timeout_s=10,
+        what="the first jobs",
+    )
+    await asyncio.to_thread(dedicated_postgres.restart)
+    ids += commit(dsn, topic, 100)  # the relay's connections died with the server
+    await eventually(
+        lambda: asyncio.to_thread(fired_exactly, redis_sync, topic, ids),
+        timeout_s=30,
+        what="the jobs committed after the restart",
+    )
+    assert relay.running
+
+
+async def test_a_redis_restart_keeps_the_rows_until_redis_is_back(
+    dsn: str, topic: str, server_binary: ServerBinary
+) -> None:
+    with dedicated_server(server_binary, appendonly=True) as srv:
+        client = AsyncClient.from_url(srv.url)
+        relay = outbox.Relay(client, dsn, RelaySettings(**FAST))
+        await relay.start()
+        try:
+            first = commit(dsn, topic, 50)
+            r = redis.Redis.from_url(srv.url)
+            await eventually(
+                lambda: asyncio.to_thread(fired_exactly, r, topic, first),
+                timeout_s=10,
+                what="the first jobs",
+            )
+            r.close()
+            srv.kill()
+            later = commit(dsn, topic, 50)
+            await until_failing(relay)
+            assert rows(dsn) == 50  # nothing is deleted that Redis did not take
+            srv.restart()
+            r = redis.Redis.from_url(srv.url)
+            await eventually(
+                lambda: asyncio.to_thread(fired_exactly, r, topic, first + later),
+                timeout_s=30,
+                what="the jobs committed while Redis was down",
+            )
+            assert rows(dsn) == 0
+            r.close()
+        finally:
+            await relay.stop()
+            await client.aclose()
+
+
+async def until_failing(relay: outbox.Relay) -> None:
+    async def failing() -> bool:
+        return relay.failures > 0
+
+    await eventually(failing, timeout_s=10, what="the relay's steps failing")
+
+
+async def test_a_relay_started_an_hour_late_fires_each_job_when_its_row_says(
+    dsn: str, topic: str, redis_sync: redis.Redis, relay_on: Any
+) -> None:
+    soon = commit(dsn, topic, 5, delay=1800)  # half an hour after the INSERT
+    later = commit(dsn, topic, 5, delay=7200)  # two hours after
+    with psycopg.connect(dsn) as conn:  # as if the relay came an hour after the commits
+        conn.execute("UPDATE wheelq_outbox SET written_ms = written_ms - 3600000")
+    await relay_on(dsn)
+    await eventually(
+        lambda: asyncio.to_thread(fired_exactly, redis_sync, topic, soon),
+        timeout_s=10,
+        what="the half-hour jobs, overdue, fired at once",
+    )
+    due = scheduled(redis_sync, topic)
+    (now_s, _) = redis_sync.time()
+    for job_id in later:  # due an hour from now, on the Redis clock
+        assert abs(due[job_id] - (now_s * 1000 + 3_600_000)) < 30_000, due[job_id]
+
+
+# --- once: effects exactly once -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+async def test_once_applies_effects_once_through_a_worker_killed_between_commit_and_ack(
+    dsn: str, topic: str, redis_url: str, tmp_path: Path, relay_on: Any, sync: bool
+) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TABLE effects (job_id text NOT NULL)")
+    ids = commit(dsn, topic, 5)
+    await relay_on(dsn)
+    behaviour = {"once_dsn": dsn, "sync": sync}
+    settings = {"visibility_timeout_ms": 1000, "concurrency": 1}
+    async with Scheduler.from_url(redis_url, [topic]):
+        dying = WorkerProcess(
+            redis_url, topic, "dying", tmp_path, behaviour, settings, crash_at="handler.after:1"
+        )
+        try:
+            await eventually(
+                lambda: asyncio.to_thread(lambda: not dying.alive()),
+                timeout_s=30,
+                what="the worker's crash",
+            )
+        finally:
+            dying.finish()
+        (victim,) = [line["job"] for line in dying.lines() if line["event"] == "once"]
+        live = WorkerProcess(redis_url, topic, "live", tmp_path, behaviour, settings)
+        try:
+
+            def settled() -> bool:
+                seen = [line for line in live.lines() if line["event"] == "once"]
+                return {line["job"] for line in seen} == set(ids)
+
+            await eventually(
+                lambda: asyncio.to_thread(settled), timeout_s=30, what="every job handled"
+            )
+            again = [x for x in live.lines() if x["event"] == "once" and x["job"] == victim]
+            assert [x["first"] for x in again] == [False], again  # redelivered, not applied
+        finally:
+            live.finish()
+    with psycopg.connect(dsn) as conn:
+        applied = Counter(j for (j,) in conn.execute("SELECT job_id FROM effects").fetchall())
+    assert applied == Counter(ids), applied
+
+
+async def test_a_redelivery_after_the_done_records_retention_applies_again(
+    dsn: str, topic: str, relay_on: Any
+) -> None:
+    job = _job(topic, "01M8ZZZZZZZZZZZZZZZZZZZZZZ")
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        assert outbox.once(conn, job) is True
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        assert outbox.once(conn, job) is False  # within the retention: applied already
+    with psycopg.connect(dsn) as conn:  # two days old, against a retention of one
+        conn.execute("UPDATE wheelq_outbox_done SET done_ms = done_ms - 2 * 86400000")
+    await relay_on(dsn, done_retention_ms=86_400_000)
+    await eventually(
+        lambda: asyncio.to_thread(lambda: rows(dsn, "wheelq_outbox_done") == 0),
+        timeout_s=10,
+        what="the relay pruning the expired record",
+    )
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        assert outbox.once(conn, job) is True  # documented: past the retention, applied again
+
+
+def _job(topic: str, job_id: str) -> Any:
+    from wheelq import Job
+
+    return Job(id=job_id, topic=topic, payload=None, due_ms=0, attempt=1, max_attempts=1)
+
+
+# --- bad input: a typed error naming what to do, nothing written ---------------------------
+
+
+def test_once_outside_a_transaction_is_refused_and_records_nothing(dsn: str, topic: str) -> None:
+    job = _job(topic, "01M8ZZZZZZZZZZZZZZZZZZZZZY")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(NotInTransactionError, match="transaction") as info:
+            outbox.once(conn, job)
+        assert info.value.parameter == "conn"
+    assert rows(dsn, "wheelq_outbox_done") == 0
+
+
+async def test_aonce_outside_a_transaction_is_refused(dsn: str, topic: str) -> None:
+    job = _job(topic, "01M8ZZZZZZZZZZZZZZZZZZZZZX")
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(NotInTransactionError):
+            await outbox.aonce(conn, job)
+    assert rows(dsn, "wheelq_outbox_done") == 0
+
+
+def test_enqueue_before_the_tables_exist_names_the_command_to_run(
+    postgres_dsn: str, topic: str
+) -> None:
+    with (
+        psycopg.connect(postgres_dsn) as conn,
+        pytest.raises(OutboxNotInstalledError, match="wheelq outbox init"),
+    ):
+        outbox.enqueue(conn, topic, {"x": 1})
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        ({"topic": "no spaces"}, InvalidTopicError),
+        ({"delay": float("nan")}, InvalidDelayError),
+        ({"delay": -1}, InvalidDelayError),
+        ({"delay": 1, "at": 5}, InvalidDelayError),
+        ({"job_id": ""}, InvalidArgumentError),
+        ({"max_attempts": 0}, InvalidArgumentError),
+        ({"payload": {1, 2}}, PayloadTypeError),
+        ({"ordered": True}, InvalidArgumentError),
+        ({"callback": "ftp://x"}, InvalidArgumentError),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_row_is_written(
+    dsn: str, topic: str, call: dict[str, Any], error: type[Exception]
+) -> None:
+    args = {"topic": topic, "payload": {"x": 1}, **call}
+    with psycopg.connect(dsn) as conn, conn.transaction(), pytest.raises(error):
+        outbox.enqueue(conn, args.pop("topic"), args.pop("payload"), **args)
+    assert rows(dsn) == 0
+
+
+def test_the_relay_command_names_a_missing_table_and_an_unreachable_database(
+    postgres_dsn: str, redis_url: str
+) -> None:
+    missing = run_wheelq("relay", "--dsn", postgres_dsn, "--redis-url", redis_url)
+    assert missing.returncode == 1 and "wheelq outbox init" in missing.stderr, missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+    dead = "postgresql://someone:hunter2@127.0.0.1:9/none"
+    unreachable = run_wheelq("relay", "--dsn", dead, "--redis-url", redis_url)
+    assert unreachable.returncode == 1, unreachable.stderr
+    assert "cannot connect to PostgreSQL" in unreachable.stderr
+    assert "hunter2" not in unreachable.stderr  # the password is not printed
+
+
+def test_outbox_init_creates_the_tables_once_and_prints_its_sql(postgres_dsn: str) -> None:
+    for _ in range(2):  # again: changes nothing
+        done = run_wheelq("outbox", "init", "--dsn", postgres_dsn)
+        assert done.returncode == 0, done.stderr
+    with psycopg.connect(postgres_dsn) as conn:
+        found = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables").fetchall()}
+    assert set(outbox.TABLES) <= found
+    sql = run_wheelq("outbox", "init", "--sql")
+    assert sql.returncode == 0 and sql.stdout == outbox.schema_sql()
+
+
+# --- the relay beside a scheduler node ------------------------------------------------------
+
+
+def test_a_scheduler_with_a_relay_section_relays_the_outbox(
+    dsn: str, topic: str, redis_url: str, redis_sync: redis.Redis, tmp_path: Path
+) -> None:
+    from tests.support.cli import start_wheelq, stop
+
+    config = tmp_path / "wheelq.toml"
+    config.write_text(f'[relay]\ndsn = "{dsn}"\nsweep_ms = 50\n')
+    proc = start_wheelq("scheduler", "--config", str(config), "--redis-url", redis_url)
+    try:
+        ids = commit(dsn, topic, 20, delay=0.2)
+        eventually_sync(
+            lambda: fired_exactly(redis_sync, topic, ids), timeout_s=20, what="the jobs fired"
+        )
+    finally:
+        _, err = stop(proc)
+    assert proc.returncode == 0, err
