@@ -29,6 +29,7 @@ from wheelq.core import keys as k
 from wheelq.core.job import Field
 from wheelq.core.settings import RelaySettings
 from wheelq.errors import (
+    AckUnsupportedError,
     InvalidArgumentError,
     InvalidDelayError,
     InvalidTopicError,
@@ -485,3 +486,27 @@ async def test_the_relays_metrics_count_its_rows_and_what_it_relayed(
     assert after["wheelq_outbox_relay_lag_seconds_bucket"] == 30  # +Inf: every row
     assert after["wheelq_outbox_relay_up"] == 1
     assert after["wheelq_outbox_rows"] == 0 and len(waiting) == 30  # counted once idle
+
+
+async def test_a_relay_at_ack_persisted_deletes_rows_once_the_aof_has_them(
+    dsn: str, topic: str, server_binary: ServerBinary
+) -> None:
+    with dedicated_server(server_binary, appendonly=True) as srv:
+        client = AsyncClient.from_url(srv.url, ack_replicas=0)
+        relay = outbox.Relay(client, dsn, RelaySettings(**FAST), ack="persisted")
+        ids = commit(dsn, topic, 40)
+        try:
+            await relay.check()
+        except AckUnsupportedError:  # no WAITAOF (Redis 7.0): said before the relay starts
+            assert rows(dsn) == 40
+            await client.aclose()
+            return
+        await relay.start()
+        try:
+            await until(lambda: relay.relayed == 40, timeout_s=10, what="the rows relayed")
+            with redis.Redis.from_url(srv.url) as r:
+                assert fired_exactly(r, topic, ids)
+            assert rows(dsn) == 0 and relay.failures == 0
+        finally:
+            await relay.stop()
+            await client.aclose()
