@@ -68,7 +68,7 @@ BACKLOG = (
     "- min(written_ms) FROM wheelq_outbox"
 )
 SOURCE_ID = "SELECT value FROM wheelq_outbox_meta WHERE key = 'source_id'"
-BACKLOG_INTERVAL_MS = 5000  # how often an idle relay counts the table's rows (a gauge)
+BACKLOG_INTERVAL_MS = 5000  # how often the relay counts the table's rows (a gauge)
 PRUNE_INTERVAL_MS = 60_000  # how often it deletes expired `once` records
 PRUNE_BATCH = 10_000  # once records deleted per statement (a short lock)
 LAG_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 60_000, 600_000)
@@ -77,8 +77,8 @@ LAG_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 6
 class Relay(Service):
     """Relays one PostgreSQL database's outbox into the Redis of `client`; several may run.
 
-    `status()` adds ``rows`` and ``oldest_row_age_ms`` (counted every few seconds while
-    idle), ``relayed``, ``duplicates`` and ``rejected`` (rows Redis refused for good, kept
+    `status()` adds ``rows`` and ``oldest_row_age_ms`` (counted every few seconds, busy or
+    not), ``relayed``, ``duplicates`` and ``rejected`` (rows Redis refused for good, kept
     in ``wheelq_outbox_rejected``).
     """
 
@@ -138,12 +138,12 @@ class Relay(Service):
     async def step(self) -> float | None:
         conn = await self._connect()
         now = self.clock.now_ms()
+        if now - self._backlog_at_ms >= BACKLOG_INTERVAL_MS:  # busy or failing too
+            await self._count_backlog(conn)
+            self._backlog_at_ms = now
         taken = await self._relay_batch(conn)
         if taken >= self.settings.batch_size:
             return 0  # more may be waiting
-        if now - self._backlog_at_ms >= BACKLOG_INTERVAL_MS:
-            await self._count_backlog(conn)
-            self._backlog_at_ms = now
         retention = self.settings.done_retention_ms
         if retention and now - self._pruned_at_ms >= PRUNE_INTERVAL_MS:
             await self._prune(conn, retention)
