@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,13 +22,14 @@ from tests.support.cli import run_wheelq
 from tests.support.postgres import PostgresServer
 from tests.support.relay_proc import RelayProcess
 from tests.support.servers import dedicated_server
-from tests.support.waiting import eventually, eventually_sync
+from tests.support.waiting import eventually, eventually_sync, until
 from tests.support.worker_proc import WorkerProcess
 from wheelq import Scheduler, outbox
 from wheelq.core import keys as k
 from wheelq.core.job import Field
 from wheelq.core.settings import RelaySettings
 from wheelq.errors import (
+    AckUnsupportedError,
     InvalidArgumentError,
     InvalidDelayError,
     InvalidTopicError,
@@ -444,3 +446,67 @@ def test_a_scheduler_with_a_relay_section_relays_the_outbox(
     finally:
         _, err = stop(proc)
     assert proc.returncode == 0, err
+
+
+# --- what the relay reports -----------------------------------------------------------------
+
+
+async def test_the_relays_metrics_count_its_rows_and_what_it_relayed(
+    dsn: str, topic: str, redis_url: str
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from wheelq.metrics import MetricsServer
+
+    def scrape(port: int) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+        return {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if not s.labels or (set(s.labels) == {"le"} and s.labels["le"] == "+Inf")
+        }
+
+    waiting = commit(dsn, topic, 30, delay=0.1)
+    client = AsyncClient.from_url(redis_url)
+    relay = outbox.Relay(client, dsn, RelaySettings(**FAST))
+    async with MetricsServer(relay, port=0, host="127.0.0.1") as server:
+        before = await asyncio.to_thread(scrape, server.port)
+        assert before["wheelq_outbox_relayed_total"] == 0
+        assert before["wheelq_outbox_relay_up"] == 0  # not started
+        await relay.start()
+        try:
+            await until(lambda: relay.relayed == 30, timeout_s=10, what="the rows relayed")
+            after = await asyncio.to_thread(scrape, server.port)
+        finally:
+            await relay.stop()
+            await client.aclose()
+    assert after["wheelq_outbox_relayed_total"] == 30
+    assert after["wheelq_outbox_relay_lag_seconds_bucket"] == 30  # +Inf: every row
+    assert after["wheelq_outbox_relay_up"] == 1
+    assert after["wheelq_outbox_rows"] == 0 and len(waiting) == 30  # counted once idle
+
+
+async def test_a_relay_at_ack_persisted_deletes_rows_once_the_aof_has_them(
+    dsn: str, topic: str, server_binary: ServerBinary
+) -> None:
+    with dedicated_server(server_binary, appendonly=True) as srv:
+        client = AsyncClient.from_url(srv.url, ack_replicas=0)
+        relay = outbox.Relay(client, dsn, RelaySettings(**FAST), ack="persisted")
+        ids = commit(dsn, topic, 40)
+        try:
+            await relay.check()
+        except AckUnsupportedError:  # no WAITAOF (Redis 7.0): said before the relay starts
+            assert rows(dsn) == 40
+            await client.aclose()
+            return
+        await relay.start()
+        try:
+            await until(lambda: relay.relayed == 40, timeout_s=10, what="the rows relayed")
+            with redis.Redis.from_url(srv.url) as r:
+                assert fired_exactly(r, topic, ids)
+            assert rows(dsn) == 0 and relay.failures == 0
+        finally:
+            await relay.stop()
+            await client.aclose()

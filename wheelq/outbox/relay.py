@@ -34,6 +34,7 @@ from wheelq.runtime import crash
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import PartStopped, Service
+from wheelq.store import enqueue
 from wheelq.store.call import Call
 from wheelq.store.executor import drive_async
 
@@ -122,9 +123,17 @@ class Relay(Service):
         }
 
     async def check(self) -> None:
-        """Connect and read the table's identity now: `OutboxUnavailableError` (the DSN) or
-        `OutboxNotInstalledError` (the tables), for a command to report before it starts."""
+        """Connect and read the table's identity now, and try the ack level on Redis:
+        `OutboxUnavailableError` (the DSN), `OutboxNotInstalledError` (the tables) or
+        `AckUnsupportedError`, for a command to report before it starts."""
         await self._connect()
+        if self._wait is not None:  # a ZREM of nothing, confirmed at the level: no write
+            probe = enqueue.forget_replayed(k.ShardKeys("wheelq-ack-probe", 0), ["-"])
+            try:
+                await self.client.executor.run_acked([probe], self._wait)
+            except BaseException:
+                await self._disconnect()
+                raise
 
     async def step(self) -> float | None:
         conn = await self._connect()
