@@ -7,8 +7,8 @@ checks both. `snippets` hands a test the blocks of one section: Python blocks th
 with a ``# NAME.py`` line become files, every other Python block is code to run in order,
 and each command of a shell block (a line, or lines joined by a backslash or an open
 quote) is an argv. The docs' Redis URL (a ``redis://`` URL of localhost, Redis's usual
-port, database 0: `README_URL`) and the HTTP service's address (``localhost:8080``) are
-swapped for the test's own.
+port, database 0: `README_URL`), the HTTP service's address (``localhost:8080``) and the
+docs' PostgreSQL (`DOCS_DSN`) are swapped for the test's own.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ from wheelq.core.keys import all_shards
 
 DOCS = ROOT / "docs"
 README_URL = re.compile(r"redis://(?:localhost|127\.0\.0\.1):\d+/0")
+DOCS_DSN = re.compile(r"(?<=://)app:secret@localhost:5432/app\b")
+"""The docs' PostgreSQL after its scheme (``postgresql://`` or SQLAlchemy's
+``postgresql+psycopg://``): user app, password secret, database app, on localhost."""
 FENCE = re.compile(
     r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$",
     re.DOTALL | re.MULTILINE,
@@ -193,6 +196,18 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/durability.md", "Wait for the primary's own disk"): (
         "tests/integration/test_docs_guides.py::test_durability_guide_runs_as_written"
     ),
+    ("docs/guides/outbox.md", "Create the tables"): (
+        "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"
+    ),
+    ("docs/guides/outbox.md", "Connections"): (
+        "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"
+    ),
+    ("docs/guides/outbox.md", "Run the relay"): (
+        "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"
+    ),
+    ("docs/guides/outbox.md", "Effects exactly once"): (
+        "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"
+    ),
     ("docs/guides/tracing.md", "Trace jobs with OpenTelemetry"): (
         "tests/integration/test_docs_guides.py::test_tracing_guide_runs_as_written"
     ),
@@ -271,9 +286,10 @@ class Snippets:
     commands: list[list[str]] = field(default_factory=list)
 
 
-def snippets(page: str, title: str, url: str = "", *, port: int = 0) -> Snippets:
+def snippets(page: str, title: str, url: str = "", *, port: int = 0, dsn: str = "") -> Snippets:
     """The blocks of `page`'s section `title` (``*``: the whole page) not marked as not run,
-    with `url` for the docs' Redis URL and `port` for the HTTP service's (8080)."""
+    with `url` for the docs' Redis URL, `port` for the HTTP service's (8080) and `dsn` (a
+    ``postgresql://`` URL) for the docs' PostgreSQL."""
     assert (page, title) in RUN, f"{page} {title!r} is not registered in RUN"
     out = Snippets()
     found = False
@@ -285,6 +301,7 @@ def snippets(page: str, title: str, url: str = "", *, port: int = 0) -> Snippets
         found = True
         body = README_URL.sub(url, block.body) if url else block.body
         body = body.replace("localhost:8080", f"127.0.0.1:{port}") if port else body
+        body = with_dsn(body, dsn) if dsn else body
         if url:
             assert "localhost:" not in body, body  # a URL the substitution missed
         if block.lang in PYTHON:
@@ -297,6 +314,11 @@ def snippets(page: str, title: str, url: str = "", *, port: int = 0) -> Snippets
             out.commands += shell_commands(body)
     assert found, f"{page} {title!r} has no block to run"
     return out
+
+
+def with_dsn(text: str, dsn: str) -> str:
+    """`text` with the docs' PostgreSQL (`DOCS_DSN`) swapped for `dsn`'s, whatever the scheme."""
+    return DOCS_DSN.sub(lambda _: dsn.split("://", 1)[1], text)
 
 
 def shell_commands(body: str) -> list[list[str]]:
@@ -407,7 +429,10 @@ def run_code(code: list[str], url: str) -> dict[str, object]:
     one interpreter would), the docs' Redis URL being `url`. Returns the namespace."""
     namespace: dict[str, object] = {"__name__": "__docs__"}
     for n, body in enumerate(code):
-        exec(compile(README_URL.sub(url, body), f"<docs block {n}>", "exec"), namespace)
+        source = README_URL.sub(url, body)
+        # dont_inherit: not this module's `from __future__ import annotations`, which a
+        # reader's interpreter lacks (SQLAlchemy reads a mapped class's annotations)
+        exec(compile(source, f"<docs block {n}>", "exec", dont_inherit=True), namespace)
     return namespace
 
 

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import wheelq
 from tests.support.docs import snippets
 from wheelq.metrics.collectors import Observed, collectors_for
+from wheelq.outbox import Relay
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "config" / "prometheus-alerts.yml"
@@ -61,14 +62,15 @@ def _alerts() -> list[dict[str, Any]]:
 
 
 def _families() -> list[Metric]:
-    """The families the roles export, made (not started) with a fake URL: a family with no
-    samples yet still has its TYPE line; part health has a sample per part."""
+    """The families the roles export, made (not started) with a fake URL (and DSN): a family
+    with no samples yet still has its TYPE line; part health has a sample per part."""
     url = "redis://127.0.0.1:1/0"
     client = wheelq.Client.from_url(url)
     roles: list[Observed] = [
         wheelq.Scheduler.from_url(url, ["t"]),
         wheelq.Worker.from_url(url, "t", lambda job: None),
         client,
+        Relay(wheelq.AsyncClient.from_url(url), "postgresql://127.0.0.1:1/none"),
     ]
     registry = CollectorRegistry(auto_describe=False)
     try:
