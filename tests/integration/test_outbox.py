@@ -510,3 +510,13 @@ async def test_a_relay_at_ack_persisted_deletes_rows_once_the_aof_has_them(
         finally:
             await relay.stop()
             await client.aclose()
+
+
+async def test_a_busy_relay_still_counts_the_rows_waiting(
+    dsn: str, topic: str, relay_on: Any
+) -> None:
+    commit(dsn, topic, 3000)
+    relay = await relay_on(dsn, batch_size=10)  # full batches back to back for a while
+    await until(lambda: relay.rows > 0, timeout_s=10, what="a count while taking full batches")
+    assert relay.relayed < 3000  # still busy when it counted
+    assert relay.status()["oldest_row_age_ms"] == relay.oldest_row_age_ms
