@@ -16,9 +16,10 @@ RECORD = (
     "INSERT INTO wheelq_outbox_done (topic, job_id) VALUES (%(topic)s, %(job_id)s) "
     "ON CONFLICT (topic, job_id) DO NOTHING"
 )
-PRUNE = (
+PRUNE = (  # on the database's clock, which wrote done_ms
     "DELETE FROM wheelq_outbox_done WHERE ctid = ANY (ARRAY(SELECT ctid FROM wheelq_outbox_done "
-    "WHERE done_ms < %(before_ms)s LIMIT %(limit)s))"
+    "WHERE done_ms < (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint "
+    "- %(retention_ms)s LIMIT %(limit)s))"
 )
 
 

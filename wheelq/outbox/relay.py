@@ -141,14 +141,12 @@ class Relay(Service):
         if now - self._backlog_at_ms >= BACKLOG_INTERVAL_MS:  # busy or failing too
             await self._count_backlog(conn)
             self._backlog_at_ms = now
-        taken = await self._relay_batch(conn)
-        if taken >= self.settings.batch_size:
-            return 0  # more may be waiting
         retention = self.settings.done_retention_ms
         if retention and now - self._pruned_at_ms >= PRUNE_INTERVAL_MS:
             await self._prune(conn, retention)
             self._pruned_at_ms = now
-        return self.settings.sweep_ms / 1000
+        taken = await self._relay_batch(conn)
+        return 0 if taken >= self.settings.batch_size else self.settings.sweep_ms / 1000
 
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
         stopped = await super().stop(budget)
@@ -231,10 +229,10 @@ class Relay(Service):
         self.oldest_row_age_ms = 0 if age is None else max(0, int(age))
 
     async def _prune(self, conn: Conn, retention_ms: int) -> None:
-        before = self.clock.now_ms() - retention_ms
         while True:
             async with conn.transaction():
-                cursor = await conn.execute(PRUNE, {"before_ms": before, "limit": PRUNE_BATCH})
+                params = {"retention_ms": retention_ms, "limit": PRUNE_BATCH}
+                cursor = await conn.execute(PRUNE, params)
             if cursor.rowcount < PRUNE_BATCH or self.stopping:
                 return
 
