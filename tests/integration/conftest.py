@@ -11,6 +11,10 @@ cluster ("cluster"), where ``redis_url`` is a cluster node's URL and ``redis_syn
 server runs against both. ``server`` is one server per kind for the whole
 session, shared by all tests: isolate data by ``topic``, never FLUSHALL,
 CONFIG SET, kill or restart it (use `tests.support.servers.dedicated_server`).
+
+``postgres`` is one PostgreSQL server per worker process for the whole session
+(tests/support/postgres.py); ``postgres_dsn`` is a database of the test's own on it,
+dropped afterwards. A test that restarts or kills PostgreSQL takes ``dedicated_postgres``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
     make_client,
     make_client_at,
     topic_client,
+)
+from tests.support.postgres import (  # noqa: F401 (the PostgreSQL fixtures)
+    dedicated_postgres,
+    postgres,
+    postgres_dsn,
 )
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
@@ -141,7 +150,12 @@ def settled_heap(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(autouse=True)
 def port_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[PortGuard]:
-    """Refuse, and fail the test on, any connection to port 6379 (a developer's Redis)."""
+    """Refuse, and fail the test on, any connection to port 6379 or 5432 (a developer's
+    Redis or PostgreSQL); libpq, which opens its own sockets, gets defaults that lead
+    nowhere, so a DSN without host and port fails instead of reaching the machine's server.
+    """
+    monkeypatch.setenv("PGHOST", "/nonexistent/use-the-postgres-fixtures")
+    monkeypatch.setenv("PGPORT", "0")  # libpq: 'invalid port number: "0"', before any connect
     guard = PortGuard()
     monkeypatch.setattr(socket.socket, "connect", guard.wrap_connect(socket.socket.connect))
     monkeypatch.setattr(
