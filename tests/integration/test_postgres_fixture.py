@@ -24,6 +24,11 @@ def _public_tables(dsn: str) -> list[str]:
         return [row[0] for row in rows]
 
 
+def _shared_memory_ids() -> set[str]:
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return {line.split()[1] for line in lines}
+
+
 @pytest.mark.parametrize("turn", ["first", "second"])
 def test_each_test_gets_an_empty_database_of_its_own(
     turn: str, postgres: PostgresServer, postgres_dsn: str
@@ -93,11 +98,15 @@ def test_stop_leaves_no_process_and_no_data_dir(crash: bool) -> None:
         conn.execute("SELECT 1")
         pids = server.pids()  # with this connection's backend
         assert len(pids) > 1
+        # postmaster.pid's 7th line: the key and id of the System V segment it made
+        shm_id = (data_dir / "postmaster.pid").read_text().splitlines()[6].split()[-1]
+        assert shm_id in _shared_memory_ids()
         if crash:
             server.kill()
         server.stop()
     assert [pid for pid in pids if _pid_alive(pid)] == []
     assert not data_dir.exists()
+    assert shm_id not in _shared_memory_ids()  # a killed server's too
 
 
 _LEFT_RUNNING = """
