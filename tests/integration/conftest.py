@@ -11,12 +11,15 @@ cluster ("cluster"), where ``redis_url`` is a cluster node's URL and ``redis_syn
 server runs against both. ``server`` is one server per kind for the whole
 session, shared by all tests: isolate data by ``topic``, never FLUSHALL,
 CONFIG SET, kill or restart it (use `tests.support.servers.dedicated_server`).
+
+``postgres`` is one PostgreSQL server per worker process for the whole session
+(tests/support/postgres.py); ``postgres_dsn`` is a database of the test's own on it,
+dropped afterwards. A test that restarts or kills PostgreSQL takes ``dedicated_postgres``.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -35,7 +38,11 @@ from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
     make_client_at,
     topic_client,
 )
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import (  # noqa: F401 (the PostgreSQL fixtures)
+    dedicated_postgres,
+    postgres,
+    postgres_dsn,
+)
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard
 from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' fixture)
@@ -69,35 +76,6 @@ def server(server_binary: ServerBinary) -> Iterator[EmbeddedServer]:
     """The session's shared server of this kind."""
     with EmbeddedServer(server_binary) as shared:
         yield shared
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    """The session's PostgreSQL (one per xdist worker), started on first use."""
-    server = PostgresServer()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def postgres_dsn(postgres: PostgresServer) -> Iterator[str]:
-    """A database of the test's own on the session's PostgreSQL, dropped afterwards."""
-    name = f"t_{secrets.token_hex(6)}"
-    dsn = postgres.create_database(name)
-    yield dsn
-    postgres.drop_database(name)
-
-
-@pytest.fixture
-def dedicated_postgres() -> Iterator[PostgresServer]:
-    """A PostgreSQL of the test's own, to restart or kill."""
-    server = PostgresServer()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -172,7 +150,12 @@ def settled_heap(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(autouse=True)
 def port_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[PortGuard]:
-    """Refuse, and fail the test on, any connection to port 6379 (a developer's Redis)."""
+    """Refuse, and fail the test on, any connection to port 6379 or 5432 (a developer's
+    Redis or PostgreSQL); libpq, which opens its own sockets, gets defaults that lead
+    nowhere, so a DSN without host and port fails instead of reaching the machine's server.
+    """
+    monkeypatch.setenv("PGHOST", "/nonexistent/use-the-postgres-fixtures")
+    monkeypatch.setenv("PGPORT", "0")  # libpq: 'invalid port number: "0"', before any connect
     guard = PortGuard()
     monkeypatch.setattr(socket.socket, "connect", guard.wrap_connect(socket.socket.connect))
     monkeypatch.setattr(

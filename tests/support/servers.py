@@ -1,4 +1,5 @@
-"""Servers for tests that need one of their own, and the guard that keeps tests off 6379.
+"""Servers for tests that need one of their own, and the guard that keeps tests off the
+developer's own Redis (6379) and PostgreSQL (5432).
 
 The shared session server (fixture ``server`` in tests/integration/conftest.py)
 must stay up and unconfigured; a test that restarts, kills, pauses or
@@ -70,7 +71,8 @@ class PortGuard:
     Installed by patching ``socket.socket.connect``/``connect_ex``, which both
     redis-py and asyncio's ``sock_connect`` go through. The attempt fails with
     ConnectionRefusedError before anything is sent, and is recorded in
-    `attempts` so a caller that swallows the error is still caught.
+    `attempts` so a caller that swallows the error is still caught. libpq (psycopg)
+    opens its own sockets: the ``port_guard`` fixture gives it defaults that lead nowhere.
     """
 
     def __init__(self, ports: frozenset[int] = FORBIDDEN_PORTS) -> None:
