@@ -54,9 +54,10 @@ assert admin.stats(f.topic).pending == pending, "the refused call wrote a job"
 
 state = admin.pause(f.topic)
 assert state.paused and admin.paused(f.topic).paused, state
-waiting = f.enqueue("c@d", n=3)
+# due in a second: a pause reaches the worker in milliseconds (its message), not at once
+waiting = f.enqueue_in(1, "c@d", n=3)
 try:
-    waiting.result(timeout=2)
+    waiting.result(timeout=3)
 except wheelq.ResultTimeoutError:
     print("paused: the job waits")
 else:

@@ -254,6 +254,9 @@ CUT_S = 0.25  # A stop's budget after a second signal: a last chance for calls t
 CLOSE_S = 1.0  # Longest wait for a client's connections to close at the end of a stop.
 
 
+ABORT_GRACE_S = 1.0  # how long an aborted start lets its ping end before cancelling it
+
+
 class StartGate:
     """A role's start: PING until Redis answers, resolve the executor, check the version."""
 
@@ -318,6 +321,11 @@ class StartGate:
             timeout_s = max(MIN_PING_WAIT_S, deadline - loop.time())
             await wait_for_either(ping, self._aborted, timeout_s)
             if not ping.done() or self._aborted.is_set():
+                if not ping.done() and self._aborted.is_set():
+                    # A connect cancelled half-way can leave a connection its client no
+                    # longer knows of (redis-py's cluster client, mid-initialize), which then
+                    # outlives the role: give the ping a moment to end on its own first.
+                    await asyncio.wait({ping}, timeout=ABORT_GRACE_S)
                 ping.cancel()
                 await asyncio.gather(ping, return_exceptions=True)
                 if self._aborted.is_set():
