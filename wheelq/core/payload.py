@@ -295,3 +295,10 @@ def _jsonable(value: Any, left: int, exact: bool) -> Any:
             }
         return [_jsonable(v, left, exact) for v in value]
     return {"$repr": repr(value)}
+
+
+def payload_text(payload: Any, limit: int, *, indent: bool = False) -> str:
+    """A decoded payload as JSON text (`jsonable`), cut to `limit` characters: the one
+    excerpt of a payload (the console, the job lists)."""
+    text = json.dumps(jsonable(payload), ensure_ascii=False, indent=2 if indent else None)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

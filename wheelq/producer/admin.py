@@ -14,13 +14,14 @@ from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
+from wheelq.core.job_list import JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
-from wheelq.producer import pauses, schedules
+from wheelq.producer import job_lists, pauses, schedules
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -217,6 +218,49 @@ class Admin:
         of it is paused; None for an unknown topic. No spool: a client's is its
         `spool_stats`."""
         return self._run(self._producer.stats(topic))
+
+    def jobs(
+        self,
+        topic: str,
+        state: str,
+        limit: int = 50,
+        *,
+        cursor: str | None = None,
+        due_after: At | None = None,
+        due_before: At | None = None,
+        group: str | None = None,
+        reason: str | None = None,
+    ) -> JobPage:
+        """A page of the topic's jobs in one state (`ListState`): ``pending`` (by due
+        time), ``retrying``, ``ready``, ``running``, ``succeeded``, ``failed`` (newest
+        first) or ``dead``; with `cursor` (the `next` of the page before), the page after it.
+
+        Args:
+            limit: Rows a page holds at most (1-1000); a page may hold fewer and still have
+                a `next` (it stopped where the rows it may read in one call ran out).
+            due_after: Pending and retrying: only jobs due at or after this (epoch seconds
+                or an aware datetime).
+            due_before: Pending and retrying: only jobs due before this.
+            group: Every state but pending: only rows of this consumer group.
+            reason: Dead: only dead letters of this reason.
+
+        Raises:
+            UnknownTopicError: No such topic.
+            InvalidArgumentError: An unknown state, a cursor of another topic or state, or
+                a filter the state does not take (each names its parameter).
+        """
+        op = job_lists.list_jobs(
+            self._producer,
+            topic,
+            state,
+            limit=limit,
+            cursor=cursor,
+            due_after=due_after,
+            due_before=due_before,
+            group=group,
+            reason=reason,
+        )
+        return self._run(op)
 
     def dead_letters(
         self,

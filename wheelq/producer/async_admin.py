@@ -12,6 +12,7 @@ from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
+from wheelq.core.job_list import JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
@@ -19,7 +20,7 @@ from wheelq.errors import EventsOffError
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
-from wheelq.producer import pauses, schedules
+from wheelq.producer import job_lists, pauses, schedules
 from wheelq.producer.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
@@ -166,6 +167,31 @@ class AsyncAdmin:
 
     async def stats(self, topic: str) -> TopicStats | None:
         return await self._run(self._producer.stats(topic))
+
+    async def jobs(
+        self,
+        topic: str,
+        state: str,
+        limit: int = 50,
+        *,
+        cursor: str | None = None,
+        due_after: At | None = None,
+        due_before: At | None = None,
+        group: str | None = None,
+        reason: str | None = None,
+    ) -> JobPage:
+        op = job_lists.list_jobs(
+            self._producer,
+            topic,
+            state,
+            limit=limit,
+            cursor=cursor,
+            due_after=due_after,
+            due_before=due_before,
+            group=group,
+            reason=reason,
+        )
+        return await self._run(op)
 
     async def dead_letters(
         self,

@@ -44,6 +44,8 @@ class StreamGroup:
     """Entries delivered to a consumer and not acked (in flight)."""
     lag: int | None
     """Entries not yet delivered to it; None when the server cannot tell (after deletions)."""
+    last_delivered: str = "0-0"
+    """The last entry delivered to it: every later entry is ready for it."""
 
 
 def stream_groups(keys: ShardKeys) -> Call[list[StreamGroup]]:
@@ -60,6 +62,7 @@ def stream_groups(keys: ShardKeys) -> Call[list[StreamGroup]]:
                     int(g["consumers"]),
                     int(g["pending"]),
                     None if lag is None else int(lag),
+                    _text(g.get("last-delivered-id") or "0-0"),
                 )
             )
         return out

@@ -59,9 +59,17 @@ _HISTORY = ("history", "history_old")
 """A shard's job history, both generations (`wq_fired` reads the old one too)."""
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": (*_WRITE, "spooled", *_HISTORY, "limits", "callbacks", "events"),
+    "enqueue": (*_WRITE, "spooled", *_HISTORY, "limits", "callbacks", "events", "retries"),
     "reschedule": (*_WRITE, *_HISTORY, "limits", "callbacks", "retries", "events"),
-    "debounce": (*_WRITE, *_HISTORY, "debounce", "limits", "callbacks", "events"),
+    "debounce": (
+        *_WRITE,
+        *_HISTORY,
+        "debounce",
+        "limits",
+        "callbacks",
+        "events",
+        "retries",
+    ),
     "cancel": (
         "delayed",
         "jobs",
@@ -122,6 +130,8 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "schedule_fence": ("sched_marks",),
     "materialize": (*_WRITE[:5], *_HISTORY, "sched_marks", "limits", "callbacks", "events"),
     "note_events": ("limits", "events"),
+    "list_pending": ("delayed", "jobs"),
+    "list_retrying": ("retries", "delayed", "jobs"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import json
 import math
 import mimetypes
 import re
@@ -49,7 +48,7 @@ from wheelq.core.history import JobState, payload_gone
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
-from wheelq.core.payload import jsonable
+from wheelq.core.payload import payload_text
 from wheelq.core.retry import Reason, error_line
 from wheelq.errors import (
     InvalidArgumentError,
@@ -377,12 +376,6 @@ def utc(ms: int | None) -> str:
 def first_line(text: str | None) -> str:
     """A recorded error's one-line summary (`wheelq.core.retry.error_line`)."""
     return error_line(text)
-
-
-def payload_text(payload: Any, limit: int, *, indent: bool = False) -> str:
-    """A payload as JSON text, cut to `limit` characters (an excerpt, or a huge payload)."""
-    text = json.dumps(jsonable(payload), ensure_ascii=False, indent=2 if indent else None)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 DONE = {

@@ -585,3 +585,20 @@ local function wq_schedule(delayed, jobs, inbox, channel, horizon, id, due, enve
     redis.call('SPUBLISH', channel, note)
   end
 end
+
+-- A job list's rows: for each member of `members` (in order), the member, its due ms
+-- (`dues[i]`, false: not pending) and its envelope, or its size in bytes when it is larger
+-- than `max` (a list never copies a huge payload), appended to `out`.
+local function wq_list_rows(jobs, members, dues, max, out)
+  for i, member in ipairs(members) do
+    local size = redis.call('HSTRLEN', jobs, member)
+    out[#out + 1] = member
+    out[#out + 1] = dues[i]
+    if size > max then
+      out[#out + 1] = size
+    else
+      out[#out + 1] = redis.call('HGET', jobs, member) or false
+    end
+  end
+  return out
+end

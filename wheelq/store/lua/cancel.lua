@@ -5,8 +5,8 @@ that no longer exists.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:cancelled ZSET    job id -> Redis ms it was cancelled (the job's history)
-KEYS[4]  {T:s}:retries   ZSET    alias members "id<US>group<US>entry", score 0 (retry.lua): the
-         id's are the lex range [id<US>, id<US + 1>)
+KEYS[4]  {T:s}:retries   ZSET    pending retries' members, score 0 (retry.lua): the id, or alias
+         members "id<US>group<US>entry", the lex range [id<US>, id<US + 1>)
 KEYS[5]  {T:s}:history   HASH    "id<US>group" -> the group's record ('R' becomes 'C')
 KEYS[6]  {T:s}:history_old HASH  the history's previous generation (read for the record)
 KEYS[7]  {T:s}:waiters   ZSET    results awaited (wq_waited): while any, a cancel wakes them
@@ -46,9 +46,8 @@ cancel(id)
 for _, alias in ipairs(aliases) do
   cancel(alias)
 end
-if #aliases > 0 then
-  wq_multi('ZREM', KEYS[4], aliases)
-end
+aliases[#aliases + 1] = id -- a retry under the id itself is in the index too
+wq_multi('ZREM', KEYS[4], aliases)
 if removed > 0 then
   redis.call('ZADD', KEYS[3], wq_fmt(now), id)
   wq_event('cancelled', id)

@@ -15,6 +15,7 @@ KEYS[9]  {T:s}:limits    HASH    "ready": due now, the job fires only while the 
          under it, else it is scheduled at its due time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[12] {T:s}:retries   ZSET    pending retries' members: a job written over one leaves it
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -35,6 +36,7 @@ local now = wq_now_ms()
 local deadline
 if redis.call('ZSCORE', KEYS[1], id) then
   deadline = tonumber(redis.call('HGET', KEYS[8], id))
+  redis.call('ZREM', KEYS[12], id) -- if it was a retry, this call's job replaces it
 else
   redis.call('HDEL', KEYS[8], id) -- a series whose job fired: over
 end

@@ -15,7 +15,7 @@ KEYS[8]  {T:s}:limits    HASH    "ready": most fired jobs the slowest consumer g
          it, due jobs stay in the sorted set (wheelq.core.flow)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire; counted in the
          "ready" limit as KEYS[3] is)
-KEYS[10] {T:s}:retries   ZSET    retries stored under an alias member: a fired alias leaves it
+KEYS[10] {T:s}:retries   ZSET    pending retries' members (retry.lua): a fired retry leaves it
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
@@ -80,7 +80,7 @@ end
 -- the budget are not read, so a call never copies a backlog of large envelopes.
 local budget, extra = tonumber(ARGV[5]), true
 local gone, seen, failed, failed_key, rec, n_rec, fired = {}, {}, nil, nil, {}, 0, {}
-local aliases = {} -- gone ids that are retries' alias members (out of KEYS[10] too)
+local aliases = {} -- gone members that are retries (out of KEYS[10] too)
 local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
 for i, id in ipairs(ids) do
@@ -161,15 +161,13 @@ for i, id in ipairs(ids) do
           else
             wq_fired(rec, KEYS[6], KEYS[7], id, env, added)
             n_rec = #rec
-            if env[7] and env[7] ~= '' and env[7] ~= id then
-              aliases[#aliases + 1] = id -- a retry stored under an alias member
+            if env[6] and env[6] ~= '' then
+              aliases[#aliases + 1] = id -- a retry (under its id or an alias member)
             end
           end
         else
           malformed[#malformed + 1] = id
-          if string.find(id, '\31', 1, true) then
-            aliases[#aliases + 1] = id
-          end
+          aliases[#aliases + 1] = id -- it may have been a retry: undecodable, it says not
         end
         gone[#gone + 1] = id
       end

@@ -18,6 +18,7 @@ KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending
          stream has room under it, else it is scheduled at its due time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[12] {T:s}:retries   ZSET    pending retries' members: a job replacing one leaves it
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
@@ -181,7 +182,7 @@ if cap then
     return full
   end
 end
-local out, notes, ordered = {WQ_OK}, {}, 0
+local out, notes, ordered, replaced = {WQ_OK}, {}, 0, {}
 for n = 1, #ids do
   local i = 6 + (n - 1) * stride
   local id, value, envelope = ARGV[i], tonumber(ARGV[i + at_value]), ARGV[i + at_envelope]
@@ -199,6 +200,9 @@ for n = 1, #ids do
     if pending[id] and (call_replace or ARGV[i + 3]) ~= '1' then
       out[n + 1] = WQ_DUPLICATE
     elseif due <= now and not (room and room <= 0) then
+      if pending[id] then
+        replaced[#replaced + 1] = id -- a retry it replaces is a retry no more
+      end
       if room then
         room = room - 1
       end
@@ -215,6 +219,9 @@ for n = 1, #ids do
       end
       out[n + 1] = WQ_FIRED
     else
+      if pending[id] then
+        replaced[#replaced + 1] = id
+      end
       if unique then
         hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
         m = m + 2
@@ -241,6 +248,9 @@ for _, id in ipairs(order) do  -- empty with unique ids
   end
 end
 wq_forget(KEYS[1], KEYS[2], gone)
+if #replaced > 0 then
+  wq_multi('ZREM', KEYS[12], replaced)
+end
 if m > 0 then
   wq_multi('HSET', KEYS[2], hset)
   wq_multi('ZADD', KEYS[1], zadd)

@@ -11,8 +11,9 @@ KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_f
 KEYS[8]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
          under it, else it is moved to its due time (wheelq.core.flow)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
-KEYS[10] {T:s}:retries   ZSET    alias members "id<US>group<US>entry", score 0 (retry.lua): the
-         id's are the lex range [id<US>, id<US + 1>); one fired now leaves it
+KEYS[10] {T:s}:retries   ZSET    pending retries' members, score 0 (retry.lua): the id, or alias
+         members "id<US>group<US>entry", the lex range [id<US>, id<US + 1>); one fired now
+         leaves it
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  topic
 ARGV[2]  wake channel
@@ -72,9 +73,7 @@ for i, member in ipairs(members) do
       return refused
     end
     wq_forget(KEYS[1], KEYS[2], {member})
-    if member ~= id then
-      redis.call('ZREM', KEYS[10], member)
-    end
+    redis.call('ZREM', KEYS[10], member)
     if room then
       room = room - 1
     end

@@ -7,8 +7,9 @@ KEYS[3]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[6]  {T:s}:history   HASH    the group's record of the job becomes 'R' (wq_record)
-KEYS[7]  {T:s}:retries   ZSET    an alias member goes here too, score 0 (cancel and reschedule
-         find an id's aliases in it by lex range; emit_due removes one as it fires)
+KEYS[7]  {T:s}:retries   ZSET    the retry's member goes here too, score 0: the index of
+         pending retries (cancel and reschedule find an id's aliases in it by lex range; the
+         `retrying` list reads it; emit_due removes a member as it fires)
 KEYS[8]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
 KEYS[9]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  consumer group
@@ -40,8 +41,8 @@ end
 local member = ARGV[3]
 if redis.call('HEXISTS', KEYS[2], member) == 1 then
   member = ARGV[3] .. WQ_US .. ARGV[1] .. WQ_US .. ARGV[2]
-  redis.call('ZADD', KEYS[7], 0, member)
 end
+redis.call('ZADD', KEYS[7], 0, member)
 local due = wq_now_ms() + tonumber(ARGV[4])
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[6], tonumber(redis.call('GET', KEYS[4])), member, due,
   ARGV[5])

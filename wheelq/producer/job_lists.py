@@ -1,0 +1,506 @@
+"""Jobs by state (sans-I/O): a page of one state's list of a topic (`wheelq.core.job_list`),
+merged from every place that holds rows of that state, in one order, and resumed from a
+cursor by key (docs/architecture.md, "Job lists").
+
+The places (sources) are each shard's sorted set (pending), each shard's index of pending
+retries (retrying), and each consumer group of each shard's streams (ready, running,
+succeeded, failed; ready counts a stream with no group at all as one source). Every source
+reads in its list's order from the page's start key, so one merge gives the page: a row is
+safe to answer once no source that may still hold rows has read past it (the frontier).
+Rows a source reads but the state does not hold (a retry in the sorted set, an attempt that
+failed in the succeeded list) are read past; a page reads at most `READ_BUDGET` rows, and
+says where it stopped in `next`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from wheelq.core.due import At, at_ms
+from wheelq.core.history import SEPARATOR, read_record
+from wheelq.core.job import DeadLetter, Envelope, Field, entry_ms
+from wheelq.core.job_list import (
+    MAX_LIST_LIMIT,
+    PREVIEW_CHARS,
+    JobFilter,
+    JobPage,
+    ListedJob,
+    ListState,
+    SortKey,
+    decode_cursor,
+    encode_cursor,
+    list_state,
+)
+from wheelq.core.keys import ShardKeys, all_shards
+from wheelq.core.payload import payload_text, read_payload
+from wheelq.errors import UnknownTopicError, int_in
+from wheelq.producer.dead_letters import DeadFilter, dead_letters
+from wheelq.producer.operations import Op, Producer
+from wheelq.store import groups as g
+from wheelq.store import job_lists as lists
+from wheelq.store import topics
+from wheelq.store.groups import GROUP_LANES
+from wheelq.store.streams import Entry
+
+READ_BUDGET = 10_000
+"""Rows one page may read (its own and those it reads past) before it answers."""
+CHUNK = 200
+"""Rows each source reads a round, at least (a page's limit when larger)."""
+DEAD_SCAN = 10_000
+"""Dead letters a filtered dead list reads through for one page."""
+
+Keyed = tuple[SortKey, ListedJob]
+
+
+@dataclass(slots=True)
+class Read:
+    """What one source read in one round."""
+
+    rows: list[Keyed] = field(default_factory=list)
+    """The rows the state holds, with their keys."""
+    last: SortKey | None = None
+    """The key of the last row read (kept or not); None when it read none."""
+    more: bool = False
+    """It read a full count: more may follow `last`."""
+    scanned: int = 0
+
+
+Reader = Callable[[SortKey | None, int], Op[list[Read]]]
+"""Reads every source from after a key (None: from the start), up to a count each."""
+
+
+def list_jobs(
+    producer: Producer,
+    topic: str,
+    state: object,
+    *,
+    limit: int = 50,
+    cursor: str | None = None,
+    due_after: At | None = None,
+    due_before: At | None = None,
+    group: str | None = None,
+    reason: str | None = None,
+) -> Op[JobPage]:
+    """A page of the topic's jobs in `state`, after `cursor` (a page's `next`)."""
+    listed = list_state(state)
+    int_in("limit", limit, 1, MAX_LIST_LIMIT)
+    low = None if due_after is None else at_ms(due_after, "due_after")
+    high = None if due_before is None else at_ms(due_before, "due_before")
+    match = JobFilter.of(listed, low, high, group, reason)
+    if listed is ListState.DEAD:
+        dead_match = DeadFilter.of(reason, group)  # checks the reason
+        after = None if cursor is None else str(decode_cursor(cursor, topic, listed)[0])
+    else:
+        after_key = None if cursor is None else decode_cursor(cursor, topic, listed)
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        raise UnknownTopicError(topic)
+    if listed is ListState.DEAD:
+        return (yield from _dead(producer, topic, limit, after, dead_match))
+    if match.empty():
+        return JobPage()
+    views = all_shards(topic, shards)
+    read: Reader
+    if listed is ListState.PENDING:
+        read = _pending_reader(views, match)
+    elif listed is ListState.RETRYING:
+        read = _retrying_reader(views, match)
+    else:
+        sources = yield from _group_sources(topic, shards, listed, match.group)
+        read = _fired_reader(topic, listed, sources, producer.clock.now_ms())
+    descending = listed in (ListState.SUCCEEDED, ListState.FAILED)
+    return (yield from _merged(topic, listed, read, after_key, limit, descending))
+
+
+def _merged(
+    topic: str,
+    state: ListState,
+    read: Reader,
+    after: SortKey | None,
+    limit: int,
+    descending: bool,
+) -> Op[JobPage]:
+    page = JobPage()
+    budget = READ_BUDGET
+    while True:
+        reads = yield from read(after, max(CHUNK, limit - len(page)))
+        busy = [r.last for r in reads if r.more and r.last is not None]
+        frontier = (max(busy) if descending else min(busy)) if busy else None
+        rows = sorted((row for r in reads for row in r.rows), key=lambda row: row[0])
+        if descending:
+            rows.reverse()
+        for key, job in rows:
+            if frontier is not None and (key < frontier if descending else key > frontier):
+                break  # a source that may hold rows before it has not read that far
+            page.append(job)
+            if len(page) == limit:
+                page.next = encode_cursor(topic, state, key)
+                return page
+        if frontier is None:
+            return page  # every source read to its end
+        after = frontier
+        budget -= sum(r.scanned for r in reads)
+        if budget <= 0:
+            page.next = encode_cursor(topic, state, frontier)
+            return page
+
+
+def _preview(payload: bytes | None) -> str | None:
+    if payload is None:
+        return None
+    try:
+        return payload_text(read_payload(payload), PREVIEW_CHARS)
+    except Exception:  # msgpack raises several unrelated types
+        return "(undecodable)"
+
+
+def _stored_job(
+    topic: str, state: ListState, keys: ShardKeys, row: lists.StoredRow
+) -> tuple[ListedJob, Envelope | None]:
+    """A pending job or retry read by a list script, and its envelope (None: too large to
+    read in a list, or not one)."""
+    member = row.member.decode("utf-8", "replace")
+    job_id, _, rest = member.partition(SEPARATOR)
+    try:
+        env = None if row.envelope is None else Envelope.unpack(row.envelope)
+    except ValueError:
+        env = None
+    group = (env.group if env is not None else rest.partition(SEPARATOR)[0]) or None
+    return ListedJob(
+        id=job_id,
+        topic=topic,
+        state=state,
+        shard=keys.shard,
+        due_ms=row.due_ms,
+        attempt=None if env is None else env.attempt,
+        max_attempts=None if env is None else env.max_attempts,
+        enqueued_ms=None if env is None else env.enqueued_ms,
+        preview=None if env is None else _preview(env.payload),
+        payload_bytes=row.size if env is None else len(env.payload),
+        group=group,
+    ), env
+
+
+def _is_retry(row: lists.StoredRow, env: Envelope | None) -> bool:
+    """`JobState`'s rule: a pending attempt after the first (or a retry's alias member)."""
+    return (env is not None and env.attempt > 1) or SEPARATOR.encode() in row.member
+
+
+def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+    def read(after: SortKey | None, count: int) -> Op[list[Read]]:
+        start = None if after is None else (int(after[0]), bytes(after[1]))
+        pages = yield [
+            lists.pending_page(k, match.due_after_ms, match.due_before_ms, start, count)
+            for k in views
+        ]
+        out = []
+        for keys, rows in zip(views, pages, strict=True):
+            r = Read(more=len(rows) == count, scanned=len(rows))
+            for row in rows:
+                assert row.due_ms is not None
+                key: SortKey = (row.due_ms, row.member)
+                r.last = key
+                job, env = _stored_job(keys.topic, ListState.PENDING, keys, row)
+                if not _is_retry(row, env):
+                    r.rows.append((key, job))
+            out.append(r)
+        return out
+
+    return read
+
+
+def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+    def read(after: SortKey | None, count: int) -> Op[list[Read]]:
+        start = None if after is None else bytes(after[0])
+        pages = yield [lists.retrying_page(k, start, count) for k in views]
+        found: list[tuple[int, SortKey, ListedJob]] = []
+        out = []
+        for i, (keys, (more, rows)) in enumerate(zip(views, pages, strict=True)):
+            r = Read(more=more, scanned=len(rows))
+            for row in rows:
+                r.last = (row.member,)
+                if row.due_ms is None:
+                    continue  # it fired or was cancelled since the index was read
+                job, env = _stored_job(keys.topic, ListState.RETRYING, keys, row)
+                if not _is_retry(row, env) or not match.due_in(row.due_ms):
+                    continue
+                if match.group is not None and job.group != match.group:
+                    continue
+                found.append((i, (row.member,), job))
+            out.append(r)
+        pairs_of: list[list[tuple[str, str]]] = [[] for _ in views]
+        for i, _, job in found:
+            if job.group:
+                pairs_of[i].append((job.id or "", job.group))
+        calls = [
+            c for i, pairs in enumerate(pairs_of) if pairs for c in lists.records(views[i], pairs)
+        ]
+        replies = iter((yield calls) if calls else [])
+        records: dict[tuple[int, str, str], bytes | None] = {}
+        for i, pairs in enumerate(pairs_of):
+            if pairs:
+                new, old = next(replies), next(replies)
+                for pair, a, b in zip(pairs, new, old, strict=True):
+                    records[(i, *pair)] = a if a is not None else b
+        for i, key, job in found:
+            rec = read_record(records.get((i, job.id or "", job.group or "")))
+            failed = rec is not None and rec.kind == "R"
+            out[i].rows.append(
+                (
+                    key,
+                    replace(job, finished_ms=rec.at_ms, error=rec.error or None)
+                    if rec and failed
+                    else job,
+                )
+            )
+        return out
+
+    return read
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSource:
+    """A consumer group of one shard's stream (group "": a stream no group reads yet)."""
+
+    keys: ShardKeys
+    lane: int
+    """Its stream's place in `GROUP_LANES`."""
+    group: str
+    last_delivered: str
+    pending: int
+
+    @property
+    def order(self) -> tuple[int, int, str]:
+        return (self.keys.shard, self.lane, self.group)
+
+
+def _group_sources(
+    topic: str, shards: int, state: ListState, group: str | None
+) -> Op[list[GroupSource]]:
+    views = [ShardKeys(topic, shard, lane) for shard in range(shards) for lane in GROUP_LANES]
+    exist = yield [topics.exists(view.stream) for view in views]
+    views = [view for view, there in zip(views, exist, strict=True) if there]
+    listed = (yield [g.stream_groups(view) for view in views]) if views else []
+    out = []
+    for view, found in zip(views, listed, strict=True):
+        lane = GROUP_LANES.index(view.lane)
+        if not found and state is ListState.READY and group is None:
+            out.append(GroupSource(view, lane, "", "0-0", 0))
+        for info in found:
+            if group is not None and info.name != group:
+                continue
+            if state is ListState.RUNNING and info.pending == 0:
+                continue
+            out.append(GroupSource(view, lane, info.name, info.last_delivered, info.pending))
+    return out
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _start(source: GroupSource, after: SortKey | None, state: ListState) -> str | None:
+    """Where `source` reads from after `after` (``(id``: exclusive); None: nothing to read.
+
+    Ready entries are those after the group's last delivered one; settled ones (succeeded,
+    failed) are at or before it; entries in flight are anywhere up to it."""
+    floor = _id(source.last_delivered)
+    descending = state in (ListState.SUCCEEDED, ListState.FAILED)
+    if descending and floor == (0, 0):
+        return None  # nothing was ever delivered to it
+    if after is None:
+        if descending:
+            return source.last_delivered
+        if state is ListState.READY and source.group:
+            return f"({source.last_delivered}"
+        return "-"
+    at = (int(after[0]), int(after[1]))
+    text = f"{at[0]}-{at[1]}"
+    place = (int(after[2]), int(after[3]), str(after[4]))
+    if descending:
+        if at > floor:
+            return source.last_delivered
+        return text if source.order < place else f"({text}"
+    if state is ListState.READY and source.group and at <= floor:
+        return f"({source.last_delivered}"
+    return text if source.order > place else f"({text}"
+
+
+def _entry_job(
+    topic: str,
+    state: ListState,
+    source: GroupSource,
+    entry_id: str,
+    fields: dict[bytes, bytes],
+) -> ListedJob:
+    def number(name: bytes) -> int | None:
+        try:
+            return int(fields[name])
+        except (KeyError, ValueError):
+            return None
+
+    raw_id = fields.get(Field.ID)
+    payload = fields.get(Field.PAYLOAD)
+    return ListedJob(
+        id=None if raw_id is None else raw_id.decode("utf-8", "replace"),
+        topic=topic,
+        state=state,
+        shard=source.keys.shard,
+        due_ms=number(Field.DUE),
+        attempt=number(Field.ATTEMPT),
+        max_attempts=number(Field.MAX_ATTEMPTS),
+        enqueued_ms=number(Field.ENQUEUED),
+        preview=_preview(payload),
+        payload_bytes=None if payload is None else len(payload),
+        group=source.group or None,
+        entry_id=entry_id,
+        lane=source.keys.lane,
+    )
+
+
+def _fired_reader(
+    topic: str, state: ListState, sources: Sequence[GroupSource], now_ms: int
+) -> Reader:
+    def key_of(source: GroupSource, entry_id: str) -> SortKey:
+        return (*_id(entry_id), *source.order)
+
+    def read(after: SortKey | None, count: int) -> Op[list[Read]]:
+        starts = [_start(s, after, state) for s in sources]
+        asked = [(s, start) for s, start in zip(sources, starts, strict=True) if start]
+        if state is ListState.READY:
+            calls: list[Any] = [lists.entries_after(s.keys.stream, st, count) for s, st in asked]
+        elif state is ListState.RUNNING:
+            calls = [lists.in_flight(s.keys.stream, s.group, st, count) for s, st in asked]
+        else:
+            calls = [lists.entries_before(s.keys.stream, st, count) for s, st in asked]
+        pages = (yield calls) if calls else []
+        if state is ListState.RUNNING:
+            return (yield from _running(topic, asked, pages, count, now_ms, key_of))
+        out = []
+        settled: list[tuple[Read, GroupSource, list[Entry]]] = []
+        for (source, _), entries in zip(asked, pages, strict=True):
+            r = Read(more=len(entries) == count, scanned=len(entries))
+            if entries:
+                r.last = key_of(source, entries[-1][0])
+            if state is ListState.READY:
+                r.rows = [
+                    (key_of(source, e), _entry_job(topic, state, source, e, f)) for e, f in entries
+                ]
+            else:
+                settled.append((r, source, entries))
+            out.append(r)
+        if settled:
+            yield from _settled(topic, state, settled, key_of)
+        return out
+
+    return read
+
+
+def _running(
+    topic: str,
+    asked: Sequence[tuple[GroupSource, str]],
+    pages: Sequence[list[lists.InFlight]],
+    count: int,
+    now_ms: int,
+    key_of: Callable[[GroupSource, str], SortKey],
+) -> Op[list[Read]]:
+    calls = [
+        c
+        for (source, _), held in zip(asked, pages, strict=True)
+        for c in lists.entries_by_id(source.keys.stream, [h.entry_id for h in held])
+    ]
+    found = iter((yield calls) if calls else [])
+    out = []
+    for (source, _), held in zip(asked, pages, strict=True):
+        r = Read(more=len(held) == count, scanned=len(held))
+        for h in held:
+            r.last = key_of(source, h.entry_id)
+            entries = next(found)
+            fields = entries[0][1] if entries else {}
+            job = _entry_job(topic, ListState.RUNNING, source, h.entry_id, fields)
+            since = max(now_ms - h.idle_ms, entry_ms(h.entry_id))
+            r.rows.append(
+                (
+                    r.last,
+                    replace(job, consumer=h.consumer, since_ms=since, deliveries=h.deliveries),
+                )
+            )
+        out.append(r)
+    return out
+
+
+def _settled(
+    topic: str,
+    state: ListState,
+    settled: Sequence[tuple[Read, GroupSource, list[Entry]]],
+    key_of: Callable[[GroupSource, str], SortKey],
+) -> Generator[list[Any], list[Any], None]:
+    """Keep each delivered entry whose group's record names it with the state's outcome."""
+    asked = []
+    for r, source, entries in settled:
+        pairs = [
+            ((f.get(Field.ID) or b"").decode("utf-8", "replace"), source.group) for _, f in entries
+        ]
+        asked.append((r, source, entries, pairs))
+    calls = [c for _, source, _, pairs in asked if pairs for c in lists.records(source.keys, pairs)]
+    replies = iter((yield calls) if calls else [])
+    kinds = ("S",) if state is ListState.SUCCEEDED else ("R", "D")
+    for r, source, entries, pairs in asked:
+        if not pairs:
+            continue
+        new, old = next(replies), next(replies)
+        for (entry_id, fields), a, b in zip(entries, new, old, strict=True):
+            rec = read_record(a if a is not None else b)
+            if rec is None or rec.entry != entry_id or rec.kind not in kinds:
+                continue  # in flight again, or a later attempt's record
+            job = _entry_job(topic, state, source, entry_id, fields)
+            job = replace(
+                job,
+                finished_ms=rec.at_ms,
+                duration_ms=rec.duration_ms if rec.kind == "S" else None,
+                error=rec.error or None,
+                reason=rec.reason or None,
+            )
+            r.rows.append((key_of(source, entry_id), job))
+
+
+def _dead(
+    producer: Producer, topic: str, limit: int, after: str | None, match: DeadFilter | None
+) -> Op[JobPage]:
+    letters = yield from dead_letters(producer, topic, limit, after, match, DEAD_SCAN)
+    page = JobPage(_dead_job(d) for d in letters)
+    if letters.next is not None:
+        page.next = encode_cursor(topic, ListState.DEAD, (letters.next,))
+    return page
+
+
+def _dead_job(d: DeadLetter) -> ListedJob:
+    payload = d.fields.get("payload")
+    return ListedJob(
+        id=d.job_id,
+        topic=d.topic,
+        state=ListState.DEAD,
+        shard=d.shard,
+        due_ms=_int(d.fields.get("due")),
+        attempt=d.attempt,
+        max_attempts=d.max_attempts,
+        enqueued_ms=_int(d.fields.get("enqueued")),
+        preview=_preview(payload),
+        payload_bytes=None if payload is None else len(payload),
+        group=d.group or None,
+        entry_id=d.source_entry or None,
+        finished_ms=d.dead_ms,
+        error=d.error or None,
+        reason=d.reason,
+        ref=d.ref,
+    )
+
+
+def _int(value: bytes | None) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None

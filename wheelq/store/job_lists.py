@@ -1,0 +1,140 @@
+"""The reads behind the job lists (`wheelq.core.job_list`): a page of pending jobs or of
+pending retries (`list_pending.lua`, `list_retrying.lua`), stream entries either way, the
+entries a group holds in flight, and groups' history records. Each is bounded by its count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wheelq.core.history import SEPARATOR
+from wheelq.core.keys import ShardKeys
+from wheelq.store.call import Call, script_call
+from wheelq.store.scripts import check, text
+from wheelq.store.streams import Entry, parse_entries
+
+ENVELOPE_MAX = 64 * 1024
+"""The largest envelope a list row carries whole; a larger one comes back as its size."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """A pending job or retry as a list script read it."""
+
+    member: bytes
+    """Its member in the sorted set: the job id, or a retry's alias ``id<US>group<US>entry``."""
+    due_ms: int | None
+    """None: no longer pending (an index entry that outlived its retry)."""
+    envelope: bytes | None
+    """None when it was larger than `ENVELOPE_MAX` (see `size`) or is gone."""
+    size: int | None = None
+
+
+def _rows(flat: Sequence[Any]) -> list[StoredRow]:
+    out = []
+    for i in range(0, len(flat), 3):
+        member, due, envelope = flat[i : i + 3]
+        due_ms = None if due is None or due is False else int(float(due))
+        if isinstance(envelope, int):
+            out.append(StoredRow(member, due_ms, None, envelope))
+        else:
+            out.append(StoredRow(member, due_ms, envelope or None))
+    return out
+
+
+def pending_page(
+    keys: ShardKeys,
+    low_ms: int | None,
+    high_ms: int | None,
+    after: tuple[int, bytes] | None,
+    count: int,
+) -> Call[list[StoredRow]]:
+    """Up to `count` pending jobs of `keys`' shard due in [low, high), after `after` (a row's
+    (due, member)), in (due, member) order."""
+    args: list[str | bytes | int] = [
+        "-inf" if low_ms is None else low_ms,
+        "+inf" if high_ms is None else high_ms,
+        "" if after is None else after[0],
+        b"" if after is None else after[1],
+        count,
+        ENVELOPE_MAX,
+    ]
+    return script_call(
+        "list_pending", keys, args, lambda reply: _rows(check("list_pending", reply)[1:])
+    )
+
+
+def retrying_page(
+    keys: ShardKeys, after: bytes | None, count: int
+) -> Call[tuple[bool, list[StoredRow]]]:
+    """Up to `count` members of the shard's index of pending retries after `after`, with their
+    due time and envelope, and whether the index holds more."""
+
+    def parse(reply: Any) -> tuple[bool, list[StoredRow]]:
+        r = check("list_retrying", reply)
+        return bool(r[1]), _rows(r[2:])
+
+    return script_call(
+        "list_retrying", keys, [b"" if after is None else after, count, ENVELOPE_MAX], parse
+    )
+
+
+def entries_after(stream: str, start: str, count: int) -> Call[list[Entry]]:
+    """Up to `count` entries of `stream` from `start` (``(id`` excludes it), oldest first."""
+    return Call(command=("XRANGE", stream, start, "+", "COUNT", count), parse=parse_entries)
+
+
+def entries_before(stream: str, start: str, count: int) -> Call[list[Entry]]:
+    """Up to `count` entries of `stream` from `start` down (``(id`` excludes it), newest first."""
+    return Call(command=("XREVRANGE", stream, start, "-", "COUNT", count), parse=parse_entries)
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """An entry delivered to a consumer of a group and not acked (XPENDING's extended form)."""
+
+    entry_id: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
+
+
+def in_flight(stream: str, group: str, start: str, count: int) -> Call[list[InFlight]]:
+    """Up to `count` entries in flight in `group` from `start`, oldest first."""
+
+    def parse(reply: Any) -> list[InFlight]:
+        return [
+            InFlight(
+                text(row["message_id"]),
+                text(row["consumer"], "replace"),
+                int(row["time_since_delivered"]),
+                int(row["times_delivered"]),
+            )
+            for row in reply or ()
+        ]
+
+    return Call(
+        command=("XPENDING", stream, group, start, "+", count),
+        parse=parse,
+        options={"parse_detail": True},
+    )
+
+
+def entries_by_id(stream: str, entry_ids: Sequence[str]) -> list[Call[list[Entry]]]:
+    """One XRANGE per id (an entry trimmed meanwhile reads as an empty list)."""
+    return [
+        Call(command=("XRANGE", stream, entry_id, entry_id), parse=parse_entries)
+        for entry_id in entry_ids
+    ]
+
+
+def records(keys: ShardKeys, pairs: Sequence[tuple[str, str]]) -> list[Call[list[Any]]]:
+    """The history records of (job id, group) pairs: HMGET of the history, then of its
+    previous generation (a record is in one of the two)."""
+    fields = [job_id + SEPARATOR + group for job_id, group in pairs]
+    return [
+        Call(command=("HMGET", keys.history, *fields)),
+        Call(command=("HMGET", keys.history_old, *fields)),
+    ]
