@@ -18,6 +18,7 @@ import redis.asyncio
 from tests.integration.test_job_history import FAST, GROUP, Gates
 from tests.support.clients import admin_of
 from tests.support.waiting import eventually
+from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError, Worker
 from wheelq.core.job_list import LIST_STATES, JobPage
 from wheelq.core.keys import ShardKeys, shard_of
@@ -237,3 +238,73 @@ async def _bad_input(admin: Any, topic: str, *, sync: bool) -> None:
         assert caught.value.parameter == name, (name, caught.value)
     with pytest.raises(UnknownTopicError):
         await call(topic + "-none", "pending")
+
+
+# --- over HTTP ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[Served]:
+    async with serving(redis_url) as served:
+        yield served
+
+
+async def test_http_pages_are_the_librarys_pages(
+    api: Served, client: AsyncClient, topic: str
+) -> None:
+    base = 2_000_000_000
+    for i in range(7):
+        await client.enqueue(topic, {"n": i}, at=base + i, job_id=f"h{i}")
+    admin = AsyncAdmin.of(client)
+    expected = [r.id for r in await every_page(admin, topic, "pending", limit=3)]
+    got: list[str] = []
+    query = f"/v1/topics/{topic}/jobs?state=pending&limit=3"
+    cursor = ""
+    while True:
+        status, body, _ = await api.call("GET", query + cursor)
+        assert status == 200, body
+        got += [row["id"] for row in body["jobs"]]
+        assert all(row["state"] == "pending" and row["preview"] for row in body["jobs"])
+        if body["next"] is None:
+            break
+        cursor = f"&cursor={body['next']}"
+    assert got == expected == [f"h{i}" for i in range(7)]
+    after = (base + 2) * 1000
+    status, body, _ = await api.call(
+        "GET",
+        f"/v1/topics/{topic}/jobs?state=pending&due_after={after}&due_before=2033-05-18T03:33:25Z",
+    )
+    assert status == 200 and [r["id"] for r in body["jobs"]] == ["h2", "h3", "h4"], body
+
+
+async def test_http_bad_input_is_a_problem_naming_the_field_never_a_500(
+    api: Served, client: AsyncClient, topic: str
+) -> None:
+    await client.enqueue(topic, {}, delay=3600)
+    await client.enqueue(topic, {}, delay=3600)
+    jobs = f"/v1/topics/{topic}/jobs"
+    _, first, _ = await api.call("GET", f"{jobs}?state=pending&limit=1")
+    other_state = f"{jobs}?state=ready&cursor={first['next']}"
+    attacks: list[tuple[str, int, str | None]] = [
+        (f"{jobs}?state=scheduled", 422, "state"),
+        (f"{jobs}", 422, "state"),
+        (f"{jobs}?state=pending&limit=0", 422, "limit"),
+        (f"{jobs}?state=pending&limit=99999999999999999999", 422, "limit"),
+        (other_state, 422, "cursor"),
+        (f"/v1/topics/{topic}x/jobs?state=pending&cursor={first['next']}", 404, None),
+        (f"{jobs}?state=pending&cursor=%00%01", 422, "cursor"),
+        (f"{jobs}?state=pending&cursor=" + "A" * 5000, 422, "cursor"),
+        (f"{jobs}?state=pending&due_after=yesterday", 422, "due_after"),
+        (f"{jobs}?state=pending&due_before=99999999999999999999", 422, "due_before"),
+        (f"{jobs}?state=ready&due_after=1", 422, "due_after"),
+        (f"{jobs}?state=pending&group=g", 422, "group"),
+        (f"{jobs}?state=running&group=%0A", 422, "group"),
+        (f"{jobs}?state=dead&reason=bored", 422, "reason"),
+        (f"{jobs}?state=ready&reason=failed", 422, "reason"),
+    ]
+    for path, status, field in attacks:
+        got = await api.call("GET", path)
+        assert_problem(got, status, field)
+    # a filter that matches nothing: an explicit empty answer
+    status, body, _ = await api.call("GET", f"{jobs}?state=running&group=nobody")
+    assert (status, body) == (200, {"jobs": [], "next": None})

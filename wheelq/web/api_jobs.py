@@ -1,21 +1,23 @@
-"""``/v1/topics/{topic}/jobs``: enqueue (one or a batch), look up, cancel, reschedule, wait
-for a result (long-polls on `wheelq.web.result_waits`); the fast path of the enqueue
+"""``/v1/topics/{topic}/jobs``: list by state, enqueue (one or a batch), look up, cancel,
+reschedule, wait for a result (long-polls on `wheelq.web.result_waits`); the fast path of the enqueue
 straight from ASGI, whose single enqueues the `wheelq.web.coalescer` sends together
 (docs/architecture.md, "HTTP service", "Job results")."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
 from wheelq.core.due import due_spec
 from wheelq.core.history import JobState
+from wheelq.core.job_list import LIST_STATES, MAX_LIST_LIMIT, ListState
 from wheelq.core.payload import jsonable
+from wheelq.core.retry import Reason
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
@@ -30,6 +32,8 @@ from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import wall_ms
 from wheelq.web import as_json
 from wheelq.web.models import (
+    GROUP_NAME,
+    TIME_DESCRIPTION,
     BatchIn,
     BatchOut,
     Due,
@@ -38,9 +42,11 @@ from wheelq.web.models import (
     JobIdPath,
     JobIn,
     JobInfoModel,
+    JobListOut,
     ResultOut,
     ResultWait,
     TopicPath,
+    as_time,
 )
 from wheelq.web.problems import (
     RESPONSES,
@@ -79,6 +85,54 @@ def due_ms(svc: WebService, item: EnqueueItem) -> int:
     now_ms = svc.clock.now_ms()
     due = due_spec(item.delay, item.at, now_ms=now_ms)
     return due.value_ms if due.kind == "at" else now_ms + due.value_ms
+
+
+ListStateQuery = Annotated[
+    ListState,
+    Query(description="the state listed: " + ", ".join(LIST_STATES)),
+]
+TimeQuery = Annotated[str | None, Query(max_length=64, description=TIME_DESCRIPTION)]
+
+
+@router.get("", response_model=JobListOut)
+async def list_jobs(
+    topic: TopicPath,
+    request: Request,
+    state: ListStateQuery,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size")] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=4096, description="the `next` of the page before")
+    ] = None,
+    due_after: TimeQuery = None,
+    due_before: TimeQuery = None,
+    group: Annotated[
+        str | None, Query(**GROUP_NAME, description="only rows of this consumer group")
+    ] = None,
+    reason: Annotated[Reason | None, Query(description="dead: only this reason")] = None,
+) -> Response:
+    """The topic's jobs in one `state`, a page at a time (`next` is the following page's
+    `cursor`): pending (by due time; `due_after` <= due < `due_before`), retrying, ready,
+    running (per group), succeeded and failed (newest first), dead. A page may hold fewer
+    than `limit` rows and still have a `next`: it stopped where the rows one request may
+    read past ran out. A filter that matches nothing is an empty page."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    page = await svc.admin.jobs(
+        topic,
+        state,
+        limit or svc.settings.page_limit,
+        cursor=cursor,
+        due_after=as_time("due_after", _time(due_after)),
+        due_before=as_time("due_before", _time(due_before)),
+        group=group,
+        reason=None if reason is None else str(reason),
+    )
+    return json_response({"jobs": [as_json(r) for r in page], "next": page.next})
+
+
+def _time(value: str | None) -> int | str | None:
+    """A query's time: epoch ms when it is all digits, else the RFC 3339 text."""
+    return int(value) if value is not None and value.isascii() and value.isdigit() else value
 
 
 @router.post("", status_code=201, response_model=Enqueued)

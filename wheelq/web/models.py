@@ -28,6 +28,7 @@ from wheelq.core.events import MAX_AGE_MS, MAX_LEN, EventsConfig
 from wheelq.core.flow import MAX_LIMIT
 from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
+from wheelq.core.job_list import ListedJob
 from wheelq.core.keys import MAX_TOPIC_LENGTH
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import (
@@ -267,9 +268,16 @@ def as_time(name: str, value: int | str | None, latest_ms: int = MAX_MS) -> date
         return None
     at = rfc3339(value) if isinstance(value, str) else None
     if isinstance(value, int) and 0 <= value <= latest_ms:
-        at = _EPOCH + timedelta(milliseconds=value)
+        try:
+            at = _EPOCH + timedelta(milliseconds=value)
+        except OverflowError:  # past the years a datetime holds
+            at = None
     try:
-        if at is not None and not _EPOCH <= at <= _EPOCH + timedelta(milliseconds=latest_ms):
+        last = _EPOCH + timedelta(milliseconds=latest_ms)
+    except OverflowError:  # MAX_MS: past the years a datetime holds
+        last = datetime.max.replace(tzinfo=UTC)
+    try:
+        if at is not None and not _EPOCH <= at <= last:
             at = None
     except OverflowError:  # 9999-12-31T23:00:00-05:00: past the years a datetime holds
         at = None
@@ -483,6 +491,7 @@ def wire_model(cls: type) -> type[BaseModel]:
 
 JobInfoModel = wire_model(JobInfo)
 DeadLetterModel = wire_model(DeadLetter)
+ListedJobModel = wire_model(ListedJob)
 TopicStatsModel = wire_model(TopicStats)
 GroupStatsModel = wire_model(GroupStats)
 PauseStateModel = wire_model(PauseState)
@@ -502,6 +511,12 @@ class TopicsOut(BaseModel):
 class ConsumerGroupsOut(BaseModel):
     topic: str
     groups: list[GroupStatsModel]  # type: ignore[valid-type]
+
+
+class JobListOut(BaseModel):
+    jobs: list[ListedJobModel]  # type: ignore[valid-type]
+    next: str | None = None
+    """The `cursor` of the next page; None on the last."""
 
 
 class DeadListOut(BaseModel):
