@@ -8,6 +8,8 @@ releases; every wait polls with a deadline."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,11 +17,12 @@ from typing import Any
 import pytest
 import redis.asyncio
 
-from tests.integration.test_job_history import FAST, GROUP, Gates
+from tests.integration.test_job_history import GROUP, gated_worker  # noqa: F401
+from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.clients import admin_of
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
-from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError, Worker
+from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError
 from wheelq.core.job_list import LIST_STATES, JobPage
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.errors import UnknownTopicError
@@ -59,19 +62,6 @@ def where(rows: Rows, job_id: str) -> dict[str, set[str | None]]:
     return out
 
 
-@pytest.fixture
-async def gated_worker(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Any]:
-    gates = Gates()
-    worker = Worker.from_url(redis_url, topic, gates, **FAST)
-    await worker.start()
-    try:
-        yield gates, worker
-    finally:
-        for event in gates.opened.values():
-            event.set()
-        await worker.stop(grace_ms=0)
-
-
 async def listed_as(
     admin: Any, topic: str, job_id: str, expected: dict[str, set[str | None]]
 ) -> Rows:
@@ -84,7 +74,7 @@ async def listed_as(
 
 async def test_each_state_lists_exactly_the_jobs_in_it_as_a_job_moves(
     client: AsyncClient,
-    gated_worker: Any,
+    gated_worker: Any,  # noqa: F811 (the fixture imported above)
     redis_async: redis.asyncio.Redis,
     topic: str,
 ) -> None:
@@ -308,3 +298,47 @@ async def test_http_bad_input_is_a_problem_naming_the_field_never_a_500(
     # a filter that matches nothing: an explicit empty answer
     status, body, _ = await api.call("GET", f"{jobs}?state=running&group=nobody")
     assert (status, body) == (200, {"jobs": [], "next": None})
+
+
+# --- the CLI -----------------------------------------------------------------------------------
+
+
+async def test_cli_lists_a_state_page_by_page_and_refuses_bad_input_in_one_line(
+    client: AsyncClient, topic: str, redis_url: str
+) -> None:
+    base = 2_000_000_000
+    for i in range(5):
+        await client.enqueue(topic, {"n": i}, at=base + i, job_id=f"c{i}")
+    url = ("--redis-url", redis_url)
+    first = await asyncio.to_thread(
+        run_wheelq, "jobs", "list", topic, "--state", "pending", "--limit", "2", *url
+    )
+    assert first.returncode == 0, first.stderr
+    assert [line.split()[0] for line in first.stdout.splitlines()] == ["c0", "c1"]
+    assert '{"n": 0}' in first.stdout and "attempt=1/" in first.stdout
+    cursor = first.stderr.strip().removeprefix("next page: --cursor ")
+    rest = await asyncio.to_thread(
+        run_wheelq,
+        *("jobs", "list", topic, "--state", "pending", "--cursor", cursor, "--all", "--json"),
+        *url,
+    )
+    assert rest.returncode == 0, rest.stderr
+    assert [json.loads(line)["id"] for line in rest.stdout.splitlines()] == ["c2", "c3", "c4"]
+    ranged = await asyncio.to_thread(
+        run_wheelq,
+        *("jobs", "list", topic, "--state", "pending", "--due-after", str(base + 3)),
+        *url,
+    )
+    assert [line.split()[0] for line in ranged.stdout.splitlines()] == ["c3", "c4"]
+    none = await asyncio.to_thread(
+        run_wheelq, "jobs", "list", topic, "--state", "running", "--group", "g", *url
+    )
+    assert (none.returncode, none.stdout) == (0, "")
+    assert f"no running jobs on {topic}" in none.stderr
+    for bad, words in (
+        (("--state", "ready", "--cursor", cursor), ("--cursor", "pending")),
+        (("--state", "pending", "--group", "g"), ("--group",)),
+        (("--state", "pending", "--limit", "0"), ("--limit", "[1, 1000]")),
+    ):
+        done = await asyncio.to_thread(run_wheelq, "jobs", "list", topic, *bad, *url)
+        assert_one_line_error(done, 2, *words)

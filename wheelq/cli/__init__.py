@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(sub, [connects])
     jobs.register(sub, [connects])
     jobs.register_job(sub, [connects])
+    jobs.register_lists(sub, [connects])
     topics.register(sub, [connects])
     topics.register_groups(sub, [connects])
     top.register(sub, [connects])

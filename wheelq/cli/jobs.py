@@ -1,4 +1,5 @@
-"""One job from a shell: `wheelq enqueue`, `cancel`, `reschedule` and `job`."""
+"""Jobs from a shell: `wheelq enqueue`, `cancel`, `reschedule`, `job`, and `wheelq jobs list`
+(a topic's jobs by state, a page at a time)."""
 
 from __future__ import annotations
 
@@ -199,3 +200,76 @@ def _group(g: GroupInfo) -> str:
     if g.result is not None:
         parts.append(f"result {json.dumps(jsonable(g.result), ensure_ascii=False)[:200]}")
     return ", ".join(parts)
+
+
+def register_lists(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    from wheelq.core.job_list import LIST_STATES, MAX_LIST_LIMIT
+
+    p = sub.add_parser("jobs", parents=parents, help="a topic's jobs by state")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list}")
+    q = actions.add_parser(
+        "list",
+        parents=parents,
+        help="list a topic's jobs in one state, a page at a time (the next page's --cursor "
+        "goes to stderr)",
+    )
+    q.add_argument("topic")
+    q.add_argument("--state", required=True, choices=LIST_STATES, help="the state listed")
+    q.add_argument("--limit", type=int, default=50, help=f"rows a page (1-{MAX_LIST_LIMIT})")
+    q.add_argument("--cursor", help="the cursor a page before printed: the page after it")
+    q.add_argument("--due-after", type=when, help="pending, retrying: due at or after this")
+    q.add_argument("--due-before", type=when, help="pending, retrying: due before this")
+    q.add_argument("--group", help="only rows of this consumer group (every state but pending)")
+    q.add_argument("--reason", help="dead: only this reason (failed, deliveries, malformed)")
+    q.add_argument("--all", action="store_true", help="every page, not only the first")
+    q.add_argument("--json", action="store_true", help="one JSON object a row")
+    q.set_defaults(func=list_jobs)
+
+
+def list_jobs(ctx: Context) -> int:
+    from wheelq.errors import InvalidArgumentError
+    from wheelq.web import as_json
+
+    args = ctx.args
+    cursor, shown = args.cursor, 0
+    with ctx.admin() as admin:
+        while True:
+            try:
+                page = admin.jobs(
+                    args.topic, args.state, args.limit, cursor=cursor,
+                    due_after=args.due_after, due_before=args.due_before,
+                    group=args.group, reason=args.reason,
+                )  # fmt: skip
+            except InvalidArgumentError as exc:
+                raise usage_error(f"--{exc.parameter.replace('_', '-')}: {exc}") from exc
+            for row in page:
+                if args.json:
+                    print(json.dumps(as_json(row), sort_keys=True, allow_nan=False))
+                else:
+                    print(_row(row))
+            shown += len(page)
+            cursor = page.next
+            if cursor is None or not args.all:
+                break
+    if cursor is not None:
+        print(f"next page: --cursor {cursor}", file=sys.stderr)
+    elif not shown:
+        print(f"no {args.state} jobs on {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _row(row: Any) -> str:
+    """One listed job on a line: id, when, attempt, who, and what is known of its payload."""
+    parts = [row.id or "-", utc_text(row.due_ms)]
+    if row.attempt is not None:
+        parts.append(f"attempt={row.attempt}/{row.max_attempts}")
+    if row.group:
+        parts.append(f"group={row.group}")
+    if row.consumer:
+        parts.append(f"consumer={row.consumer} deliveries={row.deliveries}")
+    if row.reason:
+        parts.append(f"reason={row.reason}")
+    if row.error:
+        parts.append(_first_line(row.error))
+    parts.append(row.preview if row.preview is not None else f"({row.payload_bytes} bytes)")
+    return "  ".join(parts)

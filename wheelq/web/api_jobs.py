@@ -1,7 +1,7 @@
 """``/v1/topics/{topic}/jobs``: list by state, enqueue (one or a batch), look up, cancel,
-reschedule, wait for a result (long-polls on `wheelq.web.result_waits`); the fast path of the enqueue
-straight from ASGI, whose single enqueues the `wheelq.web.coalescer` sends together
-(docs/architecture.md, "HTTP service", "Job results")."""
+reschedule, wait for a result (long-polls on `wheelq.web.result_waits`); the fast path of
+the enqueue straight from ASGI, whose single enqueues the `wheelq.web.coalescer` sends
+together (docs/architecture.md, "HTTP service", "Job results", "Job lists")."""
 
 from __future__ import annotations
 
