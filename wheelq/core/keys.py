@@ -243,6 +243,11 @@ class ShardKeys:
         return f"{self.tag}:wake"
 
 
+def selection_key(keys: ShardKeys, name: str) -> str:
+    """A bulk action's selection of the shard's jobs (`wheelq.core.bulk_actions`), in its slot."""
+    return f"{keys.tag}:bulk:{name}"
+
+
 def nodes_key(topic: str) -> str:
     """The sorted set of scheduler nodes serving `topic` (member: node id, score: expiry ms)."""
     return f"wheelq:nodes:{topic}"

@@ -5,11 +5,12 @@ enqueueing and per-job calls are `Client`'s. Both drive the operations of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, Self, TypeVar
 
 import redis
 
+from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
@@ -18,10 +19,11 @@ from wheelq.core.job_list import JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
+from wheelq.producer import bulk_actions, job_lists, pauses, schedules
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
-from wheelq.producer import job_lists, pauses, schedules
+from wheelq.producer.bulk_actions import Progress
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -260,6 +262,58 @@ class Admin:
             group=group,
             reason=reason,
         )
+        return self._run(op)
+
+    def bulk(
+        self,
+        topic: str,
+        action: str,
+        *,
+        state: str | None = None,
+        due_after: At | None = None,
+        due_before: At | None = None,
+        group: str | None = None,
+        reason: str | None = None,
+        ids: Sequence[str] | None = None,
+        refs: Sequence[str] | None = None,
+        selection: str | None = None,
+        dry_run: bool = False,
+        at: At | None = None,
+        shift_ms: int | None = None,
+        max_jobs: int | None = None,
+        progress: Progress | None = None,
+    ) -> BulkOutcome:
+        """Act on many of the topic's jobs at once: select them (by a filter, by `ids` or
+        `refs`, or a dry run's `selection`), then act on each that is still in the state it
+        was selected in, a batch at a time (docs/architecture.md, "Bulk actions").
+
+        Args:
+            action: ``cancel``, ``run_now`` or ``reschedule`` (pending and retrying jobs);
+                ``replay`` or ``purge`` (dead letters).
+            state: The filter's state (``pending``, ``retrying``, ``dead``); with
+                `due_after`, `due_before`, `group` and `reason` as `jobs` takes them.
+            ids: Pending or retrying jobs named by id (with `state`), at most 10,000.
+            refs: Dead letters named by ref, at most 10,000.
+            selection: A dry run's `selection`: act on exactly the jobs it counted.
+            dry_run: Select and count only; the answer's `selection` acts on them later
+                (kept 15 minutes after its last use).
+            at: reschedule: the new due time (epoch seconds or an aware datetime).
+            shift_ms: reschedule: move each job by this many ms from its due time.
+            max_jobs: Stop after reaching this many jobs; the answer's `remaining` and
+                `selection` go on from there.
+            progress: Called with (jobs reached, jobs selected) after each batch.
+
+        Raises:
+            InvalidArgumentError: No filter, ids, refs or selection (``filter``); an action
+                the state does not take (``action``); anything else out of range, named.
+            UnknownTopicError: No such topic.
+        """
+        op = bulk_actions.bulk(
+            self._producer, topic, action, state=state, due_after=due_after,
+            due_before=due_before, group=group, reason=reason, ids=ids, refs=refs,
+            selection=selection, dry_run=dry_run, at=at, shift_ms=shift_ms,
+            max_jobs=max_jobs, progress=progress,
+        )  # fmt: skip
         return self._run(op)
 
     def dead_letters(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Protocol, Self, TypeVar
 
 import redis.asyncio
 
+from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import Event, EventsConfig
@@ -17,11 +18,12 @@ from wheelq.core.pause import PauseState
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
+from wheelq.producer import bulk_actions, job_lists, pauses, schedules
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
-from wheelq.producer import job_lists, pauses, schedules
 from wheelq.producer.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
+from wheelq.producer.bulk_actions import Progress
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -191,6 +193,33 @@ class AsyncAdmin:
             group=group,
             reason=reason,
         )
+        return await self._run(op)
+
+    async def bulk(
+        self,
+        topic: str,
+        action: str,
+        *,
+        state: str | None = None,
+        due_after: At | None = None,
+        due_before: At | None = None,
+        group: str | None = None,
+        reason: str | None = None,
+        ids: Sequence[str] | None = None,
+        refs: Sequence[str] | None = None,
+        selection: str | None = None,
+        dry_run: bool = False,
+        at: At | None = None,
+        shift_ms: int | None = None,
+        max_jobs: int | None = None,
+        progress: Progress | None = None,
+    ) -> BulkOutcome:
+        op = bulk_actions.bulk(
+            self._producer, topic, action, state=state, due_after=due_after,
+            due_before=due_before, group=group, reason=reason, ids=ids, refs=refs,
+            selection=selection, dry_run=dry_run, at=at, shift_ms=shift_ms,
+            max_jobs=max_jobs, progress=progress,
+        )  # fmt: skip
         return await self._run(op)
 
     async def dead_letters(

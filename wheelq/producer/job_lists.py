@@ -84,34 +84,57 @@ def list_jobs(
     reason: str | None = None,
 ) -> Op[JobPage]:
     """A page of the topic's jobs in `state`, after `cursor` (a page's `next`)."""
-    listed = list_state(state)
+    listed, match = checked_filter(state, due_after, due_before, group, reason)
     int_in("limit", limit, 1, MAX_LIST_LIMIT)
+    after = None if cursor is None else decode_cursor(cursor, topic, listed)
+    if listed is ListState.DEAD:
+        ref = None if after is None else str(after[0])
+        return (yield from dead_page(producer, topic, limit, ref, match))
+    return (yield from page_of(producer, topic, listed, match, limit, after))
+
+
+def checked_filter(
+    state: object,
+    due_after: At | None = None,
+    due_before: At | None = None,
+    group: object = None,
+    reason: object = None,
+) -> tuple[ListState, JobFilter]:
+    """The state and filter of a list (or a bulk action), each part checked."""
+    listed = list_state(state)
     low = None if due_after is None else at_ms(due_after, "due_after")
     high = None if due_before is None else at_ms(due_before, "due_before")
     match = JobFilter.of(listed, low, high, group, reason)
     if listed is ListState.DEAD:
-        dead_match = DeadFilter.of(reason, group)  # checks the reason
-        after = None if cursor is None else str(decode_cursor(cursor, topic, listed)[0])
-    else:
-        after_key = None if cursor is None else decode_cursor(cursor, topic, listed)
+        DeadFilter.of(reason, group)  # checks the reason against the dead letters' reasons
+    return listed, match
+
+
+def page_of(
+    producer: Producer,
+    topic: str,
+    state: ListState,
+    match: JobFilter,
+    limit: int,
+    after: SortKey | None,
+) -> Op[JobPage]:
+    """A page of `state`'s list after `after` (checked arguments; not dead: `_dead`)."""
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         raise UnknownTopicError(topic)
-    if listed is ListState.DEAD:
-        return (yield from _dead(producer, topic, limit, after, dead_match))
     if match.empty():
         return JobPage()
     views = all_shards(topic, shards)
     read: Reader
-    if listed is ListState.PENDING:
+    if state is ListState.PENDING:
         read = _pending_reader(views, match)
-    elif listed is ListState.RETRYING:
+    elif state is ListState.RETRYING:
         read = _retrying_reader(views, match)
     else:
-        sources = yield from _group_sources(topic, shards, listed, match.group)
-        read = _fired_reader(topic, listed, sources, producer.clock.now_ms())
-    descending = listed in (ListState.SUCCEEDED, ListState.FAILED)
-    return (yield from _merged(topic, listed, read, after_key, limit, descending))
+        sources = yield from _group_sources(topic, shards, state, match.group)
+        read = _fired_reader(topic, state, sources, producer.clock.now_ms())
+    descending = state in (ListState.SUCCEEDED, ListState.FAILED)
+    return (yield from _merged(topic, state, read, after, limit, descending))
 
 
 def _merged(
@@ -467,10 +490,12 @@ def _settled(
             r.rows.append((key_of(source, entry_id), job))
 
 
-def _dead(
-    producer: Producer, topic: str, limit: int, after: str | None, match: DeadFilter | None
+def dead_page(
+    producer: Producer, topic: str, limit: int, after: str | None, match: JobFilter
 ) -> Op[JobPage]:
-    letters = yield from dead_letters(producer, topic, limit, after, match, DEAD_SCAN)
+    """A page of the dead list after the ref `after` (`dead_letters`' own pages)."""
+    dead_match = DeadFilter.of(match.reason, match.group)
+    letters = yield from dead_letters(producer, topic, limit, after, dead_match, DEAD_SCAN)
     page = JobPage(_dead_job(d) for d in letters)
     if letters.next is not None:
         page.next = encode_cursor(topic, ListState.DEAD, (letters.next,))

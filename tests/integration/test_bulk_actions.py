@@ -1,0 +1,213 @@
+"""Actions on many jobs (issue 47, item 3), on real servers and a cluster: each action acts
+on exactly the jobs its dry run counted, and jobs that moved on in between (cancelled, fired,
+dead letters replayed) are reported as changed, not acted on, while jobs that came into the
+filter after the dry run are left alone; slices go on from where they stopped; bad input is
+a typed error naming its parameter. docs/architecture.md, "Bulk actions"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.clients import admin_of
+from tests.support.waiting import eventually
+from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError, Worker
+from wheelq.core.keys import ShardKeys
+from wheelq.errors import UnknownTopicError
+
+pytestmark = pytest.mark.cluster_too
+
+SHARDS = 4
+BASE = 2_000_000_000  # epoch seconds far ahead (2033): nothing fires by itself
+HOUR_MS = 3_600_000
+
+
+async def enqueue_range(
+    client: AsyncClient, topic: str, prefix: str, n: int, at: float
+) -> list[str]:
+    ids = [f"{prefix}{i:05d}" for i in range(n)]
+    for start in range(0, n, 1000):
+        await client.enqueue_many(
+            topic,
+            [
+                EnqueueItem(payload={"i": i}, at=at + i / 1000, job_id=ids[i])
+                for i in range(start, min(n, start + 1000))
+            ],
+        )
+    return ids
+
+
+async def pending_ids(admin: AsyncAdmin, topic: str) -> set[str]:
+    out: set[str] = set()
+    cursor = None
+    while True:
+        page = await admin.jobs(topic, "pending", 1000, cursor=cursor)
+        out |= {r.id for r in page if r.id}
+        if page.next is None:
+            return out
+        cursor = page.next
+
+
+async def test_an_action_acts_on_exactly_what_its_dry_run_counted(
+    client: AsyncClient, topic: str
+) -> None:
+    admin = AsyncAdmin.of(client)
+    inside = await enqueue_range(client, topic, "in", 300, BASE)
+    outside = await enqueue_range(client, topic, "out", 50, BASE + 3600)
+    window = {"state": "pending", "due_after": BASE, "due_before": BASE + 60}
+    dry = await admin.bulk(topic, "cancel", dry_run=True, **window)
+    assert (dry.matched, dry.acted, dry.dry_run) == (300, 0, True) and dry.selection
+
+    # in between: some are cancelled, some fire, and new jobs come into the window
+    for job_id in inside[:10]:
+        assert await client.cancel(topic, job_id)
+    for job_id in inside[10:15]:
+        assert await client.reschedule(topic, job_id, delay=0)
+    late = await enqueue_range(client, topic, "late", 20, BASE + 1)
+
+    progress: list[tuple[int, int]] = []
+    done = await admin.bulk(
+        topic, "cancel", selection=dry.selection, progress=lambda *p: progress.append(p)
+    )
+    assert (done.matched, done.acted, done.changed, done.remaining) == (300, 285, 15, 0)
+    assert done.selection is None
+    assert progress and progress[-1] == (300, 300)
+    assert await pending_ids(admin, topic) == set(outside) | set(late)
+    # the selection is used up: acting on it again acts on nothing
+    again = await admin.bulk(topic, "cancel", selection=dry.selection)
+    assert (again.acted, again.changed, again.remaining) == (0, 0, 0)
+
+
+async def test_run_now_and_reschedule_move_exactly_the_selected_jobs(
+    client: AsyncClient, topic: str
+) -> None:
+    admin = AsyncAdmin.of(client)
+    ids = await enqueue_range(client, topic, "m", 40, BASE)
+    moved = await admin.bulk(topic, "reschedule", state="pending", ids=ids[:10], shift_ms=HOUR_MS)
+    assert (moved.matched, moved.acted) == (10, 10)
+    at = await admin.bulk(topic, "reschedule", state="pending", ids=ids[10:20], at=BASE + 7200)
+    assert at.acted == 10
+    rows = {r.id: r.due_ms for r in await admin.jobs(topic, "pending", 100)}
+    for i, job_id in enumerate(ids[:10]):
+        assert rows[job_id] == BASE * 1000 + i + HOUR_MS
+    assert all(rows[j] == (BASE + 7200) * 1000 for j in ids[10:20])
+    now = await admin.bulk(topic, "run_now", state="pending", ids=ids[20:30])
+    assert now.acted == 10
+    assert {r.id for r in await admin.jobs(topic, "ready", 100)} == set(ids[20:30])
+    assert set(rows) - set(ids[20:30]) == await pending_ids(admin, topic)
+
+
+async def test_retrying_and_dead_jobs_by_filter(
+    client: AsyncClient, topic: str, redis_url: str
+) -> None:
+    admin = AsyncAdmin.of(client)
+
+    async def fails(job: Any) -> None:
+        raise RuntimeError(f"no {job.id}")
+
+    worker = Worker.from_url(
+        redis_url, topic, fails, retry_base_ms=HOUR_MS, retry_jitter_pct=0, shutdown_grace_ms=0
+    )
+    await worker.start()
+    try:
+        for i in range(12):
+            await client.enqueue(topic, {}, job_id=f"r{i}", max_attempts=3)
+        for i in range(6):
+            await client.enqueue(topic, {}, job_id=f"d{i}", max_attempts=1)
+
+        async def settled() -> bool:
+            retrying = await admin.jobs(topic, "retrying", 100)
+            dead = await admin.jobs(topic, "dead", 100)
+            return len(retrying) == 12 and len(dead) == 6
+
+        await eventually(settled, timeout_s=15, what="12 retrying, 6 dead")
+    finally:
+        await worker.stop(grace_ms=0)
+    dry = await admin.bulk(topic, "cancel", state="retrying", dry_run=True)
+    assert dry.matched == 12
+    done = await admin.bulk(topic, "cancel", selection=dry.selection)
+    assert (done.acted, done.changed) == (12, 0)
+    assert list(await admin.jobs(topic, "retrying")) == []
+
+    dead = list(await admin.jobs(topic, "dead", 100))
+    dry = await admin.bulk(topic, "purge", state="dead", reason="failed", dry_run=True)
+    assert dry.matched == 6
+    assert (await admin.replay(topic, [dead[0].ref])) == 1  # moves on before the purge
+    done = await admin.bulk(topic, "purge", selection=dry.selection)
+    assert (done.acted, done.changed) == (5, 1)
+    assert list(await admin.jobs(topic, "dead")) == []
+    none = await admin.bulk(topic, "replay", refs=[dead[1].ref])
+    assert (none.matched, none.acted) == (0, 0)
+
+
+async def test_slices_go_on_where_they_stopped(client: AsyncClient, topic: str) -> None:
+    admin = AsyncAdmin.of(client)
+    await enqueue_range(client, topic, "s", 1200, BASE)
+    dry = await admin.bulk(topic, "cancel", state="pending", dry_run=True)
+    token, acted = dry.selection, 0
+    slices = 0
+    while token is not None:
+        part = await admin.bulk(topic, "cancel", selection=token, max_jobs=500)
+        assert part.acted <= 500
+        acted += part.acted
+        token = part.selection
+        slices += 1
+        if token is not None:
+            assert part.remaining == 1200 - acted
+    assert (acted, slices) == (1200, 3)
+    assert await pending_ids(admin, topic) == set()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_bad_input_is_a_typed_error_and_changes_nothing(
+    kind: str, client: AsyncClient, topic: str, redis_url: str
+) -> None:
+    ids = await enqueue_range(client, topic, "b", 5, BASE)
+    dry = await AsyncAdmin.of(client).bulk(topic, "cancel", state="pending", dry_run=True)
+    assert dry.selection is not None
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("filter", {"action": "cancel"}),
+        ("action", {"action": "explode", "state": "pending"}),
+        ("action", {"action": "replay", "state": "pending"}),
+        ("action", {"action": "cancel", "state": "dead"}),
+        ("state", {"action": "cancel", "state": "scheduled"}),
+        ("selection", {"action": "cancel", "ids": ids, "selection": dry.selection}),
+        ("ids", {"action": "cancel", "state": "pending", "ids": ["x"] * 10_001}),
+        ("ids", {"action": "cancel", "state": "pending", "ids": "b00000"}),
+        ("job_id", {"action": "cancel", "state": "pending", "ids": ["bad\nid"]}),
+        ("refs", {"action": "purge", "refs": ["not-a-ref"]}),
+        ("ids", {"action": "purge", "state": "dead", "ids": ids}),
+        ("selection", {"action": "cancel", "selection": "garbage"}),
+        ("at", {"action": "reschedule", "state": "pending"}),
+        ("at", {"action": "reschedule", "state": "pending", "at": BASE, "shift_ms": 5}),
+        ("shift", {"action": "reschedule", "state": "pending", "shift_ms": 10**15}),
+        ("at", {"action": "cancel", "state": "pending", "at": BASE}),
+        ("max_jobs", {"action": "cancel", "state": "pending", "max_jobs": 0}),
+        ("due_after", {"action": "purge", "state": "dead", "due_after": BASE}),
+    ]
+    if kind == "sync":
+        with Client.from_url(redis_url) as c:
+            admin = admin_of(c)
+            for name, kw in cases:
+                with pytest.raises(InvalidArgumentError) as caught:
+                    admin.bulk(topic, **kw)
+                assert caught.value.parameter == name, (name, caught.value)
+            with pytest.raises(InvalidArgumentError) as caught:
+                admin.bulk(topic + "x", "cancel", selection=dry.selection)
+            assert caught.value.parameter == "selection"
+            with pytest.raises(UnknownTopicError):
+                admin.bulk(topic + "x", "cancel", state="pending")
+    else:
+        admin = AsyncAdmin.of(client)
+        for name, kw in cases:
+            with pytest.raises(InvalidArgumentError) as caught:
+                await admin.bulk(topic, **kw)
+            assert caught.value.parameter == name, (name, caught.value)
+    assert await pending_ids(AsyncAdmin.of(client), topic) == set(ids)
+    nothing = await AsyncAdmin.of(client).bulk(
+        topic, "cancel", state="pending", due_before=BASE - 1, dry_run=True
+    )
+    assert (nothing.matched, nothing.selection) == (0, None)
+    keys = ShardKeys(topic, 0)
+    assert keys.topic == topic

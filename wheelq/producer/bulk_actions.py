@@ -1,0 +1,343 @@
+"""Actions on many jobs at once (sans-I/O): select the jobs a filter matches (or the ids
+named) into a selection, count them, and act on the selection a batch at a time, each job
+only while it is still in the state it was selected in (`wheelq.core.bulk_actions` has the design).
+Every Redis call is one bounded batch: a page of a list, a ZADD of a page's members, a
+ZMSCORE of a batch, a short script per job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from wheelq.core.bulk_actions import (
+    BATCH,
+    SELECTION_TTL_MS,
+    BulkAction,
+    BulkOutcome,
+    Selection,
+    bulk_action,
+)
+from wheelq.core.due import MAX_AT_MS, NOW, At, DueSpec, at_ms, latest_at_ms
+from wheelq.core.job import parse_ref
+from wheelq.core.job_list import (
+    MAX_LIST_LIMIT,
+    JobFilter,
+    ListedJob,
+    ListState,
+    SortKey,
+    decode_cursor,
+)
+from wheelq.core.keys import ShardKeys, shard_of, validate_job_id
+from wheelq.errors import InvalidArgumentError, UnknownTopicError, WheelqError, int_in
+from wheelq.producer.job_lists import checked_filter, dead_page, page_of
+from wheelq.producer.operations import Op, Producer
+from wheelq.store import dead_letters as dead
+from wheelq.store import enqueue
+from wheelq.store import selections as store
+from wheelq.store.call import Call
+
+MAX_NAMED = 10_000
+"""Ids or refs one bulk call may name (more: select them by filter)."""
+MAX_SHIFT_MS = 10 * 365 * 24 * 3600 * 1000
+Progress = Callable[[int, int], None]
+"""Told (jobs reached, jobs selected) after each batch of an act."""
+
+
+def bulk(
+    producer: Producer,
+    topic: str,
+    action: object,
+    *,
+    state: object = None,
+    due_after: At | None = None,
+    due_before: At | None = None,
+    group: object = None,
+    reason: object = None,
+    ids: Sequence[str] | None = None,
+    refs: Sequence[str] | None = None,
+    selection: str | None = None,
+    dry_run: bool = False,
+    at: At | None = None,
+    shift_ms: int | None = None,
+    max_jobs: int | None = None,
+    progress: Progress | None = None,
+) -> Op[BulkOutcome]:
+    """Select (a dry run stops there) and act; see `Admin.bulk`."""
+    ways = [n for n, v in (("ids", ids), ("refs", refs), ("selection", selection)) if v is not None]
+    if len(ways) > 1:
+        raise InvalidArgumentError(ways[1], f"pass one of {' and '.join(ways)}, not both")
+    if selection is not None:
+        sel = Selection.of(selection, topic)
+        listed, match = sel.state, JobFilter()
+    elif state is None and refs is None:
+        raise InvalidArgumentError(
+            "filter",
+            "a bulk action needs a filter (at least its state), ids, refs or a selection",
+        )
+    else:
+        listed, match = checked_filter(
+            "dead" if state is None else state, due_after, due_before, group, reason
+        )
+    found = bulk_action(action, listed)
+    due = _due(found, at, shift_ms, producer.clock.now_ms())
+    if max_jobs is not None:
+        int_in("max_jobs", max_jobs, 1, 10**9)
+    if selection is None:
+        named = _named(listed, ids, refs)
+        sel = yield from select(producer, topic, listed, match, named)
+        if dry_run:
+            token = sel.token() if sel.matched else None
+            return BulkOutcome(found, listed, True, sel.matched, selection=token)
+    elif dry_run:
+        left = yield from _remaining(producer, topic, sel)
+        return BulkOutcome(found, listed, True, sel.matched, remaining=left, selection=selection)
+    return (yield from act(producer, topic, sel, found, due, shift_ms, max_jobs, progress))
+
+
+def _due(action: BulkAction, at: At | None, shift_ms: int | None, now_ms: int) -> DueSpec | None:
+    """The due time a reschedule moves jobs to (None: by `shift_ms`); NOW for run_now."""
+    if action is BulkAction.RUN_NOW:
+        if at is not None or shift_ms is not None:
+            raise InvalidArgumentError("at", "run_now takes neither at nor shift")
+        return NOW
+    if action is not BulkAction.RESCHEDULE:
+        if at is not None or shift_ms is not None:
+            name = "at" if at is not None else "shift"
+            raise InvalidArgumentError(name, f"{name} goes with reschedule, not {action.value}")
+        return None
+    if (at is None) == (shift_ms is None):
+        raise InvalidArgumentError("at", "reschedule takes at (a time) or shift (ms), one of them")
+    if at is not None:
+        return DueSpec("at", at_ms(at, latest_ms=latest_at_ms(now_ms)))
+    int_in("shift", shift_ms, -MAX_SHIFT_MS, MAX_SHIFT_MS)
+    return None
+
+
+def _named(
+    state: ListState, ids: Sequence[str] | None, refs: Sequence[str] | None
+) -> list[str] | None:
+    given = ids if ids is not None else refs
+    if given is None:
+        return None
+    name = "ids" if ids is not None else "refs"
+    if isinstance(given, str) or not 0 < len(given) <= MAX_NAMED:
+        raise InvalidArgumentError(name, f"{name} must be a list of 1-{MAX_NAMED} {name}")
+    if (state is ListState.DEAD) != (refs is not None):
+        raise InvalidArgumentError(
+            name, "dead letters are named by refs; pending and retrying jobs by ids"
+        )
+    for one in given:
+        if ids is not None:
+            validate_job_id(one)
+        else:
+            try:
+                parse_ref(one)
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError("refs", str(exc)) from None
+    return list(dict.fromkeys(given))
+
+
+def select(
+    producer: Producer,
+    topic: str,
+    state: ListState,
+    match: JobFilter,
+    named: list[str] | None,
+) -> Op[Selection]:
+    """Copy the jobs `state`'s list holds under `match` (or the `named` ones still in
+    `state`) into a new selection, a page at a time; the selection, with its count."""
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        raise UnknownTopicError(topic)
+    sel = Selection.new(topic, state)
+    count = 0
+    if named is not None:
+        for i in range(0, len(named), BATCH):
+            members = yield from _still(topic, shards, state, named[i : i + BATCH])
+            count += yield from _remember(topic, sel, members)
+    else:
+        after: SortKey | None = None
+        while True:
+            if state is ListState.DEAD:
+                ref = None if after is None else str(after[0])
+                page = yield from dead_page(producer, topic, MAX_LIST_LIMIT, ref, match)
+            else:
+                page = yield from page_of(producer, topic, state, match, MAX_LIST_LIMIT, after)
+            count += yield from _remember(topic, sel, [_member(row) for row in page])
+            if page.next is None:
+                break
+            after = decode_cursor(page.next, topic, state)
+    return dataclasses.replace(sel, matched=count)
+
+
+def _member(row: ListedJob) -> tuple[int, str, int]:
+    """(shard, member, score) of a listed job in a selection."""
+    if row.state is ListState.DEAD:
+        assert row.ref is not None
+        shard, entry_id = parse_ref(row.ref)
+        return shard, entry_id, 0
+    assert row.id is not None
+    return row.shard, row.id, row.due_ms or 0
+
+
+def _remember(topic: str, sel: Selection, members: Sequence[tuple[int, str, int]]) -> Op[int]:
+    by_shard: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    for shard, member, score in members:
+        by_shard[shard].append((member, score))
+    calls = [
+        call
+        for shard, pairs in by_shard.items()
+        for call in store.remember(ShardKeys(topic, shard), sel.name, pairs, SELECTION_TTL_MS)
+    ]
+    if calls:
+        yield calls
+    return len(members)
+
+
+def _still(
+    topic: str, shards: int, state: ListState, named: Sequence[str]
+) -> Op[list[tuple[int, str, int]]]:
+    """The named jobs (or dead letters) still in `state`, as selection members."""
+    by_shard: dict[int, list[str]] = defaultdict(list)
+    for one in named:
+        if state is ListState.DEAD:
+            shard, entry_id = parse_ref(one)
+            if shard < shards:
+                by_shard[shard].append(entry_id)
+        else:
+            by_shard[shard_of(one, shards)].append(one)
+    out: list[tuple[int, str, int]] = []
+    for shard, members in by_shard.items():
+        keys = ShardKeys(topic, shard)
+        kept = yield from _in_state(keys, state, members)
+        out += [(shard, member, due or 0) for member, due in kept]
+    return out
+
+
+def _in_state(
+    keys: ShardKeys, state: ListState, members: Sequence[str]
+) -> Op[list[tuple[str, int | None]]]:
+    """Those of `members` (job ids; dead letters' entry ids) in `state` now, with their due
+    time (None: a retry stored under an alias member only)."""
+    if state is ListState.DEAD:
+        there = yield store.dead_exists(keys, members)
+        return [(m, None) for m, ok in zip(members, there, strict=True) if ok]
+    calls: list[Call[Any]] = [store.due_times(keys, members), store.in_retry_index(keys, members)]
+    if state is ListState.RETRYING:
+        calls += [store.has_alias_retry(keys, m) for m in members]
+    dues, indexed, *aliased = yield calls
+    out = []
+    for i, member in enumerate(members):
+        if state is ListState.PENDING and dues[i] is not None and not indexed[i]:
+            out.append((member, dues[i]))
+        elif state is ListState.RETRYING and ((indexed[i] and dues[i] is not None) or aliased[i]):
+            out.append((member, dues[i] if indexed[i] else None))
+    return out
+
+
+def act(
+    producer: Producer,
+    topic: str,
+    sel: Selection,
+    action: BulkAction,
+    due: DueSpec | None,
+    shift_ms: int | None,
+    max_jobs: int | None,
+    progress: Progress | None,
+) -> Op[BulkOutcome]:
+    """Act on the selection a batch at a time, each job while it is still in its state."""
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        raise UnknownTopicError(topic)
+    acted = changed = skipped = reached = 0
+    for shard in range(shards):
+        keys = ShardKeys(topic, shard)
+        while max_jobs is None or reached < max_jobs:
+            count = BATCH if max_jobs is None else min(BATCH, max_jobs - reached)
+            taken, _ = yield store.take(keys, sel.name, count, SELECTION_TTL_MS)
+            if not taken:
+                break
+            members = [member for member, _ in taken]
+            done, moved_on, left = yield from _act_batch(
+                keys, sel.state, action, members, due, shift_ms
+            )
+            acted, changed, skipped = acted + done, changed + moved_on, skipped + left
+            yield [store.forget(keys, sel.name, members)]
+            reached += len(members)
+            if progress is not None:
+                progress(reached, sel.matched)
+    remaining = yield from _remaining(producer, topic, sel)
+    return BulkOutcome(
+        action,
+        sel.state,
+        False,
+        sel.matched,
+        acted,
+        changed,
+        skipped,
+        remaining,
+        sel.token() if remaining else None,
+    )
+
+
+def _remaining(producer: Producer, topic: str, sel: Selection) -> Op[int]:
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        raise UnknownTopicError(topic)
+    sizes = yield [store.size(ShardKeys(topic, shard), sel.name) for shard in range(shards)]
+    return int(sum(sizes))
+
+
+def _act_batch(
+    keys: ShardKeys,
+    state: ListState,
+    action: BulkAction,
+    members: Sequence[str],
+    due: DueSpec | None,
+    shift_ms: int | None,
+) -> Op[tuple[int, int, int]]:
+    """(acted, changed, skipped) of one batch of one shard."""
+    if action is BulkAction.REPLAY:
+        ((n, held, refused),) = yield [dead.replay(keys, members)]
+        return n, len(members) - n - held - len(refused), held + len(refused)
+    if action is BulkAction.PURGE:
+        (n,) = yield [dead.purge_dead(keys, members)]
+        return n, len(members) - n, 0
+    still = yield from _in_state(keys, state, members)
+    calls: list[Call[Any]] = []
+    skipped = 0
+    for job_id, at in still:
+        if action is BulkAction.CANCEL:
+            calls.append(_safe(enqueue.cancel(keys, job_id)))
+        elif due is not None:
+            calls.append(_safe(enqueue.reschedule(keys, job_id, due)))
+        elif at is not None and shift_ms is not None:
+            moved = min(max(at + shift_ms, 0), MAX_AT_MS)
+            calls.append(_safe(enqueue.reschedule(keys, job_id, DueSpec("at", moved))))
+        else:
+            skipped += 1  # a retry under an alias member only: its due time is not read here
+    replies = (yield calls) if calls else []
+    # cancel answers whether it removed anything; reschedule where it placed it (None: not
+    # pending), and SCHEDULED is 0
+    acted = sum(
+        1 for r in replies if r is not None and r is not False and not isinstance(r, WheelqError)
+    )
+    errors = sum(1 for r in replies if isinstance(r, WheelqError))
+    return acted, len(members) - acted - errors - skipped, errors + skipped
+
+
+def _safe(call: Call[Any]) -> Call[Any]:
+    """`call` whose parse answers its error instead of raising it (a malformed job due now
+    is skipped, not the end of the batch)."""
+    parse = call.parse
+
+    def answer(reply: Any) -> Any:
+        try:
+            return parse(reply)
+        except WheelqError as exc:
+            return exc
+
+    return dataclasses.replace(call, parse=answer)

@@ -1,0 +1,93 @@
+"""The Redis side of bulk actions (`wheelq.core.bulk_actions`): a selection's sorted set per shard
+(member: a job id or a dead letter's entry id; score: its due ms when selected), and the
+checks that a selected job is still in its state. Every call is bounded by its batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from wheelq.core.history import SEPARATOR
+from wheelq.core.keys import ShardKeys, selection_key
+from wheelq.store.call import Call
+from wheelq.store.scripts import text
+
+
+def remember(
+    keys: ShardKeys, name: str, members: Sequence[tuple[str, int]], ttl_ms: int
+) -> list[Call[Any]]:
+    """Add (member, score) pairs to the shard's selection `name`, which expires `ttl_ms`
+    after this call."""
+    key = selection_key(keys, name)
+    flat: list[str | int] = []
+    for member, score in members:
+        flat += [score, member]
+    return [Call(command=("ZADD", key, *flat), parse=int), _expire(key, ttl_ms)]
+
+
+def _expire(key: str, ttl_ms: int) -> Call[Any]:
+    return Call(command=("PEXPIRE", key, ttl_ms))
+
+
+def take(keys: ShardKeys, name: str, count: int, ttl_ms: int) -> list[Call[Any]]:
+    """Up to `count` (member, score) pairs of the selection, in member order (and its
+    expiry pushed back: it is in use)."""
+    key = selection_key(keys, name)
+
+    def parse(reply: Any) -> list[tuple[str, int]]:
+        return [(text(m), int(float(s))) for m, s in reply or ()]
+
+    return [
+        Call(command=("ZRANGE", key, 0, count - 1, "WITHSCORES"), parse=parse),
+        _expire(key, ttl_ms),
+    ]
+
+
+def forget(keys: ShardKeys, name: str, members: Sequence[str]) -> Call[int]:
+    return Call(command=("ZREM", selection_key(keys, name), *members), parse=int)
+
+
+def size(keys: ShardKeys, name: str) -> Call[int]:
+    return Call(command=("ZCARD", selection_key(keys, name)), parse=int)
+
+
+def _scores(reply: Any) -> list[int | None]:
+    return [None if s is None else int(float(s)) for s in reply or ()]
+
+
+def due_times(keys: ShardKeys, members: Sequence[str]) -> Call[list[int | None]]:
+    """Each member's due ms in the shard's sorted set (None: not pending)."""
+    return Call(command=("ZMSCORE", keys.delayed, *members), parse=_scores)
+
+
+def in_retry_index(keys: ShardKeys, members: Sequence[str]) -> Call[list[bool]]:
+    """Whether each member is in the index of pending retries."""
+    return Call(
+        command=("ZMSCORE", keys.retries, *members),
+        parse=lambda r: [s is not None for s in r or ()],
+    )
+
+
+def has_alias_retry(keys: ShardKeys, job_id: str) -> Call[bool]:
+    """Whether a retry of `job_id` is pending under an alias member."""
+    return Call(
+        command=(
+            "ZRANGE",
+            keys.retries,
+            f"[{job_id}{SEPARATOR}",
+            f"({job_id}\x20",
+            "BYLEX",
+            "LIMIT",
+            0,
+            1,
+        ),
+        parse=bool,
+    )
+
+
+def dead_exists(keys: ShardKeys, entry_ids: Sequence[str]) -> list[Call[bool]]:
+    """Whether each dead letter is still in the shard's dead-letter stream."""
+    return [
+        Call(command=("XRANGE", keys.dead, entry_id, entry_id), parse=bool)
+        for entry_id in entry_ids
+    ]
