@@ -103,6 +103,21 @@ class RoleSettings(_Validated):
     """How long `stop()` may wait for Redis after the grace. 0: do not wait."""
     failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
     """Longest pause of a part between failed steps (from 100 ms, doubling, with jitter)."""
+    process_beat_ms: Annotated[int, Range(1000, 60_000)] = 1000
+    """How often the process beats its record into the process list (one call a beat, for
+    every role of the process; the first role to start sets it)."""
+    process_ttl_ms: Annotated[int, Range(2000, 600_000)] = 3000
+    """How long after its last beat a process leaves the list when no beat follows (it died);
+    at least twice process_beat_ms."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.process_ttl_ms < 2 * self.process_beat_ms:
+            raise InvalidArgumentError(
+                "process_ttl_ms",
+                f"process_ttl_ms must be >= 2 x process_beat_ms ({2 * self.process_beat_ms}), "
+                f"got {self.process_ttl_ms}",
+            )
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.pause import PauseState
+from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
-from wheelq.producer import pauses, schedules
+from wheelq.producer import pauses, processes, schedules
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -371,6 +372,14 @@ class Admin:
     def unschedule(self, name: str, topic: str) -> bool:
         """Remove the schedule and cancel its runs written ahead; False if there was none."""
         return self._run(schedules.change(self._producer, name, topic, "remove"))
+
+    def processes(self) -> list[ProcessInfo]:
+        """Every live scheduler node, worker, HTTP service and outbox relay process, by role,
+        host and pid: each with its roles and what they are doing (topics, groups, slots,
+        jobs in flight, handled and failed, led shards and their lease ages) as of its last
+        beat. A process killed leaves the list once its record expires (``process_ttl_ms``
+        after its last beat); one that stops leaves it at once."""
+        return self._run(processes.processes(self._producer))
 
     def close(self) -> None:
         """Close the connections (not those of the client it was made `of`)."""
