@@ -58,7 +58,7 @@ def test_a_record_reads_back_as_written(info: ProcessInfo) -> None:
 
     found = unpack_process(pack_process(info), expires_ms, 1_000_250)
 
-    assert found == dataclasses.replace(info, beat_age_ms=250)
+    assert found == dataclasses.replace(info, last_beat_ms=1_000_000, beat_age_ms=250)
 
 
 def test_the_beat_age_is_how_long_ago_the_last_beat_landed_never_negative() -> None:
@@ -66,6 +66,7 @@ def test_the_beat_age_is_how_long_ago_the_last_beat_landed_never_negative() -> N
     raw = pack_process(info)
 
     assert unpack_process(raw, 13_000, 10_400).beat_age_ms == 400
+    assert unpack_process(raw, 13_000, 10_400).up_ms == 10_400 - 5
     assert unpack_process(raw, 13_000, 9_000).beat_age_ms == 0  # read before the beat's now
 
 

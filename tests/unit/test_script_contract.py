@@ -32,9 +32,9 @@ from wheelq.store import (
 from wheelq.store.call import Call
 from wheelq.store.scripts import (
     FLOW_SCRIPTS,
-    PROCESS_SCRIPTS,
     NAMES,
     NOT_PENDING,
+    PROCESS_SCRIPTS,
     SCRIPT_KEYS,
     GroupOutcome,
     Placed,

@@ -80,8 +80,15 @@ class ProcessInfo:
     ttl_ms: int
     """How long after its last beat its record goes, when no beat follows (it died)."""
     roles: tuple[RoleInfo, ...] = ()
+    last_beat_ms: int = 0
+    """When its last beat landed (Redis clock ms; set when read)."""
     beat_age_ms: int = 0
-    """How long ago its last beat landed (when read)."""
+    """How long ago its last beat landed, when read."""
+
+    @property
+    def up_ms(self) -> int:
+        """How long it has been running, when read."""
+        return max(0, self.last_beat_ms + self.beat_age_ms - self.started_ms)
 
     @property
     def role(self) -> str:
@@ -152,7 +159,7 @@ def role_info(
 
 
 def pack_process(info: ProcessInfo) -> bytes:
-    """The stored record: a msgpack array, `FORMAT` first (``beat_age_ms`` is not stored)."""
+    """The stored record: a msgpack array, `FORMAT` first (what a reader sets is not stored)."""
     roles = [
         [
             r.role,
@@ -208,16 +215,14 @@ def unpack_process(raw: bytes, expires_ms: int, now_ms: int) -> ProcessInfo:
         tuple(_role(r) for r in _list(roles)),
     )
     beat_ms = expires_ms - info.ttl_ms
-    return replace(info, beat_age_ms=max(0, now_ms - beat_ms))
+    return replace(info, last_beat_ms=beat_ms, beat_age_ms=max(0, now_ms - beat_ms))
 
 
 def _role(value: Any) -> RoleInfo:
     fields = _list(value)
     if len(fields) < 10:
         raise ValueError(f"a role of a process record has {len(fields)} fields, expected 10")
-    role, name, topics, groups, concurrency, in_flight, handled, failed, leads, total = fields[
-        :10
-    ]
+    role, name, topics, groups, concurrency, in_flight, handled, failed, leads, total = fields[:10]
     return RoleInfo(
         _str(role),
         _str(name),
@@ -266,4 +271,3 @@ def live_order(found: Iterable[ProcessInfo]) -> list[ProcessInfo]:
         return first, p.host, p.pid, p.id
 
     return sorted(found, key=key)
-
