@@ -54,9 +54,10 @@ class RoleInfo:
     in_flight: int = 0
     """A worker's entries delivered to it and not yet settled."""
     handled: int = 0
-    """Jobs handled: a worker's handler runs, a node's jobs fired, a relay's rows relayed."""
+    """Jobs done: a worker's handler runs that succeeded, a node's jobs fired, a service's
+    requests answered, a relay's rows relayed."""
     failed: int = 0
-    """A worker's failed handler runs; a relay's rows Redis refused."""
+    """A worker's failed handler runs, a service's 5xx answers, a relay's rows refused."""
     leads: tuple[LeadInfo, ...] = ()
     """A scheduler node's led shards (at most `MAX_LEADS`)."""
     leads_total: int = 0
