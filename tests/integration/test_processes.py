@@ -234,7 +234,7 @@ async def test_the_console_page_lists_processes_without_javascript_and_passes_ax
             try:
                 page = await context.new_page()
                 await page.goto(api.base + "/ui")
-                await page.get_by_role("link", name="processes").click()
+                await page.get_by_role("link", name="processes", exact=True).click()
                 await page.wait_for_url("**/ui/processes")
                 row = page.locator(f'tr[data-id="{info.id}"]')
                 text = await row.inner_text()
@@ -244,7 +244,7 @@ async def test_the_console_page_lists_processes_without_javascript_and_passes_ax
                 await context.close()
                 context = await browser.new_context(color_scheme=scheme)
                 page = await context.new_page()
-                await page.goto(api.base + "/ui/processes?refresh=5")
+                await page.goto(api.base + "/ui/processes")
                 results = await axe.run(page)
                 found = [
                     f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
