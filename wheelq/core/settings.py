@@ -106,18 +106,13 @@ class RoleSettings(_Validated):
     process_beat_ms: Annotated[int, Range(1000, 60_000)] = 1000
     """How often the process beats its record into the process list (one call a beat, for
     every role of the process; the first role to start sets it)."""
-    process_ttl_ms: Annotated[int, Range(2000, 600_000)] = 3000
-    """How long after its last beat a process leaves the list when no beat follows (it died);
-    at least twice process_beat_ms."""
+    process_expiry_beats: Annotated[int, Range(2, 60)] = 3
+    """A process whose beats stop (it died) leaves the list this many beats after its last."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.process_ttl_ms < 2 * self.process_beat_ms:
-            raise InvalidArgumentError(
-                "process_ttl_ms",
-                f"process_ttl_ms must be >= 2 x process_beat_ms ({2 * self.process_beat_ms}), "
-                f"got {self.process_ttl_ms}",
-            )
+    @property
+    def process_ttl_ms(self) -> int:
+        """How long a process's record outlives its last beat."""
+        return self.process_beat_ms * self.process_expiry_beats
 
 
 @dataclass(frozen=True)

@@ -377,8 +377,8 @@ class Admin:
         """Every live scheduler node, worker, HTTP service and outbox relay process, by role,
         host and pid: each with its roles and what they are doing (topics, groups, slots,
         jobs in flight, handled and failed, led shards and their lease ages) as of its last
-        beat. A process killed leaves the list once its record expires (``process_ttl_ms``
-        after its last beat); one that stops leaves it at once."""
+        beat. A process killed leaves the list once its record expires, 3 beats after its
+        last (``process_beat_ms``, ``process_expiry_beats``); one stopped, at once."""
         return self._run(processes.processes(self._producer))
 
     def close(self) -> None:
