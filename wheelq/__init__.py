@@ -12,6 +12,7 @@ from wheelq.core.flow import Flow, TopicLimits
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
 from wheelq.core.pause import PauseState
+from wheelq.core.process import LeadInfo, ProcessInfo, RoleInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.retry import Defer, Fail, Retry, RetryPolicy
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
@@ -97,6 +98,9 @@ __all__ = [
     "EventsConfig",
     "JobState",
     "PauseState",
+    "LeadInfo",
+    "ProcessInfo",
+    "RoleInfo",
     "ShardStats",
     "SpoolStats",
     "TopicStats",

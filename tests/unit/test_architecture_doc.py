@@ -80,6 +80,8 @@ def test_the_key_layout_table_lists_exactly_the_keys_keys_py_makes() -> None:
         keys.RECEIPT_KEY,
         keys.PAUSED_KEY,
         keys.PAUSED_CHANNEL,
+        keys.PROCESSES_KEY,
+        keys.PROCESS_RECORDS_KEY,
         keys.nodes_key("T"),
     }
     listed = {row for row in rows if not row.startswith(("wheelq:order:", "wheelq:flow:"))}

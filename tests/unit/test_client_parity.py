@@ -23,7 +23,6 @@ LIFECYCLE = {"from_url", "redis", "close", "aclose", "executor"}
 """What every class has of its own: making it, its connection, closing it."""
 PAIRS = [(Client, AsyncClient), (Admin, AsyncAdmin)]
 
-
 def public(cls: type) -> dict[str, Any]:
     return {name: member for name, member in vars(cls).items() if not name.startswith("_")}
 
@@ -90,7 +89,7 @@ def test_producing_and_managing_are_each_spelt_on_one_side(client: type, admin: 
     assert set(current(client)) & set(current(admin)) - LIFECYCLE == set()
 
 
-SINCE_THE_SPLIT = {"jobs", "bulk"}
+SINCE_THE_SPLIT = {"jobs", "bulk", "processes"}
 """Managing methods added after the split: only the admins have them (no alias to keep)."""
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
-from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
+from wheelq.core.keys import DATA_KEY_NAMES, PROCESS_RECORDS_KEY, PROCESSES_KEY, ShardKeys
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import (
     consume,
@@ -35,6 +35,7 @@ from wheelq.store.scripts import (
     FLOW_SCRIPTS,
     NAMES,
     NOT_PENDING,
+    PROCESS_SCRIPTS,
     SCRIPT_KEYS,
     GroupOutcome,
     Placed,
@@ -269,7 +270,7 @@ def test_every_error_status_a_script_returns_is_in_its_header(name: str) -> None
 def test_the_lua_folder_holds_exactly_the_scripts_of_the_table() -> None:
     files = {p.name[:-4] for p in LUA.iterdir() if p.name.endswith(".lua")}
 
-    assert files == {*NAMES, *FLOW_SCRIPTS, "_lib"}
+    assert files == {*NAMES, *FLOW_SCRIPTS, *PROCESS_SCRIPTS, "_lib"}
 
 
 @pytest.mark.parametrize("name", FLOW_SCRIPTS)
@@ -282,6 +283,21 @@ def test_flow_scripts_take_keys_of_their_own_and_state_returns(name: str) -> Non
     assert re.search(r"^Returns: \{0\b", text, re.M)
     used = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body(name))}
     assert used == set(range(1, len(listed) + 1))
+
+
+@pytest.mark.parametrize("name", PROCESS_SCRIPTS)
+def test_process_scripts_take_the_process_lists_keys_and_state_returns(name: str) -> None:
+    text = header(name)
+    listed = re.findall(r"^KEYS\[(\d+)\] +(wheelq:\{processes\}\S*) +([A-Z]+)\b", text, re.M)
+    assert [(i, key, kind) for i, key, kind in listed] == [
+        ("1", PROCESSES_KEY, "ZSET"),
+        ("2", PROCESS_RECORDS_KEY, "HASH"),
+    ]
+    assert len(listed) == len(re.findall(r"^KEYS", text, re.M))
+    numbers = [int(n) for n in re.findall(r"^ARGV\[(\d+)\] ", text, re.M)]
+    assert numbers == list(range(1, len(numbers) + 1)) and numbers
+    assert re.search(r"^Returns: \{0\b", text, re.M)
+    assert {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body(name))} == {1, 2}
 
 
 # --- headers and keys -----------------------------------------------------------------------

@@ -57,6 +57,8 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "start_timeout_ms", 0, 3_600_000),
     (SchedulerSettings, "stop_timeout_ms", 0, 600_000),
     (SchedulerSettings, "failure_pause_max_ms", 10, 600_000),
+    (SchedulerSettings, "process_beat_ms", 1000, 60_000),
+    (SchedulerSettings, "process_expiry_beats", 2, 60),
     (WorkerSettings, "concurrency", 1, 10_000),
     (WorkerSettings, "block_ms", 10, 60_000),
     (WorkerSettings, "read_ahead_ms", 0, 60_000),
@@ -75,6 +77,8 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (WorkerSettings, "start_timeout_ms", 0, 3_600_000),
     (WorkerSettings, "stop_timeout_ms", 0, 600_000),
     (WorkerSettings, "failure_pause_max_ms", 10, 600_000),
+    (WorkerSettings, "process_beat_ms", 1000, 60_000),
+    (WorkerSettings, "process_expiry_beats", 2, 60),
 ]
 IDS = [name for _, name, _, _ in RANGES]
 

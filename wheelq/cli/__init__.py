@@ -13,7 +13,19 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from wheelq import __version__
-from wheelq.cli import events, jobs, outbox, run, schedules, serve, server, services, top, topics
+from wheelq.cli import (
+    events,
+    jobs,
+    outbox,
+    processes,
+    run,
+    schedules,
+    serve,
+    server,
+    services,
+    top,
+    topics,
+)
 from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
 
 DESCRIPTION = """\
@@ -76,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(sub, [connects])
     topics.register_groups(sub, [connects])
     top.register(sub, [connects])
+    processes.register(sub, [connects])
     topics.register_dlq(sub, [connects])
     events.register(sub, [connects])
     schedules.register(sub, [connects])

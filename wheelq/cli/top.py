@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from wheelq.core.observe import ShardObservation, TopicRow
     from wheelq.core.pause import PauseState
+    from wheelq.core.process import ProcessInfo
     from wheelq.producer.admin import Admin
 
 INTERVAL_RANGE_S = (0.1, 3600.0)
@@ -190,7 +191,8 @@ def top(ctx: Context) -> int:
 
         def table(now: list[ShardObservation], before: Any) -> Table:
             rows = topic_rows(now, before)
-            return _top_table(rows, interval, pause_states(admin, now), unreadable)
+            found = admin.processes()
+            return _top_table(rows, interval, pause_states(admin, now), unreadable, found)
 
         previous = by_shard(frame())
         if ctx.args.once:
@@ -213,12 +215,17 @@ def _top_table(
     interval_s: float,
     paused: dict[str, PauseState] | None = None,
     unreadable: dict[str, str] | None = None,
+    processes: list[ProcessInfo] | None = None,
 ) -> Table:
-    """The frame's table; topics Redis cannot read (`unreadable`) in its caption."""
+    """The frame's table; topics Redis cannot read (`unreadable`) in its caption, and the
+    live `processes` counted by role in its title (`wheelq ps` lists them)."""
     from rich.table import Table
 
+    from wheelq.cli.processes import summary
+
+    live = "" if processes is None else f"  {summary(processes)} (wheelq ps)"
     table = Table(
-        title=f"wheelq top  (every {interval_s:g} s; Ctrl-C to quit)", title_justify="left"
+        title=f"wheelq top  (every {interval_s:g} s; Ctrl-C to quit){live}", title_justify="left"
     )
     table.add_column("topic", no_wrap=True)
     columns = "due/s,fired/s,handled/s by group,pending,ready,in flight,oldest,dead"

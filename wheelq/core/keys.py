@@ -26,6 +26,10 @@ PAUSED_KEY = "wheelq:paused"
 """HASH: ``topic`` or ``topic<US>group`` -> Redis ms it was paused (`wheelq.core.pause`)."""
 PAUSED_CHANNEL = "wheelq:paused"
 """Pub/sub channel (not a key): the topic whose pauses changed, so workers look at once."""
+PROCESSES_KEY = "wheelq:{processes}"
+"""ZSET: live process id -> Redis ms its record expires (`wheelq.core.process`)."""
+PROCESS_RECORDS_KEY = "wheelq:{processes}:records"
+"""HASH: process id -> its msgpack record; one slot with `PROCESSES_KEY` (its hash tag)."""
 
 MAX_TOPIC_LENGTH = 100
 MAX_JOB_ID_BYTES = 256

@@ -103,6 +103,16 @@ class RoleSettings(_Validated):
     """How long `stop()` may wait for Redis after the grace. 0: do not wait."""
     failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
     """Longest pause of a part between failed steps (from 100 ms, doubling, with jitter)."""
+    process_beat_ms: Annotated[int, Range(1000, 60_000)] = 1000
+    """How often the process beats its record into the process list (one call a beat, for
+    every role of the process; the first role to start sets it)."""
+    process_expiry_beats: Annotated[int, Range(2, 60)] = 3
+    """A process whose beats stop (it died) leaves the list this many beats after its last."""
+
+    @property
+    def process_ttl_ms(self) -> int:
+        """How long a process's record outlives its last beat."""
+        return self.process_beat_ms * self.process_expiry_beats
 
 
 @dataclass(frozen=True)

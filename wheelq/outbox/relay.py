@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from wheelq.core import keys as k
 from wheelq.core.histogram import Histogram
-from wheelq.core.settings import RelaySettings
+from wheelq.core.process import RoleInfo, role_info
+from wheelq.core.settings import RelaySettings, RoleSettings
 from wheelq.errors import OutboxNotInstalledError, OutboxUnavailableError
 from wheelq.outbox import connection
 from wheelq.outbox.once import PRUNE
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.replay import HeldJob, Replayed, replay, warn_duplicates
-from wheelq.runtime import crash
+from wheelq.runtime import crash, heartbeat
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import PartStopped, Service
@@ -111,6 +112,8 @@ class Relay(Service):
         self.duplicates = 0
         self.rejected = 0
         self.lag = Histogram(LAG_BOUNDS_MS)  # ms from a row's INSERT to its step taking it
+        self._beating: heartbeat.Beating | None = None
+        self._source_name = ""
 
     def status(self) -> dict[str, object]:
         return {
@@ -148,7 +151,23 @@ class Relay(Service):
         taken = await self._relay_batch(conn)
         return 0 if taken >= self.settings.batch_size else self.settings.sweep_ms / 1000
 
+    async def start(self) -> None:
+        await super().start()
+        if self._beating is None:  # in the process list, as the roles are
+            self._source_name = redacted(self.dsn)
+            beat = RoleSettings()
+            self._beating = await heartbeat.join(
+                self.client.executor, self.process_role, beat.process_beat_ms, beat.process_ttl_ms
+            )
+
+    def process_role(self) -> RoleInfo:
+        """The relay in its process's heartbeat record: rows relayed, and rows refused."""
+        return role_info("relay", self._source_name, handled=self.relayed, failed=self.rejected)
+
     async def stop(self, budget: StopBudget | None = None) -> PartStopped:
+        beating, self._beating = self._beating, None
+        if beating is not None:
+            await beating.leave(budget)
         stopped = await super().stop(budget)
         await self._disconnect()
         return stopped

@@ -17,9 +17,10 @@ from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.job_list import JobPage
 from wheelq.core.pause import PauseState
+from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import bulk_actions, job_lists, pauses, schedules
+from wheelq.producer import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
@@ -469,6 +470,14 @@ class Admin:
     def unschedule(self, name: str, topic: str) -> bool:
         """Remove the schedule and cancel its runs written ahead; False if there was none."""
         return self._run(schedules.change(self._producer, name, topic, "remove"))
+
+    def processes(self) -> list[ProcessInfo]:
+        """Every live scheduler node, worker, HTTP service and outbox relay process, by role,
+        host and pid: each with its roles and what they are doing (topics, groups, slots,
+        jobs in flight, handled and failed, led shards and their lease ages) as of its last
+        beat. A process killed leaves the list once its record expires, 3 beats after its
+        last (``process_beat_ms``, ``process_expiry_beats``); one stopped, at once."""
+        return self._run(processes.processes(self._producer))
 
     def close(self) -> None:
         """Close the connections (not those of the client it was made `of`)."""

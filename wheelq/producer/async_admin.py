@@ -15,10 +15,11 @@ from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.job_list import JobPage
 from wheelq.core.pause import PauseState
+from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
-from wheelq.producer import bulk_actions, job_lists, pauses, schedules
+from wheelq.producer import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
 from wheelq.producer import groups as grp
@@ -303,6 +304,9 @@ class AsyncAdmin:
 
     async def unschedule(self, name: str, topic: str) -> bool:
         return await self._run(schedules.change(self._producer, name, topic, "remove"))
+
+    async def processes(self) -> list[ProcessInfo]:
+        return await self._run(processes.processes(self._producer))
 
     async def aclose(self) -> None:
         """Close the connections (not those of the client it was made `of`)."""

@@ -10,6 +10,8 @@ from typing import Generic, TypeVar
 import redis.asyncio
 import redis.asyncio.cluster
 
+from wheelq.core.settings import RoleSettings
+from wheelq.runtime import heartbeat
 from wheelq.runtime.outage import StartGate, StopBudget, close
 from wheelq.runtime.service import Lifecycle
 from wheelq.store.executor import AsyncExecutor
@@ -42,6 +44,7 @@ class Role(Lifecycle, Generic[R]):
         self._budget: StopBudget | None = None
         self.owns_connection = False
         """Set by ``from_url``: the client is this role's, and `stop()` closes it."""
+        self._beating: heartbeat.Beating | None = None
 
     @property
     def redis(self) -> redis.asyncio.Redis:
@@ -70,6 +73,24 @@ class Role(Lifecycle, Generic[R]):
             raise
         if not self._gate.started and self.owns_connection:  # aborted by stop() while waiting
             await close(self._executor)  # for Redis: the wait's connection goes with it
+
+    async def _join_processes(self, snapshot: heartbeat.Snapshot, settings: RoleSettings) -> None:
+        """Put the role in its process's heartbeat record (the process list)."""
+        if self._beating is None:
+            self._beating = await heartbeat.join(
+                self._executor, snapshot, settings.process_beat_ms, settings.process_ttl_ms
+            )
+
+    async def _leave_processes(self, budget: StopBudget | None) -> None:
+        """Take the role off its process's record (the last one: the process off the list)."""
+        beating, self._beating = self._beating, None
+        if beating is not None:
+            await beating.leave(budget)
+
+    @property
+    def process_id(self) -> str | None:
+        """The id of this role's process in the process list (None: not started)."""
+        return None if self._beating is None else self._beating.heartbeat.process_id
 
     def _stop_budget(self) -> StopBudget:
         """The budget of the stop that begins now (`hurry()` cuts it)."""

@@ -187,6 +187,11 @@ class LeaseKeeper(Service):
             watch_ms = min(s.check_interval_ms, s.failover_grace_ms)
             self._watch = CrashWatch(ctx.executor, s.failover_grace_ms, watch_ms)
 
+    @property
+    def served(self) -> tuple[str, ...]:
+        """The topics the node takes part in (as of its last check)."""
+        return tuple(self._served)
+
     async def step(self) -> float:
         """Renew when due, then heartbeat and balance when due; between checks, count the
         other leaders' liveness connections and reap when due."""
@@ -217,6 +222,7 @@ class LeaseKeeper(Service):
         if not leads:
             return
         ttl, token = self._ctx.settings.lease_ttl_ms, self._ctx.leads.token
+        sent_ms = self.clock.now_ms()  # a renewal counts from when it was sent
         replies: list[Any] = []
         if self._ifeq:
             calls = [leases.lease_renew_ifeq(lead.keys, token, ttl) for lead in leads]
@@ -232,7 +238,9 @@ class LeaseKeeper(Service):
             calls = [leases.lease_renew(lead.keys, token, ttl) for lead in leads]
             replies = await self._ctx.executor.run(calls)
         for lead, renewed in zip(leads, replies, strict=True):
-            if not renewed:
+            if renewed:
+                lead.renewed_ms = sent_ms
+            else:
                 log.warning("lease of %s was taken over", lead.keys.tag)
                 self.drop(lead, "lost")
 

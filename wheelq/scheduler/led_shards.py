@@ -79,6 +79,7 @@ class Lead:
     followed: bool = False  # Wake notes arrive by pub/sub.
     noted: bool = True  # The inbox may hold notes.
     overdue: bool = True  # A job to sweep was seen (or backlog).
+    renewed_ms: int = 0  # Redis ms the lease was last renewed (or taken): its age's start.
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,9 @@ class Leads:
     by_channel: dict[str, Lead] = field(default_factory=dict)
 
     def add(self, keys: ShardKeys, acquired_ms: int, shards: int = 1) -> Lead:
-        lead = Lead(keys, next(self._slots), acquired_ms, acquired_ms, shards=shards)
+        lead = Lead(
+            keys, next(self._slots), acquired_ms, acquired_ms, shards=shards, renewed_ms=acquired_ms
+        )
         self.by_slot[lead.slot] = lead
         self.by_keys[keys] = lead
         self.by_channel[keys.wake_channel] = lead

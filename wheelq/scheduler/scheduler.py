@@ -13,6 +13,7 @@ from typing import Any, Self
 from redis.exceptions import RedisError
 
 from wheelq.core.keys import topic_set
+from wheelq.core.process import LeadInfo, RoleInfo, role_info
 from wheelq.core.settings import SchedulerSettings
 from wheelq.runtime.clock import ClockKeeper, RedisClock
 from wheelq.runtime.outage import StopBudget
@@ -138,6 +139,7 @@ class Scheduler(Role[StopReport]):
             )
         for part in self._parts():
             await part.start()
+        await self._join_processes(self.process_role, s)
         log.info(
             "scheduler node %s started (clock offset error <= %.2f ms)",
             self.node_id,
@@ -176,7 +178,30 @@ class Scheduler(Role[StopReport]):
             self._clock_keeper,
         ):
             await part.stop(budget)
+        await self._leave_processes(budget)
         return StopReport(released, len(self.driver.wheel), held - released)
+
+    def process_role(self) -> RoleInfo:
+        """This node in its process's heartbeat record: its topics, the jobs it fired, and
+        each led shard with how long it has led it and its lease's age."""
+        now_ms = self.clock.now_ms()
+        leads = sorted(self.leads.all(), key=lambda x: (x.keys.topic, x.keys.shard))
+        fired = sum(n for (kind, _, _), n in self.node_metrics.counts.items() if kind == "emitted")
+        return role_info(
+            "scheduler",
+            self.node_id,
+            topics=self.leases.served,
+            handled=fired,
+            leads=[
+                LeadInfo(
+                    lead.keys.topic,
+                    lead.keys.shard,
+                    max(0, now_ms - lead.acquired_ms),
+                    max(0, now_ms - lead.renewed_ms),
+                )
+                for lead in leads
+            ],
+        )
 
     def status(self) -> dict[str, Any]:
         """What this node leads and has done, for logs, health checks and dashboards."""

@@ -167,3 +167,17 @@ def _apart(executor: AsyncExecutor, connections: int) -> AsyncExecutor:
         connection_class=pool.connection_class, max_connections=connections, **options
     )
     return AsyncExecutor(redis.asyncio.Redis.from_pool(own))
+
+
+def server_of(executor: AsyncExecutor) -> str:
+    """Which server (or cluster) `executor` talks to, as a name: ``host:port/db``, a unix
+    socket's path and db, or ``cluster:`` and its nodes (the roles of one process that talk
+    to the same one share a heartbeat, `wheelq.runtime.heartbeat`)."""
+    client: Any = executor.client
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        manager = client.nodes_manager
+        nodes = manager.nodes_cache or manager.startup_nodes
+        return "cluster:" + ",".join(sorted(nodes))
+    kwargs = client.connection_pool.connection_kwargs
+    where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    return f"{where}/{kwargs.get('db', 0)}"

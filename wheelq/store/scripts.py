@@ -140,6 +140,9 @@ NAMES = tuple(SCRIPT_KEYS)
 FLOW_SCRIPTS = ("flow_rate", "flow_enter", "flow_order")
 """Scripts on a flow-control key of their own (`wheelq.core.flow.flow_key`), not a shard's."""
 
+PROCESS_SCRIPTS = ("process_beat", "processes")
+"""Scripts on the process list's keys (`wheelq.core.keys.PROCESSES_KEY`), not a shard's."""
+
 
 @dataclass(frozen=True, slots=True)
 class Script:
@@ -163,7 +166,7 @@ def load_all() -> dict[str, Script]:
     lua = resources.files("wheelq.store") / "lua"
     prelude = (lua / "_lib.lua").read_text("utf-8")
     loaded = {}
-    for name in (*NAMES, *FLOW_SCRIPTS):
+    for name in (*NAMES, *FLOW_SCRIPTS, *PROCESS_SCRIPTS):
         body = (lua / f"{name}.lua").read_text("utf-8")
         source = for_script(prelude, body) + "\n" + body
         sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 (Redis's hash)

@@ -31,12 +31,14 @@ from wheelq.store import server
 from wheelq.web import (
     api_events,
     api_jobs,
+    api_processes,
     api_pull,
     api_schedules,
     api_topics,
     problems,
     ui,
     ui_actions,
+    ui_processes,
 )
 from wheelq.web.problems import problem_response
 from wheelq.web.service import WebService, json_response, known_topic
@@ -104,10 +106,11 @@ def create_app(service: WebService) -> FastAPI:
         return Response(offline_redoc(), media_type="text/javascript")
 
     problems.install(app, page=ui.error_page)
-    routers = (api_jobs, api_topics, api_schedules, api_pull, api_events)
+    routers = (api_jobs, api_topics, api_schedules, api_pull, api_events, api_processes)
     for api in routers:
         app.include_router(api.router)
     app.include_router(ui.router)
+    app.include_router(ui_processes.router)
     app.include_router(ui_actions.router)
     app.include_router(ui.front)
 

@@ -4,6 +4,7 @@ what requests are checked against before anything is done (bad input changes not
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import itertools
 import math
@@ -479,8 +480,12 @@ def wire_model(cls: type) -> type[BaseModel]:
     spec: dict[str, Any] = {}
     for name, wire, _ in fields:
         kind = hints[name]
-        if get_origin(kind) in (tuple, list):  # records: GroupInfo, ShardStats
-            kind = list[wire_model(get_args(kind)[0])]  # type: ignore[misc]
+        args: tuple[Any, ...] = get_args(kind)
+        if get_origin(kind) in (tuple, list) and isinstance(args[0], type):
+            if dataclasses.is_dataclass(args[0]):  # records: GroupInfo, ShardStats
+                kind = list[wire_model(args[0])]  # type: ignore[misc]
+            else:  # plain values (topic names): a JSON list
+                kind = list.__class_getitem__(args[0])
         # Every field required: an answer always carries each one.
         spec[wire] = (kind, Field(description=ERROR_LINE if name in ERRORS else docs.get(name)))
         if name in ERRORS:

@@ -15,11 +15,13 @@ from fastapi import Request, Response
 from wheelq.callbacks.delivery import Deliveries
 from wheelq.callbacks.resolver import private_target
 from wheelq.core.callback import validate_callback
+from wheelq.core.process import RoleInfo, role_info
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.errors import InvalidArgumentError, UnknownTopicError
 from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
+from wheelq.runtime import heartbeat
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
 from wheelq.web.auth import Guard, Token
@@ -109,6 +111,8 @@ class WebService:
             self.charts = self.sampler = Sampler(client.executor, self.admin.topics, self.clock)
         self.requests: dict[tuple[str, int], int] = {}
         """(route, status) -> requests answered (``/metrics``)."""
+        self._beat_ms, self._ttl_ms = ws.process_beat_ms, ws.process_ttl_ms
+        self._beating: heartbeat.Beating | None = None
 
     def check_callback(self, callback: object) -> None:
         """Raise InvalidArgumentError when `callback` is not one this service delivers: a bad
@@ -150,6 +154,19 @@ class WebService:
             await self.sampler.start()
         if self.deliveries is not None:
             await self.deliveries.start()
+        self._beating = await heartbeat.join(
+            self.client.executor, self.process_role, self._beat_ms, self._ttl_ms
+        )
+
+    def process_role(self) -> RoleInfo:
+        """The service in its process's heartbeat record: requests answered, and those
+        answered 5xx as failed."""
+        return role_info(
+            "service",
+            "serve",
+            handled=sum(self.requests.values()),
+            failed=sum(n for (_, status), n in self.requests.items() if status >= 500),
+        )
 
     def status(self) -> dict[str, dict[str, dict[str, object]]]:
         """``{"parts": {name: {"running", "failures", "last_error"}}}`` of what runs beside
@@ -173,6 +190,9 @@ class WebService:
         self.closing()
         if await self._gate.abort():
             self._gate.started = False
+            beating, self._beating = self._beating, None
+            if beating is not None:
+                await beating.leave()
             if self.deliveries is not None:
                 await self.deliveries.stop()
             if self.sampler is not None:

@@ -16,6 +16,7 @@ from typing import Any, Self
 
 from wheelq.core.flow import Flow
 from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
+from wheelq.core.process import RoleInfo, role_info
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings
 from wheelq.errors import InvalidArgumentError, int_in
@@ -536,6 +537,7 @@ class Worker(Role[WorkerStopReport]):
             assert parts.watch is not None
             for service in (parts.settler, parts.claims, parts.watch, *parts.readers):
                 await service.start()
+        await self._join_processes(self.process_role, self.settings)
         log.info(
             "worker %s started on %s (group %s, %s shards, concurrency %d%s%s)",
             self.consumer,
@@ -619,6 +621,7 @@ class Worker(Role[WorkerStopReport]):
         finally:
             for lane in self.lanes:
                 lane.runner.close()
+            await self._leave_processes(budget)
             await self._stopped()
         budget.log_end(
             log,
@@ -642,6 +645,20 @@ class Worker(Role[WorkerStopReport]):
     def threads_used(self) -> bool:
         """Whether some topic's handler runs on threads (a sync ``def``)."""
         return any(not lane.runner.is_async for lane in self.lanes)
+
+    def process_role(self) -> RoleInfo:
+        """This worker in its process's heartbeat record: topics, group, slots, entries in
+        flight (held: running or read ahead), handler runs and failures, over its topics."""
+        return role_info(
+            "worker",
+            self.consumer,
+            topics=self.topics,
+            groups=(self.group,),
+            concurrency=self.settings.concurrency,
+            in_flight=sum(len(lane.in_flight.held) for lane in self.lanes),
+            handled=sum(lane.in_flight.handled for lane in self.lanes),
+            failed=sum(lane.in_flight.failed for lane in self.lanes),
+        )
 
     def lane_status(self, lane: TopicLane) -> dict[str, Any]:
         """One topic's counters and parts (what `status()` sums; the metrics label them)."""
