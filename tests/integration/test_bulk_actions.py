@@ -6,15 +6,20 @@ a typed error naming its parameter. docs/architecture.md, "Bulk actions"."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, get_args
 
 import pytest
 
 from tests.support.clients import admin_of
 from tests.support.waiting import eventually
+from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError, Worker
+from wheelq.core.bulk_actions import BULK_ACTIONS
+from wheelq.core.job_list import LIST_STATES
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import UnknownTopicError
+from wheelq.web.models import BulkActionName, ListStateName
 
 pytestmark = pytest.mark.cluster_too
 
@@ -181,7 +186,7 @@ async def test_bad_input_is_a_typed_error_and_changes_nothing(
         ("selection", {"action": "cancel", "selection": "garbage"}),
         ("at", {"action": "reschedule", "state": "pending"}),
         ("at", {"action": "reschedule", "state": "pending", "at": BASE, "shift_ms": 5}),
-        ("shift", {"action": "reschedule", "state": "pending", "shift_ms": 10**15}),
+        ("shift_ms", {"action": "reschedule", "state": "pending", "shift_ms": 10**15}),
         ("at", {"action": "cancel", "state": "pending", "at": BASE}),
         ("max_jobs", {"action": "cancel", "state": "pending", "max_jobs": 0}),
         ("due_after", {"action": "purge", "state": "dead", "due_after": BASE}),
@@ -211,3 +216,111 @@ async def test_bad_input_is_a_typed_error_and_changes_nothing(
     assert (nothing.matched, nothing.selection) == (0, None)
     keys = ShardKeys(topic, 0)
     assert keys.topic == topic
+
+
+# --- over HTTP ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[Served]:
+    async with serving(redis_url) as served:
+        yield served
+
+
+def test_the_schemas_spell_the_core_values() -> None:
+    assert get_args(BulkActionName) == BULK_ACTIONS
+    assert get_args(ListStateName) == LIST_STATES
+
+
+async def test_http_dry_run_then_act_on_its_selection(
+    api: Served, client: AsyncClient, topic: str
+) -> None:
+    ids = await enqueue_range(client, topic, "h", 30, BASE)
+    bulk = f"/v1/topics/{topic}/jobs/bulk"
+    body = {
+        "action": "cancel",
+        "filter": {"state": "pending", "due_before": (BASE * 1000) + 20},
+        "dry_run": True,
+    }
+    status, dry, _ = await api.call("POST", bulk, body)
+    assert status == 200, dry
+    assert (dry["matched"], dry["acted"], dry["dry_run"]) == (20, 0, True)
+    assert await client.cancel(topic, ids[0])
+    status, done, _ = await api.call(
+        "POST", bulk, {"action": "cancel", "selection": dry["selection"]}
+    )
+    assert status == 200, done
+    assert (done["acted"], done["changed"], done["remaining"], done["selection"]) == (
+        19,
+        1,
+        0,
+        None,
+    )
+    admin = AsyncAdmin.of(client)
+    assert await pending_ids(admin, topic) == set(ids[20:])
+    status, moved, _ = await api.call(
+        "POST",
+        bulk,
+        {
+            "action": "reschedule",
+            "filter": {"state": "pending"},
+            "ids": ids[20:25],
+            "shift_ms": 1000,
+        },
+    )
+    assert (status, moved["acted"]) == (200, 5), moved
+
+
+async def test_http_bad_bulk_input_is_a_problem_naming_the_field(
+    api: Served, client: AsyncClient, topic: str
+) -> None:
+    await enqueue_range(client, topic, "x", 3, BASE)
+    bulk = f"/v1/topics/{topic}/jobs/bulk"
+    attacks: list[tuple[Any, int, str | None]] = [
+        ({"action": "cancel"}, 422, "filter"),
+        ({"action": "cancel", "dry_run": True}, 422, "filter"),
+        ({"action": "nuke", "filter": {"state": "pending"}}, 422, "action"),
+        ({"action": "replay", "filter": {"state": "pending"}}, 422, "action"),
+        ({"action": "cancel", "filter": {"state": "scheduled"}}, 422, "filter.state"),
+        ({"action": "cancel", "filter": {"state": "ready"}}, 422, "action"),
+        (
+            {"action": "cancel", "filter": {"state": "pending", "reason": "failed"}},
+            422,
+            "filter.reason",
+        ),
+        (
+            {"action": "cancel", "filter": {"state": "pending", "due_after": "soon"}},
+            422,
+            "filter.due_after",
+        ),
+        ({"action": "cancel", "filter": {"state": "pending"}, "ids": ["a"] * 10_001}, 422, "ids"),
+        (
+            {"action": "cancel", "filter": {"state": "pending"}, "selection": "nope"},
+            422,
+            "selection",
+        ),
+        ({"action": "cancel", "selection": "A" * 300}, 422, "selection"),
+        ({"action": "purge", "refs": ["1/x"]}, 422, "refs[0]"),
+        ({"action": "reschedule", "filter": {"state": "pending"}}, 422, "at"),
+        (
+            {"action": "reschedule", "filter": {"state": "pending"}, "shift_ms": 1.5},
+            422,
+            "shift_ms",
+        ),
+        ({"action": "cancel", "filter": {"state": "pending"}, "extra": 1}, 422, "extra"),
+        ([], 422, None),
+    ]
+    for body, status, field in attacks:
+        got = await api.call("POST", bulk, body)
+        assert_problem(got, status, field)
+    status, none, _ = await api.call(
+        "POST", bulk, {"action": "cancel", "filter": {"state": "retrying"}, "dry_run": True}
+    )
+    assert (status, none["matched"], none["selection"]) == (200, 0, None)
+    got = await api.call(
+        "POST",
+        f"/v1/topics/{topic}z/jobs/bulk",
+        {"action": "cancel", "filter": {"state": "pending"}},
+    )
+    assert_problem(got, 404, None)
+    assert len(await pending_ids(AsyncAdmin.of(client), topic)) == 3

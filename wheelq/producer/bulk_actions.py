@@ -101,18 +101,20 @@ def _due(action: BulkAction, at: At | None, shift_ms: int | None, now_ms: int) -
     """The due time a reschedule moves jobs to (None: by `shift_ms`); NOW for run_now."""
     if action is BulkAction.RUN_NOW:
         if at is not None or shift_ms is not None:
-            raise InvalidArgumentError("at", "run_now takes neither at nor shift")
+            raise InvalidArgumentError("at", "run_now takes neither at nor shift_ms")
         return NOW
     if action is not BulkAction.RESCHEDULE:
         if at is not None or shift_ms is not None:
-            name = "at" if at is not None else "shift"
+            name = "at" if at is not None else "shift_ms"
             raise InvalidArgumentError(name, f"{name} goes with reschedule, not {action.value}")
         return None
     if (at is None) == (shift_ms is None):
-        raise InvalidArgumentError("at", "reschedule takes at (a time) or shift (ms), one of them")
+        raise InvalidArgumentError(
+            "at", "reschedule takes at (a time) or shift_ms (ms), one of them"
+        )
     if at is not None:
         return DueSpec("at", at_ms(at, latest_ms=latest_at_ms(now_ms)))
-    int_in("shift", shift_ms, -MAX_SHIFT_MS, MAX_SHIFT_MS)
+    int_in("shift_ms", shift_ms, -MAX_SHIFT_MS, MAX_SHIFT_MS)
     return None
 
 

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
+from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.due import due_spec
 from wheelq.core.history import JobState
 from wheelq.core.job_list import LIST_STATES, MAX_LIST_LIMIT, ListState
@@ -36,6 +37,9 @@ from wheelq.web.models import (
     TIME_DESCRIPTION,
     BatchIn,
     BatchOut,
+    BulkFilterIn,
+    BulkIn,
+    BulkOutcomeModel,
     Due,
     Enqueued,
     GroupQuery,
@@ -152,6 +156,52 @@ async def enqueue_one(svc: WebService, topic: str, job: JobIn) -> tuple[dict[str
     delivering(svc, topic, [item])
     body = {"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)}
     return body, f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
+
+
+BULK_SLICE = 10_000
+"""Jobs one bulk request acts on at most; more: the answer's `selection` goes on."""
+
+
+@router.post("/bulk", response_model=BulkOutcomeModel)
+async def bulk_action(topic: TopicPath, body: BulkIn, request: Request) -> Response:
+    """Act on many jobs: cancel, run_now, reschedule (`at` or `shift_ms`) pending or
+    retrying ones, replay or purge dead letters; chosen by `filter`, by `ids` (with
+    `filter.state`) or `refs`, or a dry run's `selection`. A dry run answers how many match
+    (`matched`) and a `selection` that acts on exactly those; an act answers how many it
+    `acted` on and how many had `changed` state meanwhile (left alone). One request acts on
+    10,000 jobs at most: `remaining` and `selection` say how to go on."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    f = body.filter
+    try:
+        outcome = await _bulk(svc, topic, body, f)
+    except InvalidArgumentError as exc:
+        if exc.parameter in FILTER_FIELDS:  # named as the body spells it
+            raise InvalidArgumentError(f"filter.{exc.parameter}", str(exc)) from None
+        raise
+    return json_response(as_json(outcome))
+
+
+FILTER_FIELDS = frozenset({"state", "due_after", "due_before", "group", "reason"})
+
+
+async def _bulk(svc: WebService, topic: str, body: BulkIn, f: BulkFilterIn | None) -> BulkOutcome:
+    return await svc.admin.bulk(
+        topic,
+        body.action,
+        state=None if f is None else f.state,
+        due_after=None if f is None else as_time("filter.due_after", f.due_after),
+        due_before=None if f is None else as_time("filter.due_before", f.due_before),
+        group=None if f is None else f.group,
+        reason=None if f is None else f.reason,
+        ids=body.ids,
+        refs=body.refs,
+        selection=body.selection,
+        dry_run=body.dry_run,
+        at=as_time("at", body.at),
+        shift_ms=body.shift_ms,
+        max_jobs=BULK_SLICE,
+    )
 
 
 @router.post("/batch", response_model=BatchOut)

@@ -23,6 +23,7 @@ from pydantic import (
     create_model,
 )
 
+from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.core.events import MAX_AGE_MS, MAX_LEN, EventsConfig
@@ -497,6 +498,7 @@ def wire_model(cls: type) -> type[BaseModel]:
 JobInfoModel = wire_model(JobInfo)
 DeadLetterModel = wire_model(DeadLetter)
 ListedJobModel = wire_model(ListedJob)
+BulkOutcomeModel = wire_model(BulkOutcome)
 TopicStatsModel = wire_model(TopicStats)
 GroupStatsModel = wire_model(GroupStats)
 PauseStateModel = wire_model(PauseState)
@@ -522,6 +524,47 @@ class JobListOut(BaseModel):
     jobs: list[ListedJobModel]  # type: ignore[valid-type]
     next: str | None = None
     """The `cursor` of the next page; None on the last."""
+
+
+BulkActionName = Literal["cancel", "run_now", "reschedule", "replay", "purge"]
+"""`BulkAction`'s values for the schema (a strict model takes no str for an enum;
+tests/integration/test_bulk_actions.py holds the two together)."""
+ListStateName = Literal["pending", "retrying", "ready", "running", "succeeded", "failed", "dead"]
+"""`ListState`'s values, likewise."""
+MAX_NAMED = 10_000
+
+
+class BulkFilterIn(Strict):
+    """Which jobs a bulk action selects: a state and, as the job lists take them, a due
+    range, a consumer group, a dead letter's reason."""
+
+    state: ListStateName
+    due_after: Time | None = Field(None, description=TIME_DESCRIPTION)
+    due_before: Time | None = Field(None, description=TIME_DESCRIPTION)
+    group: Annotated[str, Field(**GROUP_NAME)] | None = None
+    reason: DeadReason | None = None
+
+
+class BulkIn(Strict):
+    """An action on many jobs: by `filter`, `ids` (with `filter.state`), `refs`, or a dry
+    run's `selection`."""
+
+    action: BulkActionName
+    filter: BulkFilterIn | None = None
+    ids: (
+        Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)]],
+            Field(min_length=1, max_length=MAX_NAMED),
+        ]
+        | None
+    ) = None
+    refs: Annotated[list[Ref], Field(min_length=1, max_length=MAX_NAMED)] | None = None
+    selection: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    dry_run: bool = False
+    at: Time | None = Field(None, description="reschedule: the new due time, " + TIME_DESCRIPTION)
+    shift_ms: Annotated[int, WHOLE] | None = Field(
+        None, description="reschedule: move each job by this many ms from its due time"
+    )
 
 
 class DeadListOut(BaseModel):
