@@ -6,11 +6,14 @@ a typed error naming its parameter. docs/architecture.md, "Bulk actions"."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any, get_args
 
 import pytest
 
+from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.clients import admin_of
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
@@ -324,3 +327,29 @@ async def test_http_bad_bulk_input_is_a_problem_naming_the_field(
     )
     assert_problem(got, 404, None)
     assert len(await pending_ids(AsyncAdmin.of(client), topic)) == 3
+
+
+async def test_cli_dry_run_then_act_on_the_selection(
+    client: AsyncClient, topic: str, redis_url: str
+) -> None:
+    ids = await enqueue_range(client, topic, "c", 12, BASE)
+    url = ("--redis-url", redis_url)
+    dry = await asyncio.to_thread(
+        run_wheelq, "jobs", "bulk", topic, "cancel", "--state", "pending", "--dry-run", *url
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[0] == "12 pending jobs match"
+    token = dry.stdout.split("--selection ")[1].strip()
+    assert await client.cancel(topic, ids[0])
+    done = await asyncio.to_thread(
+        run_wheelq, "jobs", "bulk", topic, "cancel", "--selection", token, "--json", *url
+    )
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert (outcome["acted"], outcome["changed"]) == (11, 1)
+    bad = await asyncio.to_thread(run_wheelq, "jobs", "bulk", topic, "cancel", *url)
+    assert_one_line_error(bad, 2, "--filter")
+    wrong = await asyncio.to_thread(
+        run_wheelq, "jobs", "bulk", topic, "replay", "--state", "pending", *url
+    )
+    assert_one_line_error(wrong, 2, "replay acts on dead")

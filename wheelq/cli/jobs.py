@@ -205,8 +205,8 @@ def _group(g: GroupInfo) -> str:
 def register_lists(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     from wheelq.core.job_list import LIST_STATES, MAX_LIST_LIMIT
 
-    p = sub.add_parser("jobs", parents=parents, help="a topic's jobs by state")
-    actions = p.add_subparsers(dest="action", required=True, metavar="{list}")
+    p = sub.add_parser("jobs", parents=parents, help="a topic's jobs by state; act on many")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,bulk}")
     q = actions.add_parser(
         "list",
         parents=parents,
@@ -224,6 +224,78 @@ def register_lists(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     q.add_argument("--all", action="store_true", help="every page, not only the first")
     q.add_argument("--json", action="store_true", help="one JSON object a row")
     q.set_defaults(func=list_jobs)
+    _register_bulk(actions, parents)
+
+
+def _register_bulk(actions: Any, parents: list[argparse.ArgumentParser]) -> None:
+    from wheelq.core.bulk_actions import BULK_ACTIONS
+    from wheelq.core.job_list import LIST_STATES
+
+    b = actions.add_parser(
+        "bulk",
+        parents=parents,
+        help="cancel, run now or reschedule pending and retrying jobs, replay or purge dead "
+        "letters, many at once (--dry-run counts them first)",
+    )
+    b.add_argument("topic")
+    b.add_argument(
+        "bulk_action", metavar="ACTION", choices=BULK_ACTIONS, help=", ".join(BULK_ACTIONS)
+    )
+    b.add_argument("--state", choices=LIST_STATES, help="the filter's state")
+    b.add_argument("--due-after", type=when, help="pending, retrying: due at or after this")
+    b.add_argument("--due-before", type=when, help="pending, retrying: due before this")
+    b.add_argument("--group", help="only jobs of this consumer group")
+    b.add_argument("--reason", help="dead: only this reason")
+    b.add_argument("--id", dest="ids", action="append", help="a job by id (repeat; with --state)")
+    b.add_argument("--ref", dest="refs", action="append", help="a dead letter by ref (repeat)")
+    b.add_argument("--selection", help="a dry run's selection: act on exactly those jobs")
+    b.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="count what it would act on; act later with --selection",
+    )
+    b.add_argument("--at", type=when, help="reschedule: the new due time")
+    b.add_argument("--shift-ms", type=int, help="reschedule: move each job by this many ms")
+    b.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    b.set_defaults(func=bulk)
+
+
+def bulk(ctx: Context) -> int:
+    from wheelq.errors import InvalidArgumentError
+    from wheelq.web import as_json
+
+    args = ctx.args
+
+    def progress(done: int, total: int) -> None:
+        if done % 10_000 < 500 or done == total:
+            print(f"{done}/{total}", file=sys.stderr)
+
+    with ctx.admin() as admin:
+        try:
+            outcome = admin.bulk(
+                args.topic, args.bulk_action, state=args.state, due_after=args.due_after,
+                due_before=args.due_before, group=args.group, reason=args.reason,
+                ids=args.ids, refs=args.refs, selection=args.selection, dry_run=args.dry_run,
+                at=args.at, shift_ms=args.shift_ms, progress=None if args.json else progress,
+            )  # fmt: skip
+        except InvalidArgumentError as exc:
+            flag = {"ids": "id", "refs": "ref"}.get(exc.parameter, exc.parameter)
+            raise usage_error(f"--{flag.replace('_', '-')}: {exc}") from exc
+    if args.json:
+        print(json.dumps(as_json(outcome), sort_keys=True))
+    elif outcome.dry_run:
+        print(f"{outcome.matched} {outcome.state.value} jobs match")
+        if outcome.selection:
+            print(
+                f"act on exactly these: wheelq jobs bulk {args.topic} {args.bulk_action} "
+                f"--selection {outcome.selection}"
+            )
+    else:
+        print(
+            f"{outcome.action.value}: acted on {outcome.acted} of {outcome.matched}; "
+            f"{outcome.changed} had changed state (left alone); {outcome.skipped} skipped"
+        )
+    return 0
 
 
 def list_jobs(ctx: Context) -> int:
