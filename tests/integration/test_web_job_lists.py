@@ -2,8 +2,8 @@
 state, in a real headless Chromium (Debian's, through playwright) against a real worker
 whose handler fails, holds or succeeds each job: each state's tab lists exactly its jobs,
 the next-page links walk a filtered list once, the filter form works with JavaScript off
-and on, bad input is the error page with a 4xx (in the browser and over plain HTTP), and
-an axe-core scan finds nothing serious on any tab."""
+and on, bad input is the error page with a 4xx (in the browser and over plain HTTP),
+an axe-core scan finds nothing serious on any tab, which is usable 390 px wide."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_job_history import FAST, GROUP, Gates
+from tests.integration.test_web_console import PHONE
 from tests.integration.test_web_dashboard import get
 from tests.support.browser import serious_violations
 from tests.support.waiting import eventually
@@ -302,6 +303,25 @@ async def test_no_tab_has_a_serious_or_critical_accessibility_violation(
         finally:
             await context.close()
     assert not found, found
+
+
+async def test_every_tab_is_usable_390_px_wide(walked: Walked, browser: Any) -> None:
+    api, topic = walked.api, walked.topic
+    context = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = await context.new_page()
+        for state in LIST_STATES:
+            query = f"state={state}&limit=5" + ("&group=default" if state != "pending" else "")
+            await page.goto(f"{api.base}/ui/topics/{topic}/jobs?{query}")
+            # as test_web_console has it: no sideways scroll, every target 24 px or more
+            width = await page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE["width"], (state, width)
+            standalone = "main button:visible, main a:visible:not(:is(td, th, p, dd, li) a)"
+            for control in await page.locator(standalone).all():
+                box = await control.bounding_box()
+                assert box is not None and box["height"] >= 24, (state, await control.inner_text())
+    finally:
+        await context.close()
 
 
 # --- plain HTTP ------------------------------------------------------------------------------
