@@ -35,3 +35,16 @@ async def browser() -> AsyncIterator[Any]:
             yield launched
         finally:
             await launched.close()
+
+
+SERIOUS = frozenset({"serious", "critical"})
+
+
+def serious_violations(response: dict[str, Any]) -> list[str]:
+    """An axe-core scan's (`axe_playwright_python`'s ``results.response``) serious and
+    critical violations, each as "rule (impact): the first element it names"."""
+    return [
+        f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
+        for v in response["violations"]
+        if v["impact"] in SERIOUS
+    ]
