@@ -91,7 +91,9 @@ def bulk(
         if dry_run:
             token = sel.token() if sel.matched else None
             return BulkOutcome(found, listed, True, sel.matched, selection=token)
-    elif dry_run:
+    else:
+        yield from _check_open(topic, sel)
+    if dry_run:
         left = yield from _remaining(producer, topic, sel)
         return BulkOutcome(found, listed, True, sel.matched, remaining=left, selection=selection)
     return (yield from act(producer, topic, sel, found, due, shift_ms, max_jobs, progress))
@@ -172,6 +174,8 @@ def select(
             if page.next is None:
                 break
             after = decode_cursor(page.next, topic, state)
+    if count:
+        yield [store.open_mark(topic, sel.name, SELECTION_TTL_MS)]
     return dataclasses.replace(sel, matched=count)
 
 
@@ -272,6 +276,8 @@ def act(
             if progress is not None:
                 progress(reached, sel.matched)
     remaining = yield from _remaining(producer, topic, sel)
+    if not remaining:
+        yield [store.close_mark(topic, sel.name)]
     return BulkOutcome(
         action,
         sel.state,
@@ -283,6 +289,17 @@ def act(
         remaining,
         sel.token() if remaining else None,
     )
+
+
+def _check_open(topic: str, sel: Selection) -> Op[None]:
+    """InvalidArgumentError naming ``selection`` when it was used up or has expired."""
+    (found,) = yield [store.is_open(topic, sel.name, SELECTION_TTL_MS)]
+    if not found:
+        raise InvalidArgumentError(
+            "selection",
+            "selection was acted on to its end already, or has expired (a selection is kept "
+            f"{SELECTION_TTL_MS // 60_000} minutes after its last use): run a dry run again",
+        )
 
 
 def _remaining(producer: Producer, topic: str, sel: Selection) -> Op[int]:
