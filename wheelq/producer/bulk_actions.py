@@ -23,7 +23,6 @@ from wheelq.core.bulk_actions import (
 from wheelq.core.due import MAX_AT_MS, NOW, At, DueSpec, at_ms, latest_at_ms
 from wheelq.core.job import parse_ref
 from wheelq.core.job_list import (
-    MAX_LIST_LIMIT,
     JobFilter,
     ListedJob,
     ListState,
@@ -42,6 +41,8 @@ from wheelq.store.call import Call
 MAX_NAMED = 10_000
 """Ids or refs one bulk call may name (more: select them by filter)."""
 MAX_SHIFT_MS = 10 * 365 * 24 * 3600 * 1000
+SELECT_PAGE = 500
+"""Rows a selection reads a page (each shard's part one short call: ids and due times)."""
 Progress = Callable[[int, int], None]
 """Told (jobs reached, jobs selected) after each batch of an act."""
 
@@ -167,9 +168,11 @@ def select(
         while True:
             if state is ListState.DEAD:
                 ref = None if after is None else str(after[0])
-                page = yield from dead_page(producer, topic, MAX_LIST_LIMIT, ref, match)
+                page = yield from dead_page(producer, topic, SELECT_PAGE, ref, match)
             else:
-                page = yield from page_of(producer, topic, state, match, MAX_LIST_LIMIT, after)
+                page = yield from page_of(
+                    producer, topic, state, match, SELECT_PAGE, after, bare=True
+                )
             count += yield from _remember(topic, sel, [_member(row) for row in page])
             if page.next is None:
                 break

@@ -120,8 +120,12 @@ def page_of(
     match: JobFilter,
     limit: int,
     after: SortKey | None,
+    *,
+    bare: bool = False,
 ) -> Op[JobPage]:
-    """A page of `state`'s list after `after` (checked arguments; not dead: `_dead`)."""
+    """A page of `state`'s list after `after` (checked arguments; not dead: `dead_page`).
+    `bare`: pending and retrying rows without their envelopes (ids and due times only: what
+    a bulk action selects by), so a page of a thousand rows is a short call."""
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         raise UnknownTopicError(topic)
@@ -130,9 +134,9 @@ def page_of(
     views = all_shards(topic, shards)
     read: Reader
     if state is ListState.PENDING:
-        read = _pending_reader(views, match)
+        read = _pending_reader(views, match, 0 if bare else lists.ENVELOPE_MAX)
     elif state is ListState.RETRYING:
-        read = _retrying_reader(views, match)
+        read = _retrying_reader(views, match, 0 if bare else lists.ENVELOPE_MAX)
     else:
         sources = yield from _group_sources(topic, shards, state, match.group)
         read = _fired_reader(topic, state, sources, producer.clock.now_ms())
@@ -211,15 +215,18 @@ def _stored_job(
 
 
 def _is_retry(row: lists.StoredRow, env: Envelope | None) -> bool:
-    """`JobState`'s rule: a pending attempt after the first (or a retry's alias member)."""
-    return (env is not None and env.attempt > 1) or SEPARATOR.encode() in row.member
+    """`JobState`'s rule, a pending attempt after the first; without the envelope, what the
+    index of pending retries says."""
+    return env.attempt > 1 if env is not None else row.retry
 
 
-def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+def _pending_reader(views: Sequence[ShardKeys], match: JobFilter, envelope_max: int) -> Reader:
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else (int(after[0]), bytes(after[1]))
         pages = yield [
-            lists.pending_page(k, match.due_after_ms, match.due_before_ms, start, count)
+            lists.pending_page(
+                k, match.due_after_ms, match.due_before_ms, start, count, envelope_max
+            )
             for k in views
         ]
         out = []
@@ -238,10 +245,10 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
     return read
 
 
-def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter, envelope_max: int) -> Reader:
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else bytes(after[0])
-        pages = yield [lists.retrying_page(k, start, count) for k in views]
+        pages = yield [lists.retrying_page(k, start, count, envelope_max) for k in views]
         found: list[tuple[int, SortKey, ListedJob, bytes | None]] = []
         out = []
         for i, (keys, (more, rows)) in enumerate(zip(views, pages, strict=True)):
