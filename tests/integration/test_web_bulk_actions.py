@@ -280,12 +280,20 @@ async def test_a_confirmed_selection_acts_and_the_flash_says_how_many(
     token = re.search(r'name="selection" value="([^"]+)"', asked)
     assert token is not None
     assert Selection.of(token[1], topic).matched == 3
+    await api.service.client.cancel(topic, "p01")
+    # a selection posted unconfirmed asks again, counting what it still holds
+    again = [("state", "pending"), ("selection", token[1])]
+    status, asked = await post(api, f"{bulk}/run_now", again)
+    assert status == 200 and "Run 3 pending jobs now?" in asked  # still 3 selected
     assert await state_of(api, topic, "p00") == "pending"
     form = [("state", "pending"), ("selection", token[1]), ("confirm", "1")]
     status, where = await post(api, f"{bulk}/run_now", form)
-    assert (status, where) == (303, f"/ui/topics/{topic}/jobs?state=pending&done=run-now+3")
+    assert (status, where) == (
+        303,
+        f"/ui/topics/{topic}/jobs?state=pending&done=run-now+2+changed+1",
+    )
     html, _ = await get(api, where)
-    assert "Made 3 jobs due now: they fire within a moment." in html
+    assert "Made 2 jobs due now: they fire within a moment; 1 had changed state" in html
     assert await state_of(api, topic, "p02") == "ready"
     # the query is never echoed
     html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=pending&done=cancelled+1+<b>")
