@@ -57,6 +57,11 @@ _STATES = {
 }
 
 
+def actions_of(state: ListState) -> tuple[BulkAction, ...]:
+    """The actions that apply to jobs in `state` (none: an empty tuple)."""
+    return tuple(a for a, takes in _STATES.items() if state in takes)
+
+
 def bulk_action(action: object, state: ListState) -> BulkAction:
     """`action` as a `BulkAction` that applies to `state`, else InvalidArgumentError naming
     ``action``."""

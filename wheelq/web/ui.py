@@ -46,6 +46,7 @@ from fastapi.routing import APIRoute
 from markupsafe import Markup
 from redis.exceptions import ResponseError
 
+from wheelq.core.bulk_actions import actions_of
 from wheelq.core.due import utc_text
 from wheelq.core.history import JobState, payload_gone
 from wheelq.core.job_list import DUE_STATES, GROUP_STATES, ListState, list_state
@@ -405,24 +406,47 @@ DONE = {
     "schedule-gone": "No such schedule: it was deleted meanwhile.",
 }
 """What a dashboard action did, by the code its redirect carries in ``?done=``."""
-_COUNTED = re.compile(r"(replayed|purged) (\d{1,9})(?: skipped (\d{1,9}))?")
+_COUNTED = re.compile(
+    r"(replayed|purged|cancelled|run-now|rescheduled) (\d{1,9})"
+    r"(?: changed (\d{1,9}))?(?: skipped (\d{1,9}))?"
+)
+_SAID = {
+    "replayed": ("Replayed", "dead letter", ""),
+    "purged": ("Purged", "dead letter", ""),
+    "cancelled": ("Cancelled", "job", ""),
+    "run-now": ("Made", "job", " due now: they fire within a moment"),
+    "rescheduled": ("Rescheduled", "job", ""),
+}
+"""A counted code's verb, noun and what follows the count."""
 
 
 def flash(done: str | None) -> str | None:
-    """The message for an action's ``done`` (from a fixed set: the query is never echoed)."""
+    """The message for an action's ``done`` (from a fixed set, or a counted code such as
+    ``cancelled 1229 changed 5``: the query is never echoed)."""
     if done in DONE:
         return DONE[done]
     found = _COUNTED.fullmatch(done or "")
     if found is None:
         return None
+    verb, noun, after = _SAID[found[1]]
     n = int(found[2])
-    said = f"{found[1].capitalize()} {n:,} dead letter{'' if n == 1 else 's'}."
+    said = f"{verb} {n:,} {noun}{'' if n == 1 else 's'}{after}"
     if found[3]:
-        skipped = int(found[3])
+        changed = int(found[3])
         said += (
-            f" {skipped:,} cannot be replayed (malformed, or nested past 100 levels) and "
-            f"stay{'s' if skipped == 1 else ''}."
+            f"; {changed:,} had changed state and {'was' if changed == 1 else 'were'} left alone"
         )
+    said += "."
+    if found[4]:
+        skipped = int(found[4])
+        s = "s" if skipped == 1 else ""
+        if found[1] == "replayed":
+            said += (
+                f" {skipped:,} cannot be replayed (malformed, nested past 100 levels, or held "
+                f"back by the topic's max_ready) and stay{s}."
+            )
+        else:
+            said += f" {skipped:,} could not be acted on and stay{s} as before."
     return said
 
 
@@ -603,7 +627,7 @@ async def shards_of(svc: WebService, topic: str) -> int:
     return shards
 
 
-Done = Annotated[str | None, Query(max_length=40, description="what an action did")]
+Done = Annotated[str | None, Query(max_length=80, description="what an action did")]
 Range = Annotated[
     Literal["15m", "1h", "6h", "24h"], Query(alias="range", description="the charts' range")
 ]
@@ -820,8 +844,12 @@ class JobsFilter:
             self.reason if state is ListState.DEAD else "",
         )
 
+    def items(self) -> list[tuple[str, str]]:
+        """The parts given, as (name, value)."""
+        return [(k, v) for k, v in dataclasses.asdict(self).items() if v]
+
     def query(self) -> str:
-        return urlencode({k: v for k, v in dataclasses.asdict(self).items() if v})
+        return urlencode(self.items())
 
     def __bool__(self) -> bool:
         return any(dataclasses.astuple(self))
@@ -851,6 +879,7 @@ async def jobs_page(
     due_before: TimeText = None,
     group: Annotated[str | None, Query(max_length=200)] = None,
     reason: Annotated[str | None, Query(max_length=20)] = None,
+    done: Done = None,
 ) -> Response:
     """A page of the topic's jobs in one state (`wheelq.core.job_list`), a tab per state,
     filtered by due range, group or reason as the state allows; pages go on by cursor."""
@@ -889,4 +918,6 @@ async def jobs_page(
         groups=names,
         reasons=REASONS,
         now_ms=svc.clock.now_ms(),
+        actions=[a.value for a in actions_of(listed)],
+        flash=flash(done),
     )
