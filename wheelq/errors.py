@@ -12,6 +12,7 @@ WheelqError
 │   ├── UnknownJobError                     nothing is known of that job id (result)
 │   ├── PayloadTooLargeError                encoded payload over the configured limit
 │   ├── PayloadTooDeepError                 payload nested deeper than MAX_PAYLOAD_DEPTH levels
+│   ├── SelectionGoneError                  bulk(): the selection was used up, or has expired
 │   └── InvalidHandlerError                 not a function of one Job (also TypeError)
 ├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
 ├── DuplicateJobError                       a job with that id is already pending (replace=False)
@@ -129,6 +130,14 @@ class PayloadTooDeepError(InvalidArgumentError):
 
 class InvalidHandlerError(InvalidArgumentError, TypeError):
     """A handler is not a function of one `wheelq.Job` that returns None."""
+
+
+class SelectionGoneError(InvalidArgumentError):
+    """`bulk()` on a selection acted on to its end already, or kept past its time; nothing
+    was changed (a dry run makes a new one)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("selection", message)
 
 
 class PayloadTypeError(WheelqError, TypeError):

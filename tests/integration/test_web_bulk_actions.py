@@ -240,7 +240,7 @@ async def test_a_selection_over_10000_goes_on_with_continue(
         assert await pending_ids(admin, topic) == set()
         # the same Continue again (a second click, a reload): the selection is gone
         status, html = await post(api, f"/ui/topics/{topic}/jobs/bulk/cancel", fields)
-        assert status == 410 and "acted on already" in html
+        assert status == 410 and "acted on to its end already" in html
         await page.goto(jobs_path(api, topic))
         await scan(page, "list")
     finally:
@@ -331,7 +331,7 @@ async def test_bad_input_answers_the_error_page_with_a_4xx(api: Served, topic: s
             422,
             "selection is of topic",
         ),
-        ("cancel", [p, ("selection", unknown), ("confirm", "1")], 410, "holds no jobs"),
+        ("cancel", [p, ("selection", unknown), ("confirm", "1")], 410, "acted on to its end already"),
         ("cancel", [p, ("all", "1"), ("due_after", "yesterday")], 422, "due_after must be"),
         ("cancel", [p, ("all", "1"), ("group", "g")], 422, "group filters every state"),
         ("reschedule", [p, ("all", "1")], 422, "reschedule by a shift or to a time"),

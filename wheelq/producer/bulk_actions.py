@@ -21,7 +21,8 @@ from wheelq.core.bulk_actions import (
     bulk_action,
 )
 from wheelq.core.due import MAX_AT_MS, NOW, At, DueSpec, at_ms, latest_at_ms
-from wheelq.core.job import parse_ref
+from wheelq.core.history import SEPARATOR
+from wheelq.core.job import Envelope, parse_ref
 from wheelq.core.job_list import (
     JobFilter,
     ListedJob,
@@ -30,11 +31,18 @@ from wheelq.core.job_list import (
     decode_cursor,
 )
 from wheelq.core.keys import ShardKeys, shard_of, validate_job_id
-from wheelq.errors import InvalidArgumentError, UnknownTopicError, WheelqError, int_in
-from wheelq.producer.job_lists import checked_filter, dead_page, page_of
+from wheelq.errors import (
+    InvalidArgumentError,
+    SelectionGoneError,
+    UnknownTopicError,
+    WheelqError,
+    int_in,
+)
+from wheelq.producer.job_lists import checked_filter, dead_page
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import dead_letters as dead
 from wheelq.store import enqueue
+from wheelq.store import job_lists as lists
 from wheelq.store import selections as store
 from wheelq.store.call import Call
 
@@ -163,23 +171,86 @@ def select(
         for i in range(0, len(named), BATCH):
             members = yield from _still(topic, shards, state, named[i : i + BATCH])
             count += yield from _remember(topic, sel, members)
-    else:
+    elif state is ListState.DEAD:
         after: SortKey | None = None
         while True:
-            if state is ListState.DEAD:
-                ref = None if after is None else str(after[0])
-                page = yield from dead_page(producer, topic, SELECT_PAGE, ref, match)
-            else:
-                page = yield from page_of(
-                    producer, topic, state, match, SELECT_PAGE, after, bare=True
-                )
+            ref = None if after is None else str(after[0])
+            page = yield from dead_page(producer, topic, SELECT_PAGE, ref, match)
             count += yield from _remember(topic, sel, [_member(row) for row in page])
             if page.next is None:
                 break
             after = decode_cursor(page.next, topic, state)
+    else:
+        count = yield from _select_scheduled(topic, shards, sel, match)
     if count:
         yield [store.open_mark(topic, sel.name, SELECTION_TTL_MS)]
     return dataclasses.replace(sel, matched=count)
+
+
+def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter) -> Op[int]:
+    """Select the pending or retrying jobs `match` takes, each shard paged on its own (a
+    selection needs no order across shards: each row is read once), every unfinished shard
+    in one round trip a page. Rows come bare (ids and due times) unless a group filter needs
+    a retry's envelope."""
+    envelope_max = 0 if match.group is None else lists.ENVELOPE_MAX
+    views = [ShardKeys(topic, shard) for shard in range(shards)]
+    after: dict[int, Any] = dict.fromkeys(range(shards))
+    count = 0
+    while after:
+        shards_now = list(after)
+        if sel.state is ListState.PENDING:
+            calls: list[Call[Any]] = [
+                lists.pending_page(
+                    views[i], match.due_after_ms, match.due_before_ms, after[i],
+                    SELECT_PAGE, envelope_max,
+                )
+                for i in shards_now
+            ]  # fmt: skip
+        else:
+            calls = [
+                lists.retrying_page(views[i], after[i], SELECT_PAGE, envelope_max)
+                for i in shards_now
+            ]
+        pages = yield calls
+        members: list[tuple[int, str, int]] = []
+        for i, page in zip(shards_now, pages, strict=True):
+            more, rows = (
+                (len(page) == SELECT_PAGE, page) if sel.state is ListState.PENDING else page
+            )
+            members += [(i, *picked) for row in rows if (picked := _pick(sel.state, match, row))]
+            if more and rows:
+                last = rows[-1]
+                after[i] = (
+                    (last.due_ms or 0, last.member)
+                    if sel.state is ListState.PENDING
+                    else last.member
+                )
+            else:
+                del after[i]
+        count += yield from _remember(topic, sel, members)
+    return count
+
+
+def _pick(state: ListState, match: JobFilter, row: lists.StoredRow) -> tuple[str, int] | None:
+    """(job id, due ms) of a row the selection takes, else None."""
+    if row.due_ms is None:
+        return None  # a retry that fired or was cancelled since the index was read
+    if state is ListState.PENDING:
+        return None if row.retry else (row.member.decode("utf-8", "replace"), row.due_ms)
+    if not match.due_in(row.due_ms):
+        return None
+    member = row.member.decode("utf-8", "replace")
+    job_id, _, rest = member.partition(SEPARATOR)
+    if match.group is not None:
+        try:
+            group = (
+                Envelope.unpack(row.envelope).group if row.envelope else rest.split(SEPARATOR)[0]
+            )
+        except ValueError:
+            return None
+        if group != match.group:
+            return None
+    return job_id, row.due_ms
 
 
 def _member(row: ListedJob) -> tuple[int, str, int]:
@@ -193,6 +264,8 @@ def _member(row: ListedJob) -> tuple[int, str, int]:
 
 
 def _remember(topic: str, sel: Selection, members: Sequence[tuple[int, str, int]]) -> Op[int]:
+    """Add (shard, member, score) to the selection; how many were new to it (two retries of
+    one job are one member)."""
     by_shard: dict[int, list[tuple[str, int]]] = defaultdict(list)
     for shard, member, score in members:
         by_shard[shard].append((member, score))
@@ -201,9 +274,8 @@ def _remember(topic: str, sel: Selection, members: Sequence[tuple[int, str, int]
         for shard, pairs in by_shard.items()
         for call in store.remember(ShardKeys(topic, shard), sel.name, pairs, SELECTION_TTL_MS)
     ]
-    if calls:
-        yield calls
-    return len(members)
+    replies = (yield calls) if calls else []
+    return sum(replies[::2])  # each ZADD's count of members added (then its PEXPIRE)
 
 
 def _still(
@@ -298,8 +370,7 @@ def _check_open(topic: str, sel: Selection) -> Op[None]:
     """InvalidArgumentError naming ``selection`` when it was used up or has expired."""
     (found,) = yield [store.is_open(topic, sel.name, SELECTION_TTL_MS)]
     if not found:
-        raise InvalidArgumentError(
-            "selection",
+        raise SelectionGoneError(
             "selection was acted on to its end already, or has expired (a selection is kept "
             f"{SELECTION_TTL_MS // 60_000} minutes after its last use): run a dry run again",
         )

@@ -93,7 +93,7 @@ def list_jobs(
     if listed is ListState.DEAD:
         ref = None if after is None else str(after[0])
         return (yield from dead_page(producer, topic, limit, ref, match))
-    return (yield from page_of(producer, topic, listed, match, limit, after))
+    return (yield from _page(producer, topic, listed, match, limit, after))
 
 
 def checked_filter(
@@ -113,19 +113,15 @@ def checked_filter(
     return listed, match
 
 
-def page_of(
+def _page(
     producer: Producer,
     topic: str,
     state: ListState,
     match: JobFilter,
     limit: int,
     after: SortKey | None,
-    *,
-    bare: bool = False,
 ) -> Op[JobPage]:
-    """A page of `state`'s list after `after` (checked arguments; not dead: `dead_page`).
-    `bare`: pending and retrying rows without their envelopes (ids and due times only: what
-    a bulk action selects by), so a page of a thousand rows is a short call."""
+    """A page of `state`'s list after `after` (checked arguments; not dead: `dead_page`)."""
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         raise UnknownTopicError(topic)
@@ -134,9 +130,9 @@ def page_of(
     views = all_shards(topic, shards)
     read: Reader
     if state is ListState.PENDING:
-        read = _pending_reader(views, match, 0 if bare else lists.ENVELOPE_MAX)
+        read = _pending_reader(views, match)
     elif state is ListState.RETRYING:
-        read = _retrying_reader(views, match, 0 if bare else lists.ENVELOPE_MAX)
+        read = _retrying_reader(views, match)
     else:
         sources = yield from _group_sources(topic, shards, state, match.group)
         read = _fired_reader(topic, state, sources, producer.clock.now_ms())
@@ -220,13 +216,11 @@ def _is_retry(row: lists.StoredRow, env: Envelope | None) -> bool:
     return env.attempt > 1 if env is not None else row.retry
 
 
-def _pending_reader(views: Sequence[ShardKeys], match: JobFilter, envelope_max: int) -> Reader:
+def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else (int(after[0]), bytes(after[1]))
         pages = yield [
-            lists.pending_page(
-                k, match.due_after_ms, match.due_before_ms, start, count, envelope_max
-            )
+            lists.pending_page(k, match.due_after_ms, match.due_before_ms, start, count)
             for k in views
         ]
         out = []
@@ -245,10 +239,10 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter, envelope_max: 
     return read
 
 
-def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter, envelope_max: int) -> Reader:
+def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else bytes(after[0])
-        pages = yield [lists.retrying_page(k, start, count, envelope_max) for k in views]
+        pages = yield [lists.retrying_page(k, start, count) for k in views]
         found: list[tuple[int, SortKey, ListedJob, bytes | None]] = []
         out = []
         for i, (keys, (more, rows)) in enumerate(zip(views, pages, strict=True)):

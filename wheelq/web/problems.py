@@ -34,6 +34,7 @@ from wheelq.errors import (
     MalformedJobError,
     PayloadTypeError,
     RedisUnavailableError,
+    SelectionGoneError,
     TopicFullError,
     UnknownJobError,
     UnknownTopicError,
@@ -290,6 +291,8 @@ def problem_of(exc: BaseException) -> ProblemError | None:
         return ProblemError(404, "not-found", "Not found", str(exc), field=exc.parameter)
     if isinstance(exc, EventsOffError):
         return ProblemError(409, "events-off", "Events off", str(exc), field="topic")
+    if isinstance(exc, SelectionGoneError):
+        return ProblemError(410, "selection-gone", "Selection gone", str(exc), field="selection")
     if isinstance(exc, InvalidArgumentError | PayloadTypeError):
         return invalid(exc)
     if isinstance(exc, DuplicateJobError):

@@ -58,6 +58,7 @@ from wheelq.core.retry import Reason, error_line
 from wheelq.errors import (
     InvalidArgumentError,
     RedisUnavailableError,
+    SelectionGoneError,
     UnknownJobError,
     UnknownTopicError,
 )
@@ -562,7 +563,7 @@ class PageRoute(APIRoute):
                     f"{'.'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in exc.errors()
                 )
                 return _error(request, 422, "Invalid argument", detail)
-            except (UnknownTopicError, UnknownJobError) as exc:  # 404, as the API answers
+            except (UnknownTopicError, UnknownJobError, SelectionGoneError) as exc:  # as the API
                 problem = problem_of(exc)
                 assert problem is not None
                 return _problem_page(request, problem)

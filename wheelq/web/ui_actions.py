@@ -649,16 +649,6 @@ async def _act(
 ) -> Response:
     """Act on `selection`, `BULK_SLICE` jobs at most: the page to go on, or back to the
     list saying what was done (`before`: acted, changed, skipped by the requests before)."""
-    left = await svc.admin.bulk(
-        topic, found.value, selection=selection, dry_run=True, **_moving(form)
-    )
-    if not left.remaining:
-        ttl_min = SELECTION_TTL_MS // 60_000
-        detail = (
-            "This selection holds no jobs: it was acted on already, or not confirmed "
-            f"within {ttl_min} minutes. Go back to the list and ask again."
-        )
-        raise ProblemError(410, "selection-gone", "Selection gone", detail)
     outcome = await svc.admin.bulk(
         topic, found.value, selection=selection, max_jobs=BULK_SLICE, **_moving(form)
     )

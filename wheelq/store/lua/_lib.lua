@@ -588,16 +588,21 @@ end
 
 -- A job list's rows: for each member of `members` (in order), the member, its due ms
 -- (`dues[i]`, false: not pending) and its envelope, or its size in bytes when it is larger
--- than `max` (a list never copies a huge payload), appended to `out`.
+-- than `max` (a list never copies a huge payload), appended to `out`. `max` 0: neither
+-- (false), for a caller that needs ids and due times only.
 local function wq_list_rows(jobs, members, dues, max, out)
   for i, member in ipairs(members) do
-    local size = redis.call('HSTRLEN', jobs, member)
     out[#out + 1] = member
     out[#out + 1] = dues[i]
-    if size > max then
-      out[#out + 1] = size
+    if max <= 0 then
+      out[#out + 1] = false
     else
-      out[#out + 1] = redis.call('HGET', jobs, member) or false
+      local size = redis.call('HSTRLEN', jobs, member)
+      if size > max then
+        out[#out + 1] = size
+      else
+        out[#out + 1] = redis.call('HGET', jobs, member) or false
+      end
     end
   end
   return out

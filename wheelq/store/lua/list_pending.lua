@@ -11,7 +11,7 @@ ARGV[3]  the last row read: its due ms ('': start from ARGV[1])
 ARGV[4]  the last row read: its member
 ARGV[5]  rows, 1-1000
 ARGV[6]  the largest envelope returned whole, bytes (a larger one comes back as its size;
-         0: every envelope as its size, for a caller that needs only ids and due times)
+         0: neither, for a caller that needs only ids and due times)
 Returns: {0, member, due, envelope or size, retry (1 | 0), ...}   rows in order, up to ARGV[5]
          {-1, key}   WRONG_TYPE
 ]]

@@ -5,7 +5,8 @@ KEYS[2]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[3]  {T:s}:jobs      HASH    job id -> envelope
 ARGV[1]  the last member read ('': from the first)
 ARGV[2]  rows, 1-1000
-ARGV[3]  the largest envelope returned whole, bytes (a larger one comes back as its size)
+ARGV[3]  the largest envelope returned whole, bytes (a larger one comes back as its size;
+         0: neither)
 Returns: {0, more, member, due or false, envelope or size, ...}   rows in order; more: 1 when
            the index held ARGV[2] members past ARGV[1] (a member no longer pending has due
            false)
