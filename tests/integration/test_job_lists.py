@@ -17,12 +17,17 @@ from typing import Any
 import pytest
 import redis.asyncio
 
-from tests.integration.test_job_history import GROUP, gated_worker  # noqa: F401
+from tests.integration.test_job_history import (  # noqa: F401 (gated_worker: a fixture)
+    FAST,
+    GROUP,
+    Gates,
+    gated_worker,
+)
 from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.clients import admin_of
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
-from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError
+from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError, Worker
 from wheelq.core.job_list import LIST_STATES, JobPage
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.errors import UnknownTopicError
@@ -342,3 +347,34 @@ async def test_cli_lists_a_state_page_by_page_and_refuses_bad_input_in_one_line(
     ):
         done = await asyncio.to_thread(run_wheelq, "jobs", "list", topic, *bad, *url)
         assert_one_line_error(done, 2, *words)
+
+
+async def test_a_taken_over_job_is_listed_running_with_its_new_consumer(
+    client: AsyncClient, redis_async: redis.asyncio.Redis, redis_url: str, topic: str
+) -> None:
+    """A consumer that read the job and died (it never acks) holds it running; a live
+    worker's XAUTOCLAIM takes it over, and the list says who holds it now, delivered twice."""
+    admin = AsyncAdmin.of(client)
+    gates = Gates()
+    await client.enqueue(topic, {"n": 1}, job_id="taken")
+    ready_key = ShardKeys(topic, shard_of("taken", SHARDS)).ready
+    await redis_async.xgroup_create(ready_key, GROUP, "0")
+    await redis_async.xreadgroup(GROUP, "gone-worker", {ready_key: ">"}, count=10)
+    [held] = await every_page(admin, topic, "running")
+    assert (held.id, held.consumer, held.deliveries) == ("taken", "gone-worker", 1)
+    worker = Worker.from_url(redis_url, topic, gates, **{**FAST, "visibility_timeout_ms": 300})
+    await worker.start()
+    try:
+
+        async def taken_over() -> Any:
+            rows = await every_page(admin, topic, "running")
+            return rows if rows and rows[0].consumer == worker.consumer else None
+
+        [row] = await eventually(taken_over, timeout_s=10, what="the job taken over")
+        assert (row.id, row.deliveries, row.group) == ("taken", 2, GROUP)
+        gates.gate("taken", 1).set()
+        await listed_as(admin, topic, "taken", {"succeeded": {GROUP}})
+    finally:
+        for event in gates.opened.values():
+            event.set()
+        await worker.stop(grace_ms=0)

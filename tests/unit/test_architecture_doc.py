@@ -72,6 +72,7 @@ def test_the_key_layout_table_lists_exactly_the_keys_keys_py_makes() -> None:
     made = {getattr(shard, name).replace("{T:0}", "{T:s}") for name in keys.DATA_KEY_NAMES}
     made.add(shard.wake_channel.replace("{T:0}", "{T:s}"))
     made.add(keys.selection_key(shard, "<name>").replace("{T:0}", "{T:s}"))
+    made.add(keys.selection_mark_key("T", "<name>"))
     made |= {
         keys.TOPICS_KEY,
         keys.MEMBERSHIP_KEY,

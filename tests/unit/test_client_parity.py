@@ -23,6 +23,7 @@ LIFECYCLE = {"from_url", "redis", "close", "aclose", "executor"}
 """What every class has of its own: making it, its connection, closing it."""
 PAIRS = [(Client, AsyncClient), (Admin, AsyncAdmin)]
 
+
 def public(cls: type) -> dict[str, Any]:
     return {name: member for name, member in vars(cls).items() if not name.startswith("_")}
 

@@ -252,6 +252,11 @@ def selection_key(keys: ShardKeys, name: str) -> str:
     return f"{keys.tag}:bulk:{name}"
 
 
+def selection_mark_key(topic: str, name: str) -> str:
+    """A bulk action's selection is open (acts on it may go on): in shard 0's slot."""
+    return selection_key(ShardKeys(topic, 0), name) + ":open"
+
+
 def nodes_key(topic: str) -> str:
     """The sorted set of scheduler nodes serving `topic` (member: node id, score: expiry ms)."""
     return f"wheelq:nodes:{topic}"

@@ -23,7 +23,6 @@ from wheelq.core.bulk_actions import (
 from wheelq.core.due import MAX_AT_MS, NOW, At, DueSpec, at_ms, latest_at_ms
 from wheelq.core.job import parse_ref
 from wheelq.core.job_list import (
-    MAX_LIST_LIMIT,
     JobFilter,
     ListedJob,
     ListState,
@@ -42,6 +41,8 @@ from wheelq.store.call import Call
 MAX_NAMED = 10_000
 """Ids or refs one bulk call may name (more: select them by filter)."""
 MAX_SHIFT_MS = 10 * 365 * 24 * 3600 * 1000
+SELECT_PAGE = 500
+"""Rows a selection reads a page (each shard's part one short call: ids and due times)."""
 Progress = Callable[[int, int], None]
 """Told (jobs reached, jobs selected) after each batch of an act."""
 
@@ -91,7 +92,9 @@ def bulk(
         if dry_run:
             token = sel.token() if sel.matched else None
             return BulkOutcome(found, listed, True, sel.matched, selection=token)
-    elif dry_run:
+    else:
+        yield from _check_open(topic, sel)
+    if dry_run:
         left = yield from _remaining(producer, topic, sel)
         return BulkOutcome(found, listed, True, sel.matched, remaining=left, selection=selection)
     return (yield from act(producer, topic, sel, found, due, shift_ms, max_jobs, progress))
@@ -165,13 +168,17 @@ def select(
         while True:
             if state is ListState.DEAD:
                 ref = None if after is None else str(after[0])
-                page = yield from dead_page(producer, topic, MAX_LIST_LIMIT, ref, match)
+                page = yield from dead_page(producer, topic, SELECT_PAGE, ref, match)
             else:
-                page = yield from page_of(producer, topic, state, match, MAX_LIST_LIMIT, after)
+                page = yield from page_of(
+                    producer, topic, state, match, SELECT_PAGE, after, bare=True
+                )
             count += yield from _remember(topic, sel, [_member(row) for row in page])
             if page.next is None:
                 break
             after = decode_cursor(page.next, topic, state)
+    if count:
+        yield [store.open_mark(topic, sel.name, SELECTION_TTL_MS)]
     return dataclasses.replace(sel, matched=count)
 
 
@@ -272,6 +279,8 @@ def act(
             if progress is not None:
                 progress(reached, sel.matched)
     remaining = yield from _remaining(producer, topic, sel)
+    if not remaining:
+        yield [store.close_mark(topic, sel.name)]
     return BulkOutcome(
         action,
         sel.state,
@@ -283,6 +292,17 @@ def act(
         remaining,
         sel.token() if remaining else None,
     )
+
+
+def _check_open(topic: str, sel: Selection) -> Op[None]:
+    """InvalidArgumentError naming ``selection`` when it was used up or has expired."""
+    (found,) = yield [store.is_open(topic, sel.name, SELECTION_TTL_MS)]
+    if not found:
+        raise InvalidArgumentError(
+            "selection",
+            "selection was acted on to its end already, or has expired (a selection is kept "
+            f"{SELECTION_TTL_MS // 60_000} minutes after its last use): run a dry run again",
+        )
 
 
 def _remaining(producer: Producer, topic: str, sel: Selection) -> Op[int]:

@@ -46,12 +46,15 @@ from wheelq.store.streams import Entry
 
 READ_BUDGET = 10_000
 """Rows one page may read (its own and those it reads past) before it answers."""
-CHUNK = 200
-"""Rows each source reads a round, at least (a page's limit when larger)."""
+MAX_CHUNK = 1000
+"""Rows one source reads in one round at most: a round reads what the page still needs
+from each source, and twice that each further round (rows of other states were read past)."""
 DEAD_SCAN = 10_000
 """Dead letters a filtered dead list reads through for one page."""
 
-Keyed = tuple[SortKey, ListedJob]
+Keyed = tuple[SortKey, ListedJob, bytes | None]
+"""A row with its key and its stored payload: the preview is made only for the rows a
+page answers."""
 
 
 @dataclass(slots=True)
@@ -117,8 +120,12 @@ def page_of(
     match: JobFilter,
     limit: int,
     after: SortKey | None,
+    *,
+    bare: bool = False,
 ) -> Op[JobPage]:
-    """A page of `state`'s list after `after` (checked arguments; not dead: `_dead`)."""
+    """A page of `state`'s list after `after` (checked arguments; not dead: `dead_page`).
+    `bare`: pending and retrying rows without their envelopes (ids and due times only: what
+    a bulk action selects by), so a page of a thousand rows is a short call."""
     shards = yield from producer.shard_count(topic, create=False)
     if shards is None:
         raise UnknownTopicError(topic)
@@ -127,9 +134,9 @@ def page_of(
     views = all_shards(topic, shards)
     read: Reader
     if state is ListState.PENDING:
-        read = _pending_reader(views, match)
+        read = _pending_reader(views, match, 0 if bare else lists.ENVELOPE_MAX)
     elif state is ListState.RETRYING:
-        read = _retrying_reader(views, match)
+        read = _retrying_reader(views, match, 0 if bare else lists.ENVELOPE_MAX)
     else:
         sources = yield from _group_sources(topic, shards, state, match.group)
         read = _fired_reader(topic, state, sources, producer.clock.now_ms())
@@ -147,17 +154,19 @@ def _merged(
 ) -> Op[JobPage]:
     page = JobPage()
     budget = READ_BUDGET
+    rounds = 0
     while True:
-        reads = yield from read(after, max(CHUNK, limit - len(page)))
+        reads = yield from read(after, min(MAX_CHUNK, (limit - len(page)) << rounds))
+        rounds += 1
         busy = [r.last for r in reads if r.more and r.last is not None]
         frontier = (max(busy) if descending else min(busy)) if busy else None
         rows = sorted((row for r in reads for row in r.rows), key=lambda row: row[0])
         if descending:
             rows.reverse()
-        for key, job in rows:
+        for key, job, payload in rows:
             if frontier is not None and (key < frontier if descending else key > frontier):
                 break  # a source that may hold rows before it has not read that far
-            page.append(job)
+            page.append(job if payload is None else replace(job, preview=_preview(payload)))
             if len(page) == limit:
                 page.next = encode_cursor(topic, state, key)
                 return page
@@ -200,22 +209,24 @@ def _stored_job(
         attempt=None if env is None else env.attempt,
         max_attempts=None if env is None else env.max_attempts,
         enqueued_ms=None if env is None else env.enqueued_ms,
-        preview=None if env is None else _preview(env.payload),
         payload_bytes=row.size if env is None else len(env.payload),
         group=group,
     ), env
 
 
 def _is_retry(row: lists.StoredRow, env: Envelope | None) -> bool:
-    """`JobState`'s rule: a pending attempt after the first (or a retry's alias member)."""
-    return (env is not None and env.attempt > 1) or SEPARATOR.encode() in row.member
+    """`JobState`'s rule, a pending attempt after the first; without the envelope, what the
+    index of pending retries says."""
+    return env.attempt > 1 if env is not None else row.retry
 
 
-def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+def _pending_reader(views: Sequence[ShardKeys], match: JobFilter, envelope_max: int) -> Reader:
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else (int(after[0]), bytes(after[1]))
         pages = yield [
-            lists.pending_page(k, match.due_after_ms, match.due_before_ms, start, count)
+            lists.pending_page(
+                k, match.due_after_ms, match.due_before_ms, start, count, envelope_max
+            )
             for k in views
         ]
         out = []
@@ -227,18 +238,18 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
                 r.last = key
                 job, env = _stored_job(keys.topic, ListState.PENDING, keys, row)
                 if not _is_retry(row, env):
-                    r.rows.append((key, job))
+                    r.rows.append((key, job, None if env is None else env.payload))
             out.append(r)
         return out
 
     return read
 
 
-def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter, envelope_max: int) -> Reader:
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else bytes(after[0])
-        pages = yield [lists.retrying_page(k, start, count) for k in views]
-        found: list[tuple[int, SortKey, ListedJob]] = []
+        pages = yield [lists.retrying_page(k, start, count, envelope_max) for k in views]
+        found: list[tuple[int, SortKey, ListedJob, bytes | None]] = []
         out = []
         for i, (keys, (more, rows)) in enumerate(zip(views, pages, strict=True)):
             r = Read(more=more, scanned=len(rows))
@@ -251,10 +262,10 @@ def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
                     continue
                 if match.group is not None and job.group != match.group:
                     continue
-                found.append((i, (row.member,), job))
+                found.append((i, (row.member,), job, None if env is None else env.payload))
             out.append(r)
         pairs_of: list[list[tuple[str, str]]] = [[] for _ in views]
-        for i, _, job in found:
+        for i, _, job, _ in found:
             if job.group:
                 pairs_of[i].append((job.id or "", job.group))
         calls = [
@@ -267,17 +278,13 @@ def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
                 new, old = next(replies), next(replies)
                 for pair, a, b in zip(pairs, new, old, strict=True):
                     records[(i, *pair)] = a if a is not None else b
-        for i, key, job in found:
+        for i, key, job, payload in found:
             rec = read_record(records.get((i, job.id or "", job.group or "")))
-            failed = rec is not None and rec.kind == "R"
-            out[i].rows.append(
-                (
-                    key,
-                    replace(job, finished_ms=rec.at_ms, error=rec.error or None)
-                    if rec and failed
-                    else job,
-                )
-            )
+            if rec is not None and rec.kind == "R":
+                job_now = replace(job, finished_ms=rec.at_ms, error=rec.error or None)
+            else:
+                job_now = job
+            out[i].rows.append((key, job_now, payload))
         return out
 
     return read
@@ -376,7 +383,6 @@ def _entry_job(
         attempt=number(Field.ATTEMPT),
         max_attempts=number(Field.MAX_ATTEMPTS),
         enqueued_ms=number(Field.ENQUEUED),
-        preview=_preview(payload),
         payload_bytes=None if payload is None else len(payload),
         group=source.group or None,
         entry_id=entry_id,
@@ -410,7 +416,12 @@ def _fired_reader(
                 r.last = key_of(source, entries[-1][0])
             if state is ListState.READY:
                 r.rows = [
-                    (key_of(source, e), _entry_job(topic, state, source, e, f)) for e, f in entries
+                    (
+                        key_of(source, e),
+                        _entry_job(topic, state, source, e, f),
+                        f.get(Field.PAYLOAD),
+                    )
+                    for e, f in entries
                 ]
             else:
                 settled.append((r, source, entries))
@@ -445,12 +456,8 @@ def _running(
             fields = entries[0][1] if entries else {}
             job = _entry_job(topic, ListState.RUNNING, source, h.entry_id, fields)
             since = max(now_ms - h.idle_ms, entry_ms(h.entry_id))
-            r.rows.append(
-                (
-                    r.last,
-                    replace(job, consumer=h.consumer, since_ms=since, deliveries=h.deliveries),
-                )
-            )
+            held_by = replace(job, consumer=h.consumer, since_ms=since, deliveries=h.deliveries)
+            r.rows.append((r.last, held_by, fields.get(Field.PAYLOAD)))
         out.append(r)
     return out
 
@@ -479,15 +486,14 @@ def _settled(
             rec = read_record(a if a is not None else b)
             if rec is None or rec.entry != entry_id or rec.kind not in kinds:
                 continue  # in flight again, or a later attempt's record
-            job = _entry_job(topic, state, source, entry_id, fields)
             job = replace(
-                job,
+                _entry_job(topic, state, source, entry_id, fields),
                 finished_ms=rec.at_ms,
                 duration_ms=rec.duration_ms if rec.kind == "S" else None,
                 error=rec.error or None,
                 reason=rec.reason or None,
             )
-            r.rows.append((key_of(source, entry_id), job))
+            r.rows.append((key_of(source, entry_id), job, fields.get(Field.PAYLOAD)))
 
 
 def dead_page(

@@ -30,17 +30,22 @@ class StoredRow:
     envelope: bytes | None
     """None when it was larger than `ENVELOPE_MAX` (see `size`) or is gone."""
     size: int | None = None
+    retry: bool = False
+    """In the index of pending retries (`list_pending.lua` says; a retries page's rows are
+    all in it)."""
 
 
-def _rows(flat: Sequence[Any]) -> list[StoredRow]:
+def _rows(flat: Sequence[Any], width: int = 3) -> list[StoredRow]:
+    """Rows of `width` values: member, due, envelope or size (and, at 4, the retry flag)."""
     out = []
-    for i in range(0, len(flat), 3):
+    for i in range(0, len(flat), width):
         member, due, envelope = flat[i : i + 3]
         due_ms = None if due is None or due is False else int(float(due))
+        retry = width == 3 or bool(flat[i + 3])
         if isinstance(envelope, int):
-            out.append(StoredRow(member, due_ms, None, envelope))
+            out.append(StoredRow(member, due_ms, None, envelope, retry))
         else:
-            out.append(StoredRow(member, due_ms, envelope or None))
+            out.append(StoredRow(member, due_ms, envelope or None, None, retry))
     return out
 
 
@@ -50,24 +55,26 @@ def pending_page(
     high_ms: int | None,
     after: tuple[int, bytes] | None,
     count: int,
+    envelope_max: int = ENVELOPE_MAX,
 ) -> Call[list[StoredRow]]:
     """Up to `count` pending jobs of `keys`' shard due in [low, high), after `after` (a row's
-    (due, member)), in (due, member) order."""
+    (due, member)), in (due, member) order; envelopes up to `envelope_max` bytes (0: none,
+    their sizes only)."""
     args: list[str | bytes | int] = [
         "-inf" if low_ms is None else low_ms,
         "+inf" if high_ms is None else high_ms,
         "" if after is None else after[0],
         b"" if after is None else after[1],
         count,
-        ENVELOPE_MAX,
+        envelope_max,
     ]
     return script_call(
-        "list_pending", keys, args, lambda reply: _rows(check("list_pending", reply)[1:])
+        "list_pending", keys, args, lambda reply: _rows(check("list_pending", reply)[1:], 4)
     )
 
 
 def retrying_page(
-    keys: ShardKeys, after: bytes | None, count: int
+    keys: ShardKeys, after: bytes | None, count: int, envelope_max: int = ENVELOPE_MAX
 ) -> Call[tuple[bool, list[StoredRow]]]:
     """Up to `count` members of the shard's index of pending retries after `after`, with their
     due time and envelope, and whether the index holds more."""
@@ -76,9 +83,8 @@ def retrying_page(
         r = check("list_retrying", reply)
         return bool(r[1]), _rows(r[2:])
 
-    return script_call(
-        "list_retrying", keys, [b"" if after is None else after, count, ENVELOPE_MAX], parse
-    )
+    args: list[str | bytes | int] = [b"" if after is None else after, count, envelope_max]
+    return script_call("list_retrying", keys, args, parse)
 
 
 def entries_after(stream: str, start: str, count: int) -> Call[list[Entry]]:

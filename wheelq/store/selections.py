@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wheelq.core.history import SEPARATOR
-from wheelq.core.keys import ShardKeys, selection_key
+from wheelq.core.keys import ShardKeys, selection_key, selection_mark_key
 from wheelq.store.call import Call
 from wheelq.store.scripts import text
 
@@ -41,6 +41,22 @@ def take(keys: ShardKeys, name: str, count: int, ttl_ms: int) -> list[Call[Any]]
         Call(command=("ZRANGE", key, 0, count - 1, "WITHSCORES"), parse=parse),
         _expire(key, ttl_ms),
     ]
+
+
+def open_mark(topic: str, name: str, ttl_ms: int) -> Call[Any]:
+    """Mark the selection `name` as open: acts on it may go on (kept `ttl_ms`, in shard 0's
+    slot)."""
+    return Call(command=("SET", selection_mark_key(topic, name), 1, "PX", ttl_ms))
+
+
+def is_open(topic: str, name: str, ttl_ms: int) -> Call[bool]:
+    """Whether the selection is open (and, if it is, keep it `ttl_ms` longer)."""
+    return Call(command=("PEXPIRE", selection_mark_key(topic, name), ttl_ms), parse=bool)
+
+
+def close_mark(topic: str, name: str) -> Call[Any]:
+    """The selection is used up: acting on it again is refused."""
+    return Call(command=("DEL", selection_mark_key(topic, name)))
 
 
 def forget(keys: ShardKeys, name: str, members: Sequence[str]) -> Call[int]:

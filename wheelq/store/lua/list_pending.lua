@@ -4,16 +4,18 @@ read, or, when it is gone, a binary search among the members due at the same ms)
 reading past rows; so a page costs O(log n + count) whatever the backlog.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
+KEYS[3]  {T:s}:retries   ZSET    pending retries' members: each row says whether it is one
 ARGV[1]  lowest due ms, inclusive ('-inf': none)
 ARGV[2]  highest due ms, exclusive ('+inf': none)
 ARGV[3]  the last row read: its due ms ('': start from ARGV[1])
 ARGV[4]  the last row read: its member
 ARGV[5]  rows, 1-1000
-ARGV[6]  the largest envelope returned whole, bytes (a larger one comes back as its size)
-Returns: {0, member, due, envelope or size, ...}   rows in order, up to ARGV[5]
+ARGV[6]  the largest envelope returned whole, bytes (a larger one comes back as its size;
+         0: every envelope as its size, for a caller that needs only ids and due times)
+Returns: {0, member, due, envelope or size, retry (1 | 0), ...}   rows in order, up to ARGV[5]
          {-1, key}   WRONG_TYPE
 ]]
-local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash')
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset')
 if wrong then return wrong end
 -- Members due at the same ms are in byte order (memcmp); Lua's own < on strings follows
 -- the locale, so bytes are compared here.
@@ -62,4 +64,13 @@ for i = 1, #found, 2 do
   end
   members[#members + 1], dues[#dues + 1] = found[i], found[i + 1]
 end
-return wq_list_rows(KEYS[2], members, dues, tonumber(ARGV[6]), {WQ_OK})
+local rows = wq_list_rows(KEYS[2], members, dues, tonumber(ARGV[6]), {})
+local out = {WQ_OK}
+for i = 1, #members do
+  local at = (i - 1) * 3
+  out[#out + 1] = rows[at + 1]
+  out[#out + 1] = rows[at + 2]
+  out[#out + 1] = rows[at + 3]
+  out[#out + 1] = redis.call('ZSCORE', KEYS[3], members[i]) and 1 or 0
+end
+return out
