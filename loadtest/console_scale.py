@@ -77,7 +77,7 @@ from wheelq import AsyncAdmin, AsyncClient
 from wheelq.core.bulk_actions import Selection
 from wheelq.core.keys import ShardKeys, selection_key
 from wheelq.core.settings import ClientSettings, ServeSettings
-from wheelq.store.scripts import load_all
+from wheelq.store.scripts import load_all, script_keys
 from wheelq.testing import EmbeddedServer, find_server_binaries
 
 TOPIC = "console-scale"
@@ -541,10 +541,13 @@ one HGET a row (list_pending.lua adds an HSTRLEN a row, so a huge envelope is no
 
 def list_pending_cost(r: redis.Redis, rows: tuple[int, ...], calls: int) -> dict[str, Any]:
     """Server µs a call (INFO commandstats) of shard 0's first page of `rows` rows:
-    list_pending.lua, the `BARE_MOVES`, and ZRANGE + HMGET as two plain commands."""
+    list_pending.lua (envelopes returned, as a job list reads them), the `BARE_MOVES`, and
+    ZRANGE + HMGET as two plain commands."""
     keys = ShardKeys(TOPIC, 0)
     shas = {"list_pending_lua": load_all()["list_pending"].sha}
     shas.update({name: r.script_load(source) for name, source in BARE_MOVES.items()})
+    listing = (len(script_keys("list_pending", keys)), *script_keys("list_pending", keys))
+    bare = (keys.delayed, keys.jobs)
 
     def usec() -> int:
         stats = r.info("commandstats")
@@ -559,10 +562,9 @@ def list_pending_cost(r: redis.Redis, rows: tuple[int, ...], calls: int) -> dict
         args: tuple[Any, ...] = ("-inf", "+inf", "", b"", n, 64 * 1024)
         for name, sha in shas.items():
             before = usec()
+            script_args = (*listing, *args) if name == "list_pending_lua" else (2, *bare, n)
             for _ in range(calls):
-                r.evalsha(
-                    sha, 2, keys.delayed, keys.jobs, *(args if name == "list_pending_lua" else (n,))
-                )
+                r.evalsha(sha, *script_args)
             one[f"{name}_us"] = round((usec() - before) / calls)
         before = usec()
         for _ in range(calls):
