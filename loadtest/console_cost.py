@@ -15,24 +15,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
+import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import redis.asyncio
-import uvicorn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib.web import service_on_loopback
 
 from wheelq import AsyncAdmin, AsyncClient
 from wheelq.testing import EmbeddedServer, find_server_binaries
-from wheelq.web.app import create_app
 from wheelq.web.samples import interval_s
-from wheelq.web.service import WebService
 
 SHARDS, GROUPS = 16, 5
 
@@ -40,26 +41,6 @@ SHARDS, GROUPS = 16, 5
 async def commands(r: redis.asyncio.Redis) -> Counter[str]:
     stats: dict[str, Any] = await r.info("commandstats")
     return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
-
-
-@contextlib.asynccontextmanager
-async def service_on_loopback(url: str) -> AsyncIterator[str]:
-    """`wheelq serve`'s app (sampler running) on a free loopback port; its base URL."""
-    service = WebService(AsyncClient.from_url(url))
-    service.owns_client = True
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(service), host="127.0.0.1", port=0, log_level="warning")
-    )
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:  # uvicorn says when it listens; nothing to wait on but this
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def run(requests: int, seconds: float, kind: str | None) -> dict[str, Any]:
