@@ -38,6 +38,7 @@ from wheelq.web import (
     problems,
     ui,
     ui_actions,
+    ui_job_lists,
     ui_processes,
 )
 from wheelq.web.problems import problem_response
@@ -110,6 +111,7 @@ def create_app(service: WebService) -> FastAPI:
     for api in routers:
         app.include_router(api.router)
     app.include_router(ui.router)
+    app.include_router(ui_job_lists.router)
     app.include_router(ui_processes.router)
     app.include_router(ui_actions.router)
     app.include_router(ui.front)

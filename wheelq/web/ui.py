@@ -4,10 +4,10 @@ meaning what `wheelq.core.observe` says); every page reads without JavaScript, a
 none.
 
 Pages: ``/ui`` (topics), ``/ui/topics/{t}`` (shards with their leaders, consumer groups,
-rates, a job lookup), ``/ui/topics/{t}/jobs?state=`` (the jobs in one state, a tab per
-state, filtered and paged as `wheelq.core.job_list` has it), ``/ui/topics/{t}/jobs/{id}``,
+rates, a job lookup), ``/ui/topics/{t}/jobs/{id}``,
 ``/ui/topics/{t}/dead`` (dead letters, filtered by reason and group) and
-``/ui/topics/{t}/schedules``. Their forms POST
+``/ui/topics/{t}/schedules``; the job lists are `wheelq.web.ui_job_lists`' and the
+processes `wheelq.web.ui_processes`'. Their forms POST
 to `wheelq.web.ui_actions`, which comes back to a page with ``?done=``, a code `flash`
 turns into a message. ``/`` leads to ``/ui``.
 
@@ -33,7 +33,6 @@ import shlex
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
@@ -46,10 +45,8 @@ from fastapi.routing import APIRoute
 from markupsafe import Markup
 from redis.exceptions import ResponseError
 
-from wheelq.core.bulk_actions import actions_of
 from wheelq.core.due import utc_text
 from wheelq.core.history import JobState, payload_gone
-from wheelq.core.job_list import DUE_STATES, GROUP_STATES, ListState, list_state
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
@@ -62,13 +59,11 @@ from wheelq.errors import (
     UnknownJobError,
     UnknownTopicError,
 )
-from wheelq.producer.operations import TopicStats
 from wheelq.store import events, leases, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import DEAD_SCAN, api_topics
 from wheelq.web.charts import RANGES, Chart, svg
-from wheelq.web.models import as_time
 from wheelq.web.problems import ProblemError, problem_of
 from wheelq.web.service import WebService, service
 
@@ -794,131 +789,4 @@ async def dead_page(
         reasons=REASONS,
         groups=sorted({g.name for g in groups}),
         filter_query=urlencode({k: v for k, v in (("reason", reason), ("group", group)) if v}),
-    )
-
-
-# --- jobs by state -------------------------------------------------------------------------
-
-TimeText = Annotated[str | None, Query(max_length=64)]
-Cursor = Annotated[str | None, Query(max_length=4096)]
-
-
-def form_time(name: str, text: str | None) -> datetime | None:
-    """A time from a filter form or a hand-written address: a ``datetime-local`` value
-    (``2030-01-31T09:30``, seconds and ms optional), read as UTC; an RFC 3339 time with an
-    offset; or epoch ms. Empty: None. Else InvalidArgumentError naming `name`."""
-    if not text:
-        return None
-    if text.isascii() and text.isdigit():
-        return as_time(name, int(text))
-    try:
-        naive = datetime.fromisoformat(text).tzinfo is None
-    except ValueError:
-        naive = False
-    if naive and "T" in text.upper():
-        text += "Z"
-    return as_time(name, text)
-
-
-def local_value(at: datetime | None) -> str:
-    """`at` as a ``datetime-local`` input's value (UTC, to the ms); "" for None."""
-    if at is None:
-        return ""
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-
-
-@dataclass(frozen=True, slots=True)
-class JobsFilter:
-    """A job list's filter as its form and its links carry it (empty strings: any)."""
-
-    due_after: str = ""
-    due_before: str = ""
-    group: str = ""
-    reason: str = ""
-
-    def for_state(self, state: ListState) -> JobsFilter:
-        """The parts `state` takes (a tab link keeps only those)."""
-        return JobsFilter(
-            self.due_after if state in DUE_STATES else "",
-            self.due_before if state in DUE_STATES else "",
-            self.group if state in GROUP_STATES else "",
-            self.reason if state is ListState.DEAD else "",
-        )
-
-    def items(self) -> list[tuple[str, str]]:
-        """The parts given, as (name, value)."""
-        return [(k, v) for k, v in dataclasses.asdict(self).items() if v]
-
-    def query(self) -> str:
-        return urlencode(self.items())
-
-    def __bool__(self) -> bool:
-        return any(dataclasses.astuple(self))
-
-
-def tab_counts(stats: TopicStats | None) -> dict[ListState, tuple[int, str]]:
-    """The tabs' counts the topic's stats hold, each with what it counts where that is
-    not the list's rows (the other states' counts are not known cheaply)."""
-    if stats is None:
-        return {}
-    return {
-        ListState.PENDING: (stats.pending, "waiting, retries included"),
-        ListState.READY: (stats.ready, "not yet given to the group furthest behind"),
-        ListState.RUNNING: (stats.in_flight, "in flight, over every group"),
-        ListState.DEAD: (stats.dead, "in all"),
-    }
-
-
-@router.get("/topics/{topic}/jobs")
-async def jobs_page(
-    topic: str,
-    request: Request,
-    state: Annotated[str, Query(max_length=20)] = ListState.PENDING.value,
-    cursor: Cursor = None,
-    limit: Limit = None,
-    due_after: TimeText = None,
-    due_before: TimeText = None,
-    group: Annotated[str | None, Query(max_length=200)] = None,
-    reason: Annotated[str | None, Query(max_length=20)] = None,
-    done: Done = None,
-) -> Response:
-    """A page of the topic's jobs in one state (`wheelq.core.job_list`), a tab per state,
-    filtered by due range, group or reason as the state allows; pages go on by cursor."""
-    svc = service(request)
-    svc.guard.check(request, "read", topic)
-    listed = list_state(state)
-    await shards_of(svc, topic)
-    low, high = form_time("due_after", due_after), form_time("due_before", due_before)
-    shown = JobsFilter(local_value(low), local_value(high), group or "", reason or "")
-    jobs = await svc.admin.jobs(
-        topic,
-        listed.value,
-        limit or svc.settings.page_limit,
-        cursor=cursor or None,
-        due_after=low,
-        due_before=high,
-        group=group or None,  # the filter form sends "" for any
-        reason=reason or None,
-    )
-    stats, groups = await asyncio.gather(svc.admin.stats(topic), svc.admin.groups(topic))
-    names = sorted({g.name for g in groups or []} | ({group} if group else set()))
-    return render(
-        request,
-        "jobs.html",
-        topic=topic,
-        state=listed,
-        tabs=list(ListState),
-        counts=tab_counts(stats),
-        jobs=jobs,
-        cursor=cursor or None,
-        limit=limit,
-        next=jobs.next,
-        filter=shown,
-        due_states=DUE_STATES,
-        group_states=GROUP_STATES,
-        groups=names,
-        reasons=REASONS,
-        now_ms=svc.clock.now_ms(),
-        actions=[a.value for a in actions_of(listed)],
-        flash=flash(done),
     )

@@ -43,7 +43,8 @@ from wheelq.web.auth import check_site
 from wheelq.web.models import GROUP_NAME
 from wheelq.web.problems import ProblemError
 from wheelq.web.service import WebService, service
-from wheelq.web.ui import PageRoute, form_time, home, render, shards_of, utc
+from wheelq.web.ui import PageRoute, home, render, shards_of, utc
+from wheelq.web.ui_job_lists import form_time
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)
 
