@@ -331,7 +331,12 @@ async def test_bad_input_answers_the_error_page_with_a_4xx(api: Served, topic: s
             422,
             "selection is of topic",
         ),
-        ("cancel", [p, ("selection", unknown), ("confirm", "1")], 410, "acted on to its end already"),
+        (
+            "cancel",
+            [p, ("selection", unknown), ("confirm", "1")],
+            410,
+            "acted on to its end already",
+        ),
         ("cancel", [p, ("all", "1"), ("due_after", "yesterday")], 422, "due_after must be"),
         ("cancel", [p, ("all", "1"), ("group", "g")], 422, "group filters every state"),
         ("reschedule", [p, ("all", "1")], 422, "reschedule by a shift or to a time"),
