@@ -30,7 +30,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from tests.support import gc_pauses
-from tests.support.browser import browser  # noqa: F401 (the dashboard's browser tests)
+from tests.support.browser import browser, page  # noqa: F401 (the dashboard's browser tests)
 from tests.support.callback_server import receiver  # noqa: F401 (the callback tests' fixture)
 from tests.support.clients import (  # noqa: F401 (the client tests' fixtures)
     admin,

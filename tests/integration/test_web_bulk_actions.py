@@ -32,15 +32,6 @@ async def api(redis_url: str) -> AsyncIterator[Served]:
         yield served
 
 
-@pytest.fixture
-async def page(browser: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context()
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
-
-
 async def pending(api: Served, topic: str, n: int, shards: int = 2) -> None:
     """`n` pending jobs ``p00``... due a minute apart from `BASE`."""
     await api.service.admin.create_topic(topic, shards)

@@ -25,15 +25,6 @@ async def api(redis_url: str) -> AsyncIterator[Served]:
         yield served
 
 
-@pytest.fixture
-async def page(browser: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context()
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
-
-
 async def pages_of(api: Served, topic: str) -> dict[str, str]:
     """A topic with something on every page: a pending job, dead letters, a group, a
     schedule; each page's path by name."""

@@ -107,15 +107,6 @@ async def rows(page: Any) -> list[str]:
     return [str(await r.get_attribute("data-job")) for r in await page.locator("tbody tr").all()]
 
 
-@pytest.fixture
-async def page(browser: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context()
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
-
-
 # --- in a browser ----------------------------------------------------------------------------
 
 

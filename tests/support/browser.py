@@ -48,3 +48,13 @@ def serious_violations(response: dict[str, Any]) -> list[str]:
         for v in response["violations"]
         if v["impact"] in SERIOUS
     ]
+
+
+@pytest.fixture
+async def page(browser: Any) -> AsyncIterator[Any]:
+    """A page in a context of its own, closed after the test."""
+    context = await browser.new_context()
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
