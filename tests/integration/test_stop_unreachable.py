@@ -120,7 +120,7 @@ def test_a_node_stops_within_stop_timeout_ms_while_redis_is_unreachable(
         code = stop_took(node, bound_s=STOP_TIMEOUT_MS / 1000 + SLACK_S)
     log = node.log_text()
     assert code == 0, log
-    assert f"left undone: release {SHARDS} leases (" in log, log
+    assert f"left undone: release {SHARDS} leases, take the process off the list (" in log, log
     assert f"unreleased_leases={SHARDS}" in log
     why = "no answer from redis" if fault == "sigstop" else "redis unreachable"
     assert why in log
@@ -130,7 +130,10 @@ def test_a_second_signal_ends_a_node_stop_at_once(server: EmbeddedServer, spawn:
     node = spawn("node", {"check_interval_ms": 50, "stop_timeout_ms": FOREVER_MS})
     with unreachable(server, "sigstop"):
         code, log = signal_twice(node, "signal: stopping")
-    assert f"left undone: release {SHARDS} leases (cut short by a second signal)" in log
+    assert (
+        f"left undone: release {SHARDS} leases, take the process off the list "
+        "(cut short by a second signal)"
+    ) in log
     assert code == 0, log
 
 

@@ -19,7 +19,7 @@ else
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 end
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local gone = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
 if #gone > 0 then
   redis.call('ZREM', KEYS[1], unpack(gone))
   redis.call('HDEL', KEYS[2], unpack(gone))

@@ -8,8 +8,8 @@ Returns: {0, now, id, expiry, record, id, expiry, record, ...}  now: the server'
 ]]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local found = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0,
-  tonumber(ARGV[1]))
+local found = redis.call('ZRANGE', KEYS[1], '(' .. now, '+inf', 'BYSCORE', 'LIMIT', 0,
+  tonumber(ARGV[1]), 'WITHSCORES')
 local out = {0, now}
 if #found == 0 then
   return out
