@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core.job import Envelope, Field, entry_ms
+from wheelq.core.job import Envelope, Field, entry_ms, entry_order
 from wheelq.core.pause import PauseState
 from wheelq.core.payload import read_payload
 from wheelq.errors import MalformedJobError
@@ -213,11 +213,6 @@ def decode_result(data: bytes | None) -> Any:
         return None
 
 
-def _id_key(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
 def _group(g: GroupLookup, now_ms: int) -> GroupInfo | None:
     if g.latest is None:
         return None
@@ -232,7 +227,7 @@ def _group(g: GroupLookup, now_ms: int) -> GroupInfo | None:
         return GroupInfo(
             g.name, JobState.RUNNING, g.latest, consumer, since_ms, deliveries, error=error
         )
-    if _id_key(g.latest) > _id_key(g.last_delivered):
+    if entry_order(g.latest) > entry_order(g.last_delivered):
         return GroupInfo(g.name, JobState.READY, g.latest)
     if rec is None or rec.kind == "F":
         return GroupInfo(g.name, JobState.SUCCEEDED, g.latest)  # acked with no record
@@ -324,7 +319,7 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
     if not known:
         state = JobState.UNKNOWN if raw.cancelled_ms is None else JobState.CANCELLED
         return JobInfo(job_id, topic, state, cancelled_ms=raw.cancelled_ms)
-    entry, fields = max(known, key=lambda k: _id_key(k[0]))
+    entry, fields = max(known, key=lambda k: entry_order(k[0]))
     groups = tuple(g for g in (_group(g, raw.now_ms) for g in raw.groups) if g is not None)
     states = {g.state for g in groups}
     state = next((s for s in _PRECEDENCE if s in states), JobState.SUCCEEDED)

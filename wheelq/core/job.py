@@ -117,6 +117,12 @@ def parse_note(note: bytes) -> tuple[str, int] | None:
     return job_id, int(due)
 
 
+def entry_order(entry_id: str) -> tuple[int, int]:
+    """A stream entry id as (ms, seq): the order Redis keeps entries in."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def entry_ms(entry_id: str | bytes) -> int:
     """The ms part of a stream entry id (``"1700000000123-0"`` -> 1700000000123)."""
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id

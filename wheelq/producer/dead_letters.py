@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from wheelq.core.job import DeadLetter, Field, parse_ref
+from wheelq.core.job import DeadLetter, Field, entry_order, parse_ref
 from wheelq.core.keys import ShardKeys, all_shards, validate_group, validate_shards
 from wheelq.core.payload import MAX_PAYLOAD_DEPTH, stored_too_deep
 from wheelq.core.retry import Reason
@@ -132,13 +132,13 @@ def _merged(topic: str, shards: int, limit: int, after: str | None) -> Op[list[D
     if after is not None:
         # the order's key is (ms, seq, shard): shards up to the cursor's start after its id
         cursor_shard, cursor_id = parse_ref(after)
-        ms, seq = _id_key(cursor_id)
+        ms, seq = entry_order(cursor_id)
         for shard in range(shards):
             starts[shard] = f"({ms}-{seq}" if shard <= cursor_shard else f"{ms}-{seq}"
     pages = yield [dead.read_dead(k, starts[k.shard], limit) for k in all_shards(topic, shards)]
     merged = heapq.merge(
         *(
-            [(*_id_key(entry_id), shard, entry_id, fields) for entry_id, fields in page]
+            [(*entry_order(entry_id), shard, entry_id, fields) for entry_id, fields in page]
             for shard, page in enumerate(pages)
         ),
         key=lambda row: row[:3],
@@ -149,11 +149,6 @@ def _merged(topic: str, shards: int, limit: int, after: str | None) -> Op[list[D
         if len(out) == limit:
             break
     return out
-
-
-def _id_key(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def replay(

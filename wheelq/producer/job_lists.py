@@ -20,7 +20,7 @@ from typing import Any
 
 from wheelq.core.due import At, at_ms
 from wheelq.core.history import SEPARATOR, read_record
-from wheelq.core.job import DeadLetter, Envelope, Field, entry_ms
+from wheelq.core.job import DeadLetter, Envelope, Field, entry_ms, entry_order
 from wheelq.core.job_list import (
     MAX_LIST_LIMIT,
     PREVIEW_CHARS,
@@ -321,17 +321,12 @@ def _group_sources(
     return out
 
 
-def _id(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
 def _start(source: GroupSource, after: SortKey | None, state: ListState) -> str | None:
     """Where `source` reads from after `after` (``(id``: exclusive); None: nothing to read.
 
     Ready entries are those after the group's last delivered one; settled ones (succeeded,
     failed) are at or before it; entries in flight are anywhere up to it."""
-    floor = _id(source.last_delivered)
+    floor = entry_order(source.last_delivered)
     descending = state in (ListState.SUCCEEDED, ListState.FAILED)
     if descending and floor == (0, 0):
         return None  # nothing was ever delivered to it
@@ -388,7 +383,7 @@ def _fired_reader(
     topic: str, state: ListState, sources: Sequence[GroupSource], now_ms: int
 ) -> Reader:
     def key_of(source: GroupSource, entry_id: str) -> SortKey:
-        return (*_id(entry_id), *source.order)
+        return (*entry_order(entry_id), *source.order)
 
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         starts = [_start(s, after, state) for s in sources]
