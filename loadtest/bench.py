@@ -9,7 +9,8 @@ PATH), runs the scenarios in turn with progress on stderr, and writes into --out
 results.json (every figure), results.md (the tables, with ratios to the raw-Redis limit and
 to the peers, and the targets of docs/architecture.md met or not) and lateness.png (the lateness
 distributions and the failover series; needs the `bench` extra). Peers need the `peers`
-extra; a peer that is not installed is reported as such. Figures are measured, never
+extra (BullMQ: Node.js and npm, which install it into loadtest/peers/bullmq); a peer that
+is not installed is reported as such. Figures are measured, never
 asserted: compare runs on a quiet machine.
 """
 

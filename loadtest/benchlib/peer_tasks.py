@@ -5,10 +5,13 @@
     python -m benchlib.peer_tasks rq-scheduler --url URL --queue Q --interval-s 0
     python -m benchlib.peer_tasks dramatiq --url URL --namespace NS --queue Q \\
         [--worker-timeout-ms 10]
+    python -m benchlib.peer_tasks bullmq --url URL --queue Q --concurrency 50
 
 (run from ``loadtest/``, or with it on PYTHONPATH). Each runner starts the library's own
 worker class in this process, the way its CLI would, with WARNING logs; an option left out
-keeps the library's default. SIGTERM stops it.
+keeps the library's default. SIGTERM stops it. ``bullmq`` replaces this process with
+``node loadtest/peers/bullmq/bench.js worker`` (`benchlib.peer_bullmq`), whose handler
+writes the same lines.
 
 Every handler appends one line, ``<index> <due ms> <start ms>``, to the file named by
 ``PEER_RECORD_FILE``: one ``os.write`` on an ``O_APPEND`` descriptor per job, so threads
@@ -123,9 +126,16 @@ def run_dramatiq(args: argparse.Namespace) -> None:
     broker.close()
 
 
+def run_bullmq(args: argparse.Namespace) -> None:
+    from benchlib.peer_bullmq import node_command
+
+    argv = node_command("worker", "--url", args.url, "--queue", args.queue)
+    os.execv(argv[0], [*argv, "--concurrency", str(args.concurrency)])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("lib", choices=["arq", "rq", "rq-scheduler", "dramatiq"])
+    p.add_argument("lib", choices=["arq", "rq", "rq-scheduler", "dramatiq", "bullmq"])
     p.add_argument("--url", required=True)
     p.add_argument("--queue", required=True)
     p.add_argument("--namespace", default="dramatiq")
@@ -133,6 +143,7 @@ def main() -> None:
     p.add_argument("--no-scheduler", action="store_true")
     p.add_argument("--interval-s", type=float, default=1.0)
     p.add_argument("--worker-timeout-ms", type=int)
+    p.add_argument("--concurrency", type=int, default=1)
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     runner = {
@@ -140,6 +151,7 @@ def main() -> None:
         "rq": run_rq,
         "rq-scheduler": run_rq_scheduler,
         "dramatiq": run_dramatiq,
+        "bullmq": run_bullmq,
     }[args.lib]
     runner(args)
 

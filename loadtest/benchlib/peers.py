@@ -1,4 +1,4 @@
-"""Peers: arq, rq and dramatiq on the same machine and Redis, default and aggressive polling.
+"""Peers: arq, rq, dramatiq and BullMQ on the same machine and Redis, default and aggressive.
 
     python loadtest/benchlib/peers.py [--quick] [--redis-url URL] [--only arq,rq] [--rate 50]
 
@@ -13,6 +13,9 @@ For each peer and two settings, "default" (its default poll / scheduler setting)
 - dramatiq: `Worker(worker_timeout=)`, "the number of milliseconds workers should wake up
   after if the queue is idle" (dramatiq API reference, `dramatiq.Worker`): 1000 ms by
   default, aggressive 10 ms;
+- bullmq (Node.js, `benchlib.peer_bullmq`): no poll knob, its Worker blocks until the next
+  delayed job is due; "default" is its default `concurrency` of 1, "aggressive" 50 (its
+  no-op handler does nothing but record, so one at a time is what bounds it);
 
 three phases, each on a queue (and keys) of its own with a fresh worker: the library's
 own worker class, one process, the library's default concurrency (`concurrency`):
@@ -49,11 +52,12 @@ from benchlib.common import Bench  # noqa: E402
 from benchlib.peer_base import SETTINGS, Peer, Run, with_db  # noqa: E402
 from benchlib.peer_phases import enqueue_phase, timed_phase  # noqa: E402
 
-PEERS = ("arq", "rq", "dramatiq")
+PEERS = ("arq", "rq", "dramatiq", "bullmq")
 
 
 def load_peer(name: str) -> Peer:
-    """The adapter of `name`; raises ImportError when the library is not installed."""
+    """The adapter of `name`; raises ImportError when the library is not installed
+    (`NodeUnavailable` for BullMQ without Node.js and npm)."""
     if name == "arq":
         import arq  # noqa: F401
 
@@ -73,6 +77,11 @@ def load_peer(name: str) -> Peer:
         from benchlib.peer_dramatiq import DramatiqPeer
 
         return DramatiqPeer()
+    if name == "bullmq":
+        from benchlib.peer_bullmq import BullmqPeer, ensure_installed
+
+        ensure_installed()  # NodeUnavailable without node and npm
+        return BullmqPeer()
     raise ValueError(f"unknown peer {name!r}; expected one of {', '.join(PEERS)}")
 
 
@@ -103,7 +112,7 @@ def run_peers(
             for setting in SETTINGS:
                 bench.log(f"peers: {name} {setting} ({peer.setting(setting)})")
                 try:
-                    out = _run_setting(bench, peer, setting, record_dir, **sizes)
+                    out = run_setting(bench, peer, setting, record_dir, **sizes)
                 except Exception as exc:
                     traceback.print_exc(file=sys.stderr)
                     out = {"error": f"{type(exc).__name__}: {exc}"}
@@ -116,7 +125,7 @@ def run_peers(
     return results
 
 
-def _run_setting(
+def run_setting(
     bench: Bench,
     peer: Peer,
     setting: str,
@@ -126,13 +135,18 @@ def _run_setting(
     duration_s: float,
     burst: int,
     enqueue_n: int,
+    drain_s: float | None = None,
 ) -> dict[str, Any]:
+    """The three phases of one peer at one setting: {"enqueue", "accuracy", "burst"}.
+
+    A phase waits `drain_s` after its last due time at most (3 s quick, 15 s full)."""
     url = with_db(bench.url, peer.db)
     enqueue = enqueue_phase(bench, peer, Run.new(peer.name, url, record_dir, "enqueue"), enqueue_n)
     enqueue_rate = max(100.0, enqueue["jobs_per_s"])
     # Deadlines are generous but bounded, so that a peer that falls behind reports missing
     # jobs instead of stretching the run (quick: all peers well under 2 minutes).
-    drain_s = 3.0 if bench.quick else 15.0
+    if drain_s is None:
+        drain_s = 3.0 if bench.quick else 15.0
     n = max(1, round(rate * duration_s))
     first = _lead_ms(n, enqueue_rate)
     steady = [(i, first + i * 1000.0 / rate) for i in range(n)]
@@ -168,7 +182,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--redis-url", help="use this server instead of an embedded one")
     p.add_argument("--quick", action="store_true", help="3 s, 2,000-job burst and enqueue")
-    p.add_argument("--only", help="comma-separated peers (default: arq,rq,dramatiq)")
+    p.add_argument("--only", help=f"comma-separated peers (default: {','.join(PEERS)})")
     p.add_argument("--rate", type=int, default=1000)
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--burst", type=int, default=20_000)

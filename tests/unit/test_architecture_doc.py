@@ -21,7 +21,11 @@ BRIEF = re.compile(r"\b(?:DESIGN|STYLE)\b")
 def sources() -> list[Path]:
     files = [ROOT / "README.md"]
     for top in SCANNED:
-        files += [p for p in sorted((ROOT / top).rglob("*")) if p.suffix in SUFFIXES]
+        files += [
+            p
+            for p in sorted((ROOT / top).rglob("*"))
+            if p.suffix in SUFFIXES and "node_modules" not in p.parts  # npm's, not ours
+        ]
     return [p for p in files if p.resolve() != Path(__file__).resolve()]
 
 
