@@ -33,30 +33,39 @@ def used_memory(r: redis.Redis) -> int:
     return int(info["used_memory"])
 
 
-def measure(binary: object, jobs: int, size: int) -> dict[str, object]:
-    with EmbeddedServer(binary) as server:  # type: ignore[arg-type]
-        r = redis.Redis.from_url(server.url)
-        with Client.from_url(server.url) as client:
+def pending_memory(url: str, topic: str, jobs: int, payload: object) -> dict[str, int]:
+    """Enqueue `jobs` jobs of `payload` due in a day on a new `topic` of `SHARDS` shards
+    (one more first: scripts loaded, keys made); used_memory before and after them."""
+    r = redis.Redis.from_url(url)
+    try:
+        with Client.from_url(url) as client:
             admin = Admin.of(client)
-            admin.create_topic(TOPIC, SHARDS)
-            client.enqueue(TOPIC, {"warm": True}, delay=86_400)  # scripts loaded, keys made
+            admin.create_topic(topic, SHARDS)
+            client.enqueue(topic, {"warm": True}, delay=86_400)  # scripts loaded, keys made
             before = used_memory(r)
-            payload = {"data": "x" * size}
             for start in range(0, jobs, BATCH):
                 n = min(BATCH, jobs - start)
-                client.enqueue_many(TOPIC, [{"payload": payload, "delay": 86_400}] * n)
+                client.enqueue_many(topic, [{"payload": payload, "delay": 86_400}] * n)
             after = used_memory(r)
-            stats = admin.stats(TOPIC)
+            stats = admin.stats(topic)
         pending = sum(s.pending for s in stats.shards) if stats else 0
         assert pending == jobs + 1, (pending, jobs)
+    finally:
+        r.close()
+    return {"used_memory_before": before, "used_memory_after": after}
+
+
+def measure(binary: object, jobs: int, size: int) -> dict[str, object]:
+    with EmbeddedServer(binary) as server:  # type: ignore[arg-type]
+        memory = pending_memory(server.url, TOPIC, jobs, {"data": "x" * size})
+        r = redis.Redis.from_url(server.url)
         version = r.info("server").get("valkey_version") or r.info("server")["redis_version"]
         r.close()
-    per_job = (after - before) / jobs
+    per_job = (memory["used_memory_after"] - memory["used_memory_before"]) / jobs
     return {
         "payload_bytes": size,
         "jobs": jobs,
-        "used_memory_before": before,
-        "used_memory_after": after,
+        **memory,
         "bytes_per_job": round(per_job),
         "overhead_bytes_per_job": round(per_job - size),
         "server_version": version,

@@ -158,6 +158,7 @@ def run_burst(
         "all_in_stream_after_s": round((last_entry_ms - due_ms) / 1000, 3),
         "first_handler_started_after_ms": round(min(starts) - due_ms, 1) if starts else None,
         "all_handlers_started_after_s": round((max(starts) - due_ms) / 1000, 3) if starts else None,
+        "handler_start_lateness_ms": lateness(s - due_ms for s in starts) if starts else None,
         "handled": len({job_id for job_id, _, _ in records} & set(ids)),
     }
 
