@@ -1,7 +1,7 @@
 // BullMQ's side of the peer benchmarks (loadtest/benchlib/peer_bullmq.py drives it).
 //
 //   node bench.js worker   --url URL --queue Q [--concurrency N]
-//   node bench.js enqueue  --url URL --queue Q            < lines of [index, due epoch ms]
+//   node bench.js enqueue  --url URL --queue Q [--data-bytes B] < lines of [index, due ms]
 //   node bench.js add-bulk --url URL --queue Q --jobs N [--per-call K] [--delay-ms D]
 //                          [--data-bytes B] [--ids default|26]
 //
@@ -15,7 +15,8 @@
 //
 // enqueue: one awaited Queue.add per job, due at the given epoch ms (the job's timestamp is
 // set to Date.now() at the call and its delay to due - timestamp, so BullMQ holds exactly
-// that due time); prints {"jobs", "seconds"} of the loop.
+// that due time), with data {"i", "d", "p"} of --data-bytes (100) bytes of JSON; prints
+// {"jobs", "seconds"} of the loop.
 //
 // add-bulk: Queue.addBulk of N jobs, K a call, each delayed D ms, with data
 // {"p": "xxx..."} whose JSON is B bytes; ids BullMQ's own (a counter) or 26 random
@@ -125,12 +126,15 @@ async function runEnqueue(opts) {
   const items = await readStdin();
   const queue = new Queue(opts.queue, { connection: connection(opts.url) });
   await queue.waitUntilReady();
-  const pad = padding(Number(opts['data-bytes'] || 100));
+  const dataBytes = Number(opts['data-bytes'] || 100);
   const started = performance.now();
   for (const [index, dueMs] of items) {
     const timestamp = Date.now();
     const due = Math.round(dueMs);
-    await queue.add('r', { i: index, d: due, p: pad }, { timestamp, delay: Math.max(0, due - timestamp) });
+    // {"i":…,"d":…,"p":"xx…"}: `dataBytes` of JSON in all
+    const p = padding(dataBytes - `"i":${index},"d":${due},`.length);
+    const delay = Math.max(0, due - timestamp);
+    await queue.add('r', { i: index, d: due, p }, { timestamp, delay });
   }
   const seconds = (performance.now() - started) / 1000;
   await queue.close();
