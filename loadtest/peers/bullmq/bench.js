@@ -58,12 +58,15 @@ function connection(url) {
 }
 
 // The offset of the wall clock from performance.now(): Date.now() is whole ms, rounded
-// down, so its largest difference from performance.now() over a few ms of samples is the
-// offset to within microseconds.
+// down, so its largest difference from the performance.now() read just before it, over 20
+// ms of samples (20 ticks: one is enough unless the process was preempted at every tick),
+// is the offset to within microseconds.
 function wallClockOffset() {
   let offset = -Infinity;
-  const until = performance.now() + 3;
-  while (performance.now() < until) offset = Math.max(offset, Date.now() - performance.now());
+  const until = performance.now() + 20;
+  for (let p = performance.now(); p < until; p = performance.now()) {
+    offset = Math.max(offset, Date.now() - p);
+  }
   return offset;
 }
 
