@@ -1,7 +1,7 @@
 """BullMQ beside wheelq: the same delayed-job workloads on one server, in one run.
 
-    python loadtest/bullmq_side_by_side.py                       # about 7 minutes
-    python loadtest/bullmq_side_by_side.py --quick               # about a minute and a half
+    python loadtest/bullmq_side_by_side.py                       # about 3 minutes
+    python loadtest/bullmq_side_by_side.py --quick               # about 30 seconds
     python loadtest/bullmq_side_by_side.py --server redis --only memory
         [--rounds 3] [--concurrency 50] [--out loadtest/results/issue48-bullmq.json]
 
