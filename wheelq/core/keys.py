@@ -60,6 +60,7 @@ DATA_KEY_NAMES = (
     "waiters",
     "done",
     "events",
+    "far",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -227,6 +228,7 @@ class ShardKeys:
     waiters = _Key()
     done = _Key()
     events = _Key()
+    far = _Key()
 
     @property
     def tag(self) -> str:

@@ -607,3 +607,147 @@ local function wq_list_rows(jobs, members, dues, max, out)
   end
   return out
 end
+
+-- The far tier (docs/architecture.md, "The far tier"; wheelq.core.far_tier does the same
+-- arithmetic in Python). A shard's far tier hangs off its meta hash KEYS {T:s}:far:
+--   {T:s}:far            HASH  'level', 'split': the index's shape (linear hashing); 'entries':
+--                              far jobs (one index entry each); 'front': the last bucket whose
+--                              promotion began (no job is put in it or before it again);
+--                              'at': "bucket:position", how far promotion has got in it
+--   {T:s}:far:<bucket>   LIST  the bucket's records: u16 id length, id, u16 due ms within the
+--                              bucket, envelope (a record whose index entry points elsewhere
+--                              is dead: cancelled, rescheduled or replaced)
+--   {T:s}:far:buckets    ZSET  bucket -> bucket (the buckets holding records, in time order)
+--   {T:s}:far:ix:<n>     HASH  fingerprint (8 bytes of the id's SHA1) -> location
+--                              (bucket * WQ_FAR_POSITIONS + position in the bucket's list)
+-- The bucket and index keys are built from the meta key: one slot, as every key of the shard.
+local WQ_FAR_BUCKET_MS, WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD = 60000, 2048, 4096, 64
+local WQ_FAR_HORIZON_MS = 3600000 -- a topic whose limits hash has no 'far' (0: no far tier)
+
+-- An id's fingerprint (8 bytes) and the 32 bits the index is addressed by.
+local function wq_far_fp(id)
+  local hex = redis.sha1hex(id)
+  local fp = string.gsub(string.sub(hex, 1, 16), '..', function(pair)
+    return string.char(tonumber(pair, 16))
+  end)
+  return fp, tonumber(string.sub(hex, 1, 8), 16)
+end
+
+-- The far tier of a shard as one call sees it: its meta key, index shape, count, front and
+-- horizon (`horizon`: the limits hash's 'far' as read, false: the default).
+local function wq_far_state(meta, horizon)
+  local raw = redis.call('HMGET', meta, 'level', 'split', 'entries', 'front')
+  return {meta = meta, level = tonumber(raw[1]) or 0, split = tonumber(raw[2]) or 0,
+    entries = tonumber(raw[3]) or 0, front = tonumber(raw[4]) or -1,
+    horizon = tonumber(horizon) or WQ_FAR_HORIZON_MS}
+end
+
+local function wq_far_index(far, h)
+  local n = 2 ^ far.level
+  local address = h % n
+  if address < far.split then
+    address = h % (2 * n)
+  end
+  return far.meta .. ':ix:' .. wq_fmt(address)
+end
+
+local function wq_far_bucket(far, bucket)
+  return far.meta .. ':' .. wq_fmt(bucket)
+end
+
+-- A record's id, due ms and envelope (`bucket`: the bucket it is in).
+local function wq_far_unpack(record, bucket)
+  local n = struct.unpack('>H', record)
+  local offset = struct.unpack('>H', record, 3 + n)
+  return string.sub(record, 3, 2 + n), bucket * WQ_FAR_BUCKET_MS + offset, string.sub(record, 5 + n)
+end
+
+-- The far job stored under `id`: {ix, fp, due, envelope}, or nil.
+local function wq_far_find(far, id)
+  if far.entries <= 0 then
+    return nil
+  end
+  local fp, h = wq_far_fp(id)
+  local ix = wq_far_index(far, h)
+  local loc = tonumber(redis.call('HGET', ix, fp))
+  if not loc then
+    return nil
+  end
+  local bucket = math.floor(loc / WQ_FAR_POSITIONS)
+  local record = redis.call('LINDEX', wq_far_bucket(far, bucket), loc % WQ_FAR_POSITIONS)
+  if not record then
+    return nil
+  end
+  local rid, due, envelope = wq_far_unpack(record, bucket)
+  if rid ~= id then -- another id's fingerprint: that id keeps it, this one is not far
+    return nil
+  end
+  return {ix = ix, fp = fp, due = due, envelope = envelope}
+end
+
+-- Take a found far job out (its record stays, dead, until its bucket is promoted).
+local function wq_far_drop(far, found)
+  redis.call('HDEL', found.ix, found.fp)
+  far.entries = far.entries - 1
+  redis.call('HINCRBY', far.meta, 'entries', -1)
+end
+
+-- One more index hash: the entries of hash 'split' whose next address bit is set move to
+-- hash split + 2^level (linear hashing: a hash of at most a few hundred entries at a time).
+local function wq_far_split(far)
+  local n = 2 ^ far.level
+  local from = far.meta .. ':ix:' .. wq_fmt(far.split)
+  local entries = redis.call('HGETALL', from)
+  local moved, fps, m = {}, {}, 0
+  for i = 1, #entries, 2 do
+    local b1, b2, b3, b4 = string.byte(entries[i], 1, 4)
+    if (((b1 * 256 + b2) * 256 + b3) * 256 + b4) % (2 * n) ~= far.split then
+      moved[2 * m + 1], moved[2 * m + 2] = entries[i], entries[i + 1]
+      m = m + 1
+      fps[m] = entries[i]
+    end
+  end
+  if m > 0 then
+    wq_multi('HSET', far.meta .. ':ix:' .. wq_fmt(far.split + n), moved)
+    wq_multi('HDEL', from, fps)
+  end
+  far.split = far.split + 1
+  if far.split == n then
+    far.level, far.split = far.level + 1, 0
+  end
+  redis.call('HSET', far.meta, 'level', far.level, 'split', far.split)
+end
+
+-- Put a job in the far tier when it belongs there: its whole bucket beyond the horizon, the
+-- bucket not promoted yet nor full, and no other id holding its fingerprint. Returns true if
+-- it was put there; false: the caller schedules it in the sorted set, as any job.
+local function wq_far_put(far, id, due, envelope, now)
+  if far.horizon <= 0 then
+    return false
+  end
+  local bucket = math.floor(due / WQ_FAR_BUCKET_MS)
+  if bucket * WQ_FAR_BUCKET_MS < now + far.horizon or bucket <= far.front then
+    return false
+  end
+  local fp, h = wq_far_fp(id)
+  local ix = wq_far_index(far, h)
+  if redis.call('HEXISTS', ix, fp) == 1 then
+    return false
+  end
+  local key = wq_far_bucket(far, bucket)
+  if redis.call('LLEN', key) >= WQ_FAR_CAP then
+    return false
+  end
+  local length = redis.call('RPUSH', key, struct.pack('>H', #id) .. id ..
+    struct.pack('>H', due - bucket * WQ_FAR_BUCKET_MS) .. envelope)
+  if length == 1 then
+    redis.call('ZADD', far.meta .. ':buckets', wq_fmt(bucket), wq_fmt(bucket))
+  end
+  redis.call('HSET', ix, fp, wq_fmt(bucket * WQ_FAR_POSITIONS + length - 1))
+  far.entries = far.entries + 1
+  redis.call('HINCRBY', far.meta, 'entries', 1)
+  if far.entries > WQ_FAR_LOAD * (2 ^ far.level + far.split) then
+    wq_far_split(far)
+  end
+  return true
+end
