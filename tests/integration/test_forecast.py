@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import urllib.request
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.integration.test_metrics import _scrape
 from tests.integration.test_web_dashboard import get, num
 from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
@@ -172,18 +172,6 @@ async def test_in_a_browser_the_topic_page_says_the_counts_coming_due(
         assert [num(n or "") for n in drawn] == list(counts.values())
 
 
-def _scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
-    found: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            found.setdefault(s.name, []).append((s.labels, s.value))
-    return found
-
-
 FIRED_NOW = 3
 LATER_S = {20: 2, 30: 3, 120: 4, 600: 5}
 """A running node fires what is due: its schedule starts 20 s out, so no window edge passes
@@ -217,13 +205,14 @@ async def test_a_scheduler_nodes_jobs_due_metric_counts_the_known_schedule(
 
             found = await eventually(read, timeout_s=15, what="both shards' gauges")
             at = await server_ms(redis_async)
-        due = {
+        assert found is not None
+        assert at - start < 10_000, "too slow: a window edge may have passed"
+        exported = {
             int(labels["within"]): n
             for labels, n in found["wheelq_jobs_due"]
             if labels["topic"] == topic
         }
-        assert due == expected(dues, at)
-        assert at - start < 10_000, "too slow: a window edge may have passed"
+        assert exported == expected(dues, at)
         ready = [n for labels, n in found["wheelq_ready_entries"] if labels["topic"] == topic]
         assert sum(ready) == FIRED_NOW == (await admin.forecast(topic)).ready
 
