@@ -18,15 +18,17 @@ from dataclasses import dataclass
 from wheelq.errors import InvalidArgumentError, int_in
 
 BUCKET_MS = 60_000
-"""A bucket's span: a job due at ``due`` is in bucket ``due // BUCKET_MS``."""
+"""A bucket's span unless the shard's far meta says otherwise ('width', at most 65,535 ms:
+a record keeps its due time as u16 ms into its bucket): a job due at ``due`` is in bucket
+``due // width``."""
 BUCKET_CAP = 2048
 """Records a bucket holds at most (live or not); a job finding its bucket full stays hot."""
 POSITIONS = 4096
 """A location is ``bucket * POSITIONS + position`` (``BUCKET_CAP`` < ``POSITIONS``)."""
 INDEX_LOAD = 64
 """Index entries per index hash, on average, before one more hash is split off."""
-DEFAULT_HORIZON_MS = 3_600_000
-"""A job due at least this far ahead goes to the far tier, unless the topic says otherwise."""
+DEFAULT_HORIZON_MS = 0
+"""No far tier unless the topic turns it on (its limits hash's ``far``, a horizon in ms)."""
 MAX_HORIZON_MS = 366 * 86_400_000
 MIN_HORIZON_MS = 10 * BUCKET_MS
 """Shorter, and buckets would be promoted nearly as soon as they fill."""
@@ -47,13 +49,14 @@ def validate_horizon(horizon_ms: object) -> int:
         ) from None
 
 
-def bucket_of(due_ms: int) -> int:
-    return due_ms // BUCKET_MS
+def bucket_of(due_ms: int, width_ms: int = BUCKET_MS) -> int:
+    return due_ms // width_ms
 
 
 def fingerprint(job_id: str) -> bytes:
     """The first 8 bytes of the id's SHA1 (``redis.sha1hex`` in the scripts)."""
-    return hashlib.sha1(job_id.encode("utf-8", "surrogatepass")).digest()[:8]
+    raw = job_id.encode("utf-8", "surrogatepass")
+    return hashlib.sha1(raw, usedforsecurity=False).digest()[:8]
 
 
 def index_address(fp: bytes, level: int, split: int) -> int:
@@ -87,19 +90,17 @@ class FarRecord:
     envelope: bytes
 
 
-def pack_record(job_id: str, due_ms: int, envelope: bytes) -> bytes:
+def pack_record(job_id: str, due_ms: int, envelope: bytes, width_ms: int = BUCKET_MS) -> bytes:
     """``u16 id length, id, u16 due ms within its bucket, envelope``."""
     raw = job_id.encode("utf-8", "surrogatepass")
-    return b"".join(
-        (_HEADER.pack(len(raw)), raw, _HEADER.pack(due_ms % BUCKET_MS), envelope)
-    )
+    return b"".join((_HEADER.pack(len(raw)), raw, _HEADER.pack(due_ms % width_ms), envelope))
 
 
-def unpack_record(record: bytes, bucket: int) -> FarRecord:
+def unpack_record(record: bytes, bucket: int, width_ms: int = BUCKET_MS) -> FarRecord:
     """A record of `bucket` read back; ValueError if it is cut short."""
     (n,) = _HEADER.unpack_from(record, 0)
     if len(record) < 4 + n:
         raise ValueError(f"a far-tier record of {len(record)} bytes is cut short")
     (offset,) = _HEADER.unpack_from(record, 2 + n)
     job_id = record[2 : 2 + n].decode("utf-8", "surrogatepass")
-    return FarRecord(job_id, bucket * BUCKET_MS + offset, record[4 + n :])
+    return FarRecord(job_id, bucket * width_ms + offset, record[4 + n :])

@@ -610,7 +610,9 @@ end
 
 -- The far tier (docs/architecture.md, "The far tier"; wheelq.core.far_tier does the same
 -- arithmetic in Python). A shard's far tier hangs off its meta hash KEYS {T:s}:far:
---   {T:s}:far            HASH  'level', 'split': the index's shape (linear hashing); 'entries':
+--   {T:s}:far            HASH  'width': a bucket's span in ms, at most 65535 (60000 unless
+--                              set while the tier is empty); 'level', 'split': the index's shape (linear
+--                              hashing); 'entries':
 --                              far jobs (one index entry each); 'front': the last bucket whose
 --                              promotion began (no job is put in it or before it again);
 --                              'at': "bucket:position", how far promotion has got in it
@@ -622,7 +624,6 @@ end
 --                              (bucket * WQ_FAR_POSITIONS + position in the bucket's list)
 -- The bucket and index keys are built from the meta key: one slot, as every key of the shard.
 local WQ_FAR_BUCKET_MS, WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD = 60000, 2048, 4096, 64
-local WQ_FAR_HORIZON_MS = 3600000 -- a topic whose limits hash has no 'far' (0: no far tier)
 
 -- An id's fingerprint (8 bytes) and the 32 bits the index is addressed by.
 local function wq_far_fp(id)
@@ -633,13 +634,19 @@ local function wq_far_fp(id)
   return fp, tonumber(string.sub(hex, 1, 8), 16)
 end
 
--- The far tier of a shard as one call sees it: its meta key, index shape, count, front and
--- horizon (`horizon`: the limits hash's 'far' as read, false: the default).
+-- The far tier of a shard as one call sees it: its meta key, bucket width, index shape,
+-- count, front and horizon (`horizon`: the limits hash's 'far' as read, false when it has
+-- none: the topic never had a far tier, so there is nothing to read; nil: read the meta, for
+-- a caller that only finds and drops).
 local function wq_far_state(meta, horizon)
-  local raw = redis.call('HMGET', meta, 'level', 'split', 'entries', 'front')
-  return {meta = meta, level = tonumber(raw[1]) or 0, split = tonumber(raw[2]) or 0,
-    entries = tonumber(raw[3]) or 0, front = tonumber(raw[4]) or -1,
-    horizon = tonumber(horizon) or WQ_FAR_HORIZON_MS}
+  if horizon == false then
+    return {meta = meta, width = WQ_FAR_BUCKET_MS, level = 0, split = 0, entries = 0, front = -1,
+      horizon = 0}
+  end
+  local raw = redis.call('HMGET', meta, 'width', 'level', 'split', 'entries', 'front')
+  return {meta = meta, width = tonumber(raw[1]) or WQ_FAR_BUCKET_MS, level = tonumber(raw[2]) or 0,
+    split = tonumber(raw[3]) or 0, entries = tonumber(raw[4]) or 0,
+    front = tonumber(raw[5]) or -1, horizon = tonumber(horizon) or 0}
 end
 
 local function wq_far_index(far, h)
@@ -656,10 +663,10 @@ local function wq_far_bucket(far, bucket)
 end
 
 -- A record's id, due ms and envelope (`bucket`: the bucket it is in).
-local function wq_far_unpack(record, bucket)
+local function wq_far_unpack(far, record, bucket)
   local n = struct.unpack('>H', record)
   local offset = struct.unpack('>H', record, 3 + n)
-  return string.sub(record, 3, 2 + n), bucket * WQ_FAR_BUCKET_MS + offset, string.sub(record, 5 + n)
+  return string.sub(record, 3, 2 + n), bucket * far.width + offset, string.sub(record, 5 + n)
 end
 
 -- The far job stored under `id`: {ix, fp, due, envelope}, or nil.
@@ -678,7 +685,7 @@ local function wq_far_find(far, id)
   if not record then
     return nil
   end
-  local rid, due, envelope = wq_far_unpack(record, bucket)
+  local rid, due, envelope = wq_far_unpack(far, record, bucket)
   if rid ~= id then -- another id's fingerprint: that id keeps it, this one is not far
     return nil
   end
@@ -725,8 +732,8 @@ local function wq_far_put(far, id, due, envelope, now)
   if far.horizon <= 0 then
     return false
   end
-  local bucket = math.floor(due / WQ_FAR_BUCKET_MS)
-  if bucket * WQ_FAR_BUCKET_MS < now + far.horizon or bucket <= far.front then
+  local bucket = math.floor(due / far.width)
+  if bucket * far.width < now + far.horizon or bucket <= far.front then
     return false
   end
   local fp, h = wq_far_fp(id)
@@ -739,7 +746,7 @@ local function wq_far_put(far, id, due, envelope, now)
     return false
   end
   local length = redis.call('RPUSH', key, struct.pack('>H', #id) .. id ..
-    struct.pack('>H', due - bucket * WQ_FAR_BUCKET_MS) .. envelope)
+    struct.pack('>H', due - bucket * far.width) .. envelope)
   if length == 1 then
     redis.call('ZADD', far.meta .. ':buckets', wq_fmt(bucket), wq_fmt(bucket))
   end

@@ -11,7 +11,8 @@ KEYS[3]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[4]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[5]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[6]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[7]  {T:s}:limits    HASH    "far": the topic's far horizon, ms (absent: the default)
+KEYS[7]  {T:s}:limits    HASH    "far": the topic's far horizon, ms (0: none now, so every bucket
+         is promoted; absent: the topic never had a far tier)
 ARGV[1]  the caller's lease token
 ARGV[2]  wake channel: one SPUBLISH for the call's notes, a line each
 ARGV[3]  most records to read this call
@@ -26,6 +27,9 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}
 end
 local far = wq_far_state(KEYS[2], redis.call('HGET', KEYS[7], 'far'))
+if far.entries <= 0 and redis.call('EXISTS', KEYS[2] .. ':buckets') == 0 then
+  return {WQ_OK, 0, 0, 0, -1} -- nothing far (the usual answer: one read)
+end
 local buckets = KEYS[2] .. ':buckets'
 local now = wq_now_ms()
 -- Buckets starting before `reach` are due for promotion: all of them with no far tier.
@@ -36,9 +40,9 @@ local function next_ms()
   if #after == 0 or far.horizon <= 0 then
     return #after == 0 and -1 or now
   end
-  return math.max(now, tonumber(after[2]) * WQ_FAR_BUCKET_MS - far.horizon)
+  return math.max(now, tonumber(after[2]) * far.width - far.horizon)
 end
-if #first == 0 or tonumber(first[2]) * WQ_FAR_BUCKET_MS >= reach then
+if #first == 0 or tonumber(first[2]) * far.width >= reach then
   return {WQ_OK, 0, 0, 0, next_ms()}
 end
 local bucket = tonumber(first[2])
@@ -58,7 +62,7 @@ local horizon = tonumber(redis.call('GET', KEYS[5]))
 local hset, zadd, notes, m = {}, {}, {}, 0
 local moved, skipped = 0, 0
 for i, record in ipairs(records) do
-  local id, due, envelope = wq_far_unpack(record, bucket)
+  local id, due, envelope = wq_far_unpack(far, record, bucket)
   local fp, h = wq_far_fp(id)
   local ix = wq_far_index(far, h)
   if tonumber(redis.call('HGET', ix, fp)) == bucket * WQ_FAR_POSITIONS + at + i - 1 then
@@ -92,5 +96,5 @@ else
   redis.call('HSET', KEYS[2], 'at', first[1] .. ':' .. wq_fmt(at))
 end
 local following = redis.call('ZRANGE', buckets, 0, 0, 'WITHSCORES')
-local more = (#following > 0 and tonumber(following[2]) * WQ_FAR_BUCKET_MS < reach) and 1 or 0
+local more = (#following > 0 and tonumber(following[2]) * far.width < reach) and 1 or 0
 return {WQ_OK, moved, skipped, more, next_ms()}

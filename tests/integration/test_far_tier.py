@@ -1,0 +1,172 @@
+"""The far tier (docs/architecture.md, "The far tier", invariant 14): a job due beyond its
+topic's horizon is kept in a bucket, not in the sorted set, and every operation by id means
+what it means for any pending job: dedupe, replace, get, cancel, reschedule into the hot
+window and out of it; promotion moves each far job into the sorted set once, fenced by the
+lease, however often it is called and by whom, and the job then fires on time, never early.
+On both servers, one server and a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio
+
+from tests.support.waiting import eventually
+from wheelq import AsyncAdmin, AsyncClient, Scheduler
+from wheelq.core.history import JobState
+from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.errors import DuplicateJobError, LeaseLostError
+from wheelq.store import far_tier
+from wheelq.store.executor import AsyncExecutor
+
+pytestmark = pytest.mark.cluster_too
+
+HOUR_S = 3600
+HORIZON_MS = 600_000
+SHARDS = 2
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        yield c
+
+
+async def far_topic(
+    client: AsyncClient, topic: str, horizon_ms: int = HORIZON_MS, width_ms: int | None = None
+) -> list[ShardKeys]:
+    """`topic` with a far tier beyond `horizon_ms` (buckets of `width_ms`)."""
+    await AsyncAdmin.of(client).create_topic(topic, SHARDS)
+    shards = all_shards(topic, SHARDS)
+    r = client.redis
+    for keys in shards:
+        await r.hset(keys.limits, "far", horizon_ms)
+        if width_ms is not None:
+            await r.hset(keys.far, "width", width_ms)
+    return shards
+
+
+async def in_sorted_set(r: redis.asyncio.Redis, topic: str, job_id: str) -> bool:
+    keys = ShardKeys(topic, shard_of(job_id, SHARDS))
+    return await r.zscore(keys.delayed, job_id) is not None
+
+
+async def far_entries(r: redis.asyncio.Redis, shards: list[ShardKeys]) -> int:
+    return sum([int(await r.hget(keys.far, "entries") or 0) for keys in shards])
+
+
+async def test_a_far_job_is_kept_out_of_the_sorted_set_and_found_by_id(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    await client.enqueue(topic, {"v": 1}, delay=2 * HOUR_S, job_id="far")
+    await client.enqueue(topic, {"v": 2}, delay=60, job_id="near")
+    assert not await in_sorted_set(r, topic, "far")
+    assert await in_sorted_set(r, topic, "near")
+    assert await far_entries(r, shards) == 1
+    info = await client.get(topic, "far")
+    assert info is not None and info.state is JobState.PENDING
+    assert info.payload == {"v": 1}
+    with pytest.raises(DuplicateJobError):
+        await client.enqueue(topic, {"v": 3}, delay=3 * HOUR_S, job_id="far")
+    assert (await client.get(topic, "far")).payload == {"v": 1}  # changed nothing
+    await client.enqueue(topic, {"v": 4}, delay=3 * HOUR_S, job_id="far", replace=True)
+    replaced = await client.get(topic, "far")
+    assert replaced.payload == {"v": 4} and replaced.due_ms > info.due_ms
+    assert await far_entries(r, shards) == 1  # one job, one index entry
+    assert await client.cancel(topic, "far") is True
+    assert await client.cancel(topic, "far") is False
+    assert (await client.get(topic, "far")).state is JobState.CANCELLED
+    assert await far_entries(r, shards) == 0
+    await client.enqueue(topic, {"v": 5}, delay=2 * HOUR_S, job_id="far")  # the id is free
+    assert (await client.get(topic, "far")).payload == {"v": 5}
+
+
+async def test_a_job_moves_between_tiers_when_rescheduled(client: AsyncClient, topic: str) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    await client.enqueue(topic, {"v": 1}, delay=2 * HOUR_S, job_id="j")
+    assert await client.reschedule(topic, "j", delay=30)  # into the hot window
+    assert await in_sorted_set(r, topic, "j") and await far_entries(r, shards) == 0
+    info = await client.get(topic, "j")
+    assert await client.reschedule(topic, "j", delay=5 * HOUR_S)  # and out again
+    assert not await in_sorted_set(r, topic, "j") and await far_entries(r, shards) == 1
+    moved = await client.get(topic, "j")
+    assert moved.state is JobState.PENDING and moved.due_ms - info.due_ms > 4 * HOUR_S * 1000
+    assert moved.payload == {"v": 1}
+    assert await client.reschedule(topic, "j", delay=6 * HOUR_S)  # far to far
+    assert await far_entries(r, shards) == 1
+    assert (await client.get(topic, "j")).due_ms - moved.due_ms >= HOUR_S * 1000 - 1000
+
+
+async def test_promotion_moves_each_far_job_once_fenced_by_the_lease(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    ids = [f"j{i}" for i in range(1500)]
+    items = [
+        {"payload": i, "delay": 2 * HOUR_S + i % 90, "job_id": job_id}
+        for i, job_id in enumerate(ids)
+    ]
+    await client.enqueue_many(topic, items)
+    await client.cancel(topic, "j7")  # a dead record promotion passes over
+    assert await far_entries(r, shards) == len(ids) - 1
+    executor = AsyncExecutor(r)
+    for keys in shards:
+        await r.set(keys.lease, "a")
+        with pytest.raises(LeaseLostError):  # not the leader: nothing moves
+            await executor.run([far_tier.promote(keys, "b")])
+        await r.hset(keys.limits, "far", 0)  # no far tier now: every bucket is promoted
+        # Two leaders in turn, a batch each, the lease handed over between them.
+        moved = skipped = 0
+        holder = "a"
+        while True:
+            (done,) = await executor.run([far_tier.promote(keys, holder, 100)])
+            moved, skipped = moved + done.moved, skipped + done.skipped
+            if not done.more:
+                break
+            holder = "b" if holder == "a" else "a"
+            await r.set(keys.lease, holder)
+        (again,) = await executor.run([far_tier.promote(keys, holder)])
+        assert (again.moved, again.more, again.next_ms) == (0, False, None)
+    assert await far_entries(r, shards) == 0
+    for job_id in ids:
+        assert await in_sorted_set(r, topic, job_id) is (job_id != "j7"), job_id
+        info = await client.get(topic, job_id)
+        expected = JobState.CANCELLED if job_id == "j7" else JobState.PENDING
+        assert info.state is expected, job_id
+    assert sum([await r.zcard(keys.delayed) for keys in shards]) == len(ids) - 1
+
+
+async def test_a_promoted_job_fires_on_time_never_early(
+    client: AsyncClient, topic: str, redis_url: str
+) -> None:
+    shards = await far_topic(client, topic, horizon_ms=2000, width_ms=1000)
+    r = client.redis
+    seconds, micros = await r.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    due = (now_ms // 1000 + 5) * 1000  # the start of a bucket 4-5 s ahead: beyond the horizon
+    ids = [f"p{i}" for i in range(20)]
+    await client.enqueue_many(
+        topic, [{"payload": i, "at": due / 1000, "job_id": j} for i, j in enumerate(ids)]
+    )
+    assert await far_entries(r, shards) == len(ids)
+    node = Scheduler.from_url(redis_url, [topic])
+    await node.start()
+    try:
+
+        async def fired() -> bool:
+            return all([(await client.get(topic, j)).state is JobState.READY for j in ids])
+
+        await eventually(fired, timeout_s=15, what="the far jobs fired")
+    finally:
+        await node.stop()
+    for job_id in ids:
+        info = await client.get(topic, job_id)
+        assert info.fired_ms is not None and info.fired_ms >= due, job_id  # never early
+    assert await far_entries(r, shards) == 0
+    assert node.promoter.promoted == len(ids)
