@@ -17,7 +17,7 @@ from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, Scheduler
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.errors import DuplicateJobError, LeaseLostError
+from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
 from wheelq.store import far_tier
 from wheelq.store.executor import AsyncExecutor
 
@@ -67,6 +67,7 @@ async def test_a_far_job_is_kept_out_of_the_sorted_set_and_found_by_id(
     assert not await in_sorted_set(r, topic, "far")
     assert await in_sorted_set(r, topic, "near")
     assert await far_entries(r, shards) == 1
+    assert (await AsyncAdmin.of(client).stats(topic)).pending == 2  # both tiers counted
     info = await client.get(topic, "far")
     assert info is not None and info.state is JobState.PENDING
     assert info.payload == {"v": 1}
@@ -170,3 +171,21 @@ async def test_a_promoted_job_fires_on_time_never_early(
         assert info.fired_ms is not None and info.fired_ms >= due, job_id  # never early
     assert await far_entries(r, shards) == 0
     assert node.promoter.promoted == len(ids)
+
+
+async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_keys(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    admin = AsyncAdmin.of(client)
+    ids = await client.enqueue_many(
+        topic, [{"payload": i, "delay": 2 * HOUR_S + i} for i in range(300)]
+    )
+    assert await far_entries(r, shards) == len(ids)
+    with pytest.raises(TopicNotEmptyError) as refused:
+        await admin.drop_topic(topic)
+    assert refused.value.pending == len(ids)
+    assert await admin.drop_topic(topic, force=True) is True
+    for keys in shards:  # every key of the shard is gone, the far tier's too
+        assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []

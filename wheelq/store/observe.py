@@ -19,12 +19,17 @@ ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
 DUE_SOON_MS = 1000
 """ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
-ROUND_ONE = 8
+ROUND_ONE = 9
 """Calls per shard in round 1, before a ZCOUNT per window of `within_ms`."""
 
 
 def pending_count(keys: ShardKeys) -> Call[int]:
     return Call(command=("ZCARD", keys.delayed), parse=int)
+
+
+def far_count(keys: ShardKeys) -> Call[Any]:
+    """The shard's jobs in its far tier (docs/architecture.md, "The far tier")."""
+    return Call(command=("HGET", keys.far, "entries"))
 
 
 def due_count(keys: ShardKeys, until_ms: int) -> Call[int]:
@@ -105,6 +110,7 @@ def observe_shards(
             (exists, Call(command=("XINFO", "STREAM", keys.ready))),
             (exists, Call(command=("XINFO", "GROUPS", keys.ready))),
             (True, pending_count(keys)),
+            (True, far_count(keys)),
             (True, Call(command=("ZCOUNT", keys.delayed, now_ms, soon), parse=int)),
             (True, dead_count(keys)),
             (
@@ -124,7 +130,7 @@ def observe_shards(
     asked: list[tuple[int, str, str]] = []
     stride = ROUND_ONE + len(within_ms)
     for i, keys in enumerate(shards):
-        for stream, at in ((keys.ready, 1), (keys.callbacks, 7)):
+        for stream, at in ((keys.ready, 1), (keys.callbacks, 8)):
             groups = replies[i * stride + at]
             for group in [] if _no_stream(groups) else groups or ():
                 if (_int(_get(group, "pending")) or 0) > 0:
@@ -153,14 +159,14 @@ def _shard(
     now_ms: int,
     within_ms: Sequence[int],
 ) -> ShardObservation:
-    stream, groups, pending, due_soon, dead, newest, calls, callers = r[:ROUND_ONE]
+    stream, groups, pending, far, due_soon, dead, newest, calls, callers = r[:ROUND_ONE]
     ready_length, ready_added = _lengths(stream)
     callbacks_length, callbacks_added = _lengths(calls)
     return ShardObservation(
         topic=keys.topic,
         shard=keys.shard,
         at_ms=now_ms,
-        pending=int(pending),
+        pending=int(pending) + int(far or 0),
         due_soon=int(due_soon),
         length=ready_length + callbacks_length,
         entries_added=ready_added + callbacks_added,
