@@ -7,7 +7,6 @@ On both servers, one server and a cluster."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -15,8 +14,9 @@ import redis.asyncio
 
 from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, Scheduler
+from wheelq.core import far_tier as ft
 from wheelq.core.history import JobState
-from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.keys import ShardKeys, all_shards, far_bucket_key, far_index_key, shard_of
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
 from wheelq.store import far_tier
 from wheelq.store.executor import AsyncExecutor
@@ -189,3 +189,27 @@ async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_key
     assert await admin.drop_topic(topic, force=True) is True
     for keys in shards:  # every key of the shard is gone, the far tier's too
         assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []
+
+
+async def test_the_python_arithmetic_finds_what_the_scripts_filed(
+    client: AsyncClient, topic: str
+) -> None:
+    """wheelq.core.far_tier reads the index and records the scripts wrote (after splits)."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    ids = [f"job-{i}" for i in range(400)]  # past 64 a hash: the index has split
+    await client.enqueue_many(
+        topic,
+        [{"payload": {"i": i}, "delay": 2 * HOUR_S + i, "job_id": j} for i, j in enumerate(ids)],
+    )
+    for job_id in ids:
+        keys = shards[shard_of(job_id, SHARDS)]
+        level, split = (int(v or 0) for v in await r.hmget(keys.far, ["level", "split"]))
+        fp = ft.fingerprint(job_id)
+        loc = await r.hget(far_index_key(keys, ft.index_address(fp, level, split)), fp)
+        assert loc is not None, job_id
+        bucket, position = ft.split_location(int(loc))
+        record = ft.unpack_record(await r.lindex(far_bucket_key(keys, bucket), position), bucket)
+        info = await client.get(topic, job_id)
+        assert (record.job_id, record.due_ms) == (job_id, info.due_ms)
+    assert max([int(await r.hget(k.far, "level") or 0) for k in shards]) >= 1

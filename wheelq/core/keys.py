@@ -259,6 +259,21 @@ def selection_mark_key(topic: str, name: str) -> str:
     return selection_key(ShardKeys(topic, 0), name) + ":open"
 
 
+def far_bucket_key(keys: ShardKeys, bucket: int | str) -> str:
+    """A far-tier bucket's list of records (the scripts make it from `ShardKeys.far`)."""
+    return f"{keys.far}:{bucket}"
+
+
+def far_buckets_key(keys: ShardKeys) -> str:
+    """The far tier's buckets, in time order."""
+    return f"{keys.far}:buckets"
+
+
+def far_index_key(keys: ShardKeys, n: int | str) -> str:
+    """Hash `n` of the far tier's index (fingerprint -> location)."""
+    return f"{keys.far}:ix:{n}"
+
+
 def nodes_key(topic: str) -> str:
     """The sorted set of scheduler nodes serving `topic` (member: node id, score: expiry ms)."""
     return f"wheelq:nodes:{topic}"
