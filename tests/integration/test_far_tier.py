@@ -208,8 +208,10 @@ async def test_the_python_arithmetic_finds_what_the_scripts_filed(
         fp = ft.fingerprint(job_id)
         loc = await r.hget(far_index_key(keys, ft.index_address(fp, level, split)), fp)
         assert loc is not None, job_id
-        bucket, position = ft.split_location(int(loc))
-        record = ft.unpack_record(await r.lindex(far_bucket_key(keys, bucket), position), bucket)
+        leaf, position = ft.split_location(int(loc))
+        start, level = ft.leaf_of(leaf)
+        raw = await r.lindex(far_bucket_key(keys, leaf), position)
+        record = ft.unpack_record(raw, start, level)
         info = await client.get(topic, job_id)
         assert (record.job_id, record.due_ms) == (job_id, info.due_ms)
     assert max([int(await r.hget(k.far, "level") or 0) for k in shards]) >= 1

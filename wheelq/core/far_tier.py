@@ -1,10 +1,12 @@
 """The far tier: where a pending job due beyond the topic's horizon is kept, compactly
 (docs/architecture.md, "The far tier").
 
-A shard's far tier is time buckets of `BUCKET_MS`, each a Redis list of packed records (id,
-due time, envelope: no per-job key, no sorted-set node, no hash entry), and an index from each
-job's 8-byte fingerprint to where its record is, spread over small hashes by linear hashing so
-that each stays in Redis's compact encoding however many jobs there are. The scripts
+A shard's far tier is leaves: aligned spans of time, a minute to 45 days wide (wide where jobs
+are sparse, narrow where they are dense: a full leaf splits into 16), each a Redis list of
+packed records (id, due time, envelope: no per-job key, no sorted-set node, no hash entry),
+and an index from each job's 8-byte fingerprint to where its record is, spread over small
+hashes by linear hashing so that each stays in Redis's compact encoding however many jobs
+there are. The scripts
 (``_lib.lua``'s ``wq_far_*``) do the work; this module is the same arithmetic in Python, for
 the code that reads records and for tests that check the two agree.
 """
@@ -17,21 +19,25 @@ from dataclasses import dataclass
 
 from wheelq.errors import InvalidArgumentError, int_in
 
-BUCKET_MS = 60_000
-"""A bucket's span unless the shard's far meta says otherwise ('width', at most 65,535 ms:
-a record keeps its due time as u16 ms into its bucket): a job due at ``due`` is in bucket
-``due // width``."""
-BUCKET_CAP = 2048
-"""Records a bucket holds at most (live or not); a job finding its bucket full stays hot."""
+WIDTH_MS = 60_000
+"""The narrowest leaf's span unless the shard's far meta says otherwise ('width', at most
+65,535 ms: a record of a level-0 leaf keeps its due time as u16 ms into the leaf)."""
+FANOUT = 16
+"""A leaf of level l spans ``width * 16**l`` ms and splits into 16 children of level l - 1."""
+TOP_LEVEL = 4
+"""The widest leaf: 16**4 minutes, about 45 days."""
+LEAF_CAP = 512
+"""Records a leaf holds at most (live or not) before it splits; a full level-0 leaf takes no
+more, and a job finding it full stays in the sorted set."""
 POSITIONS = 4096
-"""A location is ``bucket * POSITIONS + position`` (``BUCKET_CAP`` < ``POSITIONS``)."""
+"""A location is ``leaf * POSITIONS + position`` (``LEAF_CAP`` < ``POSITIONS``)."""
 INDEX_LOAD = 64
 """Index entries per index hash, on average, before one more hash is split off."""
 DEFAULT_HORIZON_MS = 0
 """No far tier unless the topic turns it on (its limits hash's ``far``, a horizon in ms)."""
 MAX_HORIZON_MS = 366 * 86_400_000
-MIN_HORIZON_MS = 10 * BUCKET_MS
-"""Shorter, and buckets would be promoted nearly as soon as they fill."""
+MIN_HORIZON_MS = 10 * WIDTH_MS
+"""Shorter, and leaves would be promoted nearly as soon as they fill."""
 
 
 def validate_horizon(horizon_ms: object) -> int:
@@ -49,8 +55,19 @@ def validate_horizon(horizon_ms: object) -> int:
         ) from None
 
 
-def bucket_of(due_ms: int, width_ms: int = BUCKET_MS) -> int:
-    return due_ms // width_ms
+def span(level: int, width_ms: int = WIDTH_MS) -> int:
+    """A leaf of `level`'s span in ms."""
+    return int(width_ms * FANOUT**level)
+
+
+def leaf_id(start_ms: int, level: int, width_ms: int = WIDTH_MS) -> int:
+    """The id of the leaf of `level` starting at `start_ms` (aligned to its span)."""
+    return start_ms // width_ms * 8 + level
+
+
+def leaf_of(leaf: int, width_ms: int = WIDTH_MS) -> tuple[int, int]:
+    """(start ms, level) of a leaf id."""
+    return leaf // 8 * width_ms, leaf % 8
 
 
 def fingerprint(job_id: str) -> bytes:
@@ -69,38 +86,42 @@ def index_address(fp: bytes, level: int, split: int) -> int:
     return address
 
 
-def location(bucket: int, position: int) -> int:
-    return bucket * POSITIONS + position
+def location(leaf: int, position: int) -> int:
+    return leaf * POSITIONS + position
 
 
 def split_location(loc: int) -> tuple[int, int]:
-    """(bucket, position) of a location."""
+    """(leaf, position) of a location."""
     return divmod(loc, POSITIONS)
 
 
 _HEADER = struct.Struct(">H")
+_NARROW = struct.Struct(">H")
+_WIDE = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True)
 class FarRecord:
-    """A record of a bucket: the job's id, due ms and envelope."""
+    """A record of a leaf: the job's id, due ms and envelope."""
 
     job_id: str
     due_ms: int
     envelope: bytes
 
 
-def pack_record(job_id: str, due_ms: int, envelope: bytes, width_ms: int = BUCKET_MS) -> bytes:
-    """``u16 id length, id, u16 due ms within its bucket, envelope``."""
+def pack_record(job_id: str, due_ms: int, envelope: bytes, start_ms: int, level: int) -> bytes:
+    """``u16 id length, id, due ms into the leaf (u16 at level 0, else u32), envelope``."""
     raw = job_id.encode("utf-8", "surrogatepass")
-    return b"".join((_HEADER.pack(len(raw)), raw, _HEADER.pack(due_ms % width_ms), envelope))
+    offset = (_NARROW if level == 0 else _WIDE).pack(due_ms - start_ms)
+    return b"".join((_HEADER.pack(len(raw)), raw, offset, envelope))
 
 
-def unpack_record(record: bytes, bucket: int, width_ms: int = BUCKET_MS) -> FarRecord:
-    """A record of `bucket` read back; ValueError if it is cut short."""
+def unpack_record(record: bytes, start_ms: int, level: int) -> FarRecord:
+    """A record of the leaf at `start_ms` of `level` read back; ValueError if cut short."""
     (n,) = _HEADER.unpack_from(record, 0)
-    if len(record) < 4 + n:
+    offset_format = _NARROW if level == 0 else _WIDE
+    if len(record) < 2 + n + offset_format.size:
         raise ValueError(f"a far-tier record of {len(record)} bytes is cut short")
-    (offset,) = _HEADER.unpack_from(record, 2 + n)
+    (offset,) = offset_format.unpack_from(record, 2 + n)
     job_id = record[2 : 2 + n].decode("utf-8", "surrogatepass")
-    return FarRecord(job_id, bucket * width_ms + offset, record[4 + n :])
+    return FarRecord(job_id, start_ms + offset, record[2 + n + offset_format.size :])

@@ -610,20 +610,26 @@ end
 
 -- The far tier (docs/architecture.md, "The far tier"; wheelq.core.far_tier does the same
 -- arithmetic in Python). A shard's far tier hangs off its meta hash KEYS {T:s}:far:
---   {T:s}:far            HASH  'width': a bucket's span in ms, at most 65535 (60000 unless
---                              set while the tier is empty); 'level', 'split': the index's shape (linear
---                              hashing); 'entries':
---                              far jobs (one index entry each); 'front': the last bucket whose
---                              promotion began (no job is put in it or before it again);
---                              'at': "bucket:position", how far promotion has got in it
---   {T:s}:far:<bucket>   LIST  the bucket's records: u16 id length, id, u16 due ms within the
---                              bucket, envelope (a record whose index entry points elsewhere
---                              is dead: cancelled, rescheduled or replaced)
---   {T:s}:far:buckets    ZSET  bucket -> bucket (the buckets holding records, in time order)
+--   {T:s}:far            HASH  'width': the narrowest leaf's span in ms, at most 65535
+--                              (60000 unless set while the tier is empty); 'level',
+--                              'split': the index's shape (linear hashing); 'entries': far
+--                              jobs (one index entry each); 'at': "leaf:position" promotion
+--                              has reached in the leaf it is promoting
+--   {T:s}:far:<leaf>     LIST  the leaf's records: u16 id length, id, the due ms into the
+--                              leaf (u16 in a leaf of level 0, else u32), envelope (a record
+--                              whose index entry points elsewhere is dead: cancelled,
+--                              rescheduled or replaced)
+--   {T:s}:far:buckets    ZSET  leaf -> its start ms: the leaves, in time order
 --   {T:s}:far:ix:<n>     HASH  fingerprint (8 bytes of the id's SHA1) -> location
---                              (bucket * WQ_FAR_POSITIONS + position in the bucket's list)
--- The bucket and index keys are built from the meta key: one slot, as every key of the shard.
-local WQ_FAR_BUCKET_MS, WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD = 60000, 2048, 4096, 64
+--                              (leaf * WQ_FAR_POSITIONS + position in the leaf's list)
+-- A leaf is an aligned span of width * 16^level ms (level 0-4: a minute to 45 days), its id
+-- start / width * 8 + level; leaves never overlap. A job goes in the leaf covering its due
+-- time, or in a new one, the widest free span holding it that starts beyond the horizon; a
+-- leaf of WQ_FAR_CAP records splits into its 16 children, so sparse jobs share wide leaves
+-- and dense ones narrow leaves, none more than WQ_FAR_CAP. The keys are built from the meta
+-- key: one slot, as every key of the shard.
+local WQ_FAR_WIDTH, WQ_FAR_FANOUT, WQ_FAR_TOP = 60000, 16, 4
+local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD = 512, 4096, 64
 
 -- An id's fingerprint (8 bytes) and the 32 bits the index is addressed by.
 local function wq_far_fp(id)
@@ -634,19 +640,18 @@ local function wq_far_fp(id)
   return fp, tonumber(string.sub(hex, 1, 8), 16)
 end
 
--- The far tier of a shard as one call sees it: its meta key, bucket width, index shape,
--- count, front and horizon (`horizon`: the limits hash's 'far' as read, false when it has
--- none: the topic never had a far tier, so there is nothing to read; nil: read the meta, for
--- a caller that only finds and drops).
+-- The far tier of a shard as one call sees it: its meta key, narrowest width, index shape,
+-- count and horizon (`horizon`: the limits hash's 'far' as read, false when it has none: the
+-- topic never had a far tier, so there is nothing to read; nil: read the meta, for a caller
+-- that only finds and drops).
 local function wq_far_state(meta, horizon)
   if horizon == false then
-    return {meta = meta, width = WQ_FAR_BUCKET_MS, level = 0, split = 0, entries = 0, front = -1,
-      horizon = 0}
+    return {meta = meta, width = WQ_FAR_WIDTH, level = 0, split = 0, entries = 0, horizon = 0}
   end
-  local raw = redis.call('HMGET', meta, 'width', 'level', 'split', 'entries', 'front')
-  return {meta = meta, width = tonumber(raw[1]) or WQ_FAR_BUCKET_MS, level = tonumber(raw[2]) or 0,
+  local raw = redis.call('HMGET', meta, 'width', 'level', 'split', 'entries')
+  return {meta = meta, width = tonumber(raw[1]) or WQ_FAR_WIDTH, level = tonumber(raw[2]) or 0,
     split = tonumber(raw[3]) or 0, entries = tonumber(raw[4]) or 0,
-    front = tonumber(raw[5]) or -1, horizon = tonumber(horizon) or 0}
+    horizon = tonumber(horizon) or 0}
 end
 
 local function wq_far_index(far, h)
@@ -658,15 +663,34 @@ local function wq_far_index(far, h)
   return far.meta .. ':ix:' .. wq_fmt(address)
 end
 
-local function wq_far_bucket(far, bucket)
-  return far.meta .. ':' .. wq_fmt(bucket)
+-- A leaf's span, start and level from its id; its id from its start and level.
+local function wq_far_span(far, level)
+  return far.width * WQ_FAR_FANOUT ^ level
 end
 
--- A record's id, due ms and envelope (`bucket`: the bucket it is in).
-local function wq_far_unpack(far, record, bucket)
+local function wq_far_leaf(far, leaf)
+  local level = leaf % 8
+  return (leaf - level) / 8 * far.width, level
+end
+
+local function wq_far_leaf_id(far, start, level)
+  return start / far.width * 8 + level
+end
+
+local function wq_far_key(far, leaf)
+  return far.meta .. ':' .. wq_fmt(leaf)
+end
+
+-- A record of a leaf (at `start`, of `level`), and back: its id, due ms and envelope.
+local function wq_far_pack(id, due, envelope, start, level)
+  return struct.pack('>H', #id) .. id .. struct.pack(level == 0 and '>H' or '>I4', due - start)
+    .. envelope
+end
+
+local function wq_far_unpack(record, start, level)
   local n = struct.unpack('>H', record)
-  local offset = struct.unpack('>H', record, 3 + n)
-  return string.sub(record, 3, 2 + n), bucket * far.width + offset, string.sub(record, 5 + n)
+  local offset, rest = struct.unpack(level == 0 and '>H' or '>I4', record, 3 + n)
+  return string.sub(record, 3, 2 + n), start + offset, string.sub(record, rest)
 end
 
 -- The far job stored under `id`: {ix, fp, due, envelope}, or nil.
@@ -680,19 +704,20 @@ local function wq_far_find(far, id)
   if not loc then
     return nil
   end
-  local bucket = math.floor(loc / WQ_FAR_POSITIONS)
-  local record = redis.call('LINDEX', wq_far_bucket(far, bucket), loc % WQ_FAR_POSITIONS)
+  local leaf = math.floor(loc / WQ_FAR_POSITIONS)
+  local record = redis.call('LINDEX', wq_far_key(far, leaf), loc % WQ_FAR_POSITIONS)
   if not record then
     return nil
   end
-  local rid, due, envelope = wq_far_unpack(far, record, bucket)
+  local start, level = wq_far_leaf(far, leaf)
+  local rid, due, envelope = wq_far_unpack(record, start, level)
   if rid ~= id then -- another id's fingerprint: that id keeps it, this one is not far
     return nil
   end
   return {ix = ix, fp = fp, due = due, envelope = envelope}
 end
 
--- Take a found far job out (its record stays, dead, until its bucket is promoted).
+-- Take a found far job out (its record stays, dead, until its leaf splits or is promoted).
 local function wq_far_drop(far, found)
   redis.call('HDEL', found.ix, found.fp)
   far.entries = far.entries - 1
@@ -701,7 +726,7 @@ end
 
 -- One more index hash: the entries of hash 'split' whose next address bit is set move to
 -- hash split + 2^level (linear hashing: a hash of at most a few hundred entries at a time).
-local function wq_far_split(far)
+local function wq_far_grow(far)
   local n = 2 ^ far.level
   local from = far.meta .. ':ix:' .. wq_fmt(far.split)
   local entries = redis.call('HGETALL', from)
@@ -725,15 +750,95 @@ local function wq_far_split(far)
   redis.call('HSET', far.meta, 'level', far.level, 'split', far.split)
 end
 
--- Put a job in the far tier when it belongs there: its whole bucket beyond the horizon, the
--- bucket not promoted yet nor full, and no other id holding its fingerprint. Returns true if
--- it was put there; false: the caller schedules it in the sorted set, as any job.
-local function wq_far_put(far, id, due, envelope, now)
-  if far.horizon <= 0 then
-    return false
+-- Append records to a leaf and point their index entries at them: `add` holds, per record,
+-- its index hash, fingerprint and packed record (three entries a record).
+local function wq_far_append(far, leaf, start, add)
+  local key, records = wq_far_key(far, leaf), {}
+  for i = 3, #add, 3 do
+    records[#records + 1] = add[i]
   end
-  local bucket = math.floor(due / far.width)
-  if bucket * far.width < now + far.horizon or bucket <= far.front then
+  local length = wq_multi('RPUSH', key, records)
+  if length == #records then
+    redis.call('ZADD', far.meta .. ':buckets', wq_fmt(start), wq_fmt(leaf))
+  end
+  local first = leaf * WQ_FAR_POSITIONS + length - #records
+  for i = 1, #add, 3 do
+    redis.call('HSET', add[i], add[i + 1], wq_fmt(first + (i - 1) / 3))
+  end
+end
+
+-- Split a full leaf into the children its live records fall in (dead ones are dropped).
+local function wq_far_split(far, leaf, start, level)
+  local key = wq_far_key(far, leaf)
+  local child, span = level - 1, wq_far_span(far, level - 1)
+  local children, order = {}, {}
+  for position, record in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    local id, due, envelope = wq_far_unpack(record, start, level)
+    local fp, h = wq_far_fp(id)
+    local ix = wq_far_index(far, h)
+    if tonumber(redis.call('HGET', ix, fp)) == leaf * WQ_FAR_POSITIONS + position - 1 then
+      local at = math.floor(due / span) * span
+      local add = children[at]
+      if not add then
+        add = {}
+        children[at] = add
+        order[#order + 1] = at
+      end
+      add[#add + 1], add[#add + 2], add[#add + 3] = ix, fp, wq_far_pack(id, due, envelope, at, child)
+    end
+  end
+  redis.call('DEL', key)
+  redis.call('ZREM', far.meta .. ':buckets', wq_fmt(leaf))
+  for _, at in ipairs(order) do
+    wq_far_append(far, wq_far_leaf_id(far, at, child), at, children[at])
+  end
+end
+
+-- The leaf a job due at `due` goes in (id, start, level), made room in; nil when it belongs
+-- in the sorted set: the leaf covering `due` starts within the horizon (it is being
+-- promoted, or soon), or is a full leaf of level 0.
+local function wq_far_leaf_for(far, due, now)
+  local low, buckets = now + far.horizon, far.meta .. ':buckets'
+  for _ = 0, WQ_FAR_TOP do
+    local found = redis.call('ZRANGE', buckets, wq_fmt(due), '-inf', 'BYSCORE', 'REV', 'LIMIT', 0,
+      1, 'WITHSCORES')
+    local leaf = found[1] and tonumber(found[1])
+    local start, level
+    if leaf then
+      start, level = wq_far_leaf(far, leaf)
+    end
+    if not leaf or due >= start + wq_far_span(far, level) then
+      -- no leaf covers it: the widest free span holding it, beyond the horizon (a leaf
+      -- overlapping a span either lies inside it or would cover `due`)
+      for l = WQ_FAR_TOP, 0, -1 do
+        local span = wq_far_span(far, l)
+        local at = math.floor(due / span) * span
+        if at >= low and #redis.call('ZRANGE', buckets, wq_fmt(at), '(' .. wq_fmt(at + span),
+            'BYSCORE', 'LIMIT', 0, 1) == 0 then
+          return wq_far_leaf_id(far, at, l), at, l
+        end
+      end
+      return nil
+    end
+    if start < low then
+      return nil
+    end
+    if redis.call('LLEN', wq_far_key(far, leaf)) < WQ_FAR_CAP then
+      return leaf, start, level
+    end
+    if level == 0 then
+      return nil
+    end
+    wq_far_split(far, leaf, start, level) -- and look again: a child covers it, or will
+  end
+  return nil
+end
+
+-- Put a job in the far tier when it belongs there: a leaf beyond the horizon takes it (see
+-- wq_far_leaf_for) and no other id holds its fingerprint. Returns true if it was put there;
+-- false: the caller schedules it in the sorted set, as any job.
+local function wq_far_put(far, id, due, envelope, now)
+  if far.horizon <= 0 or due < now + far.horizon then
     return false
   end
   local fp, h = wq_far_fp(id)
@@ -741,20 +846,16 @@ local function wq_far_put(far, id, due, envelope, now)
   if redis.call('HEXISTS', ix, fp) == 1 then
     return false
   end
-  local key = wq_far_bucket(far, bucket)
-  if redis.call('LLEN', key) >= WQ_FAR_CAP then
+  local leaf, start, level = wq_far_leaf_for(far, due, now)
+  if not leaf then
     return false
   end
-  local length = redis.call('RPUSH', key, struct.pack('>H', #id) .. id ..
-    struct.pack('>H', due - bucket * far.width) .. envelope)
-  if length == 1 then
-    redis.call('ZADD', far.meta .. ':buckets', wq_fmt(bucket), wq_fmt(bucket))
-  end
-  redis.call('HSET', ix, fp, wq_fmt(bucket * WQ_FAR_POSITIONS + length - 1))
+  ix = wq_far_index(far, h) -- unchanged by a split: the index's shape only grows below
+  wq_far_append(far, leaf, start, {ix, fp, wq_far_pack(id, due, envelope, start, level)})
   far.entries = far.entries + 1
   redis.call('HINCRBY', far.meta, 'entries', 1)
   if far.entries > WQ_FAR_LOAD * (2 ^ far.level + far.split) then
-    wq_far_split(far)
+    wq_far_grow(far)
   end
   return true
 end

@@ -66,8 +66,8 @@ if mode == 'check' or (mode ~= 'force' and pending + unacked > 0) then
 end
 local far = wq_far_state(KEYS[24])
 local gone = {}
-for _, bucket in ipairs(redis.call('ZRANGE', KEYS[24] .. ':buckets', 0, -1)) do
-  gone[#gone + 1] = KEYS[24] .. ':' .. bucket
+for _, leaf in ipairs(redis.call('ZRANGE', KEYS[24] .. ':buckets', 0, -1)) do
+  gone[#gone + 1] = KEYS[24] .. ':' .. leaf
 end
 for address = 0, 2 ^ far.level + far.split - 1 do
   gone[#gone + 1] = KEYS[24] .. ':ix:' .. wq_fmt(address)

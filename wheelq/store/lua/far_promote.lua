@@ -1,17 +1,17 @@
---[[ far_promote.lua — fenced move of the far tier's next bucket into the sorted set and job
+--[[ far_promote.lua — fenced move of the far tier's next leaf into the sorted set and job
 hash, up to ARGV[3] records a call (docs/architecture.md, "The far tier", invariant 14). The
-bucket promoted is the earliest whose start is within the horizon (every bucket when the topic
-has no far tier any more); the first call on a bucket makes it the front, so no job is put in
-it again. A record moves only while the index still points at it, and its index entry goes in
-the same call, so a record moves at most once whoever calls and however often; a call on a
-bucket already begun goes on from where the last one stopped.
+leaf promoted is the earliest, once its start is within the horizon (every leaf when the
+topic has no far tier any more); no job is put in a leaf starting within the horizon, so
+none is added to it meanwhile. A record moves only while the index still points at it, and
+its index entry goes in the same call, so a record moves at most once whoever calls and
+however often; a call on a leaf already begun goes on from where the last one stopped.
 KEYS[1]  {T:s}:lease     STRING  token of the leader
 KEYS[2]  {T:s}:far       HASH    the far tier's meta (wq_far_state)
 KEYS[3]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[4]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[5]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[6]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[7]  {T:s}:limits    HASH    "far": the topic's far horizon, ms (0: none now, so every bucket
+KEYS[7]  {T:s}:limits    HASH    "far": the topic's far horizon, ms (0: none now, so every leaf
          is promoted; absent: the topic never had a far tier)
 ARGV[1]  the caller's lease token
 ARGV[2]  wake channel: one SPUBLISH for the call's notes, a line each
@@ -19,8 +19,8 @@ ARGV[3]  most records to read this call
 Returns: {0, moved, skipped, more, next_ms}
            moved    jobs moved into the sorted set
            skipped  dead records passed over (cancelled, rescheduled or replaced)
-           more     1 when a bucket is due for promotion still (call again at once)
-           next_ms  Redis ms at which the next bucket comes within the horizon, -1: none
+           more     1 when a leaf is due for promotion still (call again at once)
+           next_ms  Redis ms at which the next leaf comes within the horizon, -1: none
          {-2}       LEASE_LOST: the caller does not hold the lease (nothing written)
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -32,7 +32,7 @@ if far.entries <= 0 and redis.call('EXISTS', KEYS[2] .. ':buckets') == 0 then
 end
 local buckets = KEYS[2] .. ':buckets'
 local now = wq_now_ms()
--- Buckets starting before `reach` are due for promotion: all of them with no far tier.
+-- Leaves starting before `reach` are due for promotion: all of them with no far tier.
 local reach = far.horizon > 0 and now + far.horizon or math.huge
 local first = redis.call('ZRANGE', buckets, 0, 0, 'WITHSCORES')
 local function next_ms()
@@ -40,32 +40,29 @@ local function next_ms()
   if #after == 0 or far.horizon <= 0 then
     return #after == 0 and -1 or now
   end
-  return math.max(now, tonumber(after[2]) * far.width - far.horizon)
+  return math.max(now, tonumber(after[2]) - far.horizon)
 end
-if #first == 0 or tonumber(first[2]) * far.width >= reach then
+if #first == 0 or tonumber(first[2]) >= reach then
   return {WQ_OK, 0, 0, 0, next_ms()}
 end
-local bucket = tonumber(first[2])
-if bucket > far.front then
-  far.front = bucket
-  redis.call('HSET', KEYS[2], 'front', first[1])
-end
--- 'at' is "bucket:position": how far the last call got, in the bucket it names.
+local leaf = tonumber(first[1])
+local start, level = wq_far_leaf(far, leaf)
+-- 'at' is "leaf:position": how far the last call got, in the leaf it names.
 local at = 0
 local begun, position = string.match(redis.call('HGET', KEYS[2], 'at') or '', '^(%d+):(%d+)$')
 if begun == first[1] then
   at = tonumber(position)
 end
-local key = wq_far_bucket(far, bucket)
+local key = wq_far_key(far, leaf)
 local records = redis.call('LRANGE', key, at, at + tonumber(ARGV[3]) - 1)
 local horizon = tonumber(redis.call('GET', KEYS[5]))
 local hset, zadd, notes, m = {}, {}, {}, 0
 local moved, skipped = 0, 0
 for i, record in ipairs(records) do
-  local id, due, envelope = wq_far_unpack(far, record, bucket)
+  local id, due, envelope = wq_far_unpack(record, start, level)
   local fp, h = wq_far_fp(id)
   local ix = wq_far_index(far, h)
-  if tonumber(redis.call('HGET', ix, fp)) == bucket * WQ_FAR_POSITIONS + at + i - 1 then
+  if tonumber(redis.call('HGET', ix, fp)) == leaf * WQ_FAR_POSITIONS + at + i - 1 then
     redis.call('HDEL', ix, fp)
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
     m = m + 2
@@ -96,5 +93,5 @@ else
   redis.call('HSET', KEYS[2], 'at', first[1] .. ':' .. wq_fmt(at))
 end
 local following = redis.call('ZRANGE', buckets, 0, 0, 'WITHSCORES')
-local more = (#following > 0 and tonumber(following[2]) * far.width < reach) and 1 or 0
+local more = (#following > 0 and tonumber(following[2]) < reach) and 1 or 0
 return {WQ_OK, moved, skipped, more, next_ms()}
