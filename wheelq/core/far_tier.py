@@ -14,7 +14,7 @@ the code that reads records and for tests that check the two agree.
 from __future__ import annotations
 
 import hashlib
-import struct
+import re
 from dataclasses import dataclass
 
 from wheelq.errors import InvalidArgumentError, int_in
@@ -29,8 +29,15 @@ TOP_LEVEL = 4
 LEAF_CAP = 512
 """Records a leaf holds at most (live or not) before it splits; a full level-0 leaf takes no
 more, and a job finding it full stays in the sorted set."""
-POSITIONS = 4096
-"""A location is ``leaf * POSITIONS + position`` (``LEAF_CAP`` < ``POSITIONS``)."""
+POSITIONS = 512
+"""A location is ``leaf * POSITIONS + position`` (``LEAF_CAP`` <= ``POSITIONS``), stored in 5
+bytes, big-endian."""
+EPOCH_MS = 1_700_000_000_000
+"""Leaf ids count widths from here (2023-11-14; no far job is due before it), so they stay
+small."""
+FINGERPRINT_BYTES = 6
+MAX_ID_BYTES = 255
+"""A far record keeps its id's length in a byte: a longer id stays in the sorted set."""
 INDEX_LOAD = 64
 """Index entries per index hash, on average, before one more hash is split off."""
 DEFAULT_HORIZON_MS = 0
@@ -62,18 +69,18 @@ def span(level: int, width_ms: int = WIDTH_MS) -> int:
 
 def leaf_id(start_ms: int, level: int, width_ms: int = WIDTH_MS) -> int:
     """The id of the leaf of `level` starting at `start_ms` (aligned to its span)."""
-    return start_ms // width_ms * 8 + level
+    return (start_ms // width_ms - EPOCH_MS // width_ms) * 8 + level
 
 
 def leaf_of(leaf: int, width_ms: int = WIDTH_MS) -> tuple[int, int]:
     """(start ms, level) of a leaf id."""
-    return leaf // 8 * width_ms, leaf % 8
+    return (leaf // 8 + EPOCH_MS // width_ms) * width_ms, leaf % 8
 
 
 def fingerprint(job_id: str) -> bytes:
-    """The first 8 bytes of the id's SHA1 (``redis.sha1hex`` in the scripts)."""
+    """The first 6 bytes of the id's SHA1 (``redis.sha1hex`` in the scripts)."""
     raw = job_id.encode("utf-8", "surrogatepass")
-    return hashlib.sha1(raw, usedforsecurity=False).digest()[:8]
+    return hashlib.sha1(raw, usedforsecurity=False).digest()[:FINGERPRINT_BYTES]
 
 
 def index_address(fp: bytes, level: int, split: int) -> int:
@@ -90,14 +97,13 @@ def location(leaf: int, position: int) -> int:
     return leaf * POSITIONS + position
 
 
-def split_location(loc: int) -> tuple[int, int]:
-    """(leaf, position) of a location."""
-    return divmod(loc, POSITIONS)
+def split_location(loc: bytes) -> tuple[int, int]:
+    """(leaf, position) of a location as stored."""
+    return divmod(int.from_bytes(loc, "big"), POSITIONS)
 
 
-_HEADER = struct.Struct(">H")
-_NARROW = struct.Struct(">H")
-_WIDE = struct.Struct(">I")
+_OFFSET_BYTES = (2, 3, 3, 4, 4)
+"""By level: the bytes of a record's due ms into its leaf."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,19 +115,43 @@ class FarRecord:
     envelope: bytes
 
 
-def pack_record(job_id: str, due_ms: int, envelope: bytes, start_ms: int, level: int) -> bytes:
-    """``u16 id length, id, due ms into the leaf (u16 at level 0, else u32), envelope``."""
+_B32 = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_GENERATED = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+"""A generated id (`wheelq.core.ids`): 26 base32 characters, 128 bits."""
+
+
+def id_bytes(job_id: str) -> bytes:
+    """How a record keeps an id: 0 and its 128 bits when generated, else its length and its
+    UTF-8 bytes."""
+    if _GENERATED.fullmatch(job_id):
+        value = 0
+        for ch in job_id:
+            value = value * 32 + _B32.index(ch)
+        return b"\0" + value.to_bytes(16, "big")
     raw = job_id.encode("utf-8", "surrogatepass")
-    offset = (_NARROW if level == 0 else _WIDE).pack(due_ms - start_ms)
-    return b"".join((_HEADER.pack(len(raw)), raw, offset, envelope))
+    return bytes((len(raw),)) + raw
+
+
+def _id_of(record: bytes) -> tuple[str, int]:
+    """The id at the start of `record`, and where what follows it starts."""
+    n = record[0]
+    if n:
+        return record[1 : 1 + n].decode("utf-8", "surrogatepass"), 1 + n
+    value = int.from_bytes(record[1:17], "big")
+    return "".join(_B32[(value >> (5 * i)) & 31] for i in range(25, -1, -1)), 17
+
+
+def pack_record(job_id: str, due_ms: int, envelope: bytes, start_ms: int, level: int) -> bytes:
+    """``id (id_bytes), due ms into the leaf (2-4 bytes by level), envelope``."""
+    offset = (due_ms - start_ms).to_bytes(_OFFSET_BYTES[level], "big")
+    return b"".join((id_bytes(job_id), offset, envelope))
 
 
 def unpack_record(record: bytes, start_ms: int, level: int) -> FarRecord:
     """A record of the leaf at `start_ms` of `level` read back; ValueError if cut short."""
-    (n,) = _HEADER.unpack_from(record, 0)
-    offset_format = _NARROW if level == 0 else _WIDE
-    if len(record) < 2 + n + offset_format.size:
+    size = _OFFSET_BYTES[level]
+    if not record or len(record) < (17 if record[0] == 0 else 1 + record[0]) + size:
         raise ValueError(f"a far-tier record of {len(record)} bytes is cut short")
-    (offset,) = offset_format.unpack_from(record, 2 + n)
-    job_id = record[2 : 2 + n].decode("utf-8", "surrogatepass")
-    return FarRecord(job_id, start_ms + offset, record[2 + n + offset_format.size :])
+    job_id, at = _id_of(record)
+    offset = int.from_bytes(record[at : at + size], "big")
+    return FarRecord(job_id, start_ms + offset, record[at + size :])

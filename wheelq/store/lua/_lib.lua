@@ -615,26 +615,30 @@ end
 --                              'split': the index's shape (linear hashing); 'entries': far
 --                              jobs (one index entry each); 'at': "leaf:position" promotion
 --                              has reached in the leaf it is promoting
---   {T:s}:far:<leaf>     LIST  the leaf's records: u16 id length, id, the due ms into the
---                              leaf (u16 in a leaf of level 0, else u32), envelope (a record
+--   {T:s}:far:<leaf>     LIST  the leaf's records: the id (u8 length and its bytes, or 0 and
+--                              16 bytes: a generated id's 128 bits), the due ms into the
+--                              leaf (u16 at level 0, u24 at 1-2, u32 at 3-4), envelope (a record
 --                              whose index entry points elsewhere is dead: cancelled,
 --                              rescheduled or replaced)
 --   {T:s}:far:buckets    ZSET  leaf -> its start ms: the leaves, in time order
---   {T:s}:far:ix:<n>     HASH  fingerprint (8 bytes of the id's SHA1) -> location
+--   {T:s}:far:ix:<n>     HASH  fingerprint (6 bytes of the id's SHA1) -> location, 5 bytes
 --                              (leaf * WQ_FAR_POSITIONS + position in the leaf's list)
 -- A leaf is an aligned span of width * 16^level ms (level 0-4: a minute to 45 days), its id
--- start / width * 8 + level; leaves never overlap. A job goes in the leaf covering its due
+-- (start / width - base) * 8 + level, base counting widths to WQ_FAR_EPOCH (small ids, so a
+-- location fits 5 bytes); leaves never overlap. A job goes in the leaf covering its due
 -- time, or in a new one, the widest free span holding it that starts beyond the horizon; a
 -- leaf of WQ_FAR_CAP records splits into its 16 children, so sparse jobs share wide leaves
 -- and dense ones narrow leaves, none more than WQ_FAR_CAP. The keys are built from the meta
 -- key: one slot, as every key of the shard.
 local WQ_FAR_WIDTH, WQ_FAR_FANOUT, WQ_FAR_TOP = 60000, 16, 4
-local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD = 512, 4096, 64
+local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD = 512, 512, 64
+local WQ_FAR_OFFSET = {'>H', '>I3', '>I3', '>I4', '>I4'} -- by level + 1: the due ms into a leaf
+local WQ_FAR_EPOCH = 1700000000000 -- 2023-11-14: no far job is due before it
 
--- An id's fingerprint (8 bytes) and the 32 bits the index is addressed by.
+-- An id's fingerprint (6 bytes) and the 32 bits the index is addressed by.
 local function wq_far_fp(id)
   local hex = redis.sha1hex(id)
-  local fp = string.gsub(string.sub(hex, 1, 16), '..', function(pair)
+  local fp = string.gsub(string.sub(hex, 1, 12), '..', function(pair)
     return string.char(tonumber(pair, 16))
   end)
   return fp, tonumber(string.sub(hex, 1, 8), 16)
@@ -646,12 +650,14 @@ end
 -- that only finds and drops).
 local function wq_far_state(meta, horizon)
   if horizon == false then
-    return {meta = meta, width = WQ_FAR_WIDTH, level = 0, split = 0, entries = 0, horizon = 0}
+    return {meta = meta, width = WQ_FAR_WIDTH, level = 0, split = 0, entries = 0, horizon = 0,
+      base = math.floor(WQ_FAR_EPOCH / WQ_FAR_WIDTH)}
   end
   local raw = redis.call('HMGET', meta, 'width', 'level', 'split', 'entries')
-  return {meta = meta, width = tonumber(raw[1]) or WQ_FAR_WIDTH, level = tonumber(raw[2]) or 0,
+  local width = tonumber(raw[1]) or WQ_FAR_WIDTH
+  return {meta = meta, width = width, level = tonumber(raw[2]) or 0,
     split = tonumber(raw[3]) or 0, entries = tonumber(raw[4]) or 0,
-    horizon = tonumber(horizon) or 0}
+    horizon = tonumber(horizon) or 0, base = math.floor(WQ_FAR_EPOCH / width)}
 end
 
 local function wq_far_index(far, h)
@@ -670,11 +676,11 @@ end
 
 local function wq_far_leaf(far, leaf)
   local level = leaf % 8
-  return (leaf - level) / 8 * far.width, level
+  return ((leaf - level) / 8 + far.base) * far.width, level
 end
 
 local function wq_far_leaf_id(far, start, level)
-  return start / far.width * 8 + level
+  return (start / far.width - far.base) * 8 + level
 end
 
 local function wq_far_key(far, leaf)
@@ -682,15 +688,68 @@ local function wq_far_key(far, leaf)
 end
 
 -- A record of a leaf (at `start`, of `level`), and back: its id, due ms and envelope.
+-- A generated id (26 Crockford base32 characters, the first 0-7: 128 bits) in 16 bytes, and
+-- back: a byte for the first two characters, then 5 bytes for each 8 characters.
+local WQ_B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+local function wq_far_id_bytes(id)
+  if #id ~= 26 or not string.find(id, '^[0-7][0-9A-HJKMNP-TV-Z]+$') then
+    return nil
+  end
+  local function digit(i)
+    return string.find(WQ_B32, string.sub(id, i, i), 1, true) - 1
+  end
+  local out = {string.char(digit(1) * 32 + digit(2))}
+  for chunk = 0, 2 do
+    local n = 0
+    for i = 3 + chunk * 8, 10 + chunk * 8 do
+      n = n * 32 + digit(i)
+    end
+    out[chunk + 2] = struct.pack('>I5', n)
+  end
+  return table.concat(out)
+end
+
+local function wq_far_id_text(raw)
+  local first = string.byte(raw, 1)
+  local chars = {string.sub(WQ_B32, math.floor(first / 32) + 1, math.floor(first / 32) + 1),
+    string.sub(WQ_B32, first % 32 + 1, first % 32 + 1)}
+  for chunk = 0, 2 do
+    local n = struct.unpack('>I5', raw, 2 + chunk * 5)
+    for i = 10 + chunk * 8, 3 + chunk * 8, -1 do
+      local d = n % 32
+      chars[i] = string.sub(WQ_B32, d + 1, d + 1)
+      n = (n - d) / 32
+    end
+  end
+  return table.concat(chars)
+end
+
 local function wq_far_pack(id, due, envelope, start, level)
-  return struct.pack('>H', #id) .. id .. struct.pack(level == 0 and '>H' or '>I4', due - start)
-    .. envelope
+  local packed = wq_far_id_bytes(id)
+  local head = packed and ('\0' .. packed) or (string.char(#id) .. id)
+  return head .. struct.pack(WQ_FAR_OFFSET[level + 1], due - start) .. envelope
 end
 
 local function wq_far_unpack(record, start, level)
-  local n = struct.unpack('>H', record)
-  local offset, rest = struct.unpack(level == 0 and '>H' or '>I4', record, 3 + n)
-  return string.sub(record, 3, 2 + n), start + offset, string.sub(record, rest)
+  local n, id = string.byte(record, 1)
+  if n == 0 then
+    n, id = 16, wq_far_id_text(string.sub(record, 2, 17))
+  else
+    id = string.sub(record, 2, 1 + n)
+  end
+  local offset, rest = struct.unpack(WQ_FAR_OFFSET[level + 1], record, 2 + n)
+  return id, start + offset, string.sub(record, rest)
+end
+
+-- A location as stored (5 bytes) and read back.
+local function wq_far_loc(leaf, position)
+  return struct.pack('>I5', leaf * WQ_FAR_POSITIONS + position)
+end
+
+local function wq_far_where(loc)
+  local n = struct.unpack('>I5', loc)
+  local position = n % WQ_FAR_POSITIONS
+  return (n - position) / WQ_FAR_POSITIONS, position
 end
 
 -- The far job stored under `id`: {ix, fp, due, envelope}, or nil.
@@ -700,12 +759,12 @@ local function wq_far_find(far, id)
   end
   local fp, h = wq_far_fp(id)
   local ix = wq_far_index(far, h)
-  local loc = tonumber(redis.call('HGET', ix, fp))
+  local loc = redis.call('HGET', ix, fp)
   if not loc then
     return nil
   end
-  local leaf = math.floor(loc / WQ_FAR_POSITIONS)
-  local record = redis.call('LINDEX', wq_far_key(far, leaf), loc % WQ_FAR_POSITIONS)
+  local leaf, position = wq_far_where(loc)
+  local record = redis.call('LINDEX', wq_far_key(far, leaf), position)
   if not record then
     return nil
   end
@@ -761,9 +820,9 @@ local function wq_far_append(far, leaf, start, add)
   if length == #records then
     redis.call('ZADD', far.meta .. ':buckets', wq_fmt(start), wq_fmt(leaf))
   end
-  local first = leaf * WQ_FAR_POSITIONS + length - #records
+  local first = length - #records
   for i = 1, #add, 3 do
-    redis.call('HSET', add[i], add[i + 1], wq_fmt(first + (i - 1) / 3))
+    redis.call('HSET', add[i], add[i + 1], wq_far_loc(leaf, first + (i - 1) / 3))
   end
 end
 
@@ -776,7 +835,7 @@ local function wq_far_split(far, leaf, start, level)
     local id, due, envelope = wq_far_unpack(record, start, level)
     local fp, h = wq_far_fp(id)
     local ix = wq_far_index(far, h)
-    if tonumber(redis.call('HGET', ix, fp)) == leaf * WQ_FAR_POSITIONS + position - 1 then
+    if redis.call('HGET', ix, fp) == wq_far_loc(leaf, position - 1) then
       local at = math.floor(due / span) * span
       local add = children[at]
       if not add then
@@ -838,7 +897,7 @@ end
 -- wq_far_leaf_for) and no other id holds its fingerprint. Returns true if it was put there;
 -- false: the caller schedules it in the sorted set, as any job.
 local function wq_far_put(far, id, due, envelope, now)
-  if far.horizon <= 0 or due < now + far.horizon then
+  if far.horizon <= 0 or due < now + far.horizon or #id > 255 then
     return false
   end
   local fp, h = wq_far_fp(id)

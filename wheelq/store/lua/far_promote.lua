@@ -62,7 +62,7 @@ for i, record in ipairs(records) do
   local id, due, envelope = wq_far_unpack(record, start, level)
   local fp, h = wq_far_fp(id)
   local ix = wq_far_index(far, h)
-  if tonumber(redis.call('HGET', ix, fp)) == leaf * WQ_FAR_POSITIONS + at + i - 1 then
+  if redis.call('HGET', ix, fp) == wq_far_loc(leaf, at + i - 1) then
     redis.call('HDEL', ix, fp)
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
     m = m + 2
