@@ -16,7 +16,7 @@ from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, Scheduler
 from wheelq.core import far_tier as ft
 from wheelq.core.history import JobState
-from wheelq.core.keys import ShardKeys, all_shards, far_bucket_key, far_index_key, shard_of
+from wheelq.core.keys import ShardKeys, all_shards, far_index_key, far_leaf_key, shard_of
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
 from wheelq.store import far_tier
 from wheelq.store.executor import AsyncExecutor
@@ -214,7 +214,7 @@ async def test_the_python_arithmetic_finds_what_the_scripts_filed(
         assert loc is not None, job_id
         leaf, position = ft.split_location(loc)
         start, level = ft.leaf_of(leaf)
-        raw = await r.lindex(far_bucket_key(keys, leaf), position)
+        raw = await r.lindex(far_leaf_key(keys, leaf), position)
         record = ft.unpack_record(raw, start, level)
         info = await client.get(topic, job_id)
         assert (record.job_id, record.due_ms) == (job_id, info.due_ms)

@@ -4,6 +4,8 @@ they went in, a generated id in 17 bytes instead of 27."""
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +16,11 @@ from wheelq.core.ids import make_job_id
 @pytest.mark.parametrize(
     "job_id",
     [
-        make_job_id(1_795_000_000_000, os.urandom(10)),
+        make_job_id(1_795_000_000_000, bytes(range(10))),
         make_job_id(0, bytes(10)),
         make_job_id((1 << 48) - 1, b"\xff" * 10),
         "order-17",
-        "8" + make_job_id(1_795_000_000_000, os.urandom(10))[1:],  # not a generated id
+        "8" + make_job_id(1_795_000_000_000, bytes(range(10)))[1:],  # not a generated id
         "x" * 255,
         "é-unicode",
     ],
@@ -40,3 +42,20 @@ def test_a_cut_record_is_refused() -> None:
     record = ft.pack_record("order-17", 1_800_000_000_001, b"", 1_800_000_000_000, 1)
     with pytest.raises(ValueError, match="cut short"):
         ft.unpack_record(record[:10], 1_800_000_000_000, 1)
+
+
+def test_the_scripts_use_the_same_constants() -> None:
+    """_lib.lua's far tier and wheelq.core.far_tier agree on every number they share."""
+    text = (Path(ft.__file__).parents[1] / "store" / "lua" / "_lib.lua").read_text("utf-8")
+    lua: dict[str, int] = {}
+    for names, values in re.findall(r"^local (WQ_FAR_[\w, ]+) = ([\d, ]+)$", text, re.M):
+        lua |= dict(zip(names.split(", "), map(int, values.split(", ")), strict=True))
+    assert lua == {
+        "WQ_FAR_WIDTH": ft.WIDTH_MS,
+        "WQ_FAR_FANOUT": ft.FANOUT,
+        "WQ_FAR_TOP": ft.TOP_LEVEL,
+        "WQ_FAR_CAP": ft.LEAF_CAP,
+        "WQ_FAR_POSITIONS": ft.POSITIONS,
+        "WQ_FAR_LOAD": ft.INDEX_LOAD,
+        "WQ_FAR_EPOCH": ft.EPOCH_MS,
+    }

@@ -259,13 +259,13 @@ def selection_mark_key(topic: str, name: str) -> str:
     return selection_key(ShardKeys(topic, 0), name) + ":open"
 
 
-def far_bucket_key(keys: ShardKeys, bucket: int | str) -> str:
-    """A far-tier bucket's list of records (the scripts make it from `ShardKeys.far`)."""
-    return f"{keys.far}:{bucket}"
+def far_leaf_key(keys: ShardKeys, leaf: int | str) -> str:
+    """A far-tier leaf's list of records (the scripts make it from `ShardKeys.far`)."""
+    return f"{keys.far}:{leaf}"
 
 
 def far_buckets_key(keys: ShardKeys) -> str:
-    """The far tier's buckets, in time order."""
+    """The far tier's leaves, in time order."""
     return f"{keys.far}:buckets"
 
 

@@ -164,7 +164,7 @@ class _SchedulerFields:
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
     """Most entries removed per trim call (the call is repeated while more are due)."""
     far_promote_interval_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
-    """Longest time between looks at led shards' far tiers (sooner when a bucket is due)."""
+    """Longest time between looks at led shards' far tiers (sooner when a leaf is due)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Promoting the far tier of led shards into their sorted sets, a bucket at a time, well
+"""Promoting the far tier of led shards into their sorted sets, a leaf at a time, well
 before its jobs come due (docs/architecture.md, "The far tier")."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from wheelq.store import far_tier
 log = logging.getLogger(__name__)
 
 MAX_CALLS_PER_ROUND = 64
-"""Promotion calls a round makes per shard at most (a backlog of buckets takes rounds)."""
+"""Promotion calls a round makes per shard at most (a backlog of leaves takes rounds)."""
 
 
 class Promoter(NodePart):
-    """Every ``far_promote_interval_ms`` (sooner when the next bucket is due, or a shard is
-    newly led), promotes the buckets of each led shard that have come within its horizon."""
+    """Every ``far_promote_interval_ms`` (sooner when the next leaf is due, or a shard is
+    newly led), promotes the leaves of each led shard that have come within its horizon."""
 
     name = "promoter"
     title = "far-tier promoter"
@@ -29,7 +29,7 @@ class Promoter(NodePart):
         """Jobs moved from the far tier into sorted sets."""
 
     async def first_wait(self) -> float:
-        return 0.0  # a bucket may be due already: a node that was down leaves them behind
+        return 0.0  # a leaf may be due already: a node that was down leaves them behind
 
     async def step(self) -> float:
         next_ms = await self.promote_once()
@@ -39,7 +39,7 @@ class Promoter(NodePart):
         return wait_ms / 1000
 
     async def promote_once(self) -> int | None:
-        """One round over every led shard; returns the Redis ms the next bucket comes within
+        """One round over every led shard; returns the Redis ms the next leaf comes within
         its horizon (None: no far job in any led shard)."""
         pending = {lead.keys: lead for lead in self._ctx.leads.all() if lead.active}
         calls_made = dict.fromkeys(pending, 0)

@@ -1,4 +1,4 @@
-"""The far tier's own calls: a leader's promotion of the next bucket (`far_promote.lua`);
+"""The far tier's own calls: a leader's promotion of the next leaf (`far_promote.lua`);
 docs/architecture.md, "The far tier". Putting, finding and dropping far jobs happen inside
 the scripts that enqueue, cancel, reschedule and look jobs up (``_lib.lua``'s ``wq_far_*``)."""
 
@@ -12,7 +12,7 @@ from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check
 
 PROMOTE_BATCH = 500
-"""Records one promotion call reads at most (a bucket holds up to 2,048)."""
+"""Records one promotion call reads at most (a leaf holds up to 512)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +24,9 @@ class Promoted:
     skipped: int
     """Dead records passed over (cancelled, rescheduled or replaced while far)."""
     more: bool
-    """A bucket is due for promotion still: call again at once."""
+    """A leaf is due for promotion still: call again at once."""
     next_ms: int | None
-    """Redis ms at which the next bucket comes within the horizon; None: no far job."""
+    """Redis ms at which the next leaf comes within the horizon; None: no far job."""
 
 
 def promote(keys: ShardKeys, token: str, limit: int = PROMOTE_BATCH) -> Call[Promoted]:

@@ -631,9 +631,9 @@ end
 -- and dense ones narrow leaves, none more than WQ_FAR_CAP. The keys are built from the meta
 -- key: one slot, as every key of the shard.
 local WQ_FAR_WIDTH, WQ_FAR_FANOUT, WQ_FAR_TOP = 60000, 16, 4
-local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD = 512, 512, 64
+-- WQ_FAR_EPOCH: 2023-11-14, before any far job's due time (leaf ids count from it)
+local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD, WQ_FAR_EPOCH = 512, 512, 64, 1700000000000
 local WQ_FAR_OFFSET = {'>H', '>I3', '>I3', '>I4', '>I4'} -- by level + 1: the due ms into a leaf
-local WQ_FAR_EPOCH = 1700000000000 -- 2023-11-14: no far job is due before it
 
 -- An id's fingerprint (6 bytes) and the 32 bits the index is addressed by.
 local function wq_far_fp(id)
