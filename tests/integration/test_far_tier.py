@@ -7,19 +7,32 @@ On both servers, one server and a cluster."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+import redis
 import redis.asyncio
 
-from tests.support.waiting import eventually
-from wheelq import AsyncAdmin, AsyncClient, Scheduler
+from tests.support.node_proc import NodeProcess
+from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually, eventually_sync
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Scheduler
 from wheelq.core import far_tier as ft
 from wheelq.core.history import JobState
-from wheelq.core.keys import ShardKeys, all_shards, far_index_key, far_leaf_key, shard_of
+from wheelq.core.keys import (
+    ShardKeys,
+    all_shards,
+    far_buckets_key,
+    far_index_key,
+    far_leaf_key,
+    shard_of,
+)
+from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
 from wheelq.store import far_tier
-from wheelq.store.executor import AsyncExecutor
+from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 pytestmark = pytest.mark.cluster_too
 
@@ -219,3 +232,111 @@ async def test_the_python_arithmetic_finds_what_the_scripts_filed(
         info = await client.get(topic, job_id)
         assert (record.job_id, record.due_ms) == (job_id, info.due_ms)
     assert max([int(await r.hget(k.far, "level") or 0) for k in shards]) >= 1
+
+
+def settle_far(r: redis.Redis, topic: str) -> tuple[list[str], int, int]:
+    """Every member of the topic's sorted sets, its far entries, and its leaves left."""
+    members: list[str] = []
+    entries = leaves = 0
+    for keys in all_shards(topic, SHARDS):
+        members += [m.decode() for m in r.zrange(keys.delayed, 0, -1)]
+        entries += int(r.hget(keys.far, "entries") or 0)
+        leaves += r.zcard(far_buckets_key(keys))
+    return members, entries, leaves
+
+
+@pytest.mark.slow
+def test_a_node_killed_mid_promotion_leaves_every_job_promoted_once_by_the_next(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    r = redis_sync
+    with Client.from_url(redis_url) as client:
+        Admin.of(client).create_topic(topic, SHARDS)
+        shards = all_shards(topic, SHARDS)
+        for keys in shards:
+            r.hset(keys.limits, "far", HORIZON_MS)
+        ids = client.enqueue_many(  # due in 11-21 minutes: far, and nothing fires meanwhile
+            topic, [{"payload": i, "delay": 660 + i / 5} for i in range(3000)]
+        )
+        assert int(sum(int(r.hget(k.far, "entries") or 0) for k in shards)) == len(ids)
+        for keys in shards:
+            r.hset(keys.limits, "far", 0)  # no far tier now: the leader promotes it all
+        doomed = NodeProcess(redis_url, topic, "doomed", tmp_path, {}, "promote.after_reply:2")
+        other: NodeProcess | None = None
+        try:
+            eventually_sync(lambda: not doomed.alive(), timeout_s=20, what="the crash point")
+            members, entries, _ = settle_far(r, topic)
+            assert 0 < len(members) < len(ids)  # it died half way
+            assert len(members) + entries == len(ids)  # and each job is in one tier
+            other = NodeProcess(redis_url, topic, "other", tmp_path, {})
+            eventually_sync(
+                lambda: settle_far(r, topic)[1:] == (0, 0), timeout_s=20, what="the rest promoted"
+            )
+        finally:
+            doomed.finish()
+            if other is not None:
+                other.finish()
+        assert doomed.proc.returncode == -signal.SIGKILL, doomed.log_tail()
+        members, _, _ = settle_far(r, topic)
+        assert sorted(members) == sorted(ids)  # each once: none lost, none twice
+        assert all(client.get(topic, job_id).state is JobState.PENDING for job_id in ids[::97])
+
+
+@pytest.mark.slow
+def test_promotion_goes_on_where_it_was_after_a_server_restart(
+    server_binary: ServerBinary, topic: str
+) -> None:
+    with (
+        dedicated_server(server_binary, appendonly=True) as server,
+        Client.from_url(server.url) as client,
+    ):
+        Admin.of(client).create_topic(topic, SHARDS)
+        r = redis.Redis.from_url(server.url)
+        shards = all_shards(topic, SHARDS)
+        for keys in shards:
+            r.hset(keys.limits, "far", HORIZON_MS)
+        ids = client.enqueue_many(
+            topic, [{"payload": i, "delay": 660 + i / 5} for i in range(2000)]
+        )
+        client.cancel(topic, ids[5])
+        assert settle_far(r, topic)[1] == len(ids) - 1
+        for keys in shards:
+            r.hset(keys.limits, "far", 0)
+            r.set(keys.lease, "leader")
+        executor = SyncExecutor(r)
+        for keys in shards:  # a batch each, then the server goes down and comes back
+            executor.run([far_tier.promote(keys, "leader", 300)])
+        assert 0 < settle_far(r, topic)[1] < len(ids) - 1  # part way
+        r.close()
+        server.restart()
+        r = redis.Redis.from_url(server.url)
+        executor = SyncExecutor(r)
+        for keys in shards:
+            r.set(keys.lease, "leader")
+            while executor.run([far_tier.promote(keys, "leader", 300)])[0].more:
+                pass
+        members, entries, leaves = settle_far(r, topic)
+        r.close()
+    assert (entries, leaves) == (0, 0)
+    assert sorted(members) == sorted(ids[:5] + ids[6:])  # once each; the cancelled one not
+
+
+async def test_jobs_due_at_one_instant_fill_a_minute_leaf_and_the_rest_stay_hot(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    seconds, _ = await r.time()
+    at = (int(seconds) // 60 + 180) * 60  # a minute's start, three hours ahead
+    ids = [f"burst-{i}" for i in range(1500)]
+    await client.enqueue_many(
+        topic, [{"payload": i, "at": at, "job_id": j} for i, j in enumerate(ids)]
+    )
+    entries = [int(await r.hget(keys.far, "entries") or 0) for keys in shards]
+    assert all(0 < n <= ft.LEAF_CAP for n in entries)  # one full minute leaf a shard at most
+    hot = sum([await r.zcard(keys.delayed) for keys in shards])
+    assert hot + sum(entries) == len(ids)
+    assert (await AsyncAdmin.of(client).stats(topic)).pending == len(ids)
+    for job_id in ids[::50]:
+        info = await client.get(topic, job_id)
+        assert info.state is JobState.PENDING and info.due_ms == at * 1000, job_id

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from wheelq.errors import LeaseLostError
+from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.scheduler.led_shards import NodeContext, NodePart
 from wheelq.store import far_tier
@@ -48,6 +49,7 @@ class Promoter(NodePart):
             token = self._ctx.leads.token
             calls = [far_tier.promote(keys, token) for keys in pending]
             replies = await self._ctx.executor.run(calls, return_exceptions=True)
+            crash.point("promote.after_reply")  # moved in Redis, not yet counted here
             for reply in replies:
                 if is_transient(reply):
                     raise reply
