@@ -46,9 +46,9 @@ end
 cancel(id)
 if removed == 0 then -- a job is in one tier at a time; a retry is never in the far tier
   local far = wq_far_state(KEYS[11])
-  local found = wq_far_find(far, id)
+  local found = far:find(id)
   if found then
-    wq_far_drop(far, found)
+    far:drop(found)
     removed = 1
   end
 end

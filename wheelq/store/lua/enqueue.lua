@@ -147,14 +147,14 @@ for n, flag in ipairs(flags) do
   local id = ids[n]
   pending[id] = flag ~= false
   if not pending[id] and far.entries > 0 and far_found[id] == nil then
-    far_found[id] = wq_far_find(far, id) or false
+    far_found[id] = far:find(id) or false
     pending[id] = far_found[id] ~= false
   end
 end
 -- A pending job written over or fired: out of the far tier if it was there.
 local function leave_far(id)
   if far_found[id] then
-    wq_far_drop(far, far_found[id])
+    far:drop(far_found[id])
     far_found[id] = false
   end
 end
@@ -243,7 +243,7 @@ for n = 1, #ids do
         leave_far(id)
       end
       if unique then
-        if not wq_far_put(far, id, due, envelope, now) then
+        if not (far.put and far:put(id, due, envelope, now)) then
           hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
           m = m + 2
         elseif pending[id] then
@@ -264,7 +264,7 @@ for n = 1, #ids do
 end
 for _, id in ipairs(order) do  -- empty with unique ids
   local due = final[id]
-  if due and wq_far_put(far, id, due, envelopes[id], now) then
+  if due and far.put and far:put(id, due, envelopes[id], now) then
     gone[#gone + 1] = id -- replacing a job in the sorted set: out of it
   elseif due then
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelopes[id], due, id

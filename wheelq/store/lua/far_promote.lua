@@ -26,7 +26,7 @@ Returns: {0, moved, skipped, more, next_ms}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}
 end
-local far = wq_far_state(KEYS[2], redis.call('HGET', KEYS[7], 'far'))
+local far = wq_far_state(KEYS[2], redis.call('HGET', KEYS[7], 'far') or nil)
 if far.entries <= 0 and redis.call('EXISTS', KEYS[2] .. ':buckets') == 0 then
   return {WQ_OK, 0, 0, 0, -1} -- nothing far (the usual answer: one read)
 end
@@ -46,23 +46,23 @@ if #first == 0 or tonumber(first[2]) >= reach then
   return {WQ_OK, 0, 0, 0, next_ms()}
 end
 local leaf = tonumber(first[1])
-local start, level = wq_far_leaf(far, leaf)
+local start, level = far:leaf(leaf)
 -- 'at' is "leaf:position": how far the last call got, in the leaf it names.
 local at = 0
 local begun, position = string.match(redis.call('HGET', KEYS[2], 'at') or '', '^(%d+):(%d+)$')
 if begun == first[1] then
   at = tonumber(position)
 end
-local key = wq_far_key(far, leaf)
+local key = far:key(leaf)
 local records = redis.call('LRANGE', key, at, at + tonumber(ARGV[3]) - 1)
 local horizon = tonumber(redis.call('GET', KEYS[5]))
 local hset, zadd, notes, m = {}, {}, {}, 0
 local moved, skipped = 0, 0
 for i, record in ipairs(records) do
-  local id, due, envelope = wq_far_unpack(record, start, level)
-  local fp, h = wq_far_fp(id)
-  local ix = wq_far_index(far, h)
-  if redis.call('HGET', ix, fp) == wq_far_loc(leaf, at + i - 1) then
+  local id, due, envelope = far.unpack(record, start, level)
+  local fp, h = far.fp(id)
+  local ix = far:index(h)
+  if redis.call('HGET', ix, fp) == far.loc(leaf, at + i - 1) then
     redis.call('HDEL', ix, fp)
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
     m = m + 2

@@ -48,7 +48,7 @@ for _, alias in ipairs(redis.call('ZRANGE', KEYS[10], '[' .. id .. WQ_US, '(' ..
   pending(alias)
 end
 local far = wq_far_state(KEYS[12], redis.call('HGET', KEYS[8], 'far'))
-local far_found = #members == 0 and wq_far_find(far, id)
+local far_found = #members == 0 and far.entries > 0 and far:find(id)
 if far_found then
   members[1], envelopes[1] = id, far_found.envelope
 end
@@ -73,7 +73,7 @@ if due <= now and not (room and room <= 0) then
 end
 local horizon = tonumber(redis.call('GET', KEYS[4]))
 if far_found then
-  wq_far_drop(far, far_found)
+  far:drop(far_found)
 end
 -- The job itself (not a retry) may go to the far tier.
 local plain = redis.call('ZSCORE', KEYS[10], id) == false
@@ -91,7 +91,7 @@ for i, member in ipairs(members) do
     end
   else
     placed = WQ_SCHEDULED -- at its due time, or held back by the "ready" limit
-    if member == id and plain and wq_far_put(far, id, due, envelopes[i], now) then
+    if member == id and plain and far.put and far:put(id, due, envelopes[i], now) then
       wq_forget(KEYS[1], KEYS[2], {member})
     else
       wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, member, due, envelopes[i])
