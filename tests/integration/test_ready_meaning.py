@@ -1,7 +1,8 @@
 """ "ready" means one thing in every interface: fired and not yet delivered (to the consumer
 group furthest behind). On one topic holding handled, in-flight and undelivered entries, the
-library's stats, ``wheelq topics``, ``wheelq stats``, the HTTP API, the dashboard and the
-metrics all count the same entries, and the stream's length has a name of its own."""
+library's stats and forecast, ``wheelq topics``, ``wheelq stats``, ``wheelq topics
+forecast``, the HTTP API, the dashboard and the metrics all count the same entries, and the
+stream's length has a name of its own."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ async def test_every_interface_counts_the_same_entries_as_ready(
         stats = await admin.stats(topic)
         assert stats is not None
         assert (stats.ready, stats.in_flight, stats.in_stream) == (READY, IN_FLIGHT, 9)
+        assert (await admin.forecast(topic)).ready == READY
 
     topics = await asyncio.to_thread(run_wheelq, "topics", "--redis-url", redis_url)
     assert topics.returncode == 0, topics.stderr
@@ -68,11 +70,18 @@ async def test_every_interface_counts_the_same_entries_as_ready(
     assert shown.returncode == 0, shown.stderr
     (shard,) = [json.loads(line) for line in shown.stdout.splitlines()]
     assert (shard["ready"], shard["in_flight"], shard["in_stream"]) == (READY, IN_FLIGHT, 9)
+    forecast = await asyncio.to_thread(
+        run_wheelq, "topics", "forecast", topic, "--json", "--redis-url", redis_url
+    )
+    assert forecast.returncode == 0, forecast.stderr
+    assert json.loads(forecast.stdout)["ready"] == READY
 
     async with serving(redis_url) as api:
         status, body, _ = await api.call("GET", f"/v1/topics/{topic}")
         assert status == 200
         assert (body["ready"], body["in_flight"], body["in_stream"]) == (READY, IN_FLIGHT, 9)
+        status, body, _ = await api.call("GET", f"/v1/topics/{topic}/forecast")
+        assert (status, body["ready"]) == (200, READY)
         _, page = await get(api, f"/ui/topics/{topic}")
         assert num(page.ids["total-ready"]) == READY
         assert num(page.ids["total-in-stream"]) == 9

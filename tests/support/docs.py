@@ -51,6 +51,9 @@ CHECKED = PYTHON + SHELL
 # whose every section runs has the section "*". The docs checker makes sure each named
 # test exists and names its page and section.
 RUN: dict[tuple[str, str], str] = {
+    ("docs/operations/autoscaling.md", "An example"): (
+        "tests/integration/test_docs_guides.py::test_autoscaling_example_runs_as_written"
+    ),
     ("docs/operations/alerts.md", "Loading the rules"): (
         "tests/unit/test_alert_rules.py::test_the_runbooks_promtool_commands_pass_as_written"
     ),

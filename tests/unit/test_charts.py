@@ -1,6 +1,6 @@
 """The dashboard's charts: drawing (round axes, gaps, escaping, what a screen reader is
-told), the service's own samples (rates between samples, resets, retention, cost) and the
-Prometheus queries (the Grafana dashboard's expressions)."""
+told; the forecast's bars), the service's own samples (rates between samples, resets,
+retention, cost) and the Prometheus queries (the Grafana dashboard's expressions)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wheelq.web.charts import Chart, Series, nice_ceiling, runs, svg, ticks
+from wheelq.web.charts import Chart, Series, bars, nice_ceiling, runs, svg, ticks
 from wheelq.web.prometheus import CHARTS, expression
 from wheelq.web.samples import (
     COARSE_MS,
@@ -22,6 +22,20 @@ from wheelq.web.samples import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bars_share_one_scale_and_say_every_count() -> None:
+    drawn = bars("f", "Due <soon>", [("next 10 s", 50), ("next 60 s", 200), ("<b>", 0)])
+    widths = [float(w) for w in re.findall(r'<rect class="s0"[^>]* width="([\d.]+)"', drawn)]
+    assert widths[0] * 4 == pytest.approx(widths[1]) and widths[2] == 0
+    counts = re.findall(r'id="bars-f-(\d)"[^>]*>([^<]*)<', drawn)
+    assert counts == [("0", "50"), ("1", "200"), ("2", "0")]
+    desc = re.search(r"<desc[^>]*>(.*?)</desc>", drawn)
+    assert desc is not None and desc[1] == "next 10 s: 50, next 60 s: 200, &lt;b&gt;: 0"
+    assert "<b>" not in drawn and "Due &lt;soon&gt;" in drawn
+    assert 'role="img"' in drawn and 'aria-labelledby="bars-f-title bars-f-desc"' in drawn
+    nothing = bars("z", "Z", [("a", 0), ("b", 0)])  # all zero: no bar, no division by 0
+    assert re.findall(r'width="([\d.]+)" height', nothing) == ["0.0", "0.0"]
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from wheelq.store import (
     dead_letters,
     enqueue,
     events,
+    far_tier,
     fire,
     groups,
     history,
@@ -72,6 +73,7 @@ KEY_TYPES = {
     "waiters": "ZSET",
     "done": "STREAM",
     "events": "STREAM",
+    "far": "HASH",
 }
 
 # One call of every script wrapper: what each script's reply goes through.
@@ -103,6 +105,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "create_group": lambda: groups.create_group(KEYS, "g", "0", 64),
     "lookup": lambda: history.lookup(KEYS, "j"),
     "list_pending": lambda: job_lists.pending_page(KEYS, None, None, (1, b"j"), 10),
+    "far_promote": lambda: far_tier.promote(KEYS, "token"),
     "list_retrying": lambda: job_lists.retrying_page(KEYS, None, 10),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),

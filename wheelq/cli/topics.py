@@ -1,5 +1,5 @@
-"""`wheelq topics` (list, drop, limits), `wheelq groups` (create, list, delete) and
-`wheelq dlq` (list, replay, purge dead letters).
+"""`wheelq topics` (list, drop, limits, pause, resume, forecast), `wheelq groups` (create,
+list, delete) and `wheelq dlq` (list, replay, purge dead letters).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("topics", parents=parents, help="list topics, or drop one")
     p.set_defaults(func=list_topics)
-    actions = p.add_subparsers(dest="action", metavar="{list,drop,limits,pause,resume,events}")
+    actions = p.add_subparsers(
+        dest="action", metavar="{list,drop,limits,pause,resume,forecast,events}"
+    )
     actions.add_parser(
         "list",
         parents=parents,
@@ -57,6 +59,17 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     resume_help = "resume a topic (and every group paused on its own), or --group"
     resume = command(actions, "resume", parents, resume_help, resume_topic, "name")
     resume.add_argument("--group", help="resume only this consumer group")
+    forecast_help = (
+        "jobs coming due in the next 10 s, 60 s and 300 s (or --within), overdue and pending "
+        "retries included, and the ready work: what to autoscale workers on"
+    )
+    forecast = command(actions, "forecast", parents, forecast_help, topic_forecast, "name")
+    forecast.add_argument(
+        "--within",
+        help="comma-separated windows, whole seconds from now (1 to 10 windows, each in "
+        "[1, 86400]; default 10,60,300)",
+    )
+    forecast.add_argument("--json", action="store_true", help="one JSON object, as the HTTP API's")
     events.register_setting(actions, parents)
 
 
@@ -179,6 +192,27 @@ def _when(ms: int | None) -> str:
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def topic_forecast(ctx: Context) -> int:
+    """Print the jobs due within each window and the ready work (exit 2 for a bad
+    ``--within``, 1 for an unknown topic)."""
+    from wheelq.core.forecast import WITHIN_S, within_text
+    from wheelq.web import as_json
+
+    args = ctx.args
+    windows = WITHIN_S if args.within is None else within_text([args.within])
+    with ctx.admin() as admin, known_topic(admin, args.name):
+        found = admin.forecast(args.name, windows)
+    if args.json:
+        print(json.dumps(as_json(found)))
+        return 0
+    print(f"{'WITHIN':>8}  {'DUE':>9}")
+    for within, due in found.due_within.items():
+        print(f"{within:>6} s  {due:>9,}")
+    print(f"{'ready':>8}  {found.ready:>9,}")
+    print(f"{args.name} at {_when(found.at_ms)} (Redis clock)", file=sys.stderr)
+    return 0
 
 
 def drop_topic(ctx: Context) -> int:

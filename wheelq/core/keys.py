@@ -60,6 +60,7 @@ DATA_KEY_NAMES = (
     "waiters",
     "done",
     "events",
+    "far",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -227,6 +228,7 @@ class ShardKeys:
     waiters = _Key()
     done = _Key()
     events = _Key()
+    far = _Key()
 
     @property
     def tag(self) -> str:
@@ -255,6 +257,21 @@ def selection_key(keys: ShardKeys, name: str) -> str:
 def selection_mark_key(topic: str, name: str) -> str:
     """A bulk action's selection is open (acts on it may go on): in shard 0's slot."""
     return selection_key(ShardKeys(topic, 0), name) + ":open"
+
+
+def far_leaf_key(keys: ShardKeys, leaf: int | str) -> str:
+    """A far-tier leaf's list of records (the scripts make it from `ShardKeys.far`)."""
+    return f"{keys.far}:{leaf}"
+
+
+def far_buckets_key(keys: ShardKeys) -> str:
+    """The far tier's leaves, in time order."""
+    return f"{keys.far}:buckets"
+
+
+def far_index_key(keys: ShardKeys, n: int | str) -> str:
+    """Hash `n` of the far tier's index (fingerprint -> location)."""
+    return f"{keys.far}:ix:{n}"
 
 
 def nodes_key(topic: str) -> str:

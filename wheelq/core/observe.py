@@ -52,6 +52,9 @@ class ShardObservation:
     """entry ms - due of the newest ready entries (Redis clock)."""
     callbacks_length: int = 0
     """Of `length`, the entries of the callbacks stream (jobs that carry a callback)."""
+    due_within: tuple[tuple[int, int], ...] = ()
+    """(window ms, pending jobs due at or before `at_ms` + window) per window asked for:
+    overdue jobs and pending retries included (`wheelq.core.forecast`)."""
 
     @property
     def ready(self) -> int:

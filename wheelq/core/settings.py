@@ -163,6 +163,8 @@ class _SchedulerFields:
     """How often the leader of a shard trims its ready stream and history."""
     trim_batch: Annotated[int, Range(1, 100_000)] = 1000
     """Most entries removed per trim call (the call is repeated while more are due)."""
+    far_promote_interval_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
+    """Longest time between looks at led shards' far tiers (sooner when a leaf is due)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from wheelq.errors import EmbeddedServerError
 HOST = "127.0.0.1"
 _START_ATTEMPTS = 3  # an auto-picked port can be taken by another process before we bind
 _STOP_TIMEOUT_S = 10.0
+_TERM_AGAIN_S = 0.2  # SIGTERM again this often while the server is still there
 _LOG_TAIL_LINES = 20
 _TLS_FILES = {
     "--tls-cert-file": "server.pem",
@@ -252,11 +253,18 @@ class EmbeddedServer(Started):
 
     def _terminate(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            os.kill(self._proc.pid, signal.SIGCONT)  # a SIGSTOPped server would ignore SIGTERM
-            try:
-                self._proc.wait(_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
+            # A server refuses a SIGTERM that comes while it writes its first AOF ("Writing
+            # initial AOF, can't exit": appendonly just turned on) and forgets it: send it
+            # again until it goes, SIGKILL after _STOP_TIMEOUT_S.
+            deadline = time.monotonic() + _STOP_TIMEOUT_S
+            while self._proc.poll() is None and time.monotonic() < deadline:
+                self._proc.terminate()
+                os.kill(self._proc.pid, signal.SIGCONT)  # a SIGSTOPped server ignores SIGTERM
+                try:
+                    self._proc.wait(min(_TERM_AGAIN_S, max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    continue
+            if self._proc.poll() is None:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None

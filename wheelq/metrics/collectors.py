@@ -20,6 +20,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
 from wheelq.core.histogram import HistogramSnapshot
 from wheelq.core.observe import ShardObservation
 from wheelq.errors import InvalidArgumentError
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "wheelq_"
 MIN_INTERVAL_MS = 1000  # scrapes closer together share one read of the shards
+FORECAST_MS = tuple(s * 1000 for s in WITHIN_S)
+"""The windows of ``wheelq_jobs_due`` (its ``within`` label, in seconds: 10, 60, 300)."""
 F = TypeVar("F", CounterMetricFamily, GaugeMetricFamily)
 Samples = Iterable[tuple[Sequence[str], float]]  # (label values, value) per sample
 
@@ -129,7 +132,7 @@ class ShardGauges(Service):
         shards = sorted((lead.keys for lead in self._node.leads.all()), key=lambda k: k.tag)
         executor = self._node.executor
         self.latest = await drive_async(
-            observe_shards(shards, now_ms, sample=1),
+            observe_shards(shards, now_ms, sample=1, within_ms=FORECAST_MS),
             lambda calls: executor.run(calls, return_exceptions=True),
         )
         return None
@@ -341,6 +344,17 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
         (((o.topic, str(o.shard), g.name), o.lag_of(g)) for o in latest for g in o.groups),
     )
     yield gauge(
+        "jobs_due",
+        "Jobs due within `within` seconds of now on the Redis clock, in the shards this node "
+        "leads: overdue ones not fired yet and pending retries included (the forecast)",
+        ("topic", "within"),
+        (
+            ((f.topic, str(within)), n)
+            for f in _forecasts(latest)
+            for within, n in f.due_within.items()
+        ),
+    )
+    yield gauge(
         "in_flight_entries",
         "Entries delivered to a worker of the group and not yet settled (XPENDING)",
         tsg,
@@ -357,6 +371,14 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
             for g in o.groups
         ),
     )
+
+
+def _forecasts(latest: Sequence[ShardObservation]) -> list[Forecast]:
+    """A `Forecast` per topic of `latest`, by name."""
+    by_topic: dict[str, list[ShardObservation]] = {}
+    for o in latest:
+        by_topic.setdefault(o.topic, []).append(o)
+    return [forecast_of(t, found[0].at_ms, found) for t, found in sorted(by_topic.items())]
 
 
 def _age_s(at_ms: int, oldest_ms: int | None) -> float:

@@ -15,6 +15,7 @@ from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
+from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
@@ -23,6 +24,7 @@ from wheelq.core.settings import ClientSettings
 from wheelq.producer import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
+from wheelq.producer import forecast as fc
 from wheelq.producer import groups as grp
 from wheelq.producer.bulk_actions import Progress
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
@@ -221,6 +223,20 @@ class Admin:
         of it is paused; None for an unknown topic. No spool: a client's is its
         `spool_stats`."""
         return self._run(self._producer.stats(topic))
+
+    def forecast(self, topic: str, within: int | Sequence[int] = WITHIN_S) -> Forecast:
+        """How many of the topic's jobs come due within each window of `within` seconds from
+        now (the Redis clock's), and its ready work (fired, not yet delivered, as `stats`
+        counts it): what to autoscale workers on. Overdue jobs not fired yet count in every
+        window, and so do pending retries (they wait for their time as jobs do). One round
+        trip reads every shard: a few bounded calls each, whatever the backlog.
+
+        Raises:
+            InvalidArgumentError: `within` is not 1-10 windows of whole seconds in
+                [1, 86,400] (named ``within``).
+            UnknownTopicError: No such topic.
+        """
+        return self._run(fc.forecast(self._producer, topic, within))
 
     def jobs(
         self,

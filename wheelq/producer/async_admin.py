@@ -13,6 +13,7 @@ from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
+from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
@@ -22,6 +23,7 @@ from wheelq.errors import EventsOffError
 from wheelq.producer import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.producer import dead_letters as dl
 from wheelq.producer import events as job_events
+from wheelq.producer import forecast as fc
 from wheelq.producer import groups as grp
 from wheelq.producer.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
 from wheelq.producer.bulk_actions import Progress
@@ -170,6 +172,9 @@ class AsyncAdmin:
 
     async def stats(self, topic: str) -> TopicStats | None:
         return await self._run(self._producer.stats(topic))
+
+    async def forecast(self, topic: str, within: int | Sequence[int] = WITHIN_S) -> Forecast:
+        return await self._run(fc.forecast(self._producer, topic, within))
 
     async def jobs(
         self,

@@ -15,6 +15,7 @@ POINTS = (
     "ack.before_send",
     "ack.after_reply",
     "relay.after_place",
+    "promote.after_reply",
 )
 
 _armed: dict[str, int] = {}  # Point -> passes left (empty: the fast path).

@@ -23,6 +23,7 @@ from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
 from wheelq.scheduler.materializer import Materializer
 from wheelq.scheduler.preloader import Preloader, WakeListener
+from wheelq.scheduler.promoter import Promoter
 from wheelq.scheduler.trimmer import Trimmer
 from wheelq.scheduler.wheel_driver import WheelDriver
 from wheelq.store import connect, server
@@ -85,6 +86,7 @@ class Scheduler(Role[StopReport]):
         )
         self.trimmer = Trimmer(ctx)
         self.materializer = Materializer(ctx)
+        self.promoter = Promoter(ctx)
 
     @classmethod
     def from_url(
@@ -120,6 +122,7 @@ class Scheduler(Role[StopReport]):
     def _leads_changed(self) -> None:
         self._preloader.wake()
         self._wake.wake()
+        self.promoter.wake()
 
     async def start(self) -> None:
         """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), start every part."""
@@ -170,6 +173,7 @@ class Scheduler(Role[StopReport]):
         held = len(self.leads)
         released = await budget.attempt(f"release {held} leases", self.leases.release_all, 0)
         for part in (
+            self.promoter,
             self.materializer,
             self.trimmer,
             self._wake,
@@ -213,6 +217,7 @@ class Scheduler(Role[StopReport]):
             ],
             "preloaded": len(self.driver.wheel),
             "trimmed": self.trimmer.trimmed,
+            "promoted": self.promoter.promoted,
             "clock_error_bound_ms": round(self.clock.error_bound_ms, 3),
             "parts": {part.name: part.status() for part in self._parts()},
         }
@@ -226,6 +231,7 @@ class Scheduler(Role[StopReport]):
             self.leases,
             self.trimmer,
             self.materializer,
+            self.promoter,
         )
 
 

@@ -19,12 +19,22 @@ ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
 DUE_SOON_MS = 1000
 """ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
-ROUND_ONE = 8
-"""Calls per shard in round 1."""
+ROUND_ONE = 9
+"""Calls per shard in round 1, before a ZCOUNT per window of `within_ms`."""
 
 
 def pending_count(keys: ShardKeys) -> Call[int]:
     return Call(command=("ZCARD", keys.delayed), parse=int)
+
+
+def far_count(keys: ShardKeys) -> Call[Any]:
+    """The shard's jobs in its far tier (docs/architecture.md, "The far tier")."""
+    return Call(command=("HGET", keys.far, "entries"))
+
+
+def due_count(keys: ShardKeys, until_ms: int) -> Call[int]:
+    """Pending jobs due at or before `until_ms`, overdue ones included (ZCOUNT, O(log n))."""
+    return Call(command=("ZCOUNT", keys.delayed, "-inf", until_ms), parse=int)
 
 
 def dead_count(keys: ShardKeys) -> Call[int]:
@@ -70,12 +80,19 @@ def _lateness(entries: Any) -> tuple[int, ...]:
 
 
 def observe_shards(
-    shards: Sequence[ShardKeys], now_ms: int, sample: int = 100, *, probe: bool = False
+    shards: Sequence[ShardKeys],
+    now_ms: int,
+    sample: int = 100,
+    *,
+    probe: bool = False,
+    within_ms: Sequence[int] = (),
 ) -> ObserveOp:
     """Read what each of `shards` holds (sans-I/O); one `ShardObservation` per shard, in order.
 
     `sample`: newest ready entries read per shard for lateness. `probe`: ask first which
     streams exist (a round trip more), so a driver without ``return_exceptions`` can run it.
+    `within_ms`: windows to count the jobs due in (`ShardObservation.due_within`): a ZCOUNT
+    per window and shard, O(log n) whatever the backlog, in the same round trip.
     """
     there = [True] * len(shards)
     waits = [True] * len(shards)  # the callbacks stream: fired jobs the deliverer POSTs
@@ -93,6 +110,7 @@ def observe_shards(
             (exists, Call(command=("XINFO", "STREAM", keys.ready))),
             (exists, Call(command=("XINFO", "GROUPS", keys.ready))),
             (True, pending_count(keys)),
+            (True, far_count(keys)),
             (True, Call(command=("ZCOUNT", keys.delayed, now_ms, soon), parse=int)),
             (True, dead_count(keys)),
             (
@@ -101,7 +119,7 @@ def observe_shards(
             ),
             (calling, Call(command=("XINFO", "STREAM", keys.callbacks))),
             (calling, Call(command=("XINFO", "GROUPS", keys.callbacks))),
-        ]
+        ] + [(True, due_count(keys, now_ms + window)) for window in within_ms]
         calls += [call for send, call in wanted if send]
         sent.append([send for send, _ in wanted])
     got = iter((yield calls))
@@ -110,9 +128,10 @@ def observe_shards(
     _raise_others(replies)
     oldest_calls: list[Call[Any]] = []
     asked: list[tuple[int, str, str]] = []
+    stride = ROUND_ONE + len(within_ms)
     for i, keys in enumerate(shards):
-        for stream, at in ((keys.ready, 1), (keys.callbacks, 7)):
-            groups = replies[i * ROUND_ONE + at]
+        for stream, at in ((keys.ready, 1), (keys.callbacks, 8)):
+            groups = replies[i * stride + at]
             for group in [] if _no_stream(groups) else groups or ():
                 if (_int(_get(group, "pending")) or 0) > 0:
                     name = text(_get(group, "name"))
@@ -127,7 +146,8 @@ def observe_shards(
             if smallest:
                 oldest[where] = entry_ms(smallest)
     return [
-        _shard(i, keys, replies[i * ROUND_ONE :], oldest, now_ms) for i, keys in enumerate(shards)
+        _shard(i, keys, replies[i * stride : (i + 1) * stride], oldest, now_ms, within_ms)
+        for i, keys in enumerate(shards)
     ]
 
 
@@ -137,15 +157,16 @@ def _shard(
     r: list[Any],
     oldest: dict[tuple[int, str, str], int],
     now_ms: int,
+    within_ms: Sequence[int],
 ) -> ShardObservation:
-    stream, groups, pending, due_soon, dead, newest, calls, callers = r[:ROUND_ONE]
+    stream, groups, pending, far, due_soon, dead, newest, calls, callers = r[:ROUND_ONE]
     ready_length, ready_added = _lengths(stream)
     callbacks_length, callbacks_added = _lengths(calls)
     return ShardObservation(
         topic=keys.topic,
         shard=keys.shard,
         at_ms=now_ms,
-        pending=int(pending),
+        pending=int(pending) + int(far or 0),
         due_soon=int(due_soon),
         length=ready_length + callbacks_length,
         entries_added=ready_added + callbacks_added,
@@ -154,6 +175,7 @@ def _shard(
         + _views(i, keys.callbacks, CALLBACKS, callers, oldest),
         lateness_ms=() if _no_stream(newest) else _lateness(newest),
         callbacks_length=callbacks_length,
+        due_within=tuple(zip(within_ms, map(int, r[ROUND_ONE:]), strict=True)),
     )
 
 

@@ -59,8 +59,18 @@ _HISTORY = ("history", "history_old")
 """A shard's job history, both generations (`wq_fired` reads the old one too)."""
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": (*_WRITE, "spooled", *_HISTORY, "limits", "callbacks", "events", "retries"),
-    "reschedule": (*_WRITE, *_HISTORY, "limits", "callbacks", "retries", "events"),
+    "enqueue": (
+        *_WRITE,
+        "spooled",
+        *_HISTORY,
+        "limits",
+        "callbacks",
+        "events",
+        "retries",
+        "far",
+    ),
+    "far_promote": ("lease", "far", "delayed", "jobs", "horizon", "inbox", "limits"),
+    "reschedule": (*_WRITE, *_HISTORY, "limits", "callbacks", "retries", "events", "far"),
     "debounce": (
         *_WRITE,
         *_HISTORY,
@@ -80,6 +90,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "done",
         "limits",
         "events",
+        "far",
     ),
     "emit_due": (
         "delayed",
@@ -121,7 +132,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "drop_shard": DATA_KEY_NAMES,
     "delete_group": ("stream",),
     "create_group": ("stream",),
-    "lookup": ("delayed", "jobs", "ready", *_HISTORY, "cancelled", "callbacks"),
+    "lookup": ("delayed", "jobs", "ready", *_HISTORY, "cancelled", "callbacks", "far"),
     "schedule_put": ("schedules", "sched_state"),
     "schedule_state": ("schedules", "sched_state", "sched_epoch"),
     "schedule_read": ("schedules", "sched_state", "sched_epoch"),

@@ -1,5 +1,6 @@
-"""``/v1/topics``: the topics, one topic's stats, dropping it, its limits, pause and resume,
-its consumer groups (create, list, delete) and its dead letters (list, replay, purge)."""
+"""``/v1/topics``: the topics, one topic's stats and forecast, dropping it, its limits, pause
+and resume, its consumer groups (create, list, delete) and its dead letters (list, replay,
+purge)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from wheelq.core.flow import TopicLimits
+from wheelq.core.forecast import WITHIN_S, within_text
 from wheelq.core.keys import MAX_GROUP_CHARS
 from wheelq.core.retry import Reason
 from wheelq.errors import (
@@ -24,6 +26,7 @@ from wheelq.web.models import (
     ConsumerGroupsOut,
     CountOut,
     DeadListOut,
+    ForecastModel,
     GroupCreatedOut,
     GroupIn,
     GroupPath,
@@ -35,6 +38,7 @@ from wheelq.web.models import (
     TopicPath,
     TopicsOut,
     TopicStatsModel,
+    WithinQuery,
 )
 from wheelq.web.problems import RESPONSES, ProblemError
 from wheelq.web.service import any_topic, json_response, service
@@ -85,6 +89,20 @@ async def topic_stats(topic: TopicPath, request: Request) -> Response:
     if stats is None:
         raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}")
     return json_response(as_json(stats))
+
+
+@router.get("/{topic}/forecast", response_model=ForecastModel)
+async def topic_forecast(
+    topic: TopicPath, request: Request, within: WithinQuery = None
+) -> Response:
+    """How many of the topic's jobs come due within each `within` window (seconds from
+    now, on the Redis clock; by default 10, 60 and 300), overdue ones not fired yet and
+    pending retries included, and its ready work (fired, not yet delivered, as the topic's
+    stats count it): what to autoscale workers on. 422 naming `within` for a bad window."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    windows = WITHIN_S if within is None else within_text(within)
+    return json_response(as_json(await svc.admin.forecast(topic, windows)))
 
 
 @router.delete("/{topic}", status_code=204)

@@ -6,7 +6,8 @@ A `Chart` is a few `Series` of (ms, value) points over one time range; `svg` dra
 line chart with its value axis (a few round ticks) and time axis (UTC), each series in its
 own colour and dash, so they tell apart without colour too. A gap in a series (None) is a
 gap in its line. The SVG has a title and a description saying each series' latest value,
-which is what a screen reader says of it.
+which is what a screen reader says of it. `bars` draws counts at one moment (the forecast)
+as horizontal bars, each labelled with its count.
 """
 
 from __future__ import annotations
@@ -183,3 +184,42 @@ def describe(chart: Chart) -> str:
         latest = s.latest()
         parts.append(f"{s.label} {'none' if latest is None else short(latest)}")
     return "latest: " + ", ".join(parts)
+
+
+BAR_HEIGHT, BAR_GAP, LABEL_WIDTH, COUNT_WIDTH = 18, 8, 110, 80
+"""A bar's thickness and the space between bars; the labels' column; the counts' column."""
+
+
+def bars(key: str, title: str, rows: Sequence[tuple[str, int]], width: int = WIDTH) -> str:
+    """`rows` (label, count) as horizontal bars on one scale from 0, each count written at
+    its bar's end (with id ``bars-KEY-i``), as an inline ``<svg>`` whose title and
+    description say every count (escaped: a label may be a user's name)."""
+    plot_w = width - LABEL_WIDTH - COUNT_WIDTH - RIGHT
+    top = nice_ceiling(max((n for _, n in rows), default=0))
+    height = TOP * 2 + len(rows) * (BAR_HEIGHT + BAR_GAP) - BAR_GAP
+    title_id, desc_id = f"bars-{key}-title", f"bars-{key}-desc"
+    said = ", ".join(f"{label}: {n:,}" for label, n in rows)
+    out = [
+        f'<svg class="chart bars" id="bars-{escape(key)}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-labelledby="{title_id} {desc_id}">',
+        f'<title id="{title_id}">{escape(title)}</title>',
+        f'<desc id="{desc_id}">{escape(said)}</desc>',
+    ]
+    for i, (label, n) in enumerate(rows):
+        y = TOP + i * (BAR_HEIGHT + BAR_GAP)
+        length = plot_w * n / top if top > 0 else 0.0
+        middle = y + BAR_HEIGHT / 2 + 4
+        out.append(
+            f'<text class="axis" x="{LABEL_WIDTH - 8}" y="{middle:.1f}" text-anchor="end">'
+            f"{escape(label)}</text>"
+        )
+        out.append(
+            f'<rect class="s0" x="{LABEL_WIDTH}" y="{y}" width="{length:.1f}" '
+            f'height="{BAR_HEIGHT}"/>'
+        )
+        out.append(
+            f'<text class="count" id="bars-{escape(key)}-{i}" x="{LABEL_WIDTH + length + 6:.1f}" '
+            f'y="{middle:.1f}">{n:,}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)

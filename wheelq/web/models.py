@@ -28,6 +28,7 @@ from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.core.events import MAX_AGE_MS, MAX_LEN, EventsConfig
 from wheelq.core.flow import MAX_LIMIT
+from wheelq.core.forecast import MAX_WINDOWS, MAX_WITHIN_S, WITHIN_S, Forecast
 from wheelq.core.history import JobInfo
 from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
 from wheelq.core.job_list import ListedJob
@@ -500,6 +501,7 @@ DeadLetterModel = wire_model(DeadLetter)
 ListedJobModel = wire_model(ListedJob)
 BulkOutcomeModel = wire_model(BulkOutcome)
 TopicStatsModel = wire_model(TopicStats)
+ForecastModel = wire_model(Forecast)
 GroupStatsModel = wire_model(GroupStats)
 PauseStateModel = wire_model(PauseState)
 EventsConfigModel = wire_model(EventsConfig)
@@ -571,6 +573,34 @@ class DeadListOut(BaseModel):
     dead: list[DeadLetterModel]  # type: ignore[valid-type]
     next: str | None = None
     """The `after` of the next page; None on the last."""
+
+
+def _within_schema(schema: dict[str, Any]) -> None:
+    """What ``within`` accepts, for the OpenAPI document: whole seconds in a bounded range.
+    Its values arrive as text and `within_text` checks them, so that a bad one is said as
+    the library and the CLI say it."""
+    description = schema.get("description")
+    schema.clear()
+    schema.update(
+        type="array",
+        items={"type": "integer", "minimum": 1, "maximum": MAX_WITHIN_S},
+        minItems=1,
+        maxItems=MAX_WINDOWS,
+        description=description,
+    )
+
+
+WithinQuery = Annotated[
+    list[str] | None,
+    Query(
+        description=(
+            f"A window, in seconds from now: repeat it for more (1 to {MAX_WINDOWS}, each in "
+            f"[1, {MAX_WITHIN_S}]; default {', '.join(map(str, WITHIN_S))})"
+        ),
+        json_schema_extra=_within_schema,
+    ),
+]
+"""``within`` of ``GET /v1/topics/{topic}/forecast``: ``?within=10&within=60``."""
 
 
 DeadReason = Literal["failed", "deliveries", "malformed"]

@@ -46,6 +46,7 @@ from markupsafe import Markup
 from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
+from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
 from wheelq.core.history import JobState, payload_gone
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
@@ -63,7 +64,7 @@ from wheelq.store import events, leases, pauses
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web import DEAD_SCAN, api_topics
-from wheelq.web.charts import RANGES, Chart, svg
+from wheelq.web.charts import RANGES, Chart, bars, svg
 from wheelq.web.problems import ProblemError, problem_of
 from wheelq.web.service import WebService, service
 
@@ -164,13 +165,29 @@ class TopicView:
     paused: PauseState | None = None
     events_on: bool = False
     """Whether the topic keeps job events (`wheelq events`, the SSE endpoint)."""
+    forecast: Forecast | None = None
+    """Its jobs due in the next `WITHIN_S` windows, read with the rest."""
+
+    def forecast_bars(self) -> Markup:
+        """The forecast as bars, a window each."""
+        rows = [] if self.forecast is None else self.forecast.due_within.items()
+        drawn = bars(
+            "forecast",
+            "Jobs due in the next " + " / ".join(f"{s} s" for s in WITHIN_S),
+            [(f"next {within} s", n) for within, n in rows],
+        )
+        return Markup(drawn)  # noqa: S704 (bars escapes what it draws)
 
 
 async def observe(
-    executor: AsyncExecutor, shards: Sequence[ShardKeys], now_ms: int, sample: int
+    executor: AsyncExecutor,
+    shards: Sequence[ShardKeys],
+    now_ms: int,
+    sample: int,
+    within_ms: Sequence[int] = (),
 ) -> list[ShardObservation]:
     return await drive_async(
-        observe_shards(shards, now_ms, sample),
+        observe_shards(shards, now_ms, sample, within_ms=within_ms),
         lambda calls: executor.run(calls, return_exceptions=True),
     )
 
@@ -261,7 +278,7 @@ async def topic_view(
     """Every shard of `topic` with its leader, and its consumer groups, read now."""
     keys = all_shards(topic, shards)
     found, leaders = await asyncio.gather(
-        observe(executor, keys, now_ms, sample=100),
+        observe(executor, keys, now_ms, 100, [w * 1000 for w in WITHIN_S]),
         executor.run([leases.lease_holder(k) for k in keys]),
     )
     names = {g.name for o in found for g in o.groups}
@@ -295,6 +312,7 @@ async def topic_view(
         window_s=None if earlier is None else (now_ms - earlier[0]) / 1000,
         paused=paused,
         events_on=events_on,
+        forecast=forecast_of(topic, now_ms, found),
     )
 
 

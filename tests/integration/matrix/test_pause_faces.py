@@ -87,7 +87,11 @@ async def test_a_pause_set_through_each_face_holds_workers_of_both_handler_kinds
         async def all_paused() -> bool:
             return all([await c.paused() for c in held])
 
-        await eventually(all_paused, timeout_s=PAUSED_WITHIN_S, what="every consumer paused")
+        try:
+            await eventually(all_paused, timeout_s=PAUSED_WITHIN_S, what="every consumer paused")
+        except AssertionError as exc:  # say which: a pause message missed, or slow
+            late = [c.kind for c in held if not await c.paused()]
+            raise AssertionError(f"{exc}; not paused yet: {late}") from None
         ids = await enqueue_for(client, topic, held)
 
         async def waiting() -> bool:

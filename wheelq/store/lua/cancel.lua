@@ -13,6 +13,7 @@ KEYS[7]  {T:s}:waiters   ZSET    results awaited (wq_waited): while any, a cance
 KEYS[8]  {T:s}:done      STREAM  the note naming the job id (its waiters look it up again)
 KEYS[9]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
 KEYS[10] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[11] {T:s}:far       HASH    the far tier's meta: the job may be pending there instead
 ARGV[1]  job id
 Returns: {0, removed}   removed = how many pending attempts were removed (the job and each
            group's retry); 0: not pending (already fired, cancelled, or never there)
@@ -43,6 +44,14 @@ local function cancel(member)
   end
 end
 cancel(id)
+if removed == 0 then -- a job is in one tier at a time; a retry is never in the far tier
+  local far = wq_far_state(KEYS[11])
+  local found = far:find(id)
+  if found then
+    far:drop(found)
+    removed = 1
+  end
+end
 for _, alias in ipairs(aliases) do
   cancel(alias)
 end

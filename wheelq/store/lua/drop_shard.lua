@@ -24,8 +24,10 @@ KEYS[20] {T:s}:retries   ZSET    retries' alias members (counted in KEYS[1] alre
 KEYS[21] {T:s}:waiters   ZSET    results awaited
 KEYS[22] {T:s}:done      STREAM  notes to the results' waiters
 KEYS[23] {T:s}:events    STREAM  job events
+KEYS[24] {T:s}:far       HASH    the far tier's meta: its jobs count as pending, and its
+         bucket and index keys go with it
          (KEYS[4..18] and those after KEYS[19] are only deleted: every key of the shard,
-         wheelq.core.keys.DATA_KEY_NAMES)
+         wheelq.core.keys.DATA_KEY_NAMES, and the far tier's)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
 Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)
@@ -36,7 +38,7 @@ local pending, unacked = 0, 0
 if mode ~= 'force' then
   local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[19], 'stream')
   if wrong then return wrong end
-  pending = redis.call('ZCARD', KEYS[1])
+  pending = redis.call('ZCARD', KEYS[1]) + wq_far_state(KEYS[24]).entries
   for _, stream in ipairs({KEYS[3], KEYS[19]}) do
     if redis.call('EXISTS', stream) == 1 then
       local groups = redis.call('XINFO', 'GROUPS', stream)
@@ -62,5 +64,19 @@ end
 if mode == 'check' or (mode ~= 'force' and pending + unacked > 0) then
   return {WQ_OK, 0, pending, unacked}
 end
-redis.call('UNLINK', unpack(KEYS))
+local far = wq_far_state(KEYS[24])
+local gone = {}
+for _, leaf in ipairs(redis.call('ZRANGE', KEYS[24] .. ':buckets', 0, -1)) do
+  gone[#gone + 1] = KEYS[24] .. ':' .. leaf
+end
+for address = 0, 2 ^ far.level + far.split - 1 do
+  gone[#gone + 1] = KEYS[24] .. ':ix:' .. wq_fmt(address)
+end
+gone[#gone + 1] = KEYS[24] .. ':buckets'
+for _, key in ipairs(KEYS) do
+  gone[#gone + 1] = key
+end
+for i = 1, #gone, 4000 do
+  redis.call('UNLINK', unpack(gone, i, math.min(i + 3999, #gone)))
+end
 return {WQ_OK, 1, pending, unacked}

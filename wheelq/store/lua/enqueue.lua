@@ -19,6 +19,8 @@ KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[12] {T:s}:retries   ZSET    pending retries' members: a job replacing one leaves it
+KEYS[13] {T:s}:far       HASH    the far tier's meta (wq_far_state): a job due beyond the
+         horizon (KEYS[9]'s "far") goes there, and a pending id is looked for there too
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
@@ -133,12 +135,28 @@ local flags = new and {} or wq_multi('HMGET', KEYS[2], ids, redis.pcall)
 if flags.err then
   return {WQ_WRONG_TYPE, KEYS[2]}
 end
-for n, flag in ipairs(flags) do
-  pending[ids[n]] = flag ~= false
-end
-local limits = redis.pcall('HMGET', KEYS[9], 'pending', 'ready')
+local limits = redis.pcall('HMGET', KEYS[9], 'pending', 'ready', 'far')
 if limits.err then
   return {WQ_WRONG_TYPE, KEYS[9]}
+end
+local far = wq_far_state(KEYS[13], limits[3])
+-- far_found[id]: the id's pending job is in the far tier (wq_far_find's answer) until the
+-- call drops it (a job written over it, fired over it)
+local far_found = {}
+for n, flag in ipairs(flags) do
+  local id = ids[n]
+  pending[id] = flag ~= false
+  if not pending[id] and far.entries > 0 and far_found[id] == nil then
+    far_found[id] = far:find(id) or false
+    pending[id] = far_found[id] ~= false
+  end
+end
+-- A pending job written over or fired: out of the far tier if it was there.
+local function leave_far(id)
+  if far_found[id] then
+    far:drop(far_found[id])
+    far_found[id] = false
+  end
 end
 local cap = not replay and limits[1]
 -- Room under the "ready" limit (nil: none), asked only when a job of the call is due now: one
@@ -174,7 +192,7 @@ if cap then
       end
     end
   end
-  if adds > 0 and redis.call('ZCARD', KEYS[1]) + adds > tonumber(cap) then
+  if adds > 0 and redis.call('ZCARD', KEYS[1]) + far.entries + adds > tonumber(cap) then
     local full = {WQ_OK}
     for n = 1, #ids do
       full[n + 1] = WQ_FULL
@@ -202,6 +220,7 @@ for n = 1, #ids do
     elseif due <= now and not (room and room <= 0) then
       if pending[id] then
         replaced[#replaced + 1] = id -- a retry it replaces is a retry no more
+        leave_far(id)
       end
       if room then
         room = room - 1
@@ -221,10 +240,15 @@ for n = 1, #ids do
     else
       if pending[id] then
         replaced[#replaced + 1] = id
+        leave_far(id)
       end
       if unique then
-        hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
-        m = m + 2
+        if not (far.put and far:put(id, due, envelope, now)) then
+          hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
+          m = m + 2
+        elseif pending[id] then
+          gone[#gone + 1] = id -- it replaces a job in the sorted set: out of it
+        end
       else
         pending[id], final[id], envelopes[id] = true, due, envelope
       end
@@ -240,7 +264,9 @@ for n = 1, #ids do
 end
 for _, id in ipairs(order) do  -- empty with unique ids
   local due = final[id]
-  if due then
+  if due and far.put and far:put(id, due, envelopes[id], now) then
+    gone[#gone + 1] = id -- replacing a job in the sorted set: out of it
+  elseif due then
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelopes[id], due, id
     m = m + 2
   elseif due == false then

@@ -10,6 +10,7 @@ KEYS[6]  {T:s}:cancelled ZSET    job id -> ms it was cancelled
 KEYS[7]  {T:s}:callbacks STREAM  fired jobs that carry a callback: the stream read instead of
          KEYS[3] when it holds the job's entry (or, once that is trimmed, when one of its
          groups keeps a record of the job)
+KEYS[8]  {T:s}:far       HASH    the far tier's meta: a pending job not in KEYS[1] may be there
 ARGV[1]  job id
 Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..., ...}
            now        TIME, ms
@@ -42,6 +43,12 @@ local function own_fields(entry)
 end
 local due = redis.call('ZSCORE', KEYS[1], id)
 local envelope = due and redis.call('HGET', KEYS[2], id) or false
+if not due then
+  local found = wq_far_state(KEYS[8]):find(id)
+  if found then
+    due, envelope = wq_fmt(found.due), found.envelope
+  end
+end
 local entry = wq_hget(KEYS[4], KEYS[5], id)
 local fields = entry and own_fields(entry)
 if redis.call('EXISTS', KEYS[7]) == 1 and not fields then

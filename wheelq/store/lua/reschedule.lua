@@ -15,6 +15,8 @@ KEYS[10] {T:s}:retries   ZSET    pending retries' members, score 0 (retry.lua): 
          members "id<US>group<US>entry", the lex range [id<US>, id<US + 1>); one fired now
          leaves it
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[12] {T:s}:far       HASH    the far tier's meta: the job may be there, and goes there when
+         moved beyond KEYS[8]'s "far" horizon (a retry stays in the sorted set)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -45,6 +47,11 @@ for _, alias in ipairs(redis.call('ZRANGE', KEYS[10], '[' .. id .. WQ_US, '(' ..
     'BYLEX')) do
   pending(alias)
 end
+local far = wq_far_state(KEYS[12], redis.call('HGET', KEYS[8], 'far'))
+local far_found = #members == 0 and far.entries > 0 and far:find(id)
+if far_found then
+  members[1], envelopes[1] = id, far_found.envelope
+end
 if #members == 0 then
   return {WQ_OK, WQ_NOT_PENDING}
 end
@@ -65,6 +72,11 @@ if due <= now and not (room and room <= 0) then
   placed = WQ_FIRED
 end
 local horizon = tonumber(redis.call('GET', KEYS[4]))
+if far_found then
+  far:drop(far_found)
+end
+-- The job itself (not a retry) may go to the far tier.
+local plain = redis.call('ZSCORE', KEYS[10], id) == false
 for i, member in ipairs(members) do
   if due <= now and not (room and room <= 0) then
     local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], member, due, envelopes[i],
@@ -79,7 +91,11 @@ for i, member in ipairs(members) do
     end
   else
     placed = WQ_SCHEDULED -- at its due time, or held back by the "ready" limit
-    wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, member, due, envelopes[i])
+    if member == id and plain and far.put and far:put(id, due, envelopes[i], now) then
+      wq_forget(KEYS[1], KEYS[2], {member})
+    else
+      wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, member, due, envelopes[i])
+    end
   end
 end
 return {WQ_OK, placed}

@@ -1,0 +1,342 @@
+"""The far tier (docs/architecture.md, "The far tier", invariant 14): a job due beyond its
+topic's horizon is kept in a bucket, not in the sorted set, and every operation by id means
+what it means for any pending job: dedupe, replace, get, cancel, reschedule into the hot
+window and out of it; promotion moves each far job into the sorted set once, fenced by the
+lease, however often it is called and by whom, and the job then fires on time, never early.
+On both servers, one server and a cluster."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio
+
+from tests.support.node_proc import NodeProcess
+from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually, eventually_sync
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Scheduler
+from wheelq.core import far_tier as ft
+from wheelq.core.history import JobState
+from wheelq.core.keys import (
+    ShardKeys,
+    all_shards,
+    far_buckets_key,
+    far_index_key,
+    far_leaf_key,
+    shard_of,
+)
+from wheelq.embedded import ServerBinary
+from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
+from wheelq.store import far_tier
+from wheelq.store.executor import AsyncExecutor, SyncExecutor
+
+pytestmark = pytest.mark.cluster_too
+
+HOUR_S = 3600
+HORIZON_MS = 600_000
+SHARDS = 2
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        yield c
+
+
+async def far_topic(
+    client: AsyncClient, topic: str, horizon_ms: int = HORIZON_MS, width_ms: int | None = None
+) -> list[ShardKeys]:
+    """`topic` with a far tier beyond `horizon_ms` (buckets of `width_ms`)."""
+    await AsyncAdmin.of(client).create_topic(topic, SHARDS)
+    shards = all_shards(topic, SHARDS)
+    r = client.redis
+    for keys in shards:
+        await r.hset(keys.limits, "far", horizon_ms)
+        if width_ms is not None:
+            await r.hset(keys.far, "width", width_ms)
+    return shards
+
+
+async def in_sorted_set(r: redis.asyncio.Redis, topic: str, job_id: str) -> bool:
+    keys = ShardKeys(topic, shard_of(job_id, SHARDS))
+    return await r.zscore(keys.delayed, job_id) is not None
+
+
+async def far_entries(r: redis.asyncio.Redis, shards: list[ShardKeys]) -> int:
+    return sum([int(await r.hget(keys.far, "entries") or 0) for keys in shards])
+
+
+async def test_a_far_job_is_kept_out_of_the_sorted_set_and_found_by_id(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    await client.enqueue(topic, {"v": 1}, delay=2 * HOUR_S, job_id="far")
+    await client.enqueue(topic, {"v": 2}, delay=60, job_id="near")
+    assert not await in_sorted_set(r, topic, "far")
+    assert await in_sorted_set(r, topic, "near")
+    assert await far_entries(r, shards) == 1
+    assert (await AsyncAdmin.of(client).stats(topic)).pending == 2  # both tiers counted
+    info = await client.get(topic, "far")
+    assert info is not None and info.state is JobState.PENDING
+    assert info.payload == {"v": 1}
+    with pytest.raises(DuplicateJobError):
+        await client.enqueue(topic, {"v": 3}, delay=3 * HOUR_S, job_id="far")
+    assert (await client.get(topic, "far")).payload == {"v": 1}  # changed nothing
+    await client.enqueue(topic, {"v": 4}, delay=3 * HOUR_S, job_id="far", replace=True)
+    replaced = await client.get(topic, "far")
+    assert replaced.payload == {"v": 4} and replaced.due_ms > info.due_ms
+    assert await far_entries(r, shards) == 1  # one job, one index entry
+    assert await client.cancel(topic, "far") is True
+    assert await client.cancel(topic, "far") is False
+    assert (await client.get(topic, "far")).state is JobState.CANCELLED
+    assert await far_entries(r, shards) == 0
+    await client.enqueue(topic, {"v": 5}, delay=2 * HOUR_S, job_id="far")  # the id is free
+    assert (await client.get(topic, "far")).payload == {"v": 5}
+
+
+async def test_a_job_moves_between_tiers_when_rescheduled(client: AsyncClient, topic: str) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    await client.enqueue(topic, {"v": 1}, delay=2 * HOUR_S, job_id="j")
+    assert await client.reschedule(topic, "j", delay=30)  # into the hot window
+    assert await in_sorted_set(r, topic, "j") and await far_entries(r, shards) == 0
+    info = await client.get(topic, "j")
+    assert await client.reschedule(topic, "j", delay=5 * HOUR_S)  # and out again
+    assert not await in_sorted_set(r, topic, "j") and await far_entries(r, shards) == 1
+    moved = await client.get(topic, "j")
+    assert moved.state is JobState.PENDING and moved.due_ms - info.due_ms > 4 * HOUR_S * 1000
+    assert moved.payload == {"v": 1}
+    assert await client.reschedule(topic, "j", delay=6 * HOUR_S)  # far to far
+    assert await far_entries(r, shards) == 1
+    assert (await client.get(topic, "j")).due_ms - moved.due_ms >= HOUR_S * 1000 - 1000
+
+
+async def test_promotion_moves_each_far_job_once_fenced_by_the_lease(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    ids = [f"j{i}" for i in range(1500)]
+    items = [
+        {"payload": i, "delay": 2 * HOUR_S + i % 90, "job_id": job_id}
+        for i, job_id in enumerate(ids)
+    ]
+    await client.enqueue_many(topic, items)
+    await client.cancel(topic, "j7")  # a dead record promotion passes over
+    assert await far_entries(r, shards) == len(ids) - 1
+    executor = AsyncExecutor(r)
+    for keys in shards:
+        await r.set(keys.lease, "a")
+        with pytest.raises(LeaseLostError):  # not the leader: nothing moves
+            await executor.run([far_tier.promote(keys, "b")])
+        await r.hset(keys.limits, "far", 0)  # no far tier now: every bucket is promoted
+        # Two leaders in turn, a batch each, the lease handed over between them.
+        moved = skipped = 0
+        holder = "a"
+        while True:
+            (done,) = await executor.run([far_tier.promote(keys, holder, 100)])
+            moved, skipped = moved + done.moved, skipped + done.skipped
+            if not done.more:
+                break
+            holder = "b" if holder == "a" else "a"
+            await r.set(keys.lease, holder)
+        (again,) = await executor.run([far_tier.promote(keys, holder)])
+        assert (again.moved, again.more, again.next_ms) == (0, False, None)
+    assert await far_entries(r, shards) == 0
+    for job_id in ids:
+        assert await in_sorted_set(r, topic, job_id) is (job_id != "j7"), job_id
+        info = await client.get(topic, job_id)
+        expected = JobState.CANCELLED if job_id == "j7" else JobState.PENDING
+        assert info.state is expected, job_id
+    assert sum([await r.zcard(keys.delayed) for keys in shards]) == len(ids) - 1
+
+
+async def test_a_promoted_job_fires_on_time_never_early(
+    client: AsyncClient, topic: str, redis_url: str
+) -> None:
+    shards = await far_topic(client, topic, horizon_ms=2000, width_ms=1000)
+    r = client.redis
+    seconds, micros = await r.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    due = (now_ms // 1000 + 5) * 1000  # the start of a bucket 4-5 s ahead: beyond the horizon
+    ids = [f"p{i}" for i in range(20)]
+    await client.enqueue_many(
+        topic, [{"payload": i, "at": due / 1000, "job_id": j} for i, j in enumerate(ids)]
+    )
+    assert await far_entries(r, shards) == len(ids)
+    node = Scheduler.from_url(redis_url, [topic])
+    await node.start()
+    try:
+
+        async def fired() -> bool:
+            return all([(await client.get(topic, j)).state is JobState.READY for j in ids])
+
+        await eventually(fired, timeout_s=15, what="the far jobs fired")
+    finally:
+        await node.stop()
+    for job_id in ids:
+        info = await client.get(topic, job_id)
+        assert info.fired_ms is not None and info.fired_ms >= due, job_id  # never early
+    assert await far_entries(r, shards) == 0
+    assert node.promoter.promoted == len(ids)
+
+
+async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_keys(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    admin = AsyncAdmin.of(client)
+    ids = await client.enqueue_many(
+        topic, [{"payload": i, "delay": 2 * HOUR_S + i} for i in range(300)]
+    )
+    assert await far_entries(r, shards) == len(ids)
+    with pytest.raises(TopicNotEmptyError) as refused:
+        await admin.drop_topic(topic)
+    assert refused.value.pending == len(ids)
+    assert await admin.drop_topic(topic, force=True) is True
+    for keys in shards:  # every key of the shard is gone, the far tier's too
+        assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []
+
+
+async def test_the_python_arithmetic_finds_what_the_scripts_filed(
+    client: AsyncClient, topic: str
+) -> None:
+    """wheelq.core.far_tier reads the index and records the scripts wrote (after splits)."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    ids = [f"job-{i}" for i in range(200)]  # with the others, past 64 a hash: it has split
+    await client.enqueue_many(
+        topic,
+        [{"payload": {"i": i}, "delay": 2 * HOUR_S + i, "job_id": j} for i, j in enumerate(ids)],
+    )
+    # generated ids: kept as their 128 bits, read back as the same 26 characters
+    ids += await client.enqueue_many(
+        topic, [{"payload": {"i": i}, "delay": 3 * HOUR_S + i} for i in range(200)]
+    )
+    for job_id in ids:
+        keys = shards[shard_of(job_id, SHARDS)]
+        level, split = (int(v or 0) for v in await r.hmget(keys.far, ["level", "split"]))
+        fp = ft.fingerprint(job_id)
+        loc = await r.hget(far_index_key(keys, ft.index_address(fp, level, split)), fp)
+        assert loc is not None, job_id
+        leaf, position = ft.split_location(loc)
+        start, level = ft.leaf_of(leaf)
+        raw = await r.lindex(far_leaf_key(keys, leaf), position)
+        record = ft.unpack_record(raw, start, level)
+        info = await client.get(topic, job_id)
+        assert (record.job_id, record.due_ms) == (job_id, info.due_ms)
+    assert max([int(await r.hget(k.far, "level") or 0) for k in shards]) >= 1
+
+
+def settle_far(r: redis.Redis, topic: str) -> tuple[list[str], int, int]:
+    """Every member of the topic's sorted sets, its far entries, and its leaves left."""
+    members: list[str] = []
+    entries = leaves = 0
+    for keys in all_shards(topic, SHARDS):
+        members += [m.decode() for m in r.zrange(keys.delayed, 0, -1)]
+        entries += int(r.hget(keys.far, "entries") or 0)
+        leaves += r.zcard(far_buckets_key(keys))
+    return members, entries, leaves
+
+
+@pytest.mark.slow
+def test_a_node_killed_mid_promotion_leaves_every_job_promoted_once_by_the_next(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    r = redis_sync
+    with Client.from_url(redis_url) as client:
+        Admin.of(client).create_topic(topic, SHARDS)
+        shards = all_shards(topic, SHARDS)
+        for keys in shards:
+            r.hset(keys.limits, "far", HORIZON_MS)
+        ids = client.enqueue_many(  # due in 11-21 minutes: far, and nothing fires meanwhile
+            topic, [{"payload": i, "delay": 660 + i / 5} for i in range(3000)]
+        )
+        assert int(sum(int(r.hget(k.far, "entries") or 0) for k in shards)) == len(ids)
+        for keys in shards:
+            r.hset(keys.limits, "far", 0)  # no far tier now: the leader promotes it all
+        doomed = NodeProcess(redis_url, topic, "doomed", tmp_path, {}, "promote.after_reply:2")
+        other: NodeProcess | None = None
+        try:
+            eventually_sync(lambda: not doomed.alive(), timeout_s=20, what="the crash point")
+            members, entries, _ = settle_far(r, topic)
+            assert 0 < len(members) < len(ids)  # it died half way
+            assert len(members) + entries == len(ids)  # and each job is in one tier
+            other = NodeProcess(redis_url, topic, "other", tmp_path, {})
+            eventually_sync(
+                lambda: settle_far(r, topic)[1:] == (0, 0), timeout_s=20, what="the rest promoted"
+            )
+        finally:
+            doomed.finish()
+            if other is not None:
+                other.finish()
+        assert doomed.proc.returncode == -signal.SIGKILL, doomed.log_tail()
+        members, _, _ = settle_far(r, topic)
+        assert sorted(members) == sorted(ids)  # each once: none lost, none twice
+        assert all(client.get(topic, job_id).state is JobState.PENDING for job_id in ids[::97])
+
+
+@pytest.mark.slow
+def test_promotion_goes_on_where_it_was_after_a_server_restart(
+    server_binary: ServerBinary, topic: str
+) -> None:
+    with (
+        dedicated_server(server_binary, appendonly=True) as server,
+        Client.from_url(server.url) as client,
+    ):
+        Admin.of(client).create_topic(topic, SHARDS)
+        r = redis.Redis.from_url(server.url)
+        shards = all_shards(topic, SHARDS)
+        for keys in shards:
+            r.hset(keys.limits, "far", HORIZON_MS)
+        ids = client.enqueue_many(
+            topic, [{"payload": i, "delay": 660 + i / 5} for i in range(2000)]
+        )
+        client.cancel(topic, ids[5])
+        assert settle_far(r, topic)[1] == len(ids) - 1
+        for keys in shards:
+            r.hset(keys.limits, "far", 0)
+            r.set(keys.lease, "leader")
+        executor = SyncExecutor(r)
+        for keys in shards:  # a batch each, then the server goes down and comes back
+            executor.run([far_tier.promote(keys, "leader", 300)])
+        assert 0 < settle_far(r, topic)[1] < len(ids) - 1  # part way
+        r.close()
+        server.restart()
+        r = redis.Redis.from_url(server.url)
+        executor = SyncExecutor(r)
+        for keys in shards:
+            r.set(keys.lease, "leader")
+            while executor.run([far_tier.promote(keys, "leader", 300)])[0].more:
+                pass
+        members, entries, leaves = settle_far(r, topic)
+        r.close()
+    assert (entries, leaves) == (0, 0)
+    assert sorted(members) == sorted(ids[:5] + ids[6:])  # once each; the cancelled one not
+
+
+async def test_jobs_due_at_one_instant_fill_a_minute_leaf_and_the_rest_stay_hot(
+    client: AsyncClient, topic: str
+) -> None:
+    shards = await far_topic(client, topic)
+    r = client.redis
+    seconds, _ = await r.time()
+    at = (int(seconds) // 60 + 180) * 60  # a minute's start, three hours ahead
+    ids = [f"burst-{i}" for i in range(1500)]
+    await client.enqueue_many(
+        topic, [{"payload": i, "at": at, "job_id": j} for i, j in enumerate(ids)]
+    )
+    entries = [int(await r.hget(keys.far, "entries") or 0) for keys in shards]
+    assert all(0 < n <= ft.LEAF_CAP for n in entries)  # one full minute leaf a shard at most
+    hot = sum([await r.zcard(keys.delayed) for keys in shards])
+    assert hot + sum(entries) == len(ids)
+    assert (await AsyncAdmin.of(client).stats(topic)).pending == len(ids)
+    for job_id in ids[::50]:
+        info = await client.get(topic, job_id)
+        assert info.state is JobState.PENDING and info.due_ms == at * 1000, job_id
