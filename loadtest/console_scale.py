@@ -51,7 +51,6 @@ import cProfile
 import json
 import os
 import platform
-import pstats
 import statistics
 import subprocess
 import sys
@@ -70,6 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib.cluster import machine_busy_s
 from benchlib.common import cpu_seconds, lateness
+from benchlib.profiles import profile_report
 from benchlib.web import service_on_loopback
 
 import wheelq
@@ -575,53 +575,6 @@ def list_pending_cost(r: redis.Redis, rows: tuple[int, ...], calls: int) -> dict
     return out
 
 
-def profiled(profiler: cProfile.Profile, calls: int, top: int = 12) -> dict[str, Any]:
-    """Where this process's time went: by package, and the functions that took most."""
-    stats = pstats.Stats(profiler)
-    entries = stats.stats  # type: ignore[attr-defined]
-    total = sum(tt for _, _, tt, _, _ in entries.values())
-    groups: dict[str, float] = {}
-    for (file, _, fn), (_, _, tt, _, _) in entries.items():
-        groups[_group(file, fn)] = groups.get(_group(file, fn), 0.0) + tt
-
-    def name(func: tuple[str, int, str]) -> str:
-        file, line, fn = func
-        return f"{file.split('site-packages/')[-1].split('/wheelq/')[-1]}:{line}({fn})"
-
-    ordered = sorted(entries.items(), key=lambda kv: -kv[1][2])[:top]
-    return {
-        "calls": calls,
-        "profiled_ms_per_call": round(total / calls * 1000, 2),
-        "tottime_by_part": {
-            g: {"share": round(t / total, 3), "ms_per_call": round(t / calls * 1000, 2)}
-            for g, t in sorted(groups.items(), key=lambda kv: -kv[1])
-        },
-        "top_tottime": [
-            {"function": name(f), "calls": nc, "ms_per_call": round(tt / calls * 1000, 3)}
-            for f, (_, nc, tt, _, _) in ordered
-        ],
-    }
-
-
-def _group(file: str, fn: str) -> str:
-    if "poll" in fn and ("select" in fn or "epoll" in fn):
-        return "waiting for Redis (epoll)"
-    if "_socket.socket" in fn:
-        return "socket send / recv"
-    for part, label in (
-        ("redis/", "redis-py"),
-        ("wheelq/store", "wheelq.store"),
-        ("wheelq/producer", "wheelq.producer"),
-        ("wheelq/core", "wheelq.core"),
-        ("wheelq/runtime", "wheelq.runtime"),
-        ("asyncio", "asyncio"),
-        ("msgpack", "msgpack"),
-    ):
-        if part in file:
-            return label
-    return "C builtins (dict, list, sort, decode, ...)" if file == "~" else "other"
-
-
 async def profile(
     admin: AsyncAdmin, r: redis.Redis, calls: int, dry_span: tuple[int, int]
 ) -> dict[str, Any]:
@@ -632,7 +585,7 @@ async def profile(
     for _ in range(calls):
         await admin.jobs(TOPIC, "pending", API_LIMIT)
     profiler.disable()
-    out["lib_first"] = profiled(profiler, calls)
+    out["lib_first"] = profile_report(profiler, calls, 12, per="call")
     low, high = dry_span
     profiler = cProfile.Profile()
     profiler.enable()
@@ -641,7 +594,7 @@ async def profile(
         dry_run=True,
     )  # fmt: skip
     profiler.disable()
-    out["bulk_dry_run"] = {"matched": dry.matched, **profiled(profiler, 1)}
+    out["bulk_dry_run"] = {"matched": dry.matched, **profile_report(profiler, 1, 12, per="call")}
     if dry.selection is not None:
         name = Selection.of(dry.selection, TOPIC).name
         shards = await admin.shards(TOPIC) or 0

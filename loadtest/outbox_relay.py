@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import platform
-import pstats
 import random
 import shutil
 import signal
@@ -65,6 +64,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib.cluster import machine_busy_s
 from benchlib.common import ServerLoad, cpu_seconds, lateness
+from benchlib.profiles import profile_report
 from benchlib.scenarios import PAYLOAD
 
 import wheelq
@@ -933,70 +933,9 @@ def profile(ctx: Context, rows: list[tuple[Any, ...]], batch: int, top: int) -> 
         finally:
             gc.unfreeze()
         if profiler is not None:
-            out[name] |= _profile_report(profiler, len(rows), top)
+            out[name] |= profile_report(profiler, len(rows), top)
         ctx.admin.drop_topic(TOPIC, force=True)
     return out
-
-
-def _profile_report(profiler: cProfile.Profile, n: int, top: int) -> dict[str, Any]:
-    stats = pstats.Stats(profiler)
-    entries = stats.stats  # type: ignore[attr-defined]
-    total = sum(tt for _, _, tt, _, _ in entries.values())
-
-    def name(func: tuple[str, int, str]) -> str:
-        file, line, fn = func
-        short = file.split("site-packages/")[-1].split("/wheelq/")[-1]
-        return f"{short}:{line}({fn})"
-
-    def rows_by(index: int) -> list[dict[str, Any]]:
-        ordered = sorted(entries.items(), key=lambda kv: -kv[1][index])[:top]
-        return [
-            {
-                "function": name(func),
-                "calls": nc,
-                "tottime_us_per_job": round(tt / n * 1e6, 2),
-                "cumtime_us_per_job": round(ct / n * 1e6, 2),
-            }
-            for func, (_, nc, tt, ct, _) in ordered
-        ]
-
-    groups: dict[str, float] = {}
-    for (file, _, fn), (_, _, tt, _, _) in entries.items():
-        group = _group(file, fn)
-        groups[group] = groups.get(group, 0.0) + tt
-    small = [g for g, t in groups.items() if t < total / 100]
-    groups["other (each under 1%)"] = sum(groups.pop(g) for g in small)
-    return {
-        "profiled_s": round(total, 3),
-        "tottime_by_package": {
-            g: {"share": round(t / total, 3), "us_per_job": round(t / n * 1e6, 2)}
-            for g, t in sorted(groups.items(), key=lambda kv: -kv[1])
-        },
-        "top_tottime": rows_by(2),
-        "top_cumtime": rows_by(3),
-    }
-
-
-def _group(file: str, fn: str) -> str:
-    """The part of the stack a profiled function belongs to."""
-    if "poll" in fn and ("select" in fn or "epoll" in fn):
-        return "idle: waiting for PostgreSQL / Redis (epoll)"
-    if "_socket.socket" in fn:
-        return "socket send / recv (syscalls)"
-    for part, label in (
-        ("psycopg", "psycopg"),
-        ("redis/", "redis-py"),
-        ("wheelq/store", "wheelq.store"),
-        ("wheelq/producer", "wheelq.producer"),
-        ("wheelq/outbox", "wheelq.outbox"),
-        ("wheelq/core", "wheelq.core"),
-        ("wheelq/runtime", "wheelq.runtime"),
-        ("asyncio", "asyncio"),
-        ("msgpack", "msgpack"),
-    ):
-        if part in file:
-            return label
-    return "C builtins (dict, list, isinstance, ...)" if file == "~" else "other"
 
 
 # --- the run -----------------------------------------------------------------------------------
