@@ -14,6 +14,7 @@ import re
 import signal
 import textwrap
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +24,10 @@ import pytest
 import redis
 
 import wheelq
+from tests.integration.test_metrics import _scrape
 from tests.support import task_types
 from tests.support.cli import stop
-from tests.support.servers import dedicated_server
+from tests.support.servers import dedicated_server, free_port
 from tests.support.tasks import URL_VARIABLE, module_name, running, start_run, write_module
 from tests.support.waiting import eventually, eventually_sync
 from tests.support.web import serving
@@ -336,3 +338,35 @@ async def test_a_tasks_job_shows_its_arguments_and_result_in_the_console(
     assert payload is not None and outcome is not None, page[:3000]
     assert json.loads(html.unescape(payload[1])) == {"to": "a@b", "n": 2}
     assert json.loads(html.unescape(outcome[1])) == got
+
+
+def test_wheelq_run_exports_its_schedulers_metrics_beside_its_workers(
+    tmp_path: Path, app_module: ModuleType, redis_url: str
+) -> None:
+    """One process, one /metrics: the worker's families and the node's (its shard gauges and
+    the forecast, wheelq_jobs_due), each family named once."""
+    send = app_module.send
+    port = free_port()
+    with running(tmp_path, app_module.__name__, redis_url, "--metrics-port", str(port)):
+        send.enqueue_in(600, "later@b", n=1)  # due in ten minutes: in no window
+        send.enqueue_in(30, "soon@b", n=1)
+        handle = send.enqueue_in(0.1, "now@b", n=1)
+        handle.result(timeout=10)
+
+        def scraped() -> dict[str, list[tuple[dict[str, str], float]]] | None:
+            samples = _scrape(port)
+            due = {
+                s[0]["within"]: s[1]
+                for s in samples.get("wheelq_jobs_due", [])
+                if s[0]["topic"] == send.topic
+            }
+            return samples if due.get("60") == 1 and due.get("300") == 1 else None
+
+        samples = eventually_sync(scraped, timeout_s=15, what="the node's gauges scraped")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+    assert samples is not None
+    assert any(s[0]["topic"] == send.topic for s in samples["wheelq_worker_handled_total"])
+    assert any(s[0]["topic"] == send.topic for s in samples["wheelq_pending_jobs"])  # the node's
+    names = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -48,7 +48,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the worker only (scheduler nodes run elsewhere: `wheelq scheduler`)",
     )
-    port = "serve the worker's Prometheus metrics on http://HOST:PORT/metrics (default 0: off)"
+    port = (
+        "serve the worker's and the scheduler's Prometheus metrics on "
+        "http://HOST:PORT/metrics (default 0: off)"
+    )
     p.add_argument("--metrics-port", type=int, help=port)
     p.add_argument("--metrics-host", help="address the metrics listen on (default 0.0.0.0)")
 
@@ -113,7 +116,8 @@ def run_app(
         raise usage_error(f"app {label!r}: {exc}") from None
     names = ", ".join(t.name for t in app.chosen(tasks))
     log.info("running %s (group %s)%s", names, app.group, "" if scheduler else ", no scheduler")
-    beside = _beside(scheduler, metrics_beside(node, "worker", *metrics))
+    also = () if scheduler is None else (scheduler,)  # its shard gauges and forecast too
+    beside = _beside(scheduler, metrics_beside(node, "worker", *metrics, also=also))
     report = run_worker(node, beside)
     return 0 if report.abandoned == 0 else 1
 

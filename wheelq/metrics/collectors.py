@@ -388,6 +388,37 @@ def _age_s(at_ms: int, oldest_ms: int | None) -> float:
 Observed = Scheduler | Worker | Client | AsyncClient | Relay
 
 
+def merge_families(families: Iterable[Metric]) -> list[Metric]:
+    """Families of one name merged into one (a process's roles each report their parts'
+    health, say), a repeated sample kept once: an exposition names each family once."""
+    merged: dict[str, Metric] = {}
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for family in families:
+        into = merged.setdefault(family.name, family)
+        samples = into.samples if into is family else family.samples
+        kept = []
+        for sample in samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            if key not in seen:
+                seen.add(key)
+                kept.append(sample)
+        if into is family:
+            into.samples = kept
+        else:
+            into.samples += kept
+    return list(merged.values())
+
+
+class MergedCollector(Collector):
+    """The collectors of one process's roles as one, their families merged."""
+
+    def __init__(self, collectors: Sequence[Collector]) -> None:
+        self._collectors = list(collectors)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from merge_families(f for c in self._collectors for f in c.collect())
+
+
 def collector_for(role: Observed) -> Collector:
     """A collector of `role` for a registry of your own (without a scheduler's shard gauges)."""
     ((collector, _),) = collectors_for([role], gauges=False)

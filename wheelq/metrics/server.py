@@ -9,7 +9,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_http_server
 
 from wheelq.errors import InvalidArgumentError, int_in
-from wheelq.metrics.collectors import Observed, ShardGauges, collectors_for
+from wheelq.metrics.collectors import MergedCollector, Observed, ShardGauges, collectors_for
 from wheelq.runtime.service import Lifecycle
 
 EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 (an exporter's usual bind; see MetricsServer)
@@ -26,11 +26,10 @@ class MetricsServer(Lifecycle):
                 "host", f"host must be an address or host name to listen on, got {host!r}"
             )
         self.registry = CollectorRegistry(auto_describe=False)
-        self._gauges: list[ShardGauges] = []
-        for collector, gauges in collectors_for(roles):
-            self.registry.register(collector)
-            if gauges is not None:
-                self._gauges.append(gauges)
+        pairs = collectors_for(roles)
+        # one collector: roles in one process (a node and a worker) name some families alike
+        self.registry.register(MergedCollector([collector for collector, _ in pairs]))
+        self._gauges: list[ShardGauges] = [gauges for _, gauges in pairs if gauges is not None]
         self._host = host.strip().removeprefix("[").removesuffix("]")  # [::1] as in a URL
         self._want_port = port
         self._server: WSGIServer | None = None

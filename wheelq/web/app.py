@@ -25,6 +25,7 @@ from wheelq.metrics.collectors import (
     WorkerCollector,
     counter,
     histogram,
+    merge_families,
     part_health,
 )
 from wheelq.store import server
@@ -295,24 +296,9 @@ class ServiceCollector(Collector):
         deliveries = svc.deliveries
         if deliveries is not None:
             parts += [WorkerCollector(w) for w in list(deliveries.workers.values())]
-        merged: dict[str, Metric] = {}
-        seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         families = [family for part in parts for family in part.collect()]
         families += part_health("serve", svc.status()["parts"])
-        for family in families:
-            into = merged.setdefault(family.name, family)
-            samples = into.samples if into is family else family.samples
-            kept = []
-            for sample in samples:
-                key = (sample.name, tuple(sorted(sample.labels.items())))
-                if key not in seen:
-                    seen.add(key)
-                    kept.append(sample)
-            if into is family:
-                into.samples = kept
-            else:
-                into.samples += kept
-        yield from merged.values()
+        yield from merge_families(families)
         yield counter(
             "http_requests",
             "HTTP requests answered, by route and status",
