@@ -15,12 +15,14 @@ import pytest
 import redis
 import redis.asyncio
 
+from tests.support.entries import ENQUEUED_MS, ready_fields
 from tests.support.node_proc import NodeProcess
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, eventually_sync
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Scheduler
 from wheelq.core import far_tier as ft
-from wheelq.core.history import JobState
+from wheelq.core.history import SEPARATOR, JobState
+from wheelq.core.job import Envelope
 from wheelq.core.keys import (
     ShardKeys,
     all_shards,
@@ -31,7 +33,7 @@ from wheelq.core.keys import (
 )
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
-from wheelq.store import far_tier
+from wheelq.store import far_tier, schedules, settle
 from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 pytestmark = pytest.mark.cluster_too
@@ -114,6 +116,65 @@ async def test_a_job_moves_between_tiers_when_rescheduled(client: AsyncClient, t
     assert await client.reschedule(topic, "j", delay=6 * HOUR_S)  # far to far
     assert await far_entries(r, shards) == 1
     assert (await client.get(topic, "j")).due_ms - moved.due_ms >= HOUR_S * 1000 - 1000
+
+
+async def test_a_debounced_call_writes_over_a_job_of_its_id_pending_far(
+    client: AsyncClient, topic: str
+) -> None:
+    """A debounce finds the id pending in the far tier as in the sorted set: the call's job
+    replaces it, so the id fires once, not again when the far record is promoted."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    await client.enqueue(topic, {"v": 1}, delay=2 * HOUR_S, job_id="d")
+    assert await far_entries(r, shards) == 1
+    await client.enqueue(topic, {"v": 2}, job_id="d", debounce_ms=60_000)
+    assert await far_entries(r, shards) == 0  # written over, not left to fire later
+    assert await in_sorted_set(r, topic, "d")
+    info = await client.get(topic, "d")
+    assert info is not None and info.payload == {"v": 2}
+    assert info.due_ms is not None and info.due_ms < info.enqueued_ms + 2 * 60_000
+
+
+async def test_a_retry_of_an_id_pending_far_waits_under_an_alias(
+    client: AsyncClient, topic: str
+) -> None:
+    """A failed run whose id is pending again in the far tier is retried under an alias
+    member, as when the id is pending in the sorted set: neither job replaces the other."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    keys = ShardKeys(topic, shard_of("j", SHARDS))
+    await r.xgroup_create(keys.ready, "g", id="0", mkstream=True)
+    entry = (await r.xadd(keys.ready, ready_fields("j", topic=topic))).decode()
+    await r.xreadgroup("g", "w", {keys.ready: ">"})
+    await client.enqueue(topic, {"v": "again"}, delay=2 * HOUR_S, job_id="j")  # the id is free
+    retry = Envelope(b"p", 2, 5, ENQUEUED_MS, "g", "j").pack()
+    (retried,) = await AsyncExecutor(r).run([settle.retry(keys, "g", entry, "j", 60_000, retry)])
+    assert retried.member == f"j{SEPARATOR}g{SEPARATOR}{entry}"
+    assert await r.hget(keys.jobs, retried.member) == retry
+    assert not await in_sorted_set(r, topic, "j") and await far_entries(r, shards) == 1
+    info = await client.get(topic, "j")
+    assert info is not None and info.payload == {"v": "again"}
+
+
+async def test_a_schedule_run_is_not_written_again_when_its_id_is_pending_far(
+    client: AsyncClient, topic: str
+) -> None:
+    """Materializing a run whose id is already pending in the far tier writes nothing, as
+    when it is pending in the sorted set: each run exists once."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    seconds, micros = await r.time()
+    due_ms = seconds * 1000 + micros // 1000 + 3 * HOUR_S * 1000
+    run_id = f"s@{due_ms}"
+    await client.enqueue(topic, {"v": 1}, at=due_ms / 1000, job_id=run_id)
+    assert await far_entries(r, shards) == 1
+    keys = ShardKeys(topic, shard_of(run_id, SHARDS))
+    run = Envelope(b"r", 1, 5, ENQUEUED_MS, "", run_id).pack()
+    (written,) = await AsyncExecutor(r).run([schedules.materialize(keys, 1, "s", [(due_ms, run)])])
+    assert written == 0
+    assert not await in_sorted_set(r, topic, run_id)
+    info = await client.get(topic, run_id)
+    assert info is not None and info.payload == {"v": 1}
 
 
 async def test_promotion_moves_each_far_job_once_fenced_by_the_lease(

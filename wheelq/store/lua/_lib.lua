@@ -933,3 +933,10 @@ local function wq_far_state(meta, horizon)
   return far
 end
 
+-- The far job stored under `id` ({ix, fp, due, envelope}, or nil) and the far tier as read
+-- (`horizon` as for wq_far_state: the limits hash's 'far' as read).
+local function wq_far_found(meta, horizon, id)
+  local far = wq_far_state(meta, horizon)
+  return far.find and far:find(id), far
+end
+
