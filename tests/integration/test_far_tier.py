@@ -33,7 +33,7 @@ from wheelq.core.keys import (
 )
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
-from wheelq.store import far_tier, schedules, settle
+from wheelq.store import far_tier, schedules, settle, topics
 from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 pytestmark = pytest.mark.cluster_too
@@ -50,17 +50,21 @@ async def client(redis_url: str) -> AsyncIterator[AsyncClient]:
 
 
 async def far_topic(
-    client: AsyncClient, topic: str, horizon_ms: int = HORIZON_MS, width_ms: int | None = None
+    client: AsyncClient,
+    topic: str,
+    horizon_ms: int = HORIZON_MS,
+    width_ms: int | None = None,
+    shards: int = SHARDS,
 ) -> list[ShardKeys]:
-    """`topic` with a far tier beyond `horizon_ms` (buckets of `width_ms`)."""
-    await AsyncAdmin.of(client).create_topic(topic, SHARDS)
-    shards = all_shards(topic, SHARDS)
+    """`topic` of `shards` with a far tier beyond `horizon_ms` (buckets of `width_ms`)."""
+    await AsyncAdmin.of(client).create_topic(topic, shards)
+    universe = all_shards(topic, shards)
     r = client.redis
-    for keys in shards:
+    for keys in universe:
         await r.hset(keys.limits, "far", horizon_ms)
         if width_ms is not None:
             await r.hset(keys.far, "width", width_ms)
-    return shards
+    return universe
 
 
 async def in_sorted_set(r: redis.asyncio.Redis, topic: str, job_id: str) -> bool:
@@ -248,8 +252,9 @@ async def test_a_promoted_job_fires_on_time_never_early(
 
 
 async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_keys(
-    client: AsyncClient, topic: str
+    client: AsyncClient, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(topics, "DROP_STEP", 2)  # the far keys go in several calls a shard
     shards = await far_topic(client, topic)
     r = client.redis
     admin = AsyncAdmin.of(client)
@@ -263,6 +268,38 @@ async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_key
     assert await admin.drop_topic(topic, force=True) is True
     for keys in shards:  # every key of the shard is gone, the far tier's too
         assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []
+
+
+async def test_a_far_tier_is_dropped_a_bounded_step_a_call(client: AsyncClient, topic: str) -> None:
+    """Dropping a shard deletes at most `step` far-tier keys a call (a tier of millions of
+    jobs has tens of thousands), its jobs gone from the first call, every key by the last."""
+    (keys,) = await far_topic(client, topic, shards=1)
+    r = client.redis
+    ids = await client.enqueue_many(
+        topic, [{"payload": i, "delay": 2 * HOUR_S + 97 * i} for i in range(3000)]
+    )
+    meta = await r.hgetall(keys.far)
+    far_keys = [
+        far_leaf_key(keys, int(leaf)) for leaf in await r.zrange(far_buckets_key(keys), 0, -1)
+    ]
+    far_keys += [
+        far_index_key(keys, n) for n in range(2 ** int(meta[b"level"]) + int(meta[b"split"]))
+    ]
+    assert len(far_keys) > 20
+    executor, step, calls = AsyncExecutor(r), 5, 0
+    left = len(far_keys)
+    while True:
+        (outcome,) = await executor.run([topics.drop_shard(keys, "force", step)])
+        calls += 1
+        now_left = sum([await r.exists(key) for key in far_keys])
+        assert 0 < left - now_left <= step or (outcome.dropped and now_left == 0)
+        left = now_left
+        if not outcome.more:
+            break
+        assert not outcome.dropped and await r.hget(keys.far, "entries") == b"0"
+        assert (await client.get(topic, ids[-1])).state is not JobState.PENDING
+    assert outcome.dropped and calls >= len(far_keys) // step
+    assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []
 
 
 async def test_the_python_arithmetic_finds_what_the_scripts_filed(

@@ -249,7 +249,11 @@ class Producer:
         if not force:
             _raise_if_busy(topic, (yield [topics.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
-        _raise_if_busy(topic, (yield [topics.drop_shard(keys, mode) for keys in universe]))
+        left = universe
+        while left:  # a far tier goes in steps: the shards that say more are called again
+            replies = yield [topics.drop_shard(keys, mode) for keys in left]
+            _raise_if_busy(topic, replies)
+            left = [keys for keys, o in zip(left, replies, strict=True) if o.more]
         unpause = list((yield from pauses.topic_pauses(topic)))
         yield [
             topics.unregister_topic(topic),
