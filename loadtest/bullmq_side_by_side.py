@@ -245,7 +245,7 @@ def run_bulk(
                     queue,
                     jobs,
                     per_call=BULK_PER_CALL,
-                    delay_ms=3_600_000,
+                    delay_ms=1_800_000,
                     data_bytes=len(PAYLOAD),
                 )["jobs_per_s"]
             finally:

@@ -77,7 +77,6 @@ from benchlib.common import (
     redis_ms,
     rss_bytes,
     server_version,
-    set_far_horizon,
     wait_quiet,
     wait_until,
 )
@@ -407,7 +406,7 @@ def run_backlog(
     client = Client.from_url(bench.url)
     topic = bench.topic(f"scale{pending}")
     Admin.of(client).create_topic(topic, args.shards)
-    set_far_horizon(r, topic, args.shards, args.far_horizon_ms)
+    Admin.of(client).set_far_horizon(topic, args.far_horizon_ms)
     try:
         bench.log(f"backlog {pending:,}: filling")
         filled = fill(bench, client, topic, pending, args) if pending else {"jobs": 0}

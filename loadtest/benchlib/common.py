@@ -299,13 +299,3 @@ def git_head() -> str | None:
         check=False,
     )
     return done.stdout.strip() or None
-
-
-def set_far_horizon(r: redis.Redis, topic: str, shards: int, horizon_ms: int) -> None:
-    """Give every shard of `topic` a far tier at `horizon_ms` (docs/architecture.md, "The far
-    tier"; 0: none), as `wheelq.store.far_tier.set_horizon` writes it."""
-    from wheelq.core.keys import all_shards
-    from wheelq.store.far_tier import set_horizon
-
-    for keys in all_shards(topic, shards):
-        r.execute_command(*set_horizon(keys, horizon_ms).command)

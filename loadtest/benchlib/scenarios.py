@@ -57,7 +57,7 @@ def enqueue_many_rate(client: Client, topic: str, jobs: int) -> float:
     t = time.perf_counter()
     for i in range(0, jobs, MANY_ITEMS):
         chunk = min(MANY_ITEMS, jobs - i)
-        client.enqueue_many(topic, [EnqueueItem(payload=PAYLOAD, delay=3600) for _ in range(chunk)])
+        client.enqueue_many(topic, [EnqueueItem(payload=PAYLOAD, delay=1800) for _ in range(chunk)])
     return jobs / (time.perf_counter() - t)
 
 
@@ -70,7 +70,7 @@ def single_calls(client: Client, r: Any, topic: str, n: int) -> dict[str, Any]:
     raw_keys = (f"bench-raw-{topic}:z", f"bench-raw-{topic}:h")
     for i in range(n):
         t = time.perf_counter()
-        client.enqueue(topic, PAYLOAD, delay=3600)
+        client.enqueue(topic, PAYLOAD, delay=1800)
         ours.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         pipe = r.pipeline(transaction=False)
@@ -99,7 +99,7 @@ async def _async_enqueue(bench: Bench, topic: str, n: int, concurrency: int) -> 
             nonlocal left
             while left > 0:
                 left -= 1
-                await client.enqueue(topic, PAYLOAD, delay=3600)
+                await client.enqueue(topic, PAYLOAD, delay=1800)
 
         t = time.perf_counter()
         await asyncio.gather(*(producer() for _ in range(concurrency)))
