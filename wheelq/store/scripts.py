@@ -152,6 +152,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     ),
     "note_events": ("limits", "events"),
     "list_pending": ("delayed", "jobs", "retries"),
+    "due_within": ("delayed", "far"),
     "list_retrying": ("retries", "delayed", "jobs"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""

@@ -621,6 +621,8 @@ end
 --                              whose index entry points elsewhere is dead: cancelled,
 --                              rescheduled or replaced)
 --   {T:s}:far:buckets    ZSET  leaf -> its start ms: the leaves, in time order
+--   {T:s}:far:live       HASH  leaf -> its live records (absent: none), so a count of the
+--                              far jobs due by a time reads whole leaves' counts
 --   {T:s}:far:ix:<n>     HASH  fingerprint (6 bytes of the id's SHA1) -> location, 5 bytes
 --                              (leaf * WQ_FAR_POSITIONS + position in the leaf's list)
 -- A leaf is an aligned span of width * 16^level ms (level 0-4: a minute to 45 days), its id
@@ -675,6 +677,14 @@ local function wq_far_tier()
 
   local function wq_far_key(far, leaf)
     return far.meta .. ':' .. wq_fmt(leaf)
+  end
+
+  -- Add `n` (< 0: take) to a leaf's count of live records.
+  local function wq_far_live(far, leaf, n)
+    local live = far.meta .. ':live'
+    if redis.call('HINCRBY', live, wq_fmt(leaf), n) <= 0 then
+      redis.call('HDEL', live, wq_fmt(leaf))
+    end
   end
 
   -- A record of a leaf (at `start`, of `level`), and back: its id, due ms and envelope.
@@ -763,12 +773,13 @@ local function wq_far_tier()
     if rid ~= id then -- another id's fingerprint: that id keeps it, this one is not far
       return nil
     end
-    return {ix = ix, fp = fp, due = due, envelope = envelope}
+    return {ix = ix, fp = fp, due = due, envelope = envelope, leaf = leaf}
   end
 
   -- Take a found far job out (its record stays, dead, until its leaf splits or is promoted).
   local function wq_far_drop(far, found)
     redis.call('HDEL', found.ix, found.fp)
+    wq_far_live(far, found.leaf, -1)
     far.entries = far.entries - 1
     redis.call('HINCRBY', far.meta, 'entries', -1)
   end
@@ -810,6 +821,7 @@ local function wq_far_tier()
     if length == #records then
       redis.call('ZADD', far.meta .. ':buckets', wq_fmt(start), wq_fmt(leaf))
     end
+    wq_far_live(far, leaf, #records)
     local first = length - #records
     for i = 1, #add, 3 do
       redis.call('HSET', add[i], add[i + 1], wq_far_loc(leaf, first + (i - 1) / 3))
@@ -838,6 +850,7 @@ local function wq_far_tier()
     end
     redis.call('DEL', key)
     redis.call('ZREM', far.meta .. ':buckets', wq_fmt(leaf))
+    redis.call('HDEL', far.meta .. ':live', wq_fmt(leaf))
     for _, at in ipairs(order) do
       wq_far_append(far, wq_far_leaf_id(far, at, child), at, children[at])
     end
@@ -911,7 +924,7 @@ local function wq_far_tier()
 
   return {find = wq_far_find, drop = wq_far_drop, put = wq_far_put, leaf = wq_far_leaf,
     key = wq_far_key, index = wq_far_index, fp = wq_far_fp, unpack = wq_far_unpack,
-    loc = wq_far_loc}
+    loc = wq_far_loc, live = wq_far_live, span = wq_far_span}
 end
 
 -- A far tier's functions (wq_far_tier) are made on the first use of one: a call that finds
