@@ -12,10 +12,12 @@ embedded Valkey, or redis-server from PATH with ``--server redis``) on a free lo
 port, and measures on it, wheelq and BullMQ one after the other:
 
 - ``memory``: Redis ``used_memory`` (INFO memory) before and after `jobs` pending jobs due
-  in a day, each with an 80-byte payload as stored (wheelq: ``{"p": "x" * 75}``, 80 bytes
+  a day to a month ahead (``--memory-jobs``: each count in turn), each with an 80-byte
+  payload as stored (wheelq: ``{"p": "x" * 75}``, 80 bytes
   of msgpack; BullMQ: data ``{"p": "x" * 72}``, 80 bytes of JSON), one warm-up job first
   (scripts loaded, keys made). wheelq: `memory_per_job.pending_memory`, generated 26-char
-  ids, 4 shards; BullMQ: ``addBulk`` 1,000 a call, with 26-character ids of its own (the
+  ids, 4 shards, in its sorted set (the far tier off) and in its far tier; BullMQ:
+  ``addBulk`` 1,000 a call, with 26-character ids of its own (the
   comparable figure) and with BullMQ's default counter ids. BullMQ's figure includes its
   share of the queue's events stream (capped at about 10,000 entries by default),
   reported beside it.
@@ -98,7 +100,7 @@ SECTIONS = ("memory", "bulk", "timed")
 def sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {
-            "memory_jobs": 20_000,
+            "memory_jobs": [20_000],
             "bulk_jobs": 20_000,
             "single_calls": 1000,
             "rate": 1000,
@@ -107,7 +109,7 @@ def sizes(quick: bool) -> dict[str, Any]:
             "rounds": 1,
         }
     return {
-        "memory_jobs": 100_000,
+        "memory_jobs": [100_000],
         "bulk_jobs": 100_000,
         "single_calls": 3000,
         "rate": 1000,
@@ -192,25 +194,34 @@ def bullmq_memory(bench: Bench, jobs: int, ids: str) -> dict[str, Any]:
     }
 
 
-def run_memory(bench: Bench, jobs: int) -> dict[str, Any]:
-    bench.log(f"memory: {jobs} pending jobs each")
-    topic = bench.topic("mem")
-    mem = pending_memory(bench.url, topic, jobs, MEMORY_PAYLOAD, "hot", spread_days=1)
-    ours = round((mem["used_memory_after"] - mem["used_memory_before"]) / jobs, 1)
-    r = bench.redis()
-    drop_topic(r, topic)
-    r.close()
+def run_memory(bench: Bench, jobs: int, default_ids: bool = True) -> dict[str, Any]:
+    """Bytes per pending job, `jobs` of each: wheelq's sorted set (its far tier off), its
+    far tier (the default: jobs a day to a month ahead) and BullMQ, on one server."""
+    bench.log(f"memory: {jobs:,} pending jobs each")
+    ours: dict[str, Any] = {"ids": "generated, 26 characters", "shards": SHARDS}
+    for tier in ("hot", "far"):
+        topic = bench.topic(f"mem-{tier}")
+        mem = pending_memory(bench.url, topic, jobs, MEMORY_PAYLOAD, tier, spread_days=30)
+        ours[f"{tier}_bytes_per_job"] = round(
+            (mem["used_memory_after"] - mem["used_memory_before"]) / jobs, 1
+        )
+        r = bench.redis()
+        drop_topic(r, topic)
+        r.close()
     comparable = bullmq_memory(bench, jobs, "26")
-    default_ids = bullmq_memory(bench, jobs, "default")
-    return {
+    out: dict[str, Any] = {
         "jobs": jobs,
         "payload_bytes_stored": 80,
-        "wheelq": {"ids": "generated, 26 characters", "shards": SHARDS, "bytes_per_job": ours},
+        "wheelq": ours,
         "bullmq": comparable,
-        "bullmq_default_ids": default_ids,
-        "wheelq_to_bullmq": ratio(ours, comparable["bytes_per_job"]),
-        "wheelq_to_bullmq_default_ids": ratio(ours, default_ids["bytes_per_job"]),
+        "wheelq_to_bullmq": {
+            tier: ratio(ours[f"{tier}_bytes_per_job"], comparable["bytes_per_job"])
+            for tier in ("hot", "far")
+        },
     }
+    if default_ids:
+        out["bullmq_default_ids"] = bullmq_memory(bench, jobs, "default")
+    return out
 
 
 # --- bulk -----------------------------------------------------------------------------
@@ -360,12 +371,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", choices=["valkey", "redis"], default="valkey")
     p.add_argument("--only", help=f"comma-separated sections (default all): {','.join(SECTIONS)}")
     p.add_argument("--concurrency", type=int, default=BUSY_CONCURRENCY)
+    p.add_argument(
+        "--memory-jobs",
+        help="comma-separated pending-job counts to measure memory at (default 100000; "
+        "e.g. 1000000,10000000; Redis peaks at BullMQ's ~750 bytes a job)",
+    )
     p.add_argument("--out", help="also write the JSON to this file")
     args = p.parse_args(argv)
     only = args.only.split(",") if args.only else list(SECTIONS)
     if set(only) - set(SECTIONS):
         p.error(f"unknown sections {sorted(set(only) - set(SECTIONS))}; known: {SECTIONS}")
     z = sizes(args.quick)
+    if args.memory_jobs:
+        z["memory_jobs"] = [int(float(n)) for n in args.memory_jobs.split(",")]
     rounds = args.rounds or z["rounds"]
     try:
         version = ensure_installed(lambda m: print(m, file=sys.stderr, flush=True))
@@ -388,7 +406,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with tempfile.TemporaryDirectory(prefix="wheelq-bullmq-") as record_dir:
                 if "memory" in only:
-                    res["memory"] = run_memory(bench, z["memory_jobs"])
+                    res["memory"] = [
+                        run_memory(bench, n, default_ids=n == z["memory_jobs"][0])
+                        for n in z["memory_jobs"]
+                    ]
                 if "bulk" in only:
                     res["bulk"] = run_bulk(
                         bench, peer, record_dir, z["bulk_jobs"], z["single_calls"], rounds
