@@ -21,7 +21,7 @@ port, and measures on it, wheelq and BullMQ one after the other:
   comparable figure) and with BullMQ's default counter ids. BullMQ's figure includes its
   share of the queue's events stream (capped at about 10,000 entries by default),
   reported beside it.
-- ``bulk``: jobs/s of one process enqueueing `bulk_jobs` jobs due in an hour, 100-byte
+- ``bulk``: jobs/s of one process enqueueing `bulk_jobs` jobs due in half an hour, 100-byte
   payloads, 20,000 a call: wheelq `enqueue_bulk` and `enqueue_many` (`bulk_enqueue.py`'s and
   the bench's `enqueue` scenario's loops) against BullMQ `Queue.addBulk` with a delay; and
   single calls (wheelq `enqueue` against one awaited ``Queue.add``).
