@@ -141,7 +141,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "schedule_fence": ("sched_marks",),
     "materialize": (*_WRITE[:5], *_HISTORY, "sched_marks", "limits", "callbacks", "events"),
     "note_events": ("limits", "events"),
-    "list_pending": ("delayed", "jobs", "retries"),
+    "list_pending": ("delayed", "jobs", "retries", "limits", "far"),
     "list_retrying": ("retries", "delayed", "jobs"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
