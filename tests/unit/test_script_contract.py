@@ -28,6 +28,7 @@ from wheelq.store import (
     leases,
     schedules,
     scripts,
+    selections,
     settle,
     topics,
 )
@@ -107,6 +108,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "list_pending": lambda: job_lists.pending_page(KEYS, None, None, (1, b"j"), 10),
     "far_promote": lambda: far_tier.promote(KEYS, "token"),
     "list_retrying": lambda: job_lists.retrying_page(KEYS, None, 10),
+    "due_times": lambda: selections.due_times(KEYS, ["j"]),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
     "schedule_read": lambda: schedules.read(KEYS),

@@ -143,6 +143,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "note_events": ("limits", "events"),
     "list_pending": ("delayed", "jobs", "retries", "limits", "far"),
     "list_retrying": ("retries", "delayed", "jobs"),
+    "due_times": ("delayed", "limits", "far"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 
