@@ -94,17 +94,18 @@ local function leaf_from(found)
   end
 end
 local from = math.max(low or -math.huge, after_due or -math.huge) -- no row is due earlier
-if far.entries > 0 then
+if far.entries > 0 then -- the first leaf: the one covering `from`, else the first after it
+  local after = '-inf'
   if from > -math.huge then
+    after = '(' .. wq_fmt(from)
     leaf_from(redis.call('ZRANGE', buckets, wq_fmt(from), '-inf', 'BYSCORE', 'REV', 'LIMIT', 0,
       1, 'WITHSCORES'))
-    local level = leaf and select(2, far:leaf(leaf))
-    if leaf and leaf_start + far:span(level) <= from then -- it ends before: the next one
-      leaf_from(redis.call('ZRANGE', buckets, '(' .. wq_fmt(from), '+inf', 'BYSCORE', 'LIMIT', 0,
-        1, 'WITHSCORES'))
+    if leaf and leaf_start + far:span(select(2, far:leaf(leaf))) <= from then
+      leaf = nil -- it ends before `from`
     end
-  else
-    leaf_from(redis.call('ZRANGE', buckets, 0, 0, 'WITHSCORES'))
+  end
+  if not leaf then
+    leaf_from(redis.call('ZRANGE', buckets, after, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES'))
   end
 end
 local read, passed = 0, 0
