@@ -22,6 +22,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from tests.integration.test_job_lists import every_page
 from tests.integration.test_web_dashboard import get
 from tests.support.clients import SyncAsAsync
 from tests.support.node_proc import NodeProcess
@@ -470,14 +471,8 @@ def in_order(
 
 async def listed(admin: Any, topic: str, limit: int, **kw: Any) -> list[tuple[str, int, str]]:
     """Every page of the topic's pending list: (id, due ms, preview) of each row."""
-    rows: list[tuple[str, int, str]] = []
-    cursor = None
-    while True:
-        page = await admin.jobs(topic, "pending", limit, cursor=cursor, **kw)
-        rows += [(r.id, r.due_ms, r.preview) for r in page]
-        if page.next is None:
-            return rows
-        cursor = page.next
+    rows = await every_page(admin, topic, "pending", limit=limit, **kw)
+    return [(r.id, r.due_ms, r.preview) for r in rows]
 
 
 async def shard_rows(
@@ -612,17 +607,8 @@ async def test_http_the_admin_and_the_console_list_far_jobs(
     with Client.from_url(redis_url) as blocking:
         assert [j for j, _, _ in await listed(SyncAsAsync(Admin.of(blocking)), topic, 2)] == ids
     async with serving(redis_url) as api:
-        got: list[str] = []
-        query = f"/v1/topics/{topic}/jobs?state=pending&limit=2"
-        cursor = ""
-        while True:
-            status, body, _ = await api.call("GET", query + cursor)
-            assert status == 200, body
-            got += [row["id"] for row in body["jobs"]]
-            if body["next"] is None:
-                break
-            cursor = f"&cursor={body['next']}"
-        assert got == ids
+        rows = await api.job_rows(f"/v1/topics/{topic}/jobs?state=pending&limit=2")
+        assert [row["id"] for row in rows] == ids
         html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=pending&limit=50")
         assert re.findall(r'<tr data-job="([^"]*)"', html) == ids
 

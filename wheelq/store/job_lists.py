@@ -83,7 +83,6 @@ def pending_page(
         envelope_max,
     ]
 
-
     def parse(reply: Any) -> PendingPage:
         r = check("list_pending", reply)
         following = (int(float(r[2])), bytes(r[3])) if r[1] else None
