@@ -181,6 +181,12 @@ def refused(url: str, *command: str) -> bool:
         return False
 
 
+def far_jobs(admin: redis.Redis) -> int:
+    """Jobs in the far tier of TOPIC's shards (docs/architecture.md, "The far tier")."""
+    shards = int(admin.hget("wheelq:topics", TOPIC) or 0)
+    return sum(int(admin.hget(f"{{{TOPIC}:{n}}}:far", "entries") or 0) for n in range(shards))
+
+
 def test_each_role_does_its_work_with_only_its_user(
     acl_server: tuple[EmbeddedServer, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -224,6 +230,8 @@ def test_each_role_does_its_work_with_only_its_user(
         assert producer.cancel(TOPIC, gone) is True
         moved = producer.enqueue(TOPIC, {"n": 3}, delay=3600)
         assert producer.reschedule(TOPIC, moved, delay=0.2) is True
+        kept = producer.enqueue(TOPIC, {"n": 10}, delay=7200)  # in the far tier
+        assert far_jobs(admin) == 1
         failing = producer.enqueue(TOPIC, {"fail": True}, delay=0.2, max_attempts=2)
         in_order = [
             producer.enqueue(TOPIC, {"n": n}, delay=0.2, key="customer-1", ordered=True)
@@ -329,11 +337,21 @@ def test_each_role_does_its_work_with_only_its_user(
             assert not operator.resume(TOPIC).group_paused("default")
         eventually_sync(lambda: held in handled_ids(), timeout_s=30, what="handled after resume")
 
+        # Serve's user turns the far tier off; the scheduler node moves the far job back.
+        off = run_wheelq(
+            "topics", "far", TOPIC, "--horizon-ms", "0", "--redis-url", urls["HTTP service"]
+        )
+        assert off.returncode == 0, off.stderr
+        eventually_sync(lambda: far_jobs(admin) == 0, timeout_s=30, what="the far job promoted")
+        assert producer.get(TOPIC, kept).state == wheelq.JobState.PENDING
+
         # The observer reads everything there is to read.
         for argv in (
             ["stats", TOPIC],
             ["topics"],
             ["topics", "forecast", TOPIC],
+            ["topics", "far", TOPIC],
+            ["job", TOPIC, kept],
             ["top", "--once"],
             ["job", TOPIC, soon],
             ["dlq", "list", TOPIC],

@@ -25,13 +25,14 @@ import redis.asyncio
 from tests.integration.test_job_lists import every_page
 from tests.integration.test_web_dashboard import get
 from tests.support.clients import SyncAsAsync
+from tests.support.entries import ENQUEUED_MS, ready_fields
 from tests.support.node_proc import NodeProcess
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, eventually_sync
 from tests.support.web import serving
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Scheduler
 from wheelq.core import far_tier as ft
-from wheelq.core.history import JobState
+from wheelq.core.history import SEPARATOR, JobState
 from wheelq.core.job import Envelope
 from wheelq.core.job_list import PREVIEW_CHARS
 from wheelq.core.keys import (
@@ -45,7 +46,7 @@ from wheelq.core.keys import (
 from wheelq.core.payload import payload_text, read_payload
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
-from wheelq.store import far_tier, job_lists
+from wheelq.store import far_tier, job_lists, schedules, settle, topics
 from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 pytestmark = pytest.mark.cluster_too
@@ -62,17 +63,21 @@ async def client(redis_url: str) -> AsyncIterator[AsyncClient]:
 
 
 async def far_topic(
-    client: AsyncClient, topic: str, horizon_ms: int = HORIZON_MS, width_ms: int | None = None
+    client: AsyncClient,
+    topic: str,
+    horizon_ms: int = HORIZON_MS,
+    width_ms: int | None = None,
+    shards: int = SHARDS,
 ) -> list[ShardKeys]:
-    """`topic` with a far tier beyond `horizon_ms` (buckets of `width_ms`)."""
-    await AsyncAdmin.of(client).create_topic(topic, SHARDS)
-    shards = all_shards(topic, SHARDS)
+    """`topic` of `shards` with a far tier beyond `horizon_ms` (buckets of `width_ms`)."""
+    await AsyncAdmin.of(client).create_topic(topic, shards)
+    universe = all_shards(topic, shards)
     r = client.redis
-    for keys in shards:
+    for keys in universe:
         await r.hset(keys.limits, "far", horizon_ms)
         if width_ms is not None:
             await r.hset(keys.far, "width", width_ms)
-    return shards
+    return universe
 
 
 async def in_sorted_set(r: redis.asyncio.Redis, topic: str, job_id: str) -> bool:
@@ -128,6 +133,65 @@ async def test_a_job_moves_between_tiers_when_rescheduled(client: AsyncClient, t
     assert await client.reschedule(topic, "j", delay=6 * HOUR_S)  # far to far
     assert await far_entries(r, shards) == 1
     assert (await client.get(topic, "j")).due_ms - moved.due_ms >= HOUR_S * 1000 - 1000
+
+
+async def test_a_debounced_call_writes_over_a_job_of_its_id_pending_far(
+    client: AsyncClient, topic: str
+) -> None:
+    """A debounce finds the id pending in the far tier as in the sorted set: the call's job
+    replaces it, so the id fires once, not again when the far record is promoted."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    await client.enqueue(topic, {"v": 1}, delay=2 * HOUR_S, job_id="d")
+    assert await far_entries(r, shards) == 1
+    await client.enqueue(topic, {"v": 2}, job_id="d", debounce_ms=60_000)
+    assert await far_entries(r, shards) == 0  # written over, not left to fire later
+    assert await in_sorted_set(r, topic, "d")
+    info = await client.get(topic, "d")
+    assert info is not None and info.payload == {"v": 2}
+    assert info.due_ms is not None and info.due_ms < info.enqueued_ms + 2 * 60_000
+
+
+async def test_a_retry_of_an_id_pending_far_waits_under_an_alias(
+    client: AsyncClient, topic: str
+) -> None:
+    """A failed run whose id is pending again in the far tier is retried under an alias
+    member, as when the id is pending in the sorted set: neither job replaces the other."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    keys = ShardKeys(topic, shard_of("j", SHARDS))
+    await r.xgroup_create(keys.ready, "g", id="0", mkstream=True)
+    entry = (await r.xadd(keys.ready, ready_fields("j", topic=topic))).decode()
+    await r.xreadgroup("g", "w", {keys.ready: ">"})
+    await client.enqueue(topic, {"v": "again"}, delay=2 * HOUR_S, job_id="j")  # the id is free
+    retry = Envelope(b"p", 2, 5, ENQUEUED_MS, "g", "j").pack()
+    (retried,) = await AsyncExecutor(r).run([settle.retry(keys, "g", entry, "j", 60_000, retry)])
+    assert retried.member == f"j{SEPARATOR}g{SEPARATOR}{entry}"
+    assert await r.hget(keys.jobs, retried.member) == retry
+    assert not await in_sorted_set(r, topic, "j") and await far_entries(r, shards) == 1
+    info = await client.get(topic, "j")
+    assert info is not None and info.payload == {"v": "again"}
+
+
+async def test_a_schedule_run_is_not_written_again_when_its_id_is_pending_far(
+    client: AsyncClient, topic: str
+) -> None:
+    """Materializing a run whose id is already pending in the far tier writes nothing, as
+    when it is pending in the sorted set: each run exists once."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    seconds, micros = await r.time()
+    due_ms = seconds * 1000 + micros // 1000 + 3 * HOUR_S * 1000
+    run_id = f"s@{due_ms}"
+    await client.enqueue(topic, {"v": 1}, at=due_ms / 1000, job_id=run_id)
+    assert await far_entries(r, shards) == 1
+    keys = ShardKeys(topic, shard_of(run_id, SHARDS))
+    run = Envelope(b"r", 1, 5, ENQUEUED_MS, "", run_id).pack()
+    (written,) = await AsyncExecutor(r).run([schedules.materialize(keys, 1, "s", [(due_ms, run)])])
+    assert written == 0
+    assert not await in_sorted_set(r, topic, run_id)
+    info = await client.get(topic, run_id)
+    assert info is not None and info.payload == {"v": 1}
 
 
 async def test_promotion_moves_each_far_job_once_fenced_by_the_lease(
@@ -201,8 +265,9 @@ async def test_a_promoted_job_fires_on_time_never_early(
 
 
 async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_keys(
-    client: AsyncClient, topic: str
+    client: AsyncClient, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(topics, "DROP_STEP", 2)  # the far keys go in several calls a shard
     shards = await far_topic(client, topic)
     r = client.redis
     admin = AsyncAdmin.of(client)
@@ -216,6 +281,38 @@ async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_key
     assert await admin.drop_topic(topic, force=True) is True
     for keys in shards:  # every key of the shard is gone, the far tier's too
         assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []
+
+
+async def test_a_far_tier_is_dropped_a_bounded_step_a_call(client: AsyncClient, topic: str) -> None:
+    """Dropping a shard deletes at most `step` far-tier keys a call (a tier of millions of
+    jobs has tens of thousands), its jobs gone from the first call, every key by the last."""
+    (keys,) = await far_topic(client, topic, shards=1)
+    r = client.redis
+    ids = await client.enqueue_many(
+        topic, [{"payload": i, "delay": 2 * HOUR_S + 97 * i} for i in range(3000)]
+    )
+    meta = await r.hgetall(keys.far)
+    far_keys = [
+        far_leaf_key(keys, int(leaf)) for leaf in await r.zrange(far_buckets_key(keys), 0, -1)
+    ]
+    far_keys += [
+        far_index_key(keys, n) for n in range(2 ** int(meta[b"level"]) + int(meta[b"split"]))
+    ]
+    assert len(far_keys) > 20
+    executor, step, calls = AsyncExecutor(r), 5, 0
+    left = len(far_keys)
+    while True:
+        (outcome,) = await executor.run([topics.drop_shard(keys, "force", step)])
+        calls += 1
+        now_left = sum([await r.exists(key) for key in far_keys])
+        assert 0 < left - now_left <= step or (outcome.dropped and now_left == 0)
+        left = now_left
+        if not outcome.more:
+            break
+        assert not outcome.dropped and await r.hget(keys.far, "entries") == b"0"
+        assert (await client.get(topic, ids[-1])).state is not JobState.PENDING
+    assert outcome.dropped and calls >= len(far_keys) // step
+    assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []
 
 
 async def test_the_python_arithmetic_finds_what_the_scripts_filed(

@@ -54,6 +54,7 @@ def test_the_scripts_use_the_same_constants() -> None:
         "WQ_FAR_WIDTH": ft.WIDTH_MS,
         "WQ_FAR_FANOUT": ft.FANOUT,
         "WQ_FAR_TOP": ft.TOP_LEVEL,
+        "WQ_FAR_DEFAULT": ft.DEFAULT_HORIZON_MS,
         "WQ_FAR_CAP": ft.LEAF_CAP,
         "WQ_FAR_POSITIONS": ft.POSITIONS,
         "WQ_FAR_LOAD": ft.INDEX_LOAD,

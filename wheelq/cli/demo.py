@@ -10,14 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from wheelq.core.job import Job
-from wheelq.core.keys import all_shards
 from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import ClockKeeper, RedisClock
 from wheelq.scheduler.scheduler import Scheduler
-from wheelq.store import leases, topics
-from wheelq.store.call import Call
 from wheelq.store.executor import AsyncExecutor
 from wheelq.testing.fired import Fired, read_fired, summarize
 from wheelq.worker.worker import Worker
@@ -81,12 +78,5 @@ async def run_demo(
         await keeper.stop()
         await worker.stop()
         await scheduler.stop()
-        await _drop_topic(client, topic, shards)
+        await AsyncAdmin.of(client).drop_topic(topic, force=True)  # the demo's keys go
         await client.aclose()
-
-
-async def _drop_topic(client: AsyncClient, topic: str, shards: int) -> None:
-    """Remove the demo's keys, one slot per call (so it works on Redis Cluster too)."""
-    calls: list[Call[Any]] = [topics.drop_shard(k, "force") for k in all_shards(topic, shards)]
-    calls += [leases.forget_nodes(topic), topics.unregister_topic(topic)]
-    await AsyncExecutor(client.redis).run(calls)

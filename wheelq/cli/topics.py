@@ -21,6 +21,12 @@ from wheelq.cli.context import (
     no_such_topic,
     usage_error,
 )
+from wheelq.core.far_tier import (
+    DEFAULT_HORIZON_MS,
+    MAX_HORIZON_MS,
+    MIN_HORIZON_MS,
+    validate_horizon,
+)
 from wheelq.core.retry import Reason
 
 if TYPE_CHECKING:
@@ -32,7 +38,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("topics", parents=parents, help="list topics, or drop one")
     p.set_defaults(func=list_topics)
     actions = p.add_subparsers(
-        dest="action", metavar="{list,drop,limits,pause,resume,forecast,events}"
+        dest="action", metavar="{list,drop,limits,far,pause,resume,forecast,events}"
     )
     actions.add_parser(
         "list",
@@ -50,6 +56,17 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         ("--max-ready", "fired, unacked"),
     ):
         limits.add_argument(flag, type=_limit, help=f"most {what}; 'none' removes the limit")
+    far_help = (
+        "show or set a topic's far horizon: jobs due further ahead are kept compactly until "
+        "they come within it (setting it creates the topic)"
+    )
+    far = command(actions, "far", parents, far_help, topic_far, "name")
+    far.add_argument(
+        "--horizon-ms",
+        type=_horizon,
+        help=f"ms: 0 (no far tier) or {MIN_HORIZON_MS:,}-{MAX_HORIZON_MS:,}; 'default' for "
+        f"the default ({DEFAULT_HORIZON_MS:,})",
+    )
     pause_help = (
         "pause a topic's workers (every group, or --group): running jobs finish, new ones "
         "wait in the stream until resume; firing goes on"
@@ -71,6 +88,34 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     forecast.add_argument("--json", action="store_true", help="one JSON object, as the HTTP API's")
     events.register_setting(actions, parents)
+
+
+def topic_far(ctx: Context) -> int:
+    args = ctx.args
+    with ctx.admin() as admin:
+        if args.horizon_ms is not None:
+            admin.set_far_horizon(
+                args.name, None if args.horizon_ms == "default" else args.horizon_ms
+            )
+        stats = admin.stats(args.name)
+        if stats is None:
+            raise no_such_topic(args.name, sorted(admin.topics()))
+    shown = f"{stats.far_horizon_ms} ms" if stats.far_horizon_ms else "none (0)"
+    print(f"{args.name}: far horizon {shown}, {stats.far} of {stats.pending} pending jobs far")
+    return 0
+
+
+def _horizon(text: str) -> int | str:
+    from wheelq.errors import InvalidArgumentError
+
+    if text.lower() == "default":
+        return "default"
+    try:
+        return validate_horizon(int(text))
+    except (ValueError, InvalidArgumentError) as e:
+        raise argparse.ArgumentTypeError(
+            f"0, an int in [{MIN_HORIZON_MS}, {MAX_HORIZON_MS}] or 'default', got {text!r:.40}"
+        ) from e
 
 
 def _limit(text: str) -> int | str:

@@ -40,8 +40,9 @@ MAX_ID_BYTES = 255
 """A far record keeps its id's length in a byte: a longer id stays in the sorted set."""
 INDEX_LOAD = 64
 """Index entries per index hash, on average, before one more hash is split off."""
-DEFAULT_HORIZON_MS = 0
-"""No far tier unless the topic turns it on (its limits hash's ``far``, a horizon in ms)."""
+DEFAULT_HORIZON_MS = 3_600_000
+"""A topic's horizon until set (`Admin.set_far_horizon`; kept in its limits hash's ``far``,
+in ms, 0: no far tier): jobs due over an hour ahead are kept in the far tier."""
 MAX_HORIZON_MS = 366 * 86_400_000
 MIN_HORIZON_MS = 10 * WIDTH_MS
 """Shorter, and leaves would be promoted nearly as soon as they fill."""
@@ -49,15 +50,15 @@ MIN_HORIZON_MS = 10 * WIDTH_MS
 
 def validate_horizon(horizon_ms: object) -> int:
     """A topic's far horizon: 0 (no far tier) or an int in [`MIN_HORIZON_MS`,
-    `MAX_HORIZON_MS`], else InvalidArgumentError naming ``far_horizon_ms``."""
+    `MAX_HORIZON_MS`], else InvalidArgumentError naming ``horizon_ms``."""
     if horizon_ms == 0 and not isinstance(horizon_ms, bool):
         return 0
     try:
-        return int_in("far_horizon_ms", horizon_ms, MIN_HORIZON_MS, MAX_HORIZON_MS)
+        return int_in("horizon_ms", horizon_ms, MIN_HORIZON_MS, MAX_HORIZON_MS)
     except InvalidArgumentError:
         raise InvalidArgumentError(
-            "far_horizon_ms",
-            f"far_horizon_ms must be 0 (no far tier) or an int in [{MIN_HORIZON_MS}, "
+            "horizon_ms",
+            f"horizon_ms must be 0 (no far tier) or an int in [{MIN_HORIZON_MS}, "
             f"{MAX_HORIZON_MS}], got {horizon_ms!r:.40}",
         ) from None
 

@@ -40,6 +40,7 @@ class ShardObservation:
     shard: int
     at_ms: int
     pending: int
+    """Jobs waiting for their due time, in the sorted set and the far tier."""
     due_soon: int
     """Jobs due within the second after `at_ms`."""
     length: int
@@ -55,6 +56,8 @@ class ShardObservation:
     due_within: tuple[tuple[int, int], ...] = ()
     """(window ms, pending jobs due at or before `at_ms` + window) per window asked for:
     overdue jobs and pending retries included (`wheelq.core.forecast`)."""
+    far: int = 0
+    """Of `pending`, the jobs kept in the far tier (docs/architecture.md, "The far tier")."""
 
     @property
     def ready(self) -> int:

@@ -410,6 +410,19 @@ class Admin:
         """
         return self._run(self._producer.set_limits(topic, max_pending, max_ready))
 
+    def set_far_horizon(self, topic: str, horizon_ms: int | None) -> int:
+        """Keep the topic's jobs due more than `horizon_ms` ahead in its far tier, compactly,
+        until the scheduler moves them into the sorted set as they come within it (0: no far
+        tier, its jobs are moved back; None: the default, an hour; setting it creates the
+        topic); returns the horizon now in force. Stats report it (`TopicStats.far_horizon_ms`)
+        and the jobs kept far (`TopicStats.far`); docs/architecture.md, "The far tier".
+
+        Raises:
+            InvalidArgumentError: `horizon_ms` is not 0, None or an int in [600,000,
+                31,622,400,000] (10 minutes to 366 days).
+        """
+        return self._run(self._producer.set_far_horizon(topic, horizon_ms))
+
     def limits(self, topic: str) -> TopicLimits:
         """The topic's limits (`UnknownTopicError` for an unknown topic)."""
         return self._run(self._producer.limits(topic))

@@ -269,6 +269,9 @@ class AsyncAdmin:
     ) -> TopicLimits:
         return await self._run(self._producer.set_limits(topic, max_pending, max_ready))
 
+    async def set_far_horizon(self, topic: str, horizon_ms: int | None) -> int:
+        return await self._run(self._producer.set_far_horizon(topic, horizon_ms))
+
     async def limits(self, topic: str) -> TopicLimits:
         return await self._run(self._producer.limits(topic))
 

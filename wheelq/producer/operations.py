@@ -13,6 +13,7 @@ from typing import Any, Protocol, Self, TypeVar, overload
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, DueSpec, due_spec
+from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses
 from wheelq.core.job import validate_max_attempts
@@ -120,6 +121,8 @@ class ShardStats:
     """Delivered and not settled yet, summed over groups."""
     in_stream: int = 0
     """Fired and not trimmed yet, handled ones included."""
+    far: int = 0
+    """Of `pending`, the jobs kept in the far tier (due beyond the topic's far horizon)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,9 @@ class TopicStats:
     it is not."""
     paused_groups: dict[str, int] = field(default_factory=dict)
     """Groups paused on their own -> since when (Redis clock ms)."""
+    far_horizon_ms: int = DEFAULT_HORIZON_MS
+    """Jobs due further ahead than this are kept in the far tier (0: none; docs/architecture.md,
+    "The far tier")."""
 
     pending = ShardTotal()
     """Jobs waiting for their due time."""
@@ -163,6 +169,8 @@ class TopicStats:
     """Entries in the stream: fired, not yet trimmed."""
     dead = ShardTotal()
     """Dead letters."""
+    far = ShardTotal()
+    """Of `pending`, the jobs kept in the far tier."""
 
 
 @dataclass(slots=True)
@@ -249,7 +257,11 @@ class Producer:
         if not force:
             _raise_if_busy(topic, (yield [topics.drop_shard(keys, "check") for keys in universe]))
         mode = "force" if force else "drop"
-        _raise_if_busy(topic, (yield [topics.drop_shard(keys, mode) for keys in universe]))
+        left = universe
+        while left:  # a far tier goes in steps: the shards that say more are called again
+            replies = yield [topics.drop_shard(keys, mode) for keys in left]
+            _raise_if_busy(topic, replies)
+            left = [keys for keys, o in zip(left, replies, strict=True) if o.more]
         unpause = list((yield from pauses.topic_pauses(topic)))
         yield [
             topics.unregister_topic(topic),
@@ -272,6 +284,15 @@ class Producer:
             calls += write_limits(keys, fields)
         yield calls
         return limits
+
+    def set_far_horizon(self, topic: str, horizon_ms: object) -> Op[int]:
+        horizon = None if horizon_ms is None else validate_horizon(horizon_ms)
+        shards = yield from self.shard_count(topic, create=True)
+        assert shards is not None
+        yield [
+            c for keys in k.all_shards(topic, shards) for c in write_limits(keys, {"far": horizon})
+        ]
+        return DEFAULT_HORIZON_MS if horizon is None else horizon
 
     def limits(self, topic: str) -> Op[TopicLimits]:
         shards = yield from self.shard_count(topic, create=False)
@@ -453,12 +474,20 @@ class Producer:
         now_ms = self._clock.now_ms()
         found = yield from observe_shards(k.all_shards(topic, shards), now_ms, 0, probe=True)
         names = {g.name for o in found for g in o.groups}
-        (paused,) = yield [pauses.read_pause_state(topic, names)]
+        paused, limits = yield [
+            pauses.read_pause_state(topic, names),
+            read_limits(k.ShardKeys(topic, 0)),
+        ]
+        far = limits.get(b"far")
         return TopicStats(
             topic,
-            [ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length) for o in found],
+            [
+                ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length, o.far)
+                for o in found
+            ],
             paused_since_ms=paused.since_ms,
             paused_groups=paused.groups,
+            far_horizon_ms=DEFAULT_HORIZON_MS if far is None else int(far),
         )
 
     # --- helpers --------------------------------------------------------------------------

@@ -39,8 +39,3 @@ def promote(keys: ShardKeys, token: str, limit: int = PROMOTE_BATCH) -> Call[Pro
         return Promoted(int(r[1]), int(r[2]), r[3] == 1, None if next_ms < 0 else next_ms)
 
     return script_call("far_promote", keys, (token, keys.wake_channel, limit), parse)
-
-
-def set_horizon(keys: ShardKeys, horizon_ms: int) -> Call[Any]:
-    """Set the shard's far horizon (0: no far tier from now on; what is far is promoted)."""
-    return Call(command=("HSET", keys.limits, "far", horizon_ms))

@@ -176,6 +176,7 @@ def _shard(
         lateness_ms=() if _no_stream(newest) else _lateness(newest),
         callbacks_length=callbacks_length,
         due_within=tuple(zip(within_ms, map(int, r[ROUND_ONE:]), strict=True)),
+        far=int(far or 0),
     )
 
 

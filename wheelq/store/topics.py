@@ -72,15 +72,23 @@ class ShardDrop:
     """Jobs in the sorted set (0 in force mode: not counted)."""
     unacked: int
     """Ready-stream entries not yet acked, once per group (0 in force mode)."""
+    more: bool = False
+    """Part of the far tier was deleted and some is left: call again (`DROP_STEP`)."""
 
 
-def drop_shard(keys: ShardKeys, mode: str) -> Call[ShardDrop]:
-    """`mode`: ``check`` (count only), ``drop`` (only when nothing is left) or ``force``."""
+DROP_STEP = 1000
+"""Far-tier keys (leaves, index hashes) one `drop_shard` call deletes at most."""
+
+
+def drop_shard(keys: ShardKeys, mode: str, step: int | None = None) -> Call[ShardDrop]:
+    """`mode`: ``check`` (count only), ``drop`` (only when nothing is left) or ``force``; a
+    call deletes at most `step` (`DROP_STEP`) far-tier keys, and says `ShardDrop.more` while
+    some are left."""
     if mode not in ("check", "drop", "force"):
         raise ValueError(f"mode must be check, drop or force, got {mode!r}")
 
     def parse(reply: Any) -> ShardDrop:
         r = check("drop_shard", reply)
-        return ShardDrop(bool(r[1]), int(r[2]), int(r[3]))
+        return ShardDrop(bool(r[1]), int(r[2]), int(r[3]), r[4] == 1)
 
-    return script_call("drop_shard", keys, [mode], parse)
+    return script_call("drop_shard", keys, [mode, step or DROP_STEP], parse)

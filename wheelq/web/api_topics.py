@@ -1,4 +1,5 @@
-"""``/v1/topics``: the topics, one topic's stats and forecast, dropping it, its limits, pause
+"""``/v1/topics``: the topics, one topic's stats and forecast, dropping it, its limits and far
+horizon, pause
 and resume, its consumer groups (create, list, delete) and its dead letters (list, replay,
 purge)."""
 
@@ -18,6 +19,7 @@ from wheelq.errors import (
     TopicNotEmptyError,
     UnknownGroupError,
 )
+from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.store.groups import GROUP_LANES
 from wheelq.web import DEAD_SCAN, api_pull, as_json
 from wheelq.web.models import (
@@ -26,6 +28,8 @@ from wheelq.web.models import (
     ConsumerGroupsOut,
     CountOut,
     DeadListOut,
+    FarTierIn,
+    FarTierOut,
     ForecastModel,
     GroupCreatedOut,
     GroupIn,
@@ -151,6 +155,34 @@ async def put_limits(topic: TopicPath, body: LimitsIn, request: Request) -> Resp
 
 def _limits(topic: str, limits: TopicLimits) -> Response:
     out = {"topic": topic, "max_pending": limits.max_pending, "max_ready": limits.max_ready}
+    return json_response(out)
+
+
+@router.get("/{topic}/far", response_model=FarTierOut)
+async def get_far(topic: TopicPath, request: Request) -> Response:
+    """The topic's far horizon and the jobs kept beyond it (docs/architecture.md, "The far
+    tier")."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    return await _far(svc.admin, topic)
+
+
+@router.put("/{topic}/far", response_model=FarTierOut)
+@any_topic
+async def put_far(topic: TopicPath, body: FarTierIn, request: Request) -> Response:
+    """Set the far horizon (null: the default, an hour; 0: no far tier, and its jobs are
+    moved back into the sorted set); the topic is created if new."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    await svc.admin.set_far_horizon(topic, body.horizon_ms)
+    return await _far(svc.admin, topic)
+
+
+async def _far(admin: AsyncAdmin, topic: str) -> Response:
+    stats = await admin.stats(topic)
+    if stats is None:
+        raise ProblemError(404, "not-found", "Not found", f"no topic {topic!r}", field="topic")
+    out = {"topic": topic, "horizon_ms": stats.far_horizon_ms, "jobs": stats.far}
     return json_response(out)
 
 

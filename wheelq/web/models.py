@@ -27,6 +27,7 @@ from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
 from wheelq.core.events import MAX_AGE_MS, MAX_LEN, EventsConfig
+from wheelq.core.far_tier import DEFAULT_HORIZON_MS, MAX_HORIZON_MS, MIN_HORIZON_MS
 from wheelq.core.flow import MAX_LIMIT
 from wheelq.core.forecast import MAX_WINDOWS, MAX_WITHIN_S, WITHIN_S, Forecast
 from wheelq.core.history import JobInfo
@@ -380,6 +381,24 @@ class LimitsOut(BaseModel):
     topic: str
     max_pending: int | None
     max_ready: int | None
+
+
+class FarTierIn(Strict):
+    """The topic's far horizon (docs/architecture.md, "The far tier")."""
+
+    horizon_ms: Annotated[int, Field(ge=0, le=MAX_HORIZON_MS), WHOLE] | None = Field(
+        description=f"Jobs due further ahead than this are kept compactly until they come "
+        f"within it: 0 (no far tier) or {MIN_HORIZON_MS:,}-{MAX_HORIZON_MS:,} ms; null: the "
+        f"default, {DEFAULT_HORIZON_MS:,}."
+    )
+
+
+class FarTierOut(BaseModel):
+    topic: str
+    horizon_ms: int
+    """0: no far tier."""
+    jobs: int
+    """Jobs kept in the far tier now."""
 
 
 class EventsOnIn(Strict):

@@ -167,6 +167,8 @@ class TopicView:
     """Whether the topic keeps job events (`wheelq events`, the SSE endpoint)."""
     forecast: Forecast | None = None
     """Its jobs due in the next `WITHIN_S` windows, read with the rest."""
+    far: int = 0
+    """Of its pending jobs, those kept in the far tier (due beyond its far horizon)."""
 
     def forecast_bars(self) -> Markup:
         """The forecast as bars, a window each."""
@@ -313,6 +315,7 @@ async def topic_view(
         paused=paused,
         events_on=events_on,
         forecast=forecast_of(topic, now_ms, found),
+        far=sum(o.far for o in found),
     )
 
 

@@ -634,7 +634,8 @@ end
 -- leaf of WQ_FAR_CAP records splits into its 16 children, so sparse jobs share wide leaves
 -- and dense ones narrow leaves, none more than WQ_FAR_CAP. The keys are built from the meta
 -- key: one slot, as every key of the shard.
-local WQ_FAR_WIDTH, WQ_FAR_FANOUT, WQ_FAR_TOP = 60000, 16, 4
+-- WQ_FAR_DEFAULT: a topic's horizon while its limits hash has no 'far' (an hour)
+local WQ_FAR_WIDTH, WQ_FAR_FANOUT, WQ_FAR_TOP, WQ_FAR_DEFAULT = 60000, 16, 4, 3600000
 -- WQ_FAR_EPOCH: 2023-11-14, before any far job's due time (leaf ids count from it)
 local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD, WQ_FAR_EPOCH = 512, 512, 64, 1700000000000
 
@@ -930,23 +931,40 @@ local function wq_far_tier()
     loc = wq_far_loc, span = wq_far_span, due = wq_far_due, live = wq_far_live}
 end
 
--- The far tier of a shard as one call sees it: its meta key, narrowest width, index shape,
--- count and horizon (`horizon`: the limits hash's 'far' as read, false when it has none: the
--- topic never had a far tier, so there is nothing to read; nil: read the meta, for a caller
--- that only finds and drops); with its functions (wq_far_tier) unless there is nothing to read.
-local function wq_far_state(meta, horizon)
-  if horizon == false then
-    return {meta = meta, width = WQ_FAR_WIDTH, level = 0, split = 0, entries = 0, horizon = 0,
-      base = math.floor(WQ_FAR_EPOCH / WQ_FAR_WIDTH)}
+-- A far tier's functions (wq_far_tier) are made on the first use of one: a call that finds
+-- no far job and puts none makes none.
+local WQ_FAR_LAZY = {__index = function(far, name)
+  for n, fn in pairs(wq_far_tier()) do
+    rawset(far, n, fn)
   end
+  return rawget(far, name)
+end}
+
+-- The far tier of a shard as one call sees it: its meta key, narrowest width, index shape,
+-- count and horizon (`horizon`: the limits hash's 'far' as read, false when it has none, so
+-- WQ_FAR_DEFAULT; '0': no far tier; nil: 0, for a caller that only finds and drops).
+local function wq_far_state(meta, horizon)
   local raw = redis.call('HMGET', meta, 'width', 'level', 'split', 'entries')
   local width = tonumber(raw[1]) or WQ_FAR_WIDTH
+  if horizon == false then
+    horizon = WQ_FAR_DEFAULT
+  end
   local far = {meta = meta, width = width, level = tonumber(raw[2]) or 0,
     split = tonumber(raw[3]) or 0, entries = tonumber(raw[4]) or 0,
     horizon = tonumber(horizon) or 0, base = math.floor(WQ_FAR_EPOCH / width)}
-  for name, fn in pairs(wq_far_tier()) do
-    far[name] = fn
-  end
-  return far
+  return setmetatable(far, WQ_FAR_LAZY)
+end
+
+-- Whether a job due at `due` belongs beyond the far tier's horizon (far:put decides whether a
+-- leaf takes it).
+local function wq_far_takes(far, due, now)
+  return far.horizon > 0 and due >= now + far.horizon
+end
+
+-- The far job stored under `id` ({ix, fp, due, envelope}, or nil) and the far tier as read
+-- (`horizon` as for wq_far_state).
+local function wq_far_found(meta, horizon, id)
+  local far = wq_far_state(meta, horizon)
+  return far.entries > 0 and far:find(id) or nil, far
 end
 

@@ -45,8 +45,7 @@ local function cancel(member)
 end
 cancel(id)
 if removed == 0 then -- a job is in one tier at a time; a retry is never in the far tier
-  local far = wq_far_state(KEYS[11])
-  local found = far:find(id)
+  local found, far = wq_far_found(KEYS[11], nil, id)
   if found then
     far:drop(found)
     removed = 1

@@ -16,6 +16,8 @@ KEYS[9]  {T:s}:limits    HASH    "ready": due now, the job fires only while the 
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[12] {T:s}:retries   ZSET    pending retries' members: a job written over one leaves it
+KEYS[13] {T:s}:far       HASH    the far tier's meta: a job of the id pending there is written
+         over like one in KEYS[1] (the call's job is kept in KEYS[1])
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -34,7 +36,15 @@ if wrong then return wrong end
 local id, wait, envelope = ARGV[3], tonumber(ARGV[5]), ARGV[6]
 local now = wq_now_ms()
 local deadline
-if redis.call('ZSCORE', KEYS[1], id) then
+local pending = redis.call('ZSCORE', KEYS[1], id)
+if not pending then
+  local found, far = wq_far_found(KEYS[13], redis.call('HGET', KEYS[9], 'far'), id)
+  if found then
+    far:drop(found)
+    pending = true
+  end
+end
+if pending then
   deadline = tonumber(redis.call('HGET', KEYS[8], id))
   redis.call('ZREM', KEYS[12], id) -- if it was a retry, this call's job replaces it
 else

@@ -30,7 +30,12 @@ KEYS[24] {T:s}:far       HASH    the far tier's meta: its jobs count as pending,
          wheelq.core.keys.DATA_KEY_NAMES, and the far tier's)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
-Returns: {0, dropped, pending, unacked}   dropped = 1 when the keys were deleted (UNLINK)
+ARGV[2]  most far-tier keys (leaves, index hashes) to delete this call, >= 1: a far tier of
+         millions of jobs has tens of thousands, so it goes in steps, the caller calling again
+         while the reply says more; the shard's other keys go in the last step
+Returns: {0, dropped, pending, unacked, more}   dropped = 1 when the keys were deleted (UNLINK);
+           more = 1: far-tier keys were deleted and some are left (call again; the tier's jobs
+           are gone already: its count is 0 from the first step)
          {-1, key}   WRONG_TYPE (check and drop modes; nothing deleted)
 ]]
 local mode = ARGV[1]
@@ -62,21 +67,38 @@ if mode ~= 'force' then
   end
 end
 if mode == 'check' or (mode ~= 'force' and pending + unacked > 0) then
-  return {WQ_OK, 0, pending, unacked}
+  redis.call('HDEL', KEYS[24], 'dropped') -- a drop begun and refused now starts over
+  return {WQ_OK, 0, pending, unacked, 0}
 end
-local far = wq_far_state(KEYS[24])
-local gone = {}
-for _, leaf in ipairs(redis.call('ZRANGE', KEYS[24] .. ':buckets', 0, -1)) do
-  gone[#gone + 1] = KEYS[24] .. ':' .. leaf
+-- The far tier's leaves, then its index hashes from 'dropped' (the first not yet deleted) up,
+-- at most ARGV[2] keys a call.
+local far, step = wq_far_state(KEYS[24]), tonumber(ARGV[2])
+local buckets = KEYS[24] .. ':buckets'
+local gone, leaves = {}, redis.call('ZRANGE', buckets, 0, step - 1)
+for i, leaf in ipairs(leaves) do
+  gone[i] = KEYS[24] .. ':' .. leaf
 end
-for address = 0, 2 ^ far.level + far.split - 1 do
+local from = tonumber(redis.call('HGET', KEYS[24], 'dropped')) or 0
+local addresses = 2 ^ far.level + far.split
+local to = math.min(addresses, from + step - #gone) - 1
+for address = from, to do
   gone[#gone + 1] = KEYS[24] .. ':ix:' .. wq_fmt(address)
 end
-gone[#gone + 1] = KEYS[24] .. ':buckets'
+if #leaves == step or to < addresses - 1 then
+  if #leaves > 0 then
+    wq_multi('ZREM', buckets, leaves)
+  end
+  redis.call('HSET', KEYS[24], 'dropped', wq_fmt(to + 1), 'entries', 0)
+  for i = 1, #gone, 4000 do
+    redis.call('UNLINK', unpack(gone, i, math.min(i + 3999, #gone)))
+  end
+  return {WQ_OK, 0, pending, unacked, 1}
+end
+gone[#gone + 1] = buckets
 for _, key in ipairs(KEYS) do
   gone[#gone + 1] = key
 end
 for i = 1, #gone, 4000 do
   redis.call('UNLINK', unpack(gone, i, math.min(i + 3999, #gone)))
 end
-return {WQ_OK, 1, pending, unacked}
+return {WQ_OK, 1, pending, unacked, 0}

@@ -243,7 +243,7 @@ for n = 1, #ids do
         leave_far(id)
       end
       if unique then
-        if not (far.put and far:put(id, due, envelope, now)) then
+        if not (wq_far_takes(far, due, now) and far:put(id, due, envelope, now)) then
           hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
           m = m + 2
         elseif pending[id] then
@@ -264,7 +264,7 @@ for n = 1, #ids do
 end
 for _, id in ipairs(order) do  -- empty with unique ids
   local due = final[id]
-  if due and far.put and far:put(id, due, envelopes[id], now) then
+  if due and wq_far_takes(far, due, now) and far:put(id, due, envelopes[id], now) then
     gone[#gone + 1] = id -- replacing a job in the sorted set: out of it
   elseif due then
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelopes[id], due, id

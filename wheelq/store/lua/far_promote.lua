@@ -12,7 +12,7 @@ KEYS[4]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[5]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[6]  {T:s}:inbox     LIST    "due:id" notes for the leader
 KEYS[7]  {T:s}:limits    HASH    "far": the topic's far horizon, ms (0: none now, so every leaf
-         is promoted; absent: the topic never had a far tier)
+         is promoted; absent: WQ_FAR_DEFAULT)
 ARGV[1]  the caller's lease token
 ARGV[2]  wake channel: one SPUBLISH for the call's notes, a line each
 ARGV[3]  most records to read this call
@@ -26,7 +26,7 @@ Returns: {0, moved, skipped, more, next_ms}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}
 end
-local far = wq_far_state(KEYS[2], redis.call('HGET', KEYS[7], 'far') or nil)
+local far = wq_far_state(KEYS[2], redis.call('HGET', KEYS[7], 'far'))
 if far.entries <= 0 and redis.call('EXISTS', KEYS[2] .. ':buckets') == 0 then
   return {WQ_OK, 0, 0, 0, -1} -- nothing far (the usual answer: one read)
 end

@@ -44,7 +44,7 @@ end
 local due = redis.call('ZSCORE', KEYS[1], id)
 local envelope = due and redis.call('HGET', KEYS[2], id) or false
 if not due then
-  local found = wq_far_state(KEYS[8]):find(id)
+  local found = wq_far_found(KEYS[8], nil, id)
   if found then
     due, envelope = wq_fmt(found.due), found.envelope
   end

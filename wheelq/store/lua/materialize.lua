@@ -15,6 +15,8 @@ KEYS[9]  {T:s}:limits      HASH    "ready": a run due now fires only while the s
          under it, else it is scheduled at its time (wheelq.core.flow)
 KEYS[10] {T:s}:callbacks   STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[12] {T:s}:far       HASH    the far tier's meta: a job of a run's id pending there is
+         pending as one in KEYS[2] is (not written again)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  the writer's epoch
@@ -40,6 +42,7 @@ if epoch < e then
   return {WQ_LEASE_LOST}
 end
 local horizon = tonumber(redis.call('GET', KEYS[4]))
+local far = redis.call('HGET', KEYS[9], 'far')
 local now = wq_now_ms()
 local written = 0
 local limit = redis.call('HGET', KEYS[9], 'ready')
@@ -48,7 +51,7 @@ for i = 5, #ARGV, 2 do
   local at = tonumber(ARGV[i])
   if at > last then
     local id = name .. '@' .. ARGV[i]
-    if redis.call('HEXISTS', KEYS[2], id) == 0 then
+    if redis.call('HEXISTS', KEYS[2], id) == 0 and not wq_far_found(KEYS[12], far, id) then
       if at <= now and limit and not room then
         room = wq_room(limit, {KEYS[3], KEYS[10]})
       end

@@ -12,6 +12,7 @@ KEYS[7]  {T:s}:retries   ZSET    the retry's member goes here too, score 0: the 
          `retrying` list reads it; emit_due removes a member as it fires)
 KEYS[8]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
 KEYS[9]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[10] {T:s}:far       HASH    the far tier's meta: a job of the id may be pending there
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
@@ -39,7 +40,8 @@ if redis.call('XACK', KEYS[3], ARGV[1], ARGV[2]) == 0 then
   return {WQ_OK, 0}
 end
 local member = ARGV[3]
-if redis.call('HEXISTS', KEYS[2], member) == 1 then
+if redis.call('HEXISTS', KEYS[2], member) == 1
+    or wq_far_found(KEYS[10], redis.call('HGET', KEYS[8], 'far'), member) then
   member = ARGV[3] .. WQ_US .. ARGV[1] .. WQ_US .. ARGV[2]
 end
 redis.call('ZADD', KEYS[7], 0, member)
