@@ -2,17 +2,15 @@
 id) the far tier (docs/architecture.md, "The far tier", invariant 14). A bulk action's check
 that a selected job is still pending; nothing written.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
-KEYS[2]  {T:s}:limits    HASH    "far": set while the topic has (or had) a far tier (absent:
-         the far tier is not read)
-KEYS[3]  {T:s}:far       HASH    the far tier's meta (wq_far_state)
+KEYS[2]  {T:s}:far       HASH    the far tier's meta (wq_far_state)
 ARGV[1..] members: job ids, or retries' alias members (a batch: at most 500)
 Returns: {0, due or false, ...}   per member, in order: its due ms, false when not pending
          {-1, key}   WRONG_TYPE
 ]]
-local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash')
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash')
 if wrong then return wrong end
 local dues = #ARGV > 0 and redis.call('ZMSCORE', KEYS[1], unpack(ARGV)) or {}
-local far = wq_far_state(KEYS[3], redis.call('HGET', KEYS[2], 'far'))
+local far = wq_far_state(KEYS[2])
 local out = {WQ_OK}
 for i, member in ipairs(ARGV) do
   local due = dues[i]

@@ -10,9 +10,8 @@ page stops short at the start of the first leaf not read, and says where to go o
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:retries   ZSET    pending retries' members: each row says whether it is one
-KEYS[4]  {T:s}:limits    HASH    "far": set while the topic has (or had) a far tier (absent:
-         the far tier is not read)
-KEYS[5]  {T:s}:far       HASH    the far tier's meta (wq_far_state): its leaves and index
+KEYS[4]  {T:s}:far       HASH    the far tier's meta (wq_far_state): its leaves and index (a
+         shard with no far job costs this HMGET)
 ARGV[1]  lowest due ms, inclusive ('-inf': none)
 ARGV[2]  highest due ms, exclusive ('+inf': none)
 ARGV[3]  the position to go on from: a due ms ('': start from ARGV[1])
@@ -29,8 +28,7 @@ Returns: {0, more, next due, next member, passed, member, due, envelope or size,
            passed     far records read and not returned (dead, out of range or not reached)
          {-1, key}   WRONG_TYPE
 ]]
-local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'hash',
-  KEYS[5], 'hash')
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'hash')
 if wrong then return wrong end
 local WQ_LIST_FAR_READ = 1024
 -- Members due at the same ms are in byte order (memcmp); Lua's own < on strings follows
@@ -84,8 +82,8 @@ for i = 1, #found, 2 do
   hot[#hot + 1], hot_due[#hot_due + 1] = found[i], due
 end
 -- The far tier: `leaf`, `leaf_start` the next leaf to read (nil: none left in range).
-local far = wq_far_state(KEYS[5], redis.call('HGET', KEYS[4], 'far'))
-local buckets = KEYS[5] .. ':buckets'
+local far = wq_far_state(KEYS[4]) -- its horizon does not matter: every far job is listed
+local buckets = KEYS[4] .. ':buckets'
 local leaf, leaf_start
 local function leaf_from(found)
   leaf, leaf_start = tonumber(found[1]), tonumber(found[2])
