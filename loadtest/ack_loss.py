@@ -67,9 +67,9 @@ class Stream:
             n += self.batch
             try:
                 if self.batch == 1:
-                    self.client.enqueue(TOPIC, 0, delay=3600, job_id=ids[0], ack=self.level)
+                    self.client.enqueue(TOPIC, 0, delay=1800, job_id=ids[0], ack=self.level)
                 else:
-                    items = [{"payload": 0, "delay": 3600, "job_id": i} for i in ids]
+                    items = [{"payload": 0, "delay": 1800, "job_id": i} for i in ids]
                     self.client.enqueue_many(TOPIC, items, ack=self.level)
             except (DurabilityError, RedisUnavailableError, redis.exceptions.RedisError):
                 with self._lock:
@@ -133,7 +133,7 @@ def cost(binary: ServerBinary, calls: int) -> dict[str, Any]:
                         took = []
                         for _ in range(20 if level == "persisted" else calls):
                             t = time.perf_counter()
-                            client.enqueue(TOPIC, 0, delay=3600, ack=level)
+                            client.enqueue(TOPIC, 0, delay=1800, ack=level)
                             took.append((time.perf_counter() - t) * 1000)
                     took.sort()
                     out[f"{level}/ack_replicas={replicas}/{fsync}"] = {

@@ -1,7 +1,7 @@
 """wheelq's benchmark: every scenario, against Redis's own limit and against its peers.
 
-    python loadtest/bench.py --quick --out bench-out          # about 4 minutes
-    python loadtest/bench.py --out bench-out                  # the full run, under 30 minutes
+    python loadtest/bench.py --quick --out bench-out          # about 5 minutes
+    python loadtest/bench.py --out bench-out                  # the full run, about 30 minutes
     python loadtest/bench.py --out bench-out --redis-url redis://127.0.0.1:6380/0
 
 It starts an embedded Valkey (or uses --redis-url; --server redis picks redis-server from
@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib.accuracy import run_accuracy
 from benchlib.common import Bench
+from benchlib.nodes import workers_for
 from benchlib.report import markdown, plot, strip_private, targets
 from benchlib.scenarios import run_burst, run_enqueue, run_failover, run_idle, run_worker
 
@@ -86,12 +87,14 @@ def sizes(quick: bool) -> dict[str, Any]:
     }
 
 
-def workers_for(rate: float) -> int:
-    """One worker process per ~20k jobs/s (a process handles ~35k no-op jobs/s)."""
-    return 1 if rate <= 20_000 else 2
-
-
-def run(bench: Bench, only: set[str], binary: ServerBinary | None) -> dict[str, Any]:
+def run(
+    bench: Bench,
+    only: set[str],
+    binary: ServerBinary | None,
+    cluster_shape: dict[str, tuple[int, ...]] | None = None,
+) -> dict[str, Any]:
+    """Every scenario in `only`; `cluster_shape`: the cluster scenario's ``primaries``,
+    ``shards`` and ``nodes`` (default `benchlib.cluster`'s)."""
     z = sizes(bench.quick)
     res: dict[str, Any] = {}
 
@@ -167,6 +170,7 @@ def run(bench: Bench, only: set[str], binary: ServerBinary | None) -> dict[str, 
                 repeats=z["cluster_repeats"],
                 steady_rate=z["cluster_steady_rate"],
                 steady_s=z["duration_s"],
+                **(cluster_shape or {}),
             ),
         )
     return res
@@ -175,12 +179,23 @@ def run(bench: Bench, only: set[str], binary: ServerBinary | None) -> dict[str, 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="directory for results.json/.md, lateness.png")
-    p.add_argument("--quick", action="store_true", help="small sizes: about 4 minutes")
+    p.add_argument("--quick", action="store_true", help="small sizes: about 5 minutes")
     p.add_argument("--redis-url", help="use this server instead of an embedded one")
     p.add_argument("--server", choices=["valkey", "redis"], default="valkey")
     p.add_argument("--only", help=f"comma-separated scenarios (default all): {','.join(SCENARIOS)}")
     p.add_argument("--skip", help="comma-separated scenarios to leave out")
+    for name, default, what in (
+        ("primaries", "1,3,6", "primaries of each cluster, one cluster after the other"),
+        ("shards", "4,8,16", "shards of each topic"),
+        ("nodes", "1,3", "scheduler node processes"),
+    ):
+        p.add_argument(f"--cluster-{name}", help=f"cluster scenario: {what} (default {default})")
     args = p.parse_args()
+    cluster_shape = {
+        name: tuple(int(x) for x in value.split(","))
+        for name in ("primaries", "shards", "nodes")
+        if (value := getattr(args, f"cluster_{name}"))
+    }
     only = set(args.only.split(",")) if args.only else set(SCENARIOS)
     only -= set(args.skip.split(",")) if args.skip else set()
     unknown = only - set(SCENARIOS)
@@ -201,7 +216,7 @@ def main() -> int:
     started = time.monotonic()
     try:
         info = bench.redis().info("server")
-        res = run(bench, only, binary)
+        res = run(bench, only, binary, cluster_shape)
     finally:
         bench.close()
         if server is not None:

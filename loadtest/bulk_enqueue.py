@@ -8,8 +8,8 @@ process:
 
 - ``raw_lua``: limit.py's raw Lua batch (one EVALSHA of a ZADD + HSET script per 500 jobs
   of a shard, 64 calls a pipeline: `benchlib.limit`), the server's own limit for the writes;
-- ``bulk``: `Client.enqueue_bulk(topic, payloads, delay=3600)`, 20,000 payloads a call;
-- ``many``: `Client.enqueue_many` of `EnqueueItem(payload=..., delay=3600)`, 20,000 a call
+- ``bulk``: `Client.enqueue_bulk(topic, payloads, delay=1800)`, 20,000 payloads a call;
+- ``many``: `Client.enqueue_many` of `EnqueueItem(payload=..., delay=1800)`, 20,000 a call
   (the per-item form, for comparison: the bench's `enqueue` scenario's rate).
 
 It prints JSON: jobs/s of each way per round, their medians and ranges, and the ratios to
@@ -44,7 +44,7 @@ def bulk_rate(client: Client, topic: str, jobs: int) -> float:
     payloads = [PAYLOAD] * PER_CALL
     t = time.perf_counter()
     for i in range(0, jobs, PER_CALL):
-        client.enqueue_bulk(topic, payloads[: min(PER_CALL, jobs - i)], delay=3600)
+        client.enqueue_bulk(topic, payloads[: min(PER_CALL, jobs - i)], delay=1800)
     return jobs / (time.perf_counter() - t)
 
 

@@ -64,7 +64,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib.accuracy import run_accuracy
-from benchlib.common import ROOT, Bench, drop_topic
+from benchlib.common import Bench, drop_topic, git_head
 from benchlib.peer_base import Run, drop_matching
 from benchlib.peer_bullmq import (
     BUSY_CONCURRENCY,
@@ -245,7 +245,7 @@ def run_bulk(
                     queue,
                     jobs,
                     per_call=BULK_PER_CALL,
-                    delay_ms=3_600_000,
+                    delay_ms=1_800_000,
                     data_bytes=len(PAYLOAD),
                 )["jobs_per_s"]
             finally:
@@ -353,17 +353,6 @@ def run_timed(
 # --- the run --------------------------------------------------------------------------
 
 
-def _git_head() -> str | None:
-    out = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return out.stdout.strip() or None
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes, one round")
@@ -434,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             f"appending a line to a file, concurrency {args.concurrency}",
         },
         "versions": {
-            "wheelq": _git_head(),
+            "wheelq": git_head(),
             "bullmq": version,
             "ioredis": installed_version("ioredis"),
             "node": node_version,

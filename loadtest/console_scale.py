@@ -46,13 +46,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -67,12 +64,10 @@ import uvicorn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from benchlib.cluster import machine_busy_s
-from benchlib.common import cpu_seconds, lateness
+from benchlib.common import cpu_seconds, git_head, lateness, machine, machine_busy_s
 from benchlib.profiles import profile_report
 from benchlib.web import service_on_loopback
 
-import wheelq
 from wheelq import AsyncAdmin, AsyncClient
 from wheelq.core.bulk_actions import Selection
 from wheelq.core.keys import ShardKeys, selection_key
@@ -692,22 +687,6 @@ async def run_server(server: EmbeddedServer, args: argparse.Namespace) -> dict[s
 # --- the run ----------------------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    model = "?"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "redis_py": redis.__version__,
-        "aiohttp": aiohttp.__version__,
-        "uvicorn": uvicorn.__version__,
-        "load_average_before": round(os.getloadavg()[0], 2),
-    }
-
-
 def targets(servers: dict[str, Any]) -> dict[str, Any]:
     """Issue 47's bars, met or not. A bulk part's calls: the SLOWLOG's count over 5 ms and
     its longest, beside what tells a call's own cost from a wait for a core: the scripts'
@@ -740,15 +719,6 @@ def targets(servers: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _git_head() -> str:
-    root = Path(wheelq.__file__).resolve().parents[1]
-    done = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    return done.stdout.strip() or "?"
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=1_000_000, help="pending jobs on the topic")
@@ -775,8 +745,8 @@ def main() -> int:
     res: dict[str, Any] = {
         "command": " ".join(["python", "loadtest/console_scale.py", *sys.argv[1:]]),
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "wheelq": _git_head(),
-        "machine": machine(),
+        "wheelq": git_head() or "?",
+        "machine": machine(aiohttp=aiohttp.__version__, uvicorn=uvicorn.__version__),
         "settings": {key: value for key, value in vars(args).items() if key != "out"},
         "default_shards": ClientSettings().default_shards,
         "payload_chars": PAYLOAD_CHARS,

@@ -20,11 +20,14 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import redis
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
 from wheelq import Admin, Client
-from wheelq.core.keys import all_shards
 from wheelq.embedded import EmbeddedServer, find_server_binaries
 
 TOPIC = "memory"
@@ -49,9 +52,7 @@ def pending_memory(
         with Client.from_url(url) as client:
             admin = Admin.of(client)
             admin.create_topic(topic, SHARDS)
-            if tier == "far":
-                for keys in all_shards(topic, SHARDS):
-                    r.hset(keys.limits, "far", FAR_HORIZON_MS)
+            admin.set_far_horizon(topic, FAR_HORIZON_MS if tier == "far" else 0)
             client.enqueue(topic, {"warm": True}, delay=86_400)  # scripts loaded, keys made
             before = used_memory(r)
             step = max(0.0, spread_days - 1) * 86_400 / jobs

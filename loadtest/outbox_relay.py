@@ -40,7 +40,6 @@ import gc
 import json
 import logging
 import os
-import platform
 import random
 import shutil
 import signal
@@ -62,8 +61,15 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from benchlib.cluster import machine_busy_s
-from benchlib.common import ServerLoad, cpu_seconds, lateness
+from benchlib.common import (
+    ServerLoad,
+    cpu_seconds,
+    git_head,
+    lateness,
+    machine,
+    machine_busy_s,
+    server_version,
+)
 from benchlib.profiles import profile_report
 from benchlib.scenarios import PAYLOAD
 
@@ -941,27 +947,6 @@ def profile(ctx: Context, rows: list[tuple[Any, ...]], batch: int, top: int) -> 
 # --- the run -----------------------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    model = "?"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__})",
-        "redis_py": redis.__version__,
-        "load_average_before": round(os.getloadavg()[0], 2),
-    }
-
-
-def server_version(r: redis.Redis) -> str:
-    info = r.info("server")
-    name = info.get("server_name") or "redis"
-    return f"{name} {info.get('valkey_version') or info.get('redis_version')}"
-
-
 def run_server(ctx: Context, args: argparse.Namespace, rows: list[tuple[Any, ...]]) -> dict:
     out: dict[str, Any] = {"version": server_version(ctx.r)}
     if "throughput" in args.only:
@@ -1034,8 +1019,8 @@ def main() -> int:
     res: dict[str, Any] = {
         "command": " ".join(["python", "loadtest/outbox_relay.py", *sys.argv[1:]]),
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "wheelq": _git_head(),
-        "machine": machine(),
+        "wheelq": git_head() or "?",
+        "machine": machine(psycopg=f"{psycopg.__version__} ({psycopg.pq.__impl__})"),
         "settings": {key: value for key, value in vars(args).items() if key != "out"},
     }
     try:
@@ -1069,15 +1054,6 @@ def main() -> int:
             f.write("\n")
     print(json.dumps(res, indent=1))
     return 0
-
-
-def _git_head() -> str:
-    root = Path(wheelq.__file__).resolve().parents[1]
-    done = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    return done.stdout.strip() or "?"
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""The cluster scenario: firing throughput and lateness on 1 vs 3 primaries, 4/8/16 shards.
+"""The cluster scenario: firing throughput and lateness on 1, 3 and 6 primaries, 4/8/16 shards.
 
 Each cluster is an `EmbeddedCluster` (a 1-primary cluster, not a standalone server, so the
 primaries are the only variable). For every shard count and every count of scheduler node
-processes (1, and as many as the largest cluster has primaries), a burst of `n` jobs is
+processes (1 and 3 by default), a burst of `n` jobs is
 enqueued due at one instant T a few seconds ahead, with the nodes already leading every
 shard (shared by their quotas). Measured:
 
@@ -12,6 +12,9 @@ shard (shared by their quotas). Measured:
   entry (idle time on either side) over the span T to the last entry, for each primary
   (INFO used_cpu_sys + used_cpu_user), the scheduler processes (/proc), the bench process
   and the whole machine (/proc/stat: what is left is other work on the machine);
+- what was at its limit while firing (`common.at_limit`): a primary or a scheduler process
+  (on average) busy 0.9 of a core or more, or the machine 0.9 of its cores (``machine_bound``:
+  then the machine, not wheelq, set the figure); the machine's cores are in the result;
 - per job: Redis CPU while firing and before it (enqueue + preload), the schedulers' CPU
   from the enqueue to the last entry (their idle cost included: an upper bound), and the
   bytes in and out of the primaries (INFO stats);
@@ -27,17 +30,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from subprocess import Popen
 from typing import Any
 
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from benchlib.accuracy import ENQUEUE_CHUNK, enqueue_spread, fired
-from benchlib.common import Bench, cpu_seconds, drop_topic, lateness, redis_ms, wait_until
+from benchlib.common import (
+    SATURATED,
+    Bench,
+    CpuSnapshot,
+    at_limit,
+    drop_topic,
+    lateness,
+    redis_ms,
+    wait_quiet,
+    wait_until,
+)
 from benchlib.nodes import start_scheduler
 from wheelq import Admin, Client, EnqueueItem
 from wheelq.core.keys import ShardKeys, all_shards
@@ -46,54 +56,12 @@ from wheelq.testing import EmbeddedCluster, ServerBinary, summarize
 PAYLOAD = b"x" * 100
 LEAD_MS = 100
 """The CPU window opens this long before the due time."""
+PRIMARIES = (1, 3, 6)
+SHARDS = (4, 8, 16)
+NODES = (1, 3)
+"""Counts of scheduler node processes (`wheelq scheduler`) for each cluster and shard count."""
 Enqueue = Callable[[Client, str, int], list[str]]
 """Enqueues the run's jobs on a topic, due from a Redis-clock ms on; returns their ids."""
-
-
-def machine_busy_s() -> float:
-    """CPU seconds the machine's cores have spent busy since boot (/proc/stat)."""
-    with open("/proc/stat") as f:
-        user, nice, system, _idle, _iowait, *rest = (int(x) for x in f.readline().split()[1:])
-    return (user + nice + system + sum(rest[:3])) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass(frozen=True)
-class CpuSnapshot:
-    """CPU seconds used so far by each primary, the scheduler nodes, this process, the machine."""
-
-    primaries: list[float]
-    net_bytes: float
-    """Bytes every primary has read and written on its connections (INFO stats)."""
-    schedulers: float
-    bench: float
-    machine: float
-    at: float
-
-    @classmethod
-    def read(cls, cluster: EmbeddedCluster, procs: list[Popen[bytes]]) -> CpuSnapshot:
-        primaries, net = [], 0
-        for node in cluster.primaries:
-            with cluster.client(node) as c:
-                cpu, stats = c.info("cpu"), c.info("stats")
-            primaries.append(float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]))
-            net += int(stats["total_net_input_bytes"]) + int(stats["total_net_output_bytes"])
-        schedulers = sum(cpu_seconds(p.pid) for p in procs)
-        return cls(
-            primaries, net, schedulers, cpu_seconds(os.getpid()), machine_busy_s(), time.monotonic()
-        )
-
-    def since(self, earlier: CpuSnapshot) -> dict[str, Any]:
-        """CPU seconds used since `earlier`, and for how many wall seconds."""
-        return {
-            "seconds": max(1e-9, self.at - earlier.at),
-            "redis_per_primary": [
-                b - a for a, b in zip(earlier.primaries, self.primaries, strict=True)
-            ],
-            "net_bytes": self.net_bytes - earlier.net_bytes,
-            "schedulers": self.schedulers - earlier.schedulers,
-            "bench": self.bench - earlier.bench,
-            "machine": self.machine - earlier.machine,
-        }
 
 
 def _cores(used: dict[str, Any], span_s: float) -> dict[str, Any]:
@@ -136,18 +104,6 @@ def even_topic(bench: Bench, cluster: EmbeddedCluster, shards: int) -> str:
     return topic
 
 
-def wait_quiet(max_s: float = 10.0, below_cores: float = 0.3) -> float:
-    """Wait up to `max_s` for the machine's busy cores (over 0.5 s) to fall below
-    `below_cores` (other engineers' test suites share it); returns the last reading."""
-    deadline = time.monotonic() + max_s
-    while True:
-        t, busy = time.monotonic(), machine_busy_s()
-        time.sleep(0.5)
-        cores = (machine_busy_s() - busy) / (time.monotonic() - t)
-        if cores < below_cores or time.monotonic() > deadline:
-            return round(cores, 2)
-
-
 def _led(r: RedisCluster, keys: list[ShardKeys], nodes: int) -> bool:
     """Every shard leased, by `nodes` distinct holders none above its share."""
     holders = [r.get(k.lease) for k in keys]
@@ -168,20 +124,22 @@ def _fire(
     admin.create_topic(topic, shards)
     keys = all_shards(topic, shards)
     procs = [start_scheduler(bench, topic) for _ in range(nodes)]
+    servers = [cluster.client(node) for node in cluster.primaries]
+    groups = {"schedulers": procs}
     try:
         if not wait_until(lambda: _led(r, keys, nodes), 60, poll_s=0.1):
             raise TimeoutError(f"{nodes} nodes did not share {shards} shards within 60 s")
         quiet = wait_quiet()
-        before = CpuSnapshot.read(cluster, procs)
+        before = CpuSnapshot.read(servers, groups)
         due_ms = redis_ms(r) + 3000 + n // 30
         ids = enqueue(client, topic, due_ms)
         lead_s = (due_ms - redis_ms(r)) / 1000
         # From just before the due time: at it, the nodes and Redis take both cores and
         # this process could wake up after a short burst is over.
         wait_until(lambda: redis_ms(r) >= due_ms - LEAD_MS, lead_s + 5, poll_s=0.002)
-        cpu0 = CpuSnapshot.read(cluster, procs)
+        cpu0 = CpuSnapshot.read(servers, groups)
         done = wait_until(lambda: sum(r.xlen(k.ready) for k in keys) >= n, 120, poll_s=0.02)
-        cpu1 = CpuSnapshot.read(cluster, procs)
+        cpu1 = CpuSnapshot.read(servers, groups)
         records = asyncio.run(fired(cluster.url, topic, shards, cluster=True))
     finally:
         for proc in procs:
@@ -189,9 +147,14 @@ def _fire(
         drop_topic(r, topic)
         r.close()
         client.close()
+        for server in servers:
+            server.close()
     counts = summarize(records, ids)
     late = lateness(x.lateness_ms for x in records)
     firing, whole = cpu1.since(cpu0), cpu1.since(before)
+    busy = _cores(firing, float(late["max"]) / 1000)
+    single = {f"primary {i}": c for i, c in enumerate(busy["redis_per_primary"])}
+    single["scheduler (per process)"] = round(busy["schedulers"] / nodes, 2)
     return {
         "all_in_stream": done,
         "enqueued_before_due_s": round(lead_s, 2),
@@ -199,7 +162,9 @@ def _fire(
         "entry_lateness_ms": late,
         **{k: counts[k] for k in ("missing", "duplicates", "early")},
         "machine_cores_busy_before": quiet,
-        "cores_busy": _cores(firing, float(late["max"]) / 1000),
+        "cores_busy": busy,
+        "at_limit": at_limit(single, busy["machine"]),
+        "machine_bound": busy["machine"] >= SATURATED * (os.cpu_count() or 1),
         # Costs per job: firing (due -> all in the streams), enqueue + preload (before due:
         # the producer's scripts, the preloader's reads), schedulers over both.
         "cpu_us_per_job": {
@@ -236,13 +201,15 @@ def run_cluster(
     *,
     n: int,
     repeats: int = 1,
-    primaries: tuple[int, ...] = (1, 3),
-    shards: tuple[int, ...] = (4, 8, 16),
+    primaries: tuple[int, ...] = PRIMARIES,
+    shards: tuple[int, ...] = SHARDS,
+    nodes: tuple[int, ...] = NODES,
     steady_rate: int = 0,
     steady_s: float = 3.0,
 ) -> dict[str, Any]:
-    """Burst firing (and steady lateness) for every primaries x shards x scheduler nodes."""
-    nodes = sorted({1, max(primaries)})
+    """Burst firing (and steady lateness, one node, reported with the fewest nodes' row) for
+    every primaries x shards x scheduler nodes."""
+    nodes = tuple(sorted(set(nodes)))
     rows: list[dict[str, Any]] = []
     for p in primaries:
         bench.log(f"cluster: starting {p} primaries")
@@ -261,7 +228,8 @@ def run_cluster(
                         bench.log(f"cluster: {p} primaries, {s} shards, 1 node, {steady_rate}/s")
                         m = int(steady_rate * steady_s)
                         steady = _fire(sub, cluster, s, 1, m, _steady(steady_rate, m))
-                        for key in ("fired_per_s", "cores_busy"):  # burst figures only
+                        # burst figures only (over the span of a burst's lateness)
+                        for key in ("fired_per_s", "cores_busy", "at_limit", "machine_bound"):
                             steady.pop(key)
                         rows[-len(nodes)]["steady"] = {"rate_per_s": steady_rate, **steady}
             finally:
@@ -271,4 +239,14 @@ def run_cluster(
         base = by_key.get((1, row["shards"], row["nodes"]))
         if base and row is not base:
             row["ratio_to_1_primary"] = round(row["fired_per_s"] / base["fired_per_s"], 2)
-    return {"jobs": n, "repeats": repeats, "steady_s": steady_s, "rows": rows}
+    return {
+        "jobs": n,
+        "repeats": repeats,
+        "steady_s": steady_s,
+        "primaries": list(primaries),
+        "shards": list(shards),
+        "nodes": list(nodes),
+        "machine_cores": os.cpu_count(),
+        "machine_bound_rows": sum(1 for x in rows if x["machine_bound"]),
+        "rows": rows,
+    }

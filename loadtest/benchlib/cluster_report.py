@@ -20,13 +20,17 @@ def markdown_lines(res: dict[str, Any]) -> list[str]:
         "Cores busy while firing: CPU seconds from just before the due time until every entry "
         "was seen, over the span from the due time to the last entry (the machine's figure "
         "counts every process on it; others' is the part that is not this bench's). "
-        "Short bursts (--quick) make these coarse: /proc counts in 10 ms ticks.",
+        "Short bursts (--quick) make these coarse: /proc counts in 10 ms ticks. "
+        f"The machine has {c.get('machine_cores', '?')} cores; *at its limit*: a primary or a "
+        "scheduler process (on average) at 0.9 of a core or more, or the machine at 0.9 of its "
+        "cores (then the machine, not wheelq, set the row's figures: "
+        f"{c.get('machine_bound_rows', '?')} of {len(c['rows'])} rows).",
         "",
         "| primaries | shards (per primary) | scheduler nodes | fired/s (range) | "
         "entry - due p50 / p99 / max ms | Redis cores per primary | scheduler cores | "
         "machine cores (others') | Redis CPU us per job: firing, enqueue + preload | "
-        "scheduler CPU us per job | vs 1 primary |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "scheduler CPU us per job | vs 1 primary | at its limit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for x in c["rows"]:
         late, busy, cost = x["entry_lateness_ms"], x["cores_busy"], x["cpu_us_per_job"]
@@ -39,7 +43,8 @@ def markdown_lines(res: dict[str, Any]) -> list[str]:
             f"{late['max']:.0f} | {' / '.join(str(v) for v in busy['redis_per_primary'])} | "
             f"{busy['schedulers']} | {busy['machine']} ({busy['others']}) | "
             f"{cost['redis_firing']}, {cost['redis_enqueue_preload']} | {cost['schedulers']} | "
-            f"{x.get('ratio_to_1_primary', '')}{'x' if 'ratio_to_1_primary' in x else ''} |"
+            f"{x.get('ratio_to_1_primary', '')}{'x' if 'ratio_to_1_primary' in x else ''} | "
+            f"{'; '.join(x.get('at_limit', [])) or '-'} |"
         )
     costs = [x["cpu_us_per_job"] | {"net": x["net_bytes_per_job"]} for x in c["rows"]]
     lines += [

@@ -9,13 +9,15 @@ ends, whatever happens.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
 import secrets
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,6 +175,48 @@ class ServerLoad:
         }
 
 
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """CPU seconds used so far by each server (INFO ``used_cpu_sys`` + ``used_cpu_user``), by
+    named groups of processes (/proc), by this process and by the whole machine (/proc/stat);
+    and the bytes every server has read and written on its connections (INFO stats)."""
+
+    servers: list[float]
+    net_bytes: float
+    groups: dict[str, float]
+    bench: float
+    machine: float
+    at: float
+
+    @classmethod
+    def read(
+        cls,
+        servers: Sequence[redis.Redis],
+        groups: Mapping[str, Sequence[subprocess.Popen[bytes]]],
+    ) -> CpuSnapshot:
+        cpu_s, net = [], 0
+        for r in servers:
+            cpu, stats = r.info("cpu"), r.info("stats")
+            cpu_s.append(float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]))
+            net += int(stats["total_net_input_bytes"]) + int(stats["total_net_output_bytes"])
+        used = {name: sum(cpu_seconds(p.pid) for p in procs) for name, procs in groups.items()}
+        return cls(cpu_s, net, used, cpu_seconds(os.getpid()), machine_busy_s(), time.monotonic())
+
+    def since(self, earlier: CpuSnapshot) -> dict[str, Any]:
+        """CPU seconds used since `earlier` (``redis_per_primary``: each server's; each group
+        under its name), the bytes, and over how many wall seconds."""
+        return {
+            "seconds": max(1e-9, self.at - earlier.at),
+            "redis_per_primary": [
+                b - a for a, b in zip(earlier.servers, self.servers, strict=True)
+            ],
+            "net_bytes": self.net_bytes - earlier.net_bytes,
+            **{name: used - earlier.groups[name] for name, used in self.groups.items()},
+            "bench": self.bench - earlier.bench,
+            "machine": self.machine - earlier.machine,
+        }
+
+
 def wait_until(check: Any, timeout_s: float, poll_s: float = 0.05) -> bool:
     """Poll `check()` until truthy or `timeout_s`; returns whether it became true."""
     deadline = time.monotonic() + timeout_s
@@ -181,3 +225,77 @@ def wait_until(check: Any, timeout_s: float, poll_s: float = 0.05) -> bool:
             return True
         time.sleep(poll_s)
     return bool(check())
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the machine's cores have spent busy since boot (/proc/stat)."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, *rest = (int(x) for x in f.readline().split()[1:])
+    return (user + nice + system + sum(rest[:3])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(max_s: float = 10.0, below_cores: float = 0.3) -> float:
+    """Wait up to `max_s` for the machine's busy cores (over 0.5 s) to fall below
+    `below_cores` (other engineers' test suites share it); returns the last reading."""
+    deadline = time.monotonic() + max_s
+    while True:
+        t, busy = time.monotonic(), machine_busy_s()
+        time.sleep(0.5)
+        cores = (machine_busy_s() - busy) / (time.monotonic() - t)
+        if cores < below_cores or time.monotonic() > deadline:
+            return round(cores, 2)
+
+
+SATURATED = 0.9
+"""A process busy this share of one core, or a machine this share of all its cores, is at
+its limit."""
+
+
+def at_limit(single: Mapping[str, float], machine_cores_busy: float) -> list[str]:
+    """What was at its limit: each of `single` (cores busy of a process or a Redis primary,
+    each of which runs its work on one core) at `SATURATED` of a core or more, and the
+    machine when `SATURATED` of its cores were busy; empty when nothing was."""
+    cores = os.cpu_count() or 1
+    out = [f"{name}: {busy:.2f} cores" for name, busy in single.items() if busy >= SATURATED]
+    if machine_cores_busy >= SATURATED * cores:
+        out.append(f"machine: {machine_cores_busy:.2f} of {cores} cores busy")
+    return out
+
+
+def machine(**versions: str) -> dict[str, Any]:
+    """The machine a run measured on (CPU, cores, memory, load before the run), with the
+    `versions` of what else the run used."""
+    model = "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "redis_py": redis.__version__,
+        **versions,
+        "load_average_before": round(os.getloadavg()[0], 2),
+    }
+
+
+def server_version(r: redis.Redis) -> str:
+    """``valkey 9.1.2`` or ``redis 7.0.15``: the server's name and version (INFO server)."""
+    info = r.info("server")
+    return (
+        f"{info.get('server_name', 'redis')} "
+        f"{info.get('valkey_version') or info.get('redis_version')}"
+    )
+
+
+def git_head() -> str | None:
+    """The short commit of the checkout the bench runs from (None outside git)."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or None

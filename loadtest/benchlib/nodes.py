@@ -43,6 +43,12 @@ def start_scheduler(
     return bench.spawn(wheelq_cmd(*args))
 
 
+def workers_for(rate: float) -> int:
+    """Worker processes for `rate` jobs/s: one per ~20k jobs/s (a process handles ~35k
+    no-op jobs/s)."""
+    return 1 if rate <= 20_000 else 2
+
+
 @dataclass
 class Workers:
     """Worker processes recording handler starts; `records()` after `stop()`."""

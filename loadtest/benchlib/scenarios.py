@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from benchlib.accuracy import all_handled, enqueue_spread
@@ -56,7 +57,7 @@ def enqueue_many_rate(client: Client, topic: str, jobs: int) -> float:
     t = time.perf_counter()
     for i in range(0, jobs, MANY_ITEMS):
         chunk = min(MANY_ITEMS, jobs - i)
-        client.enqueue_many(topic, [EnqueueItem(payload=PAYLOAD, delay=3600) for _ in range(chunk)])
+        client.enqueue_many(topic, [EnqueueItem(payload=PAYLOAD, delay=1800) for _ in range(chunk)])
     return jobs / (time.perf_counter() - t)
 
 
@@ -69,7 +70,7 @@ def single_calls(client: Client, r: Any, topic: str, n: int) -> dict[str, Any]:
     raw_keys = (f"bench-raw-{topic}:z", f"bench-raw-{topic}:h")
     for i in range(n):
         t = time.perf_counter()
-        client.enqueue(topic, PAYLOAD, delay=3600)
+        client.enqueue(topic, PAYLOAD, delay=1800)
         ours.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         pipe = r.pipeline(transaction=False)
@@ -98,12 +99,16 @@ async def _async_enqueue(bench: Bench, topic: str, n: int, concurrency: int) -> 
             nonlocal left
             while left > 0:
                 left -= 1
-                await client.enqueue(topic, PAYLOAD, delay=3600)
+                await client.enqueue(topic, PAYLOAD, delay=1800)
 
         t = time.perf_counter()
         await asyncio.gather(*(producer() for _ in range(concurrency)))
         seconds = time.perf_counter() - t
     return {"calls": n, "concurrency": concurrency, "calls_per_s": round(n / seconds)}
+
+
+BURST_CONCURRENCY = 500
+"""Handlers at once in the burst's worker process."""
 
 
 def run_burst(
@@ -113,7 +118,7 @@ def run_burst(
     workers: int = 1,
     shards: int = 4,
     sync: bool = False,
-    concurrency: int = 500,
+    concurrency: int = BURST_CONCURRENCY,
 ) -> dict[str, Any]:
     """n jobs due at one instant T: time from T until all are in the streams, and until the
     first and every handler has started (`sync`: a plain ``def`` handler that appends a line
@@ -127,40 +132,70 @@ def run_burst(
     pool = Workers(bench, topic, workers, concurrency, sync=sync).start()
     try:
         wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)
-        due_ms = redis_ms(r) + 3000 + n // 30
-        ids = client.enqueue_many(
-            topic, [EnqueueItem(payload=PAYLOAD, at=due_ms / 1000) for _ in range(n)]
-        )
-        left_s = (due_ms - redis_ms(r)) / 1000
-        in_stream = wait_until(
-            lambda: sum(r.xlen(k.ready) for k in all_shards(topic, shards)) >= n,
-            left_s + 60,
-            poll_s=0.01,
-        )
-        streams = [k.ready for k in all_shards(topic, shards) if r.xlen(k.ready)]
-        last_entry_ms = max(int(r.xrevrange(s, count=1)[0][0].split(b"-")[0]) for s in streams)
-        first_entry_ms = min(int(r.xrange(s, count=1)[0][0].split(b"-")[0]) for s in streams)
-        wait_until(lambda: all_handled(r, topic, shards, n), 120, poll_s=0.05)
+        burst = fire_burst(r, client, topic, shards, n)
     finally:
         pool.stop()
         bench.stop(node)
         drop_topic(r, topic)
         client.close()
-    records = pool.records()
-    starts = [start for _, _, start in records]
     return {
         "jobs": n,
         "handler": "sync" if sync else "async",
         "concurrency": concurrency,
-        "enqueued_before_due_s": round(left_s, 2),
-        "all_in_stream": in_stream,
-        "first_in_stream_after_ms": first_entry_ms - due_ms,
-        "all_in_stream_after_s": round((last_entry_ms - due_ms) / 1000, 3),
-        "first_handler_started_after_ms": round(min(starts) - due_ms, 1) if starts else None,
-        "all_handlers_started_after_s": round((max(starts) - due_ms) / 1000, 3) if starts else None,
-        "handler_start_lateness_ms": lateness(s - due_ms for s in starts) if starts else None,
-        "handled": len({job_id for job_id, _, _ in records} & set(ids)),
+        **burst.streams,
+        **burst.handlers(pool.records()),
     }
+
+
+@dataclass(frozen=True)
+class Burst:
+    """A burst fired and handled: its ids, its due time and what the streams showed."""
+
+    ids: list[str]
+    due_ms: int
+    streams: dict[str, Any]
+
+    def handlers(self, records: list[tuple[str, int, float]]) -> dict[str, Any]:
+        """When the first and every handler started (the workers' `records`)."""
+        due_ms = self.due_ms
+        starts = [start for _, _, start in records]
+        return {
+            "first_handler_started_after_ms": round(min(starts) - due_ms, 1) if starts else None,
+            "all_handlers_started_after_s": (
+                round((max(starts) - due_ms) / 1000, 3) if starts else None
+            ),
+            "handler_start_lateness_ms": lateness(s - due_ms for s in starts) if starts else None,
+            "handled": len({job_id for job_id, _, _ in records} & set(self.ids)),
+        }
+
+
+def fire_burst(r: Any, client: Client, topic: str, shards: int, n: int) -> Burst:
+    """Enqueue n jobs due at one instant a few seconds ahead on a led topic whose streams
+    are empty, wait until all are in the streams and handled (a minute or two at most)."""
+    due_ms = redis_ms(r) + 3000 + n // 30
+    ids = client.enqueue_many(
+        topic, [EnqueueItem(payload=PAYLOAD, at=due_ms / 1000) for _ in range(n)]
+    )
+    left_s = (due_ms - redis_ms(r)) / 1000
+    in_stream = wait_until(
+        lambda: sum(r.xlen(k.ready) for k in all_shards(topic, shards)) >= n,
+        left_s + 60,
+        poll_s=0.01,
+    )
+    streams = [k.ready for k in all_shards(topic, shards) if r.xlen(k.ready)]
+    last_entry_ms = max(int(r.xrevrange(s, count=1)[0][0].split(b"-")[0]) for s in streams)
+    first_entry_ms = min(int(r.xrange(s, count=1)[0][0].split(b"-")[0]) for s in streams)
+    wait_until(lambda: all_handled(r, topic, shards, n), 120, poll_s=0.05)
+    return Burst(
+        ids,
+        due_ms,
+        {
+            "enqueued_before_due_s": round(left_s, 2),
+            "all_in_stream": in_stream,
+            "first_in_stream_after_ms": first_entry_ms - due_ms,
+            "all_in_stream_after_s": round((last_entry_ms - due_ms) / 1000, 3),
+        },
+    )
 
 
 def run_failover(bench: Bench, *, rate: int, duration_s: float, shards: int = 4) -> dict[str, Any]:

@@ -758,3 +758,37 @@ async def test_bulk_actions_select_and_act_on_far_jobs(client: AsyncClient, topi
         assert (await client.get(topic, job_id)).state is JobState.READY, job_id
         del expected[job_id]
     assert await listed(admin, topic, 100) == in_order(expected)
+
+
+async def test_a_forecast_counts_far_jobs_in_windows_beyond_the_horizon(
+    client: AsyncClient, topic: str
+) -> None:
+    """A forecast's window reaching past the horizon counts the far jobs due in it: whole
+    leaves by their live counts, and the leaf its edge falls in record by record (cancelled
+    and rescheduled jobs not counted), exactly the known schedule's due times."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    seconds, micros = await r.time()
+    start_ms = seconds * 1000 + micros // 1000
+    dues: dict[str, int] = {}
+    # Dense between 15 and 45 minutes (leaves split down to minutes), sparse for two days.
+    for i in range(1800):
+        dues[f"dense-{i}"] = start_ms + 15 * 60_000 + i * 1000 + i % 7
+    for i in range(200):
+        dues[f"sparse-{i}"] = start_ms + 3 * HOUR_S * 1000 + i * 800_000
+    dues["hot"] = start_ms + 60_000
+    await client.enqueue_many(
+        topic, [{"payload": 0, "at": due / 1000, "job_id": j} for j, due in dues.items()]
+    )
+    assert await far_entries(r, shards) == len(dues) - 1
+    for j in ("dense-700", "dense-701", "sparse-3"):  # dead records in their leaves
+        assert await client.cancel(topic, j)
+        del dues[j]
+    assert await client.reschedule(topic, "dense-900", delay=20 * HOUR_S)
+    dues["dense-900"] = (await client.get(topic, "dense-900")).due_ms
+    within = [30, 900, 1320, 1800, 2400, 3600, 7200, 86_400]
+    found = await AsyncAdmin.of(client).forecast(topic, within=within)
+    assert found.due_within == {
+        w: sum(d <= found.at_ms + w * 1000 for d in dues.values()) for w in within
+    }
+    assert found.due_within[1320] not in (found.due_within[900], found.due_within[1800])

@@ -64,7 +64,7 @@ async def place(
     for before_s, count in OVERDUE_S.items():
         for i in range(count):
             job_id, due = f"late{-before_s}-{i}", start_ms + before_s * 1000
-            await client.enqueue(topic, i, delay=3600, job_id=job_id)
+            await client.enqueue(topic, i, delay=1800, job_id=job_id)
             keys = k.ShardKeys(topic, k.shard_of(job_id, shards))
             assert await r.zadd(keys.delayed, {job_id: due}, xx=True, ch=True) == 1
             dues.append(due)

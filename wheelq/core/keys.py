@@ -269,6 +269,11 @@ def far_buckets_key(keys: ShardKeys) -> str:
     return f"{keys.far}:buckets"
 
 
+def far_live_key(keys: ShardKeys) -> str:
+    """Each far-tier leaf's count of live records."""
+    return f"{keys.far}:live"
+
+
 def far_index_key(keys: ShardKeys, n: int | str) -> str:
     """Hash `n` of the far tier's index (fingerprint -> location)."""
     return f"{keys.far}:ix:{n}"

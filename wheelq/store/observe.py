@@ -12,15 +12,15 @@ from redis.exceptions import ResponseError
 from wheelq.core.job import Field, entry_ms
 from wheelq.core.keys import CALLBACKS, READY, ShardKeys
 from wheelq.core.observe import GroupView, ShardObservation
-from wheelq.store.call import Call
-from wheelq.store.scripts import text
+from wheelq.store.call import Call, script_call
+from wheelq.store.scripts import check, text
 
 ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
 DUE_SOON_MS = 1000
 """ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
 ROUND_ONE = 9
-"""Calls per shard in round 1, before a ZCOUNT per window of `within_ms`."""
+"""Calls per shard in round 1, before its `due_within` call when windows are asked for."""
 
 
 def pending_count(keys: ShardKeys) -> Call[int]:
@@ -32,9 +32,19 @@ def far_count(keys: ShardKeys) -> Call[Any]:
     return Call(command=("HGET", keys.far, "entries"))
 
 
-def due_count(keys: ShardKeys, until_ms: int) -> Call[int]:
-    """Pending jobs due at or before `until_ms`, overdue ones included (ZCOUNT, O(log n))."""
-    return Call(command=("ZCOUNT", keys.delayed, "-inf", until_ms), parse=int)
+def due_within(keys: ShardKeys, until_ms: Sequence[int]) -> Call[list[int]]:
+    """Pending jobs due at or before each of `until_ms` (ascending), overdue ones included,
+    in the sorted set and the far tier (`due_within.lua`: O(log n) a time, plus the far
+    leaves that start by the last one)."""
+    order = sorted(range(len(until_ms)), key=until_ms.__getitem__)
+
+    def parse(reply: Any) -> list[int]:
+        counts = [0] * len(order)
+        for i, n in zip(order, check("due_within", reply)[1:], strict=True):
+            counts[i] = int(n)
+        return counts
+
+    return script_call("due_within", keys, [until_ms[i] for i in order], parse)
 
 
 def dead_count(keys: ShardKeys) -> Call[int]:
@@ -91,8 +101,8 @@ def observe_shards(
 
     `sample`: newest ready entries read per shard for lateness. `probe`: ask first which
     streams exist (a round trip more), so a driver without ``return_exceptions`` can run it.
-    `within_ms`: windows to count the jobs due in (`ShardObservation.due_within`): a ZCOUNT
-    per window and shard, O(log n) whatever the backlog, in the same round trip.
+    `within_ms`: windows to count the jobs due in (`ShardObservation.due_within`): a
+    `due_within` call a shard, in the same round trip.
     """
     there = [True] * len(shards)
     waits = [True] * len(shards)  # the callbacks stream: fired jobs the deliverer POSTs
@@ -119,7 +129,9 @@ def observe_shards(
             ),
             (calling, Call(command=("XINFO", "STREAM", keys.callbacks))),
             (calling, Call(command=("XINFO", "GROUPS", keys.callbacks))),
-        ] + [(True, due_count(keys, now_ms + window)) for window in within_ms]
+        ]
+        if within_ms:
+            wanted.append((True, due_within(keys, [now_ms + window for window in within_ms])))
         calls += [call for send, call in wanted if send]
         sent.append([send for send, _ in wanted])
     got = iter((yield calls))
@@ -128,7 +140,7 @@ def observe_shards(
     _raise_others(replies)
     oldest_calls: list[Call[Any]] = []
     asked: list[tuple[int, str, str]] = []
-    stride = ROUND_ONE + len(within_ms)
+    stride = ROUND_ONE + (1 if within_ms else 0)
     for i, keys in enumerate(shards):
         for stream, at in ((keys.ready, 1), (keys.callbacks, 8)):
             groups = replies[i * stride + at]
@@ -175,7 +187,7 @@ def _shard(
         + _views(i, keys.callbacks, CALLBACKS, callers, oldest),
         lateness_ms=() if _no_stream(newest) else _lateness(newest),
         callbacks_length=callbacks_length,
-        due_within=tuple(zip(within_ms, map(int, r[ROUND_ONE:]), strict=True)),
+        due_within=tuple(zip(within_ms, r[ROUND_ONE] if within_ms else (), strict=True)),
         far=int(far or 0),
     )
 

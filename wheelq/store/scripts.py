@@ -152,6 +152,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     ),
     "note_events": ("limits", "events"),
     "list_pending": ("delayed", "jobs", "retries", "far"),
+    "due_within": ("delayed", "far"),
     "list_retrying": ("retries", "delayed", "jobs"),
     "due_times": ("delayed", "far"),
 }

@@ -625,6 +625,8 @@ end
 --                              whose index entry points elsewhere is dead: cancelled,
 --                              rescheduled or replaced)
 --   {T:s}:far:buckets    ZSET  leaf -> its start ms: the leaves, in time order
+--   {T:s}:far:live       HASH  leaf -> its live records (absent: none), so a count of the
+--                              far jobs due by a time reads whole leaves' counts
 --   {T:s}:far:ix:<n>     HASH  fingerprint (6 bytes of the id's SHA1) -> location, 5 bytes
 --                              (leaf * WQ_FAR_POSITIONS + position in the leaf's list)
 -- A leaf is an aligned span of width * 16^level ms (level 0-4: a minute to 45 days), its id
@@ -641,17 +643,14 @@ local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD, WQ_FAR_EPOCH = 512, 512, 64, 17
 
 -- The far tier's functions, made only by a call that reads or writes a far tier (each local
 -- function of a script is a closure made on every call: an enqueue to a topic without one
--- makes none of these). wq_far_state puts them on its table: far:find(id), far:put(...).
+-- makes none of these). wq_far_state puts them on its table: far:find(id), far:put(jobs, now).
 local function wq_far_tier()
   local WQ_FAR_OFFSET = {'>H', '>I3', '>I3', '>I4', '>I4'} -- by level + 1: the due ms into a leaf
 
   -- An id's fingerprint (6 bytes) and the 32 bits the index is addressed by.
   local function wq_far_fp(id)
-    local hex = redis.sha1hex(id)
-    local fp = string.gsub(string.sub(hex, 1, 12), '..', function(pair)
-      return string.char(tonumber(pair, 16))
-    end)
-    return fp, tonumber(string.sub(hex, 1, 8), 16)
+    local n = tonumber(string.sub(redis.sha1hex(id), 1, 12), 16) -- 48 bits: a double holds them
+    return struct.pack('>I6', n), math.floor(n / 65536)
   end
 
   local function wq_far_index(far, h)
@@ -681,22 +680,32 @@ local function wq_far_tier()
     return far.meta .. ':' .. wq_fmt(leaf)
   end
 
+  -- Add `n` (< 0: take) to a leaf's count of live records.
+  local function wq_far_live(far, leaf, n)
+    local live = far.meta .. ':live'
+    if redis.call('HINCRBY', live, wq_fmt(leaf), n) <= 0 then
+      redis.call('HDEL', live, wq_fmt(leaf))
+    end
+  end
+
   -- A record of a leaf (at `start`, of `level`), and back: its id, due ms and envelope.
   -- A generated id (26 Crockford base32 characters, the first 0-7: 128 bits) in 16 bytes, and
   -- back: a byte for the first two characters, then 5 bytes for each 8 characters.
   local WQ_B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+  local digits, letters = {}, {} -- a character's byte -> its value, and a value -> the character
+  for i = 1, 32 do
+    digits[string.byte(WQ_B32, i)], letters[i - 1] = i - 1, string.sub(WQ_B32, i, i)
+  end
   local function wq_far_id_bytes(id)
     if #id ~= 26 or not string.find(id, '^[0-7][0-9A-HJKMNP-TV-Z]+$') then
       return nil
     end
-    local function digit(i)
-      return string.find(WQ_B32, string.sub(id, i, i), 1, true) - 1
-    end
-    local out = {string.char(digit(1) * 32 + digit(2))}
+    local b = {string.byte(id, 1, 26)}
+    local out = {string.char(digits[b[1]] * 32 + digits[b[2]])}
     for chunk = 0, 2 do
       local n = 0
       for i = 3 + chunk * 8, 10 + chunk * 8 do
-        n = n * 32 + digit(i)
+        n = n * 32 + digits[b[i]]
       end
       out[chunk + 2] = struct.pack('>I5', n)
     end
@@ -705,13 +714,12 @@ local function wq_far_tier()
 
   local function wq_far_id_text(raw)
     local first = string.byte(raw, 1)
-    local chars = {string.sub(WQ_B32, math.floor(first / 32) + 1, math.floor(first / 32) + 1),
-      string.sub(WQ_B32, first % 32 + 1, first % 32 + 1)}
+    local chars = {letters[math.floor(first / 32)], letters[first % 32]}
     for chunk = 0, 2 do
       local n = struct.unpack('>I5', raw, 2 + chunk * 5)
       for i = 10 + chunk * 8, 3 + chunk * 8, -1 do
         local d = n % 32
-        chars[i] = string.sub(WQ_B32, d + 1, d + 1)
+        chars[i] = letters[d]
         n = (n - d) / 32
       end
     end
@@ -774,11 +782,11 @@ local function wq_far_tier()
     if rid ~= id then -- another id's fingerprint: that id keeps it, this one is not far
       return nil
     end
-    return {ix = ix, fp = fp, due = due, envelope = envelope}
+    return {ix = ix, fp = fp, due = due, envelope = envelope, leaf = leaf}
   end
 
   -- Whether the record of `id` at (leaf, position) is live: its index entry points at it.
-  local function wq_far_live(far, id, leaf, position)
+  local function wq_far_indexed(far, id, leaf, position)
     local fp, h = wq_far_fp(id)
     return redis.call('HGET', wq_far_index(far, h), fp) == wq_far_loc(leaf, position)
   end
@@ -786,6 +794,7 @@ local function wq_far_tier()
   -- Take a found far job out (its record stays, dead, until its leaf splits or is promoted).
   local function wq_far_drop(far, found)
     redis.call('HDEL', found.ix, found.fp)
+    wq_far_live(far, found.leaf, -1)
     far.entries = far.entries - 1
     redis.call('HINCRBY', far.meta, 'entries', -1)
   end
@@ -827,6 +836,7 @@ local function wq_far_tier()
     if length == #records then
       redis.call('ZADD', far.meta .. ':buckets', wq_fmt(start), wq_fmt(leaf))
     end
+    wq_far_live(far, leaf, #records)
     local first = length - #records
     for i = 1, #add, 3 do
       redis.call('HSET', add[i], add[i + 1], wq_far_loc(leaf, first + (i - 1) / 3))
@@ -855,6 +865,7 @@ local function wq_far_tier()
     end
     redis.call('DEL', key)
     redis.call('ZREM', far.meta .. ':buckets', wq_fmt(leaf))
+    redis.call('HDEL', far.meta .. ':live', wq_fmt(leaf))
     for _, at in ipairs(order) do
       wq_far_append(far, wq_far_leaf_id(far, at, child), at, children[at])
     end
@@ -900,35 +911,75 @@ local function wq_far_tier()
     return nil
   end
 
-  -- Put a job in the far tier when it belongs there: a leaf beyond the horizon takes it (see
-  -- wq_far_leaf_for) and no other id holds its fingerprint. Returns true if it was put there;
-  -- false: the caller schedules it in the sorted set, as any job.
-  local function wq_far_put(far, id, due, envelope, now)
-    if far.horizon <= 0 or due < now + far.horizon or #id > 255 then
-      return false
+  -- Put jobs in the far tier where they belong: a job goes there when a leaf beyond the horizon
+  -- takes it (see wq_far_leaf_for) and no other id holds its fingerprint. `jobs` holds per job
+  -- its id, due ms and envelope (three entries a job); returns those no leaf took, as `jobs`
+  -- holds them, for the caller to schedule in the sorted set as any job. Consecutive jobs of
+  -- one leaf are appended together (one RPUSH, one count), so a batch in due order costs a
+  -- few commands a job; the leaf is written before another is looked for (a look may split).
+  local function wq_far_put(far, jobs, now)
+    local left, l = {}, 0
+    if far.horizon <= 0 then
+      return jobs
     end
-    local fp, h = wq_far_fp(id)
-    local ix = wq_far_index(far, h)
-    if redis.call('HEXISTS', ix, fp) == 1 then
-      return false
+    local held = {} -- fingerprints this call puts
+    local open, add, added = nil, {}, 0 -- the leaf being appended to, its records and count
+    local function flush()
+      if added > 0 then
+        wq_far_append(far, open.leaf, open.start, add)
+        far.entries = far.entries + added
+        redis.call('HINCRBY', far.meta, 'entries', added)
+        while far.entries > WQ_FAR_LOAD * (2 ^ far.level + far.split) do
+          wq_far_grow(far)
+        end
+      end
+      open, add, added = nil, {}, 0
     end
-    local leaf, start, level = wq_far_leaf_for(far, due, now)
-    if not leaf then
-      return false
+    for i = 1, #jobs, 3 do
+      local id, due, envelope = jobs[i], jobs[i + 1], jobs[i + 2]
+      local fp, h, ix
+      if due >= now + far.horizon and #id <= 255 then
+        fp, h = wq_far_fp(id)
+        if held[fp] then
+          fp = nil
+        end
+      end
+      if fp and not (open and due >= open.start and due < open.finish
+          and open.length + added < WQ_FAR_CAP) then
+        flush()
+        local leaf, start, level = wq_far_leaf_for(far, due, now)
+        if leaf then
+          open = {leaf = leaf, start = start, level = level,
+            finish = start + wq_far_span(far, level),
+            length = redis.call('LLEN', wq_far_key(far, leaf))}
+        else
+          fp = nil
+        end
+      end
+      if fp then -- looked up in the index's shape now: the one the held records are filed under
+        ix = wq_far_index(far, h)
+        if redis.call('HEXISTS', ix, fp) == 1 then
+          fp = nil
+        end
+      end
+      if fp then
+        held[fp] = true
+        add[added * 3 + 1], add[added * 3 + 2] = ix, fp
+        add[added * 3 + 3] = wq_far_pack(id, due, envelope, open.start, open.level)
+        added = added + 1
+      else
+        left[l + 1], left[l + 2], left[l + 3] = id, due, envelope
+        l = l + 3
+      end
     end
-    ix = wq_far_index(far, h) -- unchanged by a split: the index's shape only grows below
-    wq_far_append(far, leaf, start, {ix, fp, wq_far_pack(id, due, envelope, start, level)})
-    far.entries = far.entries + 1
-    redis.call('HINCRBY', far.meta, 'entries', 1)
-    if far.entries > WQ_FAR_LOAD * (2 ^ far.level + far.split) then
-      wq_far_grow(far)
-    end
-    return true
+    flush()
+    return left
   end
 
   return {find = wq_far_find, drop = wq_far_drop, put = wq_far_put, leaf = wq_far_leaf,
     key = wq_far_key, index = wq_far_index, fp = wq_far_fp, unpack = wq_far_unpack,
-    loc = wq_far_loc, span = wq_far_span, due = wq_far_due, live = wq_far_live}
+    loc = wq_far_loc, live = wq_far_live, span = wq_far_span, due = wq_far_due,
+    indexed = wq_far_indexed}
 end
 
 -- A far tier's functions (wq_far_tier) are made on the first use of one: a call that finds

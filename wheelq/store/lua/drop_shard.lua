@@ -25,7 +25,7 @@ KEYS[21] {T:s}:waiters   ZSET    results awaited
 KEYS[22] {T:s}:done      STREAM  notes to the results' waiters
 KEYS[23] {T:s}:events    STREAM  job events
 KEYS[24] {T:s}:far       HASH    the far tier's meta: its jobs count as pending, and its
-         bucket and index keys go with it
+         leaves, index hashes, buckets and live counts go with it
          (KEYS[4..18] and those after KEYS[19] are only deleted: every key of the shard,
          wheelq.core.keys.DATA_KEY_NAMES, and the far tier's)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
@@ -95,6 +95,7 @@ if #leaves == step or to < addresses - 1 then
   return {WQ_OK, 0, pending, unacked, 1}
 end
 gone[#gone + 1] = buckets
+gone[#gone + 1] = KEYS[24] .. ':live'
 for _, key in ipairs(KEYS) do
   gone[#gone + 1] = key
 end

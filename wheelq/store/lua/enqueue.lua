@@ -201,6 +201,9 @@ if cap then
   end
 end
 local out, notes, ordered, replaced = {WQ_OK}, {}, 0, {}
+-- Jobs due beyond the far horizon (id, due, envelope: three entries a job), put there together
+-- at the end; was[id]: it replaces a pending job (in the sorted set, or dropped from the tier)
+local farward, f, was = {}, 0, {}
 for n = 1, #ids do
   local i = 6 + (n - 1) * stride
   local id, value, envelope = ARGV[i], tonumber(ARGV[i + at_value]), ARGV[i + at_envelope]
@@ -243,11 +246,12 @@ for n = 1, #ids do
         leave_far(id)
       end
       if unique then
-        if not (wq_far_takes(far, due, now) and far:put(id, due, envelope, now)) then
+        if wq_far_takes(far, due, now) then
+          f = f + 3
+          farward[f - 2], farward[f - 1], farward[f], was[id] = id, due, envelope, pending[id]
+        else
           hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
           m = m + 2
-        elseif pending[id] then
-          gone[#gone + 1] = id -- it replaces a job in the sorted set: out of it
         end
       else
         pending[id], final[id], envelopes[id] = true, due, envelope
@@ -264,13 +268,29 @@ for n = 1, #ids do
 end
 for _, id in ipairs(order) do  -- empty with unique ids
   local due = final[id]
-  if due and wq_far_takes(far, due, now) and far:put(id, due, envelopes[id], now) then
-    gone[#gone + 1] = id -- replacing a job in the sorted set: out of it
+  if due and wq_far_takes(far, due, now) then
+    f = f + 3
+    farward[f - 2], farward[f - 1], farward[f], was[id] = id, due, envelopes[id], true
   elseif due then
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelopes[id], due, id
     m = m + 2
   elseif due == false then
     gone[#gone + 1] = id
+  end
+end
+if f > 0 then
+  -- The jobs no leaf takes are scheduled in the sorted set; one a leaf takes that replaces a
+  -- job there takes it out.
+  local left, kept = far:put(farward, now), {}
+  for i = 1, #left, 3 do
+    hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = left[i], left[i + 2], left[i + 1], left[i]
+    m = m + 2
+    kept[left[i]] = true
+  end
+  for i = 1, f, 3 do
+    if was[farward[i]] and not kept[farward[i]] then
+      gone[#gone + 1] = farward[i]
+    end
   end
 end
 wq_forget(KEYS[1], KEYS[2], gone)

@@ -79,6 +79,7 @@ if m > 0 then
   wq_multi('ZADD', KEYS[3], zadd)
   far.entries = far.entries - moved
   redis.call('HINCRBY', KEYS[2], 'entries', -moved)
+  far:live(leaf, -moved)
 end
 if #notes > 0 then
   wq_multi('RPUSH', KEYS[6], notes)
@@ -88,6 +89,7 @@ at = at + #records
 if at >= redis.call('LLEN', key) then
   redis.call('DEL', key)
   redis.call('ZREM', buckets, first[1])
+  redis.call('HDEL', KEYS[2] .. ':live', first[1])
   redis.call('HDEL', KEYS[2], 'at')
 else
   redis.call('HSET', KEYS[2], 'at', first[1] .. ':' .. wq_fmt(at))

@@ -117,7 +117,7 @@ local function read_leaf()
     local due = far.due(record, s, level)
     if due >= from and not (high and due >= high) then
       local id, _, envelope = far.unpack(record, s, level)
-      if (due ~= after_due or before(after_member, id)) and far:live(id, leaf, position - 1) then
+      if (due ~= after_due or before(after_member, id)) and far:indexed(id, leaf, position - 1) then
         rows[#rows + 1] = {due, id, envelope}
       end
     end

@@ -92,7 +92,7 @@ for i, member in ipairs(members) do
   else
     placed = WQ_SCHEDULED -- at its due time, or held back by the "ready" limit
     if member == id and plain and wq_far_takes(far, due, now)
-        and far:put(id, due, envelopes[i], now) then
+        and #far:put({id, due, envelopes[i]}, now) == 0 then
       wq_forget(KEYS[1], KEYS[2], {member})
     else
       wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, member, due, envelopes[i])
