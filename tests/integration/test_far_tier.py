@@ -2,27 +2,39 @@
 topic's horizon is kept in a bucket, not in the sorted set, and every operation by id means
 what it means for any pending job: dedupe, replace, get, cancel, reschedule into the hot
 window and out of it; promotion moves each far job into the sorted set once, fenced by the
-lease, however often it is called and by whom, and the job then fires on time, never early.
-On both servers, one server and a cluster."""
+lease, however often it is called and by whom, and the job then fires on time, never early;
+the pending list (the library's, HTTP's and the console's) merges far jobs with the sorted
+set's in due order through every page boundary and due range, a page the far records' bound
+cuts short goes on from the next leaf, and bulk actions select and act on far jobs. On both
+servers, one server and a cluster."""
 
 from __future__ import annotations
 
+import itertools
+import re
 import signal
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
 
+from tests.integration.test_job_lists import every_page
+from tests.integration.test_web_dashboard import get
+from tests.support.clients import SyncAsAsync
 from tests.support.entries import ENQUEUED_MS, ready_fields
 from tests.support.node_proc import NodeProcess
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, eventually_sync
+from tests.support.web import serving
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Scheduler
 from wheelq.core import far_tier as ft
 from wheelq.core.history import SEPARATOR, JobState
 from wheelq.core.job import Envelope
+from wheelq.core.job_list import PREVIEW_CHARS
 from wheelq.core.keys import (
     ShardKeys,
     all_shards,
@@ -31,9 +43,10 @@ from wheelq.core.keys import (
     far_leaf_key,
     shard_of,
 )
+from wheelq.core.payload import payload_text, read_payload
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
-from wheelq.store import far_tier, schedules, settle, topics
+from wheelq.store import far_tier, job_lists, schedules, settle, topics
 from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 pytestmark = pytest.mark.cluster_too
@@ -438,6 +451,313 @@ async def test_jobs_due_at_one_instant_fill_a_minute_leaf_and_the_rest_stay_hot(
     for job_id in ids[::50]:
         info = await client.get(topic, job_id)
         assert info.state is JobState.PENDING and info.due_ms == at * 1000, job_id
+
+
+# --- job lists and bulk actions ---------------------------------------------------------------
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MINUTE_MS = 60_000
+Expected = dict[str, tuple[int, Any]]
+"""Job id -> (due ms, payload) of every job a topic holds pending."""
+
+
+def at_ms(ms: int) -> datetime:
+    """Epoch ms as a due time, exactly."""
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+async def server_ms(r: Any) -> int:
+    seconds, micros = await r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def ids_in(shard: int, prefix: str, n: int) -> list[str]:
+    """`n` ids ``prefix<k>`` that hash to `shard`."""
+    return list(
+        itertools.islice(
+            (j for k in itertools.count() if shard_of(j := f"{prefix}{k}", SHARDS) == shard), n
+        )
+    )
+
+
+async def put(client: AsyncClient, topic: str, expected: Expected, jobs: Expected) -> None:
+    await client.enqueue_many(
+        topic,
+        [{"payload": p, "at": at_ms(due), "job_id": j} for j, (due, p) in jobs.items()],
+    )
+    expected.update(jobs)
+
+
+async def move(client: AsyncClient, topic: str, expected: Expected, job_id: str, due: int) -> None:
+    assert await client.reschedule(topic, job_id, at=at_ms(due))
+    expected[job_id] = (due, expected[job_id][1])
+
+
+async def drop(client: AsyncClient, topic: str, expected: Expected, job_id: str) -> None:
+    assert await client.cancel(topic, job_id)
+    del expected[job_id]
+
+
+async def mixed_topic(client: AsyncClient, topic: str) -> tuple[Expected, int]:
+    """`topic` with pending jobs in both tiers, interleaved, and the due ms of a burst: 500
+    far jobs over three hours, then 560 jobs due at one ms in shard 0 (the leaves split down
+    to that minute's; 512 of them far, the rest in the sorted set: a tie across tiers), three
+    ids longer than 255 bytes (in the sorted set, beyond the horizon; one due with the burst),
+    40 jobs within the horizon; then far jobs cancelled, moved far to far (dead records left
+    in their leaves), far to hot and hot to far."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    now = await server_ms(r)
+    start = (now // MINUTE_MS + 120) * MINUTE_MS  # two hours ahead
+    burst = start + 90 * MINUTE_MS + 7
+    expected: Expected = {}
+    await put(
+        client,
+        topic,
+        expected,
+        {f"s{i:03d}": (start + i * 21_611, {"s": i}) for i in range(500)},
+    )
+    await put(
+        client, topic, expected, {j: (burst, {"b": k}) for k, j in enumerate(ids_in(0, "b", 560))}
+    )
+    long = {"L" * 255 + str(k): (start + k * 3_600_000 + 5, {"l": k}) for k in range(3)}
+    long["L" * 255 + "3"] = (burst, {"l": 3})
+    await put(client, topic, expected, long)
+    await put(
+        client,
+        topic,
+        expected,
+        {f"h{i:02d}": (now + 5 * MINUTE_MS + i * 1000, {"h": i}) for i in range(40)},
+    )
+    spread = [f"s{i:03d}" for i in range(500)]
+    for job_id in spread[::25]:
+        await drop(client, topic, expected, job_id)
+    for job_id in spread[7::40]:
+        await move(client, topic, expected, job_id, expected[job_id][0] + 45 * MINUTE_MS + 3)
+    for job_id in spread[11::40]:
+        await move(client, topic, expected, job_id, now + 4 * MINUTE_MS + 11)
+    for i, job_id in enumerate([f"h{i:02d}" for i in range(0, 40, 10)]):
+        await move(client, topic, expected, job_id, start + 30 * MINUTE_MS + i)
+    # the shape asked for: both tiers, jobs beyond the horizon in each, ties across them,
+    # several leaves a shard and dead records in them
+    entries = await far_entries(r, shards)
+    beyond = [await r.zcount(k.delayed, now + HORIZON_MS, "+inf") for k in shards]
+    leaves = [await r.zcard(far_buckets_key(k)) for k in shards]
+    records = 0
+    for keys in shards:
+        for leaf in await r.zrange(far_buckets_key(keys), 0, -1):
+            records += await r.llen(far_leaf_key(keys, leaf.decode()))
+    tied_hot = await r.zcount(shards[0].delayed, burst, burst)
+    assert 0 < entries < len(expected) and beyond[0] > 0 and leaves[0] >= 2, (entries, leaves)
+    assert records > entries and 0 < tied_hot < 560
+    assert entries + sum([await r.zcard(k.delayed) for k in shards]) == len(expected)
+    return expected, burst
+
+
+def in_order(
+    expected: Expected, low: int | None = None, high: int | None = None
+) -> list[tuple[str, int, str]]:
+    """The rows a pending list of [low, high) answers: (id, due ms, preview), in order."""
+    rows = [
+        (j, due, payload_text(p, PREVIEW_CHARS))
+        for j, (due, p) in expected.items()
+        if (low is None or due >= low) and (high is None or due < high)
+    ]
+    return sorted(rows, key=lambda row: (row[1], row[0].encode()))
+
+
+async def listed(admin: Any, topic: str, limit: int, **kw: Any) -> list[tuple[str, int, str]]:
+    """Every page of the topic's pending list: (id, due ms, preview) of each row."""
+    rows = await every_page(admin, topic, "pending", limit=limit, **kw)
+    return [(r.id, r.due_ms, r.preview) for r in rows]
+
+
+async def shard_rows(
+    r: Any, keys: ShardKeys, count: int, low: int | None = None, high: int | None = None
+) -> list[tuple[str, int, str]]:
+    """Every page of one shard's pending jobs in [low, high), `count` rows a call (one source:
+    no other shard's rows hold a page back): (id, due ms, preview) of each row."""
+    executor = AsyncExecutor(r)
+    rows: list[tuple[str, int, str]] = []
+    after = None
+    while True:
+        (page,) = await executor.run([job_lists.pending_page(keys, low, high, after, count)])
+        for row in page.rows:
+            assert row.envelope is not None and row.due_ms is not None
+            payload = read_payload(Envelope.unpack(row.envelope).payload)
+            rows.append((row.member.decode(), row.due_ms, payload_text(payload, PREVIEW_CHARS)))
+        if page.next is None:
+            return rows
+        after = page.next
+
+
+def of_shard(expected: Expected, keys: ShardKeys) -> Expected:
+    return {j: v for j, v in expected.items() if shard_of(j, SHARDS) == keys.shard}
+
+
+async def test_the_pending_list_merges_far_and_hot_jobs_in_due_order_page_by_page(
+    client: AsyncClient, topic: str
+) -> None:
+    expected, _ = await mixed_topic(client, topic)
+    for keys in all_shards(topic, SHARDS):  # from every row of a shard in turn, and in steps
+        for count in (1, 3, 50):
+            got = await shard_rows(client.redis, keys, count)
+            assert got == in_order(of_shard(expected, keys)), (keys.shard, count)
+    admin = AsyncAdmin.of(client)
+    for limit in (5, 64, 1000):
+        assert await listed(admin, topic, limit) == in_order(expected), limit
+    info = await client.get(topic, "s001")  # a far job as the lookup reads it
+    assert info.due_ms == expected["s001"][0]
+
+
+async def test_a_due_range_lists_the_far_and_hot_jobs_due_in_it(
+    client: AsyncClient, topic: str
+) -> None:
+    expected, burst = await mixed_topic(client, topic)
+    admin = AsyncAdmin.of(client)
+    first = min(due for due, _ in expected.values())
+    dues = sorted(due for due, _ in expected.values())
+    hot_end = max(due for due in dues if due < first + 10 * MINUTE_MS)
+    ranges = [
+        (burst, burst + 1),  # one ms: the burst's far and hot jobs, and a long id
+        (dues[100] + 1, dues[400]),  # from and to inside leaves
+        (None, dues[0] + 10 * MINUTE_MS),  # the hot window only
+        (dues[-30], None),
+        (first - 1, first),  # nothing
+        (hot_end + 1, dues[200]),  # from the gap between the hot window and the leaves
+    ]
+    for low, high in ranges:
+        due_after = None if low is None else at_ms(low)
+        due_before = None if high is None else at_ms(high)
+        got = await listed(admin, topic, 7, due_after=due_after, due_before=due_before)
+        assert got == in_order(expected, low, high), (low, high)
+        for keys in all_shards(topic, SHARDS):
+            got = await shard_rows(client.redis, keys, 2, low, high)
+            assert got == in_order(of_shard(expected, keys), low, high), (keys.shard, low, high)
+    assert len(in_order(expected, burst, burst + 1)) == 560 + 1
+
+
+async def test_a_page_stops_short_at_the_far_records_bound_and_goes_on_from_the_next_leaf(
+    client: AsyncClient, topic: str
+) -> None:
+    """Three leaves of 500 records, 5 live each: a call reads two (1,000 records), not the
+    third, and says where the page goes on from; the list still answers every job."""
+    shards = await far_topic(client, topic)
+    keys = shards[0]
+    r = client.redis
+    now = await server_ms(r)
+    span = ft.span(ft.TOP_LEVEL)
+    first = (now // span + 2) * span  # a top-level leaf's start, well beyond the horizon
+    expected: Expected = {}
+    ids = ids_in(0, "d", 1500)
+    for k in range(3):
+        leaf = {j: (first + k * span + 1000 * i, {"d": j}) for i, j in enumerate(ids[k::3])}
+        await put(client, topic, expected, leaf)
+        for i, job_id in enumerate(ids[k::3]):
+            if i % 100:
+                await drop(client, topic, expected, job_id)
+    long = "L" * 256  # the longest id: 256 bytes
+    hot = {f"h{i}": (now + 5 * MINUTE_MS + i, {"h": i}) for i in range(3)}
+    hot[long] = (first + span + 1, {"l": 0})  # in the sorted set, in leaf 1's span
+    await put(client, topic, expected, hot)
+    assert [
+        await r.llen(far_leaf_key(keys, leaf.decode()))
+        for leaf in await r.zrange(far_buckets_key(keys), 0, -1)
+    ] == [500, 500, 500]
+    executor = AsyncExecutor(r)
+
+    (page,) = await executor.run([job_lists.pending_page(keys, None, None, None, 100)])
+
+    mine = in_order({j: v for j, v in expected.items() if shard_of(j, SHARDS) == 0})
+    rows = [(row.member.decode(), row.due_ms) for row in page.rows]
+    assert rows == [(j, due) for j, due, _ in mine if due < first + 2 * span]  # short: 14 rows
+    assert 10 < len(rows) < 100 and page.next == (first + 2 * span, b"")
+    assert page.passed == 990  # 1,000 records read, 10 live returned
+    assert all(not row.retry and row.envelope for row in page.rows)
+    (rest,) = await executor.run([job_lists.pending_page(keys, None, None, page.next, 100)])
+    assert [(row.member.decode(), row.due_ms) for row in rest.rows] == [
+        (j, due) for j, due, _ in mine if due >= first + 2 * span
+    ]
+    assert rest.next is None
+    # bare rows (ids and due times, as a selection reads them) and a position in a leaf
+    (bare,) = await executor.run(
+        [job_lists.pending_page(keys, None, None, (mine[4][1], mine[4][0].encode()), 3, 0)]
+    )
+    assert [(row.member.decode(), row.due_ms, row.envelope) for row in bare.rows] == [
+        (j, due, None) for j, due, _ in mine[5:8]
+    ]
+    assert bare.next == (mine[7][1], mine[7][0].encode())
+    for limit in (1, 4, 100):
+        assert await listed(AsyncAdmin.of(client), topic, limit) == in_order(expected), limit
+
+
+async def test_http_the_admin_and_the_console_list_far_jobs(
+    client: AsyncClient, topic: str, redis_url: str
+) -> None:
+    await far_topic(client, topic)
+    now = await server_ms(client.redis)
+    expected: Expected = {}
+    await put(client, topic, expected, {f"f{i}": (now + (3 + i) * 3_600_000, i) for i in range(6)})
+    await put(client, topic, expected, {f"h{i}": (now + (5 + i) * MINUTE_MS, i) for i in range(3)})
+    assert await far_entries(client.redis, all_shards(topic, SHARDS)) == 6
+    ids = [j for j, _, _ in in_order(expected)]
+    with Client.from_url(redis_url) as blocking:
+        assert [j for j, _, _ in await listed(SyncAsAsync(Admin.of(blocking)), topic, 2)] == ids
+    async with serving(redis_url) as api:
+        rows = await api.job_rows(f"/v1/topics/{topic}/jobs?state=pending&limit=2")
+        assert [row["id"] for row in rows] == ids
+        html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=pending&limit=50")
+        assert re.findall(r'<tr data-job="([^"]*)"', html) == ids
+
+
+async def test_bulk_actions_select_and_act_on_far_jobs(client: AsyncClient, topic: str) -> None:
+    await far_topic(client, topic)
+    r = client.redis
+    now = await server_ms(r)
+    start = (now // MINUTE_MS + 180) * MINUTE_MS
+    expected: Expected = {}
+    await put(client, topic, expected, {f"f{i:02d}": (start + i * 1000, i) for i in range(40)})
+    await put(client, topic, expected, {f"h{i}": (now + (5 + i) * MINUTE_MS, i) for i in range(5)})
+    assert await far_entries(r, all_shards(topic, SHARDS)) == 40
+    admin = AsyncAdmin.of(client)
+    window = {"state": "pending", "due_after": at_ms(start), "due_before": at_ms(start + 20_000)}
+
+    dry = await admin.bulk(topic, "cancel", dry_run=True, **window)
+    assert dry.matched == 20  # f00-f19, all far
+    await drop(client, topic, expected, "f03")  # in between: changed, left alone
+    done = await admin.bulk(topic, "cancel", selection=dry.selection)
+    assert (done.acted, done.changed, done.skipped, done.remaining) == (19, 1, 0, 0)
+    for i in range(20):
+        expected.pop(f"f{i:02d}", None)
+
+    shifted = await admin.bulk(
+        topic,
+        "reschedule",
+        state="pending",
+        ids=[f"f{i}" for i in range(20, 30)],
+        shift_ms=3_600_000,
+    )
+    assert (shifted.matched, shifted.acted, shifted.changed) == (10, 10, 0)
+    for i in range(20, 30):
+        expected[f"f{i}"] = (expected[f"f{i}"][0] + 3_600_000, i)
+    later = start + 86_400_000
+    moved = await admin.bulk(
+        topic,
+        "reschedule",
+        state="pending",
+        due_after=at_ms(start + 30_000),
+        due_before=at_ms(start + 35_000),
+        at=at_ms(later),
+    )
+    assert (moved.matched, moved.acted) == (5, 5)
+    for i in range(30, 35):
+        expected[f"f{i}"] = (later, i)
+    ran = await admin.bulk(topic, "run_now", state="pending", ids=["f35", "f36", "h0"])
+    assert (ran.matched, ran.acted) == (3, 3)
+    for job_id in ("f35", "f36", "h0"):
+        assert (await client.get(topic, job_id)).state is JobState.READY, job_id
+        del expected[job_id]
+    assert await listed(admin, topic, 100) == in_order(expected)
 
 
 async def test_a_forecast_counts_far_jobs_in_windows_beyond_the_horizon(

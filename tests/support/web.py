@@ -44,6 +44,19 @@ class Served:
                 data = None
             return r.status, data, dict(r.headers)
 
+    async def job_rows(self, path: str) -> list[dict[str, Any]]:
+        """Every row of a job list (`path`: ``/v1/topics/{t}/jobs?state=...``), page by page
+        through each page's ``next``."""
+        rows: list[dict[str, Any]] = []
+        cursor = ""
+        while True:
+            status, body, _ = await self.call("GET", path + cursor)
+            assert status == 200, body
+            rows += body["jobs"]
+            if body["next"] is None:
+                return rows
+            cursor = f"&cursor={body['next']}"
+
 
 @contextlib.asynccontextmanager
 async def serving(

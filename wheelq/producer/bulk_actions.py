@@ -214,19 +214,16 @@ def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter)
         pages = yield calls
         members: list[tuple[int, str, int]] = []
         for i, page in zip(shards_now, pages, strict=True):
-            more, rows = (
-                (len(page) == SELECT_PAGE, page) if sel.state is ListState.PENDING else page
-            )
-            members += [(i, *picked) for row in rows if (picked := _pick(sel.state, match, row))]
-            if more and rows:
-                last = rows[-1]
-                after[i] = (
-                    (last.due_ms or 0, last.member)
-                    if sel.state is ListState.PENDING
-                    else last.member
-                )
+            if sel.state is ListState.PENDING:  # a page may be short and have a next
+                rows, following = page.rows, page.next
             else:
+                more, rows = page
+                following = rows[-1].member if more and rows else None
+            members += [(i, *picked) for row in rows if (picked := _pick(sel.state, match, row))]
+            if following is None:
                 del after[i]
+            else:
+                after[i] = following
         count += yield from _remember(topic, sel, members)
     return count
 

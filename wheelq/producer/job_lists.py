@@ -64,7 +64,8 @@ class Read:
     rows: list[Keyed] = field(default_factory=list)
     """The rows the state holds, with their keys."""
     last: SortKey | None = None
-    """The key of the last row read (kept or not); None when it read none."""
+    """The key of the last row read (kept or not), or, for a pending page the far tier's
+    bound cut short, the key it goes on from (past its last row); None when it read none."""
     more: bool = False
     """It read a full count: more may follow `last`."""
     scanned: int = 0
@@ -224,12 +225,13 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
             for k in views
         ]
         out = []
-        for keys, rows in zip(views, pages, strict=True):
-            r = Read(more=len(rows) == count, scanned=len(rows))
-            for row in rows:
+        for keys, page in zip(views, pages, strict=True):
+            # a page cut short by the far tier's bound has its next key past its last row
+            r = Read(last=page.next, more=page.next is not None)
+            r.scanned = len(page.rows) + page.passed
+            for row in page.rows:
                 assert row.due_ms is not None
                 key: SortKey = (row.due_ms, row.member)
-                r.last = key
                 job, env = _stored_job(keys.topic, ListState.PENDING, keys, row)
                 if not _is_retry(row, env):
                     r.rows.append((key, job, None if env is None else env.payload))

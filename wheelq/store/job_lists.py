@@ -49,6 +49,19 @@ def _rows(flat: Sequence[Any], width: int = 3) -> list[StoredRow]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class PendingPage:
+    """A page of one shard's pending jobs, the sorted set's and the far tier's merged."""
+
+    rows: list[StoredRow]
+    next: tuple[int, bytes] | None
+    """Where the next page starts (after this (due, member)); None: the shard has no more in
+    the range. Past the last row, with a member of ``b""``, when the far records one call
+    reads ran out: the page is short, and every row due before it has been returned."""
+    passed: int = 0
+    """Far records read and not returned (dead ones among them)."""
+
+
 def pending_page(
     keys: ShardKeys,
     low_ms: int | None,
@@ -56,10 +69,11 @@ def pending_page(
     after: tuple[int, bytes] | None,
     count: int,
     envelope_max: int = ENVELOPE_MAX,
-) -> Call[list[StoredRow]]:
-    """Up to `count` pending jobs of `keys`' shard due in [low, high), after `after` (a row's
-    (due, member)), in (due, member) order; envelopes up to `envelope_max` bytes (0: none,
-    their sizes only)."""
+) -> Call[PendingPage]:
+    """Up to `count` pending jobs of `keys`' shard due in [low, high), after `after` (a
+    page's `next`, or a row's (due, member)), in (due, member) order, wherever each is
+    stored; envelopes up to `envelope_max` bytes (0: none, their sizes only). A page may be
+    short and still have a `next` (`list_pending.lua`)."""
     args: list[str | bytes | int] = [
         "-inf" if low_ms is None else low_ms,
         "+inf" if high_ms is None else high_ms,
@@ -68,9 +82,13 @@ def pending_page(
         count,
         envelope_max,
     ]
-    return script_call(
-        "list_pending", keys, args, lambda reply: _rows(check("list_pending", reply)[1:], 4)
-    )
+
+    def parse(reply: Any) -> PendingPage:
+        r = check("list_pending", reply)
+        following = (int(float(r[2])), bytes(r[3])) if r[1] else None
+        return PendingPage(_rows(r[5:], 4), following, int(r[4]))
+
+    return script_call("list_pending", keys, args, parse)
 
 
 def retrying_page(

@@ -151,9 +151,10 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "far",
     ),
     "note_events": ("limits", "events"),
-    "list_pending": ("delayed", "jobs", "retries"),
+    "list_pending": ("delayed", "jobs", "retries", "far"),
     "due_within": ("delayed", "far"),
     "list_retrying": ("retries", "delayed", "jobs"),
+    "due_times": ("delayed", "far"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from wheelq.core.history import SEPARATOR
 from wheelq.core.keys import ShardKeys, selection_key, selection_mark_key
-from wheelq.store.call import Call
-from wheelq.store.scripts import text
+from wheelq.store.call import Call, script_call
+from wheelq.store.scripts import check, text
 
 
 def remember(
@@ -72,8 +72,11 @@ def _scores(reply: Any) -> list[int | None]:
 
 
 def due_times(keys: ShardKeys, members: Sequence[str]) -> Call[list[int | None]]:
-    """Each member's due ms in the shard's sorted set (None: not pending)."""
-    return Call(command=("ZMSCORE", keys.delayed, *members), parse=_scores)
+    """Each member's due ms wherever it is pending, the sorted set or the far tier (None: not
+    pending); a batch of at most `wheelq.core.bulk_actions.BATCH` (`due_times.lua`)."""
+    return script_call(
+        "due_times", keys, list(members), lambda reply: _scores(check("due_times", reply)[1:])
+    )
 
 
 def in_retry_index(keys: ShardKeys, members: Sequence[str]) -> Call[list[bool]]:

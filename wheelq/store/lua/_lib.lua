@@ -589,13 +589,17 @@ end
 -- A job list's rows: for each member of `members` (in order), the member, its due ms
 -- (`dues[i]`, false: not pending) and its envelope, or its size in bytes when it is larger
 -- than `max` (a list never copies a huge payload), appended to `out`. `max` 0: neither
--- (false), for a caller that needs ids and due times only.
-local function wq_list_rows(jobs, members, dues, max, out)
+-- (false), for a caller that needs ids and due times only. The envelope is read from `jobs`
+-- unless `held[i]` has it already (a far record's).
+local function wq_list_rows(jobs, members, dues, max, out, held)
   for i, member in ipairs(members) do
     out[#out + 1] = member
     out[#out + 1] = dues[i]
+    local envelope = held and held[i]
     if max <= 0 then
       out[#out + 1] = false
+    elseif envelope then
+      out[#out + 1] = #envelope > max and #envelope or envelope
     else
       local size = redis.call('HSTRLEN', jobs, member)
       if size > max then
@@ -739,6 +743,13 @@ local function wq_far_tier()
     return id, start + offset, string.sub(record, rest)
   end
 
+  -- A record's due ms alone, its id not decoded (a list passes over records out of its range
+  -- at this cost).
+  local function wq_far_due(record, start, level)
+    local n = string.byte(record, 1)
+    return start + struct.unpack(WQ_FAR_OFFSET[level + 1], record, n == 0 and 18 or 2 + n)
+  end
+
   -- A location as stored (5 bytes) and read back.
   local function wq_far_loc(leaf, position)
     return struct.pack('>I5', leaf * WQ_FAR_POSITIONS + position)
@@ -772,6 +783,12 @@ local function wq_far_tier()
       return nil
     end
     return {ix = ix, fp = fp, due = due, envelope = envelope, leaf = leaf}
+  end
+
+  -- Whether the record of `id` at (leaf, position) is live: its index entry points at it.
+  local function wq_far_indexed(far, id, leaf, position)
+    local fp, h = wq_far_fp(id)
+    return redis.call('HGET', wq_far_index(far, h), fp) == wq_far_loc(leaf, position)
   end
 
   -- Take a found far job out (its record stays, dead, until its leaf splits or is promoted).
@@ -961,7 +978,8 @@ local function wq_far_tier()
 
   return {find = wq_far_find, drop = wq_far_drop, put = wq_far_put, leaf = wq_far_leaf,
     key = wq_far_key, index = wq_far_index, fp = wq_far_fp, unpack = wq_far_unpack,
-    loc = wq_far_loc, live = wq_far_live, span = wq_far_span}
+    loc = wq_far_loc, live = wq_far_live, span = wq_far_span, due = wq_far_due,
+    indexed = wq_far_indexed}
 end
 
 -- A far tier's functions (wq_far_tier) are made on the first use of one: a call that finds
