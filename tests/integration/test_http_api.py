@@ -525,9 +525,11 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
         "in_flight": stats.in_flight,
         "in_stream": stats.in_stream,
         "dead": stats.dead,
+        "far": stats.far,
         "shards": [asdict(s) for s in stats.shards],
         "paused_since_ms": None,
         "paused_groups": {},
+        "far_horizon_ms": stats.far_horizon_ms,
     }
     assert stats_body == expected_stats and list(stats_body) == list(expected_stats)
     group = groups[0]
