@@ -23,16 +23,13 @@ taken over the span back to the oldest of them; the first view has none.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import hashlib
 import math
 import mimetypes
 import re
 import shlex
-from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
@@ -43,14 +40,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from markupsafe import Markup
-from redis.exceptions import ResponseError
 
 from wheelq.core.due import utc_text
-from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
 from wheelq.core.history import JobState, payload_gone
-from wheelq.core.keys import ShardKeys, all_shards
-from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
-from wheelq.core.pause import PauseState
 from wheelq.core.payload import payload_text
 from wheelq.core.retry import Reason, error_line
 from wheelq.errors import (
@@ -60,13 +52,11 @@ from wheelq.errors import (
     UnknownJobError,
     UnknownTopicError,
 )
-from wheelq.store import events, leases, pauses
-from wheelq.store.executor import AsyncExecutor, drive_async
-from wheelq.store.observe import observe_shards
 from wheelq.web import DEAD_SCAN, api_topics
-from wheelq.web.charts import RANGES, Chart, bars, svg
+from wheelq.web.charts import RANGES, Chart, svg
 from wheelq.web.problems import ProblemError, problem_of
 from wheelq.web.service import WebService, service
+from wheelq.web.ui_topics import Frames, summaries, topic_view
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -82,282 +72,6 @@ HEADERS = {
 }
 ICON_CACHE = {"Cache-Control": "public, max-age=86400"}
 CHALLENGE = {"WWW-Authenticate": 'Basic realm="wheelq"'}
-
-
-MIN_SPAN_MS = 1000
-"""Frames closer together than this share one (and a rate needs at least this span)."""
-WINDOW_MS = 60_000
-"""Rates span at most this far back."""
-MAX_TOPICS = 256
-"""Topics whose frames are kept (the least recently viewed go first)."""
-
-Frame = tuple[int, dict[tuple[str, int], ShardObservation]]
-
-
-class Frames:
-    """Recent observations per topic, for the rates of the next page view."""
-
-    def __init__(self) -> None:
-        self._topics: OrderedDict[str, deque[Frame]] = OrderedDict()
-
-    def before(self, topic: str, now_ms: int) -> Frame | None:
-        """The oldest frame of `topic` within `WINDOW_MS` and at least `MIN_SPAN_MS` old."""
-        frames = self._topics.get(topic)
-        while frames and frames[0][0] < now_ms - WINDOW_MS:
-            frames.popleft()
-        if frames and frames[0][0] <= now_ms - MIN_SPAN_MS:
-            return frames[0]
-        return None
-
-    def add(self, topic: str, at_ms: int, observations: Sequence[ShardObservation]) -> None:
-        frames = self._topics.setdefault(topic, deque())
-        self._topics.move_to_end(topic)
-        if not frames or frames[-1][0] <= at_ms - MIN_SPAN_MS:
-            # Rates need counters only: the lateness sample is left out.
-            frames.append(
-                (at_ms, by_shard(dataclasses.replace(o, lateness_ms=()) for o in observations))
-            )
-        while len(self._topics) > MAX_TOPICS:
-            self._topics.popitem(last=False)
-
-
-@dataclass(frozen=True, slots=True)
-class ShardRow:
-    """One shard (or, with `shard` None, the topic) as the topic page shows it."""
-
-    shard: int | None
-    leader: str | None
-    pending: int
-    ready: int
-    in_stream: int
-    in_flight: int
-    oldest_in_flight_ms: int | None
-    dead: int
-    fired_per_s: float | None
-    late_p50_ms: float
-    late_p99_ms: float
-
-
-@dataclass(frozen=True, slots=True)
-class GroupRow:
-    """One consumer group over every shard."""
-
-    name: str
-    in_flight: int
-    ready: int | None
-    """Fired, not yet delivered to this group (None: a server cannot tell)."""
-    handled: int
-    oldest_in_flight_ms: int | None
-    paused_since_ms: int | None = None
-    """Since when it takes no new jobs (paused on its own or with its topic); None: it runs."""
-
-
-@dataclass(frozen=True, slots=True)
-class TopicView:
-    topic: str
-    at_ms: int
-    total: ShardRow
-    shards: list[ShardRow]
-    groups: list[GroupRow]
-    due_soon: int
-    window_s: float | None
-    """The span the rates are taken over (None: no earlier view to compare with)."""
-    paused: PauseState | None = None
-    events_on: bool = False
-    """Whether the topic keeps job events (`wheelq events`, the SSE endpoint)."""
-    forecast: Forecast | None = None
-    """Its jobs due in the next `WITHIN_S` windows, read with the rest."""
-    far: int = 0
-    """Of its pending jobs, those kept in the far tier (due beyond its far horizon)."""
-
-    def forecast_bars(self) -> Markup:
-        """The forecast as bars, a window each."""
-        rows = [] if self.forecast is None else self.forecast.due_within.items()
-        drawn = bars(
-            "forecast",
-            "Jobs due in the next " + " / ".join(f"{s} s" for s in WITHIN_S),
-            [(f"next {within} s", n) for within, n in rows],
-        )
-        return Markup(drawn)  # noqa: S704 (bars escapes what it draws)
-
-
-async def observe(
-    executor: AsyncExecutor,
-    shards: Sequence[ShardKeys],
-    now_ms: int,
-    sample: int,
-    within_ms: Sequence[int] = (),
-) -> list[ShardObservation]:
-    return await drive_async(
-        observe_shards(shards, now_ms, sample, within_ms=within_ms),
-        lambda calls: executor.run(calls, return_exceptions=True),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSummary:
-    """One topic as the topic list shows it."""
-
-    topic: str
-    shards: int
-    pending: int
-    ready: int
-    in_stream: int
-    in_flight: int
-    dead: int
-    fired_per_s: float | None
-    error: str | None = None
-    """Why the topic could not be read (its numbers are then zeros and not shown)."""
-    paused: str = ""
-    """"all" (the topic), its groups paused on their own, or "" (none)."""
-
-    @classmethod
-    def unreadable(cls, topic: str, shards: int, exc: BaseException) -> TopicSummary:
-        return cls(topic, shards, 0, 0, 0, 0, 0, None, f"{type(exc).__name__}: {exc}")
-
-    @classmethod
-    def of(
-        cls, topic: str, observations: list[ShardObservation], earlier: Frame | None
-    ) -> TopicSummary:
-        (row,) = topic_rows(observations, None if earlier is None else earlier[1])
-        in_stream = sum(o.length for o in observations)
-        return cls(
-            topic,
-            row.shards,
-            row.pending,
-            row.ready,
-            in_stream,
-            row.in_flight,
-            row.dead,
-            row.fired_per_s,
-        )
-
-
-async def summaries(
-    executor: AsyncExecutor, frames: Frames, topics: Mapping[str, int], now_ms: int
-) -> list[TopicSummary]:
-    """One `TopicSummary` per topic of `topics` (name -> shards), all read in one round;
-    when that fails, each topic on its own, so that one topic Redis cannot read (a key of
-    the wrong type) is one row saying why and the others show as usual."""
-    shards = [keys for name, n in topics.items() for keys in all_shards(name, n)]
-    try:
-        found = await observe(executor, shards, now_ms, sample=1)
-        by_topic: dict[str, list[ShardObservation] | BaseException] = {
-            name: [o for o in found if o.topic == name] for name in topics
-        }
-    except ResponseError:
-        each = await asyncio.gather(
-            *(observe(executor, all_shards(name, n), now_ms, 1) for name, n in topics.items()),
-            return_exceptions=True,
-        )
-        by_topic = dict(zip(topics, each, strict=True))
-    readable = {n: o for n, o in by_topic.items() if not isinstance(o, BaseException)}
-    states = await executor.run(
-        [
-            pauses.read_pause_state(n, {g.name for o in found for g in o.groups})
-            for n, found in readable.items()
-        ]
-    )
-    paused_of = dict(zip(readable, states, strict=True))
-    out = []
-    for name, mine in by_topic.items():
-        if isinstance(mine, BaseException):
-            if not isinstance(mine, ResponseError):
-                raise mine
-            out.append(TopicSummary.unreadable(name, topics[name], mine))
-            continue
-        earlier = frames.before(name, now_ms)
-        frames.add(name, now_ms, mine)
-        paused = paused_of[name]
-        shown = "all" if paused.paused else ", ".join(paused.groups)
-        out.append(replace(TopicSummary.of(name, mine, earlier), paused=shown))
-    return out
-
-
-async def topic_view(
-    executor: AsyncExecutor, frames: Frames, topic: str, shards: int, now_ms: int
-) -> TopicView:
-    """Every shard of `topic` with its leader, and its consumer groups, read now."""
-    keys = all_shards(topic, shards)
-    found, leaders = await asyncio.gather(
-        observe(executor, keys, now_ms, 100, [w * 1000 for w in WITHIN_S]),
-        executor.run([leases.lease_holder(k) for k in keys]),
-    )
-    names = {g.name for o in found for g in o.groups}
-    paused, events_on = await executor.run(
-        [pauses.read_pause_state(topic, names), events.enabled(keys[0])]
-    )
-    earlier = frames.before(topic, now_ms)
-    frames.add(topic, now_ms, found)
-    before = {} if earlier is None else earlier[1]
-    (row,) = topic_rows(found, before)
-    total = ShardRow(
-        None,
-        None,
-        row.pending,
-        row.ready,
-        sum(o.length for o in found),
-        row.in_flight,
-        row.oldest_in_flight_ms,
-        row.dead,
-        row.fired_per_s,
-        row.lateness_p50_ms,
-        row.lateness_p99_ms,
-    )
-    return TopicView(
-        topic=topic,
-        at_ms=now_ms,
-        total=total,
-        shards=[_shard_row(o, leader, before) for o, leader in zip(found, leaders, strict=True)],
-        groups=_groups(found, paused),
-        due_soon=sum(o.due_soon for o in found),
-        window_s=None if earlier is None else (now_ms - earlier[0]) / 1000,
-        paused=paused,
-        events_on=events_on,
-        forecast=forecast_of(topic, now_ms, found),
-        far=sum(o.far for o in found),
-    )
-
-
-def _shard_row(
-    o: ShardObservation, leader: str | None, before: Mapping[tuple[str, int], ShardObservation]
-) -> ShardRow:
-    e = before.get((o.topic, o.shard))
-    lateness = sorted(o.lateness_ms)
-    return ShardRow(
-        o.shard,
-        leader,
-        o.pending,
-        o.ready,
-        o.length,
-        o.in_flight,
-        o.oldest_age_ms(),
-        o.dead,
-        None if e is None else rate(e.entries_added, o.entries_added, o.at_ms - e.at_ms),
-        percentile(lateness, 50),
-        percentile(lateness, 99),
-    )
-
-
-def _groups(found: Sequence[ShardObservation], paused: PauseState) -> list[GroupRow]:
-    rows = []
-    for name in sorted({g.name for o in found for g in o.groups}):
-        pairs = [(o, g) for o in found for g in o.groups if g.name == name]
-        lags = [g.lag for _, g in pairs if g.lag is not None]
-        oldest = [
-            o.at_ms - g.oldest_pending_ms for o, g in pairs if g.oldest_pending_ms is not None
-        ]
-        rows.append(
-            GroupRow(
-                name,
-                sum(g.pending for _, g in pairs),
-                sum(lags) if len(lags) == len(pairs) else None,  # None: a server cannot tell
-                sum(g.handled or 0 for _, g in pairs),
-                max(0, *oldest) if oldest else None,
-                paused.group_since_ms(name),
-            )
-        )
-    return rows
 
 
 # --- how values read -----------------------------------------------------------------------
