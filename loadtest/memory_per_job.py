@@ -49,7 +49,9 @@ def pending_memory(
     used_memory before and after them."""
     r = redis.Redis.from_url(url)
     try:
-        with Client.from_url(url) as client:
+        # redis-py's default 5-s socket timeout is short for a server filling with millions
+        # of jobs on a busy machine
+        with Client.from_url(url, redis_options={"socket_timeout": 120}) as client:
             admin = Admin.of(client)
             admin.create_topic(topic, SHARDS)
             admin.set_far_horizon(topic, FAR_HORIZON_MS if tier == "far" else 0)

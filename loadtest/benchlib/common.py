@@ -91,12 +91,16 @@ def wheelq_cmd(*args: str) -> list[str]:
 
 
 def drop_topic(r: redis.Redis, topic: str) -> None:
-    """Remove a wheelq topic's keys (every shard) and its registry entries."""
+    """Remove a wheelq topic's keys (every shard, its far tier too, with UNLINK: a backlog of
+    millions is freed off the server's main thread) and its registry entries."""
     from wheelq.core.keys import TOPICS_KEY, all_shards, nodes_key
+    from wheelq.store import topics
+    from wheelq.store.executor import SyncExecutor
 
-    shards = int(r.hget(TOPICS_KEY, topic) or 0)
-    for keys in all_shards(topic, shards):
-        r.delete(*keys.data_keys)
+    left = all_shards(topic, int(r.hget(TOPICS_KEY, topic) or 0))
+    while left:  # drop_shard deletes a far tier in steps
+        done = SyncExecutor(r).run([topics.drop_shard(keys, "force") for keys in left])
+        left = [keys for keys, d in zip(left, done, strict=True) if d.more]
     r.delete(nodes_key(topic))
     r.hdel(TOPICS_KEY, topic)
 
