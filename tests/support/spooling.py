@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support.far import far_ids
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, SpoolStats
 from wheelq.core.keys import all_shards
 
@@ -58,10 +59,12 @@ class EitherClient:
 
 
 def found_ids(url: str, topic: str) -> Counter[str]:
-    """Each job id of the topic, counted once per place it is in (pending or fired)."""
+    """Each job id of the topic, counted once per place it is in (pending in the sorted set
+    or the far tier, or fired)."""
     found: Counter[str] = Counter()
     with redis.Redis.from_url(url) as r:
         for keys in all_shards(topic, SHARDS):
             found.update(m.decode() for m in r.zrange(keys.delayed, 0, -1))
+            found.update(far_ids(r, keys))
             found.update(f[b"id"].decode() for _, f in r.xrange(keys.ready))
     return found
