@@ -27,6 +27,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+from benchlib.common import wait_freed
+
 from wheelq import Admin, Client
 from wheelq.embedded import EmbeddedServer, find_server_binaries
 
@@ -37,6 +39,8 @@ BATCH = 1000
 
 
 def used_memory(r: redis.Redis) -> int:
+    """INFO memory's ``used_memory`` once the server has freed what was deleted before."""
+    wait_freed(r)
     info = r.info("memory")
     return int(info["used_memory"])
 

@@ -231,6 +231,18 @@ def wait_until(check: Any, timeout_s: float, poll_s: float = 0.05) -> bool:
     return bool(check())
 
 
+def wait_freed(r: redis.Redis, timeout_s: float = 600.0) -> None:
+    """Wait until the server has freed every deleted key.
+
+    Valkey frees deleted keys on a background thread (lazyfree-lazy-user-del, on by default
+    since Valkey 8), and UNLINK does so on Redis too: until it is done, that thread competes
+    for the cores and ``used_memory`` still counts what is about to go."""
+    if not wait_until(
+        lambda: int(r.info("memory").get("lazyfree_pending_objects", 0)) == 0, timeout_s
+    ):
+        raise TimeoutError(f"the server had not freed deleted keys after {timeout_s:.0f} s")
+
+
 def machine_busy_s() -> float:
     """CPU seconds the machine's cores have spent busy since boot (/proc/stat)."""
     with open("/proc/stat") as f:

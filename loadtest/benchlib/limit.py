@@ -35,7 +35,7 @@ _LOADTEST = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _LOADTEST not in sys.path:
     sys.path.insert(0, _LOADTEST)
 
-from benchlib.common import Bench, ServerLoad, lateness, redis_ms, wait_until  # noqa: E402
+from benchlib.common import Bench, ServerLoad, lateness, redis_ms, wait_freed  # noqa: E402
 
 BATCH = 500
 SHARDS = 4  # like a wheelq topic's default shard count
@@ -126,14 +126,10 @@ def _fill(r: redis.Redis, prefix: str, n: int, payload: bytes, due_ms: int) -> t
 
 
 def _drop(bench: Bench, r: redis.Redis, prefix: str) -> None:
-    """Delete the phase's keys and wait until the server has freed them.
-
-    Valkey frees deleted keys on a background thread (lazyfree-lazy-user-del, on by default
-    since Valkey 8): for 100k-member keys that thread competes for the cores for tens of ms,
-    which shows as a 10-30 ms tail in the next phase if it is not waited for.
-    """
+    """Delete the phase's keys and wait until the server has freed them: for 100k-member
+    keys its freeing thread shows as a 10-30 ms tail in the next phase if not waited for."""
     bench.drop(r, prefix)
-    wait_until(lambda: int(r.info("memory").get("lazyfree_pending_objects", 0)) == 0, 10.0)
+    wait_freed(r, 10.0)
 
 
 def _enqueue(bench: Bench, r: redis.Redis, prefix: str, n: int, payload: bytes) -> Phase:
