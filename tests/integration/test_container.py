@@ -72,6 +72,7 @@ class Image:
     tag: str
     size_bytes: int
     base_bytes: int
+    built_with: list[str]
 
 
 def _report(config: pytest.Config, line: str) -> None:
@@ -80,9 +81,9 @@ def _report(config: pytest.Config, line: str) -> None:
         reporter.write_line(f"test_container: {line}")
 
 
-def docs_build_command() -> list[str]:
-    """The page's build command, ``docker build ... .``: its one command that builds."""
-    (block,) = [b for b in blocks(PAGE) if b.section == SECTION and b.lang == "bash"]
+def docs_build_command(page: str, section: str) -> list[str]:
+    """The page's build command, ``docker build ... .``: the section's one that builds."""
+    (block,) = [b for b in blocks(page) if b.section == section and b.lang == "bash"]
     commands = [shlex.split(line) for line in block.body.splitlines() if line.strip()]
     builds = [c for c in commands if c[:2] == ["docker", "build"]]
     assert len(builds) == 1, commands
@@ -105,7 +106,7 @@ def image(request: pytest.FixtureRequest) -> Image:
     assert base.returncode == 0, base.stderr
     base_tag = base.stdout.strip().splitlines()[-1]
     base_s = time.monotonic() - started
-    command = docs_build_command()
+    command = docs_build_command(PAGE, SECTION)
     args = [a for a in command[2:] if a != "."]
     tag_at = args.index("-t")
     args[tag_at + 1] = TAG  # the page's tag, made the test's own
@@ -120,7 +121,7 @@ def image(request: pytest.FixtureRequest) -> Image:
         f"base {base_tag} {base_size / 1e6:.0f} MB ({base_s:.1f} s), image {TAG} "
         f"{size / 1e6:.0f} MB (build {build_s:.1f} s)",
     )
-    return Image(TAG, size, base_size)
+    return Image(TAG, size, base_size, command)
 
 
 @contextmanager
@@ -177,6 +178,12 @@ def wait_ready(name: str, port: int) -> None:
         return ready(port)
 
     eventually_sync(check, timeout_s=60, what=f"{name} ready")
+
+
+def test_the_image_is_built_as_the_deploying_page_says(image: Image) -> None:
+    command = docs_build_command("docs/operations/deploying.md", "The image")
+    assert command[:2] == ["docker", "build"] and command[-1] == ".", command
+    assert image.built_with == command
 
 
 def test_the_image_runs_as_non_root_with_no_compiler_and_no_pip(image: Image) -> None:
