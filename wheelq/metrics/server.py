@@ -148,11 +148,11 @@ class MetricsServer(Lifecycle):
         """The WSGI app: the two probes, and prometheus_client's for every other path."""
         metrics = make_wsgi_app(self.registry)
 
-        def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-            path = environ.get("PATH_INFO", "")
+        def app(request: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            path = request.get("PATH_INFO", "")  # `request`: WSGI's environ dict
             if path not in ("/healthz", "/readyz"):
-                return metrics(environ, start_response)  # type: ignore[no-any-return]
-            if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+                return metrics(request, start_response)  # type: ignore[no-any-return]
+            if request.get("REQUEST_METHOD") not in ("GET", "HEAD"):
                 return _answer(start_response, 405, {"status": "method not allowed"})
             if path == "/healthz":
                 return _answer(start_response, 200, {"status": "ok"})
