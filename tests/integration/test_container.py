@@ -23,13 +23,14 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
 
 import wheelq
+from tests.conftest import FIGURE
 from tests.support.cli import ROOT
 from tests.support.docs import blocks
 from tests.support.http import request
@@ -73,12 +74,15 @@ class Image:
     size_bytes: int
     base_bytes: int
     built_with: list[str]
+    figures: str
 
 
-def _report(config: pytest.Config, line: str) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"test_container: {line}")
+Record = Callable[[str, object], None]
+
+
+def _report(record: Record, line: str) -> None:
+    """`line` in the run's summary, "figures measured" (tests/conftest.py): CI's log."""
+    record(FIGURE, f"test_container: {line}")
 
 
 def docs_build_command(page: str, section: str) -> list[str]:
@@ -91,7 +95,7 @@ def docs_build_command(page: str, section: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def image(request: pytest.FixtureRequest) -> Image:
+def image() -> Image:
     """The image, built as the page says (docker's arguments, to podman) on the local base."""
     if shutil.which("podman") is None:
         message = "podman is not installed: the container image was not built or run"
@@ -116,12 +120,11 @@ def image(request: pytest.FixtureRequest) -> Image:
     build_s = time.monotonic() - built
     size = int(podman("image", "inspect", "--format", "{{.Size}}", TAG).strip())
     base_size = int(podman("image", "inspect", "--format", "{{.Size}}", base_tag).strip())
-    _report(
-        request.config,
+    figures = (
         f"base {base_tag} {base_size / 1e6:.0f} MB ({base_s:.1f} s), image {TAG} "
-        f"{size / 1e6:.0f} MB (build {build_s:.1f} s)",
+        f"{size / 1e6:.0f} MB (build {build_s:.1f} s)"
     )
-    return Image(TAG, size, base_size, command)
+    return Image(TAG, size, base_size, command, figures)
 
 
 @contextmanager
@@ -180,10 +183,13 @@ def wait_ready(name: str, port: int) -> None:
     eventually_sync(check, timeout_s=60, what=f"{name} ready")
 
 
-def test_the_image_is_built_as_the_deploying_page_says(image: Image) -> None:
+def test_the_image_is_built_as_the_deploying_page_says(
+    image: Image, record_property: Record
+) -> None:
     command = docs_build_command("docs/operations/deploying.md", "The image")
     assert command[:2] == ["docker", "build"] and command[-1] == ".", command
     assert image.built_with == command
+    _report(record_property, image.figures)
 
 
 def test_the_image_runs_as_non_root_with_no_compiler_and_no_pip(image: Image) -> None:
@@ -206,7 +212,7 @@ def test_the_image_runs_as_non_root_with_no_compiler_and_no_pip(image: Image) ->
 
 
 def test_scheduler_and_worker_containers_fire_and_run_jobs_and_stop_on_sigterm(
-    image: Image, redis_url: str, topic: str
+    image: Image, redis_url: str, topic: str, record_property: Record
 ) -> None:
     node_port, worker_port = free_port(), free_port()
     url = f"{redis_url}/0"
@@ -236,11 +242,11 @@ def test_scheduler_and_worker_containers_fire_and_run_jobs_and_stop_on_sigterm(
             assert code == 0, said
             assert took_s < bound_s, (took_s, said)  # SIGTERM, not the SIGKILL after it
             assert "signal: " in said and " stopped: " in said, said
-            print(f"{name}: stopped in {took_s:.2f} s, exit {code}")
+            _report(record_property, f"{name}: stopped in {took_s:.2f} s, exit {code}")
 
 
 def test_serve_container_answers_the_api_and_its_probes_and_stops_on_sigterm(
-    image: Image, redis_url: str, topic: str
+    image: Image, redis_url: str, topic: str, record_property: Record
 ) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -262,7 +268,7 @@ def test_serve_container_answers_the_api_and_its_probes_and_stops_on_sigterm(
         took_s, code = stop(serve, timeout_s=WORKER_STOP_S + 10)
         assert code == 0, logs(serve)
         assert took_s < WORKER_STOP_S, (took_s, logs(serve))
-        print(f"{serve}: stopped in {took_s:.2f} s, exit {code}")
+        _report(record_property, f"{serve}: stopped in {took_s:.2f} s, exit {code}")
 
 
 def test_the_demo_and_the_embedded_server_run_and_stop_as_pid_1(image: Image) -> None:
