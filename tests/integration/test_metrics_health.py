@@ -86,3 +86,23 @@ async def test_a_worker_stopping_is_not_ready_and_probes_take_only_get(
             assert not stopping.done()
             release.set()
             await stopping
+
+
+async def test_clients_are_ready_while_redis_answers_through_their_own_connection(
+    redis_url: str,
+) -> None:
+    """A producer's process serving metrics (a Client or an AsyncClient: no start, no stop)
+    is ready exactly while its own connection reaches Redis."""
+    async with CuttingProxy(urlsplit(redis_url).port or 0) as proxy:
+        url = f"redis://127.0.0.1:{proxy.port}/0"
+        async with wheelq.AsyncClient.from_url(url) as async_client:
+            with wheelq.Client.from_url(url) as client:
+                for role in (client, async_client):
+                    async with MetricsServer(role, port=0, host="127.0.0.1") as metrics:
+                        assert await _get(metrics.port, "/readyz") == (200, {"status": "ready"})
+                        proxy.refusing = True
+                        proxy.cut()
+                        status, body = await _get(metrics.port, "/readyz")
+                        assert status == 503, body
+                        assert "PING" in body["detail"], body  # type: ignore[index]
+                        proxy.refusing = False
