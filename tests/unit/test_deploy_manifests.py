@@ -114,6 +114,7 @@ def test_compose_runs_each_role_from_the_image_with_commands_wheelq_parses() -> 
         assert urlsplit(env["WHEELQ_REDIS_URL"]).hostname == "redis"
         assert seconds(service["stop_grace_period"]) > WORKER_STOP_S  # the longest stop
         assert service["read_only"] is True and service["cap_drop"] == ["ALL"]
+        assert service["tmpfs"] == ["/tmp"]  # what tests/integration/test_container.py has
         if name != "serve":
             assert args.metrics_port == 9100  # what Prometheus scrapes and the image checks
             assert service["deploy"]["replicas"] >= 2
