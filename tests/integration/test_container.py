@@ -286,10 +286,14 @@ def test_the_demo_and_the_embedded_server_run_and_stop_as_pid_1(image: Image) ->
                  "--spread", "1")  # fmt: skip
     assert "fired 2000/2000  duplicates 0  early 0  missing 0" in out, out
     port = free_port()
-    with container(image, "server", "server", "--port", str(port)) as server:
+    nothing = f"http://127.0.0.1:{free_port()}/healthz"  # not the host's 9100, 8080
+    with container(
+        image, "server", "server", "--port", str(port), env={"WHEELQ_HEALTHCHECK_URL": nothing}
+    ) as server:
         eventually_sync(
             lambda: "server on redis://" in logs(server), timeout_s=30, what="server up"
         )
+        assert not healthy(server)  # nothing answers there: the check can fail
         took_s, code = stop(server, timeout_s=20)
         assert code == 0 and took_s < 10, (took_s, code, logs(server))
     with container(image, "demo", "demo", "--jobs", "200000", "--spread", "120") as demo:
