@@ -141,8 +141,11 @@ class MetricsServer(Lifecycle):
         loop = self._loop
         if loop is None or loop.is_closed():
             raise ConnectionError("the roles' event loop is not running")
-        call = executor.run([redis_server.ping()])
-        return asyncio.run_coroutine_threadsafe(call, loop).result(timeout=READY_PING_S)
+        future = asyncio.run_coroutine_threadsafe(executor.run([redis_server.ping()]), loop)
+        try:
+            return future.result(timeout=READY_PING_S)
+        finally:
+            future.cancel()  # a ping still waiting after READY_PING_S is not left behind
 
     def _app(self) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
         """The WSGI app: the two probes, and prometheus_client's for every other path."""
