@@ -35,9 +35,11 @@ def untraced(monkeypatch: pytest.MonkeyPatch) -> None:
 _pauses = GcPauses()
 _notable: list[tuple[float, str]] = []
 _leaked: list[str] = []
-_LEAKED, _PAUSE = "wheelq-leaked", "wheelq-gc-pause"
-"""The reports' user properties that carry a leak or a long pause to the process that prints
-the summary (with pytest-xdist, the controller; the tests run in its workers)."""
+_figures: list[str] = []
+_LEAKED, _PAUSE, FIGURE = "wheelq-leaked", "wheelq-gc-pause", "wheelq-figure"
+"""The reports' user properties that carry a leak, a long pause or a figure a test measured
+(``record_property(FIGURE, line)``: an image's size, a stop's time) to the process that
+prints the summary (with pytest-xdist, the controller; the tests run in its workers)."""
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -80,9 +82,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _notable.append((ms, line))
         elif name == _LEAKED:
             _leaked.append(str(value))
+        elif name == FIGURE and report.when == "call":
+            _figures.append(str(value))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _figures:
+        terminalreporter.section("figures measured")
+        for line in _figures:
+            terminalreporter.write_line(line)
     if _leaked:
         terminalreporter.section("resources left open, freed between modules")
         for line in _leaked[:20]:

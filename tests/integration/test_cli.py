@@ -12,12 +12,13 @@ from pathlib import Path
 
 import redis
 
+from tests.support.cli import start_wheelq, stop
 from tests.support.entries import add_ready, dead_fields
 from tests.support.waiting import eventually_sync
 from wheelq import Admin, Client
 from wheelq.core.history import JobState
 from wheelq.core.job import Field
-from wheelq.core.keys import ShardKeys, all_shards, nodes_key
+from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, nodes_key
 from wheelq.core.payload import encode_payload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +100,29 @@ def test_demo_against_a_given_server_fires_every_job_once(redis_url: str) -> Non
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["handled"]["fired"] == 2000
     assert summary["handled"]["lateness_ms"]["p50"] >= 0
+
+
+def test_demo_ends_on_sigterm_with_143_and_drops_its_topic(
+    redis_url: str, redis_sync: redis.Redis
+) -> None:
+    """The demo has no graceful stop: SIGTERM ends it as the signal's default action would
+    (143), but through its ``finally`` blocks, so its topic goes; and it ends even as PID 1
+    in a container, where a signal without a handler is ignored (the image's test runs it
+    so: tests/integration/test_container.py)."""
+    proc = start_wheelq("demo", "--redis-url", redis_url, "--jobs", "200000", "--spread", "120")
+    try:
+        assert proc.stdout is not None
+        assert "enqueueing 200000 jobs" in proc.stdout.readline()
+        eventually_sync(
+            lambda: any(t.startswith(b"demo-") for t in redis_sync.hkeys(TOPICS_KEY)),
+            timeout_s=30,
+            what="the demo's topic",
+        )
+    finally:
+        _, err = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert not [t for t in redis_sync.hkeys(TOPICS_KEY) if t.startswith(b"demo-")]
 
 
 HANDLER = """

@@ -475,10 +475,12 @@ async def test_the_relays_metrics_count_its_rows_and_what_it_relayed(
         before = await asyncio.to_thread(scrape, server.port)
         assert before["wheelq_outbox_relayed_total"] == 0
         assert before["wheelq_outbox_relay_up"] == 0  # not started
+        assert (await asyncio.to_thread(server.readiness))[0] is False  # /readyz: 503
         await relay.start()
         try:
             await until(lambda: relay.relayed == 30, timeout_s=10, what="the rows relayed")
             after = await asyncio.to_thread(scrape, server.port)
+            assert await asyncio.to_thread(server.readiness) == (True, "ready")
         finally:
             await relay.stop()
             await client.aclose()

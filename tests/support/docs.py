@@ -51,6 +51,9 @@ CHECKED = PYTHON + SHELL
 # whose every section runs has the section "*". The docs checker makes sure each named
 # test exists and names its page and section.
 RUN: dict[tuple[str, str], str] = {
+    ("docs/operations/deploying.md", "The image"): (
+        "tests/integration/test_container.py::test_the_image_is_built_as_the_deploying_page_says"
+    ),
     ("docs/operations/autoscaling.md", "An example"): (
         "tests/integration/test_docs_guides.py::test_autoscaling_example_runs_as_written"
     ),

@@ -1,4 +1,4 @@
-"""config/kubernetes/: the KEDA ScaledObject, the HorizontalPodAutoscaler and
+"""deploy/kubernetes/autoscaling/: the KEDA ScaledObject, the HorizontalPodAutoscaler and
 prometheus-adapter's rules parse, and every metric, label and label value they read is one
 a scheduler node exports (its collector, with its shard gauges holding a read): renaming
 ``wheelq_jobs_due``, its ``within`` label or a window breaks this test. The two ways scale
@@ -20,7 +20,7 @@ from wheelq.core.observe import GroupView, ShardObservation
 from wheelq.metrics.collectors import FORECAST_MS, SchedulerCollector, ShardGauges
 
 ROOT = Path(__file__).resolve().parents[2]
-KUBE = ROOT / "config" / "kubernetes"
+KUBE = ROOT / "deploy" / "kubernetes" / "autoscaling"
 KEDA = KUBE / "keda-scaledobject.yaml"
 HPA = KUBE / "hpa-external.yaml"
 ADAPTER = KUBE / "prometheus-adapter-rules.yaml"

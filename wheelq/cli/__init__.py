@@ -27,6 +27,7 @@ from wheelq.cli import (
     topics,
 )
 from wheelq.cli.context import ENVIRONMENT, CliError, Context, redacted, url_hint, usage_error
+from wheelq.cli.signals import exit_on_sigterm
 
 DESCRIPTION = """\
 Delayed jobs on Redis that fire on time. Run scheduler nodes and workers, enqueue,
@@ -99,7 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns its exit status."""
+    """Run one command; returns its exit status (143 when SIGTERM ended a command that has
+    no graceful stop of its own: `wheelq.cli.signals.exit_on_sigterm`)."""
+    with exit_on_sigterm():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     name, ctx = f"wheelq {args.command}", Context(args)
     try:

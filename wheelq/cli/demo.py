@@ -5,6 +5,7 @@ process, and summarize the lateness.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -35,8 +36,11 @@ async def run_demo(
     timeout_s: float = 30.0,
     progress: Progress | None = None,
     redis_options: dict[str, Any] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> dict[str, Any]:
-    """Run the demo; returns the firing's summary, the handlers' under ``"handled"``."""
+    """Run the demo; returns the firing's summary, the handlers' under ``"handled"``. Once
+    `stop` is set it waits no longer for the jobs: it stops and drops its topic."""
+    stop = stop or asyncio.Event()
     topic = f"demo-{secrets.token_hex(4)}"
     client = AsyncClient.from_url(url, redis_options=redis_options)
     clock = RedisClock()
@@ -64,8 +68,9 @@ async def run_demo(
         ids = await client.enqueue_many(topic, items)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + lead_s + spread_s + timeout_s
-        while len(started) < jobs and loop.time() < deadline:
-            await asyncio.sleep(0.1)
+        while len(started) < jobs and loop.time() < deadline and not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.1)
             stats = await AsyncAdmin.of(client).stats(topic)
             if progress is not None:
                 progress(stats.in_stream if stats else 0, len(started), jobs)

@@ -109,6 +109,7 @@ def server(ctx: Context) -> int:
 def demo(ctx: Context) -> int:
     """Run `wheelq.cli.demo` (on an embedded server without a URL); exit 1 on a miss."""
     from wheelq.cli.demo import run_demo
+    from wheelq.cli.signals import TERMINATED
     from wheelq.embedded import EmbeddedServer
 
     args = ctx.args
@@ -131,13 +132,27 @@ def demo(ctx: Context) -> int:
         sys.stdout.write(f"\r[{bar}] fired {fired}/{total}  handled {handled}/{total}")
         sys.stdout.flush()
 
-    try:
-        summary = asyncio.run(
-            run_demo(url, jobs=args.jobs, spread_s=args.spread, progress=progress)
+    stopped = False
+
+    async def main() -> dict[str, Any]:
+        # SIGTERM (a container's stop) ends the demo early: it drops its topic, exits 143.
+        nonlocal stopped
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        summary = await run_demo(
+            url, jobs=args.jobs, spread_s=args.spread, progress=progress, stop=stop
         )
+        stopped = stop.is_set()
+        return summary
+
+    try:
+        summary = asyncio.run(main())
     finally:
         if srv is not None:
             srv.stop()
+    if stopped:
+        print("\nstopped by SIGTERM", file=sys.stderr)
+        return TERMINATED
     lat, handled = summary["lateness_ms"], summary["handled"]
     hlat = handled["lateness_ms"]
     print()

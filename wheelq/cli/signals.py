@@ -12,8 +12,9 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
 
@@ -120,6 +121,36 @@ class SignalFlag:
             signal.signal(sig, handler)
         os.close(self._read)
         os.close(self._write)
+
+
+TERMINATED = 128 + signal.SIGTERM
+"""The exit status of a command that SIGTERM ended before it took the signal itself."""
+
+
+@contextlib.contextmanager
+def exit_on_sigterm() -> Iterator[None]:
+    """While the block runs, SIGTERM ends the process as its default action would (status
+    `TERMINATED`), but by raising `SystemExit`, so ``finally`` blocks run; a command that
+    stops gracefully installs its own handler over this one. As PID 1 in a container the
+    kernel gives no default action to a signal without a handler: without this, a command
+    not yet running its stop handler (importing, reading its settings) or with none
+    (`wheelq demo`) would ignore ``podman stop`` and Kubernetes until their SIGKILL."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (a test calling `main` in a thread)
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    if before is not signal.SIG_DFL:  # someone has a handler already (an embedding program)
+        yield
+        return
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _hard_exit(logger: logging.Logger) -> None:

@@ -1,23 +1,45 @@
-"""Serving ``/metrics`` over HTTP (on a thread of its own) while a role runs."""
+"""Serving ``/metrics``, ``/healthz`` and ``/readyz`` over HTTP (on a thread of its own)
+while a role runs: what Prometheus scrapes and what a container's probes ask
+(docs/operations/monitoring.md, "Health checks")."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import json
+import socket
 import threading
-from wsgiref.simple_server import WSGIServer
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from wheelq.errors import InvalidArgumentError, int_in
 from wheelq.metrics.collectors import MergedCollector, Observed, ShardGauges, collectors_for
+from wheelq.outbox.relay import Relay
+from wheelq.producer.client import Client
+from wheelq.runtime.role import Role
 from wheelq.runtime.service import Lifecycle
+from wheelq.store import server as redis_server
+from wheelq.store.executor import AsyncExecutor
 
 EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 (an exporter's usual bind; see MetricsServer)
+READY_PING_S = 1.0
+"""How long ``/readyz`` waits for Redis to answer PING: within a probe's usual 1-3 s."""
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
 class MetricsServer(Lifecycle):
     """``/metrics`` of `roles` on `port` (0: a free one) and `host` (default every IPv4
-    interface, as exporters do); ``async with`` it in the role's event loop."""
+    interface, as exporters do); ``async with`` it in the role's event loop.
+
+    Beside the metrics it answers ``GET /healthz`` with 200 while the process serves (it
+    asks nothing of Redis), and ``GET /readyz`` with 200 when every role has started and
+    not begun to stop (a relay: its loop runs) and Redis answers PING within
+    `READY_PING_S`, else 503: a container's liveness and readiness probes.
+    """
 
     def __init__(self, *roles: Observed, port: int, host: str = EVERY_INTERFACE) -> None:
         int_in("port", port, 0, 65535)
@@ -32,8 +54,10 @@ class MetricsServer(Lifecycle):
         self._gauges: list[ShardGauges] = [gauges for _, gauges in pairs if gauges is not None]
         self._host = host.strip().removeprefix("[").removesuffix("]")  # [::1] as in a URL
         self._want_port = port
+        self._roles = roles
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def port(self) -> int:
@@ -58,12 +82,11 @@ class MetricsServer(Lifecycle):
 
     async def start(self) -> None:
         """Start the shard gauges' part and the HTTP server."""
+        self._loop = asyncio.get_running_loop()
         for gauges in self._gauges:
             await gauges.start()
         try:
-            self._server, self._thread = start_http_server(
-                self._want_port, self._host, registry=self.registry
-            )
+            self._server, self._thread = _serve(self._host, self._want_port, self._app())
         except OSError as exc:
             await self._stop_gauges()
             why = exc.strerror or str(exc)
@@ -87,3 +110,93 @@ class MetricsServer(Lifecycle):
     async def _stop_gauges(self) -> None:
         for gauges in self._gauges:
             await gauges.stop()
+
+    def readiness(self) -> tuple[bool, str]:
+        """Whether the roles are ready, and why not; asks Redis for PING (call it from
+        another thread than the roles' loop, as the HTTP server's threads do)."""
+        for role in self._roles:
+            if isinstance(role, Role) and not role.ready:
+                return False, f"{type(role).__name__.lower()} not started, or stopping"
+            if isinstance(role, Relay) and not (role.running and not role.stopping):
+                return False, "relay not running"
+        pings: dict[int, Callable[[], object]] = {}  # one per connection the roles share
+        for role in self._roles:
+            connection, ping = self._ping_of(role)
+            pings.setdefault(id(connection), ping)
+        try:
+            for ping in pings.values():
+                ping()
+        except Exception as exc:  # any failure is an answer: not ready, and why
+            return False, f"redis did not answer PING: {type(exc).__name__}: {exc}"
+        return True, "ready"
+
+    def _ping_of(self, role: Observed) -> tuple[object, Callable[[], object]]:
+        """`role`'s connection, and a PING through it waited for at most `READY_PING_S`."""
+        if isinstance(role, Client):
+            return role.redis, role.redis.ping
+        executor = role.client.executor if isinstance(role, Relay) else role.executor
+        return executor, lambda: self._on_loop(executor)
+
+    def _on_loop(self, executor: AsyncExecutor) -> object:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise ConnectionError("the roles' event loop is not running")
+        future = asyncio.run_coroutine_threadsafe(executor.run([redis_server.ping()]), loop)
+        try:
+            return future.result(timeout=READY_PING_S)
+        finally:
+            future.cancel()  # a ping still waiting after READY_PING_S is not left behind
+
+    def _app(self) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+        """The WSGI app: the two probes, and prometheus_client's for every other path."""
+        metrics = make_wsgi_app(self.registry)
+
+        def app(request: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            path = request.get("PATH_INFO", "")  # `request`: WSGI's environ dict
+            if path not in ("/healthz", "/readyz"):
+                return metrics(request, start_response)  # type: ignore[no-any-return]
+            if request.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+                return _answer(start_response, 405, {"status": "method not allowed"})
+            if path == "/healthz":
+                return _answer(start_response, 200, {"status": "ok"})
+            ready, why = self.readiness()
+            body = {"status": "ready"} if ready else {"status": "unavailable", "detail": why}
+            return _answer(start_response, 200 if ready else 503, body)
+
+        return app
+
+
+_REASONS = {200: "OK", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+def _answer(start_response: StartResponse, status: int, body: dict[str, str]) -> list[bytes]:
+    data = json.dumps(body).encode()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+    if status == 503:
+        headers.append(("Retry-After", "1"))
+    start_response(f"{status} {_REASONS[status]}", headers)
+    return [data]
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line per request (a probe asks every few seconds)."""
+
+
+def _serve(
+    host: str, port: int, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+) -> tuple[WSGIServer, threading.Thread]:
+    """`app` on (`host`, `port`) on a daemon thread, a thread per request, IPv4 or IPv6 as
+    `host` resolves (prometheus_client's `start_http_server`, with our app)."""
+    (family, *_), *_ = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True  # a probe's thread never holds the process at exit
+        address_family = family
+
+    server = make_server(host, port, app, Server, handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread

@@ -268,6 +268,8 @@ class StartGate:
         self._ready: asyncio.Event | None = None
         self.started = False
         """True from `run()` until the start fails, is aborted, or the owner stops."""
+        self.up = False
+        """True from the end of a start that worked until `abort()` (a stop begins)."""
         self.stopped = asyncio.Event()
 
     async def run(self, start: Callable[[], Awaitable[None]]) -> None:
@@ -283,6 +285,7 @@ class StartGate:
                 await self._executor.resolve()
                 await self._check_version()
                 await start()
+                self.up = not self._aborted.is_set()
                 return
             self.started = False
             self.stopped.set()
@@ -304,6 +307,7 @@ class StartGate:
 
     async def abort(self) -> bool:
         """End a wait for Redis at once, wait for the start to end; returns `started`."""
+        self.up = False
         self._aborted.set()
         if self._ready is not None:
             await self._ready.wait()

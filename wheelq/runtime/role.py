@@ -60,6 +60,12 @@ class Role(Lifecycle, Generic[R]):
     def cluster(self) -> bool:
         return self._executor.cluster
 
+    @property
+    def ready(self) -> bool:
+        """Started (Redis reached, every part running) and no stop begun: what a readiness
+        probe asks (``/readyz`` of `wheelq.metrics.MetricsServer`)."""
+        return self._gate.up
+
     async def stop(self) -> R:
         raise NotImplementedError
 
