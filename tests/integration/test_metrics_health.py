@@ -7,6 +7,8 @@ beginning of a stop, and only while Redis answers PING through the role's own co
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import urllib.request
 from urllib.parse import urlsplit
 
@@ -14,6 +16,7 @@ import wheelq
 from tests.support.http import request
 from tests.support.waiting import eventually, until
 from wheelq.metrics import MetricsServer
+from wheelq.metrics.server import READY_PING_S
 from wheelq.testing.proxy import CuttingProxy
 
 FAST = {"preload_interval_ms": 100, "check_interval_ms": 100, "lease_ttl_ms": 2000}
@@ -106,3 +109,34 @@ async def test_clients_are_ready_while_redis_answers_through_their_own_connectio
                         assert status == 503, body
                         assert "PING" in body["detail"], body  # type: ignore[index]
                         proxy.refusing = False
+
+
+async def test_a_client_hung_on_redis_answers_every_probe_within_the_ping_bound(
+    redis_url: str,
+) -> None:
+    """A Client's PING blocks the thread it runs on, as long as redis-py's socket timeout
+    (seconds, or for ever): with Redis hung (the proxy holds every byte, the connection
+    open), a flood of probes is answered 503 within `READY_PING_S`, through one PING."""
+    async with CuttingProxy(urlsplit(redis_url).port or 0) as proxy:
+        url = f"redis://127.0.0.1:{proxy.port}/0"
+        with wheelq.Client.from_url(url) as client:
+            async with MetricsServer(client, port=0, host="127.0.0.1") as metrics:
+                assert await _get(metrics.port, "/readyz") == (200, {"status": "ready"})
+                proxy.stall()
+
+                def probe() -> tuple[int, object, float]:  # timed on its own thread
+                    started = time.monotonic()
+                    status, body = request("GET", f"http://127.0.0.1:{metrics.port}/readyz")
+                    return status, body, time.monotonic() - started
+
+                answers = await asyncio.gather(*[asyncio.to_thread(probe) for _ in range(20)])
+                pinging = [t for t in threading.enumerate() if t.name.startswith("wheelq-readyz")]
+                for status, body, waited in answers:
+                    assert status == 503, body
+                    assert f"no answer within {READY_PING_S:g} s" in body["detail"], body  # type: ignore[index]
+                    assert waited < 2 * READY_PING_S, (
+                        waited
+                    )  # not the socket's timeout, or for ever
+                assert len(pinging) == 1  # one PING waits; the probes wait for it
+                proxy.unstall()
+                await _ready_is(metrics.port, 200)

@@ -5,6 +5,7 @@ while a role runs: what Prometheus scrapes and what a container's probes ask
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import json
 import socket
@@ -58,6 +59,12 @@ class MetricsServer(Lifecycle):
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # A Client's blocking PING runs on a thread of this pool, so a probe waits
+        # READY_PING_S at most; while one still waits, probes wait for it, not for another
+        # (a flood of probes while Redis hangs starts one PING a connection).
+        self._blocking: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pinging: dict[int, concurrent.futures.Future[object]] = {}
+        self._pinging_lock = threading.Lock()
 
     @property
     def port(self) -> int:
@@ -83,6 +90,7 @@ class MetricsServer(Lifecycle):
     async def start(self) -> None:
         """Start the shard gauges' part and the HTTP server."""
         self._loop = asyncio.get_running_loop()
+        self._blocking = concurrent.futures.ThreadPoolExecutor(4, "wheelq-readyz")
         for gauges in self._gauges:
             await gauges.start()
         try:
@@ -105,6 +113,9 @@ class MetricsServer(Lifecycle):
             server.server_close()
         if thread is not None:
             thread.join()
+        if self._blocking is not None:  # a PING still hung ends with its socket's timeout
+            self._blocking.shutdown(wait=False, cancel_futures=True)
+            self._blocking = None
         await self._stop_gauges()
 
     async def _stop_gauges(self) -> None:
@@ -133,9 +144,26 @@ class MetricsServer(Lifecycle):
     def _ping_of(self, role: Observed) -> tuple[object, Callable[[], object]]:
         """`role`'s connection, and a PING through it waited for at most `READY_PING_S`."""
         if isinstance(role, Client):
-            return role.redis, role.redis.ping
+            connection = role.redis
+            return connection, lambda: self._off_thread(id(connection), connection.ping)
         executor = role.client.executor if isinstance(role, Relay) else role.executor
         return executor, lambda: self._on_loop(executor)
+
+    def _off_thread(self, connection: int, ping: Callable[[], object]) -> object:
+        """A blocking `ping` of `connection` on a thread of the pool, or the one of it that
+        still waits, waited for at most `READY_PING_S`."""
+        with self._pinging_lock:
+            pool, waiting = self._blocking, self._pinging.get(connection)
+            if pool is None:
+                raise ConnectionError("the metrics server is not running")
+            if waiting is None or waiting.done():
+                waiting = self._pinging[connection] = pool.submit(ping)
+        try:
+            return waiting.result(timeout=READY_PING_S)
+        except concurrent.futures.TimeoutError:
+            if not waiting.done():
+                raise TimeoutError(f"no answer within {READY_PING_S:g} s") from None
+            raise  # the PING's own timeout, as it came
 
     def _on_loop(self, executor: AsyncExecutor) -> object:
         loop = self._loop
