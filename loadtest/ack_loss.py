@@ -126,7 +126,11 @@ def cost(binary: ServerBinary, calls: int) -> dict[str, Any]:
                     while r.info("replication").get("master_link_status") != "up":
                         time.sleep(0.05)
                 for level, replicas in LEVELS_COST:
-                    settings = {"ack_replicas": replicas, "ack_timeout_ms": 5000}
+                    settings = {
+                        "ack_replicas": replicas,
+                        "ack_timeout_ms": 5000,
+                        "redis_options": {"socket_timeout": 15},  # WAIT holds it up to 5 s
+                    }
                     with Client.from_url(primary.url, **settings) as client:
                         admin = Admin.of(client)
                         admin.create_topic(TOPIC)

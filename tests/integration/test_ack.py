@@ -92,7 +92,12 @@ def test_replicated_returns_only_once_the_replica_has_the_job(pair: Pair, topic:
         for i in range(20):  # each read of the replica right after the call returns
             job_id = client.enqueue(topic, i, delay=600)
             assert pair.holds(pair.replica, topic, job_id)
-        slow = Client.from_url(pair.primary.url, ack="replicated", ack_timeout_ms=60_000)
+        slow = Client.from_url(  # WAIT holds the connection up to ack_timeout_ms: a socket for it
+            pair.primary.url,
+            ack="replicated",
+            ack_timeout_ms=60_000,
+            redis_options={"socket_timeout": 120},
+        )
         Admin.of(slow).create_topic(topic)  # cached: the call below is the job's write and its WAIT
         with ThreadPoolExecutor(1) as pool, pair.replica_stopped():
             call = pool.submit(slow.enqueue, topic, "late", delay=600, job_id="late")
@@ -152,7 +157,12 @@ async def test_persisted_is_confirmed_on_disk_where_the_server_has_waitaof(
 ) -> None:
     if pair.primary.kind == "redis":
         pytest.skip("redis-server 7.0 has no WAITAOF (see the next test)")
-    client = make(pair.primary.url, ack="persisted", ack_timeout_ms=10_000)
+    client = make(
+        pair.primary.url,
+        ack="persisted",
+        ack_timeout_ms=10_000,
+        redis_options={"socket_timeout": 30},  # WAITAOF holds the connection up to 10 s
+    )
     job_id = await client.enqueue(topic, 1, delay=600)
     assert pair.holds(pair.replica, topic, job_id)
     ids = await client.enqueue_many(topic, [{"payload": i, "delay": 600} for i in range(50)])

@@ -90,7 +90,8 @@ class ClientSettings(_Validated):
     ack_replicas: Annotated[int, Range(0, 100)] = 1
     """Replicas confirming ``ack="replicated"`` (min 1) or ``"persisted"`` (0: primary only)."""
     ack_timeout_ms: Annotated[int, Range(1, 600_000)] = 2000
-    """How long an acked write waits for its confirmations before `DurabilityError`."""
+    """How long an acked write waits for its confirmations before `DurabilityError` (at most
+    half the connections' socket timeout: 2500 with the default 5 s)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,8 @@ class _WorkerFields:
     concurrency: Annotated[int, Range(1, 10_000)] = 10
     """Handlers running at once (threads for sync handlers, tasks for async ones)."""
     block_ms: Annotated[int, Range(10, 60_000)] = 2000
-    """Longest wait of one blocking read (stop() does not wait for it)."""
+    """Longest wait of one blocking read (stop() does not wait for it); cut to half the
+    connections' socket timeout (2500 with the default 5 s)."""
     read_ahead_ms: Annotated[int, Range(0, 60_000)] = 10
     """How long at their pace the slots' read-ahead lasts (at most 1,000 entries). 0: none."""
     visibility_timeout_ms: Annotated[int, Range(100, 86_400_000)] = 30_000

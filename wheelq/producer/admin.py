@@ -52,8 +52,8 @@ class Admin:
     connection, or with `of` over a `Client`'s connections."""
 
     def __init__(self, connection: redis.Redis, settings: ClientSettings | None = None) -> None:
-        self._producer = Producer(settings or ClientSettings())
         self._executor = SyncExecutor(connection)
+        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
         self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._owns = True
 

@@ -51,8 +51,8 @@ class AsyncAdmin:
     def __init__(
         self, connection: redis.asyncio.Redis, settings: ClientSettings | None = None
     ) -> None:
-        self._producer = Producer(settings or ClientSettings())
         self._executor = AsyncExecutor(connection)
+        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
         self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._owns = True
 

@@ -52,9 +52,9 @@ class AsyncClient:
         spool: Path | None = None,
         ack: str = "primary",
     ) -> None:
-        self._producer = Producer(settings or ClientSettings())
         self._executor = AsyncExecutor(connection)
-        self._durability = Durability(ack, self._producer.settings)
+        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
+        self._durability = Durability(ack, self._producer)
         self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._drain = attach_spool(
             self._producer, self._breaker, spool, lambda drain: DrainService(drain, self._send_all)

@@ -60,9 +60,9 @@ class Client:
         spool: Path | None = None,
         ack: str = "primary",
     ) -> None:
-        self._producer = Producer(settings or ClientSettings())
         self._executor = SyncExecutor(connection)
-        self._durability = Durability(ack, self._producer.settings)
+        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
+        self._durability = Durability(ack, self._producer)
         self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._drain = attach_spool(
             self._producer,

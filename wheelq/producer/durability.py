@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from wheelq.core.settings import ClientSettings
+from wheelq.core.settings import ClientSettings, setting_ranges
 from wheelq.errors import DuplicateJobError, DurabilityError, InvalidArgumentError
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import enqueue
@@ -29,12 +29,13 @@ def check_ack(ack: object) -> str:
 class Durability:
     """A client's default ack level and what each level waits for."""
 
-    def __init__(self, default: object, settings: ClientSettings) -> None:
-        self._settings = settings
+    def __init__(self, default: object, producer: Producer) -> None:
+        self._settings = producer.settings
+        self._block_ms = producer.block_ms
         self.default = check_ack(default)
         self._waits = {level: self._wait(level) for level in (REPLICATED, PERSISTED)}
-        if self.default == REPLICATED:
-            self._check(REPLICATED)
+        if self.default != PRIMARY:
+            self._check(self.default)
 
     def plan(
         self, producer: Producer, topic: str, op: Op[T], ack: object
@@ -60,9 +61,21 @@ class Durability:
         return Wait(s.ack_replicas, s.ack_timeout_ms, aof=level == PERSISTED)
 
     def _check(self, level: str) -> None:
-        if level == REPLICATED and self._settings.ack_replicas < 1:
+        s = self._settings
+        if level == REPLICATED and s.ack_replicas < 1:
             raise InvalidArgumentError(
                 "ack_replicas", "ack='replicated' needs ack_replicas >= 1, got 0"
+            )
+        # WAIT and WAITAOF hold the connection up to ack_timeout_ms: past the socket timeout
+        # a level not reached would read as a dead server, the write in doubt.
+        accepted = setting_ranges(ClientSettings)["ack_timeout_ms"]
+        longest = self._block_ms(accepted.high)
+        if s.ack_timeout_ms > longest:
+            raise InvalidArgumentError(
+                "ack_timeout_ms",
+                f"ack={level!r} waits on the connection: ack_timeout_ms must be an int in "
+                f"[{accepted.low}, {longest}] within its socket timeout (redis_options "
+                f"socket_timeout; a longer one allows more), got {s.ack_timeout_ms}",
             )
 
 

@@ -79,6 +79,7 @@ async def follow(
     cluster = executor.cluster
     if cluster:
         block_ms = min(block_ms, CLUSTER_BLOCK_MS)
+    block_ms = executor.block_ms(block_ms)  # within the socket timeout: a longer wait reads again
     position: list[Mark]
     if since == "now":
         position = [(e, 0) for e in await executor.run([events.last_id(v) for v in views])]

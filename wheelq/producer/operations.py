@@ -200,8 +200,13 @@ class Spooling(Protocol):
 class Producer:
     """Validation, placement and batching shared by `Client` and `AsyncClient`."""
 
-    def __init__(self, settings: ClientSettings) -> None:
+    def __init__(
+        self, settings: ClientSettings, block_ms: Callable[[int], int] | None = None
+    ) -> None:
         self.settings = settings
+        self.block_ms: Callable[[int], int] = block_ms or (lambda ms: ms)
+        """A block cut to what one call may ask of the client's connections (the executor's
+        `block_ms`; without one, as asked)."""
         self._shards: dict[str, int] = {}
         self._clock = WallClock()
         self.spooler: Spooling | None = None

@@ -105,7 +105,7 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
         if left <= 0:
             state = next((g.state for g in info.groups if g.group == group), info.state)
             raise ResultTimeoutError(topic, job_id, group, wait_ms, state)
-        (woken,) = yield [results.read_done(keys, after, min(left, BLOCK_MS))]
+        (woken,) = yield [results.read_done(keys, after, producer.block_ms(min(left, BLOCK_MS)))]
         after = woken.last or after
         # Named (a settlement: its field; a cancel: the id), or a note may have been missed.
         look = field in woken.fields or job_id in woken.fields or woken.full

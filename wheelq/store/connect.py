@@ -2,7 +2,9 @@
 the bounded pool that long-poll XREADGROUP calls take apart from everything else.
 
 ``cluster=None`` starts plain and switches at the first MOVED; the clients send each call
-once, no retries (docs/architecture.md, invariant 18).
+once, no retries (docs/architecture.md, invariant 18). Their connections give up on a
+server that stops answering after `SOCKET_TIMEOUT_S`, connecting or reading, unless
+``redis_options`` says otherwise (None: never).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import redis.cluster
 import redis.retry
 
 from wheelq.errors import InvalidArgumentError
-from wheelq.store.executor import AsyncExecutor, SyncExecutor
+from wheelq.store.executor import SOCKET_TIMEOUT_S, AsyncExecutor, SyncExecutor
 
 
 def check_cluster(cluster: object) -> bool | None:
@@ -35,7 +37,8 @@ def check_cluster(cluster: object) -> bool | None:
 
 
 def _once(options: Mapping[str, Any], retry: object) -> tuple[dict[str, Any], dict[str, Any]]:
-    plain = {"retry": retry, **options}
+    timeouts = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": SOCKET_TIMEOUT_S}
+    plain = {"retry": retry, **timeouts, **options}
     return plain, {"reinitialize_steps": 0, **plain}
 
 

@@ -317,6 +317,40 @@ async def stream_async(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
     return replies
 
 
+# --- how long one call may block ----------------------------------------------------------------
+
+SOCKET_TIMEOUT_S = 5.0
+"""The socket timeout of wheelq's connections unless ``redis_options`` sets one (redis-py 8's
+default, made wheelq's whatever redis-py is installed: a connection that stops answering is
+given up within it; see `wheelq.store.connect`)."""
+
+BLOCK_SHARE = 0.5
+"""A blocking call (XREAD(GROUP) BLOCK, WAIT) asks at most this share of its connection's
+socket timeout: the rest is the round trip's and a busy process's, so an idle block never
+reads as a dead server (2.5 s of the default 5; a worker's default block is 2 s)."""
+
+MIN_BLOCK_MS = 10
+"""The shortest block a call is cut to, however short the socket timeout."""
+
+
+def socket_timeout_s(client: Any) -> float | None:
+    """The socket timeout of `client`'s connections (None: none), plain or cluster."""
+    manager = getattr(client, "nodes_manager", None)
+    kwargs = (
+        manager.connection_kwargs
+        if manager is not None
+        else client.connection_pool.connection_kwargs
+    )
+    timeout = kwargs.get("socket_timeout", SOCKET_TIMEOUT_S)
+    return None if timeout is None else float(timeout)
+
+
+def block_limit_ms(client: Any) -> int | None:
+    """The longest block one call may ask on `client`'s connections (None: no limit)."""
+    timeout = socket_timeout_s(client)
+    return None if timeout is None else max(MIN_BLOCK_MS, int(timeout * 1000 * BLOCK_SHARE))
+
+
 # --- the drivers ------------------------------------------------------------------------------
 
 C = TypeVar("C", redis.Redis, redis.asyncio.Redis)
@@ -338,6 +372,12 @@ class _Executor(Generic[C]):
     @property
     def cluster(self) -> bool:
         return isinstance(self.client, self._CLUSTER)
+
+    def block_ms(self, wanted_ms: int) -> int:
+        """`wanted_ms` cut to the longest block one call may ask here (`block_limit_ms`): a
+        blocking read asks this, and a caller that wants longer reads again."""
+        limit = block_limit_ms(self.client)
+        return wanted_ms if limit is None else min(wanted_ms, limit)
 
     def node_of(self, key: str) -> str:
         """The name of the server that serves `key` in the client's slot map ("" on a single

@@ -217,7 +217,7 @@ MAX_WAIT_MS = 30_000
 PAUSED_POLL_MS = 250
 """While its group is paused, how often a waiting pull reads the pause state again."""
 CLUSTER_BLOCK_MS = 100
-MAX_BLOCK_MS = 2000  # One blocking read, well inside the socket timeout.
+MAX_BLOCK_MS = 2000  # One blocking read at most (and within the socket timeout: block_ms).
 FILL_ROUNDS = 4
 
 
@@ -528,7 +528,9 @@ class Puller:
             block = None if block_ms is None else min(block_ms, CLUSTER_BLOCK_MS)
             calls = [consume.read_group([k], group, consumer, share, block) for k in chosen]
         else:
-            block = None if block_ms is None else min(block_ms, MAX_BLOCK_MS)
+            block = (
+                None if block_ms is None else self._executor.block_ms(min(block_ms, MAX_BLOCK_MS))
+            )
             calls = [consume.read_group(chosen, group, consumer, share, block)]
         reads = asyncio.gather(*(executor.run([c]) for c in calls))
         try:

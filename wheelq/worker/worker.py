@@ -571,7 +571,7 @@ class Worker(Role[WorkerStopReport]):
         readers = tuple(
             StreamReader(
                 me,
-                s.block_ms,
+                self._executor.block_ms(s.block_ms),  # within the socket timeout
                 slots=slots,
                 accept=in_flight.accept,
                 ensure_groups=lane.members.join,
