@@ -11,12 +11,14 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually
 from tests.support.web import PROBLEM, Served, assert_problem, serving
 from wheelq import Job, Worker
 from wheelq.core.flow import TopicLimits
@@ -24,6 +26,8 @@ from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.core.settings import ServeSettings
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError
+from wheelq.metrics.server import READY_PING_S
+from wheelq.testing.proxy import CuttingProxy
 
 
 @pytest.fixture
@@ -708,6 +712,35 @@ async def test_the_docs_pages_load_everything_from_the_service(api: Served, page
         assert asset.startswith("/") and not asset.startswith("//"), asset
         async with api.http.get(api.base + asset) as r:
             assert r.status == 200 and await r.read(), asset
+
+
+async def test_readyz_answers_every_probe_within_the_ping_bound_while_redis_hangs(
+    redis_url: str,
+) -> None:
+    """Redis hung, the connection open (the proxy holds every byte): a flood of probes is
+    answered 503 within READY_PING_S, through one PING, and 200 once Redis answers."""
+    proxy = CuttingProxy(urlsplit(redis_url).port or 0)
+    async with proxy, serving(f"redis://127.0.0.1:{proxy.port}/0") as api:
+        assert (await api.call("GET", "/readyz"))[0] == 200
+        sent = proxy.accepted
+        proxy.stall()
+
+        async def probe() -> tuple[tuple[int, Any, dict[str, str]], float]:
+            started = time.monotonic()
+            got = await api.call("GET", "/readyz")
+            return got, time.monotonic() - started
+
+        for (status, body, headers), took in await asyncio.gather(*[probe() for _ in range(20)]):
+            assert_problem((status, body, headers), 503, None)
+            assert body["detail"] == f"no answer within {READY_PING_S:g} s", body
+            assert took < 2 * READY_PING_S, took  # not the socket timeout
+        assert proxy.accepted - sent <= 1  # one PING waits (a connection at most)
+        proxy.unstall()
+        await eventually(lambda: _status(api, "/readyz", 200), timeout_s=10, what="ready again")
+
+
+async def _status(api: Served, path: str, status: int) -> bool:
+    return (await api.call("GET", path))[0] == status
 
 
 async def test_readyz_is_503_while_redis_is_down_and_200_once_it_is_back(

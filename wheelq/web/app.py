@@ -4,6 +4,7 @@ lifespan starts and stops the service; the `Gatekeeper` in front of them; and th
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -28,6 +29,7 @@ from wheelq.metrics.collectors import (
     merge_families,
     part_health,
 )
+from wheelq.metrics.server import READY_PING_S
 from wheelq.store import server
 from wheelq.web import (
     api_events,
@@ -122,22 +124,32 @@ def create_app(service: WebService) -> FastAPI:
         """The process is up (it does not ask Redis)."""
         return {"status": "ok"}
 
+    pinging: list[asyncio.Task[list[object]]] = []  # the PING in flight, if any
+
     @app.get("/readyz", tags=["health"], responses={503: problems.RESPONSES[503]})
     async def readyz(request: Request) -> Response:
-        """Redis answers PING."""
-        try:
-            await service.client.executor.run([server.ping()])
-        except Exception as exc:
+        """Redis answers PING within READY_PING_S (a probe's usual 1-3 s). One PING at a
+        time: while one waits, probes wait for it, not cancelled (a cluster client
+        cancelled mid-connect leaves its socket open) nor doubled by a flood of probes."""
+        if not pinging or pinging[0].done():
+            pinging[:] = [asyncio.ensure_future(service.client.executor.run([server.ping()]))]
+            pinging[0].add_done_callback(lambda done: done.cancelled() or done.exception())
+        ping = pinging[0]
+        await asyncio.wait([ping], timeout=READY_PING_S)
+        if not ping.done():
+            detail = f"no answer within {READY_PING_S:g} s"
+        elif (exc := ping.exception()) is not None:
             detail = f"{type(exc).__name__}: {exc}"
-            return problem_response(
-                request,
-                503,
-                "unavailable",
-                "Redis is unavailable",
-                detail,
-                headers={"Retry-After": problems.RETRY_AFTER_S},
-            )
-        return json_response({"status": "ready"})
+        else:
+            return json_response({"status": "ready"})
+        return problem_response(
+            request,
+            503,
+            "unavailable",
+            "Redis is unavailable",
+            detail,
+            headers={"Retry-After": problems.RETRY_AFTER_S},
+        )
 
     @app.get("/metrics", tags=["health"], response_class=Response)
     async def metrics(request: Request) -> Response:
