@@ -148,8 +148,19 @@ LONGEST_ACK_MS = int(SOCKET_TIMEOUT_S * 1000 * BLOCK_SHARE)
         (SHORT, int(1000 * BLOCK_SHARE) + 1, True),
         ({"socket_timeout": None}, 600_000, False),
         ({"socket_timeout": 60}, 30_000, False),
+        ({"?": "socket_timeout=12"}, 6000, False),  # in the URL, as the CLI gives it
+        ({"?": "socket_timeout=12"}, 6001, True),
     ],
-    ids=["share", "past-share", "longest", "short-socket", "no-timeout", "long-socket"],
+    ids=[
+        "share",
+        "past-share",
+        "longest",
+        "short-socket",
+        "no-timeout",
+        "long-socket",
+        "url-socket",
+        "past-url-socket",
+    ],
 )
 async def test_an_ack_timeout_past_the_socket_timeout_is_refused_by_name(
     redis_url: str, topic: str, options: dict[str, Any], ack_timeout_ms: int, refused: bool
@@ -158,19 +169,21 @@ async def test_an_ack_timeout_past_the_socket_timeout_is_refused_by_name(
     there: InvalidArgumentError naming ack_timeout_ms and the longest accepted, nothing
     written. Sync and async clients."""
     settings: dict[str, Any] = {"ack_replicas": 1, "ack_timeout_ms": ack_timeout_ms}
+    options = dict(options)
+    url = redis_url + (f"?{options.pop('?')}" if "?" in options else "")
     with Client.from_url(redis_url) as seeding:
         seeding.enqueue(topic, 0, delay=60, job_id="seed")  # the topic exists
     for level in ("replicated", "persisted"):
         for make in (Client.from_url, AsyncClient.from_url):
             try:
-                made = make(redis_url, redis_options=options, ack=level, **settings)
+                made = make(url, redis_options=options, ack=level, **settings)
             except InvalidArgumentError as exc:
                 assert refused and exc.parameter == "ack_timeout_ms", exc
                 assert "ack_timeout_ms must be an int in [1, " in str(exc)
             else:
                 assert not refused, (make, level)
                 await made.aclose() if isinstance(made, AsyncClient) else made.close()
-        with Client.from_url(redis_url, redis_options=options, **settings) as client:
+        with Client.from_url(url, redis_options=options, **settings) as client:
             job_id = f"x-{level}"
             if refused:
                 with pytest.raises(InvalidArgumentError) as caught:

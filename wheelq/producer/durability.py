@@ -74,8 +74,9 @@ class Durability:
             raise InvalidArgumentError(
                 "ack_timeout_ms",
                 f"ack={level!r} waits on the connection: ack_timeout_ms must be an int in "
-                f"[{accepted.low}, {longest}] within its socket timeout (redis_options "
-                f"socket_timeout; a longer one allows more), got {s.ack_timeout_ms}",
+                f"[{accepted.low}, {longest}], half its socket timeout (a longer socket_timeout, "
+                f"in redis_options or the URL's ?socket_timeout=, allows more), "
+                f"got {s.ack_timeout_ms}",
             )
 
 
