@@ -128,9 +128,9 @@ def create_app(service: WebService) -> FastAPI:
 
     @app.get("/readyz", tags=["health"], responses={503: problems.RESPONSES[503]})
     async def readyz(request: Request) -> Response:
-        """Redis answers PING within READY_PING_S (a probe's usual 1-3 s). One PING at a
-        time: while one waits, probes wait for it, not cancelled (a cluster client
-        cancelled mid-connect leaves its socket open) nor doubled by a flood of probes."""
+        """Redis answers PING within 1 s (one PING at a time, shared by the probes waiting)."""
+        # READY_PING_S, a probe's usual 1-3 s. The PING in flight is not cancelled (a cluster
+        # client cancelled mid-connect leaves its socket open) nor doubled by a flood of probes.
         if not pinging or pinging[0].done():
             pinging[:] = [asyncio.ensure_future(service.client.executor.run([server.ping()]))]
             pinging[0].add_done_callback(lambda done: done.cancelled() or done.exception())
