@@ -254,7 +254,7 @@ CUT_S = 0.25  # A stop's budget after a second signal: a last chance for calls t
 CLOSE_S = 1.0  # Longest wait for a client's connections to close at the end of a stop.
 
 
-ABORT_GRACE_S = 1.0  # how long an aborted start lets its ping end before cancelling it
+ABORT_GRACE_S = 3.0  # how long an aborted start lets its ping end before cancelling it
 
 
 class StartGate:
