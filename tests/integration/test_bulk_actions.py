@@ -1,24 +1,31 @@
 """Actions on many jobs (issue 47, item 3), on real servers and a cluster: each action acts
 on exactly the jobs its dry run counted, and jobs that moved on in between (cancelled, fired,
 dead letters replayed) are reported as changed, not acted on, while jobs that came into the
-filter after the dry run are left alone; slices go on from where they stopped; bad input is
-a typed error naming its parameter. docs/architecture.md, "Bulk actions"."""
+filter after the dry run are left alone; so are jobs rescheduled, or cancelled and enqueued
+again under their id, in between (issue 57, item 5: `Drift`, in the hot set and the far
+tier, through every face); slices go on from where they stopped; bad input is a typed error
+naming its parameter. docs/architecture.md, "Bulk actions"."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, get_args
 
 import pytest
+import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.clients import MakeClient, admin_of
+from tests.support.far import far_ids
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError, Worker
 from wheelq.core.bulk_actions import BULK_ACTIONS
+from wheelq.core.history import JobState
 from wheelq.core.job_list import LIST_STATES
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import SelectionGoneError, UnknownTopicError
@@ -44,6 +51,74 @@ async def enqueue_range(
             ],
         )
     return ids
+
+
+TIERS = ("hot", "far")
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Six jobs `IDS` of `topic`, due a second apart from `at_s` in the hot set (half an
+    hour ahead: within the far horizon) or in the far tier (2033), all in the filter window
+    [at_s, at_s + 60). Between a dry run and its act, `drift` reschedules `MOVED` out of the
+    window (to `moved_to_s`, in the same tier) and cancels `AGAIN` and enqueues it again
+    under its id, due as before, with a new payload: the act must leave both alone and
+    count them as changed."""
+
+    client: AsyncClient
+    topic: str
+    tier: str
+    at_s: int
+    moved_to_s: int
+
+    IDS = tuple(f"k{i}" for i in range(6))
+    MOVED, AGAIN = "k1", "k3"
+
+    @classmethod
+    async def make(cls, client: AsyncClient, topic: str, tier: str) -> Drift:
+        if tier == "hot":
+            at_s = int(time.time()) + 1800
+            moved_to_s = at_s + 600
+        else:
+            at_s, moved_to_s = BASE, BASE + 3600
+        for i, job_id in enumerate(cls.IDS):
+            await client.enqueue(topic, {"i": i}, at=at_s + i, job_id=job_id)
+        return cls(client, topic, tier, at_s, moved_to_s)
+
+    @property
+    def window_ms(self) -> tuple[int, int]:
+        return self.at_s * 1000, (self.at_s + 60) * 1000
+
+    @property
+    def acted_on(self) -> list[str]:
+        return [j for j in self.IDS if j not in (self.MOVED, self.AGAIN)]
+
+    async def drift(self) -> None:
+        assert await self.client.reschedule(self.topic, self.MOVED, at=self.moved_to_s)
+        assert await self.client.cancel(self.topic, self.AGAIN)
+        again = self.at_s + self.IDS.index(self.AGAIN)
+        await self.client.enqueue(self.topic, {"again": True}, at=again, job_id=self.AGAIN)
+
+    async def check_left_alone(self, r: redis.Redis, shards: int = SHARDS) -> None:
+        """`MOVED` and `AGAIN` as `drift` left them, in their tier."""
+        moved = await self.client.get(self.topic, self.MOVED)
+        assert (moved.state, moved.due_ms) == (JobState.PENDING, self.moved_to_s * 1000)
+        again = await self.client.get(self.topic, self.AGAIN)
+        due_ms = (self.at_s + self.IDS.index(self.AGAIN)) * 1000
+        assert (again.state, again.due_ms, again.payload) == (
+            JobState.PENDING,
+            due_ms,
+            {"again": True},
+        )
+        far = {j for s in range(shards) for j in far_ids(r, ShardKeys(self.topic, s))}
+        both = {self.MOVED, self.AGAIN}
+        assert far & both == (both if self.tier == "far" else set())
+
+    async def check_cancelled(self, r: redis.Redis, shards: int = SHARDS) -> None:
+        """The others cancelled, `MOVED` and `AGAIN` left alone."""
+        for job_id in self.acted_on:
+            assert (await self.client.get(self.topic, job_id)).state is JobState.CANCELLED
+        await self.check_left_alone(r, shards)
 
 
 async def pending_ids(admin: AsyncAdmin, topic: str) -> set[str]:
@@ -86,6 +161,42 @@ async def test_an_action_acts_on_exactly_what_its_dry_run_counted(
     with pytest.raises(InvalidArgumentError) as caught:
         await admin.bulk(topic, "cancel", selection=dry.selection)
     assert isinstance(caught.value, SelectionGoneError) and "already" in str(caught.value)
+
+
+@pytest.mark.parametrize("action", ["cancel", "reschedule"])
+@pytest.mark.parametrize("tier", TIERS)
+async def test_an_act_leaves_jobs_rescheduled_or_enqueued_again_since_its_dry_run(
+    client: AsyncClient,
+    topic: str,
+    make_client: MakeClient,
+    redis_sync: redis.Redis,
+    tier: str,
+    action: str,
+) -> None:
+    admin = admin_of(make_client())  # the blocking Admin and the AsyncAdmin
+    jobs = await Drift.make(client, topic, tier)
+    low, high = jobs.window_ms
+    window = {"state": "pending", "due_after": low / 1000, "due_before": high / 1000}
+    moving = {"shift_ms": 10_000} if action == "reschedule" else {}
+    dry = await admin.bulk(topic, action, dry_run=True, **window, **moving)
+    assert (dry.matched, dry.acted) == (6, 0) and dry.selection
+    await jobs.drift()
+    done = await admin.bulk(topic, action, selection=dry.selection, **moving)
+    assert (done.matched, done.acted, done.changed, done.skipped, done.remaining) == (
+        6,
+        4,
+        2,
+        0,
+        0,
+    )
+    if action == "cancel":
+        await jobs.check_cancelled(redis_sync)
+    else:
+        for job_id in jobs.acted_on:
+            got = await client.get(topic, job_id)
+            due_ms = (jobs.at_s + jobs.IDS.index(job_id)) * 1000 + 10_000
+            assert (got.state, got.due_ms) == (JobState.PENDING, due_ms)
+        await jobs.check_left_alone(redis_sync)
 
 
 async def test_run_now_and_reschedule_move_exactly_the_selected_jobs(
@@ -138,8 +249,15 @@ async def test_retrying_and_dead_jobs_by_filter(
     assert pending.matched == 0
     dry = await admin.bulk(topic, "cancel", state="retrying", dry_run=True)
     assert dry.matched == 12
+    # in between: a retry is moved to another time (issue 57 item 5): left alone
+    moved_ms = (BASE + 7200) * 1000
+    assert await client.reschedule(topic, "r0", at=moved_ms / 1000)
     done = await admin.bulk(topic, "cancel", selection=dry.selection)
-    assert (done.acted, done.changed) == (12, 0)
+    assert (done.acted, done.changed) == (11, 1)
+    (left,) = await admin.jobs(topic, "retrying")
+    assert (left.id, left.due_ms) == ("r0", moved_ms)
+    named = await admin.bulk(topic, "cancel", state="retrying", ids=["r0"])  # as it is now
+    assert (named.matched, named.acted) == (1, 1)
     assert list(await admin.jobs(topic, "retrying")) == []
 
     dead = list(await admin.jobs(topic, "dead", 100))
@@ -282,6 +400,29 @@ async def test_http_dry_run_then_act_on_its_selection(
     assert (status, moved["acted"]) == (200, 5), moved
 
 
+@pytest.mark.parametrize("tier", TIERS)
+async def test_http_act_leaves_jobs_rescheduled_or_enqueued_again_since_its_dry_run(
+    api: Served, client: AsyncClient, topic: str, redis_sync: redis.Redis, tier: str
+) -> None:
+    jobs = await Drift.make(client, topic, tier)
+    low, high = jobs.window_ms
+    bulk = f"/v1/topics/{topic}/jobs/bulk"
+    body = {
+        "action": "cancel",
+        "filter": {"state": "pending", "due_after": low, "due_before": high},
+        "dry_run": True,
+    }
+    status, dry, _ = await api.call("POST", bulk, body)
+    assert (status, dry["matched"]) == (200, 6), dry
+    await jobs.drift()
+    status, done, _ = await api.call(
+        "POST", bulk, {"action": "cancel", "selection": dry["selection"]}
+    )
+    assert status == 200, done
+    assert (done["acted"], done["changed"], done["remaining"]) == (4, 2, 0)
+    await jobs.check_cancelled(redis_sync)
+
+
 async def test_http_bad_bulk_input_is_a_problem_naming_the_field(
     api: Served, client: AsyncClient, topic: str
 ) -> None:
@@ -361,3 +502,28 @@ async def test_cli_dry_run_then_act_on_the_selection(
         run_wheelq, "jobs", "bulk", topic, "replay", "--state", "pending", *url
     )
     assert_one_line_error(wrong, 2, "replay acts on dead")
+
+
+@pytest.mark.parametrize("tier", TIERS)
+async def test_cli_act_leaves_jobs_rescheduled_or_enqueued_again_since_its_dry_run(
+    client: AsyncClient, topic: str, redis_url: str, redis_sync: redis.Redis, tier: str
+) -> None:
+    jobs = await Drift.make(client, topic, tier)
+    url = ("--redis-url", redis_url)
+    window = ("--due-after", str(jobs.at_s), "--due-before", str(jobs.at_s + 60))
+    dry = await asyncio.to_thread(
+        run_wheelq, "jobs", "bulk", topic, "cancel", "--state", "pending", *window,
+        "--dry-run", *url,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[0] == "6 pending jobs match"
+    token = dry.stdout.split("--selection ")[1].strip()
+    await jobs.drift()
+    done = await asyncio.to_thread(
+        run_wheelq, "jobs", "bulk", topic, "cancel", "--selection", token, *url
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "cancel: acted on 4 of 6; 2 had changed state (left alone); 0 skipped"
+    )
+    await jobs.check_cancelled(redis_sync)

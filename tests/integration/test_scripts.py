@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import itertools
 import os
 import re
@@ -27,6 +28,7 @@ from tests.support.entries import ENQUEUED_MS, ready_fields
 from tests.support.scripts import RAW_PAYLOAD, Runner
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually_sync
+from wheelq.core.bulk_actions import Selected
 from wheelq.core.callback import Callback
 from wheelq.core.due import DueSpec
 from wheelq.core.history import SEPARATOR
@@ -887,6 +889,54 @@ def test_cancel_key_of_wrong_type_is_a_script_error_and_writes_nothing(
     bad = plant_wrong_type(redis_sync, keys, name)
     with refused(redis_sync, keys, "cancel", bad):
         run(enqueue.cancel(keys, "old"))
+
+
+def stamp(envelope: bytes) -> str:
+    """`wq_stamp`: which write put a pending job's envelope there."""
+    return hashlib.sha1(envelope).hexdigest()[:16]  # an identity, not a secret
+
+
+@pytest.mark.parametrize("op", ["cancel", "reschedule"])
+@pytest.mark.parametrize("differs", [None, "due", "stamp", "state"])
+def test_a_guarded_cancel_or_reschedule_acts_only_on_the_job_as_selected(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, op: str, differs: str | None
+) -> None:
+    """A bulk action's act (issue 57 item 5): the job's state, due time and stamp must be
+    those its selection recorded, else nothing is written."""
+    due = server_ms(redis_sync) + 10 * MINUTE_MS  # moved a minute on: still within the horizon
+    shown = env(b"shown")
+    seed_pending(redis_sync, keys, "j", due, shown)
+    selected = Selected(
+        differs == "state",
+        due + 1 if differs == "due" else due,
+        stamp(env(b"written again") if differs == "stamp" else shown),
+    )
+    before = shard_state(redis_sync, keys)
+    if op == "cancel":
+        acted = run(enqueue.cancel(keys, "j", selected)) is True
+    else:
+        placed = run(enqueue.reschedule(keys, "j", at(due + MINUTE_MS), selected))
+        acted = placed is Placed.SCHEDULED
+    if differs is not None:
+        assert not acted
+        assert shard_state(redis_sync, keys) == before
+    else:
+        assert acted
+        assert score(redis_sync, keys, "j") == (None if op == "cancel" else due + MINUTE_MS)
+
+
+def test_a_guarded_cancel_of_a_retry_matches_it_under_an_alias_member(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    due = server_ms(redis_sync) + HOUR_MS
+    alias = f"j{SEPARATOR}g{SEPARATOR}1-0"
+    retry = Envelope(b"p", 2, 5, ENQUEUED_MS, group="g", job_id="j").pack()
+    seed_pending(redis_sync, keys, alias, due, retry)
+    redis_sync.zadd(keys.retries, {alias: 0})
+    assert run(enqueue.cancel(keys, "j", Selected(False, due, stamp(retry)))) is False
+    assert run(enqueue.cancel(keys, "j", Selected(True, due, stamp(retry)))) is True
+    assert score(redis_sync, keys, alias) is None
+    assert redis_sync.zcard(keys.retries) == 0
 
 
 # --- emit_due -------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The console's actions on many jobs (issue 47 item 3): a job list's ticked rows, or every
 row its filter matches, cancelled, run now, rescheduled, replayed or purged through a dry
 run whose count the confirmation page states; a selection over 10,000 goes on page by page
-with a Continue button; jobs that changed state in between are reported, not acted on. In a
-real headless Chromium (with JavaScript off and on), with an axe-core scan of the pages it
+with a Continue button; jobs that changed state in between, were rescheduled or were enqueued
+again under their id are reported, not acted on (issue 57 item 5). In a real headless
+Chromium (with JavaScript off and on), with an axe-core scan of the pages it
 adds; bad input and cross-site forms over plain HTTP."""
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import redis
 
-from tests.integration.test_bulk_actions import enqueue_range, pending_ids
+from tests.integration.test_bulk_actions import TIERS, Drift, enqueue_range, pending_ids
 from tests.integration.test_web_dashboard import dead_letters, dead_list, dead_refs, get, post
 from tests.support.browser import serious_violations
 from tests.support.web import Served, serving
@@ -291,6 +293,29 @@ async def test_a_confirmed_selection_acts_and_the_flash_says_how_many(
     # the query is never echoed
     html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=pending&done=cancelled+1+<b>")
     assert "<b>" not in html and 'class="flash"' not in html
+
+
+@pytest.mark.cluster_too
+@pytest.mark.parametrize("tier", TIERS)
+async def test_a_confirmed_selection_leaves_jobs_rescheduled_or_enqueued_again(
+    api: Served, topic: str, redis_sync: redis.Redis, tier: str
+) -> None:
+    await api.service.admin.create_topic(topic, 2)
+    jobs = await Drift.make(api.service.client, topic, tier)
+    low, high = jobs.window_ms
+    bulk = f"/ui/topics/{topic}/jobs/bulk"
+    window = [("state", "pending"), ("due_after", str(low)), ("due_before", str(high))]
+    status, asked = await post(api, f"{bulk}/cancel", [*window, ("all", "1")])
+    assert status == 200 and "Cancel 6 pending jobs due from" in asked, asked[:1500]
+    token = re.search(r'name="selection" value="([^"]+)"', asked)
+    assert token is not None
+    await jobs.drift()
+    form = [*window, ("selection", token[1]), ("confirm", "1")]
+    status, where = await post(api, f"{bulk}/cancel", form)
+    assert status == 303 and where.endswith("&done=cancelled+4+changed+2"), where
+    html, _ = await get(api, where)
+    assert "Cancelled 4 jobs; 2 had changed state and were left alone." in html
+    await jobs.check_cancelled(redis_sync, shards=2)
 
 
 async def test_bad_input_answers_the_error_page_with_a_4xx(api: Served, topic: str) -> None:

@@ -77,6 +77,7 @@ def test_the_key_layout_table_lists_exactly_the_keys_keys_py_makes() -> None:
     made.add(shard.wake_channel.replace("{T:0}", "{T:s}"))
     made.add(keys.selection_key(shard, "<name>").replace("{T:0}", "{T:s}"))
     made.add(keys.selection_mark_key("T", "<name>"))
+    made.add(keys.selection_stamps_key(shard, "<name>").replace("{T:0}", "{T:s}"))
     made.add(keys.far_leaf_key(shard, "<leaf>").replace("{T:0}", "{T:s}"))
     made.add(keys.far_buckets_key(shard).replace("{T:0}", "{T:s}"))
     made.add(keys.far_live_key(shard).replace("{T:0}", "{T:s}"))

@@ -3,13 +3,15 @@ states each takes, the selection token, and what an action answers (`BulkOutcome
 
 A bulk action runs in two steps, whether the caller sees them or not. *Select*: the jobs
 matching a filter (or named by id) are read a page at a time and copied, each with its due
-time, into a selection of their own per shard (a sorted set that expires), and counted:
-that count is a dry run's answer. *Act*: the selection is taken a batch at a time; each
-job is checked to be still in the state it was selected in, acted on if it is, and
-counted as *changed* (left as it is) if not; then it leaves the selection. So an action
-acts on exactly the jobs its dry run counted, less those that moved on meanwhile, and says
-how many those were. An act that stops early (its `max_jobs` reached) answers the count
-still `remaining` and its selection, which a later call goes on with.
+time and its stamp (which write put it there), into a selection of their own per shard (a
+sorted set and a hash that expire), and counted: that count is a dry run's answer. *Act*:
+the selection is taken a batch at a time; each job is acted on only if it is still as it
+was selected (`Selected`: in its state, due at that time, with that stamp), in the one
+script that acts, and counted as *changed* (left as it is) if not; then it leaves the
+selection. So an action acts on exactly the jobs its dry run counted, less those that moved
+on, were moved or were written again meanwhile, and says how many those were. An act that
+stops early (its `max_jobs` reached) answers the count still `remaining` and its selection,
+which a later call goes on with.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import binascii
 import secrets
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 import msgpack
 
@@ -128,6 +131,24 @@ class Selection:
         return cls(topic, ListState(state), name, matched)
 
 
+class Selected(NamedTuple):
+    """A pending or retrying job as its selection recorded it: the act goes on only while
+    the job is still so (`cancel.lua` and `reschedule.lua` check it as they act)."""
+
+    retry: bool
+    """Selected as a pending retry (under its id or an alias member); else pending under
+    its id."""
+    due_ms: int
+    """Its due time when selected."""
+    stamp: str
+    """Its envelope's stamp when selected (``wq_stamp``: which write put it there; "": none
+    recorded, so it is never as selected)."""
+
+    def args(self) -> list[str | int]:
+        """The scripts' guard arguments: state, due ms, stamp."""
+        return ["r" if self.retry else "p", self.due_ms, self.stamp]
+
+
 @dataclass(frozen=True, slots=True)
 class BulkOutcome:
     """What a bulk action did (a dry run: what it would act on)."""
@@ -140,8 +161,10 @@ class BulkOutcome:
     acted: int = 0
     """Jobs acted on."""
     changed: int = 0
-    """Selected jobs no longer in their state when reached (fired, settled, cancelled,
-    replayed meanwhile): left as they are."""
+    """Selected jobs no longer as selected when reached: out of their state (fired,
+    settled, cancelled, replayed meanwhile), due at another time (rescheduled), or written
+    again (enqueued again under the id, with another payload or options): left as they
+    are."""
     skipped: int = 0
     """replay: dead letters that cannot run again (malformed, nested too deep, or held back
     by the topic's ``max_ready``): they stay dead letters."""

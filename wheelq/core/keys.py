@@ -254,6 +254,11 @@ def selection_key(keys: ShardKeys, name: str) -> str:
     return f"{keys.tag}:bulk:{name}"
 
 
+def selection_stamps_key(keys: ShardKeys, name: str) -> str:
+    """The stamps of a bulk action's selected jobs (which write put each there), in its slot."""
+    return selection_key(keys, name) + ":stamps"
+
+
 def selection_mark_key(topic: str, name: str) -> str:
     """A bulk action's selection is open (acts on it may go on): in shard 0's slot."""
     return selection_key(ShardKeys(topic, 0), name) + ":open"

@@ -1,6 +1,6 @@
 """Actions on many jobs at once (sans-I/O): select the jobs a filter matches (or the ids
 named) into a selection, count them, and act on the selection a batch at a time, each job
-only while it is still in the state it was selected in (`wheelq.core.bulk_actions` has the design).
+only while it is still as it was selected (`wheelq.core.bulk_actions` has the design).
 Every Redis call is one bounded batch: a page of a list, a ZADD of a page's members, a
 ZMSCORE of a batch, a short script per job.
 """
@@ -17,6 +17,7 @@ from wheelq.core.bulk_actions import (
     SELECTION_TTL_MS,
     BulkAction,
     BulkOutcome,
+    Selected,
     Selection,
     bulk_action,
 )
@@ -50,7 +51,8 @@ MAX_NAMED = 10_000
 """Ids or refs one bulk call may name (more: select them by filter)."""
 MAX_SHIFT_MS = 10 * 365 * 24 * 3600 * 1000
 SELECT_PAGE = 500
-"""Rows a selection reads a page (each shard's part one short call: ids and due times)."""
+"""Rows a selection reads a page (each shard's part one short call: ids, due times and
+stamps)."""
 Progress = Callable[[int, int], None]
 """Told (jobs reached, jobs selected) after each batch of an act."""
 
@@ -190,8 +192,8 @@ def select(
 def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter) -> Op[int]:
     """Select the pending or retrying jobs `match` takes, each shard paged on its own (a
     selection needs no order across shards: each row is read once), every unfinished shard
-    in one round trip a page. Rows come bare (ids and due times) unless a group filter needs
-    a retry's envelope."""
+    in one round trip a page. Rows come bare (ids, due times and stamps) unless a group filter
+    needs a retry's envelope."""
     envelope_max = 0 if match.group is None else lists.ENVELOPE_MAX
     views = [ShardKeys(topic, shard) for shard in range(shards)]
     after: dict[int, Any] = dict.fromkeys(range(shards))
@@ -202,17 +204,17 @@ def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter)
             calls: list[Call[Any]] = [
                 lists.pending_page(
                     views[i], match.due_after_ms, match.due_before_ms, after[i],
-                    SELECT_PAGE, envelope_max,
+                    SELECT_PAGE, envelope_max, stamps=True,
                 )
                 for i in shards_now
             ]  # fmt: skip
         else:
             calls = [
-                lists.retrying_page(views[i], after[i], SELECT_PAGE, envelope_max)
+                lists.retrying_page(views[i], after[i], SELECT_PAGE, envelope_max, stamps=True)
                 for i in shards_now
             ]
         pages = yield calls
-        members: list[tuple[int, str, int]] = []
+        members: list[Member] = []
         for i, page in zip(shards_now, pages, strict=True):
             if sel.state is ListState.PENDING:  # a page may be short and have a next
                 rows, following = page.rows, page.next
@@ -228,12 +230,16 @@ def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter)
     return count
 
 
-def _pick(state: ListState, match: JobFilter, row: lists.StoredRow) -> tuple[str, int] | None:
-    """(job id, due ms) of a row the selection takes, else None."""
+def _pick(
+    state: ListState, match: JobFilter, row: lists.StoredRow
+) -> tuple[str, int, str | None] | None:
+    """(job id, due ms, stamp) of a row the selection takes, else None."""
     if row.due_ms is None:
         return None  # a retry that fired or was cancelled since the index was read
     if state is ListState.PENDING:
-        return None if row.retry else (row.member.decode("utf-8", "replace"), row.due_ms)
+        if row.retry:
+            return None
+        return row.member.decode("utf-8", "replace"), row.due_ms, row.stamp
     if not match.due_in(row.due_ms):
         return None
     member = row.member.decode("utf-8", "replace")
@@ -247,38 +253,38 @@ def _pick(state: ListState, match: JobFilter, row: lists.StoredRow) -> tuple[str
             return None
         if group != match.group:
             return None
-    return job_id, row.due_ms
+    return job_id, row.due_ms, row.stamp
 
 
-def _member(row: ListedJob) -> tuple[int, str, int]:
-    """(shard, member, score) of a listed job in a selection."""
-    if row.state is ListState.DEAD:
-        assert row.ref is not None
-        shard, entry_id = parse_ref(row.ref)
-        return shard, entry_id, 0
-    assert row.id is not None
-    return row.shard, row.id, row.due_ms or 0
+Member = tuple[int, str, int, str | None]
+"""A selection's row: (shard, member, score, stamp); a dead letter's score is 0 and it has
+no stamp."""
 
 
-def _remember(topic: str, sel: Selection, members: Sequence[tuple[int, str, int]]) -> Op[int]:
-    """Add (shard, member, score) to the selection; how many were new to it (two retries of
-    one job are one member)."""
-    by_shard: dict[int, list[tuple[str, int]]] = defaultdict(list)
-    for shard, member, score in members:
-        by_shard[shard].append((member, score))
-    calls = [
-        call
-        for shard, pairs in by_shard.items()
-        for call in store.remember(ShardKeys(topic, shard), sel.name, pairs, SELECTION_TTL_MS)
-    ]
+def _member(row: ListedJob) -> Member:
+    """A listed dead letter as a selection's row."""
+    assert row.ref is not None
+    shard, entry_id = parse_ref(row.ref)
+    return shard, entry_id, 0, None
+
+
+def _remember(topic: str, sel: Selection, members: Sequence[Member]) -> Op[int]:
+    """Add rows to the selection; how many were new to it (two retries of one job are one
+    member: its last row is kept)."""
+    by_shard: dict[int, list[tuple[str, int, str | None]]] = defaultdict(list)
+    for shard, member, score, stamp in members:
+        by_shard[shard].append((member, score, stamp))
+    calls: list[Call[Any]] = []
+    adds = []  # where each shard's ZADD is among the calls: its reply counts the new members
+    for shard, rows in by_shard.items():
+        adds.append(len(calls))
+        calls += store.remember(ShardKeys(topic, shard), sel.name, rows, SELECTION_TTL_MS)
     replies = (yield calls) if calls else []
-    return sum(replies[::2])  # each ZADD's count of members added (then its PEXPIRE)
+    return sum(replies[i] for i in adds)
 
 
-def _still(
-    topic: str, shards: int, state: ListState, named: Sequence[str]
-) -> Op[list[tuple[int, str, int]]]:
-    """The named jobs (or dead letters) still in `state`, as selection members."""
+def _still(topic: str, shards: int, state: ListState, named: Sequence[str]) -> Op[list[Member]]:
+    """The named jobs (or dead letters) still in `state`, as selection rows."""
     by_shard: dict[int, list[str]] = defaultdict(list)
     for one in named:
         if state is ListState.DEAD:
@@ -287,32 +293,39 @@ def _still(
                 by_shard[shard].append(entry_id)
         else:
             by_shard[shard_of(one, shards)].append(one)
-    out: list[tuple[int, str, int]] = []
+    out: list[Member] = []
     for shard, members in by_shard.items():
         keys = ShardKeys(topic, shard)
-        kept = yield from _in_state(keys, state, members)
-        out += [(shard, member, due or 0) for member, due in kept]
+        if state is ListState.DEAD:
+            there = yield store.dead_exists(keys, members)
+            out += [(shard, m, 0, None) for m, ok in zip(members, there, strict=True) if ok]
+        else:
+            kept = yield from _in_state(keys, state, members)
+            out += [(shard, member, due, stamp) for member, due, stamp in kept]
     return out
 
 
 def _in_state(
     keys: ShardKeys, state: ListState, members: Sequence[str]
-) -> Op[list[tuple[str, int | None]]]:
-    """Those of `members` (job ids; dead letters' entry ids) in `state` now, with their due
-    time (None: a retry stored under an alias member only)."""
-    if state is ListState.DEAD:
-        there = yield store.dead_exists(keys, members)
-        return [(m, None) for m, ok in zip(members, there, strict=True) if ok]
+) -> Op[list[tuple[str, int, str]]]:
+    """Those of `members` (job ids) pending or retrying (`state`) now, with their due time
+    and stamp (a retry stored under alias members only: its first alias's)."""
     calls: list[Call[Any]] = [store.due_times(keys, members), store.in_retry_index(keys, members)]
     if state is ListState.RETRYING:
-        calls += [store.has_alias_retry(keys, m) for m in members]
-    dues, indexed, *aliased = yield calls
+        calls += [store.alias_retry(keys, m) for m in members]
+    found, indexed, *aliases = yield calls
     out = []
+    via: dict[str, str] = {}  # alias member -> its job id
+    retrying = state is ListState.RETRYING
     for i, member in enumerate(members):
-        if state is ListState.PENDING and dues[i] is not None and not indexed[i]:
-            out.append((member, dues[i]))
-        elif state is ListState.RETRYING and ((indexed[i] and dues[i] is not None) or aliased[i]):
-            out.append((member, dues[i] if indexed[i] else None))
+        now = found[i]
+        if now is not None and indexed[i] == retrying:  # pending: not a retry
+            out.append((member, *now))
+        elif retrying and aliases[i] is not None:
+            via[aliases[i]] = member
+    if via:
+        (at_aliases,) = yield [store.due_times(keys, list(via))]
+        out += [(via[a], *now) for a, now in zip(via, at_aliases, strict=True) if now is not None]
     return out
 
 
@@ -335,15 +348,13 @@ def act(
         keys = ShardKeys(topic, shard)
         while max_jobs is None or reached < max_jobs:
             count = BATCH if max_jobs is None else min(BATCH, max_jobs - reached)
-            taken, _ = yield store.take(keys, sel.name, count, SELECTION_TTL_MS)
+            taken, *_ = yield store.take(keys, sel.name, count, SELECTION_TTL_MS)
             if not taken:
                 break
             members = [member for member, _ in taken]
-            done, moved_on, left = yield from _act_batch(
-                keys, sel.state, action, members, due, shift_ms
-            )
+            done, moved_on, left = yield from _act_batch(keys, sel, action, taken, due, shift_ms)
             acted, changed, skipped = acted + done, changed + moved_on, skipped + left
-            yield [store.forget(keys, sel.name, members)]
+            yield store.forget(keys, sel.name, members)
             reached += len(members)
             if progress is not None:
                 progress(reached, sel.matched)
@@ -383,40 +394,47 @@ def _remaining(producer: Producer, topic: str, sel: Selection) -> Op[int]:
 
 def _act_batch(
     keys: ShardKeys,
-    state: ListState,
+    sel: Selection,
     action: BulkAction,
-    members: Sequence[str],
+    taken: Sequence[tuple[str, int]],
     due: DueSpec | None,
     shift_ms: int | None,
 ) -> Op[tuple[int, int, int]]:
-    """(acted, changed, skipped) of one batch of one shard."""
+    """(acted, changed, skipped) of one batch of one shard: (member, score) pairs taken from
+    the selection."""
+    members = [member for member, _ in taken]
     if action is BulkAction.REPLAY:
         ((n, held, refused),) = yield [dead.replay(keys, members)]
         return n, len(members) - n - held - len(refused), held + len(refused)
     if action is BulkAction.PURGE:
         (n,) = yield [dead.purge_dead(keys, members)]
         return n, len(members) - n, 0
-    still = yield from _in_state(keys, state, members)
+    (stamps,) = yield [store.stamps(keys, sel.name, members)]
+    retry = sel.state is ListState.RETRYING
     calls: list[Call[Any]] = []
-    skipped = 0
-    for job_id, at in still:
+    for (job_id, at), stamp in zip(taken, stamps, strict=True):
+        # the script acts only while the job is as selected: the rest are changed
+        selected = Selected(retry, at, stamp)
         if action is BulkAction.CANCEL:
-            calls.append(_safe(enqueue.cancel(keys, job_id)))
-        elif due is not None:
-            calls.append(_safe(enqueue.reschedule(keys, job_id, due)))
-        elif at is not None and shift_ms is not None:
-            moved = min(max(at + shift_ms, 0), MAX_AT_MS)
-            calls.append(_safe(enqueue.reschedule(keys, job_id, DueSpec("at", moved))))
+            calls.append(_safe(enqueue.cancel(keys, job_id, selected)))
         else:
-            skipped += 1  # a retry under an alias member only: its due time is not read here
-    replies = (yield calls) if calls else []
+            to = due if due is not None else DueSpec("at", _shifted(at, shift_ms))
+            calls.append(_safe(enqueue.reschedule(keys, job_id, to, selected)))
+    replies = yield calls
     # cancel answers whether it removed anything; reschedule where it placed it (None: not
-    # pending), and SCHEDULED is 0
+    # pending as selected), and SCHEDULED is 0
     acted = sum(
         1 for r in replies if r is not None and r is not False and not isinstance(r, WheelqError)
     )
     errors = sum(1 for r in replies if isinstance(r, WheelqError))
-    return acted, len(members) - acted - errors - skipped, errors + skipped
+    return acted, len(members) - acted - errors, errors
+
+
+def _shifted(at: int, shift_ms: int | None) -> int:
+    """A job due at `at` (its due time when selected: it is acted on only while it still is)
+    moved by `shift_ms`, within [0, MAX_AT_MS]."""
+    assert shift_ms is not None  # reschedule takes at or shift_ms (`_due`)
+    return min(max(at + shift_ms, 0), MAX_AT_MS)
 
 
 def _safe(call: Call[Any]) -> Call[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from wheelq.core.bulk_actions import Selected
 from wheelq.core.due import DueSpec
 from wheelq.core.keys import ShardKeys
 from wheelq.errors import ScriptError
@@ -117,12 +118,16 @@ def _rescheduled(reply: Any) -> Placed | None:
     return None if outcome == NOT_PENDING else Placed(outcome)
 
 
-def reschedule(keys: ShardKeys, job_id: str, due: DueSpec) -> Call[Placed | None]:
-    """The outcome, None when not pending; `MalformedJobError` if due now and undecodable."""
+def reschedule(
+    keys: ShardKeys, job_id: str, due: DueSpec, selected: Selected | None = None
+) -> Call[Placed | None]:
+    """The outcome, None when not pending (or not as `selected`, a bulk action's record of
+    it); `MalformedJobError` if due now and undecodable."""
     mode, value = due.wire
-    return script_call(
-        "reschedule", keys, [keys.topic, keys.wake_channel, job_id, mode, value], _rescheduled
-    )
+    args: list[str | int] = [keys.topic, keys.wake_channel, job_id, mode, value]
+    if selected is not None:
+        args += selected.args()
+    return script_call("reschedule", keys, args, _rescheduled)
 
 
 def debounce(
@@ -139,5 +144,8 @@ def debounce(
     return script_call("debounce", keys, args, parse)
 
 
-def cancel(keys: ShardKeys, job_id: str) -> Call[bool]:
-    return script_call("cancel", keys, [job_id], lambda r: bool(check("cancel", r)[1]))
+def cancel(keys: ShardKeys, job_id: str, selected: Selected | None = None) -> Call[bool]:
+    """Whether anything was removed (False: not pending, or not as `selected`, a bulk
+    action's record of it)."""
+    args: list[str | int] = [job_id] if selected is None else [job_id, *selected.args()]
+    return script_call("cancel", keys, args, lambda r: bool(check("cancel", r)[1]))

@@ -33,19 +33,25 @@ class StoredRow:
     retry: bool = False
     """In the index of pending retries (`list_pending.lua` says; a retries page's rows are
     all in it)."""
+    stamp: str | None = None
+    """Which write put its envelope there (`wq_stamp`), when the page was asked for stamps
+    (a bulk action's selection records it)."""
 
 
-def _rows(flat: Sequence[Any], width: int = 3) -> list[StoredRow]:
-    """Rows of `width` values: member, due, envelope or size (and, at 4, the retry flag)."""
+def _rows(flat: Sequence[Any], flagged: bool, stamps: bool) -> list[StoredRow]:
+    """Rows of member, due, envelope or size, then its stamp (with `stamps`) and its retry
+    flag (`flagged`: else every row is a retry)."""
+    width = 3 + stamps + flagged
     out = []
     for i in range(0, len(flat), width):
         member, due, envelope = flat[i : i + 3]
         due_ms = None if due is None or due is False else int(float(due))
-        retry = width == 3 or bool(flat[i + 3])
+        retry = not flagged or bool(flat[i + width - 1])
+        stamp = text(flat[i + 3]) if stamps and flat[i + 3] else None
         if isinstance(envelope, int):
-            out.append(StoredRow(member, due_ms, None, envelope, retry))
+            out.append(StoredRow(member, due_ms, None, envelope, retry, stamp))
         else:
-            out.append(StoredRow(member, due_ms, envelope or None, None, retry))
+            out.append(StoredRow(member, due_ms, envelope or None, None, retry, stamp))
     return out
 
 
@@ -69,11 +75,13 @@ def pending_page(
     after: tuple[int, bytes] | None,
     count: int,
     envelope_max: int = ENVELOPE_MAX,
+    stamps: bool = False,
 ) -> Call[PendingPage]:
     """Up to `count` pending jobs of `keys`' shard due in [low, high), after `after` (a
     page's `next`, or a row's (due, member)), in (due, member) order, wherever each is
-    stored; envelopes up to `envelope_max` bytes (0: none, their sizes only). A page may be
-    short and still have a `next` (`list_pending.lua`)."""
+    stored; envelopes up to `envelope_max` bytes (0: none, their sizes only), and with
+    `stamps` each row's stamp. A page may be short and still have a `next`
+    (`list_pending.lua`)."""
     args: list[str | bytes | int] = [
         "-inf" if low_ms is None else low_ms,
         "+inf" if high_ms is None else high_ms,
@@ -81,27 +89,37 @@ def pending_page(
         b"" if after is None else after[1],
         count,
         envelope_max,
+        "1" if stamps else "",
     ]
 
     def parse(reply: Any) -> PendingPage:
         r = check("list_pending", reply)
         following = (int(float(r[2])), bytes(r[3])) if r[1] else None
-        return PendingPage(_rows(r[5:], 4), following, int(r[4]))
+        return PendingPage(_rows(r[5:], True, stamps), following, int(r[4]))
 
     return script_call("list_pending", keys, args, parse)
 
 
 def retrying_page(
-    keys: ShardKeys, after: bytes | None, count: int, envelope_max: int = ENVELOPE_MAX
+    keys: ShardKeys,
+    after: bytes | None,
+    count: int,
+    envelope_max: int = ENVELOPE_MAX,
+    stamps: bool = False,
 ) -> Call[tuple[bool, list[StoredRow]]]:
     """Up to `count` members of the shard's index of pending retries after `after`, with their
-    due time and envelope, and whether the index holds more."""
+    due time and envelope (and with `stamps` their stamp), and whether the index holds more."""
 
     def parse(reply: Any) -> tuple[bool, list[StoredRow]]:
         r = check("list_retrying", reply)
-        return bool(r[1]), _rows(r[2:])
+        return bool(r[1]), _rows(r[2:], False, stamps)
 
-    args: list[str | bytes | int] = [b"" if after is None else after, count, envelope_max]
+    args: list[str | bytes | int] = [
+        b"" if after is None else after,
+        count,
+        envelope_max,
+        "1" if stamps else "",
+    ]
     return script_call("list_retrying", keys, args, parse)
 
 

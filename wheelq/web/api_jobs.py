@@ -168,8 +168,9 @@ async def bulk_action(topic: TopicPath, body: BulkIn, request: Request) -> Respo
     retrying ones, replay or purge dead letters; chosen by `filter`, by `ids` (with
     `filter.state`) or `refs`, or a dry run's `selection`. A dry run answers how many match
     (`matched`) and a `selection` that acts on exactly those; an act answers how many it
-    `acted` on and how many had `changed` state meanwhile (left alone). One request acts on
-    10,000 jobs at most: `remaining` and `selection` say how to go on."""
+    `acted` on and how many had `changed` meanwhile (moved on, rescheduled or enqueued again
+    under their id: left alone). One request acts on 10,000 jobs at most: `remaining` and
+    `selection` say how to go on."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
     f = body.filter

@@ -586,16 +586,29 @@ local function wq_schedule(delayed, jobs, inbox, channel, horizon, id, due, enve
   end
 end
 
+-- A pending job's stamp: which write put its envelope there, as 16 hex digits of the
+-- envelope's SHA1 (an envelope holds the payload, the options and the client's ms of the
+-- enqueue, so a job enqueued again under its id has another stamp unless every byte is the
+-- same). A bulk action's selection records it with the job's due time, and its act goes on
+-- only while both are the same (wq_as_selected; docs/architecture.md, "Bulk actions").
+local function wq_stamp(envelope)
+  return string.sub(redis.sha1hex(envelope), 1, 16)
+end
+
 -- A job list's rows: for each member of `members` (in order), the member, its due ms
 -- (`dues[i]`, false: not pending) and its envelope, or its size in bytes when it is larger
 -- than `max` (a list never copies a huge payload), appended to `out`. `max` 0: neither
 -- (false), for a caller that needs ids and due times only. The envelope is read from `jobs`
--- unless `held[i]` has it already (a far record's).
-local function wq_list_rows(jobs, members, dues, max, out, held)
+-- unless `held[i]` has it already (a far record's). With `stamps`, each row has a fourth
+-- value: its envelope's stamp (wq_stamp; false: none).
+local function wq_list_rows(jobs, members, dues, max, out, held, stamps)
   for i, member in ipairs(members) do
     out[#out + 1] = member
     out[#out + 1] = dues[i]
     local envelope = held and held[i]
+    if stamps and not envelope then
+      envelope = redis.call('HGET', jobs, member)
+    end
     if max <= 0 then
       out[#out + 1] = false
     elseif envelope then
@@ -607,6 +620,9 @@ local function wq_list_rows(jobs, members, dues, max, out, held)
       else
         out[#out + 1] = redis.call('HGET', jobs, member) or false
       end
+    end
+    if stamps then
+      out[#out + 1] = envelope and wq_stamp(envelope) or false
     end
   end
   return out
@@ -1019,3 +1035,34 @@ local function wq_far_found(meta, horizon, id)
   return far.entries > 0 and far:find(id) or nil, far
 end
 
+
+-- A bulk action's guard (docs/architecture.md, "Bulk actions"): whether job `id` is still as
+-- its selection recorded it, in one script with the act, so a job moved or written again
+-- meanwhile is left alone. As recorded: in `state` ('p': pending under its id, not a retry;
+-- 'r': a pending retry, under the id or one of `aliases`, the id's alias members), due at
+-- `due` (ms) with its envelope's stamp `stamp` (wq_stamp). `delayed`, `jobs`, `retries`,
+-- `far`: the shard's {T:s}:delayed, :jobs, :retries and :far.
+local function wq_as_selected(delayed, jobs, retries, far, id, aliases, state, due, stamp)
+  due = tonumber(due)
+  local function same(at, envelope, retry)
+    return at ~= false and at ~= nil and envelope ~= false and envelope ~= nil
+      and retry == (state == 'r') and tonumber(at) == due and wq_stamp(envelope) == stamp
+  end
+  local at, envelope = redis.call('ZSCORE', delayed, id), redis.call('HGET', jobs, id)
+  if at and envelope then
+    if same(at, envelope, redis.call('ZSCORE', retries, id) ~= false) then
+      return true
+    end
+  elseif state == 'p' then -- a job is in one tier at a time; a retry is never in the far tier
+    local found = wq_far_found(far, nil, id)
+    return found ~= nil and same(found.due, found.envelope, false)
+  end
+  if state == 'r' then
+    for _, alias in ipairs(aliases) do
+      if same(redis.call('ZSCORE', delayed, alias), redis.call('HGET', jobs, alias), true) then
+        return true
+      end
+    end
+  end
+  return false
+end

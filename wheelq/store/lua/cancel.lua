@@ -15,8 +15,12 @@ KEYS[9]  {T:s}:limits    HASH    "events", "events_age": the topic's events sett
 KEYS[10] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[11] {T:s}:far       HASH    the far tier's meta: the job may be pending there instead
 ARGV[1]  job id
+ARGV[2..4] (optional: a bulk action's act) the job as its selection recorded it: its state
+         ('p' pending | 'r' retrying), due ms and stamp (wq_stamp): nothing is removed unless
+         it is still so (wq_as_selected)
 Returns: {0, removed}   removed = how many pending attempts were removed (the job and each
-           group's retry); 0: not pending (already fired, cancelled, or never there)
+           group's retry); 0: not pending (already fired, cancelled, or never there), or
+           not as ARGV[2..4] recorded it (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
 ]]
 wq_events_on(KEYS[9], KEYS[10])
@@ -25,6 +29,10 @@ local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', K
 if wrong then return wrong end
 local id = ARGV[1]
 local aliases = redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32', 'BYLEX')
+if ARGV[2] and not wq_as_selected(KEYS[1], KEYS[2], KEYS[4], KEYS[11], id, aliases, ARGV[2],
+    ARGV[3], ARGV[4]) then
+  return {WQ_OK, 0}
+end
 local now = wq_now_ms()
 local removed = 0
 local function cancel(member)

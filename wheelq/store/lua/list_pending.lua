@@ -20,7 +20,9 @@ ARGV[4]  the position's member: rows after (ARGV[3], ARGV[4]) in (due, member by
 ARGV[5]  rows, 1-1000
 ARGV[6]  the largest envelope returned whole, bytes (a larger one comes back as its size;
          0: neither, for a caller that needs only ids and due times)
-Returns: {0, more, next due, next member, passed, member, due, envelope or size,
+ARGV[7]  '1': each row carries its envelope's stamp too (wq_stamp: a bulk action's selection
+         records it); absent or '': not
+Returns: {0, more, next due, next member, passed, member, due, envelope or size, [stamp,]
           retry (1 | 0), ...}   rows in order, up to ARGV[5]
            more       1: rows may follow; go on from (next due, next member): the last row,
                       or, on a page cut short by the far records' bound, (the start of the
@@ -164,12 +166,14 @@ elseif #members == count and (hot[h] or rows[f] or leaf) then
   out[2], out[3], out[4] = 1, dues[count], members[count]
 end
 out[5] = passed
-local listed = wq_list_rows(KEYS[2], members, dues, tonumber(ARGV[6]), {}, held)
+local stamps = ARGV[7] == '1'
+local listed = wq_list_rows(KEYS[2], members, dues, tonumber(ARGV[6]), {}, held, stamps)
+local width = stamps and 4 or 3
 for i = 1, #members do
-  local at = (i - 1) * 3
-  out[#out + 1] = listed[at + 1]
-  out[#out + 1] = listed[at + 2]
-  out[#out + 1] = listed[at + 3]
+  local at = (i - 1) * width
+  for j = 1, width do
+    out[#out + 1] = listed[at + j]
+  end
   out[#out + 1] = not held[i] and redis.call('ZSCORE', KEYS[3], members[i]) and 1 or 0
 end
 return out

@@ -22,8 +22,12 @@ ARGV[2]  wake channel
 ARGV[3]  job id
 ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms)
 ARGV[5]  value, ms
+ARGV[6..8] (optional: a bulk action's act) the job as its selection recorded it: its state
+         ('p' pending | 'r' retrying), due ms and stamp (wq_stamp): nothing moves unless it
+         is still so (wq_as_selected)
 Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its limit), 1 FIRED
-           now (every attempt), 3 NOT_PENDING (nothing written)
+           now (every attempt), 3 NOT_PENDING: not pending, or not as ARGV[6..8] recorded it
+           (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
            (nothing written; the scheduler dead-letters it when it comes due)
@@ -42,9 +46,13 @@ local function pending(member)
     members[n], envelopes[n] = member, envelope
   end
 end
+local aliases = redis.call('ZRANGE', KEYS[10], '[' .. id .. WQ_US, '(' .. id .. '\32', 'BYLEX')
+if ARGV[6] and not wq_as_selected(KEYS[1], KEYS[2], KEYS[10], KEYS[12], id, aliases, ARGV[6],
+    ARGV[7], ARGV[8]) then
+  return {WQ_OK, WQ_NOT_PENDING}
+end
 pending(id)
-for _, alias in ipairs(redis.call('ZRANGE', KEYS[10], '[' .. id .. WQ_US, '(' .. id .. '\32',
-    'BYLEX')) do
+for _, alias in ipairs(aliases) do
   pending(alias)
 end
 local far = wq_far_state(KEYS[12], redis.call('HGET', KEYS[8], 'far'))
