@@ -100,7 +100,10 @@ class TaskCodec:
             raise InvalidArgumentError(_parameter_of(str(exc)), f"{self.name}: {exc}") from None
         # Plain values first, then the check: a dataclass or model instance is checked field
         # by field this way (converting the instance itself would take it as it is).
-        plain = {name: self._plain(name, value) for name, value in bound.arguments.items()}
+        try:
+            plain = msgspec.to_builtins(bound.arguments, builtin_types=_NATIVE)
+        except (TypeError, ValueError):
+            plain = {name: self._plain(name, value) for name, value in bound.arguments.items()}
         payload: dict[str, Any] = msgspec.to_builtins(self._check(plain), builtin_types=_NATIVE)
         return payload
 
