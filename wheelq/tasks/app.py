@@ -271,7 +271,8 @@ class App:
         consumer: str | None = None,
     ) -> Worker:
         """A worker of `tasks` (names or topics; None: every task), each task's jobs run by
-        its function with its own time limit and backoff, sharing the worker's slots.
+        its function with its own time limit, backoff and attempts (`Task.route`), sharing
+        the worker's slots.
 
         Raises:
             InvalidArgumentError: The app has no task, or none of that name.
