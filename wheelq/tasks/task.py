@@ -52,7 +52,8 @@ class TaskConfig:
     """A task's own settings (`App.task`'s options), over the client's and the worker's."""
 
     max_attempts: int | None = None
-    """Runs before a failing job is dead-lettered (None: the client's default)."""
+    """Runs before a failing job of its topic is dead-lettered, however the job was written
+    (None: each job's own, the client's default unless a call gave one)."""
     timeout_ms: int | None = None
     """A run longer than this fails (0: no limit; None: the worker's ``handler_timeout_ms``)."""
     retry: RetryPolicy | None = None
