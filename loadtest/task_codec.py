@@ -4,10 +4,11 @@ encode, and per worker-side decode. Medians of --rounds, each of --calls calls; 
 
     python loadtest/task_codec.py --rounds 7 --calls 20000
 
-The enqueue side is what `TaskCodec.encode` does (bind the call, check each argument against
-its annotation strictly, write plain values); the decode side what `TaskCodec.decode` does
-(plain values back into the annotated types, leniently). Both libraries do the same work:
-the payloads they write are compared equal before timing.
+The enqueue side is what `TaskCodec.encode` does (bind the call, turn the arguments into
+plain values and check them against the annotations strictly, write plain values); the
+decode side what `TaskCodec.decode` does (plain values back into the annotated types, by
+the same rule: a time as text, as JSON has it; pydantic's lax mode is its way to read
+that). The payloads both write are compared equal before timing.
 """
 
 from __future__ import annotations

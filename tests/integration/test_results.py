@@ -201,16 +201,28 @@ async def test_a_waiter_of_a_job_cancelled_before_it_ran_raises_at_once(
     assert cancelled.value.state == "cancelled" and cancelled.value.reason is None
 
 
-async def test_a_result_over_result_max_bytes_fails_the_run_naming_the_setting(
-    client: AsyncClient, workers: Workers, redis_async: redis.asyncio.Redis, topic: str
+@pytest.mark.parametrize("body", ["def", "async def"])
+async def test_a_result_over_result_max_bytes_fails_the_job_once_naming_the_setting(
+    client: AsyncClient,
+    workers: Workers,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+    body: str,
 ) -> None:
-    big = await client.enqueue(topic, 100, max_attempts=1)
-    odd = await client.enqueue(topic, 1, max_attempts=1)
+    """A result that cannot be kept dead-letters its job at once, with attempts left: the
+    handler would do its work again to come to the same value."""
+    big = await client.enqueue(topic, 100, max_attempts=3)
+    odd = await client.enqueue(topic, 1, max_attempts=3)
+    runs: list[str] = []
 
-    async def handler(job: Job) -> Any:
+    def kept(job: Job) -> Any:
+        runs.append(job.id)
         return "x" * job.payload if job.payload > 1 else object()
 
-    await workers.start(handler, result_max_bytes=64)
+    async def handler(job: Job) -> Any:
+        return kept(job)
+
+    await workers.start(kept if body == "def" else handler, result_max_bytes=64)
 
     with pytest.raises(JobFailedError) as too_large:
         await client.result(topic, big, timeout=10)
@@ -222,6 +234,8 @@ async def test_a_result_over_result_max_bytes_fails_the_run_naming_the_setting(
     for job_id in (big, odd):
         rec = await record(redis_async, topic, job_id)
         assert rec is not None and rec[0] == "D", "a result that cannot be kept is no success"
+    assert sorted(runs) == sorted([big, odd]), runs  # each ran once, with 2 attempts left
+    assert "attempt 1 of 3, not retried: " in str(too_large.value.error)
 
 
 async def test_result_times_out_cleanly(

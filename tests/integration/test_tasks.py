@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import redis
@@ -370,3 +371,89 @@ def test_wheelq_run_exports_its_schedulers_metrics_beside_its_workers(
     assert any(s[0]["topic"] == send.topic for s in samples["wheelq_pending_jobs"])  # the node's
     names = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+@pytest.mark.cluster_too
+def test_a_task_enqueued_at_a_time_is_due_then_and_a_bad_time_is_refused(
+    tmp_path: Path, app_module: ModuleType, redis_url: str
+) -> None:
+    """``enqueue_at`` (an aware datetime) and ``aenqueue_at`` (epoch seconds), and through
+    ``options``: each job is due at that time, to the ms, and runs then, never before; a
+    naive datetime, text, NaN or milliseconds is refused naming ``at``, nothing written."""
+    send, asend = app_module.send, app_module.asend
+    for task in (send, asend):
+        for bad in (datetime.datetime(2031, 1, 2), "tomorrow", float("nan"), time.time() * 1000):
+            with pytest.raises(wheelq.InvalidDelayError) as refused:
+                task.enqueue_at(bad, "a@b", n=1)
+            assert refused.value.parameter == "at", refused.value
+
+            async def refused_awaited(task: Any = task, bad: Any = bad) -> str:
+                try:
+                    await task.aenqueue_at(bad, "a@b", n=1)  # type: ignore[arg-type]
+                except wheelq.InvalidDelayError as exc:
+                    return exc.parameter
+                finally:
+                    await task.app.aclose()
+                return "not refused"
+
+            assert asyncio.run(refused_awaited()) == "at", bad
+    with wheelq.Admin.from_url(redis_url) as admin:
+        assert not {send.topic, asend.topic} & set(admin.topics())  # nothing written
+
+    at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=0.6)
+    at_s = time.time() + 0.7
+
+    async def awaited() -> wheelq.TaskHandle[dict[str, object]]:
+        try:
+            return await asend.options(job_id="at-2").aenqueue_at(at_s, "c@d", n=2)
+        finally:
+            await asend.app.aclose()
+
+    handles = [
+        (send.enqueue_at(at, "a@b", n=1), at.timestamp() * 1000),
+        (asyncio.run(awaited()), at_s * 1000),
+    ]
+    for handle, due_ms in handles:  # before any worker: pending, due at that time (to the ms)
+        info = handle.info()
+        assert info.state == wheelq.JobState.PENDING and info.due_ms is not None, info
+        assert abs(info.due_ms - due_ms) < 1, (info, due_ms)
+    with running(tmp_path, app_module.__name__, redis_url):
+        for handle, due_ms in handles:
+            got = handle.result(timeout=15)
+            assert got["ran_ms"] >= due_ms, (got, due_ms)
+    assert handles[1][0].id == "at-2"
+
+
+def test_wheelq_run_tasks_runs_only_the_tasks_named(
+    tmp_path: Path, app_module: ModuleType, redis_url: str
+) -> None:
+    """``--tasks`` names one task: its jobs run; another task's job, fired into its stream
+    by a scheduler node of its topic, is read by no worker of that process (its topic has
+    no consumer group) and stays ready."""
+    send, asend = app_module.send, app_module.asend
+    other = asend.enqueue("x@y", n=1)
+
+    async def other_fired_then_send_ran() -> dict[str, object]:
+        scheduler = app_module.app.scheduler([asend.name])  # leads the other task's topic
+        await scheduler.start()
+        try:
+            await eventually(
+                lambda: asyncio.to_thread(lambda: other.info().state != wheelq.JobState.PENDING),
+                timeout_s=20,
+                what="the other task's job to fire",
+            )
+            handle = await send.aenqueue("a@b", n=2)
+            got: dict[str, object] = await handle.aresult(timeout=15)
+            return got
+        finally:
+            await scheduler.stop()
+            await app_module.app.aclose()
+
+    with running(tmp_path, app_module.__name__, redis_url, "--tasks", send.name):
+        got = asyncio.run(other_fired_then_send_ran())
+        with wheelq.Admin.from_url(redis_url) as admin:
+            groups = [g.name for g in admin.groups(asend.topic) or []]
+            assert [g.name for g in admin.groups(send.topic) or []] == ["default"]
+    assert got["n"] == 2
+    assert groups == [], groups  # no worker of the other task started
+    assert other.info().state == wheelq.JobState.READY

@@ -1,6 +1,6 @@
-"""The argument and result types the task tests use: a msgspec model, dataclasses and an
-enum. The integration tests' task module carries this file's text (`SOURCE`), so the types
-there and here are written once."""
+"""The argument and result types the task tests use: msgspec models, dataclasses, a named
+tuple and an enum. The integration tests' task module carries this file's text (`SOURCE`),
+so the types there and here are written once."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import enum
 import inspect
 import sys
 import uuid
+from typing import NamedTuple
 
 import msgspec
 
@@ -30,6 +31,16 @@ class Order(msgspec.Struct):
     id: uuid.UUID
     total: decimal.Decimal
     placed: datetime.datetime
+
+
+class Parcel(NamedTuple):
+    weight_g: int
+    fragile: bool = False
+
+
+class Item(msgspec.Struct):
+    sku: str
+    quantity: int
 
 
 @dataclasses.dataclass

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from wheelq.core.due import delay_ms
 from wheelq.core.job import Envelope, Job
+from wheelq.errors import ResultError
 
 MAX_ERROR_CHARS = 8000
 
@@ -79,7 +80,8 @@ def after_failure(
 ) -> Outcome:
     """Decide a failed run's fate from the job's attempt and the exception it raised."""
     error = describe(exc)
-    if isinstance(exc, Fail):
+    if isinstance(exc, Fail | ResultError):  # a result that cannot be kept: running the
+        # handler again would repeat its work, to come to the same value
         return Outcome(f"attempt {attempt} of {max_attempts}, not retried: {error}", None)
     if isinstance(exc, Defer) and exc.delay_ms is not None:
         return Outcome(error, exc.delay_ms, counts=False)

@@ -23,7 +23,7 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.tasks.task import Task, TaskConfig
-from wheelq.worker.worker import Route, Worker
+from wheelq.worker.worker import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -145,8 +145,10 @@ class App:
             name: The task's name (default: the function's module and qualified name).
             topic: Its topic (default: its name, as a topic may spell it); fixed once jobs
                 are enqueued, as a worker reads the topic the producer wrote.
-            max_attempts: Runs before a failing job is dead-lettered (1-1000; default the
-                client's ``default_max_attempts``).
+            max_attempts: Runs before a failing job is dead-lettered (1-1000), applied by
+                its worker to every job of its topic, however written (a plain client, HTTP,
+                the outbox); default: each job's own (the client's ``default_max_attempts``,
+                or `Task.options`').
             timeout: Seconds (or a timedelta) a run may take before it fails (default the
                 worker's ``handler_timeout_ms``; 0: no limit).
             retry: The backoff of its retries (default the worker's ``retry_*``).
@@ -269,7 +271,8 @@ class App:
         consumer: str | None = None,
     ) -> Worker:
         """A worker of `tasks` (names or topics; None: every task), each task's jobs run by
-        its function with its own time limit and backoff, sharing the worker's slots.
+        its function with its own time limit, backoff and attempts (`Task.route`), sharing
+        the worker's slots.
 
         Raises:
             InvalidArgumentError: The app has no task, or none of that name.
@@ -277,7 +280,7 @@ class App:
         chosen = self.chosen(tasks)
         if not chosen:
             raise InvalidArgumentError("tasks", "the app has no task: decorate one with @app.task")
-        routes = {t.topic: Route(t.handler(), t.config.timeout_ms, t.config.retry) for t in chosen}
+        routes = {t.topic: t.route() for t in chosen}
         fields = _as_kwargs(settings or self.worker_settings)
         return Worker.from_url(
             self.url,

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, PayloadTypeError, ResultTypeError
 
 _PATH = re.compile(r" - at `\$\.([A-Za-z_][A-Za-z0-9_]*)(.*)`$")
 _FIELD = re.compile(r"field `([A-Za-z_][A-Za-z0-9_]*)`")
@@ -32,14 +32,18 @@ _NATIVE = (bytes, bytearray)
 class TaskCodec:
     """The arguments and the result of one task function.
 
-    `encode` binds a call's arguments as the function would, checks each against its
-    annotation (strictly: ``"2"`` is not an ``int``) and returns the payload: a map from
-    parameter name to a plain value (``datetime`` as RFC 3339 text, ``UUID`` and ``Decimal``
-    as text, an enum as its value, a dataclass or model as a map, bytes as bytes); a
-    parameter left to its
-    default is left out, so the worker's default applies. `decode` turns such a map back
-    into keyword arguments of the annotated types; it is lenient where JSON is poor (text
-    for a ``datetime``), as a payload enqueued over HTTP by another language may be.
+    One rule on both sides, strict (``"2"`` is not an ``int``, ``"true"`` not a ``bool``),
+    and deep (each field of a dataclass, model or named tuple, each item of a list):
+    `encode` binds a call's arguments as the function would, turns each into plain values
+    and checks them against its annotation, and returns the payload: a map from parameter
+    name to a plain value (``datetime`` as RFC 3339 text, ``UUID`` and ``Decimal`` as text,
+    an enum as its value, a dataclass or model as a map, bytes as bytes); a parameter left
+    to its default is left out, so the worker's default applies. `decode` checks such a map
+    by the same rule, as a payload enqueued over HTTP by another language is, and turns it
+    into keyword arguments of the annotated types. The forms JSON has for what it lacks
+    are part of the rule on both sides: text for a ``datetime``, ``UUID``, ``Decimal``, a
+    number for a ``Decimal``, text keys for ``int`` keys. A result is checked against the
+    return annotation by the same rule where the function ran (`encode_result`).
 
     Raises:
         InvalidArgumentError: ``fn`` takes ``*args``, ``**kwargs`` or positional-only
@@ -81,43 +85,97 @@ class TaskCodec:
         self._plain_result = self.returns in (Any, None, type(None))
 
     def encode(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """The payload of a call with `args` and `kwargs` (InvalidArgumentError naming the
-        parameter at fault; nothing is enqueued)."""
+        """The payload of a call with `args` and `kwargs`; nothing is enqueued when it
+        raises.
+
+        Raises:
+            InvalidArgumentError: An argument (or a field of one) does not fit its
+                annotation, or the call does not bind; `parameter` names it.
+            PayloadTypeError: An argument holds a value a payload cannot carry (an object
+                of no supported type), naming the task and the parameter.
+        """
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise InvalidArgumentError(_parameter_of(str(exc)), f"{self.name}: {exc}") from None
+        # Plain values first, then the check: a dataclass or model instance is checked field
+        # by field this way (converting the instance itself would take it as it is).
         try:
-            checked = msgspec.convert(bound.arguments, self._args, strict=True)
-        except msgspec.ValidationError as exc:
-            raise _invalid(self.name, exc) from None
-        plain: dict[str, Any] = msgspec.to_builtins(checked, builtin_types=_NATIVE)
-        return plain
+            plain = msgspec.to_builtins(bound.arguments, builtin_types=_NATIVE)
+        except (TypeError, ValueError):
+            plain = {name: self._plain(name, value) for name, value in bound.arguments.items()}
+        payload: dict[str, Any] = msgspec.to_builtins(self._check(plain), builtin_types=_NATIVE)
+        return payload
 
     def decode(self, payload: Any) -> dict[str, Any]:
-        """Keyword arguments from a payload `encode` (or anyone) wrote; InvalidArgumentError
-        naming the parameter when it does not fit the annotations."""
+        """Keyword arguments from a payload `encode` (or anyone) wrote, by `encode`'s rule;
+        InvalidArgumentError naming the parameter when it does not fit the annotations."""
         if not isinstance(payload, Mapping):
             raise InvalidArgumentError(
                 "payload",
                 f"{self.name}: a task's payload is a map of its arguments, "
                 f"got {type(payload).__name__}",
             )
-        try:
-            args = msgspec.convert(payload, self._args, strict=False)
-        except msgspec.ValidationError as exc:
-            raise _invalid(self.name, exc) from None
+        args = self._check(payload)
         return {name: getattr(args, name) for name in self.parameters}
 
+    def _check(self, plain: Any) -> Any:
+        """`plain` as the arguments' struct, by the one rule of both sides."""
+        try:
+            return msgspec.convert(plain, self._args, strict=True, str_keys=True)
+        except msgspec.ValidationError as exc:
+            raise _invalid(self.name, exc) from None
+
+    def _plain(self, parameter: str, value: Any) -> Any:
+        try:
+            return msgspec.to_builtins(value, builtin_types=_NATIVE)
+        except (TypeError, ValueError) as exc:
+            raise PayloadTypeError(
+                f"{self.name}: argument {parameter!r} cannot be carried in a payload: {exc} "
+                "(a payload holds what msgpack carries, and the types the tasks guide lists)"
+            ) from None
+
     def encode_result(self, value: Any) -> Any:
-        """The function's return value as plain values, to be kept as the job's result."""
-        return value if value is None else msgspec.to_builtins(value, builtin_types=_NATIVE)
+        """The function's return value as plain values, to be kept as the job's result.
+
+        Raises:
+            ResultTypeError: It holds a value a result cannot carry, or does not fit the
+                return annotation (`result()` could not read it back): the run fails, and
+                is not run again (`wheelq.core.retry.after_failure`).
+        """
+        try:
+            plain = None if value is None else msgspec.to_builtins(value, builtin_types=_NATIVE)
+        except (TypeError, ValueError) as exc:
+            raise ResultTypeError(
+                f"{self.name}: its return value cannot be kept as a result: {exc}"
+            ) from None
+        if not self._plain_result:
+            try:
+                msgspec.convert(plain, self.returns, strict=True, str_keys=True)
+            except msgspec.ValidationError as exc:
+                raise ResultTypeError(
+                    f"{self.name}: its return value does not fit its return annotation "
+                    f"{spelled(self.returns)}: {exc}"
+                ) from None
+        return plain
 
     def decode_result(self, value: Any) -> Any:
-        """A kept result as the return annotation's type (as it was, without one)."""
+        """A kept result as the return annotation's type (as it was, without one).
+
+        Raises:
+            msgspec.ValidationError: It does not fit the annotation (`TaskHandle` names the
+                task and the job).
+        """
         if self._plain_result or value is None:
             return value
-        return msgspec.convert(value, self.returns, strict=False)
+        return msgspec.convert(value, self.returns, strict=True, str_keys=True)
+
+
+def spelled(annotation: Any) -> str:
+    """An annotation as code spells it (``Receipt``, ``list[int]``)."""
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return repr(annotation).replace("typing.", "")
 
 
 def _invalid(name: str, exc: msgspec.ValidationError) -> InvalidArgumentError:

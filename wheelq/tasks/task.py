@@ -10,19 +10,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
+import msgspec
+
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.job import Job, validate_max_attempts
 from wheelq.core.retry import Fail, RetryPolicy
 from wheelq.core.settings import ClientSettings
-from wheelq.errors import InvalidArgumentError, UnknownGroupError
+from wheelq.errors import InvalidArgumentError, MalformedJobError, UnknownGroupError
 from wheelq.outbox.enqueue import aenqueue as outbox_aenqueue
 from wheelq.outbox.enqueue import enqueue as outbox_enqueue
 from wheelq.producer.admin import Admin
 from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
-from wheelq.tasks.codec import TaskCodec
+from wheelq.tasks.codec import TaskCodec, spelled
+from wheelq.worker.worker import Route
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -49,7 +52,8 @@ class TaskConfig:
     """A task's own settings (`App.task`'s options), over the client's and the worker's."""
 
     max_attempts: int | None = None
-    """Runs before a failing job is dead-lettered (None: the client's default)."""
+    """Runs before a failing job of its topic is dead-lettered, however the job was written
+    (None: each job's own, the client's default unless a call gave one)."""
     timeout_ms: int | None = None
     """A run longer than this fails (0: no limit; None: the worker's ``handler_timeout_ms``)."""
     retry: RetryPolicy | None = None
@@ -93,6 +97,14 @@ class TaskCall(Generic[P, R]):
     def __init__(self, task: Task[P, R], options: CallOptions) -> None:
         self._task = task
         max_attempts = options.max_attempts
+        own = task.config.max_attempts
+        if own is not None and max_attempts is not None and max_attempts != own:
+            raise InvalidArgumentError(
+                "max_attempts",
+                f"task {task.name} has max_attempts={own} of its own, which its worker applies "
+                f"to every job of its topic; got max_attempts={max_attempts} for one call "
+                "(give a task no max_attempts to set it per call)",
+            )
         self._outbox = options.outbox
         fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
         del fields["outbox"]
@@ -203,8 +215,9 @@ class Task(TaskCall[P, R]):
         outbox: Any = None,
     ) -> TaskCall[P, R]:
         """The enqueue forms with these options, each as `Client.enqueue`'s: your own
-        `job_id` (idempotent while pending; `replace` to replace it), `max_attempts` (over
-        the task's), the flow `key` and `ordered`, a W3C `traceparent`, the `ack` level.
+        `job_id` (idempotent while pending; `replace` to replace it), `max_attempts` (only
+        for a task without its own: a task's applies to every job of its topic), the flow
+        `key` and `ordered`, a W3C `traceparent`, the `ack` level.
 
         `outbox`: your database connection (psycopg, SQLAlchemy, Django; async ones for the
         ``a`` forms): the job is written in its transaction, as `wheelq.outbox.enqueue`
@@ -215,10 +228,19 @@ class Task(TaskCall[P, R]):
             CallOptions(job_id, max_attempts, replace, key, ordered, traceparent, ack, outbox),
         )
 
+    def route(self) -> Route:
+        """What its worker runs its topic with: its `handler`, and its own time limit,
+        backoff and `max_attempts` over the worker's (and, for `max_attempts`, over the
+        job's own, so a job of its topic however written gets the task's)."""
+        c = self.config
+        return Route(self.handler(), c.timeout_ms, c.retry, c.max_attempts)
+
     def handler(self) -> Callable[[Job], Any]:
         """The worker's handler of this task's jobs: decodes the payload into the function's
         arguments (a payload that does not fit is dead-lettered at once: `Fail`), runs the
-        function, and returns its result as plain values (kept when `keep_result`)."""
+        function, and returns its result as plain values (kept when `keep_result`; one
+        that cannot be kept or does not fit the return annotation fails the run with
+        `ResultTypeError`, which is never retried: the function does not run again)."""
         codec, keep = self.codec, self.config.keep_result
         fn: Callable[..., Any] = self.fn
 
@@ -260,7 +282,8 @@ class TaskHandle(Generic[R]):
     def result(self, timeout: float = DEFAULT_RESULT_TIMEOUT_S) -> R:
         """The function's return value, as its annotation's type, once the job succeeded:
         waits up to `timeout` seconds (`ResultTimeoutError`); `JobFailedError` once it is
-        dead-lettered or cancelled (see `Client.result`)."""
+        dead-lettered or cancelled (see `Client.result`); `MalformedJobError`, naming the
+        task and the job, for a kept result that does not fit the return annotation."""
         app = self.task.app
         try:
             value = app.client.result(self.topic, self.id, group=app.group, timeout=timeout)
@@ -305,5 +328,14 @@ class TaskHandle(Generic[R]):
         return await self.task.app.aclient.get(self.topic, self.id)
 
     def _typed(self, value: Any) -> R:
-        typed: R = self.task.codec.decode_result(value)
+        task = self.task
+        try:
+            typed: R = task.codec.decode_result(value)
+        except msgspec.ValidationError as exc:  # kept by a worker of another code version
+            raise MalformedJobError(
+                self.topic,
+                self.id,
+                f"its result does not fit task {task.name}'s return annotation "
+                f"{spelled(task.codec.returns)}: {exc}",
+            ) from None
         return typed

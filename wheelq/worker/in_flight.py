@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import functools
 import logging
@@ -99,6 +100,7 @@ class InFlightSet:
         timer: Callable[[], float] = time.perf_counter,
         slots: Slots | None = None,
         queue_to_threads: bool | None = None,
+        max_attempts: int | None = None,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -108,6 +110,8 @@ class InFlightSet:
         self.policy = policy
         self.gate = gate
         """Flow control (`wheelq.worker.flow_gate`): admits each job before it takes a slot."""
+        self.max_attempts = max_attempts
+        """The topic's own (a task's, `Route.max_attempts`) over each job's; None: the job's."""
         self.held: dict[tuple[int, str], Held] = {}
         self.room = asyncio.Event()  # Set whenever a slot frees up.
         self.closing = False  # Set on stop: nothing new starts, and free() is 0.
@@ -190,6 +194,9 @@ class InFlightSet:
                 self.skipped += 1  # a retry or replay meant for another group
                 self.settler.ack(shard, entry_id)
                 continue
+            if self.max_attempts is not None and job.max_attempts != self.max_attempts:
+                # a task's, whoever wrote the job; its retries carry it on
+                job = dataclasses.replace(job, max_attempts=self.max_attempts)
             held = Held(job, fields[Field.PAYLOAD])
             self.held[(shard, entry_id)] = held
             self._backlog.append(held)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
+from wheelq.core.job import validate_max_attempts
 from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
 from wheelq.core.process import RoleInfo, role_info
 from wheelq.core.retry import RetryPolicy
@@ -262,19 +263,25 @@ def _bad_weight(name: str, weight: object) -> InvalidArgumentError:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A topic's handler with its own time limit and backoff, over the worker's settings
-    (``handler_timeout_ms`` and ``retry_*``): what a task's options become in its worker
-    (`wheelq.App`). A value of `Worker`'s handler mapping may be one."""
+    """A topic's handler with its own time limit, backoff and attempts, over the worker's
+    settings (``handler_timeout_ms`` and ``retry_*``) and the job's own ``max_attempts``:
+    what a task's options become in its worker (`wheelq.App`). A value of `Worker`'s
+    handler mapping may be one."""
 
     handler: Handler
     timeout_ms: int | None = None
     """A run longer than this fails (0: no limit; None: the worker's ``handler_timeout_ms``)."""
     retry: RetryPolicy | None = None
     """The backoff of its retries (None: the worker's ``retry_*`` settings)."""
+    max_attempts: int | None = None
+    """Runs before a failing job of the topic is dead-lettered, whatever the job was
+    enqueued with (1-1000; None: each job's own ``max_attempts``)."""
 
     def __post_init__(self) -> None:
         if self.timeout_ms is not None:
             int_in("timeout_ms", self.timeout_ms, 0, 86_400_000)
+        if self.max_attempts is not None:
+            validate_max_attempts(self.max_attempts)
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
             raise InvalidArgumentError(
                 "retry", f"retry must be a wheelq.RetryPolicy or None, got {self.retry!r:.60}"
@@ -328,7 +335,7 @@ class Worker(Role[WorkerStopReport]):
         handler: ``def`` (run on threads) or ``async def``, taking one `wheelq.Job`; one that
             raises or runs over `handler_timeout_ms` is retried with backoff, or dead-lettered.
             Several topics: one handler for all, or a mapping of topic -> handler. A
-            `Route` in its place gives a handler its own time limit and backoff.
+            `Route` in its place gives a handler its own time limit, backoff and attempts.
         group: The consumer group; each group on a topic gets every job.
         settings: `WorkerSettings` (defaults when None).
         consumer: This worker's name in the group (default: host:pid:random).
@@ -438,6 +445,7 @@ class Worker(Role[WorkerStopReport]):
             gate=FlowGate(self._executor, topic, group, self.consumer, flow, ttl_ms),
             slots=self.slots,
             queue_to_threads=self._queue_to_threads,
+            max_attempts=route.max_attempts,
         )
         self.slots.add(in_flight, weight)
         members = Membership(Consumer(self._executor, topic, [], group, self.consumer))
