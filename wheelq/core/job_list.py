@@ -30,7 +30,8 @@ class ListState(StrEnum):
     PENDING = JobState.PENDING.value
     """Waiting for its due time, first attempt; by due time, soonest first."""
     RETRYING = JobState.RETRYING.value
-    """An attempt failed and the next waits for its due time; by job id, with the error."""
+    """An attempt failed and the next waits for its due time; by due time, soonest first,
+    with the error."""
     READY = JobState.READY.value
     """Fired, not delivered to a consumer group yet (a row per group); oldest first."""
     RUNNING = JobState.RUNNING.value
@@ -178,8 +179,8 @@ class JobFilter:
 
 
 SortKey = tuple[Any, ...]
-"""A row's place in its list: pending (due ms, member bytes); retrying (member bytes);
-fired states (entry ms, entry seq, shard, lane, group); dead (the dead letter's ref)."""
+"""A row's place in its list: pending and retrying (due ms, member bytes); fired states
+(entry ms, entry seq, shard, lane, group); dead (the dead letter's ref)."""
 
 _CURSOR_VERSION = 1
 
@@ -221,10 +222,8 @@ def _key_ok(state: ListState, key: Sequence[Any]) -> bool:
     def ints(*values: Any) -> bool:
         return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
 
-    if state is ListState.PENDING:
+    if state in (ListState.PENDING, ListState.RETRYING):
         return len(key) == 2 and ints(key[0]) and isinstance(key[1], bytes)
-    if state is ListState.RETRYING:
-        return len(key) == 1 and isinstance(key[0], bytes)
     if state is ListState.DEAD:
         return len(key) == 1 and isinstance(key[0], str) and len(key[0]) <= 100
     return (

@@ -3,7 +3,8 @@ merged from every place that holds rows of that state, in one order, and resumed
 cursor by key (docs/architecture.md, "Job lists").
 
 The places (sources) are each shard's sorted set (pending), each shard's index of pending
-retries (retrying), and each consumer group of each shard's streams (ready, running,
+retries (retrying: sorted by due time, or, when too large to sort in one call, the sorted
+set read past its first attempts), and each consumer group of each shard's streams (ready, running,
 succeeded, failed; ready counts a stream with no group at all as one source). Every source
 reads in its list's order from the page's start key, so one merge gives the page: a row is
 safe to answer once no source that may still hold rows has read past it (the frontier).
@@ -242,23 +243,44 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
 
 
 def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+    """Each shard's pending retries by due time: its index of pending retries sorted whole
+    (`lists.retrying_by_due`), or, once it holds too many for one call, the sorted set
+    walked by due time with only its retries kept (`lists.pending_page`)."""
+    walked: set[int] = set()  # the shards whose index is too large to sort
+
+    def page_of(i: int, start: tuple[int, bytes] | None, count: int) -> Any:
+        low, high = match.due_after_ms, match.due_before_ms
+        if i in walked:
+            return lists.pending_page(views[i], low, high, start, count)
+        return lists.retrying_by_due(views[i], low, high, start, count)
+
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
-        start = None if after is None else bytes(after[0])
-        pages = yield [lists.retrying_page(k, start, count) for k in views]
+        start = None if after is None else (int(after[0]), bytes(after[1]))
+        pages: list[lists.PendingPage | None] = yield [
+            page_of(i, start, count) for i in range(len(views))
+        ]
+        too_many = [i for i, page in enumerate(pages) if page is None]
+        if too_many:
+            walked.update(too_many)
+            again = yield [page_of(i, start, count) for i in too_many]
+            for i, page in zip(too_many, again, strict=True):
+                pages[i] = page
         found: list[tuple[int, SortKey, ListedJob, bytes | None]] = []
         out = []
-        for i, (keys, (more, rows)) in enumerate(zip(views, pages, strict=True)):
-            r = Read(more=more, scanned=len(rows))
-            for row in rows:
-                r.last = (row.member,)
-                if row.due_ms is None:
-                    continue  # it fired or was cancelled since the index was read
+        for i, (keys, page) in enumerate(zip(views, pages, strict=True)):
+            assert page is not None
+            r = Read(last=page.next, more=page.next is not None)
+            r.scanned = len(page.rows) + page.passed
+            for row in page.rows:
+                if row.due_ms is None or not row.retry:
+                    continue  # a first attempt, read past in the sorted set
                 job, env = _stored_job(keys.topic, ListState.RETRYING, keys, row)
-                if not _is_retry(row, env) or not match.due_in(row.due_ms):
+                if not _is_retry(row, env):
                     continue
                 if match.group is not None and job.group != match.group:
                     continue
-                found.append((i, (row.member,), job, None if env is None else env.payload))
+                key: SortKey = (row.due_ms, row.member)
+                found.append((i, key, job, None if env is None else env.payload))
             out.append(r)
         pairs_of: list[list[tuple[str, str]]] = [[] for _ in views]
         for i, _, job, _ in found:
