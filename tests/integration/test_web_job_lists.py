@@ -7,6 +7,7 @@ an axe-core scan finds nothing serious on any tab, which is usable 390 px wide."
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,7 +21,7 @@ from tests.integration.test_web_dashboard import get
 from tests.support.browser import serious_violations
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
-from wheelq import Worker
+from wheelq import Job, Retry, Worker
 from wheelq.core.job_list import LIST_STATES
 
 BASE = datetime(2033, 5, 18, 3, 33, 20, tzinfo=UTC)
@@ -315,6 +316,35 @@ async def test_every_tab_is_usable_390_px_wide(walked: Walked, browser: Any) -> 
         await context.close()
 
 
+async def test_the_dead_tabs_error_cell_shows_the_error_a_narrow_table_would_hide(
+    walked: Walked, browser: Any
+) -> None:
+    # Issue 57 item 12: 1000 px wide, the cell showed "attempt 1 of 1:…" (the attempt,
+    # which a column says already) and hid the error behind it.
+    context = await browser.new_context(viewport={"width": 1000, "height": 700})
+    try:
+        page = await context.new_page()
+        await page.goto(f"{walked.api.base}/ui/topics/{walked.topic}/jobs?state=dead")
+        cell = page.locator("tr[data-job=dies] .error-line")
+        shown = await cell.evaluate(
+            """(el) => {
+                const text = el.firstChild, what = "RuntimeError: boom";
+                const at = text.data.indexOf(what);
+                if (at < 0) return false;
+                const range = document.createRange();
+                range.setStart(text, at);
+                range.setEnd(text, at + what.length);
+                const box = el.getBoundingClientRect();
+                return [...range.getClientRects()].every(
+                    (r) => r.bottom <= box.bottom + 0.5 && r.right <= box.right + 0.5);
+            }"""
+        )
+        assert shown, await cell.inner_text()  # inside the cell's box: not clipped
+        assert "attempt 1 of 1: RuntimeError: boom" in str(await cell.get_attribute("title"))
+    finally:
+        await context.close()
+
+
 # --- plain HTTP ------------------------------------------------------------------------------
 
 
@@ -335,3 +365,66 @@ async def test_bad_input_answers_the_error_page_with_a_4xx(api: Served, topic: s
     html, _ = await get(api, f"/ui/topics/{topic}")
     assert f'href="/ui/topics/{topic}/jobs">Jobs by state' in html
     assert f'href="/ui/topics/{topic}/jobs?state=running"' in html
+
+
+ERROR_CELL = re.compile(r'<span class="error-line" title="([^"]*)">([^<]*)</span>')
+
+
+async def test_the_error_cells_lead_with_the_error_whole_on_hover(walked: Walked) -> None:
+    # Issue 57 item 12: the dead tab's cell led with "attempt 1 of 1:", which its attempt
+    # column says, and a narrow table cut the error off behind it.
+    api, topic = walked.api, walked.topic
+    for path in (f"/ui/topics/{topic}/jobs?state=dead", f"/ui/topics/{topic}/dead"):
+        html, _ = await get(api, path)
+        ((title, shown),) = ERROR_CELL.findall(html)
+        assert shown == "RuntimeError: boom on attempt 1 of dies", (path, shown)
+        assert title.startswith("attempt 1 of 1: RuntimeError: boom on attempt 1 of dies")
+        assert "Traceback" in title  # the whole error, on hover
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=retrying")
+    ((_, shown),) = ERROR_CELL.findall(html)
+    assert shown == "RuntimeError: boom on attempt 1 of again"
+    # the API's rows keep the error as recorded: its line, and the whole
+    (dead,) = await api.job_rows(f"/v1/topics/{topic}/jobs?state=dead")
+    assert dead["error"] == "attempt 1 of 1: RuntimeError: boom on attempt 1 of dies"
+    assert "Traceback" in dead["error_detail"]
+
+
+RETRIES = 6
+"""Jobs ``r0``... retried once, ``r<i>`` due `RETRIES` - i minutes on: by id, the reverse
+of their due order."""
+
+
+async def test_the_retrying_tab_and_api_list_by_due_time(
+    api: Served, redis_url: str, topic: str
+) -> None:
+    # Issue 57 item 12: the retrying tab was ordered by job id.
+    minutes = {f"r{i}": RETRIES - i for i in range(RETRIES)}
+
+    async def retry_later(job: Job) -> None:
+        raise Retry(delay=timedelta(minutes=minutes[job.id]))
+
+    await api.service.admin.create_topic(topic, 2)
+    worker = Worker.from_url(redis_url, topic, retry_later, **FAST)
+    await worker.start()
+    try:
+        for job_id in minutes:
+            await api.service.client.enqueue(topic, {}, job_id=job_id, max_attempts=2)
+
+        async def all_retrying() -> bool:
+            return len(await listed(api, topic, "retrying")) == RETRIES
+
+        await eventually(all_retrying, timeout_s=15, what=f"{RETRIES} jobs retrying")
+    finally:
+        await worker.stop(grace_ms=0)
+    by_due = sorted(minutes, key=lambda job_id: minutes[job_id])
+    got: list[str] = []
+    path = f"/ui/topics/{topic}/jobs?state=retrying&limit=4"
+    while path:
+        html, _ = await get(api, path)
+        got += re.findall(r'<tr data-job="([^"]*)"', html)
+        later = re.search(r'<a rel="next" href="([^"]*)"', html)
+        path = later[1].replace("&amp;", "&") if later else ""
+    assert got == by_due
+    rows = await api.job_rows(f"/v1/topics/{topic}/jobs?state=retrying&limit=4")
+    assert [r["id"] for r in rows] == by_due
+    assert [r["due_ms"] for r in rows] == sorted(r["due_ms"] for r in rows)
