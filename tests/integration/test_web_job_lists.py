@@ -7,7 +7,9 @@ an axe-core scan finds nothing serious on any tab, which is usable 390 px wide."
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,10 +21,13 @@ from tests.integration.test_job_history import FAST, GROUP, Gates
 from tests.integration.test_web_console import PHONE
 from tests.integration.test_web_dashboard import get
 from tests.support.browser import serious_violations
+from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
 from wheelq import Job, Retry, Worker
+from wheelq.core.due import utc_text
 from wheelq.core.job_list import LIST_STATES
+from wheelq.web.ui import utc
 
 BASE = datetime(2033, 5, 18, 3, 33, 20, tzinfo=UTC)
 """The pending jobs' due times start here (far ahead: nothing fires while a test reads)."""
@@ -428,3 +433,90 @@ async def test_the_retrying_tab_and_api_list_by_due_time(
     rows = await api.job_rows(f"/v1/topics/{topic}/jobs?state=retrying&limit=4")
     assert [r["id"] for r in rows] == by_due
     assert [r["due_ms"] for r in rows] == sorted(r["due_ms"] for r in rows)
+
+
+RUN_CELL = re.compile(
+    r'<tr data-job="([^"]*)" data-run="([^"]*)">.*?<td class="small">(.*?)</td>', re.DOTALL
+)
+
+
+async def test_the_running_tab_says_when_each_job_started_and_which_are_read_ahead(
+    api: Served, redis_url: str, topic: str
+) -> None:
+    # Issue 57 item 12: "since" was the last claim refresh (it read 8 s after the start),
+    # and jobs the worker read ahead (delivered, not started) looked running. One slot: the
+    # worker runs `held` and reads `a1` and `a2` ahead, once a few quick runs taught it
+    # that jobs are short; its claims are refreshed every 500 ms.
+    started: dict[str, float] = {}
+    release = asyncio.Event()
+
+    async def handle(job: Job) -> None:
+        if job.id.startswith("w"):
+            return
+        started[job.id] = time.time() * 1000  # the test's machine: Redis's clock too
+        await release.wait()
+
+    admin, client = api.service.admin, api.service.client
+    await admin.create_topic(topic, 1)
+    settings = {**FAST, "visibility_timeout_ms": 1500, "concurrency": 1, "read_ahead_ms": 1000}
+    worker = Worker.from_url(redis_url, topic, handle, **settings)
+    await worker.start()
+    try:
+        for i in range(5):
+            await client.enqueue(topic, {}, job_id=f"w{i}")
+
+        async def warm() -> bool:
+            return len(await listed(api, topic, "succeeded")) == 5
+
+        await eventually(warm, timeout_s=15, what="the quick runs to succeed")
+        await client.enqueue(topic, {"n": "held"}, job_id="held")
+
+        async def held_started() -> bool:
+            return "held" in started
+
+        await eventually(held_started, timeout_s=15, what="held to start")
+        for job_id in ("a1", "a2"):
+            await client.enqueue(topic, {}, job_id=job_id)
+
+        async def told() -> list[Any] | None:  # the worker's next beats say so
+            rows = {r.id: r for r in await api.service.admin.jobs(topic, "running")}
+            if set(rows) != {"held", "a1", "a2"} or rows["held"].started_ms is None:
+                return None
+            if not (rows["a1"].read_ahead and rows["a2"].read_ahead):
+                return None
+            claimed = rows["held"].since_ms or 0
+            return list(rows.values()) if claimed - started["held"] >= 2000 else None
+
+        rows = await eventually(told, timeout_s=30, what="held started, a1 and a2 read ahead")
+        by_id = {r.id: r for r in rows}
+        held = by_id["held"]
+        assert held.read_ahead is False and held.started_ms is not None
+        assert abs(held.started_ms - started["held"]) < 1500  # its start, not its claim
+        for job_id in ("a1", "a2"):
+            assert by_id[job_id].started_ms is None and job_id not in started
+
+        # the HTTP API's rows say the same
+        api_rows = {
+            r["id"]: r for r in await api.job_rows(f"/v1/topics/{topic}/jobs?state=running")
+        }
+        assert api_rows["held"]["started_ms"] == held.started_ms
+        assert api_rows["held"]["read_ahead"] is False
+        assert api_rows["a1"]["read_ahead"] is True and api_rows["a1"]["started_ms"] is None
+
+        # the console's running tab: started, and read ahead
+        html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=running")
+        cells = {job_id: (run, cell) for job_id, run, cell in RUN_CELL.findall(html)}
+        assert cells["held"][0] == "running" and utc(held.started_ms) in cells["held"][1]
+        assert cells["a1"] == ("read-ahead", '<span class="muted">read ahead: not started</span>')
+        assert ">started (UTC)<" in html and "since (UTC)" not in html
+
+        # and the CLI's
+        out = await asyncio.to_thread(
+            run_wheelq, "jobs", "list", topic, "--state", "running", "--redis-url", redis_url
+        )
+        lines = {line.split()[0]: line for line in out.stdout.splitlines()}
+        assert f"started={utc_text(held.started_ms)}" in lines["held"], out
+        assert "read-ahead" in lines["a1"] and "started=" not in lines["a1"]
+    finally:
+        release.set()
+        await worker.stop(grace_ms=0)

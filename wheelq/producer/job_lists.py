@@ -36,11 +36,13 @@ from wheelq.core.job_list import (
 )
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.payload import payload_text, read_payload
+from wheelq.core.process import ProcessInfo
 from wheelq.errors import UnknownTopicError, int_in
 from wheelq.producer.dead_letters import DeadFilter, dead_letters
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import groups as g
 from wheelq.store import job_lists as lists
+from wheelq.store import processes as processes_store
 from wheelq.store import topics
 from wheelq.store.groups import GROUP_LANES
 from wheelq.store.streams import Entry
@@ -406,6 +408,8 @@ def _entry_job(
 def _fired_reader(
     topic: str, state: ListState, sources: Sequence[GroupSource], now_ms: int
 ) -> Reader:
+    beats: list[Held] = []  # the workers' held entries, read once a page (running)
+
     def key_of(source: GroupSource, entry_id: str) -> SortKey:
         return (*entry_order(entry_id), *source.order)
 
@@ -420,7 +424,11 @@ def _fired_reader(
             calls = [lists.entries_before(s.keys.stream, st, count) for s, st in asked]
         pages = (yield calls) if calls else []
         if state is ListState.RUNNING:
-            return (yield from _running(topic, asked, pages, count, now_ms, key_of))
+            if not beats and any(pages):
+                (found,) = yield [processes_store.live()]
+                beats.append(held_by_workers(found.processes))
+            known = beats[0] if beats else None
+            return (yield from _running(topic, asked, pages, count, now_ms, key_of, known))
         out = []
         settled: list[tuple[Read, GroupSource, list[Entry]]] = []
         for (source, _), entries in zip(asked, pages, strict=True):
@@ -446,6 +454,23 @@ def _fired_reader(
     return read
 
 
+Held = dict[tuple[str, str, str, int, str], tuple[int, int | None]]
+"""(consumer, group, topic, shard, entry id) -> (the worker's last beat, Redis ms; how long
+its handler had run then, None: not started)."""
+
+
+def held_by_workers(processes: Sequence[ProcessInfo]) -> Held:
+    """The entries each live worker held at its last beat (`RoleInfo.held`)."""
+    out: Held = {}
+    for p in processes:
+        for role in p.roles:
+            for group in role.groups if role.role == "worker" else ():
+                for h in role.held:
+                    key = (role.name, group, h.topic, h.shard, h.entry_id)
+                    out[key] = (p.last_beat_ms, h.run_ms)
+    return out
+
+
 def _running(
     topic: str,
     asked: Sequence[tuple[GroupSource, str]],
@@ -453,6 +478,7 @@ def _running(
     count: int,
     now_ms: int,
     key_of: Callable[[GroupSource, str], SortKey],
+    held_by_worker: Held | None = None,
 ) -> Op[list[Read]]:
     calls = [
         c
@@ -470,6 +496,12 @@ def _running(
             job = _entry_job(topic, ListState.RUNNING, source, h.entry_id, fields)
             since = max(now_ms - h.idle_ms, entry_ms(h.entry_id))
             held_by = replace(job, consumer=h.consumer, since_ms=since, deliveries=h.deliveries)
+            key = (h.consumer, source.group, topic, source.keys.shard, h.entry_id)
+            beat = None if held_by_worker is None else held_by_worker.get(key)
+            if beat is not None:  # as its worker's last beat says
+                beat_ms, run_ms = beat
+                started = None if run_ms is None else beat_ms - run_ms
+                held_by = replace(held_by, started_ms=started, read_ahead=run_ms is None)
             r.rows.append((r.last, held_by, fields.get(Field.PAYLOAD)))
         out.append(r)
     return out
