@@ -28,6 +28,7 @@ import pytest
 import redis
 
 import wheelq
+from tests.support import compose
 from tests.support.cli import ROOT, clean_env, run_wheelq, start_wheelq, stop
 from tests.support.docs import blocks
 from tests.support.http import request
@@ -116,6 +117,40 @@ def test_the_page_has_one_rule_per_role_each_starting_from_nothing() -> None:
         assert rule[:3] == ["ACL", "SETUSER", ROLES[section]], rule
         assert "reset" in rule and "-@all" in rule, rule  # nothing beyond what is listed
         assert "~*" not in rule and "+@all" not in rule and "allkeys" not in rule, rule
+
+
+def test_the_compose_files_redis_starts_with_the_pages_users(server_binary: ServerBinary) -> None:
+    """deploy/compose.yaml's Redis command line, as the server reads it: each role's user has
+    the page's rule and the password of the environment; a client that names no user may only
+    PING (the compose file's health check)."""
+    environ = {  # every variable the file names, set
+        ref.var: f"{ref.var.lower()}-value"
+        for text in compose.strings(compose.raw())
+        for ref in compose.references(text)
+    }
+    command = compose.load(environ)["services"]["redis"]["command"]
+    admin = ["--user", "admin", "on", ">admin", "~*", "&*", "+@all"]  # the test's, to look
+    users = command[command.index("--user") :]
+    with dedicated_server(server_binary, extra_args=[*users, *admin]) as server:
+        with redis.Redis(port=server.port) as anyone:
+            assert anyone.ping()
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                anyone.get("wheelq:topics")
+        as_admin = redis.Redis(port=server.port, username="admin", password="admin")
+        for section, user in ROLES.items():
+            role = user.removeprefix("wheelq-")
+            if role not in ("scheduler", "worker", "serve"):
+                assert as_admin.acl_getuser(user) is None, user  # only the roles compose runs
+                continue
+            secret = environ[f"REDIS_{role.upper()}_PASSWORD"]
+            with redis.Redis(port=server.port, username=user, password=secret) as own:
+                assert own.ping()
+            from_compose = as_admin.acl_getuser(user)
+            rule = rules()[section]
+            rule[rule.index(f">{password(rule)}")] = f">{secret}"
+            as_admin.execute_command(*rule)  # the page's rule, over the compose file's
+            assert as_admin.acl_getuser(user) == from_compose, user
+        as_admin.close()
 
 
 @pytest.fixture

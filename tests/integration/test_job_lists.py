@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -27,10 +28,20 @@ from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.clients import admin_of
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
-from wheelq import AsyncAdmin, AsyncClient, Client, EnqueueItem, InvalidArgumentError, Worker
+from wheelq import (
+    AsyncAdmin,
+    AsyncClient,
+    Client,
+    EnqueueItem,
+    InvalidArgumentError,
+    Job,
+    Retry,
+    Worker,
+)
 from wheelq.core.job_list import LIST_STATES, JobPage
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.errors import UnknownTopicError
+from wheelq.store import job_lists as lists_store
 
 pytestmark = pytest.mark.cluster_too
 
@@ -132,6 +143,63 @@ async def test_each_state_lists_exactly_the_jobs_in_it_as_a_job_moves(
     # filters: a group that matches nothing is an empty answer, not an error
     assert list(await admin.jobs(topic, "succeeded", group="nobody")) == []
     assert list(await admin.jobs(topic, "dead", reason="deliveries")) == []
+
+
+RETRIES = 14
+"""Jobs ``r00``... each retried once, ``r<i>`` due `RETRIES` - i minutes on: by id, the
+reverse of their due order."""
+
+
+@pytest.mark.parametrize("sorted_max", [None, 2], ids=["sorted", "walked"])
+async def test_retrying_lists_by_due_time_soonest_first(
+    client: AsyncClient,
+    redis_url: str,
+    topic: str,
+    sorted_max: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 57 item 12: the retrying list was ordered by job id. Each shard's index of
+    # retries is sorted by due time whole, or (over `sorted_max`) walked by due time in
+    # the sorted set, past the first attempts due among them.
+    if sorted_max is not None:  # each shard's index walked, not sorted
+        monkeypatch.setattr(lists_store, "RETRIES_SORTED_MAX", sorted_max, raising=False)
+    admin = AsyncAdmin.of(client)
+    await admin.create_topic(topic, SHARDS)
+    minutes = {f"r{i:02d}": RETRIES - i for i in range(RETRIES)}
+
+    async def retry_later(job: Job) -> None:
+        raise Retry(delay=timedelta(minutes=minutes[job.id]))
+
+    worker = Worker.from_url(redis_url, topic, retry_later, **FAST)
+    await worker.start()
+    try:
+        for job_id in minutes:
+            await client.enqueue(topic, {}, job_id=job_id, max_attempts=3)
+        for i in range(RETRIES):  # first attempts due among the retries: read past
+            await client.enqueue(
+                topic, {}, job_id=f"p{i:02d}", delay=timedelta(minutes=i, seconds=30)
+            )
+
+        async def all_retrying() -> list[Any] | None:
+            rows = await every_page(admin, topic, "retrying", limit=5)
+            return rows if len(rows) == RETRIES else None
+
+        rows = await eventually(all_retrying, timeout_s=20, what=f"{RETRIES} jobs retrying")
+    finally:
+        await worker.stop(grace_ms=0)
+    by_due = sorted(minutes, key=lambda job_id: minutes[job_id])
+    assert [r.id for r in rows] == by_due  # r13 (a minute on) first
+    dues = [r.due_ms for r in rows]
+    assert dues == sorted(dues) and all(r.attempt == 2 for r in rows)
+    assert [r.id for r in await every_page(admin, topic, "retrying", limit=1)] == by_due
+    low = min(dues[3:])  # a due range: the same order, cut to it
+    high = max(dues[:9]) + 1
+    ranged = await every_page(
+        admin, topic, "retrying", limit=2, due_after=low / 1000, due_before=high / 1000
+    )
+    assert [r.id for r in ranged] == by_due[3:9]
+    pending = [r.id for r in await every_page(admin, topic, "pending", limit=4)]
+    assert pending == [f"p{i:02d}" for i in range(RETRIES)]  # and no retry among them
 
 
 async def test_pages_return_each_of_100000_pending_jobs_once_in_due_order(

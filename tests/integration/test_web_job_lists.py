@@ -7,6 +7,9 @@ an axe-core scan finds nothing serious on any tab, which is usable 390 px wide."
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,9 +21,10 @@ from tests.integration.test_job_history import FAST, GROUP, Gates
 from tests.integration.test_web_console import PHONE
 from tests.integration.test_web_dashboard import get
 from tests.support.browser import serious_violations
+from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
 from tests.support.web import Served, serving
-from wheelq import Worker
+from wheelq import Job, Retry, Worker
 from wheelq.core.job_list import LIST_STATES
 
 BASE = datetime(2033, 5, 18, 3, 33, 20, tzinfo=UTC)
@@ -315,6 +319,35 @@ async def test_every_tab_is_usable_390_px_wide(walked: Walked, browser: Any) -> 
         await context.close()
 
 
+async def test_the_dead_tabs_error_cell_shows_the_error_a_narrow_table_would_hide(
+    walked: Walked, browser: Any
+) -> None:
+    # Issue 57 item 12: 1000 px wide, the cell showed "attempt 1 of 1:…" (the attempt,
+    # which a column says already) and hid the error behind it.
+    context = await browser.new_context(viewport={"width": 1000, "height": 700})
+    try:
+        page = await context.new_page()
+        await page.goto(f"{walked.api.base}/ui/topics/{walked.topic}/jobs?state=dead")
+        cell = page.locator("tr[data-job=dies] .error-line")
+        shown = await cell.evaluate(
+            """(el) => {
+                const text = el.firstChild, what = "RuntimeError: boom";
+                const at = text.data.indexOf(what);
+                if (at < 0) return false;
+                const range = document.createRange();
+                range.setStart(text, at);
+                range.setEnd(text, at + what.length);
+                const box = el.getBoundingClientRect();
+                return [...range.getClientRects()].every(
+                    (r) => r.bottom <= box.bottom + 0.5 && r.right <= box.right + 0.5);
+            }"""
+        )
+        assert shown, await cell.inner_text()  # inside the cell's box: not clipped
+        assert "attempt 1 of 1: RuntimeError: boom" in str(await cell.get_attribute("title"))
+    finally:
+        await context.close()
+
+
 # --- plain HTTP ------------------------------------------------------------------------------
 
 
@@ -335,3 +368,167 @@ async def test_bad_input_answers_the_error_page_with_a_4xx(api: Served, topic: s
     html, _ = await get(api, f"/ui/topics/{topic}")
     assert f'href="/ui/topics/{topic}/jobs">Jobs by state' in html
     assert f'href="/ui/topics/{topic}/jobs?state=running"' in html
+
+
+ERROR_CELL = re.compile(r'<span class="error-line" title="([^"]*)">([^<]*)</span>')
+
+
+async def test_the_error_cells_lead_with_the_error_whole_on_hover(walked: Walked) -> None:
+    # Issue 57 item 12: the dead tab's cell led with "attempt 1 of 1:", which its attempt
+    # column says, and a narrow table cut the error off behind it.
+    api, topic = walked.api, walked.topic
+    for path in (f"/ui/topics/{topic}/jobs?state=dead", f"/ui/topics/{topic}/dead"):
+        html, _ = await get(api, path)
+        ((title, shown),) = ERROR_CELL.findall(html)
+        assert shown == "RuntimeError: boom on attempt 1 of dies", (path, shown)
+        assert title.startswith("attempt 1 of 1: RuntimeError: boom on attempt 1 of dies")
+        assert "Traceback" in title  # the whole error, on hover
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=retrying")
+    ((_, shown),) = ERROR_CELL.findall(html)
+    assert shown == "RuntimeError: boom on attempt 1 of again"
+    # the API's rows keep the error as recorded: its line, and the whole
+    (dead,) = await api.job_rows(f"/v1/topics/{topic}/jobs?state=dead")
+    assert dead["error"] == "attempt 1 of 1: RuntimeError: boom on attempt 1 of dies"
+    assert "Traceback" in dead["error_detail"]
+
+
+RETRIES = 6
+"""Jobs ``r0``... retried once, ``r<i>`` due `RETRIES` - i minutes on: by id, the reverse
+of their due order."""
+
+
+async def test_the_retrying_tab_and_api_list_by_due_time(
+    api: Served, redis_url: str, topic: str
+) -> None:
+    # Issue 57 item 12: the retrying tab was ordered by job id.
+    minutes = {f"r{i}": RETRIES - i for i in range(RETRIES)}
+
+    async def retry_later(job: Job) -> None:
+        raise Retry(delay=timedelta(minutes=minutes[job.id]))
+
+    await api.service.admin.create_topic(topic, 2)
+    worker = Worker.from_url(redis_url, topic, retry_later, **FAST)
+    await worker.start()
+    try:
+        for job_id in minutes:
+            await api.service.client.enqueue(topic, {}, job_id=job_id, max_attempts=2)
+
+        async def all_retrying() -> bool:
+            return len(await listed(api, topic, "retrying")) == RETRIES
+
+        await eventually(all_retrying, timeout_s=15, what=f"{RETRIES} jobs retrying")
+    finally:
+        await worker.stop(grace_ms=0)
+    by_due = sorted(minutes, key=lambda job_id: minutes[job_id])
+    got: list[str] = []
+    path = f"/ui/topics/{topic}/jobs?state=retrying&limit=4"
+    while path:
+        html, _ = await get(api, path)
+        got += re.findall(r'<tr data-job="([^"]*)"', html)
+        later = re.search(r'<a rel="next" href="([^"]*)"', html)
+        path = later[1].replace("&amp;", "&") if later else ""
+    assert got == by_due
+    rows = await api.job_rows(f"/v1/topics/{topic}/jobs?state=retrying&limit=4")
+    assert [r["id"] for r in rows] == by_due
+    assert [r["due_ms"] for r in rows] == sorted(r["due_ms"] for r in rows)
+
+
+def near(started_ms: float, actual_ms: float) -> bool:
+    """A start as the worker's heartbeat tells it (its last beat less the run time: each
+    read may differ by the beat's latency), against the handler's own clock reading."""
+    return abs(started_ms - actual_ms) < 1500
+
+
+def utc_ms(text: str) -> float:
+    """``2030-01-31T09:30:00.123Z`` as epoch ms."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
+
+
+RUN_CELL = re.compile(
+    r'<tr data-job="([^"]*)" data-run="([^"]*)">.*?<td class="small">(.*?)</td>', re.DOTALL
+)
+
+
+async def test_the_running_tab_says_when_each_job_started_and_which_are_read_ahead(
+    api: Served, redis_url: str, topic: str
+) -> None:
+    # Issue 57 item 12: "since" was the last claim refresh (it read 8 s after the start),
+    # and jobs the worker read ahead (delivered, not started) looked running. One slot: the
+    # worker runs `held` and reads `a1` and `a2` ahead, once a few quick runs taught it
+    # that jobs are short; its claims are refreshed every 500 ms.
+    started: dict[str, float] = {}
+    release = asyncio.Event()
+
+    async def handle(job: Job) -> None:
+        if job.id.startswith("w"):
+            return
+        started[job.id] = time.time() * 1000  # the test's machine: Redis's clock too
+        await release.wait()
+
+    admin, client = api.service.admin, api.service.client
+    await admin.create_topic(topic, 1)
+    settings = {**FAST, "visibility_timeout_ms": 1500, "concurrency": 1, "read_ahead_ms": 1000}
+    worker = Worker.from_url(redis_url, topic, handle, **settings)
+    await worker.start()
+    try:
+        for i in range(5):
+            await client.enqueue(topic, {}, job_id=f"w{i}")
+
+        async def warm() -> bool:
+            return len(await listed(api, topic, "succeeded")) == 5
+
+        await eventually(warm, timeout_s=15, what="the quick runs to succeed")
+        await client.enqueue(topic, {"n": "held"}, job_id="held")
+
+        async def held_started() -> bool:
+            return "held" in started
+
+        await eventually(held_started, timeout_s=15, what="held to start")
+        for job_id in ("a1", "a2"):
+            await client.enqueue(topic, {}, job_id=job_id)
+
+        async def told() -> list[Any] | None:  # the worker's next beats say so
+            rows = {r.id: r for r in await api.service.admin.jobs(topic, "running")}
+            if set(rows) != {"held", "a1", "a2"} or rows["held"].started_ms is None:
+                return None
+            if not (rows["a1"].read_ahead and rows["a2"].read_ahead):
+                return None
+            claimed = rows["held"].since_ms or 0
+            return list(rows.values()) if claimed - started["held"] >= 2000 else None
+
+        rows = await eventually(told, timeout_s=30, what="held started, a1 and a2 read ahead")
+        by_id = {r.id: r for r in rows}
+        held = by_id["held"]
+        assert held.read_ahead is False and held.started_ms is not None
+        assert near(held.started_ms, started["held"])  # its start, not its claim
+        for job_id in ("a1", "a2"):
+            assert by_id[job_id].started_ms is None and job_id not in started
+
+        # the HTTP API's rows say the same
+        api_rows = {
+            r["id"]: r for r in await api.job_rows(f"/v1/topics/{topic}/jobs?state=running")
+        }
+        assert near(api_rows["held"]["started_ms"], started["held"])
+        assert api_rows["held"]["read_ahead"] is False
+        assert api_rows["a1"]["read_ahead"] is True and api_rows["a1"]["started_ms"] is None
+
+        # the console's running tab: started, and read ahead
+        html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=running")
+        cells = {job_id: (run, cell) for job_id, run, cell in RUN_CELL.findall(html)}
+        shown = re.fullmatch(r'<span class="mono">([^<]*)</span>', cells["held"][1])
+        assert cells["held"][0] == "running" and shown, cells["held"]
+        assert near(utc_ms(shown[1]), started["held"])
+        assert cells["a1"] == ("read-ahead", '<span class="muted">read ahead: not started</span>')
+        assert ">started (UTC)<" in html and "since (UTC)" not in html
+
+        # and the CLI's
+        out = await asyncio.to_thread(
+            run_wheelq, "jobs", "list", topic, "--state", "running", "--redis-url", redis_url
+        )
+        lines = {line.split()[0]: line for line in out.stdout.splitlines()}
+        said = re.search(r"started=(\S+)", lines["held"])
+        assert said and near(utc_ms(said[1]), started["held"]), out
+        assert "read-ahead" in lines["a1"] and "started=" not in lines["a1"]
+    finally:
+        release.set()
+        await worker.stop(grace_ms=0)

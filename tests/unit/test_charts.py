@@ -121,7 +121,21 @@ def test_topics_sampled_in_turns_each_count_with_their_latest_sample() -> None:
     idle = [sample(at + 1000) for at in range(0, 61_000, 15_000)]
     charts = sample_charts([busy, idle], 0, 61_000)
     assert series(charts, "backlog", "pending") == [45.0] * 10
-    assert series(charts, "throughput", "fired/s")[2:] == [13.0] * 8
+    # a rate once both topics have one (the idle topic's second sample, at 16 s)
+    assert series(charts, "throughput", "fired/s") == [None] * 3 + [13.0] * 7
+
+
+def test_the_lists_rates_start_with_the_first_real_rate_never_a_zero() -> None:
+    # Issue 57 item 12: the idle topic's second sample (a rate of 0) came before the busy
+    # topic's: the sum of the topics with a rate so far put a 0 first on the list's chart.
+    idle = [sample(at) for at in (0, 15_000, 30_000)]
+    busy = [sample(at, fired=13 * at // 1000) for at in (1000, 16_000, 31_000)]
+    listed = sample_charts([idle, busy], 0, 31_000)
+    assert series(listed, "throughput", "fired/s") == [None, None, None, 13.0, 13.0, 13.0]
+    assert series(listed, "throughput", "dead-lettered/s") == [None, None, None, 0.0, 0.0, 0.0]
+    assert series(listed, "backlog", "pending")[0] == 0.0  # a backlog needs one sample
+    own = sample_charts([busy], 0, 31_000)
+    assert series(own, "throughput", "fired/s") == [None, 13.0, 13.0]
 
 
 def test_a_topic_keeps_an_hour_as_sampled_and_a_day_coarsely() -> None:

@@ -7,15 +7,22 @@ parses with wheelq's own parser and its settings file and environment with wheel
 loader, the probes and scrape targets point at the ports the roles serve, stop timeouts
 outlast the graceful stop, each role connects as its own Redis user from the ACL page,
 the image is the one kustomize names at this version, and Prometheus and Grafana get the
-shipped alert rules and dashboard. promtool checks the Prometheus configuration when it is
-on PATH (required under ``WHEELQ_REQUIRE_PROMTOOL=1``, as in CI).
+shipped alert rules and dashboard. No secret is written in deploy/: each comes from the
+environment (compose refuses to start without it) or from a file deploy/secrets.sh writes
+(kustomize refuses to build without it). promtool checks the Prometheus configuration when
+it is on PATH (required under ``WHEELQ_REQUIRE_PROMTOOL=1``, as in CI); kustomize builds
+the manifests when it (or kubectl) is on PATH.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
+import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tomllib
@@ -29,6 +36,7 @@ import pytest
 import yaml
 
 import wheelq
+from tests.support import compose as composed
 from tests.support.cli import ROOT
 from wheelq.cli import build_parser
 from wheelq.cli.context import Context
@@ -45,6 +53,13 @@ CONFIG_PATH = "/etc/wheelq/wheelq.toml"
 WORKER_STOP_S = (WorkerSettings().shutdown_grace_ms + WorkerSettings().stop_timeout_ms) / 1000
 SCHEDULER_STOP_S = SchedulerSettings().stop_timeout_ms / 1000
 ROLES = ("scheduler", "worker", "serve")
+SECRETS_SCRIPT = DEPLOY / "secrets.sh"
+COMPOSE_SECRETS = {
+    "WHEELQ_TOKEN",  # the console's and API's (write)
+    "WHEELQ_METRICS_TOKEN",  # Prometheus's (read)
+    "GRAFANA_PASSWORD",
+    *(f"REDIS_{role.upper()}_PASSWORD" for role in ROLES),
+}
 
 
 def load_all(path: Path) -> list[dict[str, Any]]:
@@ -52,8 +67,36 @@ def load_all(path: Path) -> list[dict[str, Any]]:
 
 
 def compose() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text("utf-8"))
-    return doc
+    """The compose file as YAML, its variables not interpolated."""
+    return composed.raw()
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """``NAME=value`` lines (``#`` comments), as compose and kustomize read them."""
+    lines = path.read_text("utf-8").splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def run_secrets_script(root: Path) -> subprocess.CompletedProcess[str]:
+    """deploy/secrets.sh, copied into `root`/deploy (so it writes there), run once."""
+    (root / "deploy").mkdir(exist_ok=True)
+    script = shutil.copy(SECRETS_SCRIPT, root / "deploy" / "secrets.sh")
+    return subprocess.run(
+        ["sh", str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A deploy/ holding what deploy/secrets.sh writes: its .env, kubernetes/secrets/."""
+    root = tmp_path_factory.mktemp("secrets")
+    run_secrets_script(root)
+    return root / "deploy"
+
+
+@pytest.fixture(scope="module")
+def secrets_env(generated: Path) -> dict[str, str]:
+    return env_file(generated / ".env")
 
 
 def parses(argv: list[str], environ: dict[str, str]) -> Any:
@@ -95,20 +138,20 @@ def test_the_compose_schema_check_catches_a_mistake(tmp_path: Path) -> None:
     assert done.returncode != 0 and "stop_grace_periood" in done.stdout + done.stderr
 
 
-def _wheelq_services() -> dict[str, dict[str, Any]]:
-    return {name: s for name, s in compose()["services"].items() if name in ROLES}
+def _wheelq_services(environ: dict[str, str]) -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in composed.load(environ)["services"].items() if name in ROLES}
 
 
-def test_compose_runs_each_role_from_the_image_with_commands_wheelq_parses() -> None:
-    services = _wheelq_services()
+def test_compose_runs_each_role_from_the_image_with_commands_wheelq_parses(
+    secrets_env: dict[str, str],
+) -> None:
+    services = _wheelq_services(secrets_env)
     assert set(services) == set(ROLES)
     for name, service in services.items():
         assert service["image"] == "localhost/wheelq:compose"
         assert service["build"]["context"] == ".."
         assert (COMPOSE.parent / service["build"]["context"] / "Dockerfile").exists()
         env = {k: str(v) for k, v in service["environment"].items()}
-        env["WHEELQ_SERVE_TOKENS"] = re.sub(r"\$\{WHEELQ_TOKEN:\?[^}]*\}", "t", env.get(
-            "WHEELQ_SERVE_TOKENS", "t"))  # fmt: skip
         args = parses(service["command"], env)
         assert args.command == name
         assert urlsplit(env["WHEELQ_REDIS_URL"]).hostname == "redis"
@@ -126,9 +169,22 @@ def test_compose_runs_each_role_from_the_image_with_commands_wheelq_parses() -> 
     assert serve.prometheus_url == "http://prometheus:9090"
 
 
+def _redis_users(command: list[str]) -> dict[str, list[str]]:
+    """The ``--user NAME RULE...`` arguments of a redis-server command line, by user (the
+    users come last: a rule runs to the next ``--user`` or the end)."""
+    starts = [i for i, arg in enumerate(command) if arg == "--user"]
+    users: dict[str, list[str]] = {}
+    for start, end in zip(starts, [*starts[1:], len(command)], strict=True):
+        name, *rule = command[start + 1 : end]
+        assert name not in users and not any(a.startswith("--") for a in rule), (name, rule)
+        users[name] = rule
+    return users
+
+
 def test_compose_redis_keeps_an_append_only_file_and_evicts_nothing() -> None:
     redis = compose()["services"]["redis"]
     command = redis["command"]
+    command = command[: command.index("--user")]  # the users: the test below
     flags = dict(zip(command[1::2], command[2::2], strict=True))
     assert flags["--appendonly"] == "yes"
     assert flags["--maxmemory-policy"] == "noeviction"
@@ -146,8 +202,10 @@ def _mounts(service: dict[str, Any]) -> dict[str, Path]:
     return out
 
 
-def test_compose_prometheus_scrapes_every_role_with_the_shipped_alert_rules() -> None:
-    services = compose()["services"]
+def test_compose_prometheus_scrapes_every_role_with_the_shipped_alert_rules(
+    secrets_env: dict[str, str],
+) -> None:
+    services = composed.load(secrets_env)["services"]
     mounts = _mounts(services["prometheus"])
     config_path = mounts["/etc/prometheus/prometheus.yml"]
     assert mounts["/etc/prometheus/prometheus-alerts.yml"] == ROOT / "config" / (
@@ -164,8 +222,16 @@ def test_compose_prometheus_scrapes_every_role_with_the_shipped_alert_rules() ->
     assert static["targets"] == ["serve:8080"]
     serve_env = services["serve"]["environment"]
     assert "serve" in serve_env["WHEELQ_SERVE_ALLOWED_HOSTS"].split(",")  # its Host header
-    token = jobs["wheelq-serve"]["authorization"]["credentials"]
-    assert f'{{"token": "{token}", "access": "read"}}' in serve_env["WHEELQ_SERVE_TOKENS"]
+    # The read token of the service, from the environment, as a compose secret file.
+    authorization = jobs["wheelq-serve"]["authorization"]
+    assert set(authorization) == {"credentials_file"}, authorization
+    (secret,) = services["prometheus"]["secrets"]
+    assert authorization["credentials_file"] == f"/run/secrets/{secret}"
+    source = compose()["secrets"][secret]
+    assert source == {"environment": "WHEELQ_METRICS_TOKEN"}
+    tokens = json.loads(serve_env["WHEELQ_SERVE_TOKENS"])
+    assert {"token": secrets_env["WHEELQ_METRICS_TOKEN"], "access": "read"} in tokens
+    assert {"token": secrets_env["WHEELQ_TOKEN"]} in tokens  # the console's and API's
 
 
 def test_compose_grafana_gets_the_dashboard_and_the_prometheus_data_source() -> None:
@@ -186,6 +252,176 @@ def test_compose_grafana_gets_the_dashboard_and_the_prometheus_data_source() -> 
     assert source["isDefault"] is True  # the dashboard's $datasource picks the default
 
 
+def test_compose_grafana_lets_no_one_in_without_the_password_from_the_environment(
+    secrets_env: dict[str, str],
+) -> None:
+    env = composed.load(secrets_env)["services"]["grafana"]["environment"]
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert not {k for k in env if k.startswith("GF_AUTH_ANONYMOUS_")} - {
+        "GF_AUTH_ANONYMOUS_ENABLED"
+    }
+    assert env["GF_SECURITY_ADMIN_PASSWORD"] == secrets_env["GRAFANA_PASSWORD"]
+    without = {k: v for k, v in secrets_env.items() if k != "GRAFANA_PASSWORD"}
+    with pytest.raises(composed.MissingVariableError):  # never a default such as admin
+        composed.load(without)
+
+
+def _acl_rule(user: str) -> list[str]:
+    """The ``ACL SETUSER`` rule of `user` on the ACL page, after its name."""
+    (line,) = re.findall(rf"^ACL SETUSER {user} (.*)$", ACL_PAGE.read_text("utf-8"), re.M)
+    return shlex.split(line)
+
+
+def test_compose_redis_has_the_acl_pages_user_for_each_role_with_passwords_from_the_env(
+    secrets_env: dict[str, str],
+) -> None:
+    services = compose()["services"]
+    users = _redis_users(services["redis"]["command"])
+    # No user but the roles': a client that names none may only PING (the health check).
+    assert users.pop("default") == ["reset", "on", "nopass", "+ping"]
+    assert services["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert set(users) == {f"wheelq-{role}" for role in ROLES} == set(_kubernetes_users())
+    for role in ROLES:
+        user = f"wheelq-{role}"
+        var = f"REDIS_{role.upper()}_PASSWORD"
+        rule, page = users[user], _acl_rule(user)
+        (secret,) = [i for i, word in enumerate(rule) if word.startswith(">")]
+        (page_secret,) = [i for i, word in enumerate(page) if word.startswith(">")]
+        assert rule[:secret] + rule[secret + 1 :] == page[:page_secret] + page[page_secret + 1 :]
+        (reference,) = composed.references(rule[secret])
+        assert (reference.var, reference.op) == (var, ":?"), rule[secret]
+        # The role's service connects as that user with that password.
+        url = urlsplit(_wheelq_services(secrets_env)[role]["environment"]["WHEELQ_REDIS_URL"])
+        assert (url.username, url.password) == (user, secrets_env[var])
+        assert (url.hostname, url.port, url.path) == ("redis", 6379, "/0")
+
+
+def test_compose_refuses_to_start_without_each_secret(secrets_env: dict[str, str]) -> None:
+    required = {r.var for text in composed.strings(compose()) for r in composed.references(text)
+                if r.op == ":?"}  # fmt: skip
+    assert required == COMPOSE_SECRETS == set(secrets_env)  # what deploy/secrets.sh writes
+    composed.load(secrets_env)  # all there: it starts
+    for var in sorted(COMPOSE_SECRETS):
+        for environ in (
+            {k: v for k, v in secrets_env.items() if k != var},
+            {**secrets_env, var: ""},
+        ):
+            with pytest.raises(composed.MissingVariableError) as refused:
+                composed.load(environ)
+            assert refused.value.var == var and "deploy/secrets.sh" in str(refused.value)
+
+
+# --- no secret in deploy/ ------------------------------------------------------------------
+
+SECRET_NAME = re.compile(r"token|password|passwd|secret|credential", re.IGNORECASE)
+REFERENCE = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)")  # compose's ${VAR...}, Kubernetes' $(VAR)
+JSON_TOKEN = re.compile(r'"token"\s*:\s*"([^"]*)"')
+URL_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@]*:([^@\s]+)@")
+
+
+def _only_references(value: str) -> bool:
+    return bool(value) and not REFERENCE.sub("", value)
+
+
+def secret_literals(text: str, key: str = "") -> list[str]:
+    """What in one string value (at mapping key `key`) looks like a secret written out."""
+    found = []
+    if SECRET_NAME.search(key) and not key.endswith("_file") and not REFERENCE.search(text):
+        found.append(f"{key}: {text}")
+    for ref in REFERENCE.findall(text):
+        (var,) = [r.var for r in composed.references(ref)] or [ref]
+        if SECRET_NAME.search(var) and ref.startswith("${") and ":?" not in ref:
+            found.append(f"{ref}: a secret with a default, or none required")
+    for pattern in (JSON_TOKEN, URL_PASSWORD):
+        found += [f"{m[0]}" for m in pattern.finditer(text) if not _only_references(m[1])]
+    if text.startswith(">") and not _only_references(text[1:]):  # a Redis ACL password
+        found.append(text)
+    return found
+
+
+def yaml_secret_literals(node: Any, key: str = "") -> list[str]:
+    if isinstance(node, str):
+        return secret_literals(node, key)
+    if isinstance(node, list):
+        return [found for item in node for found in yaml_secret_literals(item)]  # names
+    if isinstance(node, dict):
+        if isinstance(node.get("name"), str) and "value" in node:  # a Kubernetes env var
+            return yaml_secret_literals(node["value"], node["name"])
+        return [f for k, v in node.items() for f in yaml_secret_literals(v, str(k))]
+    return []
+
+
+def deploy_files() -> list[Path]:
+    ignored = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--stdin"],
+        input="\n".join(str(p) for p in DEPLOY.rglob("*")),
+        capture_output=True, text=True, check=False,
+    ).stdout.split()  # fmt: skip
+    return sorted(p for p in DEPLOY.rglob("*") if p.is_file() and str(p) not in ignored)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'credentials: prometheus-read-token',
+        'WHEELQ_SERVE_TOKENS: \'[{"token": "${WHEELQ_TOKEN:?x}"}, {"token": "fixed"}]\'',
+        "GF_SECURITY_ADMIN_PASSWORD: ${GRAFANA_PASSWORD:-admin}",
+        "GF_SECURITY_ADMIN_PASSWORD: ${GRAFANA_PASSWORD}",
+        "url: redis://wheelq-worker:worker-secret@redis:6379/0",
+        "stringData: {tokens: '[{\"token\": \"change-me\"}]'}",
+        "command: [redis-server, --user, u, on, '>pass', +ping]",
+        "env: [{name: REDIS_PASSWORD, value: hunter2}]",
+    ],
+)  # fmt: skip
+def test_the_secret_check_catches_a_secret_written_out(planted: str) -> None:
+    assert yaml_secret_literals(yaml.safe_load(planted)), planted
+
+
+def test_no_deploy_file_holds_a_secret() -> None:
+    files = deploy_files()
+    assert COMPOSE in files and SECRETS_SCRIPT in files and len(files) > 10
+    for path in files:
+        text = path.read_text("utf-8")
+        if path.suffix in (".yaml", ".yml"):
+            found = [f for doc in yaml.safe_load_all(text) for f in yaml_secret_literals(doc)]
+        else:
+            found = [f for line in text.splitlines() for f in secret_literals(line)]
+        assert found == [], (path.relative_to(ROOT), found)
+
+
+def test_the_secrets_script_writes_new_random_secrets_once(tmp_path: Path) -> None:
+    done = run_secrets_script(tmp_path)
+    deploy = tmp_path / "deploy"
+    files = {
+        ".env": COMPOSE_SECRETS,
+        "kubernetes/secrets/redis.env": set(ROLES),
+        "kubernetes/secrets/serve.env": {"tokens"},
+    }
+    values = []
+    for name, keys in files.items():
+        path = deploy / name
+        assert f"wrote {path}" in done.stderr
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, name  # its owner's only
+        found = env_file(path)
+        assert set(found) == keys, name
+        values += [v for k, v in found.items() if k != "tokens"]
+        values += [t["token"] for t in json.loads(found.get("tokens", "[]"))]
+    assert stat.S_IMODE((deploy / "kubernetes" / "secrets").stat().st_mode) == 0o700
+    assert len(values) == len(set(values)) == len(COMPOSE_SECRETS) + len(ROLES) + 2
+    assert all(re.fullmatch(r"[0-9a-f]{64}", v) for v in values), values  # 256 bits, no quoting
+    tokens = json.loads(env_file(deploy / "kubernetes/secrets/serve.env")["tokens"])
+    assert [t.get("access", "write") for t in tokens] == ["write", "read"]
+    before = {name: (deploy / name).read_text() for name in files}
+    again = run_secrets_script(tmp_path)  # a second run keeps the secrets in use
+    assert {name: (deploy / name).read_text() for name in files} == before
+    assert again.stderr.count("kept ") == len(files)
+    ignored = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", *(str(DEPLOY / name) for name in files)],
+        capture_output=True, text=True, check=False,
+    ).stdout.split()  # fmt: skip
+    assert len(ignored) == len(files)  # never committed
+
+
 def _promtool() -> str:
     found = shutil.which("promtool")
     if found:
@@ -200,6 +436,10 @@ def test_promtool_accepts_the_compose_prometheus_configuration(tmp_path: Path) -
     promtool = _promtool()
     for target, source in _mounts(compose()["services"]["prometheus"]).items():
         shutil.copy(source, tmp_path / Path(target).name)  # as mounted: side by side
+    config = tmp_path / "prometheus.yml"
+    token = tmp_path / "wheelq-metrics-token"  # the compose secret, where promtool sees it
+    token.write_text("a-token\n")
+    config.write_text(config.read_text().replace("/run/secrets/wheelq-metrics-token", str(token)))
     done = subprocess.run(
         [promtool, "check", "config", str(tmp_path / "prometheus.yml")],
         capture_output=True, text=True, timeout=60, check=False,
@@ -325,15 +565,71 @@ def _acl_users() -> set[str]:
     return set(re.findall(r"ACL SETUSER (wheelq-[\w-]+) ", ACL_PAGE.read_text("utf-8")))
 
 
+def _kubernetes_users() -> dict[str, str]:
+    """Each Deployment's Redis user (of its WHEELQ_REDIS_URL), by user."""
+    users = {}
+    for deployment, container in _containers():
+        (url,) = [e["value"] for e in container["env"] if e["name"] == "WHEELQ_REDIS_URL"]
+        users[urlsplit(url).username or ""] = deployment["metadata"]["name"]
+    return users
+
+
+def _generators() -> dict[str, dict[str, Any]]:
+    return {g["name"]: g for g in kustomization()["secretGenerator"]}
+
+
 def test_each_role_connects_as_its_own_acl_user_from_the_acl_page() -> None:
-    (redis_secret,) = [s for s in of_kind("Secret").values() if "scheduler" in s["stringData"]]
+    generators = _generators()
+    assert set(generators) == {"wheelq-redis", "wheelq-serve"}
+    assert generators["wheelq-redis"]["envs"] == ["secrets/redis.env"]  # deploy/secrets.sh's
     for deployment, container in _containers():
         role = deployment["metadata"]["labels"]["app.kubernetes.io/component"]
-        (url_ref,) = [e for e in container["env"] if e["name"] == "WHEELQ_REDIS_URL"]
-        ref = url_ref["valueFrom"]["secretKeyRef"]
-        assert (ref["name"], ref["key"]) == (redis_secret["metadata"]["name"], role)
-        user = urlsplit(redis_secret["stringData"][role]).username
-        assert user == f"wheelq-{role}" and user in _acl_users(), (role, user)
+        env = {e["name"]: e for e in container["env"]}
+        ref = env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+        assert (ref["name"], ref["key"]) == ("wheelq-redis", role)
+        names = list(env)
+        assert names.index("REDIS_PASSWORD") < names.index("WHEELQ_REDIS_URL")  # $(...) sees it
+        url = urlsplit(env["WHEELQ_REDIS_URL"]["value"])
+        assert url.password == "$(REDIS_PASSWORD)", url
+        assert url.username == f"wheelq-{role}" and url.username in _acl_users(), role
+        if role == "serve":
+            ref = env["WHEELQ_SERVE_TOKENS"]["valueFrom"]["secretKeyRef"]
+            assert (ref["name"], ref["key"]) == ("wheelq-serve", "tokens")
+            assert generators["wheelq-serve"]["envs"] == ["secrets/serve.env"]
+    assert set(_kubernetes_users()) == {f"wheelq-{role}" for role in ROLES}
+
+
+def _kustomize() -> list[str]:
+    if found := shutil.which("kustomize"):
+        return [found, "build"]
+    if found := shutil.which("kubectl"):
+        return [found, "kustomize"]
+    pytest.skip("neither kustomize nor kubectl is on PATH: the kustomization is not built")
+
+
+def test_kustomize_builds_only_with_the_secrets_the_script_wrote(tmp_path: Path) -> None:
+    kustomize = _kustomize()
+    shutil.copytree(KUBE, tmp_path / "deploy" / "kubernetes", ignore=shutil.ignore_patterns(
+        "secrets"))  # fmt: skip
+    built = [*kustomize, str(tmp_path / "deploy" / "kubernetes")]
+    refused = subprocess.run(built, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "secrets/redis.env" in refused.stderr, refused.stderr
+    run_secrets_script(tmp_path)
+    done = subprocess.run(built, capture_output=True, text=True, timeout=60, check=True)
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+    written = tmp_path / "deploy" / "kubernetes" / "secrets"
+    for generator, file in (("wheelq-redis", "redis.env"), ("wheelq-serve", "serve.env")):
+        (name,) = [n for n in secrets if n.startswith(f"{generator}-")]  # with its hash
+        data = {k: base64.b64decode(v).decode() for k, v in secrets[name]["data"].items()}
+        assert data == env_file(written / file), generator
+    refs = [
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for d in docs if d["kind"] == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"] for e in c["env"]
+        if "valueFrom" in e
+    ]  # fmt: skip
+    assert refs and set(refs) == set(secrets)  # the Deployments follow the hashed names
 
 
 def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:

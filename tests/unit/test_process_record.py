@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from wheelq.core.process import (
     FORMAT,
+    MAX_HELD,
     MAX_LEADS,
     ROLES,
+    HeldEntry,
     LeadInfo,
     ProcessInfo,
     RoleInfo,
@@ -26,6 +28,7 @@ from wheelq.core.process import (
 names = st.text(min_size=1, max_size=20)
 counts = st.integers(min_value=0, max_value=2**53)
 leads = st.builds(LeadInfo, names, st.integers(0, 1023), counts, counts)
+held = st.builds(HeldEntry, names, st.integers(0, 1023), names, st.none() | counts)
 roles = st.builds(
     RoleInfo,
     st.sampled_from(ROLES),
@@ -38,6 +41,7 @@ roles = st.builds(
     counts,
     st.lists(leads, max_size=5).map(tuple),
     counts,
+    st.lists(held, max_size=5).map(tuple),
 )
 processes = st.builds(
     ProcessInfo,
@@ -91,6 +95,37 @@ def test_a_role_lists_at_most_max_leads_and_counts_them_all() -> None:
     role = role_info("scheduler", "n", leads=many)
 
     assert len(role.leads) == MAX_LEADS and role.leads_total == MAX_LEADS + 5
+
+
+def test_a_worker_lists_its_held_entries_running_ones_first_at_most_max_held() -> None:
+    read_ahead = [HeldEntry("t", 0, f"{n}-0", None) for n in range(MAX_HELD)]
+    running = [HeldEntry("t", 1, "7-0", 1500)]
+
+    role = role_info("worker", "c", in_flight=MAX_HELD + 1, held=read_ahead + running)
+
+    assert len(role.held) == MAX_HELD and role.held[0] == running[0]  # none left out for them
+    info = ProcessInfo("i", "h", 1, "v", 0, 1000, 3000, (role,))
+    assert unpack_process(pack_process(info), 3000, 0).roles[0].held == role.held
+
+
+def test_a_record_of_a_worker_that_lists_no_held_entries_reads_as_none_held() -> None:
+    fields = msgpack.unpackb(
+        pack_process(
+            ProcessInfo(
+                "i",
+                "h",
+                1,
+                "v",
+                0,
+                1000,
+                3000,
+                (role_info("worker", "c", held=[HeldEntry("t", 0, "1-0", 5)]),),
+            )
+        )
+    )
+    del fields[8][0][10:]  # as an older wheelq wrote it
+
+    assert unpack_process(msgpack.packb(fields), 3000, 0).roles[0].held == ()
 
 
 def test_an_unknown_role_is_refused() -> None:

@@ -110,6 +110,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "due_within": lambda: observe.due_within(KEYS, [5, 1]),
     "far_promote": lambda: far_tier.promote(KEYS, "token"),
     "list_retrying": lambda: job_lists.retrying_page(KEYS, None, 10),
+    "list_retrying_by_due": lambda: job_lists.retrying_by_due(KEYS, None, None, (1, b"j"), 10),
     "due_times": lambda: selections.due_times(KEYS, ["j"]),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),

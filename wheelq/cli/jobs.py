@@ -339,6 +339,10 @@ def _row(row: Any) -> str:
         parts.append(f"group={row.group}")
     if row.consumer:
         parts.append(f"consumer={row.consumer} deliveries={row.deliveries}")
+        if row.started_ms is not None:
+            parts.append(f"started={utc_text(row.started_ms)}")
+        elif row.read_ahead:
+            parts.append("read-ahead")
     if row.reason:
         parts.append(f"reason={row.reason}")
     if row.error:

@@ -30,11 +30,13 @@ class ListState(StrEnum):
     PENDING = JobState.PENDING.value
     """Waiting for its due time, first attempt; by due time, soonest first."""
     RETRYING = JobState.RETRYING.value
-    """An attempt failed and the next waits for its due time; by job id, with the error."""
+    """An attempt failed and the next waits for its due time; by due time, soonest first,
+    with the error."""
     READY = JobState.READY.value
     """Fired, not delivered to a consumer group yet (a row per group); oldest first."""
     RUNNING = JobState.RUNNING.value
-    """Delivered to a worker of a group, not settled (a row per group); oldest first."""
+    """Delivered to a worker of a group, not settled (a row per group): running, or read
+    ahead by its worker (`ListedJob.read_ahead`); oldest first."""
     SUCCEEDED = JobState.SUCCEEDED.value
     """A run whose handler returned, while its stream entry is kept; newest first."""
     FAILED = "failed"
@@ -89,9 +91,18 @@ class ListedJob:
     consumer: str | None = None
     """RUNNING: the worker holding it."""
     since_ms: int | None = None
-    """RUNNING: since when it is delivered (or its claim refreshed), Redis clock."""
+    """RUNNING: since when it is delivered, or since its claim was last refreshed (a worker
+    refreshes the claims it holds three times a ``visibility_timeout_ms``), Redis clock."""
     deliveries: int | None = None
     """RUNNING: how often the entry was delivered (> 1: taken over)."""
+    started_ms: int | None = None
+    """RUNNING: when its worker started the handler on it, Redis clock (as the worker's
+    heartbeat says: within a beat); None: not started (`read_ahead`), or not known."""
+    read_ahead: bool | None = None
+    """RUNNING: True when its worker holds it without running it yet (read ahead of its
+    slots, or waiting for a flow limit's turn or a paused group), False when it runs (since
+    `started_ms`); None when not known: its worker has not beaten since it took the entry,
+    or its consumer does not beat (a pull consumer)."""
     finished_ms: int | None = None
     """SUCCEEDED, FAILED, RETRYING, DEAD: when the attempt ended."""
     duration_ms: int | None = None
@@ -178,8 +189,8 @@ class JobFilter:
 
 
 SortKey = tuple[Any, ...]
-"""A row's place in its list: pending (due ms, member bytes); retrying (member bytes);
-fired states (entry ms, entry seq, shard, lane, group); dead (the dead letter's ref)."""
+"""A row's place in its list: pending and retrying (due ms, member bytes); fired states
+(entry ms, entry seq, shard, lane, group); dead (the dead letter's ref)."""
 
 _CURSOR_VERSION = 1
 
@@ -221,10 +232,8 @@ def _key_ok(state: ListState, key: Sequence[Any]) -> bool:
     def ints(*values: Any) -> bool:
         return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
 
-    if state is ListState.PENDING:
+    if state in (ListState.PENDING, ListState.RETRYING):
         return len(key) == 2 and ints(key[0]) and isinstance(key[1], bytes)
-    if state is ListState.RETRYING:
-        return len(key) == 1 and isinstance(key[0], bytes)
     if state is ListState.DEAD:
         return len(key) == 1 and isinstance(key[0], str) and len(key[0]) <= 100
     return (

@@ -21,6 +21,8 @@ MAX_LEADS = 256
 """Led shards a record lists per role (``leads_total`` counts them all)."""
 MAX_LISTED_TOPICS = 1000
 """Topics and groups a record lists per role."""
+MAX_HELD = 1000
+"""Held entries a worker's record lists (running ones first; ``in_flight`` counts them all)."""
 FORMAT = 1
 """The stored record's format (its first element)."""
 
@@ -35,6 +37,18 @@ class LeadInfo:
     """How long the node has led the shard (since it took the lease)."""
     lease_age_ms: int
     """Time since the lease was last renewed (or taken): it expires at ``lease_ttl_ms``."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldEntry:
+    """An entry a worker holds: running in one of its slots, or read ahead of them."""
+
+    topic: str
+    shard: int
+    entry_id: str
+    run_ms: int | None
+    """How long its handler had run when the record was written; None: not started (read
+    ahead of the slots, or waiting for a flow limit's turn or a paused group)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +76,9 @@ class RoleInfo:
     """A scheduler node's led shards (at most `MAX_LEADS`)."""
     leads_total: int = 0
     """How many shards it leads (``leads`` may list fewer)."""
+    held: tuple[HeldEntry, ...] = ()
+    """A worker's entries held, running ones first (at most `MAX_HELD`): what the job lists
+    tell running jobs from those read ahead by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +158,10 @@ def role_info(
     handled: int = 0,
     failed: int = 0,
     leads: Sequence[LeadInfo] = (),
+    held: Iterable[HeldEntry] = (),
 ) -> RoleInfo:
-    """A `RoleInfo` with its lists bounded (`MAX_LISTED_TOPICS`, `MAX_LEADS`)."""
+    """A `RoleInfo` with its lists bounded (`MAX_LISTED_TOPICS`, `MAX_LEADS`, `MAX_HELD`:
+    running entries first)."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
     return RoleInfo(
@@ -156,6 +175,7 @@ def role_info(
         failed,
         tuple(leads[:MAX_LEADS]),
         len(leads),
+        tuple(sorted(held, key=lambda h: h.run_ms is None)[:MAX_HELD]),
     )
 
 
@@ -173,6 +193,7 @@ def pack_process(info: ProcessInfo) -> bytes:
             r.failed,
             [[x.topic, x.shard, x.held_ms, x.lease_age_ms] for x in r.leads],
             r.leads_total,
+            [[h.topic, h.shard, h.entry_id, h.run_ms] for h in r.held],
         ]
         for r in info.roles
     ]
@@ -224,6 +245,7 @@ def _role(value: Any) -> RoleInfo:
     if len(fields) < 10:
         raise ValueError(f"a role of a process record has {len(fields)} fields, expected 10")
     role, name, topics, groups, concurrency, in_flight, handled, failed, leads, total = fields[:10]
+    held = _list(fields[10]) if len(fields) > 10 else []  # absent: an older wheelq's record
     return RoleInfo(
         _str(role),
         _str(name),
@@ -235,6 +257,7 @@ def _role(value: Any) -> RoleInfo:
         _int(failed),
         tuple(_lead(x) for x in _list(leads)),
         _int(total),
+        tuple(_held(h) for h in held),
     )
 
 
@@ -243,6 +266,14 @@ def _lead(value: Any) -> LeadInfo:
     if len(fields) < 4:
         raise ValueError(f"a lead of a process record has {len(fields)} fields, expected 4")
     return LeadInfo(_str(fields[0]), _int(fields[1]), _int(fields[2]), _int(fields[3]))
+
+
+def _held(value: Any) -> HeldEntry:
+    fields = _list(value)
+    if len(fields) < 4:
+        raise ValueError(f"a held entry of a process record has {len(fields)} fields, expected 4")
+    run_ms = None if fields[3] is None else _int(fields[3])
+    return HeldEntry(_str(fields[0]), _int(fields[1]), _str(fields[2]), run_ms)
 
 
 def _list(value: Any) -> list[Any]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
@@ -119,6 +120,17 @@ def summary(exc: BaseException) -> str:
 def error_line(text: str | None) -> str:
     """The first line of a recorded error (its `summary`); "" for none."""
     return (text or "").strip().partition("\n")[0].strip()
+
+
+_ATTEMPT = re.compile(r"attempt \d+ of \d+(?:, not retried)?: ")
+"""What `after_failure` puts before a last attempt's error (the dead letter's)."""
+
+
+def error_summary(text: str | None) -> str:
+    """A recorded error's `summary`: its line without the attempt a dead letter's error
+    starts with (``attempt 1 of 1: ``), which a list says in a column of its own."""
+    line = error_line(text)
+    return line[found.end() :] if (found := _ATTEMPT.match(line)) else line
 
 
 def error_detail(text: str | None) -> str | None:

@@ -250,8 +250,8 @@ class Admin:
         group: str | None = None,
         reason: str | None = None,
     ) -> JobPage:
-        """A page of the topic's jobs in one state (`ListState`): ``pending`` (by due
-        time), ``retrying``, ``ready``, ``running``, ``succeeded``, ``failed`` (newest
+        """A page of the topic's jobs in one state (`ListState`): ``pending`` and
+        ``retrying`` (by due time), ``ready``, ``running``, ``succeeded``, ``failed`` (newest
         first) or ``dead``; with `cursor` (the `next` of the page before), the page after it.
 
         Args:

@@ -3,7 +3,8 @@ merged from every place that holds rows of that state, in one order, and resumed
 cursor by key (docs/architecture.md, "Job lists").
 
 The places (sources) are each shard's sorted set (pending), each shard's index of pending
-retries (retrying), and each consumer group of each shard's streams (ready, running,
+retries (retrying: sorted by due time, or, when too large to sort in one call, the sorted
+set read past its first attempts), and each consumer group of each shard's streams (ready, running,
 succeeded, failed; ready counts a stream with no group at all as one source). Every source
 reads in its list's order from the page's start key, so one merge gives the page: a row is
 safe to answer once no source that may still hold rows has read past it (the frontier).
@@ -35,11 +36,13 @@ from wheelq.core.job_list import (
 )
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.payload import payload_text, read_payload
+from wheelq.core.process import ProcessInfo
 from wheelq.errors import UnknownTopicError, int_in
 from wheelq.producer.dead_letters import DeadFilter, dead_letters
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import groups as g
 from wheelq.store import job_lists as lists
+from wheelq.store import processes as processes_store
 from wheelq.store import topics
 from wheelq.store.groups import GROUP_LANES
 from wheelq.store.streams import Entry
@@ -242,23 +245,44 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
 
 
 def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+    """Each shard's pending retries by due time: its index of pending retries sorted whole
+    (`lists.retrying_by_due`), or, once it holds too many for one call, the sorted set
+    walked by due time with only its retries kept (`lists.pending_page`)."""
+    walked: set[int] = set()  # the shards whose index is too large to sort
+
+    def page_of(i: int, start: tuple[int, bytes] | None, count: int) -> Any:
+        low, high = match.due_after_ms, match.due_before_ms
+        if i in walked:
+            return lists.pending_page(views[i], low, high, start, count)
+        return lists.retrying_by_due(views[i], low, high, start, count)
+
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
-        start = None if after is None else bytes(after[0])
-        pages = yield [lists.retrying_page(k, start, count) for k in views]
+        start = None if after is None else (int(after[0]), bytes(after[1]))
+        pages: list[lists.PendingPage | None] = yield [
+            page_of(i, start, count) for i in range(len(views))
+        ]
+        too_many = [i for i, page in enumerate(pages) if page is None]
+        if too_many:
+            walked.update(too_many)
+            again = yield [page_of(i, start, count) for i in too_many]
+            for i, page in zip(too_many, again, strict=True):
+                pages[i] = page
         found: list[tuple[int, SortKey, ListedJob, bytes | None]] = []
         out = []
-        for i, (keys, (more, rows)) in enumerate(zip(views, pages, strict=True)):
-            r = Read(more=more, scanned=len(rows))
-            for row in rows:
-                r.last = (row.member,)
-                if row.due_ms is None:
-                    continue  # it fired or was cancelled since the index was read
+        for i, (keys, page) in enumerate(zip(views, pages, strict=True)):
+            assert page is not None
+            r = Read(last=page.next, more=page.next is not None)
+            r.scanned = len(page.rows) + page.passed
+            for row in page.rows:
+                if row.due_ms is None or not row.retry:
+                    continue  # a first attempt, read past in the sorted set
                 job, env = _stored_job(keys.topic, ListState.RETRYING, keys, row)
-                if not _is_retry(row, env) or not match.due_in(row.due_ms):
+                if not _is_retry(row, env):
                     continue
                 if match.group is not None and job.group != match.group:
                     continue
-                found.append((i, (row.member,), job, None if env is None else env.payload))
+                key: SortKey = (row.due_ms, row.member)
+                found.append((i, key, job, None if env is None else env.payload))
             out.append(r)
         pairs_of: list[list[tuple[str, str]]] = [[] for _ in views]
         for i, _, job, _ in found:
@@ -384,6 +408,8 @@ def _entry_job(
 def _fired_reader(
     topic: str, state: ListState, sources: Sequence[GroupSource], now_ms: int
 ) -> Reader:
+    beats: list[Held] = []  # the workers' held entries, read once a page (running)
+
     def key_of(source: GroupSource, entry_id: str) -> SortKey:
         return (*entry_order(entry_id), *source.order)
 
@@ -398,7 +424,11 @@ def _fired_reader(
             calls = [lists.entries_before(s.keys.stream, st, count) for s, st in asked]
         pages = (yield calls) if calls else []
         if state is ListState.RUNNING:
-            return (yield from _running(topic, asked, pages, count, now_ms, key_of))
+            if not beats and any(pages):
+                (found,) = yield [processes_store.live()]
+                beats.append(held_by_workers(found.processes))
+            known = beats[0] if beats else None
+            return (yield from _running(topic, asked, pages, count, now_ms, key_of, known))
         out = []
         settled: list[tuple[Read, GroupSource, list[Entry]]] = []
         for (source, _), entries in zip(asked, pages, strict=True):
@@ -424,6 +454,23 @@ def _fired_reader(
     return read
 
 
+Held = dict[tuple[str, str, str, int, str], tuple[int, int | None]]
+"""(consumer, group, topic, shard, entry id) -> (the worker's last beat, Redis ms; how long
+its handler had run then, None: not started)."""
+
+
+def held_by_workers(processes: Sequence[ProcessInfo]) -> Held:
+    """The entries each live worker held at its last beat (`RoleInfo.held`)."""
+    out: Held = {}
+    for p in processes:
+        for role in p.roles:
+            for group in role.groups if role.role == "worker" else ():
+                for h in role.held:
+                    key = (role.name, group, h.topic, h.shard, h.entry_id)
+                    out[key] = (p.last_beat_ms, h.run_ms)
+    return out
+
+
 def _running(
     topic: str,
     asked: Sequence[tuple[GroupSource, str]],
@@ -431,6 +478,7 @@ def _running(
     count: int,
     now_ms: int,
     key_of: Callable[[GroupSource, str], SortKey],
+    held_by_worker: Held | None = None,
 ) -> Op[list[Read]]:
     calls = [
         c
@@ -448,6 +496,12 @@ def _running(
             job = _entry_job(topic, ListState.RUNNING, source, h.entry_id, fields)
             since = max(now_ms - h.idle_ms, entry_ms(h.entry_id))
             held_by = replace(job, consumer=h.consumer, since_ms=since, deliveries=h.deliveries)
+            key = (h.consumer, source.group, topic, source.keys.shard, h.entry_id)
+            beat = None if held_by_worker is None else held_by_worker.get(key)
+            if beat is not None:  # as its worker's last beat says
+                beat_ms, run_ms = beat
+                started = None if run_ms is None else beat_ms - run_ms
+                held_by = replace(held_by, started_ms=started, read_ahead=run_ms is None)
             r.rows.append((r.last, held_by, fields.get(Field.PAYLOAD)))
         out.append(r)
     return out

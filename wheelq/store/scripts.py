@@ -154,6 +154,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "list_pending": ("delayed", "jobs", "retries", "far"),
     "due_within": ("delayed", "far"),
     "list_retrying": ("retries", "delayed", "jobs"),
+    "list_retrying_by_due": ("retries", "delayed", "jobs"),
     "due_times": ("delayed", "jobs", "far"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""

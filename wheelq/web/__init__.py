@@ -23,9 +23,9 @@ DEAD_SCAN = 100_000
 """The most dead letters one filtered page reads through (its ``next`` goes on from there):
 a filter that matches nothing costs a request 100 round trips at most."""
 """Recorded errors: on the wire as their line, and whole beside it (``<name>_detail``)."""
-HIDDEN = ("fields", "spool")
+HIDDEN = ("fields", "spool", "held")
 """Left off the wire (a dead letter's raw fields: the rest are read from them; a client's
-spool)."""
+spool; a worker's held entries, which the running job list reads)."""
 
 
 @functools.cache  # as_json asks once per record it writes

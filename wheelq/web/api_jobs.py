@@ -115,7 +115,7 @@ async def list_jobs(
     reason: Annotated[Reason | None, Query(description="dead: only this reason")] = None,
 ) -> Response:
     """The topic's jobs in one `state`, a page at a time (`next` is the following page's
-    `cursor`): pending (by due time; `due_after` <= due < `due_before`), retrying, ready,
+    `cursor`): pending and retrying (by due time; `due_after` <= due < `due_before`), ready,
     running (per group), succeeded and failed (newest first), dead. A page may hold fewer
     than `limit` rows and still have a `next`: it stopped where the rows one request may
     read past ran out. A filter that matches nothing is an empty page."""

@@ -9,7 +9,8 @@ shards, every 30 s at 16. The last hour is kept at that resolution; the day befo
 sample every `COARSE_MS`. Rates (fired, handled, dead-lettered per second) are taken
 between consecutive samples; a counter that went back (a stream trimmed away, dead letters
 purged) gives no rate for that step. Topics are sampled in turns, so the charts of every
-topic count each with its latest sample until its next one.
+topic count each with its latest sample until its next one, and show a rate once every
+topic has one (a topic's first sample has none).
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def sample_charts(topics: Sequence[Sequence[Sample]], start_ms: int, end_ms: int
     rows = _rows(topics, resolution_ms)
     visible = [(at, got) for at, got in rows if at >= start_ms]
     charts[0].series.extend(
-        Series(label, [(at, _sum(g[i] for g in got)) for at, got in visible])
+        Series(label, [(at, _rate_sum(i, got)) for at, got in visible])
         for i, label in enumerate(("fired/s", "handled/s", "dead-lettered/s"))
     )
     charts[1].series.extend(
@@ -209,6 +210,8 @@ def sample_charts(topics: Sequence[Sequence[Sample]], start_ms: int, end_ms: int
 
 Pair = tuple["Sample | None", Sample]
 Step = tuple[float | None, ...]
+RATED = 8
+"""A step's last value: 1.0 when it has rates (a sample before it), else 0.0."""
 
 
 def _rows(topics: Sequence[Sequence[Sample]], resolution_ms: int) -> list[tuple[int, list[Step]]]:
@@ -233,7 +236,8 @@ def _rows(topics: Sequence[Sequence[Sample]], resolution_ms: int) -> list[tuple[
 
 
 def _step(pair: Pair) -> Step:
-    """(fired/s, handled/s, dead/s, p50, p99, pending, ready, in flight) of one step."""
+    """(fired/s, handled/s, dead/s, p50, p99, pending, ready, in flight, rated) of one
+    step; a topic's first has no rates (`RATED` 0.0): a rate needs two samples."""
     before, now = pair
     fired = handled = dead = None
     if before is not None and now.at_ms > before.at_ms:
@@ -251,7 +255,16 @@ def _step(pair: Pair) -> Step:
         float(now.pending),
         float(now.ready),
         float(now.in_flight),
+        0.0 if before is None else 1.0,
     )
+
+
+def _rate_sum(i: int, steps: Sequence[Step]) -> float | None:
+    """The topics' rate `i` summed, once every topic has rates: until a topic has a second
+    sample, a sum of the others' would count it as 0 (the list's chart started at 0)."""
+    if not all(step[RATED] for step in steps):
+        return None
+    return _sum(step[i] for step in steps)
 
 
 def _per_s(before: int, after: int, seconds: float) -> float | None:

@@ -44,7 +44,7 @@ from markupsafe import Markup
 from wheelq.core.due import utc_text
 from wheelq.core.history import JobState, payload_gone
 from wheelq.core.payload import payload_text
-from wheelq.core.retry import Reason, error_line
+from wheelq.core.retry import Reason, error_line, error_summary
 from wheelq.errors import (
     InvalidArgumentError,
     RedisUnavailableError,
@@ -229,6 +229,7 @@ def _environment() -> jinja2.Environment:
         age_at=age_at,
         utc=utc,
         first_line=first_line,
+        error_summary=error_summary,
         excerpt=lambda payload: payload_text(payload, EXCERPT_CHARS),
         seg=lambda text: quote(str(text), safe=""),
         sh=lambda text: shlex.quote(str(text)),  # a name in a command to paste

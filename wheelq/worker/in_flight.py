@@ -17,6 +17,7 @@ from typing import Any
 from wheelq.core.clock import Clock
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
+from wheelq.core.process import HeldEntry
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
 from wheelq.store.streams import Entry
@@ -81,6 +82,7 @@ class Held:
     payload: bytes  # As encoded, for a retry.
     task: asyncio.Future[Any] | None = None  # Or a taskless sync run's future.
     started: bool = False
+    started_s: float = 0.0  # When it started (the set's timer), once `started`.
 
 
 class InFlightSet:
@@ -151,6 +153,20 @@ class InFlightSet:
     def free_slots(self) -> int:
         """`free` without the read-ahead: what the claim keeper takes over."""
         return 0 if self.closing or self.paused else self.concurrency - len(self.held)
+
+    def held_entries(self) -> list[HeldEntry]:
+        """Every held entry, running (for how long, by the set's timer) or not started (read
+        ahead, or waiting for a flow limit's turn or a paused group): the heartbeat's."""
+        now_s = self._timer()
+        return [
+            HeldEntry(
+                self.topic,
+                shard,
+                entry_id,
+                int((now_s - h.started_s) * 1000) if h.started else None,
+            )
+            for (shard, entry_id), h in self.held.items()
+        ]
 
     def held_ids(self) -> dict[int, list[str]]:
         """Every held entry's id, by shard (what keep-alive touches)."""
@@ -242,7 +258,7 @@ class InFlightSet:
             if self.closing:
                 return  # stays held, not started: handed on
             self.slots.tasks += 1
-            held.started = True
+            held.started, held.started_s = True, self._timer()
             if self.events_on:  # queued to a thread: started, as far as the events go
                 self.settler.started(job)
             held.task = self.runner.submit(job)
@@ -309,10 +325,10 @@ class InFlightSet:
             # Its slot was taken at its start (`Slots.tasks`, counted until `_end`).
             if self.closing:
                 return
-            held.started = True
+            started_ms, started_s = self._now_ms(), self._timer()
+            held.started, held.started_s = True, started_s
             if self.events_on:
                 self.settler.started(job)
-            started_ms, started_s = self._now_ms(), self._timer()
             outcome = await self.runner.run(job)
             crash.point("handler.after")
             ended_ms = self._now_ms()

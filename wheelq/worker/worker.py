@@ -656,7 +656,8 @@ class Worker(Role[WorkerStopReport]):
 
     def process_role(self) -> RoleInfo:
         """This worker in its process's heartbeat record: topics, group, slots, entries in
-        flight (held: running or read ahead), handler runs and failures, over its topics."""
+        flight (held: running or read ahead, and which), handler runs and failures, over its
+        topics."""
         return role_info(
             "worker",
             self.consumer,
@@ -666,6 +667,7 @@ class Worker(Role[WorkerStopReport]):
             in_flight=sum(len(lane.in_flight.held) for lane in self.lanes),
             handled=sum(lane.in_flight.handled for lane in self.lanes),
             failed=sum(lane.in_flight.failed for lane in self.lanes),
+            held=[h for lane in self.lanes for h in lane.in_flight.held_entries()],
         )
 
     def lane_status(self, lane: TopicLane) -> dict[str, Any]:
