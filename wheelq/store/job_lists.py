@@ -155,7 +155,7 @@ def retrying_by_due(
         r = check("list_retrying_by_due", reply)
         if r[1] == -1:
             return None
-        rows = _rows(r[2:])
+        rows = _rows(r[2:], False, False)
         last = rows[-1] if rows else None
         if r[1] and last is not None and last.due_ms is not None:
             return PendingPage(rows, (last.due_ms, last.member))
