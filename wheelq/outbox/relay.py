@@ -4,11 +4,13 @@
 One step: in one PostgreSQL transaction, take up to ``batch_size`` rows (``FOR UPDATE SKIP
 LOCKED``: relays running side by side take different rows) and delete them; place them in
 Redis through the producer's replay, each write carrying the row's token, which the shard
-records; commit only once Redis confirmed them at the relay's ack level. A relay that dies
-between Redis and the commit leaves its rows (the transaction rolls back, or PostgreSQL
-ends it after ``idle_in_transaction_ms``); the relay that takes them next writes nothing
-twice, as the shard still holds their tokens. Once a row's delete is committed its token is
-dropped from the record with the next step's writes.
+records, and the step's deadline (``fence_ms`` after the step began, on the Redis clock),
+past which the shard refuses it; commit only once Redis confirmed them at the relay's ack
+level. A relay that dies between Redis and the commit leaves its rows (the transaction rolls
+back, or PostgreSQL ends it after ``idle_in_transaction_ms``); the relay that takes them
+next writes nothing twice, as the shard still holds their tokens. Once a row's delete is
+committed its token is kept only ``2 * fence_ms`` more (set with the next step's writes):
+past the deadline of any write of it that a frozen relay may still send.
 
 A step is woken by ``LISTEN wheelq_outbox`` (the table's trigger notifies at each commit
 that inserted rows) and runs at least every ``sweep_ms``, so a lost notification costs at
@@ -30,7 +32,7 @@ from wheelq.errors import OutboxNotInstalledError, OutboxUnavailableError
 from wheelq.outbox import connection
 from wheelq.outbox.once import PRUNE
 from wheelq.producer.async_client import AsyncClient
-from wheelq.producer.replay import HeldJob, Replayed, replay, warn_duplicates
+from wheelq.producer.replay import FenceClock, HeldJob, Replayed, replay, warn_duplicates
 from wheelq.runtime import crash, heartbeat
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget
@@ -100,6 +102,7 @@ class Relay(Service):
         self.dsn = dsn
         self.settings = settings or RelaySettings()
         self._wait = client.durability.wait_for(ack)  # checked now: a bad level fails here
+        self._fences = FenceClock(self.settings.fence_ms)
         self._conn: Conn | None = None
         self._listener: Conn | None = None
         self._listening: asyncio.Task[None] | None = None
@@ -130,8 +133,8 @@ class Relay(Service):
         `OutboxUnavailableError` (the DSN), `OutboxNotInstalledError` (the tables) or
         `AckUnsupportedError`, for a command to report before it starts."""
         await self._connect()
-        if self._wait is not None:  # a ZREM of nothing, confirmed at the level: no write
-            probe = enqueue.forget_replayed(k.ShardKeys("wheelq-ack-probe", 0), ["-"])
+        if self._wait is not None:  # a ZADD XX of nothing, confirmed at the level: no write
+            probe = enqueue.settle_replayed(k.ShardKeys("wheelq-ack-probe", 0), ["-"], 0)
             try:
                 await self.client.executor.run_acked([probe], self._wait)
             except BaseException:
@@ -148,6 +151,8 @@ class Relay(Service):
         if retention and now - self._pruned_at_ms >= PRUNE_INTERVAL_MS:
             await self._prune(conn, retention)
             self._pruned_at_ms = now
+        executor = self.client.executor
+        await drive_async(self._fences.sync(), executor.run)
         taken = await self._relay_batch(conn)
         return 0 if taken >= self.settings.batch_size else self.settings.sweep_ms / 1000
 
@@ -174,13 +179,20 @@ class Relay(Service):
 
     async def _relay_batch(self, conn: Conn) -> int:
         async with conn.transaction():
+            fence = self._fences.fence()  # before the rows are ours: see Fence
             found = await (await conn.execute(TAKE, {"limit": self.settings.batch_size})).fetchall()
             if not found and not self._forget:
                 return 0
             rows, now_pg = _held(found)
             producer = self.client.producer
             op = replay(
-                producer, rows, self._source_id, now_pg, self.settings.record_ms, self._forget
+                producer,
+                rows,
+                self._source_id,
+                now_pg,
+                self.settings.record_ms,
+                self._forget,
+                fence,
             )
             out = await drive_async(op, self._send)
             crash.point("relay.after_place")  # in Redis, not yet deleted: the tokens' case
