@@ -1,11 +1,14 @@
 """The outbox relay against the races of several relays, with relays in processes of their
 own (docs/architecture.md, "The outbox relay"): a relay frozen after it took its rows whose
-write lands after another relay placed and settled them fires nothing twice (the fence).
+write lands after another relay placed and settled them fires nothing twice (the fence),
+and an id's versions written with ``replace=True`` end with the last one committed, however
+two relays split them.
 """
 
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ import redis
 
 from tests.support.relay_proc import RelayProcess
 from tests.support.waiting import eventually_sync
-from wheelq import outbox
+from wheelq import Client, outbox
 from wheelq.core import keys as k
 from wheelq.core.job import Field
 from wheelq.testing.proxy import ProxyThread
@@ -160,3 +163,51 @@ def test_a_frozen_relays_late_write_fires_nothing_twice(
             frozen.finish()
             if live is not None:
                 live.finish()
+
+
+# --- two relays racing an id's versions -----------------------------------------------------
+
+
+VERSIONS = 4
+DELAY_S = 600  # version v is due DELAY_S + 60 * v seconds after its INSERT
+
+
+@pytest.mark.cluster_too
+def test_two_relays_leave_each_id_with_its_last_committed_version(
+    dsn: str, topic: str, redis_url: str, tmp_path: Path
+) -> None:
+    """150 ids, 4 versions each (``replace=True``, each due a minute later than the one
+    before), the versions of an id next to each other in the table; two relay processes
+    taking 3 and 5 rows a step split them between them. Each id ends with its last version's
+    payload and due time, as with one relay."""
+    relays = [
+        RelayProcess(redis_url, dsn, f"relay{n}", tmp_path, {"batch_size": size, "sweep_ms": 50})
+        for n, size in enumerate((3, 5))
+    ]
+    try:
+        for relay in relays:
+            eventually_sync(relay.started, timeout_s=30, what="the relays started")
+        before_ms = time.time() * 1000
+        with psycopg.connect(dsn) as conn, conn.transaction():
+            ids = [f"id{i:03}" for i in range(150)]
+            for job_id in ids:
+                for v in range(1, VERSIONS + 1):
+                    delay = DELAY_S + 60 * v
+                    outbox.enqueue(conn, topic, {"v": v}, job_id=job_id, delay=delay, replace=True)
+        after_ms = time.time() * 1000
+        eventually_sync(lambda: rows(dsn) == 0, timeout_s=120, what="every row relayed")
+    finally:
+        for relay in relays:
+            relay.finish()
+    last_s = DELAY_S + 60 * VERSIONS
+    with Client.from_url(redis_url) as client:
+        jobs = {job_id: client.get(topic, job_id) for job_id in ids}
+    wrong = {
+        job_id: (job.payload, job.due_ms)
+        for job_id, job in jobs.items()
+        if job.payload != {"v": VERSIONS}
+        or not before_ms + last_s * 1000 - 30_000
+        <= (job.due_ms or 0)
+        <= after_ms + last_s * 1000 + 5000
+    }
+    assert wrong == {}, f"{len(wrong)} ids ended with an older version: {list(wrong.items())[:5]}"
