@@ -26,6 +26,7 @@ WheelqError
 ├── AckUnsupportedError                     ack="persisted" without WAITAOF or appendonly
 ├── MalformedJobError                       a stored job cannot be decoded (get() names it)
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
+├── LateReplayError                         a replay's write reached Redis past its deadline
 ├── ScriptError                             a Lua script answered with a status it should not
 │   └── WrongTypeError                      a key holds another type (not written by wheelq)
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
@@ -316,6 +317,20 @@ class MalformedJobError(WheelqError):
 
 class LeaseLostError(WheelqError):
     """This scheduler node no longer holds the lease of a shard it acted on."""
+
+
+class LateReplayError(WheelqError):
+    """A replay's write (an outbox relay's, a spool drain's) reached Redis after its deadline
+    and was refused, nothing written: its rows stay to be replayed again
+    (docs/architecture.md, "The outbox relay")."""
+
+    def __init__(self, topic: str, deadline_ms: int, now_ms: int) -> None:
+        super().__init__(
+            f"a replay to topic {topic!r} reached Redis {now_ms - deadline_ms} ms after its "
+            f"deadline (a step slower than its fence_ms, or one frozen): refused, nothing "
+            f"written; its rows stay and are replayed again"
+        )
+        self.topic, self.deadline_ms, self.now_ms = topic, deadline_ms, now_ms
 
 
 class ScriptError(WheelqError):

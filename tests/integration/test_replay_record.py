@@ -11,7 +11,7 @@ from tests.support.scripts import Runner
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.errors import ScriptError
+from wheelq.errors import LateReplayError, ScriptError
 from wheelq.store import enqueue
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.scripts import Placed
@@ -118,12 +118,94 @@ def test_each_replay_removes_at_most_twice_as_many_expired_tokens_as_it_adds(
     assert left == ["old:2", "old:3", "old:4", "s:1"]  # the oldest two went
 
 
-def test_forget_replayed_removes_only_the_tokens_given(
+def test_settle_replayed_shortens_only_the_tokens_given_and_adds_none(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
     run(enqueue.enqueue(keys, [write("a", "s:1"), write("b", "s:2")], RECORD_MS))
+    until = server_ms(redis_sync) + 30_000
 
-    assert run(enqueue.forget_replayed(keys, ["s:1", "s:7"])) == 1
+    assert run(enqueue.settle_replayed(keys, ["s:1", "s:7"], until)) == 1
 
-    assert redis_sync.zrange(keys.spooled, 0, -1) == [b"s:2"]
-    assert run(enqueue.enqueue(keys, [write("a", "s:1")], RECORD_MS)) == [Placed.FIRED]
+    record = dict(redis_sync.zrange(keys.spooled, 0, -1, withscores=True))
+    assert set(record) == {b"s:1", b"s:2"}  # s:7 was not there: not added
+    assert record[b"s:1"] == until and record[b"s:2"] > until + RECORD_MS // 2
+    assert run(enqueue.settle_replayed(keys, ["s:1"], until + 60_000)) == 0  # never later
+    assert redis_sync.zscore(keys.spooled, "s:1") == until
+    assert run(enqueue.enqueue(keys, [write("a", "s:1")], RECORD_MS)) == [Placed.APPLIED]
+
+
+def test_a_settled_token_stays_applied_until_it_expires_then_goes_with_later_replays(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    run(enqueue.enqueue(keys, [write("a", "s:1")], RECORD_MS))
+    run(enqueue.settle_replayed(keys, ["s:1"], server_ms(redis_sync) - 1))  # expired now
+
+    run(enqueue.enqueue(keys, [write("b", "s:2", delay_ms=HOUR_MS)], RECORD_MS))
+
+    assert redis_sync.zrange(keys.spooled, 0, -1) == [b"s:2"]  # the expired one collected
+
+
+# --- the fence: a replay's deadline ---------------------------------------------------------
+
+
+@pytest.mark.cluster_too
+def test_a_replay_past_its_deadline_is_refused_and_writes_nothing(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    deadline = server_ms(redis_sync) - 1
+    batch = [write("a", "s:1"), write("b", "s:2", delay_ms=HOUR_MS)]
+
+    with pytest.raises(LateReplayError) as late:
+        run(enqueue.enqueue(keys, batch, RECORD_MS, deadline_ms=deadline))
+
+    assert late.value.deadline_ms == deadline and late.value.now_ms > deadline
+    assert late.value.topic == keys.topic
+    assert redis_sync.exists(keys.ready, keys.delayed, keys.jobs, keys.spooled) == 0
+    assert fired_ids(redis_sync, keys) == []
+
+
+@pytest.mark.cluster_too
+def test_a_replay_within_its_deadline_is_written_and_recorded(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    deadline = server_ms(redis_sync) + 60_000
+    batch = [write("a", "s:1"), write("b", "s:2", delay_ms=HOUR_MS)]
+
+    placed = run(enqueue.enqueue(keys, batch, RECORD_MS, deadline_ms=deadline))
+
+    assert placed == [Placed.FIRED, Placed.SCHEDULED]
+    assert redis_sync.zcard(keys.spooled) == 2
+
+
+def test_a_late_write_of_settled_rows_is_applied_before_its_deadline_and_refused_after(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    """The relay's fence (docs/architecture.md, "The outbox relay"): relay A took rows at
+    Redis time t with a deadline t + fence; relay B took them later, placed and settled them
+    (their tokens kept until B's time + 2 fences). A's write then lands: within its deadline
+    it finds the tokens (APPLIED), after it is refused: never a second job."""
+    fence_ms = 5_000
+    t = server_ms(redis_sync)
+    batch = [write("a", "s:1"), write("b", "s:2")]
+    assert (
+        run(enqueue.enqueue(keys, batch, RECORD_MS, deadline_ms=t + 60_000)) == [Placed.FIRED] * 2
+    )  # relay B
+    run(enqueue.settle_replayed(keys, ["s:1", "s:2"], server_ms(redis_sync) + 2 * fence_ms))
+
+    in_time = run(enqueue.enqueue(keys, batch, RECORD_MS, deadline_ms=t + fence_ms))
+    with pytest.raises(LateReplayError):
+        run(enqueue.enqueue(keys, batch, RECORD_MS, deadline_ms=t - 1))
+
+    assert in_time == [Placed.APPLIED] * 2
+    assert fired_ids(redis_sync, keys) == ["a", "b"]
+
+
+def test_a_plain_enqueue_and_a_direct_call_ignore_the_deadline(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    past = server_ms(redis_sync) - 60_000
+
+    plain = run(enqueue.enqueue(keys, [write("a", "")], deadline_ms=past))
+    direct = run(enqueue.enqueue(keys, [write("b", "")], RECORD_MS, "c1", deadline_ms=past))
+
+    assert plain == direct == [Placed.FIRED]

@@ -5,7 +5,9 @@ Usage: python -m tests.support.relay_proc REDIS_URL DSN SETTINGS_JSON
 Runs `wheelq.outbox.Relay` as ``wheelq relay`` does, until SIGTERM (or a crash point armed
 through ``WHEELQ_CRASH_AT``, e.g. ``relay.after_place:1``: killed after Redis took a batch
 and before its rows' delete was committed). Prints ``{"event": "started"}`` once it has
-connected, and ``{"event": "stopped", "relayed": N}`` at the end; logs to stderr.
+connected, ``{"event": "stepped"}`` once its first step ended well, ``{"event": "failed",
+"error": "..."}`` for each step that failed, and ``{"event": "stopped", "relayed": N}`` at
+the end; logs to stderr.
 """
 
 from __future__ import annotations
@@ -24,9 +26,24 @@ from wheelq.outbox import Relay
 from wheelq.producer.async_client import AsyncClient
 
 
+class _Relay(Relay):
+    stepped = False
+
+    async def step(self) -> float | None:
+        wait_s = await super().step()
+        if not self.stepped:
+            self.stepped = True
+            print(json.dumps({"event": "stepped"}), flush=True)
+        return wait_s
+
+    def failed(self, exc: BaseException) -> float:
+        print(json.dumps({"event": "failed", "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return super().failed(exc)
+
+
 async def _run(url: str, dsn: str, settings: dict[str, Any]) -> None:
     client = AsyncClient.from_url(url)
-    relay = Relay(client, dsn, RelaySettings(**settings))
+    relay = _Relay(client, dsn, RelaySettings(**settings))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -64,6 +81,13 @@ class RelayProcess(ChildProcess):
 
     def started(self) -> bool:
         return any(line["event"] == "started" for line in self.lines())
+
+    def stepped(self) -> bool:
+        return any(line["event"] == "stepped" for line in self.lines())
+
+    def failures(self) -> list[str]:
+        """The error of each step that failed so far, in order."""
+        return [line["error"] for line in self.lines() if line["event"] == "failed"]
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import pytest
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import DATA_KEY_NAMES, PROCESS_RECORDS_KEY, PROCESSES_KEY, ShardKeys
-from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
+from wheelq.errors import LateReplayError, LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import (
     consume,
     dead_letters,
@@ -173,6 +173,15 @@ def test_check_malformed_is_a_malformed_job_error_naming_topic_and_job() -> None
     assert "not msgpack" in str(caught.value)
 
 
+def test_check_late_is_a_late_replay_error_that_is_not_a_script_error() -> None:
+    with pytest.raises(LateReplayError) as caught:
+        check("enqueue", [Status.LATE, b"emails", b"1700000015000", 1_700_000_015_250])
+
+    assert (caught.value.topic, caught.value.deadline_ms) == ("emails", 1_700_000_015_000)
+    assert "250 ms after its deadline" in str(caught.value)
+    assert not isinstance(caught.value, ScriptError)  # a failure to retry, not a refusal
+
+
 # --- every wrapper parses through check -----------------------------------------------------
 
 
@@ -268,7 +277,7 @@ def test_scripts_return_statuses_by_name_only(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_every_error_status_a_script_returns_is_in_its_header(name: str) -> None:
     returns = header(name)[header(name).index("Returns:") :]
-    for status in (Status.WRONG_TYPE, Status.LEASE_LOST, Status.MALFORMED):
+    for status in (Status.WRONG_TYPE, Status.LEASE_LOST, Status.MALFORMED, Status.LATE):
         if re.search(rf"return \{{WQ_{status.name}\b", body(name)):
             assert f"{{{status.value}" in returns and status.name in returns, (
                 f"{name}.lua returns {status.name} without documenting it"

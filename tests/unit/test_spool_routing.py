@@ -26,7 +26,7 @@ from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidDelayError, RedisUnavailableError, ScriptError
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import PIPELINE_CALLS, Op, Producer, guarded
-from wheelq.producer.spool import Drain, Spool, Spooler
+from wheelq.producer.spool import FENCE_MS, Drain, Spool, Spooler
 from wheelq.runtime.breaker import Breaker
 from wheelq.store import enqueue
 from wheelq.store.call import Call
@@ -52,7 +52,8 @@ class Parts:
         self.executor.answer("HSETNX", lambda call: True)
         self.executor.answer("HGET", lambda call: SHARDS)
         self.executor.answer("enqueue", lambda call: [Placed.FIRED] * len(jobs(call)))
-        self.executor.answer("ZREM", lambda call: len(call.command) - 2)
+        self.executor.answer("ZADD", lambda call: (len(call.command) - 5) // 2)
+        self.executor.answer("TIME", lambda call: float(self.clock.now_ms()))
 
     def _wake(self) -> None:
         self.woken += 1
@@ -207,29 +208,54 @@ async def test_a_step_replays_each_shards_rows_in_order_with_tokens_then_deletes
     assert parts.breaker.state == "open"  # the runner reports the step: succeeded() closes it
 
 
-async def test_the_next_step_forgets_the_tokens_of_deleted_rows(parts: Parts) -> None:
+def deadline_ms(call: Call[Any]) -> int:
+    """A replay's deadline (ARGV[5], where a plain call has its layout)."""
+    return int(call.args[4])
+
+
+async def test_the_next_step_keeps_the_tokens_of_deleted_rows_only_past_any_deadline(
+    parts: Parts,
+) -> None:
     parts.breaker.report(False, RedisConnectionError("refused"))
     await parts.enqueue("t", payload=1, job_id="j1")
     await parts.step()
     (replay,) = parts.executor.sent("enqueue")
 
-    assert parts.drain.pending()  # nothing spooled, but tokens to forget
+    assert parts.drain.pending()  # nothing spooled, but tokens to settle
     assert await parts.step() == 0
 
-    (forget,) = parts.executor.sent("ZREM")
-    assert forget.command == (
-        "ZREM",
+    (settle,) = parts.executor.sent("ZADD")
+    key, flags, (until, token) = settle.command[1], settle.command[2:5], settle.command[5:]
+    assert (key, flags, token) == (
         replay.keys[0].replace(":delayed", ":spooled"),
+        ("XX", "LT", "CH"),  # shortened, never lengthened or added
         jobs(replay)[0][1],
     )
+    assert int(until) >= deadline_ms(replay) + FENCE_MS  # two fences from the next step
     assert not parts.drain.pending()
+
+
+async def test_each_step_sends_a_deadline_one_fence_after_the_redis_clock_it_measured(
+    parts: Parts,
+) -> None:
+    redis_ahead_ms = 3_600_000  # the Redis clock an hour ahead of the producer's
+    parts.executor.answer("TIME", lambda call: float(parts.clock.now_ms() + redis_ahead_ms))
+    parts.breaker.report(False, RedisConnectionError("refused"))
+    await parts.enqueue("t", payload=1, job_id="j1")
+    before = parts.clock.now_ms() + redis_ahead_ms
+
+    await parts.step()
+
+    (replay,) = parts.executor.sent("enqueue")
+    assert before + FENCE_MS <= deadline_ms(replay) <= before + FENCE_MS + 60_000
 
 
 async def test_a_step_whose_reply_is_lost_keeps_its_rows_and_replays_the_same_tokens(
     parts: Parts,
 ) -> None:
-    await parts.run(parts.producer.create_topic("t"))  # the step's one round: the replay
+    await parts.run(parts.producer.create_topic("t"))
     parts.breaker.report(False, RedisConnectionError("refused"))
+    await parts.step()  # the clock measured: the step's one round is the replay
     await parts.enqueue("t", payload=1, job_id="j1")
     parts.executor.fail_next(RedisConnectionError("Connection reset by peer"))
 

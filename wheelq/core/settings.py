@@ -260,6 +260,10 @@ class RelaySettings(_Validated):
     idle_in_transaction_ms: Annotated[int, Range(1000, 3_600_000)] = 60_000
     """A relay's transaction idle this long (a relay frozen mid-batch) is ended by
     PostgreSQL, so its rows go to another relay."""
+    fence_ms: Annotated[int, Range(1000, 600_000)] = 15_000
+    """A relay's write that reaches Redis this long after its step began is refused (the
+    step is retried), so a relay frozen mid-batch never places rows another relay placed
+    since; a placed row's token is kept twice this long after its delete is committed."""
     connect_timeout_ms: Annotated[int, Range(100, 600_000)] = 5000
     """How long a connection to PostgreSQL may take before the step fails (and retries)."""
 

@@ -2,13 +2,17 @@
 (docs/architecture.md, "The outbox relay").
 
 One step: in one PostgreSQL transaction, take up to ``batch_size`` rows (``FOR UPDATE SKIP
-LOCKED``: relays running side by side take different rows) and delete them; place them in
-Redis through the producer's replay, each write carrying the row's token, which the shard
-records; commit only once Redis confirmed them at the relay's ack level. A relay that dies
-between Redis and the commit leaves its rows (the transaction rolls back, or PostgreSQL
-ends it after ``idle_in_transaction_ms``); the relay that takes them next writes nothing
-twice, as the shard still holds their tokens. Once a row's delete is committed its token is
-dropped from the record with the next step's writes.
+LOCKED``: relays running side by side take different rows; a row waits while an older row
+of its job id is held by another relay, so an id's versions are placed in order) and delete
+them; place them in Redis through the producer's replay, each write carrying the row's
+token, which the shard records, and the step's deadline (``fence_ms`` after the step began,
+on the Redis clock), past which the shard refuses it; commit only once Redis confirmed them
+at the relay's ack level. A relay that dies between Redis and the commit leaves its rows
+(the transaction rolls back, or PostgreSQL ends it after ``idle_in_transaction_ms``); the
+relay that takes them next writes nothing twice, as the shard still holds their tokens.
+Once a row's delete is committed its token is kept only ``2 * fence_ms`` more (set with the
+next step's writes): past the deadline of any write of it that a frozen relay may still
+send.
 
 A step is woken by ``LISTEN wheelq_outbox`` (the table's trigger notifies at each commit
 that inserted rows) and runs at least every ``sweep_ms``, so a lost notification costs at
@@ -30,7 +34,7 @@ from wheelq.errors import OutboxNotInstalledError, OutboxUnavailableError
 from wheelq.outbox import connection
 from wheelq.outbox.once import PRUNE
 from wheelq.producer.async_client import AsyncClient
-from wheelq.producer.replay import HeldJob, Replayed, replay, warn_duplicates
+from wheelq.producer.replay import FenceClock, HeldJob, Replayed, replay, warn_duplicates
 from wheelq.runtime import crash, heartbeat
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget
@@ -48,13 +52,27 @@ if TYPE_CHECKING:
 log = logging.getLogger("wheelq.outbox.relay")
 
 CHANNEL = "wheelq_outbox"
+# The head: the oldest rows no other relay holds. A row of it is taken unless an older row of
+# its job id is held by another relay (in flight, its delete not committed: those rows are the
+# ones before the head's last that the head skipped); it stays locked, not deleted, until the
+# commit, and the next step takes it once that relay committed: an id's versions are placed
+# in the order of their seq, as by one relay. The last column: how many rows the head had.
 TAKE = """
-WITH taken AS (
-    SELECT seq FROM wheelq_outbox ORDER BY seq LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+WITH head AS MATERIALIZED (
+    SELECT seq, topic, job_id FROM wheelq_outbox ORDER BY seq LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), held AS MATERIALIZED (
+    SELECT seq, topic, job_id FROM wheelq_outbox
+    WHERE seq < (SELECT max(seq) FROM head) AND seq NOT IN (SELECT seq FROM head)
+), taken AS (
+    SELECT h.seq FROM head h WHERE NOT EXISTS (
+        SELECT 1 FROM held o WHERE o.topic = h.topic AND o.job_id = h.job_id AND o.seq < h.seq
+    )
 )
 DELETE FROM wheelq_outbox o USING taken WHERE o.seq = taken.seq
 RETURNING o.seq, o.topic, o.job_id, o.mode, o.value_ms, o.replace, o.envelope, o.written_ms,
-    o.order_key, (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint
+    o.order_key, (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint,
+    (SELECT count(*) FROM head)
 """
 REJECT = """
 INSERT INTO wheelq_outbox_rejected
@@ -100,6 +118,7 @@ class Relay(Service):
         self.dsn = dsn
         self.settings = settings or RelaySettings()
         self._wait = client.durability.wait_for(ack)  # checked now: a bad level fails here
+        self._fences = FenceClock(self.settings.fence_ms)
         self._conn: Conn | None = None
         self._listener: Conn | None = None
         self._listening: asyncio.Task[None] | None = None
@@ -130,8 +149,8 @@ class Relay(Service):
         `OutboxUnavailableError` (the DSN), `OutboxNotInstalledError` (the tables) or
         `AckUnsupportedError`, for a command to report before it starts."""
         await self._connect()
-        if self._wait is not None:  # a ZREM of nothing, confirmed at the level: no write
-            probe = enqueue.forget_replayed(k.ShardKeys("wheelq-ack-probe", 0), ["-"])
+        if self._wait is not None:  # a ZADD XX of nothing, confirmed at the level: no write
+            probe = enqueue.settle_replayed(k.ShardKeys("wheelq-ack-probe", 0), ["-"], 0)
             try:
                 await self.client.executor.run_acked([probe], self._wait)
             except BaseException:
@@ -148,8 +167,10 @@ class Relay(Service):
         if retention and now - self._pruned_at_ms >= PRUNE_INTERVAL_MS:
             await self._prune(conn, retention)
             self._pruned_at_ms = now
-        taken = await self._relay_batch(conn)
-        return 0 if taken >= self.settings.batch_size else self.settings.sweep_ms / 1000
+        executor = self.client.executor
+        await drive_async(self._fences.sync(), executor.run)
+        head = await self._relay_batch(conn)
+        return 0 if head >= self.settings.batch_size else self.settings.sweep_ms / 1000
 
     async def start(self) -> None:
         await super().start()
@@ -173,14 +194,22 @@ class Relay(Service):
         return stopped
 
     async def _relay_batch(self, conn: Conn) -> int:
+        """One step's batch; returns how many rows its head had (taken or left waiting)."""
         async with conn.transaction():
+            fence = self._fences.fence()  # before the rows are ours: see Fence
             found = await (await conn.execute(TAKE, {"limit": self.settings.batch_size})).fetchall()
             if not found and not self._forget:
                 return 0
-            rows, now_pg = _held(found)
+            rows, now_pg, head = _held(found)
             producer = self.client.producer
             op = replay(
-                producer, rows, self._source_id, now_pg, self.settings.record_ms, self._forget
+                producer,
+                rows,
+                self._source_id,
+                now_pg,
+                self.settings.record_ms,
+                self._forget,
+                fence,
             )
             out = await drive_async(op, self._send)
             crash.point("relay.after_place")  # in Redis, not yet deleted: the tokens' case
@@ -201,7 +230,7 @@ class Relay(Service):
                 row.topic,
                 error,
             )
-        return len(found)
+        return head
 
     async def _send(self, calls: list[Call[Any]]) -> list[Any]:
         executor = self.client.executor
@@ -317,13 +346,13 @@ class Relay(Service):
         self._conn = self._listener = None
 
 
-def _held(found: list[TupleRow]) -> tuple[list[HeldJob], int]:
-    """The rows taken, in their order, as held jobs; and the database's clock when taken."""
+def _held(found: list[TupleRow]) -> tuple[list[HeldJob], int, int]:
+    """The rows taken, in their order, as held jobs; the database's clock when taken; and how
+    many rows the head had."""
     rows: list[HeldJob] = []
-    now_pg = 0
-    for seq, topic, job_id, mode, value_ms, replace, envelope, written_ms, order_key, now in sorted(
-        found
-    ):
+    now_pg = head = 0
+    for row in sorted(found):
+        seq, topic, job_id, mode, value_ms, replace, envelope, written_ms, order_key, now = row[:10]
         due_ms = written_ms + value_ms if mode == "d" else value_ms
         rows.append(
             HeldJob(
@@ -339,8 +368,8 @@ def _held(found: list[TupleRow]) -> tuple[list[HeldJob], int]:
                 order_key,
             )
         )
-        now_pg = now
-    return rows, now_pg
+        now_pg, head = now, row[10]
+    return rows, now_pg, head
 
 
 def redacted(dsn: str) -> str:

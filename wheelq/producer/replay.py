@@ -1,7 +1,8 @@
 """Replaying jobs written down before Redis took them (a spool file's rows, an outbox
 table's rows) exactly once: each write carries a token the shard records, so a step
-repeated after a crash writes nothing twice (docs/architecture.md, "The producer spool and
-breaker" and "The outbox relay").
+repeated after a crash writes nothing twice, and a deadline, so a step frozen past it
+writes nothing at all (docs/architecture.md, "The producer spool and breaker" and "The
+outbox relay").
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from wheelq.core import keys as k
 from wheelq.core.due import DueSpec
 from wheelq.errors import MalformedJobError, ScriptError, TopicConfigError
 from wheelq.producer.operations import Op, Producer, register_order
-from wheelq.store import enqueue
+from wheelq.runtime.clock import RedisClock, SyncedClock
+from wheelq.store import enqueue, server
 from wheelq.store.call import Call
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.scripts import Placed
@@ -25,6 +27,52 @@ T = TypeVar("T")
 
 FOR_GOOD = (ScriptError, MalformedJobError, TopicConfigError)
 """Errors a replay of the same row would meet again: the row is refused, not retried."""
+
+SYNC_MS = 10_000
+"""How often a replayer measures its clock's offset to the Redis clock (one TIME round)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """How late one step's writes may land, read from the Redis clock before the step took
+    its rows (docs/architecture.md, "The outbox relay", the fence).
+
+    Each shard refuses the step's writes once its clock is past `deadline_ms` (that time
+    plus the fence); the tokens of rows an earlier step settled are kept until
+    `settled_until_ms` (plus twice the fence: a margin for the skew between two replayers'
+    clocks), past the deadline of any write that carries them and was sent before they were
+    settled.
+    """
+
+    deadline_ms: int
+    settled_until_ms: int
+
+
+class FenceClock:
+    """The Redis clock a replayer reads its fences from: the local monotonic clock, corrected
+    by a TIME round at most every `SYNC_MS` (`sync`, the first round of a step that needs it).
+    """
+
+    def __init__(self, fence_ms: int, clock: SyncedClock | None = None) -> None:
+        self.fence_ms = fence_ms
+        self._clock = clock or RedisClock()
+        self._synced_ms: float | None = None
+
+    def sync(self) -> Op[None]:
+        """Measure the offset if it is `SYNC_MS` old (replies as values or raised: either)."""
+        before = self._clock.local_ms()
+        if self._synced_ms is not None and before - self._synced_ms < SYNC_MS:
+            return
+        (server_ms,) = yield [server.server_time()]
+        if isinstance(server_ms, Exception):
+            raise server_ms
+        self._clock.add_sample(before, server_ms, self._clock.local_ms())
+        self._synced_ms = before
+
+    def fence(self) -> Fence:
+        """The fence of a step that takes its rows now."""
+        now = self._clock.now_ms()
+        return Fence(now + self.fence_ms, now + 2 * self.fence_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +130,15 @@ def replay(
     now_ms: int,
     record_ms: int,
     forget: dict[k.ShardKeys, list[str]],
+    fence: Fence,
 ) -> Generator[list[Call[Any]], list[Any], Replayed]:
-    """Place `rows` in Redis, each shard's in one call with its tokens recorded `record_ms`.
+    """Place `rows` in Redis, each shard's in one call with its tokens recorded `record_ms`
+    and refused whole past `fence`'s deadline (`LateReplayError`, a failure: rows kept).
 
-    `forget`: tokens of rows an earlier step settled (gone from their source), dropped from
-    the record in the same round. Replies come as values (``return_exceptions``): a failing
-    shard leaves its rows for the next step, whose tokens make the retry write nothing twice.
+    `forget`: tokens of rows an earlier step settled (gone from their source), kept in the
+    record only until `fence.settled_until_ms` from the same round on. Replies come as values
+    (``return_exceptions``): a failing shard leaves its rows for the next step, whose tokens
+    make the retry write nothing twice.
     """
     out = Replayed()
     groups: dict[k.ShardKeys, list[HeldJob]] = {}
@@ -108,8 +159,12 @@ def replay(
     for topic, order in ordered:
         if order:  # registered before the writes (idempotent: a repeat registers nothing new)
             yield from _raising(register_order(topic, order))
-    drop: list[Call[Any]] = [enqueue.forget_replayed(ks, t) for ks, t in forget.items()]
-    calls = [enqueue.enqueue(keys, ws, record_ms) for keys, ws in writes.items()]
+    until = fence.settled_until_ms
+    drop: list[Call[Any]] = [enqueue.settle_replayed(ks, t, until) for ks, t in forget.items()]
+    deadline = fence.deadline_ms
+    calls = [
+        enqueue.enqueue(keys, ws, record_ms, deadline_ms=deadline) for keys, ws in writes.items()
+    ]
     replies = (yield [*drop, *calls]) if drop or calls else []
     for (keys, group), reply in zip(groups.items(), replies[len(drop) :], strict=True):
         if isinstance(reply, FOR_GOOD):

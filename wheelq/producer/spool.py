@@ -25,7 +25,7 @@ from wheelq.errors import (
     SpoolLockedError,
 )
 from wheelq.producer.operations import Op, Place, Producer, SpoolStats
-from wheelq.producer.replay import HeldJob, replay, warn_duplicates
+from wheelq.producer.replay import FenceClock, HeldJob, replay, warn_duplicates
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
@@ -40,6 +40,7 @@ Path = str | os.PathLike[str]
 Send = Callable[[list[Call[Any]]], Awaitable[list[Any]]]  # return_exceptions=True
 
 STEP_BYTES = 4 * 1024 * 1024  # envelope bytes per drain step (one row more if larger)
+FENCE_MS = 15_000  # a step's writes reaching Redis this late are refused (`replay.Fence`)
 CLOSE_WAIT_S = 5.0  # how long Client.close() waits for the drain's thread
 
 FORMAT = "1"
@@ -241,6 +242,7 @@ class Drain:
         self.breaker = breaker
         self._clock = clock
         self._forget: dict[k.ShardKeys, list[str]] = {}
+        self._fences = FenceClock(FENCE_MS)
         self.last_error: str | None = None
 
     def pending(self) -> bool:
@@ -252,11 +254,13 @@ class Drain:
     def step(self) -> Op[int]:
         """Replay the oldest rows; returns how many left the spool."""
         settings = self._producer.settings
+        yield from self._fences.sync()
+        fence = self._fences.fence()  # before the rows are read
         rows = self.spool.head(settings.batch_size, STEP_BYTES)
         now = self._clock.now_ms()
         spool_id = self.spool.spool_id
         out = yield from replay(
-            self._producer, rows, spool_id, now, settings.spool_record_ms, self._forget
+            self._producer, rows, spool_id, now, settings.spool_record_ms, self._forget, fence
         )
         self._forget = {}  # gone or not: the record forgets them after spool_record_ms anyway
         self.spool.settle(out.done, out.rejected, now)

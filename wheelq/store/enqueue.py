@@ -39,20 +39,25 @@ def _placed(reply: Any) -> list[Placed]:
 
 
 def enqueue(
-    keys: ShardKeys, jobs: Sequence[JobWrite], record_ms: int = 0, call_token: str = ""
+    keys: ShardKeys,
+    jobs: Sequence[JobWrite],
+    record_ms: int = 0,
+    call_token: str = "",
+    deadline_ms: int = 0,
 ) -> Call[list[Placed]]:
     """Parses to each job's outcome; `MalformedJobError` when an envelope due now is undecodable.
 
     `record_ms` > 0 without `call_token`: a spool replay (a job whose token the shard's record
-    holds is APPLIED, not written again); with `call_token`: a spooling client's direct call.
+    holds is APPLIED, not written again), refused whole with `LateReplayError` once the Redis
+    clock is past `deadline_ms` (0: never); with `call_token`: a spooling client's direct call.
     """
     replay = record_ms > 0 and not call_token
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
     shared = None if replay or not jobs else _shared_layout(jobs)
     if shared is not None:
         args += shared
-    else:
-        args.append("")  # each job carries its mode and replace
+    else:  # each job carries its mode and replace; a replay's deadline takes the layout's place
+        args.append(deadline_ms if replay and deadline_ms else "")
         for job in jobs:
             mode, value = job.due.wire
             args += (job.id, mode, value, "1" if job.replace else "0", job.envelope)
@@ -95,16 +100,21 @@ def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
     return args
 
 
-def forget_replayed(keys: ShardKeys, tokens: Sequence[str]) -> Call[int]:
-    """ZREM tokens the spool no longer holds from the shard's record; parses to how many."""
-    return Call(command=("ZREM", keys.spooled, *tokens), parse=int)
+def settle_replayed(keys: ShardKeys, tokens: Sequence[str], expires_ms: int) -> Call[int]:
+    """Make the record keep `tokens` (rows gone from their source) only until `expires_ms`
+    (Redis ms): an earlier expiry each, never a later one, and no token added; parses to how
+    many it shortened."""
+    command: list[str | int] = ["ZADD", keys.spooled, "XX", "LT", "CH"]
+    for token in tokens:
+        command += (expires_ms, token)
+    return Call(command=tuple(command), parse=int)
 
 
 def job_ids(call: Call[Any]) -> list[str]:
     """The ids an `enqueue`, `reschedule` or `cancel` call writes, read from its arguments."""
     if call.script == "enqueue":  # topic, channel, record_ms, call token, layout; then per job
         replay = int(call.args[2]) and not call.args[3]
-        per_job = 3 if call.args[4] else 6 if replay else 5  # 3: a shared layout
+        per_job = 6 if replay else 3 if call.args[4] else 5  # 3: a shared layout
         return [str(a) for a in call.args[5::per_job]]
     if call.script == "reschedule":
         return [str(call.args[2])]

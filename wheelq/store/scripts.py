@@ -1,8 +1,8 @@
 """The Lua scripts: loading (with the parts of ``_lib.lua`` each needs), their SHA1, their
 KEYS (`SCRIPT_KEYS`), and `check`, the one place a reply's status is judged
 (docs/architecture.md, invariant 11): 0 OK, -1 WRONG_TYPE -> WrongTypeError, -2 LEASE_LOST ->
-LeaseLostError, -3 MALFORMED -> MalformedJobError, other -> ScriptError. ``_lib.lua``
-names the same numbers; a unit test holds the two together.
+LeaseLostError, -3 MALFORMED -> MalformedJobError, -4 LATE -> LateReplayError, other ->
+ScriptError. ``_lib.lua`` names the same numbers; a unit test holds the two together.
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from importlib import resources
 from typing import Any
 
 from wheelq.core.keys import DATA_KEY_NAMES, ShardKeys
-from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError, WrongTypeError
+from wheelq.errors import (
+    LateReplayError,
+    LeaseLostError,
+    MalformedJobError,
+    ScriptError,
+    WrongTypeError,
+)
 
 
 class Status(IntEnum):
@@ -26,6 +32,7 @@ class Status(IntEnum):
     WRONG_TYPE = -1
     LEASE_LOST = -2
     MALFORMED = -3
+    LATE = -4
 
 
 class Placed(IntEnum):
@@ -221,6 +228,8 @@ def check(name: str, reply: Any) -> list[Any]:
         raise WrongTypeError(name, text(reply[1], "replace"))
     if status == Status.MALFORMED and len(reply) == 4:
         raise MalformedJobError(*(text(part, "replace") for part in reply[1:4]))
+    if status == Status.LATE and len(reply) == 4:
+        raise LateReplayError(text(reply[1], "replace"), int(reply[2]), int(reply[3]))
     raise ScriptError(f"{name}.lua returned unknown status {status} ({reply!r:.200})")
 
 

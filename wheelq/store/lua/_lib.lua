@@ -9,6 +9,7 @@ local WQ_OK = 0           -- {0, outcome fields...}: as each script's header say
 local WQ_WRONG_TYPE = -1  -- {-1, key}: the key holds another type; nothing written
 local WQ_LEASE_LOST = -2  -- {-2}: the caller does not hold the shard's lease; nothing written
 local WQ_MALFORMED = -3   -- {-3, topic, job id, why}: a job due now cannot be decoded
+local WQ_LATE = -4        -- {-4, topic, deadline ms, now ms}: a replay past its deadline
 
 -- What enqueue and reschedule did with a job (wheelq.store.scripts.Placed, NOT_PENDING).
 local WQ_SCHEDULED = 0

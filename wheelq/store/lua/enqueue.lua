@@ -2,7 +2,8 @@
 Batched: one HMGET, one HSET and one ZADD for the whole batch. A spool replay (ARGV[3] > 0,
 no call token) skips each write whose token (or call-token prefix C of "C:n") is in the
 record KEYS[6] and records the others, so a replay applies each write once
-(docs/architecture.md, "The producer spool and breaker", invariant 17).
+(docs/architecture.md, "The producer spool and breaker", invariant 17); one that arrives
+past its deadline (ARGV[5]) is refused whole ("The outbox relay": the fence).
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:ready     STREAM  fired jobs
@@ -33,7 +34,8 @@ ARGV[5]  layout: '' (each job carries its mode and replace) or, when every job o
          shares them, that mode and replace ('d0', 'd1', 'a0', 'a1'; never in a replay), then
          what the client vouches for the ids: '' nothing, 'u' no id repeats in the call, 'n'
          none repeats and none is pending (ids it made itself: 80 random bits each), so they
-         are not read first
+         are not read first. In a replay (which has no layout): its deadline, the Redis ms
+         after which the call is refused (LATE), or '' (none)
 ARGV[6..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
           value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
           job; five otherwise); with a layout, id, value ms, envelope (three per job: Redis
@@ -47,6 +49,7 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job du
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded (a caller's
            bug: wheelq writes none); jobs before it that fired are in the stream (and their
            tokens recorded), nothing else is written
+         {-4, topic, deadline ms, now ms}   LATE: a replay past its deadline (nothing written)
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 -- Type checks: the sorted set, the stream and the inbox (and a replay's record, and the hash of
@@ -82,6 +85,11 @@ if type(horizon) == 'table' and horizon.err then
 end
 horizon = tonumber(horizon)
 local now = wq_now_ms()
+-- A replay's writes land by its deadline or not at all: the tokens of rows settled since are
+-- kept past any deadline a write sent before the settlement can carry (the relay's fence).
+if replay and layout ~= '' and now > tonumber(layout) then
+  return {WQ_LATE, ARGV[1], layout, now}
+end
 -- Tables are filled by counters, not by #t + 1: Lua 5.1 finds a table's length by a search.
 local ids, tokens = {}, {}
 for i = 6, #ARGV, stride do
