@@ -319,6 +319,40 @@ async def test_a_pull_consumers_nack_after_the_cancel_settles_it_without_a_retry
     assert await r.redis.zcard(r.keys.delayed) == 0
 
 
+@pytest.mark.parametrize("retrying", ["a only"], indirect=True)
+async def test_a_job_pulled_before_the_cancel_is_not_pulled_again_after_its_timeout(
+    retrying: Retrying, redis_url: str
+) -> None:
+    """Its consumer went away: the take-over settles the run as cancelled, handing it out
+    to no one."""
+    r = retrying
+    ws = WorkerSettings(visibility_timeout_ms=200, claim_interval_ms=50)
+    async with serving(redis_url, worker_settings=ws) as api:
+        status, body, _ = await api.call("POST", f"/v1/topics/{r.topic}/groups", {"name": "b"})
+        assert status == 201, body
+        group = f"/v1/topics/{r.topic}/groups/b"
+        await r.client.enqueue(r.topic, {"n": 1}, job_id="gone", max_attempts=3)
+        pull = {"max": 10, "wait_ms": 5000, "consumer": "first"}
+        (job,) = (await api.call("POST", f"{group}/pull", pull))[1]["jobs"]
+        assert job["id"] == "gone"
+        await retry_waits(r, "gone")
+        assert await r.client.cancel(r.topic, "gone") is True
+        again: list[dict[str, Any]] = []
+
+        async def cancelled_in_b() -> bool:
+            pull = {"max": 10, "wait_ms": 0, "consumer": "second"}
+            again.extend((await api.call("POST", f"{group}/pull", pull))[1]["jobs"])
+            _, info, _ = await api.call("GET", f"/v1/topics/{r.topic}/jobs/gone")
+            return {g["group"]: g["state"] for g in info["groups"]}.get("b") == "cancelled"
+
+        await eventually(cancelled_in_b, timeout_s=20, what="b's run of gone settled cancelled")
+        assert again == []
+        nack = {"receipts": [job["receipt"]]}  # the first consumer, back late
+        body = (await api.call("POST", f"{group}/nack", nack))[1]
+        assert (body["retried"], body["results"][0]["outcome"]) == (0, "settled_before")
+    assert await r.come_due() == 0
+
+
 async def test_a_callback_delivery_running_at_the_cancel_is_never_retried(
     redis_url: str,
     redis_async: redis.asyncio.Redis,

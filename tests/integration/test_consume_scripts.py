@@ -884,6 +884,23 @@ def test_claim_returns_the_claimed_entries_fields(
     assert claimed.deliveries == [2, 2]  # read once, now claimed
 
 
+def test_claim_acks_an_entry_fired_before_a_cancel_of_its_job_and_hands_out_the_rest(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    kept, fenced = delivered_entries(r, run, keys, 2)  # j0, j1: running when j1 is cancelled
+    cancel_pending_j1(r, run, keys)
+    before = server_ms(r)
+
+    claimed = claim(run, keys, min_idle_ms=0)  # j1's worker died: its entry is taken over
+
+    assert [eid for eid, _ in claimed.entries] == [kept]
+    assert list(pending(r, keys, GROUP)) == [kept]
+    rec = record(r, keys, "j1")
+    assert rec is not None and (rec[0], rec[1]) == ("C", fenced) and rec[2] >= before
+    assert claimed.dead_lettered == 0 and r.exists(keys.dead) == 0
+
+
 def test_claim_returns_each_entrys_delivery_count_this_one_included(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:

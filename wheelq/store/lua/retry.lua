@@ -49,7 +49,9 @@ end
 if wq_fenced(KEYS[6], KEYS[11], ARGV[3], ARGV[2], KEYS[3] ~= KEYS[14]) then
   local field = ARGV[3] .. WQ_US .. ARGV[1]
   redis.call('HSET', KEYS[6], field, wq_record('C', ARGV[2], tonumber(ARGV[8]), 0, ARGV[7], '', ''))
-  wq_wake(KEYS[12], KEYS[13], {field})
+  if wq_waited(KEYS[12]) then
+    wq_wake(KEYS[12], KEYS[13], {field})
+  end
   return {WQ_OK, 2}
 end
 local member = ARGV[3]
