@@ -12,7 +12,9 @@ and ``run`` as a user starts them."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +23,10 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support.callback_server import Reply, ScriptedServer
 from tests.support.child import ChildProcess
+from tests.support.cli import start_wheelq
+from tests.support.http import request
 from tests.support.node_proc import NodeProcess
 from tests.support.servers import dedicated_server, free_port
 from tests.support.spooling import (
@@ -31,9 +36,10 @@ from tests.support.spooling import (
     EitherClient,
     found_ids,
 )
+from tests.support.tasks import URL_VARIABLE, Log, module_name, start_run, write_module
 from tests.support.waiting import eventually, eventually_sync, until
 from tests.support.worker_proc import WorkerProcess
-from wheelq import Client, JobState, RedisUnavailableError
+from wheelq import AsyncClient, Client, JobState, RedisUnavailableError
 from wheelq.testing import EmbeddedServer, ServerBinary
 
 SOCKET_TIMEOUT_S = 0.5
@@ -294,3 +300,112 @@ def test_a_worker_and_a_node_started_while_redis_refuses_wait_then_run_jobs(
     finally:
         worker.finish()
         node.finish()
+
+
+RUN_APP = f"""
+import os
+
+import wheelq
+
+app = wheelq.App(os.environ["{URL_VARIABLE}"])
+
+
+@app.task
+def double(n: int) -> int:
+    return 2 * n
+"""
+
+
+def ended(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then wait for it (killed if it does not end in 30 s)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_wheelq_worker_serve_and_run_started_while_redis_is_busy_wait_then_run(
+    server_binary: ServerBinary, topic: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with contextlib.ExitStack() as stack:
+        busy = Refusal(server_binary, "busy", stack)
+        url = busy.server.url
+        metrics, http = free_port(), free_port()
+        (tmp_path / "handlers.py").write_text("def handle(job):\n    print('ran', job.id)\n")
+        monkeypatch.setenv(URL_VARIABLE, url)
+        tasks = write_module(tmp_path, module_name(topic), RUN_APP)
+        stack.callback(tasks.app.close)
+        procs = {
+            "worker": start_wheelq(
+                "worker", "handlers:handle", "--topic", topic, "--redis-url", url,
+                "--metrics-port", str(metrics), cwd=tmp_path,
+                env={"PYTHONUNBUFFERED": "1"},
+            ),
+            "serve": start_wheelq("serve", "--redis-url", url, "--port", str(http)),
+            "run": start_run(tmp_path, tasks.__name__, url),
+        }  # fmt: skip
+        logs = {name: Log(proc) for name, proc in procs.items()}
+        for proc in procs.values():
+            stack.callback(ended, proc)
+        readyz = f"http://127.0.0.1:{metrics}/readyz"
+
+        def every_one_waits() -> bool:
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    err = "".join(logs[name].err)[-3000:]
+                    raise AssertionError(f"wheelq {name} exited {proc.returncode}: {err}")
+            status, body = request("GET", readyz)
+            said = all("unavailable (busy: " in "".join(logs[n].err) for n in ("serve", "run"))
+            return status == 503 and "waiting for redis (busy)" in body["detail"] and said
+
+        eventually_sync(every_one_waits, timeout_s=START_S, what="each process to wait")
+
+        busy.lift()
+
+        eventually_sync(lambda: request("GET", readyz)[0] == 200, timeout_s=START_S, what="ready")
+        api = f"http://127.0.0.1:{http}"
+        eventually_sync(
+            lambda: request("GET", f"{api}/readyz")[0] == 200, timeout_s=START_S, what="serve"
+        )
+        status, job = request("POST", f"{api}/v1/topics/{topic}/jobs", {"payload": 1})
+        assert status == 201, job
+        eventually_sync(
+            lambda: f"ran {job['id']}\n" in logs["worker"].out,
+            timeout_s=START_S,
+            what="the worker to run the job enqueued over HTTP",
+        )
+        assert tasks.double.enqueue(21).result(timeout=START_S) == 42  # `wheelq run`'s
+        for name, proc in procs.items():
+            assert proc.poll() is None, name
+
+
+async def test_wheelq_deliver_started_while_redis_refuses_writes_waits_then_delivers(
+    server_binary: ServerBinary, topic: str, receiver: ScriptedServer
+) -> None:
+    receiver.scripts["/hook"] = lambda n: Reply(200)
+    with contextlib.ExitStack() as stack:
+        full = Refusal(server_binary, "oom", stack)
+        url = full.server.url
+        env = {"WHEELQ_CALLBACKS_ALLOW_PRIVATE": "true", "WHEELQ_CALLBACKS_SIGNING_SECRET": "s"}
+        proc = start_wheelq("deliver", "--topic", topic, "--redis-url", url, env=env)
+        log = Log(proc)
+        stack.callback(ended, proc)
+
+        def waits() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"exited {proc.returncode}: {''.join(log.err)[-3000:]}")
+            return "unavailable (oom: " in "".join(log.err)
+
+        await until(waits, timeout_s=START_S, what="wheelq deliver to wait out OOM")
+
+        full.lift()
+
+        async with AsyncClient.from_url(url) as client:
+            job_id = await client.enqueue(topic, "x", callback=receiver.url("/hook"))
+        await until(
+            lambda: receiver.delivered() == {job_id: 1}, timeout_s=START_S, what="the callback"
+        )
+        assert proc.poll() is None
