@@ -521,6 +521,54 @@ def test_cancel_of_an_id_whose_only_pending_attempt_is_an_alias_retry_cancels_it
     assert rec is not None and rec[0] == "C"
 
 
+def cancel_pending_j1(r: redis.Redis, run: Runner, keys: ShardKeys) -> None:
+    """j1 enqueued again (due in an hour), then cancelled: the cancel answers True."""
+    r.zadd(keys.delayed, {"j1": server_ms(r) + HOUR_MS})
+    r.hset(keys.jobs, "j1", Envelope(b"p", 1, 5, ENQUEUED_MS).pack())
+    assert run(enqueue.cancel(keys, "j1")) is True
+
+
+def test_an_attempt_fired_before_a_cancel_is_acked_not_retried_past_a_generation_turn(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
+) -> None:
+    r = redis_sync
+    cancel_pending_j1(r, run, keys)
+    r.rename(keys.history, keys.history_old)  # trim turned the generation since the cancel
+
+    got = run(settle.retry(keys, GROUP, delivered, "j1", 0, next_attempt().pack(), "boom", 1234))
+
+    assert got == settle.Retried(False, cancelled=True)
+    assert pending(r, keys, GROUP) == {}
+    assert r.exists(keys.delayed, keys.jobs, keys.retries) == 0
+    assert record(r, keys, "j1") == ["C", delivered, 1234, 0, "boom", "", ""]
+    # The id enqueued again fires past the fence: a failure of that job is retried.
+    later = add(r, keys, ready_fields("j1", topic=keys.topic))
+    assert deliver(r, keys, GROUP, WORKER) == [later]
+    again = settle.retry(keys, GROUP, later, "j1", MINUTE_MS, next_attempt().pack(), "boom")
+    assert run(again).done
+    assert r.zrange(keys.retries, 0, -1) == [b"j1"]
+
+
+def test_a_cancel_fence_goes_with_its_history_once_the_entries_it_fences_are_trimmed(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys, delivered: str
+) -> None:
+    r = redis_sync
+    cancel_pending_j1(r, run, keys)
+    fence = f"j1{US}"
+    assert r.hget(keys.history, fence) == f"{delivered} 0-0".encode()
+    for _ in range(3):  # pending: the entry, its generation and the fence are kept
+        run(history.trim(keys, 0, 1000, HOUR_MS, 1))
+    assert ids_of(r, keys.ready) == [delivered]
+    assert fence.encode() in r.hkeys(keys.history) + r.hkeys(keys.history_old)
+
+    assert run(settle.ack_done(keys, GROUP, [(delivered, "j1", 1000, 5, None, 1)])) == 1
+    for _ in range(3):
+        run(history.trim(keys, 0, 1000, HOUR_MS, 1))
+
+    assert ids_of(r, keys.ready) == []
+    assert fence.encode() not in r.hkeys(keys.history) + r.hkeys(keys.history_old)
+
+
 def test_reschedule_moves_every_groups_retry_of_the_id(
     redis_sync: redis.Redis, run: Runner, keys: ShardKeys
 ) -> None:
@@ -834,6 +882,23 @@ def test_claim_returns_the_claimed_entries_fields(
     ]
     assert claimed.cursor == streams.ZERO_ID and claimed.dead_lettered == 0
     assert claimed.deliveries == [2, 2]  # read once, now claimed
+
+
+def test_claim_acks_an_entry_fired_before_a_cancel_of_its_job_and_hands_out_the_rest(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    r = redis_sync
+    kept, fenced = delivered_entries(r, run, keys, 2)  # j0, j1: running when j1 is cancelled
+    cancel_pending_j1(r, run, keys)
+    before = server_ms(r)
+
+    claimed = claim(run, keys, min_idle_ms=0)  # j1's worker died: its entry is taken over
+
+    assert [eid for eid, _ in claimed.entries] == [kept]
+    assert list(pending(r, keys, GROUP)) == [kept]
+    rec = record(r, keys, "j1")
+    assert rec is not None and (rec[0], rec[1]) == ("C", fenced) and rec[2] >= before
+    assert claimed.dead_lettered == 0 and r.exists(keys.dead) == 0
 
 
 def test_claim_returns_each_entrys_delivery_count_this_one_included(

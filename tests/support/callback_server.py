@@ -21,6 +21,8 @@ class Reply:
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     body: str = "ok"
+    until: asyncio.Event | None = None
+    """The answer waits until the test sets it (a request held open, after `delay_s`)."""
 
 
 @dataclass
@@ -90,6 +92,8 @@ class ScriptedServer:
         self.hits.append(hit)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.until is not None:
+            await reply.until.wait()
         hit.status = reply.status
         return web.Response(status=reply.status, text=reply.body, headers=reply.headers)
 

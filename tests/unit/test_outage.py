@@ -11,6 +11,7 @@ import socket
 import ssl
 
 import pytest
+from redis._parsers.base import BaseParser
 from redis.exceptions import (
     AuthenticationError,
     BusyLoadingError,
@@ -37,6 +38,7 @@ from wheelq.runtime.outage import (
     StopBudget,
     is_transient,
     unavailable_reason,
+    unavailable_text,
 )
 from wheelq.runtime.service import Service
 
@@ -276,3 +278,64 @@ def test_unavailable_reason_names_what_keeps_redis_from_taking_calls_now(
     exc: Exception, reason: str | None
 ) -> None:
     assert unavailable_reason(exc) == reason
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("LOADING Redis is loading the dataset in memory", "loading"),
+        ("LOADING Valkey is loading the dataset in memory", "loading"),
+        (
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
+            "NOSAVE.",
+            "busy",
+        ),
+        (
+            "BUSY Valkey is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
+            "NOSAVE.",
+            "busy",
+        ),
+        (
+            "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN "
+            "NOSAVE.",
+            "busy",
+        ),
+        ("OOM command not allowed when used memory > 'maxmemory'.", "oom"),
+        (
+            "OOM command not allowed when used memory > 'maxmemory'. script: "
+            "95afa7c6afbe7a63ae02355da3d5d3cfda8cb342, on @user_script:27.",
+            "oom",
+        ),
+        ("READONLY You can't write against a read only replica.", "readonly"),
+        (
+            "READONLY You can't write against a read only replica. script: 95af, on "
+            "@user_script:9.",
+            "readonly",
+        ),
+        (
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "masterdown",
+        ),
+        ("CLUSTERDOWN The cluster is down", "clusterdown"),
+        ("TRYAGAIN Multiple keys request during rehashing of slot", "tryagain"),
+        # answers, not refusals: waiting changes none of them
+        ("BUSYGROUP Consumer Group name already exists", None),
+        ("BUSYKEY Target key name already exists.", None),
+        ("NOSCRIPT No matching script. Please use EVAL.", None),
+        ("NOPERM this user has no permissions to run the 'eval' command", None),
+        ("WRONGTYPE Operation against a key holding the wrong kind of value", None),
+        ("ERR Error running script (call to f_95af): @user_script:1: BUSY", None),
+        ("EXECABORT Transaction discarded because of previous errors.", None),
+    ],
+)
+def test_each_reply_that_says_wait_is_classified_once_for_every_part(
+    reply: str, reason: str | None
+) -> None:
+    """The server's error lines, parsed as redis-py parses them: a role's start, every
+    part's loop, a settlement and a producer's typed error all read this one table."""
+    exc = BaseParser.parse_error(reply)
+
+    assert unavailable_reason(exc) == reason
+    assert is_transient(exc) is (reason is not None)
+    if reason is not None:
+        assert unavailable_text(exc) == f"unavailable ({reason}: {exc})"

@@ -99,7 +99,8 @@ class RoleSettings(_Validated):
     """The settings a scheduler node and a worker share (after the role's own fields)."""
 
     start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long `start()` retries a Redis not up yet. 0: fail at once."""
+    """How long `start()` retries a Redis not up yet, or refusing calls (OOM, READONLY,
+    LOADING, BUSY, MASTERDOWN). 0: fail at once."""
     stop_timeout_ms: Annotated[int, Range(0, 600_000)] = 5000
     """How long `stop()` may wait for Redis after the grace. 0: do not wait."""
     failure_pause_max_ms: Annotated[int, Range(10, 600_000)] = 2000
@@ -281,7 +282,8 @@ class ServeSettings(_Validated):
     page_limit: Annotated[int, Range(1, 10_000)] = 100
     """Default page size of lists (topics, dead letters); a request may ask for up to 1000."""
     start_timeout_ms: Annotated[int, Range(0, 3_600_000)] = 60_000
-    """How long the service waits for a Redis not up yet before it exits. 0: fail at once."""
+    """How long the service waits for a Redis not up yet, or refusing calls (OOM, READONLY,
+    LOADING, BUSY, MASTERDOWN), before it exits. 0: fail at once."""
     header_timeout_ms: Annotated[int, Range(100, 600_000)] = 10_000
     """How long a request's headers may take to arrive before the connection is closed."""
     body_timeout_ms: Annotated[int, Range(100, 3_600_000)] = 30_000

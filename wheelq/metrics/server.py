@@ -127,7 +127,10 @@ class MetricsServer(Lifecycle):
         another thread than the roles' loop, as the HTTP server's threads do)."""
         for role in self._roles:
             if isinstance(role, Role) and not role.ready:
-                return False, f"{type(role).__name__.lower()} not started, or stopping"
+                name = type(role).__name__.lower()
+                if (why := role.waiting_for_redis) is not None:
+                    return False, f"{name} starting: waiting for redis ({why})"
+                return False, f"{name} not started, or stopping"
             if isinstance(role, Relay) and not (role.running and not role.stopping):
                 return False, "relay not running"
         pings: dict[int, Callable[[], object]] = {}  # one per connection the roles share

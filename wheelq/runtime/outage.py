@@ -26,6 +26,7 @@ from redis.exceptions import (
     OutOfMemoryError,
     ReadOnlyError,
     RedisError,
+    ResponseError,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -57,8 +58,10 @@ _CLUSTER_MOVING = (
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True when the same call may work later (Redis down, loading, slow, or moving a slot)."""
-    return is_unreachable(exc) or isinstance(exc, _CLUSTER_MOVING)
+    """True when the same call may work later: Redis down, slow, loading, busy running a
+    script, refusing writes (out of memory, a replica, its primary down) or moving a slot;
+    what `unavailable_reason` names. Every part waits these out alike, a role's start too."""
+    return unavailable_reason(exc) is not None
 
 
 def is_unreachable(exc: BaseException) -> bool:
@@ -114,16 +117,26 @@ def _connection_error(exc: BaseException) -> bool:
 
 
 _REFUSALS: tuple[tuple[type[Exception], str], ...] = (
-    (ReadOnlyError, "readonly"),
-    (OutOfMemoryError, "oom"),
-    (MasterDownError, "masterdown"),  # before ClusterDownError, its base class
+    (ReadOnlyError, "readonly"),  # READONLY: a replica (a primary demoted by a failover)
+    (OutOfMemoryError, "oom"),  # OOM: over maxmemory with nothing to evict
+    (MasterDownError, "masterdown"),  # a replica cut from its primary; before ClusterDownError
     (ClusterDownError, "clusterdown"),
     (TryAgainError, "tryagain"),
 )
+BUSY = "BUSY "
+"""How a reply starts while the server runs a script or function past its
+``busy-reply-threshold`` (redis-py has no class for it: a plain `ResponseError`; not BUSYKEY
+nor BUSYGROUP, which are answers)."""
 
 
 def unavailable_reason(exc: BaseException) -> str | None:
-    """Why `exc` says Redis cannot take calls now (``"unreachable"``, ``"oom"``, ...), or None."""
+    """Why `exc` says Redis cannot take calls now, or None: the one table of what is waited
+    out (`is_transient`) and what a producer raises as `RedisUnavailableError`:
+
+    ``"unreachable"`` (refused, reset, timed out), ``"loading"`` (LOADING), ``"busy"``
+    (BUSY), ``"readonly"`` (READONLY), ``"oom"`` (OOM), ``"masterdown"`` (MASTERDOWN),
+    ``"clusterdown"`` (CLUSTERDOWN), ``"tryagain"`` (TRYAGAIN, or a redirect redis-py gave
+    up on: a slot moving)."""
     if isinstance(exc, BusyLoadingError):
         return "loading"
     if is_unreachable(exc):
@@ -131,9 +144,20 @@ def unavailable_reason(exc: BaseException) -> str | None:
     for kind, reason in _REFUSALS:
         if isinstance(exc, kind):
             return reason
-    if isinstance(exc, _CLUSTER_MOVING):  # redirects redis-py gave up on: a slot moving
+    if isinstance(exc, _CLUSTER_MOVING):
         return "tryagain"
+    if isinstance(exc, ResponseError) and str(exc).startswith(BUSY):
+        return "busy"
     return None
+
+
+def unavailable_text(exc: BaseException) -> str:
+    """A failure waiting may fix, for a log line: ``"unreachable (Error 111 ...)"``, or
+    ``"unavailable (oom: command not allowed ...)"`` for a refusal."""
+    reason = unavailable_reason(exc)
+    if reason is None or reason == "unreachable":
+        return f"unreachable ({exc})"
+    return f"unavailable ({reason}: {exc})"
 
 
 class Backoff:
@@ -188,15 +212,16 @@ class Outage:
         elif self._reminded is None:
             self._reminded = now
             self._log.warning(
-                "%s: redis unreachable (%s); retrying with backoff, quiet until it is back",
+                "%s: redis %s; retrying with backoff, quiet until it is back",
                 self.part,
-                exc,
+                unavailable_text(exc),
             )
         elif now - self._reminded >= REMIND_S:
             self._reminded = now
             self._log.warning(
-                "%s: redis still unreachable after %.0f s (%d failed tries; last: %s)",
+                "%s: redis still %s after %.0f s (%d failed tries; last: %s)",
                 self.part,
+                "unreachable" if unavailable_reason(exc) == "unreachable" else "unavailable",
                 now - self._since,
                 self.failures,
                 exc,
@@ -258,7 +283,11 @@ ABORT_GRACE_S = 3.0  # how long an aborted start lets its ping end before cancel
 
 
 class StartGate:
-    """A role's start: PING until Redis answers, resolve the executor, check the version."""
+    """A role's start: PING until Redis answers, resolve the executor, check the version, then
+    the role's own `start()`. Redis refusing any of it for now (`is_transient`: unreachable,
+    LOADING, BUSY, OOM, READONLY, MASTERDOWN, ...) is waited out alike, with backoff, within
+    ``start_timeout_ms``; a role's `start()` must therefore leave nothing running when it
+    raises, for it runs again."""
 
     def __init__(self, executor: AsyncExecutor, timeout_ms: int, log: logging.Logger):
         self._executor = executor
@@ -271,6 +300,8 @@ class StartGate:
         self.up = False
         """True from the end of a start that worked until `abort()` (a stop begins)."""
         self.stopped = asyncio.Event()
+        self.waiting: str | None = None
+        """While the start waits for Redis: why (`unavailable_reason`); else None."""
 
     async def run(self, start: Callable[[], Awaitable[None]]) -> None:
         """Wait for Redis, then `start()`; nothing if started already or aborted."""
@@ -281,10 +312,7 @@ class StartGate:
         self._ready = asyncio.Event()
         self._aborted.clear()
         try:
-            if await self._wait():
-                await self._executor.resolve()
-                await self._check_version()
-                await start()
+            if await self._start(start):
                 self.up = not self._aborted.is_set()
                 return
             self.started = False
@@ -294,6 +322,7 @@ class StartGate:
             self.stopped.set()
             raise
         finally:
+            self.waiting = None
             self._ready.set()
 
     async def _check_version(self) -> None:
@@ -313,16 +342,33 @@ class StartGate:
             await self._ready.wait()
         return self.started
 
-    async def _wait(self) -> bool:
+    async def _start(self, start: Callable[[], Awaitable[None]]) -> bool:
+        """Wait for Redis, then start; a start refused for now is tried again. False:
+        aborted first."""
+        wait = _Wait(self._timeout_s, address(self._executor.client))
+        while True:
+            if not await self._wait(wait):
+                return False
+            try:
+                await self._executor.resolve()
+                await self._check_version()
+                await start()
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if not await self._pause(wait, exc):
+                    return False
+                continue
+            if wait.refused:
+                self._log.info("redis at %s took the start after %.1f s", wait.where, wait.took_s())
+            return True
+
+    async def _wait(self, wait: _Wait) -> bool:
+        """PING until Redis answers; False: aborted first."""
         loop = asyncio.get_running_loop()
-        began = loop.time()
-        deadline = began + self._timeout_s
-        backoff = Backoff()
-        where = address(self._executor.client)
-        waited = False
         while True:
             ping: asyncio.Future[Any] = asyncio.ensure_future(self._executor.run([server.ping()]))
-            timeout_s = max(MIN_PING_WAIT_S, deadline - loop.time())
+            timeout_s = max(MIN_PING_WAIT_S, wait.deadline - loop.time())
             await wait_for_either(ping, self._aborted, timeout_s)
             if not ping.done() or self._aborted.is_set():
                 if not ping.done() and self._aborted.is_set():
@@ -335,30 +381,62 @@ class StartGate:
                 if self._aborted.is_set():
                     return False
             if not ping.cancelled() and ping.exception() is None:
-                if waited:
-                    self._log.info("redis at %s reachable after %.1f s", where, loop.time() - began)
+                if wait.unreached:
+                    wait.unreached = False
+                    self._log.info("redis at %s reachable after %.1f s", wait.where, wait.took_s())
                 return True
             exc = _failure(ping)
             if not is_transient(exc):
                 raise exc
-            left_s = deadline - loop.time()
-            if left_s <= 0:
-                raise RedisUnavailableError(
-                    f"redis at {where} not reachable within start_timeout_ms="
-                    f"{self._timeout_s * 1000:.0f} ({exc})"
-                ) from exc
-            if not waited:
-                waited = True
-                self._log.warning(
-                    "redis at %s not reachable (%s), retrying for up to %g s",
-                    where,
-                    exc,
-                    self._timeout_s,
-                )
-            never = loop.create_future()  # the pause: only the time or abort() ends it
-            await wait_for_either(never, self._aborted, min(left_s, backoff.next_s()))
-            if self._aborted.is_set():
+            if not await self._pause(wait, exc):
                 return False
+
+    async def _pause(self, wait: _Wait, exc: BaseException) -> bool:
+        """After a failure that waiting may fix: RedisUnavailableError when no time is left,
+        one WARNING when the wait begins (or its reason changes), then a pause; False:
+        aborted during it."""
+        loop = asyncio.get_running_loop()
+        reason = unavailable_reason(exc) or "unreachable"
+        left_s = wait.deadline - loop.time()
+        if left_s <= 0:
+            if reason == "unreachable":
+                why = f"not reachable within start_timeout_ms={self._timeout_s * 1000:.0f}"
+            else:
+                why = f"unavailable for start_timeout_ms={self._timeout_s * 1000:.0f}"
+            raise RedisUnavailableError(f"redis at {wait.where} {why} ({exc})", reason) from exc
+        if self.waiting != reason:
+            shown = "not reachable" if reason == "unreachable" else "unavailable"
+            detail = exc if reason == "unreachable" else f"{reason}: {exc}"
+            self._log.warning(
+                "redis at %s %s (%s), retrying for up to %g s",
+                wait.where,
+                shown,
+                detail,
+                self._timeout_s,
+            )
+        self.waiting = reason
+        wait.unreached = wait.unreached or reason == "unreachable"
+        wait.refused = wait.refused or reason != "unreachable"
+        never = loop.create_future()  # the pause: only the time or abort() ends it
+        await wait_for_either(never, self._aborted, min(left_s, wait.backoff.next_s()))
+        return not self._aborted.is_set()
+
+
+class _Wait:
+    """One start's wait for Redis: its deadline, backoff and what it has logged."""
+
+    def __init__(self, timeout_s: float, where: str) -> None:
+        self.began = asyncio.get_running_loop().time()
+        self.deadline = self.began + timeout_s
+        self.backoff = Backoff()
+        self.where = where
+        self.unreached = False
+        """A PING failed since the last one answered (its recovery is logged)."""
+        self.refused = False
+        """Redis refused the start for now at least once (the start's end is logged)."""
+
+    def took_s(self) -> float:
+        return asyncio.get_running_loop().time() - self.began
 
 
 class StopBudget:
@@ -417,7 +495,7 @@ class StopBudget:
         exc = task.exception() if done else None
         if exc is not None:
             if is_transient(exc):
-                self.problem = f"redis unreachable ({exc})"
+                self.problem = f"redis {unavailable_text(exc)}"
             else:
                 log.error("could not %s: %s: %s", what, type(exc).__name__, exc)
         return default

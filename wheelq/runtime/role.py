@@ -66,6 +66,12 @@ class Role(Lifecycle, Generic[R]):
         probe asks (``/readyz`` of `wheelq.metrics.MetricsServer`)."""
         return self._gate.up
 
+    @property
+    def waiting_for_redis(self) -> str | None:
+        """While `start()` waits for Redis: why (``"unreachable"``, ``"oom"``, ``"readonly"``,
+        ``"busy"``, ...: `wheelq.runtime.outage.unavailable_reason`); else None."""
+        return self._gate.waiting
+
     async def stop(self) -> R:
         raise NotImplementedError
 

@@ -88,12 +88,14 @@ MAX_RUN_MS = 2**32 - 1
 
 @dataclass(frozen=True, slots=True)
 class Retried:
-    """What `retry.lua` did: `done` (back as `member` due `due_ms`), else `stale` or not pending."""
+    """What `retry.lua` did: `done` (back as `member` due `due_ms`), else `cancelled` (acked,
+    not put back: the job was cancelled after the run fired), `stale` or not pending."""
 
     done: bool
     due_ms: int = 0
     member: str = ""
     stale: bool = False
+    cancelled: bool = False
 
 
 def retry(
@@ -107,13 +109,14 @@ def retry(
     ended_ms: int = 0,
     delivery: Delivery | None = None,
 ) -> Call[Retried]:
-    """Ack a failed run and put it back `delay_ms` from now, in `group` only."""
+    """Ack a failed run and put it back `delay_ms` from now, in `group` only (not when the
+    job was cancelled since the run fired: a cancel is final)."""
 
     def parse(reply: Any) -> Retried:
         r = check("retry", reply)
         if r[1] == 1:
             return Retried(True, int(r[2]), text(r[3]))
-        return Retried(False, stale=r[1] == -1)
+        return Retried(False, stale=r[1] == -1, cancelled=r[1] == 2)
 
     args: list[str | bytes | int] = [group, entry_id, job_id, delay_ms, envelope]
     args += [keys.wake_channel, error, ended_ms]

@@ -125,14 +125,20 @@ async def ack(topic: TopicPath, group: GroupPath, body: ReceiptsIn, request: Req
 @router.post("/nack", response_model=NackOut)
 async def nack(topic: TopicPath, group: GroupPath, body: NackIn, request: Request) -> Response:
     """Settle pulled jobs as failed: retried after `delay_ms` (default: the backoff), or
-    dead-lettered after their last attempt; `results` says what each receipt did. A stale
-    receipt settles nothing; 409 when every receipt is stale."""
+    dead-lettered after their last attempt, or (cancelled since pulled) settled without a
+    retry; `results` says what each receipt did. A stale receipt settles nothing; 409 when
+    every receipt is stale."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
     _check_group(group)
     outcomes = await svc.puller.nack(topic, group, body.receipts, body.delay_ms)
     return json_response(
-        _answer(outcomes, retried=Outcome.RETRIED, dead_lettered=Outcome.DEAD_LETTERED)
+        _answer(
+            outcomes,
+            retried=Outcome.RETRIED,
+            dead_lettered=Outcome.DEAD_LETTERED,
+            cancelled=Outcome.CANCELLED,
+        )
     )
 
 

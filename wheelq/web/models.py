@@ -745,7 +745,8 @@ class ReceiptResult(BaseModel):
     status: int = Field(..., description="200 settled now or before; 409 a stale receipt.")
     outcome: str = Field(
         ...,
-        description="acked, retried, dead_lettered; settled_before (a no-op); stale: its job "
+        description="acked, retried, dead_lettered; cancelled: nacked after its job was "
+        "cancelled, so settled and never retried; settled_before (a no-op); stale: its job "
         "was taken over by a later pull after the visibility timeout, so only that pull's "
         "receipt settles it (nothing was changed).",
     )
@@ -759,4 +760,5 @@ class AckOut(BaseModel):
 class NackOut(BaseModel):
     retried: int
     dead_lettered: int
+    cancelled: int = Field(0, description="Nacked after the job was cancelled: not retried.")
     results: list[ReceiptResult]

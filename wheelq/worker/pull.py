@@ -50,6 +50,8 @@ class Outcome(StrEnum):
     """The entry was settled already; nothing changed."""
     STALE = "stale"
     """The entry was taken over since; only the newest receipt settles it."""
+    CANCELLED = "cancelled"
+    """Nacked after the job was cancelled: acked, not retried (a cancel is final)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +206,9 @@ async def nack_receipts(
             settle.retry(keys, group, r.entry_id, job.id, wait, envelope, error, now_ms, delivery)
         )
     for i, reply in zip(asked, await executor.run(calls) if calls else [], strict=True):
-        if isinstance(reply, settle.Retried):
+        if isinstance(reply, settle.Retried) and reply.cancelled:
+            outcomes[i] = Outcome.CANCELLED
+        elif isinstance(reply, settle.Retried):
             code = 1 if reply.done else -1 if reply.stale else 0
             outcomes[i] = _SETTLED[code] or Outcome.RETRIED
         else:

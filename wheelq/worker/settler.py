@@ -279,6 +279,10 @@ class Settler(Service):
                 self.counts.acked += int(reply)
             case Retrying():
                 self.counts.retried += int(reply.done)
+                if reply.cancelled:
+                    log.info(
+                        "job %s of %s was cancelled: not retried", settlement.job_id, self._topic
+                    )
             case DeadLetters():
                 self.counts.dead_lettered += int(reply)
             case _:

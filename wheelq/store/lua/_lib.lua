@@ -569,6 +569,35 @@ local function wq_id_lt(a, b)
   return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2])
 end
 
+-- The cancel fence (docs/architecture.md, "The life of a job"): a cancel that removed a
+-- pending attempt of a job notes, in history field <id><US> (no group: a group name is never
+-- empty), the last entry of each stream then, "<ready> <callbacks>" ('0-0': empty). An attempt
+-- whose entry is at or before its stream's mark fired before that cancel and is never retried
+-- (retry.lua), in any group; a job of the id enqueued again fires after it, past the mark, and
+-- is retried as usual. Pending entries are never trimmed, and a history generation is dropped
+-- only once the streams are trimmed past it, so the fence lasts as long as an entry it fences
+-- can be pending (and its memory is the history's).
+local function wq_fence_cancel(history, ready, callbacks, id)
+  local marks = {}
+  for i, stream in ipairs({ready, callbacks}) do
+    local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+    marks[i] = last and last[1] or '0-0'
+  end
+  redis.call('HSET', history, id .. WQ_US, marks[1] .. ' ' .. marks[2])
+end
+
+-- Whether the attempt of job `id` that fired as `entry` (of the callbacks stream when
+-- `callbacks`, else of the ready stream) fired before a cancel of the job (wq_fence_cancel).
+local function wq_fenced(history, old, id, entry, callbacks)
+  local fence = wq_hget(history, old, id .. WQ_US)
+  if not fence then
+    return false
+  end
+  local ready_mark, callbacks_mark = string.match(fence, '^(%d+%-%d+) (%d+%-%d+)$')
+  local mark = callbacks and callbacks_mark or ready_mark
+  return mark ~= nil and not wq_id_lt(mark, entry)
+end
+
 -- An inbox / wake note: "due:id" (wheelq.core.parse_note reads it).
 local function wq_note(due, id)
   return wq_fmt(due) .. ':' .. id

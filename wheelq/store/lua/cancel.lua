@@ -1,7 +1,8 @@
 --[[ cancel.lua — remove every pending attempt of a job id, in one step: the job stored under
 the id (a new job, or one group's retry) and each group's retry stored under an alias member.
 A removed retry's group record 'R' becomes 'C' (cancelled), so the lookup never reports a retry
-that no longer exists.
+that no longer exists. An attempt of the job running then (in another group) may finish, but
+the cancel's fence keeps retry.lua from putting it back: a cancel is final.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:cancelled ZSET    job id -> Redis ms it was cancelled (the job's history)
@@ -14,6 +15,9 @@ KEYS[8]  {T:s}:done      STREAM  the note naming the job id (its waiters look it
 KEYS[9]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
 KEYS[10] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[11] {T:s}:far       HASH    the far tier's meta: the job may be pending there instead
+KEYS[12] {T:s}:ready     STREAM  fired jobs: with KEYS[13], a cancel that removes an attempt
+KEYS[13] {T:s}:callbacks STREAM  notes their last entries, the fence past which no attempt that
+         fired before it is retried, in any group (wq_fence_cancel in KEYS[5])
 ARGV[1]  job id
 ARGV[2..4] (optional: a bulk action's act) the job as its selection recorded it: its state
          ('p' pending | 'r' retrying), due ms and stamp (wq_stamp): nothing is removed unless
@@ -25,7 +29,7 @@ Returns: {0, removed}   removed = how many pending attempts were removed (the jo
 ]]
 wq_events_on(KEYS[9], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
-  KEYS[5], 'hash')
+  KEYS[5], 'hash', KEYS[12], 'stream', KEYS[13], 'stream')
 if wrong then return wrong end
 local id = ARGV[1]
 local aliases = redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32', 'BYLEX')
@@ -66,6 +70,7 @@ aliases[#aliases + 1] = id -- a retry under the id itself is in the index too
 wq_multi('ZREM', KEYS[4], aliases)
 if removed > 0 then
   redis.call('ZADD', KEYS[3], wq_fmt(now), id)
+  wq_fence_cancel(KEYS[5], KEYS[12], KEYS[13], id) -- an attempt running now is never retried
   wq_event('cancelled', id)
   if wq_waited(KEYS[7]) then -- the waiters of any group: the note names the id alone
     redis.pcall('XADD', KEYS[8], 'MAXLEN', '~', WQ_DONE_MAXLEN, '*', id, '1')

@@ -1,6 +1,8 @@
 --[[ retry.lua — a failed run: ack its entry and put the job back in the sorted set, in one step.
 Only the first settlement of an entry counts: if the entry is no longer pending in the group (it
-was acked or retried by a worker that took it over), nothing is written.
+was acked or retried by a worker that took it over), nothing is written. A run that fired
+before a cancel of its job (the cancel's fence, wq_fenced) is acked and not put back: the
+group's record becomes 'C' (cancelled), and its result's waiters are told.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
 KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
 KEYS[3]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready, or {T:s}:callbacks (the deliverer)
@@ -13,6 +15,10 @@ KEYS[7]  {T:s}:retries   ZSET    the retry's member goes here too, score 0: the 
 KEYS[8]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
 KEYS[9]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[10] {T:s}:far       HASH    the far tier's meta: a job of the id may be pending there
+KEYS[11] {T:s}:history_old HASH  the history's previous generation (the fence is read there too)
+KEYS[12] {T:s}:waiters   ZSET    results awaited (wq_waited, wq_wake: see ack.lua)
+KEYS[13] {T:s}:done      STREAM  one entry naming the awaited record written (a cancelled run)
+KEYS[14] {T:s}:ready     STREAM  the ready stream: KEYS[3] is it, or the callbacks stream
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
@@ -26,6 +32,7 @@ ARGV[9]  optional, a pull receipt's consumer and ARGV[10] its delivery count: th
 Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>group<US>entry"
            when a job of that id is pending again (<US> = \31, never in a job id)
          {0, 0} the entry was not pending in the group (nothing written)
+         {0, 2} it fired before a cancel of the job: acked, its record 'C', not put back
          {0, -1} it is pending to a later delivery than ARGV[9..10]'s (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
 ]]
@@ -38,6 +45,14 @@ if ARGV[9] and wq_delivered(KEYS[3], ARGV[1], ARGV[2], ARGV[9], ARGV[10]) == -1 
 end
 if redis.call('XACK', KEYS[3], ARGV[1], ARGV[2]) == 0 then
   return {WQ_OK, 0}
+end
+if wq_fenced(KEYS[6], KEYS[11], ARGV[3], ARGV[2], KEYS[3] ~= KEYS[14]) then
+  local field = ARGV[3] .. WQ_US .. ARGV[1]
+  redis.call('HSET', KEYS[6], field, wq_record('C', ARGV[2], tonumber(ARGV[8]), 0, ARGV[7], '', ''))
+  if wq_waited(KEYS[12]) then
+    wq_wake(KEYS[12], KEYS[13], {field})
+  end
+  return {WQ_OK, 2}
 end
 local member = ARGV[3]
 if redis.call('HEXISTS', KEYS[2], member) == 1
