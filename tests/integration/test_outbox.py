@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from tests.support.cli import run_wheelq
+from tests.support.outbox import FAST, SHARDS, commit, fired, fired_exactly, rows, scheduled
 from tests.support.postgres import PostgresServer
 from tests.support.relay_proc import RelayProcess
 from tests.support.servers import dedicated_server
@@ -39,9 +40,6 @@ from wheelq.errors import (
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.testing import ServerBinary
-
-SHARDS = 4  # ClientSettings.default_shards: the topics these tests make
-FAST = {"sweep_ms": 50}  # a lost notification costs 50 ms here
 
 
 @pytest.fixture
@@ -68,48 +66,6 @@ async def relay_on(redis_url: str) -> AsyncIterator[Any]:
     for relay, client in made:
         await relay.stop()
         await client.aclose()
-
-
-def commit(dsn: str, topic: str, count: int, **options: Any) -> list[str]:
-    """`count` jobs enqueued in one committed transaction; their ids."""
-    with psycopg.connect(dsn) as conn, conn.transaction():
-        return [outbox.enqueue(conn, topic, {"n": i}, **options) for i in range(count)]
-
-
-def rows(dsn: str, table: str = "wheelq_outbox") -> int:
-    with psycopg.connect(dsn) as conn:
-        found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-        assert found is not None
-        return int(found[0])
-
-
-def fired(r: redis.Redis, topic: str) -> Counter[str]:
-    """Each job id in the topic's ready streams, with how many entries it has."""
-    ids: Counter[str] = Counter()
-    for shard in range(SHARDS):
-        for _, fields in r.xrange(k.ShardKeys(topic, shard).ready):
-            ids[fields[Field.ID].decode()] += 1
-    return ids
-
-
-def scheduled(r: redis.Redis, topic: str) -> dict[str, float]:
-    """Each pending job id with its due ms (its score in the sorted sets)."""
-    out: dict[str, float] = {}
-    for shard in range(SHARDS):
-        out.update(
-            {
-                m.decode(): s
-                for m, s in r.zrange(k.ShardKeys(topic, shard).delayed, 0, -1, withscores=True)
-            }
-        )
-    return out
-
-
-def fired_exactly(r: redis.Redis, topic: str, ids: list[str]) -> bool:
-    got = fired(r, topic)
-    assert all(n == 1 for n in got.values()), [i for i, n in got.items() if n > 1][:5]
-    assert set(got) <= set(ids), "a job no transaction committed fired"
-    return set(got) == set(ids)
 
 
 # --- a job exists if and only if its transaction committed ---------------------------------

@@ -29,8 +29,9 @@ from wheelq.core.settings import RelaySettings, RoleSettings
 from wheelq.errors import OutboxNotInstalledError, OutboxUnavailableError
 from wheelq.outbox import connection
 from wheelq.outbox.once import PRUNE
+from wheelq.outbox.rows import taken
 from wheelq.producer.async_client import AsyncClient
-from wheelq.producer.replay import HeldJob, Replayed, replay, warn_duplicates
+from wheelq.producer.replay import Replayed, replay, warn_duplicates
 from wheelq.runtime import crash, heartbeat
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget
@@ -177,7 +178,7 @@ class Relay(Service):
             found = await (await conn.execute(TAKE, {"limit": self.settings.batch_size})).fetchall()
             if not found and not self._forget:
                 return 0
-            rows, now_pg = _held(found)
+            rows, refused, now_pg = taken(found)  # refused: each alone, never sent
             producer = self.client.producer
             op = replay(
                 producer, rows, self._source_id, now_pg, self.settings.record_ms, self._forget
@@ -186,6 +187,7 @@ class Relay(Service):
             crash.point("relay.after_place")  # in Redis, not yet deleted: the tokens' case
             if out.failure is not None:
                 raise out.failure  # rolled back: every row stays, to retry (tokens: no twice)
+            out.rejected[:0] = refused
             if out.rejected:
                 await self._reject(conn, out)
         self._forget = out.confirmed  # the rows are gone: their tokens go with the next step
@@ -315,32 +317,6 @@ class Relay(Service):
                 with contextlib.suppress(Exception):
                     await conn.close()
         self._conn = self._listener = None
-
-
-def _held(found: list[TupleRow]) -> tuple[list[HeldJob], int]:
-    """The rows taken, in their order, as held jobs; and the database's clock when taken."""
-    rows: list[HeldJob] = []
-    now_pg = 0
-    for seq, topic, job_id, mode, value_ms, replace, envelope, written_ms, order_key, now in sorted(
-        found
-    ):
-        due_ms = written_ms + value_ms if mode == "d" else value_ms
-        rows.append(
-            HeldJob(
-                seq,
-                topic,
-                job_id,
-                mode,
-                due_ms,
-                replace,
-                bytes(envelope),
-                written_ms,
-                "",
-                order_key,
-            )
-        )
-        now_pg = now
-    return rows, now_pg
 
 
 def redacted(dsn: str) -> str:
