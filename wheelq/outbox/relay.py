@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from wheelq.core import keys as k
@@ -270,11 +272,8 @@ class Relay(Service):
             listener: Conn = await pg.AsyncConnection.connect(
                 self.dsn, connect_timeout=timeout_s, autocommit=True
             )
-        except pg.OperationalError as exc:
-            raise OutboxUnavailableError(
-                f"the relay cannot connect to PostgreSQL ({redacted(self.dsn)}): "
-                f"{str(exc).strip()[:300]}"
-            ) from exc
+        except (pg.OperationalError, pg.ProgrammingError) as exc:  # Programming: a bad DSN
+            raise unreachable("the relay cannot connect to", self.dsn, exc) from exc
         self._conn, self._listener = conn, listener
         try:
             idle = int(self.settings.idle_in_transaction_ms)
@@ -317,6 +316,32 @@ class Relay(Service):
                 with contextlib.suppress(Exception):
                     await conn.close()
         self._conn = self._listener = None
+
+
+def unreachable(what: str, dsn: str, exc: Exception) -> OutboxUnavailableError:
+    """`OutboxUnavailableError` for a connection to `dsn` that failed with `exc`: one line,
+    the DSN without its password, and the driver's reason without it either."""
+    said = scrubbed(str(exc), dsn)
+    if isinstance(exc, connection.psycopg().ProgrammingError):  # libpq could not parse it
+        said = f"the DSN is malformed: {said}"
+    return OutboxUnavailableError(f"{what} PostgreSQL ({redacted(dsn)}): {said}")
+
+
+_URI_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^/\s]*)@")
+_KEY_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'?|\S+)")
+
+
+def scrubbed(text: str, dsn: str) -> str:
+    """`text` (a driver's message about `dsn`) on one line, at most 300 characters, with the
+    DSN and its password (as written, and decoded) replaced, parsable or not."""
+    secrets = {m["secret"] for m in _URI_PASSWORD.finditer(dsn)}
+    secrets |= {m["secret"].strip("'") for m in _KEY_PASSWORD.finditer(dsn)}
+    secrets |= {urllib.parse.unquote(secret) for secret in secrets}
+    text = text.replace(dsn, "<the DSN>")
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = _KEY_PASSWORD.sub(r"\g<head>***", _URI_PASSWORD.sub(r"\g<head>***@", text))
+    return " ".join(text.split())[:300]
 
 
 def redacted(dsn: str) -> str:
