@@ -4,6 +4,7 @@ job id's entries in Redis (fired) or its due time (scheduled), for a topic of `S
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
@@ -30,10 +31,10 @@ def rows(dsn: str, table: str = "wheelq_outbox") -> int:
         return int(found[0])
 
 
-def fired(r: redis.Redis, topic: str) -> Counter[str]:
-    """Each job id in the topic's ready streams, with how many entries it has."""
+def fired(r: redis.Redis, topic: str, shards: Iterable[int] = range(SHARDS)) -> Counter[str]:
+    """Each job id in the topic's ready streams (of `shards`), with how many entries it has."""
     ids: Counter[str] = Counter()
-    for shard in range(SHARDS):
+    for shard in shards:
         for _, fields in r.xrange(k.ShardKeys(topic, shard).ready):
             ids[fields[Field.ID].decode()] += 1
     return ids

@@ -28,7 +28,7 @@ from wheelq.core import keys as k
 from wheelq.core.histogram import Histogram
 from wheelq.core.process import RoleInfo, role_info
 from wheelq.core.settings import RelaySettings, RoleSettings
-from wheelq.errors import OutboxNotInstalledError, OutboxUnavailableError
+from wheelq.errors import AckUnreachedError, OutboxNotInstalledError, OutboxUnavailableError
 from wheelq.outbox import connection
 from wheelq.outbox.once import PRUNE
 from wheelq.outbox.rows import taken
@@ -75,6 +75,7 @@ SOURCE_ID = "SELECT value FROM wheelq_outbox_meta WHERE key = 'source_id'"
 BACKLOG_INTERVAL_MS = 5000  # how often the relay counts the table's rows (a gauge)
 PRUNE_INTERVAL_MS = 60_000  # how often it deletes expired `once` records
 PRUNE_BATCH = 10_000  # once records deleted per statement (a short lock)
+ACK_PROBES = 256  # keys `check` confirms the ack level on: on a cluster, one or more a node
 LAG_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 60_000, 600_000)
 
 
@@ -130,16 +131,27 @@ class Relay(Service):
 
     async def check(self) -> None:
         """Connect and read the table's identity now, and try the ack level on Redis:
-        `OutboxUnavailableError` (the DSN), `OutboxNotInstalledError` (the tables) or
-        `AckUnsupportedError`, for a command to report before it starts."""
+        `OutboxUnavailableError` (the DSN), `OutboxNotInstalledError` (the tables),
+        `AckUnsupportedError` or `AckUnreachedError` (too few replicas confirm), for a
+        command to report before it starts."""
         await self._connect()
-        if self._wait is not None:  # a ZREM of nothing, confirmed at the level: no write
-            probe = enqueue.forget_replayed(k.ShardKeys("wheelq-ack-probe", 0), ["-"])
-            try:
-                await self.client.executor.run_acked([probe], self._wait)
-            except BaseException:
-                await self._disconnect()
-                raise
+        wait = self._wait
+        if wait is None:
+            return
+        # A ZREM of nothing, confirmed at the level, on every node that owns a probe key
+        probes = [
+            enqueue.forget_replayed(k.ShardKeys("wheelq-ack-probe", shard), ["-"])
+            for shard in range(ACK_PROBES)
+        ]
+        try:
+            acked = await self.client.executor.run_acked(probes, wait)
+            if acked.short:
+                level = "persisted" if wait.aof else "replicated"
+                fewest = min(acked.short.values())
+                raise AckUnreachedError(level, wait.replicas, fewest, wait.timeout_ms)
+        except BaseException:
+            await self._disconnect()
+            raise
 
     async def step(self) -> float | None:
         conn = await self._connect()
