@@ -75,7 +75,9 @@ SOURCE_ID = "SELECT value FROM wheelq_outbox_meta WHERE key = 'source_id'"
 BACKLOG_INTERVAL_MS = 5000  # how often the relay counts the table's rows (a gauge)
 PRUNE_INTERVAL_MS = 60_000  # how often it deletes expired `once` records
 PRUNE_BATCH = 10_000  # once records deleted per statement (a short lock)
-ACK_PROBES = 256  # keys `check` confirms the ack level on: on a cluster, one or more a node
+# Keys `check` confirms the ack level on: their slots are at most 302 apart, so on a cluster
+# every primary owning 303 slots in a row (any of up to 54 with even shares) has one
+ACK_PROBES = 256
 LAG_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 60_000, 600_000)
 
 
@@ -83,8 +85,8 @@ class Relay(Service):
     """Relays one PostgreSQL database's outbox into the Redis of `client`; several may run.
 
     `status()` adds ``rows`` and ``oldest_row_age_ms`` (counted every few seconds, busy or
-    not), ``relayed``, ``duplicates`` and ``rejected`` (rows Redis refused for good, kept
-    in ``wheelq_outbox_rejected``).
+    not), ``relayed``, ``duplicates`` and ``rejected`` (rows refused for good, by the relay's
+    check of each row or by Redis, kept in ``wheelq_outbox_rejected``).
     """
 
     name = "relay"
