@@ -24,6 +24,7 @@ WheelqError
 ├── GroupLimitError                         create_group() past the topic's cap of groups
 ├── DurabilityError                         a write not confirmed at its ack level
 ├── AckUnsupportedError                     ack="persisted" without WAITAOF or appendonly
+├── AckUnreachedError                       a relay's start: Redis does not confirm its ack level
 ├── MalformedJobError                       a stored job cannot be decoded (get() names it)
 ├── LeaseLostError                          a scheduler node no longer holds a shard's lease
 ├── LateReplayError                         a replay's write reached Redis past its deadline
@@ -305,6 +306,21 @@ class AckUnsupportedError(WheelqError):
             f"{node} {reason}; nothing was written"
         )
         self.node, self.reason = node, reason
+
+
+class AckUnreachedError(WheelqError):
+    """A relay's start found that Redis does not confirm its ``ack`` level (too few replicas,
+    or no AOF fsync, within ``ack_timeout_ms``); nothing was written."""
+
+    def __init__(self, level: str, wanted: int, confirmed: int, timeout_ms: int) -> None:
+        who = f"{confirmed} of {wanted} replicas" if confirmed >= 0 else "not even the primary"
+        super().__init__(
+            f"ack={level!r} is not reached on this Redis: {who} confirmed a write within "
+            f"ack_timeout_ms={timeout_ms} (ack_replicas={wanted}); give the primary replicas "
+            "(and appendonly yes for 'persisted'), lower [client] ack_replicas, or use "
+            "ack='primary'; nothing was written"
+        )
+        self.level, self.wanted, self.confirmed = level, wanted, confirmed
 
 
 class MalformedJobError(WheelqError):

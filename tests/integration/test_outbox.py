@@ -6,7 +6,9 @@ through relay crashes, racing relays and server restarts; `once` applies effects
 from __future__ import annotations
 
 import asyncio
+import secrets
 import signal
+import subprocess
 import time
 import urllib.request
 from collections import Counter
@@ -18,7 +20,8 @@ import psycopg
 import pytest
 import redis
 
-from tests.support.cli import run_wheelq
+from tests.support.cli import PYTHON, ROOT, assert_one_line_error, clean_env, run_wheelq
+from tests.support.outbox import FAST, SHARDS, commit, fired, fired_exactly, rows, scheduled
 from tests.support.postgres import PostgresServer
 from tests.support.relay_proc import RelayProcess
 from tests.support.servers import dedicated_server
@@ -39,9 +42,6 @@ from wheelq.errors import (
 )
 from wheelq.producer.async_client import AsyncClient
 from wheelq.testing import ServerBinary
-
-SHARDS = 4  # ClientSettings.default_shards: the topics these tests make
-FAST = {"sweep_ms": 50}  # a lost notification costs 50 ms here
 
 
 @pytest.fixture
@@ -68,48 +68,6 @@ async def relay_on(redis_url: str) -> AsyncIterator[Any]:
     for relay, client in made:
         await relay.stop()
         await client.aclose()
-
-
-def commit(dsn: str, topic: str, count: int, **options: Any) -> list[str]:
-    """`count` jobs enqueued in one committed transaction; their ids."""
-    with psycopg.connect(dsn) as conn, conn.transaction():
-        return [outbox.enqueue(conn, topic, {"n": i}, **options) for i in range(count)]
-
-
-def rows(dsn: str, table: str = "wheelq_outbox") -> int:
-    with psycopg.connect(dsn) as conn:
-        found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-        assert found is not None
-        return int(found[0])
-
-
-def fired(r: redis.Redis, topic: str) -> Counter[str]:
-    """Each job id in the topic's ready streams, with how many entries it has."""
-    ids: Counter[str] = Counter()
-    for shard in range(SHARDS):
-        for _, fields in r.xrange(k.ShardKeys(topic, shard).ready):
-            ids[fields[Field.ID].decode()] += 1
-    return ids
-
-
-def scheduled(r: redis.Redis, topic: str) -> dict[str, float]:
-    """Each pending job id with its due ms (its score in the sorted sets)."""
-    out: dict[str, float] = {}
-    for shard in range(SHARDS):
-        out.update(
-            {
-                m.decode(): s
-                for m, s in r.zrange(k.ShardKeys(topic, shard).delayed, 0, -1, withscores=True)
-            }
-        )
-    return out
-
-
-def fired_exactly(r: redis.Redis, topic: str, ids: list[str]) -> bool:
-    got = fired(r, topic)
-    assert all(n == 1 for n in got.values()), [i for i, n in got.items() if n > 1][:5]
-    assert set(got) <= set(ids), "a job no transaction committed fired"
-    return set(got) == set(ids)
 
 
 # --- a job exists if and only if its transaction committed ---------------------------------
@@ -425,6 +383,81 @@ def test_outbox_init_creates_the_tables_once_and_prints_its_sql(postgres_dsn: st
     assert set(outbox.TABLES) <= found
     sql = run_wheelq("outbox", "init", "--sql")
     assert sql.returncode == 0 and sql.stdout == outbox.schema_sql()
+
+
+SECRET = "Pw-s3cret"
+MALFORMED_DSNS = [  # each with a password; none parses, so none reaches a server
+    f"postgresql://app:{SECRET}@[::1/db",  # libpq quotes the whole URI back
+    f"host=127.0.0.1 port=1 password={SECRET} dbname",  # a key without its '='
+    f"postgresql://app:{SECRET}@127.0.0.1:1/db?no_such_option=1",
+    f"host=127.0.0.1 port=1 password='{SECRET}",  # an unterminated quote
+    f"postgresql://app:{SECRET}%zz@127.0.0.1:1/db",  # libpq quotes the password back
+]
+
+
+@pytest.mark.parametrize("command", ["relay", "outbox init"])
+@pytest.mark.parametrize("dsn", MALFORMED_DSNS, ids=range(len(MALFORMED_DSNS)))
+def test_a_malformed_dsn_is_one_line_without_its_password(
+    redis_url: str, command: str, dsn: str
+) -> None:
+    done = run_wheelq(*command.split(), "--dsn", dsn, "--redis-url", redis_url)
+    assert_one_line_error(done, 1, "PostgreSQL", "malformed")
+    assert "s3cret" not in done.stderr + done.stdout, done.stderr
+
+
+def test_a_malformed_dsn_from_the_environment_is_one_line_without_its_password(
+    redis_url: str,
+) -> None:
+    env = {"WHEELQ_RELAY_DSN": MALFORMED_DSNS[0]}
+    done = run_wheelq("relay", "--redis-url", redis_url, env=env)
+    assert_one_line_error(done, 1, "PostgreSQL", "malformed")
+    assert "s3cret" not in done.stderr, done.stderr
+
+
+INIT_AT_ONCE = """
+import sys
+from wheelq.cli import main
+import psycopg  # imported before the start signal: the processes start the SQL together
+print("ready", flush=True)
+sys.stdin.read(1)
+sys.exit(main(["outbox", "init", "--dsn", sys.argv[1]]))
+"""
+
+
+def test_six_inits_at_once_on_an_empty_database_all_succeed(
+    postgres: PostgresServer, request: pytest.FixtureRequest
+) -> None:
+    for attempt in range(4):  # a race may be missed once: each start is another chance
+        name = f"init_at_once_{attempt}_{secrets.token_hex(4)}"
+        dsn = postgres.create_database(name)
+        request.addfinalizer(lambda name=name: postgres.drop_database(name))
+        procs = [
+            subprocess.Popen(
+                [PYTHON, "-c", INIT_AT_ONCE, dsn],
+                cwd=ROOT,
+                env=clean_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(6)
+        ]
+        for proc in procs:  # every one imported and waiting
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("x")
+            proc.stdin.flush()
+        errors = [proc.communicate(timeout=120)[1] for proc in procs]
+        assert [proc.returncode for proc in procs] == [0] * 6, [e for e in errors if e.strip()]
+        with psycopg.connect(dsn) as conn:
+            tables = [t for (t,) in conn.execute("SELECT tablename FROM pg_tables").fetchall()]
+            (ids,) = conn.execute(
+                "SELECT count(*) FROM wheelq_outbox_meta WHERE key = 'source_id'"
+            ).fetchone() or (0,)
+        assert sorted(t for t in tables if t.startswith("wheelq_")) == sorted(outbox.TABLES)
+        assert ids == 1
 
 
 # --- the relay beside a scheduler node ------------------------------------------------------

@@ -8,6 +8,7 @@ refuses a connection outside a transaction.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import textwrap
 from collections.abc import AsyncIterator, Callable
@@ -25,7 +26,7 @@ from sqlalchemy.orm import Session
 import wheelq
 from tests.support.cli import PYTHON, clean_env
 from wheelq import Job, outbox
-from wheelq.errors import NotInTransactionError, UnsupportedConnectionError
+from wheelq.errors import InvalidDelayError, NotInTransactionError, UnsupportedConnectionError
 
 Opener = Callable[[str, bool], AbstractAsyncContextManager[Any]]
 """(dsn, autocommit) -> a connection in a transaction (autocommit False) or outside one."""
@@ -200,6 +201,55 @@ async def test_the_other_modes_call_is_refused_naming_the_right_one(
     assert outbox_rows(dsn) == []
 
 
+BAD_DELAYS = {  # delay: what the error says it accepts
+    "nan": (float("nan"), "a finite number of seconds >= 0 and <= 315360000"),
+    "inf": (float("inf"), "a finite number of seconds >= 0 and <= 315360000"),
+    "negative": (-1, "a finite number of seconds >= 0 and <= 315360000"),
+    "a str": ("5", "seconds (int, float) or a timedelta"),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_DELAYS))
+@pytest.mark.parametrize("face", list(FACES))
+async def test_a_bad_delay_is_refused_naming_it_and_writes_nothing(
+    dsn: str, topic: str, face: str, bad: str
+) -> None:
+    opener, is_async = FACES[face]
+    delay, accepted = BAD_DELAYS[bad]
+    async with opener(dsn, False) as conn:
+        with pytest.raises(InvalidDelayError, match=f"delay must be {re.escape(accepted)}") as info:
+            if is_async:
+                await outbox.aenqueue(conn, topic, {"x": 1}, delay=delay)
+            else:
+                outbox.enqueue(conn, topic, {"x": 1}, delay=delay)
+        await _finish(conn, is_async, commit=True)  # a row written would now be there
+    assert info.value.parameter == "delay"
+    assert outbox_rows(dsn) == []
+
+
+@pytest.mark.parametrize("bad", list(BAD_DELAYS))
+async def test_a_tasks_bad_delay_in_the_outbox_is_refused_and_writes_nothing(
+    dsn: str, topic: str, bad: str
+) -> None:
+    app = wheelq.App.from_url("redis://127.0.0.1:1/0")  # never reached: the outbox writes
+
+    @app.task(topic=topic)
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    delay, accepted = BAD_DELAYS[bad]
+    async with await psycopg.AsyncConnection.connect(dsn) as aconn:
+        with pytest.raises(InvalidDelayError, match=re.escape(accepted)) as info:
+            await add.options(outbox=aconn).aenqueue_in(delay, 1, 2)  # type: ignore[arg-type]
+        await aconn.commit()
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(InvalidDelayError, match=re.escape(accepted)):
+            add.options(outbox=conn).enqueue_in(delay, 1, 2)  # type: ignore[arg-type]
+        conn.commit()
+    assert info.value.parameter == "delay"
+    assert outbox_rows(dsn) == []
+
+
 @pytest.mark.parametrize("thing", [None, "postgresql://x", object(), 42])
 def test_something_that_is_no_connection_is_refused(topic: str, thing: object) -> None:
     with pytest.raises(UnsupportedConnectionError, match="psycopg 3 connection"):
@@ -273,7 +323,16 @@ DJANGO = """
         first = outbox.once(connection, job)
     with transaction.atomic():
         again = outbox.once(connection, job)
-    print(json.dumps({"kept": kept, "refused": refused, "first": first, "again": again}))
+    bad = {}  # each bad delay: the error's type, parameter and message
+    for delay in (float("nan"), float("inf"), -1, "5"):
+        with transaction.atomic():
+            try:
+                outbox.enqueue(connection, topic, {"bad": True}, delay=delay)
+                bad[repr(delay)] = None
+            except Exception as exc:
+                bad[repr(delay)] = [type(exc).__name__, getattr(exc, "parameter", ""), str(exc)]
+    print(json.dumps({"kept": kept, "refused": refused, "first": first, "again": again,
+                      "bad": bad}))
 """
 
 
@@ -304,5 +363,10 @@ def test_django_migrates_the_tables_and_enqueues_in_its_atomic_block(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
+    bad = said.pop("bad")
     assert said == {"kept": said["kept"], "refused": True, "first": True, "again": False}
-    assert outbox_rows(postgres_dsn) == [(topic, said["kept"])]
+    assert outbox_rows(postgres_dsn) == [(topic, said["kept"])]  # no row of a bad delay
+    for delay, (_, accepted) in zip(["nan", "inf", "-1", "'5'"], BAD_DELAYS.values(), strict=True):
+        kind, parameter, message = bad[delay]
+        assert (kind, parameter) == ("InvalidDelayError", "delay"), bad[delay]
+        assert f"delay must be {accepted}" in message, message

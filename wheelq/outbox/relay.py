@@ -24,17 +24,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from wheelq.core import keys as k
 from wheelq.core.histogram import Histogram
 from wheelq.core.process import RoleInfo, role_info
 from wheelq.core.settings import RelaySettings, RoleSettings
-from wheelq.errors import OutboxNotInstalledError, OutboxUnavailableError
+from wheelq.errors import AckUnreachedError, OutboxNotInstalledError, OutboxUnavailableError
 from wheelq.outbox import connection
 from wheelq.outbox.once import PRUNE
+from wheelq.outbox.rows import taken
 from wheelq.producer.async_client import AsyncClient
-from wheelq.producer.replay import FenceClock, HeldJob, Replayed, replay, warn_duplicates
+from wheelq.producer.replay import FenceClock, Replayed, replay, warn_duplicates
 from wheelq.runtime import crash, heartbeat
 from wheelq.runtime.clock import LocalClock
 from wheelq.runtime.outage import StopBudget
@@ -90,6 +93,9 @@ SOURCE_ID = "SELECT value FROM wheelq_outbox_meta WHERE key = 'source_id'"
 BACKLOG_INTERVAL_MS = 5000  # how often the relay counts the table's rows (a gauge)
 PRUNE_INTERVAL_MS = 60_000  # how often it deletes expired `once` records
 PRUNE_BATCH = 10_000  # once records deleted per statement (a short lock)
+# Keys `check` confirms the ack level on: their slots are at most 302 apart, so on a cluster
+# every primary owning 303 slots in a row (any of up to 54 with even shares) has one
+ACK_PROBES = 256
 LAG_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 60_000, 600_000)
 
 
@@ -97,8 +103,8 @@ class Relay(Service):
     """Relays one PostgreSQL database's outbox into the Redis of `client`; several may run.
 
     `status()` adds ``rows`` and ``oldest_row_age_ms`` (counted every few seconds, busy or
-    not), ``relayed``, ``duplicates`` and ``rejected`` (rows Redis refused for good, kept
-    in ``wheelq_outbox_rejected``).
+    not), ``relayed``, ``duplicates`` and ``rejected`` (rows refused for good, by the relay's
+    check of each row or by Redis, kept in ``wheelq_outbox_rejected``).
     """
 
     name = "relay"
@@ -146,16 +152,27 @@ class Relay(Service):
 
     async def check(self) -> None:
         """Connect and read the table's identity now, and try the ack level on Redis:
-        `OutboxUnavailableError` (the DSN), `OutboxNotInstalledError` (the tables) or
-        `AckUnsupportedError`, for a command to report before it starts."""
+        `OutboxUnavailableError` (the DSN), `OutboxNotInstalledError` (the tables),
+        `AckUnsupportedError` or `AckUnreachedError` (too few replicas confirm), for a
+        command to report before it starts."""
         await self._connect()
-        if self._wait is not None:  # a ZADD XX of nothing, confirmed at the level: no write
-            probe = enqueue.settle_replayed(k.ShardKeys("wheelq-ack-probe", 0), ["-"], 0)
-            try:
-                await self.client.executor.run_acked([probe], self._wait)
-            except BaseException:
-                await self._disconnect()
-                raise
+        wait = self._wait
+        if wait is None:
+            return
+        # A ZADD XX of nothing, confirmed at the level, on every node that owns a probe key
+        probes = [
+            enqueue.settle_replayed(k.ShardKeys("wheelq-ack-probe", shard), ["-"], 0)
+            for shard in range(ACK_PROBES)
+        ]
+        try:
+            acked = await self.client.executor.run_acked(probes, wait)
+            if acked.short:
+                level = "persisted" if wait.aof else "replicated"
+                fewest = min(acked.short.values())
+                raise AckUnreachedError(level, wait.replicas, fewest, wait.timeout_ms)
+        except BaseException:
+            await self._disconnect()
+            raise
 
     async def step(self) -> float | None:
         conn = await self._connect()
@@ -200,7 +217,7 @@ class Relay(Service):
             found = await (await conn.execute(TAKE, {"limit": self.settings.batch_size})).fetchall()
             if not found and not self._forget:
                 return 0
-            rows, now_pg, head = _held(found)
+            rows, refused, now_pg, head = taken(found)  # refused: each alone, never sent
             producer = self.client.producer
             op = replay(
                 producer,
@@ -215,6 +232,7 @@ class Relay(Service):
             crash.point("relay.after_place")  # in Redis, not yet deleted: the tokens' case
             if out.failure is not None:
                 raise out.failure  # rolled back: every row stays, to retry (tokens: no twice)
+            out.rejected[:0] = refused
             if out.rejected:
                 await self._reject(conn, out)
         self._forget = out.confirmed  # the rows are gone: their tokens go with the next step
@@ -297,11 +315,8 @@ class Relay(Service):
             listener: Conn = await pg.AsyncConnection.connect(
                 self.dsn, connect_timeout=timeout_s, autocommit=True
             )
-        except pg.OperationalError as exc:
-            raise OutboxUnavailableError(
-                f"the relay cannot connect to PostgreSQL ({redacted(self.dsn)}): "
-                f"{str(exc).strip()[:300]}"
-            ) from exc
+        except (pg.OperationalError, pg.ProgrammingError) as exc:  # Programming: a bad DSN
+            raise unreachable("the relay cannot connect to", self.dsn, exc) from exc
         self._conn, self._listener = conn, listener
         try:
             idle = int(self.settings.idle_in_transaction_ms)
@@ -346,30 +361,30 @@ class Relay(Service):
         self._conn = self._listener = None
 
 
-def _held(found: list[TupleRow]) -> tuple[list[HeldJob], int, int]:
-    """The rows taken, in their order, as held jobs; the database's clock when taken; and how
-    many rows the head had."""
-    rows: list[HeldJob] = []
-    now_pg = head = 0
-    for row in sorted(found):
-        seq, topic, job_id, mode, value_ms, replace, envelope, written_ms, order_key, now = row[:10]
-        due_ms = written_ms + value_ms if mode == "d" else value_ms
-        rows.append(
-            HeldJob(
-                seq,
-                topic,
-                job_id,
-                mode,
-                due_ms,
-                replace,
-                bytes(envelope),
-                written_ms,
-                "",
-                order_key,
-            )
-        )
-        now_pg, head = now, row[10]
-    return rows, now_pg, head
+def unreachable(what: str, dsn: str, exc: Exception) -> OutboxUnavailableError:
+    """`OutboxUnavailableError` for a connection to `dsn` that failed with `exc`: one line,
+    the DSN without its password, and the driver's reason without it either."""
+    said = scrubbed(str(exc), dsn)
+    if isinstance(exc, connection.psycopg().ProgrammingError):  # libpq could not parse it
+        said = f"the DSN is malformed: {said}"
+    return OutboxUnavailableError(f"{what} PostgreSQL ({redacted(dsn)}): {said}")
+
+
+_URI_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^/\s]*)@")
+_KEY_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'?|\S+)")
+
+
+def scrubbed(text: str, dsn: str) -> str:
+    """`text` (a driver's message about `dsn`) on one line, at most 300 characters, with the
+    DSN and its password (as written, and decoded) replaced, parsable or not."""
+    secrets = {m["secret"] for m in _URI_PASSWORD.finditer(dsn)}
+    secrets |= {m["secret"].strip("'") for m in _KEY_PASSWORD.finditer(dsn)}
+    secrets |= {urllib.parse.unquote(secret) for secret in secrets}
+    text = text.replace(dsn, "<the DSN>")
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = _KEY_PASSWORD.sub(r"\g<head>***", _URI_PASSWORD.sub(r"\g<head>***@", text))
+    return " ".join(text.split())[:300]
 
 
 def redacted(dsn: str) -> str:

@@ -3,6 +3,11 @@
 -- op.execute(wheelq.outbox.schema_sql()); Django: the wheelq.contrib.django app's migration).
 -- Every statement may run again: it changes nothing that is already there.
 
+-- Runs one at a time (several pods starting together): CREATE ... IF NOT EXISTS and CREATE OR
+-- REPLACE race with themselves (a duplicate pg_type row, "tuple concurrently updated"). The
+-- lock is the transaction's, released at its commit; the number is wheelq's own.
+SELECT pg_advisory_xact_lock(7239004175011985408);
+
 -- One row per job enqueued in an application's transaction, until a relay has placed it
 -- in Redis. mode 'd': the job is due value_ms after written_ms (this server's clock at the
 -- INSERT); 'a': due at value_ms (epoch ms). envelope: the job as wheelq stores it (msgpack).
