@@ -29,8 +29,8 @@ An outbox producer commits `RATE` jobs/s into the outbox (`wheelq.outbox.enqueue
 psycopg), 1-4 a transaction, due in 1-4 s, with ids ``NAME-SEQ`` and the payload ``[id,
 version]``; `ROLLBACK_SHARE` of its transactions roll back on purpose. Beside them it
 writes replace series: ids ``NAME-rSEQ`` written 3-4 times with ``replace=True``, a version
-a transaction, each version due later than the one before (`replace_delay_s`), so an
-older version placed last fires early, with its own payload. A relay runs
+in each of its next transactions, each version due later than the one before
+(`replace_delay_s`), so an older version placed last fires early, with its own payload. A relay runs
 `wheelq.outbox.Relay` (SETTINGS are its `RelaySettings`) until SIGTERM.
 
 A node runs `Scheduler` on a `SkewedClock`: SIGUSR1 toggles a jump of its clock
@@ -248,10 +248,9 @@ def outbox_producer(topic: str, name: str, out: Path, dsn: str, rate: float) -> 
             if len(series) < SERIES_LIVE and rng.random() < SERIES_SHARE:
                 series.append([f"{name}-r{seq}", 1, rng.randint(3, 4)])
                 seq += 1
-            for one in series:
-                if one[1] == 1 or rng.random() < 0.5:
-                    jobs.append((one[0], one[1], replace_delay_s(one[1]), True))
-                    one[1], one[2] = one[1] + 1, one[2] - 1
+            for one in series:  # a version a transaction: back to back, for the relays to race
+                jobs.append((one[0], one[1], replace_delay_s(one[1]), True))
+                one[1], one[2] = one[1] + 1, one[2] - 1
             series = [one for one in series if one[2] > 0]
             rollback = rng.random() < ROLLBACK_SHARE
             try:
