@@ -37,7 +37,8 @@ due has fired and been acked and the outbox has drained, and reconciles
   ``wheelq_outbox_rejected`` and nothing else there, no row left in ``wheelq_outbox``.
 
 It writes ``OUT/result.json``, ``OUT/result.md`` and ``OUT/lateness.png`` (with
-matplotlib), the processes' logs and records, and prints the Markdown and then the JSON
+matplotlib), the processes' logs and records (``OUT/outbox-fired.log``: every entry
+of the outbox's topic), and prints the Markdown and then the JSON
 as its last line. The exit status is 1 when any count that must be 0 is not, the run did
 not settle, or a process died without being told to (the faults only signal processes
 that are ready: `benchlib/chaos_fleet.py`); the JSON's ``failures`` says which, else 0.
@@ -64,7 +65,7 @@ import redis
 from benchlib.chaos_faults import FAULTS, Arena, Event, Fault, run_schedule
 from benchlib.chaos_fleet import Fleet
 from benchlib.chaos_outbox import FAULT_NAMES as OUTBOX_FAULT_NAMES
-from benchlib.chaos_outbox import Outbox, server_args
+from benchlib.chaos_outbox import Outbox, server_args, write_fired
 from benchlib.chaos_report import (
     by_fault,
     collect,
@@ -214,9 +215,11 @@ def soak(
     account, fired = collect(target, topic, SHARDS, out, WORKER_SETTINGS["max_deliveries"])
     outbox_account = None
     if outbox:
+        outbox_fired = outbox.fired(direct)
+        write_fired(out / "outbox-fired.log", outbox_fired)
         outbox_account = reconcile_outbox(
             outbox.records(),
-            outbox.fired(direct),
+            outbox_fired,
             poison=outbox.poison(),
             rejected=outbox.rejected(),
             rows_left=outbox.rows_left(),

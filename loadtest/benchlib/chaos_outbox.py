@@ -21,6 +21,7 @@ directly, as the other roles do, without those two faults. The faults (`Outbox.f
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -188,7 +189,8 @@ class Outbox:
                             conn, self.topic, [job_id, version], job_id=job_id, replace=True,
                             delay=replace_delay_s(version),
                         )  # fmt: skip
-                records.write([f"C {job_id} {version}" for job_id in ids])
+                ended_ms = int(time.time() * 1000)
+                records.write([f"C {job_id} {version} {ended_ms}" for job_id in ids])
         event.detail["ids"] = f"{ids[0]}..{ids[-1]} x {RACE_VERSIONS} versions"
         yield 0.0
 
@@ -273,9 +275,18 @@ class Outbox:
 
 
 def _split(line: str) -> tuple[str, str, int]:
-    """``outcome job_id version`` (a job id has no space: the producer's and the races')."""
-    outcome, job_id, version = line.split(" ")
+    """``outcome job_id version ms`` (a job id has no space: the producer's and the races')."""
+    outcome, job_id, version, _ = line.split(" ")
     return outcome, job_id, int(version)
+
+
+def write_fired(path: Path, fired: list[tuple[Fired, Any]]) -> None:
+    """``job_id attempt due_ms entry_ms payload`` per entry, to look into a failed account."""
+    lines = [
+        f"{f.job_id} {f.attempt} {f.due_ms} {f.entry_ms} {json.dumps(payload, default=repr)}"
+        for f, payload in fired
+    ]
+    path.write_text("".join(line + "\n" for line in lines))
 
 
 def poison_rows(topic: str, tag: str) -> dict[str, dict[str, Any]]:

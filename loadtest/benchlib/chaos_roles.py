@@ -16,9 +16,10 @@ which the reader skips):
   returned: the id is acknowledged) and ``cancelled-NAME.log`` (ids whose `cancel`
   returned True, or whose cancel's outcome is unknown: then Redis may have applied it);
 - a worker writes ``runs-NAME.log``: ``job_id attempt`` per handler start;
-- an outbox producer writes ``outbox-jobs-NAME.log``: ``C job_id version`` per job of a
-  transaction that committed, ``R ...`` of one it rolled back on purpose, ``U ...`` of one
-  whose commit's outcome is unknown (its connection failed), after the transaction ended.
+- an outbox producer writes ``outbox-jobs-NAME.log``: ``C job_id version ms`` per job of a
+  transaction that committed (`ms`: when it ended, on the wall clock), ``R ...`` of one it
+  rolled back on purpose, ``U ...`` of one whose commit's outcome is unknown (its
+  connection failed), after the transaction ended.
 
 A producer enqueues `RATE` jobs/s with explicit ids (``NAME-SEQ``) and delays of 1-4 s, so
 the due rate is the enqueue rate, through a spool (`SPOOL`): an enqueue Redis cannot take
@@ -270,7 +271,8 @@ def outbox_producer(topic: str, name: str, out: Path, dsn: str, rate: float) -> 
                 if conn is not None:
                     conn.close()
                 conn = None
-            records.write([f"{outcome} {job_id} {version}" for job_id, version, _, _ in jobs])
+            ended_ms = int(time.time() * 1000)
+            records.write([f"{outcome} {j} {v} {ended_ms}" for j, v, _, _ in jobs])
             counts[outcome] += len(jobs)
             sent += len(jobs)
         stop.wait(TICK_S)
