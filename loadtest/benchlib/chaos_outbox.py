@@ -97,8 +97,9 @@ def keys_but(prefix: str) -> list[str]:
 
 
 class Outbox:
-    """The outbox beside the soak's topic: ``with`` it, `start` it, then `faults`, `heal`,
-    `drain` and `collect`."""
+    """The outbox beside the soak's topic: ``with`` it (the relays' proxies), `start` it,
+    inject its `faults`, `heal` and `drain` it, then read what it holds for the account:
+    `records`, `poison`, `fired`, `rejected`, `rows_left`."""
 
     def __init__(
         self, dsn: str, topic: str, target: Any, proxy: ProxyThread, out: Path, cluster: bool
