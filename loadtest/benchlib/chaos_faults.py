@@ -65,13 +65,16 @@ class Arena:
     proxy: ProxyThread
     now_ms: Callable[[], int]
     """The Redis clock (the soak's offset to TIME, measured at its start)."""
+    roles: tuple[str, ...] = ()
+    """The roles whose members this schedule revives after each fault (empty: every role);
+    a second schedule running beside it revives its own."""
 
 
 Fault = Callable[[Arena, random.Random, Event], Iterator[float]]
 MemberFault = Callable[[Arena, random.Random, Event, Member], Iterator[float]]
 
 
-def _on_ready(role: str, fault: MemberFault) -> Fault:
+def on_ready(role: str, fault: MemberFault) -> Fault:
     """`fault` on a member of `role` drawn at random, once that member is ready."""
 
     def run(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
@@ -104,16 +107,16 @@ def _kill(arena: Arena, rng: random.Random, event: Event, member: Member) -> Ite
     arena.fleet.start(member.name)
 
 
-def _pause(role: str, low: float, high: float) -> Fault:
+def pause(role: str, low: float, high: float) -> Fault:
     def fault(arena: Arena, rng: random.Random, event: Event, member: Member) -> Iterator[float]:
         arena.fleet.pause(member.name)
         yield rng.uniform(low, high)
         arena.fleet.resume(member.name)
 
-    return _on_ready(role, fault)
+    return on_ready(role, fault)
 
 
-def _crash(role: str, points: tuple[str, ...]) -> Fault:
+def crash_point(role: str, points: tuple[str, ...]) -> Fault:
     def fault(arena: Arena, rng: random.Random, event: Event, member: Member) -> Iterator[float]:
         point, hits = rng.choice(points), rng.randint(1, 30)
         event.detail["point"] = f"{point}:{hits}"
@@ -126,7 +129,7 @@ def _crash(role: str, points: tuple[str, ...]) -> Fault:
         arena.fleet.kill(member.name)
         arena.fleet.start(member.name)
 
-    return _on_ready(role, fault)
+    return on_ready(role, fault)
 
 
 def redis_restart(arena: Arena, rng: random.Random, event: Event) -> Iterator[float]:
@@ -202,16 +205,16 @@ def _toggle(sig: int, low: float, high: float) -> Fault:
         if not arena.fleet.signal(member.name, sig, pid=pid):
             event.detail["untoggled_by_restart"] = True
 
-    return _on_ready("node", fault)
+    return on_ready("node", fault)
 
 
 FAULTS: dict[str, Fault] = {
-    "node_kill": _on_ready("node", _kill),
-    "node_stop": _pause("node", 1.0, 8.0),  # the lease TTL is 5 s: past it at times
-    "node_crash_point": _crash("node", NODE_POINTS),
-    "worker_kill": _on_ready("worker", _kill),
-    "worker_stop": _pause("worker", 1.0, 8.0),  # the visibility timeout is 5 s
-    "worker_crash_point": _crash("worker", WORKER_POINTS),
+    "node_kill": on_ready("node", _kill),
+    "node_stop": pause("node", 1.0, 8.0),  # the lease TTL is 5 s: past it at times
+    "node_crash_point": crash_point("node", NODE_POINTS),
+    "worker_kill": on_ready("worker", _kill),
+    "worker_stop": pause("worker", 1.0, 8.0),  # the visibility timeout is 5 s
+    "worker_crash_point": crash_point("worker", WORKER_POINTS),
     "redis_restart": redis_restart,
     "script_flush": script_flush,
     "pause_writes": pause_writes,
@@ -261,7 +264,7 @@ def run_schedule(
             next(gen, None)
             event.end_ms = arena.now_ms()
             events.append(event)
-        revived = arena.fleet.revive()
+        revived = arena.fleet.revive(arena.roles)
         if revived:
             log(f"revived {revived}")
         time.sleep(rng.uniform(4.0, 8.0))

@@ -53,9 +53,19 @@ class Fleet:
         self.url, self.topic, self.out = url, topic, out
         self.members: dict[str, Member] = {}
 
-    def add(self, role: str, name: str, *args: str | dict[str, Any]) -> Member:
+    def add(
+        self,
+        role: str,
+        name: str,
+        *args: str | dict[str, Any],
+        url: str | None = None,
+        topic: str | None = None,
+    ) -> Member:
+        """Start process `name` of `role`, connected to `url` (default the fleet's) for
+        `topic` (default the fleet's); `args` follow (a dict as JSON)."""
         rest = [json.dumps(a) if isinstance(a, dict) else a for a in args]
-        member = Member(name, role, [role, self.url, self.topic, name, str(self.out), *rest])
+        head = [role, url or self.url, topic or self.topic, name, str(self.out)]
+        member = Member(name, role, [*head, *rest])
         self.members[name] = member
         self.start(name)
         return member
@@ -135,10 +145,13 @@ class Fleet:
         os.kill(member.proc.pid, sig)
         return True
 
-    def revive(self) -> list[str]:
-        """Restart every member that died on its own (a crash point); returns their names."""
+    def revive(self, roles: tuple[str, ...] = ()) -> list[str]:
+        """Restart every member (of `roles`; empty: of every role) that died on its own (a
+        crash point); returns their names."""
         revived = []
         for member in self.members.values():
+            if roles and member.role not in roles:
+                continue
             if member.proc is not None and not member.alive():
                 member.deaths.append(member.proc.returncode)
                 self.start(member.name)

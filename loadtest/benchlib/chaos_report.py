@@ -2,7 +2,9 @@
 lateness around each fault.
 
 `collect` reads the producers' and workers' record files and the topic's keys (fired
-entries, pending ids, dead letters) and reconciles them (`wheelq.testing.reconcile`).
+entries, pending ids, dead letters) and reconciles them (`wheelq.testing.reconcile`);
+`reconcile_outbox` does the same for the outbox (`chaos_outbox`): every committed job fired
+once, with its last committed version, and every poison row refused, and nothing else.
 `by_fault` measures, for each fault, the lateness spike of the jobs due while it held
 and how long after it began the last job more than `LATE_MS` late was due (its recovery);
 `timeline` gives lateness per second for the plot. `failures` judges the run.
@@ -15,7 +17,8 @@ import bisect
 import signal
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +76,151 @@ async def _read_fired(target: Any, topic: str, shards: int) -> list[Fired]:
         await connection.aclose()
 
 
+OUTBOX_MUST_BE_ZERO = (
+    "lost",
+    "fired_twice",
+    "wrong_version",
+    "early",
+    "rolled_back_fired",
+    "unknown_fired",
+    "poison_not_rejected",
+    "rejected_not_poison",
+    "rows_left",
+)
+"""The outbox's broken promises: a committed job that never fired, or fired twice, or with
+an older (or rolled-back) version's payload, or early; a job of a rolled-back transaction,
+or one nobody committed, that fired; a poison row not in wheelq_outbox_rejected, a row
+there that is no poison; a row left in wheelq_outbox at the end."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxAccount:
+    """The counts of `reconcile_outbox`, and up to 20 examples of each broken promise."""
+
+    committed: int
+    replaced: int
+    """Of `committed`: ids with more than one committed version."""
+    rolled_back: int
+    in_doubt: int
+    """Ids whose commit's outcome is unknown: they may fire once, with any of their versions."""
+    poison: int
+    fired: int
+    rejected: int
+    lost: int
+    fired_twice: int
+    wrong_version: int
+    early: int
+    rolled_back_fired: int
+    unknown_fired: int
+    poison_not_rejected: int
+    rejected_not_poison: int
+    rows_left: int
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(getattr(self, name) == 0 for name in OUTBOX_MUST_BE_ZERO)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["ok"] = self.ok
+        return out
+
+
+def reconcile_outbox(
+    records: Iterable[tuple[str, str, int]],
+    fired: Iterable[tuple[Fired, Any]],
+    *,
+    poison: Mapping[int, str],
+    rejected: Iterable[int],
+    rows_left: int,
+) -> OutboxAccount:
+    """Set what was written to the outbox against what fired and what the tables hold.
+
+    Args:
+        records: ``(outcome, job id, version)`` in the order written: ``C`` committed,
+            ``R`` rolled back, ``U`` unknown; a job's payload is ``[job id, version]``.
+        fired: Every ready-stream entry of the outbox's topic, with its decoded payload.
+        poison: seq -> kind of every poison row written by plain SQL.
+        rejected: The seqs in wheelq_outbox_rejected.
+        rows_left: The rows in wheelq_outbox at the end.
+    """
+    last: dict[str, int] = {}  # id -> its last committed version
+    versions: Counter[str] = Counter()
+    doubt: set[str] = set()
+    rolled: set[str] = set()
+    for outcome, job_id, version in records:
+        if outcome == "C":
+            last[job_id] = version
+            versions[job_id] += 1
+        elif outcome == "U":
+            doubt.add(job_id)
+        else:
+            rolled.add(job_id)
+    rolled -= last.keys() | doubt  # an id with a committed version is judged by that
+    entries = list(fired)
+    fired_ids = {f.job_id for f, _ in entries}
+    by_attempt = Counter((f.job_id, f.attempt) for f, _ in entries)
+    poison_seqs, rejected_seqs = set(poison), set(rejected)
+    examples: dict[str, list[str]] = {}
+
+    def count(name: str, ids: Iterable[str]) -> int:
+        found = sorted(set(ids))
+        if found:
+            examples[name] = [i[:80] for i in found[:20]]
+        return len(found)
+
+    def seqs(name: str, found: set[int]) -> int:
+        return count(name, [f"{seq} ({poison.get(seq, 'no poison')})" for seq in sorted(found)])
+
+    judged = last.keys() - doubt
+    wrong = [
+        f.job_id for f, got in entries if f.job_id in judged and got != [f.job_id, last[f.job_id]]
+    ]
+    return OutboxAccount(
+        committed=len(last),
+        replaced=sum(1 for n in versions.values() if n > 1),
+        rolled_back=len(rolled),
+        in_doubt=len(doubt),
+        poison=len(poison_seqs),
+        fired=len(fired_ids & last.keys()),
+        rejected=len(rejected_seqs),
+        lost=count("lost", judged - fired_ids),
+        fired_twice=count("fired_twice", [i for (i, _), n in by_attempt.items() if n > 1]),
+        wrong_version=count("wrong_version", wrong),
+        early=count("early", [f.job_id for f, _ in entries if f.lateness_ms < 0]),
+        rolled_back_fired=count("rolled_back_fired", fired_ids & rolled),
+        unknown_fired=count("unknown_fired", fired_ids - last.keys() - rolled - doubt),
+        poison_not_rejected=seqs("poison_not_rejected", poison_seqs - rejected_seqs),
+        rejected_not_poison=seqs("rejected_not_poison", rejected_seqs - poison_seqs),
+        rows_left=rows_left,
+        examples=examples,
+    )
+
+
 def failures(
-    account: Reconciliation, settled: bool, deaths: Mapping[str, Sequence[int]]
+    account: Reconciliation,
+    settled: bool,
+    deaths: Mapping[str, Sequence[int]],
+    outbox: OutboxAccount | None = None,
+    drained: bool = True,
 ) -> list[str]:
     """Why the run failed, one line a reason; empty when it passed. It fails on a broken
-    promise of the account (`MUST_BE_ZERO`), a run that did not settle, and any process
-    that ended without being told to (`deaths`: name -> its return codes; -N is signal N),
-    since the faults cover the deaths they cause."""
+    promise of the account (`MUST_BE_ZERO`) or of the outbox's (`OUTBOX_MUST_BE_ZERO`), a
+    run that did not settle or whose outbox did not drain, and any process that ended
+    without being told to (`deaths`: name -> its return codes; -N is signal N), since the
+    faults cover the deaths they cause."""
     out = [f"{name}: {getattr(account, name)}" for name in MUST_BE_ZERO if getattr(account, name)]
+    if outbox is not None:
+        out += [
+            f"outbox {name}: {getattr(outbox, name)}"
+            for name in OUTBOX_MUST_BE_ZERO
+            if getattr(outbox, name)
+        ]
     if not settled:
         out.append("did not settle: jobs still pending, unread or unacked")
+    if not drained:
+        out.append("outbox did not drain: rows left, or committed jobs not fired")
     out += [
         f"{name} died unexpectedly ({', '.join(_end(code) for code in codes)})"
         for name, codes in sorted(deaths.items())
@@ -244,7 +382,31 @@ def markdown(result: dict[str, Any]) -> str:
         f"Lateness of first firings (ms): p50 {lateness['p50']}, p99 {lateness['p99']}, "
         f"p99.9 {lateness['p99.9']}, max {lateness['max']}.",
     ]
+    if result.get("outbox"):
+        lines += _outbox_markdown(result["outbox"], result.get("outbox_faults", []))
     return "\n".join(lines) + "\n"
+
+
+OUTBOX_COLUMNS = ("committed", "replaced", "rolled_back", "poison", "fired", "rejected",
+                  *OUTBOX_MUST_BE_ZERO)  # fmt: skip
+
+
+def _outbox_markdown(account: dict[str, Any], events: list[dict[str, Any]]) -> list[str]:
+    """The outbox's account, its faults in the order injected, and examples of what broke."""
+    lines = [
+        "",
+        f"Outbox ({'drained' if account.get('drained') else 'did not drain'}):",
+        "",
+        "| " + " | ".join(name.replace("_", " ") for name in OUTBOX_COLUMNS) + " |",
+        "|" + "---|" * len(OUTBOX_COLUMNS),
+        "| " + " | ".join(str(account[name]) for name in OUTBOX_COLUMNS) + " |",
+    ]
+    if events:
+        shown = Counter(e["fault"] for e in events)
+        lines += ["", "Outbox faults: " + ", ".join(f"{n} x{c}" for n, c in sorted(shown.items()))]
+    for name, ids in account.get("examples", {}).items():
+        lines.append(f"- {name.replace('_', ' ')}: {', '.join(ids[:5])}")
+    return lines
 
 
 def plot(result: dict[str, Any], path: Path) -> bool:

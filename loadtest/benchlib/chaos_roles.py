@@ -1,9 +1,12 @@
-"""The chaos soak's processes: producers, scheduler nodes and workers, each a real process
-the soak can kill -9, SIGSTOP or arm at a crash point.
+"""The chaos soak's processes: producers, scheduler nodes and workers, and the outbox's
+producer and relays, each a real process the soak can kill -9, SIGSTOP or arm at a crash
+point.
 
     python loadtest/benchlib/chaos_roles.py producer URL TOPIC NAME OUT_DIR RATE SPOOL
     python loadtest/benchlib/chaos_roles.py node URL TOPIC NAME OUT_DIR SETTINGS_JSON
     python loadtest/benchlib/chaos_roles.py worker URL TOPIC NAME OUT_DIR SETTINGS_JSON
+    python loadtest/benchlib/chaos_roles.py outbox_producer URL TOPIC NAME OUT_DIR DSN RATE
+    python loadtest/benchlib/chaos_roles.py relay URL TOPIC NAME OUT_DIR DSN SETTINGS_JSON
 
 Each appends what it was told to files in OUT_DIR with one unbuffered ``write`` per record,
 so a kill -9 loses no record of something that happened (at most the line being written,
@@ -12,16 +15,29 @@ which the reader skips):
 - a producer writes ``acked-NAME.log`` (one job id per line, after `enqueue_many`
   returned: the id is acknowledged) and ``cancelled-NAME.log`` (ids whose `cancel`
   returned True, or whose cancel's outcome is unknown: then Redis may have applied it);
-- a worker writes ``runs-NAME.log``: ``job_id attempt`` per handler start.
+- a worker writes ``runs-NAME.log``: ``job_id attempt`` per handler start;
+- an outbox producer writes ``outbox-jobs-NAME.log``: ``C job_id version ms`` per job of a
+  transaction that committed (`ms`: when it ended, on the wall clock), ``R ...`` of one it
+  rolled back on purpose, ``U ...`` of one whose commit's outcome is unknown (its
+  connection failed), after the transaction ended.
 
 A producer enqueues `RATE` jobs/s with explicit ids (``NAME-SEQ``) and delays of 1-4 s, so
 the due rate is the enqueue rate, through a spool (`SPOOL`): an enqueue Redis cannot take
 is spooled and replayed, and the call still returns. About 1 % of the jobs are cancelled
 while pending. On SIGTERM it stops enqueueing, waits until its spool is empty and exits.
 
+An outbox producer commits `RATE` jobs/s into the outbox (`wheelq.outbox.enqueue` on
+psycopg), 1-4 a transaction, due in 1-4 s, with ids ``NAME-SEQ`` and the payload ``[id,
+version]``; `ROLLBACK_SHARE` of its transactions roll back on purpose. Beside them it
+writes replace series: ids ``NAME-rSEQ`` written 3-4 times with ``replace=True``, a version
+in each of its next transactions, each version due later than the one before
+(`replace_delay_s`), so an older version placed last fires early, with its own payload. A relay runs
+`wheelq.outbox.Relay` (SETTINGS are its `RelaySettings`) until SIGTERM.
+
 A node runs `Scheduler` on a `SkewedClock`: SIGUSR1 toggles a jump of its clock
-(``clock_jump_ms`` in SETTINGS, default +2000), SIGUSR2 toggles slowed lease renewals.
-``WHEELQ_CRASH_AT`` (``point:hits,...``) arms crash points in nodes and workers.
+(``clock_jump_ms`` in SETTINGS, default +2000), SIGUSR2 toggles slowed lease renewals;
+``also_topics`` in SETTINGS are scheduled beside TOPIC (the outbox's topic).
+``WHEELQ_CRASH_AT`` (``point:hits,...``) arms crash points in nodes, workers and relays.
 
 Once a process has installed every signal handler it has (SIGTERM, and a node's SIGUSR1
 and SIGUSR2), it writes its pid to ``OUT_DIR/ready-NAME`` (`announce_ready`): before
@@ -30,6 +46,7 @@ that, such a signal would end it. The soak sends none before (`Fleet.wait_ready`
 
 from __future__ import annotations
 
+import asyncio
 import faulthandler
 import json
 import logging
@@ -57,6 +74,11 @@ TIMEOUTS = {"socket_timeout": 2, "socket_connect_timeout": 2}
 TICK_S = 0.05
 CANCEL_SHARE = 0.01
 SPOOL_DRAIN_S = 120.0
+ROLLBACK_SHARE = 0.1
+"""Of the outbox producer's transactions: rolled back on purpose (none of their jobs fires)."""
+SERIES_SHARE = 0.3
+"""Of its transactions: one that begins a replace series (at most `SERIES_LIVE` at once)."""
+SERIES_LIVE = 5
 
 
 class Log:
@@ -165,10 +187,11 @@ def _cancel_some(
 
 def node(url: str, topic: str, name: str, out: Path, settings: dict[str, Any]) -> None:
     jump_ms = int(settings.pop("clock_jump_ms", 2000))
+    topics = [topic, *settings.pop("also_topics", [])]
     clock = SkewedClock()
     executor = connect.async_executor(url, TIMEOUTS, None)
     scheduler = Scheduler(
-        executor, [topic], SchedulerSettings.from_kwargs(settings), node_id=name, clock=clock
+        executor, topics, SchedulerSettings.from_kwargs(settings), node_id=name, clock=clock
     )
     scheduler.owns_connection = True
 
@@ -198,6 +221,86 @@ def worker(url: str, topic: str, name: str, out: Path, settings: dict[str, Any])
     run_worker(role, _ready_beside(out, name))
 
 
+def replace_delay_s(version: int) -> float:
+    """The delay of a replace series' `version`: each later than the one before, and long
+    enough that every version is placed before the first is due, relay faults and all."""
+    return 8.0 + 2.0 * version
+
+
+def outbox_producer(topic: str, name: str, out: Path, dsn: str, rate: float) -> None:
+    import psycopg
+
+    from wheelq import outbox
+
+    records = Log(out / f"outbox-jobs-{name}.log")
+    stop = SignalFlag(signal.SIGTERM)
+    announce_ready(out, name)
+    rng = random.Random(name)
+    conn: psycopg.Connection[Any] | None = None
+    series: list[list[Any]] = []  # [job id, its next version, versions left]
+    counts = {"C": 0, "R": 0, "U": 0}
+    seq, sent, started = 0, 0, time.monotonic()
+    while not stop.is_set():
+        while sent < (time.monotonic() - started) * rate and not stop.is_set():
+            jobs: list[tuple[str, int, float, bool]] = []  # id, version, delay (s), replace
+            for _ in range(rng.randint(1, 4)):
+                jobs.append((f"{name}-{seq}", 1, rng.uniform(1.0, 4.0), False))
+                seq += 1
+            if len(series) < SERIES_LIVE and rng.random() < SERIES_SHARE:
+                series.append([f"{name}-r{seq}", 1, rng.randint(3, 4)])
+                seq += 1
+            for one in series:  # a version a transaction: back to back, for the relays to race
+                jobs.append((one[0], one[1], replace_delay_s(one[1]), True))
+                one[1], one[2] = one[1] + 1, one[2] - 1
+            series = [one for one in series if one[2] > 0]
+            rollback = rng.random() < ROLLBACK_SHARE
+            try:
+                conn = conn or psycopg.connect(dsn, autocommit=True, connect_timeout=5)
+                with conn.transaction():
+                    for job_id, version, delay, replace in jobs:
+                        outbox.enqueue(
+                            conn, topic, [job_id, version], delay=delay, job_id=job_id,
+                            replace=replace,
+                        )  # fmt: skip
+                    if rollback:
+                        raise psycopg.Rollback
+                outcome = "R" if rollback else "C"
+            except psycopg.Error as exc:
+                logging.warning("outbox transaction failed: %r", exc)
+                outcome = "U"
+                if conn is not None:
+                    conn.close()
+                conn = None
+            ended_ms = int(time.time() * 1000)
+            records.write([f"{outcome} {j} {v} {ended_ms}" for j, v, _, _ in jobs])
+            counts[outcome] += len(jobs)
+            sent += len(jobs)
+        stop.wait(TICK_S)
+    if conn is not None:
+        conn.close()
+    print(json.dumps({"role": "outbox_producer", "sent": sent, **counts}))
+
+
+def relay(url: str, name: str, out: Path, dsn: str, settings: dict[str, Any]) -> None:
+    from wheelq.core.settings import RelaySettings
+    from wheelq.outbox import Relay
+    from wheelq.producer.async_client import AsyncClient
+
+    async def run() -> dict[str, object]:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        client = AsyncClient.from_url(url, redis_options=TIMEOUTS)
+        part = Relay(client, dsn, RelaySettings(**settings))
+        await part.start()
+        announce_ready(out, name)
+        await stop.wait()
+        await part.stop()
+        await client.aclose()
+        return {k: part.status()[k] for k in ("relayed", "duplicates", "rejected")}
+
+    print(json.dumps({"role": "relay", **asyncio.run(run())}))
+
+
 def main() -> None:
     role, url, topic, name, out = sys.argv[1:6]
     logging.basicConfig(
@@ -212,6 +315,10 @@ def main() -> None:
         node(url, topic, name, Path(out), json.loads(rest[0]))
     elif role == "worker":
         worker(url, topic, name, Path(out), json.loads(rest[0]))
+    elif role == "outbox_producer":
+        outbox_producer(topic, name, Path(out), rest[0], float(rest[1]))
+    elif role == "relay":
+        relay(url, name, Path(out), rest[0], json.loads(rest[1]))
     else:
         raise SystemExit(f"unknown role {role!r}")
 

@@ -37,8 +37,11 @@ def binary(kind: str | None) -> ServerBinary:
 class Standalone:
     """One server, `appendonly yes`; clients go through the proxy."""
 
-    def __init__(self, kind: str | None) -> None:
-        self.server = EmbeddedServer(binary(kind), appendonly=True, extra_args=SERVER_ARGS)
+    def __init__(self, kind: str | None, extra_args: tuple[str, ...] = ()) -> None:
+        """`extra_args` go to the server after `SERVER_ARGS`, at every start."""
+        self.server = EmbeddedServer(
+            binary(kind), appendonly=True, extra_args=(*SERVER_ARGS, *extra_args)
+        )
         self.server.start()
         self.url, self.port = self.server.url, self.server.port
 
