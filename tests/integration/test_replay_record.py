@@ -11,7 +11,7 @@ from tests.support.scripts import Runner
 from wheelq.core.due import DueSpec
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
-from wheelq.errors import LateReplayError, ScriptError
+from wheelq.errors import LateReplayError, MalformedJobError, ScriptError
 from wheelq.store import enqueue
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.scripts import Placed
@@ -209,3 +209,24 @@ def test_a_plain_enqueue_and_a_direct_call_ignore_the_deadline(
     direct = run(enqueue.enqueue(keys, [write("b", "")], RECORD_MS, "c1", deadline_ms=past))
 
     assert plain == direct == [Placed.FIRED]
+
+
+def test_a_replay_refused_as_malformed_records_only_what_it_wrote(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    """A job due now whose envelope cannot be decoded ends the call: the jobs before it that
+    fired keep their tokens (a replay fires none twice); one gathered to be scheduled at the
+    end was not written, so its token is not recorded and a replay writes it."""
+    bad = JobWrite("bad", DueSpec("delay", 0), False, b"\xc1", "s:3")
+    batch = [write("now", "s:1"), write("later", "s:2", delay_ms=HOUR_MS), bad]
+
+    with pytest.raises(MalformedJobError):
+        run(enqueue.enqueue(keys, batch, RECORD_MS))
+    assert fired_ids(redis_sync, keys) == ["now"]
+    assert redis_sync.zrange(keys.spooled, 0, -1) == [b"s:1"]
+
+    again = run(enqueue.enqueue(keys, batch[:2], RECORD_MS))
+
+    assert again == [Placed.APPLIED, Placed.SCHEDULED]
+    assert fired_ids(redis_sync, keys) == ["now"]
+    assert redis_sync.zrange(keys.delayed, 0, -1) == [b"later"]

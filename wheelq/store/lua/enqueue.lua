@@ -48,7 +48,8 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job du
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded (a caller's
            bug: wheelq writes none); jobs before it that fired are in the stream (and their
-           tokens recorded), nothing else is written
+           tokens recorded, so a replay of the call fires none twice), nothing else is written
+           (no other token recorded, so a replay writes the jobs it did not)
          {-4, topic, deadline ms, now ms}   LATE: a replay past its deadline (nothing written)
 ]]
 wq_events_on(KEYS[9], KEYS[11])
@@ -104,7 +105,9 @@ if #ids == 0 then
 end
 -- A replay: which writes an earlier call applied (their own token, or the direct call they
 -- came from), and the tokens this call decides.
-local applied, decided = {}, {}
+-- later: tokens of writes gathered to be made at the end, recorded with them (a call refused
+-- before its end records only what it wrote)
+local applied, decided, later = {}, {}, {}
 if replay then
   local calls = {}
   for n, token in ipairs(tokens) do
@@ -248,6 +251,9 @@ for n = 1, #ids do
         gone[#gone + 1] = id
       end
       out[n + 1] = WQ_FIRED
+      if replay then
+        decided[#decided + 1], decided[#decided + 2] = wq_fmt(now + record_ms), tokens[n]
+      end
     else
       if pending[id] then
         replaced[#replaced + 1] = id
@@ -269,8 +275,8 @@ for n = 1, #ids do
       end
       out[n + 1] = WQ_SCHEDULED
     end
-    if replay then
-      decided[#decided + 1], decided[#decided + 2] = wq_fmt(now + record_ms), tokens[n]
+    if replay and out[n + 1] ~= WQ_FIRED then
+      later[#later + 1], later[#later + 2] = wq_fmt(now + record_ms), tokens[n]
     end
   end
 end
@@ -314,6 +320,9 @@ if #notes > 0 then
   -- One wake message for the call, its notes a line each: a batch written to a shard that
   -- sleeps with its horizon far ahead is one message to the leader, not one per job.
   redis.call('SPUBLISH', ARGV[2], table.concat(notes, '\n'))
+end
+for i = 1, #later do
+  decided[#decided + 1] = later[i]
 end
 record()
 return out
