@@ -529,6 +529,24 @@ async def test_the_running_tab_says_when_each_job_started_and_which_are_read_ahe
         said = re.search(r"started=(\S+)", lines["held"])
         assert said and near(utc_ms(said[1]), started["held"]), out
         assert "read-ahead" in lines["a1"] and "started=" not in lines["a1"]
+
+        # one job's faces: get(), the HTTP job, the console's job page and `wheelq job`
+        (group,) = (await client.get(topic, "held")).groups
+        assert group.read_ahead is False and group.started_ms is not None
+        assert near(group.started_ms, started["held"])
+        (ahead,) = (await client.get(topic, "a1")).groups
+        assert ahead.read_ahead is True and ahead.started_ms is None
+        status, body, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/held")
+        assert status == 200 and near(body["groups"][0]["started_ms"], started["held"]), body
+        page, _ = await get(api, f"/ui/topics/{topic}/jobs/held")
+        assert ">started / finished<" in page
+        shown_at = re.search(r'<td class="time">([^<]+)</td>', page)
+        assert shown_at and near(utc_ms(shown_at[1]), started["held"]), page
+        page, _ = await get(api, f"/ui/topics/{topic}/jobs/a1")
+        assert '<span class="muted">read ahead: not started</span>' in page
+        out = await asyncio.to_thread(run_wheelq, "job", topic, "held", "--redis-url", redis_url)
+        said = re.search(r"started (\S+)", out.stdout)
+        assert said and near(utc_ms(said[1]), started["held"]), out
     finally:
         release.set()
         await worker.stop(grace_ms=0)

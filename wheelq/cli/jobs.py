@@ -189,6 +189,10 @@ def _group(g: GroupInfo) -> str:
     parts = [str(g.state)]
     if g.consumer is not None:
         parts.append(f"on {g.consumer} since {utc_text(g.since_ms)}, delivery {g.deliveries}")
+        if g.started_ms is not None:
+            parts.append(f"started {utc_text(g.started_ms)}")
+        elif g.read_ahead:
+            parts.append("read ahead: not started")
     if g.finished_ms is not None:
         parts.append(f"at {utc_text(g.finished_ms)}")
     if g.duration_ms is not None:

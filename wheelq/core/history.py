@@ -15,6 +15,7 @@ import msgpack
 from wheelq.core.job import Envelope, Field, entry_ms, entry_order
 from wheelq.core.pause import PauseState
 from wheelq.core.payload import read_payload
+from wheelq.core.process import Held
 from wheelq.errors import MalformedJobError
 
 SEPARATOR = "\x1f"  # between job id and group in a history field: no job id holds it
@@ -72,6 +73,14 @@ class GroupInfo:
     paused_since_ms: int | None = None
     """READY: since when the group has been paused, so the job waits (Redis clock); None:
     the group is not paused."""
+    started_ms: int | None = None
+    """RUNNING: when its worker started the handler on it, Redis clock (as the worker's
+    heartbeat says: within a beat); None: not started (`read_ahead`), or not known."""
+    read_ahead: bool | None = None
+    """RUNNING: True when its worker holds it without running it yet (read ahead of its
+    slots, or waiting for a flow limit's turn or a paused group), False when it runs (since
+    `started_ms`); None when not known: its worker has not beaten since it took the entry,
+    or its consumer does not beat (a pull consumer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +315,23 @@ def with_pauses(info: JobInfo, paused: PauseState) -> JobInfo:
         for g in info.groups
     )
     return replace(info, groups=groups)
+
+
+def with_starts(info: JobInfo, shard: int, held: Held) -> JobInfo:
+    """`info` with each RUNNING group's start as its worker's last beat says (`held`: the
+    live workers' held entries; `shard`: the job's)."""
+    groups = []
+    for g in info.groups:
+        beat = None
+        if g.state is JobState.RUNNING and g.consumer is not None:
+            beat = held.get((g.consumer, g.group, info.topic, shard, g.entry_id))
+        if beat is None:
+            groups.append(g)
+            continue
+        beat_ms, run_ms = beat
+        started = None if run_ms is None else beat_ms - run_ms
+        groups.append(replace(g, started_ms=started, read_ahead=run_ms is None))
+    return replace(info, groups=tuple(groups))
 
 
 def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:

@@ -303,3 +303,20 @@ def live_order(found: Iterable[ProcessInfo]) -> list[ProcessInfo]:
         return first, p.host, p.pid, p.id
 
     return sorted(found, key=key)
+
+
+Held = dict[tuple[str, str, str, int, str], tuple[int, int | None]]
+"""(consumer, group, topic, shard, entry id) -> (the worker's last beat, Redis ms; how long
+its handler had run then, None: not started)."""
+
+
+def held_by_workers(processes: Sequence[ProcessInfo]) -> Held:
+    """The entries each live worker held at its last beat (`RoleInfo.held`)."""
+    out: Held = {}
+    for p in processes:
+        for role in p.roles:
+            for group in role.groups if role.role == "worker" else ():
+                for h in role.held:
+                    key = (role.name, group, h.topic, h.shard, h.entry_id)
+                    out[key] = (p.last_beat_ms, h.run_ms)
+    return out

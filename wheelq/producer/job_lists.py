@@ -36,7 +36,7 @@ from wheelq.core.job_list import (
 )
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.payload import payload_text, read_payload
-from wheelq.core.process import ProcessInfo
+from wheelq.core.process import Held, held_by_workers
 from wheelq.errors import UnknownTopicError, int_in
 from wheelq.producer.dead_letters import DeadFilter, dead_letters
 from wheelq.producer.operations import Op, Producer
@@ -452,23 +452,6 @@ def _fired_reader(
         return out
 
     return read
-
-
-Held = dict[tuple[str, str, str, int, str], tuple[int, int | None]]
-"""(consumer, group, topic, shard, entry id) -> (the worker's last beat, Redis ms; how long
-its handler had run then, None: not started)."""
-
-
-def held_by_workers(processes: Sequence[ProcessInfo]) -> Held:
-    """The entries each live worker held at its last beat (`RoleInfo.held`)."""
-    out: Held = {}
-    for p in processes:
-        for role in p.roles:
-            for group in role.groups if role.role == "worker" else ():
-                for h in role.held:
-                    key = (role.name, group, h.topic, h.shard, h.entry_id)
-                    out[key] = (p.last_beat_ms, h.run_ms)
-    return out
 
 
 def _running(

@@ -15,8 +15,9 @@ from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, DueSpec, due_spec
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
-from wheelq.core.history import JobInfo, JobState, job_info, with_pauses
+from wheelq.core.history import JobInfo, JobState, job_info, with_pauses, with_starts
 from wheelq.core.job import validate_max_attempts
+from wheelq.core.process import held_by_workers
 from wheelq.core.settings import ClientSettings
 from wheelq.core.trace import validate_traceparent
 from wheelq.errors import (
@@ -38,7 +39,7 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient, unavailable_reason
 from wheelq.runtime.tracing import Tracing
-from wheelq.store import enqueue, flow, history, leases, pauses, schedules, topics
+from wheelq.store import enqueue, flow, history, leases, pauses, processes, schedules, topics
 from wheelq.store.call import Call
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.limits import read_limits, write_limits
@@ -466,6 +467,9 @@ class Producer:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
         (raw,) = yield [history.lookup(keys, job_id)]
         info = job_info(topic, job_id, raw)
+        if any(g.state is JobState.RUNNING for g in info.groups):
+            (found,) = yield [processes.live()]  # when its worker started it, as it beat
+            info = with_starts(info, keys.shard, held_by_workers(found.processes))
         waiting = [g.group for g in info.groups if g.state is JobState.READY]
         if not waiting:
             return info
