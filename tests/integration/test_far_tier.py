@@ -51,7 +51,7 @@ from wheelq.core.keys import (
 from wheelq.core.payload import payload_text, read_payload
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
-from wheelq.store import far_tier, job_lists, schedules, settle, topics
+from wheelq.store import far_tier, job_lists, observe, schedules, settle, topics
 from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 pytestmark = pytest.mark.cluster_too
@@ -942,3 +942,41 @@ async def test_a_forecast_counts_far_jobs_in_windows_beyond_the_horizon(
         w: sum(d <= found.at_ms + w * 1000 for d in dues.values()) for w in within
     }
     assert found.due_within[1320] not in (found.due_within[900], found.due_within[1800])
+
+
+async def test_a_window_ending_exactly_at_a_jobs_due_time_counts_it_in_either_tier(
+    client: AsyncClient, topic: str
+) -> None:
+    """A forecast window counts the jobs due at or before its end, whichever tier holds
+    them: `due_within.lua` asked for times exactly at a hot job's due time, a far leaf's
+    start, a record inside it, its last ms (the whole leaf by its live count) and the next
+    leaf's start, and 1 ms before each, counts exactly the jobs due by each time."""
+    (keys,) = await far_topic(client, topic, shards=1)
+    r = client.redis
+    now_ms = await server_ms(r)
+    minute = ft.WIDTH_MS
+    probe = (now_ms + HORIZON_MS) // minute * minute + 5 * minute
+    await client.enqueue(topic, 0, at=at_ms(probe), job_id="probe")
+    (leaf,) = await r.zrange(
+        far_buckets_key(keys), probe, "-inf", byscore=True, desc=True, num=1, offset=0
+    )
+    start, level = ft.leaf_of(int(leaf))
+    end = start + ft.span(level)
+    dues = {
+        "probe": probe,
+        "hot": now_ms + 60_000,
+        "at-start": start,
+        "inside": start + 1234,
+        "last-ms": end - 1,
+        "next-leaf": end,
+    }
+    for job_id, due in dues.items():
+        if job_id != "probe":
+            await client.enqueue(topic, 0, at=at_ms(due), job_id=job_id)
+    assert int(await r.hget(keys.far, "entries")) == len(dues) - 1  # all but the hot one
+    assert await r.zcard(far_buckets_key(keys)) == 2  # the leaf, and the next from its end
+    times = sorted({t for due in dues.values() for t in (due - 1, due)})
+    (counts,) = await AsyncExecutor(r).run([observe.due_within(keys, times)])
+    assert dict(zip(times, counts, strict=True)) == {
+        t: sum(due <= t for due in dues.values()) for t in times
+    }
