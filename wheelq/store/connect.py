@@ -85,9 +85,10 @@ def async_executor(
     url: str, options: Mapping[str, Any], cluster: bool | None, *, client_name: str | None = None
 ) -> AsyncExecutor:
     """An executor for `url`; `client_name` names each of its connections (`named`), unless
-    `options` sets up connections its own way."""
+    `options` names them or sets them up its own way."""
     opts, cluster_opts = _once(options, redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0))
-    set_up = named(client_name) if client_name and "redis_connect_func" not in opts else None
+    own = {"client_name", "redis_connect_func"} & opts.keys()
+    set_up = named(client_name) if client_name and not own else None
 
     def make() -> redis.asyncio.Redis:
         made = redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts)
