@@ -604,6 +604,37 @@ async def test_a_nodes_connections_carry_its_name_on_the_server_of_each_shard_it
     await executor.aclose()
 
 
+async def test_a_node_whose_user_may_not_name_connections_runs_with_them_unnamed(
+    server_binary: ServerBinary, topic: str
+) -> None:
+    """An ACL without ``client|setname`` (the rule before names): the node connects and leads
+    all the same, its connections unnamed, so `connected` finds none of them."""
+    with dedicated_server(server_binary) as server:
+        admin = redis.Redis.from_url(server.url)
+        admin.execute_command(
+            "ACL", "SETUSER", "nodes", "on", ">secret", "~*", "&*", "+@all", "-client|setname"
+        )
+        url = f"redis://nodes:secret@127.0.0.1:{server.port}/0"
+        with Admin.from_url(url) as topics:
+            topics.create_topic(topic, SHARDS)
+        node = Scheduler.from_url(url, [topic], node_id="unnamed")
+        await node.start()
+        try:
+
+            async def leading() -> bool:
+                return len(node.leads) == SHARDS
+
+            await eventually(leading, timeout_s=20, what="the node to lead every shard")
+            name = leases.node_client_name("unnamed")
+            looked = SyncExecutor(admin).run(
+                [leases.connected(all_shards(topic, SHARDS)[0], {name})]
+            )
+            assert looked == [set()]
+        finally:
+            await node.stop()
+            admin.close()
+
+
 # --- a live leader under CPU load whose liveness connection alone is killed ------------------
 
 SPINNERS = 4  # busy processes: two a core on a 2-core machine
