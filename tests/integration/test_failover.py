@@ -19,13 +19,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import redis
+import redis.cluster
 
 from tests.support.servers import dedicated_server
-from tests.support.waiting import eventually_sync
+from tests.support.waiting import eventually, eventually_sync
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, EnqueueItem, Scheduler
 from wheelq.core.keys import all_shards, shard_of
+from wheelq.store import connect, leases
+from wheelq.store.executor import SyncExecutor
 from wheelq.testing import EmbeddedServer, Fired, ServerBinary, summarize
 from wheelq.testing.proxy import ProxyThread
 
@@ -565,3 +569,160 @@ def test_a_leader_cut_off_redis_then_paused_loses_its_leases_after_the_grace_saf
     summary = summarize(records, ids)
     assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
     assert emitted_while_lost(a.events(), moved_ms, a_shards) == {}
+
+
+# --- what tells a dead process from a live one: its named connections -----------------------
+
+
+@pytest.mark.cluster_too
+async def test_a_nodes_connections_carry_its_name_on_the_server_of_each_shard_it_leads(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    """A node made from a URL names its connections after its id (a digest where a name
+    cannot hold the id), and `leases.connected`, sent to each shard's own server, finds them
+    there while it runs and nowhere once it has stopped (sync and async executors)."""
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, SHARDS)
+    node = Scheduler.from_url(redis_url, [topic], node_id="a node id with spaces")
+    name = leases.node_client_name(node.node_id)
+    assert name.startswith(leases.NAME_PREFIX) and " " not in name
+    assert leases.node_client_name("host:1:abc") == leases.NAME_PREFIX + "host:1:abc"
+    executor = connect.async_executor(redis_url, {}, None)
+    looks = [leases.connected(keys, {name, "another"}) for keys in all_shards(topic, SHARDS)]
+    await node.start()
+    try:
+
+        async def leading() -> bool:
+            return len(node.leads) == SHARDS
+
+        await eventually(leading, timeout_s=20, what="the node to lead every shard")
+        assert await executor.run(looks) == [{name}] * SHARDS
+        assert SyncExecutor(redis_sync).run(looks) == [{name}] * SHARDS
+    finally:
+        await node.stop()
+    assert await executor.run(looks) == [set()] * SHARDS
+    await executor.aclose()
+
+
+async def test_a_node_whose_user_may_not_name_connections_runs_with_them_unnamed(
+    server_binary: ServerBinary, topic: str
+) -> None:
+    """An ACL without ``client|setname`` (the rule before names): the node connects and leads
+    all the same, its connections unnamed, so `connected` finds none of them."""
+    with dedicated_server(server_binary) as server:
+        admin = redis.Redis.from_url(server.url)
+        admin.execute_command(
+            "ACL", "SETUSER", "nodes", "on", ">secret", "~*", "&*", "+@all", "-client|setname"
+        )
+        url = f"redis://nodes:secret@127.0.0.1:{server.port}/0"
+        with Admin.from_url(url) as topics:
+            topics.create_topic(topic, SHARDS)
+        node = Scheduler.from_url(url, [topic], node_id="unnamed")
+        await node.start()
+        try:
+
+            async def leading() -> bool:
+                return len(node.leads) == SHARDS
+
+            await eventually(leading, timeout_s=20, what="the node to lead every shard")
+            name = leases.node_client_name("unnamed")
+            looked = SyncExecutor(admin).run(
+                [leases.connected(all_shards(topic, SHARDS)[0], {name})]
+            )
+            assert looked == [set()]
+        finally:
+            await node.stop()
+            admin.close()
+
+
+# --- a live leader under CPU load whose liveness connection alone is killed ------------------
+
+SPINNERS = 4  # busy processes: two a core on a 2-core machine
+KILLS = 20
+
+
+@contextlib.contextmanager
+def cpu_load(seconds: float, processes: int = SPINNERS) -> Iterator[None]:
+    """`processes` busy loops, each ending by itself after `seconds` (and killed on exit)."""
+    spin = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+
+
+def servers(r: redis.Redis) -> list[Any]:
+    """The targets to ask a per-server command: each node of a cluster, else None (one)."""
+    if isinstance(r, redis.cluster.RedisCluster):
+        return list(r.get_nodes())
+    return [None]
+
+
+def subscriptions_of(r: redis.Redis, pid: int) -> list[tuple[Any, int]]:
+    """(server, client id) of each pub/sub connection of process `pid` on every server,
+    told by the address it connects from (CLIENT LIST's ``addr``)."""
+    ports = {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp") if c.laddr}
+    found = []
+    for target in servers(r):
+        listed = r.client_list() if target is None else r.client_list(target_nodes=target)
+        for client in listed:
+            port = int(str(client["addr"]).rsplit(":", 1)[1])
+            if port in ports and int(client.get("ssub", 0)) > 0:
+                found.append((target, int(client["id"])))
+    return found
+
+
+def kill_client(r: redis.Redis, target: Any, client_id: int) -> None:
+    if target is None:
+        r.client_kill_filter(_id=str(client_id))
+    else:
+        r.execute_command("CLIENT KILL", "ID", client_id, target_nodes=target)
+
+
+@pytest.mark.cluster_too
+def test_a_busy_live_leader_whose_liveness_connection_is_killed_keeps_its_shards(
+    redis_url: str, redis_sync: redis.Redis, topic: str, tmp_path: Path
+) -> None:
+    """With both cores oversubscribed by busy processes, the subscription connection of a
+    live leader (and nothing else of it) is killed on the server again and again: its other
+    connections are there all along, so the other node never takes its shards (the grace
+    alone, 100 ms, is shorter than a starved process's turn), and every job fires once, on
+    time."""
+    with two_nodes(redis_url, topic, tmp_path, {}) as (a, b):
+        split = wait_split(redis_sync, topic)
+        a_shards = {s for s, holder in split.items() if holder == a.node_id}
+        eventually_sync(
+            lambda: all(redis_sync.get(k.followed) for k in all_shards(topic, SHARDS)),
+            timeout_s=10,
+            what="both nodes to register their liveness connections",
+        )
+        ids = enqueue_spread(redis_url, topic, 3000, start_s=0.5, span_s=KILLS * 0.6)
+        first_ms, killed = redis_ms(redis_sync), 0
+        os.setpriority(os.PRIO_PROCESS, a.proc.pid, 19)  # it waits its turn behind the spinners
+        with cpu_load(seconds=KILLS * 2 + 20):
+            for _ in range(KILLS):
+                found = eventually_sync(
+                    lambda: subscriptions_of(redis_sync, a.proc.pid),
+                    timeout_s=20,
+                    what="node a's subscription",
+                )
+                for target, client_id in found:
+                    kill_client(redis_sync, target, client_id)
+                    killed += 1
+                since = redis_ms(redis_sync)
+                eventually_sync(  # a few of node b's counts, and a grace, and more
+                    lambda since=since: redis_ms(redis_sync) > since + 500,
+                    timeout_s=10,
+                    what="0.5 s",
+                )
+                assert holders(redis_sync, topic) == split, "a live leader lost its shards"
+            records = wait_all_fired(redis_sync, topic, ids)
+        moves = ("acquired", "lost", "released", "taken_over_dead")
+        moved = [e for n in (a, b) for e in n.events() if e["kind"] in moves]
+    assert killed >= KILLS
+    assert [e for e in moved if int(e["t"]) >= first_ms] == [], f"node a led {a_shards}"
+    summary = summarize(records, ids)
+    assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)

@@ -3,6 +3,8 @@ topic's horizon is kept in a bucket, not in the sorted set, and every operation 
 what it means for any pending job: dedupe, replace, get, cancel, reschedule into the hot
 window and out of it; promotion moves each far job into the sorted set once, fenced by the
 lease, however often it is called and by whom, and the job then fires on time, never early;
+a leaf is promoted the horizon before its start (jobs due at the start fire within 50 ms at
+p99), and the promoter sleeps between rounds, never calling back to back;
 the pending list (the library's, HTTP's and the console's) merges far jobs with the sorted
 set's in due order through every page boundary and due range, a page the far records' bound
 cuts short goes on from the next leaf, and bulk actions select and act on far jobs. On both
@@ -11,8 +13,11 @@ servers, one server and a cluster."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import signal
+import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,12 +33,12 @@ from tests.support.clients import SyncAsAsync
 from tests.support.entries import ENQUEUED_MS, ready_fields
 from tests.support.node_proc import NodeProcess
 from tests.support.servers import dedicated_server
-from tests.support.waiting import eventually, eventually_sync
+from tests.support.waiting import eventually, eventually_sync, until
 from tests.support.web import serving
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Scheduler
 from wheelq.core import far_tier as ft
 from wheelq.core.history import SEPARATOR, JobState
-from wheelq.core.job import Envelope
+from wheelq.core.job import Envelope, Field, entry_ms
 from wheelq.core.job_list import PREVIEW_CHARS
 from wheelq.core.keys import (
     ShardKeys,
@@ -46,7 +51,7 @@ from wheelq.core.keys import (
 from wheelq.core.payload import payload_text, read_payload
 from wheelq.embedded import ServerBinary
 from wheelq.errors import DuplicateJobError, LeaseLostError, TopicNotEmptyError
-from wheelq.store import far_tier, job_lists, schedules, settle, topics
+from wheelq.store import far_tier, job_lists, observe, schedules, settle, topics
 from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
 pytestmark = pytest.mark.cluster_too
@@ -266,6 +271,147 @@ async def test_a_promoted_job_fires_on_time_never_early(
         assert info.fired_ms is not None and info.fired_ms >= due, job_id  # never early
     assert await far_entries(r, shards) == 0
     assert node.promoter.promoted == len(ids)
+
+
+EDGE_HORIZON_MS = 2000
+EDGE_WIDTH_MS = 250
+"""Leaves of a quarter second (16 to a level-1 leaf of 4 s): the edge tests' leaves come
+within the horizon a few hundred ms apart."""
+
+
+async def leaf_of_due(r: Any, keys: ShardKeys, due_ms: int) -> tuple[int, int]:
+    """(start ms, level) of the far leaf of `keys` covering `due_ms`."""
+    (leaf,) = await r.zrange(
+        far_buckets_key(keys), due_ms, "-inf", byscore=True, desc=True, num=1, offset=0
+    )
+    return ft.leaf_of(int(leaf), EDGE_WIDTH_MS)
+
+
+async def jobs_at_leaf_starts(
+    client: AsyncClient, keys: ShardKeys, first_ms: int, leaves: int, per_leaf: int
+) -> dict[str, int]:
+    """Enqueue jobs due at the starts of up to `leaves` consecutive far leaves of a one-shard
+    topic, those starting within 4 s of `first_ms` (half of `per_leaf` at a start exactly,
+    the rest 1 ms apart after it, and a probe); returns id -> due ms. A leaf's start is read
+    back from the far tier: the probe due at `first_ms` is filed in the widest free leaf
+    beyond the horizon, which may start before it; each next leaf starts where the one
+    before ends (at a 4 s or 64 s boundary it is that wide), its probe at its start."""
+    dues: dict[str, int] = {}
+    at = first_ms
+    for k in range(leaves):
+        await client.enqueue(keys.topic, 0, at=at_ms(at), job_id=f"probe{k}")
+        dues[f"probe{k}"] = at
+        start, level = await leaf_of_due(client.redis, keys, at)
+        group = {f"e{k}-{i}": start + max(0, i + 1 - per_leaf // 2) for i in range(per_leaf)}
+        await client.enqueue_many(
+            keys.topic, [{"payload": 0, "at": at_ms(d), "job_id": j} for j, d in group.items()]
+        )
+        dues |= group
+        at = start + ft.span(level, EDGE_WIDTH_MS)
+        if at > first_ms + 4000:
+            break
+    return dues
+
+
+async def fired_lateness(r: Any, keys: ShardKeys) -> dict[str, int]:
+    """Job id -> lateness of every job fired into the shard's stream: its entry's id (the
+    Redis ms it fired at) minus its due time."""
+    return {
+        fields[Field.ID].decode(): entry_ms(entry_id) - int(fields[Field.DUE])
+        for entry_id, fields in await r.xrange(keys.ready)
+    }
+
+
+async def test_jobs_due_at_a_leafs_start_are_promoted_a_horizon_ahead_and_fire_on_time(
+    client: AsyncClient, topic: str, redis_url: str, tmp_path: Path
+) -> None:
+    """The promotion edge: the leaves of jobs due exactly at (and just after) their start
+    are promoted the horizon before it, not at it, and the jobs fire with p99 lateness <=
+    50 ms on the Redis clock (a stream entry's id against its due time). The node runs in a
+    process of its own: the test process's collector pauses are not the promoter's."""
+    (keys,) = await far_topic(
+        client, topic, horizon_ms=EDGE_HORIZON_MS, width_ms=EDGE_WIDTH_MS, shards=1
+    )
+    r = client.redis
+    node = NodeProcess(redis_url, topic, "edge", tmp_path, {"far_promote_interval_ms": 1000})
+    try:
+        await until(lambda: node.events("acquired"), timeout_s=30, what="the node leading")
+        first_ms = await server_ms(r) + EDGE_HORIZON_MS + 1500
+        dues = await jobs_at_leaf_starts(client, keys, first_ms, leaves=6, per_leaf=40)
+        assert int(await r.hget(keys.far, "entries")) == len(dues)  # all far
+
+        async def fired() -> bool:
+            return len(await fired_lateness(r, keys)) == len(dues)
+
+        await eventually(fired, timeout_s=30, what="the far jobs fired")
+    finally:
+        node.finish()
+    late = sorted((await fired_lateness(r, keys)).values())
+    assert late[0] >= 0  # never early
+    p99 = late[math.ceil(len(late) * 0.99) - 1]
+    assert p99 <= 50, f"p99 lateness {p99} ms; the latest {late[-5:]}"
+    # A call a leaf, in time order: each the horizon (2 s) before the leaf's start, give or
+    # take a busy machine's delays; a leaf promoted at its start would show <= 0 here.
+    starts = sorted({due for job_id, due in dues.items() if job_id.endswith("-0")})
+    promoted = node.events("promoted")
+    assert [e["count"] for e in promoted] == [41] * len(starts)  # its group and its probe
+    ahead = [start - e["t"] for start, e in zip(starts, promoted, strict=True)]
+    assert min(ahead) >= EDGE_HORIZON_MS // 2, ahead
+
+
+async def test_the_promoter_looks_once_an_interval_and_once_a_leaf_never_back_to_back(
+    client: AsyncClient, topic: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a few seconds in which leaves come within the horizon one after another and the
+    rest of the far tier is an hour off, the promoter calls each shard about once an
+    interval and once a leaf: it sleeps until the next leaf is due for promotion, never
+    spinning on one that is within the horizon, or between rounds."""
+    calls: Counter[ShardKeys] = Counter()
+    promote = far_tier.promote
+
+    def counted(keys: ShardKeys, token: str, limit: int = far_tier.PROMOTE_BATCH) -> Any:
+        calls[keys] += 1
+        return promote(keys, token, limit)
+
+    monkeypatch.setattr(far_tier, "promote", counted)
+    shards = await far_topic(client, topic, horizon_ms=EDGE_HORIZON_MS, width_ms=EDGE_WIDTH_MS)
+    r = client.redis
+    interval_ms = 500
+    node = Scheduler.from_url(redis_url, [topic], far_promote_interval_ms=interval_ms)
+    await node.start()
+    try:
+        await until(lambda: len(calls) == len(shards), what="a first round on each shard")
+        first_ms = await server_ms(r) + EDGE_HORIZON_MS + 1000
+        starts = [first_ms + k * 300 for k in range(4)]
+        dues = {f"l{k}-{i}": start for k, start in enumerate(starts) for i in range(10)}
+        dues |= {f"hour-{i}": first_ms + 3_600_000 + i for i in range(10)}
+        await client.enqueue_many(
+            topic, [{"payload": 0, "at": at_ms(due), "job_id": j} for j, due in dues.items()]
+        )
+        assert await far_entries(r, shards) == len(dues)
+        calls.clear()
+        began = time.monotonic()
+        await until(
+            lambda: node.promoter.promoted == len(dues) - 10,
+            timeout_s=30,
+            what="the leaves promoted",
+        )
+        # Then idle (the rest an hour off) for a few intervals: a look each interval.
+        idle_until = starts[-1] + 4 * interval_ms
+
+        async def idle_over() -> bool:
+            return await server_ms(r) >= idle_until
+
+        await eventually(idle_over, timeout_s=30, what="a few idle intervals")
+        elapsed_ms = (time.monotonic() - began) * 1000
+    finally:
+        await node.stop()
+    # A round each interval, and sooner for each leaf (two calls a leaf: a round may wake a
+    # ms early by the node's clock, then looks again at once), and two to spare.
+    most = elapsed_ms / interval_ms + 2 * len(starts) + 2
+    assert set(calls) == set(shards)
+    assert all(n <= most for n in calls.values()), (dict(calls), round(elapsed_ms))
+    assert node.promoter.promoted == len(dues) - 10
 
 
 async def test_dropping_a_topic_counts_far_jobs_as_pending_and_deletes_their_keys(
@@ -796,3 +942,41 @@ async def test_a_forecast_counts_far_jobs_in_windows_beyond_the_horizon(
         w: sum(d <= found.at_ms + w * 1000 for d in dues.values()) for w in within
     }
     assert found.due_within[1320] not in (found.due_within[900], found.due_within[1800])
+
+
+async def test_a_window_ending_exactly_at_a_jobs_due_time_counts_it_in_either_tier(
+    client: AsyncClient, topic: str
+) -> None:
+    """A forecast window counts the jobs due at or before its end, whichever tier holds
+    them: `due_within.lua` asked for times exactly at a hot job's due time, a far leaf's
+    start, a record inside it, its last ms (the whole leaf by its live count) and the next
+    leaf's start, and 1 ms before each, counts exactly the jobs due by each time."""
+    (keys,) = await far_topic(client, topic, shards=1)
+    r = client.redis
+    now_ms = await server_ms(r)
+    minute = ft.WIDTH_MS
+    probe = (now_ms + HORIZON_MS) // minute * minute + 5 * minute
+    await client.enqueue(topic, 0, at=at_ms(probe), job_id="probe")
+    (leaf,) = await r.zrange(
+        far_buckets_key(keys), probe, "-inf", byscore=True, desc=True, num=1, offset=0
+    )
+    start, level = ft.leaf_of(int(leaf))
+    end = start + ft.span(level)
+    dues = {
+        "probe": probe,
+        "hot": now_ms + 60_000,
+        "at-start": start,
+        "inside": start + 1234,
+        "last-ms": end - 1,
+        "next-leaf": end,
+    }
+    for job_id, due in dues.items():
+        if job_id != "probe":
+            await client.enqueue(topic, 0, at=at_ms(due), job_id=job_id)
+    assert int(await r.hget(keys.far, "entries")) == len(dues) - 1  # all but the hot one
+    assert await r.zcard(far_buckets_key(keys)) == 2  # the leaf, and the next from its end
+    times = sorted({t for due in dues.values() for t in (due - 1, due)})
+    (counts,) = await AsyncExecutor(r).run([observe.due_within(keys, times)])
+    assert dict(zip(times, counts, strict=True)) == {
+        t: sum(due <= t for due in dues.values()) for t in times
+    }

@@ -136,6 +136,62 @@ async def test_the_library_http_cli_and_console_count_the_known_schedule(
         await _console_shows(api, redis_async, topic, dues)
 
 
+EDGE_S = (60, 61)
+DENSE_MS = 30_000
+"""The edge test's jobs: one due at every ms from 60 s after its start for 31 s, so the end
+of a 60 s and a 61 s window read in the next 30 s falls on a job's due time."""
+
+
+async def test_a_job_due_exactly_at_a_windows_end_is_counted_in_it(
+    redis_url: str, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    """A window counts the jobs due at or before its end (its start plus its length, on the
+    Redis clock): with a job due at every ms around the ends, each read counts the one due
+    exactly at its end in that window (and one more in the next window, one second on), in
+    the library (async and sync), HTTP and the CLI."""
+    async with AsyncClient.from_url(redis_url) as client:
+        await AsyncAdmin.of(client).create_topic(topic, SHARDS)
+        start = await server_ms(redis_async)
+        first = start + EDGE_S[0] * 1000
+        dues = list(range(first, first + DENSE_MS + 1000))
+        await client.enqueue_many(
+            topic,
+            [{"payload": 0, "at": EPOCH + timedelta(milliseconds=due)} for due in dues],
+        )
+
+        def counted(at_ms: int, due_within: dict[int, int]) -> dict[int, int]:
+            assert first <= at_ms + EDGE_S[0] * 1000 < first + DENSE_MS, "read too late"
+            return due_within  # a job due at each window's end: the read counts it
+
+        found = await AsyncAdmin.of(client).forecast(topic, within=list(EDGE_S))
+        assert counted(found.at_ms, found.due_within) == expected(dues, found.at_ms, EDGE_S)
+        # The count is the jobs due in [first, at_ms + window]: both ends in it.
+        assert found.due_within[EDGE_S[0]] == found.at_ms + EDGE_S[0] * 1000 - first + 1
+    with Admin.from_url(redis_url) as sync_admin:
+        blocking = await asyncio.to_thread(sync_admin.forecast, topic, list(EDGE_S))
+    assert counted(blocking.at_ms, blocking.due_within) == expected(dues, blocking.at_ms, EDGE_S)
+    async with serving(redis_url) as api:
+        status, got, _ = await api.call("GET", f"/v1/topics/{topic}/forecast?within=60,61")
+    assert status == 200, got
+    by_http = {int(w): n for w, n in got["due_within"].items()}
+    assert counted(got["at_ms"], by_http) == expected(dues, got["at_ms"], EDGE_S)
+    shown = await asyncio.to_thread(
+        run_wheelq,
+        "topics",
+        "forecast",
+        topic,
+        "--within",
+        "60,61",
+        "--json",
+        "--redis-url",
+        redis_url,
+    )
+    assert shown.returncode == 0, shown.stderr
+    body = json.loads(shown.stdout)
+    by_cli = {int(w): n for w, n in body["due_within"].items()}
+    assert counted(body["at_ms"], by_cli) == expected(dues, body["at_ms"], EDGE_S)
+
+
 async def _console_shows(api: Served, r: redis.asyncio.Redis, topic: str, dues: list[int]) -> None:
     """The topic page's bars count what a read between two clock readings must count (the
     schedule has no window edge for 20 s after it starts, so both say the same)."""

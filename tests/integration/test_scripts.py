@@ -1827,8 +1827,9 @@ def test_lease_reap_frees_only_a_marked_lease_whose_channel_lost_its_subscriber(
 
 def gone_for_the_grace(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) -> leases.Reap:
     """Reap a marked shard without subscriber: the first call starts the grace (stamps the
-    mark with the Redis time) and frees nothing, nor does any call before the grace is over;
-    returns the reply of the first call after it."""
+    mark with the Redis time) and frees nothing, nor does any call before the grace is over,
+    nor one after it that does not name the holder gone; returns the reply of the first call
+    after it that does."""
     before = shard_state(redis_sync, keys)
     first = run(leases.lease_reap(keys, GRACE_MS))
     holder = redis_sync.get(keys.lease).decode()
@@ -1843,7 +1844,13 @@ def gone_for_the_grace(redis_sync: redis.Redis, run: Runner, keys: ShardKeys) ->
     eventually_sync(
         lambda: server_ms(redis_sync) > int(since) + GRACE_MS, timeout_s=5, what="the grace"
     )
-    return run(leases.lease_reap(keys, GRACE_MS))
+    before = shard_state(redis_sync, keys)
+    for named in ("", TOKEN if holder != TOKEN else OTHER):  # its process not seen gone
+        assert run(leases.lease_reap(keys, GRACE_MS, named)) == leases.Reap(
+            leases.Reaped.OVER, holder
+        )
+    assert shard_state(redis_sync, keys) == before
+    return run(leases.lease_reap(keys, GRACE_MS, holder))
 
 
 def test_a_leader_registered_again_or_back_within_the_grace_keeps_its_lease(

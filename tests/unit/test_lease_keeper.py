@@ -15,7 +15,7 @@ from tests.support.waiting import until
 from wheelq.core.keys import MEMBERSHIP_KEY, Registry
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.store.call import Call
-from wheelq.store.leases import LeaseAttempt, Reap, Reaped
+from wheelq.store.leases import LeaseAttempt, Reap, Reaped, node_client_name
 
 SHARDS = 2
 TTL_MS = 3000  # renewed every 1000 ms; checked every 250 ms
@@ -59,7 +59,16 @@ class Cluster:
             "lease_watch", lambda call: [int(ch in self.subscribed) for ch in call.args]
         )
         parts.executor.answer("lease_reap", self.reap)
+        self.connected: set[str] = {node_client_name(TOKEN), node_client_name("other")}
+        """The names of the processes with a connection to the server (CLIENT LIST)."""
+        parts.executor.answer("CLIENT", lambda call: call.parse(self.client_list()))
         self._clock = parts.clock
+
+    def client_list(self) -> bytes:
+        return "".join(
+            f"id={i} addr=127.0.0.1:{i} name={n} age=1\n"
+            for i, n in enumerate(sorted(self.connected))
+        ).encode()
 
     def reap(self, call: Call[Any]) -> Reap:
         lease, channel, grace_ms = call.keys[0], call.args[0], int(call.args[1])
@@ -72,8 +81,16 @@ class Cluster:
         since = self.gone_since.setdefault(lease, now)
         if now - since < grace_ms:
             return Reap(Reaped.GONE, "other", since + grace_ms - now)
+        if call.args[2] != "other":  # not named gone by the caller: kept
+            return Reap(Reaped.OVER, "other")
         self.taken.discard(lease)
         return Reap(Reaped.FREED, "other")
+
+    def kill(self) -> None:
+        """The other node's process dies: Redis drops its connections, its subscription too."""
+        self.subscribed.clear()
+        self.dead.add("other")
+        self.connected.discard(node_client_name("other"))
 
     def bump(self) -> int:
         self.version += 1
@@ -333,19 +350,20 @@ async def test_a_dead_leaders_shard_is_freed_once_the_grace_is_over_and_taken_at
     assert [lead.keys.shard for lead in parts.leads.all()] == [0]
     (watch,) = parts.executor.sent("lease_watch")
     assert watch.args == [keys(1).wake_channel], "only the shards others lead are watched"
-    # The other node's process dies: Redis drops its subscription.
-    cluster.subscribed.clear()
-    cluster.dead.add("other")
+    cluster.kill()
     cluster.nodes.remove("other")
     parts.clock.advance(250)
     wait_s = await leases.step()
     assert [c.keys[0] for c in parts.executor.sent("lease_reap")] == [keys(1).lease]
     assert parts.executor.sent("ZREM") == [], "gone for less than the grace: not freed yet"
+    assert parts.executor.sent("CLIENT") == [], "its connections are looked for at the end"
     assert [lead.keys.shard for lead in parts.leads.all()] == [0]
     assert wait_s == pytest.approx(GRACE_MS / 1000), "asked again when the grace ends"
     parts.clock.advance(GRACE_MS)
     await leases.step()
-    assert len(parts.executor.sent("lease_reap")) == 2
+    (looked,) = parts.executor.sent("CLIENT")
+    assert looked.route == keys(1).lease, "on the shard's own server"
+    assert [c.args[2] for c in parts.executor.sent("lease_reap")] == ["", "other"]
     assert [c.command[1:] for c in parts.executor.sent("ZREM")] == [
         (f"wheelq:nodes:{TOPIC}", "other")
     ]
@@ -414,6 +432,54 @@ async def test_a_leader_whose_liveness_connection_comes_back_within_the_grace_ke
         await leases.step()
     assert len(parts.executor.sent("lease_reap")) == 2, "alive: not asked about again"
     assert [lead.keys.shard for lead in parts.leads.all()] == [0]
+
+
+async def test_a_live_leader_whose_liveness_connection_alone_stays_gone_keeps_its_lease(
+    parts: NodeParts,
+) -> None:
+    """Its subscription dropped and its process too starved to register again within the
+    grace, the other node is still connected (CLIENT LIST names it): nothing is freed at the
+    grace's end nor at any count after; once its process dies, the lease is freed at the next
+    count, the grace long over."""
+    cluster = Cluster(parts)
+    leases = await joined_by_other(parts, cluster)
+    cluster.subscribed.clear()
+    cluster.dead.add("other")  # as far as the subscription says
+    parts.clock.advance(250)
+    await leases.step()
+    for _ in range(10):
+        parts.clock.advance(GRACE_MS)
+        await leases.step()
+    assert keys(1).lease in cluster.taken and "taken_over_dead" not in parts.kinds()
+    looked = len(parts.executor.sent("CLIENT"))
+    assert 5 <= looked <= 10, "looked for at each count once the grace is over"
+    assert {c.args[2] for c in parts.executor.sent("lease_reap")} == {""}, "never named gone"
+    cluster.connected.discard(node_client_name("other"))  # now its process dies
+    cluster.nodes.remove("other")
+    parts.clock.advance(GRACE_MS)
+    await leases.step()
+    assert keys(1).lease not in cluster.taken
+    assert parts.kinds()[-2:] == ["taken_over_dead", "acquired"]
+
+
+async def test_a_failed_look_frees_nothing_and_an_acl_refusing_it_leaves_the_grace_alone(
+    parts: NodeParts, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = Cluster(parts)
+    leases = await joined_by_other(parts, cluster)
+    cluster.subscribed.clear()
+    cluster.dead.add("other")  # its process alive as far as CLIENT LIST says
+    parts.executor.answer("CLIENT", lambda call: RedisConnectionError("reset"))
+    parts.clock.advance(250)
+    await leases.step()
+    parts.clock.advance(GRACE_MS)
+    await leases.step()
+    assert len(parts.executor.sent("CLIENT")) == 1 and keys(1).lease in cluster.taken
+    parts.executor.answer("CLIENT", lambda call: NoPermissionError("no CLIENT"))
+    parts.clock.advance(GRACE_MS)
+    await leases.step()
+    assert keys(1).lease not in cluster.taken, "the grace alone, as before looking"
+    assert sum("cannot list clients" in r.message for r in caplog.records) == 1
 
 
 async def test_without_fast_failover_nothing_is_watched() -> None:

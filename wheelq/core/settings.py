@@ -149,12 +149,13 @@ class _SchedulerFields:
     """How often the node heartbeats, looks for new topics and nodes, and re-balances."""
     fast_failover: Annotated[int, Range(0, 1)] = 1
     """1: take a node's shards over once Redis has dropped its liveness connection (its wake
-    subscription) for failover_grace_ms, as when its process dies; 0: only once its leases
-    expire (lease_ttl_ms)."""
+    subscription) for failover_grace_ms and none of its other connections is left, as when
+    its process dies; 0: only once its leases expire (lease_ttl_ms)."""
     failover_grace_ms: Annotated[int, Range(10, 60_000)] = 100
     """How long a leader's liveness connection must stay gone (Redis clock, from when another
-    node first sees it gone) before its leases are freed; a live node reconnects and registers
-    again within it. Other nodes count those connections every min(check_interval_ms, this)."""
+    node first sees it gone) before its leases are freed, if its process has no connection
+    left then (a live one keeps them, however long it takes to register again). Other nodes
+    count those connections every min(check_interval_ms, this)."""
     clock_sync_interval_ms: Annotated[int, Range(100, 3_600_000)] = 5000
     """How often the offset to the Redis clock is re-measured."""
     retention_ms: Annotated[int, Range(0, 365 * 86_400_000)] = 3 * 86_400_000

@@ -82,10 +82,12 @@ class CrashWatch:
     followed). Redis drops a dead process's connections at once (its operating system closed
     them), so every `interval_ms` a node counts the subscribers of every watched channel, one
     call per server, and a shard whose count fell to 0 since the count before is a suspect:
-    `lease_reap.lua` starts its grace, and frees its lease once the connection has stayed
-    gone that long without the leader registering again. A live leader reconnects within the
-    grace; one paused, slow or cut off keeps its connection, so it keeps its lease until the
-    TTL.
+    `lease_reap.lua` starts its grace. Once the connection has stayed gone that long without
+    the leader registering again, the node looks for the leader's other connections (CLIENT
+    LIST, by the name it gives them: `leases.node_client_name`) and frees the lease only if
+    none is left: the process is gone. A live leader whose liveness connection alone was
+    dropped keeps its lease however long it takes to register again (a starved CPU); one
+    paused, slow or cut off keeps its connections, so it keeps its lease until the TTL.
     """
 
     def __init__(self, executor: Executor, grace_ms: int, interval_ms: int) -> None:
@@ -97,7 +99,12 @@ class CrashWatch:
         self._asked: list[list[ShardKeys]] = []
         self._pending: dict[ShardKeys, float] = {}
         """Suspects whose grace runs: when (node clock ms) to ask `lease_reap` again."""
+        self._holders: dict[ShardKeys, str] = {}
+        """The leader of each pending suspect, as `lease_reap` last named it."""
         self._next_count_ms = 0.0
+        self.looks = True
+        """Look for a leader's connections before freeing its lease; False once an ACL refused
+        CLIENT LIST (then the grace alone decides, as when the leader's are not named)."""
 
     def calls(
         self, served: dict[str, int], led: Iterable[ShardKeys], now_ms: float
@@ -114,6 +121,7 @@ class CrashWatch:
         self._asked = [g[i : i + per] for g in by_server.values() for i in range(0, len(g), per)]
         watched = {keys for asked in self._asked for keys in asked}
         self._pending = {k: at for k, at in self._pending.items() if k in watched}
+        self._holders = {k: h for k, h in self._holders.items() if k in self._pending}
         self._next_count_ms = now_ms + self._interval_ms
         return [leases.lease_watch(a[0], [k.wake_channel for k in a]) for a in self._asked]
 
@@ -135,15 +143,38 @@ class CrashWatch:
         due = [k for k, at in self._pending.items() if at <= now_ms and k not in gone]
         return gone + due
 
-    def noted(self, keys: ShardKeys, reap: leases.Reap | BaseException, now_ms: float) -> None:
+    def over(self, suspects: Iterable[ShardKeys], now_ms: float) -> dict[ShardKeys, str]:
+        """The suspects whose grace is over by now as far as this node knows, with their
+        leader: those to look for the connections of before asking `lease_reap` to free."""
+        return {
+            k: self._holders[k]
+            for k in suspects
+            if k in self._holders
+            and k not in self._subscribed
+            and self._pending.get(k, math.inf) <= now_ms
+        }
+
+    def noted(
+        self,
+        keys: ShardKeys,
+        reap: leases.Reap | BaseException,
+        now_ms: float,
+        looked: bool = False,
+    ) -> None:
         """Note what `lease_reap` answered for `keys`: a grace under way is asked again when
-        it ends, a failed call at the next count."""
+        it ends, a failed call at the next count; a grace over for a leader not seen gone at
+        once if its connections were not `looked` for, else at the next count."""
         if isinstance(reap, BaseException):
             self._pending[keys] = now_ms + self._interval_ms
         elif reap.state is leases.Reaped.GONE:
             self._pending[keys] = now_ms + reap.wait_ms
+            self._holders[keys] = reap.holder
+        elif reap.state is leases.Reaped.OVER:
+            self._pending[keys] = now_ms + (self._interval_ms if looked else 0)
+            self._holders[keys] = reap.holder
         else:
             self._pending.pop(keys, None)
+            self._holders.pop(keys, None)
 
     def next_ms(self) -> float:
         """When the next count or reap is due (inf: nothing watched)."""
@@ -322,14 +353,17 @@ class LeaseKeeper(Service):
         suspects = self._watch.suspects(counts, now_ms)
         if not suspects:
             return False
+        over = self._watch.over(suspects, now_ms)
+        gone = await self._gone(over)
         grace_ms = self._watch.grace_ms
         replies = await self._ctx.executor.run(
-            [leases.lease_reap(keys, grace_ms) for keys in suspects], return_exceptions=True
+            [leases.lease_reap(keys, grace_ms, gone.get(keys, "")) for keys in suspects],
+            return_exceptions=True,
         )
         dead: dict[str, set[str]] = {}
         answered_ms = self.clock.now_ms()  # a grace's wait counts from its answer
         for keys, reply in zip(suspects, replies, strict=True):
-            self._watch.noted(keys, reply, answered_ms)
+            self._watch.noted(keys, reply, answered_ms, looked=keys in over)
             if isinstance(reply, BaseException):  # asked again at the next count
                 log.warning("could not check whether %s's leader is alive: %s", keys.tag, reply)
             elif reply.state is leases.Reaped.FREED:
@@ -341,10 +375,17 @@ class LeaseKeeper(Service):
             elif reply.state is leases.Reaped.GONE:
                 log.debug(
                     "the liveness connection of %s's leader (%s) is gone: freed in %d ms if it "
-                    "does not come back",
+                    "does not come back and its process is gone",
                     keys.tag,
                     reply.holder,
                     reply.wait_ms,
+                )
+            elif reply.state is leases.Reaped.OVER and keys in over:
+                log.debug(
+                    "the liveness connection of %s's leader (%s) is gone, but not its process: "
+                    "its lease is kept",
+                    keys.tag,
+                    reply.holder,
                 )
         if not dead:
             return False
@@ -356,6 +397,42 @@ class LeaseKeeper(Service):
             calls.append(leases.membership_changed())  # the other nodes count without it too
         await self._ctx.executor.run(calls, return_exceptions=True)
         return True
+
+    async def _gone(self, over: dict[ShardKeys, str]) -> dict[ShardKeys, str]:
+        """Of the leaders of `over`, those with no connection left on their shard's server
+        (CLIENT LIST, one call per server): their process is gone. A failed look finds none
+        gone (looked at again at the next count); an ACL refusing CLIENT LIST turns looking
+        off, and then every leader whose grace is over counts as gone."""
+        if not over or self._watch is None:
+            return {}
+        if not self._watch.looks:
+            return dict(over)
+        by_server: dict[str, list[ShardKeys]] = {}
+        for keys in over:
+            by_server.setdefault(self._ctx.executor.node_of(keys.lease), []).append(keys)
+        groups = list(by_server.values())
+        names = [{leases.node_client_name(over[k]) for k in group} for group in groups]
+        replies = await self._ctx.executor.run(
+            [leases.connected(group[0], named) for group, named in zip(groups, names, strict=True)],
+            return_exceptions=True,
+        )
+        gone: dict[ShardKeys, str] = {}
+        for group, reply in zip(groups, replies, strict=True):
+            if leases.refused_by_acl(reply):
+                log.warning(
+                    "cannot list clients (%s): a leader whose liveness connection stays gone "
+                    "for the grace counts as dead, live or not",
+                    reply,
+                )
+                self._watch.looks = False
+                return dict(over)
+            if isinstance(reply, BaseException):
+                log.warning("could not look for the connections of %s's leader: %s", group, reply)
+                continue
+            for keys in group:
+                if leases.node_client_name(over[keys]) not in reply:
+                    gone[keys] = over[keys]
+        return gone
 
     async def _read_sets(
         self, topics: list[tuple[str, int]], version: int | None, beat_now: bool

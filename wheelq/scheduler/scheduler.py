@@ -26,7 +26,7 @@ from wheelq.scheduler.preloader import Preloader, WakeListener
 from wheelq.scheduler.promoter import Promoter
 from wheelq.scheduler.trimmer import Trimmer
 from wheelq.scheduler.wheel_driver import WheelDriver
-from wheelq.store import connect, server
+from wheelq.store import connect, leases, server
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Scheduler(Role[StopReport]):
         executor = executor_of(connection)
         super().__init__(executor, s.start_timeout_ms, s.stop_timeout_ms, log)
         self.topics = None if topics is None else topic_set(topics)
-        self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.node_id = node_id or new_node_id()
         self.clock = clock or RedisClock()
         self.leads = Leads(token=self.node_id)
         ctx = NodeContext(executor, self.clock, self.leads, self.settings, self._lost, on_event)
@@ -100,14 +100,18 @@ class Scheduler(Role[StopReport]):
         on_event: EventHook | None = None,
         **settings: Any,
     ) -> Self:
-        """A node for the Redis at `url`, leading `topics` (a name, names, or None: all).
+        """A node for the Redis at `url`, leading `topics` (a name, names, or None: all). Its
+        connections are named after it (`leases.node_client_name`), so other nodes can tell
+        its process is alive while its liveness connection is gone (fast failover).
 
         Raises:
             InvalidTopicError: A topic name is not valid.
             InvalidArgumentError: Bad `topics` or `cluster`, or a setting unknown or out of range.
         """
+        node_id = node_id or new_node_id()
+        name = leases.node_client_name(node_id)
         node = cls(
-            connect.async_executor(url, redis_options or {}, cluster),
+            connect.async_executor(url, redis_options or {}, cluster, client_name=name),
             topics,
             SchedulerSettings.from_kwargs(settings),
             node_id=node_id,
@@ -233,6 +237,11 @@ class Scheduler(Role[StopReport]):
             self.materializer,
             self.promoter,
         )
+
+
+def new_node_id() -> str:
+    """A node id unless one is given: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 async def warn_if_unsafe(connection: Connection) -> list[str]:

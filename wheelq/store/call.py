@@ -34,6 +34,9 @@ class Call(Generic[T]):
     options: Mapping[str, Any] = field(default_factory=dict)  # for redis-py's reply callback
     keyless: bool = False
     """No key (PING, TIME): a cluster pipeline cannot route it."""
+    route: str | None = None
+    """A keyless command's key to route by: on a cluster it goes to the node serving the
+    key's slot (CLIENT LIST of a shard's server), elsewhere to the one server."""
 
     @property
     def name(self) -> Any:

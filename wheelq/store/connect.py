@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -22,6 +22,7 @@ import redis.asyncio.retry
 import redis.backoff
 import redis.cluster
 import redis.retry
+from redis.exceptions import ResponseError
 
 from wheelq.errors import InvalidArgumentError
 from wheelq.store.executor import SOCKET_TIMEOUT_S, AsyncExecutor, SyncExecutor
@@ -55,14 +56,50 @@ def sync_executor(url: str, options: Mapping[str, Any], cluster: bool | None) ->
     )
 
 
-def async_executor(url: str, options: Mapping[str, Any], cluster: bool | None) -> AsyncExecutor:
+def named(name: str) -> Callable[[Any], Awaitable[None]]:
+    """A connection's set-up (redis-py's ``redis_connect_func``) that names it `name` (CLIENT
+    SETNAME) after the usual set-up; a server that refuses the name (an ACL without
+    ``client|setname``) leaves it unnamed, never unconnected."""
+
+    async def on_connect(connection: Any) -> None:
+        await connection.on_connect()
+        await connection.send_command("CLIENT", "SETNAME", name)
+        with contextlib.suppress(ResponseError):
+            await connection.read_response()
+
+    return on_connect
+
+
+def _name_cluster(client: Any, set_up: Callable[[Any], Awaitable[None]]) -> None:
+    """Give `set_up` to every connection a cluster client makes: its nodes manager's
+    connection options (one dict, copied into each node it finds) and the nodes it has."""
+    shared = client.nodes_manager.connection_kwargs
+    if "redis_connect_func" in shared:  # its own (READONLY for replica reads): kept
+        return
+    shared["redis_connect_func"] = set_up
+    for node in (*client.nodes_manager.startup_nodes.values(), *client.get_nodes()):
+        node.connection_kwargs["redis_connect_func"] = set_up
+
+
+def async_executor(
+    url: str, options: Mapping[str, Any], cluster: bool | None, *, client_name: str | None = None
+) -> AsyncExecutor:
+    """An executor for `url`; `client_name` names each of its connections (`named`), unless
+    `options` names them or sets them up its own way."""
     opts, cluster_opts = _once(options, redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0))
+    own = {"client_name", "redis_connect_func"} & opts.keys()
+    set_up = named(client_name) if client_name and not own else None
 
     def make() -> redis.asyncio.Redis:
-        return redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts)  # type: ignore[return-value]
+        made = redis.asyncio.cluster.RedisCluster.from_url(url, **cluster_opts)
+        if set_up is not None:
+            _name_cluster(made, set_up)
+        return made  # type: ignore[return-value]
 
     if check_cluster(cluster):
         return AsyncExecutor(make(), make_cluster=make)
+    if set_up is not None:
+        opts["redis_connect_func"] = set_up
     plain = redis.asyncio.Redis.from_url(url, **opts)
     if cluster is False:
         return AsyncExecutor(plain)

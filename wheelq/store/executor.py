@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, assert_never
 
@@ -379,6 +379,14 @@ class _Executor(Generic[C]):
         limit = block_limit_ms(self.client)
         return wanted_ms if limit is None else min(wanted_ms, limit)
 
+    def _options(self, call: Call[Any]) -> Mapping[str, Any]:
+        """`call`'s options for redis-py: on a cluster, a routed call names its target node."""
+        if call.route is None or not self.cluster:
+            return call.options
+        client: Any = self.client
+        node = client.nodes_manager.get_node_from_slot(client.keyslot(call.route))
+        return {**call.options, "target_nodes": node}
+
     def node_of(self, key: str) -> str:
         """The name of the server that serves `key` in the client's slot map ("" on a single
         server, or while the map does not cover its slot)."""
@@ -442,7 +450,8 @@ class SyncExecutor(_Executor[redis.Redis]):
     def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
             try:
-                return [self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
+                options = self._options(calls[0])
+                return [self.client.execute_command(*calls[0].wire(), **options)]  # type: ignore[no-untyped-call]
             except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
                 return [exc]
         if not self.cluster:
@@ -608,7 +617,10 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
     async def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         if len(calls) == 1:
             try:
-                return [await self.client.execute_command(*calls[0].wire(), **calls[0].options)]  # type: ignore[no-untyped-call]
+                if calls[0].route is not None and self.cluster:
+                    await self.client.initialize()  # the slot map (a no-op once loaded)
+                options = self._options(calls[0])
+                return [await self.client.execute_command(*calls[0].wire(), **options)]  # type: ignore[no-untyped-call]
             except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
                 return [exc]
         if not self.cluster:

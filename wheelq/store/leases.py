@@ -4,7 +4,8 @@ the lease keeper shares shards by (``wheelq:nodes:T``, the membership counter).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -110,6 +111,9 @@ class Reaped(IntEnum):
     FREE = 2
     GONE = 3
     """The leader's liveness connection is gone, not for the whole grace yet: nothing freed."""
+    OVER = 4
+    """Gone past the grace, not freed: the caller had not seen the leader's process gone
+    (`lease_reap`'s ``gone`` names another holder, or none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +127,51 @@ class Reap:
     """`Reaped.GONE`: ms until the grace ends (ask again then)."""
 
 
-def lease_reap(keys: ShardKeys, grace_ms: int) -> Call[Reap]:
+def lease_reap(keys: ShardKeys, grace_ms: int, gone: str = "") -> Call[Reap]:
     """Free the lease of a leader whose liveness connection has stayed gone for `grace_ms`
-    (see lease_reap.lua); the first call that finds it gone starts the grace."""
+    (see lease_reap.lua), if that leader is `gone`: the caller has seen none of its process's
+    connections left (`connected`). The first call that finds the connection gone starts the
+    grace; one past it for another holder answers `Reaped.OVER`, freeing nothing."""
 
     def parse(reply: Any) -> Reap:
         r = check("lease_reap", reply)
         return Reap(Reaped(int(r[1])), text(r[2]), int(r[3]))
 
-    return script_call("lease_reap", keys, [keys.wake_channel, grace_ms], parse)
+    return script_call("lease_reap", keys, [keys.wake_channel, grace_ms, gone], parse)
+
+
+NAME_PREFIX = "wheelq-node:"
+
+
+def node_client_name(token: str) -> str:
+    """The name a scheduler node gives its connections (CLIENT SETNAME), from its token: its
+    id when a connection name can hold it (printable ASCII without spaces), else a digest of
+    it. Another node reads it in CLIENT LIST to tell a process that is gone (none of its
+    connections left) from a live one whose liveness connection alone was dropped."""
+    if 0 < len(token) <= 200 and all("!" <= ch <= "~" for ch in token):
+        return NAME_PREFIX + token
+    return NAME_PREFIX + hashlib.sha1(token.encode(), usedforsecurity=False).hexdigest()[:20]
+
+
+def connected(route: ShardKeys, names: Collection[str]) -> Call[set[str]]:
+    """Which of the connection names `names` the server of `route` has a client of (CLIENT
+    LIST, sent to that server: on a cluster, the node serving the shard)."""
+
+    def parse(reply: Any) -> set[str]:
+        return {name for name in _client_names(reply) if name in names}
+
+    return Call(command=("CLIENT", "LIST"), parse=parse, keyless=True, route=route.lease)
+
+
+def _client_names(reply: Any) -> list[str]:
+    """The ``name`` of each client in a CLIENT LIST reply (text, a line a client)."""
+    found = []
+    for line in text(reply, errors="replace").splitlines():
+        for field in line.split(" "):
+            if field.startswith("name="):
+                found.append(field[5:])
+                break
+    return found
 
 
 def lease_holder(keys: ShardKeys) -> Call[str | None]:

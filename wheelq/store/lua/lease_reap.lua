@@ -6,19 +6,26 @@ stamps the mark with the time ("token ms") and frees nothing; a call at least th
 that still finds it gone and the stamp unchanged frees the lease. A live leader that loses the
 connection reconnects and registers again within the grace (lease_followed.lua writes a plain
 mark), so it keeps its lease; a paused, slow or cut-off one that keeps its connection open keeps
-its lease until the TTL; a new leader not yet subscribed is not marked. Freed, the shard is
-taken like any free one (fenced as ever).
+its lease until the TTL; a new leader not yet subscribed is not marked. Only the holder the
+caller names in ARGV[3] is freed: the caller has seen in CLIENT LIST (which a script cannot
+read) that none of that process's connections is left, so a live leader whose liveness
+connection alone was dropped, too starved to register again within the grace, is not taken
+for a dead one.
+Freed, the shard is taken like any free one (fenced as ever).
 KEYS[1]  {T:s}:lease     STRING  token of the leader
 KEYS[2]  {T:s}:followed  STRING  the mark: token of a leader whose liveness connection is
                                  registered, "token ms" once a watcher has seen it gone
 KEYS[3]  {T:s}:horizon   STRING  ms the leader has preloaded up to
 ARGV[1]  the shard's wake channel
 ARGV[2]  grace, ms: how long the connection must stay gone
+ARGV[3]  the token of a holder the caller has seen gone (none of its connections left): its
+         lease is freed once the grace is over; another holder's, or "", is not (state 4)
 Returns: {0, state, holder, wait_ms}
            state   0: held by a live (or not marked) leader; a stamp is cleared
                    1: freed (the connection stayed gone past the grace)
                    2: free already
                    3: gone, not for the whole grace yet: stamped (first sight), nothing freed
+                   4: gone past the grace, not freed (the holder is not ARGV[3])
            holder  the token found in the lease ("" when free)
            wait_ms state 3: ms until the grace ends (call again then); else 0
 ]]
@@ -45,6 +52,9 @@ if not since then
 end
 if now - since < grace then
   return {WQ_OK, 3, holder, since + grace - now}
+end
+if ARGV[3] ~= holder then
+  return {WQ_OK, 4, holder, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return {WQ_OK, 1, holder, 0}
