@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -449,21 +450,31 @@ RUN_CELL = re.compile(
 )
 
 
+@pytest.mark.parametrize("kind", ["async", "sync"])
 async def test_the_running_tab_says_when_each_job_started_and_which_are_read_ahead(
-    api: Served, redis_url: str, topic: str
+    api: Served, redis_url: str, topic: str, kind: str
 ) -> None:
     # Issue 57 item 12: "since" was the last claim refresh (it read 8 s after the start),
     # and jobs the worker read ahead (delivered, not started) looked running. One slot: the
     # worker runs `held` and reads `a1` and `a2` ahead, once a few quick runs taught it
     # that jobs are short; its claims are refreshed every 500 ms.
+    # A sync handler's jobs read ahead wait queued to its threads: not started either.
     started: dict[str, float] = {}
-    release = asyncio.Event()
+    release, released = asyncio.Event(), threading.Event()
 
-    async def handle(job: Job) -> None:
+    async def handle_async(job: Job) -> None:
         if job.id.startswith("w"):
             return
         started[job.id] = time.time() * 1000  # the test's machine: Redis's clock too
         await release.wait()
+
+    def handle_sync(job: Job) -> None:
+        if job.id.startswith("w"):
+            return
+        started[job.id] = time.time() * 1000
+        released.wait(60)
+
+    handle = handle_async if kind == "async" else handle_sync
 
     admin, client = api.service.admin, api.service.client
     await admin.create_topic(topic, 1)
@@ -549,4 +560,5 @@ async def test_the_running_tab_says_when_each_job_started_and_which_are_read_ahe
         assert said and near(utc_ms(said[1]), started["held"]), out
     finally:
         release.set()
+        released.set()
         await worker.stop(grace_ms=0)

@@ -88,6 +88,8 @@ class HandlerThreads:
         self.wedged = 0
         """Threads still running a job that ran over its limit (changed under the lock)."""
         self.wedged_in = [0] * len(weights)  # `wedged`, by lane (changed under the lock)
+        self._runs: dict[asyncio.Future[Any], _Run] = {}
+        """Each run by its future, until the future is done (loop only)."""
 
     def submit(
         self,
@@ -113,10 +115,19 @@ class HandlerThreads:
             and threads < self.limit
         ):
             self._start_thread()
+        self._runs[run.future] = run
+        run.future.add_done_callback(self._runs.pop)
         self._queue.put(run, lane)
         if limit is not None:
             run.timer = loop.call_later(limit, self._check, run)
         return run.future
+
+    def running_ms(self, future: asyncio.Future[Any]) -> float | None:
+        """How long the run of `future` has run on its thread; None: queued, not started
+        (or done)."""
+        run = self._runs.get(future)
+        started = None if run is None else run.started
+        return None if started is None else (monotonic() - started) * 1000
 
     def close(self) -> None:
         """Let the threads end once the queue is empty (a running job finishes first)."""
@@ -318,6 +329,10 @@ class HandlerRunner:
     def wedged(self) -> int:
         """Threads still running a sync handler that ran over its time limit."""
         return 0 if self._pool is None else self._pool.wedged_in[self._lane]
+
+    def running_ms(self, submitted: asyncio.Future[Any]) -> float | None:
+        """How long a `submit`ted run has run on its thread; None: queued, not started."""
+        return None if self._pool is None else self._pool.running_ms(submitted)
 
     def submit(self, job: Job) -> asyncio.Future[Any]:
         assert self._pool is not None, "submit is for sync handlers"

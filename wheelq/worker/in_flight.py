@@ -83,6 +83,7 @@ class Held:
     task: asyncio.Future[Any] | None = None  # Or a taskless sync run's future.
     started: bool = False
     started_s: float = 0.0  # When it started (the set's timer), once `started`.
+    queued: bool = False  # `task` is a run queued to the handler's threads (taskless).
 
 
 class InFlightSet:
@@ -158,15 +159,17 @@ class InFlightSet:
         """Every held entry, running (for how long, by the set's timer) or not started (read
         ahead, or waiting for a flow limit's turn or a paused group): the heartbeat's."""
         now_s = self._timer()
-        return [
-            HeldEntry(
-                self.topic,
-                shard,
-                entry_id,
-                int((now_s - h.started_s) * 1000) if h.started else None,
+        out = []
+        for (shard, entry_id), h in self.held.items():
+            run_ms: float | None = None
+            if h.queued and h.task is not None:
+                run_ms = self.runner.running_ms(h.task)  # queued to a thread: its own start
+            elif h.started:
+                run_ms = (now_s - h.started_s) * 1000
+            out.append(
+                HeldEntry(self.topic, shard, entry_id, None if run_ms is None else int(run_ms))
             )
-            for (shard, entry_id), h in self.held.items()
-        ]
+        return out
 
     def held_ids(self) -> dict[int, list[str]]:
         """Every held entry's id, by shard (what keep-alive touches)."""
@@ -258,7 +261,7 @@ class InFlightSet:
             if self.closing:
                 return  # stays held, not started: handed on
             self.slots.tasks += 1
-            held.started, held.started_s = True, self._timer()
+            held.started, held.started_s, held.queued = True, self._timer(), True
             if self.events_on:  # queued to a thread: started, as far as the events go
                 self.settler.started(job)
             held.task = self.runner.submit(job)
