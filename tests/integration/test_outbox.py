@@ -414,6 +414,19 @@ def test_a_malformed_dsn_from_the_environment_is_one_line_without_its_password(
     assert "s3cret" not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("command", ["relay", "outbox init"])
+@pytest.mark.parametrize("dsn", ["", " ", " \t\n"], ids=["empty", "space", "blanks"])
+def test_a_blank_dsn_is_refused_not_read_as_libpqs_defaults(
+    redis_url: str, command: str, dsn: str
+) -> None:
+    """libpq reads a blank DSN as "every default" (the local server, the user's database):
+    it is refused as missing. The defaults point at a closed port here, so a command that
+    took them fails otherwise, and never reaches a server of the machine's."""
+    env = {"PGHOST": "127.0.0.1", "PGPORT": "1"}
+    done = run_wheelq(*command.split(), "--dsn", dsn, "--redis-url", redis_url, env=env)
+    assert_one_line_error(done, 2, "--dsn", "required")
+
+
 INIT_AT_ONCE = """
 import sys
 from wheelq.cli import main

@@ -457,3 +457,16 @@ def test_wheelq_run_tasks_runs_only_the_tasks_named(
     assert got["n"] == 2
     assert groups == [], groups  # no worker of the other task started
     assert other.info().state == wheelq.JobState.READY
+
+
+def test_wheelq_run_tasks_given_twice_runs_the_tasks_of_both(
+    tmp_path: Path, app_module: ModuleType, redis_url: str
+) -> None:
+    """``--tasks a --tasks b`` is ``--tasks a,b``: the second does not replace the first."""
+    send, asend = app_module.send, app_module.asend
+    with running(
+        tmp_path, app_module.__name__, redis_url, "--tasks", send.name, "--tasks", asend.name
+    ):
+        handles = [send.enqueue("a@b", n=1), asend.enqueue("c@d", n=2)]
+        got = [h.result(timeout=20) for h in handles]
+    assert [g["n"] for g in got] == [1, 2]

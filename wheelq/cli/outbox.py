@@ -158,6 +158,8 @@ def _relay_settings(values: dict[str, Any]) -> tuple[str, str | None, Any]:
 
 def _dsn(values: dict[str, Any]) -> str:
     dsn = values.get("dsn")
+    if isinstance(dsn, str) and not dsn.strip():
+        dsn = None  # libpq reads a blank DSN as "every default": never meant, never taken
     if not dsn:
         raise usage_error("--dsn (or WHEELQ_RELAY_DSN, or [relay] dsn) is required")
     if not isinstance(dsn, str):

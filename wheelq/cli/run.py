@@ -40,7 +40,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tasks",
         metavar="NAMES",
-        help="comma-separated task names or topics to run (default: every task of the app)",
+        action="append",
+        help="comma-separated task names or topics to run, and more with each --tasks "
+        "(default: every task of the app)",
     )
     p.add_argument("--concurrency", type=int, help="handlers at once (default: the app's, 10)")
     p.add_argument(
@@ -102,7 +104,7 @@ def run_app(
     """
     from wheelq.errors import InvalidArgumentError
 
-    tasks = None if args.tasks is None else split_topics(args.tasks, "--tasks")
+    tasks = None if args.tasks is None else split_topics(",".join(args.tasks), "--tasks")
     metrics = pop_metrics(worker_given)
     worker_given.pop("group", None)  # the app's group: its handles wait on it
     for key in ("topics", "metrics_port", "metrics_host"):
