@@ -266,6 +266,10 @@ def count(n: int) -> int:
     return n
 
 
+def note(n: int) -> None:
+    print(n)
+
+
 @pytest.mark.parametrize(
     ("fn", "value", "says"),
     [
@@ -277,6 +281,8 @@ def count(n: int) -> int:
         (bill, {"id": "no uuid"}, "does not fit its return annotation Order"),
         (bill, Order("no uuid", ORDER.total, ORDER.placed), "$.id"),  # type: ignore[arg-type]
         (ship, [3], "does not fit its return annotation int"),
+        (note, 5, "does not fit its return annotation None"),
+        (note, {1, 2}, "does not fit its return annotation None"),
     ],
 )
 def test_a_result_that_cannot_be_kept_or_read_back_fails_the_run_for_good(

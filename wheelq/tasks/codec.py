@@ -82,7 +82,7 @@ class TaskCodec:
             forbid_unknown_fields=True,
         )
         self.returns: Any = hints.get("return", Any)
-        self._plain_result = self.returns in (Any, None, type(None))
+        self._plain_result = self.returns is Any  # `-> None`: the result must be None
 
     def encode(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """The payload of a call with `args` and `kwargs`; nothing is enqueued when it
