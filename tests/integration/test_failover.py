@@ -691,7 +691,10 @@ def test_a_busy_live_leader_whose_liveness_connection_is_killed_keeps_its_shards
     connections are there all along, so the other node never takes its shards (the grace
     alone, 100 ms, is shorter than a starved process's turn), and every job fires once, on
     time."""
-    with two_nodes(redis_url, topic, tmp_path, {}) as (a, b):
+    # A lease far longer than the run: node a, starved at nice 19 (on a loaded CI machine
+    # the suite's own workers compete too), renews late but within it, so a move of its
+    # shards could only be the failover's look taking a live process for a dead one.
+    with two_nodes(redis_url, topic, tmp_path, {"lease_ttl_ms": 60_000}) as (a, b):
         split = wait_split(redis_sync, topic)
         a_shards = {s for s, holder in split.items() if holder == a.node_id}
         eventually_sync(
