@@ -60,6 +60,27 @@ def _rows(flat: Sequence[Any], flagged: bool, stamps: bool) -> list[StoredRow]:
     return out
 
 
+def _page_args(
+    low_ms: int | None,
+    high_ms: int | None,
+    after: tuple[int, bytes] | None,
+    count: int,
+    envelope_max: int,
+    last: str | int,
+) -> list[str | bytes | int]:
+    """A by-due page script's ARGV: the due range [low, high), the row it goes on after,
+    how many rows, the largest envelope returned whole, then `last`."""
+    return [
+        "-inf" if low_ms is None else low_ms,
+        "+inf" if high_ms is None else high_ms,
+        "" if after is None else after[0],
+        b"" if after is None else after[1],
+        count,
+        envelope_max,
+        last,
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class PendingPage:
     """A page of one shard's pending jobs, the sorted set's and the far tier's merged."""
@@ -87,15 +108,7 @@ def pending_page(
     stored; envelopes up to `envelope_max` bytes (0: none, their sizes only), and with
     `stamps` each row's stamp. A page may be short and still have a `next`
     (`list_pending.lua`)."""
-    args: list[str | bytes | int] = [
-        "-inf" if low_ms is None else low_ms,
-        "+inf" if high_ms is None else high_ms,
-        "" if after is None else after[0],
-        b"" if after is None else after[1],
-        count,
-        envelope_max,
-        "1" if stamps else "",
-    ]
+    args = _page_args(low_ms, high_ms, after, count, envelope_max, "1" if stamps else "")
 
     def parse(reply: Any) -> PendingPage:
         r = check("list_pending", reply)
@@ -141,15 +154,8 @@ def retrying_by_due(
     row's (due, member)), in (due, member) order, when its index of pending retries holds
     at most `sorted_max` members (default `RETRIES_SORTED_MAX`); None when it holds more
     (`list_retrying_by_due.lua`)."""
-    args: list[str | bytes | int] = [
-        "-inf" if low_ms is None else low_ms,
-        "+inf" if high_ms is None else high_ms,
-        "" if after is None else after[0],
-        b"" if after is None else after[1],
-        count,
-        envelope_max,
-        RETRIES_SORTED_MAX if sorted_max is None else sorted_max,
-    ]
+    most = RETRIES_SORTED_MAX if sorted_max is None else sorted_max
+    args = _page_args(low_ms, high_ms, after, count, envelope_max, most)
 
     def parse(reply: Any) -> PendingPage | None:
         r = check("list_retrying_by_due", reply)

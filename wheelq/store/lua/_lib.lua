@@ -61,6 +61,19 @@ local function wq_multi(cmd, key, args, call)
   return last
 end
 
+-- Whether member `a` sorts before `b` in byte order (memcmp), as a sorted set orders members
+-- of one score; Lua's own < on strings follows the locale.
+local function wq_bytes_before(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
 -- The Redis server's clock in ms: the one clock due times live on.
 local function wq_now_ms()
   local t = redis.call('TIME')

@@ -33,18 +33,8 @@ Returns: {0, more, next due, next member, passed, member, due, envelope or size,
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'hash')
 if wrong then return wrong end
 local WQ_LIST_FAR_READ = 1024
--- Members due at the same ms are in byte order (memcmp); Lua's own < on strings follows
--- the locale, so bytes are compared here.
-local function before(a, b)
-  local n = math.min(#a, #b)
-  for i = 1, n do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
+-- Members due at the same ms are in byte order, as the sorted set orders them.
+local before = wq_bytes_before
 local count = tonumber(ARGV[5])
 local low = ARGV[1] ~= '-inf' and tonumber(ARGV[1]) or nil
 local high = ARGV[2] ~= '+inf' and tonumber(ARGV[2]) or nil

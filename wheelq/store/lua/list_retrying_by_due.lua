@@ -23,18 +23,8 @@ if wrong then return wrong end
 if redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[7]) then
   return {WQ_OK, -1}
 end
--- Members due at the same ms are in byte order (memcmp), as the sorted set orders them;
--- Lua's own < on strings follows the locale, so bytes are compared here.
-local function before(a, b)
-  local n = math.min(#a, #b)
-  for i = 1, n do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
+-- Members due at the same ms are in byte order, as the sorted set orders them.
+local before = wq_bytes_before
 local low = ARGV[1] ~= '-inf' and tonumber(ARGV[1]) or nil
 local high = ARGV[2] ~= '+inf' and tonumber(ARGV[2]) or nil
 local after_due, after_member = tonumber(ARGV[3]), ARGV[4]
