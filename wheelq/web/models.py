@@ -23,6 +23,8 @@ from pydantic import (
     create_model,
 )
 
+from wheelq.admin.admin import DEFAULT_CATCH_UP
+from wheelq.admin.groups import GroupStats
 from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
@@ -43,8 +45,6 @@ from wheelq.core.recurring import (
     Misfire,
 )
 from wheelq.errors import InvalidArgumentError, InvalidDelayError
-from wheelq.producer.admin import DEFAULT_CATCH_UP
-from wheelq.producer.groups import GroupStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import TopicStats
 from wheelq.web import ERRORS, wire_fields
