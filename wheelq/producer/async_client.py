@@ -10,12 +10,12 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
+from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.history import JobInfo
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
-from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.client import Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem

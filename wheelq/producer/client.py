@@ -13,12 +13,12 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
+from wheelq.admin.admin import Admin
 from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.history import JobInfo
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
-from wheelq.producer.admin import Admin
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.moved import Moved, warn_once

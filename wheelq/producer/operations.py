@@ -32,7 +32,7 @@ from wheelq.errors import (
     TopicNotEmptyError,
     UnknownTopicError,
 )
-from wheelq.producer import bulk
+from wheelq.producer import enqueue_bulk as bulk
 from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
 from wheelq.runtime import tracing
 from wheelq.runtime.breaker import Breaker

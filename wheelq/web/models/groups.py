@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from wheelq.producer.groups import GroupStats
+from wheelq.admin.groups import GroupStats
 from wheelq.web.models.fields import PRINTABLE, Strict
 from wheelq.web.models.wire import wire_model
 
