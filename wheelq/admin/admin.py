@@ -5,8 +5,9 @@ enqueueing and per-job calls are `Client`'s. Both drive the operations of
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import redis
 
@@ -27,6 +28,8 @@ from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
+from wheelq.producer.client import Client
+from wheelq.producer.moved import admin_maker
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -34,17 +37,11 @@ from wheelq.store import connect
 from wheelq.store.executor import SyncExecutor, drive
 
 T = TypeVar("T")
+_OF: weakref.WeakKeyDictionary[Client, Admin] = weakref.WeakKeyDictionary()
+"""Each client's admin (`Admin.of`), which lives as long as the client."""
 DEFAULT_CATCH_UP = 100
 EVENTS_MAX_LEN = EventsConfig().max_len
 EVENTS_MAX_AGE_MS = EventsConfig().max_age_ms
-
-
-class SharedAdmin(Protocol):
-    """A `Client`, whose connections `Admin.of` shares (the client knows its admin, as the
-    admin must not import the client: the client's moved methods run on the admin)."""
-
-    @property
-    def _admin(self) -> Admin: ...
 
 
 class Admin:
@@ -87,10 +84,14 @@ class Admin:
         return admin
 
     @classmethod
-    def of(cls, client: SharedAdmin) -> Admin:
+    def of(cls, client: Client) -> Admin:
         """The admin of `client`'s connections (its pool, its cluster client), so no second
         pool: closing the client closes it, and its own `close` does nothing."""
-        return client._admin
+        admin = _OF.get(client)
+        if admin is None:  # two threads may each make one: either serves
+            admin = Admin._sharing(client._executor, client._producer, client._breaker)
+            _OF[client] = admin
+        return admin
 
     @property
     def redis(self) -> redis.Redis:
@@ -518,3 +519,6 @@ class Admin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+admin_maker(Client, Admin.of)  # what the client's moved methods run on

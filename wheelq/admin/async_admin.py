@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import redis.asyncio
 
@@ -27,6 +28,8 @@ from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.moved import admin_maker
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -34,14 +37,8 @@ from wheelq.store import connect
 from wheelq.store.executor import AsyncExecutor, drive_async
 
 T = TypeVar("T")
-
-
-class SharedAsyncAdmin(Protocol):
-    """An `AsyncClient`, whose connections `AsyncAdmin.of` shares (the client knows its admin,
-    as the admin must not import the client: the client's moved methods run on the admin)."""
-
-    @property
-    def _admin(self) -> AsyncAdmin: ...
+_OF: weakref.WeakKeyDictionary[AsyncClient, AsyncAdmin] = weakref.WeakKeyDictionary()
+"""Each client's admin (`AsyncAdmin.of`), which lives as long as the client."""
 
 
 class AsyncAdmin:
@@ -81,9 +78,13 @@ class AsyncAdmin:
         return admin
 
     @classmethod
-    def of(cls, client: SharedAsyncAdmin) -> AsyncAdmin:
+    def of(cls, client: AsyncClient) -> AsyncAdmin:
         """The admin of `client`'s connections; see `Admin.of`."""
-        return client._admin
+        admin = _OF.get(client)
+        if admin is None:
+            admin = AsyncAdmin._sharing(client.executor, client.producer, client._breaker)
+            _OF[client] = admin
+        return admin
 
     @property
     def executor(self) -> AsyncExecutor:
@@ -327,6 +328,8 @@ class AsyncAdmin:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+
+admin_maker(AsyncClient, AsyncAdmin.of)  # what the client's moved methods run on
 
 for _name, _method in vars(AsyncAdmin).items():
     if callable(_method) and _method.__doc__ is None and hasattr(Admin, _name):
