@@ -342,7 +342,7 @@ class Admin:
         after: str | None = None,
         reason: str | None = None,
         group: str | None = None,
-        scan_limit: int | None = None,
+        scan_limit: int | None = dl.SCAN_LIMIT,
     ) -> dl.DeadLetterPage:
         """The topic's oldest `limit` dead letters (1-100000), oldest first; with `after`
         (the `next` of the page before, or a dead letter's ref), the ones after it.
@@ -351,8 +351,9 @@ class Admin:
             reason: Only those dead-lettered for this reason (``failed``, ``deliveries``,
                 ``malformed``).
             group: Only those of this consumer group.
-            scan_limit: With a filter, read through at most this many dead letters (None:
-                as many as it takes); the page then ends early, and its `next` goes on.
+            scan_limit: With a filter, read through at most this many dead letters (default
+                `SCAN_LIMIT`, 100,000; None: as many as it takes); the page then ends early,
+                and its `next` goes on.
 
         Raises:
             UnknownTopicError: No such topic (as `replay` and `purge_dead`).

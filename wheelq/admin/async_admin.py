@@ -237,7 +237,7 @@ class AsyncAdmin:
         after: str | None = None,
         reason: str | None = None,
         group: str | None = None,
-        scan_limit: int | None = None,
+        scan_limit: int | None = dl.SCAN_LIMIT,
     ) -> dl.DeadLetterPage:
         match = dl.DeadFilter.of(reason, group)
         op = dl.dead_letters(self._producer, topic, limit, after, match, scan_limit)

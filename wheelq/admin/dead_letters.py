@@ -20,9 +20,15 @@ Refs = Iterable[str | DeadLetter] | None
 
 IDS_PER_CALL = 500
 MAX_LIMIT = 100_000
-
+"""The most dead letters one page holds."""
 
 SCAN_PAGE = 1000  # dead letters read a round trip while a filter looks for matches
+SCAN_LIMIT = 100_000
+"""The most dead letters a filtered page reads through before it answers, unless its caller
+says otherwise: its `next` goes on from there, so a filter that matches nothing costs a page
+100 rounds of `SCAN_PAGE` at most. Every listing reads with it: `Admin.dead_letters` (its
+`scan_limit` default), the HTTP API and the console, the jobs list's dead state and
+``wheelq dlq list``."""
 MAX_SCAN = 10**9
 
 
@@ -87,7 +93,7 @@ def dead_letters(
     limit: int,
     after: str | None = None,
     match: DeadFilter | None = None,
-    scan_limit: int | None = None,
+    scan_limit: int | None = SCAN_LIMIT,
 ) -> Op[DeadLetterPage]:
     """The topic's oldest `limit` dead letters across shards (matching `match`); `after`:
     the next page. A filter reads through at most `scan_limit` dead letters (None: all)."""
