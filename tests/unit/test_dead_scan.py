@@ -52,8 +52,7 @@ def test_a_filtered_page_that_matches_nothing_stops_at_the_scan_bound_and_goes_o
     None
 ):
     producer = Producer(ClientSettings())
-    match = dl.DeadFilter.of("deliveries", None)
-    page, read = _fake_dead(dl.dead_letters(producer, "t", 10, None, match))
+    page, read = _fake_dead(dl.dead_letters(producer, "t", 10, None, reason="deliveries"))
     assert (list(page), read) == ([], dl.SCAN_LIMIT)
     assert page.next == f"0/{dl.SCAN_LIMIT}-0"
 

@@ -358,8 +358,8 @@ class Admin:
         Raises:
             UnknownTopicError: No such topic (as `replay` and `purge_dead`).
         """
-        match = dl.DeadFilter.of(reason, group)
-        return self._run(dl.dead_letters(self._producer, topic, limit, after, match, scan_limit))
+        op = dl.dead_letters(self._producer, topic, limit, after, reason, group, scan_limit)
+        return self._run(op)
 
     def replay(
         self,
@@ -383,8 +383,7 @@ class Admin:
             PayloadTooDeepError: A dead letter named in `refs` has a payload nested past
                 ``wheelq.core.payload.MAX_PAYLOAD_DEPTH`` levels (nothing is replayed).
         """
-        match = dl.DeadFilter.of(reason, group)
-        return self._run(dl.replay(self._producer, topic, refs, match))
+        return self._run(dl.replay(self._producer, topic, refs, reason, group))
 
     def purge_dead(
         self,
@@ -396,8 +395,7 @@ class Admin:
     ) -> int:
         """Delete dead letters (`refs` and the filter as in `replay`; None = all); returns
         how many went."""
-        match = dl.DeadFilter.of(reason, group)
-        return self._run(dl.purge_dead(self._producer, topic, refs, match))
+        return self._run(dl.purge_dead(self._producer, topic, refs, reason, group))
 
     def set_limits(
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None

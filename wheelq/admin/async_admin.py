@@ -239,8 +239,7 @@ class AsyncAdmin:
         group: str | None = None,
         scan_limit: int | None = dl.SCAN_LIMIT,
     ) -> dl.DeadLetterPage:
-        match = dl.DeadFilter.of(reason, group)
-        op = dl.dead_letters(self._producer, topic, limit, after, match, scan_limit)
+        op = dl.dead_letters(self._producer, topic, limit, after, reason, group, scan_limit)
         return await self._run(op)
 
     async def replay(
@@ -251,8 +250,7 @@ class AsyncAdmin:
         reason: str | None = None,
         group: str | None = None,
     ) -> dl.Replayed:
-        match = dl.DeadFilter.of(reason, group)
-        return await self._run(dl.replay(self._producer, topic, refs, match))
+        return await self._run(dl.replay(self._producer, topic, refs, reason, group))
 
     async def purge_dead(
         self,
@@ -262,8 +260,7 @@ class AsyncAdmin:
         reason: str | None = None,
         group: str | None = None,
     ) -> int:
-        match = dl.DeadFilter.of(reason, group)
-        return await self._run(dl.purge_dead(self._producer, topic, refs, match))
+        return await self._run(dl.purge_dead(self._producer, topic, refs, reason, group))
 
     async def set_limits(
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None

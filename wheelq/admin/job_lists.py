@@ -526,8 +526,7 @@ def dead_page(
     producer: Producer, topic: str, limit: int, after: str | None, match: JobFilter
 ) -> Op[JobPage]:
     """A page of the dead list after the ref `after` (`dead_letters`' own pages)."""
-    dead_match = DeadFilter.of(match.reason, match.group)
-    letters = yield from dead_letters(producer, topic, limit, after, dead_match)
+    letters = yield from dead_letters(producer, topic, limit, after, match.reason, match.group)
     page = JobPage(_dead_job(d) for d in letters)
     if letters.next is not None:
         page.next = encode_cursor(topic, ListState.DEAD, (letters.next,))
