@@ -83,3 +83,30 @@ def test_async_stats_warns_once_at_the_callers_line(monkeypatch: pytest.MonkeyPa
         return record
 
     _once("AsyncClient.stats", "AsyncAdmin.stats", asyncio.run(main()))
+
+
+class MyClient(Client):
+    """A program's own subclass: its moved methods run on an `Admin` as `Client`'s do."""
+
+
+@pytest.mark.parametrize("client_class", [Client, MyClient])
+def test_a_moved_method_is_the_method_of_the_one_admin_on_the_clients_connections(
+    client_class: type[Client],
+) -> None:
+    client = client_class(redis.Redis())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pause = client.pause
+    admin = Admin.of(client)
+    assert pause.__self__ is admin
+    assert Admin.of(client) is admin
+    assert admin.redis is client.redis
+
+
+def test_an_async_moved_method_is_the_method_of_the_async_admin_of_the_client() -> None:
+    client = AsyncClient(redis.asyncio.Redis())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pause = client.pause
+    assert pause.__self__ is AsyncAdmin.of(client)
+    assert AsyncAdmin.of(client).executor is client.executor

@@ -5,8 +5,9 @@ enqueueing and per-job calls are `Client`'s. Both drive the operations of
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import redis
 
@@ -27,6 +28,8 @@ from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
+from wheelq.producer.client import Client
+from wheelq.producer.moved import admin_maker
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -34,17 +37,11 @@ from wheelq.store import connect
 from wheelq.store.executor import SyncExecutor, drive
 
 T = TypeVar("T")
+_OF: weakref.WeakKeyDictionary[Client, Admin] = weakref.WeakKeyDictionary()
+"""Each client's admin (`Admin.of`), which lives as long as the client."""
 DEFAULT_CATCH_UP = 100
 EVENTS_MAX_LEN = EventsConfig().max_len
 EVENTS_MAX_AGE_MS = EventsConfig().max_age_ms
-
-
-class SharedAdmin(Protocol):
-    """A `Client`, whose connections `Admin.of` shares (the client knows its admin, as the
-    admin must not import the client: the client's moved methods run on the admin)."""
-
-    @property
-    def _admin(self) -> Admin: ...
 
 
 class Admin:
@@ -87,10 +84,14 @@ class Admin:
         return admin
 
     @classmethod
-    def of(cls, client: SharedAdmin) -> Admin:
+    def of(cls, client: Client) -> Admin:
         """The admin of `client`'s connections (its pool, its cluster client), so no second
         pool: closing the client closes it, and its own `close` does nothing."""
-        return client._admin
+        admin = _OF.get(client)
+        if admin is None:  # two threads may each make one: either serves
+            admin = Admin._sharing(client._executor, client._producer, client._breaker)
+            _OF[client] = admin
+        return admin
 
     @property
     def redis(self) -> redis.Redis:
@@ -341,7 +342,7 @@ class Admin:
         after: str | None = None,
         reason: str | None = None,
         group: str | None = None,
-        scan_limit: int | None = None,
+        scan_limit: int | None = dl.SCAN_LIMIT,
     ) -> dl.DeadLetterPage:
         """The topic's oldest `limit` dead letters (1-100000), oldest first; with `after`
         (the `next` of the page before, or a dead letter's ref), the ones after it.
@@ -350,14 +351,15 @@ class Admin:
             reason: Only those dead-lettered for this reason (``failed``, ``deliveries``,
                 ``malformed``).
             group: Only those of this consumer group.
-            scan_limit: With a filter, read through at most this many dead letters (None:
-                as many as it takes); the page then ends early, and its `next` goes on.
+            scan_limit: With a filter, read through at most this many dead letters (default
+                `SCAN_LIMIT`, 100,000; None: as many as it takes); the page then ends early,
+                and its `next` goes on.
 
         Raises:
             UnknownTopicError: No such topic (as `replay` and `purge_dead`).
         """
-        match = dl.DeadFilter.of(reason, group)
-        return self._run(dl.dead_letters(self._producer, topic, limit, after, match, scan_limit))
+        op = dl.dead_letters(self._producer, topic, limit, after, reason, group, scan_limit)
+        return self._run(op)
 
     def replay(
         self,
@@ -381,8 +383,7 @@ class Admin:
             PayloadTooDeepError: A dead letter named in `refs` has a payload nested past
                 ``wheelq.core.payload.MAX_PAYLOAD_DEPTH`` levels (nothing is replayed).
         """
-        match = dl.DeadFilter.of(reason, group)
-        return self._run(dl.replay(self._producer, topic, refs, match))
+        return self._run(dl.replay(self._producer, topic, refs, reason, group))
 
     def purge_dead(
         self,
@@ -394,8 +395,7 @@ class Admin:
     ) -> int:
         """Delete dead letters (`refs` and the filter as in `replay`; None = all); returns
         how many went."""
-        match = dl.DeadFilter.of(reason, group)
-        return self._run(dl.purge_dead(self._producer, topic, refs, match))
+        return self._run(dl.purge_dead(self._producer, topic, refs, reason, group))
 
     def set_limits(
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
@@ -518,3 +518,6 @@ class Admin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+admin_maker(Client, Admin.of)  # what the client's moved methods run on

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import redis.asyncio
 
@@ -27,6 +28,8 @@ from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.moved import admin_maker
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock
@@ -34,14 +37,8 @@ from wheelq.store import connect
 from wheelq.store.executor import AsyncExecutor, drive_async
 
 T = TypeVar("T")
-
-
-class SharedAsyncAdmin(Protocol):
-    """An `AsyncClient`, whose connections `AsyncAdmin.of` shares (the client knows its admin,
-    as the admin must not import the client: the client's moved methods run on the admin)."""
-
-    @property
-    def _admin(self) -> AsyncAdmin: ...
+_OF: weakref.WeakKeyDictionary[AsyncClient, AsyncAdmin] = weakref.WeakKeyDictionary()
+"""Each client's admin (`AsyncAdmin.of`), which lives as long as the client."""
 
 
 class AsyncAdmin:
@@ -81,9 +78,13 @@ class AsyncAdmin:
         return admin
 
     @classmethod
-    def of(cls, client: SharedAsyncAdmin) -> AsyncAdmin:
+    def of(cls, client: AsyncClient) -> AsyncAdmin:
         """The admin of `client`'s connections; see `Admin.of`."""
-        return client._admin
+        admin = _OF.get(client)
+        if admin is None:
+            admin = AsyncAdmin._sharing(client.executor, client.producer, client._breaker)
+            _OF[client] = admin
+        return admin
 
     @property
     def executor(self) -> AsyncExecutor:
@@ -236,10 +237,9 @@ class AsyncAdmin:
         after: str | None = None,
         reason: str | None = None,
         group: str | None = None,
-        scan_limit: int | None = None,
+        scan_limit: int | None = dl.SCAN_LIMIT,
     ) -> dl.DeadLetterPage:
-        match = dl.DeadFilter.of(reason, group)
-        op = dl.dead_letters(self._producer, topic, limit, after, match, scan_limit)
+        op = dl.dead_letters(self._producer, topic, limit, after, reason, group, scan_limit)
         return await self._run(op)
 
     async def replay(
@@ -250,8 +250,7 @@ class AsyncAdmin:
         reason: str | None = None,
         group: str | None = None,
     ) -> dl.Replayed:
-        match = dl.DeadFilter.of(reason, group)
-        return await self._run(dl.replay(self._producer, topic, refs, match))
+        return await self._run(dl.replay(self._producer, topic, refs, reason, group))
 
     async def purge_dead(
         self,
@@ -261,8 +260,7 @@ class AsyncAdmin:
         reason: str | None = None,
         group: str | None = None,
     ) -> int:
-        match = dl.DeadFilter.of(reason, group)
-        return await self._run(dl.purge_dead(self._producer, topic, refs, match))
+        return await self._run(dl.purge_dead(self._producer, topic, refs, reason, group))
 
     async def set_limits(
         self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
@@ -327,6 +325,8 @@ class AsyncAdmin:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+
+admin_maker(AsyncClient, AsyncAdmin.of)  # what the client's moved methods run on
 
 for _name, _method in vars(AsyncAdmin).items():
     if callable(_method) and _method.__doc__ is None and hasattr(Admin, _name):

@@ -20,9 +20,15 @@ Refs = Iterable[str | DeadLetter] | None
 
 IDS_PER_CALL = 500
 MAX_LIMIT = 100_000
-
+"""The most dead letters one page holds."""
 
 SCAN_PAGE = 1000  # dead letters read a round trip while a filter looks for matches
+SCAN_LIMIT = 100_000
+"""The most dead letters a filtered page reads through before it answers, unless its caller
+says otherwise: its `next` goes on from there, so a filter that matches nothing costs a page
+100 rounds of `SCAN_PAGE` at most. Every listing reads with it: `Admin.dead_letters` (its
+`scan_limit` default), the HTTP API and the console, the jobs list's dead state and
+``wheelq dlq list``."""
 MAX_SCAN = 10**9
 
 
@@ -86,11 +92,14 @@ def dead_letters(
     topic: str,
     limit: int,
     after: str | None = None,
-    match: DeadFilter | None = None,
-    scan_limit: int | None = None,
+    reason: str | None = None,
+    group: str | None = None,
+    scan_limit: int | None = SCAN_LIMIT,
 ) -> Op[DeadLetterPage]:
-    """The topic's oldest `limit` dead letters across shards (matching `match`); `after`:
-    the next page. A filter reads through at most `scan_limit` dead letters (None: all)."""
+    """The topic's oldest `limit` dead letters across shards (of `reason` and `group` when
+    given); `after`: the next page. A filter reads through at most `scan_limit` dead letters
+    (None: all)."""
+    match = DeadFilter.of(reason, group)
     int_in("limit", limit, 1, MAX_LIMIT)
     if scan_limit is not None:
         int_in("scan_limit", scan_limit, 1, MAX_SCAN)
@@ -152,12 +161,13 @@ def _merged(topic: str, shards: int, limit: int, after: str | None) -> Op[list[D
 
 
 def replay(
-    producer: Producer, topic: str, refs: Refs, match: DeadFilter | None = None
+    producer: Producer, topic: str, refs: Refs, reason: str | None = None, group: str | None = None
 ) -> Op[Replayed]:
-    """Run dead letters again (None: all, or all matching `match`). Malformed ones and those
-    whose payload nests past `MAX_PAYLOAD_DEPTH` cannot be: they stay, counted as skipped
-    (one named in `refs`: `InvalidArgumentError` or `PayloadTooDeepError`, and none is
-    replayed); those past ``max_ready`` stay too."""
+    """Run dead letters again (None: all, or all of `reason` and `group` when given).
+    Malformed ones and those whose payload nests past `MAX_PAYLOAD_DEPTH` cannot be: they
+    stay, counted as skipped (one named in `refs`: `InvalidArgumentError` or
+    `PayloadTooDeepError`, and none is replayed); those past ``max_ready`` stay too."""
+    match = DeadFilter.of(reason, group)
     shards, by_shard = yield from _targets(producer, topic, refs, match)
     if not shards:
         return Replayed.of(0, 0)
@@ -180,9 +190,11 @@ def replay(
 
 
 def purge_dead(
-    producer: Producer, topic: str, refs: Refs, match: DeadFilter | None = None
+    producer: Producer, topic: str, refs: Refs, reason: str | None = None, group: str | None = None
 ) -> Op[int]:
-    """Delete dead letters for good (None: all, or all matching `match`); how many went."""
+    """Delete dead letters for good (None: all, or all of `reason` and `group` when given);
+    how many went."""
+    match = DeadFilter.of(reason, group)
     shards, by_shard = yield from _targets(producer, topic, refs, match)
     if not shards:
         return 0

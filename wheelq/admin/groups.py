@@ -104,16 +104,6 @@ def create_group(
     return CreatedGroup(group, bool(created), len(created))
 
 
-def has_group(topic: str, shard: int, group: str) -> Op[bool]:
-    """Whether `group` reads a stream of the topic's `shard` (any stream counts; a group is
-    on every shard or on none, so one shard answers for the topic)."""
-    views = g.group_streams(topic, shard)
-    exist = yield [topics.exists(view.stream) for view in views]
-    views = [view for view, there in zip(views, exist, strict=True) if there]
-    listed = (yield [g.stream_groups(view) for view in views]) if views else []
-    return any(found.name == group for groups_of in listed for found in groups_of)
-
-
 def groups(producer: Producer, topic: str) -> Op[list[GroupStats] | None]:
     """Every consumer group of the topic's streams, by stream then name."""
     shards = yield from producer.shard_count(topic, create=False)

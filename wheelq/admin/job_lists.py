@@ -52,8 +52,6 @@ READ_BUDGET = 10_000
 MAX_CHUNK = 1000
 """Rows one source reads in one round at most: a round reads what the page still needs
 from each source, and twice that each further round (rows of other states were read past)."""
-DEAD_SCAN = 10_000
-"""Dead letters a filtered dead list reads through for one page."""
 
 Keyed = tuple[SortKey, ListedJob, bytes | None]
 """A row with its key and its stored payload: the preview is made only for the rows a
@@ -528,8 +526,7 @@ def dead_page(
     producer: Producer, topic: str, limit: int, after: str | None, match: JobFilter
 ) -> Op[JobPage]:
     """A page of the dead list after the ref `after` (`dead_letters`' own pages)."""
-    dead_match = DeadFilter.of(match.reason, match.group)
-    letters = yield from dead_letters(producer, topic, limit, after, dead_match, DEAD_SCAN)
+    letters = yield from dead_letters(producer, topic, limit, after, match.reason, match.group)
     page = JobPage(_dead_job(d) for d in letters)
     if letters.next is not None:
         page.next = encode_cursor(topic, ListState.DEAD, (letters.next,))

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wheelq.admin.dead_letters import MAX_LIMIT
 from wheelq.cli import events
 from wheelq.cli.context import (
     CliError,
@@ -27,6 +28,7 @@ from wheelq.core.far_tier import (
     MIN_HORIZON_MS,
     validate_horizon,
 )
+from wheelq.core.job import DeadLetter
 from wheelq.core.retry import Reason
 
 if TYPE_CHECKING:
@@ -393,9 +395,6 @@ def delete_group(ctx: Context) -> int:
     return 0
 
 
-MAX_LISTED = 100_000  # what Admin.dead_letters reads at most
-
-
 def register_dlq(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dlq", help="list, replay or purge a topic's dead letters")
     actions = p.add_subparsers(dest="action", required=True, metavar="{list,replay,purge}")
@@ -425,20 +424,33 @@ def _filter(args: argparse.Namespace) -> str:
     return " ".join(f"--{k} {v}" for k, v in (("reason", args.reason), ("group", args.group)) if v)
 
 
+def _first_dead(admin: Admin, args: argparse.Namespace, wanted: int) -> list[DeadLetter]:
+    """The first `wanted` dead letters (of the filter), a page at a time: a filtered page ends
+    where its scan does (`SCAN_LIMIT`), and the next goes on from there."""
+    rows: list[DeadLetter] = []
+    after = None
+    while True:
+        page = admin.dead_letters(
+            args.topic, wanted - len(rows), after=after, reason=args.reason, group=args.group
+        )
+        rows += page
+        if page.next is None or len(rows) >= wanted:
+            return rows
+        after = page.next
+
+
 def list_dead(ctx: Context) -> int:
     args = ctx.args
-    if args.limit < 1 or args.offset < 0 or args.offset + args.limit > MAX_LISTED:
+    if args.limit < 1 or args.offset < 0 or args.offset + args.limit > MAX_LIMIT:
         raise usage_error(
-            f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LISTED}, "
+            f"--limit must be >= 1 and --offset >= 0 with offset + limit <= {MAX_LIMIT}, "
             f"got --limit {args.limit} --offset {args.offset}"
         )
     from wheelq.web import as_json
 
     with ctx.admin() as admin:
         total = topic_stats(admin, args.topic).dead
-        rows = admin.dead_letters(
-            args.topic, args.offset + args.limit, reason=args.reason, group=args.group
-        )[args.offset :]
+        rows = _first_dead(admin, args, args.offset + args.limit)[args.offset :]
     for dead in rows:
         if args.json:
             print(json.dumps(as_json(dead), allow_nan=False))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any, Self, TypeVar
@@ -10,7 +9,6 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
-from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.history import JobInfo
@@ -19,7 +17,7 @@ from wheelq.producer import results
 from wheelq.producer.client import Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.moved import Moved, warn_once
+from wheelq.producer.moved import Moved, admin_of, warn_once
 from wheelq.producer.operations import (
     Op,
     Producer,
@@ -62,11 +60,6 @@ class AsyncClient:
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
         return await self._executor.run(calls, return_exceptions=True)
-
-    @functools.cached_property
-    def _admin(self) -> AsyncAdmin:
-        """What the moved methods and `AsyncAdmin.of` run on: this client's connections."""
-        return AsyncAdmin._sharing(self._executor, self._producer, self._breaker)
 
     @property
     def executor(self) -> AsyncExecutor:
@@ -189,35 +182,35 @@ class AsyncClient:
 
     # --- moved to AsyncAdmin: kept for one release (wheelq.producer.moved) -------------
 
-    create_topic = Moved(AsyncAdmin.create_topic)
-    topics = Moved(AsyncAdmin.topics)
-    shards = Moved(AsyncAdmin.shards)
-    drop_topic = Moved(AsyncAdmin.drop_topic)
-    groups = Moved(AsyncAdmin.groups)
-    create_group = Moved(AsyncAdmin.create_group)
-    delete_group = Moved(AsyncAdmin.delete_group)
-    pause = Moved(AsyncAdmin.pause)
-    resume = Moved(AsyncAdmin.resume)
-    paused = Moved(AsyncAdmin.paused)
-    set_events = Moved(AsyncAdmin.set_events)
-    events_config = Moved(AsyncAdmin.events_config)
-    events = Moved(AsyncAdmin.events)
-    dead_letters = Moved(AsyncAdmin.dead_letters)
-    replay = Moved(AsyncAdmin.replay)
-    purge_dead = Moved(AsyncAdmin.purge_dead)
-    set_limits = Moved(AsyncAdmin.set_limits)
-    limits = Moved(AsyncAdmin.limits)
-    schedule = Moved(AsyncAdmin.schedule)
-    get_schedule = Moved(AsyncAdmin.get_schedule)
-    schedules = Moved(AsyncAdmin.schedules)
-    pause_schedule = Moved(AsyncAdmin.pause_schedule)
-    resume_schedule = Moved(AsyncAdmin.resume_schedule)
-    unschedule = Moved(AsyncAdmin.unschedule)
+    create_topic = Moved("AsyncAdmin")
+    topics = Moved("AsyncAdmin")
+    shards = Moved("AsyncAdmin")
+    drop_topic = Moved("AsyncAdmin")
+    groups = Moved("AsyncAdmin")
+    create_group = Moved("AsyncAdmin")
+    delete_group = Moved("AsyncAdmin")
+    pause = Moved("AsyncAdmin")
+    resume = Moved("AsyncAdmin")
+    paused = Moved("AsyncAdmin")
+    set_events = Moved("AsyncAdmin")
+    events_config = Moved("AsyncAdmin")
+    events = Moved("AsyncAdmin")
+    dead_letters = Moved("AsyncAdmin")
+    replay = Moved("AsyncAdmin")
+    purge_dead = Moved("AsyncAdmin")
+    set_limits = Moved("AsyncAdmin")
+    limits = Moved("AsyncAdmin")
+    schedule = Moved("AsyncAdmin")
+    get_schedule = Moved("AsyncAdmin")
+    schedules = Moved("AsyncAdmin")
+    pause_schedule = Moved("AsyncAdmin")
+    resume_schedule = Moved("AsyncAdmin")
+    unschedule = Moved("AsyncAdmin")
 
     async def stats(self, topic: str) -> TopicStats | None:
         """Deprecated: moved to `AsyncAdmin.stats`; this client's spool is `spool_stats`."""
         warn_once("AsyncClient.stats", "AsyncAdmin.stats")
-        return with_spool(await self._admin.stats(topic), self.spool_stats())
+        return with_spool(await admin_of(self).stats(topic), self.spool_stats())
 
     @property
     def counts(self) -> ProducerCounts:

@@ -4,7 +4,6 @@ both drive the operations of `wheelq.producer.operations` (a test checks the two
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Iterable, Mapping
 from functools import partial
@@ -13,7 +12,6 @@ from typing import Any, Self, TypeVar
 import redis
 import redis.asyncio
 
-from wheelq.admin.admin import Admin
 from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At, Delay, debounce_spec
 from wheelq.core.history import JobInfo
@@ -21,7 +19,7 @@ from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
-from wheelq.producer.moved import Moved, warn_once
+from wheelq.producer.moved import Moved, admin_of, warn_once
 from wheelq.producer.operations import (
     Op,
     Producer,
@@ -76,11 +74,6 @@ class Client:
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
         return self._executor.run(calls, return_exceptions=True)  # on the drain's own loop
-
-    @functools.cached_property
-    def _admin(self) -> Admin:
-        """What the moved methods and `Admin.of` run on: this client's connections."""
-        return Admin._sharing(self._executor, self._producer, self._breaker)
 
     @property
     def redis(self) -> redis.Redis:
@@ -313,34 +306,34 @@ class Client:
 
     # --- moved to Admin: kept for one release (wheelq.producer.moved) -------------
 
-    create_topic = Moved(Admin.create_topic)
-    topics = Moved(Admin.topics)
-    shards = Moved(Admin.shards)
-    drop_topic = Moved(Admin.drop_topic)
-    groups = Moved(Admin.groups)
-    create_group = Moved(Admin.create_group)
-    delete_group = Moved(Admin.delete_group)
-    pause = Moved(Admin.pause)
-    resume = Moved(Admin.resume)
-    paused = Moved(Admin.paused)
-    set_events = Moved(Admin.set_events)
-    events_config = Moved(Admin.events_config)
-    dead_letters = Moved(Admin.dead_letters)
-    replay = Moved(Admin.replay)
-    purge_dead = Moved(Admin.purge_dead)
-    set_limits = Moved(Admin.set_limits)
-    limits = Moved(Admin.limits)
-    schedule = Moved(Admin.schedule)
-    get_schedule = Moved(Admin.get_schedule)
-    schedules = Moved(Admin.schedules)
-    pause_schedule = Moved(Admin.pause_schedule)
-    resume_schedule = Moved(Admin.resume_schedule)
-    unschedule = Moved(Admin.unschedule)
+    create_topic = Moved("Admin")
+    topics = Moved("Admin")
+    shards = Moved("Admin")
+    drop_topic = Moved("Admin")
+    groups = Moved("Admin")
+    create_group = Moved("Admin")
+    delete_group = Moved("Admin")
+    pause = Moved("Admin")
+    resume = Moved("Admin")
+    paused = Moved("Admin")
+    set_events = Moved("Admin")
+    events_config = Moved("Admin")
+    dead_letters = Moved("Admin")
+    replay = Moved("Admin")
+    purge_dead = Moved("Admin")
+    set_limits = Moved("Admin")
+    limits = Moved("Admin")
+    schedule = Moved("Admin")
+    get_schedule = Moved("Admin")
+    schedules = Moved("Admin")
+    pause_schedule = Moved("Admin")
+    resume_schedule = Moved("Admin")
+    unschedule = Moved("Admin")
 
     def stats(self, topic: str) -> TopicStats | None:
         """Deprecated: moved to `Admin.stats`; this client's spool is `spool_stats`."""
         warn_once("Client.stats", "Admin.stats")
-        return with_spool(self._admin.stats(topic), self.spool_stats())
+        return with_spool(admin_of(self).stats(topic), self.spool_stats())
 
     @property
     def counts(self) -> ProducerCounts:

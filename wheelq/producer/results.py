@@ -7,7 +7,6 @@ import math
 from datetime import timedelta
 from typing import Any
 
-from wheelq.admin.groups import has_group
 from wheelq.core import keys as k
 from wheelq.core.history import SEPARATOR, JobState, job_info, outcome
 from wheelq.errors import (
@@ -20,6 +19,7 @@ from wheelq.errors import (
 )
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import history, results, streams
+from wheelq.store.groups import has_group
 
 MAX_TIMEOUT_S = 86_400
 """The longest `result()` wait (a day)."""

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ from wheelq.core.keys import CALLBACKS, READY, ShardKeys
 from wheelq.errors import ScriptError
 from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import GroupOutcome, check, text
+from wheelq.store.topics import exists
 
 GROUP_LANES = (READY, CALLBACKS)
 """The streams of a shard that consumer groups read: the one place that says which."""
@@ -27,6 +28,16 @@ _text = functools.partial(text, errors="replace")
 def group_streams(topic: str, shard: int) -> list[ShardKeys]:
     """Views of one shard, one per stream its groups may read, in `GROUP_LANES` order."""
     return [ShardKeys(topic, shard, lane) for lane in GROUP_LANES]
+
+
+def has_group(topic: str, shard: int, group: str) -> Generator[list[Call[Any]], list[Any], bool]:
+    """Whether `group` reads a stream of the topic's `shard` (any stream counts; a group is
+    on every shard or on none, so one shard answers for the topic): rounds of calls to send."""
+    views = group_streams(topic, shard)
+    there = yield [exists(view.stream) for view in views]
+    views = [view for view, found in zip(views, there, strict=True) if found]
+    listed = (yield [stream_groups(view) for view in views]) if views else []
+    return any(found.name == group for groups_of in listed for found in groups_of)
 
 
 def _named(info: Any) -> dict[str, Any]:

@@ -19,9 +19,6 @@ from wheelq.core.retry import error_detail, error_line
 from wheelq.producer.operations import ShardTotal
 
 ERRORS = ("error", "last_error")
-DEAD_SCAN = 100_000
-"""The most dead letters one filtered page reads through (its ``next`` goes on from there):
-a filter that matches nothing costs a request 100 round trips at most."""
 """Recorded errors: on the wire as their line, and whole beside it (``<name>_detail``)."""
 HIDDEN = ("fields", "spool", "held")
 """Left off the wire (a dead letter's raw fields: the rest are read from them; a client's

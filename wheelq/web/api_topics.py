@@ -21,7 +21,7 @@ from wheelq.errors import (
     UnknownGroupError,
 )
 from wheelq.store.groups import GROUP_LANES
-from wheelq.web import DEAD_SCAN, api_pull, as_json
+from wheelq.web import api_pull, as_json
 from wheelq.web.models import (
     GROUP_NAME,
     REF_PATTERN,
@@ -312,9 +312,7 @@ async def list_dead(
     svc = service(request)
     svc.guard.check(request, "read", topic)
     page = limit or svc.settings.page_limit
-    rows = await svc.admin.dead_letters(
-        topic, page, after=after, reason=reason, group=group, scan_limit=DEAD_SCAN
-    )
+    rows = await svc.admin.dead_letters(topic, page, after=after, reason=reason, group=group)
     return json_response({"dead": [as_json(d) for d in rows], "next": rows.next})
 
 

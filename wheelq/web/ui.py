@@ -52,7 +52,7 @@ from wheelq.errors import (
     UnknownJobError,
     UnknownTopicError,
 )
-from wheelq.web import DEAD_SCAN, api_topics
+from wheelq.web import api_topics
 from wheelq.web.charts import RANGES, Chart, svg
 from wheelq.web.problems import ProblemError, problem_of
 from wheelq.web.service import WebService, service
@@ -505,9 +505,7 @@ async def dead_page(
     await shards_of(svc, topic)
     page = limit or svc.settings.page_limit
     reason, group = reason or None, group or None  # the filter form sends "" for any
-    letters = await svc.admin.dead_letters(
-        topic, page, after=after, reason=reason, group=group, scan_limit=DEAD_SCAN
-    )
+    letters = await svc.admin.dead_letters(topic, page, after=after, reason=reason, group=group)
     stats = await svc.admin.stats(topic)
     groups = await svc.admin.groups(topic) or []
     return render(
