@@ -28,6 +28,7 @@ Returns: {0, placed, due}   placed: 0 SCHEDULED (due now too, with the stream at
            1 FIRED now (the max wait is up); due ms
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
+Includes: base, events, far_tier, fire, flow, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',

@@ -29,6 +29,7 @@ Returns: {0, more, next due, next member, passed, member, due, envelope or size,
                       first leaf not read, '') ('', '' when more is 0)
            passed     far records read and not returned (dead, out of range or not reached)
          {-1, key}   WRONG_TYPE
+Includes: base, far_tier, job_lists, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'hash')
 if wrong then return wrong end

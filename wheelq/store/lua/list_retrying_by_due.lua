@@ -17,6 +17,7 @@ Returns: {0, more, member, due, envelope or size, ...}   rows in order, up to AR
            1 when rows follow the last one
          {0, -1}     the index holds more than ARGV[7] members (nothing read)
          {-1, key}   WRONG_TYPE
+Includes: job_lists, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'hash')
 if wrong then return wrong end

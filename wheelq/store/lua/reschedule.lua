@@ -31,6 +31,7 @@ Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its l
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
            (nothing written; the scheduler dead-letters it when it comes due)
+Includes: base, envelope, events, far_tier, fire, flow, history, pending, selections, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
