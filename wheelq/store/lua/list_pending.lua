@@ -116,12 +116,7 @@ local function read_leaf()
     end
   end
   passed = passed + #records - #rows
-  table.sort(rows, function(a, b)
-    if a[1] ~= b[1] then
-      return a[1] < b[1]
-    end
-    return before(a[2], b[2])
-  end)
+  wq_sort_rows(rows)
   leaf_from(redis.call('ZRANGE', buckets, '(' .. wq_fmt(s), '+inf', 'BYSCORE', 'LIMIT', 0, 1,
     'WITHSCORES'))
   return rows

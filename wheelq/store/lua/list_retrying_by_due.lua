@@ -40,12 +40,7 @@ for i, member in ipairs(members) do
     rows[#rows + 1] = {due, member}
   end
 end
-table.sort(rows, function(a, b)
-  if a[1] ~= b[1] then
-    return a[1] < b[1]
-  end
-  return before(a[2], b[2])
-end)
+wq_sort_rows(rows)
 local page, page_dues = {}, {}
 for i = 1, math.min(count, #rows) do
   page[i], page_dues[i] = rows[i][2], rows[i][1]

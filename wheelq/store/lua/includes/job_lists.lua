@@ -1,6 +1,6 @@
---[[ includes/job_lists.lua — what the job lists read (docs/architecture.md, "Job lists"): a row a
-job (wq_list_rows), an envelope's stamp (wq_stamp), a sorted set's order of members of one
-score (wq_bytes_before).
+--[[ includes/job_lists.lua — what the job lists read (docs/architecture.md, "Job lists"): a
+row a job (wq_list_rows), an envelope's stamp (wq_stamp), and rows in a sorted set's order
+(wq_sort_rows; wq_bytes_before for members of one score).
 Includes: none
 ]]
 -- Whether member `a` sorts before `b` in byte order (memcmp), as a sorted set orders members
@@ -14,6 +14,17 @@ local function wq_bytes_before(a, b)
     end
   end
   return #a < #b
+end
+
+-- Sort `rows` (each {due, member, ...}) as a sorted set orders its members: by due, then by
+-- member in byte order, so a page ends where the sorted set's own order would end it.
+local function wq_sort_rows(rows)
+  table.sort(rows, function(a, b)
+    if a[1] ~= b[1] then
+      return a[1] < b[1]
+    end
+    return wq_bytes_before(a[2], b[2])
+  end)
 end
 
 -- A pending job's stamp: which write put its envelope there, as 16 hex digits of the
