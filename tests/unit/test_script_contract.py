@@ -105,11 +105,15 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "delete_group": lambda: groups.delete_group(KEYS, "g", "check"),
     "create_group": lambda: groups.create_group(KEYS, "g", "0", 64),
     "lookup": lambda: history.lookup(KEYS, "j"),
-    "list_pending": lambda: job_lists.pending_page(KEYS, None, None, (1, b"j"), 10),
+    "list_pending": lambda: job_lists.pending_page(
+        KEYS, job_lists.DuePage(None, None, (1, b"j"), 10)
+    ),
     "due_within": lambda: observe.due_within(KEYS, [5, 1]),
     "far_promote": lambda: far_tier.promote(KEYS, "token"),
     "list_retrying": lambda: job_lists.retrying_page(KEYS, None, 10),
-    "list_retrying_by_due": lambda: job_lists.retrying_by_due(KEYS, None, None, (1, b"j"), 10),
+    "list_retrying_by_due": lambda: job_lists.retrying_by_due(
+        KEYS, job_lists.DuePage(None, None, (1, b"j"), 10)
+    ),
     "due_times": lambda: selections.due_times(KEYS, ["j"]),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
