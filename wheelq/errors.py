@@ -30,6 +30,7 @@ WheelqError
 ├── LateReplayError                         a replay's write reached Redis past its deadline
 ├── ScriptError                             a Lua script answered with a status it should not
 │   └── WrongTypeError                      a key holds another type (not written by wheelq)
+├── ScriptIncludeError                      a Lua file's includes are unknown, cyclic or short
 ├── HandlerTimeoutError                     a handler ran over handler_timeout_ms (its run failed)
 ├── HandlerExitError                        a handler raised SystemExit etc. (its run failed)
 ├── ResultError                             a handler's return value cannot be kept (its run failed)
@@ -351,6 +352,12 @@ class LateReplayError(WheelqError):
 
 class ScriptError(WheelqError):
     """A Lua script returned a status code the caller does not expect."""
+
+
+class ScriptIncludeError(WheelqError):
+    """A Lua script or include of the package names an unknown include or a cycle of them,
+    or uses a helper of an include it does not name (raised as `wheelq.store.scripts` is
+    imported: the package is broken, not the call)."""
 
 
 class WrongTypeError(ScriptError):

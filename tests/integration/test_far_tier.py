@@ -731,7 +731,9 @@ async def shard_rows(
     rows: list[tuple[str, int, str]] = []
     after = None
     while True:
-        (page,) = await executor.run([job_lists.pending_page(keys, low, high, after, count)])
+        (page,) = await executor.run(
+            [job_lists.pending_page(keys, job_lists.DuePage(low, high, after, count))]
+        )
         for row in page.rows:
             assert row.envelope is not None and row.due_ms is not None
             payload = read_payload(Envelope.unpack(row.envelope).payload)
@@ -816,7 +818,9 @@ async def test_a_page_stops_short_at_the_far_records_bound_and_goes_on_from_the_
     ] == [500, 500, 500]
     executor = AsyncExecutor(r)
 
-    (page,) = await executor.run([job_lists.pending_page(keys, None, None, None, 100)])
+    (page,) = await executor.run(
+        [job_lists.pending_page(keys, job_lists.DuePage(None, None, None, 100))]
+    )
 
     mine = in_order({j: v for j, v in expected.items() if shard_of(j, SHARDS) == 0})
     rows = [(row.member.decode(), row.due_ms) for row in page.rows]
@@ -824,14 +828,20 @@ async def test_a_page_stops_short_at_the_far_records_bound_and_goes_on_from_the_
     assert 10 < len(rows) < 100 and page.next == (first + 2 * span, b"")
     assert page.passed == 990  # 1,000 records read, 10 live returned
     assert all(not row.retry and row.envelope for row in page.rows)
-    (rest,) = await executor.run([job_lists.pending_page(keys, None, None, page.next, 100)])
+    (rest,) = await executor.run(
+        [job_lists.pending_page(keys, job_lists.DuePage(None, None, page.next, 100))]
+    )
     assert [(row.member.decode(), row.due_ms) for row in rest.rows] == [
         (j, due) for j, due, _ in mine if due >= first + 2 * span
     ]
     assert rest.next is None
     # bare rows (ids and due times, as a selection reads them) and a position in a leaf
     (bare,) = await executor.run(
-        [job_lists.pending_page(keys, None, None, (mine[4][1], mine[4][0].encode()), 3, 0)]
+        [
+            job_lists.pending_page(
+                keys, job_lists.DuePage(None, None, (mine[4][1], mine[4][0].encode()), 3, 0)
+            )
+        ]
     )
     assert [(row.member.decode(), row.due_ms, row.envelope) for row in bare.rows] == [
         (j, due, None) for j, due, _ in mine[5:8]

@@ -6,7 +6,6 @@ same data, over a table of inputs."""
 from __future__ import annotations
 
 import re
-from importlib import resources
 from typing import Any
 
 import msgpack
@@ -17,10 +16,9 @@ from tests.support.scripts import Runner
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.store import fire, leases
-from wheelq.store.scripts import for_script, script, script_keys
+from wheelq.store.scripts import compose, script, script_keys
 
 TOKEN = "node-a:1"
-PRELUDE = (resources.files("wheelq.store") / "lua" / "_lib.lua").read_text("utf-8")
 
 UNROLLED = (
     "  local a, m, t = env[3], env[4], env[5]\n  if ",
@@ -45,9 +43,9 @@ def plain(source: str, piece: tuple[str, str]) -> str:
     return head + piece[1] + tail
 
 
-def helper(body: str) -> str:
-    """A script of `body` with the prelude's parts it calls."""
-    return for_script(PRELUDE, body) + "\n" + body
+def helper(includes: str, body: str) -> str:
+    """A script of `body` with what it calls of `includes` (as a script's "Includes:" line)."""
+    return compose("helper.lua", f"--[[ helper.lua — a test's\nIncludes: {includes}\n]]\n{body}")
 
 
 def both(r: redis.Redis, source: str, piece: tuple[str, str], key: str, *args: Any) -> list[Any]:
@@ -57,7 +55,9 @@ def both(r: redis.Redis, source: str, piece: tuple[str, str], key: str, *args: A
 
 # --- wq_envelope: the usual envelope accepted without a call per field ----------------------
 
-JUDGE = helper("""
+JUDGE = helper(
+    "envelope",
+    """
 local env, why = wq_envelope(ARGV[1])
 if not env then
   return {0, why}
@@ -67,7 +67,8 @@ for i = 1, 12 do
   out[i + 1] = type(env[i]) .. ' ' .. tostring(env[i])
 end
 return out
-""")
+""",
+)
 
 MAX = 2147483647
 OPTIONAL = ["", "g", 7, 1.5, None, True, [1], {"a": 1}]
@@ -107,7 +108,7 @@ def test_the_unrolled_envelope_checks_judge_as_the_loops(
 
 # --- wq_fmt: a whole number through the C library's integer formatting ----------------------
 
-FORMAT = helper("return {wq_fmt(tonumber(ARGV[1]))}")
+FORMAT = helper("base", "return {wq_fmt(tonumber(ARGV[1]))}")
 NUMBERS = [
     "0", "1", "-1", "7", "1700000000000", "-1700000000000", "9007199254740991",
     "-9007199254740991", "9007199254740992", "9007199254740993", "1e20", "-1e20", "0.5",

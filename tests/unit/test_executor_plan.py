@@ -3,7 +3,8 @@ NOSCRIPT, TRYAGAIN and a broken connection, and keyless calls apart on a cluster
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -12,7 +13,16 @@ from redis.exceptions import ConnectionError, MovedError, NoScriptError, TryAgai
 from wheelq.core.keys import ShardKeys
 from wheelq.store import enqueue, executor, observe, server
 from wheelq.store.call import Call
-from wheelq.store.executor import Load, Pause, Pipeline, Reload, Switch, drive, plan
+from wheelq.store.executor import (
+    Load,
+    Pause,
+    Pipeline,
+    Reload,
+    Switch,
+    drive,
+    drive_async,
+    plan,
+)
 
 KEYS = ShardKeys("t", 0)
 
@@ -136,3 +146,54 @@ def test_on_a_cluster_keyless_calls_go_on_their_own() -> None:
 
     assert sent == [[calls[1]], [calls[0], calls[2]]]
     assert replies == [2, 1, 2]
+
+
+# --- drive and drive_async: twins -----------------------------------------------------------
+
+
+def asks(log: list[str]) -> Generator[str, Any, tuple[Any, ...]]:
+    """A plan that asks three times, catches a KeyError, and notes when it is closed."""
+    try:
+        first = yield "one"
+        try:
+            second = yield "two"
+        except KeyError as exc:
+            second = f"caught {exc.args[0]}"
+        third = yield "three"
+        return first, second, third
+    finally:
+        log.append("closed")
+
+
+@pytest.mark.parametrize(
+    "outcomes",
+    [
+        {"one": 1, "two": 2, "three": 3},
+        {"one": 1, "two": KeyError("k"), "three": 3},
+        {"one": 1, "two": 2, "three": ValueError("v")},
+        {"one": ConnectionError("down"), "two": 2, "three": 3},
+    ],
+)
+def test_drive_gives_what_drive_async_gives(outcomes: dict[str, Any]) -> None:
+    # drive is drive_async's twin for a blocking `do` (docs/architecture.md, "Fast paths"):
+    # the same replies, the same error out of the plan, the plan closed either way
+    def do(request: str) -> Any:
+        if isinstance(outcomes[request], Exception):
+            raise outcomes[request]
+        return outcomes[request]
+
+    async def do_async(request: str) -> Any:
+        return do(request)
+
+    def outcome(run: Callable[[list[str]], Any]) -> tuple[Any, list[str]]:
+        log: list[str] = []
+        try:
+            return run(log), log
+        except Exception as exc:
+            return repr(exc), log
+
+    sync = outcome(lambda log: drive(asks(log), do))
+    in_loop = outcome(lambda log: asyncio.run(drive_async(asks(log), do_async)))
+
+    assert sync == in_loop
+    assert sync[1] == ["closed"]

@@ -45,8 +45,9 @@ def test_a_cut_record_is_refused() -> None:
 
 
 def test_the_scripts_use_the_same_constants() -> None:
-    """_lib.lua's far tier and wheelq.core.far_tier agree on every number they share."""
-    text = (Path(ft.__file__).parents[1] / "store" / "lua" / "_lib.lua").read_text("utf-8")
+    """includes/far_tier.lua and wheelq.core.far_tier agree on every number they share."""
+    lua = Path(ft.__file__).parents[1] / "store" / "lua" / "includes" / "far_tier.lua"
+    text = lua.read_text("utf-8")
     lua: dict[str, int] = {}
     for names, values in re.findall(r"^local (WQ_FAR_[\w, ]+) = ([\d, ]+)$", text, re.M):
         lua |= dict(zip(names.split(", "), map(int, values.split(", ")), strict=True))

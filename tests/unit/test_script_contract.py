@@ -28,7 +28,6 @@ from wheelq.store import (
     leases,
     observe,
     schedules,
-    scripts,
     selections,
     settle,
     topics,
@@ -106,11 +105,15 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "delete_group": lambda: groups.delete_group(KEYS, "g", "check"),
     "create_group": lambda: groups.create_group(KEYS, "g", "0", 64),
     "lookup": lambda: history.lookup(KEYS, "j"),
-    "list_pending": lambda: job_lists.pending_page(KEYS, None, None, (1, b"j"), 10),
+    "list_pending": lambda: job_lists.pending_page(
+        KEYS, job_lists.DuePage(None, None, (1, b"j"), 10)
+    ),
     "due_within": lambda: observe.due_within(KEYS, [5, 1]),
     "far_promote": lambda: far_tier.promote(KEYS, "token"),
     "list_retrying": lambda: job_lists.retrying_page(KEYS, None, 10),
-    "list_retrying_by_due": lambda: job_lists.retrying_by_due(KEYS, None, None, (1, b"j"), 10),
+    "list_retrying_by_due": lambda: job_lists.retrying_by_due(
+        KEYS, job_lists.DuePage(None, None, (1, b"j"), 10)
+    ),
     "due_times": lambda: selections.due_times(KEYS, ["j"]),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
@@ -255,11 +258,11 @@ def test_reschedule_parses_the_placement_table() -> None:
 
 
 def lua_constants() -> dict[str, int]:
-    text = (LUA / "_lib.lua").read_text("utf-8")
+    text = (LUA / "includes" / "status.lua").read_text("utf-8")
     return {m[1]: int(m[2]) for m in re.finditer(r"^local WQ_(\w+) = (-?\d+)", text, re.M)}
 
 
-def test_lib_lua_names_the_same_statuses_and_outcomes_as_python() -> None:
+def test_the_status_include_names_the_same_statuses_and_outcomes_as_python() -> None:
     expected = {s.name: s.value for s in Status}
     expected |= {p.name: p.value for p in Placed} | {"NOT_PENDING": NOT_PENDING}
     expected |= {o.name: o.value for o in GroupOutcome}
@@ -287,7 +290,7 @@ def test_every_error_status_a_script_returns_is_in_its_header(name: str) -> None
 def test_the_lua_folder_holds_exactly_the_scripts_of_the_table() -> None:
     files = {p.name[:-4] for p in LUA.iterdir() if p.name.endswith(".lua")}
 
-    assert files == {*NAMES, *FLOW_SCRIPTS, *PROCESS_SCRIPTS, "_lib"}
+    assert files == {*NAMES, *FLOW_SCRIPTS, *PROCESS_SCRIPTS}
 
 
 @pytest.mark.parametrize("name", FLOW_SCRIPTS)
@@ -351,20 +354,6 @@ def test_scripts_use_no_key_beyond_their_header(name: str) -> None:
 def test_drop_shard_takes_every_key_of_the_shard() -> None:
     assert SCRIPT_KEYS["drop_shard"] == DATA_KEY_NAMES
     assert script_keys("drop_shard", KEYS) == KEYS.data_keys
-
-
-@pytest.mark.parametrize("name", [*NAMES, *FLOW_SCRIPTS])
-def test_every_script_is_prepended_with_all_it_names_of_the_lib_in_order(name: str) -> None:
-    header, parts = scripts.declarations((LUA / "_lib.lua").read_text("utf-8"))
-    source = script(name).source
-    kept = [part for part in parts if part.text in source]
-    lib_names = {n for part in parts for n in part.names}
-
-    whole = (LUA / f"{name}.lua").read_text("utf-8")
-    assert source == header + "".join(part.text for part in kept) + "\n" + whole
-    after_header = source[len(header) :]
-    named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", after_header)) & lib_names
-    assert named <= {n for part in kept for n in part.names}
 
 
 # --- one slot per call (Redis Cluster) ------------------------------------------------------

@@ -49,9 +49,10 @@ def test_field_tables_have_no_name_twice() -> None:
 
 
 def lua_entry() -> tuple[list[str], list[tuple[str, int, int | None]]]:
-    """`wq_fire_entry`'s entry as ``_lib.lua`` spells it: the names its XADD writes always, in
-    order, and its optional rows (name, envelope slot, slot that must be set too)."""
-    lib = (resources.files("wheelq.store") / "lua" / "_lib.lua").read_text()
+    """`wq_fire_entry`'s entry as ``includes/envelope.lua`` spells it: the names its XADD
+    writes always, in order, and its optional rows (name, envelope slot, slot that must be set
+    too)."""
+    lib = (resources.files("wheelq.store") / "lua" / "includes" / "envelope.lua").read_text()
     body = lib[lib.index("local function wq_fire_entry(") :]
     call = body[body.index("redis.pcall('XADD', stream, '*',") : body.index("unpack(WQ_ENTRY_MORE")]
     always = re.findall(r"'(\w+)', [\w\[\]]+,", call.partition("'*',")[2])

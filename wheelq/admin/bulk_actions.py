@@ -198,16 +198,17 @@ def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter)
     views = [ShardKeys(topic, shard) for shard in range(shards)]
     after: dict[int, Any] = dict.fromkeys(range(shards))
     count = 0
+
+    def due_page(start: tuple[int, bytes] | None) -> lists.DuePage:
+        low, high = match.due_after_ms, match.due_before_ms
+        return lists.DuePage(low, high, start, SELECT_PAGE, envelope_max)
+
     while after:
         shards_now = list(after)
         if sel.state is ListState.PENDING:
             calls: list[Call[Any]] = [
-                lists.pending_page(
-                    views[i], match.due_after_ms, match.due_before_ms, after[i],
-                    SELECT_PAGE, envelope_max, stamps=True,
-                )
-                for i in shards_now
-            ]  # fmt: skip
+                lists.pending_page(views[i], due_page(after[i]), stamps=True) for i in shards_now
+            ]
         else:
             calls = [
                 lists.retrying_page(views[i], after[i], SELECT_PAGE, envelope_max, stamps=True)

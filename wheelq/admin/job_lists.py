@@ -221,10 +221,8 @@ def _is_retry(row: lists.StoredRow, env: Envelope | None) -> bool:
 def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else (int(after[0]), bytes(after[1]))
-        pages = yield [
-            lists.pending_page(k, match.due_after_ms, match.due_before_ms, start, count)
-            for k in views
-        ]
+        page = lists.DuePage(match.due_after_ms, match.due_before_ms, start, count)
+        pages = yield [lists.pending_page(k, page) for k in views]
         out = []
         for keys, page in zip(views, pages, strict=True):
             # a page cut short by the far tier's bound has its next key past its last row
@@ -249,10 +247,10 @@ def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
     walked: set[int] = set()  # the shards whose index is too large to sort
 
     def page_of(i: int, start: tuple[int, bytes] | None, count: int) -> Any:
-        low, high = match.due_after_ms, match.due_before_ms
+        page = lists.DuePage(match.due_after_ms, match.due_before_ms, start, count)
         if i in walked:
-            return lists.pending_page(views[i], low, high, start, count)
-        return lists.retrying_by_due(views[i], low, high, start, count)
+            return lists.pending_page(views[i], page)
+        return lists.retrying_by_due(views[i], page)
 
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else (int(after[0]), bytes(after[1]))

@@ -6,9 +6,9 @@ are sparse, narrow where they are dense: a full leaf splits into 16), each a Red
 packed records (id, due time, envelope: no per-job key, no sorted-set node, no hash entry),
 and an index from each job's 8-byte fingerprint to where its record is, spread over small
 hashes by linear hashing so that each stays in Redis's compact encoding however many jobs
-there are. The scripts
-(``_lib.lua``'s ``wq_far_*``) do the work; this module is the same arithmetic in Python, for
-the code that reads records and for tests that check the two agree.
+there are. The scripts (``wq_far_*`` of ``store/lua/includes/far_tier.lua``) do the work;
+this module is the same arithmetic in Python, for the code that reads records and for tests
+that check the two agree.
 """
 
 from __future__ import annotations

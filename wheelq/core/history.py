@@ -154,8 +154,8 @@ class Lookup:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A group's history record, decoded: the one layout, written by ``_lib.lua``'s
-    ``wq_record`` and by `pack_success`, read by `read_record`."""
+    """A group's history record, decoded: the one layout, written by ``wq_record``
+    (``store/lua/includes/history.lua``) and by `pack_success`, read by `read_record`."""
 
     kind: str
     entry: str

@@ -1,6 +1,7 @@
 """A job on the wire: the envelope, the ready-stream entry (`READY_ENTRY`) and its notes,
 `Job` and `DeadLetter` (formats: docs/architecture.md, "Key layout"; the scripts write them
-in ``_lib.lua``). Ids, payloads and trace context have their own modules beside this one.
+in ``store/lua/includes/envelope.lua``). Ids, payloads and trace context have their own
+modules beside this one.
 """
 
 from __future__ import annotations
@@ -92,9 +93,9 @@ READY_ENTRY = (
     EntryField(Field.ORDERED, "ordered", "flag", "ordered", optional=True, requires="key"),
 )
 """A ready-stream entry, field by field in the order written: the one definition of it
-(docs/architecture.md, "Key layout"). `wq_fire_entry` in ``store/lua/_lib.lua`` writes it
-(tests/unit/test_wire.py holds the script to this table), `Job.from_entry` reads it (its
-decoder is generated from this table), and tests build entries from it
+(docs/architecture.md, "Key layout"). `wq_fire_entry` in ``store/lua/includes/envelope.lua``
+writes it (tests/unit/test_wire.py holds the script to this table), `Job.from_entry` reads it
+(its decoder is generated from this table), and tests build entries from it
 (tests/support/entries.py). A new field is a row here, its `Job` attribute, and its place in
 ``wq_fire_entry``."""
 

@@ -1,6 +1,6 @@
 """Job events in Redis: the events a role reports itself (`note_events.lua`) and reads of a
 topic's events streams (docs/architecture.md, "Job events"). The scripts that change a job's
-state write their own events (`wq_event` in ``_lib.lua``)."""
+state write their own events (`wq_event` in ``includes/events.lua``)."""
 
 from __future__ import annotations
 

@@ -211,7 +211,9 @@ async def drive_async(steps: Generator[Any, Any, T], do: Callable[[Any], Awaitab
 
 
 def drive(steps: Generator[Any, Any, T], do: Callable[[Any], Any]) -> T:
-    """`drive_async` with a blocking `do` (its twin: a coroutine driver costs each call more)."""
+    """`drive_async` with a blocking `do`: its twin, kept because running `drive_async` to its
+    end costs a call twice as much (docs/architecture.md, "Fast paths"; a unit test holds the
+    two to the same answers)."""
     try:
         request = next(steps)
         while True:

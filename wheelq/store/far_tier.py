@@ -1,6 +1,7 @@
 """The far tier's own calls: a leader's promotion of the next leaf (`far_promote.lua`);
 docs/architecture.md, "The far tier". Putting, finding and dropping far jobs happen inside
-the scripts that enqueue, cancel, reschedule and look jobs up (``_lib.lua``'s ``wq_far_*``)."""
+the scripts that enqueue, cancel, reschedule and look jobs up (``wq_far_*`` of
+``includes/far_tier.lua``)."""
 
 from __future__ import annotations
 

@@ -60,25 +60,32 @@ def _rows(flat: Sequence[Any], flagged: bool, stamps: bool) -> list[StoredRow]:
     return out
 
 
-def _page_args(
-    low_ms: int | None,
-    high_ms: int | None,
-    after: tuple[int, bytes] | None,
-    count: int,
-    envelope_max: int,
-    last: str | int,
-) -> list[str | bytes | int]:
-    """A by-due page script's ARGV: the due range [low, high), the row it goes on after,
-    how many rows, the largest envelope returned whole, then `last`."""
-    return [
-        "-inf" if low_ms is None else low_ms,
-        "+inf" if high_ms is None else high_ms,
-        "" if after is None else after[0],
-        b"" if after is None else after[1],
-        count,
-        envelope_max,
-        last,
-    ]
+@dataclass(frozen=True, slots=True)
+class DuePage:
+    """What a page by due time asks of one shard: up to `count` rows due in [low, high)
+    (None: unbounded) after `after` (a page's `next`, or a row's (due, member); None: from
+    the first), in (due, member) order, envelopes up to `envelope_max` bytes whole (0: none,
+    their sizes only)."""
+
+    low_ms: int | None
+    high_ms: int | None
+    after: tuple[int, bytes] | None
+    count: int
+    envelope_max: int = ENVELOPE_MAX
+
+    def args(self, last: str | int) -> list[str | bytes | int]:
+        """The page script's ARGV: the due range, the row it goes on after, how many rows,
+        the largest envelope returned whole, then `last`."""
+        after = self.after
+        return [
+            "-inf" if self.low_ms is None else self.low_ms,
+            "+inf" if self.high_ms is None else self.high_ms,
+            "" if after is None else after[0],
+            b"" if after is None else after[1],
+            self.count,
+            self.envelope_max,
+            last,
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,21 +101,11 @@ class PendingPage:
     """Far records read and not returned (dead ones among them)."""
 
 
-def pending_page(
-    keys: ShardKeys,
-    low_ms: int | None,
-    high_ms: int | None,
-    after: tuple[int, bytes] | None,
-    count: int,
-    envelope_max: int = ENVELOPE_MAX,
-    stamps: bool = False,
-) -> Call[PendingPage]:
-    """Up to `count` pending jobs of `keys`' shard due in [low, high), after `after` (a
-    page's `next`, or a row's (due, member)), in (due, member) order, wherever each is
-    stored; envelopes up to `envelope_max` bytes (0: none, their sizes only), and with
+def pending_page(keys: ShardKeys, page: DuePage, stamps: bool = False) -> Call[PendingPage]:
+    """`page` of the pending jobs of `keys`' shard, wherever each is stored, and with
     `stamps` each row's stamp. A page may be short and still have a `next`
     (`list_pending.lua`)."""
-    args = _page_args(low_ms, high_ms, after, count, envelope_max, "1" if stamps else "")
+    args = page.args("1" if stamps else "")
 
     def parse(reply: Any) -> PendingPage:
         r = check("list_pending", reply)
@@ -142,20 +139,12 @@ def retrying_page(
 
 
 def retrying_by_due(
-    keys: ShardKeys,
-    low_ms: int | None,
-    high_ms: int | None,
-    after: tuple[int, bytes] | None,
-    count: int,
-    envelope_max: int = ENVELOPE_MAX,
-    sorted_max: int | None = None,
+    keys: ShardKeys, page: DuePage, sorted_max: int | None = None
 ) -> Call[PendingPage | None]:
-    """Up to `count` pending retries of `keys`' shard due in [low, high), after `after` (a
-    row's (due, member)), in (due, member) order, when its index of pending retries holds
-    at most `sorted_max` members (default `RETRIES_SORTED_MAX`); None when it holds more
-    (`list_retrying_by_due.lua`)."""
-    most = RETRIES_SORTED_MAX if sorted_max is None else sorted_max
-    args = _page_args(low_ms, high_ms, after, count, envelope_max, most)
+    """`page` of the pending retries of `keys`' shard, when its index of pending retries
+    holds at most `sorted_max` members (default `RETRIES_SORTED_MAX`); None when it holds
+    more (`list_retrying_by_due.lua`)."""
+    args = page.args(RETRIES_SORTED_MAX if sorted_max is None else sorted_max)
 
     def parse(reply: Any) -> PendingPage | None:
         r = check("list_retrying_by_due", reply)

@@ -1,8 +1,9 @@
-"""The Lua scripts: loading (with the parts of ``_lib.lua`` each needs), their SHA1, their
-KEYS (`SCRIPT_KEYS`), and `check`, the one place a reply's status is judged
+"""The Lua scripts: loading (each with what it uses of the includes it names), their SHA1,
+their KEYS (`SCRIPT_KEYS`), and `check`, the one place a reply's status is judged
 (docs/architecture.md, invariant 11): 0 OK, -1 WRONG_TYPE -> WrongTypeError, -2 LEASE_LOST ->
 LeaseLostError, -3 MALFORMED -> MalformedJobError, -4 LATE -> LateReplayError, other ->
-ScriptError. ``_lib.lua`` names the same numbers; a unit test holds the two together.
+ScriptError. ``includes/status.lua`` names the same numbers; a unit test holds the two
+together.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from wheelq.errors import (
     LeaseLostError,
     MalformedJobError,
     ScriptError,
+    ScriptIncludeError,
     WrongTypeError,
 )
 
@@ -209,13 +211,17 @@ def script(name: str) -> Script:
 
 
 def load_all() -> dict[str, Script]:
-    """Every script, read from the package now, each with the parts of ``_lib.lua`` it uses."""
+    """Every script, read from the package now, each with the parts of its includes it uses.
+
+    Raises:
+        ScriptIncludeError: a script or include names an unknown include or a cycle of them,
+            or uses a name of an include it does not name.
+    """
     lua = resources.files("wheelq.store") / "lua"
-    prelude = (lua / "_lib.lua").read_text("utf-8")
+    library = Library.read()
     loaded = {}
     for name in (*NAMES, *FLOW_SCRIPTS, *PROCESS_SCRIPTS):
-        body = (lua / f"{name}.lua").read_text("utf-8")
-        source = for_script(prelude, body) + "\n" + body
+        source = library.compose(f"{name}.lua", (lua / f"{name}.lua").read_text("utf-8"))
         sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 (Redis's hash)
         loaded[name] = Script(name, source, sha)
     return loaded
@@ -249,37 +255,85 @@ def check(name: str, reply: Any) -> list[Any]:
     raise ScriptError(f"{name}.lua returned unknown status {status} ({reply!r:.200})")
 
 
-# --- the prelude cut to what one script uses ---------------------------------------------------
+# --- includes: the helpers a script names ------------------------------------------------------
 #
-# Redis runs a script's whole text on every call, so each ``local function`` of _lib.lua is a
-# closure made per call whether the script calls it or not (with all of them a call costs
-# about twice a bare ``return``). A declaration runs from a line beginning ``local`` to the
-# next; "names" is lexical (comments count), so a helper is kept whenever in doubt.
+# The helpers the scripts share live in lua/includes/<concern>.lua. Every script and every
+# include names the includes it uses on its header's "Includes:" line ("none": it uses none);
+# the loader resolves them transitively, each once, an include after those it names. A file
+# that uses a name an include declares (or any wq_/WQ_ name) must declare it or name an
+# include that does: so a script's header says where each helper it calls comes from.
+# Redis runs a script's whole text on every call, so each ``local function`` sent is a closure
+# made per call whether the script calls it or not (with all of them a call costs about twice
+# a bare ``return``): of its includes a script carries only the declarations its code
+# reaches, directly or through others. A declaration runs from the comments above its
+# ``local`` line to the next declaration's.
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FUNCTION = re.compile(r"local function ([A-Za-z_][A-Za-z0-9_]*)")
+_LOCALS = re.compile(
+    r"\blocal\s+function\s+([A-Za-z_]\w*)|\blocal\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)"
+)
+_NOT_CODE = re.compile(
+    r"--\[(=*)\[.*?\]\1\]"  # long comment
+    r"|--[^\n]*"  # comment
+    r"|\[(=*)\[.*?\]\2\]"  # long string
+    r"|'(?:\\.|[^'\\\n])*'"
+    r'|"(?:\\.|[^"\\\n])*"',
+    re.S,
+)
+_LIBRARY_NAME = re.compile(r"(?:wq|WQ)_\w+")
+_INCLUDES_LINE = re.compile(r"^Includes:(.*)$", re.M)
+_HEADER_END = "\n]]\n"
+
+
+def code_names(text: str) -> frozenset[str]:
+    """The identifiers of Lua `text`'s code: its comments and string literals left out."""
+    return frozenset(_IDENTIFIER.findall(_NOT_CODE.sub(" ", text)))
+
+
+def local_names(text: str) -> frozenset[str]:
+    """Every name Lua `text` declares ``local`` (at any depth)."""
+    names: set[str] = set()
+    for function, variables in _LOCALS.findall(_NOT_CODE.sub(" ", text)):
+        names.update([function] if function else re.split(r"\s*,\s*", variables))
+    return frozenset(names)
 
 
 @dataclass(frozen=True, slots=True)
 class Declaration:
-    """One top-level ``local`` of the prelude: the names it declares and its text."""
+    """One top-level ``local`` of an include: the names it declares, the names its code
+    uses, and its text (the comments right above it included)."""
 
     names: frozenset[str]
+    uses: frozenset[str]
     text: str
 
 
-def declarations(prelude: str) -> tuple[str, list[Declaration]]:
-    """The prelude's header and its top-level declarations, in order."""
-    header: list[str] = []
+def declarations(file: str, body: str) -> list[Declaration]:
+    """The top-level declarations of an include's `body` (its text after the header), in
+    order; together they are the whole body."""
     parts: list[list[str]] = []
-    for line in prelude.splitlines(keepends=True):
+    above: list[str] = []  # blank and comment lines not yet followed by code
+    for number, line in enumerate(body.splitlines(keepends=True), 1):
         if line.startswith("local "):
-            parts.append([line])
+            parts.append([*above, line])
+            above = []
+        elif not line.strip() or line.startswith("--"):
+            above.append(line)
         elif parts:
-            parts[-1].append(line)
+            parts[-1] += [*above, line]
+            above = []
         else:
-            header.append(line)
-    return "".join(header), [Declaration(_declared(part[0]), "".join(part)) for part in parts]
+            raise ScriptIncludeError(f"{file}: body line {number} is code outside a local")
+    if parts:
+        parts[-1] += above
+    return [_declaration(part) for part in parts]
+
+
+def _declaration(lines: list[str]) -> Declaration:
+    text = "".join(lines)
+    first = next(line for line in lines if line.startswith("local "))
+    return Declaration(_declared(first), code_names(text), text)
 
 
 def _declared(first_line: str) -> frozenset[str]:
@@ -291,20 +345,153 @@ def _declared(first_line: str) -> frozenset[str]:
     return frozenset(name.strip() for name in names.split(",") if name.strip())
 
 
-def for_script(prelude: str, body: str) -> str:
-    """The prelude's header and the declarations `body` needs, directly or through others."""
-    header, parts = declarations(prelude)
-    named = set(_IDENTIFIER.findall(body))
-    kept: set[int] = set()
-    grew = True
-    while grew:
-        grew = False
-        for i, part in enumerate(parts):
-            if i not in kept and part.names & named:
-                kept.add(i)
-                named.update(_IDENTIFIER.findall(part.text))
-                grew = True
-    return header + "".join(part.text for i, part in enumerate(parts) if i in kept)
+def includes_named(file: str, text: str) -> tuple[str, ...]:
+    """The includes `text`'s header names on its one "Includes:" line ("none": none)."""
+    end = text.find(_HEADER_END)
+    if not text.startswith("--[[ ") or end < 0:
+        raise ScriptIncludeError(f"{file}: does not open with a --[[ ... ]] header")
+    lines = _INCLUDES_LINE.findall(text[:end])
+    if len(lines) != 1:
+        raise ScriptIncludeError(
+            f"{file}: its header has {len(lines)} 'Includes:' lines, expected one "
+            "(its includes, comma-separated, or 'none')"
+        )
+    named = tuple(part.strip() for part in lines[0].split(","))
+    return () if named == ("none",) else named
+
+
+@dataclass(frozen=True, slots=True)
+class Include:
+    """One file of lua/includes/: the includes it names, and its declarations."""
+
+    name: str
+    needs: tuple[str, ...]
+    parts: tuple[Declaration, ...]
+
+    @property
+    def file(self) -> str:
+        return f"includes/{self.name}.lua"
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names it declares at top level: what a file that names it may use."""
+        return frozenset(name for part in self.parts for name in part.names)
+
+
+class Library:
+    """The includes, read once; `compose` builds a script's source from them."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        """`texts`: include name -> its file's text.
+
+        Raises:
+            ScriptIncludeError: an include is malformed, names an unknown include or a
+                cycle, or uses a name of an include it does not name.
+        """
+        self.includes: dict[str, Include] = {}
+        for name, text in texts.items():
+            file = f"includes/{name}.lua"
+            if not text.startswith(f"--[[ {file} — "):
+                raise ScriptIncludeError(f"{file}: does not open with '--[[ {file} — '")
+            body = text[text.index(_HEADER_END) + len(_HEADER_END) :]
+            parts = tuple(declarations(file, body))
+            self.includes[name] = Include(name, includes_named(file, text), parts)
+        self._owner = {n: inc.name for inc in self.includes.values() for n in inc.names}
+        for name, text in texts.items():
+            include = self.includes[name]
+            self.resolve(include.file, include.needs, seen=(name,))
+            self._check_uses(include.file, text, include.needs)
+
+    @classmethod
+    def read(cls) -> Library:
+        """The package's lua/includes/*.lua."""
+        folder = resources.files("wheelq.store") / "lua" / "includes"
+        return cls(
+            {
+                entry.name[: -len(".lua")]: entry.read_text("utf-8")
+                for entry in folder.iterdir()
+                if entry.name.endswith(".lua")
+            }
+        )
+
+    def resolve(
+        self, file: str, needs: tuple[str, ...], seen: tuple[str, ...] = ()
+    ) -> tuple[str, ...]:
+        """The includes `needs` names and those they name in turn, each once, every include
+        after those it names (`file` names `needs`; `seen`: the includes on the way)."""
+        order: list[str] = []
+
+        def visit(name: str, chain: tuple[str, ...], by: str) -> None:
+            if name in chain:
+                cycle = " -> ".join(
+                    f"includes/{n}.lua" for n in (*chain[chain.index(name) :], name)
+                )
+                raise ScriptIncludeError(f"{file}: its includes form a cycle: {cycle}")
+            if name not in self.includes:
+                known = ", ".join(sorted(self.includes))
+                raise ScriptIncludeError(f"{by}: includes {name!r}, which is none of: {known}")
+            if name in order:
+                return
+            for need in self.includes[name].needs:
+                visit(need, (*chain, name), self.includes[name].file)
+            order.append(name)
+
+        for name in needs:
+            visit(name, seen, file)
+        return tuple(order)
+
+    def compose(self, file: str, text: str) -> str:
+        """Script `text` (of `file`) after the declarations of its includes it reaches.
+
+        Raises:
+            ScriptIncludeError: it names an unknown include or a cycle, or uses a name of an
+                include it does not name.
+        """
+        needs = includes_named(file, text)
+        order = self.resolve(file, needs)
+        self._check_uses(file, text, needs)
+        parts = [part for name in order for part in self.includes[name].parts]
+        wanted = set(code_names(text))
+        kept: set[int] = set()
+        grew = True
+        while grew:
+            grew = False
+            for i, part in enumerate(parts):
+                if i not in kept and part.names & wanted:
+                    kept.add(i)
+                    wanted |= part.uses
+                    grew = True
+        prelude = "".join(part.text for i, part in enumerate(parts) if i in kept)
+        return prelude + "\n" + text if prelude else text
+
+    def _check_uses(self, file: str, text: str, needs: tuple[str, ...]) -> None:
+        """Refuse a library name `text` uses that neither it nor an include of `needs`
+        declares."""
+        own = local_names(text)
+        given = set().union(*(self.includes[name].names for name in needs))
+        missing = sorted(
+            name
+            for name in code_names(text) - own - given
+            if name in self._owner or _LIBRARY_NAME.fullmatch(name)
+        )
+        if missing:
+            where = ", ".join(
+                f"{name} ({self._owner.get(name, 'no include declares it')})" for name in missing
+            )
+            raise ScriptIncludeError(
+                f"{file}: uses {where} without naming the include on its 'Includes:' line"
+            )
+
+
+@functools.cache
+def library() -> Library:
+    """The package's includes, read on first use."""
+    return Library.read()
+
+
+def compose(file: str, text: str) -> str:
+    """Script `text` (named `file` in errors) with what it uses of the package's includes."""
+    return library().compose(file, text)
 
 
 _LOADED = load_all()

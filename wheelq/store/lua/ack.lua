@@ -29,6 +29,7 @@ Returns: {0, acked}
          {0, acked, outcomes} with ARGV[7]: per entry 1 acked, 0 not pending (settled before),
            -1 pending to a later delivery (a stale receipt: nothing written for it)
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, delivery, events, history, status, waiters
 ]]
 wq_events_on(KEYS[6], KEYS[7])
 local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'hash')

@@ -26,6 +26,7 @@ Returns: {0, removed}   removed = how many pending attempts were removed (the jo
            group's retry); 0: not pending (already fired, cancelled, or never there), or
            not as ARGV[2..4] recorded it (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
+Includes: base, envelope, events, far_tier, history, selections, status, waiters
 ]]
 wq_events_on(KEYS[9], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',

@@ -24,6 +24,7 @@ Returns: {0, next_cursor, dead_lettered, entry_id_1, deliveries_1, fields_1, ent
            entry taken over once); fields are flat field/value lists; entries cancelled
            (acked for the fence) are in none of these
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, dead_letters, events, history, status, waiters
 ]]
 wq_events_on(KEYS[6], KEYS[7])
 local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')

@@ -9,6 +9,7 @@ Returns: {0, outcome, groups}   outcome: GROUP_FOUND (1, it exists: nothing done
            GROUP_CREATED (4), GROUP_LIMIT (5, the stream has ARGV[3] groups: nothing done);
            groups: how many groups the stream has now
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'stream')
 if wrong then return wrong end

@@ -14,6 +14,7 @@ ARGV[3]  that receipt's delivery count (wq_delivered checks each entry is pendin
 ARGV[4..] three per entry: entry id, reason (failed | deliveries | malformed), error text
 Returns: {0, dead_lettered, stale}  stale: entries pending to another delivery (not written)
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: dead_letters, delivery, events, status
 ]]
 wq_events_on(KEYS[6], KEYS[7])
 local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')

@@ -2,12 +2,12 @@
 debounce (ARGV[4]) from now, so it fires once the calls stop for that long; with a max wait,
 never later than that after the first call of the series (which ends when the job fires).
 The payload and options of the latest call win.
-KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
-KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
-KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms: the series' job, at each call's due time
+KEYS[2]  {T:s}:jobs      HASH    job id -> envelope: the latest call's
+KEYS[3]  {T:s}:ready     STREAM  the job, fired once its max wait is up
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
+KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when the job fires)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[8]  {T:s}:debounce  HASH    job id -> the ms its series must fire by (max wait); a
          deadline past is stale, and each call removes up to two stale ones it samples
@@ -28,6 +28,7 @@ Returns: {0, placed, due}   placed: 0 SCHEDULED (due now too, with the stream at
            1 FIRED now (the max wait is up); due ms
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
+Includes: base, events, far_tier, fire, flow, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',

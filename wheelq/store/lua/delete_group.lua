@@ -11,6 +11,7 @@ Returns: {0, outcome, in_flight}   outcome: NO_GROUP (0, no stream or no such gr
            (1, 'check'), GROUP_BUSY (2, 'delete' with entries in flight: kept), GROUP_DESTROYED
            (3); in_flight: the group's entries in flight when the script ran (0 with NO_GROUP)
          {-1, key}   WRONG_TYPE (nothing deleted)
+Includes: base, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'stream')
 if wrong then return wrong end

@@ -37,6 +37,7 @@ Returns: {0, dropped, pending, unacked, more}   dropped = 1 when the keys were d
            more = 1: far-tier keys were deleted and some are left (call again; the tier's jobs
            are gone already: its count is 0 from the first step)
          {-1, key}   WRONG_TYPE (check and drop modes; nothing deleted)
+Includes: base, far_tier, status
 ]]
 local mode = ARGV[1]
 local pending, unacked = 0, 0

@@ -9,6 +9,7 @@ ARGV[1..] members: job ids, or retries' alias members (a batch: at most 500)
 Returns: {0, due or false, stamp or false, ...}   per member, in order: its due ms and its
            envelope's stamp (wq_stamp), false and false when not pending
          {-1, key}   WRONG_TYPE
+Includes: base, far_tier, job_lists, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash')
 if wrong then return wrong end

@@ -8,6 +8,7 @@ KEYS[2]  {T:s}:far       HASH    the far tier's meta (wq_far_state); its :bucket
          leaves are read
 ARGV[1..] times, ms, ascending
 Returns: {0, count, ...}   per time, in order
+Includes: far_tier, status
 ]]
 local far = wq_far_state(KEYS[2])
 local leaves, live = {}, {}

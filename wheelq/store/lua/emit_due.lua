@@ -33,6 +33,7 @@ Returns: {0, emitted, more, orphans, not_yet_due, malformed, held, throttled}
                        limit (not listed: the caller sweeps them once workers catch up)
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, dead_letters, envelope, events, fire, flow, history, pending, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then

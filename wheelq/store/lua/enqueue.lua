@@ -51,6 +51,7 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job du
            tokens recorded, so a replay of the call fires none twice), nothing else is written
            (no other token recorded, so a replay writes the jobs it did not)
          {-4, topic, deadline ms, now ms}   LATE: a replay past its deadline (nothing written)
+Includes: base, events, far_tier, fire, flow, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 -- Type checks: the sorted set, the stream and the inbox (and a replay's record, and the hash of

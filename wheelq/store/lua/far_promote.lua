@@ -22,6 +22,7 @@ Returns: {0, moved, skipped, more, next_ms}
            more     1 when a leaf is due for promotion still (call again at once)
            next_ms  Redis ms at which the next leaf comes within the horizon, -1: none
          {-2}       LEASE_LOST: the caller does not hold the lease (nothing written)
+Includes: base, far_tier, pending, status
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}

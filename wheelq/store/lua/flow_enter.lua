@@ -6,6 +6,7 @@ ARGV[1]  holder (worker and entry)
 ARGV[2]  slots
 ARGV[3]  ttl, ms
 Returns: {0, taken}   1: the caller holds a slot (also when it held one already)
+Includes: base
 ]]
 local now = wq_now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', wq_fmt(now))

@@ -12,6 +12,7 @@ ARGV[4..] 'enter', 'done': job id, due ms (its registered one counts when there 
           'register': job id, due ms, ... (pairs)
 Returns: {0, 1}                 enter: the job may start; done, register: recorded
          {0, 0, head id, due}   enter: another job of the key comes first
+Includes: base
 ]]
 local function before(d1, i1, d2, i2)
   return d1 < d2 or (d1 == d2 and i1 < i2)

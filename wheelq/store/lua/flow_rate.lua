@@ -7,6 +7,7 @@ ARGV[1]  interval between starts, µs
 ARGV[2]  burst: starts allowed back to back (>= 1)
 ARGV[3]  longest wait to reserve, µs
 Returns: {0, wait, reserved}   wait: µs until the start is allowed; reserved 1 when taken
+Includes: base
 ]]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

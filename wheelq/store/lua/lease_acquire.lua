@@ -13,6 +13,7 @@ Returns: {0, held, new, server_now_ms, holder}
                    (nothing written)
            new     1 when it was just acquired, 0 when it was ours already (renewed)
            holder  the token of the node holding the lease
+Includes: base, status
 ]]
 local now = wq_fmt(wq_now_ms())
 local holder = redis.call('GET', KEYS[1])

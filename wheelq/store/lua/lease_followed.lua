@@ -10,6 +10,7 @@ ARGV[2]  1: confirmed (written only while the caller holds the lease); 0: gone (
          while it is the caller's)
 Returns: {0}    done
          {-2}   LEASE_LOST: confirming a lease that is not the caller's (nothing written)
+Includes: lease, status
 ]]
 if ARGV[2] == '0' then
   if wq_marked(redis.call('GET', KEYS[2]), ARGV[1]) then

@@ -28,6 +28,7 @@ Returns: {0, state, holder, wait_ms}
                    4: gone past the grace, not freed (the holder is not ARGV[3])
            holder  the token found in the lease ("" when free)
            wait_ms state 3: ms until the grace ends (call again then); else 0
+Includes: base, lease, status
 ]]
 local holder = redis.call('GET', KEYS[1])
 if not holder then

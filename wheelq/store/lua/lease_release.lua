@@ -6,6 +6,7 @@ KEYS[3]  {T:s}:followed  STRING  the mark of the leader's liveness connection (l
 ARGV[1]  the caller's lease token
 Returns: {0}    released
          {-2}   LEASE_LOST: not held by the caller (nothing written)
+Includes: status
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}

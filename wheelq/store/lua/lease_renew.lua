@@ -7,6 +7,7 @@ ARGV[1]  the caller's lease token
 ARGV[2]  lease ttl, ms
 Returns: {0}    renewed (the lease expires ARGV[2] ms from now)
          {-2}   LEASE_LOST: not held by the caller (nothing written)
+Includes: status
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}

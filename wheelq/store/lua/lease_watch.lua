@@ -4,6 +4,7 @@ only routes it there; PUBSUB counts this server's own subscribers, whatever the 
 KEYS[1]  {T:s}:lease     STRING  any key of a shard on this server (not read)
 ARGV[1..] wake channels ({T:s}:wake)
 Returns: {0, n1, n2, ...}  subscribers of each channel, in order
+Includes: status
 ]]
 local out = {WQ_OK}
 local counts = redis.call('PUBSUB', 'SHARDNUMSUB', unpack(ARGV))

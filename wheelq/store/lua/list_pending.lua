@@ -29,6 +29,7 @@ Returns: {0, more, next due, next member, passed, member, due, envelope or size,
                       first leaf not read, '') ('', '' when more is 0)
            passed     far records read and not returned (dead, out of range or not reached)
          {-1, key}   WRONG_TYPE
+Includes: base, far_tier, job_lists, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'hash')
 if wrong then return wrong end
@@ -115,12 +116,7 @@ local function read_leaf()
     end
   end
   passed = passed + #records - #rows
-  table.sort(rows, function(a, b)
-    if a[1] ~= b[1] then
-      return a[1] < b[1]
-    end
-    return before(a[2], b[2])
-  end)
+  wq_sort_rows(rows)
   leaf_from(redis.call('ZRANGE', buckets, '(' .. wq_fmt(s), '+inf', 'BYSCORE', 'LIMIT', 0, 1,
     'WITHSCORES'))
   return rows

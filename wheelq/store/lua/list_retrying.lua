@@ -13,6 +13,7 @@ Returns: {0, more, member, due or false, envelope or size, [stamp or false,] ...
            order; more: 1 when the index held ARGV[2] members past ARGV[1] (a member no
            longer pending has due false)
          {-1, key}   WRONG_TYPE
+Includes: job_lists, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'hash')
 if wrong then return wrong end

@@ -17,6 +17,7 @@ Returns: {0, more, member, due, envelope or size, ...}   rows in order, up to AR
            1 when rows follow the last one
          {0, -1}     the index holds more than ARGV[7] members (nothing read)
          {-1, key}   WRONG_TYPE
+Includes: job_lists, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'hash')
 if wrong then return wrong end
@@ -39,12 +40,7 @@ for i, member in ipairs(members) do
     rows[#rows + 1] = {due, member}
   end
 end
-table.sort(rows, function(a, b)
-  if a[1] ~= b[1] then
-    return a[1] < b[1]
-  end
-  return before(a[2], b[2])
-end)
+wq_sort_rows(rows)
 local page, page_dues = {}, {}
 for i = 1, math.min(count, #rows) do
   page[i], page_dues[i] = rows[i][2], rows[i][1]

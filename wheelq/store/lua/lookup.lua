@@ -25,6 +25,7 @@ Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..
                       and while it is pending in the group {consumer, idle ms, deliveries}
                       (or nil)
          {-1, key}   WRONG_TYPE
+Includes: base, far_tier, history, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash',
   KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'stream')

@@ -26,6 +26,7 @@ Returns: {0, written}   runs written (fired now if due, else scheduled)
          {-2}           LEASE_LOST: a newer epoch is recorded here (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded
+Includes: base, events, far_tier, fire, flow, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',

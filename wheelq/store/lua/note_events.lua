@@ -7,6 +7,7 @@ ARGV[1]  kind: started | paused | resumed
 ARGV[2]  consumer group ('' for none: a topic paused or resumed as a whole)
 ARGV[3..] job id, attempt, job id, attempt, ... (none for paused and resumed)
 Returns: {0, written}: the events written (0 while events are off)
+Includes: events, status
 ]]
 wq_events_on(KEYS[1], KEYS[2])
 if not WQ_EVENTS then

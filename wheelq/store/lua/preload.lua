@@ -22,6 +22,7 @@ Returns: {0, new_cursor, server_now_ms, full, next_read_ms, overdue, id_1, due_1
            next_read server ms at which the next read is due (the plan above)
            overdue   1 when a job is due at or before ARGV[8]
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
+Includes: base, status
 ]]
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}

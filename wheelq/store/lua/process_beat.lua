@@ -9,6 +9,7 @@ ARGV[2]  its record ('': the process leaves)
 ARGV[3]  ttl, ms: the record expires this long after the server's now
 ARGV[4]  most expired records this call removes (>= 1)
 Returns: {0, now}  now: the server's clock, ms
+Includes: none
 ]]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

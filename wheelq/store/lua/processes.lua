@@ -5,6 +5,7 @@ KEYS[2]  wheelq:{processes}:records  HASH  process id -> msgpack record (wheelq.
 ARGV[1]  most processes returned (>= 1)
 Returns: {0, now, id, expiry, record, id, expiry, record, ...}  now: the server's clock, ms;
          a record is false when the hash lacks it
+Includes: none
 ]]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

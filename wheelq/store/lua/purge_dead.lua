@@ -3,6 +3,7 @@ KEYS[1]  {T:s}:dead      STREAM  dead letters
 ARGV     none
 Returns: {0, deleted}   entries the stream held (0 when there was none)
          {-1, key}   WRONG_TYPE (nothing deleted)
+Includes: status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'stream')
 if wrong then return wrong end

@@ -19,6 +19,7 @@ ARGV[2..] dead-letter entry ids
 Returns: {0, replayed, held, unreplayable_id_1, ...}   held: left for want of room under
            the "ready" limit; ids not found are none of these
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, envelope, events, fire, flow, history, status
 ]]
 wq_events_on(KEYS[5], KEYS[7])
 local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')

@@ -1,12 +1,12 @@
 --[[ reschedule.lua — move a pending job to a new due time (earlier or later); fire it if due.
 Every pending attempt of the id moves: the job stored under it and each group's retry stored
 under an alias member (all at the same due time, each firing in its own group).
-KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms
-KEYS[2]  {T:s}:jobs      HASH    job id -> envelope
-KEYS[3]  {T:s}:ready     STREAM  fired jobs
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms: the job and its retries' alias members, moved
+KEYS[2]  {T:s}:jobs      HASH    member -> envelope (read, to fire an attempt due now)
+KEYS[3]  {T:s}:ready     STREAM  the attempts due at their new time, fired
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (when fired now)
+KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (the attempts fired now)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[8]  {T:s}:limits    HASH    "ready": due now, the job fires only while the stream has room
          under it, else it is moved to its due time (wheelq.core.flow)
@@ -31,6 +31,7 @@ Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its l
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
            (nothing written; the scheduler dead-letters it when it comes due)
+Includes: base, envelope, events, far_tier, fire, flow, history, pending, selections, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',

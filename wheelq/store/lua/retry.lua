@@ -35,6 +35,7 @@ Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>gro
          {0, 2} it fired before a cancel of the job: acked, its record 'C', not put back
          {0, -1} it is pending to a later delivery than ARGV[9..10]'s (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, delivery, events, far_tier, history, pending, status, waiters
 ]]
 wq_events_on(KEYS[8], KEYS[9])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',

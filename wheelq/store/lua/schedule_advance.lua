@@ -9,6 +9,7 @@ ARGV[2]  the caller's epoch
 ARGV[3..] name, ms planned up to; ...
 Returns: {0, moved}   how many cursors moved; 0 with a stale epoch (nothing written)
          {-2}         LEASE_LOST (nothing written)
+Includes: status
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}

@@ -8,6 +8,7 @@ Returns: {0, epoch}   the caller's new epoch; 0: the epoch moved on since it was
            again; nothing written)
          {-2}         LEASE_LOST (nothing written)
          {-1, key}    WRONG_TYPE (nothing written)
+Includes: status
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {WQ_LEASE_LOST}

@@ -9,6 +9,7 @@ ARGV[2]  'keep' | 'reset'
 ARGV[3..] names
 Returns: {0, ms, ...}   per name, the latest run written here before the call (0: none)
          {-1, key}      WRONG_TYPE (nothing written)
+Includes: base, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'hash')
 if wrong then return wrong end

@@ -10,6 +10,7 @@ ARGV[3]  '1': create only (an existing schedule is left as it is)
 Returns: {0, created, state}   created = 1 new, 0 updated (or left as it was with ARGV[3] = '1');
            state: the schedule's state after the call
          {-1, key}              WRONG_TYPE (nothing written)
+Includes: base, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'hash', KEYS[2], 'hash')
 if wrong then return wrong end

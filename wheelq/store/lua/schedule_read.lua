@@ -6,6 +6,7 @@ KEYS[3]  {T:s}:sched_epoch STRING  the planner's fencing epoch
 ARGV[1]  a name, or '' for every schedule of the shard
 Returns: {0, epoch, {name, definition, state, ...}}   (a name not found: an empty list)
          {-1, key}   WRONG_TYPE
+Includes: status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'string')
 if wrong then return wrong end

@@ -12,6 +12,7 @@ Returns: {0, found, epoch, definition}   found = 0: no such schedule (nothing wr
            epoch: the new epoch (pause, remove) or the current one (resume); definition:
            the schedule as it was (false if none)
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'string')
 if wrong then return wrong end

@@ -10,6 +10,7 @@ ARGV[3]  idle time to set, ms
 ARGV[4..] entry ids
 Returns: {0, lost_1, lost_2, ...}   ids no longer pending for this consumer
          a WRONGTYPE error reply when the stream key holds another type (nothing written)
+Includes: status
 ]]
 local mine, out = {}, {WQ_OK}
 for i = 4, #ARGV do

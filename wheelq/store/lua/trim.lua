@@ -18,6 +18,7 @@ ARGV[4]  byte budget of the shard's history, bytes (0: none); the keys' MEMORY U
 Returns: {0, trimmed, more, consumers_deleted}   both streams together; more = 1 when
            trimmable entries remain
          {-1, key}   WRONG_TYPE (nothing written)
+Includes: base, history, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'zset',
   KEYS[5], 'stream')
