@@ -19,16 +19,8 @@ from hypothesis import strategies as st
 from tests.support.entries import ready_fields
 from wheelq.core.callback import Callback
 from wheelq.core.history import GroupInfo, JobInfo, JobState
-from wheelq.core.job import (
-    ENVELOPE_VERSION,
-    MAX_ATTEMPTS_LIMIT,
-    READY_ENTRY,
-    Envelope,
-    Job,
-    _built,
-    entry_ms,
-    validate_max_attempts,
-)
+from wheelq.core.job import ENVELOPE_VERSION, READY_ENTRY, Envelope, Job, _built, entry_ms
+from wheelq.core.options import MAX_ATTEMPTS_LIMIT, validate_max_attempts
 from wheelq.core.payload import (
     MAX_PAYLOAD_DEPTH,
     decode_payload,

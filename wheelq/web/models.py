@@ -31,9 +31,10 @@ from wheelq.core.far_tier import DEFAULT_HORIZON_MS, MAX_HORIZON_MS, MIN_HORIZON
 from wheelq.core.flow import MAX_LIMIT
 from wheelq.core.forecast import MAX_WINDOWS, MAX_WITHIN_S, WITHIN_S, Forecast
 from wheelq.core.history import JobInfo
-from wheelq.core.job import MAX_ATTEMPTS_LIMIT, DeadLetter
+from wheelq.core.job import DeadLetter
 from wheelq.core.job_list import ListedJob
 from wheelq.core.keys import MAX_TOPIC_LENGTH
+from wheelq.core.options import MAX_ATTEMPTS_LIMIT
 from wheelq.core.pause import PauseState
 from wheelq.core.recurring import (
     MAX_CATCH_UP,
