@@ -77,6 +77,14 @@ def _text_or_none(value: str) -> str | None:
     return value or None
 
 
+def _callback_url(packed: bytes) -> str | None:
+    """A packed callback shown by its URL alone (its headers may hold credentials)."""
+    try:
+        return Callback.unpack(packed).url if packed else None
+    except ValueError:
+        return "(unreadable)"
+
+
 KINDS = {
     "text": Kind("", _same, bytes.decode, lambda v: v or "", _text_or_none),
     "trace": Kind("", _same, bytes.decode, lambda v: v or "", _text_or_none),
@@ -85,7 +93,7 @@ KINDS = {
         _same,
         _same,
         lambda v: b"" if v is None else v.pack(),
-        lambda v: Callback.unpack(v).url if v else None,  # its headers may hold credentials
+        _callback_url,
     ),
     "flag": Kind(False, lambda v: "1" if v else "", lambda b: b == b"1", bool),
     "int": Kind(0, lambda v: str(v) if v else "", lambda b: int(b) if b else 0, lambda v: v or 0),
