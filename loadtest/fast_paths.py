@@ -53,7 +53,8 @@ from wheelq.core import payload as payload_module
 from wheelq.core.job import Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import bulk, items
+from wheelq.producer import enqueue_bulk as bulk
+from wheelq.producer import items
 from wheelq.store import enqueue
 from wheelq.store.call import Call
 from wheelq.store.scripts import Placed, check, script_keys

@@ -6,6 +6,10 @@ jobs into per-shard Redis Streams at their due millisecond; `Worker`s run a
 handler on each, with retries, dead letters and crash recovery.
 """
 
+from wheelq.admin.admin import Admin
+from wheelq.admin.async_admin import AsyncAdmin
+from wheelq.admin.dead_letters import DeadLetterPage, Replayed
+from wheelq.admin.groups import DeletedGroup, GroupShardStats, GroupStats
 from wheelq.core.callback import Callback
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import Flow, TopicLimits
@@ -58,12 +62,8 @@ from wheelq.errors import (
     WheelqError,
     WrongTypeError,
 )
-from wheelq.producer.admin import Admin
-from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
-from wheelq.producer.dead_letters import DeadLetterPage, Replayed
-from wheelq.producer.groups import DeletedGroup, GroupShardStats, GroupStats
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.operations import ShardStats, SpoolStats, TopicStats
 from wheelq.scheduler.led_shards import NodeEvent

@@ -33,9 +33,9 @@ from wheelq import (
     JobState,
     Worker,
 )
+from wheelq.admin import groups as grp
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import groups as grp
 from wheelq.producer.operations import Producer
 from wheelq.store import groups as store_groups
 from wheelq.store import history

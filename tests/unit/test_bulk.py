@@ -1,4 +1,4 @@
-"""producer.bulk: the columnar encoding writes what the per-item path writes (each envelope
+"""producer.enqueue_bulk: the columnar encoding writes what the per-item path writes (each envelope
 byte for byte, ids of the right shape in the shard `shard_of` names), and bad payloads are
 refused by their index before anything is sent."""
 
@@ -15,7 +15,7 @@ from wheelq.core.job import pack_envelope
 from wheelq.core.keys import shard_of
 from wheelq.core.options import EnqueueItem, stored_values
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
-from wheelq.producer import bulk
+from wheelq.producer import enqueue_bulk as bulk
 
 NOW_MS = 1_790_000_000_000
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

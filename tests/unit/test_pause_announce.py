@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from wheelq.admin import events as producer_events
+from wheelq.admin import pauses as producer_pauses
 from wheelq.core.events import EventsConfig
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import events as producer_events
-from wheelq.producer import pauses as producer_pauses
 from wheelq.producer.operations import Producer
 from wheelq.store.call import Call
 from wheelq.store.executor import Pipeline, drive, plan

@@ -29,7 +29,7 @@ from wheelq.core.settings import (
 )
 
 if TYPE_CHECKING:
-    from wheelq.producer.admin import Admin
+    from wheelq.admin.admin import Admin
     from wheelq.producer.client import Client
 
 
@@ -363,7 +363,7 @@ class Context:
     @contextmanager
     def admin(self) -> Iterator[Admin]:
         """An `Admin` with the ``[client]`` settings (resolved before it connects), closed after."""
-        from wheelq.producer.admin import Admin
+        from wheelq.admin.admin import Admin
 
         url, settings = self.redis_url(), self.section("client")
         with Admin.from_url(url, **settings) as admin:

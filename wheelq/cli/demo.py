@@ -10,8 +10,8 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.job import Job
-from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.items import EnqueueItem
 from wheelq.runtime.clock import ClockKeeper, RedisClock

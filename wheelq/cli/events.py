@@ -64,8 +64,8 @@ def setting(ctx: Context) -> int:
 def follow(ctx: Context) -> int:
     """Print each event until Ctrl-C (or ``--count``); exit 1 for an unknown topic (said as
     every command says it) and for one whose events are off (it would wait for ever)."""
+    from wheelq.admin.async_admin import AsyncAdmin
     from wheelq.errors import UnknownTopicError
-    from wheelq.producer.async_admin import AsyncAdmin
 
     args = ctx.args
     url, settings = ctx.redis_url(), ctx.section("client")

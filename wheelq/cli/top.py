@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from wheelq.admin.admin import Admin
     from wheelq.core.observe import ShardObservation, TopicRow
     from wheelq.core.pause import PauseState
     from wheelq.core.process import ProcessInfo
-    from wheelq.producer.admin import Admin
 
 INTERVAL_RANGE_S = (0.1, 3600.0)
 

@@ -30,7 +30,7 @@ from wheelq.core.far_tier import (
 from wheelq.core.retry import Reason
 
 if TYPE_CHECKING:
-    from wheelq.producer.admin import Admin
+    from wheelq.admin.admin import Admin
     from wheelq.producer.operations import TopicStats
 
 

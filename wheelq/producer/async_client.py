@@ -10,12 +10,12 @@ from typing import Any, Self, TypeVar, Unpack
 import redis
 import redis.asyncio
 
+from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
-from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.client import Client
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem

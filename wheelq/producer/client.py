@@ -13,12 +13,12 @@ from typing import Any, Self, TypeVar, Unpack
 import redis
 import redis.asyncio
 
+from wheelq.admin.admin import Admin
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
-from wheelq.producer.admin import Admin
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.moved import Moved, warn_once

@@ -38,7 +38,7 @@ from wheelq.errors import (
     TopicNotEmptyError,
     UnknownTopicError,
 )
-from wheelq.producer import bulk
+from wheelq.producer import enqueue_bulk as bulk
 from wheelq.producer.items import (
     EncodeBatch,
     EnqueueItem,

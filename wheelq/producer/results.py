@@ -7,6 +7,7 @@ import math
 from datetime import timedelta
 from typing import Any
 
+from wheelq.admin.groups import has_group
 from wheelq.core import keys as k
 from wheelq.core.history import SEPARATOR, JobState, job_info, outcome
 from wheelq.errors import (
@@ -17,7 +18,6 @@ from wheelq.errors import (
     UnknownJobError,
     UnknownTopicError,
 )
-from wheelq.producer.groups import has_group
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import history, results, streams
 

@@ -11,6 +11,8 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
 
 import msgspec
 
+from wheelq.admin.admin import Admin
+from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.job import Job
@@ -20,8 +22,6 @@ from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, MalformedJobError, UnknownGroupError
 from wheelq.outbox.enqueue import aenqueue as outbox_aenqueue
 from wheelq.outbox.enqueue import enqueue as outbox_enqueue
-from wheelq.producer.admin import Admin
-from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.tasks.codec import TaskCodec, spelled

@@ -21,9 +21,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from wheelq.admin import events as job_events
 from wheelq.core.events import Event
 from wheelq.errors import EventsOffError, UnknownTopicError
-from wheelq.producer import events as job_events
 from wheelq.runtime.outage import wait_for_either
 from wheelq.web import as_json
 from wheelq.web.event_streams import EventStreams

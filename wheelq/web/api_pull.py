@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from wheelq.admin.groups import CreatedGroup
 from wheelq.errors import GroupLimitError, GroupNotFoundError, UnknownGroupError
-from wheelq.producer.groups import CreatedGroup
 from wheelq.web.models import (
     AckOut,
     GroupPath,

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, within_text
 from wheelq.core.keys import MAX_GROUP_CHARS
@@ -19,7 +20,6 @@ from wheelq.errors import (
     TopicNotEmptyError,
     UnknownGroupError,
 )
-from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.store.groups import GROUP_LANES
 from wheelq.web import DEAD_SCAN, api_pull, as_json
 from wheelq.web.models import (

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request, Response
 
+from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.callbacks.delivery import Deliveries
 from wheelq.callbacks.resolver import private_target
 from wheelq.core.callback import validate_callback
@@ -19,7 +20,6 @@ from wheelq.core.process import RoleInfo, role_info
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ServeSettings, WorkerSettings
 from wheelq.errors import InvalidArgumentError, UnknownTopicError
-from wheelq.producer.async_admin import AsyncAdmin
 from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime import heartbeat
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock

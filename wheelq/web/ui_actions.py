@@ -27,6 +27,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
+from wheelq.admin.bulk_actions import MAX_SHIFT_MS
 from wheelq.core.bulk_actions import SELECTION_TTL_MS, BulkAction, BulkOutcome, bulk_action
 from wheelq.core.job_list import ListState, list_state
 from wheelq.core.recurring import MAX_NAME
@@ -37,7 +38,6 @@ from wheelq.errors import (
     TopicNotEmptyError,
     UnknownGroupError,
 )
-from wheelq.producer.bulk_actions import MAX_SHIFT_MS
 from wheelq.web.api_jobs import BULK_SLICE
 from wheelq.web.auth import check_site
 from wheelq.web.models import GROUP_NAME

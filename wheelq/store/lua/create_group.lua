@@ -1,6 +1,6 @@
 --[[ create_group.lua — create a consumer group of one shard's stream, unless the stream has its cap of groups.
 The count and the XGROUP CREATE are one step, so creations racing on one shard never pass
-the cap (wheelq.producer.groups.create_group undoes a creation some other shard refused).
+the cap (wheelq.admin.groups.create_group undoes a creation some other shard refused).
 KEYS[1]  {T:s}:stream    STREAM  the stream the group reads: {T:s}:ready (made if absent)
 ARGV[1]  consumer group
 ARGV[2]  where a new group starts: '0' (every entry still in the stream) or '$' (new ones)

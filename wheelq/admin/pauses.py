@@ -3,10 +3,10 @@ docs/architecture.md, "Pause and resume")."""
 
 from __future__ import annotations
 
+from wheelq.admin.groups import groups
 from wheelq.core.keys import ShardKeys, validate_group, validate_topic
 from wheelq.core.pause import PauseState, parse_pauses, pause_field
 from wheelq.errors import InvalidArgumentError, UnknownGroupError, UnknownTopicError
-from wheelq.producer.groups import groups
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import events, pauses, server
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from wheelq.admin.job_lists import checked_filter, dead_page
 from wheelq.core.bulk_actions import (
     BATCH,
     SELECTION_TTL_MS,
@@ -39,7 +40,6 @@ from wheelq.errors import (
     WheelqError,
     int_in,
 )
-from wheelq.producer.job_lists import checked_filter, dead_page
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import dead_letters as dead
 from wheelq.store import enqueue

@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from wheelq.admin.dead_letters import DeadFilter, dead_letters
 from wheelq.core.due import At, at_ms
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import DeadLetter, Envelope, Field, entry_ms, entry_order
@@ -38,7 +39,6 @@ from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.payload import payload_text, read_payload
 from wheelq.core.process import Held, held_by_workers
 from wheelq.errors import UnknownTopicError, int_in
-from wheelq.producer.dead_letters import DeadFilter, dead_letters
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import groups as g
 from wheelq.store import job_lists as lists

@@ -8,6 +8,13 @@ from typing import Any, Protocol, Self, TypeVar
 
 import redis.asyncio
 
+from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
+from wheelq.admin import dead_letters as dl
+from wheelq.admin import events as job_events
+from wheelq.admin import forecast as fc
+from wheelq.admin import groups as grp
+from wheelq.admin.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
+from wheelq.admin.bulk_actions import Progress
 from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
@@ -20,13 +27,6 @@ from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
-from wheelq.producer import bulk_actions, job_lists, pauses, processes, schedules
-from wheelq.producer import dead_letters as dl
-from wheelq.producer import events as job_events
-from wheelq.producer import forecast as fc
-from wheelq.producer import groups as grp
-from wheelq.producer.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
-from wheelq.producer.bulk_actions import Progress
 from wheelq.producer.operations import Op, Producer, TopicStats, guarded
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import LocalClock

@@ -1,0 +1,150 @@
+"""What `POST .../jobs` and `POST .../jobs/batch` take and answer: a job, when it is due
+(`Due`), its callback."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, Field, JsonValue
+
+from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
+from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
+from wheelq.core.options import MAX_ATTEMPTS_LIMIT
+from wheelq.errors import InvalidDelayError
+from wheelq.producer.items import EnqueueItem
+from wheelq.web.models.fields import _EPOCH, PRINTABLE, WHOLE, Int, Strict, _finite, rfc3339
+
+MIN_AT_MS = 978_307_200_000
+"""2001-01-01T00:00:00Z in ms: the least number `at` takes. Any number below is refused, as
+it reads as seconds (epoch seconds stay below it until the year 32971), and a due time in
+2000 or before means now anyway (omit `at`)."""
+
+
+AT_DESCRIPTION = (
+    "When the job is due: epoch milliseconds (ms since 1970-01-01T00:00:00Z, from "
+    f"{MIN_AT_MS} = 2001-01-01, as a number below can only be seconds, to ten years from "
+    "now), or an RFC 3339 time with an offset (at most ten years from now; a past one means "
+    "now)."
+)
+
+
+class CallbackIn(Strict):
+    """Where the deliverer POSTs the job when it is due."""
+
+    url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS)]
+    headers: dict[str, str] | None = None
+    timeout_ms: (
+        Annotated[int, Field(ge=TIMEOUT_MS_RANGE[0], le=TIMEOUT_MS_RANGE[1]), WHOLE] | None
+    ) = None
+
+
+class Due(Strict):
+    """When: `delay_ms` from now or `at` (an RFC 3339 time with an offset, or epoch ms);
+    neither means now."""
+
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS), WHOLE] | None = Field(
+        None, description="When the job is due: milliseconds from now, up to ten years."
+    )
+    at: Int | Annotated[str, Field(max_length=64)] | None = Field(
+        None, description=AT_DESCRIPTION, json_schema_extra={"minimum": MIN_AT_MS}
+    )
+
+    def due(self, now_ms: int) -> tuple[timedelta | None, datetime | None]:
+        """(delay, at) as the client takes them, exact to the ms; `at` bounded by `now_ms`
+        (the client's clock, as `latest_at_ms` reads it)."""
+        if self.delay_ms is not None and self.at is not None:
+            raise InvalidDelayError("at", "give delay_ms or at, not both")
+        delay = None if self.delay_ms is None else timedelta(milliseconds=self.delay_ms)
+        if self.at is None:
+            return delay, None
+        latest = latest_at_ms(now_ms)
+        if isinstance(self.at, int):
+            if not MIN_AT_MS <= self.at <= latest:
+                raise _at_ms_out_of_range(self.at, latest)
+            return None, _EPOCH + timedelta(milliseconds=self.at)
+        at = rfc3339(self.at)
+        if at is None:
+            raise InvalidDelayError(
+                "at",
+                "at must be epoch ms or an RFC 3339 time with an offset like "
+                f"2026-11-23T12:00:00.250Z, got {self.at!r}",
+            )
+        if at > _EPOCH + timedelta(milliseconds=latest):
+            raise InvalidDelayError(
+                "at", f"at must be at most ten years from now ({utc_text(latest)}), got {self.at!r}"
+            )
+        return None, at
+
+
+def _at_ms_out_of_range(at: int, latest: int) -> InvalidDelayError:
+    hint = ""
+    if MIN_AT_MS <= at * 1000 <= latest:
+        hint = f"; {at} looks like seconds: send {at * 1000}"
+    return InvalidDelayError(
+        "at",
+        f"at is epoch ms (milliseconds since 1970-01-01T00:00:00Z) and must be in "
+        f"[{MIN_AT_MS}, {latest}] (2001-01-01T00:00:00Z to ten years from now, "
+        f"{utc_text(latest)}), got {at}{hint}",
+    )
+
+
+class JobIn(Due):
+    """One job to enqueue."""
+
+    payload: Annotated[JsonValue, AfterValidator(_finite)] = Field(
+        ...,
+        description="Any JSON value, lists and objects nested at most 100 levels deep "
+        "(MAX_PAYLOAD_DEPTH); the job's payload.",
+    )
+    id: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
+    replace: bool = False
+    callback: CallbackIn | None = None
+    key: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = Field(
+        None, description="The job's key: what workers' flow limits count per key."
+    )
+    ordered: bool = Field(
+        False, description="With key: the key's jobs run one at a time, in due order."
+    )
+
+    def item(self, now_ms: int) -> EnqueueItem:
+        """The client's item (`now_ms`: see `Due.due`)."""
+        delay, at = self.due(now_ms)
+        callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
+        return EnqueueItem(
+            payload=self.payload,
+            delay=delay,
+            at=at,
+            job_id=self.id,
+            max_attempts=self.max_attempts,
+            replace=self.replace,
+            traceparent=None,
+            callback=callback,
+            key=self.key,
+            ordered=self.ordered,
+        )
+
+
+class BatchIn(Strict):
+    jobs: Annotated[list[JobIn], Field(min_length=1)]
+
+
+class Enqueued(BaseModel):
+    id: str
+    topic: str
+    due_ms: int
+
+
+class BatchItemOut(BaseModel):
+    """One job of a batch: its `status` (201 enqueued, 409 an existing id)."""
+
+    status: int
+    id: str
+    topic: str
+    due_ms: int | None = None
+    detail: str | None = None
+
+
+class BatchOut(BaseModel):
+    results: list[BatchItemOut]
