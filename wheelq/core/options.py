@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Self, TypedDict, TypeVar, Unpack
+from typing import Any, NamedTuple, Self, TypedDict, TypeVar, Unpack, cast
 
 from wheelq.core.callback import Callback, CallbackArg, validate_callback
 from wheelq.core.due import At, Delay, DueSpec
@@ -204,13 +204,20 @@ def stored_unset() -> tuple[Any, ...]:
 def option_slots(values: tuple[Any, ...] | list[Any]) -> list[str | bytes]:
     """The envelope's option slots of these `Envelope` values (`STORED` order), the unset
     ones at the end left out."""
-    slots = [_SLOT[i](v) for i, v in enumerate(values)]
+    slots = list(values)
+    for i, slot in _CONVERTED:
+        slots[i] = slot(slots[i])
     while slots and not slots[-1]:
         slots.pop()
     return slots
 
 
-_SLOT = tuple(KINDS[o.kind].slot for o in STORED if o.kind is not None)
+_CONVERTED = tuple(
+    (i, KINDS[o.kind].slot)
+    for i, o in enumerate(STORED)
+    if o.kind is not None and KINDS[o.kind].slot is not _same
+)
+"""The slots whose `Envelope` value is spelled otherwise (a flag, a number)."""
 
 
 def view(values: tuple[Any, ...]) -> dict[str, Any]:
@@ -315,8 +322,6 @@ class EnqueueItem(_Fields):
 
 
 ITEM_FIELDS = _Fields._fields
-_STORED_AT = tuple(ITEM_FIELDS.index(o.name) for o in STORED)
-_STORED_DEFAULTS = tuple(_Fields._field_defaults[o.name] for o in STORED)
 
 
 class EnqueueOptions(NamedTuple):
@@ -337,27 +342,48 @@ class EnqueueOptions(NamedTuple):
 
 
 _STORED_INDEX = {o.name: i for i, o in enumerate(STORED)}
-_UNSET = stored_unset()
+_ROWS = tuple(
+    (
+        ITEM_FIELDS.index(o.name),
+        _Fields._field_defaults[o.name],
+        KINDS[o.kind].unset,
+        o,
+        o.name == "traceparent",
+        None if o.requires is None else ITEM_FIELDS.index(o.requires),
+    )
+    for o in STORED
+    if o.kind is not None
+)
+"""Each stored option as `stored_values` reads it: its place in an item, its default, its
+`Envelope` value when unset, its row, whether it is the traceparent, the place of the
+option it requires."""
 
 
-def stored_values(item: tuple[Any, ...], traceparent: str | None) -> tuple[Any, ...]:
-    """The `Envelope` values of `item`'s stored options (an `EnqueueItem`), each checked by
-    its row (errors name it); an item without its own traceparent takes `traceparent`."""
-    values = []
-    for o, at, default in zip(STORED, _STORED_AT, _STORED_DEFAULTS, strict=True):
-        value = item[at]
-        if value is default or value is None:
-            if o.name == "traceparent" and traceparent:
-                values.append(traceparent)  # the call's send span's
-            else:
-                values.append(_UNSET[len(values)])
-            continue
-        values.append(checked(o, value))
-        if o.requires and values[-1] and item[ITEM_FIELDS.index(o.requires)] is None:
-            raise InvalidArgumentError(
-                o.name, f"{o.name} is for a job with a {o.requires} only, got {value!r}"
-            )
-    return tuple(values)
+def stored_values_source() -> str:
+    """The source of `stored_values`, written from `STORED` (as `Job.from_entry`'s decoder
+    is from `READY_ENTRY`): one check a stored option, in line, with no loop a job."""
+    lines = ["def stored_values(item, traceparent):"]
+    for i, (at, default, unset, _, trace, required) in enumerate(_ROWS):
+        v = f"v{i}"
+        lines.append(f"    {v} = item[{at}]")
+        absent = f"{v} is None" + ("" if default is None else f" or {v} is {default!r}")
+        lines.append(f"    if {absent}:")
+        lines.append(
+            f"        {v} = traceparent or {unset!r}" if trace else f"        {v} = {unset!r}"
+        )
+        lines.append("    else:")
+        lines.append(f"        {v} = checked(ROWS[{i}][3], {v})")
+        if required is not None:
+            lines.append(f"        if {v} and item[{required}] is None:")
+            lines.append(f"            unrequired(ROWS[{i}][3], item[{at}])")
+    lines.append(f"    return ({''.join(f'v{i}, ' for i in range(len(_ROWS)))})")
+    return "\n".join(lines)
+
+
+def _unrequired(o: Option, value: object) -> None:
+    raise InvalidArgumentError(
+        o.name, f"{o.name} is for a job with a {o.requires} only, got {value!r}"
+    )
 
 
 def checked(o: Option, value: Any) -> Any:
@@ -407,3 +433,16 @@ def takes(kwargs: type, *, payload: bool = True) -> Callable[[F], F]:
         return fn
 
     return decorate
+
+
+def _stored_values() -> Callable[[tuple[Any, ...], str | None], tuple[Any, ...]]:
+    """`stored_values_source` compiled once, at import."""
+    scope: dict[str, Any] = {"ROWS": _ROWS, "checked": checked, "unrequired": _unrequired}
+    exec(stored_values_source(), scope)  # noqa: S102 (our own table's text, at import)
+    return cast(Callable[[tuple[Any, ...], str | None], tuple[Any, ...]], scope["stored_values"])
+
+
+stored_values = _stored_values()
+"""The `Envelope` values of an item's stored options (an `EnqueueItem`), each checked by its
+row (errors name it); an item without its own traceparent takes the call's (the second
+argument)."""
