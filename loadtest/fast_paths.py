@@ -289,7 +289,7 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
         t = time.process_time()
         for i in range(0, jobs, 20_000):
             columns = bulk.encode([PAYLOAD] * 20_000, settings.max_payload_bytes, 5, NOW_MS + i,
-                                  None, SHARDS)  # fmt: skip
+                                  (), SHARDS)  # fmt: skip
             for _, call in bulk.enqueue_calls("t", due, columns, size):
                 executor.run([call])
         return time.process_time() - t

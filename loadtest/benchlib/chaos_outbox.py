@@ -294,7 +294,8 @@ def poison_rows(topic: str, tag: str) -> dict[str, dict[str, Any]]:
     """One row of each `POISON` kind, as a writer other than `enqueue` could: a valid row of
     `topic` with one column spoiled."""
     rows = {
-        kind: row(topic, [tag, kind], None, job_id=f"{tag}-{kind}", delay=1.0) for kind in POISON
+        kind: row(topic, [tag, kind], None, {"job_id": f"{tag}-{kind}", "delay": 1.0})
+        for kind in POISON
     }
     rows["invalid_topic"]["topic"] = "not a topic!"
     rows["undecodable_envelope"]["envelope"] = b"\xc1\xc1\xc1"

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from wheelq.core.ids import ID_LENGTH, job_id_time_ms
 from wheelq.core.job import pack_envelope
 from wheelq.core.keys import shard_of
+from wheelq.core.options import EnqueueItem, stored_values
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 from wheelq.producer import enqueue_bulk as bulk
 
@@ -24,7 +25,8 @@ SIZES = [0, 1, 30, 31, 32, 255, 256, 65_534, 65_535, 65_536, 70_000]
 @pytest.mark.parametrize("traceparent", [None, TRACE])
 def test_each_envelope_is_the_one_pack_envelope_writes(traceparent: str | None) -> None:
     payloads = [b"x" * n for n in SIZES]  # bytes encode to msgpack bin of n bytes
-    columns = bulk.encode(payloads, 1 << 20, 7, NOW_MS, traceparent, 1)
+    options = stored_values(EnqueueItem(payload=None), traceparent)
+    columns = bulk.encode(payloads, 1 << 20, 7, NOW_MS, options, 1)
     envelopes = columns.shards[0][1]
     for payload, envelope in zip(payloads, envelopes, strict=True):
         packed = bulk._packed([payload], 1 << 20)[0]
@@ -38,7 +40,7 @@ def test_each_envelope_is_the_one_pack_envelope_writes(traceparent: str | None) 
     )
 )
 def test_any_plain_payloads_give_the_per_item_envelopes(payloads: list[Any]) -> None:
-    columns = bulk.encode(payloads, 1 << 20, 5, NOW_MS, None, 1)
+    columns = bulk.encode(payloads, 1 << 20, 5, NOW_MS, (), 1)
     envelopes = columns.shards[0][1] if payloads else []
     assert envelopes == [
         pack_envelope(bulk._packed([p], 1 << 20)[0], 1, 5, NOW_MS) for p in payloads
@@ -46,7 +48,7 @@ def test_any_plain_payloads_give_the_per_item_envelopes(payloads: list[Any]) -> 
 
 
 def test_ids_are_generated_unique_in_order_and_grouped_by_their_shard() -> None:
-    columns = bulk.encode(list(range(5000)), 1 << 20, 5, NOW_MS, None, 8)
+    columns = bulk.encode(list(range(5000)), 1 << 20, 5, NOW_MS, (), 8)
     assert len(columns.ids) == len(set(columns.ids)) == 5000
     assert all(len(i) == ID_LENGTH and job_id_time_ms(i) == NOW_MS for i in columns.ids)
     seen = []
@@ -63,7 +65,7 @@ def test_ids_are_generated_unique_in_order_and_grouped_by_their_shard() -> None:
 def test_the_writes_for_the_spool_are_in_the_callers_order() -> None:
     from wheelq.core.due import DueSpec
 
-    columns = bulk.encode(["a", "b", "c", "d"], 1 << 20, 5, NOW_MS, None, 3)
+    columns = bulk.encode(["a", "b", "c", "d"], 1 << 20, 5, NOW_MS, (), 3)
     writes = bulk.as_writes(DueSpec("delay", 10), columns)
     assert [w.id for w in writes] == columns.ids
     assert all(w.new and not w.replace for w in writes)
@@ -85,7 +87,7 @@ def test_a_bad_payload_is_named_by_its_index(
     payloads: list[Any], error: type[Exception], where: str
 ) -> None:
     with pytest.raises(error) as raised:
-        bulk.encode(payloads, 50, 5, NOW_MS, None, 4)
+        bulk.encode(payloads, 50, 5, NOW_MS, (), 4)
     assert str(raised.value).startswith(f"{where}: ")
 
 
@@ -97,5 +99,5 @@ def test_a_single_payload_is_not_taken_for_many(payloads: Any) -> None:
 
 
 def test_a_tuple_payload_is_encoded_as_the_per_item_path_does() -> None:
-    columns = bulk.encode([(1, 2)], 1 << 20, 5, NOW_MS, None, 1)
+    columns = bulk.encode([(1, 2)], 1 << 20, 5, NOW_MS, (), 1)
     assert columns.shards[0][1][0] == pack_envelope(bulk._packed([[1, 2]], 99)[0], 1, 5, NOW_MS)

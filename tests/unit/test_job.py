@@ -19,16 +19,8 @@ from hypothesis import strategies as st
 from tests.support.entries import ready_fields
 from wheelq.core.callback import Callback
 from wheelq.core.history import GroupInfo, JobInfo, JobState
-from wheelq.core.job import (
-    ENVELOPE_VERSION,
-    MAX_ATTEMPTS_LIMIT,
-    READY_ENTRY,
-    Envelope,
-    Job,
-    _built,
-    entry_ms,
-    validate_max_attempts,
-)
+from wheelq.core.job import ENVELOPE_VERSION, READY_ENTRY, Envelope, Job, _built, entry_ms
+from wheelq.core.options import MAX_ATTEMPTS_LIMIT, STORED, validate_max_attempts
 from wheelq.core.payload import (
     MAX_PAYLOAD_DEPTH,
     decode_payload,
@@ -335,9 +327,8 @@ def test_envelope_round_trips_with_a_str_payload(
 
 
 def test_envelope_unpack_accepts_a_bin_payload_and_extra_fields() -> None:
-    data = msgpack.packb(
-        [1, b"p", 2, 3, 4, "", "", "", "", "", "", "added later"], use_bin_type=True
-    )
+    slots = ["", ""] + [""] * len(STORED)  # group, job id, every option slot this version knows
+    data = msgpack.packb([1, b"p", 2, 3, 4, *slots, "added later"], use_bin_type=True)
     assert Envelope.unpack(data) == Envelope(b"p", 2, 3, 4)
 
 
@@ -504,6 +495,7 @@ def read_by_rows(fields: dict[bytes, bytes]) -> Job:
         "callback": Callback.unpack,
     }
     values: dict[str, Any] = {"entry_id": "1-0", "shard": 0, "deliveries": 1}
+    unset = {f.name: f.default for f in dataclasses.fields(Job)}
     for f in READY_ENTRY:
         raw = fields.get(f.name, f.default)
         if f.job is None:
@@ -511,7 +503,7 @@ def read_by_rows(fields: dict[bytes, bytes]) -> Job:
         if f.kind == "flag":
             values[f.job] = raw == b"1"
         elif f.optional and not raw:
-            values[f.job] = None
+            values[f.job] = unset[f.job]  # its `Job` attribute's default
         elif raw is None:
             raise KeyError(f.name)
         else:

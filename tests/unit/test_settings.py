@@ -11,8 +11,8 @@ from typing import Annotated
 
 import pytest
 
-from wheelq.core.job import validate_max_attempts
 from wheelq.core.keys import validate_shards
+from wheelq.core.options import validate_max_attempts
 from wheelq.core.settings import (
     ClientSettings,
     Range,

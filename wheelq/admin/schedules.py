@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from wheelq.core import keys as k
 from wheelq.core.callback import validate_callback
 from wheelq.core.due import At, at_ms, latest_at_ms
-from wheelq.core.job import validate_max_attempts
+from wheelq.core.options import validate_max_attempts
 from wheelq.core.payload import encode_payload
 from wheelq.core.recurring import (
     GRACE_MS,

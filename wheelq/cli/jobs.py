@@ -9,14 +9,16 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from wheelq.cli.context import CliError, Context, command, usage_error
 from wheelq.core.due import utc_text
+from wheelq.core.options import OPTIONS
 from wheelq.core.payload import jsonable
 
 if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo
+    from wheelq.core.options import ItemOptions
 
 
 _JOB = ("topic", "job_id")
@@ -31,9 +33,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--id", dest="job_id", help="your own job id (unique while pending)")
     p.add_argument("--max-attempts", type=int, help="runs before it is dead-lettered (1-1000)")
     p.add_argument("--replace", action="store_true", help="replace a pending job of that --id")
-    p.add_argument(
-        "--traceparent", help="the W3C traceparent of the trace the job belongs to (00-...-...-..)"
-    )
+    for o in OPTIONS:  # then each option the table gives a flag: --traceparent, --key, ...
+        flag = "--" + o.name.replace("_", "-")
+        if o.cli is bool:
+            p.add_argument(flag, action="store_true", help=o.doc)
+        elif o.cli is not None:
+            p.add_argument(flag, type=o.cli, help=o.doc)
     p.set_defaults(func=enqueue)
 
     command(sub, "cancel", parents, "cancel a pending job", cancel, *_JOB)
@@ -93,10 +98,13 @@ def enqueue(ctx: Context) -> int:
     payload = json_payload(args.payload)
     with ctx.client() as client, _due_flags():
         try:
-            job_id = client.enqueue(
-                args.topic, payload, delay=args.delay, at=args.at, job_id=args.job_id,
-                max_attempts=args.max_attempts, replace=args.replace, traceparent=args.traceparent,
+            flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.cli is not None}
+            options: dict[str, Any] = {n: v for n, v in flags.items() if v not in (None, False)}
+            options.update(
+                delay=args.delay, at=args.at, job_id=args.job_id,
+                max_attempts=args.max_attempts, replace=args.replace,
             )  # fmt: skip
+            job_id = client.enqueue(args.topic, payload, **cast("ItemOptions", options))
         except DuplicateJobError as exc:
             raise CliError(
                 f"job {args.job_id!r} is already pending on {args.topic!r}; "
@@ -174,6 +182,7 @@ def render(info: JobInfo) -> str:
         rows.append(("fired", f"{utc_text(info.fired_ms)} (entry {info.entry_id})"))
     if info.cancelled_ms is not None:
         rows.append(("cancelled", utc_text(info.cancelled_ms)))
+    rows += [(name, str(value)) for name, value in info.options.items() if value]
     if info.last_error:
         rows.append(("last error", _first_line(info.last_error)))
     if info.payload_kept:

@@ -87,23 +87,8 @@ def flow_key(topic: str, group: str, kind: str, key: str | None) -> str:
     return f"wheelq:flow:{{{topic}:{digest}}}:{kind}"
 
 
-MAX_KEY_BYTES = 256
 ORDER_GRACE_MS = 10_000
 """A job registered in its key's order but unknown this long after due was never written."""
-
-
-def validate_key(key: object) -> str:
-    """`key` if it is a printable str of 1-256 UTF-8 bytes, else InvalidArgumentError."""
-    if (
-        not isinstance(key, str)
-        or not key
-        or not key.isprintable()
-        or len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES
-    ):
-        raise InvalidArgumentError(
-            "key", f"key must be a printable str of 1-{MAX_KEY_BYTES} UTF-8 bytes, got {key!r}"
-        )
-    return key
 
 
 def order_keys(topic: str, key: str) -> tuple[str, str]:

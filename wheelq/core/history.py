@@ -13,6 +13,7 @@ from typing import Any
 import msgpack
 
 from wheelq.core.job import Envelope, Field, entry_ms, entry_order
+from wheelq.core.options import KINDS, STORED, view
 from wheelq.core.pause import PauseState
 from wheelq.core.payload import read_payload
 from wheelq.core.process import Held
@@ -114,6 +115,10 @@ class JobInfo:
     payload_kept: bool = False
     """Whether `payload` is the job's: False when it is not known (cancelled before it
     fired, its stream entry trimmed, unknown), and `payload` None says nothing."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The options it was enqueued with that are stored with it (`core.options.STORED`:
+    ``traceparent``, ``callback`` by its URL, ``key``, ``ordered``, ...), each by name; empty
+    when not known (as `payload`)."""
 
 
 def payload_gone(info: JobInfo) -> str:
@@ -301,6 +306,7 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         last_error=last_error,
         groups=tuple(groups),
         payload_kept=True,
+        options=view(env.options),
     )
 
 
@@ -372,7 +378,20 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         last_error=errors[0] if errors else None,
         groups=groups,
         payload_kept=kept,
+        options=entry_options(fields) if fields else {},
     )
+
+
+def entry_options(fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """`JobInfo.options` of a ready-stream entry (an unreadable field: as if not set)."""
+    values = []
+    for o in STORED:
+        raw = fields.get(o.entry or b"", b"")
+        try:
+            values.append(KINDS[o.kind or ""].read(raw))
+        except (ValueError, UnicodeDecodeError):
+            values.append(KINDS[o.kind or ""].unset)
+    return view(tuple(values))
 
 
 def _entry_facts(

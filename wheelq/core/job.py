@@ -17,11 +17,9 @@ from typing import Any, ClassVar, cast
 import msgpack
 
 from wheelq.core.callback import Callback
+from wheelq.core.options import KINDS, STORED, option_slots, stored_unset
 from wheelq.core.payload import decode_payload, read_payload
-from wheelq.errors import (
-    InvalidArgumentError,
-    int_in,
-)
+from wheelq.errors import InvalidArgumentError
 
 # --- stream entries and notes
 
@@ -87,17 +85,19 @@ READY_ENTRY = (
     # the envelope's enqueued_ms, so a lookup still has it once the job fired (core.history)
     EntryField(Field.ENQUEUED, "enqueued_ms", "int", None, default=b"0"),
     EntryField(Field.GROUP, "group", "text", "group", optional=True),
-    EntryField(Field.TRACE, "traceparent", "trace", "traceparent", optional=True),
-    EntryField(Field.CALLBACK, "callback", "callback", "callback", optional=True),
-    EntryField(Field.KEY, "key", "text", "key", optional=True),
-    EntryField(Field.ORDERED, "ordered", "flag", "ordered", optional=True, requires="key"),
+    # then each stored option (core.options.STORED), from its envelope slot
+    *(
+        EntryField(o.entry, o.name, o.kind, o.name, optional=True, requires=o.requires)
+        for o in STORED
+        if o.entry is not None and o.kind is not None
+    ),
 )
 """A ready-stream entry, field by field in the order written: the one definition of it
-(docs/architecture.md, "Key layout"). `wq_fire_entry` in ``store/lua/includes/envelope.lua``
-writes it (tests/unit/test_wire.py holds the script to this table), `Job.from_entry` reads it
-(its decoder is generated from this table), and tests build entries from it
-(tests/support/entries.py). A new field is a row here, its `Job` attribute, and its place in
-``wq_fire_entry``."""
+(docs/architecture.md, "Key layout"). `wq_fire_entry` in
+``store/lua/includes/envelope.lua`` writes it (tests/unit/test_wire.py holds the script to
+this table), `Job.from_entry` reads it (its decoder is generated from this table), and tests build entries from it
+(tests/support/entries.py). A new field is a row here (a new option: a row of
+`core.options.OPTIONS`), its `Job` attribute, and its place in ``wq_fire_entry``."""
 
 Field.READY = tuple(f.name for f in READY_ENTRY if not f.optional)
 
@@ -134,12 +134,6 @@ def entry_ms(entry_id: str | bytes) -> int:
 # family: the servers' cmsgpack cannot read bin; readers decode with raw=True)
 
 ENVELOPE_VERSION = 1
-MAX_ATTEMPTS_LIMIT = 1000
-
-
-def validate_max_attempts(max_attempts: object) -> int:
-    """`max_attempts` if it is an int in [1, 1000], else InvalidArgumentError."""
-    return int_in("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
 
 
 def pack_envelope(
@@ -150,21 +144,22 @@ def pack_envelope(
     packer: msgpack.Packer | None = None,
     group: str = "",
     job_id: str = "",
-    traceparent: str | None = None,
-    callback: bytes = b"",
-    key: str = "",
-    ordered: bool = False,
+    **options: Any,
 ) -> bytes:
-    """The envelope, optional fields up to the last one set; `packer` is reused."""
-    fields = envelope_fields(
-        payload, attempt, max_attempts, enqueued_ms, group, job_id, traceparent, callback, key
-    )
-    if ordered:
-        fields += [""] * (10 - len(fields)) + ["1"]
+    """The envelope; `options` are stored options' `Envelope` values by name (None: unset);
+    `packer` is reused."""
+    values = list(_UNSET)
+    for name, value in options.items():
+        values[_AT[name]] = _UNSET[_AT[name]] if value is None else value
+    fields = envelope_fields(payload, attempt, max_attempts, enqueued_ms, group, job_id, values)
     if packer is None:
         packed: bytes = msgpack.packb(fields, use_bin_type=False)
         return packed
     return packer.pack(fields)  # type: ignore[no-any-return]
+
+
+_UNSET = stored_unset()
+_AT = {o.name: i for i, o in enumerate(STORED)}
 
 
 def envelope_fields(
@@ -174,26 +169,27 @@ def envelope_fields(
     enqueued_ms: int,
     group: str = "",
     job_id: str = "",
-    traceparent: str | None = None,
-    callback: bytes = b"",
-    key: str = "",
+    options: tuple[Any, ...] | list[Any] = (),
 ) -> list[Any]:
-    """`pack_envelope`'s fields of an unordered job, before they are packed."""
+    """`pack_envelope`'s fields, before they are packed: slots up to the last one set
+    (`options`: the stored options' `Envelope` values, `core.options.STORED` order)."""
     fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
-    if key:
-        fields += [group, job_id, traceparent or "", callback, key]
-    elif callback:
-        fields += [group, job_id, traceparent or "", callback]
-    elif traceparent:
-        fields += [group, job_id, traceparent]
+    slots = option_slots(options) if options else ()
+    if slots:
+        fields += [group, job_id, *slots]
     elif group or job_id:
         fields += [group, job_id]
     return fields
 
 
+_HEAD = 7  # version, payload, attempt, max_attempts, enqueued_ms, group, job_id
+_READS = tuple(KINDS[o.kind].read for o in STORED if o.kind is not None)
+
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """What is stored for a pending job besides its due time ("" / b"": unset)."""
+    """What is stored for a pending job besides its due time ("" / b"": unset): its head,
+    then each stored option (`core.options.STORED`, in the order of its slots)."""
 
     payload: bytes
     attempt: int = 1
@@ -209,19 +205,23 @@ class Envelope:
     key: str = ""
     ordered: bool = False
 
+    @property
+    def options(self) -> tuple[Any, ...]:
+        """The stored options' values, `core.options.STORED` order."""
+        return tuple(getattr(self, o.name) for o in STORED)
+
     def pack(self) -> bytes:
-        return pack_envelope(
+        fields = envelope_fields(
             self.payload,
             self.attempt,
             self.max_attempts,
             self.enqueued_ms,
-            group=self.group,
-            job_id=self.job_id,
-            traceparent=self.traceparent,
-            callback=self.callback,
-            key=self.key,
-            ordered=self.ordered,
+            self.group,
+            self.job_id,
+            self.options,
         )
+        packed: bytes = msgpack.packb(fields, use_bin_type=False)
+        return packed
 
     @classmethod
     def unpack(cls, data: bytes) -> Envelope:
@@ -233,28 +233,21 @@ class Envelope:
         if not isinstance(fields, list) or len(fields) < 5 or fields[0] != ENVELOPE_VERSION:
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         _, payload, attempt, max_attempts, enqueued_ms = fields[:5]
-        group, job_id, trace, callback, key, ordered = [*fields[5:11], *[b""] * 6][:6]
+        # slots past the ones this version knows are left out (a newer writer's)
+        rest = [*fields[5 : _HEAD + len(_READS)], *[b""] * (_HEAD + len(_READS) - len(fields))]
         numbers = (attempt, max_attempts, enqueued_ms)
         if (
             not isinstance(payload, bytes)
             or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
-            or not all(isinstance(s, bytes) for s in (group, job_id, trace, callback, key, ordered))
+            or not all(isinstance(s, bytes) for s in rest)
         ):
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
         try:
-            texts = group.decode(), job_id.decode(), trace.decode()
-            return cls(
-                payload,
-                attempt,
-                max_attempts,
-                enqueued_ms,
-                *texts,
-                callback,
-                key.decode(),
-                ordered == b"1",
-            )
-        except UnicodeDecodeError as exc:
+            options = [read(v) for read, v in zip(_READS, rest[2:], strict=True)]
+            group, job_id = rest[0].decode(), rest[1].decode()
+        except (UnicodeDecodeError, ValueError) as exc:
             raise ValueError(f"unknown envelope layout: {exc}") from exc
+        return cls(payload, attempt, max_attempts, enqueued_ms, group, job_id, *options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,9 +336,10 @@ _READ = {
 
 def entry_reader_source() -> str:
     """The source of `Job.from_entry`'s decoder, written from `READY_ENTRY`: an optional
-    field absent or empty is None (a flag False), a field with a default takes it when
-    absent, any other must be there."""
+    field absent or empty is its `Job` attribute's default (a flag False), a field with a
+    default takes it when absent, any other must be there."""
     lines, args = [], []
+    unset = {f.name: f.default for f in dataclasses.fields(Job)}
     for f in READY_ENTRY:
         if f.job is None:
             continue
@@ -354,7 +348,7 @@ def entry_reader_source() -> str:
             value = read.format(f"fields.get({f.name!r})")
         elif f.optional:
             lines.append(f"    {f.job} = fields.get({f.name!r})")
-            value = f"{read.format(f.job)} if {f.job} else None"
+            value = f"{read.format(f.job)} if {f.job} else {unset[f.job]!r}"
         elif f.default is not None:
             value = read.format(f"fields.get({f.name!r}, {f.default!r})")
         else:

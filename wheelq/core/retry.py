@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from wheelq.core.due import delay_ms
 from wheelq.core.job import Envelope, Job
+from wheelq.core.options import KINDS, STORED
 from wheelq.errors import ResultError
 
 MAX_ERROR_CHARS = 8000
@@ -143,15 +144,7 @@ def retry_envelope(
     job: Job, payload: bytes, enqueued_ms: int, group: str, counts: bool = True
 ) -> bytes:
     """The envelope of `job`'s next attempt in `group` (the same one for a deferral)."""
+    options = (KINDS[o.kind].of_job(getattr(job, o.name)) for o in STORED if o.kind)
     return Envelope(
-        payload,
-        job.attempt + counts,
-        job.max_attempts,
-        enqueued_ms,
-        group,
-        job.id,
-        job.traceparent or "",
-        b"" if job.callback is None else job.callback.pack(),
-        job.key or "",
-        job.ordered,
+        payload, job.attempt + counts, job.max_attempts, enqueued_ms, group, job.id, *options
     ).pack()

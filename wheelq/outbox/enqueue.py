@@ -5,11 +5,10 @@ then written as one row on the application's connection, in its transaction
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from wheelq.core import keys as k
-from wheelq.core.callback import CallbackArg
-from wheelq.core.due import At, Delay
+from wheelq.core.options import ItemOptions, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.outbox import connection
 from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_item
@@ -26,15 +25,13 @@ _CLOCK = WallClock()
 
 
 def row(
-    topic: str,
-    payload: Any,
-    settings: ClientSettings | None,
-    **options: Any,
+    topic: str, payload: Any, settings: ClientSettings | None, options: ItemOptions | None = None
 ) -> dict[str, Any]:
     """The row of one job: every argument checked and the job encoded, nothing written."""
     topic = k.validate_topic(topic)
     batch = EncodeBatch(_CLOCK.now_ms())
-    write = validate_item(settings or _DEFAULTS, EnqueueItem(payload=payload, **options), batch)
+    item = EnqueueItem(payload=payload, **(options or ItemOptions()))
+    write = validate_item(settings or _DEFAULTS, item, batch)
     mode, value = write.due.wire
     return {
         "topic": topic,
@@ -47,21 +44,14 @@ def row(
     }
 
 
+@takes(ItemOptions)
 def enqueue(
     conn: Any,
     topic: str,
     payload: Any,
     *,
-    delay: Delay | None = None,
-    at: At | None = None,
-    job_id: str | None = None,
-    max_attempts: int | None = None,
-    replace: bool = False,
-    traceparent: str | None = None,
-    callback: CallbackArg = None,
-    key: str | None = None,
-    ordered: bool = False,
     settings: ClientSettings | None = None,
+    **options: Unpack[ItemOptions],
 ) -> str:
     """Enqueue `payload` on `topic` inside `conn`'s transaction: the job exists if and only
     if that transaction commits (a relay then places it in Redis, due when the row says).
@@ -89,36 +79,23 @@ def enqueue(
         UnsupportedConnectionError: `conn` is no connection the outbox knows.
     """
     driver = connection.driver_of(conn, connection.SYNC)
-    params = row(
-        topic, payload, settings, delay=delay, at=at, job_id=job_id, max_attempts=max_attempts,
-        replace=replace, traceparent=traceparent, callback=callback, key=key, ordered=ordered,
-    )  # fmt: skip
+    params = row(topic, payload, settings, options)
     connection.execute(conn, driver, INSERT, params)
     return str(params["job_id"])
 
 
+@takes(ItemOptions)
 async def aenqueue(
     conn: Any,
     topic: str,
     payload: Any,
     *,
-    delay: Delay | None = None,
-    at: At | None = None,
-    job_id: str | None = None,
-    max_attempts: int | None = None,
-    replace: bool = False,
-    traceparent: str | None = None,
-    callback: CallbackArg = None,
-    key: str | None = None,
-    ordered: bool = False,
     settings: ClientSettings | None = None,
+    **options: Unpack[ItemOptions],
 ) -> str:
     """`enqueue` on an async connection: psycopg's `AsyncConnection`, SQLAlchemy's
     `AsyncConnection` or `AsyncSession`."""
     driver = connection.driver_of(conn, connection.ASYNC)
-    params = row(
-        topic, payload, settings, delay=delay, at=at, job_id=job_id, max_attempts=max_attempts,
-        replace=replace, traceparent=traceparent, callback=callback, key=key, ordered=ordered,
-    )  # fmt: skip
+    params = row(topic, payload, settings, options)
     await connection.aexecute(conn, driver, INSERT, params)
     return str(params["job_id"])

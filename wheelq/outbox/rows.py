@@ -20,8 +20,8 @@ import msgpack
 from wheelq.core import keys as k
 from wheelq.core.callback import Callback
 from wheelq.core.due import at_ms, delay_ms, latest_at_ms
-from wheelq.core.flow import validate_key
-from wheelq.core.job import ENVELOPE_VERSION, validate_max_attempts
+from wheelq.core.job import ENVELOPE_VERSION
+from wheelq.core.options import validate_key, validate_max_attempts
 from wheelq.core.payload import decode_payload
 from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, MalformedJobError, int_in

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import partial
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
 import redis
 import redis.asyncio
 
-from wheelq.core.callback import CallbackArg
-from wheelq.core.due import At, Delay, debounce_spec
+from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
+from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
 from wheelq.producer.client import Client
@@ -109,30 +109,10 @@ class AsyncClient:
     async def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
         return await self._run(*self._durability.plan(self._producer, topic, op, ack))
 
-    async def enqueue(
-        self,
-        topic: str,
-        payload: Any,
-        *,
-        delay: Delay | None = None,
-        at: At | None = None,
-        job_id: str | None = None,
-        max_attempts: int | None = None,
-        replace: bool = False,
-        ack: str | None = None,
-        traceparent: str | None = None,
-        callback: CallbackArg = None,
-        debounce_ms: int | None = None,
-        max_wait_ms: int | None = None,
-        key: str | None = None,
-        ordered: bool = False,
-    ) -> str:
-        item = EnqueueItem(
-            payload=payload, delay=delay, at=at, job_id=job_id, max_attempts=max_attempts,
-            replace=replace, traceparent=traceparent, callback=callback, key=key, ordered=ordered,
-        )  # fmt: skip
-        bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
-        return await self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
+    @takes(EnqueueKwargs)
+    async def enqueue(self, topic: str, payload: Any, **options: Unpack[EnqueueKwargs]) -> str:
+        op, ack = self._producer.enqueue_call(topic, payload, options)
+        return await self._write(topic, op, ack)
 
     async def enqueue_many(
         self,
@@ -143,18 +123,12 @@ class AsyncClient:
     ) -> list[str]:
         return await self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
+    @takes(BulkOptions)
     async def enqueue_bulk(
-        self,
-        topic: str,
-        payloads: Iterable[Any],
-        *,
-        delay: Delay | None = None,
-        at: At | None = None,
-        max_attempts: int | None = None,
-        ack: str | None = None,
+        self, topic: str, payloads: Iterable[Any], **options: Unpack[BulkOptions]
     ) -> list[str]:
-        op = self._producer.enqueue_bulk(topic, payloads, delay, at, max_attempts)
-        return await self._write(topic, op, ack)
+        op = self._producer.enqueue_bulk(topic, payloads, options)
+        return await self._write(topic, op, options.get("ack"))
 
     async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
         return await self._write(topic, self._producer.cancel(topic, job_id), ack)

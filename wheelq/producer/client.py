@@ -7,14 +7,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from functools import partial
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
 import redis
 import redis.asyncio
 
-from wheelq.core.callback import CallbackArg
-from wheelq.core.due import At, Delay, debounce_spec
+from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
+from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
 from wheelq.producer.durability import Durability
@@ -131,53 +131,21 @@ class Client:
     def _write(self, topic: str, op: Op[T], ack: str | None) -> T:
         return self._run(*self._durability.plan(self._producer, topic, op, ack))
 
-    def enqueue(
-        self,
-        topic: str,
-        payload: Any,
-        *,
-        delay: Delay | None = None,
-        at: At | None = None,
-        job_id: str | None = None,
-        max_attempts: int | None = None,
-        replace: bool = False,
-        ack: str | None = None,
-        traceparent: str | None = None,
-        callback: CallbackArg = None,
-        debounce_ms: int | None = None,
-        max_wait_ms: int | None = None,
-        key: str | None = None,
-        ordered: bool = False,
-    ) -> str:
+    @takes(EnqueueKwargs)
+    def enqueue(self, topic: str, payload: Any, **options: Unpack[EnqueueKwargs]) -> str:
         """Enqueue `payload` on `topic`, due after `delay` or at `at` (neither: now).
 
         Args:
             topic: Topic name, 1-100 characters from [A-Za-z0-9_.-]; created on first use.
             payload: Any msgpack-serialisable value (at most `max_payload_bytes` encoded).
-            delay: Seconds from now (int, float or timedelta), 0 to ten years.
-            at: Absolute due time: epoch seconds or an aware datetime (past = now).
-            job_id: Your own id, which makes the call idempotent while the job is
-                pending; default a generated, time-sortable, URL-safe id.
-            max_attempts: Runs allowed before the job is dead-lettered (1-1000);
-                default `default_max_attempts`.
-            replace: With `job_id`, replace a pending job of that id instead of failing.
             ack: ``"primary"``, ``"replicated"`` (WAIT for ``ack_replicas``) or
                 ``"persisted"`` (WAITAOF); default the client's
                 (docs/guides/durability.md).
-            traceparent: The W3C traceparent of the job's trace; default this call's
-                ``send`` span with the ``otel`` extra, else none (docs/guides/tracing.md).
-            callback: Where `wheelq deliver` POSTs the job when it is due: a URL, a
-                `Callback` or a mapping with ``url``, ``headers`` and ``timeout_ms``.
             debounce_ms: With `job_id`, instead of `delay`/`at`: the job is due this long
                 after the latest call, so calls in a burst fire it once, after the last
                 (its payload and options are the latest call's); 1 ms to ten years.
             max_wait_ms: With `debounce_ms`: fire no later than this long after the
                 first call of the burst, however the calls go on (>= debounce_ms).
-            key: The job's key (a tenant, a customer id; 1-256 bytes): `Job.key`, and what
-                a worker's `Flow` limits per key unless its ``key=`` says otherwise.
-            ordered: With `key`: the key's jobs run one at a time, in due order, in every
-                consumer group (a failing job holds the ones after it until it succeeds or
-                is dead-lettered).
 
         Returns:
             The job id.
@@ -194,12 +162,8 @@ class Client:
             AckUnsupportedError: ``ack="persisted"`` on a server without WAITAOF or AOF;
                 nothing was written.
         """
-        item = EnqueueItem(
-            payload=payload, delay=delay, at=at, job_id=job_id, max_attempts=max_attempts,
-            replace=replace, traceparent=traceparent, callback=callback, key=key, ordered=ordered,
-        )  # fmt: skip
-        bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
-        return self._write(topic, self._producer.enqueue(topic, item, bounce), ack)
+        op, ack = self._producer.enqueue_call(topic, payload, options)
+        return self._write(topic, op, ack)
 
     def enqueue_many(
         self,
@@ -221,15 +185,9 @@ class Client:
         """
         return self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
+    @takes(BulkOptions)
     def enqueue_bulk(
-        self,
-        topic: str,
-        payloads: Iterable[Any],
-        *,
-        delay: Delay | None = None,
-        at: At | None = None,
-        max_attempts: int | None = None,
-        ack: str | None = None,
+        self, topic: str, payloads: Iterable[Any], **options: Unpack[BulkOptions]
     ) -> list[str]:
         """Enqueue many payloads that share their timing and options, due after `delay` or
         at `at` (neither: now); returns their generated ids in order.
@@ -246,8 +204,8 @@ class Client:
             TopicFullError: The topic is at its `max_pending` (see its `enqueued`).
             DurabilityError: All were written, but some not confirmed at `ack` (named).
         """
-        op = self._producer.enqueue_bulk(topic, payloads, delay, at, max_attempts)
-        return self._write(topic, op, ack)
+        op = self._producer.enqueue_bulk(topic, payloads, options)
+        return self._write(topic, op, options.get("ack"))
 
     def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
         """Cancel a pending job, with every consumer group's retry of it; False when none

@@ -46,12 +46,13 @@ def encode(
     max_payload_bytes: int,
     max_attempts: int,
     now_ms: int,
-    traceparent: str | None,
+    options: tuple[Any, ...],
     shards: int,
 ) -> Columns:
-    """Encode `payloads` (PayloadTypeError, PayloadTooLargeError naming ``payloads[i]``)."""
+    """Encode `payloads` (PayloadTypeError, PayloadTooLargeError naming ``payloads[i]``);
+    `options`: the stored options' `Envelope` values all the jobs share."""
     packed = _packed(payloads, max_payload_bytes)
-    envelopes = _envelopes(packed, max_attempts, now_ms, traceparent)
+    envelopes = _envelopes(packed, max_attempts, now_ms, options)
     n = len(packed)
     head, block = time_part(now_ms), random_parts(n)
     ids = [head + block[i : i + RANDOM_CHARS] for i in range(0, RANDOM_CHARS * n, RANDOM_CHARS)]
@@ -95,11 +96,11 @@ def _packed(payloads: list[Any], max_bytes: int) -> list[bytes]:
 
 
 def _envelopes(
-    packed: list[bytes], max_attempts: int, now_ms: int, traceparent: str | None
+    packed: list[bytes], max_attempts: int, now_ms: int, options: tuple[Any, ...]
 ) -> list[bytes]:
-    """Each payload's envelope (`pack_envelope` of an unordered plain job): the shared head,
-    the payload's msgpack raw header and bytes, the shared tail."""
-    fields = envelope_fields(b"", 1, max_attempts, now_ms, traceparent=traceparent)
+    """Each payload's envelope (`pack_envelope` of a job with these options): the shared
+    head, the payload's msgpack raw header and bytes, the shared tail."""
+    fields = envelope_fields(b"", 1, max_attempts, now_ms, options=options)
     empty: bytes = msgpack.packb(fields, use_bin_type=False)
     # fixarray header, the version, then 0xa0 (an empty raw) where the payload goes
     at = 1 + len(msgpack.packb(ENVELOPE_VERSION))

@@ -6,69 +6,37 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, Self
+from typing import Any
 
 import msgpack
 
 from wheelq.core import keys as k
-from wheelq.core.callback import Callback, validate_callback
 from wheelq.core.due import At, Delay, DueSpec, due_spec
-from wheelq.core.flow import validate_key
 from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
-from wheelq.core.job import envelope_fields, pack_envelope, validate_max_attempts
+from wheelq.core.job import envelope_fields
+from wheelq.core.options import (
+    ITEM_FIELDS,
+    EnqueueItem,
+    EnqueueOptions,
+    stored_values,
+    validate_max_attempts,
+)
 from wheelq.core.payload import encode_payload, payload_packer
 from wheelq.core.settings import ClientSettings
-from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
 from wheelq.store import enqueue
 
+__all__ = ["EncodeBatch", "EnqueueItem", "validate_batch", "validate_item"]
 
-class _Fields(NamedTuple):
-    payload: Any
-    delay: Delay | None = None
-    at: At | None = None
-    job_id: str | None = None
-    max_attempts: int | None = None
-    replace: bool = False
-    traceparent: str | None = None
-    callback: Callback | str | Mapping[str, Any] | None = None
-    key: str | None = None
-    ordered: bool = False
-
-
-class EnqueueItem(_Fields):
-    """One job for `enqueue_many`, built with keywords; the fields mean what `enqueue`'s
-    arguments mean. A named tuple: a third of the cost of a frozen dataclass per job."""
-
-    __slots__ = ()
-
-    def __new__(
-        cls,
-        *,
-        payload: Any,
-        delay: Delay | None = None,
-        at: At | None = None,
-        job_id: str | None = None,
-        max_attempts: int | None = None,
-        replace: bool = False,
-        traceparent: str | None = None,
-        callback: Callback | str | Mapping[str, Any] | None = None,
-        key: str | None = None,
-        ordered: bool = False,
-    ) -> Self:
-        return super().__new__(
-            cls, payload, delay, at, job_id, max_attempts, replace, traceparent, callback, key,
-            ordered,
-        )  # fmt: skip
-
-    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
-        return (), self._asdict()
-
-
-_ITEM_FIELDS = frozenset(_Fields._fields)
-_TAIL = _Fields._fields.index("job_id")
-_PLAIN_TAIL = tuple(_Fields._field_defaults[f] for f in _Fields._fields[_TAIL:])  # a plain item
-_REPLACE, _ORDERED = _Fields._fields.index("replace"), _Fields._fields.index("ordered")
+_ITEM_FIELDS = frozenset(ITEM_FIELDS)
+_TAIL = ITEM_FIELDS.index("job_id")
+_PLAIN_TAIL = tuple(EnqueueItem._field_defaults[f] for f in ITEM_FIELDS[_TAIL:])  # a plain item
+_FLAGS = tuple(i for i, v in enumerate(_PLAIN_TAIL, _TAIL) if v is False)
+# a plain item's flags are False itself (0 == False): one expression of them, made once
+_FLAGS_FALSE = eval(  # noqa: S307 (our own indexes, at import)
+    "lambda item: " + " and ".join(f"item[{i}] is False" for i in _FLAGS)
+)
+_ORDERED = ITEM_FIELDS.index("ordered")
 
 
 def validate_batch(
@@ -88,15 +56,12 @@ def validate_batch(
     if batch is None:
         batch = EncodeBatch(now_ms, traceparent)
     # a plain item's envelope: these fields, packed with its payload in place 1
-    plain = envelope_fields(b"", 1, settings.default_max_attempts, now_ms, traceparent=traceparent)
+    unset = stored_values(EnqueueItem(payload=None), traceparent)
+    plain = envelope_fields(b"", 1, settings.default_max_attempts, now_ms, options=unset)
     for index, item in enumerate(items):
         try:
             # `is False`: 0 == False, and a replace or ordered of 0 is refused by validate_item
-            if (
-                type(item) is EnqueueItem
-                and item[_TAIL:] == _PLAIN_TAIL
-                and item[_REPLACE] is item[_ORDERED] is False
-            ):
+            if type(item) is EnqueueItem and item[_TAIL:] == _PLAIN_TAIL and _FLAGS_FALSE(item):
                 due = batch.due(item.delay, item.at)
                 writes.append(_plain_write(settings, item.payload, due, batch, plain))
                 continue
@@ -108,50 +73,47 @@ def validate_batch(
     return writes
 
 
+def validate_options(
+    settings: ClientSettings, item: EnqueueItem, batch: EncodeBatch
+) -> EnqueueOptions:
+    """`item`'s options checked, each by its row of `OPTIONS` (errors name it)."""
+    due = batch.due(item.delay, item.at)
+    # the default is checked with the settings (Range(1, 1000))
+    if item.max_attempts is None:
+        attempts = settings.default_max_attempts
+    else:
+        attempts = validate_max_attempts(item.max_attempts)
+    if not isinstance(item.replace, bool):
+        raise InvalidArgumentError("replace", f"replace must be a bool, got {item.replace!r}")
+    job_id = None if item.job_id is None else k.validate_job_id(item.job_id)
+    stored = stored_values(item, batch.traceparent)
+    if item[_ORDERED] and due.kind == "delay":
+        # Its order is its due time: fixed here, on this client's clock, for both writes.
+        due = DueSpec("at", batch.now_ms + due.value_ms)
+    return EnqueueOptions(due, job_id, item.replace, attempts, stored)
+
+
 def validate_item(
     settings: ClientSettings, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
 ) -> enqueue.JobWrite:
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
-    due = batch.due(job.delay, job.at)
-    # the default is checked with the settings (Range(1, 1000))
-    if job.max_attempts is None:
-        attempts = settings.default_max_attempts
-    else:
-        attempts = validate_max_attempts(job.max_attempts)
-    if not isinstance(job.replace, bool):
-        raise InvalidArgumentError("replace", f"replace must be a bool, got {job.replace!r}")
+    options = validate_options(settings, job, batch)
     payload = encode_payload(job.payload, settings.max_payload_bytes, batch.payloads)
-    if job.job_id is None:
+    job_id = options.job_id
+    if job_id is None:
         job_id = batch.new_id()  # 80 random bits: no caller's id equals it
+    elif job_id in batch.seen:
+        raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
     else:
-        job_id = k.validate_job_id(job.job_id)
-        if job_id in batch.seen:
-            raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
         batch.seen.add(job_id)
-    trace = job.traceparent
-    if trace is None:
-        trace = batch.traceparent  # the call's send span's, or None
-    else:
-        validate_traceparent(trace)
-    callback = b""
     if job.callback is not None:
-        callback = validate_callback(job.callback).pack()
         batch.callbacks = True
-    key = "" if job.key is None else validate_key(job.key)
-    if not isinstance(job.ordered, bool) or (job.ordered and not key):
-        raise InvalidArgumentError(
-            "ordered", f"ordered must be a bool, and True only with a key, got {job.ordered!r}"
-        )
-    if job.ordered and due.kind == "delay":
-        # Its order is its due time: fixed here, on this client's clock, for both writes.
-        due = DueSpec("at", batch.now_ms + due.value_ms)
-    # positional: a keyword call costs more, once per job
-    envelope = pack_envelope(
-        payload, 1, attempts, batch.now_ms, batch.envelopes, "", "", trace, callback, key,
-        job.ordered,
-    )  # fmt: skip
-    order_key = key if job.ordered else ""
-    return enqueue.JobWrite(job_id, due, job.replace, envelope, "", order_key, job.job_id is None)
+    fields = envelope_fields(payload, 1, options.max_attempts, batch.now_ms, "", "", options.stored)
+    envelope: bytes = batch.envelopes.pack(fields)
+    order_key: str = options.get("key") if job[_ORDERED] else ""
+    return enqueue.JobWrite(
+        job_id, options.due, options.replace, envelope, "", order_key, options.job_id is None
+    )
 
 
 def _plain_write(

@@ -9,14 +9,20 @@ from collections import defaultdict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol, Self, TypeVar, overload
+from typing import Any, Protocol, Self, TypeVar, cast, overload
 
 from wheelq.core import keys as k
-from wheelq.core.due import At, Delay, DueSpec, due_spec
+from wheelq.core.due import At, Delay, debounce_spec, due_spec
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses, with_starts
-from wheelq.core.job import validate_max_attempts
+from wheelq.core.options import (
+    BulkOptions,
+    EnqueueKwargs,
+    EnqueueOptions,
+    ItemOptions,
+    stored_values,
+)
 from wheelq.core.process import held_by_workers
 from wheelq.core.settings import ClientSettings
 from wheelq.core.trace import validate_traceparent
@@ -33,7 +39,13 @@ from wheelq.errors import (
     UnknownTopicError,
 )
 from wheelq.producer import enqueue_bulk as bulk
-from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
+from wheelq.producer.items import (
+    EncodeBatch,
+    EnqueueItem,
+    validate_batch,
+    validate_item,
+    validate_options,
+)
 from wheelq.runtime import tracing
 from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock
@@ -49,6 +61,7 @@ from wheelq.store.scripts import Placed
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
+_CALL_ONLY = ("ack", "debounce_ms", "max_wait_ms")  # `Client.enqueue`'s keywords of the call
 PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[str], Call[list[Placed]]]]
 """Each enqueue call with the ids it places, in the order of its arguments."""
@@ -357,46 +370,55 @@ class Producer:
         yield from self.note_callbacks(topic, batch.callbacks)
         return (yield from self._counted(topic, writes))
 
+    def enqueue_call(
+        self, topic: str, payload: Any, options: EnqueueKwargs
+    ) -> tuple[Op[str], str | None]:
+        """`Client.enqueue`'s operation, and the ack level it asks for."""
+        rest = dict(options)
+        ack, debounce_ms, max_wait_ms = (rest.pop(n, None) for n in _CALL_ONLY)
+        item = EnqueueItem(payload=payload, **cast(ItemOptions, rest))
+        bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
+        return self.enqueue(topic, item, bounce), cast(str | None, ack)
+
     def enqueue_bulk(
-        self,
-        topic: str,
-        payloads: Iterable[Any],
-        delay: Delay | None,
-        at: At | None,
-        max_attempts: int | None,
+        self, topic: str, payloads: Iterable[Any], options: BulkOptions
     ) -> Op[list[str]]:
+        """`Client.enqueue_bulk`'s operation (the ack level is the caller's)."""
         k.validate_topic(topic)
         items = bulk.payload_list(payloads)
+        shared = {n: v for n, v in options.items() if n != "ack"}
+        # one item's options stand for all the jobs': checked once, here
+        item = EnqueueItem(payload=None, **cast(ItemOptions, shared))
         now_ms = self._clock.now_ms()
-        due = due_spec(delay, at, now_ms=now_ms)
-        attempts = (
-            self.settings.default_max_attempts
-            if max_attempts is None
-            else validate_max_attempts(max_attempts)
-        )
-        write = partial(self._enqueue_bulk, topic, items, due, attempts, now_ms)
+        checked = validate_options(self.settings, item, EncodeBatch(now_ms))
+        write = partial(self._enqueue_bulk, topic, items, item, checked, now_ms)
         return (yield from sending(self.tracing, topic, None, write, batch=True))
 
     def _enqueue_bulk(
         self,
         topic: str,
         payloads: list[Any],
-        due: DueSpec,
-        attempts: int,
+        item: EnqueueItem,
+        checked: EnqueueOptions,
         now_ms: int,
         traceparent: str | None,
     ) -> Op[list[str]]:
         if not payloads:
             return []
-        max_bytes = self.settings.max_payload_bytes
+        max_bytes, attempts, due = (
+            self.settings.max_payload_bytes,
+            checked.max_attempts,
+            checked.due,
+        )
+        stored = stored_values(item, traceparent)
         if self.spooler is not None:  # it keeps JobWrites (Redis may be away): the per-item path
-            columns = bulk.encode(payloads, max_bytes, attempts, now_ms, traceparent, 1)
+            columns = bulk.encode(payloads, max_bytes, attempts, now_ms, stored, 1)
             return (yield from self._counted(topic, bulk.as_writes(due, columns)))
         shards = self._shards.get(topic)
         if shards is None:
             shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
-        columns = bulk.encode(payloads, max_bytes, attempts, now_ms, traceparent, shards)
+        columns = bulk.encode(payloads, max_bytes, attempts, now_ms, stored, shards)
         calls = bulk.enqueue_calls(topic, due, columns, self.settings.batch_size)
         try:
             ids = yield from send_calls(topic, columns.ids, calls, None)

@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
 
 import msgspec
 
@@ -16,7 +15,8 @@ from wheelq.admin.admin import Admin
 from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
-from wheelq.core.job import Job, validate_max_attempts
+from wheelq.core.job import Job
+from wheelq.core.options import TaskCallOptions, takes, validate_max_attempts
 from wheelq.core.retry import Fail, RetryPolicy
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, MalformedJobError, UnknownGroupError
@@ -74,29 +74,15 @@ class TaskConfig:
             )
 
 
-@dataclass(frozen=True, slots=True)
-class CallOptions:
-    """Per-call options of `Task.options`; each means what `Client.enqueue`'s does."""
-
-    job_id: str | None = None
-    max_attempts: int | None = None
-    replace: bool = False
-    key: str | None = None
-    ordered: bool = False
-    traceparent: str | None = None
-    ack: str | None = None
-    outbox: Any = None  # the app's database connection: enqueue in its transaction
-
-
 class TaskCall(Generic[P, R]):
     """Ways to enqueue a task: now, in a while, at a time; blocking or awaited (the ``a``
     forms). Each checks the arguments against the function's annotations first (an
     `InvalidArgumentError` naming the parameter, and nothing enqueued) and returns the
     job's `TaskHandle`."""
 
-    def __init__(self, task: Task[P, R], options: CallOptions) -> None:
+    def __init__(self, task: Task[P, R], options: TaskCallOptions, outbox: Any = None) -> None:
         self._task = task
-        max_attempts = options.max_attempts
+        max_attempts = options.get("max_attempts")
         own = task.config.max_attempts
         if own is not None and max_attempts is not None and max_attempts != own:
             raise InvalidArgumentError(
@@ -105,17 +91,16 @@ class TaskCall(Generic[P, R]):
                 f"to every job of its topic; got max_attempts={max_attempts} for one call "
                 "(give a task no max_attempts to set it per call)",
             )
-        self._outbox = options.outbox
-        fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
-        del fields["outbox"]
-        if self._outbox is not None:
-            if fields.pop("ack") is not None:
+        self._outbox = outbox
+        fields: dict[str, Any] = dict(options)
+        if outbox is not None:
+            if fields.pop("ack", None) is not None:
                 raise InvalidArgumentError(
                     "ack", "ack is the relay's with outbox= (its [relay] ack setting)"
                 )
             fields["settings"] = task.app.client_settings
         self._enqueue_options = fields | {
-            "max_attempts": task.config.max_attempts if max_attempts is None else max_attempts
+            "max_attempts": own if max_attempts is None else max_attempts
         }
         """`Client.enqueue`'s (or `outbox.enqueue`'s) keywords of every call: made once."""
 
@@ -189,7 +174,7 @@ class Task(TaskCall[P, R]):
     ) -> None:
         self.app, self.fn, self.name, self.topic = app, fn, name, topic
         self.config = config
-        super().__init__(self, CallOptions())  # reads `config`
+        super().__init__(self, TaskCallOptions())  # reads `config`
         self.codec = TaskCodec(fn, name)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__doc__ = fn.__doc__
@@ -202,31 +187,19 @@ class Task(TaskCall[P, R]):
     def __repr__(self) -> str:
         return f"<Task {self.name} on topic {self.topic!r}>"
 
-    def options(
-        self,
-        *,
-        job_id: str | None = None,
-        max_attempts: int | None = None,
-        replace: bool = False,
-        key: str | None = None,
-        ordered: bool = False,
-        traceparent: str | None = None,
-        ack: str | None = None,
-        outbox: Any = None,
-    ) -> TaskCall[P, R]:
-        """The enqueue forms with these options, each as `Client.enqueue`'s: your own
-        `job_id` (idempotent while pending; `replace` to replace it), `max_attempts` (only
-        for a task without its own: a task's applies to every job of its topic), the flow
-        `key` and `ordered`, a W3C `traceparent`, the `ack` level.
+    @takes(TaskCallOptions)
+    def options(self, *, outbox: Any = None, **options: Unpack[TaskCallOptions]) -> TaskCall[P, R]:
+        """The enqueue forms with these options, each as `Client.enqueue`'s (`max_attempts`
+        only for a task without its own: a task's applies to every job of its topic).
 
-        `outbox`: your database connection (psycopg, SQLAlchemy, Django; async ones for the
-        ``a`` forms): the job is written in its transaction, as `wheelq.outbox.enqueue`
-        does, and exists only if that commits (a relay then places it; docs/guides/outbox.md).
+        Args:
+            outbox: Your database connection (psycopg, SQLAlchemy, Django; async ones for
+                the ``a`` forms): the job is written in its transaction, as
+                `wheelq.outbox.enqueue` does, and exists only if that commits (a relay then
+                places it; docs/guides/outbox.md).
+            ack: The ack level, as `Client.enqueue`'s (not with `outbox`).
         """
-        return TaskCall(
-            self,
-            CallOptions(job_id, max_attempts, replace, key, ordered, traceparent, ack, outbox),
-        )
+        return TaskCall(self, options, outbox)
 
     def route(self) -> Route:
         """What its worker runs its topic with: its `handler`, and its own time limit,

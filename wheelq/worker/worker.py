@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from wheelq.core.flow import Flow
-from wheelq.core.job import validate_max_attempts
 from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
+from wheelq.core.options import validate_max_attempts
 from wheelq.core.process import RoleInfo, role_info
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import WorkerSettings

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import Annotated, cast
 
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
-from wheelq.core.job import MAX_ATTEMPTS_LIMIT
+from wheelq.core.options import MAX_ATTEMPTS_LIMIT, OPTIONS, ItemOptions
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.items import EnqueueItem
 from wheelq.web.models.fields import _EPOCH, PRINTABLE, WHOLE, Int, Strict, _finite, rfc3339
@@ -101,29 +101,31 @@ class JobIn(Due):
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
     replace: bool = False
     callback: CallbackIn | None = None
-    key: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)] | None = Field(
-        None, description="The job's key: what workers' flow limits count per key."
-    )
-    ordered: bool = Field(
-        False, description="With key: the key's jobs run one at a time, in due order."
-    )
+    # then each option the table gives a JSON field (core.options.OPTIONS' `http`): key, ...
+    for _o in OPTIONS:
+        if _o.http is not None:
+            __annotations__[_o.name] = f"{_o.http.__name__} | None"
+            locals()[_o.name] = Field(None, description=_o.doc)
 
     def item(self, now_ms: int) -> EnqueueItem:
         """The client's item (`now_ms`: see `Due.due`)."""
         delay, at = self.due(now_ms)
         callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
-        return EnqueueItem(
-            payload=self.payload,
+        given = {o.name: getattr(self, o.name) for o in HTTP_OPTIONS}
+        options = ItemOptions(
             delay=delay,
             at=at,
             job_id=self.id,
             max_attempts=self.max_attempts,
             replace=self.replace,
-            traceparent=None,
             callback=callback,
-            key=self.key,
-            ordered=self.ordered,
+            **cast(ItemOptions, {n: v for n, v in given.items() if v is not None}),
         )
+        return EnqueueItem(payload=self.payload, **options)
+
+
+HTTP_OPTIONS = tuple(o for o in OPTIONS if o.http is not None)
+"""The options whose JSON field `JobIn` takes from the table."""
 
 
 class BatchIn(Strict):

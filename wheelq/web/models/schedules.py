@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from wheelq.admin.admin import DEFAULT_CATCH_UP
-from wheelq.core.job import MAX_ATTEMPTS_LIMIT
+from wheelq.core.options import MAX_ATTEMPTS_LIMIT
 from wheelq.core.recurring import MAX_CATCH_UP, MAX_EVERY_MS, MIN_EVERY_MS, Misfire
 from wheelq.web.models.enqueue import CallbackIn
 from wheelq.web.models.fields import TIME_DESCRIPTION, WHOLE, Strict, Time, _finite

@@ -4,8 +4,8 @@ the same definition), wq_entry_envelope reads an entry back as a first attempt's
 Includes: base
 ]]
 -- Decode an envelope
--- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id(, trace(, callback(, key(,
--- ordered)))))].
+-- [1, payload, attempt, max_attempts, enqueued_ms(, group, job id(, option...))]: each
+-- option slot (8 on) a string, one a stored option (wheelq.core.options.STORED), in order.
 -- Returns the table, or nil and why it is not one (written by something else, or corrupted):
 -- never raises, so one bad envelope cannot fail a whole call.
 local function wq_envelope(envelope)
@@ -31,7 +31,7 @@ local function wq_envelope(envelope)
       and (env[6] == nil or type(env[6]) == 'string') and (env[7] == nil or type(env[7]) == 'string')
       and (env[8] == nil or type(env[8]) == 'string') and (env[9] == nil or type(env[9]) == 'string')
       and (env[10] == nil or type(env[10]) == 'string')
-      and (env[11] == nil or type(env[11]) == 'string') then
+      and (env[11] == nil or type(env[11]) == 'string') and env[12] == nil then
     return env
   end
   for i = 3, 5 do
@@ -40,7 +40,7 @@ local function wq_envelope(envelope)
       return nil, 'field ' .. i .. ' is ' .. tostring(n) .. ', not an integer in range'
     end
   end
-  for i = 6, 11 do
+  for i = 6, math.max(11, table.maxn(env)) do
     if env[i] ~= nil and type(env[i]) ~= 'string' then
       return nil, 'field ' .. i .. ' is a ' .. type(env[i]) .. ', not a string'
     end
@@ -68,6 +68,7 @@ end
 -- this order. Adding a field is a row here or a pair in that XADD.
 local WQ_ENTRY_OPTIONAL = { -- field, the envelope slot it is fired from, a slot that must be
   'group', 6, 0,           -- set too (0: none); flat, so that a call builds one table
+  -- each stored option (wheelq.core.options.STORED), from its slot (8 on), in order:
   'trace', 8, 0,
   'callback', 9, 0,
   'key', 10, 0,

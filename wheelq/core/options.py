@@ -1,0 +1,449 @@
+"""A job's options, defined once: `OPTIONS` (a row an option: its check, how it is stored, its
+doc), the typed keywords the enqueue faces take (`ItemOptions` and its kin), `EnqueueItem`,
+and `EnqueueOptions`, an item's options validated once, which every writer reads
+(docs/architecture.md, "Options"). The envelope's option slots, the ready-stream entry's
+optional fields, `get()`'s view, the HTTP model and the CLI flags follow from the table;
+tests/unit/test_options.py holds the typed spellings to it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Self, TypedDict, TypeVar, Unpack, cast
+
+from wheelq.core.callback import Callback, CallbackArg, validate_callback
+from wheelq.core.due import At, Delay, DueSpec
+from wheelq.core.trace import validate_traceparent
+from wheelq.errors import InvalidArgumentError, int_in
+
+MAX_ATTEMPTS_LIMIT = 1000
+MAX_KEY_BYTES = 256
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def validate_max_attempts(max_attempts: object) -> int:
+    """`max_attempts` if it is an int in [1, 1000], else InvalidArgumentError."""
+    return int_in("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+
+
+def validate_key(key: object) -> str:
+    """`key` if it is a printable str of 1-256 UTF-8 bytes, else InvalidArgumentError."""
+    if (
+        not isinstance(key, str)
+        or not key
+        or not key.isprintable()
+        or len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES
+    ):
+        raise InvalidArgumentError(
+            "key", f"key must be a printable str of 1-{MAX_KEY_BYTES} UTF-8 bytes, got {key!r}"
+        )
+    return key
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError
+    return value
+
+
+# --- the table
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How a stored option is spelled: its `Envelope` value, the envelope slot and entry field
+    that hold it (what ``store/lua/includes/envelope.lua`` copies from one to the other), its
+    `Job` attribute and what `get()` shows."""
+
+    unset: Any
+    """The `Envelope` value of an option not given (its slot is ``""``)."""
+    slot: Callable[[Any], str | bytes]
+    """`Envelope` value -> slot (``""`` when unset); the entry field is the same bytes."""
+    read: Callable[[bytes], Any]
+    """Slot (or entry field) bytes -> `Envelope` value."""
+    of_job: Callable[[Any], Any]
+    """`Job` attribute -> `Envelope` value (a retry carries the job's options on)."""
+    view: Callable[[Any], Any] = lambda v: v
+    """`Envelope` value -> what `get()` shows (plain JSON values)."""
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _text_or_none(value: str) -> str | None:
+    return value or None
+
+
+def _callback_url(packed: bytes) -> str | None:
+    """A packed callback shown by its URL alone (its headers may hold credentials)."""
+    try:
+        return Callback.unpack(packed).url if packed else None
+    except ValueError:
+        return "(unreadable)"
+
+
+KINDS = {
+    "text": Kind("", _same, bytes.decode, lambda v: v or "", _text_or_none),
+    "trace": Kind("", _same, bytes.decode, lambda v: v or "", _text_or_none),
+    "callback": Kind(
+        b"",
+        _same,
+        _same,
+        lambda v: b"" if v is None else v.pack(),
+        _callback_url,
+    ),
+    "flag": Kind(False, lambda v: "1" if v else "", lambda b: b == b"1", bool),
+    "int": Kind(0, lambda v: str(v) if v else "", lambda b: int(b) if b else 0, lambda v: v or 0),
+}
+"""Each `Option.kind` of a stored option."""
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option of a job: a row of `OPTIONS`."""
+
+    name: str
+    """The keyword of every face, `EnqueueItem`'s field, and (stored) the `Envelope` and
+    `Job` attribute and the key of `JobInfo.options`."""
+    doc: str
+    """What it means (the docs of every face say it in these words)."""
+    check: Callable[[Any], Any] | None = None
+    """Stored: a caller's value (one that is not the default) -> its `Envelope` value; an
+    InvalidArgumentError or TypeError/ValueError (then named with `hint`) when it is none.
+    None: the writer places it itself (timing, id, replace, max_attempts)."""
+    hint: str = ""
+    """What a value must be, for the message of a check's TypeError or ValueError."""
+    kind: str | None = None
+    """Stored in the envelope's option slots and the ready entry: a key of `KINDS`;
+    None: the writer places it itself."""
+    entry: bytes | None = None
+    """The ready-stream entry field it is fired into (stored options)."""
+    requires: str | None = None
+    """An option that must be set too for this one to be set (``ordered`` needs ``key``)."""
+    shared: bool = False
+    """`enqueue_bulk` and a schedule's runs take it: one value for many jobs."""
+    http: type | None = None
+    """The JSON type of its field in the HTTP job body; None: the body spells it itself."""
+    cli: type | None = None
+    """The type of its ``wheelq enqueue`` flag (bool: a switch); None: no flag of its own."""
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("delay", "Seconds from now (int, float or timedelta), 0 to ten years."),
+    Option("at", "Absolute due time: epoch seconds or an aware datetime (past = now)."),
+    Option(
+        "job_id",
+        "Your own id, which makes the call idempotent while the job is pending; default a "
+        "generated, time-sortable, URL-safe id.",
+    ),
+    Option(
+        "max_attempts",
+        "Runs allowed before the job is dead-lettered (1-1000); default the client's "
+        "`default_max_attempts`.",
+        shared=True,
+    ),
+    Option("replace", "With `job_id`, replace a pending job of that id instead of failing."),
+    Option(
+        "traceparent",
+        "The W3C traceparent of the job's trace; default this call's ``send`` span with the "
+        "``otel`` extra, else none (docs/guides/tracing.md).",
+        check=lambda v: validate_traceparent(v) or "",
+        kind="trace",
+        entry=b"trace",
+        cli=str,
+    ),
+    Option(
+        "callback",
+        "Where `wheelq deliver` POSTs the job when it is due: a URL, a `Callback` or a "
+        "mapping with ``url``, ``headers`` and ``timeout_ms``.",
+        check=lambda v: validate_callback(v).pack(),
+        kind="callback",
+        entry=b"callback",
+    ),
+    Option(
+        "key",
+        "The job's key (a tenant, a customer id; 1-256 bytes): `Job.key`, and what a "
+        "worker's `Flow` limits per key unless its ``key=`` says otherwise.",
+        check=validate_key,
+        kind="text",
+        entry=b"key",
+        http=str,
+        cli=str,
+    ),
+    Option(
+        "ordered",
+        "With `key`: the key's jobs run one at a time, in due order, in every consumer group "
+        "(a failing job holds the ones after it until it succeeds or is dead-lettered).",
+        check=_flag,
+        hint="a bool",
+        kind="flag",
+        entry=b"ordered",
+        requires="key",
+        http=bool,
+        cli=bool,
+    ),
+)
+"""Every option of a job, in `EnqueueItem`'s order; the stored ones (`STORED`) in the order
+of the envelope's option slots. A new option is a row here, its line in the typed keywords
+below and in `EnqueueItem`, its `Envelope` and `Job` attribute (core/job.py) and, stored, its
+row in ``store/lua/includes/envelope.lua``'s ``WQ_ENTRY_OPTIONAL`` (docs/architecture.md,
+"Options")."""
+
+BY_NAME = {o.name: o for o in OPTIONS}
+STORED = tuple(o for o in OPTIONS if o.kind is not None)
+"""The options stored with a job, in the order of the envelope's option slots (8 on)."""
+
+
+def stored_unset() -> tuple[Any, ...]:
+    """Every stored option's `Envelope` value when none is given."""
+    return tuple(KINDS[o.kind].unset for o in STORED if o.kind is not None)
+
+
+def option_slots(values: tuple[Any, ...] | list[Any]) -> list[str | bytes]:
+    """The envelope's option slots of these `Envelope` values (`STORED` order), the unset
+    ones at the end left out."""
+    slots = list(values)
+    for i, slot in _CONVERTED:
+        slots[i] = slot(slots[i])
+    while slots and not slots[-1]:
+        slots.pop()
+    return slots
+
+
+_CONVERTED = tuple(
+    (i, KINDS[o.kind].slot)
+    for i, o in enumerate(STORED)
+    if o.kind is not None and KINDS[o.kind].slot is not _same
+)
+"""The slots whose `Envelope` value is spelled otherwise (a flag, a number)."""
+
+
+def view(values: tuple[Any, ...]) -> dict[str, Any]:
+    """`JobInfo.options`: each stored option by name, as `get()` shows it."""
+    return {o.name: KINDS[o.kind].view(v) for o, v in zip(STORED, values, strict=True) if o.kind}
+
+
+# --- the typed keywords (what mypy checks calls against); test_options.py holds them to OPTIONS
+
+
+class SharedOptions(TypedDict, total=False):
+    """Options many jobs may share: what `enqueue_bulk` takes besides its timing (each as
+    `OPTIONS` documents it)."""
+
+    max_attempts: int | None
+
+
+class JobOptions(SharedOptions, total=False):
+    """A job's options stored with it (`STORED`) and its `max_attempts`."""
+
+    traceparent: str | None
+    callback: CallbackArg
+    key: str | None
+    ordered: bool
+
+
+class Timing(TypedDict, total=False):
+    """When a job is due: `delay` from now or at `at` (neither: now)."""
+
+    delay: Delay | None
+    at: At | None
+
+
+class Placement(TypedDict, total=False):
+    """Which job: your own `job_id`, and whether to `replace` a pending one of that id."""
+
+    job_id: str | None
+    replace: bool
+
+
+class ItemOptions(Timing, Placement, JobOptions, total=False):
+    """Every option of one job: `EnqueueItem`'s fields but its payload (`OPTIONS`), what
+    `wheelq.outbox.enqueue` takes."""
+
+
+class Acked(TypedDict, total=False):
+    """The ack level of a write (`Client.enqueue`)."""
+
+    ack: str | None
+
+
+class Debounce(TypedDict, total=False):
+    """A debounce (`Client.enqueue`)."""
+
+    debounce_ms: int | None
+    max_wait_ms: int | None
+
+
+class EnqueueKwargs(ItemOptions, Acked, Debounce, total=False):
+    """`Client.enqueue`'s keywords: a job's options, its write's `ack` and a debounce."""
+
+
+class BulkOptions(Timing, SharedOptions, Acked, total=False):
+    """`Client.enqueue_bulk`'s keywords: one timing and the shared options of all its jobs."""
+
+
+class RunOptions(SharedOptions, total=False):
+    """What each run of a schedule carries besides its payload."""
+
+    callback: CallbackArg
+
+
+class TaskCallOptions(Placement, JobOptions, Acked, total=False):
+    """`Task.options`' keywords but ``outbox``."""
+
+
+class _Fields(NamedTuple):
+    payload: Any
+    delay: Delay | None = None
+    at: At | None = None
+    job_id: str | None = None
+    max_attempts: int | None = None
+    replace: bool = False
+    traceparent: str | None = None
+    callback: Callback | str | Mapping[str, Any] | None = None
+    key: str | None = None
+    ordered: bool = False
+
+
+class EnqueueItem(_Fields):
+    """One job for `enqueue_many`, built with keywords; the fields mean what `enqueue`'s
+    arguments mean (`OPTIONS`). A named tuple: a third of the cost of a frozen dataclass per
+    job."""
+
+    __slots__ = ()
+
+    def __new__(cls, *, payload: Any, **options: Unpack[ItemOptions]) -> Self:
+        return super().__new__(cls, payload, **options)
+
+    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
+        return (), self._asdict()
+
+
+ITEM_FIELDS = _Fields._fields
+
+
+class EnqueueOptions(NamedTuple):
+    """An item's options validated once: what every writer reads (the envelope, the sorted
+    set, the outbox row, the spool)."""
+
+    due: DueSpec
+    job_id: str | None
+    """The caller's id; None: the writer generates one."""
+    replace: bool
+    max_attempts: int
+    stored: tuple[Any, ...]
+    """The `Envelope` value of each stored option (`STORED` order)."""
+
+    def get(self, name: str) -> Any:
+        """A stored option's `Envelope` value."""
+        return self.stored[_STORED_INDEX[name]]
+
+
+_STORED_INDEX = {o.name: i for i, o in enumerate(STORED)}
+_ROWS = tuple(
+    (
+        ITEM_FIELDS.index(o.name),
+        _Fields._field_defaults[o.name],
+        KINDS[o.kind].unset,
+        o,
+        o.name == "traceparent",
+        None if o.requires is None else ITEM_FIELDS.index(o.requires),
+    )
+    for o in STORED
+    if o.kind is not None
+)
+"""Each stored option as `stored_values` reads it: its place in an item, its default, its
+`Envelope` value when unset, its row, whether it is the traceparent, the place of the
+option it requires."""
+
+
+def stored_values_source() -> str:
+    """The source of `stored_values`, written from `STORED` (as `Job.from_entry`'s decoder
+    is from `READY_ENTRY`): one check a stored option, in line, with no loop a job."""
+    lines = ["def stored_values(item, traceparent):"]
+    for i, (at, default, unset, _, trace, required) in enumerate(_ROWS):
+        v = f"v{i}"
+        lines.append(f"    {v} = item[{at}]")
+        absent = f"{v} is None" + ("" if default is None else f" or {v} is {default!r}")
+        lines.append(f"    if {absent}:")
+        lines.append(
+            f"        {v} = traceparent or {unset!r}" if trace else f"        {v} = {unset!r}"
+        )
+        lines.append("    else:")
+        lines.append(f"        {v} = checked(ROWS[{i}][3], {v})")
+        if required is not None:
+            lines.append(f"        if {v} and item[{required}] is None:")
+            lines.append(f"            unrequired(ROWS[{i}][3], item[{at}])")
+    lines.append(f"    return ({''.join(f'v{i}, ' for i in range(len(_ROWS)))})")
+    return "\n".join(lines)
+
+
+def _unrequired(o: Option, value: object) -> None:
+    raise InvalidArgumentError(
+        o.name, f"{o.name} is for a job with a {o.requires} only, got {value!r}"
+    )
+
+
+def checked(o: Option, value: Any) -> Any:
+    """`value` through `o.check`; its TypeError or ValueError as InvalidArgumentError."""
+    assert o.check is not None
+    try:
+        return o.check(value)
+    except InvalidArgumentError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(o.name, f"{o.name} must be {o.hint}, got {value!r}") from exc
+
+
+def docs(names: tuple[str, ...] | list[str], indent: str = "    ") -> str:
+    """The Google-style ``Args:`` lines of these options (`OPTIONS`' words)."""
+    lines = []
+    for name in names:
+        words = f"{name}: {BY_NAME[name].doc}"
+        lines.append(indent + words)
+    return "\n".join(lines)
+
+
+def takes(kwargs: type, *, payload: bool = True) -> Callable[[F], F]:
+    """Give a face whose options come as ``**options: Unpack[kwargs]`` the signature and docs
+    of its keywords spelled out (`inspect.signature`, `help()`): each option as `OPTIONS`
+    says it, added to the end of its docstring's ``Args:``."""
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+        hints = kwargs.__annotations__
+        defaults = EnqueueItem._field_defaults
+        params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        params += [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name)
+            ).replace(annotation=hints[name])
+            for name in hints
+        ]
+        fn.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        doc = fn.__doc__ or ""
+        names = [n for n in hints if n in BY_NAME]
+        if "Args:" in doc and names:
+            head, _, rest = doc.partition("Args:")
+            indent = head[head.rindex("\n") + 1 :] + "    "
+            args, gap, tail = rest.partition("\n\n")
+            fn.__doc__ = head + "Args:" + args + "\n" + docs(names, indent) + gap + tail
+        return fn
+
+    return decorate
+
+
+def _stored_values() -> Callable[[tuple[Any, ...], str | None], tuple[Any, ...]]:
+    """`stored_values_source` compiled once, at import."""
+    scope: dict[str, Any] = {"ROWS": _ROWS, "checked": checked, "unrequired": _unrequired}
+    exec(stored_values_source(), scope)  # noqa: S102 (our own table's text, at import)
+    return cast(Callable[[tuple[Any, ...], str | None], tuple[Any, ...]], scope["stored_values"])
+
+
+stored_values = _stored_values()
+"""The `Envelope` values of an item's stored options (an `EnqueueItem`), each checked by its
+row (errors name it); an item without its own traceparent takes the call's (the second
+argument)."""
