@@ -13,7 +13,8 @@ WheelqError
 │   ├── PayloadTooLargeError                encoded payload over the configured limit
 │   ├── PayloadTooDeepError                 payload nested deeper than MAX_PAYLOAD_DEPTH levels
 │   ├── SelectionGoneError                  bulk(): the selection was used up, or has expired
-│   └── InvalidHandlerError                 not a function of one Job (also TypeError)
+│   ├── InvalidHandlerError                 not a function of one Job (also TypeError)
+│   └── InvalidSpecError                    a module:attribute (an app, a handler) names nothing
 ├── PayloadTypeError (also TypeError)       payload msgpack cannot serialise; nothing was changed
 ├── DuplicateJobError                       a job with that id is already pending (replace=False)
 ├── TopicFullError                          at max_pending; the refused jobs were not written
@@ -133,6 +134,12 @@ class PayloadTooDeepError(InvalidArgumentError):
 
 class InvalidHandlerError(InvalidArgumentError, TypeError):
     """A handler is not a function of one `wheelq.Job` that returns None."""
+
+
+class InvalidSpecError(InvalidArgumentError):
+    """A ``module:attribute`` spec (`parameter` names where it was given) names no object of
+    the kind wanted: not of that form, no such module or attribute, or another type
+    (`wheelq.tasks.loading`)."""
 
 
 class SelectionGoneError(InvalidArgumentError):

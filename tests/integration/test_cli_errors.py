@@ -52,6 +52,23 @@ def test_a_bad_handler_is_named_in_one_line(
 
 
 @pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("handlers", "app must be module:app, got 'handlers'"),
+        ("nomodule:app", "app 'nomodule:app': no module named 'nomodule'"),
+        ("handlers:app", "app 'handlers:app': module 'handlers' has no attribute 'app'"),
+        ("handlers:handle", "app 'handlers:handle' is a function, not a wheelq.App"),
+        ("handlers.py:app", "'handlers.py' is a file name: drop '.py' and pass handlers:app"),
+    ],
+)
+def test_a_bad_app_is_named_in_one_line(
+    handlers_dir: Path, down_url: str, spec: str, fragment: str
+) -> None:
+    done = run_wheelq("run", spec, "--redis-url", down_url, cwd=handlers_dir)
+    assert_one_line_error(done, 2, "wheelq run: ", fragment)
+
+
+@pytest.mark.parametrize(
     ("source", "fragments"),
     [
         ("x = 1\ndef handle(job)\n    pass\n", ["bad.py:2: ", "SyntaxError: expected ':'"]),

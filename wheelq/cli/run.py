@@ -13,8 +13,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import TYPE_CHECKING, Any
 
 from wheelq.cli.context import Context, split_topics, usage_error
-from wheelq.cli.metrics import metrics_beside, metrics_given, pop_metrics
-from wheelq.cli.services import load_object, run_worker
+from wheelq.cli.metrics import metrics_beside, pop_metrics
+from wheelq.cli.services import imported, run_worker
 
 if TYPE_CHECKING:
     from wheelq.scheduler.scheduler import Scheduler
@@ -35,8 +35,17 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+RUN_FLAGS = ("tasks", "no_scheduler")
+"""`add_flags`' flags that `run_app` reads from its ``args``."""
+WORKER_FLAGS = ("concurrency", "metrics_port", "metrics_host")
+"""`add_flags`' flags that are ``[worker]`` settings (`worker_flags`): given, they go over
+the config file's, the environment's and the app's. Every flag is one or the other
+(tests/unit/test_run_faces.py), so both faces pass each one on."""
+
+
 def add_flags(p: argparse.ArgumentParser) -> None:
-    """The flags of running an app, `wheelq run`'s and ``manage.py wheelq run``'s."""
+    """The flags of running an app, `wheelq run`'s and ``manage.py wheelq run``'s: the one
+    definition of both (`RUN_FLAGS`, `WORKER_FLAGS`)."""
     p.add_argument(
         "--tasks",
         metavar="NAMES",
@@ -58,17 +67,16 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-host", help="address the metrics listen on (default 0.0.0.0)")
 
 
+def worker_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``[worker]`` settings `add_flags`' flags give (None: not given)."""
+    return {key: getattr(args, key) for key in WORKER_FLAGS}
+
+
 def load_app(spec: str) -> App:
     """``module:app`` as a `wheelq.App`; exit 2 for anything else."""
-    from wheelq.tasks.app import App
+    from wheelq.tasks import loading
 
-    app = load_object(spec, "app")
-    if not isinstance(app, App):
-        raise usage_error(
-            f"app {spec!r} is a {type(app).__name__}, not a wheelq.App "
-            "(app = wheelq.App.from_url(url), with @app.task functions)"
-        )
-    return app
+    return imported(lambda: loading.load_app(spec), spec, "app")
 
 
 def run(ctx: Context) -> int:
@@ -79,7 +87,7 @@ def run(ctx: Context) -> int:
     url = ctx.given_redis_url()
     if url is not None:  # --redis-url, WHEELQ_REDIS_URL or [redis] url: over the app's
         app.url = url
-    worker_given = ctx.section("worker", concurrency=args.concurrency, **metrics_given(args))
+    worker_given = ctx.section("worker", **worker_flags(args))
     return run_app(app, args, worker_given, ctx.section("scheduler"), label=args.app)
 
 

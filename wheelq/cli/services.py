@@ -11,8 +11,8 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wheelq.cli.context import CliError, Context, split_topics, usage_error
 from wheelq.cli.metrics import metrics_beside, metrics_flag, metrics_given, pop_metrics
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -108,7 +109,7 @@ def _app_or_none(spec: str) -> App | None:
     """The `wheelq.App` `spec` names, or None when it names something else."""
     from wheelq.tasks.app import App
 
-    target = load_object(spec, "handler")
+    target = handler_object(spec)
     return target if isinstance(target, App) else None
 
 
@@ -166,7 +167,7 @@ def run_worker(node: Worker, beside: Any = None) -> WorkerStopReport:
 
 def load_handler(spec: str) -> Any:
     """Import ``module:function`` from the current directory or sys.path; exit 2 or 1."""
-    target = load_object(spec, "handler")
+    target = handler_object(spec)
     if not callable(target):
         raise usage_error(
             f"handler {spec!r} is not callable (type {type(target).__name__}): "
@@ -181,44 +182,27 @@ def load_handler(spec: str) -> Any:
         raise usage_error(f"handler {spec!r}: {exc}") from exc
 
 
-def load_object(spec: str, what: str) -> Any:
-    """Import ``module:attribute`` (`what`: "handler", "app") from the current directory or
-    sys.path; exit 2 for a spec that names nothing, 1 for a module that fails to import."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise usage_error(f"{what} must be module:{_ATTRIBUTE[what]}, got {spec!r}")
-    if not all(part.isidentifier() for part in module_name.split(".")):
-        raise usage_error(f"{what} {spec!r}: {_file_hint(module_name, attr, what)}")
+def handler_object(spec: str) -> Any:
+    """What the handler spec ``module:function`` (or ``module:app``) names; exit 2 or 1."""
+    from wheelq.tasks.loading import load_object
+
+    return imported(lambda: load_object(spec, "handler", "function"), spec, "handler")
+
+
+def imported(load: Callable[[], T], spec: str, what: str) -> T:
+    """What `load` (a `wheelq.tasks.loading` loader of `spec`) answers, from the current
+    directory or sys.path: exit 2 for a spec that names nothing, 1 for a module that fails
+    to import (`what`: "handler", "app"), each said in one line."""
+    from wheelq.errors import InvalidSpecError
+
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        target: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
-            raise _import_failure(module_name, exc, what) from None
-        where = f"looked in {os.getcwd()} and sys.path"
-        if module_name.endswith(".py"):  # `handlers.py`: module `handlers`, submodule `py`
-            where = _file_hint(module_name, attr, what)
-        raise usage_error(f"no module named {exc.name!r} ({what} {spec!r}; {where})") from None
+        return load()
+    except InvalidSpecError as exc:
+        raise usage_error(str(exc)) from None
     except Exception as exc:
-        raise _import_failure(module_name, exc, what) from None
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise usage_error(f"module {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
-    return target
-
-
-_ATTRIBUTE = {"handler": "function", "app": "app"}
-
-
-def _file_hint(module_name: str, attr: str, what: str) -> str:
-    """What to pass instead of a file name: ``app/jobs.py`` -> ``app.jobs:audit``."""
-    path = PurePath(module_name.removesuffix(".py"))
-    parts = [part for part in path.parts if part != "."]
-    if path.is_absolute() or not parts or not all(part.isidentifier() for part in parts):
-        return f"the {what} is a module's dotted name, importable from the current directory"
-    return f"{module_name!r} is a file name: drop '.py' and pass {'.'.join(parts)}:{attr}"
+        raise _import_failure(spec.partition(":")[0], exc, what) from None
 
 
 def _import_failure(module_name: str, exc: BaseException, kind: str) -> CliError:

@@ -95,8 +95,8 @@ READY_ENTRY = (
 """A ready-stream entry, field by field in the order written: the one definition of it
 (docs/architecture.md, "Key layout"). `wq_fire_entry` in
 ``store/lua/includes/envelope.lua`` writes it (tests/unit/test_wire.py holds the script to
-this table), `Job.from_entry` reads it (its decoder is generated from this table), and tests build entries from it
-(tests/support/entries.py). A new field is a row here (a new option: a row of
+this table), `Job.from_entry` reads it (its decoder is generated from this table), and tests
+build entries from it (tests/support/entries.py). A new field is a row here (a new option: a row of
 `core.options.OPTIONS`), its `Job` attribute, and its place in ``wq_fire_entry``."""
 
 Field.READY = tuple(f.name for f in READY_ENTRY if not f.optional)

@@ -19,7 +19,10 @@ from wheelq.core.retry import error_detail, error_line
 from wheelq.producer.operations import ShardTotal
 
 ERRORS = ("error", "last_error")
-"""Recorded errors: on the wire as their line, and whole beside it (``<name>_detail``)."""
+"""The fields, in any record, that hold a recorded error. On the wire each is the error's
+first line (`error_line`: "" when there is none, or null where the field may be None), and
+beside it, as ``<its wire name>_detail``, the error whole when it says more than that line
+(a traceback), else null. `as_json` writes them so; `models.wire_model` describes them so."""
 HIDDEN = ("fields", "spool", "held")
 """Left off the wire (a dead letter's raw fields: the rest are read from them; a client's
 spool; a worker's held entries, which the running job list reads)."""

@@ -8,8 +8,8 @@ rates, a job lookup), ``/ui/topics/{t}/jobs/{id}``,
 ``/ui/topics/{t}/dead`` (dead letters, filtered by reason and group) and
 ``/ui/topics/{t}/schedules``; the job lists are `wheelq.web.ui_job_lists`' and the
 processes `wheelq.web.ui_processes`'. Their forms POST
-to `wheelq.web.ui_actions`, which comes back to a page with ``?done=``, a code `flash`
-turns into a message. ``/`` leads to ``/ui``.
+to `wheelq.web.ui_actions` (a job list's bulk actions to `wheelq.web.ui_bulk`), which
+comes back to a page with ``?done=``, a code `flash` turns into a message. ``/`` leads to ``/ui``.
 
 A browser logs in with HTTP Basic auth (the token as password), so a page answers 401
 with a Basic challenge, which makes the browser ask. A browser also sends those

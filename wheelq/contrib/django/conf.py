@@ -4,12 +4,12 @@ Redis URL it runs on in this deployment (docs/guides/tasks.md, "In Django").
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from wheelq.errors import InvalidSpecError
+from wheelq.tasks import loading
 from wheelq.tasks.app import App
 
 KEYS = ("APP", "URL")
@@ -31,34 +31,13 @@ def load_app(setting: object) -> App:
     unknown = sorted(str(key) for key in setting if key not in KEYS)
     if unknown:
         raise ImproperlyConfigured(f"WHEELQ has no key {unknown[0]!r}: its keys are APP and URL")
-    app = _named(setting.get("APP"))
+    try:
+        app = loading.load_app(setting.get("APP"), "WHEELQ['APP']")
+    except InvalidSpecError as exc:  # the line `wheelq run MODULE:APP` would say
+        raise ImproperlyConfigured(str(exc)) from None
     url = setting.get("URL")
     if url is not None:
         if not isinstance(url, str) or not url:
             raise ImproperlyConfigured(f"WHEELQ['URL'] must be a Redis URL, got {url!r:.60}")
         app.url = url
     return app
-
-
-def _named(spec: object) -> App:
-    module_name, _, attribute = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    if not module_name or not attribute:
-        raise ImproperlyConfigured(
-            f"WHEELQ['APP'] must be 'module:attribute' naming a wheelq.App, got {spec!r:.60}"
-        )
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
-            raise  # the module was found and failed to import: its traceback says why
-        missing = f"WHEELQ['APP'] {spec!r}: no module named {exc.name!r}"
-        raise ImproperlyConfigured(missing) from None
-    for part in attribute.split("."):
-        target = getattr(target, part, None)
-    if not isinstance(target, App):
-        got = "nothing" if target is None else f"a {type(target).__name__}"
-        raise ImproperlyConfigured(
-            f"WHEELQ['APP'] {spec!r} names {got}, not a wheelq.App "
-            "(app = wheelq.App.from_url(url), with @app.task functions)"
-        )
-    return target

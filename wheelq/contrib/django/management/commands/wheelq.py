@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from wheelq.cli.context import CliError
-from wheelq.cli.run import add_flags, run_app
+from wheelq.cli.run import add_flags, run_app, worker_flags
 
 LEVELS = {0: logging.WARNING, 1: logging.INFO}
 
@@ -42,12 +42,8 @@ class Command(BaseCommand):
             level=LEVELS.get(options["verbosity"], logging.DEBUG),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
-        flags = argparse.Namespace(tasks=options["tasks"], no_scheduler=options["no_scheduler"])
-        given = {
-            key: options[key]
-            for key in ("concurrency", "metrics_port", "metrics_host")
-            if options[key] is not None
-        }
+        flags = argparse.Namespace(**options)  # every flag `add_flags` defines, as given
+        given = {key: value for key, value in worker_flags(flags).items() if value is not None}
         try:
             status = run_app(app, flags, given, {}, label=label)
         except CliError as exc:

@@ -1,0 +1,146 @@
+"""``wheelq run MODULE:APP`` and ``manage.py wheelq run``: one flag list that both parse and
+pass on whole (`wheelq.cli.run.add_flags`), and one ``module:attribute`` loader
+(`wheelq.tasks.loading`) whose every refusal is the same line through both faces."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+import wheelq
+from wheelq.cli import build_parser
+from wheelq.cli import run as cli_run
+from wheelq.cli.context import CliError, Context
+from wheelq.contrib.django import conf
+from wheelq.contrib.django.management.commands import wheelq as command
+from wheelq.errors import InvalidSpecError
+from wheelq.tasks import loading
+
+APP = wheelq.App("redis://127.0.0.1:1/0")
+NOT_AN_APP = object()
+CONNECTS = {"--log-level", "--redis-url", "--config"}
+"""`wheelq run`'s flags from the options every connecting command shares."""
+
+
+def run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    found: argparse.ArgumentParser = subparsers.choices["run"]
+    return found
+
+
+def flags_of(parser: argparse.ArgumentParser) -> set[str]:
+    return {flag for action in parser._actions for flag in action.option_strings} - {
+        "-h",
+        "--help",
+    }
+
+
+def run_flags() -> list[argparse.Action]:
+    parser = argparse.ArgumentParser(add_help=False)
+    cli_run.add_flags(parser)
+    return parser._actions
+
+
+def every_flag_given() -> list[str]:
+    """An argv giving each of `add_flags`' flags a value of its type."""
+    argv: list[str] = []
+    for n, action in enumerate(run_flags()):
+        if action.nargs == 0:  # store_true
+            argv.append(action.option_strings[0])
+        else:
+            value = str(7000 + n) if action.type is int else f"value{n}"
+            argv += [action.option_strings[0], value]
+    return argv
+
+
+def test_both_faces_have_exactly_the_flags_add_flags_defines() -> None:
+    defined = {flag for action in run_flags() for flag in action.option_strings}
+    django = run_parser(command.Command().create_parser("manage.py", "wheelq"))
+    assert flags_of(django) == defined
+    assert flags_of(run_parser(build_parser())) == defined | CONNECTS
+
+
+def test_every_flag_is_read_by_run_app_or_is_a_worker_setting() -> None:
+    dests = [action.dest for action in run_flags()]
+    assert sorted(dests) == sorted(cli_run.RUN_FLAGS + cli_run.WORKER_FLAGS)
+
+
+def test_both_faces_pass_every_flag_on_to_run_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = every_flag_given()
+    calls: list[tuple[argparse.Namespace, dict[str, Any]]] = []
+
+    def run_app(
+        app: Any, args: argparse.Namespace, given: dict[str, Any], *_: Any, **__: Any
+    ) -> int:
+        assert app is APP
+        calls.append((args, given))
+        return 0
+
+    monkeypatch.setattr(cli_run, "run_app", run_app)
+    monkeypatch.setattr(command, "run_app", run_app)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    args = build_parser().parse_args(["run", f"{__name__}:APP", *argv])
+    assert cli_run.run(Context(args, {}, {})) == 0
+
+    class Config:
+        app = APP
+
+    monkeypatch.setattr(command.apps, "get_app_config", lambda label: Config)
+    monkeypatch.setattr(command, "settings", argparse.Namespace(WHEELQ={"APP": "m:APP"}))
+    monkeypatch.setattr(command.logging, "basicConfig", lambda **_: None)
+    parser = command.Command().create_parser("manage.py", "wheelq")
+    command.Command().handle(**vars(parser.parse_args(["run", *argv])))
+
+    (cli_args, cli_given), (django_args, django_given) = calls
+    assert (
+        django_given == cli_given == {key: getattr(cli_args, key) for key in cli_run.WORKER_FLAGS}
+    )
+    for key in cli_run.RUN_FLAGS:
+        assert getattr(django_args, key) == getattr(cli_args, key), key
+    assert cli_args.tasks is not None and cli_args.no_scheduler  # every flag was given
+
+
+SPECS = [
+    (f"{__name__}.APP", f"app must be module:app, got '{__name__}.APP'"),
+    ("no_such_module_xyz:app", "no module named 'no_such_module_xyz'"),
+    (f"{__name__}:MISSING", f"module {__name__!r} has no attribute 'MISSING'"),
+    (f"{__name__}:NOT_AN_APP", "is a object, not a wheelq.App"),
+    ("my_tasks.py:app", "'my_tasks.py' is a file name: drop '.py' and pass my_tasks:app"),
+]
+
+
+@pytest.mark.parametrize(("spec", "said"), SPECS)
+def test_a_spec_that_names_no_app_is_one_line_the_same_through_both_faces(
+    monkeypatch: pytest.MonkeyPatch, spec: str, said: str
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the CLI puts the cwd on it
+    with pytest.raises(CliError) as cli:
+        cli_run.load_app(spec)
+    assert cli.value.code == 2
+    with pytest.raises(ImproperlyConfigured) as django:
+        conf.load_app({"APP": spec})
+    with pytest.raises(InvalidSpecError) as loaded:
+        loading.load_app(spec)
+    assert said in str(cli.value)
+    assert str(cli.value) == str(loaded.value)
+    # the same line, but for the name of what was given
+    assert str(django.value) == str(cli.value).replace("app", "WHEELQ['APP']", 1)
+
+
+def test_a_module_that_raises_is_one_line_on_the_cli_and_its_own_error_in_django(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "raising_tasks_xyz.py").write_text("import wheelq\n\nAPP = 1 / 0\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(CliError) as cli:
+        cli_run.load_app("raising_tasks_xyz:APP")
+    assert cli.value.code == 1
+    assert "importing app module 'raising_tasks_xyz' failed: " in str(cli.value)
+    assert "raising_tasks_xyz.py:3: ZeroDivisionError" in str(cli.value)
+    with pytest.raises(ZeroDivisionError):
+        conf.load_app({"APP": "raising_tasks_xyz:APP"})
