@@ -9,8 +9,6 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Self, TypeVar
 
-import redis
-
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
 from wheelq.admin import events as job_events
@@ -29,12 +27,10 @@ from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer.client import Client
+from wheelq.producer.connected import Connected
 from wheelq.producer.moved import admin_maker
-from wheelq.producer.operations import Op, Producer, TopicStats, guarded
-from wheelq.runtime.breaker import Breaker
-from wheelq.runtime.clock import LocalClock
+from wheelq.producer.operations import TopicStats
 from wheelq.store import connect
-from wheelq.store.executor import SyncExecutor, drive
 
 T = TypeVar("T")
 _OF: weakref.WeakKeyDictionary[Client, Admin] = weakref.WeakKeyDictionary()
@@ -44,23 +40,9 @@ EVENTS_MAX_LEN = EventsConfig().max_len
 EVENTS_MAX_AGE_MS = EventsConfig().max_age_ms
 
 
-class Admin:
+class Admin(Connected):
     """Blocking management client; thread-safe. Make one with `from_url`, over a redis-py
     connection, or with `of` over a `Client`'s connections."""
-
-    def __init__(self, connection: redis.Redis, settings: ClientSettings | None = None) -> None:
-        self._executor = SyncExecutor(connection)
-        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
-        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
-        self._owns = True
-
-    @classmethod
-    def _sharing(cls, executor: SyncExecutor, producer: Producer, breaker: Breaker) -> Self:
-        """An admin on a client's executor, producer (its shard counts) and breaker."""
-        admin = cls.__new__(cls)
-        admin._producer, admin._executor, admin._breaker = producer, executor, breaker
-        admin._owns = False
-        return admin
 
     @classmethod
     def from_url(
@@ -77,11 +59,9 @@ class Admin:
             InvalidArgumentError: A setting unknown or out of range, or `cluster` not a
                 bool or None.
         """
-        admin_settings = ClientSettings.from_kwargs(settings)
+        checked = ClientSettings.from_kwargs(settings)
         executor = connect.sync_executor(url, redis_options or {}, cluster)
-        admin = cls(executor.client, admin_settings)
-        admin._executor = executor
-        return admin
+        return cls(executor.client, checked)._over(executor)
 
     @classmethod
     def of(cls, client: Client) -> Admin:
@@ -89,17 +69,9 @@ class Admin:
         pool: closing the client closes it, and its own `close` does nothing."""
         admin = _OF.get(client)
         if admin is None:  # two threads may each make one: either serves
-            admin = Admin._sharing(client._executor, client._producer, client._breaker)
+            admin = Admin._sharing(client)
             _OF[client] = admin
         return admin
-
-    @property
-    def redis(self) -> redis.Redis:
-        """The redis-py client the calls go through (a cluster client on a cluster)."""
-        return self._executor.client
-
-    def _run(self, op: Op[T]) -> T:
-        return drive(guarded(self._breaker, op), self._executor.run)
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
         """Create a topic (idempotent); returns its shard count, fixed for the topic's life:
@@ -507,17 +479,6 @@ class Admin:
         beat. A process killed leaves the list once its record expires, 3 beats after its
         last (``process_beat_ms``, ``process_expiry_beats``); one stopped, at once."""
         return self._run(processes.processes(self._producer))
-
-    def close(self) -> None:
-        """Close the connections (not those of the client it was made `of`)."""
-        if self._owns:
-            self._executor.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 admin_maker(Client, Admin.of)  # what the client's moved methods run on

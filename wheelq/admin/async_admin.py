@@ -7,8 +7,6 @@ import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
-import redis.asyncio
-
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
 from wheelq.admin import events as job_events
@@ -29,37 +27,19 @@ from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
 from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.connected import AsyncConnected
 from wheelq.producer.moved import admin_maker
-from wheelq.producer.operations import Op, Producer, TopicStats, guarded
-from wheelq.runtime.breaker import Breaker
-from wheelq.runtime.clock import LocalClock
+from wheelq.producer.operations import TopicStats
 from wheelq.store import connect
-from wheelq.store.executor import AsyncExecutor, drive_async
 
 T = TypeVar("T")
 _OF: weakref.WeakKeyDictionary[AsyncClient, AsyncAdmin] = weakref.WeakKeyDictionary()
 """Each client's admin (`AsyncAdmin.of`), which lives as long as the client."""
 
 
-class AsyncAdmin:
+class AsyncAdmin(AsyncConnected):
     """Asyncio management client; the same methods as `Admin`, awaitable (each method
     without a docstring of its own has `Admin`'s), and `events` to follow a topic."""
-
-    def __init__(
-        self, connection: redis.asyncio.Redis, settings: ClientSettings | None = None
-    ) -> None:
-        self._executor = AsyncExecutor(connection)
-        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
-        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
-        self._owns = True
-
-    @classmethod
-    def _sharing(cls, executor: AsyncExecutor, producer: Producer, breaker: Breaker) -> Self:
-        """An admin on a client's executor, producer (its shard counts) and breaker."""
-        admin = cls.__new__(cls)
-        admin._producer, admin._executor, admin._breaker = producer, executor, breaker
-        admin._owns = False
-        return admin
 
     @classmethod
     def from_url(
@@ -71,33 +51,18 @@ class AsyncAdmin:
         **settings: Any,
     ) -> Self:
         """Connect to `url`; see `Admin.from_url`."""
-        admin_settings = ClientSettings.from_kwargs(settings)
+        checked = ClientSettings.from_kwargs(settings)
         executor = connect.async_executor(url, redis_options or {}, cluster)
-        admin = cls(executor.client, admin_settings)
-        admin._executor = executor
-        return admin
+        return cls(executor.client, checked)._over(executor)
 
     @classmethod
     def of(cls, client: AsyncClient) -> AsyncAdmin:
         """The admin of `client`'s connections; see `Admin.of`."""
         admin = _OF.get(client)
         if admin is None:
-            admin = AsyncAdmin._sharing(client.executor, client.producer, client._breaker)
+            admin = AsyncAdmin._sharing(client)
             _OF[client] = admin
         return admin
-
-    @property
-    def executor(self) -> AsyncExecutor:
-        """What the calls go through; a worker or service beside the admin can share it."""
-        return self._executor
-
-    @property
-    def redis(self) -> redis.asyncio.Redis:
-        """The redis-py client the calls go through (a cluster client on a cluster)."""
-        return self._executor.client
-
-    async def _run(self, op: Op[T]) -> T:
-        return await drive_async(guarded(self._breaker, op), self._executor.run)
 
     async def create_topic(self, topic: str, shards: int | None = None) -> int:
         return await self._run(self._producer.create_topic(topic, shards))
@@ -313,17 +278,6 @@ class AsyncAdmin:
 
     async def processes(self) -> list[ProcessInfo]:
         return await self._run(processes.processes(self._producer))
-
-    async def aclose(self) -> None:
-        """Close the connections (not those of the client it was made `of`)."""
-        if self._owns:
-            await self._executor.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 admin_maker(AsyncClient, AsyncAdmin.of)  # what the client's moved methods run on
