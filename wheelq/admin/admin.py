@@ -21,7 +21,7 @@ from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast
-from wheelq.core.job_list import JobPage
+from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
@@ -241,17 +241,8 @@ class Admin(Connected):
             InvalidArgumentError: An unknown state, a cursor of another topic or state, or
                 a filter the state does not take (each names its parameter).
         """
-        op = job_lists.list_jobs(
-            self._producer,
-            topic,
-            state,
-            limit=limit,
-            cursor=cursor,
-            due_after=due_after,
-            due_before=due_before,
-            group=group,
-            reason=reason,
-        )
+        match = JobFilter.of(due_after, due_before, group, reason)
+        op = job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         return self._run(op)
 
     def bulk(
@@ -298,12 +289,11 @@ class Admin(Connected):
                 the state does not take (``action``); anything else out of range, named.
             UnknownTopicError: No such topic.
         """
+        match = JobFilter.of(due_after, due_before, group, reason)
+        target = bulk_actions.Target(state, match, ids, refs, selection)
         op = bulk_actions.bulk(
-            self._producer, topic, action, state=state, due_after=due_after,
-            due_before=due_before, group=group, reason=reason, ids=ids, refs=refs,
-            selection=selection, dry_run=dry_run, at=at, shift_ms=shift_ms,
-            max_jobs=max_jobs, progress=progress,
-        )  # fmt: skip
+            self._producer, topic, action, target, dry_run, at, shift_ms, max_jobs, progress
+        )
         return self._run(op)
 
     def dead_letters(

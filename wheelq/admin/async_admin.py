@@ -20,7 +20,7 @@ from wheelq.core.due import At
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast
-from wheelq.core.job_list import JobPage
+from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
@@ -154,18 +154,10 @@ class AsyncAdmin(AsyncConnected):
         group: str | None = None,
         reason: str | None = None,
     ) -> JobPage:
-        op = job_lists.list_jobs(
-            self._producer,
-            topic,
-            state,
-            limit=limit,
-            cursor=cursor,
-            due_after=due_after,
-            due_before=due_before,
-            group=group,
-            reason=reason,
+        match = JobFilter.of(due_after, due_before, group, reason)
+        return await self._run(
+            job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         )
-        return await self._run(op)
 
     async def bulk(
         self,
@@ -186,12 +178,11 @@ class AsyncAdmin(AsyncConnected):
         max_jobs: int | None = None,
         progress: Progress | None = None,
     ) -> BulkOutcome:
+        match = JobFilter.of(due_after, due_before, group, reason)
+        target = bulk_actions.Target(state, match, ids, refs, selection)
         op = bulk_actions.bulk(
-            self._producer, topic, action, state=state, due_after=due_after,
-            due_before=due_before, group=group, reason=reason, ids=ids, refs=refs,
-            selection=selection, dry_run=dry_run, at=at, shift_ms=shift_ms,
-            max_jobs=max_jobs, progress=progress,
-        )  # fmt: skip
+            self._producer, topic, action, target, dry_run, at, shift_ms, max_jobs, progress
+        )
         return await self._run(op)
 
     async def dead_letters(
