@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
@@ -32,7 +32,6 @@ from wheelq.producer.moved import admin_maker
 from wheelq.producer.operations import TopicStats
 from wheelq.store import connect
 
-T = TypeVar("T")
 _OF: weakref.WeakKeyDictionary[Client, Admin] = weakref.WeakKeyDictionary()
 """Each client's admin (`Admin.of`), which lives as long as the client."""
 DEFAULT_CATCH_UP = 100

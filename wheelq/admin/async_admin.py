@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
@@ -32,7 +32,6 @@ from wheelq.producer.moved import admin_maker
 from wheelq.producer.operations import TopicStats
 from wheelq.store import connect
 
-T = TypeVar("T")
 _OF: weakref.WeakKeyDictionary[AsyncClient, AsyncAdmin] = weakref.WeakKeyDictionary()
 """Each client's admin (`AsyncAdmin.of`), which lives as long as the client."""
 
