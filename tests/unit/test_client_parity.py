@@ -25,7 +25,11 @@ PAIRS = [(Client, AsyncClient), (Admin, AsyncAdmin)]
 
 
 def public(cls: type) -> dict[str, Any]:
-    return {name: member for name, member in vars(cls).items() if not name.startswith("_")}
+    """The public members of `cls`, its own and those of its bases (`Connected`)."""
+    members: dict[str, Any] = {}
+    for owner in reversed(cls.__mro__[:-1]):  # the nearest owner's member wins
+        members.update(vars(owner))
+    return {name: member for name, member in members.items() if not name.startswith("_")}
 
 
 def is_moved(member: Any) -> bool:

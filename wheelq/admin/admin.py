@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, Self, TypeVar
-
-import redis
+from typing import Any, Self
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
@@ -23,20 +21,17 @@ from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast
-from wheelq.core.job_list import JobPage
+from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.producer.client import Client
+from wheelq.producer.connected import Connected
 from wheelq.producer.moved import admin_maker
-from wheelq.producer.operations import Op, Producer, TopicStats, guarded
-from wheelq.runtime.breaker import Breaker
-from wheelq.runtime.clock import LocalClock
+from wheelq.producer.operations import TopicStats
 from wheelq.store import connect
-from wheelq.store.executor import SyncExecutor, drive
 
-T = TypeVar("T")
 _OF: weakref.WeakKeyDictionary[Client, Admin] = weakref.WeakKeyDictionary()
 """Each client's admin (`Admin.of`), which lives as long as the client."""
 DEFAULT_CATCH_UP = 100
@@ -44,23 +39,9 @@ EVENTS_MAX_LEN = EventsConfig().max_len
 EVENTS_MAX_AGE_MS = EventsConfig().max_age_ms
 
 
-class Admin:
+class Admin(Connected):
     """Blocking management client; thread-safe. Make one with `from_url`, over a redis-py
     connection, or with `of` over a `Client`'s connections."""
-
-    def __init__(self, connection: redis.Redis, settings: ClientSettings | None = None) -> None:
-        self._executor = SyncExecutor(connection)
-        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
-        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
-        self._owns = True
-
-    @classmethod
-    def _sharing(cls, executor: SyncExecutor, producer: Producer, breaker: Breaker) -> Self:
-        """An admin on a client's executor, producer (its shard counts) and breaker."""
-        admin = cls.__new__(cls)
-        admin._producer, admin._executor, admin._breaker = producer, executor, breaker
-        admin._owns = False
-        return admin
 
     @classmethod
     def from_url(
@@ -77,11 +58,9 @@ class Admin:
             InvalidArgumentError: A setting unknown or out of range, or `cluster` not a
                 bool or None.
         """
-        admin_settings = ClientSettings.from_kwargs(settings)
+        checked = ClientSettings.from_kwargs(settings)
         executor = connect.sync_executor(url, redis_options or {}, cluster)
-        admin = cls(executor.client, admin_settings)
-        admin._executor = executor
-        return admin
+        return cls(executor.client, checked)._over(executor)
 
     @classmethod
     def of(cls, client: Client) -> Admin:
@@ -89,17 +68,9 @@ class Admin:
         pool: closing the client closes it, and its own `close` does nothing."""
         admin = _OF.get(client)
         if admin is None:  # two threads may each make one: either serves
-            admin = Admin._sharing(client._executor, client._producer, client._breaker)
+            admin = Admin._sharing(client)
             _OF[client] = admin
         return admin
-
-    @property
-    def redis(self) -> redis.Redis:
-        """The redis-py client the calls go through (a cluster client on a cluster)."""
-        return self._executor.client
-
-    def _run(self, op: Op[T]) -> T:
-        return drive(guarded(self._breaker, op), self._executor.run)
 
     def create_topic(self, topic: str, shards: int | None = None) -> int:
         """Create a topic (idempotent); returns its shard count, fixed for the topic's life:
@@ -269,17 +240,8 @@ class Admin:
             InvalidArgumentError: An unknown state, a cursor of another topic or state, or
                 a filter the state does not take (each names its parameter).
         """
-        op = job_lists.list_jobs(
-            self._producer,
-            topic,
-            state,
-            limit=limit,
-            cursor=cursor,
-            due_after=due_after,
-            due_before=due_before,
-            group=group,
-            reason=reason,
-        )
+        match = JobFilter.of(due_after, due_before, group, reason)
+        op = job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         return self._run(op)
 
     def bulk(
@@ -326,12 +288,11 @@ class Admin:
                 the state does not take (``action``); anything else out of range, named.
             UnknownTopicError: No such topic.
         """
+        match = JobFilter.of(due_after, due_before, group, reason)
+        target = bulk_actions.Target(state, match, ids, refs, selection)
         op = bulk_actions.bulk(
-            self._producer, topic, action, state=state, due_after=due_after,
-            due_before=due_before, group=group, reason=reason, ids=ids, refs=refs,
-            selection=selection, dry_run=dry_run, at=at, shift_ms=shift_ms,
-            max_jobs=max_jobs, progress=progress,
-        )  # fmt: skip
+            self._producer, topic, action, target, dry_run, at, shift_ms, max_jobs, progress
+        )
         return self._run(op)
 
     def dead_letters(
@@ -507,17 +468,6 @@ class Admin:
         beat. A process killed leaves the list once its record expires, 3 beats after its
         last (``process_beat_ms``, ``process_expiry_beats``); one stopped, at once."""
         return self._run(processes.processes(self._producer))
-
-    def close(self) -> None:
-        """Close the connections (not those of the client it was made `of`)."""
-        if self._owns:
-            self._executor.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 admin_maker(Client, Admin.of)  # what the client's moved methods run on

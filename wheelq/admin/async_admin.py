@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Self, TypeVar
-
-import redis.asyncio
+from typing import Any, Self
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
@@ -22,44 +20,25 @@ from wheelq.core.due import At
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast
-from wheelq.core.job_list import JobPage
+from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
 from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.connected import AsyncConnected
 from wheelq.producer.moved import admin_maker
-from wheelq.producer.operations import Op, Producer, TopicStats, guarded
-from wheelq.runtime.breaker import Breaker
-from wheelq.runtime.clock import LocalClock
+from wheelq.producer.operations import TopicStats
 from wheelq.store import connect
-from wheelq.store.executor import AsyncExecutor, drive_async
 
-T = TypeVar("T")
 _OF: weakref.WeakKeyDictionary[AsyncClient, AsyncAdmin] = weakref.WeakKeyDictionary()
 """Each client's admin (`AsyncAdmin.of`), which lives as long as the client."""
 
 
-class AsyncAdmin:
+class AsyncAdmin(AsyncConnected):
     """Asyncio management client; the same methods as `Admin`, awaitable (each method
     without a docstring of its own has `Admin`'s), and `events` to follow a topic."""
-
-    def __init__(
-        self, connection: redis.asyncio.Redis, settings: ClientSettings | None = None
-    ) -> None:
-        self._executor = AsyncExecutor(connection)
-        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
-        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
-        self._owns = True
-
-    @classmethod
-    def _sharing(cls, executor: AsyncExecutor, producer: Producer, breaker: Breaker) -> Self:
-        """An admin on a client's executor, producer (its shard counts) and breaker."""
-        admin = cls.__new__(cls)
-        admin._producer, admin._executor, admin._breaker = producer, executor, breaker
-        admin._owns = False
-        return admin
 
     @classmethod
     def from_url(
@@ -71,33 +50,18 @@ class AsyncAdmin:
         **settings: Any,
     ) -> Self:
         """Connect to `url`; see `Admin.from_url`."""
-        admin_settings = ClientSettings.from_kwargs(settings)
+        checked = ClientSettings.from_kwargs(settings)
         executor = connect.async_executor(url, redis_options or {}, cluster)
-        admin = cls(executor.client, admin_settings)
-        admin._executor = executor
-        return admin
+        return cls(executor.client, checked)._over(executor)
 
     @classmethod
     def of(cls, client: AsyncClient) -> AsyncAdmin:
         """The admin of `client`'s connections; see `Admin.of`."""
         admin = _OF.get(client)
         if admin is None:
-            admin = AsyncAdmin._sharing(client.executor, client.producer, client._breaker)
+            admin = AsyncAdmin._sharing(client)
             _OF[client] = admin
         return admin
-
-    @property
-    def executor(self) -> AsyncExecutor:
-        """What the calls go through; a worker or service beside the admin can share it."""
-        return self._executor
-
-    @property
-    def redis(self) -> redis.asyncio.Redis:
-        """The redis-py client the calls go through (a cluster client on a cluster)."""
-        return self._executor.client
-
-    async def _run(self, op: Op[T]) -> T:
-        return await drive_async(guarded(self._breaker, op), self._executor.run)
 
     async def create_topic(self, topic: str, shards: int | None = None) -> int:
         return await self._run(self._producer.create_topic(topic, shards))
@@ -189,18 +153,10 @@ class AsyncAdmin:
         group: str | None = None,
         reason: str | None = None,
     ) -> JobPage:
-        op = job_lists.list_jobs(
-            self._producer,
-            topic,
-            state,
-            limit=limit,
-            cursor=cursor,
-            due_after=due_after,
-            due_before=due_before,
-            group=group,
-            reason=reason,
+        match = JobFilter.of(due_after, due_before, group, reason)
+        return await self._run(
+            job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         )
-        return await self._run(op)
 
     async def bulk(
         self,
@@ -221,12 +177,11 @@ class AsyncAdmin:
         max_jobs: int | None = None,
         progress: Progress | None = None,
     ) -> BulkOutcome:
+        match = JobFilter.of(due_after, due_before, group, reason)
+        target = bulk_actions.Target(state, match, ids, refs, selection)
         op = bulk_actions.bulk(
-            self._producer, topic, action, state=state, due_after=due_after,
-            due_before=due_before, group=group, reason=reason, ids=ids, refs=refs,
-            selection=selection, dry_run=dry_run, at=at, shift_ms=shift_ms,
-            max_jobs=max_jobs, progress=progress,
-        )  # fmt: skip
+            self._producer, topic, action, target, dry_run, at, shift_ms, max_jobs, progress
+        )
         return await self._run(op)
 
     async def dead_letters(
@@ -313,17 +268,6 @@ class AsyncAdmin:
 
     async def processes(self) -> list[ProcessInfo]:
         return await self._run(processes.processes(self._producer))
-
-    async def aclose(self) -> None:
-        """Close the connections (not those of the client it was made `of`)."""
-        if self._owns:
-            await self._executor.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 admin_maker(AsyncClient, AsyncAdmin.of)  # what the client's moved methods run on

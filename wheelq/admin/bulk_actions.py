@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from wheelq.admin.job_lists import checked_filter, dead_page
+from wheelq.admin.job_lists import dead_page
 from wheelq.core.bulk_actions import (
     BATCH,
     SELECTION_TTL_MS,
@@ -31,6 +32,7 @@ from wheelq.core.job_list import (
     ListState,
     SortKey,
     decode_cursor,
+    list_state,
 )
 from wheelq.core.keys import ShardKeys, shard_of, validate_job_id
 from wheelq.errors import (
@@ -57,47 +59,57 @@ Progress = Callable[[int, int], None]
 """Told (jobs reached, jobs selected) after each batch of an act."""
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The jobs a bulk action is to take, as `Admin.bulk` was given them: those of `state`
+    that `match` keeps, the `ids` or `refs` named (those still in `state`; refs alone mean
+    dead letters), or a dry run's `selection` (alone: it stands for its jobs)."""
+
+    state: object
+    match: JobFilter
+    ids: Sequence[str] | None
+    refs: Sequence[str] | None
+    selection: str | None
+
+    def chosen(self, topic: str) -> tuple[ListState, JobFilter, Selection | None]:
+        """The state and filter of the jobs, and the selection they are (None: to select),
+        else InvalidArgumentError naming what does not fit."""
+        given = (("ids", self.ids), ("refs", self.refs), ("selection", self.selection))
+        ways = [name for name, value in given if value is not None]
+        if len(ways) > 1:
+            raise InvalidArgumentError(ways[1], f"pass one of {' and '.join(ways)}, not both")
+        if self.selection is not None:
+            sel = Selection.of(self.selection, topic)
+            return sel.state, JobFilter(), sel
+        if self.state is None and self.refs is None:
+            raise InvalidArgumentError(
+                "filter",
+                "a bulk action needs a filter (at least its state), ids, refs or a selection",
+            )
+        listed = list_state("dead" if self.state is None else self.state)
+        self.match.check(listed)
+        return listed, self.match, None
+
+
 def bulk(
     producer: Producer,
     topic: str,
     action: object,
-    *,
-    state: object = None,
-    due_after: At | None = None,
-    due_before: At | None = None,
-    group: object = None,
-    reason: object = None,
-    ids: Sequence[str] | None = None,
-    refs: Sequence[str] | None = None,
-    selection: str | None = None,
-    dry_run: bool = False,
-    at: At | None = None,
-    shift_ms: int | None = None,
-    max_jobs: int | None = None,
-    progress: Progress | None = None,
+    target: Target,
+    dry_run: bool,
+    at: At | None,
+    shift_ms: int | None,
+    max_jobs: int | None,
+    progress: Progress | None,
 ) -> Op[BulkOutcome]:
     """Select (a dry run stops there) and act; see `Admin.bulk`."""
-    ways = [n for n, v in (("ids", ids), ("refs", refs), ("selection", selection)) if v is not None]
-    if len(ways) > 1:
-        raise InvalidArgumentError(ways[1], f"pass one of {' and '.join(ways)}, not both")
-    if selection is not None:
-        sel = Selection.of(selection, topic)
-        listed, match = sel.state, JobFilter()
-    elif state is None and refs is None:
-        raise InvalidArgumentError(
-            "filter",
-            "a bulk action needs a filter (at least its state), ids, refs or a selection",
-        )
-    else:
-        listed, match = checked_filter(
-            "dead" if state is None else state, due_after, due_before, group, reason
-        )
+    listed, match, sel = target.chosen(topic)
     found = bulk_action(action, listed)
     due = _due(found, at, shift_ms, producer.clock.now_ms())
     if max_jobs is not None:
         int_in("max_jobs", max_jobs, 1, 10**9)
-    if selection is None:
-        named = _named(listed, ids, refs)
+    if sel is None:
+        named = _named(listed, target.ids, target.refs)
         sel = yield from select(producer, topic, listed, match, named)
         if dry_run:
             token = sel.token() if sel.matched else None
@@ -106,7 +118,9 @@ def bulk(
         yield from _check_open(topic, sel)
     if dry_run:
         left = yield from _remaining(producer, topic, sel)
-        return BulkOutcome(found, listed, True, sel.matched, remaining=left, selection=selection)
+        return BulkOutcome(
+            found, listed, True, sel.matched, remaining=left, selection=target.selection
+        )
     return (yield from act(producer, topic, sel, found, due, shift_ms, max_jobs, progress))
 
 

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from wheelq.core.job import DeadLetter, Field, entry_order, parse_ref
-from wheelq.core.keys import ShardKeys, all_shards, validate_group, validate_shards
+from wheelq.core.job_list import JobFilter
+from wheelq.core.keys import ShardKeys, all_shards, validate_shards
 from wheelq.core.payload import MAX_PAYLOAD_DEPTH, stored_too_deep
 from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError, PayloadTooDeepError, UnknownTopicError, int_in
@@ -62,17 +63,12 @@ class DeadFilter:
 
     @classmethod
     def of(cls, reason: object, group: object) -> DeadFilter | None:
-        """The filter (None when neither is given), else InvalidArgumentError."""
-        if reason is not None and reason not in set(Reason):
-            accepted = ", ".join(r.value for r in Reason)
-            raise InvalidArgumentError(
-                "reason", f"reason must be one of {accepted} (or None), got {reason!r:.60}"
-            )
-        if group is not None:
-            validate_group(group)
-        if reason is None and group is None:
+        """The filter (None when neither is given), else InvalidArgumentError (checked as a
+        job list's: `JobFilter.of`)."""
+        checked = JobFilter.of(group=group, reason=reason)
+        if checked.reason is None and checked.group is None:
             return None
-        return cls(None if reason is None else str(reason), None if group is None else str(group))
+        return cls(checked.reason, checked.group)
 
     def matches(self, reason: str, group: str) -> bool:
         """Whether a dead letter of that reason and group matches."""

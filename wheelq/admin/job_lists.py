@@ -19,8 +19,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from wheelq.admin.dead_letters import DeadFilter, dead_letters
-from wheelq.core.due import At, at_ms
+from wheelq.admin.dead_letters import dead_letters
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import DeadLetter, Envelope, Field, entry_ms, entry_order
 from wheelq.core.job_list import (
@@ -37,7 +36,7 @@ from wheelq.core.job_list import (
 )
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.payload import payload_text, read_payload
-from wheelq.core.process import Held, held_by_workers
+from wheelq.core.process import Held, held_by_workers, start_of
 from wheelq.errors import UnknownTopicError, int_in
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import groups as g
@@ -80,39 +79,20 @@ def list_jobs(
     producer: Producer,
     topic: str,
     state: object,
-    *,
+    match: JobFilter,
     limit: int = 50,
     cursor: str | None = None,
-    due_after: At | None = None,
-    due_before: At | None = None,
-    group: str | None = None,
-    reason: str | None = None,
 ) -> Op[JobPage]:
-    """A page of the topic's jobs in `state`, after `cursor` (a page's `next`)."""
-    listed, match = checked_filter(state, due_after, due_before, group, reason)
+    """A page of the topic's jobs in `state` that `match` keeps, after `cursor` (a page's
+    `next`)."""
+    listed = list_state(state)
+    match.check(listed)
     int_in("limit", limit, 1, MAX_LIST_LIMIT)
     after = None if cursor is None else decode_cursor(cursor, topic, listed)
     if listed is ListState.DEAD:
         ref = None if after is None else str(after[0])
         return (yield from dead_page(producer, topic, limit, ref, match))
     return (yield from _page(producer, topic, listed, match, limit, after))
-
-
-def checked_filter(
-    state: object,
-    due_after: At | None = None,
-    due_before: At | None = None,
-    group: object = None,
-    reason: object = None,
-) -> tuple[ListState, JobFilter]:
-    """The state and filter of a list (or a bulk action), each part checked."""
-    listed = list_state(state)
-    low = None if due_after is None else at_ms(due_after, "due_after")
-    high = None if due_before is None else at_ms(due_before, "due_before")
-    match = JobFilter.of(listed, low, high, group, reason)
-    if listed is ListState.DEAD:
-        DeadFilter.of(reason, group)  # checks the reason against the dead letters' reasons
-    return listed, match
 
 
 def _page(
@@ -476,11 +456,9 @@ def _running(
             since = max(now_ms - h.idle_ms, entry_ms(h.entry_id))
             held_by = replace(job, consumer=h.consumer, since_ms=since, deliveries=h.deliveries)
             key = (h.consumer, source.group, topic, source.keys.shard, h.entry_id)
-            beat = None if held_by_worker is None else held_by_worker.get(key)
-            if beat is not None:  # as its worker's last beat says
-                beat_ms, run_ms = beat
-                started = None if run_ms is None else beat_ms - run_ms
-                held_by = replace(held_by, started_ms=started, read_ahead=run_ms is None)
+            start = None if held_by_worker is None else start_of(held_by_worker, key)
+            if start is not None:  # as its worker's last beat says
+                held_by = replace(held_by, started_ms=start.started_ms, read_ahead=start.read_ahead)
             r.rows.append((r.last, held_by, fields.get(Field.PAYLOAD)))
         out.append(r)
     return out

@@ -16,7 +16,7 @@ from wheelq.core.job import Envelope, Field, entry_ms, entry_order
 from wheelq.core.options import KINDS, STORED, view
 from wheelq.core.pause import PauseState
 from wheelq.core.payload import read_payload
-from wheelq.core.process import Held
+from wheelq.core.process import Held, start_of
 from wheelq.errors import MalformedJobError
 
 SEPARATOR = "\x1f"  # between job id and group in a history field: no job id holds it
@@ -328,15 +328,13 @@ def with_starts(info: JobInfo, shard: int, held: Held) -> JobInfo:
     live workers' held entries; `shard`: the job's)."""
     groups = []
     for g in info.groups:
-        beat = None
+        start = None
         if g.state is JobState.RUNNING and g.consumer is not None:
-            beat = held.get((g.consumer, g.group, info.topic, shard, g.entry_id))
-        if beat is None:
+            start = start_of(held, (g.consumer, g.group, info.topic, shard, g.entry_id))
+        if start is None:
             groups.append(g)
-            continue
-        beat_ms, run_ms = beat
-        started = None if run_ms is None else beat_ms - run_ms
-        groups.append(replace(g, started_ms=started, read_ahead=run_ms is None))
+        else:
+            groups.append(replace(g, started_ms=start.started_ms, read_ahead=start.read_ahead))
     return replace(info, groups=tuple(groups))
 
 

@@ -19,9 +19,11 @@ from typing import Any
 
 import msgpack
 
+from wheelq.core.due import At, at_ms
 from wheelq.core.history import JobState
 from wheelq.core.keys import validate_group
-from wheelq.errors import InvalidArgumentError, int_in
+from wheelq.core.retry import Reason
+from wheelq.errors import InvalidArgumentError
 
 
 class ListState(StrEnum):
@@ -139,37 +141,45 @@ class JobFilter:
     @classmethod
     def of(
         cls,
-        state: ListState,
-        due_after_ms: object = None,
-        due_before_ms: object = None,
+        due_after: At | None = None,
+        due_before: At | None = None,
         group: object = None,
         reason: object = None,
     ) -> JobFilter:
-        """The filter, each part checked against what `state` can filter on."""
-        for name, value in (("due_after", due_after_ms), ("due_before", due_before_ms)):
-            if value is None:
-                continue
-            int_in(name, value, 0, 2**53)
-            if state not in DUE_STATES:
-                raise InvalidArgumentError(
-                    name, f"{name} filters the states pending and retrying, not {state.value}"
-                )
+        """The filter `Admin.jobs` and `Admin.bulk` are given (due times in epoch seconds or
+        aware datetimes), each part checked on its own; `check` checks it against a state.
+        """
+        low = None if due_after is None else at_ms(due_after, "due_after")
+        high = None if due_before is None else at_ms(due_before, "due_before")
         if group is not None:
             validate_group(group)
-            if state not in GROUP_STATES:
-                raise InvalidArgumentError(
-                    "group", f"group filters every state but pending, not {state.value}"
-                )
-        if reason is not None and state is not ListState.DEAD:
+        if reason is not None and reason not in set(Reason):
+            accepted = ", ".join(r.value for r in Reason)
             raise InvalidArgumentError(
-                "reason", f"reason filters the state dead, not {state.value}"
+                "reason", f"reason must be one of {accepted} (or None), got {reason!r:.60}"
             )
         return cls(
-            None if due_after_ms is None else int(str(due_after_ms)),
-            None if due_before_ms is None else int(str(due_before_ms)),
+            low,
+            high,
             None if group is None else str(group),
             None if reason is None else str(reason),
         )
+
+    def check(self, state: ListState) -> None:
+        """InvalidArgumentError naming the first part that `state`'s list cannot filter by."""
+        for name, value in (("due_after", self.due_after_ms), ("due_before", self.due_before_ms)):
+            if value is not None and state not in DUE_STATES:
+                raise InvalidArgumentError(
+                    name, f"{name} filters the states pending and retrying, not {state.value}"
+                )
+        if self.group is not None and state not in GROUP_STATES:
+            raise InvalidArgumentError(
+                "group", f"group filters every state but pending, not {state.value}"
+            )
+        if self.reason is not None and state is not ListState.DEAD:
+            raise InvalidArgumentError(
+                "reason", f"reason filters the state dead, not {state.value}"
+            )
 
     def due_in(self, due_ms: int | None) -> bool:
         """Whether a row due at `due_ms` is in the due range."""

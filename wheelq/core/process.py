@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -308,6 +308,25 @@ def live_order(found: Iterable[ProcessInfo]) -> list[ProcessInfo]:
 Held = dict[tuple[str, str, str, int, str], tuple[int, int | None]]
 """(consumer, group, topic, shard, entry id) -> (the worker's last beat, Redis ms; how long
 its handler had run then, None: not started)."""
+
+
+class Start(NamedTuple):
+    """When a held entry's handler started, as its worker's last beat says."""
+
+    started_ms: int | None
+    """Redis ms; None: not started."""
+    read_ahead: bool
+    """Held without running yet (read ahead of the slots, or waiting for a turn)."""
+
+
+def start_of(held: Held, key: tuple[str, str, str, int, str]) -> Start | None:
+    """The start of the entry `key` names (a `Held` key), None when no live worker's beat
+    names it."""
+    beat = held.get(key)
+    if beat is None:
+        return None
+    beat_ms, run_ms = beat
+    return Start(None if run_ms is None else beat_ms - run_ms, run_ms is None)
 
 
 def held_by_workers(processes: Sequence[ProcessInfo]) -> Held:

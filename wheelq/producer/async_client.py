@@ -15,6 +15,7 @@ from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
 from wheelq.producer.client import Client
+from wheelq.producer.connected import AsyncConnected
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.moved import Moved, admin_of, warn_once
@@ -28,17 +29,15 @@ from wheelq.producer.operations import (
     with_spool,
 )
 from wheelq.producer.spool import DrainService, Path, attach_spool
-from wheelq.runtime.breaker import Breaker
-from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
 from wheelq.store.call import Call
-from wheelq.store.executor import AsyncExecutor, drive_async
+from wheelq.store.executor import drive_async
 
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(AsyncConnected):
     """Asyncio producer client; the same methods as `Client`, awaitable (each method
     without a docstring of its own has `Client`'s)."""
 
@@ -50,21 +49,14 @@ class AsyncClient:
         spool: Path | None = None,
         ack: str = "primary",
     ) -> None:
-        self._executor = AsyncExecutor(connection)
-        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
+        super().__init__(connection, settings)
         self._durability = Durability(ack, self._producer)
-        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._drain = attach_spool(
             self._producer, self._breaker, spool, lambda drain: DrainService(drain, self._send_all)
         )
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
         return await self._executor.run(calls, return_exceptions=True)
-
-    @property
-    def executor(self) -> AsyncExecutor:
-        """What the calls go through; a worker or service beside the client can share it."""
-        return self._executor
 
     @property
     def producer(self) -> Producer:
@@ -75,11 +67,6 @@ class AsyncClient:
     def durability(self) -> Durability:
         """The client's default ack level and what each level waits for."""
         return self._durability
-
-    @property
-    def redis(self) -> redis.asyncio.Redis:
-        """The redis-py client the calls go through (a cluster client on a cluster)."""
-        return self._executor.client
 
     @classmethod
     def from_url(
@@ -94,11 +81,9 @@ class AsyncClient:
     ) -> Self:
         """Connect to `url`; see `Client.from_url`. The spool's drain is a task on the loop
         the client is first used on (its first call, or ``async with``)."""
-        client_settings = ClientSettings.from_kwargs(settings)
+        checked = ClientSettings.from_kwargs(settings)
         executor = connect.async_executor(url, redis_options or {}, cluster)
-        client = cls(executor.client, client_settings, spool=spool, ack=ack)
-        client._executor = executor
-        return client
+        return cls(executor.client, checked, spool=spool, ack=ack)._over(executor)
 
     async def _run(self, op: Op[T], wait: Wait | None = None) -> T:
         if self._drain is not None and not self._drain.begun:
@@ -205,9 +190,6 @@ class AsyncClient:
         if self._drain is not None:
             await self._drain.start()
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 for _name, _method in vars(AsyncClient).items():

@@ -17,12 +17,12 @@ from wheelq.core.history import JobInfo
 from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import results
+from wheelq.producer.connected import Connected
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
 from wheelq.producer.moved import Moved, admin_of, warn_once
 from wheelq.producer.operations import (
     Op,
-    Producer,
     ProducerCounts,
     SpoolStats,
     TopicStats,
@@ -30,17 +30,15 @@ from wheelq.producer.operations import (
     with_spool,
 )
 from wheelq.producer.spool import DrainService, DrainThread, Path, attach_spool
-from wheelq.runtime.breaker import Breaker
-from wheelq.runtime.clock import LocalClock
 from wheelq.store import connect
 from wheelq.store.acked import Wait
 from wheelq.store.call import Call
-from wheelq.store.executor import SyncExecutor, drive
+from wheelq.store.executor import drive
 
 T = TypeVar("T")
 
 
-class Client:
+class Client(Connected):
     """Blocking producer client; thread-safe. With `spool` (a file path), enqueues Redis
     cannot take go to that SQLite file and are replayed once Redis is back
     (docs/guides/durability.md); without, they raise `RedisUnavailableError`.
@@ -58,10 +56,8 @@ class Client:
         spool: Path | None = None,
         ack: str = "primary",
     ) -> None:
-        self._executor = SyncExecutor(connection)
-        self._producer = Producer(settings or ClientSettings(), self._executor.block_ms)
+        super().__init__(connection, settings)
         self._durability = Durability(ack, self._producer)
-        self._breaker = Breaker(self._producer.settings.breaker_open_ms, LocalClock())
         self._drain = attach_spool(
             self._producer,
             self._breaker,
@@ -74,11 +70,6 @@ class Client:
 
     async def _send_all(self, calls: list[Call[Any]]) -> list[Any]:
         return self._executor.run(calls, return_exceptions=True)  # on the drain's own loop
-
-    @property
-    def redis(self) -> redis.Redis:
-        """The redis-py client the calls go through (a cluster client on a cluster)."""
-        return self._executor.client
 
     @classmethod
     def from_url(
@@ -110,11 +101,9 @@ class Client:
                 bool or None, or `ack` not a level.
             SpoolLockedError: Another client has the spool file open.
         """
-        client_settings = ClientSettings.from_kwargs(settings)
+        checked = ClientSettings.from_kwargs(settings)
         executor = connect.sync_executor(url, redis_options or {}, cluster)
-        client = cls(executor.client, client_settings, spool=spool, ack=ack)
-        client._executor = executor
-        return client
+        return cls(executor.client, checked, spool=spool, ack=ack)._over(executor)
 
     def _run(self, op: Op[T], wait: Wait | None = None) -> T:
         send = self._executor.run if wait is None else partial(self._executor.run_acked, wait=wait)
@@ -319,9 +308,3 @@ class Client:
         if self._drain is not None:
             self._drain.close(self._executor.close)
         self._executor.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
