@@ -19,6 +19,8 @@ from wheelq.core.keys import ShardKeys
 from wheelq.store import fire, leases
 from wheelq.store.scripts import for_script, script, script_keys
 
+pytestmark = pytest.mark.both_servers  # the Lua scripts, called directly
+
 TOKEN = "node-a:1"
 PRELUDE = (resources.files("wheelq.store") / "lua" / "_lib.lua").read_text("utf-8")
 
