@@ -33,6 +33,7 @@ def untraced(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 _pauses = GcPauses()
+_clock = file_order.FileClock()
 _notable: list[tuple[float, str]] = []
 _leaked: list[str] = []
 _figures: list[str] = []
@@ -53,6 +54,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _pauses.uninstall()
+    cache = getattr(session.config, "cache", None)  # None with -p no:cacheprovider
+    if _clock.seconds and cache is not None and not hasattr(session.config, "workerinput"):
+        cache.set(file_order.CACHE_KEY, _clock.table())  # python -m tests.support.file_order
 
 
 @pytest.hookimpl(wrapper=True)
@@ -76,6 +80,7 @@ def pytest_runtest_makereport(
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _clock.add(report)
     for name, value in report.user_properties:
         if name == _PAUSE:
             ms, line = value  # type: ignore[misc]
@@ -87,6 +92,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _clock.seconds:
+        terminalreporter.section(f"slowest {file_order.SLOWEST} files (tests/file_seconds.json)")
+        for line in _clock.summary():
+            terminalreporter.write_line(line)
     if _figures:
         terminalreporter.section("figures measured")
         for line in _figures:
