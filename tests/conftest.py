@@ -34,6 +34,7 @@ def untraced(monkeypatch: pytest.MonkeyPatch) -> None:
 
 _pauses = GcPauses()
 _clock = file_order.FileClock()
+_deselected: list[int] = [0]
 _notable: list[tuple[float, str]] = []
 _leaked: list[str] = []
 _figures: list[str] = []
@@ -54,9 +55,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _pauses.uninstall()
-    cache = getattr(session.config, "cache", None)  # None with -p no:cacheprovider
-    if _clock.seconds and cache is not None and not hasattr(session.config, "workerinput"):
+    config = session.config
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+    if (
+        _clock.seconds
+        and cache is not None
+        and not hasattr(config, "workerinput")  # the controller, or the only process
+        and not file_order.filtered(config, _deselected[0])
+    ):
         cache.set(file_order.CACHE_KEY, _clock.table())  # python -m tests.support.file_order
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _deselected[0] += len(items)
 
 
 @pytest.hookimpl(wrapper=True)

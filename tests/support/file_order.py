@@ -11,10 +11,11 @@ as `UNKNOWN_S_PER_TEST` a test.
 Every run measures its files (`FileClock`: each test's setup, call and teardown, as the
 process that prints the summary receives them: with pytest-xdist, the controller), prints
 the ten slowest at the end and keeps the table in pytest's cache. Refresh the order from the
-last run (whole files only: a run with ``-k`` undercounts the files it filtered)::
+last run that left no test of its files out (one with ``-k``, ``-m``, ``--deselect`` or
+``--lf`` keeps the cache as it was)::
 
     python -m pytest
-    python -m tests.support.file_order
+    python -m tests.support.file_order            # --slowest: only print the ten slowest
 
 or from a run's JUnit XML: ``python -m tests.support.file_order /tmp/junit.xml``. Either way
 the run's files replace their entries, and files no longer there drop out.
@@ -117,6 +118,19 @@ def seconds_by_file(junit_xml: Path) -> dict[str, float]:
     return {name: round(s, 1) for name, s in sorted(total.items(), key=lambda kv: -kv[1])}
 
 
+def filtered(config: pytest.Config, deselected: int) -> bool:
+    """Whether the run left tests of its files out (``-k``, ``-m``, ``--deselect``, ``--lf``):
+    its seconds would undercount those files, so it does not replace the cached table."""
+    option = config.option
+    return bool(
+        deselected
+        or getattr(option, "keyword", "")
+        or getattr(option, "markexpr", "")
+        or getattr(option, "deselect", None)
+        or getattr(option, "lf", False)
+    )
+
+
 def last_run() -> dict[str, float]:
     """The table the last run left in pytest's cache (`CACHE_KEY`), or {}."""
     cached = ROOT / ".pytest_cache" / "v" / CACHE_KEY
@@ -125,12 +139,17 @@ def last_run() -> dict[str, float]:
 
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
-        print("usage: python -m tests.support.file_order [JUNIT_XML]", file=sys.stderr)
+        print("usage: python -m tests.support.file_order [JUNIT_XML | --slowest]", file=sys.stderr)
         return 2
-    table = seconds_by_file(Path(argv[0])) if argv else last_run()
+    table = seconds_by_file(Path(argv[0])) if argv and argv[0] != "--slowest" else last_run()
     if not table:
         print("no run recorded: run python -m pytest first", file=sys.stderr)
         return 1
+    if argv == ["--slowest"]:  # .ci/run's last lines: the last run's slowest files
+        print(f"the slowest {SLOWEST} of {len(table)} files, {sum(table.values()):.0f} s in all:")
+        for name, seconds in list(table.items())[:SLOWEST]:
+            print(f"{seconds:8.1f} s  {name}")
+        return 0
     old = json.loads(TABLE.read_text()) if TABLE.exists() else {}
     new = merged(table, old)
     TABLE.write_text(json.dumps(new, indent=1) + "\n")
