@@ -9,9 +9,10 @@ design. Where a rule cannot be said in JSON Schema (a due time at most ten years
 a receipt this deployment sealed, ...) `schemathesis.toml` beside this file lets that
 operation's valid-looking input be 422 too, and names the rule. The seed is fixed so CI is
 repeatable (about 2,000 requests, under a minute on 2 CPUs: schemathesis runs through
-`tests.support.fuzz`, which builds each regex character class once, not once a draw); set
-``WHEELQ_FUZZ_SEED`` (and ``WHEELQ_FUZZ_EXAMPLES``) to explore further. The HTTP layer is the
-same on every server, so this runs on one (tests/integration/conftest.py).
+`tests.support.fuzz`, which builds each regex character class once a run, not once per
+operation, phase and parameter); set ``WHEELQ_FUZZ_SEED`` (and ``WHEELQ_FUZZ_EXAMPLES``) to
+explore further. The HTTP layer is the same on every server, so this runs on one
+(tests/integration/conftest.py).
 """
 
 from __future__ import annotations
