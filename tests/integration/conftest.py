@@ -7,10 +7,11 @@
   persistence and restarts of the server (AOF, RDB), replication acks (WAIT, WAITAOF),
   clusters, the protocol and the server's own replies and faults (errors, OOM, READONLY,
   CLIENT PAUSE/KILL, blocking reads, pub/sub), AUTH, ACL and TLS, the embedded launcher.
-- Every other test runs on one kind: the one `server_kinds` picks for its file by a stable
-  hash of the file's name, so both kinds serve about half the files (the HTTP faces, the
-  console, the CLI's wording, the guides, the roles' logic, the tasks API ...), and a
-  file's tests share one kind's servers. Its id still names the kind (``[valkey]``).
+- Every other test runs on one kind: the one `tests.support.servers.server_kinds` picks
+  for its file by a stable hash of the file's name, so both kinds serve about half the
+  files (the HTTP faces, the console, the CLI's wording, the guides, the roles' logic, the
+  tasks API ...), and a file's tests share one kind's servers. Its id still names the kind
+  (``[valkey]``).
 
 ``WHEELQ_TEST_SERVERS`` (``valkey``, ``redis``, comma-separated) limits the kinds to those
 listed: with one, everything runs on it. ``WHEELQ_TEST_EVERY_SERVER=1`` runs every test on
@@ -33,9 +34,7 @@ dropped afterwards. A test that restarts or kills PostgreSQL takes ``dedicated_p
 
 from __future__ import annotations
 
-import os
 import socket
-import zlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -59,30 +58,10 @@ from tests.support.postgres import (  # noqa: F401 (the PostgreSQL fixtures)
     postgres_dsn,
 )
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
-from tests.support.servers import PortGuard
+from tests.support.servers import PortGuard, server_kinds
 from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' fixture)
 from wheelq.store.executor import close_sync
-from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary, find_server_binaries
-
-_BINARIES = [
-    b
-    for b in find_server_binaries()
-    if b.kind in os.environ.get("WHEELQ_TEST_SERVERS", b.kind).split(",")
-]
-"""Every server binary found, or those of the kinds ``WHEELQ_TEST_SERVERS`` lists
-(``valkey``, ``redis``, comma-separated): a quicker run on one kind."""
-
-EVERY_SERVER = os.environ.get("WHEELQ_TEST_EVERY_SERVER", "") not in ("", "0")
-"""``WHEELQ_TEST_EVERY_SERVER=1``: every test on every kind, ``both_servers`` or not."""
-
-
-def server_kinds(definition: pytest.Item) -> list[ServerBinary]:
-    """The server binaries a test runs on: all of `_BINARIES` for a test marked
-    ``both_servers`` (or with `EVERY_SERVER`), else the one its file's name hashes to
-    (CRC-32, the same in every process and run, so pytest-xdist's workers agree)."""
-    if len(_BINARIES) < 2 or EVERY_SERVER or definition.get_closest_marker("both_servers"):
-        return _BINARIES
-    return [_BINARIES[zlib.crc32(definition.path.name.encode()) % len(_BINARIES)]]
+from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary
 
 
 @pytest.fixture(scope="session")
