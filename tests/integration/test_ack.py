@@ -34,6 +34,8 @@ from wheelq import (
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.testing import EmbeddedServer, ServerBinary
 
+pytestmark = pytest.mark.both_servers  # replication acks: WAIT, WAITAOF
+
 SHARDS = 4
 TIMEOUT_MS = 300
 

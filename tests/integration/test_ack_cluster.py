@@ -24,6 +24,8 @@ from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary
 
+pytestmark = pytest.mark.both_servers  # a cluster's replication acks
+
 SHARDS = 12
 
 

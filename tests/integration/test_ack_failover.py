@@ -17,6 +17,8 @@ from wheelq import Admin, Client, DurabilityError, RedisUnavailableError
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.testing import EmbeddedCluster, ServerBinary
 
+pytestmark = pytest.mark.both_servers  # a cluster's own failover
+
 SHARDS = 12
 TOPIC = "failover"
 

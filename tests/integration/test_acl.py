@@ -36,6 +36,8 @@ from tests.support.servers import dedicated_server, free_port
 from tests.support.waiting import eventually_sync
 from wheelq.testing import EmbeddedServer, ServerBinary
 
+pytestmark = pytest.mark.both_servers  # ACL
+
 PAGE = "docs/operations/acl.md"
 ROLES = {
     "Producer": "wheelq-producer",

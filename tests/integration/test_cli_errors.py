@@ -186,6 +186,7 @@ def test_a_service_with_redis_down_exits_1_with_one_error_line(
     assert done.stderr.count(f"wheelq {command}: ") == 1
 
 
+@pytest.mark.both_servers  # the server's AUTH reply
 def test_a_wrong_password_is_one_line_and_is_not_echoed(server_binary: ServerBinary) -> None:
     with dedicated_server(server_binary, password="right-one") as server:
         url = f"redis://:wrong-one@127.0.0.1:{server.port}/0"

@@ -14,6 +14,8 @@ import redis
 from tests.support.cli import assert_one_line_error, free_port, run_wheelq, start_wheelq, stop
 from wheelq.testing import EmbeddedServer
 
+pytestmark = pytest.mark.both_servers  # `wheelq server`: each binary
+
 STOP_S = 20  # a stop takes well under 1 s; slack for a loaded machine
 
 

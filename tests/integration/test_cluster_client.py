@@ -18,6 +18,8 @@ from wheelq import Admin, AsyncAdmin, AsyncClient, Client, InvalidArgumentError,
 from wheelq.core.keys import all_shards
 from wheelq.testing import EmbeddedCluster, EmbeddedServer
 
+pytestmark = pytest.mark.both_servers  # the cluster protocol: MOVED
+
 SHARDS = 8
 
 

@@ -37,7 +37,10 @@ DELAYS_MS = (0, 50, 300, 1500)  # due now (straight to the stream), inside and p
 KILL_JOBS = 4000  # ~8 s of load: the cluster notices the dead primary after its node timeout
 FAST = {"lease_ttl_ms": 2000, "window_ms": 1000, "preload_interval_ms": 100}
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.both_servers,  # a cluster's slot moves and failovers
+]
 
 
 @pytest.fixture

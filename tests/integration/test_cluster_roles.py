@@ -17,6 +17,8 @@ from wheelq.core.keys import ShardKeys
 from wheelq.store.scripts import script
 from wheelq.testing import EmbeddedCluster
 
+pytestmark = pytest.mark.both_servers  # the cluster: scripts, pools, sharded pub/sub
+
 SHARDS = 6
 
 

@@ -23,7 +23,10 @@ from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeSubscription
 from wheelq.testing import EmbeddedCluster, ServerBinary
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.both_servers,  # the cluster: sharded pub/sub across slot moves
+]
 
 
 @pytest.fixture

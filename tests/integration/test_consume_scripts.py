@@ -33,6 +33,8 @@ from wheelq.errors import ScriptError
 from wheelq.store import consume, dead_letters, enqueue, fire, history, settle, streams
 from wheelq.store.scripts import Placed
 
+pytestmark = pytest.mark.both_servers  # the Lua scripts, called directly
+
 GROUP = "g"
 OTHER_GROUP = "h"
 WORKER = "worker-1"

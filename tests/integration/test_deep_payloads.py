@@ -21,7 +21,10 @@ from wheelq.core.keys import ShardKeys
 from wheelq.core.payload import MAX_PAYLOAD_DEPTH, jsonable
 from wheelq.web.problems import MAX_BODY_DEPTH
 
-pytestmark = pytest.mark.cluster_too
+pytestmark = [
+    pytest.mark.cluster_too,
+    pytest.mark.both_servers,  # the servers' Lua cjson and cmsgpack nesting
+]
 
 DEEP = 500
 

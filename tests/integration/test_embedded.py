@@ -23,6 +23,8 @@ from tests.support.servers import PortGuard, dedicated_server, tls_supported
 from wheelq.errors import EmbeddedServerError
 from wheelq.testing import EmbeddedServer, ServerBinary
 
+pytestmark = pytest.mark.both_servers  # the embedded launcher: each binary
+
 
 def _client(url: str, **kwargs: object) -> redis.Redis:
     """A client that fails at once: redis-py would retry a refused connection with backoff."""

@@ -13,6 +13,8 @@ from wheelq.embedded.cluster import SLOTS, EmbeddedCluster
 from wheelq.store.executor import close_sync
 from wheelq.testing import ServerBinary
 
+pytestmark = pytest.mark.both_servers  # the embedded launcher's cluster
+
 
 def _slots_by_port(client: redis.Redis) -> dict[int, int]:
     """How many slots each primary's port serves, as one node sees the cluster."""

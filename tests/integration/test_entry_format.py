@@ -20,7 +20,10 @@ from wheelq.core.job import DeadLetter, Envelope, Field, Job
 from wheelq.core.keys import ShardKeys
 from wheelq.store import consume, dead_letters, enqueue, fire, leases, scripts, settle
 
-pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+pytestmark = [
+    pytest.mark.cluster_too,  # on the single server and on the cluster
+    pytest.mark.both_servers,  # what the Lua scripts write
+]
 
 TOKEN = "node-a:1"
 GROUP = "g"

@@ -345,6 +345,7 @@ def test_sigstopped_leader_cannot_emit_once_its_leases_are_taken(
     assert (summary["missing"], summary["duplicates"], summary["early"]) == (0, 0, 0)
 
 
+@pytest.mark.both_servers  # the server killed -9 and restarted (AOF)
 async def test_scheduler_rides_out_a_server_crash_and_restart(
     server_binary: ServerBinary, tmp_path: Path
 ) -> None:
@@ -574,6 +575,7 @@ def test_a_leader_cut_off_redis_then_paused_loses_its_leases_after_the_grace_saf
 # --- what tells a dead process from a live one: its named connections -----------------------
 
 
+@pytest.mark.both_servers  # CLIENT SETNAME, CLIENT LIST
 @pytest.mark.cluster_too
 async def test_a_nodes_connections_carry_its_name_on_the_server_of_each_shard_it_leads(
     redis_url: str, redis_sync: redis.Redis, topic: str
@@ -604,6 +606,7 @@ async def test_a_nodes_connections_carry_its_name_on_the_server_of_each_shard_it
     await executor.aclose()
 
 
+@pytest.mark.both_servers  # ACL
 async def test_a_node_whose_user_may_not_name_connections_runs_with_them_unnamed(
     server_binary: ServerBinary, topic: str
 ) -> None:

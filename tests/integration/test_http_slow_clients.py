@@ -18,18 +18,11 @@ from tests.support.cli import start_wheelq, stop
 from tests.support.http import get_status
 from tests.support.servers import free_port
 from tests.support.waiting import eventually_sync
-from wheelq.embedded import ServerBinary
 
 HALF_HEADER = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 CLOSED_WITHIN_S = 20
 """How long a test waits for the service to close a slow socket: far past every deadline
 set here, so only a deadline never applied fails it."""
-
-
-@pytest.fixture(autouse=True)
-def _once(server_binary: ServerBinary) -> None:
-    if server_binary.kind != "valkey":
-        pytest.skip("the HTTP layer is the same on every server: tested once, on Valkey")
 
 
 @contextlib.contextmanager

@@ -32,6 +32,8 @@ from wheelq import AsyncAdmin, AsyncClient, Job, RedisUnavailableError, Schedule
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 
+pytestmark = pytest.mark.both_servers  # a server that comes up late
+
 SHARDS = 2
 WAITING = "not reachable"  # start()'s one line when it begins to wait
 OUTAGE_S = 2.0

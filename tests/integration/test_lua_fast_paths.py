@@ -18,6 +18,8 @@ from wheelq.core.keys import ShardKeys
 from wheelq.store import fire, leases
 from wheelq.store.scripts import compose, script, script_keys
 
+pytestmark = pytest.mark.both_servers  # the Lua scripts, called directly
+
 TOKEN = "node-a:1"
 
 UNROLLED = (

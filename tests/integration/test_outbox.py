@@ -177,6 +177,7 @@ async def test_a_postgresql_restart_under_a_running_relay_loses_and_doubles_noth
     assert relay.running
 
 
+@pytest.mark.both_servers  # the server restarted
 async def test_a_redis_restart_keeps_the_rows_until_redis_is_back(
     dsn: str, topic: str, server_binary: ServerBinary
 ) -> None:
@@ -536,6 +537,7 @@ async def test_the_relays_metrics_count_its_rows_and_what_it_relayed(
     assert after["wheelq_outbox_rows"] == len(waiting)  # counted as its first step began
 
 
+@pytest.mark.both_servers  # WAITAOF
 async def test_a_relay_at_ack_persisted_deletes_rows_once_the_aof_has_them(
     dsn: str, topic: str, server_binary: ServerBinary
 ) -> None:

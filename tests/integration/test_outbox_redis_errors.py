@@ -163,6 +163,7 @@ def pair(server_binary: ServerBinary) -> Iterator[tuple[EmbeddedServer, Embedded
             yield primary, replica
 
 
+@pytest.mark.both_servers  # WAIT
 async def test_rows_whose_ack_level_is_not_met_stay_until_the_replica_confirms(
     dsn: str, topic: str, pair: tuple[EmbeddedServer, EmbeddedServer]
 ) -> None:
@@ -191,6 +192,7 @@ async def test_rows_whose_ack_level_is_not_met_stay_until_the_replica_confirms(
         r.close()
 
 
+@pytest.mark.both_servers  # WAIT, WAITAOF
 @pytest.mark.parametrize("ack", ["replicated", "persisted"])
 def test_the_relay_command_refuses_an_ack_level_redis_does_not_confirm(
     dsn: str, server_binary: ServerBinary, ack: str
@@ -202,6 +204,7 @@ def test_the_relay_command_refuses_an_ack_level_redis_does_not_confirm(
     assert "0 of 1 replicas" in line or "WAITAOF" in line, line
 
 
+@pytest.mark.both_servers  # WAIT
 def test_a_scheduler_asked_to_relay_at_an_ack_level_redis_does_not_confirm_exits(
     dsn: str, redis_url: str, tmp_path: Path
 ) -> None:

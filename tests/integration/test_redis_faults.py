@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 import redis
 
 from tests.support.fault_run import FaultRun
@@ -22,6 +23,8 @@ from tests.support.waiting import eventually
 from wheelq import AsyncClient
 from wheelq.testing import ServerBinary, faults
 from wheelq.testing.proxy import CuttingProxy
+
+pytestmark = pytest.mark.both_servers  # the server's faults: CLIENT PAUSE/KILL, SCRIPT FLUSH, OOM
 
 JOBS, SPAN_S = 400, 3.0
 

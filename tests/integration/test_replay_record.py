@@ -16,6 +16,8 @@ from wheelq.store import enqueue
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.scripts import Placed
 
+pytestmark = pytest.mark.both_servers  # a Lua script, called directly
+
 RECORD_MS = 600_000
 HOUR_MS = 3_600_000
 

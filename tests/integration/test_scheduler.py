@@ -353,6 +353,7 @@ async def test_graceful_stop_releases_every_lease_and_reports(
     assert stats is not None and stats.pending == 1, "stopping must leave the job in Redis"
 
 
+@pytest.mark.both_servers  # the server's persistence settings
 async def test_startup_warns_about_lossy_persistence(
     server_binary: ServerBinary, caplog: pytest.LogCaptureFixture
 ) -> None:

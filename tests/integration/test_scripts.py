@@ -44,6 +44,8 @@ from wheelq.store.fire import EmitResult
 from wheelq.store.scripts import Placed, script
 from wheelq.testing import ServerBinary
 
+pytestmark = pytest.mark.both_servers  # the Lua scripts, called directly
+
 TOKEN = "node-a:1"
 OTHER = "node-b:1"
 TTL_MS = 30_000

@@ -31,7 +31,10 @@ from wheelq import (
 )
 from wheelq.store.executor import BLOCK_SHARE, SOCKET_TIMEOUT_S
 
-pytestmark = pytest.mark.cluster_too
+pytestmark = [
+    pytest.mark.cluster_too,
+    pytest.mark.both_servers,  # the server's blocking reads
+]
 
 SHORT = {"socket_timeout": 1.0, "socket_connect_timeout": 2}
 """A socket timeout below every block asked here (2 s and more)."""

@@ -47,6 +47,8 @@ from wheelq.store.executor import SyncExecutor, drive
 from wheelq.testing import EmbeddedServer, ServerBinary
 from wheelq.testing.proxy import ProxyThread
 
+pytestmark = pytest.mark.both_servers  # the server killed and restarted
+
 
 @pytest.fixture
 def srv(server_binary: ServerBinary) -> Iterator[EmbeddedServer]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import redis
 
 from tests.support.servers import dedicated_server
@@ -20,6 +21,8 @@ from wheelq import Admin, Client
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 from wheelq.testing.proxy import ProxyThread
+
+pytestmark = pytest.mark.both_servers  # the protocol: replies lost
 
 SHARDS = 2
 TIMEOUTS = {"socket_timeout": 0.5, "socket_connect_timeout": 0.5}

@@ -34,7 +34,10 @@ busy 2-core machine."""
 FOREVER_MS = 600_000  # a bound the test must never reach: only a second signal ends it
 WORKER = {"concurrency": 2, "visibility_timeout_ms": FOREVER_MS}
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.both_servers,  # the server stopped and killed
+]
 
 
 @pytest.fixture(params=["sigstop", "kill"])

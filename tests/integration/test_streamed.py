@@ -22,6 +22,8 @@ from wheelq.store import executor as streamed
 from wheelq.store.call import Call
 from wheelq.store.executor import AsyncExecutor, SyncExecutor
 
+pytestmark = pytest.mark.both_servers  # the protocol: pipelined replies
+
 BIG = b"v" * (streamed.WRITE_BYTES // 4)  # four calls fill a write
 
 

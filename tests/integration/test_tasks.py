@@ -293,6 +293,7 @@ async def test_a_task_enqueued_over_http_runs_and_its_result_reads_over_http(
     assert receipt.order.total == decimal.Decimal("7.50") and receipt.tier is m.Tier.PRO
 
 
+@pytest.mark.both_servers  # the server restarted (AOF)
 def test_tasks_due_across_a_redis_restart_all_return(
     tmp_path: Path, topic: str, server_binary: ServerBinary, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,7 +16,10 @@ from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, Callback, EnqueueItem, JobState, Scheduler
 from wheelq.core.keys import ShardKeys
 
-pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
+pytestmark = [
+    pytest.mark.cluster_too,  # on the single server and on the cluster
+    pytest.mark.both_servers,  # stream trimming and group positions (XTRIM, XINFO)
+]
 
 HOUR_MS = 3_600_000
 

@@ -42,6 +42,8 @@ from tests.support.worker_proc import WorkerProcess
 from wheelq import AsyncClient, Client, JobState, RedisUnavailableError
 from wheelq.testing import EmbeddedServer, ServerBinary
 
+pytestmark = pytest.mark.both_servers  # the server's refusals: READONLY, OOM, BUSY
+
 SOCKET_TIMEOUT_S = 0.5
 
 

@@ -21,6 +21,8 @@ from wheelq.core.history import JobState
 from wheelq.core.keys import PAUSED_KEY, TOPICS_KEY, ShardKeys, shard_of
 from wheelq.testing import EmbeddedServer, ServerBinary
 
+pytestmark = pytest.mark.both_servers  # AUTH, ACL and TLS
+
 PASSWORD = "s3cr:t/@x"
 SHARDS = 2
 

@@ -3,6 +3,7 @@ the notes scripts publish into `WakeNote`s, ignoring anything else on the channe
 
 from __future__ import annotations
 
+import pytest
 import redis.asyncio
 
 from tests.support.waiting import eventually
@@ -12,6 +13,8 @@ from wheelq.core.keys import ShardKeys
 from wheelq.store import enqueue
 from wheelq.store.executor import AsyncExecutor
 from wheelq.store.wake import WakeNote, WakeSubscription
+
+pytestmark = pytest.mark.both_servers  # pub/sub
 
 MINUTE_MS = 60_000
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.support.servers import dedicated_server
@@ -14,6 +15,8 @@ from wheelq import AsyncAdmin, AsyncClient, Job, RedisUnavailableError, Schedule
 from wheelq.core.keys import all_shards
 from wheelq.testing import ServerBinary
 from wheelq.testing.proxy import CuttingProxy
+
+pytestmark = pytest.mark.both_servers  # the server killed -9 and restarted (AOF)
 
 SHARDS = 2
 

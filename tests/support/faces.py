@@ -31,21 +31,23 @@ import pytest
 from tests.integration.test_web_dashboard import Page, get, post
 from tests.support.cli import run_wheelq
 from tests.support.clients import SyncAsAsync, admin_of
+from tests.support.servers import server_kinds
 from tests.support.web import Served
 from wheelq import AsyncClient, Client
-from wheelq.testing import ServerBinary, find_server_binaries
+from wheelq.testing import ServerBinary
 
 CLI_ONCE = (
     "the CLI is the sync Client in a process (about a second a call): within the matrix's "
-    "time budget its rows run once, on the single server of the first kind; the sync face's "
-    "rows run on every kind and deployment"
+    "time budget its rows run once, on the single server of the test's first server kind; "
+    "the sync face's rows run on every kind and deployment the test runs on"
 )
-"""Why a CLI row skips on the cluster and on the second server kind (the `face` fixture)."""
+"""Why a CLI row skips on the cluster and on a test's second server kind (the `face` fixture)."""
 
 
-def cli_once(deployment: str, server_binary: ServerBinary) -> None:
-    """Skip a CLI row but on the single server of the first kind found (`CLI_ONCE`)."""
-    if deployment != "single" or server_binary.kind != find_server_binaries()[0].kind:
+def cli_once(item: pytest.Item, deployment: str, server_binary: ServerBinary) -> None:
+    """Skip a CLI row but on the single server of the first kind the test runs on
+    (`tests.support.servers.server_kinds`; `CLI_ONCE`)."""
+    if deployment != "single" or server_binary.kind != server_kinds(item)[0].kind:
         pytest.skip(CLI_ONCE)
 
 

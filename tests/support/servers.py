@@ -1,5 +1,5 @@
-"""Servers for tests that need one of their own, and the guard that keeps tests off the
-developer's own Redis (6379) and PostgreSQL (5432).
+"""Servers for tests that need one of their own, the server kinds each test runs on, and the
+guard that keeps tests off the developer's own Redis (6379) and PostgreSQL (5432).
 
 The shared session server (fixture ``server`` in tests/integration/conftest.py)
 must stay up and unconfigured; a test that restarts, kills, pauses or
@@ -11,13 +11,39 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import socket
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from wheelq.errors import EmbeddedServerError
-from wheelq.testing import EmbeddedServer, ServerBinary
+from wheelq.testing import EmbeddedServer, ServerBinary, find_server_binaries
+
+BINARIES = [
+    b
+    for b in find_server_binaries()
+    if b.kind in os.environ.get("WHEELQ_TEST_SERVERS", b.kind).split(",")
+]
+"""Every server binary found, or those of the kinds ``WHEELQ_TEST_SERVERS`` lists
+(``valkey``, ``redis``, comma-separated): a quicker run on one kind."""
+
+EVERY_SERVER = os.environ.get("WHEELQ_TEST_EVERY_SERVER", "") not in ("", "0")
+"""``WHEELQ_TEST_EVERY_SERVER=1``: every test on every kind, ``both_servers`` or not."""
+
+
+def server_kinds(item: pytest.Item) -> list[ServerBinary]:
+    """The server binaries a test runs on (tests/integration/conftest.py): all of `BINARIES`
+    for a test marked ``both_servers`` (or with `EVERY_SERVER`), else the one its file's
+    name hashes to (CRC-32, the same in every process and run, so pytest-xdist's workers
+    agree)."""
+    if len(BINARIES) < 2 or EVERY_SERVER or item.get_closest_marker("both_servers"):
+        return BINARIES
+    return [BINARIES[zlib.crc32(item.path.name.encode()) % len(BINARIES)]]
+
 
 FORBIDDEN_PORTS = frozenset({6379, 5432})  # the developer's own Redis and PostgreSQL live there
 

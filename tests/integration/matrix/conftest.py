@@ -51,6 +51,6 @@ async def face(
     """The row's face (``@pytest.mark.parametrize("face", having(verb), indirect=True)``);
     a CLI row runs once (`cli_once`)."""
     if request.param == "cli":
-        cli_once(deployment, server_binary)
+        cli_once(request.node, deployment, server_binary)
     async with opened(request.param, redis_url, face_app) as opened_face:
         yield opened_face

@@ -67,9 +67,13 @@ async def test_the_events_of_jobs_run_by_both_handler_kinds_read_the_same_in_eve
 
 
 def test_wheelq_events_on_a_topic_with_events_off_says_so_and_exits(
-    redis_url: str, deployment: str, server_binary: ServerBinary, topic: str
+    request: pytest.FixtureRequest,
+    redis_url: str,
+    deployment: str,
+    server_binary: ServerBinary,
+    topic: str,
 ) -> None:
-    cli_once(deployment, server_binary)
+    cli_once(request.node, deployment, server_binary)
 
     with Admin.from_url(redis_url) as admin:
         admin.create_topic(topic, SHARDS)

@@ -171,6 +171,7 @@ async def test_a_pause_reads_the_same_through_every_face(
         await deliverer.stop()
 
 
+@pytest.mark.both_servers  # the server restarted (AOF)
 async def test_a_pause_outlives_a_restart_of_the_server_and_of_its_worker(
     server_binary: ServerBinary, topic: str
 ) -> None:

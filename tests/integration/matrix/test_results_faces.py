@@ -109,6 +109,7 @@ async def test_a_result_written_by_the_worker_that_took_over_from_one_killed(
         doomed.finish()
 
 
+@pytest.mark.both_servers  # the server restarted (AOF)
 async def test_a_result_outlives_a_restart_of_the_server(
     server_binary: ServerBinary, topic: str
 ) -> None:

@@ -78,6 +78,7 @@ async def test_a_saturated_worker_starts_each_topic_in_proportion_with_either_ha
 
 @pytest.mark.parametrize("handler", ["record_async", "record"])
 async def test_wheelq_worker_with_weighted_topics_starts_each_in_proportion(
+    request: pytest.FixtureRequest,
     handler: str,
     redis_url: str,
     deployment: str,
@@ -85,7 +86,7 @@ async def test_wheelq_worker_with_weighted_topics_starts_each_in_proportion(
     topic: str,
     tmp_path: Path,
 ) -> None:
-    cli_once(deployment, server_binary)
+    cli_once(request.node, deployment, server_binary)
     weights = await filled(redis_url, topic)
     log = tmp_path / "starts.jsonl"
     flags = [arg for name, w in weights.items() for arg in ("--topic", f"{name}={w}")]
