@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from typing import Any, get_type_hints
 
 import pytest
@@ -169,3 +170,15 @@ def test_each_face_shows_its_options_in_its_signature_and_docs(
     for o in options:
         assert o.name in parameters
         assert o.doc.split()[0] in (face.__doc__ or "")
+
+
+def test_an_int_options_default_is_checked_without_a_literal_is() -> None:
+    """The generated `stored_values` compared a default with ``is`` (``v is 0`` for an int
+    option: a SyntaxWarning, an error under the suite's warnings, at import); a default that
+    is no bool is matched by its type and value, so False is not an int's 0."""
+    same = opts._same_as("v", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile(f"v = 1\nabsent = v is None or {same}", "<generated>", "exec")
+    assert eval(same, {"v": 0})
+    assert not eval(same, {"v": False}) and not eval(same, {"v": 3})

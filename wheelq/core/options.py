@@ -385,7 +385,10 @@ def stored_values_source() -> str:
     for i, (at, default, unset, _, trace, required) in enumerate(_ROWS):
         v = f"v{i}"
         lines.append(f"    {v} = item[{at}]")
-        absent = f"{v} is None" + ("" if default is None else f" or {v} is {default!r}")
+        absent = f"{v} is None"
+        if default is not None:  # `is` for a flag's (0 == False); an int's: its type and value
+            same = f"{v} is {default!r}" if isinstance(default, bool) else _same_as(v, default)
+            absent += f" or {same}"
         lines.append(f"    if {absent}:")
         lines.append(
             f"        {v} = traceparent or {unset!r}" if trace else f"        {v} = {unset!r}"
@@ -397,6 +400,12 @@ def stored_values_source() -> str:
             lines.append(f"            unrequired(ROWS[{i}][3], item[{at}])")
     lines.append(f"    return ({''.join(f'v{i}, ' for i in range(len(_ROWS)))})")
     return "\n".join(lines)
+
+
+def _same_as(name: str, default: object) -> str:
+    """An expression: `name` is a value of `default`'s type equal to it (``is`` with a
+    literal other than a bool or None warns, and 0 == False)."""
+    return f"(type({name}) is {type(default).__name__} and {name} == {default!r})"
 
 
 def _unrequired(o: Option, value: object) -> None:
