@@ -7,6 +7,7 @@ import inspect
 import warnings
 from typing import Any, get_type_hints
 
+import msgpack
 import pytest
 
 from wheelq import Admin, AsyncAdmin
@@ -27,8 +28,10 @@ from wheelq.core.retry import retry_envelope
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError
 from wheelq.outbox.enqueue import enqueue as outbox_enqueue
+from wheelq.outbox.rows import refusal
 from wheelq.producer.client import Client
 from wheelq.producer.items import EncodeBatch, validate_item
+from wheelq.producer.replay import HeldJob
 from wheelq.tasks.task import Task
 from wheelq.web.models.enqueue import JobIn
 from wheelq.web.models.schedules import ScheduleIn, ScheduleOut
@@ -182,3 +185,23 @@ def test_an_int_options_default_is_checked_without_a_literal_is() -> None:
         compile(f"v = 1\nabsent = v is None or {same}", "<generated>", "exec")
     assert eval(same, {"v": 0})
     assert not eval(same, {"v": False}) and not eval(same, {"v": 3})
+
+
+@pytest.mark.parametrize("option", STORED, ids=lambda o: o.name)
+def test_the_outbox_relay_takes_each_stored_options_slot_and_refuses_a_misspelt_one(
+    option: opts.Option,
+) -> None:
+    """The relay's envelope check reads every slot of the table (a new option's too), as
+    `enqueue` writes it; a slot no writer spells is refused, naming the option."""
+    write = validate_item(ClientSettings(), item_with(option), EncodeBatch(1_000))
+    order_key = write.order_key
+    mode = "a" if order_key else "d"
+    held = HeldJob(1, "t", write.id, mode, 1_000, False, write.envelope, 0, "", order_key)
+    assert refusal(held, 1_000, 1_000) is None
+    fields = msgpack.unpackb(write.envelope, raw=False, unicode_errors="surrogateescape")
+    misspelt = {"text": "\x00", "trace": "x", "callback": "\udcc1", "flag": "2", "int": "05"}
+    fields[7 + STORED.index(option)] = misspelt[option.kind or ""]  # its slot: 8 on
+    packed = msgpack.packb(fields, unicode_errors="surrogateescape")
+    bad = HeldJob(1, "t", write.id, mode, 1_000, False, packed, 0, "", order_key)
+    why = refusal(bad, 1_000, 1_000)
+    assert why is not None and option.name in why, why

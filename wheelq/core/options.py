@@ -69,6 +69,9 @@ class Kind:
     """`Envelope` value -> what `get()` shows (plain JSON values)."""
     shown: str = "str | None"
     """The JSON type of what `get()` shows (where an HTTP model spells it)."""
+    to_job: Callable[[Any], Any] = lambda v: v
+    """`Envelope` value (set) -> `Job` attribute, a value its row's check takes; ValueError
+    when it is none."""
 
 
 def _same(value: Any) -> Any:
@@ -96,6 +99,7 @@ KINDS = {
         _same,
         lambda v: b"" if v is None else v.pack(),
         _callback_url,
+        to_job=Callback.unpack,
     ),
     "flag": Kind(False, lambda v: "1" if v else "", lambda b: b == b"1", bool, shown="bool"),
     "int": Kind(
