@@ -16,6 +16,7 @@ import redis
 
 from tests.support.cli import assert_one_line_error, run_wheelq
 from wheelq import Admin
+from wheelq.core.options import RUN, stored_unset, view
 
 # +05:30 all year (no daylight saving): a zone the next run is easy to work out by hand.
 ZONE = "Asia/Kolkata"
@@ -75,8 +76,8 @@ def test_add_list_show_and_add_again(redis_url: str, topic: str) -> None:
     assert {k: v for k, v in shown.items() if k not in clocked} == {
         "name": "digest", "topic": topic, "cron": CRON, "every_ms": None, "tz": ZONE,
         "start_ms": 0, "end_ms": None, "misfire": "once", "max_catch_up": 100,
-        "max_attempts": 5, "callback": None, "paused": False, "payload": {"kind": "daily"},
-        "error": None,
+        "max_attempts": 5, "paused": False, "payload": {"kind": "daily"}, "error": None,
+        **view(stored_unset(), RUN),  # no option of the runs given: each as get() shows it unset
     }  # fmt: skip
     assert before - 5000 <= shown["planned_ms"] <= _now_ms() + 5000  # planned from creation
 
@@ -126,6 +127,31 @@ def test_pause_resume_remove(redis_url: str, topic: str) -> None:
         0, "", f"no schedules on {topic}"
     )  # fmt: skip
     assert json.loads(_ok("schedule", "list", "--topic", topic, "--json", *url)) == []
+
+
+def test_add_takes_a_flag_for_each_option_the_runs_carry(redis_url: str, topic: str) -> None:
+    """--max-attempts, --callback and each flag the table gives an option of the runs store
+    what `Admin.schedule` stores with those options; show prints them."""
+    hook = "https://hooks.example/run"
+    given = {str: "tenant-1", int: 3, bool: True}
+    options = {o.name: given[o.cli] for o in RUN if o.cli is not None}
+    flags = [
+        arg
+        for name, value in options.items()
+        for arg in ["--" + name.replace("_", "-"), *([] if value is True else [str(value)])]
+    ]
+    url = ["--redis-url", redis_url]
+    _ok("schedule", "add", "tick", topic, "--every-ms", "60000", "--max-attempts", "5",
+        "--callback", hook, *flags, *url)  # fmt: skip
+    shown = _show(redis_url, "tick", topic)
+    assert (shown["max_attempts"], shown["callback"]) == (5, hook)
+    assert {n: shown[n] for n in options} == options
+    with Admin.from_url(redis_url) as admin:
+        admin.schedule("same", topic, None, every_ms=60_000, max_attempts=5, callback=hook,
+                       **options)  # fmt: skip
+        by_cli, by_admin = admin.get_schedule("tick", topic), admin.get_schedule("same", topic)
+    assert by_cli is not None and by_admin is not None
+    assert (by_cli.options, by_cli.max_attempts) == (by_admin.options, by_admin.max_attempts)
 
 
 @pytest.mark.parametrize("action", ["pause", "resume", "remove", "show"])

@@ -196,7 +196,7 @@ async def test_a_duplicate_id_says_how_to_replace_it_as_each_interface_spells_it
         ({"payload": 1, "id": "x" * 257}, "id"),
         ({"payload": 1, "max_attempts": 0}, "max_attempts"),
         ({"payload": 1, "max_attempts": 1001}, "max_attempts"),
-        ({"payload": 1, "priority": 3}, "priority"),
+        ({"payload": 1, "colour": 3}, "colour"),  # no such option
         ({"delay_ms": 5}, "payload"),
         ({"payload": 1, "callback": {"url": "ftp://x/"}}, "callback.url"),
         ({"payload": 1, "callback": {"url": "http://127.0.0.1:9/"}}, "callback.url"),

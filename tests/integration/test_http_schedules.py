@@ -13,6 +13,7 @@ import redis.asyncio
 from tests.support.web import Served, assert_problem, serving
 from wheelq import AsyncAdmin, AsyncClient
 from wheelq.core.keys import ShardKeys, shard_of
+from wheelq.core.options import RUN
 from wheelq.runtime.role import executor_of
 from wheelq.store import schedules as sched
 from wheelq.web import schedule_json
@@ -117,7 +118,7 @@ BAD_BODIES: list[tuple[dict[str, Any], str]] = [
     ({"payload": 1, "cron": "0 * * * *", "max_catch_up": 10_001}, "max_catch_up"),
     ({"payload": 1, "cron": "0 * * * *", "max_attempts": 0}, "max_attempts"),
     ({"payload": 1, "cron": "0 * * * *", "callback": {"url": "http://127.0.0.1:9/"}}, "url"),
-    ({"payload": 1, "cron": "0 * * * *", "priority": 3}, "priority"),
+    ({"payload": 1, "cron": "0 * * * *", "colour": 3}, "colour"),  # no such option
 ]
 
 
@@ -198,3 +199,29 @@ async def test_a_stored_record_that_cannot_be_read_is_listed_with_its_error(
         assert status == 200 and "unreadable" in page
     finally:
         assert (await api.call("DELETE", base(topic, "broken")))[0] == 204
+
+
+async def test_a_schedule_put_over_http_stores_every_option_its_runs_carry(
+    redis_url: str, client: AsyncClient, admin: AsyncAdmin, topic: str
+) -> None:
+    """Each option of the runs the table gives a JSON field (and max_attempts, callback) is
+    stored as `Admin.schedule` stores it, shown in the answer and on the console's page."""
+    given = {"text": "tenant-1", "flag": True, "int": 3}
+    fields = {o.name: given[o.kind or ""] for o in RUN if o.http is not None}
+    hook = "https://hooks.example/run"
+    body = NIGHTLY | fields | {"max_attempts": 7, "callback": {"url": hook}}
+    async with serving(redis_url, allow_private=True) as api:
+        status, made, _ = await api.call("PUT", base(topic), body)
+        assert status == 201, made
+        stored = await admin.get_schedule("nightly", topic)
+        assert stored is not None and same(made, schedule_json(stored, 0))
+        assert made["max_attempts"] == 7 and made["callback"] == hook
+        assert {n: made[n] for n in fields} == fields
+        await admin.schedule("same", topic, NIGHTLY["payload"], cron="0 0 * * *", max_attempts=7,
+                             callback=hook, **fields)  # fmt: skip
+        by_admin = await admin.get_schedule("same", topic)
+        assert by_admin is not None and by_admin.options == stored.options
+        status, page, _ = await api.call("GET", f"/ui/topics/{topic}/schedules")
+        assert status == 200 and hook in page
+        for name, value in fields.items():
+            assert f'{name} <span class="mono">{value}</span>' in page, name

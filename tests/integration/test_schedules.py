@@ -17,14 +17,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import msgpack
 import pytest
 import redis
 import redis.asyncio
 
 from wheelq import Admin, AsyncAdmin, Client
+from wheelq.core.callback import Callback
 from wheelq.core.clock import ManualClock
+from wheelq.core.flow import order_keys
 from wheelq.core.job import pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
+from wheelq.core.options import RUN
 from wheelq.core.payload import encode_payload
 from wheelq.core.recurring import GRACE_MS, Plan, Schedule
 from wheelq.core.settings import SchedulerSettings
@@ -406,3 +410,79 @@ async def test_a_schedule_time_out_of_range_is_refused_by_both_clients_storing_n
             assert info.value.parameter == field
         assert topic not in sync.topics()
         assert sync.schedules(topic) == []
+
+
+# --- what each run carries: the options of core.options.RUN, and max_attempts
+
+HOOK = "https://hooks.example/run"
+GIVEN = {"callback": HOOK, "text": "tenant-1", "flag": True, "int": 3}
+"""A value of each kind of stored option, as a caller gives it (and `get()` shows it)."""
+
+
+def run_options() -> dict[str, Any]:
+    """A value of every option a schedule's runs carry (whatever the table holds)."""
+    return {"max_attempts": 7} | {o.name: GIVEN[o.kind or ""] for o in RUN}
+
+
+@pytest.mark.parametrize("face", ["Admin", "AsyncAdmin"])
+async def test_each_run_carries_every_option_its_schedule_was_given(
+    client: Client, node: Planner, redis_url: str, redis_sync: redis.Redis, topic: str, face: str
+) -> None:
+    """Each option of the table a run carries reaches every run (its envelope, `get()`), by
+    either admin; an ordered one joins its key's order before it is written."""
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    given = run_options()
+    if face == "Admin":
+        made = Admin.of(client).schedule(
+            "tick", topic, "p", every_ms=60_000, start=t0 / 1000, **given
+        )
+    else:
+        async with AsyncAdmin.from_url(redis_url) as admin:
+            made = await admin.schedule(
+                "tick", topic, "p", every_ms=60_000, start=t0 / 1000, **given
+            )
+    shown = {o.name: GIVEN[o.kind or ""] for o in RUN}
+    assert made.run_options == shown and made.max_attempts == 7
+    node.clock.set(t0 - 10 * 60_000)
+    await node.materializer.plan_once()
+    runs = written(redis_sync, topic, "tick")
+    assert runs[0] == t0 and len(runs) == 51
+    for at in (runs[0], runs[-1]):
+        info = client.get(topic, f"tick@{at}")
+        assert info.max_attempts == 7 and info.payload == "p"
+        assert info.options == shown | {"traceparent": None}
+    jobs, _ = order_keys(topic, given["key"])
+    assert redis_sync.zrange(jobs, 0, -1, withscores=True) == [
+        (f"tick@{at}".encode(), at) for at in runs
+    ]
+
+
+async def test_a_schedule_stored_by_the_previous_version_still_runs_with_its_callback(
+    client: Client,
+    node: Planner,
+    redis_sync: redis.Redis,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+) -> None:
+    """A record of version 1 (its runs' callback in ``callback``, no ``options``) loads,
+    lists, and its runs carry its callback and max_attempts."""
+    t0 = ms("UTC", 2027, 1, 1, 12, 0)
+    record = {
+        "v": 1, "cron": None, "every_ms": 60_000, "tz": "UTC", "anchor_ms": t0, "start_ms": t0,
+        "end_ms": None, "misfire": "once", "max_catch_up": 100,
+        "payload": encode_payload("p", 1000), "max_attempts": 4,
+        "callback": Callback(HOOK).pack(), "updated_ms": 1,
+    }  # fmt: skip
+    await _store_as_an_older_wheelq(redis_async, topic, "old", msgpack.packb(record))
+    admin = Admin.of(client)
+    try:
+        (listed,) = admin.schedules(topic)
+        assert listed.error is None and listed.callback == Callback(HOOK).pack()
+        assert {n: v for n, v in listed.run_options.items() if v} == {"callback": HOOK}
+        node.clock.set(t0 - 10 * 60_000)
+        await node.materializer.plan_once()
+        assert written(redis_sync, topic, "old")[0] == t0
+        info = client.get(topic, f"old@{t0}")
+        assert info.max_attempts == 4 and info.options["callback"] == HOOK
+    finally:  # the server is shared: schedules() of other tests reads every topic's
+        admin.unschedule("old", topic)

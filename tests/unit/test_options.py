@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from typing import Any, get_type_hints
 
+import msgpack
 import pytest
 
+from wheelq import Admin, AsyncAdmin
 from wheelq.cli import build_parser
 from wheelq.core import options as opts
 from wheelq.core.callback import Callback
 from wheelq.core.job import READY_ENTRY, Envelope, Job
 from wheelq.core.options import (
     OPTIONS,
+    RUN,
     STORED,
     EnqueueItem,
     EnqueueKwargs,
@@ -24,10 +28,13 @@ from wheelq.core.retry import retry_envelope
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError
 from wheelq.outbox.enqueue import enqueue as outbox_enqueue
+from wheelq.outbox.rows import refusal
 from wheelq.producer.client import Client
 from wheelq.producer.items import EncodeBatch, validate_item
+from wheelq.producer.replay import HeldJob
 from wheelq.tasks.task import Task
 from wheelq.web.models.enqueue import JobIn
+from wheelq.web.models.schedules import ScheduleIn, ScheduleOut
 
 # A value of each stored kind other than its unset one, as a caller gives it
 GIVEN: dict[str, Any] = {
@@ -48,6 +55,9 @@ def test_the_typed_spellings_name_exactly_the_tables_options() -> None:
     assert set(get_type_hints(opts.BulkOptions)) == {"delay", "at", "ack", *shared}
     assert set(get_type_hints(opts.SharedOptions)) == shared
     assert set(get_type_hints(TaskCallOptions)) == set(names) - {"delay", "at"} | {"ack"}
+    runs = {"max_attempts", *(o.name for o in RUN)}
+    assert set(get_type_hints(opts.RunOptions)) == runs == set(opts.RUN_NAMES)
+    assert {o.name for o in STORED} - runs == {"traceparent"}  # a trace is one call's
 
 
 def test_the_envelope_and_the_job_have_an_attribute_for_each_stored_option() -> None:
@@ -109,19 +119,89 @@ def test_the_http_body_takes_each_option_the_table_gives_a_json_field() -> None:
             assert o.name in fields, o.name
 
 
+def test_the_http_schedule_models_take_and_show_each_option_of_the_runs() -> None:
+    """ScheduleIn: exactly JobIn's fields of the options a run carries; ScheduleOut: each
+    of them, as `get()` shows it, and max_attempts."""
+    job_fields = {o.name for o in OPTIONS if o.name in JobIn.model_fields}
+    runs = {"max_attempts", *(o.name for o in RUN)}
+    rule = {"payload", "cron", "every_ms", "tz", "start", "end", "misfire", "max_catch_up"}
+    assert set(ScheduleIn.model_fields) == rule | (job_fields & runs)
+    state = {"name", "topic", "start_ms", "end_ms", "paused", "planned_ms", "updated_ms"}
+    shown = set(ScheduleOut.model_fields) - state - rule - {"next_run_ms", "error"}
+    assert shown == runs
+    for o in RUN:
+        assert ScheduleOut.model_fields[o.name].description == o.doc
+
+
+def _flags(*command: str) -> set[str]:
+    """The option strings of one (sub)command of ``wheelq``."""
+    parser: Any = build_parser()
+    for name in command:
+        sub = next(a for a in parser._actions if isinstance(getattr(a, "choices", None), dict))
+        parser = sub.choices[name]
+    return {s for a in parser._actions for s in a.option_strings}
+
+
+def _table_flags(options: tuple[opts.Option, ...]) -> set[str]:
+    return {"--" + o.name.replace("_", "-") for o in options if o.cli is not None}
+
+
 def test_wheelq_enqueue_has_a_flag_for_each_option_the_table_gives_one() -> None:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command" or a.choices)  # subparsers
-    assert isinstance(sub.choices, dict)
-    flags = {s for a in sub.choices["enqueue"]._actions for s in a.option_strings}
-    for o in OPTIONS:
-        if o.cli is not None:
-            assert "--" + o.name.replace("_", "-") in flags, o.name
+    assert _table_flags(OPTIONS) <= _flags("enqueue")
 
 
-@pytest.mark.parametrize("face", [Client.enqueue, outbox_enqueue, Task.options])
-def test_each_face_shows_its_options_in_its_signature_and_docs(face: Any) -> None:
+def test_wheelq_schedule_add_has_the_flags_of_the_runs_options_and_no_other() -> None:
+    flags = _flags("schedule", "add")
+    assert _table_flags(RUN) | {"--max-attempts", "--callback"} <= flags
+    assert not _table_flags(tuple(o for o in STORED if not o.runs)) & flags  # --traceparent
+
+
+@pytest.mark.parametrize(
+    ("face", "options"),
+    [
+        (Client.enqueue, STORED),
+        (outbox_enqueue, STORED),
+        (Task.options, STORED),
+        (Admin.schedule, RUN),
+        (AsyncAdmin.schedule, RUN),
+    ],
+)
+def test_each_face_shows_its_options_in_its_signature_and_docs(
+    face: Any, options: tuple[opts.Option, ...]
+) -> None:
     parameters = inspect.signature(face).parameters
-    for o in STORED:
+    for o in options:
         assert o.name in parameters
         assert o.doc.split()[0] in (face.__doc__ or "")
+
+
+def test_an_int_options_default_is_checked_without_a_literal_is() -> None:
+    """The generated `stored_values` compared a default with ``is`` (``v is 0`` for an int
+    option: a SyntaxWarning, an error under the suite's warnings, at import); a default that
+    is no bool is matched by its type and value, so False is not an int's 0."""
+    same = opts._same_as("v", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile(f"v = 1\nabsent = v is None or {same}", "<generated>", "exec")
+    assert eval(same, {"v": 0})
+    assert not eval(same, {"v": False}) and not eval(same, {"v": 3})
+
+
+@pytest.mark.parametrize("option", STORED, ids=lambda o: o.name)
+def test_the_outbox_relay_takes_each_stored_options_slot_and_refuses_a_misspelt_one(
+    option: opts.Option,
+) -> None:
+    """The relay's envelope check reads every slot of the table (a new option's too), as
+    `enqueue` writes it; a slot no writer spells is refused, naming the option."""
+    write = validate_item(ClientSettings(), item_with(option), EncodeBatch(1_000))
+    order_key = write.order_key
+    mode = "a" if order_key else "d"
+    held = HeldJob(1, "t", write.id, mode, 1_000, False, write.envelope, 0, "", order_key)
+    assert refusal(held, 1_000, 1_000) is None
+    fields = msgpack.unpackb(write.envelope, raw=False, unicode_errors="surrogateescape")
+    misspelt = {"text": "\x00", "trace": "x", "callback": "\udcc1", "flag": "2", "int": "05"}
+    fields[7 + STORED.index(option)] = misspelt[option.kind or ""]  # its slot: 8 on
+    packed = msgpack.packb(fields, unicode_errors="surrogateescape")
+    bad = HeldJob(1, "t", write.id, mode, 1_000, False, packed, 0, "", order_key)
+    why = refusal(bad, 1_000, 1_000)
+    assert why is not None and option.name in why, why

@@ -4,6 +4,7 @@ name / misfire validation. Expected runs are worked out by hand or by brute forc
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import cast
 from zoneinfo import ZoneInfo
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wheelq.core.callback import Callback
+from wheelq.core.options import RUN, STORED, Option, named_slots, run_values, stored_unset
 from wheelq.core.recurring import (
     MAX_CATCH_UP,
     RECORD_VERSION,
@@ -31,6 +33,8 @@ from wheelq.errors import InvalidArgumentError
 
 BERLIN = "Europe/Berlin"
 PAYLOAD = msgpack.packb({"report": "daily", "n": [1, 2]}, use_bin_type=True)
+UNSET = stored_unset()
+HOOK = Callback("https://hooks.example/run", {"Authorization": "Bearer s3cret"})
 
 
 def schedule(
@@ -42,7 +46,7 @@ def schedule(
 ) -> Schedule:
     policy = cast(Misfire, misfire)
     return Schedule(
-        "nightly", "reports", rule, policy, max_catch_up, PAYLOAD, 3, b"", 7, paused, cursor
+        "nightly", "reports", rule, policy, max_catch_up, PAYLOAD, 3, UNSET, 7, paused, cursor
     )
 
 
@@ -216,14 +220,80 @@ def test_interval_plan_matches_brute_force(
     ],
 )
 def test_record_round_trips(rule: Recurrence) -> None:
-    s = Schedule("a.b:c-1", "reports", rule, "all", 17, PAYLOAD, 4, b"\x01cb", 1234, False, 0)
+    options = run_values({"callback": HOOK, "key": "tenant-7", "ordered": True})
+    s = Schedule("a.b:c-1", "reports", rule, "all", 17, PAYLOAD, 4, options, 1234, False, 0)
     assert Schedule.unpack("reports", "a.b:c-1", s.pack(), None) == s
     assert msgpack.unpackb(s.pack(), raw=False)["v"] == RECORD_VERSION
     assert s.data == {"report": "daily", "n": [1, 2]}
+    assert s.callback == HOOK.pack()
+    given = {n: v for n, v in s.run_options.items() if v}  # (any other option: unset)
+    assert given == {"callback": HOOK.url, "key": "tenant-7", "ordered": True}
+
+
+@pytest.mark.parametrize("option", RUN, ids=lambda o: o.name)
+def test_the_record_keeps_each_option_the_runs_carry_by_name(option: Option) -> None:
+    """Every option of `RUN` (a new one too) is stored, by name, and read back."""
+    given = {"callback": HOOK, "text": "k-1", "flag": True, "int": 3}[option.kind or ""]
+    values = {option.name: given}
+    if option.requires:
+        values[option.requires] = "k-1"
+    options = run_values(values)
+    assert options[STORED.index(option)] != UNSET[STORED.index(option)]
+    s = schedule(recurrence(every_ms=1000, start_ms=0))
+    s = dataclasses.replace(s, options=options)
+    record = msgpack.unpackb(s.pack(), raw=False)
+    assert option.name in record["options"]
+    assert Schedule.unpack("reports", "nightly", s.pack(), None).options == options
+
+
+def test_a_record_of_version_1_is_read_its_callback_carried_by_the_runs() -> None:
+    """A record written before the runs' options were kept by name (version 1: ``callback``
+    alone, no ``options``) still loads, its runs carrying its callback."""
+    s = schedule(recurrence(every_ms=1000, start_ms=0))
+    old = msgpack.unpackb(s.pack(), raw=False)
+    del old["options"]
+    old |= {"v": 1, "callback": HOOK.pack()}
+    read = Schedule.unpack("reports", "nightly", msgpack.packb(old, use_bin_type=True), None)
+    assert read.options == run_values({"callback": HOOK})
+    assert read.callback == HOOK.pack() and read.error is None
+
+
+def test_a_record_keeps_what_version_1_reads() -> None:
+    """A wheelq of version 1 reads ``max_attempts`` and ``callback`` of a newer record (and
+    ignores the rest): both are written."""
+    options = run_values({"callback": HOOK, "key": "k"})
+    s = dataclasses.replace(schedule(recurrence(every_ms=1000, start_ms=0)), options=options)
+    record = msgpack.unpackb(s.pack(), raw=False)
+    assert (record["max_attempts"], record["callback"]) == (3, HOOK.pack())
+    assert record["options"] == named_slots(options)
+
+
+def test_an_option_a_run_does_not_take_is_refused_naming_it() -> None:
+    with pytest.raises(TypeError, match="'traceparent'"):
+        run_values({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    with pytest.raises(InvalidArgumentError) as caught:
+        run_values({"ordered": True})  # without a key
+    assert caught.value.parameter == "ordered"
+
+
+def test_an_option_a_newer_wheelq_stored_is_left_out() -> None:
+    s = schedule(recurrence(every_ms=1000, start_ms=0))
+    record = msgpack.unpackb(s.pack(), raw=False)
+    record["options"]["shiny_new_option"] = "9"
+    read = Schedule.unpack("reports", "nightly", msgpack.packb(record, use_bin_type=True), None)
+    assert read == s
+
+
+def test_a_record_whose_option_is_no_slot_is_unreadable_and_named() -> None:
+    s = schedule(recurrence(every_ms=1000, start_ms=0))
+    record = msgpack.unpackb(s.pack(), raw=False)
+    record["options"]["key"] = 5
+    stored = Schedule.stored("reports", "nightly", msgpack.packb(record, use_bin_type=True), None)
+    assert stored.error is not None and "key" in stored.error
 
 
 def test_repr_shows_the_payload_decoded_and_the_callbacks_url_only() -> None:
-    hook = Callback("https://hooks.example/run", {"Authorization": "Bearer s3cret"}).pack()
+    hook = run_values({"callback": HOOK})
     big = msgpack.packb({"report": "daily", "rows": list(range(1000))}, use_bin_type=True)
     rule = recurrence(every_ms=1000, start_ms=0)
     shown = repr(Schedule("nightly", "reports", rule, "once", 10, big, 3, hook, 7))
@@ -232,7 +302,7 @@ def test_repr_shows_the_payload_decoded_and_the_callbacks_url_only() -> None:
     assert "\\x" not in shown and "b'" not in shown  # no packed bytes
     assert "s3cret" not in shown
     assert len(shown) < 400 < len(big)
-    broken = repr(Schedule("n", "t", rule, "once", 10, b"\xc1", 3, b"", 7))
+    broken = repr(Schedule("n", "t", rule, "once", 10, b"\xc1", 3, UNSET, 7))
     assert "data=<1 bytes, not a payload>" in broken and "callback=None" in broken
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
@@ -16,12 +16,12 @@ from wheelq.admin import forecast as fc
 from wheelq.admin import groups as grp
 from wheelq.admin.bulk_actions import Progress
 from wheelq.core.bulk_actions import BulkOutcome
-from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobFilter, JobPage
+from wheelq.core.options import RunOptions, takes
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
@@ -388,6 +388,7 @@ class Admin(Connected):
         """The topic's limits (`UnknownTopicError` for an unknown topic)."""
         return self._run(self._producer.limits(topic))
 
+    @takes(RunOptions)
     def schedule(
         self,
         name: str,
@@ -401,8 +402,7 @@ class Admin(Connected):
         end: At | None = None,
         misfire: str = "once",
         max_catch_up: int = DEFAULT_CATCH_UP,
-        max_attempts: int | None = None,
-        callback: CallbackArg = None,
+        **options: Unpack[RunOptions],
     ) -> Schedule:
         """Create or update the recurring schedule `name` of `topic`; returns it.
 
@@ -410,6 +410,7 @@ class Admin(Connected):
         scheduler node shortly before it is due, so it fires on time and exists once,
         whatever nodes run or die. Calling it again with the same name updates the
         schedule from its first run not yet written (declare schedules at start-up).
+        Every run carries the job options given (the last ones below), as `enqueue`'s.
 
         Args:
             name: 1-100 characters from [A-Za-z0-9_.:-], unique within the topic.
@@ -427,16 +428,13 @@ class Admin(Connected):
             misfire: Runs missed while no scheduler ran: "once" runs the latest of them
                 now, "all" the latest `max_catch_up` in order, "skip" none.
             max_catch_up: 1-10,000 (for misfire="all").
-            max_attempts: As for `enqueue`, for every run.
-            callback: As for `enqueue`, for every run.
 
         Raises:
             InvalidArgumentError: A parameter out of range (named in the message).
         """
         op = schedules.define(
             self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
-            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
-            max_attempts=max_attempts, callback=callback,
+            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up, options=options,
         )  # fmt: skip
         return self._run(op)[0]
 

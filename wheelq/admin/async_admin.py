@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
 from wheelq.admin import dead_letters as dl
@@ -15,12 +15,12 @@ from wheelq.admin import groups as grp
 from wheelq.admin.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
 from wheelq.admin.bulk_actions import Progress
 from wheelq.core.bulk_actions import BulkOutcome
-from wheelq.core.callback import CallbackArg
 from wheelq.core.due import At
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobFilter, JobPage
+from wheelq.core.options import RunOptions, takes
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
 from wheelq.core.recurring import Schedule
@@ -228,6 +228,7 @@ class AsyncAdmin(AsyncConnected):
     async def limits(self, topic: str) -> TopicLimits:
         return await self._run(self._producer.limits(topic))
 
+    @takes(RunOptions)
     async def schedule(
         self,
         name: str,
@@ -241,13 +242,11 @@ class AsyncAdmin(AsyncConnected):
         end: At | None = None,
         misfire: str = "once",
         max_catch_up: int = DEFAULT_CATCH_UP,
-        max_attempts: int | None = None,
-        callback: CallbackArg = None,
+        **options: Unpack[RunOptions],
     ) -> Schedule:
         op = schedules.define(
             self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
-            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up,
-            max_attempts=max_attempts, callback=callback,
+            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up, options=options,
         )  # fmt: skip
         return (await self._run(op))[0]
 

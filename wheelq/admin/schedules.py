@@ -8,9 +8,8 @@ from itertools import takewhile
 from typing import TYPE_CHECKING, Any
 
 from wheelq.core import keys as k
-from wheelq.core.callback import validate_callback
 from wheelq.core.due import At, at_ms, latest_at_ms
-from wheelq.core.options import validate_max_attempts
+from wheelq.core.options import RunOptions, run_values, validate_max_attempts
 from wheelq.core.payload import encode_payload
 from wheelq.core.recurring import (
     GRACE_MS,
@@ -40,10 +39,10 @@ def define(
     end: At | None,
     misfire: str,
     max_catch_up: int,
-    max_attempts: int | None,
-    callback: object,
+    options: RunOptions,
 ) -> Op[tuple[Schedule, bool]]:
-    """Create or update a schedule; returns it and whether it was created."""
+    """Create or update a schedule; returns it and whether it was created. Its runs' options
+    are checked as an enqueue's (`run_values`)."""
     validate_name(name)
     k.validate_topic(topic)
     latest = latest_at_ms(producer.clock.now_ms())  # as a job's `at`: at most ten years on
@@ -54,16 +53,17 @@ def define(
     )
     policy, catch_up = validate_misfire(misfire, max_catch_up)
     settings = producer.settings
+    max_attempts = options.get("max_attempts")
     attempts = validate_max_attempts(
         settings.default_max_attempts if max_attempts is None else max_attempts
     )
-    packed_callback = b"" if callback is None else validate_callback(callback).pack()
+    stored = run_values(options)
     data = encode_payload(payload, settings.max_payload_bytes)
     now_ms = producer.clock.now_ms()
-    record = Schedule(name, topic, rule, policy, catch_up, data, attempts, packed_callback, now_ms)
+    record = Schedule(name, topic, rule, policy, catch_up, data, attempts, stored, now_ms)
     home, _ = yield from _home(producer, topic, name, create=True)
     assert home is not None
-    yield from producer.note_callbacks(topic, bool(packed_callback))
+    yield from producer.note_callbacks(topic, bool(record.callback))
     packed = record.pack()
     _, (created, state) = yield [sched.index(home), sched.put(home, name, packed, False)]
     return Schedule.stored(topic, name, packed, state), created  # a bad old state: in error

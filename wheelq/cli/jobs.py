@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -18,7 +18,7 @@ from wheelq.core.payload import jsonable
 
 if TYPE_CHECKING:
     from wheelq.core.history import GroupInfo, JobInfo
-    from wheelq.core.options import ItemOptions
+    from wheelq.core.options import ItemOptions, Option
 
 
 _JOB = ("topic", "job_id")
@@ -33,17 +33,29 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--id", dest="job_id", help="your own job id (unique while pending)")
     p.add_argument("--max-attempts", type=int, help="runs before it is dead-lettered (1-1000)")
     p.add_argument("--replace", action="store_true", help="replace a pending job of that --id")
-    for o in OPTIONS:  # then each option the table gives a flag: --traceparent, --key, ...
-        flag = "--" + o.name.replace("_", "-")
-        if o.cli is bool:
-            p.add_argument(flag, action="store_true", help=o.doc)
-        elif o.cli is not None:
-            p.add_argument(flag, type=o.cli, help=o.doc)
+    option_flags(p, OPTIONS)  # then each option the table gives a flag: --traceparent, --key, ...
     p.set_defaults(func=enqueue)
 
     command(sub, "cancel", parents, "cancel a pending job", cancel, *_JOB)
     p = command(sub, "reschedule", parents, "move a pending job to a new time", reschedule, *_JOB)
     _due_options(p, required=True)
+
+
+def option_flags(p: argparse.ArgumentParser, options: Iterable[Option]) -> None:
+    """A flag for each of `options` the table gives one (`Option.cli`; bool: a switch), its
+    help the table's words."""
+    for o in options:
+        flag = "--" + o.name.replace("_", "-")
+        if o.cli is bool:
+            p.add_argument(flag, action="store_true", help=o.doc)
+        elif o.cli is not None:
+            p.add_argument(flag, type=o.cli, help=o.doc)
+
+
+def given_flags(args: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
+    """The flags of `option_flags` given (a switch: when set)."""
+    flags = {o.name: getattr(args, o.name) for o in options if o.cli is not None}
+    return {n: v for n, v in flags.items() if v not in (None, False)}
 
 
 def _due_options(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -98,8 +110,7 @@ def enqueue(ctx: Context) -> int:
     payload = json_payload(args.payload)
     with ctx.client() as client, _due_flags():
         try:
-            flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.cli is not None}
-            options: dict[str, Any] = {n: v for n, v in flags.items() if v not in (None, False)}
+            options = given_flags(args, OPTIONS)
             options.update(
                 delay=args.delay, at=args.at, job_id=args.job_id,
                 max_attempts=args.max_attempts, replace=args.replace,

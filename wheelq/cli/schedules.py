@@ -6,15 +6,17 @@ import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from wheelq.cli.context import CliError, Context, command
-from wheelq.cli.jobs import json_payload
+from wheelq.cli.jobs import given_flags, json_payload, option_flags
 from wheelq.cli.jobs import when as parse_when
 from wheelq.core.due import utc_text
+from wheelq.core.options import RUN
 from wheelq.web import schedule_json
 
 if TYPE_CHECKING:
+    from wheelq.core.options import RunOptions
     from wheelq.core.recurring import Schedule
 
 
@@ -44,6 +46,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     a.add_argument("--max-catch-up", type=int, help="most missed runs run with 'all' (100)")
     a.add_argument("--max-attempts", type=int, help="runs before each is dead-lettered")
     a.add_argument("--callback", help="URL each run is POSTed to (see 'wheelq deliver')")
+    option_flags(a, RUN)  # then each option of the runs the table gives a flag: --key, ...
     a.set_defaults(func=add)
 
     listing = command(actions, "list", parents, "every schedule, by topic, name", list_schedules)
@@ -70,9 +73,10 @@ def add(ctx: Context) -> int:
     payload = json_payload(args.payload)
     given = {key: getattr(args, key) for key in _OPTIONS}
     options = {key: value for key, value in given.items() if value is not None}
+    options.update(given_flags(args, RUN))
     with ctx.admin() as admin:
         existed = admin.get_schedule(args.name, args.topic) is not None
-        schedule = admin.schedule(args.name, args.topic, payload, **options)
+        schedule = admin.schedule(args.name, args.topic, payload, **cast("RunOptions", options))
     verb = "updated" if existed else "created"
     after = _next_run(schedule)
     state = "paused" if schedule.paused else "no runs left" if after is None else "next run"

@@ -2,8 +2,8 @@
 doc), the typed keywords the enqueue faces take (`ItemOptions` and its kin), `EnqueueItem`,
 and `EnqueueOptions`, an item's options validated once, which every writer reads
 (docs/architecture.md, "Options"). The envelope's option slots, the ready-stream entry's
-optional fields, `get()`'s view, the HTTP model and the CLI flags follow from the table;
-tests/unit/test_options.py holds the typed spellings to it.
+optional fields, `get()`'s view, a schedule's runs' options, the HTTP models and the CLI
+flags follow from the table; tests/unit/test_options.py holds the typed spellings to it.
 """
 
 from __future__ import annotations
@@ -67,6 +67,11 @@ class Kind:
     """`Job` attribute -> `Envelope` value (a retry carries the job's options on)."""
     view: Callable[[Any], Any] = lambda v: v
     """`Envelope` value -> what `get()` shows (plain JSON values)."""
+    shown: str = "str | None"
+    """The JSON type of what `get()` shows (where an HTTP model spells it)."""
+    to_job: Callable[[Any], Any] = lambda v: v
+    """`Envelope` value (set) -> `Job` attribute, a value its row's check takes; ValueError
+    when it is none."""
 
 
 def _same(value: Any) -> Any:
@@ -94,9 +99,16 @@ KINDS = {
         _same,
         lambda v: b"" if v is None else v.pack(),
         _callback_url,
+        to_job=Callback.unpack,
     ),
-    "flag": Kind(False, lambda v: "1" if v else "", lambda b: b == b"1", bool),
-    "int": Kind(0, lambda v: str(v) if v else "", lambda b: int(b) if b else 0, lambda v: v or 0),
+    "flag": Kind(False, lambda v: "1" if v else "", lambda b: b == b"1", bool, shown="bool"),
+    "int": Kind(
+        0,
+        lambda v: str(v) if v else "",
+        lambda b: int(b) if b else 0,
+        lambda v: v or 0,
+        shown="int",
+    ),
 }
 """Each `Option.kind` of a stored option."""
 
@@ -124,7 +136,10 @@ class Option:
     requires: str | None = None
     """An option that must be set too for this one to be set (``ordered`` needs ``key``)."""
     shared: bool = False
-    """`enqueue_bulk` and a schedule's runs take it: one value for many jobs."""
+    """`enqueue_bulk` takes it: one value for many jobs."""
+    runs: bool = True
+    """Stored: a schedule stores it and each of its runs carries it (`RUN`); False: an
+    option of one call (a trace)."""
     http: type | None = None
     """The JSON type of its field in the HTTP job body; None: the body spells it itself."""
     cli: type | None = None
@@ -153,6 +168,7 @@ OPTIONS: tuple[Option, ...] = (
         check=lambda v: validate_traceparent(v) or "",
         kind="trace",
         entry=b"trace",
+        runs=False,
         cli=str,
     ),
     Option(
@@ -188,13 +204,16 @@ OPTIONS: tuple[Option, ...] = (
 )
 """Every option of a job, in `EnqueueItem`'s order; the stored ones (`STORED`) in the order
 of the envelope's option slots. A new option is a row here, its line in the typed keywords
-below and in `EnqueueItem`, its `Envelope` and `Job` attribute (core/job.py) and, stored, its
-row in ``store/lua/includes/envelope.lua``'s ``WQ_ENTRY_OPTIONAL`` (docs/architecture.md,
+below (`RunOptions` for one a schedule's runs carry too) and in `EnqueueItem`, its `Envelope`
+and `Job` attribute (core/job.py) and, stored, its row in
+``store/lua/includes/envelope.lua``'s ``WQ_ENTRY_OPTIONAL`` (docs/architecture.md,
 "Options")."""
 
 BY_NAME = {o.name: o for o in OPTIONS}
 STORED = tuple(o for o in OPTIONS if o.kind is not None)
 """The options stored with a job, in the order of the envelope's option slots (8 on)."""
+RUN = tuple(o for o in STORED if o.runs)
+"""The stored options a schedule's runs carry (`RunOptions`, with `max_attempts`)."""
 
 
 def stored_unset() -> tuple[Any, ...]:
@@ -221,9 +240,11 @@ _CONVERTED = tuple(
 """The slots whose `Envelope` value is spelled otherwise (a flag, a number)."""
 
 
-def view(values: tuple[Any, ...]) -> dict[str, Any]:
-    """`JobInfo.options`: each stored option by name, as `get()` shows it."""
-    return {o.name: KINDS[o.kind].view(v) for o, v in zip(STORED, values, strict=True) if o.kind}
+def view(values: tuple[Any, ...], options: tuple[Option, ...] = STORED) -> dict[str, Any]:
+    """`JobInfo.options`: each stored option (of `options`) by name, as `get()` shows it
+    (`values`: the `Envelope` values, `STORED` order)."""
+    at = _STORED_INDEX
+    return {o.name: KINDS[o.kind].view(values[at[o.name]]) for o in options if o.kind}
 
 
 # --- the typed keywords (what mypy checks calls against); test_options.py holds them to OPTIONS
@@ -236,13 +257,20 @@ class SharedOptions(TypedDict, total=False):
     max_attempts: int | None
 
 
-class JobOptions(SharedOptions, total=False):
-    """A job's options stored with it (`STORED`) and its `max_attempts`."""
+class RunOptions(SharedOptions, total=False):
+    """What a schedule's runs carry besides their payload: `max_attempts` and the stored
+    options of `RUN` (`Admin.schedule`'s keywords)."""
 
-    traceparent: str | None
     callback: CallbackArg
     key: str | None
     ordered: bool
+
+
+class JobOptions(RunOptions, total=False):
+    """A job's options stored with it (`STORED`) and its `max_attempts`: a run's, and the
+    ones of one call."""
+
+    traceparent: str | None
 
 
 class Timing(TypedDict, total=False):
@@ -283,12 +311,6 @@ class EnqueueKwargs(ItemOptions, Acked, Debounce, total=False):
 
 class BulkOptions(Timing, SharedOptions, Acked, total=False):
     """`Client.enqueue_bulk`'s keywords: one timing and the shared options of all its jobs."""
-
-
-class RunOptions(SharedOptions, total=False):
-    """What each run of a schedule carries besides its payload."""
-
-    callback: CallbackArg
 
 
 class TaskCallOptions(Placement, JobOptions, Acked, total=False):
@@ -367,7 +389,10 @@ def stored_values_source() -> str:
     for i, (at, default, unset, _, trace, required) in enumerate(_ROWS):
         v = f"v{i}"
         lines.append(f"    {v} = item[{at}]")
-        absent = f"{v} is None" + ("" if default is None else f" or {v} is {default!r}")
+        absent = f"{v} is None"
+        if default is not None:  # `is` for a flag's (0 == False); an int's: its type and value
+            same = f"{v} is {default!r}" if isinstance(default, bool) else _same_as(v, default)
+            absent += f" or {same}"
         lines.append(f"    if {absent}:")
         lines.append(
             f"        {v} = traceparent or {unset!r}" if trace else f"        {v} = {unset!r}"
@@ -379,6 +404,12 @@ def stored_values_source() -> str:
             lines.append(f"            unrequired(ROWS[{i}][3], item[{at}])")
     lines.append(f"    return ({''.join(f'v{i}, ' for i in range(len(_ROWS)))})")
     return "\n".join(lines)
+
+
+def _same_as(name: str, default: object) -> str:
+    """An expression: `name` is a value of `default`'s type equal to it (``is`` with a
+    literal other than a bool or None warns, and 0 == False)."""
+    return f"(type({name}) is {type(default).__name__} and {name} == {default!r})"
 
 
 def _unrequired(o: Option, value: object) -> None:
@@ -447,3 +478,46 @@ stored_values = _stored_values()
 """The `Envelope` values of an item's stored options (an `EnqueueItem`), each checked by its
 row (errors name it); an item without its own traceparent takes the call's (the second
 argument)."""
+
+
+# --- a schedule's runs: their options checked once, stored by name
+
+RUN_NAMES = ("max_attempts", *(o.name for o in RUN))
+"""`RunOptions`' keywords."""
+
+
+def run_values(options: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The `Envelope` values (`STORED` order) of a schedule's run options (`RunOptions`), each
+    checked by its row (errors name it); a keyword that is not one is a TypeError."""
+    for name in options:
+        if name not in RUN_NAMES:
+            raise TypeError(
+                f"a schedule's runs take no option {name!r}; they take {', '.join(RUN_NAMES)}"
+            )
+    return stored_values(EnqueueItem(payload=None, **cast(ItemOptions, options)), None)
+
+
+def named_slots(values: tuple[Any, ...]) -> dict[str, str | bytes]:
+    """The options of `RUN` set in `values` (`STORED` order), by name, each as its slot: how
+    a schedule's record keeps them, readable by a version with more options or fewer."""
+    return {
+        o.name: KINDS[o.kind].slot(value)
+        for o in RUN
+        if o.kind is not None and (value := values[_STORED_INDEX[o.name]]) != KINDS[o.kind].unset
+    }
+
+
+def from_named_slots(slots: Mapping[str, Any]) -> tuple[Any, ...]:
+    """`named_slots`' inverse: each stored option's `Envelope` value (`STORED` order; absent:
+    unset, a name this version does not know: left out); ValueError or TypeError for a slot
+    that is not one."""
+    values = list(stored_unset())
+    for o in RUN:
+        slot = slots.get(o.name)
+        if o.kind is None or slot is None:
+            continue
+        if not isinstance(slot, str | bytes):
+            raise TypeError(f"option {o.name} is a {type(slot).__name__}, not a slot")
+        raw = slot.encode() if isinstance(slot, str) else slot
+        values[_STORED_INDEX[o.name]] = KINDS[o.kind].read(raw) if raw else KINDS[o.kind].unset
+    return tuple(values)

@@ -17,7 +17,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgpack
 from cronsim import CronSim, CronSimError
 
-from wheelq.core.callback import Callback
+from wheelq.core.options import (
+    RUN,
+    STORED,
+    from_named_slots,
+    named_slots,
+    stored_unset,
+    view,
+)
 from wheelq.core.payload import read_payload
 from wheelq.errors import InvalidArgumentError, int_in
 
@@ -182,15 +189,18 @@ GRACE_MS = 1000
 """A run planned later than this after its time was missed (the misfire policy applies)."""
 MAX_CATCH_UP = 10_000
 MAX_NAME = 100
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+"""2: the runs' options by name (``options``); 1 had their callback alone (``callback``)."""
 _RULE_FIELDS = ("cron", "every_ms", "tz", "anchor_ms", "start_ms", "end_ms")
-_RECORD_FIELDS = ("misfire", "max_catch_up", "payload", "max_attempts", "callback", "updated_ms")
-"""A stored record's fields after its version, in the order written: the rule's, then these."""
+_RECORD_FIELDS = ("misfire", "max_catch_up", "payload", "max_attempts", "updated_ms")
+"""A stored record's fields after its version, in the order written: the rule's, these, then
+``callback`` (what version 1 reads) and ``options``."""
 
 _NIL = msgpack.packb(None)  # the payload of an unreadable record's stand-in
 _SHORT = reprlib.Repr()  # how much of a payload a schedule's repr shows
 _SHORT.maxstring = _SHORT.maxother = 60
 
+_AT = {o.name: i for i, o in enumerate(STORED)}
 _NAME_RE = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_NAME}}}")
 
 
@@ -229,8 +239,9 @@ class Schedule:
     max_catch_up: int
     payload: bytes
     max_attempts: int
-    callback: bytes
-    """The packed callback each run carries (b"": none)."""
+    options: tuple[Any, ...]
+    """The `Envelope` value of each stored option (`core.options.STORED` order): each run
+    carries the ones of `core.options.RUN` (the others are unset)."""
     updated_ms: int
     """When it was last defined (the defining client's clock, ms)."""
     paused: bool = False
@@ -244,22 +255,32 @@ class Schedule:
     def data(self) -> Any:
         return read_payload(self.payload)
 
+    @property
+    def callback(self) -> bytes:
+        """The packed callback each run carries (b"": none)."""
+        return self.run_option("callback")  # type: ignore[no-any-return]
+
+    def run_option(self, name: str) -> Any:
+        """The `Envelope` value of the stored option `name` its runs carry."""
+        return self.options[_AT[name]]
+
+    @property
+    def run_options(self) -> dict[str, Any]:
+        """Each option of `core.options.RUN` by name, as `get()` shows a run's
+        (`JobInfo.options`: a callback by its URL only)."""
+        return view(self.options, RUN)
+
     def __repr__(self) -> str:
         """The fields, payload shortened, the callback's URL only (headers may hold credentials)."""
         try:
             data = _SHORT.repr(self.data)
         except Exception:  # msgpack raises several unrelated types
             data = f"<{len(self.payload)} bytes, not a payload>"
-        callback: str | None = None
-        if self.callback:
-            try:
-                callback = Callback.unpack(self.callback).url
-            except Exception:  # msgpack raises several unrelated types
-                callback = f"<{len(self.callback)} bytes, not a callback>"
+        options = "".join(f"{n}={v!r}, " for n, v in self.run_options.items())
         return (
             f"Schedule(name={self.name!r}, topic={self.topic!r}, rule={self.rule!r}, "
             f"misfire={self.misfire!r}, max_catch_up={self.max_catch_up}, data={data}, "
-            f"max_attempts={self.max_attempts}, callback={callback!r}, "
+            f"max_attempts={self.max_attempts}, {options}"
             f"updated_ms={self.updated_ms}, paused={self.paused}, planned_ms={self.planned_ms}"
             + ("" if self.error is None else f", error={self.error!r}")
             + ")"
@@ -277,6 +298,8 @@ class Schedule:
             "v": RECORD_VERSION,
             **{k: getattr(self.rule, k) for k in _RULE_FIELDS},
             **{k: getattr(self, k) for k in _RECORD_FIELDS},
+            "callback": self.callback,
+            "options": named_slots(self.options),
         }
         packed: bytes = msgpack.packb(fields, use_bin_type=True)
         return packed
@@ -290,7 +313,8 @@ class Schedule:
         paused = text.startswith("p:")
         planned_ms = int(text[2:] if paused else text)
         own = {k: f[k] for k in _RECORD_FIELDS}
-        return cls(name, topic, rule, **own, paused=paused, planned_ms=planned_ms)
+        options = from_named_slots(f["options"] if "options" in f else {"callback": f["callback"]})
+        return cls(name, topic, rule, **own, options=options, paused=paused, planned_ms=planned_ms)
 
     @classmethod
     def stored(cls, topic: str, name: str, data: bytes, state: bytes | str | None) -> Schedule:
@@ -303,7 +327,10 @@ class Schedule:
             error = f"{type(exc).__name__}: {exc}"[:500]
         text = state.decode(errors="replace") if isinstance(state, bytes) else (state or "")
         never = Recurrence(None, None, "UTC", 0, 0, None)
-        return cls(name, topic, never, "skip", 1, _NIL, 1, b"", 0, text.startswith("p:"), 0, error)
+        unset = stored_unset()
+        return cls(
+            name, topic, never, "skip", 1, _NIL, 1, unset, 0, text.startswith("p:"), 0, error
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,18 +12,16 @@ the rest unwritten.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
 
 from wheelq.core import keys as k
-from wheelq.core.callback import Callback
 from wheelq.core.due import at_ms, delay_ms, latest_at_ms
 from wheelq.core.job import ENVELOPE_VERSION
-from wheelq.core.options import validate_key, validate_max_attempts
+from wheelq.core.options import KINDS, STORED, Option, checked, validate_max_attempts
 from wheelq.core.payload import decode_payload
-from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, MalformedJobError, int_in
 from wheelq.producer.replay import HeldJob
 
@@ -33,7 +31,8 @@ SKEW_MS = 86_400_000
 application's clock), and `written_ms` at most this past it."""
 
 MAX_ATTEMPT = 2**31 - 1  # an envelope's attempt and max_attempts as enqueue.lua accepts them
-_ENVELOPE_FIELDS = range(5, 12)  # version, payload, attempt, max, enqueued; then 6 optional
+_HEAD = 7  # version, payload, attempt, max, enqueued, group, job id; then a stored option's
+_ENVELOPE_FIELDS = range(5, _HEAD + len(STORED) + 1)
 
 
 def taken(
@@ -102,7 +101,7 @@ def _checked_envelope(row: HeldJob) -> tuple[str, bool]:
     except Exception as exc:  # msgpack raises several unrelated types
         raise malformed(f"not msgpack ({type(exc).__name__}: {exc})") from exc
     if not isinstance(fields, list) or len(fields) not in _ENVELOPE_FIELDS:
-        raise malformed(f"not an array of 5-11 fields but {fields!r:.80}")
+        raise malformed(f"not an array of 5-{_ENVELOPE_FIELDS[-1]} fields but {fields!r:.80}")
     version, payload, attempt, max_attempts, enqueued_ms, *rest = fields
     if type(version) is not int or version != ENVELOPE_VERSION:
         raise malformed(f"unknown envelope version {version!r:.40}")
@@ -118,19 +117,33 @@ def _checked_envelope(row: HeldJob) -> tuple[str, bool]:
     for place, value in enumerate(rest, 6):
         if not isinstance(value, str):
             raise malformed(f"field {place} is a {type(value).__name__}, not a msgpack str")
-    _group, _job_id, trace, callback, key, ordered = [*rest, "", "", "", "", "", ""][:6]
-    if trace:
-        validate_traceparent(trace)
-    if callback:
-        try:
-            Callback.unpack(callback.encode("utf-8", "surrogateescape"))
-        except ValueError as exc:
-            raise InvalidArgumentError("callback", f"the envelope's callback: {exc}") from exc
-    if key:
-        validate_key(key)
-    if ordered not in ("", "1"):
-        raise malformed(f"field 11 (ordered) must be '' or '1', got {ordered!r:.20}")
-    return key, ordered == "1"
+    options = {}
+    for place, (o, slot) in enumerate(zip(STORED, rest[_HEAD - 5 :], strict=False), _HEAD + 1):
+        if slot:
+            options[o.name] = _checked_slot(o, place, slot, malformed)
+    return options.get("key", ""), options.get("ordered", False)
+
+
+def _checked_slot(
+    o: Option, place: int, slot: str, malformed: Callable[[str], MalformedJobError]
+) -> Any:
+    """A stored option's `Envelope` value from its slot, once the slot is spelled as a writer
+    spells it (`Kind`) and the value is one its row's check takes (that error, named)."""
+    kind = KINDS[o.kind or ""]
+    raw = slot.encode("utf-8", "surrogateescape")
+    try:
+        value = kind.read(raw)
+        again = kind.slot(value)
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise malformed(f"field {place} ({o.name}) cannot be read: {exc}") from exc
+    if (again.encode() if isinstance(again, str) else again) != raw:
+        raise malformed(f"field {place} ({o.name}) is no value of it: {slot!r:.40}")
+    try:
+        shown = kind.to_job(value)
+    except ValueError as exc:
+        raise InvalidArgumentError(o.name, f"the envelope's {o.name}: {exc}") from exc
+    checked(o, shown)
+    return value
 
 
 def _check_order(row: HeldJob, key: str, ordered: bool) -> None:

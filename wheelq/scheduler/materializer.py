@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from typing import Any
 
-from wheelq.core.job import pack_envelope
+import msgpack
+
+from wheelq.core.flow import order_keys
+from wheelq.core.job import envelope_fields
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
 from wheelq.core.recurring import Schedule, plan, run_id
 from wheelq.errors import LeaseLostError
 from wheelq.runtime.outage import is_transient
 from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
+from wheelq.store import flow
 from wheelq.store import schedules as sched
 from wheelq.store.call import Call
 from wheelq.store.schedules import ShardSchedules
@@ -85,6 +90,7 @@ class Materializer(NodePart):
         now = self._ctx.clock.now_ms()
         horizon = now + self._ctx.settings.window_ms
         calls: list[Call[int]] = []
+        orders: list[Call[Any]] = []
         planned: dict[str, int] = {}
         for name, (definition, state) in shard.records.items():
             try:
@@ -99,6 +105,10 @@ class Materializer(NodePart):
             self.skipped += p.skipped
             planned[name] = p.planned_ms
             calls += writes
+            if p.runs and schedule.run_option("ordered") and schedule.run_option("key"):
+                orders.append(_order(schedule, p.runs))
+        if orders:  # ordered runs join their key's order before they are written
+            await run(orders)
         written = 0
         for i in range(0, len(calls), CALLS_PER_ROUND_TRIP):
             written += sum(await run(calls[i : i + CALLS_PER_ROUND_TRIP]))
@@ -127,12 +137,21 @@ def _writes(
 ) -> list[Call[int]]:
     """One `materialize` call per shard the runs land in, each with its runs ascending."""
     by_shard: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
-    envelope = pack_envelope(
-        schedule.payload, 1, schedule.max_attempts, now_ms, callback=schedule.callback
+    # the envelope an enqueue writes (producer.items.validate_item) of a job with its options
+    fields = envelope_fields(
+        schedule.payload, 1, schedule.max_attempts, now_ms, "", "", schedule.options
     )
+    envelope: bytes = msgpack.packb(fields, use_bin_type=False)
     for at in runs:
         by_shard[shard_of(run_id(schedule.name, at), shards)].append((at, envelope))
     return [
         sched.materialize(ShardKeys(schedule.topic, s), epoch, schedule.name, batch)
         for s, batch in by_shard.items()
     ]
+
+
+def _order(schedule: Schedule, runs: list[int]) -> Call[Any]:
+    """Register an ordered schedule's runs in their key's order (as a producer registers an
+    ordered job, docs/architecture.md, "Flow control")."""
+    keys = order_keys(schedule.topic, schedule.run_option("key"))
+    return flow.order_register(keys, [(run_id(schedule.name, at), at) for at in runs])

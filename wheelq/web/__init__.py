@@ -12,7 +12,6 @@ import functools
 from enum import Enum
 from typing import Any
 
-from wheelq.core.callback import Callback
 from wheelq.core.payload import jsonable
 from wheelq.core.recurring import Schedule
 from wheelq.core.retry import error_detail, error_line
@@ -74,8 +73,8 @@ def _is_record(value: Any) -> bool:
 
 def schedule_json(s: Schedule, now_ms: int) -> dict[str, Any]:
     """A schedule as JSON: its rule's fields flat, the payload decoded, the next run after
-    `now_ms` (None while paused or once ended); a callback by its URL only (its headers may
-    hold credentials)."""
+    `now_ms` (None while paused or once ended), and each option its runs carry as `get()`
+    shows a job's (a callback by its URL only: its headers may hold credentials)."""
     r = s.rule
     return {
         "name": s.name,
@@ -88,7 +87,7 @@ def schedule_json(s: Schedule, now_ms: int) -> dict[str, Any]:
         "misfire": s.misfire,
         "max_catch_up": s.max_catch_up,
         "max_attempts": s.max_attempts,
-        "callback": Callback.unpack(s.callback).url if s.callback else None,
+        **s.run_options,
         "paused": s.paused,
         "planned_ms": s.planned_ms,
         "updated_ms": s.updated_ms,

@@ -64,7 +64,8 @@ async def put_schedule(
     svc.guard.check(request, "write", topic)
     latest = latest_at_ms(svc.clock.now_ms())  # as the client checks: ten years on at most
     start, end = as_time("start", body.start, latest), as_time("end", body.end, latest)
-    callback = None if body.callback is None else body.callback.model_dump(exclude_none=True)
+    options = body.run_options()
+    callback = options.get("callback")
     if callback is not None:
         try:
             svc.check_callback(callback)
@@ -73,8 +74,7 @@ async def put_schedule(
     existed = await svc.admin.get_schedule(name, topic) is not None
     made = await svc.admin.schedule(
         name, topic, body.payload, cron=body.cron, every_ms=body.every_ms, tz=body.tz,
-        start=start, end=end, misfire=body.misfire, max_catch_up=body.max_catch_up,
-        max_attempts=body.max_attempts, callback=callback,
+        start=start, end=end, misfire=body.misfire, max_catch_up=body.max_catch_up, **options,
     )  # fmt: skip
     if callback is not None:
         svc.deliver(topic)

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Annotated, cast
+from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
-from wheelq.core.options import MAX_ATTEMPTS_LIMIT, OPTIONS, ItemOptions
+from wheelq.core.options import KINDS, MAX_ATTEMPTS_LIMIT, OPTIONS, ItemOptions, Option
 from wheelq.errors import InvalidDelayError
 from wheelq.producer.items import EnqueueItem
 from wheelq.web.models.fields import _EPOCH, PRINTABLE, WHOLE, Int, Strict, _finite, rfc3339
@@ -27,6 +28,27 @@ AT_DESCRIPTION = (
     "now), or an RFC 3339 time with an offset (at most ten years from now; a past one means "
     "now)."
 )
+
+
+def option_fields(
+    namespace: dict[str, Any], options: Iterable[Option], *, shown: bool = False
+) -> None:
+    """Give a model (its class body's `namespace`) a field for each of `options`, in the
+    table's words: one a body may give (each the table gives a JSON type, `Option.http`) or,
+    `shown`, each stored one as `get()` shows it (`Kind.shown`)."""
+    for o in options:
+        if shown and o.kind is not None:
+            namespace["__annotations__"][o.name] = KINDS[o.kind].shown
+            namespace[o.name] = Field(description=o.doc)
+        elif not shown and o.http is not None:
+            namespace["__annotations__"][o.name] = f"{o.http.__name__} | None"
+            namespace[o.name] = Field(None, description=o.doc)
+
+
+def given_options(body: BaseModel, options: Iterable[Option]) -> dict[str, Any]:
+    """The fields of `option_fields` a body gives (its others are None)."""
+    given = {o.name: getattr(body, o.name, None) for o in options if o.http is not None}
+    return {n: v for n, v in given.items() if v is not None}
 
 
 class CallbackIn(Strict):
@@ -101,17 +123,12 @@ class JobIn(Due):
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
     replace: bool = False
     callback: CallbackIn | None = None
-    # then each option the table gives a JSON field (core.options.OPTIONS' `http`): key, ...
-    for _o in OPTIONS:
-        if _o.http is not None:
-            __annotations__[_o.name] = f"{_o.http.__name__} | None"
-            locals()[_o.name] = Field(None, description=_o.doc)
+    option_fields(locals(), OPTIONS)  # then each option the table gives a JSON field: key, ...
 
     def item(self, now_ms: int) -> EnqueueItem:
         """The client's item (`now_ms`: see `Due.due`)."""
         delay, at = self.due(now_ms)
         callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
-        given = {o.name: getattr(self, o.name) for o in HTTP_OPTIONS}
         options = ItemOptions(
             delay=delay,
             at=at,
@@ -119,13 +136,9 @@ class JobIn(Due):
             max_attempts=self.max_attempts,
             replace=self.replace,
             callback=callback,
-            **cast(ItemOptions, {n: v for n, v in given.items() if v is not None}),
+            **cast(ItemOptions, given_options(self, OPTIONS)),
         )
         return EnqueueItem(payload=self.payload, **options)
-
-
-HTTP_OPTIONS = tuple(o for o in OPTIONS if o.http is not None)
-"""The options whose JSON field `JobIn` takes from the table."""
 
 
 class BatchIn(Strict):

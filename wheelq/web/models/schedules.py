@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from wheelq.admin.admin import DEFAULT_CATCH_UP
-from wheelq.core.options import MAX_ATTEMPTS_LIMIT
+from wheelq.core.options import MAX_ATTEMPTS_LIMIT, RUN, RunOptions
 from wheelq.core.recurring import MAX_CATCH_UP, MAX_EVERY_MS, MIN_EVERY_MS, Misfire
-from wheelq.web.models.enqueue import CallbackIn
+from wheelq.web.models.enqueue import CallbackIn, given_options, option_fields
 from wheelq.web.models.fields import TIME_DESCRIPTION, WHOLE, Strict, Time, _finite
 
 
@@ -44,10 +44,21 @@ class ScheduleIn(Strict):
     max_catch_up: Annotated[int, Field(ge=1, le=MAX_CATCH_UP), WHOLE] = DEFAULT_CATCH_UP
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
     callback: CallbackIn | None = None
+    option_fields(locals(), RUN)  # then each run option the table gives a JSON field: key, ...
+
+    def run_options(self) -> RunOptions:
+        """What each run carries, as `Admin.schedule` takes it."""
+        callback = None if self.callback is None else self.callback.model_dump(exclude_none=True)
+        return RunOptions(
+            max_attempts=self.max_attempts,
+            callback=callback,
+            **cast(RunOptions, given_options(self, RUN)),
+        )
 
 
 class ScheduleOut(BaseModel):
-    """A schedule as stored: its rule, state and next run (a callback by its URL only)."""
+    """A schedule as stored: its rule, state, next run, and the options its runs carry as
+    a job's view shows them (a callback by its URL only)."""
 
     name: str
     topic: str
@@ -59,7 +70,7 @@ class ScheduleOut(BaseModel):
     misfire: Misfire
     max_catch_up: int
     max_attempts: int
-    callback: str | None
+    option_fields(locals(), RUN, shown=True)  # each option its runs carry: callback (its URL), ...
     paused: bool
     planned_ms: int = Field(description="Runs up to this ms have been written as jobs.")
     updated_ms: int
