@@ -429,13 +429,24 @@ def checked(o: Option, value: Any) -> Any:
         raise InvalidArgumentError(o.name, f"{o.name} must be {o.hint}, got {value!r}") from exc
 
 
+KEYWORD_DOCS: dict[str, str] = {
+    **{o.name: o.doc for o in OPTIONS},
+    "ack": '``"primary"``, ``"replicated"`` (WAIT for ``ack_replicas``) or ``"persisted"`` '
+    "(WAITAOF); default the client's (docs/guides/durability.md).",
+    "debounce_ms": "With `job_id`, instead of `delay`/`at`: the job is due this long after the "
+    "latest call, so calls in a burst fire it once, after the last (its payload and options "
+    "are the latest call's); 1 ms to ten years.",
+    "max_wait_ms": "With `debounce_ms`: fire no later than this long after the first call of "
+    "the burst, however the calls go on (>= debounce_ms).",
+}
+"""What each keyword of the typed keywords below means: an option's row, and the keywords of
+a write that are not options (`Acked`, `Debounce`). `takes` writes them into ``help()``, and
+the Python reference's griffe extension (docs/scripts/option_docs.py) into the docs."""
+
+
 def docs(names: tuple[str, ...] | list[str], indent: str = "    ") -> str:
-    """The Google-style ``Args:`` lines of these options (`OPTIONS`' words)."""
-    lines = []
-    for name in names:
-        words = f"{name}: {BY_NAME[name].doc}"
-        lines.append(indent + words)
-    return "\n".join(lines)
+    """The Google-style ``Args:`` lines of these keywords (`KEYWORD_DOCS`' words)."""
+    return "\n".join(f"{indent}{name}: {KEYWORD_DOCS[name]}" for name in names)
 
 
 def takes(kwargs: type, *, payload: bool = True) -> Callable[[F], F]:
@@ -456,7 +467,7 @@ def takes(kwargs: type, *, payload: bool = True) -> Callable[[F], F]:
         ]
         fn.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         doc = fn.__doc__ or ""
-        names = [n for n in hints if n in BY_NAME]
+        names = [n for n in hints if n in KEYWORD_DOCS]
         if "Args:" in doc and names:
             head, _, rest = doc.partition("Args:")
             indent = head[head.rindex("\n") + 1 :] + "    "

@@ -127,14 +127,6 @@ class Client(Connected):
         Args:
             topic: Topic name, 1-100 characters from [A-Za-z0-9_.-]; created on first use.
             payload: Any msgpack-serialisable value (at most `max_payload_bytes` encoded).
-            ack: ``"primary"``, ``"replicated"`` (WAIT for ``ack_replicas``) or
-                ``"persisted"`` (WAITAOF); default the client's
-                (docs/guides/durability.md).
-            debounce_ms: With `job_id`, instead of `delay`/`at`: the job is due this long
-                after the latest call, so calls in a burst fire it once, after the last
-                (its payload and options are the latest call's); 1 ms to ten years.
-            max_wait_ms: With `debounce_ms`: fire no later than this long after the
-                first call of the burst, however the calls go on (>= debounce_ms).
 
         Returns:
             The job id.

@@ -196,8 +196,7 @@ class Task(TaskCall[P, R]):
             outbox: Your database connection (psycopg, SQLAlchemy, Django; async ones for
                 the ``a`` forms): the job is written in its transaction, as
                 `wheelq.outbox.enqueue` does, and exists only if that commits (a relay then
-                places it; docs/guides/outbox.md).
-            ack: The ack level, as `Client.enqueue`'s (not with `outbox`).
+                places it; docs/guides/outbox.md); then no `ack`.
         """
         return TaskCall(self, options, outbox)
 
