@@ -326,9 +326,12 @@ async def test_jobs_due_at_a_leafs_start_are_promoted_a_horizon_ahead_and_fire_o
     client: AsyncClient, topic: str, redis_url: str, tmp_path: Path
 ) -> None:
     """The promotion edge: the leaves of jobs due exactly at (and just after) their start
-    are promoted the horizon before it, not at it, and the jobs fire with p99 lateness <=
-    50 ms on the Redis clock (a stream entry's id against its due time). The node runs in a
-    process of its own: the test process's collector pauses are not the promoter's."""
+    are promoted the horizon before it, not at it, and the jobs fire on time: p99 lateness
+    <= 250 ms on the Redis clock (a stream entry's id against its due time). A leaf promoted
+    at its start would add up to the promote interval (1 s) to every job of it; the bound
+    leaves room for the other test worker on a 2-core machine (p99 here is ~20-50 ms when
+    quiet; loadtest/lateness_at_scale.py measures it). The node runs in a process of its own:
+    the test process's collector pauses are not the promoter's."""
     (keys,) = await far_topic(
         client, topic, horizon_ms=EDGE_HORIZON_MS, width_ms=EDGE_WIDTH_MS, shards=1
     )
@@ -349,7 +352,7 @@ async def test_jobs_due_at_a_leafs_start_are_promoted_a_horizon_ahead_and_fire_o
     late = sorted((await fired_lateness(r, keys)).values())
     assert late[0] >= 0  # never early
     p99 = late[math.ceil(len(late) * 0.99) - 1]
-    assert p99 <= 50, f"p99 lateness {p99} ms; the latest {late[-5:]}"
+    assert p99 <= 250, f"p99 lateness {p99} ms; the latest {late[-5:]}"
     # A call a leaf, in time order: each the horizon (2 s) before the leaf's start, give or
     # take a busy machine's delays; a leaf promoted at its start would show <= 0 here.
     starts = sorted({due for job_id, due in dues.items() if job_id.endswith("-0")})
