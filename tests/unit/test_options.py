@@ -7,6 +7,8 @@ import inspect
 from typing import Any, get_type_hints
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from wheelq.cli import build_parser
 from wheelq.core import options as opts
@@ -48,6 +50,22 @@ def test_the_typed_spellings_name_exactly_the_tables_options() -> None:
     assert set(get_type_hints(opts.BulkOptions)) == {"delay", "at", "ack", *shared}
     assert set(get_type_hints(opts.SharedOptions)) == shared
     assert set(get_type_hints(TaskCallOptions)) == set(names) - {"delay", "at"} | {"ack"}
+
+
+@given(st.dictionaries(st.sampled_from(EnqueueItem._fields[1:]), st.integers() | st.none()))
+def test_an_item_built_with_keywords_is_the_named_tuple_of_those_fields(
+    fields: dict[str, Any],
+) -> None:
+    """`EnqueueItem`'s constructor (written from its fields at import) against the named
+    tuple's own: the same fields, each default where not given; keywords only."""
+    item = EnqueueItem(payload=b"p", **fields)
+    assert type(item) is EnqueueItem
+    assert tuple(item) == tuple(opts._Fields(b"p", **fields))
+    parameters = inspect.signature(EnqueueItem).parameters
+    assert list(parameters) == list(EnqueueItem._fields)
+    assert {p.kind for p in parameters.values()} == {inspect.Parameter.KEYWORD_ONLY}
+    with pytest.raises(TypeError, match=r"EnqueueItem.__new__\(\) got an unexpected keyword"):
+        EnqueueItem(payload=1, **{"colour": "red"})
 
 
 def test_the_envelope_and_the_job_have_an_attribute_for_each_stored_option() -> None:

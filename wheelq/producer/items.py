@@ -16,6 +16,7 @@ from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
 from wheelq.core.job import envelope_fields
 from wheelq.core.options import (
     ITEM_FIELDS,
+    STORED,
     EnqueueItem,
     EnqueueOptions,
     stored_values,
@@ -37,6 +38,7 @@ _FLAGS_FALSE = eval(  # noqa: S307 (our own indexes, at import)
     "lambda item: " + " and ".join(f"item[{i}] is False" for i in _FLAGS)
 )
 _ORDERED = ITEM_FIELDS.index("ordered")
+_KEY = [o.name for o in STORED].index("key")  # in `EnqueueOptions.stored`
 
 
 def validate_batch(
@@ -77,6 +79,13 @@ def validate_options(
     settings: ClientSettings, item: EnqueueItem, batch: EncodeBatch
 ) -> EnqueueOptions:
     """`item`'s options checked, each by its row of `OPTIONS` (errors name it)."""
+    return EnqueueOptions._make(_checked(settings, item, batch))
+
+
+def _checked(
+    settings: ClientSettings, item: EnqueueItem, batch: EncodeBatch
+) -> tuple[DueSpec, str | None, bool, int, tuple[Any, ...]]:
+    """`validate_options`' fields, as a plain tuple (`validate_item` reads them once a job)."""
     due = batch.due(item.delay, item.at)
     # the default is checked with the settings (Range(1, 1000))
     if item.max_attempts is None:
@@ -90,16 +99,16 @@ def validate_options(
     if item[_ORDERED] and due.kind == "delay":
         # Its order is its due time: fixed here, on this client's clock, for both writes.
         due = DueSpec("at", batch.now_ms + due.value_ms)
-    return EnqueueOptions(due, job_id, item.replace, attempts, stored)
+    return due, job_id, item.replace, attempts, stored
 
 
 def validate_item(
     settings: ClientSettings, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
 ) -> enqueue.JobWrite:
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
-    options = validate_options(settings, job, batch)
+    due, given_id, replace, attempts, stored = _checked(settings, job, batch)
     payload = encode_payload(job.payload, settings.max_payload_bytes, batch.payloads)
-    job_id = options.job_id
+    job_id = given_id
     if job_id is None:
         job_id = batch.new_id()  # 80 random bits: no caller's id equals it
     elif job_id in batch.seen:
@@ -108,12 +117,10 @@ def validate_item(
         batch.seen.add(job_id)
     if job.callback is not None:
         batch.callbacks = True
-    fields = envelope_fields(payload, 1, options.max_attempts, batch.now_ms, "", "", options.stored)
+    fields = envelope_fields(payload, 1, attempts, batch.now_ms, "", "", stored)
     envelope: bytes = batch.envelopes.pack(fields)
-    order_key: str = options.get("key") if job[_ORDERED] else ""
-    return enqueue.JobWrite(
-        job_id, options.due, options.replace, envelope, "", order_key, options.job_id is None
-    )
+    order_key: str = stored[_KEY] if job[_ORDERED] else ""
+    return enqueue.JobWrite(job_id, due, replace, envelope, "", order_key, given_id is None)
 
 
 def _plain_write(
