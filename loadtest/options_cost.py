@@ -227,23 +227,30 @@ def cases(scale: float) -> dict[str, Case]:
     return out
 
 
-def child(only: str, repeats: int, scale: float) -> dict[str, Any]:
-    """Each case's best µs per job in this process, with the tree's wheelq."""
+def serve(scale: float) -> None:
+    """Answer the parent: the names of the cases, then for each name read from stdin one run's
+    CPU µs per job, with the tree's wheelq (the first line says which one)."""
     import wheelq
 
-    measured = {
-        name: case
-        for name, case in cases(scale).items()
-        if not only or any(part in name for part in only.split(","))
-    }
+    measured = cases(scale)
+    print(json.dumps({"wheelq": wheelq.__file__, "cases": list(measured)}), flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        seconds, jobs = measured[name]()
+        print(seconds / jobs * 1e6, flush=True)
+
+
+def once(only: str, repeats: int, scale: float) -> dict[str, Any]:
+    """Each case's best µs per job in this process (``--child``: this tree alone)."""
+    import wheelq
+
     best: dict[str, float] = {}
-    for name, case in measured.items():
+    for name, case in cases(scale).items():
+        if only and not any(part in name for part in only.split(",")):
+            continue
         case()  # warm: packers, caches
-        runs = []
-        for _ in range(repeats):
-            seconds, jobs = case()
-            runs.append(seconds / jobs * 1e6)
-        best[name] = round(min(runs), 4)
+        timed = [case() for _ in range(repeats)]
+        best[name] = round(min(seconds / jobs for seconds, jobs in timed) * 1e6, 4)
     return {"wheelq": wheelq.__file__, "us_per_job": best}
 
 
@@ -257,16 +264,30 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def run_child(tree: Path, only: str, repeats: int, scale: float) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--only", only]
-    cmd += ["--repeats", str(repeats), "--scale", str(scale)]
-    done = subprocess.run(cmd, env=env, cwd=tree, check=True, capture_output=True, text=True)
-    result = json.loads(done.stdout)
-    if not Path(result["wheelq"]).is_relative_to(tree):
-        raise SystemExit(f"{tree}: wheelq was imported from {result['wheelq']}, not the tree")
-    us: dict[str, float] = result["us_per_job"]
-    return us
+class Side:
+    """A process measuring with one tree's wheelq, a run at a time."""
+
+    def __init__(self, tree: Path, scale: float) -> None:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--serve", "--scale", str(scale)]
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        self.proc = subprocess.Popen(
+            cmd, env=env, cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in, self._out = self.proc.stdin, self.proc.stdout
+        hello = json.loads(self._out.readline())
+        if not Path(hello["wheelq"]).is_relative_to(tree):
+            raise SystemExit(f"{tree}: wheelq was imported from {hello['wheelq']}, not the tree")
+        self.cases: list[str] = hello["cases"]
+
+    def run(self, case: str) -> float:
+        self._in.write(case + "\n")
+        self._in.flush()
+        return float(self._out.readline())
+
+    def close(self) -> None:
+        self._in.close()
+        self.proc.wait(timeout=60)
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -278,40 +299,70 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 def compare(baseline: str, rounds: int, only: str, repeats: int, scale: float) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
+    """Each case run `repeats` times a round on each side, the sides in turns run by run (the
+    one to start swapped every time); a round's figure is a side's best run."""
+    runs: dict[str, dict[str, list[float]]] = {"baseline": {}, "this": {}}
     with tempfile.TemporaryDirectory(prefix="wheelq-options-cost-") as tmp:
-        trees = {"baseline": export(baseline, Path(tmp) / "base"), "this": ROOT}
-        for n in range(rounds):
-            for name in ["baseline", "this"] if n % 2 == 0 else ["this", "baseline"]:
-                print(f"round {n + 1}/{rounds}: {name} ...", file=sys.stderr, flush=True)
-                runs[name].append(run_child(trees[name], only, repeats, scale))
+        sides = {"baseline": Side(export(baseline, Path(tmp) / "base"), scale)}
+        sides["this"] = Side(ROOT, scale)
+        try:
+            names = [c for c in sides["this"].cases if c in sides["baseline"].cases]
+            names = [n for n in names if not only or any(p in n for p in only.split(","))]
+            for name in names:
+                for side in sides.values():
+                    side.run(name)  # warm: packers, caches
+            turn = 0
+            for n in range(rounds):
+                print(f"round {n + 1}/{rounds} ...", file=sys.stderr, flush=True)
+                for name in names:
+                    best: dict[str, float] = {}
+                    for _ in range(repeats):
+                        turn += 1
+                        for which in ("baseline", "this") if turn % 2 else ("this", "baseline"):
+                            us = sides[which].run(name)
+                            best[which] = min(best.get(which, us), us)
+                    for which, us in best.items():
+                        runs[which].setdefault(name, []).append(us)
+        finally:
+            for side in sides.values():
+                side.close()
     figures: dict[str, Any] = {}
-    for case in runs["this"][0]:
-        base = [r[case] for r in runs["baseline"]]
-        this = [r[case] for r in runs["this"]]
+    for name in runs["this"]:
+        base, this = runs["baseline"][name], runs["this"][name]
         ratios = [t / b for t, b in zip(this, base, strict=True)]
-        figures[case] = {
+        figures[name] = {
             "baseline_us_per_job": _summary(base),
             "this_us_per_job": _summary(this),
-            "ratio_this_to_baseline": round(statistics.median(this) / statistics.median(base), 3),
+            "ratio_this_to_baseline": round(statistics.median(ratios), 3),
+            "ratio_of_bests": round(min(this) / min(base), 3),
             "ratio_by_round": _summary(ratios),
             "rounds_this_faster": sum(r < 1 for r in ratios),
         }
-    return {"baseline": baseline, "rounds": rounds, "repeats": repeats, "figures": figures}
+    return {
+        "baseline": baseline,
+        "rounds": rounds,
+        "repeats": repeats,
+        "scale": scale,
+        "figures": figures,
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--baseline", help="git revision to compare against (else: --child)")
     p.add_argument("--child", action="store_true", help="measure the imported wheelq once")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--repeats", type=int, default=5, help="runs of a case in one process")
     p.add_argument("--scale", type=float, default=1.0, help="jobs per run, times this")
     p.add_argument("--only", default="", help="the cases whose name holds one of these (a,b)")
     p.add_argument("--out", type=Path, default=Path("options-cost.json"))
     args = p.parse_args()
+    if args.serve:
+        serve(args.scale)
+        return
     if args.child or not args.baseline:
-        print(json.dumps(child(args.only, args.repeats, args.scale)))
+        print(json.dumps(once(args.only, args.repeats, args.scale)))
         return
     report = compare(args.baseline, args.rounds, args.only, args.repeats, args.scale)
     args.out.write_text(json.dumps(report, indent=1))

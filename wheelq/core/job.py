@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import call
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import msgpack
@@ -289,7 +290,7 @@ class Envelope:
             return cls(payload, attempt, max_attempts, enqueued_ms)
         group, job_id, *slots = rest if len(rest) > 1 else [*rest, b""]
         try:
-            options = [read(v) for read, v in zip(_READS, slots, strict=False)]  # unset: defaults
+            options = map(call, _READS, slots)  # those not written: the fields' defaults
             return cls(
                 payload,
                 attempt,

@@ -152,7 +152,7 @@ OPTIONS: tuple[Option, ...] = (
         "traceparent",
         "The W3C traceparent of the job's trace; default this call's ``send`` span with the "
         "``otel`` extra, else none (docs/guides/tracing.md).",
-        check=lambda v: validate_traceparent(v) or "",
+        check=validate_traceparent,  # given (not None): the traceparent itself
         kind="trace",
         entry=b"trace",
         cli=str,

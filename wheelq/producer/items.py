@@ -30,14 +30,12 @@ from wheelq.store import enqueue
 __all__ = ["EncodeBatch", "EnqueueItem", "validate_batch", "validate_item"]
 
 _ITEM_FIELDS = frozenset(ITEM_FIELDS)
-_TAIL = ITEM_FIELDS.index("job_id")
+_ID = ITEM_FIELDS.index("job_id")
+_TAIL = _ID + 1
 _PLAIN_TAIL = tuple(EnqueueItem._field_defaults[f] for f in ITEM_FIELDS[_TAIL:])  # a plain item
-_FLAGS = tuple(i for i, v in enumerate(_PLAIN_TAIL, _TAIL) if v is False)
-# a plain item's flags are False itself (0 == False): one expression of them, made once
-_FLAGS_FALSE = eval(  # noqa: S307 (our own indexes, at import)
-    "lambda item: " + " and ".join(f"item[{i}] is False" for i in _FLAGS)
-)
-_ORDERED = ITEM_FIELDS.index("ordered")
+# A plain item's flags are False itself (0 == False): `validate_batch` asks each `is False`
+# in line. A new flag option: one more there (this line then fails at import).
+_REPLACE, _ORDERED = (i for i, v in enumerate(_PLAIN_TAIL, _TAIL) if v is False)
 _KEY = [o.name for o in STORED].index("key")  # in `EnqueueOptions.stored`
 
 
@@ -63,9 +61,16 @@ def validate_batch(
     for index, item in enumerate(items):
         try:
             # `is False`: 0 == False, and a replace or ordered of 0 is refused by validate_item
-            if type(item) is EnqueueItem and item[_TAIL:] == _PLAIN_TAIL and _FLAGS_FALSE(item):
+            if (
+                type(item) is EnqueueItem
+                and item[_TAIL:] == _PLAIN_TAIL
+                and item[_REPLACE] is item[_ORDERED] is False
+            ):
                 due = batch.due(item.delay, item.at)
-                writes.append(_plain_write(settings, item.payload, due, batch, plain))
+                if item[_ID] is None:
+                    writes.append(_plain_write(settings, item.payload, due, batch, plain))
+                else:
+                    writes.append(_own_id_write(settings, item, due, batch, plain))
                 continue
             writes.append(validate_item(settings, item, batch))
         except InvalidArgumentError as exc:
@@ -108,13 +113,8 @@ def validate_item(
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
     due, given_id, replace, attempts, stored = _checked(settings, job, batch)
     payload = encode_payload(job.payload, settings.max_payload_bytes, batch.payloads)
-    job_id = given_id
-    if job_id is None:
-        job_id = batch.new_id()  # 80 random bits: no caller's id equals it
-    elif job_id in batch.seen:
-        raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
-    else:
-        batch.seen.add(job_id)
+    # 80 random bits: no caller's id equals a generated one
+    job_id = batch.new_id() if given_id is None else batch.own_id(given_id)
     if job.callback is not None:
         batch.callbacks = True
     fields = envelope_fields(payload, 1, attempts, batch.now_ms, "", "", stored)
@@ -130,6 +130,16 @@ def _plain_write(
     fields[1] = encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     envelope: bytes = batch.envelopes.pack(fields)
     return enqueue.JobWrite(batch.new_id(), due, False, envelope, "", "", True)
+
+
+def _own_id_write(
+    settings: ClientSettings, item: EnqueueItem, due: DueSpec, batch: EncodeBatch, fields: list[Any]
+) -> enqueue.JobWrite:
+    """`_plain_write` of a plain item but for its own id, checked in `validate_item`'s order."""
+    job_id = k.validate_job_id(item.job_id)
+    fields[1] = encode_payload(item.payload, settings.max_payload_bytes, batch.payloads)
+    envelope: bytes = batch.envelopes.pack(fields)
+    return enqueue.JobWrite(batch.own_id(job_id), due, False, envelope, "", "", False)
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
@@ -174,6 +184,13 @@ class EncodeBatch:
             return due
         except TypeError:  # unhashable: not a valid delay or time; due_spec says why
             return due_spec(delay, at, now_ms=self.now_ms)
+
+    def own_id(self, job_id: str) -> str:
+        """A caller's (checked) id, refused if it came before in this batch."""
+        if job_id in self.seen:
+            raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
+        self.seen.add(job_id)
+        return job_id
 
     def new_id(self) -> str:
         at = self._at
