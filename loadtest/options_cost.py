@@ -3,11 +3,10 @@ this tree, in turns, in the same run; prints JSON (also written to --out).
 
     python loadtest/options_cost.py --baseline 184df4a --rounds 9
     python loadtest/options_cost.py --baseline 184df4a --only validate,client
-    python loadtest/options_cost.py --child            # this tree alone, one round
+    python loadtest/options_cost.py --child            # this tree alone
 
 Each case is a call of the public or the worker's own code with no I/O, its CPU µs per job
-(`time.process_time`, the best of --repeats runs in one process, so another session's burst
-on the shared cores costs a run, not the round):
+(`time.process_time`):
 
 - ``validate_*``: `validate_batch` of 20,000 prebuilt items (`enqueue_many`'s work before
   anything is sent): plain, with their own ids, own ids and keys, callbacks and traceparents;
@@ -20,10 +19,15 @@ on the shared cores costs a run, not the round):
   retry's with every stored option; ``from_entry_*``: `Job.from_entry` (a worker's decode of
   each entry) of both kinds; ``retry_*``: `retry_envelope` of both kinds.
 
-The baseline is exported with `git archive` (as `feature_cost.py` does) and this script is
-run once a round against each tree (PYTHONPATH), the order swapped every round. For each
-case: the median over the rounds on each side, their ratio, the ratio round by round
-(median, min, max) and in how many rounds this tree was the faster.
+The baseline's wheelq is exported with `git archive` (as `feature_cost.py` does). Each round
+starts one process a tree (PYTHONPATH), which runs this script's cases a run at a time, the
+two in turns and the one to start swapped every run, so a burst of another session's load on
+the shared cores costs both sides; a new pair each round, as one process's own layout moves
+a case by up to 10% for as long as it lives. A round's figure is each side's best of
+--repeats runs. For each case: each side's
+median and range over the rounds, the ratio this/baseline round by round (its median is
+``ratio_this_to_baseline``), the ratio of the two best runs, and in how many rounds this tree
+was the faster.
 """
 
 from __future__ import annotations
@@ -299,22 +303,23 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 def compare(baseline: str, rounds: int, only: str, repeats: int, scale: float) -> dict[str, Any]:
-    """Each case run `repeats` times a round on each side, the sides in turns run by run (the
-    one to start swapped every time); a round's figure is a side's best run."""
+    """Each round, a new process on each side (a process's own layout, its hash seed and
+    where its memory fell, moves a case by up to 10% for as long as it lives), each case run
+    `repeats` times on each in turns, the one to start swapped every run; a round's figure
+    is a side's best run."""
     runs: dict[str, dict[str, list[float]]] = {"baseline": {}, "this": {}}
     with tempfile.TemporaryDirectory(prefix="wheelq-options-cost-") as tmp:
-        sides = {"baseline": Side(export(baseline, Path(tmp) / "base"), scale)}
-        sides["this"] = Side(ROOT, scale)
-        try:
-            names = [c for c in sides["this"].cases if c in sides["baseline"].cases]
-            names = [n for n in names if not only or any(p in n for p in only.split(","))]
-            for name in names:
-                for side in sides.values():
-                    side.run(name)  # warm: packers, caches
-            turn = 0
-            for n in range(rounds):
-                print(f"round {n + 1}/{rounds} ...", file=sys.stderr, flush=True)
+        trees = {"baseline": export(baseline, Path(tmp) / "base"), "this": ROOT}
+        turn = 0
+        for n in range(rounds):
+            print(f"round {n + 1}/{rounds} ...", file=sys.stderr, flush=True)
+            sides = {which: Side(tree, scale) for which, tree in trees.items()}
+            try:
+                names = [c for c in sides["this"].cases if c in sides["baseline"].cases]
+                names = [c for c in names if not only or any(p in c for p in only.split(","))]
                 for name in names:
+                    for side in sides.values():
+                        side.run(name)  # warm: packers, caches
                     best: dict[str, float] = {}
                     for _ in range(repeats):
                         turn += 1
@@ -323,9 +328,9 @@ def compare(baseline: str, rounds: int, only: str, repeats: int, scale: float) -
                             best[which] = min(best.get(which, us), us)
                     for which, us in best.items():
                         runs[which].setdefault(name, []).append(us)
-        finally:
-            for side in sides.values():
-                side.close()
+            finally:
+                for side in sides.values():
+                    side.close()
     figures: dict[str, Any] = {}
     for name in runs["this"]:
         base, this = runs["baseline"][name], runs["this"][name]

@@ -113,8 +113,12 @@ def validate_item(
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
     due, given_id, replace, attempts, stored = _checked(settings, job, batch)
     payload = encode_payload(job.payload, settings.max_payload_bytes, batch.payloads)
-    # 80 random bits: no caller's id equals a generated one
-    job_id = batch.new_id() if given_id is None else batch.own_id(given_id)
+    if given_id is None:
+        job_id = batch.new_id()  # 80 random bits: no caller's id equals it
+    elif given_id in batch.seen:  # (`own_id` in line: a call a job)
+        raise twice(given_id)
+    else:
+        batch.seen.add(job_id := given_id)
     if job.callback is not None:
         batch.callbacks = True
     fields = envelope_fields(payload, 1, attempts, batch.now_ms, "", "", stored)
@@ -140,6 +144,11 @@ def _own_id_write(
     fields[1] = encode_payload(item.payload, settings.max_payload_bytes, batch.payloads)
     envelope: bytes = batch.envelopes.pack(fields)
     return enqueue.JobWrite(batch.own_id(job_id), due, False, envelope, "", "", False)
+
+
+def twice(job_id: str) -> InvalidJobIdError:
+    """The error of an id given twice in one batch."""
+    return InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
@@ -188,7 +197,7 @@ class EncodeBatch:
     def own_id(self, job_id: str) -> str:
         """A caller's (checked) id, refused if it came before in this batch."""
         if job_id in self.seen:
-            raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
+            raise twice(job_id)
         self.seen.add(job_id)
         return job_id
 
