@@ -19,8 +19,22 @@ from hypothesis import strategies as st
 from tests.support.entries import ready_fields
 from wheelq.core.callback import Callback
 from wheelq.core.history import GroupInfo, JobInfo, JobState
-from wheelq.core.job import ENVELOPE_VERSION, READY_ENTRY, Envelope, Job, _built, entry_ms
-from wheelq.core.options import MAX_ATTEMPTS_LIMIT, STORED, validate_max_attempts
+from wheelq.core.job import (
+    ENVELOPE_VERSION,
+    READY_ENTRY,
+    Envelope,
+    Job,
+    _built,
+    entry_ms,
+    envelope_fields,
+)
+from wheelq.core.options import (
+    KINDS,
+    MAX_ATTEMPTS_LIMIT,
+    STORED,
+    stored_unset,
+    validate_max_attempts,
+)
 from wheelq.core.payload import (
     MAX_PAYLOAD_DEPTH,
     decode_payload,
@@ -30,6 +44,7 @@ from wheelq.core.payload import (
     payload_packer,
     read_payload,
 )
+from wheelq.core.retry import retry_envelope
 from wheelq.errors import (
     InvalidArgumentError,
     PayloadTooDeepError,
@@ -408,6 +423,64 @@ def test_envelope_unpack_rejects_a_payload_that_is_not_a_string(fields: list[Any
         Envelope.unpack(msgpack.packb(fields, use_bin_type=False))
 
 
+# --- the envelope's code written from the table (core.options.STORED) -------------------------
+
+# each stored option's `Envelope` value: unset, or one of a few set ones
+option_values = st.tuples(
+    *(
+        st.sampled_from(
+            [
+                KINDS[o.kind].unset,
+                *{
+                    "text": ["k", "ключ"],
+                    "trace": [TRACEPARENT],
+                    "callback": [Callback("https://example.com/h").pack()],
+                    "flag": [True],
+                    "int": [3],
+                }[o.kind],
+            ]
+        )
+        for o in STORED
+        if o.kind is not None
+    )
+)
+
+
+def fields_by_loop(
+    payload: bytes, attempt: int, max_attempts: int, enqueued_ms: int, group: str, job_id: str,
+    options: tuple[Any, ...],
+) -> list[Any]:  # fmt: skip
+    """`envelope_fields` spelled as a loop over the slots: each by its `Kind.slot`, the unset
+    ones at the end left out."""
+    slots = [KINDS[o.kind or ""].slot(v) for o, v in zip(STORED, options, strict=True)]
+    while slots and not slots[-1]:
+        slots.pop()
+    fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
+    if slots:
+        return [*fields, group, job_id, *slots]
+    return [*fields, group, job_id] if group or job_id else fields
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(["", "g"]), st.sampled_from(["", "job-1"]), option_values)
+def test_the_generated_envelope_fields_write_what_a_loop_over_the_slots_writes(
+    group: str, job_id: str, options: tuple[Any, ...]
+) -> None:
+    expected = fields_by_loop(b"p", 2, 5, 9, group, job_id, options)
+    assert envelope_fields(b"p", 2, 5, 9, group, job_id, options) == expected
+    assert envelope_fields(b"p", 2, 5, 9, group, job_id, list(options)) == expected
+    envelope = Envelope(b"p", 2, 5, 9, group, job_id, *options)
+    assert envelope.pack() == msgpack.packb(expected, use_bin_type=False)
+    assert Envelope.unpack(envelope.pack()) == envelope
+
+
+def test_an_envelope_without_option_slots_reads_each_option_as_unset() -> None:
+    assert [f.default for f in dataclasses.fields(Envelope)][6:] == list(stored_unset())
+    assert envelope_fields(b"p", 1, 5, 9) == [ENVELOPE_VERSION, b"p", 1, 5, 9]
+    only_group = msgpack.packb([1, b"p", 2, 5, 9, "g"], use_bin_type=False)  # no job_id slot
+    assert Envelope.unpack(only_group) == Envelope(b"p", 2, 5, 9, "g")
+
+
 # --- stream entries ---------------------------------------------------------------------------
 
 GOOD = ready_fields(
@@ -482,6 +555,19 @@ def test_the_workers_fast_build_makes_the_job_the_constructor_makes(values: dict
 def test_the_fast_build_refuses_a_missing_field() -> None:
     with pytest.raises(TypeError):
         _built(id="job-1", topic="emails")
+
+
+@settings(max_examples=200)
+@given(jobs_fields, st.integers(1, MAX_ATTEMPTS_LIMIT), st.booleans())
+def test_a_retry_envelope_is_the_envelope_of_the_jobs_next_attempt(
+    values: dict[str, Any], attempt: int, counts: bool
+) -> None:
+    """`retry_envelope` (options skipped when none is set) against an `Envelope` of each
+    option carried over from the job by its `Kind.of_job`."""
+    job = Job(**{**values, "attempt": attempt, "max_attempts": MAX_ATTEMPTS_LIMIT})
+    options = [KINDS[o.kind or ""].of_job(getattr(job, o.name)) for o in STORED]
+    envelope = Envelope(b"p", job.attempt + counts, job.max_attempts, 9, "g", job.id, *options)
+    assert retry_envelope(job, b"p", 9, "g", counts) == envelope.pack()
 
 
 def read_by_rows(fields: dict[bytes, bytes]) -> Job:

@@ -9,6 +9,8 @@ from typing import Any, get_type_hints
 
 import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from wheelq import Admin, AsyncAdmin
 from wheelq.cli import build_parser
@@ -58,6 +60,22 @@ def test_the_typed_spellings_name_exactly_the_tables_options() -> None:
     runs = {"max_attempts", *(o.name for o in RUN)}
     assert set(get_type_hints(opts.RunOptions)) == runs == set(opts.RUN_NAMES)
     assert {o.name for o in STORED} - runs == {"traceparent"}  # a trace is one call's
+
+
+@given(st.dictionaries(st.sampled_from(EnqueueItem._fields[1:]), st.integers() | st.none()))
+def test_an_item_built_with_keywords_is_the_named_tuple_of_those_fields(
+    fields: dict[str, Any],
+) -> None:
+    """`EnqueueItem`'s constructor (written from its fields at import) against the named
+    tuple's own: the same fields, each default where not given; keywords only."""
+    item = EnqueueItem(payload=b"p", **fields)
+    assert type(item) is EnqueueItem
+    assert tuple(item) == tuple(opts._Fields(b"p", **fields))
+    parameters = inspect.signature(EnqueueItem).parameters
+    assert list(parameters) == list(EnqueueItem._fields)
+    assert {p.kind for p in parameters.values()} == {inspect.Parameter.KEYWORD_ONLY}
+    with pytest.raises(TypeError, match=r"EnqueueItem.__new__\(\) got an unexpected keyword"):
+        EnqueueItem(payload=1, **{"colour": "red"})
 
 
 def test_the_envelope_and_the_job_have_an_attribute_for_each_stored_option() -> None:

@@ -12,12 +12,13 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, cast
+from operator import call
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import msgpack
 
 from wheelq.core.callback import Callback
-from wheelq.core.options import KINDS, STORED, option_slots, stored_unset
+from wheelq.core.options import KINDS, STORED, same, stored_attributes, stored_unset
 from wheelq.core.payload import decode_payload, read_payload
 from wheelq.errors import InvalidArgumentError
 
@@ -162,28 +163,70 @@ _UNSET = stored_unset()
 _AT = {o.name: i for i, o in enumerate(STORED)}
 
 
-def envelope_fields(
-    payload: bytes,
-    attempt: int,
-    max_attempts: int,
-    enqueued_ms: int,
-    group: str = "",
-    job_id: str = "",
-    options: tuple[Any, ...] | list[Any] = (),
-) -> list[Any]:
-    """`pack_envelope`'s fields, before they are packed: slots up to the last one set
-    (`options`: the stored options' `Envelope` values, `core.options.STORED` order)."""
-    fields: list[Any] = [ENVELOPE_VERSION, payload, attempt, max_attempts, enqueued_ms]
-    slots = option_slots(options) if options else ()
-    if slots:
-        fields += [group, job_id, *slots]
-    elif group or job_id:
-        fields += [group, job_id]
-    return fields
+def envelope_fields_source() -> str:
+    """The source of `envelope_fields`, written from `core.options.STORED` (as
+    `Job.from_entry`'s decoder is from `READY_ENTRY`): the set option furthest on decides how
+    many slots follow the head, each spelled by its `Kind.slot` (in line where that is the
+    value itself); with none set, group and job_id when either is."""
+    values = [f"v{i}" for i in range(len(STORED))]
+    spelled = [
+        v if slot is same else f"slot_{i}({v})"
+        for i, (v, slot) in enumerate(zip(values, _SLOT_OF, strict=True))
+    ]
+    head = "[version, payload, attempt, max_attempts, enqueued_ms"
+    lines = [
+        "def envelope_fields(",
+        '    payload, attempt, max_attempts, enqueued_ms, group="", job_id="", options=()',
+        "):",
+        "    if options:",
+        f"        {', '.join(values)}, = options",
+    ]
+    for last in reversed(range(len(STORED))):
+        lines.append(f"        if {values[last]}:")
+        lines.append(f"            return {head}, group, job_id, {', '.join(spelled[: last + 1])}]")
+    lines.append("    if group or job_id:")
+    lines.append(f"        return {head}, group, job_id]")
+    lines.append(f"    return {head}]")
+    return "\n".join(lines)
 
 
-_HEAD = 7  # version, payload, attempt, max_attempts, enqueued_ms, group, job_id
+_SLOT_OF = tuple(KINDS[o.kind].slot for o in STORED if o.kind is not None)
+
+
+def _envelope_fields() -> Callable[..., list[Any]]:
+    """`envelope_fields_source` compiled once, at import (a loop over the slots, and the lists
+    joined after it, would cost each envelope more than its packing)."""
+    scope: dict[str, Any] = {"version": ENVELOPE_VERSION}
+    scope.update({f"slot_{i}": slot for i, slot in enumerate(_SLOT_OF)})
+    exec(envelope_fields_source(), scope)  # noqa: S102 (our own table's text, at import)
+    fields = scope["envelope_fields"]
+    fields.__doc__ = _FIELDS_DOC
+    return cast(Callable[..., list[Any]], fields)
+
+
+_FIELDS_DOC = """`pack_envelope`'s fields, before they are packed: slots up to the last one set
+(`options`: the stored options' `Envelope` values, `core.options.STORED` order)."""
+
+if TYPE_CHECKING:
+
+    def envelope_fields(
+        payload: bytes,
+        attempt: int,
+        max_attempts: int,
+        enqueued_ms: int,
+        group: str = "",
+        job_id: str = "",
+        options: tuple[Any, ...] | list[Any] = (),
+    ) -> list[Any]: ...
+
+else:
+    envelope_fields = _envelope_fields()
+
+
 _READS = tuple(KINDS[o.kind].read for o in STORED if o.kind is not None)
+_SLOTS = 2 + len(_READS)
+"""The slots after the head this version reads: group, job_id, then each stored option."""
+_options_of = stored_attributes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +251,7 @@ class Envelope:
     @property
     def options(self) -> tuple[Any, ...]:
         """The stored options' values, `core.options.STORED` order."""
-        return tuple(getattr(self, o.name) for o in STORED)
+        return _options_of(self)
 
     def pack(self) -> bytes:
         fields = envelope_fields(
@@ -218,7 +261,7 @@ class Envelope:
             self.enqueued_ms,
             self.group,
             self.job_id,
-            self.options,
+            _options_of(self),
         )
         packed: bytes = msgpack.packb(fields, use_bin_type=False)
         return packed
@@ -232,22 +275,33 @@ class Envelope:
             raise ValueError(f"not a msgpack envelope: {exc}") from exc
         if not isinstance(fields, list) or len(fields) < 5 or fields[0] != ENVELOPE_VERSION:
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
-        _, payload, attempt, max_attempts, enqueued_ms = fields[:5]
-        # slots past the ones this version knows are left out (a newer writer's)
-        rest = [*fields[5 : _HEAD + len(_READS)], *[b""] * (_HEAD + len(_READS) - len(fields))]
-        numbers = (attempt, max_attempts, enqueued_ms)
+        _, payload, attempt, max_attempts, enqueued_ms, *rest = fields
+        del rest[_SLOTS:]  # slots past the ones this version knows (a newer writer's)
+        # msgpack reads an int as int and a bool as bool: `type(n) is int` is no bool
         if (
             not isinstance(payload, bytes)
-            or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
-            or not all(isinstance(s, bytes) for s in rest)
+            or type(attempt) is not int
+            or type(max_attempts) is not int
+            or type(enqueued_ms) is not int
+            or (rest and {*map(type, rest)} != {bytes})
         ):
             raise ValueError(f"unknown envelope layout: {fields!r:.80}")
+        if not rest:  # slots not written are unset: the fields' defaults (`STORED`' unset)
+            return cls(payload, attempt, max_attempts, enqueued_ms)
+        group, job_id, *slots = rest if len(rest) > 1 else [*rest, b""]
         try:
-            options = [read(v) for read, v in zip(_READS, rest[2:], strict=True)]
-            group, job_id = rest[0].decode(), rest[1].decode()
+            options = map(call, _READS, slots)  # those not written: the fields' defaults
+            return cls(
+                payload,
+                attempt,
+                max_attempts,
+                enqueued_ms,
+                group.decode(),
+                job_id.decode(),
+                *options,
+            )
         except (UnicodeDecodeError, ValueError) as exc:
             raise ValueError(f"unknown envelope layout: {exc}") from exc
-        return cls(payload, attempt, max_attempts, enqueued_ms, group, job_id, *options)
 
 
 @dataclass(frozen=True, slots=True)

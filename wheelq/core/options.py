@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Self, TypedDict, TypeVar, Unpack, cast
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Self, TypedDict, TypeVar, Unpack, cast
 
 from wheelq.core.callback import Callback, CallbackArg, validate_callback
 from wheelq.core.due import At, Delay, DueSpec
@@ -74,7 +75,8 @@ class Kind:
     when it is none."""
 
 
-def _same(value: Any) -> Any:
+def same(value: Any) -> Any:
+    """A `Kind` spelling that is the value itself (writers put it in line, without a call)."""
     return value
 
 
@@ -91,12 +93,12 @@ def _callback_url(packed: bytes) -> str | None:
 
 
 KINDS = {
-    "text": Kind("", _same, bytes.decode, lambda v: v or "", _text_or_none),
-    "trace": Kind("", _same, bytes.decode, lambda v: v or "", _text_or_none),
+    "text": Kind("", same, bytes.decode, lambda v: v or "", _text_or_none),
+    "trace": Kind("", same, bytes.decode, lambda v: v or "", _text_or_none),
     "callback": Kind(
         b"",
-        _same,
-        _same,
+        same,
+        same,
         lambda v: b"" if v is None else v.pack(),
         _callback_url,
         to_job=Callback.unpack,
@@ -165,7 +167,7 @@ OPTIONS: tuple[Option, ...] = (
         "traceparent",
         "The W3C traceparent of the job's trace; default this call's ``send`` span with the "
         "``otel`` extra, else none (docs/guides/tracing.md).",
-        check=lambda v: validate_traceparent(v) or "",
+        check=validate_traceparent,  # given (not None): the traceparent itself
         kind="trace",
         entry=b"trace",
         runs=False,
@@ -221,23 +223,13 @@ def stored_unset() -> tuple[Any, ...]:
     return tuple(KINDS[o.kind].unset for o in STORED if o.kind is not None)
 
 
-def option_slots(values: tuple[Any, ...] | list[Any]) -> list[str | bytes]:
-    """The envelope's option slots of these `Envelope` values (`STORED` order), the unset
-    ones at the end left out."""
-    slots = list(values)
-    for i, slot in _CONVERTED:
-        slots[i] = slot(slots[i])
-    while slots and not slots[-1]:
-        slots.pop()
-    return slots
-
-
-_CONVERTED = tuple(
-    (i, KINDS[o.kind].slot)
-    for i, o in enumerate(STORED)
-    if o.kind is not None and KINDS[o.kind].slot is not _same
-)
-"""The slots whose `Envelope` value is spelled otherwise (a flag, a number)."""
+def stored_attributes() -> Callable[[Any], tuple[Any, ...]]:
+    """What reads the attributes named after the stored options of an object (an `Envelope`,
+    a `Job`), as a tuple in `STORED` order, in one C call."""
+    get = attrgetter(*(o.name for o in STORED))
+    if len(STORED) > 1:
+        return cast(Callable[[Any], tuple[Any, ...]], get)
+    return lambda obj: (get(obj),)  # attrgetter of one name gives the value itself
 
 
 def view(values: tuple[Any, ...], options: tuple[Option, ...] = STORED) -> dict[str, Any]:
@@ -330,6 +322,30 @@ class _Fields(NamedTuple):
     ordered: bool = False
 
 
+def keyword_new_source() -> str:
+    """The source of `EnqueueItem.__new__`, written from its fields: each a keyword with its
+    default, the tuple made at once (a ``**options`` collected and passed on costs a fifth of
+    building an item)."""
+    defaults = _Fields._field_defaults
+    keywords = [f if f not in defaults else f"{f}={defaults[f]!r}" for f in _Fields._fields]
+    return "\n".join(
+        [
+            f"def __new__(cls, *, {', '.join(keywords)}):",
+            f"    return tuple_new(cls, ({''.join(f'{f}, ' for f in _Fields._fields)}))",
+        ]
+    )
+
+
+def _keyword_new() -> Callable[..., Any]:
+    """`keyword_new_source` compiled once, at import."""
+    scope: dict[str, Any] = {"tuple_new": tuple.__new__}
+    exec(keyword_new_source(), scope)  # noqa: S102 (our own fields' text, at import)
+    new = scope["__new__"]
+    new.__qualname__ = "EnqueueItem.__new__"
+    new.__code__ = new.__code__.replace(co_qualname=new.__qualname__)  # what errors name
+    return cast(Callable[..., Any], new)
+
+
 class EnqueueItem(_Fields):
     """One job for `enqueue_many`, built with keywords; the fields mean what `enqueue`'s
     arguments mean (`OPTIONS`). A named tuple: a third of the cost of a frozen dataclass per
@@ -337,8 +353,12 @@ class EnqueueItem(_Fields):
 
     __slots__ = ()
 
-    def __new__(cls, *, payload: Any, **options: Unpack[ItemOptions]) -> Self:
-        return super().__new__(cls, payload, **options)
+    if TYPE_CHECKING:
+
+        def __new__(cls, *, payload: Any, **options: Unpack[ItemOptions]) -> Self: ...
+
+    else:
+        __new__ = _keyword_new()
 
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
         return (), self._asdict()
@@ -398,7 +418,12 @@ def stored_values_source() -> str:
             f"        {v} = traceparent or {unset!r}" if trace else f"        {v} = {unset!r}"
         )
         lines.append("    else:")
-        lines.append(f"        {v} = checked(ROWS[{i}][3], {v})")
+        lines.append("        try:")
+        lines.append(f"            {v} = check_{i}({v})")
+        lines.append("        except InvalidArgumentError:")
+        lines.append("            raise")
+        lines.append("        except (TypeError, ValueError) as exc:")
+        lines.append(f"            refused(ROWS[{i}][3], {v}, exc)")
         if required is not None:
             lines.append(f"        if {v} and item[{required}] is None:")
             lines.append(f"            unrequired(ROWS[{i}][3], item[{at}])")
@@ -418,15 +443,21 @@ def _unrequired(o: Option, value: object) -> None:
     )
 
 
+def _refused(o: Option, value: object, exc: Exception) -> NoReturn:
+    """A check's TypeError or ValueError as the InvalidArgumentError that names its option."""
+    raise InvalidArgumentError(o.name, f"{o.name} must be {o.hint}, got {value!r}") from exc
+
+
 def checked(o: Option, value: Any) -> Any:
-    """`value` through `o.check`; its TypeError or ValueError as InvalidArgumentError."""
+    """`value` through `o.check`; its TypeError or ValueError as InvalidArgumentError (what
+    the outbox relay checks a row's slot with; `stored_values` does the same in line)."""
     assert o.check is not None
     try:
         return o.check(value)
     except InvalidArgumentError:
         raise
     except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(o.name, f"{o.name} must be {o.hint}, got {value!r}") from exc
+        _refused(o, value, exc)
 
 
 KEYWORD_DOCS: dict[str, str] = {
@@ -480,7 +511,9 @@ def takes(kwargs: type, *, payload: bool = True) -> Callable[[F], F]:
 
 def _stored_values() -> Callable[[tuple[Any, ...], str | None], tuple[Any, ...]]:
     """`stored_values_source` compiled once, at import."""
-    scope: dict[str, Any] = {"ROWS": _ROWS, "checked": checked, "unrequired": _unrequired}
+    scope: dict[str, Any] = {"ROWS": _ROWS, "refused": _refused, "unrequired": _unrequired}
+    scope["InvalidArgumentError"] = InvalidArgumentError
+    scope.update({f"check_{i}": row[3].check for i, row in enumerate(_ROWS)})
     exec(stored_values_source(), scope)  # noqa: S102 (our own table's text, at import)
     return cast(Callable[[tuple[Any, ...], str | None], tuple[Any, ...]], scope["stored_values"])
 

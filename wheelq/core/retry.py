@@ -9,10 +9,13 @@ import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
+
+import msgpack
 
 from wheelq.core.due import delay_ms
-from wheelq.core.job import Envelope, Job
-from wheelq.core.options import KINDS, STORED
+from wheelq.core.job import Job, envelope_fields
+from wheelq.core.options import KINDS, STORED, stored_attributes
 from wheelq.errors import ResultError
 
 MAX_ERROR_CHARS = 8000
@@ -144,7 +147,15 @@ def retry_envelope(
     job: Job, payload: bytes, enqueued_ms: int, group: str, counts: bool = True
 ) -> bytes:
     """The envelope of `job`'s next attempt in `group` (the same one for a deferral)."""
-    options = (KINDS[o.kind].of_job(getattr(job, o.name)) for o in STORED if o.kind)
-    return Envelope(
-        payload, job.attempt + counts, job.max_attempts, enqueued_ms, group, job.id, *options
-    ).pack()
+    options: tuple[Any, ...] | list[Any] = _options_of(job)
+    if any(options):  # else each is unset, as `of_job` spells it
+        options = [of_job(v) for of_job, v in zip(_OF_JOB, options, strict=True)]
+    fields = envelope_fields(
+        payload, job.attempt + counts, job.max_attempts, enqueued_ms, group, job.id, options
+    )
+    packed: bytes = msgpack.packb(fields, use_bin_type=False)
+    return packed
+
+
+_options_of = stored_attributes()
+_OF_JOB = tuple(KINDS[o.kind].of_job for o in STORED if o.kind is not None)

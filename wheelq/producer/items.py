@@ -16,6 +16,7 @@ from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
 from wheelq.core.job import envelope_fields
 from wheelq.core.options import (
     ITEM_FIELDS,
+    STORED,
     EnqueueItem,
     EnqueueOptions,
     stored_values,
@@ -29,14 +30,13 @@ from wheelq.store import enqueue
 __all__ = ["EncodeBatch", "EnqueueItem", "validate_batch", "validate_item"]
 
 _ITEM_FIELDS = frozenset(ITEM_FIELDS)
-_TAIL = ITEM_FIELDS.index("job_id")
+_ID = ITEM_FIELDS.index("job_id")
+_TAIL = _ID + 1
 _PLAIN_TAIL = tuple(EnqueueItem._field_defaults[f] for f in ITEM_FIELDS[_TAIL:])  # a plain item
-_FLAGS = tuple(i for i, v in enumerate(_PLAIN_TAIL, _TAIL) if v is False)
-# a plain item's flags are False itself (0 == False): one expression of them, made once
-_FLAGS_FALSE = eval(  # noqa: S307 (our own indexes, at import)
-    "lambda item: " + " and ".join(f"item[{i}] is False" for i in _FLAGS)
-)
-_ORDERED = ITEM_FIELDS.index("ordered")
+# A plain item's flags are False itself (0 == False): `validate_batch` asks each `is False`
+# in line. A new flag option: one more there (this line then fails at import).
+_REPLACE, _ORDERED = (i for i, v in enumerate(_PLAIN_TAIL, _TAIL) if v is False)
+_KEY = [o.name for o in STORED].index("key")  # in `EnqueueOptions.stored`
 
 
 def validate_batch(
@@ -61,9 +61,16 @@ def validate_batch(
     for index, item in enumerate(items):
         try:
             # `is False`: 0 == False, and a replace or ordered of 0 is refused by validate_item
-            if type(item) is EnqueueItem and item[_TAIL:] == _PLAIN_TAIL and _FLAGS_FALSE(item):
+            if (
+                type(item) is EnqueueItem
+                and item[_TAIL:] == _PLAIN_TAIL
+                and item[_REPLACE] is item[_ORDERED] is False
+            ):
                 due = batch.due(item.delay, item.at)
-                writes.append(_plain_write(settings, item.payload, due, batch, plain))
+                if item[_ID] is None:
+                    writes.append(_plain_write(settings, item.payload, due, batch, plain))
+                else:
+                    writes.append(_own_id_write(settings, item, due, batch, plain))
                 continue
             writes.append(validate_item(settings, item, batch))
         except InvalidArgumentError as exc:
@@ -77,6 +84,13 @@ def validate_options(
     settings: ClientSettings, item: EnqueueItem, batch: EncodeBatch
 ) -> EnqueueOptions:
     """`item`'s options checked, each by its row of `OPTIONS` (errors name it)."""
+    return EnqueueOptions._make(_checked(settings, item, batch))
+
+
+def _checked(
+    settings: ClientSettings, item: EnqueueItem, batch: EncodeBatch
+) -> tuple[DueSpec, str | None, bool, int, tuple[Any, ...]]:
+    """`validate_options`' fields, as a plain tuple (`validate_item` reads them once a job)."""
     due = batch.due(item.delay, item.at)
     # the default is checked with the settings (Range(1, 1000))
     if item.max_attempts is None:
@@ -90,30 +104,27 @@ def validate_options(
     if item[_ORDERED] and due.kind == "delay":
         # Its order is its due time: fixed here, on this client's clock, for both writes.
         due = DueSpec("at", batch.now_ms + due.value_ms)
-    return EnqueueOptions(due, job_id, item.replace, attempts, stored)
+    return due, job_id, item.replace, attempts, stored
 
 
 def validate_item(
     settings: ClientSettings, item: EnqueueItem | Mapping[str, Any], batch: EncodeBatch
 ) -> enqueue.JobWrite:
     job = item if isinstance(item, EnqueueItem) else item_from_mapping(item)
-    options = validate_options(settings, job, batch)
+    due, given_id, replace, attempts, stored = _checked(settings, job, batch)
     payload = encode_payload(job.payload, settings.max_payload_bytes, batch.payloads)
-    job_id = options.job_id
-    if job_id is None:
+    if given_id is None:
         job_id = batch.new_id()  # 80 random bits: no caller's id equals it
-    elif job_id in batch.seen:
-        raise InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
+    elif given_id in batch.seen:  # (`own_id` in line: a call a job)
+        raise twice(given_id)
     else:
-        batch.seen.add(job_id)
+        batch.seen.add(job_id := given_id)
     if job.callback is not None:
         batch.callbacks = True
-    fields = envelope_fields(payload, 1, options.max_attempts, batch.now_ms, "", "", options.stored)
+    fields = envelope_fields(payload, 1, attempts, batch.now_ms, "", "", stored)
     envelope: bytes = batch.envelopes.pack(fields)
-    order_key: str = options.get("key") if job[_ORDERED] else ""
-    return enqueue.JobWrite(
-        job_id, options.due, options.replace, envelope, "", order_key, options.job_id is None
-    )
+    order_key: str = stored[_KEY] if job[_ORDERED] else ""
+    return enqueue.JobWrite(job_id, due, replace, envelope, "", order_key, given_id is None)
 
 
 def _plain_write(
@@ -123,6 +134,21 @@ def _plain_write(
     fields[1] = encode_payload(payload, settings.max_payload_bytes, batch.payloads)
     envelope: bytes = batch.envelopes.pack(fields)
     return enqueue.JobWrite(batch.new_id(), due, False, envelope, "", "", True)
+
+
+def _own_id_write(
+    settings: ClientSettings, item: EnqueueItem, due: DueSpec, batch: EncodeBatch, fields: list[Any]
+) -> enqueue.JobWrite:
+    """`_plain_write` of a plain item but for its own id, checked in `validate_item`'s order."""
+    job_id = k.validate_job_id(item.job_id)
+    fields[1] = encode_payload(item.payload, settings.max_payload_bytes, batch.payloads)
+    envelope: bytes = batch.envelopes.pack(fields)
+    return enqueue.JobWrite(batch.own_id(job_id), due, False, envelope, "", "", False)
+
+
+def twice(job_id: str) -> InvalidJobIdError:
+    """The error of an id given twice in one batch."""
+    return InvalidJobIdError("job_id", f"job_id {job_id!r} appears twice in one batch")
 
 
 def item_from_mapping(item: Mapping[str, Any]) -> EnqueueItem:
@@ -167,6 +193,13 @@ class EncodeBatch:
             return due
         except TypeError:  # unhashable: not a valid delay or time; due_spec says why
             return due_spec(delay, at, now_ms=self.now_ms)
+
+    def own_id(self, job_id: str) -> str:
+        """A caller's (checked) id, refused if it came before in this batch."""
+        if job_id in self.seen:
+            raise twice(job_id)
+        self.seen.add(job_id)
+        return job_id
 
     def new_id(self) -> str:
         at = self._at

@@ -62,6 +62,7 @@ T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
 _CALL_ONLY = ("ack", "debounce_ms", "max_wait_ms")  # `Client.enqueue`'s keywords of the call
+_CALL_ONLY_SET = frozenset(_CALL_ONLY)
 PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[str], Call[list[Placed]]]]
 """Each enqueue call with the ids it places, in the order of its arguments."""
@@ -374,8 +375,11 @@ class Producer:
         self, topic: str, payload: Any, options: EnqueueKwargs
     ) -> tuple[Op[str], str | None]:
         """`Client.enqueue`'s operation, and the ack level it asks for."""
+        if _CALL_ONLY_SET.isdisjoint(options):  # the usual call: a job's options alone
+            item = EnqueueItem(payload=payload, **cast(ItemOptions, options))
+            return self.enqueue(topic, item), None
         rest = dict(options)
-        ack, debounce_ms, max_wait_ms = (rest.pop(n, None) for n in _CALL_ONLY)
+        ack, debounce_ms, max_wait_ms = [rest.pop(n, None) for n in _CALL_ONLY]
         item = EnqueueItem(payload=payload, **cast(ItemOptions, rest))
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return self.enqueue(topic, item, bounce), cast(str | None, ack)
