@@ -11,6 +11,7 @@ from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.admin.dead_letters import DeadLetterPage, Replayed
 from wheelq.admin.groups import DeletedGroup, GroupShardStats, GroupStats
 from wheelq.core.callback import Callback
+from wheelq.core.context import current_job
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import Flow, TopicLimits
 from wheelq.core.forecast import Forecast
@@ -40,6 +41,7 @@ from wheelq.errors import (
     JobFailedError,
     LeaseLostError,
     MalformedJobError,
+    NoCurrentJobError,
     PayloadTooDeepError,
     PayloadTooLargeError,
     PayloadTypeError,
@@ -81,6 +83,7 @@ __all__ = [
     "Task",
     "TaskCall",
     "TaskHandle",
+    "current_job",
     # producing
     "AsyncClient",
     "Callback",
@@ -143,6 +146,7 @@ __all__ = [
     "InvalidJobIdError",
     "InvalidTopicError",
     "JobFailedError",
+    "NoCurrentJobError",
     "LeaseLostError",
     "MalformedJobError",
     "PayloadTooDeepError",

@@ -38,6 +38,7 @@ WheelqError
 │   ├── ResultTooLargeError                 its msgpack encoding is over result_max_bytes
 │   └── ResultTypeError (also TypeError)    msgpack cannot serialise it
 ├── JobFailedError                          result(): the job was dead-lettered or cancelled
+├── NoCurrentJobError (also LookupError)   current_job() outside a handler or task's run
 ├── EventsOffError                          events(): the topic keeps no job events to follow
 ├── ResultTimeoutError (also TimeoutError)  result(): the job did not finish within the timeout
 ├── RedisUnavailableError                   redis unreachable or unable to take writes now
@@ -423,6 +424,10 @@ class JobFailedError(WheelqError):
         super().__init__(f"job {job_id!r} of topic {topic!r} is {state} in group {group!r}{why}")
         self.topic, self.job_id, self.group, self.state = topic, job_id, group, state
         self.reason, self.error, self.dead_entry_id = reason, error, dead_entry_id
+
+
+class NoCurrentJobError(WheelqError, LookupError):
+    """`current_job()` was called outside a handler or task a worker runs."""
 
 
 class EventsOffError(WheelqError):
