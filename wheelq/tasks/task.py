@@ -43,8 +43,35 @@ class Clients(Protocol):
     def aclient(self) -> AsyncClient: ...
     @property
     def group(self) -> str: ...
+    @property
+    def eager_mode(self) -> EagerMode | None: ...
 
     client_settings: ClientSettings
+
+
+class EagerMode(Protocol):
+    """How a task enqueues in eager mode (`wheelq.tasks.eager`, `App.eager`): validated
+    and encoded as for Redis, then run inline; the handle says what became of it."""
+
+    def send(
+        self,
+        task: Task[Any, R],
+        payload: Any,
+        options: dict[str, Any],
+        delay: Delay | None,
+        at: At | None,
+        outbox: Any,
+    ) -> TaskHandle[R]: ...
+
+    async def asend(
+        self,
+        task: Task[Any, R],
+        payload: Any,
+        options: dict[str, Any],
+        delay: Delay | None,
+        at: At | None,
+        outbox: Any,
+    ) -> TaskHandle[R]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +165,8 @@ class TaskCall(Generic[P, R]):
     ) -> TaskHandle[R]:
         payload, options = self._job(args, kwargs)
         task = self._task
+        if (eager := task.app.eager_mode) is not None:
+            return eager.send(task, payload, options, delay, at, self._outbox)
         if self._outbox is not None:
             job_id = outbox_enqueue(
                 self._outbox, task.topic, payload, delay=delay, at=at, **options
@@ -151,6 +180,8 @@ class TaskCall(Generic[P, R]):
     ) -> TaskHandle[R]:
         payload, options = self._job(args, kwargs)
         task = self._task
+        if (eager := task.app.eager_mode) is not None:
+            return await eager.asend(task, payload, options, delay, at, self._outbox)
         if self._outbox is not None:
             conn = self._outbox
             job_id = await outbox_aenqueue(conn, task.topic, payload, delay=delay, at=at, **options)
