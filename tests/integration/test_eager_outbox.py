@@ -192,9 +192,12 @@ def test_psycopg_runs_at_once_outside_a_transaction_and_refuses_inside_one(
         assert sync_task.options(outbox=conn).enqueue("autocommit").result(timeout=0)
         with conn.transaction(), pytest.raises(wheelq.EagerModeError, match="psycopg"):
             sync_task.options(outbox=conn).enqueue("in a transaction")
-    with app.eager(), psycopg.connect(postgres_dsn) as conn:  # its first statement begins one
-        with pytest.raises(wheelq.EagerModeError, match="autocommit"):
-            sync_task.options(outbox=conn).enqueue("implicit")
+    with (
+        app.eager(),
+        psycopg.connect(postgres_dsn) as conn,  # its first statement would begin one
+        pytest.raises(wheelq.EagerModeError, match="autocommit"),
+    ):
+        sync_task.options(outbox=conn).enqueue("implicit")
     assert ran == [("autocommit", None)]
 
 
