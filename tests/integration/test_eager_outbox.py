@@ -24,8 +24,31 @@ from sqlalchemy.orm import Session
 
 import wheelq
 from tests.support.cli import PYTHON, clean_env
+from tests.support.docs import argv_of, snippets
 
 URL = "redis://127.0.0.1:1/0"  # nothing listens there
+
+
+def test_testing_guide_eager_mode_passes_as_written(tmp_path: Path) -> None:
+    """The testing guide's eager mode test file passes under the command it shows, its
+    app's URL a closed port."""
+    found = snippets("docs/guides/testing.md", "Eager mode", URL)
+    assert list(found.files) == ["test_signup.py"]
+    assert found.commands == [["python", "-m", "pytest", "-q", "test_signup.py"]]
+    (tmp_path / "test_signup.py").write_text(found.files["test_signup.py"])
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        argv_of(found.commands[0]),
+        cwd=tmp_path,
+        env=clean_env({"PYTHONPATH": path}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "4 passed" in done.stdout, done.stdout
+
 
 # --- Django on SQLite -----------------------------------------------------------------------
 
