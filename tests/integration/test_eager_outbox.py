@@ -275,3 +275,29 @@ def test_sync_form_of_async_task_in_sync_session_commit_runs_in_a_loop_of_its_ow
     finally:
         engine.dispose()
     assert handle.result(timeout=0) == "sync commit" and ran[0][1] is not None
+
+
+async def test_async_psycopg_runs_at_once_outside_a_transaction_and_refuses_inside_one(
+    postgres_dsn: str,
+) -> None:
+    loop = asyncio.get_running_loop()
+    conn = await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True)
+    async with conn:
+        with app.eager():
+            handle = await async_task.options(outbox=conn).aenqueue_in(60, "autocommit")
+            assert await handle.aresult(timeout=0) == "autocommit"
+            async with conn.transaction():
+                with pytest.raises(wheelq.EagerModeError, match="psycopg"):
+                    await async_task.options(outbox=conn).aenqueue("in a transaction")
+    assert ran == [("autocommit", loop)]
+
+
+async def test_a_sqlalchemy_async_connection_is_refused_in_eager_mode(postgres_dsn: str) -> None:
+    engine = create_async_engine(_sqlalchemy(postgres_dsn))
+    try:
+        async with engine.connect() as conn:
+            with app.eager(), pytest.raises(wheelq.EagerModeError, match="Session"):
+                await async_task.options(outbox=conn).aenqueue("refused")
+    finally:
+        await engine.dispose()
+    assert ran == []
