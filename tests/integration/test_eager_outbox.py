@@ -29,6 +29,15 @@ from tests.support.docs import argv_of, snippets
 URL = "redis://127.0.0.1:1/0"  # nothing listens there
 
 
+def _run_in(folder: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """`argv` run in `folder`, its modules importable (and this tree's wheelq)."""
+    path = os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])
+    env = clean_env({"PYTHONPATH": path})
+    return subprocess.run(
+        argv, cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 def test_testing_guide_eager_mode_passes_as_written(tmp_path: Path) -> None:
     """The testing guide's eager mode test file passes under the command it shows, its
     app's URL a closed port."""
@@ -36,16 +45,7 @@ def test_testing_guide_eager_mode_passes_as_written(tmp_path: Path) -> None:
     assert list(found.files) == ["test_signup.py"]
     assert found.commands == [["python", "-m", "pytest", "-q", "test_signup.py"]]
     (tmp_path / "test_signup.py").write_text(found.files["test_signup.py"])
-    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        argv_of(found.commands[0]),
-        cwd=tmp_path,
-        env=clean_env({"PYTHONPATH": path}),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _run_in(tmp_path, argv_of(found.commands[0]))
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "4 passed" in done.stdout, done.stdout
 
@@ -157,16 +157,7 @@ def test_django_on_sqlite_eager_runs_on_commit_and_a_view_gets_its_result(
 ) -> None:
     for name, text in [("eager_tasks", TASKS), ("eager_urls", URLS), ("script", DJANGO)]:
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(text))
-    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [PYTHON, str(tmp_path / "script.py")],
-        cwd=tmp_path,
-        env=clean_env({"PYTHONPATH": path}),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _run_in(tmp_path, [PYTHON, str(tmp_path / "script.py")])
     assert done.returncode == 0, done.stderr[-3000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
     for name in ("outbox.enqueue", "options(outbox=)"):  # without eager mode

@@ -55,7 +55,7 @@ from wheelq.outbox.on_commit import aon_commit, on_commit
 from wheelq.producer.durability import check_ack
 from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_item
 from wheelq.runtime.clock import WallClock
-from wheelq.tasks.task import DEFAULT_RESULT_TIMEOUT_S, EagerMode, Task, TaskHandle
+from wheelq.tasks.task import DEFAULT_RESULT_TIMEOUT_S, EagerMode, Enqueued, TaskHandle
 
 R = TypeVar("R")
 
@@ -86,45 +86,32 @@ def active(app: object) -> bool:
     return bool(apps) and any(a is app for a in apps)
 
 
-def send(
-    task: Task[Any, R],
-    payload: Any,
-    options: dict[str, Any],
-    delay: Delay | None,
-    at: At | None,
-    outbox: Any,
-) -> TaskHandle[R]:
+def send(call: Enqueued) -> TaskHandle[Any]:
     """A sync enqueue form in eager mode: the job validated and encoded, then run now (with
-    `outbox`: once its transaction commits)."""
+    ``outbox``: once its transaction commits)."""
+    task = call.task
     if task.is_async and _loop_running():
         raise EagerModeError(
             f"{task.name} is an async def task, and the sync enqueue forms cannot run it "
             "inline inside a running event loop: await the `a` form (aenqueue, aenqueue_in, "
             "aenqueue_at) there"
         )
-    job = _Job(task, payload, options, delay, at)
-    if outbox is None:
+    job = _Job(call)
+    if call.outbox is None:
         job.run()
     else:
-        on_commit(outbox, job.run_committed)
+        on_commit(call.outbox, job.run_committed)
     return EagerHandle(job)
 
 
-async def asend(
-    task: Task[Any, R],
-    payload: Any,
-    options: dict[str, Any],
-    delay: Delay | None,
-    at: At | None,
-    outbox: Any,
-) -> TaskHandle[R]:
+async def asend(call: Enqueued) -> TaskHandle[Any]:
     """An awaited enqueue form in eager mode: as `send`, an async task awaited on the
     caller's loop."""
-    job = _Job(task, payload, options, delay, at)
-    if outbox is None:
+    job = _Job(call)
+    if call.outbox is None:
         await job.arun()
     else:
-        await aon_commit(outbox, job.run_committed)
+        await aon_commit(call.outbox, job.run_committed)
     return EagerHandle(job)
 
 
@@ -141,21 +128,15 @@ MODE: EagerMode = _Mode()
 class _Job:
     """One eager job: its first attempt's `Job`, then what became of it."""
 
-    def __init__(
-        self,
-        task: Task[Any, Any],
-        payload: Any,
-        options: dict[str, Any],
-        delay: Delay | None,
-        at: At | None,
-    ) -> None:
-        fields = dict(options)
+    def __init__(self, call: Enqueued) -> None:
+        task = call.task
+        fields = dict(call.options)
         settings = fields.pop("settings", None) or task.app.client_settings  # the outbox's
         ack = fields.pop("ack", None)
         if ack is not None:
             check_ack(ack)
         batch = EncodeBatch(_CLOCK.now_ms())
-        item = EnqueueItem(payload=payload, delay=delay, at=at, **fields)
+        item = EnqueueItem(payload=call.payload, delay=call.delay, at=call.at, **fields)
         write = validate_item(settings, item, batch)
         envelope = Envelope.unpack(write.envelope)
         due = write.due

@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
+from typing import Any, Generic, NamedTuple, ParamSpec, Protocol, TypeVar, Unpack
 
 import msgspec
 
@@ -49,29 +49,23 @@ class Clients(Protocol):
     client_settings: ClientSettings
 
 
+class Enqueued(NamedTuple):
+    """One call of an enqueue form, its arguments encoded: what eager mode runs."""
+
+    task: Task[Any, Any]
+    payload: Any
+    options: dict[str, Any]
+    delay: Delay | None
+    at: At | None
+    outbox: Any
+
+
 class EagerMode(Protocol):
     """How a task enqueues in eager mode (`wheelq.tasks.eager`, `App.eager`): validated
     and encoded as for Redis, then run inline; the handle says what became of it."""
 
-    def send(
-        self,
-        task: Task[Any, R],
-        payload: Any,
-        options: dict[str, Any],
-        delay: Delay | None,
-        at: At | None,
-        outbox: Any,
-    ) -> TaskHandle[R]: ...
-
-    async def asend(
-        self,
-        task: Task[Any, R],
-        payload: Any,
-        options: dict[str, Any],
-        delay: Delay | None,
-        at: At | None,
-        outbox: Any,
-    ) -> TaskHandle[R]: ...
+    def send(self, call: Enqueued) -> TaskHandle[Any]: ...
+    async def asend(self, call: Enqueued) -> TaskHandle[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +160,7 @@ class TaskCall(Generic[P, R]):
         payload, options = self._job(args, kwargs)
         task = self._task
         if (eager := task.app.eager_mode) is not None:
-            return eager.send(task, payload, options, delay, at, self._outbox)
+            return eager.send(Enqueued(task, payload, options, delay, at, self._outbox))
         if self._outbox is not None:
             job_id = outbox_enqueue(
                 self._outbox, task.topic, payload, delay=delay, at=at, **options
@@ -181,7 +175,7 @@ class TaskCall(Generic[P, R]):
         payload, options = self._job(args, kwargs)
         task = self._task
         if (eager := task.app.eager_mode) is not None:
-            return await eager.asend(task, payload, options, delay, at, self._outbox)
+            return await eager.asend(Enqueued(task, payload, options, delay, at, self._outbox))
         if self._outbox is not None:
             conn = self._outbox
             job_id = await outbox_aenqueue(conn, task.topic, payload, delay=delay, at=at, **options)
