@@ -84,7 +84,12 @@ URLS = """
         return JsonResponse({"id": handle.id, "result": handle.result(timeout=1)})
 
 
-    urlpatterns = [path("send", send), path("signup", signup)]
+    async def asend(request):  # an async view: the test client runs it in a loop of its own
+        handle = await send_email.aenqueue_in(60, request.GET["to"], n=3)
+        return JsonResponse({"id": handle.id, "result": await handle.aresult(timeout=1)})
+
+
+    urlpatterns = [path("send", send), path("signup", signup), path("asend", asend)]
 """
 
 DJANGO = """
@@ -147,7 +152,8 @@ DJANGO = """
         client = Client()
         said["view"] = client.get("/send", {"to": "ada@example.com", "n": 2}).json()
         said["signup"] = client.get("/signup", {"to": "bob@example.com"}).json()
-    said["client made"] = app._client is not None
+        said["async view"] = client.get("/asend", {"to": "cy@example.com"}).json()
+    said["client made"] = app._client is not None or len(app._aclients) > 0
     print(json.dumps(said))
 """
 
@@ -169,6 +175,7 @@ def test_django_on_sqlite_eager_runs_on_commit_and_a_view_gets_its_result(
     assert said["kept"] == {"sent": "kept", "copies": 1, "attempt": 1}
     assert said["view"]["result"] == {"sent": "ada@example.com", "copies": 2, "attempt": 1}
     assert said["signup"]["result"] == {"sent": "bob@example.com", "copies": 1, "attempt": 1}
+    assert said["async view"]["result"] == {"sent": "cy@example.com", "copies": 3, "attempt": 1}
     assert said["client made"] is False  # no Redis client was ever made
 
 
