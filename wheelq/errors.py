@@ -39,6 +39,7 @@ WheelqError
 │   └── ResultTypeError (also TypeError)    msgpack cannot serialise it
 ├── JobFailedError                          result(): the job was dead-lettered or cancelled
 ├── NoCurrentJobError (also LookupError)   current_job() outside a handler or task's run
+├── EagerModeError                          App.eager() cannot run this call (says what can)
 ├── EventsOffError                          events(): the topic keeps no job events to follow
 ├── ResultTimeoutError (also TimeoutError)  result(): the job did not finish within the timeout
 ├── RedisUnavailableError                   redis unreachable or unable to take writes now
@@ -428,6 +429,12 @@ class JobFailedError(WheelqError):
 
 class NoCurrentJobError(WheelqError, LookupError):
     """`current_job()` was called outside a handler or task a worker runs."""
+
+
+class EagerModeError(WheelqError):
+    """`App.eager` cannot run this call as asked: the sync form of an ``async def`` task
+    inside a running event loop (use the ``a`` form), or an outbox connection with no hook
+    that runs a job only once its transaction commits; the message says what to use."""
 
 
 class EventsOffError(WheelqError):

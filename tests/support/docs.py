@@ -223,6 +223,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/testing.md", "Test a handler end to end"): (
         "tests/integration/test_docs_guides.py::test_testing_example_passes_as_written"
     ),
+    ("docs/guides/testing.md", "Eager mode"): (
+        "tests/integration/test_eager_outbox.py::test_testing_guide_eager_mode_passes_as_written"
+    ),
 }
 
 

@@ -83,6 +83,7 @@ def driver_of(conn: object, mode: str) -> str:
 
 def execute(conn: Any, driver: str, sql: str, params: Params) -> int:
     """Run `sql` (``%(name)s`` parameters) on `conn`; returns the rows it changed."""
+    require_postgresql(conn, driver)
     try:
         if driver == "psycopg":
             return int(conn.execute(sql, params).rowcount)
@@ -100,6 +101,7 @@ def execute(conn: Any, driver: str, sql: str, params: Params) -> int:
 
 async def aexecute(conn: Any, driver: str, sql: str, params: Params) -> int:
     """`execute` on an async connection."""
+    require_postgresql(conn, driver)
     try:
         if driver == "psycopg":
             return int((await conn.execute(sql, params)).rowcount)
@@ -109,6 +111,26 @@ async def aexecute(conn: Any, driver: str, sql: str, params: Params) -> int:
     except Exception as exc:
         _raise_if_not_installed(exc)
         raise
+
+
+def require_postgresql(conn: Any, driver: str) -> None:
+    """`OutboxNotInstalledError` when `conn` is to another database than PostgreSQL (SQLite
+    in a project's tests): the outbox's tables cannot exist there (`wheelq outbox init` and
+    the Django migration make them on PostgreSQL only)."""
+    if driver == "psycopg":
+        return
+    if driver == "django":
+        name = conn.vendor
+    else:
+        engine = conn if hasattr(conn, "dialect") else conn.get_bind()  # a session's bind
+        name = engine.dialect.name
+    if name != "postgresql":
+        raise OutboxNotInstalledError(
+            f"the outbox's tables are PostgreSQL's, and this connection is to {name}, where "
+            "they cannot be installed; in tests on another database, run tasks in eager mode "
+            "(`with app.eager():`, docs/guides/testing.md), which runs a task enqueued with "
+            "outbox= when its transaction commits and needs no tables"
+        )
 
 
 def require_transaction(conn: Any, driver: str, parameter: str) -> None:

@@ -11,6 +11,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
@@ -22,7 +23,8 @@ from wheelq.errors import InvalidArgumentError, InvalidTopicError
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.scheduler.scheduler import Scheduler
-from wheelq.tasks.task import Task, TaskConfig
+from wheelq.tasks import eager
+from wheelq.tasks.task import EagerMode, Task, TaskConfig
 from wheelq.worker.worker import Worker
 
 P = ParamSpec("P")
@@ -207,6 +209,29 @@ class App:
             if task not in out:
                 out.append(task)
         return out
+
+    # --- eager mode -----------------------------------------------------------------------
+
+    def eager(self) -> AbstractContextManager[None]:
+        """``with app.eager():`` runs every task of the app enqueued inside the block inline,
+        at once, in this thread, whatever its delay, with no Redis: for tests (Celery's
+        ``task_always_eager``). Arguments and results pass through the same checks and
+        encoding as in Redis, so `TaskHandle.result` returns the same value or raises
+        `JobFailedError`; retries run one after the other without waiting; a task enqueued
+        with ``options(outbox=conn)`` runs once that transaction commits. Per context, not
+        app-wide (`wheelq.tasks.eager`); blocks nest. docs/guides/testing.md, "Eager mode".
+        """
+        return eager.eager(self)
+
+    @property
+    def is_eager(self) -> bool:
+        """Whether the app is in eager mode in this context (thread, asyncio task)."""
+        return eager.active(self)
+
+    @property
+    def eager_mode(self) -> EagerMode | None:
+        """How its tasks enqueue in eager mode when the app is in it here, else None."""
+        return eager.MODE if eager.active(self) else None
 
     # --- clients --------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
+from typing import Any, Generic, NamedTuple, ParamSpec, Protocol, TypeVar, Unpack
 
 import msgspec
 
@@ -43,8 +43,29 @@ class Clients(Protocol):
     def aclient(self) -> AsyncClient: ...
     @property
     def group(self) -> str: ...
+    @property
+    def eager_mode(self) -> EagerMode | None: ...
 
     client_settings: ClientSettings
+
+
+class Enqueued(NamedTuple):
+    """One call of an enqueue form, its arguments encoded: what eager mode runs."""
+
+    task: Task[Any, Any]
+    payload: Any
+    options: dict[str, Any]
+    delay: Delay | None
+    at: At | None
+    outbox: Any
+
+
+class EagerMode(Protocol):
+    """How a task enqueues in eager mode (`wheelq.tasks.eager`, `App.eager`): validated
+    and encoded as for Redis, then run inline; the handle says what became of it."""
+
+    def send(self, call: Enqueued) -> TaskHandle[Any]: ...
+    async def asend(self, call: Enqueued) -> TaskHandle[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +159,8 @@ class TaskCall(Generic[P, R]):
     ) -> TaskHandle[R]:
         payload, options = self._job(args, kwargs)
         task = self._task
+        if (eager := task.app.eager_mode) is not None:
+            return eager.send(Enqueued(task, payload, options, delay, at, self._outbox))
         if self._outbox is not None:
             job_id = outbox_enqueue(
                 self._outbox, task.topic, payload, delay=delay, at=at, **options
@@ -151,6 +174,8 @@ class TaskCall(Generic[P, R]):
     ) -> TaskHandle[R]:
         payload, options = self._job(args, kwargs)
         task = self._task
+        if (eager := task.app.eager_mode) is not None:
+            return await eager.asend(Enqueued(task, payload, options, delay, at, self._outbox))
         if self._outbox is not None:
             conn = self._outbox
             job_id = await outbox_aenqueue(conn, task.topic, payload, delay=delay, at=at, **options)
