@@ -341,9 +341,10 @@ def test_the_app_image_runs_its_tasks_as_the_page_says(
     assert run[:2] == ["docker", "run"] and run[-1] == "myapp", run
     env = dict(run[i + 1].split("=", 1) for i, flag in enumerate(run) if flag == "-e")
     assert set(env) == {"WHEELQ_REDIS_URL"}, run
-    inspected = json.loads(podman("image", "inspect", app_image.tag))[0]["Config"]
-    assert inspected["Cmd"] == APP_CMD
-    assert inspected["User"] == "10001:10001" and inspected["Entrypoint"] == ["wheelq"]
+    inspected = json.loads(podman("image", "inspect", app_image.tag))[0]
+    config = inspected["Config"]
+    assert config["Cmd"] == APP_CMD
+    assert config["User"] == "10001:10001" and config["Entrypoint"] == ["wheelq"]
     assert "healthcheck.py" in " ".join(inspected["Healthcheck"]["Test"])
     script = (
         "python -m pip --version >/dev/null 2>&1 && echo has-pip; "
