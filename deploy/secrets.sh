@@ -32,20 +32,30 @@ write() {
 
 write "$here/.env" <<EOF
 # deploy/compose.yaml's secrets (deploy/secrets.sh): the console's and API's token, the
-# read token Prometheus scrapes /metrics with, Grafana's admin password and each role's
-# Redis password.
+# read token Prometheus scrapes /metrics with, Grafana's admin password, each role's
+# Redis password and PostgreSQL's (the outbox's database).
 WHEELQ_TOKEN=$(secret)
 WHEELQ_METRICS_TOKEN=$(secret)
 GRAFANA_PASSWORD=$(secret)
 REDIS_SCHEDULER_PASSWORD=$(secret)
 REDIS_WORKER_PASSWORD=$(secret)
+REDIS_RUN_PASSWORD=$(secret)
+REDIS_RELAY_PASSWORD=$(secret)
 REDIS_SERVE_PASSWORD=$(secret)
+POSTGRES_PASSWORD=$(secret)
 EOF
 
 write "$here/kubernetes/secrets/redis.env" <<EOF
 scheduler=$(secret)
 worker=$(secret)
+run=$(secret)
+relay=$(secret)
 serve=$(secret)
+EOF
+
+# The relay's password on your PostgreSQL: give it to the role the relay logs in as.
+write "$here/kubernetes/secrets/postgres.env" <<EOF
+relay=$(secret)
 EOF
 
 write "$here/kubernetes/secrets/serve.env" <<EOF

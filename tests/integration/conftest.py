@@ -60,6 +60,10 @@ from tests.support.postgres import (  # noqa: F401 (the PostgreSQL fixtures)
 from tests.support.scripts import keys, run, wake  # noqa: F401 (fixtures of the script tests)
 from tests.support.servers import PortGuard, server_kinds
 from tests.support.spooling import client_kind  # noqa: F401 (the spool tests' fixture)
+from tests.support.wheel_venv import (  # noqa: F401 (the built wheel's fixtures)
+    built_wheel,
+    wheel_venv,
+)
 from wheelq.store.executor import close_sync
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary
 

@@ -3,8 +3,10 @@
 The rules are read from the page's ``text`` blocks (one ``ACL SETUSER`` line per role), loaded
 into a server of the test's own, and each role then runs with only its user: a producer
 enqueues, cancels, reschedules and looks up; a scheduler node fires jobs and a recurring
-schedule, then trims; a worker handles, acks, retries and dead-letters; ``wheelq serve``
-enqueues, serves a pull consumer and replays and purges dead letters; an observer reads. The
+schedule, then trims; a worker handles, acks, retries and dead-letters; ``wheelq run``
+fires and runs a task's jobs, which ``wheelq relay`` places from PostgreSQL's outbox;
+``wheelq serve`` enqueues, serves a pull consumer and replays and purges dead letters; an
+observer reads. The
 server's ACL log must stay empty through all of it (nothing a role sent was refused), and
 each user must be refused what lies outside its rule.
 """
@@ -43,6 +45,8 @@ ROLES = {
     "Producer": "wheelq-producer",
     "Scheduler node": "wheelq-scheduler",
     "Worker": "wheelq-worker",
+    "Tasks in one process": "wheelq-run",
+    "Outbox relay": "wheelq-relay",
     "HTTP service": "wheelq-serve",
     "Observer": "wheelq-observer",
 }
@@ -141,7 +145,7 @@ def test_the_compose_files_redis_starts_with_the_pages_users(server_binary: Serv
         as_admin = redis.Redis(port=server.port, username="admin", password="admin")
         for section, user in ROLES.items():
             role = user.removeprefix("wheelq-")
-            if role not in ("scheduler", "worker", "serve"):
+            if role not in ("scheduler", "worker", "run", "relay", "serve"):
                 assert as_admin.acl_getuser(user) is None, user  # only the roles compose runs
                 continue
             secret = environ[f"REDIS_{role.upper()}_PASSWORD"]
@@ -460,4 +464,70 @@ def test_each_role_does_its_work_with_only_its_user(
     enqueue = run_wheelq("enqueue", TOPIC, "{}", "--redis-url", urls["Observer"])
     assert enqueue.returncode != 0, enqueue.stdout
     assert admin.get("billing:invoice:1") == b"not wheelq's"
+    admin.close()
+
+
+RUN_TASKS = """\
+import wheelq
+
+app = wheelq.App.from_url("redis://127.0.0.1:1/0")  # wheelq run --redis-url replaces it
+
+
+@app.task
+def add(a: int, b: int) -> int:
+    return a + b
+"""
+
+
+def test_wheelq_run_and_the_relay_do_their_work_with_only_their_users(
+    acl_server: tuple[EmbeddedServer, dict[str, str]], tmp_path: Path, postgres_dsn: str
+) -> None:
+    """``wheelq run`` (its user) fires and runs a task's jobs: one a producer enqueued and
+    one ``wheelq relay`` (its user) placed from a committed outbox row; nothing either sent
+    was refused, and each stops cleanly."""
+    import psycopg
+
+    from wheelq import outbox
+
+    server, urls = acl_server
+    admin = redis.Redis.from_url(server.url)
+    (tmp_path / "acl_tasks.py").write_text(RUN_TASKS)
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}"}
+    init = run_wheelq("outbox", "init", "--dsn", postgres_dsn)
+    assert init.returncode == 0, init.stderr
+    topic = "acl_tasks.add"
+    with psycopg.connect(postgres_dsn) as conn, conn.transaction():
+        relayed = outbox.enqueue(conn, topic, {"a": 2, "b": 3}, delay=0.2)
+    procs = {
+        "run": start_wheelq("run", "acl_tasks:app", "--redis-url", urls["Tasks in one process"],
+                            cwd=tmp_path, env={**env, **FAST}),
+        "relay": start_wheelq("relay", "--dsn", postgres_dsn, "--redis-url",
+                              urls["Outbox relay"], cwd=tmp_path, env=env),
+    }  # fmt: skip
+    try:
+        with wheelq.Client.from_url(urls["Producer"]) as producer:
+            enqueued = producer.enqueue(topic, {"a": 1, "b": 2}, delay=0.2)
+            for job_id in (enqueued, relayed):
+                eventually_sync(
+                    lambda job_id=job_id: (
+                        all(p.poll() is None for p in procs.values())
+                        and producer.get(topic, job_id).state == wheelq.JobState.SUCCEEDED
+                    ),
+                    timeout_s=30,
+                    what=f"job {job_id} run",
+                )
+            assert [producer.get(topic, i).groups[0].result for i in (enqueued, relayed)] == [3, 5]
+        assert refusals(admin) == []
+    finally:
+        stopped = {name: stop(proc) for name, proc in procs.items()}
+    for name, proc in procs.items():
+        err = stopped[name][1]
+        assert proc.returncode == 0, (name, err)
+        assert "NOPERM" not in err and "no permissions" not in err, (name, err)
+        assert "Traceback" not in err, (name, err)
+    assert refusals(admin) == []
+    for section in ("Tasks in one process", "Outbox relay"):
+        assert refused(urls[section], "FLUSHALL"), section
+        assert refused(urls[section], "KEYS", "*"), section
+    assert refused(urls["Outbox relay"], "XREADGROUP", "GROUP", "g", "c", "STREAMS", "x", ">")
     admin.close()

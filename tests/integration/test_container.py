@@ -42,6 +42,9 @@ from wheelq.core.settings import SchedulerSettings, WorkerSettings
 
 PAGE = "docs/operations/deploying.md"
 SECTION = "The image"
+APP_SECTION = "Your application's image"
+APP_TAG = "localhost/wheelq-app:test"
+APP_CMD = ["run", "app.tasks:app", "--metrics-port", "9100"]
 PODMAN = [
     "podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs",
 ]  # fmt: skip
@@ -82,6 +85,7 @@ class Image:
     base_bytes: int
     built_with: list[str]
     figures: str
+    base_tag: str = ""
 
 
 Record = Callable[[str, object], None]
@@ -131,7 +135,7 @@ def image() -> Image:
         f"base {base_tag} {base_size / 1e6:.0f} MB ({base_s:.1f} s), image {TAG} "
         f"{size / 1e6:.0f} MB (build {build_s:.1f} s)"
     )
-    return Image(TAG, size, base_size, command, figures)
+    return Image(TAG, size, base_size, command, figures, base_tag)
 
 
 @contextmanager
@@ -300,3 +304,70 @@ def test_the_demo_and_the_embedded_server_run_and_stop_as_pid_1(image: Image) ->
         eventually_sync(lambda: "enqueueing" in logs(demo), timeout_s=30, what="demo up")
         took_s, code = stop(demo, timeout_s=20)
         assert code == 143 and took_s < 10, (took_s, code, logs(demo))
+
+
+def docs_commands(page: str, section: str) -> list[list[str]]:
+    """The commands of the section's one shell block, each as an argv."""
+    (block,) = [b for b in blocks(page) if b.section == section and b.lang == "bash"]
+    return [shlex.split(line) for line in block.body.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def app_image(image: Image) -> Image:
+    """deploy/app-image built as the page says, on the image the module built (and its base)."""
+    build = docs_commands(PAGE, APP_SECTION)[1]
+    assert build[:2] == ["docker", "build"] and build[-1] == "deploy/app-image", build
+    args = build[2:-1]
+    args[args.index("-t") + 1] = APP_TAG
+    at = args.index("WHEELQ_IMAGE=wheelq")
+    args[at] = f"WHEELQ_IMAGE={image.tag}"  # the page's wheelq image, made the test's own
+    podman("build", *BUILD_FLAGS, "--build-arg", f"BASE={image.base_tag}", *args,
+           str(ROOT / build[-1]), timeout_s=900)  # fmt: skip
+    size = int(podman("image", "inspect", "--format", "{{.Size}}", APP_TAG).strip())
+    return Image(APP_TAG, size, image.size_bytes, build, "", image.base_tag)
+
+
+def test_the_app_image_runs_its_tasks_as_the_page_says(
+    image: Image, app_image: Image, redis_url: str
+) -> None:
+    """The page's commands: wheelq's image (the module's), the application's on it, and the
+    application's container with only WHEELQ_REDIS_URL set, as the page runs it (its
+    metrics port made a free one): `wheelq run app.tasks:app` in it runs a task enqueued
+    here, with the application's own dependency (humanize), which the build stage's pip
+    installed. The application's image is wheelq's user, entry point and health check,
+    with no pip."""
+    first, _, run = docs_commands("docs/operations/deploying.md", "Your application's image")
+    assert first == image.built_with  # "The image"'s build: the module's image
+    assert run[:2] == ["docker", "run"] and run[-1] == "myapp", run
+    env = dict(run[i + 1].split("=", 1) for i, flag in enumerate(run) if flag == "-e")
+    assert set(env) == {"WHEELQ_REDIS_URL"}, run
+    inspected = json.loads(podman("image", "inspect", app_image.tag))[0]
+    config = inspected["Config"]
+    assert config["Cmd"] == APP_CMD
+    assert config["User"] == "10001:10001" and config["Entrypoint"] == ["wheelq"]
+    assert "healthcheck.py" in " ".join(inspected["Healthcheck"]["Test"])
+    script = (
+        "python -m pip --version >/dev/null 2>&1 && echo has-pip; "
+        "python -c 'import humanize, app.tasks, wheelq; print(wheelq.__version__)'"
+    )
+    out = podman("run", "--rm", *PLAIN_FLAGS, "-e", "WHEELQ_REDIS_URL=redis://127.0.0.1:1/0",
+                 "--entrypoint", "sh", app_image.tag, "-c", script)  # fmt: skip
+    assert out.split() == [wheelq.__version__], out
+
+    port = free_port()
+    url = f"{redis_url}/0"
+    command = [*APP_CMD[:-1], str(port)]  # the image's command, on a port of the test's
+    with container(
+        app_image, "app", *command,
+        env={"WHEELQ_REDIS_URL": url,
+             "WHEELQ_HEALTHCHECK_URL": f"http://127.0.0.1:{port}/healthz"},
+    ) as app:  # fmt: skip
+        wait_ready(app, port)
+        assert healthy(app)
+        topic = "app.tasks.report"
+        with wheelq.Client.from_url(url) as client:
+            job_id = client.enqueue(topic, {"name": "backup", "size_bytes": 3_000_000}, delay=0.2)
+            wheelq.Admin.of(client).create_group(topic, "default")  # the worker's: no change
+            assert client.result(topic, job_id, timeout=30) == "backup: 3.0 MB", logs(app)
+        took_s, code = stop(app, timeout_s=WORKER_STOP_S + 10)
+        assert code == 0 and took_s < WORKER_STOP_S, (took_s, code, logs(app))

@@ -15,6 +15,7 @@ import pytest
 
 import wheelq
 from tests.support.cli import PYTHON, clean_env, stop
+from tests.support.docs import blocks
 from tests.support.tasks import URL_VARIABLE, module_name, write_module
 
 TASKS = """
@@ -161,3 +162,71 @@ def test_manage_py_wheelq_run_refuses_a_task_the_app_has_not_with_exit_2(
         f"CommandError: app '{project.tasks}:app': the app has no task or topic 'nope'; "
         f"its tasks: {project.tasks}.send_email"
     ]
+
+
+def _docs_views(tasks: str) -> str:
+    """The guide's ``myproject/views.py`` ("In Django"), its tasks module made `tasks`."""
+    (body,) = [
+        b.body
+        for b in blocks("docs/guides/tasks.md")
+        if b.section == "In Django" and b.body.startswith("# myproject/views.py\n")
+    ]
+    assert "from myproject.tasks import send_email" in body, body
+    return body.replace("from myproject.tasks import", f"from {tasks} import")
+
+
+DOCS_URLS = """
+    from django.urls import path
+
+    from {views} import sent, signup
+
+    urlpatterns = [path("signup", signup), path("emails/<str:job>", sent)]
+"""
+
+
+def test_the_guides_view_answers_200_404_202_and_409_as_result_does(
+    project: Project, django_set_up: None
+) -> None:
+    """The guide's views, through Django's test client: a signup's job pending (202, after
+    the view's short wait), an id nothing is known of (404), a job dead-lettered (409, with
+    its error), and one that succeeded (200, its result)."""
+    from django.test import Client, override_settings
+
+    tasks = write_module(project.folder, project.tasks, TASKS)
+    views, urls = f"views_{project.tasks}", f"docs_urls_{project.tasks}"
+    (project.folder / f"{views}.py").write_text(_docs_views(project.tasks))
+    write_module(project.folder, urls, DOCS_URLS.format(views=views))
+    wheelq_setting = {"APP": f"{project.tasks}:app", "URL": project.url}
+    proc = project.manage("wheelq", "run", "--concurrency", "2")
+    try:
+        with (
+            override_settings(WHEELQ=wheelq_setting, ROOT_URLCONF=urls),
+            override_settings(INSTALLED_APPS=["wheelq.contrib.django"]),
+            wheelq.Client.from_url(project.url) as raw,
+        ):
+            http = Client()
+            signed = http.post("/signup", {"email": "ada@example.com"})
+            assert signed.status_code == 200, signed.content
+            job = signed.json()["job"]  # due in 30 s
+            waiting = http.get(f"/emails/{job}")
+            unknown = http.get("/emails/no-such-job")
+            unfit = raw.enqueue(tasks.send_email.topic, {"to": 5, "n": 1})  # dead-lettered
+            with pytest.raises(wheelq.JobFailedError):  # the worker has it: not the view's wait
+                wheelq.TaskHandle(tasks.send_email, unfit).result(timeout=15)
+            failed = http.get(f"/emails/{unfit}")
+            due = tasks.send_email.enqueue("bob@example.com", n=2)
+            assert due.result(timeout=15) == {"sent": "bob@example.com", "copies": 2}
+            done = http.get(f"/emails/{due.id}")
+    finally:
+        out, err = stop(proc, signal.SIGTERM)
+        tasks.app.close()
+    assert proc.returncode == 0, (proc.returncode, out, err)
+    assert (waiting.status_code, waiting.json()) == (202, {"job": job, "state": "pending"})
+    assert unknown.status_code == 404, unknown.content
+    assert "nothing is known of job 'no-such-job'" in unknown.json()["error"]
+    assert failed.status_code == 409, failed.content
+    assert (failed.json()["state"], failed.json()["reason"]) == ("dead", "failed")
+    assert "the payload does not fit the task" in failed.json()["error"]
+    assert (done.status_code, done.json()) == (
+        200, {"job": due.id, "result": {"sent": "bob@example.com", "copies": 2}}
+    )  # fmt: skip

@@ -477,9 +477,16 @@ def test_tasks_guide_runs_as_written(
             from fastapi.testclient import TestClient
 
             api = importlib.import_module("web").api
-            with TestClient(api) as http:
+            send_email = importlib.import_module("tasks").send_email
+            with TestClient(api) as http, wheelq.Client.from_url(url) as raw:
                 job = http.post("/emails", params={"to": "dave@example.com"}).json()["job"]
-                sent = http.get(f"/emails/{job}").json()
+                sent = http.get(f"/emails/{job}")
+                unknown = http.get("/emails/no-such-job")
+                unfinished = send_email.enqueue_in(3600, "erin@example.com", n=1).id
+                waiting = http.get(f"/emails/{unfinished}", params={"wait": 0})
+                unfit = raw.enqueue(send_email.topic, {"to": 5, "n": 1})  # dead-lettered
+                failed = http.get(f"/emails/{unfit}")
+                cancelled = http.get(f"/emails/{ns['again'].id}")  # type: ignore[attr-defined]
         services.alive()
         services.stop()  # SIGTERM: it exits 0, gracefully
     printed = capsys.readouterr().out.splitlines()
@@ -490,4 +497,14 @@ def test_tasks_guide_runs_as_written(
     assert printed[3] == "True True"
     assert printed[4] == "{'sent': 'carol@example.com', 'copies': 3}"
     assert pending == wheelq.JobState.PENDING
-    assert sent == {"sent": "dave@example.com", "copies": 1}  # In FastAPI and Starlette
+    # In FastAPI and Starlette: each of result()'s answers, as its status
+    assert (sent.status_code, sent.json()) == (
+        200, {"job": job, "result": {"sent": "dave@example.com", "copies": 1}}
+    )  # fmt: skip
+    assert unknown.status_code == 404, unknown.text
+    assert "nothing is known of job 'no-such-job'" in unknown.json()["error"]
+    assert (waiting.status_code, waiting.json()) == (202, {"job": unfinished, "state": "pending"})
+    assert failed.status_code == 409, failed.text
+    assert failed.json()["state"] == "dead" and failed.json()["reason"] == "failed"
+    assert "the payload does not fit the task" in failed.json()["error"]
+    assert (cancelled.status_code, cancelled.json()["state"]) == (409, "cancelled")

@@ -54,6 +54,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/operations/deploying.md", "The image"): (
         "tests/integration/test_container.py::test_the_image_is_built_as_the_deploying_page_says"
     ),
+    ("docs/operations/deploying.md", "Your application's image"): (
+        "tests/integration/test_container.py::test_the_app_image_runs_its_tasks_as_the_page_says"
+    ),
     ("docs/operations/autoscaling.md", "An example"): (
         "tests/integration/test_docs_guides.py::test_autoscaling_example_runs_as_written"
     ),

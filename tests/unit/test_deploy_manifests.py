@@ -16,6 +16,7 @@ the manifests when it (or kubectl) is on PATH.
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
@@ -52,13 +53,16 @@ K8S_VERSIONS = ("1.29", kubernetes_validate.latest_version())  # oldest we claim
 CONFIG_PATH = "/etc/wheelq/wheelq.toml"
 WORKER_STOP_S = (WorkerSettings().shutdown_grace_ms + WorkerSettings().stop_timeout_ms) / 1000
 SCHEDULER_STOP_S = SchedulerSettings().stop_timeout_ms / 1000
-ROLES = ("scheduler", "worker", "serve")
+ROLES = ("scheduler", "worker", "run", "relay", "serve")
+APP_IMAGE = DEPLOY / "app-image"
+APP_TASKS = APP_IMAGE / "app" / "tasks.py"
 SECRETS_SCRIPT = DEPLOY / "secrets.sh"
 COMPOSE_SECRETS = {
     "WHEELQ_TOKEN",  # the console's and API's (write)
     "WHEELQ_METRICS_TOKEN",  # Prometheus's (read)
     "GRAFANA_PASSWORD",
     *(f"REDIS_{role.upper()}_PASSWORD" for role in ROLES),
+    "POSTGRES_PASSWORD",  # the outbox's database's
 }
 
 
@@ -148,9 +152,17 @@ def test_compose_runs_each_role_from_the_image_with_commands_wheelq_parses(
     services = _wheelq_services(secrets_env)
     assert set(services) == set(ROLES)
     for name, service in services.items():
-        assert service["image"] == "localhost/wheelq:compose"
-        assert service["build"]["context"] == ".."
-        assert (COMPOSE.parent / service["build"]["context"] / "Dockerfile").exists()
+        if name == "run":  # the application's image, on the one the others run
+            assert service["image"] == "localhost/wheelq-app:compose"
+            build = service["build"]
+            assert (COMPOSE.parent / build["context"]).resolve() == APP_IMAGE
+            assert (APP_IMAGE / build["dockerfile"]).exists()
+            assert build["additional_contexts"] == {"wheelq": "service:scheduler"}
+            assert build["args"] == services["scheduler"]["build"]["args"]  # the same BASE
+        else:
+            assert service["image"] == "localhost/wheelq:compose"
+            assert service["build"]["context"] == ".."
+            assert (COMPOSE.parent / service["build"]["context"] / "Dockerfile").exists()
         env = {k: str(v) for k, v in service["environment"].items()}
         args = parses(service["command"], env)
         assert args.command == name
@@ -163,6 +175,7 @@ def test_compose_runs_each_role_from_the_image_with_commands_wheelq_parses(
             assert service["deploy"]["replicas"] >= 2
     worker = parses(services["worker"]["command"], {})
     load_handler(worker.handler)  # it is in the installed package: the image has it
+    assert parses(services["run"]["command"], {}).app == f"app.tasks:{_app_of(APP_TASKS)}"
     serve = parses(services["serve"]["command"], {})
     assert (serve.host, serve.port) == ("0.0.0.0", 8080)
     assert services["serve"]["ports"] == ["127.0.0.1:8080:8080"]
@@ -215,7 +228,7 @@ def test_compose_prometheus_scrapes_every_role_with_the_shipped_alert_rules(
     assert config["rule_files"] == ["prometheus-alerts.yml"]  # beside prometheus.yml
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert set(jobs) == {f"wheelq-{role}" for role in ROLES}  # the rules' job names
-    for role in ("scheduler", "worker"):
+    for role in ROLES[:-1]:  # every role but serve: the metrics port, 9100
         (sd,) = jobs[f"wheelq-{role}"]["dns_sd_configs"]
         assert sd["names"] == [role] and sd["port"] == 9100
     (static,) = jobs["wheelq-serve"]["static_configs"]
@@ -396,6 +409,7 @@ def test_the_secrets_script_writes_new_random_secrets_once(tmp_path: Path) -> No
         ".env": COMPOSE_SECRETS,
         "kubernetes/secrets/redis.env": set(ROLES),
         "kubernetes/secrets/serve.env": {"tokens"},
+        "kubernetes/secrets/postgres.env": {"relay"},
     }
     values = []
     for name, keys in files.items():
@@ -407,7 +421,7 @@ def test_the_secrets_script_writes_new_random_secrets_once(tmp_path: Path) -> No
         values += [v for k, v in found.items() if k != "tokens"]
         values += [t["token"] for t in json.loads(found.get("tokens", "[]"))]
     assert stat.S_IMODE((deploy / "kubernetes" / "secrets").stat().st_mode) == 0o700
-    assert len(values) == len(set(values)) == len(COMPOSE_SECRETS) + len(ROLES) + 2
+    assert len(values) == len(set(values)) == len(COMPOSE_SECRETS) + len(ROLES) + 3
     assert all(re.fullmatch(r"[0-9a-f]{64}", v) for v in values), values  # 256 bits, no quoting
     tokens = json.loads(env_file(deploy / "kubernetes/secrets/serve.env")["tokens"])
     assert [t.get("access", "write") for t in tokens] == ["write", "read"]
@@ -515,19 +529,28 @@ def test_each_deployment_runs_its_role_with_args_and_config_wheelq_parses(
     for deployment, container in _containers():
         argv = [path.as_posix() if a == CONFIG_PATH else a for a in container["args"]]
         assert CONFIG_PATH in container["args"]
-        env = {e["name"]: "redis://u:p@redis:6379/0" for e in container.get("env", [])}
+        env = {
+            e["name"]: "postgresql://u:p@db:5432/app"
+            if "DSN" in e["name"]
+            else "redis://u:p@redis:6379/0"
+            for e in container.get("env", [])
+        }
         args = parses(argv, env)
         role = args.command
         seen.add(role)
         assert deployment["metadata"]["labels"]["app.kubernetes.io/component"] == role
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-        served = settings["serve"]["port"] if role == "serve" else settings[role]["metrics_port"]
+        section = "worker" if role == "run" else role  # `wheelq run`'s worker serves them
+        served = settings["serve"]["port"] if role == "serve" else settings[section]["metrics_port"]
         for probe, path_ in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
             get = container[probe]["httpGet"]
             assert get["path"] == path_
             assert ports[get["port"]] == served, (role, probe)  # the port the role serves
+        if role == "run":
+            assert args.app == f"app.tasks:{_app_of(APP_TASKS)}"  # deploy/app-image's
         if role == "worker":
             load_handler(args.handler)
+        if role in ("worker", "run"):
             grace_s = (settings["worker"]["shutdown_grace_ms"] + settings["worker"][
                 "stop_timeout_ms"]) / 1000  # fmt: skip
         elif role == "serve":
@@ -555,10 +578,12 @@ def test_every_pod_runs_as_non_root_read_only_without_capabilities_within_limits
 
 
 def test_the_image_is_the_one_kustomize_names_at_this_version() -> None:
-    (image,) = kustomization()["images"]
-    assert image["name"] == "wheelq"
-    assert image["newTag"] == wheelq.__version__
-    assert {c["image"] for _, c in _containers()} == {"wheelq"}
+    images = {image["name"]: image for image in kustomization()["images"]}
+    assert set(images) == {"wheelq", "myapp"}
+    assert images["wheelq"]["newTag"] == wheelq.__version__
+    named = {d["metadata"]["name"]: c["image"] for d, c in _containers()}
+    assert named.pop("wheelq-run") == "myapp"  # the application's image (deploy/app-image)
+    assert set(named.values()) == {"wheelq"}
 
 
 def _acl_users() -> set[str]:
@@ -580,7 +605,7 @@ def _generators() -> dict[str, dict[str, Any]]:
 
 def test_each_role_connects_as_its_own_acl_user_from_the_acl_page() -> None:
     generators = _generators()
-    assert set(generators) == {"wheelq-redis", "wheelq-serve"}
+    assert set(generators) == {"wheelq-redis", "wheelq-serve", "wheelq-postgres"}
     assert generators["wheelq-redis"]["envs"] == ["secrets/redis.env"]  # deploy/secrets.sh's
     for deployment, container in _containers():
         role = deployment["metadata"]["labels"]["app.kubernetes.io/component"]
@@ -596,6 +621,13 @@ def test_each_role_connects_as_its_own_acl_user_from_the_acl_page() -> None:
             ref = env["WHEELQ_SERVE_TOKENS"]["valueFrom"]["secretKeyRef"]
             assert (ref["name"], ref["key"]) == ("wheelq-serve", "tokens")
             assert generators["wheelq-serve"]["envs"] == ["secrets/serve.env"]
+        if role == "relay":
+            ref = env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]
+            assert (ref["name"], ref["key"]) == ("wheelq-postgres", "relay")
+            assert generators["wheelq-postgres"]["envs"] == ["secrets/postgres.env"]
+            assert names.index("POSTGRES_PASSWORD") < names.index("WHEELQ_RELAY_DSN")
+            dsn = urlsplit(env["WHEELQ_RELAY_DSN"]["value"])
+            assert (dsn.scheme, dsn.password) == ("postgresql", "$(POSTGRES_PASSWORD)"), dsn
     assert set(_kubernetes_users()) == {f"wheelq-{role}" for role in ROLES}
 
 
@@ -619,7 +651,10 @@ def test_kustomize_builds_only_with_the_secrets_the_script_wrote(tmp_path: Path)
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]
     secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
     written = tmp_path / "deploy" / "kubernetes" / "secrets"
-    for generator, file in (("wheelq-redis", "redis.env"), ("wheelq-serve", "serve.env")):
+    for generator, file in (
+        ("wheelq-redis", "redis.env"), ("wheelq-serve", "serve.env"),
+        ("wheelq-postgres", "postgres.env"),
+    ):  # fmt: skip
         (name,) = [n for n in secrets if n.startswith(f"{generator}-")]  # with its hash
         data = {k: base64.b64decode(v).decode() for k, v in secrets[name]["data"].items()}
         assert data == env_file(written / file), generator
@@ -673,7 +708,48 @@ def test_autoscaling_scales_the_worker_deployment() -> None:
 @pytest.mark.parametrize(
     "shown",
     ["deploy/compose.yaml", "deploy/kubernetes/kustomization.yaml",
-     "deploy/kubernetes/worker.yaml"],
+     "deploy/kubernetes/worker.yaml", "deploy/app-image/Containerfile"],
 )  # fmt: skip
 def test_the_page_shows_the_files(shown: str) -> None:
     assert f'--8<-- "{shown}"' in PAGE.read_text("utf-8")
+
+
+def _app_of(module: Path) -> str:
+    """The name `module` binds a ``wheelq.App.from_url(...)`` to (read, not imported: the
+    application's own dependencies are its image's, not this environment's)."""
+    tree = ast.parse(module.read_text("utf-8"))
+    (name,) = [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and ast.unparse(node.value.func) == "wheelq.App.from_url"
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    return name
+
+
+def test_compose_relays_the_outbox_of_its_database_once_the_tables_exist(
+    secrets_env: dict[str, str],
+) -> None:
+    services = composed.load(secrets_env)["services"]
+    relay, init, postgres = services["relay"], services["outbox-init"], services["postgres"]
+    assert relay["depends_on"]["outbox-init"] == {"condition": "service_completed_successfully"}
+    assert relay["depends_on"]["redis"] == {"condition": "service_healthy"}
+    assert init["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert init["restart"] == "on-failure"  # once: never restarted after it succeeded
+    args = parses(init["command"], {k: str(v) for k, v in init["environment"].items()})
+    assert (args.command, args.action) == ("outbox", "init")
+    db = postgres["environment"]
+    for env in (init["environment"], relay["environment"]):
+        dsn = urlsplit(env["WHEELQ_RELAY_DSN"])
+        assert (dsn.scheme, dsn.hostname, dsn.port) == ("postgresql", "postgres", 5432)
+        assert (dsn.username, dsn.password, dsn.path) == (
+            db["POSTGRES_USER"],
+            secrets_env["POSTGRES_PASSWORD"],
+            f"/{db['POSTGRES_DB']}",
+        )
+    assert db["POSTGRES_PASSWORD"] == secrets_env["POSTGRES_PASSWORD"]
+    assert any(v.endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
+    assert "ports" not in postgres  # reached by the services only

@@ -1,0 +1,1 @@
+"""A tiny application for deploy/app-image: its tasks, in app/tasks.py."""
