@@ -15,6 +15,7 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from wheelq.cli.context import CliError
@@ -92,6 +93,8 @@ class Command(BaseCommand):
                 status = run_app(app, flags, given, {}, label=label, around=closing_connections)
         except CliError as exc:
             raise CommandError(str(exc), returncode=exc.code) from None
+        except ImproperlyConfigured as exc:  # no PostgreSQL database to relay
+            raise CommandError(str(exc), returncode=2) from None
         if status and action == "relay":
             raise CommandError("rows failed to relay", returncode=status)
         if status:
