@@ -97,8 +97,9 @@ def add_flags(
             "--relay-dsn",
             {
                 "metavar": "DSN",
-                "help": "run the outbox relay of this PostgreSQL too, postgresql://user:"
-                "password@host:5432/db ([relay] settings apply; default: no relay)",
+                "help": "run the outbox relay of this PostgreSQL too, postgresql://user@host:"
+                "5432/db (its password from PGPASSWORD or ~/.pgpass, off the command line; "
+                "[relay] settings apply; default: no relay)",
             },
         ),
         "metrics_port": ("--metrics-port", {"type": int, "help": port}),
