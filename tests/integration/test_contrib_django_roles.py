@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 import wheelq
+from tests.integration.test_contrib_django import MANAGE
 from tests.support.cli import PYTHON, clean_env, stop
 from tests.support.tasks import URL_VARIABLE, module_name, write_module
 from tests.support.waiting import eventually_sync
@@ -75,17 +76,6 @@ SETTINGS = """
         }}
     }}
     WHEELQ = {{"APP": "{tasks}:app", "URL": os.environ["{url}"]}}
-"""
-
-MANAGE = """
-    import os
-    import sys
-
-    if __name__ == "__main__":
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "{settings}")
-        from django.core.management import execute_from_command_line
-
-        execute_from_command_line(sys.argv)
 """
 
 

@@ -5,6 +5,7 @@ the same loop (docs/guides/tasks.md, "Running"; docs/guides/outbox.md)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +14,7 @@ import psycopg
 import pytest
 
 import wheelq
-from tests.support.cli import run_wheelq
+from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.tasks import URL_VARIABLE, module_name, running, write_module
 from tests.support.waiting import eventually_sync
 from wheelq import outbox
@@ -80,6 +81,15 @@ def ran(folder: Path, topic: str) -> list[list[object]]:
     return [json.loads(line) for line in lines if line.endswith("]")]
 
 
+def run_once(
+    folder: Path, app_module: ModuleType, url: str, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """``wheelq run MODULE:app FLAGS`` in `folder` until it exits (a refusal)."""
+    return run_wheelq(
+        "run", f"{app_module.__name__}:app", *flags, cwd=folder, env={URL_VARIABLE: url}
+    )
+
+
 def placed(handle: wheelq.TaskHandle[object]) -> bool:
     """Whether the job of `handle` is in Redis (the relay placed it)."""
     return handle.info().state is not wheelq.JobState.UNKNOWN
@@ -120,17 +130,8 @@ def test_a_plain_topic_that_is_a_tasks_topic_is_refused_naming_it(
 ) -> None:
     handlers = f"{app_module.__name__}_handlers"
     task_topic = app_module.send.topic
-    done = run_wheelq(
-        "run",
-        f"{app_module.__name__}:app",
-        "--topic",
-        f"{task_topic}={handlers}:handler",
-        cwd=tmp_path,
-        env={URL_VARIABLE: redis_url},
-    )
-    assert done.returncode == 2, done.stderr
-    assert f"{task_topic!r} is task {app_module.send.name!r}'s topic" in done.stderr
-    assert "Traceback" not in done.stderr
+    done = run_once(tmp_path, app_module, redis_url, "--topic", f"{task_topic}={handlers}:handler")
+    assert_one_line_error(done, 2, f"{task_topic!r} is task {app_module.send.name!r}'s topic")
 
 
 @pytest.mark.parametrize(
@@ -145,17 +146,7 @@ def test_a_plain_topic_that_is_a_tasks_topic_is_refused_naming_it(
 def test_a_bad_topic_flag_exits_2_saying_why_in_one_line(
     tmp_path: Path, app_module: ModuleType, redis_url: str, flag: str, said: str
 ) -> None:
-    done = run_wheelq(
-        "run",
-        f"{app_module.__name__}:app",
-        "--topic",
-        flag,
-        cwd=tmp_path,
-        env={URL_VARIABLE: redis_url},
-    )
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and said in lines[0], done.stderr
+    assert_one_line_error(run_once(tmp_path, app_module, redis_url, "--topic", flag), 2, said)
 
 
 def test_relay_dsn_places_a_committed_outbox_job_which_runs_in_the_same_process(
@@ -189,17 +180,14 @@ def test_relay_dsn_places_a_committed_outbox_job_which_runs_in_the_same_process(
         assert proc.poll() is None
 
 
-def test_relay_dsn_without_the_outbox_tables_exits_1_in_one_line(
+def test_relay_dsn_without_the_outbox_tables_exits_1_saying_what_to_run(
     tmp_path: Path, app_module: ModuleType, redis_url: str, postgres_dsn: str
 ) -> None:
-    done = run_wheelq(
-        "run",
-        f"{app_module.__name__}:app",
-        "--relay-dsn",
-        postgres_dsn,
-        cwd=tmp_path,
-        env={URL_VARIABLE: redis_url},
-    )
+    """The relay's check runs first on the loop: the process stops before its worker
+    reads, its last line saying what to run (after the "running ..." log line)."""
+    done = run_once(tmp_path, app_module, redis_url, "--relay-dsn", postgres_dsn)
     assert done.returncode == 1, done.stderr
-    assert "wheelq outbox init" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("wheelq run: the outbox's tables are missing"), last
+    assert "wheelq outbox init" in last, last

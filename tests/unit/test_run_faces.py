@@ -87,14 +87,7 @@ def test_both_faces_pass_every_flag_on_to_run_app(monkeypatch: pytest.MonkeyPatc
     args = build_parser().parse_args(["run", f"{__name__}:APP", *argv])
     assert cli_run.run(Context(args, {}, {})) == 0
 
-    class Config:
-        app = APP
-
-    monkeypatch.setattr(command.apps, "get_app_config", lambda label: Config)
-    monkeypatch.setattr(command, "settings", argparse.Namespace(WHEELQ={"APP": "m:APP"}))
-    monkeypatch.setattr(command.logging, "basicConfig", lambda **_: None)
-    parser = command.Command().create_parser("manage.py", "wheelq")
-    command.Command().handle(**vars(parser.parse_args(["run", *argv])))
+    django(monkeypatch, "run", *argv)
 
     (cli_args, cli_given), (django_args, django_given) = calls
     assert (
