@@ -72,24 +72,11 @@ def test_every_flag_is_read_by_run_app_or_is_a_worker_setting() -> None:
 
 def test_both_faces_pass_every_flag_on_to_run_app(monkeypatch: pytest.MonkeyPatch) -> None:
     argv = every_flag_given()
-    calls: list[tuple[argparse.Namespace, dict[str, Any]]] = []
-
-    def run_app(
-        app: Any, args: argparse.Namespace, given: dict[str, Any], *_: Any, **__: Any
-    ) -> int:
-        assert app is APP
-        calls.append((args, given))
-        return 0
-
-    monkeypatch.setattr(cli_run, "run_app", run_app)
-    monkeypatch.setattr(command, "run_app", run_app)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    args = build_parser().parse_args(["run", f"{__name__}:APP", *argv])
-    assert cli_run.run(Context(args, {}, {})) == 0
-
+    calls = run_apps(monkeypatch)
+    cli(monkeypatch, *argv)
     django(monkeypatch, "run", *argv)
 
-    (cli_args, cli_given), (django_args, django_given) = calls
+    (cli_args, cli_given, _), (django_args, django_given, _) = calls
     assert (
         django_given == cli_given == {key: getattr(cli_args, key) for key in cli_run.WORKER_FLAGS}
     )
@@ -146,26 +133,44 @@ def test_topic_and_relay_dsn_reach_run_app_through_both_faces(
     ``manage.py wheelq run``; the Django faces wrap each handler in
     `closing_connections`, the CLI's in nothing."""
     flags = ["--topic", "a=m:f", "--topic", "b=m:g", "--relay-dsn", "postgresql://h/db"]
-    calls: list[tuple[argparse.Namespace, dict[str, Any]]] = []
+    calls = run_apps(monkeypatch)
+    cli(monkeypatch, *flags)
+    django(monkeypatch, "run", *flags)
+    django(monkeypatch, "worker", *flags[:4])
+    (by_cli, _, cli_options), (run, _, run_options), (worker, _, worker_options) = calls
+    for given in (by_cli, run, worker):
+        assert given.topic == ["a=m:f", "b=m:g"]
+    assert by_cli.relay_dsn == run.relay_dsn == "postgresql://h/db"
+    assert worker.relay_dsn is None and worker.no_scheduler  # a worker alone
+    assert cli_options.get("around") is None
+    assert run_options["around"] is worker_options["around"] is database.closing_connections
 
-    def run_app(app: Any, args: argparse.Namespace, *_: Any, **options: Any) -> int:
-        calls.append((args, options))
+
+Call = tuple[argparse.Namespace, dict[str, Any], dict[str, Any]]
+
+
+def run_apps(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
+    """Each call of `run_app` through either face, in place of running: its args, its
+    worker settings given and its keyword options."""
+    calls: list[Call] = []
+
+    def run_app(
+        app: Any, args: argparse.Namespace, given: dict[str, Any], *_: Any, **options: Any
+    ) -> int:
+        assert app is APP
+        calls.append((args, given, options))
         return 0
 
     monkeypatch.setattr(cli_run, "run_app", run_app)
     monkeypatch.setattr(command, "run_app", run_app)
+    return calls
+
+
+def cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> None:
+    """``wheelq run MODULE:APP ARGV``."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    args = build_parser().parse_args(["run", f"{__name__}:APP", *flags])
+    args = build_parser().parse_args(["run", f"{__name__}:APP", *argv])
     assert cli_run.run(Context(args, {}, {})) == 0
-    django(monkeypatch, "run", *flags)
-    django(monkeypatch, "worker", *flags[:4])
-    (cli, cli_options), (run, run_options), (worker, worker_options) = calls
-    for given in (cli, run, worker):
-        assert given.topic == ["a=m:f", "b=m:g"]
-    assert cli.relay_dsn == run.relay_dsn == "postgresql://h/db"
-    assert worker.relay_dsn is None and worker.no_scheduler  # a worker alone
-    assert cli_options.get("around") is None
-    assert run_options["around"] is worker_options["around"] is database.closing_connections
 
 
 def django(monkeypatch: pytest.MonkeyPatch, *argv: str) -> None:
