@@ -16,7 +16,7 @@ import wheelq
 from wheelq.cli import build_parser
 from wheelq.cli import run as cli_run
 from wheelq.cli.context import CliError, Context
-from wheelq.contrib.django import conf
+from wheelq.contrib.django import conf, database
 from wheelq.contrib.django.management.commands import wheelq as command
 from wheelq.errors import InvalidSpecError
 from wheelq.tasks import loading
@@ -72,31 +72,11 @@ def test_every_flag_is_read_by_run_app_or_is_a_worker_setting() -> None:
 
 def test_both_faces_pass_every_flag_on_to_run_app(monkeypatch: pytest.MonkeyPatch) -> None:
     argv = every_flag_given()
-    calls: list[tuple[argparse.Namespace, dict[str, Any]]] = []
+    calls = run_apps(monkeypatch)
+    cli(monkeypatch, *argv)
+    django(monkeypatch, "run", *argv)
 
-    def run_app(
-        app: Any, args: argparse.Namespace, given: dict[str, Any], *_: Any, **__: Any
-    ) -> int:
-        assert app is APP
-        calls.append((args, given))
-        return 0
-
-    monkeypatch.setattr(cli_run, "run_app", run_app)
-    monkeypatch.setattr(command, "run_app", run_app)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    args = build_parser().parse_args(["run", f"{__name__}:APP", *argv])
-    assert cli_run.run(Context(args, {}, {})) == 0
-
-    class Config:
-        app = APP
-
-    monkeypatch.setattr(command.apps, "get_app_config", lambda label: Config)
-    monkeypatch.setattr(command, "settings", argparse.Namespace(WHEELQ={"APP": "m:APP"}))
-    monkeypatch.setattr(command.logging, "basicConfig", lambda **_: None)
-    parser = command.Command().create_parser("manage.py", "wheelq")
-    command.Command().handle(**vars(parser.parse_args(["run", *argv])))
-
-    (cli_args, cli_given), (django_args, django_given) = calls
+    (cli_args, cli_given, _), (django_args, django_given, _) = calls
     assert (
         django_given == cli_given == {key: getattr(cli_args, key) for key in cli_run.WORKER_FLAGS}
     )
@@ -144,3 +124,144 @@ def test_a_module_that_raises_is_one_line_on_the_cli_and_its_own_error_in_django
     assert "raising_tasks_xyz.py:3: ZeroDivisionError" in str(cli.value)
     with pytest.raises(ZeroDivisionError):
         conf.load_app({"APP": "raising_tasks_xyz:APP"})
+
+
+def test_topic_and_relay_dsn_reach_run_app_through_both_faces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--topic`` (repeated) and ``--relay-dsn`` as given, through `wheelq run` and
+    ``manage.py wheelq run``; the Django faces wrap each handler in
+    `closing_connections`, the CLI's in nothing."""
+    flags = ["--topic", "a=m:f", "--topic", "b=m:g", "--relay-dsn", "postgresql://h/db"]
+    calls = run_apps(monkeypatch)
+    cli(monkeypatch, *flags)
+    django(monkeypatch, "run", *flags)
+    django(monkeypatch, "worker", *flags[:4])
+    (by_cli, _, cli_options), (run, _, run_options), (worker, _, worker_options) = calls
+    for given in (by_cli, run, worker):
+        assert given.topic == ["a=m:f", "b=m:g"]
+    assert by_cli.relay_dsn == run.relay_dsn == "postgresql://h/db"
+    assert worker.relay_dsn is None and worker.no_scheduler  # a worker alone
+    assert cli_options.get("around") is None
+    assert run_options["around"] is worker_options["around"] is database.closing_connections
+
+
+Call = tuple[argparse.Namespace, dict[str, Any], dict[str, Any]]
+
+
+def run_apps(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
+    """Each call of `run_app` through either face, in place of running: its args, its
+    worker settings given and its keyword options."""
+    calls: list[Call] = []
+
+    def run_app(
+        app: Any, args: argparse.Namespace, given: dict[str, Any], *_: Any, **options: Any
+    ) -> int:
+        assert app is APP
+        calls.append((args, given, options))
+        return 0
+
+    monkeypatch.setattr(cli_run, "run_app", run_app)
+    monkeypatch.setattr(command, "run_app", run_app)
+    return calls
+
+
+def cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> None:
+    """``wheelq run MODULE:APP ARGV``."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    args = build_parser().parse_args(["run", f"{__name__}:APP", *argv])
+    assert cli_run.run(Context(args, {}, {})) == 0
+
+
+def django(monkeypatch: pytest.MonkeyPatch, *argv: str) -> None:
+    """``manage.py wheelq ARGV`` with `APP` as the project's app."""
+
+    class Config:
+        app = APP
+
+    monkeypatch.setattr(command.apps, "get_app_config", lambda label: Config)
+    project = argparse.Namespace(WHEELQ={"APP": "m:APP"}, DATABASES=DATABASES)
+    monkeypatch.setattr(command, "settings", project)
+    monkeypatch.setattr(command.logging, "basicConfig", lambda **_: None)
+    parser = command.Command().create_parser("manage.py", "wheelq")
+    command.Command().handle(**vars(parser.parse_args(list(argv))))
+
+
+def django_parser(action: str) -> argparse.ArgumentParser:
+    return run_parser_named(command.Command().create_parser("manage.py", "wheelq"), action)
+
+
+def run_parser_named(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    found: argparse.ArgumentParser = subparsers.choices[name]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("action", "dests"),
+    [("worker", cli_run.WORKER_ROLE), ("scheduler", cli_run.SCHEDULER_ROLE)],
+)
+def test_django_worker_and_scheduler_take_run_flags_of_their_role(
+    action: str, dests: tuple[str, ...]
+) -> None:
+    parser = argparse.ArgumentParser(add_help=False)
+    cli_run.add_flags(parser, dests)
+    assert flags_of(django_parser(action)) == flags_of(parser)
+    assert set(dests) <= set(cli_run.RUN_FLAGS + cli_run.WORKER_FLAGS)
+
+
+def test_django_relay_takes_wheelq_relays_flags() -> None:
+    relay = run_parser_named(build_parser(), "relay")
+    assert flags_of(django_parser("relay")) == flags_of(relay) - CONNECTS
+
+
+def test_django_scheduler_and_relay_pass_their_flags_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(
+        command, "run_scheduler", lambda app, args, given, **_: calls.append((args, given)) or 0
+    )
+    monkeypatch.setattr(
+        command, "serve_relay", lambda url, options, values: calls.append(values) or 0
+    )
+    django(monkeypatch, "scheduler", "--tasks", "x", "--topic", "p", "--metrics-port", "9")
+    django(monkeypatch, "relay", "--ack", "replicated")
+    (scheduler, given), values = calls
+    assert scheduler.tasks == ["x"] and scheduler.topic == ["p"] and given == {"metrics_port": 9}
+    assert values == {"ack": "replicated", "dsn": database.relay_dsn(DATABASES)}
+
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "shop",
+        "USER": "app",
+        "PASSWORD": "it's \\ secret",
+        "HOST": "db.internal",
+        "PORT": 5433,
+        "OPTIONS": {"sslmode": "require", "pool": True, "isolation_level": 1},
+    }
+}
+
+
+def test_relay_dsn_is_the_project_databases_as_libpq_reads_it() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    dsn = database.relay_dsn(DATABASES)
+    assert psycopg.conninfo.conninfo_to_dict(dsn) == {
+        "dbname": "shop",
+        "user": "app",
+        "password": "it's \\ secret",
+        "host": "db.internal",
+        "port": "5433",
+        "sslmode": "require",
+    }
+
+
+@pytest.mark.parametrize(
+    "databases",
+    [{}, {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}}],
+)
+def test_relay_dsn_refuses_a_project_without_a_postgresql_database(databases: Any) -> None:
+    with pytest.raises(ImproperlyConfigured) as refused:
+        database.relay_dsn(databases)
+    assert "DATABASES['default'] to be a PostgreSQL database" in str(refused.value)
+    assert "pass --dsn" in str(refused.value)

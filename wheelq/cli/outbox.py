@@ -47,14 +47,25 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="move committed outbox rows into Redis until SIGINT/SIGTERM",
     )
-    p.add_argument("--dsn", help=dsn)
+    add_relay_flags(p, dsn)
+    p.set_defaults(func=relay)
+
+
+def add_relay_flags(p: argparse.ArgumentParser, dsn_help: str) -> None:
+    """The flags of running a relay: `wheelq relay`'s and ``manage.py wheelq relay``'s
+    (`relay_given` reads them)."""
+    p.add_argument("--dsn", help=dsn_help)
     p.add_argument(
         "--ack",
         choices=["primary", "replicated", "persisted"],
         help="what Redis confirms before rows are deleted (default primary)",
     )
     metrics_flag(p)
-    p.set_defaults(func=relay)
+
+
+def relay_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``[relay]`` settings `add_relay_flags`' flags give (None: not given)."""
+    return {"dsn": args.dsn, "ack": args.ack, **metrics_given(args)}
 
 
 def init_tables(ctx: Context) -> int:
@@ -69,18 +80,20 @@ def init_tables(ctx: Context) -> int:
 
 
 def relay(ctx: Context) -> int:
-    outbox = _outbox()
-    from wheelq.producer.async_client import AsyncClient
+    values = ctx.section("relay", **relay_given(ctx.args))
+    return serve_relay(ctx.redis_url(), ctx.section("client"), values)
 
-    url = ctx.redis_url()
-    values = ctx.section("relay", dsn=ctx.args.dsn, ack=ctx.args.ack, **metrics_given(ctx.args))
-    dsn, ack, settings = _relay_settings(values)
+
+def serve_relay(url: str, client_options: dict[str, Any], values: dict[str, Any]) -> int:
+    """Run a relay of the ``[relay]`` settings `values` into the Redis of `url` (a client
+    of `client_options`) until SIGINT/SIGTERM: `wheelq relay` and ``manage.py wheelq
+    relay``. Exits 1 when rows failed to relay."""
     metrics = pop_metrics(values)
+    node = relay_for(url, client_options, values)
+    dsn = node.dsn
 
     async def main() -> int:
-        client = AsyncClient.from_url(url, **ctx.section("client"))
         try:
-            node = outbox.Relay(client, dsn, settings, ack=ack)
             await node.check()  # a wrong DSN or missing tables: one line, exit 1
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -90,16 +103,29 @@ def relay(ctx: Context) -> int:
                     done.set_result(None)
 
             SignalStop(stop, lambda: None, log).install()
-            beside = metrics_beside(client, "relay", *metrics, also=(node,))
+            beside = metrics_beside(node.client, "relay", *metrics, also=(node,))
             async with beside() if beside is not None else AsyncExitStack():
                 await node.start()
                 log.info("relaying the outbox of %s into %s", _shown(dsn), _shown_url(url))
                 await done
             return 0 if node.failures == 0 else 1
         finally:
-            await client.aclose()
+            await node.client.aclose()
 
     return asyncio.run(main())
+
+
+def relay_for(url: str, client_options: dict[str, Any], values: dict[str, Any]) -> Relay:
+    """A relay of the ``[relay]`` settings `values` (its ``dsn`` among them) placing jobs in
+    the Redis of `url` through a client of its own (`client_options`); exit 2 for a bad
+    setting or a missing driver."""
+    outbox = _outbox()
+    from wheelq.producer.async_client import AsyncClient
+
+    dsn, ack, settings = _relay_settings(values)
+    client = AsyncClient.from_url(url, **client_options)
+    relay: Relay = outbox.Relay(client, dsn, settings, ack=ack)
+    return relay
 
 
 def relay_beside(ctx: Context, url: str) -> Relay | None:
@@ -110,13 +136,7 @@ def relay_beside(ctx: Context, url: str) -> Relay | None:
         values.pop(key, None)  # the scheduler's own metrics serve the relay's too
     if not values.get("dsn"):
         return None
-    outbox = _outbox()
-    from wheelq.producer.async_client import AsyncClient
-
-    dsn, ack, settings = _relay_settings(values)
-    client = AsyncClient.from_url(url, **ctx.section("client"))
-    relay: Relay = outbox.Relay(client, dsn, settings, ack=ack)
-    return relay
+    return relay_for(url, ctx.section("client"), values)
 
 
 def running_beside(

@@ -25,7 +25,8 @@ from wheelq.producer.client import Client
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.tasks import eager
 from wheelq.tasks.task import EagerMode, Task, TaskConfig
-from wheelq.worker.worker import Worker
+from wheelq.worker.handler_runner import Handler
+from wheelq.worker.worker import Routable, Route, Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -294,18 +295,38 @@ class App:
         *,
         settings: WorkerSettings | None = None,
         consumer: str | None = None,
+        handlers: Mapping[str, Routable] | None = None,
+        around: Callable[[Handler], Handler] | None = None,
     ) -> Worker:
         """A worker of `tasks` (names or topics; None: every task), each task's jobs run by
         its function with its own time limit, backoff and attempts (`Task.route`), sharing
         the worker's slots.
 
+        Args:
+            tasks: The tasks to run, by name or topic (None: every task).
+            settings: The worker's settings (None: the app's).
+            consumer: The worker's consumer name (None: made up).
+            handlers: Plain topics to run too, each with its handler (a function taking a
+                `wheelq.Job`, or a `Route`): ``wheelq run --topic TOPIC=MODULE:HANDLER``.
+            around: Given each handler (the tasks' and `handlers`'), returns the one the
+                worker runs instead, sync for sync and async for async (Django's commands
+                close stale database connections around each job with it).
+
         Raises:
-            InvalidArgumentError: The app has no task, or none of that name.
+            InvalidArgumentError: The app has no task and no `handlers` were given, none of
+                a name in `tasks`, or a topic of `handlers` is a task's topic.
         """
         chosen = self.chosen(tasks)
-        if not chosen:
+        plain = dict(handlers or {})
+        self._check_plain(plain, "handlers")
+        if not chosen and not plain:
             raise InvalidArgumentError("tasks", "the app has no task: decorate one with @app.task")
         routes = {t.topic: t.route() for t in chosen}
+        routes |= {t: h if isinstance(h, Route) else Route(h) for t, h in plain.items()}
+        if around is not None:
+            routes = {
+                t: dataclasses.replace(r, handler=around(r.handler)) for t, r in routes.items()
+            }
         fields = _as_kwargs(settings or self.worker_settings)
         return Worker.from_url(
             self.url,
@@ -319,14 +340,42 @@ class App:
         )
 
     def scheduler(
-        self, tasks: Iterable[str] | None = None, *, settings: SchedulerSettings | None = None
+        self,
+        tasks: Iterable[str] | None = None,
+        *,
+        settings: SchedulerSettings | None = None,
+        topics: Iterable[str] = (),
     ) -> Scheduler:
-        """A scheduler node leading the topics of `tasks` (None: every task's)."""
-        topics = [t.topic for t in self.chosen(tasks)]
+        """A scheduler node leading the topics of `tasks` (None: every task's) and the plain
+        `topics` (those `worker`'s ``handlers`` run).
+
+        Raises:
+            InvalidArgumentError: None of a name in `tasks`, or a topic of `topics` is not a
+                topic name or is a task's topic.
+        """
+        plain = list(dict.fromkeys(topics))
+        self._check_plain(plain, "topics")
+        led = [t.topic for t in self.chosen(tasks)] + plain
         fields = _as_kwargs(settings or self.scheduler_settings)
         return Scheduler.from_url(
-            self.url, topics, redis_options=self.redis_options, cluster=self.cluster, **fields
+            self.url, led, redis_options=self.redis_options, cluster=self.cluster, **fields
         )
+
+    def _check_plain(self, topics: Iterable[str], parameter: str) -> None:
+        """Raise InvalidArgumentError (naming `parameter`) for a topic of `topics` that is
+        not a topic name, or that is a task's (its jobs are the task's, run by the task)."""
+        tasks = {t.topic: t.name for t in self.tasks.values()}
+        for topic in topics:
+            try:
+                validate_topic(topic)
+            except InvalidTopicError as exc:
+                raise InvalidArgumentError(parameter, f"{parameter}: {exc}") from None
+            if topic in tasks:
+                raise InvalidArgumentError(
+                    parameter,
+                    f"{parameter} must be topics of no task: {topic!r} is task "
+                    f"{tasks[topic]!r}'s topic, its jobs run by the task",
+                )
 
 
 def _as_kwargs(settings: object) -> dict[str, Any]:
