@@ -25,7 +25,7 @@ import redis.asyncio
 import wheelq
 from tests.integration.test_docs_guides import _importable
 from tests.integration.test_worker import FAST, SCHEDULER, holds
-from tests.support.docs import README_URL, Services, blocks, run_code, snippets, with_dsn
+from tests.support.docs import Services, run_code, snippets
 from tests.support.servers import dedicated_server
 from tests.support.tasks import URL_VARIABLE, module_name, running, write_module
 from tests.support.waiting import eventually
@@ -395,14 +395,14 @@ def test_the_outbox_guides_task_applies_its_effects_once(
     """The outbox guide's task (``once(conn)`` without its job) under ``wheelq run``: each
     order invoiced once, the record naming the task's own job; the same job run again (a
     second delivery) invoices nothing more."""
-    (block,) = [b for b in blocks("docs/guides/outbox.md") if b.body.startswith("# billing.py\n")]
+    found = snippets("docs/guides/outbox.md", "Effects once in a task", redis_url, dsn=dsn)
+    assert list(found.files) == ["billing.py"] and not found.code and not found.commands
     name = module_name(topic)
-    source = with_dsn(README_URL.sub(redis_url, block.body), dsn)
     with psycopg.connect(dsn) as conn:
         conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY, cents bigint NOT NULL)")
         conn.execute("CREATE TABLE invoices (order_id bigint NOT NULL, cents bigint NOT NULL)")
         conn.execute("INSERT INTO orders VALUES (1, 100), (2, 250)")
-    module = write_module(tmp_path, name, source)
+    module = write_module(tmp_path, name, found.files["billing.py"])
     try:
         with running(tmp_path, name, redis_url):
             handles = [module.invoice.enqueue(order) for order in (1, 2)]

@@ -214,6 +214,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/outbox.md", "Run the relay"): (
         "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"
     ),
+    ("docs/guides/outbox.md", "Effects once in a task"): (
+        "tests/integration/test_job_context.py::test_the_outbox_guides_task_applies_its_effects_once"
+    ),
     ("docs/guides/outbox.md", "Effects exactly once"): (
         "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"
     ),
