@@ -4,8 +4,8 @@ topic, key, attempt, max_attempts, due_ms, enqueued_ms and group as `get()` repo
 a retry sees attempt 2 (through ``wheelq run`` and `handle.result()` too), a take-over its
 deliveries, concurrent async handlers each their own job; outside a run it raises
 `NoCurrentJobError`. `outbox.once(conn)` inside a task, sync and async, records the running
-job on a real PostgreSQL. (The runner alone, threads and time limits: tests/unit/
-test_job_context.py.)
+job on a real PostgreSQL. (The runner alone, threads and time limits:
+tests/unit/test_current_job.py.)
 """
 
 from __future__ import annotations
