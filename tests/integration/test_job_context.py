@@ -23,6 +23,7 @@ import pytest
 import redis.asyncio
 
 import wheelq
+from tests.integration import test_worker
 from tests.integration.test_docs_guides import _importable
 from tests.integration.test_worker import FAST, SCHEDULER, holds
 from tests.support.docs import Services, run_code, snippets
@@ -68,26 +69,9 @@ def facts(job: Job) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-async def workers(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Workers]:
-    pool = Workers(redis_url, topic, FAST)
-    try:
-        yield pool
-    finally:
-        await pool.close()
-
-
-@pytest.fixture
-async def scheduler(redis_url: str, topic: str, client: AsyncClient) -> AsyncIterator[Scheduler]:
-    node = Scheduler.from_url(redis_url, [topic], **SCHEDULER)
-    await node.start()
-    try:
-        await eventually(
-            holds(lambda: len(node.leads) == SHARDS), timeout_s=10, what="the leader of each shard"
-        )
-        yield node
-    finally:
-        await node.stop()
+# test_worker.py's fixtures: workers stopped at teardown, a scheduler node leading every shard
+workers = test_worker.workers
+scheduler = test_worker.scheduler
 
 
 def recorder(is_async: bool, seen: list[tuple[Job, Job]]) -> Callable[[Job], Any]:
