@@ -109,6 +109,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/tasks.md", "In FastAPI and Starlette"): (
         "tests/integration/test_docs_guides.py::test_tasks_guide_runs_as_written"
     ),
+    ("docs/guides/tasks.md", "The job's context"): (
+        "tests/integration/test_job_context.py::test_the_tasks_guides_job_context_runs_as_written"
+    ),
     ("docs/guides/producing.md", "Connect a client"): (
         "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
     ),
@@ -213,6 +216,9 @@ RUN: dict[tuple[str, str], str] = {
     ),
     ("docs/guides/outbox.md", "Run the relay"): (
         "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"
+    ),
+    ("docs/guides/outbox.md", "Effects once in a task"): (
+        "tests/integration/test_job_context.py::test_the_outbox_guides_task_applies_its_effects_once"
     ),
     ("docs/guides/outbox.md", "Effects exactly once"): (
         "tests/integration/test_docs_outbox.py::test_outbox_guide_runs_as_written"

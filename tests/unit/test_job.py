@@ -484,7 +484,12 @@ def test_an_envelope_without_option_slots_reads_each_option_as_unset() -> None:
 # --- stream entries ---------------------------------------------------------------------------
 
 GOOD = ready_fields(
-    "job-1", topic="emails", due_ms=1_700_000_000_123, attempt=2, payload=b"\x81\xa2to\xa3ada"
+    "job-1",
+    topic="emails",
+    due_ms=1_700_000_000_123,
+    attempt=2,
+    payload=b"\x81\xa2to\xa3ada",
+    enqueued_ms=1_700_000_000_023,
 )
 
 
@@ -505,6 +510,7 @@ def test_job_from_entry() -> None:
         "callback": None,
         "key": None,
         "ordered": False,
+        "enqueued_ms": 1_700_000_000_023,
     }
     assert {name: getattr(job, name) for name in expected} == expected
     assert job.fired_ms == 1_700_000_000_125
@@ -604,6 +610,7 @@ entry_values = st.fixed_dictionaries(
         "due_ms": st.integers(0, 2**53),
         "attempt": st.integers(1, 1000),
         "max_attempts": st.integers(1, 1000),
+        "enqueued_ms": st.integers(0, 2**53),
         "payload": st.binary(max_size=8).map(msgpack.packb),
         "group": st.sampled_from(["", "g", "billing"]),
         "traceparent": st.sampled_from(["", TRACEPARENT, "\xff not one"]),
@@ -738,3 +745,9 @@ def test_validate_max_attempts_rejects(value: object) -> None:
         validate_max_attempts(value)
     assert info.value.parameter == "max_attempts"
     assert str(info.value) == f"max_attempts must be an int in [1, 1000], got {value!r}"
+
+
+def test_job_reads_its_attempts_enqueue_time_and_zero_from_an_entry_without_it() -> None:
+    assert Job.from_entry("1-0", GOOD).enqueued_ms == 1_700_000_000_023
+    fields = {k: v for k, v in GOOD.items() if k != b"enqueued"}
+    assert Job.from_entry("1-0", fields).enqueued_ms == 0

@@ -84,7 +84,7 @@ READY_ENTRY = (
     EntryField(Field.MAX_ATTEMPTS, "max_attempts", "int", "max_attempts", default=b"1"),
     EntryField(Field.PAYLOAD, "payload", "payload", "payload"),
     # the envelope's enqueued_ms, so a lookup still has it once the job fired (core.history)
-    EntryField(Field.ENQUEUED, "enqueued_ms", "int", None, default=b"0"),
+    EntryField(Field.ENQUEUED, "enqueued_ms", "int", "enqueued_ms", default=b"0"),
     EntryField(Field.GROUP, "group", "text", "group", optional=True),
     # then each stored option (core.options.STORED), from its envelope slot
     *(
@@ -331,6 +331,10 @@ class Job:
     """The key it was enqueued with (``enqueue(..., key=)``); None without one."""
     ordered: bool = False
     """Enqueued with ``ordered=True``: its key's jobs run one at a time, in due order."""
+    enqueued_ms: int = 0
+    """When this attempt was enqueued (ms since the epoch): the first by the enqueue call
+    (the producer's clock), a retry when the attempt before it ended (the worker's); 0
+    when unknown (an entry without the field, written by another client)."""
 
     @property
     def due(self) -> datetime:

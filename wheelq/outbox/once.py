@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from wheelq.core import keys as k
+from wheelq.core.context import current_job
 from wheelq.core.job import Job
 from wheelq.errors import InvalidArgumentError
 from wheelq.outbox import connection
@@ -23,9 +24,12 @@ PRUNE = (  # on the database's clock, which wrote done_ms
 )
 
 
-def once(conn: Any, job: Job) -> bool:
+def once(conn: Any, job: Job | None = None) -> bool:
     """Record in `conn`'s transaction that `job`'s effects are applied; True when this is
     the first time (apply them), False when a committed record says they were.
+
+    Inside a handler or a task, `job` is the running one unless given
+    (`wheelq.current_job()`): ``once(conn)``.
 
     Write the handler's effects on the same connection, in the same transaction, and
     commit it before the handler returns: the record then exists if and only if the
@@ -33,25 +37,30 @@ def once(conn: Any, job: Job) -> bool:
     ``done_retention_ms``) applies the effects again.
 
     Raises:
+        NoCurrentJobError: No `job` given, outside a handler or task.
         NotInTransactionError: `conn` is in autocommit mode outside a transaction.
         OutboxNotInstalledError: The outbox's tables are missing.
         UnsupportedConnectionError: `conn` is no connection the outbox knows.
     """
+    params = _params(job)
     driver = connection.driver_of(conn, connection.SYNC)
     connection.require_transaction(conn, driver, "conn")
-    return connection.execute(conn, driver, RECORD, _params(job)) == 1
+    return connection.execute(conn, driver, RECORD, params) == 1
 
 
-async def aonce(conn: Any, job: Job) -> bool:
+async def aonce(conn: Any, job: Job | None = None) -> bool:
     """`once` on an async connection (psycopg's `AsyncConnection`, SQLAlchemy's
-    `AsyncConnection` or `AsyncSession`)."""
+    `AsyncConnection` or `AsyncSession`); `job` the running one unless given."""
+    params = _params(job)
     driver = connection.driver_of(conn, connection.ASYNC)
     await connection.arequire_transaction(conn, driver, "conn")
-    return await connection.aexecute(conn, driver, RECORD, _params(job)) == 1
+    return await connection.aexecute(conn, driver, RECORD, params) == 1
 
 
-def _params(job: Job) -> dict[str, str]:
-    if not isinstance(job, Job):
+def _params(job: Job | None) -> dict[str, str]:
+    if job is None:
+        job = current_job()
+    elif not isinstance(job, Job):
         raise InvalidArgumentError(
             "job", f"job must be the handler's Job, got {type(job).__name__}"
         )

@@ -16,6 +16,7 @@ from time import monotonic  # see _Run.started: why not the worker's Clock
 from types import EllipsisType
 from typing import Any, NoReturn
 
+from wheelq.core.context import CURRENT
 from wheelq.core.job import Job
 from wheelq.core.payload import encode_result
 from wheelq.errors import HandlerExitError, HandlerTimeoutError, InvalidHandlerError, ResultError
@@ -359,6 +360,7 @@ class HandlerRunner:
             return self.outcome(job, done)
         # No time limit: no timeout context either (it costs more than a no-op handler).
         deadline = None if self.timeout_s is None else asyncio.timeout(self.timeout_s)
+        current = CURRENT.set(job)  # in this job's own task: `current_job()` (core.context)
         try:
             if deadline is None:
                 value = await self._await(job)
@@ -375,6 +377,8 @@ class HandlerRunner:
                 return exc
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...
             return _exited(exc, job)
+        finally:
+            CURRENT.reset(current)
         return self._ran_over(job)
 
     def _ran_over(self, job: Job) -> HandlerTimeoutError:
@@ -419,7 +423,10 @@ class HandlerRunner:
             return self._call(job)
 
     def _call(self, job: Job) -> bytes | None:
-        """On a handler thread: run it; its result encoded (raised: what failed the run)."""
+        """On a handler thread: run it, `job` the current job meanwhile (`current_job()`,
+        core.context; reset after, so the thread keeps no stale job); its result encoded
+        (raised: what failed the run)."""
+        current = CURRENT.set(job)
         try:
             result = self.handler(job)
             if result is None:
@@ -441,6 +448,8 @@ class HandlerRunner:
             raise
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...
             raise _exited(exc, job) from exc
+        finally:
+            CURRENT.reset(current)
 
     def _kept(self, result: Any) -> bytes | ResultError | None:
         """A result as its job's record keeps it, or the error that fails the run instead."""

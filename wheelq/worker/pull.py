@@ -228,7 +228,8 @@ FILL_ROUNDS = 4
 @dataclass(frozen=True, slots=True)
 class Pulled:
     """A pulled job, its payload as JSON types (`jsonable`) and the receipt that acks or
-    nacks it."""
+    nacks it. No handler runs here, so no `current_job()` is set: the pulled job (its
+    fields in the answer) is the consumer's whole context (docs/guides/pull.md)."""
 
     job: Job
     payload: Any
