@@ -154,7 +154,7 @@ class _Job:
             callback=Callback.unpack(envelope.callback) if envelope.callback else None,
             key=envelope.key or None,
             ordered=envelope.ordered,
-            # issue 59 item 2 adds `Job.enqueued_ms`: enqueued_ms=envelope.enqueued_ms here
+            enqueued_ms=envelope.enqueued_ms,
         )
         self.state = JobState.PENDING
         self.attempt = 0
