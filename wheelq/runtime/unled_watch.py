@@ -6,7 +6,7 @@ unled and an INFO line when it is led again: once each, not every round."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
@@ -16,6 +16,15 @@ from wheelq.store.topics import all_topics
 from wheelq.store.unled import HORIZON_MS, unled_topics
 
 log = logging.getLogger(__name__)
+
+
+def unled_line(topic: str, shards: Sequence[int]) -> str:
+    """What the warning says of `topic` with unled `shards` (the log's and the CLI's)."""
+    return (
+        f"topic {topic} has jobs due within {HORIZON_MS // 1000} s in {len(shards)} shard(s) "
+        f"no scheduler node leads ({', '.join(map(str, shards))}): they will not fire until "
+        f"one does; run {remedy(topic)}"
+    )
 
 
 def remedy(topic: str) -> str:
@@ -58,6 +67,8 @@ class UnledWatch(Service):
         """Every registered topic at the last read (the gauge's 0s)."""
         self.unled: dict[str, tuple[int, ...]] = {}
         """Topic -> its unled shards at the last read; topics without any are left out."""
+        self.reads = 0
+        """Reads done."""
 
     def shards_unled(self) -> list[tuple[str, int]]:
         """(topic, unled shards) for every registered topic at the last read, 0s included."""
@@ -78,19 +89,13 @@ class UnledWatch(Service):
             unled_topics(registry.shards, self.clock.now_ms(), self._led()), executor.run
         )
         for topic in sorted(found.keys() - self.unled.keys()):
-            shards = found[topic]
-            log.warning(
-                "topic %s has jobs due within %d s in %d shard(s) no scheduler node leads "
-                "(%s): they will not fire until one does; run %s",
-                topic,
-                HORIZON_MS // 1000,
-                len(shards),
-                ", ".join(map(str, shards)),
-                remedy(topic),
-            )
+            log.warning("%s", unled_line(topic, found[topic]))
         for topic in sorted(self.unled.keys() - found.keys()):
             if topic in registry.shards:
-                log.info("topic %s: every shard with jobs due is led again", topic)
+                log.info(
+                    "topic %s is led again: every shard with jobs due has a scheduler node", topic
+                )
         self.topics = tuple(sorted(registry.shards))
         self.unled = found
+        self.reads += 1
         return found
