@@ -640,12 +640,13 @@ async def test_the_service_s_own_parts_report_in_the_metrics(api: Served) -> Non
             if s.labels["role"] == "serve"
         }
 
-    assert api.service.status()["parts"].keys() == {"clock", "sampler"}
-    assert up((await api.call("GET", "/metrics"))[1]) == {"clock": 1.0, "sampler": 1.0}
+    assert api.service.status()["parts"].keys() == {"clock", "unled", "sampler"}
+    running = {"clock": 1.0, "unled": 1.0, "sampler": 1.0}
+    assert up((await api.call("GET", "/metrics"))[1]) == running
     sampler = api.service.sampler
     assert sampler is not None
     await sampler.stop()  # as if its loop had ended: the metric says so
-    assert up((await api.call("GET", "/metrics"))[1]) == {"clock": 1.0, "sampler": 0.0}
+    assert up((await api.call("GET", "/metrics"))[1]) == {**running, "sampler": 0.0}
 
 
 async def test_unknown_paths_and_methods_are_problems(api: Served) -> None:

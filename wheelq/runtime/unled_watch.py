@@ -71,7 +71,10 @@ class UnledWatch(Service):
         """Reads done."""
 
     def shards_unled(self) -> list[tuple[str, int]]:
-        """(topic, unled shards) for every registered topic at the last read, 0s included."""
+        """(topic, unled shards) for every registered topic at the last read, 0s included;
+        none while reads fail (a stale count would outlive what it counted)."""
+        if self.failures:
+            return []
         return [(topic, len(self.unled.get(topic, ()))) for topic in self.topics]
 
     async def first_wait(self) -> float:
