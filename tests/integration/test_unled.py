@@ -19,8 +19,10 @@ import pytest
 
 from tests.integration.test_metrics import _parse, _scrape
 from tests.integration.test_web_dashboard import get
-from tests.support.cli import clean_env, run_wheelq, wheelq_argv
+from tests.support.cli import clean_env, run_wheelq, start_wheelq, stop, wheelq_argv
+from tests.support.http import get_page
 from tests.support.ids import balanced_ids
+from tests.support.servers import free_port
 from tests.support.waiting import eventually, until
 from tests.support.web import Served, serving
 from wheelq import Admin, AsyncAdmin, AsyncClient, Scheduler
@@ -224,3 +226,38 @@ async def test_a_leader_killed_or_frozen_counts_as_gone_once_its_lease_expires(
 
 async def _is(read: object, value: int) -> bool:
     return await read() == value  # type: ignore[operator,no-any-return]
+
+
+async def test_wheelq_serve_warns_once_exports_the_gauge_and_says_when_led_again(
+    redis_url: str, topic: str
+) -> None:
+    """``wheelq serve`` as a user runs it, ``[serve] unled_check_ms`` from its environment."""
+    async with AsyncClient.from_url(redis_url) as client:
+        await due_in_every_shard(client, topic, 30)
+    port = free_port()
+    proc = start_wheelq(
+        "serve",
+        "--redis-url",
+        redis_url,
+        "--port",
+        str(port),
+        env={"WHEELQ_SERVE_UNLED_CHECK_MS": str(CHECK_MS)},
+    )
+
+    def exported() -> float | None:
+        status, _, body = get_page(f"http://127.0.0.1:{port}/metrics")
+        return gauge(_parse(body.decode()), topic) if status == 200 else None
+
+    node = Scheduler.from_url(redis_url, [topic])
+    try:
+        await until(lambda: exported() == SHARDS, timeout_s=30, what="the gauge at 3")
+        await node.start()
+        await until(lambda: exported() == 0, timeout_s=15, what="the gauge at 0")
+    finally:
+        _, err = stop(proc)  # before the node releases its leases (then it warns again)
+        await node.stop()
+    assert proc.returncode == 0, err
+    warned = [line for line in err.splitlines() if f"topic {topic} has jobs due" in line]
+    assert len(warned) == 1, err
+    assert f"run wheelq scheduler --topics {topic}" in warned[0]
+    assert len([line for line in err.splitlines() if f"topic {topic} is led again" in line]) == 1
