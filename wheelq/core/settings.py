@@ -169,8 +169,8 @@ class _SchedulerFields:
     far_promote_interval_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
     """Longest time between looks at led shards' far tiers (sooner when a leaf is due)."""
     unled_check_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
-    """How often every registered topic is checked for unled shards (jobs due within a
-    minute and no node leading them): the ``wheelq_shards_unled`` gauge and a warning."""
+    """How often the topics this node does not serve are checked for unled shards (jobs due
+    within a minute and no node leading them): ``wheelq_shards_unled`` and a warning."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
-"""The watch for unled shards (`wheelq.store.unled`): a part of `wheelq serve` and of every
-scheduler node that reads every registered topic every ``unled_check_ms``, keeps what it
-found for the ``wheelq_shards_unled`` gauge, and logs a WARNING when a topic becomes
-unled and an INFO line when it is led again: once each, not every round."""
+"""The watch for unled shards (`wheelq.store.unled`): a part of `wheelq serve` (every
+registered topic) and of every scheduler node (the topics it does not serve: it leads those
+itself) that reads them every ``unled_check_ms``, keeps what it found for the
+``wheelq_shards_unled`` gauge, and logs a WARNING when a topic becomes unled and an INFO
+line when it is led again: once each, not every round."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import logging
 from collections.abc import Callable, Collection, Sequence
 
 from wheelq.core.clock import Clock
-from wheelq.core.keys import ShardKeys
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, Service
 from wheelq.store.executor import Executor, drive_async
 from wheelq.store.topics import all_topics
@@ -44,7 +44,8 @@ class UnledWatch(Service):
         executor: Where to read.
         clock: The Redis clock (the horizon is on it).
         interval_ms: Between reads.
-        led: The shards the caller leads itself (a scheduler node's), not asked about.
+        skip: The topics the caller leads itself (a scheduler node's served topics: it
+            takes their free shards on its own), not read.
     """
 
     name = "unled"
@@ -56,13 +57,13 @@ class UnledWatch(Service):
         clock: Clock,
         interval_ms: int,
         *,
-        led: Callable[[], Collection[ShardKeys]] = tuple,
+        skip: Callable[[], Collection[str]] = tuple,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
     ) -> None:
         super().__init__(clock, log, max_pause_ms=max_pause_ms)
         self._executor = executor
         self._interval_ms = interval_ms
-        self._led = led
+        self._skip = skip
         self.topics: tuple[str, ...] = ()
         """Every registered topic at the last read (the gauge's 0s)."""
         self.unled: dict[str, tuple[int, ...]] = {}
@@ -89,7 +90,7 @@ class UnledWatch(Service):
         executor = self._executor
         (registry,) = await executor.run([all_topics()])
         found = await drive_async(
-            unled_topics(registry.shards, self.clock.now_ms(), self._led()), executor.run
+            unled_topics(registry.shards, self.clock.now_ms(), self._skip()), executor.run
         )
         for topic in sorted(found.keys() - self.unled.keys()):
             log.warning("%s", unled_line(topic, found[topic]))

@@ -92,7 +92,7 @@ class Scheduler(Role[StopReport]):
             executor,
             self.clock,
             s.unled_check_ms,
-            led=lambda: [lead.keys for lead in self.leads.all()],
+            skip=lambda: self.leases.served,
             max_pause_ms=pause_ms,
         )
         """Which registered topics have unled shards (`wheelq.store.unled`), warned of."""
