@@ -14,8 +14,10 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import redis.asyncio
 
 from tests.integration.test_metrics import _parse, _scrape
 from tests.integration.test_web_dashboard import get
@@ -26,9 +28,13 @@ from tests.support.servers import free_port
 from tests.support.waiting import eventually, until
 from tests.support.web import Served, serving
 from wheelq import Admin, AsyncAdmin, AsyncClient, Scheduler
+from wheelq.core.far_tier import MIN_HORIZON_MS
+from wheelq.core.keys import shard_of
 from wheelq.core.settings import ServeSettings
 from wheelq.metrics import MetricsServer
-from wheelq.store.unled import HORIZON_MS
+from wheelq.store import connect
+from wheelq.store.executor import drive_async
+from wheelq.store.unled import HORIZON_MS, unled_topics
 
 pytestmark = [pytest.mark.cluster_too, pytest.mark.both_servers]
 
@@ -37,6 +43,7 @@ CHECK_MS = 100
 """The watches' ``unled_check_ms`` here: a read every 100 ms."""
 WATCH_LOG = "wheelq.runtime.unled_watch"
 LEASE_TTL_MS = 1000
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def said(caplog: pytest.LogCaptureFixture, topic: str, level: int) -> list[str]:
@@ -261,3 +268,31 @@ async def test_wheelq_serve_warns_once_exports_the_gauge_and_says_when_led_again
     assert len(warned) == 1, err
     assert f"run wheelq scheduler --topics {topic}" in warned[0]
     assert len([line for line in err.splitlines() if f"topic {topic} is led again" in line]) == 1
+
+
+async def test_a_far_tier_job_counts_once_its_due_time_comes_within_the_horizon(
+    redis_url: str, redis_async: redis.asyncio.Redis, topic: str
+) -> None:
+    """A far job is never promoted without a leader: read as of a later Redis time (the
+    store's read takes `now_ms`), it makes its shard unled once due within the horizon."""
+    async with AsyncClient.from_url(redis_url) as client:
+        admin = AsyncAdmin.of(client)
+        await admin.create_topic(topic, SHARDS)
+        await admin.set_far_horizon(topic, MIN_HORIZON_MS)
+        seconds, micros = await redis_async.time()
+        due_ms = int(seconds) * 1000 + int(micros) // 1000 + 2 * MIN_HORIZON_MS
+        job_id = "far-one"
+        await client.enqueue(topic, 0, at=EPOCH + timedelta(milliseconds=due_ms), job_id=job_id)
+        stats = await admin.stats(topic)
+        assert stats is not None and stats.far == 1 and stats.unled == 0
+    executor = connect.async_executor(redis_url, {}, None)
+
+    async def read(now_ms: int) -> dict[str, tuple[int, ...]]:
+        return await drive_async(unled_topics({topic: SHARDS}, now_ms), executor.run)
+
+    try:
+        assert await read(due_ms - HORIZON_MS - 1) == {}
+        assert await read(due_ms - HORIZON_MS) == {topic: (shard_of(job_id, SHARDS),)}
+        assert await read(due_ms + 3_600_000) == {topic: (shard_of(job_id, SHARDS),)}  # overdue
+    finally:
+        await executor.aclose()
