@@ -530,6 +530,7 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
         "in_stream": stats.in_stream,
         "dead": stats.dead,
         "far": stats.far,
+        "unled": stats.unled,
         "shards": [asdict(s) for s in stats.shards],
         "paused_since_ms": None,
         "paused_groups": {},
@@ -640,12 +641,13 @@ async def test_the_service_s_own_parts_report_in_the_metrics(api: Served) -> Non
             if s.labels["role"] == "serve"
         }
 
-    assert api.service.status()["parts"].keys() == {"clock", "sampler"}
-    assert up((await api.call("GET", "/metrics"))[1]) == {"clock": 1.0, "sampler": 1.0}
+    assert api.service.status()["parts"].keys() == {"clock", "unled", "sampler"}
+    running = {"clock": 1.0, "unled": 1.0, "sampler": 1.0}
+    assert up((await api.call("GET", "/metrics"))[1]) == running
     sampler = api.service.sampler
     assert sampler is not None
     await sampler.stop()  # as if its loop had ended: the metric says so
-    assert up((await api.call("GET", "/metrics"))[1]) == {"clock": 1.0, "sampler": 0.0}
+    assert up((await api.call("GET", "/metrics"))[1]) == {**running, "sampler": 0.0}
 
 
 async def test_unknown_paths_and_methods_are_problems(api: Served) -> None:

@@ -55,6 +55,7 @@ RANGES: list[tuple[Settings, str, int, int]] = [
     (SchedulerSettings, "trim_interval_ms", 100, 86_400_000),
     (SchedulerSettings, "trim_batch", 1, 100_000),
     (SchedulerSettings, "far_promote_interval_ms", 100, 3_600_000),
+    (SchedulerSettings, "unled_check_ms", 100, 3_600_000),
     (SchedulerSettings, "start_timeout_ms", 0, 3_600_000),
     (SchedulerSettings, "stop_timeout_ms", 0, 600_000),
     (SchedulerSettings, "failure_pause_max_ms", 10, 600_000),

@@ -200,9 +200,14 @@ def list_topics(ctx: Context) -> int:
             + "  ".join(f"{n:>9}" for n in counts)
             + f"  {paused}"
         )
+    from wheelq.runtime.unled_watch import unled_line
+
     for s in found:
         if isinstance(s, Unreadable):
             print(s.error, file=sys.stderr)
+        elif s.unled:
+            unled = [shard.shard for shard in s.shards if shard.unled]
+            print("warning: " + unled_line(s.topic, unled), file=sys.stderr)
     return 0
 
 

@@ -168,6 +168,9 @@ class _SchedulerFields:
     """Most entries removed per trim call (the call is repeated while more are due)."""
     far_promote_interval_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
     """Longest time between looks at led shards' far tiers (sooner when a leaf is due)."""
+    unled_check_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
+    """How often the topics this node does not serve are checked for unled shards (jobs due
+    within a minute and no node leading them): ``wheelq_shards_unled`` and a warning."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,3 +304,6 @@ class ServeSettings(_Validated):
     """Most consumer groups a topic may have: creating one more is refused (409)."""
     pull_creates_groups: Annotated[int, Range(0, 1)] = 0
     """1: a pull with ``create: true`` creates its missing group; 0: an unknown group is 404."""
+    unled_check_ms: Annotated[int, Range(100, 3_600_000)] = 10_000
+    """How often every registered topic is checked for unled shards (jobs due within a
+    minute and no node leading them): the ``wheelq_shards_unled`` gauge and a warning."""

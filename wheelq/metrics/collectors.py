@@ -29,6 +29,7 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.runtime.clock import wall_ms
 from wheelq.runtime.service import Service
+from wheelq.runtime.unled_watch import UnledWatch
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store.executor import drive_async
 from wheelq.store.observe import observe_shards
@@ -324,11 +325,23 @@ class SchedulerCollector(Collector):
             "How far the measured Redis clock offset can be off (half the best round trip)",
             node.clock.error_bound_ms / 1000,
         )
+        yield shards_unled(node.unled)
         parts = dict(node.status()["parts"])
         if self._gauges is not None:
             parts[self._gauges.name] = self._gauges.status()
             yield from shard_families(self._gauges)
         yield from part_health("scheduler", parts)
+
+
+def shards_unled(watch: UnledWatch) -> GaugeMetricFamily:
+    """``wheelq_shards_unled``: per registered topic, as the watch last read it."""
+    return gauge(
+        "shards_unled",
+        "Shards of the topic with jobs due within 60 s (overdue included) and no scheduler "
+        "node leading them: nothing fires there until one does (0: none)",
+        ("topic",),
+        (((topic,), n) for topic, n in watch.shards_unled()),
+    )
 
 
 def shard_families(gauges: ShardGauges) -> Iterator[Metric]:

@@ -51,7 +51,7 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient, unavailable_reason
 from wheelq.runtime.tracing import Tracing
-from wheelq.store import enqueue, flow, history, leases, pauses, processes, schedules, topics
+from wheelq.store import enqueue, flow, history, leases, pauses, processes, schedules, topics, unled
 from wheelq.store.call import Call
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.limits import read_limits, write_limits
@@ -138,6 +138,9 @@ class ShardStats:
     """Fired and not trimmed yet, handled ones included."""
     far: int = 0
     """Of `pending`, the jobs kept in the far tier (due beyond the topic's far horizon)."""
+    unled: bool = False
+    """Jobs come due within a minute (overdue included) and no scheduler node leads the
+    shard (`wheelq.store.unled`): nothing fires there until one does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,8 @@ class TopicStats:
     """Dead letters."""
     far = ShardTotal()
     """Of `pending`, the jobs kept in the far tier."""
+    unled = ShardTotal()
+    """Shards with jobs due within a minute and no scheduler node leading them (0: none)."""
 
 
 @dataclass(slots=True)
@@ -509,16 +514,26 @@ class Producer:
         now_ms = self._clock.now_ms()
         found = yield from observe_shards(k.all_shards(topic, shards), now_ms, 0, probe=True)
         names = {g.name for o in found for g in o.groups}
-        paused, limits = yield [
+        paused, limits, *leadership = yield [
             pauses.read_pause_state(topic, names),
             read_limits(k.ShardKeys(topic, 0)),
+            *(c for o in found for c in unled.shard_calls(k.ShardKeys(topic, o.shard), now_ms)),
         ]
         far = limits.get(b"far")
         return TopicStats(
             topic,
             [
-                ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length, o.far)
-                for o in found
+                ShardStats(
+                    o.shard,
+                    o.pending,
+                    o.ready,
+                    o.dead,
+                    o.in_flight,
+                    o.length,
+                    o.far,
+                    unled.shard_unled(leadership[2 * i : 2 * i + 2]),
+                )
+                for i, o in enumerate(found)
             ],
             paused_since_ms=paused.since_ms,
             paused_groups=paused.groups,

@@ -19,6 +19,7 @@ from wheelq.runtime.clock import ClockKeeper, RedisClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
 from wheelq.runtime.service import Service
+from wheelq.runtime.unled_watch import UnledWatch
 from wheelq.scheduler.lease_keeper import LeaseKeeper
 from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
 from wheelq.scheduler.materializer import Materializer
@@ -87,6 +88,14 @@ class Scheduler(Role[StopReport]):
         self.trimmer = Trimmer(ctx)
         self.materializer = Materializer(ctx)
         self.promoter = Promoter(ctx)
+        self.unled = UnledWatch(
+            executor,
+            self.clock,
+            s.unled_check_ms,
+            skip=lambda: self.leases.served,
+            max_pause_ms=pause_ms,
+        )
+        """Which registered topics have unled shards (`wheelq.store.unled`), warned of."""
 
     @classmethod
     def from_url(
@@ -173,6 +182,7 @@ class Scheduler(Role[StopReport]):
         return report
 
     async def _stop(self, budget: StopBudget) -> StopReport:
+        await self.unled.stop(budget)  # before the release, which it would warn of
         await self.leases.stop(budget)
         held = len(self.leads)
         released = await budget.attempt(f"release {held} leases", self.leases.release_all, 0)
@@ -236,6 +246,7 @@ class Scheduler(Role[StopReport]):
             self.trimmer,
             self.materializer,
             self.promoter,
+            self.unled,
         )
 
 

@@ -18,6 +18,7 @@ from wheelq.metrics.collectors import (
     histogram,
     merge_families,
     part_health,
+    shards_unled,
 )
 from wheelq.metrics.server import READY_PING_S
 from wheelq.store import server
@@ -87,6 +88,7 @@ class ServiceCollector(Collector):
             parts += [WorkerCollector(w) for w in list(deliveries.workers.values())]
         families = [family for part in parts for family in part.collect()]
         families += part_health("serve", svc.status()["parts"])
+        families.append(shards_unled(svc.unled))
         yield from merge_families(families)
         yield counter(
             "http_requests",

@@ -24,6 +24,7 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.runtime import heartbeat
 from wheelq.runtime.clock import ClockKeeper, RedisClock, WallClock
 from wheelq.runtime.outage import StartGate
+from wheelq.runtime.unled_watch import UnledWatch
 from wheelq.web.auth import Guard, Token
 from wheelq.web.charts import ChartSource
 from wheelq.web.coalescer import Coalescer
@@ -101,6 +102,8 @@ class WebService:
         self._closed = False
         self._keeper = ClockKeeper(client.executor, self.clock, CLOCK_SYNC_MS)
         self._gate = StartGate(client.executor, self.settings.start_timeout_ms, log)
+        self.unled = UnledWatch(client.executor, self.clock, self.settings.unled_check_ms)
+        """Which registered topics have unled shards (`wheelq.store.unled`), warned of."""
         self.prometheus: PrometheusCharts | None = None
         self.sampler: Sampler | None = None
         self.charts: ChartSource
@@ -150,6 +153,7 @@ class WebService:
     async def _start(self) -> None:
         await self._keeper.sample()  # due_ms in answers is on the Redis clock from the start
         await self._keeper.start()
+        await self.unled.start()
         if self.sampler is not None:
             await self.sampler.start()
         if self.deliveries is not None:
@@ -172,7 +176,7 @@ class WebService:
         """``{"parts": {name: {"running", "failures", "last_error"}}}`` of what runs beside
         the endpoints: the clock keeper and, when it samples, the chart sampler (the
         callback deliveries' workers report as workers)."""
-        parts = {self._keeper.name: self._keeper.status()}
+        parts = {self._keeper.name: self._keeper.status(), self.unled.name: self.unled.status()}
         if self.sampler is not None:
             parts[self.sampler.name] = self.sampler.status()
         return {"parts": parts}
@@ -197,6 +201,7 @@ class WebService:
                 await self.deliveries.stop()
             if self.sampler is not None:
                 await self.sampler.stop()
+            await self.unled.stop()
             await self._keeper.stop()
         if self.prometheus is not None:
             await self.prometheus.aclose()

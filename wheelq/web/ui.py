@@ -412,6 +412,7 @@ async def topics_page(
         request,
         "topics.html",
         topics=topics,
+        unled=svc.unled.unled,
         count=total,
         after=after,
         limit=limit,

@@ -17,7 +17,8 @@ from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
-from wheelq.store import events, leases, pauses
+from wheelq.runtime.unled_watch import remedy
+from wheelq.store import events, leases, pauses, unled
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.observe import observe_shards
 from wheelq.web.charts import bars
@@ -107,6 +108,13 @@ class TopicView:
     """Its jobs due in the next `WITHIN_S` windows, read with the rest."""
     far: int = 0
     """Of its pending jobs, those kept in the far tier (due beyond its far horizon)."""
+    unled: tuple[int, ...] = ()
+    """Its shards with jobs due within a minute and no scheduler node leading them."""
+
+    @property
+    def remedy(self) -> str:
+        """What to run so that its shards have a leader."""
+        return remedy(self.topic)
 
     def forecast_bars(self) -> Markup:
         """The forecast as bars, a window each."""
@@ -217,9 +225,10 @@ async def topic_view(
 ) -> TopicView:
     """Every shard of `topic` with its leader, and its consumer groups, read now."""
     keys = all_shards(topic, shards)
-    found, leaders = await asyncio.gather(
+    found, leaders, leadership = await asyncio.gather(
         observe(executor, keys, now_ms, 100, [w * 1000 for w in WITHIN_S]),
         executor.run([leases.lease_holder(k) for k in keys]),
+        executor.run([c for k in keys for c in unled.shard_calls(k, now_ms)]),
     )
     names = {g.name for o in found for g in o.groups}
     paused, events_on = await executor.run(
@@ -254,6 +263,9 @@ async def topic_view(
         events_on=events_on,
         forecast=forecast_of(topic, now_ms, found),
         far=sum(o.far for o in found),
+        unled=tuple(
+            k.shard for i, k in enumerate(keys) if unled.shard_unled(leadership[2 * i : 2 * i + 2])
+        ),
     )
 
 
