@@ -62,7 +62,8 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
     Raises:
         InvalidArgumentError: A bad topic, job id, group or timeout (nothing written).
         UnknownTopicError: No such topic (nothing waited).
-        UnknownJobError: Nothing is known of the job (nothing waited).
+        UnknownJobError: Nothing is known of the job (nothing waited), or its result was
+            kept for its task's ``result_ttl``, which has passed.
         UnknownGroupError: The topic has no consumer group `group` (nothing waited).
         JobFailedError: The job was dead-lettered (or cancelled) in `group`.
         ResultTimeoutError: It had not finished when `timeout` passed.
@@ -89,7 +90,12 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
             info = job_info(topic, job_id, replies[-1])
             done = outcome(info, group)
             if done is not None and done.state is JobState.SUCCEEDED:
-                return done.result
+                if done.result_ttl_ms is None:
+                    return done.result
+                (kept,) = yield [results.kept_result(keys, field)]
+                if kept is None:  # its task's result_ttl has passed
+                    raise UnknownJobError(topic, job_id)
+                return kept.value
             if done is not None:
                 raise JobFailedError(
                     topic, job_id, group, done.state, done.reason, done.error, done.dead_entry_id

@@ -49,6 +49,7 @@ class TaskOptions(TypedDict, total=False):
     timeout: float | timedelta | None
     retry: RetryPolicy | None
     result: bool
+    result_ttl: float | timedelta | None
 
 
 class App:
@@ -138,6 +139,7 @@ class App:
         timeout: float | timedelta | None = None,
         retry: RetryPolicy | None = None,
         result: bool = True,
+        result_ttl: float | timedelta | None = None,
     ) -> Any:
         """Make a ``def`` or ``async def`` a task: ``@app.task`` or ``@app.task(...)``.
 
@@ -153,6 +155,10 @@ class App:
                 worker's ``handler_timeout_ms``; 0: no limit).
             retry: The backoff of its retries (default the worker's ``retry_*``).
             result: Keep the return value for `TaskHandle.result` (False: keep none).
+            result_ttl: How long a result stays fetchable after its run, seconds or a
+                timedelta (1 ms to ten years; Celery's ``result_expires``); default: as long
+                as the job's history record, the scheduler's ``retention_ms`` (3 days) at
+                most. Past it, `TaskHandle.result` raises `UnknownJobError`.
 
         Raises:
             InvalidArgumentError: A bad option, a name or topic another task has, or a
@@ -161,9 +167,10 @@ class App:
         """
         config = TaskConfig(
             max_attempts=max_attempts,
-            timeout_ms=None if timeout is None else _timeout_ms(timeout),
+            timeout_ms=None if timeout is None else delay_ms(timeout, "timeout", 86_400_000),
             retry=retry,
             keep_result=result,
+            result_ttl_ms=_result_ttl_ms(result_ttl, result),
         )
 
         def make(function: Callable[..., Any]) -> Task[Any, Any]:
@@ -309,15 +316,15 @@ def _as_kwargs(settings: object) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}  # type: ignore[arg-type]
 
 
-def _timeout_ms(timeout: object) -> int:
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta):
-        raise InvalidArgumentError(
-            "timeout", f"timeout must be seconds (a number or timedelta), got {timeout!r:.40}"
-        )
-    try:
-        return delay_ms(timeout)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError("timeout", str(exc).replace("delay", "timeout")) from None
+def _result_ttl_ms(result_ttl: object, keep: object) -> int | None:
+    if result_ttl is None:
+        return None
+    if keep is False:
+        raise InvalidArgumentError("result_ttl", "result_ttl needs result=True: none is kept")
+    ttl_ms = delay_ms(result_ttl, "result_ttl")
+    if ttl_ms == 0:
+        raise InvalidArgumentError("result_ttl", "result_ttl must be > 0 seconds, got 0")
+    return ttl_ms
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

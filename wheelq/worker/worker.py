@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from wheelq.core.due import MAX_DELAY_MS
 from wheelq.core.flow import Flow
 from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
 from wheelq.core.options import validate_max_attempts
@@ -276,10 +277,16 @@ class Route:
     max_attempts: int | None = None
     """Runs before a failing job of the topic is dead-lettered, whatever the job was
     enqueued with (1-1000; None: each job's own ``max_attempts``)."""
+    result_ttl_ms: int | None = None
+    """How long a run's result stays fetchable, from when it is settled (a task's
+    ``result_ttl``; None: as long as the job's history record, the scheduler's
+    ``retention_ms`` at most)."""
 
     def __post_init__(self) -> None:
         if self.timeout_ms is not None:
             int_in("timeout_ms", self.timeout_ms, 0, 86_400_000)
+        if self.result_ttl_ms is not None:
+            int_in("result_ttl_ms", self.result_ttl_ms, 1, MAX_DELAY_MS)
         if self.max_attempts is not None:
             validate_max_attempts(self.max_attempts)
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
@@ -432,6 +439,7 @@ class Worker(Role[WorkerStopReport]):
             self.clock,
             max_pause_ms=s.failure_pause_max_ms,
             lane=self.stream,
+            result_ttl_ms=route.result_ttl_ms or 0,
         )
         ttl_ms = max(s.visibility_timeout_ms, timeout_ms) * 2
         in_flight = InFlightSet(
@@ -440,7 +448,10 @@ class Worker(Role[WorkerStopReport]):
             s.concurrency,
             runner,
             settler,
-            route.retry or RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
+            route.retry
+            or RetryPolicy(
+                base_ms=s.retry_base_ms, max_ms=s.retry_max_ms, jitter_pct=s.retry_jitter_pct
+            ),
             WallClock(),
             gate=FlowGate(self._executor, topic, group, self.consumer, flow, ttl_ms),
             slots=self.slots,
