@@ -109,6 +109,7 @@ def duration_ms(
     name: str,
     alias: str,
     max_ms: int = MAX_DELAY_MS,
+    min_ms: int = 0,
     default: int | None = None,
 ) -> int | None:
     """One duration given as `name` (seconds or a timedelta, `delay_ms`) or as its
@@ -116,20 +117,25 @@ def duration_ms(
     `default` when neither is given (None for "not given").
 
     Raises:
-        InvalidArgumentError: Both were given (naming both), or one is out of [0, `max_ms`]
-            (`InvalidDelayError` for `name`).
+        InvalidArgumentError: Both were given (naming both), or the one given is out of
+            [`min_ms`, `max_ms`] (`InvalidDelayError` for `name`); it names the one given.
     """
     if seconds is not None and ms is not None:
         raise InvalidArgumentError(
             name, f"pass {name} (seconds or a timedelta) or {alias} (ms), not both"
         )
     if seconds is not None:
-        return delay_ms(seconds, name, max_ms)
+        value = delay_ms(seconds, name, max_ms)
+        if value < min_ms:
+            raise InvalidDelayError(
+                name, f"{name} must be at least {_seconds(min_ms)} s, got {seconds!r:.60}"
+            )
+        return value
     if ms is None:
         return default
-    if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= max_ms:
+    if isinstance(ms, bool) or not isinstance(ms, int) or not min_ms <= ms <= max_ms:
         raise InvalidArgumentError(
-            alias, f"{alias} must be an int of ms in [0, {max_ms}], got {ms!r:.60}"
+            alias, f"{alias} must be an int of ms in [{min_ms}, {max_ms}], got {ms!r:.60}"
         )
     return ms
 

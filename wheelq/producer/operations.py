@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, Protocol, Self, TypeVar, cast, overload
 
 from wheelq.core import keys as k
-from wheelq.core.due import At, Delay, debounce_spec, due_spec
+from wheelq.core.due import At, Delay, debounce_spec, due_spec, duration_ms
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses, with_starts
@@ -61,7 +61,7 @@ from wheelq.store.scripts import Placed
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
-_CALL_ONLY = ("ack", "debounce_ms", "max_wait_ms")  # `Client.enqueue`'s keywords of the call
+_CALL_ONLY = ("ack", "debounce_ms", "max_wait_ms", "debounce", "max_wait")  # of the call
 _CALL_ONLY_SET = frozenset(_CALL_ONLY)
 PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[str], Call[list[Placed]]]]
@@ -379,7 +379,13 @@ class Producer:
             item = EnqueueItem(payload=payload, **cast(ItemOptions, options))
             return self.enqueue(topic, item), None
         rest = dict(options)
-        ack, debounce_ms, max_wait_ms = [rest.pop(n, None) for n in _CALL_ONLY]
+        ack, debounce_ms, max_wait_ms, debounce, max_wait = [rest.pop(n, None) for n in _CALL_ONLY]
+        if debounce is not None:
+            debounce_ms = duration_ms(
+                debounce, debounce_ms, name="debounce", alias="debounce_ms", min_ms=1
+            )
+        if max_wait is not None:
+            max_wait_ms = duration_ms(max_wait, max_wait_ms, name="max_wait", alias="max_wait_ms")
         item = EnqueueItem(payload=payload, **cast(ItemOptions, rest))
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return self.enqueue(topic, item, bounce), cast(str | None, ack)

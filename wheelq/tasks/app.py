@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
-from wheelq.core.due import delay_ms
+from wheelq.core.due import delay_ms, duration_ms
 from wheelq.core.keys import validate_group, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
@@ -317,14 +317,9 @@ def _as_kwargs(settings: object) -> dict[str, Any]:
 
 
 def _result_ttl_ms(result_ttl: object, keep: object) -> int | None:
-    if result_ttl is None:
-        return None
-    if keep is False:
+    if result_ttl is not None and keep is False:
         raise InvalidArgumentError("result_ttl", "result_ttl needs result=True: none is kept")
-    ttl_ms = delay_ms(result_ttl, "result_ttl")
-    if ttl_ms == 0:
-        raise InvalidArgumentError("result_ttl", "result_ttl must be > 0 seconds, got 0")
-    return ttl_ms
+    return duration_ms(result_ttl, None, name="result_ttl", alias="result_ttl_ms", min_ms=1)
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

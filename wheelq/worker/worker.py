@@ -12,9 +12,10 @@ import secrets
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Self
 
-from wheelq.core.due import MAX_DELAY_MS
+from wheelq.core.due import MAX_DELAY_MS, duration_ms
 from wheelq.core.flow import Flow
 from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
 from wheelq.core.options import validate_max_attempts
@@ -620,8 +621,21 @@ class Worker(Role[WorkerStopReport]):
         parts.watch.events_on = in_flight.events_on
         return parts
 
-    async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
-        """Stop: let handlers finish within the grace, hand the rest on; bounded, safe twice."""
+    async def stop(
+        self, grace_ms: int | None = None, *, grace: float | timedelta | None = None
+    ) -> WorkerStopReport:
+        """Stop: let handlers finish within the grace, hand the rest on; bounded, safe twice.
+
+        Args:
+            grace_ms: The grace in whole ms (the alias of `grace`; default the
+                ``shutdown_grace_ms`` setting).
+            grace: How long running handlers may take to finish, seconds or a timedelta.
+
+        Raises:
+            InvalidArgumentError: Both were given, or a grace out of [0, an hour] (as the
+                setting's).
+        """
+        grace_ms = duration_ms(grace, grace_ms, name="grace", alias="grace_ms", max_ms=3_600_000)
         if not self._gate.started:
             return NOTHING_RAN
         if self._in_flight.closing:
