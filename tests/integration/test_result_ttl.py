@@ -59,6 +59,8 @@ async def test_a_result_is_fetchable_then_gone_once_its_result_ttl_has_passed(
         key = _key(topic, handle.id, app.group)
         pttl_ms = redis_sync.pttl(key)
         assert 0 < pttl_ms <= TTL_S * 1000, pttl_ms  # set with the task's TTL, on Redis
+        (kept,) = (await app.aclient.get(topic, handle.id)).groups  # get() reads it there
+        assert (kept.result, kept.result_ttl_ms) == (42, TTL_S * 1000)
         fetched_s = time.monotonic()
 
         async def gone() -> bool:
@@ -76,6 +78,7 @@ async def test_a_result_is_fetchable_then_gone_once_its_result_ttl_has_passed(
             await asyncio.to_thread(handle.result, 0)
         info = await app.aclient.get(topic, handle.id)  # the job's record is still there
         assert info.state is wheelq.JobState.SUCCEEDED
+        assert (info.groups[0].result, info.groups[0].result_ttl_ms) == (None, TTL_S * 1000)
     finally:
         await pool.close()
 
