@@ -1,7 +1,8 @@
 """A task's ``result_ttl`` (issue 59, item 4): its result is fetchable right after the run,
 kept in its own key with that TTL on the Redis clock (asserted by the key's PTTL), and gone
 (`UnknownJobError`) once it has passed; a task without one keeps its result with the job's
-history record, as before. Sync and async handles, on both servers and a cluster
+history record, as before. Sync and async handles, sync and async tasks, through a retry,
+on both servers and a cluster
 (docs/guides/tasks.md, "How long results are kept")."""
 
 from __future__ import annotations
@@ -115,6 +116,33 @@ async def test_a_task_without_result_ttl_keeps_its_result_with_its_record(
         assert (await app.aclient.get(topic, handle.id)).groups[0].result == 2
     finally:
         await pool.close()
+
+
+async def test_a_result_after_a_retry_is_kept_for_the_result_ttl_too(
+    app: wheelq.App, topic: str, redis_url: str, redis_sync: redis.Redis
+) -> None:
+    runs: list[int] = []
+    fast = wheelq.RetryPolicy(base=0.02, max=timedelta(milliseconds=20), jitter_pct=0)
+
+    @app.task(name="flaky", topic=topic, result_ttl=60, retry=fast, max_attempts=3)
+    def flaky(n: int) -> int:
+        runs.append(n)
+        if len(runs) < 2:
+            raise RuntimeError("the first run fails")
+        return n * 10
+
+    node = wheelq.Scheduler.from_url(redis_url, topic, preload_interval_ms=100)
+    await node.start()  # fires the retry
+    pool = await _run(app, flaky, redis_url)
+    try:
+        handle = await flaky.aenqueue(4)
+        assert await handle.aresult(timeout=20) == 40
+        assert len(runs) == 2
+        pttl_ms = redis_sync.pttl(_key(topic, handle.id, app.group))
+        assert 50_000 < pttl_ms <= 60_000, pttl_ms
+    finally:
+        await pool.close()
+        await node.stop()
 
 
 async def test_none_returned_under_a_result_ttl_reads_as_none(

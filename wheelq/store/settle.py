@@ -49,10 +49,14 @@ def ack_done(
     """
     args, apart, apart_keys = _ack_args(keys, group, done, result_ttl_ms)
     args.append(_started_arg(started))
-    if apart_keys:
-        args += ["", apart]  # ARGV[7]: no pull receipts
-    call_keys = (*script_keys("ack", keys), *apart_keys)
-    return Call("ack", call_keys, args, parse=lambda r: int(check("ack", r)[1]))
+    if not apart_keys:
+        return script_call("ack", keys, args, _acked)
+    args += ["", apart]  # ARGV[7]: no pull receipts
+    return Call("ack", (*script_keys("ack", keys), *apart_keys), args, parse=_acked)
+
+
+def _acked(reply: Any) -> int:
+    return int(check("ack", reply)[1])
 
 
 def ack_delivered(
@@ -102,7 +106,9 @@ def _ack_args(
             results += len(result)
     packed = [msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
     args: list[str | bytes | int] = [group, *packed, results, msgpack.packb(attempts)]
-    return args, msgpack.packb(apart, use_bin_type=False), apart_keys
+    if apart_keys:
+        return args, msgpack.packb(apart, use_bin_type=False), apart_keys
+    return args, b"", apart_keys
 
 
 MAX_RUN_MS = 2**32 - 1
