@@ -71,7 +71,7 @@ class GroupInfo:
     """DEAD: the dead-letter entry (for `replay_dead`)."""
     result: Any = None
     """SUCCEEDED: what the handler returned (msgpack-decoded; None when it returned None, or
-    when it is kept apart: `result_ttl_ms`)."""
+    once a result kept for its task's ``result_ttl`` expired: `result_ttl_ms`)."""
     paused_since_ms: int | None = None
     """READY: since when the group has been paused, so the job waits (Redis clock); None:
     the group is not paused."""
@@ -85,7 +85,8 @@ class GroupInfo:
     or its consumer does not beat (a pull consumer)."""
     result_ttl_ms: int | None = None
     """SUCCEEDED: the result is kept apart for this long after the run was settled, its
-    task's ``result_ttl`` (`result()` reads it there); None: it is kept with the record."""
+    task's ``result_ttl`` (`get()` and `result()` read it there); None: it is kept with the
+    record."""
 
 
 @dataclass(frozen=True, slots=True)
