@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 from typing import Any
 
 from wheelq.core import keys as k
+from wheelq.core.due import delay_ms
 from wheelq.core.history import SEPARATOR, JobState, job_info, outcome
 from wheelq.errors import (
-    InvalidArgumentError,
     JobFailedError,
     ResultTimeoutError,
     UnknownGroupError,
@@ -30,23 +29,12 @@ Timeout = float | int | timedelta
 
 
 def timeout_ms(timeout: object, name: str = "timeout") -> int:
-    """`timeout` (seconds: int, float or timedelta, 0 to a day) as whole ms.
+    """`timeout` (seconds: int, float or timedelta, 0 to a day) as whole ms, rounded up.
 
     Raises:
         InvalidArgumentError: Not a finite number of seconds in [0, 86400].
     """
-    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, int | float)
-        or not (0 <= seconds <= MAX_TIMEOUT_S)  # NaN fails it too
-        or not math.isfinite(seconds)
-    ):
-        raise InvalidArgumentError(
-            name,
-            f"{name} must be a finite number of seconds in [0, {MAX_TIMEOUT_S}], got {timeout!r}",
-        )
-    return math.ceil(seconds * 1000)
+    return delay_ms(timeout, name, MAX_TIMEOUT_S * 1000)
 
 
 def result(producer: Producer, topic: str, job_id: str, group: str, timeout: object) -> Op[Any]:
