@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, get_args
 
 import pytest
@@ -212,6 +213,15 @@ async def test_run_now_and_reschedule_move_exactly_the_selected_jobs(
     for i, job_id in enumerate(ids[:10]):
         assert rows[job_id] == BASE * 1000 + i + HOUR_MS
     assert all(rows[j] == (BASE + 7200) * 1000 for j in ids[10:20])
+    # seconds or a timedelta, either way
+    later = await admin.bulk(topic, "reschedule", state="pending", ids=ids[30:35], shift=3600)
+    earlier = await admin.bulk(
+        topic, "reschedule", state="pending", ids=ids[35:40], shift=timedelta(seconds=-1.5)
+    )
+    assert (later.acted, earlier.acted) == (5, 5)
+    rows.update({r.id: r.due_ms for r in await admin.jobs(topic, "pending", 100)})
+    for i, job_id in enumerate(ids[30:40], 30):
+        assert rows[job_id] == BASE * 1000 + i + (HOUR_MS if i < 35 else -1500)
     now = await admin.bulk(topic, "run_now", state="pending", ids=ids[20:30])
     assert now.acted == 10
     assert {r.id for r in await admin.jobs(topic, "ready", 100)} == set(ids[20:30])
@@ -316,6 +326,11 @@ async def test_bad_input_is_a_typed_error_and_changes_nothing(
         ("at", {"action": "reschedule", "state": "pending"}),
         ("at", {"action": "reschedule", "state": "pending", "at": BASE, "shift_ms": 5}),
         ("shift_ms", {"action": "reschedule", "state": "pending", "shift_ms": 10**15}),
+        ("shift", {"action": "reschedule", "state": "pending", "shift": 1, "shift_ms": 1000}),
+        ("shift", {"action": "reschedule", "state": "pending", "shift": float("nan")}),
+        ("shift", {"action": "reschedule", "state": "pending", "shift": "5"}),
+        ("shift", {"action": "reschedule", "state": "pending", "shift": True}),
+        ("shift", {"action": "reschedule", "state": "pending", "shift": -(10**10)}),
         ("at", {"action": "cancel", "state": "pending", "at": BASE}),
         ("max_jobs", {"action": "cancel", "state": "pending", "max_jobs": 0}),
         ("due_after", {"action": "purge", "state": "dead", "due_after": BASE}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 import redis
@@ -55,6 +56,23 @@ def test_max_wait_caps_the_due_time_at_the_first_call_plus_max_wait(
         assert c.get(topic, "k").due_ms >= redis_ms(redis_sync) + 59_000  # type: ignore[operator]
 
 
+def test_debounce_and_max_wait_take_seconds_or_a_timedelta(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    with Client.from_url(redis_url) as c:
+        first = redis_ms(redis_sync)
+        c.enqueue(topic, 0, job_id="k", debounce=60, max_wait=timedelta(seconds=90))
+        after_first = redis_ms(redis_sync)
+        due = c.get(topic, "k").due_ms
+        assert due is not None and first + 60_000 <= due <= after_first + 60_000
+        c.enqueue(topic, 1, job_id="k", debounce=timedelta(seconds=80), max_wait_ms=90_000)
+        due = c.get(topic, "k").due_ms
+        assert due is not None and first + 80_000 <= due <= redis_ms(redis_sync) + 80_000
+        c.enqueue(topic, 2, job_id="k", debounce=75.5, max_wait=90)  # a float: whole ms
+        due = c.get(topic, "k").due_ms
+        assert due is not None and first + 75_500 <= due <= redis_ms(redis_sync) + 75_500
+
+
 @pytest.mark.parametrize(
     ("kwargs", "parameter"),
     [
@@ -64,6 +82,15 @@ def test_max_wait_caps_the_due_time_at_the_first_call_plus_max_wait(
         ({"job_id": "k", "debounce_ms": True}, "debounce_ms"),
         ({"job_id": "k", "debounce_ms": 100, "max_wait_ms": 99}, "max_wait_ms"),
         ({"job_id": "k", "debounce_ms": 100, "delay": 5}, "delay"),
+        # the seconds spellings: one per field, and seconds or a timedelta
+        ({"job_id": "k", "debounce": 0.1, "debounce_ms": 100}, "debounce"),
+        ({"job_id": "k", "debounce": 1, "max_wait": 2, "max_wait_ms": 2000}, "max_wait"),
+        ({"job_id": "k", "debounce": float("nan")}, "debounce"),
+        ({"job_id": "k", "debounce": -1}, "debounce"),
+        ({"job_id": "k", "debounce": True}, "debounce"),
+        ({"job_id": "k", "debounce": "5"}, "debounce"),
+        ({"job_id": "k", "debounce": 1, "max_wait": timedelta(seconds=-1)}, "max_wait"),
+        ({"debounce": 1}, "job_id"),
     ],
 )
 def test_bad_debounce_arguments_are_refused_naming_them_and_write_nothing(

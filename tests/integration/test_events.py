@@ -53,7 +53,7 @@ async def collect(
     async def read() -> None:
         # aclosing: leaving the loop closes the iterator now (its reads end), not at GC
         async with contextlib.aclosing(
-            AsyncAdmin.of(client).events(topic, since=since, block_ms=100)
+            AsyncAdmin.of(client).events(topic, since=since, block=0.1)
         ) as it:
             async for event in it:
                 got.append(event)
@@ -253,6 +253,19 @@ async def test_events_of_an_unknown_topic_or_a_bad_wait_are_refused(
             async for _ in it:
                 pass
     assert refused.value.parameter == "block_ms"
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"block": 0.001}, "block"),
+        ({"block": 61}, "block"),
+        ({"block": float("nan")}, "block"),
+        ({"block": "1"}, "block"),
+        ({"block": 1, "block_ms": 1000}, "block"),
+    ]
+    for kwargs, parameter in bad:
+        with pytest.raises(InvalidArgumentError) as refused:
+            async with contextlib.aclosing(admin.events(topic, **kwargs)) as it:
+                async for _ in it:
+                    pass
+        assert refused.value.parameter == parameter, kwargs
 
 
 # --- over HTTP: Server-Sent Events ---------------------------------------------------------

@@ -633,11 +633,17 @@ async def test_stop_finishes_running_handlers_and_hands_the_waiting_entries_on(
     )
 
 
+@pytest.mark.parametrize(
+    "grace",
+    [{"grace_ms": 200}, {"grace": 0.2}, {"grace": timedelta(milliseconds=200)}],
+    ids=["grace_ms", "seconds", "timedelta"],
+)
 async def test_a_handler_running_past_the_grace_is_abandoned_and_handed_on(
     client: AsyncClient,
     workers: Workers,
     redis_async: redis.asyncio.Redis,
     topic: str,
+    grace: dict[str, Any],
 ) -> None:
     settings = {"visibility_timeout_ms": 60_000, "claim_interval_ms": 100}
     cancelled: list[str] = []
@@ -650,9 +656,22 @@ async def test_a_handler_running_past_the_grace_is_abandoned_and_handed_on(
     job_id = await client.enqueue(topic, "stuck")
     await eventually(holds(lambda: wa.status()["running"] == 1), timeout_s=5, what="the job")
 
-    report = await wa.stop(grace_ms=200)
+    for bad, parameter in [
+        ({"grace": 0.2, "grace_ms": 200}, "grace"),
+        ({"grace": -1}, "grace"),
+        ({"grace": float("nan")}, "grace"),
+        ({"grace": "1"}, "grace"),
+        ({"grace_ms": 3_600_001}, "grace_ms"),
+    ]:
+        with pytest.raises(InvalidArgumentError) as refused:
+            await wa.stop(**bad)  # refused before anything stops
+        assert refused.value.parameter == parameter, bad
+    assert wa.status()["running"] == 1
+    started_s = time.monotonic()
+    report = await wa.stop(**grace)
 
     assert (report.finished, report.abandoned, report.handed_on) == (0, 1, 1)
+    assert 0.2 <= time.monotonic() - started_s < 10  # the grace was waited, in its unit
     assert cancelled == [job_id]
     b = Recorder(redis_async)
     wb = await workers.start(b, **settings)

@@ -52,7 +52,14 @@ def test_the_typed_spellings_name_exactly_the_tables_options() -> None:
     names = [o.name for o in OPTIONS]
     assert list(EnqueueItem._fields) == ["payload", *names]
     assert set(get_type_hints(ItemOptions)) == set(names)
-    assert set(get_type_hints(EnqueueKwargs)) == {*names, "ack", "debounce_ms", "max_wait_ms"}
+    assert set(get_type_hints(EnqueueKwargs)) == {
+        *names,
+        "ack",
+        "debounce",
+        "max_wait",
+        "debounce_ms",
+        "max_wait_ms",
+    }
     shared = {o.name for o in OPTIONS if o.shared}
     assert set(get_type_hints(opts.BulkOptions)) == {"delay", "at", "ack", *shared}
     assert set(get_type_hints(opts.SharedOptions)) == shared

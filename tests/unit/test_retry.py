@@ -77,7 +77,7 @@ def test_backoff_jitter_shortens_by_up_to_jitter_pct(rand: float, expected: int)
 
 
 def test_backoff_full_jitter_near_1_is_near_zero_but_never_negative() -> None:
-    assert 0 <= RetryPolicy(1000, 60_000, 100).backoff_ms(1, ALMOST_1) <= 1
+    assert 0 <= RetryPolicy(base=1, max=60, jitter_pct=100).backoff_ms(1, ALMOST_1) <= 1
 
 
 @settings(max_examples=300)
@@ -92,7 +92,9 @@ def test_backoff_stays_between_the_jittered_floor_and_the_full_delay(
     attempt: int, rand: float, base_ms: int, max_ms: int, jitter_pct: int
 ) -> None:
     full = min(max_ms, base_ms * 2 ** (attempt - 1))
-    delay = RetryPolicy(base_ms, max_ms, jitter_pct).backoff_ms(attempt, rand)
+    delay = RetryPolicy(base_ms=base_ms, max_ms=max_ms, jitter_pct=jitter_pct).backoff_ms(
+        attempt, rand
+    )
     assert full * (100 - jitter_pct) // 100 <= delay <= full
 
 

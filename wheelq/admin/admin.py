@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Self, Unpack
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
@@ -261,6 +262,7 @@ class Admin(Connected):
         at: At | None = None,
         shift_ms: int | None = None,
         max_jobs: int | None = None,
+        shift: float | timedelta | None = None,
         progress: Progress | None = None,
     ) -> BulkOutcome:
         """Act on many of the topic's jobs at once: select them (by a filter, by `ids` or
@@ -278,7 +280,9 @@ class Admin(Connected):
             dry_run: Select and count only; the answer's `selection` acts on them later
                 (kept 15 minutes after its last use).
             at: reschedule: the new due time (epoch seconds or an aware datetime).
-            shift_ms: reschedule: move each job by this many ms from its due time.
+            shift: reschedule: move each job this long from its due time, seconds or a
+                timedelta (negative: earlier), up to ten years either way.
+            shift_ms: `shift` in whole ms (an alias; give one of the two).
             max_jobs: Stop after reaching this many jobs; the answer's `remaining` and
                 `selection` go on from there.
             progress: Called with (jobs reached, jobs selected) after each batch.
@@ -290,8 +294,9 @@ class Admin(Connected):
         """
         match = JobFilter.of(due_after, due_before, group, reason)
         target = bulk_actions.Target(state, match, ids, refs, selection)
+        moved_ms = bulk_actions.shift_of(shift, shift_ms)
         op = bulk_actions.bulk(
-            self._producer, topic, action, target, dry_run, at, shift_ms, max_jobs, progress
+            self._producer, topic, action, target, dry_run, at, moved_ms, max_jobs, progress
         )
         return self._run(op)
 

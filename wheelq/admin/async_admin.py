@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Self, Unpack
 
 from wheelq.admin import bulk_actions, job_lists, pauses, processes, schedules
@@ -15,7 +16,7 @@ from wheelq.admin import groups as grp
 from wheelq.admin.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
 from wheelq.admin.bulk_actions import Progress
 from wheelq.core.bulk_actions import BulkOutcome
-from wheelq.core.due import At
+from wheelq.core.due import At, duration_ms
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast
@@ -112,7 +113,12 @@ class AsyncAdmin(AsyncConnected):
         return await self._run(job_events.config_of(self._producer, topic))
 
     async def events(
-        self, topic: str, *, since: str = "now", block_ms: int = 2000
+        self,
+        topic: str,
+        *,
+        since: str = "now",
+        block: float | timedelta | None = None,
+        block_ms: int | None = None,
     ) -> AsyncGenerator[Event, None]:
         """The topic's job events as they happen, from `since`: "now" (the default),
         "start" (all the streams still hold) or the `position` of an event read before (the
@@ -121,11 +127,23 @@ class AsyncAdmin(AsyncConnected):
         ``async with contextlib.aclosing(admin.events("emails")) as events: async for ...``
         (else they stop when the iterator is collected).
 
+        Args:
+            topic: The topic.
+            since: Where to start reading.
+            block: How long one blocking read of the streams waits, seconds or a timedelta
+                (0.01 to 60; default 2).
+            block_ms: `block` in whole ms (an alias; give one of the two).
+
         Raises:
             UnknownTopicError: No such topic.
             EventsOffError: The topic keeps no events (`set_events` turns them on).
-            InvalidArgumentError: `since` or `block_ms` (10-60,000) is not valid.
+            InvalidArgumentError: `since` or `block` (10 ms to 60 s) is not valid, or both
+                `block` and `block_ms` were given.
         """
+        block_ms = duration_ms(
+            block, block_ms, name="block", alias="block_ms", max_ms=60_000, min_ms=10, default=2000
+        )
+        assert block_ms is not None  # a default is given
         shards = await self._run(self._producer.shard_count(topic, create=False))
         job_events.validated(topic, shards, since, block_ms)  # bad arguments first
         if not (await self.events_config(topic)).enabled:
@@ -175,12 +193,14 @@ class AsyncAdmin(AsyncConnected):
         at: At | None = None,
         shift_ms: int | None = None,
         max_jobs: int | None = None,
+        shift: float | timedelta | None = None,
         progress: Progress | None = None,
     ) -> BulkOutcome:
         match = JobFilter.of(due_after, due_before, group, reason)
         target = bulk_actions.Target(state, match, ids, refs, selection)
+        moved_ms = bulk_actions.shift_of(shift, shift_ms)
         op = bulk_actions.bulk(
-            self._producer, topic, action, target, dry_run, at, shift_ms, max_jobs, progress
+            self._producer, topic, action, target, dry_run, at, moved_ms, max_jobs, progress
         )
         return await self._run(op)
 

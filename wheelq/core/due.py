@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from wheelq.errors import InvalidDelayError
+from wheelq.errors import InvalidArgumentError, InvalidDelayError
 
 MAX_DELAY_S = 10 * 365 * 86_400  # ten years
 MAX_DELAY_MS = MAX_DELAY_S * 1000
@@ -70,24 +70,74 @@ def _finite_float(value: float) -> float:
         return math.inf
 
 
-def delay_ms(delay: object) -> int:
-    """`delay` (seconds: int, float or timedelta, up to ten years) as whole ms, rounded up."""
+def delay_ms(delay: object, name: str = "delay", max_ms: int = MAX_DELAY_MS) -> int:
+    """`delay` (seconds: int, float or timedelta, 0 to `max_ms`, ten years unless given) as
+    whole ms, rounded up: every duration of the Python face goes through here; errors name
+    `name`.
+
+    Raises:
+        InvalidDelayError: Not a finite number of seconds (nor a timedelta) in range.
+    """
     if isinstance(delay, timedelta):
         seconds: float = delay.total_seconds()
     elif isinstance(delay, int | float) and not isinstance(delay, bool):
         seconds = _finite_float(delay)
     else:
         raise InvalidDelayError(
-            "delay", f"delay must be seconds (int, float) or a timedelta, got {delay!r}"
+            name, f"{name} must be seconds (int, float) or a timedelta, got {delay!r}"
         )
-    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_S:
+    if not math.isfinite(seconds) or not 0 <= seconds <= max_ms / 1000:
         raise InvalidDelayError(
-            "delay",
-            f"delay must be a finite number of seconds >= 0 and <= {MAX_DELAY_S}, got {delay!r}",
+            name,
+            f"{name} must be a finite number of seconds >= 0 and <= {_seconds(max_ms)}, "
+            f"got {delay!r}",
         )
     if isinstance(delay, timedelta):
         return -(-(delay // timedelta(microseconds=1)) // 1000)  # exact, rounded up
     return _ceil_ms(seconds)
+
+
+def _seconds(ms: int) -> str:
+    """`ms` in seconds, as text without a needless ``.0``."""
+    return str(ms // 1000) if ms % 1000 == 0 else str(ms / 1000)
+
+
+def duration_ms(
+    seconds: object,
+    ms: object,
+    *,
+    name: str,
+    alias: str,
+    max_ms: int = MAX_DELAY_MS,
+    min_ms: int = 0,
+    default: int | None = None,
+) -> int | None:
+    """One duration given as `name` (seconds or a timedelta, `delay_ms`) or as its
+    documented alias `alias` (whole ms, as the config keys and the wire spell it), in ms;
+    `default` when neither is given (None for "not given").
+
+    Raises:
+        InvalidArgumentError: Both were given (naming both), or the one given is out of
+            [`min_ms`, `max_ms`] (`InvalidDelayError` for `name`); it names the one given.
+    """
+    if seconds is not None and ms is not None:
+        raise InvalidArgumentError(
+            name, f"pass {name} (seconds or a timedelta) or {alias} (ms), not both"
+        )
+    if seconds is not None:
+        value = delay_ms(seconds, name, max_ms)
+        if value < min_ms:
+            raise InvalidDelayError(
+                name, f"{name} must be at least {_seconds(min_ms)} s, got {seconds!r:.60}"
+            )
+        return value
+    if ms is None:
+        return default
+    if isinstance(ms, bool) or not isinstance(ms, int) or not min_ms <= ms <= max_ms:
+        raise InvalidArgumentError(
+            alias, f"{alias} must be an int of ms in [{min_ms}, {max_ms}], got {ms!r:.60}"
+        )
+    return ms
 
 
 def at_ms(at: object, name: str = "at", latest_ms: int = MAX_AT_MS) -> int:

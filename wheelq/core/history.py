@@ -70,7 +70,8 @@ class GroupInfo:
     dead_entry_id: str | None = None
     """DEAD: the dead-letter entry (for `replay_dead`)."""
     result: Any = None
-    """SUCCEEDED: what the handler returned (msgpack-decoded; None when it returned None)."""
+    """SUCCEEDED: what the handler returned (msgpack-decoded; None when it returned None, or
+    once a result kept for its task's ``result_ttl`` expired: `result_ttl_ms`)."""
     paused_since_ms: int | None = None
     """READY: since when the group has been paused, so the job waits (Redis clock); None:
     the group is not paused."""
@@ -82,6 +83,10 @@ class GroupInfo:
     slots, or waiting for a flow limit's turn or a paused group), False when it runs (since
     `started_ms`); None when not known: its worker has not beaten since it took the entry,
     or its consumer does not beat (a pull consumer)."""
+    result_ttl_ms: int | None = None
+    """SUCCEEDED: the result is kept apart for this long after the run was settled, its
+    task's ``result_ttl`` (`get()` and `result()` read it there); None: it is kept with the
+    record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +176,9 @@ class Record:
     dead_entry: str
     result: bytes | None = None
     """``S`` only: the handler's return value as msgpack; absent (not written) for None."""
+    result_ttl_ms: int = 0
+    """``S`` only: the return value is kept apart (`wheelq.core.keys.result_key`) for this
+    long, its task's ``result_ttl`` (the ninth element); 0: with the record, or none."""
 
 
 # As wq_record writes them: every string, the result's bytes too, as a msgpack str. The
@@ -179,10 +187,15 @@ class Record:
 _pack: Callable[[Any], bytes] = msgpack.Packer(use_bin_type=False).pack
 
 
-def pack_success(entry: str, at_ms: int, duration_ms: int, result: bytes | None) -> bytes:
-    """An ``S`` record (`Record`'s layout; `result` a trailing element only when given)."""
+def pack_success(
+    entry: str, at_ms: int, duration_ms: int, result: bytes | None, result_ttl_ms: int = 0
+) -> bytes:
+    """An ``S`` record (`Record`'s layout; `result` a trailing element only when given; with
+    `result_ttl_ms`, the result is kept apart: the record names its TTL instead)."""
     if result is None:
         return _pack(("S", entry, at_ms, duration_ms, "", "", ""))
+    if result_ttl_ms:
+        return _pack(("S", entry, at_ms, duration_ms, "", "", "", "", result_ttl_ms))
     return _pack(("S", entry, at_ms, duration_ms, "", "", "", result))
 
 
@@ -209,8 +222,19 @@ def read_record(raw: bytes | None) -> Record | None:
     try:
         r = unpack_record(raw)
         result = r[7] if len(r) > 7 and isinstance(r[7], bytes) else None
+        ttl_ms = r[8] if len(r) > 8 and isinstance(r[8], int) and r[8] > 0 else 0
+        if ttl_ms:
+            result = None
         return Record(
-            str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]), str(r[6]), result
+            str(r[0]),
+            str(r[1]),
+            int(r[2]),
+            int(r[3]),
+            str(r[4]),
+            str(r[5]),
+            str(r[6]),
+            result,
+            ttl_ms,
         )
     except (ValueError, TypeError, IndexError, msgpack.UnpackException):
         return None
@@ -253,6 +277,7 @@ def _group(g: GroupLookup, now_ms: int) -> GroupInfo | None:
             finished_ms=rec.at_ms,
             duration_ms=rec.duration_ms,
             result=decode_result(rec.result),
+            result_ttl_ms=rec.result_ttl_ms or None,
         )
     if rec.kind == "D":
         return GroupInfo(

@@ -249,6 +249,12 @@ class ShardKeys:
         return f"{self.tag}:wake"
 
 
+def result_key(keys: ShardKeys, field: str) -> str:
+    """A result kept for a task's ``result_ttl`` (a STRING with that TTL), in the shard's slot;
+    `field` is the history field (``id<US>group``) whose ``S`` record says it is there."""
+    return f"{keys.tag}:result:{field}"
+
+
 def selection_key(keys: ShardKeys, name: str) -> str:
     """A bulk action's selection of the shard's jobs (`wheelq.core.bulk_actions`), in its slot."""
     return f"{keys.tag}:bulk:{name}"

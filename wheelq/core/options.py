@@ -291,8 +291,11 @@ class Acked(TypedDict, total=False):
 
 
 class Debounce(TypedDict, total=False):
-    """A debounce (`Client.enqueue`)."""
+    """A debounce (`Client.enqueue`): `debounce` and `max_wait` in seconds or a timedelta,
+    or their ms aliases."""
 
+    debounce: Delay | None
+    max_wait: Delay | None
     debounce_ms: int | None
     max_wait_ms: int | None
 
@@ -464,11 +467,13 @@ KEYWORD_DOCS: dict[str, str] = {
     **{o.name: o.doc for o in OPTIONS},
     "ack": '``"primary"``, ``"replicated"`` (WAIT for ``ack_replicas``) or ``"persisted"`` '
     "(WAITAOF); default the client's (docs/guides/durability.md).",
-    "debounce_ms": "With `job_id`, instead of `delay`/`at`: the job is due this long after the "
-    "latest call, so calls in a burst fire it once, after the last (its payload and options "
-    "are the latest call's); 1 ms to ten years.",
-    "max_wait_ms": "With `debounce_ms`: fire no later than this long after the first call of "
-    "the burst, however the calls go on (>= debounce_ms).",
+    "debounce": "With `job_id`, instead of `delay`/`at`: the job is due this long (seconds or "
+    "a timedelta) after the latest call, so calls in a burst fire it once, after the last (its "
+    "payload and options are the latest call's); 1 ms to ten years.",
+    "max_wait": "With `debounce`: fire no later than this long (seconds or a timedelta) after "
+    "the first call of the burst, however the calls go on (>= debounce).",
+    "debounce_ms": "`debounce` in whole ms (an alias; give one of the two).",
+    "max_wait_ms": "`max_wait` in whole ms (an alias; give one of the two).",
 }
 """What each keyword of the typed keywords below means: an option's row, and the keywords of
 a write that are not options (`Acked`, `Debounce`). `takes` writes them into ``help()``, and

@@ -13,10 +13,10 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core.due import delay_ms
+from wheelq.core.due import delay_ms, duration_ms
 from wheelq.core.job import Job, envelope_fields
 from wheelq.core.options import KINDS, STORED, stored_attributes
-from wheelq.errors import ResultError
+from wheelq.errors import InvalidArgumentError, ResultError
 
 MAX_ERROR_CHARS = 8000
 
@@ -51,13 +51,62 @@ class Reason(StrEnum):
     """The stream entry could not be decoded as a job."""
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Retry delays: `base_ms` doubling per attempt up to `max_ms`, less up to `jitter_pct`."""
+MAX_RETRY_BASE_MS = 86_400_000
+"""The longest first retry delay (a day), as the worker's ``retry_base_ms`` allows."""
+MAX_RETRY_MAX_MS = 30 * 86_400_000
+"""The longest retry delay (30 days), as the worker's ``retry_max_ms`` allows."""
 
-    base_ms: int = 1000
-    max_ms: int = 3_600_000
-    jitter_pct: int = 20
+
+@dataclass(frozen=True, slots=True, init=False)
+class RetryPolicy:
+    """Retry delays: `base` doubling per attempt up to `max`, less up to `jitter_pct`.
+
+    Args:
+        base: The first retry's delay, seconds (int, float) or a timedelta, 0 to a day
+            (default 1 s).
+        max: The longest delay, seconds or a timedelta, 0 to 30 days (default 1 h); it
+            caps `base` too.
+        jitter_pct: Up to this percentage (0-100) is taken off each delay at random.
+        base_ms: `base` in whole ms (an alias, as the ``retry_base_ms`` setting spells it).
+        max_ms: `max` in whole ms (an alias, as ``retry_max_ms`` spells it).
+
+    Each field takes one spelling: keyword arguments only, so no number given positionally
+    is read in the other unit.
+
+    Raises:
+        InvalidArgumentError: A value out of range, or a field given in both spellings
+            (naming both).
+    """
+
+    base_ms: int
+    """The first retry's delay in ms (`base`)."""
+    max_ms: int
+    """The longest delay in ms (`max`)."""
+    jitter_pct: int
+
+    def __init__(
+        self,
+        *,
+        base: float | timedelta | None = None,
+        max: float | timedelta | None = None,
+        jitter_pct: int = 20,
+        base_ms: int | None = None,
+        max_ms: int | None = None,
+    ) -> None:
+        first = duration_ms(
+            base, base_ms, name="base", alias="base_ms", max_ms=MAX_RETRY_BASE_MS, default=1000
+        )
+        cap = duration_ms(
+            max, max_ms, name="max", alias="max_ms", max_ms=MAX_RETRY_MAX_MS, default=3_600_000
+        )
+        bad = isinstance(jitter_pct, bool) or not isinstance(jitter_pct, int)
+        if bad or not 0 <= jitter_pct <= 100:
+            raise InvalidArgumentError(
+                "jitter_pct", f"jitter_pct must be an int in [0, 100], got {jitter_pct!r:.40}"
+            )
+        object.__setattr__(self, "base_ms", first)
+        object.__setattr__(self, "max_ms", cap)
+        object.__setattr__(self, "jitter_pct", jitter_pct)
 
     def backoff_ms(self, attempt: int, rand: float) -> int:
         """Delay before attempt ``attempt + 1``; `rand` is uniform in [0, 1)."""

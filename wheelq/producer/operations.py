@@ -12,10 +12,17 @@ from functools import partial
 from typing import Any, Protocol, Self, TypeVar, cast, overload
 
 from wheelq.core import keys as k
-from wheelq.core.due import At, Delay, debounce_spec, due_spec
+from wheelq.core.due import At, Delay, debounce_spec, due_spec, duration_ms
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
-from wheelq.core.history import JobInfo, JobState, job_info, with_pauses, with_starts
+from wheelq.core.history import (
+    SEPARATOR,
+    JobInfo,
+    JobState,
+    job_info,
+    with_pauses,
+    with_starts,
+)
 from wheelq.core.options import (
     BulkOptions,
     EnqueueKwargs,
@@ -51,7 +58,18 @@ from wheelq.runtime.breaker import Breaker
 from wheelq.runtime.clock import WallClock
 from wheelq.runtime.outage import is_transient, unavailable_reason
 from wheelq.runtime.tracing import Tracing
-from wheelq.store import enqueue, flow, history, leases, pauses, processes, schedules, topics, unled
+from wheelq.store import (
+    enqueue,
+    flow,
+    history,
+    leases,
+    pauses,
+    processes,
+    results,
+    schedules,
+    topics,
+    unled,
+)
 from wheelq.store.call import Call
 from wheelq.store.enqueue import JobWrite
 from wheelq.store.limits import read_limits, write_limits
@@ -61,7 +79,7 @@ from wheelq.store.scripts import Placed
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
-_CALL_ONLY = ("ack", "debounce_ms", "max_wait_ms")  # `Client.enqueue`'s keywords of the call
+_CALL_ONLY = ("ack", "debounce_ms", "max_wait_ms", "debounce", "max_wait")  # of the call
 _CALL_ONLY_SET = frozenset(_CALL_ONLY)
 PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[str], Call[list[Placed]]]]
@@ -384,7 +402,13 @@ class Producer:
             item = EnqueueItem(payload=payload, **cast(ItemOptions, options))
             return self.enqueue(topic, item), None
         rest = dict(options)
-        ack, debounce_ms, max_wait_ms = [rest.pop(n, None) for n in _CALL_ONLY]
+        ack, debounce_ms, max_wait_ms, debounce, max_wait = [rest.pop(n, None) for n in _CALL_ONLY]
+        if debounce is not None:
+            debounce_ms = duration_ms(
+                debounce, debounce_ms, name="debounce", alias="debounce_ms", min_ms=1
+            )
+        if max_wait is not None:
+            max_wait_ms = duration_ms(max_wait, max_wait_ms, name="max_wait", alias="max_wait_ms")
         item = EnqueueItem(payload=payload, **cast(ItemOptions, rest))
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return self.enqueue(topic, item, bounce), cast(str | None, ack)
@@ -498,6 +522,12 @@ class Producer:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
         (raw,) = yield [history.lookup(keys, job_id)]
         info = job_info(topic, job_id, raw)
+        apart = [g for g in info.groups if g.result_ttl_ms is not None]
+        if apart:  # results kept for a task's result_ttl: read where they are (or expired)
+            kept = yield [results.kept_result(keys, job_id + SEPARATOR + g.group) for g in apart]
+            by_group = {g.group: k.value for g, k in zip(apart, kept, strict=True) if k}
+            groups = tuple(replace(g, result=by_group.get(g.group, g.result)) for g in info.groups)
+            info = replace(info, groups=groups)
         if any(g.state is JobState.RUNNING for g in info.groups):
             (found,) = yield [processes.live()]  # when its worker started it, as it beat
             info = with_starts(info, keys.shard, held_by_workers(found.processes))

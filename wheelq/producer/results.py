@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 from typing import Any
 
 from wheelq.core import keys as k
+from wheelq.core.due import delay_ms
 from wheelq.core.history import SEPARATOR, JobState, job_info, outcome
 from wheelq.errors import (
-    InvalidArgumentError,
     JobFailedError,
     ResultTimeoutError,
     UnknownGroupError,
@@ -30,23 +29,12 @@ Timeout = float | int | timedelta
 
 
 def timeout_ms(timeout: object, name: str = "timeout") -> int:
-    """`timeout` (seconds: int, float or timedelta, 0 to a day) as whole ms.
+    """`timeout` (seconds: int, float or timedelta, 0 to a day) as whole ms, rounded up.
 
     Raises:
         InvalidArgumentError: Not a finite number of seconds in [0, 86400].
     """
-    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, int | float)
-        or not (0 <= seconds <= MAX_TIMEOUT_S)  # NaN fails it too
-        or not math.isfinite(seconds)
-    ):
-        raise InvalidArgumentError(
-            name,
-            f"{name} must be a finite number of seconds in [0, {MAX_TIMEOUT_S}], got {timeout!r}",
-        )
-    return math.ceil(seconds * 1000)
+    return delay_ms(timeout, name, MAX_TIMEOUT_S * 1000)
 
 
 def result(producer: Producer, topic: str, job_id: str, group: str, timeout: object) -> Op[Any]:
@@ -62,7 +50,8 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
     Raises:
         InvalidArgumentError: A bad topic, job id, group or timeout (nothing written).
         UnknownTopicError: No such topic (nothing waited).
-        UnknownJobError: Nothing is known of the job (nothing waited).
+        UnknownJobError: Nothing is known of the job (nothing waited), or its result was
+            kept for its task's ``result_ttl``, which has passed.
         UnknownGroupError: The topic has no consumer group `group` (nothing waited).
         JobFailedError: The job was dead-lettered (or cancelled) in `group`.
         ResultTimeoutError: It had not finished when `timeout` passed.
@@ -89,7 +78,12 @@ def result(producer: Producer, topic: str, job_id: str, group: str, timeout: obj
             info = job_info(topic, job_id, replies[-1])
             done = outcome(info, group)
             if done is not None and done.state is JobState.SUCCEEDED:
-                return done.result
+                if done.result_ttl_ms is None:
+                    return done.result
+                (kept,) = yield [results.kept_result(keys, field)]
+                if kept is None:  # its task's result_ttl has passed
+                    raise UnknownJobError(topic, job_id)
+                return kept.value
             if done is not None:
                 raise JobFailedError(
                     topic, job_id, group, done.state, done.reason, done.error, done.dead_entry_id

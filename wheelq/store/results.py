@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wheelq.core.keys import ShardKeys
+from wheelq.core.history import decode_result
+from wheelq.core.keys import ShardKeys, result_key
 from wheelq.store.call import Call
 from wheelq.store.scripts import text
 from wheelq.store.streams import ZERO_ID, Entry, nested, parse_entries
@@ -29,6 +30,21 @@ def await_outcome(keys: ShardKeys, field: str, until_ms: int, now_ms: int) -> li
             parse=lambda r: text(r[0][0]) if r else ZERO_ID,
         ),
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A result kept apart for its task's ``result_ttl``, decoded."""
+
+    value: Any
+
+
+def kept_result(keys: ShardKeys, field: str) -> Call[Kept | None]:
+    """The result history field `field` keeps apart (`result_key`); None once it expired."""
+    return Call(
+        command=("GET", result_key(keys, field)),
+        parse=lambda r: None if r is None else Kept(decode_result(r)),
+    )
 
 
 WAITERS_GRACE_MS = 60_000

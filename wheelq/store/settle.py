@@ -11,9 +11,9 @@ from typing import Any
 import msgpack
 
 from wheelq.core.history import SEPARATOR, pack_success
-from wheelq.core.keys import ShardKeys
+from wheelq.core.keys import ShardKeys, result_key
 from wheelq.store.call import Call, script_call
-from wheelq.store.scripts import check, text
+from wheelq.store.scripts import check, script_keys, text
 
 
 def ack(keys: ShardKeys, group: str, entry_ids: Sequence[str]) -> Call[int]:
@@ -33,16 +33,30 @@ Delivery = tuple[str, int]
 
 
 def ack_done(
-    keys: ShardKeys, group: str, done: Sequence[Done], started: Sequence[Started] = ()
+    keys: ShardKeys,
+    group: str,
+    done: Sequence[Done],
+    started: Sequence[Started] = (),
+    result_ttl_ms: int = 0,
 ) -> Call[int]:
     """Ack succeeded runs and record them in the history; parses to how many were acked.
     `started`: handlers of the shard that started since the last round, noted first as job
     events while the topic has them on (one call: a job's start precedes its end).
+    `result_ttl_ms`: keep each result apart (`result_key`) for this long, not in its record
+    (a task's ``result_ttl``; 0: in the record, for as long as the history keeps it).
 
     The records are packed here as two msgpack arguments: in Lua they cost Redis more.
     """
-    args = [*_ack_args(group, done), _started_arg(started)]
-    return script_call("ack", keys, args, lambda r: int(check("ack", r)[1]))
+    args, apart, apart_keys = _ack_args(keys, group, done, result_ttl_ms)
+    args.append(_started_arg(started))
+    if not apart_keys:
+        return script_call("ack", keys, args, _acked)
+    args += ["", apart]  # ARGV[7]: no pull receipts
+    return Call("ack", (*script_keys("ack", keys), *apart_keys), args, parse=_acked)
+
+
+def _acked(reply: Any) -> int:
+    return int(check("ack", reply)[1])
 
 
 def ack_delivered(
@@ -55,7 +69,8 @@ def ack_delivered(
         r = check("ack", reply)
         return [int(v) for v in r[2]] if len(r) > 2 else []
 
-    return script_call("ack", keys, [*_ack_args(group, done), "", fences], parse)
+    args, _, _ = _ack_args(keys, group, done, 0)
+    return script_call("ack", keys, [*args, "", fences], parse)
 
 
 def _started_arg(started: Sequence[Started]) -> bytes | str:
@@ -65,21 +80,35 @@ def _started_arg(started: Sequence[Started]) -> bytes | str:
     return packed
 
 
-def _ack_args(group: str, done: Sequence[Done]) -> list[str | bytes]:
+def _ack_args(
+    keys: ShardKeys, group: str, done: Sequence[Done], result_ttl_ms: int
+) -> tuple[list[str | bytes | int], bytes, list[str]]:
+    """ARGV[1-5] of ack.lua; with `result_ttl_ms`, ARGV[8] and the KEYS of the results
+    kept apart (one per run that returned a result)."""
     suffix = SEPARATOR + group
     entries: list[str] = []
     pairs: list[str | bytes] = []
     attempts: list[int] = []
     results = 0
-    for entry, job_id, at_ms, took_ms, result, attempt in done:
+    apart: list[str | bytes | int] = [result_ttl_ms]
+    apart_keys: list[str] = []
+    for i, (entry, job_id, at_ms, took_ms, result, attempt) in enumerate(done, 1):
         entries.append(entry)
-        pairs.append(job_id + suffix)
-        pairs.append(pack_success(entry, at_ms, min(max(took_ms, 0), MAX_RUN_MS), result))
+        field = job_id + suffix
+        pairs.append(field)
+        took = min(max(took_ms, 0), MAX_RUN_MS)
+        pairs.append(pack_success(entry, at_ms, took, result, result_ttl_ms))
         attempts.append(attempt)
-        if result is not None:
+        if result is not None and result_ttl_ms:
+            apart += [i, result]
+            apart_keys.append(result_key(keys, field))
+        elif result is not None:
             results += len(result)
     packed = [msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False)]
-    return [group, *packed, results, msgpack.packb(attempts)]
+    args: list[str | bytes | int] = [group, *packed, results, msgpack.packb(attempts)]
+    if apart_keys:
+        return args, msgpack.packb(apart, use_bin_type=False), apart_keys
+    return args, b"", apart_keys
 
 
 MAX_RUN_MS = 2**32 - 1

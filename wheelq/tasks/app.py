@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
-from wheelq.core.due import delay_ms
+from wheelq.core.due import delay_ms, duration_ms
 from wheelq.core.keys import validate_group, validate_topic
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
@@ -52,6 +52,7 @@ class TaskOptions(TypedDict, total=False):
     timeout: float | timedelta | None
     retry: RetryPolicy | None
     result: bool
+    result_ttl: float | timedelta | None
 
 
 class App:
@@ -141,6 +142,7 @@ class App:
         timeout: float | timedelta | None = None,
         retry: RetryPolicy | None = None,
         result: bool = True,
+        result_ttl: float | timedelta | None = None,
     ) -> Any:
         """Make a ``def`` or ``async def`` a task: ``@app.task`` or ``@app.task(...)``.
 
@@ -156,6 +158,10 @@ class App:
                 worker's ``handler_timeout_ms``; 0: no limit).
             retry: The backoff of its retries (default the worker's ``retry_*``).
             result: Keep the return value for `TaskHandle.result` (False: keep none).
+            result_ttl: How long a result stays fetchable after its run, seconds or a
+                timedelta (1 ms to ten years; Celery's ``result_expires``); default: as long
+                as the job's history record, the scheduler's ``retention_ms`` (3 days) at
+                most. Past it, `TaskHandle.result` raises `UnknownJobError`.
 
         Raises:
             InvalidArgumentError: A bad option, a name or topic another task has, or a
@@ -164,9 +170,10 @@ class App:
         """
         config = TaskConfig(
             max_attempts=max_attempts,
-            timeout_ms=None if timeout is None else _timeout_ms(timeout),
+            timeout_ms=None if timeout is None else delay_ms(timeout, "timeout", 86_400_000),
             retry=retry,
             keep_result=result,
+            result_ttl_ms=_result_ttl_ms(result_ttl, result),
         )
 
         def make(function: Callable[..., Any]) -> Task[Any, Any]:
@@ -383,15 +390,10 @@ def _as_kwargs(settings: object) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}  # type: ignore[arg-type]
 
 
-def _timeout_ms(timeout: object) -> int:
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta):
-        raise InvalidArgumentError(
-            "timeout", f"timeout must be seconds (a number or timedelta), got {timeout!r:.40}"
-        )
-    try:
-        return delay_ms(timeout)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError("timeout", str(exc).replace("delay", "timeout")) from None
+def _result_ttl_ms(result_ttl: object, keep: object) -> int | None:
+    if result_ttl is not None and keep is False:
+        raise InvalidArgumentError("result_ttl", "result_ttl needs result=True: none is kept")
+    return duration_ms(result_ttl, None, name="result_ttl", alias="result_ttl_ms", min_ms=1)
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

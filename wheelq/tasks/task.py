@@ -81,6 +81,9 @@ class TaskConfig:
     """Its backoff (None: the worker's ``retry_*`` settings)."""
     keep_result: bool = True
     """Keep the return value for `TaskHandle.result`."""
+    result_ttl_ms: int | None = None
+    """How long a result stays fetchable after its run (None: as long as the job's history
+    record, the scheduler's ``retention_ms`` at most)."""
 
     def __post_init__(self) -> None:
         if self.max_attempts is not None:
@@ -230,7 +233,7 @@ class Task(TaskCall[P, R]):
         backoff and `max_attempts` over the worker's (and, for `max_attempts`, over the
         job's own, so a job of its topic however written gets the task's)."""
         c = self.config
-        return Route(self.handler(), c.timeout_ms, c.retry, c.max_attempts)
+        return Route(self.handler(), c.timeout_ms, c.retry, c.max_attempts, c.result_ttl_ms)
 
     def handler(self) -> Callable[[Job], Any]:
         """The worker's handler of this task's jobs: decodes the payload into the function's

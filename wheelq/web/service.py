@@ -83,7 +83,9 @@ class WebService:
             WallClock(),
             visibility_timeout_ms=ws.visibility_timeout_ms,
             max_deliveries=ws.max_deliveries,
-            policy=RetryPolicy(ws.retry_base_ms, ws.retry_max_ms, ws.retry_jitter_pct),
+            policy=RetryPolicy(
+                base_ms=ws.retry_base_ms, max_ms=ws.retry_max_ms, jitter_pct=ws.retry_jitter_pct
+            ),
             claim_interval_ms=ws.claim_interval_ms,
             receipt_secret=receipt_secret,
             pull_connections=self.settings.pull_connections,

@@ -125,6 +125,7 @@ class Settler(Service):
         *,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
         lane: str = READY,
+        result_ttl_ms: int = 0,
     ) -> None:
         title = f"worker settler of {topic}"
         super().__init__(clock, log, max_pause_ms=max_pause_ms, title=title)
@@ -132,6 +133,8 @@ class Settler(Service):
         self._topic = topic
         self._lane = lane
         self._group = group
+        self._result_ttl_ms = result_ttl_ms
+        """Results are kept apart for this long (a task's ``result_ttl``; 0: in the history)."""
         self._queued = _Queued()
         self.counts = Counts()
 
@@ -230,7 +233,9 @@ class Settler(Service):
             started = [] if shard in early else batch.started.get(shard, [])
             for i in range(0, len(done), ACKS_PER_CALL):
                 part = done[i : i + ACKS_PER_CALL]
-                acked = settle.ack_done(self._keys(shard), self._group, part, started)
+                acked = settle.ack_done(
+                    self._keys(shard), self._group, part, started, self._result_ttl_ms
+                )
                 calls.append((Successes(shard, part, started), acked))
                 started = []
         for r in batch.retries:

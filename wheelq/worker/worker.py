@@ -12,8 +12,10 @@ import secrets
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Self
 
+from wheelq.core.due import MAX_DELAY_MS, duration_ms
 from wheelq.core.flow import Flow
 from wheelq.core.keys import READY, STREAMS, ShardKeys, all_shards, validate_group, validate_topic
 from wheelq.core.options import validate_max_attempts
@@ -276,10 +278,16 @@ class Route:
     max_attempts: int | None = None
     """Runs before a failing job of the topic is dead-lettered, whatever the job was
     enqueued with (1-1000; None: each job's own ``max_attempts``)."""
+    result_ttl_ms: int | None = None
+    """How long a run's result stays fetchable, from when it is settled (a task's
+    ``result_ttl``; None: as long as the job's history record, the scheduler's
+    ``retention_ms`` at most)."""
 
     def __post_init__(self) -> None:
         if self.timeout_ms is not None:
             int_in("timeout_ms", self.timeout_ms, 0, 86_400_000)
+        if self.result_ttl_ms is not None:
+            int_in("result_ttl_ms", self.result_ttl_ms, 1, MAX_DELAY_MS)
         if self.max_attempts is not None:
             validate_max_attempts(self.max_attempts)
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
@@ -432,6 +440,7 @@ class Worker(Role[WorkerStopReport]):
             self.clock,
             max_pause_ms=s.failure_pause_max_ms,
             lane=self.stream,
+            result_ttl_ms=route.result_ttl_ms or 0,
         )
         ttl_ms = max(s.visibility_timeout_ms, timeout_ms) * 2
         in_flight = InFlightSet(
@@ -440,7 +449,10 @@ class Worker(Role[WorkerStopReport]):
             s.concurrency,
             runner,
             settler,
-            route.retry or RetryPolicy(s.retry_base_ms, s.retry_max_ms, s.retry_jitter_pct),
+            route.retry
+            or RetryPolicy(
+                base_ms=s.retry_base_ms, max_ms=s.retry_max_ms, jitter_pct=s.retry_jitter_pct
+            ),
             WallClock(),
             gate=FlowGate(self._executor, topic, group, self.consumer, flow, ttl_ms),
             slots=self.slots,
@@ -609,8 +621,21 @@ class Worker(Role[WorkerStopReport]):
         parts.watch.events_on = in_flight.events_on
         return parts
 
-    async def stop(self, grace_ms: int | None = None) -> WorkerStopReport:
-        """Stop: let handlers finish within the grace, hand the rest on; bounded, safe twice."""
+    async def stop(
+        self, grace_ms: int | None = None, *, grace: float | timedelta | None = None
+    ) -> WorkerStopReport:
+        """Stop: let handlers finish within the grace, hand the rest on; bounded, safe twice.
+
+        Args:
+            grace_ms: The grace in whole ms (the alias of `grace`; default the
+                ``shutdown_grace_ms`` setting).
+            grace: How long running handlers may take to finish, seconds or a timedelta.
+
+        Raises:
+            InvalidArgumentError: Both were given, or a grace out of [0, an hour] (as the
+                setting's).
+        """
+        grace_ms = duration_ms(grace, grace_ms, name="grace", alias="grace_ms", max_ms=3_600_000)
         if not self._gate.started:
             return NOTHING_RAN
         if self._in_flight.closing:

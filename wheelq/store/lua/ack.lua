@@ -24,7 +24,12 @@ ARGV[6]  handlers of this shard that started since the settler's last round, not
          its end in the stream): msgpack array job id, attempt, job id, attempt, ...; '' none
 ARGV[7]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
          and the delivery count each receipt was issued for; an entry is acked only while
-         pending to that delivery (wq_delivered)
+         pending to that delivery (wq_delivered); '' none
+ARGV[8]  optional, results kept apart (a task's result_ttl): msgpack array, the TTL in ms, then
+         two per result: the index of its entry in ARGV[2] (1-based) and the result; the n-th
+         is SET (a STRING) with that TTL in the n-th key after the seven above, its
+         {T:s}:result:<id><US><group> (wheelq.core.keys.result_key), when its entry's record is
+         written (its 'S' record then holds the TTL, not the result)
 Returns: {0, acked}
          {0, acked, outcomes} with ARGV[7]: per entry 1 acked, 0 not pending (settled before),
            -1 pending to a later delivery (a stale receipt: nothing written for it)
@@ -49,6 +54,17 @@ local pairs = cmsgpack.unpack(ARGV[3])
 -- waiters of their results when the call acked any.
 local function record(rec, kept, acked)
   wq_remember(KEYS[2], rec)
+  if ARGV[8] then
+    local apart, written = cmsgpack.unpack(ARGV[8]), {}
+    for _, i in ipairs(kept or {}) do
+      written[i] = true
+    end
+    for j = 2, #apart, 2 do
+      if not kept or written[apart[j]] then
+        redis.call('SET', KEYS[7 + j / 2], apart[j + 1], 'PX', apart[1])
+      end
+    end
+  end
   if WQ_EVENTS and #rec > 0 then
     local attempts, jobs, cut = cmsgpack.unpack(ARGV[5]), {}, #group + 1
     for i = 1, #rec, 2 do
@@ -65,7 +81,7 @@ end
 if ARGV[4] ~= '0' then -- counted whether or not each was written: never less than the truth
   redis.call('HINCRBY', KEYS[2], WQ_RESULTS, ARGV[4])
 end
-if ARGV[7] then
+if ARGV[7] and ARGV[7] ~= '' then
   -- Each receipt settles its own delivery or nothing: its record goes with its XACK, so a
   -- receipt not pending now was settled (and recorded) before.
   local fences = cmsgpack.unpack(ARGV[7])
