@@ -16,6 +16,7 @@ from wheelq.core.due import At, Delay, debounce_spec, due_spec
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses, with_starts
+from wheelq.core.expiry import absolute
 from wheelq.core.options import (
     BulkOptions,
     EnqueueKwargs,
@@ -40,6 +41,7 @@ from wheelq.errors import (
 )
 from wheelq.producer import enqueue_bulk as bulk
 from wheelq.producer.items import (
+    EXPIRES,
     EncodeBatch,
     EnqueueItem,
     validate_batch,
@@ -414,7 +416,7 @@ class Producer:
             checked.max_attempts,
             checked.due,
         )
-        stored = stored_values(item, traceparent)
+        stored = absolute(stored_values(item, traceparent), EXPIRES, now_ms)
         if self.spooler is not None:  # it keeps JobWrites (Redis may be away): the per-item path
             columns = bulk.encode(payloads, max_bytes, attempts, now_ms, stored, 1)
             return (yield from self._counted(topic, bulk.as_writes(due, columns)))
