@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 import inspect
 import warnings
+from datetime import UTC, datetime
 from typing import Any, get_type_hints
 
 import msgpack
@@ -224,7 +224,14 @@ def test_the_outbox_relay_takes_each_stored_options_slot_and_refuses_a_misspelt_
     held = HeldJob(1, "t", write.id, mode, 1_000, False, write.envelope, 0, "", order_key)
     assert refusal(held, 1_000, 1_000) is None
     fields = msgpack.unpackb(write.envelope, raw=False, unicode_errors="surrogateescape")
-    misspelt = {"text": "\x00", "trace": "x", "callback": "\udcc1", "flag": "2", "int": "05", "time": "05"}
+    misspelt = {
+        "text": "\x00",
+        "trace": "x",
+        "callback": "\udcc1",
+        "flag": "2",
+        "int": "05",
+        "time": "05",
+    }
     fields[7 + STORED.index(option)] = misspelt[option.kind or ""]  # its slot: 8 on
     packed = msgpack.packb(fields, unicode_errors="surrogateescape")
     bad = HeldJob(1, "t", write.id, mode, 1_000, False, packed, 0, "", order_key)

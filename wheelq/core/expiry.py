@@ -72,4 +72,3 @@ def expires_datetime(expires_ms: int) -> datetime:
     if expires_ms <= 0:
         raise ValueError(f"an expiry is a positive epoch ms, got {expires_ms}")
     return _EPOCH + timedelta(milliseconds=expires_ms)
-

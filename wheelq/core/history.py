@@ -67,7 +67,8 @@ class GroupInfo:
     duration_ms: int | None = None
     """SUCCEEDED: how long the handler ran."""
     error: str | None = None
-    """DEAD: why; EXPIRED: ``"expired"`` and the last attempt's error, if any; RETRYING, CANCELLED, a later attempt RUNNING: the last attempt's error."""
+    """DEAD: why; EXPIRED: ``"expired"`` (and the last attempt's error, if any); RETRYING,
+    CANCELLED, a later attempt RUNNING: the last attempt's error."""
     reason: str | None = None
     """DEAD: failed | deliveries | malformed."""
     dead_entry_id: str | None = None

@@ -13,10 +13,10 @@ from typing import Any, Protocol, Self, TypeVar, cast, overload
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, debounce_spec, due_spec
+from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import JobInfo, JobState, job_info, with_pauses, with_starts
-from wheelq.core.expiry import absolute
 from wheelq.core.options import (
     BulkOptions,
     EnqueueKwargs,

@@ -21,6 +21,7 @@ import msgpack
 from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
+from wheelq.core.expiry import expired
 from wheelq.core.job import Field, Job
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.payload import jsonable
@@ -573,10 +574,12 @@ class Puller:
         deliveries: Sequence[int],
     ) -> list[Pulled]:
         """Jobs with receipts; malformed entries (one whose payload cannot be rendered as
-        JSON too) dead-lettered each on its own, another group's acked."""
+        JSON too) dead-lettered each on its own, another group's acked, expired ones acked
+        unrun (noted expired)."""
         now = self._clock.now_ms()
         out: list[Pulled] = []
         calls: list[Call[int]] = []
+        gone: list[settle.Expired] = []  # read past their expiry: acked unrun, noted expired
         for i, (entry_id, fields) in enumerate(entries):
             try:
                 job = Job.from_entry(
@@ -584,6 +587,9 @@ class Puller:
                 )
                 if job.group is not None and job.group != group:
                     calls.append(settle.ack(keys, group, [entry_id]))
+                    continue
+                if job.expires is not None and expired(job.expires, now):
+                    gone.append((entry_id, job.id, now, job.attempt))
                     continue
                 payload = jsonable(job.payload, exact=True)
             except ValueError as exc:
@@ -593,6 +599,8 @@ class Puller:
                 continue
             receipt = self._receipt(keys.topic, group, job, now, consumer)
             out.append(Pulled(job, payload, receipt, sum(map(len, fields.values()))))
+        if gone:
+            calls.append(settle.ack_expired(keys, group, gone))
         if calls:
             await self._executor.run(calls)
         return out

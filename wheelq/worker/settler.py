@@ -266,9 +266,9 @@ class Settler(Service):
             calls.append((DeadLetters(shard, triples), dead))
         for shard, gone in batch.expired.items():
             for i in range(0, len(gone), ACKS_PER_CALL):
-                part = gone[i : i + ACKS_PER_CALL]
-                expired = settle.ack_expired(self._keys(shard), self._group, part)
-                calls.append((Expirations(shard, part), expired))
+                dropped = gone[i : i + ACKS_PER_CALL]
+                expired = settle.ack_expired(self._keys(shard), self._group, dropped)
+                calls.append((Expirations(shard, dropped), expired))
         try:
             crash.point("ack.before_send")
             replies = await self._send([c for _, c in calls])
