@@ -140,6 +140,8 @@ class ShardStats:
     """Fired and not trimmed yet, handled ones included."""
     far: int = 0
     """Of `pending`, the jobs kept in the far tier (due beyond the topic's far horizon)."""
+    expired: int = 0
+    """Jobs dropped at their expiry, never run (``expires=``), since the shard was made."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +190,8 @@ class TopicStats:
     """Dead letters."""
     far = ShardTotal()
     """Of `pending`, the jobs kept in the far tier."""
+    expired = ShardTotal()
+    """Jobs dropped at their expiry, never run."""
 
 
 @dataclass(slots=True)
@@ -519,7 +523,9 @@ class Producer:
         return TopicStats(
             topic,
             [
-                ShardStats(o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length, o.far)
+                ShardStats(
+                    o.shard, o.pending, o.ready, o.dead, o.in_flight, o.length, o.far, o.expired
+                )
                 for o in found
             ],
             paused_since_ms=paused.since_ms,
