@@ -530,6 +530,7 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
         "in_stream": stats.in_stream,
         "dead": stats.dead,
         "far": stats.far,
+        "expired": stats.expired,
         "shards": [asdict(s) for s in stats.shards],
         "paused_since_ms": None,
         "paused_groups": {},
