@@ -93,6 +93,8 @@ async def test_http_takes_expires_ms_and_shows_an_expired_job(
     status, page, _ = await api.call("GET", f"/ui/topics/{topic}/jobs/h2")
     assert status == 200 and 'class="state state-expired"' in page
     assert "dropped at its expiry, never run" in page
+    status, page, _ = await api.call("GET", f"/ui/topics/{topic}")
+    assert status == 200 and 'never run">1</dd>' in page
 
 
 async def test_an_http_pull_never_hands_over_an_expired_job(

@@ -107,6 +107,8 @@ class TopicView:
     """Its jobs due in the next `WITHIN_S` windows, read with the rest."""
     far: int = 0
     """Of its pending jobs, those kept in the far tier (due beyond its far horizon)."""
+    expired: int = 0
+    """Jobs dropped at their expiry (``expires=``), never run, since the topic was made."""
 
     def forecast_bars(self) -> Markup:
         """The forecast as bars, a window each."""
@@ -254,6 +256,7 @@ async def topic_view(
         events_on=events_on,
         forecast=forecast_of(topic, now_ms, found),
         far=sum(o.far for o in found),
+        expired=sum(o.expired for o in found),
     )
 
 
