@@ -188,3 +188,24 @@ async def test_a_retry_due_after_the_expiry_is_dropped(
             await client.result(topic, "r", timeout=1)
     finally:
         await worker.stop(grace_ms=0)
+
+
+async def test_an_ordered_job_dropped_at_its_expiry_does_not_hold_its_keys_next(
+    client: AsyncClient, redis_url: str, topic: str
+) -> None:
+    """The key's order counts an expired job as gone (`flow_gate.GONE`)."""
+    ran: list[str] = []
+
+    async def handle(job: Job) -> None:
+        ran.append(job.id)
+
+    past = datetime(2020, 1, 1, tzinfo=UTC)
+    await client.enqueue(topic, 1, job_id="first", key="k", ordered=True, expires=past)
+    await client.enqueue(topic, 2, job_id="second", key="k", ordered=True)
+    assert (await client.get(topic, "first")).state is JobState.EXPIRED
+    worker = Worker.from_url(redis_url, topic, handle, **FAST)
+    await worker.start()
+    try:
+        await until(lambda: ran == ["second"], timeout_s=30, what="the key's next job to run")
+    finally:
+        await worker.stop(grace_ms=0)
