@@ -119,8 +119,9 @@ def test_producing_guide_runs_as_written(
             assert "['report-2026-11-21']" in printed  # the duplicate was refused
             assert printed.count("True") >= 3 and printed.count("False") >= 3
             assert "ready" in printed  # the result waited for in vain: no worker here
-            # 1 async + 5 single + 1 with an expiry + 1002 batched + 10,000 in bulk + sam-1; cli-1 enqueued and
-            # cancelled; the three due now (now@, user0@, kim's) fired at once
+            # 1 async + 5 single + 1 with an expiry + 1002 batched + 10,000 in bulk + sam-1;
+            # cli-1 enqueued and cancelled; the three due now (now@, user0@, kim's) and ann's
+            # fired at once
             reminders = [client.get("emails", i) for i in ns["reminders"][:3]]  # type: ignore[index]
             assert [j.payload for j in reminders] == [
                 {"to": f"user{n}@example.com"} for n in range(3)
