@@ -10,6 +10,7 @@ emitted, as test_cancel_retries does), so no test sleeps for an expiry it can se
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -51,6 +52,19 @@ async def come_due(client: AsyncClient, r: redis.asyncio.Redis, keys: ShardKeys)
         await r.zadd(keys.delayed, {m: now - 1 for m in members}, xx=True)
     (emitted,) = await executor.run([fire.emit_due(keys, TOKEN, now, limit=100)])
     return int(emitted.emitted)
+
+
+@asynccontextmanager
+async def running(
+    redis_url: str, topic: str, handler: Any, **settings: Any
+) -> AsyncIterator[Worker]:
+    """A worker of `topic` running `handler` (FAST, and `settings`), stopped after."""
+    worker = Worker.from_url(redis_url, topic, handler, **{**FAST, **settings})
+    await worker.start()
+    try:
+        yield worker
+    finally:
+        await worker.stop(grace_ms=0)
 
 
 @pytest.fixture
@@ -133,9 +147,7 @@ async def test_an_entry_read_after_its_expiry_is_dropped_unrun(
     await eventually(
         lambda: _after(redis_async, expires_ms), timeout_s=5, what="the expiry to pass"
     )
-    worker = Worker.from_url(redis_url, topic, handle, **FAST)
-    await worker.start()
-    try:
+    async with running(redis_url, topic, handle) as worker:
         await until(lambda: "marker" in ran, timeout_s=15, what="the marker to run")
 
         async def expired() -> bool:
@@ -147,8 +159,6 @@ async def test_an_entry_read_after_its_expiry_is_dropped_unrun(
         assert await redis_async.hget(keys.limits, "expired") == b"1"
         with pytest.raises(JobFailedError, match="expired"):
             await client.result(topic, "slow", timeout=1)
-    finally:
-        await worker.stop(grace_ms=0)
 
 
 async def _after(r: redis.asyncio.Redis, ms: int) -> bool:
@@ -166,9 +176,7 @@ async def test_a_retry_due_after_the_expiry_is_dropped(
         raise RuntimeError("attempt fails")
 
     expires = datetime.now(UTC) + timedelta(minutes=10)
-    worker = Worker.from_url(redis_url, topic, fail, retry_base_ms=HOUR_MS, **FAST)
-    await worker.start()
-    try:
+    async with running(redis_url, topic, fail, retry_base_ms=HOUR_MS):
         await client.enqueue(topic, "x", job_id="r", expires=expires, max_attempts=3)
 
         async def retrying() -> bool:
@@ -186,8 +194,6 @@ async def test_a_retry_due_after_the_expiry_is_dropped(
         assert await redis_async.zcard(keys.retries) == 0
         with pytest.raises(JobFailedError, match="expired"):
             await client.result(topic, "r", timeout=1)
-    finally:
-        await worker.stop(grace_ms=0)
 
 
 async def test_an_ordered_job_dropped_at_its_expiry_does_not_hold_its_keys_next(
@@ -203,9 +209,5 @@ async def test_an_ordered_job_dropped_at_its_expiry_does_not_hold_its_keys_next(
     await client.enqueue(topic, 1, job_id="first", key="k", ordered=True, expires=past)
     await client.enqueue(topic, 2, job_id="second", key="k", ordered=True)
     assert (await client.get(topic, "first")).state is JobState.EXPIRED
-    worker = Worker.from_url(redis_url, topic, handle, **FAST)
-    await worker.start()
-    try:
+    async with running(redis_url, topic, handle):
         await until(lambda: ran == ["second"], timeout_s=30, what="the key's next job to run")
-    finally:
-        await worker.stop(grace_ms=0)

@@ -366,27 +366,13 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
     known = [(entry, fields) for entry, fields in fired if entry is not None]
     if not known:
         if raw.expired_ms is not None and (raw.cancelled_ms or 0) <= raw.expired_ms:
-            return JobInfo(
-                job_id,
-                topic,
-                JobState.EXPIRED,
-                cancelled_ms=raw.cancelled_ms,
-                expired_ms=raw.expired_ms,
-                last_error=EXPIRED_REASON,
-            )
+            return _expired_unfired(topic, job_id, raw)
         state = JobState.UNKNOWN if raw.cancelled_ms is None else JobState.CANCELLED
         return JobInfo(job_id, topic, state, cancelled_ms=raw.cancelled_ms)
     entry, fields = max(known, key=lambda k: entry_order(k[0]))
     if raw.expired_ms is not None and raw.expired_ms >= entry_ms(entry):
         # enqueued again under its id after a firing, and dropped at its expiry: expired
-        return JobInfo(
-            job_id,
-            topic,
-            JobState.EXPIRED,
-            expired_ms=raw.expired_ms,
-            cancelled_ms=raw.cancelled_ms,
-            last_error=EXPIRED_REASON,
-        )
+        return _expired_unfired(topic, job_id, raw)
     groups = tuple(g for g in (_group(g, raw.now_ms) for g in raw.groups) if g is not None)
     states = {g.state for g in groups}
     state = next((s for s in _PRECEDENCE if s in states), JobState.SUCCEEDED)
@@ -416,6 +402,18 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         groups=groups,
         payload_kept=kept,
         options=entry_options(fields) if fields else {},
+    )
+
+
+def _expired_unfired(topic: str, job_id: str, raw: Lookup) -> JobInfo:
+    """A job whose latest attempt was dropped at its expiry when it came due, never fired."""
+    return JobInfo(
+        job_id,
+        topic,
+        JobState.EXPIRED,
+        cancelled_ms=raw.cancelled_ms,
+        expired_ms=raw.expired_ms,
+        last_error=EXPIRED_REASON,
     )
 
 
