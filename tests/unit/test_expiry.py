@@ -5,6 +5,7 @@ naming ``expires``."""
 from __future__ import annotations
 
 import math
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -133,3 +134,17 @@ def test_a_job_expires_once_its_expiry_is_behind_now(
     expires_ms: int | None, now_ms: int, gone: bool
 ) -> None:
     assert expired(expires_ms, now_ms) is gone
+
+
+def test_the_outbox_row_stores_an_absolute_expiry_the_relay_takes() -> None:
+    from wheelq.outbox.enqueue import row
+    from wheelq.outbox.rows import refusal
+    from wheelq.producer.replay import HeldJob
+
+    before = time.time_ns() // 1_000_000
+    written = row("t", 1, None, {"expires": 60})
+    after = time.time_ns() // 1_000_000
+    expires = Envelope.unpack(written["envelope"]).expires
+    assert before + 60_000 <= expires <= after + 60_000
+    held = HeldJob(1, "t", written["job_id"], "d", 0, False, written["envelope"], 0, "", "")
+    assert refusal(held, 1_000, 1_000) is None  # the relay takes it back as a datetime
