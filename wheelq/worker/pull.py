@@ -399,10 +399,12 @@ class Puller:
         """Entries read past an earlier pull's count, while well inside the visibility timeout."""
         spare = self._spare.pop((topic, group), [])
         now = self._clock.now_ms()
+        # one past its expiry is not handed out: still pending, it is claimed and dropped then
         fresh = [
             (p, read_ms, consumer)
             for p, read_ms, consumer in spare
             if now - read_ms < self.visibility_timeout_ms // 2
+            and (p.job.expires is None or not expired(p.job.expires, now))
         ]
         n = self._within([p for p, _, _ in fresh], count)
         if len(fresh) > n:
