@@ -22,6 +22,7 @@ from tests.support.waiting import eventually, until
 from wheelq import AsyncAdmin, AsyncClient, Job, JobFailedError, JobState, Worker
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
+from wheelq.metrics.collectors import WorkerCollector
 from wheelq.store import fire, leases
 
 pytestmark = [pytest.mark.cluster_too, pytest.mark.both_servers]
@@ -156,6 +157,8 @@ async def test_an_entry_read_after_its_expiry_is_dropped_unrun(
         await eventually(expired, timeout_s=15, what="slow to read expired")
         assert ran == ["marker"]
         assert worker.status()["expired"] == 1
+        (family,) = [m for m in WorkerCollector(worker).collect() if m.name.endswith("expired")]
+        assert family.name == "wheelq_worker_expired" and family.samples[0].value == 1
         assert await redis_async.hget(keys.limits, "expired") == b"1"
         with pytest.raises(JobFailedError, match="expired"):
             await client.result(topic, "slow", timeout=1)
