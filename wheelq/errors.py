@@ -401,10 +401,11 @@ class ResultTypeError(ResultError, TypeError):
 
 
 class JobFailedError(WheelqError):
-    """`result()`: the job will not succeed in the group: dead-lettered, or its retry cancelled.
+    """`result()`: the job will not succeed in the group: dead-lettered, its retry cancelled,
+    or dropped at its expiry (``expires=``) before it started.
 
     Attributes:
-        state: ``"dead"`` or ``"cancelled"``.
+        state: ``"dead"``, ``"cancelled"`` or ``"expired"``.
         reason: Dead: ``failed``, ``deliveries`` or ``malformed`` (the dead letter's reason).
         error: The dead letter's error (the last attempt's), or None.
         dead_entry_id: The dead letter's entry id (for `replay`), or None.

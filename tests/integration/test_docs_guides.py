@@ -79,6 +79,7 @@ def test_producing_guide_runs_as_written(
     sections = [
         "Connect a client",
         "Enqueue a job with a delay or at a time",
+        "Give a job an expiry",
         "Enqueue many jobs at once",
         "Choose your own job ids",
         "Cancel a job",
@@ -118,15 +119,19 @@ def test_producing_guide_runs_as_written(
             assert "['report-2026-11-21']" in printed  # the duplicate was refused
             assert printed.count("True") >= 3 and printed.count("False") >= 3
             assert "ready" in printed  # the result waited for in vain: no worker here
-            # 1 async + 5 single + 1002 batched + 10,000 in bulk + sam-1; cli-1 enqueued and
-            # cancelled; the three due now (now@, user0@, kim's) fired at once
+            # 1 async + 5 single + 1 with an expiry + 1002 batched + 10,000 in bulk + sam-1;
+            # cli-1 enqueued and cancelled; the three due now (now@, user0@, kim's) and ann's
+            # fired at once
             reminders = [client.get("emails", i) for i in ns["reminders"][:3]]  # type: ignore[index]
             assert [j.payload for j in reminders] == [
                 {"to": f"user{n}@example.com"} for n in range(3)
             ]
             stats = admin.stats("emails")  # both tiers: one job is due more than an hour on
-            assert stats is not None and stats.pending == 11007 and stats.far >= 1
-            assert count(r, "emails", "ready") == 3
+            # with the expiry's: cal's pending, ann's fired, the late one dropped
+            assert stats is not None and stats.pending == 11008 and stats.far >= 1
+            assert count(r, "emails", "ready") == 4 and stats.expired == 1
+            assert client.get("emails", str(ns["stale"])).state == state.EXPIRED
+            assert printed.count("expired") == 2
             assert shown[0].strip() == "cli-1"
             assert client.get("emails", "cli-1").state == state.CANCELLED
             sam = client.get("emails", "sam-1")  # 3600 s, then 30 s, then 120 s by the CLI

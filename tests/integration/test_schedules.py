@@ -28,7 +28,7 @@ from wheelq.core.clock import ManualClock
 from wheelq.core.flow import order_keys
 from wheelq.core.job import pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.core.options import RUN
+from wheelq.core.options import RUN, STORED
 from wheelq.core.payload import encode_payload
 from wheelq.core.recurring import GRACE_MS, Plan, Schedule
 from wheelq.core.settings import SchedulerSettings
@@ -450,7 +450,8 @@ async def test_each_run_carries_every_option_its_schedule_was_given(
     for at in (runs[0], runs[-1]):
         info = client.get(topic, f"tick@{at}")
         assert info.max_attempts == 7 and info.payload == "p"
-        assert info.options == shown | {"traceparent": None}
+        not_run = {o.name: None for o in STORED if not o.runs}  # a trace, an expiry
+        assert info.options == shown | not_run
     jobs, _ = order_keys(topic, given["key"])
     assert redis_sync.zrange(jobs, 0, -1, withscores=True) == [
         (f"tick@{at}".encode(), at) for at in runs

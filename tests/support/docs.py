@@ -118,6 +118,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/producing.md", "Enqueue a job with a delay or at a time"): (
         "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
     ),
+    ("docs/guides/producing.md", "Give a job an expiry"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
     ("docs/guides/producing.md", "Enqueue many jobs at once"): (
         "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
     ),

@@ -30,7 +30,7 @@ def _spelled(f: EntryField, value: Any) -> bytes:
         return b"1"
     if isinstance(value, bytes):
         return value
-    if f.kind == "int":
+    if f.kind in ("int", "time"):
         return str(int(value)).encode()
     return str(value).encode()
 

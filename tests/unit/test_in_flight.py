@@ -62,6 +62,7 @@ class Parts:
         self.executor.answer("dead_letter", lambda call: (len(call.args) - 1) // 3)
         self.settler = Settler(self.executor, TOPIC, GROUP, ManualClock())
         self.runner = HandlerRunner(sync_handler or self.handler, timeout_ms=0, threads=concurrency)
+        self.clock = ManualClock(NOW_MS)
         self.in_flight = InFlightSet(
             TOPIC,
             GROUP,
@@ -69,7 +70,7 @@ class Parts:
             self.runner,
             self.settler,
             RetryPolicy(base_ms=1000, max_ms=60_000, jitter_pct=0),
-            ManualClock(NOW_MS),
+            self.clock,
             read_ahead_ms=read_ahead_ms,
             timer=lambda: 0.0,  # every run takes 0 s, as the manual clock has it
         )
@@ -258,3 +259,51 @@ async def test_a_sync_handler_runs_without_a_task_and_its_outcomes_are_settled()
     assert list(retry.args[1:3]) == ["2-0", "s2"]
     assert (parts.in_flight.handled, parts.in_flight.failed) == (2, 1)
     assert parts.in_flight.held == {}, "each run, once settled, is forgotten"
+
+
+def expiring(job_id: str, expires_ms: int) -> tuple[str, dict[bytes, bytes]]:
+    """`entry(job_id)` with an ``expires`` field."""
+    entry_id, fields = entry(job_id)
+    return entry_id, {**fields, Field.EXPIRES: str(expires_ms).encode()}
+
+
+def expirations(parts: Parts) -> list[tuple[str, str, int]]:
+    """(entry, job, at ms) of each ``X`` record the ack calls of expired entries wrote."""
+    out = []
+    for call in parts.executor.sent("ack"):
+        if call.args[-1] != "expired":
+            continue
+        pairs = msgpack.unpackb(call.args[2], raw=True)
+        for field, raw in zip(pairs[0::2], pairs[1::2], strict=True):
+            record = read_record(raw)
+            assert record is not None and record.kind == "X" and record.reason == "expired"
+            out.append((record.entry, field.decode().partition(SEPARATOR)[0], record.at_ms))
+    return out
+
+
+async def test_an_entry_read_past_its_expiry_is_acked_unrun_and_noted_expired() -> None:
+    parts = Parts(concurrency=2)
+    parts.executor.answer("ack", lambda call: len(msgpack.unpackb(call.args[1])))
+    parts.in_flight.accept(0, [expiring("x1", NOW_MS - 1), expiring("k2", NOW_MS), entry("p3")])
+    await parts.handler.started_by("k2", "p3")  # at its expiry ms: still in time
+    assert "x1" not in {j.id for j in parts.handler.seen}
+    assert parts.in_flight.expired == 1 and parts.in_flight.free() == 0
+    await parts.settle()
+    assert expirations(parts) == [("1-0", "x1", NOW_MS)]
+    assert parts.settler.counts.expired == 1
+    await parts.done("k2", "p3")
+
+
+async def test_an_entry_that_waits_for_a_slot_past_its_expiry_never_starts() -> None:
+    parts = Parts(concurrency=1)
+    parts.executor.answer("ack", lambda call: len(msgpack.unpackb(call.args[1])))
+    parts.in_flight.accept(0, [entry("a1"), expiring("w2", NOW_MS + 10), entry("a3")])
+    await parts.handler.started_by("a1")
+    parts.clock.advance(11)  # w2 waits behind a1 past its expiry
+    await parts.done("a1")
+    await parts.handler.started_by("a3")
+    assert [j.id for j in parts.handler.seen] == ["a1", "a3"]
+    assert parts.in_flight.expired == 1 and ("0", "2-0") not in parts.in_flight.held
+    await parts.settle()
+    assert expirations(parts) == [("2-0", "w2", NOW_MS + 11)]
+    await parts.done("a3")

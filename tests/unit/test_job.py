@@ -437,6 +437,7 @@ option_values = st.tuples(
                     "callback": [Callback("https://example.com/h").pack()],
                     "flag": [True],
                     "int": [3],
+                    "time": [1_700_000_000_000],
                 }[o.kind],
             ]
         )
@@ -581,6 +582,7 @@ def read_by_rows(fields: dict[bytes, bytes]) -> Job:
     decoder does unrolled."""
     read = {
         "int": int,
+        "time": int,
         "text": bytes.decode,
         "trace": lambda raw: raw.decode("ascii", "replace"),
         "payload": decode_payload,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import warnings
+from datetime import UTC, datetime
 from typing import Any, get_type_hints
 
 import msgpack
@@ -45,7 +46,13 @@ GIVEN: dict[str, Any] = {
     "callback": "https://example.com/hook",
     "flag": True,
     "int": 3,
+    "time": datetime(2030, 1, 1, tzinfo=UTC),
 }
+AS_JOB: dict[str, Any] = {  # what a `Job` (and `get()`) holds of a kind's GIVEN value, when not it
+    "callback": Callback(GIVEN["callback"]),
+    "time": 1_893_456_000_000,
+}
+SHOWN = {**AS_JOB, "callback": GIVEN["callback"]}
 
 
 def test_the_typed_spellings_name_exactly_the_tables_options() -> None:
@@ -66,7 +73,8 @@ def test_the_typed_spellings_name_exactly_the_tables_options() -> None:
     assert set(get_type_hints(TaskCallOptions)) == set(names) - {"delay", "at"} | {"ack"}
     runs = {"max_attempts", *(o.name for o in RUN)}
     assert set(get_type_hints(opts.RunOptions)) == runs == set(opts.RUN_NAMES)
-    assert {o.name for o in STORED} - runs == {"traceparent"}  # a trace is one call's
+    # a trace is one call's; an expiry one job's (a schedule's runs are due at their times)
+    assert {o.name for o in STORED} - runs == {"traceparent", "expires"}
 
 
 @given(st.dictionaries(st.sampled_from(EnqueueItem._fields[1:]), st.integers() | st.none()))
@@ -118,14 +126,13 @@ def test_each_stored_option_reaches_the_envelope_the_entry_a_retry_and_get(
     fields[option.entry or b""] = raw
     job = Job.from_entry("1-0", fields)
     value = getattr(job, option.name)
-    expected = Callback(GIVEN["callback"]) if option.kind == "callback" else GIVEN[option.kind]
-    assert value == expected
+    assert value == AS_JOB.get(option.kind or "", GIVEN[option.kind or ""])
     again = Envelope.unpack(retry_envelope(job, b"p", 1, "g"))
     assert getattr(again, option.name) == stored
     from wheelq.core.history import entry_options
 
     shown = entry_options(fields)[option.name]
-    assert shown == (GIVEN["callback"] if option.kind == "callback" else GIVEN[option.kind])
+    assert shown == SHOWN.get(option.kind or "", GIVEN[option.kind or ""])
 
 
 def test_a_bad_value_of_a_stored_option_is_refused_naming_it() -> None:
@@ -224,7 +231,14 @@ def test_the_outbox_relay_takes_each_stored_options_slot_and_refuses_a_misspelt_
     held = HeldJob(1, "t", write.id, mode, 1_000, False, write.envelope, 0, "", order_key)
     assert refusal(held, 1_000, 1_000) is None
     fields = msgpack.unpackb(write.envelope, raw=False, unicode_errors="surrogateescape")
-    misspelt = {"text": "\x00", "trace": "x", "callback": "\udcc1", "flag": "2", "int": "05"}
+    misspelt = {
+        "text": "\x00",
+        "trace": "x",
+        "callback": "\udcc1",
+        "flag": "2",
+        "int": "05",
+        "time": "05",
+    }
     fields[7 + STORED.index(option)] = misspelt[option.kind or ""]  # its slot: 8 on
     packed = msgpack.packb(fields, unicode_errors="surrogateescape")
     bad = HeldJob(1, "t", write.id, mode, 1_000, False, packed, 0, "", order_key)

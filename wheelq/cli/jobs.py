@@ -193,7 +193,13 @@ def render(info: JobInfo) -> str:
         rows.append(("fired", f"{utc_text(info.fired_ms)} (entry {info.entry_id})"))
     if info.cancelled_ms is not None:
         rows.append(("cancelled", utc_text(info.cancelled_ms)))
-    rows += [(name, str(value)) for name, value in info.options.items() if value]
+    if info.expired_ms is not None:
+        rows.append(("expired", f"{utc_text(info.expired_ms)} (dropped at its expiry, never run)"))
+    rows += [
+        (name, utc_text(value) if name == "expires" else str(value))
+        for name, value in info.options.items()
+        if value
+    ]
     if info.last_error:
         rows.append(("last error", _first_line(info.last_error)))
     if info.payload_kept:

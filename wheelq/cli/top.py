@@ -139,6 +139,7 @@ def _shard_dict(o: ShardObservation) -> dict[str, Any]:
         "dead": o.dead,
         "fired": o.entries_added,
         "in_stream": o.length,
+        "expired": o.expired,
     }
 
 
@@ -146,7 +147,8 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
     from rich.table import Table
 
     table = Table(title=topic, title_justify="left")
-    for name in ("shard", "pending", "ready", "in flight", "oldest", "dead", "fired", "in stream"):
+    columns = ("shard", "pending", "ready", "in flight", "oldest", "dead", "fired", "in stream")
+    for name in (*columns, "expired"):
         table.add_column(name, justify="right")
     rows = [_shard_dict(o) for o in shards]
     ages = [r["oldest_in_flight_ms"] for r in rows if r["oldest_in_flight_ms"] is not None]
@@ -159,7 +161,7 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
     return table
 
 
-_COUNTS = ("pending", "ready", "in_flight", "dead", "fired", "in_stream")
+_COUNTS = ("pending", "ready", "in_flight", "dead", "fired", "in_stream", "expired")
 
 
 def _stats_cells(r: dict[str, Any]) -> list[str]:

@@ -21,7 +21,17 @@ import msgpack
 
 from wheelq.errors import InvalidArgumentError
 
-KINDS = ("fired", "started", "succeeded", "retrying", "dead", "cancelled", "paused", "resumed")
+KINDS = (
+    "fired",
+    "started",
+    "succeeded",
+    "retrying",
+    "dead",
+    "cancelled",
+    "expired",
+    "paused",
+    "resumed",
+)
 """What an event says happened."""
 
 MAX_LEN = (100, 10_000_000)

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgpack
 
+from wheelq.core.expiry import EXPIRED_REASON
 from wheelq.core.job import Envelope, Field, entry_ms, entry_order
 from wheelq.core.options import KINDS, STORED, view
 from wheelq.core.pause import PauseState
@@ -32,6 +33,7 @@ class JobState(StrEnum):
     SUCCEEDED = "succeeded"  # every group's handler returned (for this firing)
     DEAD = "dead"  # out of attempts or deliveries, or malformed: in the dead-letter stream
     CANCELLED = "cancelled"  # cancelled while pending (a group: its retry was cancelled)
+    EXPIRED = "expired"  # not started by its expiry (`expires=`): dropped, never run
     UNKNOWN = "unknown"  # never seen, or past the history's retention
 
 
@@ -40,6 +42,7 @@ _PRECEDENCE = (
     JobState.READY,
     JobState.RETRYING,
     JobState.DEAD,
+    JobState.EXPIRED,
     JobState.CANCELLED,
 )
 """A fired job's state is the first of these any group is in, else SUCCEEDED."""
@@ -64,7 +67,8 @@ class GroupInfo:
     duration_ms: int | None = None
     """SUCCEEDED: how long the handler ran."""
     error: str | None = None
-    """DEAD: why; RETRYING, CANCELLED, a later attempt RUNNING: the last attempt's error."""
+    """DEAD: why; EXPIRED: ``"expired"`` (and the last attempt's error, if any); RETRYING,
+    CANCELLED, a later attempt RUNNING: the last attempt's error."""
     reason: str | None = None
     """DEAD: failed | deliveries | malformed."""
     dead_entry_id: str | None = None
@@ -114,6 +118,9 @@ class JobInfo:
     fired_ms: int | None = None
     """Fired: when its latest entry went into the stream (Redis clock)."""
     cancelled_ms: int | None = None
+    expired_ms: int | None = None
+    """EXPIRED: when it was dropped at its expiry (Redis clock): at its due time, or when a
+    worker read it; None otherwise."""
     last_error: str | None = None
     """The failed attempt's error (RETRYING, a later attempt RUNNING, a cancelled retry)."""
     groups: tuple[GroupInfo, ...] = field(default=())
@@ -160,6 +167,8 @@ class Lookup:
     entry: str | None
     fields: dict[bytes, bytes] | None
     groups: Sequence[GroupLookup] = ()
+    expired_ms: int | None = None
+    """When a first attempt of it was last dropped at its expiry at fire, never fired."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +206,12 @@ def pack_success(
     if result_ttl_ms:
         return _pack(("S", entry, at_ms, duration_ms, "", "", "", "", result_ttl_ms))
     return _pack(("S", entry, at_ms, duration_ms, "", "", "", result))
+
+
+def pack_expired(entry: str, at_ms: int, error: str = "") -> bytes:
+    """An ``X`` record: the entry dropped at its expiry at `at_ms`, never run (`Record`'s
+    layout; `error`: its last attempt's, for a retry)."""
+    return _pack(("X", entry, at_ms, 0, error, EXPIRED_REASON, ""))
 
 
 def unpack_record(raw: bytes) -> list[Any]:
@@ -293,6 +308,9 @@ def _group(g: GroupLookup, now_ms: int) -> GroupInfo | None:
         return GroupInfo(
             g.name, JobState.CANCELLED, g.latest, finished_ms=rec.at_ms, error=rec.error or None
         )
+    if rec.kind == "X":
+        error = EXPIRED_REASON + (f": {rec.error}" if rec.error else "")
+        return GroupInfo(g.name, JobState.EXPIRED, g.latest, finished_ms=rec.at_ms, error=error)
     return GroupInfo(g.name, JobState.RETRYING, g.latest, finished_ms=rec.at_ms, error=rec.error)
 
 
@@ -372,9 +390,14 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         fired.append((raw.entry, raw.fields))
     known = [(entry, fields) for entry, fields in fired if entry is not None]
     if not known:
+        if raw.expired_ms is not None and (raw.cancelled_ms or 0) <= raw.expired_ms:
+            return _expired_unfired(topic, job_id, raw)
         state = JobState.UNKNOWN if raw.cancelled_ms is None else JobState.CANCELLED
         return JobInfo(job_id, topic, state, cancelled_ms=raw.cancelled_ms)
     entry, fields = max(known, key=lambda k: entry_order(k[0]))
+    if raw.expired_ms is not None and raw.expired_ms >= entry_ms(entry):
+        # enqueued again under its id after a firing, and dropped at its expiry: expired
+        return _expired_unfired(topic, job_id, raw)
     groups = tuple(g for g in (_group(g, raw.now_ms) for g in raw.groups) if g is not None)
     states = {g.state for g in groups}
     state = next((s for s in _PRECEDENCE if s in states), JobState.SUCCEEDED)
@@ -385,6 +408,7 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         # said (the attempts made) and each group's part.
         state = JobState.CANCELLED
     errors = [g.error for g in groups if g.error and g.state in (state, JobState.RUNNING)]
+    expired = [g.finished_ms or 0 for g in groups if g.state is JobState.EXPIRED]
     due_ms, attempt, most, enqueued_ms, payload, kept = _entry_facts(fields)
     return JobInfo(
         job_id,
@@ -398,10 +422,23 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         entry_id=entry,
         fired_ms=entry_ms(entry),
         cancelled_ms=raw.cancelled_ms,
+        expired_ms=max(expired) if state is JobState.EXPIRED and expired else None,
         last_error=errors[0] if errors else None,
         groups=groups,
         payload_kept=kept,
         options=entry_options(fields) if fields else {},
+    )
+
+
+def _expired_unfired(topic: str, job_id: str, raw: Lookup) -> JobInfo:
+    """A job whose latest attempt was dropped at its expiry when it came due, never fired."""
+    return JobInfo(
+        job_id,
+        topic,
+        JobState.EXPIRED,
+        cancelled_ms=raw.cancelled_ms,
+        expired_ms=raw.expired_ms,
+        last_error=EXPIRED_REASON,
     )
 
 
@@ -442,15 +479,20 @@ def _entry_facts(
     return (due, attempt, most, enqueued_ms, payload, kept)
 
 
-_FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
+_FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.EXPIRED)
 
 
 def outcome(info: JobInfo, group: str) -> GroupInfo | None:
     """`group`'s final outcome of the job's latest run, as `result()` waits for it: the
-    group's `GroupInfo` once SUCCEEDED, DEAD or CANCELLED (one for the whole job when it was
-    cancelled before it fired); None while it may still run (or nothing is known of it)."""
+    group's `GroupInfo` once SUCCEEDED, DEAD, CANCELLED or EXPIRED (one for the whole job
+    when it was cancelled, or dropped at its expiry, before it fired); None while it may
+    still run (or nothing is known of it)."""
     if info.state is JobState.CANCELLED and not info.groups:
         return GroupInfo(group, JobState.CANCELLED, "", finished_ms=info.cancelled_ms)
+    if info.state is JobState.EXPIRED and info.entry_id is None:
+        return GroupInfo(
+            group, JobState.EXPIRED, "", finished_ms=info.expired_ms, error=EXPIRED_REASON
+        )
     for g in info.groups:
         if g.group == group:
             return g if g.state in _FINAL else None

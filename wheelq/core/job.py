@@ -40,6 +40,7 @@ class Field:
     CALLBACK = b"callback"
     KEY = b"key"
     ORDERED = b"ordered"
+    EXPIRES = b"expires"
     REASON = b"reason"
     ERROR = b"error"
     ENTRY = b"entry"
@@ -63,7 +64,8 @@ class EntryField:
     kind: str
     """How its value is spelled: ``"int"`` (decimal), ``"text"`` (UTF-8), ``"trace"`` (ASCII,
     read leniently: never a reason to dead-letter a job), ``"payload"`` (msgpack),
-    ``"callback"`` (a packed `Callback`) or ``"flag"`` (``"1"`` when true)."""
+    ``"callback"`` (a packed `Callback`), ``"flag"`` (``"1"`` when true) or ``"time"``
+    (decimal epoch ms)."""
     job: str | None
     """The `Job` attribute `Job.from_entry` fills with it; None: not read into a `Job`."""
     optional: bool = False
@@ -247,6 +249,8 @@ class Envelope:
     """The packed `Callback`."""
     key: str = ""
     ordered: bool = False
+    expires: int = 0
+    """Until when it may start: epoch ms (0: no expiry)."""
 
     @property
     def options(self) -> tuple[Any, ...]:
@@ -336,6 +340,10 @@ class Job:
     (the producer's clock), a retry when the attempt before it ended (the worker's); 0
     when unknown (an entry without the field, written by another client)."""
 
+    expires: int | None = None
+    """Until when it may start (``enqueue(..., expires=)``): epoch ms, Redis clock; None
+    without one. A job read after it is dropped as expired, never run."""
+
     @property
     def due(self) -> datetime:
         """`due_ms` as an aware UTC datetime (clamped to what a datetime holds)."""
@@ -383,6 +391,7 @@ def _built(**values: Any) -> Job:
 
 _READ = {
     "int": "int({})",
+    "time": "int({})",
     "text": "{}.decode()",
     "trace": '{}.decode("ascii", "replace")',
     "payload": "decode_payload({})",

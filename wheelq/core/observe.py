@@ -58,6 +58,8 @@ class ShardObservation:
     overdue jobs and pending retries included (`wheelq.core.forecast`)."""
     far: int = 0
     """Of `pending`, the jobs kept in the far tier (docs/architecture.md, "The far tier")."""
+    expired: int = 0
+    """Jobs dropped at their expiry, never run (``expires=``), since the shard was made."""
 
     @property
     def ready(self) -> int:
@@ -115,6 +117,8 @@ class TopicRow:
     dead: int
     lateness_p50_ms: float
     lateness_p99_ms: float
+    expired: int = 0
+    """Jobs dropped at their expiry, never run, since the topic was made."""
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -176,6 +180,7 @@ def _row(
         dead=sum(o.dead for o in shards),
         lateness_p50_ms=percentile(lateness, 50),
         lateness_p99_ms=percentile(lateness, 99),
+        expired=sum(o.expired for o in shards),
     )
 
 

@@ -11,17 +11,21 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Self, TypedDict, TypeVar, Unpack, cast
 
 from wheelq.core.callback import Callback, CallbackArg, validate_callback
 from wheelq.core.due import At, Delay, DueSpec
+from wheelq.core.expiry import expires_datetime, validate_expires
 from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, int_in
 
 MAX_ATTEMPTS_LIMIT = 1000
 MAX_KEY_BYTES = 256
 F = TypeVar("F", bound=Callable[..., Any])
+Expires = float | int | timedelta | datetime
+"""What ``expires=`` takes: seconds from now, a timedelta, or an aware datetime."""
 
 
 def validate_max_attempts(max_attempts: object) -> int:
@@ -84,6 +88,10 @@ def _text_or_none(value: str) -> str | None:
     return value or None
 
 
+def _int_or_none(value: int) -> int | None:
+    return value or None
+
+
 def _callback_url(packed: bytes) -> str | None:
     """A packed callback shown by its URL alone (its headers may hold credentials)."""
     try:
@@ -110,6 +118,16 @@ KINDS = {
         lambda b: int(b) if b else 0,
         lambda v: v or 0,
         shown="int",
+    ),
+    # epoch ms (the expiry): a `Job` holds the ms, a check takes it back as a datetime
+    "time": Kind(
+        0,
+        lambda v: str(v) if v else "",
+        lambda b: int(b) if b else 0,
+        lambda v: v or 0,
+        _int_or_none,
+        shown="int | None",
+        to_job=expires_datetime,
     ),
 }
 """Each `Option.kind` of a stored option."""
@@ -203,6 +221,19 @@ OPTIONS: tuple[Option, ...] = (
         http=bool,
         cli=bool,
     ),
+    Option(
+        "expires",
+        "Until when the job may start: seconds from now (int, float or timedelta, as "
+        "Celery's ``expires``) or an aware datetime; a job not started by then is dropped as "
+        "``expired``, counted, never run (`get()` says so, `result()` raises). Stored as "
+        "epoch ms: `Job.expires`, `get()`'s ``options``.",
+        check=validate_expires,
+        kind="time",
+        entry=b"expires",
+        shared=True,
+        runs=False,  # a schedule's runs are each due at their own time: no one expiry
+        cli=float,
+    ),
 )
 """Every option of a job, in `EnqueueItem`'s order; the stored ones (`STORED`) in the order
 of the envelope's option slots. A new option is a row here, its line in the typed keywords
@@ -247,12 +278,14 @@ class SharedOptions(TypedDict, total=False):
     `OPTIONS` documents it)."""
 
     max_attempts: int | None
+    expires: Expires | None
 
 
-class RunOptions(SharedOptions, total=False):
+class RunOptions(TypedDict, total=False):
     """What a schedule's runs carry besides their payload: `max_attempts` and the stored
     options of `RUN` (`Admin.schedule`'s keywords)."""
 
+    max_attempts: int | None
     callback: CallbackArg
     key: str | None
     ordered: bool
@@ -263,6 +296,7 @@ class JobOptions(RunOptions, total=False):
     ones of one call."""
 
     traceparent: str | None
+    expires: Expires | None
 
 
 class Timing(TypedDict, total=False):
@@ -323,6 +357,7 @@ class _Fields(NamedTuple):
     callback: Callback | str | Mapping[str, Any] | None = None
     key: str | None = None
     ordered: bool = False
+    expires: Expires | None = None
 
 
 def keyword_new_source() -> str:

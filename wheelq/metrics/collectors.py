@@ -148,6 +148,7 @@ WORKER_COUNTERS = {
     "dead_lettered": "Entries dead-lettered (last attempt failed, too many deliveries, malformed)",
     "taken_over": "Entries this worker took over from stalled or dead workers",
     "skipped": "Entries meant for another group (retries, replays), acked and skipped",
+    "expired": "Entries read past their expiry (expires=): acked unrun, noted expired",
 }
 WORKER_GAUGES = {
     "held_entries": ("held", "Entries this worker holds: waiting for a slot or running"),
@@ -250,6 +251,8 @@ SHARD_GAUGES = (  # name, help, `ShardObservation` field
      "pending"),
     ("stream_entries", "Entries in the ready stream (fired, not yet trimmed)", "length"),
     ("dead_letters", "Entries in the dead-letter stream", "dead"),
+    ("expired_jobs", "Jobs dropped at their expiry (expires=), never run: at fire or at a "
+     "worker's read, since the shard was made", "expired"),
 )  # fmt: skip
 LATENESS_DOC = (
     "Fire lateness: the node's now when it sent the emit call minus the job's due time, on "

@@ -12,6 +12,7 @@ import msgpack
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, DueSpec, due_spec
+from wheelq.core.expiry import absolute
 from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
 from wheelq.core.job import envelope_fields
 from wheelq.core.options import (
@@ -37,6 +38,8 @@ _PLAIN_TAIL = tuple(EnqueueItem._field_defaults[f] for f in ITEM_FIELDS[_TAIL:])
 # in line. A new flag option: one more there (this line then fails at import).
 _REPLACE, _ORDERED = (i for i, v in enumerate(_PLAIN_TAIL, _TAIL) if v is False)
 _KEY = [o.name for o in STORED].index("key")  # in `EnqueueOptions.stored`
+EXPIRES = [o.name for o in STORED].index("expires")
+_EXPIRES_ITEM = ITEM_FIELDS.index("expires")
 
 
 def validate_batch(
@@ -101,6 +104,8 @@ def _checked(
         raise InvalidArgumentError("replace", f"replace must be a bool, got {item.replace!r}")
     job_id = None if item.job_id is None else k.validate_job_id(item.job_id)
     stored = stored_values(item, batch.traceparent)
+    if item[_EXPIRES_ITEM] is not None:  # seconds from now: from this call's clock
+        stored = absolute(stored, EXPIRES, batch.now_ms)
     if item[_ORDERED] and due.kind == "delay":
         # Its order is its due time: fixed here, on this client's clock, for both writes.
         due = DueSpec("at", batch.now_ms + due.value_ms)

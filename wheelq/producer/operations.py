@@ -13,6 +13,7 @@ from typing import Any, Protocol, Self, TypeVar, cast, overload
 
 from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, debounce_spec, due_spec, duration_ms
+from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import TopicLimits, order_keys, validate_limits
 from wheelq.core.history import (
@@ -47,6 +48,7 @@ from wheelq.errors import (
 )
 from wheelq.producer import enqueue_bulk as bulk
 from wheelq.producer.items import (
+    EXPIRES,
     EncodeBatch,
     EnqueueItem,
     validate_batch,
@@ -160,6 +162,9 @@ class ShardStats:
     """Jobs come due within a minute (overdue included) and no scheduler node leads the
     shard (`wheelq.store.unled`): nothing fires there until one does."""
 
+    expired: int = 0
+    """Jobs dropped at their expiry, never run (``expires=``), since the shard was made."""
+
 
 @dataclass(frozen=True, slots=True)
 class SpoolStats:
@@ -209,6 +214,9 @@ class TopicStats:
     """Of `pending`, the jobs kept in the far tier."""
     unled = ShardTotal()
     """Shards with jobs due within a minute and no scheduler node leading them (0: none)."""
+
+    expired = ShardTotal()
+    """Jobs dropped at their expiry, never run."""
 
 
 @dataclass(slots=True)
@@ -443,7 +451,7 @@ class Producer:
             checked.max_attempts,
             checked.due,
         )
-        stored = stored_values(item, traceparent)
+        stored = absolute(stored_values(item, traceparent), EXPIRES, now_ms)
         if self.spooler is not None:  # it keeps JobWrites (Redis may be away): the per-item path
             columns = bulk.encode(payloads, max_bytes, attempts, now_ms, stored, 1)
             return (yield from self._counted(topic, bulk.as_writes(due, columns)))
@@ -561,7 +569,8 @@ class Producer:
                     o.in_flight,
                     o.length,
                     o.far,
-                    unled.shard_unled(leadership[2 * i : 2 * i + 2]),
+                    unled=unled.shard_unled(leadership[2 * i : 2 * i + 2]),
+                    expired=o.expired,
                 )
                 for i, o in enumerate(found)
             ],

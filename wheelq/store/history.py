@@ -51,7 +51,7 @@ def _group(r: list[Any]) -> GroupLookup:
 def parse_lookup(reply: Any) -> Lookup:
     """`lookup.lua`'s reply as a `Lookup`; ScriptError when a key holds another type."""
     r = check("lookup", reply)
-    rest = r[7:]
+    rest = r[8:]
     return Lookup(
         int(r[1]),
         _int(r[2]),
@@ -60,6 +60,7 @@ def parse_lookup(reply: Any) -> Lookup:
         None if r[5] is None else text(r[5]),
         _fields(r[6]),
         [_group(rest[i : i + GROUP_FIELDS]) for i in range(0, len(rest), GROUP_FIELDS)],
+        _int(r[7]),
     )
 
 

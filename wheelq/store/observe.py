@@ -19,7 +19,7 @@ ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
 DUE_SOON_MS = 1000
 """ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
-ROUND_ONE = 9
+ROUND_ONE = 10
 """Calls per shard in round 1, before its `due_within` call when windows are asked for."""
 
 
@@ -30,6 +30,12 @@ def pending_count(keys: ShardKeys) -> Call[int]:
 def far_count(keys: ShardKeys) -> Call[Any]:
     """The shard's jobs in its far tier (docs/architecture.md, "The far tier")."""
     return Call(command=("HGET", keys.far, "entries"))
+
+
+def expired_count(keys: ShardKeys) -> Call[Any]:
+    """Jobs of the shard dropped at their expiry, never run (its limits' ``expired`` count,
+    written by ``wq_expire`` and ack.lua: at fire, and at a worker's read)."""
+    return Call(command=("HGET", keys.limits, "expired"))
 
 
 def due_within(keys: ShardKeys, until_ms: Sequence[int]) -> Call[list[int]]:
@@ -129,6 +135,7 @@ def observe_shards(
             ),
             (calling, Call(command=("XINFO", "STREAM", keys.callbacks))),
             (calling, Call(command=("XINFO", "GROUPS", keys.callbacks))),
+            (True, expired_count(keys)),
         ]
         if within_ms:
             wanted.append((True, due_within(keys, [now_ms + window for window in within_ms])))
@@ -171,7 +178,7 @@ def _shard(
     now_ms: int,
     within_ms: Sequence[int],
 ) -> ShardObservation:
-    stream, groups, pending, far, due_soon, dead, newest, calls, callers = r[:ROUND_ONE]
+    stream, groups, pending, far, due_soon, dead, newest, calls, callers, gone = r[:ROUND_ONE]
     ready_length, ready_added = _lengths(stream)
     callbacks_length, callbacks_added = _lengths(calls)
     return ShardObservation(
@@ -189,6 +196,7 @@ def _shard(
         callbacks_length=callbacks_length,
         due_within=tuple(zip(within_ms, r[ROUND_ONE] if within_ms else (), strict=True)),
         far=int(far or 0),
+        expired=int(gone or 0),
     )
 
 

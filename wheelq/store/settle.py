@@ -10,7 +10,7 @@ from typing import Any
 
 import msgpack
 
-from wheelq.core.history import SEPARATOR, pack_success
+from wheelq.core.history import SEPARATOR, pack_expired, pack_success
 from wheelq.core.keys import ShardKeys, result_key
 from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check, script_keys, text
@@ -71,6 +71,33 @@ def ack_delivered(
 
     args, _, _ = _ack_args(keys, group, done, 0)
     return script_call("ack", keys, [*args, "", fences], parse)
+
+
+Expired = tuple[str, str, int, int]
+"""An entry dropped at its expiry, unrun: (entry id, job id, when ms, the attempt)."""
+
+
+def ack_expired(
+    keys: ShardKeys,
+    group: str,
+    expired: Sequence[Expired],
+    deliveries: Sequence[Delivery] = (),
+) -> Call[int]:
+    """Ack entries read past their expiry without running them: each noted ``X`` (expired)
+    in the history, counted, an 'expired' event; parses to how many were acked (`deliveries`:
+    a pull consumer's receipts, each acked only while pending to its delivery)."""
+    suffix = SEPARATOR + group
+    entries = [e[0] for e in expired]
+    pairs: list[str | bytes] = []
+    for entry, job_id, at_ms, _ in expired:
+        pairs += [job_id + suffix, pack_expired(entry, at_ms)]
+    attempts = msgpack.packb([e[3] for e in expired])
+    fences: bytes | str = ""
+    if deliveries:
+        fences = msgpack.packb([v for d in deliveries for v in d], use_bin_type=False)
+    args = [group, msgpack.packb(entries), msgpack.packb(pairs, use_bin_type=False), 0]
+    args += [attempts, "", fences, "", "expired"]
+    return script_call("ack", keys, args, lambda r: int(check("ack", r)[1]))
 
 
 def _started_arg(started: Sequence[Started]) -> bytes | str:

@@ -116,6 +116,9 @@ class TopicView:
         """What to run so that its shards have a leader."""
         return remedy(self.topic)
 
+    expired: int = 0
+    """Jobs dropped at their expiry (``expires=``), never run, since the topic was made."""
+
     def forecast_bars(self) -> Markup:
         """The forecast as bars, a window each."""
         rows = [] if self.forecast is None else self.forecast.due_within.items()
@@ -266,6 +269,8 @@ async def topic_view(
         unled=tuple(
             k.shard for i, k in enumerate(keys) if unled.shard_unled(leadership[2 * i : 2 * i + 2])
         ),
+
+        expired=sum(o.expired for o in found),
     )
 
 

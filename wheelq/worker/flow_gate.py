@@ -15,7 +15,7 @@ from wheelq.store import history, topics
 from wheelq.store.executor import Executor
 
 ORDER_RETENTION_MS = 3 * 86_400_000  # Key-order registrations go this long after due.
-GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED}
+GONE = {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.EXPIRED}
 
 
 class FlowGate:

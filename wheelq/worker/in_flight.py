@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wheelq.core.clock import Clock
+from wheelq.core.expiry import expired
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
 from wheelq.core.process import HeldEntry
@@ -143,6 +144,7 @@ class InFlightSet:
         self.failed = 0
         self.deferred = 0  # Runs that raised `wheelq.Defer` (not counted in `failed`).
         self.skipped = 0
+        self.expired = 0  # Entries dropped unrun: past their expiry when read or started.
         self.timings = RunTimings()  # Handler start lateness and run times (`wheelq.metrics`).
 
     def free(self) -> int:
@@ -213,6 +215,10 @@ class InFlightSet:
                 self.skipped += 1  # a retry or replay meant for another group
                 self.settler.ack(shard, entry_id)
                 continue
+            if job.expires is not None and expired(job.expires, now_ms := self._now_ms()):
+                self.expired += 1  # read past its expiry: dropped, never run
+                self.settler.expired(job, now_ms)
+                continue
             if self.max_attempts is not None and job.max_attempts != self.max_attempts:
                 # a task's, whoever wrote the job; its retries carry it on
                 job = dataclasses.replace(job, max_attempts=self.max_attempts)
@@ -257,6 +263,13 @@ class InFlightSet:
 
     def _start(self, held: Held) -> None:
         job = held.job
+        if job.expires is not None and expired(job.expires, now_ms := self._now_ms()):
+            self.expired += 1  # read ahead past its expiry: dropped, never run
+            self.settler.expired(job, now_ms)
+            if self.held.get(entry := (job.shard, job.entry_id)) is held:
+                del self.held[entry]
+            self.room.set()
+            return
         if self._queue_to_threads and (self.gate is None or not (self.gate.limits or job.ordered)):
             if self.closing:
                 return  # stays held, not started: handed on
@@ -327,6 +340,11 @@ class InFlightSet:
                 admitted = True
             # Its slot was taken at its start (`Slots.tasks`, counted until `_end`).
             if self.closing:
+                return
+            if job.expires is not None and expired(job.expires, now_ms := self._now_ms()):
+                self.expired += 1  # it waited (a flow's turn) past its expiry
+                self.settler.expired(job, now_ms)
+                finished = True  # done with: its key's next job may start
                 return
             started_ms, started_s = self._now_ms(), self._timer()
             held.started, held.started_s = True, started_s

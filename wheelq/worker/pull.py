@@ -21,6 +21,7 @@ import msgpack
 from redis.exceptions import ResponseError
 
 from wheelq.core.clock import Clock
+from wheelq.core.expiry import expired
 from wheelq.core.job import Field, Job
 from wheelq.core.keys import RECEIPT_KEY, ShardKeys, all_shards, validate_topic
 from wheelq.core.payload import jsonable
@@ -399,10 +400,12 @@ class Puller:
         """Entries read past an earlier pull's count, while well inside the visibility timeout."""
         spare = self._spare.pop((topic, group), [])
         now = self._clock.now_ms()
+        # one past its expiry is not handed out: still pending, it is claimed and dropped then
         fresh = [
             (p, read_ms, consumer)
             for p, read_ms, consumer in spare
             if now - read_ms < self.visibility_timeout_ms // 2
+            and (p.job.expires is None or not expired(p.job.expires, now))
         ]
         n = self._within([p for p, _, _ in fresh], count)
         if len(fresh) > n:
@@ -574,10 +577,12 @@ class Puller:
         deliveries: Sequence[int],
     ) -> list[Pulled]:
         """Jobs with receipts; malformed entries (one whose payload cannot be rendered as
-        JSON too) dead-lettered each on its own, another group's acked."""
+        JSON too) dead-lettered each on its own, another group's acked, expired ones acked
+        unrun (noted expired)."""
         now = self._clock.now_ms()
         out: list[Pulled] = []
         calls: list[Call[int]] = []
+        gone: list[settle.Expired] = []  # read past their expiry: acked unrun, noted expired
         for i, (entry_id, fields) in enumerate(entries):
             try:
                 job = Job.from_entry(
@@ -585,6 +590,9 @@ class Puller:
                 )
                 if job.group is not None and job.group != group:
                     calls.append(settle.ack(keys, group, [entry_id]))
+                    continue
+                if job.expires is not None and expired(job.expires, now):
+                    gone.append((entry_id, job.id, now, job.attempt))
                     continue
                 payload = jsonable(job.payload, exact=True)
             except ValueError as exc:
@@ -594,6 +602,8 @@ class Puller:
                 continue
             receipt = self._receipt(keys.topic, group, job, now, consumer)
             out.append(Pulled(job, payload, receipt, sum(map(len, fields.values()))))
+        if gone:
+            calls.append(settle.ack_expired(keys, group, gone))
         if calls:
             await self._executor.run(calls)
         return out

@@ -38,6 +38,7 @@ class Counts:
     acked: int = 0
     retried: int = 0
     dead_lettered: int = 0
+    expired: int = 0  # Read past their expiry: acked unrun, noted expired.
     dropped: int = 0  # Refused by Redis (not a connection error): the entries stay pending.
 
 
@@ -87,7 +88,15 @@ class DeadLetters:
     entries: list[tuple[str, str, str]]
 
 
-Settlement = Starts | Acks | Successes | Retrying | DeadLetters
+@dataclass(frozen=True, slots=True)
+class Expirations:
+    """Entries of a shard read past their expiry: acked unrun, each noted expired."""
+
+    shard: int
+    expired: list[settle.Expired]
+
+
+Settlement = Starts | Acks | Successes | Retrying | DeadLetters | Expirations
 """What one call of a flush writes, and what goes back in the queue if it cannot."""
 
 
@@ -100,10 +109,12 @@ class _Queued:
     retries: list[Retrying] = field(default_factory=list)
     dead: dict[int, list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))
     started: dict[int, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
+    expired: dict[int, list[settle.Expired]] = field(default_factory=lambda: defaultdict(list))
 
     def __len__(self) -> int:
         return (
-            sum(map(len, self.started.values()))
+            sum(map(len, self.expired.values()))
+            + sum(map(len, self.started.values()))
             + sum(map(len, self.acks.values()))
             + sum(map(len, self.done.values()))
             + len(self.retries)
@@ -174,6 +185,11 @@ class Settler(Service):
     def started(self, job: Job) -> None:
         """Note that `job`'s handler started (a job event; only while the topic has them on)."""
         self._queued.started[job.shard].append((job.id, job.attempt))
+        self.wake()
+
+    def expired(self, job: Job, now_ms: int) -> None:
+        """Ack `job`'s entry without running it: read at `now_ms`, past its expiry."""
+        self._queued.expired[job.shard].append((job.entry_id, job.id, now_ms, job.attempt))
         self.wake()
 
     def dead(self, shard: int, entry_id: str, reason: Reason, error: str) -> None:
@@ -253,6 +269,11 @@ class Settler(Service):
         for shard, triples in batch.dead.items():
             dead = settle.dead_letter(self._keys(shard), self._group, triples)
             calls.append((DeadLetters(shard, triples), dead))
+        for shard, gone in batch.expired.items():
+            for i in range(0, len(gone), ACKS_PER_CALL):
+                dropped = gone[i : i + ACKS_PER_CALL]
+                expired = settle.ack_expired(self._keys(shard), self._group, dropped)
+                calls.append((Expirations(shard, dropped), expired))
         try:
             crash.point("ack.before_send")
             replies = await self._send([c for _, c in calls])
@@ -290,6 +311,8 @@ class Settler(Service):
                     )
             case DeadLetters():
                 self.counts.dead_lettered += int(reply)
+            case Expirations():
+                self.counts.expired += int(reply)
             case _:
                 assert_never(settlement)
 
@@ -324,6 +347,8 @@ class Settler(Service):
                 queued.retries.append(settlement)
             case DeadLetters(shard, entries):
                 queued.dead[shard] += entries
+            case Expirations(shard, expired):
+                queued.expired[shard] += expired
             case _:
                 assert_never(settlement)
 

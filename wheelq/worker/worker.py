@@ -707,6 +707,7 @@ class Worker(Role[WorkerStopReport]):
             "handled": w.handled,
             "failed": w.failed,
             "skipped": w.skipped,
+            "expired": w.expired,
             "acked": c.acked,
             "retried": c.retried,
             "dead_lettered": c.dead_lettered + (parts.claims.dead_lettered if parts else 0),

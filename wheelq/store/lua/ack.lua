@@ -1,4 +1,5 @@
---[[ ack.lua — runs that succeeded: ack their entries and note each success in the job's history.
+--[[ ack.lua — runs that succeeded: ack their entries and note each success in the job's history
+(or, ARGV[9] 'expired', entries dropped at their expiry unrun: each noted 'X' and counted).
 Only the first settlement of an entry counts: an entry no longer pending in the group (someone
 else settled it, or this call's earlier send whose reply was lost) is skipped, and its record
 (with its result) is left as it is.
@@ -7,7 +8,8 @@ KEYS[2]  {T:s}:history   HASH    the group's record of each job becomes 'S'
 KEYS[3]  {T:s}:history_old HASH  the previous generation (read when some were settled already)
 KEYS[4]  {T:s}:waiters   ZSET    results awaited: "id<US>group" -> ms the wait ends (wq_waited)
 KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written (wq_wake)
-KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events)
+KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events);
+         "expired": entries dropped at their expiry (ARGV[9])
 KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 ARGV[1]  consumer group
 ARGV[2]  msgpack array of the entry ids
@@ -25,11 +27,14 @@ ARGV[6]  handlers of this shard that started since the settler's last round, not
 ARGV[7]  optional, pull receipts: msgpack array, two per entry in the same order: the consumer
          and the delivery count each receipt was issued for; an entry is acked only while
          pending to that delivery (wq_delivered); '' none
-ARGV[8]  optional, results kept apart (a task's result_ttl): msgpack array, the TTL in ms, then
+ARGV[8]  optional, results kept apart (a task's result_ttl; '' none): msgpack array, the TTL in ms, then
          two per result: the index of its entry in ARGV[2] (1-based) and the result; the n-th
          is SET (a STRING) with that TTL in the n-th key after the seven above, its
          {T:s}:result:<id><US><group> (wheelq.core.keys.result_key), when its entry's record is
          written (its 'S' record then holds the TTL, not the result)
+ARGV[9]  optional: 'expired' when the records are 'X' (entries read past their expiry, never
+         run: wheelq.core.expiry): their events are 'expired', and the shard's limits count
+         them ('expired', as wq_expire does)
 Returns: {0, acked}
          {0, acked, outcomes} with ARGV[7]: per entry 1 acked, 0 not pending (settled before),
            -1 pending to a later delivery (a stale receipt: nothing written for it)
@@ -48,13 +53,14 @@ if #entries == 0 then
   return {WQ_OK, 0}
 end
 local pairs = cmsgpack.unpack(ARGV[3])
+local kind = ARGV[9] or 'succeeded'
 
 -- Write the records `rec` (field/record pairs, field "id<US>group") of the entries of
 -- indexes `kept` (nil: every entry's, in order), their 'succeeded' events, and wake the
 -- waiters of their results when the call acked any.
 local function record(rec, kept, acked)
   wq_remember(KEYS[2], rec)
-  if ARGV[8] then
+  if ARGV[8] and ARGV[8] ~= '' then
     local apart, written = cmsgpack.unpack(ARGV[8]), {}
     for _, i in ipairs(kept or {}) do
       written[i] = true
@@ -72,7 +78,10 @@ local function record(rec, kept, acked)
       jobs[i] = string.sub(rec[i], 1, #rec[i] - cut)
       jobs[i + 1] = attempts[kept and kept[n] or n] or 0
     end
-    wq_events('succeeded', group, jobs)
+    wq_events(kind, group, jobs)
+  end
+  if kind == 'expired' and #rec > 0 then
+    redis.pcall('HINCRBY', KEYS[6], 'expired', #rec / 2)
   end
   if acked > 0 and wq_waited(KEYS[4]) then
     wq_wake(KEYS[4], KEYS[5], rec, 2)

@@ -1,5 +1,6 @@
 --[[ emit_due.lua — fenced, atomic move of due jobs from the sorted set into the ready stream
-(the callbacks stream for a job with a callback); only the lease holder emits, and a job is
+(the callbacks stream for a job with a callback), or dropped as expired past its expiry
+(wq_expire: not fired, noted in the history and counted); only the lease holder emits, and a job is
 removed in the same call, so none is emitted twice (docs/architecture.md, invariant 2). An
 undecodable envelope is dead-lettered ('malformed'). One call moves envelopes up to ARGV[5]
 bytes plus the first that does not fit; the others are held for the next call.
@@ -10,7 +11,7 @@ KEYS[4]  {T:s}:lease     STRING  token of the leader
 KEYS[5]  {T:s}:dead      STREAM  dead letters (malformed envelopes)
 KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (wq_fired)
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
-KEYS[8]  {T:s}:limits    HASH    "ready": most fired jobs the slowest consumer group may have
+KEYS[8]  {T:s}:limits    HASH    "expired": jobs dropped at their expiry (wq_expire); "ready": most fired jobs the slowest consumer group may have
          to catch up on (unacked + not yet read; with no group, the stream's length): past
          it, due jobs stay in the sorted set (wheelq.core.flow)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire; counted in the
@@ -84,6 +85,7 @@ local gone, seen, failed, failed_key, rec, n_rec, fired = {}, {}, nil, nil, {}, 
 local aliases = {} -- gone members that are retries (out of KEYS[10] too)
 local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
+local EXPIRED = {} -- a job dropped at its expiry (wq_expired), not fired
 for i, id in ipairs(ids) do
   if scores[i] and not seen[id] then
     seen[id] = true
@@ -139,7 +141,9 @@ for i, id in ipairs(ids) do
         end
         local env, why = wq_envelope(envelope)
         local added
-        if env then
+        if env and env[12] and wq_expired(env) then
+          added = EXPIRED -- dropped, never fired (wq_expire below)
+        elseif env then
           added = wq_fire(KEYS[3], ARGV[2], id, scores[i], env, KEYS[9], fired)
         else
           added = wq_bury(KEYS[5], ARGV[2], id, scores[i], envelope, why)
@@ -151,7 +155,12 @@ for i, id in ipairs(ids) do
           end
           break
         end
-        if env then
+        if added == EXPIRED then
+          wq_expire(KEYS[6], KEYS[7], id, env)
+          if env[6] and env[6] ~= '' then
+            aliases[#aliases + 1] = id -- an expired retry leaves the index too
+          end
+        elseif env then
           out[2] = out[2] + 1
           if room then
             room = room - 1

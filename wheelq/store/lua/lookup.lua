@@ -12,13 +12,14 @@ KEYS[7]  {T:s}:callbacks STREAM  fired jobs that carry a callback: the stream re
          groups keeps a record of the job)
 KEYS[8]  {T:s}:far       HASH    the far tier's meta: a pending job not in KEYS[1] may be there
 ARGV[1]  job id
-Returns: {0, now, due, envelope, cancelled, entry, fields, group_1..., group_2..., ...}
+Returns: {0, now, due, envelope, cancelled, entry, fields, expired, group_1..., ...}
            now        TIME, ms
            due        the pending job's due ms (a string), or nil when it is not pending
            envelope   the pending job's envelope, or nil
            cancelled  ms it was last cancelled, or nil
            entry      the entry of its latest firing for every group, or nil
            fields     that entry's flat field list while it is in the stream, or nil
+           expired    ms a first attempt of it was last dropped at its expiry (wq_expire), or nil
            group_n    six per consumer group of the job's stream: name, last delivered id, the
                       group's record (or nil), the group's latest entry (the later of entry
                       and the record's), that entry's fields when it is not `entry` (or nil),
@@ -66,7 +67,7 @@ if redis.call('EXISTS', KEYS[7]) == 1 and not fields then
   end
 end
 local out = {WQ_OK, wq_now_ms(), due, envelope, redis.call('ZSCORE', KEYS[6], id), entry,
-  fields or false}
+  fields or false, wq_hget(KEYS[4], KEYS[5], id .. WQ_EXPIRED)}
 if redis.call('EXISTS', stream) == 0 then
   return out
 end

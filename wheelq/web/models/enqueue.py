@@ -123,6 +123,11 @@ class JobIn(Due):
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT), WHOLE] | None = None
     replace: bool = False
     callback: CallbackIn | None = None
+    expires_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS), WHOLE] | None = Field(
+        None,
+        description="Until when the job may start: milliseconds from now (as delay_ms), up "
+        "to ten years; a job not started by then is dropped as expired, never run.",
+    )
     option_fields(locals(), OPTIONS)  # then each option the table gives a JSON field: key, ...
 
     def item(self, now_ms: int) -> EnqueueItem:
@@ -136,6 +141,7 @@ class JobIn(Due):
             max_attempts=self.max_attempts,
             replace=self.replace,
             callback=callback,
+            expires=None if self.expires_ms is None else timedelta(milliseconds=self.expires_ms),
             **cast(ItemOptions, given_options(self, OPTIONS)),
         )
         return EnqueueItem(payload=self.payload, **options)

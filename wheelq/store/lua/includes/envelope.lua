@@ -31,7 +31,8 @@ local function wq_envelope(envelope)
       and (env[6] == nil or type(env[6]) == 'string') and (env[7] == nil or type(env[7]) == 'string')
       and (env[8] == nil or type(env[8]) == 'string') and (env[9] == nil or type(env[9]) == 'string')
       and (env[10] == nil or type(env[10]) == 'string')
-      and (env[11] == nil or type(env[11]) == 'string') and env[12] == nil then
+      and (env[11] == nil or type(env[11]) == 'string')
+      and (env[12] == nil or type(env[12]) == 'string') and env[13] == nil then
     return env
   end
   for i = 3, 5 do
@@ -40,7 +41,7 @@ local function wq_envelope(envelope)
       return nil, 'field ' .. i .. ' is ' .. tostring(n) .. ', not an integer in range'
     end
   end
-  for i = 6, math.max(11, table.maxn(env)) do
+  for i = 6, math.max(12, table.maxn(env)) do
     if env[i] ~= nil and type(env[i]) ~= 'string' then
       return nil, 'field ' .. i .. ' is a ' .. type(env[i]) .. ', not a string'
     end
@@ -73,6 +74,7 @@ local WQ_ENTRY_OPTIONAL = { -- field, the envelope slot it is fired from, a slot
   'callback', 9, 0,
   'key', 10, 0,
   'ordered', 11, 10,
+  'expires', 12, 0,
 }
 local WQ_ENTRY_MORE = {} -- the optional fields of the entry being written (reused: no table a job)
 

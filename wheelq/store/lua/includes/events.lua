@@ -10,7 +10,9 @@ costs a test. A key of the wrong type fails only the events (pcall), never the c
 Includes: none
 ]]
 local WQ_EVENTS, WQ_EVENTS_CAP, WQ_EVENTS_LIMITS = false, '0', false
+local WQ_LIMITS = false -- the shard's limits hash, events on or off (its 'expired' count)
 local function wq_events_on(limits, events)
+  WQ_LIMITS = limits
   local cap = redis.pcall('HGET', limits, 'events')
   if type(cap) == 'string' then
     WQ_EVENTS, WQ_EVENTS_CAP, WQ_EVENTS_LIMITS = events, cap, limits

@@ -4,7 +4,8 @@ id of the job's latest firing for every group; field <id><US><group> (<US> = \31
 job id) holds a msgpack record of what that group last did with it: {kind, entry, at ms,
 duration ms, error, reason, dead-letter entry}, kind 'F' fired for this group only (a retry or
 a replay; error: the last attempt's), 'S' succeeded, 'R' failed and put back to run again, 'D'
-dead-lettered, 'C' its retry was cancelled (cancel.lua turns the 'R').
+dead-lettered, 'C' its retry was cancelled (cancel.lua turns the 'R'), 'X' expired: dropped
+at its expiry, never run (its retry at fire, wq_expire, or its entry at a worker's read).
 Two generations: every write goes to {T:s}:history; trim.lua renames it to {T:s}:history_old,
 noting in field <US>upto the stream's last entry then, and drops the old generation whole once
 the stream is trimmed past that entry (no record in it names an entry still in the stream). A
@@ -13,6 +14,9 @@ wq_fenced) is a field of the history too.
 Includes: base
 ]]
 local WQ_US = '\31'
+-- Field <id><US><US>: ms a first attempt of the job was dropped at its expiry, never fired
+-- (wq_expire; a group name is never empty, so no group's record has this field).
+local WQ_EXPIRED = WQ_US .. WQ_US
 local WQ_UPTO = WQ_US .. 'upto' -- in the old generation: the stream's last entry at the rename
 local WQ_SINCE = WQ_US .. 'since' -- in the current generation: ms it became the current one
 -- In each generation: bytes of the handlers' results written into it (ack.lua); trim.lua adds
