@@ -128,6 +128,9 @@ def run_app(
     log.info("running %s (group %s)%s", names, app.group, "" if scheduler else ", no scheduler")
     also = () if scheduler is None else (scheduler,)  # its shard gauges and forecast too
     beside = _beside(scheduler, metrics_beside(node, "worker", *metrics, also=also))
+    from wheelq.tasks.periodic import start_sync
+
+    start_sync(app, log)  # the stored schedules match the app's periodic declarations
     report = run_worker(node, beside)
     return 0 if report.abandoned == 0 else 1
 
