@@ -77,6 +77,7 @@ def test_add_list_show_and_add_again(redis_url: str, topic: str) -> None:
         "name": "digest", "topic": topic, "cron": CRON, "every_ms": None, "tz": ZONE,
         "start_ms": 0, "end_ms": None, "misfire": "once", "max_catch_up": 100,
         "max_attempts": 5, "paused": False, "payload": {"kind": "daily"}, "error": None,
+        "declared": "",
         **view(stored_unset(), RUN),  # no option of the runs given: each as get() shows it unset
     }  # fmt: skip
     assert before - 5000 <= shown["planned_ms"] <= _now_ms() + 5000  # planned from creation

@@ -7,6 +7,7 @@ tasks"; docs/guides/schedules.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import textwrap
 import threading
@@ -20,8 +21,11 @@ import redis
 
 import wheelq
 from tests.integration.test_contrib_django import Project, project  # noqa: F401 (fixture)
+from tests.integration.test_web_dashboard import get
+from tests.support.cli import run_wheelq
 from tests.support.tasks import URL_VARIABLE, Log, module_name, running, write_module
 from tests.support.waiting import eventually_sync
+from tests.support.web import serving
 
 pytestmark = [pytest.mark.both_servers, pytest.mark.cluster_too]
 
@@ -309,3 +313,42 @@ def test_manage_py_wheelq_run_syncs_the_declarations(project: Project) -> None: 
         assert f"periodic tasks added: {topic}/digest" in err, err
     finally:
         admin.close()
+
+
+async def test_the_topic_page_shows_its_schedules_marking_those_declared_in_code(
+    redis_url: str, topic: str, apps: list[wheelq.App]
+) -> None:
+    app = make_app(redis_url, topic, kinds={"daily": "d"})
+    apps.append(app)
+    admin = wheelq.Admin.of(app.client)
+    admin.schedule("by-hand", topic, {"kind": "h"}, cron="@hourly")
+    app.sync_periodic()
+    async with serving(redis_url) as api:
+        _, page = await get(api, f"/ui/topics/{topic}")
+        _, listing = await get(api, f"/ui/topics/{topic}/schedules")
+    rows = {page.ids[f"schedule-{i}"].split()[0]: i for i in (1, 2)}
+    assert set(rows) == {"by-hand", "daily"}
+    daily, by_hand = rows["daily"], rows["by-hand"]
+    assert page.ids[f"schedule-{daily}-declared"] == f"periodic, in code: {topic}.report"
+    assert page.ids[f"schedule-{by_hand}-declared"] == "by hand"
+    assert "every 1m" in page.ids[f"schedule-{daily}"]
+    marked = {listing.ids[f"schedule-{i}"].split()[:2][-1] for i in (1, 2)}
+    assert "periodic" in marked  # the schedules page marks it too
+
+
+def test_cli_schedule_add_takes_every_in_seconds_and_show_names_the_declaring_task(
+    redis_url: str, topic: str, apps: list[wheelq.App]
+) -> None:
+    url = ["--redis-url", redis_url]
+    done = run_wheelq("schedule", "add", "half", topic, '{"kind": "h"}', "--every", "1.5", *url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"created half on {topic}: every 1500ms, next run "), done.stdout
+    both = run_wheelq("schedule", "add", "x", topic, "--every", "1", "--every-ms", "1000", *url)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr, both.stderr
+    app = make_app(redis_url, topic, kinds={"daily": "d"})
+    apps.append(app)
+    app.sync_periodic()
+    shown = json.loads(run_wheelq("schedule", "show", "daily", topic, *url).stdout)
+    assert (shown["every_ms"], shown["declared"]) == (60_000, f"{topic}.report")
+    half = json.loads(run_wheelq("schedule", "show", "half", topic, *url).stdout)
+    assert (half["every_ms"], half["declared"]) == (1500, "")
