@@ -21,11 +21,15 @@ import redis
 
 import wheelq
 from tests.integration.test_contrib_django import Project, project  # noqa: F401 (fixture)
+from tests.integration.test_docs_guides import _gather, _importable
 from tests.integration.test_web_dashboard import get
 from tests.support.cli import run_wheelq
+from tests.support.docs import run_code
+from tests.support.servers import dedicated_server
 from tests.support.tasks import URL_VARIABLE, Log, module_name, running, write_module
 from tests.support.waiting import eventually_sync
 from tests.support.web import serving
+from wheelq.testing import ServerBinary
 
 pytestmark = [pytest.mark.both_servers, pytest.mark.cluster_too]
 
@@ -352,3 +356,26 @@ def test_cli_schedule_add_takes_every_in_seconds_and_show_names_the_declaring_ta
     assert (shown["every_ms"], shown["declared"]) == (60_000, f"{topic}.report")
     half = json.loads(run_wheelq("schedule", "show", "half", topic, *url).stdout)
     assert (half["every_ms"], half["declared"]) == (1500, "")
+
+
+def test_the_tasks_guides_periodic_tasks_run_as_written(
+    server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = "docs/guides/tasks.md"
+    with dedicated_server(server_binary) as server:  # the guide's URL names database 0
+        url = f"{server.url}/0"
+        found = _gather(page, ["Write a task", "Periodic tasks"], url)
+        (tmp_path / "tasks.py").write_text(found.files["tasks.py"])
+        with _importable(tmp_path, "tasks"):
+            ns = run_code(found.code, url)
+            ns["app"].close()  # type: ignore[attr-defined]
+        with wheelq.Admin.from_url(url) as admin:
+            listed = {s.name: s for s in admin.schedules("tasks.send_email")}
+    assert capsys.readouterr().out.splitlines() == [
+        "to",
+        "['tasks.send_email/nightly-digest', 'tasks.send_email/tasks.send_email']",
+    ]
+    assert set(listed) == {"nightly-digest", "tasks.send_email"}
+    assert listed["tasks.send_email"].rule.every_ms == 3_600_000
+    assert listed["nightly-digest"].data == {"to": "boss@example.com", "n": 2}
+    assert {s.declared for s in listed.values()} == {"tasks.send_email"}
