@@ -26,7 +26,14 @@ from tests.integration.test_web_dashboard import get
 from tests.support.cli import run_wheelq
 from tests.support.docs import run_code
 from tests.support.servers import dedicated_server
-from tests.support.tasks import URL_VARIABLE, Log, module_name, running, write_module
+from tests.support.tasks import (
+    URL_VARIABLE,
+    Log,
+    module_name,
+    running,
+    start_run,
+    write_module,
+)
 from tests.support.waiting import eventually_sync
 from tests.support.web import serving
 from wheelq.testing import ServerBinary
@@ -379,3 +386,40 @@ def test_the_tasks_guides_periodic_tasks_run_as_written(
     assert listed["tasks.send_email"].rule.every_ms == 3_600_000
     assert listed["nightly-digest"].data == {"to": "boss@example.com", "n": 2}
     assert {s.declared for s in listed.values()} == {"tasks.send_email"}
+
+
+def test_wheelq_run_started_while_redis_is_down_syncs_once_it_is_back(
+    tmp_path: Path, topic: str, server_binary: ServerBinary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with dedicated_server(server_binary) as srv:
+        monkeypatch.setenv(URL_VARIABLE, srv.url)
+        monkeypatch.setenv("TICKS_ON_CLUSTER", "0")
+        module = module_name(topic)
+        source = TICKS.format(
+            variable=URL_VARIABLE, name=f"{topic}.tick", topic=topic, ticks=f"{topic}:t"
+        )
+        tasks = write_module(tmp_path, module, textwrap.dedent(source))
+        srv.kill()
+        proc = start_run(tmp_path, module, srv.url, "--log-level", "INFO")
+        log = Log(proc)
+        try:
+            eventually_sync(
+                lambda: "periodic tasks not synced yet" in "".join(log.err),
+                timeout_s=30,
+                what="wheelq run to say it could not sync",
+            )
+            srv.restart()
+            eventually_sync(
+                lambda: f"periodic tasks added: {topic}/{topic}.tick" in "".join(log.err),
+                timeout_s=60,
+                what="the sync retried once redis is back",
+            )
+            with wheelq.Admin.from_url(srv.url) as admin:
+                (schedule,) = admin.schedules(topic)
+            assert schedule.declared == f"{topic}.tick"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+            tasks.app.close()
+        out, err = log.texts()
+        assert proc.returncode == 0, (out, err)

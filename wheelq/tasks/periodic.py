@@ -10,6 +10,8 @@ the sync adds, updates and removes only schedules so marked, on the app's topics
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ from wheelq.admin.schedules import SyncReport, record
 from wheelq.core.options import RunOptions
 from wheelq.core.recurring import Schedule, interval_ms, validate_name
 from wheelq.core.settings import ClientSettings
-from wheelq.errors import InvalidArgumentError
+from wheelq.errors import InvalidArgumentError, RedisUnavailableError
 from wheelq.runtime.clock import WallClock
 from wheelq.tasks.task import Task
 
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
     from wheelq.tasks.app import App
 
 DEFAULT_CATCH_UP = 100
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+"""The pauses between tries of a start's sync while Redis is unreachable (doubling)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +141,36 @@ async def async_sync(app: App) -> SyncReport:
     return await AsyncAdmin.of(app.aclient).sync_schedules(topics, declared)
 
 
-def start_sync(app: App, log: logging.Logger) -> SyncReport:
+def start_sync(app: App, log: logging.Logger) -> SyncReport | None:
     """`sync` at an app's start (``wheelq run``, ``manage.py wheelq run``), each change
-    logged."""
-    report = sync(app)
+    logged. With Redis unreachable, the process starts all the same (its roles ride the
+    outage out) and the sync is retried on a thread of its own until it is done: None."""
+    try:
+        report = sync(app)
+    except RedisUnavailableError as exc:
+        log.error("periodic tasks not synced yet (%s): retrying until redis answers", exc)
+        thread = threading.Thread(target=_retry, args=(app, log), name="periodic-sync")
+        thread.daemon = True  # nothing to finish: the next start syncs again
+        thread.start()
+        return None
+    _log(report, log)
+    return report
+
+
+def _retry(app: App, log: logging.Logger) -> None:
+    pause_s = RETRY_FIRST_S
+    while True:
+        time.sleep(pause_s)
+        try:
+            report = sync(app)
+        except RedisUnavailableError:
+            pause_s = min(pause_s * 2, RETRY_MAX_S)
+            continue
+        _log(report, log)
+        return
+
+
+def _log(report: SyncReport, log: logging.Logger) -> None:
     for what, names in (
         ("added", report.added),
         ("updated", report.updated),
@@ -147,4 +178,3 @@ def start_sync(app: App, log: logging.Logger) -> SyncReport:
     ):
         if names:
             log.info("periodic tasks %s: %s", what, ", ".join(names))
-    return report
