@@ -442,11 +442,13 @@ class Admin(Connected):
             InvalidArgumentError: A parameter out of range (named in the message), or a
                 payload that does not fit the topic's task.
         """
-        op = schedules.define(
-            self._producer, name, topic, payload, cron=cron,
-            every_ms=interval_ms(every, every_ms), tz=tz,
-            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up, options=options,
+        producer = self._producer
+        made = schedules.record(
+            producer.settings, producer.clock.now_ms(), name, topic, payload, cron=cron,
+            every_ms=interval_ms(every, every_ms), tz=tz, start=start, end=end, misfire=misfire,
+            max_catch_up=max_catch_up, options=options,
         )  # fmt: skip
+        op = schedules.define(producer, made)
         return self._run(op)[0]
 
     def get_schedule(self, name: str, topic: str) -> Schedule | None:

@@ -247,11 +247,13 @@ class AsyncAdmin(AsyncConnected):
         max_catch_up: int = DEFAULT_CATCH_UP,
         **options: Unpack[RunOptions],
     ) -> Schedule:
-        op = schedules.define(
-            self._producer, name, topic, payload, cron=cron,
-            every_ms=interval_ms(every, every_ms), tz=tz,
-            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up, options=options,
+        producer = self._producer
+        made = schedules.record(
+            producer.settings, producer.clock.now_ms(), name, topic, payload, cron=cron,
+            every_ms=interval_ms(every, every_ms), tz=tz, start=start, end=end, misfire=misfire,
+            max_catch_up=max_catch_up, options=options,
         )  # fmt: skip
+        op = schedules.define(producer, made)
         return (await self._run(op))[0]
 
     async def get_schedule(self, name: str, topic: str) -> Schedule | None:

@@ -76,27 +76,9 @@ def record(
     )
 
 
-def define(
-    producer: Producer,
-    name: str,
-    topic: str,
-    payload: Any,
-    *,
-    cron: str | None,
-    every_ms: int | None,
-    tz: str,
-    start: At | None,
-    end: At | None,
-    misfire: str,
-    max_catch_up: int,
-    options: RunOptions,
-) -> Op[tuple[Schedule, bool]]:
-    """Create or update a schedule (`record`); returns it and whether it was created."""
-    made = record(
-        producer.settings, producer.clock.now_ms(), name, topic, payload, cron=cron,
-        every_ms=every_ms, tz=tz, start=start, end=end, misfire=misfire,
-        max_catch_up=max_catch_up, options=options,
-    )  # fmt: skip
+def define(producer: Producer, made: Schedule) -> Op[tuple[Schedule, bool]]:
+    """Create or update the schedule `made` (a `record`); returns it as stored and whether
+    it was created."""
     schedule, created, _ = yield from _put(producer, made, None)
     return schedule, created
 
