@@ -107,7 +107,7 @@ RUN: dict[tuple[str, str], str] = {
         "tests/integration/test_docs_guides.py::test_tasks_guide_runs_as_written"
     ),
     ("docs/guides/tasks.md", "Periodic tasks"): (
-        "tests/integration/test_periodic.py::test_the_tasks_guides_periodic_tasks_run_as_written"
+        "tests/integration/test_periodic_tasks.py::test_the_tasks_guides_periodic_tasks_run_as_written"
     ),
     ("docs/guides/producing.md", "Connect a client"): (
         "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"

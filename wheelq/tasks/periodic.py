@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from wheelq.admin.admin import Admin
 from wheelq.admin.async_admin import AsyncAdmin
@@ -23,16 +23,28 @@ from wheelq.core.options import RunOptions
 from wheelq.core.recurring import Schedule, interval_ms, validate_name
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, RedisUnavailableError
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.client import Client
 from wheelq.runtime.clock import WallClock
 from wheelq.tasks.task import Task
-
-if TYPE_CHECKING:
-    from wheelq.tasks.app import App
 
 DEFAULT_CATCH_UP = 100
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
 """The pauses between tries of a start's sync while Redis is unreachable (doubling)."""
+
+
+class Declaring(Protocol):
+    """What declaring and syncing ask of an app (`wheelq.App`)."""
+
+    @property
+    def client(self) -> Client: ...
+    @property
+    def aclient(self) -> AsyncClient: ...
+
+    client_settings: ClientSettings
+    tasks: dict[str, Task[Any, Any]]
+    periodics: dict[str, Periodic]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +73,7 @@ class Periodic:
 
 
 def declare(
-    app: App,
+    app: Declaring,
     task: object,
     *,
     every: object,
@@ -82,7 +94,8 @@ def declare(
             `every` and `cron`, a bad `tz`, `misfire`, `name` (or one already declared),
             option, or an argument that does not fit the task's annotations.
     """
-    if not isinstance(task, Task) or task.app is not app:
+    owner: object = getattr(task, "app", None)
+    if not isinstance(task, Task) or owner is not app:
         raise InvalidArgumentError(
             "task", f"task must be a task of this app (made with @app.task), got {task!r:.60}"
         )
@@ -122,26 +135,26 @@ def declare(
     return declared
 
 
-def records(app: App) -> tuple[set[str], list[Schedule]]:
+def records(app: Declaring) -> tuple[set[str], list[Schedule]]:
     """The topics a sync of `app` covers (every task's) and its declarations as records."""
     now_ms = WallClock.now_ms()
     topics = {t.topic for t in app.tasks.values()}
     return topics, [p.record(app.client_settings, now_ms) for p in app.periodics.values()]
 
 
-def sync(app: App) -> SyncReport:
+def sync(app: Declaring) -> SyncReport:
     """Make the stored schedules match `app`'s declarations (`App.sync_periodic`)."""
     topics, declared = records(app)
     return Admin.of(app.client).sync_schedules(topics, declared)
 
 
-async def async_sync(app: App) -> SyncReport:
+async def async_sync(app: Declaring) -> SyncReport:
     """`sync`, awaited (`App.async_sync_periodic`)."""
     topics, declared = records(app)
     return await AsyncAdmin.of(app.aclient).sync_schedules(topics, declared)
 
 
-def start_sync(app: App, log: logging.Logger) -> SyncReport | None:
+def start_sync(app: Declaring, log: logging.Logger) -> SyncReport | None:
     """`sync` at an app's start (``wheelq run``, ``manage.py wheelq run``), each change
     logged. With Redis unreachable, the process starts all the same (its roles ride the
     outage out) and the sync is retried on a thread of its own until it is done: None."""
@@ -157,7 +170,7 @@ def start_sync(app: App, log: logging.Logger) -> SyncReport | None:
     return report
 
 
-def _retry(app: App, log: logging.Logger) -> None:
+def _retry(app: Declaring, log: logging.Logger) -> None:
     pause_s = RETRY_FIRST_S
     while True:
         time.sleep(pause_s)
