@@ -36,6 +36,8 @@ from tests.support.tasks import (
 )
 from tests.support.waiting import eventually_sync
 from tests.support.web import serving
+from wheelq.core.keys import ShardKeys
+from wheelq.store import schedules as sched
 from wheelq.testing import ServerBinary
 
 pytestmark = [pytest.mark.both_servers, pytest.mark.cluster_too]
@@ -326,7 +328,7 @@ def test_manage_py_wheelq_run_syncs_the_declarations(project: Project) -> None: 
         admin.close()
 
 
-async def test_the_topic_page_shows_its_schedules_marking_those_declared_in_code(
+async def test_the_topic_page_and_http_show_the_schedules_declared_in_code(
     redis_url: str, topic: str, apps: list[wheelq.App]
 ) -> None:
     app = make_app(redis_url, topic, kinds={"daily": "d"})
@@ -337,6 +339,10 @@ async def test_the_topic_page_shows_its_schedules_marking_those_declared_in_code
     async with serving(redis_url) as api:
         _, page = await get(api, f"/ui/topics/{topic}")
         _, listing = await get(api, f"/ui/topics/{topic}/schedules")
+        status, shown, _ = await api.call("GET", f"/v1/topics/{topic}/schedules/daily")
+        assert (status, shown["declared"], shown["every_ms"]) == (200, f"{topic}.report", 60_000)
+        status, by_hand_json, _ = await api.call("GET", f"/v1/topics/{topic}/schedules/by-hand")
+        assert (status, by_hand_json["declared"]) == (200, "")
     rows = {page.ids[f"schedule-{i}"].split()[0]: i for i in (1, 2)}
     assert set(rows) == {"by-hand", "daily"}
     daily, by_hand = rows["daily"], rows["by-hand"]
@@ -423,3 +429,17 @@ def test_wheelq_run_started_while_redis_is_down_syncs_once_it_is_back(
             tasks.app.close()
         out, err = log.texts()
         assert proc.returncode == 0, (out, err)
+
+
+def test_schedule_put_compare_and_set_writes_only_over_the_definition_expected(
+    run: Any, keys: ShardKeys
+) -> None:
+    """``schedule_put.lua`` mode 2: of two syncs that read one definition, one writes."""
+    created, state, written = run(sched.put(keys, "s", b"v1", True))
+    assert (created, written) == (True, True)
+    assert run(sched.put(keys, "s", b"other", True))[1:] == (state, False)  # create-only
+    assert run(sched.put(keys, "s", b"v2", False, b"v1")) == (False, state, True)
+    assert run(sched.put(keys, "s", b"v3", False, b"v1")) == (False, state, False)  # stale
+    assert run(sched.put(keys, "gone", b"v", False, b"v"))[2] is False  # none to compare
+    found = run(sched.read(keys))
+    assert {n: d for n, (d, _) in found.records.items()} == {"s": b"v2"}
