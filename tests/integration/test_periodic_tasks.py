@@ -443,3 +443,22 @@ def test_schedule_put_compare_and_set_writes_only_over_the_definition_expected(
     assert run(sched.put(keys, "gone", b"v", False, b"v"))[2] is False  # none to compare
     found = run(sched.read(keys))
     assert {n: d for n, (d, _) in found.records.items()} == {"s": b"v2"}
+
+
+def test_wheelq_run_no_scheduler_syncs_too(
+    tmp_path: Path, topic: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The declarations are the code's: a worker-only ``wheelq run`` syncs them as well."""
+    monkeypatch.setenv(URL_VARIABLE, redis_url)
+    monkeypatch.setenv("TICKS_ON_CLUSTER", "0")  # no run is due before the check
+    module = module_name(topic)
+    source = TICKS.format(variable=URL_VARIABLE, name=f"{topic}.tick", topic=topic, ticks="-")
+    tasks = write_module(tmp_path, module, textwrap.dedent(source).replace("every=1", "every=3600"))
+    try:
+        with running(tmp_path, module, redis_url, "--no-scheduler"):
+            listed = wheelq.Admin.of(tasks.app.client).schedules(topic)
+        assert [(s.name, s.declared, s.rule.every_ms) for s in listed] == [
+            (f"{topic}.tick", f"{topic}.tick", 3_600_000)
+        ]
+    finally:
+        tasks.app.close()
