@@ -77,6 +77,7 @@ def test_add_list_show_and_add_again(redis_url: str, topic: str) -> None:
         "name": "digest", "topic": topic, "cron": CRON, "every_ms": None, "tz": ZONE,
         "start_ms": 0, "end_ms": None, "misfire": "once", "max_catch_up": 100,
         "max_attempts": 5, "paused": False, "payload": {"kind": "daily"}, "error": None,
+        "declared": "",
         **view(stored_unset(), RUN),  # no option of the runs given: each as get() shows it unset
     }  # fmt: skip
     assert before - 5000 <= shown["planned_ms"] <= _now_ms() + 5000  # planned from creation
@@ -168,7 +169,8 @@ def test_an_unknown_schedule_fails_in_one_line(redis_url: str, topic: str, actio
     ("rule", "fragments"),
     [
         (["--cron", CRON, "--every-ms", "60000"], ["--every-ms", "not allowed with", "--cron"]),
-        ([], ["one of the arguments --cron --every-ms is required"]),
+        ([], ["one of the arguments --cron --every --every-ms is required"]),
+        (["--every", "0.01"], ["every must be 0.1 s to 366 days"]),
         (["--cron", CRON, "--tz", "Mars/Base"], ["tz must be an IANA zone", "'Mars/Base'"]),
         (["--every-ms", "50"], ["every_ms must be an int in [100, ", "got 50"]),
         (["--every-ms", "60000", "--tz", ZONE], ["tz must be 'UTC'"]),

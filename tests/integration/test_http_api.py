@@ -531,7 +531,6 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
         "dead": stats.dead,
         "far": stats.far,
         "unled": stats.unled,
-
         "expired": stats.expired,
         "shards": [asdict(s) for s in stats.shards],
         "paused_since_ms": None,

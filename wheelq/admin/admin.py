@@ -6,7 +6,7 @@ enqueueing and per-job calls are `Client`'s. Both drive the operations of
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self, Unpack
 
@@ -16,6 +16,7 @@ from wheelq.admin import events as job_events
 from wheelq.admin import forecast as fc
 from wheelq.admin import groups as grp
 from wheelq.admin.bulk_actions import Progress
+from wheelq.admin.schedules import SyncReport
 from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
@@ -25,7 +26,7 @@ from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.options import RunOptions, takes
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
-from wheelq.core.recurring import Schedule
+from wheelq.core.recurring import Schedule, interval_ms
 from wheelq.core.settings import ClientSettings
 from wheelq.producer.client import Client
 from wheelq.producer.connected import Connected
@@ -401,6 +402,7 @@ class Admin(Connected):
         payload: Any,
         *,
         cron: str | None = None,
+        every: float | timedelta | None = None,
         every_ms: int | None = None,
         tz: str = "UTC",
         start: At | None = None,
@@ -422,8 +424,9 @@ class Admin(Connected):
             topic: Where the runs are enqueued (created if new).
             payload: What every run carries (msgpack-serialisable).
             cron: Five cron fields, read in `tz` (``"30 2 * * *"``); or
-            every_ms: an interval, 100 ms to 366 days: runs at ``start + k * every_ms``
-                (from the Unix epoch without `start`).
+            every: an interval in seconds (int, float) or a timedelta, 0.1 s to 366 days:
+                runs at ``start + k * every`` (from the Unix epoch without `start`); or
+            every_ms: the same interval in ms (an alias of `every`: give one of them).
             tz: IANA zone for `cron` ("Europe/Berlin"); spring forward runs a skipped
                 time at the next valid one, fall back runs a repeated time once.
             start: No run before this (epoch seconds or an aware datetime), at most ten
@@ -434,13 +437,22 @@ class Admin(Connected):
                 now, "all" the latest `max_catch_up` in order, "skip" none.
             max_catch_up: 1-10,000 (for misfire="all").
 
+        A payload on a task's topic is checked against the task's annotations when the
+        task's module is imported in this process (`InvalidArgumentError` naming the
+        argument, nothing stored); made over HTTP or the CLI it is not, and a run that does
+        not fit the task is dead-lettered by its worker.
+
         Raises:
-            InvalidArgumentError: A parameter out of range (named in the message).
+            InvalidArgumentError: A parameter out of range (named in the message), or a
+                payload that does not fit the topic's task.
         """
-        op = schedules.define(
-            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
-            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up, options=options,
+        producer = self._producer
+        made = schedules.record(
+            producer.settings, producer.clock.now_ms(), name, topic, payload, cron=cron,
+            every_ms=interval_ms(every, every_ms), tz=tz, start=start, end=end, misfire=misfire,
+            max_catch_up=max_catch_up, options=options,
         )  # fmt: skip
+        op = schedules.define(producer, made)
         return self._run(op)[0]
 
     def get_schedule(self, name: str, topic: str) -> Schedule | None:
@@ -463,6 +475,13 @@ class Admin(Connected):
     def unschedule(self, name: str, topic: str) -> bool:
         """Remove the schedule and cancel its runs written ahead; False if there was none."""
         return self._run(schedules.change(self._producer, name, topic, "remove"))
+
+    def sync_schedules(self, topics: Collection[str], declared: Sequence[Schedule]) -> SyncReport:
+        """Make the schedules of `topics` marked declared in code exactly `declared` (records
+        made with `wheelq.admin.schedules.record`, each with its ``declared`` marker): what
+        `App.sync_periodic` does. Safe when several processes call it at once: each change
+        is written by one of them."""
+        return self._run(schedules.sync(self._producer, topics, declared))
 
     def processes(self) -> list[ProcessInfo]:
         """Every live scheduler node, worker, HTTP service and outbox relay process, by role,

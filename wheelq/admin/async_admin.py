@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self, Unpack
 
@@ -15,6 +15,7 @@ from wheelq.admin import forecast as fc
 from wheelq.admin import groups as grp
 from wheelq.admin.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
 from wheelq.admin.bulk_actions import Progress
+from wheelq.admin.schedules import SyncReport
 from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.due import At, duration_ms
 from wheelq.core.events import Event, EventsConfig
@@ -24,7 +25,7 @@ from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.options import RunOptions, takes
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
-from wheelq.core.recurring import Schedule
+from wheelq.core.recurring import Schedule, interval_ms
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import EventsOffError
 from wheelq.producer.async_client import AsyncClient
@@ -256,6 +257,7 @@ class AsyncAdmin(AsyncConnected):
         payload: Any,
         *,
         cron: str | None = None,
+        every: float | timedelta | None = None,
         every_ms: int | None = None,
         tz: str = "UTC",
         start: At | None = None,
@@ -264,10 +266,13 @@ class AsyncAdmin(AsyncConnected):
         max_catch_up: int = DEFAULT_CATCH_UP,
         **options: Unpack[RunOptions],
     ) -> Schedule:
-        op = schedules.define(
-            self._producer, name, topic, payload, cron=cron, every_ms=every_ms, tz=tz,
-            start=start, end=end, misfire=misfire, max_catch_up=max_catch_up, options=options,
+        producer = self._producer
+        made = schedules.record(
+            producer.settings, producer.clock.now_ms(), name, topic, payload, cron=cron,
+            every_ms=interval_ms(every, every_ms), tz=tz, start=start, end=end, misfire=misfire,
+            max_catch_up=max_catch_up, options=options,
         )  # fmt: skip
+        op = schedules.define(producer, made)
         return (await self._run(op))[0]
 
     async def get_schedule(self, name: str, topic: str) -> Schedule | None:
@@ -284,6 +289,11 @@ class AsyncAdmin(AsyncConnected):
 
     async def unschedule(self, name: str, topic: str) -> bool:
         return await self._run(schedules.change(self._producer, name, topic, "remove"))
+
+    async def sync_schedules(
+        self, topics: Collection[str], declared: Sequence[Schedule]
+    ) -> SyncReport:
+        return await self._run(schedules.sync(self._producer, topics, declared))
 
     async def processes(self) -> list[ProcessInfo]:
         return await self._run(processes.processes(self._producer))

@@ -188,6 +188,9 @@ def run_app(
     log.info("running %s (group %s)%s", names, app.group, "" if scheduler else ", no scheduler")
     also = tuple(part for part in (scheduler, outbox) if part is not None)  # their gauges too
     served = _beside(scheduler, metrics_beside(node, "worker", *metrics, also=also))
+    from wheelq.tasks.periodic import start_sync
+
+    start_sync(app, log)  # the stored schedules match the app's periodic declarations
     report = run_worker(node, running_beside(outbox, served))
     return 0 if report.abandoned == 0 else 1
 

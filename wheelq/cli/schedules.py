@@ -33,7 +33,10 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     rule = a.add_mutually_exclusive_group(required=True)
     rule.add_argument("--cron", help="five cron fields, read in --tz ('30 2 * * *')")
-    rule.add_argument("--every-ms", type=int, help="an interval in ms (100 ms to 366 days)")
+    rule.add_argument(
+        "--every", type=float, help="an interval in seconds (0.1 s to 366 days; 1.5: 1500 ms)"
+    )
+    rule.add_argument("--every-ms", type=int, help="the interval in ms (an alias of --every)")
     a.add_argument("--tz", help="IANA zone the cron is read in (default UTC)")
     when = "epoch seconds, or ISO 8601 with an offset; at most ten years from now"
     a.add_argument("--start", type=parse_when, help=f"no run before this: {when}")
@@ -64,7 +67,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 _OPTIONS = (
-    "cron", "every_ms", "tz", "start", "end", "misfire", "max_catch_up", "max_attempts", "callback"
+    "cron", "every", "every_ms", "tz", "start", "end", "misfire", "max_catch_up", "max_attempts",
+    "callback",
 )  # fmt: skip
 
 

@@ -5,11 +5,12 @@ Debian cron across daylight-saving shifts.
 
 from __future__ import annotations
 
+import math
 import re
 import reprlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import count, islice, takewhile
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -183,14 +184,44 @@ def recurrence(
     return Recurrence(cron, None, tz, start_ms, start_ms, end_ms)
 
 
+def interval_ms(every: object, every_ms: object) -> Any:
+    """An interval given as `every` (seconds: int, float or a timedelta) or as `every_ms`
+    (its alias in ms), as ms for `recurrence` (None when neither is given).
+
+    Raises:
+        InvalidArgumentError: Both given, or `every` not seconds from 0.1 to 366 days.
+    """
+    if every is None:
+        return every_ms
+    if every_ms is not None:
+        raise InvalidArgumentError(
+            "every", "pass one of every= (seconds or a timedelta) and every_ms=, not both"
+        )
+    if isinstance(every, timedelta):
+        seconds = every.total_seconds()
+    elif isinstance(every, int | float) and not isinstance(every, bool):
+        seconds = float(every)
+    else:
+        raise InvalidArgumentError(
+            "every", f"every must be seconds (int, float) or a timedelta, got {every!r:.40}"
+        )
+    if not math.isfinite(seconds) or not MIN_EVERY_MS <= seconds * 1000 <= MAX_EVERY_MS:
+        raise InvalidArgumentError(
+            "every", f"every must be 0.1 s to 366 days (seconds or a timedelta), got {every!r}"
+        )
+    return round(seconds * 1000)
+
+
 Misfire = Literal["once", "all", "skip"]
 MISFIRE_POLICIES: tuple[Misfire, ...] = ("once", "all", "skip")
 GRACE_MS = 1000
 """A run planned later than this after its time was missed (the misfire policy applies)."""
 MAX_CATCH_UP = 10_000
 MAX_NAME = 100
-RECORD_VERSION = 2
-"""2: the runs' options by name (``options``); 1 had their callback alone (``callback``)."""
+RECORD_VERSION = 3
+"""3: ``declared``, the task that declared it in code (`App.periodic`); 2: the runs' options
+by name (``options``); 1 had their callback alone (``callback``). A version reads the
+records of the versions before it."""
 _RULE_FIELDS = ("cron", "every_ms", "tz", "anchor_ms", "start_ms", "end_ms")
 _RECORD_FIELDS = ("misfire", "max_catch_up", "payload", "max_attempts", "updated_ms")
 """A stored record's fields after its version, in the order written: the rule's, these, then
@@ -250,6 +281,10 @@ class Schedule:
     error: str | None = None
     """Why the stored record cannot be read (None: it can); such a schedule never runs and
     is listed with this reason (`Schedule.stored`)."""
+    declared: str = ""
+    """The task that declared it in code (`App.periodic`): ``wheelq run`` keeps such a
+    schedule matching the declarations and removes it once no longer declared; "" for one
+    made with `Admin.schedule` (or the HTTP API, the CLI), which code never removes."""
 
     @property
     def data(self) -> Any:
@@ -283,6 +318,7 @@ class Schedule:
             f"max_attempts={self.max_attempts}, {options}"
             f"updated_ms={self.updated_ms}, paused={self.paused}, planned_ms={self.planned_ms}"
             + ("" if self.error is None else f", error={self.error!r}")
+            + (f", declared={self.declared!r}" if self.declared else "")
             + ")"
         )
 
@@ -300,6 +336,7 @@ class Schedule:
             **{k: getattr(self, k) for k in _RECORD_FIELDS},
             "callback": self.callback,
             "options": named_slots(self.options),
+            "declared": self.declared,
         }
         packed: bytes = msgpack.packb(fields, use_bin_type=True)
         return packed
@@ -314,7 +351,18 @@ class Schedule:
         planned_ms = int(text[2:] if paused else text)
         own = {k: f[k] for k in _RECORD_FIELDS}
         options = from_named_slots(f["options"] if "options" in f else {"callback": f["callback"]})
-        return cls(name, topic, rule, **own, options=options, paused=paused, planned_ms=planned_ms)
+        declared = f.get("declared", "")  # versions 1 and 2: made with Admin.schedule
+        if not isinstance(declared, str):
+            raise TypeError(f"declared must be a str, got {declared!r:.40}")
+        return cls(
+            name, topic, rule, **own, options=options, paused=paused, planned_ms=planned_ms,
+            declared=declared,
+        )  # fmt: skip
+
+    def same_definition(self, other: Schedule) -> bool:
+        """Whether `other` defines the same runs, its marker included (its state and when it
+        was defined aside): what a sync leaves as it is."""
+        return self.error is None and other.error is None and _defining(self) == _defining(other)
 
     @classmethod
     def stored(cls, topic: str, name: str, data: bytes, state: bytes | str | None) -> Schedule:
@@ -331,6 +379,11 @@ class Schedule:
         return cls(
             name, topic, never, "skip", 1, _NIL, 1, unset, 0, text.startswith("p:"), 0, error
         )
+
+
+def _defining(s: Schedule) -> tuple[Any, ...]:
+    return (s.name, s.topic, s.rule, s.misfire, s.max_catch_up, s.payload, s.max_attempts,
+            s.options, s.declared)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,14 +51,23 @@ def unindex(shards: Iterable[ShardKeys]) -> Call[int]:
     return Call(command=("SREM", SCHEDULED_KEY, *map(scheduled_member, shards)), parse=int)
 
 
-def put(keys: ShardKeys, name: str, definition: bytes, create_only: bool) -> Call[tuple[bool, str]]:
-    """Parses to (created, state)."""
+def put(
+    keys: ShardKeys,
+    name: str,
+    definition: bytes,
+    create_only: bool,
+    expected: bytes | None = None,
+) -> Call[tuple[bool, str, bool]]:
+    """Parses to (created, state, written). With `expected`, an update written only if the
+    stored definition is `expected` (a compare-and-set: of racing callers, one writes)."""
 
-    def parse(reply: Any) -> tuple[bool, str]:
+    def parse(reply: Any) -> tuple[bool, str, bool]:
         r = check("schedule_put", reply)
-        return bool(r[1]), text(r[2])
+        return bool(r[1]), text(r[2]), bool(r[3])
 
-    return script_call("schedule_put", keys, [name, definition, "1" if create_only else "0"], parse)
+    mode = "2" if expected is not None else "1" if create_only else "0"
+    args: list[str | bytes | int] = [name, definition, mode, expected or b""]
+    return script_call("schedule_put", keys, args, parse)
 
 
 def change_state(keys: ShardKeys, op: str, name: str) -> Call[StateChange]:

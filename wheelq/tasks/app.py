@@ -15,15 +15,18 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
+from wheelq.admin.schedules import SyncReport
 from wheelq.core.due import delay_ms, duration_ms
 from wheelq.core.keys import validate_group, validate_topic
+from wheelq.core.options import RunOptions, takes
 from wheelq.core.retry import RetryPolicy
 from wheelq.core.settings import ClientSettings, SchedulerSettings, WorkerSettings
 from wheelq.errors import InvalidArgumentError, InvalidTopicError
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.scheduler.scheduler import Scheduler
-from wheelq.tasks import eager
+from wheelq.tasks import eager, periodic
+from wheelq.tasks.periodic import DEFAULT_CATCH_UP, Periodic
 from wheelq.tasks.task import EagerMode, Task, TaskConfig
 from wheelq.worker.handler_runner import Handler
 from wheelq.worker.worker import Routable, Route, Worker
@@ -99,6 +102,8 @@ class App:
         self.cluster = cluster
         self.tasks: dict[str, Task[Any, Any]] = {}
         """Every task of the app, by name."""
+        self.periodics: dict[str, Periodic] = {}
+        """Every periodic task declared (`periodic`), by schedule name."""
         self._client: Client | None = None
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -240,6 +245,68 @@ class App:
     def eager_mode(self) -> EagerMode | None:
         """How its tasks enqueue in eager mode when the app is in it here, else None."""
         return eager.MODE if eager.active(self) else None
+
+    # --- periodic tasks (wheelq.tasks.periodic) ------------------------------------------
+
+    @takes(RunOptions, payload=False)
+    def periodic(
+        self,
+        task: Task[Any, Any],
+        *,
+        every: float | timedelta | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        misfire: str = "once",
+        max_catch_up: int = DEFAULT_CATCH_UP,
+        **options: Unpack[RunOptions],
+    ) -> Periodic:
+        """Declare `task` run on a schedule with `args` and `kwargs`: ``wheelq run`` (or
+        `sync_periodic`) makes the stored schedules match the declarations when it starts.
+
+        Each run is a job of the task with the id ``<name>@<occurrence ms>``, written once
+        whatever scheduler nodes run or die (`Admin.schedule`'s schedules, marked declared).
+
+        Args:
+            task: A task of this app.
+            every: An interval in seconds (int, float) or a timedelta, 0.1 s to 366 days
+                (runs at multiples of it from the Unix epoch); or
+            cron: five cron fields read in `tz` (``"30 2 * * *"``, ``"@daily"``).
+            tz: The IANA zone of `cron`.
+            args: The task's positional arguments; and
+            kwargs: its keyword arguments, checked against its annotations now.
+            name: The schedule's name (default the task's; required for a second
+                declaration of one task), 1-100 characters from [A-Za-z0-9_.:-].
+            misfire: Runs missed while no scheduler ran: "once" runs the latest of them,
+                "all" the latest `max_catch_up` in order, "skip" none.
+            max_catch_up: 1-10,000 (for misfire="all").
+
+        Raises:
+            InvalidArgumentError: Naming the parameter: a task of another app, a bad
+                every, cron, tz, misfire, name or option, or an argument that does not fit
+                the task's annotations; nothing is declared.
+        """
+        declared = periodic.declare(
+            self, task, every=every, cron=cron, tz=tz, args=args, kwargs=kwargs, name=name,
+            misfire=misfire, max_catch_up=max_catch_up, options=options,
+        )  # fmt: skip
+        self.periodics[declared.name] = declared
+        return declared
+
+    def sync_periodic(self) -> SyncReport:
+        """Make the stored schedules match the declarations (`periodic`): add the new ones,
+        update the changed ones (an unchanged one keeps its state and its runs written
+        ahead), remove the ones declared earlier on the app's topics and no longer declared
+        (never one made with `Admin.schedule`). ``wheelq run`` calls it at start (with or
+        without ``--no-scheduler``); call it yourself when you run `worker` and `scheduler`.
+        Safe when several processes call it at once: each change is written once."""
+        return periodic.sync(self)
+
+    async def async_sync_periodic(self) -> SyncReport:
+        """`sync_periodic`, awaited."""
+        return await periodic.async_sync(self)
 
     # --- clients --------------------------------------------------------------------------
 

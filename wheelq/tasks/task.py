@@ -11,6 +11,7 @@ from typing import Any, Generic, NamedTuple, ParamSpec, Protocol, TypeVar, Unpac
 
 import msgspec
 
+from wheelq.admin import payload_checks
 from wheelq.admin.admin import Admin
 from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.due import At, Delay
@@ -204,6 +205,7 @@ class Task(TaskCall[P, R]):
         self.config = config
         super().__init__(self, TaskCallOptions())  # reads `config`
         self.codec = TaskCodec(fn, name)
+        payload_checks.register(topic, self.codec)  # `Admin.schedule` on its topic checks
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn

@@ -94,4 +94,5 @@ def schedule_json(s: Schedule, now_ms: int) -> dict[str, Any]:
         "next_run_ms": s.next_run_ms(now_ms),
         "payload": jsonable(s.data),
         "error": s.error,
+        "declared": s.declared,
     }

@@ -434,9 +434,11 @@ async def topic_page(
     now_ms = svc.clock.now_ms()
     view = await topic_view(svc.client.executor, _frames(request), topic, shards, now_ms)
     charts = await charts_view(svc, topic, range_)
+    schedules = await svc.admin.schedules(topic)  # those declared in code marked periodic
     return render(
-        request, "topic.html", view=view, refresh=refresh, flash=flash(done), charts=charts
-    )
+        request, "topic.html", view=view, refresh=refresh, flash=flash(done), charts=charts,
+        schedules=schedules,
+    )  # fmt: skip
 
 
 @router.get("/topics/{topic}/job")

@@ -269,7 +269,6 @@ async def topic_view(
         unled=tuple(
             k.shard for i, k in enumerate(keys) if unled.shard_unled(leadership[2 * i : 2 * i + 2])
         ),
-
         expired=sum(o.expired for o in found),
     )
 

@@ -83,6 +83,12 @@ class ScheduleOut(BaseModel):
         description="Why the stored record cannot be read (one written by hand or by an older "
         "wheelq); such a schedule never runs. None for every other schedule.",
     )
+    declared: str = Field(
+        "",
+        description="The task that declared it in code (app.periodic), which `wheelq run` "
+        "keeps as declared and removes once no longer declared; empty for one made by hand "
+        "(this API, the CLI, Admin.schedule).",
+    )
 
 
 class SchedulesOut(BaseModel):
