@@ -513,3 +513,46 @@ def test_tasks_guide_runs_as_written(
     assert failed.json()["state"] == "dead" and failed.json()["reason"] == "failed"
     assert "the payload does not fit the task" in failed.json()["error"]
     assert (cancelled.status_code, cancelled.json()["state"]) == (409, "cancelled")
+
+
+def test_the_migrating_guides_celery_app_runs_ported_whole(
+    server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The migrating guide's Celery app, ported whole: its module under ``wheelq run`` (the
+    periodic report stored as declared), a charge that succeeds at once and one on its
+    retry (`current_job().attempt`), a result kept for its ``result_ttl``, a job with an
+    expiry, and its test in eager mode, run with no Redis."""
+    page = "docs/guides/migrating.md"
+    with ExitStack() as stack:
+        server = stack.enter_context(dedicated_server(server_binary))
+        url = f"{server.url}/0"
+        found = _gather(page, ["From Celery"], url)
+        assert list(found.files) == ["shop_tasks.py", "test_shop.py"]
+        assert found.commands == [["wheelq", "run", "shop_tasks:app"]]
+        for name, text in found.files.items():
+            (tmp_path / name).write_text(text)
+        services = Services(tmp_path, stack)
+        services.start(found.commands[0])
+        with _importable(tmp_path, "shop_tasks", "test_shop"):
+            ns = run_code(found.code, url)
+            handle = ns["handle"]
+            info = handle.info()  # type: ignore[attr-defined]
+            charge = ns["charge"]
+            with wheelq.Admin.from_url(url) as admin:
+                schedules = admin.schedules(charge.app.tasks["shop_tasks.report"].topic)  # type: ignore[attr-defined]
+            charge.app.close()  # type: ignore[attr-defined]
+            shop = importlib.import_module("shop_tasks")
+            shop.app.url = "redis://127.0.0.1:1/0"  # nothing listens: eager mode needs no Redis
+            importlib.import_module("test_shop").test_charge()
+        services.alive()
+        services.stop()
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        "charged 1999 for order 42 (try 1)",
+        "charged 250000 for order 43 (try 2)",
+    ]
+    assert info.id == "charge-42" and info.state == wheelq.JobState.SUCCEEDED
+    assert info.options["expires"] is not None
+    assert [(s.name, s.declared, s.rule.every_ms) for s in schedules] == [
+        ("hourly-report", "shop_tasks.report", 3_600_000)
+    ]
