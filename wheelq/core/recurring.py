@@ -5,12 +5,11 @@ Debian cron across daylight-saving shifts.
 
 from __future__ import annotations
 
-import math
 import re
 import reprlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import count, islice, takewhile
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -18,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgpack
 from cronsim import CronSim, CronSimError
 
+from wheelq.core.due import duration_ms
 from wheelq.core.options import (
     RUN,
     STORED,
@@ -186,30 +186,17 @@ def recurrence(
 
 def interval_ms(every: object, every_ms: object) -> Any:
     """An interval given as `every` (seconds: int, float or a timedelta) or as `every_ms`
-    (its alias in ms), as ms for `recurrence` (None when neither is given).
+    (its alias in ms), as ms for `recurrence` (None when neither is given; `every_ms` is
+    checked there).
 
     Raises:
         InvalidArgumentError: Both given, or `every` not seconds from 0.1 to 366 days.
     """
     if every is None:
         return every_ms
-    if every_ms is not None:
-        raise InvalidArgumentError(
-            "every", "pass one of every= (seconds or a timedelta) and every_ms=, not both"
-        )
-    if isinstance(every, timedelta):
-        seconds = every.total_seconds()
-    elif isinstance(every, int | float) and not isinstance(every, bool):
-        seconds = float(every)
-    else:
-        raise InvalidArgumentError(
-            "every", f"every must be seconds (int, float) or a timedelta, got {every!r:.40}"
-        )
-    if not math.isfinite(seconds) or not MIN_EVERY_MS <= seconds * 1000 <= MAX_EVERY_MS:
-        raise InvalidArgumentError(
-            "every", f"every must be 0.1 s to 366 days (seconds or a timedelta), got {every!r}"
-        )
-    return round(seconds * 1000)
+    return duration_ms(
+        every, every_ms, name="every", alias="every_ms", min_ms=MIN_EVERY_MS, max_ms=MAX_EVERY_MS
+    )
 
 
 Misfire = Literal["once", "all", "skip"]
