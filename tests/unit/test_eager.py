@@ -177,6 +177,20 @@ def test_a_failing_task_raises_job_failed_after_its_attempts() -> None:
     assert (info.state, info.attempt, info.max_attempts) == (JobState.DEAD, 2, 2)
 
 
+def test_a_job_past_its_expiry_never_runs_and_says_expired_one_within_it_runs() -> None:
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
+    with app.eager():
+        late = send_email.options(expires=past).enqueue("a@b", n=1)
+        timely = send_email.options(expires=30).enqueue_in(60, "c@d", n=1)
+    with pytest.raises(wheelq.JobFailedError) as failed:
+        late.result(timeout=0)
+    assert (failed.value.state, failed.value.reason) == ("expired", "expired")
+    assert late.info().state == JobState.EXPIRED
+    assert [r["to"] for r in ran] == ["c@d"]  # the expired one never ran
+    assert timely.result(timeout=0).to == "c@d"
+    assert ran[0]["job"].expires is not None
+
+
 def test_a_retry_runs_the_next_attempt_at_once_and_current_job_says_attempt_2() -> None:
     started = time.monotonic()
     with app.eager():

@@ -155,6 +155,7 @@ class _Job:
             key=envelope.key or None,
             ordered=envelope.ordered,
             enqueued_ms=envelope.enqueued_ms,
+            expires=envelope.expires or None,
         )
         self.state = JobState.PENDING
         self.attempt = 0
@@ -204,6 +205,10 @@ class _Job:
         each run's outcome before asking for the next)."""
         job, deferrals = self.first, 0
         while True:
+            if job.expires is not None and job.expires <= _CLOCK.now_ms():
+                self.state, self.error = JobState.EXPIRED, "expired"  # never run, as in Redis
+                self.done.set()
+                return
             self.state, self.attempt = JobState.RUNNING, job.attempt
             yield job
             if self.state is not JobState.RETRYING:
@@ -263,6 +268,10 @@ class _Job:
     def _settled(self) -> Any:
         if self.state is JobState.SUCCEEDED:
             return self.value
+        if self.state is JobState.EXPIRED:
+            raise JobFailedError(
+                self.task.topic, self.id, self.group, JobState.EXPIRED.value, "expired", None
+            )
         raise JobFailedError(
             self.task.topic, self.id, self.group, JobState.DEAD.value, "failed", self.error
         )
