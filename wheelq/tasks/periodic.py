@@ -179,6 +179,10 @@ def _retry(app: Declaring, log: logging.Logger) -> None:
         except RedisUnavailableError:
             pause_s = min(pause_s * 2, RETRY_MAX_S)
             continue
+        except Exception:  # never a silent end: said, and tried again
+            log.exception("periodic tasks not synced: retrying in %.0f s", pause_s)
+            pause_s = min(pause_s * 2, RETRY_MAX_S)
+            continue
         _log(report, log)
         return
 
