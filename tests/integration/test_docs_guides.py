@@ -526,7 +526,7 @@ def test_the_migrating_guides_celery_app_runs_ported_whole(
     with ExitStack() as stack:
         server = stack.enter_context(dedicated_server(server_binary))
         url = f"{server.url}/0"
-        found = _gather(page, ["From Celery"], url)
+        found = _gather(page, ["From Celery, ported"], url)
         assert list(found.files) == ["shop_tasks.py", "test_shop.py"]
         assert found.commands == [["wheelq", "run", "shop_tasks:app"]]
         for name, text in found.files.items():

@@ -112,7 +112,7 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/tasks.md", "The job's context"): (
         "tests/integration/test_job_context.py::test_the_tasks_guides_job_context_runs_as_written"
     ),
-    ("docs/guides/migrating.md", "From Celery"): (
+    ("docs/guides/migrating.md", "From Celery, ported"): (
         "tests/integration/test_docs_guides.py::test_the_migrating_guides_celery_app_runs_ported_whole"
     ),
     ("docs/guides/tasks.md", "Periodic tasks"): (
