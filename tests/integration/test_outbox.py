@@ -181,7 +181,8 @@ async def test_a_postgresql_restart_under_a_running_relay_loses_and_doubles_noth
 async def test_a_redis_restart_keeps_the_rows_until_redis_is_back(
     dsn: str, topic: str, server_binary: ServerBinary
 ) -> None:
-    with dedicated_server(server_binary, appendonly=True) as srv:
+    always = ["--appendfsync", "always"]  # everysec may acknowledge what a kill -9 loses
+    with dedicated_server(server_binary, appendonly=True, extra_args=always) as srv:
         client = AsyncClient.from_url(srv.url)
         relay = outbox.Relay(client, dsn, RelaySettings(**FAST))
         await relay.start()

@@ -135,7 +135,10 @@ class EmbeddedServer(Started):
             binary: Default the first of `find_server_binaries()` (none: EmbeddedServerError).
             port: Default a free port, picked again if taken before the server binds.
             password: Sets ``requirepass``; `url` carries it.
-            appendonly: Turn on the AOF, so data survives `restart`, even after `kill`.
+            appendonly: Turn on the AOF (``appendfsync everysec``, Redis's default), so
+                data survives `restart`. After `kill`, the last writes may be gone even
+                though acknowledged: a server whose fsync runs slow replies before it
+                writes. ``extra_args=["--appendfsync", "always"]`` loses none.
             extra_args: More ``--option value`` arguments for the server.
             data_dir: Kept on `stop`; default a temporary dir, deleted on `stop`.
             tls: Serve only TLS (``rediss://``), with a throwaway CA at `ca_cert_path`
