@@ -75,6 +75,9 @@ KEY_TYPES = {
     "done": "STREAM",
     "events": "STREAM",
     "far": "HASH",
+    "held": "HASH",
+    "turns": "ZSET",
+    "weights": "HASH",
 }
 
 # One call of every script wrapper: what each script's reply goes through.

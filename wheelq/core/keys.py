@@ -61,6 +61,9 @@ DATA_KEY_NAMES = (
     "done",
     "events",
     "far",
+    "held",
+    "turns",
+    "weights",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -229,6 +232,9 @@ class ShardKeys:
     done = _Key()
     events = _Key()
     far = _Key()
+    held = _Key()
+    turns = _Key()
+    weights = _Key()
 
     @property
     def tag(self) -> str:
@@ -268,6 +274,12 @@ def selection_stamps_key(keys: ShardKeys, name: str) -> str:
 def selection_mark_key(topic: str, name: str) -> str:
     """A bulk action's selection is open (acts on it may go on): in shard 0's slot."""
     return selection_key(ShardKeys(topic, 0), name) + ":open"
+
+
+def lane_key(keys: ShardKeys, lane: str) -> str:
+    """One lane of the shard's due line (docs/architecture.md, "The due line"): ``""`` the
+    shared lane, ``"k:<key>"`` a key's; the scripts make it from `ShardKeys.held`."""
+    return f"{keys.tag}:lane:{lane}"
 
 
 def far_leaf_key(keys: ShardKeys, leaf: int | str) -> str:

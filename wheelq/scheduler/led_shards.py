@@ -73,6 +73,7 @@ class Lead:
     active: bool = True
     emitted: int = 0
     throttled: bool = False  # Held back by max_ready: sweep often.
+    waiting: int = 0  # Jobs on the shard's due line: sweep at the line's pace.
     shards: int = 1  # The topic's shard count.
     planned_ms: int = 0  # Next read planned (Redis ms; 0: now).
     last_round_ms: int = 0  # Redis ms of the last round.

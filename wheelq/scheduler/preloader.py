@@ -162,6 +162,7 @@ class WakeListener(Service):
 
 INBOX_BATCH = 1000
 THROTTLED_INTERVAL_MS = 20  # Sweep pace of a shard held back by max_ready.
+LINE_INTERVAL_MS = 2  # Sweep pace of a shard whose due line holds jobs: its lead's refill.
 
 
 class Preloader(NodePart):
@@ -189,6 +190,8 @@ class Preloader(NodePart):
 
     def _round_at(self, lead: Lead) -> int:
         """When `lead`'s next round is due: its plan, or sooner when not followed."""
+        if lead.waiting:
+            return lead.last_round_ms + LINE_INTERVAL_MS
         if lead.throttled:
             return lead.last_round_ms + THROTTLED_INTERVAL_MS
         if lead.followed and not lead.noted:
@@ -266,6 +269,7 @@ class Preloader(NodePart):
                 busy = busy or page.overdue
         if isinstance(sweep, fire.EmitResult):
             lead.throttled = sweep.throttled
+            lead.waiting = sweep.waiting
             lead.overdue = sweep.more
             record_emit(self._ctx, lead, sweep, sent_ms)
             self._ctx.metrics.fired_by_sweep(lead.keys.topic, sent_ms, bound_ms, sweep.emitted)

@@ -76,6 +76,7 @@ class Scheduler(Role[StopReport]):
         self.leases = LeaseKeeper(ctx, self.node_id, self.topics, self._leads_changed)
         self.driver = WheelDriver(ctx)
         self._preloader = Preloader(ctx, self.driver)
+        self.driver.on_line = self._preloader.wake
         self._wake = WakeListener(
             executor,
             self.leads,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from wheelq.errors import LeaseLostError
@@ -29,6 +30,9 @@ class WheelDriver(NodePart):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx, log)
+        self.on_line: Callable[[], None] | None = None
+        """Called when an emit leaves jobs on a shard's due line that had none (the preloader's
+        wake: it sweeps the line at its pace)."""
         s = ctx.settings
         self.wheel: TimingWheel[WheelKey] = TimingWheel(
             tick_ms=s.tick_ms, wheel_size=s.wheel_size, start_ms=ctx.clock.now_ms()
@@ -152,6 +156,10 @@ class WheelDriver(NodePart):
         if self._refused:
             self._refused.discard(lead.slot)
         record_emit(self._ctx, lead, result, now_ms)
+        if result.waiting:
+            was, lead.waiting = lead.waiting, result.waiting
+            if not was and self.on_line is not None:
+                self.on_line()  # the line's pace until a sweep finds it empty
         if result.throttled:
             lead.throttled = True  # its held-back jobs left the wheel: the preloader sweeps them
         if result.not_yet_due:

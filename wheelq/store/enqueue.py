@@ -44,20 +44,26 @@ def enqueue(
     record_ms: int = 0,
     call_token: str = "",
     deadline_ms: int = 0,
+    *,
+    orders: bool = False,
 ) -> Call[list[Placed]]:
     """Parses to each job's outcome; `MalformedJobError` when an envelope due now is undecodable.
 
     `record_ms` > 0 without `call_token`: a spool replay (a job whose token the shard's record
     holds is APPLIED, not written again), refused whole with `LateReplayError` once the Redis
     clock is past `deadline_ms` (0: never); with `call_token`: a spooling client's direct call.
+    `orders`: a job of the call has a priority other than the default: the shard orders its
+    due jobs from then on (docs/architecture.md, "The due line").
     """
     replay = record_ms > 0 and not call_token
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
     shared = None if replay or not jobs else _shared_layout(jobs)
     if shared is not None:
         args += shared
+        if orders:
+            args[4] = f"{args[4]!s}o"
     else:  # each job carries its mode and replace; a replay's deadline takes the layout's place
-        args.append(deadline_ms if replay and deadline_ms else "")
+        args.append(f"{deadline_ms if replay and deadline_ms else ''}{'o' if orders else ''}")
         for job in jobs:
             mode, value = job.due.wire
             args += (job.id, mode, value, "1" if job.replace else "0", job.envelope)
@@ -67,17 +73,24 @@ def enqueue(
 
 
 def enqueue_columns(
-    keys: ShardKeys, due: DueSpec, ids: list[str], envelopes: list[bytes]
+    keys: ShardKeys,
+    due: DueSpec,
+    ids: list[str],
+    envelopes: list[bytes],
+    *,
+    orders: bool = False,
 ) -> Call[list[Placed]]:
     """`enqueue` of new jobs (generated ids) that share `due` and replace nothing, from
-    their ids and envelopes as two lists (the shared layout, built by slice assignment)."""
+    their ids and envelopes as two lists (the shared layout, built by slice assignment);
+    `orders` as `enqueue`'s."""
     mode, value = due.wire
     n = len(ids)
     jobs: list[str | bytes | int] = [""] * (3 * n)
     jobs[0::3] = ids
     jobs[1::3] = [value] * n
     jobs[2::3] = envelopes
-    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, 0, "", mode + "0n", *jobs]
+    layout = mode + ("0no" if orders else "0n")
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, 0, "", layout, *jobs]
     return script_call("enqueue", keys, args, _placed)
 
 

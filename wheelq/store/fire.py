@@ -29,7 +29,11 @@ class EmitResult:
     held: list[str] = field(default_factory=list)
     """Ids due but held back by the byte budget: still pending, to emit next."""
     throttled: bool = False
-    """Due jobs stay pending: the stream is at the topic's ``max_ready`` (`wheelq.core.flow`)."""
+    """Due jobs stay pending: the stream is at the topic's ``max_ready`` (`wheelq.core.flow`),
+    or jobs wait on the due line."""
+    waiting: int = 0
+    """Jobs waiting on the shard's due line after the call (docs/architecture.md, "The due
+    line"): the leader sweeps it at the line's pace while any do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ def emit_due(
             [m.decode() for m in r[5]],
             [h.decode() for h in r[6]],
             bool(r[7]),
+            int(r[8]),
         )
 
     return script_call(

@@ -65,7 +65,7 @@ for i = 1, #sample, 2 do
     redis.call('HDEL', KEYS[8], sample[i])
   end
 end
-local room = due <= now and wq_room(redis.call('HGET', KEYS[9], 'ready'), {KEYS[3], KEYS[10]})
+local room = due <= now and wq_fire_room(KEYS[9], {KEYS[3], KEYS[10]})
 if due <= now and not (room and room <= 0) then
   local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], id, due, envelope, KEYS[10])
   if refused then

@@ -26,8 +26,11 @@ KEYS[22] {T:s}:done      STREAM  notes to the results' waiters
 KEYS[23] {T:s}:events    STREAM  job events
 KEYS[24] {T:s}:far       HASH    the far tier's meta: its jobs count as pending, and its
          leaves, index hashes, buckets and live counts go with it
+KEYS[25] {T:s}:held      HASH    jobs waiting on the due line: they count as pending
+KEYS[26] {T:s}:turns     ZSET    the line's lanes: each lane's key goes with it
+KEYS[27] {T:s}:weights   HASH    the topic's fair weights, this shard's copy
          (KEYS[4..18] and those after KEYS[19] are only deleted: every key of the shard,
-         wheelq.core.keys.DATA_KEY_NAMES, and the far tier's)
+         wheelq.core.keys.DATA_KEY_NAMES, and the far tier's and the line's)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
 ARGV[2]  most far-tier keys (leaves, index hashes) to delete this call, >= 1: a far tier of
@@ -45,6 +48,7 @@ if mode ~= 'force' then
   local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[19], 'stream')
   if wrong then return wrong end
   pending = redis.call('ZCARD', KEYS[1]) + wq_far_state(KEYS[24]).entries
+    + redis.call('HLEN', KEYS[25])
   for _, stream in ipairs({KEYS[3], KEYS[19]}) do
     if redis.call('EXISTS', stream) == 1 then
       local groups = redis.call('XINFO', 'GROUPS', stream)
@@ -97,6 +101,10 @@ if #leaves == step or to < addresses - 1 then
 end
 gone[#gone + 1] = buckets
 gone[#gone + 1] = KEYS[24] .. ':live'
+local lanes = string.sub(KEYS[25], 1, -5) .. 'lane:'
+for _, lane in ipairs(redis.call('ZRANGE', KEYS[26], 0, -1)) do
+  gone[#gone + 1] = lanes .. lane
+end
 for _, key in ipairs(KEYS) do
   gone[#gone + 1] = key
 end

@@ -18,23 +18,29 @@ KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire; coun
          "ready" limit as KEYS[3] is)
 KEYS[10] {T:s}:retries   ZSET    pending retries' members (retry.lua): a fired retry leaves it
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[12] {T:s}:held      HASH    the due line's jobs (includes/held.lua); with KEYS[13] and
+KEYS[13] {T:s}:turns     ZSET    the lanes' keys named after it, on a shard that orders its due
+KEYS[14] {T:s}:weights   HASH    jobs: every due job of the call is held, then the best that
+         fit the line's room (wq_line_room) are fired, so the order is decided at the due ms
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
 ARGV[4]  limit: most jobs to emit in sweep mode
 ARGV[5]  byte budget, bytes: envelope bytes one call moves (see above)
 ARGV[6..] job ids to emit (wheel mode); none given = sweep mode: the oldest jobs due by now
-Returns: {0, emitted, more, orphans, not_yet_due, malformed, held, throttled}
+Returns: {0, emitted, more, orphans, not_yet_due, malformed, held, throttled, waiting}
            more        1 when jobs due by now remain after this call (sweep mode), else 0
            orphans     ids found in the sorted set without an envelope (removed; cannot be emitted)
            not_yet_due {id_1, due_1, ...}: ids still pending but not yet due (rescheduled later)
            malformed   {id, ...}: moved to the dead-letter stream
            held        {id, ...}: due, but held back by the byte budget (still pending)
            throttled   1 when due jobs stay pending because the stream is at its "ready"
-                       limit (not listed: the caller sweeps them once workers catch up)
+                       limit, or wait on the due line (not listed: the caller sweeps them
+                       once workers catch up)
+           waiting     jobs waiting on the due line after this call (0: the shard holds none)
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
-Includes: base, dead_letters, envelope, events, fire, flow, history, pending, status
+Includes: base, dead_letters, envelope, events, fire, flow, held, history, pending, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
@@ -45,6 +51,7 @@ end
 local now = math.min(tonumber(ARGV[3]), wq_now_ms())
 -- Room in the stream under the "ready" limit (nil: no limit).
 local room = wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3], KEYS[9]})
+local line = wq_line(KEYS[8], KEYS[12], KEYS[13], KEYS[14])
 local ids = {}
 if #ARGV > 5 then
   for i = 6, #ARGV do
@@ -52,7 +59,7 @@ if #ARGV > 5 then
   end
 else
   local limit = tonumber(ARGV[4])
-  if room then
+  if room and not line then
     limit = math.max(0, math.min(limit, room))
   end
   ids = redis.pcall('ZRANGE', KEYS[1], '-inf', wq_fmt(now), 'BYSCORE', 'LIMIT', 0, limit)
@@ -61,28 +68,66 @@ else
   end
 end
 local later, malformed, held = {}, {}, {}
-local out = {WQ_OK, 0, 0, 0, later, malformed, held, 0}
-if room and room <= 0 and #ARGV <= 5 then
+local out = {WQ_OK, 0, 0, 0, later, malformed, held, 0, 0}
+if room and room <= 0 and #ARGV <= 5 and not line then
   if redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0 then
     out[8] = 1
   end
   return out
 end
-if #ids == 0 then
-  return out
-end
 -- Batched: one ZMSCORE reads every id, one ZREM and one HDEL remove the emitted.
-local scores = wq_multi('ZMSCORE', KEYS[1], ids, redis.pcall)
+local scores = #ids > 0 and wq_multi('ZMSCORE', KEYS[1], ids, redis.pcall) or {}
 if scores.err then
   return {WQ_WRONG_TYPE, KEYS[1]}
+end
+local gone, aliases = {}, {} -- aliases: gone members that are retries (out of KEYS[10] too)
+local taken = nil -- on a due line: what wq_take gave, by member
+if line then
+  -- Every due job of the call goes on the line (one still pending later is left as it is),
+  -- then the best the line's room takes are fired below, in their order.
+  local due, due_at = {}, {}
+  for i, id in ipairs(ids) do
+    if scores[i] and not due_at[id] then
+      if tonumber(scores[i]) > now then
+        later[#later + 1] = id
+        later[#later + 1] = scores[i]
+      else
+        due[#due + 1] = id
+        due_at[id] = scores[i]
+      end
+    end
+  end
+  if #due > 0 then
+    local envelopes = wq_multi('HMGET', KEYS[2], due)
+    for i, id in ipairs(due) do
+      if envelopes[i] then
+        wq_hold(line, id, due_at[id], (wq_envelope(envelopes[i])))
+      else
+        out[4] = out[4] + 1
+        gone[#gone + 1] = id
+        if string.find(id, '\31', 1, true) then
+          aliases[#aliases + 1] = id
+        end
+      end
+    end
+    wq_multi('ZREM', KEYS[1], due)
+  end
+  local n = wq_line_room(line, room, {KEYS[3], KEYS[9]})
+  local got = n > 0 and wq_take(line, n) or {}
+  ids, scores, taken, room = {}, {}, {}, nil
+  for i, t in ipairs(got) do
+    ids[i], scores[i], taken[t[1]] = t[1], t[2], t
+  end
+end
+if #ids == 0 and not line then
+  return out
 end
 -- Envelopes are read as the loop reaches them: in HMGET chunks sized from the bytes left in the
 -- budget and the sizes read so far, until a chunk overdraws the budget; from then on each id's
 -- size is asked first (HSTRLEN) and only envelopes that will move are read. Ids held back by
 -- the budget are not read, so a call never copies a backlog of large envelopes.
 local budget, extra = tonumber(ARGV[5]), true
-local gone, seen, failed, failed_key, rec, n_rec, fired = {}, {}, nil, nil, {}, 0, {}
-local aliases = {} -- gone members that are retries (out of KEYS[10] too)
+local seen, failed, failed_key, rec, n_rec, fired = {}, nil, nil, {}, 0, {}
 local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
 local EXPIRED = {} -- a job dropped at its expiry (wq_expired), not fired
@@ -193,11 +238,36 @@ if #aliases > 0 then
   -- emit that has appended already
   wq_multi('ZREM', KEYS[10], aliases, redis.pcall)
 end
+if line then
+  -- What was taken and not fired (held back by the byte budget, or after a failed XADD) goes
+  -- back on the line, at its place: nothing taken off it is lost.
+  local fired_or_dropped, back = {}, {}
+  for _, id in ipairs(gone) do
+    fired_or_dropped[id] = true
+  end
+  for _, id in ipairs(ids) do
+    if not fired_or_dropped[id] then
+      back[#back + 1] = taken[id]
+    end
+  end
+  wq_put_back(line, back)
+end
 if failed then
   if #gone == out[4] and string.find(failed, 'WRONGTYPE', 1, true) then
     return {WQ_WRONG_TYPE, failed_key}
   end
   return redis.error_reply(failed)
+end
+if line then
+  out[7] = {}
+  out[9] = redis.call('HLEN', KEYS[12])
+  if out[9] > 0 then
+    out[8] = 1 -- jobs wait on the line: swept again as workers read
+  end
+  if #ARGV <= 5 and redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0 then
+    out[3] = 1
+  end
+  return out
 end
 if #ARGV <= 5 and (#held > 0 or redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0) then
   if room and room <= 0 then

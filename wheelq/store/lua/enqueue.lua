@@ -16,7 +16,8 @@ KEYS[7]  {T:s}:history   HASH    job id -> its latest entry (jobs fired now)
 KEYS[8]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[9]  {T:s}:limits    HASH    "pending": most jobs the shard may hold pending (not checked
          by a replay: it was accepted before); "ready": a job due now fires only while the
-         stream has room under it, else it is scheduled at its due time (wheelq.core.flow)
+         stream has room under it, else it is scheduled at its due time (wheelq.core.flow);
+         "ordered", "fair": the shard orders its due jobs, and none fires at once
 KEYS[10] {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[12] {T:s}:retries   ZSET    pending retries' members: a job replacing one leaves it
@@ -35,7 +36,9 @@ ARGV[5]  layout: '' (each job carries its mode and replace) or, when every job o
          what the client vouches for the ids: '' nothing, 'u' no id repeats in the call, 'n'
          none repeats and none is pending (ids it made itself: 80 random bits each), so they
          are not read first. In a replay (which has no layout): its deadline, the Redis ms
-         after which the call is refused (LATE), or '' (none)
+         after which the call is refused (LATE), or '' (none). Any of these may end in 'o': a
+         job of the call has a priority other than 5 (the shard orders its due jobs from then
+         on: limits 'ordered')
 ARGV[6..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
           value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
           job; five otherwise); with a layout, id, value ms, envelope (three per job: Redis
@@ -58,6 +61,13 @@ wq_events_on(KEYS[9], KEYS[11])
 -- new ids, which is not read) by TYPE (a job must not be scheduled into a shard it could never
 -- fire from); the horizon and the hash by their first read.
 local record_ms, call_token, layout = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- A trailing 'o': a job of the call has a priority other than the default, so from now on the
+-- shard orders its due jobs on its due line (includes/held.lua): noted before anything of the
+-- call can fire.
+local orders = string.sub(layout, -1) == 'o'
+if orders then
+  layout = string.sub(layout, 1, -2)
+end
 local replay = record_ms > 0 and call_token == ''
 -- stride: arguments per job; a job's value and envelope are ARGV[i + at_value], ARGV[i +
 -- at_envelope], its mode and replace call_mode and call_replace (false: ARGV[i + 1], [i + 3])
@@ -147,10 +157,16 @@ local flags = new and {} or wq_multi('HMGET', KEYS[2], ids, redis.pcall)
 if flags.err then
   return {WQ_WRONG_TYPE, KEYS[2]}
 end
-local limits = redis.pcall('HMGET', KEYS[9], 'pending', 'ready', 'far')
+local limits = redis.pcall('HMGET', KEYS[9], 'pending', 'ready', 'far', 'ordered', 'fair')
 if limits.err then
   return {WQ_WRONG_TYPE, KEYS[9]}
 end
+if orders and not limits[4] then
+  redis.call('HSET', KEYS[9], 'ordered', '1')
+end
+-- On a shard that orders its due jobs, none fires at once: a job due now is scheduled at its
+-- due time, and the leader puts it on the line (wq_fire_room).
+local lined = orders or limits[4] or limits[5]
 local far = wq_far_state(KEYS[13], limits[3])
 -- far_found[id]: the id's pending job is in the far tier (wq_far_find's answer) until the
 -- call drops it (a job written over it, fired over it)
@@ -175,7 +191,9 @@ local cap = not replay and limits[1]
 -- that finds no room is scheduled at its due time instead of fired, and the leader emits it
 -- as workers catch up (a replay too: holding a job back refuses nothing).
 local room
-if limits[2] then
+if lined then
+  room = 0
+elseif limits[2] then
   for n = 1, #ids do
     local i = 6 + (n - 1) * stride
     -- due now: a delay of 0 (mode 'd'), or a due time at or before now (mode 'a')

@@ -46,15 +46,14 @@ local horizon = tonumber(redis.call('GET', KEYS[4]))
 local far = redis.call('HGET', KEYS[9], 'far')
 local now = wq_now_ms()
 local written = 0
-local limit = redis.call('HGET', KEYS[9], 'ready')
-local room -- nil: no limit, or not asked yet (asked at the first run due now)
+local room, asked = nil, false -- room nil: no limit, or not asked yet (at the first run due now)
 for i = 5, #ARGV, 2 do
   local at = tonumber(ARGV[i])
   if at > last then
     local id = name .. '@' .. ARGV[i]
     if redis.call('HEXISTS', KEYS[2], id) == 0 and not wq_far_found(KEYS[12], far, id) then
-      if at <= now and limit and not room then
-        room = wq_room(limit, {KEYS[3], KEYS[10]})
+      if at <= now and not asked then
+        room, asked = wq_fire_room(KEYS[9], {KEYS[3], KEYS[10]}), true
       end
       if at <= now and not (room and room <= 0) then
         if room then

@@ -69,7 +69,7 @@ local due = tonumber(ARGV[5])
 if ARGV[4] == 'd' then
   due = now + due
 end
-local room = due <= now and wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3], KEYS[9]})
+local room = due <= now and wq_fire_room(KEYS[8], {KEYS[3], KEYS[9]})
 local placed = WQ_SCHEDULED
 if due <= now and not (room and room <= 0) then
   for i = 1, #members do -- every envelope is checked before anything is written
