@@ -24,6 +24,7 @@ async def scheduler(redis_url: str, topic: str) -> AsyncIterator[Scheduler]:
     await node.stop()
 
 
+@pytest.mark.cluster_too
 async def test_a_key_due_during_another_keys_flood_waits_about_one_turn_not_the_flood(
     redis_url: str, redis_sync: redis.Redis, topic: str, scheduler: Scheduler
 ) -> None:

@@ -50,8 +50,9 @@ end
 -- its first XADD, each before anything is written (pcall turns the failure into a status).
 local now = math.min(tonumber(ARGV[3]), wq_now_ms())
 -- Room in the stream under the "ready" limit (nil: no limit).
-local room = wq_room(redis.call('HGET', KEYS[8], 'ready'), {KEYS[3], KEYS[9]})
-local line = wq_line(KEYS[8], KEYS[12], KEYS[13], KEYS[14])
+local f = redis.call('HMGET', KEYS[8], 'ready', unpack(WQ_LINE_FIELDS))
+local room = wq_room(f[1], {KEYS[3], KEYS[9]})
+local line = wq_line(KEYS[8], KEYS[12], KEYS[13], KEYS[14], {unpack(f, 2)})
 local ids = {}
 if #ARGV > 5 then
   for i = 6, #ARGV do

@@ -9,12 +9,15 @@ local WQ_DEFAULT_PRIORITY = 5
 local WQ_DEFAULT_CREDIT_MS = 1000 -- priority_credit_ms when the topic sets none
 local WQ_DEFAULT_LEAD = 64 -- undelivered entries a stream may hold while jobs wait on the line
 
--- A shard's due line from its keys: nil when it does not order its due jobs (the limits hash
--- has neither 'ordered' nor 'fair', and nothing waits), else {held, turns, weights, lanes (the
--- lane keys' prefix), limits, credit, fair, lead, vtime, weight = {}}. `held` is
--- {T:s}:held; the other keys of the line are named after it.
-local function wq_line(limits, held, turns, weights)
-  local f = redis.call('HMGET', limits, 'ordered', 'fair', 'credit', 'lead', 'vtime')
+-- The fields of a shard's limits hash its due line reads (wq_line), in its order; a caller
+-- that reads others of the hash asks for them after these, in one HMGET.
+local WQ_LINE_FIELDS = {'ordered', 'fair', 'credit', 'lead', 'vtime'}
+
+-- A shard's due line from its keys and its limits hash's WQ_LINE_FIELDS as read (`f`): nil
+-- when it does not order its due jobs (neither 'ordered' nor 'fair'), else {held, turns,
+-- weights, lanes (the lane keys' prefix), limits, credit, fair, lead, vtime, weight = {}}.
+-- `held` is {T:s}:held; the lanes' keys are named after it.
+local function wq_line(limits, held, turns, weights, f)
   if not f[1] and not f[2] then
     return nil
   end
