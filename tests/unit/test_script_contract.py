@@ -26,6 +26,7 @@ from wheelq.store import (
     history,
     job_lists,
     leases,
+    limits,
     observe,
     schedules,
     selections,
@@ -75,6 +76,7 @@ KEY_TYPES = {
     "done": "STREAM",
     "events": "STREAM",
     "far": "HASH",
+    "weights": "HASH",
 }
 
 # One call of every script wrapper: what each script's reply goes through.
@@ -123,6 +125,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "schedule_fence": lambda: schedules.fence(KEYS, 1, False, ["s"]),
     "materialize": lambda: schedules.materialize(KEYS, 1, "s", [(5, b"e")]),
     "note_events": lambda: events.note(KEYS, "started", "g", [("j", 1)]),
+    "weights_put": lambda: limits.write_weights(KEYS, {"tenant": 3}),
 }
 
 

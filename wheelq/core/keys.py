@@ -61,6 +61,7 @@ DATA_KEY_NAMES = (
     "done",
     "events",
     "far",
+    "weights",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -229,6 +230,7 @@ class ShardKeys:
     done = _Key()
     events = _Key()
     far = _Key()
+    weights = _Key()
 
     @property
     def tag(self) -> str:

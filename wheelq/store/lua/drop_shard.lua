@@ -26,6 +26,7 @@ KEYS[22] {T:s}:done      STREAM  notes to the results' waiters
 KEYS[23] {T:s}:events    STREAM  job events
 KEYS[24] {T:s}:far       HASH    the far tier's meta: its jobs count as pending, and its
          leaves, index hashes, buckets and live counts go with it
+KEYS[25] {T:s}:weights   HASH    the topic's fair weights (a copy on every shard)
          (KEYS[4..18] and those after KEYS[19] are only deleted: every key of the shard,
          wheelq.core.keys.DATA_KEY_NAMES, and the far tier's)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
