@@ -116,7 +116,7 @@ class TopicView:
     """Of its pending jobs, those kept in the far tier (due beyond its far horizon)."""
     unled: tuple[int, ...] = ()
     """Its shards with jobs due within a minute and no scheduler node leading them."""
-    limits: TopicLimits = TopicLimits()
+    limits: TopicLimits = dataclasses.field(default_factory=TopicLimits)
     """Its backpressure limits and due-line settings (`Admin.limits`)."""
 
     @property
