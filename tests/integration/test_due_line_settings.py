@@ -113,3 +113,15 @@ def test_the_weights_go_with_a_dropped_topic(
         assert all(not redis_sync.exists(k.weights) for k in all_shards(topic, SHARDS))
         admin.create_topic(topic, SHARDS + 1)  # made again: the settings start over
         assert admin.limits(topic) == TopicLimits()
+
+
+def test_the_most_weights_are_written_whole(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    """10,000 weights: 20,000 arguments, past one HSET slice of `wq_multi` (4,000)."""
+    weights = {f"tenant-{i}": i % 1000 + 1 for i in range(10_000)}
+    with Admin.from_url(redis_url) as admin:
+        admin.create_topic(topic, 2)
+        assert admin.set_limits(topic, fair_weights=weights).fair_weights == weights
+        assert admin.set_limits(topic, fair_weights={"one": 2}).fair_weights == {"one": 2}
+    assert all(redis_sync.hlen(k.weights) == 1 for k in all_shards(topic, 2))
