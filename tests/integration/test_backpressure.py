@@ -40,7 +40,7 @@ def test_a_full_topic_refuses_with_nothing_written(redis_url: str, topic: str) -
         # Room again once a job leaves.
         assert c.cancel(topic, "j0")
         c.enqueue(topic, 10, job_id="j10", delay=60)
-        admin.set_limits(topic)
+        admin.set_limits(topic, max_pending=None, max_ready=None)
         assert admin.limits(topic) == TopicLimits()
         c.enqueue(topic, 11, job_id="j11", delay=60)
 
@@ -190,7 +190,7 @@ def test_replay_into_a_stream_at_max_ready_leaves_the_rest_dead(
         admin.set_limits(topic, max_ready=2)
         assert admin.replay(topic) == 2
         assert redis_sync.xlen(keys.ready) == 2 and redis_sync.xlen(keys.dead) == 4
-        admin.set_limits(topic)
+        admin.set_limits(topic, max_pending=None, max_ready=None)
         assert admin.replay(topic) == 4
         assert redis_sync.xlen(keys.ready) == 6 and redis_sync.xlen(keys.dead) == 0
 

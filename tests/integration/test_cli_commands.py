@@ -17,7 +17,7 @@ import redis
 from tests.support.cli import assert_one_line_error, run_wheelq, start_wheelq, stop
 from tests.support.entries import add_ready, ready_fields
 from tests.support.waiting import eventually_sync
-from wheelq import Admin, AsyncClient, Client, Worker
+from wheelq import Admin, AsyncClient, Client, TopicLimits, Worker
 from wheelq.core.history import JobState
 from wheelq.core.keys import TOPICS_KEY, ShardKeys, all_shards, shard_of
 from wheelq.core.payload import encode_payload
@@ -257,19 +257,53 @@ def test_topics_limits_shows_sets_and_removes_a_topics_limits(redis_url: str, to
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
+    due_line = "priority_credit_ms=1000, fair=off"
     with Admin.from_url(redis_url) as admin:
         admin.create_topic(topic, 2)
-    assert limits() == f"{topic}: max_pending=None, max_ready=None"
-    assert limits("--max-pending", "100") == f"{topic}: max_pending=100, max_ready=None"
-    assert limits("--max-ready", "50") == f"{topic}: max_pending=100, max_ready=50"
+    assert limits() == f"{topic}: max_pending=None, max_ready=None, {due_line}"
+    assert limits("--max-pending", "100") == f"{topic}: max_pending=100, max_ready=None, {due_line}"
+    assert limits("--max-ready", "50") == f"{topic}: max_pending=100, max_ready=50, {due_line}"
     with Admin.from_url(redis_url) as admin:
         assert (admin.limits(topic).max_pending, admin.limits(topic).max_ready) == (100, 50)
-    assert limits("--max-pending", "none") == f"{topic}: max_pending=None, max_ready=50"
+    assert limits("--max-pending", "none") == f"{topic}: max_pending=None, max_ready=50, {due_line}"
     assert_one_line_error(
         run_wheelq("topics", "limits", topic, "--max-ready", "0", "--redis-url", redis_url),
         2,
         "max_ready must be None (no limit) or an int in [1, ",
     )
+
+
+def test_topics_limits_sets_the_due_line_and_refuses_bad_values(redis_url: str, topic: str) -> None:
+    def limits(*flags: str) -> list[str]:
+        done = run_wheelq("topics", "limits", topic, *flags, "--redis-url", redis_url)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()
+
+    weights = ["--fair-weight", "big=5", "--fair-weight", "k=v=2"]  # a key may hold "="
+    shown = limits("--priority-credit-ms", "250", "--fair", *weights, "--max-ready", "8")
+    assert shown == [
+        f"{topic}: max_pending=None, max_ready=8, priority_credit_ms=250, fair=on",
+        'fair_weights={"big": 5, "k=v": 2}',
+    ]
+    with Admin.from_url(redis_url) as admin:
+        want = TopicLimits(None, 8, 250, True, {"big": 5, "k=v": 2})
+        assert admin.limits(topic) == want
+        bad = [
+            (["--priority-credit-ms", "-1"], 2, "priority_credit_ms must be an int in [0, "),
+            (["--priority-credit-ms", "86400001"], 2, "priority_credit_ms must be an int in [0, "),
+            (["--priority-credit-ms", "soon"], 2, "--priority-credit-ms: invalid int value"),
+            (["--fair-weight", "big=0"], 2, "fair_weights['big'] must be an int in [1, 1000]"),
+            (["--fair-weight", "big"], 2, "expected KEY=WEIGHT (an int)"),
+            (["--fair-weight", "=3"], 2, "expected KEY=WEIGHT (an int)"),
+            (["--fair-weight", "a=1", "--clear-fair-weights"], 2, "not allowed with argument"),
+        ]
+        for flags, status, said in bad:
+            argv = ("topics", "limits", topic, "--no-fair", *flags, "--redis-url", redis_url)
+            assert_one_line_error(run_wheelq(*argv), status, said)
+        assert admin.limits(topic) == want  # nothing changed
+    assert limits("--no-fair", "--clear-fair-weights") == [
+        f"{topic}: max_pending=None, max_ready=8, priority_credit_ms=250, fair=off"
+    ]
 
 
 def test_topics_pause_and_resume_show_in_topics_and_groups(redis_url: str, topic: str) -> None:

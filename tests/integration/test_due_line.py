@@ -39,8 +39,9 @@ async def test_a_key_due_during_another_keys_flood_waits_about_one_turn_not_the_
 
     keys = ShardKeys(topic, 0)
     async with AsyncClient.from_url(redis_url) as c:
-        await AsyncAdmin.of(c).create_topic(topic, 1)
-        redis_sync.hset(keys.limits, mapping={"fair": "1", "ordered": "1"})
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, 1)
+        await admin.set_limits(topic, fair=True)
         worker = Worker.from_url(redis_url, topic, handler, concurrency=1)
         await worker.start()
         try:

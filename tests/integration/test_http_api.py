@@ -423,9 +423,10 @@ async def test_limits_are_read_and_set_and_bad_ones_change_nothing(api: Served, 
     assert_problem(await api.call("GET", path), 404, "topic")  # no such topic yet
     await api.service.admin.create_topic(topic)
     status, body, _ = await api.call("GET", path)
-    assert (status, body) == (200, {"topic": topic, "max_pending": None, "max_ready": None})
+    unset = {"topic": topic, "priority_credit_ms": 1000, "fair": False, "fair_weights": {}}
+    assert (status, body) == (200, {"max_pending": None, "max_ready": None, **unset})
     status, body, _ = await api.call("PUT", path, {"max_pending": 10, "max_ready": 5})
-    assert (status, body) == (200, {"topic": topic, "max_pending": 10, "max_ready": 5}), body
+    assert (status, body) == (200, {"max_pending": 10, "max_ready": 5, **unset})
     assert await api.service.admin.limits(topic) == TopicLimits(10, 5)
     attacks: list[tuple[dict[str, object], str]] = [
         ({"max_pending": 0}, "max_pending"),
@@ -442,6 +443,50 @@ async def test_limits_are_read_and_set_and_bad_ones_change_nothing(api: Served, 
     status, body, _ = await api.call("PUT", path, {})
     assert (status, body["max_pending"], body["max_ready"]) == (200, None, None)
     assert await api.service.admin.limits(topic) == TopicLimits()
+
+
+async def test_the_due_line_settings_are_set_patched_and_bad_ones_change_nothing(
+    api: Served, topic: str
+) -> None:
+    path = f"/v1/topics/{topic}/limits"
+    settings = {"priority_credit_ms": 250, "fair": True, "fair_weights": {"big": 5, "é": 2}}
+    status, body, _ = await api.call("PUT", path, {"max_ready": 7, **settings})  # creates it
+    assert (status, body) == (200, {"topic": topic, "max_pending": None, "max_ready": 7} | settings)
+    want = TopicLimits(None, 7, 250, True, {"big": 5, "é": 2})
+    assert await api.service.admin.limits(topic) == want
+    # PUT: both limits as sent (left out: none); the due line's settings left out: unchanged.
+    status, body, _ = await api.call("PUT", path, {"max_pending": 9})
+    assert (status, body) == (200, {"topic": topic, "max_pending": 9, "max_ready": None} | settings)
+    # PATCH: only what is sent; a limit sent as null is removed.
+    status, body, _ = await api.call("PATCH", path, {"max_ready": 3, "fair": False})
+    assert (status, body["max_pending"], body["max_ready"], body["fair"]) == (200, 9, 3, False)
+    status, body, _ = await api.call("PATCH", path, {"max_pending": None, "fair_weights": {}})
+    shown = (body["max_pending"], body["max_ready"], body["fair_weights"])
+    assert (status, shown) == (200, (None, 3, {}))
+    now = await api.service.admin.limits(topic)
+    assert now == TopicLimits(None, 3, 250, False, {})
+    attacks: list[tuple[dict[str, object], str]] = [
+        ({"priority_credit_ms": -1}, "priority_credit_ms"),
+        ({"priority_credit_ms": 86_400_001}, "priority_credit_ms"),
+        ({"priority_credit_ms": 1.5}, "priority_credit_ms"),
+        ({"priority_credit_ms": "1000"}, "priority_credit_ms"),
+        ({"fair": 1}, "fair"),
+        ({"fair": "true"}, "fair"),
+        ({"fair_weights": {"a": 0}}, "fair_weights.a"),
+        ({"fair_weights": {"a": 1001}}, "fair_weights.a"),
+        ({"fair_weights": {"a": True}}, "fair_weights.a"),
+        ({"fair_weights": {"a": "2"}}, "fair_weights.a"),
+        ({"fair_weights": ["a"]}, "fair_weights"),
+        ({"fair_weights": {"": 2}}, "fair_weights"),
+        ({"fair_weights": {"a\nb": 2}}, "fair_weights"),
+        ({"fair_weights": {"é" * 200: 2}}, "fair_weights"),  # 400 UTF-8 bytes
+    ]
+    for method in ("PUT", "PATCH"):
+        for bad, field in attacks:
+            got = await api.call(method, path, {"max_ready": 1, "fair": True, **bad})
+            assert_problem(got, 422, None)
+            assert got[1]["field"].startswith(field), (bad, got[1])  # type: ignore[index]
+    assert await api.service.admin.limits(topic) == now  # nothing changed
 
 
 async def test_dropping_a_topic_is_409_while_jobs_wait_then_204_with_force(

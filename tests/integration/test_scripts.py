@@ -1334,6 +1334,7 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.xadd(keys.done, {"acked\x1fg1": "1"})
     r.xadd(keys.events, {"k": "fired", "id": "acked"})
     r.hset(keys.far, "width", 60_000)  # a far tier's meta with no far job in it
+    r.hset(keys.weights, "tenant-a", 3)
     r.xadd(keys.ready, {"id": "acked"})
     r.xgroup_create(keys.ready, "g1", id="0")
     r.xgroup_create(keys.ready, "g2", id="0")

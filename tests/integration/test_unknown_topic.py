@@ -27,6 +27,7 @@ ANY_TOPIC = {
     ("POST", "/v1/topics/{topic}/jobs"),
     ("POST", "/v1/topics/{topic}/jobs/batch"),
     ("PUT", "/v1/topics/{topic}/limits"),
+    ("PATCH", "/v1/topics/{topic}/limits"),
     ("PUT", "/v1/topics/{topic}/far"),
     ("PUT", "/v1/topics/{topic}/schedules/{name}"),
     ("POST", "/v1/topics/{topic}/events/on"),

@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import pytest
 
@@ -49,6 +49,14 @@ def cli_once(item: pytest.Item, deployment: str, server_binary: ServerBinary) ->
     (`tests.support.servers.server_kinds`; `CLI_ONCE`)."""
     if deployment != "single" or server_binary.kind != server_kinds(item)[0].kind:
         pytest.skip(CLI_ONCE)
+
+
+class DueLine(NamedTuple):
+    """A topic's due-line settings as a face shows them."""
+
+    credit_ms: int
+    fair: bool
+    weights: dict[str, int]
 
 
 class Unsupported(Exception):
@@ -117,6 +125,22 @@ class Face:
         raise Unsupported
 
     async def max_pending(self, topic: str) -> int | None:
+        raise Unsupported
+
+    async def set_due_line(
+        self,
+        topic: str,
+        *,
+        credit_ms: int | None = None,
+        fair: bool | None = None,
+        weights: dict[str, int] | None = None,
+    ) -> None:
+        """Set the topic's priority credit, fair shares and fair weights (None: unchanged;
+        `weights` replace the topic's, {} clears them)."""
+        raise Unsupported
+
+    async def due_line(self, topic: str) -> DueLine:
+        """The topic's priority credit, fair shares and fair weights, as the face shows them."""
         raise Unsupported
 
     async def pause_schedule(self, name: str, topic: str) -> None:
@@ -207,6 +231,22 @@ class Library(Face):
     async def max_pending(self, topic: str) -> int | None:
         limit: int | None = (await self.admin.limits(topic)).max_pending
         return limit
+
+    async def set_due_line(
+        self,
+        topic: str,
+        *,
+        credit_ms: int | None = None,
+        fair: bool | None = None,
+        weights: dict[str, int] | None = None,
+    ) -> None:
+        await self.admin.set_limits(
+            topic, priority_credit_ms=credit_ms, fair=fair, fair_weights=weights
+        )
+
+    async def due_line(self, topic: str) -> DueLine:
+        limits = await self.admin.limits(topic)
+        return DueLine(limits.priority_credit_ms, limits.fair, limits.fair_weights)
 
     async def pause_schedule(self, name: str, topic: str) -> None:
         assert await self.admin.pause_schedule(name, topic)
@@ -347,6 +387,29 @@ class Cli(Face):
         value = out.split("max_pending=")[1].split(",")[0]
         return None if value == "None" else int(value)
 
+    async def set_due_line(
+        self,
+        topic: str,
+        *,
+        credit_ms: int | None = None,
+        fair: bool | None = None,
+        weights: dict[str, int] | None = None,
+    ) -> None:
+        flags = [] if credit_ms is None else ["--priority-credit-ms", str(credit_ms)]
+        flags += [] if fair is None else ["--fair" if fair else "--no-fair"]
+        if weights == {}:
+            flags.append("--clear-fair-weights")
+        for key, weight in (weights or {}).items():
+            flags.append(f"--fair-weight={key}={weight}")
+        await self.run("topics", "limits", topic, *flags)
+
+    async def due_line(self, topic: str) -> DueLine:
+        first, *more = (await self.run("topics", "limits", topic)).splitlines()
+        credit = int(first.split("priority_credit_ms=")[1].split(",")[0])
+        fair = first.split("fair=")[1] == "on"
+        weights = json.loads(more[0].removeprefix("fair_weights=")) if more else {}
+        return DueLine(credit, fair, weights)
+
     async def pause_schedule(self, name: str, topic: str) -> None:
         await self.run("schedule", "pause", name, topic)
 
@@ -460,6 +523,22 @@ class Http(Face):
     async def max_pending(self, topic: str) -> int | None:
         limit: int | None = (await self.call("GET", f"{topic}/limits"))["max_pending"]
         return limit
+
+    async def set_due_line(
+        self,
+        topic: str,
+        *,
+        credit_ms: int | None = None,
+        fair: bool | None = None,
+        weights: dict[str, int] | None = None,
+    ) -> None:
+        sent = {"priority_credit_ms": credit_ms, "fair": fair, "fair_weights": weights}
+        body = {name: value for name, value in sent.items() if value is not None}
+        await self.call("PATCH", f"{topic}/limits", body)
+
+    async def due_line(self, topic: str) -> DueLine:
+        shown = await self.call("GET", f"{topic}/limits")
+        return DueLine(shown["priority_credit_ms"], shown["fair"], shown["fair_weights"])
 
     async def pause_schedule(self, name: str, topic: str) -> None:
         await self.call("POST", f"{topic}/schedules/{name}/pause")
@@ -586,6 +665,16 @@ class Console(Face):
 
     async def events_on(self, topic: str) -> bool:
         return (await self.page(f"/topics/{topic}")).ids["events"] == "on"
+
+    async def due_line(self, topic: str) -> DueLine:
+        ids = (await self.page(f"/topics/{topic}")).ids
+        credit = int(ids["priority-credit"].removesuffix(" ms").replace(",", ""))
+        weights = {
+            ids[f"{k}-key"]: int(v.replace(",", ""))
+            for k, v in ids.items()
+            if k.startswith("weight-") and not k.endswith("-key")
+        }
+        return DueLine(credit, ids["fair"] == "on", weights)
 
 
 FACES: dict[str, type[Face]] = {f.name: f for f in (SyncLibrary, AsyncLibrary, Cli, Http, Console)}

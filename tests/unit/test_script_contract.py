@@ -26,6 +26,7 @@ from wheelq.store import (
     history,
     job_lists,
     leases,
+    limits,
     observe,
     schedules,
     selections,
@@ -126,6 +127,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "schedule_fence": lambda: schedules.fence(KEYS, 1, False, ["s"]),
     "materialize": lambda: schedules.materialize(KEYS, 1, "s", [(5, b"e")]),
     "note_events": lambda: events.note(KEYS, "started", "g", [("j", 1)]),
+    "weights_put": lambda: limits.write_weights(KEYS, {"tenant": 3}),
 }
 
 

@@ -20,7 +20,7 @@ from wheelq.admin.schedules import SyncReport
 from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.due import At
 from wheelq.core.events import EventsConfig
-from wheelq.core.flow import TopicLimits
+from wheelq.core.flow import UNCHANGED, TopicLimits, Unchanged, validate_limits
 from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.options import RunOptions, takes
@@ -365,17 +365,41 @@ class Admin(Connected):
         return self._run(dl.purge_dead(self._producer, topic, refs, reason, group))
 
     def set_limits(
-        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
+        self,
+        topic: str,
+        *,
+        max_pending: int | Unchanged | None = UNCHANGED,
+        max_ready: int | Unchanged | None = UNCHANGED,
+        priority_credit_ms: int | None = None,
+        fair: bool | None = None,
+        fair_weights: Mapping[str, int] | None = None,
     ) -> TopicLimits:
-        """Set the topic's backpressure limits (None: no limit; kept per shard as
-        ``ceil(limit / shards)``; docs/guides/flow-control.md); returns them.
+        """Set the topic's limits and due-line settings, each on every shard (setting any
+        creates the topic); a setting left out stays as it is. Returns them all as they
+        are now. docs/guides/flow-control.md; docs/architecture.md, "The due line".
 
         Args:
-            max_pending: Most jobs waiting to fire; an enqueue past it raises `TopicFullError`.
+            max_pending: Most jobs waiting to fire; an enqueue past it raises `TopicFullError`
+                (None: no limit; kept per shard as ``ceil(limit / shards)``).
             max_ready: Most fired jobs the slowest group has not acked; past it due jobs are
-                held back and fire late, as workers catch up.
+                held back and fire late, as workers catch up (None: no limit; per shard as
+                `max_pending`).
+            priority_credit_ms: What a priority step is worth among due jobs: a job of
+                priority p is ordered as if due ``p * priority_credit_ms`` earlier, so one is
+                never passed by work due more than the credit difference after it (an int in
+                [0, 86,400,000]; 1,000 until set; None: unchanged).
+            fair: True: due jobs with a key start in weighted round robin across keys (those
+                without one share a turn of their own); False: in order (None: unchanged).
+            fair_weights: Job key -> its share of the turns, an int in [1, 1,000] (a key not
+                named: 1), at most 10,000 keys; replaces the topic's weights ({}: clears them;
+                None: unchanged).
+
+        Raises:
+            InvalidArgumentError: A setting is out of its range (naming it and the range);
+                nothing is written.
         """
-        return self._run(self._producer.set_limits(topic, max_pending, max_ready))
+        change = validate_limits(max_pending, max_ready, priority_credit_ms, fair, fair_weights)
+        return self._run(self._producer.set_limits(topic, change))
 
     def set_far_horizon(self, topic: str, horizon_ms: int | None) -> int:
         """Keep the topic's jobs due more than `horizon_ms` ahead in its far tier, compactly,
@@ -391,7 +415,8 @@ class Admin(Connected):
         return self._run(self._producer.set_far_horizon(topic, horizon_ms))
 
     def limits(self, topic: str) -> TopicLimits:
-        """The topic's limits (`UnknownTopicError` for an unknown topic)."""
+        """The topic's limits and due-line settings (`UnknownTopicError` for an unknown
+        topic)."""
         return self._run(self._producer.limits(topic))
 
     @takes(RunOptions)

@@ -19,7 +19,7 @@ from wheelq.admin.schedules import SyncReport
 from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.due import At, duration_ms
 from wheelq.core.events import Event, EventsConfig
-from wheelq.core.flow import TopicLimits
+from wheelq.core.flow import UNCHANGED, TopicLimits, Unchanged, validate_limits
 from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobFilter, JobPage
 from wheelq.core.options import RunOptions, takes
@@ -239,9 +239,17 @@ class AsyncAdmin(AsyncConnected):
         return await self._run(dl.purge_dead(self._producer, topic, refs, reason, group))
 
     async def set_limits(
-        self, topic: str, *, max_pending: int | None = None, max_ready: int | None = None
+        self,
+        topic: str,
+        *,
+        max_pending: int | Unchanged | None = UNCHANGED,
+        max_ready: int | Unchanged | None = UNCHANGED,
+        priority_credit_ms: int | None = None,
+        fair: bool | None = None,
+        fair_weights: Mapping[str, int] | None = None,
     ) -> TopicLimits:
-        return await self._run(self._producer.set_limits(topic, max_pending, max_ready))
+        change = validate_limits(max_pending, max_ready, priority_credit_ms, fair, fair_weights)
+        return await self._run(self._producer.set_limits(topic, change))
 
     async def set_far_horizon(self, topic: str, horizon_ms: int | None) -> int:
         return await self._run(self._producer.set_far_horizon(topic, horizon_ms))

@@ -28,6 +28,7 @@ from wheelq.core.far_tier import (
     MIN_HORIZON_MS,
     validate_horizon,
 )
+from wheelq.core.flow import DEFAULT_CREDIT_MS, MAX_CREDIT_MS, MAX_WEIGHT
 from wheelq.core.job import DeadLetter
 from wheelq.core.retry import Reason
 
@@ -51,13 +52,39 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     drop_help = "delete a topic and all its keys (refused with jobs pending)"
     drop = command(actions, "drop", parents, drop_help, drop_topic, "name")
     drop.add_argument("--force", action="store_true", help="drop it even with jobs pending")
-    limits_help = "show or set a topic's max_pending / max_ready (setting them creates it)"
+    limits_help = (
+        "show or set a topic's max_pending / max_ready and its due line's priority credit and "
+        "fair shares (setting one creates the topic; one not given stays as it is)"
+    )
     limits = command(actions, "limits", parents, limits_help, topic_limits, "name")
     for flag, what in (
         ("--max-pending", "jobs waiting to fire"),
         ("--max-ready", "fired, unacked"),
     ):
         limits.add_argument(flag, type=_limit, help=f"most {what}; 'none' removes the limit")
+    limits.add_argument(
+        "--priority-credit-ms",
+        type=int,
+        help=f"ms a priority step is worth among due jobs, 0-{MAX_CREDIT_MS:,} "
+        f"({DEFAULT_CREDIT_MS:,} until set)",
+    )
+    limits.add_argument(
+        "--fair",
+        action=argparse.BooleanOptionalAction,
+        help="start due jobs with a key in weighted round robin across keys (--no-fair: in order)",
+    )
+    weights = limits.add_mutually_exclusive_group()
+    weights.add_argument(
+        "--fair-weight",
+        action="append",
+        type=_weight,
+        metavar="KEY=W",
+        help=f"a key's share of the turns, 1-{MAX_WEIGHT:,} (a key not named: 1); repeat it: the "
+        "weights given replace the topic's",
+    )
+    weights.add_argument(
+        "--clear-fair-weights", action="store_true", help="remove every fair weight"
+    )
     far_help = (
         "show or set a topic's far horizon: jobs due further ahead are kept compactly until "
         "they come within it (setting it creates the topic)"
@@ -118,6 +145,13 @@ def _horizon(text: str) -> int | str:
         raise argparse.ArgumentTypeError(
             f"0, an int in [{MIN_HORIZON_MS}, {MAX_HORIZON_MS}] or 'default', got {text!r:.40}"
         ) from e
+
+
+def _weight(text: str) -> tuple[str, int]:
+    key, eq, weight = text.rpartition("=")
+    if not eq or not key or not weight.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected KEY=WEIGHT (an int), got {text!r:.80}")
+    return key, int(weight)
 
 
 def _limit(text: str) -> int | str:
@@ -283,20 +317,32 @@ def drop_topic(ctx: Context) -> int:
 
 def topic_limits(ctx: Context) -> int:
     args = ctx.args
-    setting = args.max_pending is not None or args.max_ready is not None
+    settings: dict[str, Any] = {
+        name: None if value == "none" else value
+        for name, value in (("max_pending", args.max_pending), ("max_ready", args.max_ready))
+        if value is not None
+    }
+    for name in ("priority_credit_ms", "fair"):
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
+    if args.fair_weight is not None:
+        settings["fair_weights"] = dict(args.fair_weight)
+    elif args.clear_fair_weights:
+        settings["fair_weights"] = {}
     with ctx.admin() as admin:
-        if not setting and args.name not in (names := admin.topics()):
-            raise no_such_topic(args.name, sorted(names))  # setting them creates the topic
-        limits = admin.limits(args.name)
-        if setting:
-            pending = limits.max_pending if args.max_pending is None else args.max_pending
-            ready = limits.max_ready if args.max_ready is None else args.max_ready
-            limits = admin.set_limits(
-                args.name,
-                max_pending=None if pending == "none" else pending,
-                max_ready=None if ready == "none" else ready,
-            )
-    print(f"{args.name}: max_pending={limits.max_pending}, max_ready={limits.max_ready}")
+        if settings:
+            limits = admin.set_limits(args.name, **settings)  # creates the topic
+        else:
+            if args.name not in (names := admin.topics()):
+                raise no_such_topic(args.name, sorted(names))
+            limits = admin.limits(args.name)
+    fair = "on" if limits.fair else "off"
+    print(
+        f"{args.name}: max_pending={limits.max_pending}, max_ready={limits.max_ready}, "
+        f"priority_credit_ms={limits.priority_credit_ms}, fair={fair}"
+    )
+    if limits.fair_weights:
+        print(f"fair_weights={json.dumps(limits.fair_weights, ensure_ascii=False)}")
     return 0
 
 

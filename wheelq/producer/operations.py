@@ -15,7 +15,7 @@ from wheelq.core import keys as k
 from wheelq.core.due import At, Delay, debounce_spec, due_spec, duration_ms
 from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
-from wheelq.core.flow import TopicLimits, order_keys, validate_limits
+from wheelq.core.flow import LimitsChange, TopicLimits, order_keys
 from wheelq.core.history import (
     SEPARATOR,
     JobInfo,
@@ -74,7 +74,7 @@ from wheelq.store import (
 )
 from wheelq.store.call import Call
 from wheelq.store.enqueue import JobWrite
-from wheelq.store.limits import read_limits, write_limits
+from wheelq.store.limits import read_limits, read_weights, write_limits, write_weights
 from wheelq.store.observe import observe_shards
 from wheelq.store.scripts import Placed
 
@@ -325,16 +325,18 @@ class Producer:
         self._callback_topics.discard(topic)
         return True
 
-    def set_limits(self, topic: str, max_pending: object, max_ready: object) -> Op[TopicLimits]:
-        limits = validate_limits(max_pending, max_ready)
+    def set_limits(self, topic: str, change: LimitsChange) -> Op[TopicLimits]:
         shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
-        fields = limits.fields(shards)
-        calls: list[Call[object]] = []
+        fields = change.fields(shards)
+        calls: list[Call[Any]] = []
         for keys in k.all_shards(topic, shards):
+            if change.weights is not None:  # before "fair": fair turns on with its weights
+                calls.append(write_weights(keys, change.weights))
             calls += write_limits(keys, fields)
-        yield calls
-        return limits
+        if calls:
+            yield calls
+        return (yield from self._read_limits(topic))
 
     def set_far_horizon(self, topic: str, horizon_ms: object) -> Op[int]:
         horizon = None if horizon_ms is None else validate_horizon(horizon_ms)
@@ -349,8 +351,12 @@ class Producer:
         shards = yield from self.shard_count(topic, create=False)
         if shards is None:
             raise UnknownTopicError(topic)
-        (raw,) = yield [read_limits(k.ShardKeys(topic, 0))]
-        return TopicLimits.from_fields(raw)
+        return (yield from self._read_limits(topic))
+
+    def _read_limits(self, topic: str) -> Op[TopicLimits]:
+        first = k.ShardKeys(topic, 0)  # every shard holds the same settings: shard 0 says them
+        raw, weights = yield [read_limits(first), read_weights(first)]
+        return TopicLimits.from_fields(raw, weights)
 
     # --- jobs -----------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """A topic's settings hash ``{T:s}:limits``: its backpressure limits (`wheelq.core.flow`,
-``max_pending`` / ``max_ready``) and its job events setting (`wheelq.core.events`).
+``max_pending`` / ``max_ready``), its due line's (``credit``, ``fair``, and the fair weights
+in ``{T:s}:weights``) and its job events setting (`wheelq.core.events`).
 """
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from wheelq.core.keys import ShardKeys
-from wheelq.store.call import Call
+from wheelq.store.call import Call, script_call
+from wheelq.store.scripts import check
 
 
 def write_limits(keys: ShardKeys, fields: dict[str, int | None]) -> list[Call[Any]]:
@@ -27,3 +29,14 @@ def write_limits(keys: ShardKeys, fields: dict[str, int | None]) -> list[Call[An
 
 def read_limits(keys: ShardKeys) -> Call[dict[bytes, bytes]]:
     return Call(command=("HGETALL", keys.limits), parse=dict)
+
+
+def write_weights(keys: ShardKeys, weights: dict[str, int]) -> Call[int]:
+    """Replace the shard's fair weights with `weights` (empty: clear them), in one step;
+    parses to how many it holds."""
+    args: list[str | int] = [part for pair in weights.items() for part in pair]
+    return script_call("weights_put", keys, args, lambda r: int(check("weights_put", r)[1]))
+
+
+def read_weights(keys: ShardKeys) -> Call[dict[bytes, bytes]]:
+    return Call(command=("HGETALL", keys.weights), parse=dict)

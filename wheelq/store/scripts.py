@@ -179,6 +179,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "far",
     ),
     "note_events": ("limits", "events"),
+    "weights_put": ("weights",),
     "list_pending": ("delayed", "jobs", "retries", "far"),
     "due_within": ("delayed", "far"),
     "list_retrying": ("retries", "delayed", "jobs"),

@@ -5,6 +5,7 @@ purge)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -134,7 +135,8 @@ async def drop_topic(
 
 @router.get("/{topic}/limits", response_model=LimitsOut)
 async def get_limits(topic: TopicPath, request: Request) -> Response:
-    """The topic's backpressure limits (null: none; docs/guides/flow-control.md)."""
+    """The topic's backpressure limits (null: none) and its due line's settings: priority
+    credit and fair shares (docs/guides/flow-control.md)."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
     return _limits(topic, await svc.admin.limits(topic))
@@ -144,18 +146,27 @@ async def get_limits(topic: TopicPath, request: Request) -> Response:
 @any_topic
 async def put_limits(topic: TopicPath, body: LimitsIn, request: Request) -> Response:
     """Set both limits (one left out or null: no limit), kept per shard as
-    ``ceil(limit / shards)``; the topic is created if new."""
+    ``ceil(limit / shards)``, and the due line's settings sent (one left out or null:
+    unchanged); the topic is created if new."""
+    return await _set_limits(topic, body, request, patch=False)
+
+
+@router.patch("/{topic}/limits", response_model=LimitsOut)
+@any_topic
+async def patch_limits(topic: TopicPath, body: LimitsIn, request: Request) -> Response:
+    """Change the settings sent, leaving the others as they are (a limit sent as null: no
+    limit; a due line's setting sent as null: unchanged); the topic is created if new."""
+    return await _set_limits(topic, body, request, patch=True)
+
+
+async def _set_limits(topic: str, body: LimitsIn, request: Request, *, patch: bool) -> Response:
     svc = service(request)
     svc.guard.check(request, "write", topic)
-    limits = await svc.admin.set_limits(
-        topic, max_pending=body.max_pending, max_ready=body.max_ready
-    )
-    return _limits(topic, limits)
+    return _limits(topic, await svc.admin.set_limits(topic, **body.settings(patch=patch)))
 
 
 def _limits(topic: str, limits: TopicLimits) -> Response:
-    out = {"topic": topic, "max_pending": limits.max_pending, "max_ready": limits.max_ready}
-    return json_response(out)
+    return json_response({"topic": topic, **asdict(limits)})
 
 
 @router.get("/{topic}/far", response_model=FarTierOut)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from markupsafe import Markup
 from redis.exceptions import ResponseError
 
+from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
@@ -20,6 +21,7 @@ from wheelq.core.pause import PauseState
 from wheelq.runtime.unled_watch import remedy
 from wheelq.store import events, leases, pauses, unled
 from wheelq.store.executor import AsyncExecutor, drive_async
+from wheelq.store.limits import read_limits, read_weights
 from wheelq.store.observe import observe_shards
 from wheelq.web.charts import bars
 
@@ -91,6 +93,10 @@ class GroupRow:
     """Since when it takes no new jobs (paused on its own or with its topic); None: it runs."""
 
 
+SHOWN_WEIGHTS = 100
+"""The most fair weights the topic page lists (the heaviest)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TopicView:
     topic: str
@@ -110,6 +116,14 @@ class TopicView:
     """Of its pending jobs, those kept in the far tier (due beyond its far horizon)."""
     unled: tuple[int, ...] = ()
     """Its shards with jobs due within a minute and no scheduler node leading them."""
+    limits: TopicLimits = dataclasses.field(default_factory=TopicLimits)
+    """Its backpressure limits and due-line settings (`Admin.limits`)."""
+
+    @property
+    def heaviest_weights(self) -> list[tuple[str, int]]:
+        """Its fair weights, heaviest first (ties by key), the first `SHOWN_WEIGHTS`."""
+        ranked = sorted(self.limits.fair_weights.items(), key=lambda kv: (-kv[1], kv[0]))
+        return ranked[:SHOWN_WEIGHTS]
 
     @property
     def remedy(self) -> str:
@@ -234,8 +248,13 @@ async def topic_view(
         executor.run([c for k in keys for c in unled.shard_calls(k, now_ms)]),
     )
     names = {g.name for o in found for g in o.groups}
-    paused, events_on = await executor.run(
-        [pauses.read_pause_state(topic, names), events.enabled(keys[0])]
+    paused, events_on, settings, weights = await executor.run(
+        [
+            pauses.read_pause_state(topic, names),
+            events.enabled(keys[0]),
+            read_limits(keys[0]),
+            read_weights(keys[0]),
+        ]
     )
     earlier = frames.before(topic, now_ms)
     frames.add(topic, now_ms, found)
@@ -270,6 +289,7 @@ async def topic_view(
             k.shard for i, k in enumerate(keys) if unled.shard_unled(leadership[2 * i : 2 * i + 2])
         ),
         expired=sum(o.expired for o in found),
+        limits=TopicLimits.from_fields(settings, weights),
     )
 
 

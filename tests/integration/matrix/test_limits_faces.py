@@ -1,7 +1,9 @@
 """Backpressure limits, every face: ``max_pending`` set and read through each face (library
 sync and async, CLI, HTTP) refuses the next enqueue in each face (`TopicFullError`, HTTP 429,
 CLI exit 1) until removed; ``max_ready`` holds due jobs back while nothing is acked and lets
-them through to workers with async and ``def`` handlers as they ack.
+them through to workers with async and ``def`` handlers as they ack. The due line's settings
+(priority credit, fair shares, fair weights) are set and read back through each face that
+sets them, and shown by each that shows them (the console too).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 from tests.integration import test_worker
 from tests.support.consumers import WorkerConsumer
-from tests.support.faces import Face, Refused, having
+from tests.support.faces import DueLine, Face, Refused, having
 from tests.support.waiting import eventually
 from tests.support.workers import Workers
 from wheelq import AsyncAdmin, AsyncClient, Scheduler, TopicFullError
@@ -79,3 +81,31 @@ async def test_max_ready_holds_due_jobs_back_until_workers_ack_them(
         await eventually(all_ran, timeout_s=15, what="every job let through and run once")
     finally:
         await consumer.stop()
+
+
+@pytest.mark.parametrize("face", having("set_due_line"), indirect=True)
+async def test_due_line_settings_set_through_every_face_read_back_in_it(
+    face: Face, admin: AsyncAdmin, topic: str
+) -> None:
+    await face.set_due_line(topic, credit_ms=250, fair=True, weights={"big": 5, "a b": 1000})
+    want = DueLine(250, True, {"big": 5, "a b": 1000})
+    assert await face.due_line(topic) == want
+    limits = await admin.limits(topic)
+    assert DueLine(limits.priority_credit_ms, limits.fair, limits.fair_weights) == want
+    await face.set_due_line(topic, fair=False)  # the others stay as they are
+    assert await face.due_line(topic) == want._replace(fair=False)
+    await face.set_due_line(topic, credit_ms=0, weights={})
+    assert await face.due_line(topic) == DueLine(0, False, {})
+    assert (await admin.limits(topic)).max_pending is None
+
+
+@pytest.mark.parametrize(
+    "face", [f for f in having("due_line") if f not in having("set_due_line")], indirect=True
+)
+async def test_due_line_settings_are_shown_by_every_face_that_shows_them(
+    face: Face, admin: AsyncAdmin, topic: str
+) -> None:
+    await admin.set_limits(topic, max_ready=9)
+    assert await face.due_line(topic) == DueLine(1000, False, {})
+    await admin.set_limits(topic, priority_credit_ms=1500, fair=True, fair_weights={"t-1": 3})
+    assert await face.due_line(topic) == DueLine(1500, True, {"t-1": 3})
