@@ -18,6 +18,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.expiry import expired
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
+from wheelq.core.line import DEFAULT_PRIORITY
 from wheelq.core.process import HeldEntry
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
@@ -296,7 +297,9 @@ class InFlightSet:
     def _settle(self, held: Held, outcome: Outcome, started_ms: int, ended_ms: int) -> bool:
         """Count a run's timings and settle it; True when the job is done with."""
         job = held.job
-        self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms)
+        # 5 until the priority option reaches `Job` (docs/architecture.md, "Seeing the line")
+        priority = getattr(job, "priority", DEFAULT_PRIORITY)
+        self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms, priority)
         if outcome is None:
             self.handled += 1
             self.settler.done(job, ended_ms, ended_ms - started_ms)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, MAX_HORIZON_MS, MIN_HORIZON_MS
 from wheelq.core.flow import MAX_LIMIT
 from wheelq.core.forecast import MAX_WINDOWS, MAX_WITHIN_S, WITHIN_S, Forecast
+from wheelq.core.line import LineView
 from wheelq.core.pause import PauseState
 from wheelq.producer.operations import TopicStats
 from wheelq.web.models.fields import WHOLE, Strict
@@ -59,6 +60,9 @@ TopicStatsModel = wire_model(TopicStats)
 
 
 ForecastModel = wire_model(Forecast)
+
+
+LineModel = wire_model(LineView)
 
 
 PauseStateModel = wire_model(PauseState)
