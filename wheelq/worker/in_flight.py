@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import functools
 import logging
+import operator
 import random
 import time
 from collections import deque
@@ -30,6 +31,15 @@ from wheelq.worker.settler import Settler
 from wheelq.worker.slots import Slots
 
 log = logging.getLogger(__name__)
+
+
+_priority: Callable[[Job], int] = (
+    operator.attrgetter("priority")
+    if hasattr(Job, "priority")
+    else lambda job: DEFAULT_PRIORITY  # a `Job` without the option yet: every job is 5
+)
+"""A job's priority for its start lateness (docs/architecture.md, "Seeing the line"), read
+without a failed attribute lookup a run."""
 
 
 class Fate(enum.Enum):
@@ -297,9 +307,7 @@ class InFlightSet:
     def _settle(self, held: Held, outcome: Outcome, started_ms: int, ended_ms: int) -> bool:
         """Count a run's timings and settle it; True when the job is done with."""
         job = held.job
-        # 5 until the priority option reaches `Job` (docs/architecture.md, "Seeing the line")
-        priority = getattr(job, "priority", DEFAULT_PRIORITY)
-        self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms, priority)
+        self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms, _priority(job))
         if outcome is None:
             self.handled += 1
             self.settler.done(job, ended_ms, ended_ms - started_ms)
