@@ -6,6 +6,7 @@ from one reader (`wheelq.store.line`), and the metrics' key labels stay bounded.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -15,10 +16,11 @@ import redis
 from tests.integration.test_metrics import _scrape
 from tests.integration.test_web_dashboard import get
 from tests.support.cli import run_wheelq
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, until
 from tests.support.web import serving
-from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, Scheduler
-from wheelq.core.keys import all_shards
+from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, Job, Scheduler, Worker
+from wheelq.core.job import Envelope
+from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.line import OTHER, TOP_KEYS
 from wheelq.metrics import MetricsServer
 
@@ -175,3 +177,50 @@ async def test_the_metrics_label_the_ten_busiest_keys_and_sum_the_rest(
     }
     assert behind.keys() == keys.keys()
     assert behind["a"] > behind["b"] > behind["c"] > 0
+
+
+@pytest.mark.skipif(not hasattr(Job, "priority"), reason="the priority option has not landed")
+async def test_the_backlog_by_priority_is_each_waiting_jobs_and_lateness_is_by_priority(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    """Jobs of priorities 0, 5 and 9 on the line: the view counts each one's envelope, and
+    once a worker runs them all, the start lateness histogram counts each priority's runs."""
+    keys = ShardKeys(topic, 0)
+    priorities = [(0, 5, 9)[i % 3] for i in range(100)]
+    async with AsyncClient.from_url(redis_url) as c:
+        admin = AsyncAdmin.of(c)
+        await admin.create_topic(topic, 1)
+        await admin.create_group(topic, "idle")
+        redis_sync.hset(keys.limits, mapping={"ordered": "1"})
+        async with Scheduler.from_url(redis_url, topic, window_ms=2000, preload_interval_ms=100):
+            items = [
+                EnqueueItem(payload=i, delay=0.3, priority=p) for i, p in enumerate(priorities)
+            ]
+            await c.enqueue_many(topic, items)
+
+            async def settled() -> bool:
+                return redis_sync.zcard(keys.delayed) == 0 and redis_sync.hlen(keys.held) > 0
+
+            await eventually(settled, timeout_s=30, what="the jobs on the line")
+            view = await admin.line(topic)
+            envelopes = redis_sync.hmget(keys.jobs, list(redis_sync.hkeys(keys.held)))
+        waiting = Counter(getattr(Envelope.unpack(e), "priority") for e in envelopes)  # noqa: B009
+        assert view.by_priority == dict(waiting) and view.sampled == view.waiting
+        assert len(view.by_priority) > 1  # more than one priority waits
+
+        ran: list[int] = []
+
+        async def handler(job: Job) -> None:
+            ran.append(job.priority)
+
+        worker = Worker.from_url(redis_url, topic, handler, group="idle")
+        node = Scheduler.from_url(redis_url, topic, window_ms=2000, preload_interval_ms=100)
+        async with worker, node, MetricsServer(worker, port=0, host="127.0.0.1") as metrics:
+            await until(lambda: len(ran) == len(priorities), timeout_s=30, what="every job run")
+            scraped = await asyncio.to_thread(_scrape, metrics.port)
+    counts = {
+        labels["priority"]: value
+        for labels, value in scraped["wheelq_worker_handler_start_lateness_seconds_count"]
+        if labels["topic"] == topic
+    }
+    assert counts == {str(p): n for p, n in Counter(priorities).items()}
