@@ -24,6 +24,8 @@ from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.line import OTHER, TOP_KEYS
 from wheelq.metrics import MetricsServer
 
+pytestmark = pytest.mark.cluster_too  # every shard's line read in one pipeline, slot by slot
+
 SHARDS = 2
 FLOODS = {"a": (300, 0.3), "b": (50, 0.45), "c": (20, 0.6)}
 """key -> (jobs, delay s): due one after the other, so the line's keys are behind in order."""
