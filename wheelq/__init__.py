@@ -17,6 +17,7 @@ from wheelq.core.flow import Flow, TopicLimits
 from wheelq.core.forecast import Forecast
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
+from wheelq.core.line import LaneLine, LineView
 from wheelq.core.pause import PauseState
 from wheelq.core.process import LeadInfo, ProcessInfo, RoleInfo
 from wheelq.core.recurring import Schedule
@@ -97,6 +98,8 @@ __all__ = [
     # inspecting
     "DeletedGroup",
     "Forecast",
+    "LineView",
+    "LaneLine",
     "GroupInfo",
     "GroupShardStats",
     "GroupStats",

@@ -101,6 +101,7 @@ LIBRARY_CALLS = {
     "replay": lambda c, t: admin_of(c).replay(t),
     "purge_dead": lambda c, t: admin_of(c).purge_dead(t),
     "limits": lambda c, t: admin_of(c).limits(t),
+    "line": lambda c, t: admin_of(c).line(t),
     "events_config": lambda c, t: admin_of(c).events_config(t),
     "pause": lambda c, t: admin_of(c).pause(t),
     "result": lambda c, t: c.result(t, "some-job", timeout=30),

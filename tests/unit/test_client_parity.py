@@ -94,7 +94,15 @@ def test_producing_and_managing_are_each_spelt_on_one_side(client: type, admin: 
     assert set(current(client)) & set(current(admin)) - LIFECYCLE == set()
 
 
-SINCE_THE_SPLIT = {"jobs", "bulk", "processes", "forecast", "set_far_horizon", "sync_schedules"}
+SINCE_THE_SPLIT = {
+    "jobs",
+    "bulk",
+    "processes",
+    "forecast",
+    "set_far_horizon",
+    "sync_schedules",
+    "line",
+}
 """Managing methods added after the split: only the admins have them (no alias to keep)."""
 
 

@@ -42,6 +42,9 @@ def _exported() -> set[str]:
         "wheelq_ready_entries",
         "wheelq_in_flight_entries",
         "wheelq_oldest_in_flight_age_seconds",
+        "wheelq_line_jobs",
+        "wheelq_line_key_jobs",
+        "wheelq_line_key_behind_seconds",
     }
     return names
 

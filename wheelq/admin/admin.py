@@ -15,6 +15,7 @@ from wheelq.admin import dead_letters as dl
 from wheelq.admin import events as job_events
 from wheelq.admin import forecast as fc
 from wheelq.admin import groups as grp
+from wheelq.admin import line as due_line
 from wheelq.admin.bulk_actions import Progress
 from wheelq.admin.schedules import SyncReport
 from wheelq.core.bulk_actions import BulkOutcome
@@ -23,6 +24,7 @@ from wheelq.core.events import EventsConfig
 from wheelq.core.flow import UNCHANGED, TopicLimits, Unchanged, validate_limits
 from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobFilter, JobPage
+from wheelq.core.line import LineView
 from wheelq.core.options import RunOptions, takes
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
@@ -211,6 +213,17 @@ class Admin(Connected):
             UnknownTopicError: No such topic.
         """
         return self._run(fc.forecast(self._producer, topic, within))
+
+    def line(self, topic: str) -> LineView:
+        """The topic's due line (docs/architecture.md, "The due line"): how many due jobs
+        wait there for room in the streams, the backlog by priority of those that go next
+        (a bounded sample from the head of each lane), and the keys furthest behind. A few
+        bounded calls a shard, in three round trips at most, whatever the backlog.
+
+        Raises:
+            UnknownTopicError: No such topic.
+        """
+        return self._run(due_line.line(self._producer, topic))
 
     def jobs(
         self,

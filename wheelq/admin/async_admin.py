@@ -13,6 +13,7 @@ from wheelq.admin import dead_letters as dl
 from wheelq.admin import events as job_events
 from wheelq.admin import forecast as fc
 from wheelq.admin import groups as grp
+from wheelq.admin import line as due_line
 from wheelq.admin.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_LEN, Admin
 from wheelq.admin.bulk_actions import Progress
 from wheelq.admin.schedules import SyncReport
@@ -22,6 +23,7 @@ from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import UNCHANGED, TopicLimits, Unchanged, validate_limits
 from wheelq.core.forecast import WITHIN_S, Forecast
 from wheelq.core.job_list import JobFilter, JobPage
+from wheelq.core.line import LineView
 from wheelq.core.options import RunOptions, takes
 from wheelq.core.pause import PauseState
 from wheelq.core.process import ProcessInfo
@@ -159,6 +161,9 @@ class AsyncAdmin(AsyncConnected):
 
     async def forecast(self, topic: str, within: int | Sequence[int] = WITHIN_S) -> Forecast:
         return await self._run(fc.forecast(self._producer, topic, within))
+
+    async def line(self, topic: str) -> LineView:
+        return await self._run(due_line.line(self._producer, topic))
 
     async def jobs(
         self,

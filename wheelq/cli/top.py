@@ -21,10 +21,11 @@ from wheelq.cli.context import (
 )
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.table import Table
 
     from wheelq.admin.admin import Admin
+    from wheelq.core.line import LineView
     from wheelq.core.observe import ShardObservation, TopicRow
     from wheelq.core.pause import PauseState
     from wheelq.core.process import ProcessInfo
@@ -83,6 +84,27 @@ def observe(admin: Admin, topics: list[str]) -> tuple[list[ShardObservation], di
         except ResponseError as exc:
             unreadable[topic] = cannot_read(topic, exc)
     return found, unreadable
+
+
+def lines(admin: Admin, topics: list[str]) -> list[LineView]:
+    """The due line of each of `topics` that Redis can read (`wheelq.store.line`), one
+    round of bounded calls for them all."""
+    from wheelq.core.keys import all_shards
+    from wheelq.core.line import line_of
+    from wheelq.store import server
+    from wheelq.store.executor import SyncExecutor, drive
+    from wheelq.store.line import read_lines
+
+    registry = admin.topics()
+    names = [t for t in topics if t in registry]
+    if not names:
+        return []
+    executor = SyncExecutor(admin.redis)
+    (now,) = executor.run([server.server_time()])
+    now_ms = int(now)
+    shards = [keys for t in names for keys in all_shards(t, registry[t])]
+    found = drive(read_lines(shards, now_ms), executor.run)
+    return [line_of(t, now_ms, [s for s in found if s.topic == t]) for t in names]
 
 
 def say_unreadable(unreadable: dict[str, str]) -> None:
@@ -171,6 +193,7 @@ def _stats_cells(r: dict[str, Any]) -> list[str]:
 
 def top(ctx: Context) -> int:
     """Refresh a table of every topic each ``--interval`` until Ctrl-C (``--once``: one)."""
+    from rich.console import Group
     from rich.live import Live
 
     from wheelq.core.observe import by_shard, topic_rows
@@ -191,10 +214,12 @@ def top(ctx: Context) -> int:
             unreadable.update(unreadable_now)
             return found
 
-        def table(now: list[ShardObservation], before: Any) -> Table:
+        def table(now: list[ShardObservation], before: Any) -> Group:
             rows = topic_rows(now, before)
             found = admin.processes()
-            return _top_table(rows, interval, pause_states(admin, now), unreadable, found)
+            main = _top_table(rows, interval, pause_states(admin, now), unreadable, found)
+            readable = [r.topic for r in rows if r.topic not in unreadable]
+            return Group(main, *_line_tables(lines(admin, readable)))
 
         previous = by_shard(frame())
         if ctx.args.once:
@@ -252,6 +277,36 @@ def _top_table(
     elif not rows:
         table.caption = "no topics"
     return table
+
+
+def _line_tables(views: list[LineView]) -> list[Table]:
+    """The topics with jobs on their due line (none: no table): how many wait, the backlog
+    by priority of those read from the lanes' heads, and the keys furthest behind."""
+    from rich.table import Table
+
+    shown = [v for v in views if v.waiting]
+    if not shown:
+        return []
+    table = Table(title="on the due line (GET /v1/topics/<topic>/line)", title_justify="left")
+    table.add_column("topic", no_wrap=True)
+    for name in ("waiting", "lanes", "by priority (read)"):
+        table.add_column(name, justify="right")
+    table.add_column("keys furthest behind", no_wrap=True)
+    for v in shown:
+        priorities = "\n".join(f"p{p} {n:,}" for p, n in v.by_priority.items())
+        behind = "\n".join(
+            f"{'(shared lane)' if lane.key is None else lane.key}  {lane.waiting:,} "
+            f"waiting, {_age(v.behind_ms(lane))} behind"
+            for lane in v.behind
+        )
+        table.add_row(
+            v.topic,
+            f"{v.waiting:,}",
+            f"{v.lanes:,}",
+            f"{priorities or '-'}\nof {v.sampled:,}",
+            behind or "-",
+        )
+    return [table]
 
 
 def _console() -> Console:

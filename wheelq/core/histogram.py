@@ -106,14 +106,29 @@ class RunTimings:
 
     def __init__(self, batch: int = 1024) -> None:
         self.batch = batch
-        self.start_lateness = Histogram()
-        """Handler start - due, ms (worker's clock against the Redis clock: skew included)."""
+        self.start_lateness: dict[int, Histogram] = {}
+        """Handler start - due, ms (worker's clock against the Redis clock: skew included), by
+        the jobs' priority (0-9: a bounded label set)."""
         self.run_time = Histogram()
         self.pending: list[int] = []
-        """Start lateness and run time of each run not counted yet, in turn."""
+        """Start lateness, run time and priority of each run not counted yet, in turn."""
 
     def count(self) -> None:
         """Put the pending timings into the histograms."""
         timings, self.pending = self.pending, []
-        self.start_lateness.observe_all(timings[0::2])
-        self.run_time.observe_all(timings[1::2])
+        lateness, priorities = timings[0::3], timings[2::3]
+        self.run_time.observe_all(timings[1::3])
+        kinds = set(priorities)
+        if len(kinds) == 1:  # the usual case: one priority in a batch
+            self._late(kinds.pop()).observe_all(lateness)
+            return
+        for priority in kinds:
+            self._late(priority).observe_all(
+                ms for ms, p in zip(lateness, priorities, strict=True) if p == priority
+            )
+
+    def _late(self, priority: int) -> Histogram:
+        found = self.start_lateness.get(priority)
+        if found is None:
+            found = self.start_lateness[priority] = Histogram()
+        return found

@@ -21,7 +21,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
-from wheelq.core.histogram import HistogramSnapshot
+from wheelq.core.histogram import Histogram, HistogramSnapshot
+from wheelq.core.line import DEFAULT_PRIORITY, ShardLine, busiest, merged_lanes
 from wheelq.core.observe import ShardObservation
 from wheelq.errors import InvalidArgumentError
 from wheelq.outbox.relay import Relay
@@ -32,6 +33,7 @@ from wheelq.runtime.service import Service
 from wheelq.runtime.unled_watch import UnledWatch
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.store.executor import drive_async
+from wheelq.store.line import read_lines
 from wheelq.store.observe import observe_shards
 from wheelq.worker.worker import Worker
 
@@ -111,6 +113,7 @@ class ShardGauges(Service):
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._read_ms: int | None = None
         self.latest: list[ShardObservation] = []  # empty until the first scrape's read
+        self.lines: list[ShardLine] = []  # their due lines, read with them (no envelopes)
 
     async def start(self) -> None:
         self._event_loop = asyncio.get_running_loop()
@@ -136,6 +139,7 @@ class ShardGauges(Service):
             observe_shards(shards, now_ms, sample=1, within_ms=FORECAST_MS),
             lambda calls: executor.run(calls, return_exceptions=True),
         )
+        self.lines = await drive_async(read_lines(shards, now_ms, priorities=False), executor.run)
         return None
 
 
@@ -178,11 +182,12 @@ class WorkerCollector(Collector):
         yield histogram(
             "worker_handler_start_lateness_seconds",
             "Handler start minus the job's due time: the worker's wall clock against the "
-            "Redis clock's due time (includes the skew between the two)",
-            TG,
+            "Redis clock's due time (includes the skew between the two), by the job's priority",
+            (*TG, "priority"),
             [
-                ((lane.topic, w.group), lane.in_flight.timings.start_lateness.snapshot())
+                ((lane.topic, w.group, str(priority)), found.snapshot())
                 for lane, _ in lanes
+                for priority, found in _by_priority(lane.in_flight.timings.start_lateness)
             ],
         )
         yield histogram(
@@ -199,6 +204,12 @@ class WorkerCollector(Collector):
         paused = "1 while the group is paused (its own pause or its topic's): it takes no new jobs"
         yield gauge("group_paused", paused, TG, [(at, int(st["paused"])) for at, st in rows])
         yield from part_health("worker", w.status()["parts"])
+
+
+def _by_priority(found: Mapping[int, Histogram]) -> list[tuple[int, Histogram]]:
+    """Histograms by priority, lowest first; before any run, an empty one of the default
+    priority (a topic's series are there from the start, as the other histograms' are)."""
+    return sorted(found.items()) or [(DEFAULT_PRIORITY, Histogram())]
 
 
 class ClientCollector(Collector):
@@ -370,6 +381,7 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
             for within, n in f.due_within.items()
         ),
     )
+    yield from line_families(gauges.lines)
     yield gauge(
         "in_flight_entries",
         "Entries delivered to a worker of the group and not yet settled (XPENDING)",
@@ -386,6 +398,43 @@ def shard_families(gauges: ShardGauges) -> Iterator[Metric]:
             for o in latest
             for g in o.groups
         ),
+    )
+
+
+def line_families(lines: Sequence[ShardLine]) -> Iterator[Metric]:
+    """The due line of the shards a node leads (docs/architecture.md, "Seeing the line"): its
+    jobs per shard, and per topic the 10 keys with the most jobs waiting, the rest summed
+    under ``(other)``: a bounded label set, however many keys wait."""
+    yield gauge(
+        "line_jobs",
+        "Jobs due and waiting on the due line for room in the stream (a shard that orders its "
+        "due jobs: priorities, fair shares), per shard this node leads",
+        TS,
+        (((s.topic, str(s.shard)), s.waiting) for s in lines),
+    )
+    by_topic: dict[str, list[ShardLine]] = {}
+    for s in lines:
+        by_topic.setdefault(s.topic, []).append(s)
+    rows = [
+        (topic, row)
+        for topic, found in sorted(by_topic.items())
+        for row in busiest(merged_lanes(found), found[0].at_ms, sum(s.waiting for s in found))
+    ]
+    tk = ("topic", "key")
+    yield gauge(
+        "line_key_jobs",
+        "Jobs waiting on the due line of the 10 keys with the most, the rest summed under "
+        'key="(other)"; key="(shared)": the shared lane (jobs without a key, or every job '
+        "while fair shares are off); of the first 1000 lanes of each shard this node leads",
+        tk,
+        (((topic, key), n) for topic, (key, n, _) in rows),
+    )
+    yield gauge(
+        "line_key_behind_seconds",
+        "How long the oldest job read from the head of the key's lane has been due (the same "
+        'keys as wheelq_line_key_jobs; key="(other)": the most behind of the rest)',
+        tk,
+        (((topic, key), behind) for topic, (key, _, behind) in rows),
     )
 
 

@@ -37,6 +37,7 @@ from wheelq.web.models import (
     GroupPath,
     LimitsIn,
     LimitsOut,
+    LineModel,
     PauseStateModel,
     RefsIn,
     ReplayOut,
@@ -108,6 +109,17 @@ async def topic_forecast(
     svc.guard.check(request, "read", topic)
     windows = WITHIN_S if within is None else within_text(within)
     return json_response(as_json(await svc.admin.forecast(topic, windows)))
+
+
+@router.get("/{topic}/line", response_model=LineModel)
+async def topic_line(topic: TopicPath, request: Request) -> Response:
+    """The topic's due line (docs/architecture.md, "The due line"): the due jobs waiting
+    there for room in the streams, the backlog by priority of those that go next (a bounded
+    sample from the head of each lane) and the keys furthest behind. 404 for an unknown
+    topic."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    return json_response(as_json(await svc.admin.line(topic)))
 
 
 @router.delete("/{topic}", status_code=204)

@@ -16,12 +16,14 @@ from redis.exceptions import ResponseError
 from wheelq.core.flow import TopicLimits
 from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
 from wheelq.core.keys import ShardKeys, all_shards
+from wheelq.core.line import LineView, line_of
 from wheelq.core.observe import ShardObservation, by_shard, percentile, rate, topic_rows
 from wheelq.core.pause import PauseState
 from wheelq.runtime.unled_watch import remedy
 from wheelq.store import events, leases, pauses, unled
 from wheelq.store.executor import AsyncExecutor, drive_async
 from wheelq.store.limits import read_limits, read_weights
+from wheelq.store.line import read_lines
 from wheelq.store.observe import observe_shards
 from wheelq.web.charts import bars
 
@@ -132,6 +134,9 @@ class TopicView:
 
     expired: int = 0
     """Jobs dropped at their expiry (``expires=``), never run, since the topic was made."""
+    line: LineView | None = None
+    """Its due line: jobs due and waiting for room in the streams, by priority, and the keys
+    furthest behind (`wheelq.core.line`)."""
 
     def forecast_bars(self) -> Markup:
         """The forecast as bars, a window each."""
@@ -242,10 +247,11 @@ async def topic_view(
 ) -> TopicView:
     """Every shard of `topic` with its leader, and its consumer groups, read now."""
     keys = all_shards(topic, shards)
-    found, leaders, leadership = await asyncio.gather(
+    found, leaders, leadership, lines = await asyncio.gather(
         observe(executor, keys, now_ms, 100, [w * 1000 for w in WITHIN_S]),
         executor.run([leases.lease_holder(k) for k in keys]),
         executor.run([c for k in keys for c in unled.shard_calls(k, now_ms)]),
+        drive_async(read_lines(keys, now_ms), executor.run),
     )
     names = {g.name for o in found for g in o.groups}
     paused, events_on, settings, weights = await executor.run(
@@ -290,6 +296,7 @@ async def topic_view(
         ),
         expired=sum(o.expired for o in found),
         limits=TopicLimits.from_fields(settings, weights),
+        line=line_of(topic, now_ms, lines),
     )
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import functools
 import logging
+import operator
 import random
 import time
 from collections import deque
@@ -18,6 +19,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.expiry import expired
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
+from wheelq.core.line import DEFAULT_PRIORITY
 from wheelq.core.process import HeldEntry
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
@@ -29,6 +31,15 @@ from wheelq.worker.settler import Settler
 from wheelq.worker.slots import Slots
 
 log = logging.getLogger(__name__)
+
+
+_priority: Callable[[Job], int] = (
+    operator.attrgetter("priority")
+    if hasattr(Job, "priority")
+    else lambda job: DEFAULT_PRIORITY  # a `Job` without the option yet: every job is 5
+)
+"""A job's priority for its start lateness (docs/architecture.md, "Seeing the line"), read
+without a failed attribute lookup a run."""
 
 
 class Fate(enum.Enum):
@@ -296,7 +307,7 @@ class InFlightSet:
     def _settle(self, held: Held, outcome: Outcome, started_ms: int, ended_ms: int) -> bool:
         """Count a run's timings and settle it; True when the job is done with."""
         job = held.job
-        self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms)
+        self.timings.pending += (started_ms - job.due_ms, ended_ms - started_ms, _priority(job))
         if outcome is None:
             self.handled += 1
             self.settler.done(job, ended_ms, ended_ms - started_ms)

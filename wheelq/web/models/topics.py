@@ -17,6 +17,7 @@ from wheelq.core.flow import (
 )
 from wheelq.core.forecast import MAX_WINDOWS, MAX_WITHIN_S, WITHIN_S, Forecast
 from wheelq.core.options import MAX_KEY_BYTES
+from wheelq.core.line import LineView
 from wheelq.core.pause import PauseState
 from wheelq.producer.operations import TopicStats
 from wheelq.web.models.fields import PRINTABLE, WHOLE, Strict
@@ -101,6 +102,9 @@ TopicStatsModel = wire_model(TopicStats)
 
 
 ForecastModel = wire_model(Forecast)
+
+
+LineModel = wire_model(LineView)
 
 
 PauseStateModel = wire_model(PauseState)
