@@ -16,8 +16,8 @@ from wheelq.core.flow import (
     MAX_WEIGHT,
 )
 from wheelq.core.forecast import MAX_WINDOWS, MAX_WITHIN_S, WITHIN_S, Forecast
-from wheelq.core.options import MAX_KEY_BYTES
 from wheelq.core.line import LineView
+from wheelq.core.options import MAX_KEY_BYTES
 from wheelq.core.pause import PauseState
 from wheelq.producer.operations import TopicStats
 from wheelq.web.models.fields import PRINTABLE, WHOLE, Strict
