@@ -37,7 +37,8 @@ as the ratio of the medians (variant / baseline):
   had jobs, each key's share of the starts divided by its weight's share, less 1 (target
   within +-5 %).
 
-`--scale` multiplies every job count (not the key counts nor the window); a quick run is
+`--scale` multiplies every job count (not the key counts, the window, nor the starvation
+scenario's priority-9 jobs, which `--load` and `--saturate-s` set); a quick run is
 ``--scale 0.05 --saturate-s 5 --credit-ms 100`` (a credit of 1 s makes 9 x credit longer than
 a short window). The topic settings are written with ``Admin.set_limits(topic, fair=...,
 fair_weights=..., priority_credit_ms=...)``; on a tree whose set_limits has no ``fair`` (an
@@ -272,6 +273,9 @@ def priority_cell(run: Run, ordered: bool) -> dict[str, Any]:
             )
             ids9.add(job_id)
         records = c.drain(backlog + n9, 120 + drain_ms / 200)
+    if run.args.values:
+        shown = sorted((d - due, round(b - d, 1)) for i, d, b in records if i in ids9)
+        run.bench.log(f"priority-9 jobs (due - the backlog's due, start - due) ms: {shown}")
     return {
         "p9_start_lateness_ms": lateness(late(records, ids9)),
         "drain_jobs_per_s": throughput(records, due),
@@ -290,7 +294,7 @@ def run_priority(run: Run, n: int) -> dict[str, dict[str, Any]]:
 def starvation_cell(run: Run, ordered: bool) -> dict[str, Any]:
     window_ms = run.args.saturate_s * 1000
     rate = run.args.load * run.capacity["lined"]
-    n9, n0 = run.n(round(rate * run.args.saturate_s)), run.n(200, 20)
+    n9, n0 = round(rate * run.args.saturate_s), run.n(200, 20)  # the rate sets n9, not --scale
     credit = run.credit_ms
     with cell(run, "starve" if ordered else "starve-base") as c:
         start = redis_ms(run.r) + lead_ms(n9 + n0)
@@ -455,9 +459,9 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
             if values:
                 row[v] = {"rounds": values, "median": statistics.median(values)}
         base = row.get("baseline", {}).get("median")
-        for v, cell_ in row.items():
+        for v, entry in row.items():
             if v != "baseline" and base:
-                cell_["ratio_to_baseline"] = round(cell_["median"] / base, 3)
+                entry["ratio_to_baseline"] = round(entry["median"] / base, 3)
         out[f] = row
     return out
 
@@ -497,6 +501,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--load", type=float, default=1.0, help="starvation: p9 due rate / capacity")
     p.add_argument("--p9-delay-ms", type=float, default=50.0, help="priority: enqueue lead")
     p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--values", action="store_true", help="log each priority-9 job's lateness")
     p.add_argument("--server", choices=("valkey", "redis"), default="valkey")
     p.add_argument("--out", type=Path, help="also write the JSON here (loadtest/results/...)")
     args = p.parse_args(argv)
