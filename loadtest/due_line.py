@@ -16,7 +16,10 @@ one whose shard orders its due jobs (``lined``): the spreads below are sized fro
 
 Scenarios (`--scenarios`), each a section of the JSON; per round the variants run in turns
 (the baseline first in even rounds), and each figure is given per round, as its median, and
-as the ratio of the medians (variant / baseline):
+as the ratio of the medians (variant / baseline). Each cell also reports its ``cost``: from
+its last enqueue until every job was acked, per 1,000 jobs the CPU ms of the node, Redis
+and the worker, and Redis's commands per job (the due line sweeps a shard every 2 ms while
+jobs wait on it):
 
 - ``priority``: 100,000 jobs of priority 0 due at once (the backlog), then, during its drain,
   200 jobs of priority 9, each enqueued 50 ms (`--p9-delay-ms`) before its due time, their
@@ -61,13 +64,14 @@ import inspect
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +82,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib.common import (
     Bench,
+    ServerLoad,
+    cpu_seconds,
     drop_topic,
     git_head,
     lateness,
@@ -169,7 +175,7 @@ def cell(
         if not wait_until(leads, 30):
             raise SystemExit(f"{topic}: no scheduler node took the shards' leases in 30 s")
         pool.start()
-        yield Cell(run, topic, pool)
+        yield Cell(run, topic, pool, node)
     finally:
         pool.stop()
         bench.stop(node)
@@ -181,19 +187,40 @@ class Cell:
     run: Run
     topic: str
     pool: Workers
+    node: subprocess.Popen[bytes]
+    since: tuple[ServerLoad, float, float] | None = None
+    """Redis's counters and the node's and the worker's CPU seconds after the last
+    `enqueue` (what `drain` counts the cost from)."""
+    cost: dict[str, float] = field(default_factory=dict)
 
     def enqueue(self, items: list[EnqueueItem]) -> list[str]:
         ids: list[str] = []
         for i in range(0, len(items), CHUNK):
             ids += self.run.client.enqueue_many(self.topic, items[i : i + CHUNK])
+        self.since = self._usage()
         return ids
+
+    def _usage(self) -> tuple[ServerLoad, float, float]:
+        worker = self.pool.procs[0].pid
+        return ServerLoad.read(self.run.r), cpu_seconds(self.node.pid), cpu_seconds(worker)
 
     def drain(self, n: int, timeout_s: float) -> list[Record]:
         """Wait until `n` entries were delivered and acked (at most `timeout_s`), stop the
-        worker; every handler start it recorded."""
+        worker; every handler start it recorded. `cost`: from the last `enqueue` until then,
+        per 1,000 jobs, the CPU ms of the node, Redis and the worker, and Redis's commands
+        per job."""
         shards = all_shards(self.topic, self.run.args.shards)
         if not wait_until(lambda: delivered(self.run.r, shards) >= n, timeout_s, poll_s=0.05):
             self.run.bench.log(f"{self.topic}: {delivered(self.run.r, shards)} of {n} in time")
+        if self.since is not None:
+            (load0, node0, worker0), (load1, node1, worker1) = self.since, self._usage()
+            load = load1.since(load0)
+            self.cost = {
+                "node_cpu_ms_per_1000": round((node1 - node0) * 1e6 / n, 1),
+                "redis_cpu_ms_per_1000": round(load["redis_cpu_s"] * 1e6 / n, 1),
+                "worker_cpu_ms_per_1000": round((worker1 - worker0) * 1e6 / n, 1),
+                "redis_commands_per_job": round(load["commands"] / n, 2),
+            }
         self.pool.stop()
         return self.pool.records()
 
@@ -304,6 +331,7 @@ def priority_cell(run: Run, ordered: bool) -> dict[str, Any]:
         "p9_start_lateness_ms": lateness(late(records, ids9)),
         "drain_jobs_per_s": throughput(records, due),
         "jobs": len(records),
+        "cost": c.cost,
     }
     if credit is not None:
         out["credit_ms"] = credit
@@ -352,6 +380,7 @@ def starvation_cell(run: Run, ordered: bool) -> dict[str, Any]:
         "p9_due_per_s": round(rate, 1),
         "throughput_jobs_per_s": throughput(records, start),
         "jobs": len(records),
+        "cost": c.cost,
     }
     if ordered:
         out["credit_ms"] = credit
@@ -408,6 +437,7 @@ def flood_cell(run: Run, fair: bool) -> dict[str, Any]:
         "twenty_start_lateness_ms": lateness(late(records, ids)),
         "throughput_jobs_per_s": throughput(records, due),
         "jobs": len(records),
+        "cost": c.cost,
     }
 
 
