@@ -459,16 +459,24 @@ def shares_cell(run: Run) -> dict[str, Any]:
         ids = c.enqueue(items)
         key_of = dict(zip(ids, (item.key for item in items), strict=True))
         records = c.drain(n, 120 + run.args.saturate_s * 3)
-    # The window: from the time every key has started a job (the node holds a burst in a few
-    # calls, and the keys held first take the first turns alone) until the first key has
-    # started its last job: meanwhile every key had jobs waiting and took its turns.
-    starts = sorted((begun, key_of[job_id]) for job_id, _, begun in records)
+    return shares([(begun, key_of[job_id]) for job_id, _, begun in records], weight)
+
+
+def shares(starts: list[tuple[float, str]], weight: dict[str, int]) -> dict[str, Any]:
+    """Each key's share of `starts` ((start ms, key) pairs) over its `weight`'s share, less 1,
+    over the window from the time every key has started a job (the node holds a burst in a
+    few calls, and the keys held first take the first turns alone) until the first key has
+    started its last job: meanwhile every key had jobs waiting and took its turns."""
+    starts = sorted(starts)
     last_start = {key: begun for begun, key in starts}
     first_start = {key: begun for begun, key in reversed(starts)}
     first, end = max(first_start.values()), min(last_start.values())
     counted = Counter(key for begun, key in starts if first <= begun < end)
-    total = sum(counted.values())
-    deviation = {k: round((counted[k] / total) / (weight[k] / total_weight) - 1, 4) for k in keys}
+    total, total_weight = sum(counted.values()), sum(weight.values())
+    deviation = {
+        k: round((counted[k] / total) / (w / total_weight) - 1, 4) if total else math.nan
+        for k, w in weight.items()
+    }
     return {
         "window_s": round((end - first) / 1000, 3),
         "window_from_first_start_s": round((first - starts[0][0]) / 1000, 3),
