@@ -370,7 +370,7 @@ def starvation_cell(run: Run, ordered: bool) -> dict[str, Any]:
             for i in range(n0)
         ]
         ids9, ids0 = c.enqueue(items9), c.enqueue(items0)
-        records = c.drain(n9 + n0, 120 + window_ms / 1000 * 3)
+        records = c.drain(n9 + n0, 120 + window_ms / 1000 * 5)
     by_id = {job_id: (due, begun) for job_id, due, begun in records}
     p0 = [by_id[i] for i in ids0 if i in by_id]
     p9 = sorted((by_id[i] for i in ids9 if i in by_id), key=lambda dr: dr[0])
@@ -458,7 +458,7 @@ def shares_cell(run: Run) -> dict[str, Any]:
         ]
         ids = c.enqueue(items)
         key_of = dict(zip(ids, (item.key for item in items), strict=True))
-        records = c.drain(n, 120 + run.args.saturate_s * 3)
+        records = c.drain(n, 120 + run.args.saturate_s * 5)
     return shares([(begun, key_of[job_id]) for job_id, _, begun in records], weight)
 
 
