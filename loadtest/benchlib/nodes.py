@@ -3,9 +3,10 @@ that record when each handler started.
 
 A worker process (this file run as a script) runs `wheelq.Worker` with a handler that
 appends (job id, due ms, start ms) to memory, the start read on a clock corrected to the
-Redis server's (`RedisClock`, min-RTT offset): a no-op ``async def``, or (``sync``) a plain
-``def`` that also appends a line to a file, one ``os.write`` on an ``O_APPEND`` descriptor,
-as the peers' handlers do (`benchlib.peer_tasks`). On SIGTERM it stops the worker and
+Redis server's (`RedisClock`, min-RTT offset): a no-op ``async def`` (with `handler_ms`, one
+that then sleeps that long), or (``sync``) a plain ``def`` that also appends a line to a
+file, one ``os.write`` on an ``O_APPEND`` descriptor, as the peers' handlers do
+(`benchlib.peer_tasks`). On SIGTERM it stops the worker and
 writes the records to a JSON file.
 """
 
@@ -59,6 +60,8 @@ class Workers:
     concurrency: int = 200
     sync: bool = False
     """A sync handler (threads) instead of an async one."""
+    handler_ms: float = 0.0
+    """What an async handler takes after it records its start (an ``asyncio.sleep``)."""
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     tmp: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="bench-workers-"))
 
@@ -67,9 +70,8 @@ class Workers:
             out = os.path.join(self.tmp, f"worker-{i}.json")
             cmd = [sys.executable, os.path.abspath(__file__), self.bench.url, self.topic, out]
             kind = "sync" if self.sync else "async"
-            self.procs.append(
-                self.bench.spawn([*cmd, str(self.concurrency), kind], stdout=subprocess.PIPE)
-            )
+            cmd += [str(self.concurrency), kind, str(self.handler_ms)]
+            self.procs.append(self.bench.spawn(cmd, stdout=subprocess.PIPE))
         for proc in self.procs:
             assert proc.stdout is not None
             proc.stdout.readline()  # "ready": clock synced, group joined
@@ -88,7 +90,9 @@ class Workers:
         return out
 
 
-async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: bool) -> None:
+async def _worker_main(
+    url: str, topic: str, out: str, concurrency: int, sync: bool, handler_ms: float
+) -> None:
     import redis.asyncio
 
     from wheelq import Job, Worker
@@ -105,6 +109,8 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: b
 
     async def handler(job: Job) -> None:
         records.append((job.id, job.due_ms, clock.now_ms_float()))
+        if handler_ms:
+            await asyncio.sleep(handler_ms / 1000)
 
     lines = os.open(out + ".lines", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -136,4 +142,5 @@ async def _worker_main(url: str, topic: str, out: str, concurrency: int, sync: b
 
 if __name__ == "__main__":
     a = sys.argv
-    asyncio.run(_worker_main(a[1], a[2], a[3], int(a[4]), a[5] == "sync"))
+    handler_ms = float(a[6]) if len(a) > 6 else 0.0
+    asyncio.run(_worker_main(a[1], a[2], a[3], int(a[4]), a[5] == "sync", handler_ms))
