@@ -74,6 +74,7 @@ class Lead:
     emitted: int = 0
     throttled: bool = False  # Held back by max_ready: sweep often.
     waiting: int = 0  # Jobs on the shard's due line: sweep at the line's pace.
+    line_pace_ms: int = 2  # That pace, kept to about half a lead a sweep (preloader).
     shards: int = 1  # The topic's shard count.
     planned_ms: int = 0  # Next read planned (Redis ms; 0: now).
     last_round_ms: int = 0  # Redis ms of the last round.

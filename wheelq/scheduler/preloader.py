@@ -162,7 +162,20 @@ class WakeListener(Service):
 
 INBOX_BATCH = 1000
 THROTTLED_INTERVAL_MS = 20  # Sweep pace of a shard held back by max_ready.
-LINE_INTERVAL_MS = 2  # Sweep pace of a shard whose due line holds jobs: its lead's refill.
+LINE_PACE_MS = (2, 20)  # Sweep pace of a shard whose due line holds jobs: fastest, slowest.
+LINE_HALF_LEAD = 32  # A sweep that fires this many or more goes twice as often next time;
+LINE_SLACK = 8  # one that fires fewer than this, half as often (the lead is 64 entries).
+
+
+def line_pace(pace_ms: int, emitted: int) -> int:
+    """The next sweep pace of a shard with jobs on its due line, from the last: about half a
+    lead a sweep, so the stream never runs dry and an idle lead costs few round trips."""
+    fastest, slowest = LINE_PACE_MS
+    if emitted >= LINE_HALF_LEAD:
+        return max(fastest, pace_ms // 2)
+    if emitted < LINE_SLACK:
+        return min(slowest, pace_ms * 2)
+    return pace_ms
 
 
 class Preloader(NodePart):
@@ -191,7 +204,7 @@ class Preloader(NodePart):
     def _round_at(self, lead: Lead) -> int:
         """When `lead`'s next round is due: its plan, or sooner when not followed."""
         if lead.waiting:
-            return lead.last_round_ms + LINE_INTERVAL_MS
+            return lead.last_round_ms + lead.line_pace_ms
         if lead.throttled:
             return lead.last_round_ms + THROTTLED_INTERVAL_MS
         if lead.followed and not lead.noted:
@@ -270,6 +283,7 @@ class Preloader(NodePart):
         if isinstance(sweep, fire.EmitResult):
             lead.throttled = sweep.throttled
             lead.waiting = sweep.waiting
+            lead.line_pace_ms = line_pace(lead.line_pace_ms, sweep.emitted)
             lead.overdue = sweep.more
             record_emit(self._ctx, lead, sweep, sent_ms)
             self._ctx.metrics.fired_by_sweep(lead.keys.topic, sent_ms, bound_ms, sweep.emitted)

@@ -92,11 +92,7 @@ local function wq_take(line, n)
     end
     local got = redis.call('ZPOPMIN', lane_key, count)
     for i = 1, #got, 2 do
-      local member = got[i]
-      local at = redis.call('HGET', line.held, member)
-      redis.call('HDEL', line.held, member)
-      local due = at and tonumber(string.match(at, '^(%-?%d+)')) or tonumber(got[i + 1])
-      out[#out + 1] = {member, due, lane, got[i + 1]}
+      out[#out + 1] = {got[i], nil, lane, got[i + 1]}
     end
     line.vtime, took = turn, true
     if redis.call('EXISTS', lane_key) == 1 then
@@ -107,6 +103,17 @@ local function wq_take(line, n)
   end
   if took then
     redis.call('HSET', line.limits, 'vtime', string.format('%.17g', line.vtime))
+  end
+  if #out > 0 then -- their due times, and out of the held hash: one HMGET, one HDEL
+    local members = {}
+    for i, t in ipairs(out) do
+      members[i] = t[1]
+    end
+    local at = wq_multi('HMGET', line.held, members)
+    wq_multi('HDEL', line.held, members)
+    for i, t in ipairs(out) do
+      t[2] = at[i] and tonumber(string.match(at[i], '^(%-?%d+)')) or tonumber(t[4])
+    end
   end
   return out
 end
