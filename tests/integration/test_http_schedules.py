@@ -206,7 +206,7 @@ async def test_a_schedule_put_over_http_stores_every_option_its_runs_carry(
 ) -> None:
     """Each option of the runs the table gives a JSON field (and max_attempts, callback) is
     stored as `Admin.schedule` stores it, shown in the answer and on the console's page."""
-    given = {"text": "tenant-1", "flag": True, "int": 3}
+    given = {"text": "tenant-1", "flag": True, "int": 3, "priority": 0}
     fields = {o.name: given[o.kind or ""] for o in RUN if o.http is not None}
     hook = "https://hooks.example/run"
     body = NIGHTLY | fields | {"max_attempts": 7, "callback": {"url": hook}}

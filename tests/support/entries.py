@@ -30,7 +30,7 @@ def _spelled(f: EntryField, value: Any) -> bytes:
         return b"1"
     if isinstance(value, bytes):
         return value
-    if f.kind in ("int", "time"):
+    if f.kind in ("int", "time", "priority"):
         return str(int(value)).encode()
     return str(value).encode()
 

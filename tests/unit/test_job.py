@@ -438,6 +438,7 @@ option_values = st.tuples(
                     "flag": [True],
                     "int": [3],
                     "time": [1_700_000_000_000],
+                    "priority": [0, 9],
                 }[o.kind],
             ]
         )
@@ -584,6 +585,7 @@ def read_by_rows(fields: dict[bytes, bytes]) -> Job:
     read = {
         "int": int,
         "time": int,
+        "priority": int,
         "text": bytes.decode,
         "trace": lambda raw: raw.decode("ascii", "replace"),
         "payload": decode_payload,

@@ -47,6 +47,7 @@ GIVEN: dict[str, Any] = {
     "flag": True,
     "int": 3,
     "time": datetime(2030, 1, 1, tzinfo=UTC),
+    "priority": 9,
 }
 AS_JOB: dict[str, Any] = {  # what a `Job` (and `get()`) holds of a kind's GIVEN value, when not it
     "callback": Callback(GIVEN["callback"]),
@@ -238,6 +239,7 @@ def test_the_outbox_relay_takes_each_stored_options_slot_and_refuses_a_misspelt_
         "flag": "2",
         "int": "05",
         "time": "05",
+        "priority": "5",  # the default is written as no byte
     }
     fields[7 + STORED.index(option)] = misspelt[option.kind or ""]  # its slot: 8 on
     packed = msgpack.packb(fields, unicode_errors="surrogateescape")

@@ -15,7 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wheelq.core.callback import Callback
-from wheelq.core.options import RUN, STORED, Option, named_slots, run_values, stored_unset
+from wheelq.core.options import (
+    RUN,
+    STORED,
+    Option,
+    named_slots,
+    run_values,
+    stored_unset,
+    view,
+)
 from wheelq.core.recurring import (
     MAX_CATCH_UP,
     RECORD_VERSION,
@@ -226,14 +234,17 @@ def test_record_round_trips(rule: Recurrence) -> None:
     assert msgpack.unpackb(s.pack(), raw=False)["v"] == RECORD_VERSION
     assert s.data == {"report": "daily", "n": [1, 2]}
     assert s.callback == HOOK.pack()
-    given = {n: v for n, v in s.run_options.items() if v}  # (any other option: unset)
+    unset = view(UNSET, RUN)  # (any other option: unset, as shown)
+    given = {n: v for n, v in s.run_options.items() if v != unset[n]}
     assert given == {"callback": HOOK.url, "key": "tenant-7", "ordered": True}
 
 
 @pytest.mark.parametrize("option", RUN, ids=lambda o: o.name)
 def test_the_record_keeps_each_option_the_runs_carry_by_name(option: Option) -> None:
     """Every option of `RUN` (a new one too) is stored, by name, and read back."""
-    given = {"callback": HOOK, "text": "k-1", "flag": True, "int": 3}[option.kind or ""]
+    given = {"callback": HOOK, "text": "k-1", "flag": True, "int": 3, "priority": 9}[
+        option.kind or ""
+    ]
     values = {option.name: given}
     if option.requires:
         values[option.requires] = "k-1"

@@ -80,7 +80,8 @@ def test_every_row_names_a_source_a_kind_and_a_job_attribute_that_exist() -> Non
     attributes = {f.name for f in dataclasses.fields(Job)}
     for f in READY_ENTRY:
         assert f.source in sources, f
-        assert f.kind in {"int", "text", "trace", "payload", "callback", "flag", "time"}, f
+        kinds = {"int", "text", "trace", "payload", "callback", "flag", "time", "priority"}
+        assert f.kind in kinds, f
         assert f.job is None or f.job in attributes, f
         assert f.requires is None or f.requires in sources, f
     written_first = [f.optional for f in READY_ENTRY]

@@ -236,6 +236,7 @@ class Admin(Connected):
         due_before: At | None = None,
         group: str | None = None,
         reason: str | None = None,
+        priority: int | None = None,
     ) -> JobPage:
         """A page of the topic's jobs in one state (`ListState`): ``pending`` and
         ``retrying`` (by due time), ``ready``, ``running``, ``succeeded``, ``failed`` (newest
@@ -249,13 +250,16 @@ class Admin(Connected):
             due_before: Pending and retrying: only jobs due before this.
             group: Every state but pending: only rows of this consumer group.
             reason: Dead: only dead letters of this reason.
+            priority: Every state: only jobs of this priority (0-9; 5: those given none);
+                a row whose priority is not known (a pending job too large to read in a
+                list) is left out. `bulk` takes no priority.
 
         Raises:
             UnknownTopicError: No such topic.
             InvalidArgumentError: An unknown state, a cursor of another topic or state, or
                 a filter the state does not take (each names its parameter).
         """
-        match = JobFilter.of(due_after, due_before, group, reason)
+        match = JobFilter.of(due_after, due_before, group, reason, priority)
         op = job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         return self._run(op)
 

@@ -176,8 +176,9 @@ class AsyncAdmin(AsyncConnected):
         due_before: At | None = None,
         group: str | None = None,
         reason: str | None = None,
+        priority: int | None = None,
     ) -> JobPage:
-        match = JobFilter.of(due_after, due_before, group, reason)
+        match = JobFilter.of(due_after, due_before, group, reason, priority)
         return await self._run(
             job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         )

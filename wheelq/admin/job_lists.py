@@ -33,6 +33,7 @@ from wheelq.core.job_list import (
     decode_cursor,
     encode_cursor,
     list_state,
+    stored_priority,
 )
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.payload import payload_text, read_payload
@@ -118,6 +119,8 @@ def _page(
     else:
         sources = yield from _group_sources(topic, shards, state, match.group)
         read = _fired_reader(topic, state, sources, producer.clock.now_ms())
+    if match.priority is not None:
+        read = _of_priority(read, match)
     descending = state in (ListState.SUCCEEDED, ListState.FAILED)
     return (yield from _merged(topic, state, read, after, limit, descending))
 
@@ -157,6 +160,19 @@ def _merged(
             return page
 
 
+def _of_priority(read: Reader, match: JobFilter) -> Reader:
+    """`read` keeping the rows of `match`'s priority: the others are read past, as rows of
+    another state are (a source's `last` and `more` stay what it read)."""
+
+    def kept(after: SortKey | None, count: int) -> Op[list[Read]]:
+        reads = yield from read(after, count)
+        for r in reads:
+            r.rows = [row for row in r.rows if match.keeps(row[1])]
+        return reads
+
+    return kept
+
+
 def _preview(payload: bytes | None) -> str | None:
     if payload is None:
         return None
@@ -189,6 +205,7 @@ def _stored_job(
         enqueued_ms=None if env is None else env.enqueued_ms,
         payload_bytes=row.size if env is None else len(env.payload),
         group=group,
+        priority=None if env is None else env.priority,
     ), env
 
 
@@ -378,6 +395,7 @@ def _entry_job(
         group=source.group or None,
         entry_id=entry_id,
         lane=source.keys.lane,
+        priority=stored_priority(fields.get(Field.PRIORITY)) if raw_id is not None else None,
     )
 
 
@@ -503,7 +521,8 @@ def dead_page(
 ) -> Op[JobPage]:
     """A page of the dead list after the ref `after` (`dead_letters`' own pages)."""
     letters = yield from dead_letters(producer, topic, limit, after, match.reason, match.group)
-    page = JobPage(_dead_job(d) for d in letters)
+    # a priority filter keeps a page's letters of it (a page may hold fewer than its limit)
+    page = JobPage(job for d in letters if match.keeps(job := _dead_job(d)))
     if letters.next is not None:
         page.next = encode_cursor(topic, ListState.DEAD, (letters.next,))
     return page
@@ -528,6 +547,7 @@ def _dead_job(d: DeadLetter) -> ListedJob:
         error=d.error or None,
         reason=d.reason,
         ref=d.ref,
+        priority=stored_priority(d.fields.get("priority")),
     )
 
 

@@ -55,7 +55,8 @@ def option_flags(p: argparse.ArgumentParser, options: Iterable[Option]) -> None:
 def given_flags(args: argparse.Namespace, options: Iterable[Option]) -> dict[str, Any]:
     """The flags of `option_flags` given (a switch: when set)."""
     flags = {o.name: getattr(args, o.name) for o in options if o.cli is not None}
-    return {n: v for n, v in flags.items() if v not in (None, False)}
+    # `is`: a flag's 0 (--priority 0, --expires 0) is given, though 0 == False
+    return {n: v for n, v in flags.items() if v is not None and v is not False}
 
 
 def _due_options(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -198,7 +199,7 @@ def render(info: JobInfo) -> str:
     rows += [
         (name, utc_text(value) if name == "expires" else str(value))
         for name, value in info.options.items()
-        if value
+        if value is not None and value is not False  # a priority of 0 is shown
     ]
     if info.last_error:
         rows.append(("last error", _first_line(info.last_error)))
@@ -251,6 +252,7 @@ def register_lists(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     q.add_argument("--due-before", type=when, help="pending, retrying: due before this")
     q.add_argument("--group", help="only rows of this consumer group (every state but pending)")
     q.add_argument("--reason", help="dead: only this reason (failed, deliveries, malformed)")
+    q.add_argument("--priority", type=int, help="only jobs of this priority (0-9; every state)")
     q.add_argument("--all", action="store_true", help="every page, not only the first")
     q.add_argument("--json", action="store_true", help="one JSON object a row")
     q.set_defaults(func=list_jobs)
@@ -340,7 +342,7 @@ def list_jobs(ctx: Context) -> int:
                 page = admin.jobs(
                     args.topic, args.state, args.limit, cursor=cursor,
                     due_after=args.due_after, due_before=args.due_before,
-                    group=args.group, reason=args.reason,
+                    group=args.group, reason=args.reason, priority=args.priority,
                 )  # fmt: skip
             except InvalidArgumentError as exc:
                 raise usage_error(f"--{exc.parameter.replace('_', '-')}: {exc}") from exc
@@ -367,6 +369,8 @@ def _row(row: Any) -> str:
         parts.append(f"attempt={row.attempt}/{row.max_attempts}")
     if row.group:
         parts.append(f"group={row.group}")
+    if row.priority is not None:
+        parts.append(f"priority={row.priority}")
     if row.consumer:
         parts.append(f"consumer={row.consumer} deliveries={row.deliveries}")
         if row.started_ms is not None:

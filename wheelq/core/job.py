@@ -41,6 +41,7 @@ class Field:
     KEY = b"key"
     ORDERED = b"ordered"
     EXPIRES = b"expires"
+    PRIORITY = b"priority"
     REASON = b"reason"
     ERROR = b"error"
     ENTRY = b"entry"
@@ -64,8 +65,8 @@ class EntryField:
     kind: str
     """How its value is spelled: ``"int"`` (decimal), ``"text"`` (UTF-8), ``"trace"`` (ASCII,
     read leniently: never a reason to dead-letter a job), ``"payload"`` (msgpack),
-    ``"callback"`` (a packed `Callback`), ``"flag"`` (``"1"`` when true) or ``"time"``
-    (decimal epoch ms)."""
+    ``"callback"`` (a packed `Callback`), ``"flag"`` (``"1"`` when true), ``"time"``
+    (decimal epoch ms) or ``"priority"`` (one decimal digit; absent: 5)."""
     job: str | None
     """The `Job` attribute `Job.from_entry` fills with it; None: not read into a `Job`."""
     optional: bool = False
@@ -167,9 +168,9 @@ _AT = {o.name: i for i, o in enumerate(STORED)}
 
 def envelope_fields_source() -> str:
     """The source of `envelope_fields`, written from `core.options.STORED` (as
-    `Job.from_entry`'s decoder is from `READY_ENTRY`): the set option furthest on decides how
-    many slots follow the head, each spelled by its `Kind.slot` (in line where that is the
-    value itself); with none set, group and job_id when either is."""
+    `Job.from_entry`'s decoder is from `READY_ENTRY`): the set option (not its `Kind.unset`)
+    furthest on decides how many slots follow the head, each spelled by its `Kind.slot` (in
+    line where that is the value itself); with none set, group and job_id when either is."""
     values = [f"v{i}" for i in range(len(STORED))]
     spelled = [
         v if slot is same else f"slot_{i}({v})"
@@ -184,7 +185,12 @@ def envelope_fields_source() -> str:
         f"        {', '.join(values)}, = options",
     ]
     for last in reversed(range(len(STORED))):
-        lines.append(f"        if {values[last]}:")
+        unset = _UNSET[last]  # a falsy one is tested by truth (a priority's 5 by value)
+        lines.append(
+            f"        if {values[last]}:"
+            if not unset
+            else f"        if {values[last]} != {unset!r}:"
+        )
         lines.append(f"            return {head}, group, job_id, {', '.join(spelled[: last + 1])}]")
     lines.append("    if group or job_id:")
     lines.append(f"        return {head}, group, job_id]")
@@ -251,6 +257,8 @@ class Envelope:
     ordered: bool = False
     expires: int = 0
     """Until when it may start: epoch ms (0: no expiry)."""
+    priority: int = 5
+    """0-9, higher first (5: none given; its slot is then ``""``)."""
 
     @property
     def options(self) -> tuple[Any, ...]:
@@ -343,6 +351,8 @@ class Job:
     expires: int | None = None
     """Until when it may start (``enqueue(..., expires=)``): epoch ms, Redis clock; None
     without one. A job read after it is dropped as expired, never run."""
+    priority: int = 5
+    """Its priority (``enqueue(..., priority=)``): 0-9, higher first; 5 without one."""
 
     @property
     def due(self) -> datetime:
@@ -394,6 +404,7 @@ def _built(*values: Any) -> Job:
 _READ = {
     "int": "int({})",
     "time": "int({})",
+    "priority": "int({})",
     "text": "{}.decode()",
     "trace": '{}.decode("ascii", "replace")',
     "payload": "decode_payload({})",

@@ -22,6 +22,7 @@ import msgpack
 from wheelq.core.due import At, at_ms
 from wheelq.core.history import JobState
 from wheelq.core.keys import validate_group
+from wheelq.core.options import KINDS, validate_priority
 from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError
 
@@ -117,6 +118,18 @@ class ListedJob:
     """DEAD: ``"shard/entry-id"`` of the dead letter (what replay and purge take)."""
     lane: str | None = None
     """Fired: the stream it is in: ``ready``, or ``callbacks`` for a job with a callback."""
+    priority: int | None = None
+    """Its priority (0-9, higher first; 5 when it was given none); None when not known (a
+    pending job whose envelope a list does not read, a field no writer spells)."""
+
+
+def stored_priority(raw: bytes | None) -> int | None:
+    """A priority as an entry field (or an envelope slot) spells it (absent or empty: 5);
+    None when it spells none."""
+    try:
+        return int(KINDS["priority"].read(raw or b""))
+    except ValueError:
+        return None
 
 
 class JobPage(list[ListedJob]):
@@ -131,12 +144,14 @@ class JobPage(list[ListedJob]):
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which rows a list keeps: a due range (``due_after <= due < due_before``, pending and
-    retrying), a consumer group, a dead letter's reason. None: any."""
+    retrying), a consumer group, a dead letter's reason, a priority (every state; a row
+    whose priority is not known is left out). None: any."""
 
     due_after_ms: int | None = None
     due_before_ms: int | None = None
     group: str | None = None
     reason: str | None = None
+    priority: int | None = None
 
     @classmethod
     def of(
@@ -145,6 +160,7 @@ class JobFilter:
         due_before: At | None = None,
         group: object = None,
         reason: object = None,
+        priority: object = None,
     ) -> JobFilter:
         """The filter `Admin.jobs` and `Admin.bulk` are given (due times in epoch seconds or
         aware datetimes), each part checked on its own; `check` checks it against a state.
@@ -163,6 +179,7 @@ class JobFilter:
             high,
             None if group is None else str(group),
             None if reason is None else str(reason),
+            None if priority is None else validate_priority(priority),
         )
 
     def check(self, state: ListState) -> None:
@@ -180,6 +197,11 @@ class JobFilter:
             raise InvalidArgumentError(
                 "reason", f"reason filters the state dead, not {state.value}"
             )
+
+    def keeps(self, job: ListedJob) -> bool:
+        """Whether a row read from its state's list is of the filter's priority (any: yes);
+        the other parts are read where the rows are."""
+        return self.priority is None or job.priority == self.priority
 
     def due_in(self, due_ms: int | None) -> bool:
         """Whether a row due at `due_ms` is in the due range."""

@@ -23,6 +23,9 @@ from wheelq.errors import InvalidArgumentError, int_in
 
 MAX_ATTEMPTS_LIMIT = 1000
 MAX_KEY_BYTES = 256
+DEFAULT_PRIORITY = 5
+"""A job's priority when none is given (stored as no byte: its slot is ``""``)."""
+MAX_PRIORITY = 9
 F = TypeVar("F", bound=Callable[..., Any])
 Expires = float | int | timedelta | datetime
 """What ``expires=`` takes: seconds from now, a timedelta, or an aware datetime."""
@@ -45,6 +48,11 @@ def validate_key(key: object) -> str:
             "key", f"key must be a printable str of 1-{MAX_KEY_BYTES} UTF-8 bytes, got {key!r}"
         )
     return key
+
+
+def validate_priority(priority: object) -> int:
+    """`priority` if it is an int (not a bool) in [0, 9], else InvalidArgumentError."""
+    return int_in("priority", priority, 0, MAX_PRIORITY)
 
 
 def _flag(value: object) -> bool:
@@ -92,6 +100,18 @@ def _int_or_none(value: int) -> int | None:
     return value or None
 
 
+def _priority_slot(value: int) -> str:
+    return "" if value == DEFAULT_PRIORITY else str(value)
+
+
+def _priority_read(raw: bytes) -> int:
+    return int(raw) if raw else DEFAULT_PRIORITY
+
+
+def _priority_of_job(value: int | None) -> int:
+    return DEFAULT_PRIORITY if value is None else value
+
+
 def _callback_url(packed: bytes) -> str | None:
     """A packed callback shown by its URL alone (its headers may hold credentials)."""
     try:
@@ -128,6 +148,10 @@ KINDS = {
         _int_or_none,
         shown="int | None",
         to_job=expires_datetime,
+    ),
+    # 0-9, 5 unset (no byte): a `Job` and `get()` hold the int, 5 when absent
+    "priority": Kind(
+        DEFAULT_PRIORITY, _priority_slot, _priority_read, _priority_of_job, shown="int"
     ),
 }
 """Each `Option.kind` of a stored option."""
@@ -234,6 +258,17 @@ OPTIONS: tuple[Option, ...] = (
         runs=False,  # a schedule's runs are each due at their own time: no one expiry
         cli=float,
     ),
+    Option(
+        "priority",
+        "0-9, higher first, default 5: among due jobs, a job of priority p goes as if due "
+        "p x the topic's priority_credit_ms earlier (docs/guides/priority.md).",
+        check=validate_priority,
+        kind="priority",
+        entry=b"priority",
+        shared=True,
+        http=int,
+        cli=int,
+    ),
 )
 """Every option of a job, in `EnqueueItem`'s order; the stored ones (`STORED`) in the order
 of the envelope's option slots. A new option is a row here, its line in the typed keywords
@@ -279,6 +314,7 @@ class SharedOptions(TypedDict, total=False):
 
     max_attempts: int | None
     expires: Expires | None
+    priority: int | None
 
 
 class RunOptions(TypedDict, total=False):
@@ -289,6 +325,7 @@ class RunOptions(TypedDict, total=False):
     callback: CallbackArg
     key: str | None
     ordered: bool
+    priority: int | None
 
 
 class JobOptions(RunOptions, total=False):
@@ -358,6 +395,7 @@ class _Fields(NamedTuple):
     key: str | None = None
     ordered: bool = False
     expires: Expires | None = None
+    priority: int | None = None
 
 
 def keyword_new_source() -> str:

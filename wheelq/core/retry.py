@@ -197,7 +197,7 @@ def retry_envelope(
 ) -> bytes:
     """The envelope of `job`'s next attempt in `group` (the same one for a deferral)."""
     options: tuple[Any, ...] | list[Any] = _options_of(job)
-    if any(options):  # else each is unset, as `of_job` spells it
+    if options != _PLAIN:  # else each is unset, as `of_job` spells it
         options = [of_job(v) for of_job, v in zip(_OF_JOB, options, strict=True)]
     fields = envelope_fields(
         payload, job.attempt + counts, job.max_attempts, enqueued_ms, group, job.id, options
@@ -208,3 +208,5 @@ def retry_envelope(
 
 _options_of = stored_attributes()
 _OF_JOB = tuple(KINDS[o.kind].of_job for o in STORED if o.kind is not None)
+_PLAIN = tuple(Job.__dataclass_fields__[o.name].default for o in STORED)
+"""A `Job`'s stored options when none is set (its attributes' defaults)."""

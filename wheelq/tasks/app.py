@@ -56,6 +56,7 @@ class TaskOptions(TypedDict, total=False):
     retry: RetryPolicy | None
     result: bool
     result_ttl: float | timedelta | None
+    priority: int | None
 
 
 class App:
@@ -148,6 +149,7 @@ class App:
         retry: RetryPolicy | None = None,
         result: bool = True,
         result_ttl: float | timedelta | None = None,
+        priority: int | None = None,
     ) -> Any:
         """Make a ``def`` or ``async def`` a task: ``@app.task`` or ``@app.task(...)``.
 
@@ -167,6 +169,8 @@ class App:
                 timedelta (1 ms to ten years; Celery's ``result_expires``); default: as long
                 as the job's history record, the scheduler's ``retention_ms`` (3 days) at
                 most. Past it, `TaskHandle.result` raises `UnknownJobError`.
+            priority: Its jobs' priority (0-9, higher first; docs/guides/priority.md) when
+                a call gives none (`Task.options`' ``priority=``); default 5.
 
         Raises:
             InvalidArgumentError: A bad option, a name or topic another task has, or a
@@ -179,6 +183,7 @@ class App:
             retry=retry,
             keep_result=result,
             result_ttl_ms=_result_ttl_ms(result_ttl, result),
+            priority=priority,
         )
 
         def make(function: Callable[..., Any]) -> Task[Any, Any]:

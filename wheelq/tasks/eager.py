@@ -156,6 +156,7 @@ class _Job:
             ordered=envelope.ordered,
             enqueued_ms=envelope.enqueued_ms,
             expires=envelope.expires or None,
+            priority=envelope.priority,
         )
         self.state = JobState.PENDING
         self.attempt = 0

@@ -126,6 +126,8 @@ def declare(
             f"to every job of its topic; got max_attempts={given}",
         )
     run_options: RunOptions = {**options, "max_attempts": own if given is None else given}
+    if options.get("priority") is None and task.config.priority is not None:
+        run_options["priority"] = task.config.priority  # the task's, unless its own
     payload = task.codec.encode(tuple(args), dict(kwargs or {}))
     declared = Periodic(
         task, name, cron, interval_ms(every, None), tz, payload, misfire,  # type: ignore[arg-type]

@@ -17,7 +17,12 @@ from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.job import Job
-from wheelq.core.options import TaskCallOptions, takes, validate_max_attempts
+from wheelq.core.options import (
+    TaskCallOptions,
+    takes,
+    validate_max_attempts,
+    validate_priority,
+)
 from wheelq.core.retry import Fail, RetryPolicy
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, MalformedJobError, UnknownGroupError
@@ -85,10 +90,14 @@ class TaskConfig:
     result_ttl_ms: int | None = None
     """How long a result stays fetchable after its run (None: as long as the job's history
     record, the scheduler's ``retention_ms`` at most)."""
+    priority: int | None = None
+    """Its jobs' priority when a call gives none (None: the job's default, 5)."""
 
     def __post_init__(self) -> None:
         if self.max_attempts is not None:
             validate_max_attempts(self.max_attempts)
+        if self.priority is not None:
+            validate_priority(self.priority)
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
             raise InvalidArgumentError(
                 "retry", f"retry must be a wheelq.RetryPolicy or None, got {self.retry!r:.60}"
@@ -124,6 +133,8 @@ class TaskCall(Generic[P, R]):
                     "ack", "ack is the relay's with outbox= (its [relay] ack setting)"
                 )
             fields["settings"] = task.app.client_settings
+        if fields.get("priority") is None and task.config.priority is not None:
+            fields["priority"] = task.config.priority  # the task's, unless the call's
         self._enqueue_options = fields | {
             "max_attempts": own if max_attempts is None else max_attempts
         }

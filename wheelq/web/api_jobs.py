@@ -113,6 +113,9 @@ async def list_jobs(
         str | None, Query(**GROUP_NAME, description="only rows of this consumer group")
     ] = None,
     reason: Annotated[Reason | None, Query(description="dead: only this reason")] = None,
+    priority: Annotated[
+        int | None, Query(ge=0, le=9, description="only jobs of this priority (0-9)")
+    ] = None,
 ) -> Response:
     """The topic's jobs in one `state`, a page at a time (`next` is the following page's
     `cursor`): pending and retrying (by due time; `due_after` <= due < `due_before`), ready,
@@ -130,6 +133,7 @@ async def list_jobs(
         due_before=as_time("due_before", _time(due_before)),
         group=group,
         reason=None if reason is None else str(reason),
+        priority=priority,
     )
     return json_response({"jobs": [as_json(r) for r in page], "next": page.next})
 

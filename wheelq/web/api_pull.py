@@ -104,6 +104,7 @@ def _jobs(got: list[Pulled]) -> list[dict[str, Any]]:
             "attempt": p.job.attempt,
             "max_attempts": p.job.max_attempts,
             "deliveries": p.job.deliveries,
+            "priority": p.job.priority,
             "receipt": p.receipt,
         }
         for p in got

@@ -16,6 +16,7 @@ from fastapi.responses import Response
 
 from wheelq.core.bulk_actions import actions_of
 from wheelq.core.job_list import DUE_STATES, GROUP_STATES, ListState, list_state
+from wheelq.errors import InvalidArgumentError
 from wheelq.producer.operations import TopicStats
 from wheelq.web.models import as_time
 from wheelq.web.service import service
@@ -60,6 +61,9 @@ class JobsFilter:
     due_before: str = ""
     group: str = ""
     reason: str = ""
+    priority: str = ""
+    """Every state takes it; a bulk action's "all matching" does not (the page offers none
+    while it is set)."""
 
     def for_state(self, state: ListState) -> JobsFilter:
         """The parts `state` takes (a tab link keeps only those)."""
@@ -68,7 +72,12 @@ class JobsFilter:
             self.due_before if state in DUE_STATES else "",
             self.group if state in GROUP_STATES else "",
             self.reason if state is ListState.DEAD else "",
+            self.priority,
         )
+
+    def bulk_items(self) -> list[tuple[str, str]]:
+        """The parts a bulk action's form carries (`items` but the priority)."""
+        return [(k, v) for k, v in self.items() if k != "priority"]
 
     def items(self) -> list[tuple[str, str]]:
         """The parts given, as (name, value)."""
@@ -79,6 +88,16 @@ class JobsFilter:
 
     def __bool__(self) -> bool:
         return any(dataclasses.astuple(self))
+
+
+def form_priority(text: str | None) -> int | None:
+    """A priority from the filter form or an address: a digit string (empty: any); else
+    InvalidArgumentError naming ``priority`` (a range check is `Admin.jobs`')."""
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise InvalidArgumentError("priority", f"priority must be an int in [0, 9], got {text!r}")
+    return int(text)
 
 
 def tab_counts(stats: TopicStats | None) -> dict[ListState, tuple[int, str]]:
@@ -105,16 +124,21 @@ async def jobs_page(
     due_before: TimeText = None,
     group: Annotated[str | None, Query(max_length=200)] = None,
     reason: Annotated[str | None, Query(max_length=20)] = None,
+    priority: Annotated[str | None, Query(max_length=4)] = None,
     done: Done = None,
 ) -> Response:
     """A page of the topic's jobs in one state (`wheelq.core.job_list`), a tab per state,
-    filtered by due range, group or reason as the state allows; pages go on by cursor."""
+    filtered by due range, group or reason as the state allows, and by priority; pages go
+    on by cursor."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
     listed = list_state(state)
     await shards_of(svc, topic)
     low, high = form_time("due_after", due_after), form_time("due_before", due_before)
-    shown = JobsFilter(local_value(low), local_value(high), group or "", reason or "")
+    level = form_priority(priority)
+    shown = JobsFilter(
+        local_value(low), local_value(high), group or "", reason or "", priority or ""
+    )
     jobs = await svc.admin.jobs(
         topic,
         listed.value,
@@ -124,6 +148,7 @@ async def jobs_page(
         due_before=high,
         group=group or None,  # the filter form sends "" for any
         reason=reason or None,
+        priority=level,
     )
     stats, groups = await asyncio.gather(svc.admin.stats(topic), svc.admin.groups(topic))
     names = sorted({g.name for g in groups or []} | ({group} if group else set()))

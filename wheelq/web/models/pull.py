@@ -32,6 +32,9 @@ class PulledJob(BaseModel):
     attempt: int
     max_attempts: int
     deliveries: int
+    priority: int = Field(
+        5, description="0-9, higher first: the job's priority (5 when it was given none)."
+    )
     receipt: str
 
 

@@ -32,7 +32,8 @@ local function wq_envelope(envelope)
       and (env[8] == nil or type(env[8]) == 'string') and (env[9] == nil or type(env[9]) == 'string')
       and (env[10] == nil or type(env[10]) == 'string')
       and (env[11] == nil or type(env[11]) == 'string')
-      and (env[12] == nil or type(env[12]) == 'string') and env[13] == nil then
+      and (env[12] == nil or type(env[12]) == 'string')
+      and (env[13] == nil or type(env[13]) == 'string') and env[14] == nil then
     return env
   end
   for i = 3, 5 do
@@ -41,7 +42,7 @@ local function wq_envelope(envelope)
       return nil, 'field ' .. i .. ' is ' .. tostring(n) .. ', not an integer in range'
     end
   end
-  for i = 6, math.max(12, table.maxn(env)) do
+  for i = 6, math.max(13, table.maxn(env)) do
     if env[i] ~= nil and type(env[i]) ~= 'string' then
       return nil, 'field ' .. i .. ' is a ' .. type(env[i]) .. ', not a string'
     end
@@ -75,6 +76,7 @@ local WQ_ENTRY_OPTIONAL = { -- field, the envelope slot it is fired from, a slot
   'key', 10, 0,
   'ordered', 11, 10,
   'expires', 12, 0,
+  'priority', 13, 0,
 }
 local WQ_ENTRY_MORE = {} -- the optional fields of the entry being written (reused: no table a job)
 
