@@ -59,5 +59,46 @@ async def test_a_key_due_during_another_keys_flood_waits_about_one_turn_not_the_
     assert redis_sync.hlen(keys.jobs) == 0 and redis_sync.zcard(keys.delayed) == 0
 
 
+@pytest.mark.cluster_too
+@pytest.mark.parametrize("backlog_delay", [0.0, 0.3], ids=["due-now", "delayed"])
+async def test_priority_9_due_during_a_priority_0_backlog_passes_it(
+    redis_url: str, redis_sync: redis.Redis, topic: str, scheduler: Scheduler, backlog_delay: float
+) -> None:
+    """300 jobs of priority 0 due at once (enqueued due now, or with a delay), then 10 of
+    priority 9 due 50 ms later: the enqueue marks the shard ordered, the due line puts each
+    priority-9 job ahead of the backlog, so all ten start while most of it still waits
+    (without priorities, after all 300). Nothing is lost or run twice on the way."""
+    started: list[int] = []
+    ran: list[str] = []
+
+    async def handler(job: Job) -> None:
+        started.append(job.priority)
+        ran.append(job.id)
+        await asyncio.sleep(0.002)
+
+    keys = ShardKeys(topic, 0)
+    async with AsyncClient.from_url(redis_url) as c:
+        await AsyncAdmin.of(c).create_topic(topic, 1)
+        worker = Worker.from_url(redis_url, topic, handler, concurrency=1)
+        await worker.start()
+        try:
+            backlog = [EnqueueItem(payload=i, delay=backlog_delay, priority=0) for i in range(300)]
+            ids = await c.enqueue_many(topic, backlog)
+            ids += await c.enqueue_many(
+                topic,
+                [EnqueueItem(payload=i, delay=backlog_delay + 0.05, priority=9) for i in range(10)],
+            )
+            await eventually(
+                lambda: _true(len(ran) >= len(ids)), timeout_s=60, what="every job to run"
+            )
+        finally:
+            await worker.stop()
+    assert sorted(ran) == sorted(ids), "a job was lost or ran twice"
+    last_9 = max(i for i, p in enumerate(started) if p == 9)
+    assert last_9 < 150, f"the tenth priority-9 job started {last_9}th: behind the backlog"
+    assert redis_sync.hget(keys.limits, "ordered") == b"1"
+    assert redis_sync.hlen(keys.held) == 0 and redis_sync.hlen(keys.jobs) == 0
+
+
 async def _true(value: bool) -> bool:
     return value

@@ -181,7 +181,6 @@ async def test_the_metrics_label_the_ten_busiest_keys_and_sum_the_rest(
     assert behind["a"] > behind["b"] > behind["c"] > 0
 
 
-@pytest.mark.skipif(not hasattr(Job, "priority"), reason="the priority option has not landed")
 async def test_the_backlog_by_priority_is_each_waiting_jobs_and_lateness_is_by_priority(
     redis_url: str, redis_sync: redis.Redis, topic: str
 ) -> None:

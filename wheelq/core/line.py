@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-DEFAULT_PRIORITY = 5
-"""A job's priority when it was enqueued without one."""
 PRIORITIES = tuple(range(9, -1, -1))
 """Every priority, highest (first on the line) first."""
 MAX_LANES = 1000

@@ -284,6 +284,13 @@ RUN = tuple(o for o in STORED if o.runs)
 """The stored options a schedule's runs carry (`RunOptions`, with `max_attempts`)."""
 
 
+def orders(stored: tuple[Any, ...]) -> bool:
+    """Whether a job of these stored options (`Envelope` values, `STORED` order) makes its
+    shard order its due jobs: a priority other than the default (docs/architecture.md, "The
+    due line")."""
+    return bool(stored[_PRIORITY_AT] != DEFAULT_PRIORITY)
+
+
 def stored_unset() -> tuple[Any, ...]:
     """Every stored option's `Envelope` value when none is given."""
     return tuple(KINDS[o.kind].unset for o in STORED if o.kind is not None)
@@ -461,6 +468,7 @@ class EnqueueOptions(NamedTuple):
 
 
 _STORED_INDEX = {o.name: i for i, o in enumerate(STORED)}
+_PRIORITY_AT = _STORED_INDEX["priority"]
 _ROWS = tuple(
     (
         ITEM_FIELDS.index(o.name),

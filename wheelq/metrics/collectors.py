@@ -22,8 +22,9 @@ from prometheus_client.registry import Collector
 
 from wheelq.core.forecast import WITHIN_S, Forecast, forecast_of
 from wheelq.core.histogram import Histogram, HistogramSnapshot
-from wheelq.core.line import DEFAULT_PRIORITY, ShardLine, busiest, merged_lanes
+from wheelq.core.line import ShardLine, busiest, merged_lanes
 from wheelq.core.observe import ShardObservation
+from wheelq.core.options import DEFAULT_PRIORITY
 from wheelq.errors import InvalidArgumentError
 from wheelq.outbox.relay import Relay
 from wheelq.producer.async_client import AsyncClient

@@ -15,6 +15,7 @@ from wheelq.core.due import DueSpec
 from wheelq.core.ids import RANDOM_CHARS, random_parts, time_part
 from wheelq.core.job import ENVELOPE_VERSION, envelope_fields
 from wheelq.core.keys import ShardKeys, shard_of
+from wheelq.core.options import orders
 from wheelq.core.payload import MAX_PAYLOAD_DEPTH, check_depth, encode_payload, payload_packer
 from wheelq.errors import InvalidArgumentError, PayloadTooLargeError, PayloadTypeError
 from wheelq.store import enqueue
@@ -28,6 +29,8 @@ class Columns(NamedTuple):
 
     ids: list[str]
     shards: dict[int, tuple[list[str], list[bytes]]]
+    orders: bool = False
+    """Their priority is not the default: their shards order their due jobs."""
 
 
 def payload_list(payloads: Iterable[Any]) -> list[Any]:
@@ -61,7 +64,7 @@ def encode(
         shard_ids, shard_envelopes = columns[shard_of(job_id, shards)]
         shard_ids.append(job_id)
         shard_envelopes.append(envelope)
-    return Columns(ids, {s: c for s, c in columns.items() if c[0]})
+    return Columns(ids, {s: c for s, c in columns.items() if c[0]}, orders(options))
 
 
 def _packed(payloads: list[Any], max_bytes: int) -> list[bytes]:
@@ -134,9 +137,9 @@ def enqueue_calls(
         keys = ShardKeys(topic, shard)
         for i in range(0, len(ids), size):
             chunk = ids[i : i + size]
-            calls.append(
-                (chunk, enqueue.enqueue_columns(keys, due, chunk, envelopes[i : i + size]))
-            )
+            envelope_chunk = envelopes[i : i + size]
+            call = enqueue.enqueue_columns(keys, due, chunk, envelope_chunk, orders=columns.orders)
+            calls.append((chunk, call))
     return calls
 
 
@@ -147,4 +150,7 @@ def as_writes(due: DueSpec, columns: Columns) -> list[enqueue.JobWrite]:
         for ids, envelopes in columns.shards.values()
         for job_id, envelope in zip(ids, envelopes, strict=True)
     }
-    return [enqueue.JobWrite(i, due, False, envelope_of[i], "", "", True) for i in columns.ids]
+    lined = columns.orders
+    return [
+        enqueue.JobWrite(i, due, False, envelope_of[i], "", "", True, lined) for i in columns.ids
+    ]

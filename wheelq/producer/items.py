@@ -20,6 +20,7 @@ from wheelq.core.options import (
     STORED,
     EnqueueItem,
     EnqueueOptions,
+    orders,
     stored_values,
     validate_max_attempts,
 )
@@ -129,7 +130,9 @@ def validate_item(
     fields = envelope_fields(payload, 1, attempts, batch.now_ms, "", "", stored)
     envelope: bytes = batch.envelopes.pack(fields)
     order_key: str = stored[_KEY] if job[_ORDERED] else ""
-    return enqueue.JobWrite(job_id, due, replace, envelope, "", order_key, given_id is None)
+    return enqueue.JobWrite(
+        job_id, due, replace, envelope, "", order_key, given_id is None, orders(stored)
+    )
 
 
 def _plain_write(

@@ -616,7 +616,9 @@ def enqueue_calls(
             for m, n in enumerate(indexes[i : i + size] if token else ()):
                 writes[n] = writes[n]._replace(token=f"{token}:{m}")
             chunk = [writes[n] for n in indexes[i : i + size]]
-            calls.append(([w.id for w in chunk], enqueue.enqueue(keys, chunk, record_ms, token)))
+            lined = any(w.orders for w in chunk)
+            call = enqueue.enqueue(keys, chunk, record_ms, token, orders=lined)
+            calls.append(([w.id for w in chunk], call))
     return calls
 
 

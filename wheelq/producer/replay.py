@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 from wheelq.core import keys as k
 from wheelq.core.due import DueSpec
+from wheelq.core.job import Envelope
+from wheelq.core.options import DEFAULT_PRIORITY
 from wheelq.errors import MalformedJobError, ScriptError, TopicConfigError
 from wheelq.producer.operations import Op, Producer, register_order
 from wheelq.runtime.clock import RedisClock, SyncedClock
@@ -107,9 +109,20 @@ class HeldJob:
             if self.mode == "d"
             else DueSpec("at", self.due_ms)
         )
+        token = self.token(source_id)
+        lined = _orders(self.envelope)
         return JobWrite(
-            self.job_id, due, self.replace, self.envelope, self.token(source_id), self.order_key
+            self.job_id, due, self.replace, self.envelope, token, self.order_key, False, lined
         )
+
+
+def _orders(envelope: bytes) -> bool:
+    """Whether a spooled job's priority makes its shard order its due jobs (one that does not
+    decode: no; the script refuses it when due now, as before)."""
+    try:
+        return Envelope.unpack(envelope).priority != DEFAULT_PRIORITY
+    except ValueError:
+        return False
 
 
 @dataclass(slots=True)
@@ -163,7 +176,8 @@ def replay(
     drop: list[Call[Any]] = [enqueue.settle_replayed(ks, t, until) for ks, t in forget.items()]
     deadline = fence.deadline_ms
     calls = [
-        enqueue.enqueue(keys, ws, record_ms, deadline_ms=deadline) for keys, ws in writes.items()
+        enqueue.enqueue(keys, ws, record_ms, deadline_ms=deadline, orders=any(w.orders for w in ws))
+        for keys, ws in writes.items()
     ]
     replies = (yield [*drop, *calls]) if drop or calls else []
     for (keys, group), reply in zip(groups.items(), replies[len(drop) :], strict=True):

@@ -26,6 +26,7 @@ class JobWrite(NamedTuple):
     token: str = ""  # a spool replay's token for this write
     order_key: str = ""  # the key whose order the job joins (its `due` is then absolute)
     new: bool = False  # the client made the id (80 random bits): none can be pending
+    orders: bool = False  # a priority other than the default: its shard orders its due jobs
 
 
 _PLACED = {int(p): p for p in Placed}  # a fifteenth of the cost of Placed(code)

@@ -12,7 +12,6 @@ from typing import Any
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys, lane_key
 from wheelq.core.line import (
-    DEFAULT_PRIORITY,
     LANE_SAMPLE,
     MAX_LANES,
     PRIORITIES,
@@ -20,6 +19,7 @@ from wheelq.core.line import (
     LaneLine,
     ShardLine,
 )
+from wheelq.core.options import DEFAULT_PRIORITY
 from wheelq.store.call import Call
 from wheelq.store.scripts import text
 
@@ -118,4 +118,4 @@ def _priority(envelope: bytes) -> int:
         found = Envelope.unpack(envelope)
     except ValueError:
         return DEFAULT_PRIORITY
-    return int(getattr(found, "priority", DEFAULT_PRIORITY))
+    return found.priority

@@ -19,7 +19,6 @@ from wheelq.core.clock import Clock
 from wheelq.core.expiry import expired
 from wheelq.core.histogram import RunTimings
 from wheelq.core.job import Field, Job
-from wheelq.core.line import DEFAULT_PRIORITY
 from wheelq.core.process import HeldEntry
 from wheelq.core.retry import Reason, RetryPolicy, after_failure
 from wheelq.runtime import crash
@@ -33,13 +32,8 @@ from wheelq.worker.slots import Slots
 log = logging.getLogger(__name__)
 
 
-_priority: Callable[[Job], int] = (
-    operator.attrgetter("priority")
-    if hasattr(Job, "priority")
-    else lambda job: DEFAULT_PRIORITY  # a `Job` without the option yet: every job is 5
-)
-"""A job's priority for its start lateness (docs/architecture.md, "Seeing the line"), read
-without a failed attribute lookup a run."""
+_priority: Callable[[Job], int] = operator.attrgetter("priority")
+"""A job's priority for its start lateness (docs/architecture.md, "Seeing the line")."""
 
 
 class Fate(enum.Enum):
