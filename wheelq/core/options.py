@@ -287,8 +287,8 @@ RUN = tuple(o for o in STORED if o.runs)
 def orders(stored: tuple[Any, ...]) -> bool:
     """Whether a job of these stored options (`Envelope` values, `STORED` order) makes its
     shard order its due jobs: a priority other than the default (docs/architecture.md, "The
-    due line")."""
-    return bool(stored[_PRIORITY_AT] != DEFAULT_PRIORITY)
+    due line"); ``()``, no options, does not."""
+    return len(stored) > _PRIORITY_AT and stored[_PRIORITY_AT] != DEFAULT_PRIORITY
 
 
 def stored_unset() -> tuple[Any, ...]:
