@@ -28,7 +28,7 @@ from wheelq.core.clock import ManualClock
 from wheelq.core.flow import order_keys
 from wheelq.core.job import pack_envelope
 from wheelq.core.keys import ShardKeys, all_shards, shard_of
-from wheelq.core.options import RUN, STORED
+from wheelq.core.options import RUN, STORED, stored_unset, view
 from wheelq.core.payload import encode_payload
 from wheelq.core.recurring import GRACE_MS, Plan, Schedule
 from wheelq.core.settings import SchedulerSettings
@@ -415,7 +415,7 @@ async def test_a_schedule_time_out_of_range_is_refused_by_both_clients_storing_n
 # --- what each run carries: the options of core.options.RUN, and max_attempts
 
 HOOK = "https://hooks.example/run"
-GIVEN = {"callback": HOOK, "text": "tenant-1", "flag": True, "int": 3}
+GIVEN = {"callback": HOOK, "text": "tenant-1", "flag": True, "int": 3, "priority": 0}
 """A value of each kind of stored option, as a caller gives it (and `get()` shows it)."""
 
 
@@ -479,7 +479,9 @@ async def test_a_schedule_stored_by_the_previous_version_still_runs_with_its_cal
     try:
         (listed,) = admin.schedules(topic)
         assert listed.error is None and listed.callback == Callback(HOOK).pack()
-        assert {n: v for n, v in listed.run_options.items() if v} == {"callback": HOOK}
+        unset = view(stored_unset(), RUN)  # (the others: as a run without them shows)
+        given = {n: v for n, v in listed.run_options.items() if v != unset[n]}
+        assert given == {"callback": HOOK}
         node.clock.set(t0 - 10 * 60_000)
         await node.materializer.plan_once()
         assert written(redis_sync, topic, "old")[0] == t0

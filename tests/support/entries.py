@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from wheelq.core.job import READY_ENTRY, EntryField, Envelope, Field
+from wheelq.core.options import KINDS
 
 ENQUEUED_MS = 1_700_000_000_000
 """The envelopes' `enqueued_ms` unless a test gives one (and the default due time)."""
@@ -51,6 +52,8 @@ def ready_fields(
     fields: dict[bytes, bytes] = {}
     for f in READY_ENTRY:
         value = own[f.source] if f.source in own else getattr(env, f.source)
+        if f.kind == "priority" and value == KINDS["priority"].unset:
+            continue  # written only when not the default (5), which is truthy
         if f.optional and not (value and (f.requires is None or getattr(env, f.requires))):
             continue
         fields[f.name] = _spelled(f, value)
