@@ -187,6 +187,8 @@ def render(info: JobInfo) -> str:
     rows: list[tuple[str, str]] = [("job", f"{info.id} on {info.topic}"), ("state", info.state)]
     if info.due_ms is not None:
         rows.append(("due", utc_text(info.due_ms)))
+    if info.waiting:
+        rows.append(("waiting", "on the due line: its turn to enter the stream"))
     if info.attempt is not None:
         rows.append(("attempt", f"{info.attempt} of {info.max_attempts}"))
     if info.fired_ms is not None:

@@ -118,6 +118,8 @@ class TopicView:
 
     expired: int = 0
     """Jobs dropped at their expiry (``expires=``), never run, since the topic was made."""
+    waiting: int = 0
+    """Of its ready jobs, those due and waiting their turn on the due line (not fired yet)."""
 
     def forecast_bars(self) -> Markup:
         """The forecast as bars, a window each."""
@@ -270,6 +272,7 @@ async def topic_view(
             k.shard for i, k in enumerate(keys) if unled.shard_unled(leadership[2 * i : 2 * i + 2])
         ),
         expired=sum(o.expired for o in found),
+        waiting=sum(o.waiting for o in found),
     )
 
 
