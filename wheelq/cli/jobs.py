@@ -369,6 +369,8 @@ def _row(row: Any) -> str:
         parts.append(f"attempt={row.attempt}/{row.max_attempts}")
     if row.group:
         parts.append(f"group={row.group}")
+    if row.waiting:
+        parts.append("waiting")  # on the due line: due, its turn to enter the stream next
     if row.consumer:
         parts.append(f"consumer={row.consumer} deliveries={row.deliveries}")
         if row.started_ms is not None:
