@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from tests.support.waiting import eventually
+from tests.support.web import serving
 from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, Job, Scheduler, Worker
 from wheelq.core.history import JobState
 from wheelq.core.job_list import ListedJob
@@ -23,6 +24,7 @@ GROUP = "slow"
 JOBS = 200
 LEAD = 64
 """The stream depth past which due jobs wait on the line (the default lead)."""
+_LINE_TITLE = "due, waiting their turn on the due line to enter the stream"
 
 
 @pytest.fixture
@@ -142,6 +144,16 @@ async def test_a_job_on_the_line_is_ready_cancellable_reschedulable_and_runs_onc
         assert stats.waiting == waiting == JOBS - LEAD - 2
         assert stats.ready == LEAD + waiting and stats.pending == 1
         assert (await admin.forecast(topic)).ready == stats.ready
+        async with serving(redis_url) as api:
+            status, body, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{looked}")
+            assert status == 200 and body["state"] == "ready" and body["waiting"] is True
+            status, body, _ = await api.call("GET", f"/v1/topics/{topic}")
+            assert status == 200 and body["waiting"] == waiting
+            assert body["ready"] == stats.ready
+            status, page, _ = await api.call("GET", f"/ui/topics/{topic}/jobs/{looked}")
+            assert status == 200 and 'id="job-waiting"' in page and "Cancel" in page
+            status, page, _ = await api.call("GET", f"/ui/topics/{topic}")
+            assert status == 200 and f'id="total-waiting" title="{_LINE_TITLE}">{waiting}<' in page
 
         # Bring the moved job back (due now: it goes on the line again), then drain.
         assert await c.reschedule(topic, moved, delay=0)
@@ -169,6 +181,10 @@ async def test_the_ready_list_shows_the_line_after_the_stream_in_the_order_jobs_
         assert all(r.entry_id is None and r.due_ms is not None for r in line)
         whole = await _ready_list(admin, topic, 1000)
         assert [r.id for r in whole] == [r.id for r in rows]  # pages add up to one page
+        async with serving(redis_url) as api:
+            path = f"/v1/topics/{topic}/jobs?state=ready&limit=40&group={GROUP}"
+            http = await api.job_rows(path)
+        assert [(r["id"], r["waiting"]) for r in http] == [(r.id, r.waiting) for r in rows]
         started = await _drain(redis_url, topic)
     assert started[LEAD:] == [r.id for r in line]
     by_id = dict(zip(ids, range(JOBS), strict=True))
