@@ -14,10 +14,12 @@ import redis
 
 from tests.support.waiting import eventually
 from tests.support.web import serving
-from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, Job, Scheduler, Worker
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
 from wheelq.core.history import JobState
+from wheelq.core.job import Envelope
 from wheelq.core.job_list import ListedJob
 from wheelq.core.keys import ShardKeys, lane_key
+from wheelq.core.payload import encode_payload
 from wheelq.errors import TopicNotEmptyError
 
 GROUP = "slow"
@@ -207,3 +209,42 @@ async def test_dropping_a_topic_counts_the_line_as_pending_and_force_deletes_its
         assert await admin.drop_topic(topic, force=True)
     lane = lane_key(keys, "")
     assert not redis_sync.exists(keys.held, keys.turns, lane, keys.jobs, keys.limits)
+
+
+def test_a_retry_waiting_on_the_line_under_its_alias_is_rescheduled_then_cancelled(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    """A group's retry of a job whose id was taken waits on the line under its alias member
+    (laid out here by hand, as emit_due's wq_hold does, with no leader to take it): reschedule
+    and cancel by the job's id find it there, and leave no trace of it on the line."""
+    keys = ShardKeys(topic, 0)
+    alias = "j\x1fg\x1f1-0"
+    lane = lane_key(keys, "")
+
+    def hold(due_ms: int) -> None:
+        redis_sync.zrem(keys.delayed, alias)
+        redis_sync.hset(keys.held, alias, f"{due_ms} ")
+        redis_sync.zadd(lane, {alias: due_ms})
+        redis_sync.zadd(keys.turns, {"": 1})
+
+    def off_the_line() -> bool:
+        return not redis_sync.exists(keys.held, lane, keys.turns)
+
+    with Client.from_url(redis_url) as c:
+        Admin.of(c).create_topic(topic, 1)
+        redis_sync.hset(keys.limits, "ordered", "1")
+        retry = Envelope(encode_payload("p", 64), 2, 3, 5, "g", "j").pack()
+        redis_sync.hset(keys.jobs, alias, retry)
+        redis_sync.zadd(keys.retries, {alias: 0})
+        now_ms = int(redis_sync.time()[0]) * 1000
+        hold(now_ms)
+
+        assert c.reschedule(topic, "j", delay=60)
+        due = redis_sync.zscore(keys.delayed, alias)
+        assert due is not None and due >= now_ms + 59_000 and off_the_line()
+
+        hold(int(due))
+        assert c.cancel(topic, "j")
+        assert off_the_line() and not redis_sync.exists(keys.jobs, keys.delayed)
+        assert redis_sync.zscore(keys.retries, alias) is None
+        assert not c.cancel(topic, "j")
