@@ -20,7 +20,7 @@ from wheelq.core.job import Envelope
 from wheelq.core.job_list import ListedJob
 from wheelq.core.keys import ShardKeys, lane_key
 from wheelq.core.payload import encode_payload
-from wheelq.errors import TopicNotEmptyError
+from wheelq.errors import DuplicateJobError, TopicNotEmptyError
 
 GROUP = "slow"
 JOBS = 200
@@ -248,3 +248,33 @@ def test_a_retry_waiting_on_the_line_under_its_alias_is_rescheduled_then_cancell
         assert off_the_line() and not redis_sync.exists(keys.jobs, keys.delayed)
         assert redis_sync.zscore(keys.retries, alias) is None
         assert not c.cancel(topic, "j")
+
+
+def test_a_job_on_the_line_written_over_by_id_leaves_the_line_and_fires_at_its_new_time(
+    redis_url: str, redis_sync: redis.Redis, topic: str
+) -> None:
+    """An enqueue with replace, or a debounce call, of an id whose job waits on the line (laid
+    out by hand, no leader to take it) writes over it as over a pending job: off the line, so
+    the leader cannot fire the new job from there before its new due time; without replace
+    it is a duplicate."""
+    keys = ShardKeys(topic, 0)
+    lane = lane_key(keys, "")
+    with Client.from_url(redis_url) as c:
+        Admin.of(c).create_topic(topic, 1)
+        redis_sync.hset(keys.limits, "ordered", "1")
+        now_ms = int(redis_sync.time()[0]) * 1000
+        for job_id in ("replaced", "debounced"):
+            redis_sync.hset(keys.jobs, job_id, Envelope(encode_payload("old", 64)).pack())
+            redis_sync.hset(keys.held, job_id, f"{now_ms} ")
+            redis_sync.zadd(lane, {job_id: now_ms})
+            redis_sync.zadd(keys.turns, {"": 1})
+        with pytest.raises(DuplicateJobError):
+            c.enqueue(topic, "new", job_id="replaced", delay=60)
+        assert redis_sync.hexists(keys.held, "replaced")
+        c.enqueue(topic, "new", job_id="replaced", delay=60, replace=True)
+        c.enqueue(topic, "new", job_id="debounced", debounce_ms=60_000)
+        for job_id in ("replaced", "debounced"):
+            info = c.get(topic, job_id)
+            assert info.state is JobState.PENDING and not info.waiting and info.payload == "new"
+            assert info.due_ms is not None and info.due_ms >= now_ms + 59_000
+        assert not redis_sync.exists(keys.held, lane, keys.turns)

@@ -77,6 +77,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "events",
         "retries",
         "far",
+        "held",
     ),
     "far_promote": ("lease", "far", "delayed", "jobs", "horizon", "inbox", "limits"),
     "reschedule": (
@@ -98,6 +99,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "events",
         "retries",
         "far",
+        "held",
     ),
     "cancel": (
         "delayed",
