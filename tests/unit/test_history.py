@@ -70,6 +70,28 @@ def test_pending_and_retrying_come_from_the_envelope() -> None:
     assert [(g.group, g.state) for g in info.groups] == [("g", JobState.RETRYING)]
 
 
+def test_a_job_on_the_due_line_is_ready_and_waiting_with_its_envelopes_details() -> None:
+    first = Envelope(encode_payload("p", 64), 1, 3, 5).pack()
+    line = Lookup(NOW, NOW - 20, first, None, None, None, waiting=True)
+    info = job_info("t", "j", line)
+    assert (info.state, info.waiting, info.due_ms, info.payload) == (
+        JobState.READY,
+        True,
+        NOW - 20,
+        "p",
+    )
+    assert info.entry_id is None and info.groups == ()
+    # A retry waiting there: ready, its group too (it is due, not retrying any more).
+    retry = Envelope(encode_payload("p", 64), 2, 3, 5, "g", "j").pack()
+    failed = group(record=rec("R", E1, NOW - 5, 0, "boom"))
+    line = Lookup(NOW, NOW - 20, retry, None, E1, FIELDS, [failed], waiting=True)
+    info = job_info("t", "j", line)
+    assert (info.state, info.waiting, info.attempt) == (JobState.READY, True, 2)
+    assert [(g.group, g.state) for g in info.groups] == [("g", JobState.READY)]
+    pending = job_info("t", "j", Lookup(NOW, NOW + 1000, first, None, None, None))
+    assert not pending.waiting
+
+
 def test_a_pending_envelope_that_does_not_decode_is_a_malformed_job_error() -> None:
     with pytest.raises(MalformedJobError):
         job_info("t", "j", Lookup(NOW, NOW, b"\xc1", None, None, None))

@@ -35,6 +35,12 @@ def test_ready_is_the_lag_of_the_group_furthest_behind_else_the_stream() -> None
     assert obs.in_flight == 3
 
 
+def test_ready_counts_the_jobs_waiting_on_the_due_line_on_top_of_the_lag() -> None:
+    groups = (GroupView("a", 0, 4, 6),)
+    assert _obs(0, 0, 10, 0, groups=groups, waiting=7).ready == 4 + 7
+    assert _obs(0, 0, 3, 0, groups=(), waiting=7).ready == 3 + 7
+
+
 def test_oldest_in_flight_age_counts_from_its_entry_id() -> None:
     groups = (GroupView("a", 1, 0, 1, oldest_pending_ms=900), GroupView("b", 1, 0, 1, 950))
     assert _obs(0, 1000, 1, 1, groups=groups).oldest_age_ms() == 100

@@ -114,6 +114,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     ),
     "due_within": lambda: observe.due_within(KEYS, [5, 1]),
     "far_promote": lambda: far_tier.promote(KEYS, "token"),
+    "list_held": lambda: job_lists.held_page(KEYS, 0, 10),
     "list_retrying": lambda: job_lists.retrying_page(KEYS, None, 10),
     "list_retrying_by_due": lambda: job_lists.retrying_by_due(
         KEYS, job_lists.DuePage(None, None, (1, b"j"), 10)

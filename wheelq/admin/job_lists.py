@@ -5,7 +5,8 @@ cursor by key (docs/architecture.md, "Job lists").
 The places (sources) are each shard's sorted set (pending), each shard's index of pending
 retries (retrying: sorted by due time, or, when too large to sort in one call, the sorted
 set read past its first attempts), and each consumer group of each shard's streams (ready, running,
-succeeded, failed; ready counts a stream with no group at all as one source). Every source
+succeeded, failed; ready counts a stream with no group at all as one source), and for ready,
+after every stream's entries, each shard's due line (jobs due and not fired yet). Every source
 reads in its list's order from the page's start key, so one merge gives the page: a row is
 safe to answer once no source that may still hold rows has read past it (the frontier).
 Rows a source reads but the state does not hold (a retry in the sorted set, an attempt that
@@ -23,6 +24,8 @@ from wheelq.admin.dead_letters import dead_letters
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import DeadLetter, Envelope, Field, entry_ms, entry_order
 from wheelq.core.job_list import (
+    LINE_LANE,
+    LINE_MS,
     MAX_LIST_LIMIT,
     PREVIEW_CHARS,
     JobFilter,
@@ -119,6 +122,8 @@ def _page(
     else:
         sources = yield from _group_sources(topic, shards, state, match.group)
         read = _fired_reader(topic, state, sources, producer.clock.now_ms())
+        if state is ListState.READY:
+            read = _with_line(read, views, match)
     if match.priority is not None:
         read = _of_priority(read, match)
     descending = state in (ListState.SUCCEEDED, ListState.FAILED)
@@ -301,6 +306,40 @@ def _retrying_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
         return out
 
     return read
+
+
+def _with_line(fired: Reader, views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+    """The ready list's reader: the streams' entries (`fired`), then each shard's due line in
+    the order its jobs will enter the stream (`lists.held_page`). A line row's key sorts after
+    every entry (`LINE_MS`), by its place on its line, then shard; the lines are read only
+    once no stream may hold more rows (before that, the merge could not answer them)."""
+
+    def read(after: SortKey | None, count: int) -> Op[list[Read]]:
+        out = yield from fired(after, count)
+        if any(r.more for r in out):
+            return out
+        starts = [_line_start(keys.shard, after) for keys in views]
+        pages = yield [lists.held_page(k, p, count) for k, p in zip(views, starts, strict=True)]
+        for keys, start, page in zip(views, starts, pages, strict=True):
+            r = Read(more=page.more, scanned=len(page.rows))
+            for place, row in enumerate(page.rows, start):
+                r.last = (LINE_MS, place, keys.shard, LINE_LANE, "")
+                job, env = _stored_job(keys.topic, ListState.READY, keys, row)
+                if match.group is None or job.group in (None, match.group):
+                    payload = None if env is None else env.payload
+                    r.rows.append((r.last, replace(job, waiting=True), payload))
+            out.append(r)
+        return out
+
+    return read
+
+
+def _line_start(shard: int, after: SortKey | None) -> int:
+    """The first place on `shard`'s due line whose row keys after `after`."""
+    if after is None or after[0] < LINE_MS:
+        return 0
+    place, of_shard = int(after[1]), int(after[2])
+    return place if shard > of_shard else place + 1
 
 
 @dataclass(frozen=True, slots=True)

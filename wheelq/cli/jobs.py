@@ -188,6 +188,8 @@ def render(info: JobInfo) -> str:
     rows: list[tuple[str, str]] = [("job", f"{info.id} on {info.topic}"), ("state", info.state)]
     if info.due_ms is not None:
         rows.append(("due", utc_text(info.due_ms)))
+    if info.waiting:
+        rows.append(("waiting", "on the due line: its turn to enter the stream"))
     if info.attempt is not None:
         rows.append(("attempt", f"{info.attempt} of {info.max_attempts}"))
     if info.fired_ms is not None:
@@ -371,6 +373,8 @@ def _row(row: Any) -> str:
         parts.append(f"group={row.group}")
     if row.priority is not None:
         parts.append(f"priority={row.priority}")
+    if row.waiting:
+        parts.append("waiting")  # on the due line: due, its turn to enter the stream next
     if row.consumer:
         parts.append(f"consumer={row.consumer} deliveries={row.deliveries}")
         if row.started_ms is not None:

@@ -162,6 +162,7 @@ def _shard_dict(o: ShardObservation) -> dict[str, Any]:
         "fired": o.entries_added,
         "in_stream": o.length,
         "expired": o.expired,
+        "waiting": o.waiting,
     }
 
 
@@ -170,7 +171,7 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
 
     table = Table(title=topic, title_justify="left")
     columns = ("shard", "pending", "ready", "in flight", "oldest", "dead", "fired", "in stream")
-    for name in (*columns, "expired"):
+    for name in (*columns, "expired", "waiting"):
         table.add_column(name, justify="right")
     rows = [_shard_dict(o) for o in shards]
     ages = [r["oldest_in_flight_ms"] for r in rows if r["oldest_in_flight_ms"] is not None]
@@ -183,7 +184,8 @@ def _stats_table(topic: str, shards: list[ShardObservation]) -> Table:
     return table
 
 
-_COUNTS = ("pending", "ready", "in_flight", "dead", "fired", "in_stream", "expired")
+_COUNTS = ("pending", "ready", "in_flight", "dead", "fired", "in_stream", "expired", "waiting")
+"""The counts of a row (`ready` includes `waiting`: due, on the due line)."""
 
 
 def _stats_cells(r: dict[str, Any]) -> list[str]:

@@ -5,7 +5,8 @@ One definition for `Admin.forecast`, ``GET /v1/topics/{t}/forecast``, ``wheelq t
 forecast``, the console and ``wheelq_jobs_due``: a window of `within` seconds counts the
 topic's pending jobs due at or before the read's moment plus the window, on the Redis clock
 (so overdue jobs, not fired yet, count in every window, and so do pending retries: they wait
-in the same sorted set); ready is `wheelq.core.observe.ShardObservation.ready`, summed.
+in the same sorted set); ready is `wheelq.core.observe.ShardObservation.ready`, summed (the
+jobs waiting on the due line included).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class Forecast:
     and pending retries included, so a longer window never counts fewer."""
     ready: int
     """Fired, not yet delivered to the consumer group furthest behind (every entry while no
-    group reads the stream), summed over shards: `TopicStats.ready`."""
+    group reads the stream), and the jobs waiting on the due line, summed over shards:
+    `TopicStats.ready`."""
 
 
 def within_seconds(within: object) -> tuple[int, ...]:

@@ -27,7 +27,7 @@ class JobState(StrEnum):
     """Where a job is in its life (`JobInfo.state`)."""
 
     PENDING = "pending"  # waiting for its due time, first attempt
-    READY = "ready"  # in the stream, not delivered to a consumer group yet
+    READY = "ready"  # due: in the stream (or on the due line), not delivered to a group yet
     RUNNING = "running"  # delivered to a worker, not settled yet
     RETRYING = "retrying"  # an attempt failed; the next one waits for its due time
     SUCCEEDED = "succeeded"  # every group's handler returned (for this firing)
@@ -131,6 +131,10 @@ class JobInfo:
     """The options it was enqueued with that are stored with it (`core.options.STORED`:
     ``traceparent``, ``callback`` by its URL, ``key``, ``ordered``, ...), each by name; empty
     when not known (as `payload`)."""
+    waiting: bool = False
+    """READY on its shard's due line: due (at `due_ms`), waiting its turn to enter the stream
+    (docs/architecture.md, "The due line"); not fired yet, so it has no entry or groups and
+    can still be cancelled and rescheduled. False for every other job."""
 
 
 def payload_gone(info: JobInfo) -> str:
@@ -169,6 +173,8 @@ class Lookup:
     groups: Sequence[GroupLookup] = ()
     expired_ms: int | None = None
     """When a first attempt of it was last dropped at its expiry at fire, never fired."""
+    waiting: bool = False
+    """`due_ms` and `envelope` are a job's on its shard's due line (due, not fired yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +343,9 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
                 )
             )
     state = JobState.RETRYING if env.attempt > 1 else JobState.PENDING
+    if raw.waiting:  # due: ready, on the due line until the stream has room
+        state = JobState.READY
+        groups = [replace(g, state=JobState.READY) for g in groups]
     return JobInfo(
         job_id,
         topic,
@@ -350,6 +359,7 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         groups=tuple(groups),
         payload_kept=True,
         options=view(env.options),
+        waiting=raw.waiting,
     )
 
 

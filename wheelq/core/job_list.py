@@ -36,7 +36,9 @@ class ListState(StrEnum):
     """An attempt failed and the next waits for its due time; by due time, soonest first,
     with the error."""
     READY = JobState.READY.value
-    """Fired, not delivered to a consumer group yet (a row per group); oldest first."""
+    """Fired, not delivered to a consumer group yet (a row per group); oldest first. Then the
+    jobs waiting on the due line (`ListedJob.waiting`: due, not fired yet; a row each), in
+    the order they will enter the stream."""
     RUNNING = JobState.RUNNING.value
     """Delivered to a worker of a group, not settled (a row per group): running, or read
     ahead by its worker (`ListedJob.read_ahead`); oldest first."""
@@ -121,6 +123,9 @@ class ListedJob:
     priority: int | None = None
     """Its priority (0-9, higher first; 5 when it was given none); None when not known (a
     pending job whose envelope a list does not read, a field no writer spells)."""
+    waiting: bool = False
+    """READY: due and waiting on its shard's due line for its turn to enter the stream
+    (docs/architecture.md, "The due line"): not fired yet, so no `entry_id` or `group`."""
 
 
 def stored_priority(raw: bytes | None) -> int | None:
@@ -222,7 +227,12 @@ class JobFilter:
 
 SortKey = tuple[Any, ...]
 """A row's place in its list: pending and retrying (due ms, member bytes); fired states
-(entry ms, entry seq, shard, lane, group); dead (the dead letter's ref)."""
+(entry ms, entry seq, shard, lane, group); a job on the due line (`LINE_MS`, its place on
+its shard's line, shard, `LINE_LANE`, ""), after every entry; dead (the dead letter's ref)."""
+LINE_MS = 2**53
+"""A due-line row's first key part: past any entry's ms, so the line follows the streams."""
+LINE_LANE = 2
+"""A due-line row's lane part (the streams' are their places in `GROUP_LANES`: 0, 1)."""
 
 _CURSOR_VERSION = 1
 

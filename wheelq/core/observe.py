@@ -60,13 +60,16 @@ class ShardObservation:
     """Of `pending`, the jobs kept in the far tier (docs/architecture.md, "The far tier")."""
     expired: int = 0
     """Jobs dropped at their expiry, never run (``expires=``), since the shard was made."""
+    waiting: int = 0
+    """Jobs due and waiting on the shard's due line for their turn to enter a stream
+    (docs/architecture.md, "The due line"); counted in `ready`."""
 
     @property
     def ready(self) -> int:
         """Fired and not yet read by the group furthest behind: the consumer groups of the
         ready stream, or the deliverer of the callbacks stream (a stream no group reads
-        yet: all of it)."""
-        return max(
+        yet: all of it); plus the jobs `waiting` on the due line, due and not fired yet."""
+        return self.waiting + max(
             self._behind(READY, self.length - self.callbacks_length),
             self._behind(CALLBACKS, self.callbacks_length),
         )

@@ -150,7 +150,7 @@ class ShardStats:
     pending: int
     """Jobs waiting for their due time (sorted set size)."""
     ready: int
-    """Fired and not yet delivered to the consumer group furthest behind."""
+    """Fired and not yet delivered to the consumer group furthest behind, plus `waiting`."""
     dead: int = 0
     in_flight: int = 0
     """Delivered and not settled yet, summed over groups."""
@@ -164,6 +164,9 @@ class ShardStats:
 
     expired: int = 0
     """Jobs dropped at their expiry, never run (``expires=``), since the shard was made."""
+    waiting: int = 0
+    """Of `ready`, the jobs due and waiting on the shard's due line for their turn to enter
+    the stream (docs/architecture.md, "The due line"); not in `pending`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +206,7 @@ class TopicStats:
     """Jobs waiting for their due time."""
     ready = ShardTotal()
     """Fired, not yet delivered to the consumer group furthest behind (every entry while no
-    group reads the stream)."""
+    group reads the stream), and the jobs `waiting` on the due line."""
     in_flight = ShardTotal()
     """Delivered and not settled, summed over groups."""
     in_stream = ShardTotal()
@@ -217,6 +220,8 @@ class TopicStats:
 
     expired = ShardTotal()
     """Jobs dropped at their expiry, never run."""
+    waiting = ShardTotal()
+    """Of `ready`, the jobs due and waiting their turn on the due line (not fired yet)."""
 
 
 @dataclass(slots=True)
@@ -577,6 +582,7 @@ class Producer:
                     o.far,
                     unled=unled.shard_unled(leadership[2 * i : 2 * i + 2]),
                     expired=o.expired,
+                    waiting=o.waiting,
                 )
                 for i, o in enumerate(found)
             ],

@@ -51,7 +51,7 @@ def _group(r: list[Any]) -> GroupLookup:
 def parse_lookup(reply: Any) -> Lookup:
     """`lookup.lua`'s reply as a `Lookup`; ScriptError when a key holds another type."""
     r = check("lookup", reply)
-    rest = r[8:]
+    rest = r[9:]
     return Lookup(
         int(r[1]),
         _int(r[2]),
@@ -61,6 +61,7 @@ def parse_lookup(reply: Any) -> Lookup:
         _fields(r[6]),
         [_group(rest[i : i + GROUP_FIELDS]) for i in range(0, len(rest), GROUP_FIELDS)],
         _int(r[7]),
+        r[8] is not None,
     )
 
 

@@ -1,7 +1,8 @@
 """The reads behind the job lists (`wheelq.core.job_list`): a page of pending jobs or of
 pending retries (`list_pending.lua`; `list_retrying_by_due.lua` by due time, and
-`list_retrying.lua` by member for the bulk actions), stream entries either way, the entries
-a group holds in flight, and groups' history records. Each is bounded by its count.
+`list_retrying.lua` by member for the bulk actions), a page of a shard's due line
+(`list_held.lua`), stream entries either way, the entries a group holds in flight, and
+groups' history records. Each is bounded by its count.
 """
 
 from __future__ import annotations
@@ -157,6 +158,34 @@ def retrying_by_due(
         return PendingPage(rows, None)
 
     return script_call("list_retrying_by_due", keys, args, parse)
+
+
+HELD_PLAYED_MAX = 10_000
+"""The most places of a fair shard's due line one `held_page` plays out (its lanes' turns);
+the rows past them are not listed (a line of one lane lists whole)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPage:
+    """A page of one shard's due line, in the order its jobs will enter the stream."""
+
+    rows: list[StoredRow]
+    more: bool
+    """The line holds more after these rows (ask from the place after the last)."""
+
+
+def held_page(
+    keys: ShardKeys, start: int, count: int, envelope_max: int = ENVELOPE_MAX
+) -> Call[HeldPage]:
+    """Up to `count` jobs of the shard's due line from its place `start` (0: the next to
+    enter the stream), as `list_held.lua` reads them (docs/architecture.md, "The due line")."""
+
+    def parse(reply: Any) -> HeldPage:
+        r = check("list_held", reply)
+        return HeldPage(_rows(r[2:], False, False), bool(r[1]))
+
+    args: list[str | bytes | int] = [start, count, envelope_max, HELD_PLAYED_MAX]
+    return script_call("list_held", keys, args, parse)
 
 
 def entries_after(stream: str, start: str, count: int) -> Call[list[Entry]]:

@@ -19,7 +19,7 @@ ObserveOp = Generator[list[Call[Any]], list[Any], list[ShardObservation]]
 
 DUE_SOON_MS = 1000
 """ZCOUNT's span: jobs due within this much of now (what "due/s" shows)."""
-ROUND_ONE = 10
+ROUND_ONE = 11
 """Calls per shard in round 1, before its `due_within` call when windows are asked for."""
 
 
@@ -51,6 +51,12 @@ def due_within(keys: ShardKeys, until_ms: Sequence[int]) -> Call[list[int]]:
         return counts
 
     return script_call("due_within", keys, [until_ms[i] for i in order], parse)
+
+
+def waiting_count(keys: ShardKeys) -> Call[int]:
+    """Jobs of the shard waiting on its due line: due, not fired yet (docs/architecture.md,
+    "The due line")."""
+    return Call(command=("HLEN", keys.held), parse=int)
 
 
 def dead_count(keys: ShardKeys) -> Call[int]:
@@ -136,6 +142,7 @@ def observe_shards(
             (calling, Call(command=("XINFO", "STREAM", keys.callbacks))),
             (calling, Call(command=("XINFO", "GROUPS", keys.callbacks))),
             (True, expired_count(keys)),
+            (True, waiting_count(keys)),
         ]
         if within_ms:
             wanted.append((True, due_within(keys, [now_ms + window for window in within_ms])))
@@ -178,7 +185,7 @@ def _shard(
     now_ms: int,
     within_ms: Sequence[int],
 ) -> ShardObservation:
-    stream, groups, pending, far, due_soon, dead, newest, calls, callers, gone = r[:ROUND_ONE]
+    stream, groups, pending, far, due_soon, dead, newest, calls, callers, gone, line = r[:ROUND_ONE]
     ready_length, ready_added = _lengths(stream)
     callbacks_length, callbacks_added = _lengths(calls)
     return ShardObservation(
@@ -197,6 +204,7 @@ def _shard(
         due_within=tuple(zip(within_ms, r[ROUND_ONE] if within_ms else (), strict=True)),
         far=int(far or 0),
         expired=int(gone or 0),
+        waiting=int(line or 0),
     )
 
 

@@ -107,7 +107,10 @@ def tab_counts(stats: TopicStats | None) -> dict[ListState, tuple[int, str]]:
         return {}
     return {
         ListState.PENDING: (stats.pending, "waiting, retries included"),
-        ListState.READY: (stats.ready, "not yet given to the group furthest behind"),
+        ListState.READY: (
+            stats.ready,
+            "not yet given to the group furthest behind, or waiting on the due line",
+        ),
         ListState.RUNNING: (stats.in_flight, "in flight, over every group"),
         ListState.DEAD: (stats.dead, "in all"),
     }

@@ -137,6 +137,8 @@ class TopicView:
     line: LineView | None = None
     """Its due line: jobs due and waiting for room in the streams, by priority, and the keys
     furthest behind (`wheelq.core.line`)."""
+    waiting: int = 0
+    """Of its ready jobs, those due and waiting their turn on the due line (not fired yet)."""
 
     def forecast_bars(self) -> Markup:
         """The forecast as bars, a window each."""
@@ -297,6 +299,7 @@ async def topic_view(
         expired=sum(o.expired for o in found),
         limits=TopicLimits.from_fields(settings, weights),
         line=line_of(topic, now_ms, lines),
+        waiting=sum(o.waiting for o in found),
     )
 
 

@@ -18,19 +18,22 @@ KEYS[11] {T:s}:far       HASH    the far tier's meta: the job may be pending the
 KEYS[12] {T:s}:ready     STREAM  fired jobs: with KEYS[13], a cancel that removes an attempt
 KEYS[13] {T:s}:callbacks STREAM  notes their last entries, the fence past which no attempt that
          fired before it is retried, in any group (wq_fence_cancel in KEYS[5])
+KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an attempt due and
+         not fired yet waits there instead of KEYS[1], and is removed alike (wq_unhold)
 ARGV[1]  job id
 ARGV[2..4] (optional: a bulk action's act) the job as its selection recorded it: its state
          ('p' pending | 'r' retrying), due ms and stamp (wq_stamp): nothing is removed unless
          it is still so (wq_as_selected)
 Returns: {0, removed}   removed = how many pending attempts were removed (the job and each
-           group's retry); 0: not pending (already fired, cancelled, or never there), or
+           group's retry), those on the due line included; 0: not pending (already fired,
+           cancelled, or never there), or
            not as ARGV[2..4] recorded it (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
-Includes: base, envelope, events, far_tier, history, selections, status, waiters
+Includes: base, envelope, events, far_tier, held, history, selections, status, waiters
 ]]
 wq_events_on(KEYS[9], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
-  KEYS[5], 'hash', KEYS[12], 'stream', KEYS[13], 'stream')
+  KEYS[5], 'hash', KEYS[12], 'stream', KEYS[13], 'stream', KEYS[14], 'hash')
 if wrong then return wrong end
 local id = ARGV[1]
 local aliases = redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32', 'BYLEX')
@@ -43,7 +46,7 @@ local removed = 0
 local function cancel(member)
   local envelope = redis.call('HGET', KEYS[2], member)
   redis.call('HDEL', KEYS[2], member)
-  if redis.call('ZREM', KEYS[1], member) == 0 then
+  if redis.call('ZREM', KEYS[1], member) == 0 and not wq_unhold(KEYS[14], member) then
     return
   end
   removed = removed + 1

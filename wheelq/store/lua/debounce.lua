@@ -18,6 +18,9 @@ KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_even
 KEYS[12] {T:s}:retries   ZSET    pending retries' members: a job written over one leaves it
 KEYS[13] {T:s}:far       HASH    the far tier's meta: a job of the id pending there is written
          over like one in KEYS[1] (the call's job is kept in KEYS[1])
+KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): the series' job due
+         and waiting there has not fired: it is written over like one in KEYS[1], taken off
+         the line (wq_unhold)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -28,7 +31,7 @@ Returns: {0, placed, due}   placed: 0 SCHEDULED (due now too, with the stream at
            1 FIRED now (the max wait is up); due ms
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
-Includes: base, events, far_tier, fire, flow, pending, status
+Includes: base, events, far_tier, fire, flow, held, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
@@ -38,6 +41,8 @@ local id, wait, envelope = ARGV[3], tonumber(ARGV[5]), ARGV[6]
 local now = wq_now_ms()
 local deadline
 local pending = redis.call('ZSCORE', KEYS[1], id)
+local held = not pending and redis.call('HEXISTS', KEYS[14], id) == 1
+pending = pending or held
 if not pending then
   local found, far = wq_far_found(KEYS[13], redis.call('HGET', KEYS[9], 'far'), id)
   if found then
@@ -71,9 +76,15 @@ if due <= now and not (room and room <= 0) then
   if refused then
     return refused
   end
+  if held then
+    wq_unhold(KEYS[14], id)
+  end
   wq_forget(KEYS[1], KEYS[2], {id})
   redis.call('HDEL', KEYS[8], id)
   return {WQ_OK, WQ_FIRED, due}
+end
+if held then
+  wq_unhold(KEYS[14], id)
 end
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], tonumber(redis.call('GET', KEYS[4])), id, due,
   envelope)

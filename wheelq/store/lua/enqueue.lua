@@ -23,6 +23,9 @@ KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_even
 KEYS[12] {T:s}:retries   ZSET    pending retries' members: a job replacing one leaves it
 KEYS[13] {T:s}:far       HASH    the far tier's meta (wq_far_state): a job due beyond the
          horizon (KEYS[9]'s "far") goes there, and a pending id is looked for there too
+KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): one there has its
+         envelope in KEYS[2], so it is pending to this call; a job replacing it takes it off
+         the line (wq_unhold)
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
@@ -54,7 +57,7 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job du
            tokens recorded, so a replay of the call fires none twice), nothing else is written
            (no other token recorded, so a replay writes the jobs it did not)
          {-4, topic, deadline ms, now ms}   LATE: a replay past its deadline (nothing written)
-Includes: base, events, far_tier, fire, flow, pending, status
+Includes: base, events, far_tier, fire, flow, held, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 -- Type checks: the sorted set, the stream and the inbox (and a replay's record, and the hash of
@@ -329,6 +332,9 @@ end
 wq_forget(KEYS[1], KEYS[2], gone)
 if #replaced > 0 then
   wq_multi('ZREM', KEYS[12], replaced)
+  for _, id in ipairs(replaced) do -- due and waiting on the line: replaced there too
+    wq_unhold(KEYS[14], id)
+  end
 end
 if m > 0 then
   wq_multi('HSET', KEYS[2], hset)

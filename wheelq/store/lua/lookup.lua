@@ -11,15 +11,20 @@ KEYS[7]  {T:s}:callbacks STREAM  fired jobs that carry a callback: the stream re
          KEYS[3] when it holds the job's entry (or, once that is trimmed, when one of its
          groups keeps a record of the job)
 KEYS[8]  {T:s}:far       HASH    the far tier's meta: a pending job not in KEYS[1] may be there
+KEYS[9]  {T:s}:held      HASH    the due line's jobs (includes/held.lua): a job due and not yet
+         fired may wait there, its envelope still in KEYS[2]
 ARGV[1]  job id
-Returns: {0, now, due, envelope, cancelled, entry, fields, expired, group_1..., ...}
+Returns: {0, now, due, envelope, cancelled, entry, fields, expired, waiting, group_1..., ...}
            now        TIME, ms
-           due        the pending job's due ms (a string), or nil when it is not pending
-           envelope   the pending job's envelope, or nil
+           due        the pending (or waiting) job's due ms (a string), or nil when it is
+                      neither
+           envelope   the pending (or waiting) job's envelope, or nil
            cancelled  ms it was last cancelled, or nil
            entry      the entry of its latest firing for every group, or nil
            fields     that entry's flat field list while it is in the stream, or nil
            expired    ms a first attempt of it was last dropped at its expiry (wq_expire), or nil
+           waiting    1 when the job waits on the due line (due: READY, not in a stream yet),
+                      else nil
            group_n    six per consumer group of the job's stream: name, last delivered id, the
                       group's record (or nil), the group's latest entry (the later of entry
                       and the record's), that entry's fields when it is not `entry` (or nil),
@@ -29,7 +34,7 @@ Returns: {0, now, due, envelope, cancelled, entry, fields, expired, group_1..., 
 Includes: base, far_tier, history, status
 ]]
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash',
-  KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'stream')
+  KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'stream', KEYS[9], 'hash')
 if wrong then return wrong end
 local id = ARGV[1]
 local stream = KEYS[3]
@@ -45,10 +50,18 @@ local function own_fields(entry)
 end
 local due = redis.call('ZSCORE', KEYS[1], id)
 local envelope = due and redis.call('HGET', KEYS[2], id) or false
+local waiting = false
 if not due then
   local found = wq_far_found(KEYS[8], nil, id)
   if found then
     due, envelope = wq_fmt(found.due), found.envelope
+  end
+end
+if not due then -- on the due line: due, its envelope where it was while pending
+  local at = redis.call('HGET', KEYS[9], id)
+  envelope = at and redis.call('HGET', KEYS[2], id)
+  if envelope then
+    due, waiting = string.match(at, '^(%-?%d+)'), 1
   end
 end
 local entry = wq_hget(KEYS[4], KEYS[5], id)
@@ -67,7 +80,7 @@ if redis.call('EXISTS', KEYS[7]) == 1 and not fields then
   end
 end
 local out = {WQ_OK, wq_now_ms(), due, envelope, redis.call('ZSCORE', KEYS[6], id), entry,
-  fields or false, wq_hget(KEYS[4], KEYS[5], id .. WQ_EXPIRED)}
+  fields or false, wq_hget(KEYS[4], KEYS[5], id .. WQ_EXPIRED), waiting}
 if redis.call('EXISTS', stream) == 0 then
   return out
 end

@@ -1,6 +1,8 @@
 --[[ reschedule.lua — move a pending job to a new due time (earlier or later); fire it if due.
 Every pending attempt of the id moves: the job stored under it and each group's retry stored
-under an alias member (all at the same due time, each firing in its own group).
+under an alias member (all at the same due time, each firing in its own group). An attempt
+waiting on the due line (due, not fired yet) is pending still: it leaves the line (wq_unhold)
+and is scheduled at its new due time like the others.
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms: the job and its retries' alias members, moved
 KEYS[2]  {T:s}:jobs      HASH    member -> envelope (read, to fire an attempt due now)
 KEYS[3]  {T:s}:ready     STREAM  the attempts due at their new time, fired
@@ -17,6 +19,8 @@ KEYS[10] {T:s}:retries   ZSET    pending retries' members, score 0 (retry.lua): 
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[12] {T:s}:far       HASH    the far tier's meta: the job may be there, and goes there when
          moved beyond KEYS[8]'s "far" horizon (a retry stays in the sorted set)
+KEYS[13] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an attempt there has
+         its envelope in KEYS[2] and no due time in KEYS[1]
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -31,18 +35,20 @@ Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its l
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
            (nothing written; the scheduler dead-letters it when it comes due)
-Includes: base, envelope, events, far_tier, fire, flow, history, pending, selections, status
+Includes: base, envelope, events, far_tier, fire, flow, held, history, pending, selections, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
-  KEYS[5], 'list', KEYS[10], 'zset')
+  KEYS[5], 'list', KEYS[10], 'zset', KEYS[13], 'hash')
 if wrong then return wrong end
 local id = ARGV[3]
--- The id's pending attempts: members with both an envelope and a due time.
+-- The id's pending attempts: members with both an envelope and a due time (in the sorted
+-- set, or on the due line).
 local members, envelopes = {}, {}
 local function pending(member)
   local envelope = redis.call('HGET', KEYS[2], member)
-  if envelope and redis.call('ZSCORE', KEYS[1], member) then
+  if envelope and (redis.call('ZSCORE', KEYS[1], member)
+      or redis.call('HEXISTS', KEYS[13], member) == 1) then
     local n = #members + 1
     members[n], envelopes[n] = member, envelope
   end
@@ -83,6 +89,9 @@ end
 local horizon = tonumber(redis.call('GET', KEYS[4]))
 if far_found then
   far:drop(far_found)
+end
+for _, member in ipairs(members) do -- off the due line: it is placed anew below
+  wq_unhold(KEYS[13], member)
 end
 -- The job itself (not a retry) may go to the far tier.
 local plain = redis.call('ZSCORE', KEYS[10], id) == false
