@@ -6,7 +6,9 @@ and a promotion; the outbox relay keeps it; a task's ``options(priority=)`` and 
 schedule's runs carry it; HTTP takes it in a job body (422 for a bad one, nothing written),
 shows it, answers it to a pull consumer and filters a job list by it; the console's job
 page and filter show it; ``wheelq enqueue --priority``, ``wheelq job`` and
-``wheelq jobs list --priority``. The order of due jobs by priority is not tested here."""
+``wheelq jobs list --priority``. A job of priority other than 5 makes its shard order its
+due jobs, so a job due now fires through the scheduler's due line (each test that fires one
+runs a scheduler); the order itself is tested in test_due_line.py."""
 
 from __future__ import annotations
 
@@ -136,7 +138,7 @@ async def test_a_retry_keeps_its_priority(
 
 
 async def test_a_replayed_dead_letter_keeps_its_priority_and_the_dead_list_filters_by_it(
-    client: AsyncClient, workers: Workers, topic: str
+    client: AsyncClient, workers: Workers, scheduler: Scheduler, topic: str
 ) -> None:
     failed: set[str] = set()
 
@@ -173,6 +175,8 @@ async def test_a_replayed_dead_letter_keeps_its_priority_and_the_dead_list_filte
 async def test_a_far_job_keeps_its_priority_through_a_reschedule_and_a_promotion(
     client: AsyncClient, redis_async: redis.asyncio.Redis, topic: str
 ) -> None:
+    """Without a scheduler (the test plays the leader's promotion itself): the job moved
+    to due now waits, due, in the sorted set of its shard, which its priority made ordered."""
     shards = all_shards(topic, SHARDS)
     for keys in shards:
         await redis_async.hset(keys.limits, "far", 600_000)
@@ -182,8 +186,11 @@ async def test_a_far_job_keeps_its_priority_through_a_reschedule_and_a_promotion
         keys = ShardKeys(topic, shard_of(job_id, SHARDS))
         assert await redis_async.zscore(keys.delayed, job_id) is None  # kept far
     assert (await client.get(topic, "moved")).options["priority"] == 9
-    assert await client.reschedule(topic, "moved", delay=0)  # out of the far tier, fired
-    assert (await entry_of(redis_async, topic, "moved"))[Field.PRIORITY] == b"9"
+    assert await client.reschedule(topic, "moved", delay=0)  # out of the far tier, due now
+    moved_keys = ShardKeys(topic, shard_of("moved", SHARDS))
+    assert await redis_async.zscore(moved_keys.delayed, "moved") is not None
+    moved = await redis_async.hget(moved_keys.jobs, "moved")
+    assert moved is not None and Envelope.unpack(moved).priority == 9
     executor = AsyncExecutor(redis_async)
     for keys in shards:
         await redis_async.set(keys.lease, "a")
@@ -201,7 +208,7 @@ async def test_a_far_job_keeps_its_priority_through_a_reschedule_and_a_promotion
 
 
 async def test_the_outbox_relay_keeps_the_priority(
-    postgres_dsn: str, topic: str, redis_url: str, redis_sync: redis.Redis
+    postgres_dsn: str, topic: str, redis_url: str, redis_sync: redis.Redis, scheduler: Scheduler
 ) -> None:
     outbox.install(postgres_dsn)
     with psycopg.connect(postgres_dsn) as conn, conn.transaction():
@@ -284,7 +291,7 @@ async def api(redis_url: str) -> AsyncIterator[Served]:
 
 
 async def test_http_takes_shows_pulls_and_filters_by_priority(
-    api: Served, client: AsyncClient, topic: str
+    api: Served, client: AsyncClient, topic: str, scheduler: Scheduler
 ) -> None:
     jobs = f"/v1/topics/{topic}/jobs"
     for bad in BAD:
@@ -307,6 +314,12 @@ async def test_http_takes_shows_pulls_and_filters_by_priority(
     assert status == 200 and [r["status"] for r in answer["results"]] == [201, 201], answer
     status, job, _ = await api.call("GET", f"{jobs}/h9")
     assert status == 200 and job["options"]["priority"] == 9
+
+    async def fired() -> bool:  # through the due line: the scheduler fires them
+        found = await AsyncAdmin.of(client).stats(topic)
+        return found is not None and found.in_stream == 3
+
+    await eventually(fired, timeout_s=10, what="the three jobs fired")
 
     rows = await api.job_rows(f"{jobs}?state=ready&priority=0")
     assert [(r["id"], r["priority"]) for r in rows] == [("h0", 0)]
