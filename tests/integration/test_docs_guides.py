@@ -313,6 +313,31 @@ def test_schedule_guide_runs_as_written(server_binary: ServerBinary, tmp_path: P
         assert ns["s"] == nightly
 
 
+def test_the_priority_guide_runs_as_written(
+    server_binary: ServerBinary, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The guide's blocks print what their comments say, and each leaves what it says: a job of
+    priority 9, the credit and fair weights set on every shard, the flood and the other
+    tenant's job written (due now, on a fair shard: waiting for the scheduler's due line)."""
+    sections = ["Give a job a priority", "Fair shares by key"]
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        found = _gather("docs/guides/priority.md", sections, url)
+        ns = run_code(found.code, url)
+        printed = capsys.readouterr().out.splitlines()
+        assert printed == [
+            "9",
+            "TopicLimits(max_pending=None, max_ready=None, priority_credit_ms=1000, fair=True, "
+            "fair_weights={'acme': 3, 'globex': 2})",
+        ]
+        client = ns["client"]
+        assert isinstance(client, wheelq.Client)
+        with client:
+            stats = admin_of(client).stats("emails")
+            assert stats is not None and stats.pending == 20_001 and stats.in_stream == 0
+            assert client.get("reports", str(ns["urgent"])).options["priority"] == 9
+
+
 def test_flow_control_guide_runs_as_written(
     server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -51,6 +51,12 @@ CHECKED = PYTHON + SHELL
 # whose every section runs has the section "*". The docs checker makes sure each named
 # test exists and names its page and section.
 RUN: dict[tuple[str, str], str] = {
+    ("docs/guides/priority.md", "Give a job a priority"): (
+        "tests/integration/test_docs_guides.py::test_the_priority_guide_runs_as_written"
+    ),
+    ("docs/guides/priority.md", "Fair shares by key"): (
+        "tests/integration/test_docs_guides.py::test_the_priority_guide_runs_as_written"
+    ),
     ("docs/operations/deploying.md", "The image"): (
         "tests/integration/test_container.py::test_the_image_is_built_as_the_deploying_page_says"
     ),
