@@ -133,7 +133,7 @@ def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_pat
 
         section = "Manage schedules, limits and topics"
         managed = [curl(c) for c in snippets(page, section, url, port=port).commands]
-        made, listed, paused, deleted, limited, dropped = managed
+        made, listed, paused, deleted, limited, lined, dropped = managed
         assert made[0] == 201 and made[2]["cron"] == "30 2 * * *", made
         assert made[2]["tz"] == "Europe/Berlin" and made[2]["next_run_ms"] > before, made
         assert [s["name"] for s in listed[2]["schedules"]] == ["nightly"], listed
@@ -141,9 +141,13 @@ def test_http_service_guide_runs_as_written(server_binary: ServerBinary, tmp_pat
         assert deleted[:3:2] == (204, ""), deleted
         assert limited[0] == 200, limited
         assert (limited[2]["max_pending"], limited[2]["max_ready"]) == (1_000_000, 50_000)
+        assert lined[0] == 200 and lined[2]["max_ready"] == 50_000, lined  # PATCH: the rest kept
+        assert (lined[2]["fair"], lined[2]["fair_weights"]) == (True, {"acme": 3}), lined
+        assert lined[2]["priority_credit_ms"] == 2000, lined
         assert dropped[:3:2] == (204, ""), dropped
         with Admin.from_url(url) as admin:
             assert admin.limits("emails").max_ready == 50_000
+            assert admin.limits("emails").fair
             assert "reports" not in admin.topics() and admin.schedules("reports") == []
         services.stop()
 

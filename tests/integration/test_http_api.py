@@ -577,6 +577,7 @@ async def test_topic_stats_and_groups_are_the_client_s_records_as_the_document_s
         "far": stats.far,
         "unled": stats.unled,
         "expired": stats.expired,
+        "waiting": stats.waiting,
         "shards": [asdict(s) for s in stats.shards],
         "paused_since_ms": None,
         "paused_groups": {},
