@@ -6,22 +6,17 @@ twice on the way."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 import redis
 
+from tests.integration import test_backpressure
 from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, Job, Scheduler, Worker
 from wheelq.core.keys import ShardKeys
 
-
-@pytest.fixture
-async def scheduler(redis_url: str, topic: str) -> AsyncIterator[Scheduler]:
-    node = Scheduler.from_url(redis_url, topic, window_ms=2000, preload_interval_ms=100)
-    await node.start()
-    yield node
-    await node.stop()
+# test_backpressure's: a scheduler node leading the topic, stopped at teardown
+scheduler = test_backpressure.scheduler
 
 
 @pytest.mark.cluster_too

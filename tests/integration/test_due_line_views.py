@@ -7,11 +7,11 @@ drains the line every job not cancelled ran exactly once."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 import redis
 
+from tests.integration import test_backpressure
 from tests.support.waiting import eventually
 from tests.support.web import serving
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, EnqueueItem, Job, Scheduler, Worker
@@ -29,12 +29,8 @@ LEAD = 64
 _LINE_TITLE = "due, waiting their turn on the due line to enter the stream"
 
 
-@pytest.fixture
-async def scheduler(redis_url: str, topic: str) -> AsyncIterator[Scheduler]:
-    node = Scheduler.from_url(redis_url, topic, window_ms=2000, preload_interval_ms=100)
-    await node.start()
-    yield node
-    await node.stop()
+# test_backpressure's: a scheduler node leading the topic, stopped at teardown
+scheduler = test_backpressure.scheduler
 
 
 async def _on_the_line(
