@@ -710,9 +710,12 @@ def test_a_busy_live_leader_whose_liveness_connection_is_killed_keeps_its_shards
         os.setpriority(os.PRIO_PROCESS, a.proc.pid, 19)  # it waits its turn behind the spinners
         with cpu_load(seconds=KILLS * 2 + 20):
             for _ in range(KILLS):
+                # Node a, at nice 19 behind the spinners and the suite's own workers, may
+                # take many seconds of wall time to reconnect: waited for, not asserted (what
+                # is asserted is that its shards stay, below).
                 found = eventually_sync(
                     lambda: subscriptions_of(redis_sync, a.proc.pid),
-                    timeout_s=20,
+                    timeout_s=60,
                     what="node a's subscription",
                 )
                 for target, client_id in found:

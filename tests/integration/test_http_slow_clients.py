@@ -1,7 +1,8 @@
 """Slow clients against `wheelq serve` (a subprocess, real sockets): a request's headers and
 body have deadlines (``header_timeout_ms``, ``body_timeout_ms``), past which its connection
 is closed; probes answer while many slow sockets are held; a connection past
-``max_connections`` is answered 503 with Retry-After and closed."""
+``max_connections`` is answered 503 with Retry-After and closed; a request the parser
+refuses is answered 400 with a problem document."""
 
 from __future__ import annotations
 
@@ -134,3 +135,28 @@ def test_connections_past_max_connections_are_answered_503_and_closed(redis_url:
             timeout_s=10,
             what="an answer once the held connections closed",
         )
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b"GET /v1/topics/t/events?since=\x01 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # a control byte
+        b"GET /healthz HTTP/9.9\r\nHost: 127.0.0.1\r\n\r\n",  # no such version
+        b"GET /healthz HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n",  # a header without its colon
+        b"POST /v1/topics/t/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: x\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # TLS spoken to a plain socket
+    ],
+    ids=["control-byte-in-url", "http-9.9", "header-without-colon", "bad-length", "tls-hello"],
+)
+def test_a_request_the_parser_refuses_is_answered_400_with_a_problem_document(
+    redis_url: str, sent: bytes
+) -> None:
+    """Bug: uvicorn answered what its parser refused with text/plain, a content type no
+    operation documents (schemathesis's ST105 on a long, odd query string)."""
+    with serving(redis_url) as port, connect(port, sent) as sock:
+        head, _, body = read_until_closed(sock).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), head
+        assert b"content-type: application/problem+json" in head.lower(), head
+        problem = json.loads(body)
+        assert (problem["status"], problem["type"]) == (400, "urn:wheelq:problem:malformed-request")
+        assert get_status(f"http://127.0.0.1:{port}/healthz") == 200  # and the service goes on

@@ -79,9 +79,12 @@ def test_the_live_service_conforms_to_its_openapi_document(redis_url: str) -> No
         )
     finally:
         _, err = stop(proc)
-    # A generated value can be kilobytes of %-escapes: shortened, so that the failing
-    # operation and its check still show in the message.
-    summary = re.sub(r"(%[0-9A-Fa-f]{2}){20,}", "%…", done.stdout)[-8000:]
+    # A generated value can be kilobytes of %-escapes: shortened, and the failures section
+    # (the operation, its check, the request to reproduce it) leads the message, before the
+    # warnings and summary that end the output.
+    out = re.sub(r"(%[0-9A-Fa-f]{2}){20,}", "%…", done.stdout)
+    failures = out.find("FAILURES")
+    summary = (out[failures : failures + 6000] + "\n…\n" if failures >= 0 else "") + out[-2000:]
     assert done.returncode == 0, summary
     selected = re.search(r"Selected: (\d+)/(\d+)\s+Tested: (\d+)", done.stdout)
     assert selected is not None, summary

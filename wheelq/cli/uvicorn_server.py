@@ -18,18 +18,37 @@ from wheelq.core.settings import ServeSettings
 from wheelq.runtime.outage import wait_for_either
 from wheelq.web.service import WebService
 
-_FULL = json.dumps(
-    {
-        "type": "urn:wheelq:problem:too-many-connections",
-        "title": "Too many connections",
-        "status": 503,
-        "detail": "the service holds its most open connections (max_connections); try again",
-    }
-).encode()
-FULL_RESPONSE = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n"
-    b"retry-after: 1\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_FULL), _FULL)
+
+def raw_problem(
+    status: int, reason: str, slug: str, title: str, detail: str, extra: bytes = b""
+) -> bytes:
+    """A whole HTTP/1.1 answer carrying a problem document, written on the socket itself
+    where uvicorn answers before the app sees a request; it closes the connection."""
+    body = json.dumps(
+        {"type": f"urn:wheelq:problem:{slug}", "title": title, "status": status, "detail": detail}
+    ).encode()
+    return (
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/problem+json\r\n%s"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+        % (status, reason.encode(), extra, len(body), body)
+    )
+
+
+FULL_RESPONSE = raw_problem(
+    503,
+    "Service Unavailable",
+    "too-many-connections",
+    "Too many connections",
+    "the service holds its most open connections (max_connections); try again",
+    b"retry-after: 1\r\n",
 )  # a connection past ``max_connections``
+MALFORMED_RESPONSE = raw_problem(
+    400,
+    "Bad Request",
+    "malformed-request",
+    "Malformed request",
+    "the request is not valid HTTP/1.1 (its request line, a header or its framing)",
+)  # what the HTTP parser refused: uvicorn's own answer is text/plain
 
 
 def config(app: Any, host: str, settings: ServeSettings, log_level: str) -> uvicorn.Config:
@@ -49,7 +68,8 @@ def config(app: Any, host: str, settings: ServeSettings, log_level: str) -> uvic
 
 def guarded_protocol(settings: ServeSettings) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol with ``header_timeout_ms`` / ``body_timeout_ms`` deadlines,
-    and a 503 for a connection past ``max_connections``."""
+    a 503 for a connection past ``max_connections``, and a problem document (not uvicorn's
+    text/plain) for a request its parser refuses."""
     header_s = settings.header_timeout_ms / 1000
     body_s = settings.body_timeout_ms / 1000
     most = settings.max_connections
@@ -91,6 +111,11 @@ def guarded_protocol(settings: ServeSettings) -> type[asyncio.Protocol]:
                     self._arm(body_s)
             elif self._awaiting is not None and not self._awaiting.more_body:
                 self._disarm()
+
+        def send_400_response(self, msg: str) -> None:
+            """The parser refused the request: a problem document, as every answer is."""
+            self.transport.write(MALFORMED_RESPONSE)
+            self.transport.close()
 
         def on_response_complete(self) -> None:
             done = self.cycle

@@ -133,6 +133,8 @@ async def test_a_replayed_keyed_job_keeps_its_entry_and_waits_for_its_key_throug
         return len(await admin.dead_letters(topic, 10)) == 1
 
     await eventually(dead, timeout_s=15, what="the keyed job's dead letter")
+    (letter,) = await admin.dead_letters(topic, 10)
+    assert (letter.reason, letter.attempt) == ("failed", 2), letter  # what is replayed below
     await client.enqueue(topic, "hold", key="customer-1", ordered=True)
 
     async def holding() -> bool:
@@ -140,7 +142,8 @@ async def test_a_replayed_keyed_job_keeps_its_entry_and_waits_for_its_key_throug
 
     await eventually(holding, timeout_s=15, what="the key's other job running")
     deferred = gate.deferred
-    assert await face.replay(topic, "failed") == (1, 0)
+    replayed = await face.replay(topic, "failed")
+    assert replayed == (1, 0), (replayed, await admin.dead_letters(topic, 10))
 
     def runs() -> list[Job]:
         return [j for j in seen if j.id == job_id]
