@@ -1,7 +1,8 @@
 """The due line through faults (docs/architecture.md, "The due line"): jobs waiting on a
 fair, prioritised topic's lines while a worker is killed -9 and the scheduler node leading a
 shard is killed -9 (the other takes its shards over) all fire once, none before its due time,
-and run, with a sync handler and an async one."""
+in the line's order within each shard's lanes, and run, with a sync handler and an async
+one."""
 
 from __future__ import annotations
 
@@ -21,20 +22,46 @@ from wheelq.core.keys import all_shards
 
 SHARDS = 2
 CREDIT_MS = 1000
+SLACK_MS = 100
+"""How long a due job may take to join its line: the leader lines what is due at each sweep
+(a few ms apart), and a job due within `SLACK_MS` of another's firing may miss that turn."""
 NODE = {"lease_ttl_ms": 2000, "window_ms": 5000, "preload_interval_ms": 100}
 WORKER = {"visibility_timeout_ms": 1000, "claim_interval_ms": 200, "block_ms": 200}
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_servers]
 
 
-def fired(r: redis.Redis, topic: str) -> list[tuple[int, dict[bytes, bytes]]]:
-    """Every entry of the topic's ready streams: (its stream ms, its fields), per shard in
-    stream order, the shards one after the other."""
-    out = []
-    for keys in all_shards(topic, SHARDS):
-        for entry_id, fields in r.xrange(keys.ready):
-            out.append((int(entry_id.split(b"-")[0]), fields))
-    return out
+def out_of_order(entries: list[tuple[int, dict[bytes, bytes]]]) -> list[str]:
+    """Each pair of one shard's entries (in stream order) that breaks the line's order, said
+    as text: a job fired while another of its lane (its key: the topic is fair) had been due
+    for `SLACK_MS` and ranked ahead of it by more than `SLACK_MS` (rank: due - priority x
+    credit, docs/architecture.md "The due line")."""
+
+    def rank(f: dict[bytes, bytes]) -> int:
+        return int(f[Field.DUE]) - int(f.get(Field.PRIORITY, b"5")) * CREDIT_MS
+
+    def said(ms: int, f: dict[bytes, bytes]) -> str:
+        key, priority = f.get(Field.KEY, b"").decode(), f.get(Field.PRIORITY, b"5").decode()
+        due = f[Field.DUE].decode()
+        return f"{f[Field.ID].decode()} (key {key!r}, p{priority}, due {due}, fired {ms})"
+
+    broken = []
+    for i, (fired_ms, first) in enumerate(entries):
+        for later_ms, later in entries[i + 1 :]:
+            same_lane = first.get(Field.KEY) == later.get(Field.KEY)
+            was_due = int(later[Field.DUE]) + SLACK_MS <= fired_ms
+            if same_lane and was_due and rank(later) + SLACK_MS < rank(first):
+                broken.append(f"{said(fired_ms, first)} before {said(later_ms, later)}")
+    return broken
+
+
+def fired(r: redis.Redis, topic: str) -> list[list[tuple[int, dict[bytes, bytes]]]]:
+    """Every entry of the topic's ready streams: (its stream ms, its fields), a list per
+    shard, in stream order."""
+    return [
+        [(int(entry_id.split(b"-")[0]), fields) for entry_id, fields in r.xrange(keys.ready)]
+        for keys in all_shards(topic, SHARDS)
+    ]
 
 
 @pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
@@ -50,9 +77,14 @@ def test_jobs_on_the_line_fire_once_on_time_through_a_worker_and_a_leaders_kill_
         doomed = WorkerProcess(redis_url, topic, "doomed", tmp_path, behaviour, WORKER)
         workers = [doomed]
         try:
+            # Each lane mixes priorities: key a's priority-9 jobs come due behind its own
+            # backlog of priority 0 and pass it; b (weight 2) and the keyless lane share turns.
             items = [EnqueueItem(payload=i, delay=0.5, key="a", priority=0) for i in range(600)]
-            items += [EnqueueItem(payload=i, delay=0.6, key="b", priority=9) for i in range(60)]
-            items += [EnqueueItem(payload=i, delay=0.7, key="c") for i in range(60)]
+            items += [EnqueueItem(payload=i, delay=0.6, key="a", priority=9) for i in range(60)]
+            items += [
+                EnqueueItem(payload=p, delay=0.6, key="b", priority=p % 10) for p in range(60)
+            ]
+            items += [EnqueueItem(payload=p, delay=0.7, priority=p % 10) for p in range(60)]
             ids = client.enqueue_many(topic, items)
             eventually_sync(
                 lambda: len(doomed.jobs("start")) >= 50, timeout_s=30, what="50 jobs started"
@@ -72,11 +104,14 @@ def test_jobs_on_the_line_fire_once_on_time_through_a_worker_and_a_leaders_kill_
             for process in [*workers, *nodes.values()]:
                 process.finish()
 
-    times = Counter(fields[Field.ID].decode() for _, fields in entries)
+    times = Counter(fields[Field.ID].decode() for shard in entries for _, fields in shard)
     assert set(times) == set(ids), "a job never fired"
     assert [job for job, n in times.items() if n > 1] == [], "a job fired twice"
-    early = [f for ms, f in entries if ms < int(f[Field.DUE])]
+    early = [f for shard in entries for ms, f in shard if ms < int(f[Field.DUE])]
     assert early == [], f"{len(early)} jobs fired before their due time"
+    for shard, fired_there in enumerate(entries):
+        broken = out_of_order(fired_there)
+        assert broken == [], f"shard {shard}: {len(broken)} pairs out of order, {broken[:3]}"
     with redis.Redis.from_url(redis_url) as r:
         for keys in all_shards(topic, SHARDS):
             assert r.hlen(keys.held) == 0 and r.hlen(keys.jobs) == 0

@@ -1307,6 +1307,27 @@ def test_emit_due_sweep_byte_budget_flags_more_and_goes_on_next_call(
     assert fired_ids(redis_sync, keys) == ["b1", "s1", "b2"]
 
 
+@pytest.mark.usefixtures("leader")
+def test_emit_due_on_a_line_fires_nothing_until_a_sweep_has_held_every_due_job(
+    redis_sync: redis.Redis, run: Runner, keys: ShardKeys
+) -> None:
+    """Bug: a new leader's catch-up sweep lined one page of the oldest due jobs and fired the
+    best of that page, while better-ranked jobs due a little later still sat in the sorted
+    set: priority-0 jobs fired ahead of priority-9 ones due when they fired."""
+    now = server_ms(redis_sync)
+    redis_sync.hset(keys.limits, "ordered", "1")
+    for i in range(4):
+        seed_pending(redis_sync, keys, f"low{i}", now - 3000 + i, env())
+    urgent = dataclasses.replace(Envelope.unpack(env()), priority=9).pack()
+    seed_pending(redis_sync, keys, "urgent", now - 2000, urgent)
+
+    pages = [run(fire.emit_due(keys, TOKEN, now, limit=2)) for _ in range(3)]
+
+    assert [(p.emitted, p.more) for p in pages] == [(0, True), (0, True), (5, False)]
+    assert fired_ids(redis_sync, keys) == ["urgent", "low0", "low1", "low2", "low3"]
+    assert redis_sync.hlen(keys.held) == 0
+
+
 # --- drop_shard -----------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ KEYS[12] {T:s}:held      HASH    the due line's jobs (includes/held.lua); with K
 KEYS[13] {T:s}:turns     ZSET    the lanes' keys named after it, on a shard that orders its due
 KEYS[14] {T:s}:weights   HASH    jobs: every due job of the call is held, then the best that
          fit the line's room (wq_line_room) are fired, so the order is decided at the due ms
+         (a sweep whose page left due jobs in the sorted set fires none: more = 1)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -114,6 +115,13 @@ if line then
     wq_multi('ZREM', KEYS[1], due)
   end
   local n = wq_line_room(line, room, {KEYS[3], KEYS[9]})
+  if #ARGV <= 5 and #ids >= tonumber(ARGV[4]) and
+      redis.call('ZCOUNT', KEYS[1], '-inf', wq_fmt(now)) > 0 then
+    -- A sweep's page did not hold every due job (a new leader's catch-up): the rest, still in
+    -- the sorted set, may rank ahead of what is held, so nothing fires until the pages that
+    -- follow at once (more = 1) have held them all.
+    n = 0
+  end
   local got = n > 0 and wq_take(line, n) or {}
   ids, scores, taken, room = {}, {}, {}, nil
   for i, t in ipairs(got) do
