@@ -258,3 +258,23 @@ async def test_a_note_makes_the_next_round_drain_the_inbox(parts: NodeParts) -> 
     await preloader.step()
     assert [len(r) for r in parts.executor.rounds] == [3]
     assert not lead.noted
+
+
+async def test_a_line_sweep_between_reads_sends_the_emit_alone(parts: NodeParts) -> None:
+    """While jobs wait on a shard's due line, its sweeps (every few ms) carry only the emit:
+    the inbox and the page are read when a note comes or the read's plan is due."""
+    preloader, _ = make(parts)
+    lead = parts.lead(0)
+    lead.followed, lead.overdue, lead.noted = True, False, False
+    lead.planned_ms = START_MS + 10_000
+    swept = iter([EmitResult(40, False, 0, [], waiting=500), EmitResult(8, False, 0, [])])
+    parts.executor.answer("emit_due", lambda call: next(swept))
+    lead.waiting = 1
+    assert await preloader.step() == pytest.approx(0.002), "then at the line's pace"
+    (alone,) = parts.executor.rounds[-1]
+    assert alone.keys[0] == keys(0).delayed and lead.waiting == 500
+    parts.clock.advance(2)
+    lead.noted = True  # a wake note: the next round reads the inbox again
+    await preloader.step()
+    assert [len(r) for r in parts.executor.rounds] == [1, 3]
+    assert lead.waiting == 0 and not lead.noted

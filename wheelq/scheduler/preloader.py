@@ -228,6 +228,18 @@ class Preloader(NodePart):
         # Held back by max_ready: every due job is swept (the wheel let them go).
         grace = 0 if lead.throttled else s.sweep_grace_ms
         bound_ms = max(lead.acquired_ms, sent_ms - grace)
+        emit = fire.emit_due(
+            lead.keys, token, bound_ms, limit=s.sweep_batch, max_bytes=s.emit_batch_bytes
+        )
+        if lead.waiting and lead.followed and not lead.noted and sent_ms < lead.planned_ms:
+            # A line's sweep between reads (every few ms while jobs wait on it): the emit
+            # alone, with no inbox nor page to read and parse, which wake notes and the
+            # read's plan bring in their own time.
+            (reply,) = await self._ctx.executor.run([emit], return_exceptions=True)
+            crash.point("sweep.after_reply")
+            if is_transient(reply):
+                raise reply
+            return self._settle(lead, None, None, reply, sent_ms, bound_ms)
         full = lead.noted or lead.overdue or lead.throttled or not lead.followed
         read = fire.preload(
             lead.keys,
@@ -242,13 +254,7 @@ class Preloader(NodePart):
         )
         calls: list[Call[Any]] = [read]
         if full:
-            calls = [
-                fire.drain_inbox(lead.keys, INBOX_BATCH),
-                read,
-                fire.emit_due(
-                    lead.keys, token, bound_ms, limit=s.sweep_batch, max_bytes=s.emit_batch_bytes
-                ),
-            ]
+            calls = [fire.drain_inbox(lead.keys, INBOX_BATCH), read, emit]
         replies = await self._ctx.executor.run(calls, return_exceptions=True)
         crash.point("sweep.after_reply")
         for reply in replies:
