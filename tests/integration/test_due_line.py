@@ -14,6 +14,8 @@ from tests.integration import test_backpressure
 from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, Job, Scheduler, Worker
 from wheelq.core.keys import ShardKeys
+from wheelq.core.settings import WorkerSettings
+from wheelq.worker.read_ahead import LINE_READ_AHEAD_MS
 
 # test_backpressure's: a scheduler node leading the topic, stopped at teardown
 scheduler = test_backpressure.scheduler
@@ -97,3 +99,39 @@ async def test_priority_9_due_during_a_priority_0_backlog_passes_it(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+@pytest.mark.cluster_too
+async def test_a_worker_reads_ahead_less_while_its_topic_has_a_due_line(
+    redis_url: str, topic: str
+) -> None:
+    """What a worker has read ahead starts in read order, whatever the line decides after
+    it: a worker started on a fair topic reads ahead `LINE_READ_AHEAD_MS` of work, and one
+    already running on a plain topic shortens its horizon at its next read of the topic's
+    state once the topic turns fair (shards then keep ordering their due jobs)."""
+    plain, fair = f"{topic}-plain", f"{topic}-fair"
+    async with AsyncClient.from_url(redis_url) as c:
+        admin = AsyncAdmin.of(c)
+        for name in (plain, fair):
+            await admin.create_topic(name, 2)
+        await admin.set_limits(fair, fair=True)
+        on_fair = Worker.from_url(redis_url, fair, _nothing)
+        on_plain = Worker.from_url(redis_url, plain, _nothing, pause_poll_ms=100)
+        await on_fair.start()
+        await on_plain.start()
+        try:
+            assert on_fair.slots.read_ahead.horizon_ms == LINE_READ_AHEAD_MS
+            assert on_plain.slots.read_ahead.horizon_ms == WorkerSettings().read_ahead_ms
+            await admin.set_limits(plain, fair=True)
+
+            async def shortened() -> bool:
+                return on_plain.slots.read_ahead.horizon_ms == LINE_READ_AHEAD_MS
+
+            await eventually(shortened, timeout_s=5, what="the running worker's next read")
+        finally:
+            await on_fair.stop()
+            await on_plain.stop()
+
+
+async def _nothing(job: Job) -> None:
+    return None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wheelq.worker.read_ahead import READ_AHEAD_MAX, ReadAhead
+from wheelq.worker.read_ahead import LINE_READ_AHEAD_MS, READ_AHEAD_MAX, ReadAhead
 
 
 def test_nothing_is_read_ahead_before_the_first_run() -> None:
@@ -62,3 +62,24 @@ def test_extra_stays_within_zero_and_the_limit(runs: list[float]) -> None:
         ahead.ran(ms)
         assert 0 <= ahead.extra <= READ_AHEAD_MAX
     assert ahead.mean_ms is not None and min(runs) <= ahead.mean_ms <= max(runs)
+
+
+def test_a_topic_with_a_due_line_shortens_the_horizon_until_none_has_one() -> None:
+    """What is read ahead starts in read order, whatever the line decides after it: while a
+    topic read orders its due jobs the horizon is `LINE_READ_AHEAD_MS`, sized at once."""
+    ahead = ReadAhead(slots=10, horizon_ms=10)
+    ahead.ran(1.0)
+    assert (ahead.horizon_ms, ahead.extra) == (10, 100)
+    ahead.line("a", True)
+    ahead.line("b", True)
+    assert (ahead.horizon_ms, ahead.extra) == (LINE_READ_AHEAD_MS, 10 * LINE_READ_AHEAD_MS)
+    ahead.line("a", False)
+    assert ahead.horizon_ms == LINE_READ_AHEAD_MS, "b still has one"
+    ahead.line("b", False)
+    assert (ahead.horizon_ms, ahead.extra) == (10, 100)
+
+
+def test_a_horizon_set_below_the_lines_is_kept() -> None:
+    ahead = ReadAhead(slots=10, horizon_ms=1)
+    ahead.line("a", True)
+    assert ahead.horizon_ms == 1

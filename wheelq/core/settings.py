@@ -193,7 +193,8 @@ class _WorkerFields:
     """Longest wait of one blocking read (stop() does not wait for it); cut to half the
     connections' socket timeout (2500 with the default 5 s)."""
     read_ahead_ms: Annotated[int, Range(0, 60_000)] = 10
-    """How long at their pace the slots' read-ahead lasts (at most 1,000 entries). 0: none."""
+    """How long at their pace the slots' read-ahead lasts (at most 1,000 entries; at most 2 ms
+    while a topic read has a due line, docs/architecture.md "The due line"). 0: none."""
     visibility_timeout_ms: Annotated[int, Range(100, 86_400_000)] = 30_000
     """An entry unacked and untouched this long is taken over by another worker."""
     claim_interval_ms: Annotated[int, Range(10, 600_000)] = 5000

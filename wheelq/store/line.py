@@ -26,6 +26,15 @@ from wheelq.store.scripts import text
 LineOp = Generator[list[Call[Any]], list[Any], list[ShardLine]]
 
 
+def orders(keys: ShardKeys) -> Call[bool]:
+    """Whether `keys`' shard orders its due jobs (its limits hash has ``ordered`` or ``fair``,
+    as `emit_due.lua` reads them): a worker reading it keeps its read-ahead short."""
+    return Call(
+        command=("HMGET", keys.limits, "ordered", "fair"),
+        parse=lambda got: any(v in (b"1", "1") for v in got),
+    )
+
+
 def read_lines(shards: Sequence[ShardKeys], now_ms: int, *, priorities: bool = True) -> LineOp:
     """Read each of `shards`' due line (sans-I/O); one `ShardLine` per shard, in order.
 

@@ -9,7 +9,7 @@ from wheelq.core.clock import Clock
 from wheelq.core.keys import ShardKeys
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.service import DEFAULT_MAX_PAUSE_MS, PartStopped, Service
-from wheelq.store import events, pauses
+from wheelq.store import events, line, pauses
 from wheelq.store.call import Call
 from wheelq.store.executor import AsyncExecutor
 
@@ -31,6 +31,7 @@ class PauseWatch(Service):
         clock: Clock,
         on_change: Callable[[bool], Awaitable[None]],
         on_events: Callable[[bool], None] = lambda on: None,
+        on_line: Callable[[bool], None] = lambda on: None,
         *,
         paused: bool = False,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
@@ -43,25 +44,33 @@ class PauseWatch(Service):
         self.group = group
         self._on_change = on_change
         self._on_events = on_events
+        self._on_line = on_line
         self.paused = paused
         """As last read and acted on (the worker started in this state)."""
         self._poll_ms = poll_ms  # WorkerSettings.pause_poll_ms
         self._paused_poll_ms = paused_poll_ms  # WorkerSettings.paused_poll_ms
-        self.reads = 0  # State reads (each two commands).
+        self.reads = 0  # State reads (each three commands, one when paused and not told).
         self.events_on = False
         """Whether the topic has job events on, as last read (the worker notes starts)."""
+        self.lined = False
+        """Whether the topic orders its due jobs, as last read (the worker reads ahead less)."""
 
     async def read(self, events_too: bool = True) -> bool:
-        """Read the state now (`events_too`: and whether the topic has events on) and tell
-        the worker what changed; returns whether paused."""
+        """Read the state now (`events_too`: and whether the topic has events on and a due
+        line, both read off shard 0 as the worker's start does) and tell the worker what
+        changed; returns whether paused."""
         calls: list[Call[bool]] = [pauses.read_pause_of(self.topic, self.group)]
         if events_too:
-            calls.append(events.enabled(ShardKeys(self.topic, 0)))
-        now_paused, *events_on = await self._executor.run(calls)
+            first = ShardKeys(self.topic, 0)
+            calls += [events.enabled(first), line.orders(first)]
+        now_paused, *topic = await self._executor.run(calls)
         self.reads += 1
-        if events_on and events_on[0] != self.events_on:
-            self.events_on = events_on[0]
-            self._on_events(self.events_on)
+        if topic:
+            events_on, self.lined = topic
+            self._on_line(self.lined)
+            if events_on != self.events_on:
+                self.events_on = events_on
+                self._on_events(self.events_on)
         if now_paused != self.paused:
             await self._on_change(now_paused)
             self.paused = now_paused  # once done: a failure part-way is done again next read

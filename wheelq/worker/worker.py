@@ -27,7 +27,7 @@ from wheelq.runtime import tracing
 from wheelq.runtime.clock import LocalClock, WallClock
 from wheelq.runtime.outage import StopBudget
 from wheelq.runtime.role import Connection, Role, executor_of
-from wheelq.store import connect, events, pauses, topics
+from wheelq.store import connect, events, line, pauses, topics
 from wheelq.store.call import Call
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import Handler, HandlerRunner, handler_threads, is_async
@@ -542,11 +542,12 @@ class Worker(Role[WorkerStopReport]):
         paused = await self._executor.run(
             [pauses.read_pause_of(topic, self.group) for topic in self.topics]
         )
-        noted = await self._executor.run(
-            [events.enabled(ShardKeys(topic, 0)) for topic in self.topics]
-        )
-        for lane, events_on in zip(self.lanes, noted, strict=True):
+        firsts = [ShardKeys(topic, 0) for topic in self.topics]
+        noted = await self._executor.run([events.enabled(keys) for keys in firsts])
+        lined = await self._executor.run([line.orders(keys) for keys in firsts])
+        for lane, events_on, has_line in zip(self.lanes, noted, lined, strict=True):
             lane.in_flight.events_on = events_on
+            self.slots.read_ahead.line(lane.topic, has_line)
         self._parts = []
         for lane, me, held_back in zip(self.lanes, mine, paused, strict=True):
             lane.members = Membership(me)
@@ -613,6 +614,7 @@ class Worker(Role[WorkerStopReport]):
             self.clock,
             parts.set_paused,
             functools.partial(setattr, in_flight, "events_on"),
+            functools.partial(self.slots.read_ahead.line, lane.topic),
             paused=paused,
             max_pause_ms=s.failure_pause_max_ms,
             poll_ms=s.pause_poll_ms,
