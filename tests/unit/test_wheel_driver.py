@@ -14,7 +14,7 @@ from tests.support.node_context import START_MS, NodeParts, keys
 from tests.support.waiting import until
 from wheelq.errors import LeaseLostError, ScriptError
 from wheelq.scheduler.led_shards import Lead
-from wheelq.scheduler.wheel_driver import FIRST_ROUND, WheelDriver
+from wheelq.scheduler.wheel_driver import FIRST_ROUND, ROUND_MOST, WheelDriver
 from wheelq.store.call import Call
 from wheelq.store.fire import EmitResult
 
@@ -128,6 +128,54 @@ async def test_a_burst_sends_its_earliest_jobs_in_a_round_of_their_own_first(
     sent_later = sorted(i for call in rest for i in ids_of(call))
     assert sent_later == sorted([f"a{i}" for i in range(FIRST_ROUND, n)] + ["b0", "b1", "b2"])
     assert (first.emitted, second.emitted, len(driver.wheel)) == (n, 3, 0)
+
+
+async def test_a_job_due_during_a_burst_goes_out_before_the_bursts_later_rounds(
+    parts: NodeParts,
+) -> None:
+    """A burst's rest goes in rounds of at most `ROUND_MOST`; before each, what came due
+    while the last was sent goes first (a burst of 100,000 takes about a second to send)."""
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    n = FIRST_ROUND + 2 * ROUND_MOST + 5
+    driver.schedule(lead, [(f"a{i:05}", START_MS - 1) for i in range(n)])
+    driver.schedule(lead, [("late", START_MS + 5)])
+    calls = 0
+
+    def answer(call: Any) -> EmitResult:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            parts.clock.advance(10)  # "late" comes due while the first round is sent
+        return EmitResult(len(ids_of(call)), False, 0, [])
+
+    parts.executor.answer("emit_due", answer)
+    await driver.step()
+    sent = [[i for call in r for i in ids_of(call)] for r in parts.executor.rounds]
+    assert [len(r) for r in sent] == [FIRST_ROUND, 1, ROUND_MOST, ROUND_MOST, 5]
+    assert sent[1] == ["late"], "due during the burst: before its later rounds"
+    assert [i for r in sent[2:] for i in r] == [f"a{i:05}" for i in range(FIRST_ROUND, n)]
+    assert (lead.emitted, len(driver.wheel)) == (n + 1, 0)
+
+
+async def test_a_later_round_without_a_reply_puts_the_rounds_after_it_back(
+    parts: NodeParts,
+) -> None:
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    burst = [(f"a{i:05}", START_MS - 1) for i in range(FIRST_ROUND + 2 * ROUND_MOST)]
+    driver.schedule(lead, burst)
+
+    def answer(call: Any) -> EmitResult:
+        # The connection goes once the first round is answered: the next round gets none.
+        parts.executor.fail_next(RedisConnectionError("Connection reset by peer"))
+        return EmitResult(len(ids_of(call)), False, 0, [])
+
+    parts.executor.answer("emit_due", answer)
+    with pytest.raises(RedisConnectionError):
+        await driver.step()
+    unsent = {f"a{i:05}" for i in range(FIRST_ROUND, len(burst))}
+    assert {job_id for (_, job_id), _ in driver.wheel.advance_to(START_MS)} == unsent
 
 
 async def test_a_crowded_millisecond_is_sliced_even_after_the_wheel_sat_idle(
