@@ -24,7 +24,7 @@ from wheelq.errors import DuplicateJobError, TopicNotEmptyError
 
 GROUP = "slow"
 JOBS = 200
-LEAD = 64
+LEAD = 32
 """The stream depth past which due jobs wait on the line (the default lead)."""
 _LINE_TITLE = "due, waiting their turn on the due line to enter the stream"
 

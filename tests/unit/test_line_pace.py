@@ -9,7 +9,7 @@ from wheelq.scheduler.preloader import LINE_HALF_LEAD, LINE_PACE_MS, LINE_SLACK,
 def test_a_sweep_that_fires_half_a_lead_or_more_sweeps_twice_as_often_down_to_the_fastest() -> None:
     fastest, slowest = LINE_PACE_MS
     assert line_pace(slowest, LINE_HALF_LEAD) == slowest // 2
-    assert line_pace(fastest, 64) == fastest
+    assert line_pace(fastest, 2 * LINE_HALF_LEAD) == fastest
 
 
 def test_a_sweep_that_fires_little_sweeps_half_as_often_up_to_the_slowest() -> None:

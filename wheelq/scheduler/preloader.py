@@ -163,8 +163,8 @@ class WakeListener(Service):
 INBOX_BATCH = 1000
 THROTTLED_INTERVAL_MS = 20  # Sweep pace of a shard held back by max_ready.
 LINE_PACE_MS = (2, 20)  # Sweep pace of a shard whose due line holds jobs: fastest, slowest.
-LINE_HALF_LEAD = 32  # A sweep that fires this many or more goes twice as often next time;
-LINE_SLACK = 8  # one that fires fewer than this, half as often (the lead is 64 entries).
+LINE_HALF_LEAD = 16  # A sweep that fires this many or more goes twice as often next time;
+LINE_SLACK = 4  # one that fires fewer than this, half as often (the lead is 32 entries).
 
 
 def line_pace(pace_ms: int, emitted: int) -> int:

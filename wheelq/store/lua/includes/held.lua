@@ -7,7 +7,7 @@ Includes: base
 ]]
 local WQ_DEFAULT_PRIORITY = 5
 local WQ_DEFAULT_CREDIT_MS = 1000 -- priority_credit_ms when the topic sets none
-local WQ_DEFAULT_LEAD = 64 -- undelivered entries a stream may hold while jobs wait on the line
+local WQ_DEFAULT_LEAD = 32 -- undelivered entries a stream may hold while jobs wait on the line
 
 -- The fields of a shard's limits hash its due line reads (wq_line), in its order; a caller
 -- that reads others of the hash asks for them after these, in one HMGET.
