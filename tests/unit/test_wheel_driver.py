@@ -147,7 +147,7 @@ async def test_a_job_due_during_a_burst_goes_out_before_the_bursts_later_rounds(
         calls += 1
         if calls == 1:
             parts.clock.advance(10)  # "late" comes due while the first round is sent
-        return EmitResult(len(ids_of(call)), False, 0, [])
+        return EmitResult(len(ids_of(call)), False, 0, [], waiting=n)  # the line holds jobs
 
     parts.executor.answer("emit_due", answer)
     await driver.step()
@@ -156,6 +156,20 @@ async def test_a_job_due_during_a_burst_goes_out_before_the_bursts_later_rounds(
     assert sent[1] == ["late"], "due during the burst: before its later rounds"
     assert [i for r in sent[2:] for i in r] == [f"a{i:05}" for i in range(FIRST_ROUND, n)]
     assert (lead.emitted, len(driver.wheel)) == (n + 1, 0)
+
+
+async def test_a_burst_on_a_shard_without_a_line_goes_in_one_round_after_its_first(
+    parts: NodeParts,
+) -> None:
+    """A stream keeps due order: a burst's rest goes out soonest in one round."""
+    driver = WheelDriver(parts.ctx)
+    lead = parts.lead(0)
+    n = FIRST_ROUND + 2 * ROUND_MOST + 5
+    driver.schedule(lead, [(f"a{i:05}", START_MS - 1) for i in range(n)])
+    parts.executor.answer("emit_due", lambda call: EmitResult(len(ids_of(call)), False, 0, []))
+    await driver.step()
+    sizes = [sum(len(ids_of(c)) for c in r) for r in parts.executor.rounds]
+    assert sizes == [FIRST_ROUND, n - FIRST_ROUND]
 
 
 async def test_a_later_round_without_a_reply_puts_the_rounds_after_it_back(
@@ -169,7 +183,7 @@ async def test_a_later_round_without_a_reply_puts_the_rounds_after_it_back(
     def answer(call: Any) -> EmitResult:
         # The connection goes once the first round is answered: the next round gets none.
         parts.executor.fail_next(RedisConnectionError("Connection reset by peer"))
-        return EmitResult(len(ids_of(call)), False, 0, [])
+        return EmitResult(len(ids_of(call)), False, 0, [], waiting=len(burst))
 
     parts.executor.answer("emit_due", answer)
     with pytest.raises(RedisConnectionError):

@@ -73,30 +73,39 @@ class WheelDriver(NodePart):
         return 0.0
 
     async def _emit(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
-        """Emit `expired`: the first `FIRST_ROUND` before the rest is grouped, the rest in
-        rounds of at most `ROUND_MOST`, and before each of those what came due meanwhile. A
-        burst of 100,000 takes the node and Redis about a second to fire or to line (about
-        10 us a job): a job due during it goes out within a round (a few ms), not after the
-        burst (on a due line it then passes the burst as its rank says)."""
+        """Emit `expired`: the first `FIRST_ROUND` before the rest is grouped, then the rest.
+        Where the rest reaches a shard whose due line holds jobs, in rounds of at most
+        `ROUND_MOST`, and before each what came due meanwhile: a burst of 100,000 takes the
+        node and Redis about a second to line (about 10 us a job), and a job due during it
+        goes to the line within a round and passes the burst as its rank says. Elsewhere in
+        one round: a stream keeps due order, and one round sends a burst soonest."""
         rounds = [expired[:FIRST_ROUND]]
-        rounds += [
-            expired[i : i + ROUND_MOST] for i in range(FIRST_ROUND, len(expired), ROUND_MOST)
-        ]
-        sent = 0
+        sent, lined = 0, False
         try:
             while sent < len(rounds):
-                if sent:
+                if lined:
                     now_ms = self.clock.now_ms()
                     came = self.wheel.advance_to(now_ms, FIRST_ROUND)
                     if came:
                         rounds.insert(sent, came)
                 await self._emit_round(rounds[sent], now_ms)
                 sent += 1
+                if sent == 1 and len(expired) > FIRST_ROUND:
+                    lined = self._reaches_a_line(expired[FIRST_ROUND:])
+                    rest = expired[FIRST_ROUND:]
+                    step = ROUND_MOST if lined else len(rest)
+                    rounds += [rest[i : i + step] for i in range(0, len(rest), step)]
         except BaseException:
-            for later in rounds[sent + 1 :]:  # not sent: back at their due times, after the pause
+            unsent = rounds[sent + 1 :] if len(rounds) > 1 else [expired[FIRST_ROUND:]]
+            for later in unsent:  # not sent: back at their due times, after the pause
                 for key, due_ms in later:
                     self.wheel.add(key, due_ms)
             raise
+
+    def _reaches_a_line(self, rest: list[tuple[WheelKey, int]]) -> bool:
+        """Whether `rest` has a job of a shard whose due line holds jobs."""
+        lined = {slot for slot, lead in self._ctx.leads.by_slot.items() if lead.waiting}
+        return bool(lined) and any(slot in lined for (slot, _), _ in rest)
 
     async def _emit_round(self, expired: list[tuple[WheelKey, int]], now_ms: int) -> None:
         by_slot: dict[int, list[str]] = defaultdict(list)
