@@ -101,6 +101,15 @@ async def _pull(call: Any, path: str, note: Callable[[dict[str, Any]], None]) ->
             assert status == 200 and acked["acked"] == 1, acked
 
 
+async def each_started(started: Started, receiver: ScriptedServer, face: str, jobs: int) -> None:
+    """Wait until the face has started `jobs` jobs."""
+
+    async def all_started() -> bool:
+        return len(callback_keys(started, receiver, face)) >= jobs
+
+    await eventually(all_started, timeout_s=60, what="every job to start")
+
+
 def callback_keys(started: Started, receiver: ScriptedServer, face: str) -> Started:
     """What the callback face started: the receiver's hits, in arrival order."""
     if face != "callback":
@@ -128,11 +137,7 @@ async def test_priority_9_due_during_a_backlog_passes_it_on_every_face(
                 for _ in range(10)
             ]
             ids = await c.enqueue_many(topic, backlog) + await c.enqueue_many(topic, urgent)
-
-            async def all_started() -> bool:
-                return len(callback_keys(started, receiver, face)) >= len(ids)
-
-            await eventually(all_started, timeout_s=60, what="every job to start")
+            await each_started(started, receiver, face, len(ids))
     order = callback_keys(started, receiver, face)
     assert len(order) == len(ids), "a job started twice"
     last_9 = max(i for i, (_, p) in enumerate(order) if p == 9)
@@ -162,11 +167,7 @@ async def test_a_key_due_during_a_flood_waits_about_one_turn_on_every_face(
                 for _ in range(10)
             ]
             ids = await c.enqueue_many(topic, flood) + await c.enqueue_many(topic, other)
-
-            async def all_started() -> bool:
-                return len(callback_keys(started, receiver, face)) >= len(ids)
-
-            await eventually(all_started, timeout_s=60, what="every job to start")
+            await each_started(started, receiver, face, len(ids))
     order = callback_keys(started, receiver, face)
     assert len(order) == len(ids), "a job started twice"
     last_b = max(i for i, (key, _) in enumerate(order) if key == "b")
