@@ -543,8 +543,11 @@ class Worker(Role[WorkerStopReport]):
             [pauses.read_pause_of(topic, self.group) for topic in self.topics]
         )
         firsts = [ShardKeys(topic, 0) for topic in self.topics]
-        noted = await self._executor.run([events.enabled(keys) for keys in firsts])
-        lined = await self._executor.run([line.orders(keys) for keys in firsts])
+        # Each topic's events switch and due line, read off its shard 0 in one round trip.
+        read = await self._executor.run(
+            [call for keys in firsts for call in (events.enabled(keys), line.orders(keys))]
+        )
+        noted, lined = read[0::2], read[1::2]
         for lane, events_on, has_line in zip(self.lanes, noted, lined, strict=True):
             lane.in_flight.events_on = events_on
             self.slots.read_ahead.line(lane.topic, has_line)
