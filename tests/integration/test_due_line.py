@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from tests.integration import test_backpressure
-from tests.support.waiting import eventually
+from tests.integration.test_pause import watch_reads
+from tests.support.waiting import eventually, until
 from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, Job, Scheduler, Worker
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import WorkerSettings
@@ -107,30 +108,40 @@ async def test_a_worker_reads_ahead_less_while_its_topic_has_a_due_line(
 ) -> None:
     """What a worker has read ahead starts in read order, whatever the line decides after
     it: a worker started on a fair topic reads ahead `LINE_READ_AHEAD_MS` of work, and one
-    already running on a plain topic shortens its horizon at its next read of the topic's
-    state once the topic turns fair (shards then keep ordering their due jobs)."""
-    plain, fair = f"{topic}-plain", f"{topic}-fair"
+    already running shortens its horizon at once (told, not at its next poll, 60 s away)
+    when its topic turns fair, or when a shard gets its first job of a priority other than
+    5 (shards then keep ordering their due jobs)."""
+    plain, fair, prioritized = f"{topic}-plain", f"{topic}-fair", f"{topic}-prio"
     async with AsyncClient.from_url(redis_url) as c:
         admin = AsyncAdmin.of(c)
-        for name in (plain, fair):
-            await admin.create_topic(name, 2)
+        for name in (plain, fair, prioritized):
+            await admin.create_topic(name, 1)
         await admin.set_limits(fair, fair=True)
         on_fair = Worker.from_url(redis_url, fair, _nothing)
-        on_plain = Worker.from_url(redis_url, plain, _nothing, pause_poll_ms=100)
+        running = {
+            name: Worker.from_url(redis_url, name, _nothing, pause_poll_ms=60_000)
+            for name in (plain, prioritized)
+        }
         await on_fair.start()
-        await on_plain.start()
+        for worker in running.values():
+            await worker.start()
         try:
             assert on_fair.slots.read_ahead.horizon_ms == LINE_READ_AHEAD_MS
-            assert on_plain.slots.read_ahead.horizon_ms == WorkerSettings().read_ahead_ms
+            for worker in running.values():
+                assert worker.slots.read_ahead.horizon_ms == WorkerSettings().read_ahead_ms
+                await until(lambda w=worker: watch_reads(w) >= 1, what="the watch subscribed")
             await admin.set_limits(plain, fair=True)
+            await c.enqueue(prioritized, b"x", delay=60, priority=9)
+            for worker in running.values():
 
-            async def shortened() -> bool:
-                return on_plain.slots.read_ahead.horizon_ms == LINE_READ_AHEAD_MS
+                async def shortened(w: Worker = worker) -> bool:
+                    return w.slots.read_ahead.horizon_ms == LINE_READ_AHEAD_MS
 
-            await eventually(shortened, timeout_s=5, what="the running worker's next read")
+                await eventually(shortened, timeout_s=2, what="the running worker told")
         finally:
             await on_fair.stop()
-            await on_plain.stop()
+            for worker in running.values():
+                await worker.stop()
 
 
 async def _nothing(job: Job) -> None:

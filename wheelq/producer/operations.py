@@ -339,7 +339,9 @@ class Producer:
             if change.weights is not None:  # before "fair": fair turns on with its weights
                 calls.append(write_weights(keys, change.weights))
             calls += write_limits(keys, fields)
-        if calls:
+        if "ordered" in fields:  # fair on: workers read ahead less at once (their pause watch)
+            yield from pauses.write_then_announce(topic, calls)
+        elif calls:
             yield calls
         return (yield from self._read_limits(topic))
 

@@ -17,9 +17,11 @@ log = logging.getLogger(__name__)
 
 
 class PauseWatch(Service):
-    """Tells the worker when its group is paused or resumed: at once through the
-    `PAUSED_CHANNEL` subscription, and by reading the state on every (re)subscription and
-    every `poll_ms` (`paused_poll_ms` while paused), so no lost message is lost for long."""
+    """Tells the worker when its group is paused or resumed, and whether its topic has job
+    events on and a due line: at once through the `PAUSED_CHANNEL` subscription (a pause,
+    `set_events`, fair shares turned on, a shard's first job of a priority other than 5), and
+    by reading the state on every (re)subscription and every `poll_ms` (`paused_poll_ms` while
+    paused), so no lost message is lost for long."""
 
     name = "pause"
 

@@ -101,9 +101,11 @@ if line then
   end
   if #due > 0 then
     local envelopes = wq_multi('HMGET', KEYS[2], due)
+    local members, dues, envs = {}, {}, {}
     for i, id in ipairs(due) do
       if envelopes[i] then
-        wq_hold(line, id, due_at[id], (wq_envelope(envelopes[i])))
+        members[#members + 1], dues[#dues + 1] = id, due_at[id]
+        envs[#envs + 1] = wq_envelope(envelopes[i]) or false
       else
         out[4] = out[4] + 1
         gone[#gone + 1] = id
@@ -112,6 +114,7 @@ if line then
         end
       end
     end
+    wq_hold(line, members, dues, envs)
     wq_multi('ZREM', KEYS[1], due)
   end
   local n = wq_line_room(line, room, {KEYS[3], KEYS[9]})

@@ -41,7 +41,8 @@ ARGV[5]  layout: '' (each job carries its mode and replace) or, when every job o
          are not read first. In a replay (which has no layout): its deadline, the Redis ms
          after which the call is refused (LATE), or '' (none). Any of these may end in 'o': a
          job of the call has a priority other than 5 (the shard orders its due jobs from then
-         on: limits 'ordered')
+         on: limits 'ordered'; the call that sets it publishes the topic on WQ_PAUSED_CHANNEL,
+         so workers read ahead less at once: docs/architecture.md, "The due line")
 ARGV[6..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
           value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
           job; five otherwise); with a layout, id, value ms, envelope (three per job: Redis
@@ -166,6 +167,7 @@ if limits.err then
 end
 if orders and not limits[4] then
   redis.call('HSET', KEYS[9], 'ordered', '1')
+  redis.call('PUBLISH', WQ_PAUSED_CHANNEL, ARGV[1])
 end
 -- On a shard that orders its due jobs, none fires at once: a job due now is scheduled at its
 -- due time, and the leader puts it on the line (wq_fire_room).

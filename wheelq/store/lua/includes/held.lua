@@ -8,6 +8,9 @@ Includes: base
 local WQ_DEFAULT_PRIORITY = 5
 local WQ_DEFAULT_CREDIT_MS = 1000 -- priority_credit_ms when the topic sets none
 local WQ_DEFAULT_LEAD = 32 -- undelivered entries a stream may hold while jobs wait on the line
+-- The channel workers follow a topic's pauses and due line on (wheelq.core.keys.PAUSED_CHANNEL):
+-- a shard that starts ordering its due jobs publishes its topic there.
+local WQ_PAUSED_CHANNEL = 'wheelq:paused'
 
 -- The fields of a shard's limits hash its due line reads (wq_line), in its order; a caller
 -- that reads others of the hash asks for them after these, in one HMGET.
@@ -57,19 +60,37 @@ local function wq_weight(line, lane)
   return w
 end
 
--- Put `member` (due at `due`, decoded envelope `env`, nil when undecodable) on the line: its
--- lane is its key's when the topic is fair and it has one, else the shared lane ''; a lane
--- that had no job takes its turn after the last turn taken (vtime), so a key that was idle
--- gets no credit for it and a new one waits about one turn.
-local function wq_hold(line, member, due, env)
-  local lane = ''
-  if line.fair and env and type(env[10]) == 'string' and env[10] ~= '' then
-    lane = 'k:' .. env[10]
+-- Put `members` on the line, each due at `dues[i]` with its decoded envelope `envs[i]` (false
+-- when undecodable): its lane is its key's when the topic is fair and it has one, else the
+-- shared lane ''; a lane that had no job takes its turn after the last turn taken (vtime), so
+-- a key that was idle gets no credit for it and a new one waits about one turn. One ZADD a
+-- lane and one HSET for the lot: a burst's page is lined at a few commands, not three a job.
+local function wq_hold(line, members, dues, envs)
+  local by_lane, held = {}, {}
+  for i, member in ipairs(members) do
+    local env = envs[i] or nil
+    local lane = ''
+    if line.fair and env and type(env[10]) == 'string' and env[10] ~= '' then
+      lane = 'k:' .. env[10]
+    end
+    local args = by_lane[lane]
+    if not args then
+      args = {}
+      by_lane[lane] = args
+    end
+    local due = tonumber(dues[i])
+    args[#args + 1] = wq_fmt(due - wq_priority(env) * line.credit)
+    args[#args + 1] = member
+    held[#held + 1] = member
+    held[#held + 1] = wq_fmt(due) .. ' ' .. lane
   end
-  local order = tonumber(due) - wq_priority(env) * line.credit
-  redis.call('ZADD', line.lanes .. lane, wq_fmt(order), member)
-  redis.call('HSET', line.held, member, wq_fmt(tonumber(due)) .. ' ' .. lane)
-  redis.call('ZADD', line.turns, 'NX', string.format('%.17g', line.vtime + 1 / wq_weight(line, lane)), lane)
+  for lane, args in pairs(by_lane) do
+    wq_multi('ZADD', line.lanes .. lane, args)
+    redis.call('ZADD', line.turns, 'NX', string.format('%.17g', line.vtime + 1 / wq_weight(line, lane)), lane)
+  end
+  if #held > 0 then
+    wq_multi('HSET', line.held, held)
+  end
 end
 
 -- Take up to `n` jobs off the line, best first: the lane whose turn comes first gives its
