@@ -33,13 +33,22 @@ jobs wait on it):
   (`--priority-credit-ms`) is by default whole seconds with 9 x credit at least 1.5 x the
   expected drain (the JSON's ``credit_ms``): the figure is priority passing a backlog, not
   aging.
-- ``starvation``: priority-9 jobs due at `--load` x the lined capacity for `--saturate-s`
-  (default 60) s, and 200 priority-0 jobs due during it. Figures: each priority-0 job's
-  start - (due + 9 x credit) (the bound: <= 50 ms; max and p99), and, since that holds only
-  while the priority-9 backlog stays under the credit, the order rule itself: how long after
-  the first priority-9 job due more than 9 x credit after it a priority-0 job started
-  (``passed_by_later_ms``: the lead's drain at most). Baseline: the same jobs without
-  priorities (the priority-0 jobs' plain lateness).
+- ``starvation``: for `--saturate-s` (default 60) s a producer keeps the worker saturated
+  with priority-9 work: every 5 ms it tops up the priority-9 work ahead of the worker
+  (undelivered stream entries, on the line, due and not yet lined, and enqueued not yet
+  due: each is enqueued 10 ms before its due time) to `--ahead-ms` (default 20) ms of the
+  lined capacity, so the worker never waits for work and none of it waits long: saturated,
+  not overloaded (past the worker's capacity every job falls behind without bound, the
+  priority-9 ones too, and no bound of the form due + constant can hold; at exactly it a
+  queue's backlog is a random walk). 200 priority-0 jobs are due during it, the last 9 x
+  credit + 1 s before the window ends, so each one's bound falls inside it. Figures: each
+  priority-0 job's start - (due + 9 x credit) (the bound: <= 50 ms; max and p99), its
+  start - due (about 9 x credit when the priority-9 work kept it waiting, as it should),
+  the priority-9 work's own lateness and the worker's throughput against the measured
+  capacity (``saturation``), and the order rule itself: how long after the first priority-9
+  job due more than 9 x credit after it a priority-0 job started (``passed_by_later_ms``:
+  the lead's drain at most). Baseline: the same producer without priorities (the
+  priority-0 jobs' plain lateness).
 - ``fair``: one key (``flood``) with 200,000 jobs due at once, twenty other keys with 50 jobs
   each due during its drain. Figures: the twenty keys' start lateness (target p99 <= 50 ms;
   also of those due once the flood was ready, and ``flood_ready_after_ms``, as above)
@@ -50,7 +59,7 @@ jobs wait on it):
   share of the starts divided by its weight's share, less 1 (target within +-5 %).
 
 `--scale` multiplies every job count (not the key counts, the window, nor the starvation
-scenario's priority-9 jobs, which `--load` and `--saturate-s` set); a quick run is
+scenario's priority-9 jobs, which its producer sets); a quick run is
 ``--scale 0.05 --saturate-s 5 --credit-ms 100`` (for the starvation scenario, whose credit of
 1 s makes 9 x credit longer than a short window). The topic settings are written with
 ``Admin.set_limits(topic, fair=..., fair_weights=..., priority_credit_ms=...)``; on a tree
@@ -386,41 +395,106 @@ def run_priority(run: Run, n: int) -> dict[str, dict[str, Any]]:
 # -------------------------------------------------------------------------------- starvation
 
 
+TOP_UP_S = 0.005
+"""The starvation producer's period."""
+TRANSIT_MS = 10
+"""How long before its due time the starvation producer enqueues a priority-9 job."""
+
+
+class Saturator(threading.Thread):
+    """Keeps `ahead_ms` of the worker's capacity of priority-9 work ahead of the worker of
+    `topic` for `window_ms`: every `TOP_UP_S`, what is undelivered in the
+    stream, waiting on the line (its order key at most 8 x credit after now: a priority-0
+    job there has waited that long at most), due and not yet lined, and enqueued not yet
+    due is topped up with jobs due `TRANSIT_MS` later."""
+
+    def __init__(
+        self, run: Run, topic: str, start_ms: float, window_ms: float, priority: int | None
+    ) -> None:
+        super().__init__(daemon=True)
+        self.run_, self.topic, self.priority = run, topic, priority
+        self.start_ms, self.end_ms = start_ms, start_ms + window_ms
+        self.target = (
+            run.capacity["lined"] * run.args.ahead_ms / 1000
+            + run.capacity["lined"] * (TRANSIT_MS + TOP_UP_S * 1000) / 1000
+        )
+        self.ids: list[str] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as e:  # reported by the cell
+            self.error = e
+
+    def _produce(self) -> None:
+        r, client = self.run_.r, self.run_.client
+        shards = all_shards(self.topic, self.run_.args.shards)
+        credit = self.run_.credit_ms
+        transit: list[float] = []  # due ms of jobs enqueued, not due yet
+        gap_ms = redis_ms(r) - time.monotonic() * 1000
+        while True:
+            now = time.monotonic() * 1000 + gap_ms
+            if now >= self.end_ms:
+                return
+            pipe = r.pipeline(transaction=False)
+            for keys in shards:
+                pipe.xinfo_groups(keys.ready)
+                lane = keys.held[: -len("held")] + "lane:"  # the shared lane
+                pipe.zcount(lane, "-inf", now - 8 * credit)
+                pipe.zcount(keys.delayed, "-inf", now)
+            read = pipe.execute()
+            ahead = sum(
+                max((int(g.get("lag") or 0) for g in groups), default=0) + lined + due
+                for groups, lined, due in zip(read[0::3], read[1::3], read[2::3], strict=True)
+            )
+            transit = [d for d in transit if d > now]
+            n = int(self.target - ahead - len(transit))
+            if n > 0 and now >= self.start_ms:
+                at = now + TRANSIT_MS
+                items = [
+                    EnqueueItem(payload=PAYLOAD, at=at_ms(at), **prio(self.priority))
+                    for _ in range(n)
+                ]
+                self.ids += client.enqueue_many(self.topic, items)
+                transit += [at] * n
+            time.sleep(max(0.0, TOP_UP_S - (time.monotonic() * 1000 + gap_ms - now) / 1000))
+
+
 def starvation_cell(run: Run, ordered: bool) -> dict[str, Any]:
     window_ms = run.args.saturate_s * 1000
-    rate = run.args.load * run.capacity["lined"]
-    n9, n0 = round(rate * run.args.saturate_s), run.n(200, 20)  # the rate sets n9, not --scale
-    credit = run.credit_ms
+    n0, credit = run.n(200, 20), run.credit_ms
     with cell(run, "starve" if ordered else "starve-base", credit_ms=run.args.credit_ms) as c:
-        start = redis_ms(run.r) + lead_ms(n9 + n0)
-        items9 = [
-            EnqueueItem(
-                payload=PAYLOAD,
-                at=at_ms(start + i * window_ms / n9),
-                **prio(9 if ordered else None),
-            )
-            for i in range(n9)
-        ]
+        start = redis_ms(run.r) + lead_ms(n0)
+        last_ms = max(0.02 * window_ms, window_ms - 9 * credit - 1000)  # bounds in the window
         items0 = [
             EnqueueItem(
                 payload=PAYLOAD,
-                at=at_ms(start + window_ms * (0.02 + 0.96 * i / n0)),
+                at=at_ms(start + 0.02 * window_ms + (last_ms - 0.02 * window_ms) * i / n0),
                 **prio(0 if ordered else None),
             )
             for i in range(n0)
         ]
-        ids9, ids0 = c.enqueue(items9), c.enqueue(items0)
-        records = c.drain(n9 + n0, 120 + window_ms / 1000 * 5)
+        ids0 = c.enqueue(items0)
+        producer = Saturator(run, c.topic, start, window_ms, 9 if ordered else None)
+        producer.start()
+        producer.join()
+        if producer.error is not None:
+            raise producer.error
+        n9 = len(producer.ids)
+        records = c.drain(n9 + n0, 120)
     by_id = {job_id: (due, begun) for job_id, due, begun in records}
     p0 = [by_id[i] for i in ids0 if i in by_id]
-    p9 = sorted((by_id[i] for i in ids9 if i in by_id), key=lambda dr: dr[0])
+    p9 = sorted((by_id[i] for i in producer.ids if i in by_id), key=lambda dr: dr[0])
+    done = throughput(records, start)
     out: dict[str, Any] = {
         "p0_start_lateness_ms": lateness(begun - due for due, begun in p0),
         "p9_start_lateness_ms": lateness(begun - due for due, begun in p9),
-        "p9_due_per_s": round(rate, 1),
-        "throughput_jobs_per_s": throughput(records, start),
+        "p9_due_per_s": round(n9 * 1000 / window_ms, 1),
+        "throughput_jobs_per_s": done,
+        "saturation": round(done / run.capacity["lined" if ordered else "plain"], 3),
         "jobs": len(records),
-        "cost": c.cost,
+        "cost": c.cost,  # the producer's enqueues included, alike in both variants
     }
     if ordered:
         out["credit_ms"] = credit
@@ -617,7 +691,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         help="priority: priority_credit_ms (default: 9 x it covers 1.5 x the drain)",
     )
-    p.add_argument("--load", type=float, default=1.0, help="starvation: p9 due rate / capacity")
+    p.add_argument(
+        "--ahead-ms", type=float, default=20.0, help="starvation: p9 work kept ahead, ms"
+    )
     p.add_argument("--p9-delay-ms", type=float, default=50.0, help="priority: enqueue lead")
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--values", action="store_true", help="log each priority-9 job's lateness")
@@ -628,8 +704,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
         p.error(f"unknown scenarios {sorted(unknown)}; known: {', '.join(SCENARIOS)}")
-    if args.rounds < 1 or args.scale <= 0 or args.saturate_s <= 0 or args.load <= 0:
-        p.error("--rounds >= 1, and --scale, --saturate-s, --load > 0")
+    if args.rounds < 1 or args.scale <= 0 or args.saturate_s <= 0 or args.ahead_ms <= 0:
+        p.error("--rounds >= 1, and --scale, --saturate-s, --ahead-ms > 0")
     return args
 
 
@@ -658,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
                     "saturate_s": args.saturate_s,
                     "starvation_credit_ms": run.credit_ms,
                     "priority_credit_ms": args.priority_credit_ms or "auto",
-                    "load": args.load,
+                    "ahead_ms": args.ahead_ms,
                     "p9_delay_ms": args.p9_delay_ms,
                     "worker": {"processes": 1, "concurrency": CONCURRENCY, "handler_ms": 1},
                     "fair_via": "set_limits" if HAS_FAIR else "raw",
