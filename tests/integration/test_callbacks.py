@@ -135,6 +135,8 @@ async def test_a_job_is_posted_once_when_due_with_its_payload_headers_and_signat
         "payload": {"a": [1, "x"]},
         "due_ms": hit.json["due_ms"],
         "attempt": 1,
+        "priority": 5,
+        "key": None,
     }
     assert hit.json["due_ms"] == pytest.approx(due_at * 1000, abs=1)
     assert hit.headers["X-Tenant"] == "acme"

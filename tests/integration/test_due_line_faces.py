@@ -40,20 +40,21 @@ async def consuming(
     face: str, redis_url: str, topic: str, receiver: ScriptedServer, started: Started
 ) -> AsyncIterator[dict[str, Any]]:
     """The face started on `topic`, one job at a time, appending to `started` as each job
-    starts; yields the options each job is enqueued with (a callback's URL)."""
+    starts (its key and priority as the face shows them, checked against the payload's copy);
+    yields the options each job is enqueued with (a callback's URL)."""
 
-    def note(payload: dict[str, Any]) -> None:
-        started.append((payload["key"], payload["priority"]))
+    def note(key: str | None, priority: int, payload: dict[str, Any]) -> None:
+        started.append(shown(key, priority, payload))
 
     async with AsyncExitStack() as stack:
         if face in ("sync-handler", "async-handler"):
 
             def sync_handler(job: Job) -> None:
-                note(job.payload)
+                note(job.key, job.priority, job.payload)
                 time.sleep(WORK_S)
 
             async def async_handler(job: Job) -> None:
-                note(job.payload)
+                note(job.key, job.priority, job.payload)
                 await asyncio.sleep(WORK_S)
 
             handler: Callable[[Job], Any] = (
@@ -89,13 +90,13 @@ async def consuming(
             yield {"callback": receiver.url("/hook")}
 
 
-async def _pull(call: Any, path: str, note: Callable[[dict[str, Any]], None]) -> None:
+async def _pull(call: Any, path: str, note: Callable[[str | None, int, Any], None]) -> None:
     """An HTTP pull consumer: one job a pull, its work, then its ack."""
     while True:
         status, body, _ = await call("POST", f"{path}/pull", {"max": 1, "wait_ms": 100})
         assert status == 200, body
         for job in body["jobs"]:
-            note(job["payload"])
+            note(job["key"], job["priority"], job["payload"])
             await asyncio.sleep(WORK_S)
             status, acked, _ = await call("POST", f"{path}/ack", {"receipts": [job["receipt"]]})
             assert status == 200 and acked["acked"] == 1, acked
@@ -114,7 +115,14 @@ def callback_keys(started: Started, receiver: ScriptedServer, face: str) -> Star
     """What the callback face started: the receiver's hits, in arrival order."""
     if face != "callback":
         return started
-    return [(h.json["payload"]["key"], h.json["payload"]["priority"]) for h in receiver.hits]
+    return [shown(h.json["key"], h.json["priority"], h.json["payload"]) for h in receiver.hits]
+
+
+def shown(key: str | None, priority: int, payload: dict[str, Any]) -> tuple[str, int]:
+    """A job's key ('' for none) and priority as a face shows them, which must be those it
+    was enqueued with (its payload carries a copy)."""
+    assert (key or "", priority) == (payload["key"], payload["priority"]), (key, priority, payload)
+    return key or "", priority
 
 
 @pytest.mark.cluster_too

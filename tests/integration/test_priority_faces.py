@@ -309,7 +309,12 @@ async def test_http_takes_shows_pulls_and_filters_by_priority(
 
     status, answer, _ = await api.call("POST", jobs, {"payload": 1, "id": "h9", "priority": 9})
     assert status == 201, answer
-    batch = {"jobs": [{"payload": 2, "id": "h0", "priority": 0}, {"payload": 3, "id": "h5"}]}
+    batch = {
+        "jobs": [
+            {"payload": 2, "id": "h0", "priority": 0, "key": "acme"},
+            {"payload": 3, "id": "h5"},
+        ]
+    }
     status, answer, _ = await api.call("POST", f"{jobs}/batch", batch)
     assert status == 200 and [r["status"] for r in answer["results"]] == [201, 201], answer
     status, job, _ = await api.call("GET", f"{jobs}/h9")
@@ -337,7 +342,8 @@ async def test_http_takes_shows_pulls_and_filters_by_priority(
     pull = f"/v1/topics/{topic}/groups/pullers/pull"
     status, pulled, _ = await api.call("POST", pull, {"max": 10, "consumer": "c1"})
     assert status == 200, pulled
-    assert {j["id"]: j["priority"] for j in pulled["jobs"]} == {"h9": 9, "h0": 0, "h5": 5}
+    got = {j["id"]: (j["priority"], j["key"]) for j in pulled["jobs"]}
+    assert got == {"h9": (9, None), "h0": (0, "acme"), "h5": (5, None)}
 
     page_path = f"/ui/topics/{topic}/jobs?state=pending&priority=9"
     await client.enqueue(topic, 4, job_id="later9", delay=600, priority=9)

@@ -2,7 +2,8 @@
 
 It runs in a `wheelq.Worker` of group ``callbacks`` (`delivery_worker`), so retries,
 dead letters, crash recovery and the job's history are the worker's. A request is JSON
-``{"id", "topic", "payload", "due_ms", "attempt"}`` with the headers ``Wheelq-Id``,
+``{"id", "topic", "payload", "due_ms", "attempt", "priority", "key"}`` (``key`` null for a
+job without one) with the headers ``Wheelq-Id``,
 ``Wheelq-Topic``, ``Wheelq-Attempt`` and, with a signing secret, ``Wheelq-Signature``
 (`wheelq.callbacks.sign`: the body only). The answer decides the job's fate:
 
@@ -151,6 +152,8 @@ class Deliverer(Lifecycle):
                 "payload": payload,
                 "due_ms": job.due_ms,
                 "attempt": job.attempt,
+                "priority": job.priority,
+                "key": job.key,
             },
             separators=(",", ":"),
             ensure_ascii=False,

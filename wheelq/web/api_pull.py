@@ -105,6 +105,7 @@ def _jobs(got: list[Pulled]) -> list[dict[str, Any]]:
             "max_attempts": p.job.max_attempts,
             "deliveries": p.job.deliveries,
             "priority": p.job.priority,
+            "key": p.job.key,
             "receipt": p.receipt,
         }
         for p in got

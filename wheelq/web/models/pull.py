@@ -35,6 +35,7 @@ class PulledJob(BaseModel):
     priority: int = Field(
         5, description="0-9, higher first: the job's priority (5 when it was given none)."
     )
+    key: str | None = Field(None, description="The key it was enqueued with; null without one.")
     receipt: str
 
 
