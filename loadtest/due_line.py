@@ -36,16 +36,20 @@ jobs wait on it):
 - ``starvation``: for `--saturate-s` (default 60) s a producer keeps the worker saturated
   with priority-9 work: every 5 ms it tops up the priority-9 work ahead of the worker
   (undelivered stream entries, on the line, due and not yet lined, and enqueued not yet
-  due: each is enqueued 10 ms before its due time) to `--ahead-ms` (default 20) ms of the
+  due: each is enqueued 10 ms before its due time) to `--ahead-ms` (default 15) ms of the
   lined capacity, so the worker never waits for work and none of it waits long: saturated,
   not overloaded (past the worker's capacity every job falls behind without bound, the
   priority-9 ones too, and no bound of the form due + constant can hold; at exactly it a
   queue's backlog is a random walk). 200 priority-0 jobs are due during it, the last 9 x
   credit + 1 s before the window ends, so each one's bound falls inside it. Figures: each
   priority-0 job's start - (due + 9 x credit) (the bound: <= 50 ms; max and p99), its
-  start - due (about 9 x credit when the priority-9 work kept it waiting, as it should),
-  the priority-9 work's own lateness and the worker's throughput against the measured
-  capacity (``saturation``), and the order rule itself: how long after the first priority-9
+  start - due (about 9 x credit when the priority-9 work kept it waiting, as it should;
+  ``p0_held_whole_credit``: the share of them that started at or after due + 9 x credit,
+  1.0 when the worker was saturated throughout: 15 ms ahead is the least that kept it so in
+  trial runs, where 10 ms let about half start early, in gaps),
+  the priority-9 work's own lateness (the queue the producer keeps, which the bound's 50 ms
+  includes with the lead), the worker's throughput against the capacity measured by a
+  burst's drain (``saturation``), and the order rule itself: how long after the first priority-9
   job due more than 9 x credit after it a priority-0 job started (``passed_by_later_ms``:
   the lead's drain at most). Baseline: the same producer without priorities (the
   priority-0 jobs' plain lateness).
@@ -133,7 +137,7 @@ TARGETS = {
     ("fair", "throughput_jobs_per_s", "ratio"): (">=", 0.95),
 }
 """(scenario, figure, part) -> the issue's target, checked on the variant's median (the
-ratio: of the medians); reported, never asserted."""
+ratio: of the medians; a max: the largest of the rounds); reported, never asserted."""
 
 Record = tuple[str, int, float]
 """(job id, due ms, handler start ms) of one handler run (`Workers.records`)."""
@@ -500,6 +504,8 @@ def starvation_cell(run: Run, ordered: bool) -> dict[str, Any]:
         out["credit_ms"] = credit
         out["p0_start_past_bound_ms"] = lateness(begun - (due + 9 * credit) for due, begun in p0)
         out["passed_by_later_ms"] = lateness(passed_by_later(p0, p9, 9 * credit))
+        held = sum(1 for due, begun in p0 if begun >= due + 9 * credit)
+        out["p0_held_whole_credit"] = round(held / len(p0), 3) if p0 else float("nan")
     return out
 
 
@@ -664,8 +670,9 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         if part == "ratio":
             value = figures.get(figure, {}).get(variant, {}).get("ratio_to_baseline")
         else:
-            row = figures.get(f"{figure}.{part}" if part else figure, {})
-            value = row.get(variant, {}).get("median")
+            row = figures.get(f"{figure}.{part}" if part else figure, {}).get(variant, {})
+            # a max is a "never": the worst round's, not the median round's
+            value = max(row["rounds"]) if part == "max" and row else row.get("median")
         met = value is not None and (value <= target if op == "<=" else value >= target)
         name = f"{scenario}: {figure}{'.' + part if part else ''}"
         out.append({"figure": name, "value": value, "target": f"{op} {target}", "met": met})
@@ -692,7 +699,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="priority: priority_credit_ms (default: 9 x it covers 1.5 x the drain)",
     )
     p.add_argument(
-        "--ahead-ms", type=float, default=20.0, help="starvation: p9 work kept ahead, ms"
+        "--ahead-ms", type=float, default=15.0, help="starvation: p9 work kept ahead, ms"
     )
     p.add_argument("--p9-delay-ms", type=float, default=50.0, help="priority: enqueue lead")
     p.add_argument("--shards", type=int, default=1)
