@@ -77,8 +77,9 @@ class WheelDriver(NodePart):
         Where the rest reaches a shard whose due line holds jobs, in rounds of at most
         `ROUND_MOST`, and before each what came due meanwhile: a burst of 100,000 takes the
         node and Redis about a second to line (about 10 us a job), and a job due during it
-        goes to the line within a round (about 5 ms) and passes the burst as its rank says. Elsewhere in
-        one round: a stream keeps due order, and one round sends a burst soonest."""
+        goes to the line within a round (about 5 ms) and passes the burst as its rank says.
+        Elsewhere in one round: a stream keeps due order, and one round sends a burst
+        soonest."""
         rounds = [expired[:FIRST_ROUND]]
         sent, lined = 0, False
         try:
