@@ -34,7 +34,7 @@ from wheelq.core.due import DueSpec
 from wheelq.core.history import SEPARATOR
 from wheelq.core.ids import make_job_id
 from wheelq.core.job import Envelope, Field, parse_note, parse_notes
-from wheelq.core.keys import ShardKeys
+from wheelq.core.keys import ShardKeys, key_list_key
 from wheelq.errors import LeaseLostError, MalformedJobError, ScriptError
 from wheelq.store import enqueue, fire, leases, observe, topics
 from wheelq.store.call import Call
@@ -1356,6 +1356,10 @@ def fill_shard(r: redis.Redis, keys: ShardKeys) -> None:
     r.xadd(keys.events, {"k": "fired", "id": "acked"})
     r.hset(keys.far, "width", 60_000)  # a far tier's meta with no far job in it
     r.hset(keys.weights, "tenant-a", 3)
+    # the key index of a key none of whose jobs is pending (a count only a job written
+    # before the index could leave): its list goes with the shard
+    r.hset(keys.keyed, "tenant-a", 1)
+    r.rpush(key_list_key(keys, "tenant-a"), b"\x01gone")
     r.xadd(keys.ready, {"id": "acked"})
     r.xgroup_create(keys.ready, "g1", id="0")
     r.xgroup_create(keys.ready, "g2", id="0")
@@ -1382,6 +1386,7 @@ def test_drop_shard_deletes_every_key_of_a_shard_with_nothing_to_run(
     assert run(topics.drop_shard(keys, "drop")) == topics.ShardDrop(True, 0, 0)
 
     assert redis_sync.exists(*keys.data_keys) == 0
+    assert redis_sync.exists(key_list_key(keys, "tenant-a")) == 0
 
 
 @pytest.mark.parametrize(

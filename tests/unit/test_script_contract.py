@@ -79,6 +79,7 @@ KEY_TYPES = {
     "held": "HASH",
     "turns": "ZSET",
     "weights": "HASH",
+    "keyed": "HASH",
 }
 
 # One call of every script wrapper: what each script's reply goes through.

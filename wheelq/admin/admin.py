@@ -19,7 +19,7 @@ from wheelq.admin import line as due_line
 from wheelq.admin.bulk_actions import Progress
 from wheelq.admin.schedules import SyncReport
 from wheelq.core.bulk_actions import BulkOutcome
-from wheelq.core.due import At
+from wheelq.core.due import At, shift_of
 from wheelq.core.events import EventsConfig
 from wheelq.core.flow import UNCHANGED, TopicLimits, Unchanged, validate_limits
 from wheelq.core.forecast import WITHIN_S, Forecast
@@ -237,6 +237,7 @@ class Admin(Connected):
         group: str | None = None,
         reason: str | None = None,
         priority: int | None = None,
+        key: str | None = None,
     ) -> JobPage:
         """A page of the topic's jobs in one state (`ListState`): ``pending`` and
         ``retrying`` (by due time), ``ready``, ``running``, ``succeeded``, ``failed`` (newest
@@ -253,13 +254,16 @@ class Admin(Connected):
             priority: Every state: only jobs of this priority (0-9; 5: those given none);
                 a row whose priority is not known (a pending job too large to read in a
                 list) is left out. `bulk` takes no priority.
+            key: Every state: only jobs of this key (`Job.key`). Pending and retrying jobs
+                are found through the topic's key index, at a cost of the key's jobs
+                whatever else is pending (docs/architecture.md, "Jobs by key").
 
         Raises:
             UnknownTopicError: No such topic.
             InvalidArgumentError: An unknown state, a cursor of another topic or state, or
                 a filter the state does not take (each names its parameter).
         """
-        match = JobFilter.of(due_after, due_before, group, reason, priority)
+        match = JobFilter.of(due_after, due_before, group, reason, priority, key)
         op = job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         return self._run(op)
 
@@ -312,7 +316,7 @@ class Admin(Connected):
         """
         match = JobFilter.of(due_after, due_before, group, reason)
         target = bulk_actions.Target(state, match, ids, refs, selection)
-        moved_ms = bulk_actions.shift_of(shift, shift_ms)
+        moved_ms = shift_of(shift, shift_ms)
         op = bulk_actions.bulk(
             self._producer, topic, action, target, dry_run, at, moved_ms, max_jobs, progress
         )

@@ -18,7 +18,7 @@ from wheelq.admin.admin import DEFAULT_CATCH_UP, EVENTS_MAX_AGE_MS, EVENTS_MAX_L
 from wheelq.admin.bulk_actions import Progress
 from wheelq.admin.schedules import SyncReport
 from wheelq.core.bulk_actions import BulkOutcome
-from wheelq.core.due import At, duration_ms
+from wheelq.core.due import At, duration_ms, shift_of
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import UNCHANGED, TopicLimits, Unchanged, validate_limits
 from wheelq.core.forecast import WITHIN_S, Forecast
@@ -177,8 +177,9 @@ class AsyncAdmin(AsyncConnected):
         group: str | None = None,
         reason: str | None = None,
         priority: int | None = None,
+        key: str | None = None,
     ) -> JobPage:
-        match = JobFilter.of(due_after, due_before, group, reason, priority)
+        match = JobFilter.of(due_after, due_before, group, reason, priority, key)
         return await self._run(
             job_lists.list_jobs(self._producer, topic, state, match, limit, cursor)
         )
@@ -205,7 +206,7 @@ class AsyncAdmin(AsyncConnected):
     ) -> BulkOutcome:
         match = JobFilter.of(due_after, due_before, group, reason)
         target = bulk_actions.Target(state, match, ids, refs, selection)
-        moved_ms = bulk_actions.shift_of(shift, shift_ms)
+        moved_ms = shift_of(shift, shift_ms)
         op = bulk_actions.bulk(
             self._producer, topic, action, target, dry_run, at, moved_ms, max_jobs, progress
         )

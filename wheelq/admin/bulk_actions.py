@@ -11,7 +11,6 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from wheelq.admin.job_lists import dead_page
@@ -24,7 +23,15 @@ from wheelq.core.bulk_actions import (
     Selection,
     bulk_action,
 )
-from wheelq.core.due import MAX_AT_MS, NOW, At, DueSpec, at_ms, duration_ms, latest_at_ms
+from wheelq.core.due import (
+    MAX_AT_MS,
+    MAX_SHIFT_MS,
+    NOW,
+    At,
+    DueSpec,
+    at_ms,
+    latest_at_ms,
+)
 from wheelq.core.history import SEPARATOR
 from wheelq.core.job import Envelope, parse_ref
 from wheelq.core.job_list import (
@@ -52,7 +59,6 @@ from wheelq.store.call import Call
 
 MAX_NAMED = 10_000
 """Ids or refs one bulk call may name (more: select them by filter)."""
-MAX_SHIFT_MS = 10 * 365 * 24 * 3600 * 1000
 SELECT_PAGE = 500
 """Rows a selection reads a page (each shard's part one short call: ids, due times and
 stamps)."""
@@ -123,20 +129,6 @@ def bulk(
             found, listed, True, sel.matched, remaining=left, selection=target.selection
         )
     return (yield from act(producer, topic, sel, found, due, shift_ms, max_jobs, progress))
-
-
-def shift_of(shift: object, shift_ms: int | None) -> int | None:
-    """A reschedule's shift in ms: `shift` (seconds or a timedelta, either sign) or its alias
-    `shift_ms`, one of them (`duration_ms`; its range is checked with the action)."""
-    if shift is None:
-        return shift_ms
-    back = False
-    if isinstance(shift, timedelta):
-        back, shift = shift < timedelta(0), abs(shift)
-    elif isinstance(shift, int | float) and not isinstance(shift, bool):
-        back, shift = shift < 0, abs(shift)
-    ms = duration_ms(shift, shift_ms, name="shift", alias="shift_ms", max_ms=MAX_SHIFT_MS)
-    return None if ms is None else -ms if back else ms
 
 
 def _due(action: BulkAction, at: At | None, shift_ms: int | None, now_ms: int) -> DueSpec | None:

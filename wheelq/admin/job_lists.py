@@ -42,6 +42,7 @@ from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.payload import payload_text, read_payload
 from wheelq.core.process import Held, held_by_workers, start_of
 from wheelq.errors import UnknownTopicError, int_in
+from wheelq.producer import by_key
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import groups as g
 from wheelq.store import job_lists as lists
@@ -115,7 +116,9 @@ def _page(
         return JobPage()
     views = all_shards(topic, shards)
     read: Reader
-    if state is ListState.PENDING:
+    if match.key is not None and state in (ListState.PENDING, ListState.RETRYING):
+        read = _keyed_reader(views, match, state)
+    elif state is ListState.PENDING:
         read = _pending_reader(views, match)
     elif state is ListState.RETRYING:
         read = _retrying_reader(views, match)
@@ -124,7 +127,7 @@ def _page(
         read = _fired_reader(topic, state, sources, producer.clock.now_ms())
         if state is ListState.READY:
             read = _with_line(read, views, match)
-    if match.priority is not None:
+    if match.priority is not None or match.key is not None:
         read = _of_priority(read, match)
     descending = state in (ListState.SUCCEEDED, ListState.FAILED)
     return (yield from _merged(topic, state, read, after, limit, descending))
@@ -211,6 +214,7 @@ def _stored_job(
         payload_bytes=row.size if env is None else len(env.payload),
         group=group,
         priority=None if env is None else env.priority,
+        key=None if env is None else env.key or None,
     ), env
 
 
@@ -236,6 +240,36 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
                 job, env = _stored_job(keys.topic, ListState.PENDING, keys, row)
                 if not _is_retry(row, env):
                     r.rows.append((key, job, None if env is None else env.payload))
+            out.append(r)
+        return out
+
+    return read
+
+
+def _keyed_reader(views: Sequence[ShardKeys], match: JobFilter, state: ListState) -> Reader:
+    """The pending (or retrying) jobs of `match`'s key, through the key index: each round
+    reads the key's every job on every shard (`lists.key_jobs`: O(the key's jobs), whatever
+    the shards hold besides) and answers those after the page's start, in (due, member)
+    order; a job due and waiting on the line is ready, not pending."""
+
+    def read(after: SortKey | None, count: int) -> Op[list[Read]]:
+        found = yield from by_key.key_rows(views, str(match.key))
+        out = []
+        for keys, rows in zip(views, found, strict=True):
+            kept = []
+            for row in rows:
+                if row.waiting or row.due_ms is None or not match.due_in(row.due_ms):
+                    continue
+                key: SortKey = (row.due_ms, row.member)
+                if after is not None and key <= after:
+                    continue
+                job, env = _stored_job(keys.topic, state, keys, row)
+                if _is_retry(row, env) is (state is ListState.RETRYING):
+                    kept.append((key, job, None if env is None else env.payload))
+            kept.sort(key=lambda row: row[0])
+            r = Read(rows=kept[:count], scanned=len(rows))
+            if len(kept) > count:
+                r.last, r.more = kept[count - 1][0], True
             out.append(r)
         return out
 
@@ -435,6 +469,7 @@ def _entry_job(
         entry_id=entry_id,
         lane=source.keys.lane,
         priority=stored_priority(fields.get(Field.PRIORITY)) if raw_id is not None else None,
+        key=_text(fields.get(Field.KEY)),
     )
 
 
@@ -587,7 +622,12 @@ def _dead_job(d: DeadLetter) -> ListedJob:
         reason=d.reason,
         ref=d.ref,
         priority=stored_priority(d.fields.get("priority")),
+        key=_text(d.fields.get("key")),
     )
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if not value else value.decode("utf-8", "replace")
 
 
 def _int(value: bytes | None) -> int | None:

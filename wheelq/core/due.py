@@ -214,3 +214,24 @@ def debounce_spec(debounce_ms: object, max_wait_ms: object) -> tuple[int, int]:
             f"{MAX_DEBOUNCE_MS}], got {max_wait_ms!r}",
         )
     return debounce, wait
+
+
+MAX_SHIFT_MS = 10 * 365 * 24 * 3600 * 1000
+"""The longest a shift moves a job (ten years), either way."""
+
+
+def shift_of(
+    shift: object, shift_ms: int | None, name: str = "shift", alias: str = "shift_ms"
+) -> int | None:
+    """A shift in ms: `shift` (seconds or a timedelta, either sign) or its alias `shift_ms`,
+    one of them (`duration_ms`; a bulk action checks the range with the action), each named
+    as the caller calls it."""
+    if shift is None:
+        return shift_ms
+    back = False
+    if isinstance(shift, timedelta):
+        back, shift = shift < timedelta(0), abs(shift)
+    elif isinstance(shift, int | float) and not isinstance(shift, bool):
+        back, shift = shift < 0, abs(shift)
+    ms = duration_ms(shift, shift_ms, name=name, alias=alias, max_ms=MAX_SHIFT_MS)
+    return None if ms is None else -ms if back else ms

@@ -22,7 +22,7 @@ import msgpack
 from wheelq.core.due import At, at_ms
 from wheelq.core.history import JobState
 from wheelq.core.keys import validate_group
-from wheelq.core.options import KINDS, validate_priority
+from wheelq.core.options import KINDS, validate_key, validate_priority
 from wheelq.core.retry import Reason
 from wheelq.errors import InvalidArgumentError
 
@@ -123,6 +123,8 @@ class ListedJob:
     priority: int | None = None
     """Its priority (0-9, higher first; 5 when it was given none); None when not known (a
     pending job whose envelope a list does not read, a field no writer spells)."""
+    key: str | None = None
+    """Its key (`Job.key`); None: none, or not known (an envelope a list does not read)."""
     waiting: bool = False
     """READY: due and waiting on its shard's due line for its turn to enter the stream
     (docs/architecture.md, "The due line"): not fired yet, so no `entry_id` or `group`."""
@@ -149,14 +151,16 @@ class JobPage(list[ListedJob]):
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which rows a list keeps: a due range (``due_after <= due < due_before``, pending and
-    retrying), a consumer group, a dead letter's reason, a priority (every state; a row
-    whose priority is not known is left out). None: any."""
+    retrying), a consumer group, a dead letter's reason, a priority, a key (every state; a
+    row whose priority or key is not known is left out; pending and retrying jobs of a key
+    are read through the key index). None: any."""
 
     due_after_ms: int | None = None
     due_before_ms: int | None = None
     group: str | None = None
     reason: str | None = None
     priority: int | None = None
+    key: str | None = None
 
     @classmethod
     def of(
@@ -166,6 +170,7 @@ class JobFilter:
         group: object = None,
         reason: object = None,
         priority: object = None,
+        key: object = None,
     ) -> JobFilter:
         """The filter `Admin.jobs` and `Admin.bulk` are given (due times in epoch seconds or
         aware datetimes), each part checked on its own; `check` checks it against a state.
@@ -185,6 +190,7 @@ class JobFilter:
             None if group is None else str(group),
             None if reason is None else str(reason),
             None if priority is None else validate_priority(priority),
+            None if key is None else validate_key(key),
         )
 
     def check(self, state: ListState) -> None:
@@ -204,9 +210,11 @@ class JobFilter:
             )
 
     def keeps(self, job: ListedJob) -> bool:
-        """Whether a row read from its state's list is of the filter's priority (any: yes);
-        the other parts are read where the rows are."""
-        return self.priority is None or job.priority == self.priority
+        """Whether a row read from its state's list is of the filter's priority and key (any:
+        yes); the other parts are read where the rows are."""
+        return (self.priority is None or job.priority == self.priority) and (
+            self.key is None or job.key == self.key
+        )
 
     def due_in(self, due_ms: int | None) -> bool:
         """Whether a row due at `due_ms` is in the due range."""

@@ -65,6 +65,7 @@ DATA_KEY_NAMES = (
     "held",
     "turns",
     "weights",
+    "keyed",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -236,6 +237,7 @@ class ShardKeys:
     held = _Key()
     turns = _Key()
     weights = _Key()
+    keyed = _Key()
 
     @property
     def tag(self) -> str:
@@ -275,6 +277,12 @@ def selection_stamps_key(keys: ShardKeys, name: str) -> str:
 def selection_mark_key(topic: str, name: str) -> str:
     """A bulk action's selection is open (acts on it may go on): in shard 0's slot."""
     return selection_key(ShardKeys(topic, 0), name) + ":open"
+
+
+def key_list_key(keys: ShardKeys, key: str) -> str:
+    """The key index's list of the shard's jobs of `key` (``store/lua/includes/keyed.lua``
+    writes it; its count is in `ShardKeys.keyed`)."""
+    return f"{keys.keyed}:{key}"
 
 
 def lane_key(keys: ShardKeys, lane: str) -> str:

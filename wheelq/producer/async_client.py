@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from functools import partial
-from typing import Any, Self, TypeVar, Unpack
+from typing import Any, Self, TypeVar, Unpack, overload
 
 import redis
 import redis.asyncio
@@ -13,7 +14,7 @@ from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import results
+from wheelq.producer import by_key, results
 from wheelq.producer.client import Client
 from wheelq.producer.connected import AsyncConnected
 from wheelq.producer.durability import Durability
@@ -115,9 +116,22 @@ class AsyncClient(AsyncConnected):
         op = self._producer.enqueue_bulk(topic, payloads, options)
         return await self._write(topic, op, options.get("ack"))
 
-    async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
-        return await self._write(topic, self._producer.cancel(topic, job_id), ack)
+    @overload
+    async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool: ...
+    @overload
+    async def cancel(self, topic: str, *, key: str, ack: str | None = None) -> int: ...
+    async def cancel(
+        self,
+        topic: str,
+        job_id: str | None = None,
+        *,
+        key: str | None = None,
+        ack: str | None = None,
+    ) -> bool | int:
+        op = by_key.cancel_call(self._producer, topic, job_id, key)
+        return await self._write(topic, op, ack)
 
+    @overload
     async def reschedule(
         self,
         topic: str,
@@ -126,8 +140,30 @@ class AsyncClient(AsyncConnected):
         delay: Delay | None = None,
         at: At | None = None,
         ack: str | None = None,
-    ) -> bool:
-        op = self._producer.reschedule(topic, job_id, delay, at)
+    ) -> bool: ...
+    @overload
+    async def reschedule(
+        self,
+        topic: str,
+        *,
+        key: str,
+        by: float | timedelta | None = None,
+        to: At | None = None,
+        ack: str | None = None,
+    ) -> int: ...
+    async def reschedule(
+        self,
+        topic: str,
+        job_id: str | None = None,
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        key: str | None = None,
+        by: float | timedelta | None = None,
+        to: At | None = None,
+        ack: str | None = None,
+    ) -> bool | int:
+        op = by_key.reschedule_call(self._producer, topic, job_id, delay, at, key, by, to)
         return await self._write(topic, op, ack)
 
     async def get(self, topic: str, job_id: str) -> JobInfo:

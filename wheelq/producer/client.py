@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from functools import partial
-from typing import Any, Self, TypeVar, Unpack
+from typing import Any, Self, TypeVar, Unpack, overload
 
 import redis
 import redis.asyncio
@@ -16,7 +17,7 @@ from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo
 from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import results
+from wheelq.producer import by_key, results
 from wheelq.producer.connected import Connected
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
@@ -188,12 +189,31 @@ class Client(Connected):
         op = self._producer.enqueue_bulk(topic, payloads, options)
         return self._write(topic, op, options.get("ack"))
 
-    def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool:
+    @overload
+    def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool: ...
+    @overload
+    def cancel(self, topic: str, *, key: str, ack: str | None = None) -> int: ...
+    def cancel(
+        self,
+        topic: str,
+        job_id: str | None = None,
+        *,
+        key: str | None = None,
+        ack: str | None = None,
+    ) -> bool | int:
         """Cancel a pending job, with every consumer group's retry of it; False when none
-        is pending (fired, cancelled, unknown). `ack` as for `enqueue` (`DurabilityError`:
-        not confirmed; its ``result`` is this call's answer on the primary)."""
-        return self._write(topic, self._producer.cancel(topic, job_id), ack)
+        is pending (fired, cancelled, unknown). With `key` instead of an id: every pending
+        job of that key (and each retry of one; those due and waiting on the due line too),
+        found through the topic's key index at a cost of the key's jobs whatever else is
+        pending; how many were cancelled (docs/architecture.md, "Jobs by key"). `ack` as for
+        `enqueue` (`DurabilityError`: not confirmed; its ``result`` is this call's answer on
+        the primary)."""
+        done: bool | int = self._write(
+            topic, by_key.cancel_call(self._producer, topic, job_id, key), ack
+        )
+        return done
 
+    @overload
     def reschedule(
         self,
         topic: str,
@@ -202,10 +222,38 @@ class Client(Connected):
         delay: Delay | None = None,
         at: At | None = None,
         ack: str | None = None,
-    ) -> bool:
-        """Move a pending job, with every consumer group's retry of it, to a new due time;
-        False when none is pending. `ack` as for `cancel`."""
-        return self._write(topic, self._producer.reschedule(topic, job_id, delay, at), ack)
+    ) -> bool: ...
+    @overload
+    def reschedule(
+        self,
+        topic: str,
+        *,
+        key: str,
+        by: float | timedelta | None = None,
+        to: At | None = None,
+        ack: str | None = None,
+    ) -> int: ...
+    def reschedule(
+        self,
+        topic: str,
+        job_id: str | None = None,
+        *,
+        delay: Delay | None = None,
+        at: At | None = None,
+        key: str | None = None,
+        by: float | timedelta | None = None,
+        to: At | None = None,
+        ack: str | None = None,
+    ) -> bool | int:
+        """Move a pending job, with every consumer group's retry of it, to a new due time
+        (`delay` or `at`); False when none is pending. With `key` instead of an id: every
+        pending job of that key, each `by` a shift from its own due time (seconds or a
+        timedelta, either sign) or all `to` one time; how many moved (a job that fired,
+        was cancelled or was written again while the call ran is left alone). `ack` as for
+        `cancel`."""
+        op = by_key.reschedule_call(self._producer, topic, job_id, delay, at, key, by, to)
+        moved: bool | int = self._write(topic, op, ack)
+        return moved
 
     def get(self, topic: str, job_id: str) -> JobInfo:
         """Where job `job_id` is in its life, whatever the state (docs/guides/producing.md).

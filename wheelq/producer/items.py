@@ -131,7 +131,15 @@ def validate_item(
     envelope: bytes = batch.envelopes.pack(fields)
     order_key: str = stored[_KEY] if job[_ORDERED] else ""
     return enqueue.JobWrite(
-        job_id, due, replace, envelope, "", order_key, given_id is None, orders(stored)
+        job_id,
+        due,
+        replace,
+        envelope,
+        "",
+        order_key,
+        given_id is None,
+        orders(stored),
+        stored[_KEY] or "",
     )
 
 

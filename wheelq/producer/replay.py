@@ -110,19 +110,29 @@ class HeldJob:
             else DueSpec("at", self.due_ms)
         )
         token = self.token(source_id)
-        lined = _orders(self.envelope)
+        lined, key = _read(self.envelope)
         return JobWrite(
-            self.job_id, due, self.replace, self.envelope, token, self.order_key, False, lined
+            self.job_id,
+            due,
+            self.replace,
+            self.envelope,
+            token,
+            self.order_key,
+            False,
+            lined,
+            key,
         )
 
 
-def _orders(envelope: bytes) -> bool:
-    """Whether a spooled job's priority makes its shard order its due jobs (one that does not
-    decode: no; the script refuses it when due now, as before)."""
+def _read(envelope: bytes) -> tuple[bool, str]:
+    """Whether a spooled job's priority makes its shard order its due jobs, and its key ("":
+    none), for the key index; one that does not decode: no, and none (the script refuses it
+    when due now, as before)."""
     try:
-        return Envelope.unpack(envelope).priority != DEFAULT_PRIORITY
+        env = Envelope.unpack(envelope)
     except ValueError:
-        return False
+        return False, ""
+    return env.priority != DEFAULT_PRIORITY, env.key or ""
 
 
 @dataclass(slots=True)

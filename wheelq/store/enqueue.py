@@ -27,6 +27,7 @@ class JobWrite(NamedTuple):
     order_key: str = ""  # the key whose order the job joins (its `due` is then absolute)
     new: bool = False  # the client made the id (80 random bits): none can be pending
     orders: bool = False  # a priority other than the default: its shard orders its due jobs
+    key: str = ""  # the job's key (the key index notes it under it); "" for none
 
 
 _PLACED = {int(p): p for p in Placed}  # a fifteenth of the cost of Placed(code)
@@ -57,19 +58,22 @@ def enqueue(
     due jobs from then on (docs/architecture.md, "The due line").
     """
     replay = record_ms > 0 and not call_token
+    keyed = any(job.key for job in jobs)  # each job's arguments then end with its key
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, record_ms, call_token]
-    shared = None if replay or not jobs else _shared_layout(jobs)
+    shared = None if replay or not jobs else _shared_layout(jobs, keyed)
     if shared is not None:
         args += shared
-        if orders:
-            args[4] = f"{args[4]!s}o"
+        args[4] = f"{args[4]!s}{'o' if orders else ''}{'k' if keyed else ''}"
     else:  # each job carries its mode and replace; a replay's deadline takes the layout's place
-        args.append(f"{deadline_ms if replay and deadline_ms else ''}{'o' if orders else ''}")
+        deadline = deadline_ms if replay and deadline_ms else ""
+        args.append(f"{deadline}{'o' if orders else ''}{'k' if keyed else ''}")
         for job in jobs:
             mode, value = job.due.wire
             args += (job.id, mode, value, "1" if job.replace else "0", job.envelope)
             if replay:
                 args.append(job.token)
+            if keyed:
+                args.append(job.key)
     return script_call("enqueue", keys, args, _placed)
 
 
@@ -95,9 +99,10 @@ def enqueue_columns(
     return script_call("enqueue", keys, args, _placed)
 
 
-def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
+def _shared_layout(jobs: Sequence[JobWrite], keyed: bool) -> list[str | bytes | int] | None:
     """The layout argument ('n': all new ids, 'u': no repeats) when every job has the first's
-    mode and replace; else None.
+    mode and replace, then each job's id, value and envelope (and its key, `keyed`); else
+    None.
     """
     mode, _ = jobs[0].due.wire
     replace = jobs[0].replace
@@ -108,8 +113,8 @@ def _shared_layout(jobs: Sequence[JobWrite]) -> list[str | bytes | int] | None:
         if job_mode != mode or job.replace is not replace:
             return None
         new = new and job.new
-        args += (job.id, value, job.envelope)
-    unique = new or len(set(args[1::3])) == len(jobs)
+        args += (job.id, value, job.envelope, job.key) if keyed else (job.id, value, job.envelope)
+    unique = new or len(set(args[1 :: 4 if keyed else 3])) == len(jobs)
     args[0] = mode + ("1" if replace else "0") + ("n" if new else "u" if unique else "")
     return args
 
@@ -128,7 +133,9 @@ def job_ids(call: Call[Any]) -> list[str]:
     """The ids an `enqueue`, `reschedule` or `cancel` call writes, read from its arguments."""
     if call.script == "enqueue":  # topic, channel, record_ms, call token, layout; then per job
         replay = int(call.args[2]) and not call.args[3]
-        per_job = 6 if replay else 3 if call.args[4] else 5  # 3: a shared layout
+        layout = str(call.args[4])
+        per_job = 6 if replay else 3 if layout.rstrip("ok") else 5  # 3: a shared layout
+        per_job += layout.endswith("k")  # each job's key
         return [str(a) for a in call.args[5::per_job]]
     if call.script == "reschedule":
         return [str(call.args[2])]

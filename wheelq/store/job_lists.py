@@ -42,6 +42,9 @@ class StoredRow:
     stamp: str | None = None
     """Which write put its envelope there (`wq_stamp`), when the page was asked for stamps
     (a bulk action's selection records it)."""
+    waiting: bool = False
+    """Due and waiting on its shard's due line (`key_jobs` reads those too): ready, not
+    pending."""
 
 
 def _rows(flat: Sequence[Any], flagged: bool, stamps: bool) -> list[StoredRow]:
@@ -158,6 +161,42 @@ def retrying_by_due(
         return PendingPage(rows, None)
 
     return script_call("list_retrying_by_due", keys, args, parse)
+
+
+KEY_SLICE = 2000
+"""Entries of a key's list one `key_jobs.lua` call reads (a few ms of Redis at most)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeySlice:
+    """One `key_jobs.lua` call's rows, and the list index to go on from (None: the end)."""
+
+    rows: list[StoredRow]
+    next: int | None
+
+
+def key_jobs(keys: ShardKeys, key: str, start: int, stamps: bool = False) -> Call[KeySlice]:
+    """The pending jobs and retries of `key` on the shard, and those due on its line, among
+    `KEY_SLICE` entries of its list from `start` (the key index, `key_jobs.lua`), in no
+    order."""
+    args: list[str | int] = [key, start, KEY_SLICE, ENVELOPE_MAX, "1" if stamps else ""]
+
+    def parse(reply: Any) -> KeySlice:
+        flat = check("key_jobs", reply)
+        width = 5 if stamps else 4
+        rows = []
+        for i in range(2, len(flat), width):
+            member, due, envelope = flat[i : i + 3]
+            kind = text(flat[i + width - 1])
+            stamp = text(flat[i + 3]) if stamps else None
+            whole = None if isinstance(envelope, int) else envelope
+            size = envelope if isinstance(envelope, int) else None
+            rows.append(
+                StoredRow(member, int(float(due)), whole, size, kind == "r", stamp, kind == "l")
+            )
+        return KeySlice(rows, None if int(flat[1]) < 0 else int(flat[1]))
+
+    return script_call("key_jobs", keys, args, parse)
 
 
 HELD_PLAYED_MAX = 10_000

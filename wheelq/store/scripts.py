@@ -78,6 +78,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "retries",
         "far",
         "held",
+        "keyed",
     ),
     "far_promote": ("lease", "far", "delayed", "jobs", "horizon", "inbox", "limits"),
     "reschedule": (
@@ -89,6 +90,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "events",
         "far",
         "held",
+        "keyed",
     ),
     "debounce": (
         *_WRITE,
@@ -100,6 +102,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "retries",
         "far",
         "held",
+        "keyed",
     ),
     "cancel": (
         "delayed",
@@ -115,6 +118,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "ready",
         "callbacks",
         "held",
+        "keyed",
     ),
     "emit_due": (
         "delayed",
@@ -130,6 +134,8 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "held",
         "turns",
         "weights",
+        "keyed",
+        "far",
     ),
     "preload": ("delayed", "lease", "horizon"),
     "lease_acquire": (*_LEASE, "inbox", "followed"),
@@ -154,6 +160,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "waiters",
         "done",
         "ready",
+        "keyed",
     ),
     "dead_letter": ("stream", "dead", "history", "waiters", "done", "limits", "events"),
     "claim": (
@@ -189,6 +196,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "callbacks",
         "events",
         "far",
+        "keyed",
     ),
     "note_events": ("limits", "events"),
     "weights_put": ("weights",),
@@ -198,6 +206,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "list_retrying": ("retries", "delayed", "jobs"),
     "list_retrying_by_due": ("retries", "delayed", "jobs"),
     "due_times": ("delayed", "jobs", "far"),
+    "key_jobs": ("keyed", "delayed", "jobs", "retries", "far", "held"),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

@@ -15,8 +15,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from wheelq.admin.bulk_actions import MAX_SHIFT_MS
 from wheelq.core.bulk_actions import SELECTION_TTL_MS, BulkAction, BulkOutcome, bulk_action
+from wheelq.core.due import MAX_SHIFT_MS
 from wheelq.core.job_list import ListState, list_state
 from wheelq.errors import InvalidArgumentError
 from wheelq.web.api_jobs import BULK_SLICE

@@ -20,6 +20,8 @@ KEYS[13] {T:s}:callbacks STREAM  notes their last entries, the fence past which 
          fired before it is retried, in any group (wq_fence_cancel in KEYS[5])
 KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an attempt due and
          not fired yet waits there instead of KEYS[1], and is removed alike (wq_unhold)
+KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): each removed attempt of a job
+         with a key leaves its key's count
 ARGV[1]  job id
 ARGV[2..4] (optional: a bulk action's act) the job as its selection recorded it: its state
          ('p' pending | 'r' retrying), due ms and stamp (wq_stamp): nothing is removed unless
@@ -29,7 +31,7 @@ Returns: {0, removed}   removed = how many pending attempts were removed (the jo
            cancelled, or never there), or
            not as ARGV[2..4] recorded it (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
-Includes: base, envelope, events, far_tier, held, history, selections, status, waiters
+Includes: base, envelope, events, far_tier, held, history, keyed, selections, status, waiters
 ]]
 wq_events_on(KEYS[9], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
@@ -43,6 +45,13 @@ if ARGV[2] and not wq_as_selected(KEYS[1], KEYS[2], KEYS[4], KEYS[11], id, alias
 end
 local now = wq_now_ms()
 local removed = 0
+local index = wq_keyed(KEYS[15])
+-- A removed attempt's key (env: its decoded envelope) leaves the key index.
+local function unkey(env)
+  if env and type(env[10]) == 'string' and env[10] ~= '' then
+    index.gone(env[10])
+  end
+end
 local function cancel(member)
   local envelope = redis.call('HGET', KEYS[2], member)
   redis.call('HDEL', KEYS[2], member)
@@ -51,6 +60,7 @@ local function cancel(member)
   end
   removed = removed + 1
   local env = envelope and wq_envelope(envelope)
+  unkey(env)
   if env and type(env[6]) == 'string' and env[6] ~= '' then -- a retry: its group's record
     local field = id .. WQ_US .. env[6]
     local record = wq_read_record(wq_hget(KEYS[5], KEYS[6], field))
@@ -65,6 +75,7 @@ if removed == 0 then -- a job is in one tier at a time; a retry is never in the 
   if found then
     far:drop(found)
     removed = 1
+    unkey(wq_envelope(found.envelope))
   end
 end
 for _, alias in ipairs(aliases) do
@@ -72,6 +83,7 @@ for _, alias in ipairs(aliases) do
 end
 aliases[#aliases + 1] = id -- a retry under the id itself is in the index too
 wq_multi('ZREM', KEYS[4], aliases)
+index.apply(wq_keyed_live(KEYS[2], KEYS[4], KEYS[11]))
 if removed > 0 then
   redis.call('ZADD', KEYS[3], wq_fmt(now), id)
   wq_fence_cancel(KEYS[5], KEYS[12], KEYS[13], id) -- an attempt running now is never retried

@@ -21,6 +21,8 @@ KEYS[13] {T:s}:far       HASH    the far tier's meta: a job of the id pending th
 KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): the series' job due
          and waiting there has not fired: it is written over like one in KEYS[1], taken off
          the line (wq_unhold)
+KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): the job written over leaves
+         its key, the job left pending is noted under its own
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -31,7 +33,7 @@ Returns: {0, placed, due}   placed: 0 SCHEDULED (due now too, with the stream at
            1 FIRED now (the max wait is up); due ms
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but the envelope cannot be decoded
-Includes: base, events, far_tier, fire, flow, held, pending, status
+Includes: base, events, far_tier, fire, flow, held, keyed, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
@@ -43,13 +45,16 @@ local deadline
 local pending = redis.call('ZSCORE', KEYS[1], id)
 local held = not pending and redis.call('HEXISTS', KEYS[14], id) == 1
 pending = pending or held
+-- before: the envelope pending under the id, for the key index
+local before = pending and redis.call('HGET', KEYS[2], id)
 if not pending then
   local found, far = wq_far_found(KEYS[13], redis.call('HGET', KEYS[9], 'far'), id)
   if found then
     far:drop(found)
-    pending = true
+    pending, before = true, found.envelope
   end
 end
+local live = wq_keyed_live(KEYS[2], KEYS[12], KEYS[13])
 if pending then
   deadline = tonumber(redis.call('HGET', KEYS[8], id))
   redis.call('ZREM', KEYS[12], id) -- if it was a retry, this call's job replaces it
@@ -81,6 +86,7 @@ if due <= now and not (room and room <= 0) then
   end
   wq_forget(KEYS[1], KEYS[2], {id})
   redis.call('HDEL', KEYS[8], id)
+  wq_keyed_replace(KEYS[15], id, before, nil, live)
   return {WQ_OK, WQ_FIRED, due}
 end
 if held then
@@ -88,4 +94,5 @@ if held then
 end
 wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], tonumber(redis.call('GET', KEYS[4])), id, due,
   envelope)
+wq_keyed_replace(KEYS[15], id, before, envelope, live)
 return {WQ_OK, WQ_SCHEDULED, due}

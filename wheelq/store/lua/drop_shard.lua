@@ -29,13 +29,14 @@ KEYS[24] {T:s}:far       HASH    the far tier's meta: its jobs count as pending,
 KEYS[25] {T:s}:held      HASH    jobs waiting on the due line: they count as pending
 KEYS[26] {T:s}:turns     ZSET    the line's lanes: each lane's key goes with it
 KEYS[27] {T:s}:weights   HASH    the topic's fair weights, this shard's copy
+KEYS[28] {T:s}:keyed     HASH    the key index (includes/keyed.lua): each key's list goes with it
          (KEYS[4..18] and those after KEYS[19] are only deleted: every key of the shard,
-         wheelq.core.keys.DATA_KEY_NAMES, and the far tier's and the line's)
+         wheelq.core.keys.DATA_KEY_NAMES, and the far tier's, the line's and the key index's)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
          | 'force' (delete whatever the shard holds, no counting)
-ARGV[2]  most far-tier keys (leaves, index hashes) to delete this call, >= 1: a far tier of
-         millions of jobs has tens of thousands, so it goes in steps, the caller calling again
-         while the reply says more; the shard's other keys go in the last step
+ARGV[2]  most far-tier keys (leaves, index hashes) or key lists to delete this call, >= 1: a
+         far tier of millions of jobs has tens of thousands, so it goes in steps, the caller
+         calling again while the reply says more; the shard's other keys go in the last step
 Returns: {0, dropped, pending, unacked, more}   dropped = 1 when the keys were deleted (UNLINK);
            more = 1: far-tier keys were deleted and some are left (call again; the tier's jobs
            are gone already: its count is 0 from the first step)
@@ -98,6 +99,23 @@ if #leaves == step or to < addresses - 1 then
     redis.call('UNLINK', unpack(gone, i, math.min(i + 3999, #gone)))
   end
   return {WQ_OK, 0, pending, unacked, 1}
+end
+-- The key index's lists (a shard with no job pending has none left, unless forced), at most
+-- ARGV[2] a call.
+local listed = redis.call('HSCAN', KEYS[28], 0, 'COUNT', step)[2]
+if #listed > 0 then
+  local fields = {}
+  for i = 1, #listed, 2 do
+    fields[#fields + 1] = listed[i]
+    gone[#gone + 1] = KEYS[28] .. ':' .. listed[i]
+  end
+  wq_multi('HDEL', KEYS[28], fields)
+  if redis.call('HLEN', KEYS[28]) > 0 then
+    for i = 1, #gone, 4000 do
+      redis.call('UNLINK', unpack(gone, i, math.min(i + 3999, #gone)))
+    end
+    return {WQ_OK, 0, pending, unacked, 1}
+  end
 end
 gone[#gone + 1] = buckets
 gone[#gone + 1] = KEYS[24] .. ':live'

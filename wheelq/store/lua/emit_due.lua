@@ -23,6 +23,10 @@ KEYS[13] {T:s}:turns     ZSET    the lanes' keys named after it, on a shard that
 KEYS[14] {T:s}:weights   HASH    jobs: every due job of the call is held, then the best that
          fit the line's room (wq_line_room) are fired, so the order is decided at the due ms
          (a sweep whose page left due jobs in the sorted set fires none: more = 1)
+KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): a job with a key that fires
+         or is dropped leaves its key's count
+KEYS[16] {T:s}:far       HASH    the far tier's meta: the key index asks it whether an id it
+         passes over is still pending (a far job never fires from here)
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -41,7 +45,7 @@ Returns: {0, emitted, more, orphans, not_yet_due, malformed, held, throttled, wa
            waiting     jobs waiting on the due line after this call (0: the shard holds none)
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
-Includes: base, dead_letters, envelope, events, fire, flow, held, history, pending, status
+Includes: base, dead_letters, envelope, events, fire, flow, held, history, keyed, pending, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
@@ -142,6 +146,7 @@ local budget, extra = tonumber(ARGV[5]), true
 local seen, failed, failed_key, rec, n_rec, fired = {}, nil, nil, {}, 0, {}
 local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
+local index = nil -- the key index's changes (wq_keyed), made by the first job with a key
 local EXPIRED = {} -- a job dropped at its expiry (wq_expired), not fired
 for i, id in ipairs(ids) do
   if scores[i] and not seen[id] then
@@ -212,6 +217,10 @@ for i, id in ipairs(ids) do
           end
           break
         end
+        if env and env[10] and env[10] ~= '' and added ~= nil then
+          index = index or wq_keyed(KEYS[15])
+          index.gone(env[10]) -- fired or dropped: the key's count goes down
+        end
         if added == EXPIRED then
           wq_expire(KEYS[6], KEYS[7], id, env)
           if env[6] and env[6] ~= '' then
@@ -249,6 +258,11 @@ if #aliases > 0 then
   -- pcall: the index only serves cancel and reschedule; a wrong-typed one must not fail an
   -- emit that has appended already
   wq_multi('ZREM', KEYS[10], aliases, redis.pcall)
+end
+if index then
+  -- pcall: as for the retries' index, a wrong-typed key index must not fail an emit that has
+  -- appended already
+  pcall(index.apply, wq_keyed_live(KEYS[2], KEYS[10], KEYS[16]))
 end
 if line then
   -- What was taken and not fired (held back by the byte budget, or after a failed XADD) goes

@@ -26,6 +26,9 @@ KEYS[13] {T:s}:far       HASH    the far tier's meta (wq_far_state): a job due b
 KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): one there has its
          envelope in KEYS[2], so it is pending to this call; a job replacing it takes it off
          the line (wq_unhold)
+KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): a job with a key that ends
+         the call pending is noted under it; a pending job written over or fired leaves its
+         key (its envelope as it was says which)
 ARGV[1]  topic
 ARGV[2]  wake channel: one SPUBLISH per call that notes any job, its notes a line each
 ARGV[3]  record ms: '0' for a plain enqueue; > 0 for a spool replay or a spooling client's
@@ -42,11 +45,12 @@ ARGV[5]  layout: '' (each job carries its mode and replace) or, when every job o
          after which the call is refused (LATE), or '' (none). Any of these may end in 'o': a
          job of the call has a priority other than 5 (the shard orders its due jobs from then
          on: limits 'ordered'; the call that sets it publishes the topic on WQ_PAUSED_CHANNEL,
-         so workers read ahead less at once: docs/architecture.md, "The due line")
+         so workers read ahead less at once: docs/architecture.md, "The due line"), and then in
+         'k': the jobs carry keys, each job's arguments end with its key ('' for none)
 ARGV[6..] per job, in order: id, mode ('d': value ms after TIME | 'a': value is the due ms),
           value ms, replace ('1' | '0'), envelope (msgpack), and in a replay its token (six per
           job; five otherwise); with a layout, id, value ms, envelope (three per job: Redis
-          parses two arguments fewer per job)
+          parses two arguments fewer per job); then, with 'k', its key
 Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job due now too,
            when the stream is at its "ready" limit), 1 FIRED now (due <= TIME), 2 DUPLICATE: pending already and replace = '0' (not written),
            4 APPLIED: replay only, its token is in KEYS[6] (not written again),
@@ -58,13 +62,18 @@ Returns: {0, placed_1, ..., placed_n}   per job, in order: 0 SCHEDULED (a job du
            tokens recorded, so a replay of the call fires none twice), nothing else is written
            (no other token recorded, so a replay writes the jobs it did not)
          {-4, topic, deadline ms, now ms}   LATE: a replay past its deadline (nothing written)
-Includes: base, events, far_tier, fire, flow, held, pending, status
+Includes: base, events, far_tier, fire, flow, held, keyed, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 -- Type checks: the sorted set, the stream and the inbox (and a replay's record, and the hash of
 -- new ids, which is not read) by TYPE (a job must not be scheduled into a shard it could never
 -- fire from); the horizon and the hash by their first read.
 local record_ms, call_token, layout = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- A trailing 'k': each job's arguments end with its key (the key index, includes/keyed.lua).
+local keyed = string.sub(layout, -1) == 'k'
+if keyed then
+  layout = string.sub(layout, 1, -2)
+end
 -- A trailing 'o': a job of the call has a priority other than the default, so from now on the
 -- shard orders its due jobs on its due line (includes/held.lua): noted before anything of the
 -- call can fire.
@@ -85,6 +94,9 @@ elseif layout ~= '' then
   call_mode, call_replace = string.sub(layout, 1, 1), string.sub(layout, 2, 2)
   new = string.sub(layout, 3, 3) == 'n'
   unique = new or string.sub(layout, 3, 3) == 'u'
+end
+if keyed then
+  stride = stride + 1
 end
 local typed, t = {KEYS[1], 'zset', KEYS[3], 'stream', KEYS[5], 'list'}, 6
 if record_ms > 0 then
@@ -176,12 +188,18 @@ local far = wq_far_state(KEYS[13], limits[3])
 -- far_found[id]: the id's pending job is in the far tier (wq_far_find's answer) until the
 -- call drops it (a job written over it, fired over it)
 local far_found = {}
+-- was[id]: the envelope pending under the id before the call (the key index reads its key when
+-- the call writes over it or fires it), false: none
+local was = {}
 for n, flag in ipairs(flags) do
   local id = ids[n]
   pending[id] = flag ~= false
   if not pending[id] and far.entries > 0 and far_found[id] == nil then
     far_found[id] = far:find(id) or false
     pending[id] = far_found[id] ~= false
+  end
+  if was[id] == nil then
+    was[id] = flag or (far_found[id] and far_found[id].envelope) or false
   end
 end
 -- A pending job written over or fired: out of the far tier if it was there.
@@ -236,9 +254,13 @@ if cap then
   end
 end
 local out, notes, ordered, replaced = {WQ_OK}, {}, 0, {}
+-- ends[id]: what the call leaves under the id, for the key index: the key of the job it leaves
+-- pending ('' for none), or false when it fired; nil: untouched (kept only when a job has a
+-- key or the call may write over a pending one)
+local ends, track = {}, keyed or not new
 -- Jobs due beyond the far horizon (id, due, envelope: three entries a job), put there together
 -- at the end; was[id]: it replaces a pending job (in the sorted set, or dropped from the tier)
-local farward, f, was = {}, 0, {}
+local farward, f, replacing = {}, 0, {}
 for n = 1, #ids do
   local i = 6 + (n - 1) * stride
   local id, value, envelope = ARGV[i], tonumber(ARGV[i + at_value]), ARGV[i + at_envelope]
@@ -275,6 +297,9 @@ for n = 1, #ids do
         gone[#gone + 1] = id
       end
       out[n + 1] = WQ_FIRED
+      if track then
+        ends[id] = false
+      end
       if replay then
         decided[#decided + 1], decided[#decided + 2] = wq_fmt(now + record_ms), tokens[n]
       end
@@ -286,7 +311,7 @@ for n = 1, #ids do
       if unique then
         if wq_far_takes(far, due, now) then
           f = f + 3
-          farward[f - 2], farward[f - 1], farward[f], was[id] = id, due, envelope, pending[id]
+          farward[f - 2], farward[f - 1], farward[f], replacing[id] = id, due, envelope, pending[id]
         else
           hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelope, due, id
           m = m + 2
@@ -296,6 +321,9 @@ for n = 1, #ids do
       end
       if horizon and due <= horizon then
         notes[#notes + 1] = wq_note(due, id)
+      end
+      if track then
+        ends[id] = keyed and ARGV[i + stride - 1] or ''
       end
       out[n + 1] = WQ_SCHEDULED
     end
@@ -308,7 +336,7 @@ for _, id in ipairs(order) do  -- empty with unique ids
   local due = final[id]
   if due and wq_far_takes(far, due, now) then
     f = f + 3
-    farward[f - 2], farward[f - 1], farward[f], was[id] = id, due, envelopes[id], true
+    farward[f - 2], farward[f - 1], farward[f], replacing[id] = id, due, envelopes[id], true
   elseif due then
     hset[m + 1], hset[m + 2], zadd[m + 1], zadd[m + 2] = id, envelopes[id], due, id
     m = m + 2
@@ -326,7 +354,7 @@ if f > 0 then
     kept[left[i]] = true
   end
   for i = 1, f, 3 do
-    if was[farward[i]] and not kept[farward[i]] then
+    if replacing[farward[i]] and not kept[farward[i]] then
       gone[#gone + 1] = farward[i]
     end
   end
@@ -347,6 +375,27 @@ if #notes > 0 then
   -- One wake message for the call, its notes a line each: a batch written to a shard that
   -- sleeps with its horizon far ahead is one message to the leader, not one per job.
   redis.call('SPUBLISH', ARGV[2], table.concat(notes, '\n'))
+end
+if track then
+  -- The key index: each id the call left pending under a key it was not pending under is
+  -- noted; each pending job it wrote over with another key (or none) or fired leaves its key.
+  local index = nil
+  for id, key in pairs(ends) do
+    local before = wq_key_of(was[id])
+    local after = key ~= '' and key or nil
+    if before ~= after then
+      index = index or wq_keyed(KEYS[15])
+      if before then
+        index.gone(before)
+      end
+      if after then
+        index.note(after, id)
+      end
+    end
+  end
+  if index then
+    index.apply(wq_keyed_live(KEYS[2], KEYS[12], far))
+  end
 end
 for i = 1, #later do
   decided[#decided + 1] = later[i]

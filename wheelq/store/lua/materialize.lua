@@ -17,6 +17,8 @@ KEYS[10] {T:s}:callbacks   STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[11] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[12] {T:s}:far       HASH    the far tier's meta: a job of a run's id pending there is
          pending as one in KEYS[2] is (not written again)
+KEYS[13] {T:s}:keyed     HASH    the key index (includes/keyed.lua): a run left pending is noted
+         under its key (every run of a schedule has the same options)
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  the writer's epoch
@@ -26,7 +28,7 @@ Returns: {0, written}   runs written (fired now if due, else scheduled)
          {-2}           LEASE_LOST: a newer epoch is recorded here (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: an envelope due now cannot be decoded
-Includes: base, events, far_tier, fire, flow, pending, status
+Includes: base, events, far_tier, fire, flow, keyed, pending, status
 ]]
 wq_events_on(KEYS[9], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',
@@ -47,6 +49,7 @@ local far = redis.call('HGET', KEYS[9], 'far')
 local now = wq_now_ms()
 local written = 0
 local room, asked = nil, false -- room nil: no limit, or not asked yet (at the first run due now)
+local index, key = nil, nil -- the key index's changes, and the runs' key (read from the first)
 for i = 5, #ARGV, 2 do
   local at = tonumber(ARGV[i])
   if at > last then
@@ -67,6 +70,13 @@ for i = 5, #ARGV, 2 do
         end
       else
         wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, id, at, ARGV[i + 1])
+        if key == nil then
+          key = wq_key_of(ARGV[i + 1]) or false
+        end
+        if key then
+          index = index or wq_keyed(KEYS[13])
+          index.note(key, id)
+        end
       end
       written = written + 1
     end
@@ -74,4 +84,7 @@ for i = 5, #ARGV, 2 do
   end
 end
 redis.call('HSET', KEYS[8], name, wq_fmt(epoch) .. ':' .. wq_fmt(last))
+if index then
+  index.apply(wq_keyed_live(KEYS[2], nil, KEYS[12])) -- (runs are never retries)
+end
 return {WQ_OK, written}

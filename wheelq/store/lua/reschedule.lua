@@ -21,6 +21,8 @@ KEYS[12] {T:s}:far       HASH    the far tier's meta: the job may be there, and 
          moved beyond KEYS[8]'s "far" horizon (a retry stays in the sorted set)
 KEYS[13] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an attempt there has
          its envelope in KEYS[2] and no due time in KEYS[1]
+KEYS[14] {T:s}:keyed     HASH    the key index (includes/keyed.lua): an attempt of a job with a
+         key fired now leaves its key's count
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -35,7 +37,7 @@ Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its l
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
            (nothing written; the scheduler dead-letters it when it comes due)
-Includes: base, envelope, events, far_tier, fire, flow, held, history, pending, selections, status
+Includes: base, envelope, events, far_tier, fire, flow, held, history, keyed, pending, selections, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
@@ -77,11 +79,16 @@ if ARGV[4] == 'd' then
 end
 local room = due <= now and wq_fire_room(KEYS[8], {KEYS[3], KEYS[9]})
 local placed = WQ_SCHEDULED
+local index = nil -- the key index's changes (wq_keyed): attempts of a key fired now
 if due <= now and not (room and room <= 0) then
   for i = 1, #members do -- every envelope is checked before anything is written
     local env, why = wq_envelope(envelopes[i])
     if not env then
       return {WQ_MALFORMED, ARGV[1], id, why}
+    end
+    if type(env[10]) == 'string' and env[10] ~= '' then
+      index = index or wq_keyed(KEYS[14])
+      index.gone(env[10])
     end
   end
   placed = WQ_FIRED
@@ -116,5 +123,8 @@ for i, member in ipairs(members) do
       wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[2], horizon, member, due, envelopes[i])
     end
   end
+end
+if index then
+  index.apply(wq_keyed_live(KEYS[2], KEYS[10], far))
 end
 return {WQ_OK, placed}

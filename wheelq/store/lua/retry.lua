@@ -19,6 +19,8 @@ KEYS[11] {T:s}:history_old HASH  the history's previous generation (the fence is
 KEYS[12] {T:s}:waiters   ZSET    results awaited (wq_waited, wq_wake: see ack.lua)
 KEYS[13] {T:s}:done      STREAM  one entry naming the awaited record written (a cancelled run)
 KEYS[14] {T:s}:ready     STREAM  the ready stream: KEYS[3] is it, or the callbacks stream
+KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): a retry of a job with a key
+         is noted under it (its envelope's key)
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
@@ -35,7 +37,7 @@ Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>gro
          {0, 2} it fired before a cancel of the job: acked, its record 'C', not put back
          {0, -1} it is pending to a later delivery than ARGV[9..10]'s (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
-Includes: base, delivery, events, far_tier, history, pending, status, waiters
+Includes: base, delivery, envelope, events, far_tier, history, keyed, pending, status, waiters
 ]]
 wq_events_on(KEYS[8], KEYS[9])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
@@ -66,6 +68,12 @@ wq_schedule(KEYS[1], KEYS[2], KEYS[5], ARGV[6], tonumber(redis.call('GET', KEYS[
   ARGV[5])
 redis.call('HSET', KEYS[6], ARGV[3] .. WQ_US .. ARGV[1],
   wq_record('R', ARGV[2], tonumber(ARGV[8]), 0, ARGV[7], '', ''))
+local env = wq_envelope(ARGV[5])
+if env and type(env[10]) == 'string' and env[10] ~= '' then
+  local index = wq_keyed(KEYS[15])
+  index.note(env[10], ARGV[3])
+  index.apply(wq_keyed_live(KEYS[2], KEYS[7], KEYS[10]))
+end
 if WQ_EVENTS then -- the attempt that failed, as its entry says
   local found = redis.call('XRANGE', KEYS[3], ARGV[2], ARGV[2])[1]
   wq_event('retrying', ARGV[3], ARGV[1], found and wq_fields(found[2])['attempt'])

@@ -23,7 +23,7 @@ time, or in a new one, the widest free span holding it that starts beyond the ho
 leaf of WQ_FAR_CAP records splits into its 16 children, so sparse jobs share wide leaves
 and dense ones narrow leaves, none more than WQ_FAR_CAP. The keys are built from the meta
 key: one slot, as every key of the shard.
-Includes: base
+Includes: base, ids
 ]]
 -- WQ_FAR_DEFAULT: a topic's horizon while its limits hash has no 'far' (an hour)
 local WQ_FAR_WIDTH, WQ_FAR_FANOUT, WQ_FAR_TOP, WQ_FAR_DEFAULT = 60000, 16, 4, 3600000
@@ -77,43 +77,9 @@ local function wq_far_tier()
     end
   end
 
-  -- A record of a leaf (at `start`, of `level`), and back: its id, due ms and envelope.
-  -- A generated id (26 Crockford base32 characters, the first 0-7: 128 bits) in 16 bytes, and
-  -- back: a byte for the first two characters, then 5 bytes for each 8 characters.
-  local WQ_B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
-  local digits, letters = {}, {} -- a character's byte -> its value, and a value -> the character
-  for i = 1, 32 do
-    digits[string.byte(WQ_B32, i)], letters[i - 1] = i - 1, string.sub(WQ_B32, i, i)
-  end
-  local function wq_far_id_bytes(id)
-    if #id ~= 26 or not string.find(id, '^[0-7][0-9A-HJKMNP-TV-Z]+$') then
-      return nil
-    end
-    local b = {string.byte(id, 1, 26)}
-    local out = {string.char(digits[b[1]] * 32 + digits[b[2]])}
-    for chunk = 0, 2 do
-      local n = 0
-      for i = 3 + chunk * 8, 10 + chunk * 8 do
-        n = n * 32 + digits[b[i]]
-      end
-      out[chunk + 2] = struct.pack('>I5', n)
-    end
-    return table.concat(out)
-  end
-
-  local function wq_far_id_text(raw)
-    local first = string.byte(raw, 1)
-    local chars = {letters[math.floor(first / 32)], letters[first % 32]}
-    for chunk = 0, 2 do
-      local n = struct.unpack('>I5', raw, 2 + chunk * 5)
-      for i = 10 + chunk * 8, 3 + chunk * 8, -1 do
-        local d = n % 32
-        chars[i] = letters[d]
-        n = (n - d) / 32
-      end
-    end
-    return table.concat(chars)
-  end
+  -- A record of a leaf (at `start`, of `level`), and back: its id (a generated one in 16
+  -- bytes: wq_id_codec), due ms and envelope.
+  local wq_far_id_bytes, wq_far_id_text = wq_id_codec()
 
   local function wq_far_pack(id, due, envelope, start, level)
     local packed = wq_far_id_bytes(id)

@@ -1,0 +1,379 @@
+"""The key index (docs/architecture.md, "Jobs by key"): every pending job with a key is in its
+key's list on its shard, and each key's count is how many of its jobs are pending there,
+through every write of a pending job (enqueue and its replace, debounce, schedules' runs, a
+retry) and every way one leaves (fired by the scheduler or at once, dropped at its expiry,
+cancelled, written over by another key's); a list holds about 1.25 times its count as jobs
+leave out of order, and a key with none pending leaves no key behind. A job written before
+the index (never noted, counted down as it fires) takes no other job's entry with it. On both
+servers, one server and a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+from tests.integration.test_worker import holds
+from tests.support.waiting import eventually
+from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Job, Scheduler, Worker
+from wheelq.core.far_tier import id_bytes
+from wheelq.core.keys import ShardKeys, all_shards, key_list_key, shard_of
+from wheelq.errors import InvalidArgumentError
+
+pytestmark = pytest.mark.cluster_too
+
+SHARDS = 2
+HOUR_S = 3600
+HORIZON_MS = 600_000
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient.from_url(redis_url) as c:
+        yield c
+
+
+@pytest.fixture
+async def universe(client: AsyncClient, topic: str) -> list[ShardKeys]:
+    """`topic` of `SHARDS` shards, with a far tier past ten minutes."""
+    await AsyncAdmin.of(client).create_topic(topic, SHARDS)
+    shards = all_shards(topic, SHARDS)
+    for keys in shards:
+        await client.redis.hset(keys.limits, "far", HORIZON_MS)
+    return shards
+
+
+@pytest.fixture
+async def scheduler(redis_url: str, topic: str, universe: list[ShardKeys]) -> AsyncIterator[None]:
+    node = Scheduler.from_url(redis_url, [topic], preload_interval_ms=100, lease_ttl_ms=2000)
+    await node.start()
+    try:
+        await eventually(
+            holds(lambda: len(node.leads) == SHARDS), timeout_s=10, what="every shard led"
+        )
+        yield None
+    finally:
+        await node.stop()
+
+
+def entry_id(entry: bytes) -> str:
+    """The id a list entry names (keyed.lua: 16 bytes of a generated id, or 1 and the id)."""
+    if len(entry) == 16:
+        for job_id in _generated(entry):
+            return job_id
+    assert entry[:1] == b"\x01", entry
+    return entry[1:].decode()
+
+
+def _generated(entry: bytes) -> list[str]:
+    packed = id_bytes  # the far tier's packing: 0, then the same 16 bytes
+    value = int.from_bytes(entry, "big")
+    chars = []
+    for _ in range(26):
+        value, d = divmod(value, 32)
+        chars.append("0123456789ABCDEFGHJKMNPQRSTVWXYZ"[d])
+    job_id = "".join(reversed(chars))
+    assert packed(job_id) == b"\0" + entry
+    return [job_id]
+
+
+async def index_of(
+    r: redis.asyncio.Redis, universe: list[ShardKeys]
+) -> dict[str, dict[str, object]]:
+    """Per shard tag, per key: its count and its list's ids."""
+    out: dict[str, dict[str, object]] = {}
+    for keys in universe:
+        counts = await r.hgetall(keys.keyed)
+        out[keys.tag] = {
+            key.decode(): (
+                int(count),
+                [entry_id(e) for e in await r.lrange(key_list_key(keys, key.decode()), 0, -1)],
+            )
+            for key, count in counts.items()
+        }
+    return out
+
+
+async def assert_index(
+    r: redis.asyncio.Redis, topic: str, universe: list[ShardKeys], pending: dict[str, str]
+) -> None:
+    """The index holds exactly `pending` (job id -> key): each key's count on each shard is
+    its jobs there, its list holds each of them, and no key is left without a job."""
+    want: dict[str, Counter[str]] = {keys.tag: Counter() for keys in universe}
+    ids: dict[tuple[str, str], set[str]] = {}
+    for job_id, key in pending.items():
+        tag = ShardKeys(topic, shard_of(job_id, SHARDS)).tag
+        want[tag][key] += 1
+        ids.setdefault((tag, key), set()).add(job_id)
+    got = await index_of(r, universe)
+    for keys in universe:
+        counts = {key: count for key, (count, _) in got[keys.tag].items()}
+        assert counts == dict(want[keys.tag]), keys.tag
+        for key, (count, listed) in got[keys.tag].items():
+            assert ids[(keys.tag, key)] <= set(listed), (keys.tag, key)
+            assert len(listed) <= count * 1.25 + 8 + 1, (keys.tag, key, len(listed), count)
+        for key in list(await r.keys(f"{keys.keyed}:*")):
+            name = key.decode()[len(keys.keyed) + 1 :]
+            assert name in want[keys.tag], f"{key!r} outlived its key's jobs"
+
+
+async def test_each_write_and_each_leaving_moves_the_count_of_the_jobs_key(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    r = client.redis
+    pending: dict[str, str] = {}
+    # New jobs: near and far, generated and own ids, some with a key.
+    for i in range(40):
+        key = f"k{i % 3}" if i % 4 else None
+        due = HOUR_S if i % 2 else 60  # far (past the horizon) or near
+        own = f"own-{i}" if i % 5 == 0 else None
+        job_id = await client.enqueue(topic, i, delay=due, key=key, job_id=own)
+        if key:
+            pending[job_id] = key
+    await assert_index(r, topic, universe, pending)
+    # A replace with another key, with the same key, with none; near and far.
+    await client.enqueue(topic, "x", delay=60, key="k9", job_id="own-5", replace=True)
+    pending["own-5"] = "k9"
+    await client.enqueue(topic, "x", delay=HOUR_S, key="k9", job_id="own-5", replace=True)
+    await client.enqueue(topic, "x", delay=60, job_id="own-10", replace=True)
+    pending.pop("own-10", None)
+    await client.enqueue(topic, "x", delay=HOUR_S, key="k1", job_id="own-15", replace=True)
+    pending["own-15"] = "k1"
+    await assert_index(r, topic, universe, pending)
+    # Cancelled, fired at once by a reschedule and by a replace due now.
+    keyed = [job_id for job_id in pending if not job_id.startswith("own-")]
+    for job_id in keyed[:6]:
+        assert await client.cancel(topic, job_id)
+        del pending[job_id]
+    for job_id in keyed[6:10]:
+        await client.reschedule(topic, job_id, delay=0)
+        del pending[job_id]
+    await client.enqueue(topic, "now", delay=0, key="k2", job_id="own-15", replace=True)
+    del pending["own-15"]
+    await assert_index(r, topic, universe, pending)
+    # Debounced: each call writes over the last; one whose key changes moves it.
+    await client.enqueue(topic, "d", key="k5", job_id="deb", debounce=60)
+    pending["deb"] = "k5"
+    await client.enqueue(topic, "d", key="k6", job_id="deb", debounce=60)
+    pending["deb"] = "k6"
+    await assert_index(r, topic, universe, pending)
+    # Every one cancelled: nothing left of the index.
+    for job_id in list(pending):
+        assert await client.cancel(topic, job_id)
+    await client.cancel(topic, "deb")
+    await assert_index(r, topic, universe, {})
+    for keys in universe:
+        assert await r.exists(keys.keyed) == 0
+
+
+async def test_jobs_of_a_key_that_fire_out_of_order_leave_a_short_list_then_none(
+    client: AsyncClient, topic: str, universe: list[ShardKeys], scheduler: None
+) -> None:
+    """The lazily kept list: as the key's jobs fire (not in the order they were noted) it
+    stays within about 1.25 times its count, and goes when the last has fired."""
+    r = client.redis
+    rng = random.Random(7)
+    now_s = (await r.time())[0]
+    base = now_s + 1
+    dues = [base + rng.random() * 3 for _ in range(300)]
+    ids = await client.enqueue_many(
+        topic, [{"payload": i, "at": due, "key": "flood"} for i, due in enumerate(dues)]
+    )
+    pending = dict.fromkeys(ids, "flood")
+    await assert_index(r, topic, universe, pending)
+    # Far-off jobs of the same key keep the list alive while the near ones fire.
+    stay = await client.enqueue_many(
+        topic, [{"payload": i, "delay": HOUR_S + i, "key": "flood"} for i in range(20)]
+    )
+    longest = 0
+    while True:
+        got = await index_of(r, universe)
+        for keys in universe:
+            count, listed = got[keys.tag].get("flood", (0, []))
+            longest = max(longest, len(listed) - int(count * 1.25) - 8)
+        fired = [
+            job_id for job_id in ids if (await client.get(topic, job_id)).state.value != "pending"
+        ]
+        if len(fired) == len(ids):
+            break
+        await asyncio.sleep(0.2)
+    assert longest <= 1, "a list grew past 1.25 times its count as its jobs fired"
+    await assert_index(r, topic, universe, dict.fromkeys(stay, "flood"))
+    for job_id in stay:
+        await client.cancel(topic, job_id)
+    await assert_index(r, topic, universe, {})
+
+
+async def test_a_retry_is_noted_again_and_leaves_when_it_fires(
+    redis_url: str, client: AsyncClient, topic: str, universe: list[ShardKeys], scheduler: None
+) -> None:
+    r = client.redis
+    seen: list[int] = []
+
+    async def handler(job: Job) -> None:
+        seen.append(job.attempt)
+        if job.attempt == 1:
+            raise RuntimeError("once")
+
+    worker = Worker.from_url(redis_url, topic, handler, retry_base_ms=60_000, retry_jitter_pct=0)
+    await worker.start()
+    try:
+        job_id = await client.enqueue(topic, "r", key="tenant-a", max_attempts=3)
+        await eventually(
+            holds(lambda: worker.status()["retried"] == 1), timeout_s=10, what="a retry"
+        )
+        await assert_index(r, topic, universe, {job_id: "tenant-a"})  # fired, then noted again
+        await client.reschedule(topic, job_id, delay=0)  # the retry fires at once
+        await assert_index(r, topic, universe, {})
+        await eventually(holds(lambda: seen == [1, 2]), timeout_s=10, what="the retry to run")
+    finally:
+        await worker.stop()
+
+
+async def test_a_job_written_before_the_index_takes_no_entry_of_another(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    """A key's count is a hint: a job the index never noted (written by an earlier version)
+    that leaves counts the key down to 0, and the list, read whole, keeps the job still
+    pending."""
+    r = client.redis
+    old = await client.enqueue(topic, "old", delay=HOUR_S, key="k", job_id="old-1")
+    keys = ShardKeys(topic, shard_of(old, SHARDS))
+    await r.delete(keys.keyed, key_list_key(keys, "k"))  # as an earlier version left it
+    new = next(
+        job_id
+        for job_id in (f"new-{i}" for i in range(100))
+        if shard_of(job_id, SHARDS) == keys.shard
+    )
+    await client.enqueue(topic, "new", delay=HOUR_S, key="k", job_id=new)
+    assert await client.cancel(topic, old)  # counts "k" down to 0 on that shard
+    await assert_index(r, topic, universe, {new: "k"})
+
+
+# --- a key's jobs at once: listed, cancelled, moved ---------------------------------------
+
+
+async def keyed_jobs(client: AsyncClient, topic: str) -> tuple[list[str], list[str]]:
+    """Jobs of "cust-1" (near and far, own ids and generated, a first attempt and a job on
+    the far tier) among jobs of other keys and of none; (cust-1's ids, the others')."""
+    mine, others = [], []
+    for i in range(24):
+        key = "cust-1" if i % 3 == 0 else "cust-2" if i % 3 == 1 else None
+        own = f"own-{i}" if i % 4 == 0 else None
+        job_id = await client.enqueue(
+            topic, i, delay=HOUR_S + i if i % 2 else 60 + i, key=key, job_id=own
+        )
+        (mine if key == "cust-1" else others).append(job_id)
+    return mine, others
+
+
+async def test_a_keys_pending_jobs_are_listed_in_due_order_page_by_page(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    admin = AsyncAdmin.of(client)
+    mine, _ = await keyed_jobs(client, topic)
+    seen, cursor = [], None
+    while True:
+        page = await admin.jobs(topic, "pending", 3, key="cust-1", cursor=cursor)
+        assert all(job.key == "cust-1" for job in page)
+        seen += [(job.due_ms, job.id) for job in page]
+        if page.next is None:
+            break
+        cursor = page.next
+    assert sorted(job_id for _, job_id in seen) == sorted(mine)
+    assert seen == sorted(seen)  # due order, each once, across pages
+    assert [j.id for j in await admin.jobs(topic, "retrying", key="cust-1")] == []
+    assert [j.id for j in await admin.jobs(topic, "pending", key="nobody")] == []
+
+
+async def test_cancel_by_key_cancels_that_keys_jobs_and_nothing_else(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    mine, others = await keyed_jobs(client, topic)
+    assert await client.cancel(topic, key="cust-1") == len(mine)
+    for job_id in mine:
+        assert (await client.get(topic, job_id)).state.value == "cancelled"
+    for job_id in others:
+        assert (await client.get(topic, job_id)).state.value == "pending"
+    assert await client.cancel(topic, key="cust-1") == 0
+    pending = {j.id: j.key for j in await AsyncAdmin.of(client).jobs(topic, "pending", 100)}
+    await assert_index(client.redis, topic, universe, {i: k for i, k in pending.items() if k})
+
+
+async def test_reschedule_by_key_moves_each_job_by_its_shift_or_all_to_one_time(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    mine, others = await keyed_jobs(client, topic)
+    before = {j: (await client.get(topic, j)).due_ms for j in mine + others}
+    assert await client.reschedule(topic, key="cust-1", by=-30) == len(mine)
+    for job_id in mine:
+        assert (await client.get(topic, job_id)).due_ms == before[job_id] - 30_000
+    for job_id in others:
+        assert (await client.get(topic, job_id)).due_ms == before[job_id]
+    to_s = (await client.redis.time())[0] + 2 * HOUR_S
+    assert await client.reschedule(topic, key="cust-1", to=to_s) == len(mine)
+    for job_id in mine:
+        assert (await client.get(topic, job_id)).due_ms == to_s * 1000
+    await assert_index(
+        client.redis,
+        topic,
+        universe,
+        dict.fromkeys(mine, "cust-1")
+        | {
+            j.id: str(j.key)
+            for j in await AsyncAdmin.of(client).jobs(topic, "pending", 100)
+            if j.key
+        },
+    )
+
+
+def test_the_sync_client_cancels_and_moves_a_keys_jobs(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as client:
+        Admin.of(client).create_topic(topic, SHARDS)
+        ids = [client.enqueue(topic, i, delay=600, key="k") for i in range(5)]
+        client.enqueue(topic, "other", delay=600, key="j")
+        assert [j.id for j in Admin.of(client).jobs(topic, "pending", key="k")] == sorted(
+            ids, key=lambda i: client.get(topic, i).due_ms or 0
+        )
+        assert client.reschedule(topic, key="k", by=timedelta(seconds=60)) == 5
+        assert client.cancel(topic, key="k") == 5
+        assert [j.key for j in Admin.of(client).jobs(topic, "pending")] == ["j"]
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda c, t: c.cancel(t), "key"),
+        (lambda c, t: c.cancel(t, "id", key="k"), "key"),
+        (lambda c, t: c.cancel(t, key=""), "key"),
+        (lambda c, t: c.cancel(t, key="x" * 300), "key"),
+        (lambda c, t: c.cancel(t, key=7), "key"),
+        (lambda c, t: c.reschedule(t, key="k"), "by"),
+        (lambda c, t: c.reschedule(t, key="k", by=1, to=2), "by"),
+        (lambda c, t: c.reschedule(t, key="k", delay=1), "delay"),
+        (lambda c, t: c.reschedule(t, key="k", at=1), "at"),
+        (lambda c, t: c.reschedule(t, "id", key="k", by=1), "key"),
+        (lambda c, t: c.reschedule(t, "id", by=1), "by"),
+        (lambda c, t: c.reschedule(t, "id", to=1), "to"),
+        (lambda c, t: c.reschedule(t, key="k", by="soon"), "by"),
+        (lambda c, t: c.reschedule(t, key="k", by=10**12), "by"),
+        (lambda c, t: c.reschedule(t, key="k", to=-5), "to"),
+        (lambda c, t: c.reschedule(t, key="k", to="tomorrow"), "to"),
+    ],
+)
+async def test_bad_key_calls_name_their_parameter_and_change_nothing(
+    client: AsyncClient, topic: str, universe: list[ShardKeys], call: Any, name: str
+) -> None:
+    job_id = await client.enqueue(topic, "x", delay=600, key="k")
+    with pytest.raises(InvalidArgumentError) as caught:
+        await call(client, topic)
+    assert caught.value.parameter == name
+    info = await client.get(topic, job_id)
+    assert info.state.value == "pending"
+    await assert_index(client.redis, topic, universe, {job_id: "k"})
