@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -19,8 +20,11 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.integration.test_web_dashboard import get, post
 from tests.integration.test_worker import holds
+from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
+from tests.support.web import serving
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Job, Scheduler, Worker
 from wheelq.core.far_tier import id_bytes
 from wheelq.core.keys import ShardKeys, all_shards, key_list_key, shard_of
@@ -339,7 +343,7 @@ def test_the_sync_client_cancels_and_moves_a_keys_jobs(redis_url: str, topic: st
         ids = [client.enqueue(topic, i, delay=600, key="k") for i in range(5)]
         client.enqueue(topic, "other", delay=600, key="j")
         assert [j.id for j in Admin.of(client).jobs(topic, "pending", key="k")] == sorted(
-            ids, key=lambda i: client.get(topic, i).due_ms or 0
+            ids, key=lambda i: (client.get(topic, i).due_ms or 0, i)
         )
         assert client.reschedule(topic, key="k", by=timedelta(seconds=60)) == 5
         assert client.cancel(topic, key="k") == 5
@@ -377,3 +381,92 @@ async def test_bad_key_calls_name_their_parameter_and_change_nothing(
     info = await client.get(topic, job_id)
     assert info.state.value == "pending"
     await assert_index(client.redis, topic, universe, {job_id: "k"})
+
+
+# --- every face: HTTP, the console, the CLI, bulk actions ---------------------------------
+
+
+async def test_http_lists_cancels_and_moves_a_keys_jobs(
+    redis_url: str, client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    mine, _ = await keyed_jobs(client, topic)
+    before = {j: (await client.get(topic, j)).due_ms for j in mine}
+    jobs = f"/v1/topics/{topic}/jobs"
+    async with serving(redis_url) as api:
+        rows = await api.job_rows(f"{jobs}?state=pending&limit=2&key=cust-1")
+        assert [r["id"] for r in rows] == sorted(mine, key=lambda j: (before[j], j))
+        assert {r["key"] for r in rows} == {"cust-1"}
+        status, body, _ = await api.call("PATCH", f"{jobs}?key=cust-1", {"by_ms": 5000})
+        assert (status, body) == (200, {"moved": len(mine)})
+        for job_id in mine:
+            assert (await client.get(topic, job_id)).due_ms == before[job_id] + 5000
+        for bad, field in [
+            ({}, "by_ms"),
+            ({"by_ms": 1, "to": 2}, "by_ms"),
+            ({"by_ms": 10**15}, "by_ms"),
+            ({"to": "soon"}, "to"),
+        ]:
+            status, body, _ = await api.call("PATCH", f"{jobs}?key=cust-1", bad)
+            assert status in (400, 422) and field in str(body), (bad, body)
+        status, body, _ = await api.call("DELETE", f"{jobs}?key=")
+        assert status in (400, 422)
+        status, body, _ = await api.call("DELETE", f"{jobs}?key=cust-1")
+        assert (status, body) == (200, {"cancelled": len(mine)})
+        # bulk by key: a dry run counts, the act takes the key's jobs only
+        dry = {"action": "cancel", "filter": {"state": "pending", "key": "cust-2"}}
+        status, body, _ = await api.call("POST", f"{jobs}/bulk", {**dry, "dry_run": True})
+        assert status == 200 and body["matched"] == len(
+            await AsyncAdmin.of(client).jobs(topic, "pending", 100, key="cust-2")
+        )
+        status, body, _ = await api.call("POST", f"{jobs}/bulk", dry)
+        assert status == 200 and body["acted"] == body["matched"] > 0
+    left = await AsyncAdmin.of(client).jobs(topic, "pending", 100)
+    assert {j.key for j in left} == {None}
+    await assert_index(client.redis, topic, universe, {})
+
+
+async def test_the_console_filters_by_key_and_acts_on_all_matching(
+    redis_url: str, client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    mine, others = await keyed_jobs(client, topic)
+    async with serving(redis_url) as api:
+        html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=pending&limit=50&key=cust-1")
+        assert sorted(re.findall(r'<tr data-job="([^"]*)"', html)) == sorted(mine)
+        assert 'name="key" type="text" maxlength="256" size="14" value="cust-1"' in html
+        bulk = f"/ui/topics/{topic}/jobs/bulk"
+        form = [("state", "pending"), ("all", "1"), ("key", "cust-1")]
+        status, asked = await post(api, f"{bulk}/cancel", form)
+        assert status == 200 and f"Cancel {len(mine)} pending jobs" in asked
+        assert "of key cust-1" in asked
+        token = re.search(r'name="selection" value="([^"]+)"', asked)
+        assert token is not None
+        done = [("state", "pending"), ("selection", token[1]), ("confirm", "1")]
+        status, _ = await post(api, f"{bulk}/cancel", done)
+        assert status == 303
+    for job_id in mine:
+        assert (await client.get(topic, job_id)).state.value == "cancelled"
+    for job_id in others:
+        assert (await client.get(topic, job_id)).state.value == "pending"
+
+
+def test_the_cli_lists_cancels_and_moves_a_keys_jobs(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as client:
+        Admin.of(client).create_topic(topic, SHARDS)
+        ids = [client.enqueue(topic, i, delay=600, key="k") for i in range(3)]
+        other = client.enqueue(topic, "o", delay=600, key="j")
+        url = ("--redis-url", redis_url)
+        listed = run_wheelq("jobs", "list", topic, "--state", "pending", "--key", "k", *url)
+        assert listed.returncode == 0, listed.stderr
+        assert sorted(line.split()[0] for line in listed.stdout.splitlines()) == sorted(ids)
+        due = {j: client.get(topic, j).due_ms for j in ids}
+        moved = run_wheelq("reschedule", topic, "--key", "k", "--by", "-60", *url)
+        assert (moved.returncode, moved.stdout) == (0, "rescheduled 3 jobs of key 'k'\n")
+        assert {j: client.get(topic, j).due_ms for j in ids} == {
+            j: d - 60_000 for j, d in due.items()
+        }
+        bad = run_wheelq("reschedule", topic, "--key", "k", *url)
+        assert bad.returncode == 2 and "--by" in bad.stderr
+        gone = run_wheelq("cancel", topic, "--key", "k", *url)
+        assert (gone.returncode, gone.stdout) == (0, "cancelled 3 jobs of key 'k'\n")
+        assert client.get(topic, other).state.value == "pending"
+        assert [j.id for j in Admin.of(client).jobs(topic, "pending")] == [other]

@@ -121,6 +121,7 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
         KEYS, job_lists.DuePage(None, None, (1, b"j"), 10)
     ),
     "due_times": lambda: selections.due_times(KEYS, ["j"]),
+    "key_jobs": lambda: job_lists.key_jobs(KEYS, "k", 0),
     "schedule_put": lambda: schedules.put(KEYS, "s", b"d", False),
     "schedule_state": lambda: schedules.change_state(KEYS, "pause", "s"),
     "schedule_read": lambda: schedules.read(KEYS),

@@ -277,6 +277,7 @@ class Admin(Connected):
         due_before: At | None = None,
         group: str | None = None,
         reason: str | None = None,
+        key: str | None = None,
         ids: Sequence[str] | None = None,
         refs: Sequence[str] | None = None,
         selection: str | None = None,
@@ -295,7 +296,8 @@ class Admin(Connected):
             action: ``cancel``, ``run_now`` or ``reschedule`` (pending and retrying jobs);
                 ``replay`` or ``purge`` (dead letters).
             state: The filter's state (``pending``, ``retrying``, ``dead``); with
-                `due_after`, `due_before`, `group` and `reason` as `jobs` takes them.
+                `due_after`, `due_before`, `group`, `reason` and `key` as `jobs` takes them
+                (a key's pending and retrying jobs are selected through the key index).
             ids: Pending or retrying jobs named by id (with `state`), at most 10,000.
             refs: Dead letters named by ref, at most 10,000.
             selection: A dry run's `selection`: act on exactly the jobs it counted.
@@ -314,7 +316,7 @@ class Admin(Connected):
                 the state does not take (``action``); anything else out of range, named.
             UnknownTopicError: No such topic.
         """
-        match = JobFilter.of(due_after, due_before, group, reason)
+        match = JobFilter.of(due_after, due_before, group, reason, key=key)
         target = bulk_actions.Target(state, match, ids, refs, selection)
         moved_ms = shift_of(shift, shift_ms)
         op = bulk_actions.bulk(

@@ -194,6 +194,7 @@ class AsyncAdmin(AsyncConnected):
         due_before: At | None = None,
         group: str | None = None,
         reason: str | None = None,
+        key: str | None = None,
         ids: Sequence[str] | None = None,
         refs: Sequence[str] | None = None,
         selection: str | None = None,
@@ -204,7 +205,7 @@ class AsyncAdmin(AsyncConnected):
         shift: float | timedelta | None = None,
         progress: Progress | None = None,
     ) -> BulkOutcome:
-        match = JobFilter.of(due_after, due_before, group, reason)
+        match = JobFilter.of(due_after, due_before, group, reason, key=key)
         target = bulk_actions.Target(state, match, ids, refs, selection)
         moved_ms = shift_of(shift, shift_ms)
         op = bulk_actions.bulk(

@@ -50,6 +50,7 @@ from wheelq.errors import (
     WheelqError,
     int_in,
 )
+from wheelq.producer import by_key
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import dead_letters as dead
 from wheelq.store import enqueue
@@ -217,6 +218,20 @@ def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter)
     needs a retry's envelope."""
     envelope_max = 0 if match.group is None else lists.ENVELOPE_MAX
     views = [ShardKeys(topic, shard) for shard in range(shards)]
+    if match.key is not None:  # through the key index: O(the key's jobs)
+        found = yield from by_key.key_rows(views, match.key, stamps=True)
+        return (
+            yield from _remember(
+                topic,
+                sel,
+                [
+                    (i, *picked)
+                    for i, rows in enumerate(found)
+                    for row in rows
+                    if not row.waiting and (picked := _pick(sel.state, match, row))
+                ],
+            )
+        )
     after: dict[int, Any] = dict.fromkeys(range(shards))
     count = 0
 
@@ -259,7 +274,7 @@ def _pick(
     if row.due_ms is None:
         return None  # a retry that fired or was cancelled since the index was read
     if state is ListState.PENDING:
-        if row.retry:
+        if row.retry or not match.due_in(row.due_ms):
             return None
         return row.member.decode("utf-8", "replace"), row.due_ms, row.stamp
     if not match.due_in(row.due_ms):

@@ -36,9 +36,21 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     option_flags(p, OPTIONS)  # then each option the table gives a flag: --traceparent, --key, ...
     p.set_defaults(func=enqueue)
 
-    command(sub, "cancel", parents, "cancel a pending job", cancel, *_JOB)
-    p = command(sub, "reschedule", parents, "move a pending job to a new time", reschedule, *_JOB)
-    _due_options(p, required=True)
+    p = command(sub, "cancel", parents, "cancel a pending job, or a key's (--key)", cancel)
+    _job_or_key(p)
+    p = command(sub, "reschedule", parents, "move a pending job, or a key's (--key)", reschedule)
+    _job_or_key(p)
+    _due_options(p, required=False)
+    p.add_argument(
+        "--by", type=float, help="--key: move each job by this many seconds (either sign)"
+    )
+    p.add_argument("--to", type=when, help="--key: move every job to this time (as --at)")
+
+
+def _job_or_key(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topic")
+    p.add_argument("job_id", nargs="?", help="the job's id (or --key)")
+    p.add_argument("--key", help="every pending job of this key instead (the key index)")
 
 
 def option_flags(p: argparse.ArgumentParser, options: Iterable[Option]) -> None:
@@ -127,22 +139,48 @@ def enqueue(ctx: Context) -> int:
 
 
 def cancel(ctx: Context) -> int:
-    with ctx.client() as client:
-        if not client.cancel(ctx.args.topic, ctx.args.job_id):
-            raise CliError(
-                f"job {ctx.args.job_id!r} is not pending on {ctx.args.topic!r}: " + _NOT_PENDING
-            )
-    print(f"cancelled {ctx.args.job_id}")
+    args = ctx.args
+    with ctx.client() as client, _key_flags():
+        if args.key is not None or args.job_id is None:
+            done = client.cancel(args.topic, args.job_id, key=args.key)  # type: ignore[call-overload]
+            print(f"cancelled {done} jobs of key {args.key!r}")
+            return 0
+        if not client.cancel(args.topic, args.job_id):
+            raise CliError(f"job {args.job_id!r} is not pending on {args.topic!r}: " + _NOT_PENDING)
+    print(f"cancelled {args.job_id}")
     return 0
 
 
 def reschedule(ctx: Context) -> int:
     args = ctx.args
-    with ctx.client() as client, _due_flags():
-        if not client.reschedule(args.topic, args.job_id, delay=args.delay, at=args.at):
+    with ctx.client() as client, _due_flags(), _key_flags():
+        if args.key is not None or args.job_id is None:
+            moved = client.reschedule(  # type: ignore[call-overload]
+                args.topic, args.job_id, delay=args.delay, at=args.at, key=args.key,
+                by=args.by, to=args.to,
+            )  # fmt: skip
+            print(f"rescheduled {moved} jobs of key {args.key!r}")
+            return 0
+        if args.delay is None and args.at is None:
+            raise usage_error("--delay or --at: when the job is to be due")
+        if not client.reschedule(
+            args.topic, args.job_id, delay=args.delay, at=args.at, by=args.by, to=args.to
+        ):  # type: ignore[call-overload]
             raise CliError(f"job {args.job_id!r} is not pending on {args.topic!r}: " + _NOT_PENDING)
     print(f"rescheduled {args.job_id}")
     return 0
+
+
+@contextmanager
+def _key_flags() -> Iterator[None]:
+    """A by-key call's bad argument as a usage error naming its flag."""
+    from wheelq.errors import InvalidArgumentError
+
+    try:
+        yield
+    except InvalidArgumentError as exc:
+        name = "job_id" if exc.parameter == "job_id" else f"--{exc.parameter.replace('_', '-')}"
+        raise usage_error(f"{name}: {exc}") from exc
 
 
 def register_job(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -255,6 +293,7 @@ def register_lists(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     q.add_argument("--group", help="only rows of this consumer group (every state but pending)")
     q.add_argument("--reason", help="dead: only this reason (failed, deliveries, malformed)")
     q.add_argument("--priority", type=int, help="only jobs of this priority (0-9; every state)")
+    q.add_argument("--key", help="only jobs of this key (every state; pending, retrying: indexed)")
     q.add_argument("--all", action="store_true", help="every page, not only the first")
     q.add_argument("--json", action="store_true", help="one JSON object a row")
     q.set_defaults(func=list_jobs)
@@ -280,6 +319,7 @@ def _register_bulk(actions: Any, parents: list[argparse.ArgumentParser]) -> None
     b.add_argument("--due-before", type=when, help="pending, retrying: due before this")
     b.add_argument("--group", help="only jobs of this consumer group")
     b.add_argument("--reason", help="dead: only this reason")
+    b.add_argument("--key", help="only jobs of this key (pending, retrying: the key index)")
     b.add_argument("--id", dest="ids", action="append", help="a job by id (repeat; with --state)")
     b.add_argument("--ref", dest="refs", action="append", help="a dead letter by ref (repeat)")
     b.add_argument("--selection", help="a dry run's selection: act on exactly those jobs")
@@ -309,8 +349,9 @@ def bulk(ctx: Context) -> int:
             outcome = admin.bulk(
                 args.topic, args.bulk_action, state=args.state, due_after=args.due_after,
                 due_before=args.due_before, group=args.group, reason=args.reason,
-                ids=args.ids, refs=args.refs, selection=args.selection, dry_run=args.dry_run,
-                at=args.at, shift_ms=args.shift_ms, progress=None if args.json else progress,
+                key=args.key, ids=args.ids, refs=args.refs, selection=args.selection,
+                dry_run=args.dry_run, at=args.at, shift_ms=args.shift_ms,
+                progress=None if args.json else progress,
             )  # fmt: skip
         except InvalidArgumentError as exc:
             flag = {"ids": "id", "refs": "ref"}.get(exc.parameter, exc.parameter)
@@ -345,6 +386,7 @@ def list_jobs(ctx: Context) -> int:
                     args.topic, args.state, args.limit, cursor=cursor,
                     due_after=args.due_after, due_before=args.due_before,
                     group=args.group, reason=args.reason, priority=args.priority,
+                    key=args.key,
                 )  # fmt: skip
             except InvalidArgumentError as exc:
                 raise usage_error(f"--{exc.parameter.replace('_', '-')}: {exc}") from exc

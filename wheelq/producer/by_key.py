@@ -22,6 +22,8 @@ from wheelq.store import job_lists as lists
 
 ACT_BATCH = 500
 """Script calls one round trip carries (as a bulk action's act)."""
+CANCEL_BATCH = 200
+"""Jobs one `cancel.lua` call cancels (a few ms of Redis)."""
 
 
 def key_rows(
@@ -44,7 +46,7 @@ def key_rows(
 
 
 def _found(
-    producer: Producer, topic: str, key: object
+    producer: Producer, topic: str, key: object, stamps: bool = True
 ) -> Op[list[tuple[ShardKeys, dict[str, lists.StoredRow]]]]:
     """Each shard, with its jobs of `key` by id: the row to act on (a job under its id
     before its retries: one script call acts on every attempt of an id)."""
@@ -53,7 +55,7 @@ def _found(
     if shards is None:
         raise UnknownTopicError(topic)
     views = all_shards(topic, shards)
-    found = yield from key_rows(views, str(key), stamps=True)
+    found = yield from key_rows(views, str(key), stamps)
     out = []
     for keys, rows in zip(views, found, strict=True):
         by_id: dict[str, lists.StoredRow] = {}
@@ -73,16 +75,20 @@ def _guard(row: lists.StoredRow) -> Selected | None:
 
 def cancel_key(producer: Producer, topic: str, key: object) -> Op[int]:
     """Cancel every pending job of `key` (with each group's retry of it, and those due on
-    the line); how many jobs were cancelled."""
-    found = yield from _found(producer, topic, key)
-    calls = [
-        enqueue.cancel(keys, job_id, _guard(row))
-        for keys, by_id in found
-        for job_id, row in by_id.items()
-    ]
+    the line): each attempt whose envelope carries the key when `cancel.lua` reaches it (one
+    written again meanwhile with another key is left alone); how many jobs were cancelled."""
+    found = yield from _found(producer, topic, key, stamps=False)
+    calls = []
+    for keys, by_id in found:
+        ids = list(by_id)
+        calls += [
+            enqueue.cancel_of_key(keys, ids[i : i + CANCEL_BATCH], str(key))
+            for i in range(0, len(ids), CANCEL_BATCH)
+        ]
     done = 0
-    for i in range(0, len(calls), ACT_BATCH):
-        done += sum((yield calls[i : i + ACT_BATCH]))
+    for i in range(0, len(calls), ACT_BATCH // CANCEL_BATCH or 1):
+        replies = yield calls[i : i + (ACT_BATCH // CANCEL_BATCH or 1)]
+        done += sum(sum(reply) for reply in replies)
     producer.counts.cancelled += done
     return done
 

@@ -180,3 +180,13 @@ def cancel(keys: ShardKeys, job_id: str, selected: Selected | None = None) -> Ca
     action's record of it)."""
     args: list[str | int] = [job_id] if selected is None else [job_id, *selected.args()]
     return script_call("cancel", keys, args, lambda r: bool(check("cancel", r)[1]))
+
+
+def cancel_of_key(keys: ShardKeys, job_ids: Sequence[str], key: str) -> Call[list[bool]]:
+    """`cancel` of several jobs of one shard in one call, each attempt only while its
+    envelope carries `key` (a key's jobs, `wheelq.producer.by_key`); whether each job had
+    anything removed."""
+    args: list[str | int] = []
+    for job_id in job_ids:
+        args += (job_id, "k", key, "")
+    return script_call("cancel", keys, args, lambda r: [bool(n) for n in check("cancel", r)[1:]])

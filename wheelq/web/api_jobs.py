@@ -6,6 +6,7 @@ together (docs/architecture.md, "HTTP service", "Job results", "Job lists")."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -34,6 +35,7 @@ from wheelq.runtime.clock import wall_ms
 from wheelq.web import as_json
 from wheelq.web.models import (
     GROUP_NAME,
+    JOB_KEY,
     TIME_DESCRIPTION,
     BatchIn,
     BatchOut,
@@ -47,6 +49,9 @@ from wheelq.web.models import (
     JobIn,
     JobInfoModel,
     JobListOut,
+    KeyCancelled,
+    KeyMoved,
+    KeyMoveIn,
     ResultOut,
     ResultWait,
     TopicPath,
@@ -116,6 +121,10 @@ async def list_jobs(
     priority: Annotated[
         int | None, Query(ge=0, le=9, description="only jobs of this priority (0-9)")
     ] = None,
+    key: Annotated[
+        str | None,
+        Query(**JOB_KEY, description="only jobs of this key (pending, retrying: the key index)"),
+    ] = None,
 ) -> Response:
     """The topic's jobs in one `state`, a page at a time (`next` is the following page's
     `cursor`): pending and retrying (by due time; `due_after` <= due < `due_before`), ready,
@@ -134,8 +143,36 @@ async def list_jobs(
         group=group,
         reason=None if reason is None else str(reason),
         priority=priority,
+        key=key,
     )
     return json_response({"jobs": [as_json(r) for r in page], "next": page.next})
+
+
+KeyQuery = Annotated[str, Query(**JOB_KEY, description="the key whose jobs are acted on")]
+
+
+@router.delete("", response_model=KeyCancelled)
+async def cancel_key(topic: TopicPath, key: KeyQuery, request: Request) -> Response:
+    """Cancel every pending job of `key` (each with its groups' retries; those due and
+    waiting on the due line too), found through the topic's key index; how many."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    return json_response({"cancelled": await svc.client.cancel(topic, key=key)})
+
+
+@router.patch("", response_model=KeyMoved)
+async def reschedule_key(
+    topic: TopicPath, key: KeyQuery, move: KeyMoveIn, request: Request
+) -> Response:
+    """Move every pending job of `key`: each `by_ms` from its own due time, or all `to` one
+    time; how many moved (one that fired or was written again meanwhile is left alone)."""
+    svc = service(request)
+    svc.guard.check(request, "write", topic)
+    if (move.by_ms is None) == (move.to is None):
+        raise invalid(InvalidArgumentError("by_ms", "give by_ms (a shift) or to (a time)"))
+    by = None if move.by_ms is None else timedelta(milliseconds=move.by_ms)
+    moved = await svc.client.reschedule(topic, key=key, by=by, to=as_time("to", move.to))
+    return json_response({"moved": moved})
 
 
 def _time(value: str | None) -> int | str | None:
@@ -187,7 +224,7 @@ async def bulk_action(topic: TopicPath, body: BulkIn, request: Request) -> Respo
     return json_response(as_json(outcome))
 
 
-FILTER_FIELDS = frozenset({"state", "due_after", "due_before", "group", "reason"})
+FILTER_FIELDS = frozenset({"state", "due_after", "due_before", "group", "reason", "key"})
 
 
 async def _bulk(svc: WebService, topic: str, body: BulkIn, f: BulkFilterIn | None) -> BulkOutcome:
@@ -199,6 +236,7 @@ async def _bulk(svc: WebService, topic: str, body: BulkIn, f: BulkFilterIn | Non
         due_before=None if f is None else as_time("filter.due_before", f.due_before),
         group=None if f is None else f.group,
         reason=None if f is None else f.reason,
+        key=None if f is None else f.key,
         ids=body.ids,
         refs=body.refs,
         selection=body.selection,

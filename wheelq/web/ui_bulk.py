@@ -78,6 +78,7 @@ class BulkForm:
     group: str | None = None
     reason: str | None = None
     limit: int | None = None
+    key: str | None = None
     shift: int | None = None
     unit: str = "min"
     at_ms: int | None = None
@@ -90,6 +91,7 @@ class BulkForm:
             "due_before": self.due_before,
             "group": self.group,
             "reason": self.reason,
+            "key": self.key,
             "limit": None if self.limit is None else str(self.limit),
         }
         return {k: v for k, v in given.items() if v}
@@ -127,6 +129,8 @@ class BulkForm:
             parts.append(f"of group {self.group}")
         if self.reason:
             parts.append(f"with reason {self.reason}")
+        if self.key:
+            parts.append(f"of key {self.key}")
         return "".join(" " + p for p in parts)
 
 
@@ -148,6 +152,7 @@ async def bulk_form(
     group: Group = None,
     reason: Annotated[str | None, Form(max_length=20)] = None,
     limit: Annotated[int | None, Form(ge=1, le=1000)] = None,
+    key: Annotated[str | None, Form(max_length=256)] = None,
     shift: Annotated[int | None, Form(ge=-(10**12), le=10**12)] = None,
     unit: Annotated[Literal["s", "min", "h"], Form()] = "min",
     at: FormText = None,
@@ -175,6 +180,7 @@ async def bulk_form(
         group or None,
         reason or None,
         limit,
+        key or None,
         **_target(found, shift, unit, at),
     )
     if selection and confirm:
@@ -195,6 +201,7 @@ async def bulk_form(
             due_before=form_time("due_before", form.due_before),
             group=form.group,
             reason=form.reason,
+            key=form.key,
             dry_run=True,
             **_moving(form),
         )

@@ -64,6 +64,9 @@ class JobsFilter:
     priority: str = ""
     """Every state takes it; a bulk action's "all matching" does not (the page offers none
     while it is set)."""
+    key: str = ""
+    """Every state takes it (pending and retrying jobs through the key index), and a bulk
+    action's "all matching" too."""
 
     def for_state(self, state: ListState) -> JobsFilter:
         """The parts `state` takes (a tab link keeps only those)."""
@@ -73,6 +76,7 @@ class JobsFilter:
             self.group if state in GROUP_STATES else "",
             self.reason if state is ListState.DEAD else "",
             self.priority,
+            self.key,
         )
 
     def bulk_items(self) -> list[tuple[str, str]]:
@@ -128,11 +132,12 @@ async def jobs_page(
     group: Annotated[str | None, Query(max_length=200)] = None,
     reason: Annotated[str | None, Query(max_length=20)] = None,
     priority: Annotated[str | None, Query(max_length=4)] = None,
+    key: Annotated[str | None, Query(max_length=256)] = None,
     done: Done = None,
 ) -> Response:
     """A page of the topic's jobs in one state (`wheelq.core.job_list`), a tab per state,
-    filtered by due range, group or reason as the state allows, and by priority; pages go
-    on by cursor."""
+    filtered by due range, group or reason as the state allows, and by priority and key;
+    pages go on by cursor."""
     svc = service(request)
     svc.guard.check(request, "read", topic)
     listed = list_state(state)
@@ -140,7 +145,7 @@ async def jobs_page(
     low, high = form_time("due_after", due_after), form_time("due_before", due_before)
     level = form_priority(priority)
     shown = JobsFilter(
-        local_value(low), local_value(high), group or "", reason or "", priority or ""
+        local_value(low), local_value(high), group or "", reason or "", priority or "", key or ""
     )
     jobs = await svc.admin.jobs(
         topic,
@@ -152,6 +157,7 @@ async def jobs_page(
         group=group or None,  # the filter form sends "" for any
         reason=reason or None,
         priority=level,
+        key=key or None,  # the form sends "" for any
     )
     stats, groups = await asyncio.gather(svc.admin.stats(topic), svc.admin.groups(topic))
     names = sorted({g.name for g in groups or []} | ({group} if group else set()))

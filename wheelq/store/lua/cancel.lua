@@ -22,14 +22,16 @@ KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an att
          not fired yet waits there instead of KEYS[1], and is removed alike (wq_unhold)
 KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): each removed attempt of a job
          with a key leaves its key's count
-ARGV[1]  job id
-ARGV[2..4] (optional: a bulk action's act) the job as its selection recorded it: its state
-         ('p' pending | 'r' retrying), due ms and stamp (wq_stamp): nothing is removed unless
-         it is still so (wq_as_selected)
-Returns: {0, removed}   removed = how many pending attempts were removed (the job and each
-           group's retry), those on the due line included; 0: not pending (already fired,
-           cancelled, or never there), or
-           not as ARGV[2..4] recorded it (nothing written)
+ARGV[1]  job id, alone: cancel it whatever it is; or, four a job, for as many jobs as a call
+         takes (a bulk action's act, a key's jobs):
+ARGV[i..i+3] a job id and the job as it was read: its state ('p' pending | 'r' retrying), due
+         ms and stamp (wq_stamp): nothing of it is removed unless it is still so
+         (wq_as_selected); or 'k', a job key and '': each pending attempt of the id whose
+         envelope carries that key (a key's jobs: one written again with the same key is
+         still one of them); '' for all three: whatever it is (a job due on the line)
+Returns: {0, removed_1, ...}   per job, in order: how many pending attempts were removed (the
+           job and each group's retry), those on the due line included; 0: not pending
+           (already fired, cancelled, or never there), or not as read (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
 Includes: base, envelope, events, far_tier, held, history, keyed, selections, status, waiters
 ]]
@@ -37,15 +39,11 @@ wq_events_on(KEYS[9], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
   KEYS[5], 'hash', KEYS[12], 'stream', KEYS[13], 'stream', KEYS[14], 'hash')
 if wrong then return wrong end
-local id = ARGV[1]
-local aliases = redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32', 'BYLEX')
-if ARGV[2] and not wq_as_selected(KEYS[1], KEYS[2], KEYS[4], KEYS[11], id, aliases, ARGV[2],
-    ARGV[3], ARGV[4]) then
-  return {WQ_OK, 0}
-end
 local now = wq_now_ms()
-local removed = 0
+local removed, id = 0, nil
+local only_key = nil -- a key's jobs: only attempts whose envelope carries this key
 local index = wq_keyed(KEYS[15])
+local waited = nil -- whether anyone waits on a result (read at the first cancel)
 -- A removed attempt's key (env: its decoded envelope) leaves the key index.
 local function unkey(env)
   if env and type(env[10]) == 'string' and env[10] ~= '' then
@@ -54,6 +52,9 @@ local function unkey(env)
 end
 local function cancel(member)
   local envelope = redis.call('HGET', KEYS[2], member)
+  if only_key and wq_key_of(envelope) ~= only_key then
+    return
+  end
   redis.call('HDEL', KEYS[2], member)
   if redis.call('ZREM', KEYS[1], member) == 0 and not wq_unhold(KEYS[14], member) then
     return
@@ -69,28 +70,48 @@ local function cancel(member)
     end
   end
 end
-cancel(id)
-if removed == 0 then -- a job is in one tier at a time; a retry is never in the far tier
-  local found, far = wq_far_found(KEYS[11], nil, id)
-  if found then
-    far:drop(found)
-    removed = 1
-    unkey(wq_envelope(found.envelope))
+local far = nil -- the far tier, read at the first job not in the sorted set
+local fence = nil -- the streams' last entries (wq_fence_cancel), read at the first cancel
+local out = {WQ_OK}
+local step = #ARGV == 1 and 1 or 4
+local retries = redis.call('ZCARD', KEYS[4]) > 0 -- else no alias to look up
+for i = 1, #ARGV, step do
+  id, removed = ARGV[i], 0
+  local aliases = retries and redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32',
+    'BYLEX') or {}
+  only_key = step == 4 and ARGV[i + 1] == 'k' and ARGV[i + 2] or nil
+  if step == 1 or ARGV[i + 1] == '' or only_key or wq_as_selected(KEYS[1], KEYS[2], KEYS[4],
+      KEYS[11], id, aliases, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]) then
+    cancel(id)
+    if removed == 0 then -- a job is in one tier at a time; a retry is never in the far tier
+      far = far or wq_far_state(KEYS[11], nil)
+      local found = far.entries > 0 and far:find(id)
+      if found and (not only_key or wq_key_of(found.envelope) == only_key) then
+        far:drop(found)
+        removed = 1
+        unkey(wq_envelope(found.envelope))
+      end
+    end
+    for _, alias in ipairs(aliases) do
+      cancel(alias)
+    end
+    aliases[#aliases + 1] = id -- a retry under the id itself is in the index too
+    wq_multi('ZREM', KEYS[4], aliases)
+    if removed > 0 then
+      redis.call('ZADD', KEYS[3], wq_fmt(now), id)
+      -- an attempt running now is never retried
+      fence = wq_fence_cancel(KEYS[5], KEYS[12], KEYS[13], id, fence)
+      wq_event('cancelled', id)
+      if waited == nil then
+        waited = wq_waited(KEYS[7])
+      end
+      if waited then -- the waiters of any group: the note names the id alone
+        redis.pcall('XADD', KEYS[8], 'MAXLEN', '~', WQ_DONE_MAXLEN, '*', id, '1')
+        redis.pcall('PEXPIRE', KEYS[8], WQ_DONE_KEEP_MS)
+      end
+    end
   end
+  out[#out + 1] = removed
 end
-for _, alias in ipairs(aliases) do
-  cancel(alias)
-end
-aliases[#aliases + 1] = id -- a retry under the id itself is in the index too
-wq_multi('ZREM', KEYS[4], aliases)
-index.apply(wq_keyed_live(KEYS[2], KEYS[4], KEYS[11]))
-if removed > 0 then
-  redis.call('ZADD', KEYS[3], wq_fmt(now), id)
-  wq_fence_cancel(KEYS[5], KEYS[12], KEYS[13], id) -- an attempt running now is never retried
-  wq_event('cancelled', id)
-  if wq_waited(KEYS[7]) then -- the waiters of any group: the note names the id alone
-    redis.pcall('XADD', KEYS[8], 'MAXLEN', '~', WQ_DONE_MAXLEN, '*', id, '1')
-    redis.pcall('PEXPIRE', KEYS[8], WQ_DONE_KEEP_MS)
-  end
-end
-return {WQ_OK, removed}
+index.apply(wq_keyed_live(KEYS[2], KEYS[4], far or KEYS[11]))
+return out

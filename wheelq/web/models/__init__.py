@@ -11,6 +11,9 @@ from wheelq.web.models.bulk import (
     BulkFilterIn,
     BulkIn,
     BulkOutcomeModel,
+    KeyCancelled,
+    KeyMoved,
+    KeyMoveIn,
     ListStateName,
 )
 from wheelq.web.models.dead import (
@@ -35,6 +38,7 @@ from wheelq.web.models.enqueue import (
 from wheelq.web.models.events import EventsConfigModel, EventsOnIn
 from wheelq.web.models.fields import (
     GROUP_NAME,
+    JOB_KEY,
     PRINTABLE,
     REF_PATTERN,
     TIME_DESCRIPTION,
@@ -95,6 +99,7 @@ __all__ = [
     "REF_PATTERN",
     "Ref",
     "GROUP_NAME",
+    "JOB_KEY",
     "GroupPath",
     "Strict",
     "rfc3339",
@@ -146,6 +151,9 @@ __all__ = [
     "CountOut",
     "ReplayOut",
     "BulkOutcomeModel",
+    "KeyCancelled",
+    "KeyMoveIn",
+    "KeyMoved",
     "BulkActionName",
     "ListStateName",
     "MAX_NAMED",

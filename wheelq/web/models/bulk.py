@@ -7,9 +7,11 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from wheelq.core.bulk_actions import BulkOutcome
+from wheelq.core.due import MAX_SHIFT_MS
 from wheelq.web.models.dead import DeadReason
 from wheelq.web.models.fields import (
     GROUP_NAME,
+    JOB_KEY,
     PRINTABLE,
     TIME_DESCRIPTION,
     WHOLE,
@@ -36,13 +38,38 @@ MAX_NAMED = 10_000
 
 class BulkFilterIn(Strict):
     """Which jobs a bulk action selects: a state and, as the job lists take them, a due
-    range, a consumer group, a dead letter's reason."""
+    range, a consumer group, a dead letter's reason, a job key."""
 
     state: ListStateName
     due_after: Time | None = Field(None, description=TIME_DESCRIPTION)
     due_before: Time | None = Field(None, description=TIME_DESCRIPTION)
     group: Annotated[str, Field(**GROUP_NAME)] | None = None
     reason: DeadReason | None = None
+    key: Annotated[str, Field(**JOB_KEY)] | None = Field(
+        None, description="only jobs of this key (pending and retrying: the key index)"
+    )
+
+
+class KeyMoveIn(Strict):
+    """How a key's jobs move: each `by_ms` from its own due time (either sign), or all `to`
+    one time."""
+
+    by_ms: Annotated[int, Field(ge=-MAX_SHIFT_MS, le=MAX_SHIFT_MS), WHOLE] | None = Field(
+        None, description="move each job by this many ms from its due time (either sign)"
+    )
+    to: Time | None = Field(None, description="move every job to this time, " + TIME_DESCRIPTION)
+
+
+class KeyCancelled(Strict):
+    """What a cancel by key did."""
+
+    cancelled: int = Field(description="jobs cancelled (each with its groups' retries)")
+
+
+class KeyMoved(Strict):
+    """What a reschedule by key did."""
+
+    moved: int = Field(description="jobs moved (not those that fired or changed meanwhile)")
 
 
 class BulkIn(Strict):

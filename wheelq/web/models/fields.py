@@ -112,6 +112,10 @@ Ref = Annotated[str, Field(max_length=50, pattern=REF_PATTERN)]
 GROUP_NAME: dict[str, Any] = {"min_length": 1, "max_length": 200, "pattern": PRINTABLE}
 """A consumer group's name, in a path or a query: 1-200 printable characters."""
 
+JOB_KEY: dict[str, Any] = {"min_length": 1, "max_length": 256, "pattern": PRINTABLE}
+"""A job's key in a query or a filter: 1-256 printable characters (at most 256 UTF-8 bytes:
+`validate_key` checks the bytes)."""
+
 
 GroupPath = Annotated[
     str, Path(**GROUP_NAME, description="A consumer group: 1-200 printable characters")

@@ -84,14 +84,19 @@ end
 -- (retry.lua), in any group; a job of the id enqueued again fires after it, past the mark, and
 -- is retried as usual. Pending entries are never trimmed, and a history generation is dropped
 -- only once the streams are trimmed past it, so the fence lasts as long as an entry it fences
--- can be pending (and its memory is the history's).
-local function wq_fence_cancel(history, ready, callbacks, id)
-  local marks = {}
-  for i, stream in ipairs({ready, callbacks}) do
-    local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-    marks[i] = last and last[1] or '0-0'
+-- can be pending (and its memory is the history's). Returns the fence, which a call that
+-- cancels several jobs passes back (`fence`): the streams do not move within one call.
+local function wq_fence_cancel(history, ready, callbacks, id, fence)
+  if not fence then
+    local marks = {}
+    for i, stream in ipairs({ready, callbacks}) do
+      local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+      marks[i] = last and last[1] or '0-0'
+    end
+    fence = marks[1] .. ' ' .. marks[2]
   end
-  redis.call('HSET', history, id .. WQ_US, marks[1] .. ' ' .. marks[2])
+  redis.call('HSET', history, id .. WQ_US, fence)
+  return fence
 end
 
 -- Whether the attempt of job `id` that fired as `entry` (of the callbacks stream when
