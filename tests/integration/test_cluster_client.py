@@ -7,15 +7,21 @@ client to redis-py's cluster client, and a topic's shards spread over every prim
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import warnings
+from typing import Any
 
 import pytest
 import redis
+import redis.asyncio.cluster
 import redis.cluster
 
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, InvalidArgumentError, JobState
 from wheelq.core.keys import all_shards
+from wheelq.runtime import outage
+from wheelq.store import connect
+from wheelq.store.executor import AsyncExecutor
 from wheelq.testing import EmbeddedCluster, EmbeddedServer
 
 pytestmark = pytest.mark.both_servers  # the cluster protocol: MOVED
@@ -123,3 +129,47 @@ def test_cluster_must_be_a_bool_or_none(bad: object) -> None:
         Client.from_url("redis://127.0.0.1:1", cluster=bad)  # type: ignore[arg-type]
     assert info.value.parameter == "cluster"
     assert "True, False or None" in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["cluster", "single"])
+async def test_a_close_cut_short_leaves_no_socket_open(
+    cluster: EmbeddedCluster,
+    server: EmbeddedServer,
+    topic: str,
+    kind: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A role's stop waits `CLOSE_S` for its connections to close; one that took longer
+    (a loaded machine) was cancelled half-way, and the cluster nodes' sockets it left were
+    freed unclosed wherever the collector ran: ResourceWarnings at another test's end."""
+    gc.collect()
+    url = cluster.url if kind == "cluster" else server.url
+    executor = connect.async_executor(url, {}, None)
+    await executor.resolve()
+    client: Any = executor.client
+    if kind == "cluster":
+        await client.ping(target_nodes=redis.asyncio.cluster.RedisCluster.ALL_NODES)
+    else:
+        await client.ping()
+
+    async def hangs() -> None:
+        await asyncio.sleep(30)
+
+    monkeypatch.setattr(executor, "aclose", hangs)
+    monkeypatch.setattr(outage, "CLOSE_S", 0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        await outage.close(executor)
+        opened = executor_connections(executor)
+        assert opened and not any(c.is_connected for c in opened)
+        del executor, opened
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+
+
+def executor_connections(executor: AsyncExecutor) -> list[Any]:
+    client = executor.client
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        nodes = client.nodes_manager.nodes_cache.values()
+        return [c for node in nodes for c in node._connections]
+    return list(client.connection_pool._available_connections)
