@@ -17,7 +17,7 @@ KEYS[10] {T:s}:events    STREAM  job events while the topic has them on (wq_even
 KEYS[11] {T:s}:far       HASH    the far tier's meta: the job may be pending there instead
 KEYS[12] {T:s}:ready     STREAM  fired jobs: with KEYS[13], a cancel that removes an attempt
 KEYS[13] {T:s}:callbacks STREAM  notes their last entries, the fence past which no attempt that
-         fired before it is retried, in any group (wq_fence_cancel in KEYS[5])
+         fired before it is retried, in any group (wq_cancel_fence, written in KEYS[5])
 KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an attempt due and
          not fired yet waits there instead of KEYS[1], and is removed alike (wq_unhold)
 KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): each removed attempt of a job
@@ -52,7 +52,8 @@ local function unkey(env)
 end
 local function cancel(member)
   local envelope = redis.call('HGET', KEYS[2], member)
-  if only_key and wq_key_of(envelope) ~= only_key then
+  local env = envelope and wq_envelope(envelope)
+  if only_key and not (env and env[10] == only_key) then
     return
   end
   redis.call('HDEL', KEYS[2], member)
@@ -60,7 +61,6 @@ local function cancel(member)
     return
   end
   removed = removed + 1
-  local env = envelope and wq_envelope(envelope)
   unkey(env)
   if env and type(env[6]) == 'string' and env[6] ~= '' then -- a retry: its group's record
     local field = id .. WQ_US .. env[6]
@@ -71,7 +71,10 @@ local function cancel(member)
   end
 end
 local far = nil -- the far tier, read at the first job not in the sorted set
-local fence = nil -- the streams' last entries (wq_fence_cancel), read at the first cancel
+local fence = nil -- the cancel fence (wq_cancel_fence), read at the first cancel
+-- gone: the cancelled ids' records, written together at the end: their cancel time in
+-- KEYS[3] and their fence in KEYS[5] (an attempt running now is never retried)
+local gone, fences = {}, {}
 local out = {WQ_OK}
 local step = #ARGV == 1 and 1 or 4
 local retries = redis.call('ZCARD', KEYS[4]) > 0 -- else no alias to look up
@@ -95,12 +98,14 @@ for i = 1, #ARGV, step do
     for _, alias in ipairs(aliases) do
       cancel(alias)
     end
-    aliases[#aliases + 1] = id -- a retry under the id itself is in the index too
-    wq_multi('ZREM', KEYS[4], aliases)
+    if retries then
+      aliases[#aliases + 1] = id -- a retry under the id itself is in the index too
+      wq_multi('ZREM', KEYS[4], aliases)
+    end
     if removed > 0 then
-      redis.call('ZADD', KEYS[3], wq_fmt(now), id)
-      -- an attempt running now is never retried
-      fence = wq_fence_cancel(KEYS[5], KEYS[12], KEYS[13], id, fence)
+      fence = fence or wq_cancel_fence(KEYS[12], KEYS[13])
+      gone[#gone + 1], gone[#gone + 2] = wq_fmt(now), id
+      fences[#fences + 1], fences[#fences + 2] = id .. WQ_US, fence
       wq_event('cancelled', id)
       if waited == nil then
         waited = wq_waited(KEYS[7])
@@ -112,6 +117,10 @@ for i = 1, #ARGV, step do
     end
   end
   out[#out + 1] = removed
+end
+if #gone > 0 then
+  wq_multi('ZADD', KEYS[3], gone)
+  wq_multi('HSET', KEYS[5], fences)
 end
 index.apply(wq_keyed_live(KEYS[2], KEYS[4], far or KEYS[11]))
 return out

@@ -9,7 +9,7 @@ at its expiry, never run (its retry at fire, wq_expire, or its entry at a worker
 Two generations: every write goes to {T:s}:history; trim.lua renames it to {T:s}:history_old,
 noting in field <US>upto the stream's last entry then, and drops the old generation whole once
 the stream is trimmed past that entry (no record in it names an entry still in the stream). A
-reader asks the current generation first, then the old one. The cancel fence (wq_fence_cancel,
+reader asks the current generation first, then the old one. The cancel fence (wq_cancel_fence,
 wq_fenced) is a field of the history too.
 Includes: base
 ]]
@@ -84,23 +84,20 @@ end
 -- (retry.lua), in any group; a job of the id enqueued again fires after it, past the mark, and
 -- is retried as usual. Pending entries are never trimmed, and a history generation is dropped
 -- only once the streams are trimmed past it, so the fence lasts as long as an entry it fences
--- can be pending (and its memory is the history's). Returns the fence, which a call that
--- cancels several jobs passes back (`fence`): the streams do not move within one call.
-local function wq_fence_cancel(history, ready, callbacks, id, fence)
-  if not fence then
-    local marks = {}
-    for i, stream in ipairs({ready, callbacks}) do
-      local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-      marks[i] = last and last[1] or '0-0'
-    end
-    fence = marks[1] .. ' ' .. marks[2]
+-- can be pending (and its memory is the history's). wq_cancel_fence is the fence's value now,
+-- which cancel.lua writes for each job it cancels (read once a call: the streams do not move
+-- within one call).
+local function wq_cancel_fence(ready, callbacks)
+  local marks = {}
+  for i, stream in ipairs({ready, callbacks}) do
+    local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+    marks[i] = last and last[1] or '0-0'
   end
-  redis.call('HSET', history, id .. WQ_US, fence)
-  return fence
+  return marks[1] .. ' ' .. marks[2]
 end
 
 -- Whether the attempt of job `id` that fired as `entry` (of the callbacks stream when
--- `callbacks`, else of the ready stream) fired before a cancel of the job (wq_fence_cancel).
+-- `callbacks`, else of the ready stream) fired before a cancel of the job (wq_cancel_fence).
 local function wq_fenced(history, old, id, entry, callbacks)
   local fence = wq_hget(history, old, id .. WQ_US)
   if not fence then
