@@ -84,6 +84,7 @@ def test_producing_guide_runs_as_written(
         "Choose your own job ids",
         "Cancel a job",
         "Reschedule a job",
+        "Find, cancel or move a key's jobs",
         "Follow a job's whole life",
         "Wait for a job's result",
         "See a topic's counts",
@@ -99,6 +100,9 @@ def test_producing_guide_runs_as_written(
             ["wheelq", "enqueue"],
             ["wheelq", "cancel"],
             ["wheelq", "reschedule"],
+            ["wheelq", "jobs"],
+            ["wheelq", "reschedule"],
+            ["wheelq", "cancel"],
             ["wheelq", "job"],
             ["wheelq", "topics"],
             ["wheelq", "stats"],
@@ -119,6 +123,10 @@ def test_producing_guide_runs_as_written(
             assert "['report-2026-11-21']" in printed  # the duplicate was refused
             assert printed.count("True") >= 3 and printed.count("False") >= 3
             assert "ready" in printed  # the result waited for in vain: no worker here
+            # a key's jobs: three listed, each moved, all cancelled; the other key's kept
+            assert "[True, True, True]" in printed and printed.count("3") >= 2
+            assert admin.jobs("reminders", "pending", key="customer-42") == []
+            assert len(admin.jobs("reminders", "pending", key="customer-7")) == 1
             # 1 async + 5 single + 1 with an expiry + 1002 batched + 10,000 in bulk + sam-1;
             # cli-1 enqueued and cancelled; the three due now (now@, user0@, kim's) and ann's
             # fired at once
@@ -137,8 +145,13 @@ def test_producing_guide_runs_as_written(
             sam = client.get("emails", "sam-1")  # 3600 s, then 30 s, then 120 s by the CLI
             assert sam.state == state.PENDING and sam.due_ms is not None
             assert 60_000 < sam.due_ms - _now_ms() <= 120_000
-            assert "pending" in shown[3], shown[3]
-            assert "emails" in shown[4] and "emails" in shown[5]
+            assert "pending" in shown[6], shown[6]
+            assert "emails" in shown[7] and "emails" in shown[8]
+            # the key's commands, after the code had cancelled its jobs: nothing left to act on
+            assert shown[4:6] == [
+                "rescheduled 0 jobs of key 'customer-42'\n",
+                "cancelled 0 jobs of key 'customer-42'\n",
+            ]
             assert "reports" not in admin.topics()  # dropped, with force
             assert not r.keys("{reports:*")
             assert r.hget("wheelq:topics", "reports") is None

@@ -77,6 +77,14 @@ def test_jobs_on_the_line_fire_once_on_time_through_a_worker_and_a_leaders_kill_
         doomed = WorkerProcess(redis_url, topic, "doomed", tmp_path, behaviour, WORKER)
         workers = [doomed]
         try:
+            # The nodes share the shards (a lease each) before the jobs come: the leader
+            # killed below is then the one leading shard 0, not one handing it over.
+            leases = [keys.lease for keys in all_shards(topic, SHARDS)]
+            eventually_sync(
+                lambda: len({r.get(lease) for lease in leases} - {None}) == SHARDS,
+                timeout_s=30,
+                what="each node leading a shard",
+            )
             # Each lane mixes priorities: key a's priority-9 jobs come due behind its own
             # backlog of priority 0 and pass it; b (weight 2) and the keyless lane share turns.
             items = [EnqueueItem(payload=i, delay=0.5, key="a", priority=0) for i in range(600)]

@@ -707,7 +707,7 @@ async def test_unknown_paths_and_methods_are_problems(api: Served) -> None:
     [
         ("PUT", "/v1/topics", {"GET"}),
         ("PUT", "/v1/topics/t/pause", {"POST"}),
-        ("DELETE", "/v1/topics/t/jobs", {"GET", "POST"}),
+        ("PUT", "/v1/topics/t/jobs", {"GET", "POST", "DELETE", "PATCH"}),
         ("PUT", "/v1/topics/t/jobs/j", {"GET", "PATCH", "DELETE"}),
         ("OPTIONS", "/v1/topics/t/jobs/batch", {"POST"}),  # not /jobs/{job_id}'s
         ("PUT", "/v1/topics/t/jobs/j/result", {"GET"}),

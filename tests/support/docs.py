@@ -145,6 +145,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/producing.md", "Reschedule a job"): (
         "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
     ),
+    ("docs/guides/producing.md", "Find, cancel or move a key's jobs"): (
+        "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
+    ),
     ("docs/guides/producing.md", "Follow a job's whole life"): (
         "tests/integration/test_docs_guides.py::test_producing_guide_runs_as_written"
     ),
