@@ -14,6 +14,7 @@ from wheelq.core.callback import Callback
 from wheelq.core.context import current_job
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import Flow, TopicLimits
+from wheelq.core.follow import JobRef, OnFailure
 from wheelq.core.forecast import Forecast
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
@@ -95,6 +96,9 @@ __all__ = [
     "TopicLimits",
     # recurring
     "Schedule",
+    # jobs that follow jobs
+    "JobRef",
+    "OnFailure",
     # inspecting
     "DeletedGroup",
     "Forecast",

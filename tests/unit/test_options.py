@@ -67,6 +67,8 @@ def test_the_typed_spellings_name_exactly_the_tables_options() -> None:
         "max_wait",
         "debounce_ms",
         "max_wait_ms",
+        "after",
+        "on_parent_failure",
     }
     shared = {o.name for o in OPTIONS if o.shared}
     assert set(get_type_hints(opts.BulkOptions)) == {"delay", "at", "ack", *shared}

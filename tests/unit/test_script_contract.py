@@ -22,6 +22,7 @@ from wheelq.store import (
     events,
     far_tier,
     fire,
+    follow,
     groups,
     history,
     job_lists,
@@ -80,6 +81,9 @@ KEY_TYPES = {
     "turns": "ZSET",
     "weights": "HASH",
     "keyed": "HASH",
+    "followers": "HASH",
+    "notices": "STREAM",
+    "waiting": "HASH",
 }
 
 # One call of every script wrapper: what each script's reply goes through.
@@ -131,6 +135,8 @@ WRAPPERS: dict[str, Callable[[], Call[Any]]] = {
     "materialize": lambda: schedules.materialize(KEYS, 1, "s", [(5, b"e")]),
     "note_events": lambda: events.note(KEYS, "started", "g", [("j", 1)]),
     "weights_put": lambda: limits.write_weights(KEYS, {"tenant": 3}),
+    "follow": lambda: follow.follow(KEYS, "j", "g", KEYS, "w", "t"),
+    "resolve": lambda: follow.hear(KEYS, []),
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import msgpack
 
 from wheelq.core.expiry import EXPIRED_REASON
+from wheelq.core.follow import WAIT_DUE_MS
 from wheelq.core.job import Envelope, Field, entry_ms, entry_order
 from wheelq.core.options import KINDS, STORED, view
 from wheelq.core.pause import PauseState
@@ -27,6 +28,7 @@ class JobState(StrEnum):
     """Where a job is in its life (`JobInfo.state`)."""
 
     PENDING = "pending"  # waiting for its due time, first attempt
+    AWAITING = "awaiting"  # waiting on another job's outcome (after=): no due time yet
     READY = "ready"  # due: in the stream (or on the due line), not delivered to a group yet
     RUNNING = "running"  # delivered to a worker, not settled yet
     RETRYING = "retrying"  # an attempt failed; the next one waits for its due time
@@ -343,7 +345,9 @@ def _pending(topic: str, job_id: str, raw: Lookup) -> JobInfo:
                 )
             )
     state = JobState.RETRYING if env.attempt > 1 else JobState.PENDING
-    if raw.waiting:  # due: ready, on the due line until the stream has room
+    if raw.due_ms == WAIT_DUE_MS:  # it follows a job that has not ended (core/follow.py)
+        state = JobState.AWAITING
+    elif raw.waiting:  # due: ready, on the due line until the stream has room
         state = JobState.READY
         groups = [replace(g, state=JobState.READY) for g in groups]
     return JobInfo(

@@ -66,6 +66,9 @@ DATA_KEY_NAMES = (
     "turns",
     "weights",
     "keyed",
+    "followers",
+    "notices",
+    "waiting",
 )
 """The `ShardKeys` attributes of every key a shard stores, in `ShardKeys.data_keys` order."""
 
@@ -238,6 +241,9 @@ class ShardKeys:
     turns = _Key()
     weights = _Key()
     keyed = _Key()
+    followers = _Key()
+    notices = _Key()
+    waiting = _Key()
 
     @property
     def tag(self) -> str:
@@ -289,6 +295,12 @@ def lane_key(keys: ShardKeys, lane: str) -> str:
     """One lane of the shard's due line (docs/architecture.md, "The due line"): ``""`` the
     shared lane, ``"k:<key>"`` a key's; the scripts make it from `ShardKeys.held`."""
     return f"{keys.tag}:lane:{lane}"
+
+
+def early_key(keys: ShardKeys, token: str) -> str:
+    """Outcomes heard before the waiting job of `token` was written (``resolve.lua`` makes it
+    from `ShardKeys.waiting`; `wheelq.core.follow`)."""
+    return f"{keys.waiting}:{token}"
 
 
 def far_leaf_key(keys: ShardKeys, leaf: int | str) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Self, TypedDict, Ty
 from wheelq.core.callback import Callback, CallbackArg, validate_callback
 from wheelq.core.due import At, Delay, DueSpec
 from wheelq.core.expiry import expires_datetime, validate_expires
+from wheelq.core.follow import JobRef
 from wheelq.core.trace import validate_traceparent
 from wheelq.errors import InvalidArgumentError, int_in
 
@@ -378,8 +379,19 @@ class Debounce(TypedDict, total=False):
     max_wait_ms: int | None
 
 
-class EnqueueKwargs(ItemOptions, Acked, Debounce, total=False):
-    """`Client.enqueue`'s keywords: a job's options, its write's `ack` and a debounce."""
+class Follows(TypedDict, total=False):
+    """A job that follows another (`Client.enqueue`; `wheelq.core.follow`): ``after`` names
+    the job (an id on the same topic, a `JobRef`, or ``(topic, job_id[, group])``), the job
+    is due its ``delay`` after that one succeeds in the group; ``on_parent_failure``
+    (``"cancel"``, default, or ``"run"``) says what it does if that job ends otherwise."""
+
+    after: str | JobRef | tuple[str, str] | tuple[str, str, str] | None
+    on_parent_failure: str | None
+
+
+class EnqueueKwargs(ItemOptions, Acked, Debounce, Follows, total=False):
+    """`Client.enqueue`'s keywords: a job's options, its write's `ack`, a debounce, and the
+    job it follows."""
 
 
 class BulkOptions(Timing, SharedOptions, Acked, total=False):

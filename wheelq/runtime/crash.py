@@ -16,6 +16,7 @@ POINTS = (
     "ack.after_reply",
     "relay.after_place",
     "promote.after_reply",
+    "resolve.after_hear",
 )
 
 _armed: dict[str, int] = {}  # Point -> passes left (empty: the fast path).

@@ -82,6 +82,7 @@ class Lead:
     noted: bool = True  # The inbox may hold notes.
     overdue: bool = True  # A job to sweep was seen (or backlog).
     renewed_ms: int = 0  # Redis ms the lease was last renewed (or taken): its age's start.
+    notices: bool = True  # Notices may wait on the shard (jobs that follow jobs): resolver.
 
 
 @dataclass(frozen=True, slots=True)

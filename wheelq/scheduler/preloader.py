@@ -42,6 +42,7 @@ class WakeListener(Service):
         *,
         max_pause_ms: int = DEFAULT_MAX_PAUSE_MS,
         on_follow: Callable[[], None] | None = None,
+        on_notices: Callable[[], None] | None = None,
         mark: bool = False,
     ) -> None:
         """`mark`: write each shard's confirmed subscription to Redis (`lease_followed.lua`),
@@ -51,6 +52,7 @@ class WakeListener(Service):
         self._leads = leads
         self._driver = driver
         self._on_follow = on_follow
+        self._on_notices = on_notices
         self._mark = mark
         self._marked: dict[int, ShardKeys] = {}
         """Slots of the leads marked followed (a lead taken again has a new slot)."""
@@ -125,7 +127,11 @@ class WakeListener(Service):
 
     def _deliver(self, note: WakeNote) -> None:
         lead = self._leads.by_channel.get(note.channel)
-        if lead is not None:
+        if lead is not None and note.due_ms < 0:  # a nudge: notices wait on the shard
+            lead.notices = True
+            if self._on_notices is not None:
+                self._on_notices()
+        elif lead is not None:
             self._driver.schedule(lead, [(note.job_id, note.due_ms)])
             if not lead.noted:  # its durable copy waits in the inbox: drain at the busy pace
                 lead.noted = True
@@ -184,9 +190,18 @@ class Preloader(NodePart):
     name = "preloader"
     title = "preloader"
 
-    def __init__(self, ctx: NodeContext, driver: WheelDriver) -> None:
+    def __init__(
+        self, ctx: NodeContext, driver: WheelDriver, on_notices: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(ctx, log)
         self._driver = driver
+        self._on_notices = on_notices
+
+    def _nudged(self, lead: Lead) -> None:
+        """Notices wait on `lead`'s shard: the resolver moves them."""
+        lead.notices = True
+        if self._on_notices is not None:
+            self._on_notices()
 
     async def step(self) -> float | None:
         """Run the due shards' rounds; returns the wait until the next (None: no shard led)."""
@@ -276,6 +291,9 @@ class Preloader(NodePart):
             return False
         busy = False
         if isinstance(inbox, list):
+            if inbox and inbox[-1] == fire.NUDGED:
+                inbox.pop()
+                self._nudged(lead)
             self._driver.schedule(lead, inbox)
             lead.noted = busy = len(inbox) >= INBOX_BATCH
         if isinstance(page, fire.PreloadPage):

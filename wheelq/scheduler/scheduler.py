@@ -25,6 +25,7 @@ from wheelq.scheduler.led_shards import EventHook, Lead, Leads, NodeContext
 from wheelq.scheduler.materializer import Materializer
 from wheelq.scheduler.preloader import Preloader, WakeListener
 from wheelq.scheduler.promoter import Promoter
+from wheelq.scheduler.resolver import Resolver
 from wheelq.scheduler.trimmer import Trimmer
 from wheelq.scheduler.wheel_driver import WheelDriver
 from wheelq.store import connect, leases, server
@@ -75,7 +76,8 @@ class Scheduler(Role[StopReport]):
         )
         self.leases = LeaseKeeper(ctx, self.node_id, self.topics, self._leads_changed)
         self.driver = WheelDriver(ctx)
-        self._preloader = Preloader(ctx, self.driver)
+        self.resolver = Resolver(ctx)
+        self._preloader = Preloader(ctx, self.driver, self.resolver.wake)
         self.driver.on_line = self._preloader.wake
         self._wake = WakeListener(
             executor,
@@ -84,6 +86,7 @@ class Scheduler(Role[StopReport]):
             self.clock,
             max_pause_ms=pause_ms,
             on_follow=self._preloader.wake,
+            on_notices=self.resolver.wake,
             mark=bool(self.settings.fast_failover),
         )
         self.trimmer = Trimmer(ctx)
@@ -137,6 +140,7 @@ class Scheduler(Role[StopReport]):
         self._preloader.wake()
         self._wake.wake()
         self.promoter.wake()
+        self.resolver.wake()
 
     async def start(self) -> None:
         """Wait for Redis (`RedisUnavailableError` after ``start_timeout_ms``), start every part."""
@@ -188,6 +192,7 @@ class Scheduler(Role[StopReport]):
         held = len(self.leads)
         released = await budget.attempt(f"release {held} leases", self.leases.release_all, 0)
         for part in (
+            self.resolver,
             self.promoter,
             self.materializer,
             self.trimmer,
@@ -247,6 +252,7 @@ class Scheduler(Role[StopReport]):
             self.trimmer,
             self.materializer,
             self.promoter,
+            self.resolver,
             self.unled,
         )
 

@@ -8,12 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from wheelq.core.follow import NUDGE
 from wheelq.core.job import parse_note
 from wheelq.core.keys import (
     ShardKeys,
 )
 from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check
+
+NUDGED = ("", -1)
+"""`drain_inbox`'s last note when notices wait on the shard (a '!' was in the inbox)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +123,13 @@ def preload(
 
 
 def drain_inbox(keys: ShardKeys, count: int) -> Call[list[tuple[str, int]]]:
-    """Pop up to `count` "due:id" notes; parses to (id, due_ms) pairs."""
+    """Pop up to `count` "due:id" notes; parses to (id, due_ms) pairs, ending in `NUDGED`
+    when a nudge was among them (notices wait on the shard: `wheelq.core.follow`)."""
 
     def parse(reply: Any) -> list[tuple[str, int]]:
-        return [note for raw in reply or () if (note := parse_note(raw)) is not None]
+        notes = [note for raw in reply or () if (note := parse_note(raw)) is not None]
+        if reply and len(notes) < len(reply) and NUDGE in reply:
+            notes.append(NUDGED)
+        return notes
 
     return Call(command=("LPOP", keys.inbox, count), parse=parse)

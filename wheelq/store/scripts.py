@@ -66,6 +66,8 @@ _WRITE = ("delayed", "jobs", "ready", "horizon", "inbox")
 _LEASE = ("lease", "horizon")
 _HISTORY = ("history", "history_old")
 """A shard's job history, both generations (`wq_fired` reads the old one too)."""
+_FOLLOW = ("followers", "notices", "inbox")
+"""What a script that ends jobs tells their followers with (``includes/follow.lua``)."""
 
 SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "enqueue": (
@@ -119,6 +121,8 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "callbacks",
         "held",
         "keyed",
+        "waiting",
+        *_FOLLOW,
     ),
     "emit_due": (
         "delayed",
@@ -144,7 +148,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "lease_followed": ("lease", "followed"),
     "lease_watch": ("lease",),
     "lease_reap": ("lease", "followed", "horizon"),
-    "ack": ("stream", *_HISTORY, "waiters", "done", "limits", "events"),
+    "ack": ("stream", *_HISTORY, "waiters", "done", "limits", "events", *_FOLLOW),
     "retry": (
         "delayed",
         "jobs",
@@ -161,8 +165,19 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "done",
         "ready",
         "keyed",
+        "followers",
+        "notices",
     ),
-    "dead_letter": ("stream", "dead", "history", "waiters", "done", "limits", "events"),
+    "dead_letter": (
+        "stream",
+        "dead",
+        "history",
+        "waiters",
+        "done",
+        "limits",
+        "events",
+        *_FOLLOW,
+    ),
     "claim": (
         "stream",
         "dead",
@@ -173,6 +188,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "events",
         "history_old",
         "ready",
+        *_FOLLOW,
     ),
     "touch": ("stream",),
     "trim": ("ready", *_HISTORY, "cancelled", "callbacks", "limits", "events"),
@@ -207,6 +223,31 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "list_retrying_by_due": ("retries", "delayed", "jobs"),
     "due_times": ("delayed", "jobs", "far"),
     "key_jobs": ("keyed", "delayed", "jobs", "retries", "far", "held"),
+    "follow": (
+        "followers",
+        "notices",
+        "jobs",
+        *_HISTORY,
+        "far",
+        "cancelled",
+        "retries",
+        "inbox",
+    ),
+    "resolve": (
+        *_WRITE,
+        *_HISTORY,
+        "limits",
+        "callbacks",
+        "events",
+        "keyed",
+        "waiting",
+        "cancelled",
+        "followers",
+        "notices",
+        "waiters",
+        "done",
+        "far",
+    ),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""
 

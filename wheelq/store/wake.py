@@ -18,6 +18,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub
 from redis.exceptions import RedisError
 
+from wheelq.core.follow import NUDGE
 from wheelq.core.job import parse_notes
 from wheelq.store.executor import AsyncExecutor, SeenNodes
 from wheelq.store.scripts import text
@@ -29,7 +30,8 @@ _text = functools.partial(text, errors="replace")
 
 
 class WakeNote(NamedTuple):
-    """A job announced on a wake channel (a tuple: cheap to make, one per note)."""
+    """A job announced on a wake channel (a tuple: cheap to make, one per note); a nudge
+    (notices wait on the shard: `wheelq.core.follow`) has no job id and a due time of -1."""
 
     channel: str
     job_id: str
@@ -43,10 +45,12 @@ def wake_notes(message: Any) -> list[WakeNote] | None:
     channel, data = message.get("channel"), message.get("data")
     if not isinstance(channel, bytes) or not isinstance(data, bytes):
         return None
+    name = channel.decode("utf-8", "replace")
+    if data == NUDGE:
+        return [WakeNote(name, "", -1)]
     notes = parse_notes(data)
     if not notes:
         return None
-    name = channel.decode("utf-8", "replace")
     return [WakeNote(name, job_id, due_ms) for job_id, due_ms in notes]
 
 

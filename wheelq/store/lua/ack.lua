@@ -11,6 +11,10 @@ KEYS[5]  {T:s}:done      STREAM  one entry naming the awaited records written (w
 KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events setting (wheelq.core.events);
          "expired": entries dropped at their expiry (ARGV[9])
 KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[8]  {T:s}:followers HASH    jobs waiting on these (includes/follow.lua): each record written
+         tells them ('S'; 'X' expired)
+KEYS[9]  {T:s}:notices   STREAM  the notices
+KEYS[10] {T:s}:inbox     LIST    the leader's inbox: nudged when a notice was added
 ARGV[1]  consumer group
 ARGV[2]  msgpack array of the entry ids
 ARGV[3]  msgpack array, two per entry in the same order: the history field (job id<US>group)
@@ -29,7 +33,7 @@ ARGV[7]  optional, pull receipts: msgpack array, two per entry in the same order
          pending to that delivery (wq_delivered); '' none
 ARGV[8]  optional, results kept apart (a task's result_ttl; '' none): msgpack array, the TTL in ms, then
          two per result: the index of its entry in ARGV[2] (1-based) and the result; the n-th
-         is SET (a STRING) with that TTL in the n-th key after the seven above, its
+         is SET (a STRING) with that TTL in the n-th key after the ten above, its
          {T:s}:result:<id><US><group> (wheelq.core.keys.result_key), when its entry's record is
          written (its 'S' record then holds the TTL, not the result)
 ARGV[9]  optional: 'expired' when the records are 'X' (entries read past their expiry, never
@@ -39,7 +43,7 @@ Returns: {0, acked}
          {0, acked, outcomes} with ARGV[7]: per entry 1 acked, 0 not pending (settled before),
            -1 pending to a later delivery (a stale receipt: nothing written for it)
          {-1, key}   WRONG_TYPE (nothing written)
-Includes: base, delivery, events, history, status, waiters
+Includes: base, delivery, events, follow, history, status, waiters
 ]]
 wq_events_on(KEYS[6], KEYS[7])
 local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'hash')
@@ -67,7 +71,7 @@ local function record(rec, kept, acked)
     end
     for j = 2, #apart, 2 do
       if not kept or written[apart[j]] then
-        redis.call('SET', KEYS[7 + j / 2], apart[j + 1], 'PX', apart[1])
+        redis.call('SET', KEYS[10 + j / 2], apart[j + 1], 'PX', apart[1])
       end
     end
   end
@@ -85,6 +89,10 @@ local function record(rec, kept, acked)
   end
   if acked > 0 and wq_waited(KEYS[4]) then
     wq_wake(KEYS[4], KEYS[5], rec, 2)
+  end
+  if #rec > 0 and wq_followed(KEYS[8])
+      and wq_tell_fields(KEYS[8], KEYS[9], rec, 2, kind == 'expired' and 'X' or 'S') > 0 then
+    wq_nudge(KEYS[10], KEYS[8])
   end
 end
 if ARGV[4] ~= '0' then -- counted whether or not each was written: never less than the truth

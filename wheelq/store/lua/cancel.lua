@@ -22,6 +22,12 @@ KEYS[14] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an att
          not fired yet waits there instead of KEYS[1], and is removed alike (wq_unhold)
 KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): each removed attempt of a job
          with a key leaves its key's count
+KEYS[16] {T:s}:waiting   HASH    waiting jobs' records (resolve.lua): a waiting job cancelled
+         leaves it
+KEYS[17] {T:s}:followers HASH    jobs waiting on these (includes/follow.lua): each removed
+         attempt tells them 'C' (a first attempt: every group's; a retry: its group's)
+KEYS[18] {T:s}:notices   STREAM  the notices
+KEYS[19] {T:s}:inbox     LIST    the leader's inbox: nudged when a notice was added
 ARGV[1]  job id, alone: cancel it whatever it is; or, four a job, for as many jobs as a call
          takes (a bulk action's act, a key's jobs):
 ARGV[i..i+3] a job id and the job as it was read: its state ('p' pending | 'r' retrying), due
@@ -33,7 +39,7 @@ Returns: {0, removed_1, ...}   per job, in order: how many pending attempts were
            job and each group's retry), those on the due line included; 0: not pending
            (already fired, cancelled, or never there), or not as read (nothing written)
          {-1, key}      WRONG_TYPE (nothing written)
-Includes: base, envelope, events, far_tier, held, history, keyed, selections, status, waiters
+Includes: base, envelope, events, far_tier, follow, held, history, keyed, selections, status, waiters
 ]]
 wq_events_on(KEYS[9], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
@@ -44,6 +50,9 @@ local removed, id = 0, nil
 local only_key = nil -- a key's jobs: only attempts whose envelope carries this key
 local index = wq_keyed(KEYS[15])
 local waited = nil -- whether anyone waits on a result (read at the first cancel)
+-- ended: history fields "id<US>group" ("id<US>" every group) of the attempts removed, whose
+-- followers are told at the end (includes/follow.lua)
+local ended = {}
 -- A removed attempt's key (env: its decoded envelope) leaves the key index.
 local function unkey(env)
   if env and type(env[10]) == 'string' and env[10] ~= '' then
@@ -62,6 +71,7 @@ local function cancel(member)
   end
   removed = removed + 1
   unkey(env)
+  ended[#ended + 1] = id .. WQ_US .. (env and type(env[6]) == 'string' and env[6] or '')
   if env and type(env[6]) == 'string' and env[6] ~= '' then -- a retry: its group's record
     local field = id .. WQ_US .. env[6]
     local record = wq_read_record(wq_hget(KEYS[5], KEYS[6], field))
@@ -93,6 +103,7 @@ for i = 1, #ARGV, step do
         far:drop(found)
         removed = 1
         unkey(wq_envelope(found.envelope))
+        ended[#ended + 1] = id .. WQ_US
       end
     end
     for _, alias in ipairs(aliases) do
@@ -121,6 +132,17 @@ end
 if #gone > 0 then
   wq_multi('ZADD', KEYS[3], gone)
   wq_multi('HSET', KEYS[5], fences)
+  if redis.call('EXISTS', KEYS[16]) == 1 then -- waiting jobs cancelled leave their records
+    local ids = {}
+    for i = 2, #gone, 2 do
+      ids[#ids + 1] = gone[i]
+    end
+    wq_multi('HDEL', KEYS[16], ids)
+  end
+end
+if #ended > 0 and wq_followed(KEYS[17])
+    and wq_tell_fields(KEYS[17], KEYS[18], ended, 1, 'C') > 0 then
+  wq_nudge(KEYS[19], KEYS[17])
 end
 index.apply(wq_keyed_live(KEYS[2], KEYS[4], far or KEYS[11]))
 return out

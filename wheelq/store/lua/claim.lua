@@ -13,6 +13,10 @@ KEYS[6]  {T:s}:limits    HASH    "events", "events_age": the topic's events sett
 KEYS[7]  {T:s}:events    STREAM  job events while the topic has them on (wq_event)
 KEYS[8]  {T:s}:history_old HASH  the history's previous generation (the fence is read there too)
 KEYS[9]  {T:s}:ready     STREAM  the ready stream: KEYS[1] is it, or the callbacks stream
+KEYS[10] {T:s}:followers HASH    jobs waiting on these (includes/follow.lua): told 'D' of a job
+         dead-lettered, 'C' of one cancelled
+KEYS[11] {T:s}:notices   STREAM  the notices
+KEYS[12] {T:s}:inbox     LIST    the leader's inbox: nudged when a notice was added
 ARGV[1]  consumer group
 ARGV[2]  consumer (the claiming worker)
 ARGV[3]  min idle, ms (the visibility timeout)
@@ -24,7 +28,7 @@ Returns: {0, next_cursor, dead_lettered, entry_id_1, deliveries_1, fields_1, ent
            entry taken over once); fields are flat field/value lists; entries cancelled
            (acked for the fence) are in none of these
          {-1, key}   WRONG_TYPE (nothing written)
-Includes: base, dead_letters, events, history, status, waiters
+Includes: base, dead_letters, events, follow, history, status, waiters
 ]]
 wq_events_on(KEYS[6], KEYS[7])
 local wrong = wq_wrong_type(KEYS[1], 'stream', KEYS[2], 'stream', KEYS[3], 'hash')
@@ -58,8 +62,12 @@ for _, entry in ipairs(claimed[2]) do
     out[#out + 1] = entry[2]
   end
 end
-letters.tell(KEYS[4], KEYS[5])
+letters.tell(KEYS[4], KEYS[5], KEYS[10], KEYS[11], KEYS[12])
 if #cancelled > 0 and wq_waited(KEYS[4]) then
   wq_wake(KEYS[4], KEYS[5], cancelled)
+end
+if #cancelled > 0 and wq_followed(KEYS[10])
+    and wq_tell_fields(KEYS[10], KEYS[11], cancelled, 1, 'C') > 0 then
+  wq_nudge(KEYS[12], KEYS[10])
 end
 return out

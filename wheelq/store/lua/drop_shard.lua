@@ -30,6 +30,11 @@ KEYS[25] {T:s}:held      HASH    jobs waiting on the due line: they count as pen
 KEYS[26] {T:s}:turns     ZSET    the line's lanes: each lane's key goes with it
 KEYS[27] {T:s}:weights   HASH    the topic's fair weights, this shard's copy
 KEYS[28] {T:s}:keyed     HASH    the key index (includes/keyed.lua): each key's list goes with it
+KEYS[29] {T:s}:followers HASH    jobs waiting on this shard's jobs (includes/follow.lua)
+KEYS[30] {T:s}:notices   STREAM  outcomes not yet heard by their waiting jobs: they count as
+         pending (a waiting job on another topic has yet to hear them)
+KEYS[31] {T:s}:waiting   HASH    this shard's waiting jobs' records (resolve.lua; their early
+         notes, {T:s}:waiting:<token>, expire by themselves)
          (KEYS[4..18] and those after KEYS[19] are only deleted: every key of the shard,
          wheelq.core.keys.DATA_KEY_NAMES, and the far tier's, the line's and the key index's)
 ARGV[1]  mode: 'check' (count, delete nothing) | 'drop' (delete when there is nothing to run)
@@ -46,10 +51,11 @@ Includes: base, far_tier, status
 local mode = ARGV[1]
 local pending, unacked = 0, 0
 if mode ~= 'force' then
-  local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[19], 'stream')
+  local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[3], 'stream', KEYS[19], 'stream', KEYS[30],
+    'stream')
   if wrong then return wrong end
   pending = redis.call('ZCARD', KEYS[1]) + wq_far_state(KEYS[24]).entries
-    + redis.call('HLEN', KEYS[25])
+    + redis.call('HLEN', KEYS[25]) + redis.call('XLEN', KEYS[30])
   for _, stream in ipairs({KEYS[3], KEYS[19]}) do
     if redis.call('EXISTS', stream) == 1 then
       local groups = redis.call('XINFO', 'GROUPS', stream)

@@ -1,4 +1,5 @@
 --[[ reschedule.lua — move a pending job to a new due time (earlier or later); fire it if due.
+A job awaiting another (after=: resolve.lua) is not pending here: it has no due time to move.
 Every pending attempt of the id moves: the job stored under it and each group's retry stored
 under an alias member (all at the same due time, each firing in its own group). An attempt
 waiting on the due line (due, not fired yet) is pending still: it leaves the line (wq_unhold)
@@ -37,7 +38,7 @@ Returns: {0, placed}   0 SCHEDULED (moved; due now too, with the stream at its l
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: due now, but an envelope of the id cannot be decoded
            (nothing written; the scheduler dead-letters it when it comes due)
-Includes: base, envelope, events, far_tier, fire, flow, held, history, keyed, pending, selections, status
+Includes: base, envelope, events, far_tier, fire, flow, follow, held, history, keyed, pending, selections, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
@@ -49,8 +50,11 @@ local id = ARGV[3]
 local members, envelopes = {}, {}
 local function pending(member)
   local envelope = redis.call('HGET', KEYS[2], member)
-  if envelope and (redis.call('ZSCORE', KEYS[1], member)
-      or redis.call('HEXISTS', KEYS[13], member) == 1) then
+  local score = envelope and redis.call('ZSCORE', KEYS[1], member)
+  if score and tonumber(score) >= WQ_WAIT_DUE then
+    return -- awaiting the job it follows (resolve.lua): it has no due time to move yet
+  end
+  if envelope and (score or redis.call('HEXISTS', KEYS[13], member) == 1) then
     local n = #members + 1
     members[n], envelopes[n] = member, envelope
   end

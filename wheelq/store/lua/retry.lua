@@ -21,6 +21,9 @@ KEYS[13] {T:s}:done      STREAM  one entry naming the awaited record written (a 
 KEYS[14] {T:s}:ready     STREAM  the ready stream: KEYS[3] is it, or the callbacks stream
 KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): a retry of a job with a key
          is noted under it (its envelope's key)
+KEYS[16] {T:s}:followers HASH    jobs waiting on it (includes/follow.lua): a run fenced by a
+         cancel tells them 'C'
+KEYS[17] {T:s}:notices   STREAM  the notices
 ARGV[1]  consumer group
 ARGV[2]  the entry id
 ARGV[3]  job id
@@ -37,7 +40,7 @@ Returns: {0, 1, due_ms, member} retried; the member is the job id, or "id<US>gro
          {0, 2} it fired before a cancel of the job: acked, its record 'C', not put back
          {0, -1} it is pending to a later delivery than ARGV[9..10]'s (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
-Includes: base, delivery, envelope, events, far_tier, history, keyed, pending, status, waiters
+Includes: base, delivery, envelope, events, far_tier, follow, history, keyed, pending, status, waiters
 ]]
 wq_events_on(KEYS[8], KEYS[9])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'string',
@@ -54,6 +57,9 @@ if wq_fenced(KEYS[6], KEYS[11], ARGV[3], ARGV[2], KEYS[3] ~= KEYS[14]) then
   redis.call('HSET', KEYS[6], field, wq_record('C', ARGV[2], tonumber(ARGV[8]), 0, ARGV[7], '', ''))
   if wq_waited(KEYS[12]) then
     wq_wake(KEYS[12], KEYS[13], {field})
+  end
+  if wq_followed(KEYS[16]) and wq_tell(KEYS[16], KEYS[17], ARGV[3], ARGV[1], 'C', 'cancelled') > 0 then
+    wq_nudge(KEYS[5], KEYS[16])
   end
   return {WQ_OK, 2}
 end

@@ -1,7 +1,7 @@
 --[[ includes/dead_letters.lua — the dead-letter stream's writers, the one place its fields are
 spelled (wheelq.core.job): wq_bury for an envelope that cannot be decoded, wq_dead_letters for
 a group's entries (claim.lua, dead_letter.lua).
-Includes: base, events, history, waiters
+Includes: base, events, follow, history, waiters
 ]]
 -- Move a job whose envelope cannot be decoded to the dead-letter stream as 'malformed',
 -- with the raw bytes in 'envelope' (no 'payload' field: replay refuses it). redis.pcall, as
@@ -18,11 +18,13 @@ end
 -- (claim.lua, dead_letter.lua):
 --   local letters = wq_dead_letters(ready, dead, history, group)
 --   letters.add(entry, reason, err)   -- for each entry, once it is acked
---   letters.tell(waiters, done)       -- one 'dead' event a job, one note to results' waiters
+--   letters.tell(waiters, done, followers, notices, inbox)
+--                                     -- one 'dead' event a job, one note to results' waiters,
+--                                     -- a notice to each job waiting on one (follow.lua)
 -- add copies the entry into the dead-letter stream: its fields as they are, followed by the
 -- dead-letter annotations (wheelq.core.job); the group's history record of the job says so.
 local function wq_dead_letters(ready, dead, history, group)
-  local letters, fields, jobs = {}, {}, {}
+  local letters, fields, jobs, errs = {}, {}, {}, {}
   function letters.add(entry, reason, err)
     local found = redis.call('XRANGE', ready, entry, entry)
     local args = {dead, '*'}
@@ -43,14 +45,19 @@ local function wq_dead_letters(ready, dead, history, group)
       redis.call('HSET', history, id .. WQ_US .. group,
         wq_record('D', entry, wq_now_ms(), 0, err, reason, added))
       fields[#fields + 1] = id .. WQ_US .. group
+      errs[#fields] = err
       jobs[#jobs + 1] = id
       jobs[#jobs + 1] = attempt
     end
   end
-  function letters.tell(waiters, done)
+  function letters.tell(waiters, done, followers, notices, inbox)
     wq_events('dead', group, jobs)
     if #fields > 0 and wq_waited(waiters) then
       wq_wake(waiters, done, fields)
+    end
+    if #fields > 0 and wq_followed(followers)
+        and wq_tell_fields(followers, notices, fields, 1, 'D', errs) > 0 then
+      wq_nudge(inbox, followers)
     end
   end
   return letters

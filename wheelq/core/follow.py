@@ -1,0 +1,138 @@
+"""Jobs that follow jobs: what a waiting job waits on, the policies, and the shapes the
+scripts pass between the shards (docs/architecture.md, "Jobs that follow jobs").
+
+A job enqueued with ``after=`` is written *waiting*: pending under its id at `WAIT_DUE_MS`
+(no leader ever reads it into its window) with a record of what it waits on. Each job it
+waits on carries an edge to it on that job's own shard; when that job ends there (succeeded,
+dead-lettered, cancelled, expired), the script that ends it turns the edge into a notice on
+the same shard, and the shard's leader moves the notice to the waiting job's shard
+(``resolve.lua``), where it is heard once: the job becomes due `delay` later, or is cancelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import msgpack
+
+from wheelq.core import keys as k
+from wheelq.errors import InvalidArgumentError
+
+WAIT_DUE_MS = 253_402_300_799_999
+"""The due time a waiting job is stored at: the last ms of year 9999, past any job's due time
+(``resolve.lua``'s ``WQ_WAIT_DUE``)."""
+EARLY_MS = 600_000
+"""How long an outcome heard before its waiting job was written is kept for it
+(``resolve.lua``'s ``WQ_EARLY_MS``)."""
+WRITE_WINDOW_MS = 60_000
+"""A waiting job's write is refused this long after its edges were written (a producer that
+froze between the two writes): well inside `EARLY_MS`, so no early outcome is lost."""
+NUDGE = b"!"
+"""The inbox and wake note that says notices wait on the shard (``includes/follow.lua``)."""
+SEPARATOR = "\x1f"
+"""Between the parts of a reference (in no topic, id or group)."""
+DEFAULT_GROUP = "default"
+
+
+class OnFailure(StrEnum):
+    """What a waiting job does when a job it waits on ends other than succeeded."""
+
+    CANCEL = "cancel"
+    """It is cancelled, never run (its own followers hear it was cancelled)."""
+    RUN = "run"
+    """It runs anyway, as if that job had succeeded."""
+
+
+_POLICY_CODES = {OnFailure.CANCEL: "c", OnFailure.RUN: "r"}
+
+
+def on_failure(value: object, name: str = "on_parent_failure") -> OnFailure:
+    """`value` as an `OnFailure`, else InvalidArgumentError naming `name`."""
+    for policy in OnFailure:
+        if value == policy.value:
+            return policy
+    accepted = ", ".join(repr(p.value) for p in OnFailure)
+    raise InvalidArgumentError(name, f"{name} must be one of {accepted}, got {value!r:.60}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """A job waited on: its topic, its id and the consumer group whose outcome counts."""
+
+    topic: str
+    job_id: str
+    group: str = DEFAULT_GROUP
+
+    def __post_init__(self) -> None:
+        k.validate_topic(self.topic)
+        k.validate_job_id(self.job_id)
+        k.validate_group(self.group)
+
+    @property
+    def ref(self) -> str:
+        """As the scripts spell it: ``topic<US>id<US>group``."""
+        return f"{self.topic}{SEPARATOR}{self.job_id}{SEPARATOR}{self.group}"
+
+
+def job_ref(after: object, topic: str, name: str = "after") -> JobRef:
+    """What ``after=`` names: a job id on `topic` (its ``default`` group), a `JobRef`, or a
+    ``(topic, job_id)`` or ``(topic, job_id, group)`` tuple; else InvalidArgumentError."""
+    if isinstance(after, JobRef):
+        return after
+    if isinstance(after, str):
+        try:
+            return JobRef(topic, after)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(name, f"{name}: {exc}") from None
+    if isinstance(after, tuple) and len(after) in (2, 3) and all(isinstance(p, str) for p in after):
+        try:
+            return JobRef(*after)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(name, f"{name}: {exc}") from None
+    raise InvalidArgumentError(
+        name,
+        f"{name} must be a job id, a JobRef or a (topic, job_id[, group]) tuple, got {after!r:.80}",
+    )
+
+
+def waiting_record(token: str, delay_ms: int, policy: OnFailure, refs: list[JobRef]) -> bytes:
+    """A waiting job's record (``resolve.lua``'s header)."""
+    return bytes(msgpack.packb([token, delay_ms, _POLICY_CODES[policy], [r.ref for r in refs]]))
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """An outcome on its way to a waiting job (a ``{T:s}:notices`` entry)."""
+
+    entry: str
+    """The notice's stream entry id (deleted once heard)."""
+    topic: str
+    shard: int
+    job_id: str
+    token: str
+    ref: str
+    outcome: str
+    error: str
+
+
+def parse_notices(reply: Any, of: str) -> list[Notice]:
+    """XRANGE of ``{T:s}:notices`` of topic `of` as notices; an entry that is not one is a
+    notice of shard -1 (deleted with the rest: nothing could hear it)."""
+    out = []
+    for entry, fields in reply or ():
+        raw = fields.get(b"n") if isinstance(fields, dict) else None
+        try:
+            topic, shard, job_id, token, ended, group, outcome, error = msgpack.unpackb(
+                raw, raw=False
+            )
+            ref = JobRef(of, ended, group).ref
+            out.append(Notice(_text(entry), topic, int(shard), job_id, token, ref, outcome, error))
+        except (TypeError, ValueError, InvalidArgumentError, msgpack.UnpackException):
+            out.append(Notice(_text(entry), "", -1, "", "", "", "", ""))
+    return out
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,91 @@
+"""Moving notices of led shards to the jobs waiting on them (docs/architecture.md, "Jobs that
+follow jobs"): a script that ends a job someone waits on adds a notice on the job's shard and
+nudges its leader (a '!' in the inbox and on the wake channel); the leader reads the
+shard's notices, has each heard on its waiting job's shard (``resolve.lua``), and deletes
+those heard. A notice is deleted only after it was heard, and hearing one twice changes
+nothing, so a node that dies between the two leaves the next leader to send it again."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from wheelq.core.follow import Notice
+from wheelq.core.keys import ShardKeys
+from wheelq.runtime import crash
+from wheelq.runtime.outage import is_transient
+from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
+from wheelq.store import follow
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000
+"""Notices read from a shard a round."""
+
+
+class Resolver(NodePart):
+    """Whenever a led shard may hold notices (taken on, nudged), moves them on."""
+
+    name = "resolver"
+    title = "notice resolver"
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx, log)
+        self.heard = 0
+        """Notices heard by their waiting jobs (each counted once a send that changed one)."""
+        self.released = 0
+        """Waiting jobs made due."""
+
+    async def step(self) -> float | None:
+        leads = [lead for lead in self._ctx.leads.all() if lead.active and lead.notices]
+        if not leads:
+            return None
+        busy = False
+        for lead in leads:
+            busy = await self._round(lead) or busy
+        self._keep_count()
+        return 0.0 if busy else None
+
+    async def _round(self, lead: Lead) -> bool:
+        """Move one batch of `lead`'s notices; returns whether more may wait."""
+        (notices,) = await self._ctx.executor.run(
+            [follow.read_notices(lead.keys, BATCH)], return_exceptions=True
+        )
+        if is_transient(notices):
+            raise notices
+        if isinstance(notices, Exception):
+            self._refused.add(lead.slot)
+            self.failed(notices)
+            return False
+        if not notices:
+            lead.notices = False
+            return False
+        by_shard: dict[ShardKeys, list[Notice]] = defaultdict(list)
+        unreadable = []
+        for notice in notices:
+            if notice.shard < 0:
+                unreadable.append(notice.entry)
+            else:
+                by_shard[ShardKeys(notice.topic, notice.shard)].append(notice)
+        shards = list(by_shard)
+        replies = await self._ctx.executor.run(
+            [follow.hear(keys, by_shard[keys]) for keys in shards], return_exceptions=True
+        )
+        crash.point("resolve.after_hear")
+        heard = list(unreadable)
+        for keys, reply in zip(shards, replies, strict=True):
+            if is_transient(reply):
+                raise reply
+            if isinstance(reply, Exception):
+                log.warning("notices for %s could not be heard: %s", keys.tag, reply)
+                self._refused.add(lead.slot)
+                continue
+            changed, released, _ = reply
+            self.heard += changed
+            self.released += released
+            heard += [n.entry for n in by_shard[keys]]
+        if heard:
+            await self._ctx.executor.run([follow.drop_notices(lead.keys, heard)])
+        if unreadable:
+            log.warning("dropped %d unreadable notices of %s", len(unreadable), lead.keys.tag)
+        return len(notices) >= BATCH and len(heard) == len(notices)

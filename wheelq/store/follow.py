@@ -1,0 +1,103 @@
+"""The calls of jobs that follow jobs (`wheelq.core.follow`): an edge on the shard of the job
+waited on (``follow.lua``), a waiting job's write and the hearing of notices on its own shard
+(``resolve.lua``), and the notices' read and delete on the shard they wait on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from wheelq.core.follow import Notice, parse_notices
+from wheelq.core.keys import ShardKeys
+from wheelq.errors import ScriptError
+from wheelq.store.call import Call, script_call
+from wheelq.store.scripts import check
+
+E = TypeVar("E", bound=IntEnum)
+
+
+class Edge(IntEnum):
+    """What ``follow.lua`` did."""
+
+    NOTED = 0  # the edge is there: the job waited on has not ended in its group
+    ENDED = 1  # it had ended there: the notice is written
+    UNKNOWN = 2  # nothing is known of it: nothing written
+
+
+class Waiting(IntEnum):
+    """What ``resolve.lua`` did with a waiting job's write."""
+
+    WAITING = 0
+    FIRED = 1  # every job it waits on had succeeded, and it was due now
+    DUPLICATE = 2  # a job of its id is pending: nothing written
+    RELEASED = 6  # every job it waits on had succeeded: due later
+    CANCELLED = 7  # a job it waits on had failed, and its policy cancels
+
+
+def follow(
+    keys: ShardKeys, job_id: str, group: str, waiting: ShardKeys, waiting_id: str, token: str
+) -> Call[Edge]:
+    """Note on the shard of `keys` that `waiting_id` (of shard `waiting`) waits on `job_id`'s
+    outcome in `group`."""
+    args: list[str | bytes | int] = [
+        keys.topic,
+        job_id,
+        group,
+        waiting.topic,
+        waiting.shard,
+        waiting_id,
+        token,
+    ]
+    return script_call("follow", keys, args, lambda r: _code("follow", r, Edge))
+
+
+def write_waiting(
+    keys: ShardKeys, job_id: str, envelope: bytes, key: str, record: bytes, deadline_ms: int
+) -> Call[Waiting]:
+    """Write a waiting job and hear the outcomes that arrived before it."""
+    args: list[str | bytes | int] = [
+        keys.topic,
+        keys.wake_channel,
+        "w",
+        job_id,
+        envelope,
+        key,
+        record,
+        deadline_ms,
+    ]
+    return script_call("resolve", keys, args, lambda r: _code("resolve", r, Waiting))
+
+
+def hear(keys: ShardKeys, notices: Sequence[Notice]) -> Call[tuple[int, int, int]]:
+    """Hear `notices` on their waiting jobs' shard (`keys`); parses to (notices that changed
+    a job, jobs made due, jobs cancelled)."""
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, "n"]
+    for n in notices:
+        args += [n.job_id, n.token, n.ref, n.outcome, n.error]
+
+    def parse(reply: Any) -> tuple[int, int, int]:
+        r = check("resolve", reply)
+        return int(r[1]), int(r[2]), int(r[3])
+
+    return script_call("resolve", keys, args, parse)
+
+
+def read_notices(keys: ShardKeys, count: int) -> Call[list[Notice]]:
+    """The shard's oldest `count` notices."""
+    return Call(
+        command=("XRANGE", keys.notices, "-", "+", "COUNT", count),
+        parse=lambda reply: parse_notices(reply, keys.topic),
+    )
+
+
+def drop_notices(keys: ShardKeys, entries: Sequence[str]) -> Call[int]:
+    """Delete notices heard."""
+    return Call(command=("XDEL", keys.notices, *entries), parse=int)
+
+
+def _code(name: str, reply: Any, kind: type[E]) -> E:
+    try:
+        return kind(int(check(name, reply)[1]))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ScriptError(f"{name}.lua returned an unknown outcome ({reply!r:.200})") from exc

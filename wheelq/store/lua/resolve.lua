@@ -1,0 +1,212 @@
+--[[ resolve.lua — waiting jobs of this shard (wheelq.core.follow; docs/architecture.md, "Jobs
+that follow jobs"): write one ('w'), or hear the outcomes of the jobs they wait on ('n').
+A waiting job is pending under its id at WQ_WAIT_DUE (the last ms of year 9999: no leader
+ever reads it into its window) with its record in KEYS[12]: msgpack {token, delay ms, policy,
+{references still waited}}, a reference being "topic<US>id<US>group". An outcome heard for a
+reference it still waits on leaves it: when none is left the job is due `delay` from now
+(fired at once when due now and the stream has room, as enqueue does), or, when the outcome is
+not a success and the policy is 'c', the job is cancelled (and its own followers told). An
+outcome heard for a token whose job is not written yet (its edge was, the job's write is on
+its way) is kept under KEYS[12]:<token> for WQ_EARLY_MS, and the write hears it. Hearing an
+outcome twice changes nothing: a reference heard is no longer waited on, and a job no longer
+waiting keeps no record (so a late replay of a notice writes only an early note that expires).
+KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms (a waiting job's WQ_WAIT_DUE; its due time)
+KEYS[2]  {T:s}:jobs      HASH    member -> envelope
+KEYS[3]  {T:s}:ready     STREAM  a job due now fires here
+KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
+KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
+KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (a job fired now)
+KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
+KEYS[8]  {T:s}:limits    HASH    "ready": a job due now fires only while the stream has room;
+         "ordered", "fair": none fires at once (wq_fire_room)
+KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
+KEYS[10] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
+KEYS[11] {T:s}:keyed     HASH    the key index: a waiting job with a key is noted; fired or
+         cancelled, it leaves
+KEYS[12] {T:s}:waiting   HASH    waiting job id -> its record (above)
+KEYS[13] {T:s}:cancelled ZSET    job id -> ms it was cancelled (a waiting job cancelled)
+KEYS[14] {T:s}:followers HASH    the edges of jobs waiting on this shard's jobs (a waiting job
+         cancelled tells its own followers)
+KEYS[15] {T:s}:notices   STREAM  where those notices go
+KEYS[16] {T:s}:waiters   ZSET    results awaited (a cancel wakes them, as cancel.lua)
+KEYS[17] {T:s}:done      STREAM  the note naming a cancelled job id
+KEYS[18] {T:s}:far       HASH    the far tier's meta: a job pending there is pending
+ARGV[1]  topic
+ARGV[2]  wake channel
+ARGV[3]  'w': write a waiting job; ARGV[4] its id, ARGV[5] its envelope, ARGV[6] its key ('':
+         none), ARGV[7] its record, ARGV[8] the Redis ms after which the write is refused
+         (LATE: its producer froze past the time an early outcome is kept)
+         'n': notices heard, five per notice from ARGV[4]: the waiting job's id, its token, the
+         reference, the outcome ('S' succeeded, 'D' dead, 'C' cancelled, 'X' expired) and
+         the error
+Returns: {0, ...} as the mode says:
+         'w': {0, placed}  0 WAITING (written), 1 FIRED, 6 RELEASED (due later: every
+           reference had ended already), 7 CANCELLED (a reference had failed), 2 DUPLICATE:
+           a job of the id is pending (nothing written)
+         'n': {0, heard, released, cancelled}  notices that changed a waiting job, jobs made
+           due, jobs cancelled
+         {-1, key}   WRONG_TYPE (nothing written)
+         {-3, topic, id, why}   MALFORMED: a released job's envelope cannot be decoded
+         {-4, topic, deadline ms, now ms}   LATE (nothing written)
+Includes: base, envelope, events, far_tier, fire, flow, follow, history, keyed, pending, status, waiters
+]]
+wq_events_on(KEYS[8], KEYS[10])
+local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',
+  KEYS[12], 'hash', KEYS[14], 'hash', KEYS[15], 'stream')
+if wrong then return wrong end
+local WQ_RELEASED, WQ_CANCELLED = 6, 7
+local topic, channel = ARGV[1], ARGV[2]
+local now = wq_now_ms()
+local index = wq_keyed(KEYS[11])
+local told = 0
+local released, cancelled, heard = 0, 0, 0
+
+local function key_gone(envelope)
+  local key = envelope and wq_key_of(envelope)
+  if key and key ~= '' then
+    index.gone(key)
+  end
+end
+
+-- Every reference heard: the job is due `delay` from now.
+local function release(id, delay)
+  redis.call('HDEL', KEYS[12], id)
+  local envelope = redis.call('HGET', KEYS[2], id)
+  if not envelope then
+    return WQ_RELEASED
+  end
+  released = released + 1
+  local due = now + delay
+  local room = due <= now and wq_fire_room(KEYS[8], {KEYS[3], KEYS[9]})
+  if due <= now and not (room and room <= 0) then
+    local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], topic, id, due, envelope, KEYS[9])
+    if refused then
+      return refused
+    end
+    wq_forget(KEYS[1], KEYS[2], {id})
+    key_gone(envelope)
+    return WQ_FIRED
+  end
+  wq_schedule(KEYS[1], KEYS[2], KEYS[5], channel, tonumber(redis.call('GET', KEYS[4])), id, due,
+    envelope)
+  return WQ_RELEASED
+end
+
+-- A reference failed and the policy cancels: the job is cancelled, never run.
+local function cancel(id, why)
+  redis.call('HDEL', KEYS[12], id)
+  local envelope = redis.call('HGET', KEYS[2], id)
+  if not envelope then
+    return WQ_CANCELLED
+  end
+  cancelled = cancelled + 1
+  wq_forget(KEYS[1], KEYS[2], {id})
+  key_gone(envelope)
+  redis.call('ZADD', KEYS[13], wq_fmt(now), id)
+  wq_event('cancelled', id)
+  if wq_waited(KEYS[16]) then
+    redis.pcall('XADD', KEYS[17], 'MAXLEN', '~', WQ_DONE_MAXLEN, '*', id, '1')
+    redis.pcall('PEXPIRE', KEYS[17], WQ_DONE_KEEP_MS)
+  end
+  if wq_followed(KEYS[14]) then
+    told = told + wq_tell(KEYS[14], KEYS[15], id, '', 'C', why)
+  end
+  return WQ_CANCELLED
+end
+
+-- Job `id` (its record `rec`) hears that `ref` ended with `outcome`; returns what became of
+-- it (nil: it waits on).
+local function hear(id, rec, ref, outcome, err)
+  if rec.over then
+    return nil
+  end
+  local left, found = {}, false
+  for _, r in ipairs(rec[4]) do
+    if r == ref and not found then
+      found = true
+    else
+      left[#left + 1] = r
+    end
+  end
+  if not found then
+    return nil
+  end
+  heard = heard + 1
+  if outcome ~= 'S' and rec[3] == 'c' then
+    rec.over = true
+    return cancel(id, 'a job it followed ended ' .. outcome .. (err ~= '' and (': ' .. err) or ''))
+  end
+  rec[4] = left
+  if #left == 0 then
+    rec.over = true
+    return release(id, rec[2])
+  end
+  redis.call('HSET', KEYS[12], id, cmsgpack.pack(rec))
+  return nil
+end
+
+local function done(out)
+  if told > 0 then
+    wq_nudge(KEYS[5], KEYS[14])
+  end
+  index.apply(wq_keyed_live(KEYS[2], nil, KEYS[18]))
+  return out
+end
+
+if ARGV[3] == 'w' then
+  local id, envelope, key, raw = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+  if now > tonumber(ARGV[8]) then
+    return {WQ_LATE, topic, ARGV[8], wq_fmt(now)}
+  end
+  if redis.call('HEXISTS', KEYS[2], id) == 1 then
+    return {WQ_OK, WQ_DUPLICATE}
+  end
+  local far = wq_far_state(KEYS[18], nil)
+  if far.entries > 0 and far:find(id) then
+    return {WQ_OK, WQ_DUPLICATE}
+  end
+  redis.call('HSET', KEYS[2], id, envelope)
+  redis.call('ZADD', KEYS[1], wq_fmt(WQ_WAIT_DUE), id)
+  if key ~= '' then
+    index.note(key, id)
+  end
+  local rec = cmsgpack.unpack(raw)
+  redis.call('HSET', KEYS[12], id, raw)
+  local placed = 0
+  local early = KEYS[12] .. ':' .. rec[1]
+  local outcomes = redis.call('HGETALL', early)
+  for i = 1, #outcomes, 2 do
+    local o = cmsgpack.unpack(outcomes[i + 1])
+    local got = hear(id, rec, outcomes[i], o[1], o[2])
+    if type(got) == 'table' then
+      return got
+    end
+    placed = got or placed
+  end
+  if #outcomes > 0 then
+    redis.call('DEL', early)
+  elseif #rec[4] == 0 then
+    placed = release(id, rec[2]) -- waits on nothing (every reference unknown or ended)
+    if type(placed) == 'table' then
+      return placed
+    end
+  end
+  return done({WQ_OK, placed})
+end
+
+for i = 4, #ARGV, 5 do
+  local id, token, ref, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local raw = redis.call('HGET', KEYS[12], id)
+  local rec = raw and cmsgpack.unpack(raw)
+  if rec and rec[1] == token then
+    local got = hear(id, rec, ref, outcome, err)
+    if type(got) == 'table' then
+      return got
+    end
+  else -- its write is on its way (or it has heard all it waited for: then nobody reads this)
+    local early = KEYS[12] .. ':' .. token
+    redis.call('HSET', early, ref, cmsgpack.pack({outcome, err}))
+    redis.call('PEXPIRE', early, WQ_EARLY_MS)
+  end
+end
+return done({WQ_OK, heard, released, cancelled})
