@@ -154,6 +154,21 @@ async def test_a_followed_job_dead_lettered_cancels_or_runs_its_continuation(
     assert ("child" in runs.starts) is (policy == "run")
 
 
+async def test_a_followed_job_dropped_at_its_expiry_cancels_its_continuation(
+    topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    parent = await client.enqueue(topic, "parent", delay=0.3, expires=0.1)
+    child = await client.enqueue(topic, "child", after=parent)
+    anyway = await client.enqueue(topic, "anyway", after=parent, on_parent_failure="run")
+
+    async def ended() -> bool:
+        return await state(client, topic, child) is JobState.CANCELLED
+
+    await eventually(ended, timeout_s=10, what="the continuation cancelled")
+    assert await state(client, topic, parent) is JobState.EXPIRED
+    assert await state(client, topic, anyway) is JobState.READY  # due, no worker to run it
+
+
 async def test_cancelling_a_pending_job_cancels_what_follows_it_down_the_chain(
     topic: str, client: AsyncClient, node: Scheduler
 ) -> None:

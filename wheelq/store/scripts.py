@@ -140,6 +140,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "weights",
         "keyed",
         "far",
+        *_FOLLOW,
     ),
     "preload": ("delayed", "lease", "horizon"),
     "lease_acquire": (*_LEASE, "inbox", "followed"),

@@ -27,6 +27,10 @@ KEYS[15] {T:s}:keyed     HASH    the key index (includes/keyed.lua): a job with 
          or is dropped leaves its key's count
 KEYS[16] {T:s}:far       HASH    the far tier's meta: the key index asks it whether an id it
          passes over is still pending (a far job never fires from here)
+KEYS[17] {T:s}:followers HASH    jobs waiting on these (includes/follow.lua): a job dropped at
+         its expiry tells them 'X', one dead-lettered as malformed 'D'
+KEYS[18] {T:s}:notices   STREAM  the notices
+KEYS[19] {T:s}:inbox     LIST    the leader's inbox: nudged when a notice was added
 ARGV[1]  the caller's lease token
 ARGV[2]  topic
 ARGV[3]  now, ms on the caller's clock; the script uses min(ARGV[3], TIME) so it never fires early
@@ -45,7 +49,7 @@ Returns: {0, emitted, more, orphans, not_yet_due, malformed, held, throttled, wa
            waiting     jobs waiting on the due line after this call (0: the shard holds none)
          {-2}        LEASE_LOST: the caller does not hold the lease (nothing written)
          {-1, key}   WRONG_TYPE (nothing written)
-Includes: base, dead_letters, envelope, events, fire, flow, held, history, keyed, pending, status
+Includes: base, dead_letters, envelope, events, fire, flow, follow, held, history, keyed, pending, status
 ]]
 wq_events_on(KEYS[8], KEYS[11])
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
@@ -148,6 +152,9 @@ local envelopes, read_upto, chunk, probe = {}, 0, 4, false
 local HELD = {} -- an envelope left unread: it does not fit the budget
 local index = nil -- the key index's changes (wq_keyed), made by the first job with a key
 local EXPIRED = {} -- a job dropped at its expiry (wq_expired), not fired
+-- History fields ("id<US>group", "id<US>" every group) of the jobs dropped at their expiry and
+-- of those dead-lettered undecodable: their followers are told (includes/follow.lua)
+local expired, buried = {}, {}
 for i, id in ipairs(ids) do
   if scores[i] and not seen[id] then
     seen[id] = true
@@ -223,6 +230,8 @@ for i, id in ipairs(ids) do
         end
         if added == EXPIRED then
           wq_expire(KEYS[6], KEYS[7], id, env)
+          expired[#expired + 1] = ((type(env[7]) == 'string' and env[7] ~= '') and env[7] or id)
+            .. WQ_US .. (type(env[6]) == 'string' and env[6] or '')
           if env[6] and env[6] ~= '' then
             aliases[#aliases + 1] = id -- an expired retry leaves the index too
           end
@@ -243,6 +252,7 @@ for i, id in ipairs(ids) do
           end
         else
           malformed[#malformed + 1] = id
+          buried[#buried + 1] = id .. WQ_US
           aliases[#aliases + 1] = id -- it may have been a retry: undecodable, it says not
         end
         gone[#gone + 1] = id
@@ -263,6 +273,16 @@ if index then
   -- pcall: as for the retries' index, a wrong-typed key index must not fail an emit that has
   -- appended already
   pcall(index.apply, wq_keyed_live(KEYS[2], KEYS[10], KEYS[16]))
+end
+if #expired + #buried > 0 and wq_followed(KEYS[17]) then
+  -- pcall too: telling followers must not fail an emit that has appended already
+  local ok, told = pcall(function()
+    return wq_tell_fields(KEYS[17], KEYS[18], expired, 1, 'X')
+      + wq_tell_fields(KEYS[17], KEYS[18], buried, 1, 'D')
+  end)
+  if ok and told > 0 then
+    pcall(wq_nudge, KEYS[19], KEYS[17])
+  end
 end
 if line then
   -- What was taken and not fired (held back by the byte budget, or after a failed XADD) goes
