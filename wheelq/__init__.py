@@ -14,11 +14,12 @@ from wheelq.core.callback import Callback
 from wheelq.core.context import current_job
 from wheelq.core.events import Event, EventsConfig
 from wheelq.core.flow import Flow, TopicLimits
-from wheelq.core.follow import JobRef, OnFailure
+from wheelq.core.follow import JobRef, Joined, OnChildFailure, OnFailure
 from wheelq.core.forecast import Forecast
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
 from wheelq.core.line import LaneLine, LineView
+from wheelq.core.options import JobSpec
 from wheelq.core.pause import PauseState
 from wheelq.core.process import LeadInfo, ProcessInfo, RoleInfo
 from wheelq.core.recurring import Schedule
@@ -98,6 +99,9 @@ __all__ = [
     "Schedule",
     # jobs that follow jobs
     "JobRef",
+    "JobSpec",
+    "Joined",
+    "OnChildFailure",
     "OnFailure",
     # inspecting
     "DeletedGroup",

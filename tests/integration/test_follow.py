@@ -21,7 +21,7 @@ import pytest
 from tests.integration.test_worker import holds
 from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobRef, Scheduler, Worker
-from wheelq.core.follow import WAIT_DUE_MS, OnFailure, waiting_record
+from wheelq.core.follow import WAIT_DUE_MS, OnFailure, waiting_record, wire_ref
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, shard_of
 from wheelq.errors import (
@@ -292,14 +292,14 @@ async def test_an_outcome_heard_before_the_waiting_write_is_kept_for_it(
     # The edge was written, the job it follows ended and its notice was heard, and only then
     # does the waiting job's write land (a producer slow between its two writes).
     keys = ShardKeys(topic, shard_of("late", SHARDS))
-    ref = JobRef(topic, "gone-by")
-    notice = follow.Notice("1-0", topic, keys.shard, "late", "tok", ref.ref, "S", "")
+    ref = wire_ref(ShardKeys(topic, shard_of("gone-by", SHARDS)), "gone-by", "default")
+    notice = follow.Notice("1-0", topic, keys.shard, "late", "tok", ref, "S", "")
     heard = await client._executor.run([follow.hear(keys, [notice])])
-    assert heard == [(0, 0, 0)]  # nobody waits yet: kept
+    assert heard == [(0, 0, 0, [])]  # nobody waits yet: kept
     envelope = await _envelope(client, topic)
     record = waiting_record("tok", 0, OnFailure.CANCEL, [ref])
     deadline = int(time.time() * 1000) + 60_000
-    (placed,) = await client._executor.run(
+    ((placed, _),) = await client._executor.run(
         [follow.write_waiting(keys, "late", envelope, "", record, deadline)]
     )
     assert placed is follow.Waiting.FIRED
@@ -309,7 +309,7 @@ async def test_an_outcome_heard_before_the_waiting_write_is_kept_for_it(
 
 async def test_a_waiting_write_past_its_window_is_refused(topic: str, client: AsyncClient) -> None:
     keys = ShardKeys(topic, shard_of("late", SHARDS))
-    record = waiting_record("tok", 0, OnFailure.CANCEL, [JobRef(topic, "p")])
+    record = waiting_record("tok", 0, OnFailure.CANCEL, [wire_ref(keys, "p", "default")])
     envelope = await _envelope(client, topic)
     with pytest.raises(Exception, match="deadline"):
         await client._executor.run([follow.write_waiting(keys, "late", envelope, "", record, 1)])

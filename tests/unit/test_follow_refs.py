@@ -12,6 +12,7 @@ import pytest
 
 from wheelq.core import follow as f
 from wheelq.core.history import JobState
+from wheelq.core.keys import ShardKeys
 from wheelq.errors import InvalidArgumentError
 
 
@@ -70,11 +71,18 @@ def test_the_policies_and_a_bad_one() -> None:
 def test_a_notice_parses_and_an_unreadable_one_is_shard_minus_one() -> None:
     good = msgpack.packb(["w", 2, "wj", "tok", "pj", "default", "S", ""])
     reply = [(b"1-0", {b"n": good}), (b"2-0", {b"n": b"\xc1"}), (b"3-0", {})]
-    notices = f.parse_notices(reply, "p")
-    assert notices[0] == f.Notice("1-0", "w", 2, "wj", "tok", "p\x1fpj\x1fdefault", "S", "")
+    notices = f.parse_notices(reply, ShardKeys("p", 4))
+    assert notices[0] == f.Notice("1-0", "w", 2, "wj", "tok", "p\x1f4\x1fpj\x1fdefault", "S", "")
     assert [n.shard for n in notices[1:]] == [-1, -1]
 
 
 def test_a_record_is_what_resolve_reads() -> None:
-    record = f.waiting_record("tok", 250, f.OnFailure.RUN, [f.JobRef("t", "a")])
-    assert msgpack.unpackb(record) == ["tok", 250, "r", ["t\x1fa\x1fdefault"]]
+    ref = f.wire_ref(ShardKeys("t", 1), "a", "default")
+    record = f.waiting_record("tok", 250, f.OnFailure.RUN, [ref])
+    assert msgpack.unpackb(record) == ["tok", 250, "r", ["t\x1f1\x1fa\x1fdefault"]]
+    assert f.parse_wire_ref(ref) == (ShardKeys("t", 1), "a")
+    many = [f.wire_ref(ShardKeys("t", 0), str(i), "g") for i in range(f.INLINE_REFS + 1)]
+    assert msgpack.unpackb(f.waiting_record("t", 0, f.OnChildFailure.FAIL, many))[2:] == [
+        "f",
+        f.INLINE_REFS + 1,
+    ]

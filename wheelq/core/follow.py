@@ -11,13 +11,15 @@ the same shard, and the shard's leader moves the notice to the waiting job's sha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
 from wheelq.core import keys as k
+from wheelq.core.keys import ShardKeys
 from wheelq.errors import InvalidArgumentError
 
 WAIT_DUE_MS = 253_402_300_799_999
@@ -37,7 +39,8 @@ DEFAULT_GROUP = "default"
 
 
 class OnFailure(StrEnum):
-    """What a waiting job does when a job it waits on ends other than succeeded."""
+    """What a continuation does when the job it follows ends other than succeeded
+    (``on_parent_failure``)."""
 
     CANCEL = "cancel"
     """It is cancelled, never run (its own followers hear it was cancelled)."""
@@ -45,16 +48,40 @@ class OnFailure(StrEnum):
     """It runs anyway, as if that job had succeeded."""
 
 
-_POLICY_CODES = {OnFailure.CANCEL: "c", OnFailure.RUN: "r"}
+class OnChildFailure(StrEnum):
+    """What a join's parent does when one of its children ends other than succeeded
+    (``on_child_failure``)."""
+
+    FAIL = "fail"
+    """It is dead-lettered with that child's error, never run, and the children still
+    pending are cancelled."""
+    IGNORE = "ignore"
+    """It runs once every child has ended, with what succeeded."""
+
+
+_POLICY_CODES = {
+    OnFailure.CANCEL: "c",
+    OnFailure.RUN: "r",
+    OnChildFailure.FAIL: "f",
+    OnChildFailure.IGNORE: "i",
+}
+Policy = OnFailure | OnChildFailure
+
+P = TypeVar("P", OnFailure, OnChildFailure)
+
+
+def policy_of(kind: type[P], value: object, name: str) -> P:
+    """`value` as a policy of `kind`, else InvalidArgumentError naming `name`."""
+    for policy in kind:
+        if value == policy.value:
+            return policy
+    accepted = ", ".join(repr(p.value) for p in kind)
+    raise InvalidArgumentError(name, f"{name} must be one of {accepted}, got {value!r:.60}")
 
 
 def on_failure(value: object, name: str = "on_parent_failure") -> OnFailure:
     """`value` as an `OnFailure`, else InvalidArgumentError naming `name`."""
-    for policy in OnFailure:
-        if value == policy.value:
-            return policy
-    accepted = ", ".join(repr(p.value) for p in OnFailure)
-    raise InvalidArgumentError(name, f"{name} must be one of {accepted}, got {value!r:.60}")
+    return policy_of(OnFailure, value, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +97,20 @@ class JobRef:
         k.validate_job_id(self.job_id)
         k.validate_group(self.group)
 
-    @property
-    def ref(self) -> str:
-        """As the scripts spell it: ``topic<US>id<US>group``."""
-        return f"{self.topic}{SEPARATOR}{self.job_id}{SEPARATOR}{self.group}"
+
+def wire_ref(keys: ShardKeys, job_id: str, group: str) -> str:
+    """A job waited on as the scripts spell it: ``topic<US>shard<US>id<US>group``."""
+    return f"{keys.topic}{SEPARATOR}{keys.shard}{SEPARATOR}{job_id}{SEPARATOR}{group}"
+
+
+def parse_wire_ref(ref: str) -> tuple[ShardKeys, str] | None:
+    """The shard and the job id of a wire reference; None when it is not one."""
+    topic, _, rest = ref.partition(SEPARATOR)
+    shard, _, rest = rest.partition(SEPARATOR)
+    job_id, _, _ = rest.partition(SEPARATOR)
+    if not (topic and shard.isdigit() and job_id):
+        return None
+    return ShardKeys(topic, int(shard)), job_id
 
 
 def job_ref(after: object, topic: str, name: str = "after") -> JobRef:
@@ -97,9 +134,29 @@ def job_ref(after: object, topic: str, name: str = "after") -> JobRef:
     )
 
 
-def waiting_record(token: str, delay_ms: int, policy: OnFailure, refs: list[JobRef]) -> bytes:
-    """A waiting job's record (``resolve.lua``'s header)."""
-    return bytes(msgpack.packb([token, delay_ms, _POLICY_CODES[policy], [r.ref for r in refs]]))
+INLINE_REFS = 8
+"""A waiting job's record holds this many references at most (a continuation's); a join's
+are a set of their own, the record their count (``resolve.lua``'s header)."""
+
+
+def waiting_record(token: str, delay_ms: int, policy: Policy, refs: Sequence[str]) -> bytes:
+    """A waiting job's record (``resolve.lua``'s header); a join's refs go beside it."""
+    waits: list[str] | int = list(refs) if len(refs) <= INLINE_REFS else len(refs)
+    return bytes(msgpack.packb([token, delay_ms, _POLICY_CODES[policy], waits]))
+
+
+MAX_CHILDREN = 10_000
+"""Children one `enqueue_flow` takes at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """What `enqueue_flow` wrote: the parent (its id is the flow's) and its children."""
+
+    id: str
+    """The parent's id: the flow's."""
+    parent: JobRef
+    children: list[JobRef]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +174,8 @@ class Notice:
     error: str
 
 
-def parse_notices(reply: Any, of: str) -> list[Notice]:
-    """XRANGE of ``{T:s}:notices`` of topic `of` as notices; an entry that is not one is a
+def parse_notices(reply: Any, of: ShardKeys) -> list[Notice]:
+    """XRANGE of shard `of`'s ``{T:s}:notices`` as notices; an entry that is not one is a
     notice of shard -1 (deleted with the rest: nothing could hear it)."""
     out = []
     for entry, fields in reply or ():
@@ -127,7 +184,7 @@ def parse_notices(reply: Any, of: str) -> list[Notice]:
             topic, shard, job_id, token, ended, group, outcome, error = msgpack.unpackb(
                 raw, raw=False
             )
-            ref = JobRef(of, ended, group).ref
+            ref = wire_ref(of, k.validate_job_id(ended), k.validate_group(group))
             out.append(Notice(_text(entry), topic, int(shard), job_id, token, ref, outcome, error))
         except (TypeError, ValueError, InvalidArgumentError, msgpack.UnpackException):
             out.append(Notice(_text(entry), "", -1, "", "", "", "", ""))

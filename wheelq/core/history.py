@@ -434,7 +434,7 @@ def job_info(topic: str, job_id: str, raw: Lookup) -> JobInfo:
         enqueued_ms,
         payload,
         entry_id=entry,
-        fired_ms=entry_ms(entry),
+        fired_ms=entry_ms(entry) or None,  # 0-0: dead-lettered unfired (a failed join's parent)
         cancelled_ms=raw.cancelled_ms,
         expired_ms=max(expired) if state is JobState.EXPIRED and expired else None,
         last_error=errors[0] if errors else None,

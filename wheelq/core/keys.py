@@ -303,6 +303,12 @@ def early_key(keys: ShardKeys, token: str) -> str:
     return f"{keys.waiting}:{token}"
 
 
+def joined_key(keys: ShardKeys, token: str) -> str:
+    """A join's references still waited on (``resolve.lua`` makes it from
+    `ShardKeys.waiting`; `wheelq.core.follow`)."""
+    return f"{keys.waiting}:{token}:left"
+
+
 def far_leaf_key(keys: ShardKeys, leaf: int | str) -> str:
     """A far-tier leaf's list of records (the scripts make it from `ShardKeys.far`)."""
     return f"{keys.far}:{leaf}"

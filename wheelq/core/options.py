@@ -663,3 +663,20 @@ def from_named_slots(slots: Mapping[str, Any]) -> tuple[Any, ...]:
         raw = slot.encode() if isinstance(slot, str) else slot
         values[_STORED_INDEX[o.name]] = KINDS[o.kind].read(raw) if raw else KINDS[o.kind].unset
     return tuple(values)
+
+
+class JobSpec:
+    """One job of `Client.enqueue_flow`: its topic, payload and options, as `enqueue` takes
+    them, and the consumer `group` whose outcome of it counts (a child's; ``default``)."""
+
+    __slots__ = ("group", "item", "topic")
+
+    def __init__(
+        self, topic: str, payload: Any, *, group: str = "default", **options: Unpack[ItemOptions]
+    ) -> None:
+        self.topic = topic
+        self.group = group
+        self.item = EnqueueItem(payload=payload, **options)
+
+    def __repr__(self) -> str:
+        return f"JobSpec({self.topic!r}, {self.item!r:.120}, group={self.group!r})"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any, Self, TypeVar, Unpack, overload
@@ -11,8 +11,9 @@ import redis
 import redis.asyncio
 
 from wheelq.core.due import At, Delay
+from wheelq.core.follow import Joined, OnChildFailure, policy_of
 from wheelq.core.history import JobInfo
-from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
+from wheelq.core.options import BulkOptions, EnqueueKwargs, JobSpec, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import by_key, results
 from wheelq.producer.client import Client
@@ -108,6 +109,12 @@ class AsyncClient(AsyncConnected):
         ack: str | None = None,
     ) -> list[str]:
         return await self._write(topic, self._producer.enqueue_many(topic, items), ack)
+
+    async def enqueue_flow(
+        self, parent: JobSpec, children: Sequence[JobSpec], *, on_child_failure: str = "fail"
+    ) -> Joined:
+        policy = policy_of(OnChildFailure, on_child_failure, "on_child_failure")
+        return await self._run(self._producer.enqueue_flow(parent, children, policy))
 
     @takes(BulkOptions)
     async def enqueue_bulk(

@@ -5,7 +5,7 @@ both drive the operations of `wheelq.producer.operations` (a test checks the two
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any, Self, TypeVar, Unpack, overload
@@ -14,8 +14,9 @@ import redis
 import redis.asyncio
 
 from wheelq.core.due import At, Delay
+from wheelq.core.follow import Joined, OnChildFailure, policy_of
 from wheelq.core.history import JobInfo
-from wheelq.core.options import BulkOptions, EnqueueKwargs, takes
+from wheelq.core.options import BulkOptions, EnqueueKwargs, JobSpec, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import by_key, results
 from wheelq.producer.connected import Connected
@@ -166,6 +167,29 @@ class Client(Connected):
             DurabilityError: All were written, but some not confirmed at `ack` (named).
         """
         return self._write(topic, self._producer.enqueue_many(topic, items), ack)
+
+    def enqueue_flow(
+        self, parent: JobSpec, children: Sequence[JobSpec], *, on_child_failure: str = "fail"
+    ) -> Joined:
+        """Enqueue a join: `children` (up to 10,000 `JobSpec`s, on any topics) run as jobs
+        do; `parent` awaits them all and becomes due its ``delay`` after the last one
+        succeeded in its group. Returns the ids (`Joined.id`, the parent's, is the flow's).
+
+        `on_child_failure`: ``"fail"`` (default) dead-letters the parent with the first
+        failed child's error, never run, and cancels the children still pending;
+        ``"ignore"`` runs the parent once every child has ended. A child dead-lettered,
+        cancelled or dropped at its expiry has failed. The children are written first, then
+        the parent: a call that raised part-way may have written children, never a parent
+        that could wait forever (docs/architecture.md, "Jobs that follow jobs").
+
+        Raises:
+            InvalidArgumentError: A bad spec (named ``parent`` or ``children[i]``), policy,
+                or the parent's ``at``/``replace``; nothing written.
+            DuplicateJobError: The parent's id is pending (nothing written), or a child's
+                (children before it written, no parent).
+        """
+        policy = policy_of(OnChildFailure, on_child_failure, "on_child_failure")
+        return self._run(self._producer.enqueue_flow(parent, children, policy))
 
     @takes(BulkOptions)
     def enqueue_bulk(

@@ -17,12 +17,17 @@ from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import LimitsChange, TopicLimits, order_keys
 from wheelq.core.follow import (
+    INLINE_REFS,
+    MAX_CHILDREN,
     WRITE_WINDOW_MS,
     JobRef,
+    Joined,
+    OnChildFailure,
     OnFailure,
     job_ref,
     on_failure,
     waiting_record,
+    wire_ref,
 )
 from wheelq.core.history import (
     SEPARATOR,
@@ -37,6 +42,7 @@ from wheelq.core.options import (
     EnqueueKwargs,
     EnqueueOptions,
     ItemOptions,
+    JobSpec,
     stored_values,
 )
 from wheelq.core.process import held_by_workers
@@ -498,15 +504,103 @@ class Producer:
         (edge,) = yield [follow.follow(keys, ref.job_id, ref.group, waiting, write.id, token)]
         if edge is follow.Edge.UNKNOWN:
             raise _unknown_after(ref)
-        record = waiting_record(token, write.due.value_ms, policy, [ref])
+        wire = wire_ref(keys, ref.job_id, ref.group)
+        record = waiting_record(token, write.due.value_ms, policy, [wire])
         deadline = self._clock.now_ms() + WRITE_WINDOW_MS
-        (placed,) = yield [
+        ((placed, _),) = yield [
             follow.write_waiting(waiting, write.id, write.envelope, write.key, record, deadline)
         ]
         if placed is follow.Waiting.DUPLICATE:
             raise DuplicateJobError(topic, [write.id])
         self.counts.enqueued += 1
         return write.id
+
+    def enqueue_flow(
+        self, parent: JobSpec, children: Sequence[JobSpec], policy: OnChildFailure
+    ) -> Op[Joined]:
+        """Write a join: `children`, then an edge on each child's shard, then `parent`
+        awaiting them all, due its `delay` after the last one succeeded (`policy`: what it
+        does if one ends otherwise). Children that end before the parent is written are
+        heard when it is (docs/architecture.md, "Jobs that follow jobs"); a producer that
+        stops half-way has written children and no parent, and was told nothing succeeded.
+
+        Raises:
+            InvalidArgumentError: A bad spec or option (named; ``parent.at``, ``replace``).
+            DuplicateJobError: The parent's or a child's id is pending (for the parent:
+                nothing written).
+        """
+        if not isinstance(parent, JobSpec):
+            raise InvalidArgumentError("parent", f"parent must be a JobSpec, got {parent!r:.80}")
+        specs = list(children) if isinstance(children, Sequence) else None
+        if not specs or len(specs) > MAX_CHILDREN or not all(isinstance(c, JobSpec) for c in specs):
+            raise InvalidArgumentError(
+                "children",
+                f"children must be a list of 1-{MAX_CHILDREN} JobSpecs, got {children!r:.80}",
+            )
+        for n, spec in enumerate([parent, *specs]):
+            name = "parent" if n == 0 else f"children[{n - 1}]"
+            try:
+                k.validate_topic(spec.topic)
+                k.validate_group(spec.group)
+            except InvalidArgumentError as exc:
+                raise InvalidArgumentError(name, f"{name}: {exc}") from None
+        item = parent.item
+        if item.at is not None:
+            raise InvalidDelayError(
+                "at", "a flow's parent is due its delay after its last child: pass delay="
+            )
+        if item.replace:
+            raise InvalidArgumentError("replace", "a flow's parent cannot replace a job")
+        now_ms = self._clock.now_ms()
+        head = validate_item(self.settings, item, EncodeBatch(now_ms, item.traceparent))
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for n, spec in enumerate(specs):
+            by_topic[spec.topic].append(n)
+        writes: list[JobWrite | None] = [None] * len(specs)
+        for indexes in by_topic.values():
+            batch = EncodeBatch(now_ms, None)
+            for n in indexes:
+                writes[n] = validate_item(self.settings, specs[n].item, batch)
+        shards: dict[str, int] = {}
+        for topic in {parent.topic, *by_topic}:
+            count = yield from self.shard_count(topic, create=True)
+            assert count is not None
+            shards[topic] = count
+        home = k.ShardKeys(parent.topic, k.shard_of(head.id, shards[parent.topic]))
+        if item.job_id is not None:  # pending already: nothing written
+            (taken,) = yield [Call(command=("HEXISTS", home.jobs, head.id), parse=bool)]
+            if taken:
+                raise DuplicateJobError(parent.topic, [head.id])
+        for topic, indexes in by_topic.items():
+            placed = [w for n in indexes if (w := writes[n]) is not None]
+            yield from self._counted(topic, placed)
+        token = secrets.token_hex(8)
+        deadline = self._clock.now_ms() + WRITE_WINDOW_MS
+        refs, edges = [], []
+        for spec, write in zip(specs, writes, strict=True):
+            assert write is not None
+            keys = k.ShardKeys(spec.topic, k.shard_of(write.id, shards[spec.topic]))
+            refs.append(wire_ref(keys, write.id, spec.group))
+            edges.append(follow.follow(keys, write.id, spec.group, home, head.id, token))
+        for i in range(0, len(edges), PIPELINE_CALLS * 8):
+            yield edges[i : i + PIPELINE_CALLS * 8]
+        record = waiting_record(token, head.due.value_ms, policy, refs)
+        apart = refs if len(refs) > INLINE_REFS else ()
+        ((placed_parent, _),) = yield [
+            follow.write_waiting(home, head.id, head.envelope, head.key, record, deadline, apart)
+        ]
+        if placed_parent is follow.Waiting.DUPLICATE:
+            raise DuplicateJobError(parent.topic, [head.id])
+        self.counts.enqueued += 1
+        return Joined(
+            head.id,
+            JobRef(parent.topic, head.id, parent.group),
+            [
+                JobRef(spec.topic, w.id, spec.group)
+                for spec, w in zip(specs, writes, strict=True)
+                if w is not None
+            ],
+        )
 
     def enqueue_bulk(
         self, topic: str, payloads: Iterable[Any], options: BulkOptions

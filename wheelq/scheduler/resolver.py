@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-from wheelq.core.follow import Notice
+from wheelq.core.follow import Notice, parse_wire_ref
 from wheelq.core.keys import ShardKeys
 from wheelq.runtime import crash
 from wheelq.runtime.outage import is_transient
 from wheelq.scheduler.led_shards import Lead, NodeContext, NodePart
-from wheelq.store import follow
+from wheelq.store import enqueue, follow
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,7 @@ class Resolver(NodePart):
         )
         crash.point("resolve.after_hear")
         heard = list(unreadable)
+        cancels = []
         for keys, reply in zip(shards, replies, strict=True):
             if is_transient(reply):
                 raise reply
@@ -80,10 +81,12 @@ class Resolver(NodePart):
                 log.warning("notices for %s could not be heard: %s", keys.tag, reply)
                 self._refused.add(lead.slot)
                 continue
-            changed, released, _ = reply
-            self.heard += changed
-            self.released += released
+            self.heard += reply.changed
+            self.released += reply.released
             heard += [n.entry for n in by_shard[keys]]
+            cancels += [found for ref in reply.cancel if (found := parse_wire_ref(ref))]
+        if cancels:  # a failed join's children still pending; before the notices go
+            await self._ctx.executor.run([enqueue.cancel(keys, job_id) for keys, job_id in cancels])
         if heard:
             await self._ctx.executor.run([follow.drop_notices(lead.keys, heard)])
         if unreadable:

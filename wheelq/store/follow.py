@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from wheelq.core.follow import Notice, parse_notices
 from wheelq.core.keys import ShardKeys
@@ -25,6 +25,19 @@ class Edge(IntEnum):
     UNKNOWN = 2  # nothing is known of it: nothing written
 
 
+class Heard(NamedTuple):
+    """What hearing a batch of notices did."""
+
+    changed: int
+    """Notices that changed a waiting job (a reference it still waited on)."""
+    released: int
+    """Jobs made due."""
+    ended: int
+    """Jobs cancelled or dead-lettered."""
+    cancel: list[str]
+    """References to cancel: a failed join's children still pending."""
+
+
 class Waiting(IntEnum):
     """What ``resolve.lua`` did with a waiting job's write."""
 
@@ -33,6 +46,7 @@ class Waiting(IntEnum):
     DUPLICATE = 2  # a job of its id is pending: nothing written
     RELEASED = 6  # every job it waits on had succeeded: due later
     CANCELLED = 7  # a job it waits on had failed, and its policy cancels
+    DEAD = 8  # a job it waits on had failed, and its policy dead-letters it
 
 
 def follow(
@@ -53,9 +67,16 @@ def follow(
 
 
 def write_waiting(
-    keys: ShardKeys, job_id: str, envelope: bytes, key: str, record: bytes, deadline_ms: int
-) -> Call[Waiting]:
-    """Write a waiting job and hear the outcomes that arrived before it."""
+    keys: ShardKeys,
+    job_id: str,
+    envelope: bytes,
+    key: str,
+    record: bytes,
+    deadline_ms: int,
+    refs: Sequence[str] = (),
+) -> Call[tuple[Waiting, list[str]]]:
+    """Write a waiting job and hear the outcomes that arrived before it; parses to what it
+    did and the references to cancel (`refs`: a join's, when its record holds their count)."""
     args: list[str | bytes | int] = [
         keys.topic,
         keys.wake_channel,
@@ -65,20 +86,24 @@ def write_waiting(
         key,
         record,
         deadline_ms,
+        *refs,
     ]
-    return script_call("resolve", keys, args, lambda r: _code("resolve", r, Waiting))
+
+    def parse(reply: Any) -> tuple[Waiting, list[str]]:
+        return _code("resolve", reply, Waiting), _texts(reply[2])
+
+    return script_call("resolve", keys, args, parse)
 
 
-def hear(keys: ShardKeys, notices: Sequence[Notice]) -> Call[tuple[int, int, int]]:
-    """Hear `notices` on their waiting jobs' shard (`keys`); parses to (notices that changed
-    a job, jobs made due, jobs cancelled)."""
+def hear(keys: ShardKeys, notices: Sequence[Notice]) -> Call[Heard]:
+    """Hear `notices` on their waiting jobs' shard (`keys`)."""
     args: list[str | bytes | int] = [keys.topic, keys.wake_channel, "n"]
     for n in notices:
         args += [n.job_id, n.token, n.ref, n.outcome, n.error]
 
-    def parse(reply: Any) -> tuple[int, int, int]:
+    def parse(reply: Any) -> Heard:
         r = check("resolve", reply)
-        return int(r[1]), int(r[2]), int(r[3])
+        return Heard(int(r[1]), int(r[2]), int(r[3]), _texts(r[4]))
 
     return script_call("resolve", keys, args, parse)
 
@@ -87,7 +112,7 @@ def read_notices(keys: ShardKeys, count: int) -> Call[list[Notice]]:
     """The shard's oldest `count` notices."""
     return Call(
         command=("XRANGE", keys.notices, "-", "+", "COUNT", count),
-        parse=lambda reply: parse_notices(reply, keys.topic),
+        parse=lambda reply: parse_notices(reply, keys),
     )
 
 
@@ -101,3 +126,7 @@ def _code(name: str, reply: Any, kind: type[E]) -> E:
         return kind(int(check(name, reply)[1]))
     except (ValueError, TypeError, IndexError) as exc:
         raise ScriptError(f"{name}.lua returned an unknown outcome ({reply!r:.200})") from exc
+
+
+def _texts(reply: Any) -> list[str]:
+    return [r.decode() if isinstance(r, bytes) else str(r) for r in reply or ()]

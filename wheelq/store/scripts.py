@@ -248,6 +248,7 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "waiters",
         "done",
         "far",
+        "dead",
     ),
 }
 """Script name -> the `ShardKeys` attributes it takes as KEYS[1], KEYS[2], ..."""

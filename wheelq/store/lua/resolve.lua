@@ -2,49 +2,60 @@
 that follow jobs"): write one ('w'), or hear the outcomes of the jobs they wait on ('n').
 A waiting job is pending under its id at WQ_WAIT_DUE (the last ms of year 9999: no leader
 ever reads it into its window) with its record in KEYS[12]: msgpack {token, delay ms, policy,
-{references still waited}}, a reference being "topic<US>id<US>group". An outcome heard for a
-reference it still waits on leaves it: when none is left the job is due `delay` from now
-(fired at once when due now and the stream has room, as enqueue does), or, when the outcome is
-not a success and the policy is 'c', the job is cancelled (and its own followers told). An
-outcome heard for a token whose job is not written yet (its edge was, the job's write is on
-its way) is kept under KEYS[12]:<token> for WQ_EARLY_MS, and the write hears it. Hearing an
-outcome twice changes nothing: a reference heard is no longer waited on, and a job no longer
-waiting keeps no record (so a late replay of a notice writes only an early note that expires).
+what it still waits on}: a list of references (a continuation's), or, for a join, their count,
+the references themselves in the set KEYS[12]:<token>:left. A reference is
+"topic<US>shard<US>id<US>group" (wheelq.core.follow.wire_ref). An outcome heard for a
+reference it still waits on leaves it; when none is left the job is due `delay` from now
+(fired at once when due now and the stream has room, as enqueue does). An outcome other than
+a success ('D' dead, 'C' cancelled, 'X' expired) does what the policy says: 'c' cancel the
+job (and tell its own followers), 'r' go on as if it had succeeded, 'f' dead-letter the job
+with that outcome's error and ask the caller to cancel every reference still waited on (the
+record stays, policy 'x', until their own outcomes are heard; a notice heard again asks
+again). An outcome heard for a token whose job is not written yet (its edges were, the job's
+write is on its way) is kept under KEYS[12]:<token> for WQ_EARLY_MS, and the write hears it.
+Hearing an outcome twice changes nothing: a reference heard is no longer waited on, and a job
+no longer waiting keeps no record (a late replay of a notice writes an early note that
+expires).
 KEYS[1]  {T:s}:delayed   ZSET    job id -> due ms (a waiting job's WQ_WAIT_DUE; its due time)
 KEYS[2]  {T:s}:jobs      HASH    member -> envelope
-KEYS[3]  {T:s}:ready     STREAM  a job due now fires here
+KEYS[3]  {T:s}:ready     STREAM  a job due now fires here (its groups: a dead letter's records)
 KEYS[4]  {T:s}:horizon   STRING  ms the leader has preloaded up to (absent: no leader)
 KEYS[5]  {T:s}:inbox     LIST    "due:id" notes for the leader
-KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (a job fired now)
+KEYS[6]  {T:s}:history   HASH    job id -> its latest entry (a job fired now); a dead-lettered
+         job's group records ('D')
 KEYS[7]  {T:s}:history_old HASH  the history's previous generation (read by wq_fired)
 KEYS[8]  {T:s}:limits    HASH    "ready": a job due now fires only while the stream has room;
          "ordered", "fair": none fires at once (wq_fire_room)
 KEYS[9]  {T:s}:callbacks STREAM  fired jobs that carry a callback (wq_fire)
 KEYS[10] {T:s}:events    STREAM  job events while the topic has them on (wq_event)
-KEYS[11] {T:s}:keyed     HASH    the key index: a waiting job with a key is noted; fired or
-         cancelled, it leaves
+KEYS[11] {T:s}:keyed     HASH    the key index: a waiting job with a key is noted; fired,
+         cancelled or dead-lettered, it leaves
 KEYS[12] {T:s}:waiting   HASH    waiting job id -> its record (above)
 KEYS[13] {T:s}:cancelled ZSET    job id -> ms it was cancelled (a waiting job cancelled)
 KEYS[14] {T:s}:followers HASH    the edges of jobs waiting on this shard's jobs (a waiting job
-         cancelled tells its own followers)
+         cancelled or dead-lettered tells its own followers)
 KEYS[15] {T:s}:notices   STREAM  where those notices go
-KEYS[16] {T:s}:waiters   ZSET    results awaited (a cancel wakes them, as cancel.lua)
-KEYS[17] {T:s}:done      STREAM  the note naming a cancelled job id
+KEYS[16] {T:s}:waiters   ZSET    results awaited (a cancel or a dead letter wakes them)
+KEYS[17] {T:s}:done      STREAM  the note naming a cancelled or dead-lettered job
 KEYS[18] {T:s}:far       HASH    the far tier's meta: a job pending there is pending
+KEYS[19] {T:s}:dead      STREAM  dead letters: a job whose policy is 'f' and one of whose
+         references failed
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  'w': write a waiting job; ARGV[4] its id, ARGV[5] its envelope, ARGV[6] its key ('':
          none), ARGV[7] its record, ARGV[8] the Redis ms after which the write is refused
-         (LATE: its producer froze past the time an early outcome is kept)
+         (LATE: its producer froze past the time an early outcome is kept), ARGV[9..] the
+         references of a join (its record holds their count)
          'n': notices heard, five per notice from ARGV[4]: the waiting job's id, its token, the
          reference, the outcome ('S' succeeded, 'D' dead, 'C' cancelled, 'X' expired) and
          the error
 Returns: {0, ...} as the mode says:
-         'w': {0, placed}  0 WAITING (written), 1 FIRED, 6 RELEASED (due later: every
-           reference had ended already), 7 CANCELLED (a reference had failed), 2 DUPLICATE:
-           a job of the id is pending (nothing written)
-         'n': {0, heard, released, cancelled}  notices that changed a waiting job, jobs made
-           due, jobs cancelled
+         'w': {0, placed, {references to cancel}}  placed: 0 WAITING (written), 1 FIRED,
+           6 RELEASED (due later: everything it waits on had ended), 7 CANCELLED, 8 DEAD (a
+           reference had failed, by its policy), 2 DUPLICATE: a job of the id is pending
+           (nothing written)
+         'n': {0, heard, released, ended, {references to cancel}}  notices that changed a
+           waiting job, jobs made due, jobs cancelled or dead-lettered
          {-1, key}   WRONG_TYPE (nothing written)
          {-3, topic, id, why}   MALFORMED: a released job's envelope cannot be decoded
          {-4, topic, deadline ms, now ms}   LATE (nothing written)
@@ -52,14 +63,15 @@ Includes: base, envelope, events, far_tier, fire, flow, follow, history, keyed, 
 ]]
 wq_events_on(KEYS[8], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[5], 'list',
-  KEYS[12], 'hash', KEYS[14], 'hash', KEYS[15], 'stream')
+  KEYS[12], 'hash', KEYS[14], 'hash', KEYS[15], 'stream', KEYS[19], 'stream')
 if wrong then return wrong end
-local WQ_RELEASED, WQ_CANCELLED = 6, 7
+local WQ_RELEASED, WQ_CANCELLED, WQ_DEAD = 6, 7, 8
 local topic, channel = ARGV[1], ARGV[2]
 local now = wq_now_ms()
 local index = wq_keyed(KEYS[11])
 local told = 0
-local released, cancelled, heard = 0, 0, 0
+local released, ended, heard = 0, 0, 0
+local to_cancel = {} -- references the caller cancels (a failed join's siblings)
 
 local function key_gone(envelope)
   local key = envelope and wq_key_of(envelope)
@@ -68,15 +80,28 @@ local function key_gone(envelope)
   end
 end
 
--- Every reference heard: the job is due `delay` from now.
-local function release(id, delay)
+-- The set of a join's references still waited on.
+local function left_of(rec)
+  return KEYS[12] .. ':' .. rec[1] .. ':left'
+end
+
+-- The record leaves (and a join's set with it).
+local function forget(id, rec)
   redis.call('HDEL', KEYS[12], id)
+  if type(rec[4]) ~= 'table' then
+    redis.call('DEL', left_of(rec))
+  end
+end
+
+-- Every reference heard: the job is due `delay` from now.
+local function release(id, rec)
+  forget(id, rec)
   local envelope = redis.call('HGET', KEYS[2], id)
   if not envelope then
     return WQ_RELEASED
   end
   released = released + 1
-  local due = now + delay
+  local due = now + rec[2]
   local room = due <= now and wq_fire_room(KEYS[8], {KEYS[3], KEYS[9]})
   if due <= now and not (room and room <= 0) then
     local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], topic, id, due, envelope, KEYS[9])
@@ -92,26 +117,87 @@ local function release(id, delay)
   return WQ_RELEASED
 end
 
--- A reference failed and the policy cancels: the job is cancelled, never run.
-local function cancel(id, why)
-  redis.call('HDEL', KEYS[12], id)
+-- The job leaves, never run: cancelled, or (`letter`: its reason and error) dead-lettered
+-- with a record 'D' in each group of the stream (or 'default' when it has none yet).
+local function unwait(id, why, letter)
   local envelope = redis.call('HGET', KEYS[2], id)
   if not envelope then
-    return WQ_CANCELLED
+    return nil
   end
-  cancelled = cancelled + 1
+  ended = ended + 1
   wq_forget(KEYS[1], KEYS[2], {id})
   key_gone(envelope)
-  redis.call('ZADD', KEYS[13], wq_fmt(now), id)
-  wq_event('cancelled', id)
+  local fields = {id}
+  if letter then
+    local env = wq_envelope(envelope)
+    local added = env and wq_fire_entry(KEYS[19], topic, id, now, env, KEYS[19],
+      {'reason', 'failed', 'error', why, 'group', '', 'entry', ''})
+    local groups = {}
+    if redis.call('EXISTS', KEYS[3]) == 1 then
+      for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
+        groups[#groups + 1] = wq_fields(flat)['name']
+      end
+    end
+    if #groups == 0 then
+      groups[1] = 'default'
+    end
+    fields = {}
+    for _, group in ipairs(groups) do
+      local field = id .. WQ_US .. group
+      -- its entry '0-0': it never fired, and no group's last delivered entry is before it
+      redis.call('HSET', KEYS[6], field, wq_record('D', '0-0', now, 0, why, 'failed',
+        type(added) == 'string' and added or ''))
+      fields[#fields + 1] = field
+    end
+    wq_event('dead', id, nil, 1)
+  else
+    redis.call('ZADD', KEYS[13], wq_fmt(now), id)
+    wq_event('cancelled', id)
+  end
   if wq_waited(KEYS[16]) then
+    wq_wake(KEYS[16], KEYS[17], fields)
     redis.pcall('XADD', KEYS[17], 'MAXLEN', '~', WQ_DONE_MAXLEN, '*', id, '1')
     redis.pcall('PEXPIRE', KEYS[17], WQ_DONE_KEEP_MS)
   end
   if wq_followed(KEYS[14]) then
-    told = told + wq_tell(KEYS[14], KEYS[15], id, '', 'C', why)
+    told = told + wq_tell(KEYS[14], KEYS[15], id, '', letter and 'D' or 'C', why)
   end
-  return WQ_CANCELLED
+  return nil
+end
+
+-- Whether `rec` still waits on `ref`; it no longer does after this call.
+local function take(rec, ref)
+  if type(rec[4]) ~= 'table' then
+    return redis.call('SREM', left_of(rec), ref) == 1
+  end
+  for i, r in ipairs(rec[4]) do
+    if r == ref then
+      table.remove(rec[4], i)
+      return true
+    end
+  end
+  return false
+end
+
+-- What `rec` still waits on, as references.
+local function still(rec)
+  if type(rec[4]) == 'table' then
+    return rec[4]
+  end
+  return redis.call('SMEMBERS', left_of(rec))
+end
+
+local function waits_on(rec)
+  if type(rec[4]) == 'table' then
+    return #rec[4]
+  end
+  return redis.call('SCARD', left_of(rec))
+end
+
+local function ask_cancel(rec)
+  for _, r in ipairs(still(rec)) do
+    to_cancel[#to_cancel + 1] = r
+  end
 end
 
 -- Job `id` (its record `rec`) hears that `ref` ended with `outcome`; returns what became of
@@ -120,28 +206,52 @@ local function hear(id, rec, ref, outcome, err)
   if rec.over then
     return nil
   end
-  local left, found = {}, false
-  for _, r in ipairs(rec[4]) do
-    if r == ref and not found then
-      found = true
-    else
-      left[#left + 1] = r
+  local found = take(rec, ref)
+  if rec[3] == 'x' then -- dead-lettered: its references are being cancelled
+    if found then
+      heard = heard + 1
     end
+    if waits_on(rec) == 0 then
+      forget(id, rec)
+    else
+      if found and type(rec[4]) == 'table' then
+        redis.call('HSET', KEYS[12], id, cmsgpack.pack(rec))
+      end
+      ask_cancel(rec)
+    end
+    rec.over = true
+    return nil
   end
   if not found then
     return nil
   end
   heard = heard + 1
-  if outcome ~= 'S' and rec[3] == 'c' then
+  if outcome ~= 'S' and (rec[3] == 'c' or rec[3] == 'f') then
     rec.over = true
-    return cancel(id, 'a job it followed ended ' .. outcome .. (err ~= '' and (': ' .. err) or ''))
+    local why = 'a job it waited on (' .. string.gsub(ref, '\31', '/') .. ') ended ' .. outcome
+      .. (err ~= '' and (': ' .. err) or '')
+    if rec[3] == 'c' then
+      forget(id, rec)
+      unwait(id, why)
+      return WQ_CANCELLED
+    end
+    unwait(id, why, true)
+    if waits_on(rec) == 0 then
+      forget(id, rec)
+    else
+      rec[3] = 'x'
+      redis.call('HSET', KEYS[12], id, cmsgpack.pack({rec[1], rec[2], 'x', rec[4]}))
+      ask_cancel(rec)
+    end
+    return WQ_DEAD
   end
-  rec[4] = left
-  if #left == 0 then
+  if waits_on(rec) == 0 then
     rec.over = true
-    return release(id, rec[2])
+    return release(id, rec)
   end
-  redis.call('HSET', KEYS[12], id, cmsgpack.pack(rec))
+  if type(rec[4]) == 'table' then
+    redis.call('HSET', KEYS[12], id, cmsgpack.pack(rec))
+  end
   return nil
 end
 
@@ -150,6 +260,7 @@ local function done(out)
     wq_nudge(KEYS[5], KEYS[14])
   end
   index.apply(wq_keyed_live(KEYS[2], nil, KEYS[18]))
+  out[#out + 1] = to_cancel
   return out
 end
 
@@ -159,11 +270,11 @@ if ARGV[3] == 'w' then
     return {WQ_LATE, topic, ARGV[8], wq_fmt(now)}
   end
   if redis.call('HEXISTS', KEYS[2], id) == 1 then
-    return {WQ_OK, WQ_DUPLICATE}
+    return {WQ_OK, WQ_DUPLICATE, {}}
   end
   local far = wq_far_state(KEYS[18], nil)
   if far.entries > 0 and far:find(id) then
-    return {WQ_OK, WQ_DUPLICATE}
+    return {WQ_OK, WQ_DUPLICATE, {}}
   end
   redis.call('HSET', KEYS[2], id, envelope)
   redis.call('ZADD', KEYS[1], wq_fmt(WQ_WAIT_DUE), id)
@@ -172,6 +283,13 @@ if ARGV[3] == 'w' then
   end
   local rec = cmsgpack.unpack(raw)
   redis.call('HSET', KEYS[12], id, raw)
+  if type(rec[4]) ~= 'table' and #ARGV > 8 then
+    local refs = {}
+    for i = 9, #ARGV do
+      refs[#refs + 1] = ARGV[i]
+    end
+    wq_multi('SADD', left_of(rec), refs)
+  end
   local placed = 0
   local early = KEYS[12] .. ':' .. rec[1]
   local outcomes = redis.call('HGETALL', early)
@@ -185,8 +303,9 @@ if ARGV[3] == 'w' then
   end
   if #outcomes > 0 then
     redis.call('DEL', early)
-  elseif #rec[4] == 0 then
-    placed = release(id, rec[2]) -- waits on nothing (every reference unknown or ended)
+  end
+  if not rec.over and waits_on(rec) == 0 then
+    placed = release(id, rec) -- waits on nothing
     if type(placed) == 'table' then
       return placed
     end
@@ -209,4 +328,4 @@ for i = 4, #ARGV, 5 do
     redis.call('PEXPIRE', early, WQ_EARLY_MS)
   end
 end
-return done({WQ_OK, heard, released, cancelled})
+return done({WQ_OK, heard, released, ended})

@@ -89,8 +89,9 @@ local WQ_ENTRY_MORE = {} -- the optional fields of the entry being written (reus
 -- `due` is a number, or already a decimal string (a sorted-set score read back); so is the
 -- envelope's enqueued_ms (env[5]), written as 'enqueued' so a lookup still has it once the job
 -- fired. The call is redis.pcall: a wrong-typed stream fails the XADD, before anything is
--- written, and the error is returned for the caller to report.
-local function wq_fire_entry(ready, topic, member, due, env, callbacks)
+-- written, and the error is returned for the caller to report. `extra` (optional): field /
+-- value pairs written after the entry's own (a dead letter's annotations: resolve.lua).
+local function wq_fire_entry(ready, topic, member, due, env, callbacks, extra)
   -- attempt and max_attempts are small ints: tostring() writes them without exponent.
   local attempt, max_attempts = wq_counts(env[3], env[4])
   local id = member
@@ -128,6 +129,12 @@ local function wq_fire_entry(ready, topic, member, due, env, callbacks)
     if env[9] and env[9] ~= '' then
       stream = callbacks
     end
+  end
+  if extra then -- fields after the entry's own (a dead letter's: resolve.lua)
+    for i = 1, #extra do
+      WQ_ENTRY_MORE[n + i] = extra[i]
+    end
+    n = n + #extra
   end
   return redis.pcall('XADD', stream, '*', 'id', id, 'topic', topic, 'due', due,
     'attempt', attempt, 'max_attempts', max_attempts, 'payload', env[2], 'enqueued', enqueued,

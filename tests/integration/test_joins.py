@@ -1,0 +1,187 @@
+"""Joins (docs/architecture.md, "Jobs that follow jobs"): `enqueue_flow(parent, children)`
+writes children on any topics and a parent that awaits them all; the parent becomes due its
+delay after the last child succeeded, never before, and once. A failed child dead-letters
+the parent and cancels the children still pending (``on_child_failure="fail"``), or the
+parent runs once every child has ended (``"ignore"``). Through a child's retry, a join of
+more children than a record holds inline, children that end before the parent is written,
+sync and async handlers and clients. On both servers, one server and a cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.test_follow import FAST, SHARDS, Runs, client, node, state, working
+from tests.integration.test_worker import holds
+from tests.support.waiting import eventually
+from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobSpec, Scheduler
+from wheelq.core.follow import INLINE_REFS, MAX_CHILDREN
+from wheelq.core.history import JobState
+from wheelq.core.keys import ShardKeys, shard_of
+from wheelq.errors import DuplicateJobError, InvalidArgumentError
+
+pytestmark = pytest.mark.cluster_too
+
+__all__ = ["client", "node"]  # the fixtures, shared with test_follow.py
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async-handler", "sync-handler"])
+@pytest.mark.parametrize("count", [3, INLINE_REFS + 5])
+async def test_the_parent_starts_its_delay_after_its_last_child_and_once(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler, sync: bool, count: int
+) -> None:
+    other = topic + "-o"
+    runs = Runs()
+    children = [
+        JobSpec(topic if i % 2 else other, f"child-{i}", delay=0.05 * i) for i in range(count)
+    ]
+    joined = await client.enqueue_flow(JobSpec(topic, "parent", delay=0.1), children)
+    assert (await client.get(topic, joined.id)).state is JobState.AWAITING
+    assert [c.topic for c in joined.children] == [c.topic for c in children]
+    workers = [await working(redis_url, t, runs, sync) for t in (topic, other)]
+    try:
+        await eventually(holds(lambda: "parent" in runs.starts), timeout_s=15, what="parent")
+    finally:
+        for w in workers:
+            await w.stop()
+    last = max(runs.ends[f"child-{i}"] for i in range(count))
+    assert runs.starts["parent"][0] - last >= 0.1
+    assert all(len(v) == 1 for v in runs.starts.values())
+    assert await state(client, topic, joined.id) is JobState.SUCCEEDED
+
+
+async def test_a_childs_retry_is_not_its_end(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    tried: set[str] = set()
+
+    def fail(job: Job) -> bool:
+        first = job.payload == "flaky" and job.id not in tried
+        tried.add(job.id)
+        return first
+
+    runs = Runs(fail)
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "parent"), [JobSpec(topic, "flaky"), JobSpec(topic, "steady")]
+    )
+    worker = await working(redis_url, topic, runs)
+    try:
+        await eventually(holds(lambda: "parent" in runs.starts), timeout_s=15, what="parent")
+    finally:
+        await worker.stop()
+    assert len(runs.starts["flaky"]) == 2
+    assert runs.starts["parent"][0] >= runs.ends["flaky"]
+    assert await state(client, topic, joined.id) is JobState.SUCCEEDED
+
+
+@pytest.mark.parametrize("count", [3, INLINE_REFS + 5])
+async def test_a_failed_child_dead_letters_the_parent_and_cancels_the_rest(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler, count: int
+) -> None:
+    runs = Runs(lambda job: job.payload == "bad")
+    children = [JobSpec(topic, "bad", max_attempts=1)] + [
+        JobSpec(topic, f"later-{i}", delay=3600) for i in range(count - 1)
+    ]
+    joined = await client.enqueue_flow(JobSpec(topic, "parent"), children)
+    worker = await working(redis_url, topic, runs)
+    try:
+
+        async def settled() -> bool:
+            states = {await state(client, topic, c.job_id) for c in joined.children[1:]}
+            return states == {JobState.CANCELLED}
+
+        await eventually(settled, timeout_s=15, what="the other children cancelled")
+    finally:
+        await worker.stop()
+    info = await client.get(topic, joined.id)
+    assert info.state is JobState.DEAD
+    assert "bad fails" in (info.groups[0].error or "")
+    assert "parent" not in runs.starts
+    letters = await AsyncAdmin.of(client).dead_letters(topic)
+    assert [(d.job_id, d.payload, d.reason) for d in letters] == [
+        (joined.children[0].job_id, "bad", "failed"),
+        (joined.id, "parent", "failed"),
+    ]
+    home = ShardKeys(topic, shard_of(joined.id, SHARDS))
+
+    async def forgotten() -> bool:  # each cancelled child's end heard: no record left
+        return not await client.redis.exists(home.waiting)
+
+    await eventually(forgotten, timeout_s=10, what="the parent's record gone")
+
+
+async def test_ignore_runs_the_parent_once_every_child_has_ended(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    runs = Runs(lambda job: job.payload == "bad")
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "parent"),
+        [JobSpec(topic, "bad", max_attempts=1), JobSpec(topic, "good", delay=0.3)],
+        on_child_failure="ignore",
+    )
+    worker = await working(redis_url, topic, runs)
+    try:
+        await eventually(holds(lambda: "parent" in runs.starts), timeout_s=15, what="parent")
+    finally:
+        await worker.stop()
+    assert runs.starts["parent"][0] >= runs.ends["good"]
+    assert await state(client, topic, joined.id) is JobState.SUCCEEDED
+
+
+async def test_children_that_end_before_the_parent_is_written_are_heard(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    # A parent written after its children ran (the producer slow between its writes) hears
+    # their ends from the notes kept for it: the follow script writes the notice at once.
+    runs = Runs()
+    worker = await working(redis_url, topic, runs)
+    try:
+        joined = await client.enqueue_flow(
+            JobSpec(topic, "parent"), [JobSpec(topic, f"c{i}") for i in range(20)]
+        )
+        await eventually(holds(lambda: "parent" in runs.starts), timeout_s=15, what="parent")
+    finally:
+        await worker.stop()
+    assert await state(client, topic, joined.id) is JobState.SUCCEEDED
+
+
+def test_the_sync_client_writes_a_flow(redis_url: str, topic: str) -> None:
+    with Client.from_url(redis_url) as sync:
+        joined = sync.enqueue_flow(
+            JobSpec(topic, "parent", job_id="p1"), [JobSpec(topic, "c", delay=3600)]
+        )
+        assert joined.id == "p1"
+        assert sync.get(topic, "p1").state is JobState.AWAITING
+        with pytest.raises(DuplicateJobError):
+            sync.enqueue_flow(JobSpec(topic, "again", job_id="p1"), [JobSpec(topic, "c")])
+
+
+BAD_FLOWS: list[tuple[Any, Any, dict[str, Any], str]] = [
+    ("not a spec", [JobSpec("t", 1)], {}, "parent"),
+    (JobSpec("t", 1), [], {}, "children"),
+    (JobSpec("t", 1), ["x"], {}, "children"),
+    (JobSpec("t", 1), [JobSpec("t", 1)] * (MAX_CHILDREN + 1), {}, "children"),
+    (JobSpec("bad topic!", 1), [JobSpec("t", 1)], {}, "parent"),
+    (JobSpec("t", 1), [JobSpec("t", 1, group="")], {}, "children[0]"),
+    (JobSpec("t", 1, at=10), [JobSpec("t", 1)], {}, "at"),
+    (JobSpec("t", 1, job_id="p", replace=True), [JobSpec("t", 1)], {}, "replace"),
+    (JobSpec("t", 1), [JobSpec("t", 1)], {"on_child_failure": "cancel"}, "on_child_failure"),
+    (JobSpec("t", 1), [JobSpec("t", 1, max_attempts=0)], {}, "max_attempts"),
+]
+
+
+@pytest.mark.parametrize(("parent", "children", "options", "parameter"), BAD_FLOWS)
+async def test_a_bad_flow_names_its_parameter_and_writes_nothing(
+    topic: str, client: AsyncClient, parent: Any, children: Any, options: Any, parameter: str
+) -> None:
+    for spec in [parent, *children]:
+        if isinstance(spec, JobSpec) and spec.topic == "t":
+            spec.topic = topic
+    with pytest.raises(InvalidArgumentError) as caught:
+        await client.enqueue_flow(parent, children, **options)
+    assert caught.value.parameter == parameter
+    assert not await client.redis.keys(f"{{{topic}:*")
+
+
+assert FAST  # the workers' fast retries (test_follow.py)
