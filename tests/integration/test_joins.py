@@ -15,11 +15,11 @@ import pytest
 from tests.integration.test_follow import FAST, SHARDS, Runs, client, node, state, working
 from tests.integration.test_worker import holds
 from tests.support.waiting import eventually
-from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobSpec, Scheduler
+from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobSpec, Scheduler, Worker
 from wheelq.core.follow import INLINE_REFS, MAX_CHILDREN
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, shard_of
-from wheelq.errors import DuplicateJobError, InvalidArgumentError
+from wheelq.errors import DuplicateJobError, InvalidArgumentError, UnknownJobError
 
 pytestmark = pytest.mark.cluster_too
 
@@ -49,6 +49,36 @@ async def test_the_parent_starts_its_delay_after_its_last_child_and_once(
     assert runs.starts["parent"][0] - last >= 0.1
     assert all(len(v) == 1 for v in runs.starts.values())
     assert await state(client, topic, joined.id) is JobState.SUCCEEDED
+
+
+async def test_the_parents_handler_reads_its_childrens_results(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    seen: list[Any] = []
+
+    async def handler(job: Job) -> Any:
+        if job.payload != "parent":
+            return job.payload * 2
+        children = await client.children(job.topic, job.id)
+        seen.extend(c.groups[0].result for c in children)
+        return None
+
+    worker = Worker.from_url(redis_url, topic, handler)
+    await worker.start()
+    try:
+        joined = await client.enqueue_flow(
+            JobSpec(topic, "parent"), [JobSpec(topic, n, delay=0.01 * (12 - n)) for n in range(12)]
+        )
+        await eventually(holds(lambda: bool(seen)), timeout_s=15, what="the parent's run")
+    finally:
+        await worker.stop()
+    assert seen == [n * 2 for n in range(12)]  # in the order given, whatever order they ran
+    with Client.from_url(redis_url) as sync:
+        assert [c.id for c in sync.children(topic, joined.id)] == [
+            c.job_id for c in joined.children
+        ]
+        with pytest.raises(UnknownJobError):
+            sync.children(topic, joined.children[0].job_id)  # a child is no parent
 
 
 async def test_a_childs_retry_is_not_its_end(

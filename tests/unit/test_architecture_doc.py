@@ -84,6 +84,7 @@ def test_the_key_layout_table_lists_exactly_the_keys_keys_py_makes() -> None:
     made.add(keys.key_list_key(shard, "<key>").replace("{T:0}", "{T:s}"))
     made.add(keys.early_key(shard, "<token>").replace("{T:0}", "{T:s}"))
     made.add(keys.joined_key(shard, "<token>").replace("{T:0}", "{T:s}"))
+    made.add(keys.children_key(shard, "<id>").replace("{T:0}", "{T:s}"))
     made.add(keys.far_live_key(shard).replace("{T:0}", "{T:s}"))
     made.add(keys.far_index_key(shard, "<n>").replace("{T:0}", "{T:s}"))
     made.add(keys.result_key(shard, "<id>\\x1f<group>").replace("{T:0}", "{T:s}"))

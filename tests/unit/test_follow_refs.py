@@ -24,6 +24,7 @@ def test_the_scripts_use_the_same_constants() -> None:
         "WQ_NUDGE": repr(f.NUDGE.decode()),
         "WQ_WAIT_DUE": str(f.WAIT_DUE_MS),
         "WQ_EARLY_MS": str(f.EARLY_MS),
+        "WQ_CHILDREN_KEEP_MS": str(f.CHILDREN_KEEP_MS),
     }
     assert f.WRITE_WINDOW_MS * 2 <= f.EARLY_MS  # an early outcome outlives any write's window
 

@@ -28,6 +28,9 @@ WAIT_DUE_MS = 253_402_300_799_999
 EARLY_MS = 600_000
 """How long an outcome heard before its waiting job was written is kept for it
 (``resolve.lua``'s ``WQ_EARLY_MS``)."""
+CHILDREN_KEEP_MS = 3 * 86_400_000
+"""How long a join's children list is kept once its parent no longer waits (``resolve.lua``'s
+``WQ_CHILDREN_KEEP_MS``): what `Client.children` reads."""
 WRITE_WINDOW_MS = 60_000
 """A waiting job's write is refused this long after its edges were written (a producer that
 froze between the two writes): well inside `EARLY_MS`, so no early outcome is lost."""

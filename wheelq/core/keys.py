@@ -303,6 +303,12 @@ def early_key(keys: ShardKeys, token: str) -> str:
     return f"{keys.waiting}:{token}"
 
 
+def children_key(keys: ShardKeys, job_id: str) -> str:
+    """A join's children, in order, on its parent's shard (``resolve.lua`` makes it from
+    `ShardKeys.waiting`; `wheelq.core.follow`)."""
+    return f"{keys.tag}:children:{job_id}"
+
+
 def joined_key(keys: ShardKeys, token: str) -> str:
     """A join's references still waited on (``resolve.lua`` makes it from
     `ShardKeys.waiting`; `wheelq.core.follow`)."""

@@ -17,7 +17,6 @@ from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import LimitsChange, TopicLimits, order_keys
 from wheelq.core.follow import (
-    INLINE_REFS,
     MAX_CHILDREN,
     WRITE_WINDOW_MS,
     JobRef,
@@ -26,6 +25,7 @@ from wheelq.core.follow import (
     OnFailure,
     job_ref,
     on_failure,
+    parse_wire_ref,
     waiting_record,
     wire_ref,
 )
@@ -585,9 +585,8 @@ class Producer:
         for i in range(0, len(edges), PIPELINE_CALLS * 8):
             yield edges[i : i + PIPELINE_CALLS * 8]
         record = waiting_record(token, head.due.value_ms, policy, refs)
-        apart = refs if len(refs) > INLINE_REFS else ()
         ((placed_parent, _),) = yield [
-            follow.write_waiting(home, head.id, head.envelope, head.key, record, deadline, apart)
+            follow.write_waiting(home, head.id, head.envelope, head.key, record, deadline, refs)
         ]
         if placed_parent is follow.Waiting.DUPLICATE:
             raise DuplicateJobError(parent.topic, [head.id])
@@ -725,6 +724,22 @@ class Producer:
             return info
         (paused,) = yield [pauses.read_pause_state(topic, waiting)]  # a bounded HMGET
         return with_pauses(info, paused)
+
+    def children(self, topic: str, job_id: str) -> Op[list[JobInfo]]:
+        """Each child of the join whose parent is `job_id`, in the order given, as `get()`
+        shows it (docs/architecture.md, "Jobs that follow jobs")."""
+        keys = yield from self._job_keys(topic, job_id)
+        if keys is None:
+            raise UnknownJobError(topic, job_id)
+        (refs,) = yield [Call(command=("LRANGE", k.children_key(keys, job_id), 0, -1))]
+        found = [ref for raw in refs if (ref := parse_wire_ref(raw.decode()))]
+        if not found:
+            raise UnknownJobError(topic, job_id)
+        raws = yield [history.lookup(child, child_id) for child, child_id in found]
+        return [
+            job_info(child.topic, child_id, raw)
+            for (child, child_id), raw in zip(found, raws, strict=True)
+        ]
 
     def stats(self, topic: str) -> Op[TopicStats | None]:
         shards = yield from self.shard_count(topic, create=False)

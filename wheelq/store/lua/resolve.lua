@@ -44,8 +44,9 @@ ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  'w': write a waiting job; ARGV[4] its id, ARGV[5] its envelope, ARGV[6] its key ('':
          none), ARGV[7] its record, ARGV[8] the Redis ms after which the write is refused
-         (LATE: its producer froze past the time an early outcome is kept), ARGV[9..] the
-         references of a join (its record holds their count)
+         (LATE: its producer froze past the time an early outcome is kept), ARGV[9..] a
+         join's references (its children, kept in order in the list {T:s}:children:<id>, and
+         the set of those still waited on when its record holds their count)
          'n': notices heard, five per notice from ARGV[4]: the waiting job's id, its token, the
          reference, the outcome ('S' succeeded, 'D' dead, 'C' cancelled, 'X' expired) and
          the error
@@ -85,12 +86,18 @@ local function left_of(rec)
   return KEYS[12] .. ':' .. rec[1] .. ':left'
 end
 
--- The record leaves (and a join's set with it).
+-- A join's children, in order: kept while it waits, and WQ_CHILDREN_KEEP_MS after.
+local function children_of(id)
+  return string.sub(KEYS[12], 1, -8) .. 'children:' .. id
+end
+
+-- The record leaves (and a join's set with it; its children list expires).
 local function forget(id, rec)
   redis.call('HDEL', KEYS[12], id)
   if type(rec[4]) ~= 'table' then
     redis.call('DEL', left_of(rec))
   end
+  redis.call('PEXPIRE', children_of(id), WQ_CHILDREN_KEEP_MS)
 end
 
 -- Every reference heard: the job is due `delay` from now.
@@ -283,12 +290,15 @@ if ARGV[3] == 'w' then
   end
   local rec = cmsgpack.unpack(raw)
   redis.call('HSET', KEYS[12], id, raw)
-  if type(rec[4]) ~= 'table' and #ARGV > 8 then
+  if #ARGV > 8 then
     local refs = {}
     for i = 9, #ARGV do
       refs[#refs + 1] = ARGV[i]
     end
-    wq_multi('SADD', left_of(rec), refs)
+    wq_multi('RPUSH', children_of(id), refs)
+    if type(rec[4]) ~= 'table' then
+      wq_multi('SADD', left_of(rec), refs)
+    end
   end
   local placed = 0
   local early = KEYS[12] .. ':' .. rec[1]

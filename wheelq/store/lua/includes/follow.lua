@@ -16,6 +16,8 @@ Includes: none
 local WQ_NUDGE = '!' -- the inbox / wake note that says: notices wait (wheelq.core.follow)
 local WQ_WAIT_DUE = 253402300799999 -- a waiting job's due ms (wheelq.core.follow.WAIT_DUE_MS)
 local WQ_EARLY_MS = 600000 -- an early outcome is kept this long (wheelq.core.follow.EARLY_MS)
+local WQ_CHILDREN_KEEP_MS = 259200000 -- a join's children list, after it waits (3 days:
+                                      -- wheelq.core.follow.CHILDREN_KEEP_MS)
 
 local function wq_followed(followers)
   return redis.call('EXISTS', followers) == 1
