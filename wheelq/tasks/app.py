@@ -10,13 +10,13 @@ import re
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
 from wheelq.admin.schedules import SyncReport
-from wheelq.core.due import delay_ms, duration_ms
+from wheelq.core.due import Delay, delay_ms, duration_ms
 from wheelq.core.keys import validate_group, validate_topic
 from wheelq.core.options import RunOptions, takes
 from wheelq.core.retry import RetryPolicy
@@ -26,8 +26,10 @@ from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
 from wheelq.scheduler.scheduler import Scheduler
 from wheelq.tasks import eager, periodic
+from wheelq.tasks.handle import EagerMode, TaskHandle
 from wheelq.tasks.periodic import DEFAULT_CATCH_UP, Periodic
-from wheelq.tasks.task import EagerMode, Task, TaskConfig
+from wheelq.tasks.signature import Signature, eager_flow, flow_specs
+from wheelq.tasks.task import Task, TaskConfig
 from wheelq.worker.handler_runner import Handler
 from wheelq.worker.worker import Routable, Route, Worker
 
@@ -250,6 +252,42 @@ class App:
     def eager_mode(self) -> EagerMode | None:
         """How its tasks enqueue in eager mode when the app is in it here, else None."""
         return eager.MODE if eager.active(self) else None
+
+    # --- flows (wheelq.tasks.signature) ----------------------------------------------------
+
+    def flow(
+        self,
+        parent: Signature[R],
+        children: Sequence[Signature[Any]],
+        *,
+        delay: Delay = 0,
+        on_child_failure: str = "fail",
+    ) -> TaskHandle[R]:
+        """A join of task calls (`Client.enqueue_flow`): `children` (``f.s(...)``, on any of
+        the app's tasks) run as jobs do; `parent` runs `delay` after the last one succeeded,
+        and reads their results with `children` (docs/guides/workflows.md). In eager mode
+        the children run inline, then the parent (or, under ``"fail"`` after a failed
+        child, it ends dead unrun). Returns the parent's handle."""
+        head, specs, policy = flow_specs(parent, list(children), on_child_failure, delay)
+        if (eager := self.eager_mode) is not None:
+            return eager_flow(eager, parent, list(children), policy)
+        joined = self.client.enqueue_flow(head, specs, on_child_failure=policy.value)
+        return TaskHandle(parent.task, joined.id)
+
+    async def aflow(
+        self,
+        parent: Signature[R],
+        children: Sequence[Signature[Any]],
+        *,
+        delay: Delay = 0,
+        on_child_failure: str = "fail",
+    ) -> TaskHandle[R]:
+        """`flow`, awaited."""
+        head, specs, policy = flow_specs(parent, list(children), on_child_failure, delay)
+        if (eager := self.eager_mode) is not None:
+            return eager_flow(eager, parent, list(children), policy)
+        joined = await self.aclient.enqueue_flow(head, specs, on_child_failure=policy.value)
+        return TaskHandle(parent.task, joined.id)
 
     # --- periodic tasks (wheelq.tasks.periodic) ------------------------------------------
 

@@ -55,7 +55,7 @@ from wheelq.outbox.on_commit import aon_commit, on_commit
 from wheelq.producer.durability import check_ack
 from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_item
 from wheelq.runtime.clock import WallClock
-from wheelq.tasks.task import DEFAULT_RESULT_TIMEOUT_S, EagerMode, Enqueued, TaskHandle
+from wheelq.tasks.handle import DEFAULT_RESULT_TIMEOUT_S, EagerMode, Enqueued, TaskHandle
 
 R = TypeVar("R")
 
@@ -115,11 +115,22 @@ async def asend(call: Enqueued) -> TaskHandle[Any]:
     return EagerHandle(job)
 
 
+def skip(call: Enqueued, state: JobState, error: str) -> TaskHandle[Any]:
+    """A job of a chain or a flow that never runs in eager mode (its predecessor failed):
+    validated and encoded as `send` does, then ended in `state` (cancelled, dead) unrun."""
+    job = _Job(call)
+    job.state, job.error = state, error
+    job.done.set()
+    return EagerHandle(job)
+
+
 class _Mode:
-    """`send` and `asend` as the `EagerMode` a task asks its app for (`App.eager_mode`)."""
+    """`send`, `asend` and `skip` as the `EagerMode` a task asks its app for
+    (`App.eager_mode`)."""
 
     send = staticmethod(send)
     asend = staticmethod(asend)
+    skip = staticmethod(skip)
 
 
 MODE: EagerMode = _Mode()
@@ -272,6 +283,10 @@ class _Job:
         if self.state is JobState.EXPIRED:
             raise JobFailedError(
                 self.task.topic, self.id, self.group, JobState.EXPIRED.value, "expired", None
+            )
+        if self.state is JobState.CANCELLED:
+            raise JobFailedError(
+                self.task.topic, self.id, self.group, JobState.CANCELLED.value, None, self.error
             )
         raise JobFailedError(
             self.task.topic, self.id, self.group, JobState.DEAD.value, "failed", self.error

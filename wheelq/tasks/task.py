@@ -7,15 +7,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, ParamSpec, Protocol, TypeVar, Unpack
-
-import msgspec
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
 
 from wheelq.admin import payload_checks
-from wheelq.admin.admin import Admin
-from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.due import At, Delay
-from wheelq.core.history import JobInfo
 from wheelq.core.job import Job
 from wheelq.core.options import (
     TaskCallOptions,
@@ -25,18 +20,18 @@ from wheelq.core.options import (
 )
 from wheelq.core.retry import Fail, RetryPolicy
 from wheelq.core.settings import ClientSettings
-from wheelq.errors import InvalidArgumentError, MalformedJobError, UnknownGroupError
+from wheelq.errors import InvalidArgumentError
 from wheelq.outbox.enqueue import aenqueue as outbox_aenqueue
 from wheelq.outbox.enqueue import enqueue as outbox_enqueue
 from wheelq.producer.async_client import AsyncClient
 from wheelq.producer.client import Client
-from wheelq.tasks.codec import TaskCodec, spelled
+from wheelq.tasks.codec import TaskCodec
+from wheelq.tasks.handle import EagerMode, Enqueued, TaskHandle
+from wheelq.tasks.signature import Signature
 from wheelq.worker.worker import Route
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-DEFAULT_RESULT_TIMEOUT_S = 30.0
 
 
 class Clients(Protocol):
@@ -53,25 +48,6 @@ class Clients(Protocol):
     def eager_mode(self) -> EagerMode | None: ...
 
     client_settings: ClientSettings
-
-
-class Enqueued(NamedTuple):
-    """One call of an enqueue form, its arguments encoded: what eager mode runs."""
-
-    task: Task[Any, Any]
-    payload: Any
-    options: dict[str, Any]
-    delay: Delay | None
-    at: At | None
-    outbox: Any
-
-
-class EagerMode(Protocol):
-    """How a task enqueues in eager mode (`wheelq.tasks.eager`, `App.eager`): validated
-    and encoded as for Redis, then run inline; the handle says what became of it."""
-
-    def send(self, call: Enqueued) -> TaskHandle[Any]: ...
-    async def asend(self, call: Enqueued) -> TaskHandle[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +115,17 @@ class TaskCall(Generic[P, R]):
             "max_attempts": own if max_attempts is None else max_attempts
         }
         """`Client.enqueue`'s (or `outbox.enqueue`'s) keywords of every call: made once."""
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+        """This call with its arguments checked and encoded, not enqueued: a link of a
+        chain (``f.s(1).then(g.s(2), delay=5).enqueue()``) or a part of a flow
+        (`App.flow`; docs/guides/workflows.md)."""
+        if self._outbox is not None:
+            raise InvalidArgumentError(
+                "outbox", "a chain or a flow is written to Redis: enqueue it without outbox="
+            )
+        payload, options = self._job(args, kwargs)
+        return Signature(self._task, payload, options)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Enqueue a run due now."""
@@ -278,77 +265,3 @@ class Task(TaskCall[P, R]):
 
         run.__name__ = run.__qualname__ = self.name
         return run
-
-
-class TaskHandle(Generic[R]):
-    """A task's enqueued job: its `id`, and the calls about it (blocking, or awaited in
-    the ``a`` forms)."""
-
-    def __init__(self, task: Task[Any, R], job_id: str) -> None:
-        self.task = task
-        self.id = job_id
-        self.topic = task.topic
-
-    def __repr__(self) -> str:
-        return f"<TaskHandle {self.task.name} {self.id}>"
-
-    def result(self, timeout: float = DEFAULT_RESULT_TIMEOUT_S) -> R:
-        """The function's return value, as its annotation's type, once the job succeeded:
-        waits up to `timeout` seconds (`ResultTimeoutError`); `JobFailedError` once it is
-        dead-lettered or cancelled (see `Client.result`); `MalformedJobError`, naming the
-        task and the job, for a kept result that does not fit the return annotation."""
-        app = self.task.app
-        try:
-            value = app.client.result(self.topic, self.id, group=app.group, timeout=timeout)
-        except UnknownGroupError:  # no worker of the app has started yet: wait for one
-            Admin.of(app.client).create_group(self.topic, app.group)
-            value = app.client.result(self.topic, self.id, group=app.group, timeout=timeout)
-        return self._typed(value)
-
-    async def aresult(self, timeout: float = DEFAULT_RESULT_TIMEOUT_S) -> R:
-        """`result`, awaited."""
-        app = self.task.app
-        client = app.aclient
-        try:
-            value = await client.result(self.topic, self.id, group=app.group, timeout=timeout)
-        except UnknownGroupError:
-            await AsyncAdmin.of(client).create_group(self.topic, app.group)
-            value = await client.result(self.topic, self.id, group=app.group, timeout=timeout)
-        return self._typed(value)
-
-    def cancel(self) -> bool:
-        """Cancel the job if it is still pending; False when it is not (see `Client.cancel`)."""
-        return self.task.app.client.cancel(self.topic, self.id)
-
-    async def acancel(self) -> bool:
-        """`cancel`, awaited."""
-        return await self.task.app.aclient.cancel(self.topic, self.id)
-
-    def reschedule(self, *, delay: Delay | None = None, at: At | None = None) -> bool:
-        """Move the pending job to a new due time; False when it is not pending."""
-        return self.task.app.client.reschedule(self.topic, self.id, delay=delay, at=at)
-
-    async def areschedule(self, *, delay: Delay | None = None, at: At | None = None) -> bool:
-        """`reschedule`, awaited."""
-        return await self.task.app.aclient.reschedule(self.topic, self.id, delay=delay, at=at)
-
-    def info(self) -> JobInfo:
-        """Where the job is in its life (`Client.get`)."""
-        return self.task.app.client.get(self.topic, self.id)
-
-    async def ainfo(self) -> JobInfo:
-        """`info`, awaited."""
-        return await self.task.app.aclient.get(self.topic, self.id)
-
-    def _typed(self, value: Any) -> R:
-        task = self.task
-        try:
-            typed: R = task.codec.decode_result(value)
-        except msgspec.ValidationError as exc:  # kept by a worker of another code version
-            raise MalformedJobError(
-                self.topic,
-                self.id,
-                f"its result does not fit task {task.name}'s return annotation "
-                f"{spelled(task.codec.returns)}: {exc}",
-            ) from None
-        return typed
