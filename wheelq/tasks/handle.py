@@ -3,7 +3,8 @@ place (`Enqueued`, `EagerMode`; docs/guides/tasks.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -11,21 +12,55 @@ from wheelq.admin.admin import Admin
 from wheelq.admin.async_admin import AsyncAdmin
 from wheelq.core.due import At, Delay
 from wheelq.core.history import JobInfo, JobState
+from wheelq.core.job import Job
+from wheelq.core.settings import ClientSettings
 from wheelq.errors import MalformedJobError, UnknownGroupError
-from wheelq.tasks.codec import spelled
-
-if TYPE_CHECKING:
-    from wheelq.tasks.task import Task
+from wheelq.producer.async_client import AsyncClient
+from wheelq.producer.client import Client
+from wheelq.tasks.codec import TaskCodec, spelled
 
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 DEFAULT_RESULT_TIMEOUT_S = 30.0
+
+
+class Clients(Protocol):
+    """What a task asks of its app (`wheelq.App`): the clients it enqueues and waits with,
+    and the consumer group whose results it waits for."""
+
+    @property
+    def client(self) -> Client: ...
+    @property
+    def aclient(self) -> AsyncClient: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def eager_mode(self) -> EagerMode | None: ...
+
+    client_settings: ClientSettings
+
+
+class TaskLike(Protocol[R_co]):
+    """What a handle, a signature and eager mode ask of a task (`wheelq.tasks.task.Task`)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def app(self) -> Clients: ...
+    @property
+    def codec(self) -> TaskCodec: ...
+    @property
+    def is_async(self) -> bool: ...
+    def handler(self) -> Callable[[Job], Any]: ...
 
 
 class Enqueued(NamedTuple):
     """One call of an enqueue form, its arguments encoded: what eager mode runs."""
 
-    task: Task[Any, Any]
+    task: TaskLike[Any]
     payload: Any
     options: dict[str, Any]
     delay: Delay | None
@@ -46,7 +81,7 @@ class TaskHandle(Generic[R]):
     """A task's enqueued job: its `id`, and the calls about it (blocking, or awaited in
     the ``a`` forms)."""
 
-    def __init__(self, task: Task[Any, R], job_id: str) -> None:
+    def __init__(self, task: TaskLike[R], job_id: str) -> None:
         self.task = task
         self.id = job_id
         self.topic = task.topic

@@ -7,17 +7,14 @@ in order, and a link whose predecessor failed runs only under ``on_parent_failur
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from wheelq.core.due import Delay
 from wheelq.core.follow import JobRef, OnChildFailure, OnFailure, on_failure, policy_of
 from wheelq.core.history import JobState
 from wheelq.core.options import JobSpec
 from wheelq.errors import InvalidArgumentError, JobFailedError
-from wheelq.tasks.handle import EagerMode, Enqueued, TaskHandle
-
-if TYPE_CHECKING:
-    from wheelq.tasks.task import Task
+from wheelq.tasks.handle import EagerMode, Enqueued, TaskHandle, TaskLike
 
 R = TypeVar("R")
 S = TypeVar("S")
@@ -27,7 +24,7 @@ class Signature(Generic[R]):
     """A task's call, its arguments checked and encoded (`TaskCall.s`): enqueue it, chain it
     (`then`), or make it a flow's parent or child (`App.flow`)."""
 
-    def __init__(self, task: Task[Any, R], payload: Any, options: dict[str, Any]) -> None:
+    def __init__(self, task: TaskLike[R], payload: Any, options: dict[str, Any]) -> None:
         self.task = task
         self.payload = payload
         self.options = options

@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
+from typing import Any, Generic, ParamSpec, TypeVar, Unpack
 
 from wheelq.admin import payload_checks
 from wheelq.core.due import At, Delay
@@ -19,35 +19,16 @@ from wheelq.core.options import (
     validate_priority,
 )
 from wheelq.core.retry import Fail, RetryPolicy
-from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError
 from wheelq.outbox.enqueue import aenqueue as outbox_aenqueue
 from wheelq.outbox.enqueue import enqueue as outbox_enqueue
-from wheelq.producer.async_client import AsyncClient
-from wheelq.producer.client import Client
 from wheelq.tasks.codec import TaskCodec
-from wheelq.tasks.handle import EagerMode, Enqueued, TaskHandle
+from wheelq.tasks.handle import Clients, Enqueued, TaskHandle
 from wheelq.tasks.signature import Signature
 from wheelq.worker.worker import Route
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class Clients(Protocol):
-    """What a task asks of its app (`wheelq.App`): the clients it enqueues and waits with,
-    and the consumer group whose results it waits for."""
-
-    @property
-    def client(self) -> Client: ...
-    @property
-    def aclient(self) -> AsyncClient: ...
-    @property
-    def group(self) -> str: ...
-    @property
-    def eager_mode(self) -> EagerMode | None: ...
-
-    client_settings: ClientSettings
 
 
 @dataclass(frozen=True, slots=True)
