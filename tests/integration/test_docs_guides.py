@@ -351,6 +351,24 @@ def test_the_priority_guide_runs_as_written(
             assert client.get("reports", str(ns["urgent"])).options["priority"] == 9
 
 
+def test_the_workflows_guide_runs_as_written(
+    server_binary: ServerBinary, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The guide's continuation and join are written awaiting, as its comments say."""
+    sections = ["Run a job after another", "Join: a parent after its children"]
+    with dedicated_server(server_binary) as server:
+        url = f"{server.url}/0"
+        found = _gather("docs/guides/workflows.md", sections, url)
+        ns = run_code(found.code, url)
+        assert capsys.readouterr().out.splitlines() == ["awaiting", "awaiting 3"]
+        client = ns["client"]
+        assert isinstance(client, wheelq.Client)
+        with client:
+            kids = client.children("albums", ns["thumbs"].id)
+            assert [c.topic for c in kids] == ["thumbnails"] * 3
+            assert client.get("invoices", ns["invoice"]).state.value == "pending"
+
+
 def test_flow_control_guide_runs_as_written(
     server_binary: ServerBinary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -51,6 +51,12 @@ CHECKED = PYTHON + SHELL
 # whose every section runs has the section "*". The docs checker makes sure each named
 # test exists and names its page and section.
 RUN: dict[tuple[str, str], str] = {
+    ("docs/guides/workflows.md", "Run a job after another"): (
+        "tests/integration/test_docs_guides.py::test_the_workflows_guide_runs_as_written"
+    ),
+    ("docs/guides/workflows.md", "Join: a parent after its children"): (
+        "tests/integration/test_docs_guides.py::test_the_workflows_guide_runs_as_written"
+    ),
     ("docs/guides/priority.md", "Give a job a priority"): (
         "tests/integration/test_docs_guides.py::test_the_priority_guide_runs_as_written"
     ),
