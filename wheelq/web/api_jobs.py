@@ -193,6 +193,16 @@ async def enqueue(topic: TopicPath, job: JobIn, request: Request) -> Response:
 async def enqueue_one(svc: WebService, topic: str, job: JobIn) -> tuple[dict[str, Any], str]:
     """Enqueue `job` (with whatever else comes this loop turn): the answer and Location."""
     item = checked_item(svc, topic, job)
+    try:
+        follows = job.follows(topic)
+    except InvalidArgumentError as exc:
+        raise invalid(exc) from None
+    if follows:  # a job that follows another: two writes of its own, no batching
+        options = {n: v for n, v in item._asdict().items() if n != "payload"}
+        job_id = await svc.client.enqueue(topic, item.payload, **follows, **options)
+        delivering(svc, topic, [item])
+        awaiting: dict[str, Any] = {"id": job_id, "topic": topic, "due_ms": None}
+        return awaiting, f"/v1/topics/{topic}/jobs/{quote(job_id, safe='')}"
     job_id = await svc.coalescer.enqueue(topic, item)
     delivering(svc, topic, [item])
     body = {"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)}
@@ -268,6 +278,15 @@ async def batch_results(svc: WebService, topic: str, batch: BatchIn) -> list[dic
             field="jobs",
         )
     jobs = batch.jobs
+    for i, job in enumerate(jobs):
+        if job.after is not None or job.on_parent_failure is not None:
+            raise ProblemError(
+                422,
+                "invalid-argument",
+                "Invalid argument",
+                "a job with after is enqueued alone (POST .../jobs), or as a flow (POST /v1/flows)",
+                field=f"jobs[{i}].after",
+            )
     items = [checked_item(svc, topic, job, f"jobs[{i}].") for i, job in enumerate(jobs)]
     duplicates: set[str] = set()
     full: set[str] = set()

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wheelq.web import (
     api_events,
+    api_flows,
     api_jobs,
     api_processes,
     api_pull,
@@ -99,7 +100,15 @@ def create_app(service: WebService) -> FastAPI:
         return Response(offline_redoc(), media_type="text/javascript")
 
     problems.install(app, page=ui.error_page)
-    routers = (api_jobs, api_topics, api_schedules, api_pull, api_events, api_processes)
+    routers = (
+        api_jobs,
+        api_flows,
+        api_topics,
+        api_schedules,
+        api_pull,
+        api_events,
+        api_processes,
+    )
     for api in routers:
         app.include_router(api.router)
     app.include_router(ui.router)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, BaseModel, Field, JsonValue
 
 from wheelq.core.callback import MAX_URL_CHARS, TIMEOUT_MS_RANGE
 from wheelq.core.due import MAX_DELAY_MS, latest_at_ms, utc_text
+from wheelq.core.follow import job_ref
 from wheelq.core.options import KINDS, MAX_ATTEMPTS_LIMIT, OPTIONS, ItemOptions, Option
-from wheelq.errors import InvalidDelayError
+from wheelq.errors import InvalidArgumentError, InvalidDelayError
 from wheelq.producer.items import EnqueueItem
 from wheelq.web.models.fields import _EPOCH, PRINTABLE, WHOLE, Int, Strict, _finite, rfc3339
 
@@ -111,6 +112,19 @@ def _at_ms_out_of_range(at: int, latest: int) -> InvalidDelayError:
     )
 
 
+class AfterIn(Strict):
+    """The job a job follows (docs/guides/workflows.md): due its `delay_ms` after that job
+    succeeds in `group`."""
+
+    topic: Annotated[str, Field(min_length=1, max_length=100)] | None = Field(
+        None, description="The followed job's topic; default the topic of the request."
+    )
+    id: Annotated[str, Field(min_length=1, max_length=256, pattern=PRINTABLE)]
+    group: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)] = Field(
+        "default", description="The consumer group whose outcome of it counts."
+    )
+
+
 class JobIn(Due):
     """One job to enqueue."""
 
@@ -129,6 +143,25 @@ class JobIn(Due):
         "to ten years; a job not started by then is dropped as expired, never run.",
     )
     option_fields(locals(), OPTIONS)  # then each option the table gives a JSON field: key, ...
+    after: AfterIn | None = Field(
+        None,
+        description="Run this job its delay_ms after that job succeeds (one job a request: "
+        "not in a batch); it awaits, due nowhere, until then.",
+    )
+    on_parent_failure: Literal["cancel", "run"] | None = Field(
+        None,
+        description="With after: what the job does if the job it follows is dead-lettered, "
+        "cancelled or expired (default cancel).",
+    )
+
+    def follows(self, topic: str) -> dict[str, Any]:
+        """`Client.enqueue`'s ``after`` and ``on_parent_failure`` (none: {})."""
+        if self.after is None:
+            if self.on_parent_failure is not None:
+                raise InvalidArgumentError("on_parent_failure", "on_parent_failure needs after")
+            return {}
+        ref = job_ref((self.after.topic or topic, self.after.id, self.after.group), topic)
+        return {"after": ref, "on_parent_failure": self.on_parent_failure or "cancel"}
 
     def item(self, now_ms: int) -> EnqueueItem:
         """The client's item (`now_ms`: see `Due.due`)."""
@@ -154,7 +187,7 @@ class BatchIn(Strict):
 class Enqueued(BaseModel):
     id: str
     topic: str
-    due_ms: int
+    due_ms: int | None = Field(description="When it is due (Redis ms); null while it awaits.")
 
 
 class BatchItemOut(BaseModel):

@@ -1,0 +1,126 @@
+"""Jobs that follow jobs over HTTP (docs/guides/workflows.md): ``after`` in a job's body,
+``POST /v1/flows`` and ``GET /v1/flows/{topic}/{id}``, run by a scheduler and a worker; and
+a table of bad bodies, each a problem naming its field, with nothing written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from tests.integration.test_worker import holds
+from tests.support.waiting import eventually
+from tests.support.web import Served, assert_problem, serving
+from wheelq import Job, Scheduler, Worker
+
+pytestmark = pytest.mark.cluster_too
+
+
+@pytest.fixture
+async def api(redis_url: str) -> AsyncIterator[Served]:
+    async with serving(redis_url) as served:
+        yield served
+
+
+@pytest.fixture
+async def ran(redis_url: str, topic: str) -> AsyncIterator[list[Any]]:
+    seen: list[Any] = []
+
+    async def handler(job: Job) -> Any:
+        seen.append(job.payload)
+        return job.payload
+
+    node = Scheduler.from_url(redis_url, None, preload_interval_ms=100)
+    worker = Worker.from_url(redis_url, topic, handler)
+    await node.start()
+    await worker.start()
+    try:
+        yield seen
+    finally:
+        await worker.stop()
+        await node.stop()
+
+
+async def test_a_job_after_another_over_http(api: Served, topic: str, ran: list[Any]) -> None:
+    status, first, _ = await api.call(
+        "POST", f"/v1/topics/{topic}/jobs", {"payload": "first", "delay_ms": 200}
+    )
+    assert status == 201
+    status, second, headers = await api.call(
+        "POST",
+        f"/v1/topics/{topic}/jobs",
+        {"payload": "second", "after": {"id": first["id"]}, "on_parent_failure": "cancel"},
+    )
+    assert (status, second["due_ms"]) == (201, None)
+    status, job, _ = await api.call("GET", headers["Location"])
+    assert job["state"] == "awaiting"
+    await eventually(holds(lambda: ran == ["first", "second"]), timeout_s=10, what="both, in order")
+
+
+async def test_a_flow_over_http_and_its_children(api: Served, topic: str, ran: list[Any]) -> None:
+    body = {
+        "parent": {"topic": topic, "payload": "parent"},
+        "children": [{"topic": topic, "payload": n, "delay_ms": 10 * n} for n in range(3)],
+    }
+    status, flow, headers = await api.call("POST", "/v1/flows", body)
+    assert status == 201
+    assert [c["topic"] for c in flow["children"]] == [topic] * 3
+    await eventually(holds(lambda: "parent" in ran), timeout_s=10, what="the parent")
+    assert ran.index("parent") == 3
+    status, found, _ = await api.call("GET", headers["Location"])
+    assert status == 200
+    assert [c["groups"][0]["result"] for c in found["children"]] == [0, 1, 2]
+
+
+def _flow(t: str, parent: Any = None, children: Any = None, **more: Any) -> dict[str, Any]:
+    one = [{"topic": t, "payload": 1}]
+    return {
+        "parent": {"topic": t, "payload": 1} if parent is None else parent,
+        "children": one if children is None else children,
+        **more,
+    }
+
+
+BAD: list[tuple[str, Callable[[str], Any], str]] = [
+    ("jobs", lambda t: {"payload": 1, "after": {"id": ""}}, "after.id"),
+    ("jobs", lambda t: {"payload": 1, "after": {"id": "x", "group": ""}}, "after.group"),
+    (
+        "jobs",
+        lambda t: {"payload": 1, "after": {"id": "x"}, "on_parent_failure": "maybe"},
+        "on_parent_failure",
+    ),
+    ("jobs", lambda t: {"payload": 1, "on_parent_failure": "run"}, "on_parent_failure"),
+    ("jobs", lambda t: {"payload": 1, "after": {"id": "never-enqueued"}}, "after"),
+    ("jobs", lambda t: {"payload": 1, "after": {"id": "x"}, "at": 1_900_000_000_000}, "at"),
+    ("batch", lambda t: {"jobs": [{"payload": 1, "after": {"id": "x"}}]}, "jobs[0].after"),
+    ("flows", lambda t: _flow(t, children=[]), "children"),
+    ("flows", lambda t: _flow(t, parent={"payload": 1}), "parent.topic"),
+    ("flows", lambda t: _flow(t, on_child_failure="cancel"), "on_child_failure"),
+    (
+        "flows",
+        lambda t: _flow(t, parent={"topic": t, "payload": 1, "at": 1_900_000_000_000}),
+        "at",
+    ),
+]
+
+
+@pytest.mark.parametrize(("route", "body", "field"), BAD)
+async def test_a_bad_body_is_a_problem_naming_its_field_and_writes_nothing(
+    api: Served, topic: str, route: str, body: Callable[[str], Any], field: str
+) -> None:
+    await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "x"})
+    path = {
+        "jobs": f"/v1/topics/{topic}/jobs",
+        "batch": f"/v1/topics/{topic}/jobs/batch",
+        "flows": "/v1/flows",
+    }[route]
+    got = await api.call("POST", path, body(topic))
+    assert_problem(got, 404 if field == "after" else 422, field)
+    _, stats, _ = await api.call("GET", f"/v1/topics/{topic}")
+    assert stats["pending"] + stats["ready"] == 1  # the job "x" alone
+
+
+async def test_unknown_flow_parent_is_404(api: Served, topic: str) -> None:
+    await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "x"})
+    assert_problem(await api.call("GET", f"/v1/flows/{topic}/x"), 404, "job_id")

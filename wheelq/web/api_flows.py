@@ -1,0 +1,50 @@
+"""``/v1/flows``: write a join, and read a flow's children (docs/guides/workflows.md)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request, Response
+
+from wheelq.errors import InvalidArgumentError, PayloadTypeError
+from wheelq.runtime.clock import wall_ms
+from wheelq.web import as_json
+from wheelq.web.models import JobIdPath, TopicPath
+from wheelq.web.models.flows import ChildrenOut, FlowIn, FlowOut, ref_json
+from wheelq.web.problems import RESPONSES, invalid
+from wheelq.web.service import json_response, service
+
+router = APIRouter(prefix="/v1/flows", tags=["flows"], responses=RESPONSES)
+
+
+@router.post("", status_code=201, response_model=FlowOut)
+async def enqueue_flow(body: FlowIn, request: Request) -> Response:
+    """Write a join: the children (on any topics), then the parent awaiting them all. 409
+    when the parent's `id` is pending (nothing written)."""
+    svc = service(request)
+    for spec in (body.parent, *body.children):
+        svc.guard.check(request, "write", spec.topic)
+    now_ms = wall_ms()
+    try:
+        parent = body.parent.spec(now_ms)
+        children = [child.spec(now_ms) for child in body.children]
+    except (InvalidArgumentError, PayloadTypeError) as exc:
+        raise invalid(exc) from None
+    joined = await svc.client.enqueue_flow(parent, children, on_child_failure=body.on_child_failure)
+    answer = {
+        "id": joined.id,
+        "parent": ref_json(joined.parent.topic, joined.parent.job_id, joined.parent.group),
+        "children": [ref_json(c.topic, c.job_id, c.group) for c in joined.children],
+    }
+    where = f"/v1/flows/{joined.parent.topic}/{quote(joined.id, safe='')}"
+    return json_response(answer, 201, {"Location": where})
+
+
+@router.get("/{topic}/{job_id:path}", response_model=ChildrenOut)
+async def flow_children(topic: TopicPath, job_id: JobIdPath, request: Request) -> Response:
+    """A flow's children, in the order given, each as ``GET .../jobs/{id}`` shows it; 404
+    when `job_id` is no flow's parent (or its list, kept 3 days after it ran, expired)."""
+    svc = service(request)
+    svc.guard.check(request, "read", topic)
+    found = await svc.client.children(topic, job_id)
+    return json_response({"id": job_id, "topic": topic, "children": as_json(found)})
