@@ -116,14 +116,27 @@ class UnknownJobError(InvalidArgumentError):
     """Nothing is known of the job: never enqueued on the topic, or its history is past
     retention (`result()` says so at once rather than wait for an outcome that cannot come)."""
 
-    def __init__(self, topic: str, job_id: str) -> None:
+    def __init__(self, topic: str, job_id: str, parameter: str = "job_id") -> None:
+        named = "" if parameter == "job_id" else f"{parameter}: "
         super().__init__(
-            "job_id",
-            f"nothing is known of job {job_id!r} on topic {topic!r} (never enqueued there, "
-            "or its history is past retention)",
+            parameter,
+            f"{named}nothing is known of job {job_id!r} on topic {topic!r} (never enqueued "
+            "there, or its history is past retention)",
         )
         self.topic = topic
         self.job_id = job_id
+
+
+class NoFlowError(UnknownJobError):
+    """`children()`: the job is no flow's parent, or its children list (kept 3 days after
+    the parent no longer waits) has expired."""
+
+    def __init__(self, topic: str, job_id: str) -> None:
+        super().__init__(topic, job_id)
+        self.args = (
+            f"job {job_id!r} on topic {topic!r} is no flow's parent (enqueue_flow), or its "
+            "children list, kept 3 days after the parent ran, has expired",
+        )
 
 
 class PayloadTooLargeError(InvalidArgumentError):

@@ -8,12 +8,14 @@ sync and async handlers and clients. On both servers, one server and a cluster."
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from tests.integration.test_follow import FAST, SHARDS, Runs, client, node, state, working
 from tests.integration.test_worker import holds
+from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobSpec, Scheduler, Worker
 from wheelq.core.follow import INLINE_REFS, MAX_CHILDREN
@@ -215,3 +217,35 @@ async def test_a_bad_flow_names_its_parameter_and_writes_nothing(
 
 
 assert FAST  # the workers' fast retries (test_follow.py)
+
+
+def test_the_cli_writes_a_continuation_and_lists_a_flows_children(
+    redis_url: str, topic: str
+) -> None:
+    url = ("--redis-url", redis_url)
+    with Client.from_url(redis_url) as sync:
+        first = sync.enqueue(topic, "first", delay=600)
+        joined = sync.enqueue_flow(
+            JobSpec(topic, "p"), [JobSpec(topic, n, delay=600) for n in (1, 2)]
+        )
+        made = run_wheelq("enqueue", topic, '"next"', "--after", first, "--delay", "5", *url)
+        assert made.returncode == 0, made.stderr
+        assert sync.get(topic, made.stdout.strip()).state is JobState.AWAITING
+        other = run_wheelq(
+            "enqueue", topic, "1", "--after", joined.id, "--on-parent-failure", "run", *url
+        )
+        assert other.returncode == 0, other.stderr
+        listed = run_wheelq("children", topic, joined.id, *url)
+        assert listed.returncode == 0, listed.stderr
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert [(r["id"], r["payload"], r["state"]) for r in rows] == [
+            (c.job_id, n, "pending") for c, n in zip(joined.children, (1, 2), strict=True)
+        ]
+        for bad, says in (
+            (("--after", "never-enqueued"), "after"),
+            (("--on-parent-failure", "run"), "--after"),
+        ):
+            refused = run_wheelq("enqueue", topic, "1", *bad, *url)
+            assert refused.returncode != 0 and says in refused.stderr, refused.stderr
+        gone = run_wheelq("children", topic, first, *url)
+        assert gone.returncode == 2 and "no flow's parent" in gone.stderr, gone.stderr

@@ -34,7 +34,26 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-attempts", type=int, help="runs before it is dead-lettered (1-1000)")
     p.add_argument("--replace", action="store_true", help="replace a pending job of that --id")
     option_flags(p, OPTIONS)  # then each option the table gives a flag: --traceparent, --key, ...
+    p.add_argument(
+        "--after",
+        metavar="JOB_ID",
+        help="run this job --delay seconds after that job succeeds (it awaits until then); "
+        "of this topic, or of --after-topic",
+    )
+    p.add_argument("--after-topic", help="--after's topic (default: this topic)")
+    p.add_argument(
+        "--after-group", default="default", help="the group whose outcome of --after counts"
+    )
+    p.add_argument(
+        "--on-parent-failure",
+        choices=("cancel", "run"),
+        help="if --after's job is dead-lettered, cancelled or expired (default cancel)",
+    )
     p.set_defaults(func=enqueue)
+
+    p = command(sub, "children", parents, "a flow's children, one JSON line each", children)
+    p.add_argument("topic")
+    p.add_argument("job_id", help="the flow's id (its parent's)")
 
     p = command(sub, "cancel", parents, "cancel a pending job, or a key's (--key)", cancel)
     _job_or_key(p)
@@ -121,9 +140,16 @@ def enqueue(ctx: Context) -> int:
 
     args = ctx.args
     payload = json_payload(args.payload)
+    if args.after is None and (args.after_topic or args.on_parent_failure):
+        raise usage_error("--after-topic and --on-parent-failure need --after")
     with ctx.client() as client, _due_flags():
         try:
             options = given_flags(args, OPTIONS)
+            if args.after is not None:
+                options.update(
+                    after=(args.after_topic or args.topic, args.after, args.after_group),
+                    on_parent_failure=args.on_parent_failure or "cancel",
+                )
             options.update(
                 delay=args.delay, at=args.at, job_id=args.job_id,
                 max_attempts=args.max_attempts, replace=args.replace,
@@ -429,3 +455,14 @@ def _row(row: Any) -> str:
         parts.append(_first_line(row.error))
     parts.append(row.preview if row.preview is not None else f"({row.payload_bytes} bytes)")
     return "  ".join(parts)
+
+
+def children(ctx: Context) -> int:
+    """Each child of a flow as ``wheelq job`` shows a job, one JSON line each."""
+    from wheelq.web import as_json
+
+    with ctx.client() as client:
+        found = client.children(ctx.args.topic, ctx.args.job_id)
+    for info in found:
+        print(json.dumps(as_json(info), sort_keys=True))
+    return 0

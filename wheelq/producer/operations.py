@@ -53,6 +53,7 @@ from wheelq.errors import (
     InvalidArgumentError,
     InvalidDelayError,
     InvalidJobIdError,
+    NoFlowError,
     RedisUnavailableError,
     ScriptError,
     TopicConfigError,
@@ -730,11 +731,11 @@ class Producer:
         shows it (docs/architecture.md, "Jobs that follow jobs")."""
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
-            raise UnknownJobError(topic, job_id)
+            raise NoFlowError(topic, job_id)
         (refs,) = yield [Call(command=("LRANGE", k.children_key(keys, job_id), 0, -1))]
         found = [ref for raw in refs if (ref := parse_wire_ref(raw.decode()))]
         if not found:
-            raise UnknownJobError(topic, job_id)
+            raise NoFlowError(topic, job_id)
         raws = yield [history.lookup(child, child_id) for child, child_id in found]
         return [
             job_info(child.topic, child_id, raw)
@@ -896,6 +897,4 @@ def _traced(
 
 def _unknown_after(ref: JobRef) -> UnknownJobError:
     """Nothing is known of the job ``after=`` names (the error names that parameter)."""
-    exc = UnknownJobError(ref.topic, ref.job_id)
-    exc.parameter = "after"
-    return exc
+    return UnknownJobError(ref.topic, ref.job_id, "after")
