@@ -40,55 +40,70 @@ class Resolver(NodePart):
         leads = [lead for lead in self._ctx.leads.all() if lead.active and lead.notices]
         if not leads:
             return None
-        busy = False
-        for lead in leads:
-            busy = await self._round(lead) or busy
+        busy = await self._round(leads)
         self._keep_count()
         return 0.0 if busy else None
 
-    async def _round(self, lead: Lead) -> bool:
-        """Move one batch of `lead`'s notices; returns whether more may wait."""
-        (notices,) = await self._ctx.executor.run(
-            [follow.read_notices(lead.keys, BATCH)], return_exceptions=True
+    async def _round(self, leads: list[Lead]) -> bool:
+        """Move one batch of notices of every lead in `leads` at once: one round trip to
+        read them, one to have them heard, one to delete those heard (each pipelined across
+        the shards); returns whether more may wait."""
+        reads = await self._ctx.executor.run(
+            [follow.read_notices(lead.keys, BATCH) for lead in leads], return_exceptions=True
         )
-        if is_transient(notices):
-            raise notices
-        if isinstance(notices, Exception):
-            self._refused.add(lead.slot)
-            self.failed(notices)
-            return False
-        if not notices:
-            lead.notices = False
-            return False
         by_shard: dict[ShardKeys, list[Notice]] = defaultdict(list)
-        unreadable = []
-        for notice in notices:
-            if notice.shard < 0:
-                unreadable.append(notice.entry)
-            else:
-                by_shard[ShardKeys(notice.topic, notice.shard)].append(notice)
+        read: list[tuple[Lead, list[Notice]]] = []
+        dropped: dict[ShardKeys, list[str]] = defaultdict(list)
+        for lead, notices in zip(leads, reads, strict=True):
+            if is_transient(notices):
+                raise notices
+            if isinstance(notices, Exception):
+                self._refused.add(lead.slot)
+                self.failed(notices)
+                continue
+            if not notices:
+                lead.notices = False
+                continue
+            read.append((lead, notices))
+            for notice in notices:
+                if notice.shard < 0:
+                    dropped[lead.keys].append(notice.entry)
+                    log.warning("dropped an unreadable notice of %s", lead.keys.tag)
+                else:
+                    by_shard[ShardKeys(notice.topic, notice.shard)].append(notice)
+        if not read:
+            return False
         shards = list(by_shard)
         replies = await self._ctx.executor.run(
             [follow.hear(keys, by_shard[keys]) for keys in shards], return_exceptions=True
         )
         crash.point("resolve.after_hear")
-        heard = list(unreadable)
+        heard: set[Notice] = set()  # (an entry id names a notice on its own stream only)
         cancels = []
         for keys, reply in zip(shards, replies, strict=True):
             if is_transient(reply):
                 raise reply
             if isinstance(reply, Exception):
                 log.warning("notices for %s could not be heard: %s", keys.tag, reply)
-                self._refused.add(lead.slot)
+                self.failed(reply)
                 continue
             self.heard += reply.changed
             self.released += reply.released
-            heard += [n.entry for n in by_shard[keys]]
+            heard.update(by_shard[keys])
             cancels += [found for ref in reply.cancel if (found := parse_wire_ref(ref))]
         if cancels:  # a failed join's children still pending; before the notices go
             await self._ctx.executor.run([enqueue.cancel(keys, job_id) for keys, job_id in cancels])
-        if heard:
-            await self._ctx.executor.run([follow.drop_notices(lead.keys, heard)])
-        if unreadable:
-            log.warning("dropped %d unreadable notices of %s", len(unreadable), lead.keys.tag)
-        return len(notices) >= BATCH and len(heard) == len(notices)
+        busy = False
+        for lead, notices in read:
+            done = [n.entry for n in notices if n in heard] + dropped.pop(lead.keys, [])
+            if len(done) < len(notices):
+                self._refused.add(lead.slot)  # tried again at the next nudge
+            elif len(notices) >= BATCH:
+                busy = True
+            if done:
+                dropped[lead.keys] = done
+        if dropped:
+            await self._ctx.executor.run(
+                [follow.drop_notices(keys, entries) for keys, entries in dropped.items()]
+            )
+        return busy
