@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_web_dashboard import get, post
 from tests.integration.test_worker import holds
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
@@ -124,3 +125,32 @@ async def test_a_bad_body_is_a_problem_naming_its_field_and_writes_nothing(
 async def test_unknown_flow_parent_is_404(api: Served, topic: str) -> None:
     await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "x"})
     assert_problem(await api.call("GET", f"/v1/flows/{topic}/x"), 404, "job_id")
+
+
+async def test_the_console_shows_an_awaiting_job_and_a_flows_children(
+    api: Served, topic: str
+) -> None:
+    status, first, _ = await api.call(
+        "POST", f"/v1/topics/{topic}/jobs", {"payload": 1, "delay_ms": 600_000}
+    )
+    _, second, _ = await api.call(
+        "POST", f"/v1/topics/{topic}/jobs", {"payload": 2, "after": {"id": first["id"]}}
+    )
+    body = {
+        "parent": {"topic": topic, "payload": "p"},
+        "children": [{"topic": topic, "payload": n, "delay_ms": 600_000} for n in range(3)],
+    }
+    _, flow, _ = await api.call("POST", "/v1/flows", body)
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs/{second['id']}")
+    assert 'id="job-awaiting"' in html and "Run now" not in html and "Cancel" in html
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs/{flow['id']}")
+    assert 'id="job-children"' in html
+    assert all(c["id"] in html for c in flow["children"])
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs/{first['id']}")
+    assert 'id="job-children"' not in html  # no flow's parent
+    status, where = await post(
+        api, f"/ui/topics/{topic}/job/cancel", [("id", second["id"]), ("confirm", "1")]
+    )
+    assert status == 303, where
+    _, job, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{second['id']}")
+    assert job["state"] == "cancelled"

@@ -176,8 +176,8 @@ class AsyncClient(AsyncConnected):
     async def get(self, topic: str, job_id: str) -> JobInfo:
         return await self._run(self._producer.get(topic, job_id))
 
-    async def children(self, topic: str, job_id: str) -> list[JobInfo]:
-        return await self._run(self._producer.children(topic, job_id))
+    async def children(self, topic: str, job_id: str, *, limit: int | None = None) -> list[JobInfo]:
+        return await self._run(self._producer.children(topic, job_id, limit))
 
     async def result(
         self, topic: str, job_id: str, *, group: str = "default", timeout: results.Timeout = 30

@@ -287,15 +287,16 @@ class Client(Connected):
         """
         return self._run(self._producer.get(topic, job_id))
 
-    def children(self, topic: str, job_id: str) -> list[JobInfo]:
+    def children(self, topic: str, job_id: str, *, limit: int | None = None) -> list[JobInfo]:
         """The children of the join whose parent is `job_id` (`enqueue_flow`), in the order
         given, each as `get()` shows it: what a parent's handler reads their results from
-        (``info.groups[i].result``). Kept while the parent waits and 3 days after.
+        (``info.groups[i].result``). Kept while the parent waits and 3 days after. `limit`:
+        the first that many (1-10,000) only.
 
         Raises:
             UnknownJobError: `job_id` is no join's parent (or its list has expired).
         """
-        return self._run(self._producer.children(topic, job_id))
+        return self._run(self._producer.children(topic, job_id, limit))
 
     def result(
         self, topic: str, job_id: str, *, group: str = "default", timeout: results.Timeout = 30

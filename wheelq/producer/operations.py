@@ -61,6 +61,7 @@ from wheelq.errors import (
     TopicNotEmptyError,
     UnknownJobError,
     UnknownTopicError,
+    int_in,
 )
 from wheelq.producer import enqueue_bulk as bulk
 from wheelq.producer.items import (
@@ -726,13 +727,14 @@ class Producer:
         (paused,) = yield [pauses.read_pause_state(topic, waiting)]  # a bounded HMGET
         return with_pauses(info, paused)
 
-    def children(self, topic: str, job_id: str) -> Op[list[JobInfo]]:
-        """Each child of the join whose parent is `job_id`, in the order given, as `get()`
-        shows it (docs/architecture.md, "Jobs that follow jobs")."""
+    def children(self, topic: str, job_id: str, limit: int | None = None) -> Op[list[JobInfo]]:
+        """Each child of the join whose parent is `job_id` (the first `limit`), in the order
+        given, as `get()` shows it (docs/architecture.md, "Jobs that follow jobs")."""
         keys = yield from self._job_keys(topic, job_id)
         if keys is None:
             raise NoFlowError(topic, job_id)
-        (refs,) = yield [Call(command=("LRANGE", k.children_key(keys, job_id), 0, -1))]
+        last = -1 if limit is None else int_in("limit", limit, 1, MAX_CHILDREN) - 1
+        (refs,) = yield [Call(command=("LRANGE", k.children_key(keys, job_id), 0, last))]
         found = [ref for raw in refs if (ref := parse_wire_ref(raw.decode()))]
         if not found:
             raise NoFlowError(topic, job_id)

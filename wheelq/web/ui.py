@@ -47,6 +47,7 @@ from wheelq.core.payload import payload_text
 from wheelq.core.retry import Reason, error_line, error_summary
 from wheelq.errors import (
     InvalidArgumentError,
+    NoFlowError,
     RedisUnavailableError,
     SelectionGoneError,
     UnknownJobError,
@@ -395,6 +396,10 @@ async def charts_view(svc: WebService, topic: str | None, range_: str) -> Charts
     return ChartsView(range_, tuple(RANGES), drawn, source)
 
 
+MAX_CHILDREN_SHOWN = 200
+"""A flow's children its parent's page lists at most (the rest counted)."""
+
+
 @router.get("")
 async def topics_page(
     request: Request,
@@ -462,6 +467,10 @@ async def job_page(topic: str, job_id: str, request: Request, done: Done = None)
     if info.state is JobState.UNKNOWN:
         return render(request, "job.html", 404, topic=topic, job_id=job_id, info=None)
     payload = payload_text(info.payload, MAX_PAYLOAD_CHARS, indent=True)
+    try:  # a flow's parent: its children, in the order given (one LRANGE when it is none)
+        children = await svc.client.children(topic, job_id, limit=MAX_CHILDREN_SHOWN + 1)
+    except NoFlowError:
+        children = []
     return render(
         request,
         "job.html",
@@ -471,6 +480,8 @@ async def job_page(topic: str, job_id: str, request: Request, done: Done = None)
         payload=payload,
         gone=payload_gone(info),
         flash=flash(done),
+        children=children[:MAX_CHILDREN_SHOWN],
+        more_children=max(0, len(children) - MAX_CHILDREN_SHOWN),
     )
 
 
