@@ -148,6 +148,8 @@ async def test_the_console_shows_an_awaiting_job_and_a_flows_children(
     assert all(c["id"] in html for c in flow["children"])
     html, _ = await get(api, f"/ui/topics/{topic}/jobs/{first['id']}")
     assert 'id="job-children"' not in html  # no flow's parent
+    status, gone, _ = await api.call("DELETE", f"/v1/topics/{topic}/jobs/{flow['id']}?tree=true")
+    assert (status, gone) == (200, {"cancelled": 4})
     status, where = await post(
         api, f"/ui/topics/{topic}/job/cancel", [("id", second["id"]), ("confirm", "1")]
     )

@@ -249,3 +249,29 @@ def test_the_cli_writes_a_continuation_and_lists_a_flows_children(
             assert refused.returncode != 0 and says in refused.stderr, refused.stderr
         gone = run_wheelq("children", topic, first, *url)
         assert gone.returncode == 2 and "no flow's parent" in gone.stderr, gone.stderr
+        tree = run_wheelq("cancel", topic, joined.id, "--tree", *url)
+        assert (tree.returncode, tree.stdout) == (0, "cancelled 4 jobs\n"), tree.stderr
+        mixed = run_wheelq("cancel", topic, "--key", "k", "--tree", *url)
+        assert mixed.returncode == 2 and "--tree" in mixed.stderr
+
+
+async def test_a_tree_cancel_reaches_children_and_everything_that_follows(
+    topic: str, client: AsyncClient
+) -> None:
+    other = topic + "-o"
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "parent"), [JobSpec(topic, "c1", delay=600), JobSpec(other, "c2", delay=600)]
+    )
+    c1 = joined.children[0].job_id
+    anyway = await client.enqueue(topic, "f", after=c1, on_parent_failure="run")
+    after_flow = await client.enqueue(other, "g", after=(topic, joined.id))
+    bystander = await client.enqueue(topic, "b", delay=600)
+    assert await client.cancel(topic, joined.id, tree=True) == 5
+    for t, job in [(topic, joined.id), (topic, c1), (other, joined.children[1].job_id),
+                   (topic, anyway), (other, after_flow)]:  # fmt: skip
+        assert await state(client, t, job) is JobState.CANCELLED, job
+    assert await state(client, topic, bystander) is JobState.PENDING
+    assert await client.cancel(topic, joined.id, tree=True) == 0  # nothing left to cancel
+    with pytest.raises(InvalidArgumentError) as caught:
+        await client.cancel(topic, key="k", tree=True)  # type: ignore[call-overload]
+    assert caught.value.parameter == "tree"

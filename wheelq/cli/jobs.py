@@ -57,6 +57,11 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
     p = command(sub, "cancel", parents, "cancel a pending job, or a key's (--key)", cancel)
     _job_or_key(p)
+    p.add_argument(
+        "--tree",
+        action="store_true",
+        help="also a flow parent's children (and theirs) and every job that follows one",
+    )
     p = command(sub, "reschedule", parents, "move a pending job, or a key's (--key)", reschedule)
     _job_or_key(p)
     _due_options(p, required=False)
@@ -166,10 +171,15 @@ def enqueue(ctx: Context) -> int:
 
 def cancel(ctx: Context) -> int:
     args = ctx.args
+    if args.tree and (args.key is not None or args.job_id is None):
+        raise usage_error("--tree goes with a job id, not --key")
     with ctx.client() as client, _key_flags():
         if args.key is not None or args.job_id is None:
             done = client.cancel(args.topic, args.job_id, key=args.key)  # type: ignore[call-overload]
             print(f"cancelled {done} jobs of key {args.key!r}")
+            return 0
+        if args.tree:
+            print(f"cancelled {client.cancel(args.topic, args.job_id, tree=True)} jobs")
             return 0
         if not client.cancel(args.topic, args.job_id):
             raise CliError(f"job {args.job_id!r} is not pending on {args.topic!r}: " + _NOT_PENDING)

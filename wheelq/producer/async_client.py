@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
-from typing import Any, Self, TypeVar, Unpack, overload
+from typing import Any, Literal, Self, TypeVar, Unpack, overload
 
 import redis
 import redis.asyncio
@@ -127,15 +127,20 @@ class AsyncClient(AsyncConnected):
     async def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool: ...
     @overload
     async def cancel(self, topic: str, *, key: str, ack: str | None = None) -> int: ...
+    @overload
+    async def cancel(
+        self, topic: str, job_id: str, *, tree: Literal[True], ack: str | None = None
+    ) -> int: ...
     async def cancel(
         self,
         topic: str,
         job_id: str | None = None,
         *,
         key: str | None = None,
+        tree: bool = False,
         ack: str | None = None,
     ) -> bool | int:
-        op = by_key.cancel_call(self._producer, topic, job_id, key)
+        op = by_key.cancel_call(self._producer, topic, job_id, key, tree)
         return await self._write(topic, op, ack)
 
     @overload

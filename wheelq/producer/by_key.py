@@ -16,6 +16,7 @@ from wheelq.core.history import SEPARATOR
 from wheelq.core.keys import ShardKeys, all_shards
 from wheelq.core.options import validate_key
 from wheelq.errors import InvalidArgumentError, UnknownTopicError, int_in
+from wheelq.producer import trees
 from wheelq.producer.operations import Op, Producer
 from wheelq.store import enqueue
 from wheelq.store import job_lists as lists
@@ -110,12 +111,21 @@ def reschedule_key(
     return moved
 
 
-def cancel_call(producer: Producer, topic: str, job_id: object, key: object) -> Op[Any]:
-    """`Client.cancel`'s operation: of one job (a bool) or of a key's jobs (a count)."""
+def cancel_call(
+    producer: Producer, topic: str, job_id: object, key: object, tree: object = False
+) -> Op[Any]:
+    """`Client.cancel`'s operation: of one job (a bool), of a key's jobs or of a job's tree
+    (a count)."""
     if (job_id is None) == (key is None):
         raise InvalidArgumentError("key", "cancel takes a job_id or a key=, one of them")
+    if not isinstance(tree, bool):
+        raise InvalidArgumentError("tree", f"tree must be a bool, got {tree!r:.40}")
     if key is not None:
+        if tree:
+            raise InvalidArgumentError("tree", "tree=True goes with a job_id, not key=")
         return cancel_key(producer, topic, key)
+    if tree:
+        return trees.cancel_tree(producer, topic, str(job_id))
     return producer.cancel(topic, str(job_id))
 
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
-from typing import Any, Self, TypeVar, Unpack, overload
+from typing import Any, Literal, Self, TypeVar, Unpack, overload
 
 import redis
 import redis.asyncio
@@ -217,23 +217,31 @@ class Client(Connected):
     def cancel(self, topic: str, job_id: str, *, ack: str | None = None) -> bool: ...
     @overload
     def cancel(self, topic: str, *, key: str, ack: str | None = None) -> int: ...
+    @overload
+    def cancel(
+        self, topic: str, job_id: str, *, tree: Literal[True], ack: str | None = None
+    ) -> int: ...
     def cancel(
         self,
         topic: str,
         job_id: str | None = None,
         *,
         key: str | None = None,
+        tree: bool = False,
         ack: str | None = None,
     ) -> bool | int:
         """Cancel a pending job, with every consumer group's retry of it; False when none
         is pending (fired, cancelled, unknown). With `key` instead of an id: every pending
         job of that key (and each retry of one; those due and waiting on the due line too),
         found through the topic's key index at a cost of the key's jobs whatever else is
-        pending; how many were cancelled (docs/architecture.md, "Jobs by key"). `ack` as for
+        pending; how many were cancelled (docs/architecture.md, "Jobs by key"). With
+        ``tree=True``: the job, a flow parent's children (and theirs), and every job that
+        follows one of them, whatever its ``on_parent_failure``; how many were cancelled
+        (docs/guides/workflows.md). `ack` as for
         `enqueue` (`DurabilityError`: not confirmed; its ``result`` is this call's answer on
         the primary)."""
         done: bool | int = self._write(
-            topic, by_key.cancel_call(self._producer, topic, job_id, key), ack
+            topic, by_key.cancel_call(self._producer, topic, job_id, key, tree), ack
         )
         return done
 

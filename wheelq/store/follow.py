@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple, TypeVar
 
+import msgpack
+
 from wheelq.core.follow import Notice, parse_notices
-from wheelq.core.keys import ShardKeys
+from wheelq.core.keys import ShardKeys, children_key
 from wheelq.errors import ScriptError
 from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check
@@ -130,3 +132,23 @@ def _code(name: str, reply: Any, kind: type[E]) -> E:
 
 def _texts(reply: Any) -> list[str]:
     return [r.decode() if isinstance(r, bytes) else str(r) for r in reply or ()]
+
+
+def children_refs(keys: ShardKeys, job_id: str) -> Call[list[str]]:
+    """A flow parent's children as wire references, in the order given ([] for none)."""
+    return Call(command=("LRANGE", children_key(keys, job_id), 0, -1), parse=_texts)
+
+
+def followers_of(keys: ShardKeys, job_id: str) -> Call[list[tuple[ShardKeys, str]]]:
+    """The jobs waiting on `job_id`'s outcome (its edges): each one's shard and id."""
+
+    def parse(reply: Any) -> list[tuple[ShardKeys, str]]:
+        if not reply:
+            return []
+        try:
+            edges = msgpack.unpackb(reply, raw=False)
+            return [(ShardKeys(e[1], int(e[2])), str(e[3])) for e in edges]
+        except (TypeError, ValueError, IndexError, msgpack.UnpackException):
+            return []  # an edge nobody wrote this way: nothing to follow down
+
+    return Call(command=("HGET", keys.followers, job_id), parse=parse)

@@ -383,11 +383,29 @@ async def get_job(topic: TopicPath, job_id: JobIdPath, request: Request) -> Resp
     return json_response(as_json(info))
 
 
-@router.delete("/{job_id:path}", status_code=204)
-async def cancel_job(topic: TopicPath, job_id: JobIdPath, request: Request) -> Response:
+@router.delete(
+    "/{job_id:path}",
+    status_code=204,
+    responses={200: {"model": KeyCancelled, "description": "tree=true: how many cancelled"}},
+)
+async def cancel_job(
+    topic: TopicPath,
+    job_id: JobIdPath,
+    request: Request,
+    tree: Annotated[
+        bool,
+        Query(
+            description="also a flow parent's children (and theirs) and every job that "
+            "follows one of them: 200 with how many were cancelled"
+        ),
+    ] = False,
+) -> Response:
     """Cancel a pending job; 409 once it has fired (or was cancelled), 404 if unknown."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
+    if tree:
+        cancelled = await svc.client.cancel(topic, job_id, tree=True)
+        return json_response({"cancelled": cancelled})
     if await svc.client.cancel(topic, job_id):
         return Response(status_code=204)
     raise await _not_pending(svc, topic, job_id, "cancel")
