@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 
@@ -162,9 +162,9 @@ class Joined:
     children: list[JobRef]
 
 
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """An outcome on its way to a waiting job (a ``{T:s}:notices`` entry)."""
+class Notice(NamedTuple):
+    """An outcome on its way to a waiting job (a ``{T:s}:notices`` entry; a tuple: the
+    resolver makes one a notice, thousands a round)."""
 
     entry: str
     """The notice's stream entry id (deleted once heard)."""
@@ -181,15 +181,17 @@ def parse_notices(reply: Any, of: ShardKeys) -> list[Notice]:
     """XRANGE of shard `of`'s ``{T:s}:notices`` as notices; an entry that is not one is a
     notice of shard -1 (deleted with the rest: nothing could hear it)."""
     out = []
+    head = f"{of.topic}{SEPARATOR}{of.shard}{SEPARATOR}"  # what every reference here begins with
+    unpack = msgpack.unpackb
     for entry, fields in reply or ():
-        raw = fields.get(b"n") if isinstance(fields, dict) else None
         try:
-            topic, shard, job_id, token, ended, group, outcome, error = msgpack.unpackb(
-                raw, raw=False
+            topic, shard, job_id, token, ended, group, outcome, error = unpack(
+                fields[b"n"], raw=False
             )
-            ref = wire_ref(of, k.validate_job_id(ended), k.validate_group(group))
-            out.append(Notice(_text(entry), topic, int(shard), job_id, token, ref, outcome, error))
-        except (TypeError, ValueError, InvalidArgumentError, msgpack.UnpackException):
+            ref = head + ended + SEPARATOR + group
+            notice = Notice(entry.decode(), topic, int(shard), job_id, token, ref, outcome, error)
+            out.append(notice)
+        except (TypeError, ValueError, KeyError, AttributeError, msgpack.UnpackException):
             out.append(Notice(_text(entry), "", -1, "", "", "", "", ""))
     return out
 

@@ -84,11 +84,10 @@ class WakeListener(Service):
             if not subscription.channels:
                 await self.sleep(POLL_S)
                 continue
-            notes = await subscription.receive(POLL_S)
+            notes = await subscription.receive(POLL_S, self._deliver_all)
             if self.failures:
                 self.succeeded()  # the subscription is back: this step does not return
-            for note in notes:
-                self._deliver(note)
+            self._deliver_all(notes)
             confirmed = self._follow(subscription)
             if self._mark:
                 await self._marks(confirmed)
@@ -124,6 +123,10 @@ class WakeListener(Service):
                 )
             except Exception as exc:  # a connection the server dropped: subscribe again now
                 log.debug("could not take the wake marks back: %s", exc)
+
+    def _deliver_all(self, notes: list[WakeNote]) -> None:
+        for note in notes:
+            self._deliver(note)
 
     def _deliver(self, note: WakeNote) -> None:
         lead = self._leads.by_channel.get(note.channel)

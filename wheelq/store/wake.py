@@ -113,8 +113,13 @@ class WakeSubscription:
         """On a cluster, the per-node subscriptions held now (one connection each)."""
         return [] if self._cluster is None else list(self._cluster.node_pubsub_mapping.values())
 
-    async def receive(self, timeout_s: float) -> list[WakeNote]:
-        """Wait up to `timeout_s` for a message; the notes of it and of every one since."""
+    async def receive(
+        self, timeout_s: float, early: Callable[[list[WakeNote]], None] | None = None
+    ) -> list[WakeNote]:
+        """Wait up to `timeout_s` for a message; the notes of it and of every one since. On a
+        cluster each node is read for up to `timeout_s`: with `early`, each node's notes are
+        handed to it as they arrive (a nudge need not wait for the quiet nodes' timeouts),
+        and what is returned is only what it was not handed."""
         if self._cluster is None:
             return self._notes(await _drain(self._pubsub.get_message, timeout_s), "")
         cluster = self._cluster
@@ -134,17 +139,29 @@ class WakeSubscription:
             await asyncio.sleep(timeout_s)
             return []
         live = [node for node in nodes if node is not None]
-        got = await asyncio.gather(
-            *(
-                _drain(functools.partial(cluster.get_sharded_message, target_node=node), timeout_s)
-                for node in live
+        reads = [
+            asyncio.ensure_future(
+                _drain_of(
+                    node.name,
+                    functools.partial(cluster.get_sharded_message, target_node=node),
+                    timeout_s,
+                )
             )
-        )
-        return [
-            note
-            for node, messages in zip(live, got, strict=True)
-            for note in self._notes(messages, node.name)
+            for node in live
         ]
+        notes: list[WakeNote] = []
+        try:
+            for read in asyncio.as_completed(reads):
+                name, messages = await read
+                got = self._notes(messages, name)
+                if early is not None and got:
+                    early(got)
+                else:
+                    notes += got
+        finally:
+            for read in reads:  # only when one failed: the subscription is made again
+                read.cancel()
+        return notes
 
     def _notes(self, messages: list[Any], node: str) -> list[WakeNote]:
         """The notes among `messages`; subscription confirmations update `confirmed` and `fresh`."""
@@ -215,3 +232,10 @@ async def _drain(get: Callable[..., Awaitable[Any]], timeout_s: float) -> list[A
         messages.append(message)
         message = await get(timeout=0)
     return messages
+
+
+async def _drain_of(
+    name: str, get: Callable[..., Awaitable[Any]], timeout_s: float
+) -> tuple[str, list[Any]]:
+    """`_drain` of node `name`, named."""
+    return name, await _drain(get, timeout_s)

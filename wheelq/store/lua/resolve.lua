@@ -208,31 +208,21 @@ local function ask_cancel(rec)
 end
 
 -- Job `id` (its record `rec`) hears that `ref` ended with `outcome`; returns what became of
--- it (nil: it waits on).
+-- it when that is decided now (cancelled, dead-lettered), else nil: whether it is due is
+-- decided once a call has heard all its notices for it (`settle`), so a join's count is read
+-- once a call, however many of its children ended.
 local function hear(id, rec, ref, outcome, err)
   if rec.over then
     return nil
   end
   local found = take(rec, ref)
-  if rec[3] == 'x' then -- dead-lettered: its references are being cancelled
-    if found then
-      heard = heard + 1
-    end
-    if waits_on(rec) == 0 then
-      forget(id, rec)
-    else
-      if found and type(rec[4]) == 'table' then
-        redis.call('HSET', KEYS[12], id, cmsgpack.pack(rec))
-      end
-      ask_cancel(rec)
-    end
-    rec.over = true
+  if found then
+    heard = heard + 1
+    rec.heard = true
+  end
+  if not found or rec[3] == 'x' then -- 'x': dead-lettered, its references being cancelled
     return nil
   end
-  if not found then
-    return nil
-  end
-  heard = heard + 1
   if outcome ~= 'S' and (rec[3] == 'c' or rec[3] == 'f') then
     rec.over = true
     local why = 'a job it waited on (' .. string.gsub(ref, '\31', '/') .. ') ended ' .. outcome
@@ -243,21 +233,37 @@ local function hear(id, rec, ref, outcome, err)
       return WQ_CANCELLED
     end
     unwait(id, why, true)
-    if waits_on(rec) == 0 then
-      forget(id, rec)
-    else
-      rec[3] = 'x'
-      redis.call('HSET', KEYS[12], id, cmsgpack.pack({rec[1], rec[2], 'x', rec[4]}))
-      ask_cancel(rec)
-    end
+    rec.over, rec[3], rec.heard = false, 'x', true -- settle keeps its record, or lets it go
     return WQ_DEAD
   end
+  return nil
+end
+
+-- After a call's notices for job `id`: due when it waits on nothing more; a dead-lettered
+-- one's references are asked to be cancelled again (a notice heard again after a crash) and
+-- its record leaves once they have all ended. Returns what became of it (nil: it waits on).
+local function settle(id, rec)
+  if rec.over then
+    return nil
+  end
+  if rec.succeeded then -- a join's children that succeeded, left in one SREM
+    local removed = wq_multi('SREM', left_of(rec), rec.succeeded)
+    heard = heard + removed
+    rec.heard = rec.heard or removed > 0
+  end
+  rec.over = true
   if waits_on(rec) == 0 then
-    rec.over = true
+    if rec[3] == 'x' then
+      forget(id, rec)
+      return nil
+    end
     return release(id, rec)
   end
-  if type(rec[4]) == 'table' then
-    redis.call('HSET', KEYS[12], id, cmsgpack.pack(rec))
+  if rec.heard and (type(rec[4]) == 'table' or rec[3] == 'x') then
+    redis.call('HSET', KEYS[12], id, cmsgpack.pack({rec[1], rec[2], rec[3], rec[4]}))
+  end
+  if rec[3] == 'x' then
+    ask_cancel(rec)
   end
   return nil
 end
@@ -314,28 +320,47 @@ if ARGV[3] == 'w' then
   if #outcomes > 0 then
     redis.call('DEL', early)
   end
-  if not rec.over and waits_on(rec) == 0 then
-    placed = release(id, rec) -- waits on nothing
-    if type(placed) == 'table' then
-      return placed
-    end
+  local got = settle(id, rec)
+  if type(got) == 'table' then
+    return got
   end
-  return done({WQ_OK, placed})
+  return done({WQ_OK, got or placed})
 end
 
+local records, touched = {}, {} -- each waiting job's record, read once a call
 for i = 4, #ARGV, 5 do
   local id, token, ref, outcome, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local raw = redis.call('HGET', KEYS[12], id)
-  local rec = raw and cmsgpack.unpack(raw)
+  local rec = records[id]
+  if rec == nil then
+    local raw = redis.call('HGET', KEYS[12], id)
+    rec = raw and cmsgpack.unpack(raw) or false
+    records[id] = rec
+  end
   if rec and rec[1] == token then
-    local got = hear(id, rec, ref, outcome, err)
-    if type(got) == 'table' then
-      return got
+    if not rec.touched then
+      rec.touched = true
+      touched[#touched + 1] = id
+    end
+    if outcome == 'S' and type(rec[4]) ~= 'table' and rec[3] ~= 'x' then
+      local succeeded = rec.succeeded or {} -- a join's: heard together (settle)
+      succeeded[#succeeded + 1] = ref
+      rec.succeeded = succeeded
+    else
+      local got = hear(id, rec, ref, outcome, err)
+      if type(got) == 'table' then
+        return got
+      end
     end
   else -- its write is on its way (or it has heard all it waited for: then nobody reads this)
     local early = KEYS[12] .. ':' .. token
     redis.call('HSET', early, ref, cmsgpack.pack({outcome, err}))
     redis.call('PEXPIRE', early, WQ_EARLY_MS)
+  end
+end
+for _, id in ipairs(touched) do
+  local got = settle(id, records[id])
+  if type(got) == 'table' then
+    return got
   end
 end
 return done({WQ_OK, heard, released, ended})
