@@ -15,7 +15,7 @@ from wheelq.core.follow import Joined, OnChildFailure, policy_of
 from wheelq.core.history import JobInfo
 from wheelq.core.options import BulkOptions, EnqueueKwargs, JobSpec, takes
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import by_key, results
+from wheelq.producer import by_key, flows, results
 from wheelq.producer.client import Client
 from wheelq.producer.connected import AsyncConnected
 from wheelq.producer.durability import Durability
@@ -114,7 +114,7 @@ class AsyncClient(AsyncConnected):
         self, parent: JobSpec, children: Sequence[JobSpec], *, on_child_failure: str = "fail"
     ) -> Joined:
         policy = policy_of(OnChildFailure, on_child_failure, "on_child_failure")
-        return await self._run(self._producer.enqueue_flow(parent, children, policy))
+        return await self._run(flows.enqueue_flow(self._producer, parent, children, policy))
 
     @takes(BulkOptions)
     async def enqueue_bulk(
@@ -182,7 +182,7 @@ class AsyncClient(AsyncConnected):
         return await self._run(self._producer.get(topic, job_id))
 
     async def children(self, topic: str, job_id: str, *, limit: int | None = None) -> list[JobInfo]:
-        return await self._run(self._producer.children(topic, job_id, limit))
+        return await self._run(flows.children(self._producer, topic, job_id, limit))
 
     async def result(
         self, topic: str, job_id: str, *, group: str = "default", timeout: results.Timeout = 30

@@ -18,7 +18,7 @@ from wheelq.core.follow import Joined, OnChildFailure, policy_of
 from wheelq.core.history import JobInfo
 from wheelq.core.options import BulkOptions, EnqueueKwargs, JobSpec, takes
 from wheelq.core.settings import ClientSettings
-from wheelq.producer import by_key, results
+from wheelq.producer import by_key, flows, results
 from wheelq.producer.connected import Connected
 from wheelq.producer.durability import Durability
 from wheelq.producer.items import EnqueueItem
@@ -189,7 +189,7 @@ class Client(Connected):
                 (children before it written, no parent).
         """
         policy = policy_of(OnChildFailure, on_child_failure, "on_child_failure")
-        return self._run(self._producer.enqueue_flow(parent, children, policy))
+        return self._run(flows.enqueue_flow(self._producer, parent, children, policy))
 
     @takes(BulkOptions)
     def enqueue_bulk(
@@ -304,7 +304,7 @@ class Client(Connected):
         Raises:
             UnknownJobError: `job_id` is no join's parent (or its list has expired).
         """
-        return self._run(self._producer.children(topic, job_id, limit))
+        return self._run(flows.children(self._producer, topic, job_id, limit))
 
     def result(
         self, topic: str, job_id: str, *, group: str = "default", timeout: results.Timeout = 30

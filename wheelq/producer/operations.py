@@ -17,15 +17,11 @@ from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import LimitsChange, TopicLimits, order_keys
 from wheelq.core.follow import (
-    MAX_CHILDREN,
     WRITE_WINDOW_MS,
     JobRef,
-    Joined,
-    OnChildFailure,
     OnFailure,
     job_ref,
     on_failure,
-    parse_wire_ref,
     waiting_record,
     wire_ref,
 )
@@ -42,7 +38,6 @@ from wheelq.core.options import (
     EnqueueKwargs,
     EnqueueOptions,
     ItemOptions,
-    JobSpec,
     stored_values,
 )
 from wheelq.core.process import held_by_workers
@@ -53,7 +48,6 @@ from wheelq.errors import (
     InvalidArgumentError,
     InvalidDelayError,
     InvalidJobIdError,
-    NoFlowError,
     RedisUnavailableError,
     ScriptError,
     TopicConfigError,
@@ -61,7 +55,6 @@ from wheelq.errors import (
     TopicNotEmptyError,
     UnknownJobError,
     UnknownTopicError,
-    int_in,
 )
 from wheelq.producer import enqueue_bulk as bulk
 from wheelq.producer.items import (
@@ -407,7 +400,7 @@ class Producer:
         batch = EncodeBatch(self._clock.now_ms(), traceparent)
         write = validate_item(self.settings, item, batch)
         yield from self.note_callbacks(topic, batch.callbacks)
-        return (yield from self._counted(topic, [write]))
+        return (yield from self.counted(topic, [write]))
 
     def _debounce(self, topic: str, item: EnqueueItem, debounce_ms: int, wait_ms: int) -> Op[str]:
         if item.job_id is None:
@@ -439,7 +432,7 @@ class Producer:
         if not writes:
             return []
         yield from self.note_callbacks(topic, batch.callbacks)
-        return (yield from self._counted(topic, writes))
+        return (yield from self.counted(topic, writes))
 
     def enqueue_call(
         self, topic: str, payload: Any, options: EnqueueKwargs
@@ -517,92 +510,6 @@ class Producer:
         self.counts.enqueued += 1
         return write.id
 
-    def enqueue_flow(
-        self, parent: JobSpec, children: Sequence[JobSpec], policy: OnChildFailure
-    ) -> Op[Joined]:
-        """Write a join: `children`, then an edge on each child's shard, then `parent`
-        awaiting them all, due its `delay` after the last one succeeded (`policy`: what it
-        does if one ends otherwise). Children that end before the parent is written are
-        heard when it is (docs/architecture.md, "Jobs that follow jobs"); a producer that
-        stops half-way has written children and no parent, and was told nothing succeeded.
-
-        Raises:
-            InvalidArgumentError: A bad spec or option (named; ``parent.at``, ``replace``).
-            DuplicateJobError: The parent's or a child's id is pending (for the parent:
-                nothing written).
-        """
-        if not isinstance(parent, JobSpec):
-            raise InvalidArgumentError("parent", f"parent must be a JobSpec, got {parent!r:.80}")
-        specs = list(children) if isinstance(children, Sequence) else None
-        if not specs or len(specs) > MAX_CHILDREN or not all(isinstance(c, JobSpec) for c in specs):
-            raise InvalidArgumentError(
-                "children",
-                f"children must be a list of 1-{MAX_CHILDREN} JobSpecs, got {children!r:.80}",
-            )
-        for n, spec in enumerate([parent, *specs]):
-            name = "parent" if n == 0 else f"children[{n - 1}]"
-            try:
-                k.validate_topic(spec.topic)
-                k.validate_group(spec.group)
-            except InvalidArgumentError as exc:
-                raise InvalidArgumentError(name, f"{name}: {exc}") from None
-        item = parent.item
-        if item.at is not None:
-            raise InvalidDelayError(
-                "at", "a flow's parent is due its delay after its last child: pass delay="
-            )
-        if item.replace:
-            raise InvalidArgumentError("replace", "a flow's parent cannot replace a job")
-        now_ms = self._clock.now_ms()
-        head = validate_item(self.settings, item, EncodeBatch(now_ms, item.traceparent))
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for n, spec in enumerate(specs):
-            by_topic[spec.topic].append(n)
-        writes: list[JobWrite | None] = [None] * len(specs)
-        for indexes in by_topic.values():
-            batch = EncodeBatch(now_ms, None)
-            for n in indexes:
-                writes[n] = validate_item(self.settings, specs[n].item, batch)
-        shards: dict[str, int] = {}
-        for topic in {parent.topic, *by_topic}:
-            count = yield from self.shard_count(topic, create=True)
-            assert count is not None
-            shards[topic] = count
-        home = k.ShardKeys(parent.topic, k.shard_of(head.id, shards[parent.topic]))
-        if item.job_id is not None:  # pending already: nothing written
-            (taken,) = yield [Call(command=("HEXISTS", home.jobs, head.id), parse=bool)]
-            if taken:
-                raise DuplicateJobError(parent.topic, [head.id])
-        for topic, indexes in by_topic.items():
-            placed = [w for n in indexes if (w := writes[n]) is not None]
-            yield from self._counted(topic, placed)
-        token = secrets.token_hex(8)
-        deadline = self._clock.now_ms() + WRITE_WINDOW_MS
-        refs, edges = [], []
-        for spec, write in zip(specs, writes, strict=True):
-            assert write is not None
-            keys = k.ShardKeys(spec.topic, k.shard_of(write.id, shards[spec.topic]))
-            refs.append(wire_ref(keys, write.id, spec.group))
-            edges.append(follow.follow(keys, write.id, spec.group, home, head.id, token))
-        for i in range(0, len(edges), PIPELINE_CALLS * 8):
-            yield edges[i : i + PIPELINE_CALLS * 8]
-        record = waiting_record(token, head.due.value_ms, policy, refs)
-        ((placed_parent, _),) = yield [
-            follow.write_waiting(home, head.id, head.envelope, head.key, record, deadline, refs)
-        ]
-        if placed_parent is follow.Waiting.DUPLICATE:
-            raise DuplicateJobError(parent.topic, [head.id])
-        self.counts.enqueued += 1
-        return Joined(
-            head.id,
-            JobRef(parent.topic, head.id, parent.group),
-            [
-                JobRef(spec.topic, w.id, spec.group)
-                for spec, w in zip(specs, writes, strict=True)
-                if w is not None
-            ],
-        )
-
     def enqueue_bulk(
         self, topic: str, payloads: Iterable[Any], options: BulkOptions
     ) -> Op[list[str]]:
@@ -636,7 +543,7 @@ class Producer:
         stored = absolute(stored_values(item, traceparent), EXPIRES, now_ms)
         if self.spooler is not None:  # it keeps JobWrites (Redis may be away): the per-item path
             columns = bulk.encode(payloads, max_bytes, attempts, now_ms, stored, 1)
-            return (yield from self._counted(topic, bulk.as_writes(due, columns)))
+            return (yield from self.counted(topic, bulk.as_writes(due, columns)))
         shards = self._shards.get(topic)
         if shards is None:
             shards = yield from self.shard_count(topic, create=True)
@@ -663,7 +570,8 @@ class Producer:
             return
         self._callback_topics.add(topic)
 
-    def _counted(self, topic: str, writes: list[JobWrite]) -> Op[list[str]]:
+    def counted(self, topic: str, writes: list[JobWrite]) -> Op[list[str]]:
+        """Place validated jobs and count them (a key's order registered first)."""
         if any(w.order_key for w in writes):
             yield from register_order(topic, writes)
         try:
@@ -689,7 +597,7 @@ class Producer:
         return (yield from send_calls(topic, [w.id for w in writes], calls, applied))
 
     def cancel(self, topic: str, job_id: str) -> Op[bool]:
-        keys = yield from self._job_keys(topic, job_id)
+        keys = yield from self.job_keys(topic, job_id)
         if keys is None:
             return False
         (done,) = yield [enqueue.cancel(keys, job_id)]
@@ -700,14 +608,14 @@ class Producer:
         if delay is None and at is None:
             raise InvalidDelayError("delay", "reschedule needs delay or at (use delay=0 for now)")
         due = due_spec(delay, at, now_ms=self._clock.now_ms())
-        keys = yield from self._job_keys(topic, job_id)
+        keys = yield from self.job_keys(topic, job_id)
         if keys is None:
             return False
         (placed,) = yield [enqueue.reschedule(keys, job_id, due)]
         return placed is not None
 
     def get(self, topic: str, job_id: str) -> Op[JobInfo]:
-        keys = yield from self._job_keys(topic, job_id)
+        keys = yield from self.job_keys(topic, job_id)
         if keys is None:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
         (raw,) = yield [history.lookup(keys, job_id)]
@@ -726,23 +634,6 @@ class Producer:
             return info
         (paused,) = yield [pauses.read_pause_state(topic, waiting)]  # a bounded HMGET
         return with_pauses(info, paused)
-
-    def children(self, topic: str, job_id: str, limit: int | None = None) -> Op[list[JobInfo]]:
-        """Each child of the join whose parent is `job_id` (the first `limit`), in the order
-        given, as `get()` shows it (docs/architecture.md, "Jobs that follow jobs")."""
-        keys = yield from self._job_keys(topic, job_id)
-        if keys is None:
-            raise NoFlowError(topic, job_id)
-        last = -1 if limit is None else int_in("limit", limit, 1, MAX_CHILDREN) - 1
-        (refs,) = yield [Call(command=("LRANGE", k.children_key(keys, job_id), 0, last))]
-        found = [ref for raw in refs if (ref := parse_wire_ref(raw.decode()))]
-        if not found:
-            raise NoFlowError(topic, job_id)
-        raws = yield [history.lookup(child, child_id) for child, child_id in found]
-        return [
-            job_info(child.topic, child_id, raw)
-            for (child, child_id), raw in zip(found, raws, strict=True)
-        ]
 
     def stats(self, topic: str) -> Op[TopicStats | None]:
         shards = yield from self.shard_count(topic, create=False)
@@ -781,7 +672,8 @@ class Producer:
 
     # --- helpers --------------------------------------------------------------------------
 
-    def _job_keys(self, topic: str, job_id: str) -> Op[k.ShardKeys | None]:
+    def job_keys(self, topic: str, job_id: str) -> Op[k.ShardKeys | None]:
+        """The shard of `job_id` on `topic`; None when the topic does not exist."""
         k.validate_job_id(job_id)
         shards = yield from self.shard_count(topic, create=False)
         return None if shards is None else k.ShardKeys(topic, k.shard_of(job_id, shards))
