@@ -101,6 +101,8 @@ async def test_a_continuation_starts_its_delay_after_the_job_it_follows_succeeds
         await worker.stop()
     waited = runs.starts["child"][0] - runs.ends["parent"]
     assert 0.2 <= waited <= 0.2 + START_BOUND_S, waited
+    status = node.status()  # the resolver's work, seen
+    assert status["notices_heard"] >= 1 and status["released"] >= 1, status
     assert [len(v) for v in runs.starts.values()] == [1, 1]
     assert await state(client, topic, child) is JobState.SUCCEEDED
 

@@ -238,6 +238,8 @@ class Scheduler(Role[StopReport]):
             "preloaded": len(self.driver.wheel),
             "trimmed": self.trimmer.trimmed,
             "promoted": self.promoter.promoted,
+            "notices_heard": self.resolver.heard,
+            "released": self.resolver.released,
             "clock_error_bound_ms": round(self.clock.error_bound_ms, 3),
             "parts": {part.name: part.status() for part in self._parts()},
         }
