@@ -156,3 +156,50 @@ async def test_the_console_shows_an_awaiting_job_and_a_flows_children(
     assert status == 303, where
     _, job, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{second['id']}")
     assert job["state"] == "cancelled"
+
+
+async def test_a_pull_consumers_ack_releases_what_follows_and_a_nack_to_dead_cancels(
+    redis_url: str, api: Served, topic: str
+) -> None:
+    # Pull consumers settle jobs over HTTP (ack.lua and dead_letter.lua with receipts): a
+    # job they ack releases its continuation; one they dead-letter cancels its own.
+    node = Scheduler.from_url(redis_url, None, preload_interval_ms=100)
+    await node.start()
+    try:
+        _, good, _ = await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "good"})
+        status, _, _ = await api.call("POST", f"/v1/topics/{topic}/groups", {"name": "default"})
+        assert status == 201
+        group = f"/v1/topics/{topic}/groups/default"
+        _, bad, _ = await api.call(
+            "POST", f"/v1/topics/{topic}/jobs", {"payload": "bad", "max_attempts": 1}
+        )
+        follows = {}
+        for name, parent in (("after-good", good), ("after-bad", bad)):
+            body = {"payload": name, "after": {"id": parent["id"]}}
+            _, made, _ = await api.call("POST", f"/v1/topics/{topic}/jobs", body)
+            follows[name] = made["id"]
+        pulled: dict[str, dict[str, Any]] = {}
+
+        async def pull_both() -> bool:
+            _, got, _ = await api.call("POST", f"{group}/pull", {"max": 10, "wait_ms": 100})
+            pulled.update({j["payload"]: j for j in got["jobs"]})
+            return {"good", "bad"} <= pulled.keys()
+
+        await eventually(pull_both, timeout_s=10, what="both parents pulled")
+        status, _, _ = await api.call(
+            "POST", f"{group}/ack", {"receipts": [pulled["good"]["receipt"]]}
+        )
+        assert status == 200
+        status, _, _ = await api.call(
+            "POST", f"{group}/nack", {"receipts": [pulled["bad"]["receipt"]]}
+        )
+        assert status == 200
+
+        async def settled() -> bool:
+            _, a, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{follows['after-good']}")
+            _, b, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{follows['after-bad']}")
+            return (a["state"], b["state"]) == ("ready", "cancelled")
+
+        await eventually(settled, timeout_s=10, what="one released, one cancelled")
+    finally:
+        await node.stop()
