@@ -22,10 +22,10 @@ from tests.support.clients import admin_of
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually, until
 from tests.support.web import serving
-from wheelq import AsyncAdmin, AsyncClient, JobState, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, JobRef, JobState, Scheduler, Worker
 from wheelq.callbacks import verify
 from wheelq.callbacks.deliverer import Deliverer
-from wheelq.callbacks.delivery import Deliveries, delivery_worker
+from wheelq.callbacks.delivery import GROUP, Deliveries, delivery_worker
 from wheelq.core.keys import ShardKeys
 from wheelq.core.settings import CallbackSettings, WorkerSettings
 from wheelq.embedded import ServerBinary
@@ -155,6 +155,26 @@ async def test_a_callback_jobs_result_is_the_receivers_status_and_the_start_of_i
 
     got = await delivery.client.result(topic, job_id, group="callbacks", timeout=20)
     assert got == {"status": 201, "body": "é" * 512}
+
+
+async def test_a_job_follows_a_callback_jobs_delivery_or_its_dead_letter(
+    delivery: Delivery, topic: str
+) -> None:
+    # A callback job is settled by the deliverer's group: a job following it names that
+    # group, and is released by a delivery, cancelled by a dead letter (410: at once).
+    ok = delivery.route("/ok", lambda n: Reply(204))
+    gone = delivery.route("/gone", lambda n: Reply(410))
+    await delivery.start()
+    delivered, dead = await delivery.enqueue(ok, [1]) + await delivery.enqueue(gone, [2])
+    after_ok = await delivery.client.enqueue(topic, "a", after=JobRef(topic, delivered, GROUP))
+    after_dead = await delivery.client.enqueue(topic, "b", after=JobRef(topic, dead, GROUP))
+
+    async def both() -> bool:
+        a = await delivery.client.get(topic, after_ok)
+        b = await delivery.client.get(topic, after_dead)
+        return (a.state, b.state) == (JobState.READY, JobState.CANCELLED)
+
+    await eventually(both, timeout_s=20, what="one released, one cancelled")
 
 
 async def test_500s_and_timeouts_are_retried_until_delivered_once(
