@@ -95,16 +95,16 @@ class Resolver(NodePart):
         if cancels:  # a failed join's children still pending; before the notices go
             await self._ctx.executor.run([enqueue.cancel(keys, job_id) for keys, job_id in cancels])
         busy = False
+        drops = []
         for lead, notices in read:
             done = [n.entry for n in notices if n in heard] + dropped.pop(lead.keys, [])
             if len(done) < len(notices):
                 self._refused.add(lead.slot)  # tried again at the next nudge
-            elif len(notices) >= BATCH:
-                busy = True
-            if done:
-                dropped[lead.keys] = done
-        if dropped:
-            await self._ctx.executor.run(
-                [follow.drop_notices(keys, entries) for keys, entries in dropped.items()]
-            )
+                if done:
+                    drops.append(follow.drop_notices(lead.keys, done))
+                continue
+            busy = busy or len(notices) >= BATCH
+            drops.append(follow.drop_notices_upto(lead.keys, notices[-1].entry))
+        if drops:
+            await self._ctx.executor.run(drops)
         return busy

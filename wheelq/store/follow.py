@@ -99,9 +99,8 @@ def write_waiting(
 
 def hear(keys: ShardKeys, notices: Sequence[Notice]) -> Call[Heard]:
     """Hear `notices` on their waiting jobs' shard (`keys`)."""
-    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, "n"]
-    for n in notices:
-        args += [n.job_id, n.token, n.ref, n.outcome, n.error]
+    packed = msgpack.packb([(n.job_id, n.token, n.ref, n.outcome, n.error) for n in notices])
+    args: list[str | bytes | int] = [keys.topic, keys.wake_channel, "n", packed]
 
     def parse(reply: Any) -> Heard:
         r = check("resolve", reply)
@@ -121,6 +120,13 @@ def read_notices(keys: ShardKeys, count: int) -> Call[list[Notice]]:
 def drop_notices(keys: ShardKeys, entries: Sequence[str]) -> Call[int]:
     """Delete notices heard."""
     return Call(command=("XDEL", keys.notices, *entries), parse=int)
+
+
+def drop_notices_upto(keys: ShardKeys, last: str) -> Call[int]:
+    """Delete every notice up to `last` (all of them were heard): one argument, not one an
+    entry (an entry added after it, with a greater id, stays)."""
+    ms, _, seq = last.partition("-")
+    return Call(command=("XTRIM", keys.notices, "MINID", f"{ms}-{int(seq) + 1}"), parse=int)
 
 
 def _code(name: str, reply: Any, kind: type[E]) -> E:
