@@ -86,9 +86,15 @@ def server(server_binary: ServerBinary) -> Iterator[EmbeddedServer]:
 
 @pytest.fixture(scope="session")
 def cluster(server_binary: ServerBinary) -> Iterator[EmbeddedCluster]:
-    """The session's shared 3-primary cluster of this kind (isolate data by topic)."""
-    with EmbeddedCluster(server_binary, primaries=3) as shared:
+    """The session's shared 3-primary cluster of this kind (isolate data by topic). Its
+    nodes get 90 s to meet, not 30: on a machine loaded by other work the cluster bus's
+    gossip has taken longer (a CI run once failed every test of a file on it)."""
+    shared = EmbeddedCluster(server_binary, primaries=3)
+    shared.start(timeout_s=90)
+    try:
         yield shared
+    finally:
+        shared.stop()
 
 
 DEPLOYMENTS = ("single", "cluster")

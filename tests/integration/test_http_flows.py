@@ -1,5 +1,5 @@
 """Jobs that follow jobs over HTTP (docs/guides/workflows.md): ``after`` in a job's body,
-``POST /v1/flows`` and ``GET /v1/flows/{topic}/{id}``, run by a scheduler and a worker; and
+``POST /v1/flows`` and ``GET /v1/topics/{topic}/flows/{id}``, run by a scheduler and a worker; and
 a table of bad bodies, each a problem naming its field, with nothing written."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ async def test_a_bad_body_is_a_problem_naming_its_field_and_writes_nothing(
 
 async def test_unknown_flow_parent_is_404(api: Served, topic: str) -> None:
     await api.call("POST", f"/v1/topics/{topic}/jobs", {"payload": "x", "id": "x"})
-    assert_problem(await api.call("GET", f"/v1/flows/{topic}/x"), 404, "job_id")
+    assert_problem(await api.call("GET", f"/v1/topics/{topic}/flows/x"), 404, "job_id")
 
 
 async def test_the_console_shows_an_awaiting_job_and_a_flows_children(

@@ -1,4 +1,5 @@
-"""``/v1/flows``: write a join, and read a flow's children (docs/guides/workflows.md)."""
+"""``/v1/flows``: write a join; ``/v1/topics/{topic}/flows/{id}``: read a flow's children
+(docs/guides/workflows.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from wheelq.web.problems import RESPONSES, invalid
 from wheelq.web.service import json_response, service
 
 router = APIRouter(prefix="/v1/flows", tags=["flows"], responses=RESPONSES)
+topic_router = APIRouter(prefix="/v1/topics/{topic}/flows", tags=["flows"], responses=RESPONSES)
+"""A flow's reads live under its parent's topic: the token and the topic's existence are
+checked as for every route of a topic (`wheelq.web.auth.needs`, `known_topic`)."""
 
 
 @router.post("", status_code=201, response_model=FlowOut)
@@ -36,11 +40,11 @@ async def enqueue_flow(body: FlowIn, request: Request) -> Response:
         "parent": ref_json(joined.parent.topic, joined.parent.job_id, joined.parent.group),
         "children": [ref_json(c.topic, c.job_id, c.group) for c in joined.children],
     }
-    where = f"/v1/flows/{joined.parent.topic}/{quote(joined.id, safe='')}"
+    where = f"/v1/topics/{joined.parent.topic}/flows/{quote(joined.id, safe='')}"
     return json_response(answer, 201, {"Location": where})
 
 
-@router.get("/{topic}/{job_id:path}", response_model=ChildrenOut)
+@topic_router.get("/{job_id:path}", response_model=ChildrenOut)
 async def flow_children(topic: TopicPath, job_id: JobIdPath, request: Request) -> Response:
     """A flow's children, in the order given, each as ``GET .../jobs/{id}`` shows it; 404
     when `job_id` is no flow's parent (or its list, kept 3 days after it ran, expired)."""

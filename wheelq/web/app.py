@@ -111,6 +111,7 @@ def create_app(service: WebService) -> FastAPI:
     )
     for api in routers:
         app.include_router(api.router)
+    app.include_router(api_flows.topic_router)
     app.include_router(ui.router)
     app.include_router(ui_job_lists.router)
     app.include_router(ui_processes.router)
