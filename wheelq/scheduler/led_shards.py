@@ -82,7 +82,13 @@ class Lead:
     noted: bool = True  # The inbox may hold notes.
     overdue: bool = True  # A job to sweep was seen (or backlog).
     renewed_ms: int = 0  # Redis ms the lease was last renewed (or taken): its age's start.
-    notices: bool = True  # Notices may wait on the shard (jobs that follow jobs): resolver.
+    nudged: int = 1  # Nudges seen: notices may wait on the shard (jobs that follow jobs)...
+    checked: int = 0  # ...unless the resolver read none since the `nudged` it had then.
+
+    @property
+    def notices(self) -> bool:
+        """Whether notices may wait on the shard (the resolver reads it)."""
+        return self.nudged != self.checked
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,7 +131,7 @@ class WakeListener(Service):
     def _deliver(self, note: WakeNote) -> None:
         lead = self._leads.by_channel.get(note.channel)
         if lead is not None and note.due_ms < 0:  # a nudge: notices wait on the shard
-            lead.notices = True
+            lead.nudged += 1
             if self._on_notices is not None:
                 self._on_notices()
         elif lead is not None:
@@ -202,7 +202,7 @@ class Preloader(NodePart):
 
     def _nudged(self, lead: Lead) -> None:
         """Notices wait on `lead`'s shard: the resolver moves them."""
-        lead.notices = True
+        lead.nudged += 1
         if self._on_notices is not None:
             self._on_notices()
 

@@ -49,13 +49,14 @@ class Resolver(NodePart):
         """Move one batch of notices of every lead in `leads` at once: one round trip to
         read them, one to have them heard, one to delete those heard (each pipelined across
         the shards); returns whether more may wait."""
+        nudged = [lead.nudged for lead in leads]  # a nudge during the read is not lost
         reads = await self._ctx.executor.run(
             [follow.read_notices(lead.keys, BATCH) for lead in leads], return_exceptions=True
         )
         by_shard: dict[ShardKeys, list[Notice]] = defaultdict(list)
         read: list[tuple[Lead, list[Notice]]] = []
         dropped: dict[ShardKeys, list[str]] = defaultdict(list)
-        for lead, notices in zip(leads, reads, strict=True):
+        for lead, notices, seen in zip(leads, reads, nudged, strict=True):
             if is_transient(notices):
                 raise notices
             if isinstance(notices, Exception):
@@ -63,7 +64,7 @@ class Resolver(NodePart):
                 self.failed(notices)
                 continue
             if not notices:
-                lead.notices = False
+                lead.checked = seen
                 continue
             read.append((lead, notices))
             for notice in notices:
@@ -103,7 +104,7 @@ class Resolver(NodePart):
                 if done:
                     drops.append(follow.drop_notices(lead.keys, done))
                 continue
-            busy = busy or len(notices) >= BATCH
+            busy = True  # read again until a read finds none: what came meanwhile is not lost
             drops.append(follow.drop_notices_upto(lead.keys, notices[-1].entry))
         if drops:
             await self._ctx.executor.run(drops)
