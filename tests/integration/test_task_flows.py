@@ -23,7 +23,7 @@ STARTS: dict[str, list[float]] = {}
 def make_app(url: str, topic: str) -> App:
     app = App(url, worker=wheelq.WorkerSettings(retry_base_ms=20, retry_max_ms=20))
 
-    @app.task(name=f"{topic}.double", topic=f"{topic}-double")
+    @app.task(name=f"{topic}.double", topic=f"{topic}-double", result_ttl=60)
     def double(n: int) -> int:
         STARTS.setdefault(f"{topic}/{n}", []).append(time.time())
         if n < 0:

@@ -135,7 +135,8 @@ def children(
     if not found:
         raise NoFlowError(topic, job_id)
     raws = yield [history.lookup(child, child_id) for child, child_id in found]
-    return [
-        job_info(child.topic, child_id, raw)
+    infos = [
+        (child, job_info(child.topic, child_id, raw))
         for (child, child_id), raw in zip(found, raws, strict=True)
     ]
+    return (yield from producer.with_kept_results(infos))

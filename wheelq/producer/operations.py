@@ -619,13 +619,7 @@ class Producer:
         if keys is None:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
         (raw,) = yield [history.lookup(keys, job_id)]
-        info = job_info(topic, job_id, raw)
-        apart = [g for g in info.groups if g.result_ttl_ms is not None]
-        if apart:  # results kept for a task's result_ttl: read where they are (or expired)
-            kept = yield [results.kept_result(keys, job_id + SEPARATOR + g.group) for g in apart]
-            by_group = {g.group: k.value for g, k in zip(apart, kept, strict=True) if k}
-            groups = tuple(replace(g, result=by_group.get(g.group, g.result)) for g in info.groups)
-            info = replace(info, groups=groups)
+        (info,) = yield from self.with_kept_results([(keys, job_info(topic, job_id, raw))])
         if any(g.state is JobState.RUNNING for g in info.groups):
             (found,) = yield [processes.live()]  # when its worker started it, as it beat
             info = with_starts(info, keys.shard, held_by_workers(found.processes))
@@ -671,6 +665,29 @@ class Producer:
         )
 
     # --- helpers --------------------------------------------------------------------------
+
+    def with_kept_results(self, found: list[tuple[k.ShardKeys, JobInfo]]) -> Op[list[JobInfo]]:
+        """Each job as `get()` shows it: the results kept apart for a task's ``result_ttl``
+        read where they are (or gone once expired), for every job in one round trip."""
+        wanted = [
+            (n, g) for n, (_, info) in enumerate(found) for g in info.groups if g.result_ttl_ms
+        ]
+        infos = [info for _, info in found]
+        if not wanted:
+            return infos
+        kept = yield [
+            results.kept_result(found[n][0], found[n][1].id + SEPARATOR + g.group)
+            for n, g in wanted
+        ]
+        by_job: dict[int, dict[str, Any]] = {}
+        for (n, g), got in zip(wanted, kept, strict=True):
+            if got:
+                by_job.setdefault(n, {})[g.group] = got.value
+        for n, values in by_job.items():
+            info = infos[n]
+            groups = tuple(replace(g, result=values.get(g.group, g.result)) for g in info.groups)
+            infos[n] = replace(info, groups=groups)
+        return infos
 
     def job_keys(self, topic: str, job_id: str) -> Op[k.ShardKeys | None]:
         """The shard of `job_id` on `topic`; None when the topic does not exist."""
