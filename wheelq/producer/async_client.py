@@ -98,7 +98,7 @@ class AsyncClient(AsyncConnected):
 
     @takes(EnqueueKwargs)
     async def enqueue(self, topic: str, payload: Any, **options: Unpack[EnqueueKwargs]) -> str:
-        op, ack = self._producer.enqueue_call(topic, payload, options)
+        op, ack = flows.enqueue_call(self._producer, topic, payload, options)
         return await self._write(topic, op, ack)
 
     async def enqueue_many(

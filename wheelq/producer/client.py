@@ -145,7 +145,7 @@ class Client(Connected):
             AckUnsupportedError: ``ack="persisted"`` on a server without WAITAOF or AOF;
                 nothing was written.
         """
-        op, ack = self._producer.enqueue_call(topic, payload, options)
+        op, ack = flows.enqueue_call(self._producer, topic, payload, options)
         return self._write(topic, op, ack)
 
     def enqueue_many(

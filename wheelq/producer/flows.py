@@ -1,11 +1,13 @@
-"""Joins (`Client.enqueue_flow`) and what a flow's parent reads of its children
-(`Client.children`; docs/architecture.md, "Jobs that follow jobs")."""
+"""Jobs that follow jobs, the producer's part (docs/architecture.md, "Jobs that follow
+jobs"): a continuation (`Client.enqueue(..., after=...)`), a join (`Client.enqueue_flow`),
+and what a flow's parent reads of its children (`Client.children`)."""
 
 from __future__ import annotations
 
 import secrets
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any, cast
 
 from wheelq.core import keys as k
 from wheelq.core.follow import (
@@ -14,24 +16,103 @@ from wheelq.core.follow import (
     JobRef,
     Joined,
     OnChildFailure,
+    OnFailure,
+    job_ref,
+    on_failure,
     parse_wire_ref,
     waiting_record,
     wire_ref,
 )
 from wheelq.core.history import JobInfo, job_info
-from wheelq.core.options import JobSpec
+from wheelq.core.options import EnqueueKwargs, ItemOptions, JobSpec
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
     InvalidDelayError,
     NoFlowError,
+    UnknownJobError,
     int_in,
 )
-from wheelq.producer.items import EncodeBatch, validate_item
+from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_item
 from wheelq.producer.operations import PIPELINE_CALLS, Op, Producer
 from wheelq.store import follow, history
 from wheelq.store.call import Call
 from wheelq.store.enqueue import JobWrite
+
+FOLLOW_OPTIONS = frozenset({"after", "on_parent_failure"})
+"""`Client.enqueue`'s keywords of a job that follows another (`enqueue_call` takes them)."""
+_DEBOUNCE = ("debounce", "debounce_ms", "max_wait", "max_wait_ms")
+
+
+def enqueue_call(
+    producer: Producer, topic: str, payload: Any, options: EnqueueKwargs
+) -> tuple[Op[str], str | None]:
+    """`Client.enqueue`'s operation and the ack level it asks for: `enqueue_after` when it
+    follows a job, else the producer's own (`Producer.enqueue_call`)."""
+    if FOLLOW_OPTIONS.isdisjoint(options):  # the usual call
+        return producer.enqueue_call(topic, payload, options)
+    rest = dict(options)
+    after, policy = rest.pop("after", None), rest.pop("on_parent_failure", None)
+    if after is None and policy is None:
+        return producer.enqueue_call(topic, payload, cast(EnqueueKwargs, rest))
+    if any(rest.get(n) is not None for n in _DEBOUNCE):
+        raise InvalidArgumentError("after", "pass after= or debounce=, not both")
+    ack = rest.pop("ack", None)
+    for name in _DEBOUNCE:
+        rest.pop(name, None)
+    item = EnqueueItem(payload=payload, **cast(ItemOptions, rest))
+    follows = on_failure(OnFailure.CANCEL if policy is None else policy)
+    return enqueue_after(producer, topic, item, after, follows), cast(str | None, ack)
+
+
+def enqueue_after(
+    producer: Producer, topic: str, item: EnqueueItem, after: object, policy: OnFailure
+) -> Op[str]:
+    """Enqueue `item` on `topic`, due its `delay` after job `after` succeeds (`policy`:
+    what it does if that job ends otherwise); returns its id (docs/architecture.md, "Jobs
+    that follow jobs"). The edge goes on the shard of the job it follows first, then the
+    job itself, waiting, on its own shard: two writes, maybe on two primaries, neither
+    needing the other to have landed. An outcome that reaches the job's shard before it
+    is kept there for it; a write later than `WRITE_WINDOW_MS` (a frozen producer) is
+    refused rather than left waiting on an outcome it missed.
+
+    Raises:
+        InvalidArgumentError: A bad argument (named); ``at=`` or ``replace=`` given.
+        UnknownJobError: Nothing is known of the job `after` names (nothing written).
+        DuplicateJobError: A job of `item`'s id is pending already (nothing written).
+    """
+    k.validate_topic(topic)
+    ref = job_ref(after, topic)
+    if item.at is not None:
+        raise InvalidDelayError(
+            "at", "a job with after= is due its delay after the job it follows: pass delay="
+        )
+    if item.replace:
+        raise InvalidArgumentError("replace", "a job with after= cannot replace a job")
+    batch = EncodeBatch(producer.clock.now_ms(), item.traceparent)
+    write = validate_item(producer.settings, item, batch)
+    yield from producer.note_callbacks(topic, batch.callbacks)
+    shards = yield from producer.shard_count(topic, create=True)
+    followed = yield from producer.shard_count(ref.topic, create=False)
+    assert shards is not None
+    if followed is None:
+        raise UnknownJobError(ref.topic, ref.job_id, "after")
+    waiting = k.ShardKeys(topic, k.shard_of(write.id, shards))
+    keys = k.ShardKeys(ref.topic, k.shard_of(ref.job_id, followed))
+    token = secrets.token_hex(8)
+    (edge,) = yield [follow.follow(keys, ref.job_id, ref.group, waiting, write.id, token)]
+    if edge is follow.Edge.UNKNOWN:
+        raise UnknownJobError(ref.topic, ref.job_id, "after")
+    wire = wire_ref(keys, ref.job_id, ref.group)
+    record = waiting_record(token, write.due.value_ms, policy, [wire])
+    deadline = producer.clock.now_ms() + WRITE_WINDOW_MS
+    ((placed, _),) = yield [
+        follow.write_waiting(waiting, write.id, write.envelope, write.key, record, deadline)
+    ]
+    if placed is follow.Waiting.DUPLICATE:
+        raise DuplicateJobError(topic, [write.id])
+    producer.counts.enqueued += 1
+    return write.id
 
 
 def enqueue_flow(

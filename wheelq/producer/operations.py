@@ -16,15 +16,6 @@ from wheelq.core.due import At, Delay, debounce_spec, due_spec, duration_ms
 from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import LimitsChange, TopicLimits, order_keys
-from wheelq.core.follow import (
-    WRITE_WINDOW_MS,
-    JobRef,
-    OnFailure,
-    job_ref,
-    on_failure,
-    waiting_record,
-    wire_ref,
-)
 from wheelq.core.history import (
     SEPARATOR,
     JobInfo,
@@ -53,7 +44,6 @@ from wheelq.errors import (
     TopicConfigError,
     TopicFullError,
     TopicNotEmptyError,
-    UnknownJobError,
     UnknownTopicError,
 )
 from wheelq.producer import enqueue_bulk as bulk
@@ -73,7 +63,6 @@ from wheelq.runtime.tracing import Tracing
 from wheelq.store import (
     enqueue,
     flow,
-    follow,
     history,
     leases,
     pauses,
@@ -92,15 +81,7 @@ from wheelq.store.scripts import Placed
 T = TypeVar("T")
 Op = Generator[list[Call[Any]], list[Any], T]
 
-_CALL_ONLY = (
-    "ack",
-    "debounce_ms",
-    "max_wait_ms",
-    "debounce",
-    "max_wait",
-    "after",
-    "on_parent_failure",
-)  # of the call
+_CALL_ONLY = ("ack", "debounce_ms", "max_wait_ms", "debounce", "max_wait")  # of the call
 _CALL_ONLY_SET = frozenset(_CALL_ONLY)
 PIPELINE_CALLS = 64  # script calls per round trip in enqueue_many
 Placing = list[tuple[list[str], Call[list[Placed]]]]
@@ -442,15 +423,7 @@ class Producer:
             item = EnqueueItem(payload=payload, **cast(ItemOptions, options))
             return self.enqueue(topic, item), None
         rest = dict(options)
-        ack, debounce_ms, max_wait_ms, debounce, max_wait, after, policy = [
-            rest.pop(n, None) for n in _CALL_ONLY
-        ]
-        if after is not None or policy is not None:
-            if debounce is not None or debounce_ms is not None:
-                raise InvalidArgumentError("after", "pass after= or debounce=, not both")
-            item = EnqueueItem(payload=payload, **cast(ItemOptions, rest))
-            follows = on_failure(OnFailure.CANCEL if policy is None else policy)
-            return self.enqueue_after(topic, item, after, follows), cast(str | None, ack)
+        ack, debounce_ms, max_wait_ms, debounce, max_wait = [rest.pop(n, None) for n in _CALL_ONLY]
         if debounce is not None:
             debounce_ms = duration_ms(
                 debounce, debounce_ms, name="debounce", alias="debounce_ms", min_ms=1
@@ -460,55 +433,6 @@ class Producer:
         item = EnqueueItem(payload=payload, **cast(ItemOptions, rest))
         bounce = None if debounce_ms is None else debounce_spec(debounce_ms, max_wait_ms)
         return self.enqueue(topic, item, bounce), cast(str | None, ack)
-
-    def enqueue_after(
-        self, topic: str, item: EnqueueItem, after: object, policy: OnFailure
-    ) -> Op[str]:
-        """Enqueue `item` on `topic`, due its `delay` after job `after` succeeds (`policy`:
-        what it does if that job ends otherwise); returns its id (docs/architecture.md, "Jobs
-        that follow jobs"). The edge goes on the shard of the job it follows first, then the
-        job itself, waiting, on its own shard: two writes, maybe on two primaries, neither
-        needing the other to have landed. An outcome that reaches the job's shard before it
-        is kept there for it; a write later than `WRITE_WINDOW_MS` (a frozen producer) is
-        refused rather than left waiting on an outcome it missed.
-
-        Raises:
-            InvalidArgumentError: A bad argument (named); ``at=`` or ``replace=`` given.
-            UnknownJobError: Nothing is known of the job `after` names (nothing written).
-            DuplicateJobError: A job of `item`'s id is pending already (nothing written).
-        """
-        k.validate_topic(topic)
-        ref = job_ref(after, topic)
-        if item.at is not None:
-            raise InvalidDelayError(
-                "at", "a job with after= is due its delay after the job it follows: pass delay="
-            )
-        if item.replace:
-            raise InvalidArgumentError("replace", "a job with after= cannot replace a job")
-        batch = EncodeBatch(self._clock.now_ms(), item.traceparent)
-        write = validate_item(self.settings, item, batch)
-        yield from self.note_callbacks(topic, batch.callbacks)
-        shards = yield from self.shard_count(topic, create=True)
-        followed = yield from self.shard_count(ref.topic, create=False)
-        assert shards is not None
-        if followed is None:
-            raise _unknown_after(ref)
-        waiting = k.ShardKeys(topic, k.shard_of(write.id, shards))
-        keys = k.ShardKeys(ref.topic, k.shard_of(ref.job_id, followed))
-        token = secrets.token_hex(8)
-        (edge,) = yield [follow.follow(keys, ref.job_id, ref.group, waiting, write.id, token)]
-        if edge is follow.Edge.UNKNOWN:
-            raise _unknown_after(ref)
-        wire = wire_ref(keys, ref.job_id, ref.group)
-        record = waiting_record(token, write.due.value_ms, policy, [wire])
-        deadline = self._clock.now_ms() + WRITE_WINDOW_MS
-        ((placed, _),) = yield [
-            follow.write_waiting(waiting, write.id, write.envelope, write.key, record, deadline)
-        ]
-        if placed is follow.Waiting.DUPLICATE:
-            raise DuplicateJobError(topic, [write.id])
-        self.counts.enqueued += 1
-        return write.id
 
     def enqueue_bulk(
         self, topic: str, payloads: Iterable[Any], options: BulkOptions
@@ -804,8 +728,3 @@ def _traced(
         raise
     tracing.sent(span, ids, batch)
     return ids
-
-
-def _unknown_after(ref: JobRef) -> UnknownJobError:
-    """Nothing is known of the job ``after=`` names (the error names that parameter)."""
-    return UnknownJobError(ref.topic, ref.job_id, "after")
