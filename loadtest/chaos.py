@@ -5,12 +5,15 @@
     python loadtest/chaos.py --minutes 10 --seed 1 --cluster
     python loadtest/chaos.py --minutes 2 --seed 7 --exclude outbox_poison,relay_stop
     python loadtest/chaos.py --minutes 2 --seed 7 --no-outbox
+    python loadtest/chaos.py --minutes 2 --seed 7 --flow-rate 0
 
 Producers (2 processes, enqueueing through a spool, a steady due rate: `--rate` jobs/s
 with delays of 1-4 s), 3 scheduler nodes and 3 workers run as real processes against an
 embedded server with ``appendonly yes`` (``appendfsync everysec``, ``maxmemory-policy
 noeviction``), every one of them connected through a proxy the soak can cut, stall and
-slow. For `--minutes` the soak injects faults drawn from `--seed`
+slow. Beside the producers a flow producer writes `--flow-rate` joins and continuations a
+second on the same topic (`benchlib/chaos_roles.py`), some with a child cancelled. For
+`--minutes` the soak injects faults drawn from `--seed`
 (`benchlib/chaos_faults.py`): each class once in turn, one at a time, then overlapping
 pairs. `--exclude` leaves classes out.
 
@@ -31,6 +34,8 @@ due has fired and been acked and the outbox has drained, and reconciles
 - fired twice (one attempt twice in the streams), early (before due, Redis clock);
 - handled never (fired, no handler ran it), handled too often (beyond the worker's
   ``max_deliveries``: more than at-least-once allows);
+- the flows (`benchlib/chaos_flows.py`): no parent or continuation stuck, lost, fired
+  twice, fired before every job it awaits had run, or fired although one was cancelled;
 - per fault class: the lateness spike of jobs due while it held and the recovery time;
 - the outbox: every committed job fired exactly once (a replaced id with its last committed
   version's payload), none of a rolled-back transaction, every poison row in
@@ -64,12 +69,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis
 from benchlib.chaos_faults import FAULTS, Arena, Event, Fault, run_schedule
 from benchlib.chaos_fleet import Fleet
+from benchlib.chaos_flows import FlowRecords, first_runs, reconcile_flows
 from benchlib.chaos_outbox import FAULT_NAMES as OUTBOX_FAULT_NAMES
 from benchlib.chaos_outbox import Outbox, server_args, write_fired
 from benchlib.chaos_report import (
     by_fault,
     collect,
     failures,
+    final_keys,
     markdown,
     plot,
     reconcile_outbox,
@@ -92,7 +99,7 @@ WORKER_SETTINGS = {
     "max_deliveries": 10,
 }
 JUMPS_MS = (2000, -2000, 500)
-MAIN_ROLES = ("producer", "node", "worker")
+MAIN_ROLES = ("producer", "flow_producer", "node", "worker")
 OUTBOX_ROLES = ("outbox_producer", "relay")
 OUTBOX_DRAIN_S = 60.0
 """How long after its producer stopped the outbox may take to place and fire everything."""
@@ -107,6 +114,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="default: a new temp dir")
     parser.add_argument("--server", choices=("valkey", "redis"), default=None)
     parser.add_argument("--no-outbox", action="store_true", help="no PostgreSQL outbox")
+    parser.add_argument(
+        "--flow-rate", type=float, default=4.0, help="joins and continuations/s (default 4)"
+    )
     parser.add_argument(
         "--outbox-rate", type=float, default=40.0, help="outbox jobs committed/s (default 40)"
     )
@@ -180,6 +190,8 @@ def soak(
         start_ms = now_ms()
         for i in range(2):
             fleet.add("producer", f"p{i}", str(args.rate / 2), str(out / f"spool-p{i}.db"))
+        if args.flow_rate > 0:
+            fleet.add("flow_producer", "f0", str(args.flow_rate))
         if outbox:
             outbox.start(fleet, args.outbox_rate)
         excluded = {*target.excluded(), *args.exclude}
@@ -207,6 +219,7 @@ def soak(
         drain_by = time.monotonic() + OUTBOX_DRAIN_S
         exits = {"outbox_producer": fleet.stop("outbox_producer", timeout_s=30)}
         exits["producers"] = fleet.stop("producer", timeout_s=180)
+        exits["flow_producers"] = fleet.stop("flow_producer", timeout_s=30)
         settled = _settle(direct, topic, log)
         drained = outbox.drain(direct, log, drain_by) if outbox else True
         exits["relays"] = fleet.stop("relay", 30)
@@ -224,7 +237,12 @@ def soak(
             rejected=outbox.rejected(),
             rows_left=outbox.rows_left(),
         )
-    failed = failures(account, settled, deaths, outbox_account, drained)
+    flows = None
+    if args.flow_rate > 0:
+        pending, dead = final_keys(target, topic, SHARDS)
+        runs = first_runs(out)
+        flows = reconcile_flows(FlowRecords.read(out), fired, runs=runs, dead=dead, pending=pending)
+    failed = failures(account, settled, deaths, outbox_account, drained, flows)
     firsts = sorted(r.lateness_ms for r in fired if r.attempt == 1)
     result: dict[str, Any] = {
         "seed": args.seed,
@@ -247,6 +265,8 @@ def soak(
         "exits": exits,
         "unexpected_deaths": deaths,
     }
+    if flows is not None:
+        result["flows"] = flows.as_dict()
     if outbox_account is not None:
         result["outbox"] = outbox_account.as_dict() | {"drained": drained}
         result["outbox_faults"] = [_event_row(e, start_ms) for e in outbox_events]

@@ -30,7 +30,7 @@ from benchlib.chaos_fleet import Fleet, Member
 from wheelq.testing import faults
 from wheelq.testing.proxy import ProxyThread
 
-NODE_POINTS = ("emit.before_send", "emit.after_reply")
+NODE_POINTS = ("emit.before_send", "emit.after_reply", "resolve.after_hear")
 WORKER_POINTS = ("ack.before_send", "ack.after_reply", "handler.after")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.chaos_faults import Event
+from benchlib.chaos_flows import FLOWS_MUST_BE_ZERO, FlowAccount
 from benchlib.chaos_roles import read_log
 from wheelq.core.job import Field
 from wheelq.core.keys import all_shards, shard_of
@@ -49,13 +50,7 @@ def collect(
 ) -> tuple[Reconciliation, list[Fired]]:
     """Every acknowledged id against what the keys and the handlers show."""
     fired = asyncio.run(_read_fired(target, topic, shards))
-    conn = target.connect()
-    pending: list[str] = []
-    dead: list[str] = []
-    for keys in all_shards(topic, shards):
-        pending += [m.decode() for m in conn.zrange(keys.delayed, 0, -1)]
-        for _, fields in conn.xrange(keys.dead):
-            dead.append(fields[Field.ID].decode())
+    pending, dead = final_keys(target, topic, shards)
     account = reconcile(
         _ids(out, "acked"),
         fired,
@@ -66,6 +61,18 @@ def collect(
         max_runs=max_runs,
     )
     return account, fired
+
+
+def final_keys(target: Any, topic: str, shards: int) -> tuple[list[str], list[str]]:
+    """The ids still pending (awaiting ones among them) and those dead-lettered."""
+    conn = target.connect()
+    pending: list[str] = []
+    dead: list[str] = []
+    for keys in all_shards(topic, shards):
+        pending += [m.decode() for m in conn.zrange(keys.delayed, 0, -1)]
+        for _, fields in conn.xrange(keys.dead):
+            dead.append(fields[Field.ID].decode())
+    return pending, dead
 
 
 async def _read_fired(target: Any, topic: str, shards: int) -> list[Fired]:
@@ -204,9 +211,11 @@ def failures(
     deaths: Mapping[str, Sequence[int]],
     outbox: OutboxAccount | None = None,
     drained: bool = True,
+    flows: FlowAccount | None = None,
 ) -> list[str]:
     """Why the run failed, one line a reason; empty when it passed. It fails on a broken
-    promise of the account (`MUST_BE_ZERO`) or of the outbox's (`OUTBOX_MUST_BE_ZERO`), a
+    promise of the account (`MUST_BE_ZERO`), the outbox's (`OUTBOX_MUST_BE_ZERO`) or the
+    flows' (`FLOWS_MUST_BE_ZERO`), a
     run that did not settle or whose outbox did not drain, and any process that ended
     without being told to (`deaths`: name -> its return codes; -N is signal N), since the
     faults cover the deaths they cause."""
@@ -216,6 +225,12 @@ def failures(
             f"outbox {name}: {getattr(outbox, name)}"
             for name in OUTBOX_MUST_BE_ZERO
             if getattr(outbox, name)
+        ]
+    if flows is not None:
+        out += [
+            f"flows {name}: {getattr(flows, name)}"
+            for name in FLOWS_MUST_BE_ZERO
+            if getattr(flows, name)
         ]
     if not settled:
         out.append("did not settle: jobs still pending, unread or unacked")
@@ -382,9 +397,30 @@ def markdown(result: dict[str, Any]) -> str:
         f"Lateness of first firings (ms): p50 {lateness['p50']}, p99 {lateness['p99']}, "
         f"p99.9 {lateness['p99.9']}, max {lateness['max']}.",
     ]
+    if result.get("flows"):
+        lines += _flows_markdown(result["flows"])
     if result.get("outbox"):
         lines += _outbox_markdown(result["outbox"], result.get("outbox_faults", []))
     return "\n".join(lines) + "\n"
+
+
+FLOWS_COLUMNS = ("joins", "continuations", "in_doubt", "cancelled", "fired", "dead",
+                 *FLOWS_MUST_BE_ZERO)  # fmt: skip
+
+
+def _flows_markdown(account: dict[str, Any]) -> list[str]:
+    """The flows' account, and examples of what broke."""
+    lines = [
+        "",
+        "Jobs that follow jobs (joins' parents and continuations):",
+        "",
+        "| " + " | ".join(name.replace("_", " ") for name in FLOWS_COLUMNS) + " |",
+        "|" + "---|" * len(FLOWS_COLUMNS),
+        "| " + " | ".join(str(account[name]) for name in FLOWS_COLUMNS) + " |",
+    ]
+    for name, ids in account.get("examples", {}).items():
+        lines.append(f"- {name.replace('_', ' ')}: {', '.join(ids[:5])}")
+    return lines
 
 
 OUTBOX_COLUMNS = ("committed", "replaced", "rolled_back", "poison", "fired", "rejected",

@@ -5,6 +5,7 @@ point.
     python loadtest/benchlib/chaos_roles.py producer URL TOPIC NAME OUT_DIR RATE SPOOL
     python loadtest/benchlib/chaos_roles.py node URL TOPIC NAME OUT_DIR SETTINGS_JSON
     python loadtest/benchlib/chaos_roles.py worker URL TOPIC NAME OUT_DIR SETTINGS_JSON
+    python loadtest/benchlib/chaos_roles.py flow_producer URL TOPIC NAME OUT_DIR RATE
     python loadtest/benchlib/chaos_roles.py outbox_producer URL TOPIC NAME OUT_DIR DSN RATE
     python loadtest/benchlib/chaos_roles.py relay URL TOPIC NAME OUT_DIR DSN SETTINGS_JSON
 
@@ -15,7 +16,13 @@ which the reader skips):
 - a producer writes ``acked-NAME.log`` (one job id per line, after `enqueue_many`
   returned: the id is acknowledged) and ``cancelled-NAME.log`` (ids whose `cancel`
   returned True, or whose cancel's outcome is unknown: then Redis may have applied it);
-- a worker writes ``runs-NAME.log``: ``job_id attempt`` per handler start;
+- a worker writes ``runs-NAME.log``: ``job_id attempt ms`` per handler start (`ms`: the
+  wall clock's, this machine's as Redis's);
+- a flow producer writes ``flows-NAME.log``: ``J parent child,child,...`` per join
+  `enqueue_flow` returned, ``C job after`` per continuation `enqueue(after=)` returned,
+  ``U parent`` per call whose outcome is unknown (it raised: children or the parent may be
+  written), and ``X job 1`` / ``X job ?`` per cancel of a child or a followed job that
+  returned True / whose outcome is unknown (``X job 0``: it returned False);
 - an outbox producer writes ``outbox-jobs-NAME.log``: ``C job_id version ms`` per job of a
   transaction that committed (`ms`: when it ended, on the wall clock), ``R ...`` of one it
   rolled back on purpose, ``U ...`` of one whose commit's outcome is unknown (its
@@ -25,6 +32,12 @@ A producer enqueues `RATE` jobs/s with explicit ids (``NAME-SEQ``) and delays of
 the due rate is the enqueue rate, through a spool (`SPOOL`): an enqueue Redis cannot take
 is spooled and replayed, and the call still returns. About 1 % of the jobs are cancelled
 while pending. On SIGTERM it stops enqueueing, waits until its spool is empty and exits.
+
+A flow producer writes `RATE` flows/s on TOPIC beside the producers, through no spool:
+joins (``NAME-jSEQ`` awaiting 2-6 children ``NAME-jSEQ-cK`` due in 1-3 s, on_child_failure
+``fail``) and continuations (``NAME-bSEQ`` after ``NAME-aSEQ``, due 1-3 s ahead, with
+`delay` 0); `FLOW_CANCEL_SHARE` of them has a child or its followed job cancelled while
+pending, so its parent must never run. On SIGTERM it stops and exits.
 
 An outbox producer commits `RATE` jobs/s into the outbox (`wheelq.outbox.enqueue` on
 psycopg), 1-4 a transaction, due in 1-4 s, with ids ``NAME-SEQ`` and the payload ``[id,
@@ -61,7 +74,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from wheelq import Client, Job, RedisUnavailableError, Scheduler, Worker
+from wheelq import Client, Job, JobSpec, RedisUnavailableError, Scheduler, Worker
 from wheelq.cli.services import run_worker
 from wheelq.cli.signals import SignalFlag, run_until_signal
 from wheelq.core.settings import SchedulerSettings
@@ -79,6 +92,8 @@ ROLLBACK_SHARE = 0.1
 SERIES_SHARE = 0.3
 """Of its transactions: one that begins a replace series (at most `SERIES_LIVE` at once)."""
 SERIES_LIVE = 5
+FLOW_CANCEL_SHARE = 0.1
+"""Of the flow producer's flows: one whose child (or followed job) it cancels while pending."""
 
 
 class Log:
@@ -215,10 +230,55 @@ def worker(url: str, topic: str, name: str, out: Path, settings: dict[str, Any])
     runs = Log(out / f"runs-{name}.log")
 
     async def handle(job: Job) -> None:
-        runs.write([f"{job.id} {job.attempt}"])
+        runs.write([f"{job.id} {job.attempt} {int(time.time() * 1000)}"])
 
     role = Worker.from_url(url, topic, handle, consumer=name, redis_options=TIMEOUTS, **settings)
     run_worker(role, _ready_beside(out, name))
+
+
+def flow_producer(url: str, topic: str, name: str, out: Path, rate: float) -> None:
+    records = Log(out / f"flows-{name}.log")
+    client = Client.from_url(url, redis_options=TIMEOUTS)
+    stop = SignalFlag(signal.SIGTERM)
+    announce_ready(out, name)
+    rng = random.Random(name)
+    seq, errors, started = 0, 0, time.monotonic()
+    while not stop.is_set():
+        while seq < (time.monotonic() - started) * rate and not stop.is_set():
+            seq += 1
+            try:
+                records.write(_one_flow(client, topic, f"{name}-", seq, rng))
+            except Exception as exc:
+                errors += 1
+                logging.warning("flow %d failed: %r", seq, exc)
+                records.write([f"U {name}-{'j' if seq % 2 else 'b'}{seq}"])
+        stop.wait(TICK_S)
+    client.close()
+    print(json.dumps({"role": "flow_producer", "flows": seq, "errors": errors}))
+
+
+def _one_flow(client: Client, topic: str, prefix: str, seq: int, rng: random.Random) -> list[str]:
+    """A join (odd `seq`) or a continuation (even), and perhaps a cancel: its records."""
+    if seq % 2:
+        parent = f"{prefix}j{seq}"
+        children = [f"{parent}-c{k}" for k in range(rng.randint(2, 6))]
+        client.enqueue_flow(
+            JobSpec(topic, seq, job_id=parent),
+            [JobSpec(topic, seq, job_id=c, delay=rng.uniform(1.0, 3.0)) for c in children],
+        )
+        lines, followed = [f"J {parent} {','.join(children)}"], children
+    else:
+        first, then = f"{prefix}a{seq}", f"{prefix}b{seq}"
+        client.enqueue(topic, seq, job_id=first, delay=rng.uniform(1.0, 3.0))
+        client.enqueue(topic, seq, job_id=then, after=first)
+        lines, followed = [f"C {then} {first}"], [first]
+    if rng.random() < FLOW_CANCEL_SHARE:
+        victim = rng.choice(followed)
+        try:
+            lines.append(f"X {victim} {int(client.cancel(topic, victim))}")
+        except Exception:
+            lines.append(f"X {victim} ?")
+    return lines
 
 
 def replace_delay_s(version: int) -> float:
@@ -315,6 +375,8 @@ def main() -> None:
         node(url, topic, name, Path(out), json.loads(rest[0]))
     elif role == "worker":
         worker(url, topic, name, Path(out), json.loads(rest[0]))
+    elif role == "flow_producer":
+        flow_producer(url, topic, name, Path(out), float(rest[0]))
     elif role == "outbox_producer":
         outbox_producer(topic, name, Path(out), rest[0], float(rest[1]))
     elif role == "relay":
