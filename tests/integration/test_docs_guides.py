@@ -354,18 +354,22 @@ def test_the_priority_guide_runs_as_written(
 def test_the_workflows_guide_runs_as_written(
     server_binary: ServerBinary, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The guide's continuation and join are written awaiting, as its comments say."""
-    sections = ["Run a job after another", "Join: a parent after its children"]
+    """The guide's continuation and join are written awaiting, and its tree moved and
+    cancelled, as its comments say."""
+    sections = ["Run a job after another", "Join: a parent after its children", "Whole trees"]
     with dedicated_server(server_binary) as server:
         url = f"{server.url}/0"
         found = _gather("docs/guides/workflows.md", sections, url)
         ns = run_code(found.code, url)
-        assert capsys.readouterr().out.splitlines() == ["awaiting", "awaiting 3"]
+        assert capsys.readouterr().out.splitlines() == ["awaiting", "awaiting 3", "3", "4"]
         client = ns["client"]
         assert isinstance(client, wheelq.Client)
         with client:
             kids = client.children("albums", ns["thumbs"].id)
             assert [c.topic for c in kids] == ["thumbnails"] * 3
+            parts = client.children("reports", ns["report"].id)
+            assert [(c.topic, c.state.value) for c in parts] == [("exports", "cancelled")] * 3
+            assert client.get("reports", ns["report"].id).state.value == "cancelled"
             assert client.get("invoices", ns["invoice"]).state.value == "pending"
 
 

@@ -158,6 +158,40 @@ async def test_the_console_shows_an_awaiting_job_and_a_flows_children(
     assert job["state"] == "cancelled"
 
 
+async def test_a_tree_moves_over_http_and_a_bad_move_is_a_problem_moving_nothing(
+    api: Served, topic: str
+) -> None:
+    body = {
+        "parent": {"topic": topic, "payload": "p"},
+        "children": [{"topic": topic, "payload": n, "delay_ms": 600_000} for n in range(2)],
+    }
+    _, flow, _ = await api.call("POST", "/v1/flows", body)
+    path = f"/v1/topics/{topic}/jobs/{flow['id']}"
+
+    async def dues() -> list[int]:
+        rows = [
+            await api.call("GET", f"/v1/topics/{topic}/jobs/{c['id']}") for c in flow["children"]
+        ]
+        return [row[1]["due_ms"] for row in rows]
+
+    before = await dues()
+    for move, field in (
+        ({"delay_ms": 5}, "delay_ms"),
+        ({"at": 1_900_000_000_000}, "at"),
+        ({}, "by_ms"),
+        ({"by_ms": 1, "to": 1_900_000_000_000}, "by_ms"),
+        ({"by_ms": 11 * 365 * 86_400_000}, "by_ms"),
+        ({"by_ms": "soon"}, "by_ms"),
+        ({"to": "tomorrow"}, "to"),
+    ):
+        assert_problem(await api.call("PATCH", f"{path}?tree=true", move), 422, field)
+    assert_problem(await api.call("PATCH", path, {"by_ms": 1}), 422, "by_ms")
+    assert await dues() == before
+    status, moved, _ = await api.call("PATCH", f"{path}?tree=true", {"by_ms": -60_000})
+    assert (status, moved) == (200, {"moved": 2})
+    assert await dues() == [d - 60_000 for d in before]
+
+
 async def test_a_pull_consumers_ack_releases_what_follows_and_a_nack_to_dead_cancels(
     redis_url: str, api: Served, topic: str
 ) -> None:

@@ -253,6 +253,21 @@ def test_the_cli_writes_a_continuation_and_lists_a_flows_children(
         assert (tree.returncode, tree.stdout) == (0, "cancelled 4 jobs\n"), tree.stderr
         mixed = run_wheelq("cancel", topic, "--key", "k", "--tree", *url)
         assert mixed.returncode == 2 and "--tree" in mixed.stderr
+        shifted = sync.enqueue_flow(JobSpec(topic, "p"), [JobSpec(topic, 3, delay=600)])
+        due = sync.get(topic, shifted.children[0].job_id).due_ms
+        moved = run_wheelq("reschedule", topic, shifted.id, "--tree", "--by", "-60", *url)
+        assert (moved.returncode, moved.stdout) == (
+            0, f"rescheduled 1 jobs of the tree of {shifted.id}\n"
+        ), moved.stderr  # fmt: skip
+        assert sync.get(topic, shifted.children[0].job_id).due_ms == due - 60_000
+        for bad, says in (
+            (("--tree",), "--by"),
+            (("--tree", "--delay", "5"), "--delay"),
+            (("--tree", "--key", "k", "--by", "1"), "--tree"),
+        ):
+            refused = run_wheelq("reschedule", topic, *([] if "--key" in bad else [shifted.id]),
+                                 *bad, *url)  # fmt: skip
+            assert refused.returncode == 2 and says in refused.stderr, (bad, refused.stderr)
 
 
 async def test_a_tree_cancel_reaches_children_and_everything_that_follows(
@@ -275,3 +290,57 @@ async def test_a_tree_cancel_reaches_children_and_everything_that_follows(
     with pytest.raises(InvalidArgumentError) as caught:
         await client.cancel(topic, key="k", tree=True)  # type: ignore[call-overload]
     assert caught.value.parameter == "tree"
+
+
+async def test_a_tree_reschedule_shifts_each_pending_job_from_its_own_due_time(
+    topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    """Children on two topics move by the same shift from their own dues, a child's retry
+    with them; the parent and a continuation stay awaiting; a bystander stays put."""
+    other = topic + "-o"
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "parent"),
+        [JobSpec(topic, "c1", delay=600), JobSpec(other, "c2", delay=900)],
+    )
+    c1, c2 = joined.children[0].job_id, joined.children[1].job_id
+    then = await client.enqueue(other, "then", after=(other, c2))
+    bystander = await client.enqueue(topic, "b", delay=600)
+    dues = {j: (await client.get(t, j)).due_ms for t, j in ((topic, c1), (other, c2))}
+    before = (await client.get(topic, bystander)).due_ms
+    assert await client.reschedule(topic, joined.id, tree=True, by=-300) == 2
+    assert (await client.get(topic, c1)).due_ms == dues[c1] - 300_000
+    assert (await client.get(other, c2)).due_ms == dues[c2] - 300_000
+    for t, job in ((topic, joined.id), (other, then)):
+        assert await state(client, t, job) is JobState.AWAITING
+    assert (await client.get(topic, bystander)).due_ms == before
+    to = dues[c1] / 1000 + 3600
+    assert await client.reschedule(other, c2, tree=True, to=to) == 1
+    assert (await client.get(other, c2)).due_ms == int(to * 1000)
+    assert await client.reschedule(topic, "nothing-here", tree=True, by=1) == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "parameter"),
+    [
+        ({"tree": True}, "by"),
+        ({"tree": True, "by": 1, "to": 2_000_000_000}, "by"),
+        ({"tree": True, "delay": 5}, "delay"),
+        ({"tree": True, "at": 2_000_000_000}, "at"),
+        ({"tree": True, "by": 1, "key": "k", "job_id": None}, "tree"),
+        ({"tree": True, "by": 1, "job_id": None}, "job_id"),
+        ({"tree": "yes", "by": 1}, "tree"),
+        ({"tree": True, "by": 11 * 365 * 86400}, "by"),
+        ({"by": 1}, "by"),
+    ],
+)
+async def test_a_bad_tree_reschedule_names_its_parameter_and_moves_nothing(
+    topic: str, client: AsyncClient, call: dict[str, Any], parameter: str
+) -> None:
+    joined = await client.enqueue_flow(JobSpec(topic, "p"), [JobSpec(topic, "c", delay=600)])
+    due = (await client.get(topic, joined.children[0].job_id)).due_ms
+    call = dict(call)
+    job_id = call.pop("job_id", joined.id)
+    with pytest.raises(InvalidArgumentError) as caught:
+        await client.reschedule(topic, job_id, **call)
+    assert caught.value.parameter == parameter
+    assert (await client.get(topic, joined.children[0].job_id)).due_ms == due

@@ -66,9 +66,14 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     _job_or_key(p)
     _due_options(p, required=False)
     p.add_argument(
-        "--by", type=float, help="--key: move each job by this many seconds (either sign)"
+        "--by", type=float, help="--key or --tree: move each job by this many seconds (either sign)"
     )
-    p.add_argument("--to", type=when, help="--key: move every job to this time (as --at)")
+    p.add_argument("--to", type=when, help="--key or --tree: move every job to this time (as --at)")
+    p.add_argument(
+        "--tree",
+        action="store_true",
+        help="with --by or --to: every pending job of the job's tree (as cancel --tree's)",
+    )
 
 
 def _job_or_key(p: argparse.ArgumentParser) -> None:
@@ -189,7 +194,16 @@ def cancel(ctx: Context) -> int:
 
 def reschedule(ctx: Context) -> int:
     args = ctx.args
+    if args.tree and (args.key is not None or args.job_id is None):
+        raise usage_error("--tree goes with a job id, not --key")
     with ctx.client() as client, _due_flags(), _key_flags():
+        if args.tree:
+            moved = client.reschedule(  # type: ignore[call-overload]
+                args.topic, args.job_id, delay=args.delay, at=args.at, by=args.by, to=args.to,
+                tree=True,
+            )  # fmt: skip
+            print(f"rescheduled {moved} jobs of the tree of {args.job_id}")
+            return 0
         if args.key is not None or args.job_id is None:
             moved = client.reschedule(  # type: ignore[call-overload]
                 args.topic, args.job_id, delay=args.delay, at=args.at, key=args.key,

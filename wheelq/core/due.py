@@ -21,17 +21,22 @@ Delay = float | int | timedelta
 At = float | int | datetime
 
 
+_WIRE = {"delay": "d", "at": "a", "shift": "s"}
+
+
 @dataclass(frozen=True, slots=True)
 class DueSpec:
-    """When a job is due: `value_ms` after the script's ``TIME``, or at `value_ms`."""
+    """When a job is due: `value_ms` after the script's ``TIME``, at `value_ms`, or (a
+    ``shift``, which only `reschedule.lua` takes) `value_ms` from its own due time."""
 
-    kind: Literal["delay", "at"]
+    kind: Literal["delay", "at", "shift"]
     value_ms: int
     wire: tuple[str, int] = field(init=False, repr=False, compare=False)
-    """``("d", ms)`` or ``("a", ms)`` as the scripts take them; made once per batch."""
+    """``("d", ms)``, ``("a", ms)`` or ``("s", ms)`` as the scripts take them; made once
+    per batch."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "wire", ("d" if self.kind == "delay" else "a", self.value_ms))
+        object.__setattr__(self, "wire", (_WIRE[self.kind], self.value_ms))
 
 
 NOW = DueSpec("delay", 0)

@@ -163,6 +163,17 @@ class AsyncClient(AsyncConnected):
         to: At | None = None,
         ack: str | None = None,
     ) -> int: ...
+    @overload
+    async def reschedule(
+        self,
+        topic: str,
+        job_id: str,
+        *,
+        tree: Literal[True],
+        by: float | timedelta | None = None,
+        to: At | None = None,
+        ack: str | None = None,
+    ) -> int: ...
     async def reschedule(
         self,
         topic: str,
@@ -173,9 +184,10 @@ class AsyncClient(AsyncConnected):
         key: str | None = None,
         by: float | timedelta | None = None,
         to: At | None = None,
+        tree: bool = False,
         ack: str | None = None,
     ) -> bool | int:
-        op = by_key.reschedule_call(self._producer, topic, job_id, delay, at, key, by, to)
+        op = by_key.reschedule_call(self._producer, topic, job_id, delay, at, key, by, to, tree)
         return await self._write(topic, op, ack)
 
     async def get(self, topic: str, job_id: str) -> JobInfo:

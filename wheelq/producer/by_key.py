@@ -138,28 +138,38 @@ def reschedule_call(
     key: object,
     by: object,
     to: At | None,
+    tree: object = False,
 ) -> Op[Any]:
     """`Client.reschedule`'s operation: one job to `delay` or `at` (a bool), or a key's jobs
-    `by` a shift (seconds or a timedelta, either sign) or `to` a time (a count)."""
-    if key is None:
+    or a job's tree (``tree=True``) `by` a shift (seconds or a timedelta, either sign) or
+    `to` a time (a count)."""
+    if not isinstance(tree, bool):
+        raise InvalidArgumentError("tree", f"tree must be a bool, got {tree!r:.40}")
+    if tree and key is not None:
+        raise InvalidArgumentError("tree", "tree=True goes with a job_id, not key=")
+    if key is None and not tree:
         if by is not None or to is not None:
             name = "by" if by is not None else "to"
             raise InvalidArgumentError(
-                name, f"{name} goes with key=; a job by id takes delay or at"
+                name, f"{name} goes with key= or tree=True; a job by id takes delay or at"
             )
         if job_id is None:
             raise InvalidArgumentError("job_id", "reschedule takes a job_id or a key=, one of them")
         return producer.reschedule(topic, str(job_id), delay, at)
-    if job_id is not None:
-        raise InvalidArgumentError("key", "reschedule takes a job_id or a key=, one of them")
+    if (job_id is None) == (key is None):
+        what = "tree=True takes the job_id of the tree's root" if tree else "a job_id or a key="
+        raise InvalidArgumentError(
+            "key" if key is not None else "job_id", f"reschedule takes {what}"
+        )
+    whose = "a tree's" if tree else "a key's"
     if delay is not None or at is not None:
         name = "delay" if delay is not None else "at"
         raise InvalidArgumentError(
-            name, f"a key's jobs move by= (a shift) or to= (a time), not {name}"
+            name, f"{whose} jobs move by= (a shift) or to= (a time), not {name}"
         )
     if (by is None) == (to is None):
         raise InvalidArgumentError(
-            "by", "a key's jobs move by= (seconds or a timedelta, either sign) or to= (a time)"
+            "by", f"{whose} jobs move by= (seconds or a timedelta, either sign) or to= (a time)"
         )
     by_ms = shift_of(by, None, name="by", alias="by")
     if by_ms is not None:
@@ -167,4 +177,8 @@ def reschedule_call(
     due = None
     if to is not None:
         due = DueSpec("at", at_ms(to, "to", latest_ms=latest_at_ms(producer.clock.now_ms())))
+    if tree:
+        return trees.reschedule_tree(
+            producer, topic, str(job_id), due or DueSpec("shift", by_ms or 0)
+        )
     return reschedule_key(producer, topic, key, by_ms, due)

@@ -265,6 +265,17 @@ class Client(Connected):
         to: At | None = None,
         ack: str | None = None,
     ) -> int: ...
+    @overload
+    def reschedule(
+        self,
+        topic: str,
+        job_id: str,
+        *,
+        tree: Literal[True],
+        by: float | timedelta | None = None,
+        to: At | None = None,
+        ack: str | None = None,
+    ) -> int: ...
     def reschedule(
         self,
         topic: str,
@@ -275,15 +286,19 @@ class Client(Connected):
         key: str | None = None,
         by: float | timedelta | None = None,
         to: At | None = None,
+        tree: bool = False,
         ack: str | None = None,
     ) -> bool | int:
         """Move a pending job, with every consumer group's retry of it, to a new due time
         (`delay` or `at`); False when none is pending. With `key` instead of an id: every
         pending job of that key, each `by` a shift from its own due time (seconds or a
         timedelta, either sign) or all `to` one time; how many moved (a job that fired,
-        was cancelled or was written again while the call ran is left alone). `ack` as for
-        `cancel`."""
-        op = by_key.reschedule_call(self._producer, topic, job_id, delay, at, key, by, to)
+        was cancelled or was written again while the call ran is left alone). With
+        ``tree=True`` and `by` or `to`: every pending job of the job's tree (as ``cancel``'s
+        finds it), each shifted from its own due time as it is when moved (read and moved in
+        one step), or all to one time; a job awaiting another stays so (it becomes due
+        relative to its release); how many moved. `ack` as for `cancel`."""
+        op = by_key.reschedule_call(self._producer, topic, job_id, delay, at, key, by, to, tree)
         moved: bool | int = self._write(topic, op, ack)
         return moved
 

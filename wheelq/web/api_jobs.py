@@ -42,13 +42,13 @@ from wheelq.web.models import (
     BulkFilterIn,
     BulkIn,
     BulkOutcomeModel,
-    Due,
     Enqueued,
     GroupQuery,
     JobIdPath,
     JobIn,
     JobInfoModel,
     JobListOut,
+    JobMoveIn,
     KeyCancelled,
     KeyMoved,
     KeyMoveIn,
@@ -411,13 +411,33 @@ async def cancel_job(
     raise await _not_pending(svc, topic, job_id, "cancel")
 
 
-@router.patch("/{job_id:path}", response_model=Enqueued)
+@router.patch(
+    "/{job_id:path}",
+    response_model=Enqueued,
+    responses={200: {"model": KeyMoved, "description": "tree=true: how many moved"}},
+)
 async def reschedule_job(
-    topic: TopicPath, job_id: JobIdPath, due: Due, request: Request
+    topic: TopicPath,
+    job_id: JobIdPath,
+    due: JobMoveIn,
+    request: Request,
+    tree: Annotated[
+        bool,
+        Query(
+            description="every pending job of the job's tree (as DELETE's tree=true finds it), "
+            "by the body's by_ms (each from its own due time) or to: 200 with how many moved"
+        ),
+    ] = False,
 ) -> Response:
-    """Move a pending job to `delay_ms` from now or to `at`; 409 once it has fired."""
+    """Move a pending job to `delay_ms` from now or to `at`; 409 once it has fired. With
+    ``tree=true`` the body is ``by_ms`` or ``to``, as a key's move takes them."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
+    if tree:
+        return await _reschedule_tree(svc, topic, job_id, due)
+    if due.by_ms is not None or due.to is not None:
+        name = "by_ms" if due.by_ms is not None else "to"
+        raise invalid(InvalidArgumentError(name, f"{name} goes with tree=true or ?key="))
     try:
         delay, at = due.due(wall_ms())
         if delay is None and at is None:
@@ -428,6 +448,17 @@ async def reschedule_job(
         item = EnqueueItem(payload=None, delay=delay, at=at)
         return json_response({"id": job_id, "topic": topic, "due_ms": due_ms(svc, item)})
     raise await _not_pending(svc, topic, job_id, "reschedule")
+
+
+async def _reschedule_tree(svc: WebService, topic: str, job_id: str, move: JobMoveIn) -> Response:
+    if move.at is not None or move.delay_ms is not None:
+        name = "at" if move.at is not None else "delay_ms"
+        raise invalid(InvalidArgumentError(name, "a tree moves by by_ms (a shift) or to (a time)"))
+    if (move.by_ms is None) == (move.to is None):
+        raise invalid(InvalidArgumentError("by_ms", "give by_ms (a shift) or to (a time)"))
+    by = None if move.by_ms is None else timedelta(milliseconds=move.by_ms)
+    moved = await svc.client.reschedule(topic, job_id, tree=True, by=by, to=as_time("to", move.to))
+    return json_response({"moved": moved})
 
 
 async def _not_pending(svc: WebService, topic: str, job_id: str, what: str) -> ProblemError:

@@ -27,7 +27,9 @@ KEYS[14] {T:s}:keyed     HASH    the key index (includes/keyed.lua): an attempt 
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
-ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms)
+ARGV[4]  mode: 'd' (ARGV[5] ms after TIME) | 'a' (ARGV[5] is the due ms) | 's' (ARGV[5] ms,
+         either sign, from the job's own due time as it is now: a tree's shift, read and
+         moved in one step; an attempt on the due line is due now)
 ARGV[5]  value, ms
 ARGV[6..8] (optional: a bulk action's act) the job as its selection recorded it: its state
          ('p' pending | 'r' retrying), due ms and stamp (wq_stamp): nothing moves unless it
@@ -80,6 +82,9 @@ local now = wq_now_ms()
 local due = tonumber(ARGV[5])
 if ARGV[4] == 'd' then
   due = now + due
+elseif ARGV[4] == 's' then
+  local base = far_found and far_found.due or tonumber(redis.call('ZSCORE', KEYS[1], members[1]))
+  due = (base or now) + due
 end
 local room = due <= now and wq_fire_room(KEYS[8], {KEYS[3], KEYS[9]})
 local placed = WQ_SCHEDULED

@@ -9,6 +9,7 @@ from pydantic import Field
 from wheelq.core.bulk_actions import BulkOutcome
 from wheelq.core.due import MAX_SHIFT_MS
 from wheelq.web.models.dead import DeadReason
+from wheelq.web.models.enqueue import Due
 from wheelq.web.models.fields import (
     GROUP_NAME,
     JOB_KEY,
@@ -58,6 +59,11 @@ class KeyMoveIn(Strict):
         None, description="move each job by this many ms from its due time (either sign)"
     )
     to: Time | None = Field(None, description="move every job to this time, " + TIME_DESCRIPTION)
+
+
+class JobMoveIn(Due, KeyMoveIn):
+    """How a job moves: to `delay_ms` from now or to `at` (neither: now); with
+    ``tree=true``, every pending job of its tree `by_ms` from its own due time, or `to`."""
 
 
 class KeyCancelled(Strict):
