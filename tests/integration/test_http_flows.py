@@ -148,6 +148,27 @@ async def test_the_console_shows_an_awaiting_job_and_a_flows_children(
     assert all(c["id"] in html for c in flow["children"])
     html, _ = await get(api, f"/ui/topics/{topic}/jobs/{first['id']}")
     assert 'id="job-children"' not in html  # no flow's parent
+    assert 'id="job-tied"' in html and second["id"] in html and "follows it" in html
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs/{second['id']}")
+    assert "it follows" in html and first["id"] in html
+    child = flow["children"][0]["id"]
+    html, _ = await get(api, f"/ui/topics/{topic}/jobs/{child}")
+    assert "flow parent" in html and flow["id"] in html and 'id="job-tree-actions"' in html
+    _, shown, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{child}")
+    assert shown["parent"]["job_id"] == flow["id"] and shown["continuations"] == []
+    _, parent, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{flow['id']}")
+    assert (parent["children"], parent["state"]) == (3, "awaiting")
+    _, before, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{child}")
+    status, where = await post(
+        api, f"/ui/topics/{topic}/job/shift-tree", [("id", flow["id"]), ("by_s", "-60")]
+    )
+    assert status == 303 and "rescheduled+3" in where, where
+    _, after, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{child}")
+    assert after["due_ms"] == before["due_ms"] - 60_000
+    status, asked = await post(api, f"/ui/topics/{topic}/job/cancel-tree", [("id", flow["id"])])
+    assert status == 200 and "whole tree" in asked  # a confirmation first: nothing cancelled
+    _, still, _ = await api.call("GET", f"/v1/topics/{topic}/jobs/{child}")
+    assert still["state"] == "pending"
     status, gone, _ = await api.call("DELETE", f"/v1/topics/{topic}/jobs/{flow['id']}?tree=true")
     assert (status, gone) == (200, {"cancelled": 4})
     status, where = await post(

@@ -17,7 +17,7 @@ from tests.integration.test_follow import FAST, SHARDS, Runs, client, node, stat
 from tests.integration.test_worker import holds
 from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
-from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobSpec, Scheduler, Worker
+from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobRef, JobSpec, Scheduler, Worker
 from wheelq.core.follow import INLINE_REFS, MAX_CHILDREN
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, shard_of
@@ -317,6 +317,36 @@ async def test_a_tree_reschedule_shifts_each_pending_job_from_its_own_due_time(
     assert await client.reschedule(other, c2, tree=True, to=to) == 1
     assert (await client.get(other, c2)).due_ms == int(to * 1000)
     assert await client.reschedule(topic, "nothing-here", tree=True, by=1) == 0
+
+
+async def test_get_shows_a_jobs_flow_parent_children_and_continuations_while_they_await(
+    redis_url: str, topic: str, client: AsyncClient
+) -> None:
+    other = topic + "-o"
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "parent"), [JobSpec(other, n, delay=600) for n in range(3)]
+    )
+    child = joined.children[0]
+    then = await client.enqueue(topic, "then", after=(other, child.job_id))
+    info = await client.get(other, child.job_id)
+    assert info.parent == JobRef(topic, joined.id)
+    assert info.continuations == (JobRef(topic, then),)
+    assert (info.after, info.children) == (None, 0)
+    parent = await client.get(topic, joined.id)
+    assert (parent.children, parent.parent, parent.continuations) == (3, None, ())
+    follower = await client.get(topic, then)
+    assert follower.after == JobRef(other, child.job_id)
+    with Client.from_url(redis_url) as sync:
+        assert sync.get(other, child.job_id) == info  # the sync client reads the same
+    shown = run_wheelq("job", other, child.job_id, "--redis-url", redis_url)
+    assert f"flow parent  {joined.id} on {topic}" in shown.stdout, shown.stdout
+    assert f"followed by  {then} on {topic}" in shown.stdout
+    as_json = json.loads(run_wheelq("job", topic, then, "--json", "--redis-url", redis_url).stdout)
+    assert as_json["after"] == {"topic": other, "job_id": child.job_id, "group": "default"}
+    plain = await client.get(topic, await client.enqueue(topic, "plain", delay=600))
+    assert (plain.parent, plain.continuations, plain.after, plain.children) == (None, (), None, 0)
+    await client.cancel(other, child.job_id)  # the edges become notices: no longer tied
+    assert (await client.get(other, child.job_id)).continuations == ()
 
 
 @pytest.mark.parametrize(

@@ -293,6 +293,15 @@ def render(info: JobInfo) -> str:
     ]
     if info.last_error:
         rows.append(("last error", _first_line(info.last_error)))
+    if info.after is not None:
+        rows.append(("after", f"{info.after.job_id} on {info.after.topic}"))
+    if info.parent is not None:
+        rows.append(("flow parent", f"{info.parent.job_id} on {info.parent.topic}"))
+    if info.children:
+        rows.append(("children", f"{info.children} (wheelq children {info.topic} {info.id})"))
+    rows += [("followed by", f"{c.job_id} on {c.topic}") for c in info.continuations[:20]]
+    if len(info.continuations) > 20:
+        rows.append(("followed by", f"and {len(info.continuations) - 20} more (--json)"))
     if info.payload_kept:
         rows.append(("payload", json.dumps(jsonable(info.payload))[:200]))
     elif info.state is not JobState.UNKNOWN:

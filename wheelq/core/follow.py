@@ -11,6 +11,7 @@ the same shard, and the shard's leader moves the notice to the waiting job's sha
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -135,6 +136,59 @@ def job_ref(after: object, topic: str, name: str = "after") -> JobRef:
         name,
         f"{name} must be a job id, a JobRef or a (topic, job_id[, group]) tuple, got {after!r:.80}",
     )
+
+
+JOIN_TOKEN = "j"  # noqa: S105 (a prefix, no secret)
+"""A join's token begins so (`new_token`): an edge says whether the job waiting on it is a
+join's parent or a continuation (`Relations`)."""
+
+
+def new_token(join: bool) -> str:
+    """A waiting write's token: 16 random hex digits, `JOIN_TOKEN` before them for a join."""
+    return (JOIN_TOKEN if join else "") + secrets.token_hex(8)
+
+
+@dataclass(frozen=True, slots=True)
+class Relations:
+    """The jobs a job is tied to while they wait (`JobInfo`'s `parent`, `continuations`,
+    `after` and `children`)."""
+
+    parent: JobRef | None = None
+    continuations: tuple[JobRef, ...] = ()
+    after: JobRef | None = None
+    children: int = 0
+
+
+NO_RELATIONS = Relations()
+
+
+def relations(edges: bytes | None, record: bytes | None, children: int) -> Relations:
+    """What a job's edges (``{T:s}:followers``), its waiting record (``{T:s}:waiting``) and
+    its children list's length say it is tied to; what cannot be decoded says nothing."""
+    parent, continuations, after = None, [], None
+    try:
+        for e in msgpack.unpackb(edges, raw=False) if edges else ():
+            ref = JobRef(str(e[1]), str(e[3]))
+            if str(e[4]).startswith(JOIN_TOKEN):
+                parent = ref
+            else:
+                continuations.append(ref)
+        if record and not children:
+            _, _, _, waits = msgpack.unpackb(record, raw=False)
+            if isinstance(waits, list) and len(waits) == 1:
+                after = _ref_of(str(waits[0]))
+    except (TypeError, ValueError, IndexError, InvalidArgumentError, msgpack.UnpackException):
+        pass  # written by nobody this way: nothing to show
+    if parent is None and not continuations and after is None and not children:
+        return NO_RELATIONS
+    return Relations(parent, tuple(continuations), after, children)
+
+
+def _ref_of(wire: str) -> JobRef | None:
+    topic, _, rest = wire.partition(SEPARATOR)
+    _, _, rest = rest.partition(SEPARATOR)
+    job_id, _, group = rest.partition(SEPARATOR)
+    return JobRef(topic, job_id, group or DEFAULT_GROUP) if topic and job_id else None
 
 
 INLINE_REFS = 8

@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 
 from wheelq.core.expiry import EXPIRED_REASON
-from wheelq.core.follow import WAIT_DUE_MS
+from wheelq.core.follow import WAIT_DUE_MS, JobRef
 from wheelq.core.job import Envelope, Field, entry_ms, entry_order
 from wheelq.core.options import KINDS, STORED, view
 from wheelq.core.pause import PauseState
@@ -137,6 +137,16 @@ class JobInfo:
     """READY on its shard's due line: due (at `due_ms`), waiting its turn to enter the stream
     (docs/architecture.md, "The due line"); not fired yet, so it has no entry or groups and
     can still be cancelled and rescheduled. False for every other job."""
+    parent: JobRef | None = None
+    """A flow's child: the join's parent awaiting it, while it awaits (`Client.children`
+    lists a parent's children)."""
+    continuations: tuple[JobRef, ...] = ()
+    """The jobs awaiting this one's outcome (``after=``), while they await."""
+    after: JobRef | None = None
+    """AWAITING, a continuation: the job it follows."""
+    children: int = 0
+    """A flow's parent: how many children it has (known while it awaits and three days
+    after); 0 for any other job."""
 
 
 def payload_gone(info: JobInfo) -> str:

@@ -4,7 +4,6 @@ and what a flow's parent reads of its children (`Client.children`)."""
 
 from __future__ import annotations
 
-import secrets
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
@@ -18,6 +17,7 @@ from wheelq.core.follow import (
     OnChildFailure,
     OnFailure,
     job_ref,
+    new_token,
     on_failure,
     parse_wire_ref,
     waiting_record,
@@ -99,7 +99,7 @@ def enqueue_after(
         raise UnknownJobError(ref.topic, ref.job_id, "after")
     waiting = k.ShardKeys(topic, k.shard_of(write.id, shards))
     keys = k.ShardKeys(ref.topic, k.shard_of(ref.job_id, followed))
-    token = secrets.token_hex(8)
+    token = new_token(join=False)
     (edge,) = yield [follow.follow(keys, ref.job_id, ref.group, waiting, write.id, token)]
     if edge is follow.Edge.UNKNOWN:
         raise UnknownJobError(ref.topic, ref.job_id, "after")
@@ -174,7 +174,7 @@ def enqueue_flow(
     for topic, indexes in by_topic.items():
         placed = [w for n in indexes if (w := writes[n]) is not None]
         yield from producer.counted(topic, placed)
-    token = secrets.token_hex(8)
+    token = new_token(join=True)
     deadline = producer.clock.now_ms() + WRITE_WINDOW_MS
     refs, edges = [], []
     for spec, write in zip(specs, writes, strict=True):

@@ -16,6 +16,7 @@ from wheelq.core.due import At, Delay, debounce_spec, due_spec, duration_ms
 from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import LimitsChange, TopicLimits, order_keys
+from wheelq.core.follow import NO_RELATIONS, relations
 from wheelq.core.history import (
     SEPARATOR,
     JobInfo,
@@ -63,6 +64,7 @@ from wheelq.runtime.tracing import Tracing
 from wheelq.store import (
     enqueue,
     flow,
+    follow,
     history,
     leases,
     pauses,
@@ -542,8 +544,18 @@ class Producer:
         keys = yield from self.job_keys(topic, job_id)
         if keys is None:
             return JobInfo(job_id, topic, JobState.UNKNOWN)
-        (raw,) = yield [history.lookup(keys, job_id)]
-        (info,) = yield from self.with_kept_results([(keys, job_info(topic, job_id, raw))])
+        raw, edges, record, children = yield [
+            history.lookup(keys, job_id),
+            *follow.relation_reads(keys, job_id),
+        ]
+        found = job_info(topic, job_id, raw)
+        tied = relations(edges, record, children)
+        if tied is not NO_RELATIONS:
+            found = replace(
+                found, parent=tied.parent, continuations=tied.continuations,
+                after=tied.after, children=tied.children,
+            )  # fmt: skip
+        (info,) = yield from self.with_kept_results([(keys, found)])
         if any(g.state is JobState.RUNNING for g in info.groups):
             (found,) = yield [processes.live()]  # when its worker started it, as it beat
             info = with_starts(info, keys.shard, held_by_workers(found.processes))

@@ -145,6 +145,20 @@ def children_refs(keys: ShardKeys, job_id: str) -> Call[list[str]]:
     return Call(command=("LRANGE", children_key(keys, job_id), 0, -1), parse=_texts)
 
 
+def relation_reads(keys: ShardKeys, job_id: str) -> list[Call[Any]]:
+    """What `core.follow.relations` reads, one command each: the job's edges, its waiting
+    record and its children list's length."""
+    return [
+        Call(command=("HGET", keys.followers, job_id), parse=_raw),
+        Call(command=("HGET", keys.waiting, job_id), parse=_raw),
+        Call(command=("LLEN", children_key(keys, job_id)), parse=int),
+    ]
+
+
+def _raw(reply: Any) -> bytes | None:
+    return reply if isinstance(reply, bytes) else None
+
+
 def followers_of(keys: ShardKeys, job_id: str) -> Call[list[tuple[ShardKeys, str]]]:
     """The jobs waiting on `job_id`'s outcome (its edges): each one's shard and id."""
 

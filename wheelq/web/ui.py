@@ -23,6 +23,8 @@ taken over the span back to the oldest of them; the first view has none.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import math
 import mimetypes
@@ -42,7 +44,7 @@ from fastapi.routing import APIRoute
 from markupsafe import Markup
 
 from wheelq.core.due import utc_text
-from wheelq.core.history import JobState, payload_gone
+from wheelq.core.history import JobInfo, JobState, payload_gone
 from wheelq.core.payload import payload_text
 from wheelq.core.retry import Reason, error_line, error_summary
 from wheelq.errors import (
@@ -398,6 +400,8 @@ async def charts_view(svc: WebService, topic: str | None, range_: str) -> Charts
 
 MAX_CHILDREN_SHOWN = 200
 """A flow's children its parent's page lists at most (the rest counted)."""
+MAX_TIED_SHOWN = 20
+"""The jobs following a job its page shows at most, each with its state (the rest counted)."""
 
 
 @router.get("")
@@ -467,10 +471,12 @@ async def job_page(topic: str, job_id: str, request: Request, done: Done = None)
     if info.state is JobState.UNKNOWN:
         return render(request, "job.html", 404, topic=topic, job_id=job_id, info=None)
     payload = payload_text(info.payload, MAX_PAYLOAD_CHARS, indent=True)
-    try:  # a flow's parent: its children, in the order given (one LRANGE when it is none)
-        children = await svc.client.children(topic, job_id, limit=MAX_CHILDREN_SHOWN + 1)
-    except NoFlowError:
-        children = []
+    children: list[JobInfo] = []
+    if info.children:  # a flow's parent: its children, in the order given
+        with contextlib.suppress(NoFlowError):  # its list expired since get() read it
+            children = await svc.client.children(topic, job_id, limit=MAX_CHILDREN_SHOWN + 1)
+    tied = [info.after, info.parent, *info.continuations[:MAX_TIED_SHOWN]]
+    found = await asyncio.gather(*(svc.client.get(r.topic, r.job_id) for r in tied if r))
     return render(
         request,
         "job.html",
@@ -482,6 +488,9 @@ async def job_page(topic: str, job_id: str, request: Request, done: Done = None)
         flash=flash(done),
         children=children[:MAX_CHILDREN_SHOWN],
         more_children=max(0, len(children) - MAX_CHILDREN_SHOWN),
+        tied={(j.topic, j.id): j for j in found},
+        continuations=info.continuations[:MAX_TIED_SHOWN],
+        more_continuations=max(0, len(info.continuations) - MAX_TIED_SHOWN),
     )
 
 

@@ -110,17 +110,45 @@ def topic_path(topic: str) -> str:
 @router.post("/topics/{topic}/job/{action}")
 async def job_action(
     topic: str,
-    action: Literal["cancel", "move", "run"],
+    action: Literal["cancel", "move", "run", "cancel-tree", "shift-tree"],
     request: Request,
     job_id: JobId,
     delay_s: Annotated[int | None, Form(ge=0, le=MAX_DELAY_S)] = None,
     at: Annotated[str | None, Form(max_length=40)] = None,
+    by_s: Annotated[int | None, Form(ge=-MAX_DELAY_S, le=MAX_DELAY_S)] = None,
     confirm: Confirm = None,
 ) -> Response:
     """Cancel a pending job (confirmed), move it to `delay_s` from now or to `at` (UTC), or
-    make it due now; back to its page."""
+    make it due now; cancel its whole tree (confirmed), or shift every pending job of its
+    tree by `by_s` seconds; back to its page."""
     svc = await topic_writer(request, topic)
     page = f"{topic_path(topic)}/jobs/{quote(job_id, safe='')}"
+    if action == "cancel-tree":
+
+        async def cancel_tree() -> Response:
+            return back_to(
+                request, page, f"cancelled {await svc.client.cancel(topic, job_id, tree=True)}"
+            )
+
+        return await confirm_then_act(
+            request,
+            confirm,
+            Confirmation(
+                "Cancel this job's whole tree?",
+                f"Job {job_id} of {topic}, every child of it (and theirs), and every job that "
+                "follows one of them will not run, whatever their on_parent_failure; jobs of "
+                "it that have fired already run.",
+                f"{topic_path(topic)}/job/cancel-tree",
+                [("id", job_id)],
+                page,
+            ),
+            cancel_tree,
+        )
+    if action == "shift-tree":
+        if by_s is None:
+            raise ProblemError(422, "invalid-argument", "Invalid argument", "give by_s")
+        moved = await svc.client.reschedule(topic, job_id, tree=True, by=timedelta(seconds=by_s))
+        return back_to(request, page, f"rescheduled {moved}")
     if action == "cancel":
 
         async def cancel() -> Response:
