@@ -19,7 +19,7 @@ from wheelq.core.forecast import Forecast
 from wheelq.core.history import GroupInfo, JobInfo, JobState
 from wheelq.core.job import DeadLetter, Job
 from wheelq.core.line import LaneLine, LineView
-from wheelq.core.options import JobSpec
+from wheelq.core.options import FlowSpec, JobSpec
 from wheelq.core.pause import PauseState
 from wheelq.core.process import LeadInfo, ProcessInfo, RoleInfo
 from wheelq.core.recurring import Schedule
@@ -100,6 +100,7 @@ __all__ = [
     "Schedule",
     # jobs that follow jobs
     "JobRef",
+    "FlowSpec",
     "JobSpec",
     "Joined",
     "OnChildFailure",

@@ -356,12 +356,17 @@ def test_the_workflows_guide_runs_as_written(
 ) -> None:
     """The guide's continuation and join are written awaiting, and its tree moved and
     cancelled, as its comments say."""
-    sections = ["Run a job after another", "Join: a parent after its children", "Whole trees"]
+    sections = [
+        "Run a job after another",
+        "Join: a parent after its children",
+        "Flows inside flows",
+        "Whole trees",
+    ]
     with dedicated_server(server_binary) as server:
         url = f"{server.url}/0"
         found = _gather("docs/guides/workflows.md", sections, url)
         ns = run_code(found.code, url)
-        assert capsys.readouterr().out.splitlines() == ["awaiting", "awaiting 3", "3", "4"]
+        assert capsys.readouterr().out.splitlines() == ["awaiting", "awaiting 3", "2", "3", "4"]
         client = ns["client"]
         assert isinstance(client, wheelq.Client)
         with client:

@@ -14,6 +14,7 @@ from tests.integration.test_worker import holds
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
 from wheelq import Job, Scheduler, Worker
+from wheelq.web.auth import Token
 
 pytestmark = pytest.mark.cluster_too
 
@@ -258,3 +259,41 @@ async def test_a_pull_consumers_ack_releases_what_follows_and_a_nack_to_dead_can
         await eventually(settled, timeout_s=10, what="one released, one cancelled")
     finally:
         await node.stop()
+
+
+async def test_a_nested_flow_over_http_runs_inner_first(
+    api: Served, topic: str, ran: list[Any]
+) -> None:
+    inner = {
+        "parent": {"topic": topic, "payload": "mid"},
+        "children": [{"topic": topic, "payload": f"d{n}"} for n in range(2)],
+    }
+    body = {"parent": {"topic": topic, "payload": "top"}, "children": [inner]}
+    status, flow, _ = await api.call("POST", "/v1/flows", body)
+    assert status == 201, flow
+    await eventually(holds(lambda: "top" in ran), timeout_s=15, what="the top parent")
+    assert ran.index("mid") > max(ran.index("d0"), ran.index("d1"))
+    assert ran[-1] == "top" and ran.count("top") == 1
+    _, mid, _ = await api.call("GET", f"/v1/topics/{topic}/flows/{flow['children'][0]['id']}")
+    assert [c["payload"] for c in mid["children"]] == ["d0", "d1"]
+
+
+async def test_a_nested_flow_needs_write_access_to_every_topic_in_it(
+    redis_url: str, topic: str
+) -> None:
+    secret = "w" * 24
+    tokens = (Token(secret, "write", (topic,)),)
+    inner = {
+        "parent": {"topic": topic, "payload": "mid"},
+        "children": [{"topic": "elsewhere", "payload": 1}],
+    }
+    body = {"parent": {"topic": topic, "payload": "top"}, "children": [inner]}
+    async with serving(redis_url, tokens=tokens) as api:
+        auth = {"Authorization": f"Bearer {secret}"}
+        status, _, _ = await api.call("POST", "/v1/flows", body, headers=auth)
+        assert status == 403
+        inner["children"] = [{"topic": topic, "payload": 1, "delay_ms": -1}]
+        got = await api.call("POST", "/v1/flows", body, headers=auth)
+        assert got[0] == 422 and "delay_ms" in str(got[1]), got
+        status, _, _ = await api.call("GET", f"/v1/topics/{topic}", headers=auth)
+        assert status == 404  # nothing written: not even the topic

@@ -17,7 +17,17 @@ from tests.integration.test_follow import FAST, SHARDS, Runs, client, node, stat
 from tests.integration.test_worker import holds
 from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
-from wheelq import AsyncAdmin, AsyncClient, Client, Job, JobRef, JobSpec, Scheduler, Worker
+from wheelq import (
+    AsyncAdmin,
+    AsyncClient,
+    Client,
+    FlowSpec,
+    Job,
+    JobRef,
+    JobSpec,
+    Scheduler,
+    Worker,
+)
 from wheelq.core.follow import INLINE_REFS, MAX_CHILDREN
 from wheelq.core.history import JobState
 from wheelq.core.keys import ShardKeys, shard_of
@@ -374,3 +384,115 @@ async def test_a_bad_tree_reschedule_names_its_parameter_and_moves_nothing(
         await client.reschedule(topic, job_id, **call)
     assert caught.value.parameter == parameter
     assert (await client.get(topic, joined.children[0].job_id)).due_ms == due
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async-handler", "sync-handler"])
+async def test_a_child_that_is_a_flow_runs_its_own_children_first_and_counts_once(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler, sync: bool
+) -> None:
+    """A tree: the top parent awaits a job and a flow; the flow's parent awaits two jobs
+    on another topic, one of them retried once. Each parent starts after its own
+    children ended, once."""
+    other = topic + "-o"
+    runs = Runs(lambda job: job.payload == "d1" and job.attempt == 1)
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "top", delay=0.05),
+        [
+            JobSpec(topic, "c1", delay=0.1),
+            FlowSpec(
+                JobSpec(topic, "mid"),
+                [JobSpec(other, "d1"), JobSpec(other, "d2", delay=0.2)],
+            ),
+        ],
+    )
+    mid = joined.children[1]
+    assert (await client.get(topic, mid.job_id)).state is JobState.AWAITING
+    assert (await client.get(topic, mid.job_id)).parent == JobRef(topic, joined.id)
+    assert [c.payload for c in await client.children(topic, mid.job_id)] == ["d1", "d2"]
+    workers = [await working(redis_url, t, runs, sync) for t in (topic, other)]
+    try:
+        await eventually(holds(lambda: "top" in runs.starts), timeout_s=15, what="the top")
+    finally:
+        for w in workers:
+            await w.stop()
+    assert runs.starts["mid"][0] >= max(runs.ends["d1"], runs.ends["d2"])
+    assert runs.starts["top"][0] >= max(runs.ends["mid"], runs.ends["c1"]) + 0.05
+    assert len(runs.starts["d1"]) == 2  # its retry was no end
+    assert all(len(runs.starts[p]) == 1 for p in ("top", "mid", "c1", "d2"))
+
+
+async def test_a_failure_deep_in_a_tree_dead_letters_each_parent_above_it(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    runs = Runs(lambda job: job.payload == "bad")
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "top"),
+        [
+            JobSpec(topic, "later", delay=3600),
+            FlowSpec(JobSpec(topic, "mid"), [JobSpec(topic, "bad", max_attempts=1)]),
+        ],
+    )
+    worker = await working(redis_url, topic, runs)
+    try:
+
+        async def unwound() -> bool:
+            return await state(client, topic, joined.children[0].job_id) is JobState.CANCELLED
+
+        await eventually(unwound, timeout_s=15, what="the top's other child cancelled")
+    finally:
+        await worker.stop()
+    for job in (joined.id, joined.children[1].job_id):
+        assert await state(client, topic, job) is JobState.DEAD
+    assert not {"top", "mid", "later"} & runs.starts.keys()
+
+
+async def test_a_tree_cancel_reaches_a_nested_flows_children(
+    topic: str, client: AsyncClient
+) -> None:
+    joined = await client.enqueue_flow(
+        JobSpec(topic, "top"),
+        [FlowSpec(JobSpec(topic, "mid"), [JobSpec(topic, n, delay=600) for n in (1, 2)])],
+    )
+    mid = joined.children[0].job_id
+    deep = [c.id for c in await client.children(topic, mid)]
+    assert await client.reschedule(topic, joined.id, tree=True, by=60) == 2
+    assert await client.cancel(topic, joined.id, tree=True) == 4
+    for job in (joined.id, mid, *deep):
+        assert await state(client, topic, job) is JobState.CANCELLED
+
+
+@pytest.mark.parametrize(
+    ("children", "parameter"),
+    [
+        (lambda t: [FlowSpec(JobSpec(t, "m"), [])], "children[0].children"),
+        (
+            lambda t: [FlowSpec(JobSpec(t, "m"), [JobSpec("bad topic", 1)])],
+            "children[0].children[0]",
+        ),
+        (lambda t: [FlowSpec("m", [JobSpec(t, 1)])], "children[0].parent"),
+        (
+            lambda t: [FlowSpec(JobSpec(t, "m", at=2_000_000_000), [JobSpec(t, 1)])],
+            "children[0].at",
+        ),
+        (
+            lambda t: [FlowSpec(JobSpec(t, "m"), [JobSpec(t, 1)], on_child_failure="x")],
+            "children[0].on_child_failure",
+        ),
+        (lambda t: [JobSpec(t, 1), FlowSpec(JobSpec(t, "m"), [JobSpec(t, 1, delay=-1)])], "delay"),
+        (lambda t: [_nested(t, 17)], "children"),
+    ],
+)
+async def test_a_bad_nested_flow_names_where_it_is_and_writes_nothing(
+    topic: str, client: AsyncClient, children: Any, parameter: str
+) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        await client.enqueue_flow(JobSpec(topic, "top"), children(topic))
+    assert caught.value.parameter.endswith(parameter), caught.value.parameter
+    assert await client.redis.dbsize() == 0 or not await client.redis.keys(f"*{topic}:*")
+
+
+def _nested(topic: str, depth: int) -> FlowSpec:
+    flow = FlowSpec(JobSpec(topic, "leaf-parent"), [JobSpec(topic, "leaf")])
+    for _ in range(depth - 1):
+        flow = FlowSpec(JobSpec(topic, "p"), [flow])
+    return flow

@@ -14,6 +14,7 @@ import pytest
 import wheelq
 from wheelq import App, JobState
 from wheelq.errors import InvalidArgumentError, JobFailedError
+from wheelq.tasks import Flow
 
 pytestmark = pytest.mark.cluster_too
 
@@ -119,3 +120,29 @@ def test_eager_mode_runs_chains_and_flows_inline_with_no_redis(topic: str) -> No
             app.flow(total.s("x"), [double.s(-1), double.s(2)]).result(0)
         assert caught.value.state == JobState.DEAD.value
         assert app.flow(double.s(9), [double.s(-1)], on_child_failure="ignore").result(0) == 18
+
+
+async def test_a_flow_inside_a_flow_runs_its_own_children_first(app: App, topic: str) -> None:
+    double, total = app.double, app.total  # type: ignore[attr-defined]
+    inner = f"{topic}-inner"
+    handle = await app.aflow(
+        double.s(100), [double.s(1), Flow(total.s(inner), [double.s(2), double.s(3)])]
+    )
+    assert await handle.aresult(timeout=15) == 200
+    assert STARTS[f"{topic}/{inner}"][0] >= max(STARTS[f"{topic}/{n}"][0] for n in (2, 3))
+    assert STARTS[f"{topic}/100"][0] >= STARTS[f"{topic}/{inner}"][0]
+    assert len(STARTS[f"{topic}/100"]) == 1
+
+
+def test_eager_mode_runs_a_flow_inside_a_flow_inline(topic: str) -> None:
+    app = make_app("redis://127.0.0.1:1", topic)  # nothing listens there
+    double = app.double  # type: ignore[attr-defined]
+    with app.eager():
+        assert app.flow(double.s(4), [Flow(double.s(5), [double.s(6)])]).result(0) == 8
+        with pytest.raises(JobFailedError) as caught:
+            app.flow(double.s(7), [Flow(double.s(8), [double.s(-1)]), double.s(9)]).result(0)
+        assert caught.value.state == JobState.DEAD.value
+    assert f"{topic}/7" not in STARTS and f"{topic}/8" not in STARTS and f"{topic}/9" not in STARTS
+    with pytest.raises(InvalidArgumentError) as bad:
+        Flow(double.s(1), [double.s(2)], on_child_failure="sometimes")
+    assert bad.value.parameter == "on_child_failure"

@@ -57,6 +57,9 @@ RUN: dict[tuple[str, str], str] = {
     ("docs/guides/workflows.md", "Join: a parent after its children"): (
         "tests/integration/test_docs_guides.py::test_the_workflows_guide_runs_as_written"
     ),
+    ("docs/guides/workflows.md", "Flows inside flows"): (
+        "tests/integration/test_docs_guides.py::test_the_workflows_guide_runs_as_written"
+    ),
     ("docs/guides/workflows.md", "Whole trees"): (
         "tests/integration/test_docs_guides.py::test_the_workflows_guide_runs_as_written"
     ),

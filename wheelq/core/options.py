@@ -9,7 +9,7 @@ flags follow from the table; tests/unit/test_options.py holds the typed spelling
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -680,3 +680,22 @@ class JobSpec:
 
     def __repr__(self) -> str:
         return f"JobSpec({self.topic!r}, {self.item!r:.120}, group={self.group!r})"
+
+
+class FlowSpec:
+    """A flow as one child of another (`Client.enqueue_flow`'s `children`): its `parent`
+    awaits its own `children` (JobSpecs or FlowSpecs) and counts, for the flow above, as
+    the child: it succeeds when it ran and succeeded, and fails when it was dead-lettered
+    (a child of its own failed, under ``on_child_failure="fail"``) or cancelled."""
+
+    __slots__ = ("children", "on_child_failure", "parent")
+
+    def __init__(
+        self, parent: JobSpec, children: Sequence[Any], *, on_child_failure: str = "fail"
+    ) -> None:
+        self.parent = parent
+        self.children = children
+        self.on_child_failure = on_child_failure
+
+    def __repr__(self) -> str:
+        return f"FlowSpec({self.parent!r}, <{len(self.children)} children>)"

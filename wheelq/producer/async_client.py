@@ -13,7 +13,7 @@ import redis.asyncio
 from wheelq.core.due import At, Delay
 from wheelq.core.follow import Joined, OnChildFailure, policy_of
 from wheelq.core.history import JobInfo
-from wheelq.core.options import BulkOptions, EnqueueKwargs, JobSpec, takes
+from wheelq.core.options import BulkOptions, EnqueueKwargs, FlowSpec, JobSpec, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import by_key, flows, results
 from wheelq.producer.client import Client
@@ -111,7 +111,11 @@ class AsyncClient(AsyncConnected):
         return await self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
     async def enqueue_flow(
-        self, parent: JobSpec, children: Sequence[JobSpec], *, on_child_failure: str = "fail"
+        self,
+        parent: JobSpec,
+        children: Sequence[JobSpec | FlowSpec],
+        *,
+        on_child_failure: str = "fail",
     ) -> Joined:
         policy = policy_of(OnChildFailure, on_child_failure, "on_child_failure")
         return await self._run(flows.enqueue_flow(self._producer, parent, children, policy))

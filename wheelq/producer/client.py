@@ -16,7 +16,7 @@ import redis.asyncio
 from wheelq.core.due import At, Delay
 from wheelq.core.follow import Joined, OnChildFailure, policy_of
 from wheelq.core.history import JobInfo
-from wheelq.core.options import BulkOptions, EnqueueKwargs, JobSpec, takes
+from wheelq.core.options import BulkOptions, EnqueueKwargs, FlowSpec, JobSpec, takes
 from wheelq.core.settings import ClientSettings
 from wheelq.producer import by_key, flows, results
 from wheelq.producer.connected import Connected
@@ -169,11 +169,17 @@ class Client(Connected):
         return self._write(topic, self._producer.enqueue_many(topic, items), ack)
 
     def enqueue_flow(
-        self, parent: JobSpec, children: Sequence[JobSpec], *, on_child_failure: str = "fail"
+        self,
+        parent: JobSpec,
+        children: Sequence[JobSpec | FlowSpec],
+        *,
+        on_child_failure: str = "fail",
     ) -> Joined:
         """Enqueue a join: `children` (up to 10,000 `JobSpec`s, on any topics) run as jobs
         do; `parent` awaits them all and becomes due its ``delay`` after the last one
-        succeeded in its group. Returns the ids (`Joined.id`, the parent's, is the flow's).
+        succeeded in its group. A child may be a `FlowSpec`: a flow of its own, written
+        first, counting as one child (docs/guides/workflows.md, "Flows inside flows").
+        Returns the ids (`Joined.id`, the parent's, is the flow's).
 
         `on_child_failure`: ``"fail"`` (default) dead-letters the parent with the first
         failed child's error, never run, and cancels the children still pending;

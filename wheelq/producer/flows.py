@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from wheelq.core import keys as k
@@ -20,11 +21,12 @@ from wheelq.core.follow import (
     new_token,
     on_failure,
     parse_wire_ref,
+    policy_of,
     waiting_record,
     wire_ref,
 )
 from wheelq.core.history import JobInfo, job_info
-from wheelq.core.options import EnqueueKwargs, ItemOptions, JobSpec
+from wheelq.core.options import EnqueueKwargs, FlowSpec, ItemOptions, JobSpec
 from wheelq.errors import (
     DuplicateJobError,
     InvalidArgumentError,
@@ -115,76 +117,157 @@ def enqueue_after(
     return write.id
 
 
+MAX_FLOW_DEPTH = 16
+"""Flows nested in one `enqueue_flow` call at most (a child flow's children: depth 2)."""
+MAX_FLOW_JOBS = 10 * MAX_CHILDREN
+"""Jobs one `enqueue_flow` call writes at most, over every nested flow (each flow itself
+has at most `MAX_CHILDREN` children)."""
+
+
+@dataclass
+class _Plan:
+    """A flow checked and encoded, nothing written yet: its parent and its children, each
+    a job's write or a flow of its own (`_plan`)."""
+
+    parent: JobSpec
+    head: JobWrite
+    policy: OnChildFailure
+    children: list[tuple[JobSpec, JobWrite | _Plan]]
+
+    def topics(self) -> set[str]:
+        found = {self.parent.topic}
+        for spec, kid in self.children:
+            found |= kid.topics() if isinstance(kid, _Plan) else {spec.topic}
+        return found
+
+
 def enqueue_flow(
-    producer: Producer, parent: JobSpec, children: Sequence[JobSpec], policy: OnChildFailure
+    producer: Producer,
+    parent: JobSpec,
+    children: Sequence[JobSpec | FlowSpec],
+    policy: OnChildFailure,
 ) -> Op[Joined]:
-    """Write a join: `children`, then an edge on each child's shard, then `parent`
-    awaiting them all, due its `delay` after the last one succeeded (`policy`: what it
-    does if one ends otherwise). Children that end before the parent is written are
-    heard when it is (docs/architecture.md, "Jobs that follow jobs"); a producer that
-    stops half-way has written children and no parent, and was told nothing succeeded.
+    """Write a join: `children` (a `FlowSpec` among them written as a flow of its own,
+    first), then an edge on each child's shard, then `parent` awaiting them all, due its
+    `delay` after the last one succeeded (`policy`: what it does if one ends otherwise).
+    Children that end before the parent is written are heard when it is
+    (docs/architecture.md, "Jobs that follow jobs"); a producer that stops half-way has
+    written children and no parent, and was told nothing succeeded.
 
     Raises:
-        InvalidArgumentError: A bad spec or option (named; ``parent.at``, ``replace``).
+        InvalidArgumentError: A bad spec or option anywhere in the flow (named: ``parent``,
+            ``children[i]``, ``children[i].children[j]``, ``at``, ``replace``); nothing
+            written.
         DuplicateJobError: The parent's or a child's id is pending (for the parent:
             nothing written).
     """
+    count = [0]
+    plan = _plan(producer, parent, children, policy, "", producer.clock.now_ms(), count)
+    shards: dict[str, int] = {}
+    for topic in plan.topics():
+        found = yield from producer.shard_count(topic, create=True)
+        assert found is not None
+        shards[topic] = found
+    return (yield from _write(producer, plan, shards))
+
+
+def _plan(
+    producer: Producer,
+    parent: object,
+    children: object,
+    policy: OnChildFailure,
+    name: str,
+    now_ms: int,
+    count: list[int],
+) -> _Plan:
+    """Check and encode a flow (`name`: where it is in the call, "" at the top); `count`
+    counts the jobs of the whole call."""
     if not isinstance(parent, JobSpec):
-        raise InvalidArgumentError("parent", f"parent must be a JobSpec, got {parent!r:.80}")
-    specs = list(children) if isinstance(children, Sequence) else None
-    if not specs or len(specs) > MAX_CHILDREN or not all(isinstance(c, JobSpec) for c in specs):
         raise InvalidArgumentError(
-            "children",
-            f"children must be a list of 1-{MAX_CHILDREN} JobSpecs, got {children!r:.80}",
+            f"{name}parent", f"{name}parent must be a JobSpec, got {parent!r:.80}"
+        )
+    specs = list(children) if isinstance(children, Sequence) else None
+    if (
+        not specs
+        or len(specs) > MAX_CHILDREN
+        or not all(isinstance(c, JobSpec | FlowSpec) for c in specs)
+    ):
+        raise InvalidArgumentError(
+            f"{name}children",
+            f"{name}children must be a list of 1-{MAX_CHILDREN} JobSpecs or FlowSpecs, "
+            f"got {children!r:.80}",
+        )
+    count[0] += 1 + len(specs)
+    if count[0] > MAX_FLOW_JOBS or name.count("children[") >= MAX_FLOW_DEPTH:
+        raise InvalidArgumentError(
+            f"{name}children",
+            f"one enqueue_flow writes at most {MAX_FLOW_JOBS} jobs, in flows nested at "
+            f"most {MAX_FLOW_DEPTH} deep",
         )
     for n, spec in enumerate([parent, *specs]):
-        name = "parent" if n == 0 else f"children[{n - 1}]"
+        where = f"{name}parent" if n == 0 else f"{name}children[{n - 1}]"
+        if isinstance(spec, FlowSpec):
+            continue  # checked as a flow below
         try:
             k.validate_topic(spec.topic)
             k.validate_group(spec.group)
         except InvalidArgumentError as exc:
-            raise InvalidArgumentError(name, f"{name}: {exc}") from None
+            raise InvalidArgumentError(where, f"{where}: {exc}") from None
     item = parent.item
     if item.at is not None:
         raise InvalidDelayError(
-            "at", "a flow's parent is due its delay after its last child: pass delay="
+            f"{name}at", "a flow's parent is due its delay after its last child: pass delay="
         )
     if item.replace:
-        raise InvalidArgumentError("replace", "a flow's parent cannot replace a job")
-    now_ms = producer.clock.now_ms()
+        raise InvalidArgumentError(f"{name}replace", "a flow's parent cannot replace a job")
     head = validate_item(producer.settings, item, EncodeBatch(now_ms, item.traceparent))
+    kids: list[tuple[JobSpec, JobWrite | _Plan] | None] = [None] * len(specs)
     by_topic: dict[str, list[int]] = defaultdict(list)
     for n, spec in enumerate(specs):
-        by_topic[spec.topic].append(n)
-    writes: list[JobWrite | None] = [None] * len(specs)
+        if isinstance(spec, FlowSpec):
+            where = f"{name}children[{n}]."
+            sub = policy_of(OnChildFailure, spec.on_child_failure, f"{where}on_child_failure")
+            plan = _plan(producer, spec.parent, spec.children, sub, where, now_ms, count)
+            kids[n] = (plan.parent, plan)
+        else:
+            by_topic[spec.topic].append(n)
     for indexes in by_topic.values():
         batch = EncodeBatch(now_ms, None)
         for n in indexes:
-            writes[n] = validate_item(producer.settings, specs[n].item, batch)
-    shards: dict[str, int] = {}
-    for topic in {parent.topic, *by_topic}:
-        count = yield from producer.shard_count(topic, create=True)
-        assert count is not None
-        shards[topic] = count
+            spec = cast("JobSpec", specs[n])
+            kids[n] = (spec, validate_item(producer.settings, spec.item, batch))
+    return _Plan(parent, head, policy, [kid for kid in kids if kid is not None])
+
+
+def _write(producer: Producer, plan: _Plan, shards: dict[str, int]) -> Op[Joined]:
+    """Write `plan`: its child flows (each the same way), its other children, the edges,
+    then its parent."""
+    parent, head = plan.parent, plan.head
     home = k.ShardKeys(parent.topic, k.shard_of(head.id, shards[parent.topic]))
-    if item.job_id is not None:  # pending already: nothing written
+    if parent.item.job_id is not None:  # pending already: nothing more written
         (taken,) = yield [Call(command=("HEXISTS", home.jobs, head.id), parse=bool)]
         if taken:
             raise DuplicateJobError(parent.topic, [head.id])
-    for topic, indexes in by_topic.items():
-        placed = [w for n in indexes if (w := writes[n]) is not None]
-        yield from producer.counted(topic, placed)
+    ids: list[str] = []
+    by_topic: dict[str, list[JobWrite]] = defaultdict(list)
+    for spec, kid in plan.children:
+        if isinstance(kid, _Plan):
+            ids.append((yield from _write(producer, kid, shards)).id)
+        else:
+            by_topic[spec.topic].append(kid)
+            ids.append(kid.id)
+    for topic, writes in by_topic.items():
+        yield from producer.counted(topic, writes)
     token = new_token(join=True)
     deadline = producer.clock.now_ms() + WRITE_WINDOW_MS
     refs, edges = [], []
-    for spec, write in zip(specs, writes, strict=True):
-        assert write is not None
-        keys = k.ShardKeys(spec.topic, k.shard_of(write.id, shards[spec.topic]))
-        refs.append(wire_ref(keys, write.id, spec.group))
-        edges.append(follow.follow(keys, write.id, spec.group, home, head.id, token))
+    for (spec, _), job_id in zip(plan.children, ids, strict=True):
+        keys = k.ShardKeys(spec.topic, k.shard_of(job_id, shards[spec.topic]))
+        refs.append(wire_ref(keys, job_id, spec.group))
+        edges.append(follow.follow(keys, job_id, spec.group, home, head.id, token))
     for i in range(0, len(edges), PIPELINE_CALLS * 8):
         yield edges[i : i + PIPELINE_CALLS * 8]
-    record = waiting_record(token, head.due.value_ms, policy, refs)
+    record = waiting_record(token, head.due.value_ms, plan.policy, refs)
     ((placed_parent, _),) = yield [
         follow.write_waiting(home, head.id, head.envelope, head.key, record, deadline, refs)
     ]
@@ -195,9 +278,8 @@ def enqueue_flow(
         head.id,
         JobRef(parent.topic, head.id, parent.group),
         [
-            JobRef(spec.topic, w.id, spec.group)
-            for spec, w in zip(specs, writes, strict=True)
-            if w is not None
+            JobRef(spec.topic, job_id, spec.group)
+            for (spec, _), job_id in zip(plan.children, ids, strict=True)
         ],
     )
 

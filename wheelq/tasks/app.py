@@ -28,7 +28,7 @@ from wheelq.scheduler.scheduler import Scheduler
 from wheelq.tasks import eager, periodic
 from wheelq.tasks.handle import EagerMode, TaskHandle
 from wheelq.tasks.periodic import DEFAULT_CATCH_UP, Periodic
-from wheelq.tasks.signature import Signature, eager_flow, flow_specs
+from wheelq.tasks.signature import Flow, Signature, eager_flow, flow_specs
 from wheelq.tasks.task import Task, TaskConfig
 from wheelq.worker.handler_runner import Handler
 from wheelq.worker.worker import Routable, Route, Worker
@@ -258,13 +258,14 @@ class App:
     def flow(
         self,
         parent: Signature[R],
-        children: Sequence[Signature[Any]],
+        children: Sequence[Signature[Any] | Flow[Any]],
         *,
         delay: Delay = 0,
         on_child_failure: str = "fail",
     ) -> TaskHandle[R]:
         """A join of task calls (`Client.enqueue_flow`): `children` (``f.s(...)``, on any of
-        the app's tasks) run as jobs do; `parent` runs `delay` after the last one succeeded,
+        the app's tasks, or a `wheelq.tasks.Flow` of them: a flow inside) run as jobs do;
+        `parent` runs `delay` after the last one succeeded,
         and reads their results with `children` (docs/guides/workflows.md). In eager mode
         the children run inline, then the parent (or, under ``"fail"`` after a failed
         child, it ends dead unrun). Returns the parent's handle."""
@@ -277,7 +278,7 @@ class App:
     async def aflow(
         self,
         parent: Signature[R],
-        children: Sequence[Signature[Any]],
+        children: Sequence[Signature[Any] | Flow[Any]],
         *,
         delay: Delay = 0,
         on_child_failure: str = "fail",

@@ -1,18 +1,20 @@
 """Tasks that follow tasks (docs/guides/workflows.md): a `Signature` is a task call with its
 arguments checked and encoded, not enqueued (``f.s(...)``); ``a.then(b, delay=...)`` makes a
-`Chain` whose links each follow the one before (`Client.enqueue(..., after=...)`), and
-`App.flow` a join (`Client.enqueue_flow`). In eager mode the links and children run inline,
-in order, and a link whose predecessor failed runs only under ``on_parent_failure="run"``.
+`Chain` whose links each follow the one before (`Client.enqueue(..., after=...)`),
+`App.flow` a join (`Client.enqueue_flow`), and a `Flow` one join inside another. In eager
+mode the links and children run inline, in order, and a link whose predecessor failed runs
+only under ``on_parent_failure="run"``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from wheelq.core.due import Delay
 from wheelq.core.follow import JobRef, OnChildFailure, OnFailure, on_failure, policy_of
 from wheelq.core.history import JobState
-from wheelq.core.options import JobSpec
+from wheelq.core.options import FlowSpec, JobSpec
 from wheelq.errors import InvalidArgumentError, JobFailedError
 from wheelq.tasks.handle import EagerMode, Enqueued, TaskHandle, TaskLike
 
@@ -142,38 +144,87 @@ def _failed(handle: TaskHandle[Any]) -> bool:
     return False
 
 
+class Flow(Generic[R]):
+    """A join of task calls as a value, not enqueued: a child of `App.flow` (or of another
+    `Flow`), whose parent counts for the flow above as the child (`wheelq.FlowSpec`)."""
+
+    def __init__(
+        self,
+        parent: Signature[R],
+        children: Sequence[Signature[Any] | Flow[Any]],
+        *,
+        delay: Delay = 0,
+        on_child_failure: str = "fail",
+    ) -> None:
+        self.parent = parent
+        self.children = list(children)
+        self.delay = delay
+        self.policy = policy_of(OnChildFailure, on_child_failure, "on_child_failure")
+
+    def __repr__(self) -> str:
+        return f"<Flow {self.parent.task.name}: {len(self.children)} children>"
+
+
+Child = Signature[Any] | Flow[Any]
+
+
 def flow_specs(
-    parent: Signature[Any], children: list[Signature[Any]], on_child_failure: str, delay: Delay
-) -> tuple[JobSpec, list[JobSpec], OnChildFailure]:
+    parent: Signature[Any], children: list[Child], on_child_failure: str, delay: Delay
+) -> tuple[JobSpec, list[JobSpec | FlowSpec], OnChildFailure]:
     """`App.flow`'s arguments as `enqueue_flow`'s."""
     if not isinstance(parent, Signature):
         raise InvalidArgumentError(
             "parent", f"parent must be a task's signature, got {parent!r:.60}"
         )
-    if not all(isinstance(c, Signature) for c in children):
-        raise InvalidArgumentError("children", "children must be task signatures (f.s(...))")
+    if not all(isinstance(c, Signature | Flow) for c in children):
+        raise InvalidArgumentError(
+            "children", "children must be task signatures (f.s(...)) or Flows of them"
+        )
     policy = policy_of(OnChildFailure, on_child_failure, "on_child_failure")
-    return parent.spec(delay), [c.spec() for c in children], policy
+    return parent.spec(delay), [_child_spec(c) for c in children], policy
+
+
+def _child_spec(child: Child) -> JobSpec | FlowSpec:
+    if isinstance(child, Signature):
+        return child.spec()
+    head, specs, policy = flow_specs(child.parent, child.children, child.policy.value, child.delay)
+    return FlowSpec(head, specs, on_child_failure=policy.value)
 
 
 def eager_flow(
     eager: EagerMode,
     parent: Signature[R],
-    children: list[Signature[Any]],
+    children: list[Child],
     policy: OnChildFailure,
 ) -> TaskHandle[R]:
-    """`App.flow` in eager mode: each child inline, in order, then the parent (unless a
-    child failed under ``"fail"``: then the parent ends dead, unrun, and the children after
-    the failed one are cancelled unrun)."""
+    """`App.flow` in eager mode: each child inline, in order (a child `Flow` as a flow of
+    its own), then the parent (unless a child failed under ``"fail"``: then the parent ends
+    dead, unrun, and the children after the failed one are cancelled unrun)."""
     failed: str | None = None
     for child in children:
-        call = Enqueued(child.task, child.payload, child.options, None, None, None)
         if failed is not None and policy is OnChildFailure.FAIL:
-            eager.skip(call, JobState.CANCELLED, "its flow's parent failed")
+            _skip(eager, child)
             continue
-        if _failed(handle := eager.send(call)) and failed is None:
+        if isinstance(child, Flow):
+            handle: TaskHandle[Any] = eager_flow(eager, child.parent, child.children, child.policy)
+        else:
+            handle = eager.send(
+                Enqueued(child.task, child.payload, child.options, None, None, None)
+            )
+        if _failed(handle) and failed is None:
             failed = f"a child ({handle.task.name}, {handle.id}) failed"
     call = Enqueued(parent.task, parent.payload, parent.options, None, None, None)
     if failed is not None and policy is OnChildFailure.FAIL:
         return eager.skip(call, JobState.DEAD, failed)
     return eager.send(call)
+
+
+def _skip(eager: EagerMode, child: Child) -> None:
+    """A child (a flow: its children, then its parent) cancelled unrun."""
+    why = "its flow's parent failed"
+    if isinstance(child, Flow):
+        for kid in child.children:
+            _skip(eager, kid)
+        child = child.parent
+    eager.skip(Enqueued(child.task, child.payload, child.options, None, None, None),
+               JobState.CANCELLED, why)  # fmt: skip

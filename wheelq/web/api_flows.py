@@ -26,12 +26,10 @@ async def enqueue_flow(body: FlowIn, request: Request) -> Response:
     """Write a join: the children (on any topics), then the parent awaiting them all. 409
     when the parent's `id` is pending (nothing written)."""
     svc = service(request)
-    for spec in (body.parent, *body.children):
-        svc.guard.check(request, "write", spec.topic)
-    now_ms = wall_ms()
+    for topic in sorted(body.topics()):  # a nested flow's too
+        svc.guard.check(request, "write", topic)
     try:
-        parent = body.parent.spec(now_ms)
-        children = [child.spec(now_ms) for child in body.children]
+        parent, children = body.specs(wall_ms())
     except (InvalidArgumentError, PayloadTypeError) as exc:
         raise invalid(exc) from None
     joined = await svc.client.enqueue_flow(parent, children, on_child_failure=body.on_child_failure)

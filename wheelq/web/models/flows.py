@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Discriminator, Field, Tag
 
 from wheelq.core.follow import MAX_CHILDREN
-from wheelq.core.options import JobSpec
+from wheelq.core.options import FlowSpec, JobSpec
 from wheelq.web.models.enqueue import JobIn
 from wheelq.web.models.fields import PRINTABLE
 from wheelq.web.models.jobs import JobInfoModel
@@ -29,17 +29,51 @@ class FlowJobIn(JobIn):
         return JobSpec(self.topic, item.payload, group=self.group, **options)
 
 
+def _kind(value: Any) -> str:
+    """A flow's child is a flow of its own when it has ``children``, else a job."""
+    if isinstance(value, dict):
+        return "flow" if "children" in value else "job"
+    return "flow" if isinstance(value, FlowIn) else "job"
+
+
 class FlowIn(BaseModel):
-    """A join: `children` run as jobs do; `parent` awaits them all, then is due its
-    `delay_ms` after the last one succeeded."""
+    """A join: `children` run as jobs do (a child with `parent` and `children` of its own is
+    a flow, written first, that counts as one child); `parent` awaits them all, then is
+    due its `delay_ms` after the last one succeeded."""
 
     parent: FlowJobIn
-    children: Annotated[list[FlowJobIn], Field(min_length=1, max_length=MAX_CHILDREN)]
+    children: Annotated[
+        list[
+            Annotated[
+                Annotated[FlowJobIn, Tag("job")] | Annotated[FlowIn, Tag("flow")],
+                Discriminator(_kind),
+            ]
+        ],
+        Field(min_length=1, max_length=MAX_CHILDREN),
+    ]
     on_child_failure: Literal["fail", "ignore"] = Field(
         "fail",
         description="fail: a child dead-lettered, cancelled or expired dead-letters the "
         "parent and cancels the children still pending; ignore: it counts as ended.",
     )
+
+    def topics(self) -> set[str]:
+        """Every topic the flow writes on, its nested flows' too."""
+        found = {self.parent.topic}
+        for child in self.children:
+            found |= child.topics() if isinstance(child, FlowIn) else {child.topic}
+        return found
+
+    def specs(self, now_ms: int) -> tuple[JobSpec, list[JobSpec | FlowSpec]]:
+        """The client's parent and children (`now_ms`: see `Due.due`)."""
+        children: list[JobSpec | FlowSpec] = []
+        for child in self.children:
+            if isinstance(child, FlowIn):
+                parent, kids = child.specs(now_ms)
+                children.append(FlowSpec(parent, kids, on_child_failure=child.on_child_failure))
+            else:
+                children.append(child.spec(now_ms))
+        return self.parent.spec(now_ms), children
 
 
 class RefOut(BaseModel):
