@@ -11,11 +11,13 @@ already waiting"); so the subscription runs on a client of its own.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis.asyncio.cluster
 
+from tests.integration.test_worker import holds
 from tests.support.waiting import eventually
 from wheelq.core.keys import ShardKeys
 from wheelq.store import connect
@@ -96,6 +98,45 @@ async def test_a_followed_channel_is_read_on_its_new_owner_after_its_slot_moves(
         with cluster.client(to) as new_owner:
             _, count = new_owner.execute_command("PUBSUB", "SHARDNUMSUB", channel)
         assert count == 1
+    finally:
+        await subscription.aclose()
+        await executor.aclose()
+
+
+async def test_a_busy_nodes_next_note_is_handed_on_while_a_quiet_node_waits(
+    moving_cluster: EmbeddedCluster, topic: str
+) -> None:
+    """A second note on one node reached the scheduler only when the quiet nodes' reads
+    timed out (the poll, 100 ms) and the next receive began: a join's parent waited that
+    long for its last child's nudge. Now a node with notes is read on meanwhile."""
+    cluster = moving_cluster
+    executor = await _executor(cluster.url)
+    commands = _commands_client(executor)
+    by_node: dict[int, str] = {}
+    for shard in range(64):
+        channel = ShardKeys(topic, shard).wake_channel
+        by_node.setdefault(cluster.owner(commands.keyslot(channel)).port, channel)
+    assert len(by_node) == 2  # one busy node, one quiet
+    busy = next(iter(by_node.values()))
+    subscription = WakeSubscription.of(executor)
+    handed: list[tuple[float, str]] = []
+    try:
+        await subscription.follow(list(by_node.values()))
+        await subscription.receive(0.05)  # the subscriptions confirmed
+        wait_s = 2.0
+        receiving = asyncio.ensure_future(
+            subscription.receive(
+                wait_s, lambda notes: handed.extend((time.monotonic(), n.job_id) for n in notes)
+            )
+        )
+        await commands.spublish(busy, b"1:first")
+        await eventually(holds(lambda: bool(handed)), timeout_s=wait_s, what="the first note")
+        sent = time.monotonic()
+        await commands.spublish(busy, b"2:second")
+        await eventually(holds(lambda: len(handed) == 2), timeout_s=wait_s, what="the second")
+        assert [job for _, job in handed] == ["first", "second"]
+        assert handed[1][0] - sent < 0.25 * wait_s  # not held until the quiet node's timeout
+        assert await receiving == []  # handed on, not returned
     finally:
         await subscription.aclose()
         await executor.aclose()

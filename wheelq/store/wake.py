@@ -118,8 +118,9 @@ class WakeSubscription:
     ) -> list[WakeNote]:
         """Wait up to `timeout_s` for a message; the notes of it and of every one since. On a
         cluster each node is read for up to `timeout_s`: with `early`, each node's notes are
-        handed to it as they arrive (a nudge need not wait for the quiet nodes' timeouts),
-        and what is returned is only what it was not handed."""
+        handed to it as they arrive, and a node that had some is read on until then (a
+        nudge need not wait for the quiet nodes' timeouts, nor a second one on a busy node
+        for the next call), and what is returned is only what it was not handed."""
         if self._cluster is None:
             return self._notes(await _drain(self._pubsub.get_message, timeout_s), "")
         cluster = self._cluster
@@ -139,28 +140,28 @@ class WakeSubscription:
             await asyncio.sleep(timeout_s)
             return []
         live = [node for node in nodes if node is not None]
-        reads = [
-            asyncio.ensure_future(
-                _drain_of(
-                    node.name,
-                    functools.partial(cluster.get_sharded_message, target_node=node),
-                    timeout_s,
-                )
-            )
-            for node in live
-        ]
         notes: list[WakeNote] = []
+        deadline = time.monotonic() + timeout_s
+
+        async def read(node: Any) -> None:
+            get = functools.partial(cluster.get_sharded_message, target_node=node)
+            while True:  # with `early`, a busy node is read on while the quiet ones wait
+                messages = await _drain(get, max(0.0, deadline - time.monotonic()))
+                got = self._notes(messages, node.name)
+                if early is None or not got:
+                    notes.extend(got)
+                    return
+                early(got)
+                if time.monotonic() >= deadline:
+                    return
+
+        reads = [asyncio.ensure_future(read(node)) for node in live]
         try:
-            for read in asyncio.as_completed(reads):
-                name, messages = await read
-                got = self._notes(messages, name)
-                if early is not None and got:
-                    early(got)
-                else:
-                    notes += got
+            for done in asyncio.as_completed(reads):
+                await done
         finally:
-            for read in reads:  # only when one failed: the subscription is made again
-                read.cancel()
+            for one in reads:  # only when one failed: the subscription is made again
+                one.cancel()
         return notes
 
     def _notes(self, messages: list[Any], node: str) -> list[WakeNote]:
@@ -232,10 +233,3 @@ async def _drain(get: Callable[..., Awaitable[Any]], timeout_s: float) -> list[A
         messages.append(message)
         message = await get(timeout=0)
     return messages
-
-
-async def _drain_of(
-    name: str, get: Callable[..., Awaitable[Any]], timeout_s: float
-) -> tuple[str, list[Any]]:
-    """`_drain` of node `name`, named."""
-    return name, await _drain(get, timeout_s)
