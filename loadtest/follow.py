@@ -1,7 +1,7 @@
 """Jobs that follow jobs (docs/guides/workflows.md): how soon a continuation starts after the
 job it follows is acked, and a 10,000-child join's parent after its last child's ack.
 
-    python loadtest/follow.py [--pairs 2000] [--rate 200] [--children 10000] [--rounds 5]
+    python loadtest/follow.py [--pairs 2000] [--rate 200] [--children 10000] [--rounds 10]
         [--primaries 3] [--server valkey|redis] [--out FILE]
 
 continuation: on one server (wheelq.embedded), a `wheelq scheduler` process and one worker
@@ -13,9 +13,12 @@ ack itself comes after the run's end). Baseline in the same run: the same parent
 handler start after their due time.
 
 join: on a cluster of `--primaries` primaries, a topic of 12 shards (children on every
-primary), one scheduler process and this worker: each round writes a flow of `--children`
-children due at once and times the parent's handler start after the last child's run ended.
-p50/p99/max over rounds; the JSON a person can re-run prints to stdout (and `--out`).
+primary), one scheduler process and one worker process (concurrency 32, an async handler:
+`benchlib/join_handler.py`): each round writes a flow of `--children` children due at once
+and times the parent's handler start after the last child's ack (the newest notice's stream
+id on the children's shards: when ``ack.lua`` wrote it, Redis clock), when it was made due
+after that ack, and its start after the last child's run ended (the worker's own ack lag
+included). p50/p99/max over rounds; the JSON a person can re-run prints to stdout (and `--out`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,10 +38,12 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib.common import Bench, git_head, lateness, machine, server_version
+from benchlib.common import Bench, git_head, lateness, machine, server_version, wheelq_cmd
 from benchlib.nodes import start_scheduler
 
 from wheelq import AsyncAdmin, AsyncClient, Job, JobSpec, Worker
+from wheelq.core.job import entry_ms
+from wheelq.core.keys import ShardKeys
 from wheelq.embedded import (
     EmbeddedCluster,
     EmbeddedServer,
@@ -113,52 +120,71 @@ async def continuations(url: str, pairs: int, rate: float) -> dict[str, Any]:
     }
 
 
-async def join_round(url: str, topic: str, children: int, clock: Clock) -> float:
-    ends: list[float] = []
-    parent_start: list[float] = []
+SHARDS = 12
+"""The join's topic: children on every primary."""
 
-    async def handler(job: Job) -> None:
-        if job.payload == "parent":
-            parent_start.append(clock.now_ms())
-        else:
-            ends.append(clock.now_ms())
 
+async def join_round(url: str, topic: str, children: int, out: Path) -> dict[str, float]:
+    """When the parent started after the last child's ack (the newest notice's id on the
+    children's shards: ``ack.lua`` wrote it, on the Redis clock) and after the last child's
+    run ended (an upper bound: the worker acks after), and when it was made due (released)
+    after that ack; the worker process records its side (`benchlib/join_handler.py`)."""
+    seen = len(out.read_text().splitlines())
     async with AsyncClient.from_url(url) as client:
-        worker = Worker.from_url(url, topic, handler, concurrency=32)
-        await worker.start()
-        try:
-            await client.enqueue_flow(
-                JobSpec(topic, "parent"), [JobSpec(topic, n) for n in range(children)]
-            )
-            deadline = time.monotonic() + 120
-            while not parent_start and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-        finally:
-            await worker.stop()
-    return parent_start[0] - max(ends)
+        await client.enqueue_flow(
+            JobSpec(topic, "parent"), [JobSpec(topic, n) for n in range(children)]
+        )
+        deadline = time.monotonic() + 120
+        while len(lines := out.read_text().splitlines()) == seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        start, last_end, due, _ = map(float, lines[seen].split())
+        infos = [
+            await client.redis.xinfo_stream(ShardKeys(topic, s).notices) for s in range(SHARDS)
+        ]
+    last_ack = max(entry_ms(i["last-generated-id"]) for i in infos)
+    return {
+        "start_after_ack": start - last_ack,
+        "start_after_end": start - last_end,
+        "release_after_ack": due - last_ack,
+    }
 
 
 async def joins(url: str, children: int, rounds: int) -> dict[str, Any]:
     bench = Bench(url)
     topic = bench.topic("join")
-    clock = Clock()
     async with AsyncClient.from_url(url) as client:
-        await clock.measure(client)
-        await AsyncAdmin.of(client).create_topic(topic, 12)
+        await AsyncAdmin.of(client).create_topic(topic, SHARDS)
+    out = Path(tempfile.mkstemp(prefix="wheelq-join-", suffix=".txt")[1])
     start_scheduler(bench, topic)
+    here = str(Path(__file__).resolve().parent)
+    bench.spawn(
+        wheelq_cmd("worker", "--redis-url", url, "--topic", topic, "--concurrency", "32",
+                   "benchlib.join_handler:handle"),
+        env={**os.environ, "WHEELQ_JOIN_OUT": str(out), "PYTHONPATH": here},
+    )  # fmt: skip
     try:
         await asyncio.sleep(3)
-        gaps = [await join_round(url, topic, children, clock) for _ in range(rounds)]
+        gaps = [await join_round(url, topic, children, out) for _ in range(rounds)]
     finally:
         bench.close()
+        out.unlink()
     return {
         "children": children,
         "rounds": rounds,
-        "parent_start_after_last_child_end_ms": {
-            "each": [round(g, 2) for g in gaps],
-            "p50": round(statistics.median(gaps), 2),
-            "max": round(max(gaps), 2),
-        },
+        "parent_start_after_last_child_ack_ms": _spread([g["start_after_ack"] for g in gaps]),
+        "parent_released_after_last_child_ack_ms": _spread([g["release_after_ack"] for g in gaps]),
+        "parent_start_after_last_child_end_ms": _spread([g["start_after_end"] for g in gaps]),
+    }
+
+
+def _spread(gaps: list[float]) -> dict[str, Any]:
+    """Each round's gap, and their p50, p99 (nearest rank) and max."""
+    ranked = sorted(gaps)
+    return {
+        "each": [round(g, 2) for g in gaps],
+        "p50": round(statistics.median(gaps), 2),
+        "p99": round(ranked[min(len(ranked) - 1, int(0.99 * len(ranked)))], 2),
+        "max": round(ranked[-1], 2),
     }
 
 
@@ -167,7 +193,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=2000)
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--children", type=int, default=10_000)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--primaries", type=int, default=3)
     ap.add_argument("--server", choices=("valkey", "redis"), default="valkey")
     ap.add_argument("--out", type=Path)
