@@ -4,6 +4,7 @@ a table of bad bodies, each a problem naming its field, with nothing written."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -11,9 +12,10 @@ import pytest
 
 from tests.integration.test_web_dashboard import get, post
 from tests.integration.test_worker import holds
+from tests.support.cli import run_wheelq
 from tests.support.waiting import eventually
 from tests.support.web import Served, assert_problem, serving
-from wheelq import Job, Scheduler, Worker
+from wheelq import Admin, Client, Job, JobSpec, JobState, Scheduler, Worker
 from wheelq.web.auth import Token
 
 pytestmark = pytest.mark.cluster_too
@@ -297,3 +299,37 @@ async def test_a_nested_flow_needs_write_access_to_every_topic_in_it(
         assert got[0] == 422 and "delay_ms" in str(got[1]), got
         status, _, _ = await api.call("GET", f"/v1/topics/{topic}", headers=auth)
         assert status == 404  # nothing written: not even the topic
+
+
+async def test_awaiting_jobs_have_a_list_of_their_own_in_every_face(
+    redis_url: str, api: Served, topic: str
+) -> None:
+    """Awaiting jobs were listed as pending, due 9999-12-31, and a bulk action on the
+    pending list took them; now they are the awaiting list's, which a cancel acts on."""
+    with Client.from_url(redis_url) as client, Admin.from_url(redis_url) as admin:
+        first = client.enqueue(topic, "first", delay=600, key="k")
+        then = client.enqueue(topic, "then", after=first, key="k")
+        flow = client.enqueue_flow(JobSpec(topic, "p"), [JobSpec(topic, "c", delay=600)])
+        pending = {first, flow.children[0].job_id}
+        awaiting = {then, flow.id}
+        assert {j.id for j in admin.jobs(topic, "pending")} == pending
+        rows = admin.jobs(topic, "awaiting")
+        assert {j.id for j in rows} == awaiting and {j.due_ms for j in rows} == {None}
+        assert [j.id for j in admin.jobs(topic, "awaiting", key="k")] == [then]
+        assert [j.id for j in admin.jobs(topic, "pending", key="k")] == [first]
+        _, listed, _ = await api.call("GET", f"/v1/topics/{topic}/jobs?state=awaiting")
+        assert {j["id"] for j in listed["jobs"]} == awaiting
+        _, listed, _ = await api.call("GET", f"/v1/topics/{topic}/jobs?state=pending")
+        assert {j["id"] for j in listed["jobs"]} == pending
+        shown = run_wheelq(
+            "jobs", "list", topic, "--state", "awaiting", "--json", "--redis-url", redis_url
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert {json.loads(line)["id"] for line in shown.stdout.splitlines()} == awaiting
+        html, _ = await get(api, f"/ui/topics/{topic}/jobs?state=awaiting")
+        assert all(job in html for job in awaiting) and first not in html
+        assert admin.bulk(topic, "cancel", state="pending", dry_run=True).matched == 2
+        done = admin.bulk(topic, "cancel", state="awaiting")
+        assert (done.matched, done.acted) == (2, 2)
+        assert {client.get(topic, j).state for j in awaiting} == {JobState.CANCELLED}
+        assert {client.get(topic, j).state for j in pending} == {JobState.PENDING}

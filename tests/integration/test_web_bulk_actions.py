@@ -333,7 +333,12 @@ async def test_bad_input_answers_the_error_page_with_a_4xx(api: Served, topic: s
         ("cancel", [p], 422, "tick one or more jobs, or take all matching"),
         ("purge", [("state", "dead")], 422, "tick one or more dead letters"),
         ("replay", [p, ("id", "p00")], 422, "replay acts on dead jobs, not pending ones"),
-        ("cancel", [("state", "dead"), ("all", "1")], 422, "cancel acts on pending and retrying"),
+        (
+            "cancel",
+            [("state", "dead"), ("all", "1")],
+            422,
+            "cancel acts on pending, awaiting and retrying",
+        ),
         ("cancel", [("state", "ready"), ("all", "1")], 422, "not ready ones"),
         ("nope", [p, ("all", "1")], 422, "action must be one of"),
         ("cancel", [("state", "later"), ("all", "1")], 422, "state must be one of"),

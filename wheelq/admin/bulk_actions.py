@@ -32,6 +32,7 @@ from wheelq.core.due import (
     at_ms,
     latest_at_ms,
 )
+from wheelq.core.follow import WAIT_DUE_MS
 from wheelq.core.history import SEPARATOR
 from wheelq.core.job import Envelope, parse_ref
 from wheelq.core.job_list import (
@@ -237,11 +238,15 @@ def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter)
 
     def due_page(start: tuple[int, bytes] | None) -> lists.DuePage:
         low, high = match.due_after_ms, match.due_before_ms
+        if sel.state is ListState.AWAITING:  # all due at WAIT_DUE_MS, after every other
+            low, high = WAIT_DUE_MS, None
+        elif sel.state is ListState.PENDING:
+            high = min(high or WAIT_DUE_MS, WAIT_DUE_MS)
         return lists.DuePage(low, high, start, SELECT_PAGE, envelope_max)
 
     while after:
         shards_now = list(after)
-        if sel.state is ListState.PENDING:
+        if sel.state is not ListState.RETRYING:
             calls: list[Call[Any]] = [
                 lists.pending_page(views[i], due_page(after[i]), stamps=True) for i in shards_now
             ]
@@ -253,7 +258,7 @@ def _select_scheduled(topic: str, shards: int, sel: Selection, match: JobFilter)
         pages = yield calls
         members: list[Member] = []
         for i, page in zip(shards_now, pages, strict=True):
-            if sel.state is ListState.PENDING:  # a page may be short and have a next
+            if sel.state is not ListState.RETRYING:  # a page may be short and have a next
                 rows, following = page.rows, page.next
             else:
                 more, rows = page
@@ -273,8 +278,10 @@ def _pick(
     """(job id, due ms, stamp) of a row the selection takes, else None."""
     if row.due_ms is None:
         return None  # a retry that fired or was cancelled since the index was read
-    if state is ListState.PENDING:
-        if row.retry or not match.due_in(row.due_ms):
+    if state in (ListState.PENDING, ListState.AWAITING):
+        if row.retry or (row.due_ms >= WAIT_DUE_MS) is not (state is ListState.AWAITING):
+            return None  # a retry, or the other of the two lists
+        if state is ListState.PENDING and not match.due_in(row.due_ms):
             return None
         return row.member.decode("utf-8", "replace"), row.due_ms, row.stamp
     if not match.due_in(row.due_ms):
@@ -356,8 +363,9 @@ def _in_state(
     retrying = state is ListState.RETRYING
     for i, member in enumerate(members):
         now = found[i]
-        if now is not None and indexed[i] == retrying:  # pending: not a retry
-            out.append((member, *now))
+        awaiting = now is not None and now[0] >= WAIT_DUE_MS
+        if now is not None and indexed[i] == retrying and awaiting is (state is ListState.AWAITING):
+            out.append((member, *now))  # pending (or awaiting, as asked): not a retry
         elif retrying and aliases[i] is not None:
             via[aliases[i]] = member
     if via:

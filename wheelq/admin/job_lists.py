@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wheelq.admin.dead_letters import dead_letters
+from wheelq.core.follow import WAIT_DUE_MS
 from wheelq.core.history import SEPARATOR, read_record
 from wheelq.core.job import DeadLetter, Envelope, Field, entry_ms, entry_order
 from wheelq.core.job_list import (
@@ -116,10 +117,11 @@ def _page(
         return JobPage()
     views = all_shards(topic, shards)
     read: Reader
-    if match.key is not None and state in (ListState.PENDING, ListState.RETRYING):
+    if match.key is not None and state in (ListState.PENDING, ListState.AWAITING,
+                                           ListState.RETRYING):  # fmt: skip
         read = _keyed_reader(views, match, state)
-    elif state is ListState.PENDING:
-        read = _pending_reader(views, match)
+    elif state in (ListState.PENDING, ListState.AWAITING):
+        read = _pending_reader(views, match, state)
     elif state is ListState.RETRYING:
         read = _retrying_reader(views, match)
     else:
@@ -207,7 +209,7 @@ def _stored_job(
         topic=topic,
         state=state,
         shard=keys.shard,
-        due_ms=row.due_ms,
+        due_ms=None if state is ListState.AWAITING else row.due_ms,
         attempt=None if env is None else env.attempt,
         max_attempts=None if env is None else env.max_attempts,
         enqueued_ms=None if env is None else env.enqueued_ms,
@@ -224,10 +226,17 @@ def _is_retry(row: lists.StoredRow, env: Envelope | None) -> bool:
     return env.attempt > 1 if env is not None else row.retry
 
 
-def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
+def _pending_reader(views: Sequence[ShardKeys], match: JobFilter, state: ListState) -> Reader:
+    """Each shard's pending jobs (not its retries) by due time, the sorted set's and the far
+    tier's merged; those awaiting (all due at `WAIT_DUE_MS`) are the AWAITING list's."""
+    low: int | None = WAIT_DUE_MS
+    high: int | None = None
+    if state is not ListState.AWAITING:
+        low, high = match.due_after_ms, min(match.due_before_ms or WAIT_DUE_MS, WAIT_DUE_MS)
+
     def read(after: SortKey | None, count: int) -> Op[list[Read]]:
         start = None if after is None else (int(after[0]), bytes(after[1]))
-        page = lists.DuePage(match.due_after_ms, match.due_before_ms, start, count)
+        page = lists.DuePage(low, high, start, count)
         pages = yield [lists.pending_page(k, page) for k in views]
         out = []
         for keys, page in zip(views, pages, strict=True):
@@ -237,7 +246,7 @@ def _pending_reader(views: Sequence[ShardKeys], match: JobFilter) -> Reader:
             for row in page.rows:
                 assert row.due_ms is not None
                 key: SortKey = (row.due_ms, row.member)
-                job, env = _stored_job(keys.topic, ListState.PENDING, keys, row)
+                job, env = _stored_job(keys.topic, state, keys, row)
                 if not _is_retry(row, env):
                     r.rows.append((key, job, None if env is None else env.payload))
             out.append(r)
@@ -258,7 +267,11 @@ def _keyed_reader(views: Sequence[ShardKeys], match: JobFilter, state: ListState
         for keys, rows in zip(views, found, strict=True):
             kept = []
             for row in rows:
-                if row.waiting or row.due_ms is None or not match.due_in(row.due_ms):
+                if row.waiting or row.due_ms is None:
+                    continue
+                if (row.due_ms >= WAIT_DUE_MS) is not (state is ListState.AWAITING):
+                    continue  # awaiting: the AWAITING list's alone
+                if state is not ListState.AWAITING and not match.due_in(row.due_ms):
                     continue
                 key: SortKey = (row.due_ms, row.member)
                 if after is not None and key <= after:

@@ -39,7 +39,7 @@ class BulkAction(StrEnum):
     """What a bulk action does to each job it selects."""
 
     CANCEL = "cancel"
-    """pending, retrying: cancel the job (every pending attempt of its id)."""
+    """pending, awaiting, retrying: cancel the job (every pending attempt of its id)."""
     RUN_NOW = "run_now"
     """pending, retrying: make it due now."""
     RESCHEDULE = "reschedule"
@@ -52,12 +52,17 @@ class BulkAction(StrEnum):
 
 BULK_ACTIONS = tuple(a.value for a in BulkAction)
 _STATES = {
-    BulkAction.CANCEL: (ListState.PENDING, ListState.RETRYING),
+    BulkAction.CANCEL: (ListState.PENDING, ListState.AWAITING, ListState.RETRYING),
     BulkAction.RUN_NOW: (ListState.PENDING, ListState.RETRYING),
     BulkAction.RESCHEDULE: (ListState.PENDING, ListState.RETRYING),
     BulkAction.REPLAY: (ListState.DEAD,),
     BulkAction.PURGE: (ListState.DEAD,),
 }
+
+
+def _words(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def actions_of(state: ListState) -> tuple[BulkAction, ...]:
@@ -77,7 +82,7 @@ def bulk_action(action: object, state: ListState) -> BulkAction:
     if state not in takes:
         raise InvalidArgumentError(
             "action",
-            f"{found.value} acts on {' and '.join(s.value for s in takes)} jobs, "
+            f"{found.value} acts on {_words([s.value for s in takes])} jobs, "
             f"not {state.value} ones",
         )
     return found

@@ -32,6 +32,9 @@ class ListState(StrEnum):
 
     PENDING = JobState.PENDING.value
     """Waiting for its due time, first attempt; by due time, soonest first."""
+    AWAITING = JobState.AWAITING.value
+    """Awaiting the job it follows or a flow's children (no due time yet); by id (a
+    generated id's order is its enqueue order)."""
     RETRYING = JobState.RETRYING.value
     """An attempt failed and the next waits for its due time; by due time, soonest first,
     with the error."""
@@ -54,7 +57,7 @@ class ListState(StrEnum):
 LIST_STATES = tuple(s.value for s in ListState)
 DUE_STATES = frozenset({ListState.PENDING, ListState.RETRYING})
 """The states whose rows `due_after` / `due_before` filter."""
-GROUP_STATES = frozenset(ListState) - {ListState.PENDING}
+GROUP_STATES = frozenset(ListState) - {ListState.PENDING, ListState.AWAITING}
 """The states whose rows belong to one consumer group (`group` filters them)."""
 MAX_LIST_LIMIT = 1000
 PREVIEW_CHARS = 120
@@ -282,7 +285,7 @@ def _key_ok(state: ListState, key: Sequence[Any]) -> bool:
     def ints(*values: Any) -> bool:
         return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
 
-    if state in (ListState.PENDING, ListState.RETRYING):
+    if state in (ListState.PENDING, ListState.AWAITING, ListState.RETRYING):
         return len(key) == 2 and ints(key[0]) and isinstance(key[1], bytes)
     if state is ListState.DEAD:
         return len(key) == 1 and isinstance(key[0], str) and len(key[0]) <= 100

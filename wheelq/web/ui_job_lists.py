@@ -110,7 +110,7 @@ def tab_counts(stats: TopicStats | None) -> dict[ListState, tuple[int, str]]:
     if stats is None:
         return {}
     return {
-        ListState.PENDING: (stats.pending, "waiting, retries included"),
+        ListState.PENDING: (stats.pending, "waiting, retries and awaiting jobs included"),
         ListState.READY: (
             stats.ready,
             "not yet given to the group furthest behind, or waiting on the due line",

@@ -30,7 +30,9 @@ BulkActionName = Literal["cancel", "run_now", "reschedule", "replay", "purge"]
 tests/integration/test_bulk_actions.py holds the two together)."""
 
 
-ListStateName = Literal["pending", "retrying", "ready", "running", "succeeded", "failed", "dead"]
+ListStateName = Literal[
+    "pending", "awaiting", "retrying", "ready", "running", "succeeded", "failed", "dead"
+]
 """`ListState`'s values, likewise."""
 
 
