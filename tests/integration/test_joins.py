@@ -496,3 +496,31 @@ def _nested(topic: str, depth: int) -> FlowSpec:
     for _ in range(depth - 1):
         flow = FlowSpec(JobSpec(topic, "p"), [flow])
     return flow
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async-handler", "sync-handler"])
+async def test_a_retried_parent_and_a_retried_continuation_release_what_follows_once(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler, sync: bool
+) -> None:
+    """A flow's parent and a continuation each fail their first run: what follows each
+    starts after its second, successful run, once."""
+    runs = Runs(lambda job: job.payload in ("parent", "middle") and job.attempt == 1)
+    joined = await client.enqueue_flow(JobSpec(topic, "parent"), [JobSpec(topic, "child")])
+    after_parent = await client.enqueue(topic, "after-parent", after=joined.id)
+    first = await client.enqueue(topic, "first")
+    middle = await client.enqueue(topic, "middle", after=first)
+    await client.enqueue(topic, "last", after=middle)
+    worker = await working(redis_url, topic, runs, sync)
+    try:
+        await eventually(
+            holds(lambda: {"after-parent", "last"} <= runs.starts.keys()),
+            timeout_s=15,
+            what="both followers",
+        )
+    finally:
+        await worker.stop()
+    assert len(runs.starts["parent"]) == len(runs.starts["middle"]) == 2
+    assert runs.starts["after-parent"][0] >= runs.ends["parent"]  # its success, not failure
+    assert runs.starts["last"][0] >= runs.ends["middle"]
+    assert len(runs.starts["after-parent"]) == len(runs.starts["last"]) == 1
+    assert await state(client, topic, after_parent) is JobState.SUCCEEDED

@@ -272,7 +272,11 @@ end
 if index then
   -- pcall: as for the retries' index, a wrong-typed key index must not fail an emit that has
   -- appended already
-  pcall(index.apply, wq_keyed_live(KEYS[2], KEYS[10], KEYS[16]))
+  local ok, err = pcall(index.apply, wq_keyed_live(KEYS[2], KEYS[10], KEYS[16]))
+  if not ok then -- not silent: the server's log says so
+    redis.log(redis.LOG_WARNING, 'wheelq emit_due: the key index of ' .. KEYS[15]
+      .. ' was not updated: ' .. tostring(err))
+  end
 end
 if #expired + #buried > 0 and wq_followed(KEYS[17]) then
   -- pcall too: telling followers must not fail an emit that has appended already
@@ -282,6 +286,9 @@ if #expired + #buried > 0 and wq_followed(KEYS[17]) then
   end)
   if ok and told > 0 then
     pcall(wq_nudge, KEYS[19], KEYS[17])
+  elseif not ok then -- not silent: the server's log says so (their jobs stay awaiting)
+    redis.log(redis.LOG_WARNING, 'wheelq emit_due: jobs following ended jobs of '
+      .. KEYS[17] .. ' were not told: ' .. tostring(told))
   end
 end
 if line then
