@@ -171,6 +171,30 @@ async def test_a_followed_job_dropped_at_its_expiry_cancels_its_continuation(
     assert await state(client, topic, anyway) is JobState.READY  # due, no worker to run it
 
 
+async def test_a_continuation_expired_while_it_awaited_is_an_end_for_what_follows_it(
+    redis_url: str, topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    """Released after its expiry, a continuation is dropped instead of fired; what followed
+    it waited forever, never told."""
+    first = await client.enqueue(topic, "first", delay=0.3)
+    middle = await client.enqueue(topic, "middle", after=first, expires=0.1)
+    last = await client.enqueue(topic, "last", after=middle)
+    await client.enqueue(topic, "anyway", after=middle, on_parent_failure="run")
+    runs = Runs()
+    worker = await working(redis_url, topic, runs)
+    try:
+
+        async def told() -> bool:
+            return await state(client, topic, last) is JobState.CANCELLED
+
+        await eventually(told, timeout_s=10, what="the last link cancelled")
+        await eventually(holds(lambda: "anyway" in runs.starts), timeout_s=10, what="anyway")
+    finally:
+        await worker.stop()
+    assert await state(client, topic, middle) is JobState.EXPIRED
+    assert "middle" not in runs.starts and "first" in runs.ends
+
+
 async def test_cancelling_a_pending_job_cancels_what_follows_it_down_the_chain(
     topic: str, client: AsyncClient, node: Scheduler
 ) -> None:

@@ -117,6 +117,12 @@ local function release(id, rec)
     end
     wq_forget(KEYS[1], KEYS[2], {id})
     key_gone(envelope)
+    if wq_followed(KEYS[14]) then -- dropped at its expiry instead (wq_fire_now): an end
+      local env = wq_envelope(envelope)
+      if env and env[12] and wq_expired(env) then
+        told = told + wq_tell(KEYS[14], KEYS[15], id, '', 'X', 'expired')
+      end
+    end
     return WQ_FIRED
   end
   wq_schedule(KEYS[1], KEYS[2], KEYS[5], channel, tonumber(redis.call('GET', KEYS[4])), id, due,
