@@ -195,6 +195,24 @@ async def test_a_continuation_expired_while_it_awaited_is_an_end_for_what_follow
     assert "middle" not in runs.starts and "first" in runs.ends
 
 
+async def test_a_job_moved_to_now_after_its_expiry_is_an_end_for_what_follows_it(
+    topic: str, client: AsyncClient, node: Scheduler
+) -> None:
+    """`reschedule` to now drops a job whose expiry passed instead of firing it; what
+    followed it was never told."""
+    first = await client.enqueue(topic, "first", delay=600, expires=0.05)
+    then = await client.enqueue(topic, "then", after=first)
+    passed = time.time() + 0.1
+    await eventually(holds(lambda: time.time() > passed), timeout_s=5, what="its expiry")
+    await client.reschedule(topic, first, delay=0)
+    assert await state(client, topic, first) is JobState.EXPIRED
+
+    async def told() -> bool:
+        return await state(client, topic, then) is JobState.CANCELLED
+
+    await eventually(told, timeout_s=10, what="what follows it cancelled")
+
+
 async def test_cancelling_a_pending_job_cancels_what_follows_it_down_the_chain(
     topic: str, client: AsyncClient, node: Scheduler
 ) -> None:

@@ -93,6 +93,8 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
         "far",
         "held",
         "keyed",
+        "followers",
+        "notices",
     ),
     "debounce": (
         *_WRITE,

@@ -24,6 +24,9 @@ KEYS[13] {T:s}:held      HASH    the due line's jobs (includes/held.lua): an att
          its envelope in KEYS[2] and no due time in KEYS[1]
 KEYS[14] {T:s}:keyed     HASH    the key index (includes/keyed.lua): an attempt of a job with a
          key fired now leaves its key's count
+KEYS[15] {T:s}:followers HASH    jobs waiting on these (includes/follow.lua): a job due now and
+         dropped at its expiry instead of fired tells them 'X'
+KEYS[16] {T:s}:notices   STREAM  the notices (the leader nudged through KEYS[5])
 ARGV[1]  topic
 ARGV[2]  wake channel
 ARGV[3]  job id
@@ -111,12 +114,19 @@ for _, member in ipairs(members) do -- off the due line: it is placed anew below
 end
 -- The job itself (not a retry) may go to the far tier.
 local plain = redis.call('ZSCORE', KEYS[10], id) == false
+local told = 0 -- followers told of a job dropped at its expiry (includes/follow.lua)
 for i, member in ipairs(members) do
   if due <= now and not (room and room <= 0) then
     local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], member, due, envelopes[i],
       KEYS[9])
     if refused then
       return refused
+    end
+    if member == id and wq_followed(KEYS[15]) then -- dropped at its expiry instead: an end
+      local env = wq_envelope(envelopes[i])
+      if env and env[12] and wq_expired(env) then
+        told = told + wq_tell(KEYS[15], KEYS[16], id, '', 'X', 'expired')
+      end
     end
     wq_forget(KEYS[1], KEYS[2], {member})
     redis.call('ZREM', KEYS[10], member)
@@ -135,5 +145,8 @@ for i, member in ipairs(members) do
 end
 if index then
   index.apply(wq_keyed_live(KEYS[2], KEYS[10], far))
+end
+if told > 0 then
+  wq_nudge(KEYS[5], KEYS[15])
 end
 return {WQ_OK, placed}
