@@ -66,15 +66,17 @@ async def listed(api: Served, topic: str, state: str, **kw: Any) -> set[str]:
 
 @pytest.fixture
 async def walked(api: Served, redis_url: str, topic: str) -> AsyncIterator[Walked]:
-    """Pending jobs, and four fired ones a real worker handles: ``ok`` succeeds, ``again``
-    fails its first attempt of 3 (retrying, an hour away), ``dies`` fails its only one
-    (dead), ``held`` runs until the test ends; group `IDLE` holds all four ready."""
+    """Pending jobs, one awaiting the first, and four fired ones a real worker handles:
+    ``ok`` succeeds, ``again`` fails its first attempt of 3 (retrying, an hour away),
+    ``dies`` fails its only one (dead), ``held`` runs until the test ends; group `IDLE`
+    holds all four ready."""
     client, admin = api.service.client, api.service.admin
     await admin.create_topic(topic, 2)
     await admin.create_group(topic, IDLE)
     for i in range(PENDING):
         at = BASE + timedelta(minutes=i)
         await client.enqueue(topic, {"i": i}, at=at, job_id=f"p{i:02d}")
+    await client.enqueue(topic, {"n": "waits"}, job_id="waits", after="p00")
     gates = Gates()
     gates.fail |= {("again", 1), ("dies", 1)}
     for job_id in ("ok", "again", "dies"):
@@ -89,6 +91,7 @@ async def walked(api: Served, redis_url: str, topic: str) -> AsyncIterator[Walke
         fired = {"ok", "again", "dies", "held"}
         expected = {
             "pending": {f"p{i:02d}" for i in range(PENDING)},
+            "awaiting": {"waits"},
             "retrying": {"again"},
             "ready": fired,
             "running": {"held"},

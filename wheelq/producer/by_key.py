@@ -25,18 +25,22 @@ ACT_BATCH = 500
 """Script calls one round trip carries (as a bulk action's act)."""
 CANCEL_BATCH = 200
 """Jobs one `cancel.lua` call cancels (a few ms of Redis)."""
+CANCEL_CALLS = 10
+"""`cancel.lua` calls one round trip carries (2,000 jobs)."""
 
 
 def key_rows(
-    views: Sequence[ShardKeys], key: str, stamps: bool = False
+    views: Sequence[ShardKeys], key: str, stamps: bool = False, envelopes: bool = True
 ) -> Op[list[list[lists.StoredRow]]]:
     """Each shard's rows of `key` (`lists.key_jobs`: its pending jobs and retries, and those
-    due on its line), its list read whole: a slice of every shard a round trip."""
+    due on its line), its list read whole: a slice of every shard a round trip. Without
+    `envelopes` the rows carry none (what an act by id needs)."""
     rows: list[list[lists.StoredRow]] = [[] for _ in views]
     starts = dict.fromkeys(range(len(views)), 0)
+    most = lists.ENVELOPE_MAX if envelopes else 0
     while starts:
         order = list(starts)
-        got = yield [lists.key_jobs(views[i], key, starts[i], stamps) for i in order]
+        got = yield [lists.key_jobs(views[i], key, starts[i], stamps, most) for i in order]
         for i, part in zip(order, got, strict=True):
             rows[i] += part.rows
             if part.next is None:
@@ -56,7 +60,7 @@ def _found(
     if shards is None:
         raise UnknownTopicError(topic)
     views = all_shards(topic, shards)
-    found = yield from key_rows(views, str(key), stamps)
+    found = yield from key_rows(views, str(key), stamps, envelopes=False)
     out = []
     for keys, rows in zip(views, found, strict=True):
         by_id: dict[str, lists.StoredRow] = {}
@@ -87,8 +91,8 @@ def cancel_key(producer: Producer, topic: str, key: object) -> Op[int]:
             for i in range(0, len(ids), CANCEL_BATCH)
         ]
     done = 0
-    for i in range(0, len(calls), ACT_BATCH // CANCEL_BATCH or 1):
-        replies = yield calls[i : i + (ACT_BATCH // CANCEL_BATCH or 1)]
+    for i in range(0, len(calls), CANCEL_CALLS):  # each call a few ms of Redis
+        replies = yield calls[i : i + CANCEL_CALLS]
         done += sum(sum(reply) for reply in replies)
     producer.counts.cancelled += done
     return done

@@ -23,8 +23,8 @@ from wheelq.store.call import Call
 BATCH = 500
 """Jobs of a tree read and cancelled a round trip."""
 MAX_TREE = 10 * MAX_CHILDREN
-"""Jobs one tree cancel reaches at most (a larger tree: InvalidArgumentError, nothing more
-cancelled after the rounds done)."""
+"""Jobs one tree's cancel or move reaches at most (a larger tree: InvalidArgumentError,
+nothing more acted on after the rounds done)."""
 
 Node = tuple[k.ShardKeys, str]
 

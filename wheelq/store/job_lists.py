@@ -175,11 +175,17 @@ class KeySlice:
     next: int | None
 
 
-def key_jobs(keys: ShardKeys, key: str, start: int, stamps: bool = False) -> Call[KeySlice]:
+def key_jobs(
+    keys: ShardKeys,
+    key: str,
+    start: int,
+    stamps: bool = False,
+    envelope_max: int = ENVELOPE_MAX,
+) -> Call[KeySlice]:
     """The pending jobs and retries of `key` on the shard, and those due on its line, among
     `KEY_SLICE` entries of its list from `start` (the key index, `key_jobs.lua`), in no
-    order."""
-    args: list[str | int] = [key, start, KEY_SLICE, ENVELOPE_MAX, "1" if stamps else ""]
+    order; envelopes larger than `envelope_max` come as their size (0: every one)."""
+    args: list[str | int] = [key, start, KEY_SLICE, envelope_max, "1" if stamps else ""]
 
     def parse(reply: Any) -> KeySlice:
         flat = check("key_jobs", reply)
