@@ -29,6 +29,7 @@ from wheelq import Admin, AsyncAdmin, AsyncClient, Client, Job, Scheduler, Worke
 from wheelq.core.far_tier import id_bytes
 from wheelq.core.keys import ShardKeys, all_shards, key_list_key, shard_of
 from wheelq.errors import InvalidArgumentError
+from wheelq.producer.by_key import KEY_CANCEL_BATCH
 
 pytestmark = pytest.mark.cluster_too
 
@@ -306,6 +307,32 @@ async def test_cancel_by_key_cancels_that_keys_jobs_and_nothing_else(
     for job_id in others:
         assert (await client.get(topic, job_id)).state.value == "pending"
     assert await client.cancel(topic, key="cust-1") == 0
+    pending = {j.id: j.key for j in await AsyncAdmin.of(client).jobs(topic, "pending", 100)}
+    await assert_index(client.redis, topic, universe, {i: k for i, k in pending.items() if k})
+
+
+async def test_cancel_by_key_takes_a_long_list_in_calls_and_leaves_rewritten_jobs(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    """A key's list is taken from its head a call at a time (`KEY_CANCEL_BATCH` entries),
+    each id cancelled as it is taken: a key of more entries than one call takes is
+    cancelled whole, a job written again under the same key is one of them, and one written
+    again under another key is left alone (its entry here is stale)."""
+    many = KEY_CANCEL_BATCH * SHARDS + 37
+    items = [{"payload": i, "delay": 3600 + i, "key": "big"} for i in range(many)]
+    ids = await client.enqueue_many(topic, items)
+    moved = ids[:5]  # written again under another key: their entries under "big" are stale
+    for job_id in moved:
+        await client.enqueue(topic, "x", job_id=job_id, key="other", replace=True, delay=3600)
+    again = ids[5]  # written again under the same key: still one of its jobs
+    await client.enqueue(topic, "y", job_id=again, key="big", replace=True, delay=3600)
+    assert await client.cancel(topic, key="big") == many - len(moved)
+    states = {(await client.get(topic, job_id)).state.value for job_id in ids[5:]}
+    assert states == {"cancelled"}
+    for job_id in moved:
+        assert (await client.get(topic, job_id)).state.value == "pending"
+    for keys in universe:
+        assert not await client.redis.exists(key_list_key(keys, "big"))
     pending = {j.id: j.key for j in await AsyncAdmin.of(client).jobs(topic, "pending", 100)}
     await assert_index(client.redis, topic, universe, {i: k for i, k in pending.items() if k})
 

@@ -23,10 +23,8 @@ from wheelq.store import job_lists as lists
 
 ACT_BATCH = 500
 """Script calls one round trip carries (as a bulk action's act)."""
-CANCEL_BATCH = 200
-"""Jobs one `cancel.lua` call cancels (a few ms of Redis)."""
-CANCEL_CALLS = 10
-"""`cancel.lua` calls one round trip carries (2,000 jobs)."""
+KEY_CANCEL_BATCH = 500
+"""A key's entries one `cancel.lua` call takes and cancels (about 10 ms of Redis)."""
 
 
 def key_rows(
@@ -80,20 +78,22 @@ def _guard(row: lists.StoredRow) -> Selected | None:
 
 def cancel_key(producer: Producer, topic: str, key: object) -> Op[int]:
     """Cancel every pending job of `key` (with each group's retry of it, and those due on
-    the line): each attempt whose envelope carries the key when `cancel.lua` reaches it (one
-    written again meanwhile with another key is left alone); how many jobs were cancelled."""
-    found = yield from _found(producer, topic, key, stamps=False)
-    calls = []
-    for keys, by_id in found:
-        ids = list(by_id)
-        calls += [
-            enqueue.cancel_of_key(keys, ids[i : i + CANCEL_BATCH], str(key))
-            for i in range(0, len(ids), CANCEL_BATCH)
-        ]
+    the line): its list in each shard's key index taken from the head, `KEY_CANCEL_BATCH`
+    entries a call, each id's attempts whose envelope carries the key cancelled as they are
+    taken (`cancel.lua`; one written again meanwhile with another key is left alone, one
+    written with this key is one of its jobs); how many jobs were cancelled."""
+    validate_key(key)
+    shards = yield from producer.shard_count(topic, create=False)
+    if shards is None:
+        raise UnknownTopicError(topic)
+    views = all_shards(topic, shards)
+    left = list(range(len(views)))
     done = 0
-    for i in range(0, len(calls), CANCEL_CALLS):  # each call a few ms of Redis
-        replies = yield calls[i : i + CANCEL_CALLS]
-        done += sum(sum(reply) for reply in replies)
+    while left:
+        replies = yield [enqueue.cancel_key_entries(views[i], str(key), KEY_CANCEL_BATCH)
+                         for i in left]  # fmt: skip
+        done += sum(n for n, _ in replies)
+        left = [i for i, (_, more) in zip(left, replies, strict=True) if more]
     producer.counts.cancelled += done
     return done
 

@@ -182,11 +182,13 @@ def cancel(keys: ShardKeys, job_id: str, selected: Selected | None = None) -> Ca
     return script_call("cancel", keys, args, lambda r: bool(check("cancel", r)[1]))
 
 
-def cancel_of_key(keys: ShardKeys, job_ids: Sequence[str], key: str) -> Call[list[bool]]:
-    """`cancel` of several jobs of one shard in one call, each attempt only while its
-    envelope carries `key` (a key's jobs, `wheelq.producer.by_key`); whether each job had
-    anything removed."""
-    args: list[str | int] = []
-    for job_id in job_ids:
-        args += (job_id, "k", key, "")
-    return script_call("cancel", keys, args, lambda r: [bool(n) for n in check("cancel", r)[1:]])
+def cancel_key_entries(keys: ShardKeys, key: str, count: int) -> Call[tuple[int, bool]]:
+    """Take up to `count` entries from the head of `key`'s list in the shard's key index and
+    cancel each id's attempts that carry the key, in one step (`cancel.lua`): how many jobs
+    were cancelled, and whether the list holds more."""
+
+    def parse(reply: Any) -> tuple[int, bool]:
+        r = check("cancel", reply)
+        return int(r[1]), bool(int(r[2]))
+
+    return script_call("cancel", keys, ["", key, count], parse)

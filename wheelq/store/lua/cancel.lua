@@ -28,8 +28,11 @@ KEYS[17] {T:s}:followers HASH    jobs waiting on these (includes/follow.lua): ea
          attempt tells them 'C' (a first attempt: every group's; a retry: its group's)
 KEYS[18] {T:s}:notices   STREAM  the notices
 KEYS[19] {T:s}:inbox     LIST    the leader's inbox: nudged when a notice was added
-ARGV[1]  job id, alone: cancel it whatever it is; or, four a job, for as many jobs as a call
-         takes (a bulk action's act, a key's jobs):
+ARGV[1]  job id, alone: cancel it whatever it is; or '', a job key and a count: take up to
+         that many entries from the head of the key's list in the key index and cancel each
+         id's attempts whose envelope carries the key (a key's jobs, read and cancelled in one
+         step: an entry taken is done with, its job cancelled or no longer the key's); or,
+         four a job, for as many jobs as a call takes (a bulk action's act, a key's jobs):
 ARGV[i..i+3] a job id and the job as it was read: its state ('p' pending | 'r' retrying), due
          ms and stamp (wq_stamp): nothing of it is removed unless it is still so
          (wq_as_selected); or 'k', a job key and '': each pending attempt of the id whose
@@ -38,8 +41,10 @@ ARGV[i..i+3] a job id and the job as it was read: its state ('p' pending | 'r' r
 Returns: {0, removed_1, ...}   per job, in order: how many pending attempts were removed (the
            job and each group's retry), those on the due line included; 0: not pending
            (already fired, cancelled, or never there), or not as read (nothing written)
+         {0, jobs, more}   a key's entries: how many jobs had attempts removed, and 1 while
+           the key's list holds more entries (0: it is read to its end)
          {-1, key}      WRONG_TYPE (nothing written)
-Includes: base, envelope, events, far_tier, follow, held, history, keyed, selections, status, waiters
+Includes: base, envelope, events, far_tier, follow, held, history, ids, keyed, selections, status, waiters
 ]]
 wq_events_on(KEYS[9], KEYS[10])
 local wrong = wq_wrong_type(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'zset',
@@ -87,14 +92,24 @@ local fence = nil -- the cancel fence (wq_cancel_fence), read at the first cance
 local gone, fences = {}, {}
 local out = {WQ_OK}
 local step = #ARGV == 1 and 1 or 4
+local args = ARGV
+local listed = nil -- a key's entries taken (ARGV: '', key, count): its ids, as 'k' args
+if #ARGV == 3 and ARGV[1] == '' then
+  local list, _, text = KEYS[15] .. ':' .. ARGV[2], wq_id_codec()
+  listed, args = {}, {}
+  for _, entry in ipairs(redis.call('LPOP', list, tonumber(ARGV[3])) or {}) do
+    local n = #args
+    args[n + 1], args[n + 2], args[n + 3], args[n + 4] = wq_keyed_id(entry, text), 'k', ARGV[2], ''
+  end
+end
 local retries = redis.call('ZCARD', KEYS[4]) > 0 -- else no alias to look up
-for i = 1, #ARGV, step do
-  id, removed = ARGV[i], 0
+for i = 1, #args, step do
+  id, removed = args[i], 0
   local aliases = retries and redis.call('ZRANGE', KEYS[4], '[' .. id .. WQ_US, '(' .. id .. '\32',
     'BYLEX') or {}
-  only_key = step == 4 and ARGV[i + 1] == 'k' and ARGV[i + 2] or nil
-  if step == 1 or ARGV[i + 1] == '' or only_key or wq_as_selected(KEYS[1], KEYS[2], KEYS[4],
-      KEYS[11], id, aliases, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]) then
+  only_key = step == 4 and args[i + 1] == 'k' and args[i + 2] or nil
+  if step == 1 or args[i + 1] == '' or only_key or wq_as_selected(KEYS[1], KEYS[2], KEYS[4],
+      KEYS[11], id, aliases, args[i + 1], args[i + 2], args[i + 3]) then
     cancel(id)
     if removed == 0 then -- a job is in one tier at a time; a retry is never in the far tier
       far = far or wq_far_state(KEYS[11], nil)
@@ -145,4 +160,11 @@ if #ended > 0 and wq_followed(KEYS[17])
   wq_nudge(KEYS[19], KEYS[17])
 end
 index.apply(wq_keyed_live(KEYS[2], KEYS[4], far or KEYS[11]))
+if listed then
+  local jobs = 0
+  for j = 2, #out do
+    jobs = jobs + (out[j] > 0 and 1 or 0)
+  end
+  return {WQ_OK, jobs, redis.call('EXISTS', KEYS[15] .. ':' .. ARGV[2])}
+end
 return out
