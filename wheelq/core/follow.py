@@ -109,12 +109,18 @@ def wire_ref(keys: ShardKeys, job_id: str, group: str) -> str:
 
 def parse_wire_ref(ref: str) -> tuple[ShardKeys, str] | None:
     """The shard and the job id of a wire reference; None when it is not one."""
+    parts = _wire_parts(ref)
+    return None if parts is None else (ShardKeys(parts[0], parts[1]), parts[2])
+
+
+def _wire_parts(ref: str) -> tuple[str, int, str, str] | None:
+    """A wire reference's topic, shard, job id and group ("" when it has none)."""
     topic, _, rest = ref.partition(SEPARATOR)
     shard, _, rest = rest.partition(SEPARATOR)
-    job_id, _, _ = rest.partition(SEPARATOR)
+    job_id, _, group = rest.partition(SEPARATOR)
     if not (topic and shard.isdigit() and job_id):
         return None
-    return ShardKeys(topic, int(shard)), job_id
+    return topic, int(shard), job_id, group
 
 
 def job_ref(after: object, topic: str, name: str = "after") -> JobRef:
@@ -185,10 +191,8 @@ def relations(edges: bytes | None, record: bytes | None, children: int) -> Relat
 
 
 def _ref_of(wire: str) -> JobRef | None:
-    topic, _, rest = wire.partition(SEPARATOR)
-    _, _, rest = rest.partition(SEPARATOR)
-    job_id, _, group = rest.partition(SEPARATOR)
-    return JobRef(topic, job_id, group or DEFAULT_GROUP) if topic and job_id else None
+    parts = _wire_parts(wire)
+    return None if parts is None else JobRef(parts[0], parts[2], parts[3] or DEFAULT_GROUP)
 
 
 INLINE_REFS = 8
