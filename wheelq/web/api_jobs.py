@@ -6,7 +6,7 @@ together (docs/architecture.md, "HTTP service", "Job results", "Job lists")."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -168,11 +168,18 @@ async def reschedule_key(
     time; how many moved (one that fired or was written again meanwhile is left alone)."""
     svc = service(request)
     svc.guard.check(request, "write", topic)
+    by, to = _shift_or_time(move)
+    moved = await svc.client.reschedule(topic, key=key, by=by, to=to)
+    return json_response({"moved": moved})
+
+
+def _shift_or_time(move: KeyMoveIn) -> tuple[timedelta | None, datetime | None]:
+    """A move of many jobs (a key's, a tree's) as `reschedule` takes it: `by` a shift or
+    `to` a time, exactly one of them (else 422 naming ``by_ms``)."""
     if (move.by_ms is None) == (move.to is None):
         raise invalid(InvalidArgumentError("by_ms", "give by_ms (a shift) or to (a time)"))
     by = None if move.by_ms is None else timedelta(milliseconds=move.by_ms)
-    moved = await svc.client.reschedule(topic, key=key, by=by, to=as_time("to", move.to))
-    return json_response({"moved": moved})
+    return by, as_time("to", move.to)
 
 
 def _time(value: str | None) -> int | str | None:
@@ -454,10 +461,8 @@ async def _reschedule_tree(svc: WebService, topic: str, job_id: str, move: JobMo
     if move.at is not None or move.delay_ms is not None:
         name = "at" if move.at is not None else "delay_ms"
         raise invalid(InvalidArgumentError(name, "a tree moves by by_ms (a shift) or to (a time)"))
-    if (move.by_ms is None) == (move.to is None):
-        raise invalid(InvalidArgumentError("by_ms", "give by_ms (a shift) or to (a time)"))
-    by = None if move.by_ms is None else timedelta(milliseconds=move.by_ms)
-    moved = await svc.client.reschedule(topic, job_id, tree=True, by=by, to=as_time("to", move.to))
+    by, to = _shift_or_time(move)
+    moved = await svc.client.reschedule(topic, job_id, tree=True, by=by, to=to)
     return json_response({"moved": moved})
 
 
