@@ -117,16 +117,13 @@ local plain = redis.call('ZSCORE', KEYS[10], id) == false
 local told = 0 -- followers told of a job dropped at its expiry (includes/follow.lua)
 for i, member in ipairs(members) do
   if due <= now and not (room and room <= 0) then
-    local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], member, due, envelopes[i],
-      KEYS[9])
+    local refused, dropped = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], ARGV[1], member, due,
+      envelopes[i], KEYS[9])
     if refused then
       return refused
     end
-    if member == id and wq_followed(KEYS[15]) then -- dropped at its expiry instead: an end
-      local env = wq_envelope(envelopes[i])
-      if env and env[12] and wq_expired(env) then
-        told = told + wq_tell(KEYS[15], KEYS[16], id, '', 'X', 'expired')
-      end
+    if dropped and member == id and wq_followed(KEYS[15]) then -- dropped at its expiry: an end
+      told = told + wq_tell(KEYS[15], KEYS[16], id, '', 'X', 'expired')
     end
     wq_forget(KEYS[1], KEYS[2], {member})
     redis.call('ZREM', KEYS[10], member)

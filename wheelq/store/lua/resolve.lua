@@ -111,17 +111,15 @@ local function release(id, rec)
   local due = now + rec[2]
   local room = due <= now and wq_fire_room(KEYS[8], {KEYS[3], KEYS[9]})
   if due <= now and not (room and room <= 0) then
-    local refused = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], topic, id, due, envelope, KEYS[9])
+    local refused, dropped = wq_fire_now(KEYS[3], KEYS[6], KEYS[7], topic, id, due, envelope,
+      KEYS[9])
     if refused then
       return refused
     end
     wq_forget(KEYS[1], KEYS[2], {id})
     key_gone(envelope)
-    if wq_followed(KEYS[14]) then -- dropped at its expiry instead (wq_fire_now): an end
-      local env = wq_envelope(envelope)
-      if env and env[12] and wq_expired(env) then
-        told = told + wq_tell(KEYS[14], KEYS[15], id, '', 'X', 'expired')
-      end
+    if dropped and wq_followed(KEYS[14]) then -- dropped at its expiry instead: an end
+      told = told + wq_tell(KEYS[14], KEYS[15], id, '', 'X', 'expired')
     end
     return WQ_FIRED
   end

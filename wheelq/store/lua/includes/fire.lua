@@ -65,7 +65,8 @@ local function wq_expire(history, old, member, env)
 end
 
 -- Fire a job due now from its stored envelope (enqueue and reschedule) and note it in the
--- history (or drop it, expired): nil once appended or dropped, else the reply the script returns as it is (MALFORMED, or the
+-- history (or drop it, expired): nil once appended or dropped (then a second value, true:
+-- dropped at its expiry), else the reply the script returns as it is (MALFORMED, or the
 -- XADD's error).
 local function wq_fire_now(ready, history, old, topic, id, due, envelope, callbacks)
   local env, why = wq_envelope(envelope)
@@ -74,7 +75,7 @@ local function wq_fire_now(ready, history, old, topic, id, due, envelope, callba
   end
   if env[12] and wq_expired(env) then
     wq_expire(history, old, id, env)
-    return nil
+    return nil, true -- dropped at its expiry: the caller tells what follows it
   end
   local added = wq_fire(ready, topic, id, due, env, callbacks)
   if type(added) == 'table' and added.err then
