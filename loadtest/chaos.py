@@ -69,14 +69,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis
 from benchlib.chaos_faults import FAULTS, Arena, Event, Fault, run_schedule
 from benchlib.chaos_fleet import Fleet
-from benchlib.chaos_flows import FlowRecords, first_runs, reconcile_flows
 from benchlib.chaos_outbox import FAULT_NAMES as OUTBOX_FAULT_NAMES
 from benchlib.chaos_outbox import Outbox, server_args, write_fired
 from benchlib.chaos_report import (
     by_fault,
     collect,
     failures,
-    final_keys,
     markdown,
     plot,
     reconcile_outbox,
@@ -225,7 +223,9 @@ def soak(
         exits["relays"] = fleet.stop("relay", 30)
         exits["nodes"], exits["workers"] = fleet.stop("node", 30), fleet.stop("worker", 60)
         deaths = {m.name: m.deaths for m in fleet.members.values() if m.deaths}
-    account, fired = collect(target, topic, SHARDS, out, WORKER_SETTINGS["max_deliveries"])
+    account, fired, flows = collect(
+        target, topic, SHARDS, out, WORKER_SETTINGS["max_deliveries"], args.flow_rate > 0
+    )
     outbox_account = None
     if outbox:
         outbox_fired = outbox.fired(direct)
@@ -237,11 +237,6 @@ def soak(
             rejected=outbox.rejected(),
             rows_left=outbox.rows_left(),
         )
-    flows = None
-    if args.flow_rate > 0:
-        pending, dead = final_keys(target, topic, SHARDS)
-        runs = first_runs(out)
-        flows = reconcile_flows(FlowRecords.read(out), fired, runs=runs, dead=dead, pending=pending)
     failed = failures(account, settled, deaths, outbox_account, drained, flows)
     firsts = sorted(r.lateness_ms for r in fired if r.attempt == 1)
     result: dict[str, Any] = {

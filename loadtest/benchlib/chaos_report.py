@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.chaos_faults import Event
-from benchlib.chaos_flows import FLOWS_MUST_BE_ZERO, FlowAccount
+from benchlib.chaos_flows import (
+    FLOWS_MUST_BE_ZERO,
+    FlowAccount,
+    FlowRecords,
+    first_runs,
+    reconcile_flows,
+)
 from benchlib.chaos_roles import read_log
 from wheelq.core.job import Field
 from wheelq.core.keys import all_shards, shard_of
@@ -46,11 +52,17 @@ def handled(out: Path) -> Counter[str]:
 
 
 def collect(
-    target: Any, topic: str, shards: int, out: Path, max_runs: int
-) -> tuple[Reconciliation, list[Fired]]:
-    """Every acknowledged id against what the keys and the handlers show."""
+    target: Any, topic: str, shards: int, out: Path, max_runs: int, flows: bool = False
+) -> tuple[Reconciliation, list[Fired], FlowAccount | None]:
+    """Every acknowledged id against what the keys and the handlers show, and (`flows`) the
+    flow producers' joins and continuations (`chaos_flows.reconcile_flows`)."""
     fired = asyncio.run(_read_fired(target, topic, shards))
     pending, dead = final_keys(target, topic, shards)
+    flow_account = None
+    if flows:
+        flow_account = reconcile_flows(
+            FlowRecords.read(out), fired, runs=first_runs(out), dead=dead, pending=pending
+        )
     account = reconcile(
         _ids(out, "acked"),
         fired,
@@ -60,7 +72,7 @@ def collect(
         handled=handled(out),
         max_runs=max_runs,
     )
-    return account, fired
+    return account, fired, flow_account
 
 
 def final_keys(target: Any, topic: str, shards: int) -> tuple[list[str], list[str]]:
