@@ -269,6 +269,9 @@ def test_each_role_does_its_work_with_only_its_user(
         soon = producer.enqueue(TOPIC, {"n": 1}, delay=0.2)
         gone = producer.enqueue(TOPIC, {"n": 2}, delay=3600)
         assert producer.cancel(TOPIC, gone) is True
+        for n in range(3):  # a key's jobs cancelled by key: cancel.lua takes its list (LPOP)
+            producer.enqueue(TOPIC, {"n": 20 + n}, delay=3600, key="customer-9")
+        assert producer.cancel(TOPIC, key="customer-9") == 3
         moved = producer.enqueue(TOPIC, {"n": 3}, delay=3600)
         assert producer.reschedule(TOPIC, moved, delay=0.2) is True
         kept = producer.enqueue(TOPIC, {"n": 10}, delay=7200)  # in the far tier
