@@ -10,12 +10,13 @@ servers, one server and a cluster."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import redis.asyncio
@@ -68,64 +69,107 @@ async def scheduler(redis_url: str, topic: str, universe: list[ShardKeys]) -> As
 
 
 def entry_id(entry: bytes) -> str:
-    """The id a list entry names (keyed.lua: 16 bytes of a generated id, or 1 and the id)."""
+    """The id a list entry names (keyed.lua: 16 bytes of a generated id, or bytes 1 and the
+    id)."""
     if len(entry) == 16:
-        for job_id in _generated(entry):
-            return job_id
+        return _generated(entry)
     assert entry[:1] == b"\x01", entry
-    return entry[1:].decode()
+    return entry.lstrip(b"\x01").decode()
 
 
-def _generated(entry: bytes) -> list[str]:
-    packed = id_bytes  # the far tier's packing: 0, then the same 16 bytes
-    value = int.from_bytes(entry, "big")
+def _generated(raw: bytes) -> str:
+    value = int.from_bytes(raw, "big")
     chars = []
     for _ in range(26):
         value, d = divmod(value, 32)
         chars.append("0123456789ABCDEFGHJKMNPQRSTVWXYZ"[d])
     job_id = "".join(reversed(chars))
-    assert packed(job_id) == b"\0" + entry
-    return [job_id]
+    assert id_bytes(job_id) == b"\0" + raw  # the far tier's packing: 0, then the same 16
+    return job_id
+
+
+def key_hash(key: str) -> int:
+    """A key's 31-bit hash in the index (keyed.lua's wq_keyed_hash)."""
+    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 2**31
+
+
+def records(value: bytes) -> list[tuple[int, str]]:
+    """A bucket's records: (key hash, id) each, in order."""
+    out, at = [], 0
+    while at < len(value):
+        head = int.from_bytes(value[at : at + 4], "big")
+        if head >= 2**31:
+            size = 6 + value[at + 4]
+            out.append((head - 2**31, value[at + 5 : at + size].decode()))
+        else:
+            size = 20
+            out.append((head, _generated(value[at + 4 : at + 20])))
+        at += size
+    return out
+
+
+class Shard(NamedTuple):
+    """One shard's key index as stored: the listed keys' counts and entries, and the small
+    keys' records by key (a hash no key of `names` has: '#' and the hash)."""
+
+    listed: dict[str, tuple[int, list[str]]]
+    small: dict[str, list[str]]
 
 
 async def index_of(
-    r: redis.asyncio.Redis, universe: list[ShardKeys]
-) -> dict[str, dict[str, object]]:
-    """Per shard tag, per key: its count and its list's ids."""
-    out: dict[str, dict[str, object]] = {}
+    r: redis.asyncio.Redis, universe: list[ShardKeys], names: set[str]
+) -> dict[str, Shard]:
+    """Per shard tag, its index, checked on the way: the buckets' state counts their records
+    and each record sits in its key's bucket."""
+    by_hash = {key_hash(name): name for name in names}
+    out: dict[str, Shard] = {}
     for keys in universe:
-        counts = await r.hgetall(keys.keyed)
-        out[keys.tag] = {
-            key.decode(): (
-                int(count),
-                [entry_id(e) for e in await r.lrange(key_list_key(keys, key.decode()), 0, -1)],
-            )
-            for key, count in counts.items()
-        }
+        fields = await r.hgetall(keys.keyed)
+        state = fields.pop(b"\0", b"0 0 0").decode()
+        level, split, count = (int(part) for part in state.split())
+        shard = Shard({}, {})
+        total = 0
+        for field, value in fields.items():
+            if field.startswith(b"\0"):
+                bucket = int(field[1:])
+                for h, job_id in records(value):
+                    at = h % 2**level
+                    assert (at if at >= split else h % 2 ** (level + 1)) == bucket, (field, h)
+                    shard.small.setdefault(by_hash.get(h, f"#{h}"), []).append(job_id)
+                    total += 1
+            else:
+                key = field.decode()
+                listed = await r.lrange(key_list_key(keys, key), 0, -1)
+                shard.listed[key] = (int(value), [entry_id(e) for e in listed])
+        assert total == count, (keys.tag, state, total)
+        assert not set(shard.small) & set(shard.listed), keys.tag
+        out[keys.tag] = shard
     return out
 
 
 async def assert_index(
     r: redis.asyncio.Redis, topic: str, universe: list[ShardKeys], pending: dict[str, str]
 ) -> None:
-    """The index holds exactly `pending` (job id -> key): each key's count on each shard is
-    its jobs there, its list holds each of them, and no key is left without a job."""
-    want: dict[str, Counter[str]] = {keys.tag: Counter() for keys in universe}
-    ids: dict[tuple[str, str], set[str]] = {}
+    """The index holds exactly `pending` (job id -> key): a small key's records on each shard
+    are its jobs there, each once; a listed key's count is its jobs there and its list holds
+    each of them (about 1.25 times its count at most); no key is left without a job."""
+    want: dict[str, dict[str, Counter[str]]] = {keys.tag: {} for keys in universe}
     for job_id, key in pending.items():
         tag = ShardKeys(topic, shard_of(job_id, SHARDS)).tag
-        want[tag][key] += 1
-        ids.setdefault((tag, key), set()).add(job_id)
-    got = await index_of(r, universe)
+        want[tag].setdefault(key, Counter())[job_id] += 1
+    got = await index_of(r, universe, set(pending.values()))
     for keys in universe:
-        counts = {key: count for key, (count, _) in got[keys.tag].items()}
-        assert counts == dict(want[keys.tag]), keys.tag
-        for key, (count, listed) in got[keys.tag].items():
-            assert ids[(keys.tag, key)] <= set(listed), (keys.tag, key)
+        shard, wanted = got[keys.tag], want[keys.tag]
+        assert set(shard.small) | set(shard.listed) == set(wanted), keys.tag
+        for key, ids in shard.small.items():
+            assert Counter(ids) == wanted[key], (keys.tag, key)
+        for key, (count, listed) in shard.listed.items():
+            assert count == sum(wanted[key].values()), (keys.tag, key)
+            assert set(wanted[key]) <= set(listed), (keys.tag, key)
             assert len(listed) <= count * 1.25 + 8 + 1, (keys.tag, key, len(listed), count)
         for key in list(await r.keys(f"{keys.keyed}:*")):
             name = key.decode()[len(keys.keyed) + 1 :]
-            assert name in want[keys.tag], f"{key!r} outlived its key's jobs"
+            assert name in shard.listed, f"{key!r} outlived its key's jobs"
 
 
 async def test_each_write_and_each_leaving_moves_the_count_of_the_jobs_key(
@@ -180,27 +224,30 @@ async def test_each_write_and_each_leaving_moves_the_count_of_the_jobs_key(
 async def test_jobs_of_a_key_that_fire_out_of_order_leave_a_short_list_then_none(
     client: AsyncClient, topic: str, universe: list[ShardKeys], scheduler: None
 ) -> None:
-    """The lazily kept list: as the key's jobs fire (not in the order they were noted) it
-    stays within about 1.25 times its count, and goes when the last has fired."""
+    """A key of many jobs has a list of its own, lazily kept: as the key's jobs fire (not in
+    the order they were noted) it stays within about 1.25 times its count, and goes when the
+    last has fired."""
     r = client.redis
     rng = random.Random(7)
     now_s = (await r.time())[0]
     base = now_s + 1
-    dues = [base + rng.random() * 3 for _ in range(300)]
+    dues = [base + rng.random() * 3 for _ in range(1000)]
     ids = await client.enqueue_many(
         topic, [{"payload": i, "at": due, "key": "flood"} for i, due in enumerate(dues)]
     )
     pending = dict.fromkeys(ids, "flood")
     await assert_index(r, topic, universe, pending)
+    got = await index_of(r, universe, {"flood"})
+    assert all("flood" in got[keys.tag].listed for keys in universe)
     # Far-off jobs of the same key keep the list alive while the near ones fire.
     stay = await client.enqueue_many(
         topic, [{"payload": i, "delay": HOUR_S + i, "key": "flood"} for i in range(20)]
     )
     longest = 0
     while True:
-        got = await index_of(r, universe)
+        got = await index_of(r, universe, {"flood"})
         for keys in universe:
-            count, listed = got[keys.tag].get("flood", (0, []))
+            count, listed = got[keys.tag].listed.get("flood", (0, []))
             longest = max(longest, len(listed) - int(count * 1.25) - 8)
         fired = [
             job_id for job_id in ids if (await client.get(topic, job_id)).state.value != "pending"
@@ -259,6 +306,101 @@ async def test_a_job_written_before_the_index_takes_no_entry_of_another(
     await client.enqueue(topic, "new", delay=HOUR_S, key="k", job_id=new)
     assert await client.cancel(topic, old)  # counts "k" down to 0 on that shard
     await assert_index(r, topic, universe, {new: "k"})
+
+
+async def test_keys_of_few_jobs_share_buckets_that_split_and_merge_back(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    """Thousands of keys of a job or two: their records fill buckets that split as they grow
+    (each record in its key's bucket, the state counting them) and merge back as the jobs
+    leave, until nothing of the index is left. Own ids of every length are recorded too."""
+    r = client.redis
+    odd = ["o" * 15, "p" * 16, "q" * 17, "é" * 128]  # 15 to 256 bytes
+    items: list[dict[str, Any]] = [
+        {"payload": i, "delay": HOUR_S + i if i % 2 else 60 + i, "key": f"c-{i // 2}"}
+        for i in range(6000)
+    ]
+    for i, job_id in enumerate(odd):
+        items[i * 7]["job_id"] = job_id
+    ids = await client.enqueue_many(topic, items)
+    pending = {job_id: item["key"] for job_id, item in zip(ids, items, strict=True)}
+    await assert_index(r, topic, universe, pending)
+    for keys in universe:
+        level, split, count = map(int, (await r.hget(keys.keyed, "\0")).split())
+        assert 2**level + split >= count // 64 > 10, (level, split, count)
+    listed = await AsyncAdmin.of(client).jobs(topic, "pending", key="c-7")
+    assert [j.id for j in listed] == [odd[2], ids[15]]  # items 14 and 15, in due order
+    for i in range(0, 3000, 3):  # a third of the keys by key, the rest by id
+        assert await client.cancel(topic, key=f"c-{i}") == 2
+        del pending[ids[2 * i]], pending[ids[2 * i + 1]]
+    await assert_index(r, topic, universe, pending)
+    left = list(pending)
+    for i in range(0, len(left), 50):
+        await asyncio.gather(*(client.cancel(topic, job_id) for job_id in left[i : i + 50]))
+    await assert_index(r, topic, universe, {})
+    for keys in universe:
+        assert await r.exists(keys.keyed) == 0
+
+
+def colliding_keys() -> tuple[str, str]:
+    """Two keys of one 31-bit hash: their records share a bucket and a head."""
+    seen: dict[int, str] = {}
+    for i in range(1_000_000):
+        key = f"k{i}"
+        h = key_hash(key)
+        if h in seen:
+            return seen[h], key
+        seen[h] = key
+    raise AssertionError("no two keys of one hash")
+
+
+async def test_two_keys_of_one_hash_stay_apart_small_and_listed(
+    client: AsyncClient, topic: str
+) -> None:
+    """Records carry a key's hash, not its name: a key's jobs listed, cancelled or moved by
+    key are its own, never another key's of the same hash, when both are small and when one
+    of them has a list of its own beside the other's records."""
+    admin = AsyncAdmin.of(client)
+    a, b = colliding_keys()
+    mine = await client.enqueue_many(
+        topic, [{"payload": i, "delay": HOUR_S, "key": a} for i in range(5)]
+    )
+    theirs = await client.enqueue_many(
+        topic, [{"payload": i, "delay": HOUR_S, "key": b} for i in range(5)]
+    )
+    assert sorted(j.id for j in await admin.jobs(topic, "pending", key=b)) == sorted(theirs)
+    assert await client.cancel(topic, key=a) == 5
+    assert sorted(j.id for j in await admin.jobs(topic, "pending", key=b)) == sorted(theirs)
+    # a grows a list of its own; b's records stay in the bucket beside it
+    many = await client.enqueue_many(
+        topic, [{"payload": i, "delay": HOUR_S, "key": a} for i in range(1500)]
+    )
+    assert await client.reschedule(topic, key=b, by=60) == 5
+    assert sorted(j.id for j in await admin.jobs(topic, "pending", 100, key=b)) == sorted(theirs)
+    assert await client.cancel(topic, key=b) == 5
+    assert await client.cancel(topic, key=a) == len(many)
+    states = {(await client.get(topic, job_id)).state.value for job_id in mine + theirs + many}
+    assert states == {"cancelled"}
+
+
+async def test_an_own_id_of_any_length_in_a_listed_key_is_found_and_cancelled(
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
+) -> None:
+    """A list entry of an own id is never read as a generated id's 16 bytes (one of 15
+    characters, after its byte 1, was 16 bytes long)."""
+    odd = ["o" * 15, "p" * 16, "q" * 14, "é" * 128]
+    items = [{"payload": i, "delay": HOUR_S + i, "key": "big"} for i in range(1500)]
+    items += [
+        {"payload": job_id, "delay": HOUR_S, "key": "big", "job_id": job_id} for job_id in odd
+    ]
+    ids = await client.enqueue_many(topic, items)
+    got = await index_of(client.redis, universe, {"big"})
+    assert all("big" in got[keys.tag].listed for keys in universe)
+    first = await AsyncAdmin.of(client).jobs(topic, "pending", 10, key="big")
+    assert set(odd) <= {j.id for j in first}  # due first
+    assert await client.cancel(topic, key="big") == len(ids)
+    for job_id in odd:
+        assert (await client.get(topic, job_id)).state.value == "cancelled"
 
 
 # --- a key's jobs at once: listed, cancelled, moved ---------------------------------------

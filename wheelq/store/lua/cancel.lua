@@ -29,7 +29,7 @@ KEYS[17] {T:s}:followers HASH    jobs waiting on these (includes/follow.lua): ea
 KEYS[18] {T:s}:notices   STREAM  the notices
 KEYS[19] {T:s}:inbox     LIST    the leader's inbox: nudged when a notice was added
 ARGV[1]  job id, alone: cancel it whatever it is; or '', a job key and a count: take up to
-         that many entries from the head of the key's list in the key index and cancel each
+         that many entries of the key from the key index (wq_keyed_entries) and cancel each
          id's attempts whose envelope carries the key (a key's jobs, read and cancelled in one
          step: an entry taken is done with, its job cancelled or no longer the key's); or,
          four a job, for as many jobs as a call takes (a bulk action's act, a key's jobs):
@@ -42,7 +42,7 @@ Returns: {0, removed_1, ...}   per job, in order: how many pending attempts were
            job and each group's retry), those on the due line included; 0: not pending
            (already fired, cancelled, or never there), or not as read (nothing written)
          {0, jobs, more}   a key's entries: how many jobs had attempts removed, and 1 while
-           the key's list holds more entries (0: it is read to its end)
+           the index may hold more of the key's entries (0: it is read to its end)
          {-1, key}      WRONG_TYPE (nothing written)
 Includes: base, envelope, events, far_tier, follow, held, history, ids, keyed, selections, status, waiters
 ]]
@@ -58,10 +58,11 @@ local waited = nil -- whether anyone waits on a result (read at the first cancel
 -- ended: history fields "id<US>group" ("id<US>" every group) of the attempts removed, whose
 -- followers are told at the end (includes/follow.lua)
 local ended = {}
--- A removed attempt's key (env: its decoded envelope) leaves the key index.
-local function unkey(env)
+-- A removed attempt's key (member: the attempt's; env: its decoded envelope) leaves the key
+-- index.
+local function unkey(member, env)
   if env and type(env[10]) == 'string' and env[10] ~= '' then
-    index.gone(env[10])
+    index.gone(env[10], member)
   end
 end
 local function cancel(member)
@@ -75,7 +76,7 @@ local function cancel(member)
     return
   end
   removed = removed + 1
-  unkey(env)
+  unkey(member, env)
   ended[#ended + 1] = id .. WQ_US .. (env and type(env[6]) == 'string' and env[6] or '')
   if env and type(env[6]) == 'string' and env[6] ~= '' then -- a retry: its group's record
     local field = id .. WQ_US .. env[6]
@@ -93,13 +94,14 @@ local gone, fences = {}, {}
 local out = {WQ_OK}
 local step = #ARGV == 1 and 1 or 4
 local args = ARGV
-local listed = nil -- a key's entries taken (ARGV: '', key, count): its ids, as 'k' args
+local listed = nil -- a key's entries taken (ARGV: '', key, count): whether it holds more
 if #ARGV == 3 and ARGV[1] == '' then
-  local list, _, text = KEYS[15] .. ':' .. ARGV[2], wq_id_codec()
-  listed, args = {}, {}
-  for _, entry in ipairs(redis.call('LPOP', list, tonumber(ARGV[3])) or {}) do
+  local ids
+  ids, listed = index.take(ARGV[2], tonumber(ARGV[3]), wq_keyed_live(KEYS[2], KEYS[4], KEYS[11]))
+  args = {}
+  for _, taken in ipairs(ids) do
     local n = #args
-    args[n + 1], args[n + 2], args[n + 3], args[n + 4] = wq_keyed_id(entry, text), 'k', ARGV[2], ''
+    args[n + 1], args[n + 2], args[n + 3], args[n + 4] = taken, 'k', ARGV[2], ''
   end
 end
 local retries = redis.call('ZCARD', KEYS[4]) > 0 -- else no alias to look up
@@ -117,7 +119,7 @@ for i = 1, #args, step do
       if found and (not only_key or wq_key_of(found.envelope) == only_key) then
         far:drop(found)
         removed = 1
-        unkey(wq_envelope(found.envelope))
+        unkey(id, wq_envelope(found.envelope))
         ended[#ended + 1] = id .. WQ_US
       end
     end
@@ -160,11 +162,11 @@ if #ended > 0 and wq_followed(KEYS[17])
   wq_nudge(KEYS[19], KEYS[17])
 end
 index.apply(wq_keyed_live(KEYS[2], KEYS[4], far or KEYS[11]))
-if listed then
+if listed ~= nil then
   local jobs = 0
   for j = 2, #out do
     jobs = jobs + (out[j] > 0 and 1 or 0)
   end
-  return {WQ_OK, jobs, redis.call('EXISTS', KEYS[15] .. ':' .. ARGV[2])}
+  return {WQ_OK, jobs, listed and 1 or 0}
 end
 return out

@@ -226,7 +226,7 @@ for i, id in ipairs(ids) do
         end
         if env and env[10] and env[10] ~= '' and added ~= nil then
           index = index or wq_keyed(KEYS[15])
-          index.gone(env[10]) -- fired or dropped: the key's count goes down
+          index.gone(env[10], id) -- fired or dropped: it leaves the key index
         end
         if added == EXPIRED then
           wq_expire(KEYS[6], KEYS[7], id, env)

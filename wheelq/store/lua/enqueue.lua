@@ -386,7 +386,7 @@ if track then
     if before ~= after then
       index = index or wq_keyed(KEYS[15])
       if before then
-        index.gone(before)
+        index.gone(before, id)
       end
       if after then
         index.note(after, id)

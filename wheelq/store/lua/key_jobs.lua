@@ -1,5 +1,5 @@
 --[[ key_jobs.lua — one key's jobs on one shard, found through the key index (includes/keyed.lua):
-a slice of the key's list, each entry whose id still has a pending member of the key as a
+a slice of the key's entries, each entry whose id still has a pending member of the key as a
 row, in list order (no order by due time: the caller sorts). A member is the job under its id
 (in the sorted set, the far tier, or due on the line) or a retry under an alias member; an id
 listed twice, or pending under another key since, gives no row twice or at all. Cost: the
@@ -11,12 +11,12 @@ KEYS[4]  {T:s}:retries   ZSET    pending retries' members: an id's aliases by le
 KEYS[5]  {T:s}:far       HASH    the far tier's meta (wq_far_state)
 KEYS[6]  {T:s}:held      HASH    the due line's jobs: due and not fired yet
 ARGV[1]  the key
-ARGV[2]  the list index to read from (0: the first)
+ARGV[2]  the index of the key's entries to read from (0: the first)
 ARGV[3]  entries to read, 1-5000
 ARGV[4]  the largest envelope returned whole, bytes (a larger one comes back as its size)
 ARGV[5]  '1': each row carries its envelope's stamp too (wq_stamp); '': not
 Returns: {0, next, member, due, envelope or size, [stamp,] kind, ...}
-           next   the list index to go on from, -1 once the list is read to its end
+           next   the index to go on from, -1 once the key's entries are read to their end
            kind   'p' the job pending under its id, 'r' a pending retry (under its id, in the
                   index of pending retries, or under an alias member), 'l' due and waiting on
                   the line (due: when it came due)
@@ -28,9 +28,8 @@ local wrong = wq_wrong_type(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash', K
 if wrong then return wrong end
 local key, from, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local max, stamps = tonumber(ARGV[4]), ARGV[5] == '1'
-local entries = redis.call('LRANGE', KEYS[1] .. ':' .. key, from, from + count - 1)
-local out = {WQ_OK, #entries < count and -1 or from + #entries}
-local _, text = wq_id_codec()
+local ids, more = wq_keyed_entries(KEYS[1], key, from, count, nil, nil)
+local out = {WQ_OK, more and from + #ids or -1}
 local far = nil -- read on first need
 local seen = {}
 local function row(member, due, envelope, kind)
@@ -42,8 +41,7 @@ local function row(member, due, envelope, kind)
   end
   out[#out + 1] = kind
 end
-for _, entry in ipairs(entries) do
-  local id = wq_keyed_id(entry, text)
+for _, id in ipairs(ids) do
   if not seen[id] then
     seen[id] = true
     local envelope = redis.call('HGET', KEYS[3], id)

@@ -100,7 +100,7 @@ if due <= now and not (room and room <= 0) then
     end
     if type(env[10]) == 'string' and env[10] ~= '' then
       index = index or wq_keyed(KEYS[14])
-      index.gone(env[10])
+      index.gone(env[10], members[i])
     end
   end
   placed = WQ_FIRED

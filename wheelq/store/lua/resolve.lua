@@ -74,10 +74,10 @@ local told = 0
 local released, ended, heard = 0, 0, 0
 local to_cancel = {} -- references the caller cancels (a failed join's siblings)
 
-local function key_gone(envelope)
+local function key_gone(id, envelope)
   local key = envelope and wq_key_of(envelope)
   if key and key ~= '' then
-    index.gone(key)
+    index.gone(key, id)
   end
 end
 
@@ -117,7 +117,7 @@ local function release(id, rec)
       return refused
     end
     wq_forget(KEYS[1], KEYS[2], {id})
-    key_gone(envelope)
+    key_gone(id, envelope)
     if dropped and wq_followed(KEYS[14]) then -- dropped at its expiry instead: an end
       told = told + wq_tell(KEYS[14], KEYS[15], id, '', 'X', 'expired')
     end
@@ -137,7 +137,7 @@ local function unwait(id, why, letter)
   end
   ended = ended + 1
   wq_forget(KEYS[1], KEYS[2], {id})
-  key_gone(envelope)
+  key_gone(id, envelope)
   local fields = {id}
   if letter then
     local env = wq_envelope(envelope)

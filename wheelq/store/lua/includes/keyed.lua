@@ -1,25 +1,183 @@
 --[[ includes/keyed.lua — the key index (docs/architecture.md, "Jobs by key"): which of a
-shard's pending jobs carry each key, so a key's jobs are found in O(its jobs).
-  {T:s}:keyed        HASH  key -> how many pending members of the key's jobs the shard holds
-                           (first attempts and retries; in the sorted set, the far tier or on
-                           the due line), as the scripts that write and remove them count
-  {T:s}:keyed:<key>  LIST  an entry per job noted under the key, in no order: a generated id's
-                           16 bytes (wq_id_codec), any other id as '\1' and its bytes
-An entry may outlive its job: entries are removed lazily. As a key's jobs leave, entries are
-taken from its list's head while it holds over a quarter more entries than its count (one
-still pending goes back at the tail, another is dropped), so a list stays within about 1.25
-times its count; when the count reaches 0 the list is read (up to WQ_KEYED_CHECK entries) and
-deleted if none of it is pending. A count is only a hint and that check is what deletes: a
-job written before the index (never noted, but counted down as it leaves) cannot take another
-job's entry with it.
+shard's pending jobs carry each key, so a key's jobs are found in O(its jobs). A key of few
+jobs (most keys) costs a 20-byte record a job in a shared bucket; a key of many has a list.
+  {T:s}:keyed  HASH
+    '\0'         the buckets' state, 'level split records': linear hashing, 2^level + split
+                 buckets, a key's bucket its hash mod 2^level (mod 2^(level+1) below split);
+                 split in two while they hold over WQ_KEYED_LOAD records each on average,
+                 merged again below a quarter of it
+    '\0' .. n    bucket n: a record per pending member of a small key, end to end: the key's
+                 hash (4 bytes, wq_keyed_hash) and a generated id's 16 bytes (wq_id_codec), or
+                 the hash plus 2^31, a byte (the id's length - 1) and the id
+    <key>        a listed key's count: how many pending members of its jobs (first attempts
+                 and retries; in the sorted set, the far tier or on the due line) the shard
+                 holds, as the scripts that write and remove them count
+  {T:s}:keyed:<key>  LIST  a listed key's entries, one per job noted under it, in no order: a
+                     generated id's 16 bytes, any other id after one or two bytes 1
+A key is small or listed, never both. A small key's records are exact: each member noted adds
+one, each that leaves cuts one. A bucket grown past WQ_KEYED_BUCKET_BYTES lists each key noted
+into it that holds WQ_KEYED_SPILL records or more there: its records move to a list of its
+own, and stay there until it has no job left. A list's entries may outlive their jobs and go
+lazily: as a key's jobs leave, entries are taken from its list's head while it holds over a
+quarter more entries than its count (one still pending goes back at the tail, another is
+dropped), so a list stays within about 1.25 times its count; when the count reaches 0 the list
+is read (up to WQ_KEYED_CHECK entries) and deleted if none of it is pending. A count is only a
+hint and that check is what deletes: a job written before the index (never noted, but counted
+down as it leaves) cannot take another job's entry with it.
 Includes: base, envelope, far_tier, ids
 ]]
--- The id an entry names.
+-- Records a bucket holds on average before one is split in two (about 1.3 KB).
+local WQ_KEYED_LOAD = 64
+-- A bucket's size past which keys noted into it with WQ_KEYED_SPILL records are listed.
+local WQ_KEYED_BUCKET_BYTES = 8192
+local WQ_KEYED_SPILL = 64
+-- Entries a key's list is read at most when its count reaches 0 (a few ms of Redis).
+local WQ_KEYED_CHECK = 2000
+local WQ_KEYED_OWN = 2147483648 -- 2^31: a record's hash flag for an id not generated
+
+-- The id an entry of a key's list names.
 local function wq_keyed_id(entry, text)
   if #entry == 16 then
     return text(entry)
   end
-  return string.sub(entry, 2)
+  return string.match(entry, '^\1+(.*)$')
+end
+
+-- A list entry for `id`: its 16 bytes, or bytes 1 and the id (never 16 bytes long).
+local function wq_keyed_entry(id, bytes)
+  local raw = bytes(id)
+  if raw then
+    return raw
+  end
+  return (#id == 15 and '\1\1' or '\1') .. id
+end
+
+-- A key's 31-bit hash: its bucket, and the head of its records.
+local function wq_keyed_hash(key)
+  return tonumber(string.sub(redis.sha1hex(key), 1, 8), 16) % WQ_KEYED_OWN
+end
+
+-- A record of `id` under a key of hash `h`.
+local function wq_keyed_record(h, id, bytes)
+  local raw = bytes(id)
+  if raw then
+    return struct.pack('>I4', h) .. raw
+  end
+  return struct.pack('>I4B', h + WQ_KEYED_OWN, #id - 1) .. id
+end
+
+-- The records of `value` (a bucket) whose hash is `h` (nil: every one), in order: a list of
+-- {at, size, id} (`text`: wq_id_codec's; at: the record's first byte).
+local function wq_keyed_scan(value, h, text)
+  local out, at = {}, 1
+  while at <= #value do
+    local head = struct.unpack('>I4', value, at)
+    local size, id_at, own = 20, at + 4, head >= WQ_KEYED_OWN
+    if own then
+      head = head - WQ_KEYED_OWN
+      size = 6 + string.byte(value, at + 4)
+      id_at = at + 5
+    end
+    if h == nil or head == h then
+      local raw = string.sub(value, id_at, at + size - 1)
+      out[#out + 1] = {at, size, own and raw or text(raw), head}
+    end
+    at = at + size
+  end
+  return out
+end
+
+-- `value` without the records at `cut` ({at, size} each, in order).
+local function wq_keyed_without(value, cut)
+  if #cut == 0 then
+    return value
+  end
+  local parts, from = {}, 1
+  for _, r in ipairs(cut) do
+    parts[#parts + 1] = string.sub(value, from, r[1] - 1)
+    from = r[1] + r[2]
+  end
+  parts[#parts + 1] = string.sub(value, from)
+  return table.concat(parts)
+end
+
+-- The buckets' state of `keyed`, read once: {level, split, records}; `bucket(h)` names the
+-- bucket field of a hash, `save()` writes the state back (or deletes it once empty).
+local function wq_keyed_buckets(keyed, raw)
+  if raw == nil then
+    raw = redis.call('HGET', keyed, '\0')
+  end
+  local level, split, records = 0, 0, 0
+  if raw then
+    level, split, records = string.match(raw, '^(%d+) (%d+) (%d+)$')
+    level, split, records = tonumber(level), tonumber(split), tonumber(records)
+  end
+  local b = {level = level, split = split, records = records}
+  function b.bucket(h)
+    local at = h % 2 ^ b.level
+    if at < b.split then
+      at = h % 2 ^ (b.level + 1)
+    end
+    return '\0' .. at
+  end
+  local function put(field, value)
+    if value == '' then
+      redis.call('HDEL', keyed, field)
+    else
+      redis.call('HSET', keyed, field, value)
+    end
+  end
+  -- Bucket `split` in two (its records whose hash mod 2^(level+1) is the new one move).
+  local function grow()
+    local low = b.split
+    local high = low + 2 ^ b.level
+    local value = redis.call('HGET', keyed, '\0' .. low) or ''
+    local stay, move = {}, {}
+    for _, r in ipairs(wq_keyed_scan(value, nil, function(raw) return raw end)) do
+      local part = string.sub(value, r[1], r[1] + r[2] - 1)
+      if r[4] % 2 ^ (b.level + 1) == low then
+        stay[#stay + 1] = part
+      else
+        move[#move + 1] = part
+      end
+    end
+    put('\0' .. low, table.concat(stay))
+    put('\0' .. high, table.concat(move))
+    b.split = b.split + 1
+    if b.split == 2 ^ b.level then
+      b.level, b.split = b.level + 1, 0
+    end
+  end
+  -- The last split undone: its new bucket's records go back.
+  local function shrink()
+    if b.split == 0 then
+      b.level = b.level - 1
+      b.split = 2 ^ b.level
+    end
+    b.split = b.split - 1
+    local low = '\0' .. b.split
+    local high = '\0' .. (b.split + 2 ^ b.level)
+    local value = (redis.call('HGET', keyed, low) or '') .. (redis.call('HGET', keyed, high) or '')
+    redis.call('HDEL', keyed, high)
+    put(low, value)
+  end
+  function b.save()
+    local count = 2 ^ b.level + b.split
+    while b.records > WQ_KEYED_LOAD * count do
+      grow()
+      count = count + 1
+    end
+    while count > 1 and b.records * 4 < WQ_KEYED_LOAD * count do
+      shrink()
+      count = count - 1
+    end
+    if b.records == 0 and count == 1 then
+      redis.call('HDEL', keyed, '\0')
+    else
+      redis.call('HSET', keyed, '\0', string.format('%d %d %d', b.level, b.split, b.records))
+    end
+  end
+  return b
 end
 
 -- The key of a stored envelope (nil: none, or it does not decode). One of fewer than 10
@@ -69,89 +227,236 @@ local function wq_keyed_live(jobs, retries, far)
   end
 end
 
--- Entries a key's list is read at most when its count reaches 0 (a few ms of Redis).
-local WQ_KEYED_CHECK = 2000
-
--- A call's changes to the key index, written at its end by apply(live): note(key, id) as a
--- job of `key` becomes pending (a new member: a first attempt, a retry), gone(key) as one
--- leaves (fired, cancelled, dropped, written over by another key's); `live(id, key)`:
--- whether an id is still pending under the key (wq_keyed_live). A job without a key is never
--- noted.
-local function wq_keyed(keyed)
-  local index, keys, deltas, adds, n = {}, {}, {}, {}, 0
-  local function touch(key)
-    if deltas[key] == nil then
-      n = n + 1
-      keys[n], deltas[key], adds[key] = key, 0, {}
+-- One key's entries on the shard, read or taken: {ids, more}. Read (`live` nil): the ids
+-- from index `from`, at most `count`, and more: whether any follow. Taken: up to `count` ids
+-- from the head, removed from the index (an entry taken is done with: the caller removes its
+-- job or finds it no longer the key's; a small key's records are taken only while
+-- `live(id, key)`, as one of another key of the same hash may sit beside them, and leave the
+-- count of `buckets`, wq_keyed_buckets', saved by the caller), more: whether any may be left.
+-- An id may be named twice, or be pending under another key since.
+local function wq_keyed_entries(keyed, key, from, count, live, buckets)
+  local _, text = wq_id_codec()
+  local list = keyed .. ':' .. key
+  if redis.call('HEXISTS', keyed, key) == 1 then
+    local entries
+    if live then
+      entries = redis.call('LPOP', list, count) or {}
+    else
+      entries = redis.call('LRANGE', list, from, from + count - 1)
+    end
+    local ids = {}
+    for i, entry in ipairs(entries) do
+      ids[i] = wq_keyed_id(entry, text)
+    end
+    if live then
+      return ids, redis.call('EXISTS', list) == 1
+    end
+    return ids, #entries == count
+  end
+  buckets = buckets or wq_keyed_buckets(keyed, nil)
+  local h = wq_keyed_hash(key)
+  local field = buckets.bucket(h)
+  local value = redis.call('HGET', keyed, field) or ''
+  local records = wq_keyed_scan(value, h, text)
+  local ids, cut = {}, {}
+  if not live then
+    for i = from + 1, math.min(#records, from + count) do
+      ids[#ids + 1] = records[i][3]
+    end
+    return ids, from + count < #records
+  end
+  local left = false
+  for _, r in ipairs(records) do
+    if #ids == count then
+      left = true
+      break
+    end
+    if live(r[3], key) then
+      ids[#ids + 1] = r[3]
+      cut[#cut + 1] = r
     end
   end
+  if #cut > 0 then
+    value = wq_keyed_without(value, cut)
+    if value == '' then
+      redis.call('HDEL', keyed, field)
+    else
+      redis.call('HSET', keyed, field, value)
+    end
+    buckets.records = buckets.records - #cut
+    buckets.taken = true
+  end
+  return ids, left
+end
+
+-- A call's changes to the key index, written at its end by apply(live): note(key, id) as a
+-- member of `key`'s job `id` becomes pending (a first attempt, a retry), gone(key, member)
+-- as one leaves (fired, cancelled, dropped, written over by another key's; a retry's alias
+-- member names its id); `live(id, key)`: whether an id is still pending under the key
+-- (wq_keyed_live). take(key, count, live): a key's entries taken at once (wq_keyed_entries).
+-- A job without a key is never noted.
+local function wq_keyed(keyed)
+  local index, keys, changes, n = {}, {}, {}, 0
+  local buckets = nil -- the buckets' state (wq_keyed_buckets), read at the first need
+  local function touch(key)
+    local c = changes[key]
+    if c == nil then
+      n = n + 1
+      keys[n], c = key, {added = {}, gone = {}}
+      changes[key] = c
+    end
+    return c
+  end
   function index.note(key, id)
-    touch(key)
-    deltas[key] = deltas[key] + 1
-    local added = adds[key]
+    local added = touch(key).added
     added[#added + 1] = id
   end
-  function index.gone(key)
-    touch(key)
-    deltas[key] = deltas[key] - 1
+  function index.gone(key, member)
+    local gone = touch(key).gone
+    gone[#gone + 1] = string.match(member, '^[^\31]*')
   end
+  function index.take(key, count, live)
+    buckets = buckets or wq_keyed_buckets(keyed, nil)
+    return wq_keyed_entries(keyed, key, 0, count, live, buckets)
+  end
+
+  -- A listed key's changes: its new entries, its count, and the list kept short.
+  local function listed(key, count, c, live, bytes, text)
+    local list, delta = keyed .. ':' .. key, #c.added - #c.gone
+    if #c.added > 0 then
+      local entries = {}
+      for j, id in ipairs(c.added) do
+        entries[j] = wq_keyed_entry(id, bytes)
+      end
+      wq_multi('RPUSH', list, entries)
+    end
+    if delta == 0 then
+      return
+    end
+    count = redis.call('HINCRBY', keyed, key, delta)
+    if delta < 0 and count <= 0 then
+      -- Counted out: keep what is still pending (a job the index never noted may have been
+      -- counted), else delete the list and its count. At most WQ_KEYED_CHECK entries are
+      -- read: the rest count as pending (an upper bound, never a loss) and are passed over as
+      -- the key's jobs leave.
+      local length = redis.call('LLEN', list)
+      local kept = {}
+      for _, entry in ipairs(redis.call('LPOP', list, WQ_KEYED_CHECK) or {}) do
+        if live(wq_keyed_id(entry, text), key) then
+          kept[#kept + 1] = entry
+        end
+      end
+      local rest = math.max(0, length - WQ_KEYED_CHECK)
+      if #kept + rest > 0 then
+        if #kept > 0 then
+          wq_multi('RPUSH', list, kept)
+        end
+        redis.call('HSET', keyed, key, #kept + rest)
+      else
+        redis.call('HDEL', keyed, key)
+      end
+    elseif delta < 0 then
+      -- Jobs left: pass entries from the head (two a job that left, plus eight, so entries
+      -- are dropped faster than jobs leave) while the list is over a quarter longer than its
+      -- count.
+      local length = redis.call('LLEN', list)
+      local over = length - count - math.floor(count / 4) - 8
+      if over > 0 then
+        for _ = 1, math.min(length, 2 * -delta + 8) do
+          local entry = redis.call('LPOP', list)
+          if not entry then
+            break
+          end
+          if live(wq_keyed_id(entry, text), key) then
+            redis.call('RPUSH', list, entry)
+          end
+        end
+      end
+    end
+  end
+
+  -- A small key's records moved to a list of its own (those of its jobs still pending; a
+  -- record of another key of the same hash stays): `value` without them.
+  local function spill(key, h, value, live, bytes, text)
+    local entries, cut = {}, {}
+    for _, r in ipairs(wq_keyed_scan(value, h, text)) do
+      if live(r[3], key) then
+        entries[#entries + 1] = wq_keyed_entry(r[3], bytes)
+        cut[#cut + 1] = r
+      end
+    end
+    if #entries == 0 then
+      return value
+    end
+    wq_multi('RPUSH', keyed .. ':' .. key, entries)
+    redis.call('HSET', keyed, key, #entries)
+    buckets.records = buckets.records - #cut
+    return wq_keyed_without(value, cut)
+  end
+
   function index.apply(live)
-    if n == 0 then
+    if n == 0 and buckets == nil then
       return
     end
     local bytes, text = wq_id_codec()
+    local fields = {'\0'}
     for i = 1, n do
-      local key = keys[i]
-      local list, delta, added = keyed .. ':' .. key, deltas[key], adds[key]
-      if #added > 0 then
-        local entries = {}
-        for j, id in ipairs(added) do
-          entries[j] = bytes(id) or ('\1' .. id)
+      fields[i + 1] = keys[i]
+    end
+    local got = wq_multi('HMGET', keyed, fields)
+    buckets = buckets or wq_keyed_buckets(keyed, got[1] or nil)
+    -- Small keys' records, a bucket at a time: {field = {adds, cuts, keys noted into it}}.
+    local touched, order = {}, {}
+    for i = 1, n do
+      local key, c = keys[i], changes[keys[i]]
+      if got[i + 1] then
+        listed(key, tonumber(got[i + 1]), c, live, bytes, text)
+      else
+        local h = wq_keyed_hash(key)
+        local field = buckets.bucket(h)
+        local t = touched[field]
+        if t == nil then
+          t = {adds = {}, cuts = {}, noted = {}}
+          touched[field] = t
+          order[#order + 1] = field
         end
-        wq_multi('RPUSH', list, entries)
+        for _, id in ipairs(c.added) do
+          t.adds[#t.adds + 1] = wq_keyed_record(h, id, bytes)
+        end
+        for _, id in ipairs(c.gone) do
+          t.cuts[#t.cuts + 1] = wq_keyed_record(h, id, bytes)
+        end
+        if #c.added > 0 then
+          t.noted[#t.noted + 1] = {key, h}
+        end
       end
-      if delta ~= 0 then
-        local count = redis.call('HINCRBY', keyed, key, delta)
-        if delta < 0 and count <= 0 then
-          -- Counted out: keep what is still pending (a job the index never noted may have
-          -- been counted), else delete the list and its count. At most WQ_KEYED_CHECK
-          -- entries are read: the rest count as pending (an upper bound, never a loss) and
-          -- are passed over as the key's jobs leave.
-          local length = redis.call('LLEN', list)
-          local kept = {}
-          for _, entry in ipairs(redis.call('LPOP', list, WQ_KEYED_CHECK) or {}) do
-            if live(wq_keyed_id(entry, text), key) then
-              kept[#kept + 1] = entry
-            end
-          end
-          local rest = math.max(0, length - WQ_KEYED_CHECK)
-          if #kept + rest > 0 then
-            if #kept > 0 then
-              wq_multi('RPUSH', list, kept)
-            end
-            redis.call('HSET', keyed, key, #kept + rest)
-          else
-            redis.call('HDEL', keyed, key)
-          end
-        elseif delta < 0 then
-          -- Jobs left: pass entries from the head (two a job that left, plus eight, so
-          -- entries are dropped faster than jobs leave) while the list is over a quarter
-          -- longer than its count.
-          local length = redis.call('LLEN', list)
-          local over = length - count - math.floor(count / 4) - 8
-          if over > 0 then
-            for _ = 1, math.min(length, 2 * -delta + 8) do
-              local entry = redis.call('LPOP', list)
-              if not entry then
-                break
-              end
-              if live(wq_keyed_id(entry, text), key) then
-                redis.call('RPUSH', list, entry)
-              end
-            end
+    end
+    for _, field in ipairs(order) do
+      local t = touched[field]
+      local value = (redis.call('HGET', keyed, field) or '') .. table.concat(t.adds)
+      buckets.records = buckets.records + #t.adds
+      for _, record in ipairs(t.cuts) do
+        local at = string.find(value, record, 1, true)
+        if at then
+          value = string.sub(value, 1, at - 1) .. string.sub(value, at + #record)
+          buckets.records = buckets.records - 1
+        end
+      end
+      if #value > WQ_KEYED_BUCKET_BYTES then
+        for _, noted in ipairs(t.noted) do
+          if #wq_keyed_scan(value, noted[2], text) >= WQ_KEYED_SPILL then
+            value = spill(noted[1], noted[2], value, live, bytes, text)
           end
         end
       end
+      if value == '' then
+        redis.call('HDEL', keyed, field)
+      else
+        redis.call('HSET', keyed, field, value)
+      end
+    end
+    if #order > 0 or buckets.taken then
+      buckets.save()
     end
   end
   return index
@@ -164,7 +469,7 @@ local function wq_keyed_replace(keyed, id, before, after, live)
   if old ~= new then
     local index = wq_keyed(keyed)
     if old then
-      index.gone(old)
+      index.gone(old, id)
     end
     if new then
       index.note(new, id)
