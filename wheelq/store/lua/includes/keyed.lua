@@ -67,7 +67,8 @@ local function wq_keyed_record(h, id, bytes)
 end
 
 -- The records of `value` (a bucket) whose hash is `h` (nil: every one), in order: a list of
--- {at, size, id} (`text`: wq_id_codec's; at: the record's first byte).
+-- {at, size, id, hash} (at: the record's first byte; id: decoded by `text`, wq_id_codec's, or
+-- nil without it).
 local function wq_keyed_scan(value, h, text)
   local out, at = {}, 1
   while at <= #value do
@@ -79,8 +80,14 @@ local function wq_keyed_scan(value, h, text)
       id_at = at + 5
     end
     if h == nil or head == h then
-      local raw = string.sub(value, id_at, at + size - 1)
-      out[#out + 1] = {at, size, own and raw or text(raw), head}
+      local id = nil
+      if text then
+        id = string.sub(value, id_at, at + size - 1)
+        if not own then
+          id = text(id)
+        end
+      end
+      out[#out + 1] = {at, size, id, head}
     end
     at = at + size
   end
@@ -133,7 +140,7 @@ local function wq_keyed_buckets(keyed, raw)
     local high = low + 2 ^ b.level
     local value = redis.call('HGET', keyed, '\0' .. low) or ''
     local stay, move = {}, {}
-    for _, r in ipairs(wq_keyed_scan(value, nil, function(raw) return raw end)) do
+    for _, r in ipairs(wq_keyed_scan(value, nil, nil)) do
       local part = string.sub(value, r[1], r[1] + r[2] - 1)
       if r[4] % 2 ^ (b.level + 1) == low then
         stay[#stay + 1] = part
@@ -435,16 +442,33 @@ local function wq_keyed(keyed)
       local t = touched[field]
       local value = (redis.call('HGET', keyed, field) or '') .. table.concat(t.adds)
       buckets.records = buckets.records + #t.adds
-      for _, record in ipairs(t.cuts) do
-        local at = string.find(value, record, 1, true)
-        if at then
-          value = string.sub(value, 1, at - 1) .. string.sub(value, at + #record)
-          buckets.records = buckets.records - 1
+      if #t.cuts <= 4 then -- a few: each found and cut out
+        for _, record in ipairs(t.cuts) do
+          local at = string.find(value, record, 1, true)
+          if at then
+            value = string.sub(value, 1, at - 1) .. string.sub(value, at + #record)
+            buckets.records = buckets.records - 1
+          end
         end
+      else -- many (a batch fired or cancelled): one pass over the bucket
+        local wanted, cut = {}, {}
+        for _, record in ipairs(t.cuts) do
+          wanted[record] = (wanted[record] or 0) + 1
+        end
+        for _, r in ipairs(wq_keyed_scan(value, nil, nil)) do
+          local record = string.sub(value, r[1], r[1] + r[2] - 1)
+          local left = wanted[record]
+          if left and left > 0 then
+            wanted[record] = left - 1
+            cut[#cut + 1] = r
+          end
+        end
+        value = wq_keyed_without(value, cut)
+        buckets.records = buckets.records - #cut
       end
       if #value > WQ_KEYED_BUCKET_BYTES then
         for _, noted in ipairs(t.noted) do
-          if #wq_keyed_scan(value, noted[2], text) >= WQ_KEYED_SPILL then
+          if #wq_keyed_scan(value, noted[2], nil) >= WQ_KEYED_SPILL then
             value = spill(noted[1], noted[2], value, live, bytes, text)
           end
         end
