@@ -57,11 +57,11 @@ local function wq_keyed_hash(key)
   return tonumber(string.sub(redis.sha1hex(key), 1, 8), 16) % WQ_KEYED_OWN
 end
 
--- A record of `id` under a key of hash `h`.
-local function wq_keyed_record(h, id, bytes)
+-- A record of `id` under a key of hash `h` (`head`: struct.pack('>I4', h), made once a key).
+local function wq_keyed_record(h, head, id, bytes)
   local raw = bytes(id)
   if raw then
-    return struct.pack('>I4', h) .. raw
+    return head .. raw
   end
   return struct.pack('>I4B', h + WQ_KEYED_OWN, #id - 1) .. id
 end
@@ -139,14 +139,20 @@ local function wq_keyed_buckets(keyed, raw)
     local low = b.split
     local high = low + 2 ^ b.level
     local value = redis.call('HGET', keyed, '\0' .. low) or ''
-    local stay, move = {}, {}
-    for _, r in ipairs(wq_keyed_scan(value, nil, nil)) do
-      local part = string.sub(value, r[1], r[1] + r[2] - 1)
-      if r[4] % 2 ^ (b.level + 1) == low then
+    local stay, move, at, modulus = {}, {}, 1, 2 ^ (b.level + 1)
+    while at <= #value do
+      local h = struct.unpack('>I4', value, at)
+      local size = 20
+      if h >= WQ_KEYED_OWN then
+        h, size = h - WQ_KEYED_OWN, 6 + string.byte(value, at + 4)
+      end
+      local part = string.sub(value, at, at + size - 1)
+      if h % modulus == low then
         stay[#stay + 1] = part
       else
         move[#move + 1] = part
       end
+      at = at + size
     end
     put('\0' .. low, table.concat(stay))
     put('\0' .. high, table.concat(move))
@@ -420,6 +426,7 @@ local function wq_keyed(keyed)
         listed(key, tonumber(got[i + 1]), c, live, bytes, text)
       else
         local h = wq_keyed_hash(key)
+        local head = struct.pack('>I4', h)
         local field = buckets.bucket(h)
         local t = touched[field]
         if t == nil then
@@ -428,10 +435,10 @@ local function wq_keyed(keyed)
           order[#order + 1] = field
         end
         for _, id in ipairs(c.added) do
-          t.adds[#t.adds + 1] = wq_keyed_record(h, id, bytes)
+          t.adds[#t.adds + 1] = wq_keyed_record(h, head, id, bytes)
         end
         for _, id in ipairs(c.gone) do
-          t.cuts[#t.cuts + 1] = wq_keyed_record(h, id, bytes)
+          t.cuts[#t.cuts + 1] = wq_keyed_record(h, head, id, bytes)
         end
         if #c.added > 0 then
           t.noted[#t.noted + 1] = {key, h}
