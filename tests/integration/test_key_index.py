@@ -308,6 +308,7 @@ async def test_a_job_written_before_the_index_takes_no_entry_of_another(
     await assert_index(r, topic, universe, {new: "k"})
 
 
+@pytest.mark.both_servers
 async def test_keys_of_few_jobs_share_buckets_that_split_and_merge_back(
     client: AsyncClient, topic: str, universe: list[ShardKeys]
 ) -> None:
@@ -354,8 +355,9 @@ def colliding_keys() -> tuple[str, str]:
     raise AssertionError("no two keys of one hash")
 
 
+@pytest.mark.both_servers
 async def test_two_keys_of_one_hash_stay_apart_small_and_listed(
-    client: AsyncClient, topic: str
+    client: AsyncClient, topic: str, universe: list[ShardKeys]
 ) -> None:
     """Records carry a key's hash, not its name: a key's jobs listed, cancelled or moved by
     key are its own, never another key's of the same hash, when both are small and when one
@@ -369,7 +371,8 @@ async def test_two_keys_of_one_hash_stay_apart_small_and_listed(
         topic, [{"payload": i, "delay": HOUR_S, "key": b} for i in range(5)]
     )
     assert sorted(j.id for j in await admin.jobs(topic, "pending", key=b)) == sorted(theirs)
-    assert await client.cancel(topic, key=a) == 5
+    assert await client.cancel(topic, key=a) == 5  # b's records taken with a's, noted again
+    await assert_index(client.redis, topic, universe, dict.fromkeys(theirs, b))
     assert sorted(j.id for j in await admin.jobs(topic, "pending", key=b)) == sorted(theirs)
     # a grows a list of its own; b's records stay in the bucket beside it
     many = await client.enqueue_many(
@@ -383,6 +386,7 @@ async def test_two_keys_of_one_hash_stay_apart_small_and_listed(
     assert states == {"cancelled"}
 
 
+@pytest.mark.both_servers
 async def test_an_own_id_of_any_length_in_a_listed_key_is_found_and_cancelled(
     client: AsyncClient, topic: str, universe: list[ShardKeys]
 ) -> None:

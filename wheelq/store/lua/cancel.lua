@@ -97,7 +97,7 @@ local args = ARGV
 local listed = nil -- a key's entries taken (ARGV: '', key, count): whether it holds more
 if #ARGV == 3 and ARGV[1] == '' then
   local ids
-  ids, listed = index.take(ARGV[2], tonumber(ARGV[3]), wq_keyed_live(KEYS[2], KEYS[4], KEYS[11]))
+  ids, listed = index.take(ARGV[2], tonumber(ARGV[3]))
   args = {}
   for _, taken in ipairs(ids) do
     local n = #args
@@ -160,6 +160,15 @@ end
 if #ended > 0 and wq_followed(KEYS[17])
     and wq_tell_fields(KEYS[17], KEYS[18], ended, 1, 'C') > 0 then
   wq_nudge(KEYS[19], KEYS[17])
+end
+if listed ~= nil then -- the key's entries taken whose jobs are left: another key's, or stale
+  local left = {}
+  for j = 2, #out do
+    if out[j] == 0 then
+      left[#left + 1] = args[(j - 2) * 4 + 1]
+    end
+  end
+  index.keep(left, wq_keyed_members(KEYS[2], KEYS[4], far or KEYS[11]))
 end
 index.apply(wq_keyed_live(KEYS[2], KEYS[4], far or KEYS[11]))
 if listed ~= nil then

@@ -207,17 +207,18 @@ local function wq_key_of(envelope)
   return nil
 end
 
--- Whether `id` has a pending member of `key` in the shard: its envelope in the hash (the
--- sorted set's jobs and retries under their id, the due line's), a retry under an alias
--- member, or a far job (`far`: wq_far_state's table, or the far tier's meta key, read on first
--- need; `retries` nil: the caller writes no retries). An id pending under another key (written
--- over since) is not. An entry whose job has left costs an HGET: the retries and the far tier
--- are asked only while they hold anything (read once a call).
-local function wq_keyed_live(jobs, retries, far)
+-- The keys of `id`'s pending members in the shard, one at a time to visit(key) until it
+-- answers true (then true): its envelope in the hash (the sorted set's jobs and retries
+-- under their id, the due line's), a retry under an alias member, or a far job (`far`:
+-- wq_far_state's table, or the far tier's meta key, read on first need; `retries` nil: the
+-- caller writes no retries). A member without a key is not visited. An id with no member
+-- left costs an HGET: the retries and the far tier are asked only while they hold anything
+-- (read once a call).
+local function wq_keyed_members(jobs, retries, far)
   local has_retries = nil
-  return function(id, key)
-    local envelope = redis.call('HGET', jobs, id)
-    if envelope and wq_key_of(envelope) == key then
+  return function(id, visit)
+    local key = wq_key_of(redis.call('HGET', jobs, id))
+    if key and visit(key) then
       return true
     end
     if has_retries == nil then
@@ -227,7 +228,8 @@ local function wq_keyed_live(jobs, retries, far)
       local aliases = redis.call('ZRANGE', retries, '[' .. id .. '\31', '(' .. id .. '\32',
         'BYLEX')
       for _, alias in ipairs(aliases) do
-        if wq_key_of(redis.call('HGET', jobs, alias)) == key then
+        key = wq_key_of(redis.call('HGET', jobs, alias))
+        if key and visit(key) then
           return true
         end
       end
@@ -236,23 +238,34 @@ local function wq_keyed_live(jobs, retries, far)
       far = wq_far_state(far, nil)
     end
     local found = far.entries > 0 and far:find(id)
-    return found and wq_key_of(found.envelope) == key or false
+    key = found and wq_key_of(found.envelope)
+    return key and visit(key) or false
   end
 end
 
--- One key's entries on the shard, read or taken: {ids, more}. Read (`live` nil): the ids
--- from index `from`, at most `count`, and more: whether any follow. Taken: up to `count` ids
--- from the head, removed from the index (an entry taken is done with: the caller removes its
--- job or finds it no longer the key's; a small key's records are taken only while
--- `live(id, key)`, as one of another key of the same hash may sit beside them, and leave the
--- count of `buckets`, wq_keyed_buckets', saved by the caller), more: whether any may be left.
--- An id may be named twice, or be pending under another key since.
-local function wq_keyed_entries(keyed, key, from, count, live, buckets)
+-- Whether `id` has a pending member of `key` in the shard (wq_keyed_members' arguments): an
+-- id pending under another key (written over since) has not.
+local function wq_keyed_live(jobs, retries, far)
+  local members = wq_keyed_members(jobs, retries, far)
+  return function(id, key)
+    return members(id, function(k) return k == key end)
+  end
+end
+
+-- One key's entries on the shard, read or taken: {ids, more, hash}. Read (`take` false): the
+-- ids from index `from`, at most `count`, and more: whether any follow. Taken: up to `count`
+-- ids from the head, removed from the index (an entry taken is done with: the caller removes
+-- its job or finds it no longer the key's), more: whether any are left; a small key's records
+-- leave the count of `buckets` (wq_keyed_buckets', saved by the caller), and hash is its hash
+-- (nil: a listed key): a record of another key of the same hash may be taken with them, to
+-- be noted again (wq_keyed's keep). An id may be named twice, or be pending under another
+-- key since.
+local function wq_keyed_entries(keyed, key, from, count, take, buckets)
   local _, text = wq_id_codec()
   local list = keyed .. ':' .. key
   if redis.call('HEXISTS', keyed, key) == 1 then
     local entries
-    if live then
+    if take then
       entries = redis.call('LPOP', list, count) or {}
     else
       entries = redis.call('LRANGE', list, from, from + count - 1)
@@ -261,35 +274,24 @@ local function wq_keyed_entries(keyed, key, from, count, live, buckets)
     for i, entry in ipairs(entries) do
       ids[i] = wq_keyed_id(entry, text)
     end
-    if live then
-      return ids, redis.call('EXISTS', list) == 1
+    if take then
+      return ids, redis.call('EXISTS', list) == 1, nil
     end
-    return ids, #entries == count
+    return ids, #entries == count, nil
   end
   buckets = buckets or wq_keyed_buckets(keyed, nil)
   local h = wq_keyed_hash(key)
   local field = buckets.bucket(h)
   local value = redis.call('HGET', keyed, field) or ''
   local records = wq_keyed_scan(value, h, text)
+  local first = take and 1 or from + 1
   local ids, cut = {}, {}
-  if not live then
-    for i = from + 1, math.min(#records, from + count) do
-      ids[#ids + 1] = records[i][3]
-    end
-    return ids, from + count < #records
+  for i = first, math.min(#records, first + count - 1) do
+    ids[#ids + 1] = records[i][3]
+    cut[#cut + 1] = records[i]
   end
-  local left = false
-  for _, r in ipairs(records) do
-    if #ids == count then
-      left = true
-      break
-    end
-    if live(r[3], key) then
-      ids[#ids + 1] = r[3]
-      cut[#cut + 1] = r
-    end
-  end
-  if #cut > 0 then
+  local more = first - 1 + count < #records
+  if take and #cut > 0 then
     value = wq_keyed_without(value, cut)
     if value == '' then
       redis.call('HDEL', keyed, field)
@@ -299,15 +301,17 @@ local function wq_keyed_entries(keyed, key, from, count, live, buckets)
     buckets.records = buckets.records - #cut
     buckets.taken = true
   end
-  return ids, left
+  return ids, more, h
 end
 
 -- A call's changes to the key index, written at its end by apply(live): note(key, id) as a
 -- member of `key`'s job `id` becomes pending (a first attempt, a retry), gone(key, member)
 -- as one leaves (fired, cancelled, dropped, written over by another key's; a retry's alias
 -- member names its id); `live(id, key)`: whether an id is still pending under the key
--- (wq_keyed_live). take(key, count, live): a key's entries taken at once (wq_keyed_entries).
--- A job without a key is never noted.
+-- (wq_keyed_live). take(key, count): a key's entries taken at once (wq_keyed_entries);
+-- keep(ids, members): of the ids a take handed out, those the caller left pending (in
+-- another key's job of the same hash) are noted again, each member (wq_keyed_members) of a
+-- key of that hash. A job without a key is never noted.
 local function wq_keyed(keyed)
   local index, keys, changes, n = {}, {}, {}, 0
   local buckets = nil -- the buckets' state (wq_keyed_buckets), read at the first need
@@ -328,9 +332,25 @@ local function wq_keyed(keyed)
     local gone = touch(key).gone
     gone[#gone + 1] = string.match(member, '^[^\31]*')
   end
-  function index.take(key, count, live)
+  local taken_hash = nil -- the hash of the small key a take took records of
+  function index.take(key, count)
     buckets = buckets or wq_keyed_buckets(keyed, nil)
-    return wq_keyed_entries(keyed, key, 0, count, live, buckets)
+    local ids, more
+    ids, more, taken_hash = wq_keyed_entries(keyed, key, 0, count, true, buckets)
+    return ids, more
+  end
+  function index.keep(ids, members)
+    if taken_hash == nil then
+      return -- a list's entry left is stale: dropped
+    end
+    for _, id in ipairs(ids) do
+      members(id, function(key)
+        if wq_keyed_hash(key) == taken_hash then
+          index.note(key, id)
+        end
+        return false
+      end)
+    end
   end
 
   -- A listed key's changes: its new entries, its count, and the list kept short.
