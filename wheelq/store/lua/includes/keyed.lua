@@ -109,7 +109,8 @@ local function wq_keyed_without(value, cut)
 end
 
 -- The buckets' state of `keyed`, read once: {level, split, records}; `bucket(h)` names the
--- bucket field of a hash, `save()` writes the state back (or deletes it once empty).
+-- bucket field of a hash, `put(field, value)` writes a bucket, `save()` splits or merges
+-- buckets as their records ask and writes the state back (or deletes it once empty).
 local function wq_keyed_buckets(keyed, raw)
   if raw == nil then
     raw = redis.call('HGET', keyed, '\0')
@@ -127,7 +128,7 @@ local function wq_keyed_buckets(keyed, raw)
     end
     return '\0' .. at
   end
-  local function put(field, value)
+  function b.put(field, value) -- a bucket written, or deleted once empty
     if value == '' then
       redis.call('HDEL', keyed, field)
     else
@@ -154,8 +155,8 @@ local function wq_keyed_buckets(keyed, raw)
       end
       at = at + size
     end
-    put('\0' .. low, table.concat(stay))
-    put('\0' .. high, table.concat(move))
+    b.put('\0' .. low, table.concat(stay))
+    b.put('\0' .. high, table.concat(move))
     b.split = b.split + 1
     if b.split == 2 ^ b.level then
       b.level, b.split = b.level + 1, 0
@@ -172,7 +173,7 @@ local function wq_keyed_buckets(keyed, raw)
     local high = '\0' .. (b.split + 2 ^ b.level)
     local value = (redis.call('HGET', keyed, low) or '') .. (redis.call('HGET', keyed, high) or '')
     redis.call('HDEL', keyed, high)
-    put(low, value)
+    b.put(low, value)
   end
   function b.save()
     local count = 2 ^ b.level + b.split
@@ -292,12 +293,7 @@ local function wq_keyed_entries(keyed, key, from, count, take, buckets)
   end
   local more = first - 1 + count < #records
   if take and #cut > 0 then
-    value = wq_keyed_without(value, cut)
-    if value == '' then
-      redis.call('HDEL', keyed, field)
-    else
-      redis.call('HSET', keyed, field, value)
-    end
+    buckets.put(field, wq_keyed_without(value, cut))
     buckets.records = buckets.records - #cut
     buckets.taken = true
   end
@@ -500,11 +496,7 @@ local function wq_keyed(keyed)
           end
         end
       end
-      if value == '' then
-        redis.call('HDEL', keyed, field)
-      else
-        redis.call('HSET', keyed, field, value)
-      end
+      buckets.put(field, value)
     end
     if #order > 0 or buckets.taken then
       buckets.save()
