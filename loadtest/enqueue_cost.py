@@ -54,9 +54,16 @@ ENVELOPE = Envelope(PAYLOAD, 1, 5, 1_700_000_000_000).pack()
 
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "as is": [],
-    "call only": [("-- Type checks: the sorted set", "do return {WQ_OK} end\n-- Type checks")],
+    "call only": [
+        (
+            "local typed, t = {KEYS[1], 'zset'",
+            "do return {WQ_OK} end\nlocal typed, t = {KEYS[1], 'zset'",
+        )
+    ],
     "no type checks": [("local wrong = wq_wrong_type(unpack(typed))", "local wrong = nil")],
-    "no limit read": [("redis.pcall('HGET', KEYS[9], 'pending')", "false")],
+    "no limit read": [
+        ("redis.pcall('HMGET', KEYS[9], 'pending', 'ready', 'far', 'ordered', 'fair')", "{}")
+    ],
 }
 """Variant -> (piece of `enqueue.lua`'s text, what replaces it), as in `emit_cost.py`."""
 
