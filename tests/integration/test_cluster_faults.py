@@ -11,6 +11,7 @@ promotes replicas, which the shared ``cluster`` fixture must never see.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ SHARDS = 6
 JOBS = 1500
 RATE_PER_S = 500  # ~3 s of enqueues: the fault lands in the middle of them
 DELAYS_MS = (0, 50, 300, 1500)  # due now (straight to the stream), inside and past the window
+TAIL = RATE_PER_S // 5  # enqueues after the fault: it never ends after the load
 KILL_JOBS = 4000  # ~8 s of load: the cluster notices the dead primary after its node timeout
 FAST = {"lease_ttl_ms": 2000, "window_ms": 1000, "preload_interval_ms": 100}
 
@@ -62,9 +64,9 @@ class Outcome:
 async def busy_topic(
     url: str, topic: str, fault: Callable[[], object], ack: str = "primary", jobs: int = JOBS
 ) -> Outcome:
-    """Enqueue `jobs` at `RATE_PER_S` with a node and a worker running; once `JOBS` // 3 of
-    them have been handled, run `fault` (blocking: in a thread) while the enqueues go on;
-    return once every acknowledged job has been handled."""
+    """Enqueue at `RATE_PER_S` with a node and a worker running; once `JOBS` // 3 jobs have
+    been handled, run `fault` (blocking: in a thread) while the enqueues go on, until `jobs`
+    in all and `TAIL` after the fault; return once every acknowledged job has been handled."""
     out = Outcome()
 
     async def handle(job: Job) -> None:
@@ -88,11 +90,19 @@ async def busy_topic(
             else:
                 out.acknowledged.append(job_id)
 
+        fault_over = asyncio.Event()
+
         async def produce() -> None:
             # Calls overlap as a busy service's requests do: an enqueue that waits out its
-            # `ack_timeout_ms` on a shard left without a replica slows nobody else.
+            # `ack_timeout_ms` on a shard left without a replica slows nobody else. The load
+            # lasts until `TAIL` enqueues after the fault, however long the fault takes on a
+            # slow host: the fault always lands inside it.
+            after = 0
             async with asyncio.TaskGroup() as calls:
-                for i in range(jobs):
+                for i in itertools.count():
+                    if i >= jobs and after >= TAIL:
+                        break
+                    after += fault_over.is_set()
                     calls.create_task(enqueue(i))
                     await asyncio.sleep(1 / RATE_PER_S)  # pacing the load, not waiting for it
 
@@ -101,7 +111,7 @@ async def busy_topic(
             lambda: _true(len(out.handled) >= JOBS // 3), timeout_s=30, what="a third handled"
         )
         await asyncio.to_thread(fault)
-        assert not producing.done(), "the fault ended after the load: make it shorter"
+        fault_over.set()
         await producing
         await eventually(
             lambda: _true(set(out.acknowledged) <= out.handled.keys()),
@@ -144,7 +154,7 @@ async def test_a_slot_moved_under_load_loses_and_doubles_nothing(
     out = await busy_topic(cluster.url, topic, migrate)
 
     assert len(moved) == SHARDS and sum(moved) >= SHARDS * 3  # delayed, jobs, ready at least
-    assert len(out.acknowledged) == JOBS
+    assert not out.in_doubt and len(out.acknowledged) >= JOBS
 
 
 async def test_a_coordinated_failover_under_load_loses_and_doubles_nothing(
@@ -157,7 +167,7 @@ async def test_a_coordinated_failover_under_load_loses_and_doubles_nothing(
     out = await busy_topic(cluster.url, topic, lambda: cluster.failover(replica))
 
     assert cluster.owner(shard_slot(cluster, topic, 0)) is replica
-    assert len(out.acknowledged) == JOBS
+    assert not out.in_doubt and len(out.acknowledged) >= JOBS
 
 
 async def test_a_primary_killed_under_load_loses_no_job_acknowledged_at_replicated(
@@ -179,4 +189,4 @@ async def test_a_primary_killed_under_load_loses_no_job_acknowledged_at_replicat
     assert promoted == [cluster.replicas[index]]
     assert owner.pid is None, "the primary was killed"
     # The promoted replica has no replica of its own: its shards' writes are in doubt now.
-    assert out.in_doubt and len(out.acknowledged) + len(out.in_doubt) == KILL_JOBS
+    assert out.in_doubt and len(out.acknowledged) + len(out.in_doubt) >= KILL_JOBS
