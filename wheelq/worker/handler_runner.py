@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import itertools
 import logging
 import threading
+import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from time import monotonic  # see _Run.started: why not the worker's Clock
 from types import EllipsisType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, cast
 
 from wheelq.core.context import CURRENT
 from wheelq.core.job import Job
@@ -24,6 +26,8 @@ from wheelq.runtime.tracing import Tracing
 from wheelq.worker.slots import TurnQueue
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class RanOver(Exception):
@@ -313,8 +317,12 @@ class HandlerRunner:
         self._tracing = tracing
         self._group = group
         self._result_max_bytes = result_max_bytes
-        self._await: Callable[[Job], Awaitable[Any]] = (
-            self.handler if tracing is None else self._await_traced
+        # An async handler (`is_async`: an ``async def``, or an object with one as its
+        # ``__call__``) returns a coroutine.
+        self._await: Callable[[Job], Coroutine[Any, Any, Any]] = (
+            cast(Callable[[Job], Coroutine[Any, Any, Any]], self.handler)
+            if tracing is None
+            else self._await_traced
         )
         self._call_fn = self._call if tracing is None else self._call_traced
         self._lane = lane if pool is not None else 0
@@ -351,8 +359,9 @@ class HandlerRunner:
             return exc
         raise exc  # not raised by a handler: `_call` turns those into HandlerExitError
 
-    async def run(self, job: Job) -> Outcome:
-        """Run the handler on `job`; returns what the run came to (`Outcome`)."""
+    async def run(self, job: Job, waits: Callable[[bool], None] | None = None) -> Outcome:
+        """Run the handler on `job`; returns what the run came to (`Outcome`). An async
+        handler's waits are told to `waits` (True as it waits, False as it goes on)."""
         if self._pool is not None:
             done = self.submit(job)
             with contextlib.suppress(Exception):  # read by `outcome`; a cancel goes through
@@ -360,13 +369,16 @@ class HandlerRunner:
             return self.outcome(job, done)
         # No time limit: no timeout context either (it costs more than a no-op handler).
         deadline = None if self.timeout_s is None else asyncio.timeout(self.timeout_s)
-        current = CURRENT.set(job)  # in this job's own task: `current_job()` (core.context)
+        # The job's own context, as a task of its own would give it: `current_job()`
+        # (core.context), and what the handler sets in its context variables ends with it.
+        context = contextvars.copy_context()
+        context.run(CURRENT.set, job)
         try:
             if deadline is None:
-                value = await self._await(job)
+                value = await in_context(context, self._await(job), waits)
             else:
                 async with deadline:
-                    value = await self._await(job)
+                    value = await in_context(context, self._await(job), waits)
             if value is None:
                 return None
             return self._kept(value)
@@ -377,8 +389,6 @@ class HandlerRunner:
                 return exc
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...
             return _exited(exc, job)
-        finally:
-            CURRENT.reset(current)
         return self._ran_over(job)
 
     def _ran_over(self, job: Job) -> HandlerTimeoutError:
@@ -492,3 +502,38 @@ def _name(exc: BaseException) -> str:
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
+
+
+@types.coroutine
+def in_context(
+    context: contextvars.Context,
+    coro: Coroutine[Any, Any, T],
+    waits: Callable[[bool], None] | None = None,
+) -> Generator[Any, Any, T]:
+    """Await `coro` with each of its steps run in `context`, in the task awaiting this.
+
+    A worker's runner task runs one job after another (`wheelq.worker.in_flight`): each
+    job's handler gets a context of its own, as a task of its own would give it, so the
+    context variables a handler sets do not reach the next job. What the task sends or
+    throws in (a cancel) goes on to `coro`, and what `coro` yields (the future it waits
+    for) goes up to the task, unchanged; `waits` is told as `coro` waits (True) and goes
+    on (False).
+    """
+    step: Callable[[Any], Any] = coro.send
+    value: Any = None
+    while True:
+        try:
+            signal = context.run(step, value)
+        except StopIteration as done:
+            return cast(T, done.value)
+        if waits is not None:
+            waits(True)
+        try:
+            value, step = (yield signal), coro.send
+        except GeneratorExit:  # closed unfinished: close the handler's coroutine too
+            coro.close()
+            raise
+        except BaseException as exc:  # thrown in by the task (a cancel): on to the handler
+            value, step = exc, coro.throw
+        if waits is not None:
+            waits(False)

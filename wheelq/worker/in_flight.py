@@ -11,7 +11,7 @@ import operator
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from wheelq.store.streams import Entry
 from wheelq.worker.flow_gate import FlowGate
 from wheelq.worker.handler_runner import HandlerRunner, Outcome
 from wheelq.worker.read_ahead import ReadAhead
+from wheelq.worker.runners import Waits, waiting
 from wheelq.worker.settler import Settler
 from wheelq.worker.slots import Slots
 
@@ -188,6 +189,7 @@ class InFlightSet:
     def close(self) -> list[asyncio.Future[None]]:
         """Start nothing new; returns the handlers running now (the ones given the grace)."""
         self.closing = True
+        self.slots.runners.close()
         return self.running()
 
     def running(self) -> list[asyncio.Future[None]]:
@@ -197,6 +199,7 @@ class InFlightSet:
         """Cancel the entries not started yet; returns their ids by shard (to hand on)."""
         out: dict[int, list[str]] = {}
         self._backlog.clear()
+        self.slots.tasks -= len(self.slots.runners.drop(self))  # started, never run
         for key, held in list(self.held.items()):
             if not held.started:
                 if held.task is not None:
@@ -286,6 +289,9 @@ class InFlightSet:
             held.task.add_done_callback(functools.partial(self._ran, held, self._now_ms()))
             return
         self.slots.tasks += 1
+        if self.runner.is_async:
+            self.slots.runners.start(self, held)
+            return
         held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
 
     def _ran(self, held: Held, started_ms: int, done: asyncio.Future[Any]) -> None:
@@ -323,7 +329,13 @@ class InFlightSet:
         self.slots.fill()
         self.room.set()
 
-    async def _run(self, held: Held) -> None:
+    def run_taken(self, item: Any, task: asyncio.Task[None], waits: Waits) -> Awaitable[None]:
+        """Run a held entry taken by a runner (`wheelq.worker.runners.Taker`)."""
+        held: Held = item
+        held.task = task
+        return self._run(held, waits)
+
+    async def _run(self, held: Held, waits: Waits | None = None) -> None:
         job = held.job
         key: str | None = None
         admitted = finished = False
@@ -335,7 +347,7 @@ class InFlightSet:
                     finished = self._failed(held, exc, self._now_ms())
                     return
                 try:
-                    defer_ms = await self.gate.admit(job, key)
+                    defer_ms = await waiting(self.gate.admit(job, key), waits)
                 except Exception as exc:  # Redis could not be asked: the job waits, no attempt
                     log.warning("job %s of %s: flow control failed (%s)", job.id, self.topic, exc)
                     defer_ms = self.gate.flow.retry_ms * 10
@@ -355,7 +367,7 @@ class InFlightSet:
             held.started, held.started_s = True, started_s
             if self.events_on:
                 self.settler.started(job)
-            outcome = await self.runner.run(job)
+            outcome = await self.runner.run(job, waits)
             crash.point("handler.after")
             ended_ms = self._now_ms()
             if not self._queue_to_threads:
@@ -363,7 +375,7 @@ class InFlightSet:
             finished = self._settle(held, outcome, started_ms, ended_ms)
         finally:
             if admitted and self.gate is not None:
-                await self._release(job, key, finished)
+                await waiting(self._release(job, key, finished), waits)
             self._end(held)
 
     async def _release(self, job: Job, key: str | None, finished: bool) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from wheelq.worker.read_ahead import ReadAhead
+from wheelq.worker.runners import Runners
 
 T = TypeVar("T")
 
@@ -127,7 +128,7 @@ class Lane(Protocol):
 class Slots:
     """The slots of one worker (`concurrency` handlers at once) over its topics' lanes."""
 
-    __slots__ = ("_lanes", "_turns", "concurrency", "read_ahead", "strict", "tasks")
+    __slots__ = ("_lanes", "_turns", "concurrency", "read_ahead", "runners", "strict", "tasks")
 
     def __init__(
         self, concurrency: int, *, strict: bool = False, read_ahead: ReadAhead | None = None
@@ -138,8 +139,10 @@ class Slots:
         """How far the worker reads ahead of these slots, learnt from every lane's runs: each
         lane holds up to `concurrency` plus it, and sync handlers queue it to their threads."""
         self.tasks = 0
-        """Entry tasks alive over every lane (running, queued to a thread, or waiting for
-        the flow gate)."""
+        """Entries started over every lane (running, queued to a thread or a runner, or
+        waiting for the flow gate)."""
+        self.runners = Runners()
+        """What runs the lanes' async handlers (`wheelq.worker.runners`)."""
         self._lanes: list[Lane] = []
         self._turns = Turns()
 

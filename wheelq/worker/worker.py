@@ -518,6 +518,7 @@ class Worker(Role[WorkerStopReport]):
             return
         for lane in self.lanes:
             lane.in_flight.closing = False
+            lane.in_flight.slots.runners.closing = False  # a stop ended them: new ones come
         self._hurry = asyncio.Event()
         await self._start_through_gate(self._start)
 
