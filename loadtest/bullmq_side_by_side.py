@@ -4,6 +4,8 @@
     python loadtest/bullmq_side_by_side.py --quick               # about 30 seconds
     python loadtest/bullmq_side_by_side.py --server redis --only memory
         [--rounds 3] [--concurrency 50] [--out loadtest/results/issue48-bullmq.json]
+    python loadtest/bullmq_side_by_side.py --server redis --only timed --concurrency 16 \
+        --handler sync --rounds 5                 # wheelq's sync handlers beside BullMQ
 
 It installs BullMQ first when ``loadtest/peers/bullmq/node_modules`` lacks it (``npm ci``:
 the versions its package-lock.json pins; without node or npm it says so on stderr, prints
@@ -295,15 +297,16 @@ def run_timed(
     burst: int,
     rounds: int,
     concurrency: int,
+    sync: bool = False,
 ) -> dict[str, Any]:
     steady_runs, burst_runs = [], []
 
     def ours() -> tuple[dict[str, Any], dict[str, Any]]:
         bench.log(f"timed: wheelq, {rate}/s for {duration_s:g} s, then {burst} at once")
         acc = run_accuracy(
-            bench, rate=rate, duration_s=duration_s, workers=1, concurrency=concurrency
+            bench, rate=rate, duration_s=duration_s, workers=1, concurrency=concurrency, sync=sync
         )
-        spike = run_burst(bench, n=burst, concurrency=concurrency)
+        spike = run_burst(bench, n=burst, concurrency=concurrency, sync=sync)
         handled = acc.get("handled", {})
         steady = {
             **_worst(handled.get("handler_start_lateness_ms"), "handler_start"),
@@ -372,6 +375,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help=f"comma-separated sections (default all): {','.join(SECTIONS)}")
     p.add_argument("--concurrency", type=int, default=BUSY_CONCURRENCY)
     p.add_argument(
+        "--handler",
+        choices=["async", "sync"],
+        default="async",
+        help="wheelq's handler in timed: an async no-op, or a plain def that appends a line "
+        "to a file (on the worker's threads)",
+    )
+    p.add_argument(
         "--memory-jobs",
         help="comma-separated pending-job counts to measure memory at (default 100000; "
         "e.g. 1000000,10000000; Redis peaks at BullMQ's ~750 bytes a job)",
@@ -424,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                         burst=z["burst"],
                         rounds=rounds,
                         concurrency=args.concurrency,
+                        sync=args.handler == "sync",
                     )
         finally:
             bench.close()
@@ -438,8 +449,13 @@ def main(argv: list[str] | None = None) -> int:
         "Node's Date.now() (due: job timestamp + delay; start: performance.now() + its "
         "offset to Date.now())",
         "settings": {
-            "wheelq": f"one `wheelq scheduler` process (defaults) + one worker process, async "
-            f"no-op handler, concurrency {args.concurrency}; topics of {SHARDS} shards",
+            "wheelq": "one `wheelq scheduler` process (defaults) + one worker process, "
+            + (
+                "a def handler appending a line to a file (the worker's threads)"
+                if args.handler == "sync"
+                else "async no-op handler"
+            )
+            + f", concurrency {args.concurrency}; topics of {SHARDS} shards",
             "bullmq": f"one Node process running BullMQ's Worker (defaults), async handler "
             f"appending a line to a file, concurrency {args.concurrency}",
         },

@@ -113,8 +113,10 @@ def run_accuracy(
     keep_values: bool = False,
     backlog: int = 0,
     scheduler_config: str | None = None,
+    sync: bool = False,
 ) -> dict[str, Any]:
-    """Run one accuracy measurement; with `keep_values`, raw lateness lists are returned
+    """Run one accuracy measurement (`sync`: the workers' handler a plain ``def``, on their
+    threads); with `keep_values`, raw lateness lists are returned
     under ``_entry_values`` / ``_handler_values`` (for plots; strip before writing JSON).
     With `backlog`, that many jobs due in an hour or more are enqueued on the topic first,
     and Redis memory per pending job and the node's RSS are reported."""
@@ -128,7 +130,7 @@ def run_accuracy(
     if backlog:
         extra = _fill_backlog(bench, client, topic, backlog, b"x" * payload_bytes)
     node = start_scheduler(bench, topic, *scheduler_settings, config=scheduler_config)
-    pool = Workers(bench, topic, workers, concurrency).start() if workers else None
+    pool = Workers(bench, topic, workers, concurrency, sync=sync).start() if workers else None
     try:
         wait_until(lambda: all(r.get(k.lease) for k in all_shards(topic, shards)), 30)
         lead_s = 2.0 + n / 40_000
@@ -186,6 +188,7 @@ def run_accuracy(
         handler_values = [late for job_id, late in handled if job_id in expected]
         out["handled"] = {
             "workers": workers,
+            "handler": "sync" if sync else "async",
             "concurrency": concurrency,
             "handled": len(set(seen)),
             "missing": len(expected - set(seen)),
