@@ -468,6 +468,30 @@ async def test_a_far_tier_is_dropped_a_bounded_step_a_call(client: AsyncClient, 
     assert [key async for key in r.scan_iter(match=keys.tag + "*")] == []
 
 
+async def test_an_id_whose_fingerprint_another_id_holds_stays_hot_and_leaves_it_alone(
+    client: AsyncClient, topic: str
+) -> None:
+    """The index keeps one id a fingerprint: a job whose fingerprint is taken (by another
+    id's entry, as a 48-bit collision would have it) goes in the sorted set, the entry kept."""
+    shards = await far_topic(client, topic)
+    r = client.redis
+    await client.enqueue(topic, "first", delay=2 * HOUR_S, job_id="holder")  # the tier exists
+    keys = shards[shard_of("clash", SHARDS)]
+    level, split = (int(v or 0) for v in await r.hmget(keys.far, ["level", "split"]))
+    fp = ft.fingerprint("clash")
+    ix = far_index_key(keys, ft.index_address(fp, level, split))
+    taken = ft.location(ft.leaf_id(ft.EPOCH_MS + 100 * ft.WIDTH_MS, 0), 7).to_bytes(5, "big")
+    await r.hset(ix, fp, taken)  # another id's entry under the fingerprint of "clash"
+    entries = await far_entries(r, shards)
+    await client.enqueue_many(
+        topic, [{"payload": "second", "delay": 2 * HOUR_S, "job_id": "clash"}]
+    )
+    assert await in_sorted_set(r, topic, "clash")
+    assert await r.hget(ix, fp) == taken
+    assert await far_entries(r, shards) == entries
+    assert (await client.get(topic, "clash")).payload == "second"
+
+
 async def test_the_python_arithmetic_finds_what_the_scripts_filed(
     client: AsyncClient, topic: str
 ) -> None:
@@ -544,6 +568,59 @@ def test_a_node_killed_mid_promotion_leaves_every_job_promoted_once_by_the_next(
         members, _, _ = settle_far(r, topic)
         assert sorted(members) == sorted(ids)  # each once: none lost, none twice
         assert all(client.get(topic, job_id).state is JobState.PENDING for job_id in ids[::97])
+
+
+def leaves_of(r: redis.Redis, keys: ShardKeys) -> dict[int, int]:
+    """Each leaf of a shard's far tier: its level -> records, summed over the leaves."""
+    out: Counter[int] = Counter()
+    for leaf in r.zrange(far_buckets_key(keys), 0, -1):
+        out[ft.leaf_of(int(leaf))[1]] += r.llen(far_leaf_key(keys, leaf.decode()))
+    return dict(out)
+
+
+def test_a_split_moves_each_record_once_however_many_levels_it_goes_down(
+    server_binary: ServerBinary, topic: str
+) -> None:
+    """512 far jobs due in one minute fill one wide leaf; the next one splits it: straight
+    to that minute's leaf, each record and index entry written once (not once a level)."""
+    with dedicated_server(server_binary) as server, Client.from_url(server.url) as client:
+        Admin.of(client).create_topic(topic, 1)
+        r = redis.Redis.from_url(server.url)
+        (keys,) = all_shards(topic, 1)
+        r.hset(keys.limits, "far", HORIZON_MS)
+        minute = (r.time()[0] * 1000 // 86_400_000 + 30) * 86_400_000  # a day boundary
+        client.enqueue_many(topic, [{"payload": i, "at": at_ms(minute + i)} for i in range(512)])
+        (wide,) = leaves_of(r, keys).items()  # the widest free span took them
+        assert wide[0] > 0 and wide[1] == 512
+        r.config_resetstat()
+        client.enqueue(topic, "one more", at=at_ms(minute + 600))
+        writes = r.info("commandstats")["cmdstat_hset"]["calls"]
+        assert leaves_of(r, keys) == {0: 512}  # the minute's leaf, full: the last one is hot
+        assert writes <= 512 + 2, writes  # each index entry moved once (and a grow's)
+
+
+def test_a_split_drops_the_dead_records_and_keeps_every_live_one(
+    server_binary: ServerBinary, topic: str
+) -> None:
+    with dedicated_server(server_binary) as server, Client.from_url(server.url) as client:
+        Admin.of(client).create_topic(topic, 1)
+        r = redis.Redis.from_url(server.url)
+        (keys,) = all_shards(topic, 1)
+        r.hset(keys.limits, "far", HORIZON_MS)
+        day = (r.time()[0] * 1000 // 86_400_000 + 30) * 86_400_000
+        ids = client.enqueue_many(
+            topic, [{"payload": i, "at": at_ms(day + i * 60_000)} for i in range(512)]
+        )
+        for job_id in ids[::50]:  # dead records in the full leaf
+            assert client.cancel(topic, job_id)
+        extra = client.enqueue(topic, "one more", at=at_ms(day + 5))  # a split, then a leaf
+        live = [j for j in ids if j not in ids[::50]] + [extra]
+        assert sum(leaves_of(r, keys).values()) == len(live)  # the dead ones are gone
+        assert int(r.hget(keys.far, "entries")) == len(live)
+        for job_id in live[::37]:
+            info = client.get(topic, job_id)
+            assert info is not None and info.state is JobState.PENDING
+        assert all(client.get(topic, j).state is JobState.CANCELLED for j in ids[::50])
 
 
 @pytest.mark.slow

@@ -180,50 +180,65 @@ local function wq_far_tier()
     redis.call('HSET', far.meta, 'level', far.level, 'split', far.split)
   end
 
-  -- Append records to a leaf and point their index entries at them: `add` holds, per record,
-  -- its index hash, fingerprint and packed record (three entries a record).
-  local function wq_far_append(far, leaf, start, add)
-    local key, records = wq_far_key(far, leaf), {}
-    for i = 3, #add, 3 do
-      records[#records + 1] = add[i]
-    end
-    local length = wq_multi('RPUSH', key, records)
+  -- Append packed records to a leaf (at `start`); returns the position of the first.
+  local function wq_far_append(far, leaf, start, records)
+    local length = wq_multi('RPUSH', wq_far_key(far, leaf), records)
     if length == #records then
       redis.call('ZADD', far.meta .. ':buckets', wq_fmt(start), wq_fmt(leaf))
     end
     wq_far_live(far, leaf, #records)
-    local first = length - #records
-    for i = 1, #add, 3 do
-      redis.call('HSET', add[i], add[i + 1], wq_far_loc(leaf, first + (i - 1) / 3))
-    end
+    return length - #records
   end
 
-  -- Split a full leaf into the children its live records fall in (dead ones are dropped).
+  -- Split a full leaf: its live records (all, when its live count says none is dead; else
+  -- those its index entries point at) are filed a level down, and a child that would hold
+  -- more than half a leaf further down at once (a batch due close together goes to the
+  -- narrow leaves it would reach split by split, each record moved once, not once a level).
   local function wq_far_split(far, leaf, start, level)
     local key = wq_far_key(far, leaf)
-    local child, span = level - 1, wq_far_span(far, level - 1)
-    local children, order = {}, {}
-    for position, record in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    local records = redis.call('LRANGE', key, 0, -1)
+    local all = tonumber(redis.call('HGET', far.meta .. ':live', wq_fmt(leaf))) == #records
+    local jobs = {} -- per live record: its index hash, fingerprint, id, due, envelope
+    for position, record in ipairs(records) do
       local id, due, envelope = wq_far_unpack(record, start, level)
       local fp, h = wq_far_fp(id)
       local ix = wq_far_index(far, h)
-      if redis.call('HGET', ix, fp) == wq_far_loc(leaf, position - 1) then
-        local at = math.floor(due / span) * span
-        local add = children[at]
-        if not add then
-          add = {}
-          children[at] = add
-          order[#order + 1] = at
-        end
-        add[#add + 1], add[#add + 2], add[#add + 3] = ix, fp, wq_far_pack(id, due, envelope, at, child)
+      if all or redis.call('HGET', ix, fp) == wq_far_loc(leaf, position - 1) then
+        jobs[#jobs + 1] = {ix, fp, id, due, envelope}
       end
     end
     redis.call('DEL', key)
     redis.call('ZREM', far.meta .. ':buckets', wq_fmt(leaf))
     redis.call('HDEL', far.meta .. ':live', wq_fmt(leaf))
-    for _, at in ipairs(order) do
-      wq_far_append(far, wq_far_leaf_id(far, at, child), at, children[at])
+    local function file(list, child) -- `list`: records of one span of level child + 1
+      local span, groups, order = wq_far_span(far, child), {}, {}
+      for _, job in ipairs(list) do
+        local at = math.floor(job[4] / span) * span
+        local group = groups[at]
+        if not group then
+          group = {}
+          groups[at] = group
+          order[#order + 1] = at
+        end
+        group[#group + 1] = job
+      end
+      for _, at in ipairs(order) do
+        local group = groups[at]
+        if child > 0 and #group > WQ_FAR_CAP / 2 then
+          file(group, child - 1)
+        else -- the records, then their index entries moved
+          local packed, to = {}, wq_far_leaf_id(far, at, child)
+          for i, job in ipairs(group) do
+            packed[i] = wq_far_pack(job[3], job[4], job[5], at, child)
+          end
+          local first = wq_far_append(far, to, at, packed)
+          for i, job in ipairs(group) do
+            redis.call('HSET', job[1], job[2], wq_far_loc(to, first + i - 1))
+          end
+        end
+      end
     end
+    file(jobs, level - 1)
   end
 
   -- The leaf a job due at `due` goes in (id, start, level), made room in; nil when it belongs
@@ -269,15 +284,17 @@ local function wq_far_tier()
   -- Put jobs in the far tier where they belong: a job goes there when a leaf beyond the horizon
   -- takes it (see wq_far_leaf_for) and no other id holds its fingerprint. `jobs` holds per job
   -- its id, due ms and envelope (three entries a job); returns those no leaf took, as `jobs`
-  -- holds them, for the caller to schedule in the sorted set as any job. Consecutive jobs of
-  -- one leaf are appended together (one RPUSH, one count), so a batch in due order costs a
-  -- few commands a job; the leaf is written before another is looked for (a look may split).
+  -- holds them, for the caller to schedule in the sorted set as any job. A job's index entry
+  -- is written first, where its record will be (HSETNX: one command both checks that the
+  -- fingerprint is free and takes it, an id of this call included); consecutive jobs of one
+  -- leaf are then appended together (one RPUSH, one count), so a batch in due order costs
+  -- about one command a job; the leaf is written before another is looked for (a look may
+  -- split).
   local function wq_far_put(far, jobs, now)
     local left, l = {}, 0
     if far.horizon <= 0 then
       return jobs
     end
-    local held = {} -- fingerprints this call puts
     local open, add, added = nil, {}, 0 -- the leaf being appended to, its records and count
     local function flush()
       if added > 0 then
@@ -292,12 +309,9 @@ local function wq_far_tier()
     end
     for i = 1, #jobs, 3 do
       local id, due, envelope = jobs[i], jobs[i + 1], jobs[i + 2]
-      local fp, h, ix
+      local fp, h
       if due >= now + far.horizon and #id <= 255 then
         fp, h = wq_far_fp(id)
-        if held[fp] then
-          fp = nil
-        end
       end
       if fp and not (open and due >= open.start and due < open.finish
           and open.length + added < WQ_FAR_CAP) then
@@ -311,17 +325,12 @@ local function wq_far_tier()
           fp = nil
         end
       end
-      if fp then -- looked up in the index's shape now: the one the held records are filed under
-        ix = wq_far_index(far, h)
-        if redis.call('HEXISTS', ix, fp) == 1 then
-          fp = nil
-        end
-      end
-      if fp then
-        held[fp] = true
-        add[added * 3 + 1], add[added * 3 + 2] = ix, fp
-        add[added * 3 + 3] = wq_far_pack(id, due, envelope, open.start, open.level)
+      local record = fp and wq_far_pack(id, due, envelope, open.start, open.level)
+      -- in the index's shape now: the records of this leaf are appended before it grows
+      if record and redis.call('HSETNX', wq_far_index(far, h), fp,
+          wq_far_loc(open.leaf, open.length + added)) == 1 then
         added = added + 1
+        add[added] = record
       else
         left[l + 1], left[l + 2], left[l + 3] = id, due, envelope
         l = l + 3
