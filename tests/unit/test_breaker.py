@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from redis.exceptions import BusyLoadingError, ReadOnlyError, ResponseError
+from redis.exceptions import BusyLoadingError, MaxConnectionsError, ReadOnlyError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -120,6 +120,10 @@ def test_while_the_probe_is_out_other_calls_fail_fast(breaker: Breaker, clock: M
     [
         (ReadOnlyError("READONLY You can't write against a read only replica."), "readonly"),
         (ResponseError("ERR wrong number of arguments"), None),
+        # Every connection the client may open to the server in use: the call was never
+        # sent, which says nothing of Redis (a stall of one cluster node would otherwise
+        # fail every node's calls for a second).
+        (MaxConnectionsError("Too many connections"), "connections"),
     ],
 )
 async def test_an_error_reply_proves_redis_reachable_and_does_not_open_it(

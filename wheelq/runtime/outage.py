@@ -22,6 +22,7 @@ from redis.exceptions import (
     ClusterError,
     ExternalAuthProviderError,
     MasterDownError,
+    MaxConnectionsError,
     MovedError,
     OutOfMemoryError,
     ReadOnlyError,
@@ -71,8 +72,8 @@ def is_unreachable(exc: BaseException) -> bool:
     from disk) or of anything else that is not a socket is a fault of this process, not an
     outage, and waiting for Redis would never end it.
     """
-    if isinstance(exc, _NOT_TRANSIENT):
-        return False
+    if isinstance(exc, (*_NOT_TRANSIENT, MaxConnectionsError)):
+        return False  # every connection of a node in use: this process's, nothing was sent
     if isinstance(exc, BusyLoadingError):
         return True
     if not _connection_error(exc):
@@ -133,12 +134,15 @@ def unavailable_reason(exc: BaseException) -> str | None:
     """Why `exc` says Redis cannot take calls now, or None: the one table of what is waited
     out (`is_transient`) and what a producer raises as `RedisUnavailableError`:
 
-    ``"unreachable"`` (refused, reset, timed out), ``"loading"`` (LOADING), ``"busy"``
+    ``"unreachable"`` (refused, reset, timed out), ``"connections"`` (every connection
+    the client may open to a node in use: not sent), ``"loading"`` (LOADING), ``"busy"``
     (BUSY), ``"readonly"`` (READONLY), ``"oom"`` (OOM), ``"masterdown"`` (MASTERDOWN),
     ``"clusterdown"`` (CLUSTERDOWN), ``"tryagain"`` (TRYAGAIN, or a redirect redis-py gave
     up on: a slot moving)."""
     if isinstance(exc, BusyLoadingError):
         return "loading"
+    if isinstance(exc, MaxConnectionsError):
+        return "connections"
     if is_unreachable(exc):
         return "unreachable"
     for kind, reason in _REFUSALS:

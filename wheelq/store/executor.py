@@ -25,6 +25,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
+    MaxConnectionsError,
     MovedError,
     NoScriptError,
     RedisError,
@@ -41,6 +42,7 @@ from wheelq.store.call import Call, finish
 from wheelq.store.scripts import script
 
 T = TypeVar("T")
+G = TypeVar("G")
 
 
 class Executor(Protocol):
@@ -61,7 +63,10 @@ TOPOLOGY_ERRORS = (RedisConnectionError, RedisTimeoutError, ClusterDownError, Sl
 """Failures after which a cluster client's slot map may be out of date."""
 
 SETTLE_S = 2.0
-"""How long calls refused during a slot move are re-sent (past redis-py's own redirects)."""
+"""How long calls refused during a slot move are re-sent (past redis-py's own redirects),
+and a call is re-sent that found every connection the cluster client may open to its node
+in use (redis-py's async cluster client refuses the call, unsent, where a plain client's
+pool would open another connection)."""
 SETTLE_PAUSE_S = 0.05
 
 
@@ -74,8 +79,12 @@ def moved(reply: Any) -> bool:
 
 
 def unsettled(reply: Any) -> bool:
-    """A cluster moving a slot refused it: TRYAGAIN, or redis-py's "TTL exhausted"."""
-    return isinstance(reply, TryAgainError | AskError) or type(reply) is ClusterError
+    """A cluster moving a slot refused it (TRYAGAIN, or redis-py's "TTL exhausted"), or the
+    call found no free connection to its node and was not sent."""
+    return (
+        isinstance(reply, TryAgainError | AskError | MaxConnectionsError)
+        or type(reply) is ClusterError
+    )
 
 
 def to_redo(replies: list[Any], which: Callable[[Any], bool]) -> list[int]:
@@ -353,6 +362,20 @@ def block_limit_ms(client: Any) -> int | None:
     return None if timeout is None else max(MIN_BLOCK_MS, int(timeout * 1000 * BLOCK_SHARE))
 
 
+def connection_limit(client: Any) -> int:
+    """The most connections `client` opens to one server: its pool's `max_connections`, or
+    a cluster node's (unbounded where it cannot be read)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        limit = client.get_connection_kwargs().get("max_connections")
+    elif isinstance(client, redis.cluster.RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        pool = getattr(getattr(node, "redis_connection", None), "connection_pool", None)
+        limit = getattr(pool, "max_connections", None)
+    else:
+        limit = getattr(client.connection_pool, "max_connections", None)
+    return limit if isinstance(limit, int) and limit > 0 else 2**31
+
+
 # --- the drivers ------------------------------------------------------------------------------
 
 C = TypeVar("C", redis.Redis, redis.asyncio.Redis)
@@ -370,6 +393,20 @@ class _Executor(Generic[C]):
         self._switching = threading.Lock()
         self._probed: set[str] = set()  # nodes fit for WAITAOF (see wheelq.store.acked)
         self._reloads = 0  # slot map reloads after a failure, so one failure wave costs one
+        self._gated: tuple[C, Any] | None = None  # the client, and `_gate`'s semaphore for it
+
+    def _gate(self, semaphore: Callable[[int], G]) -> G:
+        """How many calls may be in flight at once: the client's connections to one server.
+
+        A call holds at most one connection of each server it goes to, so with this many
+        in flight none is refused one. redis-py's pools (and a cluster client's, per node)
+        refuse a call past `max_connections` (MaxConnectionsError; 100 by default since
+        redis-py 6) where a blocking pool would wait: a server that stalls with more calls
+        than that in flight would fail the rest at once. Here they wait their turn.
+        """
+        if self._gated is None or self._gated[0] is not self.client:  # made, or switched
+            self._gated = (self.client, semaphore(connection_limit(self.client)))
+        return self._gated[1]
 
     @property
     def cluster(self) -> bool:
@@ -429,6 +466,10 @@ class SyncExecutor(_Executor[redis.Redis]):
 
     def run(self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
         """Send `calls` in one round trip (two on NOSCRIPT); return the parsed replies."""
+        with self._gate(threading.Semaphore):
+            return self._run(calls, return_exceptions)
+
+    def _run(self, calls: Sequence[Call[Any]], return_exceptions: bool) -> list[Any]:
         sent_with, reloads = self.client, self._reloads
 
         def do(request: Request) -> Any:
@@ -454,8 +495,8 @@ class SyncExecutor(_Executor[redis.Redis]):
             try:
                 options = self._options(calls[0])
                 return [self.client.execute_command(*calls[0].wire(), **options)]  # type: ignore[no-untyped-call]
-            except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
-                return [exc]
+            except (ResponseError, ClusterError, MaxConnectionsError) as exc:
+                return [exc]  # as in a pipeline, errors go in place (a call refused unsent too)
         if not self.cluster:
             return stream(self.client, calls)
         pipe = self.client.pipeline(transaction=False)
@@ -487,6 +528,10 @@ class SyncExecutor(_Executor[redis.Redis]):
 
     def run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
         """Send `calls`, each followed by `wait` on its node's connection (`wheelq.store.acked`)."""
+        with self._gate(threading.Semaphore):
+            return self._run_acked(calls, wait)
+
+    def _run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
         steps = acked.plan(calls, wait, lambda key: acked.node_of(self.client, key), self._probed)
         sent_with, reloads = self.client, self._reloads
 
@@ -587,6 +632,9 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
         self._reloading = asyncio.Lock()
         self._nodes = SeenNodes()
 
+    def _calls(self) -> asyncio.Semaphore:
+        return self._gate(asyncio.Semaphore)
+
     def cluster_client(self) -> redis.asyncio.Redis | None:
         """A new cluster client of the same URL and options (the caller closes it), or None."""
         return self._make_cluster() if self.cluster and self._make_cluster else None
@@ -619,6 +667,10 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
     async def run(
         self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
     ) -> list[Any]:
+        async with self._calls():
+            return await self._run(calls, return_exceptions)
+
+    async def _run(self, calls: Sequence[Call[Any]], return_exceptions: bool) -> list[Any]:
         sent_with, reloads = self.client, self._reloads
 
         async def do(request: Request) -> Any:
@@ -646,8 +698,8 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
                     await self.client.initialize()  # the slot map (a no-op once loaded)
                 options = self._options(calls[0])
                 return [await self.client.execute_command(*calls[0].wire(), **options)]  # type: ignore[no-untyped-call]
-            except (ResponseError, ClusterError) as exc:  # as in a pipeline, errors go in place
-                return [exc]
+            except (ResponseError, ClusterError, MaxConnectionsError) as exc:
+                return [exc]  # as in a pipeline, errors go in place (a call refused unsent too)
         if not self.cluster:
             return await stream_async(self.client, calls)
         pipe = self.client.pipeline(transaction=False)
@@ -695,6 +747,10 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
         self._nodes.abort()
 
     async def run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
+        async with self._calls():
+            return await self._run_acked(calls, wait)
+
+    async def _run_acked(self, calls: Sequence[Call[Any]], wait: acked.Wait) -> acked.Acked:
         if isinstance(self.client, redis.asyncio.cluster.RedisCluster):
             await self.client.initialize()  # the slot map (a no-op once loaded)
         steps = acked.plan(calls, wait, lambda key: acked.node_of(self.client, key), self._probed)
