@@ -19,6 +19,7 @@ from tests.integration import test_worker
 from tests.integration.test_worker import FAST, Workers, holds, pending
 from tests.support.waiting import eventually
 from wheelq import AsyncAdmin, AsyncClient, EnqueueItem, InvalidHandlerError, Job, Worker
+from wheelq.worker.in_flight import InFlightSet
 
 pytestmark = pytest.mark.cluster_too  # on the single server and on the cluster
 
@@ -208,3 +209,49 @@ async def test_a_stop_hands_on_the_jobs_queued_to_sync_threads_and_they_run_once
     assert sorted(ran_later) == list(range(50)), "every job handed on ran once more"
     assert await pending(redis_async, a.topic) == 0
     assert len(ids) == 50
+
+
+# --- an error of the worker's own, not a handler's ------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_an_error_of_the_workers_own_is_counted_and_its_job_runs_again(
+    kind: str,
+    client: AsyncClient,
+    workers: Workers,
+    redis_async: redis.asyncio.Redis,
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run that raises past the handler (here: settling its outcome, the first time) was
+    logged and nothing else (a sync handler's, by asyncio as a callback's error): now
+    `status()` counts it, and the entry, left pending, is taken over after the visibility
+    timeout and runs again."""
+    settle = InFlightSet._settle
+    failed: list[str] = []
+
+    def settle_failing_once(self: InFlightSet, held: Any, *args: Any) -> bool:
+        if not failed:
+            failed.append(held.job.id)
+            raise RuntimeError("a bug of the worker's own")
+        return settle(self, held, *args)
+
+    monkeypatch.setattr(InFlightSet, "_settle", settle_failing_once)
+    ran: list[str] = []
+
+    async def async_handler(job: Job) -> None:
+        ran.append(job.id)
+
+    def sync_handler(job: Job) -> None:
+        ran.append(job.id)
+
+    worker = await workers.start(async_handler if kind == "async" else sync_handler)
+    job_id = await client.enqueue(topic, "once")
+    await eventually(
+        holds(lambda: worker.status()["acked"] == 1), timeout_s=10, what="run again, acked"
+    )
+    assert (failed, ran) == ([job_id], [job_id, job_id])
+    assert worker.status()["internal_errors"] == 1
+    assert "a bug of the worker's own" in caplog.text
+    assert await pending(redis_async, topic) == 0

@@ -164,3 +164,27 @@ async def test_back_to_back_runs_let_the_loop_run_every_so_many() -> None:
 async def _until(predicate: Callable[[], bool]) -> None:
     while not predicate():
         await asyncio.sleep(0)
+
+
+async def test_an_error_of_the_workers_own_is_counted_and_the_runner_goes_on() -> None:
+    # Not a handler's error (that is its job's outcome): the worker's own, around the run.
+    ran: list[int] = []
+    done = asyncio.Event()
+
+    class Failing:
+        async def _run(self, item: int) -> None:
+            if item == 1:
+                raise RuntimeError("a bug of the worker's")
+            ran.append(item)
+            if item == 2:
+                done.set()
+
+        def run_taken(self, item: Any, task: asyncio.Task[None], waits: Waits) -> Awaitable[None]:
+            return self._run(item)
+
+    runners, taker = Runners(), Failing()
+    for item in range(3):
+        runners.start(taker, item)
+    await asyncio.wait_for(done.wait(), WAIT_S)
+    assert (ran, runners.errors) == ([0, 2], 1)
+    runners.close()

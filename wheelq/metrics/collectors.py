@@ -180,6 +180,13 @@ class WorkerCollector(Collector):
         rows = [((status["topic"], w.group), status) for _, status in lanes]
         for name, doc in WORKER_COUNTERS.items():
             yield counter(f"worker_{name}", doc, TG, [(at, st[name]) for at, st in rows])
+        yield counter(
+            "worker_internal_errors",
+            "Entries the worker failed to run for an error of its own, not a handler's "
+            "(logged; each is taken over and runs again)",
+            ("group",),
+            [((w.group,), w.slots.runners.errors)],
+        )
         yield histogram(
             "worker_handler_start_lateness_seconds",
             "Handler start minus the job's due time: the worker's wall clock against the "

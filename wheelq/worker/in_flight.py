@@ -292,7 +292,14 @@ class InFlightSet:
         if self.runner.is_async:
             self.slots.runners.start(self, held)
             return
-        held.task = asyncio.create_task(self._run(held), name=f"wheelq-job-{job.id}")
+        held.task = asyncio.create_task(self._run_alone(held), name=f"wheelq-job-{job.id}")
+
+    async def _run_alone(self, held: Held) -> None:
+        """`_run` in a task of its own (a sync handler's run through the flow gate)."""
+        try:
+            await self._run(held)
+        except Exception:  # not a handler's (its errors are its outcome): the worker's own
+            self.slots.runners.failed()
 
     def _ran(self, held: Held, started_ms: int, done: asyncio.Future[Any]) -> None:
         """A taskless sync run ended: settle it as `_run` does (not if cancelled by a stop)."""
@@ -301,6 +308,8 @@ class InFlightSet:
                 crash.point("handler.after")
                 outcome = self.runner.outcome(held.job, done)
                 self._settle(held, outcome, started_ms, self._now_ms())
+        except Exception:  # not a handler's (its errors are its outcome): the worker's own
+            self.slots.runners.failed()
         finally:
             self._end(held)
 

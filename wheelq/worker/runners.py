@@ -49,7 +49,7 @@ class Runners:
     a runner parks until one comes. Handlers that never wait run back to back in one task.
     """
 
-    __slots__ = ("_awake", "_parked", "_todo", "closing")
+    __slots__ = ("_awake", "_parked", "_todo", "closing", "errors")
 
     def __init__(self) -> None:
         self._todo: deque[tuple[Taker, Any]] = deque()
@@ -60,6 +60,10 @@ class Runners:
         waiting in a run."""
         self.closing = False
         """Set on stop: a runner with nothing to take ends rather than park."""
+        self.errors = 0
+        """Runs that raised an error of the worker's own (not a handler's: that is its job's
+        outcome), logged (`failed`); the entry stays pending and is taken over, so it runs
+        again."""
 
     def start(self, taker: Taker, item: Any) -> None:
         """Run `item` on a runner, in its turn."""
@@ -81,6 +85,15 @@ class Runners:
         self.closing = True
         while self._parked:
             self._rouse()
+
+    def failed(self) -> None:
+        """Count and log the error being handled: the worker's own, raised running an entry
+        (a runner's, a sync handler's thread's or task's), not the handler's."""
+        self.errors += 1
+        log.exception(
+            "a worker failed to run an entry (it stays pending and is taken over after the "
+            "visibility timeout)"
+        )
 
     def waits(self, waiting: bool) -> None:
         """A runner's run waits (`waiting`) or goes on: while it waits, another runner
@@ -123,7 +136,7 @@ class Runners:
                 try:
                     await taker.run_taken(item, task, self.waits)
                 except Exception:  # not a handler's (its errors are its outcome): ours
-                    log.exception("a worker's runner failed to run an entry")
+                    self.failed()
                 back_to_back += 1
                 if back_to_back >= RUNS_BEFORE_YIELD and todo:
                     back_to_back = 0

@@ -730,12 +730,15 @@ class Worker(Role[WorkerStopReport]):
     def status(self) -> dict[str, Any]:
         """Counters for logs and health checks (``held`` counts the read-ahead too); with
         several topics, summed over them (``paused``: every one is; ``read_ahead`` is the
-        worker's, as each topic's is), and each in ``topics``."""
+        worker's, as each topic's is), and each in ``topics``. ``internal_errors``: entries
+        the worker failed to run for an error of its own, not a handler's (logged; each is
+        taken over and runs again)."""
         lanes = [self.lane_status(lane) for lane in self.lanes]
         out: dict[str, Any] = {
             "consumer": self.consumer,
             "group": self.group,
             "stopping": self._in_flight.closing,
+            "internal_errors": self.slots.runners.errors,
         }
         if len(lanes) == 1:
             return out | lanes[0]
