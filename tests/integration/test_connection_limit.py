@@ -7,6 +7,7 @@ hundred milliseconds under load failed every call past the limit, and the breake
 the refusal for an unreachable server, failed every call to every node for a second more:
 the slot-migration fault test saw hundreds of enqueues in doubt. Here the calls wait their
 turn and none fails, on a single server (async and sync clients) and on a cluster node.
+Blocking reads take no turn: a cluster worker's, one a shard, would leave none to the rest.
 
 The servers are this module's own: a test stops one (SIGSTOP) for `STALL_S`.
 """
@@ -24,8 +25,11 @@ import pytest
 import redis
 
 from tests.support.servers import dedicated_server
+from tests.support.waiting import eventually
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, JobState
 from wheelq.core.keys import ShardKeys
+from wheelq.store import connect
+from wheelq.store.call import Call
 from wheelq.store.executor import connection_limit
 from wheelq.testing import EmbeddedCluster, EmbeddedServer, ServerBinary
 
@@ -128,3 +132,64 @@ def test_sync_enqueues_past_the_connection_limit_wait_through_a_stall(
         assert [call.result() for call in calls] == ids
         assert connections(own_server) >= limit
         assert {client.get(topic, job_id).state for job_id in ids} == {JobState.PENDING}
+
+
+BLOCK_MS = 3000
+
+
+async def test_blocking_reads_take_no_turn_from_the_other_calls(
+    own_cluster: EmbeddedCluster, topic: str
+) -> None:
+    # The gate counts the calls in flight against one node's connections; a cluster worker
+    # reads each shard with a blocking read of its own (one a node here, as many as the
+    # gate's turns): were they counted, every other call would wait out their block time.
+    executor = connect.async_executor(own_cluster.url, {"max_connections": 3}, cluster=True)
+    try:
+        await executor.resolve()
+        keys = key_on_each_primary(own_cluster, topic)
+        assert connection_limit(executor.client) == len(keys)
+        reads = [
+            asyncio.create_task(executor.run([Call(command=blocking_read(k), blocks=True)]))
+            for k in keys
+        ]
+        await eventually(
+            lambda: _true(all(blocked(own_cluster, node) for node in own_cluster.primaries)),
+            timeout_s=10,
+            what="a blocking read on every primary",
+        )
+        t0 = time.monotonic()
+        assert await executor.run([Call(command=("GET", keys[0]))]) == [None]
+        waited_s = time.monotonic() - t0
+        assert not any(read.done() for read in reads)  # the reads still held their turns
+        assert waited_s < BLOCK_MS / 1000 / 4, f"the GET waited {waited_s:.2f} s behind reads"
+        for read in reads:
+            read.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
+    finally:
+        await executor.aclose()
+
+
+def key_on_each_primary(cluster: EmbeddedCluster, topic: str) -> list[str]:
+    """A key served by each primary (one primary's a key, in the primaries' order)."""
+    found: dict[int, str] = {}
+    with cluster.client(cluster.primaries[0]) as c:
+        for n in range(10_000):
+            key = f"{topic}:{n}"
+            owner = cluster.owner(int(c.execute_command("CLUSTER", "KEYSLOT", key)))
+            found.setdefault(owner.port, key)
+            if len(found) == len(cluster.primaries):
+                return [found[p.port] for p in cluster.primaries]
+    raise AssertionError("no key found on every primary")
+
+
+def blocking_read(key: str) -> tuple[str | int, ...]:
+    return ("XREAD", "BLOCK", BLOCK_MS, "STREAMS", key, "$")
+
+
+def blocked(cluster: EmbeddedCluster, node: EmbeddedServer) -> bool:
+    with cluster.client(node) as c:
+        return int(c.info("clients")["blocked_clients"]) >= 1
+
+
+async def _true(value: bool) -> bool:
+    return value

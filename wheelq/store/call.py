@@ -37,6 +37,11 @@ class Call(Generic[T]):
     route: str | None = None
     """A keyless command's key to route by: on a cluster it goes to the node serving the
     key's slot (CLIENT LIST of a shard's server), elsewhere to the one server."""
+    blocks: bool = False
+    """A blocking read (XREAD, XREADGROUP with BLOCK), sent alone: it holds its connection
+    up to its block time, so the executor's gate on calls in flight does not count it
+    (blocking reads are bounded where they are made: a worker's one a shard, checked
+    against a node's connections, `BlockingReads`' slots)."""
 
     @property
     def name(self) -> Any:

@@ -45,7 +45,9 @@ def read_group(
         return out
 
     head = ("XREADGROUP", "GROUP", group, consumer, "COUNT", count, *block, "STREAMS")
-    return Call(command=(*head, *by_key, *([">"] * len(by_key))), parse=parse)
+    return Call(
+        command=(*head, *by_key, *([">"] * len(by_key))), parse=parse, blocks=block_ms is not None
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ def read_waiting(shards: Sequence[ShardKeys], after: Sequence[str], block_ms: in
             *after,
         ),
         parse=_streams,
+        blocks=True,
     )
 
 

@@ -399,7 +399,9 @@ class _Executor(Generic[C]):
         """How many calls may be in flight at once: the client's connections to one server.
 
         A call holds at most one connection of each server it goes to, so with this many
-        in flight none is refused one. redis-py's pools (and a cluster client's, per node)
+        in flight none is refused one. A blocking read is not counted (`Call.blocks`): it
+        would hold a turn for its whole block time, and a cluster worker's one a shard
+        could take them all. redis-py's pools (and a cluster client's, per node)
         refuse a call past `max_connections` (MaxConnectionsError; 100 by default since
         redis-py 6) where a blocking pool would wait: a server that stalls with more calls
         than that in flight would fail the rest at once. Here they wait their turn.
@@ -466,6 +468,8 @@ class SyncExecutor(_Executor[redis.Redis]):
 
     def run(self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
         """Send `calls` in one round trip (two on NOSCRIPT); return the parsed replies."""
+        if len(calls) == 1 and calls[0].blocks:  # bounded where it is made (`Call.blocks`)
+            return self._run(calls, return_exceptions)
         with self._gate(threading.Semaphore):
             return self._run(calls, return_exceptions)
 
@@ -667,6 +671,8 @@ class AsyncExecutor(_Executor[redis.asyncio.Redis]):
     async def run(
         self, calls: Sequence[Call[Any]], *, return_exceptions: bool = False
     ) -> list[Any]:
+        if len(calls) == 1 and calls[0].blocks:  # bounded where it is made (`Call.blocks`)
+            return await self._run(calls, return_exceptions)
         async with self._calls():
             return await self._run(calls, return_exceptions)
 

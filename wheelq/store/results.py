@@ -77,5 +77,7 @@ def read_done(keys: ShardKeys, after: str, block_ms: int) -> Call[Woken]:
 
     block = ("BLOCK", block_ms)
     return Call(
-        command=("XREAD", "COUNT", DONE_COUNT, *block, "STREAMS", keys.done, after), parse=parse
+        command=("XREAD", "COUNT", DONE_COUNT, *block, "STREAMS", keys.done, after),
+        parse=parse,
+        blocks=True,
     )
