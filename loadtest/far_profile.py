@@ -95,7 +95,11 @@ def profile(server: str, jobs: int, tmp: Path) -> dict[str, Path]:
     except redis.ConnectionError:
         pass  # the shutdown's own reply
     finally:
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # a run that failed before the shutdown: no orphan
+            proc.kill()
+            proc.wait()
     return dumps
 
 
