@@ -12,7 +12,7 @@ from typing import Any
 from wheelq.core.keys import ShardKeys
 from wheelq.store.call import Call, script_call
 from wheelq.store.scripts import check, text
-from wheelq.store.streams import Entry, nested, parse_entries, parse_fields, read_range
+from wheelq.store.streams import Entry, nested, parse_fields, read_range
 
 
 def shared_secret(key: str, candidate: str) -> list[Call[Any]]:
@@ -36,12 +36,17 @@ def read_group(
     block = () if block_ms is None else ("BLOCK", block_ms)
 
     def parse(reply: Any) -> list[tuple[int, Entry]]:
+        # A worker's every entry comes through here: one pass, and redis-py's dict of an
+        # entry's fields kept as it is (a fresh one an entry), not copied.
         if isinstance(reply, dict):  # RESP3
             reply = list(reply.items())
         out: list[tuple[int, Entry]] = []
+        append = out.append
         for key, raw in reply or ():
             shard = by_key[text(key)]
-            out += [(shard, e) for e in parse_entries(raw[0] if nested(raw) else raw)]
+            for entry_id, fields in raw[0] if nested(raw) else raw:
+                kept = fields if type(fields) is dict else parse_fields(fields)
+                append((shard, (text(entry_id), kept)))
         return out
 
     head = ("XREADGROUP", "GROUP", group, consumer, "COUNT", count, *block, "STREAMS")
