@@ -119,6 +119,18 @@ def terminate(dsn: str, pid: int) -> None:
         conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
+def all_up(project: Project, procs: list[subprocess.Popen[str]]) -> None:
+    """Wait until every process of `procs` beats (its roles started, SIGTERM handled): a
+    stop before that finds one still starting Django (a scheduler the test's jobs never
+    needed) and ends it by the signal's default, -15, not the clean exit asserted."""
+    with wheelq.Admin.from_url(project.env[URL_VARIABLE]) as admin:
+        eventually_sync(
+            lambda: {p.pid for p in procs} <= {p.pid for p in admin.processes()},
+            timeout_s=30,
+            what="every process beating",
+        )
+
+
 @pytest.mark.parametrize("role", ["worker", "run"])
 def test_a_job_whose_connection_the_server_closed_runs_on_a_new_one(
     project: Project, postgres_dsn: str, role: str
@@ -136,6 +148,7 @@ def test_a_job_whose_connection_the_server_closed_runs_on_a_new_one(
             terminate(postgres_dsn, first)
             second = task.enqueue().result(timeout=20)  # JobFailedError without the fix
             assert isinstance(second, int) and second != first, (first, second)
+        all_up(project, procs)
     finally:
         outputs = [stop(proc, signal.SIGTERM) for proc in procs]
     for proc, (out, err) in zip(procs, outputs, strict=True):
@@ -174,6 +187,7 @@ def test_worker_scheduler_and_relay_apart_run_an_outbox_job_and_a_plain_topic(
             what="the plain job to run",
         )
         assert [json.loads(line)[0] for line in noted.read_text().splitlines()] == [job_id]
+        all_up(project, procs)
     finally:
         outputs = [stop(proc, signal.SIGTERM) for proc in procs]
     for proc, (out, err) in zip(procs, outputs, strict=True):
