@@ -64,9 +64,8 @@ TOPOLOGY_ERRORS = (RedisConnectionError, RedisTimeoutError, ClusterDownError, Sl
 
 SETTLE_S = 2.0
 """How long calls refused during a slot move are re-sent (past redis-py's own redirects),
-and a call is re-sent that found every connection the cluster client may open to its node
-in use (redis-py's async cluster client refuses the call, unsent, where a plain client's
-pool would open another connection)."""
+and a call refused unsent because every connection its client may open to the server was
+in use (`MaxConnectionsError`: redis-py's pools past `max_connections`; see `_gate`)."""
 SETTLE_PAUSE_S = 0.05
 
 
