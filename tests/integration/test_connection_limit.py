@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
+from tests.integration.test_worker import holds
 from tests.support.servers import dedicated_server
 from tests.support.waiting import eventually
 from wheelq import Admin, AsyncAdmin, AsyncClient, Client, JobState
@@ -58,18 +59,14 @@ def connections(server: EmbeddedServer) -> int:
         return len(r.client_list()) - 1
 
 
-def stalled(server: EmbeddedServer) -> _Stall:
-    return _Stall(server)
-
-
-class _Stall:
+class Stall:
     """SIGSTOP `server` on entry; SIGCONT it `STALL_S` later, or on leaving early."""
 
     def __init__(self, server: EmbeddedServer) -> None:
         assert server.pid is not None
         self.pid = server.pid
 
-    def __enter__(self) -> _Stall:
+    def __enter__(self) -> Stall:
         os.kill(self.pid, signal.SIGSTOP)
         return self
 
@@ -89,7 +86,7 @@ async def enqueue_through_a_stall(url: str, server: EmbeddedServer, topic: str) 
         limit = connection_limit(client.redis)
         assert limit < CALLS, "the test needs more calls than connections"
         ids = [f"j-{i}" for i in range(CALLS)]
-        with stalled(server) as stall:
+        with Stall(server) as stall:
             calls = [
                 asyncio.create_task(client.enqueue(topic, i, delay=600, job_id=job_id))
                 for i, job_id in enumerate(ids)
@@ -123,7 +120,7 @@ def test_sync_enqueues_past_the_connection_limit_wait_through_a_stall(
         limit = connection_limit(client.redis)
         assert limit < CALLS, "the test needs more calls than connections"
         ids = [f"j-{i}" for i in range(CALLS)]
-        with ThreadPoolExecutor(CALLS) as pool, stalled(own_server):
+        with ThreadPoolExecutor(CALLS) as pool, Stall(own_server):
             calls = [
                 pool.submit(client.enqueue, topic, i, delay=600, job_id=job_id)
                 for i, job_id in enumerate(ids)
@@ -153,7 +150,7 @@ async def test_blocking_reads_take_no_turn_from_the_other_calls(
             for k in keys
         ]
         await eventually(
-            lambda: _true(all(blocked(own_cluster, node) for node in own_cluster.primaries)),
+            holds(lambda: all(blocked(own_cluster, node) for node in own_cluster.primaries)),
             timeout_s=10,
             what="a blocking read on every primary",
         )
@@ -189,7 +186,3 @@ def blocking_read(key: str) -> tuple[str | int, ...]:
 def blocked(cluster: EmbeddedCluster, node: EmbeddedServer) -> bool:
     with cluster.client(node) as c:
         return int(c.info("clients")["blocked_clients"]) >= 1
-
-
-async def _true(value: bool) -> bool:
-    return value
