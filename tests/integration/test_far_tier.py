@@ -522,6 +522,49 @@ async def test_the_python_arithmetic_finds_what_the_scripts_filed(
     assert max([int(await r.hget(k.far, "level") or 0) for k in shards]) >= 1
 
 
+async def test_an_index_filled_under_a_larger_load_catches_up_a_few_hashes_a_call(
+    client: AsyncClient, topic: str
+) -> None:
+    """A tier whose index has fewer hashes than `INDEX_LOAD` asks (filled by a version that
+    put more entries in a hash) grows a bounded number of hashes a call, not all at once,
+    and every job stays found."""
+    shards = await far_topic(client, topic, shards=1)
+    keys, r = shards[0], client.redis
+    ids = await client.enqueue_many(
+        topic, [{"payload": i, "delay": 2 * HOUR_S + i * 60} for i in range(1_000)]
+    )
+    # Re-file the index as a load of 8 * INDEX_LOAD would have it: one hash, level 0.
+    moved: dict[bytes, bytes] = {}
+    for n in range(await hashes(r, keys)):
+        moved.update(await r.hgetall(far_index_key(keys, n)))
+        await r.delete(far_index_key(keys, n))
+    await r.hset(far_index_key(keys, 0), mapping=moved)
+    await r.hset(keys.far, mapping={"level": 0, "split": 0})
+    assert len(moved) == 1_000
+    added, grown = 100, []
+    for call in range(40):
+        before = await hashes(r, keys)
+        ids += await client.enqueue_many(
+            topic,  # a minute apart, as the first: no leaf of a minute fills
+            [{"payload": call, "delay": 2 * HOUR_S + len(ids) + i * 60} for i in range(added)],
+        )
+        grown.append(await hashes(r, keys) - before)
+        entries = int(await r.hget(keys.far, "entries"))
+        if entries <= ft.INDEX_LOAD * await hashes(r, keys):
+            break
+    assert 0 < max(grown) <= added // ft.INDEX_LOAD + 2, grown  # a few a call
+    assert entries <= ft.INDEX_LOAD * await hashes(r, keys), grown  # and it caught up
+    infos = [await client.get(topic, job_id) for job_id in ids]
+    assert all(info is not None and info.state is JobState.PENDING for info in infos)
+    assert await far_entries(r, shards) == len(ids)
+
+
+async def hashes(r: redis.asyncio.Redis, keys: ShardKeys) -> int:
+    """The index hashes of a shard's far tier: 2^level + split."""
+    level, split = (int(v or 0) for v in await r.hmget(keys.far, ["level", "split"]))
+    return 2**level + split
+
+
 def settle_far(r: redis.Redis, topic: str) -> tuple[list[str], int, int]:
     """Every member of the topic's sorted sets, its far entries, and its leaves left."""
     members: list[str] = []

@@ -38,8 +38,13 @@ small."""
 FINGERPRINT_BYTES = 6
 MAX_ID_BYTES = 255
 """A far record keeps its id's length in a byte: a longer id stays in the sorted set."""
-INDEX_LOAD = 64
-"""Index entries per index hash, on average, before one more hash is split off."""
+INDEX_LOAD = 32
+"""Index entries per index hash, on average, before one more hash is split off. A hash not
+split yet this round holds up to twice as many: at 32 the largest of 6,252 hashes held 70
+entries (200,000 jobs), well under Redis's 128 (`hash-max-listpack-entries`), past which a
+hash leaves the listpack for good; at 64 two of 3,126 held 130. An index write scans its
+hash twice (HSETNX), so 32 also took a far job's Redis work from 104k to 93k instructions
+for one more byte a job (`loadtest/far_profile.py`, `loadtest/memory_per_job.py`)."""
 DEFAULT_HORIZON_MS = 3_600_000
 """A topic's horizon until set (`Admin.set_far_horizon`; kept in its limits hash's ``far``,
 in ms, 0: no far tier): jobs due over an hour ahead are kept in the far tier."""

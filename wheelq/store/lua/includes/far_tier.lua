@@ -28,7 +28,7 @@ Includes: base, ids
 -- WQ_FAR_DEFAULT: a topic's horizon while its limits hash has no 'far' (an hour)
 local WQ_FAR_WIDTH, WQ_FAR_FANOUT, WQ_FAR_TOP, WQ_FAR_DEFAULT = 60000, 16, 4, 3600000
 -- WQ_FAR_EPOCH: 2023-11-14, before any far job's due time (leaf ids count from it)
-local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD, WQ_FAR_EPOCH = 512, 512, 64, 1700000000000
+local WQ_FAR_CAP, WQ_FAR_POSITIONS, WQ_FAR_LOAD, WQ_FAR_EPOCH = 512, 512, 32, 1700000000000
 
 -- The far tier's functions, made only by a call that reads or writes a far tier (each local
 -- function of a script is a closure made on every call: an enqueue to a topic without one
@@ -155,7 +155,8 @@ local function wq_far_tier()
   end
 
   -- One more index hash: the entries of hash 'split' whose next address bit is set move to
-  -- hash split + 2^level (linear hashing: a hash of at most a few hundred entries at a time).
+  -- hash split + 2^level (linear hashing: a hash of about WQ_FAR_LOAD entries, an unsplit one
+  -- up to twice that).
   local function wq_far_grow(far)
     local n = 2 ^ far.level
     local from = far.meta .. ':ix:' .. wq_fmt(far.split)
@@ -296,13 +297,17 @@ local function wq_far_tier()
       return jobs
     end
     local open, add, added = nil, {}, 0 -- the leaf being appended to, its records and count
+    -- index hashes the call may split off: two more than its jobs need, so a tier filled
+    -- under a larger load (fewer hashes) catches up a few a call, not all in one
+    local grows = math.floor(#jobs / 3 / WQ_FAR_LOAD) + 2
     local function flush()
       if added > 0 then
         wq_far_append(far, open.leaf, open.start, add)
         far.entries = far.entries + added
         redis.call('HINCRBY', far.meta, 'entries', added)
-        while far.entries > WQ_FAR_LOAD * (2 ^ far.level + far.split) do
+        while grows > 0 and far.entries > WQ_FAR_LOAD * (2 ^ far.level + far.split) do
           wq_far_grow(far)
+          grows = grows - 1
         end
       end
       open, add, added = nil, {}, 0

@@ -9,25 +9,26 @@ Includes: none
 -- characters, then 5 bytes each 8 characters.
 local function wq_id_codec()
   local WQ_B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
-  local digits, letters = {}, {} -- a character's byte -> its value, and a value -> the character
+  local letters = {} -- a value -> its character
   for i = 1, 32 do
-    digits[string.byte(WQ_B32, i)], letters[i - 1] = i - 1, string.sub(WQ_B32, i, i)
+    letters[i - 1] = string.sub(WQ_B32, i, i)
+  end
+
+  -- Crockford's letters from J on, as the letters of Lua's own base 32 (tonumber(s, 32):
+  -- 0-9 then A-V): a generated id's 40-bit chunks are read by C, not a character at a time.
+  local standard = {}
+  for i = 19, 32 do
+    standard[string.sub(WQ_B32, i, i)] = string.char(string.byte('A') + i - 11)
   end
 
   local function bytes(id)
     if #id ~= 26 or not string.find(id, '^[0-7][0-9A-HJKMNP-TV-Z]+$') then
       return nil
     end
-    local b = {string.byte(id, 1, 26)}
-    local out = {string.char(digits[b[1]] * 32 + digits[b[2]])}
-    for chunk = 0, 2 do
-      local n = 0
-      for i = 3 + chunk * 8, 10 + chunk * 8 do
-        n = n * 32 + digits[b[i]]
-      end
-      out[chunk + 2] = struct.pack('>I5', n)
-    end
-    return table.concat(out)
+    local s = string.gsub(id, '[J-Z]', standard)
+    return struct.pack('>BI5I5I5', tonumber(string.sub(s, 1, 2), 32),
+      tonumber(string.sub(s, 3, 10), 32), tonumber(string.sub(s, 11, 18), 32),
+      tonumber(string.sub(s, 19, 26), 32))
   end
 
   local function text(raw)
