@@ -5,7 +5,9 @@ same data, over a table of inputs."""
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from typing import Any
 
 import msgpack
@@ -13,6 +15,8 @@ import pytest
 import redis
 
 from tests.support.scripts import Runner
+from wheelq.core.far_tier import id_bytes
+from wheelq.core.ids import make_job_id
 from wheelq.core.job import Envelope
 from wheelq.core.keys import ShardKeys
 from wheelq.store import fire, leases
@@ -180,3 +184,55 @@ def test_the_inline_history_record_is_the_one_wq_fired_writes(
     slow = emitted(redis_sync, run, ShardKeys(topic, 2), plain(source, FIRED_INLINE), now)
     assert fast["reply"].emitted == len(EMITTED)
     assert fast == slow
+
+
+# --- wq_id_codec's bytes: a generated id read 8 characters at a time by tonumber(s, 32) ------
+
+ID_BYTES = helper(
+    "ids",
+    """local bytes, text = wq_id_codec()
+local out = {}
+for i, id in ipairs(ARGV) do
+  local raw = bytes(id)
+  out[2 * i - 1], out[2 * i] = raw or false, raw and text(raw) or false
+end
+return out""",
+)
+
+IDS = [
+    "00000000000000000000000000",
+    "7ZZZZZZZZZZZZZZZZZZZZZZZZZ",
+    "0123456789ABCDEFGHJKMNPQRS",
+    "3TVWXYZ0123456789ABCDEFGHJ",
+    "01M8KN0KHCZJMS2RTGG6JPFKC6",
+    "70000000000000000000000001",
+    "7ZZZZZZZZZZZZZZZZZZZZZZZZY",
+    # not generated: kept as their bytes by the far tier and the key index
+    "8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # past 128 bits
+    "01M8KN0KHCZJMS2RTGG6JPFKCI",  # I, L, O, U are no Crockford digits
+    "01M8KN0KHCZJMS2RTGG6JPFKCL",
+    "01M8KN0KHCZJMS2RTGG6JPFKCO",
+    "01M8KN0KHCZJMS2RTGG6JPFKCU",
+    "01m8kn0khczjms2rtgg6jpfkc6",  # lower case
+    "01M8KN0KHCZJMS2RTGG6JPFKC",  # 25 characters
+    "01M8KN0KHCZJMS2RTGG6JPFKC66",  # 27
+    "01M8KN0KHCZJMS2RTGG6JPFK-6",
+    "01M8KN0KHCZJMS2RTGG6JPF KC",
+    "",
+    "order-1",
+]
+
+
+def test_the_id_codec_reads_what_the_python_arithmetic_reads(redis_sync: redis.Redis) -> None:
+    """`bytes` gives a generated id's 128 bits as `wheelq.core.far_tier.id_bytes` counts them
+    a character at a time, and `text` the id back; any other id is no generated one."""
+    now = int(time.time() * 1000)
+    ids = IDS + [make_job_id(now + i, os.urandom(10)) for i in range(500)]
+    got = redis_sync.eval(ID_BYTES, 0, *ids)
+    for i, job_id in enumerate(ids):
+        want = id_bytes(job_id)
+        raw, back = got[2 * i], got[2 * i + 1]
+        if want[0] == 0 and len(want) == 17:
+            assert (raw, back) == (want[1:], job_id.encode()), job_id
+        else:
+            assert (raw, back) == (None, None), job_id
