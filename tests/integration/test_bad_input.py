@@ -246,6 +246,23 @@ def _batch_with_bad_last(n: int, bad: object) -> Call:
     )
 
 
+ALIKE_DELAY = 30
+ALIKE_BAD_PAYLOADS: list[tuple[str, object, type[Exception], str | None, tuple[str, ...]]] = [
+    ("set", {1}, PayloadTypeError, None, ("payload",)),
+    ("tuple-key", {(1, 2): "x"}, PayloadTypeError, None, ("payload", "dict keys")),
+    ("large", "x" * 200, PayloadTooLargeError, "payload", ("at most",)),
+    ("object", object(), PayloadTypeError, None, ("payload",)),
+]
+
+
+def _alike_batch_with_bad_last(n: int, bad: object) -> Call:
+    """Plain items sharing one delay (enqueue_bulk's columns take them), the last payload bad:
+    the error names that item, as the items' path names it."""
+    return lambda c, t: c.enqueue_many(
+        t, [EnqueueItem(payload=p, delay=ALIKE_DELAY) for p in [*range(n - 1), bad]]
+    )
+
+
 CASES: list[Any] = [
     *[
         case(
@@ -398,6 +415,24 @@ CASES: list[Any] = [
         for n in (500, 10_000)
         for label, bad, error, param, says in BAD_BATCH_ITEMS
     ],
+    *[
+        case(
+            f"enqueue_many-alike-{n}-{label}",
+            _alike_batch_with_bad_last(n, bad),
+            error,
+            param,
+            (f"items[{n - 1}]", *says),
+        )
+        for n in (500, 10_000)
+        for label, bad, error, param, says in ALIKE_BAD_PAYLOADS
+    ],
+    case(
+        "enqueue_many-alike-bad-delay",
+        lambda c, t: c.enqueue_many(t, [EnqueueItem(payload=i, delay=-1) for i in range(500)]),
+        InvalidDelayError,
+        "delay",
+        ("items[0]", *DELAY_SAYS),
+    ),
     case(
         "enqueue_many-unknown-keys-of-mixed-types",
         lambda c, t: c.enqueue_many(t, [{"payload": 1, "dealy": 5, 7: "x"}]),

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, PayloadTypeError
-from wheelq.producer.items import EncodeBatch, EnqueueItem, validate_batch, validate_item
+from wheelq.producer.items import (
+    EncodeBatch,
+    EnqueueItem,
+    alike,
+    columns_of,
+    validate_batch,
+    validate_item,
+)
 
 NOW_MS = 1_700_000_000_000
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -144,3 +151,69 @@ def test_the_short_path_gives_what_validate_item_gives_or_the_same_error(
             assert got._replace(id="") == want._replace(id="")
         else:
             assert got == want
+
+
+# --- alike items: enqueue_bulk's columns against the items' path ---------------------------
+
+DELAY, AT = 30, 1_800_000_000
+
+
+@pytest.mark.parametrize(
+    ("batch", "alike_ones"),
+    [
+        ([EnqueueItem(payload=i, delay=DELAY) for i in range(3)], True),
+        ([EnqueueItem(payload=i, at=AT) for i in range(3)], True),
+        ([EnqueueItem(payload=i) for i in range(3)], True),  # due now
+        ([EnqueueItem(payload=i, delay=DELAY) for i in range(1)], False),  # one: no gain
+        ((EnqueueItem(payload=i, delay=DELAY) for i in range(3)), False),  # read once
+        (tuple(EnqueueItem(payload=i, delay=DELAY) for i in range(3)), False),
+        ([{"payload": i, "delay": DELAY} for i in range(3)], False),
+        ([EnqueueItem(payload=1, delay=DELAY), EnqueueItem(payload=2, delay=31)], False),
+        # equal values, other objects: due_spec may judge them apart (True == 1)
+        ([EnqueueItem(payload=1, delay=1), EnqueueItem(payload=2, delay=True)], False),
+        ([EnqueueItem(payload=1, delay=1.5), EnqueueItem(payload=2, delay=float("1.5"))], False),
+        ([EnqueueItem(payload=1, job_id="a"), EnqueueItem(payload=2, job_id="b")], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, job_id="b")], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, max_attempts=3)], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, key="k")], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, priority=1)], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, expires=60)], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, traceparent=TRACE)], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, callback="https://e.com/x")], False),
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, replace=0)], False),  # 0 == False
+        ([EnqueueItem(payload=1), EnqueueItem(payload=2, ordered=0)], False),
+        ([EnqueueItem(payload=1), (2, None, None, None)], False),
+    ],
+)
+def test_only_lists_of_plain_items_sharing_their_timing_objects_are_alike(
+    batch: Any, alike_ones: bool
+) -> None:
+    assert (alike(batch) is not None) is alike_ones
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(payloads, min_size=2, max_size=6),
+    delays,
+    ats,
+    st.sampled_from([None, TRACE]),
+)
+def test_alike_items_are_encoded_as_the_items_path_writes_them_or_left_to_it(
+    values: list[Any], delay: Any, at: Any, traceparent: str | None
+) -> None:
+    """`columns_of` gives what `validate_batch` writes (due, envelopes, ids made at the call's
+    time, never repeated), or None where `validate_batch` refuses the batch."""
+    batch = [EnqueueItem(payload=v, delay=delay, at=at) for v in values]
+    columns = columns_of(SMALL, batch, EncodeBatch(NOW_MS, traceparent))
+    full = outcome(lambda: validate_batch(SMALL, batch, traceparent, NOW_MS))
+    if columns is None:
+        assert full[0] == "error"
+        return
+    assert full[0] == "ok"
+    due, ids, envelopes, lined = columns
+    writes = full[1]
+    assert [(w.due, w.envelope, w.orders) for w in writes] == [
+        (due, envelope, lined) for envelope in envelopes
+    ]
+    assert [i[:10] for i in ids] == [w.id[:10] for w in writes]
+    assert len(set(ids)) == len(ids) and all(len(i) == 26 for i in ids)

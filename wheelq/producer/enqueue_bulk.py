@@ -54,17 +54,34 @@ def encode(
 ) -> Columns:
     """Encode `payloads` (PayloadTypeError, PayloadTooLargeError naming ``payloads[i]``);
     `options`: the stored options' `Envelope` values all the jobs share."""
+    ids, envelopes = encode_jobs(payloads, max_payload_bytes, max_attempts, now_ms, options)
+    return by_shard(ids, envelopes, shards, orders(options))
+
+
+def encode_jobs(
+    payloads: list[Any],
+    max_payload_bytes: int,
+    max_attempts: int,
+    now_ms: int,
+    options: tuple[Any, ...],
+) -> tuple[list[str], list[bytes]]:
+    """`encode`'s ids and envelopes, in the caller's order, before they are put by shard."""
     packed = _packed(payloads, max_payload_bytes)
     envelopes = _envelopes(packed, max_attempts, now_ms, options)
     n = len(packed)
     head, block = time_part(now_ms), random_parts(n)
     ids = [head + block[i : i + RANDOM_CHARS] for i in range(0, RANDOM_CHARS * n, RANDOM_CHARS)]
+    return ids, envelopes
+
+
+def by_shard(ids: list[str], envelopes: list[bytes], shards: int, lined: bool) -> Columns:
+    """Jobs put by shard (`lined`: their shards order their due jobs)."""
     columns: dict[int, tuple[list[str], list[bytes]]] = {s: ([], []) for s in range(shards)}
     for job_id, envelope in zip(ids, envelopes, strict=True):
         shard_ids, shard_envelopes = columns[shard_of(job_id, shards)]
         shard_ids.append(job_id)
         shard_envelopes.append(envelope)
-    return Columns(ids, {s: c for s, c in columns.items() if c[0]}, orders(options))
+    return Columns(ids, {s: c for s, c in columns.items() if c[0]}, lined)
 
 
 def _packed(payloads: list[Any], max_bytes: int) -> list[bytes]:

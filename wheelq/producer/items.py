@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -27,9 +27,10 @@ from wheelq.core.options import (
 from wheelq.core.payload import encode_payload, payload_packer
 from wheelq.core.settings import ClientSettings
 from wheelq.errors import InvalidArgumentError, InvalidJobIdError, PayloadTypeError
+from wheelq.producer import enqueue_bulk as bulk
 from wheelq.store import enqueue
 
-__all__ = ["EncodeBatch", "EnqueueItem", "validate_batch", "validate_item"]
+__all__ = ["EncodeBatch", "EnqueueItem", "alike", "columns_of", "validate_batch", "validate_item"]
 
 _ITEM_FIELDS = frozenset(ITEM_FIELDS)
 _ID = ITEM_FIELDS.index("job_id")
@@ -82,6 +83,59 @@ def validate_batch(
         except PayloadTypeError as exc:
             raise PayloadTypeError(f"items[{index}]: {exc}") from exc
     return writes
+
+
+def alike(items: object) -> EnqueueItem | None:
+    """The first of `items` when they are a list of plain items with generated ids (no field
+    set after `at`) whose delay and time are the very objects of the first's, else None: the
+    batch `enqueue_bulk`'s columns write as `validate_batch` would, with no object a job
+    (docs/architecture.md, "Fast paths").
+
+    The same objects, not equal values: ``True == 1`` and ``1.0 == 1``, which `due_spec` may
+    judge apart; a list of items made in one comprehension shares them. Checking a job
+    costs about an eighth of encoding it (py-spy of `enqueue_many`: 2.6% of the call against
+    20%)."""
+    if type(items) is not list or len(items) < 2:
+        return None
+    first = items[0]
+    if type(first) is not EnqueueItem or first[_ID] is not None:
+        return None
+    delay, at = first[1], first[2]
+    for item in items:
+        if not (
+            type(item) is EnqueueItem
+            and item[1] is delay
+            and item[2] is at
+            and item[_ID] is None
+            and item[_TAIL:] == _PLAIN_TAIL
+            and item[_REPLACE] is item[_ORDERED] is False
+        ):
+            return None
+    return first
+
+
+def columns_of(
+    settings: ClientSettings, items: object, batch: EncodeBatch
+) -> tuple[DueSpec, list[str], list[bytes], bool] | None:
+    """`validate_batch` of alike items (`alike`) as `enqueue_bulk` encodes its jobs: their due,
+    ids and envelopes, and whether their shards order their due jobs; None when they are not
+    alike or one is bad (`validate_batch` then names it)."""
+    first = alike(items)
+    if first is None:
+        return None
+    try:
+        due = batch.due(first.delay, first.at)
+        stored = stored_values(first, batch.traceparent)
+        ids, envelopes = bulk.encode_jobs(
+            [item[0] for item in cast(list[EnqueueItem], items)],
+            settings.max_payload_bytes,
+            settings.default_max_attempts,
+            batch.now_ms,
+            stored,
+        )
+    except (InvalidArgumentError, PayloadTypeError):
+        return None
+    return due, ids, envelopes, orders(stored)
 
 
 def validate_options(

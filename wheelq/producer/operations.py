@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, Protocol, Self, TypeVar, cast, overload
 
 from wheelq.core import keys as k
-from wheelq.core.due import At, Delay, debounce_spec, due_spec, duration_ms
+from wheelq.core.due import At, Delay, DueSpec, debounce_spec, due_spec, duration_ms
 from wheelq.core.expiry import absolute
 from wheelq.core.far_tier import DEFAULT_HORIZON_MS, validate_horizon
 from wheelq.core.flow import LimitsChange, TopicLimits, order_keys
@@ -30,6 +30,7 @@ from wheelq.core.options import (
     EnqueueKwargs,
     EnqueueOptions,
     ItemOptions,
+    orders,
     stored_values,
 )
 from wheelq.core.process import held_by_workers
@@ -52,6 +53,7 @@ from wheelq.producer.items import (
     EXPIRES,
     EncodeBatch,
     EnqueueItem,
+    columns_of,
     validate_batch,
     validate_item,
     validate_options,
@@ -411,6 +413,10 @@ class Producer:
         self, topic: str, items: Iterable[EnqueueItem | Mapping[str, Any]], traceparent: str | None
     ) -> Op[list[str]]:
         batch = EncodeBatch(self._clock.now_ms(), traceparent)
+        # the spooler keeps JobWrites (Redis may be away): the items' path
+        columns = columns_of(self.settings, items, batch) if self.spooler is None else None
+        if columns is not None:
+            return (yield from self._columns(topic, *columns))
         writes = validate_batch(self.settings, items, traceparent, batch.now_ms, batch)
         if not writes:
             return []
@@ -470,11 +476,18 @@ class Producer:
         if self.spooler is not None:  # it keeps JobWrites (Redis may be away): the per-item path
             columns = bulk.encode(payloads, max_bytes, attempts, now_ms, stored, 1)
             return (yield from self.counted(topic, bulk.as_writes(due, columns)))
+        encoded = bulk.encode_jobs(payloads, max_bytes, attempts, now_ms, stored)
+        return (yield from self._columns(topic, due, *encoded, orders(stored)))
+
+    def _columns(
+        self, topic: str, due: DueSpec, ids: list[str], envelopes: list[bytes], lined: bool
+    ) -> Op[list[str]]:
+        """Place jobs encoded as columns (`bulk.encode_jobs`) and count them."""
         shards = self._shards.get(topic)
         if shards is None:
             shards = yield from self.shard_count(topic, create=True)
         assert shards is not None
-        columns = bulk.encode(payloads, max_bytes, attempts, now_ms, stored, shards)
+        columns = bulk.by_shard(ids, envelopes, shards, lined)
         calls = bulk.enqueue_calls(topic, due, columns, self.settings.batch_size)
         try:
             ids = yield from send_calls(topic, columns.ids, calls, None)
